@@ -1,0 +1,3 @@
+from vx.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,238 @@
+"""Every noun of vx, as frozen values. No I/O here: the rest of vx passes these around.
+
+Paths inside these values are POSIX strings relative to the workspace root ("" is the
+root itself) unless a field says it is absolute. Collections are tuples and mappings so
+values can be shared between threads, hashed and compared.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Mapping
+
+ROOT_PROJECT = "//"
+
+# Bumped on purpose whenever the key fold or the artifact container changes (KEY-03).
+CACHE_VERSION = "vx-py-cache-v1"
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TaskId:
+    """`package#task`; the root project is `//`."""
+
+    package: str
+    task: str
+
+    def __str__(self) -> str:
+        return f"{self.package}#{self.task}"
+
+
+# ---------------------------------------------------------------- workspace
+
+
+@dataclass(frozen=True, slots=True)
+class Package:
+    """One workspace member (or the root project `//`)."""
+
+    name: str
+    dir: str  # workspace-relative, "" for the root
+    deps: tuple[str, ...]  # names of workspace packages it links to, sorted
+    manifest_path: str  # workspace-relative path of its package.json
+    scripts: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Workspace:
+    root: Path  # absolute, resolved
+    manager: str  # npm | pnpm | yarn | bun
+    packages: Mapping[str, Package]  # by name; the root project is under ROOT_PROJECT
+    member_globs: tuple[str, ...] = ()
+
+    def package_at(self, rel_dir: str) -> Package | None:
+        """The deepest package whose dir contains rel_dir."""
+        best: Package | None = None
+        for pkg in self.packages.values():
+            d = pkg.dir
+            if d == "" or rel_dir == d or rel_dir.startswith(d + "/"):
+                if best is None or len(d) > len(best.dir):
+                    best = pkg
+        return best
+
+
+# ---------------------------------------------------------------- config
+
+
+@dataclass(frozen=True, slots=True)
+class EnvConfig:
+    pass_through: tuple[str, ...] = ()
+    define: Mapping[str, str] = field(default_factory=dict)
+    secret: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ExecConfig:
+    command: str
+    env: EnvConfig = EnvConfig()
+    timeout_ms: int | None = None
+    retries: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CacheConfig:
+    input_files: tuple[str, ...]
+    output_files: tuple[str, ...]
+    input_workspace_files: tuple[str, ...] = ()
+    output_workspace_files: tuple[str, ...] = ()
+    input_env: tuple[str, ...] = ()
+    input_tasks: tuple[str, ...] | None = None  # None means ('*', '^*')
+
+
+@dataclass(frozen=True, slots=True)
+class TaskConfig:
+    """One task as declared. `canonical` is the JSON text of the declaration (sorted keys),
+    which is what the key folds (KEY-06)."""
+
+    name: str
+    canonical: str
+    exec: ExecConfig | None = None
+    depends_on: tuple[str, ...] = ()
+    cache: CacheConfig | None = None
+    description: str | None = None
+
+    @property
+    def is_group(self) -> bool:
+        return self.exec is None
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectConfig:
+    source: str  # workspace-relative path of the config file ("" when none)
+    tasks: Mapping[str, TaskConfig] = field(default_factory=dict)
+    tags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class WorkspaceConfig:
+    source: str = ""
+    concurrency: int | None = None
+    cache_dir: str | None = None
+    timeout_ms: int | None = None
+
+
+# ---------------------------------------------------------------- graph
+
+
+@dataclass(frozen=True, slots=True)
+class TaskNode:
+    id: TaskId
+    config: TaskConfig
+    project_dir: str  # workspace-relative
+    deps: tuple[TaskId, ...]  # direct upstream tasks, in dependsOn order, deduplicated
+    requested: bool = False
+
+    @property
+    def is_group(self) -> bool:
+        return self.config.exec is None
+
+
+@dataclass(frozen=True, slots=True)
+class TaskGraph:
+    nodes: Mapping[TaskId, TaskNode]
+    order: tuple[TaskId, ...]  # a topological order (dependencies first)
+    priority: Mapping[TaskId, int]  # count of transitive dependents (GR-08)
+    requested: tuple[TaskId, ...]
+
+
+# ---------------------------------------------------------------- keys
+
+
+@dataclass(frozen=True, slots=True)
+class InputSet:
+    """The files a task's key folds: sorted (workspace-relative path, identity)."""
+
+    files: tuple[tuple[str, str], ...]
+    unmatched_globs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class HashRecord:
+    """Every component of a task key, in fold order (docs/caching.md)."""
+
+    task_id: str
+    fingerprint: str
+    package_json: str
+    config: str
+    forward_args: tuple[str, ...]
+    env: tuple[tuple[str, str | None], ...]  # (name, value); None = unset
+    upstream: tuple[tuple[str, str], ...]  # (task id, key), sorted by key
+    files: tuple[tuple[str, str], ...]
+
+
+# ---------------------------------------------------------------- outcomes
+
+
+class Status(str, Enum):
+    SUCCESS = "success"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    ABORTED = "aborted"
+
+
+class CacheStatus(str, Enum):
+    MISS = "miss"
+    LOCAL = "local"
+    REMOTE = "remote"
+    UP_TO_DATE = "up-to-date"
+    NO_CACHE = "no-cache"
+
+
+@dataclass(frozen=True, slots=True)
+class LogChunk:
+    """A piece of a task's output, in arrival order. stream is 1 (stdout) or 2 (stderr)."""
+
+    stream: int
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessResult:
+    exit_code: int  # 128+n for a signal death; 143 on timeout (137 if SIGKILL took it)
+    duration_ms: float
+    log: tuple[LogChunk, ...] = ()
+    timed_out: bool = False
+    aborted: bool = False  # ended because the run is stopping (EX-16)
+    signal: int | None = None
+    cpu_ms: float | None = None
+    peak_rss_bytes: int | None = None
+    spawn_error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TaskResult:
+    id: TaskId
+    status: Status
+    cache: CacheStatus
+    key: str | None = None
+    duration_ms: float = 0.0
+    exit_code: int | None = None
+    log: tuple[LogChunk, ...] = ()
+    reason: str | None = None  # failure label, skip cause, or why a save was withheld
+    blocked_by: TaskId | None = None
+    command: str | None = None
+    saved: bool = False
+    attempts: int = 0
+    timed_out: bool = False
+    cpu_ms: float | None = None
+    peak_rss_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    run_id: str
+    results: tuple[TaskResult, ...]
+    started_at: float
+    ended_at: float
+    exit_code: int
+    interrupted: bool = False
