@@ -63,6 +63,18 @@ class RunFinished:
 Event = RunStarted | TaskStarted | TaskOutput | TaskRetrying | TaskFinished | CacheRestored | Notice | RunFinished
 
 
+@dataclass(frozen=True, slots=True)
+class PlannedTask:
+    """One row of `--dry`: what would happen to a task, predicted without running anything."""
+
+    id: TaskId
+    command: str | None  # None for a group
+    key: str | None
+    predicted: str  # hit-local | miss | no-cache | group
+    deps: tuple[TaskId, ...]
+    project_dir: str
+
+
 class Reporter(Protocol):
     def __call__(self, event: Event) -> None: ...
 
