@@ -1,0 +1,308 @@
+"""The command line: parse, dispatch, render refusals. The only place that exits.
+
+`vx --version` must stay fast, so this module imports nothing heavy at the top; each verb
+imports what it needs when it runs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from vx import __version__
+from vx.errors import EXIT_OK, EXIT_TASK_FAILED, EXIT_USAGE, UsageError, VxError, did_you_mean
+
+HELP = """vx — a fast, correct task runner and build cache for JavaScript monorepos
+
+usage: vx <verb> [options]
+
+verbs:
+  run [OPTIONS] [TASK | PKG#TASK …] [-- ARGS]   run tasks and what they depend on
+  help [VERB]                                 show help for vx or one verb
+  version                                     print the version (also --version)
+
+`vx help run` lists every flag of `vx run`.
+"""
+
+RUN_HELP = """usage: vx run [OPTIONS] [TASK | PKG#TASK …] [-- ARGS]
+
+Runs the named tasks (and everything they depend on) in the project that holds the current
+directory; from the workspace root, a task the root does not declare runs in every project
+that declares it. Arguments after `--` reach the requested tasks only, and are in their keys.
+
+selection:
+  --all                     every project that declares the task
+options:
+  --concurrency N|N%        tasks run at once (default: CPUs, cgroup-aware)
+  --continue[=MODE]         never | deps-ok (default) | always (bare: always)
+  --force                   ignore cache hits, run everything, save the results
+  --no-cache                neither read nor write the cache
+  --cache-dir PATH          the cache directory (default: <root>/.vx/cache)
+  --timeout MS              default per-task timeout in milliseconds
+  --retry N                 default extra attempts for a failing task
+  --dry[=text|json]         print the plan with predicted cache status; run nothing
+  --summarize[=PATH]        write the run summary JSON (default: <cache>/runs/<id>.json)
+
+exit: 0 all tasks ok · 1 a task failed, was skipped or aborted · 2 usage or config error
+      130 / 143 / 129 interrupted by SIGINT / SIGTERM / SIGHUP
+"""
+
+VERB_HELP = {"run": RUN_HELP, "help": "usage: vx help [VERB]\n", "version": "usage: vx version\n"}
+
+# Flags of `vx run`: name -> (kind, dest). kind: flag | value | optional (value only after `=`).
+RUN_FLAGS = {
+    "--all": ("flag", "all"),
+    "--concurrency": ("value", "concurrency"),
+    "--continue": ("optional", "continue_mode"),
+    "--force": ("flag", "force"),
+    "--no-cache": ("flag", "no_cache"),
+    "--cache-dir": ("value", "cache_dir"),
+    "--timeout": ("value", "timeout"),
+    "--retry": ("value", "retry"),
+    "--dry": ("optional", "dry"),
+    "--summarize": ("optional", "summarize"),
+}
+FLAG_ALIASES = {"--dry-run": "--dry", "--parallel": "--concurrency", "--skip-nx-cache": "--force"}
+CONTINUE_ALIASES = {"dependencies-successful": "deps-ok", "": "always"}
+FOREIGN_VERBS = {"build": "run build", "test": "run test", "lint": "run lint", "run-many": "run --all",
+                 "exec": "run", "ls": "run --dry", "graph": "run --dry"}
+
+
+@dataclass
+class RunArgs:
+    names: list[str] = field(default_factory=list)
+    forward: list[str] = field(default_factory=list)
+    all: bool = False
+    concurrency: str | None = None
+    continue_mode: str | None = None
+    force: bool = False
+    no_cache: bool = False
+    cache_dir: str | None = None
+    timeout: str | None = None
+    retry: str | None = None
+    dry: str | None = None
+    summarize: str | None = None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args in (["--version"], ["version"]):
+        print(f"vx {__version__}")
+        return EXIT_OK
+    try:
+        return _dispatch(args)
+    except VxError as exc:
+        _say(exc.render())
+        return exc.code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as exc:  # an uncaught exception is a bug: say so, and where
+        return _internal_error(exc)
+
+
+def _dispatch(args: list[str]) -> int:
+    if not args or args[0] in ("-h", "--help"):
+        print(HELP, end="")
+        return EXIT_OK if args else EXIT_TASK_FAILED
+    verb, rest = args[0], args[1:]
+    if verb == "help":
+        return _help(rest)
+    if verb == "run":
+        if rest and rest[0] in ("-h", "--help"):
+            print(RUN_HELP, end="")
+            return EXIT_OK
+        return _run(parse_run(rest))
+    raise _unknown_verb(verb)
+
+
+def _help(rest: list[str]) -> int:
+    if not rest:
+        print(HELP, end="")
+        return EXIT_OK
+    if rest[0] not in VERB_HELP:
+        raise _unknown_verb(rest[0])
+    print(VERB_HELP[rest[0]], end="")
+    return EXIT_OK
+
+
+def _unknown_verb(verb: str) -> UsageError:
+    if verb in FOREIGN_VERBS:
+        return UsageError(f"`{verb}` is not a vx verb", hint=f"try `vx {FOREIGN_VERBS[verb]}`")
+    if "#" in verb:
+        return UsageError(f"`{verb}` is not a vx verb", hint=f"try `vx run {verb}`")
+    near = did_you_mean(verb, VERB_HELP)
+    return UsageError(f"unknown verb `{verb}`", hint=f"did you mean `vx {near}`?" if near else "see `vx help`")
+
+
+# ---------------------------------------------------------------- parsing
+
+
+def parse_run(tokens: Sequence[str]) -> RunArgs:
+    """Parse `vx run` arguments: optional values only after `=`, unknown flags refused."""
+    out = RunArgs()
+    it = iter(range(len(tokens)))
+    for i in it:
+        tok = tokens[i]
+        if tok == "--":
+            out.forward = list(tokens[i + 1:])
+            break
+        if not tok.startswith("-") or tok == "-":
+            out.names.append(tok)
+            continue
+        name, eq, value = tok.partition("=")
+        name = FLAG_ALIASES.get(name, name)
+        if name not in RUN_FLAGS:
+            near = did_you_mean(name, RUN_FLAGS)
+            raise UsageError(f"unknown flag `{name}` for `vx run`",
+                             hint=f"did you mean `{near}`?" if near else "see `vx help run`")
+        kind, dest = RUN_FLAGS[name]
+        if kind == "flag":
+            if eq:
+                raise UsageError(f"`{name}` takes no value", hint=f"write `{name}` alone")
+            setattr(out, dest, True)
+        elif kind == "optional":
+            setattr(out, dest, value if eq else "")
+        else:
+            if not eq:
+                if i + 1 >= len(tokens) or tokens[i + 1].startswith("-"):
+                    raise UsageError(f"`{name}` needs a value", hint=f"write `{name} VALUE` or `{name}=VALUE`")
+                value = tokens[next(it) + 1]
+            if value == "":
+                raise UsageError(f"`{name}` needs a value", hint=f"write `{name}=VALUE`")
+            setattr(out, dest, value)
+    return out
+
+
+def _plain_int(flag: str, text: str | None) -> int | None:
+    if text is None:
+        return None
+    if not text.isascii() or not text.isdigit() or len(text) > 15:
+        raise UsageError(f"`{flag}` must be a plain decimal number, got `{text}`", hint=f"e.g. `{flag} 3`")
+    return int(text)
+
+
+def _continue_mode(text: str | None) -> str:
+    from vx.scheduler import CONTINUE_MODES
+
+    if text is None:
+        return "deps-ok"
+    mode = CONTINUE_ALIASES.get(text, text)
+    if mode not in CONTINUE_MODES:
+        near = did_you_mean(text, CONTINUE_MODES)
+        raise UsageError(f"`--continue={text}` is not a mode",
+                         hint=f"did you mean `--continue={near}`?" if near else "use never, deps-ok or always")
+    return mode
+
+
+def _dry_format(text: str | None) -> str | None:
+    if text is None:
+        return None
+    if text in ("", "text"):
+        return "text"
+    if text == "json":
+        return "json"
+    raise UsageError(f"`--dry={text}` is not a format", hint="use `--dry`, `--dry=text` or `--dry=json`")
+
+
+# ---------------------------------------------------------------- run
+
+
+def _run(args: RunArgs) -> int:
+    import time
+
+    from vx.run import RunRequest
+
+    timer_start = time.perf_counter()
+    if not args.names:
+        raise UsageError("name a task to run", hint="e.g. `vx run build`; `vx run build --all` for every project")
+    timeout = _plain_int("--timeout", args.timeout)
+    if timeout is not None and not 1 <= timeout <= 2**31 - 1:
+        raise UsageError(f"`--timeout` must be between 1 and {2**31 - 1} ms, got {timeout}")
+    if args.dry is not None and args.summarize is not None:
+        raise UsageError("`--summarize` cannot be combined with `--dry`", hint="a dry run executes nothing to summarise")
+    req = RunRequest(
+        cwd=Path(os.getcwd()), names=tuple(args.names), all=args.all, forward_args=tuple(args.forward),
+        concurrency=args.concurrency, continue_mode=_continue_mode(args.continue_mode), no_cache=args.no_cache,
+        force=args.force, cache_dir=args.cache_dir, timeout_ms=timeout, retries=_plain_int("--retry", args.retry))
+    return _run_request(req, _dry_format(args.dry), args.summarize, timer_start)
+
+
+def _run_request(req, dry: str | None, summarize: str | None, timer_start: float) -> int:
+    from vx import run
+    from vx.runlock import RunLock
+    from vx.stages import Stages
+
+    stages = Stages(os.environ.get("VX_TIMING", "") not in ("", "0"), timer_start)
+    env = dict(os.environ)
+    if dry is not None:
+        return _dry(run.prepare(req, env, stages), dry)
+    reporter = None
+    lock = RunLock(lambda msg: _say(f"vx: {msg}"))
+    try:
+        prep = run.prepare(req, env, stages, lock=lock)
+        reporter = _reporter(prep.broad, env)
+        summary = run.execute(prep, req, reporter, stages)
+    finally:
+        lock.release()
+    if summarize is not None:
+        _write_summary(summary, prep, summarize)
+    stages.print(sys.stderr)
+    return summary.exit_code
+
+
+def _reporter(broad: bool, env: dict[str, str]):
+    from vx.report import color_enabled, make_reporter
+
+    ci = env.get("CI", "").lower() not in ("", "0", "false")
+    flow = "ci" if ci else ("broad" if broad else "focused")
+    color = color_enabled(env, sys.stderr)
+    live = sys.stderr.isatty() and not ci
+    return make_reporter(flow=flow, color=color, live=live, version=__version__, out=sys.stdout, err=sys.stderr)
+
+
+def _dry(prep, fmt: str) -> int:
+    from vx.report import render_dry
+    from vx.run import dry_plan
+
+    render_dry(dry_plan(prep), fmt, sys.stdout)
+    if prep.store is not None:
+        prep.store.close()
+    return EXIT_OK
+
+
+def _write_summary(summary, prep, target: str) -> None:
+    from vx.report import write_summary
+
+    if target:
+        path = Path(target)
+    else:
+        path = Path(prep.cache_dir) / "runs" / f"{summary.run_id}.json"
+    write_summary(summary, path)
+    _say(f"vx: summary written to {path}")
+
+
+# ---------------------------------------------------------------- output
+
+
+def _say(text: str) -> None:
+    try:
+        print(text, file=sys.stderr)
+    except BrokenPipeError:
+        pass
+
+
+def _internal_error(exc: BaseException) -> int:
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
+    _say(f"vx: internal error: {type(exc).__name__}: {exc}{where}")
+    _say("this is a bug in vx; set VX_DEBUG=1 for the full traceback and please report it")
+    if os.environ.get("VX_DEBUG"):
+        traceback.print_exception(exc)
+    return EXIT_TASK_FAILED

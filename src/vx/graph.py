@@ -1,0 +1,193 @@
+"""Build the task graph from declared configs: dependsOn micro-syntax, the `^` frontier, groups,
+cycles and priorities (GR-01..GR-06, GR-08). Pure: values in, values out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Sequence
+
+from vx.errors import ConfigError, CycleError, UnknownTaskError, suggestion
+from vx.model import ROOT_PROJECT, ProjectConfig, TaskConfig, TaskGraph, TaskId, TaskNode, Workspace
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """What the user asked for: task names or `pkg#task`, the cwd's project, and --all."""
+
+    names: tuple[str, ...]
+    cwd_package: str
+    all: bool = False
+
+
+def build_graph(ws: Workspace, configs: Mapping[str, ProjectConfig], sel: Selection) -> TaskGraph:
+    """Resolve the requested tasks and everything they depend on into one graph."""
+    requested = _resolve_requested(ws, configs, sel)
+    nodes: dict[TaskId, TaskNode] = {}
+    pending = list(requested)
+    while pending:
+        tid = pending.pop()
+        if tid in nodes:
+            continue
+        task = configs[tid.package].tasks[tid.task]
+        deps = _expand_depends_on(ws, configs, tid, task)
+        nodes[tid] = TaskNode(tid, task, ws.packages[tid.package].dir, deps, tid in requested)
+        pending.extend(d for d in deps if d not in nodes)
+    order = _topological_order(nodes)
+    return TaskGraph(nodes, order, _dependent_counts(nodes, order), tuple(requested))
+
+
+# ---------------------------------------------------------------- selection
+
+
+def _resolve_requested(ws: Workspace, configs: Mapping[str, ProjectConfig], sel: Selection) -> list[TaskId]:
+    out: list[TaskId] = []
+    for name in sel.names:
+        for tid in _resolve_one(ws, configs, sel, name):
+            if tid not in out:
+                out.append(tid)
+    return out
+
+
+def _resolve_one(ws: Workspace, configs: Mapping[str, ProjectConfig], sel: Selection, name: str) -> list[TaskId]:
+    if "#" in name:
+        pkg, _, task = name.rpartition("#")
+        return [_qualified(ws, configs, pkg or ROOT_PROJECT, task, name)]
+    holders = [p for p in sorted(configs) if name in configs[p].tasks]
+    if not holders:
+        raise UnknownTaskError(
+            f"no project declares a task named `{name}`",
+            hint=suggestion(name, _all_task_names(configs), noun="tasks"),
+        )
+    if sel.all:
+        return [TaskId(p, name) for p in holders]
+    if name in configs.get(sel.cwd_package, ProjectConfig("")).tasks:
+        return [TaskId(sel.cwd_package, name)]
+    if sel.cwd_package == ROOT_PROJECT:
+        # From the root, a task the root project does not declare means "everywhere" (as in turbo).
+        return [TaskId(p, name) for p in holders]
+    raise UnknownTaskError(
+        f"project `{sel.cwd_package}` has no task `{name}`",
+        facts=(f"declared by: {', '.join(holders[:8])}{', …' if len(holders) > 8 else ''}",),
+        hint=f"run it everywhere with `vx run {name} --all`, or name one: `vx run {holders[0]}#{name}`",
+    )
+
+
+def _qualified(ws: Workspace, configs: Mapping[str, ProjectConfig], pkg: str, task: str, text: str) -> TaskId:
+    if pkg not in ws.packages:
+        raise UnknownTaskError(f"no package named `{pkg}` (in `{text}`)", hint=suggestion(pkg, ws.packages, noun="packages"))
+    tasks = configs[pkg].tasks
+    if task not in tasks:
+        raise UnknownTaskError(f"package `{pkg}` has no task `{task}`", hint=suggestion(task, tasks, noun="tasks"))
+    return TaskId(pkg, task)
+
+
+def _all_task_names(configs: Mapping[str, ProjectConfig]) -> set[str]:
+    return {t for cfg in configs.values() for t in cfg.tasks}
+
+
+# ---------------------------------------------------------------- dependsOn
+
+
+def _expand_depends_on(
+    ws: Workspace, configs: Mapping[str, ProjectConfig], tid: TaskId, task: TaskConfig
+) -> tuple[TaskId, ...]:
+    out: dict[TaskId, None] = {}
+    source = configs[tid.package].source
+    for i, entry in enumerate(task.depends_on):
+        field = f"tasks.{tid.task}.dependsOn[{i}]"
+        for dep in _expand_entry(ws, configs, tid, entry, source, field):
+            if dep != tid:
+                out[dep] = None
+    return tuple(out)
+
+
+def _expand_entry(ws, configs, tid: TaskId, entry: str, source: str, field: str) -> Iterable[TaskId]:
+    if entry.startswith("^"):
+        return _frontier(ws, configs, tid.package, entry[1:], source, field)
+    if "#" in entry:
+        pkg, _, name = entry.rpartition("#")
+        pkg = pkg or ROOT_PROJECT
+        if pkg not in ws.packages:
+            raise ConfigError(f"`{entry}` names an unknown package `{pkg}`", file=source, field=field,
+                              hint=suggestion(pkg, ws.packages, noun="packages"))
+        if name not in configs[pkg].tasks:
+            raise ConfigError(f"`{entry}`: package `{pkg}` has no task `{name}`", file=source, field=field,
+                              hint=suggestion(name, configs[pkg].tasks, noun="tasks"))
+        return [TaskId(pkg, name)]
+    tasks = configs[tid.package].tasks
+    if entry not in tasks:
+        raise ConfigError(f"`{entry}` is not a task of this project", file=source, field=field,
+                          hint=suggestion(entry, tasks, noun="tasks") or f"for the task in dependencies, write `^{entry}`")
+    return [TaskId(tid.package, entry)]
+
+
+def _frontier(ws, configs, package: str, name: str, source: str, field: str) -> list[TaskId]:
+    """The nearest holders of `name` among the package's dependencies (GR-02, sparse bridging)."""
+    if not any(name in cfg.tasks for cfg in configs.values()):
+        raise ConfigError(f"`^{name}`: no project in the workspace declares a task `{name}`", file=source, field=field,
+                          hint=suggestion(name, _all_task_names(configs), noun="tasks"))
+    found: list[TaskId] = []
+    seen: set[str] = {package}
+    stack = list(reversed(ws.packages[package].deps))
+    while stack:
+        dep = stack.pop()
+        if dep in seen:
+            continue
+        seen.add(dep)
+        if name in configs[dep].tasks:
+            found.append(TaskId(dep, name))
+        else:
+            stack.extend(reversed(ws.packages[dep].deps))
+    return sorted(found)
+
+
+# ---------------------------------------------------------------- order
+
+
+def _topological_order(nodes: Mapping[TaskId, TaskNode]) -> tuple[TaskId, ...]:
+    """Dependencies first; an iterative DFS so deep graphs never hit a recursion limit (GR-04)."""
+    state: dict[TaskId, int] = {}  # 1 = on the stack, 2 = done
+    order: list[TaskId] = []
+    for start in sorted(nodes):
+        if start in state:
+            continue
+        stack: list[tuple[TaskId, int]] = [(start, 0)]
+        state[start] = 1
+        while stack:
+            tid, i = stack[-1]
+            deps = nodes[tid].deps
+            if i < len(deps):
+                stack[-1] = (tid, i + 1)
+                dep = deps[i]
+                mark = state.get(dep)
+                if mark == 1:
+                    raise _cycle_error(nodes, [t for t, _ in stack], dep)
+                if mark is None:
+                    state[dep] = 1
+                    stack.append((dep, 0))
+            else:
+                stack.pop()
+                state[tid] = 2
+                order.append(tid)
+    return tuple(order)
+
+
+def _cycle_error(nodes: Mapping[TaskId, TaskNode], path: Sequence[TaskId], back_to: TaskId) -> CycleError:
+    cycle = list(path[path.index(back_to):]) + [back_to]
+    return CycleError(
+        "the task graph has a cycle",
+        facts=(" -> ".join(str(t) for t in cycle),),
+        hint="remove one of these dependsOn entries; a task cannot wait for itself",
+    )
+
+
+def _dependent_counts(nodes: Mapping[TaskId, TaskNode], order: Sequence[TaskId]) -> dict[TaskId, int]:
+    """Exact transitive-dependent counts, as bitset popcounts (diamonds never double-count)."""
+    index = {tid: i for i, tid in enumerate(order)}
+    below: dict[TaskId, int] = {tid: 0 for tid in order}
+    for tid in reversed(order):  # dependants come later in `order`, so they are done first
+        bits = below[tid]
+        for dep in nodes[tid].deps:
+            below[dep] |= bits | (1 << index[tid])
+    return {tid: bits.bit_count() for tid, bits in below.items()}

@@ -1,0 +1,165 @@
+"""Decide everything about every task before anything runs: inputs, key, command, env, outputs.
+
+Keys are static (no early cutoff), so the whole plan is known up front; `--dry` is this module
+with nothing executed, and the store is probed for every key in one batch.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from vx import environment, executor, files, keys
+from vx.globs import GlobSet
+from vx.model import ROOT_PROJECT, HashRecord, InputSet, TaskGraph, TaskId, TaskNode, Workspace
+from vx.rebuilder import TaskPlan
+
+MAX_TIMEOUT_MS = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class InputQuery:
+    """What `files` needs to enumerate (and later re-check) one task's inputs."""
+
+    project_dir: str
+    globs: GlobSet
+    workspace_globs: GlobSet | None
+    excluded: GlobSet | None
+    nested: tuple[str, ...]
+
+
+class OutputSpec:
+    """A cached task's declared outputs: walked to save, wiped before exec/restore, and the
+    only paths a restore may write (LC-08, LC-09)."""
+
+    def __init__(self, project_dir: str, patterns: Sequence[str], ws_patterns: Sequence[str], query: InputQuery):
+        self.project_dir = project_dir
+        self.patterns = tuple(patterns)
+        self.globs = GlobSet(patterns) if patterns else None
+        self.ws_globs = GlobSet(ws_patterns) if ws_patterns else None
+        self.declares_files = bool(patterns or ws_patterns)
+        self.input_query = query
+
+    def walk(self, root: Path) -> list[str]:
+        if not self.declares_files:
+            return []
+        return files.walk_outputs(root, self.project_dir, self.globs, self.ws_globs)
+
+    def wipe(self, root: Path) -> None:
+        if self.declares_files:
+            files.wipe_outputs(root, self.project_dir, self.globs, self.ws_globs)
+
+    def allows(self, path: str) -> bool:
+        if self.ws_globs is not None and self.ws_globs.matches(path):
+            return True
+        if self.globs is None:
+            return False
+        prefix = self.project_dir + "/" if self.project_dir else ""
+        return path.startswith(prefix) and self.globs.matches(path[len(prefix):])
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """The parts of the command line that shape plans (not the cache policy or the flow)."""
+
+    forward_args: tuple[str, ...] = ()
+    timeout_ms: int | None = None
+    retries: int | None = None
+    workspace_timeout_ms: int | None = None
+
+
+def make_plans(ws: Workspace, graph: TaskGraph, index: files.FileIndex, opts: RunOptions,
+               host_env: Mapping[str, str]) -> dict[TaskId, TaskPlan]:
+    """Plan every node in topological order, so upstream keys exist before they are folded."""
+    fingerprint = files.fingerprint(ws.root, index)
+    nested = _nested_dirs(ws)
+    default_timeout = _default_timeout(opts, host_env)
+    plans: dict[TaskId, TaskPlan] = {}
+    for tid in graph.order:
+        node = graph.nodes[tid]
+        if node.is_group:
+            plans[tid] = _group_plan(node, plans)
+        else:
+            plans[tid] = _task_plan(ws, node, index, opts, host_env, fingerprint, nested.get(node.project_dir, ()),
+                                    plans, default_timeout)
+    return plans
+
+
+def _group_plan(node: TaskNode, plans: Mapping[TaskId, TaskPlan]) -> TaskPlan:
+    key = keys.group_key((str(dep), plans[dep].key) for dep in node.deps)
+    return TaskPlan(key=key, inputs=None, command=None, env={}, timeout_ms=None, retries=0, outputs=None)
+
+
+def _task_plan(ws, node: TaskNode, index, opts: RunOptions, host_env, fingerprint: str, nested: tuple[str, ...],
+               plans: Mapping[TaskId, TaskPlan], default_timeout: int | None) -> TaskPlan:
+    cfg = node.config
+    assert cfg.exec is not None
+    query = _input_query(node, nested)
+    inputs = index.inputs(query.project_dir, query.globs, query.workspace_globs, excluded=query.excluded, nested=nested)
+    forward = opts.forward_args if node.requested else ()
+    command = executor.forward_args(cfg.exec.command, forward) if forward else cfg.exec.command
+    upstream = keys.select_upstream(node.id, node.deps, cfg.cache.input_tasks if cfg.cache else None)
+    record = HashRecord(
+        task_id=str(node.id),
+        fingerprint=fingerprint,
+        package_json=index.identity(_join(node.project_dir, "package.json")),
+        config=cfg.canonical,
+        forward_args=forward,
+        env=tuple((name, host_env.get(name)) for name in (cfg.cache.input_env if cfg.cache else ())),
+        upstream=tuple(sorted(((str(d), plans[d].key) for d in upstream), key=lambda p: (p[1], p[0]))),
+        files=inputs.files,
+    )
+    env = environment.task_env(host=host_env, pass_through=cfg.exec.env.pass_through, define=cfg.exec.env.define,
+                               project_dir_abs=ws.root / node.project_dir, root=ws.root,
+                               workspace_id=str(ws.root), task_id=str(node.id))
+    outputs = None
+    if cfg.cache is not None:
+        outputs = OutputSpec(node.project_dir, cfg.cache.output_files, cfg.cache.output_workspace_files, query)
+    timeout = cfg.exec.timeout_ms if cfg.exec.timeout_ms is not None else default_timeout
+    retries = cfg.exec.retries if cfg.exec.retries is not None else (opts.retries or 0)
+    return TaskPlan(keys.task_key(record), inputs, command, env, timeout, retries, outputs)
+
+
+def _input_query(node: TaskNode, nested: tuple[str, ...]) -> InputQuery:
+    cache = node.config.cache
+    if cache is None:  # an uncached task still keys its whole project for its dependants (KEY-20)
+        return InputQuery(node.project_dir, GlobSet(["**"]), None, None, nested)
+    excluded = GlobSet(cache.output_files) if cache.output_files else None
+    ws_globs = GlobSet(cache.input_workspace_files) if cache.input_workspace_files else None
+    return InputQuery(node.project_dir, GlobSet(cache.input_files), ws_globs, excluded, nested)
+
+
+def _nested_dirs(ws: Workspace) -> dict[str, tuple[str, ...]]:
+    """For each project dir, the dirs of projects nested inside it (the root holds all members)."""
+    dirs = sorted(p.dir for p in ws.packages.values())
+    out: dict[str, tuple[str, ...]] = {}
+    for d in dirs:
+        prefix = d + "/" if d else ""
+        out[d] = tuple(o for o in dirs if o != d and o.startswith(prefix))
+    return out
+
+
+def _default_timeout(opts: RunOptions, host_env: Mapping[str, str]) -> int | None:
+    if opts.timeout_ms is not None:
+        return opts.timeout_ms
+    raw = host_env.get("VX_TASK_TIMEOUT", "").strip()
+    if raw.isdigit() and int(raw) > 0:
+        return min(int(raw), MAX_TIMEOUT_MS)  # clamped, never refused (8.1)
+    return opts.workspace_timeout_ms
+
+
+def _join(a: str, b: str) -> str:
+    return f"{a}/{b}" if a else b
+
+
+def package_of(ws: Workspace, cwd: Path) -> str:
+    """The name of the project that holds cwd (the deepest member), or the root project."""
+    try:
+        rel = Path(os.path.relpath(cwd, ws.root)).as_posix()
+    except ValueError:
+        return ROOT_PROJECT
+    rel = "" if rel == "." else rel
+    pkg = ws.package_at(rel)
+    return pkg.name if pkg else ROOT_PROJECT

@@ -1,0 +1,197 @@
+"""Bring one task up to date: key → hit? (skip or restore) : wipe outputs, execute, re-check, save.
+
+The key of every task is known before anything runs (keys are computed up front by run.py), so
+the rebuilder only decides, per task, which of the three roads to take and says why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from vx import executor
+from vx.events import CacheRestored, Emit, Notice, TaskFinished, TaskOutput, TaskRetrying, TaskStarted
+from vx.model import CacheStatus, InputSet, LogChunk, ProcessResult, Status, TaskId, TaskNode, TaskResult
+from vx.scheduler import PrioritySlots
+
+
+@dataclass(frozen=True, slots=True)
+class CachePolicy:
+    """The local axes of LC-15: `--no-cache` turns both off, `--force` turns reads off."""
+
+    read: bool = True
+    write: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class TaskPlan:
+    """Everything decided about a task before the walk: its key, inputs, final command and env."""
+
+    key: str
+    inputs: InputSet | None
+    command: str | None
+    env: Mapping[str, str]
+    timeout_ms: int | None
+    retries: int
+    outputs: Any  # files.OutputSpec-like: globs to walk, wipe and allow (None when the task caches nothing)
+
+
+@dataclass
+class RunContext:
+    root: Path
+    plans: Mapping[TaskId, TaskPlan]
+    hits: Mapping[str, Any]  # key -> store entry, from one batched probe
+    index: Any  # files.FileIndex
+    store: Any  # store.local.LocalStore | None
+    policy: CachePolicy
+    slots: PrioritySlots
+    restore_slots: asyncio.Semaphore
+    table: executor.ProcessTable
+    emit: Emit
+    priority: Mapping[TaskId, int]
+    tainted: set[TaskId] = field(default_factory=set)  # downstream of a failure or a withheld save
+
+
+async def rebuild(ctx: RunContext, node: TaskNode, results: Mapping[TaskId, TaskResult]) -> TaskResult:
+    """Take the task to a finished result; reported through ctx.emit."""
+    plan = ctx.plans[node.id]
+    if any(dep in ctx.tainted or results[dep].status is not Status.SUCCESS for dep in node.deps):
+        ctx.tainted.add(node.id)
+    if node.is_group:
+        return TaskResult(node.id, Status.SUCCESS, CacheStatus.NO_CACHE, key=plan.key)
+    result = None
+    if plan.outputs is not None and ctx.policy.read and ctx.store is not None:
+        result = await _try_hit(ctx, node, plan)
+    if result is None:
+        result = await _execute_and_save(ctx, node, plan)
+    ctx.emit(TaskFinished(result))
+    return result
+
+
+# ---------------------------------------------------------------- hits
+
+
+async def _try_hit(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> TaskResult | None:
+    entry = ctx.hits.get(plan.key)
+    if entry is None:
+        return None
+    started = time.monotonic()
+    outputs = plan.outputs
+    current = await asyncio.to_thread(outputs.walk, ctx.root)
+    if ctx.store.is_up_to_date(entry, current):
+        return _hit(node, plan, entry, ctx.store.log_of(entry), CacheStatus.UP_TO_DATE, started)
+    from vx.store.local import DamagedEntry
+
+    async with ctx.restore_slots:
+        try:
+            log = await asyncio.to_thread(_restore, ctx, entry, outputs)
+        except DamagedEntry as exc:
+            ctx.emit(Notice(f"cache entry for {node.id} is damaged ({exc}); running the task instead", id=node.id))
+            return None
+    ctx.emit(CacheRestored(node.id, CacheStatus.LOCAL))
+    return _hit(node, plan, entry, log, CacheStatus.LOCAL, started)
+
+
+def _restore(ctx: RunContext, entry: Any, outputs: Any) -> tuple[LogChunk, ...]:
+    outputs.wipe(ctx.root)
+    return ctx.store.restore(entry, outputs.allows)
+
+
+def _hit(node: TaskNode, plan: TaskPlan, entry: Any, log, cache: CacheStatus, started: float) -> TaskResult:
+    return TaskResult(node.id, Status.SUCCESS, cache, key=plan.key, exit_code=0, log=tuple(log),
+                      duration_ms=(time.monotonic() - started) * 1000, command=plan.command)
+
+
+# ---------------------------------------------------------------- misses
+
+
+async def _execute_and_save(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> TaskResult:
+    cached = plan.outputs is not None
+    write = cached and ctx.policy.write and ctx.store is not None
+    snapshot = ctx.index.snapshot(plan.inputs) if write else None
+    started_ns = time.time_ns()
+    proc, attempts = await _attempts(ctx, node, plan, wipe=write)
+    status = _status_of(proc)
+    cache = CacheStatus.MISS if cached else CacheStatus.NO_CACHE
+    saved, reason = False, None
+    if status is Status.SUCCESS and write:
+        saved, reason = await _save(ctx, node, plan, proc, snapshot, started_ns)
+    elif status is Status.FAILED:
+        reason = executor.failure_label(proc)
+        hint = executor.exit_hint(proc, plan.command or "", _path_dirs(plan.env))
+        if hint:
+            ctx.emit(Notice(hint, level="info", id=node.id))
+    if status is not Status.SUCCESS or (write and not saved):
+        ctx.tainted.add(node.id)
+    return TaskResult(node.id, status, cache, key=plan.key, duration_ms=proc.duration_ms, exit_code=proc.exit_code,
+                      log=proc.log, reason=reason, command=plan.command, saved=saved, attempts=attempts,
+                      timed_out=proc.timed_out, cpu_ms=proc.cpu_ms, peak_rss_bytes=proc.peak_rss_bytes)
+
+
+def _status_of(proc: ProcessResult) -> Status:
+    if proc.aborted:
+        return Status.ABORTED
+    return Status.SUCCESS if proc.exit_code == 0 else Status.FAILED
+
+
+async def _attempts(ctx: RunContext, node: TaskNode, plan: TaskPlan, *, wipe: bool) -> tuple[ProcessResult, int]:
+    """Run the command, retrying per exec.retries; each attempt re-cleans outputs (EX-06)."""
+    total = plan.retries + 1
+    elapsed = 0.0
+    await ctx.slots.acquire(ctx.priority.get(node.id, 0))
+    try:
+        for attempt in range(1, total + 1):
+            if wipe:
+                await asyncio.to_thread(plan.outputs.wipe, ctx.root)
+            ctx.emit(TaskStarted(node.id, plan.command or "", attempt))
+            proc = await executor.execute(
+                plan.command or "", cwd=ctx.root / node.project_dir, env=plan.env, timeout_ms=plan.timeout_ms,
+                on_output=lambda chunk: ctx.emit(TaskOutput(node.id, chunk)), table=ctx.table)
+            elapsed += proc.duration_ms
+            if proc.exit_code == 0 or proc.aborted or attempt == total:
+                break
+            after = "a timeout" if proc.timed_out else f"exit {proc.exit_code}"
+            ctx.emit(TaskRetrying(node.id, attempt + 1, total, after))
+    finally:
+        ctx.slots.release()
+    return _with_duration(proc, elapsed), attempt
+
+
+def _with_duration(proc: ProcessResult, total_ms: float) -> ProcessResult:
+    from dataclasses import replace
+
+    return replace(proc, duration_ms=total_ms)
+
+
+async def _save(ctx: RunContext, node: TaskNode, plan: TaskPlan, proc: ProcessResult, snapshot,
+                started_ns: int) -> tuple[bool, str | None]:
+    """Save the result unless an input moved while the task ran (KEY-21) or upstream was not saved."""
+    if node.id in ctx.tainted:
+        return False, "not saved: an upstream task failed or was not saved"
+    outputs = plan.outputs
+    moved = await asyncio.to_thread(ctx.index.changed_since, snapshot, outputs.input_query, started_ns)
+    if moved:
+        ctx.emit(Notice(f"{node.id}: not saved to the cache: input changed while it ran: {moved}", id=node.id))
+        return False, f"not saved: input changed while it ran: {moved}"
+    files = await asyncio.to_thread(outputs.walk, ctx.root)
+    if not files and outputs.declares_files:
+        ctx.emit(Notice(f"{node.id}: cache.outputs matched no files ({', '.join(outputs.patterns)})", id=node.id))
+    try:
+        await asyncio.to_thread(ctx.store.save, plan.key, task_id=str(node.id), command=plan.command or "",
+                                log=proc.log, files=files, duration_ms=proc.duration_ms, cpu_ms=proc.cpu_ms,
+                                peak_rss_bytes=proc.peak_rss_bytes)
+    except Exception as exc:  # a refused output or a full disk is a warning, never a failed build
+        from vx.store.archive import ArchiveError
+
+        if not isinstance(exc, (ArchiveError, OSError)):
+            raise
+        ctx.emit(Notice(f"{node.id}: not saved to the cache: {exc}", id=node.id))
+        return False, f"not saved: {exc}"
+    return True, None
+
+
+def _path_dirs(env: Mapping[str, str]) -> list[str]:
+    return [d for d in env.get("PATH", "").split(":") if d]

@@ -1,0 +1,229 @@
+"""One `vx run`, top to bottom: discover, load, graph, plan, probe, walk, summarise.
+
+Reads like the pipeline in ARCHITECTURE.md. It never prints: everything goes out as events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from vx import config, workspace
+from vx.errors import EXIT_OK, EXIT_SIGHUP, EXIT_SIGINT, EXIT_SIGTERM, EXIT_TASK_FAILED, ConfigError, UsageError
+from vx.events import Emit, Notice, PlannedTask, RunFinished, RunStarted
+from vx.graph import Selection, build_graph
+from vx.model import ROOT_PROJECT, RunSummary, Status, TaskGraph, TaskId, TaskResult, Workspace
+from vx.plan import RunOptions, make_plans, package_of
+from vx.rebuilder import CachePolicy, RunContext, TaskPlan, rebuild
+from vx.runlock import RunLock
+from vx.stages import Stages
+
+SIGNAL_EXITS = {signal.SIGINT: EXIT_SIGINT, signal.SIGTERM: EXIT_SIGTERM, signal.SIGHUP: EXIT_SIGHUP}
+
+
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    cwd: Path
+    names: tuple[str, ...]
+    all: bool = False
+    forward_args: tuple[str, ...] = ()
+    concurrency: str | None = None
+    continue_mode: str = "deps-ok"
+    no_cache: bool = False
+    force: bool = False
+    cache_dir: str | None = None
+    timeout_ms: int | None = None
+    retries: int | None = None
+
+
+@dataclass
+class Prepared:
+    """The world read once: workspace, graph, plans and the batched cache probe."""
+
+    ws: Workspace
+    graph: TaskGraph
+    plans: dict[TaskId, TaskPlan]
+    index: object
+    store: object | None
+    hits: Mapping[str, object]
+    concurrency: int
+    broad: bool
+    cache_dir: Path
+
+
+def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: RunLock | None = None) -> Prepared:
+    """Everything up to (not including) execution; `--dry` stops here. With `lock`, take the run
+    lock as soon as the root is known, so the probe sees what the previous run saved (GR-16)."""
+    from vx import environment, files
+
+    with stages("discover"):
+        ws = workspace.discover(req.cwd)
+        if lock is not None:
+            lock.acquire(ws.root)
+        ws_config = config.load_workspace(ws.root)
+    with stages("git enumeration"):
+        cache_dir = resolve_cache_dir(req, ws, ws_config, host_env)
+        index = files.FileIndex.load(ws.root, cache_dir / "files.db")
+    with stages("load configs"):
+        configs = config.load_all(ws)
+    with stages("build graph"):
+        cwd_pkg = package_of(ws, req.cwd)
+        graph = build_graph(ws, configs, Selection(req.names, cwd_pkg, req.all))
+    _refuse_group_only_args(graph, req)
+    with stages("keys"):
+        opts = RunOptions(req.forward_args, req.timeout_ms, req.retries, ws_config.timeout_ms)
+        plans = make_plans(ws, graph, index, opts, host_env)
+    policy = cache_policy(req)
+    store, hits = None, {}
+    if policy.read or policy.write:
+        with stages("open cache"):
+            from vx.store.local import LocalStore
+
+            store = LocalStore(cache_dir, ws.root)
+        if policy.read:
+            with stages("probe"):
+                hits = store.probe(p.key for t, p in plans.items() if p.outputs is not None)
+    cpus = environment.default_concurrency()
+    if req.concurrency is not None:
+        concurrency = environment.parse_concurrency(req.concurrency, cpus)
+    else:
+        concurrency = ws_config.concurrency or cpus
+    broad = req.all or (cwd_pkg == ROOT_PROJECT and any(t.package != ROOT_PROJECT for t in graph.requested))
+    return Prepared(ws, graph, plans, index, store, hits, concurrency, broad, cache_dir)
+
+
+def cache_policy(req: RunRequest) -> CachePolicy:
+    if req.no_cache:
+        return CachePolicy(read=False, write=False)
+    if req.force:
+        return CachePolicy(read=False, write=True)
+    return CachePolicy()
+
+
+def resolve_cache_dir(req: RunRequest, ws: Workspace, ws_config, host_env: Mapping[str, str]) -> Path:
+    """flag (cwd-relative) > workspace `cacheDir` > VX_CACHE_DIR > `<root>/.vx/cache` (LC-03)."""
+    if req.cache_dir:
+        path, source, field = (req.cwd / req.cache_dir), "--cache-dir", ""
+    elif ws_config.cache_dir:
+        path, source, field = (ws.root / Path(ws_config.cache_dir).expanduser()), ws_config.source, "cacheDir"
+    elif host_env.get("VX_CACHE_DIR"):
+        path, source, field = Path(host_env["VX_CACHE_DIR"]).expanduser(), "VX_CACHE_DIR", ""
+    else:
+        return ws.root / ".vx" / "cache"
+    path = Path(os.path.abspath(path))
+    _refuse_cache_dir_in_sources(path, ws, source, field)
+    return path
+
+
+def _refuse_cache_dir_in_sources(path: Path, ws: Workspace, source: str, field: str) -> None:
+    project_dirs = {ws.root / p.dir for p in ws.packages.values()}
+    if path in project_dirs or ws.root.is_relative_to(path):
+        msg = f"the cache dir {path} is a project directory or contains the workspace"
+        hint = "pick a directory of its own, e.g. .vx/cache or a path outside the workspace"
+        if source.startswith("--") or source == "VX_CACHE_DIR":
+            raise UsageError(msg, facts=(f"from: {source}",), hint=hint)
+        raise ConfigError(msg, file=source, field=field, hint=hint)
+
+
+def _refuse_group_only_args(graph: TaskGraph, req: RunRequest) -> None:
+    if req.forward_args and all(graph.nodes[t].is_group for t in graph.requested):
+        raise UsageError("arguments after `--` need a task with a command; every requested task is a group",
+                         hint="name a task that has `exec`, or drop the arguments")
+
+
+# ---------------------------------------------------------------- dry
+
+
+def dry_plan(prep: Prepared) -> list[PlannedTask]:
+    """Predict each task's cache status without executing anything (CLI-36)."""
+    rows = []
+    for tid in prep.graph.order:
+        node, plan = prep.graph.nodes[tid], prep.plans[tid]
+        if node.is_group:
+            predicted = "group"
+        elif plan.outputs is None or prep.store is None:
+            predicted = "no-cache"
+        else:
+            predicted = "hit-local" if plan.key in prep.hits else "miss"
+        rows.append(PlannedTask(tid, plan.command, plan.key, predicted, node.deps, node.project_dir))
+    return rows
+
+
+# ---------------------------------------------------------------- execute
+
+
+def execute(prep: Prepared, req: RunRequest, emit: Emit, stages: Stages) -> RunSummary:
+    """Walk the graph under the run lock; Ctrl-C and SIGTERM tear every task down."""
+    started = time.time()
+    with stages("run graph"):
+        results, stopped_by = asyncio.run(_walk(prep, req, emit))
+    if prep.store is not None:
+        prep.store.close()
+    ordered = tuple(results[t] for t in prep.graph.order if not prep.graph.nodes[t].is_group)
+    summary = RunSummary(str(uuid.uuid4()), ordered, started, time.time(), _exit_code(ordered, stopped_by),
+                         interrupted=stopped_by is not None)
+    emit(RunFinished(summary))
+    return summary
+
+
+async def _walk(prep: Prepared, req: RunRequest, emit: Emit) -> tuple[dict[TaskId, TaskResult], int | None]:
+    from vx import executor
+    from vx.scheduler import PrioritySlots, walk
+
+    table = executor.ProcessTable()
+    stop = asyncio.Event()
+    stopped_by: list[int] = []
+    ctx = RunContext(root=prep.ws.root, plans=prep.plans, hits=prep.hits, index=prep.index, store=prep.store,
+                     policy=cache_policy(req), slots=PrioritySlots(prep.concurrency),
+                     restore_slots=asyncio.Semaphore(2 * prep.concurrency), table=table, emit=emit,
+                     priority=prep.graph.priority)
+    emit(RunStarted(prep.graph, prep.concurrency))
+    _install_signals(table, stop, stopped_by)
+    try:
+        results = await walk(prep.graph, lambda node, res: rebuild(ctx, node, res),
+                             continue_mode=req.continue_mode, stop=stop)
+    finally:
+        _remove_signals()
+        await table.shutdown(_grace_s())
+    return results, (stopped_by[0] if stopped_by else None)
+
+
+def _install_signals(table, stop: asyncio.Event, stopped_by: list[int]) -> None:
+    loop = asyncio.get_running_loop()
+
+    def on_signal(sig: signal.Signals) -> None:
+        if stopped_by:  # a second signal: no more grace
+            table.kill_all()
+            os._exit(SIGNAL_EXITS[stopped_by[0]])
+        stopped_by.append(sig)
+        stop.set()
+        table.stopping = True
+        table.terminate_all(sig)
+        loop.call_later(_grace_s(), table.kill_all)
+
+    for sig in SIGNAL_EXITS:
+        loop.add_signal_handler(sig, on_signal, sig)
+
+
+def _remove_signals() -> None:
+    loop = asyncio.get_running_loop()
+    for sig in SIGNAL_EXITS:
+        loop.remove_signal_handler(sig)
+
+
+def _grace_s() -> float:
+    raw = os.environ.get("VX_KILL_GRACE_MS", "")
+    return int(raw) / 1000 if raw.isdigit() else 2.0
+
+
+def _exit_code(results: tuple[TaskResult, ...], stopped_by: int | None) -> int:
+    if stopped_by is not None:
+        return SIGNAL_EXITS[stopped_by]
+    ok = all(r.status is Status.SUCCESS for r in results)
+    return EXIT_OK if ok else EXIT_TASK_FAILED

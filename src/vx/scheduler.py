@@ -1,0 +1,116 @@
+"""Walk the task graph in parallel: dependency counters, a ready heap by priority, and the
+--continue modes (GR-08, GR-10). The scheduler never spawns anything: it receives `rebuild`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+from typing import Awaitable, Callable, Mapping
+
+from vx.model import CacheStatus, Status, TaskGraph, TaskId, TaskNode, TaskResult
+
+Rebuild = Callable[[TaskNode, Mapping[TaskId, TaskResult]], Awaitable[TaskResult]]
+
+CONTINUE_MODES = ("never", "deps-ok", "always")
+
+
+class PrioritySlots:
+    """A semaphore whose waiters are served highest priority first (ties: first come)."""
+
+    def __init__(self, size: int) -> None:
+        self._free = max(1, size)
+        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._tick = itertools.count()
+
+    async def acquire(self, priority: int) -> None:
+        if self._free > 0 and not self._waiters:
+            self._free -= 1
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiters, (-priority, next(self._tick), fut))
+        try:
+            await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():
+                self.release()  # we were handed a slot while being cancelled: pass it on
+            raise
+
+    def release(self) -> None:
+        while self._waiters:
+            _, _, fut = heapq.heappop(self._waiters)
+            if not fut.done():
+                fut.set_result(None)
+                return
+        self._free += 1
+
+
+def _blocked(node: TaskNode, results: Mapping[TaskId, TaskResult]) -> TaskId | None:
+    """The root failure that blocks this node, traced through skipped tasks (CLI-56)."""
+    for dep in node.deps:
+        res = results[dep]
+        if res.status is Status.FAILED or res.status is Status.ABORTED:
+            return dep
+        if res.status is Status.SKIPPED:
+            return res.blocked_by or dep
+    return None
+
+
+def _skipped(node: TaskNode, blocker: TaskId, reason: str) -> TaskResult:
+    return TaskResult(node.id, Status.SKIPPED, CacheStatus.NO_CACHE, blocked_by=blocker, reason=reason)
+
+
+async def walk(graph: TaskGraph, rebuild: Rebuild, *, continue_mode: str = "deps-ok",
+               stop: asyncio.Event | None = None) -> dict[TaskId, TaskResult]:
+    """Run every node once its dependencies are done; return every node's result."""
+    nodes = graph.nodes
+    waiting = {tid: len(n.deps) for tid, n in nodes.items()}
+    dependants: dict[TaskId, list[TaskId]] = {tid: [] for tid in nodes}
+    for tid, n in nodes.items():
+        for dep in n.deps:
+            dependants[dep].append(tid)
+    position = {tid: i for i, tid in enumerate(graph.order)}
+    ready = [(-graph.priority[t], position[t], t) for t, c in waiting.items() if c == 0]
+    heapq.heapify(ready)
+    results: dict[TaskId, TaskResult] = {}
+    running: dict[asyncio.Task[TaskResult], TaskId] = {}
+    halted = False
+
+    def finish(tid: TaskId, result: TaskResult) -> None:
+        nonlocal halted
+        results[tid] = result
+        if result.status is Status.FAILED and continue_mode == "never":
+            halted = True
+        for child in dependants[tid]:
+            waiting[child] -= 1
+            if waiting[child] == 0:
+                heapq.heappush(ready, (-graph.priority[child], position[child], child))
+
+    while ready or running:
+        while ready and not halted and not (stop and stop.is_set()):
+            _, _, tid = heapq.heappop(ready)
+            node = nodes[tid]
+            blocker = _blocked(node, results)
+            if blocker is not None and continue_mode != "always":
+                finish(tid, _skipped(node, blocker, f"blocked by {blocker}"))
+                continue
+            running[asyncio.create_task(rebuild(node, results))] = tid
+        if not running:
+            break
+        done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+        for fut in done:
+            finish(running.pop(fut), fut.result())
+    return _close_unfinished(graph, results, stopped=bool(stop and stop.is_set()))
+
+
+def _close_unfinished(graph: TaskGraph, results: dict[TaskId, TaskResult], *, stopped: bool) -> dict[TaskId, TaskResult]:
+    """Nodes never started: aborted when the run was stopped, else skipped after `--continue=never`."""
+    for tid in graph.order:
+        if tid not in results:
+            if stopped:
+                results[tid] = TaskResult(tid, Status.ABORTED, CacheStatus.NO_CACHE, reason="not run: the run was stopped")
+            else:
+                results[tid] = TaskResult(tid, Status.SKIPPED, CacheStatus.NO_CACHE,
+                                          reason="not run: an earlier task failed (--continue=never)")
+    return results
