@@ -1,0 +1,127 @@
+"""Task graph: dependsOn forms, the ^ frontier, groups, cycles, selection (GR-01..GR-06, GR-08)."""
+
+import json
+
+import pytest
+
+from vx.errors import ConfigError, CycleError, UnknownTaskError
+from vx.graph import Selection, build_graph
+from vx.model import ExecConfig, Package, ProjectConfig, TaskConfig, TaskId, Workspace
+from pathlib import Path
+
+
+def task(name, command="true", deps=()):
+    exec_ = ExecConfig(command) if command else None
+    return TaskConfig(name, json.dumps({"n": name}), exec_, tuple(deps))
+
+
+def workspace(edges: dict[str, list[str]]):
+    pkgs = {"//": Package("//", "", tuple(), "package.json")}
+    for name, deps in edges.items():
+        pkgs[name] = Package(name, f"packages/{name}", tuple(sorted(deps)), f"packages/{name}/package.json")
+    return Workspace(Path("/ws"), "npm", pkgs)
+
+
+def configs(spec: dict[str, list[TaskConfig]]):
+    out = {name: ProjectConfig(f"packages/{name}/vx.config.json", {t.name: t for t in tasks}) for name, tasks in spec.items()}
+    out.setdefault("//", ProjectConfig(""))
+    return out
+
+
+def test_caret_frontier_stops_at_nearest_holder_and_bridges_gaps():  # GR-02
+    ws = workspace({"app": ["mid"], "mid": ["lib"], "lib": []})
+    cfg = configs({"app": [task("build", deps=["^build"])], "mid": [], "lib": [task("build")]})
+    g = build_graph(ws, cfg, Selection(("build",), "app"))
+    assert g.nodes[TaskId("app", "build")].deps == (TaskId("lib", "build"),)
+    assert g.order == (TaskId("lib", "build"), TaskId("app", "build"))
+
+
+def test_frontier_takes_only_nearest_holder():  # GR-02: the holder owns deeper ordering
+    ws = workspace({"app": ["mid"], "mid": ["lib"], "lib": []})
+    cfg = configs({"app": [task("build", deps=["^build"])], "mid": [task("build")], "lib": [task("build")]})
+    g = build_graph(ws, cfg, Selection(("build",), "app"))
+    assert g.nodes[TaskId("app", "build")].deps == (TaskId("mid", "build"),)
+    assert TaskId("lib", "build") not in g.nodes
+
+
+def test_caret_name_no_project_declares_is_a_typo():  # GR-02
+    ws = workspace({"app": []})
+    cfg = configs({"app": [task("build", deps=["^biuld"])]})
+    with pytest.raises(ConfigError) as err:
+        build_graph(ws, cfg, Selection(("build",), "app"))
+    assert "tasks.build.dependsOn[0]" in err.value.render()
+    assert "packages/app/vx.config.json" in err.value.render()
+
+
+def test_qualified_and_root_forms():  # GR-01
+    ws = workspace({"app": [], "lib": []})
+    cfg = configs({"app": [task("build", deps=["lib#gen", "//#setup"])], "lib": [task("gen")]})
+    cfg["//"] = ProjectConfig("vx.config.json", {"setup": task("setup")})
+    g = build_graph(ws, cfg, Selection(("app#build",), "//"))
+    assert set(g.nodes[TaskId("app", "build")].deps) == {TaskId("lib", "gen"), TaskId("//", "setup")}
+
+
+def test_group_task_is_transparent_node():  # GR-03
+    ws = workspace({"app": []})
+    cfg = configs({"app": [task("check", command=None, deps=["lint", "test"]), task("lint"), task("test")]})
+    g = build_graph(ws, cfg, Selection(("check",), "app"))
+    assert g.nodes[TaskId("app", "check")].is_group
+    assert g.order[-1] == TaskId("app", "check")
+
+
+def test_cycle_is_refused_with_full_path():  # GR-04
+    ws = workspace({"app": []})
+    cfg = configs({"app": [task("a", deps=["b"]), task("b", deps=["c"]), task("c", deps=["a"])]})
+    with pytest.raises(CycleError) as err:
+        build_graph(ws, cfg, Selection(("a",), "app"))
+    text = err.value.render()
+    assert "app#a -> app#b -> app#c -> app#a" in text
+
+
+def test_deep_chain_has_no_recursion_limit():  # GR-04
+    n = 5000
+    ws = workspace({"app": []})
+    tasks = [task(f"t{i}", deps=[f"t{i+1}"] if i + 1 < n else []) for i in range(n)]
+    g = build_graph(ws, configs({"app": tasks}), Selection(("t0",), "app"))
+    assert len(g.order) == n and g.order[0] == TaskId("app", f"t{n-1}")
+
+
+def test_unknown_task_did_you_mean():  # GR-06
+    ws = workspace({"app": []})
+    cfg = configs({"app": [task("build")]})
+    with pytest.raises(UnknownTaskError) as err:
+        build_graph(ws, cfg, Selection(("biuld",), "app"))
+    assert "did you mean `build`" in err.value.render()
+
+
+def test_task_missing_in_cwd_project_hints_all():  # CLI-01
+    ws = workspace({"app": [], "lib": []})
+    cfg = configs({"app": [], "lib": [task("build")]})
+    with pytest.raises(UnknownTaskError) as err:
+        build_graph(ws, cfg, Selection(("build",), "app"))
+    assert "--all" in err.value.render()
+
+
+def test_root_cwd_and_all_select_every_holder():  # CLI-20
+    ws = workspace({"app": ["lib"], "lib": [], "docs": []})
+    cfg = configs({"app": [task("build")], "lib": [task("build")], "docs": []})
+    for sel in (Selection(("build",), "//"), Selection(("build",), "app", all=True)):
+        g = build_graph(ws, cfg, sel)
+        assert set(g.requested) == {TaskId("app", "build"), TaskId("lib", "build")}
+
+
+def test_multi_task_runs_share_one_graph():  # GR-05
+    ws = workspace({"app": ["lib"], "lib": []})
+    cfg = configs({"app": [task("build", deps=["^build"]), task("test", deps=["build"])], "lib": [task("build")]})
+    g = build_graph(ws, cfg, Selection(("build", "test"), "app"))
+    assert len(g.nodes) == 3
+    assert set(g.requested) == {TaskId("app", "build"), TaskId("app", "test")}
+
+
+def test_priority_is_exact_transitive_dependent_count():  # GR-08: a diamond counts once
+    ws = workspace({"top": ["l", "r"], "l": ["base"], "r": ["base"], "base": []})
+    cfg = configs({p: [task("build", deps=["^build"])] for p in ("top", "l", "r", "base")})
+    g = build_graph(ws, cfg, Selection(("top#build",), "//"))
+    assert g.priority[TaskId("base", "build")] == 3
+    assert g.priority[TaskId("l", "build")] == 1
+    assert g.priority[TaskId("top", "build")] == 0

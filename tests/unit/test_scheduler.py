@@ -1,0 +1,117 @@
+"""The walk: dependency order, priority, --continue modes, slots (GR-08, GR-10). No processes."""
+
+import asyncio
+import json
+
+from vx.model import CacheStatus, ExecConfig, Status, TaskConfig, TaskGraph, TaskId, TaskNode, TaskResult
+from vx.scheduler import PrioritySlots, walk
+
+
+def graph(edges: dict[str, list[str]], priority=None) -> TaskGraph:
+    nodes = {}
+    for name, deps in edges.items():
+        tid = TaskId("p", name)
+        cfg = TaskConfig(name, json.dumps(name), ExecConfig("true"), tuple(deps))
+        nodes[tid] = TaskNode(tid, cfg, "p", tuple(TaskId("p", d) for d in deps))
+    order, seen = [], set()
+
+    def visit(t):
+        if t in seen:
+            return
+        seen.add(t)
+        for d in nodes[t].deps:
+            visit(d)
+        order.append(t)
+
+    for t in sorted(nodes):
+        visit(t)
+    prio = {t: (priority or {}).get(t.task, 0) for t in nodes}
+    return TaskGraph(nodes, tuple(order), prio, tuple(nodes))
+
+
+def fake_rebuild(fail=(), log=None):
+    async def rebuild(node, results):
+        for dep in node.deps:
+            assert dep in results, f"{node.id} started before {dep}"
+        if log is not None:
+            log.append(node.id.task)
+        await asyncio.sleep(0)
+        status = Status.FAILED if node.id.task in fail else Status.SUCCESS
+        return TaskResult(node.id, status, CacheStatus.MISS)
+    return rebuild
+
+
+def run(g, **kw):
+    return asyncio.run(walk(g, **kw))
+
+
+def test_dependencies_finish_before_dependants():
+    g = graph({"a": [], "b": ["a"], "c": ["a", "b"]})
+    res = run(g, rebuild=fake_rebuild())
+    assert all(r.status is Status.SUCCESS for r in res.values())
+
+
+def test_ready_tasks_start_by_priority():  # GR-08
+    log = []
+    g = graph({"low": [], "high": [], "mid": []}, priority={"high": 5, "mid": 2})
+    run(g, rebuild=fake_rebuild(log=log))
+    assert log == ["high", "mid", "low"]
+
+
+def test_deps_ok_skips_dependants_and_names_root_failure():  # GR-10, CLI-56
+    g = graph({"a": [], "b": ["a"], "c": ["b"], "side": []})
+    res = run(g, rebuild=fake_rebuild(fail={"a"}))
+    assert res[TaskId("p", "b")].status is Status.SKIPPED
+    assert res[TaskId("p", "c")].blocked_by == TaskId("p", "a")
+    assert res[TaskId("p", "side")].status is Status.SUCCESS
+
+
+def test_always_runs_dependants():  # GR-10
+    g = graph({"a": [], "b": ["a"]})
+    res = run(g, rebuild=fake_rebuild(fail={"a"}), continue_mode="always")
+    assert res[TaskId("p", "b")].status is Status.SUCCESS
+
+
+def test_never_stops_dispatch_after_first_failure():  # GR-10
+    g = graph({"a": [], "x": [], "b": ["x"]}, priority={"a": 9})
+    res = run(g, rebuild=fake_rebuild(fail={"a"}), continue_mode="never")
+    assert res[TaskId("p", "b")].status is Status.SKIPPED
+    assert "--continue=never" in res[TaskId("p", "b")].reason
+
+
+def test_stop_event_aborts_unstarted():  # EX-16
+    g = graph({"a": [], "b": ["a"]})
+    stop = asyncio.Event()
+
+    async def rebuild(node, results):
+        stop.set()
+        return TaskResult(node.id, Status.ABORTED, CacheStatus.MISS)
+
+    res = run(g, rebuild=rebuild, stop=stop)
+    assert res[TaskId("p", "b")].status is Status.ABORTED
+
+
+def test_priority_slots_bound_and_order():
+    async def main():
+        slots = PrioritySlots(1)
+        order, running, peak = [], 0, 0
+
+        async def job(name, prio):
+            nonlocal running, peak
+            await slots.acquire(prio)
+            running += 1
+            peak = max(peak, running)
+            order.append(name)
+            await asyncio.sleep(0)
+            running -= 1
+            slots.release()
+
+        await slots.acquire(0)  # hold the only slot while the others queue
+        jobs = [asyncio.create_task(job(n, p)) for n, p in (("low", 1), ("high", 9), ("mid", 5))]
+        await asyncio.sleep(0)
+        slots.release()
+        await asyncio.gather(*jobs)
+        return order, peak
+
+    order, peak = asyncio.run(main())
+    assert order == ["high", "mid", "low"] and peak == 1
