@@ -1,0 +1,2 @@
+const routes = ['/', '/about'];
+module.exports.routes = routes;
