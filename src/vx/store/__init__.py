@@ -1,0 +1,20 @@
+"""The cache store: a SQLite-indexed local store of zstd tar artifacts (LC-01).
+
+Import this package lazily (from the run pipeline, not at `vx --version`): its modules
+pull in `sqlite3` and `zstandard` only when a store opens or an artifact is packed.
+"""
+
+from vx.store.archive import ArchiveError, OutputFile, PackInfo, Unpacked, pack, unpack
+from vx.store.local import DamagedEntry, Entry, LocalStore
+
+__all__ = [
+    "ArchiveError",
+    "DamagedEntry",
+    "Entry",
+    "LocalStore",
+    "OutputFile",
+    "PackInfo",
+    "Unpacked",
+    "pack",
+    "unpack",
+]

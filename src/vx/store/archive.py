@@ -1,0 +1,700 @@
+"""Pack and unpack one cache artifact: a ustar/pax tar of vx's own inside one zstd frame.
+
+Entries, in order (LC-04, inventory 3.4): `log` (the ordered stdout/stderr chunks),
+`outputs/<workspace-relative path>` per output file, `.vx-meta.json`, and `.vx-sum`, the
+CRC-32 of every earlier entry's name, NUL and body, which must be last.
+
+Both directions are written here rather than with `tarfile` because the reader is the
+security boundary of the cache: artifacts may come from a remote, so every name, size and
+header is checked, nothing but regular files is materialised, and nothing becomes visible
+in the workspace until the whole archive has proven itself (LC-09, LC-12).
+
+Only the stdlib is imported at module top; `zstandard` is imported where it is used.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import stat
+import struct
+import zlib
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from types import MappingProxyType
+from typing import BinaryIO, Callable, Iterable, Mapping, Sequence
+
+from vx.errors import EnvironmentFailure, VxError
+from vx.model import CACHE_VERSION, LogChunk
+
+BLOCK = 512
+CHUNK = 1 << 20  # body copy buffer: big files stream through this, never held whole
+PAX_CAP = 1 << 20  # inventory 8.3: a pax header over 1 MiB is refused
+MAX_UNPACKED = 2 << 30  # inventory 8.3: the decompressed ceiling, counted while streaming
+IN_MEMORY_CAP = 64 << 20  # the log and meta entries are read whole; bound them
+OCTAL_LIMIT = 8**11  # sizes at or above this need a pax `size` record
+
+LOG_ENTRY = "log"
+META_ENTRY = ".vx-meta.json"
+SUM_ENTRY = ".vx-sum"
+OUTPUTS = "outputs/"
+
+_ZERO_BLOCK = bytes(BLOCK)
+_USTAR_MAGIC = b"ustar\x0000"
+_LOG_FRAME = struct.Struct(">BI")
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_MODE_MASK = 0o777  # never restore setuid/setgid/sticky bits from an artifact
+
+
+class ArchiveError(VxError):
+    """An artifact or an output was refused; the message says why and names the path."""
+
+    kind = "VX_E_ARTIFACT"
+
+
+@dataclass(frozen=True, slots=True)
+class OutputFile:
+    """One output as recorded: workspace-relative path, bytes, permission bits, mtime in ms."""
+
+    path: str
+    size: int
+    mode: int
+    mtime_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class PackInfo:
+    """What `pack` wrote. `stamps` are (path, ino, ctime_ns) of the regular files packed
+    (none for symlinked outputs, whose link can never count as current)."""
+
+    size_bytes: int
+    files: tuple[OutputFile, ...]
+    crc: str
+    stamps: tuple[tuple[str, int, int], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Unpacked:
+    log: tuple[LogChunk, ...]
+    files: tuple[OutputFile, ...]
+
+
+# ---------------------------------------------------------------- log framing
+
+
+def encode_log(log: Iterable[LogChunk]) -> bytes:
+    """Frame the chunks as [stream:1][length:4 BE][data], so order and streams survive."""
+    return b"".join(_LOG_FRAME.pack(c.stream, len(c.data)) + c.data for c in log)
+
+
+def decode_log(data: bytes) -> tuple[LogChunk, ...]:
+    """Split framed log bytes back into chunks; a malformed frame is a damaged artifact."""
+    chunks, pos, view = [], 0, memoryview(data)
+    while pos < len(data):
+        if pos + _LOG_FRAME.size > len(data):
+            raise ArchiveError("malformed log entry: a frame header is cut short")
+        stream, size = _LOG_FRAME.unpack_from(data, pos)
+        pos += _LOG_FRAME.size
+        if stream not in (1, 2) or pos + size > len(data):
+            raise ArchiveError("malformed log entry: bad stream or length")
+        chunks.append(LogChunk(stream, bytes(view[pos : pos + size])))
+        pos += size
+    return tuple(chunks)
+
+
+# ---------------------------------------------------------------- names
+
+
+def check_name(rel: str) -> str:
+    """Return `rel` if it is a clean workspace-relative POSIX path, else refuse it.
+
+    The same rule guards both directions: what we would never extract, we never pack.
+    """
+    if not rel or rel.startswith("/") or "\\" in rel or "\x00" in rel:
+        raise ArchiveError(f"refused entry name {rel!r}: absolute, empty, or has a backslash or NUL")
+    parts = rel.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        raise ArchiveError(f"refused entry name {rel!r}: empty, `.` or `..` component")
+    return rel
+
+
+# ---------------------------------------------------------------- writer
+
+
+def _octal(value: int, width: int) -> bytes:
+    return f"{value:0{width - 1}o}".encode() + b"\0"
+
+
+def _ustar(name: bytes, size: int, mode: int, mtime: int, typeflag: bytes) -> bytes:
+    """Build one 512-byte ustar header with its checksum."""
+    h = bytearray(BLOCK)
+    h[0 : len(name)] = name
+    h[100:108] = _octal(mode & 0o7777, 8)
+    h[108:116] = _octal(0, 8)
+    h[116:124] = _octal(0, 8)
+    h[124:136] = _octal(size, 12)
+    h[136:148] = _octal(min(max(mtime, 0), OCTAL_LIMIT - 1), 12)
+    h[148:156] = b" " * 8
+    h[156:157] = typeflag
+    h[257:265] = _USTAR_MAGIC
+    h[148:156] = f"{sum(h):06o}\0 ".encode()
+    return bytes(h)
+
+
+def _pax_record(key: str, value: str) -> bytes:
+    """One `<len> key=value\\n` record; the length counts its own digits."""
+    payload = f" {key}={value}\n".encode()
+    n = len(payload) + 1
+    while len(str(n)) + len(payload) != n:
+        n = len(str(n)) + len(payload)
+    return str(n).encode() + payload
+
+
+def _headers(name: str, size: int, mode: int, mtime_s: int) -> bytes:
+    """Header block(s) for one regular entry: a pax header first when ustar cannot hold it."""
+    raw = name.encode()
+    pax = {}
+    if len(raw) > 100 or not name.isascii():
+        pax["path"] = name
+    if size >= OCTAL_LIMIT:
+        pax["size"] = str(size)
+    if not pax:
+        return _ustar(raw, size, mode, mtime_s, b"0")
+    body = b"".join(_pax_record(k, v) for k, v in pax.items())
+    head = _ustar(b"././@PaxHeader", len(body), 0o644, 0, b"x") + body + bytes(-len(body) % BLOCK)
+    placeholder = name.encode("ascii", "replace")[:100]
+    return head + _ustar(placeholder, size if size < OCTAL_LIMIT else 0, mode, mtime_s, b"0")
+
+
+class _TarWriter:
+    """Stream entries into `out`, folding each entry's name, NUL and body into the sum."""
+
+    def __init__(self, out: BinaryIO):
+        self._out = out
+        self._crc = 0
+
+    def add_bytes(self, name: str, body: bytes, mode: int = 0o644) -> None:
+        self._begin(name, len(body), mode, 0)
+        self._body(body)
+        self._out.write(bytes(-len(body) % BLOCK))
+
+    def add_stream(self, name: str, src: BinaryIO, size: int, mode: int, mtime_s: int) -> None:
+        """Copy exactly `size` bytes of `src`; a file that shrank meanwhile is refused."""
+        self._begin(name, size, mode, mtime_s)
+        view, left = memoryview(bytearray(min(CHUNK, max(size, 1)))), size
+        while left:
+            n = src.readinto(view[: min(len(view), left)])
+            if not n:
+                raise ArchiveError(f"output changed while it was being saved: {name[len(OUTPUTS):]}")
+            self._body(view[:n])
+            left -= n
+        self._out.write(bytes(-size % BLOCK))
+
+    def finish(self) -> str:
+        """Write the sum entry and the end-of-archive blocks; return the sum."""
+        digest = f"{self._crc:08x}"
+        self.add_bytes(SUM_ENTRY, digest.encode())
+        self._out.write(_ZERO_BLOCK * 2)
+        return digest
+
+    def _begin(self, name: str, size: int, mode: int, mtime_s: int) -> None:
+        self._out.write(_headers(name, size, mode, mtime_s))
+        self._crc = zlib.crc32(name.encode() + b"\0", self._crc)
+
+    def _body(self, data: bytes | memoryview) -> None:
+        self._out.write(data)
+        self._crc = zlib.crc32(data, self._crc)
+
+
+@dataclass(frozen=True, slots=True)
+class _Source:
+    """An output opened for packing, with the stat that describes what was read."""
+
+    rel: str
+    handle: BinaryIO
+    st: os.stat_result
+    via_link: bool
+
+
+def _root_of(rel: str, src: Path) -> Path:
+    """Derive the workspace root from (relative, absolute): src is root/rel by contract."""
+    depth = len(PurePosixPath(rel).parts)
+    if tuple(src.parts[-depth:]) != PurePosixPath(rel).parts:
+        raise ValueError(f"output source {src} does not end with its relative path {rel}")
+    return src.parents[depth - 1]
+
+
+def _refuse_link(rel: str, src: Path, real_root: str) -> None:
+    """Refuse a symlinked output whose target is missing, a directory, or outside root (LC-08)."""
+    try:
+        target = os.stat(src)
+    except FileNotFoundError:
+        raise ArchiveError(f"refused output {rel}: a dangling symlink") from None
+    if stat.S_ISDIR(target.st_mode):
+        raise ArchiveError(
+            f"refused output {rel}: a symlink to a directory",
+            hint="declare the files inside it, or make it a real directory",
+        )
+    if not _within(os.path.realpath(src), real_root):
+        raise ArchiveError(f"refused output {rel}: a symlink pointing outside the workspace")
+
+
+def _within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _open_output(rel: str, src: Path, real_roots: dict[Path, str]) -> _Source:
+    """Open one output for reading after the symlink and file-type rules (LC-08)."""
+    check_name(rel)
+    root = _root_of(rel, src)
+    real_root = real_roots.get(root) or real_roots.setdefault(root, os.path.realpath(root))
+    try:
+        lst = os.lstat(src)
+        via_link = stat.S_ISLNK(lst.st_mode)
+        if via_link:
+            _refuse_link(rel, src, real_root)
+        elif not _within(os.path.realpath(src), real_root):
+            raise ArchiveError(f"refused output {rel}: reached through a symlink outside the workspace")
+        handle = open(src, "rb", buffering=0)
+    except FileNotFoundError:
+        raise ArchiveError(f"output vanished before it could be saved: {rel}") from None
+    except PermissionError as e:
+        raise ArchiveError(f"cannot read output {rel}: {e.strerror}") from None
+    st = os.fstat(handle.fileno())
+    if not stat.S_ISREG(st.st_mode):
+        handle.close()
+        raise ArchiveError(f"refused output {rel}: not a regular file")
+    return _Source(rel, handle, st, via_link)
+
+
+def _pack_output(tar: _TarWriter, source: _Source) -> OutputFile:
+    """Stream one output into the archive and describe what was stored."""
+    st = source.st
+    mode = stat.S_IMODE(st.st_mode) & _MODE_MASK
+    tar.add_stream(OUTPUTS + source.rel, source.handle, st.st_size, mode, st.st_mtime_ns // 10**9)
+    after = os.fstat(source.handle.fileno())
+    if (after.st_size, after.st_mtime_ns) != (st.st_size, st.st_mtime_ns):
+        raise ArchiveError(f"output changed while it was being saved: {source.rel}")
+    return OutputFile(source.rel, st.st_size, mode, st.st_mtime_ns // 10**6)
+
+
+def _meta_json(key: str, files: Sequence[OutputFile], extra: Mapping[str, object]) -> bytes:
+    meta = dict(extra)
+    meta.update(version=CACHE_VERSION, key=key, files={f.path: [f.mode, f.mtime_ms] for f in files})
+    return json.dumps(meta, sort_keys=True, separators=(",", ":")).encode()
+
+
+def pack(
+    dest: Path,
+    *,
+    key: str,
+    log: Sequence[LogChunk],
+    files: Sequence[tuple[str, Path]],
+    meta: Mapping[str, object] = MappingProxyType({}),
+) -> PackInfo:
+    """Write the artifact for `key` into `dest` (a temp path the caller renames later).
+
+    `files` are (workspace-relative path, absolute source); the root is derived from them.
+    Bodies stream through a fixed buffer, so big outputs never sit in memory.
+    """
+    import zstandard
+
+    real_roots: dict[Path, str] = {}
+    stored, stamps = [], []
+    with open(dest, "wb") as raw:
+        with zstandard.ZstdCompressor(level=3, write_checksum=True).stream_writer(raw, closefd=False) as z:
+            tar = _TarWriter(z)
+            tar.add_bytes(LOG_ENTRY, encode_log(log))
+            for rel, src in dict(files).items():
+                source = _open_output(rel, Path(src), real_roots)
+                with source.handle:
+                    stored.append(_pack_output(tar, source))
+                if not source.via_link:
+                    stamps.append((rel, source.st.st_ino, source.st.st_ctime_ns))
+            tar.add_bytes(META_ENTRY, _meta_json(key, stored, meta))
+            crc = tar.finish()
+        size = raw.tell()
+    return PackInfo(size, tuple(stored), crc, tuple(stamps))
+
+
+# ---------------------------------------------------------------- reader
+
+
+def _frame_end(fd: int) -> int:
+    """Walk the zstd frame's block headers to find where the frame ends.
+
+    The decompressor stops at the frame end without telling us what follows, so this is
+    how truncation and trailing bytes are caught before anything is decoded.
+    """
+    import zstandard
+
+    head = os.pread(fd, 18, 0)
+    if head[:4] != _ZSTD_MAGIC:
+        raise ArchiveError("not a zstd artifact (bad magic)")
+    try:
+        pos = zstandard.frame_header_size(head)
+    except zstandard.ZstdError:
+        raise ArchiveError("truncated artifact: the zstd frame header is cut short") from None
+    while True:
+        block = os.pread(fd, 3, pos)
+        if len(block) < 3:
+            raise ArchiveError("truncated artifact: the zstd frame ends early")
+        value = int.from_bytes(block, "little")
+        kind, size = (value >> 1) & 3, value >> 3
+        if kind == 3:
+            raise ArchiveError("corrupt artifact: reserved zstd block type")
+        pos += 3 + (1 if kind == 1 else size)
+        if value & 1:
+            return pos + (4 if head[4] & 0x04 else 0)
+
+
+class _Inflow:
+    """Exact reads from the decompressed stream, counted against MAX_UNPACKED."""
+
+    def __init__(self, reader: BinaryIO):
+        self._reader = reader
+        self.total = 0
+        self.crc = 0  # running CRC-32 over entry names, NULs and bodies
+
+    def body(self, n: int) -> bytes:
+        """Read entry body bytes, folding them into the running sum."""
+        data = self.read(n)
+        self.crc = zlib.crc32(data, self.crc)
+        return data
+
+    def reserve(self, n: int, what: str) -> None:
+        if self.total + n > MAX_UNPACKED:
+            raise ArchiveError(f"artifact too large: {what} goes past the {MAX_UNPACKED} byte ceiling")
+
+    def read(self, n: int) -> bytes:
+        self.reserve(n, "the decompressed stream")
+        data = self._read_some(n)
+        while len(data) < n:
+            more = self._read_some(n - len(data))
+            if not more:
+                raise ArchiveError("truncated artifact: the tar stream ends early")
+            data += more
+        self.total += n
+        return data
+
+    def rest_is_zero(self) -> bool:
+        """Consume what follows the end-of-archive blocks; only zero padding may follow."""
+        while chunk := self._read_some(CHUNK):
+            self.total += len(chunk)
+            self.reserve(0, "padding")
+            if chunk.count(0) != len(chunk):
+                return False
+        return True
+
+    def _read_some(self, n: int) -> bytes:
+        import zstandard
+
+        try:
+            return self._reader.read(n)
+        except zstandard.ZstdError as e:
+            raise ArchiveError(f"corrupt artifact: {e}") from None
+
+
+def _number(field: bytes, what: str) -> int:
+    digits = field.rstrip(b"\0 ").lstrip(b" ")
+    if digits and not all(0x30 <= b <= 0x37 for b in digits):
+        raise ArchiveError(f"corrupt tar header: {what} is not octal")
+    return int(digits or b"0", 8)
+
+
+def _parse_header(block: bytes) -> tuple[bytes, int, bytes]:
+    """Check one ustar header; return (raw name, size, typeflag)."""
+    if block[257:265] != _USTAR_MAGIC:
+        raise ArchiveError("corrupt artifact: not a ustar header")
+    stored = _number(block[148:156], "checksum")
+    if stored != sum(block[:148]) + 8 * 0x20 + sum(block[156:]):
+        raise ArchiveError("corrupt artifact: tar header checksum mismatch")
+    name, prefix = block[:100].split(b"\0", 1)[0], block[345:500].split(b"\0", 1)[0]
+    return (prefix + b"/" + name if prefix else name), _number(block[124:136], "size"), block[156:157]
+
+
+def _parse_pax(body: bytes) -> dict[str, str]:
+    """Parse `<len> key=value\\n` records; anything malformed refuses the archive."""
+    records, pos = {}, 0
+    try:
+        while pos < len(body):
+            length = int(body[pos : body.index(b" ", pos)])
+            record = body[pos : pos + length]
+            if length <= 0 or not record.endswith(b"\n"):
+                raise ValueError
+            key, value = record[record.index(b" ") + 1 : -1].split(b"=", 1)
+            records[key.decode()] = value.decode()
+            pos += length
+    except ValueError:  # includes UnicodeDecodeError
+        raise ArchiveError("corrupt artifact: malformed pax header") from None
+    return records
+
+
+def _pax_size(value: str) -> int:
+    if not value.isascii() or not value.isdigit():
+        raise ArchiveError(f"corrupt artifact: pax size {value!r} is not a non-negative integer")
+    return int(value)
+
+
+def _next_entry(inflow: _Inflow) -> tuple[str, int] | None:
+    """Read headers up to the next regular entry; None at the end-of-archive block."""
+    pax: dict[str, str] = {}
+    while True:
+        block = inflow.read(BLOCK)
+        if block == _ZERO_BLOCK:
+            if pax:
+                raise ArchiveError("corrupt artifact: a pax header with no entry")
+            return None
+        raw_name, size, typeflag = _parse_header(block)
+        if typeflag == b"x":
+            if size > PAX_CAP:
+                raise ArchiveError(f"refused artifact: pax header of {size} bytes is over 1 MiB")
+            pax.update(_parse_pax(_read_body(inflow, size, summed=False)))
+            continue
+        if typeflag not in (b"0", b"\0"):
+            raise ArchiveError(f"refused artifact: non-regular entry {raw_name!r} (type {typeflag!r})")
+        return _entry_name(raw_name, pax), _pax_size(pax["size"]) if "size" in pax else size
+
+
+def _entry_name(raw: bytes, pax: Mapping[str, str]) -> str:
+    if "path" in pax:
+        return pax["path"]
+    try:
+        return raw.decode()
+    except UnicodeDecodeError:
+        raise ArchiveError(f"refused entry name {raw!r}: not UTF-8") from None
+
+
+def _read_body(inflow: _Inflow, size: int, *, summed: bool = True) -> bytes:
+    body = inflow.body(size) if summed else inflow.read(size)
+    inflow.read(-size % BLOCK)
+    return body
+
+
+def _temp_name() -> str:
+    return f".vx-restore-{secrets.token_hex(6)}"
+
+
+class _Extraction:
+    """The first pass: bodies land in temp siblings; `commit` renames, `abandon` erases.
+
+    Parent directories are checked with lstat (a symlink is never written through) and
+    the ones we create are removed again if the archive fails, so a refused archive
+    leaves the workspace as it was.
+    """
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.temps: dict[str, str] = {}  # rel -> temp path, in archive order
+        self.sizes: dict[str, int] = {}
+        self._dirs_ok: set[str] = set()
+        self._dirs_made: list[str] = []
+
+    def write(self, rel: str, inflow: _Inflow, size: int) -> None:
+        """Stream one output body into a temp file beside its final place."""
+        parent = self._parent_dir(rel)
+        final = os.path.join(parent, rel.rsplit("/", 1)[-1])
+        if _is_dir(final):
+            raise ArchiveError(f"refused entry {rel}: a directory is in the way")
+        temp = os.path.join(parent, _temp_name())
+        self.temps[rel], self.sizes[rel] = temp, size
+        inflow.reserve(size, f"entry {rel}")
+        fd = self._guarded(rel, os.open, temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with open(fd, "wb", closefd=True) as out:
+            left = size
+            while left:
+                data = inflow.body(min(CHUNK, left))
+                self._guarded(rel, out.write, data)
+                left -= len(data)
+        inflow.read(-size % BLOCK)
+
+    def commit(self, files: Sequence[OutputFile]) -> None:
+        """Apply mode and mtime to each temp, then rename every one into place."""
+        for f in files:
+            temp, ns = self.temps[f.path], f.mtime_ms * 10**6
+            self._guarded(f.path, os.chmod, temp, f.mode & _MODE_MASK)
+            self._guarded(f.path, os.utime, temp, ns=(ns, ns))
+        for f in files:
+            final = os.path.join(self.root, f.path)
+            self._guarded(f.path, os.replace, self.temps.pop(f.path), final)
+
+    def abandon(self) -> None:
+        """Remove every temp and every directory this extraction created."""
+        for temp in self.temps.values():
+            _quiet_unlink(temp)
+        for made in reversed(self._dirs_made):
+            try:
+                os.rmdir(made)
+            except OSError:
+                pass
+
+    def _parent_dir(self, rel: str) -> str:
+        """The entry's parent directory, made if missing; a symlink on the way is refused."""
+        path = str(self.root)
+        for part in rel.split("/")[:-1]:
+            path = os.path.join(path, part)
+            if path not in self._dirs_ok:
+                self._ensure_dir(rel, path)
+                self._dirs_ok.add(path)
+        return path
+
+    def _ensure_dir(self, rel: str, path: str) -> None:
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            self._guarded(rel, os.mkdir, path)
+            self._dirs_made.append(path)
+            return
+        if stat.S_ISLNK(st.st_mode):
+            raise ArchiveError(
+                f"refused entry {rel}: parent {os.path.relpath(path, self.root)} is a symlink",
+                hint="a restore never writes through a link; remove the link and run again",
+            )
+        if not stat.S_ISDIR(st.st_mode):
+            raise ArchiveError(f"refused entry {rel}: {os.path.relpath(path, self.root)} is not a directory")
+
+    def _guarded(self, rel: str, fn: Callable, *args, **kwargs):
+        """Run a workspace write; the machine refusing it is an environment failure, not damage."""
+        try:
+            return fn(*args, **kwargs)
+        except OSError as e:
+            raise EnvironmentFailure(
+                f"cannot restore {rel}: {e.strerror}", facts=(f"path: {os.path.join(self.root, rel)}",)
+            ) from None
+
+
+def _is_dir(path: str) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return False
+
+
+def _quiet_unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+@dataclass
+class _Read:
+    """Everything the first pass learned, checked by `_verify` before any rename."""
+
+    log: tuple[LogChunk, ...] = ()
+    meta: object = None
+    sum_ok: bool = False
+
+
+def _read_entries(inflow: _Inflow, extraction: _Extraction, allowed: Callable[[str], bool]) -> _Read:
+    """Walk the archive once: stream outputs into temps, keep log and meta, check the sum."""
+    seen: set[str] = set()
+    found = _Read()
+    while (entry := _next_entry(inflow)) is not None:
+        name, size = entry
+        if name in seen:
+            raise ArchiveError(f"refused artifact: duplicate entry {name!r}")
+        seen.add(name)
+        if name == SUM_ENTRY:
+            _check_sum(inflow, size)
+            found.sum_ok = True
+            break
+        inflow.crc = zlib.crc32(name.encode() + b"\0", inflow.crc)
+        _read_one(name, size, inflow, extraction, allowed, found)
+    if not found.sum_ok:
+        raise ArchiveError("damaged artifact: the checksum entry is missing")
+    if not inflow.rest_is_zero():
+        raise ArchiveError("refused artifact: data after the end of the archive")
+    return found
+
+
+def _check_sum(inflow: _Inflow, size: int) -> None:
+    """Compare the sum entry with what was read; nothing but the end may follow it."""
+    expected = f"{inflow.crc:08x}".encode()
+    if size != len(expected) or _read_body(inflow, size, summed=False) != expected:
+        raise ArchiveError("damaged artifact: checksum mismatch")
+    if _next_entry(inflow) is not None:
+        raise ArchiveError("refused artifact: an entry follows the checksum")
+
+
+def _read_one(name: str, size: int, inflow: _Inflow, extraction: _Extraction,
+              allowed: Callable[[str], bool], found: _Read) -> None:
+    """Handle one entry before the sum: an output to a temp file, or the log, or the meta."""
+    if name.startswith(OUTPUTS):
+        rel = check_name(name[len(OUTPUTS) :])
+        if not allowed(rel):
+            raise ArchiveError(f"refused entry {rel}: not a declared output of this task")
+        extraction.write(rel, inflow, size)
+        return
+    if name not in (LOG_ENTRY, META_ENTRY):
+        raise ArchiveError(f"refused artifact: unexpected entry {name!r}")
+    if size > IN_MEMORY_CAP:
+        raise ArchiveError(f"refused artifact: {name} entry of {size} bytes is too large")
+    body = _read_body(inflow, size)
+    if name == LOG_ENTRY:
+        found.log = decode_log(body)
+    else:
+        found.meta = _load_meta(body)
+
+
+def _load_meta(body: bytes) -> dict:
+    try:
+        meta = json.loads(body)
+    except ValueError:
+        raise ArchiveError("damaged artifact: .vx-meta.json is not JSON") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("files"), dict):
+        raise ArchiveError("damaged artifact: .vx-meta.json lacks a files map")
+    return meta
+
+
+_MTIME_MS_LIMIT = (2**63 - 1) // 10**6  # beyond this the ns timestamp overflows
+
+
+def _recorded(rel: str, size: int, spec: object) -> OutputFile:
+    """One meta `files` row as an OutputFile, refusing values a filesystem cannot take."""
+    ok = isinstance(spec, list) and len(spec) == 2 and all(type(v) is int for v in spec)
+    if not ok or not 0 <= spec[0] <= 0o7777 or abs(spec[1]) > _MTIME_MS_LIMIT:
+        raise ArchiveError(f"damaged artifact: bad mode/mtime for {rel} in .vx-meta.json")
+    return OutputFile(rel, size, spec[0] & _MODE_MASK, spec[1])
+
+
+def _verify(found: _Read, extraction: _Extraction, key: str) -> tuple[OutputFile, ...]:
+    """Check the meta against the key and against the outputs actually present (LC-09)."""
+    meta = found.meta
+    if meta is None:
+        raise ArchiveError("damaged artifact: .vx-meta.json is missing")
+    if meta.get("version") != CACHE_VERSION:
+        raise ArchiveError(f"refused artifact: container version {meta.get('version')!r} is not {CACHE_VERSION}")
+    if meta.get("key") != key:
+        raise ArchiveError(f"refused artifact: it records key {meta.get('key')!r}, not {key}")
+    recorded = meta["files"]
+    if set(recorded) != set(extraction.sizes):
+        missing = sorted(set(recorded) ^ set(extraction.sizes))
+        raise ArchiveError(f"damaged artifact: outputs and meta disagree on {', '.join(missing[:3])}")
+    return tuple(_recorded(rel, size, recorded[rel]) for rel, size in extraction.sizes.items())
+
+
+def unpack(src: Path, *, key: str, allowed: Callable[[str], bool], root: Path) -> Unpacked:
+    """Validate the artifact at `src` and extract its outputs under `root`, all or nothing.
+
+    Raises ArchiveError when the artifact or a name is refused (nothing visible changes),
+    EnvironmentFailure when the workspace refuses a write, OSError when `src` is unreadable.
+    """
+    import zstandard
+
+    with open(src, "rb") as raw:
+        end = _frame_end(raw.fileno())
+        size = os.fstat(raw.fileno()).st_size
+        if end != size:
+            raise ArchiveError("truncated artifact" if end > size else "refused artifact: trailing data after the zstd frame")
+        reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=False, closefd=False)
+        extraction = _Extraction(root)
+        try:
+            found = _read_entries(_Inflow(reader), extraction, allowed)
+            files = _verify(found, extraction, key)
+            extraction.commit(files)
+        except BaseException:
+            extraction.abandon()
+            raise
+    return Unpacked(found.log, files)

@@ -1,0 +1,506 @@
+"""The local cache store: a SQLite index plus one `<key>.tar.zst` artifact per entry (LC-01).
+
+The index answers the warm path alone: `probe` and `is_up_to_date` are pure SQL plus
+lstat, and a hit replays its log from the row, so a fully cached run never opens an
+artifact. The artifact is the record: `restore` re-validates it completely before
+anything becomes visible, and a damaged one is dropped and becomes a miss (LC-12).
+
+`sqlite3` is imported when a store opens, never at import time.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import tempfile
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Collection, Iterable, Iterator, Sequence
+
+from vx.errors import EnvironmentFailure
+from vx.model import LogChunk
+from vx.store import archive
+from vx.store.archive import ArchiveError, OutputFile
+
+if TYPE_CHECKING:
+    import sqlite3
+
+SCHEMA_VERSION = "py-1"
+DB_NAME = "cache.db"
+LOG_HALF = 8 << 20  # LC-10: keep the first and the last 8 MiB of a task's log
+SQL_BATCH = 900  # stay under SQLite's bound-parameter limit in IN-lists
+
+_TABLES = {
+    "entries": "CREATE TABLE entries (hash TEXT PRIMARY KEY, task_id TEXT NOT NULL,"
+    " command TEXT NOT NULL, duration_ms REAL NOT NULL, size_bytes INTEGER NOT NULL,"
+    " created_at REAL NOT NULL, accessed_at REAL NOT NULL, cpu_ms REAL, peak_rss_bytes INTEGER,"
+    " crc TEXT NOT NULL)",
+    "entry_log": "CREATE TABLE entry_log (hash TEXT PRIMARY KEY, log BLOB NOT NULL)",
+    "output_files": "CREATE TABLE output_files (hash TEXT NOT NULL, path TEXT NOT NULL,"
+    " size INTEGER NOT NULL, mode INTEGER NOT NULL, mtime_ms INTEGER NOT NULL,"
+    " PRIMARY KEY (hash, path)) WITHOUT ROWID",
+    # Stamps are per workspace (inventory 3.5): a cache dir shared by two checkouts must
+    # not let one checkout's inode numbers vouch for the other's files.
+    "output_stamps": "CREATE TABLE output_stamps (hash TEXT NOT NULL, root TEXT NOT NULL,"
+    " path TEXT NOT NULL, ino INTEGER NOT NULL, ctime_ns INTEGER NOT NULL,"
+    " PRIMARY KEY (hash, root, path)) WITHOUT ROWID",
+}
+_ENTRY_COLUMNS = "hash, task_id, command, duration_ms, size_bytes, created_at, cpu_ms, peak_rss_bytes, crc"
+
+
+class DamagedEntry(Exception):
+    """The artifact behind a hit failed a check; the caller treats it as a miss (LC-12)."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One cached result as the index knows it; `stamps` are this workspace's (path, ino, ctime_ns)."""
+
+    key: str
+    task_id: str
+    command: str
+    files: tuple[OutputFile, ...]
+    duration_ms: float
+    size_bytes: int
+    created_at: float
+    cpu_ms: float | None = None
+    peak_rss_bytes: int | None = None
+    crc: str = ""
+    stamps: tuple[tuple[str, int, int], ...] = field(default=(), compare=False, repr=False)
+
+
+def bound_log(log: Sequence[LogChunk], half: int | None = None) -> tuple[LogChunk, ...]:
+    """Keep the first and last `half` bytes of the log, with a note naming the cut (LC-10)."""
+    half = LOG_HALF if half is None else half
+    total = sum(len(c.data) for c in log)
+    if total <= 2 * half:
+        return tuple(log)
+    head, tail = _take(log, half), _take(log[::-1], half, from_end=True)[::-1]
+    cut = total - sum(len(c.data) for c in head) - sum(len(c.data) for c in tail)
+    note = LogChunk(2, f"\n[vx: {cut} bytes of output cut here]\n".encode())
+    return (*head, note, *tail)
+
+
+def _take(chunks: Sequence[LogChunk], budget: int, *, from_end: bool = False) -> list[LogChunk]:
+    """Chunks from one end of the log up to `budget` bytes, cutting the last at a UTF-8 boundary."""
+    out: list[LogChunk] = []
+    for c in chunks:
+        if budget <= 0:
+            break
+        if len(c.data) <= budget:
+            out.append(c)
+        else:
+            out.append(LogChunk(c.stream, _utf8_cut(c.data, budget, from_end)))
+        budget -= len(c.data)
+    return out
+
+
+def _utf8_cut(data: bytes, n: int, from_end: bool) -> bytes:
+    """At most `n` bytes from one end of `data`, not splitting a UTF-8 sequence."""
+    if from_end:
+        start = len(data) - n
+        while start < len(data) and data[start] & 0xC0 == 0x80:
+            start += 1
+        return data[start:]
+    while 0 < n < len(data) and data[n] & 0xC0 == 0x80:
+        n -= 1
+    return data[:n]
+
+
+def _chunked(items: Sequence[str]) -> Iterator[Sequence[str]]:
+    for i in range(0, len(items), SQL_BATCH):
+        yield items[i : i + SQL_BATCH]
+
+
+def _marks(n: int) -> str:
+    return ",".join("?" * n)
+
+
+class LocalStore:
+    """One cache directory, one SQLite connection for the run, shared by threads under a lock.
+
+    The rebuilder calls these methods through `asyncio.to_thread`, so every use of the
+    connection holds `_lock`; packing and extracting happen outside it.
+    """
+
+    def __init__(self, cache_dir: Path, root: Path):
+        self.cache_dir = Path(cache_dir)
+        self.root = Path(root)
+        self._root_key = str(self.root)
+        self._lock = threading.Lock()
+        self._accessed: set[str] = set()
+        self._fresh: dict[str, dict[str, tuple[int, int]]] = {}
+        _prepare_dir(self.cache_dir)
+        self._db = self._connect()
+
+    # ------------------------------------------------------------ lifecycle
+
+    def _connect(self) -> "sqlite3.Connection":
+        """Open the index with WAL and a busy timeout; reset it silently on a schema mismatch (LC-14)."""
+        import sqlite3
+
+        path = self.cache_dir / DB_NAME
+        try:
+            db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=5.0)
+            db.execute("PRAGMA busy_timeout=5000")
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL cannot corrupt; a cache may lose its last entry
+            _ensure_schema(db)
+        except sqlite3.Error as e:
+            raise EnvironmentFailure(
+                f"cannot open the cache index: {e}", facts=(f"path: {path}",),
+                hint="check the cache directory's permissions and free space, or pass --cache-dir",
+            ) from None
+        return db
+
+    def close(self) -> None:
+        """Write the batched `accessed_at` updates (LC-06) and close the connection."""
+        with self._lock:
+            if self._db is None:
+                return
+            if self._accessed:
+                now = time.time()
+                with _transaction(self._db, immediate=True):
+                    self._db.executemany(
+                        "UPDATE entries SET accessed_at=? WHERE hash=?", [(now, k) for k in self._accessed]
+                    )
+            self._db.close()
+            self._db = None
+
+    def __enter__(self) -> "LocalStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def artifact(self, key: str) -> Path:
+        return self.cache_dir / f"{key}.tar.zst"
+
+    # ------------------------------------------------------------ probe
+
+    def probe(self, keys: Iterable[str]) -> dict[str, Entry]:
+        """Return the entries among `keys` whose artifact exists; pure SQL plus one stat per hit (LC-06)."""
+        wanted = list(dict.fromkeys(keys))
+        with self._lock:
+            rows, files, stamps = self._select(wanted)
+        hits, gone = {}, []
+        for row in rows:
+            key = row[0]
+            if self._artifact_size(key) != row[4]:  # missing or torn: not a hit (LC-12)
+                gone.append(key)
+                continue
+            hits[key] = Entry(key, *row[1:3], tuple(files.get(key, ())), *row[3:], stamps=tuple(stamps.get(key, ())))
+        if gone:
+            self._drop(gone)
+        with self._lock:
+            self._accessed.update(hits)
+        return hits
+
+    def _artifact_size(self, key: str) -> int | None:
+        try:
+            return os.stat(os.path.join(self.cache_dir, key + ".tar.zst")).st_size
+        except OSError:
+            return None
+
+    def _select(self, keys: Sequence[str]) -> tuple[list[tuple], dict[str, list], dict[str, list]]:
+        """Entry rows, their output files and this workspace's stamps, in IN-list batches."""
+        rows: list[tuple] = []
+        files: dict[str, list[OutputFile]] = {}
+        stamps: dict[str, list[tuple[str, int, int]]] = {}
+        for batch in _chunked(keys):
+            marks = _marks(len(batch))
+            rows += self._db.execute(f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE hash IN ({marks})", batch)
+            query = f"SELECT hash, path, size, mode, mtime_ms FROM output_files WHERE hash IN ({marks}) ORDER BY hash, path"
+            for h, *rest in self._db.execute(query, batch):
+                files.setdefault(h, []).append(OutputFile(*rest))
+            query = f"SELECT hash, path, ino, ctime_ns FROM output_stamps WHERE root=? AND hash IN ({marks})"
+            for h, *rest in self._db.execute(query, (self._root_key, *batch)):
+                stamps.setdefault(h, []).append(tuple(rest))
+        return rows, files, stamps
+
+    def log_of(self, entry: Entry) -> tuple[LogChunk, ...]:
+        """The entry's log from its row, so a hit replays without opening the artifact (LC-10)."""
+        with self._lock:
+            row = self._db.execute("SELECT log FROM entry_log WHERE hash=?", (entry.key,)).fetchone()
+        return archive.decode_log(row[0]) if row else ()
+
+    # ------------------------------------------------------------ up to date
+
+    def is_up_to_date(self, entry: Entry, current: Collection[str]) -> bool:
+        """True when the workspace already holds exactly the entry's outputs (LC-07).
+
+        Same file set, and each file matches on size, mode, ms mtime and the (ino, ctime)
+        stamped here after the last save or restore; only lstat, never a read.
+        """
+        if len(current) != len(entry.files) or set(current) != {f.path for f in entry.files}:
+            return False
+        stamps = self._fresh.get(entry.key)
+        if stamps is None:
+            stamps = {path: (ino, ctime) for path, ino, ctime in entry.stamps}
+        return all(self._matches(f, stamps.get(f.path)) for f in entry.files)
+
+    def _matches(self, f: OutputFile, stamp: tuple[int, int] | None) -> bool:
+        if stamp is None:
+            return False
+        try:
+            st = os.lstat(os.path.join(self._root_key, f.path))
+        except OSError:
+            return False
+        return (
+            stat.S_ISREG(st.st_mode)
+            and st.st_size == f.size
+            and stat.S_IMODE(st.st_mode) == f.mode
+            and st.st_mtime_ns // 10**6 == f.mtime_ms
+            and (st.st_ino, st.st_ctime_ns) == stamp
+        )
+
+    # ------------------------------------------------------------ restore
+
+    def restore(self, entry: Entry, allowed: Callable[[str], bool]) -> tuple[LogChunk, ...]:
+        """Extract the entry's outputs, stamp them, and return its log.
+
+        Raises DamagedEntry (after dropping the entry) when the artifact fails any check or
+        vanished since the probe (LC-12); a workspace that refuses writes raises
+        EnvironmentFailure instead, since that is not the artifact's fault.
+        """
+        try:
+            unpacked = archive.unpack(self.artifact(entry.key), key=entry.key, allowed=allowed, root=self.root)
+        except FileNotFoundError:
+            self._drop([entry.key])
+            raise DamagedEntry("the artifact vanished since the lookup") from None
+        except ArchiveError as e:
+            self._drop([entry.key])
+            raise DamagedEntry(e.message) from None
+        except OSError as e:
+            self._drop([entry.key])
+            raise DamagedEntry(f"unreadable artifact: {e.strerror}") from None
+        self._stamp(entry.key, [f.path for f in unpacked.files])
+        return unpacked.log
+
+    def _stamp(self, key: str, paths: Sequence[str]) -> None:
+        """Record (ino, ctime_ns) of the files just written, in one transaction (LC-07)."""
+        stamps = {}
+        for path in paths:
+            try:
+                st = os.lstat(os.path.join(self._root_key, path))
+            except FileNotFoundError:  # removed meanwhile: no stamp, so never current
+                continue
+            stamps[path] = (st.st_ino, st.st_ctime_ns)
+        with self._lock:
+            with _transaction(self._db, immediate=True):
+                self._write_stamps(key, stamps)
+        self._fresh[key] = stamps
+
+    def _write_stamps(self, key: str, stamps: dict[str, tuple[int, int]]) -> None:
+        self._db.execute("DELETE FROM output_stamps WHERE hash=? AND root=?", (key, self._root_key))
+        self._db.executemany(
+            "INSERT INTO output_stamps VALUES (?,?,?,?,?)",
+            [(key, self._root_key, path, ino, ctime) for path, (ino, ctime) in stamps.items()],
+        )
+
+    def _drop(self, keys: Sequence[str]) -> None:
+        """Forget entries and delete their artifacts, so the next run does not retry them."""
+        with self._lock:
+            if self._db is None:
+                return
+            with _transaction(self._db, immediate=True):
+                for table in _TABLES:
+                    self._db.executemany(f"DELETE FROM {table} WHERE hash=?", [(k,) for k in keys])
+        for key in keys:
+            _quiet_unlink(self.artifact(key))
+            self._fresh.pop(key, None)
+
+    # ------------------------------------------------------------ save
+
+    def save(
+        self,
+        key: str,
+        *,
+        task_id: str,
+        command: str,
+        log: Sequence[LogChunk],
+        files: Sequence[str],
+        duration_ms: float,
+        cpu_ms: float | None = None,
+        peak_rss_bytes: int | None = None,
+    ) -> int:
+        """Pack the outputs and index them atomically; return the artifact's size (LC-05).
+
+        Packing happens outside the lock into a unique temp file; then one BEGIN IMMEDIATE
+        transaction renames it into place and writes the rows. A failed commit puts the
+        previous artifact back, so index and files never disagree.
+        """
+        kept = bound_log(log)
+        packed = self._pack(key, kept, files, cpu_ms, peak_rss_bytes)
+        info, now = packed.info, time.time()
+        row = (key, task_id, command, duration_ms, info.size_bytes, now, cpu_ms, peak_rss_bytes, info.crc, now)
+        with self._lock:
+            self._install(packed, row, archive.encode_log(kept))
+        self._fresh[key] = {path: (ino, ctime) for path, ino, ctime in info.stamps}
+        return info.size_bytes
+
+    def _pack(self, key: str, log, files: Sequence[str], cpu_ms, peak_rss_bytes) -> "_Packed":
+        """Pack into a fresh temp file in the cache dir; any failure removes it."""
+        meta = {"exec": {"cpuMs": cpu_ms, "peakRssBytes": peak_rss_bytes}}
+        temp = self._temp(key)
+        try:
+            info = archive.pack(temp, key=key, log=log, files=[(p, self.root / p) for p in files], meta=meta)
+        except ArchiveError:
+            _quiet_unlink(temp)
+            raise
+        except OSError as e:
+            _quiet_unlink(temp)
+            raise _disk_failure(e, self.cache_dir) from None
+        except BaseException:
+            _quiet_unlink(temp)
+            raise
+        return _Packed(temp, key, info)
+
+    def _temp(self, key: str) -> Path:
+        try:
+            fd, name = tempfile.mkstemp(prefix=f".{key}.", suffix=".tmp", dir=self.cache_dir)
+        except OSError as e:
+            raise _disk_failure(e, self.cache_dir) from None
+        os.close(fd)
+        return Path(name)
+
+    def _install(self, packed: "_Packed", row: tuple, log_blob: bytes) -> None:
+        """Rename the artifact in and write its rows in one transaction; undo both on failure."""
+        final, aside = self.artifact(packed.key), None
+        try:
+            with _transaction(self._db, immediate=True):
+                aside = _move_aside(final)
+                os.replace(packed.temp, final)
+                self._write_rows(packed, row, log_blob)
+        except BaseException:
+            _quiet_unlink(packed.temp)
+            _quiet_unlink(final)
+            if aside is not None:
+                os.replace(aside, final)
+            raise
+        if aside is not None:
+            _quiet_unlink(aside)
+
+    def _write_rows(self, packed: "_Packed", row: tuple, log_blob: bytes) -> None:
+        key, info = packed.key, packed.info
+        db = self._db
+        db.execute(f"INSERT OR REPLACE INTO entries ({_ENTRY_COLUMNS}, accessed_at) VALUES ({_marks(10)})", row)
+        db.execute("INSERT OR REPLACE INTO entry_log VALUES (?,?)", (key, log_blob))
+        db.execute("DELETE FROM output_files WHERE hash=?", (key,))
+        db.executemany(
+            "INSERT INTO output_files VALUES (?,?,?,?,?)",
+            [(key, f.path, f.size, f.mode, f.mtime_ms) for f in info.files],
+        )
+        self._write_stamps(key, {p: (ino, ctime) for p, ino, ctime in info.stamps})
+
+
+@dataclass(frozen=True, slots=True)
+class _Packed:
+    temp: Path
+    key: str
+    info: archive.PackInfo
+
+
+@contextmanager
+def _transaction(db: "sqlite3.Connection", *, immediate: bool = False) -> Iterator[None]:
+    """Run the block in one transaction; any failure, the COMMIT's included, rolls back."""
+    db.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
+    try:
+        yield
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+
+
+def _schema_version(db: "sqlite3.Connection") -> str | None:
+    import sqlite3
+
+    try:
+        row = db.execute("SELECT version FROM schema_meta").fetchone()
+    except sqlite3.OperationalError:  # no table yet
+        return None
+    return row[0] if row else None
+
+
+def _ensure_schema(db: "sqlite3.Connection") -> None:
+    """Create the tables, or drop and recreate ours when the version differs (LC-14).
+
+    Artifacts are kept; only the index is rebuilt. Tables other modules keep in the same
+    database are left alone.
+    """
+    if _schema_version(db) == SCHEMA_VERSION:
+        return
+    with _transaction(db, immediate=True):
+        if _schema_version(db) == SCHEMA_VERSION:  # another process won the race
+            return
+        for table, create in _TABLES.items():
+            db.execute(f"DROP TABLE IF EXISTS {table}")
+            db.execute(create)
+        db.execute("CREATE TABLE IF NOT EXISTS schema_meta (version TEXT NOT NULL)")
+        db.execute("DELETE FROM schema_meta")
+        db.execute("INSERT INTO schema_meta VALUES (?)", (SCHEMA_VERSION,))
+
+
+def _prepare_dir(path: Path) -> None:
+    """Make the cache dir (with a `*` .gitignore when vx creates it) or say why not (LC-03, LC-17)."""
+    try:
+        path.mkdir(parents=True)
+        created = True
+    except FileExistsError:
+        created = False
+    except OSError as e:
+        raise _unwritable(path, e.strerror) from None
+    if not path.is_dir():
+        raise _unwritable(path, "not a directory")
+    if created:
+        try:
+            (path / ".gitignore").write_text("*\n")
+        except OSError as e:
+            raise _unwritable(path, e.strerror) from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise _unwritable(path, "permission denied")
+
+
+def _unwritable(path: Path, why: str | None) -> EnvironmentFailure:
+    return EnvironmentFailure(
+        f"the cache directory is not writable: {why}",
+        facts=(f"path: {path}",),
+        hint="fix its permissions, or choose another with --cache-dir or VX_CACHE_DIR",
+    )
+
+
+def _disk_failure(e: OSError, cache_dir: Path) -> EnvironmentFailure:
+    """Name a failed cache write in one line (LC-17)."""
+    hint = None
+    if e.errno in (errno.EMFILE, errno.ENFILE):
+        hint = "too many open files; raise the limit with `ulimit -n 4096`"
+    elif e.errno == errno.ENOSPC:
+        hint = "free some space, or prune the cache with `vx cache prune`"
+    return EnvironmentFailure(f"cannot write to the cache: {e.strerror}", facts=(f"path: {cache_dir}",), hint=hint)
+
+
+def _move_aside(final: Path) -> Path | None:
+    """Rename an existing artifact out of the way so a failed re-save can put it back (LC-05)."""
+    aside = final.with_name(f".{final.name}.{os.getpid()}-{threading.get_ident()}.old")
+    try:
+        os.replace(final, aside)
+    except FileNotFoundError:
+        return None
+    return aside
+
+
+def _quiet_unlink(path: Path | str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
