@@ -1,0 +1,631 @@
+"""Find the workspace root, expand its member globs, and link the package graph.
+
+Discovery reads the world once (WS-01, WS-02, WS-03, WS-20): one scandir per directory a
+glob names and one read per member manifest, no stat per candidate — a thousand-package
+repo must be known in a few milliseconds, because every `vx` verb starts here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from vx.errors import ConfigError, WorkspaceError
+from vx.model import ROOT_PROJECT, Package, Workspace
+
+_DEP_FIELDS = ("dependencies", "devDependencies", "optionalDependencies")
+_MANAGERS = ("npm", "pnpm", "yarn", "bun")
+_LOCKFILES = (("pnpm-lock.yaml", "pnpm"), ("yarn.lock", "yarn"), ("bun.lock", "bun"),
+              ("bun.lockb", "bun"))
+_EXTGLOB = re.compile(r"[!@+*?]\(")
+
+
+def discover(cwd: Path) -> Workspace:
+    """The workspace that holds `cwd`, with every member package and the root as `//`."""
+    root = _find_root(Path(os.path.abspath(cwd)))
+    globs = root.member_globs()
+    dirs = _member_dirs(str(root.dir), globs)
+    manifests = {rel: m for rel in dirs if (m := _read_manifest(root.dir, rel)) is not None}
+    packages = _packages(root, manifests)
+    return Workspace(
+        root=root.dir.resolve(),
+        manager=_manager(root),
+        packages=packages,
+        member_globs=tuple(g.text for g in globs),
+    )
+
+
+# ---------------------------------------------------------------- the root
+
+
+@dataclass(frozen=True, slots=True)
+class _Root:
+    """A root candidate: a directory with pnpm-workspace.yaml or a package.json."""
+
+    dir: Path
+    manifest: dict[str, Any] | None  # the root package.json, None when absent
+    globs: tuple[str, ...]  # member globs as written; () in single-package mode
+    globs_file: str  # where the globs came from, for errors
+    globs_field: str
+    pnpm: bool
+
+    def member_globs(self) -> list[MemberGlob]:
+        return [MemberGlob.parse(g, self.globs_file, f"{self.globs_field}[{i}]")
+                for i, g in enumerate(self.globs)]
+
+
+def _find_root(start: Path) -> _Root:
+    """Walk up from `start`: the nearest candidate whose globs claim `start` wins (WS-01).
+
+    A member has its own package.json, so stopping at the first candidate would make a
+    run inside a package treat that package as the whole workspace. When nothing claims
+    `start`, the nearest candidate is the root (single-package mode or a plain subdir).
+    """
+    below: list[Path] = []
+    nearest: _Root | None = None
+    for here in (start, *start.parents):
+        found = _candidate(here)
+        if found is not None:
+            nearest = nearest or found
+            if _claims(found, below):
+                return found
+            if found.pnpm:
+                break  # pnpm-workspace.yaml bounds the walk
+        below.append(here)
+    if nearest is None:
+        raise WorkspaceError(
+            f"no workspace root found from {start}",
+            facts=("looked for pnpm-workspace.yaml or package.json here and in every parent",),
+            hint="run vx inside a JavaScript project, or create a package.json (`npm init -y`)",
+        )
+    return nearest
+
+
+def _candidate(here: Path) -> _Root | None:
+    yaml_text = _read_text(here / "pnpm-workspace.yaml")
+    manifest = _read_json(here, "package.json")
+    if yaml_text is not None:
+        globs = _pnpm_globs(yaml_text, str(here / "pnpm-workspace.yaml"))
+        return _Root(here, manifest, globs, "pnpm-workspace.yaml", "packages", pnpm=True)
+    if manifest is None:
+        return None
+    globs, field = _manifest_globs(manifest)
+    return _Root(here, manifest, globs, "package.json", field, pnpm=False)
+
+
+def _pnpm_globs(text: str, file: str) -> tuple[str, ...]:
+    import yaml  # lazily: only pnpm workspaces pay for PyYAML
+
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"invalid YAML: {getattr(exc, 'problem', exc)}", file=file,
+                          field=where, hint="pnpm-workspace.yaml lists `packages:` globs") from None
+    if not isinstance(data, dict):
+        raise ConfigError("pnpm-workspace.yaml must be a mapping", file=file,
+                          hint="write `packages:` followed by a list of globs")
+    return _glob_list(data.get("packages", []), file, "packages")
+
+
+def _manifest_globs(manifest: dict[str, Any]) -> tuple[tuple[str, ...], str]:
+    """npm/yarn/bun `workspaces`: an array, or yarn's `{packages: [...]}`; absent = single."""
+    ws = manifest.get("workspaces")
+    if ws is None:
+        return (), ""
+    if isinstance(ws, dict):
+        field = "workspaces.packages"
+        return _glob_list(ws.get("packages", []), "package.json", field), field
+    return _glob_list(ws, "package.json", "workspaces"), "workspaces"
+
+
+def _glob_list(value: Any, file: str, field: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(g, str) for g in value):
+        raise ConfigError(f"`{field}` must be an array of glob strings", file=file, field=field,
+                          hint='e.g. ["packages/*", "apps/*"]')
+    return tuple(value)
+
+
+def _claims(root: _Root, below: list[Path]) -> bool:
+    """Whether one of the directories between `root` and the start is one of its members."""
+    if not below or not root.globs:
+        return False
+    globs = root.member_globs()
+    rels = [d.relative_to(root.dir).as_posix() for d in below]
+    return any(_is_member(rel, globs) for rel in rels)
+
+
+def _is_member(rel: str, globs: list[MemberGlob]) -> bool:
+    parts = rel.split("/")
+    if any(g.negated and g.matches(parts) for g in globs):
+        return False
+    return any(not g.negated and g.matches(parts) for g in globs)
+
+
+# ---------------------------------------------------------------- member globs
+
+
+@dataclass(frozen=True, slots=True)
+class MemberGlob:
+    """One entry of the member list, in the package managers' grammar (WS-02)."""
+
+    text: str  # normalised spelling, `!` kept
+    negated: bool
+    segments: tuple[str | re.Pattern[str], ...]  # "**", a literal name, or a segment regex
+
+    @classmethod
+    def parse(cls, raw: str, file: str, field: str) -> MemberGlob:
+        text = _normalise(raw, file, field)
+        negated = text.startswith("!")
+        body = text[1:] if negated else text
+        segments = tuple(_segment(s) for s in body.split("/")) if body else ()
+        return cls(text, negated, segments)
+
+    def matches(self, parts: list[str]) -> bool:
+        """Whether a member directory (split on `/`) falls under this glob.
+
+        A negation also takes back the tree under what it names (`!packages/legacy`).
+        """
+        return _match(self.segments, parts, prefix=self.negated)
+
+
+def _normalise(raw: str, file: str, field: str) -> str:
+    """`./a`, `a//b`, `a/./b` and `a/` all mean `a`; extglob and escapes are refused."""
+    negated = raw.startswith("!")
+    body = raw[1:] if negated else raw
+    body = re.sub(r"/+", "/", body.strip())
+    while body.startswith("./"):
+        body = body[2:]
+    body = body.replace("/./", "/").rstrip("/")
+    body = "" if body == "." else body.removesuffix("/.")
+    _refuse_member_glob(raw, body, file, field)
+    return ("!" if negated else "") + body
+
+
+def _refuse_member_glob(raw: str, body: str, file: str, field: str) -> None:
+    if _EXTGLOB.search(body):
+        raise ConfigError(f"member glob `{raw}` is an extglob, which vx does not read",
+                          file=file, field=field, hint=_extglob_rewrite(body))
+    if body.startswith("/") or ".." in body.split("/") or "\\" in body:
+        raise ConfigError(f"member glob `{raw}` reaches outside the workspace root",
+                          file=file, field=field,
+                          hint="members live under the root; move the package inside it")
+
+
+def _extglob_rewrite(body: str) -> str:
+    """Suggest `*` plus `!` entries for the common `dir/!(a|b)` shape."""
+    found = re.fullmatch(r"(.*/)?!\(([^()]*)\)", body)
+    if not found or not all(re.fullmatch(r"[\w.@-]+", n) for n in found.group(2).split("|")):
+        return "list the members with `*`, `{a,b}` or separate `!` exclusions"
+    head = found.group(1) or ""
+    entries = [f"{head}*"] + [f"!{head}{n}" for n in found.group(2).split("|")]
+    return "write it as " + json.dumps(entries)
+
+
+def _segment(text: str) -> str | re.Pattern[str]:
+    if text == "**" or not re.search(r"[*?\[{]", text):
+        return text
+    return re.compile(_segment_regex(text) + r"\Z")
+
+
+def _segment_regex(text: str) -> str:
+    """One path segment: `*`, `?`, `[...]`, `{a,b}`; a leading wildcard skips dotfiles."""
+    out = "(?!\\.)" if text[0] in "*?[{" else ""
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c == "*":
+            out += "[^/]*"
+        elif c == "?":
+            out += "[^/]"
+        elif c == "[" and "]" in text[i + 2:]:
+            end = text.index("]", i + 2)
+            out += "[" + text[i + 1:end].replace("!", "^", 1 if text[i + 1] == "!" else 0) + "]"
+            i = end
+        elif c == "{" and "}" in text[i:]:
+            end = text.index("}", i)
+            out += "(?:" + "|".join(_segment_regex(a) if a else "" for a in text[i + 1:end].split(",")) + ")"
+            i = end
+        else:
+            out += re.escape(c)
+        i += 1
+    return out
+
+
+def _match(segments: tuple[str | re.Pattern[str], ...], parts: list[str], prefix: bool) -> bool:
+    if not segments:
+        return prefix or not parts
+    head, rest = segments[0], segments[1:]
+    if head == "**":
+        return any(_match(rest, parts[i:], prefix) for i in range(len(parts) + 1))
+    if not parts or not _segment_matches(head, parts[0]):
+        return False
+    return _match(rest, parts[1:], prefix)
+
+
+def _segment_matches(segment: str | re.Pattern[str], name: str) -> bool:
+    return segment == name if isinstance(segment, str) else segment.match(name) is not None
+
+
+def _member_dirs(root: str, globs: list[MemberGlob]) -> list[str]:
+    """Expand the positive globs against the tree, then take the `!` entries back."""
+    listing = _Listing(root)
+    found: dict[str, None] = {}
+    for glob in globs:
+        if not glob.negated and glob.segments:
+            found.update(dict.fromkeys(_expand(glob.segments, listing)))
+    negations = [g for g in globs if g.negated]
+    return sorted(rel for rel in found
+                  if rel and not any(g.matches(rel.split("/")) for g in negations))
+
+
+def _expand(segments: tuple[str | re.Pattern[str], ...], listing: _Listing) -> list[str]:
+    frontier = [""]
+    for segment in segments:
+        if segment == "**":
+            frontier = [d for rel in frontier for d in listing.tree(rel)]
+        elif isinstance(segment, str):
+            frontier = [_join(rel, segment) for rel in frontier if segment != "node_modules"]
+        else:
+            frontier = [_join(rel, n) for rel in frontier for n in listing.subdirs(rel)
+                        if segment.match(n)]
+    return frontier
+
+
+def _join(rel: str, name: str) -> str:
+    return f"{rel}/{name}" if rel else name
+
+
+class _Listing:
+    """Subdirectory names per directory, each directory scanned at most once."""
+
+    def __init__(self, root: str):
+        self.root = root
+        self.memo: dict[str, list[str]] = {}
+        self.links: set[str] = set()  # symlinked directories: listed, never walked into
+
+    def subdirs(self, rel: str) -> list[str]:
+        if rel not in self.memo:
+            self.memo[rel] = list(self._scan(rel))
+        return self.memo[rel]
+
+    def _scan(self, rel: str) -> Iterator[str]:
+        try:
+            with os.scandir(os.path.join(self.root, rel) if rel else self.root) as entries:
+                for entry in entries:
+                    if entry.name != "node_modules" and _is_dir(entry):
+                        if entry.is_symlink():
+                            self.links.add(_join(rel, entry.name))
+                        yield entry.name
+        except (FileNotFoundError, NotADirectoryError, PermissionError):
+            return
+
+    def tree(self, rel: str) -> Iterator[str]:
+        """`rel` and every directory under it, dot directories and node_modules skipped."""
+        stack = [rel]
+        while stack:
+            here = stack.pop()
+            yield here
+            if here not in self.links:  # a link cycle would never end
+                stack.extend(_join(here, n) for n in self.subdirs(here) if not n.startswith("."))
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
+
+
+# ---------------------------------------------------------------- manifests
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return None
+
+
+def _read_manifest(root: Path, rel: str) -> dict[str, Any] | None:
+    """A member's package.json, or None when the directory holds none (not a package)."""
+    return _read_json(root, f"{rel}/package.json" if rel else "package.json")
+
+
+def _read_json(root: Path, rel: str) -> dict[str, Any] | None:
+    try:
+        with open(os.path.join(root, rel), "rb") as f:
+            data = f.read()
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return None
+    try:
+        value = json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        where = f"line {exc.lineno}, column {exc.colno}" if hasattr(exc, "lineno") else ""
+        raise ConfigError(f"invalid JSON: {getattr(exc, 'msg', exc)}", file=rel, field=where,
+                          hint="package.json must be strict JSON") from None
+    if not isinstance(value, dict):
+        raise ConfigError("package.json must hold an object", file=rel)
+    return value
+
+
+def _manager(root: _Root) -> str:
+    """The package manager: `packageManager` first, then the lockfile at the root."""
+    declared = (root.manifest or {}).get("packageManager")
+    if isinstance(declared, str) and declared.split("@")[0] in _MANAGERS:
+        return declared.split("@")[0]
+    names = set(os.listdir(root.dir))
+    for lockfile, manager in _LOCKFILES:
+        if lockfile in names:
+            return manager
+    return "pnpm" if root.pnpm else "npm"
+
+
+# ---------------------------------------------------------------- packages
+
+
+@dataclass(frozen=True, slots=True)
+class _Member:
+    name: str
+    dir: str
+    manifest: dict[str, Any]
+    manifest_path: str
+
+
+def _packages(root: _Root, manifests: dict[str, dict[str, Any]]) -> dict[str, Package]:
+    members = [_member(rel, m) for rel, m in manifests.items()]
+    root_member = _Member(ROOT_PROJECT, "", root.manifest or {},
+                          "package.json" if root.manifest is not None else "")
+    by_name = _unique_names(members, root.manifest)
+    deps = _package_edges([root_member, *members], by_name)
+    return {m.name: Package(name=m.name, dir=m.dir, deps=deps[m.name],
+                            manifest_path=m.manifest_path, scripts=_scripts(m.manifest))
+            for m in (root_member, *members)}
+
+
+def _member(rel: str, manifest: dict[str, Any]) -> _Member:
+    path = f"{rel}/package.json"
+    name = manifest.get("name")
+    problem = _name_problem(name)
+    if problem:
+        raise ConfigError(f"package name {json.dumps(name)} {problem}", file=path, field="name",
+                          hint="every workspace member needs a plain string `name`")
+    return _Member(name, rel, manifest, path)
+
+
+def _name_problem(name: Any) -> str | None:
+    if not isinstance(name, str):
+        return "is missing" if name is None else "is not a string"
+    if not name or name.strip() != name:
+        return "is empty" if not name.strip() else "has surrounding whitespace"
+    if "#" in name:
+        return "contains `#`, which separates a package from its task"
+    return None
+
+
+def _unique_names(members: list[_Member], root_manifest: dict[str, Any] | None) -> dict[str, _Member]:
+    """Members by name; two with one name is an error naming both manifests (WS-03)."""
+    by_name: dict[str, _Member] = {}
+    root_name = (root_manifest or {}).get("name")
+    for m in members:
+        other = by_name.get(m.name)
+        if other is None and m.name == root_name:
+            other = _Member(m.name, "", root_manifest or {}, "package.json")
+        if other is not None:
+            raise ConfigError(f"two packages are named `{m.name}`: {other.manifest_path} and "
+                              f"{m.manifest_path}", file=m.manifest_path, field="name",
+                              hint="package names must be unique in a workspace; rename one")
+        by_name[m.name] = m
+    return by_name
+
+
+def _scripts(manifest: dict[str, Any]) -> dict[str, str]:
+    scripts = manifest.get("scripts")
+    if not isinstance(scripts, dict):
+        return {}
+    return {k: v for k, v in scripts.items() if isinstance(v, str)}
+
+
+# ---------------------------------------------------------------- package graph
+
+
+def _package_edges(members: list[_Member], by_name: dict[str, _Member]) -> dict[str, tuple[str, ...]]:
+    """Direct workspace deps per package (WS-20); a peer edge that closes a cycle is dropped."""
+    edges = {m.name: set(_linked(m, _DEP_FIELDS, by_name)) for m in members}
+    for m in sorted(members, key=lambda m: m.name):
+        for target in sorted(set(_linked(m, ("peerDependencies",), by_name)) - edges[m.name]):
+            if not _reaches(edges, target, m.name):
+                edges[m.name].add(target)
+    return {name: tuple(sorted(targets)) for name, targets in edges.items()}
+
+
+def _linked(m: _Member, fields: tuple[str, ...], by_name: dict[str, _Member]) -> Iterator[str]:
+    """Names of workspace packages the package manager would link for these fields."""
+    for field in fields:
+        specs = m.manifest.get(field)
+        if not isinstance(specs, dict):
+            continue
+        for dep, spec in specs.items():
+            target = _link_target(m, dep, spec, by_name) if isinstance(spec, str) else None
+            if target is not None and target != m.name:
+                yield target
+
+
+def _link_target(m: _Member, dep: str, spec: str, by_name: dict[str, _Member]) -> str | None:
+    spec = spec.strip()
+    if spec.startswith("workspace:"):
+        return _workspace_protocol(dep, spec[len("workspace:"):], by_name)
+    if spec.startswith(("file:", "link:")):
+        rel = posixpath.normpath(posixpath.join(m.dir, spec.split(":", 1)[1]))
+        return next((n for n, o in by_name.items() if o.dir == rel), None)
+    target = by_name.get(dep)
+    if target is None:
+        return None
+    return dep if _version_links(target.manifest.get("version"), spec) else None
+
+
+def _workspace_protocol(dep: str, rest: str, by_name: dict[str, _Member]) -> str | None:
+    """`workspace:*|^|~|<range>` links by name; `workspace:other@range` is an alias."""
+    if dep in by_name:
+        return dep
+    alias = re.fullmatch(r"(@?[^@\s]+)@.*", rest)
+    return alias.group(1) if alias and alias.group(1) in by_name else None
+
+
+def _version_links(version: Any, spec: str) -> bool:
+    """Whether a plain range links to the local package (`^1` beside 2.0.0 does not)."""
+    if spec in ("", "*", "x", "X"):
+        return True
+    return isinstance(version, str) and satisfies(version, spec)
+
+
+def _reaches(edges: dict[str, set[str]], start: str, goal: str) -> bool:
+    seen, stack = {start}, [start]
+    while stack:
+        here = stack.pop()
+        if here == goal:
+            return True
+        for nxt in edges.get(here, ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+    return False
+
+
+# ---------------------------------------------------------------- semver ranges
+
+
+_VERSION = re.compile(r"v?(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?\Z")
+_PARTIAL = re.compile(r"v?([xX*]|\d+)(?:\.([xX*]|\d+))?(?:\.([xX*]|\d+))?"
+                      r"(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?\Z")
+_COMPARATOR = re.compile(r"(\^|~>?|>=|<=|>|<|=)?\s*([^\s^~<>=]+)")
+
+Key = tuple  # (major, minor, patch, is_release, prerelease identifiers)
+
+
+def satisfies(version: str, spec: str) -> bool:
+    """npm-style range check: `||` alternatives of space-separated comparators.
+
+    Understood: exact, `=`, `^`, `~`, `>`, `>=`, `<`, `<=`, x-ranges (`1.x`, `1`, `*`) and
+    hyphen ranges. A prerelease version matches only a comparator set that names a
+    prerelease of the same major.minor.patch, as npm does. Anything else (a dist-tag, a
+    URL) is not a range, so it links nothing.
+    """
+    parsed = _VERSION.match(version.strip())
+    if not parsed:
+        return False
+    key = _key(parsed.group(1, 2, 3), parsed.group(4))
+    try:
+        return any(_set_holds(key, part) for part in spec.split("||"))
+    except ValueError:
+        return False
+
+
+def _key(numbers: Iterable[str], pre: str | None) -> Key:
+    ids = tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in pre.split(".")) if pre else ()
+    return (*map(int, numbers), 0 if pre else 1, ids)
+
+
+def _set_holds(key: Key, text: str) -> bool:
+    bounds = list(_bounds(_hyphen(text.strip())))
+    if key[3] == 0 and not any(b[1][:3] == key[:3] and b[1][3] == 0 and b[1][4] for b in bounds):
+        return False
+    return all(_compare(key, op, bound) for op, bound in bounds)
+
+
+def _hyphen(text: str) -> str:
+    low, sep, high = text.partition(" - ")
+    return f">={low.strip()} <={high.strip()}" if sep else text
+
+
+def _compare(key: Key, op: str, bound: Key) -> bool:
+    return {">=": key >= bound, ">": key > bound, "<": key < bound, "<=": key <= bound,
+            "=": key == bound}[op]
+
+
+def _bounds(text: str) -> Iterator[tuple[str, Key]]:
+    for op, version in _COMPARATOR.findall(text):
+        found = _PARTIAL.match(version)
+        if not found:
+            raise ValueError(version)
+        yield from _desugar(op or "=", found.group(1, 2, 3), found.group(4))
+
+
+_FLOOR = (0, ())  # the lowest prerelease of a version: `<2.0.0-0`
+
+
+def _desugar(op: str, parts: tuple[str | None, ...], pre: str | None) -> Iterator[tuple[str, Key]]:
+    """Turn one comparator into plain `op key` bounds."""
+    known = [int(p) for p in _known(parts)]
+    if not known:
+        if op in (">", "<"):
+            yield "<", (0, 0, 0, *_FLOOR)  # nothing is above or below everything
+        return  # `*`: anything
+    if len(known) == 3:
+        yield from _full(op, known, pre)
+        return
+    low = (*known, *[0] * (3 - len(known)), 1, ())
+    bump = _bump(known, op)
+    yield from _partial(op, low, bump)
+
+
+def _known(parts: tuple[str | None, ...]) -> list[str]:
+    out = []
+    for p in parts:
+        if p is None or p in "xX*":
+            break
+        out.append(p)
+    return out
+
+
+def _full(op: str, known: list[int], pre: str | None) -> Iterator[tuple[str, Key]]:
+    exact = _key(map(str, known), pre)
+    if op in ("^", "~", "~>"):
+        yield ">=", exact
+        top = _caret_top(known) if op == "^" else (known[0], known[1] + 1, 0)
+        yield "<", (*top, *_FLOOR)
+    else:
+        yield op, exact
+
+
+def _caret_top(known: list[int]) -> tuple[int, int, int]:
+    major, minor, patch = known
+    if major:
+        return (major + 1, 0, 0)
+    return (0, minor + 1, 0) if minor else (0, 0, patch + 1)
+
+
+def _bump(known: list[int], op: str) -> tuple[int, int, int]:
+    """The first version past a partial one (`1.2` → 1.3.0; `^0.2` → 0.3.0; `^0` → 1.0.0)."""
+    if op == "^":
+        first = next((i for i, n in enumerate(known) if n), len(known) - 1)
+        idx = min(first, len(known) - 1)
+    elif op in ("~", "~>"):
+        idx = min(1, len(known) - 1)
+    else:
+        idx = len(known) - 1
+    top = [*known[: idx + 1], *[0] * (3 - idx - 1)]
+    top[idx] += 1
+    return (top[0], top[1], top[2])
+
+
+def _partial(op: str, low: Key, bump: tuple[int, int, int]) -> Iterator[tuple[str, Key]]:
+    high = (*bump, *_FLOOR)
+    if op in ("=", "^", "~", "~>"):
+        yield ">=", low
+        yield "<", high
+    elif op == ">=":
+        yield ">=", low
+    elif op == ">":
+        yield ">=", high
+    elif op == "<":
+        yield "<", (*low[:3], *_FLOOR)
+    else:
+        yield "<", high
