@@ -1,0 +1,53 @@
+"""Render a run for people and for scripts: live console, plain lines, JSON summary, `--dry`.
+
+Reporters subscribe to events and never call back into the core. Importing this package is
+cheap (stdlib only); rich is loaded only when a live console is built for a terminal.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, TextIO
+
+from vx.events import Reporter
+from vx.report.dry import render_dry
+from vx.report.frames import Palette
+from vx.report.plain import FLOWS, VISIBILITY, PlainReporter, Sink
+from vx.report.summary import summary_dict, write_summary
+
+__all__ = [
+    "FLOWS",
+    "VISIBILITY",
+    "color_enabled",
+    "make_reporter",
+    "render_dry",
+    "summary_dict",
+    "write_summary",
+]
+
+
+def color_enabled(env: Mapping[str, str], stream: object) -> bool:
+    """Decide colour as CLI-58 says: NO_COLOR, then FORCE_COLOR, then whether it is a terminal."""
+    if env.get("NO_COLOR"):
+        return False
+    force = env.get("FORCE_COLOR")
+    if force is not None:
+        return force.strip().lower() not in ("0", "false")
+    try:
+        return bool(stream.isatty())  # type: ignore[attr-defined]
+    except (AttributeError, ValueError, OSError):  # no isatty, or already closed
+        return False
+
+
+def make_reporter(*, flow: str, color: bool, live: bool, version: str, out: TextIO, err: TextIO) -> Reporter:
+    """Build the reporter for one run: a live console on a terminal, plain lines elsewhere.
+
+    `flow` is focused (no selection flag), broad (`--all`) or ci (a truthy CI); `live` should
+    be true only on a terminal outside CI. The result also has `close()`, which a caller
+    should run in a `finally` so an interrupted run never leaves the status region drawn.
+    """
+    palette, sink = Palette(color), Sink(out, err)
+    if not live:
+        return PlainReporter(flow=flow, palette=palette, version=version, sink=sink)
+    from vx.report.console import ConsoleReporter, terminal_width
+
+    return ConsoleReporter(flow=flow, palette=palette, version=version, sink=sink, width=lambda: terminal_width(err))

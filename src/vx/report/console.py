@@ -1,0 +1,179 @@
+"""Keep a live status region under the scrolling output on a terminal (CLI-54).
+
+The region is a separator, one `<elapsed> <id>` row per running task (no glyph, at most
+min(concurrency, 10)) and a meter. It lives on stderr below everything else: before any line
+is printed it is erased, and it is drawn again at most every 30 ms, so a chatty task costs
+one redraw per frame of the terminal, not one per line. It is erased for good before the
+footer. Imported only when a terminal asks for it: this is the one module that uses rich.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import threading
+import time
+from typing import Callable, TextIO
+
+from vx.events import Event, RunFinished, RunStarted, TaskFinished, TaskStarted
+from vx.model import Status, TaskId
+from vx.report import frames
+from vx.report.frames import Palette
+from vx.report.plain import PlainReporter, Sink
+
+REDRAW_FLOOR_S = 0.03  # never redraw more often than this
+TICK_S = 0.1  # the worker clocks show tenths
+MAX_WORKER_ROWS = 10
+_SYNC_ON, _SYNC_OFF = "\x1b[?2026h", "\x1b[?2026l"  # synchronized output: no tearing mid-redraw
+
+
+def terminal_width(stream: TextIO) -> int:
+    """Columns of the terminal behind `stream`, or a sane default when it cannot say."""
+    try:
+        return os.get_terminal_size(stream.fileno()).columns
+    except (OSError, ValueError):
+        return shutil.get_terminal_size().columns
+
+
+class LiveRegion:
+    """What the region shows, and how to draw or erase it in place with ANSI cursor moves."""
+
+    def __init__(self, sink: Sink, palette: Palette, width: Callable[[], int]) -> None:
+        from rich.cells import cell_len, set_cell_size  # wide characters take two columns
+
+        self._cell_len, self._set_cell_size = cell_len, set_cell_size
+        self.sink, self.palette, self.width = sink, palette, width
+        self.running: dict[TaskId, float] = {}
+        self.slots, self.total, self.done, self.cached, self.failed = 1, 0, 0, 0, 0
+        self.active = False
+        self.dirty = False
+        self.last_draw = -math.inf
+        self._drawn = 0
+
+    def begin(self, total: int, concurrency: int) -> None:
+        self.total, self.slots, self.active = total, max(1, min(concurrency, MAX_WORKER_ROWS)), True
+
+    def finished(self, result) -> None:
+        self.running.pop(result.id, None)
+        self.done += 1
+        self.cached += result.status is Status.SUCCESS and result.cache in frames.HITS
+        self.failed += result.status is Status.FAILED
+
+    def lines(self, now: float) -> list[str]:
+        """The region's rows, each cut to the terminal so none wraps and breaks the erase."""
+        room = max(self.width() - 1, 10)
+        out = [self.palette.paint("─" * min(room, 60), "dim")]
+        out += self._worker_rows(now, room)
+        out.append(self._meter(room))
+        return out
+
+    def _worker_rows(self, now: float, room: int) -> list[str]:
+        order = sorted(self.running.items(), key=lambda item: item[1])
+        shown = order if len(order) <= self.slots else order[: self.slots - 1]
+        rows = [self._worker_row(tid, now - started, room) for tid, started in shown]
+        if len(shown) < len(order):
+            rows.append(self.palette.paint(f"{'':>6} … {len(order) - len(shown)} more", "dim"))
+        return rows
+
+    def _worker_row(self, tid: TaskId, elapsed: float, room: int) -> str:
+        clock = self.palette.paint(f"{frames.format_elapsed(elapsed):>6}", "dim")
+        name = str(tid)
+        if self._cell_len(name) > room - 7:
+            return f"{clock} {self._set_cell_size(name, room - 7)}"
+        return f"{clock} {self.palette.task_id(tid)}"
+
+    def _meter(self, room: int) -> str:
+        text = f"{self.done}/{self.total} tasks · {self.cached} cached"
+        if self.failed:
+            text += f" · {self.failed} failed"
+        return self.palette.paint(self._set_cell_size(text, room) if self._cell_len(text) > room else text, "dim")
+
+    def draw(self, now: float) -> None:
+        """Replace the region on screen with its current rows in one write."""
+        rows = self.lines(now)
+        self.sink.raw("err", _SYNC_ON + self._erase_codes() + "\n".join(rows) + "\n" + _SYNC_OFF)
+        self._drawn, self.last_draw, self.dirty = len(rows), now, False
+
+    def hide(self) -> None:
+        """Erase the region so a line can be printed where it stood; it is drawn again later."""
+        if self._drawn:
+            self.sink.raw("err", self._erase_codes())
+            self._drawn = 0
+        self.dirty = self.active
+
+    def _erase_codes(self) -> str:
+        return f"\r\x1b[{self._drawn}A\x1b[J" if self._drawn else ""
+
+
+class ConsoleReporter(PlainReporter):
+    """The plain reporter plus the live region, drawn from events and from a ticking thread."""
+
+    def __init__(self, *, flow: str, palette: Palette, version: str, sink: Sink,
+                 width: Callable[[], int], clock: Callable[[], float] = time.monotonic,
+                 tick_s: float | None = REDRAW_FLOOR_S) -> None:
+        super().__init__(flow=flow, palette=palette, version=version, sink=sink)
+        self.region = LiveRegion(sink, palette, width)
+        self._clock = clock
+        self._tick_s = tick_s  # None: no thread, the caller calls tick() (tests)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
+        sink.before_write = self.region.hide
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, RunFinished):
+            self.close()  # erased before the footer (CLI-54)
+        with self._lock:
+            self._track(event)
+            super().__call__(event)
+            self._request_draw()
+
+    def _track(self, event: Event) -> None:
+        if isinstance(event, RunStarted):
+            groups = sum(1 for n in event.graph.nodes.values() if n.is_group)
+            self.region.begin(len(event.graph.nodes) - groups, event.concurrency)
+            self._start_ticker()
+        elif isinstance(event, TaskStarted):
+            self.region.running.setdefault(event.id, self._clock())
+        elif isinstance(event, TaskFinished) and self.region.active:
+            self.region.finished(event.result)
+
+    def _request_draw(self) -> None:
+        """Draw now unless the last draw was under the 30 ms floor; the ticker catches up."""
+        if not self.region.active:
+            return
+        now = self._clock()
+        if now - self.region.last_draw >= REDRAW_FLOOR_S:
+            self.region.draw(now)
+        else:
+            self.region.dirty = True
+
+    def tick(self) -> None:
+        """Redraw when something changed, or when a running task's clock moved a tenth."""
+        with self._lock:
+            region, now = self.region, self._clock()
+            stale = region.running and now - region.last_draw >= TICK_S
+            if region.active and (region.dirty or stale) and now - region.last_draw >= REDRAW_FLOOR_S:
+                region.draw(now)
+
+    def close(self) -> None:
+        """Stop the ticker and erase the region; safe to call twice, and from a `finally`."""
+        self._stop.set()
+        if self._ticker is not None and self._ticker is not threading.current_thread():
+            self._ticker.join()
+        self._ticker = None
+        with self._lock:
+            self.region.hide()
+            self.region.active = False
+            self.region.dirty = False
+
+    def _start_ticker(self) -> None:
+        if self._tick_s is None or self._ticker is not None:
+            return
+        self._ticker = threading.Thread(target=self._tick_loop, name="vx-status", daemon=True)
+        self._ticker.start()
+
+    def _tick_loop(self) -> None:
+        while not self._stop.wait(self._tick_s):
+            self.tick()

@@ -1,0 +1,68 @@
+"""Print the plan of `--dry`: what each task would do, without running anything (CLI-36, CLI-60).
+
+The plan is the command's product, so it goes to stdout alone, text or JSON, with no colour:
+it is meant to be read by a person at a glance or by a script byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any, Sequence, TextIO
+
+from vx.errors import UsageError
+from vx.events import PlannedTask
+from vx.report.plain import Sink
+
+DRY_FORMATS = ("text", "json")
+# Count-line order; a status not listed here is counted after these, in order of appearance.
+_PREDICTED_ORDER = ("hit-local", "hit-remote", "miss", "no-cache", "not-started", "@noop")
+_HEADER = ("TASK", "PREDICTED", "KEY", "COMMAND")
+
+
+def planned_dict(task: PlannedTask) -> dict[str, Any]:
+    return {
+        "id": str(task.id),
+        "project": task.id.package,
+        "task": task.id.task,
+        "predicted": task.predicted,
+        "key": task.key,
+        "command": task.command,
+        "deps": [str(d) for d in task.deps],
+        "dir": task.project_dir,
+    }
+
+
+def dry_json(plan: Sequence[PlannedTask]) -> str:
+    return json.dumps({"tasks": [planned_dict(t) for t in plan]}, indent=2) + "\n"
+
+
+def dry_table(plan: Sequence[PlannedTask]) -> list[str]:
+    """Aligned columns: task, predicted status, key, command; then the count line."""
+    rows = [_HEADER] + [(str(t.id), t.predicted, t.key or "-", t.command or "-") for t in plan]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(_HEADER) - 1)]
+    lines = ["  ".join([*(cell.ljust(w) for cell, w in zip(row, widths)), row[-1]]) for row in rows]
+    return lines + [count_line(plan)]
+
+
+def count_line(plan: Sequence[PlannedTask]) -> str:
+    """`3 tasks · 1 hit-local · 2 miss · 1 group`: groups are folders, not tasks (GR-03)."""
+    tally = Counter(t.predicted for t in plan)
+    groups = tally.pop("group", 0)
+    total = sum(tally.values())
+    order = [s for s in _PREDICTED_ORDER if s in tally] + [s for s in tally if s not in _PREDICTED_ORDER]
+    parts = [f"{total} {'task' if total == 1 else 'tasks'}"] + [f"{tally[s]} {s}" for s in order]
+    if groups:
+        parts.append(f"{groups} {'group' if groups == 1 else 'groups'}")
+    return " · ".join(parts)
+
+
+def render_dry(plan: Sequence[PlannedTask], fmt: str, out: TextIO) -> None:
+    """Write the plan to `out` (stdout): nothing else belongs there under `--dry` (CLI-60)."""
+    if fmt not in DRY_FORMATS:
+        raise UsageError(f"unknown --dry format `{fmt}`", hint="use --dry, --dry=text or --dry=json")
+    sink = Sink(out, out)  # a closed pipe (`--dry | head`) is not an error (EX-20)
+    if fmt == "json":
+        sink.raw("out", dry_json(plan))
+    else:
+        sink.lines("out", dry_table(plan))

@@ -1,0 +1,105 @@
+"""Write the machine-readable run summary for `--summarize` (OBS-02).
+
+The JSON is an interface: camelCase keys, ISO 8601 UTC times, optional keys left out rather
+than null so a consumer can tell "not measured" from "zero". It is written to a temp file and
+renamed, so a reader never sees half a summary.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from vx.errors import EnvironmentFailure
+from vx.model import CacheStatus, RunSummary, Status, TaskResult
+
+
+def iso8601(epoch_s: float) -> str:
+    """`2024-05-01T12:00:00.123Z`: milliseconds, always UTC."""
+    stamp = datetime.fromtimestamp(epoch_s, timezone.utc).isoformat(timespec="milliseconds")
+    return stamp.replace("+00:00", "Z")
+
+
+def task_dict(result: TaskResult) -> dict[str, Any]:
+    """One `tasks[]` entry; measurements appear only when they were taken."""
+    out: dict[str, Any] = {
+        "id": str(result.id),
+        "project": result.id.package,
+        "task": result.id.task,
+        "status": result.status.value,
+        "cache": result.cache.value,
+        "exitCode": result.exit_code,
+        "durationMs": round(result.duration_ms, 3),
+        "hash": result.key,
+        "attempts": result.attempts,
+    }
+    if result.cpu_ms is not None:
+        out["cpuMs"] = round(result.cpu_ms, 3)
+    if result.peak_rss_bytes is not None:
+        out["peakRssBytes"] = result.peak_rss_bytes
+    if result.timed_out:
+        out["timedOut"] = True
+    if result.blocked_by is not None:
+        out["blockedBy"] = str(result.blocked_by)
+    return out
+
+
+def counts(results: tuple[TaskResult, ...]) -> dict[str, int]:
+    """The `summary{}` block: statuses, then how the successes were served."""
+
+    def served(cache: CacheStatus) -> int:
+        return sum(1 for r in results if r.status is Status.SUCCESS and r.cache is cache)
+
+    def status(kind: Status) -> int:
+        return sum(1 for r in results if r.status is kind)
+
+    return {
+        "successful": status(Status.SUCCESS),
+        "failed": status(Status.FAILED),
+        "skipped": status(Status.SKIPPED),
+        "aborted": status(Status.ABORTED),
+        "cachedLocal": served(CacheStatus.LOCAL),
+        "cachedRemote": served(CacheStatus.REMOTE),
+        "upToDate": served(CacheStatus.UP_TO_DATE),
+        "total": len(results),
+    }
+
+
+def summary_dict(summary: RunSummary) -> dict[str, Any]:
+    """The whole OBS-02 document for one run."""
+    return {
+        "runId": summary.run_id,
+        "ok": summary.exit_code == 0,
+        "exitCode": summary.exit_code,
+        "startedAt": iso8601(summary.started_at),
+        "endedAt": iso8601(summary.ended_at),
+        "totalMs": round((summary.ended_at - summary.started_at) * 1000, 3),
+        "tasks": [task_dict(r) for r in summary.results],
+        "summary": counts(summary.results),
+    }
+
+
+def write_summary(summary: RunSummary, path: Path) -> None:
+    """Write the summary atomically (temp file in the same directory, then rename)."""
+    import tempfile  # only `--summarize` pays for it
+
+    text = json.dumps(summary_dict(summary), indent=2) + "\n"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError as exc:
+        raise EnvironmentFailure(
+            "cannot write the run summary",
+            facts=(f"path: {path}", f"cause: {exc.strerror or exc}"),
+            hint="pass --summarize=<path> with a writable directory",
+        ) from None
