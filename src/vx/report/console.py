@@ -17,7 +17,7 @@ import time
 from typing import Callable, TextIO
 
 from vx.events import Event, RunFinished, RunStarted, TaskFinished, TaskStarted
-from vx.model import Status, TaskId
+from vx.model import Status, TaskId, TaskResult
 from vx.report import frames
 from vx.report.frames import Palette
 from vx.report.plain import PlainReporter, Sink
@@ -29,7 +29,7 @@ _SYNC_ON, _SYNC_OFF = "\x1b[?2026h", "\x1b[?2026l"  # synchronized output: no te
 
 
 def terminal_width(stream: TextIO) -> int:
-    """Columns of the terminal behind `stream`, or a sane default when it cannot say."""
+    """Ask the terminal behind `stream` for its width; fall back to a sane default."""
     try:
         return os.get_terminal_size(stream.fileno()).columns
     except (OSError, ValueError):
@@ -37,7 +37,7 @@ def terminal_width(stream: TextIO) -> int:
 
 
 class LiveRegion:
-    """What the region shows, and how to draw or erase it in place with ANSI cursor moves."""
+    """Hold what the region shows; draw or erase it in place with ANSI cursor moves."""
 
     def __init__(self, sink: Sink, palette: Palette, width: Callable[[], int]) -> None:
         from rich.cells import cell_len, set_cell_size  # wide characters take two columns
@@ -54,14 +54,14 @@ class LiveRegion:
     def begin(self, total: int, concurrency: int) -> None:
         self.total, self.slots, self.active = total, max(1, min(concurrency, MAX_WORKER_ROWS)), True
 
-    def finished(self, result) -> None:
+    def finished(self, result: TaskResult) -> None:
         self.running.pop(result.id, None)
         self.done += 1
-        self.cached += result.status is Status.SUCCESS and result.cache in frames.HITS
-        self.failed += result.status is Status.FAILED
+        self.cached += int(result.status is Status.SUCCESS and result.cache in frames.HITS)
+        self.failed += int(result.status is Status.FAILED)
 
     def lines(self, now: float) -> list[str]:
-        """The region's rows, each cut to the terminal so none wraps and breaks the erase."""
+        """Build the region's rows, each cut to the terminal so none wraps and breaks the erase."""
         room = max(self.width() - 1, 10)
         out = [self.palette.paint("─" * min(room, 60), "dim")]
         out += self._worker_rows(now, room)
@@ -107,7 +107,7 @@ class LiveRegion:
 
 
 class ConsoleReporter(PlainReporter):
-    """The plain reporter plus the live region, drawn from events and from a ticking thread."""
+    """Report like the plain reporter, plus a live region drawn from events and a ticking thread."""
 
     def __init__(self, *, flow: str, palette: Palette, version: str, sink: Sink,
                  width: Callable[[], int], clock: Callable[[], float] = time.monotonic,

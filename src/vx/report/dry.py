@@ -38,7 +38,7 @@ def dry_json(plan: Sequence[PlannedTask]) -> str:
 
 
 def dry_table(plan: Sequence[PlannedTask]) -> list[str]:
-    """Aligned columns: task, predicted status, key, command; then the count line."""
+    """Align columns: task, predicted status, key, command; then the count line."""
     rows = [_HEADER] + [(str(t.id), t.predicted, t.key or "-", t.command or "-") for t in plan]
     widths = [max(len(row[i]) for row in rows) for i in range(len(_HEADER) - 1)]
     lines = ["  ".join([*(cell.ljust(w) for cell, w in zip(row, widths)), row[-1]]) for row in rows]
@@ -46,7 +46,7 @@ def dry_table(plan: Sequence[PlannedTask]) -> list[str]:
 
 
 def count_line(plan: Sequence[PlannedTask]) -> str:
-    """`3 tasks · 1 hit-local · 2 miss · 1 group`: groups are folders, not tasks (GR-03)."""
+    """Count `3 tasks · 1 hit-local · 2 miss · 1 group`: groups are folders, not tasks (GR-03)."""
     tally = Counter(t.predicted for t in plan)
     groups = tally.pop("group", 0)
     total = sum(tally.values())

@@ -89,7 +89,7 @@ def _sgr(style: str) -> str:
 
 
 def project_rgb(name: str) -> tuple[int, int, int]:
-    """A hue derived from the name, so a project keeps its colour from run to run."""
+    """Derive a hue from the name, so a project keeps its colour from run to run."""
     hue = zlib.crc32(name.encode()) % 360
     return _hsl_to_rgb(hue, 0.6, 0.68)
 
@@ -107,7 +107,7 @@ def _hsl_to_rgb(hue: float, sat: float, light: float) -> tuple[int, int, int]:
 
 
 def format_duration(ms: float) -> str:
-    """`0.41s`, `12.34s`, `1m02s`, `1h05m`: two decimals while seconds matter, then coarser."""
+    """Spell a duration `0.41s`, `12.34s`, `1m02s`, `1h05m`: decimals while seconds matter."""
     seconds = max(ms, 0.0) / 1000
     if seconds < 60:
         return f"{seconds:.2f}s"
@@ -117,21 +117,21 @@ def format_duration(ms: float) -> str:
 
 
 def format_elapsed(seconds: float) -> str:
-    """A ticking worker clock: tenths are enough to see it move."""
+    """Spell a ticking worker clock: tenths are enough to see it move."""
     if seconds < 60:
         return f"{max(seconds, 0.0):.1f}s"
     return format_duration(seconds * 1000)
 
 
 def never_started(result: TaskResult) -> bool:
-    """Whether the result stands for a task the run never reached (CLI-56 `not run`)."""
+    """Tell whether the result stands for a task the run never reached (CLI-56 `not run`)."""
     if result.status is Status.SKIPPED:
         return result.blocked_by is None
     return result.status is Status.ABORTED and result.exit_code is None and result.attempts == 0
 
 
 def row_kind(result: TaskResult) -> str:
-    """The glyph family of a result (CLI-52)."""
+    """Name the glyph family of a result (CLI-52)."""
     if never_started(result):
         return "not-run"
     if result.status is not Status.SUCCESS:
@@ -140,7 +140,7 @@ def row_kind(result: TaskResult) -> str:
 
 
 def failure_detail(result: TaskResult) -> str:
-    """What a failure label holds in its parentheses: `exit 137, 128 + SIGKILL` (CLI-59).
+    """Say what a failure label holds in its parentheses: `exit 137, 128 + SIGKILL` (CLI-59).
 
     The rebuilder's `reason` wins when it has one: it knows about sandbox violations and
     spawn errors the exit code cannot tell.
@@ -173,7 +173,7 @@ def _signal_name(code: int) -> str | None:
 
 
 def outcome_label(result: TaskResult) -> str:
-    """The word a frame ends with: `ok`, `cached (local)`, `failed (exit 1)`, ... (CLI-53)."""
+    """Name the outcome a frame ends with: `ok`, `cached (local)`, `failed (exit 1)`… (CLI-53)."""
     if result.status is Status.FAILED:
         return f"failed ({failure_detail(result)})"
     if result.status is Status.SKIPPED:
@@ -195,7 +195,7 @@ def _outcome_style(result: TaskResult) -> str:
 
 
 def task_row(result: TaskResult, palette: Palette) -> str:
-    """`<glyph> <time> <status> <cache> <name>` with aligned columns (CLI-52, CLI-56).
+    """Format `<glyph> <time> <status> <cache> <name>` in aligned columns (CLI-52, CLI-56).
 
     Tasks that never ran leave the time and cache columns blank; the suffix names why a
     task failed or was skipped, tracing a skip to its root failure.
@@ -242,7 +242,7 @@ def not_run_row(results: Sequence[TaskResult], palette: Palette) -> str:
 
 
 def frame_open(tid: TaskId, palette: Palette, outcome: str | None = None, style: str = "dim") -> str:
-    """`┌─ id > outcome`; a live frame opens before its outcome is known (`┌─ id`)."""
+    """Open a frame `┌─ id > outcome`; a live frame opens before its outcome is known (`┌─ id`)."""
     head = f"{palette.paint('┌─', 'dim')} {palette.task_id(tid)}"
     return head if outcome is None else f"{head} {palette.paint('>', 'dim')} {palette.paint(outcome, style)}"
 
@@ -252,19 +252,19 @@ def frame_command(command: str, palette: Palette) -> str:
 
 
 def frame_close(result: TaskResult, palette: Palette) -> str:
-    """`└─ id ── (1.20s) outcome`."""
+    """Close a frame: `└─ id ── (1.20s) outcome`."""
     dur = palette.paint(f"── ({format_duration(result.duration_ms)})", "dim")
     label = palette.paint(outcome_label(result), _outcome_style(result))
     return f"{palette.paint('└─', 'dim')} {palette.task_id(result.id)} {dur} {label}"
 
 
 def executed(result: TaskResult) -> bool:
-    """Whether the task's command ran in this run (hits and skips show no `$ command`)."""
+    """Tell whether the command ran in this run (hits and skips show no `$ command`)."""
     return result.cache not in HITS and not never_started(result) and result.status is not Status.SKIPPED
 
 
 def frame(result: TaskResult, palette: Palette, command: str | None = None) -> list[str]:
-    """A whole frame, printed at once: header, command, raw log, footer, blank line (CLI-53)."""
+    """Build a whole frame: header, command, raw log, footer, blank line (CLI-53)."""
     lines = [frame_open(result.id, palette, outcome_label(result), _outcome_style(result))]
     command = command or result.command
     if command and executed(result):
@@ -294,7 +294,7 @@ class LineSplitter:
         return lines
 
     def finish(self) -> list[str]:
-        """Whatever is left: the last line of a stream that did not end with a newline."""
+        """Return what is left: the last line of a stream that did not end with a newline."""
         rest = []
         for stream in (1, 2):
             tail = self._partial[stream] + self._decoders[stream].decode(b"", final=True)
@@ -309,7 +309,7 @@ def _decoder() -> codecs.IncrementalDecoder:
 
 
 def log_lines(chunks: Iterable[LogChunk]) -> list[str]:
-    """Every line of a stored log, in arrival order (LC-10)."""
+    """Split a stored log into lines, in arrival order (LC-10)."""
     splitter = LineSplitter()
     lines: list[str] = []
     for chunk in chunks:
@@ -321,7 +321,7 @@ def log_lines(chunks: Iterable[LogChunk]) -> list[str]:
 
 
 def footer(results: Sequence[TaskResult], wall_ms: float, version: str, palette: Palette) -> list[str]:
-    """A `─ vx <ver> ─` rule as wide as the result row under it (CLI-55)."""
+    """Build the footer: a `─ vx <ver> ─` rule as wide as the result row under it (CLI-55)."""
     plain, painted = _result_row(results, wall_ms, palette)
     head = f"─ vx {version} "
     rule = head + "─" * max(len(plain) - len(head), 2)
@@ -329,7 +329,7 @@ def footer(results: Sequence[TaskResult], wall_ms: float, version: str, palette:
 
 
 def _result_row(results: Sequence[TaskResult], wall_ms: float, palette: Palette) -> tuple[str, str]:
-    """`12 tasks · 10 cached (83%) · 2 failed · wall 0.41s`, plain and painted."""
+    """Count `12 tasks · 10 cached (83%) · 2 failed · wall 0.41s`, plain and painted."""
     parts = [(f"{len(results)} {'task' if len(results) == 1 else 'tasks'}", "bold")]
     cached = sum(1 for r in results if r.status is Status.SUCCESS and r.cache in HITS)
     if results:

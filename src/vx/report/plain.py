@@ -52,7 +52,7 @@ VISIBILITY: Mapping[str, Mapping[str, str]] = {
 
 
 def outcome_class(result: TaskResult) -> str:
-    """The VISIBILITY row a result falls in."""
+    """Name the VISIBILITY row a result falls in."""
     if frames.never_started(result):
         return "not-run"
     if result.status is not Status.SUCCESS:
@@ -129,7 +129,7 @@ def _point_at_devnull(stream: TextIO) -> None:
 
 
 def notice_line(event: Notice, palette: Palette) -> str:
-    """`vx: warning: …` for warnings, `vx: …` for information."""
+    """Format `vx: warning: …` for warnings, `vx: …` for information."""
     if event.level == "warning":
         return f"vx: {palette.paint('warning:', 'warn')} {event.message}"
     return f"vx: {event.message}"
@@ -140,7 +140,7 @@ def retry_line(event: TaskRetrying, palette: Palette) -> str:
 
 
 def focus_of(graph: TaskGraph) -> frozenset[TaskId]:
-    """The requested tasks with groups opened up: groups are transparent folders (GR-03)."""
+    """Open groups up in the requested tasks: groups are transparent folders (GR-03)."""
     focus: set[TaskId] = set()
     pending = list(graph.requested)
     seen: set[TaskId] = set()
@@ -206,7 +206,7 @@ class PlainReporter:
         self._finish(event.result)
 
     def on_cache_restored(self, event: CacheRestored) -> None:
-        """A restore is shown by its TaskFinished; only the live region cares earlier."""
+        """Ignore: a restore is shown by its TaskFinished."""
 
     def on_notice(self, event: Notice) -> None:
         self.sink.lines("err", [notice_line(event, self.palette)])
@@ -251,7 +251,7 @@ class PlainReporter:
         return VISIBILITY[column][outcome_class(result)]
 
     def _streams_live(self, tid: TaskId) -> bool:
-        """One focused task streams raw as it runs; several are buffered and framed whole (CLI-53)."""
+        """Stream one focused task raw as it runs; several are buffered and framed whole (CLI-53)."""
         return self.flow == "focused" and self._focus is not None and self._focus == {tid}
 
     def _close_live(self, result: TaskResult) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +17,15 @@ from vx.model import CacheStatus, RunSummary, Status, TaskResult
 
 
 def iso8601(epoch_s: float) -> str:
-    """`2024-05-01T12:00:00.123Z`: milliseconds, always UTC."""
+    """Stamp `2024-05-01T12:00:00.123Z`: milliseconds, always UTC."""
+    from datetime import datetime, timezone  # only a summary needs a calendar
+
     stamp = datetime.fromtimestamp(epoch_s, timezone.utc).isoformat(timespec="milliseconds")
     return stamp.replace("+00:00", "Z")
 
 
 def task_dict(result: TaskResult) -> dict[str, Any]:
-    """One `tasks[]` entry; measurements appear only when they were taken."""
+    """Build one `tasks[]` entry; measurements appear only when they were taken."""
     out: dict[str, Any] = {
         "id": str(result.id),
         "project": result.id.package,
@@ -48,7 +49,7 @@ def task_dict(result: TaskResult) -> dict[str, Any]:
 
 
 def counts(results: tuple[TaskResult, ...]) -> dict[str, int]:
-    """The `summary{}` block: statuses, then how the successes were served."""
+    """Count the `summary{}` block: statuses, then how the successes were served."""
 
     def served(cache: CacheStatus) -> int:
         return sum(1 for r in results if r.status is Status.SUCCESS and r.cache is cache)
@@ -69,7 +70,7 @@ def counts(results: tuple[TaskResult, ...]) -> dict[str, int]:
 
 
 def summary_dict(summary: RunSummary) -> dict[str, Any]:
-    """The whole OBS-02 document for one run."""
+    """Build the whole OBS-02 document for one run."""
     return {
         "runId": summary.run_id,
         "ok": summary.exit_code == 0,
