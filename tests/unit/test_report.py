@@ -706,3 +706,9 @@ def test_cli_36_cli_60_dry_json_is_the_only_thing_on_stdout():
 def test_cli_36_unknown_dry_format_is_a_usage_error():
     with pytest.raises(UsageError):
         render_dry(PLAN, "yaml", io.StringIO())
+
+
+def test_cli_54_terminal_width_never_comes_back_zero():
+    from vx.report.console import terminal_width
+
+    assert terminal_width(io.StringIO()) > 0

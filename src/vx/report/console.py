@@ -31,9 +31,10 @@ _SYNC_ON, _SYNC_OFF = "\x1b[?2026h", "\x1b[?2026l"  # synchronized output: no te
 def terminal_width(stream: TextIO) -> int:
     """Ask the terminal behind `stream` for its width; fall back to a sane default."""
     try:
-        return os.get_terminal_size(stream.fileno()).columns
+        columns = os.get_terminal_size(stream.fileno()).columns
     except (OSError, ValueError):
-        return shutil.get_terminal_size().columns
+        columns = 0
+    return columns if columns > 0 else shutil.get_terminal_size().columns  # a pty may report 0
 
 
 class LiveRegion:
@@ -103,7 +104,9 @@ class LiveRegion:
         self.dirty = self.active
 
     def _erase_codes(self) -> str:
-        return f"\r\x1b[{self._drawn}A\x1b[J" if self._drawn else ""
+        # Every row ends in a newline, so the cursor already stands in column 0; no CR is
+        # sent because a tty with `ocrnl` would turn it into one more line feed.
+        return f"\x1b[{self._drawn}A\x1b[J" if self._drawn else ""
 
 
 class ConsoleReporter(PlainReporter):
