@@ -90,7 +90,7 @@ def _candidate(here: Path) -> _Root | None:
     yaml_text = _read_text(here / "pnpm-workspace.yaml")
     manifest = _read_json(here, "package.json")
     if yaml_text is not None:
-        globs = _pnpm_globs(yaml_text, str(here / "pnpm-workspace.yaml"))
+        globs = _pnpm_globs(yaml_text, "pnpm-workspace.yaml")
         return _Root(here, manifest, globs, "pnpm-workspace.yaml", "packages", pnpm=True)
     if manifest is None:
         return None
@@ -330,8 +330,8 @@ def _read_text(path: Path) -> str | None:
     try:
         with open(path, encoding="utf-8") as f:
             return f.read()
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-        return None
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError):
+        return None  # an unreadable file above the repo is no root signal
 
 
 def _read_manifest(root: Path, rel: str) -> dict[str, Any] | None:
@@ -343,7 +343,7 @@ def _read_json(root: Path, rel: str) -> dict[str, Any] | None:
     try:
         with open(os.path.join(root, rel), "rb") as f:
             data = f.read()
-    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError):
         return None
     try:
         value = json.loads(data)

@@ -75,41 +75,50 @@ def _kind(value: Any) -> str:
 
 def _object(value: Any, at: At, what: str = "an object") -> dict[str, Any]:
     if not isinstance(value, dict):
-        at.refuse(f"`{at.field or 'config'}` must be {what}, got {_kind(value)}")
+        at.refuse(f"`{at.field or 'config'}` must be {what}, got {_kind(value)}",
+                  hint="write a JSON object `{ ... }` here")
     return value
 
 
 def _string(value: Any, at: At) -> str:
     if not isinstance(value, str):
-        at.refuse(f"`{at.field}` must be a string, got {_kind(value)}")
+        at.refuse(f"`{at.field}` must be a string, got {_kind(value)}",
+                  hint="write the value in double quotes")
     return value
 
 
 def _strings(value: Any, at: At, noun: str = "strings") -> tuple[str, ...]:
     """An array of non-empty strings, each refusal pointing at its index."""
     if not isinstance(value, list):
-        at.refuse(f"`{at.field}` must be an array of {noun}, got {_kind(value)}")
+        at.refuse(f"`{at.field}` must be an array of {noun}, got {_kind(value)}",
+                  hint=f"write a JSON array, e.g. [{_example(value)}]")
     for i, item in enumerate(value):
         if not isinstance(item, str) or not item:
             got = "an empty string" if item == "" else _kind(item)
-            at.item(i).refuse(f"`{at.field}` must hold non-empty {noun}, got {got}")
+            at.item(i).refuse(f"`{at.field}` must hold non-empty {noun}, got {got}",
+                              hint="remove the entry, or write it as a non-empty string")
     return tuple(value)
+
+
+def _example(value: Any) -> str:
+    return json.dumps(value) if isinstance(value, str) else '"…"'
 
 
 def _integer(value: Any, at: At, low: int, high: int | None = None) -> int:
     """An int in [low, high]; JSON's `true` is not 1 and `1.0` is not an integer here."""
     if isinstance(value, bool) or not isinstance(value, int):
-        at.refuse(f"`{at.field}` must be an integer, got {_kind(value)}")
+        at.refuse(f"`{at.field}` must be an integer, got {_kind(value)}",
+                  hint=f"write a whole number without quotes, e.g. {max(low, 1) * 1000 if high else low}")
     if value < low or (high is not None and value > high):
         span = f"{low}..{high}" if high is not None else f">= {low}"
-        at.refuse(f"`{at.field}` must be in {span}, got {value}", hint=_range_hint(high))
+        at.refuse(f"`{at.field}` must be in {span}, got {value}", hint=_range_hint(low, high))
     return value
 
 
-def _range_hint(high: int | None) -> str | None:
-    if high != MAX_TIMEOUT_MS:
-        return None
-    return "timers above 2^31-1 ms (~24.8 days) do not mean 'no limit'; omit the field for none"
+def _range_hint(low: int, high: int | None) -> str:
+    if high == MAX_TIMEOUT_MS:
+        return "timers above 2^31-1 ms (~24.8 days) do not mean 'no limit'; omit the field for none"
+    return f"use a whole number of at least {low}, or omit the field"
 
 
 # ---------------------------------------------------------------- object levels
@@ -475,7 +484,8 @@ def _command(value: Any, at: At) -> str:
     if not command.strip():
         at.refuse("`exec.command` is empty", hint="write the shell command the task runs")
     if "\0" in command:
-        at.refuse("`exec.command` holds a NUL, which no command line can carry")
+        at.refuse("`exec.command` holds a NUL, which no command line can carry",
+                  hint="remove the NUL character (\\u0000) from the command")
     return command
 
 
@@ -515,7 +525,7 @@ def _define(value: Any, at: At) -> dict[str, str]:
             at.key(name).refuse(f"`{name}` is not an env var name", hint=_env_hint(name))
         if not isinstance(text, str) or "\0" in text:
             at.key(name).refuse(f"`{at.key(name).field}` must be a string without NUL, "
-                                f"got {_kind(text)}")
+                                f"got {_kind(text)}", hint="write the value as a JSON string")
     return dict(body)
 
 
@@ -599,8 +609,9 @@ def _input_tasks(value: Any, at: At, depends_on: tuple[str, ...]) -> tuple[str, 
         if not _named_by(entry, depends_on):
             at.item(i).refuse(f"`{entry}` names no task in dependsOn "
                               f"({', '.join(depends_on) or 'none declared'})",
-                              hint="it would match nothing and decouple the task from its "
-                              "dependencies; fix the name, or use [] to decouple on purpose")
+                              hint="`name` is this project's task, `^name` its dependencies', "
+                              "`pkg#name` one package's; an entry no dependsOn reaches matches "
+                              "nothing. Fix it, or use [] to decouple on purpose")
     return entries
 
 

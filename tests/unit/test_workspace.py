@@ -1,0 +1,303 @@
+"""Workspace discovery, member globs and the package graph (WS-01..04, WS-20)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from vx.errors import ConfigError, WorkspaceError
+from vx.model import ROOT_PROJECT
+from vx.workspace import discover, satisfies
+
+
+def write_tree(root: Path, files: dict[str, object]) -> Path:
+    """Write `files` (path -> dict for JSON, or str) under `root`."""
+    for rel, content in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content if isinstance(content, str) else json.dumps(content))
+    return root
+
+
+def pkg(name: str, version: str = "1.0.0", **fields: object) -> dict[str, object]:
+    return {"name": name, "version": version, **fields}
+
+
+def npm_repo(tmp_path: Path, members: dict[str, dict], globs: object = ("packages/*",)) -> Path:
+    files: dict[str, object] = {"package.json": {"name": "root", "workspaces": list(globs)}
+                                if isinstance(globs, tuple) else {"name": "root", "workspaces": globs}}
+    files.update({f"{d}/package.json": m for d, m in members.items()})
+    return write_tree(tmp_path, files)
+
+
+# ---------------------------------------------------------------- WS-01 root discovery
+
+
+def test_ws01_npm_workspaces_found_from_inside_a_member(tmp_path):
+    npm_repo(tmp_path, {"packages/a": pkg("a"), "packages/b": pkg("b")})
+    (tmp_path / "packages/a/src/deep").mkdir(parents=True)
+    ws = discover(tmp_path / "packages/a/src/deep")
+    assert ws.root == tmp_path.resolve()
+    assert sorted(ws.packages) == [ROOT_PROJECT, "a", "b"]
+    assert ws.packages["a"].dir == "packages/a"
+    assert ws.packages["a"].manifest_path == "packages/a/package.json"
+    assert ws.member_globs == ("packages/*",)
+
+
+def test_ws01_yarn_workspaces_packages_object(tmp_path):
+    npm_repo(tmp_path, {"apps/web": pkg("web")}, globs={"packages": ["apps/*"]})
+    ws = discover(tmp_path / "apps/web")
+    assert ws.root == tmp_path.resolve()
+    assert "web" in ws.packages
+
+
+def test_ws01_pnpm_workspace_yaml(tmp_path):
+    write_tree(tmp_path, {
+        "pnpm-workspace.yaml": "packages:\n  - 'packages/*'\n  - apps/**\n",
+        "package.json": {"name": "root"},
+        "packages/a/package.json": pkg("a"),
+        "apps/x/y/package.json": pkg("y"),
+    })
+    ws = discover(tmp_path / "apps/x/y")
+    assert ws.root == tmp_path.resolve()
+    assert ws.manager == "pnpm"
+    assert ws.packages["y"].dir == "apps/x/y"
+
+
+@pytest.mark.parametrize("yaml_text", ["packages: [unclosed\n", "packages: packages/*\n", "- a\n"])
+def test_ws01_broken_pnpm_workspace_yaml_is_a_config_error(tmp_path, yaml_text):
+    write_tree(tmp_path, {"pnpm-workspace.yaml": yaml_text, "package.json": {"name": "r"}})
+    with pytest.raises(ConfigError) as err:
+        discover(tmp_path)
+    assert err.value.file == "pnpm-workspace.yaml" and err.value.hint
+
+
+def test_ws01_pnpm_workspace_yaml_stops_the_walk(tmp_path):
+    write_tree(tmp_path, {
+        "package.json": {"name": "outer", "workspaces": ["inner", "inner/*"]},
+        "inner/pnpm-workspace.yaml": "packages: []\n",
+        "inner/package.json": {"name": "inner"},
+        "inner/tool/x.js": "",
+    })
+    ws = discover(tmp_path / "inner/tool")  # the outer root would claim `inner`
+    assert ws.root == (tmp_path / "inner").resolve()
+    assert sorted(ws.packages) == [ROOT_PROJECT]
+
+
+def test_ws01_unclaimed_nested_package_is_its_own_root(tmp_path):
+    npm_repo(tmp_path, {"packages/a": pkg("a"), "tools/x": pkg("x")})
+    ws = discover(tmp_path / "tools/x")
+    assert ws.root == (tmp_path / "tools/x").resolve()
+    assert list(ws.packages) == [ROOT_PROJECT]
+
+
+def test_ws01_plain_subdirectory_of_the_root_belongs_to_the_root(tmp_path):
+    npm_repo(tmp_path, {"packages/a": pkg("a")})
+    (tmp_path / "scripts").mkdir()
+    assert discover(tmp_path / "scripts").root == tmp_path.resolve()
+
+
+def test_ws01_single_package_repo(tmp_path):
+    write_tree(tmp_path, {"package.json": pkg("solo", scripts={"build": "tsc"}), "src/x.ts": ""})
+    ws = discover(tmp_path / "src")
+    assert list(ws.packages) == [ROOT_PROJECT]
+    root = ws.packages[ROOT_PROJECT]
+    assert (root.dir, root.manifest_path, dict(root.scripts)) == ("", "package.json", {"build": "tsc"})
+    assert ws.member_globs == ()
+
+
+def test_ws01_no_root_is_a_workspace_error_with_a_hint(tmp_path, monkeypatch):
+    import vx.workspace as workspace
+
+    monkeypatch.setattr(workspace, "_candidate", lambda here: None)
+    with pytest.raises(WorkspaceError) as err:
+        discover(tmp_path)
+    assert "no workspace root" in err.value.render()
+    assert err.value.hint and "package.json" in err.value.hint
+
+
+# ---------------------------------------------------------------- WS-02 member globs
+
+
+def test_ws02_bang_excludes_a_member_and_its_tree(tmp_path):
+    npm_repo(tmp_path, {"packages/a": pkg("a"), "packages/legacy": pkg("legacy"),
+                        "packages/legacy/sub": pkg("sub")},
+             globs=("packages/**", "!packages/legacy"))
+    assert sorted(discover(tmp_path).packages) == [ROOT_PROJECT, "a"]
+
+
+def test_ws02_spellings_are_normalised(tmp_path):
+    npm_repo(tmp_path, {"packages/a": pkg("a"), "libs/b": pkg("b")},
+             globs=("./packages/*/", "libs//b", "!./packages/zzz"))
+    ws = discover(tmp_path)
+    assert sorted(ws.packages) == [ROOT_PROJECT, "a", "b"]
+    assert ws.member_globs == ("packages/*", "libs/b", "!packages/zzz")
+
+
+def test_ws02_braces_and_double_star_and_node_modules_skipped(tmp_path):
+    npm_repo(tmp_path, {"apps/web": pkg("web"), "libs/ui": pkg("ui"), "other/no": pkg("no"),
+                        "libs/ui/node_modules/dep": pkg("dep"), "libs/.hidden": pkg("hidden")},
+             globs=("{apps,libs}/**",))
+    assert sorted(discover(tmp_path).packages) == [ROOT_PROJECT, "ui", "web"]
+
+
+def test_ws02_directory_without_package_json_is_not_a_member(tmp_path):
+    npm_repo(tmp_path, {"packages/a": pkg("a")})
+    (tmp_path / "packages/empty").mkdir()
+    assert sorted(discover(tmp_path).packages) == [ROOT_PROJECT, "a"]
+
+
+def test_ws02_extglob_refused_with_a_rewrite(tmp_path):
+    npm_repo(tmp_path, {"packages/a": pkg("a")}, globs=("packages/!(legacy|old)",))
+    with pytest.raises(ConfigError) as err:
+        discover(tmp_path)
+    text = err.value.render()
+    assert "extglob" in text and "package.json, workspaces[0]" in text
+    assert '"packages/*", "!packages/legacy", "!packages/old"' in text
+
+
+def test_ws02_member_outside_the_root_refused(tmp_path):
+    npm_repo(tmp_path / "repo", {"packages/a": pkg("a")}, globs=("../elsewhere/*",))
+    with pytest.raises(ConfigError) as err:
+        discover(tmp_path / "repo")
+    assert "outside the workspace root" in err.value.render()
+    assert err.value.field == "workspaces[0]"
+
+
+def test_ws02_workspaces_must_be_a_glob_list(tmp_path):
+    write_tree(tmp_path, {"package.json": {"name": "r", "workspaces": "packages/*"}})
+    with pytest.raises(ConfigError) as err:
+        discover(tmp_path)
+    assert err.value.file == "package.json" and err.value.hint
+
+
+# ---------------------------------------------------------------- WS-03 / WS-04 projects
+
+
+def test_ws03_duplicate_names_name_both_manifests(tmp_path):
+    npm_repo(tmp_path, {"packages/a": pkg("same"), "packages/b": pkg("same")})
+    with pytest.raises(ConfigError) as err:
+        discover(tmp_path)
+    text = err.value.render()
+    assert "packages/a/package.json" in text and "packages/b/package.json" in text
+    assert err.value.hint
+
+
+def test_ws03_member_named_like_the_root_is_a_duplicate(tmp_path):
+    npm_repo(tmp_path, {"packages/a": pkg("root")})
+    with pytest.raises(ConfigError) as err:
+        discover(tmp_path)
+    assert "package.json and packages/a/package.json" in err.value.message
+
+
+@pytest.mark.parametrize("name", [None, 42, "a#b", " padded", "trail ", ""])
+def test_ws03_bad_package_names_refused(tmp_path, name):
+    member = {"version": "1.0.0"} if name is None else {"name": name, "version": "1.0.0"}
+    npm_repo(tmp_path, {"packages/a": member})
+    with pytest.raises(ConfigError) as err:
+        discover(tmp_path)
+    assert (err.value.file, err.value.field) == ("packages/a/package.json", "name")
+    assert err.value.hint
+
+
+def test_ws03_broken_manifest_names_file_line_and_column(tmp_path):
+    npm_repo(tmp_path, {"packages/a": pkg("a")})
+    (tmp_path / "packages/a/package.json").write_text('{\n  "name": "a",\n}')
+    with pytest.raises(ConfigError) as err:
+        discover(tmp_path)
+    assert err.value.file == "packages/a/package.json"
+    assert err.value.field.startswith("line 3")
+
+
+def test_ws04_root_project_is_present_as_double_slash(tmp_path):
+    npm_repo(tmp_path, {"packages/a": pkg("a")})
+    root_manifest = json.loads((tmp_path / "package.json").read_text())
+    root_manifest.update(devDependencies={"a": "*"}, scripts={"lint": "eslint ."})
+    (tmp_path / "package.json").write_text(json.dumps(root_manifest))
+    root = discover(tmp_path).packages[ROOT_PROJECT]
+    assert (root.name, root.dir, root.deps) == (ROOT_PROJECT, "", ("a",))
+    assert root.scripts == {"lint": "eslint ."}
+
+
+# ---------------------------------------------------------------- WS-20 package graph
+
+
+def deps_of(tmp_path: Path, spec: str, version: str = "2.0.0", field: str = "dependencies"):
+    npm_repo(tmp_path, {"packages/lib": pkg("lib", version),
+                        "packages/app": pkg("app", **{field: {"lib": spec, "react": "^18"}})})
+    return discover(tmp_path).packages["app"].deps
+
+
+@pytest.mark.parametrize("spec", ["workspace:*", "workspace:^", "workspace:~", "workspace:^2.0.0",
+                                  "*", "", "^2", "~2.0.0", ">=1", "2.0.0", "2.x", "file:../lib",
+                                  "link:../lib"])
+def test_ws20_linked_specs_are_edges(tmp_path, spec):
+    assert deps_of(tmp_path, spec) == ("lib",)
+
+
+@pytest.mark.parametrize("spec", ["^1", "~1.2.0", "<2", "1.x", "latest", "npm:other@^2",
+                                  "file:../elsewhere", "github:user/lib"])
+def test_ws20_registry_specs_are_not_edges(tmp_path, spec):
+    assert deps_of(tmp_path, spec) == ()
+
+
+@pytest.mark.parametrize("field", ["devDependencies", "optionalDependencies", "peerDependencies"])
+def test_ws20_every_dependency_field_counts(tmp_path, field):
+    assert deps_of(tmp_path, "workspace:*", field=field) == ("lib",)
+
+
+def test_ws20_workspace_alias_links_the_named_package(tmp_path):
+    npm_repo(tmp_path, {"packages/lib": pkg("@scope/lib"),
+                        "packages/app": pkg("app", dependencies={"alias": "workspace:@scope/lib@*"})})
+    assert discover(tmp_path).packages["app"].deps == ("@scope/lib",)
+
+
+def test_ws20_peer_dependency_closing_a_cycle_is_dropped(tmp_path):
+    npm_repo(tmp_path, {
+        "packages/core": pkg("core", peerDependencies={"plugin": "*", "extra": "*"}),
+        "packages/plugin": pkg("plugin", dependencies={"core": "*"}),
+        "packages/extra": pkg("extra"),
+    })
+    packages = discover(tmp_path).packages
+    assert packages["plugin"].deps == ("core",)
+    assert packages["core"].deps == ("extra",)  # the peer edge to plugin would close a cycle
+
+
+def test_ws20_deps_are_sorted_and_self_reference_ignored(tmp_path):
+    npm_repo(tmp_path, {"packages/z": pkg("z"), "packages/b": pkg("b"),
+                        "packages/a": pkg("a", dependencies={"z": "*", "b": "*", "a": "*"})})
+    assert discover(tmp_path).packages["a"].deps == ("b", "z")
+
+
+@pytest.mark.parametrize("version,spec,ok", [
+    ("2.0.0", "^1", False), ("1.5.0", "^1", True), ("1.2.9", "~1.2.0", True),
+    ("1.3.0", "~1.2.0", False), ("0.2.5", "^0.2.1", True), ("0.3.0", "^0.2.1", False),
+    ("0.0.4", "^0.0.3", False), ("1.2.3", ">=1.0.0 <2", True), ("2.0.0", ">=1.0.0 <2", False),
+    ("2.1.0", "1.x || 2.x", True), ("1.4.9", "1.0.0 - 1.4", True), ("1.5.0", "1.0.0 - 1.4", False),
+    ("1.0.0-beta.2", "^1.0.0-beta.1", True), ("1.0.1-beta", "^1.0.0", False),
+    ("1.2.3", "=1.2.3", True), ("1.2.3", "1.2.4", False), ("2.0.0", ">1", True),
+    ("1.9.0", ">1", False), ("1.2.3", "latest", False), ("1.2.3", "*", True),
+])
+def test_ws20_semver_range_check(version, spec, ok):
+    assert satisfies(version, spec) is ok
+
+
+# ---------------------------------------------------------------- package manager
+
+
+@pytest.mark.parametrize("files,manager", [
+    ({"pnpm-lock.yaml": ""}, "pnpm"), ({"yarn.lock": ""}, "yarn"), ({"bun.lockb": ""}, "bun"),
+    ({"bun.lock": ""}, "bun"), ({}, "npm"),
+])
+def test_manager_from_lockfile(tmp_path, files, manager):
+    npm_repo(tmp_path, {"packages/a": pkg("a")})
+    write_tree(tmp_path, files)
+    assert discover(tmp_path).manager == manager
+
+
+def test_manager_from_package_manager_field_wins(tmp_path):
+    write_tree(tmp_path, {"package.json": {"name": "r", "packageManager": "yarn@4.1.0"},
+                          "pnpm-lock.yaml": ""})
+    assert discover(tmp_path).manager == "yarn"
