@@ -1,0 +1,512 @@
+"""The input-file index against real git repos (KEY-04/05, KEY-12..17, KEY-21, KEY-23)."""
+
+from __future__ import annotations
+
+import builtins
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from vx import files
+from vx.errors import VxError
+from vx.files import FileIndex, fingerprint, walk_outputs, wipe_outputs
+from vx.globs import GlobSet
+
+OLD = 1_600_000_000  # a past mtime: outside every racy window
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+
+
+@pytest.fixture(autouse=True)
+def _git_identity(monkeypatch):
+    for var in ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"):
+        monkeypatch.setenv(var, "vx test")
+    for var in ("GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"):
+        monkeypatch.setenv(var, "vx@example.invalid")
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
+
+
+def write(root: Path, rel: str, text: str = "x\n", *, mode: int | None = None, old: bool = True) -> Path:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    if mode is not None:
+        path.chmod(mode)
+    if old:
+        os.utime(path, (OLD, OLD))
+    return path
+
+
+def make_repo(root: Path, tree: dict[str, str], *, init_args: tuple[str, ...] = ()) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    git(root, "init", "-q", *init_args)
+    for rel, text in tree.items():
+        write(root, rel, text)
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "init")
+    return root
+
+
+def hash_object(root: Path, rel: str) -> str:
+    return git(root, "hash-object", "--no-filters", rel).strip()
+
+
+def index_oid(root: Path, rel: str) -> str:
+    return git(root, "ls-files", "-s", rel).split()[1]
+
+
+def ids(inputs) -> dict[str, str]:
+    return dict(inputs.files)
+
+
+ALL = GlobSet(["**"])
+
+
+@pytest.fixture
+def repo(tmp_path) -> Path:
+    return make_repo(tmp_path / "ws", {
+        "package.json": '{"name":"root"}\n',
+        "pkg/a/package.json": '{"name":"a"}\n',
+        "pkg/a/src/index.ts": "export const a = 1\n",
+        "pkg/a/src/util.ts": "export const u = 2\n",
+        "pkg/b/package.json": '{"name":"b"}\n',
+        "pkg/b/src/index.ts": "export const b = 1\n",
+        "scripts/build.js": "console.log('build')\n",
+    })
+
+
+# ---------------------------------------------------------------- KEY-12 identities
+
+
+def test_key12_clean_tracked_file_is_its_index_oid(repo):
+    got = ids(FileIndex.load(repo).inputs("pkg/a", GlobSet(["src/**"])))
+    assert got == {p: index_oid(repo, p) for p in ("pkg/a/src/index.ts", "pkg/a/src/util.ts")}
+
+
+def test_key12_clean_files_are_never_opened_or_stated(repo, monkeypatch):
+    """The hot path: a warm key reads git's listing, not one source file."""
+    touched: list[str] = []
+
+    def spy(real):
+        def wrapper(path, *args, **kwargs):
+            if isinstance(path, (str, bytes, os.PathLike)) and "src" in os.fsdecode(path):
+                touched.append(os.fsdecode(path))
+            return real(path, *args, **kwargs)
+        return wrapper
+
+    for name in ("stat", "lstat", "open", "scandir", "readlink"):
+        monkeypatch.setattr(os, name, spy(getattr(os, name)))
+    monkeypatch.setattr(builtins, "open", spy(builtins.open))
+    index = FileIndex.load(repo, repo / ".vx" / "memo.db")
+    got = index.inputs("pkg/a", GlobSet(["src/**", "package.json"]))
+    assert len(got.files) == 3 and touched == []
+    assert not (repo / ".vx" / "memo.db").exists()  # nothing dirty: SQLite never touched
+    write(repo, "pkg/a/src/util.ts", "dirty\n")  # the spy does see a file that must be read
+    FileIndex.load(repo).inputs("pkg/a", GlobSet(["src/**"]))
+    assert any(t.endswith("src/util.ts") for t in touched)
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
+def test_key12_clean_files_untouched_under_strace(repo):
+    """Same proof from the kernel's side: vx's own process makes no syscall on a source file."""
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]);"
+        "from pathlib import Path; from vx.files import FileIndex; from vx.globs import GlobSet;"
+        "print(len(FileIndex.load(Path('.')).inputs('pkg/a', GlobSet(['src/**'])).files))"
+    )
+    src = str(Path(files.__file__).parents[1])
+    trace = repo.parent / "trace.txt"
+    done = subprocess.run(
+        ["strace", "-f", "-o", str(trace), "-e", "trace=openat,open,stat,lstat,newfstatat,statx,readlink",
+         sys.executable, "-c", code, src], cwd=repo, capture_output=True, text=True,
+    )
+    if done.returncode != 0 and "ptrace" in done.stderr:
+        pytest.skip("ptrace not permitted here")
+    assert done.stdout.strip() == "2"
+    lines = trace.read_text().splitlines()
+    me = lines[0].split()[0]
+    mine = [line for line in lines if line.split()[0] == me and "/src/" in line and ".ts" in line]
+    assert mine == []
+
+
+def test_key12_dirty_and_untracked_hash_like_git(repo):
+    write(repo, "pkg/a/src/index.ts", "export const a = 42\n")
+    write(repo, "pkg/a/src/new.ts", "export const n = 0\n")
+    got = ids(FileIndex.load(repo).inputs("pkg/a", GlobSet(["src/**"])))
+    for rel in ("pkg/a/src/index.ts", "pkg/a/src/new.ts"):
+        assert got[rel] == hash_object(repo, rel)
+    assert got["pkg/a/src/index.ts"] != index_oid(repo, "pkg/a/src/index.ts")
+
+
+def test_key12_mode_prefixes(repo):
+    write(repo, "pkg/a/bin/run.sh", "#!/bin/sh\n", mode=0o755)
+    os.symlink("index.ts", repo / "pkg/a/src/link.ts")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "modes")
+    write(repo, "pkg/a/bin/new.sh", "#!/bin/sh\necho\n", mode=0o755)
+    os.symlink("util.ts", repo / "pkg/a/src/link2.ts")
+    got = ids(FileIndex.load(repo).inputs("pkg/a", GlobSet(["bin", "src/link*"])))
+    assert got["pkg/a/bin/run.sh"] == "100755:" + index_oid(repo, "pkg/a/bin/run.sh")
+    assert got["pkg/a/src/link.ts"] == "120000:" + index_oid(repo, "pkg/a/src/link.ts")
+    assert got["pkg/a/bin/new.sh"] == "100755:" + hash_object(repo, "pkg/a/bin/new.sh")
+    assert got["pkg/a/src/link2.ts"] == "120000:" + files.blob_oid(b"util.ts")
+
+
+def test_key12_deleted_tracked_file_is_gone(repo):
+    (repo / "pkg/a/src/util.ts").unlink()
+    got = ids(FileIndex.load(repo).inputs("pkg/a", GlobSet(["src/**"])))
+    assert list(got) == ["pkg/a/src/index.ts"]
+
+
+def test_key12_sha256_repo_hashes_with_sha256(tmp_path):
+    repo = make_repo(tmp_path / "ws", {"a.txt": "a\n"}, init_args=("--object-format=sha256",))
+    write(repo, "b.txt", "b\n")
+    got = ids(FileIndex.load(repo).inputs("", ALL))
+    assert got == {"a.txt": index_oid(repo, "a.txt"), "b.txt": hash_object(repo, "b.txt")}
+    assert len(got["b.txt"]) == 64
+
+
+def test_key12_memo_spares_a_second_read(repo, monkeypatch):
+    monkeypatch.setattr(files, "RACY_NS", 0)  # the file's ctime is "now"; don't wait out the window
+    write(repo, "pkg/a/src/new.ts", "n\n")
+    memo = repo / ".vx" / "memo.db"
+    first = FileIndex.load(repo, memo).inputs("pkg/a", GlobSet(["src/**"]))
+    hashed: list[int] = []
+    real = files._hash_open_file
+    monkeypatch.setattr(files, "_hash_open_file", lambda f, size, algo: hashed.append(size) or real(f, size, algo))
+    second = FileIndex.load(repo, memo).inputs("pkg/a", GlobSet(["src/**"]))
+    assert second == first and hashed == []
+
+
+def test_key12_racy_file_is_not_memoised(repo):
+    write(repo, "pkg/a/src/new.ts", "n\n", old=False)
+    memo = repo / ".vx" / "memo.db"
+    FileIndex.load(repo, memo).inputs("pkg/a", GlobSet(["src/**"]))
+    import sqlite3
+
+    rows = sqlite3.connect(memo).execute("SELECT path FROM file_blob_memo").fetchall()
+    assert ("pkg/a/src/new.ts",) not in rows
+
+
+def test_key12_memo_is_not_fooled_by_an_edit(repo, monkeypatch):
+    monkeypatch.setattr(files, "RACY_NS", 0)
+    memo = repo / ".vx" / "memo.db"
+    write(repo, "pkg/a/src/new.ts", "one\n")
+    FileIndex.load(repo, memo).inputs("pkg/a", GlobSet(["src/**"]))
+    path = write(repo, "pkg/a/src/new.ts", "two\n")
+    os.utime(path, (OLD + 5, OLD + 5))
+    got = ids(FileIndex.load(repo, memo).inputs("pkg/a", GlobSet(["src/**"])))
+    assert got["pkg/a/src/new.ts"] == hash_object(repo, "pkg/a/src/new.ts")
+
+
+# ---------------------------------------------------------------- KEY-14 trust
+
+
+def test_key14_assume_unchanged_and_skip_worktree_are_hashed_from_disk(repo):
+    git(repo, "update-index", "--assume-unchanged", "pkg/a/src/index.ts")
+    git(repo, "update-index", "--skip-worktree", "pkg/a/src/util.ts")
+    write(repo, "pkg/a/src/index.ts", "changed behind git's back\n")
+    write(repo, "pkg/a/src/util.ts", "also changed\n")
+    got = ids(FileIndex.load(repo).inputs("pkg/a", GlobSet(["src/**"])))
+    for rel in ("pkg/a/src/index.ts", "pkg/a/src/util.ts"):
+        assert got[rel] == hash_object(repo, rel) != index_oid(repo, rel)
+
+
+def test_key14_conflicted_file_is_hashed_from_disk(repo):
+    git(repo, "checkout", "-qb", "other")
+    write(repo, "pkg/a/src/index.ts", "theirs\n")
+    git(repo, "commit", "-qam", "theirs")
+    git(repo, "checkout", "-q", "-")
+    write(repo, "pkg/a/src/index.ts", "ours\n")
+    git(repo, "commit", "-qam", "ours")
+    subprocess.run(["git", "merge", "-q", "other"], cwd=repo, capture_output=True)
+    got = ids(FileIndex.load(repo).inputs("pkg/a", GlobSet(["src/index.ts"])))
+    assert got == {"pkg/a/src/index.ts": hash_object(repo, "pkg/a/src/index.ts")}
+
+
+def test_key14_eol_attribute_distrusts_the_index(tmp_path):
+    """With `eol=crlf` the worktree bytes differ from the blob while git calls the file clean."""
+    repo = make_repo(tmp_path / "ws", {".gitattributes": "*.txt text eol=crlf\n", "a.txt": "one\ntwo\n"})
+    (repo / "a.txt").unlink()
+    git(repo, "checkout", "--", "a.txt")
+    assert git(repo, "status", "--porcelain") == ""
+    got = ids(FileIndex.load(repo).inputs("", GlobSet(["a.txt"])))
+    assert got["a.txt"] == hash_object(repo, "a.txt") != index_oid(repo, "a.txt")
+
+
+def test_key14_harmless_attributes_keep_the_fast_path(tmp_path, monkeypatch):
+    repo = make_repo(tmp_path / "ws", {".gitattributes": "*.png binary\n*.md -text linguist-documentation\n",
+                                       "a.txt": "a\n"})
+    reads: list[str] = []
+    real = os.lstat
+    monkeypatch.setattr(os, "lstat", lambda p, *a, **k: reads.append(os.fsdecode(p)) or real(p, *a, **k))
+    got = ids(FileIndex.load(repo).inputs("", GlobSet(["a.txt"])))
+    assert got == {"a.txt": index_oid(repo, "a.txt")}
+    assert not any(r.endswith("a.txt") for r in reads)
+
+
+def test_key14_autocrlf_distrusts_the_index(repo, monkeypatch):
+    git(repo, "config", "core.autocrlf", "input")
+    write(repo, "pkg/a/src/index.ts", "export const a = 1\r\n")
+    got = ids(FileIndex.load(repo).inputs("pkg/a", GlobSet(["src/index.ts"])))
+    assert got["pkg/a/src/index.ts"] == hash_object(repo, "pkg/a/src/index.ts")
+
+
+# ---------------------------------------------------------------- KEY-17 exclusions
+
+
+def test_key17_gitignored_files_and_dirs_are_excluded(repo):
+    write(repo, ".gitignore", "*.log\ndist/\n")
+    write(repo, "pkg/a/debug.log", "log\n")
+    write(repo, "pkg/a/dist/out.js", "out\n")
+    got = ids(FileIndex.load(repo).inputs("pkg/a", ALL))
+    assert set(got) == {"pkg/a/package.json", "pkg/a/src/index.ts", "pkg/a/src/util.ts"}
+
+
+def test_key17_untracked_node_modules_excluded_tracked_kept(repo):
+    write(repo, "pkg/a/node_modules/tracked/index.js", "t\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "vendored")
+    write(repo, "pkg/a/node_modules/dep/index.js", "d\n")
+    got = ids(FileIndex.load(repo).inputs("pkg/a", GlobSet(["node_modules/**"])))
+    assert list(got) == ["pkg/a/node_modules/tracked/index.js"]
+
+
+def test_key17_builtin_exclusions(repo):
+    for rel in ("pkg/a/tsconfig.tsbuildinfo", "pkg/a/vx-lock.json", "pkg/a/app.bun-build",
+                "pkg/a/.0123456789abcdef-01234567.tmp/x.js", "pkg/a/.vx/state", "pkg/a/keep.ts"):
+        write(repo, rel)
+    got = ids(FileIndex.load(repo).inputs("pkg/a", ALL))
+    assert "pkg/a/keep.ts" in got
+    assert not any(k in p for p in got for k in ("tsbuildinfo", "vx-lock", "bun-build", ".tmp/", ".vx/"))
+
+
+def test_key17_nested_project_is_excluded(repo):
+    got = ids(FileIndex.load(repo).inputs("", ALL, nested=["pkg/a", "pkg/b"]))
+    assert set(got) == {"package.json", "scripts/build.js"}
+
+
+def test_key17_own_outputs_excluded_but_taken_back_output_stays(repo):
+    write(repo, "pkg/a/dist/a.js")
+    write(repo, "pkg/a/dist/keep.d.ts")
+    got = ids(FileIndex.load(repo).inputs("pkg/a", ALL, excluded=GlobSet(["dist/**", "!dist/keep.d.ts"])))
+    assert "pkg/a/dist/keep.d.ts" in got and "pkg/a/dist/a.js" not in got
+
+
+# ---------------------------------------------------------------- KEY-16 globs over the index
+
+
+def test_key16_globs_over_the_index(repo):
+    write(repo, "pkg/a/pages/[id].tsx")
+    write(repo, "pkg/a/pages/i.tsx")
+    index = FileIndex.load(repo)
+    sel = lambda *pats: sorted(ids(index.inputs("pkg/a", GlobSet(list(pats)))))
+    assert sel("src") == ["pkg/a/src/index.ts", "pkg/a/src/util.ts"]  # literal = tree
+    assert sel("src/**", "!src/util.ts") == ["pkg/a/src/index.ts"]
+    assert sel("!src/util.ts", "src/**") == ["pkg/a/src/index.ts"]
+    assert sel("{src,pages}/i*") == ["pkg/a/pages/i.tsx", "pkg/a/src/index.ts"]
+    assert sel("pages/[id].tsx") == ["pkg/a/pages/[id].tsx"]
+    assert sel("*.json") == ["pkg/a/package.json"]
+
+
+def test_key19_workspace_globs_are_root_relative(repo):
+    got = ids(FileIndex.load(repo).inputs("pkg/a", GlobSet(["src/index.ts"]), GlobSet(["scripts/*.js"])))
+    assert set(got) == {"pkg/a/src/index.ts", "scripts/build.js"}
+
+
+def test_key23_unmatched_globs(repo):
+    got = FileIndex.load(repo).inputs("pkg/a", GlobSet(["src/**", "docs/**", "!src/x"]), GlobSet(["nope/*"]))
+    assert got.unmatched_globs == ("docs/**", "nope/*")
+
+
+def test_workspace_root_below_the_repo_root(tmp_path):
+    repo = make_repo(tmp_path / "repo", {"README.md": "r\n", "apps/ws/package.json": "{}\n",
+                                         "apps/ws/pkg/a/src/x.ts": "x\n", "apps/other/y.ts": "y\n"})
+    write(repo, "apps/ws/pkg/a/src/dirty.ts", "d\n")
+    ws = repo / "apps" / "ws"
+    index = FileIndex.load(ws)
+    got = ids(index.inputs("", ALL))
+    assert got == {"package.json": index_oid(repo, "apps/ws/package.json"),
+                   "pkg/a/src/x.ts": index_oid(repo, "apps/ws/pkg/a/src/x.ts"),
+                   "pkg/a/src/dirty.ts": hash_object(repo, "apps/ws/pkg/a/src/dirty.ts")}
+    assert index.identity("package.json") == index_oid(repo, "apps/ws/package.json")
+
+
+def test_no_git_walk_gives_git_identities(repo, tmp_path):
+    write(repo, "pkg/a/node_modules/dep/index.js")
+    plain = tmp_path / "plain"
+    shutil.copytree(repo, plain, ignore=shutil.ignore_patterns(".git"), symlinks=True)
+    with_git = ids(FileIndex.load(repo).inputs("", ALL))
+    without = FileIndex.load(plain)
+    assert not without.git
+    assert ids(without.inputs("", ALL)) == with_git
+
+
+def test_broken_repo_is_a_plain_refusal(tmp_path):
+    ws = tmp_path / "ws"
+    (ws / ".git").mkdir(parents=True)
+    with pytest.raises(VxError) as err:
+        FileIndex.load(ws)
+    assert "git" in err.value.message and err.value.hint
+
+
+# ---------------------------------------------------------------- KEY-04 / KEY-05
+
+
+def test_key05_identity_of_package_json(repo):
+    index = FileIndex.load(repo)
+    assert index.identity("pkg/a/package.json") == index_oid(repo, "pkg/a/package.json")
+    assert index.identity("pkg/zzz/package.json") == ""
+
+
+def test_key04_fingerprint_tracks_lockfiles(repo, monkeypatch):
+    write(repo, "package-lock.json", "{}\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "lock")
+    reads: list[str] = []
+    real = builtins.open
+    monkeypatch.setattr(builtins, "open", lambda p, *a, **k: reads.append(str(p)) or real(p, *a, **k))
+    first = fingerprint(repo, FileIndex.load(repo))
+    assert len(first) == 16 and not any("package-lock" in r for r in reads)
+    assert fingerprint(repo, FileIndex.load(repo)) == first
+    write(repo, "package-lock.json", '{"lockfileVersion": 3}\n')
+    second = fingerprint(repo, FileIndex.load(repo))
+    write(repo, ".npmrc", "save-exact=true\n")
+    third = fingerprint(repo, FileIndex.load(repo))
+    assert len({first, second, third}) == 3
+
+
+def test_key04_bun_patch_files_are_folded(repo):
+    write(repo, "bun.lock", '{"lockfileVersion": 1, "patchedDependencies": {"left-pad@1.0.0": "patches/lp.patch"}}\n')
+    write(repo, "patches/lp.patch", "one\n")
+    first = fingerprint(repo, FileIndex.load(repo))
+    write(repo, "patches/lp.patch", "two\n")
+    assert fingerprint(repo, FileIndex.load(repo)) != first
+
+
+# ---------------------------------------------------------------- KEY-21
+
+
+@pytest.fixture
+def settled(monkeypatch):
+    """The fixture's files were written a few ms before the load; don't count that as racy."""
+    monkeypatch.setattr(files, "RACY_NS", 0)
+
+
+def _recheck(index, snap, project="pkg/a", globs=GlobSet(["src/**"])):
+    return index.changed_since(snap, project, globs, None, None, (), time.time_ns())
+
+
+def test_key21_clean_inputs_report_nothing(repo, settled):
+    index = FileIndex.load(repo)
+    snap = index.snapshot(index.inputs("pkg/a", GlobSet(["src/**"])))
+    assert _recheck(index, snap) is None
+
+
+def test_key21_edit_during_the_run_is_caught(repo, settled):
+    index = FileIndex.load(repo)
+    snap = index.snapshot(index.inputs("pkg/a", GlobSet(["src/**"])))
+    write(repo, "pkg/a/src/util.ts", "edited\n", old=False)
+    assert _recheck(index, snap) == "pkg/a/src/util.ts"
+
+
+def test_key21_edit_with_mtime_forged_back_is_caught(repo, settled):
+    index = FileIndex.load(repo)
+    snap = index.snapshot(index.inputs("pkg/a", GlobSet(["src/**"])))
+    write(repo, "pkg/a/src/util.ts", "same size?\n")  # utime'd back to OLD; ctime is now
+    assert _recheck(index, snap) == "pkg/a/src/util.ts"
+
+
+def test_key21_edit_before_the_snapshot_is_caught(repo, settled):
+    """Edited after git listed it but before the snapshot: the stat alone would look unchanged."""
+    index = FileIndex.load(repo)
+    inputs = index.inputs("pkg/a", GlobSet(["src/**"]))
+    write(repo, "pkg/a/src/index.ts", "sneaky\n", old=False)
+    snap = index.snapshot(inputs)
+    assert _recheck(index, snap) == "pkg/a/src/index.ts"
+
+
+def test_key21_new_file_is_caught_but_not_a_new_ignored_one(repo, settled):
+    write(repo, ".gitignore", "*.log\n")
+    index = FileIndex.load(repo)
+    snap = index.snapshot(index.inputs("pkg/a", GlobSet(["src/**"])))
+    write(repo, "pkg/a/src/debug.log", "ignored\n")
+    write(repo, "pkg/a/other/x.ts", "outside the globs\n")
+    assert _recheck(index, snap) is None
+    write(repo, "pkg/a/src/deep/new.ts", "new\n")
+    assert _recheck(index, snap) == "pkg/a/src/deep/new.ts"
+
+
+def test_key21_deletion_is_caught(repo, settled):
+    index = FileIndex.load(repo)
+    snap = index.snapshot(index.inputs("pkg/a", GlobSet(["src/**"])))
+    (repo / "pkg/a/src/index.ts").unlink()
+    assert _recheck(index, snap) == "pkg/a/src/index.ts"
+
+
+def test_key21_file_written_just_before_the_run_counts_as_changed(repo):
+    """Inside the racy window a later same-tick edit would be invisible, so don't vouch for it."""
+    write(repo, "pkg/a/src/util.ts", "fresh\n", old=False)
+    index = FileIndex.load(repo)
+    snap = index.snapshot(index.inputs("pkg/a", GlobSet(["src/util.ts"])))
+    assert _recheck(index, snap) == "pkg/a/src/util.ts"
+
+
+def test_key21_accepts_an_input_query(repo, settled):
+    class Query:
+        project_dir, globs, workspace_globs, excluded, nested = "pkg/a", GlobSet(["src/**"]), None, None, ()
+
+    index = FileIndex.load(repo)
+    snap = index.snapshot(index.inputs("pkg/a", Query.globs))
+    assert index.changed_since(snap, Query(), time.time_ns()) is None
+    write(repo, "pkg/a/src/n.ts")
+    assert index.changed_since(snap, Query(), time.time_ns()) == "pkg/a/src/n.ts"
+
+
+# ---------------------------------------------------------------- outputs (LC-08)
+
+
+def test_walk_outputs_matches_only_declared_files(repo):
+    for rel in ("pkg/a/dist/a.js", "pkg/a/dist/sub/b.js", "pkg/a/dist/c.map", "pkg/a/node_modules/x/y.js",
+                "pkg/a/nested/dist/z.js"):
+        write(repo, rel)
+    got = walk_outputs(repo, "pkg/a", GlobSet(["dist/**/*.js", "**/y.js"]), nested=["pkg/a/nested"])
+    assert got == ["pkg/a/dist/a.js", "pkg/a/dist/sub/b.js"]
+    assert walk_outputs(repo, "pkg/a", GlobSet(["node_modules/x"])) == ["pkg/a/node_modules/x/y.js"]
+    assert walk_outputs(repo, "pkg/a", None, GlobSet(["pkg/a/dist/*.map"])) == ["pkg/a/dist/c.map"]
+
+
+def test_wipe_outputs_prunes_but_keeps_the_wildcard_root(repo):
+    for rel in ("pkg/a/dist/a.js", "pkg/a/dist/sub/deep/b.js", "pkg/a/types/x.d.ts"):
+        write(repo, rel)
+    removed = wipe_outputs(repo, "pkg/a", GlobSet(["dist/**", "types"]))
+    assert removed == ["pkg/a/dist/a.js", "pkg/a/dist/sub/deep/b.js", "pkg/a/types/x.d.ts"]
+    assert (repo / "pkg/a/dist").is_dir() and not any((repo / "pkg/a/dist").iterdir())
+    assert not (repo / "pkg/a/types").exists()
+    assert (repo / "pkg/a/src/index.ts").exists()
+
+
+def test_wipe_never_follows_a_symlink_out_of_the_project(repo, tmp_path):
+    outside = tmp_path / "outside"
+    write(outside, "precious.js")
+    os.symlink(outside, repo / "pkg/a/dist")
+    os.symlink(outside / "precious.js", repo / "pkg/a/out.js")
+    removed = wipe_outputs(repo, "pkg/a", GlobSet(["dist/**", "*.js"]))
+    assert sorted(removed) == ["pkg/a/dist", "pkg/a/out.js"]
+    assert (outside / "precious.js").read_text() == "x\n"
+    assert not (repo / "pkg/a/dist").is_symlink()
+
+
+def test_wipe_never_touches_git_or_vx(repo):
+    write(repo, ".vx/cache/x")
+    removed = wipe_outputs(repo, "", GlobSet(["**/*", "!pkg", "!scripts", "!package.json"]))
+    assert removed == [] and (repo / ".git" / "HEAD").exists() and (repo / ".vx/cache/x").exists()
