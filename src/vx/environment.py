@@ -1,0 +1,199 @@
+"""The world a task process sees: its environment variables and how many may run at once.
+
+Both are read from the host once per run and then handed to the executor and scheduler as
+plain values. Only the stdlib is imported here: this module is on every run's path.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Iterable, Iterator, Mapping
+
+from vx.errors import UsageError
+
+# EX-03: what reaches every task from the host, whatever the config says.
+ESSENTIAL_ENV = (
+    "PATH", "HOME", "SHELL", "USER", "LOGNAME", "TMPDIR", "TEMP", "TMP",
+    "LANG", "LC_ALL", "LC_CTYPE", "TERM", "COLORTERM", "FORCE_COLOR", "NO_COLOR",
+    "CI", "NODE_OPTIONS", "COREPACK_HOME", "PNPM_HOME",
+)  # fmt: skip
+COLOUR_ENV = ("FORCE_COLOR", "NO_COLOR")
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+PROC_SELF_CGROUP = Path("/proc/self/cgroup")
+
+_CONCURRENCY = re.compile(r"([0-9]+)(%?)")
+_CONCURRENCY_HINT = "use a whole number of tasks such as 4, or a share of the CPUs such as 50%"
+
+
+# ---------------------------------------------------------------- task environment
+
+
+def task_env(
+    *,
+    host: Mapping[str, str],
+    pass_through: Iterable[str],
+    define: Mapping[str, str],
+    project_dir_abs: Path,
+    root: Path,
+    workspace_id: str,
+    task_id: str,
+) -> dict[str, str]:
+    """Build a task's environment from the allowlist, passThrough and define (EX-03).
+
+    Nothing else from the host leaks in: a task that reads an undeclared variable would
+    otherwise hit the cache with a value the key never saw.
+    """
+    env = {name: host[name] for name in ESSENTIAL_ENV if name in host}
+    env.update((name, host[name]) for name in pass_through if name in host)
+    env.update(define)
+    if not any(name in env for name in COLOUR_ENV):
+        env["FORCE_COLOR"] = "1"  # output is piped, but the reporter shows it on a terminal
+    env["PATH"] = _task_path(env.get("PATH"), project_dir_abs, root)
+    env["VX_RUN_WORKSPACE"] = workspace_id
+    env["VX_RUN_TASK"] = task_id
+    return env
+
+
+def _task_path(path: str | None, project_dir_abs: Path, root: Path) -> str:
+    """Put the project's, then the root's, `node_modules/.bin` ahead of PATH.
+
+    Why: package scripts call their devDependencies' binaries by bare name, as npm does.
+    """
+    bins = [str(project_dir_abs / "node_modules" / ".bin")]
+    if Path(project_dir_abs) != Path(root):
+        bins.append(str(root / "node_modules" / ".bin"))
+    return os.pathsep.join([*bins, path if path else os.defpath])
+
+
+# ---------------------------------------------------------------- concurrency
+
+
+def default_concurrency(
+    *,
+    cpus: int | None = None,
+    cgroup_root: Path = CGROUP_ROOT,
+    proc_cgroup: Path = PROC_SELF_CGROUP,
+) -> int:
+    """Return how many tasks run at once by default: the CPUs we may use, never below 1 (GR-11).
+
+    The CPU count alone overcommits a container whose cgroup quota is smaller than the
+    host, so the quota (v1 or v2, ancestors included) caps it.
+    """
+    count = available_cpus() if cpus is None else cpus
+    quota = cgroup_cpu_limit(cgroup_root=cgroup_root, proc_cgroup=proc_cgroup)
+    if quota is not None:
+        count = min(count, int(quota))
+    return max(1, count)
+
+
+def available_cpus() -> int:
+    """Count the CPUs this process may be scheduled on (its affinity mask, not the host)."""
+    process_cpu_count = getattr(os, "process_cpu_count", None)  # Python 3.13+
+    if process_cpu_count is not None:
+        return process_cpu_count() or 1
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0)) or 1
+    return os.cpu_count() or 1
+
+
+def parse_concurrency(text: str, cpus: int) -> int:
+    """Read `--concurrency N` or `N%` (a share of `cpus`, at least 1) as plain decimal only.
+
+    Why so strict: `int()` would take `+4`, ` 4`, `1_0` and non-ASCII digits; a typo
+    should be refused, not silently turned into some other width.
+    """
+    match = _CONCURRENCY.fullmatch(text)
+    if match is None:
+        raise UsageError(f"invalid concurrency `{text}`", hint=_CONCURRENCY_HINT)
+    number, percent = int(match.group(1)), bool(match.group(2))
+    if number == 0:
+        raise UsageError(f"concurrency `{text}` would run nothing", hint=_CONCURRENCY_HINT)
+    return max(1, cpus * number // 100) if percent else number
+
+
+def cgroup_cpu_limit(
+    *, cgroup_root: Path = CGROUP_ROOT, proc_cgroup: Path = PROC_SELF_CGROUP
+) -> float | None:
+    """Return the tightest CPU quota over this process's cgroups and their ancestors, in CPUs.
+
+    None means unlimited or unknown (no cgroup file system, as on macOS).
+    """
+    try:
+        text = proc_cgroup.read_text()
+    except OSError:
+        return None
+    limits: list[float] = []
+    for hierarchy, controllers, path in _cgroup_entries(text):
+        if hierarchy == "0" and controllers == "":
+            limits += _v2_limits(cgroup_root, path)
+        elif "cpu" in controllers.split(","):
+            limits += _v1_limits(cgroup_root, controllers, path)
+    return min(limits, default=None)
+
+
+def _cgroup_entries(text: str) -> Iterator[tuple[str, str, str]]:
+    """Split /proc/self/cgroup lines `id:controllers:path`."""
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) == 3:
+            yield parts[0], parts[1], parts[2]
+
+
+def _v2_limits(cgroup_root: Path, path: str) -> list[float]:
+    """Read `cpu.max` from the cgroup and every ancestor up to the v2 mount."""
+    mount = cgroup_root if (cgroup_root / "cgroup.controllers").exists() else cgroup_root / "unified"
+    limits = (_read_cpu_max(d / "cpu.max") for d in _lineage(mount, path))
+    return [limit for limit in limits if limit is not None]
+
+
+def _v1_limits(cgroup_root: Path, controllers: str, path: str) -> list[float]:
+    """Read `cpu.cfs_quota_us / cpu.cfs_period_us` from the cgroup and its ancestors."""
+    mounts = (cgroup_root / controllers, cgroup_root / "cpu", cgroup_root / "cpu,cpuacct")
+    mount = next((m for m in mounts if m.is_dir()), None)
+    if mount is None:
+        return []
+    limits = (_read_cfs(d) for d in _lineage(mount, path))
+    return [limit for limit in limits if limit is not None]
+
+
+def _lineage(mount: Path, path: str) -> list[Path]:
+    """List the cgroup's directory and its ancestors up to and including the mount.
+
+    In a container the path names the host's hierarchy while the mount shows only the
+    container's subtree, so leading components are dropped until the directory exists.
+    """
+    parts = [p for p in path.split("/") if p]
+    while parts and not mount.joinpath(*parts).is_dir():
+        parts = parts[1:]
+    dirs = [mount.joinpath(*parts[:depth]) for depth in range(len(parts), -1, -1)]
+    return dirs
+
+
+def _read_cpu_max(file: Path) -> float | None:
+    """Parse v2 `cpu.max`: `max 100000` is unlimited, `50000 100000` is half a CPU."""
+    fields = _read_text(file).split()
+    if len(fields) != 2 or fields[0] == "max":
+        return None
+    return _ratio(fields[0], fields[1])
+
+
+def _read_cfs(directory: Path) -> float | None:
+    """Parse v1 CFS quota and period; a quota of -1 is unlimited."""
+    return _ratio(_read_text(directory / "cpu.cfs_quota_us"), _read_text(directory / "cpu.cfs_period_us"))
+
+
+def _ratio(quota: str, period: str) -> float | None:
+    try:
+        q, p = int(quota), int(period)
+    except ValueError:
+        return None
+    return q / p if q > 0 and p > 0 else None
+
+
+def _read_text(file: Path) -> str:
+    try:
+        return file.read_text().strip()
+    except OSError:
+        return ""

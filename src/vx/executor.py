@@ -1,0 +1,715 @@
+"""Run one task command as a real process, and own it until it is reaped.
+
+A task is `sh -c <command>` in the project dir (EX-01), in its own session and process
+group (EX-11), with stdin at EOF (EX-10) and stdout/stderr read concurrently, in arrival
+order. The shell is reaped with `wait4`, the only call that also returns the rusage of
+the child tree (EX-13). asyncio's child watchers reap with `waitpid` and throw that away,
+and reaping twice races, so vx spawns with `subprocess.Popen`, watches the exit through a
+pidfd (a waiting thread where pidfds are missing) and reaps the pid itself.
+
+`execute()` returns only after the shell is reaped, also on timeout and cancellation
+(trio's discipline): every process vx starts has an owner until it is gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import resource
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Iterator, Mapping, Sequence
+
+from vx.errors import UsageError
+from vx.model import LogChunk, ProcessResult
+
+SHELL = "/bin/sh"
+DRAIN_S = 0.25  # EX-12: how long the pipes are read after the shell exits
+DEFAULT_KILL_GRACE_MS = 2000  # EX-11: SIGTERM -> SIGKILL
+REAP_AFTER_KILL_S = 5.0  # a SIGKILLed process in uninterruptible sleep may take a while
+_READ_SIZE = 1 << 16
+_CUT_NOTE = (
+    b"vx: stopped reading output 250 ms after the shell exited: "
+    b"a background process still holds the pipe\n"
+)
+_RSS_UNIT = 1 if sys.platform == "darwin" else 1024  # ru_maxrss is KiB on Linux
+_STATUS_UNKNOWN = 255  # someone else reaped the shell; its verdict is lost
+
+
+def kill_grace_ms(environ: Mapping[str, str] = os.environ) -> int:
+    """Read `VX_KILL_GRACE_MS`, the SIGTERM-to-SIGKILL grace (EX-11); 2000 when unset.
+
+    The CLI should call this once up front, so a bad value is refused before anything runs.
+    """
+    text = environ.get("VX_KILL_GRACE_MS", "")
+    if text == "":
+        return DEFAULT_KILL_GRACE_MS
+    if not re.fullmatch(r"[0-9]+", text):
+        raise UsageError(
+            f"invalid VX_KILL_GRACE_MS `{text}`",
+            hint="set it to a whole number of milliseconds, such as 2000",
+        )
+    return int(text)
+
+
+# ---------------------------------------------------------------- the run's process table
+
+
+class ProcessTable:
+    """Hold the live process groups of one run, so that a stop reaches every one of them.
+
+    Why a table: the signal that stops vx arrives once, but must reach each task's own
+    process group once (EX-11), and the run may not end while a group it started lives.
+    A group leaves the table when its shell is reaped.
+    """
+
+    def __init__(self) -> None:
+        self.stopping = False  # set: a process that ends now is `aborted` (EX-16)
+        self._live: dict[int, _Child] = {}
+        self._signalled: set[int] = set()
+        self._stop_signal: int | None = None
+        self._empty = asyncio.Event()
+        self._empty.set()
+
+    @property
+    def pgids(self) -> tuple[int, ...]:
+        """The process groups (one per running shell) in the table now."""
+        return tuple(self._live)
+
+    def terminate_all(self, sig: int = signal.SIGTERM) -> None:
+        """Forward a stop signal once to every live group and mark the run stopping.
+
+        SIGHUP is forwarded as SIGTERM: the tasks did not lose a terminal, vx is stopping.
+        A group that starts after this gets the same signal at once.
+        """
+        self.stopping = True
+        self._stop_signal = signal.SIGTERM if sig == signal.SIGHUP else sig
+        for pgid in list(self._live):
+            self._signal_once(pgid)
+
+    def kill_all(self) -> None:
+        """SIGKILL every group still alive; a second stop signal or an expired grace."""
+        self.stopping = True
+        for child in list(self._live.values()):
+            child.signal(signal.SIGKILL)
+
+    async def shutdown(self, grace_s: float) -> None:
+        """Terminate every group, wait up to `grace_s` for the shells to be reaped, kill the rest."""
+        self.terminate_all(signal.SIGTERM)
+        if not await self._wait_empty(grace_s):
+            self.kill_all()
+            await self._wait_empty(REAP_AFTER_KILL_S)
+
+    async def _wait_empty(self, timeout_s: float) -> bool:
+        try:
+            await asyncio.wait_for(self._empty.wait(), timeout_s)
+        except TimeoutError:
+            return False
+        return True
+
+    def _signal_once(self, pgid: int) -> None:
+        if pgid not in self._signalled and self._stop_signal is not None:
+            self._signalled.add(pgid)
+            self._live[pgid].signal(self._stop_signal)
+
+    def _add(self, child: _Child) -> None:
+        self._live[child.pid] = child
+        self._empty.clear()
+        self._signal_once(child.pid)
+
+    def _discard(self, child: _Child) -> None:
+        self._live.pop(child.pid, None)
+        self._signalled.discard(child.pid)
+        if not self._live:
+            self._empty.set()
+
+
+# ---------------------------------------------------------------- one child
+
+
+class _Child:
+    """One spawned shell: its pid (also its process group id) and how it ended."""
+
+    def __init__(self, popen: subprocess.Popen[bytes], table: ProcessTable) -> None:
+        self.popen = popen
+        self.pid = popen.pid
+        self.table = table
+        # (wait status or None, rusage or None, aborted)
+        self.exited: asyncio.Future[tuple[int | None, object, bool]]
+        self.exited = asyncio.get_running_loop().create_future()
+        self.own_rss = _own_peak_rss()  # sampled after exec: see _peak_rss
+        self.killed = False  # SIGKILL was needed to end the shell
+        self.term_deadline: float | None = None
+
+    @classmethod
+    def spawn(cls, command: str, cwd: Path, env: Mapping[str, str], table: ProcessTable) -> _Child:
+        """Start `sh -c command` in a new session, register it and watch for its exit."""
+        popen = subprocess.Popen(
+            ["sh", "-c", command],
+            executable=SHELL,
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        child = cls(popen, table)
+        table._add(child)
+        _watch_exit(child.pid, child._on_exit)
+        return child
+
+    def signal(self, sig: int) -> None:
+        """Send `sig` to the whole group; after the shell is reaped, only while members live."""
+        if self.exited.done() and not group_alive(self.pid):
+            return  # the number may already belong to someone else
+        _killpg(self.pid, sig)
+        if sig == signal.SIGKILL and not self.exited.done():
+            self.killed = True
+
+    def terminate(self, grace_s: float) -> float:
+        """SIGTERM the group once; return when the grace ends."""
+        if self.term_deadline is None:
+            self.term_deadline = time.monotonic() + grace_s
+            self.signal(signal.SIGTERM)
+        return self.term_deadline
+
+    def _on_exit(self, status: int | None, rusage: object) -> None:
+        # Popen must never reap or warn about a pid we already reaped (it could be reused).
+        self.popen.returncode = _STATUS_UNKNOWN if status is None else os.waitstatus_to_exitcode(status)
+        aborted = self.table.stopping
+        self.table._discard(self)
+        if not self.exited.done():
+            self.exited.set_result((status, rusage, aborted))
+
+
+def _watch_exit(pid: int, on_exit: Callable[[int | None, object], None]) -> None:
+    """Call `on_exit(status, rusage)` in the loop once `pid` has exited and been reaped."""
+    loop = asyncio.get_running_loop()
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        threading.Thread(target=_wait_in_thread, args=(pid, loop, on_exit), daemon=True).start()
+        return
+
+    def exited() -> None:
+        loop.remove_reader(pidfd)
+        os.close(pidfd)
+        on_exit(*_reap(pid, os.WNOHANG))
+
+    loop.add_reader(pidfd, exited)
+
+
+def _wait_in_thread(pid: int, loop: asyncio.AbstractEventLoop, on_exit: Callable) -> None:
+    """Block in wait4 off the loop; the fallback where pidfd_open is missing."""
+    reaped = _reap(pid, 0)
+    try:
+        loop.call_soon_threadsafe(on_exit, *reaped)
+    except RuntimeError:
+        pass  # the loop is closed: nobody is waiting any more
+
+
+def _reap(pid: int, flags: int) -> tuple[int | None, object]:
+    try:
+        _, status, rusage = os.wait4(pid, flags)
+    except ChildProcessError:
+        return None, None
+    return status, rusage
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass  # already gone
+
+
+def group_alive(pgid: int) -> bool:
+    """Tell whether any member of the process group still runs (zombies do not count).
+
+    Why not just `killpg(pgid, 0)`: orphaned grandchildren are reaped by PID 1, which in
+    some containers takes seconds, and a zombie cannot be killed any further anyway.
+    """
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return _killpg_probe(pgid)
+    return any(_running_in_group(entry, pgid) for entry in entries if entry.isdigit())
+
+
+def _running_in_group(pid: str, pgid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            stat = file.read()
+    except OSError:
+        return False
+    fields = stat[stat.rfind(b")") + 2 :].split()  # after "pid (comm) "
+    return len(fields) > 2 and fields[0] not in (b"Z", b"X") and int(fields[2]) == pgid
+
+
+def _killpg_probe(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+# ---------------------------------------------------------------- output capture
+
+
+class _Capture:
+    """Collect a child's stdout and stderr chunks in the order they arrive."""
+
+    def __init__(self, popen: subprocess.Popen[bytes], on_output: Callable[[LogChunk], None]):
+        self.chunks: list[LogChunk] = []
+        self._on_output = on_output
+        self._error: Exception | None = None
+        self._loop = asyncio.get_running_loop()
+        self._open = {1: popen.stdout, 2: popen.stderr}
+        self._all_closed = asyncio.Event()
+        for stream, pipe in self._open.items():
+            os.set_blocking(pipe.fileno(), False)
+            self._loop.add_reader(pipe.fileno(), self._read, stream)
+
+    async def drain(self, within_s: float) -> None:
+        """Read for `within_s` more after the shell exits, then cut the pipes with a note (EX-12).
+
+        A backgrounded child that inherited the pipes would otherwise hold the task open
+        for as long as it lives.
+        """
+        try:
+            await asyncio.wait_for(self._all_closed.wait(), within_s)
+        except TimeoutError:
+            for stream in list(self._open):
+                while stream in self._open and self._read(stream):
+                    pass
+            if self._open:
+                self._deliver(LogChunk(2, self._cut_note()))
+            self.close()
+
+    def close(self) -> None:
+        for stream in list(self._open):
+            self._close(stream)
+
+    def raise_callback_error(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def _read(self, stream: int) -> bool:
+        """Read what one pipe has; return whether anything came."""
+        try:
+            data = os.read(self._open[stream].fileno(), _READ_SIZE)
+        except BlockingIOError:
+            return False
+        except OSError:
+            data = b""
+        if data:
+            self._deliver(LogChunk(stream, data))
+        else:
+            self._close(stream)
+        return bool(data)
+
+    def _deliver(self, chunk: LogChunk) -> None:
+        self.chunks.append(chunk)
+        if self._error is None:
+            try:
+                self._on_output(chunk)
+            except Exception as exc:  # re-raised once the child is reaped
+                self._error = exc
+
+    def _close(self, stream: int) -> None:
+        pipe = self._open.pop(stream, None)
+        if pipe is not None:
+            self._loop.remove_reader(pipe.fileno())
+            pipe.close()
+        if not self._open:
+            self._all_closed.set()
+
+    def _cut_note(self) -> bytes:
+        ends_line = not self.chunks or self.chunks[-1].data.endswith(b"\n")
+        return _CUT_NOTE if ends_line else b"\n" + _CUT_NOTE
+
+
+# ---------------------------------------------------------------- execute
+
+
+async def execute(
+    command: str,
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout_ms: int | None,
+    on_output: Callable[[LogChunk], None],
+    table: ProcessTable,
+    grace_ms: int | None = None,
+) -> ProcessResult:
+    """Run `sh -c command` to the end and describe how it ended; never raise for the task.
+
+    `grace_ms` is the SIGTERM-to-SIGKILL grace, `VX_KILL_GRACE_MS` when None. A spawn
+    failure is a result (exit 127 with `spawn_error`); cancellation stops the group,
+    reaps the shell and re-raises.
+    """
+    grace_s = (kill_grace_ms() if grace_ms is None else grace_ms) / 1000
+    started = time.monotonic()
+    try:
+        child = _Child.spawn(command, cwd, env, table)
+    except (OSError, ValueError) as exc:
+        error = _spawn_error(exc, cwd)
+        return ProcessResult(exit_code=127, duration_ms=_ms_since(started), spawn_error=error)
+    capture = _Capture(child.popen, on_output)
+    try:
+        timed_out = await _supervise(child, timeout_ms, grace_s)
+        await capture.drain(DRAIN_S)
+    finally:
+        capture.close()
+    capture.raise_callback_error()
+    return _result(child, capture.chunks, timed_out=timed_out, started=started)
+
+
+async def _supervise(child: _Child, timeout_ms: int | None, grace_s: float) -> bool:
+    """Wait for the shell; stop its group on overrun or cancellation. True on a timeout (EX-05)."""
+    try:
+        if await _exited_within(child, None if timeout_ms is None else timeout_ms / 1000):
+            return False
+        await _stop_group(child, grace_s)
+        return True
+    except asyncio.CancelledError:
+        await _stop_despite_cancel(child, grace_s)
+        raise
+
+
+async def _exited_within(child: _Child, timeout_s: float | None) -> bool:
+    # asyncio.wait never cancels the future it watches, so `exited` survives our cancellation.
+    if timeout_s is not None:
+        timeout_s = max(0.0, timeout_s)
+    done, _ = await asyncio.wait({child.exited}, timeout=timeout_s)
+    return bool(done)
+
+
+async def _stop_group(child: _Child, grace_s: float) -> None:
+    """SIGTERM the group, SIGKILL it after the grace, and return once the shell is reaped."""
+    deadline = child.terminate(grace_s)
+    if not await _exited_within(child, deadline - time.monotonic()):
+        child.signal(signal.SIGKILL)
+        await _exited_within(child, None)
+    await _sweep(child, deadline)
+
+
+async def _sweep(child: _Child, deadline: float) -> None:
+    """SIGKILL what is left of the group when the grace ends: a grandchild may ignore SIGTERM.
+
+    There is no event for the death of processes that are not our children, so this polls,
+    and only on the stop path.
+    """
+    delay = 0.005
+    while group_alive(child.pid):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            child.signal(signal.SIGKILL)
+            return
+        await asyncio.sleep(min(delay, remaining))
+        delay = min(delay * 2, 0.1)
+
+
+async def _stop_despite_cancel(child: _Child, grace_s: float) -> None:
+    """Stop the group although our task is cancelled; a further cancel means SIGKILL now."""
+    stopping = asyncio.ensure_future(_stop_group(child, grace_s))
+    while not stopping.done():
+        try:
+            await asyncio.shield(stopping)
+        except asyncio.CancelledError:
+            child.signal(signal.SIGKILL)
+
+
+def _result(child: _Child, chunks: list[LogChunk], *, timed_out: bool, started: float) -> ProcessResult:
+    status, rusage, aborted = child.exited.result()
+    exit_code, sig = _verdict(status)
+    if timed_out:  # EX-05: the label is the overrun, whatever the shell made of the signal
+        sig = signal.SIGKILL if child.killed else signal.SIGTERM
+        exit_code = 128 + sig
+    return ProcessResult(
+        exit_code=exit_code,
+        duration_ms=_ms_since(started),
+        log=tuple(chunks),
+        timed_out=timed_out,
+        aborted=aborted,
+        signal=None if sig is None else int(sig),
+        cpu_ms=_cpu_ms(rusage),
+        peak_rss_bytes=_peak_rss(rusage, child.own_rss),
+    )
+
+
+def _verdict(status: int | None) -> tuple[int, int | None]:
+    """Turn a wait status into (exit code, signal): a death by signal n is exit 128+n."""
+    if status is None:
+        return _STATUS_UNKNOWN, None
+    code = os.waitstatus_to_exitcode(status)
+    return (128 - code, -code) if code < 0 else (code, None)
+
+
+def _cpu_ms(rusage: object) -> float | None:
+    if rusage is None:
+        return None
+    return (rusage.ru_utime + rusage.ru_stime) * 1000  # type: ignore[attr-defined]
+
+
+def _peak_rss(rusage: object, own_rss: int) -> int | None:
+    """Report the tree's peak RSS only when it beats vx's own footprint (EX-13).
+
+    Why: Popen uses vfork, and Linux charges the parent's resident set to the child at
+    exec, so a peak at or below vx's own size is vx's, not the task's.
+    """
+    if rusage is None:
+        return None
+    peak = rusage.ru_maxrss * _RSS_UNIT  # type: ignore[attr-defined]
+    return peak if peak > own_rss else None
+
+
+def _own_peak_rss() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * _RSS_UNIT
+
+
+def _ms_since(started: float) -> float:
+    return (time.monotonic() - started) * 1000
+
+
+def _spawn_error(exc: Exception, cwd: Path) -> str:
+    """Say why the shell could not start, naming the directory when that is the cause."""
+    if isinstance(exc, OSError) and str(exc.filename) == str(cwd):
+        return f"cannot enter the task's directory {cwd}: {exc.strerror}"
+    if isinstance(exc, OSError):
+        return f"cannot start {SHELL}: {exc.strerror}"
+    return f"cannot start {SHELL}: {exc}"
+
+
+# ---------------------------------------------------------------- verdicts (EX-14, CLI-59)
+
+_SIGNAL_CAUSES = {
+    signal.SIGKILL: "usually the out-of-memory killer, or something ran `kill -9`",
+    signal.SIGSEGV: "a crash (segmentation fault) in native code",
+    signal.SIGBUS: "a crash (bus error), often a truncated memory-mapped file",
+    signal.SIGABRT: "an abort: a failed assertion or abort() in native code",
+    signal.SIGILL: "an illegal instruction: a binary built for another CPU?",
+    signal.SIGFPE: "an arithmetic fault such as an integer division by zero",
+    signal.SIGPIPE: "a write to a pipe whose reader had exited (such as `| head`)",
+    signal.SIGXCPU: "the CPU-time limit (`ulimit -t`) ran out",
+    signal.SIGXFSZ: "the file-size limit (`ulimit -f`) was exceeded",
+    signal.SIGSYS: "a system call that a seccomp filter forbids",
+    signal.SIGTERM: "something asked it to stop",
+    signal.SIGINT: "an interrupt (Ctrl-C)",
+    signal.SIGHUP: "its terminal or parent went away",
+}
+_MAX_DIRS_SHOWN = 6
+
+
+def signal_name(number: int) -> str | None:
+    """Name a signal number (`SIGKILL`), or None when it is not one."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return None
+
+
+def failure_label(result: ProcessResult) -> str:
+    """Name why an attempt failed: `failed (exit 137, 128 + SIGKILL)` and the like (CLI-59)."""
+    outcome = "aborted" if result.aborted else "failed"
+    if result.timed_out:
+        return f"{outcome} (timed out, exit {result.exit_code})"
+    if result.spawn_error:
+        return f"{outcome} (exit {result.exit_code}, could not start)"
+    name = signal_name(result.exit_code - 128) if result.exit_code > 128 else None
+    if name:
+        return f"{outcome} (exit {result.exit_code}, 128 + {name})"
+    return f"{outcome} (exit {result.exit_code})"
+
+
+def exit_hint(
+    result: ProcessResult, command: str, path_dirs: Sequence[str], *, cwd: Path | None = None
+) -> str | None:
+    """Explain the shell's verdict in one line: what was missing, or which signal and why (EX-14).
+
+    `cwd` (the task's directory) lets a missing `./script` be told apart from one whose
+    `#!` interpreter is missing or that has CRLF line endings.
+    """
+    if result.spawn_error:
+        return result.spawn_error
+    if result.timed_out:
+        return "it ran past its timeout, so vx stopped its process group; raise `exec.timeout` or `--timeout`"
+    stderr = b"".join(c.data for c in result.log if c.stream == 2).decode(errors="replace")
+    if result.exit_code == 127:
+        return _not_found_hint(_missing_word(stderr, command), path_dirs, cwd)
+    if result.exit_code == 126:
+        return _not_executable_hint(stderr, command, cwd)
+    if result.exit_code > 128:
+        return _signal_hint(result.exit_code - 128)
+    return None
+
+
+def _signal_hint(number: int) -> str | None:
+    name = signal_name(number)
+    if name is None:
+        return None
+    cause = _SIGNAL_CAUSES.get(signal.Signals(number), "")
+    return f"it was ended by {name}" + (f": {cause}" if cause else "")
+
+
+def _missing_word(stderr: str, command: str) -> str:
+    """Find the word the shell could not run: from its message, else the command's first word."""
+    for line in stderr.splitlines():
+        env_miss = re.match(r"(?:\S*env): ['‘]?(.+?)['’]?: No such file or directory", line)
+        if env_miss:
+            return env_miss.group(1)
+        if line.rstrip().endswith("not found") and ": " in line:
+            return line.split(": ")[-2]
+    return _first_word(command)
+
+
+def _first_word(command: str) -> str:
+    """The program a command runs, skipping `NAME=value` prefixes."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    programs = (w for w in words if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", w))
+    return next(programs, command.strip())
+
+
+def _not_found_hint(word: str, path_dirs: Sequence[str], cwd: Path | None) -> str:
+    if "\r" in word:
+        return f"`{word.strip()}` ends in a carriage return: the script has Windows (CRLF) line endings; convert it to LF"
+    if "/" not in word:
+        shown = list(path_dirs[:_MAX_DIRS_SHOWN]) + (["…"] if len(path_dirs) > _MAX_DIRS_SHOWN else [])
+        return f"`{word}` was not found on PATH (searched {', '.join(shown)}); is it installed?"
+    script = (cwd / word) if cwd is not None else None
+    if script is not None and script.is_file():
+        return _shebang_hint(script, word)
+    return f"`{word}` does not exist" + (f" in {cwd}" if cwd is not None else "")
+
+
+def _shebang_hint(script: Path, word: str) -> str:
+    """Explain why an existing script reads as `not found`: its `#!` line."""
+    try:
+        with open(script, "rb") as file:
+            first = file.readline(512)
+    except OSError:
+        return f"`{word}` exists but could not be run"
+    if first.rstrip(b"\n").endswith(b"\r"):
+        return f"`{word}` has Windows (CRLF) line endings, so its `#!` interpreter is not found; convert it to LF"
+    interpreter = first[2:].split()[0].decode(errors="replace") if first[2:].split() else "?"
+    return f"`{word}` exists, but its `#!` interpreter `{interpreter}` is not installed"
+
+
+def _not_executable_hint(stderr: str, command: str, cwd: Path | None) -> str:
+    for line in stderr.splitlines():
+        if "bad interpreter" in line:
+            crlf = "^M" in line or "\r" in line
+            return "the script has Windows (CRLF) line endings; convert it to LF" if crlf else line.strip()
+        if "Exec format error" in line:
+            return "it is not a program for this machine, or a script without a `#!` line"
+    word = next(_words_denied(stderr), _first_word(command))
+    if cwd is not None and (cwd / word).is_dir():
+        return f"`{word}` is a directory, not a program"
+    return f"`{word}` is not executable: run `chmod +x {word}`"
+
+
+def _words_denied(stderr: str) -> Iterator[str]:
+    for line in stderr.splitlines():
+        if line.rstrip().endswith("Permission denied") and ": " in line:
+            yield line.split(": ")[-2]
+
+
+# ---------------------------------------------------------------- argument forwarding (EX-02)
+
+_HEREDOC = re.compile(r"<<(-?)[ \t]*")
+_WORD_END = " \t;&|<>()"
+
+
+def forward_args(command: str, args: Sequence[str]) -> str:
+    """Append `args` (single-quoted unless all-safe) to the command's last line of code.
+
+    The last line is the last one outside a heredoc body, and the args go before its
+    trailing `#` comment, so `cat <<EOF` or `tsc # compile` still mean what they said.
+    """
+    if not args:
+        return command
+    quoted = " ".join(shlex.quote(arg) for arg in args)
+    lines = command.split("\n")
+    target = _last_code_line(lines)
+    if target is None:
+        return f"{command} {quoted}"
+    line = lines[target]
+    cut, _ = _scan_line(line)
+    code = line[:cut].rstrip()
+    lines[target] = f"{code} {quoted}{line[len(code):]}"
+    return "\n".join(lines)
+
+
+def _last_code_line(lines: Sequence[str]) -> int | None:
+    """Index of the last line with code that is not part of a heredoc body."""
+    target, pending, i = None, [], 0
+    while i < len(lines):
+        cut, heredocs = _scan_line(lines[i])
+        if lines[i][:cut].strip():
+            target = i
+        pending += heredocs
+        i += 1
+        for delimiter, strip_tabs in pending:  # skip each body, in order
+            while i < len(lines) and (lines[i].lstrip("\t") if strip_tabs else lines[i]) != delimiter:
+                i += 1
+            i += 1
+        pending = []
+    return target
+
+
+def _scan_line(line: str) -> tuple[int, list[tuple[str, bool]]]:
+    """Find where a line's trailing comment starts and the heredocs (delimiter, `<<-`) it opens."""
+    heredocs: list[tuple[str, bool]] = []
+    quote, i = "", 0
+    while i < len(line):
+        c = line[i]
+        if quote:
+            i, quote = _step_in_quote(line, i, quote)
+            continue
+        if c == "\\":
+            i += 2
+        elif c in "'\"":
+            quote, i = c, i + 1
+        elif c == "#" and (i == 0 or line[i - 1] in _WORD_END):
+            return i, heredocs
+        elif line.startswith("<<", i) and not line.startswith("<<<", i):
+            i = _read_heredoc(line, i, heredocs)
+        else:
+            i += 1
+    return len(line), heredocs
+
+
+def _step_in_quote(line: str, i: int, quote: str) -> tuple[int, str]:
+    """Advance within a quote: past its closing mark, an escape pair (in "..."), or one char."""
+    if line[i] == quote:
+        return i + 1, ""
+    if quote == '"' and line[i] == "\\":
+        return i + 2, quote
+    return i + 1, quote
+
+
+def _read_heredoc(line: str, i: int, heredocs: list[tuple[str, bool]]) -> int:
+    """Record the heredoc starting at `<<` and return the index after its delimiter word."""
+    match = _HEREDOC.match(line, i)
+    assert match is not None
+    j = match.end()
+    while j < len(line) and line[j] not in _WORD_END:
+        j += 1
+    word = line[match.end() : j]
+    delimiter = word.replace("'", "").replace('"', "").replace("\\", "")
+    if delimiter:
+        heredocs.append((delimiter, match.group(1) == "-"))
+    return j
