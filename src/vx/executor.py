@@ -592,7 +592,9 @@ def _not_found_hint(word: str, path_dirs: Sequence[str], cwd: Path | None) -> st
     script = (cwd / word) if cwd is not None else None
     if script is not None and script.is_file():
         return _shebang_hint(script, word)
-    return f"`{word}` does not exist" + (f" in {cwd}" if cwd is not None else "")
+    if cwd is None:
+        return f"`{word}` was not found, or its `#!` interpreter is missing"
+    return f"`{word}` does not exist in {cwd}"
 
 
 def _shebang_hint(script: Path, word: str) -> str:

@@ -440,3 +440,9 @@ def test_reaping_without_pidfd_falls_back_to_a_waiting_thread(tmp_path, monkeypa
     timed = asyncio.run(run("sleep 30", tmp_path, timeout_ms=50))
     assert (result.exit_code, stdout(result), result.cpu_ms is not None) == (4, b"hi\n", True)
     assert (timed.timed_out, timed.exit_code) == (True, 143)
+
+
+def test_ex14_127_for_a_script_that_does_not_exist(tmp_path):
+    result = asyncio.run(run("./nope.sh --x", tmp_path))
+    assert exit_hint(result, "./nope.sh --x", [], cwd=tmp_path) == f"`./nope.sh` does not exist in {tmp_path}"
+    assert "interpreter" in exit_hint(result, "./nope.sh --x", [])
