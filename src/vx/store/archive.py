@@ -583,7 +583,7 @@ class _Read:
     """Everything the first pass learned, checked by `_verify` before any rename."""
 
     log: tuple[LogChunk, ...] = ()
-    meta: object = None
+    meta: dict | None = None
     sum_ok: bool = False
 
 
@@ -618,8 +618,9 @@ def _check_sum(inflow: _Inflow, size: int) -> None:
         raise ArchiveError("refused artifact: an entry follows the checksum")
 
 
-def _read_one(name: str, size: int, inflow: _Inflow, extraction: _Extraction,
-              allowed: Callable[[str], bool], found: _Read) -> None:
+def _read_one(
+    name: str, size: int, inflow: _Inflow, extraction: _Extraction, allowed: Callable[[str], bool], found: _Read
+) -> None:
     """Handle one entry before the sum: an output to a temp file, or the log, or the meta."""
     if name.startswith(OUTPUTS):
         rel = check_name(name[len(OUTPUTS) :])

@@ -29,7 +29,7 @@ from vx.store.archive import ArchiveError, OutputFile
 if TYPE_CHECKING:
     import sqlite3
 
-SCHEMA_VERSION = "py-1"
+SCHEMA_VERSION = "py-2"
 DB_NAME = "cache.db"
 LOG_HALF = 8 << 20  # LC-10: keep the first and the last 8 MiB of a task's log
 SQL_BATCH = 900  # stay under SQLite's bound-parameter limit in IN-lists
@@ -38,7 +38,7 @@ _TABLES = {
     "entries": "CREATE TABLE entries (hash TEXT PRIMARY KEY, task_id TEXT NOT NULL,"
     " command TEXT NOT NULL, duration_ms REAL NOT NULL, size_bytes INTEGER NOT NULL,"
     " created_at REAL NOT NULL, accessed_at REAL NOT NULL, cpu_ms REAL, peak_rss_bytes INTEGER,"
-    " crc TEXT NOT NULL)",
+    " crc TEXT NOT NULL) WITHOUT ROWID",  # one b-tree seek per probed key, not two
     "entry_log": "CREATE TABLE entry_log (hash TEXT PRIMARY KEY, log BLOB NOT NULL)",
     "output_files": "CREATE TABLE output_files (hash TEXT NOT NULL, path TEXT NOT NULL,"
     " size INTEGER NOT NULL, mode INTEGER NOT NULL, mtime_ms INTEGER NOT NULL,"
@@ -49,6 +49,12 @@ _TABLES = {
     " path TEXT NOT NULL, ino INTEGER NOT NULL, ctime_ns INTEGER NOT NULL,"
     " PRIMARY KEY (hash, root, path)) WITHOUT ROWID",
 }
+_CHILD_TABLES = ("entry_log", "output_files", "output_stamps")
+_FILES_WITH_STAMPS = (
+    "SELECT f.hash, f.path, f.size, f.mode, f.mtime_ms, s.ino, s.ctime_ns FROM output_files f"
+    " LEFT JOIN output_stamps s ON s.hash = f.hash AND s.root = ? AND s.path = f.path"
+    " WHERE f.hash IN ({marks}) ORDER BY f.hash, f.path"
+)
 _ENTRY_COLUMNS = "hash, task_id, command, duration_ms, size_bytes, created_at, cpu_ms, peak_rss_bytes, crc"
 
 
@@ -62,7 +68,11 @@ class DamagedEntry(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """One cached result as the index knows it; `stamps` are this workspace's (path, ino, ctime_ns)."""
+    """One cached result as the index knows it.
+
+    `stamps` line up with `files`: this workspace's (ino, ctime_ns) of each file after
+    its last save or restore here, or None where none was recorded.
+    """
 
     key: str
     task_id: str
@@ -74,7 +84,7 @@ class Entry:
     cpu_ms: float | None = None
     peak_rss_bytes: int | None = None
     crc: str = ""
-    stamps: tuple[tuple[str, int, int], ...] = field(default=(), compare=False, repr=False)
+    stamps: tuple[tuple[int, int] | None, ...] = field(default=(), compare=False, repr=False)
 
 
 def bound_log(log: Sequence[LogChunk], half: int | None = None) -> tuple[LogChunk, ...]:
@@ -135,6 +145,8 @@ class LocalStore:
         self.cache_dir = Path(cache_dir)
         self.root = Path(root)
         self._root_key = str(self.root)
+        self._root_prefix = os.path.join(self._root_key, "")
+        self._artifact_prefix = os.path.join(str(self.cache_dir), "")
         self._lock = threading.Lock()
         self._accessed: set[str] = set()
         self._fresh: dict[str, dict[str, tuple[int, int]]] = {}
@@ -187,17 +199,23 @@ class LocalStore:
     # ------------------------------------------------------------ probe
 
     def probe(self, keys: Iterable[str]) -> dict[str, Entry]:
-        """Return the entries among `keys` whose artifact exists; pure SQL plus one stat per hit (LC-06)."""
+        """Return the entries among `keys` whose artifact exists; pure SQL plus one stat per hit (LC-06).
+
+        The stat happens under the lock so an in-flight save in another thread is never
+        mistaken for a torn artifact. A missing artifact drops its row; a size that
+        disagrees with the row is only a miss, since another process may be mid-save.
+        """
         wanted = list(dict.fromkeys(keys))
         with self._lock:
-            rows, files, stamps = self._select(wanted)
-        hits, gone = {}, []
+            rows, outputs = self._select(wanted)
+            sizes = {row[0]: self._artifact_size(row[0]) for row in rows}
+        empty: tuple[list, list] = ([], [])
+        hits = {}
         for row in rows:
-            key = row[0]
-            if self._artifact_size(key) != row[4]:  # missing or torn: not a hit (LC-12)
-                gone.append(key)
-                continue
-            hits[key] = Entry(key, *row[1:3], tuple(files.get(key, ())), *row[3:], stamps=tuple(stamps.get(key, ())))
+            if sizes[row[0]] == row[4]:
+                files, stamps = outputs.get(row[0], empty)
+                hits[row[0]] = Entry(row[0], row[1], row[2], tuple(files), *row[3:], stamps=tuple(stamps))
+        gone = [(row[0], row[8]) for row in rows if sizes[row[0]] is None]
         if gone:
             self._drop(gone)
         with self._lock:
@@ -206,25 +224,24 @@ class LocalStore:
 
     def _artifact_size(self, key: str) -> int | None:
         try:
-            return os.stat(os.path.join(self.cache_dir, key + ".tar.zst")).st_size
+            return os.stat(self._artifact_prefix + key + ".tar.zst").st_size
         except OSError:
             return None
 
-    def _select(self, keys: Sequence[str]) -> tuple[list[tuple], dict[str, list], dict[str, list]]:
-        """Entry rows, their output files and this workspace's stamps, in IN-list batches."""
+    def _select(self, keys: Sequence[str]) -> tuple[list[tuple], dict[str, tuple[list, list]]]:
+        """Entry rows, and per key its output files with this workspace's stamps, in IN-list batches."""
         rows: list[tuple] = []
-        files: dict[str, list[OutputFile]] = {}
-        stamps: dict[str, list[tuple[str, int, int]]] = {}
+        outputs: dict[str, tuple[list[OutputFile], list]] = {}
         for batch in _chunked(keys):
             marks = _marks(len(batch))
             rows += self._db.execute(f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE hash IN ({marks})", batch)
-            query = f"SELECT hash, path, size, mode, mtime_ms FROM output_files WHERE hash IN ({marks}) ORDER BY hash, path"
-            for h, *rest in self._db.execute(query, batch):
-                files.setdefault(h, []).append(OutputFile(*rest))
-            query = f"SELECT hash, path, ino, ctime_ns FROM output_stamps WHERE root=? AND hash IN ({marks})"
-            for h, *rest in self._db.execute(query, (self._root_key, *batch)):
-                stamps.setdefault(h, []).append(tuple(rest))
-        return rows, files, stamps
+            for h, path, size, mode, mtime_ms, ino, ctime_ns in self._db.execute(
+                _FILES_WITH_STAMPS.format(marks=marks), (self._root_key, *batch)
+            ):
+                files, stamps = outputs.setdefault(h, ([], []))
+                files.append(OutputFile(path, size, mode, mtime_ms))
+                stamps.append(None if ino is None else (ino, ctime_ns))
+        return rows, outputs
 
     def log_of(self, entry: Entry) -> tuple[LogChunk, ...]:
         """The entry's log from its row, so a hit replays without opening the artifact (LC-10)."""
@@ -238,29 +255,28 @@ class LocalStore:
         """True when the workspace already holds exactly the entry's outputs (LC-07).
 
         Same file set, and each file matches on size, mode, ms mtime and the (ino, ctime)
-        stamped here after the last save or restore; only lstat, never a read.
+        stamped here after the last save or restore; only lstat, never a read. This is on
+        the fully cached path for every task, hence the flat loop.
         """
-        if len(current) != len(entry.files) or set(current) != {f.path for f in entry.files}:
+        files = entry.files
+        if len(current) != len(files):
             return False
-        stamps = self._fresh.get(entry.key)
-        if stamps is None:
-            stamps = {path: (ino, ctime) for path, ino, ctime in entry.stamps}
-        return all(self._matches(f, stamps.get(f.path)) for f in entry.files)
-
-    def _matches(self, f: OutputFile, stamp: tuple[int, int] | None) -> bool:
-        if stamp is None:
-            return False
-        try:
-            st = os.lstat(os.path.join(self._root_key, f.path))
-        except OSError:
-            return False
-        return (
-            stat.S_ISREG(st.st_mode)
-            and st.st_size == f.size
-            and stat.S_IMODE(st.st_mode) == f.mode
-            and st.st_mtime_ns // 10**6 == f.mtime_ms
-            and (st.st_ino, st.st_ctime_ns) == stamp
-        )
+        present = current if isinstance(current, (set, frozenset)) else set(current)
+        fresh = self._fresh.get(entry.key)
+        stamps = entry.stamps if fresh is None else [fresh.get(f.path) for f in files]
+        prefix = self._root_prefix
+        for f, stamp in zip(files, stamps):
+            if stamp is None or f.path not in present:
+                return False
+            try:
+                st = os.lstat(prefix + f.path)
+            except OSError:
+                return False
+            if (st.st_mode, st.st_size, st.st_mtime_ns // 1_000_000, st.st_ino, st.st_ctime_ns) != (
+                stat.S_IFREG | f.mode, f.size, f.mtime_ms, *stamp
+            ):
+                return False
+        return len(stamps) == len(files)
 
     # ------------------------------------------------------------ restore
 
@@ -274,13 +290,13 @@ class LocalStore:
         try:
             unpacked = archive.unpack(self.artifact(entry.key), key=entry.key, allowed=allowed, root=self.root)
         except FileNotFoundError:
-            self._drop([entry.key])
+            self._drop([(entry.key, entry.crc)])
             raise DamagedEntry("the artifact vanished since the lookup") from None
         except ArchiveError as e:
-            self._drop([entry.key])
+            self._drop([(entry.key, entry.crc)])
             raise DamagedEntry(e.message) from None
         except OSError as e:
-            self._drop([entry.key])
+            self._drop([(entry.key, entry.crc)])
             raise DamagedEntry(f"unreadable artifact: {e.strerror}") from None
         self._stamp(entry.key, [f.path for f in unpacked.files])
         return unpacked.log
@@ -306,15 +322,21 @@ class LocalStore:
             [(key, self._root_key, path, ino, ctime) for path, (ino, ctime) in stamps.items()],
         )
 
-    def _drop(self, keys: Sequence[str]) -> None:
-        """Forget entries and delete their artifacts, so the next run does not retry them."""
+    def _drop(self, entries: Sequence[tuple[str, str]]) -> None:
+        """Forget (key, crc) entries and delete their artifacts, so the next run does not retry them.
+
+        Only the row that was seen goes: if another process re-saved the key meanwhile,
+        its crc differs and the fresh entry stays.
+        """
         with self._lock:
             if self._db is None:
                 return
             with _transaction(self._db, immediate=True):
-                for table in _TABLES:
-                    self._db.executemany(f"DELETE FROM {table} WHERE hash=?", [(k,) for k in keys])
-        for key in keys:
+                delete = "DELETE FROM entries WHERE hash=? AND crc=?"
+                dropped = [(key,) for key, crc in entries if self._db.execute(delete, (key, crc)).rowcount]
+                for table in _CHILD_TABLES:
+                    self._db.executemany(f"DELETE FROM {table} WHERE hash=?", dropped)
+        for (key,) in dropped:
             _quiet_unlink(self.artifact(key))
             self._fresh.pop(key, None)
 
@@ -373,21 +395,27 @@ class LocalStore:
         return Path(name)
 
     def _install(self, packed: "_Packed", row: tuple, log_blob: bytes) -> None:
-        """Rename the artifact in and write its rows in one transaction; undo both on failure."""
-        final, aside = self.artifact(packed.key), None
+        """Rename the artifact in and write its rows in one transaction; undo both on failure.
+
+        The previous artifact is kept through a hard link rather than moved aside, so a
+        concurrent probe never sees the path missing.
+        """
+        final, backup, replaced = self.artifact(packed.key), None, False
         try:
             with _transaction(self._db, immediate=True):
-                aside = _move_aside(final)
+                backup = _keep_previous(final)
                 os.replace(packed.temp, final)
+                replaced = True
                 self._write_rows(packed, row, log_blob)
         except BaseException:
             _quiet_unlink(packed.temp)
-            _quiet_unlink(final)
-            if aside is not None:
-                os.replace(aside, final)
+            if replaced and backup is not None:
+                os.replace(backup, final)
+            elif replaced:
+                _quiet_unlink(final)
             raise
-        if aside is not None:
-            _quiet_unlink(aside)
+        if backup is not None:
+            _quiet_unlink(backup)
 
     def _write_rows(self, packed: "_Packed", row: tuple, log_blob: bytes) -> None:
         key, info = packed.key, packed.info
@@ -489,14 +517,15 @@ def _disk_failure(e: OSError, cache_dir: Path) -> EnvironmentFailure:
     return EnvironmentFailure(f"cannot write to the cache: {e.strerror}", facts=(f"path: {cache_dir}",), hint=hint)
 
 
-def _move_aside(final: Path) -> Path | None:
-    """Rename an existing artifact out of the way so a failed re-save can put it back (LC-05)."""
-    aside = final.with_name(f".{final.name}.{os.getpid()}-{threading.get_ident()}.old")
+def _keep_previous(final: Path) -> Path | None:
+    """Hard-link an existing artifact aside so a failed re-save can put it back (LC-05)."""
+    backup = final.with_name(f".{final.name}.{os.getpid()}-{threading.get_ident()}.old")
+    _quiet_unlink(backup)
     try:
-        os.replace(final, aside)
-    except FileNotFoundError:
+        os.link(final, backup)
+    except OSError:  # none yet, or no hard links here (a failed re-save then loses the old entry)
         return None
-    return aside
+    return backup
 
 
 def _quiet_unlink(path: Path | str) -> None:
