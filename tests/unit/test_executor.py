@@ -58,6 +58,11 @@ async def run(command: str, cwd: Path, *, timeout_ms=None, table=None, on_output
                          table=table, grace_ms=grace_ms)
 
 
+def bounded(awaitable, seconds: float = 5.0):
+    """Fail a test fast instead of hanging when a signal or an output never arrives."""
+    return asyncio.wait_for(awaitable, seconds)
+
+
 def running(pid: int) -> bool:
     """Whether a process exists and is not a zombie (PID 1 here reaps orphans lazily)."""
     try:
@@ -229,11 +234,11 @@ def test_trio_discipline_cancellation_kills_the_group_and_reaps_the_shell(tmp_pa
         table = ProcessTable()
         recorder = Recorder(table)
         task = asyncio.create_task(run("echo ready; sleep 30", tmp_path, table=table, on_output=recorder))
-        await recorder.seen.wait()
+        await bounded(recorder.seen.wait())
         started = time.monotonic()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
-            await task
+            await bounded(task)
         return table, recorder.pgid, time.monotonic() - started
 
     table, pgid, elapsed = asyncio.run(main())
@@ -250,14 +255,14 @@ def test_a_second_cancel_kills_at_once(tmp_path):
         recorder = Recorder(table)
         task = asyncio.create_task(run("trap '' TERM; echo ready; sleep 30", tmp_path, table=table,
                                        on_output=recorder, grace_ms=10_000))
-        await recorder.seen.wait()
+        await bounded(recorder.seen.wait())
         started = time.monotonic()
         task.cancel()
         await asyncio.sleep(0)  # let the first cancel land and SIGTERM go out
         await asyncio.sleep(0)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
-            await task
+            await bounded(task)
         return recorder.pgid, time.monotonic() - started
 
     pgid, elapsed = asyncio.run(main())
@@ -274,12 +279,12 @@ def test_ex11_shutdown_stops_every_group_within_3s_and_marks_them_aborted(tmp_pa
         tasks = [asyncio.create_task(run(c, tmp_path, table=table, on_output=r))
                  for c, r in zip(commands, recorders)]
         for recorder in recorders:
-            await recorder.seen.wait()
+            await bounded(recorder.seen.wait())
         pgids = set(table.pgids)
         started = time.monotonic()
         await table.shutdown(0.3)
         elapsed = time.monotonic() - started
-        return pgids, elapsed, await asyncio.gather(*tasks), table
+        return pgids, elapsed, await bounded(asyncio.gather(*tasks)), table
 
     pgids, elapsed, results, table = asyncio.run(main())
     assert len(pgids) == 3 and elapsed < 3.0
@@ -295,9 +300,9 @@ def test_ex16_aborted_only_while_the_run_is_stopping(tmp_path):
         before = await run("kill -TERM $$", tmp_path, table=table)
         recorder = Recorder(table)
         task = asyncio.create_task(run("echo ready; sleep 30", tmp_path, table=table, on_output=recorder))
-        await recorder.seen.wait()
+        await bounded(recorder.seen.wait())
         table.terminate_all(signal.SIGHUP)  # forwarded as SIGTERM
-        return before, await task
+        return before, await bounded(task)
 
     before, during = asyncio.run(main())
     assert not before.aborted and failure_label(before) == "failed (exit 143, 128 + SIGTERM)"
@@ -310,14 +315,14 @@ def test_terminate_all_signals_each_group_once(tmp_path):
         recorder = Recorder(table)
         command = "trap 'echo got-term' TERM; echo ready; while :; do sleep 0.05; done"
         task = asyncio.create_task(run(command, tmp_path, table=table, on_output=recorder))
-        await recorder.seen.wait()
+        await bounded(recorder.seen.wait())
         recorder.seen.clear()
         recorder.word = b"got-term"
         table.terminate_all()
         table.terminate_all()  # a repeat: the group has had its signal
-        await recorder.seen.wait()
+        await bounded(recorder.seen.wait())
         table.kill_all()
-        return await task
+        return await bounded(task)
 
     result = asyncio.run(main())
     assert stdout(result).count(b"got-term") == 1
@@ -329,10 +334,10 @@ def test_group_alive_sees_a_running_group_and_not_a_dead_one(tmp_path):
         table = ProcessTable()
         recorder = Recorder(table)
         task = asyncio.create_task(run("echo ready; sleep 30", tmp_path, table=table, on_output=recorder))
-        await recorder.seen.wait()
+        await bounded(recorder.seen.wait())
         alive_before = group_alive(recorder.pgid)
         table.kill_all()
-        await task
+        await bounded(task)
         return alive_before, group_alive(recorder.pgid)
 
     assert asyncio.run(main()) == (True, False)
