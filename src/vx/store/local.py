@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 SCHEMA_VERSION = "py-2"
 DB_NAME = "cache.db"
 LOG_HALF = 8 << 20  # LC-10: keep the first and the last 8 MiB of a task's log
-SQL_BATCH = 900  # stay under SQLite's bound-parameter limit in IN-lists
+SQL_BATCH = 800  # IN-lists stay under 900 bound parameters (old SQLite caps at 999)
 
 _TABLES = {
     "entries": "CREATE TABLE entries (hash TEXT PRIMARY KEY, task_id TEXT NOT NULL,"
