@@ -89,7 +89,8 @@ async def _try_hit(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> TaskResul
         try:
             log = await asyncio.to_thread(_restore, ctx, entry, outputs)
         except DamagedEntry as exc:
-            ctx.emit(Notice(f"cache entry for {node.id} is damaged ({exc}); running the task instead", id=node.id))
+            ctx.emit(Notice(f"cache entry for {node.id} cannot be restored ({exc.reason}); running the task instead",
+                            id=node.id))
             return None
     ctx.emit(CacheRestored(node.id, CacheStatus.LOCAL))
     return _hit(node, plan, entry, log, CacheStatus.LOCAL, started)

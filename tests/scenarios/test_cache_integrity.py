@@ -1,0 +1,92 @@
+"""The cache is never a wrong hit: damaged artifacts, inputs edited mid-task, failures (LC-11, LC-12, KEY-21)."""
+
+import os
+import time
+from pathlib import Path
+
+from conftest import build_task, npm_workspace
+
+
+def one_package(repo, command=None):
+    repo.write(npm_workspace({"app": {"tasks": {"build": build_task(deps=(), command=command)},
+                                      "files": {"src/a.js": "A;"}}})).commit()
+
+
+def artifacts(repo):
+    return sorted((repo.root / ".vx" / "cache").glob("*.tar.zst"))
+
+
+def test_corrupted_artifact_is_a_miss_with_one_warning(repo):  # LC-12
+    one_package(repo)
+    assert repo.vx("run", "build", "--all").code == 0
+    [art] = artifacts(repo)
+    data = bytearray(art.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    art.write_bytes(bytes(data))
+    (repo.root / "packages/app/dist/out.js").unlink()
+    res = repo.vx("run", "build", "--all")
+    assert res.code == 0, res.err
+    assert res.task("app#build")["cache"] == "miss"
+    warnings = [line for line in res.err.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "app#build" in warnings[0] and "damaged" in warnings[0]
+    assert (repo.root / "packages/app/dist/out.js").read_text() == "A;"
+    assert repo.vx("run", "build", "--all").task("app#build")["cache"] == "up-to-date"
+
+
+def test_truncated_artifact_is_a_miss(repo):  # LC-12
+    one_package(repo)
+    repo.vx("run", "build", "--all")
+    [art] = artifacts(repo)
+    art.write_bytes(art.read_bytes()[:20])
+    (repo.root / "packages/app/dist/out.js").unlink()
+    res = repo.vx("run", "build", "--all")
+    assert res.code == 0 and res.task("app#build")["cache"] == "miss"
+
+
+def test_input_edited_while_the_task_runs_is_not_saved(repo):  # KEY-21
+    cmd = ("node -e \"const fs=require('fs');fs.appendFileSync('src/a.js','//edited');"
+           "fs.mkdirSync('dist',{recursive:true});fs.writeFileSync('dist/out.js','x')\"")
+    one_package(repo, command=cmd)
+    res = repo.vx("run", "build", "--all")
+    assert res.code == 0
+    assert "not saved" in res.err and "src/a.js" in res.err
+    assert artifacts(repo) == []
+
+
+def test_only_exit_zero_is_cached(repo):  # LC-11
+    one_package(repo, command="echo nope; exit 3")
+    res = repo.vx("run", "build", "--all")
+    assert res.code == 1
+    assert res.task("app#build")["status"] == "failed" and res.task("app#build")["exitCode"] == 3
+    assert artifacts(repo) == []
+    assert repo.vx("run", "build", "--all").task("app#build")["cache"] == "miss"
+
+
+def test_log_is_replayed_on_a_hit(repo):  # LC-10
+    one_package(repo, command="echo hello-from-build; echo to-stderr >&2; mkdir -p dist; echo x > dist/out.js")
+    first = repo.vx("run", "build", cwd="packages/app")
+    assert "hello-from-build" in first.out
+    second = repo.vx("run", "build", cwd="packages/app")
+    assert second.task("app#build")["cache"] == "up-to-date"
+    assert "hello-from-build" in second.out
+
+
+def test_force_runs_and_saves_no_cache_neither_reads_nor_writes(repo):  # LC-15
+    one_package(repo)
+    repo.vx("run", "build", "--all")
+    forced = repo.vx("run", "build", "--all", "--force")
+    assert forced.task("app#build")["cache"] == "miss"
+    for art in artifacts(repo):
+        art.unlink()
+    nocache = repo.vx("run", "build", "--all", "--no-cache")
+    assert nocache.task("app#build")["cache"] in ("miss", "no-cache") and nocache.code == 0
+    assert artifacts(repo) == []
+
+
+def test_cache_dir_flag_holds_the_cache(repo, tmp_path):  # LC-03
+    one_package(repo)
+    elsewhere = tmp_path / "cachehere"
+    res = repo.vx("run", "build", "--all", "--cache-dir", str(elsewhere))
+    assert res.code == 0
+    assert list(elsewhere.glob("*.tar.zst"))
+    assert (elsewhere / ".gitignore").read_text().strip() == "*"

@@ -1,0 +1,67 @@
+"""The command line surface: version, help, startup imports, --dry, --summarize (CLI-14, CLI-36, OBS-02)."""
+
+import json
+import os
+import subprocess
+import sys
+
+from conftest import SRC, build_task, npm_workspace
+
+
+def py(*args, cwd=None):
+    env = {**os.environ, "PYTHONPATH": SRC}
+    return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True)
+
+
+def test_version_imports_nothing_heavy():
+    proc = py("-X", "importtime", "-m", "vx", "--version")
+    assert proc.returncode == 0 and proc.stdout.startswith("vx ")
+    imported = {line.split("|")[-1].strip().split(".")[0] for line in proc.stderr.splitlines() if "|" in line}
+    assert not imported & {"rich", "zstandard", "sqlite3", "_sqlite3", "xxhash", "yaml", "asyncio"}
+
+
+def test_help_and_verb_help():
+    assert "usage: vx <verb>" in py("-m", "vx", "help").stdout
+    run_help = py("-m", "vx", "help", "run")
+    assert run_help.returncode == 0 and "--concurrency" in run_help.stdout
+    assert py("-m", "vx", "run", "--help").stdout == run_help.stdout
+
+
+def test_unknown_verb_and_task_as_verb_hints():
+    bad = py("-m", "vx", "rnu")
+    assert bad.returncode == 2 and "vx run" in bad.stderr
+    task = py("-m", "vx", "build")
+    assert task.returncode == 2 and "vx run build" in task.stderr
+
+
+def test_dry_json_predicts_and_runs_nothing(repo):  # CLI-36
+    repo.write(npm_workspace({"lib": {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": "A;"}},
+                              "app": {"deps": ["lib"], "tasks": {"build": build_task()}, "files": {"src/b.js": "B;"}}})).commit()
+    dry = repo.vx("run", "build", "--all", "--dry=json")
+    assert dry.code == 0, dry.err
+    plan = json.loads(dry.out)
+    assert {t["id"]: t["predicted"] for t in plan["tasks"]} == {"lib#build": "miss", "app#build": "miss"}
+    assert not (repo.root / "packages/lib/dist").exists()
+    repo.vx("run", "build", "--all")
+    again = json.loads(repo.vx("run", "build", "--all", "--dry=json").out)
+    assert {t["predicted"] for t in again["tasks"]} == {"hit-local"}
+    text = repo.vx("run", "build", "--all", "--dry")
+    assert "lib#build" in text.out and "hit-local" in text.out
+
+
+def test_summary_json_shape(repo):  # OBS-02
+    repo.write(npm_workspace({"lib": {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": "A;"}}})).commit()
+    res = repo.vx("run", "build", "--all")
+    s = res.summary
+    assert s["ok"] is True and s["exitCode"] == 0
+    [t] = s["tasks"]
+    assert t["id"] == "lib#build" and t["status"] == "success" and t["cache"] == "miss"
+    assert len(t["hash"]) == 16 and isinstance(t["durationMs"], (int, float))
+    assert s["summary"]["total"] == 1
+
+
+def test_footer_counts_tasks_and_cached(repo):  # CLI-55
+    repo.write(npm_workspace({"lib": {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": "A;"}}})).commit()
+    repo.vx("run", "build", "--all")
+    res = repo.vx("run", "build", "--all")
+    assert "1 tasks · 1 cached (100%)" in res.err or "1 task · 1 cached (100%)" in res.err
