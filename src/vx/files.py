@@ -46,6 +46,7 @@ _ALWAYS_EXCLUDED = re.compile(
     r"(?:^|/)(?:\.git|\.vx|\.[0-9a-fA-F]{16}-[0-9a-fA-F]{8}\.tmp)/"
     r"|\.tsbuildinfo$|\.bun-build$|(?:^|/)vx-lock\.json$"
 )
+_EXCLUDED_SUFFIXES = (".tsbuildinfo", ".bun-build", "vx-lock.json")
 _NODE_MODULES = re.compile(r"(?:^|/)node_modules/")
 _NEVER_OUTPUT = re.compile(r"(?:^|/)(?:\.git|\.vx)(?:/|$)")
 _WALK_SKIP = frozenset({".git", ".vx", "node_modules"})
@@ -113,6 +114,7 @@ class _BlobMemo:
         self._lock = threading.Lock()
 
     def get(self, rel: str, key: Stat) -> str | None:
+        """The remembered OID of `rel`, only if its stat is still `key`."""
         with self._lock:
             if self._rows is None:
                 self._rows = self._load()
@@ -120,6 +122,7 @@ class _BlobMemo:
         return row[1] if row and row[0] == key else None
 
     def put(self, rel: str, key: Stat, oid: str) -> None:
+        """Remember an OID; nothing is written until `flush`."""
         with self._lock:
             self._pending[rel] = (key, oid)
 
@@ -216,10 +219,11 @@ def _git_dir(toplevel: Path) -> Path:
 
 
 def _spawn_git(cwd: Path, args: Sequence[str]) -> subprocess.Popen:
-    # No optional locks: a read-only listing must never contend with the user's own git.
-    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}
+    # Optional locks stay on: `git status` then writes back the stat data it refreshed, as it does
+    # for the user. With them off, files committed in the same second as written stay "racy" and
+    # git re-reads every one of them on every run, which costs the warm path its zero reads.
     return subprocess.Popen(
-        ["git", *args], cwd=cwd, env=env,
+        ["git", *args], cwd=cwd,
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
 
@@ -245,7 +249,8 @@ def _run_git_listing(root: Path) -> tuple[str, str, str]:
     """Spawn the three listings at once, then read each (KEY-13)."""
     procs = (
         _spawn_git(root, ["ls-files", "-s", "-v", "-z"]),
-        _spawn_git(root, ["status", "--porcelain=v1", "-z", "-uall", "--ignored=matching", "--no-renames", "--", "."]),
+        _spawn_git(root, ["status", "--porcelain=v1", "-z", "-uall", "--ignored=matching", "--no-renames",
+                          "--", "."]),
         _spawn_git(root, ["config", "-z", "--list"]),
     )
     try:
@@ -260,26 +265,26 @@ def _run_git_listing(root: Path) -> tuple[str, str, str]:
     return ls, status, config
 
 
-def _parse_ls_files(text: str) -> tuple[dict[str, tuple[str, str]], set[str], list[str]]:
-    """Index entries (path -> (mode, oid)), the ones git cannot vouch for, and gitlinks.
+_LS_FILES_RECORD = re.compile(r"(\S) (\d+) ([0-9a-f]+) (\d)\t([^\0]*)\0")
+
+
+def _parse_ls_files(text: str) -> tuple[dict[str, str], set[str], list[str]]:
+    """Index identities (path -> mode prefix + OID), the paths git cannot vouch for, gitlinks.
 
     Tag `H` at stage 0 is a normal cached entry; lowercase tags are assume-unchanged, `S`
     skip-worktree and stages 1-3 a conflict — `git status` does not check any of those.
+    One regex over the whole listing keeps the per-file cost in C.
     """
-    entries: dict[str, tuple[str, str]] = {}
+    entries: dict[str, str] = {}
     untrusted: set[str] = set()
     gitlinks: list[str] = []
-    for record in text.split("\0"):
-        if not record:
-            continue
-        meta, _, path = record.partition("\t")
-        tag, mode, oid, stage = meta.split(" ")
+    for tag, mode, oid, stage, path in _LS_FILES_RECORD.findall(text):
         if mode == "160000":
             gitlinks.append(path)
             continue
         if tag != "H" or stage != "0":
             untrusted.add(path)
-        entries[path] = (mode, oid)
+        entries[path] = _MODE_PREFIX[mode] + oid if mode in _MODE_PREFIX else oid
     return entries, untrusted, gitlinks
 
 
@@ -291,6 +296,7 @@ class _Status:
     untracked_dirs: list[str]  # embedded repos, listed as `dir/`
     ignored_dirs: list[str]
     ignored_files: set[str]
+    workspace_ignored: bool = False  # the workspace root itself lies in a gitignored dir
 
 
 def _parse_status(text: str, prefix: str) -> _Status:
@@ -298,6 +304,8 @@ def _parse_status(text: str, prefix: str) -> _Status:
     st = _Status(set(), set(), [], [], [], set())
     cut = len(prefix)
     for record in text.split("\0"):
+        if record.startswith("!! ") and record.endswith("/") and prefix.startswith(record[3:]):
+            st.workspace_ignored = True
         if len(record) < 4 or not record.startswith(prefix, 3):
             continue
         xy, path = record[:2], record[3 + cut:]
@@ -358,7 +366,7 @@ def _attribute_files(root: Path, toplevel: Path, config: dict[str, str], paths: 
         d = d.parent
         files.append(d / ".gitattributes")
     files.append(_git_dir(toplevel) / "info" / "attributes")
-    xdg = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
     files.append(Path(os.path.expanduser(config.get("core.attributesfile", f"{xdg}/git/attributes"))))
     files.append(Path("/etc/gitattributes"))
     return files
@@ -379,10 +387,6 @@ def _filters_possible(root: Path, toplevel: Path, config: dict[str, str], paths:
     return any(_file_risky(f) for f in _attribute_files(root, toplevel, config, paths))
 
 
-def _identity_from_index(mode: str, oid: str) -> str:
-    return _MODE_PREFIX.get(mode, "") + oid
-
-
 def _git_listing(root: Path, toplevel: Path) -> _Listing:
     """Turn one bulk enumeration into sorted candidates and trusted identities."""
     ls, status_text, config_text = _run_git_listing(root)
@@ -390,6 +394,8 @@ def _git_listing(root: Path, toplevel: Path) -> _Listing:
     prefix = "" if prefix == "." else prefix + "/"
     entries, untrusted, gitlinks = _parse_ls_files(ls)
     st = _parse_status(status_text, prefix)
+    if st.workspace_ignored:  # git would call every file ignored: key by content instead
+        return _walk_listing(root)
     config = _parse_config(config_text)
     present = [p for p in entries if p not in st.deleted]
     untracked = list(st.untracked)
@@ -398,8 +404,8 @@ def _git_listing(root: Path, toplevel: Path) -> _Listing:
     paths = sorted(set(present).union(untracked))
     untrusted |= st.dirty
     trusted: dict[str, str] = {}
-    if not _filters_possible(root, toplevel, config, paths):
-        trusted = {p: _identity_from_index(*entries[p]) for p in present if p not in untrusted}
+    if not _filters_possible(root, toplevel, config, [*paths, *st.ignored_files]):
+        trusted = {p: entries[p] for p in present if p not in untrusted}
     algo = "sha256" if config.get("extensions.objectformat") == "sha256" else "sha1"
     return _Listing(paths, trusted, frozenset(untracked), frozenset(st.ignored_dirs),
                     frozenset(st.ignored_files), algo)
@@ -447,9 +453,12 @@ def _walk_files(root: Path, start: str, descend: Callable[[str], bool]) -> list[
 
 def _never_input(path: str, untracked: frozenset[str] | tuple[str, ...]) -> bool:
     """KEY-17's fixed exclusions: `.git`, `.vx`, build info, Bun temp files, untracked node_modules."""
-    if _ALWAYS_EXCLUDED.search(path):
+    if path in untracked and "node_modules" in path and _NODE_MODULES.search(path):
         return True
-    return path in untracked and _NODE_MODULES.search(path) is not None
+    # Cheap substring tests first: the regex scan is what 10^4 paths per load would pay for.
+    if ".git" in path or ".vx" in path or ".tmp/" in path or path.endswith(_EXCLUDED_SUFFIXES):
+        return _ALWAYS_EXCLUDED.search(path) is not None
+    return False
 
 
 def _not_skipped(rel: str) -> bool:
@@ -586,14 +595,15 @@ class FileIndex:
         own = [(i, i + 1)] if i < len(paths) and paths[i] == path else []
         return own + [(bisect.bisect_left(paths, path + "/"), bisect.bisect_left(paths, path + "0"))]
 
-    def _candidates(self, base: str, roots: Sequence[str], skip: Sequence[str]) -> Iterator[str]:
+    def _candidates(self, base: str, roots: Sequence[str], skip: Sequence[str]) -> list[str]:
         """Listed paths under the glob roots, minus the `skip` subtrees (nested projects)."""
-        paths = self._paths
-        holes = sorted(r for d in skip for r in self._range(d)[-1:])
+        paths, out = self._paths, []
+        holes = sorted(r for d in skip for r in self._range(d)[-1:]) if skip else []
         for root in roots:
             for lo, hi in self._range(_root_path(base, root)):
-                for a, b in _subtract(lo, hi, holes):
-                    yield from paths[a:b]
+                for a, b in _subtract(lo, hi, holes) if holes else ((lo, hi),):
+                    out += paths[a:b]
+        return out
 
     @staticmethod
     def _not_output(path: str, base: str, excluded: GlobSet | None) -> bool:
@@ -691,8 +701,8 @@ class FileIndex:
         if changed is not None:
             return changed
         known = {p for p, _ in snapshot.stats}
-        new = [p for p in self._walk_inputs(project_dir, globs, workspace_globs, excluded, nested) if p not in known]
-        return self._first_not_ignored(sorted(new))
+        now = self._walk_inputs(project_dir, globs, workspace_globs, excluded, nested)
+        return self._first_not_ignored(sorted(now - known))
 
     def _first_changed(self, snapshot: Snapshot, started_ns: int) -> str | None:
         limit = started_ns - RACY_NS
@@ -748,7 +758,9 @@ class FileIndex:
             ["git", "check-ignore", "--stdin", "-z"], cwd=self.root, input="\0".join(unknown).encode() + b"\0",
             capture_output=True, env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
         )
-        ignored = set(os.fsdecode(p) for p in proc.stdout.split(b"\0") if p) if proc.returncode in (0, 1) else set()
+        if proc.returncode not in (0, 1):  # git failed: count every new path, the safe side
+            return new[0]
+        ignored = {os.fsdecode(p) for p in proc.stdout.split(b"\0") if p}
         return next((p for p in new if p not in ignored), None)
 
 

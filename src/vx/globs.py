@@ -59,9 +59,11 @@ def _foreign_error(body: str) -> str | None:
     if body.startswith("$TURBO_ROOT$"):
         return "`$TURBO_ROOT$` is Turborepo syntax; put root-relative globs in `inputs.workspaceFiles`"
     if "{projectRoot}" in body or "{workspaceRoot}" in body:
-        return "`{projectRoot}`/`{workspaceRoot}` are Nx tokens; globs are already project-relative (use `inputs.workspaceFiles` for root paths)"
+        return ("`{projectRoot}`/`{workspaceRoot}` are Nx tokens; globs are already project-relative"
+                " (use `inputs.workspaceFiles` for root paths)")
     if body.startswith("^"):
-        return "`^named` inputs are Nx syntax; vx has no named inputs, list the globs (share them with a config preset)"
+        return ("`^named` inputs are Nx syntax; vx has no named inputs, list the globs"
+                " (share them with a config preset)")
     return None
 
 
@@ -235,6 +237,7 @@ def _alternatives(body: str) -> tuple[_Alternative, ...]:
 
 @functools.lru_cache(maxsize=4096)
 def _pattern_matcher(body: str):
+    """One pattern (or one segment) on its own: for per-pattern questions, not set matching."""
     return re.compile("(?s:" + "|".join(a.regex for a in _alternatives(body)) + ")").fullmatch
 
 
@@ -252,6 +255,7 @@ def _union(positive: Sequence[_Alternative], negative: Sequence[_Alternative]):
 
 
 def _never(_path: str) -> None:
+    """The matcher of a set with no positive pattern."""
     return None
 
 
@@ -266,7 +270,9 @@ def _dedupe_roots(heads: Iterable[str]) -> tuple[str, ...]:
 
 
 def _segments_match(pattern_seg: str, name: str) -> bool:
-    return _pattern_matcher(pattern_seg)(name) is not None if _WILDCARD.search(pattern_seg) else pattern_seg == name
+    if not _WILDCARD.search(pattern_seg):
+        return pattern_seg == name
+    return _pattern_matcher(pattern_seg)(name) is not None
 
 
 def _reaches_below(alt: _Alternative, dir_segs: Sequence[str]) -> bool:
@@ -299,6 +305,7 @@ class _Compiled:
     pos_alts: tuple[_Alternative, ...]
     neg_alts: tuple[_Alternative, ...]
     fullmatch: Callable[[str], object]
+    roots: tuple[str, ...]
 
 
 @functools.lru_cache(maxsize=1024)
@@ -314,7 +321,8 @@ def _compile_set(patterns: tuple[str, ...]) -> _Compiled:
         else:
             positive.append((pattern, norm))
             pos_alts += _alternatives(norm)
-    return _Compiled(tuple(positive), tuple(pos_alts), tuple(neg_alts), _union(pos_alts, neg_alts))
+    roots = _dedupe_roots(a.head for a in pos_alts)
+    return _Compiled(tuple(positive), tuple(pos_alts), tuple(neg_alts), _union(pos_alts, neg_alts), roots)
 
 
 # ---------------------------------------------------------------- the set
@@ -343,7 +351,7 @@ class GlobSet:
 
     def roots(self) -> tuple[str, ...]:
         """The literal heads of the positive patterns: a walker need only descend there."""
-        return _dedupe_roots(a.head for a in self._c.pos_alts)
+        return self._c.roots
 
     def wildcard_roots(self) -> tuple[str, ...]:
         """The literal heads of wildcard patterns: directories a wipe keeps (`dist` of `dist/**`)."""

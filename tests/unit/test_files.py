@@ -351,6 +351,15 @@ def test_no_git_walk_gives_git_identities(repo, tmp_path):
     assert ids(without.inputs("", ALL)) == with_git
 
 
+def test_workspace_inside_a_gitignored_dir_is_walked(tmp_path):
+    """Git would call every file ignored (no inputs, so stale hits); hash the tree instead."""
+    repo = make_repo(tmp_path / "repo", {".gitignore": "tmp/\n"})
+    write(repo, "tmp/ws/src/a.ts", "a\n")
+    index = FileIndex.load(repo / "tmp" / "ws")
+    assert not index.git
+    assert ids(index.inputs("", ALL)) == {"src/a.ts": files.blob_oid(b"a\n")}
+
+
 def test_broken_repo_is_a_plain_refusal(tmp_path):
     ws = tmp_path / "ws"
     (ws / ".git").mkdir(parents=True)
