@@ -171,7 +171,7 @@ def parse_run(tokens: Sequence[str]) -> RunArgs:
             if not eq:
                 if i + 1 >= len(tokens) or tokens[i + 1].startswith("-"):
                     raise UsageError(f"`{name}` needs a value", hint=f"write `{name} VALUE` or `{name}=VALUE`")
-                value = tokens[next(it) + 1]
+                value = tokens[next(it)]
             if value == "":
                 raise UsageError(f"`{name}` needs a value", hint=f"write `{name}=VALUE`")
             setattr(out, dest, value)

@@ -66,12 +66,15 @@ class ProcessTable:
 
     Why a table: the signal that stops vx arrives once, but must reach each task's own
     process group once (EX-11), and the run may not end while a group it started lives.
-    A group leaves the table when its shell is reaped.
+    A group leaves the live set when its shell is reaped; if members remain (a background
+    child that outlived its shell), the group lingers until the run shuts down, so that no
+    process a task started survives the run.
     """
 
     def __init__(self) -> None:
         self.stopping = False  # set: a process that ends now is `aborted` (EX-16)
         self._live: dict[int, _Child] = {}
+        self._lingering: set[int] = set()
         self._signalled: set[int] = set()
         self._stop_signal: int | None = None
         self._empty = asyncio.Event()
@@ -92,19 +95,38 @@ class ProcessTable:
         self._stop_signal = signal.SIGTERM if sig == signal.SIGHUP else sig
         for pgid in list(self._live):
             self._signal_once(pgid)
+        self._signal_lingering(signal.SIGTERM)  # background jobs ignore SIGINT (POSIX)
 
     def kill_all(self) -> None:
         """SIGKILL every group still alive; a second stop signal or an expired grace."""
         self.stopping = True
         for child in list(self._live.values()):
             child.signal(signal.SIGKILL)
+        self._signal_lingering(signal.SIGKILL)
 
     async def shutdown(self, grace_s: float) -> None:
-        """Terminate every group, wait up to `grace_s` for the shells to be reaped, kill the rest."""
+        """Terminate every group, wait up to `grace_s` for them to end, kill the rest."""
         self.terminate_all(signal.SIGTERM)
-        if not await self._wait_empty(grace_s):
+        deadline = time.monotonic() + grace_s
+        if not await self._wait_empty(grace_s) or not await self._wait_lingering(deadline):
             self.kill_all()
             await self._wait_empty(REAP_AFTER_KILL_S)
+
+    async def _wait_lingering(self, deadline: float) -> bool:
+        while any(group_alive(pgid) for pgid in self._lingering):
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(0.02)
+        return True
+
+    def _signal_lingering(self, sig: int) -> None:
+        for pgid in list(self._lingering):
+            try:
+                os.killpg(pgid, sig)
+            except ProcessLookupError:
+                self._lingering.discard(pgid)
+            except PermissionError:
+                pass
 
     async def _wait_empty(self, timeout_s: float) -> bool:
         try:
@@ -126,6 +148,8 @@ class ProcessTable:
     def _discard(self, child: _Child) -> None:
         self._live.pop(child.pid, None)
         self._signalled.discard(child.pid)
+        if _killpg_probe(child.pid):  # members outlived the shell: keep the group to stop it later
+            self._lingering.add(child.pid)
         if not self._live:
             self._empty.set()
 
