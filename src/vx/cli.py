@@ -241,6 +241,9 @@ def _run_request(req, dry: str | None, summarize: str | None, timer_start: float
     env = dict(os.environ)
     if dry is not None:
         return _dry(run.prepare(req, env, stages), dry)
+    from vx.executor import kill_grace_ms
+
+    kill_grace_ms(env)  # a bad VX_KILL_GRACE_MS is refused before anything runs
     reporter = None
     lock = RunLock(lambda msg: _say(f"vx: {msg}"))
     try:
@@ -249,6 +252,8 @@ def _run_request(req, dry: str | None, summarize: str | None, timer_start: float
         summary = run.execute(prep, req, reporter, stages)
     finally:
         lock.release()
+        if reporter is not None:
+            reporter.close()  # erase a live status region even on an exception
     if summarize is not None:
         _write_summary(summary, prep, summarize)
     stages.print(sys.stderr)

@@ -122,7 +122,7 @@ async def _execute_and_save(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> 
         saved, reason = await _save(ctx, node, plan, proc, snapshot, started_ns)
     elif status is Status.FAILED:
         reason = executor.failure_label(proc)
-        hint = executor.exit_hint(proc, plan.command or "", _path_dirs(plan.env))
+        hint = executor.exit_hint(proc, plan.command or "", _path_dirs(plan.env), cwd=ctx.root / node.project_dir)
         if hint:
             ctx.emit(Notice(hint, level="info", id=node.id))
     if status is not Status.SUCCESS or (write and not saved):

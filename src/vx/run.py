@@ -64,6 +64,7 @@ def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: 
 
     with stages("discover"):
         ws = workspace.discover(req.cwd)
+        _refuse_nested_run(ws, host_env)
         if lock is not None:
             lock.acquire(ws.root)
         ws_config = config.load_workspace(ws.root)
@@ -96,6 +97,13 @@ def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: 
         concurrency = ws_config.concurrency or cpus
     broad = req.all or (cwd_pkg == ROOT_PROJECT and any(t.package != ROOT_PROJECT for t in graph.requested))
     return Prepared(ws, graph, plans, index, store, hits, concurrency, broad, cache_dir)
+
+
+def _refuse_nested_run(ws: Workspace, host_env: Mapping[str, str]) -> None:
+    """A `vx run` from inside a task of the same workspace would wait on its own lock (WS-21)."""
+    if host_env.get("VX_RUN_WORKSPACE") == str(ws.root):
+        raise UsageError(f"`vx run` inside a task of the same workspace (from {host_env.get('VX_RUN_TASK', '?')})",
+                         hint="make the inner task a dependsOn entry of the outer one instead")
 
 
 def cache_policy(req: RunRequest) -> CachePolicy:
@@ -218,8 +226,9 @@ def _remove_signals() -> None:
 
 
 def _grace_s() -> float:
-    raw = os.environ.get("VX_KILL_GRACE_MS", "")
-    return int(raw) / 1000 if raw.isdigit() else 2.0
+    from vx.executor import kill_grace_ms
+
+    return kill_grace_ms() / 1000
 
 
 def _exit_code(results: tuple[TaskResult, ...], stopped_by: int | None) -> int:
