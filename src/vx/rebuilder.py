@@ -113,6 +113,9 @@ async def _execute_and_save(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> 
     cached = plan.outputs is not None
     write = cached and ctx.policy.write and ctx.store is not None
     snapshot = ctx.index.snapshot(plan.inputs) if write else None
+    if cached and plan.inputs is not None and plan.inputs.unmatched_globs:  # KEY-23
+        globs = ", ".join(plan.inputs.unmatched_globs)
+        ctx.emit(Notice(f"{node.id}: cache.inputs matched no files ({globs})", id=node.id))
     started_ns = time.time_ns()
     proc, attempts = await _attempts(ctx, node, plan, wipe=write)
     status = _status_of(proc)

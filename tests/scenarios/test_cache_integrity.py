@@ -90,3 +90,12 @@ def test_cache_dir_flag_holds_the_cache(repo, tmp_path):  # LC-03
     assert res.code == 0
     assert list(elsewhere.glob("*.tar.zst"))
     assert (elsewhere / ".gitignore").read_text().strip() == "*"
+
+
+def test_globs_that_match_nothing_are_named(repo):  # KEY-23
+    task = {"exec": {"command": "true"}, "cache": {"inputs": {"files": ["src/**", "nope/**"]}, "outputs": {"files": ["out/**"]}}}
+    repo.write(npm_workspace({"app": {"tasks": {"build": task}, "files": {"src/a.js": "A;"}}})).commit()
+    res = repo.vx("run", "build", "--all")
+    assert res.code == 0
+    assert "cache.inputs matched no files (nope/**)" in res.err
+    assert "cache.outputs matched no files (out/**)" in res.err
