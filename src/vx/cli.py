@@ -21,6 +21,7 @@ usage: vx <verb> [options]
 
 verbs:
   run [OPTIONS] [TASK | PKG#TASK …] [-- ARGS]   run tasks and what they depend on
+  info                                        what vx sees here: versions, workspace, cache, sandbox
   help [VERB]                                 show help for vx or one verb
   version                                     print the version (also --version)
 
@@ -50,7 +51,14 @@ exit: 0 all tasks ok · 1 a task failed, was skipped or aborted · 2 usage or co
       130 / 143 / 129 interrupted by SIGINT / SIGTERM / SIGHUP
 """
 
-VERB_HELP = {"run": RUN_HELP, "help": "usage: vx help [VERB]\n", "version": "usage: vx version\n"}
+INFO_HELP = """usage: vx info
+
+Prints what vx sees from here: its version, git and node, the workspace root, package manager,
+projects and tasks (or the config error), the cache dir and its size, workers, and the sandbox.
+"""
+
+VERB_HELP = {"run": RUN_HELP, "info": INFO_HELP, "help": "usage: vx help [VERB]\n",
+             "version": "usage: vx version\n"}
 
 # Flags of `vx run`: name -> (kind, dest). kind: flag | value | optional (value only after `=`).
 RUN_FLAGS = {
@@ -117,7 +125,21 @@ def _dispatch(args: list[str]) -> int:
             print(RUN_HELP, end="")
             return EXIT_OK
         return _run(parse_run(rest))
+    if verb == "info":
+        return _info(rest)
     raise _unknown_verb(verb)
+
+
+def _info(rest: list[str]) -> int:
+    from vx.info import info_rows, render
+
+    if rest and rest[0] in ("-h", "--help"):
+        print(INFO_HELP, end="")
+        return EXIT_OK
+    if rest:
+        raise UsageError(f"`vx info` takes no arguments, got `{rest[0]}`", hint="see `vx help info`")
+    print(render(info_rows(Path(os.getcwd()), os.environ)), end="")
+    return EXIT_OK
 
 
 def _help(rest: list[str]) -> int:

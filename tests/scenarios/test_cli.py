@@ -65,3 +65,21 @@ def test_footer_counts_tasks_and_cached(repo):  # CLI-55
     repo.vx("run", "build", "--all")
     res = repo.vx("run", "build", "--all")
     assert "1 tasks · 1 cached (100%)" in res.err or "1 task · 1 cached (100%)" in res.err
+
+
+def test_info_reports_workspace_and_cache(repo):  # CLI-08
+    repo.write(npm_workspace({"lib": {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": "A;"}}})).commit()
+    repo.vx("run", "build", "--all")
+    res = repo.vx("info", summary=False)
+    assert res.code == 0, res.err
+    rows = dict(line.split(None, 1) if not line.startswith("package") else ("package manager", line.split("manager", 1)[1].strip())
+                for line in res.out.splitlines())
+    assert rows["root"].strip() == str(repo.root)
+    assert rows["projects"].startswith("2 (1 tasks)")
+    assert rows["cache"].startswith("1 entries")
+
+
+def test_info_outside_a_workspace_still_answers(tmp_path):
+    proc = py("-m", "vx", "info", cwd=tmp_path)
+    assert proc.returncode == 0
+    assert "workspace  unavailable: no workspace root found" in proc.stdout or "unavailable" in proc.stdout
