@@ -1,0 +1,83 @@
+"""The import rules of ARCHITECTURE.md, held by walking every module's imports (ast)."""
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "vx"
+
+# module -> the vx modules it may import (a prefix allows the whole package). Stdlib is always fine.
+ALLOWED = {
+    "model": set(),
+    "errors": set(),
+    "graph": {"model", "errors"},
+    "keys": {"model"},
+    "scheduler": {"model", "events"},
+    "events": {"model"},
+    "globs": {"errors"},
+    "workspace": {"model", "errors"},
+    "files": {"model", "errors", "globs"},
+    "executor": {"model", "errors"},
+    "environment": {"errors"},
+}
+PURE_THIRD_PARTY = {"graph": set(), "keys": {"xxhash"}, "model": set(), "errors": set(), "scheduler": set()}
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every `vx.*` module imported anywhere in the file (top level or lazily), without the `vx.`."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "vx":
+            base = node.module[3:]
+            out |= {f"{base}.{a.name}".strip(".") if not base else base for a in node.names}
+        elif isinstance(node, ast.Import):
+            out |= {a.name[3:] for a in node.names if a.name.startswith("vx.")}
+    return {m for m in out if m and m != "__version__"}
+
+
+def third_party_of(path: Path) -> set[str]:
+    import sys
+
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return {n for n in names if n not in sys.stdlib_module_names and n not in ("vx", "__future__")}
+
+
+def module_files():
+    for path in SRC.rglob("*.py"):
+        yield ".".join(path.relative_to(SRC).with_suffix("").parts), path
+
+
+def test_layered_modules_import_only_what_they_may():
+    for name, path in module_files():
+        if name in ALLOWED:
+            bad = {m for m in imports_of(path) if m.split(".")[0] not in ALLOWED[name]}
+            assert not bad, f"vx.{name} may not import {sorted(bad)}"
+
+
+def test_pure_modules_use_no_third_party_beyond_their_own():
+    for name, allowed in PURE_THIRD_PARTY.items():
+        extra = third_party_of(SRC / f"{name}.py") - allowed
+        assert not extra, f"vx.{name} imports {sorted(extra)}"
+
+
+def test_only_the_entry_points_import_cli():
+    for name, path in module_files():
+        if name not in ("cli", "__main__"):
+            assert not any(m.split(".")[0] == "cli" for m in imports_of(path)), f"vx.{name} imports vx.cli"
+
+
+def test_core_never_imports_report():
+    for name, path in module_files():
+        if name.split(".")[0] not in ("report", "cli"):
+            assert not any(m.split(".")[0] == "report" for m in imports_of(path)), f"vx.{name} imports vx.report"
+
+
+def test_report_depends_only_on_values():
+    for name, path in module_files():
+        if name.startswith("report"):
+            bad = {m for m in imports_of(path) if m.split(".")[0] not in ("model", "events", "errors", "report")}
+            assert not bad, f"vx.{name} may not import {sorted(bad)}"
