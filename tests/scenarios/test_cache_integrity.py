@@ -99,3 +99,13 @@ def test_globs_that_match_nothing_are_named(repo):  # KEY-23
     assert res.code == 0
     assert "cache.inputs matched no files (nope/**)" in res.err
     assert "cache.outputs matched no files (out/**)" in res.err
+
+
+def test_unusable_cache_dir_fails_before_any_task(repo, tmp_path):  # LC-17
+    one_package(repo, command="touch ../../ran; mkdir -p dist; echo x > dist/out.js")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    res = repo.vx("run", "build", "--all", "--cache-dir", str(blocker), summary=False)
+    assert res.code == 2
+    assert str(blocker) in res.err and "Traceback" not in res.err
+    assert not (repo.root / "ran").exists()
