@@ -72,11 +72,34 @@ class EnvConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class SandboxConfig:
+    """`exec.sandbox` as declared (SB-01..SB-21): the task's whole permission surface.
+
+    Paths stay as written (project-relative, absolute or `~`); the sandbox resolves them
+    against the project when the task starts. `network` is True (the host's network), or
+    host patterns served through the run's proxy; `()` is no network at all.
+    """
+
+    read: tuple[str, ...] = ()
+    write: tuple[str, ...] = ()
+    network: bool | tuple[str, ...] = ()
+    unix_sockets: bool | tuple[str, ...] = False
+    local_binding: bool | tuple[int, ...] = False
+    pty: bool = False
+    git_config: bool = False
+    deny_network: tuple[str, ...] = ()
+    ignore_read: tuple[str, ...] = ()
+    ignore_write: tuple[str, ...] = ()
+    ignore_network: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class ExecConfig:
     command: str
     env: EnvConfig = EnvConfig()
     timeout_ms: int | None = None
     retries: int | None = None
+    sandbox: SandboxConfig | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +233,19 @@ class ProcessResult:
 
 
 @dataclass(frozen=True, slots=True)
+class Violation:
+    """One access a sandboxed task made outside its grants (SB-10, SB-12).
+
+    `kind` is read, write or network; `path` is workspace-relative (absolute outside it,
+    `host:port` for network); `grant_hint` is the grant that would allow it, as config text.
+    """
+
+    kind: str
+    path: str
+    grant_hint: str
+
+
+@dataclass(frozen=True, slots=True)
 class TaskResult:
     id: TaskId
     status: Status
@@ -226,6 +262,7 @@ class TaskResult:
     timed_out: bool = False
     cpu_ms: float | None = None
     peak_rss_bytes: int | None = None
+    violations: tuple[Violation, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -161,7 +161,7 @@ def test_ws08_unknown_project_keys(config, field, hint):
     assert "tags, tasks" in err.message
 
 
-@pytest.mark.parametrize("key", ["persistent", "interactive", "sandbox", "remote"])
+@pytest.mark.parametrize("key", ["persistent", "interactive", "remote"])
 def test_reference_exec_keys_are_refused_as_not_supported_yet(key):
     err = tasks_refusal({"exec": {"command": "x", key: {}}})
     assert err.field == f"tasks.build.exec.{key}"

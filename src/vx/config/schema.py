@@ -171,7 +171,6 @@ def _on_task(key: str) -> str:
 _NOT_YET = {
     "persistent": "vx tasks must finish in this version; run long-lived servers outside vx",
     "interactive": "run commands that read the terminal outside vx for now",
-    "sandbox": "remove `sandbox`; tasks run unsandboxed in this version",
     "remote": "remove `remote`; every task runs locally in this version",
 }
 
@@ -221,7 +220,7 @@ TASK = Level(
 
 EXEC = Level(
     "exec",
-    frozenset({"command", "env", "timeout", "retries"}),
+    frozenset({"command", "env", "timeout", "retries", "sandbox"}),
     foreign={
         "cmd": "in vx it is `command`",
         "script": "in vx it is `command`",
@@ -476,7 +475,15 @@ def _exec(value: Any, at: At) -> ExecConfig:
         timeout_ms=_integer(body["timeout"], at.key("timeout"), 1, MAX_TIMEOUT_MS)
         if "timeout" in body else None,
         retries=_integer(body["retries"], at.key("retries"), 0) if "retries" in body else None,
+        sandbox=_sandbox(body["sandbox"], at.key("sandbox")) if "sandbox" in body else None,
     )
+
+
+def _sandbox(value: Any, at: At):
+    """exec.sandbox (SB-01): validated in its own module, loaded only by configs that use it."""
+    from vx.config.sandbox import validate_sandbox
+
+    return validate_sandbox(value, at)
 
 
 def _command(value: Any, at: At) -> str:
