@@ -23,6 +23,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Mapping, Sequence
 
@@ -157,6 +158,22 @@ class ProcessTable:
 # ---------------------------------------------------------------- one child
 
 
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """Start a task through a wrapper (the sandbox's bwrap argv) instead of `sh -c command`.
+
+    Why here: the wrapper still needs everything execute() owns — its own process group,
+    timeouts, Ctrl-C, the drain bound, the reaping. `stdin` is an fd the child reads as
+    stdin (default /dev/null), `pass_fds` stay open at their numbers, and `polite_group`
+    names the process group that SIGTERM/SIGINT go to once it is known (None: our own).
+    """
+
+    argv: Sequence[str]
+    stdin: int | None = None
+    pass_fds: Sequence[int] = ()
+    polite_group: Callable[[], int | None] | None = None
+
+
 class _Child:
     """One spawned shell: its pid (also its process group id) and how it ended."""
 
@@ -170,30 +187,39 @@ class _Child:
         self.own_rss = _own_peak_rss()  # sampled after exec: see _peak_rss
         self.killed = False  # SIGKILL was needed to end the shell
         self.term_deadline: float | None = None
+        self.launch: Launch | None = None
 
     @classmethod
-    def spawn(cls, command: str, cwd: Path, env: Mapping[str, str], table: ProcessTable) -> _Child:
-        """Start `sh -c command` in a new session, register it and watch for its exit."""
+    def spawn(cls, command: str, cwd: Path, env: Mapping[str, str], table: ProcessTable,
+              launch: Launch | None = None) -> _Child:
+        """Start `sh -c command` (or the launch's argv) in a new session, register it and watch for its exit."""
         popen = subprocess.Popen(
-            ["sh", "-c", command],
-            executable=SHELL,
+            list(launch.argv) if launch else ["sh", "-c", command],
+            executable=None if launch else SHELL,
             cwd=cwd,
             env=dict(env),
-            stdin=subprocess.DEVNULL,
+            stdin=launch.stdin if launch and launch.stdin is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
+            pass_fds=tuple(launch.pass_fds) if launch else (),
         )
         child = cls(popen, table)
+        child.launch = launch
         table._add(child)
         _watch_exit(child.pid, child._on_exit)
         return child
 
     def signal(self, sig: int) -> None:
-        """Send `sig` to the whole group; after the shell is reaped, only while members live."""
+        """Send `sig` to the whole group; after the shell is reaped, only while members live.
+
+        A launch may name another group for the polite signals (a sandbox's inner session);
+        SIGKILL always goes to our own group, whose death takes the launch's processes along.
+        """
         if self.exited.done() and not group_alive(self.pid):
             return  # the number may already belong to someone else
-        _killpg(self.pid, sig)
+        polite = self.launch.polite_group() if self.launch and self.launch.polite_group else None
+        _killpg(polite if polite and sig != signal.SIGKILL and not self.exited.done() else self.pid, sig)
         if sig == signal.SIGKILL and not self.exited.done():
             self.killed = True
 
@@ -375,19 +401,20 @@ async def execute(
     on_output: Callable[[LogChunk], None],
     table: ProcessTable,
     grace_ms: int | None = None,
+    launch: Launch | None = None,
 ) -> ProcessResult:
     """Run `sh -c command` to the end and describe how it ended; never raise for the task.
 
     `grace_ms` is the SIGTERM-to-SIGKILL grace, `VX_KILL_GRACE_MS` when None. A spawn
     failure is a result (exit 127 with `spawn_error`); cancellation stops the group,
-    reaps the shell and re-raises.
+    reaps the shell and re-raises. With `launch`, its argv runs instead of the shell.
     """
     grace_s = (kill_grace_ms() if grace_ms is None else grace_ms) / 1000
     started = time.monotonic()
     try:
-        child = _Child.spawn(command, cwd, env, table)
+        child = _Child.spawn(command, cwd, env, table, launch)
     except (OSError, ValueError) as exc:
-        error = _spawn_error(exc, cwd)
+        error = _spawn_error(exc, cwd, launch.argv[0] if launch else SHELL)
         return ProcessResult(exit_code=127, duration_ms=_ms_since(started), spawn_error=error)
     capture = _Capture(child.popen, on_output)
     try:
@@ -506,13 +533,13 @@ def _ms_since(started: float) -> float:
     return (time.monotonic() - started) * 1000
 
 
-def _spawn_error(exc: Exception, cwd: Path) -> str:
+def _spawn_error(exc: Exception, cwd: Path, program: str = SHELL) -> str:
     """Say why the shell could not start, naming the directory when that is the cause."""
     if isinstance(exc, OSError) and str(exc.filename) == str(cwd):
         return f"cannot enter the task's directory {cwd}: {exc.strerror}"
     if isinstance(exc, OSError):
-        return f"cannot start {SHELL}: {exc.strerror}"
-    return f"cannot start {SHELL}: {exc}"
+        return f"cannot start {program}: {exc.strerror}"
+    return f"cannot start {program}: {exc}"
 
 
 # ---------------------------------------------------------------- verdicts (EX-14, CLI-59)
