@@ -1,0 +1,296 @@
+"""Trace what a sandboxed task touched: the strace command line, and a streaming parser.
+
+strace runs *inside* the sandbox (no pid-namespace translation, no bwrap noise) with
+`-DD` so that a background child can never hold the run open, `--seccomp-bpf` so that only
+the listed syscalls stop, `-y` so that fds and `AT_FDCWD` carry their paths, and `-xx` so
+that every string and decoration is pure `\\xHH` — no quote, `<` or `) = ` can hide in a
+path, which keeps a regex parser safe (sandbox.md §4.8, §4.9, pitfalls 12-22).
+
+The parser keeps O(1) state per pid: the text of an unfinished call, and the cwd, which
+legacy calls (`mkdir`, `rename`, `chdir` without a dirfd) resolve against and which a
+child inherits from the `clone`/`fork` that made it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+SYSCALLS = (
+    "open", "openat", "openat2", "creat", "truncate", "execve", "execveat",
+    "mkdir", "mkdirat", "rmdir", "unlink", "unlinkat", "rename", "renameat", "renameat2",
+    "link", "linkat", "symlink", "symlinkat", "chdir", "fchdir",
+    "clone", "clone3", "fork", "vfork", "io_uring_setup",
+)  # fmt: skip
+# The trace reaches strace as its stdin (fd 0): bwrap passes stdin straight through, and the
+# shim then points the task's stdin at /dev/null (EX-10), so the task never sees the trace.
+TRACE_PATH = "/proc/self/fd/0"
+SHIM = ["/bin/sh", "-c", 'exec 0</dev/null; exec "$@"', "vx-task"]
+
+
+def strace_argv(strace: str) -> list[str]:
+    """The strace prefix that traces the command after it, writing to TRACE_PATH."""
+    return [
+        strace, "-DD", "-f", "-qq", "-y", "-xx", "--seccomp-bpf", "-e", "signal=none",
+        "-e", "trace=" + ",".join(SYSCALLS),
+        "-e", "inject=io_uring_setup:error=ENOSYS",  # io_uring file ops are invisible to ptrace (pitfall 22)
+        "-o", TRACE_PATH, "--", *SHIM,
+    ]  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """One file access the task made, resolved to an absolute path.
+
+    `kind` is read, write, exec, list (a directory opened to enumerate) or probe (O_PATH);
+    `path` is what was asked for, lexically normalised; `real` the path the kernel opened
+    (from `-y`) when the call succeeded and said so; `errno` is None on success.
+    """
+
+    pid: int
+    kind: str
+    syscall: str
+    path: str
+    errno: str | None = None
+    real: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.errno is None
+
+
+# ---------------------------------------------------------------- lexing
+
+_LINE = re.compile(r"\s*(\d+)\s+(.*)")
+_RESUMED = re.compile(r"<\.\.\. \w+ resumed>\s?(.*)")
+_CALL = re.compile(r"(\w+)\((.*)")
+_TOKEN = re.compile(r'(AT_FDCWD|-?\d+)<((?:[^<>]|\\x[0-9a-f]{2})*)>|"((?:\\x[0-9a-f]{2})*)"')
+_FLAG = re.compile(r"\bO_[A-Z]+\b")
+_HEX = re.compile(r"\\x([0-9a-f]{2})")
+_UNFINISHED = " <unfinished ...>"
+_NOT_FINAL = ("ERESTARTSYS", "ERESTARTNOINTR", "ERESTARTNOHAND", "ERESTART_RESTARTBLOCK", "EINTR")
+_WRITE_FLAGS = frozenset({"O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC"})
+
+
+def unhex(text: str) -> str:
+    """Decode strace's `-xx` escapes back to a file-system path (undecodable bytes kept)."""
+    if "\\x" not in text:
+        return text
+    return os.fsdecode(_HEX.sub(lambda m: chr(int(m.group(1), 16)), text).encode("latin-1"))
+
+
+@dataclass(slots=True)
+class _Call:
+    """One complete syscall line, split: name, raw arguments, result, decoded return path."""
+
+    pid: int
+    name: str
+    args: str
+    ret: str
+    errno: str | None
+    ret_path: str | None
+
+
+def _split_call(pid: int, text: str) -> _Call | None:
+    """Split `name(args) = RET…`; None for anything else (exits, signals, a `?` result)."""
+    match = _CALL.match(text)
+    if match is None:
+        return None
+    cut = text.rfind(" = ")  # strace pads short calls: `vfork()       = 8`
+    head, result = text[:cut].rstrip(), text[cut + 3:]
+    if cut < 0 or not head.endswith(")") or "(INJECTED)" in result:
+        return None
+    head = head[:-1]
+    ret = result.split(" ", 1)[0]
+    if ret == "?":
+        return None
+    errno = result.split(" ")[1] if ret.startswith("-") and " " in result else None
+    if errno in _NOT_FINAL:
+        return None
+    decoration = re.match(r"-?\d+<((?:[^<>]|\\x[0-9a-f]{2})*)>", ret)
+    ret_path = unhex(decoration.group(1)) if decoration else None
+    return _Call(pid, match.group(1), head[len(match.group(1)) + 1:], ret, errno, ret_path)
+
+
+def _tokens(args: str) -> list[tuple[str, str]]:
+    """The path-ish arguments in order: ("fd", decoded path) or ("str", decoded string)."""
+    out = []
+    for m in _TOKEN.finditer(args):
+        out.append(("fd", unhex(m.group(2))) if m.group(1) is not None else ("str", unhex(m.group(3))))
+    return out
+
+
+# ---------------------------------------------------------------- the parser
+
+
+class TraceParser:
+    """Turn strace lines into Accesses, one line at a time, tracking each pid's cwd."""
+
+    def __init__(self, cwd: str) -> None:
+        self.initial_cwd = cwd
+        self._cwd: dict[int, str] = {}
+        self._pending: dict[int, str] = {}
+        self.lines = 0
+
+    def feed(self, lines: Iterable[str]) -> Iterator[Access]:
+        for line in lines:
+            self.lines += 1
+            yield from self.line(line)
+
+    def line(self, line: str) -> list[Access]:
+        match = _LINE.match(line.rstrip("\n"))
+        if match is None:
+            return []
+        pid, text = int(match.group(1)), match.group(2)
+        text = self._join(pid, text)
+        if text is None:
+            return []
+        call = _split_call(pid, text)
+        return [] if call is None else self._call(call)
+
+    def _join(self, pid: int, text: str) -> str | None:
+        """Join `<unfinished ...>` with its `<... resumed>` (pids interleave, pitfall 12)."""
+        if text.endswith(_UNFINISHED):
+            self._pending[pid] = text[: -len(_UNFINISHED)]
+            return None
+        resumed = _RESUMED.match(text)
+        if resumed:
+            return self._pending.pop(pid, "") + resumed.group(1)
+        return text
+
+    def cwd(self, pid: int) -> str:
+        return self._cwd.get(pid, self.initial_cwd)
+
+    def _call(self, call: _Call) -> list[Access]:
+        tokens = _tokens(call.args)
+        for kind, value in tokens:
+            if kind == "fd" and value.startswith("/") and call.args.startswith("AT_FDCWD<"):
+                self._cwd[call.pid] = value  # -y decorates AT_FDCWD with the cwd: authoritative
+                break
+        handler = _HANDLERS.get(call.name)
+        return handler(self, call, tokens) if handler else []
+
+    # ------------------------------------------------------------ resolving
+
+    def _at(self, call: _Call, dirfd: tuple[str, str] | None, path: str) -> str:
+        """Resolve `path` against a decorated dirfd, or the pid's cwd (legacy calls)."""
+        if path.startswith("/"):
+            return os.path.normpath(path)
+        base = dirfd[1] if dirfd and dirfd[0] == "fd" and dirfd[1].startswith("/") else self.cwd(call.pid)
+        return os.path.normpath(os.path.join(base, path)) if path else base
+
+    def _access(self, call: _Call, kind: str, path: str, real: str | None = None) -> Access:
+        return Access(call.pid, kind, call.name, path, call.errno, real if call.errno is None else None)
+
+
+def _strings(tokens: list[tuple[str, str]]) -> list[str]:
+    return [value for kind, value in tokens if kind == "str"]
+
+
+def _pairs(tokens: list[tuple[str, str]]) -> list[tuple[tuple[str, str] | None, str]]:
+    """(dirfd, path) pairs for *at calls: each string with the fd token just before it."""
+    out, last = [], None
+    for token in tokens:
+        if token[0] == "fd":
+            last = token
+        else:
+            out.append((last, token[1]))
+            last = None
+    return out
+
+
+def _open_kind(args: str) -> str:
+    flags = set(_FLAG.findall(args))
+    if flags & _WRITE_FLAGS:
+        return "write"
+    if "O_PATH" in flags:
+        return "probe"
+    return "list" if "O_DIRECTORY" in flags else "read"
+
+
+def _on_open(p: TraceParser, call: _Call, tokens) -> list[Access]:
+    pairs = _pairs(tokens)
+    if not pairs:
+        return []
+    dirfd, path = pairs[0] if call.name != "open" else (None, pairs[0][1])
+    kind = "write" if call.name == "creat" else _open_kind(call.args)
+    return [p._access(call, kind, p._at(call, dirfd, path), call.ret_path)]
+
+
+def _on_single(kind: str):
+    """Calls whose first path (after an optional dirfd) is the one touched: mkdir, unlink, exec…"""
+
+    def handle(p: TraceParser, call: _Call, tokens) -> list[Access]:
+        pairs = _pairs(tokens)
+        if not pairs:
+            return []
+        dirfd, path = pairs[0]
+        if call.errno == "EEXIST" and call.name.startswith("mkdir"):
+            return []  # the directory was there already: nothing was written
+        return [p._access(call, kind, p._at(call, dirfd if call.name.endswith("at") else None, path))]
+
+    return handle
+
+
+def _on_two(first_kind: str | None):
+    """rename/link: the second path is written; rename also removes the first."""
+
+    def handle(p: TraceParser, call: _Call, tokens) -> list[Access]:
+        pairs = _pairs(tokens)
+        if len(pairs) < 2:
+            return []
+        at = call.name.endswith(("at", "at2"))
+        (fd1, old), (fd2, new) = pairs[0], pairs[1]
+        out = [p._access(call, "write", p._at(call, fd2 if at else None, new))]
+        if first_kind:
+            out.insert(0, p._access(call, first_kind, p._at(call, fd1 if at else None, old)))
+        return out
+
+    return handle
+
+
+def _on_symlink(p: TraceParser, call: _Call, tokens) -> list[Access]:
+    pairs = _pairs(tokens)
+    if len(pairs) < 2:
+        return []
+    dirfd, link = pairs[1]
+    return [p._access(call, "write", p._at(call, dirfd if call.name == "symlinkat" else None, link))]
+
+
+def _on_chdir(p: TraceParser, call: _Call, tokens) -> list[Access]:
+    if call.errno is None:
+        if call.name == "fchdir":
+            fds = [value for kind, value in tokens if kind == "fd" and value.startswith("/")]
+            if fds:
+                p._cwd[call.pid] = fds[0]
+        else:
+            strings = _strings(tokens)
+            if strings:
+                p._cwd[call.pid] = p._at(call, None, strings[0])
+    return []
+
+
+def _on_fork(p: TraceParser, call: _Call, tokens) -> list[Access]:
+    if call.errno is None and call.ret.isdigit() and int(call.ret) > 0:
+        p._cwd.setdefault(int(call.ret), p.cwd(call.pid))
+    return []
+
+
+_HANDLERS = {
+    "open": _on_open, "openat": _on_open, "openat2": _on_open, "creat": _on_open,
+    "truncate": _on_single("write"), "execve": _on_single("exec"), "execveat": _on_single("exec"),
+    "mkdir": _on_single("write"), "mkdirat": _on_single("write"),
+    "rmdir": _on_single("write"), "unlink": _on_single("write"), "unlinkat": _on_single("write"),
+    "rename": _on_two("write"), "renameat": _on_two("write"), "renameat2": _on_two("write"),
+    "link": _on_two(None), "linkat": _on_two(None),
+    "symlink": _on_symlink, "symlinkat": _on_symlink,
+    "chdir": _on_chdir, "fchdir": _on_chdir,
+    "clone": _on_fork, "clone3": _on_fork, "fork": _on_fork, "vfork": _on_fork,
+}  # fmt: skip
+
+
+def parse(lines: Iterable[str], cwd: str) -> list[Access]:
+    """Parse a whole trace; `cwd` is the task's starting directory."""
+    return list(TraceParser(cwd).feed(lines))
