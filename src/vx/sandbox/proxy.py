@@ -172,7 +172,10 @@ class Proxy:
             assert task is not None
             self._connections.add(task)
             task.add_done_callback(self._connections.discard)
-            await self._serve(label, reader, writer)
+            try:
+                await self._serve(label, reader, writer)
+            except asyncio.CancelledError:
+                pass  # stop(): end quietly (3.11's stream callback would log a cancelled task)
 
         server = await asyncio.start_unix_server(on_connection, path=str(path), limit=MAX_HEAD)
         os.chmod(path, 0o600)
