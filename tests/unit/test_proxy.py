@@ -180,9 +180,9 @@ def test_an_unlisted_host_is_refused_and_recorded(proxy):
     assert tunnel.returncode == 56 and "403" in tunnel.stderr
     assert socks.returncode == 97
     assert proxy.violations("app#build") == [
-        Violation("network", "unlisted.example.org:8080", 'exec.sandbox.allow.network: ["unlisted.example.org"]'),
-        Violation("network", "unlisted.example.org:443", 'exec.sandbox.allow.network: ["unlisted.example.org"]'),
-        Violation("network", "denied.example.com:80", 'denied by exec.sandbox.deny.network "denied.example.com"'),
+        Violation("network", "unlisted.example.org:8080", 'allow.network "unlisted.example.org"'),
+        Violation("network", "unlisted.example.org:443", 'allow.network "unlisted.example.org"'),
+        Violation("network", "denied.example.com:80", 'denied by deny.network "denied.example.com"'),
     ]
 
 

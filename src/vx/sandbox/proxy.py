@@ -255,10 +255,11 @@ class Proxy:
 
 
 def _grant_hint(refusal: Refusal) -> str:
+    """`allow.network "host"` (the frame's grant column), or the deny pattern that refused."""
     if refusal.denied_by is not None:
-        return f"denied by exec.sandbox.deny.network \"{refusal.denied_by}\""
+        return f"denied by deny.network \"{refusal.denied_by}\""
     host = f"[{refusal.host}]" if ":" in refusal.host else refusal.host
-    return f"exec.sandbox.allow.network: [\"{host}\"]"
+    return f"allow.network \"{host}\""
 
 
 def _parse_head(head: bytes) -> tuple[str, str, int, bytes] | None:
