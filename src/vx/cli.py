@@ -41,6 +41,7 @@ options:
   --continue[=MODE]         never | deps-ok (default) | always (bare: always)
   --force                   ignore cache hits, run everything, save the results
   --no-cache                neither read nor write the cache
+  --cache SPEC              read/write per layer, e.g. local:rw,remote:r (`remote:` = off)
   --cache-dir PATH          the cache directory (default: <root>/.vx/cache)
   --timeout MS              default per-task timeout in milliseconds
   --retry N                 default extra attempts for a failing task
@@ -67,6 +68,7 @@ RUN_FLAGS = {
     "--continue": ("optional", "continue_mode"),
     "--force": ("flag", "force"),
     "--no-cache": ("flag", "no_cache"),
+    "--cache": ("value", "cache"),
     "--cache-dir": ("value", "cache_dir"),
     "--timeout": ("value", "timeout"),
     "--retry": ("value", "retry"),
@@ -88,6 +90,7 @@ class RunArgs:
     continue_mode: str | None = None
     force: bool = False
     no_cache: bool = False
+    cache: str | None = None
     cache_dir: str | None = None
     timeout: str | None = None
     retry: str | None = None
@@ -250,7 +253,8 @@ def _run(args: RunArgs) -> int:
     req = RunRequest(
         cwd=Path(os.getcwd()), names=tuple(args.names), all=args.all, forward_args=tuple(args.forward),
         concurrency=args.concurrency, continue_mode=_continue_mode(args.continue_mode), no_cache=args.no_cache,
-        force=args.force, cache_dir=args.cache_dir, timeout_ms=timeout, retries=_plain_int("--retry", args.retry))
+        force=args.force, cache_dir=args.cache_dir, timeout_ms=timeout, retries=_plain_int("--retry", args.retry),
+        cache_spec=args.cache, dry=args.dry is not None)
     return _run_request(req, _dry_format(args.dry), args.summarize, timer_start)
 
 
@@ -299,6 +303,9 @@ def _dry(prep, fmt: str) -> int:
     render_dry(dry_plan(prep), fmt, sys.stdout)
     if prep.store is not None:
         prep.store.close()
+    notes = [(message, "warning") for message in prep.notices]
+    for message, level in notes + (prep.remote.messages() if prep.remote is not None else []):
+        _say(f"vx: warning: {message}" if level == "warning" else f"vx: {message}")
     return EXIT_OK
 
 

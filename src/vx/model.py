@@ -137,11 +137,26 @@ class ProjectConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class RemoteCacheConfig:
+    """Workspace `remoteCache` (RC-13, RC-14). Never a token: those come from the environment."""
+
+    kind: str  # turbo | nx
+    url: str | None = None  # turbo `apiUrl`, nx `url`
+    team: str | None = None
+    team_id: str | None = None
+    signature: bool | None = None  # None: on exactly when TURBO_REMOTE_CACHE_SIGNATURE_KEY is set
+    upload: str = "ci"  # ci | always | never
+    timeout_ms: int | None = None
+    max_artifact_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class WorkspaceConfig:
     source: str = ""
     concurrency: int | None = None
     cache_dir: str | None = None
     timeout_ms: int | None = None
+    remote_cache: RemoteCacheConfig | None = None
 
 
 # ---------------------------------------------------------------- graph

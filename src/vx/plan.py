@@ -68,6 +68,7 @@ class RunOptions:
     timeout_ms: int | None = None
     retries: int | None = None
     workspace_timeout_ms: int | None = None
+    cache_dir: Path | None = None  # a sandbox walls it off when it lies inside the workspace (SB-05)
 
 
 def make_plans(ws: Workspace, graph: TaskGraph, index: files.FileIndex, opts: RunOptions,
@@ -84,7 +85,25 @@ def make_plans(ws: Workspace, graph: TaskGraph, index: files.FileIndex, opts: Ru
         else:
             plans[tid] = _task_plan(ws, node, index, opts, host_env, fingerprint, nested.get(node.project_dir, ()),
                                     plans, default_timeout)
+            if node.config.exec.sandbox is not None:
+                plans[tid] = _with_sandbox(ws, graph, node, plans[tid], opts, host_env)
     return plans
+
+
+def _with_sandbox(ws: Workspace, graph: TaskGraph, node: TaskNode, plan: TaskPlan, opts: RunOptions,
+                  host_env: Mapping[str, str]) -> TaskPlan:
+    """Resolve `exec.sandbox` now, so a grant no run could honour is refused before anything runs (SB-04)."""
+    from dataclasses import replace
+
+    from vx.sandbox import grants
+
+    cfg = node.config
+    folded = grants.folded_packages(graph.nodes, node.id, keys.select_upstream) if cfg.cache else None
+    spec = grants.plan_sandbox(cfg.exec.sandbox, root=ws.root, project_rel=node.project_dir, task=str(node.id),
+                               task_name=node.id.task, projects={p.dir: p.name for p in ws.packages.values()},
+                               linked=grants.linked_packages(ws.packages, node.id.package), folded=folded,
+                               cache_dir=opts.cache_dir, home=host_env.get("HOME"))
+    return replace(plan, sandbox=spec)
 
 
 def _group_plan(node: TaskNode, plans: Mapping[TaskId, TaskPlan]) -> TaskPlan:

@@ -53,6 +53,7 @@ class RunContext:
     emit: Emit
     priority: Mapping[TaskId, int]
     tainted: set[TaskId] = field(default_factory=set)  # downstream of a failure or a withheld save
+    remote: Any = None  # store.layered.LayeredStore when a remote layer reads (RC-02), else None
 
 
 async def rebuild(ctx: RunContext, node: TaskNode, results: Mapping[TaskId, TaskResult]) -> TaskResult:
@@ -75,7 +76,9 @@ async def rebuild(ctx: RunContext, node: TaskNode, results: Mapping[TaskId, Task
 
 
 async def _try_hit(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> TaskResult | None:
-    entry = ctx.hits.get(plan.key)
+    entry, served = ctx.hits.get(plan.key), CacheStatus.LOCAL
+    if entry is None and ctx.remote is not None:  # local first, then the prefetched download (RC-02)
+        entry, served = await ctx.remote.fetched(plan.key), CacheStatus.REMOTE
     if entry is None:
         return None
     started = time.monotonic()
@@ -92,8 +95,8 @@ async def _try_hit(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> TaskResul
             ctx.emit(Notice(f"cache entry for {node.id} cannot be restored ({exc.reason}); running the task instead",
                             id=node.id))
             return None
-    ctx.emit(CacheRestored(node.id, CacheStatus.LOCAL))
-    return _hit(node, plan, entry, log, CacheStatus.LOCAL, started)
+    ctx.emit(CacheRestored(node.id, served))
+    return _hit(node, plan, entry, log, served, started)
 
 
 def _restore(ctx: RunContext, entry: Any, outputs: Any) -> tuple[LogChunk, ...]:

@@ -40,6 +40,8 @@ class RunRequest:
     cache_dir: str | None = None
     timeout_ms: int | None = None
     retries: int | None = None
+    cache_spec: str | None = None  # `--cache local:rw,remote:r` (CLI-27)
+    dry: bool = False  # planning only: the remote is probed, never downloaded from (RC-04)
 
 
 @dataclass
@@ -55,6 +57,10 @@ class Prepared:
     concurrency: int
     broad: bool
     cache_dir: Path
+    policy: CachePolicy = CachePolicy()
+    remote: object | None = None  # store.layered.LayeredStore when a remote layer is on (also `store`)
+    remote_hits: frozenset[str] = frozenset()  # `--dry` only: keys the remote holds
+    notices: tuple[str, ...] = ()
 
 
 def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: RunLock | None = None) -> Prepared:
@@ -80,23 +86,44 @@ def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: 
     with stages("keys"):
         opts = RunOptions(req.forward_args, req.timeout_ms, req.retries, ws_config.timeout_ms)
         plans = make_plans(ws, graph, index, opts, host_env)
-    policy = cache_policy(req)
-    store, hits = None, {}
+    from vx.store.policy import plan_cache
+
+    cache = plan_cache(no_cache=req.no_cache, force=req.force, spec=req.cache_spec, cfg=ws_config.remote_cache,
+                       env=host_env)
+    policy = CachePolicy(read=cache.axes.reads, write=cache.axes.writes)
+    store, hits, remote, remote_hits = None, {}, None, frozenset()
     if policy.read or policy.write:
         with stages("open cache"):
             from vx.store.local import LocalStore
 
             store = LocalStore(cache_dir, ws.root)
-        if policy.read:
+        if cache.axes.local_read:
             with stages("probe"):
                 hits = store.probe(p.key for t, p in plans.items() if p.outputs is not None)
+        if cache.remote is not None:
+            with stages("remote probe" if req.dry else "prefetch"):
+                store = remote = _open_remote(store, cache, plans, hits)
+                remote_hits = remote.probe_remote(remote.wanted) if req.dry and cache.axes.remote_read else set()
+                if not req.dry:
+                    remote.prefetch(remote.wanted)
     cpus = environment.default_concurrency()
     if req.concurrency is not None:
         concurrency = environment.parse_concurrency(req.concurrency, cpus)
     else:
         concurrency = ws_config.concurrency or cpus
     broad = req.all or (cwd_pkg == ROOT_PROJECT and any(t.package != ROOT_PROJECT for t in graph.requested))
-    return Prepared(ws, graph, plans, index, store, hits, concurrency, broad, cache_dir)
+    return Prepared(ws, graph, plans, index, store, hits, concurrency, broad, cache_dir, policy, remote,
+                    frozenset(remote_hits), cache.notices)
+
+
+def _open_remote(local, cache, plans: Mapping[TaskId, TaskPlan], hits: Mapping[str, object]):
+    """Put the remote layer behind the local store (RC-02); it learns which keys the run wants."""
+    from vx.store.layered import LayeredStore, wanted_from
+    from vx.store.remote import open_layer
+
+    layered = LayeredStore(local, open_layer(cache.remote), cache.axes)
+    layered.wanted = wanted_from(plans, hits)
+    return layered
 
 
 def _refuse_nested_run(ws: Workspace, host_env: Mapping[str, str]) -> None:
@@ -104,14 +131,6 @@ def _refuse_nested_run(ws: Workspace, host_env: Mapping[str, str]) -> None:
     if host_env.get("VX_RUN_WORKSPACE") == str(ws.root):
         raise UsageError(f"`vx run` inside a task of the same workspace (from {host_env.get('VX_RUN_TASK', '?')})",
                          hint="make the inner task a dependsOn entry of the outer one instead")
-
-
-def cache_policy(req: RunRequest) -> CachePolicy:
-    if req.no_cache:
-        return CachePolicy(read=False, write=False)
-    if req.force:
-        return CachePolicy(read=False, write=True)
-    return CachePolicy()
 
 
 def resolve_cache_dir(req: RunRequest, ws: Workspace, ws_config, host_env: Mapping[str, str]) -> Path:
@@ -157,8 +176,10 @@ def dry_plan(prep: Prepared) -> list[PlannedTask]:
             predicted = "group"
         elif plan.outputs is None or prep.store is None:
             predicted = "no-cache"
+        elif plan.key in prep.hits:
+            predicted = "hit-local"
         else:
-            predicted = "hit-local" if plan.key in prep.hits else "miss"
+            predicted = "hit-remote" if plan.key in prep.remote_hits else "miss"
         rows.append(PlannedTask(tid, plan.command, plan.key, predicted, node.deps, node.project_dir))
     return rows
 
@@ -171,13 +192,21 @@ def execute(prep: Prepared, req: RunRequest, emit: Emit, stages: Stages) -> RunS
     started = time.time()
     with stages("run graph"):
         results, stopped_by = asyncio.run(_walk(prep, req, emit))
-    if prep.store is not None:
-        prep.store.close()
+    with stages("close cache"):
+        _close_store(prep, emit)
     ordered = tuple(results[t] for t in prep.graph.order if not prep.graph.nodes[t].is_group)
     summary = RunSummary(str(uuid.uuid4()), ordered, started, time.time(), _exit_code(ordered, stopped_by),
                          interrupted=stopped_by is not None)
     emit(RunFinished(summary))
     return summary
+
+
+def _close_store(prep: Prepared, emit: Emit) -> None:
+    """Close the store; with a remote layer that drains the uploads and tells the tally (RC-02)."""
+    if prep.remote is not None:
+        prep.remote.close(lambda message, level: emit(Notice(message, level=level)))
+    elif prep.store is not None:
+        prep.store.close()
 
 
 async def _walk(prep: Prepared, req: RunRequest, emit: Emit) -> tuple[dict[TaskId, TaskResult], int | None]:
@@ -188,10 +217,14 @@ async def _walk(prep: Prepared, req: RunRequest, emit: Emit) -> tuple[dict[TaskI
     stop = asyncio.Event()
     stopped_by: list[int] = []
     ctx = RunContext(root=prep.ws.root, plans=prep.plans, hits=prep.hits, index=prep.index, store=prep.store,
-                     policy=cache_policy(req), slots=PrioritySlots(prep.concurrency),
+                     policy=prep.policy, slots=PrioritySlots(prep.concurrency),
                      restore_slots=asyncio.Semaphore(2 * prep.concurrency), table=table, emit=emit,
-                     priority=prep.graph.priority)
+                     priority=prep.graph.priority, remote=prep.remote)
     emit(RunStarted(prep.graph, prep.concurrency))
+    for message in prep.notices:
+        emit(Notice(message))
+    if prep.remote is not None:
+        prep.remote.attach(lambda message, level: emit(Notice(message, level=level)))
     _install_signals(table, stop, stopped_by)
     try:
         results = await walk(prep.graph, lambda node, res: rebuild(ctx, node, res),

@@ -17,7 +17,8 @@ from typing import Any, Callable, Mapping, NoReturn
 
 from vx.errors import ConfigError, did_you_mean
 from vx.globs import GlobSet, glob_error
-from vx.model import CacheConfig, EnvConfig, ExecConfig, ProjectConfig, TaskConfig, WorkspaceConfig
+from vx.model import (CacheConfig, EnvConfig, ExecConfig, ProjectConfig, RemoteCacheConfig, TaskConfig,
+                      WorkspaceConfig)
 
 MAX_TIMEOUT_MS = 2**31 - 1
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -257,7 +258,7 @@ _NOT_YET_WS = "remove it; the defaults apply in this version"
 
 WORKSPACE = Level(
     "the workspace config",
-    frozenset({"concurrency", "cacheDir", "timeout"}),
+    frozenset({"concurrency", "cacheDir", "timeout", "remoteCache"}),
     foreign={
         "pipeline": _turbo("pipeline", "each package's vx.config.json `tasks`"),
         "tasks": "tasks live in each package's vx.config.json",
@@ -675,4 +676,68 @@ def validate_workspace(data: Any, file: str) -> WorkspaceConfig:
         cache_dir=cache_dir,
         timeout_ms=_integer(obj["timeout"], at.key("timeout"), 1, MAX_TIMEOUT_MS)
         if "timeout" in obj else None,
+        remote_cache=_remote_cache(obj["remoteCache"], at.key("remoteCache")) if "remoteCache" in obj else None,
     )
+
+
+# ---------------------------------------------------------------- remoteCache (RC-13, RC-14)
+
+_TURBO_HOME = "remoteCache.turbo"
+REMOTE_CACHE = Level(
+    "remoteCache",
+    frozenset({"turbo", "nx", "upload", "timeout", "maxArtifactSize"}),
+    foreign={k: f"in vx it is {_TURBO_HOME}.{v}" for k, v in
+             (("apiUrl", "apiUrl"), ("teamId", "teamId"), ("teamSlug", "team"), ("signature", "signature"))},
+    unsupported={"preflight": "remove it; vx sends no preflight in this version",
+                 "uploadTimeout": "remove it; set TURBO_REMOTE_CACHE_UPLOAD_TIMEOUT (seconds) instead",
+                 "enabled": "remove it; `--cache=remote:` turns the remote off for a run"},
+)
+TURBO_REMOTE = Level(f"{_TURBO_HOME}", frozenset({"apiUrl", "team", "teamId", "signature"}),
+                     foreign={"teamSlug": "in vx it is `team`"})
+NX_REMOTE = Level("remoteCache.nx", frozenset({"url"}))
+UPLOAD_MODES = ("ci", "always", "never")
+_SECRET_KEYS = ("token", "accessToken", "signatureKey")
+
+
+def _remote_cache(value: Any, at: At) -> RemoteCacheConfig:
+    """`remoteCache: {turbo: {...} | nx: {...}, upload?, timeout?, maxArtifactSize?}`; never a secret."""
+    obj = _no_secrets(_object(value, at), at)
+    _keys(obj, at, REMOTE_CACHE)
+    kinds = [k for k in ("turbo", "nx") if k in obj]
+    if len(kinds) != 1:
+        at.refuse("`remoteCache` needs exactly one of `turbo` or `nx`",
+                  hint='e.g. "remoteCache": {"turbo": {"apiUrl": "https://cache.example.com", "team": "web"}}')
+    wire = _remote_wire(kinds[0], obj[kinds[0]], at.key(kinds[0]))
+    upload = _string(obj.get("upload", "ci"), at.key("upload"))
+    if upload not in UPLOAD_MODES:
+        at.key("upload").refuse(f"`upload` must be one of {', '.join(UPLOAD_MODES)}, got {upload!r}",
+                                hint="`ci` uploads only when CI is set (the default)")
+    return RemoteCacheConfig(
+        **wire, upload=upload,
+        timeout_ms=_integer(obj["timeout"], at.key("timeout"), 1, MAX_TIMEOUT_MS) if "timeout" in obj else None,
+        max_artifact_bytes=_integer(obj["maxArtifactSize"], at.key("maxArtifactSize"), 1)
+        if "maxArtifactSize" in obj else None,
+    )
+
+
+def _remote_wire(kind: str, value: Any, at: At) -> dict[str, Any]:
+    obj = _no_secrets(_object(value, at), at)
+    _keys(obj, at, TURBO_REMOTE if kind == "turbo" else NX_REMOTE)
+    strings = {k: _string(v, at.key(k)) for k, v in obj.items() if k != "signature" and k != "$schema"}
+    if kind == "nx":
+        return {"kind": "nx", "url": strings.get("url")}
+    signature = obj.get("signature")
+    if signature is not None and not isinstance(signature, bool):
+        at.key("signature").refuse(f"`signature` must be true or false, got {_kind(signature)}")
+    return {"kind": "turbo", "url": strings.get("apiUrl"), "team": strings.get("team"),
+            "team_id": strings.get("teamId"), "signature": signature}
+
+
+def _no_secrets(obj: dict[str, Any], at: At) -> dict[str, Any]:
+    """Refuse a token or key written into a config file: it would be committed and shared."""
+    for key in _SECRET_KEYS:
+        if key in obj:
+            at.key(key).refuse(f"`{key}` must not be written in a config file",
+                               hint="set TURBO_TOKEN, NX_SELF_HOSTED_REMOTE_CACHE_ACCESS_TOKEN or "
+                                    "TURBO_REMOTE_CACHE_SIGNATURE_KEY in the environment instead")
+    return obj

@@ -270,7 +270,24 @@ def frame(result: TaskResult, palette: Palette, command: str | None = None) -> l
     if command and executed(result):
         lines.append(frame_command(command, palette))
     lines += [palette.content(line) for line in log_lines(result.log)]
-    return lines + [frame_close(result, palette), ""]
+    return lines + sandbox_section(result, palette) + [frame_close(result, palette), ""]
+
+
+def sandbox_section(result: TaskResult, palette: Palette) -> list[str]:
+    """List what the sandbox caught, one path per line with the grant that would allow it (SB-12).
+
+    ```
+    ├─ SANDBOX VIOLATIONS (2)
+    │ read  packages/app/fixtures/a.json  → allow.read "fixtures/a.json"
+    │ write packages/app/out.txt  → allow.write "out.txt"
+    ```
+    """
+    if not result.violations:
+        return []
+    bar = palette.paint("│", "dim")
+    head = f"{palette.paint('├─', 'dim')} {palette.paint(f'SANDBOX VIOLATIONS ({len(result.violations)})', 'fail')}"
+    return [head] + [f"{bar} {v.kind:<5} {v.path}  {palette.paint('→', 'dim')} {v.grant_hint}"
+                     for v in result.violations]
 
 
 # ---------------------------------------------------------------- logs

@@ -256,7 +256,7 @@ class PlainReporter:
 
     def _close_live(self, result: TaskResult) -> None:
         self._print_content(self._splitter.finish())
-        self.sink.lines("out", [frames.frame_close(result, self.palette), ""])
+        self.sink.lines("out", frames.sandbox_section(result, self.palette) + [frames.frame_close(result, self.palette), ""])
         self._live = None
 
     def _print_content(self, lines: list[str]) -> None:

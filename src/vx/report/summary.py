@@ -45,6 +45,8 @@ def task_dict(result: TaskResult) -> dict[str, Any]:
         out["timedOut"] = True
     if result.blocked_by is not None:
         out["blockedBy"] = str(result.blocked_by)
+    if result.violations:  # SB-12: what the sandbox caught, with the grant that would allow each
+        out["sandboxViolations"] = [{"kind": v.kind, "path": v.path, "grant": v.grant_hint} for v in result.violations]
     return out
 
 

@@ -699,3 +699,51 @@ def unpack(src: Path, *, key: str, allowed: Callable[[str], bool], root: Path) -
             extraction.abandon()
             raise
     return Unpacked(found.log, files)
+
+
+# ---------------------------------------------------------------- checking without extracting
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """What `check` proved about an artifact: its outputs, log, meta and sum, nothing written."""
+
+    files: tuple[OutputFile, ...]
+    log: tuple[LogChunk, ...]
+    meta: Mapping[str, object]
+    crc: str
+
+
+class _Tally:
+    """A stand-in for `_Extraction` that folds each body into the sum and writes nothing."""
+
+    def __init__(self) -> None:
+        self.sizes: dict[str, int] = {}
+
+    def write(self, rel: str, inflow: _Inflow, size: int) -> None:
+        self.sizes[rel] = size
+        inflow.reserve(size, f"entry {rel}")
+        left = size
+        while left:
+            left -= len(inflow.body(min(CHUNK, left)))
+        inflow.read(-size % BLOCK)
+
+
+def check(src: Path, *, key: str, allowed: Callable[[str], bool]) -> Checked:
+    """Run every check `unpack` runs on the artifact at `src`, without writing anything.
+
+    Why: an artifact from a remote is proven before it enters the local store (RC-05), long
+    before its task's turn to restore it; the same reader guards both doors.
+    """
+    import zstandard
+
+    with open(src, "rb") as raw:
+        end = _frame_end(raw.fileno())
+        size = os.fstat(raw.fileno()).st_size
+        if end != size:
+            raise ArchiveError("truncated artifact" if end > size else "refused artifact: trailing data after the zstd frame")
+        reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=False, closefd=False)
+        inflow, tally = _Inflow(reader), _Tally()
+        found = _read_entries(inflow, tally, allowed)  # type: ignore[arg-type]
+        files = _verify(found, tally, key)  # type: ignore[arg-type]
+    return Checked(files, found.log, MappingProxyType(dict(found.meta or {})), f"{inflow.crc:08x}")

@@ -369,6 +369,26 @@ class LocalStore:
         self._fresh[key] = {path: (ino, ctime) for path, ino, ctime in info.stamps}
         return info.size_bytes
 
+    def adopt(self, temp: Path, key: str, *, task_id: str, command: str, duration_ms: float,
+              checked: archive.Checked, size_bytes: int) -> Entry:
+        """Index an artifact that arrived from elsewhere (a remote hit) as if it was saved here.
+
+        Why: the downloaded bytes become the local record unchanged, so the next run hits
+        locally. `temp` must sit in the cache dir and already have passed `archive.check`.
+        """
+        kept = bound_log(checked.log)
+        exec_meta = checked.meta.get("exec") if isinstance(checked.meta.get("exec"), dict) else {}
+        cpu, rss = exec_meta.get("cpuMs"), exec_meta.get("peakRssBytes")
+        cpu = cpu if isinstance(cpu, (int, float)) else None
+        rss = rss if isinstance(rss, int) else None
+        info, now = archive.PackInfo(size_bytes, checked.files, checked.crc), time.time()
+        row = (key, task_id, command, duration_ms, size_bytes, now, cpu, rss, checked.crc, now)
+        with self._lock:
+            self._install(_Packed(temp, key, info), row, archive.encode_log(kept))
+        self._fresh.pop(key, None)
+        return Entry(key, task_id, command, checked.files, duration_ms, size_bytes, now, cpu, rss, checked.crc,
+                     stamps=(None,) * len(checked.files))
+
     def _pack(self, key: str, log, files: Sequence[str], cpu_ms, peak_rss_bytes) -> "_Packed":
         """Pack into a fresh temp file in the cache dir; any failure removes it."""
         meta = {"exec": {"cpuMs": cpu_ms, "peakRssBytes": peak_rss_bytes}}

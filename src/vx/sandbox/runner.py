@@ -1,0 +1,313 @@
+"""Run one task inside the sandbox and judge what it touched (SB-01, SB-12, SB-13, SB-15).
+
+One attempt: look at the grants as the file system is now, build the bwrap argv (with strace
+inside when it works here), start it through `executor.execute` — so process groups,
+timeouts, Ctrl-C and the drain bound are the executor's — then parse the trace and judge it.
+A task with violations fails with exit 1 whatever it exited with itself; the rebuilder
+never caches a failure.
+
+A `Session` holds what is shared by a run: the probe (armed lazily: a run whose sandboxed
+tasks are all hits never probes, SB-01), the run's temp root, the network proxy, and the
+notes said once per run ("untraced").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from vx import executor
+from vx.model import LogChunk, ProcessResult, Violation
+from vx.sandbox import grants, mounts, trace
+from vx.sandbox.grants import Layout, SandboxSpec
+from vx.sandbox.probe import Capability, probe
+from vx.sandbox.violations import Report, judge
+
+SHELL = "/bin/sh"
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One sandboxed attempt: how the process ended, what it broke, what vx has to say.
+
+    `notes` are shown whatever happened; `failure_hints` only when the task failed.
+    """
+
+    process: ProcessResult
+    violations: tuple[Violation, ...] = ()
+    notes: tuple[str, ...] = ()
+    failure_hints: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Bridge:
+    """What a task with `allow.network` hosts needs to reach the run's proxy (SB-08)."""
+
+    bwrap_args: tuple[str, ...]
+    prelude: str  # shell text run inside the sandbox before the task
+    env: Mapping[str, str]
+
+
+class Session:
+    """Per-run sandbox state; `close()` stops the proxy and removes the run's temp root."""
+
+    def __init__(self, specs: Iterable[SandboxSpec] = (), environ: Mapping[str, str] | None = None) -> None:
+        self._specs = list(specs)
+        self._environ = dict(os.environ if environ is None else environ)
+        self._capability: Capability | None = None
+        self._base: Path | None = None
+        self._proxy: Any = None
+        self._said: set[str] = set()
+        self._count = 0
+
+    @property
+    def capability(self) -> Capability:
+        if self._capability is None:
+            self._capability = probe(self._environ)
+        return self._capability
+
+    def once(self, key: str, note: str) -> tuple[str, ...]:
+        """`(note,)` the first time `key` is said in this run, `()` after."""
+        if key in self._said:
+            return ()
+        self._said.add(key)
+        return (note,)
+
+    def task_dir(self, task: str) -> Path:
+        """A fresh 0700 directory for one attempt, with `tmp/` as the task's TMPDIR (SB-15)."""
+        if self._base is None:
+            self._base = Path(tempfile.mkdtemp(prefix="vx-sandbox-", dir=_temp_parent(self._environ)))
+        self._count += 1
+        path = self._base / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', task)}-{self._count}"
+        (path / "tmp").mkdir(parents=True, mode=0o700)
+        os.chmod(path, 0o700)
+        return path
+
+    def bridge(self, spec: SandboxSpec) -> Bridge | None:
+        """Start the run's proxy on first use (the union of every task's hosts, SB-08) and
+        attach this task to it; None when the proxy cannot be had (the task stays offline)."""
+        try:
+            from vx.sandbox import proxy as netproxy
+        except ImportError:
+            return None
+        if self._proxy is None:
+            allow = sorted({h for s in self._specs if isinstance(s.config.network, tuple) for h in s.config.network}
+                           | set(spec.config.network))
+            deny = sorted({h for s in [*self._specs, spec] for h in s.config.deny_network})
+            self._proxy = netproxy.Proxy()
+            self._proxy.start(allow, deny)
+        plan = netproxy.network_plan(self._proxy, spec.task, node_options=self._environ.get("NODE_OPTIONS", ""))
+        return Bridge(tuple(plan.bwrap_args), plan.prelude, dict(plan.env))
+
+    def network_violations(self, spec: SandboxSpec) -> list[Violation]:
+        if self._proxy is None:
+            return []
+        found = self._proxy.violations(spec.task, ignore=spec.config.ignore_network)
+        self._proxy.detach(spec.task)
+        return found
+
+    def close(self) -> None:
+        if self._proxy is not None:
+            self._proxy.stop()
+            self._proxy = None
+        if self._base is not None:
+            shutil.rmtree(self._base, ignore_errors=True)
+            self._base = None
+
+
+def _temp_parent(environ: Mapping[str, str]) -> str | None:
+    """`$XDG_RUNTIME_DIR` when it exists (a private tmpfs), else the system temp dir."""
+    runtime = environ.get("XDG_RUNTIME_DIR", "")
+    return runtime if runtime and os.path.isdir(runtime) else None
+
+
+# ---------------------------------------------------------------- one attempt
+
+
+async def run_sandboxed(session: Session, spec: SandboxSpec, command: str, *, cwd: Path, env: Mapping[str, str],
+                        timeout_ms: int | None, on_output: Callable[[LogChunk], None],
+                        table: executor.ProcessTable) -> Outcome:
+    """Run `command` sandboxed to the end; never raises for the task (like executor.execute)."""
+    cap = await asyncio.to_thread(lambda: session.capability)
+    if not cap.available:
+        return _unavailable(cap)
+    layout = await asyncio.to_thread(grants.expand, spec)
+    notes = _pre_notes(session, spec, layout, cap)
+    attempt = _Attempt(session, spec, layout, cap)
+    try:
+        proc = await attempt.run(command, cwd, env, timeout_ms, on_output, table)
+        report = await asyncio.to_thread(attempt.judge) if cap.traced and proc.spawn_error is None else Report()
+    finally:
+        attempt.close()
+    violations = tuple(report.violations) + tuple(session.network_violations(spec))
+    failed = violations or proc.exit_code != 0
+    proc = replace(proc, exit_code=1 if violations and proc.exit_code == 0 else proc.exit_code,
+                   cpu_ms=None, peak_rss_bytes=None)  # the pid namespace hides the task's rusage (SB-20)
+    hints = tuple(report.failure_hints(spec)) if failed else ()
+    return Outcome(proc, violations, notes + tuple(report.notes), hints)
+
+
+def _unavailable(cap: Capability) -> Outcome:
+    """No bwrap (or one that cannot make namespaces): the task fails, never runs unsandboxed (SB-01)."""
+    error = f"sandbox not available: {cap.problem}; {cap.hint}" if cap.hint else f"sandbox not available: {cap.problem}"
+    return Outcome(ProcessResult(exit_code=1, duration_ms=0.0, spawn_error=error))
+
+
+def _pre_notes(session: Session, spec: SandboxSpec, layout: Layout, cap: Capability) -> tuple[str, ...]:
+    notes: tuple[str, ...] = ()
+    if not cap.traced:
+        notes += session.once("untraced", f"sandbox: tasks are enforced but untraced ({cap.untraced}), so no "
+                                          f"violations are reported; {_STRACE_HINT}")
+    for grant in layout.mountless:
+        notes += session.once(f"mountless:{spec.task}:{grant.text}",
+                              f"{spec.task}: the write grant {grant.text} matches nothing yet, and a read-only "
+                              f"mount holds its directory, so a file the task creates under it will fail with "
+                              f"\"Read-only file system\"; grant the directory instead: "
+                              f"{spec.grant_text(grant.base)}/**")
+    return notes
+
+
+_STRACE_HINT = "install strace >= 5.3 (apt install strace) to have them reported"
+
+
+class _Attempt:
+    """The moving parts of one attempt: task dir, trace file, status pipe, the bwrap argv."""
+
+    def __init__(self, session: Session, spec: SandboxSpec, layout: Layout, cap: Capability) -> None:
+        self.session, self.spec, self.layout, self.cap = session, spec, layout, cap
+        self.dir = session.task_dir(spec.task)
+        self.tmpdir = str(self.dir / "tmp")
+        self.trace_fd = os.open(self.dir, os.O_TMPFILE | os.O_RDWR, 0o600) if cap.traced else None
+        self.status = _Status()
+        self.cwd = spec.project
+
+    async def run(self, command: str, cwd: Path, env: Mapping[str, str], timeout_ms: int | None,
+                  on_output: Callable[[LogChunk], None], table: executor.ProcessTable) -> ProcessResult:
+        self.cwd = str(cwd)
+        bridge = self.session.bridge(self.spec) if isinstance(self.spec.config.network, tuple) and \
+            self.spec.config.network else None
+        argv = self.argv(command, bridge)
+        launch = executor.Launch(argv, stdin=self.trace_fd, pass_fds=(self.status.write_fd,),
+                                 polite_group=lambda: self.status.child_pid)
+        self.status.watch()
+        try:
+            proc = await executor.execute(command, cwd=cwd, env=self.env(env, bridge), timeout_ms=timeout_ms,
+                                          on_output=on_output, table=table, launch=launch)
+        finally:
+            self.status.finish()
+        if self.status.child_pid is None and proc.spawn_error is None and not proc.aborted:
+            proc = replace(proc, spawn_error=f"the sandbox could not start: {_bwrap_complaint(proc)}")
+        return proc
+
+    def argv(self, command: str, bridge: Bridge | None) -> list[str]:
+        """bwrap …, then [the network prelude], then [strace …], then `sh -c command`."""
+        spec = self.spec
+        argv = mounts.bwrap_argv(self.cap.bwrap or "bwrap", spec, self.layout, tmpdir=self.tmpdir,
+                                 status_fd=self.status.write_fd, share_net=spec.config.network is True)
+        if bridge is not None:
+            argv[argv.index("--chdir"):argv.index("--chdir")] = list(bridge.bwrap_args)
+            argv += [SHELL, "-c", bridge.prelude + ' exec "$@"', "vx-net"]
+        if self.trace_fd is not None:
+            argv += trace.strace_argv(self.cap.strace or "strace")
+        return argv + [SHELL, "-c", command]
+
+    def env(self, env: Mapping[str, str], bridge: Bridge | None) -> dict[str, str]:
+        """The task's env with the runtime's variables over it (SB-15, SB-19)."""
+        out = dict(env)
+        out.update({"TMPDIR": self.tmpdir, "TMP": self.tmpdir, "TEMP": self.tmpdir,
+                    "UV_USE_IO_URING": "0", "VX_SANDBOX": "1"})
+        if self.spec.git_granted:
+            out["GIT_DISCOVERY_ACROSS_FILESYSTEM"] = "1"
+        if bridge is not None:
+            out.update(bridge.env)
+        return out
+
+    def judge(self) -> Report:
+        assert self.trace_fd is not None
+        os.lseek(self.trace_fd, 0, os.SEEK_SET)
+        with open(os.dup(self.trace_fd), encoding="ascii", errors="surrogateescape") as lines:
+            accesses = trace.TraceParser(self.cwd).feed(lines)
+            return judge(accesses, self.spec, self.layout, self.tmpdir)
+
+    def close(self) -> None:
+        if self.trace_fd is not None:
+            os.close(self.trace_fd)
+            self.trace_fd = None
+        self.status.close()
+        _remove_placeholders(self.layout.placeholders)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class _Status:
+    """bwrap's `--json-status-fd`: read line by line (it may arrive in pieces, pitfall 26) for
+    the `child-pid`, which is the process group the polite signals go to."""
+
+    def __init__(self) -> None:
+        self.read_fd, self.write_fd = os.pipe()
+        os.set_blocking(self.read_fd, False)
+        self.child_pid: int | None = None
+        self._buffer = b""
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def watch(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._loop.add_reader(self.read_fd, self._read)
+
+    def finish(self) -> None:
+        if self._loop is not None:
+            self._loop.remove_reader(self.read_fd)
+            self._loop = None
+        self._read()
+
+    def _read(self) -> None:
+        try:
+            while data := os.read(self.read_fd, 4096):
+                self._buffer += data
+        except (BlockingIOError, OSError):
+            pass
+        *lines, self._buffer = self._buffer.split(b"\n")
+        for line in lines:
+            self._line(line)
+
+    def _line(self, line: bytes) -> None:
+        try:
+            value = json.loads(line)
+        except ValueError:
+            return
+        if isinstance(value, dict) and isinstance(value.get("child-pid"), int):
+            self.child_pid = value["child-pid"]
+
+    def close(self) -> None:
+        for fd in (self.read_fd, self.write_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _bwrap_complaint(proc: ProcessResult) -> str:
+    stderr = b"".join(c.data for c in proc.log if c.stream == 2).decode(errors="replace")
+    lines = [line for line in stderr.splitlines() if line.startswith("bwrap:")]
+    return lines[-1] if lines else f"bwrap exited {proc.exit_code}"
+
+
+def _remove_placeholders(paths: list[str]) -> None:
+    """Remove what vx created for write grants and the task left empty (SB-04)."""
+    for path in paths:  # files first (they were recorded after their directories' ancestors)
+        try:
+            if os.path.isfile(path) and not os.path.islink(path) and os.path.getsize(path) == 0:
+                os.unlink(path)
+        except OSError:
+            pass
+    for path in sorted((p for p in paths if os.path.isdir(p)), key=len, reverse=True):
+        try:
+            os.rmdir(path)
+        except OSError:
+            pass

@@ -1,0 +1,165 @@
+"""Judge a task's traced accesses against its grants: violations, notes, and failure hints (SB-05, SB-10, SB-12).
+
+Classification works from the grants and the host file system, not from what the sandbox
+showed: inside the sandbox the workspace is an empty scratch, so a read that failed there is
+only a violation when the file exists on the host, and a write that "succeeded" may have
+landed in the scratch and vanished.
+
+What counts (sandbox.md §4.10, with one deliberate widening noted in docs/sandbox.md):
+- a write anywhere in the workspace outside the write grants (and the scratch globs);
+- a read of an existing file in the task's own project, in another project, or under a
+  withheld linked package, outside every grant.
+Walls (.git, .vx, the cache dir), root files, and everything outside the workspace are the
+sandbox working and are not counted; a write refused outside the workspace becomes a hint on
+failure, and a credential store the task reached becomes a note.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+from vx.model import Violation
+from vx.sandbox.grants import CREDENTIAL_STORES, Grant, Layout, SandboxSpec
+from vx.sandbox.trace import Access
+
+_PSEUDO = ("/proc", "/dev", "/sys")
+_REFUSED = ("EROFS", "EACCES", "EPERM")
+_SHOWN_OUTSIDE = 5
+
+
+@dataclass
+class Report:
+    """The verdict on one attempt: counted violations, and notes that explain but do not count."""
+
+    violations: list[Violation] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    refused_outside: list[str] = field(default_factory=list)  # shown only when the task failed
+
+    def failure_hints(self, spec: SandboxSpec) -> list[str]:
+        """The hint for writes refused outside the project, a few paths named (seed 0.0.217)."""
+        if not self.refused_outside:
+            return []
+        paths = self.refused_outside
+        shown = ", ".join(spec.rel(p) for p in paths[:_SHOWN_OUTSIDE])
+        more = f" and {len(paths) - _SHOWN_OUTSIDE} more" if len(paths) > _SHOWN_OUTSIDE else ""
+        grant = spec.grant_text(os.path.dirname(paths[0])) + "/"
+        return [f"{spec.task}: the sandbox refused writes outside the project, which are not reported as "
+                f"violations: {shown}{more}. If the task needs one, grant its directory, e.g. "
+                f"`allow: {{ write: [\"{grant}\"] }}`"]
+
+
+class Judge:
+    """Classify accesses for one task and one layout; `is_file` looks at the host."""
+
+    def __init__(self, spec: SandboxSpec, layout: Layout, tmpdir: str,
+                 is_file: Callable[[str], bool] = os.path.isfile) -> None:
+        self.spec, self.layout, self.tmpdir, self.is_file = spec, layout, tmpdir, is_file
+        self.readable = (*spec.reads, *spec.writes)
+        self.deps = (f"{spec.root}/node_modules", f"{spec.project}/node_modules", *spec.linked)
+        self.stores = tuple(f"{spec.home}/{rel}" for rel in CREDENTIAL_STORES) if spec.home not in ("", "/") else ()
+
+    def judge(self, accesses: Iterable[Access]) -> Report:
+        report = Report()
+        found: dict[tuple[str, str], Violation] = {}
+        notes: dict[str, str] = {}
+        refused: dict[str, None] = {}
+        for access in accesses:
+            self._one(access, found, notes, refused)
+        written = {path for kind, path in found if kind == "write"}
+        report.violations = sorted((v for (k, p), v in found.items() if k == "write" or p not in written),
+                                   key=lambda v: (v.kind, v.path))
+        report.notes = list(notes.values())
+        report.refused_outside = list(refused)
+        return report
+
+    def _one(self, access: Access, found: dict, notes: dict, refused: dict) -> None:
+        path = access.real or access.path
+        if access.kind in ("probe", "list") or not path.startswith("/") or _under_any(path, _PSEUDO):
+            return
+        if _under(path, self.tmpdir):
+            return
+        if access.kind == "write":
+            self._write(access.path, access, found, refused)
+        else:
+            self._read(path, access, found, notes)
+
+    # ------------------------------------------------------------ writes
+
+    def _write(self, path: str, access: Access, found: dict, refused: dict) -> None:
+        spec = self.spec
+        if not _under(path, spec.root):
+            if access.errno in _REFUSED and not _covered(path, spec.ignore_write):
+                refused.setdefault(path, None)
+            return
+        if _covered(path, spec.writes) or _covered(path, self.layout.scratch) or _covered(path, spec.ignore_write):
+            return
+        if _under(path, spec.project) and not self._other_project(path):
+            hint = f'allow.write "{spec.grant_text(path)}"'
+        else:
+            hint = "none: a task writes only inside its own project"
+        found.setdefault(("write", path), Violation("write", spec.rel(path), hint))
+
+    # ------------------------------------------------------------ reads
+
+    def _read(self, path: str, access: Access, found: dict, notes: dict) -> None:
+        spec = self.spec
+        if not _under(path, spec.root):
+            if not _covered(access.path, self.readable):
+                self._credential_note(access.path, notes)
+            return
+        if _covered(path, self.readable) or _covered(path, spec.ignore_read) or _under_any(path, self.deps):
+            return
+        hint = self._read_hint(path)
+        if hint is not None and self.is_file(path):
+            found.setdefault(("read", path), Violation("read", spec.rel(path), hint))
+
+    def _read_hint(self, path: str) -> str | None:
+        """The grant (or edge) that would allow a read, or None when the path is not reported."""
+        spec = self.spec
+        if _under_any(path, spec.walls) and not self._other_project(path):
+            return None  # .git, .vx, the cache dir: the sandbox working
+        owner = self._other_project(path)
+        if owner is None:
+            return f'allow.read "{spec.grant_text(path)}"' if _under(path, spec.project) else None
+        directory, name = owner
+        if directory in spec.withheld:
+            return f'dependsOn "{name}#<task>": the key folds no task of {name}, so the sandbox withholds it'
+        return None if directory == spec.root else f'allow.read "{spec.grant_text(path)}"'
+
+    def _other_project(self, path: str) -> tuple[str, str] | None:
+        """The deepest project holding `path` when that is not the task's own, else None."""
+        best: tuple[str, str] | None = None
+        for directory, name in self.spec.projects.items():
+            if _under(path, directory) and (best is None or len(directory) > len(best[0])):
+                best = (directory, name)
+        own = self.spec.project
+        if best is not None and _under(path, own) and len(own) >= len(best[0]):
+            return None
+        return best
+
+    def _credential_note(self, path: str, notes: dict) -> None:
+        for store in self.stores:
+            if _under(path, store) and os.path.lexists(store):
+                text = self.spec.grant_text(path)
+                notes.setdefault(store, f"{self.spec.task}: the sandbox hid {text}, a credential store (SB-06); "
+                                        f"if the task needs it, grant it: allow.read \"{text}\"")
+                return
+
+
+def judge(accesses: Iterable[Access], spec: SandboxSpec, layout: Layout, tmpdir: str) -> Report:
+    """Classify one attempt's accesses (see the module docstring)."""
+    return Judge(spec, layout, tmpdir).judge(accesses)
+
+
+def _covered(path: str, grants: Iterable[Grant]) -> bool:
+    return any(g.covers(path) for g in grants)
+
+
+def _under(path: str, top: str) -> bool:
+    return path == top or path.startswith(top.rstrip("/") + "/")
+
+
+def _under_any(path: str, tops: Iterable[str]) -> bool:
+    return any(_under(path, top) for top in tops)

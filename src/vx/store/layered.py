@@ -1,0 +1,317 @@
+"""The local store with a remote layer behind it (RC-02, RC-03): the run's store when a remote
+cache is configured.
+
+Reads go local first, then remote. Every remote GET is fired before scheduling (`prefetch`)
+on a bounded pool, so a fully remote-cached run waits on bandwidth, not on the graph's
+depth; a task whose turn comes awaits its own download (`fetched`). A downloaded artifact is
+proven (`ingest`) and adopted into the local store byte for byte, so the hit is restored by
+the local path and reported `remote`, and the next run hits locally.
+
+Saves are local and synchronous; the upload of the very same `<key>.tar.zst` then runs on a
+second bounded pool owned by the run, and `close` drains it before the run ends. No remote
+failure escapes this module: each becomes a miss or a skipped upload (see `remote.health`).
+
+With the remote configured but local writes off (`--cache=local:r,remote:rw`), downloads
+stay temp files restored straight from where they landed, and saves pack to a temp file
+that only the upload reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Collection, Iterable, Mapping
+
+from vx.errors import EnvironmentFailure
+from vx.model import LogChunk
+from vx.store import archive
+from vx.store.ingest import ingest
+from vx.store.local import DamagedEntry, Entry, LocalStore
+from vx.store.policy import CacheAxes
+from vx.store.remote import BAD_RESPONSE, REFUSED, RemoteFailure, RemoteLayer
+from vx.store.remote.health import Health, Say
+
+FETCH_WORKERS = 8
+UPLOAD_WORKERS = 4
+_LOCAL_TROUBLE = (OSError, EnvironmentFailure)
+
+
+@dataclass(frozen=True, slots=True)
+class Wanted:
+    """What a download needs to know about its task: who it is and what it may write."""
+
+    task_id: str
+    command: str
+    allowed: Callable[[str], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Downloaded:
+    """A remote hit kept out of the local store (local writes off): restored from its temp file."""
+
+    key: str
+    path: Path
+    checked: archive.Checked
+
+
+class LayeredStore:
+    """The LocalStore's face (probe, is_up_to_date, log_of, restore, save, close) over two layers."""
+
+    def __init__(self, local: LocalStore, remote: RemoteLayer, axes: CacheAxes):
+        self.local, self.remote, self.axes = local, remote, axes
+        self.health = Health(remote.settings.endpoint)
+        self._fetches: dict[str, Future] = {}
+        self._uploads: list[Future] = []
+        self._temps: set[Path] = set()
+        self._lock = threading.Lock()
+        self._fetch_pool: ThreadPoolExecutor | None = None
+        self._upload_pool: ThreadPoolExecutor | None = None
+        self._status_checked = False
+        self.wanted: dict[str, Wanted] = {}  # set by the run: the keys it would download
+
+    # ------------------------------------------------------------ lifecycle
+
+    def attach(self, say: Say) -> None:
+        """Route remote warnings to `say`; call it from the event loop's thread."""
+        loop = asyncio.get_running_loop()
+        self.health.attach(lambda message, level: loop.call_soon_threadsafe(say, message, level))
+
+    def messages(self) -> list[tuple[str, str]]:
+        """Warnings nobody heard yet (a `--dry` run has no reporter attached)."""
+        return self.health.drain()
+
+    def close(self, say: Say | None = None) -> None:
+        """Drain the uploads, stop the pools, tell the tally, close the local store."""
+        wait(list(self._uploads))
+        for pool in (self._fetch_pool, self._upload_pool):
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
+        self.remote.close()
+        for temp in list(self._temps):
+            _unlink(temp)
+        self.health.attach(say)
+        line = self.health.tally()
+        if line is not None:
+            self.health.tell(*line)
+        self.local.close()
+
+    def _pool(self, kind: str) -> ThreadPoolExecutor:
+        with self._lock:
+            if kind == "fetch":
+                if self._fetch_pool is None:
+                    self._fetch_pool = ThreadPoolExecutor(FETCH_WORKERS, thread_name_prefix="vx-remote-get")
+                return self._fetch_pool
+            if self._upload_pool is None:
+                self._upload_pool = ThreadPoolExecutor(UPLOAD_WORKERS, thread_name_prefix="vx-remote-put")
+            return self._upload_pool
+
+    # ------------------------------------------------------------ planning probes (RC-04)
+
+    def probe_remote(self, keys: Iterable[str]) -> set[str]:
+        """Ask the remote whether it holds each key: existence only, nothing downloaded."""
+        keys = list(dict.fromkeys(keys))
+        if not keys:
+            return set()
+        futures = {key: self._pool("fetch").submit(self._has, key) for key in keys}
+        return {key for key, future in futures.items() if future.result()}
+
+    def _has(self, key: str) -> bool:
+        if not self.health.allows(writing=False):
+            return False
+        try:
+            found = self.remote.has(key)
+        except RemoteFailure as failure:
+            self.health.failed("HEAD", key, failure, "predicted as a miss")
+            return False
+        self.health.succeeded()
+        return found is not None
+
+    # ------------------------------------------------------------ prefetch (RC-03)
+
+    def prefetch(self, wanted: Mapping[str, Wanted]) -> None:
+        """Fire one background GET per key the local layer lacks, in plan order (dependencies first)."""
+        if not self.axes.remote_read or not wanted:
+            return
+        pool = self._pool("fetch")
+        for key, want in wanted.items():
+            if key not in self._fetches:
+                self._fetches[key] = pool.submit(self._fetch, key, want)
+
+    async def fetched(self, key: str) -> Entry | Downloaded | None:
+        """The remote hit for `key` once its download is proven, or None for a miss."""
+        future = self._fetches.get(key)
+        if future is None:
+            return None
+        return await asyncio.wrap_future(future)
+
+    def _fetch(self, key: str, want: Wanted) -> Entry | Downloaded | None:
+        if not self.health.allows(writing=False):
+            return None
+        temp = self._temp(key)
+        if temp is None:
+            return None
+        try:
+            return self._download(key, want, temp)
+        except RemoteFailure as failure:
+            self.health.failed("GET", key, failure, "treated as a miss")
+        except _LOCAL_TROUBLE as exc:
+            self.health.failed("GET", key, RemoteFailure("local store", _local_why(exc)), "treated as a miss")
+        self._forget(temp)
+        return None
+
+    def _download(self, key: str, want: Wanted, temp: Path) -> Entry | Downloaded | None:
+        with open(temp, "wb") as sink:
+            found = self.remote.get(key, sink)
+        self.health.succeeded()
+        if found is None:
+            self.health.count("misses")
+            self._forget(temp)
+            return None
+        checked = ingest(temp, key=key, allowed=want.allowed)
+        size = os.path.getsize(temp)
+        self.health.count("hits")
+        self.health.count("bytes_down", size)
+        if not self.axes.local_write:
+            return Downloaded(key, temp, checked)
+        entry = self.local.adopt(temp, key, task_id=want.task_id, command=want.command,
+                                 duration_ms=found.duration_ms or 0.0, checked=checked, size_bytes=size)
+        with self._lock:
+            self._temps.discard(temp)  # renamed into the store: no longer ours to remove
+        return entry
+
+    # ------------------------------------------------------------ the local store's face
+
+    def probe(self, keys: Iterable[str]) -> dict[str, Entry]:
+        return self.local.probe(keys) if self.axes.local_read else {}
+
+    def is_up_to_date(self, entry: Any, current: Collection[str]) -> bool:
+        return not isinstance(entry, Downloaded) and self.local.is_up_to_date(entry, current)
+
+    def log_of(self, entry: Any) -> tuple[LogChunk, ...]:
+        return entry.checked.log if isinstance(entry, Downloaded) else self.local.log_of(entry)
+
+    def restore(self, entry: Any, allowed: Callable[[str], bool]) -> tuple[LogChunk, ...]:
+        """Restore a local entry, or a downloaded temp file (then removed); damage is a miss."""
+        if not isinstance(entry, Downloaded):
+            return self.local.restore(entry, allowed)
+        try:
+            return archive.unpack(entry.path, key=entry.key, allowed=allowed, root=self.local.root).log
+        except archive.ArchiveError as exc:
+            raise DamagedEntry(exc.message) from None
+        finally:
+            self._forget(entry.path)
+
+    def save(self, key: str, **fields: Any) -> int:
+        """Save locally (when local writes are on), then queue the upload of the same bytes."""
+        if self.axes.local_write:
+            size = self.local.save(key, **fields)
+            self._queue_upload(key, self.local.artifact(key), fields["duration_ms"], owned=False)
+            return size
+        if not self.axes.remote_write:
+            return 0
+        temp = self._temp(key)
+        if temp is None:
+            return 0
+        try:
+            info = archive.pack(temp, key=key, log=fields["log"], files=[(p, self.local.root / p)
+                                                                          for p in fields["files"]])
+        except BaseException:
+            self._forget(temp)
+            raise
+        self._queue_upload(key, temp, fields["duration_ms"], owned=True)
+        return info.size_bytes
+
+    # ------------------------------------------------------------ uploads
+
+    def _queue_upload(self, key: str, path: Path, duration_ms: float, *, owned: bool) -> None:
+        if self.axes.remote_write and self.health.allows(writing=True):
+            self._uploads.append(self._pool("upload").submit(self._upload, key, path, duration_ms, owned))
+        elif owned:
+            self._forget(path)
+
+    def _upload(self, key: str, path: Path, duration_ms: float, owned: bool) -> None:
+        try:
+            if self.health.allows(writing=True) and self._uploads_allowed(key):
+                self._put(key, path, duration_ms)
+        finally:
+            if owned:
+                self._forget(path)
+
+    def _put(self, key: str, path: Path, duration_ms: float) -> None:
+        try:
+            with open(path, "rb") as src:
+                size = os.fstat(src.fileno()).st_size
+                self.remote.put(key, src, size, duration_ms)
+        except RemoteFailure as failure:
+            self.health.failed("PUT", key, failure, "not uploaded (the local cache has it)")
+            return
+        except OSError as exc:
+            self.health.failed("PUT", key, RemoteFailure("local store", _local_why(exc)), "not uploaded")
+            return
+        self.health.succeeded()
+        self.health.count("uploads")
+        self.health.count("bytes_up", size)
+
+    def _uploads_allowed(self, key: str) -> bool:
+        """Before the first upload, ask a turbo server whether caching is enabled for the team."""
+        status = getattr(self.remote, "status", None)
+        with self._lock:
+            if self._status_checked or status is None:
+                return True
+            self._status_checked = True
+        try:
+            status()
+        except RemoteFailure as failure:
+            if failure.kind == REFUSED:
+                self.health.failed("PUT", key, failure, "not uploaded")
+                return False
+            if failure.kind != BAD_RESPONSE:  # a server without /status is fine; a dead one is not
+                self.health.failed("GET status", key, failure, "uploading anyway")
+        return self.health.allows(writing=True)
+
+    # ------------------------------------------------------------ temp files
+
+    def _temp(self, key: str) -> Path | None:
+        """A fresh temp file in the cache dir (named like the local store's, so sweeps find it)."""
+        try:
+            fd, name = tempfile.mkstemp(prefix=f".{key}.", suffix=".remote.tmp", dir=self.local.cache_dir)
+        except OSError as exc:
+            self.health.failed("GET", key, RemoteFailure("local store", _local_why(exc)), "skipped")
+            return None
+        os.close(fd)
+        path = Path(name)
+        with self._lock:
+            self._temps.add(path)
+        return path
+
+    def _forget(self, path: Path) -> None:
+        with self._lock:
+            self._temps.discard(path)
+        _unlink(path)
+
+
+def _unlink(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _local_why(exc: BaseException) -> str:
+    if isinstance(exc, EnvironmentFailure):
+        return exc.message
+    return f"{getattr(exc, 'strerror', None) or type(exc).__name__}"
+
+
+def wanted_from(plans: Mapping[Any, Any], skip: Collection[str]) -> dict[str, Wanted]:
+    """The downloads a run wants: each cacheable task's key that the local probe did not hit."""
+    out: dict[str, Wanted] = {}
+    for tid, plan in plans.items():
+        if plan.outputs is not None and plan.key not in skip and plan.key not in out:
+            out[plan.key] = Wanted(str(tid), plan.command or "", plan.outputs.allows)
+    return out

@@ -1,0 +1,105 @@
+"""Which cache layers a run reads and writes: the four axes of LC-15 and `--cache` (CLI-27).
+
+Defaults: the local layer reads and writes; a configured remote layer reads, and writes only
+on CI (`CI` set) unless `remoteCache.upload` says `always` or `never`. Why read-only off CI:
+a laptop's tree is often dirty in ways the key cannot see (untracked tools, local env), and
+one upload from it is served to every CI run after; CI machines are the trusted writers.
+`--cache=remote:rw` (or `upload: "always"`, turbo's behaviour) opts a machine in.
+
+Then `--cache` sets each layer it names exactly, `--force` turns every read off and
+`--no-cache` turns everything off. This module is pure and stdlib-only: the no-remote path
+imports it and nothing else of the remote cache.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Mapping
+
+from vx.errors import UsageError
+from vx.model import RemoteCacheConfig
+
+LAYERS = ("local", "remote")
+_REMOTE_ENV = ("TURBO_API", "TURBO_TOKEN", "VERCEL_ARTIFACTS_TOKEN", "NX_SELF_HOSTED_REMOTE_CACHE_SERVER")
+
+
+@dataclass(frozen=True, slots=True)
+class CacheAxes:
+    local_read: bool = True
+    local_write: bool = True
+    remote_read: bool = False
+    remote_write: bool = False
+
+    @property
+    def reads(self) -> bool:
+        return self.local_read or self.remote_read
+
+    @property
+    def writes(self) -> bool:
+        return self.local_write or self.remote_write
+
+    @property
+    def remote(self) -> bool:
+        return self.remote_read or self.remote_write
+
+
+@dataclass(frozen=True, slots=True)
+class CachePlan:
+    """The axes, the remote layer's settings when it is on, and lines to tell the user."""
+
+    axes: CacheAxes
+    remote: Any = None  # store.remote.RemoteSettings
+    notices: tuple[str, ...] = ()
+
+
+def parse_spec(text: str) -> dict[str, tuple[bool, bool]]:
+    """`local:rw,remote:r` -> {layer: (read, write)}; `remote:` turns a layer off (CLI-27)."""
+    if not text.strip():
+        raise UsageError("`--cache` needs a value", hint="e.g. `--cache=local:rw,remote:r`")
+    out: dict[str, tuple[bool, bool]] = {}
+    for item in text.split(","):
+        layer, colon, modes = item.strip().partition(":")
+        if layer not in LAYERS or not colon or set(modes) - {"r", "w"} or len(set(modes)) != len(modes):
+            raise UsageError(f"`--cache={text}`: cannot read `{item.strip()}`",
+                             hint="write a comma list of local:[r][w] and remote:[r][w], e.g. local:rw,remote:r")
+        if layer in out:
+            raise UsageError(f"`--cache={text}` names `{layer}` twice", hint="name each layer once")
+        out[layer] = ("r" in modes, "w" in modes)
+    return out
+
+
+def plan_cache(*, no_cache: bool, force: bool, spec: str | None, cfg: RemoteCacheConfig | None,
+               env: Mapping[str, str]) -> CachePlan:
+    """Resolve the run's axes (LC-15) and, only when a remote is asked for, its settings."""
+    named = parse_spec(spec) if spec is not None else {}
+    notices: list[str] = []
+    settings, default_remote = None, (False, False)
+    if cfg is not None or any(env.get(name) for name in _REMOTE_ENV):
+        settings, default_remote, problem = _remote(cfg, env)
+        notices += [problem] if problem else []
+    axes = CacheAxes(*named.get("local", (True, True)), *named.get("remote", default_remote))
+    if settings is None and (axes.remote_read or axes.remote_write):
+        if not notices:
+            notices.append("`--cache` names the remote layer, but no remote cache is configured "
+                           "(remoteCache in vx.workspace.json, or TURBO_API / NX_SELF_HOSTED_REMOTE_CACHE_SERVER)")
+        axes = replace(axes, remote_read=False, remote_write=False)
+    if settings is not None and settings.read_only:
+        axes = replace(axes, remote_write=False)
+    if force:
+        axes = replace(axes, local_read=False, remote_read=False)
+    if no_cache:
+        axes = CacheAxes(False, False, False, False)
+    return CachePlan(axes, settings if axes.remote else None, tuple(notices))
+
+
+def _remote(cfg: RemoteCacheConfig | None, env: Mapping[str, str]) -> tuple[Any, tuple[bool, bool], str | None]:
+    from vx.store import remote
+
+    if not remote.configured(cfg, env):
+        return None, (False, False), None
+    found = remote.resolve(cfg, env)
+    if found.settings is None:
+        return None, (False, False), found.problem
+    upload = found.settings.upload
+    ci = (env.get("CI") or "").strip().lower() not in ("", "0", "false")
+    return found.settings, (True, upload == "always" or (upload == "ci" and ci)), None

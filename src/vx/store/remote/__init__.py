@@ -1,0 +1,224 @@
+"""The remote cache seam (RC-01): a layer that says whether it holds a key, and streams one
+artifact down or up. Turborepo's `/v8` and Nx's `/v1` wires implement it.
+
+A layer raises `RemoteFailure` for anything that went wrong; the layered store turns every
+failure into a miss or a skipped upload (RC-02), so nothing here can fail a build. Secrets
+(the token, the signing key) live only in `RemoteSettings`, hidden from its repr, and leave
+the process only in the `Authorization` header and as an HMAC.
+
+Only the stdlib is imported here; `http.client` and `ssl` load when a layer opens.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import BinaryIO, Mapping, Protocol
+from urllib.parse import urlsplit
+
+from vx.model import RemoteCacheConfig
+
+DEFAULT_TURBO_API = "https://vercel.com/api"
+DEFAULT_TIMEOUT_S = 30.0
+DEFAULT_UPLOAD_TIMEOUT_S = 60.0
+DEFAULT_MAX_ARTIFACT_BYTES = 1 << 30
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+
+# Failure classes: one warning per class per run, repeats counted at the end (RC-02).
+UNREACHABLE = "unreachable"
+TIMEOUT = "timeout"
+SERVER_ERROR = "server error"
+REFUSED = "refused credentials"
+TOO_LARGE = "too large"
+BAD_RESPONSE = "bad response"
+REJECTED = "rejected artifact"
+
+
+_HEX_KEY = re.compile(r"[0-9a-fA-F]+\Z")
+
+
+class RemoteFailure(Exception):
+    """One remote operation failed; `kind` is its class, `detail` never holds a secret."""
+
+    def __init__(self, kind: str, detail: str, *, status: int | None = None):
+        super().__init__(f"{kind}: {detail}")
+        self.kind = kind
+        self.detail = detail
+        self.status = status
+
+
+def checked_key(key: str) -> str:
+    """The key itself if it is hex, as both wires require; anything else never reaches a URL."""
+    if not _HEX_KEY.match(key):
+        raise RemoteFailure(BAD_RESPONSE, f"refusing to send a non-hex key {key!r}")
+    return key
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """A remote entry as the server described it (either may be unknown)."""
+
+    size: int | None = None
+    duration_ms: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteSettings:
+    """One remote layer, resolved from `remoteCache` and the environment. Secrets stay out of repr."""
+
+    kind: str  # turbo | nx
+    url: str  # base URL without a trailing slash
+    token: str | None = field(default=None, repr=False)
+    team: str | None = None  # turbo slug
+    team_id: str | None = None
+    signature: bool = False
+    signature_key: bytes | None = field(default=None, repr=False)
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    upload_timeout_s: float = DEFAULT_UPLOAD_TIMEOUT_S
+    max_artifact_bytes: int = DEFAULT_MAX_ARTIFACT_BYTES
+    upload: str = "ci"  # ci | always | never
+    read_only: bool = False
+    ci_vendor: str | None = None
+
+    @property
+    def endpoint(self) -> str:
+        """The base URL fit to print: no user info, no query."""
+        parts = urlsplit(self.url)
+        host = parts.hostname or ""
+        host = f"[{host}]" if ":" in host else host
+        port = f":{parts.port}" if parts.port else ""
+        return f"{parts.scheme}://{host}{port}{parts.path}"
+
+
+class RemoteLayer(Protocol):
+    """The seam: `has` probes, `get` streams a body into `sink`, `put` streams `src` up."""
+
+    settings: RemoteSettings
+
+    def has(self, key: str) -> Found | None: ...
+
+    def get(self, key: str, sink: BinaryIO) -> Found | None: ...
+
+    def put(self, key: str, src: BinaryIO, size: int, duration_ms: float) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """The remote layer to open, or None and the one line saying why it is off."""
+
+    settings: RemoteSettings | None
+    problem: str | None = None
+
+
+TURBO_ENV = ("TURBO_API", "TURBO_TOKEN", "TURBO_TEAM", "TURBO_TEAMID", "VERCEL_ARTIFACTS_TOKEN")
+NX_ENV = ("NX_SELF_HOSTED_REMOTE_CACHE_SERVER",)
+
+
+def configured(cfg: RemoteCacheConfig | None, env: Mapping[str, str]) -> bool:
+    """Whether any remote is asked for; cheap, so a run without one imports nothing more."""
+    if cfg is not None:
+        return True
+    if env.get("TURBO_API") or env.get("NX_SELF_HOSTED_REMOTE_CACHE_SERVER"):
+        return True
+    token = env.get("TURBO_TOKEN") or env.get("VERCEL_ARTIFACTS_TOKEN")
+    return bool(token and (env.get("TURBO_TEAM") or env.get("TURBO_TEAMID") or env.get("VERCEL_ARTIFACTS_OWNER")))
+
+
+def resolve(cfg: RemoteCacheConfig | None, env: Mapping[str, str]) -> Resolution:
+    """Merge `remoteCache` with the environment; the environment wins, as it does for turbo."""
+    kind = cfg.kind if cfg is not None else ("nx" if _nx_by_env(env) else "turbo")
+    settings = _turbo(cfg, env) if kind == "turbo" else _nx(cfg, env)
+    problem = _problem(settings)
+    return Resolution(None, problem) if problem else Resolution(settings)
+
+
+def _nx_by_env(env: Mapping[str, str]) -> bool:
+    return bool(env.get("NX_SELF_HOSTED_REMOTE_CACHE_SERVER")) and not any(env.get(n) for n in TURBO_ENV)
+
+
+def _common(cfg: RemoteCacheConfig | None, env: Mapping[str, str]) -> dict:
+    timeout = _seconds(env.get("TURBO_REMOTE_CACHE_TIMEOUT"))
+    if timeout is None:
+        timeout = cfg.timeout_ms / 1000 if cfg is not None and cfg.timeout_ms else DEFAULT_TIMEOUT_S
+    upload_timeout = _seconds(env.get("TURBO_REMOTE_CACHE_UPLOAD_TIMEOUT")) or max(DEFAULT_UPLOAD_TIMEOUT_S, timeout)
+    return {
+        "timeout_s": timeout,
+        "upload_timeout_s": upload_timeout,
+        "max_artifact_bytes": (cfg.max_artifact_bytes if cfg is not None and cfg.max_artifact_bytes
+                               else DEFAULT_MAX_ARTIFACT_BYTES),
+        "upload": cfg.upload if cfg is not None else "ci",
+        "read_only": _truthy(env.get("TURBO_REMOTE_CACHE_READ_ONLY")),
+        "ci_vendor": _ci_vendor(env),
+    }
+
+
+def _turbo(cfg: RemoteCacheConfig | None, env: Mapping[str, str]) -> RemoteSettings:
+    mine = cfg if cfg is not None and cfg.kind == "turbo" else None
+    key = env.get("TURBO_REMOTE_CACHE_SIGNATURE_KEY") or None
+    signature = mine.signature if mine is not None and mine.signature is not None else key is not None
+    return RemoteSettings(
+        kind="turbo",
+        url=(env.get("TURBO_API") or (mine.url if mine else None) or DEFAULT_TURBO_API).rstrip("/"),
+        token=env.get("TURBO_TOKEN") or env.get("VERCEL_ARTIFACTS_TOKEN") or None,
+        team=env.get("TURBO_TEAM") or (mine.team if mine else None) or None,
+        team_id=(env.get("TURBO_TEAMID") or env.get("VERCEL_ARTIFACTS_OWNER") or (mine.team_id if mine else None)
+                 or None),
+        signature=signature,
+        signature_key=key.encode() if key else None,
+        **_common(cfg, env),
+    )
+
+
+def _nx(cfg: RemoteCacheConfig | None, env: Mapping[str, str]) -> RemoteSettings:
+    url = env.get("NX_SELF_HOSTED_REMOTE_CACHE_SERVER") or (cfg.url if cfg is not None else None) or ""
+    return RemoteSettings(kind="nx", url=url.rstrip("/"),
+                          token=env.get("NX_SELF_HOSTED_REMOTE_CACHE_ACCESS_TOKEN") or None, **_common(cfg, env))
+
+
+def _problem(s: RemoteSettings) -> str | None:
+    """Why this layer cannot be used safely, in one line, or None."""
+    parts = urlsplit(s.url) if s.url else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        where = "NX_SELF_HOSTED_REMOTE_CACHE_SERVER or remoteCache.nx.url" if s.kind == "nx" else "TURBO_API"
+        return f"remote cache off: no usable server URL (set {where} to an http(s) URL)"
+    if parts.username or parts.password:
+        return "remote cache off: the server URL carries credentials; pass the token in the environment instead"
+    if s.token and parts.scheme == "http" and parts.hostname not in LOOPBACK_HOSTS:
+        return f"remote cache off: a token would travel in clear text to {s.endpoint}; use https"
+    if s.signature and not s.signature_key:
+        return "remote cache off: signatures are on but TURBO_REMOTE_CACHE_SIGNATURE_KEY is not set"
+    return None
+
+
+def open_layer(settings: RemoteSettings) -> RemoteLayer:
+    """Open the wire for `settings.kind`; this is where the HTTP modules are imported."""
+    if settings.kind == "nx":
+        from vx.store.remote.nx import NxLayer
+
+        return NxLayer(settings)
+    from vx.store.remote.turbo import TurboLayer
+
+    return TurboLayer(settings)
+
+
+def _seconds(text: str | None) -> float | None:
+    try:
+        value = float(text) if text else None
+    except ValueError:
+        return None
+    return value if value and value > 0 else None
+
+
+def _truthy(text: str | None) -> bool:
+    return (text or "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _ci_vendor(env: Mapping[str, str]) -> str | None:
+    """The `x-artifact-client-ci` value turbo sends: a vendor name, only in CI."""
+    for name, vendor in (("GITHUB_ACTIONS", "github-actions"), ("GITLAB_CI", "gitlab"), ("CIRCLECI", "circleci"),
+                         ("BUILDKITE", "buildkite"), ("VERCEL", "vercel"), ("JENKINS_URL", "jenkins")):
+        if env.get(name):
+            return vendor
+    return "ci" if _truthy(env.get("CI")) else None

@@ -1,0 +1,290 @@
+"""HTTP/1.1 to one cache server: a keep-alive connection per worker thread, deadlines on every
+byte, bounded retries, and one classification of what went wrong.
+
+Built on `http.client` rather than httpx: the calls are four verbs on one host, the stdlib
+costs ~30 ms to import against httpx's several times that (paid only when a remote is
+configured, but on every such run), and streaming bodies with an exact `Content-Length`, a
+running HMAC and a byte ceiling is plainest with the socket-level reads http.client gives.
+
+Retries (reliability C.19): only 429 and 5xx other than 501, at most twice, with jittered
+backoff from 0.5 s (a `Retry-After` is honoured up to 10 s); a connection the server closed
+while idle is retried once on a fresh one. Nothing else is retried: a refused connection or
+a timeout answers the question, and the layered store's breaker takes it from there.
+"""
+
+from __future__ import annotations
+
+import http.client
+import random
+import socket
+import ssl
+import threading
+import time
+from dataclasses import dataclass
+from typing import BinaryIO, Callable, Mapping
+from urllib.parse import urlencode, urlsplit
+
+from vx import __version__
+from vx.store.remote import (
+    BAD_RESPONSE, REFUSED, SERVER_ERROR, TIMEOUT, TOO_LARGE, UNREACHABLE, RemoteFailure, RemoteSettings,
+)
+
+CHUNK = 256 << 10
+CONNECT_TIMEOUT_S = 5.0
+MIN_RATE = 256 << 10  # bytes/s a big body must keep up, past the request timeout (slow drips end)
+MAX_RETRIES = 2
+BACKOFF_S = 0.5
+BACKOFF_CAP_S = 10.0
+_RETRY_STATUS = frozenset({429, 500, 502, 503, 504, 505, 507, 508, 510, 511})
+_IDLE_CLOSED = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
+
+
+@dataclass
+class Reply:
+    """A response whose body is still on the wire; `read_into` or `close` it."""
+
+    status: int
+    headers: Mapping[str, str]
+    response: http.client.HTTPResponse
+    started: float
+    timeout_s: float
+    wire: "Wire"
+    received: int = 0
+
+    def header(self, name: str) -> str | None:
+        return self.headers.get(name.lower())
+
+    def read_into(self, sink: BinaryIO, limit: int, on_chunk: Callable[[bytes], None] | None = None) -> int:
+        """Stream the body into `sink`, refusing more than `limit` bytes or a rate too slow to finish."""
+        length = _content_length(self)
+        if length is not None and length > limit:
+            self.close(reuse=False)
+            raise RemoteFailure(TOO_LARGE, f"the artifact is {length} bytes, over the {limit} byte bound")
+        total = 0
+        while chunk := self._chunk():
+            total += len(chunk)
+            if total > limit:
+                self.close(reuse=False)
+                raise RemoteFailure(TOO_LARGE, f"the artifact is over the {limit} byte bound")
+            if on_chunk is not None:
+                on_chunk(chunk)
+            sink.write(chunk)
+        if length is not None and total != length:
+            raise RemoteFailure(BAD_RESPONSE, f"the body ended after {total} of {length} bytes")
+        return total
+
+    def close(self, *, reuse: bool = True) -> None:
+        """Finish with the response; a connection with unread body bytes is not reused."""
+        if reuse and self.response.isclosed():
+            return
+        self.response.close()
+        self.wire.drop()
+
+    def _chunk(self) -> bytes:
+        allowed = self.started + self.timeout_s + (self.received / MIN_RATE)
+        left = allowed - time.monotonic()
+        if left <= 0:
+            self.close(reuse=False)
+            raise RemoteFailure(TIMEOUT, f"the body arrived slower than {MIN_RATE // 1024} KiB/s")
+        self.wire.set_timeout(min(left, self.timeout_s))
+        try:
+            data = self.response.read1(CHUNK)
+        except (TimeoutError, socket.timeout):
+            self.close(reuse=False)
+            raise RemoteFailure(TIMEOUT, f"no data for {self.timeout_s:g} s") from None
+        except (OSError, http.client.HTTPException) as exc:
+            self.close(reuse=False)
+            raise RemoteFailure(BAD_RESPONSE, f"the connection broke mid-body ({type(exc).__name__})") from None
+        self.received += len(data)
+        return data
+
+
+def _content_length(reply: Reply) -> int | None:
+    text = reply.header("content-length")
+    return int(text) if text and text.isdigit() else None
+
+
+class _DeadlineReader:
+    """A request body that refuses to keep sending past its deadline (slow servers end)."""
+
+    def __init__(self, src: BinaryIO, deadline: float):
+        self._src, self._deadline = src, deadline
+
+    def read(self, n: int = -1) -> bytes:
+        if time.monotonic() > self._deadline:
+            raise RemoteFailure(TIMEOUT, "the upload did not finish in time")
+        return self._src.read(CHUNK if n is None or n < 0 else min(n, CHUNK))
+
+
+class Wire:
+    """Requests to one server, one connection per thread; `close` drops them all."""
+
+    def __init__(self, settings: RemoteSettings):
+        parts = urlsplit(settings.url)
+        self.settings = settings
+        self._https = parts.scheme == "https"
+        self._host, self._port = parts.hostname or "", parts.port
+        self._base = parts.path.rstrip("/")
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._open: set[http.client.HTTPConnection] = set()
+        self._auth = {"Authorization": f"Bearer {settings.token}"} if settings.token else {}
+        self._context = ssl.create_default_context() if self._https else None
+
+    def url_path(self, path: str, query: Mapping[str, str] | None = None) -> str:
+        return self._base + path + (f"?{urlencode(query)}" if query else "")
+
+    # ------------------------------------------------------------ connections
+
+    def _connection(self) -> http.client.HTTPConnection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            if self._https:
+                conn = http.client.HTTPSConnection(self._host, self._port, timeout=CONNECT_TIMEOUT_S,
+                                                   context=self._context)
+            else:
+                conn = http.client.HTTPConnection(self._host, self._port, timeout=CONNECT_TIMEOUT_S)
+            self._local.conn = conn
+            self._local.used = False
+            with self._lock:
+                self._open.add(conn)
+        return conn
+
+    def set_timeout(self, seconds: float) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None and conn.sock is not None:
+            conn.sock.settimeout(max(seconds, 0.001))
+
+    def drop(self) -> None:
+        """Close this thread's connection; the next request opens a fresh one."""
+        conn = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if conn is not None:
+            with self._lock:
+                self._open.discard(conn)
+            conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            conns, self._open = list(self._open), set()
+        for conn in conns:
+            conn.close()
+
+    # ------------------------------------------------------------ requests
+
+    def call(self, method: str, path: str, *, headers: Mapping[str, str] = {}, body: BinaryIO | None = None,
+             size: int = 0, timeout_s: float | None = None) -> Reply:
+        """Send one request (retrying as the module says); return 2xx, 404 and 409 replies.
+
+        Every other outcome raises RemoteFailure with its class; the body of a returned reply
+        is still unread.
+        """
+        timeout = timeout_s or self.settings.timeout_s
+        for attempt in range(MAX_RETRIES + 1):
+            reply = self._attempt(method, path, headers, body, size, timeout)
+            if reply.status not in _RETRY_STATUS or attempt == MAX_RETRIES:
+                break
+            wait = _backoff(attempt, reply.header("retry-after"))
+            reply.close(reuse=False)
+            time.sleep(wait)
+        return _classified(reply, method)
+
+    def _attempt(self, method: str, path: str, headers: Mapping[str, str], body: BinaryIO | None, size: int,
+                 timeout: float) -> Reply:
+        """One exchange; a reused connection the server had closed is retried once, fresh."""
+        reused = getattr(self._local, "used", False) and getattr(self._local, "conn", None) is not None
+        try:
+            return self._exchange(method, path, headers, body, size, timeout)
+        except _IDLE_CLOSED:
+            self.drop()
+            if not reused:
+                raise RemoteFailure(UNREACHABLE, "the server closed the connection") from None
+        try:
+            return self._exchange(method, path, headers, body, size, timeout)
+        except _IDLE_CLOSED:
+            self.drop()
+            raise RemoteFailure(UNREACHABLE, "the server closed the connection") from None
+
+    def _exchange(self, method: str, path: str, headers: Mapping[str, str], body: BinaryIO | None, size: int,
+                  timeout: float) -> Reply:
+        conn = self._connection()
+        started = time.monotonic()
+        all_headers = {"User-Agent": f"vx {__version__}", **self._auth, **headers}
+        if body is not None:
+            body.seek(0)
+            all_headers["Content-Length"] = str(size)
+            body = _DeadlineReader(body, started + timeout + size / MIN_RATE)  # type: ignore[assignment]
+        try:
+            self._connect(conn, timeout)
+            response = self._send(conn, method, path, body, all_headers)
+        except _IDLE_CLOSED:
+            raise
+        except RemoteFailure:
+            self.drop()
+            raise
+        except (TimeoutError, socket.timeout):
+            self.drop()
+            raise RemoteFailure(TIMEOUT, f"no answer in {timeout:g} s") from None
+        except (OSError, http.client.HTTPException) as exc:
+            self.drop()
+            raise RemoteFailure(UNREACHABLE, _why(exc)) from None
+        self._local.used = True
+        heads = {k.lower(): v for k, v in response.getheaders()}
+        return Reply(response.status, heads, response, started, timeout, self)
+
+    def _connect(self, conn: http.client.HTTPConnection, timeout: float) -> None:
+        if conn.sock is None:
+            conn.timeout = min(CONNECT_TIMEOUT_S, timeout)
+            conn.connect()
+        conn.sock.settimeout(timeout)
+
+    def _send(self, conn: http.client.HTTPConnection, method: str, path: str, body, headers: Mapping[str, str]
+              ) -> http.client.HTTPResponse:
+        """Send and read the status; a server that answered early (413) and hung up mid-body is heard."""
+        fresh = not getattr(self._local, "used", False)
+        try:
+            conn.request(method, path, body=body, headers=headers, encode_chunked=False)
+        except (BrokenPipeError, ConnectionResetError):
+            if body is None or not fresh:
+                raise
+            try:
+                return conn.getresponse()
+            except (OSError, http.client.HTTPException):
+                raise RemoteFailure(UNREACHABLE, "the server hung up during the upload") from None
+        return conn.getresponse()
+
+
+def _classified(reply: Reply, method: str) -> Reply:
+    """Pass through what callers decide on (2xx, 404, 409); turn the rest into a failure."""
+    status = reply.status
+    if 200 <= status < 300 or status in (404, 409):
+        return reply
+    reply.close(reuse=False)
+    if status in (401, 403):
+        raise RemoteFailure(REFUSED, f"{method} answered {status}", status=status)
+    if status == 413:
+        raise RemoteFailure(TOO_LARGE, "the server refused the body as too large (413)", status=status)
+    if status >= 500 or status == 429:
+        raise RemoteFailure(SERVER_ERROR, f"{method} answered {status} after {MAX_RETRIES} retries", status=status)
+    raise RemoteFailure(BAD_RESPONSE, f"{method} answered {status}", status=status)
+
+
+def _backoff(attempt: int, retry_after: str | None) -> float:
+    """Seconds before the next try: `Retry-After` (capped) or 0.5 s doubling, with jitter."""
+    if retry_after and retry_after.strip().isdigit():
+        return min(float(retry_after.strip()), BACKOFF_CAP_S)
+    base = min(BACKOFF_S * (2**attempt), BACKOFF_CAP_S)
+    return base * (0.75 + random.random() / 2)
+
+
+def _why(exc: BaseException) -> str:
+    """Name a connection failure without echoing anything a server or URL could carry."""
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(exc, socket.gaierror):
+        return "the host name did not resolve"
+    if isinstance(exc, ssl.SSLError):
+        return f"TLS failed ({exc.reason or type(exc).__name__})"
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror.lower()
+    return type(exc).__name__
