@@ -14,7 +14,8 @@ from typing import Any, Callable, Mapping
 
 from vx import executor
 from vx.events import CacheRestored, Emit, Notice, TaskFinished, TaskOutput, TaskRetrying, TaskStarted
-from vx.model import CacheStatus, InputSet, LogChunk, ProcessResult, Status, TaskId, TaskNode, TaskResult
+from vx.model import (CacheStatus, InputSet, LogChunk, ProcessResult, Status, TaskId, TaskNode, TaskResult,
+                      Violation)
 from vx.scheduler import PrioritySlots
 
 
@@ -37,6 +38,7 @@ class TaskPlan:
     timeout_ms: int | None
     retries: int
     outputs: Any  # files.OutputSpec-like: globs to walk, wipe and allow (None when the task caches nothing)
+    sandbox: Any = None  # sandbox.grants.SandboxSpec when the task declares exec.sandbox (SB-01)
 
 
 @dataclass
@@ -54,6 +56,7 @@ class RunContext:
     priority: Mapping[TaskId, int]
     tainted: set[TaskId] = field(default_factory=set)  # downstream of a failure or a withheld save
     remote: Any = None  # store.layered.LayeredStore when a remote layer reads (RC-02), else None
+    sandbox: Any = None  # sandbox.runner.Session, made by the first sandboxed execution (SB-01); closed by run
 
 
 async def rebuild(ctx: RunContext, node: TaskNode, results: Mapping[TaskId, TaskResult]) -> TaskResult:
@@ -120,14 +123,14 @@ async def _execute_and_save(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> 
         globs = ", ".join(plan.inputs.unmatched_globs)
         ctx.emit(Notice(f"{node.id}: cache.inputs matched no files ({globs})", id=node.id))
     started_ns = time.time_ns()
-    proc, attempts = await _attempts(ctx, node, plan, wipe=write)
+    proc, attempts, violations = await _attempts(ctx, node, plan, wipe=write)
     status = _status_of(proc)
     cache = CacheStatus.MISS if cached else CacheStatus.NO_CACHE
     saved, reason = False, None
     if status is Status.SUCCESS and write:
         saved, reason = await _save(ctx, node, plan, proc, snapshot, started_ns)
     elif status is Status.FAILED:
-        reason = executor.failure_label(proc)
+        reason = _failure_label(proc, violations)
         hint = executor.exit_hint(proc, plan.command or "", _path_dirs(plan.env), cwd=ctx.root / node.project_dir)
         if hint:
             ctx.emit(Notice(hint, level="info", id=node.id))
@@ -135,7 +138,8 @@ async def _execute_and_save(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> 
         ctx.tainted.add(node.id)
     return TaskResult(node.id, status, cache, key=plan.key, duration_ms=proc.duration_ms, exit_code=proc.exit_code,
                       log=proc.log, reason=reason, command=plan.command, saved=saved, attempts=attempts,
-                      timed_out=proc.timed_out, cpu_ms=proc.cpu_ms, peak_rss_bytes=proc.peak_rss_bytes)
+                      timed_out=proc.timed_out, cpu_ms=proc.cpu_ms, peak_rss_bytes=proc.peak_rss_bytes,
+                      violations=violations)
 
 
 def _status_of(proc: ProcessResult) -> Status:
@@ -144,7 +148,8 @@ def _status_of(proc: ProcessResult) -> Status:
     return Status.SUCCESS if proc.exit_code == 0 else Status.FAILED
 
 
-async def _attempts(ctx: RunContext, node: TaskNode, plan: TaskPlan, *, wipe: bool) -> tuple[ProcessResult, int]:
+async def _attempts(ctx: RunContext, node: TaskNode, plan: TaskPlan, *,
+                    wipe: bool) -> tuple[ProcessResult, int, tuple[Violation, ...]]:
     """Run the command, retrying per exec.retries; each attempt re-cleans outputs (EX-06)."""
     total = plan.retries + 1
     elapsed = 0.0
@@ -154,9 +159,7 @@ async def _attempts(ctx: RunContext, node: TaskNode, plan: TaskPlan, *, wipe: bo
             if wipe:
                 await asyncio.to_thread(plan.outputs.wipe, ctx.root)
             ctx.emit(TaskStarted(node.id, plan.command or "", attempt))
-            proc = await executor.execute(
-                plan.command or "", cwd=ctx.root / node.project_dir, env=plan.env, timeout_ms=plan.timeout_ms,
-                on_output=lambda chunk: ctx.emit(TaskOutput(node.id, chunk)), table=ctx.table)
+            proc, violations = await _run_once(ctx, node, plan)
             elapsed += proc.duration_ms
             if proc.exit_code == 0 or proc.aborted or attempt == total:
                 break
@@ -164,7 +167,37 @@ async def _attempts(ctx: RunContext, node: TaskNode, plan: TaskPlan, *, wipe: bo
             ctx.emit(TaskRetrying(node.id, attempt + 1, total, after))
     finally:
         ctx.slots.release()
-    return _with_duration(proc, elapsed), attempt
+    return _with_duration(proc, elapsed), attempt, violations
+
+
+async def _run_once(ctx: RunContext, node: TaskNode, plan: TaskPlan,
+                    launch: executor.Launch | None = None) -> tuple[ProcessResult, tuple[Violation, ...]]:
+    """One attempt: inside the sandbox when the task declares one (SB-01), else plainly."""
+    def on_output(chunk: LogChunk) -> None:
+        ctx.emit(TaskOutput(node.id, chunk))
+
+    cwd = ctx.root / node.project_dir
+    if plan.sandbox is None:
+        return await executor.execute(plan.command or "", cwd=cwd, env=plan.env, timeout_ms=plan.timeout_ms,
+                                      on_output=on_output, table=ctx.table, launch=launch), ()
+    from vx.sandbox.runner import Session, run_sandboxed
+
+    if ctx.sandbox is None:
+        ctx.sandbox = Session(p.sandbox for p in ctx.plans.values() if p.sandbox is not None)
+    outcome = await run_sandboxed(ctx.sandbox, plan.sandbox, plan.command or "", cwd=cwd, env=plan.env,
+                                  timeout_ms=plan.timeout_ms, on_output=on_output, table=ctx.table)
+    for note in outcome.notes + outcome.failure_hints:
+        ctx.emit(Notice(note, level="info", id=node.id))
+    return outcome.process, outcome.violations
+
+
+def _failure_label(proc: ProcessResult, violations: tuple[Violation, ...]) -> str:
+    """`failed (exit 1, 2 sandbox violations)` (SB-12, CLI-59)."""
+    label = executor.failure_label(proc)
+    if not violations:
+        return label
+    noun = "violation" if len(violations) == 1 else "violations"
+    return f"{label[:-1]}, {len(violations)} sandbox {noun})"
 
 
 def _with_duration(proc: ProcessResult, total_ms: float) -> ProcessResult:

@@ -84,7 +84,7 @@ def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: 
         graph = build_graph(ws, configs, Selection(req.names, cwd_pkg, req.all))
     _refuse_group_only_args(graph, req)
     with stages("keys"):
-        opts = RunOptions(req.forward_args, req.timeout_ms, req.retries, ws_config.timeout_ms)
+        opts = RunOptions(req.forward_args, req.timeout_ms, req.retries, ws_config.timeout_ms, cache_dir=cache_dir)
         plans = make_plans(ws, graph, index, opts, host_env)
     from vx.store.policy import plan_cache
 
@@ -232,6 +232,8 @@ async def _walk(prep: Prepared, req: RunRequest, emit: Emit) -> tuple[dict[TaskI
     finally:
         _remove_signals()
         await table.shutdown(_grace_s())
+        if ctx.sandbox is not None:  # the network proxy and the sandboxes' temp root (SB-08, SB-15)
+            ctx.sandbox.close()
     return results, (stopped_by[0] if stopped_by else None)
 
 
