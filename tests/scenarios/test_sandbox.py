@@ -1,0 +1,267 @@
+"""The task sandbox end to end with real bwrap and strace (SB-01..SB-07, SB-10..SB-13, SB-15, SB-20):
+each scenario asserts the exact violation lines of the frame and the summary."""
+
+from __future__ import annotations
+
+import os
+import pty
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import SRC, npm_workspace
+
+pytestmark = pytest.mark.skipif(any(shutil.which(t) is None for t in ("bwrap", "strace", "node")),
+                                reason="bwrap, strace and node are installed by dev/test")
+
+
+def sandboxed(command: str, read=(), write=(), cache=None, **more) -> dict:
+    task = {"exec": {"command": command, "sandbox": {"allow": {"read": list(read), "write": list(write)}, **more}}}
+    if cache:
+        task["cache"] = {"inputs": {"files": ["src/**"]}, "outputs": {"files": list(cache)}}
+    return task
+
+
+def violation_lines(out: str) -> list[str]:
+    lines = out.splitlines()
+    starts = [i for i, line in enumerate(lines) if "SANDBOX VIOLATIONS" in line]
+    return [line for i in starts for line in lines[i + 1:] if line.startswith("│")] if starts else []
+
+
+def app(repo, tasks: dict, files: dict | None = None, **pkgs) -> None:
+    packages = {"app": {"tasks": tasks, "files": {"src/a.js": "a\n", **(files or {})}, "deps": pkgs.pop("deps", [])}}
+    packages.update(pkgs)
+    repo.write(npm_workspace(packages)).commit()
+
+
+# ---------------------------------------------------------------- reads and writes
+
+
+def test_reading_a_linked_sibling_the_key_does_not_fold_names_the_missing_edge(repo):  # SB-07
+    lib = {"files": {"src/index.js": "lib\n"}, "tasks": {"build": {"exec": {"command": "true"}}}}
+    app(repo, {"build": sandboxed("cat src/a.js ../lib/src/index.js || true", read=["src/**"], cache=["dist/**"])},
+        deps=["lib"], lib=lib)
+    res = repo.vx("run", "build", cwd="packages/app")
+    assert res.code == 1
+    assert violation_lines(res.out) == [
+        '│ read  packages/lib/src/index.js  → dependsOn "lib#<task>": the key folds no task of lib, '
+        'so the sandbox withholds it']
+    assert "failed (exit 1, 1 sandbox violation)" in res.out
+    assert res.task("app#build")["sandboxViolations"] == [{
+        "kind": "read", "path": "packages/lib/src/index.js",
+        "grant": 'dependsOn "lib#<task>": the key folds no task of lib, so the sandbox withholds it'}]
+
+
+def test_reading_an_unlinked_sibling_names_the_read_grant_and_a_folded_one_is_granted(repo):  # SB-05, SB-07
+    lib = {"files": {"src/index.js": "lib\n"}, "tasks": {"build": {"exec": {"command": "true"}}}}
+    other = {"files": {"x.js": "x\n"}}
+    cmd = "cat ../lib/src/index.js && (cat ../other/x.js || true)"
+    task = sandboxed(cmd, cache=["dist/**"])
+    task["dependsOn"] = ["^build"]
+    app(repo, {"build": task}, deps=["lib"], lib=lib, other=other)
+    res = repo.vx("run", "build", cwd="packages/app")
+    assert "lib\n" in res.out  # lib#build is folded into the key: the whole package is granted
+    assert violation_lines(res.out) == ['│ read  packages/other/x.js  → allow.read "../other/x.js"']
+
+
+def test_writing_beside_the_outputs_is_a_violation_and_nothing_is_cached(repo):  # SB-12
+    cmd = "mkdir -p dist && echo out > dist/o.js && echo log > build.log"
+    app(repo, {"build": sandboxed(cmd, read=["src/**"], write=["dist/"], cache=["dist/**"])})
+    res = repo.vx("run", "build", cwd="packages/app")
+    assert res.code == 1
+    assert violation_lines(res.out) == ['│ write packages/app/build.log  → allow.write "build.log"']
+    assert (repo.root / "packages/app/dist/o.js").read_text() == "out\n"
+    assert not (repo.root / "packages/app/build.log").exists()  # it landed in the scratch
+    again = repo.vx("run", "build", cwd="packages/app")
+    assert again.task("app#build")["cache"] == "miss"  # a task with violations is never cached
+
+
+def test_a_child_that_cds_and_reads_a_relative_path_is_resolved_against_its_own_cwd(repo):  # pitfall 14
+    cmd = "mkdir -p out && (cd src && cat ../fixtures/data.json ../../../package.json 2>&1; cd .. ; true)"
+    app(repo, {"t": sandboxed(cmd, read=["src/**"], write=["out/"])}, files={"fixtures/data.json": "{}"})
+    res = repo.vx("run", "t", cwd="packages/app")
+    assert violation_lines(res.out) == ['│ read  packages/app/fixtures/data.json  → allow.read "fixtures/data.json"']
+
+
+def test_a_node_read_through_io_uring_is_still_seen(repo):  # pitfall 22
+    script = "require('fs').readFile('data.txt', (e, d) => console.log(e ? e.code : String(d)))"
+    cmd = f"UV_USE_IO_URING=1 node -e \"{script}\""
+    app(repo, {"t": sandboxed(cmd, read=["src/**", "package.json"])}, files={"data.txt": "hello"})
+    res = repo.vx("run", "t", cwd="packages/app")
+    assert "ENOENT" in res.out
+    assert violation_lines(res.out) == ['│ read  packages/app/data.txt  → allow.read "data.txt"']
+
+
+def test_a_write_under_a_glob_that_matched_nothing_lands_in_scratch_without_violation(repo):  # seed 0.0.217
+    cmd = "mkdir .0123456789abcdef-00000000.tmp && echo rt > .0123456789abcdef-00000000.tmp/f && " \
+          "cat .0123456789abcdef-00000000.tmp/f"
+    app(repo, {"t": sandboxed(cmd, read=["src/**"], write=[".*.tmp/**", "dist/"])})
+    res = repo.vx("run", "t", cwd="packages/app")
+    assert res.code == 0, res.out + res.err
+    assert "rt\n" in res.out and violation_lines(res.out) == []
+    assert not list((repo.root / "packages/app").glob(".*.tmp"))
+
+
+def test_write_grants_are_created_and_unwritten_placeholders_removed(repo):  # SB-04
+    app(repo, {"t": sandboxed("echo x > gen/out.txt", write=["gen/", "stats.json"])})
+    res = repo.vx("run", "t", cwd="packages/app")
+    assert res.code == 0, res.out + res.err
+    assert (repo.root / "packages/app/gen/out.txt").read_text() == "x\n"
+    assert not (repo.root / "packages/app/stats.json").exists()
+
+
+# ---------------------------------------------------------------- outside the workspace
+
+
+def fake_home(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_rsa").write_text("PRIVATE-KEY-MATERIAL\n")
+    (home / ".npmrc").write_text("//registry/:_authToken=NPM-TOKEN\n")
+    (home / "notes.txt").write_text("readable\n")
+    return home
+
+
+def test_credential_stores_are_hidden_and_named_in_a_note(repo, tmp_path):  # SB-06
+    home = fake_home(tmp_path)
+    cmd = "cat ~/notes.txt; cat ~/.ssh/id_rsa; cat ~/.npmrc; true"
+    app(repo, {"t": sandboxed(cmd)})
+    res = repo.vx("run", "t", cwd="packages/app", env={"HOME": str(home)})
+    assert res.code == 0, res.out + res.err
+    assert "readable\n" in res.out  # the rest of HOME stays readable
+    assert "PRIVATE-KEY" not in res.out + res.err and "NPM-TOKEN" not in res.out + res.err
+    assert violation_lines(res.out) == []  # outside the workspace: a note, not a violation
+    assert ('vx: app#t: the sandbox hid ~/.ssh/id_rsa, a credential store (SB-06); if the task needs it, '
+            'grant it: allow.read "~/.ssh/id_rsa"') in res.err
+
+
+def test_a_failure_after_a_write_refused_outside_the_project_gets_the_grant_hint(repo, tmp_path):  # SB-12
+    home = fake_home(tmp_path)
+    (home / ".cache" / "tool").mkdir(parents=True)
+    app(repo, {"t": sandboxed("echo x > ~/.cache/tool/blob || exit 3")})
+    res = repo.vx("run", "t", cwd="packages/app", env={"HOME": str(home)})
+    assert res.code == 1 and "failed (exit 3)" in res.out
+    assert ("vx: app#t: the sandbox refused writes outside the project, which are not reported as violations: "
+            "~/.cache/tool/blob. If the task needs one, grant its directory, e.g. "
+            '`allow: { write: ["~/.cache/tool/"] }`') in res.err
+    granted = sandboxed("echo x > ~/.cache/tool/blob", write=["~/.cache/tool/"])
+    app(repo, {"t": granted})
+    assert repo.vx("run", "t", cwd="packages/app", env={"HOME": str(home)}).code == 0
+    assert (home / ".cache/tool/blob").read_text() == "x\n"
+
+
+def test_a_secret_in_vx_environment_is_not_readable_inside(repo):  # EX-03, SB-15
+    cmd = "env; cat /proc/1/environ; for f in /proc/[0-9]*/environ; do cat $f; done 2>/dev/null; true"
+    app(repo, {"t": sandboxed(cmd)})
+    res = repo.vx("run", "t", cwd="packages/app", env={"MY_SECRET": "hunter2-secret"})
+    assert res.code == 0, res.out + res.err
+    assert "VX_SANDBOX=1" in res.out and "hunter2-secret" not in res.out
+
+
+def test_tiocsti_cannot_push_input_into_vx_terminal(repo):  # pitfall 24
+    probe = ("import fcntl, os, termios\n"
+             "for name in ('/dev/tty', 0, 1, 2):\n"
+             "    try:\n"
+             "        fd = os.open(name, os.O_RDWR) if isinstance(name, str) else name\n"
+             "        for c in b'echo pwned\\n': fcntl.ioctl(fd, termios.TIOCSTI, bytes([c]))\n"
+             "        print(name, 'INJECTED')\n"
+             "    except OSError as e:\n"
+             "        print(name, 'refused', e.errno)\n")
+    app(repo, {"t": sandboxed("python3 tiocsti.py")}, files={"tiocsti.py": probe})
+    (repo.root / "packages/app/vx.config.json").write_text(
+        '{"tasks": {"t": {"exec": {"command": "python3 tiocsti.py", '
+        '"sandbox": {"allow": {"read": ["tiocsti.py"]}}}}}}')
+    repo.commit()
+    master, slave = pty.openpty()
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("VX_")}, "PYTHONPATH": SRC, "NO_COLOR": "1"}
+    proc = subprocess.run([sys.executable, "-m", "vx", "run", "t"], cwd=repo.root / "packages/app", env=env, stdin=slave,
+                          capture_output=True, text=True, timeout=60, start_new_session=True)
+    os.set_blocking(slave, False)
+    try:
+        pending = os.read(slave, 1000)
+    except BlockingIOError:
+        pending = b""
+    os.close(master)
+    os.close(slave)
+    assert "INJECTED" not in proc.stdout and proc.stdout.count("refused") == 4, proc.stdout + proc.stderr
+    assert b"pwned" not in pending
+
+
+# ---------------------------------------------------------------- processes
+
+
+def test_a_background_child_that_outlives_the_shell_neither_hangs_nor_survives(repo):  # SB-15, pitfall 18
+    app(repo, {"t": sandboxed("(sleep 987.25 &) ; sleep 987.5 & echo started")})
+    started = time.monotonic()
+    res = repo.vx("run", "t", cwd="packages/app", timeout=30)
+    assert res.code == 0 and "started" in res.out
+    assert time.monotonic() - started < 15
+    assert not [p for p in _cmdlines() if "987.25" in p or "987.5" in p]
+
+
+def _cmdlines() -> list[str]:
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            out.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except OSError:
+            pass
+    return out
+
+
+def test_a_timeout_reaches_the_task_politely_inside_the_sandbox(repo):  # EX-05, SB-15
+    cmd = "trap 'echo got-term; exit 3' TERM; echo ready; while :; do sleep 0.05; done"
+    task = sandboxed(cmd)
+    task["exec"]["timeout"] = 800
+    app(repo, {"t": task})
+    res = repo.vx("run", "t", cwd="packages/app", timeout=30)
+    assert res.code == 1 and "got-term" in res.out
+    assert res.task("app#t")["timedOut"] is True
+
+
+# ---------------------------------------------------------------- availability
+
+
+def test_without_bwrap_the_task_fails_and_never_runs_unsandboxed(repo):  # SB-01, SB-13
+    app(repo, {"t": sandboxed("echo ran > ran.txt")})
+    res = repo.vx("run", "t", cwd="packages/app", env={"VX_BWRAP": ""})
+    assert res.code == 1 and not (repo.root / "packages/app/ran.txt").exists()
+    assert "vx: sandbox not available: bwrap not found; install bubblewrap" in res.err
+
+
+def test_without_strace_it_enforces_reports_nothing_and_says_so_once(repo):  # SB-13
+    tasks = {"a": sandboxed("cat fixture.json || true"), "b": sandboxed("cat fixture.json || true")}
+    app(repo, tasks, files={"fixture.json": "SECRET-FIXTURE"})
+    res = repo.vx("run", "app#a", "app#b", env={"VX_STRACE": ""})
+    assert res.code == 0, res.out + res.err
+    assert "SECRET-FIXTURE" not in res.out  # still enforced
+    assert res.err.count("untraced (strace not found)") == 1
+
+
+def test_a_cache_hit_never_arms_the_sandbox(repo):  # SB-01
+    cmd = "mkdir -p dist && cat src/a.js > dist/o.js"
+    app(repo, {"build": sandboxed(cmd, read=["src/**"], write=["dist/"], cache=["dist/**"])})
+    assert repo.vx("run", "build", cwd="packages/app").code == 0
+    (repo.root / "packages/app/dist/o.js").unlink()
+    res = repo.vx("run", "build", cwd="packages/app", env={"VX_BWRAP": ""})  # no sandbox: only a hit can succeed
+    assert res.code == 0 and res.task("app#build")["cache"] == "local"
+
+
+# ---------------------------------------------------------------- refusals before the run
+
+
+def test_a_write_grant_into_a_nested_project_is_refused_before_anything_runs(repo):  # SB-04
+    repo.write(npm_workspace({"app": {"tasks": {}}})).commit()
+    (repo.root / "package.json").write_text(
+        '{"name": "root", "private": true, "workspaces": ["packages/*"]}')
+    (repo.root / "vx.config.json").write_text(
+        '{"tasks": {"t": {"exec": {"command": "echo ran", "sandbox": {"allow": {"write": ["packages/app/dist/"]}}}}}}')
+    repo.commit()
+    res = repo.vx("run", "//#t")
+    assert res.code == 2 and "ran" not in res.out
+    assert "write grant `packages/app/dist/` would make packages/app writable" in res.err
+    assert "in: vx.config.json, tasks.t.exec.sandbox.allow.write[0]" in res.err
