@@ -47,6 +47,8 @@ options:
   --retry N                 default extra attempts for a failing task
   --dry[=text|json]         print the plan with predicted cache status; run nothing
   --summarize[=PATH]        write the run summary JSON (default: <cache>/runs/<id>.json)
+  --verify[=inputs]         run every cached task traced (no cache reads) and fail on
+                            files it read that its cache.inputs do not declare
 
 exit: 0 all tasks ok · 1 a task failed, was skipped or aborted · 2 usage or config error
       130 / 143 / 129 interrupted by SIGINT / SIGTERM / SIGHUP
@@ -74,6 +76,7 @@ RUN_FLAGS = {
     "--retry": ("value", "retry"),
     "--dry": ("optional", "dry"),
     "--summarize": ("optional", "summarize"),
+    "--verify": ("optional", "verify"),
 }
 FLAG_ALIASES = {"--dry-run": "--dry", "--parallel": "--concurrency", "--skip-nx-cache": "--force"}
 CONTINUE_ALIASES = {"dependencies-successful": "deps-ok", "": "always"}
@@ -96,6 +99,7 @@ class RunArgs:
     retry: str | None = None
     dry: str | None = None
     summarize: str | None = None
+    verify: str | None = None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -250,11 +254,12 @@ def _run(args: RunArgs) -> int:
         raise UsageError(f"`--timeout` must be between 1 and {2**31 - 1} ms, got {timeout}")
     if args.dry is not None and args.summarize is not None:
         raise UsageError("`--summarize` cannot be combined with `--dry`", hint="a dry run executes nothing to summarise")
+    verify = _verify_mode(args.verify, args.dry)
     req = RunRequest(
         cwd=Path(os.getcwd()), names=tuple(args.names), all=args.all, forward_args=tuple(args.forward),
         concurrency=args.concurrency, continue_mode=_continue_mode(args.continue_mode), no_cache=args.no_cache,
         force=args.force, cache_dir=args.cache_dir, timeout_ms=timeout, retries=_plain_int("--retry", args.retry),
-        cache_spec=args.cache, dry=args.dry is not None)
+        cache_spec=args.cache, dry=args.dry is not None, verify=verify)
     return _run_request(req, _dry_format(args.dry), args.summarize, timer_start)
 
 
@@ -270,20 +275,56 @@ def _run_request(req, dry: str | None, summarize: str | None, timer_start: float
     from vx.executor import kill_grace_ms
 
     kill_grace_ms(env)  # a bad VX_KILL_GRACE_MS is refused before anything runs
-    reporter = None
+    tracer = _input_tracer(env) if req.verify else None
+    reporter, summary = None, None
     lock = RunLock(lambda msg: _say(f"vx: {msg}"))
     try:
         prep = run.prepare(req, env, stages, lock=lock)
         reporter = _reporter(prep.broad, env)
-        summary = run.execute(prep, req, reporter, stages)
+        summary = run.execute(prep, req, reporter, stages, launch_for=tracer.launch if tracer else None)
     finally:
         lock.release()
         if reporter is not None:
             reporter.close()  # erase a live status region even on an exception
+        if tracer is not None and summary is None:
+            tracer.close()
     if summarize is not None:
         _write_summary(summary, prep, summarize)
+    code = summary.exit_code if tracer is None else _verify_report(tracer, prep, summary)
     stages.print(sys.stderr)
-    return summary.exit_code
+    return code
+
+
+def _verify_mode(text: str | None, dry: str | None) -> str | None:
+    from vx.verify import parse_mode
+
+    mode = parse_mode(text) if text is not None else None
+    if mode is not None and dry is not None:
+        raise UsageError("`--verify` cannot be combined with `--dry`", hint="verifying means running the tasks")
+    return mode
+
+
+def _input_tracer(env: dict[str, str]):
+    from vx.verify import InputTracer, find_strace
+
+    return InputTracer(find_strace(env))
+
+
+def _verify_report(tracer, prep, summary) -> int:
+    """Print --verify's findings to stdout; exit 1 for an undeclared input (a failed run wins)."""
+    from vx.verify import check, render
+
+    try:
+        if summary.interrupted:
+            return summary.exit_code
+        report = check(prep.ws.root, prep.graph, prep.plans, prep.index, tracer)
+    finally:
+        tracer.close()
+    try:
+        print("\n".join(render(report)), flush=True)
+    except BrokenPipeError:
+        pass
+    return summary.exit_code or report.exit_code
 
 
 def _reporter(broad: bool, env: dict[str, str]):

@@ -537,6 +537,11 @@ class FileIndex:
     def __len__(self) -> int:
         return len(self._l.paths)
 
+    def could_be_input(self, rel_path: str) -> bool:
+        """Whether a glob could make this file an input: listed at load (tracked, or untracked
+        and not ignored) and not excluded by KEY-17. `--verify=inputs` asks it of every read."""
+        return rel_path in self._path_set and not _never_input(rel_path, self._l.untracked)
+
     # ------------------------------------------------------------ identities
 
     def identity(self, rel_path: str) -> str:

@@ -56,6 +56,8 @@ class RunContext:
     priority: Mapping[TaskId, int]
     tainted: set[TaskId] = field(default_factory=set)  # downstream of a failure or a withheld save
     remote: Any = None  # store.layered.LayeredStore when a remote layer reads (RC-02), else None
+    # (node, plan, attempt) -> a wrapper to start the command through (--verify's strace), or None
+    launch_for: Callable[[TaskNode, TaskPlan, int], executor.Launch | None] | None = None
     sandbox: Any = None  # sandbox.runner.Session, made by the first sandboxed execution (SB-01); closed by run
 
 
@@ -159,7 +161,8 @@ async def _attempts(ctx: RunContext, node: TaskNode, plan: TaskPlan, *,
             if wipe:
                 await asyncio.to_thread(plan.outputs.wipe, ctx.root)
             ctx.emit(TaskStarted(node.id, plan.command or "", attempt))
-            proc, violations = await _run_once(ctx, node, plan)
+            launch = ctx.launch_for(node, plan, attempt) if ctx.launch_for else None
+            proc, violations = await _run_once(ctx, node, plan, launch)
             elapsed += proc.duration_ms
             if proc.exit_code == 0 or proc.aborted or attempt == total:
                 break

@@ -42,6 +42,7 @@ class RunRequest:
     retries: int | None = None
     cache_spec: str | None = None  # `--cache local:rw,remote:r` (CLI-27)
     dry: bool = False  # planning only: the remote is probed, never downloaded from (RC-04)
+    verify: str | None = None  # --verify=inputs: cached tasks execute traced (no cache reads), saves as usual
 
 
 @dataclass
@@ -88,7 +89,7 @@ def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: 
         plans = make_plans(ws, graph, index, opts, host_env)
     from vx.store.policy import plan_cache
 
-    cache = plan_cache(no_cache=req.no_cache, force=req.force, spec=req.cache_spec, cfg=ws_config.remote_cache,
+    cache = plan_cache(no_cache=req.no_cache, force=req.force or req.verify is not None, spec=req.cache_spec, cfg=ws_config.remote_cache,
                        env=host_env)
     policy = CachePolicy(read=cache.axes.reads, write=cache.axes.writes)
     store, hits, remote, remote_hits = None, {}, None, frozenset()
@@ -187,11 +188,12 @@ def dry_plan(prep: Prepared) -> list[PlannedTask]:
 # ---------------------------------------------------------------- execute
 
 
-def execute(prep: Prepared, req: RunRequest, emit: Emit, stages: Stages) -> RunSummary:
-    """Walk the graph under the run lock; Ctrl-C and SIGTERM tear every task down."""
+def execute(prep: Prepared, req: RunRequest, emit: Emit, stages: Stages, launch_for=None) -> RunSummary:
+    """Walk the graph under the run lock; Ctrl-C and SIGTERM tear every task down. `launch_for`
+    may wrap a task's command (RunContext.launch_for), as --verify does with strace."""
     started = time.time()
     with stages("run graph"):
-        results, stopped_by = asyncio.run(_walk(prep, req, emit))
+        results, stopped_by = asyncio.run(_walk(prep, req, emit, launch_for))
     with stages("close cache"):
         _close_store(prep, emit)
     ordered = tuple(results[t] for t in prep.graph.order if not prep.graph.nodes[t].is_group)
@@ -209,7 +211,8 @@ def _close_store(prep: Prepared, emit: Emit) -> None:
         prep.store.close()
 
 
-async def _walk(prep: Prepared, req: RunRequest, emit: Emit) -> tuple[dict[TaskId, TaskResult], int | None]:
+async def _walk(prep: Prepared, req: RunRequest, emit: Emit,
+                launch_for=None) -> tuple[dict[TaskId, TaskResult], int | None]:
     from vx import executor
     from vx.scheduler import PrioritySlots, walk
 
@@ -219,7 +222,7 @@ async def _walk(prep: Prepared, req: RunRequest, emit: Emit) -> tuple[dict[TaskI
     ctx = RunContext(root=prep.ws.root, plans=prep.plans, hits=prep.hits, index=prep.index, store=prep.store,
                      policy=prep.policy, slots=PrioritySlots(prep.concurrency),
                      restore_slots=asyncio.Semaphore(2 * prep.concurrency), table=table, emit=emit,
-                     priority=prep.graph.priority, remote=prep.remote)
+                     priority=prep.graph.priority, remote=prep.remote, launch_for=launch_for)
     emit(RunStarted(prep.graph, prep.concurrency))
     for message in prep.notices:
         emit(Notice(message))
@@ -227,14 +230,27 @@ async def _walk(prep: Prepared, req: RunRequest, emit: Emit) -> tuple[dict[TaskI
         prep.remote.attach(lambda message, level: emit(Notice(message, level=level)))
     _install_signals(table, stop, stopped_by)
     try:
+        lane = await _hit_lane(prep, emit, stop)
+        if lane.damaged:  # the lane reported them; the walk executes them (no second restore)
+            ctx.hits = {k: v for k, v in prep.hits.items() if k not in lane.damaged}
         results = await walk(prep.graph, lambda node, res: rebuild(ctx, node, res),
-                             continue_mode=req.continue_mode, stop=stop)
+                             continue_mode=req.continue_mode, stop=stop, settled=lane.results)
     finally:
         _remove_signals()
         await table.shutdown(_grace_s())
         if ctx.sandbox is not None:  # the network proxy and the sandboxes' temp root (SB-08, SB-15)
             ctx.sandbox.close()
     return results, (stopped_by[0] if stopped_by else None)
+
+
+async def _hit_lane(prep: Prepared, emit: Emit, stop: asyncio.Event):
+    """Settle confirmed local hits before the walk, off the loop so a signal still stops it (GR-09)."""
+    from vx.hitlane import Settled, settle
+
+    if not (prep.hits and prep.policy.read and prep.store is not None):
+        return Settled()
+    return await asyncio.to_thread(settle, prep.graph, prep.plans, prep.hits, prep.store, prep.ws.root, emit,
+                                   2 * prep.concurrency, stop.is_set)
 
 
 def _install_signals(table, stop: asyncio.Event, stopped_by: list[int]) -> None:

@@ -1,0 +1,106 @@
+"""`vx run --verify=inputs` (LG-03): cached tasks run under real strace; every file a node task
+read but did not declare is named with the cache.inputs entry that covers it, and the run exits 1."""
+
+import shutil
+
+import pytest
+
+from conftest import npm_workspace
+
+pytestmark = pytest.mark.skipif(shutil.which("strace") is None, reason="strace is installed by dev/test")
+
+
+def node(script: str) -> str:
+    return "node -e \"const fs=require('fs');" + script + "\""
+
+
+WRITE_OUT = "fs.mkdirSync('dist',{recursive:true});fs.writeFileSync('dist/out.js',s);"
+
+
+def cached(command: str, inputs=("src/**",), workspace_files=(), deps=(), outputs=("dist/**",)) -> dict:
+    ins = {"files": list(inputs)}
+    if workspace_files:
+        ins["workspaceFiles"] = list(workspace_files)
+    return {"exec": {"command": command}, "dependsOn": list(deps),
+            "cache": {"inputs": ins, "outputs": {"files": list(outputs)}}}
+
+
+APP_READS_SHARED = node("const s=fs.readFileSync('src/a.js','utf8')+fs.readFileSync('../shared/x.js','utf8');"
+                        + WRITE_OUT)
+
+
+def workspace(repo, app_task: dict, extra: dict | None = None):
+    packages = {
+        "shared": {"files": {"x.js": "X;", "notes.md": "unread"}},
+        "app": {"tasks": {"build": app_task}, "files": {"src/a.js": "A;"}},
+        **(extra or {}),
+    }
+    repo.write(npm_workspace(packages)).commit()
+    return repo
+
+
+def test_an_undeclared_read_of_a_sibling_file_is_named_and_fails_the_run(repo):
+    workspace(repo, cached(APP_READS_SHARED))
+    res = repo.vx("run", "app#build", "--verify=inputs")
+    assert res.code == 1, res.err
+    assert res.out.splitlines()[-4:] == [
+        "app#build read 1 undeclared input:",
+        '  ../shared/x.js  add cache.inputs.workspaceFiles: ["packages/shared/x.js"]',
+        "",
+        "verify: 1 undeclared input in 1 of 1 traced task",
+    ]
+    # the task itself succeeded and was saved: only the verdict fails the run
+    assert res.task("app#build")["status"] == "success"
+
+
+def test_a_correct_declaration_passes_and_the_cache_is_not_read(repo):
+    workspace(repo, cached(APP_READS_SHARED, workspace_files=("packages/shared/x.js",)))
+    first = repo.vx("run", "app#build")
+    assert first.code == 0 and first.statuses() == {"app#build": ("success", "miss")}
+    res = repo.vx("run", "app#build", "--verify")
+    assert res.code == 0, res.out + res.err
+    assert res.statuses() == {"app#build": ("success", "miss")}  # executed, to be observed
+    assert res.out.splitlines()[-1] == "verify: every traced task declared what it read (1 task)"
+
+
+def test_dependency_outputs_and_own_writes_are_covered_and_ignored_files_are_not_inputs(repo):
+    lib_build = cached(node("fs.mkdirSync('dist',{recursive:true});fs.writeFileSync('dist/lib.js','L;')"))
+    app = cached(node("fs.mkdirSync('tmp',{recursive:true});fs.writeFileSync('tmp/scratch','x');"
+                      "const s=fs.readFileSync('tmp/scratch','utf8')+fs.readFileSync('../lib/dist/lib.js','utf8')"
+                      "+fs.readFileSync('.env.local','utf8')+fs.readFileSync('src/a.js','utf8');" + WRITE_OUT),
+                 deps=("^build",))
+    workspace(repo, app, {"lib": {"tasks": {"build": lib_build}, "files": {"src/l.js": "L"}}})
+    repo.write({"packages/app/package.json": {"name": "app", "version": "1.0.0",
+                                              "dependencies": {"lib": "workspace:*"}},
+                ".gitignore": "node_modules/\ndist/\n.vx/\ntmp/\n.env.local\n",
+                "packages/app/.env.local": "SECRET=1"}).commit()
+    res = repo.vx("run", "app#build", "--verify=inputs")
+    assert res.code == 0, res.out + res.err
+    assert res.out.splitlines()[-1] == "verify: every traced task declared what it read (2 tasks)"
+
+
+def test_each_task_gets_its_own_block_with_a_producer_hint(repo):
+    gen = cached(node("fs.mkdirSync('dist',{recursive:true});fs.writeFileSync('dist/gen.js','G;')"),
+                 inputs=("src/**",))
+    app = cached(node("const s=fs.readFileSync('config.json','utf8')+fs.readFileSync('../gen/dist/gen.js','utf8');"
+                      + WRITE_OUT), deps=("gen#build",), inputs=("src/**",))
+    app["cache"]["inputs"]["tasks"] = []  # gen#build's key is not folded: its outputs are not covered
+    workspace(repo, app, {"gen": {"tasks": {"build": gen}, "files": {"src/g.js": "g"}}})
+    repo.write({"packages/app/config.json": "{}"}).commit()
+    res = repo.vx("run", "app#build", "--verify=inputs")
+    assert res.code == 1, res.err
+    block = res.out[res.out.index("app#build read"):].splitlines()
+    assert block[:3] == [
+        "app#build read 2 undeclared inputs:",
+        '  config.json         add cache.inputs.files: ["config.json"]',
+        '  ../gen/dist/gen.js  add cache.inputs.tasks: ["gen#build"] (gen#build outputs it)',
+    ]
+    assert block[-1] == "verify: 2 undeclared inputs in 1 of 2 traced tasks"
+
+
+def test_verify_refuses_other_modes_and_dry(repo):
+    workspace(repo, cached(APP_READS_SHARED))
+    later = repo.vx("run", "app#build", "--verify=determinism")
+    assert later.code == 2 and "not implemented yet" in later.err
+    dry = repo.vx("run", "app#build", "--verify", "--dry")
+    assert dry.code == 2 and "cannot be combined with `--dry`" in dry.err
