@@ -191,6 +191,9 @@ class NxServer(ThreadingHTTPServer):
 
     daemon_threads = True
 
+    def handle_error(self, request, client_address) -> None:
+        pass  # a client hanging up mid-exchange is the point of these tests
+
     def __init__(self, tokens: dict[str, str]):
         super().__init__(("127.0.0.1", 0), _NxHandler)
         self.tokens = tokens  # token -> "read" | "write"
@@ -236,6 +239,9 @@ class FaultServer(ThreadingHTTPServer):
     """`mode="500"` answers 500 to everything; `mode="stall"` accepts and never answers."""
 
     daemon_threads = True
+
+    def handle_error(self, request, client_address) -> None:
+        pass  # a client hanging up mid-exchange is the point of these tests
 
     def __init__(self, mode: str, stall_cap_s: float = 60.0):
         super().__init__(("127.0.0.1", 0), _FaultHandler)

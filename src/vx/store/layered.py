@@ -267,12 +267,11 @@ class LayeredStore:
         try:
             status()
         except RemoteFailure as failure:
-            if failure.kind == REFUSED:
-                self.health.failed("PUT", key, failure, "not uploaded")
-                return False
-            if failure.kind != BAD_RESPONSE:  # a server without /status is fine; a dead one is not
-                self.health.failed("GET status", key, failure, "uploading anyway")
-        return self.health.allows(writing=True)
+            if failure.kind == BAD_RESPONSE:  # a server without /status is fine; a dead one is not
+                return self.health.allows(writing=True)
+            self.health.failed("PUT", key, failure, "not uploaded (the local cache has it)")
+            return False
+        return True
 
     # ------------------------------------------------------------ temp files
 
