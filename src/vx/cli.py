@@ -281,7 +281,8 @@ def _run_request(req, dry: str | None, summarize: str | None, timer_start: float
     try:
         prep = run.prepare(req, env, stages, lock=lock)
         reporter = _reporter(prep.broad, env)
-        summary = run.execute(prep, req, reporter, stages, launch_for=tracer.launch if tracer else None)
+        summary = run.execute(prep, req, reporter, stages, launch_for=tracer.launch if tracer else None,
+                              observe=tracer.observe if tracer else None)
     finally:
         lock.release()
         if reporter is not None:

@@ -58,6 +58,8 @@ class RunContext:
     remote: Any = None  # store.layered.LayeredStore when a remote layer reads (RC-02), else None
     # (node, plan, attempt) -> a wrapper to start the command through (--verify's strace), or None
     launch_for: Callable[[TaskNode, TaskPlan, int], executor.Launch | None] | None = None
+    # (task, trace accesses) of each sandboxed attempt, for --verify; None: the traces are not kept
+    observe: Callable[[TaskId, tuple[Any, ...]], None] | None = None
     sandbox: Any = None  # sandbox.runner.Session, made by the first sandboxed execution (SB-01); closed by run
 
 
@@ -187,8 +189,11 @@ async def _run_once(ctx: RunContext, node: TaskNode, plan: TaskPlan,
 
     if ctx.sandbox is None:
         ctx.sandbox = Session(p.sandbox for p in ctx.plans.values() if p.sandbox is not None)
+        ctx.sandbox.keep_accesses = ctx.observe is not None
     outcome = await run_sandboxed(ctx.sandbox, plan.sandbox, plan.command or "", cwd=cwd, env=plan.env,
                                   timeout_ms=plan.timeout_ms, on_output=on_output, table=ctx.table)
+    if ctx.observe is not None and outcome.accesses:  # untraced: --verify says so
+        ctx.observe(node.id, outcome.accesses)
     for note in outcome.notes + outcome.failure_hints:
         ctx.emit(Notice(note, level="info", id=node.id))
     return outcome.process, outcome.violations

@@ -188,12 +188,13 @@ def dry_plan(prep: Prepared) -> list[PlannedTask]:
 # ---------------------------------------------------------------- execute
 
 
-def execute(prep: Prepared, req: RunRequest, emit: Emit, stages: Stages, launch_for=None) -> RunSummary:
+def execute(prep: Prepared, req: RunRequest, emit: Emit, stages: Stages, launch_for=None,
+            observe=None) -> RunSummary:
     """Walk the graph under the run lock; Ctrl-C and SIGTERM tear every task down. `launch_for`
-    may wrap a task's command (RunContext.launch_for), as --verify does with strace."""
+    may wrap a task's command and `observe` receives sandboxed traces (RunContext), for --verify."""
     started = time.time()
     with stages("run graph"):
-        results, stopped_by = asyncio.run(_walk(prep, req, emit, launch_for))
+        results, stopped_by = asyncio.run(_walk(prep, req, emit, launch_for, observe))
     with stages("close cache"):
         _close_store(prep, emit)
     ordered = tuple(results[t] for t in prep.graph.order if not prep.graph.nodes[t].is_group)
@@ -212,7 +213,7 @@ def _close_store(prep: Prepared, emit: Emit) -> None:
 
 
 async def _walk(prep: Prepared, req: RunRequest, emit: Emit,
-                launch_for=None) -> tuple[dict[TaskId, TaskResult], int | None]:
+                launch_for=None, observe=None) -> tuple[dict[TaskId, TaskResult], int | None]:
     from vx import executor
     from vx.scheduler import PrioritySlots, walk
 
@@ -222,7 +223,8 @@ async def _walk(prep: Prepared, req: RunRequest, emit: Emit,
     ctx = RunContext(root=prep.ws.root, plans=prep.plans, hits=prep.hits, index=prep.index, store=prep.store,
                      policy=prep.policy, slots=PrioritySlots(prep.concurrency),
                      restore_slots=asyncio.Semaphore(2 * prep.concurrency), table=table, emit=emit,
-                     priority=prep.graph.priority, remote=prep.remote, launch_for=launch_for)
+                     priority=prep.graph.priority, remote=prep.remote, launch_for=launch_for,
+                     observe=observe)
     emit(RunStarted(prep.graph, prep.concurrency))
     for message in prep.notices:
         emit(Notice(message))

@@ -107,19 +107,26 @@ class InputTracer:
         self.skip = frozenset(skip)  # tasks traced elsewhere (the sandbox's own trace)
         self.directory = Path(tempfile.mkdtemp(prefix="vx-verify-"))
         self.traces: dict[TaskId, list[Path]] = {}
+        self.observed: dict[TaskId, list] = {}  # sandboxed tasks: the sandbox's own trace
 
     def launch(self, node: TaskNode, plan, attempt: int) -> Launch | None:
         """The executor Launch for one attempt, or None for tasks not verified here."""
-        if plan.outputs is None or node.id in self.skip or plan.command is None:
-            return None
+        if plan.outputs is None or node.id in self.skip or plan.command is None or plan.sandbox is not None:
+            return None  # a sandboxed task is traced inside its sandbox: see observe()
         path = self.directory / f"{len(os.listdir(self.directory))}.trace"
         self.traces.setdefault(node.id, []).append(path)
         return Launch(argv=[*strace_prefix(self.strace, path), "/bin/sh", "-c", plan.command])
+
+    def observe(self, tid: TaskId, accesses) -> None:
+        """Take a sandboxed attempt's accesses (RunContext.observe); attempts accumulate."""
+        self.observed.setdefault(tid, []).extend(accesses)
 
     def accesses(self, tid: TaskId, cwd: Path) -> list | None:
         """Every access of every attempt of `tid` in trace order; None when it never ran."""
         from vx.sandbox.trace import TraceParser
 
+        if tid in self.observed:
+            return self.observed[tid]
         paths = [p for p in self.traces.get(tid, []) if p.exists()]
         if not paths:
             return None

@@ -104,3 +104,21 @@ def test_verify_refuses_other_modes_and_dry(repo):
     assert later.code == 2 and "not implemented yet" in later.err
     dry = repo.vx("run", "app#build", "--verify", "--dry")
     assert dry.code == 2 and "cannot be combined with `--dry`" in dry.err
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap is installed by dev/test")
+def test_a_sandboxed_task_is_verified_from_its_sandbox_trace(repo):
+    # config.json is granted to the sandbox (no violation) but not declared to the cache
+    task = cached(node("const s=fs.readFileSync('src/a.js','utf8')+fs.readFileSync('config.json','utf8');" + WRITE_OUT))
+    task["exec"]["sandbox"] = {"allow": {"read": ["src/**", "config.json", "package.json"], "write": ["dist/**"]}}
+    workspace(repo, task)
+    repo.write({"packages/app/config.json": "{}"}).commit()
+    res = repo.vx("run", "app#build", "--verify=inputs")
+    assert res.code == 1, res.out + res.err
+    assert res.task("app#build")["status"] == "success" and "sandboxViolations" not in res.task("app#build")
+    assert res.out.splitlines()[-4:] == [
+        "app#build read 1 undeclared input:",
+        '  config.json  add cache.inputs.files: ["config.json"]',
+        "",
+        "verify: 1 undeclared input in 1 of 1 traced task",
+    ]

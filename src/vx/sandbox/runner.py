@@ -44,6 +44,7 @@ class Outcome:
     violations: tuple[Violation, ...] = ()
     notes: tuple[str, ...] = ()
     failure_hints: tuple[str, ...] = ()
+    accesses: tuple[trace.Access, ...] = ()  # the whole trace, kept only when Session.keep_accesses (--verify)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +67,7 @@ class Session:
         self._proxy: Any = None
         self._said: set[str] = set()
         self._count = 0
+        self.keep_accesses = False  # --verify=inputs reads the trace after the judge
 
     @property
     def capability(self) -> Capability:
@@ -151,7 +153,7 @@ async def run_sandboxed(session: Session, spec: SandboxSpec, command: str, *, cw
     proc = replace(proc, exit_code=1 if violations and proc.exit_code == 0 else proc.exit_code,
                    cpu_ms=None, peak_rss_bytes=None)  # the pid namespace hides the task's rusage (SB-20)
     hints = tuple(report.failure_hints(spec)) if failed else ()
-    return Outcome(proc, violations, notes + tuple(report.notes), hints)
+    return Outcome(proc, violations, notes + tuple(report.notes), hints, tuple(attempt.kept))
 
 
 def _unavailable(cap: Capability) -> Outcome:
@@ -185,6 +187,7 @@ class _Attempt:
         self.dir = session.task_dir(spec.task)
         self.tmpdir = str(self.dir / "tmp")
         self.trace_fd = os.open(self.dir, os.O_TMPFILE | os.O_RDWR, 0o600) if cap.traced else None
+        self.kept: list[trace.Access] = []
         self.status = _Status()
         self.cwd = spec.project
 
@@ -234,6 +237,8 @@ class _Attempt:
         os.lseek(self.trace_fd, 0, os.SEEK_SET)
         with open(os.dup(self.trace_fd), encoding="ascii", errors="surrogateescape") as lines:
             accesses = trace.TraceParser(self.cwd).feed(lines)
+            if self.session.keep_accesses:
+                accesses = self.kept = list(accesses)
             return judge(accesses, self.spec, self.layout, self.tmpdir)
 
     def close(self) -> None:
