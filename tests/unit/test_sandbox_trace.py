@@ -140,3 +140,24 @@ def test_real_strace_over_a_shell_that_cds_and_makes_dirs(tmp_path):
     assert ("write", f"{tmp_path}/out/q", None) in got
     assert ("write", f"{tmp_path}/out/q/f", None) in got
     assert ("read", f"{tmp_path}/missing", "ENOENT") in got
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/bin/strace"), reason="strace is installed by dev/test")
+def test_the_openat_fast_path_agrees_with_the_general_parser(tmp_path, monkeypatch):
+    import re
+
+    from vx.sandbox import trace as trace_module
+
+    (tmp_path / "a b").mkdir()
+    (tmp_path / "a b" / "é.js").write_text("x")
+    trace = os.open(tmp_path, os.O_TMPFILE | os.O_RDWR, 0o600)
+    script = "cat 'a b/é.js' missing 2>/dev/null; ls 'a b' >/dev/null; echo y > out.txt; true"
+    subprocess.run(strace_argv("strace") + ["/bin/sh", "-c", script], cwd=tmp_path, stdin=trace, check=True)
+    os.lseek(trace, 0, 0)
+    lines = os.read(trace, 1 << 20).decode().splitlines()
+    os.close(trace)
+    fast = parse(lines, str(tmp_path))
+    assert any(trace_module._OPENAT.match(line) for line in lines)
+    monkeypatch.setattr(trace_module, "_OPENAT", re.compile(r"(?!)"))
+    assert parse(lines, str(tmp_path)) == fast
+    assert ("read", f"{tmp_path}/a b/é.js") in {(a.kind, a.path) for a in fast}

@@ -13,6 +13,8 @@ child inherits from the `clone`/`fork` that made it.
 
 from __future__ import annotations
 
+import functools
+import itertools
 import os
 import re
 from dataclasses import dataclass
@@ -66,18 +68,30 @@ class Access:
 _LINE = re.compile(r"\s*(\d+)\s+(.*)")
 _RESUMED = re.compile(r"<\.\.\. \w+ resumed>\s?(.*)")
 _CALL = re.compile(r"(\w+)\((.*)")
-_TOKEN = re.compile(r'(AT_FDCWD|-?\d+)<((?:[^<>]|\\x[0-9a-f]{2})*)>|"((?:\\x[0-9a-f]{2})*)"')
+_TOKEN = re.compile(r'(AT_FDCWD|-?\d+)<([^<>]*)>|"([^"]*)"')  # -xx: no quote or angle bracket inside
 _FLAG = re.compile(r"\bO_[A-Z]+\b")
+_DECORATED = re.compile(r"-?\d+<([^<>]*)>")
+_OPENAT = re.compile(r'\s*(\d+)\s+openat\(AT_FDCWD<([^<>]*)>, "([^"]*)", ([A-Z_|]+)(?:, \d+)?\)\s+= '
+                     r'(?:\d+<([^<>]*)>\s*$|-1 ([A-Z]+) \([^()]*\)\s*$)')
 _HEX = re.compile(r"\\x([0-9a-f]{2})")
 _UNFINISHED = " <unfinished ...>"
 _NOT_FINAL = ("ERESTARTSYS", "ERESTARTNOINTR", "ERESTARTNOHAND", "ERESTART_RESTARTBLOCK", "EINTR")
 _WRITE_FLAGS = frozenset({"O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC"})
 
 
+@functools.lru_cache(maxsize=8192)
 def unhex(text: str) -> str:
-    """Decode strace's `-xx` escapes back to a file-system path (undecodable bytes kept)."""
+    """Decode strace's `-xx` escapes back to a file-system path (undecodable bytes kept).
+
+    Memoised: the same cwd decorates nearly every line, and a tool opens the same few
+    directories over and over."""
     if "\\x" not in text:
         return text
+    if len(text) % 4 == 0 and text.count("\\x") == len(text) // 4:  # all escapes: the -xx norm, and fast
+        try:
+            return os.fsdecode(bytes.fromhex(text.replace("\\x", "")))
+        except ValueError:
+            pass
     return os.fsdecode(_HEX.sub(lambda m: chr(int(m.group(1), 16)), text).encode("latin-1"))
 
 
@@ -109,15 +123,17 @@ def _split_call(pid: int, text: str) -> _Call | None:
     errno = result.split(" ")[1] if ret.startswith("-") and " " in result else None
     if errno in _NOT_FINAL:
         return None
-    decoration = re.match(r"-?\d+<((?:[^<>]|\\x[0-9a-f]{2})*)>", ret)
+    decoration = _DECORATED.match(ret)
     ret_path = unhex(decoration.group(1)) if decoration else None
     return _Call(pid, match.group(1), head[len(match.group(1)) + 1:], ret, errno, ret_path)
 
 
 def _tokens(args: str) -> list[tuple[str, str]]:
-    """The path-ish arguments in order: ("fd", decoded path) or ("str", decoded string)."""
+    """The first path-ish arguments in order: ("fd", decoded path) or ("str", decoded string).
+
+    Four at most (renameat's two pairs): execve's argv strings are never needed."""
     out = []
-    for m in _TOKEN.finditer(args):
+    for m in itertools.islice(_TOKEN.finditer(args), 4):
         out.append(("fd", unhex(m.group(2))) if m.group(1) is not None else ("str", unhex(m.group(3))))
     return out
 
@@ -140,6 +156,9 @@ class TraceParser:
             yield from self.line(line)
 
     def line(self, line: str) -> list[Access]:
+        fast = _OPENAT.match(line)
+        if fast is not None:
+            return self._openat(fast)
         match = _LINE.match(line.rstrip("\n"))
         if match is None:
             return []
@@ -149,6 +168,17 @@ class TraceParser:
             return []
         call = _split_call(pid, text)
         return [] if call is None else self._call(call)
+
+    def _openat(self, m: re.Match) -> list[Access]:
+        """The common line, in one match: `openat(AT_FDCWD<cwd>, "path", FLAGS[, mode]) = fd<real>|-1 E…`."""
+        pid, cwd, errno = int(m.group(1)), unhex(m.group(2)), m.group(6)
+        if errno in _NOT_FINAL:
+            return []
+        self._cwd[pid] = cwd
+        path = unhex(m.group(3))
+        path = os.path.normpath(path if path.startswith("/") else os.path.join(cwd, path))
+        real = unhex(m.group(5)) if m.group(5) is not None else None
+        return [Access(pid, _open_kind(m.group(4)), "openat", path, errno, real if errno is None else None)]
 
     def _join(self, pid: int, text: str) -> str | None:
         """Join `<unfinished ...>` with its `<... resumed>` (pids interleave, pitfall 12)."""
