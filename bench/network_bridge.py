@@ -64,7 +64,7 @@ def bwrap(sock: Path, script: str, *args: str) -> list[str]:
 
 
 def socat_port(sock: Path) -> tuple[subprocess.Popen, int]:
-    proc = subprocess.Popen(["socat", "-d", "-d", "TCP-LISTEN:0,bind=127.0.0.1,fork,reuseaddr", f"UNIX-CONNECT:{sock}"],
+    proc = subprocess.Popen(["socat", "-d", "-d", "TCP-LISTEN:0,bind=127.0.0.1,fork,reuseaddr,nodelay", f"UNIX-CONNECT:{sock}"],
                             stderr=subprocess.PIPE, text=True)
     port = int(re.search(r":(\d+)$", proc.stderr.readline().strip()).group(1))
     threading.Thread(target=proc.stderr.read, daemon=True).start()

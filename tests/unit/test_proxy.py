@@ -114,7 +114,7 @@ class Bridge:
     """socat on an ephemeral loopback port, relaying to one of the proxy's sockets."""
 
     def __init__(self, sock: Path):
-        self.proc = subprocess.Popen(["socat", "-d", "-d", "TCP-LISTEN:0,bind=127.0.0.1,fork,reuseaddr",
+        self.proc = subprocess.Popen(["socat", "-d", "-d", "TCP-LISTEN:0,bind=127.0.0.1,fork,reuseaddr,nodelay",
                                       f"UNIX-CONNECT:{sock}"], stderr=subprocess.PIPE, text=True)
         line = self.proc.stderr.readline()
         match = re.search(r"listening on .*:(\d+)$", line.strip())

@@ -387,7 +387,7 @@ def _node_quote(path: str) -> str:
 def bridge_prelude(socket_path: Path, port: int = BRIDGE_PORT, socat: str = "socat") -> str:
     """Shell text that starts socat on 127.0.0.1:port -> socket_path and waits, with shell
     builtins only, until /proc/net/tcp shows the port listening; exits 125 if socat dies."""
-    listen = f"TCP-LISTEN:{port},bind=127.0.0.1,fork,reuseaddr"
+    listen = f"TCP-LISTEN:{port},bind=127.0.0.1,fork,reuseaddr,nodelay"
     target = "UNIX-CONNECT:" + str(socket_path).replace(",", "\\,").replace(":", "\\:")
     hexport = f"0100007F:{port:04X}"
     return (f"{shlex.quote(socat)} {listen} {shlex.quote(target)} </dev/null >/dev/null 2>&1 & "
