@@ -168,3 +168,8 @@ def test_folded_packages_follow_the_key_through_groups_and_filters():
     select = lambda owner, deps, pats: list(deps)  # noqa: E731  (keys.select_upstream with the default filter)
     assert folded_packages(nodes, a, select) == {"app", "ui", "core"}
     assert folded_packages(nodes, a, lambda owner, deps, pats: []) == set()
+
+
+def test_a_project_path_with_glob_characters_stays_literal():  # SB-18: no refusal needed on Linux
+    (grant,) = resolve("src/*.ts", "/w/odd*[dir]", HOME, realpath=False)
+    assert grant.base == "/w/odd*[dir]/src" and grant.covers("/w/odd*[dir]/src/a.ts")

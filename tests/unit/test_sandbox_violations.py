@@ -95,3 +95,8 @@ def test_scratch_globs_cover_their_writes():
     layout = Layout(scratch=list(spec.writes))
     report = Judge(spec, layout, TMP, is_file=HOST.__contains__).judge([write(f"{P}/.a-0.tmp/f")])
     assert report.violations == []
+
+
+def test_the_project_package_json_and_node_modules_are_always_readable():  # SB-07; every key folds package.json
+    report = judge([read(f"{P}/package.json"), read("/w/node_modules/x/index.js", None)], read=())
+    assert report.violations == []

@@ -155,8 +155,8 @@ def resolve(text: str, project: str, home: str, *, realpath: bool = True) -> lis
     for alternative in _braces(text):
         directory = alternative.endswith("/") or alternative in (".", "..")
         body, collapsed = _collapse(alternative.rstrip("/") or "/")
-        absolute = _absolute(body, project, home)
-        base, pattern = _split_static(absolute)
+        static, pattern = (body, None) if body.startswith(("/", "~")) else _split_static(body)
+        base = _absolute(static, project, home)  # split first: the project's own path may hold a `*`
         base = os.path.realpath(base) if realpath else base
         glob = GlobSet([pattern]) if pattern else None
         out.append(Grant(text, base, glob, directory or collapsed, dir_glob=collapsed and glob is not None))
@@ -189,11 +189,11 @@ def _absolute(path: str, project: str, home: str) -> str:
 
 
 def _split_static(path: str) -> tuple[str, str | None]:
-    """Split at the first segment with a wildcard: (literal directory, glob below it)."""
+    """Split a relative grant at its first wildcard segment: (literal directory, glob below it)."""
     parts = path.split("/")
     for i, part in enumerate(parts):
         if _WILDCARD.search(part):
-            return "/".join(parts[:i]) or "/", "/".join(parts[i:])
+            return "/".join(parts[:i]) or ".", "/".join(parts[i:])
     return path, None
 
 
@@ -276,7 +276,7 @@ class Layout:
 def expand(spec: SandboxSpec) -> Layout:
     """Decide the binds for an attempt starting now; create missing write grants (SB-04)."""
     layout = Layout()
-    for path in (f"{spec.root}/node_modules", f"{spec.project}/node_modules", *spec.linked):
+    for path in dependency_paths(spec):
         if os.path.exists(path):
             layout.ro.append(path)
     for grant in spec.reads:
@@ -288,6 +288,13 @@ def expand(spec: SandboxSpec) -> Layout:
     _hide_credentials(spec, layout)
     _protect(spec, layout)
     return layout
+
+
+def dependency_paths(spec: SandboxSpec) -> tuple[str, ...]:
+    """What core grants every task (SB-07): node_modules, the linked packages, and the project's
+    own package.json, which every key folds (node reads it to know a script's module type)."""
+    return (f"{spec.root}/node_modules", f"{spec.project}/node_modules", f"{spec.project}/package.json",
+            *spec.linked)
 
 
 def _bind_read(grant: Grant, layout: Layout) -> None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from vx.model import Violation
-from vx.sandbox.grants import CREDENTIAL_STORES, Grant, Layout, SandboxSpec
+from vx.sandbox.grants import CREDENTIAL_STORES, Grant, Layout, SandboxSpec, dependency_paths
 from vx.sandbox.trace import Access
 
 _PSEUDO = ("/proc", "/dev", "/sys")
@@ -57,7 +57,7 @@ class Judge:
                  is_file: Callable[[str], bool] = os.path.isfile) -> None:
         self.spec, self.layout, self.tmpdir, self.is_file = spec, layout, tmpdir, is_file
         self.readable = (*spec.reads, *spec.writes)
-        self.deps = (f"{spec.root}/node_modules", f"{spec.project}/node_modules", *spec.linked)
+        self.deps = dependency_paths(spec)
         self.stores = tuple(f"{spec.home}/{rel}" for rel in CREDENTIAL_STORES) if spec.home not in ("", "/") else ()
 
     def judge(self, accesses: Iterable[Access]) -> Report:
