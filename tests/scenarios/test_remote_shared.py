@@ -70,3 +70,17 @@ def test_remote_off_by_flag_sends_nothing(repo, tmp_path, turbo_server, team):  
     assert res.code == 0, res.err
     assert not [r for r in turbo_server.requests() if team in r]
     assert set(res.statuses().values()) == {("success", "miss")}
+
+
+def test_remote_only_layers_keep_nothing_locally(repo, tmp_path, turbo_server, team):  # LC-15, RC-01
+    a, b = two_clones(repo, tmp_path, turbo_server, team)
+    env = turbo_server.env(team)
+    up = a.vx("run", "build", "--all", "--cache=local:,remote:rw", env=env)
+    assert up.code == 0, up.err
+    assert len([r for r in turbo_server.requests("PUT") if team in r]) == 4
+    down = b.vx("run", "build", "--all", "--cache=local:,remote:r", env=env)
+    assert down.code == 0, down.err
+    assert set(down.statuses().values()) == {("success", "remote")}
+    assert outputs(b) == outputs(a)
+    for clone_ in (a, b):
+        assert not list((clone_.root / ".vx/cache").glob("*.tar.zst")) and strays(clone_) == []
