@@ -265,3 +265,24 @@ def test_a_write_grant_into_a_nested_project_is_refused_before_anything_runs(rep
     assert res.code == 2 and "ran" not in res.out
     assert "write grant `packages/app/dist/` would make packages/app writable" in res.err
     assert "in: vx.config.json, tasks.t.exec.sandbox.allow.write[0]" in res.err
+
+
+def test_ctrl_c_reaches_the_task_inside_and_nothing_survives(repo):  # EX-11, issue item 6
+    cmd = ("trap 'echo int > state/got; exit 4' INT TERM; sh -c 'trap \"\" INT TERM; sleep 61.75' & "
+           "echo ready > state/ready; wait")
+    app(repo, {"t": sandboxed(cmd, write=["state/"])})
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("VX_")}, "PYTHONPATH": SRC, "NO_COLOR": "1",
+           "VX_KILL_GRACE_MS": "1000"}
+    proc = subprocess.Popen([sys.executable, "-m", "vx", "run", "t"], cwd=repo.root / "packages/app", env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ready = repo.root / "packages/app/state/ready"
+    deadline = time.monotonic() + 20
+    while not (ready.exists() and ready.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    started = time.monotonic()
+    proc.send_signal(2)
+    out, err = proc.communicate(timeout=15)
+    assert proc.returncode == 130, out + err
+    assert time.monotonic() - started < 5
+    assert (repo.root / "packages/app/state/got").read_text() == "int\n"  # the polite signal reached the trap
+    assert not [p for p in _cmdlines() if "61.75" in p]

@@ -19,7 +19,7 @@ import os
 import re
 import shutil
 import tempfile
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
@@ -139,7 +139,9 @@ async def run_sandboxed(session: Session, spec: SandboxSpec, command: str, *, cw
     """Run `command` sandboxed to the end; never raises for the task (like executor.execute)."""
     cap = await asyncio.to_thread(lambda: session.capability)
     if not cap.available:
-        return _unavailable(cap)
+        return _unavailable(cap.problem or "", cap.hint)
+    if _hosts(spec) and shutil.which("socat") is None:
+        return _unavailable("socat not found (it bridges the sandbox to the network proxy)", _SOCAT_HINT)
     layout = await asyncio.to_thread(grants.expand, spec)
     notes = _pre_notes(session, spec, layout, cap)
     attempt = _Attempt(session, spec, layout, cap)
@@ -156,10 +158,19 @@ async def run_sandboxed(session: Session, spec: SandboxSpec, command: str, *, cw
     return Outcome(proc, violations, notes + tuple(report.notes), hints, tuple(attempt.kept))
 
 
-def _unavailable(cap: Capability) -> Outcome:
+def _unavailable(problem: str, hint: str | None) -> Outcome:
     """No bwrap (or one that cannot make namespaces): the task fails, never runs unsandboxed (SB-01)."""
-    error = f"sandbox not available: {cap.problem}; {cap.hint}" if cap.hint else f"sandbox not available: {cap.problem}"
+    error = f"sandbox not available: {problem}; {hint}" if hint else f"sandbox not available: {problem}"
     return Outcome(ProcessResult(exit_code=1, duration_ms=0.0, spawn_error=error))
+
+
+def _hosts(spec: SandboxSpec) -> tuple[str, ...]:
+    """The hosts a task reaches through the run's proxy; `true` (the host's network) needs none."""
+    network = spec.config.network
+    return network if isinstance(network, tuple) else ()
+
+
+_SOCAT_HINT = "install socat (apt install socat)"
 
 
 def _pre_notes(session: Session, spec: SandboxSpec, layout: Layout, cap: Capability) -> tuple[str, ...]:
@@ -194,8 +205,7 @@ class _Attempt:
     async def run(self, command: str, cwd: Path, env: Mapping[str, str], timeout_ms: int | None,
                   on_output: Callable[[LogChunk], None], table: executor.ProcessTable) -> ProcessResult:
         self.cwd = str(cwd)
-        bridge = self.session.bridge(self.spec) if isinstance(self.spec.config.network, tuple) and \
-            self.spec.config.network else None
+        bridge = self.session.bridge(self.spec) if _hosts(self.spec) else None
         argv = self.argv(command, bridge)
         launch = executor.Launch(argv, stdin=self.trace_fd, pass_fds=(self.status.write_fd,),
                                  polite_group=lambda: self.status.child_pid)
