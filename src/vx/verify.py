@@ -108,12 +108,14 @@ class InputTracer:
         self.directory = Path(tempfile.mkdtemp(prefix="vx-verify-"))
         self.traces: dict[TaskId, list[Path]] = {}
         self.observed: dict[TaskId, list] = {}  # sandboxed tasks: the sandbox's own trace
+        self._count = 0
 
     def launch(self, node: TaskNode, plan, attempt: int) -> Launch | None:
         """The executor Launch for one attempt, or None for tasks not verified here."""
         if plan.outputs is None or node.id in self.skip or plan.command is None or plan.sandbox is not None:
             return None  # a sandboxed task is traced inside its sandbox: see observe()
-        path = self.directory / f"{len(os.listdir(self.directory))}.trace"
+        self._count += 1  # not the directory's size: a trace file appears only once strace starts
+        path = self.directory / f"{self._count}.trace"
         self.traces.setdefault(node.id, []).append(path)
         return Launch(argv=[*strace_prefix(self.strace, path), "/bin/sh", "-c", plan.command])
 
