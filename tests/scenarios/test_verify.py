@@ -122,3 +122,16 @@ def test_a_sandboxed_task_is_verified_from_its_sandbox_trace(repo):
         "",
         "verify: 1 undeclared input in 1 of 1 traced task",
     ]
+
+
+def test_concurrent_tasks_keep_their_own_traces(repo):
+    # two launches before either strace started once shared a trace file name
+    reads = lambda f: cached(node(f"const s=fs.readFileSync('{f}','utf8');" + WRITE_OUT))  # noqa: E731
+    repo.write(npm_workspace({
+        "a": {"tasks": {"build": reads("a.txt")}, "files": {"a.txt": "a", "src/k": "k"}},
+        "b": {"tasks": {"build": reads("b.txt")}, "files": {"b.txt": "b", "src/k": "k"}},
+    })).commit()
+    res = repo.vx("run", "build", "--all", "--verify", "--concurrency", "2")
+    assert res.code == 1, res.err
+    assert [line for line in res.out.splitlines() if "add " in line] == [
+        '  a.txt  add cache.inputs.files: ["a.txt"]', '  b.txt  add cache.inputs.files: ["b.txt"]']
