@@ -111,9 +111,8 @@ class Session:
     def network_violations(self, spec: SandboxSpec) -> list[Violation]:
         if self._proxy is None:
             return []
-        found = self._proxy.violations(spec.task, ignore=spec.config.ignore_network)
-        self._proxy.detach(spec.task)
-        return found
+        # The task's socket stays until the run ends: a retry or a later task may attach again.
+        return self._proxy.violations(spec.task, ignore=spec.config.ignore_network)
 
     def close(self) -> None:
         if self._proxy is not None:
