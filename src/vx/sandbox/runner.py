@@ -70,6 +70,10 @@ class Session:
         self.keep_accesses = False  # --verify=inputs reads the trace after the judge
 
     @property
+    def probed(self) -> Capability | None:
+        return self._capability
+
+    @property
     def capability(self) -> Capability:
         if self._capability is None:
             self._capability = probe(self._environ)
@@ -136,7 +140,7 @@ async def run_sandboxed(session: Session, spec: SandboxSpec, command: str, *, cw
                         timeout_ms: int | None, on_output: Callable[[LogChunk], None],
                         table: executor.ProcessTable) -> Outcome:
     """Run `command` sandboxed to the end; never raises for the task (like executor.execute)."""
-    cap = await asyncio.to_thread(lambda: session.capability)
+    cap = session.probed or await asyncio.to_thread(lambda: session.capability)  # the probe spawns: once, off the loop
     if not cap.available:
         return _unavailable(cap.problem or "", cap.hint)
     if _hosts(spec) and shutil.which("socat") is None:
