@@ -639,22 +639,32 @@ class FileIndex:
         if workspace_globs:
             wide = [p for p in self._select("", workspace_globs, (), excluded_workspace)
                     if self._not_output(p, base, excluded)]
-        ids = {p: self._identity(p) for p in (*own, *wide)}
-        self._memo.flush()
-        files = tuple(sorted((p, i) for p, i in ids.items() if i is not None))
+        ids = self._identities_of(own + wide if wide else own)
         # KEY-23: a pattern whose only matches vanished before they were hashed matched nothing.
         cut = len(base)
         unmatched = globs.unmatched([p[cut:] for p in own if ids[p] is not None])
         if workspace_globs:
             unmatched += workspace_globs.unmatched([p for p in wide if ids[p] is not None])
-        return InputSet(files, unmatched)
+        return InputSet(tuple(sorted((p, i) for p, i in ids.items() if i is not None)), unmatched)
+
+    def _identities_of(self, paths: list[str]) -> dict[str, str | None]:
+        """Identities of many paths: the trusted index OIDs first (a dict hit each), the rest hashed."""
+        trusted = self._l.trusted
+        ids = {p: trusted.get(p) for p in paths}
+        rest = [p for p, i in ids.items() if i is None]
+        if rest:
+            ids.update((p, self._identity(p)) for p in rest)
+            self._memo.flush()
+        return ids
 
     def _select(self, base: str, globs: GlobSet, nested: Sequence[str], excluded: GlobSet | None) -> list[str]:
-        """Listed paths matching `globs` below `base`, minus the task's outputs."""
+        """Listed paths matching `globs` below `base`, minus the task's outputs (every candidate is
+        below `base`, so the output globs match the cut path directly)."""
         match, cut = globs.match, len(base)
         chosen = [p for p in self._candidates(base, globs.roots(), nested) if match(p[cut:])]
         if excluded:
-            chosen = [p for p in chosen if self._not_output(p, base, excluded)]
+            out = excluded.match
+            chosen = [p for p in chosen if not out(p[cut:])]
         return chosen
 
     # ------------------------------------------------------------ KEY-21

@@ -23,6 +23,8 @@ class Selection:
 def build_graph(ws: Workspace, configs: Mapping[str, ProjectConfig], sel: Selection) -> TaskGraph:
     """Resolve the requested tasks and everything they depend on into one graph."""
     requested = _resolve_requested(ws, configs, sel)
+    wanted = set(requested)
+    declared = _all_task_names(configs)  # once, not per `^` entry: that was O(projects²)
     nodes: dict[TaskId, TaskNode] = {}
     pending = list(requested)
     while pending:
@@ -30,8 +32,8 @@ def build_graph(ws: Workspace, configs: Mapping[str, ProjectConfig], sel: Select
         if tid in nodes:
             continue
         task = configs[tid.package].tasks[tid.task]
-        deps = _expand_depends_on(ws, configs, tid, task)
-        nodes[tid] = TaskNode(tid, task, ws.packages[tid.package].dir, deps, tid in requested)
+        deps = _expand_depends_on(ws, configs, tid, task, declared)
+        nodes[tid] = TaskNode(tid, task, ws.packages[tid.package].dir, deps, tid in wanted)
         pending.extend(d for d in deps if d not in nodes)
     order = _topological_order(nodes)
     return TaskGraph(nodes, order, _dependent_counts(nodes, order), tuple(requested))
@@ -41,12 +43,10 @@ def build_graph(ws: Workspace, configs: Mapping[str, ProjectConfig], sel: Select
 
 
 def _resolve_requested(ws: Workspace, configs: Mapping[str, ProjectConfig], sel: Selection) -> list[TaskId]:
-    out: list[TaskId] = []
+    out: dict[TaskId, None] = {}  # ordered and deduplicated in O(1) per task
     for name in sel.names:
-        for tid in _resolve_one(ws, configs, sel, name):
-            if tid not in out:
-                out.append(tid)
-    return out
+        out.update(dict.fromkeys(_resolve_one(ws, configs, sel, name)))
+    return list(out)
 
 
 def _resolve_one(ws: Workspace, configs: Mapping[str, ProjectConfig], sel: Selection, name: str) -> list[TaskId]:
@@ -90,21 +90,22 @@ def _all_task_names(configs: Mapping[str, ProjectConfig]) -> set[str]:
 
 
 def _expand_depends_on(
-    ws: Workspace, configs: Mapping[str, ProjectConfig], tid: TaskId, task: TaskConfig
+    ws: Workspace, configs: Mapping[str, ProjectConfig], tid: TaskId, task: TaskConfig, declared: set[str]
 ) -> tuple[TaskId, ...]:
     out: dict[TaskId, None] = {}
     source = configs[tid.package].source
     for i, entry in enumerate(task.depends_on):
         field = f"tasks.{tid.task}.dependsOn[{i}]"
-        for dep in _expand_entry(ws, configs, tid, entry, source, field):
+        for dep in _expand_entry(ws, configs, tid, entry, source, field, declared):
             if dep != tid:
                 out[dep] = None
     return tuple(out)
 
 
-def _expand_entry(ws, configs, tid: TaskId, entry: str, source: str, field: str) -> Iterable[TaskId]:
+def _expand_entry(ws, configs, tid: TaskId, entry: str, source: str, field: str,
+                  declared: set[str]) -> Iterable[TaskId]:
     if entry.startswith("^"):
-        return _frontier(ws, configs, tid.package, entry[1:], source, field)
+        return _frontier(ws, configs, tid.package, entry[1:], source, field, declared)
     if "#" in entry:
         pkg, _, name = entry.rpartition("#")
         pkg = pkg or ROOT_PROJECT
@@ -122,11 +123,11 @@ def _expand_entry(ws, configs, tid: TaskId, entry: str, source: str, field: str)
     return [TaskId(tid.package, entry)]
 
 
-def _frontier(ws, configs, package: str, name: str, source: str, field: str) -> list[TaskId]:
+def _frontier(ws, configs, package: str, name: str, source: str, field: str, declared: set[str]) -> list[TaskId]:
     """The nearest holders of `name` among the package's dependencies (GR-02, sparse bridging)."""
-    if not any(name in cfg.tasks for cfg in configs.values()):
+    if name not in declared:
         raise ConfigError(f"`^{name}`: no project in the workspace declares a task `{name}`", file=source, field=field,
-                          hint=suggestion(name, _all_task_names(configs), noun="tasks"))
+                          hint=suggestion(name, declared, noun="tasks"))
     found: list[TaskId] = []
     seen: set[str] = {package}
     stack = list(reversed(ws.packages[package].deps))

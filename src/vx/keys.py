@@ -57,7 +57,9 @@ DEFAULT_TASK_FILTER = ("*", "^*")
 
 def select_upstream(owner: TaskId, deps: Sequence[TaskId], patterns: Sequence[str] | None) -> list[TaskId]:
     """The upstream tasks whose keys fold into `owner`'s key; the last matching pattern wins."""
-    pats = DEFAULT_TASK_FILTER if patterns is None else tuple(patterns)
+    if patterns is None:  # the default `*` and `^*` together select every dependency
+        return list(deps)
+    pats = tuple(patterns)
     return [dep for dep in deps if _selected(owner, dep, pats)]
 
 

@@ -6,6 +6,7 @@ with nothing executed, and the store is probed for every key in one batch.
 
 from __future__ import annotations
 
+import bisect
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,9 +131,10 @@ def _task_plan(ws, node: TaskNode, index, opts: RunOptions, host_env, fingerprin
         upstream=tuple(sorted(((str(d), plans[d].key) for d in upstream), key=lambda p: (p[1], p[0]))),
         files=inputs.files,
     )
+    root = str(ws.root)
     env = environment.task_env(host=host_env, pass_through=cfg.exec.env.pass_through, define=cfg.exec.env.define,
-                               project_dir_abs=ws.root / node.project_dir, root=ws.root,
-                               workspace_id=str(ws.root), task_id=str(node.id))
+                               project_dir_abs=os.path.join(root, node.project_dir) if node.project_dir else root,
+                               root=root, workspace_id=root, task_id=str(node.id))
     outputs = None
     if cfg.cache is not None:
         outputs = OutputSpec(node.project_dir, cfg.cache.output_files, cfg.cache.output_workspace_files, query)
@@ -151,12 +153,19 @@ def _input_query(node: TaskNode, nested: tuple[str, ...]) -> InputQuery:
 
 
 def _nested_dirs(ws: Workspace) -> dict[str, tuple[str, ...]]:
-    """For each project dir, the dirs of projects nested inside it (the root holds all members)."""
-    dirs = sorted(p.dir for p in ws.packages.values())
+    """For each project dir, the dirs of projects nested inside it (the root holds all members).
+
+    The dirs under a prefix are one contiguous run of the sorted list, so each is a bisect and
+    a short scan, not a pass over every project (that was O(projects²))."""
+    dirs = sorted({p.dir for p in ws.packages.values()})
     out: dict[str, tuple[str, ...]] = {}
     for d in dirs:
         prefix = d + "/" if d else ""
-        out[d] = tuple(o for o in dirs if o != d and o.startswith(prefix))
+        i = bisect.bisect_left(dirs, prefix)
+        j = i
+        while j < len(dirs) and dirs[j].startswith(prefix):
+            j += 1
+        out[d] = tuple(o for o in dirs[i:j] if o != d)
     return out
 
 

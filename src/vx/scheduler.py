@@ -62,18 +62,23 @@ def _skipped(node: TaskNode, blocker: TaskId, reason: str) -> TaskResult:
 
 
 async def walk(graph: TaskGraph, rebuild: Rebuild, *, continue_mode: str = "deps-ok",
-               stop: asyncio.Event | None = None) -> dict[TaskId, TaskResult]:
-    """Run every node once its dependencies are done; return every node's result."""
+               stop: asyncio.Event | None = None,
+               settled: Mapping[TaskId, TaskResult] | None = None) -> dict[TaskId, TaskResult]:
+    """Run every node once its dependencies are done; return every node's result.
+
+    `settled` nodes are already finished (the hit lane's work): they are never rebuilt, and
+    since a node is settled only with all its dependencies, none of them waits on the walk.
+    """
     nodes = graph.nodes
-    waiting = {tid: len(n.deps) for tid, n in nodes.items()}
+    results: dict[TaskId, TaskResult] = dict(settled or {})
+    waiting = {tid: sum(d not in results for d in n.deps) for tid, n in nodes.items() if tid not in results}
     dependants: dict[TaskId, list[TaskId]] = {tid: [] for tid in nodes}
-    for tid, n in nodes.items():
-        for dep in n.deps:
+    for tid in waiting:
+        for dep in nodes[tid].deps:
             dependants[dep].append(tid)
     position = {tid: i for i, tid in enumerate(graph.order)}
     ready = [(-graph.priority[t], position[t], t) for t, c in waiting.items() if c == 0]
     heapq.heapify(ready)
-    results: dict[TaskId, TaskResult] = {}
     running: dict[asyncio.Task[TaskResult], TaskId] = {}
     halted = False
 

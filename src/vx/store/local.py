@@ -249,6 +249,18 @@ class LocalStore:
             row = self._db.execute("SELECT log FROM entry_log WHERE hash=?", (entry.key,)).fetchone()
         return archive.decode_log(row[0]) if row else ()
 
+    def logs_of(self, entries: Sequence[Entry]) -> dict[str, tuple[LogChunk, ...]]:
+        """`log_of` for many entries in one query per IN-list batch: the hit lane's warm path."""
+        keys = [e.key for e in entries]
+        out: dict[str, tuple[LogChunk, ...]] = {k: () for k in keys}
+        with self._lock:
+            for batch in _chunked(keys):
+                for key, blob in self._db.execute(
+                    f"SELECT hash, log FROM entry_log WHERE hash IN ({_marks(len(batch))})", batch
+                ):
+                    out[key] = archive.decode_log(blob)
+        return out
+
     # ------------------------------------------------------------ up to date
 
     def is_up_to_date(self, entry: Entry, current: Collection[str]) -> bool:
