@@ -286,3 +286,12 @@ def test_ctrl_c_reaches_the_task_inside_and_nothing_survives(repo):  # EX-11, is
     assert time.monotonic() - started < 5
     assert (repo.root / "packages/app/state/got").read_text() == "int\n"  # the polite signal reached the trap
     assert not [p for p in _cmdlines() if "61.75" in p]
+
+
+def test_unix_sockets_are_refused_unless_granted(repo):  # SB-09
+    cmd = "python3 -c \"import socket; socket.socket(socket.AF_UNIX); print('unix ok')\" 2>&1 | tail -1"
+    granted = sandboxed(cmd)
+    granted["exec"]["sandbox"]["allow"]["unixSockets"] = True
+    app(repo, {"t": sandboxed(cmd), "u": granted})
+    assert "PermissionError: [Errno 1] Operation not permitted" in repo.vx("run", "t", cwd="packages/app").out
+    assert "unix ok" in repo.vx("run", "u", cwd="packages/app").out

@@ -55,3 +55,9 @@ def test_home_under_tmp_stays_readable_and_net_can_be_shared():
     argv = bwrap_argv("bwrap", spec(home="/tmp/ci/home"), Layout(), tmpdir="/tmp/t", status_fd=4, share_net=True)
     joined = " ".join(argv)
     assert "--share-net" in argv and joined.index("--tmpfs /tmp") < joined.index("--ro-bind /tmp/ci/home")
+
+
+def test_the_unix_socket_filter_is_handed_to_bwrap_when_asked():  # SB-09
+    argv = bwrap_argv("bwrap", spec(), Layout(), tmpdir="/tmp/t", status_fd=4, seccomp_fd=7)
+    assert argv[argv.index("--seccomp") + 1] == "7"
+    assert "--seccomp" not in bwrap_argv("bwrap", spec(), Layout(), tmpdir="/tmp/t", status_fd=4)

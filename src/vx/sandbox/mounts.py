@@ -24,9 +24,10 @@ class Node:
 
 
 def bwrap_argv(bwrap: str, spec: SandboxSpec, layout: Layout, *, tmpdir: str, status_fd: int,
-               share_net: bool = False, sockets: Sequence[str] = ()) -> list[str]:
+               share_net: bool = False, sockets: Sequence[str] = (), seccomp_fd: int | None = None) -> list[str]:
     """The whole bwrap prefix for one attempt; the command to run inside follows it."""
     argv = [bwrap, *PROCESS_FLAGS, *(["--share-net"] if share_net else []), "--json-status-fd", str(status_fd)]
+    argv += ["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []
     argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     if _under(spec.home, "/tmp") and not _under(spec.home, spec.root):
         argv += ["--ro-bind", spec.home, spec.home]  # HOME stays readable when it lives in /tmp (CI)

@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from vx import executor
 from vx.model import LogChunk, ProcessResult, Violation
-from vx.sandbox import grants, mounts, trace
+from vx.sandbox import grants, mounts, seccomp, trace
 from vx.sandbox.grants import Layout, SandboxSpec
 from vx.sandbox.probe import Capability, probe
 from vx.sandbox.violations import Report, judge
@@ -201,6 +201,7 @@ class _Attempt:
         self.dir = session.task_dir(spec.task)
         self.tmpdir = str(self.dir / "tmp")
         self.trace_fd = os.open(self.dir, os.O_TMPFILE | os.O_RDWR, 0o600) if cap.traced else None
+        self.seccomp_fd = _seccomp_fd(spec)
         self.kept: list[trace.Access] = []
         self.status = _Status()
         self.cwd = spec.project
@@ -210,7 +211,8 @@ class _Attempt:
         self.cwd = str(cwd)
         bridge = self.session.bridge(self.spec) if _hosts(self.spec) else None
         argv = self.argv(command, bridge)
-        launch = executor.Launch(argv, stdin=self.trace_fd, pass_fds=(self.status.write_fd,),
+        passed = (self.status.write_fd,) + ((self.seccomp_fd,) if self.seccomp_fd is not None else ())
+        launch = executor.Launch(argv, stdin=self.trace_fd, pass_fds=passed,
                                  polite_group=lambda: self.status.child_pid)
         self.status.watch()
         try:
@@ -226,7 +228,8 @@ class _Attempt:
         """bwrap …, then [the network prelude], then [strace …], then `sh -c command`."""
         spec = self.spec
         argv = mounts.bwrap_argv(self.cap.bwrap or "bwrap", spec, self.layout, tmpdir=self.tmpdir,
-                                 status_fd=self.status.write_fd, share_net=spec.config.network is True)
+                                 status_fd=self.status.write_fd, share_net=spec.config.network is True,
+                                 seccomp_fd=self.seccomp_fd)
         if bridge is not None:
             argv[argv.index("--chdir"):argv.index("--chdir")] = list(bridge.bwrap_args)
             argv += [SHELL, "-c", bridge.prelude + ' exec "$@"', "vx-net"]
@@ -255,9 +258,10 @@ class _Attempt:
             return judge(accesses, self.spec, self.layout, self.tmpdir)
 
     def close(self) -> None:
-        if self.trace_fd is not None:
-            os.close(self.trace_fd)
-            self.trace_fd = None
+        for fd in (self.trace_fd, self.seccomp_fd):
+            if fd is not None:
+                os.close(fd)
+        self.trace_fd = self.seccomp_fd = None
         self.status.close()
         _remove_placeholders(self.layout.placeholders)
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -308,6 +312,19 @@ class _Status:
                 os.close(fd)
             except OSError:
                 pass
+
+
+def _seccomp_fd(spec: SandboxSpec) -> int | None:
+    """An fd holding the AF_UNIX filter, unless the task may use unix sockets (SB-09).
+
+    A task with network hosts needs one itself: its bridge to the proxy is a unix socket."""
+    program = None if spec.config.unix_sockets or _hosts(spec) else seccomp.unix_socket_filter()
+    if program is None:
+        return None
+    fd = os.memfd_create("vx-seccomp", os.MFD_CLOEXEC)
+    os.write(fd, program)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
 
 
 def _bwrap_complaint(proc: ProcessResult) -> str:

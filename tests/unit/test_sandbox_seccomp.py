@@ -1,0 +1,35 @@
+"""The AF_UNIX filter (SB-09): a real bwrap refuses socket(AF_UNIX) and allows the rest."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from vx.sandbox.seccomp import unix_socket_filter
+
+PROBE = ("import socket\n"
+         "for family in (socket.AF_INET, socket.AF_UNIX):\n"
+         "    try:\n"
+         "        socket.socket(family).close(); print(family.name, 'ok')\n"
+         "    except OSError as e:\n"
+         "        print(family.name, 'refused', e.errno)\n"
+         "a, b = socket.socketpair(); print('socketpair ok')\n")
+
+
+def test_programs_exist_for_x86_64_and_arm64_only():
+    assert len(unix_socket_filter("x86_64")) == 9 * 8 and len(unix_socket_filter("aarch64")) == 9 * 8
+    assert unix_socket_filter("riscv64") is None
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None or unix_socket_filter() is None, reason="bwrap on x86_64/arm64")
+def test_bwrap_with_the_filter_refuses_only_af_unix():
+    fd = os.memfd_create("t")
+    os.write(fd, unix_socket_filter())
+    os.lseek(fd, 0, 0)
+    argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--seccomp", str(fd), "--", "python3", "-c", PROBE]
+    out = subprocess.run(argv, pass_fds=(fd,), capture_output=True, text=True, check=True).stdout
+    os.close(fd)
+    assert out.splitlines() == ["AF_INET ok", "AF_UNIX refused 1", "socketpair ok"]
