@@ -295,3 +295,21 @@ def test_unix_sockets_are_refused_unless_granted(repo):  # SB-09
     app(repo, {"t": sandboxed(cmd), "u": granted})
     assert "PermissionError: [Errno 1] Operation not permitted" in repo.vx("run", "t", cwd="packages/app").out
     assert "unix ok" in repo.vx("run", "u", cwd="packages/app").out
+
+
+def test_require_of_a_linked_package_through_node_modules(repo):  # SB-07, npm-style links
+    lib = {"files": {"index.js": "module.exports = 'from lib';\n"}, "tasks": {"build": {"exec": {"command": "true"}}}}
+    withheld = sandboxed("node -e \"console.log(require('lib'))\"", cache=["dist/**"])
+    folded = sandboxed("node -e \"console.log(require('lib'))\"", cache=["dist/**"])
+    folded["dependsOn"] = ["^build"]
+    app(repo, {"withheld": withheld, "folded": folded}, deps=["lib"], lib=lib)
+    (repo.root / "node_modules").mkdir()
+    for name in ("app", "lib"):
+        (repo.root / "node_modules" / name).symlink_to(f"../packages/{name}")
+    res = repo.vx("run", "withheld", cwd="packages/app")
+    assert res.code == 1 and "Cannot find module 'lib'" in res.out
+    assert violation_lines(res.out) == [
+        '│ read  packages/lib/package.json  → dependsOn "lib#<task>": the key folds no task of lib, '
+        'so the sandbox withholds it']
+    res = repo.vx("run", "folded", cwd="packages/app")
+    assert res.code == 0 and "from lib" in res.out, res.out + res.err

@@ -12,6 +12,9 @@ HOST = {f"{P}/src/a.js", f"{P}/fixture.json", f"{P}/package.json", "/w/packages/
         "/w/packages/ui/x.js", "/w/package.json", "/w/.git/config", f"{P}/nested/src/n.js"}
 
 
+LINKS = {"/w/node_modules/lib/src/index.js": "/w/packages/lib/src/index.js"}
+
+
 def grants(*texts):
     return tuple(g for t in texts for g in resolve(t, P, HOME, realpath=False))
 
@@ -25,7 +28,7 @@ def make_spec(read=("src/**",), write=("dist/",), ignore_read=(), ignore_write=(
 
 
 def judge(accesses, **kw):
-    return Judge(make_spec(**kw), Layout(), TMP, is_file=HOST.__contains__).judge(accesses)
+    return Judge(make_spec(**kw), Layout(), TMP, is_file=HOST.__contains__, realpath=lambda p: LINKS.get(p, p)).judge(accesses)
 
 
 def read(path, errno="ENOENT"):
@@ -100,3 +103,8 @@ def test_scratch_globs_cover_their_writes():
 def test_the_project_package_json_and_node_modules_are_always_readable():  # SB-07; every key folds package.json
     report = judge([read(f"{P}/package.json"), read("/w/node_modules/x/index.js", None)], read=())
     assert report.violations == []
+
+
+def test_a_failed_read_through_a_node_modules_link_is_judged_where_the_link_points():  # SB-07
+    report = judge([read("/w/node_modules/lib/src/index.js")], withheld={"/w/packages/lib": "lib"})
+    assert [v.path for v in report.violations] == ["packages/lib/src/index.js"]

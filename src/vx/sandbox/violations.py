@@ -51,11 +51,12 @@ class Report:
 
 
 class Judge:
-    """Classify accesses for one task and one layout; `is_file` looks at the host."""
+    """Classify accesses for one task and one layout; `is_file` and `realpath` look at the host."""
 
     def __init__(self, spec: SandboxSpec, layout: Layout, tmpdir: str,
-                 is_file: Callable[[str], bool] = os.path.isfile) -> None:
-        self.spec, self.layout, self.tmpdir, self.is_file = spec, layout, tmpdir, is_file
+                 is_file: Callable[[str], bool] = os.path.isfile,
+                 realpath: Callable[[str], str] = os.path.realpath) -> None:
+        self.spec, self.layout, self.tmpdir, self.is_file, self.realpath = spec, layout, tmpdir, is_file, realpath
         self.readable = (*spec.reads, *spec.writes)
         self.deps = dependency_paths(spec)
         self.stores = tuple(f"{spec.home}/{rel}" for rel in CREDENTIAL_STORES) if spec.home not in ("", "/") else ()
@@ -109,6 +110,8 @@ class Judge:
             if not _covered(access.path, self.readable):
                 self._credential_note(access.path, notes)
             return
+        if not access.ok:  # where the host would have taken it: a link in node_modules to a withheld package
+            path = self.realpath(path)
         if _covered(path, self.readable) or _covered(path, spec.ignore_read) or _under_any(path, self.deps):
             return
         hint = self._read_hint(path)
