@@ -313,3 +313,10 @@ def test_require_of_a_linked_package_through_node_modules(repo):  # SB-07, npm-s
         'so the sandbox withholds it']
     res = repo.vx("run", "folded", cwd="packages/app")
     assert res.code == 0 and "from lib" in res.out, res.out + res.err
+
+
+def test_a_write_grant_vx_cannot_create_fails_the_task_with_the_reason(repo):  # SB-04
+    app(repo, {"t": sandboxed("echo did-run", write=["blocked/sub/"])}, files={"blocked": "a file, not a directory"})
+    res = repo.vx("run", "t", cwd="packages/app")
+    assert res.code == 1 and "\ndid-run" not in res.out and "failed (exit 1, could not start)" in res.out
+    assert "cannot prepare the sandbox:" in res.err and "blocked/sub" in res.err

@@ -145,9 +145,12 @@ async def run_sandboxed(session: Session, spec: SandboxSpec, command: str, *, cw
         return _unavailable(cap.problem or "", cap.hint)
     if _hosts(spec) and shutil.which("socat") is None:
         return _unavailable("socat not found (it bridges the sandbox to the network proxy)", _SOCAT_HINT)
-    layout = await asyncio.to_thread(grants.expand, spec)
+    try:
+        layout = await asyncio.to_thread(grants.expand, spec)
+        attempt = _Attempt(session, spec, layout, cap)
+    except OSError as exc:  # a write grant vx could not create, a temp dir it could not make
+        return Outcome(ProcessResult(exit_code=1, duration_ms=0.0, spawn_error=f"cannot prepare the sandbox: {exc}"))
     notes = _pre_notes(session, spec, layout, cap)
-    attempt = _Attempt(session, spec, layout, cap)
     try:
         proc = await attempt.run(command, cwd, env, timeout_ms, on_output, table)
         report = await asyncio.to_thread(attempt.judge) if cap.traced and proc.spawn_error is None else Report()
