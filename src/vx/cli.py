@@ -216,10 +216,10 @@ def _plain_int(flag: str, text: str | None) -> int | None:
 
 
 def _continue_mode(text: str | None) -> str:
+    if text is None:
+        return "deps-ok"  # the scheduler (and asyncio) load only to check a given mode
     from vx.scheduler import CONTINUE_MODES
 
-    if text is None:
-        return "deps-ok"
     mode = CONTINUE_ALIASES.get(text, text)
     if mode not in CONTINUE_MODES:
         near = did_you_mean(text, CONTINUE_MODES)
@@ -272,9 +272,10 @@ def _run_request(req, dry: str | None, summarize: str | None, timer_start: float
     env = dict(os.environ)
     if dry is not None:
         return _dry(run.prepare(req, env, stages), dry)
-    from vx.executor import kill_grace_ms
+    if env.get("VX_KILL_GRACE_MS"):  # unset is the default; the executor (and asyncio) load only to check a value
+        from vx.executor import kill_grace_ms
 
-    kill_grace_ms(env)  # a bad VX_KILL_GRACE_MS is refused before anything runs
+        kill_grace_ms(env)  # a bad VX_KILL_GRACE_MS is refused before anything runs
     tracer = _input_tracer(env) if req.verify else None
     reporter, summary = None, None
     lock = RunLock(lambda msg: _say(f"vx: {msg}"))
@@ -297,9 +298,11 @@ def _run_request(req, dry: str | None, summarize: str | None, timer_start: float
 
 
 def _verify_mode(text: str | None, dry: str | None) -> str | None:
+    if text is None:
+        return None  # vx.verify pulls in the executor and asyncio: not on a plain run's path
     from vx.verify import parse_mode
 
-    mode = parse_mode(text) if text is not None else None
+    mode = parse_mode(text)
     if mode is not None and dry is not None:
         raise UsageError("`--verify` cannot be combined with `--dry`", hint="verifying means running the tasks")
     return mode

@@ -245,14 +245,19 @@ def _collect(proc: subprocess.Popen, what: str, root: Path, required: bool = Tru
     return out.decode("utf-8", "surrogateescape")
 
 
-def _run_git_listing(root: Path) -> tuple[str, str, str]:
-    """Spawn the three listings at once, then read each (KEY-13)."""
-    procs = (
+def _spawn_git_listing(root: Path) -> tuple[subprocess.Popen, ...]:
+    """Spawn the three listings at once (KEY-13); `_run_git_listing` reads them."""
+    return (
         _spawn_git(root, ["ls-files", "-s", "-v", "-z"]),
         _spawn_git(root, ["status", "--porcelain=v1", "-z", "-uall", "--ignored=matching", "--no-renames",
                           "--", "."]),
         _spawn_git(root, ["config", "-z", "--list"]),
     )
+
+
+def _run_git_listing(root: Path, procs: tuple[subprocess.Popen, ...] | None = None) -> tuple[str, str, str]:
+    """Read the three listings (spawning them first unless `procs` already runs them)."""
+    procs = procs or _spawn_git_listing(root)
     try:
         ls = _collect(procs[0], "ls-files", root)
         status = _collect(procs[1], "status", root)
@@ -387,9 +392,9 @@ def _filters_possible(root: Path, toplevel: Path, config: dict[str, str], paths:
     return any(_file_risky(f) for f in _attribute_files(root, toplevel, config, paths))
 
 
-def _git_listing(root: Path, toplevel: Path) -> _Listing:
+def _git_listing(root: Path, toplevel: Path, procs: tuple[subprocess.Popen, ...] | None = None) -> _Listing:
     """Turn one bulk enumeration into sorted candidates and trusted identities."""
-    ls, status_text, config_text = _run_git_listing(root)
+    ls, status_text, config_text = _run_git_listing(root, procs)
     prefix = root.relative_to(toplevel).as_posix()
     prefix = "" if prefix == "." else prefix + "/"
     entries, untrusted, gitlinks = _parse_ls_files(ls)
@@ -508,6 +513,37 @@ def _root_path(base: str, root: str) -> str:
 # ---------------------------------------------------------------- the index
 
 
+class PendingIndex:
+    """A workspace enumeration in flight: git is spawned on creation, read by `finish`.
+
+    `started_ns` is taken before git starts, so `changed_since` treats anything that moves
+    while git lists as possibly changed (KEY-21). `close` reaps git when the run is refused
+    before the index is needed.
+    """
+
+    def __init__(self, root: Path):
+        self.started_ns = time.time_ns()
+        self.root = root
+        self.toplevel = _repo_root(root)
+        use_git = self.toplevel is not None and shutil.which("git")
+        self.procs = _spawn_git_listing(root) if use_git else None
+
+    def finish(self, memo_path: Path | None = None) -> FileIndex:
+        procs, self.procs = self.procs, None
+        if procs is not None:
+            listing = _git_listing(self.root, self.toplevel, procs)
+        else:
+            listing = _walk_listing(self.root)
+        return FileIndex(self.root, listing, memo_path, self.started_ns)
+
+    def close(self) -> None:
+        for proc in self.procs or ():
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate()
+        self.procs = None
+
+
 class FileIndex:
     """Every candidate input file of the workspace, as enumerated once at the start of a run."""
 
@@ -525,14 +561,12 @@ class FileIndex:
     @classmethod
     def load(cls, root: Path, memo_path: Path | None = None) -> FileIndex:
         """Enumerate the workspace: git's listing when inside a repo, else a walk of the tree."""
-        started_ns = time.time_ns()
-        root = Path(root).resolve()
-        toplevel = _repo_root(root)
-        if toplevel is not None and shutil.which("git"):
-            listing = _git_listing(root, toplevel)
-        else:
-            listing = _walk_listing(root)
-        return cls(root, listing, memo_path, started_ns)
+        return cls.start(root).finish(memo_path)
+
+    @classmethod
+    def start(cls, root: Path) -> PendingIndex:
+        """Spawn the git listing now and read it later, so git runs while configs load."""
+        return PendingIndex(Path(root).resolve())
 
     def __len__(self) -> int:
         return len(self._l.paths)

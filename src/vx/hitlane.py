@@ -13,13 +13,15 @@ uncached tasks, their dependants, damaged artifacts) goes to the walk unchanged.
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from vx.events import CacheRestored, Emit, Notice, TaskFinished
 from vx.model import CacheStatus, LogChunk, Status, TaskGraph, TaskId, TaskResult
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 
 @dataclass
@@ -44,13 +46,17 @@ def settle(graph: TaskGraph, plans: Mapping[TaskId, Any], hits: Mapping[str, Any
            emit: Emit, width: int, stopped: Callable[[], bool] = lambda: False) -> Settled:
     """Settle, wave by wave, every task whose key is a local hit and whose dependencies are settled."""
     out = _Lane(graph, plans, hits, store, root, emit)
-    pending = list(graph.order)
+    pending, restores = out.scan(list(graph.order))
+    if not restores or stopped():
+        return out.settled  # the warm path: no pool, not even its import
+    from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(max_workers=max(1, width), thread_name_prefix="vx-restore") as pool:
-        while pending and not stopped():
-            pending, restores = out.scan(pending)
-            if not restores:
-                break
+        while restores:
             out.restore_wave(pool, restores)
+            if not pending or stopped():
+                break
+            pending, restores = out.scan(pending)
     return out.settled
 
 

@@ -195,6 +195,31 @@ class InputSet:
 
 
 @dataclass(frozen=True, slots=True)
+class CachePolicy:
+    """The local axes of LC-15: `--no-cache` turns both off, `--force` turns reads off."""
+
+    read: bool = True
+    write: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class TaskPlan:
+    """Everything decided about a task before the walk: its key, inputs, final command and env.
+
+    Here rather than in rebuilder.py so planning and a fully cached run never import the
+    executor's asyncio machinery."""
+
+    key: str
+    inputs: InputSet | None
+    command: str | None
+    env: Mapping[str, str]
+    timeout_ms: int | None
+    retries: int
+    outputs: object  # files.OutputSpec-like: globs to walk, wipe and allow (None when the task caches nothing)
+    sandbox: object = None  # sandbox.grants.SandboxSpec when the task declares exec.sandbox (SB-01)
+
+
+@dataclass(frozen=True, slots=True)
 class HashRecord:
     """Every component of a task key, in fold order (docs/caching.md)."""
 

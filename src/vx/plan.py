@@ -12,10 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from vx import environment, executor, files, keys
+from vx import environment, files, keys
 from vx.globs import GlobSet
-from vx.model import ROOT_PROJECT, HashRecord, InputSet, TaskGraph, TaskId, TaskNode, Workspace
-from vx.rebuilder import TaskPlan
+from vx.model import ROOT_PROJECT, HashRecord, InputSet, TaskGraph, TaskId, TaskNode, TaskPlan, Workspace
 
 MAX_TIMEOUT_MS = 2**31 - 1
 
@@ -119,7 +118,7 @@ def _task_plan(ws, node: TaskNode, index, opts: RunOptions, host_env, fingerprin
     query = _input_query(node, nested)
     inputs = index.inputs(query.project_dir, query.globs, query.workspace_globs, excluded=query.excluded, nested=nested)
     forward = opts.forward_args if node.requested else ()
-    command = executor.forward_args(cfg.exec.command, forward) if forward else cfg.exec.command
+    command = _forwarded(cfg.exec.command, forward) if forward else cfg.exec.command
     upstream = keys.select_upstream(node.id, node.deps, cfg.cache.input_tasks if cfg.cache else None)
     record = HashRecord(
         task_id=str(node.id),
@@ -176,6 +175,12 @@ def _default_timeout(opts: RunOptions, host_env: Mapping[str, str]) -> int | Non
     if raw.isdigit() and int(raw) > 0:
         return min(int(raw), MAX_TIMEOUT_MS)  # clamped, never refused (8.1)
     return opts.workspace_timeout_ms
+
+
+def _forwarded(command: str, args: tuple[str, ...]) -> str:
+    from vx import executor  # only with `--` args: the executor pulls in asyncio
+
+    return executor.forward_args(command, args)
 
 
 def _join(a: str, b: str) -> str:

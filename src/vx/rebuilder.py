@@ -14,31 +14,11 @@ from typing import Any, Callable, Mapping
 
 from vx import executor
 from vx.events import CacheRestored, Emit, Notice, TaskFinished, TaskOutput, TaskRetrying, TaskStarted
-from vx.model import (CacheStatus, InputSet, LogChunk, ProcessResult, Status, TaskId, TaskNode, TaskResult,
-                      Violation)
+from vx.model import (CachePolicy, CacheStatus, LogChunk, ProcessResult, Status, TaskId, TaskNode, TaskPlan,
+                      TaskResult, Violation)
 from vx.scheduler import PrioritySlots
 
-
-@dataclass(frozen=True, slots=True)
-class CachePolicy:
-    """The local axes of LC-15: `--no-cache` turns both off, `--force` turns reads off."""
-
-    read: bool = True
-    write: bool = True
-
-
-@dataclass(frozen=True, slots=True)
-class TaskPlan:
-    """Everything decided about a task before the walk: its key, inputs, final command and env."""
-
-    key: str
-    inputs: InputSet | None
-    command: str | None
-    env: Mapping[str, str]
-    timeout_ms: int | None
-    retries: int
-    outputs: Any  # files.OutputSpec-like: globs to walk, wipe and allow (None when the task caches nothing)
-    sandbox: Any = None  # sandbox.grants.SandboxSpec when the task declares exec.sandbox (SB-01)
+__all__ = ["CachePolicy", "RunContext", "TaskPlan", "rebuild"]  # the plan types live in model.py
 
 
 @dataclass

@@ -5,14 +5,12 @@ Reads like the pipeline in ARCHITECTURE.md. It never prints: everything goes out
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from vx import config, workspace
 from vx.errors import EXIT_OK, EXIT_SIGHUP, EXIT_SIGINT, EXIT_SIGTERM, EXIT_TASK_FAILED, ConfigError, UsageError
@@ -20,9 +18,12 @@ from vx.events import Emit, Notice, PlannedTask, RunFinished, RunStarted
 from vx.graph import Selection, build_graph
 from vx.model import ROOT_PROJECT, RunSummary, Status, TaskGraph, TaskId, TaskResult, Workspace
 from vx.plan import RunOptions, make_plans, package_of
-from vx.rebuilder import CachePolicy, RunContext, TaskPlan, rebuild
+from vx.model import CachePolicy, TaskPlan
 from vx.runlock import RunLock
 from vx.stages import Stages
+
+if TYPE_CHECKING:
+    import asyncio
 
 SIGNAL_EXITS = {signal.SIGINT: EXIT_SIGINT, signal.SIGTERM: EXIT_SIGTERM, signal.SIGHUP: EXIT_SIGHUP}
 
@@ -74,16 +75,21 @@ def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: 
         _refuse_nested_run(ws, host_env)
         if lock is not None:
             lock.acquire(ws.root)
-        ws_config = config.load_workspace(ws.root)
+        pending = files.FileIndex.start(ws.root)  # git lists on the other core while configs load
+    try:
+        with stages("load configs"):
+            ws_config = config.load_workspace(ws.root)
+            cache_dir = resolve_cache_dir(req, ws, ws_config, host_env)
+            configs = config.load_all(ws)
+        with stages("build graph"):
+            cwd_pkg = package_of(ws, req.cwd)
+            graph = build_graph(ws, configs, Selection(req.names, cwd_pkg, req.all))
+        _refuse_group_only_args(graph, req)
+    except BaseException:
+        pending.close()
+        raise
     with stages("git enumeration"):
-        cache_dir = resolve_cache_dir(req, ws, ws_config, host_env)
-        index = files.FileIndex.load(ws.root, cache_dir / "files.db")
-    with stages("load configs"):
-        configs = config.load_all(ws)
-    with stages("build graph"):
-        cwd_pkg = package_of(ws, req.cwd)
-        graph = build_graph(ws, configs, Selection(req.names, cwd_pkg, req.all))
-    _refuse_group_only_args(graph, req)
+        index = pending.finish(cache_dir / "files.db")
     with stages("keys"):
         opts = RunOptions(req.forward_args, req.timeout_ms, req.retries, ws_config.timeout_ms, cache_dir=cache_dir)
         plans = make_plans(ws, graph, index, opts, host_env)
@@ -193,15 +199,35 @@ def execute(prep: Prepared, req: RunRequest, emit: Emit, stages: Stages, launch_
     """Walk the graph under the run lock; Ctrl-C and SIGTERM tear every task down. `launch_for`
     may wrap a task's command and `observe` receives sandboxed traces (RunContext), for --verify."""
     started = time.time()
-    with stages("run graph"):
-        results, stopped_by = asyncio.run(_walk(prep, req, emit, launch_for, observe))
+    _announce(prep, emit)
+    with stages("hit lane"):
+        lane, stopped_by = _settle_hits(prep, emit)
+    if len(lane.results) == len(prep.graph.nodes) and stopped_by is None:
+        results = lane.results  # everything was a confirmed hit: no event loop, asyncio never imported
+    else:
+        import asyncio
+
+        with stages("run graph"):
+            results, stopped_by = asyncio.run(_walk(prep, req, emit, lane, stopped_by, launch_for, observe))
     with stages("close cache"):
         _close_store(prep, emit)
+    spans = getattr(getattr(prep.store, "local", prep.store), "spans", {})
+    for name in ("restore", "save"):
+        stages.span(name, spans.get(name, ()))
     ordered = tuple(results[t] for t in prep.graph.order if not prep.graph.nodes[t].is_group)
-    summary = RunSummary(str(uuid.uuid4()), ordered, started, time.time(), _exit_code(ordered, stopped_by),
+    summary = RunSummary(_run_id(), ordered, started, time.time(), _exit_code(ordered, stopped_by),
                          interrupted=stopped_by is not None)
     emit(RunFinished(summary))
     return summary
+
+
+def _run_id() -> str:
+    """A random version-4 UUID, spelled by hand: `import uuid` costs a few ms of every start."""
+    b = bytearray(os.urandom(16))
+    b[6] = (b[6] & 0x0F) | 0x40
+    b[8] = (b[8] & 0x3F) | 0x80
+    h = b.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def _close_store(prep: Prepared, emit: Emit) -> None:
@@ -212,29 +238,64 @@ def _close_store(prep: Prepared, emit: Emit) -> None:
         prep.store.close()
 
 
-async def _walk(prep: Prepared, req: RunRequest, emit: Emit,
-                launch_for=None, observe=None) -> tuple[dict[TaskId, TaskResult], int | None]:
-    from vx import executor
-    from vx.scheduler import PrioritySlots, walk
-
-    table = executor.ProcessTable()
-    stop = asyncio.Event()
-    stopped_by: list[int] = []
-    ctx = RunContext(root=prep.ws.root, plans=prep.plans, hits=prep.hits, index=prep.index, store=prep.store,
-                     policy=prep.policy, slots=PrioritySlots(prep.concurrency),
-                     restore_slots=asyncio.Semaphore(2 * prep.concurrency), table=table, emit=emit,
-                     priority=prep.graph.priority, remote=prep.remote, launch_for=launch_for,
-                     observe=observe)
+def _announce(prep: Prepared, emit: Emit) -> None:
     emit(RunStarted(prep.graph, prep.concurrency))
     for message in prep.notices:
         emit(Notice(message))
     if prep.remote is not None:
         prep.remote.attach(lambda message, level: emit(Notice(message, level=level)))
+
+
+def _settle_hits(prep: Prepared, emit: Emit):
+    """Settle confirmed local hits before the walk (GR-09); a signal stops it between waves and
+    comes back as the run's stopping signal, so the walk aborts the rest as it would."""
+    from vx.hitlane import Settled, settle
+
+    if not (prep.hits and prep.policy.read and prep.store is not None):
+        return Settled(), None
+    caught: list[int] = []
+    previous = _catch_signals(caught)
+    try:
+        lane = settle(prep.graph, prep.plans, prep.hits, prep.store, prep.ws.root, emit, 2 * prep.concurrency,
+                      lambda: bool(caught))
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return lane, (signal.Signals(caught[0]) if caught else None)
+
+
+def _catch_signals(caught: list[int]) -> dict:
+    """Note SIGINT/SIGTERM/SIGHUP instead of dying mid-restore (only the main thread can)."""
+    previous = {}
+    for sig in SIGNAL_EXITS:
+        try:
+            previous[sig] = signal.signal(sig, lambda signum, frame: caught.append(signum))
+        except ValueError:  # not the main thread: signals stay as they were
+            break
+    return previous
+
+
+async def _walk(prep: Prepared, req: RunRequest, emit: Emit, lane, stopped_early: int | None,
+                launch_for=None, observe=None) -> tuple[dict[TaskId, TaskResult], int | None]:
+    import asyncio
+
+    from vx import executor
+    from vx.rebuilder import RunContext, rebuild
+    from vx.scheduler import PrioritySlots, walk
+
+    table = executor.ProcessTable()
+    stop = asyncio.Event()
+    stopped_by: list[int] = [stopped_early] if stopped_early is not None else []
+    if stopped_by:
+        stop.set()  # the lane was interrupted: the walk starts nothing and aborts the rest
+    hits = {k: v for k, v in prep.hits.items() if k not in lane.damaged} if lane.damaged else prep.hits
+    ctx = RunContext(root=prep.ws.root, plans=prep.plans, hits=hits, index=prep.index, store=prep.store,
+                     policy=prep.policy, slots=PrioritySlots(prep.concurrency),
+                     restore_slots=asyncio.Semaphore(2 * prep.concurrency), table=table, emit=emit,
+                     priority=prep.graph.priority, remote=prep.remote, launch_for=launch_for,
+                     observe=observe)
     _install_signals(table, stop, stopped_by)
     try:
-        lane = await _hit_lane(prep, emit, stop)
-        if lane.damaged:  # the lane reported them; the walk executes them (no second restore)
-            ctx.hits = {k: v for k, v in prep.hits.items() if k not in lane.damaged}
         results = await walk(prep.graph, lambda node, res: rebuild(ctx, node, res),
                              continue_mode=req.continue_mode, stop=stop, settled=lane.results)
     finally:
@@ -245,17 +306,9 @@ async def _walk(prep: Prepared, req: RunRequest, emit: Emit,
     return results, (stopped_by[0] if stopped_by else None)
 
 
-async def _hit_lane(prep: Prepared, emit: Emit, stop: asyncio.Event):
-    """Settle confirmed local hits before the walk, off the loop so a signal still stops it (GR-09)."""
-    from vx.hitlane import Settled, settle
-
-    if not (prep.hits and prep.policy.read and prep.store is not None):
-        return Settled()
-    return await asyncio.to_thread(settle, prep.graph, prep.plans, prep.hits, prep.store, prep.ws.root, emit,
-                                   2 * prep.concurrency, stop.is_set)
-
-
 def _install_signals(table, stop: asyncio.Event, stopped_by: list[int]) -> None:
+    import asyncio
+
     loop = asyncio.get_running_loop()
 
     def on_signal(sig: signal.Signals) -> None:
@@ -273,6 +326,8 @@ def _install_signals(table, stop: asyncio.Event, stopped_by: list[int]) -> None:
 
 
 def _remove_signals() -> None:
+    import asyncio
+
     loop = asyncio.get_running_loop()
     for sig in SIGNAL_EXITS:
         loop.remove_signal_handler(sig)

@@ -150,6 +150,7 @@ class LocalStore:
         self._lock = threading.Lock()
         self._accessed: set[str] = set()
         self._fresh: dict[str, dict[str, tuple[int, int]]] = {}
+        self.spans: dict[str, list[float]] = {"save": [], "restore": []}  # seconds per call, for VX_TIMING
         _prepare_dir(self.cache_dir)
         self._db = self._connect()
 
@@ -299,6 +300,7 @@ class LocalStore:
         vanished since the probe (LC-12); a workspace that refuses writes raises
         EnvironmentFailure instead, since that is not the artifact's fault.
         """
+        t0 = time.perf_counter()
         try:
             unpacked = archive.unpack(self.artifact(entry.key), key=entry.key, allowed=allowed, root=self.root)
         except FileNotFoundError:
@@ -311,6 +313,7 @@ class LocalStore:
             self._drop([(entry.key, entry.crc)])
             raise DamagedEntry(f"unreadable artifact: {e.strerror}") from None
         self._stamp(entry.key, [f.path for f in unpacked.files])
+        self.spans["restore"].append(time.perf_counter() - t0)
         return unpacked.log
 
     def _stamp(self, key: str, paths: Sequence[str]) -> None:
@@ -372,6 +375,7 @@ class LocalStore:
         transaction renames it into place and writes the rows. A failed commit puts the
         previous artifact back, so index and files never disagree.
         """
+        t0 = time.perf_counter()
         kept = bound_log(log)
         packed = self._pack(key, kept, files, cpu_ms, peak_rss_bytes)
         info, now = packed.info, time.time()
@@ -379,6 +383,7 @@ class LocalStore:
         with self._lock:
             self._install(packed, row, archive.encode_log(kept))
         self._fresh[key] = {path: (ino, ctime) for path, ino, ctime in info.stamps}
+        self.spans["save"].append(time.perf_counter() - t0)  # list.append: safe from any thread
         return info.size_bytes
 
     def adopt(self, temp: Path, key: str, *, task_id: str, command: str, duration_ms: float,
