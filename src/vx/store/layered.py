@@ -73,13 +73,18 @@ class LayeredStore:
         self._upload_pool: ThreadPoolExecutor | None = None
         self._status_checked = False
         self.wanted: dict[str, Wanted] = {}  # set by the run: the keys it would download
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     # ------------------------------------------------------------ lifecycle
 
     def attach(self, say: Say) -> None:
-        """Route remote warnings to `say`; call it from the event loop's thread."""
-        loop = asyncio.get_running_loop()
-        self.health.attach(lambda message, level: loop.call_soon_threadsafe(say, message, level))
+        """Route remote warnings to `say`, which runs on the reporter's (main) thread: pool threads
+        queue theirs and wake the event loop, once one runs, to deliver them there."""
+        self.health.attach(say, wake=self._wake_loop)
+
+    def _wake_loop(self) -> None:
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self.health.flush)
 
     def messages(self) -> list[tuple[str, str]]:
         """Warnings nobody heard yet (a `--dry` run has no reporter attached)."""
@@ -144,6 +149,9 @@ class LayeredStore:
 
     async def fetched(self, key: str) -> Entry | Downloaded | None:
         """The remote hit for `key` once its download is proven, or None for a miss."""
+        if self._loop is None:  # the walk's loop: from now on pool threads wake it to deliver warnings
+            self._loop = asyncio.get_running_loop()
+            self.health.flush()
         future = self._fetches.get(key)
         if future is None:
             return None

@@ -32,6 +32,7 @@ class Health:
         self._clock = clock
         self._lock = threading.Lock()
         self._say: Say | None = None
+        self._wake: Callable[[], None] | None = None
         self._pending: list[tuple[str, str]] = []
         self.failures: Counter[str] = Counter()
         self.counts: Counter[str] = Counter()
@@ -42,12 +43,27 @@ class Health:
 
     # ------------------------------------------------------------ messages
 
-    def attach(self, say: Say | None) -> None:
-        """Route messages to `say` (which must be safe to call from any thread) and flush."""
+    def attach(self, say: Say | None, wake: Callable[[], None] | None = None) -> None:
+        """Deliver messages through `say`, then and from now on.
+
+        With `wake`, `say` belongs to another thread (the event loop's): pool threads only
+        queue a message and call `wake`, which must schedule `flush` on that thread. A message
+        leaves the queue only when delivered, so one raised after the loop ended waits for
+        the next `attach` (the closer's) instead of being lost.
+        """
         with self._lock:
-            self._say, pending, self._pending = say, self._pending, []
+            self._say, self._wake = say, wake
+        self.flush()
+
+    def flush(self) -> None:
+        """Hand every queued message to `say`, oldest first (on `say`'s own thread)."""
+        with self._lock:
+            say, pending = self._say, self._pending
+            if say is None:
+                return
+            self._pending = []
         for message, level in pending:
-            self.tell(message, level)
+            say(message, level)
 
     def drain(self) -> list[tuple[str, str]]:
         """Messages nobody heard yet (no `say` attached), oldest first."""
@@ -56,12 +72,16 @@ class Health:
         return pending
 
     def tell(self, message: str, level: str = "warning") -> None:
-        say = self._say
-        if say is None:
-            with self._lock:
-                self._pending.append((message, level))
-        else:
-            say(message, level)
+        with self._lock:
+            self._pending.append((message, level))
+            wake, direct = self._wake, self._say is not None and self._wake is None
+        if direct:
+            self.flush()
+        elif wake is not None:
+            try:
+                wake()
+            except RuntimeError:  # the loop has closed: the closer's attach delivers it
+                pass
 
     # ------------------------------------------------------------ gate
 

@@ -32,6 +32,7 @@ from vx.store.remote import (
 CHUNK = 256 << 10
 CONNECT_TIMEOUT_S = 5.0
 MIN_RATE = 256 << 10  # bytes/s a big body must keep up, past the request timeout (slow drips end)
+DRAIN_LIMIT = 64 << 10  # an unread body this small is read away so the connection is reused
 MAX_RETRIES = 2
 BACKOFF_S = 0.5
 BACKOFF_CAP_S = 10.0
@@ -70,11 +71,19 @@ class Reply:
                 on_chunk(chunk)
             sink.write(chunk)
         if length is not None and total != length:
+            self.close(reuse=False)
             raise RemoteFailure(BAD_RESPONSE, f"the body ended after {total} of {length} bytes")
         return total
 
     def close(self, *, reuse: bool = True) -> None:
-        """Finish with the response; a connection with unread body bytes is not reused."""
+        """Finish with the response: a small unread body (a 404's, a HEAD's) is read away so the
+        keep-alive connection serves the next request; anything else drops the connection."""
+        length = self.response.length  # None for a chunked body: never drained, it could be endless
+        if reuse and not self.response.isclosed() and length is not None and length <= DRAIN_LIMIT:
+            try:
+                self.response.read()
+            except (OSError, http.client.HTTPException):
+                pass
         if reuse and self.response.isclosed():
             return
         self.response.close()
@@ -185,7 +194,7 @@ class Wire:
             if reply.status not in _RETRY_STATUS or attempt == MAX_RETRIES:
                 break
             wait = _backoff(attempt, reply.header("retry-after"))
-            reply.close(reuse=False)
+            reply.close()
             time.sleep(wait)
         return _classified(reply, method)
 
@@ -259,7 +268,7 @@ def _classified(reply: Reply, method: str) -> Reply:
     status = reply.status
     if 200 <= status < 300 or status in (404, 409):
         return reply
-    reply.close(reuse=False)
+    reply.close()
     if status in (401, 403):
         raise RemoteFailure(REFUSED, f"{method} answered {status}", status=status)
     if status == 413:
