@@ -102,3 +102,7 @@ def repo(tmp_path: Path) -> Repo:
     root = tmp_path / "ws"
     root.mkdir()
     return Repo(root)
+
+
+# The real remote-cache servers (one per session, isolated per test by team): remote_servers.py.
+from remote_servers import signed_server, team, turbo_server  # noqa: E402,F401

@@ -10,9 +10,9 @@ import json
 import tarfile
 
 import zstandard
-from remote_servers import (  # noqa: F401  (fixtures)
-    CANARY, SIGNING_KEY, FaultServer, TurboServer, clone, free_port, outputs, put_raw, shop_files, signed_server,
-    strays, team, turbo_server, assert_secret_kept,
+from remote_servers import (
+    CANARY, SIGNING_KEY, FaultServer, TurboServer, assert_secret_kept, clone, free_port, outputs, put_raw,
+    shop_files, strays,
 )
 
 EXPECTED = {"packages/lib/dist/out.js": b"LIB;", "packages/ui/dist/out.js": b"UI;",

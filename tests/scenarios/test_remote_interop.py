@@ -8,9 +8,7 @@ import tarfile
 from urllib.parse import urlsplit
 
 import zstandard
-from remote_servers import (  # noqa: F401  (fixtures)
-    CANARY, SIGNING_KEY, clone, node_tag, put_raw, shop_files, signed_server, team, turbo_server,
-)
+from remote_servers import CANARY, SIGNING_KEY, clone, node_tag, put_raw, shop_files
 
 
 def turbo_get(url: str, path: str, method: str = "GET") -> tuple[int, dict, bytes]:

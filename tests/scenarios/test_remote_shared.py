@@ -1,9 +1,7 @@
 """Two checkouts share one real turborepo-remote-cache server: what one built, the other restores
 byte for byte (RC-02, RC-03, RC-13), and the bytes on the server are the local artifact's."""
 
-from remote_servers import (  # noqa: F401  (fixtures)
-    CANARY, PACKAGES, assert_secret_kept, clone, outputs, shop_files, strays, team, turbo_server,
-)
+from remote_servers import assert_secret_kept, clone, outputs, shop_files, strays
 
 
 def two_clones(repo, tmp_path, server, team, **remote):
