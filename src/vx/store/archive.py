@@ -676,20 +676,25 @@ def _verify(found: _Read, extraction: _Extraction, key: str) -> tuple[OutputFile
     return tuple(_recorded(rel, size, recorded[rel]) for rel, size in extraction.sizes.items())
 
 
+
+def _frame_reader(raw):
+    """A streaming reader over the one zstd frame that must fill the file exactly (no tail, no cut)."""
+    import zstandard
+
+    end = _frame_end(raw.fileno())
+    size = os.fstat(raw.fileno()).st_size
+    if end != size:
+        raise ArchiveError("truncated artifact" if end > size else "refused artifact: trailing data after the zstd frame")
+    return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=False, closefd=False)
+
 def unpack(src: Path, *, key: str, allowed: Callable[[str], bool], root: Path) -> Unpacked:
     """Validate the artifact at `src` and extract its outputs under `root`, all or nothing.
 
     Raises ArchiveError when the artifact or a name is refused (nothing visible changes),
     EnvironmentFailure when the workspace refuses a write, OSError when `src` is unreadable.
     """
-    import zstandard
-
     with open(src, "rb") as raw:
-        end = _frame_end(raw.fileno())
-        size = os.fstat(raw.fileno()).st_size
-        if end != size:
-            raise ArchiveError("truncated artifact" if end > size else "refused artifact: trailing data after the zstd frame")
-        reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=False, closefd=False)
+        reader = _frame_reader(raw)
         extraction = _Extraction(root)
         try:
             found = _read_entries(_Inflow(reader), extraction, allowed)
@@ -735,14 +740,8 @@ def check(src: Path, *, key: str, allowed: Callable[[str], bool]) -> Checked:
     Why: an artifact from a remote is proven before it enters the local store (RC-05), long
     before its task's turn to restore it; the same reader guards both doors.
     """
-    import zstandard
-
     with open(src, "rb") as raw:
-        end = _frame_end(raw.fileno())
-        size = os.fstat(raw.fileno()).st_size
-        if end != size:
-            raise ArchiveError("truncated artifact" if end > size else "refused artifact: trailing data after the zstd frame")
-        reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=False, closefd=False)
+        reader = _frame_reader(raw)
         inflow, tally = _Inflow(reader), _Tally()
         found = _read_entries(inflow, tally, allowed)  # type: ignore[arg-type]
         files = _verify(found, tally, key)  # type: ignore[arg-type]
