@@ -150,6 +150,7 @@ class LocalStore:
         self._lock = threading.Lock()
         self._accessed: set[str] = set()
         self._fresh: dict[str, dict[str, tuple[int, int]]] = {}
+        self._stamps_due: dict[str, dict[str, tuple[int, int]]] = {}  # restored this run, written at close
         self.spans: dict[str, list[float]] = {"save": [], "restore": []}  # seconds per call, for VX_TIMING
         _prepare_dir(self.cache_dir)
         self._db = self._connect()
@@ -175,18 +176,33 @@ class LocalStore:
         return db
 
     def close(self) -> None:
-        """Write the batched `accessed_at` updates (LC-06) and close the connection."""
+        """Write the batched `accessed_at` updates (LC-06) and the restores' stamps (LC-07) in one
+        transaction, a statement per IN-list batch rather than per task, and close the connection."""
         with self._lock:
             if self._db is None:
                 return
-            if self._accessed:
-                now = time.time()
+            if self._accessed or self._stamps_due:
                 with _transaction(self._db, immediate=True):
-                    self._db.executemany(
-                        "UPDATE entries SET accessed_at=? WHERE hash=?", [(now, k) for k in self._accessed]
-                    )
+                    self._touch(list(self._accessed))
+                    self._write_due_stamps()
             self._db.close()
             self._db = None
+
+    def _touch(self, keys: list[str]) -> None:
+        now = time.time()
+        for batch in _chunked(keys):
+            self._db.execute(f"UPDATE entries SET accessed_at=? WHERE hash IN ({_marks(len(batch))})", (now, *batch))
+
+    def _write_due_stamps(self) -> None:
+        due, self._stamps_due = self._stamps_due, {}
+        for batch in _chunked(list(due)):
+            self._db.execute(f"DELETE FROM output_stamps WHERE root=? AND hash IN ({_marks(len(batch))})",
+                             (self._root_key, *batch))
+        self._db.executemany(
+            "INSERT INTO output_stamps VALUES (?,?,?,?,?)",
+            [(key, self._root_key, path, ino, ctime) for key, stamps in due.items()
+             for path, (ino, ctime) in stamps.items()],
+        )
 
     def __enter__(self) -> "LocalStore":
         return self
@@ -317,7 +333,9 @@ class LocalStore:
         return unpacked.log
 
     def _stamp(self, key: str, paths: Sequence[str]) -> None:
-        """Record (ino, ctime_ns) of the files just written, in one transaction (LC-07)."""
+        """Record (ino, ctime_ns) of the files just written (LC-07): in memory for this run at once,
+        in the index at `close` with every other restore's. A crash before then loses only the
+        stamps, and a file without a stamp is never current, so the next run restores it again."""
         stamps = {}
         for path in paths:
             try:
@@ -325,10 +343,9 @@ class LocalStore:
             except FileNotFoundError:  # removed meanwhile: no stamp, so never current
                 continue
             stamps[path] = (st.st_ino, st.st_ctime_ns)
-        with self._lock:
-            with _transaction(self._db, immediate=True):
-                self._write_stamps(key, stamps)
         self._fresh[key] = stamps
+        with self._lock:
+            self._stamps_due[key] = stamps
 
     def _write_stamps(self, key: str, stamps: dict[str, tuple[int, int]]) -> None:
         self._db.execute("DELETE FROM output_stamps WHERE hash=? AND root=?", (key, self._root_key))
@@ -354,6 +371,7 @@ class LocalStore:
         for (key,) in dropped:
             _quiet_unlink(self.artifact(key))
             self._fresh.pop(key, None)
+            self._stamps_due.pop(key, None)
 
     # ------------------------------------------------------------ save
 

@@ -1,0 +1,124 @@
+"""The two runners under test and the workspaces they run in.
+
+Each tool gets its own copy of one generated workspace (byte-identical trees, same commit):
+turbo rewrites every cached output on a hit (new inode and mtime), which would turn vx's
+"nothing changed" run into a restore if the two shared a tree. Runs still alternate, so the
+machine's noise falls on both alike.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+GENERATOR = BENCH / "gen_monorepo.py"
+FILES_PER_PACKAGE, DEPS, SEED = 20, 4, 1
+
+TOOL_ENV = {  # no telemetry, update checks or colour; CI unset (it changes defaults)
+    "TURBO_TELEMETRY_DISABLED": "1", "TURBO_NO_UPDATE_NOTIFIER": "1", "DO_NOT_TRACK": "1", "NO_COLOR": "1",
+}
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    exe: tuple[str, ...]  # the command up to (not including) `run`
+    flavour: str  # "vx" | "turbo"
+
+    def argv(self, tasks: Sequence[str], concurrency: int) -> list[str]:
+        if self.flavour == "turbo":
+            return [*self.exe, "run", *tasks, f"--concurrency={concurrency}"]
+        return [*self.exe, "run", *tasks, "--concurrency", str(concurrency)]
+
+    def clean(self, ws: Path) -> None:
+        """Empty the tool's cache and delete every output: a cold start."""
+        caches = [".vx"] if self.flavour == "vx" else [".turbo", "node_modules/.cache/turbo"]
+        for rel in caches:
+            shutil.rmtree(ws / rel, ignore_errors=True)
+        for pkg in (ws / "packages").iterdir():
+            shutil.rmtree(pkg / "dist", ignore_errors=True)
+            if self.flavour == "turbo":
+                shutil.rmtree(pkg / ".turbo", ignore_errors=True)
+
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in ("CI", "VX_TIMING", "VX_CACHE_DIR")}
+        env.update(TOOL_ENV)
+        return env
+
+
+# ---------------------------------------------------------------- the tools
+
+
+def turbo_tool(ws: Path) -> Tool:
+    """The native turbo binary (as in the perf anchors), skipping the ~150 ms node shim of .bin/turbo."""
+    native = sorted((ws / "node_modules" / "@turbo").glob("*/bin/turbo"))
+    exe = native[0] if native else ws / "node_modules" / ".bin" / "turbo"
+    return Tool("turbo", (str(exe),), "turbo")
+
+
+def vx_tool(spec: str | None, work: Path) -> Tool:
+    """`--vx CMD` as given, else vx pip-installed (not editable) from this checkout into a venv.
+
+    A plain install is what users get: compiled .pyc files and a clean site-packages. The
+    development interpreter here has an editable install, a site hook that imports certifi
+    at every start and PYTHONDONTWRITEBYTECODE=1; `--vx vx` measures that instead.
+    """
+    if spec:
+        return Tool("vx", tuple(spec.split()), "vx")
+    venv = work / "venv"
+    if not (venv / "bin" / "python").exists():
+        _run([sys.executable, "-m", "venv", str(venv)])
+        _run([str(venv / "bin" / "pip"), "install", "-q", str(REPO)])
+    else:  # refresh vx itself: the numbers are for the checkout as it is now
+        _run([str(venv / "bin" / "pip"), "install", "-q", "--no-deps", "--force-reinstall", str(REPO)])
+    return Tool("vx", (str(venv / "bin" / "vx"),), "vx")
+
+
+def version_of(tool: Tool, ws: Path) -> str:
+    out = subprocess.run([*tool.exe, "--version"], cwd=ws, capture_output=True, text=True, env=tool.env())
+    return out.stdout.strip().splitlines()[0] if out.stdout.strip() else "?"
+
+
+# ---------------------------------------------------------------- workspaces
+
+
+def workspaces(work: Path, packages: int, fresh: bool = False) -> dict[str, Path]:
+    """Generate (or reuse) the size's workspace and its per-tool copies: {"vx": path, "turbo": path}."""
+    base = work / f"m{packages}"
+    copies = {name: work / f"m{packages}-{name}" for name in ("vx", "turbo")}
+    if not fresh and all(_matches(p, packages) for p in copies.values()):
+        return copies
+    for path in (base, *copies.values()):
+        shutil.rmtree(path, ignore_errors=True)
+    _run([sys.executable, str(GENERATOR), str(base), "-n", str(packages), "-f", str(FILES_PER_PACKAGE),
+          "-d", str(DEPS), "-s", str(SEED), "--tools", "vx,turbo", "--install"])
+    for path in copies.values():
+        _run(["cp", "-a", str(base), str(path)])
+    shutil.rmtree(base)
+    return copies
+
+
+def meta(ws: Path) -> dict:
+    return json.loads((ws / "bench-meta.json").read_text())
+
+
+def _matches(ws: Path, packages: int) -> bool:
+    try:
+        args = meta(ws)["args"]
+    except (OSError, ValueError, KeyError):
+        return False
+    want = {"packages": packages, "files_per_package": FILES_PER_PACKAGE, "deps": DEPS, "seed": SEED}
+    return all(args.get(k) == v for k, v in want.items()) and (ws / "node_modules").is_dir()
+
+
+def _run(argv: Sequence[str]) -> None:
+    print("+ " + " ".join(argv), file=sys.stderr, flush=True)
+    subprocess.run(list(argv), check=True, stdout=subprocess.DEVNULL)

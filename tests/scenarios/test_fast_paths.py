@@ -1,0 +1,160 @@
+"""Counts that guard the fast paths (never timings; speed lives in bench/): a fully cached run opens
+no input file and no artifact, never imports asyncio, and its SQL statements do not grow with the
+number of tasks; restores take a bounded number of statements each; the hit lane settles exactly
+what the walk would have (GR-09, LC-06, LC-07, KEY-12, KEY-22).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import SRC, build_task, npm_workspace
+
+# Runs vx in-process so the probe can count what it did; prints one JSON line of facts last.
+PROBE = r"""
+import json, sqlite3, sys
+statements = []
+_connect = sqlite3.connect
+def connect(path, *a, **k):
+    db = _connect(path, *a, **k)
+    if str(path).endswith("cache.db"):
+        db.set_trace_callback(lambda sql: statements.append(sql.split()[0].upper()))
+    return db
+sqlite3.connect = connect
+from vx.cli import main
+code = main(sys.argv[1:])
+facts = {"code": code, "statements": statements, "asyncio": "asyncio" in sys.modules,
+         "executor": "vx.executor" in sys.modules}
+print("\n" + json.dumps(facts))
+"""
+
+
+def chain(n: int) -> dict:
+    """n packages, each building after the previous one."""
+    pkgs = {}
+    for i in range(n):
+        deps = [f"p{i - 1}"] if i else []
+        pkgs[f"p{i}"] = {"deps": deps, "tasks": {"build": build_task()}, "files": {"src/a.js": f"P{i};"}}
+    return npm_workspace(pkgs)
+
+
+def probe(repo, *args: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
+    env.update({"PYTHONPATH": SRC, "NO_COLOR": "1"})
+    proc = subprocess.run([sys.executable, "-c", PROBE, *args], cwd=repo.root, env=env, capture_output=True,
+                          text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def writes(facts: dict) -> int:
+    return sum(s in ("INSERT", "UPDATE", "DELETE", "REPLACE") for s in facts["statements"])
+
+
+def test_fully_cached_run_needs_no_event_loop_and_constant_sql(repo):  # LC-06, GR-09
+    repo.write(chain(4)).commit()
+    assert repo.vx("run", "build").code == 0
+    small = probe(repo, "run", "build")
+    assert small["code"] == 0
+    assert not small["asyncio"] and not small["executor"]  # nothing ran: no loop, no process machinery
+
+    big = repo.root.parent / "big"
+    big.mkdir()
+    repo.__class__(big).write(chain(40)).commit()
+    repo.__class__(big).vx("run", "build")
+    large = probe(repo.__class__(big), "run", "build")
+    assert large["code"] == 0 and not large["asyncio"]
+    # The probe, the logs and the accessed_at bump are batched: ten times the tasks, the same statements.
+    assert len(large["statements"]) == len(small["statements"]) <= 16, large["statements"]
+
+
+def test_a_restore_costs_a_bounded_number_of_statements(repo):  # LC-07, LC-16
+    repo.write(chain(12)).commit()
+    assert repo.vx("run", "build").code == 0
+    for pkg in (repo.root / "packages").iterdir():
+        shutil.rmtree(pkg / "dist")
+    facts = probe(repo, "run", "build")
+    assert facts["code"] == 0
+    # One transaction at close for every restore's stamps and the accessed_at bump; the INSERT
+    # is one executemany (traced per row), the DELETE and UPDATE one statement per batch.
+    assert facts["statements"].count("BEGIN") == 1, facts["statements"]
+    assert writes(facts) <= 2 + 12, facts["statements"]
+    assert all((repo.root / f"packages/p{i}/dist/out.js").is_file() for i in range(12))
+
+
+def test_warm_run_opens_no_input_and_no_artifact(repo):  # KEY-12, LC-06
+    repo.write(chain(3)).commit()
+    assert repo.vx("run", "build").code == 0
+    trace = repo.root.parent / "trace"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
+    env.update({"PYTHONPATH": SRC, "NO_COLOR": "1"})
+    proc = subprocess.run(["strace", "-f", "-e", "trace=open,openat,openat2", "-o", str(trace),
+                           sys.executable, "-m", "vx", "run", "build"], cwd=repo.root, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    opened = re.findall(r'open(?:at2?)?\((?:[^,]*, )?"([^"]+)"', trace.read_text())
+    root = str(repo.root)
+    assert [p for p in opened if p.endswith(".tar.zst")] == []
+    assert [p for p in opened if p.startswith(f"{root}/packages/") and "/src/" in p] == []
+    assert [p for p in opened if "/dist/" in p] == []  # outputs are stat'ed, never read
+
+
+def test_lane_settles_around_a_miss(repo):  # GR-09, KEY-22
+    files = npm_workspace({
+        "a": {"tasks": {"build": build_task()}, "files": {"src/a.js": "A;"}},
+        "b": {"tasks": {"build": build_task()}, "files": {"src/b.js": "B;"}},
+        "c": {"deps": ["a"], "tasks": {"build": build_task()}, "files": {"src/c.js": "C;"}},
+        "d": {"deps": ["b"], "tasks": {"build": build_task()}, "files": {"src/d.js": "D;"}},
+    })
+    repo.write(files).commit()
+    assert repo.vx("run", "build").code == 0
+    repo.write({"packages/b/src/b.js": "B2;"})
+    shutil.rmtree(repo.root / "packages/c/dist")
+    res = repo.vx("run", "build")
+    assert res.code == 0, res.err
+    assert res.statuses() == {
+        "a#build": ("success", "up-to-date"),
+        "b#build": ("success", "miss"),
+        "c#build": ("success", "local"),  # restored by the lane, after a settled
+        "d#build": ("success", "miss"),  # downstream of the miss: the walk decides it
+    }
+
+
+def test_damaged_artifact_in_the_lane_runs_and_its_dependant_still_restores(repo):  # LC-12, GR-09
+    files = npm_workspace({
+        "a": {"tasks": {"build": build_task()}, "files": {"src/a.js": "A;"}},
+        "c": {"deps": ["a"], "tasks": {"build": build_task()}, "files": {"src/c.js": "C;"}},
+    })
+    repo.write(files).commit()
+    assert repo.vx("run", "build").code == 0
+    summary = repo.vx("run", "build").summary
+    key_a = next(t["hash"] for t in summary["tasks"] if t["id"] == "a#build")
+    art = repo.root / ".vx" / "cache" / f"{key_a}.tar.zst"
+    data = bytearray(art.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    art.write_bytes(bytes(data))
+    for pkg in ("a", "c"):
+        shutil.rmtree(repo.root / f"packages/{pkg}/dist")
+    res = repo.vx("run", "build")
+    assert res.code == 0, res.err
+    assert res.statuses() == {"a#build": ("success", "miss"), "c#build": ("success", "local")}
+    assert sum("cannot be restored" in line for line in res.err.splitlines()) == 1
+    assert (repo.root / "packages/c/dist/out.js").read_text() == "C;"
+
+
+def test_timing_table_names_every_stage(repo):  # OBS-11
+    repo.write(chain(2)).commit()
+    repo.vx("run", "build")
+    res = repo.vx("run", "build", env={"VX_TIMING": "1"})
+    table = res.err[res.err.index("vx timing (ms)"):]
+    for stage in ("startup (cpu)", "discover", "load configs", "build graph", "git enumeration", "keys",
+                  "open cache", "probe", "hit lane", "close cache", "total"):
+        assert f"  {stage} " in table, table
+    assert "run graph" not in table  # everything settled in the lane: the walk never started
+    assert "vx timing" not in repo.vx("run", "build").err
