@@ -474,17 +474,29 @@ def _is_file_or_link(mode: int) -> bool:
     return stat.S_ISREG(mode) or stat.S_ISLNK(mode)
 
 
-def _symlinked_ancestor(root: Path, rel: str) -> str | None:
-    """The first directory on the way to `rel` that is a symlink (a walk must not pass it)."""
+def _symlinked_ancestor(root: Path, rel: str, seen: dict[str, bool | None] | None = None) -> str | None:
+    """The first directory on the way to `rel` that is a symlink (a walk must not pass it).
+
+    `seen` remembers each ancestor's answer (True: a link, None: missing) across the walks of
+    one batch, where nothing runs in between: a thousand projects share `packages/`."""
     parts = rel.split("/")[:-1]
     for i in range(1, len(parts) + 1):
         head = "/".join(parts[:i])
-        try:
-            if stat.S_ISLNK(os.lstat(os.path.join(root, head)).st_mode):
-                return head
-        except OSError:
+        link = seen.get(head, False) if seen is not None and head in seen else _is_link(root, head)
+        if seen is not None:
+            seen[head] = link
+        if link is None:
             return None
+        if link:
+            return head
     return None
+
+
+def _is_link(root: Path, head: str) -> bool | None:
+    try:
+        return stat.S_ISLNK(os.lstat(os.path.join(root, head)).st_mode)
+    except OSError:
+        return None
 
 
 def _under(path: str, dirs: frozenset[str] | set[str]) -> bool:
@@ -881,13 +893,14 @@ def _output_descend(base: str, globs: GlobSet, nested: Sequence[str]) -> Callabl
     return descend
 
 
-def _walk_output_set(root: Path, base: str, globs: GlobSet, nested: Sequence[str]) -> set[str]:
+def _walk_output_set(root: Path, base: str, globs: GlobSet, nested: Sequence[str],
+                     seen: dict[str, bool | None] | None = None) -> set[str]:
     found = set()
     cut = len(base)
     descend = _output_descend(base, globs, nested)
     for glob_root in globs.roots():
         start = _root_path(base, glob_root)
-        link = _symlinked_ancestor(root, start) if start else None
+        link = _symlinked_ancestor(root, start, seen) if start else None
         paths = [link] if link else _walk_files(root, start, descend)
         for path in paths:
             if path.startswith(base) and not _NEVER_OUTPUT.search(path) and globs.match(path[cut:]):
@@ -897,17 +910,17 @@ def _walk_output_set(root: Path, base: str, globs: GlobSet, nested: Sequence[str
 
 def walk_outputs(
     root: Path, project_dir: str, globs: GlobSet | None, workspace_globs: GlobSet | None = None,
-    *, nested: Sequence[str] = (),
+    *, nested: Sequence[str] = (), seen: dict[str, bool | None] | None = None,
 ) -> list[str]:
     """The files and symlinks that now match a task's declared outputs, sorted (LC-08).
 
     Only the glob roots are walked, links are never followed, `.git`/`.vx` never entered,
     `node_modules` only when a glob names it, and a nested project is not this task's.
+    `seen` shares ancestor checks across a batch of walks (the hit lane's).
     """
-    root = Path(root)
-    found = _walk_output_set(root, _base(project_dir), globs, nested) if globs else set()
+    found = _walk_output_set(root, _base(project_dir), globs, nested, seen) if globs else set()
     if workspace_globs:
-        found |= _walk_output_set(root, "", workspace_globs, ())
+        found |= _walk_output_set(root, "", workspace_globs, (), seen)
     return sorted(found)
 
 

@@ -12,16 +12,15 @@ uncached tasks, their dependants, damaged artifacts) goes to the walk unchanged.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from vx.events import CacheRestored, Emit, Notice, TaskFinished
 from vx.model import CacheStatus, LogChunk, Status, TaskGraph, TaskId, TaskResult
 
-if TYPE_CHECKING:
-    from concurrent.futures import ThreadPoolExecutor
 
 
 @dataclass
@@ -40,6 +39,7 @@ class _Hit:
     plan: Any  # rebuilder.TaskPlan
     entry: Any  # store.local.Entry
     started: float
+    stale: bool  # outputs were present (but not the entry's): a restore wipes them first
 
 
 def settle(graph: TaskGraph, plans: Mapping[TaskId, Any], hits: Mapping[str, Any], store: Any, root: Path,
@@ -49,15 +49,60 @@ def settle(graph: TaskGraph, plans: Mapping[TaskId, Any], hits: Mapping[str, Any
     pending, restores = out.scan(list(graph.order))
     if not restores or stopped():
         return out.settled  # the warm path: no pool, not even its import
+    jobs = {p.key: (out.local, p.outputs, hits[p.key]) for p in plans.values() if p.outputs and p.key in hits}
+    _JOBS.update(jobs)  # before any fork: forked workers find their work here by key
+    try:
+        with _pool(width, len(jobs)) as pool:
+            while restores:
+                out.restore_wave(pool, restores)
+                if not pending or stopped():
+                    break
+                pending, restores = out.scan(pending)
+    finally:
+        for key in jobs:
+            _JOBS.pop(key, None)
+    return out.settled
+
+
+# key -> (store, outputs, entry) of every restore this process may run; forked workers inherit it.
+_JOBS: dict[str, tuple[Any, Any, Any]] = {}
+FORK_FROM = 128  # restores that pay for forking workers (~10 ms each)
+
+
+def _pool(width: int, jobs: int):
+    """Worker processes when there are enough restores and nothing else runs threads (a fork
+    copies only the forking thread); otherwise threads, which share the GIL with the lane."""
+    import threading
+
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if jobs >= FORK_FROM and cpus > 1 and threading.active_count() == 1 and hasattr(os, "fork"):
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        return ProcessPoolExecutor(max_workers=min(cpus, max(1, width)), mp_context=multiprocessing.get_context("fork"))
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(max_workers=max(1, width), thread_name_prefix="vx-restore") as pool:
-        while restores:
-            out.restore_wave(pool, restores)
-            if not pending or stopped():
-                break
-            pending, restores = out.scan(pending)
-    return out.settled
+    return ThreadPoolExecutor(max_workers=max(1, width), thread_name_prefix="vx-restore")
+
+
+def _extract_many(work: list[tuple[str, bool]], root: Path) -> list[Any]:
+    """Run in a worker: wipe stale outputs and unpack each entry; never touches the index.
+
+    Returns, per key, what `LocalStore.extract` returned (the unpacked files and log, or why the
+    artifact is damaged), or ("refused", message, facts, hint) when the workspace refused a write.
+    """
+    from vx.errors import VxError
+
+    out: list[Any] = []
+    for key, stale in work:
+        local, outputs, entry = _JOBS[key]
+        try:
+            if stale:
+                outputs.wipe(root)
+            out.append(local.extract(entry, outputs.allows))
+        except VxError as exc:  # EnvironmentFailure: plain values cross the process boundary
+            out.append(("refused", exc.message, exc.facts, exc.hint))
+    return out
 
 
 class _Lane:
@@ -65,6 +110,8 @@ class _Lane:
         self.graph, self.plans, self.hits, self.store, self.root, self.emit = graph, plans, hits, store, root, emit
         self.settled = Settled()
         self.dead: set[TaskId] = set()  # never settled here: the walk decides them
+        self.ancestors: dict = {}  # output-walk ancestor checks, shared: no task runs during a scan
+        self.local = getattr(store, "local", store)  # hits are local entries, even behind a remote layer
 
     def scan(self, pending: list[TaskId]) -> tuple[list[TaskId], list[_Hit]]:
         """One pass in topological order: settle what is current, collect what needs a restore."""
@@ -92,8 +139,9 @@ class _Lane:
         if entry is None:
             self.dead.add(tid)
             return
-        hit = _Hit(tid, plan, entry, time.monotonic())
-        if self.store.is_up_to_date(entry, plan.outputs.walk(self.root)):
+        present = plan.outputs.walk(self.root, self.ancestors)
+        hit = _Hit(tid, plan, entry, time.monotonic(), bool(present))
+        if self.store.is_up_to_date(entry, present):
             self.settled.results[tid] = _PENDING_LOG  # a placeholder: dependants may settle in this pass
             current.append(hit)
         else:
@@ -108,14 +156,16 @@ class _Lane:
             self.emit(TaskFinished(result))
         self.settled.current += len(current)
 
-    def restore_wave(self, pool: ThreadPoolExecutor, restores: list[_Hit]) -> None:
+    def restore_wave(self, pool, restores: list[_Hit]) -> None:
         """Restore one wave in parallel; a damaged artifact is reported and left to the walk."""
         from vx.store.local import DamagedEntry
 
-        futures = [pool.submit(self._restore, h) for h in restores]
-        for h, fut in zip(restores, futures):
+        t0 = time.perf_counter()
+        extracted = self._extract(pool, restores)
+        seconds = (time.perf_counter() - t0) / max(1, len(restores))
+        for h, got in zip(restores, extracted):
             try:
-                log = fut.result()
+                log = self.local.finish_restore(h.entry, _raise_refused(got), seconds)
             except DamagedEntry as exc:
                 self.emit(Notice(f"cache entry for {h.tid} cannot be restored ({exc.reason}); running the task instead",
                                  id=h.tid))
@@ -128,9 +178,23 @@ class _Lane:
             self.emit(TaskFinished(result))
             self.settled.restored += 1
 
-    def _restore(self, h: _Hit) -> tuple[LogChunk, ...]:
-        h.plan.outputs.wipe(self.root)
-        return self.store.restore(h.entry, h.plan.outputs.allows)
+    def _extract(self, pool, restores: list[_Hit]) -> list[Any]:
+        """Split the wave into a few chunks per worker, so each crossing carries many restores."""
+        work = [(h.entry.key, h.stale) for h in restores]
+        n = max(1, min(len(work), 4 * getattr(pool, "_max_workers", 2)))
+        chunks = [work[i::n] for i in range(n)]
+        results: dict[str, Any] = {}
+        for chunk, fut in [(c, pool.submit(_extract_many, c, self.root)) for c in chunks]:
+            results.update(zip((key for key, _ in chunk), fut.result()))
+        return [results[h.entry.key] for h in restores]
+
+
+def _raise_refused(got: Any) -> Any:
+    if isinstance(got, tuple) and got and got[0] == "refused":
+        from vx.errors import EnvironmentFailure
+
+        raise EnvironmentFailure(got[1], facts=got[2], hint=got[3])
+    return got
 
 
 _PENDING_LOG = TaskResult(TaskId("", ""), Status.SUCCESS, CacheStatus.UP_TO_DATE)

@@ -42,10 +42,10 @@ class OutputSpec:
         self.declares_files = bool(patterns or ws_patterns)
         self.input_query = query
 
-    def walk(self, root: Path) -> list[str]:
+    def walk(self, root: Path, seen: dict | None = None) -> list[str]:
         if not self.declares_files:
             return []
-        return files.walk_outputs(root, self.project_dir, self.globs, self.ws_globs)
+        return files.walk_outputs(root, self.project_dir, self.globs, self.ws_globs, seen=seen)
 
     def wipe(self, root: Path) -> None:
         if self.declares_files:

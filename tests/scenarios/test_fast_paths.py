@@ -27,10 +27,20 @@ def connect(path, *a, **k):
         db.set_trace_callback(lambda sql: statements.append(sql.split()[0].upper()))
     return db
 sqlite3.connect = connect
+import os
+from vx import hitlane
+pools = []
+_pool = hitlane._pool
+def pool(*a):
+    p = _pool(*a)
+    pools.append(type(p).__name__)
+    return p
+hitlane._pool = pool
+hitlane.FORK_FROM = int(os.environ.get("PROBE_FORK_FROM", hitlane.FORK_FROM))
 from vx.cli import main
 code = main(sys.argv[1:])
 facts = {"code": code, "statements": statements, "asyncio": "asyncio" in sys.modules,
-         "executor": "vx.executor" in sys.modules}
+         "executor": "vx.executor" in sys.modules, "pools": pools}
 print("\n" + json.dumps(facts))
 """
 
@@ -44,8 +54,8 @@ def chain(n: int) -> dict:
     return npm_workspace(pkgs)
 
 
-def probe(repo, *args: str) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
+def probe(repo, *args: str, env: dict | None = None) -> dict:
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}, **(env or {})}
     env.update({"PYTHONPATH": SRC, "NO_COLOR": "1"})
     proc = subprocess.run([sys.executable, "-c", PROBE, *args], cwd=repo.root, env=env, capture_output=True,
                           text=True, timeout=120, stdin=subprocess.DEVNULL)
@@ -86,6 +96,19 @@ def test_a_restore_costs_a_bounded_number_of_statements(repo):  # LC-07, LC-16
     assert facts["statements"].count("BEGIN") == 1, facts["statements"]
     assert writes(facts) <= 2 + 12, facts["statements"]
     assert all((repo.root / f"packages/p{i}/dist/out.js").is_file() for i in range(12))
+
+
+def test_restores_in_forked_workers_leave_what_threads_leave(repo):  # GR-09, LC-07
+    repo.write(chain(6)).commit()
+    assert repo.vx("run", "build").code == 0
+    expected = {p.name: (p / "dist/out.js").read_text() for p in (repo.root / "packages").iterdir()}
+    for pkg in (repo.root / "packages").iterdir():
+        (pkg / "dist/out.js").write_text("stale")  # present but wrong: the worker wipes, then unpacks
+    facts = probe(repo, "run", "build", env={"PROBE_FORK_FROM": "1"})
+    assert facts["code"] == 0 and facts["pools"] == ["ProcessPoolExecutor"]
+    assert {p.name: (p / "dist/out.js").read_text() for p in (repo.root / "packages").iterdir()} == expected
+    res = repo.vx("run", "build")  # the stamps written at close make the next run current
+    assert set(res.statuses().values()) == {("success", "up-to-date")}
 
 
 def test_warm_run_opens_no_input_and_no_artifact(repo):  # KEY-12, LC-06

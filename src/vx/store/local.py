@@ -317,20 +317,28 @@ class LocalStore:
         EnvironmentFailure instead, since that is not the artifact's fault.
         """
         t0 = time.perf_counter()
+        return self.finish_restore(entry, self.extract(entry, allowed), time.perf_counter() - t0)
+
+    def extract(self, entry: Entry, allowed: Callable[[str], bool]) -> archive.Unpacked | str:
+        """The file half of `restore`: unpack, or say why the artifact is damaged. It never touches
+        the index, so a forked restore worker may run it (the hit lane's process pool)."""
         try:
-            unpacked = archive.unpack(self.artifact(entry.key), key=entry.key, allowed=allowed, root=self.root)
+            return archive.unpack(self.artifact(entry.key), key=entry.key, allowed=allowed, root=self.root)
         except FileNotFoundError:
-            self._drop([(entry.key, entry.crc)])
-            raise DamagedEntry("the artifact vanished since the lookup") from None
+            return "the artifact vanished since the lookup"
         except ArchiveError as e:
-            self._drop([(entry.key, entry.crc)])
-            raise DamagedEntry(e.message) from None
+            return e.message
         except OSError as e:
+            return f"unreadable artifact: {e.strerror}"
+
+    def finish_restore(self, entry: Entry, extracted: archive.Unpacked | str, seconds: float) -> tuple[LogChunk, ...]:
+        """The index half of `restore`: stamp what was written, or drop a damaged entry and raise."""
+        if isinstance(extracted, str):
             self._drop([(entry.key, entry.crc)])
-            raise DamagedEntry(f"unreadable artifact: {e.strerror}") from None
-        self._stamp(entry.key, [f.path for f in unpacked.files])
-        self.spans["restore"].append(time.perf_counter() - t0)
-        return unpacked.log
+            raise DamagedEntry(extracted)
+        self._stamp(entry.key, [f.path for f in extracted.files])
+        self.spans["restore"].append(seconds)
+        return extracted.log
 
     def _stamp(self, key: str, paths: Sequence[str]) -> None:
         """Record (ino, ctime_ns) of the files just written (LC-07): in memory for this run at once,
