@@ -6,7 +6,6 @@ signal. A failed task is a result, never an exception.
 
 from __future__ import annotations
 
-import difflib
 from typing import Iterable, Sequence
 
 EXIT_OK = 0
@@ -73,6 +72,8 @@ class EnvironmentFailure(VxError):
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
     """The nearest spelling of `word` among `choices`, or None when nothing is close."""
+    import difflib  # only on the way to an error message: not on every run's start-up
+
     best = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return best[0] if best else None
 

@@ -707,8 +707,11 @@ class FileIndex:
         """Listed paths matching `globs` below `base`, minus the task's outputs (every candidate is
         below `base`, so the output globs match the cut path directly)."""
         match, cut = globs.match, len(base)
-        chosen = [p for p in self._candidates(base, globs.roots(), nested) if match(p[cut:])]
-        if excluded:
+        chosen: list[str] = []
+        for root in globs.roots():  # a root the globs cover whole (`src` of `src/**`) needs no matching
+            found = self._candidates(base, (root,), nested)
+            chosen += found if globs.covers(root) else [p for p in found if match(p[cut:])]
+        if excluded and _overlap(globs.roots(), excluded.roots()):
             out = excluded.match
             chosen = [p for p in chosen if not out(p[cut:])]
         return chosen
@@ -823,6 +826,12 @@ class FileIndex:
             return new[0]
         ignored = {os.fsdecode(p) for p in proc.stdout.split(b"\0") if p}
         return next((p for p in new if p not in ignored), None)
+
+
+def _overlap(roots: Sequence[str], others: Sequence[str]) -> bool:
+    """Whether a path could lie under one of `roots` and one of `others` (glob roots: literal heads)."""
+    return any(a == b or not a or not b or a.startswith(b + "/") or b.startswith(a + "/")
+               for a in roots for b in others)
 
 
 def _subtract(lo: int, hi: int, holes: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -288,6 +288,13 @@ def _reaches_below(alt: _Alternative, dir_segs: Sequence[str]) -> bool:
     return alt.literal or len(segs) > len(dir_segs)
 
 
+@functools.lru_cache(maxsize=4096)
+def _covers(patterns: tuple[str, ...], root: str) -> bool:
+    c = _compile_set(patterns)
+    segs = root.split("/") if root else []
+    return not c.neg_alts and any(_covers_tree(a, segs) for a in c.pos_alts)
+
+
 def _covers_tree(alt: _Alternative, dir_segs: Sequence[str]) -> bool:
     """Whether `alt` matches every path below the directory (so a negation prunes it)."""
     segs = alt.segments
@@ -367,6 +374,11 @@ class GlobSet:
         if any(_covers_tree(a, dir_segs) for a in self._c.neg_alts):
             return False
         return any(_reaches_below(a, dir_segs) for a in self._c.pos_alts)
+
+    def covers(self, root: str) -> bool:
+        """Whether every path at or below `root` is in the set, so a lister may take a whole sorted
+        range unmatched: no negation, and some positive pattern spans the subtree (`src/**` at `src`)."""
+        return _covers(self.patterns, root)
 
     def unmatched(self, rel_paths: Iterable[str]) -> tuple[str, ...]:
         """The positive patterns (as written) that match none of `rel_paths` (KEY-23)."""

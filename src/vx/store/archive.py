@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import stat
 import struct
 import zlib
@@ -473,7 +472,7 @@ def _read_body(inflow: _Inflow, size: int, *, summed: bool = True) -> bytes:
 
 
 def _temp_name() -> str:
-    return f".vx-restore-{secrets.token_hex(6)}"
+    return f".vx-restore-{os.urandom(6).hex()}"  # what secrets.token_hex does, without its imports
 
 
 class _Extraction:
