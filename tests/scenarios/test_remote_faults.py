@@ -71,7 +71,7 @@ def test_500_on_every_call_is_retried_twice_then_the_breaker_opens(repo):  # C.1
         res = repo.vx("run", "build", "--all", env=turbo_env(server.url))
         assert_built_anyway(repo, res)
         artifacts = [r for r in server.seen if not r.startswith("GET /v8/artifacts/status")]
-        assert len(artifacts) == 4 * 3 and all(r.startswith("GET ") for r in artifacts)  # 2 retries each
+        assert len(artifacts) == 4 * 3 and all(r.startswith("GET ") for r in artifacts), server.seen  # 2 retries each
         assert len(server.seen) - len(artifacts) <= 3  # at most one status check, retried, before the breaker
         assert res.err.count("answered 500") == 1
         assert "failures: server error ×" in res.err and not [r for r in server.seen if r.startswith("PUT")]

@@ -71,7 +71,7 @@ class LayeredStore:
         self._lock = threading.Lock()
         self._fetch_pool: ThreadPoolExecutor | None = None
         self._upload_pool: ThreadPoolExecutor | None = None
-        self._status_checked = False
+        self._status_answer: Future[bool] | None = None
         self.wanted: dict[str, Wanted] = {}  # set by the run: the keys it would download
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -266,17 +266,31 @@ class LayeredStore:
         self.health.count("bytes_up", size)
 
     def _uploads_allowed(self, key: str) -> bool:
-        """Before the first upload, ask a turbo server whether caching is enabled for the team."""
+        """Before the first upload, ask a turbo server whether caching is enabled for the team.
+
+        Every uploader waits for that one answer: an upload must not slip past a status check
+        that is still retrying against a failing server."""
         status = getattr(self.remote, "status", None)
+        if status is None:
+            return True
         with self._lock:
-            if self._status_checked or status is None:
-                return True
-            self._status_checked = True
+            first = self._status_answer is None
+            if first:
+                self._status_answer = Future()
+        if first:
+            answer = False
+            try:
+                answer = self._check_status(status, key)
+            finally:  # even on an unexpected error, never leave the other uploaders waiting
+                self._status_answer.set_result(answer)
+        return self._status_answer.result()
+
+    def _check_status(self, status: Callable[[], object], key: str) -> bool:
         try:
             status()
         except RemoteFailure as failure:
             if failure.kind == BAD_RESPONSE:  # a server without /status is fine; a dead one is not
-                return self.health.allows(writing=True)
+                return bool(self.health.allows(writing=True))
             self.health.failed("PUT", key, failure, "not uploaded (the local cache has it)")
             return False
         return True
