@@ -9,7 +9,8 @@ import pytest
 
 from vx.errors import ConfigError, WorkspaceError
 from vx.model import ROOT_PROJECT
-from vx.workspace import discover, satisfies
+from vx.semver import satisfies
+from vx.workspace import discover
 
 
 def write_tree(root: Path, files: dict[str, object]) -> Path:
