@@ -1,0 +1,33 @@
+"""The bundled example (README's first command) builds, hits, and declares what it reads."""
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import Repo
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "basic"
+
+
+@pytest.fixture
+def example(tmp_path) -> Repo:
+    root = tmp_path / "basic"
+    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".vx", "dist", "node_modules"))
+    return Repo(root).commit("example")
+
+
+def test_check_runs_then_hits(example):
+    first = example.vx("run", "check")
+    assert first.code == 0, first.err
+    assert len(first.summary["tasks"]) == 12
+    second = example.vx("run", "check")
+    assert {t["cache"] for t in second.summary["tasks"]} == {"up-to-date"}
+
+
+@pytest.mark.skipif(not shutil.which("strace"), reason="strace is installed by dev/test")
+def test_every_task_declares_what_it_reads(example):  # LG-03 on our own example
+    res = example.vx("run", "check", "--verify=inputs")
+    assert res.code == 0, res.out + res.err
+    assert "every traced task declared what it read" in res.out + res.err
