@@ -207,6 +207,26 @@ def parse_run(tokens: Sequence[str]) -> RunArgs:
     return out
 
 
+def _no_task_named() -> UsageError:
+    """Refuse a bare `vx run`, listing the tasks there are to run from here (CLI-02, off a TTY)."""
+    from vx import config, workspace
+    from vx.plan import package_of
+
+    hint = "e.g. `vx run build`; `vx run build --all` for every project"
+    try:
+        ws = workspace.discover(Path(os.getcwd()))
+        configs = config.load_all(ws)
+    except VxError:
+        return UsageError("name a task to run", hint=hint)
+    here = package_of(ws, Path(os.getcwd()))
+    tasks = sorted(configs[here].tasks) or sorted({t for c in configs.values() for t in c.tasks})
+    if not tasks:
+        return UsageError("name a task to run; no project here declares any task",
+                          hint="add tasks to a vx.config.json (see docs/config.md)")
+    shown = ", ".join(tasks[:20]) + (", …" if len(tasks) > 20 else "")
+    return UsageError("name a task to run", facts=(f"tasks: {shown}",), hint=f"e.g. `vx run {tasks[0]}`")
+
+
 def _plain_int(flag: str, text: str | None) -> int | None:
     if text is None:
         return None
@@ -248,7 +268,7 @@ def _run(args: RunArgs) -> int:
 
     timer_start = time.perf_counter()
     if not args.names:
-        raise UsageError("name a task to run", hint="e.g. `vx run build`; `vx run build --all` for every project")
+        raise _no_task_named()
     timeout = _plain_int("--timeout", args.timeout)
     if timeout is not None and not 1 <= timeout <= 2**31 - 1:
         raise UsageError(f"`--timeout` must be between 1 and {2**31 - 1} ms, got {timeout}")

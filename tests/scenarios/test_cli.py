@@ -83,3 +83,10 @@ def test_info_outside_a_workspace_still_answers(tmp_path):
     proc = py("-m", "vx", "info", cwd=tmp_path)
     assert proc.returncode == 0
     assert "workspace  unavailable: no workspace root found" in proc.stdout or "unavailable" in proc.stdout
+
+
+def test_bare_run_lists_the_tasks_there_are(repo):  # CLI-02 off a TTY
+    repo.write(npm_workspace({"lib": {"tasks": {"build": build_task(deps=()), "lint": {"exec": {"command": "true"}}}}})).commit()
+    res = repo.vx("run", cwd="packages/lib", summary=False)
+    assert res.code == 2
+    assert "tasks: build, lint" in res.err and "Traceback" not in res.err
