@@ -102,3 +102,16 @@ def test_bad_concurrency_is_a_usage_error(repo):
     tasks_repo(repo, {"t": {"exec": {"command": "true"}}})
     res = repo.vx("run", "t", "--concurrency", "0x10", cwd="packages/app")
     assert res.code == 2 and "0x10" in res.err
+
+
+def test_continue_never_stops_dispatch_after_the_first_failure(repo):  # GR-10
+    tasks = {"fail": {"exec": {"command": "exit 1"}},
+             "later": {"exec": {"command": "touch ran-later"}, "dependsOn": ["gate"]},
+             "gate": {"exec": {"command": "sleep 0.5"}},
+             "all": {"dependsOn": ["fail", "later"]}}
+    tasks_repo(repo, tasks)
+    res = repo.vx("run", "all", "--continue=never", "--concurrency", "2", cwd="packages/app")
+    assert res.code == 1
+    assert res.task("app#fail")["status"] == "failed"
+    assert res.task("app#later")["status"] == "skipped"
+    assert not (repo.root / "packages/app/ran-later").exists()
