@@ -41,6 +41,10 @@ class RunContext:
     # (task, trace accesses) of each sandboxed attempt, for --verify; None: the traces are not kept
     observe: Callable[[TaskId, tuple[Any, ...]], None] | None = None
     sandbox: Any = None  # sandbox.runner.Session, made by the first sandboxed execution (SB-01); closed by run
+    # set by the scheduler when no new command may start (`--continue=never` after a failure):
+    # tasks already dispatched but still waiting for a slot must not start either (GR-10)
+    halt: asyncio.Event | None = None
+    halt_on_failure: bool = False  # `--continue=never`: a failure sets `halt` before its slot passes on
 
 
 async def rebuild(ctx: RunContext, node: TaskNode, results: Mapping[TaskId, TaskResult]) -> TaskResult:
@@ -55,7 +59,8 @@ async def rebuild(ctx: RunContext, node: TaskNode, results: Mapping[TaskId, Task
         result = await _try_hit(ctx, node, plan)
     if result is None:
         result = await _execute_and_save(ctx, node, plan)
-    ctx.emit(TaskFinished(result))
+    if result.status is not Status.SKIPPED:  # skipped tasks are reported from the run's summary
+        ctx.emit(TaskFinished(result))
     return result
 
 
@@ -108,6 +113,9 @@ async def _execute_and_save(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> 
         ctx.emit(Notice(f"{node.id}: cache.inputs matched no files ({globs})", id=node.id))
     started_ns = time.time_ns()
     proc, attempts, violations = await _attempts(ctx, node, plan, wipe=write)
+    if proc is None:
+        return TaskResult(node.id, Status.SKIPPED, CacheStatus.NO_CACHE, key=plan.key,
+                          reason="not run: an earlier task failed (--continue=never)")
     status = _status_of(proc)
     cache = CacheStatus.MISS if cached else CacheStatus.NO_CACHE
     saved, reason = False, None
@@ -133,12 +141,16 @@ def _status_of(proc: ProcessResult) -> Status:
 
 
 async def _attempts(ctx: RunContext, node: TaskNode, plan: TaskPlan, *,
-                    wipe: bool) -> tuple[ProcessResult, int, tuple[Violation, ...]]:
-    """Run the command, retrying per exec.retries; each attempt re-cleans outputs (EX-06)."""
+                    wipe: bool) -> tuple[ProcessResult | None, int, tuple[Violation, ...]]:
+    """Run the command, retrying per exec.retries; each attempt re-cleans outputs (EX-06).
+
+    No process (None) when the run halted while this task waited for its slot."""
     total = plan.retries + 1
     elapsed = 0.0
     await ctx.slots.acquire(ctx.priority.get(node.id, 0))
     try:
+        if ctx.halt is not None and ctx.halt.is_set():
+            return None, 0, ()
         for attempt in range(1, total + 1):
             if wipe:
                 await asyncio.to_thread(plan.outputs.wipe, ctx.root)
@@ -150,6 +162,8 @@ async def _attempts(ctx: RunContext, node: TaskNode, plan: TaskPlan, *,
                 break
             after = "a timeout" if proc.timed_out else f"exit {proc.exit_code}"
             ctx.emit(TaskRetrying(node.id, attempt + 1, total, after))
+        if ctx.halt_on_failure and ctx.halt is not None and proc.exit_code != 0 and not proc.aborted:
+            ctx.halt.set()  # before the slot is handed to a waiter, or it would start
     finally:
         ctx.slots.release()
     return _with_duration(proc, elapsed), attempt, violations

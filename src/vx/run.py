@@ -293,11 +293,12 @@ async def _walk(prep: Prepared, req: RunRequest, emit: Emit, lane, stopped_early
                      policy=prep.policy, slots=PrioritySlots(prep.concurrency),
                      restore_slots=asyncio.Semaphore(2 * prep.concurrency), table=table, emit=emit,
                      priority=prep.graph.priority, remote=prep.remote, launch_for=launch_for,
-                     observe=observe)
+                     observe=observe, halt=asyncio.Event(),
+                     halt_on_failure=req.continue_mode == "never")
     _install_signals(table, stop, stopped_by)
     try:
         results = await walk(prep.graph, lambda node, res: rebuild(ctx, node, res),
-                             continue_mode=req.continue_mode, stop=stop, settled=lane.results)
+                             continue_mode=req.continue_mode, stop=stop, settled=lane.results, halt=ctx.halt)
     finally:
         _remove_signals()
         await table.shutdown(_grace_s())

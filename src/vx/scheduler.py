@@ -63,11 +63,14 @@ def _skipped(node: TaskNode, blocker: TaskId, reason: str) -> TaskResult:
 
 async def walk(graph: TaskGraph, rebuild: Rebuild, *, continue_mode: str = "deps-ok",
                stop: asyncio.Event | None = None,
-               settled: Mapping[TaskId, TaskResult] | None = None) -> dict[TaskId, TaskResult]:
+               settled: Mapping[TaskId, TaskResult] | None = None,
+               halt: asyncio.Event | None = None) -> dict[TaskId, TaskResult]:
     """Run every node once its dependencies are done; return every node's result.
 
     `settled` nodes are already finished (the hit lane's work): they are never rebuilt, and
     since a node is settled only with all its dependencies, none of them waits on the walk.
+    `halt` is set when `--continue=never` stops dispatch, so rebuilds still queued for a slot
+    can see it too.
     """
     nodes = graph.nodes
     results: dict[TaskId, TaskResult] = dict(settled or {})
@@ -87,6 +90,8 @@ async def walk(graph: TaskGraph, rebuild: Rebuild, *, continue_mode: str = "deps
         results[tid] = result
         if result.status is Status.FAILED and continue_mode == "never":
             halted = True
+            if halt is not None:
+                halt.set()
         for child in dependants[tid]:
             waiting[child] -= 1
             if waiting[child] == 0:

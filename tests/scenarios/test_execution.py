@@ -115,3 +115,19 @@ def test_continue_never_stops_dispatch_after_the_first_failure(repo):  # GR-10
     assert res.task("app#fail")["status"] == "failed"
     assert res.task("app#later")["status"] == "skipped"
     assert not (repo.root / "packages/app/ran-later").exists()
+
+
+def test_continue_never_starts_nothing_that_was_still_waiting_for_a_slot(repo):  # GR-10
+    # With one slot, `fail` runs first (two dependants: the highest priority); the siblings were
+    # already ready and queued for the slot: none of them may start once it failed.
+    tasks = {"fail": {"exec": {"command": "exit 1"}}, "x": {"exec": {"command": "true"}, "dependsOn": ["fail"]},
+             "all": {"dependsOn": ["x", "a", "b", "c"]}}
+    tasks.update({n: {"exec": {"command": f"touch ran-{n}"}} for n in "abc"})
+    tasks_repo(repo, tasks)
+    res = repo.vx("run", "all", "--continue=never", "--concurrency", "1", cwd="packages/app")
+    assert res.code == 1
+    ran = sorted(p.name for p in (repo.root / "packages/app").glob("ran-*"))
+    statuses = {t: res.task(f"app#{t}")["status"] for t in ("fail", "a", "b", "c")}
+    assert statuses["fail"] == "failed"
+    assert ran == [], (ran, statuses)
+    assert {statuses[n] for n in "abc"} == {"skipped"}
