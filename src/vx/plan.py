@@ -178,9 +178,9 @@ def _default_timeout(opts: RunOptions, host_env: Mapping[str, str]) -> int | Non
 
 
 def _forwarded(command: str, args: tuple[str, ...]) -> str:
-    from vx import executor  # only with `--` args: the executor pulls in asyncio
+    from vx.forwarding import forward_args  # only with `--` args
 
-    return executor.forward_args(command, args)
+    return forward_args(command, args)
 
 
 def _join(a: str, b: str) -> str:

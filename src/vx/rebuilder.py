@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from vx import executor
+from vx import executor, verdicts
 from vx.events import CacheRestored, Emit, Notice, TaskFinished, TaskOutput, TaskRetrying, TaskStarted
 from vx.model import (CachePolicy, CacheStatus, LogChunk, ProcessResult, Status, TaskId, TaskNode, TaskPlan,
                       TaskResult, Violation)
@@ -123,7 +123,7 @@ async def _execute_and_save(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> 
         saved, reason = await _save(ctx, node, plan, proc, snapshot, started_ns)
     elif status is Status.FAILED:
         reason = _failure_label(proc, violations)
-        hint = executor.exit_hint(proc, plan.command or "", _path_dirs(plan.env), cwd=ctx.root / node.project_dir)
+        hint = verdicts.exit_hint(proc, plan.command or "", _path_dirs(plan.env), cwd=ctx.root / node.project_dir)
         if hint:
             ctx.emit(Notice(hint, level="info", id=node.id))
     if status is not Status.SUCCESS or (write and not saved):
@@ -195,7 +195,7 @@ async def _run_once(ctx: RunContext, node: TaskNode, plan: TaskPlan,
 
 def _failure_label(proc: ProcessResult, violations: tuple[Violation, ...]) -> str:
     """`failed (exit 1, 2 sandbox violations)` (SB-12, CLI-59)."""
-    label = executor.failure_label(proc)
+    label = verdicts.failure_label(proc)
     if not violations:
         return label
     noun = "violation" if len(violations) == 1 else "violations"

@@ -19,12 +19,11 @@ from vx.errors import UsageError
 from vx.executor import (
     ProcessTable,
     execute,
-    exit_hint,
-    failure_label,
-    forward_args,
     group_alive,
     kill_grace_ms,
 )
+from vx.forwarding import forward_args
+from vx.verdicts import exit_hint, failure_label
 from vx.model import LogChunk, ProcessResult
 
 ENV = {"PATH": os.environ.get("PATH", os.defpath), "LANG": "C"}

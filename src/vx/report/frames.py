@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import codecs
 import re
-import signal
 import zlib
 from typing import Iterable, Sequence
 
 from vx.model import CacheStatus, LogChunk, Status, TaskId, TaskResult
+from vx.verdicts import signal_name
 
 HITS = (CacheStatus.LOCAL, CacheStatus.REMOTE, CacheStatus.UP_TO_DATE)
 
@@ -164,12 +164,7 @@ def _exit_words(code: int | None, timed_out: bool) -> str:
 
 
 def _signal_name(code: int) -> str | None:
-    if not 128 < code < 128 + 65:
-        return None
-    try:
-        return signal.Signals(code - 128).name
-    except ValueError:
-        return None
+    return signal_name(code - 128) if 128 < code < 128 + 65 else None
 
 
 def outcome_label(result: TaskResult) -> str:
