@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Sequence
 
 from vx import __version__
-from vx.errors import EXIT_OK, EXIT_TASK_FAILED, EXIT_USAGE, UsageError, VxError, did_you_mean
+from vx.errors import EXIT_OK, EXIT_TASK_FAILED, UsageError, VxError, did_you_mean
 
 HELP = """vx — a fast, correct task runner and build cache for JavaScript monorepos
 

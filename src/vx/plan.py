@@ -14,7 +14,7 @@ from typing import Mapping, Sequence
 
 from vx import environment, files, keys
 from vx.globs import GlobSet
-from vx.model import ROOT_PROJECT, HashRecord, InputSet, TaskGraph, TaskId, TaskNode, TaskPlan, Workspace
+from vx.model import ROOT_PROJECT, HashRecord, TaskGraph, TaskId, TaskNode, TaskPlan, Workspace
 
 MAX_TIMEOUT_MS = 2**31 - 1
 

@@ -33,7 +33,7 @@ from vx.store import archive
 from vx.store.ingest import ingest
 from vx.store.local import DamagedEntry, Entry, LocalStore
 from vx.store.policy import CacheAxes
-from vx.store.remote import BAD_RESPONSE, REFUSED, RemoteFailure, RemoteLayer
+from vx.store.remote import BAD_RESPONSE, RemoteFailure, RemoteLayer
 from vx.store.remote.health import Health, Say
 
 FETCH_WORKERS = 8
