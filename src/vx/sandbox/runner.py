@@ -153,6 +153,13 @@ async def run_sandboxed(session: Session, spec: SandboxSpec, command: str, *, cw
     notes = _pre_notes(session, spec, layout, cap)
     try:
         proc = await attempt.run(command, cwd, env, timeout_ms, on_output, table)
+        if attempt.strace_failed(proc):  # SB-13: once more; a second failure fails the task, never a blind pass
+            attempt.close()
+            attempt = _Attempt(session, spec, await asyncio.to_thread(grants.expand, spec), cap)
+            proc = await attempt.run(command, cwd, env, timeout_ms, on_output, table)
+            if attempt.strace_failed(proc):
+                proc = replace(proc, exit_code=proc.exit_code or 1,
+                               spawn_error=f"the sandbox's tracer failed twice: {attempt.strace_complaint(proc)}")
         report = await asyncio.to_thread(attempt.judge) if cap.traced and proc.spawn_error is None else Report()
     finally:
         attempt.close()
@@ -250,6 +257,22 @@ class _Attempt:
         if bridge is not None:
             out.update(bridge.env)
         return out
+
+    def strace_failed(self, proc: ProcessResult) -> bool:
+        """strace never got the task going: it said why on stderr and traced no `execve` (SB-13).
+
+        A task that fails on its own always leaves the shim's execve in the trace first."""
+        if self.trace_fd is None or proc.exit_code == 0 or proc.aborted or proc.spawn_error is not None:
+            return False
+        if self.strace_complaint(proc) is None:
+            return False
+        os.lseek(self.trace_fd, 0, os.SEEK_SET)
+        return b"execve(" not in os.read(self.trace_fd, 4096)
+
+    @staticmethod
+    def strace_complaint(proc: ProcessResult) -> str | None:
+        stderr = b"".join(c.data for c in proc.log if c.stream == 2).decode(errors="replace")
+        return next((line for line in stderr.splitlines() if line.startswith("strace: ")), None)
 
     def judge(self) -> Report:
         assert self.trace_fd is not None
