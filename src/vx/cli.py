@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
@@ -84,22 +83,22 @@ FOREIGN_VERBS = {"build": "run build", "test": "run test", "lint": "run lint", "
                  "exec": "run", "ls": "run --dry", "graph": "run --dry"}
 
 
-@dataclass
 class RunArgs:
-    names: list[str] = field(default_factory=list)
-    forward: list[str] = field(default_factory=list)
-    all: bool = False
-    concurrency: str | None = None
-    continue_mode: str | None = None
-    force: bool = False
-    no_cache: bool = False
-    cache: str | None = None
-    cache_dir: str | None = None
-    timeout: str | None = None
-    retry: str | None = None
-    dry: str | None = None
-    summarize: str | None = None
-    verify: str | None = None
+    """The parsed `vx run` line. A plain namespace, so that `vx --version` builds no record type."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.forward: list[str] = []
+        self.all = self.force = self.no_cache = False
+        self.concurrency: str | None = None
+        self.continue_mode: str | None = None
+        self.cache: str | None = None
+        self.cache_dir: str | None = None
+        self.timeout: str | None = None
+        self.retry: str | None = None
+        self.dry: str | None = None
+        self.summarize: str | None = None
+        self.verify: str | None = None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -2,52 +2,45 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from msgspec import Struct
 from typing import Callable, Protocol
 
 from vx.model import CacheStatus, LogChunk, RunSummary, TaskGraph, TaskId, TaskResult
 
 
-@dataclass(frozen=True, slots=True)
-class RunStarted:
+class RunStarted(Struct, frozen=True):
     graph: TaskGraph
     concurrency: int
 
 
-@dataclass(frozen=True, slots=True)
-class TaskStarted:
+class TaskStarted(Struct, frozen=True):
     id: TaskId
     command: str
     attempt: int = 1
 
 
-@dataclass(frozen=True, slots=True)
-class TaskOutput:
+class TaskOutput(Struct, frozen=True):
     id: TaskId
     chunk: LogChunk
 
 
-@dataclass(frozen=True, slots=True)
-class TaskRetrying:
+class TaskRetrying(Struct, frozen=True):
     id: TaskId
     attempt: int  # the attempt about to start
     total: int
     after: str  # "exit 1" or "a timeout"
 
 
-@dataclass(frozen=True, slots=True)
-class TaskFinished:
+class TaskFinished(Struct, frozen=True):
     result: TaskResult
 
 
-@dataclass(frozen=True, slots=True)
-class CacheRestored:
+class CacheRestored(Struct, frozen=True):
     id: TaskId
     cache: CacheStatus
 
 
-@dataclass(frozen=True, slots=True)
-class Notice:
+class Notice(Struct, frozen=True):
     """A one-line message for the user (a warning about the cache, a withheld save)."""
 
     message: str
@@ -55,16 +48,14 @@ class Notice:
     id: TaskId | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class RunFinished:
+class RunFinished(Struct, frozen=True):
     summary: RunSummary
 
 
 Event = RunStarted | TaskStarted | TaskOutput | TaskRetrying | TaskFinished | CacheRestored | Notice | RunFinished
 
 
-@dataclass(frozen=True, slots=True)
-class PlannedTask:
+class PlannedTask(Struct, frozen=True):
     """One row of `--dry`: what would happen to a task, predicted without running anything."""
 
     id: TaskId

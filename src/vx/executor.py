@@ -22,7 +22,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from msgspec import Struct
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
@@ -157,8 +157,7 @@ class ProcessTable:
 # ---------------------------------------------------------------- one child
 
 
-@dataclass(frozen=True, slots=True)
-class Launch:
+class Launch(Struct, frozen=True):
     """Start a task through a wrapper (the sandbox's bwrap argv) instead of `sh -c command`.
 
     Why here: the wrapper still needs everything execute() owns — its own process group,

@@ -23,7 +23,7 @@ import stat
 import subprocess
 import threading
 import time
-from dataclasses import dataclass
+from msgspec import Struct
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
@@ -57,8 +57,7 @@ _UNMERGED = frozenset({"DD", "AU", "UD", "UA", "DU", "AA", "UU"})
 Stat = tuple[int, int, int, int]  # (mtime_ns, size, ctime_ns, ino)
 
 
-@dataclass(frozen=True, slots=True)
-class Snapshot:
+class Snapshot(Struct, frozen=True):
     """The lstat of each input just before a task ran (KEY-21); None where a path was missing."""
 
     stats: tuple[tuple[str, Stat | None], ...]
@@ -180,8 +179,7 @@ class _BlobMemo:
 # ---------------------------------------------------------------- git listing
 
 
-@dataclass(slots=True)
-class _Listing:
+class _Listing(Struct):
     """What one enumeration learnt: candidate paths and what git vouches for."""
 
     paths: list[str]  # sorted: tracked and present, plus untracked (not ignored)
@@ -293,8 +291,7 @@ def _parse_ls_files(text: str) -> tuple[dict[str, str], set[str], list[str]]:
     return entries, untrusted, gitlinks
 
 
-@dataclass(slots=True)
-class _Status:
+class _Status(Struct):
     dirty: set[str]
     deleted: set[str]
     untracked: list[str]

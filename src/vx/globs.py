@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
+from msgspec import Struct
 from typing import Callable, Iterable, Sequence
 
 from vx.errors import UsageError
@@ -171,8 +171,7 @@ def _brace_group(body: str, start: int) -> tuple[int, list[str]]:
 # ---------------------------------------------------------------- compiling
 
 
-@dataclass(frozen=True, slots=True)
-class _Alternative:
+class _Alternative(Struct, frozen=True):
     """One brace-free spelling of a pattern, with what a walker needs to prune by it."""
 
     text: str
@@ -306,8 +305,7 @@ def _covers_tree(alt: _Alternative, dir_segs: Sequence[str]) -> bool:
     return len(dir_segs) >= len(head) and all(_segments_match(p, n) for p, n in zip(head, dir_segs))
 
 
-@dataclass(frozen=True, slots=True)
-class _Compiled:
+class _Compiled(Struct, frozen=True):
     positive: tuple[tuple[str, str], ...]  # (as written, normalised body)
     pos_alts: tuple[_Alternative, ...]
     neg_alts: tuple[_Alternative, ...]

@@ -4,15 +4,14 @@ cycles and priorities (GR-01..GR-06, GR-08). Pure: values in, values out.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from msgspec import Struct
 from typing import Iterable, Mapping, Sequence
 
 from vx.errors import ConfigError, CycleError, UnknownTaskError, suggestion
 from vx.model import ROOT_PROJECT, ProjectConfig, TaskConfig, TaskGraph, TaskId, TaskNode, Workspace
 
 
-@dataclass(frozen=True, slots=True)
-class Selection:
+class Selection(Struct, frozen=True):
     """What the user asked for: task names or `pkg#task`, the cwd's project, and --all."""
 
     names: tuple[str, ...]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from msgspec import Struct, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -23,8 +23,7 @@ from vx.model import CacheStatus, LogChunk, Status, TaskGraph, TaskId, TaskResul
 
 
 
-@dataclass
-class Settled:
+class Settled(Struct):
     """What the lane decided: results to hand the walk, and keys the walk must not trust."""
 
     results: dict[TaskId, TaskResult] = field(default_factory=dict)
@@ -33,8 +32,7 @@ class Settled:
     current: int = 0  # hits whose outputs were already in place (nothing extracted)
 
 
-@dataclass(frozen=True, slots=True)
-class _Hit:
+class _Hit(Struct, frozen=True):
     tid: TaskId
     plan: Any  # rebuilder.TaskPlan
     entry: Any  # store.local.Entry

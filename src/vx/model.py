@@ -7,7 +7,7 @@ values can be shared between threads, hashed and compared.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from msgspec import Struct, field
 from enum import Enum
 from pathlib import Path
 from typing import Mapping
@@ -18,8 +18,7 @@ ROOT_PROJECT = "//"
 CACHE_VERSION = "vx-py-cache-v1"
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class TaskId:
+class TaskId(Struct, frozen=True, order=True):
     """`package#task`; the root project is `//`."""
 
     package: str
@@ -32,8 +31,7 @@ class TaskId:
 # ---------------------------------------------------------------- workspace
 
 
-@dataclass(frozen=True, slots=True)
-class Package:
+class Package(Struct, frozen=True):
     """One workspace member (or the root project `//`)."""
 
     name: str
@@ -43,8 +41,7 @@ class Package:
     scripts: Mapping[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
-class Workspace:
+class Workspace(Struct, frozen=True):
     root: Path  # absolute, resolved
     manager: str  # npm | pnpm | yarn | bun
     packages: Mapping[str, Package]  # by name; the root project is under ROOT_PROJECT
@@ -64,15 +61,13 @@ class Workspace:
 # ---------------------------------------------------------------- config
 
 
-@dataclass(frozen=True, slots=True)
-class EnvConfig:
+class EnvConfig(Struct, frozen=True):
     pass_through: tuple[str, ...] = ()
     define: Mapping[str, str] = field(default_factory=dict)
     secret: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class SandboxConfig:
+class SandboxConfig(Struct, frozen=True):
     """`exec.sandbox` as declared (SB-01..SB-21): the task's whole permission surface.
 
     Paths stay as written (project-relative, absolute or `~`); the sandbox resolves them
@@ -93,8 +88,7 @@ class SandboxConfig:
     ignore_network: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class ExecConfig:
+class ExecConfig(Struct, frozen=True):
     command: str
     env: EnvConfig = EnvConfig()
     timeout_ms: int | None = None
@@ -102,8 +96,7 @@ class ExecConfig:
     sandbox: SandboxConfig | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class CacheConfig:
+class CacheConfig(Struct, frozen=True):
     input_files: tuple[str, ...]
     output_files: tuple[str, ...]
     input_workspace_files: tuple[str, ...] = ()
@@ -112,8 +105,7 @@ class CacheConfig:
     input_tasks: tuple[str, ...] | None = None  # None means ('*', '^*')
 
 
-@dataclass(frozen=True, slots=True)
-class TaskConfig:
+class TaskConfig(Struct, frozen=True):
     """One task as declared. `canonical` is the JSON text of the declaration (sorted keys),
     which is what the key folds (KEY-06)."""
 
@@ -129,15 +121,13 @@ class TaskConfig:
         return self.exec is None
 
 
-@dataclass(frozen=True, slots=True)
-class ProjectConfig:
+class ProjectConfig(Struct, frozen=True):
     source: str  # workspace-relative path of the config file ("" when none)
     tasks: Mapping[str, TaskConfig] = field(default_factory=dict)
     tags: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class RemoteCacheConfig:
+class RemoteCacheConfig(Struct, frozen=True):
     """Workspace `remoteCache` (RC-13, RC-14). Never a token: those come from the environment."""
 
     kind: str  # turbo | nx
@@ -150,8 +140,7 @@ class RemoteCacheConfig:
     max_artifact_bytes: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class WorkspaceConfig:
+class WorkspaceConfig(Struct, frozen=True):
     source: str = ""
     concurrency: int | None = None
     cache_dir: str | None = None
@@ -162,8 +151,7 @@ class WorkspaceConfig:
 # ---------------------------------------------------------------- graph
 
 
-@dataclass(frozen=True, slots=True)
-class TaskNode:
+class TaskNode(Struct, frozen=True):
     id: TaskId
     config: TaskConfig
     project_dir: str  # workspace-relative
@@ -175,8 +163,7 @@ class TaskNode:
         return self.config.exec is None
 
 
-@dataclass(frozen=True, slots=True)
-class TaskGraph:
+class TaskGraph(Struct, frozen=True):
     nodes: Mapping[TaskId, TaskNode]
     order: tuple[TaskId, ...]  # a topological order (dependencies first)
     priority: Mapping[TaskId, int]  # count of transitive dependents (GR-08)
@@ -186,24 +173,21 @@ class TaskGraph:
 # ---------------------------------------------------------------- keys
 
 
-@dataclass(frozen=True, slots=True)
-class InputSet:
+class InputSet(Struct, frozen=True):
     """The files a task's key folds: sorted (workspace-relative path, identity)."""
 
     files: tuple[tuple[str, str], ...]
     unmatched_globs: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class CachePolicy:
+class CachePolicy(Struct, frozen=True):
     """The local axes of LC-15: `--no-cache` turns both off, `--force` turns reads off."""
 
     read: bool = True
     write: bool = True
 
 
-@dataclass(frozen=True, slots=True)
-class TaskPlan:
+class TaskPlan(Struct, frozen=True):
     """Everything decided about a task before the walk: its key, inputs, final command and env.
 
     Here rather than in rebuilder.py so planning and a fully cached run never import the
@@ -219,8 +203,7 @@ class TaskPlan:
     sandbox: object = None  # sandbox.grants.SandboxSpec when the task declares exec.sandbox (SB-01)
 
 
-@dataclass(frozen=True, slots=True)
-class HashRecord:
+class HashRecord(Struct, frozen=True):
     """Every component of a task key, in fold order (docs/caching.md)."""
 
     task_id: str
@@ -251,16 +234,14 @@ class CacheStatus(str, Enum):
     NO_CACHE = "no-cache"
 
 
-@dataclass(frozen=True, slots=True)
-class LogChunk:
+class LogChunk(Struct, frozen=True):
     """A piece of a task's output, in arrival order. stream is 1 (stdout) or 2 (stderr)."""
 
     stream: int
     data: bytes
 
 
-@dataclass(frozen=True, slots=True)
-class ProcessResult:
+class ProcessResult(Struct, frozen=True):
     exit_code: int  # 128+n for a signal death; 143 on timeout (137 if SIGKILL took it)
     duration_ms: float
     log: tuple[LogChunk, ...] = ()
@@ -272,8 +253,7 @@ class ProcessResult:
     spawn_error: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Violation:
+class Violation(Struct, frozen=True):
     """One access a sandboxed task made outside its grants (SB-10, SB-12).
 
     `kind` is read, write or network; `path` is workspace-relative (absolute outside it,
@@ -285,8 +265,7 @@ class Violation:
     grant_hint: str
 
 
-@dataclass(frozen=True, slots=True)
-class TaskResult:
+class TaskResult(Struct, frozen=True):
     id: TaskId
     status: Status
     cache: CacheStatus
@@ -305,8 +284,7 @@ class TaskResult:
     violations: tuple[Violation, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class RunSummary:
+class RunSummary(Struct, frozen=True):
     run_id: str
     results: tuple[TaskResult, ...]
     started_at: float

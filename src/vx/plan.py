@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import bisect
 import os
-from dataclasses import dataclass
+from msgspec import Struct
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -19,8 +19,7 @@ from vx.model import ROOT_PROJECT, HashRecord, TaskGraph, TaskId, TaskNode, Task
 MAX_TIMEOUT_MS = 2**31 - 1
 
 
-@dataclass(frozen=True, slots=True)
-class InputQuery:
+class InputQuery(Struct, frozen=True):
     """What `files` needs to enumerate (and later re-check) one task's inputs."""
 
     project_dir: str
@@ -60,8 +59,7 @@ class OutputSpec:
         return path.startswith(prefix) and self.globs.matches(path[len(prefix):])
 
 
-@dataclass(frozen=True, slots=True)
-class RunOptions:
+class RunOptions(Struct, frozen=True):
     """The parts of the command line that shape plans (not the cache policy or the flow)."""
 
     forward_args: tuple[str, ...] = ()
@@ -93,7 +91,7 @@ def make_plans(ws: Workspace, graph: TaskGraph, index: files.FileIndex, opts: Ru
 def _with_sandbox(ws: Workspace, graph: TaskGraph, node: TaskNode, plan: TaskPlan, opts: RunOptions,
                   host_env: Mapping[str, str]) -> TaskPlan:
     """Resolve `exec.sandbox` now, so a grant no run could honour is refused before anything runs (SB-04)."""
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     from vx.sandbox import grants
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from msgspec import Struct, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -21,8 +21,7 @@ from vx.scheduler import PrioritySlots
 __all__ = ["CachePolicy", "RunContext", "TaskPlan", "rebuild"]  # the plan types live in model.py
 
 
-@dataclass
-class RunContext:
+class RunContext(Struct):
     root: Path
     plans: Mapping[TaskId, TaskPlan]
     hits: Mapping[str, Any]  # key -> store entry, from one batched probe
@@ -203,7 +202,7 @@ def _failure_label(proc: ProcessResult, violations: tuple[Violation, ...]) -> st
 
 
 def _with_duration(proc: ProcessResult, total_ms: float) -> ProcessResult:
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     return replace(proc, duration_ms=total_ms)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from dataclasses import dataclass
+from msgspec import Struct
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
@@ -28,8 +28,7 @@ if TYPE_CHECKING:
 SIGNAL_EXITS = {signal.SIGINT: EXIT_SIGINT, signal.SIGTERM: EXIT_SIGTERM, signal.SIGHUP: EXIT_SIGHUP}
 
 
-@dataclass(frozen=True, slots=True)
-class RunRequest:
+class RunRequest(Struct, frozen=True):
     cwd: Path
     names: tuple[str, ...]
     all: bool = False
@@ -46,8 +45,7 @@ class RunRequest:
     verify: str | None = None  # --verify=inputs: cached tasks execute traced (no cache reads), saves as usual
 
 
-@dataclass
-class Prepared:
+class Prepared(Struct):
     """The world read once: workspace, graph, plans and the batched cache probe."""
 
     ws: Workspace

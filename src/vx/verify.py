@@ -17,7 +17,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from msgspec import Struct
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -32,8 +32,7 @@ LATER_MODES = ("determinism", "fingerprint", "all")
 READ_KINDS = ("read", "exec")  # Access kinds (sandbox.trace) that make a file an input
 
 
-@dataclass(frozen=True, slots=True)
-class Undeclared:
+class Undeclared(Struct, frozen=True):
     """One file a task read but its key does not cover."""
 
     path: str  # workspace-relative
@@ -41,16 +40,14 @@ class Undeclared:
     fix: str  # the declaration that would cover it, as config text
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
+class Verdict(Struct, frozen=True):
     """What one traced task read that its declaration missed."""
 
     id: TaskId
     undeclared: tuple[Undeclared, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class VerifyReport:
+class VerifyReport(Struct, frozen=True):
     verdicts: tuple[Verdict, ...]  # one per traced task, in graph order
     untraced: tuple[TaskId, ...] = ()  # cached tasks that did not execute (skipped, aborted)
 

@@ -11,7 +11,7 @@ import json
 import os
 import posixpath
 import re
-from dataclasses import dataclass
+from msgspec import Struct
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -44,8 +44,7 @@ def discover(cwd: Path) -> Workspace:
 # ---------------------------------------------------------------- the root
 
 
-@dataclass(frozen=True, slots=True)
-class _Root:
+class _Root(Struct, frozen=True):
     """A root candidate: a directory with pnpm-workspace.yaml or a package.json."""
 
     dir: Path
@@ -152,8 +151,7 @@ def _is_member(rel: str, globs: list[MemberGlob]) -> bool:
 # ---------------------------------------------------------------- member globs
 
 
-@dataclass(frozen=True, slots=True)
-class MemberGlob:
+class MemberGlob(Struct, frozen=True):
     """One entry of the member list, in the package managers' grammar (WS-02)."""
 
     text: str  # normalised spelling, `!` kept
@@ -372,8 +370,7 @@ def _manager(root: _Root) -> str:
 # ---------------------------------------------------------------- packages
 
 
-@dataclass(frozen=True, slots=True)
-class _Member:
+class _Member(Struct, frozen=True):
     name: str
     dir: str
     manifest: dict[str, Any]

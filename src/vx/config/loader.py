@@ -9,7 +9,8 @@ times eight stats is most of a cold start.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
+from msgspec import Struct
+from msgspec.structs import replace
 from pathlib import Path
 from typing import Any, Callable, NoReturn
 
@@ -21,8 +22,7 @@ from vx.model import Package, ProjectConfig, Workspace, WorkspaceConfig
 _JS_EXTENSIONS = (".ts", ".mts", ".js", ".mjs", ".cts", ".cjs")
 
 
-@dataclass(frozen=True, slots=True)
-class Loaded:
+class Loaded(Struct, frozen=True):
     """What a loader row hands back: the file's text (its identity) and how to decode it."""
 
     text: str

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from dataclasses import dataclass, field
+from msgspec import Struct, field
 from typing import Any, Callable, Mapping, NoReturn
 
 from vx.errors import ConfigError, did_you_mean
@@ -125,8 +125,7 @@ def _range_hint(low: int, high: int | None) -> str:
 # ---------------------------------------------------------------- object levels
 
 
-@dataclass(frozen=True)
-class Level:
+class Level(Struct, frozen=True):
     """The keys one object level accepts, and what to say about ones it does not."""
 
     name: str

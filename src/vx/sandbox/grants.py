@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from msgspec import Struct, field
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -42,8 +42,7 @@ _GLOB_DEPTH = 6
 # ---------------------------------------------------------------- values
 
 
-@dataclass(frozen=True, slots=True)
-class Grant:
+class Grant(Struct, frozen=True):
     """One allow entry resolved: the path it reaches and, for a glob, what inside counts.
 
     `base` is absolute (the static prefix of a glob). `pattern` is None when the grant is
@@ -70,8 +69,7 @@ class Grant:
         return any(self.pattern.matches("/".join(parts[: i + 1])) for i in range(len(parts)))
 
 
-@dataclass(frozen=True, slots=True)
-class SandboxSpec:
+class SandboxSpec(Struct, frozen=True):
     """Everything planned about one task's sandbox before the run (pure data, no I/O left)."""
 
     task: str
@@ -258,8 +256,7 @@ def _at_or_under(path: str, top: str) -> bool:
 # ---------------------------------------------------------------- task start
 
 
-@dataclass
-class Layout:
+class Layout(Struct):
     """What the sandbox mounts for one attempt, decided from the file system as it is now."""
 
     ro: list[str] = field(default_factory=list)  # read-only binds (files or dirs)

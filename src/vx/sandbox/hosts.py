@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from dataclasses import dataclass
+from msgspec import Struct
 from typing import Iterable, Sequence
 
 _LABEL = re.compile(r"[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?\Z")
@@ -21,8 +21,7 @@ class PatternError(ValueError):
     """A host pattern the proxy could not honour; the message says what to write instead."""
 
 
-@dataclass(frozen=True, slots=True)
-class HostPattern:
+class HostPattern(Struct, frozen=True):
     """One parsed pattern: `host` lower-case without brackets, `wildcard` for `*.host`."""
 
     text: str

@@ -9,7 +9,7 @@ before children — with each wall cut out of the grant that holds it (a tmpfs m
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from msgspec import Struct
 from typing import Sequence
 
 from vx.sandbox.grants import Layout, SandboxSpec
@@ -17,8 +17,7 @@ from vx.sandbox.grants import Layout, SandboxSpec
 PROCESS_FLAGS = ("--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL")
 
 
-@dataclass(frozen=True, slots=True)
-class Node:
+class Node(Struct, frozen=True):
     path: str
     kind: str  # ro | rw | wall
 

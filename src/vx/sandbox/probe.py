@@ -12,7 +12,7 @@ import os
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass
+from msgspec import Struct
 from typing import Mapping
 
 INSTALL_BWRAP = "install bubblewrap (apt install bubblewrap / dnf install bubblewrap / pacman -S bubblewrap)"
@@ -22,8 +22,7 @@ _SMOKE = ["--unshare-all", "--die-with-parent", "--cap-drop", "ALL", "--ro-bind"
           "--dev", "/dev", "--proc", "/proc", "--"]
 
 
-@dataclass(frozen=True, slots=True)
-class Capability:
+class Capability(Struct, frozen=True):
     """What the probe found: the programs, their versions, and why something cannot be used."""
 
     bwrap: str | None = None

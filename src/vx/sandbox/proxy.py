@@ -21,7 +21,7 @@ import shlex
 import shutil
 import tempfile
 import threading
-from dataclasses import dataclass
+from msgspec import Struct
 from pathlib import Path
 from typing import Mapping, Sequence
 from urllib.parse import urlsplit
@@ -42,8 +42,7 @@ class ProxyError(RuntimeError):
     """The proxy could not start (its directory or socket)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Refusal:
+class Refusal(Struct, frozen=True):
     """One refused connection: which socket (task) asked, for what, and which rule said no."""
 
     label: str
@@ -348,8 +347,7 @@ async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
 # ---------------------------------------------------------------- the sandbox side
 
 
-@dataclass(frozen=True, slots=True)
-class NetworkPlan:
+class NetworkPlan(Struct, frozen=True):
     """What the sandbox runner adds for a task with `allow.network` hosts.
 
     `bwrap_args` go after the runner's `--tmpfs /tmp` (the socket usually lives under /tmp);

@@ -19,7 +19,8 @@ import os
 import re
 import shutil
 import tempfile
-from dataclasses import dataclass, replace
+from msgspec import Struct
+from msgspec.structs import replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
@@ -33,8 +34,7 @@ from vx.sandbox.violations import Report, judge
 SHELL = "/bin/sh"
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
+class Outcome(Struct, frozen=True):
     """One sandboxed attempt: how the process ended, what it broke, what vx has to say.
 
     `notes` are shown whatever happened; `failure_hints` only when the task failed.
@@ -47,8 +47,7 @@ class Outcome:
     accesses: tuple[trace.Access, ...] = ()  # the whole trace, kept only when Session.keep_accesses (--verify)
 
 
-@dataclass(frozen=True, slots=True)
-class Bridge:
+class Bridge(Struct, frozen=True):
     """What a task with `allow.network` hosts needs to reach the run's proxy (SB-08)."""
 
     bwrap_args: tuple[str, ...]

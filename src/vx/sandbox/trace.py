@@ -17,7 +17,7 @@ import functools
 import itertools
 import os
 import re
-from dataclasses import dataclass
+from msgspec import Struct
 from typing import Iterable, Iterator
 
 SYSCALLS = (
@@ -42,8 +42,7 @@ def strace_argv(strace: str) -> list[str]:
     ]  # fmt: skip
 
 
-@dataclass(frozen=True, slots=True)
-class Access:
+class Access(Struct, frozen=True):
     """One file access the task made, resolved to an absolute path.
 
     `kind` is read, write, exec, list (a directory opened to enumerate) or probe (O_PATH);
@@ -95,8 +94,7 @@ def unhex(text: str) -> str:
     return os.fsdecode(_HEX.sub(lambda m: chr(int(m.group(1), 16)), text).encode("latin-1"))
 
 
-@dataclass(slots=True)
-class _Call:
+class _Call(Struct):
     """One complete syscall line, split: name, raw arguments, result, decoded return path."""
 
     pid: int

@@ -17,7 +17,7 @@ failure, and a credential store the task reached becomes a note.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from msgspec import Struct, field
 from typing import Callable, Iterable
 
 from vx.model import Violation
@@ -29,8 +29,7 @@ _REFUSED = ("EROFS", "EACCES", "EPERM")
 _SHOWN_OUTSIDE = 5
 
 
-@dataclass
-class Report:
+class Report(Struct):
     """The verdict on one attempt: counted violations, and notes that explain but do not count."""
 
     violations: list[Violation] = field(default_factory=list)

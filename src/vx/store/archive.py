@@ -19,7 +19,7 @@ import os
 import stat
 import struct
 import zlib
-from dataclasses import dataclass
+from msgspec import Struct
 from pathlib import Path, PurePosixPath
 from types import MappingProxyType
 from typing import BinaryIO, Callable, Iterable, Mapping, Sequence
@@ -52,8 +52,7 @@ class ArchiveError(VxError):
     kind = "VX_E_ARTIFACT"
 
 
-@dataclass(frozen=True, slots=True)
-class OutputFile:
+class OutputFile(Struct, frozen=True):
     """One output as recorded: workspace-relative path, bytes, permission bits, mtime in ms."""
 
     path: str
@@ -62,8 +61,7 @@ class OutputFile:
     mtime_ms: int
 
 
-@dataclass(frozen=True, slots=True)
-class PackInfo:
+class PackInfo(Struct, frozen=True):
     """What `pack` wrote. `stamps` are (path, ino, ctime_ns) of the regular files packed
     (none for symlinked outputs, whose link can never count as current)."""
 
@@ -73,8 +71,7 @@ class PackInfo:
     stamps: tuple[tuple[str, int, int], ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Unpacked:
+class Unpacked(Struct, frozen=True):
     log: tuple[LogChunk, ...]
     files: tuple[OutputFile, ...]
 
@@ -206,8 +203,7 @@ class _TarWriter:
         self._crc = zlib.crc32(data, self._crc)
 
 
-@dataclass(frozen=True, slots=True)
-class _Source:
+class _Source(Struct, frozen=True):
     """An output opened for packing, with the stat that describes what was read."""
 
     rel: str
@@ -587,8 +583,7 @@ def _quiet_unlink(path: str) -> None:
         pass
 
 
-@dataclass
-class _Read:
+class _Read(Struct):
     """Everything the first pass learned, checked by `_verify` before any rename."""
 
     log: tuple[LogChunk, ...] = ()
@@ -718,8 +713,7 @@ def unpack(src: Path, *, key: str, allowed: Callable[[str], bool], root: Path) -
 # ---------------------------------------------------------------- checking without extracting
 
 
-@dataclass(frozen=True, slots=True)
-class Checked:
+class Checked(Struct, frozen=True):
     """What `check` proved about an artifact: its outputs, log, meta and sum, nothing written."""
 
     files: tuple[OutputFile, ...]

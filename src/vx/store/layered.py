@@ -23,7 +23,7 @@ import os
 import tempfile
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from msgspec import Struct
 from pathlib import Path
 from typing import Any, Callable, Collection, Iterable, Mapping
 
@@ -41,8 +41,7 @@ UPLOAD_WORKERS = 4
 _LOCAL_TROUBLE = (OSError, EnvironmentFailure)
 
 
-@dataclass(frozen=True, slots=True)
-class Wanted:
+class Wanted(Struct, frozen=True):
     """What a download needs to know about its task: who it is and what it may write."""
 
     task_id: str
@@ -50,8 +49,7 @@ class Wanted:
     allowed: Callable[[str], bool]
 
 
-@dataclass(frozen=True, slots=True)
-class Downloaded:
+class Downloaded(Struct, frozen=True):
     """A remote hit kept out of the local store (local writes off): restored from its temp file."""
 
     key: str

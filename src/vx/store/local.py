@@ -17,7 +17,7 @@ import tempfile
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from msgspec import Struct, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Collection, Iterable, Iterator, Sequence
 
@@ -66,8 +66,7 @@ class DamagedEntry(Exception):
         self.reason = reason
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(Struct, frozen=True):
     """One cached result as the index knows it.
 
     `stamps` line up with `files`: this workspace's (ino, ctime_ns) of each file after
@@ -84,7 +83,7 @@ class Entry:
     cpu_ms: float | None = None
     peak_rss_bytes: int | None = None
     crc: str = ""
-    stamps: tuple[tuple[int, int] | None, ...] = field(default=(), compare=False, repr=False)
+    stamps: tuple[tuple[int, int] | None, ...] = ()
 
 
 def bound_log(log: Sequence[LogChunk], half: int | None = None) -> tuple[LogChunk, ...]:
@@ -493,8 +492,7 @@ class LocalStore:
         self._write_stamps(key, {p: (ino, ctime) for p, ino, ctime in info.stamps})
 
 
-@dataclass(frozen=True, slots=True)
-class _Packed:
+class _Packed(Struct, frozen=True):
     temp: Path
     key: str
     info: archive.PackInfo

@@ -13,7 +13,8 @@ imports it and nothing else of the remote cache.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from msgspec import Struct
+from msgspec.structs import replace
 from typing import Any, Mapping
 
 from vx.errors import UsageError
@@ -23,8 +24,7 @@ LAYERS = ("local", "remote")
 _REMOTE_ENV = ("TURBO_API", "TURBO_TOKEN", "VERCEL_ARTIFACTS_TOKEN", "NX_SELF_HOSTED_REMOTE_CACHE_SERVER")
 
 
-@dataclass(frozen=True, slots=True)
-class CacheAxes:
+class CacheAxes(Struct, frozen=True):
     local_read: bool = True
     local_write: bool = True
     remote_read: bool = False
@@ -43,8 +43,7 @@ class CacheAxes:
         return self.remote_read or self.remote_write
 
 
-@dataclass(frozen=True, slots=True)
-class CachePlan:
+class CachePlan(Struct, frozen=True):
     """The axes, the remote layer's settings when it is on, and lines to tell the user."""
 
     axes: CacheAxes

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from msgspec import Struct
 from typing import BinaryIO, Mapping, Protocol
 from urllib.parse import urlsplit
 
@@ -54,8 +55,7 @@ def checked_key(key: str) -> str:
     return key
 
 
-@dataclass(frozen=True, slots=True)
-class Found:
+class Found(Struct, frozen=True):
     """A remote entry as the server described it (either may be unknown)."""
 
     size: int | None = None
@@ -104,8 +104,7 @@ class RemoteLayer(Protocol):
     def close(self) -> None: ...
 
 
-@dataclass(frozen=True, slots=True)
-class Resolution:
+class Resolution(Struct, frozen=True):
     """The remote layer to open, or None and the one line saying why it is off."""
 
     settings: RemoteSettings | None

@@ -20,7 +20,7 @@ import socket
 import ssl
 import threading
 import time
-from dataclasses import dataclass
+from msgspec import Struct
 from typing import BinaryIO, Callable, Mapping
 from urllib.parse import urlencode, urlsplit
 
@@ -40,8 +40,7 @@ _RETRY_STATUS = frozenset({429, 500, 502, 503, 504, 505, 507, 508, 510, 511})
 _IDLE_CLOSED = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
 
 
-@dataclass
-class Reply:
+class Reply(Struct):
     """A response whose body is still on the wire; `read_into` or `close` it."""
 
     status: int
