@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from msgspec import Struct
 from typing import Callable, Protocol
+
+from msgspec import Struct
 
 from vx.model import CacheStatus, LogChunk, RunSummary, TaskGraph, TaskId, TaskResult
 

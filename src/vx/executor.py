@@ -22,9 +22,10 @@ import subprocess
 import sys
 import threading
 import time
-from msgspec import Struct
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
+
+from msgspec import Struct
 
 from vx.errors import UsageError
 from vx.model import LogChunk, ProcessResult

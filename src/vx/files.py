@@ -23,9 +23,10 @@ import stat
 import subprocess
 import threading
 import time
-from msgspec import Struct
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
+
+from msgspec import Struct
 
 from vx.errors import EnvironmentFailure
 from vx.globs import GlobSet

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import functools
 import re
-from msgspec import Struct
 from typing import Callable, Iterable, Sequence
+
+from msgspec import Struct
 
 from vx.errors import UsageError
 

@@ -4,8 +4,9 @@ cycles and priorities (GR-01..GR-06, GR-08). Pure: values in, values out.
 
 from __future__ import annotations
 
-from msgspec import Struct
 from typing import Iterable, Mapping, Sequence
+
+from msgspec import Struct
 
 from vx.errors import ConfigError, CycleError, UnknownTaskError, suggestion
 from vx.model import ROOT_PROJECT, ProjectConfig, TaskConfig, TaskGraph, TaskId, TaskNode, Workspace

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import os
 import time
-from msgspec import Struct, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
+
+from msgspec import Struct, field
 
 from vx.events import CacheRestored, Emit, Notice, TaskFinished
 from vx.model import CacheStatus, LogChunk, Status, TaskGraph, TaskId, TaskResult

@@ -7,10 +7,11 @@ values can be shared between threads, hashed and compared.
 
 from __future__ import annotations
 
-from msgspec import Struct, field
 from enum import Enum
 from pathlib import Path
 from typing import Mapping
+
+from msgspec import Struct, field
 
 ROOT_PROJECT = "//"
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import bisect
 import os
-from msgspec import Struct
 from pathlib import Path
 from typing import Mapping, Sequence
+
+from msgspec import Struct
 
 from vx import environment, files, keys
 from vx.globs import GlobSet

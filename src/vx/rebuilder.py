@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from msgspec import Struct, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
+
+from msgspec import Struct, field
 
 from vx import executor, verdicts
 from vx.events import CacheRestored, Emit, Notice, TaskFinished, TaskOutput, TaskRetrying, TaskStarted

@@ -8,9 +8,10 @@ from __future__ import annotations
 import os
 import signal
 import time
-from msgspec import Struct
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
+
+from msgspec import Struct
 
 from vx import config, workspace
 from vx.errors import EXIT_OK, EXIT_SIGHUP, EXIT_SIGINT, EXIT_SIGTERM, EXIT_TASK_FAILED, ConfigError, UsageError

@@ -17,9 +17,10 @@ import os
 import shutil
 import subprocess
 import tempfile
-from msgspec import Struct
 from pathlib import Path
 from typing import Iterable, Mapping
+
+from msgspec import Struct
 
 from vx import keys
 from vx.errors import EnvironmentFailure, UsageError

@@ -11,9 +11,10 @@ import json
 import os
 import posixpath
 import re
-from msgspec import Struct
 from pathlib import Path
 from typing import Any, Iterator
+
+from msgspec import Struct
 
 from vx.errors import ConfigError, WorkspaceError
 from vx.model import ROOT_PROJECT, Package, Workspace

@@ -9,10 +9,11 @@ times eight stats is most of a cold start.
 from __future__ import annotations
 
 import os
-from msgspec import Struct
-from msgspec.structs import replace
 from pathlib import Path
 from typing import Any, Callable, NoReturn
+
+from msgspec import Struct
+from msgspec.structs import replace
 
 from vx.config import jsonc
 from vx.config.schema import validate_project, validate_workspace

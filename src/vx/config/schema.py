@@ -12,8 +12,9 @@ from __future__ import annotations
 import functools
 import json
 import re
-from msgspec import Struct, field
 from typing import Any, Callable, Mapping, NoReturn
+
+from msgspec import Struct, field
 
 from vx.errors import ConfigError, did_you_mean
 from vx.globs import GlobSet, glob_error

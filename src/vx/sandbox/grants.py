@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import os
 import re
-from msgspec import Struct, field
 from pathlib import Path
 from typing import Iterable, Mapping
+
+from msgspec import Struct, field
 
 from vx.errors import ConfigError
 from vx.globs import GlobSet

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from msgspec import Struct
 from typing import Iterable, Sequence
+
+from msgspec import Struct
 
 _LABEL = re.compile(r"[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?\Z")
 _PORT = re.compile(r"[0-9]{1,5}\Z")

@@ -9,8 +9,9 @@ before children — with each wall cut out of the grant that holds it (a tmpfs m
 
 from __future__ import annotations
 
-from msgspec import Struct
 from typing import Sequence
+
+from msgspec import Struct
 
 from vx.sandbox.grants import Layout, SandboxSpec
 

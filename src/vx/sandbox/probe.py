@@ -12,8 +12,9 @@ import os
 import re
 import shutil
 import subprocess
-from msgspec import Struct
 from typing import Mapping
+
+from msgspec import Struct
 
 INSTALL_BWRAP = "install bubblewrap (apt install bubblewrap / dnf install bubblewrap / pacman -S bubblewrap)"
 INSTALL_STRACE = "install strace >= 5.3 (apt install strace) to have violations reported"

@@ -10,6 +10,8 @@ when an allow pattern matches and no deny pattern does, and records every refusa
 
 The proxy runs its own asyncio loop on one thread, so it serves while vx's loop is busy and
 from synchronous callers alike; each connection is two pump coroutines with bounded buffers.
+
+from msgspec import Struct
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ import shlex
 import shutil
 import tempfile
 import threading
-from msgspec import Struct
 from pathlib import Path
 from typing import Mapping, Sequence
 from urllib.parse import urlsplit

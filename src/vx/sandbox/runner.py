@@ -19,10 +19,11 @@ import os
 import re
 import shutil
 import tempfile
-from msgspec import Struct
-from msgspec.structs import replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
+
+from msgspec import Struct
+from msgspec.structs import replace
 
 from vx import executor
 from vx.model import LogChunk, ProcessResult, Violation

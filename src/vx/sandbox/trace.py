@@ -17,8 +17,9 @@ import functools
 import itertools
 import os
 import re
-from msgspec import Struct
 from typing import Iterable, Iterator
+
+from msgspec import Struct
 
 SYSCALLS = (
     "open", "openat", "openat2", "creat", "truncate", "execve", "execveat",

@@ -17,8 +17,9 @@ failure, and a credential store the task reached becomes a note.
 from __future__ import annotations
 
 import os
-from msgspec import Struct, field
 from typing import Callable, Iterable
+
+from msgspec import Struct, field
 
 from vx.model import Violation
 from vx.sandbox.grants import CREDENTIAL_STORES, Grant, Layout, SandboxSpec, dependency_paths

@@ -19,10 +19,11 @@ import os
 import stat
 import struct
 import zlib
-from msgspec import Struct
 from pathlib import Path, PurePosixPath
 from types import MappingProxyType
 from typing import BinaryIO, Callable, Iterable, Mapping, Sequence
+
+from msgspec import Struct
 
 from vx.errors import EnvironmentFailure, VxError
 from vx.model import CACHE_VERSION, LogChunk

@@ -23,9 +23,10 @@ import os
 import tempfile
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from msgspec import Struct
 from pathlib import Path
 from typing import Any, Callable, Collection, Iterable, Mapping
+
+from msgspec import Struct
 
 from vx.errors import EnvironmentFailure
 from vx.model import LogChunk

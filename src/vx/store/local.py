@@ -17,9 +17,10 @@ import tempfile
 import threading
 import time
 from contextlib import contextmanager
-from msgspec import Struct, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Collection, Iterable, Iterator, Sequence
+
+from msgspec import Struct, field
 
 from vx.errors import EnvironmentFailure
 from vx.model import LogChunk

@@ -13,9 +13,10 @@ imports it and nothing else of the remote cache.
 
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 from msgspec import Struct
 from msgspec.structs import replace
-from typing import Any, Mapping
 
 from vx.errors import UsageError
 from vx.model import RemoteCacheConfig

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from msgspec import Struct
 from typing import BinaryIO, Mapping, Protocol
 from urllib.parse import urlsplit
+
+from msgspec import Struct
 
 from vx.model import RemoteCacheConfig
 

@@ -20,9 +20,10 @@ import socket
 import ssl
 import threading
 import time
-from msgspec import Struct
 from typing import BinaryIO, Callable, Mapping
 from urllib.parse import urlencode, urlsplit
+
+from msgspec import Struct
 
 from vx import __version__
 from vx.store.remote import (
