@@ -10,8 +10,6 @@ when an allow pattern matches and no deny pattern does, and records every refusa
 
 The proxy runs its own asyncio loop on one thread, so it serves while vx's loop is busy and
 from synchronous callers alike; each connection is two pump coroutines with bounded buffers.
-
-from msgspec import Struct
 """
 
 from __future__ import annotations
@@ -26,6 +24,8 @@ import threading
 from pathlib import Path
 from typing import Mapping, Sequence
 from urllib.parse import urlsplit
+
+from msgspec import Struct
 
 from vx.model import Violation
 from vx.sandbox import hosts
