@@ -15,7 +15,6 @@ walked instead: slower, same identities.
 from __future__ import annotations
 
 import bisect
-import hashlib
 import os
 import re
 import shutil
@@ -81,6 +80,8 @@ def _racy(st: os.stat_result, now_ns: int) -> bool:
 
 def blob_oid(data: bytes, algo: str = "sha1") -> str:
     """Hash bytes as a git blob (`git hash-object`): `<algo>("blob <len>\\0" + data)`."""
+    import hashlib  # only a dirty tree hashes: the clean path never loads OpenSSL
+
     h = hashlib.new(algo, b"blob %d\0" % len(data))
     h.update(data)
     return h.hexdigest()
@@ -88,6 +89,8 @@ def blob_oid(data: bytes, algo: str = "sha1") -> str:
 
 def _hash_open_file(f, size: int, algo: str) -> str:
     """Stream a file into a blob hash; re-read whole if it changed length under us."""
+    import hashlib
+
     h = hashlib.new(algo, b"blob %d\0" % size)
     seen = 0
     while chunk := f.read(1 << 20):

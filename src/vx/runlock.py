@@ -7,12 +7,13 @@ go on unlocked: a lock must never be the reason a build fails.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import tempfile
 import time
 from pathlib import Path
 from typing import Callable
+
+import xxhash
 
 WAIT_NOTICE_S = 1.0
 POLL_S = 0.05
@@ -26,7 +27,7 @@ class RunLock:
 
     def acquire(self, root: Path) -> None:
         """Block until the workspace's lock is ours (or cannot be had at all)."""
-        digest = hashlib.sha256(str(root).encode()).hexdigest()[:16]
+        digest = xxhash.xxh3_64_hexdigest(str(root).encode())  # xxhash is loaded for the keys anyway; hashlib is not
         self.path = Path(tempfile.gettempdir()) / f"vx-run-{digest}.lock"
         started, told = time.monotonic(), False
         while True:
