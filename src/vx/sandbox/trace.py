@@ -230,7 +230,9 @@ def _pairs(tokens: list[tuple[str, str]]) -> list[tuple[tuple[str, str] | None, 
     return out
 
 
+@functools.lru_cache(maxsize=256)  # a tool uses a handful of flag sets, `O_RDONLY|O_CLOEXEC` over and over
 def _open_kind(args: str) -> str:
+    """read, write, probe or list, from an open call's flags (or its whole argument text)."""
     flags = set(_FLAG.findall(args))
     if flags & _WRITE_FLAGS:
         return "write"
