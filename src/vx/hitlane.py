@@ -23,7 +23,6 @@ from vx.events import CacheRestored, Emit, Notice, TaskFinished
 from vx.model import CacheStatus, LogChunk, Status, TaskGraph, TaskId, TaskResult
 
 
-
 class Settled(Struct):
     """What the lane decided: results to hand the walk, and keys the walk must not trust."""
 

@@ -681,7 +681,6 @@ def _verify(found: _Read, extraction: _Extraction, key: str) -> tuple[OutputFile
     return tuple(_recorded(rel, size, recorded[rel]) for rel, size in extraction.sizes.items())
 
 
-
 def _frame_reader(raw):
     """A streaming reader over the one zstd frame that must fill the file exactly (no tail, no cut)."""
     import zstandard
