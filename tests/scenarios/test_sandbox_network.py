@@ -3,12 +3,18 @@ curl and node against a loopback HTTP server; a refused request is a violation o
 that made it, even when the task survived it (SB-12)."""
 
 import http.server
+import os
 import shutil
+import socket
+import subprocess
+import sys
 import threading
+import time
+import urllib.request
 
 import pytest
 
-from conftest import npm_workspace
+from conftest import SRC, npm_workspace
 
 pytestmark = pytest.mark.skipif(any(shutil.which(t) is None for t in ("bwrap", "socat", "curl", "node")),
                                 reason="bwrap, socat, curl and node are installed by dev/test")
@@ -87,3 +93,67 @@ def test_a_deny_pattern_wins_over_the_allow_list(repo, origin):
     assert "403" in res.out
     assert res.task("app#fetch")["sandboxViolations"] == [
         {"kind": "network", "path": f"localhost:{origin}", "grant": 'denied by deny.network "localhost"'}]
+
+
+# ---------------------------------------------------------------- allow.localBinding ports (SB-09)
+
+SERVE_JS = """const http = require('http');
+const fs = require('fs');
+const port = Number(process.argv[2]);
+const server = http.createServer((req, res) => res.end('hello from inside the sandbox'));
+server.listen(port, '127.0.0.1', () => {
+  fs.writeFileSync('out/ready', 'x');
+  const until = Date.now() + 15000;
+  const wait = setInterval(() => {
+    if (fs.existsSync('out/done') || Date.now() > until) { clearInterval(wait); server.close(); }
+  }, 20);
+});
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def serving(port: int, command: str, **allow) -> dict:
+    grants = {"read": ["package.json", "src/**"], "write": ["out/"], "localBinding": [port], **allow}
+    return {"exec": {"command": command, "sandbox": {"allow": grants}}}
+
+
+def test_a_listed_port_is_bridged_out_to_the_host_while_the_task_runs(repo):
+    port = free_port()
+    files = {"src/serve.js": SERVE_JS}
+    repo.write(npm_workspace({"app": {"tasks": {"serve": serving(port, f"node src/serve.js {port}")},
+                                      "files": files}})).commit()
+    out = repo.root / "packages/app/out"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
+    proc = subprocess.Popen([sys.executable, "-m", "vx", "run", "serve"], cwd=repo.root / "packages/app",
+                            env={**env, "PYTHONPATH": SRC, "NO_COLOR": "1"}, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while not (out / "ready").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "the server never came up"
+            time.sleep(0.05)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as reply:
+            assert reply.read() == b"hello from inside the sandbox"
+    finally:
+        (out / "done").write_text("x")
+        output = proc.communicate(timeout=30)[0]
+    assert proc.returncode == 0, output
+    with socket.socket() as s:  # the host side ended with the task
+        assert s.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_a_listed_port_taken_on_the_host_fails_the_task_before_it_starts(repo):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        repo.write(npm_workspace({"app": {"tasks": {"t": serving(port, "echo ran > out/ran.txt")}}})).commit()
+        res = repo.vx("run", "t", cwd="packages/app")
+    assert res.code == 1 and not (repo.root / "packages/app/out/ran.txt").exists()
+    assert (f"allow.localBinding port {port} cannot be bridged to the host: 127.0.0.1:{port} is already taken"
+            in res.out + res.err)

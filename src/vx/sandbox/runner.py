@@ -27,7 +27,7 @@ from msgspec.structs import replace
 
 from vx import executor
 from vx.model import LogChunk, ProcessResult, Violation
-from vx.sandbox import grants, mounts, seccomp, trace
+from vx.sandbox import grants, mounts, ports, seccomp, trace
 from vx.sandbox.grants import Layout, SandboxSpec
 from vx.sandbox.probe import Capability, probe
 from vx.sandbox.violations import Report, judge
@@ -143,8 +143,9 @@ async def run_sandboxed(session: Session, spec: SandboxSpec, command: str, *, cw
     cap = session.probed or await asyncio.to_thread(lambda: session.capability)  # the probe spawns: once, off the loop
     if not cap.available:
         return _unavailable(cap.problem or "", cap.hint)
-    if _hosts(spec) and shutil.which("socat") is None:
-        return _unavailable("socat not found (it bridges the sandbox to the network proxy)", _SOCAT_HINT)
+    if (_hosts(spec) or _ports(spec)) and shutil.which("socat") is None:
+        return _unavailable("socat not found (it bridges the sandbox to the network proxy and to bridged ports)",
+                            _SOCAT_HINT)
     try:
         layout = await asyncio.to_thread(grants.expand, spec)
         attempt = _Attempt(session, spec, layout, cap)
@@ -183,6 +184,12 @@ def _hosts(spec: SandboxSpec) -> tuple[str, ...]:
     return network if isinstance(network, tuple) else ()
 
 
+def _ports(spec: SandboxSpec) -> tuple[int, ...]:
+    """The ports bridged out to the host (SB-09); on the host's network a task binds them itself."""
+    listed = spec.config.local_binding
+    return listed if isinstance(listed, tuple) and spec.config.network is not True else ()
+
+
 _SOCAT_HINT = "install socat (apt install socat)"
 
 
@@ -215,12 +222,17 @@ class _Attempt:
         self.kept: list[trace.Access] = []
         self.status = _Status()
         self.cwd = spec.project
+        self.ports: ports.HostBridge | None = None
 
     async def run(self, command: str, cwd: Path, env: Mapping[str, str], timeout_ms: int | None,
                   on_output: Callable[[LogChunk], None], table: executor.ProcessTable) -> ProcessResult:
         self.cwd = str(cwd)
         bridge = self.session.bridge(self.spec) if _hosts(self.spec) else None
-        argv = self.argv(command, bridge)
+        try:
+            port_plan = await asyncio.to_thread(self._bridge_ports)  # waits for the host listeners
+        except ports.PortError as exc:
+            return ProcessResult(exit_code=1, duration_ms=0.0, spawn_error=str(exc))
+        argv = self.argv(command, bridge, port_plan)
         passed = (self.status.write_fd,) + ((self.seccomp_fd,) if self.seccomp_fd is not None else ())
         launch = executor.Launch(argv, stdin=self.trace_fd, pass_fds=passed,
                                  polite_group=lambda: self.status.child_pid)
@@ -234,15 +246,24 @@ class _Attempt:
             proc = replace(proc, spawn_error=f"the sandbox could not start: {_bwrap_complaint(proc)}")
         return proc
 
-    def argv(self, command: str, bridge: Bridge | None) -> list[str]:
-        """bwrap …, then [the network prelude], then [strace …], then `sh -c command`."""
+    def _bridge_ports(self) -> ports.PortPlan | None:
+        listed = _ports(self.spec)
+        if not listed:
+            return None
+        self.ports = ports.HostBridge(shutil.which("socat") or "socat", self.dir / "ports", listed)
+        return self.ports.start()
+
+    def argv(self, command: str, bridge: Bridge | None, port_plan: ports.PortPlan | None = None) -> list[str]:
+        """bwrap …, then [the network and port preludes], then [strace …], then `sh -c command`."""
         spec = self.spec
         argv = mounts.bwrap_argv(self.cap.bwrap or "bwrap", spec, self.layout, tmpdir=self.tmpdir,
                                  status_fd=self.status.write_fd, share_net=spec.config.network is True,
                                  seccomp_fd=self.seccomp_fd)
-        if bridge is not None:
-            argv[argv.index("--chdir"):argv.index("--chdir")] = list(bridge.bwrap_args)
-            argv += [SHELL, "-c", bridge.prelude + ' exec "$@"', "vx-net"]
+        binds = (bridge.bwrap_args if bridge else ()) + (port_plan.bwrap_args if port_plan else ())
+        argv[argv.index("--chdir"):argv.index("--chdir")] = list(binds)
+        prelude = (bridge.prelude if bridge else "") + (port_plan.prelude if port_plan else "")
+        if prelude:
+            argv += [SHELL, "-c", prelude + ' exec "$@"', "vx-net"]
         if self.trace_fd is not None:
             argv += trace.strace_argv(self.cap.strace or "strace")
         return argv + [SHELL, "-c", command]
@@ -288,6 +309,9 @@ class _Attempt:
             if fd is not None:
                 os.close(fd)
         self.trace_fd = self.seccomp_fd = None
+        if self.ports is not None:
+            self.ports.stop()
+            self.ports = None
         self.status.close()
         _remove_placeholders(self.layout.placeholders)
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -343,8 +367,8 @@ class _Status:
 def _seccomp_fd(spec: SandboxSpec) -> int | None:
     """An fd holding the AF_UNIX filter, unless the task may use unix sockets (SB-09).
 
-    A task with network hosts needs one itself: its bridge to the proxy is a unix socket."""
-    program = None if spec.config.unix_sockets or _hosts(spec) else seccomp.unix_socket_filter()
+    A task with network hosts or bridged ports needs them itself: its bridges are unix sockets."""
+    program = None if spec.config.unix_sockets or _hosts(spec) or _ports(spec) else seccomp.unix_socket_filter()
     if program is None:
         return None
     fd = os.memfd_create("vx-seccomp", os.MFD_CLOEXEC)
