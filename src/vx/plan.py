@@ -16,6 +16,7 @@ from msgspec import Struct
 from vx import environment, files, keys
 from vx.globs import GlobSet
 from vx.model import ROOT_PROJECT, HashRecord, TaskGraph, TaskId, TaskNode, TaskPlan, Workspace
+from vx.outputs import walk_outputs, wipe_outputs
 
 MAX_TIMEOUT_MS = 2**31 - 1
 
@@ -45,11 +46,11 @@ class OutputSpec:
     def walk(self, root: Path, seen: dict | None = None) -> list[str]:
         if not self.declares_files:
             return []
-        return files.walk_outputs(root, self.project_dir, self.globs, self.ws_globs, seen=seen)
+        return walk_outputs(root, self.project_dir, self.globs, self.ws_globs, seen=seen)
 
     def wipe(self, root: Path) -> None:
         if self.declares_files:
-            files.wipe_outputs(root, self.project_dir, self.globs, self.ws_globs)
+            wipe_outputs(root, self.project_dir, self.globs, self.ws_globs)
 
     def allows(self, path: str) -> bool:
         if self.ws_globs is not None and self.ws_globs.matches(path):

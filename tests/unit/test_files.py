@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from vx import files
+from vx import blobs, files
 from vx.errors import VxError
-from vx.files import FileIndex, fingerprint, walk_outputs, wipe_outputs
+from vx.files import FileIndex, fingerprint
 from vx.globs import GlobSet
+from vx.outputs import walk_outputs, wipe_outputs
 
 OLD = 1_600_000_000  # a past mtime: outside every racy window
 
@@ -158,7 +159,7 @@ def test_key12_mode_prefixes(repo):
     assert got["pkg/a/bin/run.sh"] == "100755:" + index_oid(repo, "pkg/a/bin/run.sh")
     assert got["pkg/a/src/link.ts"] == "120000:" + index_oid(repo, "pkg/a/src/link.ts")
     assert got["pkg/a/bin/new.sh"] == "100755:" + hash_object(repo, "pkg/a/bin/new.sh")
-    assert got["pkg/a/src/link2.ts"] == "120000:" + files.blob_oid(b"util.ts")
+    assert got["pkg/a/src/link2.ts"] == "120000:" + blobs.blob_oid(b"util.ts")
 
 
 def test_key12_deleted_tracked_file_is_gone(repo):
@@ -176,7 +177,7 @@ def test_key12_sha256_repo_hashes_with_sha256(tmp_path):
 
 
 def test_key12_memo_spares_a_second_read(repo, monkeypatch):
-    monkeypatch.setattr(files, "RACY_NS", 0)  # the file's ctime is "now"; don't wait out the window
+    monkeypatch.setattr(blobs, "RACY_NS", 0)  # the file's ctime is "now"; don't wait out the window
     write(repo, "pkg/a/src/new.ts", "n\n")
     memo = repo / ".vx" / "memo.db"
     first = FileIndex.load(repo, memo).inputs("pkg/a", GlobSet(["src/**"]))
@@ -198,7 +199,7 @@ def test_key12_racy_file_is_not_memoised(repo):
 
 
 def test_key12_memo_is_not_fooled_by_an_edit(repo, monkeypatch):
-    monkeypatch.setattr(files, "RACY_NS", 0)
+    monkeypatch.setattr(blobs, "RACY_NS", 0)
     memo = repo / ".vx" / "memo.db"
     write(repo, "pkg/a/src/new.ts", "one\n")
     FileIndex.load(repo, memo).inputs("pkg/a", GlobSet(["src/**"]))
@@ -357,7 +358,7 @@ def test_workspace_inside_a_gitignored_dir_is_walked(tmp_path):
     write(repo, "tmp/ws/src/a.ts", "a\n")
     index = FileIndex.load(repo / "tmp" / "ws")
     assert not index.git
-    assert ids(index.inputs("", ALL)) == {"src/a.ts": files.blob_oid(b"a\n")}
+    assert ids(index.inputs("", ALL)) == {"src/a.ts": blobs.blob_oid(b"a\n")}
 
 
 def test_broken_repo_is_a_plain_refusal(tmp_path):

@@ -18,7 +18,11 @@ ALLOWED = {
     "semver": set(),
     "verdicts": {"model"},
     "forwarding": set(),
-    "files": {"model", "errors", "globs"},
+    "files": {"model", "errors", "globs", "blobs", "listing", "walk"},
+    "blobs": {"model", "errors", "globs"},
+    "listing": {"model", "errors", "globs", "walk"},
+    "walk": {"model", "errors", "globs"},
+    "outputs": {"model", "errors", "globs", "walk"},
     "executor": {"model", "errors"},
     "environment": {"errors"},
 }

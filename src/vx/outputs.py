@@ -1,0 +1,111 @@
+"""Walking and wiping a task's declared outputs (LC-08).
+
+Only the glob roots are walked, links are never followed and `.git`/`.vx` never entered; a
+wipe removes files and links (never a link's target) and prunes the directories it emptied.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+from vx.errors import EnvironmentFailure
+from vx.globs import GlobSet
+from vx.walk import _base, _root_path, _symlinked_ancestor, _under, _walk_files
+
+_NEVER_OUTPUT = re.compile(r"(?:^|/)(?:\.git|\.vx)(?:/|$)")
+
+
+def _output_descend(base: str, globs: GlobSet, nested: Sequence[str]) -> Callable[[str], bool]:
+    """Where an output walk may go: never .git/.vx or a nested project; node_modules if named."""
+    cut = len(base)
+    nested = frozenset(nested)
+    allow_nm = globs.names("node_modules")
+
+    def descend(rel: str) -> bool:
+        name = rel.rpartition("/")[2]
+        if name in (".git", ".vx") or (name == "node_modules" and not allow_nm) or _under(rel, nested):
+            return False
+        return globs.could_match_under(rel[cut:])
+
+    return descend
+
+
+def _walk_output_set(root: Path, base: str, globs: GlobSet, nested: Sequence[str],
+                     seen: dict[str, bool | None] | None = None) -> set[str]:
+    found = set()
+    cut = len(base)
+    descend = _output_descend(base, globs, nested)
+    for glob_root in globs.roots():
+        start = _root_path(base, glob_root)
+        link = _symlinked_ancestor(root, start, seen) if start else None
+        paths = [link] if link else _walk_files(root, start, descend)
+        for path in paths:
+            if path.startswith(base) and not _NEVER_OUTPUT.search(path) and globs.match(path[cut:]):
+                found.add(path)
+    return found
+
+
+def walk_outputs(
+    root: Path, project_dir: str, globs: GlobSet | None, workspace_globs: GlobSet | None = None,
+    *, nested: Sequence[str] = (), seen: dict[str, bool | None] | None = None,
+) -> list[str]:
+    """The files and symlinks that now match a task's declared outputs, sorted (LC-08).
+
+    Only the glob roots are walked, links are never followed, `.git`/`.vx` never entered,
+    `node_modules` only when a glob names it, and a nested project is not this task's.
+    `seen` shares ancestor checks across a batch of walks (the hit lane's).
+    """
+    found = _walk_output_set(root, _base(project_dir), globs, nested, seen) if globs else set()
+    if workspace_globs:
+        found |= _walk_output_set(root, "", workspace_globs, (), seen)
+    return sorted(found)
+
+
+def wipe_outputs(
+    root: Path, project_dir: str, globs: GlobSet | None, workspace_globs: GlobSet | None = None,
+    *, nested: Sequence[str] = (),
+) -> list[str]:
+    """Remove every current output (files and links, never a link's target); return what went.
+
+    Emptied directories are pruned up to the project dir, but the literal root of a wildcard
+    glob (`dist` of `dist/**`) is kept: tools often expect it to exist.
+    """
+    root = Path(root)
+    removed = walk_outputs(root, project_dir, globs, workspace_globs, nested=nested)
+    for path in removed:
+        try:
+            os.unlink(os.path.join(root, path))
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            raise EnvironmentFailure(f"cannot remove output {path}", facts=(str(e),),
+                                     hint="check the permissions of the file and its directory") from None
+    keep = _kept_dirs(project_dir, globs, workspace_globs)
+    _prune_empty_dirs(root, removed, keep)
+    return removed
+
+
+def _kept_dirs(project_dir: str, globs: GlobSet | None, workspace_globs: GlobSet | None) -> set[str]:
+    base = _base(project_dir)
+    keep = {"", project_dir} | {_root_path(base, r) for r in (globs.wildcard_roots() if globs else ())}
+    if workspace_globs:
+        keep |= set(workspace_globs.wildcard_roots())
+    return keep
+
+
+def _prune_empty_dirs(root: Path, removed: Iterable[str], keep: set[str]) -> None:
+    """rmdir the now-empty ancestors of removed files, deepest first, stopping at `keep`."""
+    dirs: set[str] = set()
+    for path in removed:
+        d = path.rpartition("/")[0]
+        while d and d not in keep and d not in dirs:
+            dirs.add(d)
+            d = d.rpartition("/")[0]
+    for d in sorted(dirs, key=lambda x: x.count("/"), reverse=True):
+        try:
+            os.rmdir(os.path.join(root, d))
+        except OSError:
+            pass  # not empty (or already gone): some other file still lives there
