@@ -1,6 +1,6 @@
 """Know every input file of the workspace once per run, and give each a content identity.
 
-The only module that reads input files (KEY-12..17, KEY-21). One bulk git enumeration per
+The only module that opens input files to identify them (KEY-12..17, KEY-21). One bulk git enumeration per
 run (`ls-files`, `status` and `config`, spawned together) lists what exists; a clean, trusted
 tracked file is then identified by its index blob OID without being opened or even stat'ed —
 on a warm run that is nearly every file, and it is what makes keying 1000 packages cheap.
