@@ -13,7 +13,9 @@ is taken on the host is refused before the task starts, naming the port.
 
 from __future__ import annotations
 
+import os
 import shlex
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -68,16 +70,23 @@ class HostBridge:
                                 stderr=subprocess.DEVNULL, start_new_session=True)
 
     def stop(self) -> None:
+        """End every listener and the connections it forked (each socat leads its own group)."""
         for proc in self._procs:
-            if proc.poll() is None:
-                proc.terminate()
+            _signal_group(proc, signal.SIGTERM)
         for proc in self._procs:
             try:
                 proc.wait(timeout=1.0)
             except subprocess.TimeoutExpired:
-                proc.kill()
+                _signal_group(proc, signal.SIGKILL)
                 proc.wait()
         self._procs.clear()
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        pass
 
 
 def inside_prelude(socat: str, directory: Path, ports: tuple[int, ...]) -> str:
