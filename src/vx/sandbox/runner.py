@@ -147,20 +147,22 @@ async def run_sandboxed(session: Session, spec: SandboxSpec, command: str, *, cw
         return _unavailable("socat not found (it bridges the sandbox to the network proxy and to bridged ports)",
                             _SOCAT_HINT)
     try:
-        layout = await asyncio.to_thread(grants.expand, spec)
-        attempt = _Attempt(session, spec, layout, cap)
+        attempt = await _prepare(session, spec, cap)
     except OSError as exc:  # a write grant vx could not create, a temp dir it could not make
         return Outcome(ProcessResult(exit_code=1, duration_ms=0.0, spawn_error=f"cannot prepare the sandbox: {exc}"))
-    notes = _pre_notes(session, spec, layout, cap)
+    notes = _pre_notes(session, spec, attempt.layout, cap)
     try:
         proc = await attempt.run(command, cwd, env, timeout_ms, on_output, table)
         if attempt.strace_failed(proc):  # SB-13: once more; a second failure fails the task, never a blind pass
             attempt.close()
-            attempt = _Attempt(session, spec, await asyncio.to_thread(grants.expand, spec), cap)
+            try:
+                attempt = await _prepare(session, spec, cap)
+            except OSError as exc:
+                return Outcome(replace(proc, spawn_error=f"cannot prepare the sandbox again: {exc}"))
             proc = await attempt.run(command, cwd, env, timeout_ms, on_output, table)
             if attempt.strace_failed(proc):
                 proc = replace(proc, exit_code=proc.exit_code or 1,
-                               spawn_error=f"the sandbox's tracer failed twice: {attempt.strace_complaint(proc)}")
+                               spawn_error=f"the sandbox's tracer failed twice: {_complaint(proc, 'strace: ')}")
         report = await asyncio.to_thread(attempt.judge) if cap.traced and proc.spawn_error is None else Report()
     finally:
         attempt.close()
@@ -170,6 +172,11 @@ async def run_sandboxed(session: Session, spec: SandboxSpec, command: str, *, cw
                    cpu_ms=None, peak_rss_bytes=None)  # the pid namespace hides the task's rusage (SB-20)
     hints = tuple(report.failure_hints(spec)) if failed else ()
     return Outcome(proc, violations, notes + tuple(report.notes), hints, tuple(attempt.kept))
+
+
+async def _prepare(session: Session, spec: SandboxSpec, cap: Capability) -> _Attempt:
+    """Look at the grants as the file system is now, and set up one attempt (OSError if it cannot)."""
+    return _Attempt(session, spec, await asyncio.to_thread(grants.expand, spec), cap)
 
 
 def _unavailable(problem: str, hint: str | None) -> Outcome:
@@ -285,15 +292,10 @@ class _Attempt:
         A task that fails on its own always leaves the shim's execve in the trace first."""
         if self.trace_fd is None or proc.exit_code == 0 or proc.aborted or proc.spawn_error is not None:
             return False
-        if self.strace_complaint(proc) is None:
+        if _complaint(proc, "strace: ") is None:
             return False
         os.lseek(self.trace_fd, 0, os.SEEK_SET)
         return b"execve(" not in os.read(self.trace_fd, 4096)
-
-    @staticmethod
-    def strace_complaint(proc: ProcessResult) -> str | None:
-        stderr = b"".join(c.data for c in proc.log if c.stream == 2).decode(errors="replace")
-        return next((line for line in stderr.splitlines() if line.startswith("strace: ")), None)
 
     def judge(self) -> Report:
         assert self.trace_fd is not None
@@ -378,9 +380,15 @@ def _seccomp_fd(spec: SandboxSpec) -> int | None:
 
 
 def _bwrap_complaint(proc: ProcessResult) -> str:
+    return _complaint(proc, "bwrap:", last=True) or f"bwrap exited {proc.exit_code}"
+
+
+def _complaint(proc: ProcessResult, prefix: str, *, last: bool = False) -> str | None:
+    """The first (or last) line of the attempt's stderr that starts with `prefix`: what a
+    program of the sandbox's own (bwrap, strace) said before the task could run."""
     stderr = b"".join(c.data for c in proc.log if c.stream == 2).decode(errors="replace")
-    lines = [line for line in stderr.splitlines() if line.startswith("bwrap:")]
-    return lines[-1] if lines else f"bwrap exited {proc.exit_code}"
+    lines = [line for line in stderr.splitlines() if line.startswith(prefix)]
+    return (lines[-1] if last else lines[0]) if lines else None
 
 
 def _remove_placeholders(paths: list[str]) -> None:
