@@ -79,20 +79,21 @@ _NOT_FINAL = ("ERESTARTSYS", "ERESTARTNOINTR", "ERESTARTNOHAND", "ERESTART_RESTA
 _WRITE_FLAGS = frozenset({"O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC"})
 
 
-@functools.lru_cache(maxsize=8192)
-def unhex(text: str) -> str:
-    """Decode strace's `-xx` escapes back to a file-system path (undecodable bytes kept).
-
-    Memoised: the same cwd decorates nearly every line, and a tool opens the same few
-    directories over and over."""
+def _decode(text: str) -> str:
+    """Decode strace's `-xx` escapes back to a file-system path (undecodable bytes kept)."""
     if "\\x" not in text:
         return text
     if len(text) % 4 == 0 and text.count("\\x") == len(text) // 4:  # all escapes: the -xx norm, and fast
         try:
-            return os.fsdecode(bytes.fromhex(text.replace("\\x", "")))
+            return bytes.fromhex(text.replace("\\x", "")).decode("utf-8", "surrogateescape")  # os.fsdecode
         except ValueError:
             pass
     return os.fsdecode(_HEX.sub(lambda m: chr(int(m.group(1), 16)), text).encode("latin-1"))
+
+
+# Memoised for what repeats: the same cwd decorates nearly every line, and a tool opens the same
+# few directories over and over. Paths that are new on every line go through `_decode` directly.
+unhex = functools.lru_cache(maxsize=8192)(_decode)
 
 
 class _Call(Struct):
@@ -170,14 +171,20 @@ class TraceParser:
 
     def _openat(self, m: re.Match) -> list[Access]:
         """The common line, in one match: `openat(AT_FDCWD<cwd>, "path", FLAGS[, mode]) = fd<real>|-1 E…`."""
-        pid, cwd, errno = int(m.group(1)), unhex(m.group(2)), m.group(6)
+        pid_text, cwd_hex, path_hex, flags, real_hex, errno = m.groups()
         if errno in _NOT_FINAL:
             return []
+        pid, cwd = int(pid_text), unhex(cwd_hex)
         self._cwd[pid] = cwd
-        path = unhex(m.group(3))
-        path = os.path.normpath(path if path.startswith("/") else os.path.join(cwd, path))
-        real = unhex(m.group(5)) if m.group(5) is not None else None
-        return [Access(pid, _open_kind(m.group(4)), "openat", path, errno, real if errno is None else None)]
+        path = _decode(path_hex)
+        if path.startswith("/"):
+            path = os.path.normpath(path)
+        elif _plain(path):  # under a cwd the kernel printed (absolute, normal) it is already normal
+            path = cwd + "/" + path if cwd != "/" else "/" + path
+        else:
+            path = os.path.normpath(os.path.join(cwd, path))
+        real = _decode(real_hex) if real_hex is not None and errno is None else None
+        return [Access(pid, _open_kind(flags), "openat", path, errno, real)]
 
     def _join(self, pid: int, text: str) -> str | None:
         """Join `<unfinished ...>` with its `<... resumed>` (pids interleave, pitfall 12)."""
@@ -212,6 +219,12 @@ class TraceParser:
 
     def _access(self, call: _Call, kind: str, path: str, real: str | None = None) -> Access:
         return Access(call.pid, kind, call.name, path, call.errno, real if call.errno is None else None)
+
+
+def _plain(rel: str) -> bool:
+    """A relative path with no `.`/`..` component, no empty one and no trailing slash: joining it
+    to a normal directory needs no `normpath` (~1.5 µs a line saved)."""
+    return bool(rel) and "/." not in "/" + rel and "//" not in rel and not rel.endswith("/")
 
 
 def _strings(tokens: list[tuple[str, str]]) -> list[str]:
