@@ -1,3 +1,3 @@
-from vx.cli import main
+from vx.cli import entry
 
-raise SystemExit(main())
+entry()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import NoReturn, Sequence
 
 from vx import __version__
 from vx.errors import EXIT_OK, EXIT_TASK_FAILED, UsageError, VxError, did_you_mean
@@ -99,6 +99,22 @@ class RunArgs:
         self.dry: str | None = None
         self.summarize: str | None = None
         self.verify: str | None = None
+
+
+def entry() -> NoReturn:
+    """The `vx` command: run `main`, flush, and leave without the interpreter's teardown.
+
+    Everything a run opens is closed before `main` returns — the store (uploads drained), the
+    run lock, the sandbox session, every pool and child — so all the interpreter has left to do
+    at exit is free memory object by object: ~20 ms of CPU after a warm run, a fifth of a
+    10-package one. `main` itself still returns normally for callers in-process."""
+    code = main()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (BrokenPipeError, ValueError):  # the reader went away, or the stream is closed
+            pass
+    os._exit(code)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
