@@ -90,3 +90,15 @@ def test_bare_run_lists_the_tasks_there_are(repo):  # CLI-02 off a TTY
     res = repo.vx("run", cwd="packages/lib", summary=False)
     assert res.code == 2
     assert "tasks: build, lint" in res.err and "Traceback" not in res.err
+
+
+def test_a_reader_that_stops_early_gets_the_run_s_exit_code_and_no_traceback(repo):
+    """`vx run … | head`: the closed pipe neither crashes vx nor changes what the run reports."""
+    loud = {"exec": {"command": "for i in $(seq 1 20000); do echo line $i; done; exit 3"}}
+    repo.write(npm_workspace({"app": {"tasks": {"t": loud}}})).commit()
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}, "PYTHONPATH": SRC}
+    script = f'"{sys.executable}" -m vx run t | head -n 2 >/dev/null; echo "vx=${{PIPESTATUS[0]}}" >&2'
+    proc = subprocess.run(["bash", "-c", script], cwd=repo.root / "packages/app", env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert "vx=1" in proc.stderr, proc.stderr  # a task failed: exit 1 (the task's own 3 is in its frame)
+    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
