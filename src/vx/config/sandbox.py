@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from vx.config.schema import At, Level, _keys, _kind, _object, _strings
+from vx.config.fields import At, Level, _keys, _kind, _object, _strings
 from vx.globs import glob_error
 from vx.model import SandboxConfig
 

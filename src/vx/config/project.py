@@ -1,0 +1,497 @@
+"""The project schema: a vx.config.json's tags and tasks into a ProjectConfig.
+
+A task's name, dependsOn, exec (command, env, timeout, retries) and cache (inputs, outputs, their
+globs and task filters), with the micro-syntax of names and dependsOn entries; exec.sandbox is
+validated in `vx.config.sandbox`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from typing import Any, Callable
+
+from vx.config.fields import (MAX_TIMEOUT_MS, At, Level, _integer, _keys, _kind, _nx, _object, _string,
+                              _strings, _turbo, _wireit)
+from vx.globs import GlobSet, glob_error
+from vx.model import CacheConfig, EnvConfig, ExecConfig, ProjectConfig, TaskConfig
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_PROTECTED_FILES = ("package.json", "vx.config.json", "vx.config.jsonc")
+
+
+# ---------------------------------------------------------------- object levels
+
+
+def _on_task(key: str) -> str:
+    return f"`{key}` belongs on a task; in vx it is tasks.<name>.{key}"
+
+
+_NOT_YET = {
+    "persistent": "vx tasks must finish in this version; run long-lived servers outside vx",
+    "interactive": "run commands that read the terminal outside vx for now",
+    "remote": "remove `remote`; every task runs locally in this version",
+}
+
+PROJECT = Level(
+    "the project config",
+    frozenset({"tags", "tasks"}),
+    foreign={
+        "targets": _nx("targets", "tasks (each with exec.command, dependsOn, cache)"),
+        "pipeline": _turbo("pipeline", "tasks"),
+        "scripts": "scripts stay in package.json; a vx task runs one as exec.command",
+        "name": "a project is named by its package.json `name`",
+        "extends": "vx configs inherit nothing; repeat the tasks",
+        "namedInputs": _nx("namedInputs", "a list in tasks.<name>.cache.inputs.files"),
+        "implicitDependencies": _nx("implicitDependencies", "a dependsOn entry `pkg#task`"),
+        "inputs": _turbo("inputs", "tasks.<name>.cache.inputs.files"),
+        "outputs": _turbo("outputs", "tasks.<name>.cache.outputs.files"),
+        "env": _turbo("env", "tasks.<name>.cache.inputs.env or tasks.<name>.exec.env"),
+        **{k: _on_task(k) for k in ("dependsOn", "cache", "exec", "description", "command")},
+    },
+)
+
+TASK = Level(
+    "a task",
+    frozenset({"description", "exec", "dependsOn", "cache"}),
+    foreign={
+        "outputs": _turbo("outputs", "cache.outputs.files"),
+        "inputs": _turbo("inputs", "cache.inputs.files"),
+        "env": _turbo("env", "cache.inputs.env (to key on it) or exec.env.define (to set it)"),
+        "passThroughEnv": _turbo("passThroughEnv", "exec.env.passThrough"),
+        "outputLogs": _turbo("outputLogs", "the --output-logs flag of `vx run`"),
+        "executor": _nx("executor", "exec.command (vx runs one shell command)"),
+        "options": _nx("options", "exec.command and exec.env"),
+        "command": _wireit("command", "exec.command"),
+        "files": _wireit("files", "cache.inputs.files"),
+        "output": _wireit("output", "cache.outputs.files"),
+        "dependencies": _wireit("dependencies", "dependsOn"),
+        "script": "in vx a task's command is exec.command",
+        "cmd": "in vx a task's command is exec.command",
+        "cwd": "a task runs in its project directory; write `cd <dir> && …` in exec.command",
+    },
+    unsupported={
+        "persistent": "turbo's `persistent` is exec.persistent in vx, which is not supported yet; "
+        + _NOT_YET["persistent"],
+        "interactive": _NOT_YET["interactive"],
+    },
+)
+
+EXEC = Level(
+    "exec",
+    frozenset({"command", "env", "timeout", "retries", "sandbox"}),
+    foreign={
+        "cmd": "in vx it is `command`",
+        "script": "in vx it is `command`",
+        "args": "write the arguments into `command`",
+        "cwd": "a task runs in its project directory; write `cd <dir> && …` in `command`",
+        "dependsOn": "`dependsOn` belongs on the task, beside `exec`",
+        "cache": "`cache` belongs on the task, beside `exec`",
+        "outputs": _turbo("outputs", "the task's cache.outputs.files"),
+        "inputs": _turbo("inputs", "the task's cache.inputs.files"),
+    },
+    unsupported=_NOT_YET,
+)
+
+ENV = Level(
+    "exec.env",
+    frozenset({"passThrough", "define", "secret"}),
+    foreign={"set": "in vx it is `define`", "vars": "in vx it is `define`"},
+)
+
+CACHE = Level("cache", frozenset({"inputs", "outputs"}))
+
+INPUTS = Level(
+    "cache.inputs",
+    frozenset({"files", "workspaceFiles", "env", "tasks"}),
+    unsupported={
+        "runtime": "list the files or env the probe reads instead",
+        "workspaceRuntime": "list the files or env the probe reads instead",
+    },
+)
+
+OUTPUTS = Level("cache.outputs", frozenset({"files", "workspaceFiles"}))
+
+
+# ---------------------------------------------------------------- names and micro-syntax
+
+
+def task_name_problem(name: str) -> str | None:
+    """Why `name` cannot name a task (WS-09), or None: dependsOn and the CLI must reach it."""
+    if not name.strip():
+        return "is empty"
+    if name.strip() != name:
+        return "has surrounding whitespace"
+    if "#" in name:
+        return "contains `#`, which separates a package from its task"
+    if "*" in name:
+        return "contains `*`, which makes it a pattern"
+    if name[0] in "^!":
+        return f"starts with `{name[0]}`, which names dependencies' tasks or negates"
+    return None
+
+
+def depends_on_problem(entry: str) -> str | None:
+    """Why `entry` is no dependsOn form (GR-01), or None.
+
+    Forms: `name`, `^name`, `pkg#name`, `//#name`, `name.*`, `^name.*`.
+    """
+    if entry in ("*", "^*") or entry.startswith("!"):
+        return "belongs to cache.inputs.tasks, not dependsOn"
+    body = entry[1:] if entry.startswith("^") else entry
+    if "#" in body:
+        if entry.startswith("^"):
+            return "mixes `^` (every dependency) with `pkg#` (one package)"
+        package, _, body = body.partition("#")
+        if not package or package.strip() != package:
+            return "names no package before `#`"
+    return _task_half_problem(body)
+
+
+def _task_half_problem(body: str) -> str | None:
+    """The task half may be a name or `name.*`; `*` anywhere else is refused."""
+    stem = body[:-2] if body.endswith(".*") else body
+    why = task_name_problem(stem)
+    return f"names a task that {why}" if why else None
+
+
+def _filter_problem(entry: str) -> str | None:
+    """Why `entry` is no cache.inputs.tasks form (KEY-10), or None."""
+    body = entry[1:] if entry.startswith("!") else entry
+    body = body[1:] if body.startswith("^") else body
+    if not body or body.strip() != body or body.startswith(("!", "^")):
+        return "is no task filter"
+    package, hash_, task = body.rpartition("#")
+    if hash_ and not package:
+        return "names no package before `#`"
+    return None if task else "names no task"
+
+
+# ---------------------------------------------------------------- globs
+
+
+def _globs(value: Any, at: At) -> tuple[str, ...]:
+    """An array of valid globs (KEY-16) that selects something when it is non-empty."""
+    globs = _strings(value, at, "glob strings")
+    for i, pattern in enumerate(globs):
+        problem = _glob_error(pattern)
+        if problem:
+            reason, _, hint = problem.partition("; ")
+            at.item(i).refuse(f"glob `{pattern}`: {reason}", hint=hint or _GLOB_HINT)
+    if globs and all(g.startswith("!") for g in globs):
+        at.refuse("every entry is a `!` negation, which selects nothing",
+                  hint=f"a `!` entry only takes back what a positive glob matched, e.g. "
+                  f"[\"**\", {json.dumps(globs[0])}]")
+    return globs
+
+
+@functools.lru_cache(maxsize=4096)
+def _glob_error(pattern: str) -> str | None:
+    """glob_error, memoised: a workspace repeats the same few globs in every project."""
+    return glob_error(pattern)
+
+
+_GLOB_HINT = "globs are project-relative: `*`, `**`, `?`, `{a,b}` and a leading `!` are understood"
+
+
+def covers_top_file(pattern: str, name: str) -> bool:
+    """Whether an output glob would take the project's own top-level file `name`.
+
+    Outputs are wiped before a run and restored on a hit; a glob covering package.json or
+    the config would delete the project's manifest (2.8).
+    """
+    return GlobSet([pattern]).matches(name)
+
+
+# ---------------------------------------------------------------- project config
+
+
+def validate_project(data: Any, file: str) -> ProjectConfig:
+    """Turn a decoded vx.config.json into a ProjectConfig, or refuse with where and why."""
+    at = At(file)
+    obj = _object(data, at, "an object with `tasks`")
+    _keys(obj, at, PROJECT)
+    tags = _tags(obj["tags"], at.key("tags")) if "tags" in obj else ()
+    tasks_at = at.key("tasks")
+    tasks = _object(obj.get("tasks", {}), tasks_at, "an object keyed by task name")
+    return ProjectConfig(
+        source=file,
+        tasks={name: _task(name, body, tasks_at.key(name))
+               for name, body in tasks.items() if name != "$schema"},
+        tags=tags,
+    )
+
+
+def _tags(value: Any, at: At) -> tuple[str, ...]:
+    """Labels for `--filter tag:` (WS-10): plain words, never patterns."""
+    tags = _strings(value, at, "tags")
+    for i, tag in enumerate(tags):
+        if "*" in tag or tag.endswith("...") or re.search(r"\[.*\]", tag) or tag != tag.strip():
+            at.item(i).refuse(f"tag `{tag}` looks like a filter pattern, not a label",
+                              hint="a tag is a plain word such as `frontend`")
+    return tags
+
+
+_TASK_MEMO: dict[tuple[str, str], TaskConfig] = {}
+_TASK_MEMO_LIMIT = 16384
+
+
+def _task(name: str, value: Any, at: At) -> TaskConfig:
+    """Validate one task, once per distinct (name, declaration) in the process.
+
+    Monorepos repeat the same task shapes in every project, and a declaration's validity
+    depends only on its name and body, so a validated TaskConfig is shared. Only successes
+    are remembered: a refusal always names the file it was found in.
+    """
+    body = _object(value, at)
+    text = canonical(body)
+    found = _TASK_MEMO.get((name, text))
+    if found is None:
+        found = _validate_task(name, body, text, at)
+        if len(_TASK_MEMO) >= _TASK_MEMO_LIMIT:
+            _TASK_MEMO.clear()
+        _TASK_MEMO[(name, text)] = found
+    return found
+
+
+def _validate_task(name: str, body: dict[str, Any], text: str, at: At) -> TaskConfig:
+    why = task_name_problem(name)
+    if why:
+        at.refuse(f"task name {json.dumps(name)} {why}",
+                  hint="dependsOn, cache.inputs.tasks and the CLI could not name it; rename it")
+    _keys(body, at, TASK)
+    exec_ = _exec(body["exec"], at.key("exec")) if "exec" in body else None
+    depends_on = _depends_on(body["dependsOn"], at.key("dependsOn")) if "dependsOn" in body else None
+    if exec_ is None and depends_on is None:
+        at.refuse(f"task `{name}` has neither `exec` nor `dependsOn`",
+                  hint="give it exec.command to run, or dependsOn to make it a group")
+    description = _string(body["description"], at.key("description")) if "description" in body else None
+    cache = _cache(body["cache"], at.key("cache"), exec_, depends_on or ()) if "cache" in body else None
+    return TaskConfig(name=name, canonical=text, exec=exec_,
+                      depends_on=depends_on or (), cache=cache, description=description)
+
+
+def canonical(task: dict[str, Any]) -> str:
+    """The declaration as sorted compact JSON: what the key folds (KEY-06); `$schema` is not."""
+    text = json.dumps(task, sort_keys=True, separators=(",", ":"))
+    return json.dumps(_without_schema(task), sort_keys=True, separators=(",", ":")) \
+        if '"$schema"' in text else text
+
+
+def _without_schema(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_schema(v) for k, v in value.items() if k != "$schema"}
+    return [_without_schema(v) for v in value] if isinstance(value, list) else value
+
+
+def _depends_on(value: Any, at: At) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        at.refuse(f"`{at.field}` must be an array of strings, got {_kind(value)}",
+                  hint="entries are `name`, `^name`, `pkg#name` or `//#name`")
+    for i, entry in enumerate(value):
+        why = "is not a string" if not isinstance(entry, str) else depends_on_problem(entry)
+        if why:
+            at.item(i).refuse(f"dependsOn entry {json.dumps(entry)} {why}", hint=_DEPENDS_HINT)
+    return tuple(value)
+
+
+_DEPENDS_HINT = ("entries are `name` (this project), `^name` (its dependencies), `pkg#name`, "
+                 "`//#name` (the root project), or `name.*`")
+
+
+# ---------------------------------------------------------------- exec
+
+
+def _exec(value: Any, at: At) -> ExecConfig:
+    body = _object(value, at, "an object with a `command` string")
+    _keys(body, at, EXEC)
+    if "command" not in body:
+        at.refuse("`exec` needs a `command`", hint="the shell command the task runs, e.g. \"tsc -b\"")
+    return ExecConfig(
+        command=_command(body["command"], at.key("command")),
+        env=_env(body["env"], at.key("env")) if "env" in body else EnvConfig(),
+        timeout_ms=_integer(body["timeout"], at.key("timeout"), 1, MAX_TIMEOUT_MS)
+        if "timeout" in body else None,
+        retries=_integer(body["retries"], at.key("retries"), 0) if "retries" in body else None,
+        sandbox=_sandbox(body["sandbox"], at.key("sandbox")) if "sandbox" in body else None,
+    )
+
+
+def _sandbox(value: Any, at: At):
+    """exec.sandbox (SB-01): validated in its own module, loaded only by configs that use it."""
+    from vx.config.sandbox import validate_sandbox
+
+    return validate_sandbox(value, at)
+
+
+def _command(value: Any, at: At) -> str:
+    command = _string(value, at)
+    if not command.strip():
+        at.refuse("`exec.command` is empty", hint="write the shell command the task runs")
+    if "\0" in command:
+        at.refuse("`exec.command` holds a NUL, which no command line can carry",
+                  hint="remove the NUL character (\\u0000) from the command")
+    return command
+
+
+def _env(value: Any, at: At) -> EnvConfig:
+    body = _object(value, at)
+    _keys(body, at, ENV)
+    define = _define(body["define"], at.key("define")) if "define" in body else {}
+    return EnvConfig(
+        pass_through=_env_names(body["passThrough"], at.key("passThrough"))
+        if "passThrough" in body else (),
+        define=define,
+        secret=_env_names(body["secret"], at.key("secret")) if "secret" in body else (),
+    )
+
+
+def _env_names(value: Any, at: At) -> tuple[str, ...]:
+    names = _strings(value, at, "env var names")
+    for i, name in enumerate(names):
+        if not _ENV_NAME.match(name):
+            at.item(i).refuse(f"`{name}` is not an env var name", hint=_env_hint(name))
+    return names
+
+
+def _env_hint(name: str) -> str:
+    if name.startswith("!"):
+        return f"`!` is turbo's exclusion from a wildcard; vx lists names, so leave {name[1:]} out"
+    if "*" in name:
+        return "wildcards in env names are not supported; list each name"
+    return "names match [A-Za-z_][A-Za-z0-9_]*"
+
+
+def _define(value: Any, at: At) -> dict[str, str]:
+    body = _object(value, at, "an object of NAME: value strings")
+    body = {k: v for k, v in body.items() if k != "$schema"}
+    for name, text in body.items():
+        if not _ENV_NAME.match(name):
+            at.key(name).refuse(f"`{name}` is not an env var name", hint=_env_hint(name))
+        if not isinstance(text, str) or "\0" in text:
+            at.key(name).refuse(f"`{at.key(name).field}` must be a string without NUL, "
+                                f"got {_kind(text)}", hint="write the value as a JSON string")
+    return dict(body)
+
+
+# ---------------------------------------------------------------- cache
+
+
+def _cache(value: Any, at: At, exec_: ExecConfig | None, depends_on: tuple[str, ...]) -> CacheConfig:
+    if isinstance(value, bool):
+        at.refuse(f"`cache: {json.dumps(value)}` is turbo's spelling", hint=_CACHE_BOOL_HINT)
+    if exec_ is None:
+        at.refuse("`cache` on a group task: a group runs nothing, so there is nothing to cache",
+                  hint="move `cache` to the task with `exec`, or drop it")
+    body = _object(value, at, "an object with `inputs` and `outputs`")
+    _keys(body, at, CACHE)
+    for part in ("inputs", "outputs"):
+        if part not in body:
+            at.refuse(f"`cache` needs both `inputs` and `outputs` (missing `{part}`)",
+                      hint=_CACHE_SHAPE)
+    inputs = _part(body["inputs"], at.key("inputs"), INPUTS)
+    outputs = _part(body["outputs"], at.key("outputs"), OUTPUTS)
+    return _cache_config(inputs, outputs, at, depends_on)
+
+
+_CACHE_SHAPE = 'cache: { "inputs": { "files": ["src/**"] }, "outputs": { "files": ["dist/**"] } }'
+_CACHE_BOOL_HINT = ("in vx a task caches only when it declares "
+                    + _CACHE_SHAPE + "; without `cache` it always runs")
+
+
+def _part(value: Any, at: At, level: Level) -> dict[str, Any]:
+    """cache.inputs / cache.outputs: an object that must name `files` (`[]` is valid)."""
+    if isinstance(value, list):
+        at.refuse(f"`{at.field}` must be an object, got an array",
+                  hint=f"did you mean `{{ \"files\": {json.dumps(value)} }}`?")
+    body = _object(value, at)
+    _keys(body, at, level)
+    if "files" not in body:
+        at.refuse(f"`{at.field}` needs `files`", hint=f"`[]` is valid; {_CACHE_SHAPE}")
+    return body
+
+
+def _cache_config(inputs: dict[str, Any], outputs: dict[str, Any], at: At,
+                  depends_on: tuple[str, ...]) -> CacheConfig:
+    in_at, out_at = at.key("inputs"), at.key("outputs")
+    output_files = _globs(outputs["files"], out_at.key("files"))
+    _refuse_own_files(output_files, out_at.key("files"))
+    tasks = _input_tasks(inputs["tasks"], in_at.key("tasks"), depends_on) if "tasks" in inputs else None
+    return CacheConfig(
+        input_files=_globs(inputs["files"], in_at.key("files")),
+        output_files=output_files,
+        input_workspace_files=_optional(inputs, "workspaceFiles", in_at, _globs),
+        output_workspace_files=_optional(outputs, "workspaceFiles", out_at, _globs),
+        input_env=_optional(inputs, "env", in_at, _env_names),
+        input_tasks=tasks,
+    )
+
+
+def _optional(body: dict[str, Any], key: str, at: At,
+              check: Callable[[Any, At], tuple[str, ...]]) -> tuple[str, ...]:
+    return check(body[key], at.key(key)) if key in body else ()
+
+
+def _refuse_own_files(globs: tuple[str, ...], at: At) -> None:
+    """Outputs are wiped before a run: one covering the manifest or config would delete it."""
+    for i, pattern in enumerate(globs):
+        if pattern.startswith("!"):
+            continue
+        for name in _PROTECTED_FILES:
+            if covers_top_file(pattern, name):
+                at.item(i).refuse(f"output `{pattern}` covers the project's own {name}",
+                                  hint="outputs are deleted before the task runs; name the "
+                                  "directory it writes, such as \"dist/**\"")
+
+
+def _input_tasks(value: Any, at: At, depends_on: tuple[str, ...]) -> tuple[str, ...]:
+    """cache.inputs.tasks (KEY-10); an exact entry must be one dependsOn can reach."""
+    entries = _strings(value, at, "task filters")
+    for i, entry in enumerate(entries):
+        why = _filter_problem(entry)
+        if why:
+            at.item(i).refuse(f"`{entry}` {why}", hint=_FILTER_HINT)
+        if not _named_by(entry, depends_on):
+            at.item(i).refuse(f"`{entry}` names no task in dependsOn "
+                              f"({', '.join(depends_on) or 'none declared'})",
+                              hint="`name` is this project's task, `^name` its dependencies', "
+                              "`pkg#name` one package's; an entry no dependsOn reaches matches "
+                              "nothing. Fix it, or use [] to decouple on purpose")
+    return entries
+
+
+_FILTER_HINT = "entries are `*`, `^*`, `name`, `^name`, `pkg#name`, patterns, and `!` exclusions"
+
+
+def _split_form(spec: str) -> tuple[str, str, str]:
+    """(form, package, task): form is self, deps or cross."""
+    if spec.startswith("^"):
+        return "deps", "", spec[1:]
+    package, hash_, task = spec.partition("#")
+    return ("cross", package, task) if hash_ else ("self", "", spec)
+
+
+def _pattern_match(pattern: str, name: str) -> bool:
+    if "*" not in pattern:
+        return pattern == name
+    return re.fullmatch(".*".join(map(re.escape, pattern.split("*"))), name) is not None
+
+
+def _named_by(entry: str, depends_on: tuple[str, ...]) -> bool:
+    """Negations and patterns stay silent; an exact entry needs a dependsOn of a reaching form."""
+    if entry.startswith("!"):
+        return True
+    form, package, task = _split_form(entry)
+    if "*" in task or "*" in package:
+        return True
+    for dep_form, dep_package, dep_task in map(_split_form, depends_on):
+        if not _pattern_match(dep_task, task):
+            continue
+        if form == dep_form == "cross":
+            if _pattern_match(dep_package, package):
+                return True
+        elif form == dep_form or "cross" in (form, dep_form):
+            return True
+    return False
+
