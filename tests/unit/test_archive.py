@@ -17,8 +17,10 @@ import pytest
 import zstandard
 
 from vx.model import CACHE_VERSION, LogChunk
-from vx.store import archive
-from vx.store.archive import ArchiveError, OutputFile, pack, unpack
+from vx.store import archive, unpacking
+from vx.store.archive import ArchiveError, OutputFile
+from vx.store.packing import pack
+from vx.store.unpacking import unpack
 
 ALL = lambda path: True  # noqa: E731 - the `allowed` predicate that admits every output
 
@@ -330,7 +332,7 @@ def test_refuses_past_the_decompressed_ceiling_while_streaming(tmp_path, monkeyp
     ws = tmp_path / "ws"
     write(ws, "zeros.bin", bytes(300_000))  # compresses to almost nothing: a small bomb
     blob = pack_ws(tmp_path, ws, ["zeros.bin"]).read_bytes()
-    monkeypatch.setattr(archive, "MAX_UNPACKED", 200_000)
+    monkeypatch.setattr(unpacking, "MAX_UNPACKED", 200_000)
     refused(tmp_path, blob, "too large")
 
 

@@ -68,7 +68,7 @@ def test_save_then_probe_is_a_hit_with_rows_and_log_lc05_lc06(store, ws):
 
 def test_probe_never_opens_the_artifact_lc06(store, ws, monkeypatch):
     save(store)
-    monkeypatch.setattr(local.archive, "unpack", lambda *a, **k: pytest.fail("probe opened an artifact"))
+    monkeypatch.setattr(local.unpacking, "unpack", lambda *a, **k: pytest.fail("probe opened an artifact"))
     assert "k1" in store.probe(["k1"])
 
 

@@ -8,7 +8,7 @@ import pytest
 import zstandard
 
 from vx.model import CACHE_VERSION, LogChunk
-from vx.store import archive
+from vx.store import packing, unpacking
 from vx.store.ingest import file_dir_clash, ingest
 from vx.store.remote import REJECTED, RemoteFailure
 
@@ -22,7 +22,7 @@ def packed(tmp_path, files=None, key=KEY):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
     dest = tmp_path / "artifact.tar.zst"
-    archive.pack(dest, key=key, log=[LogChunk(1, b"built\n")], files=[(r, root / r) for r in files])
+    packing.pack(dest, key=key, log=[LogChunk(1, b"built\n")], files=[(r, root / r) for r in files])
     return dest
 
 
@@ -109,7 +109,7 @@ def test_a_flipped_bit_fails_the_sum_or_the_frame(tmp_path):
 def test_a_decompression_bomb_stops_at_the_ceiling(tmp_path, monkeypatch):
     path = packed(tmp_path, {"packages/a/dist/big.bin": "\0" * (4 << 20)})
     assert path.stat().st_size < 4096  # tiny on the wire
-    monkeypatch.setattr(archive, "MAX_UNPACKED", 1 << 20)
+    monkeypatch.setattr(unpacking, "MAX_UNPACKED", 1 << 20)
     assert "ceiling" in rejected(path)
 
 

@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 
 from vx.model import LogChunk
-from vx.store import archive
+from vx.store import packing
 from vx.store.layered import FETCH_WORKERS, Downloaded, LayeredStore, Wanted
 from vx.store.local import Entry, LocalStore
 from vx.store.policy import CacheAxes
@@ -60,7 +60,7 @@ def artifact(tmp_path: Path, key: str) -> bytes:
     root = tmp_path / "src-ws"
     (root / "dist").mkdir(parents=True, exist_ok=True)
     (root / "dist/out.js").write_text(f"built {key}")
-    archive.pack(tmp_path / "a.tar.zst", key=key, log=[LogChunk(1, b"ok\n")], files=[("dist/out.js",
+    packing.pack(tmp_path / "a.tar.zst", key=key, log=[LogChunk(1, b"ok\n")], files=[("dist/out.js",
                                                                                      root / "dist/out.js")])
     return (tmp_path / "a.tar.zst").read_bytes()
 

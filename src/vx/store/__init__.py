@@ -4,8 +4,10 @@ Import this package lazily (from the run pipeline, not at `vx --version`): its m
 pull in `sqlite3` and `zstandard` only when a store opens or an artifact is packed.
 """
 
-from vx.store.archive import ArchiveError, OutputFile, PackInfo, Unpacked, pack, unpack
+from vx.store.archive import ArchiveError, OutputFile, PackInfo
 from vx.store.local import DamagedEntry, Entry, LocalStore
+from vx.store.packing import pack
+from vx.store.unpacking import Unpacked, unpack
 
 __all__ = [
     "ArchiveError",

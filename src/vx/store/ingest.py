@@ -7,7 +7,7 @@ and it stayed under the size bounds while it streamed — compressed at download
 (`remoteCache.maxArtifactSize`), decompressed while checking (the archive reader's ceiling),
 so a decompression bomb stops at the ceiling instead of filling the disk.
 
-The checks are the archive reader's own (`archive.check`, the one `unpack` uses), run once
+The checks are the archive reader's own (`unpacking.check`, the one `unpack` uses), run once
 here on the whole artifact with nothing written, and again at restore.
 """
 
@@ -16,14 +16,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Iterable
 
-from vx.store import archive
+from vx.store import archive, unpacking
 from vx.store.remote import REJECTED, RemoteFailure
 
 
-def ingest(path: Path, *, key: str, allowed: Callable[[str], bool]) -> archive.Checked:
+def ingest(path: Path, *, key: str, allowed: Callable[[str], bool]) -> unpacking.Checked:
     """Return what the artifact at `path` holds, or raise RemoteFailure(REJECTED) saying why not."""
     try:
-        checked = archive.check(path, key=key, allowed=allowed)
+        checked = unpacking.check(path, key=key, allowed=allowed)
     except archive.ArchiveError as exc:
         raise RemoteFailure(REJECTED, exc.message) from None
     clash = file_dir_clash(f.path for f in checked.files)

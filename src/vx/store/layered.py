@@ -30,7 +30,7 @@ from msgspec import Struct
 
 from vx.errors import EnvironmentFailure
 from vx.model import LogChunk
-from vx.store import archive
+from vx.store import archive, packing, unpacking
 from vx.store.ingest import ingest
 from vx.store.local import DamagedEntry, Entry, LocalStore
 from vx.store.policy import CacheAxes
@@ -55,7 +55,7 @@ class Downloaded(Struct, frozen=True):
 
     key: str
     path: Path
-    checked: archive.Checked
+    checked: unpacking.Checked
 
 
 class LayeredStore:
@@ -207,7 +207,7 @@ class LayeredStore:
         if not isinstance(entry, Downloaded):
             return self.local.restore(entry, allowed)
         try:
-            return archive.unpack(entry.path, key=entry.key, allowed=allowed, root=self.local.root).log
+            return unpacking.unpack(entry.path, key=entry.key, allowed=allowed, root=self.local.root).log
         except archive.ArchiveError as exc:
             raise DamagedEntry(exc.message) from None
         finally:
@@ -225,7 +225,7 @@ class LayeredStore:
         if temp is None:
             return 0
         try:
-            info = archive.pack(temp, key=key, log=fields["log"], files=[(p, self.local.root / p)
+            info = packing.pack(temp, key=key, log=fields["log"], files=[(p, self.local.root / p)
                                                                           for p in fields["files"]])
         except BaseException:
             self._forget(temp)

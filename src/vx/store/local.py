@@ -24,7 +24,7 @@ from msgspec import Struct, field
 
 from vx.errors import EnvironmentFailure
 from vx.model import LogChunk
-from vx.store import archive
+from vx.store import archive, packing, unpacking
 from vx.store.archive import ArchiveError, OutputFile
 
 if TYPE_CHECKING:
@@ -319,11 +319,11 @@ class LocalStore:
         t0 = time.perf_counter()
         return self.finish_restore(entry, self.extract(entry, allowed), time.perf_counter() - t0)
 
-    def extract(self, entry: Entry, allowed: Callable[[str], bool]) -> archive.Unpacked | str:
+    def extract(self, entry: Entry, allowed: Callable[[str], bool]) -> unpacking.Unpacked | str:
         """The file half of `restore`: unpack, or say why the artifact is damaged. It never touches
         the index, so a forked restore worker may run it (the hit lane's process pool)."""
         try:
-            return archive.unpack(self.artifact(entry.key), key=entry.key, allowed=allowed, root=self.root)
+            return unpacking.unpack(self.artifact(entry.key), key=entry.key, allowed=allowed, root=self.root)
         except FileNotFoundError:
             return "the artifact vanished since the lookup"
         except ArchiveError as e:
@@ -331,7 +331,7 @@ class LocalStore:
         except OSError as e:
             return f"unreadable artifact: {e.strerror}"
 
-    def finish_restore(self, entry: Entry, extracted: archive.Unpacked | str, seconds: float) -> tuple[LogChunk, ...]:
+    def finish_restore(self, entry: Entry, extracted: unpacking.Unpacked | str, seconds: float) -> tuple[LogChunk, ...]:
         """The index half of `restore`: stamp what was written, or drop a damaged entry and raise."""
         if isinstance(extracted, str):
             self._drop([(entry.key, entry.crc)])
@@ -413,11 +413,11 @@ class LocalStore:
         return info.size_bytes
 
     def adopt(self, temp: Path, key: str, *, task_id: str, command: str, duration_ms: float,
-              checked: archive.Checked, size_bytes: int) -> Entry:
+              checked: unpacking.Checked, size_bytes: int) -> Entry:
         """Index an artifact that arrived from elsewhere (a remote hit) as if it was saved here.
 
         Why: the downloaded bytes become the local record unchanged, so the next run hits
-        locally. `temp` must sit in the cache dir and already have passed `archive.check`.
+        locally. `temp` must sit in the cache dir and already have passed `unpacking.check`.
         """
         kept = bound_log(checked.log)
         exec_meta = checked.meta.get("exec") if isinstance(checked.meta.get("exec"), dict) else {}
@@ -437,7 +437,7 @@ class LocalStore:
         meta = {"exec": {"cpuMs": cpu_ms, "peakRssBytes": peak_rss_bytes}}
         temp = self._temp(key)
         try:
-            info = archive.pack(temp, key=key, log=log, files=[(p, self.root / p) for p in files], meta=meta)
+            info = packing.pack(temp, key=key, log=log, files=[(p, self.root / p) for p in files], meta=meta)
         except ArchiveError:
             _quiet_unlink(temp)
             raise

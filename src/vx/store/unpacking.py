@@ -1,0 +1,483 @@
+"""Read one artifact back: validate everything before it counts, all or nothing (LC-09, LC-12).
+
+The zstd frame must fill the file exactly; every header, pax record, name and size is
+checked and every byte is counted against the decompressed ceiling; only regular files
+under the task's declared outputs are written, and a refused artifact leaves the workspace
+as it was. `check` runs the same reader with nothing written (RC-05). `zstandard` is
+imported where it is used, never at module top.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import zlib
+from pathlib import Path
+from types import MappingProxyType
+from typing import BinaryIO, Callable, Mapping, Sequence
+
+from msgspec import Struct
+
+from vx.errors import EnvironmentFailure
+from vx.model import CACHE_VERSION, LogChunk
+from vx.store.archive import (
+    _MODE_MASK,
+    _USTAR_MAGIC,
+    _ZERO_BLOCK,
+    BLOCK,
+    CHUNK,
+    LOG_ENTRY,
+    META_ENTRY,
+    OUTPUTS,
+    SUM_ENTRY,
+    ArchiveError,
+    OutputFile,
+    check_name,
+    decode_log,
+)
+
+PAX_CAP = 1 << 20  # inventory 8.3: a pax header over 1 MiB is refused
+MAX_UNPACKED = 2 << 30  # inventory 8.3: the decompressed ceiling, counted while streaming
+IN_MEMORY_CAP = 64 << 20  # the log and meta entries are read whole; bound them
+
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+class Unpacked(Struct, frozen=True):
+    log: tuple[LogChunk, ...]
+    files: tuple[OutputFile, ...]
+
+
+def _frame_end(fd: int) -> int:
+    """Walk the zstd frame's block headers to find where the frame ends.
+
+    The decompressor stops at the frame end without telling us what follows, so this is
+    how truncation and trailing bytes are caught before anything is decoded.
+    """
+    import zstandard
+
+    head = os.pread(fd, 18, 0)
+    if head[:4] != _ZSTD_MAGIC:
+        raise ArchiveError("not a zstd artifact (bad magic)")
+    try:
+        pos = zstandard.frame_header_size(head)
+    except zstandard.ZstdError:
+        raise ArchiveError("truncated artifact: the zstd frame header is cut short") from None
+    while True:
+        block = os.pread(fd, 3, pos)
+        if len(block) < 3:
+            raise ArchiveError("truncated artifact: the zstd frame ends early")
+        value = int.from_bytes(block, "little")
+        kind, size = (value >> 1) & 3, value >> 3
+        if kind == 3:
+            raise ArchiveError("corrupt artifact: reserved zstd block type")
+        pos += 3 + (1 if kind == 1 else size)
+        if value & 1:
+            return pos + (4 if head[4] & 0x04 else 0)
+
+
+class _Inflow:
+    """Exact reads from the decompressed stream, counted against MAX_UNPACKED."""
+
+    def __init__(self, reader: BinaryIO):
+        self._reader = reader
+        self.total = 0
+        self.crc = 0  # running CRC-32 over entry names, NULs and bodies
+
+    def body(self, n: int) -> bytes:
+        """Read entry body bytes, folding them into the running sum."""
+        data = self.read(n)
+        self.crc = zlib.crc32(data, self.crc)
+        return data
+
+    def reserve(self, n: int, what: str) -> None:
+        if self.total + n > MAX_UNPACKED:
+            raise ArchiveError(f"artifact too large: {what} goes past the {MAX_UNPACKED} byte ceiling")
+
+    def read(self, n: int) -> bytes:
+        self.reserve(n, "the decompressed stream")
+        data = self._read_some(n)
+        while len(data) < n:
+            more = self._read_some(n - len(data))
+            if not more:
+                raise ArchiveError("truncated artifact: the tar stream ends early")
+            data += more
+        self.total += n
+        return data
+
+    def rest_is_zero(self) -> bool:
+        """Consume what follows the end-of-archive blocks; only zero padding may follow."""
+        while chunk := self._read_some(CHUNK):
+            self.total += len(chunk)
+            self.reserve(0, "padding")
+            if chunk.count(0) != len(chunk):
+                return False
+        return True
+
+    def _read_some(self, n: int) -> bytes:
+        import zstandard
+
+        try:
+            return self._reader.read(n)
+        except zstandard.ZstdError as e:
+            raise ArchiveError(f"corrupt artifact: {e}") from None
+
+
+def _number(field: bytes, what: str) -> int:
+    digits = field.rstrip(b"\0 ").lstrip(b" ")
+    if digits and not all(0x30 <= b <= 0x37 for b in digits):
+        raise ArchiveError(f"corrupt tar header: {what} is not octal")
+    return int(digits or b"0", 8)
+
+
+def _parse_header(block: bytes) -> tuple[bytes, int, bytes]:
+    """Check one ustar header; return (raw name, size, typeflag)."""
+    if block[257:265] != _USTAR_MAGIC:
+        raise ArchiveError("corrupt artifact: not a ustar header")
+    stored = _number(block[148:156], "checksum")
+    if stored != sum(block[:148]) + 8 * 0x20 + sum(block[156:]):
+        raise ArchiveError("corrupt artifact: tar header checksum mismatch")
+    name, prefix = block[:100].split(b"\0", 1)[0], block[345:500].split(b"\0", 1)[0]
+    return (prefix + b"/" + name if prefix else name), _number(block[124:136], "size"), block[156:157]
+
+
+def _parse_pax(body: bytes) -> dict[str, str]:
+    """Parse `<len> key=value\\n` records; anything malformed refuses the archive."""
+    records, pos = {}, 0
+    try:
+        while pos < len(body):
+            length = int(body[pos : body.index(b" ", pos)])
+            record = body[pos : pos + length]
+            if length <= 0 or not record.endswith(b"\n"):
+                raise ValueError
+            key, value = record[record.index(b" ") + 1 : -1].split(b"=", 1)
+            records[key.decode()] = value.decode()
+            pos += length
+    except ValueError:  # includes UnicodeDecodeError
+        raise ArchiveError("corrupt artifact: malformed pax header") from None
+    return records
+
+
+def _pax_size(value: str) -> int:
+    if not value.isascii() or not value.isdigit():
+        raise ArchiveError(f"corrupt artifact: pax size {value!r} is not a non-negative integer")
+    return int(value)
+
+
+def _next_entry(inflow: _Inflow) -> tuple[str, int] | None:
+    """Read headers up to the next regular entry; None at the end-of-archive block."""
+    pax: dict[str, str] = {}
+    while True:
+        block = inflow.read(BLOCK)
+        if block == _ZERO_BLOCK:
+            if pax:
+                raise ArchiveError("corrupt artifact: a pax header with no entry")
+            return None
+        raw_name, size, typeflag = _parse_header(block)
+        if typeflag == b"x":
+            if size > PAX_CAP:
+                raise ArchiveError(f"refused artifact: pax header of {size} bytes is over 1 MiB")
+            pax.update(_parse_pax(_read_body(inflow, size, summed=False)))
+            continue
+        if typeflag not in (b"0", b"\0"):
+            raise ArchiveError(f"refused artifact: non-regular entry {raw_name!r} (type {typeflag!r})")
+        return _entry_name(raw_name, pax), _pax_size(pax["size"]) if "size" in pax else size
+
+
+def _entry_name(raw: bytes, pax: Mapping[str, str]) -> str:
+    if "path" in pax:
+        return pax["path"]
+    try:
+        return raw.decode()
+    except UnicodeDecodeError:
+        raise ArchiveError(f"refused entry name {raw!r}: not UTF-8") from None
+
+
+def _read_body(inflow: _Inflow, size: int, *, summed: bool = True) -> bytes:
+    body = inflow.body(size) if summed else inflow.read(size)
+    inflow.read(-size % BLOCK)
+    return body
+
+
+def _temp_name() -> str:
+    return f".vx-restore-{os.urandom(6).hex()}"  # what secrets.token_hex does, without its imports
+
+
+class _Extraction:
+    """The first pass: bodies land where nothing is, or in temp siblings; `commit` renames, `abandon` erases.
+
+    A restore runs after its outputs were wiped (LC-08), so most entries have nothing at their
+    final path: those are written in place (no temp, no rename: half the file-system work on
+    a big restore). An entry whose path is taken is written to a temp sibling and renamed over
+    it at commit. Either way `abandon` removes every file this extraction created, and the
+    directories it made, so a refused archive leaves the workspace as it was. Parent
+    directories are checked with lstat: a symlink is never written through.
+    """
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.temps: dict[str, str] = {}  # rel -> the file written: its final path, or a temp sibling
+        self.sizes: dict[str, int] = {}
+        self._dirs_ok: set[str] = set()
+        self._dirs_made: list[str] = []
+
+    def write(self, rel: str, inflow: _Inflow, size: int) -> None:
+        """Stream one output body into place, or beside a file that is in the way."""
+        parent = self._parent_dir(rel)
+        final = os.path.join(parent, rel.rsplit("/", 1)[-1])
+        taken = _lexists_kind(final)
+        if taken == "dir":
+            raise ArchiveError(f"refused entry {rel}: a directory is in the way")
+        path = os.path.join(parent, _temp_name()) if taken else final
+        inflow.reserve(size, f"entry {rel}")
+        fd = self._guarded(rel, os.open, path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        self.temps[rel], self.sizes[rel] = path, size
+        try:
+            left = size
+            while left:
+                data = memoryview(inflow.body(min(CHUNK, left)))
+                left -= len(data)
+                while data:
+                    data = data[self._guarded(rel, os.write, fd, data):]
+        finally:
+            os.close(fd)
+        inflow.read(-size % BLOCK)
+
+    def commit(self, files: Sequence[OutputFile]) -> None:
+        """Apply mode and mtime to each file, then rename the temps into place."""
+        for f in files:
+            path, ns = self.temps[f.path], f.mtime_ms * 10**6
+            self._guarded(f.path, os.chmod, path, f.mode & _MODE_MASK)
+            self._guarded(f.path, os.utime, path, ns=(ns, ns))
+        for f in files:
+            final = os.path.join(self.root, f.path)
+            path = self.temps.pop(f.path)
+            if path != final:
+                self._guarded(f.path, os.replace, path, final)
+
+    def abandon(self) -> None:
+        """Remove every temp and every directory this extraction created."""
+        for temp in self.temps.values():
+            _quiet_unlink(temp)
+        for made in reversed(self._dirs_made):
+            try:
+                os.rmdir(made)
+            except OSError:
+                pass
+
+    def _parent_dir(self, rel: str) -> str:
+        """The entry's parent directory, made if missing; a symlink on the way is refused."""
+        path = str(self.root)
+        for part in rel.split("/")[:-1]:
+            path = os.path.join(path, part)
+            if path not in self._dirs_ok:
+                self._ensure_dir(rel, path)
+                self._dirs_ok.add(path)
+        return path
+
+    def _ensure_dir(self, rel: str, path: str) -> None:
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            self._guarded(rel, os.mkdir, path)
+            self._dirs_made.append(path)
+            return
+        if stat.S_ISLNK(st.st_mode):
+            raise ArchiveError(
+                f"refused entry {rel}: parent {os.path.relpath(path, self.root)} is a symlink",
+                hint="a restore never writes through a link; remove the link and run again",
+            )
+        if not stat.S_ISDIR(st.st_mode):
+            raise ArchiveError(f"refused entry {rel}: {os.path.relpath(path, self.root)} is not a directory")
+
+    def _guarded(self, rel: str, fn: Callable, *args, **kwargs):
+        """Run a workspace write; the machine refusing it is an environment failure, not damage."""
+        try:
+            return fn(*args, **kwargs)
+        except OSError as e:
+            raise EnvironmentFailure(
+                f"cannot restore {rel}: {e.strerror}", facts=(f"path: {os.path.join(self.root, rel)}",)
+            ) from None
+
+
+def _lexists_kind(path: str) -> str | None:
+    """None when nothing is at `path`, "dir" for a directory, "other" for anything else."""
+    try:
+        return "dir" if stat.S_ISDIR(os.lstat(path).st_mode) else "other"
+    except FileNotFoundError:
+        return None
+
+
+def _quiet_unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+class _Read(Struct):
+    """Everything the first pass learned, checked by `_verify` before any rename."""
+
+    log: tuple[LogChunk, ...] = ()
+    meta: dict | None = None
+    sum_ok: bool = False
+
+
+def _read_entries(inflow: _Inflow, extraction: _Extraction, allowed: Callable[[str], bool]) -> _Read:
+    """Walk the archive once: stream outputs into temps, keep log and meta, check the sum."""
+    seen: set[str] = set()
+    found = _Read()
+    while (entry := _next_entry(inflow)) is not None:
+        name, size = entry
+        if name in seen:
+            raise ArchiveError(f"refused artifact: duplicate entry {name!r}")
+        seen.add(name)
+        if name == SUM_ENTRY:
+            _check_sum(inflow, size)
+            found.sum_ok = True
+            break
+        inflow.crc = zlib.crc32(name.encode() + b"\0", inflow.crc)
+        _read_one(name, size, inflow, extraction, allowed, found)
+    if not found.sum_ok:
+        raise ArchiveError("damaged artifact: the checksum entry is missing")
+    if not inflow.rest_is_zero():
+        raise ArchiveError("refused artifact: data after the end of the archive")
+    return found
+
+
+def _check_sum(inflow: _Inflow, size: int) -> None:
+    """Compare the sum entry with what was read; nothing but the end may follow it."""
+    expected = f"{inflow.crc:08x}".encode()
+    if size != len(expected) or _read_body(inflow, size, summed=False) != expected:
+        raise ArchiveError("damaged artifact: checksum mismatch")
+    if _next_entry(inflow) is not None:
+        raise ArchiveError("refused artifact: an entry follows the checksum")
+
+
+def _read_one(
+    name: str, size: int, inflow: _Inflow, extraction: _Extraction, allowed: Callable[[str], bool], found: _Read
+) -> None:
+    """Handle one entry before the sum: an output to a temp file, or the log, or the meta."""
+    if name.startswith(OUTPUTS):
+        rel = check_name(name[len(OUTPUTS) :])
+        if not allowed(rel):
+            raise ArchiveError(f"refused entry {rel}: not a declared output of this task")
+        extraction.write(rel, inflow, size)
+        return
+    if name not in (LOG_ENTRY, META_ENTRY):
+        raise ArchiveError(f"refused artifact: unexpected entry {name!r}")
+    if size > IN_MEMORY_CAP:
+        raise ArchiveError(f"refused artifact: {name} entry of {size} bytes is too large")
+    body = _read_body(inflow, size)
+    if name == LOG_ENTRY:
+        found.log = decode_log(body)
+    else:
+        found.meta = _load_meta(body)
+
+
+def _load_meta(body: bytes) -> dict:
+    try:
+        meta = json.loads(body)
+    except ValueError:
+        raise ArchiveError("damaged artifact: .vx-meta.json is not JSON") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("files"), dict):
+        raise ArchiveError("damaged artifact: .vx-meta.json lacks a files map")
+    return meta
+
+
+_MTIME_MS_LIMIT = (2**63 - 1) // 10**6  # beyond this the ns timestamp overflows
+
+
+def _recorded(rel: str, size: int, spec: object) -> OutputFile:
+    """One meta `files` row as an OutputFile, refusing values a filesystem cannot take."""
+    ok = isinstance(spec, list) and len(spec) == 2 and all(type(v) is int for v in spec)
+    if not ok or not 0 <= spec[0] <= 0o7777 or abs(spec[1]) > _MTIME_MS_LIMIT:
+        raise ArchiveError(f"damaged artifact: bad mode/mtime for {rel} in .vx-meta.json")
+    return OutputFile(rel, size, spec[0] & _MODE_MASK, spec[1])
+
+
+def _verify(found: _Read, extraction: _Extraction, key: str) -> tuple[OutputFile, ...]:
+    """Check the meta against the key and against the outputs actually present (LC-09)."""
+    meta = found.meta
+    if meta is None:
+        raise ArchiveError("damaged artifact: .vx-meta.json is missing")
+    if meta.get("version") != CACHE_VERSION:
+        raise ArchiveError(f"refused artifact: container version {meta.get('version')!r} is not {CACHE_VERSION}")
+    if meta.get("key") != key:
+        raise ArchiveError(f"refused artifact: it records key {meta.get('key')!r}, not {key}")
+    recorded = meta["files"]
+    if set(recorded) != set(extraction.sizes):
+        missing = sorted(set(recorded) ^ set(extraction.sizes))
+        raise ArchiveError(f"damaged artifact: outputs and meta disagree on {', '.join(missing[:3])}")
+    return tuple(_recorded(rel, size, recorded[rel]) for rel, size in extraction.sizes.items())
+
+
+def _frame_reader(raw):
+    """A streaming reader over the one zstd frame that must fill the file exactly (no tail, no cut)."""
+    import zstandard
+
+    end = _frame_end(raw.fileno())
+    size = os.fstat(raw.fileno()).st_size
+    if end != size:
+        raise ArchiveError("truncated artifact" if end > size else "refused artifact: trailing data after the zstd frame")
+    return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=False, closefd=False)
+
+def unpack(src: Path, *, key: str, allowed: Callable[[str], bool], root: Path) -> Unpacked:
+    """Validate the artifact at `src` and extract its outputs under `root`, all or nothing.
+
+    Raises ArchiveError when the artifact or a name is refused (nothing visible changes),
+    EnvironmentFailure when the workspace refuses a write, OSError when `src` is unreadable.
+    """
+    with open(src, "rb") as raw:
+        reader = _frame_reader(raw)
+        extraction = _Extraction(root)
+        try:
+            found = _read_entries(_Inflow(reader), extraction, allowed)
+            files = _verify(found, extraction, key)
+            extraction.commit(files)
+        except BaseException:
+            extraction.abandon()
+            raise
+    return Unpacked(found.log, files)
+
+
+# ---------------------------------------------------------------- checking without extracting
+
+
+class Checked(Struct, frozen=True):
+    """What `check` proved about an artifact: its outputs, log, meta and sum, nothing written."""
+
+    files: tuple[OutputFile, ...]
+    log: tuple[LogChunk, ...]
+    meta: Mapping[str, object]
+    crc: str
+
+
+class _Tally:
+    """A stand-in for `_Extraction` that folds each body into the sum and writes nothing."""
+
+    def __init__(self) -> None:
+        self.sizes: dict[str, int] = {}
+
+    def write(self, rel: str, inflow: _Inflow, size: int) -> None:
+        self.sizes[rel] = size
+        inflow.reserve(size, f"entry {rel}")
+        left = size
+        while left:
+            left -= len(inflow.body(min(CHUNK, left)))
+        inflow.read(-size % BLOCK)
+
+
+def check(src: Path, *, key: str, allowed: Callable[[str], bool]) -> Checked:
+    """Run every check `unpack` runs on the artifact at `src`, without writing anything.
+
+    Why: an artifact from a remote is proven before it enters the local store (RC-05), long
+    before its task's turn to restore it; the same reader guards both doors.
+    """
+    with open(src, "rb") as raw:
+        reader = _frame_reader(raw)
+        inflow, tally = _Inflow(reader), _Tally()
+        found = _read_entries(inflow, tally, allowed)  # type: ignore[arg-type]
+        files = _verify(found, tally, key)  # type: ignore[arg-type]
+    return Checked(files, found.log, MappingProxyType(dict(found.meta or {})), f"{inflow.crc:08x}")
