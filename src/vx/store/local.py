@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Collection, Iterable, Iterator, Sequence
 
-from msgspec import Struct, field
+from msgspec import Struct
 
 from vx.errors import EnvironmentFailure
 from vx.model import LogChunk
