@@ -7,8 +7,8 @@ CRC-32 of every earlier entry's name, NUL and body, which must be last.
 Both directions are written by hand (`packing` writes, `unpacking` reads) rather than with
 `tarfile` because the reader is the security boundary of the cache: artifacts may come from
 a remote, so every name, size and header is checked, nothing but regular files is
-materialised, and nothing becomes visible in the workspace until the whole archive has
-proven itself (LC-09, LC-12).
+materialised, and nothing is kept in the workspace unless the whole archive has proven itself:
+a refused one leaves the workspace as the restore's wipe left it (LC-09, LC-12).
 
 This module holds what both directions share: the entry names and block constants,
 `ArchiveError`, the output records, the log framing and the name rule.

@@ -2,8 +2,8 @@
 
 The index answers the warm path alone: `probe` and `is_up_to_date` are pure SQL plus
 lstat, and a hit replays its log from the row, so a fully cached run never opens an
-artifact. The artifact is the record: `restore` re-validates it completely before
-anything becomes visible, and a damaged one is dropped and becomes a miss (LC-12).
+artifact. The artifact is the record: `restore` re-validates it completely and keeps nothing
+of one that fails, and a damaged one is dropped and becomes a miss (LC-12).
 
 `sqlite3` is imported when a store opens, never at import time.
 """

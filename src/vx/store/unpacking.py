@@ -426,7 +426,7 @@ def _frame_reader(raw):
 def unpack(src: Path, *, key: str, allowed: Callable[[str], bool], root: Path) -> Unpacked:
     """Validate the artifact at `src` and extract its outputs under `root`, all or nothing.
 
-    Raises ArchiveError when the artifact or a name is refused (nothing visible changes),
+    Raises ArchiveError when the artifact or a name is refused (whatever it wrote is removed again),
     EnvironmentFailure when the workspace refuses a write, OSError when `src` is unreadable.
     """
     with open(src, "rb") as raw:
