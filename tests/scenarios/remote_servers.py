@@ -199,8 +199,13 @@ class NxServer(ThreadingHTTPServer):
         self.tokens = tokens  # token -> "read" | "write"
         self.records: dict[str, bytes] = {}
         self.seen: list[str] = []
+        self.connections = 0  # TCP connections accepted: keep-alive reuse shows here
         self.url = f"http://127.0.0.1:{self.server_address[1]}"
         threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    def process_request(self, request, client_address) -> None:
+        self.connections += 1
+        super().process_request(request, client_address)
 
     def close(self) -> None:
         self.shutdown()

@@ -73,6 +73,9 @@ class Reply(Struct):
         if length is not None and total != length:
             self.close(reuse=False)
             raise RemoteFailure(BAD_RESPONSE, f"the body ended after {total} of {length} bytes")
+        # `read1` stops at Content-Length without marking the response done; until it is, the
+        # thread's kept-alive connection answers its next request with ResponseNotReady.
+        self.close()
         return total
 
     def close(self, *, reuse: bool = True) -> None:
