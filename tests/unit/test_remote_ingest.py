@@ -30,18 +30,26 @@ def in_dist(path):
     return path.startswith("packages/a/dist/")
 
 
-def handmade(tmp_path, names, key=KEY):
-    """A zstd ustar built by tarfile, not by vx: hostile shapes vx's own writer refuses to make."""
+def _entries(names, key=KEY):
+    meta = {"key": key, "version": CACHE_VERSION, "files": {n[len("outputs/"):]: [420, 0] for n in names}}
+    return [("log", b""), *((n, b"x") for n in names), (".vx-meta.json", json.dumps(meta).encode())]
+
+
+def _zstd_ustar(path, entries):
+    """Write `entries` as a ustar by tarfile (not vx's writer), compressed as one zstd frame."""
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.USTAR_FORMAT) as tar:
-        meta = {"key": key, "version": CACHE_VERSION, "files": {n[len("outputs/"):]: [420, 0] for n in names}}
-        for name, data in [("log", b""), *((n, b"x") for n in names), (".vx-meta.json", json.dumps(meta).encode())]:
+        for name, data in entries:
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
-    path = tmp_path / "hand.tar.zst"
     path.write_bytes(zstandard.ZstdCompressor().compress(raw.getvalue()))
     return path
+
+
+def handmade(tmp_path, names, key=KEY):
+    """A zstd ustar built by tarfile, not by vx: hostile shapes vx's own writer refuses to make."""
+    return _zstd_ustar(tmp_path / "hand.tar.zst", _entries(names, key))
 
 
 def rejected(path, key=KEY, allowed=in_dist) -> str:
@@ -81,21 +89,11 @@ def handmade_with_sum(tmp_path, names):
     """Like `handmade` but with a correct `.vx-sum`, so only the shape is wrong."""
     import zlib
 
-    meta = json.dumps({"key": KEY, "version": CACHE_VERSION,
-                       "files": {n[len("outputs/"):]: [420, 0] for n in names}}).encode()
-    entries = [("log", b""), *((n, b"x") for n in names), (".vx-meta.json", meta)]
+    entries = _entries(names)
     crc = 0
     for name, data in entries:
         crc = zlib.crc32(data, zlib.crc32(name.encode() + b"\0", crc))
-    raw = io.BytesIO()
-    with tarfile.open(fileobj=raw, mode="w", format=tarfile.USTAR_FORMAT) as tar:
-        for name, data in [*entries, (".vx-sum", f"{crc:08x}".encode())]:
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    path = tmp_path / "sum.tar.zst"
-    path.write_bytes(zstandard.ZstdCompressor().compress(raw.getvalue()))
-    return path
+    return _zstd_ustar(tmp_path / "sum.tar.zst", [*entries, (".vx-sum", f"{crc:08x}".encode())])
 
 
 def test_a_flipped_bit_fails_the_sum_or_the_frame(tmp_path):
