@@ -11,23 +11,12 @@ import os
 import threading
 from pathlib import Path
 
-# A file whose mtime (or ctime) is this close to "now" may still be changing inside one
-# timestamp tick, so neither its memoised hash nor a clean stat can be trusted.
-RACY_NS = 50_000_000
-COARSE_RACY_NS = 2_000_000_000  # file systems with whole-second timestamps
 
 Stat = tuple[int, int, int, int]  # (mtime_ns, size, ctime_ns, ino)
 
 
 def _stat_key(st: os.stat_result) -> Stat:
     return (st.st_mtime_ns, st.st_size, st.st_ctime_ns, st.st_ino)
-
-
-def _racy(st: os.stat_result, now_ns: int) -> bool:
-    """Whether the file may change again without its stat changing (still inside one tick)."""
-    newest = max(st.st_mtime_ns, st.st_ctime_ns)
-    coarse = st.st_mtime_ns % 1_000_000_000 == 0 and st.st_ctime_ns % 1_000_000_000 == 0
-    return newest >= now_ns - (COARSE_RACY_NS if coarse else RACY_NS)
 
 
 def blob_oid(data: bytes, algo: str = "sha1") -> str:

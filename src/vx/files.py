@@ -29,7 +29,8 @@ from typing import Iterator, Sequence
 
 from msgspec import Struct
 
-from vx.blobs import RACY_NS, Stat, _BlobMemo, _hash_open_file, _racy, _stat_key, blob_oid
+from vx import witness
+from vx.blobs import Stat, _BlobMemo, _hash_open_file, _stat_key, blob_oid
 from vx.errors import EnvironmentFailure
 from vx.globs import GlobSet
 from vx.listing import _git_listing, _Listing, _repo_root, _spawn_git_listing, _walk_listing
@@ -154,6 +155,7 @@ class FileIndex:
     def _hash_from_disk(self, path: str) -> str | None:
         """Hash a worktree file as git would; None when it is missing or not a file."""
         abs_path = os.path.join(self.root, path)
+        witness.read(abs_path)
         try:
             st = os.lstat(abs_path)
             if stat.S_ISLNK(st.st_mode):
@@ -176,7 +178,7 @@ class FileIndex:
             if oid is None:
                 oid = _hash_open_file(f, st.st_size, self._l.algo)
                 settled = _stat_key(os.fstat(f.fileno())) == key  # unchanged while we read
-                if settled and not _racy(st, time.time_ns()):
+                if settled and not witness.racy(st, time.time_ns()):
                     self._memo.put(path, key, oid)
         return ("100755:" if st.st_mode & stat.S_IXUSR else "") + oid
 
@@ -314,7 +316,7 @@ class FileIndex:
         return self._first_not_ignored(sorted(now - known))
 
     def _first_changed(self, snapshot: Snapshot, started_ns: int) -> str | None:
-        limit = started_ns - RACY_NS
+        limit = started_ns - witness.RACY_NS
         for path, before in snapshot.stats:
             try:
                 st = os.lstat(os.path.join(self.root, path))
@@ -402,6 +404,7 @@ _JSON_STRING_VALUE = re.compile(r':\s*"([^"]+)"')
 
 def _bun_patch_files(root: Path) -> list[str]:
     """The patch files `bun.lock` names (KEY-04): editing a patch changes every install."""
+    witness.read(os.path.join(root, "bun.lock"))
     try:
         text = (root / "bun.lock").read_text("utf-8", "replace")
     except OSError:

@@ -16,6 +16,7 @@ from typing import Iterable, Sequence
 
 from msgspec import Struct
 
+from vx import witness
 from vx.errors import EnvironmentFailure
 from vx.walk import _not_skipped, _walk_files
 
@@ -39,6 +40,7 @@ class _Listing(Struct):
 def _repo_root(root: Path) -> Path | None:
     """The nearest directory at or above root holding `.git` (a dir, or a worktree's file)."""
     for d in (root, *root.parents):
+        witness.probed(os.path.join(d, ".git"))
         if (d / ".git").exists():
             return d
     return None
@@ -49,6 +51,7 @@ def _git_dir(toplevel: Path) -> Path:
     dot = toplevel / ".git"
     if dot.is_dir():
         return dot
+    witness.read(str(dot))
     try:
         text = dot.read_text()
     except OSError:
@@ -56,6 +59,7 @@ def _git_dir(toplevel: Path) -> Path:
     gitdir = Path(text.partition("gitdir:")[2].strip())
     gitdir = gitdir if gitdir.is_absolute() else toplevel / gitdir
     common = gitdir / "commondir"
+    witness.read(str(common))
     if common.is_file():
         return (gitdir / common.read_text().strip()).resolve()
     return gitdir
@@ -74,6 +78,7 @@ def _spawn_git(cwd: Path, args: Sequence[str]) -> subprocess.Popen:
 def _collect(proc: subprocess.Popen, what: str, root: Path, required: bool = True) -> str:
     """Read a spawned git to the end; refuse plainly (never a traceback) if it failed."""
     out, err = proc.communicate()
+    witness.ran(proc.args, proc.returncode, out)
     if proc.returncode != 0 and not required:
         return ""
     if proc.returncode != 0:
@@ -197,6 +202,7 @@ def _attributes_risky(text: str) -> bool:
 
 
 def _file_risky(path: Path) -> bool:
+    witness.read(str(path))
     try:
         return _attributes_risky(path.read_text("utf-8", "replace"))
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError):

@@ -11,6 +11,8 @@ import stat
 from pathlib import Path
 from typing import Callable
 
+from vx import witness
+
 _WALK_SKIP = frozenset({".git", ".vx", "node_modules"})
 
 
@@ -22,6 +24,7 @@ def _walk_files(root: Path, start: str, descend: Callable[[str], bool]) -> list[
     """
     out: list[str] = []
     base = os.path.join(root, start) if start else str(root)
+    witness.probed(base)
     try:
         st = os.lstat(base)
     except OSError:
@@ -31,8 +34,10 @@ def _walk_files(root: Path, start: str, descend: Callable[[str], bool]) -> list[
     stack = [start]
     while stack:
         d = stack.pop()
+        here = os.path.join(root, d) if d else str(root)
+        witness.read(here)
         try:
-            entries = list(os.scandir(os.path.join(root, d) if d else root))
+            entries = list(os.scandir(here))
         except (FileNotFoundError, NotADirectoryError):
             continue
         for e in entries:
@@ -72,8 +77,10 @@ def _symlinked_ancestor(root: Path, rel: str, seen: dict[str, bool | None] | Non
 
 
 def _is_link(root: Path, head: str) -> bool | None:
+    path = os.path.join(root, head)
+    witness.probed(path)
     try:
-        return stat.S_ISLNK(os.lstat(os.path.join(root, head)).st_mode)
+        return stat.S_ISLNK(os.lstat(path).st_mode)
     except OSError:
         return None
 

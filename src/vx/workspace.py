@@ -16,6 +16,7 @@ from typing import Any, Iterator
 
 from msgspec import Struct
 
+from vx import witness
 from vx.errors import ConfigError, WorkspaceError
 from vx.model import ROOT_PROJECT, Package, Workspace
 from vx.semver import satisfies
@@ -296,8 +297,10 @@ class _Listing:
         return self.memo[rel]
 
     def _scan(self, rel: str) -> Iterator[str]:
+        path = os.path.join(self.root, rel) if rel else self.root
+        witness.read(path)
         try:
-            with os.scandir(os.path.join(self.root, rel) if rel else self.root) as entries:
+            with os.scandir(path) as entries:
                 for entry in entries:
                     if entry.name != "node_modules" and _is_dir(entry):
                         if entry.is_symlink():
@@ -327,6 +330,7 @@ def _is_dir(entry: os.DirEntry[str]) -> bool:
 
 
 def _read_text(path: Path) -> str | None:
+    witness.read(str(path))
     try:
         with open(path, encoding="utf-8") as f:
             return f.read()
@@ -340,8 +344,10 @@ def _read_manifest(root: Path, rel: str) -> dict[str, Any] | None:
 
 
 def _read_json(root: Path, rel: str) -> dict[str, Any] | None:
+    path = os.path.join(root, rel)
+    witness.read(path)
     try:
-        with open(os.path.join(root, rel), "rb") as f:
+        with open(path, "rb") as f:
             data = f.read()
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError):
         return None
@@ -361,6 +367,7 @@ def _manager(root: _Root) -> str:
     declared = (root.manifest or {}).get("packageManager")
     if isinstance(declared, str) and declared.split("@")[0] in _MANAGERS:
         return declared.split("@")[0]
+    witness.read(str(root.dir))
     names = set(os.listdir(root.dir))
     for lockfile, manager in _LOCKFILES:
         if lockfile in names:

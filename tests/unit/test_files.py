@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from vx import blobs, files
+from vx import blobs, files, witness
 from vx.errors import VxError
 from vx.files import FileIndex, fingerprint
 from vx.globs import GlobSet
@@ -177,7 +177,7 @@ def test_key12_sha256_repo_hashes_with_sha256(tmp_path):
 
 
 def test_key12_memo_spares_a_second_read(repo, monkeypatch):
-    monkeypatch.setattr(blobs, "RACY_NS", 0)  # the file's ctime is "now"; don't wait out the window
+    monkeypatch.setattr(witness, "RACY_NS", 0)  # the file's ctime is "now"; don't wait out the window
     write(repo, "pkg/a/src/new.ts", "n\n")
     memo = repo / ".vx" / "memo.db"
     first = FileIndex.load(repo, memo).inputs("pkg/a", GlobSet(["src/**"]))
@@ -199,7 +199,7 @@ def test_key12_racy_file_is_not_memoised(repo):
 
 
 def test_key12_memo_is_not_fooled_by_an_edit(repo, monkeypatch):
-    monkeypatch.setattr(blobs, "RACY_NS", 0)
+    monkeypatch.setattr(witness, "RACY_NS", 0)
     memo = repo / ".vx" / "memo.db"
     write(repo, "pkg/a/src/new.ts", "one\n")
     FileIndex.load(repo, memo).inputs("pkg/a", GlobSet(["src/**"]))
@@ -409,7 +409,7 @@ def test_key04_bun_patch_files_are_folded(repo):
 @pytest.fixture
 def settled(monkeypatch):
     """The fixture's files were written a few ms before the load; don't count that as racy."""
-    monkeypatch.setattr(files, "RACY_NS", 0)
+    monkeypatch.setattr(witness, "RACY_NS", 0)
 
 
 def _recheck(index, snap, project="pkg/a", globs=GlobSet(["src/**"])):

@@ -15,6 +15,7 @@ from typing import Any, Callable, NoReturn
 from msgspec import Struct
 from msgspec.structs import replace
 
+from vx import witness
 from vx.config import jsonc
 from vx.config.schema import validate_project, validate_workspace
 from vx.errors import ConfigError
@@ -31,6 +32,7 @@ class Loaded(Struct, frozen=True):
 
 
 def _read_jsonc(path: str, source: str) -> Loaded:
+    witness.read(path)
     try:
         with open(path, "rb") as f:
             text = f.read().decode("utf-8")
@@ -66,6 +68,7 @@ _PROJECT_MEMO_LIMIT = 4096
 
 def _config_file(directory: str, stem: str, rel_dir: str) -> tuple[str, str] | None:
     """The one `stem.<ext>` file in `directory` that a loader reads, and its extension."""
+    witness.read(directory)
     try:
         names = os.listdir(directory)
     except (FileNotFoundError, NotADirectoryError):

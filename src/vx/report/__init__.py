@@ -6,13 +6,13 @@ cheap (stdlib only); rich is loaded only when a live console is built for a term
 
 from __future__ import annotations
 
-from typing import Mapping, TextIO
+from typing import TextIO
 
 from vx.events import Reporter
 from vx.report.dry import render_dry
-from vx.report.frames import Palette
 from vx.report.plain import FLOWS, VISIBILITY, PlainReporter, Sink
 from vx.report.summary import summary_dict, write_summary
+from vx.style import Palette, color_enabled
 
 __all__ = [
     "FLOWS",
@@ -23,19 +23,6 @@ __all__ = [
     "summary_dict",
     "write_summary",
 ]
-
-
-def color_enabled(env: Mapping[str, str], stream: object) -> bool:
-    """Decide colour as CLI-58 says: NO_COLOR, then FORCE_COLOR, then whether it is a terminal."""
-    if env.get("NO_COLOR"):
-        return False
-    force = env.get("FORCE_COLOR")
-    if force is not None:
-        return force.strip().lower() not in ("0", "false")
-    try:
-        return bool(stream.isatty())  # type: ignore[attr-defined]
-    except (AttributeError, ValueError, OSError):  # no isatty, or already closed
-        return False
 
 
 def make_reporter(*, flow: str, color: bool, live: bool, version: str, out: TextIO, err: TextIO) -> Reporter:

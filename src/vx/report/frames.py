@@ -8,11 +8,11 @@ print the very same lines.
 from __future__ import annotations
 
 import codecs
-import re
-import zlib
 from typing import Iterable, Sequence
 
+from vx import style
 from vx.model import CacheStatus, LogChunk, Status, TaskId, TaskResult
+from vx.style import Palette, format_duration, project_rgb, strip_ansi  # noqa: F401 (re-exported)
 from vx.verdicts import signal_name
 
 HITS = (CacheStatus.LOCAL, CacheStatus.REMOTE, CacheStatus.UP_TO_DATE)
@@ -28,18 +28,6 @@ GLYPHS = {
     "not-run": "◌",
 }
 
-# CSI (colours, cursor moves), OSC (titles, links) and the two-byte escapes: everything a
-# terminal would swallow, so plain output carries only the text a reader would have seen.
-_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
-
-_RGB = {
-    "ok": (95, 205, 120),
-    "fail": (240, 85, 85),
-    "hit": (95, 170, 255),
-    "warn": (230, 190, 80),
-    "task": (255, 121, 198),  # the task half of an id is pink (CLI-58)
-}
-_SGR = {"dim": "2", "bold": "1"}
 _GLYPH_STYLE = {
     "miss": "ok",
     "up-to-date": "hit",
@@ -52,68 +40,7 @@ _GLYPH_STYLE = {
 }
 
 
-def strip_ansi(text: str) -> str:
-    """Drop terminal escape sequences; plain output must not carry a tool's colours (CLI-58)."""
-    return _ANSI.sub("", text)
-
-
-class Palette:
-    """Paint text in truecolour, or leave it alone when colour is off (CLI-58)."""
-
-    def __init__(self, color: bool) -> None:
-        self.color = color
-
-    def paint(self, text: str, style: str) -> str:
-        """Wrap `text` in the style's SGR codes; the reset keeps styles from leaking."""
-        if not self.color or not text:
-            return text
-        return f"\x1b[{_sgr(style)}m{text}\x1b[0m"
-
-    def task_id(self, tid: TaskId) -> str:
-        """Colour the project by a stable hue and the task half pink."""
-        if not self.color:
-            return str(tid)
-        project = f"\x1b[38;2;{';'.join(map(str, project_rgb(tid.package)))}m{tid.package}\x1b[0m"
-        return f"{project}#{self.paint(tid.task, 'task')}"
-
-    def content(self, line: str) -> str:
-        """Pass a task's own line through, stripped of escapes when vx prints plain."""
-        return line if self.color else strip_ansi(line)
-
-
-def _sgr(style: str) -> str:
-    if style in _SGR:
-        return _SGR[style]
-    r, g, b = _RGB[style]
-    return f"38;2;{r};{g};{b}"
-
-
-def project_rgb(name: str) -> tuple[int, int, int]:
-    """Derive a hue from the name, so a project keeps its colour from run to run."""
-    hue = zlib.crc32(name.encode()) % 360
-    return _hsl_to_rgb(hue, 0.6, 0.68)
-
-
-def _hsl_to_rgb(hue: float, sat: float, light: float) -> tuple[int, int, int]:
-    chroma = (1 - abs(2 * light - 1)) * sat
-    x = chroma * (1 - abs((hue / 60) % 2 - 1))
-    m = light - chroma / 2
-    sector = int(hue // 60) % 6
-    r, g, b = [(chroma, x, 0), (x, chroma, 0), (0, chroma, x), (0, x, chroma), (x, 0, chroma), (chroma, 0, x)][sector]
-    return (round((r + m) * 255), round((g + m) * 255), round((b + m) * 255))
-
-
 # ---------------------------------------------------------------- words
-
-
-def format_duration(ms: float) -> str:
-    """Spell a duration `0.41s`, `12.34s`, `1m02s`, `1h05m`: decimals while seconds matter."""
-    seconds = max(ms, 0.0) / 1000
-    if seconds < 60:
-        return f"{seconds:.2f}s"
-    if seconds < 3600:
-        return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
-    return f"{int(seconds // 3600)}h{int(seconds % 3600 // 60):02d}m"
 
 
 def format_elapsed(seconds: float) -> str:
@@ -334,22 +261,7 @@ def log_lines(chunks: Iterable[LogChunk]) -> list[str]:
 
 def footer(results: Sequence[TaskResult], wall_ms: float, version: str, palette: Palette) -> list[str]:
     """Build the footer: a `─ vx <ver> ─` rule as wide as the result row under it (CLI-55)."""
-    plain, painted = _result_row(results, wall_ms, palette)
-    head = f"─ vx {version} "
-    rule = head + "─" * max(len(plain) - len(head), 2)
-    return [palette.paint(rule, "dim"), painted]
-
-
-def _result_row(results: Sequence[TaskResult], wall_ms: float, palette: Palette) -> tuple[str, str]:
-    """Count `12 tasks · 10 cached (83%) · 2 failed · wall 0.41s`, plain and painted."""
-    parts = [(f"{len(results)} {'task' if len(results) == 1 else 'tasks'}", "bold")]
     cached = sum(1 for r in results if r.status is Status.SUCCESS and r.cache in HITS)
-    if results:
-        parts.append((f"{cached} cached ({cached * 100 // len(results)}%)", "hit" if cached else "dim"))
-    for status, style in ((Status.FAILED, "fail"), (Status.SKIPPED, "dim"), (Status.ABORTED, "warn")):
-        count = sum(1 for r in results if r.status is status)
-        if count:
-            parts.append((f"{count} {status.value}", style))
-    parts.append((f"wall {format_duration(wall_ms)}", "dim"))
-    sep = " · "
-    return sep.join(p for p, _ in parts), palette.paint(sep, "dim").join(palette.paint(p, s) for p, s in parts)
+    tallies = {status.value: sum(1 for r in results if r.status is status)
+               for status in (Status.FAILED, Status.SKIPPED, Status.ABORTED)}
+    return style.footer(len(results), cached, tallies, wall_ms, version, palette)

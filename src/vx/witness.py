@@ -1,0 +1,125 @@
+"""What a run read to reach its outcome, so a receipt can later tell whether all of it still holds.
+
+Off unless a run turns it on (`watch`). Then every reader planning uses notes each absolute
+path it touched: `read` for a file whose bytes were used or a directory whose entries were
+listed, `probed` for a path whose kind alone mattered (a file, a directory, a link, missing).
+A plain module-level table rather than a recorder handed down: the readers sit deep in
+discovery, the config loader, the git listing and the walks, and threading one object through
+all of them would change every signature for a single concern. Stdlib `os` only: the replay
+of a receipt (`vx.receipt`) imports this module before anything else of vx.
+
+The environment is witnessed the same way: `ReadEnv` is the host environment as a dict that
+remembers every name looked up in it, or that it was read whole.
+"""
+
+from __future__ import annotations
+
+import os
+
+# A file whose mtime (or ctime) is this close to a moment may still change inside one
+# timestamp tick, so neither a hash memoised on its stat nor a stat comparison can trust it.
+RACY_NS = 50_000_000
+COARSE_RACY_NS = 2_000_000_000  # file systems with whole-second timestamps
+
+Identity = tuple[int, int, int, int, int]  # (mode, size, mtime_ns, ctime_ns, ino)
+
+_table: dict[str, bool] | None = None  # absolute path -> True: bytes or entries used; False: kind only
+_ran: list[tuple[tuple[str, ...], int, str]] | None = None  # (argv, exit code, xxh3 of stdout)
+
+
+def watch() -> None:
+    """Start noting (again, from empty)."""
+    global _table, _ran
+    _table, _ran = {}, []
+
+
+def read(path: str) -> None:
+    """Note a file whose bytes were used, or a directory whose entries were listed."""
+    if _table is not None:
+        _table[path] = True
+
+
+def probed(path: str) -> None:
+    """Note a path whose kind alone mattered (exists, is a directory, is a link)."""
+    if _table is not None and path not in _table:
+        _table[path] = False
+
+
+def ran(argv, returncode: int, stdout: bytes) -> None:
+    """Note a command whose output was used (git's listing), by a digest of that output."""
+    if _ran is not None:
+        import xxhash
+
+        _ran.append((tuple(argv), returncode, xxhash.xxh3_128_hexdigest(stdout)))
+
+
+def taken() -> tuple[dict[str, bool], list[tuple[tuple[str, ...], int, str]]]:
+    """Stop noting; return the paths and the commands noted."""
+    global _table, _ran
+    table, commands, _table, _ran = _table, _ran, None, None
+    return table or {}, commands or []
+
+
+def identity(path: str, whole: bool) -> Identity | None:
+    """The lstat identity a receipt keeps of a path: all of it when its bytes or entries were
+    used, its type and inode alone when only its kind mattered; None when it is missing."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if whole:
+        return (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+    return (st.st_mode & 0o170000, 0, 0, 0, st.st_ino)
+
+
+def racy(st: os.stat_result, now_ns: int) -> bool:
+    """Whether the file may change again without its stat changing (still inside one tick)."""
+    newest = max(st.st_mtime_ns, st.st_ctime_ns)
+    coarse = st.st_mtime_ns % 1_000_000_000 == 0 and st.st_ctime_ns % 1_000_000_000 == 0
+    return newest >= now_ns - (COARSE_RACY_NS if coarse else RACY_NS)
+
+
+def output_stat(st: os.stat_result) -> tuple[int, int, int, int, int]:
+    """What the up-to-date rule (LC-07) compares of an output file: (mode, size, ms mtime, ino, ctime)."""
+    return (st.st_mode, st.st_size, st.st_mtime_ns // 1_000_000, st.st_ino, st.st_ctime_ns)
+
+
+class ReadEnv(dict):
+    """The host environment, remembering each name looked up (`names`); reading it whole —
+    iterating, copying, listing its keys — sets `whole`, and then all of it counts."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.names: set[str] = set()
+        self.whole = False
+
+    def __getitem__(self, name):
+        self.names.add(name)
+        return super().__getitem__(name)
+
+    def get(self, name, default=None):
+        self.names.add(name)
+        return super().get(name, default)
+
+    def __contains__(self, name) -> bool:
+        self.names.add(name)
+        return super().__contains__(name)
+
+    def _all(self):
+        self.whole = True
+        return self
+
+    def __iter__(self):
+        return super(ReadEnv, self._all()).__iter__()
+
+    def keys(self):
+        return super(ReadEnv, self._all()).keys()
+
+    def items(self):
+        return super(ReadEnv, self._all()).items()
+
+    def values(self):
+        return super(ReadEnv, self._all()).values()
+
+    def copy(self) -> dict:
+        return dict(super(ReadEnv, self._all()).items())
