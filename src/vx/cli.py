@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn, Sequence
 
-from vx import __version__
+from vx import __version__, receipt, witness
 from vx.errors import EXIT_OK, EXIT_TASK_FAILED, UsageError, VxError, did_you_mean
 
 HELP = """vx — a fast, correct task runner and build cache for JavaScript monorepos
@@ -146,7 +146,7 @@ def _dispatch(args: list[str]) -> int:
         if rest and rest[0] in ("-h", "--help"):
             print(RUN_HELP, end="")
             return EXIT_OK
-        return _run(parse_run(rest))
+        return _run(parse_run(rest), args)
     if verb == "info":
         return _info(rest)
     raise _unknown_verb(verb)
@@ -276,7 +276,7 @@ def _dry_format(text: str | None) -> str | None:
 # ---------------------------------------------------------------- run
 
 
-def _run(args: RunArgs) -> int:
+def _run(args: RunArgs, argv: list[str]) -> int:
     import time
 
     from vx.run import RunRequest
@@ -295,31 +295,43 @@ def _run(args: RunArgs) -> int:
         concurrency=args.concurrency, continue_mode=_continue_mode(args.continue_mode), no_cache=args.no_cache,
         force=args.force, cache_dir=args.cache_dir, timeout_ms=timeout, retries=_plain_int("--retry", args.retry),
         cache_spec=args.cache, dry=args.dry is not None, verify=verify)
-    return _run_request(req, _dry_format(args.dry), args.summarize, timer_start)
+    return _run_request(req, _dry_format(args.dry), args.summarize, timer_start, argv)
 
 
-def _run_request(req, dry: str | None, summarize: str | None, timer_start: float) -> int:
+def _run_request(req, dry: str | None, summarize: str | None, timer_start: float, argv: list[str]) -> int:
+    import time
+
     from vx import run
     from vx.runlock import RunLock
     from vx.stages import Stages
 
     stages = Stages(os.environ.get("VX_TIMING", "") not in ("", "0"), timer_start)
-    env = dict(os.environ)
+    env = witness.ReadEnv(os.environ)
     if dry is not None:
         return _dry(run.prepare(req, env, stages), dry)
+    receipted = summarize is None and not req.verify and receipt.enabled(env)
+    started_ns = time.time_ns()
+    if receipted:
+        witness.watch()
     if env.get("VX_KILL_GRACE_MS"):  # unset is the default; the executor (and asyncio) load only to check a value
         from vx.executor import kill_grace_ms
 
         kill_grace_ms(env)  # a bad VX_KILL_GRACE_MS is refused before anything runs
     tracer = _input_tracer(env) if req.verify else None
-    reporter, summary = None, None
+    reporter, summary, noticed = None, None, []
     lock = RunLock(lambda msg: _say(f"vx: {msg}"))
     try:
         prep = run.prepare(req, env, stages, lock=lock)
-        reporter = _reporter(prep.broad, env)
-        summary = run.execute(prep, req, reporter, stages, launch_for=tracer.launch if tracer else None,
-                              observe=tracer.observe if tracer else None)
+        flow = _flow(prep.broad, env)
+        reporter = _reporter(flow, env)
+        summary = run.execute(prep, req, _noting(reporter, noticed), stages,
+                              launch_for=tracer.launch if tracer else None, observe=tracer.observe if tracer else None)
+        if receipted:
+            with stages("receipt"):
+                _keep_receipt(argv, req, prep, summary, env, started_ns, flow == "broad" and not noticed)
     finally:
+        if receipted:
+            witness.taken()
         lock.release()
         if reporter is not None:
             reporter.close()  # erase a live status region even on an exception
@@ -366,11 +378,40 @@ def _verify_report(tracer, prep, summary) -> int:
     return summary.exit_code or report.exit_code
 
 
-def _reporter(broad: bool, env: dict[str, str]):
+def _flow(broad: bool, env: dict[str, str]) -> str:
+    ci = env.get("CI", "").lower() not in ("", "0", "false")
+    return "ci" if ci else ("broad" if broad else "focused")
+
+
+def _noting(reporter, noticed: list):
+    """The reporter, noting whether any Notice went by (a run with one has no receipt)."""
+    from vx.events import Notice
+
+    def emit(event) -> None:
+        if isinstance(event, Notice):
+            noticed.append(event)
+        reporter(event)
+
+    return emit
+
+
+def _keep_receipt(argv, req, prep, summary, env, started_ns: int, silent: bool) -> None:
+    """Write this run's receipt when it qualifies (docs/optimizations.md #18), else drop any old one."""
+    from vx.run import receipt_facts
+
+    noted = witness.taken()
+    facts = receipt_facts(prep, summary) if silent else None
+    cwd, root = str(req.cwd), str(prep.ws.root)
+    if facts is None or not receipt.write(argv=argv, cwd=cwd, root=root, cache_dir=str(prep.cache_dir),
+                                          started_ns=started_ns, env=env, noted=noted, entries=facts[0],
+                                          outputs=facts[1], tasks=len(summary.results)):
+        receipt.forget(root, cwd, argv)
+
+
+def _reporter(flow: str, env: dict[str, str]):
     from vx.report import color_enabled, make_reporter
 
-    ci = env.get("CI", "").lower() not in ("", "0", "false")
-    flow = "ci" if ci else ("broad" if broad else "focused")
+    ci = flow == "ci"
     color = color_enabled(env, sys.stderr)
     live = sys.stderr.isatty() and not ci
     return make_reporter(flow=flow, color=color, live=live, version=__version__, out=sys.stdout, err=sys.stderr)

@@ -19,7 +19,7 @@ from vx.events import Emit, Notice, PlannedTask, RunFinished, RunStarted
 from vx.graph import Selection, build_graph
 from vx.model import ROOT_PROJECT, RunSummary, Status, TaskGraph, TaskId, TaskResult, Workspace
 from vx.plan import RunOptions, make_plans, package_of
-from vx.model import CachePolicy, TaskPlan
+from vx.model import CachePolicy, CacheStatus, TaskPlan
 from vx.runlock import RunLock
 from vx.stages import Stages
 
@@ -218,6 +218,28 @@ def execute(prep: Prepared, req: RunRequest, emit: Emit, stages: Stages, launch_
                          interrupted=stopped_by is not None)
     emit(RunFinished(summary))
     return summary
+
+
+def receipt_facts(prep: Prepared, summary: RunSummary) -> tuple[list, list] | None:
+    """What a receipt of this run keeps of the cache (`vx.receipt`): each hit's row (key, size,
+    crc) and the lstat values each of its outputs must show, by absolute path. None when the run
+    does not qualify: anything but a clean, uninterrupted run of local hits, or a remote layer."""
+    local = prep.store
+    if summary.exit_code != EXIT_OK or summary.interrupted or prep.remote is not None or local is None:
+        return None
+    root = str(prep.ws.root)
+    entries, outputs = [], []
+    for result in summary.results:
+        entry = prep.hits.get(prep.plans[result.id].key)
+        if result.status is not Status.SUCCESS or result.cache not in (CacheStatus.UP_TO_DATE, CacheStatus.LOCAL) \
+                or entry is None:
+            return None
+        expected = local.expected_outputs(entry)
+        if expected is None:
+            return None
+        entries.append((entry.key, entry.size_bytes, entry.crc))
+        outputs += [(os.path.join(root, path), want) for path, want in expected]
+    return entries, outputs
 
 
 def _run_id() -> str:

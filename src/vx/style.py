@@ -103,6 +103,15 @@ def format_duration(ms: float) -> str:
     return f"{int(seconds // 3600)}h{int(seconds % 3600 // 60):02d}m"
 
 
+def write(stream, text: str) -> None:
+    """Write text; a terminal that cannot encode it still gets it, box glyphs replaced."""
+    try:
+        stream.write(text)
+    except UnicodeEncodeError:
+        encoding = getattr(stream, "encoding", None) or "ascii"
+        stream.write(text.encode(encoding, "replace").decode(encoding))
+
+
 # The footer's tallies after `cached`, in order, with their styles.
 TALLIES = (("failed", "fail"), ("skipped", "dim"), ("aborted", "warn"))
 

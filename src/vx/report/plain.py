@@ -23,6 +23,7 @@ from vx.events import (
     TaskStarted,
 )
 from vx.model import Status, TaskGraph, TaskId, TaskResult
+from vx import style
 from vx.report import frames
 from vx.report.frames import LineSplitter, Palette
 
@@ -93,7 +94,7 @@ class Sink:
             return
         stream = self._streams[where]
         try:
-            _write(stream, text)
+            style.write(stream, text)
             stream.flush()
         except OSError as exc:
             if not isinstance(exc, BrokenPipeError) and exc.errno != errno.EPIPE:
@@ -105,14 +106,6 @@ class Sink:
     def _go_quiet(self, where: str, stream: TextIO) -> None:
         self._dead.add(where)
         _point_at_devnull(stream)
-
-
-def _write(stream: TextIO, text: str) -> None:
-    try:
-        stream.write(text)
-    except UnicodeEncodeError:  # a non-UTF-8 terminal still gets the text, box glyphs replaced
-        encoding = getattr(stream, "encoding", None) or "ascii"
-        stream.write(text.encode(encoding, "replace").decode(encoding))
 
 
 def _point_at_devnull(stream: TextIO) -> None:

@@ -26,6 +26,7 @@ from vx.errors import EnvironmentFailure
 from vx.model import LogChunk
 from vx.store import archive, packing, unpacking
 from vx.store.archive import ArchiveError, OutputFile
+from vx.witness import output_stat
 
 if TYPE_CHECKING:
     import sqlite3
@@ -287,25 +288,37 @@ class LocalStore:
         stamped here after the last save or restore; only lstat, never a read. This is on
         the fully cached path for every task, hence the flat loop.
         """
-        files = entry.files
-        if len(current) != len(files):
+        if len(current) != len(entry.files):
             return False
         present = current if isinstance(current, (set, frozenset)) else set(current)
-        fresh = self._fresh.get(entry.key)
-        stamps = entry.stamps if fresh is None else [fresh.get(f.path) for f in files]
+        expected = self.expected_outputs(entry)
+        if expected is None:
+            return False
         prefix = self._root_prefix
-        for f, stamp in zip(files, stamps):
-            if stamp is None or f.path not in present:
+        for path, want in expected:
+            if path not in present:
                 return False
             try:
-                st = os.lstat(prefix + f.path)
+                if output_stat(os.lstat(prefix + path)) != want:
+                    return False
             except OSError:
                 return False
-            if (st.st_mode, st.st_size, st.st_mtime_ns // 1_000_000, st.st_ino, st.st_ctime_ns) != (
-                stat.S_IFREG | f.mode, f.size, f.mtime_ms, *stamp
-            ):
-                return False
-        return len(stamps) == len(files)
+        return True
+
+    def expected_outputs(self, entry: Entry) -> list[tuple[str, tuple[int, int, int, int, int]]] | None:
+        """Each output file of `entry` with the lstat values (`witness.output_stat`) it must show to
+        be current: the saved size, mode and ms mtime, and this workspace's stamp — one taken by a
+        restore in this run if there was one. None when a file has no stamp (never current)."""
+        fresh = self._fresh.get(entry.key)
+        stamps = entry.stamps if fresh is None else [fresh.get(f.path) for f in entry.files]
+        if len(stamps) != len(entry.files):
+            return None
+        out = []
+        for f, stamp in zip(entry.files, stamps):
+            if stamp is None:
+                return None
+            out.append((f.path, (stat.S_IFREG | f.mode, f.size, f.mtime_ms, *stamp)))
+        return out
 
     # ------------------------------------------------------------ restore
 
