@@ -31,6 +31,8 @@ _EXTGLOB = re.compile(r"[!@+*?]\(")
 def discover(cwd: Path) -> Workspace:
     """The workspace that holds `cwd`, with every member package and the root as `//`."""
     root = _find_root(Path(os.path.abspath(cwd)))
+    for here in (root.dir, *root.dir.parents):  # `resolve` below: a link on the way would move the root
+        witness.probed(str(here))
     globs = root.member_globs()
     dirs = _member_dirs(str(root.dir), globs)
     manifests = {rel: m for rel in dirs if (m := _read_manifest(root.dir, rel)) is not None}

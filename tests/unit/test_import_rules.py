@@ -28,6 +28,9 @@ ALLOWED = {
     # Leaves the replay of a receipt loads before anything else: they may import no vx module.
     "witness": set(),
     "style": set(),
+    "stages": set(),
+    "runlock": set(),
+    "receipt": {"witness", "style", "stages", "runlock"},
 }
 # msgspec is the record base everywhere (Struct builds a class in C, ~40x cheaper than a frozen
 # dataclass's generated methods: docs/optimizations.md); it does no I/O, so pure modules may use it.

@@ -1,0 +1,319 @@
+"""Receipts (docs/optimizations.md #18): a fully cached broad run is replayed from what the last one
+read — and never when anything it read, or anything it found, has changed since.
+
+Every test drives real `vx` processes on a real git repo. Whether a run was replayed shows in its
+`VX_TIMING` table: a replay has a `receipt check` row and no `discover` row. Each change below
+must send the run through the whole pipeline *and* give the answer that pipeline gives.
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from conftest import SRC, build_task, npm_workspace
+
+
+def workspace(repo, extra_env_task: bool = False):
+    tasks = {"build": build_task()}
+    if extra_env_task:
+        tasks["build"]["cache"]["inputs"]["env"] = ["STAGE"]
+    pkgs = {
+        "a": {"tasks": tasks, "files": {"src/a.js": "A;"}},
+        "b": {"deps": ["a"], "tasks": tasks, "files": {"src/b.js": "B;", "src/c.js": "C;"}},
+    }
+    repo.write(npm_workspace(pkgs)).commit()
+    return repo
+
+
+def run(repo, *args, env=None, cwd=""):
+    """`vx run build` (or `args`) from the root, timed; (result, replayed)."""
+    result = repo.vx("run", *(args or ("build",)), summary=False, cwd=cwd, env={"VX_TIMING": "1", **(env or {})})
+    replayed = "receipt check" in result.err
+    assert replayed != ("discover" in result.err), result.err
+    return result, replayed
+
+
+def settle(repo, *args, env=None):
+    """Build, then one more full run that writes the receipt; the next one replays."""
+    first, _ = run(repo, *args, env=env)
+    assert first.code == 0, first.err
+    time.sleep(0.06)  # past the racy window of what the first run wrote
+    second, replayed = run(repo, *args, env=env)
+    assert second.code == 0 and not replayed, second.err
+    return second
+
+
+def footer(err: str) -> list[str]:
+    lines = [line for line in err.splitlines() if line.startswith("─ vx") or " tasks · " in line]
+    return [line.rpartition(" · wall")[0] or line for line in lines]
+
+
+@pytest.fixture
+def ws(repo):
+    return workspace(repo)
+
+
+def test_a_warm_broad_run_replays_with_the_same_footer(ws):
+    full = settle(ws)
+    again, replayed = run(ws)
+    assert replayed and again.code == 0
+    assert footer(again.err) == footer(full.err) and footer(again.err)[1].startswith("2 tasks · 2 cached (100%)")
+    assert again.out == full.out == ""
+    assert (ws.root / ".vx" / "receipts" / ".gitignore").read_text() == "*\n"
+
+
+def test_replay_touches_the_cache_rows(ws):
+    import sqlite3
+
+    settle(ws)
+    db = ws.root / ".vx" / "cache" / "cache.db"
+    before = sorted(sqlite3.connect(db).execute("SELECT accessed_at FROM entries"))
+    time.sleep(0.02)
+    _, replayed = run(ws)
+    after = sorted(sqlite3.connect(db).execute("SELECT accessed_at FROM entries"))
+    assert replayed and all(a[0] > b[0] for a, b in zip(after, before)) and len(after) == 2
+
+
+def edit_tracked_input(ws):
+    (ws.root / "packages/a/src/a.js").write_text("A2;")
+
+
+def edit_dirty_input_again(ws):
+    # Already modified when the receipt was written, modified again to the same length: git's
+    # status line for it cannot change, only the file's identity does.
+    (ws.root / "packages/a/src/a.js").write_text("Z9;")
+
+
+def add_untracked_input(ws):
+    (ws.root / "packages/b/src/d.js").write_text("D;")
+
+
+def edit_config(ws):
+    cfg = ws.root / "packages/a/vx.config.json"
+    cfg.write_text(cfg.read_text().replace("dist/**", "dist/*"))
+
+
+def edit_manifest(ws):
+    pkg = ws.root / "packages/b/package.json"
+    pkg.write_text(pkg.read_text().replace('"1.0.0"', '"1.0.1"'))
+
+
+@pytest.mark.parametrize("change, reran", [
+    (edit_tracked_input, {"a#build", "b#build"}),
+    (add_untracked_input, {"b#build"}),
+    (edit_config, {"a#build", "b#build"}),
+    (edit_manifest, {"b#build"}),
+], ids=["tracked-input", "untracked-input", "config", "manifest"])
+def test_a_changed_input_runs_the_pipeline_and_the_tasks(ws, change, reran):
+    settle(ws)
+    change(ws)
+    result, replayed = run(ws)
+    assert not replayed and result.code == 0
+    assert executed(result.err) == reran
+
+
+def executed(err: str) -> set[str]:
+    """The tasks the broad flow shows as executed: one `⏺ id` row each."""
+    return {word for line in err.splitlines() if line.startswith("⏺ ") for word in line.split() if "#" in word}
+
+
+def test_a_dirty_file_edited_again_is_not_replayed(ws):
+    edit_tracked_input(ws)
+    settle(ws)
+    edit_dirty_input_again(ws)
+    result, replayed = run(ws)
+    assert not replayed and result.code == 0 and executed(result.err) == {"a#build", "b#build"}
+    assert (ws.root / "packages/a/dist/out.js").read_text() == "Z9;"
+
+
+@pytest.mark.parametrize("change", ["deleted", "edited", "extra"])
+def test_changed_outputs_are_restored_by_the_pipeline(ws, change):
+    settle(ws)
+    out = ws.root / "packages/b/dist/out.js"
+    if change == "deleted":
+        out.unlink()
+    elif change == "edited":
+        out.write_text("tampered")
+    else:
+        (out.parent / "stray.js").write_text("x")
+    result, replayed = run(ws)
+    assert not replayed and result.code == 0
+    assert out.read_text() == "B;C;" and not (out.parent / "stray.js").exists()
+
+
+def test_a_changed_input_variable_misses(repo):
+    ws = workspace(repo, extra_env_task=True)
+    settle(ws, env={"STAGE": "one"})
+    _, replayed = run(ws, env={"STAGE": "one"})
+    assert replayed
+    result, replayed = run(ws, env={"STAGE": "two"})
+    assert not replayed and executed(result.err) == {"a#build", "b#build"}
+
+
+def test_a_wiped_cache_is_never_replayed(ws):
+    import shutil
+
+    settle(ws)
+    shutil.rmtree(ws.root / ".vx" / "cache")
+    result, replayed = run(ws)
+    assert not replayed and result.code == 0 and executed(result.err) == {"a#build", "b#build"}
+
+
+def test_a_missing_artifact_is_never_replayed(ws):
+    settle(ws)
+    artifact = next((ws.root / ".vx" / "cache").glob("*.tar.zst"))
+    artifact.unlink()
+    result, replayed = run(ws)
+    assert not replayed and result.code == 0
+
+
+def test_another_command_line_has_its_own_receipt(ws):
+    settle(ws)
+    result, replayed = run(ws, "build", "--concurrency", "1")
+    assert not replayed and result.code == 0
+    _, replayed = run(ws)
+    assert replayed
+
+
+def test_replay_can_be_turned_off(ws):
+    settle(ws)
+    _, replayed = run(ws, env={"VX_REPLAY": "0"})
+    assert not replayed
+
+
+def test_a_focused_run_writes_no_receipt(ws):
+    for _ in range(3):
+        result, replayed = run(ws, cwd="packages/b")
+        assert result.code == 0 and not replayed
+    assert not (ws.root / ".vx" / "receipts").exists()
+
+
+def test_a_failing_run_writes_no_receipt_and_drops_the_old_one(ws):
+    settle(ws)
+    assert list((ws.root / ".vx" / "receipts").iterdir())
+    cfg = ws.root / "packages/a/vx.config.json"
+    cfg.write_text(cfg.read_text().replace("node -e", "exit 3; node -e"))
+    for _ in range(2):
+        result, replayed = run(ws)
+        assert result.code == 1 and not replayed
+    assert [p.name for p in (ws.root / ".vx" / "receipts").iterdir()] == [".gitignore"]
+
+
+@pytest.mark.parametrize("garbage", [b"", b"\x00\x01not marshal", b"\xe9" * 64])
+def test_a_damaged_receipt_is_a_miss_not_an_error(ws, garbage):
+    settle(ws)
+    (receipt,) = [p for p in (ws.root / ".vx" / "receipts").iterdir() if p.name != ".gitignore"]
+    receipt.write_bytes(garbage)
+    result, replayed = run(ws)
+    assert result.code == 0 and not replayed and "Traceback" not in result.err
+
+
+def test_replay_waits_for_the_run_lock(ws):
+    """GR-16: a replay takes turns with a run that holds the workspace's lock."""
+    settle(ws)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from vx.runlock import RunLock; lock = RunLock(print); "
+         "lock.acquire(sys.argv[1]); print('held', flush=True); time.sleep(1.5); lock.release()", str(ws.root)],
+        env={**os.environ, "PYTHONPATH": SRC}, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    _, replayed = run(ws)
+    assert replayed and holder.poll() is not None  # finished only once the holder let go
+    holder.wait()
+
+
+# ---------------------------------------------------------------- completeness
+
+STRACE_CALLS = "openat,open,stat,lstat,newfstatat,statx,getdents64,readlink,readlinkat,access,faccessat,faccessat2"
+_CALL = re.compile(r"^(\w+)\((.*)\)\s+=\s+-?\d+")
+_AT = re.compile(r'^(?:AT_FDCWD(?:<[^>]*>)?|\d+<([^>]*)>)(?:, "((?:[^"\\]|\\.)*)")?')
+
+
+def traced_paths(trace: Path, cwd: Path) -> set[str]:
+    """Every path the traced process opened, stat'ed, listed or probed, made absolute."""
+    out = set()
+    for line in trace.read_text().splitlines():
+        m = _CALL.match(line)
+        if not m:
+            continue
+        name, args = m.groups()
+        if name in ("open", "stat", "lstat", "access", "readlink"):
+            path = os.path.join(cwd, args.split('"')[1])
+        else:
+            at = _AT.match(args)
+            if not at:
+                continue
+            path = os.path.join(at.group(1) or str(cwd), at.group(2) or "")
+        out.add(os.path.normpath(path))
+    return out
+
+
+def strace(argv: list[str], cwd: Path, trace: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
+    env.update({"PYTHONPATH": SRC, "NO_COLOR": "1"})
+    return subprocess.run(["strace", "-qq", "-y", "-e", f"trace={STRACE_CALLS}", "-o", str(trace), *argv],
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+
+
+def runtime_paths(cwd: Path, tmp: Path) -> tuple[set[str], tuple[str, ...]]:
+    """What no receipt needs: whatever the interpreter touches to start and import vx's modules
+    (a baseline trace), and everything under its import path."""
+    code = "import sys, vx.run, vx.cli, vx.store.local, sqlite3, xxhash; print(repr(sys.path))"
+    proc = strace([sys.executable, "-c", code], cwd, tmp / "baseline")
+    dirs = tuple(os.path.join(os.path.abspath(d), "") for d in eval(proc.stdout) if d)
+    return traced_paths(tmp / "baseline", cwd), dirs
+
+
+def vx_own(path: str, root: Path) -> bool:
+    """vx's own cache, receipts and lock, the kernel's files, and git's executable as PATH finds
+    it (PATH is in the receipt, and git's listings are compared whole)."""
+    path_dirs = [d for d in os.environ.get("PATH", "").split(":") if d]
+    return (path.startswith(("/dev/", "/proc/", "/sys/", "pipe:", tempfile.gettempdir() + "/vx-run-"))
+            or path.startswith(str(root / ".vx") + "/") or "/.vx/receipts/" in path
+            or os.path.dirname(path) in path_dirs or path in (tempfile.gettempdir(), str(root / ".vx")))
+
+
+def test_a_receipt_covers_every_path_its_run_read(ws, tmp_path):
+    """Whatever the run that writes a receipt looked at on disk — file, directory listing or mere
+    existence, in the workspace or above it — the receipt checks again (strace is the witness)."""
+    run(ws)
+    time.sleep(0.06)
+    trace = tmp_path / "trace"
+    proc = strace([sys.executable, "-m", "vx", "run", "build"], ws.root, trace)
+    assert proc.returncode == 0, proc.stderr
+    (written,) = [p for p in (ws.root / ".vx" / "receipts").iterdir() if p.name != ".gitignore"]
+    receipt = marshal.loads(written.read_bytes())
+    checked = {path for path, _, _ in receipt["paths"]} | {path for path, _ in receipt["outputs"]}
+    seen = traced_paths(trace, ws.root)
+    assert str(ws.root / "packages/a/vx.config.json") in seen and str(ws.root / "packages/b/dist") in seen
+    baseline, import_dirs = runtime_paths(ws.root, tmp_path)
+    unchecked = sorted(p for p in seen - checked - baseline
+                       if not p.startswith(import_dirs) and not vx_own(p, ws.root))
+    assert unchecked == []
+
+
+def imported(code: str, cwd: Path) -> set[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
+    env.update({"PYTHONPATH": SRC, "NO_COLOR": "1"})
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", code], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=60)
+    return {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+
+
+def test_a_replay_loads_none_of_the_pipeline(ws):
+    """The point of a receipt: none of the CLI, the records, `re`, `pathlib` or `subprocess`."""
+    settle(ws)
+    baseline = imported("pass", ws.root)
+    replay = imported("import sys; sys.argv = ['vx', 'run', 'build']; from vx.__main__ import entry; entry()",
+                      ws.root)
+    assert "vx.receipt" in replay and "vx.cli" not in replay  # replayed, then
+    own = {"vx", "vx.__main__", "vx.receipt", "vx.witness", "vx.runlock", "vx.stages", "vx.style", "marshal",
+           "_sqlite3", "zlib", "__future__"}
+    assert {m for m in replay - baseline if m.split(".")[0] != "xxhash"} <= own
