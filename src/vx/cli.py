@@ -403,7 +403,8 @@ def _keep_receipt(argv, req, prep, summary, env, started_ns: int, silent: bool) 
     facts = receipt_facts(prep, summary) if silent else None
     cwd, root = str(req.cwd), str(prep.ws.root)
     if facts is None or not receipt.write(argv=argv, cwd=cwd, root=root, cache_dir=str(prep.cache_dir),
-                                          started_ns=started_ns, env=env, noted=noted, entries=facts[0],
+                                          started_ns=started_ns, env=env, noted=noted,
+                                          vouched=prep.index.vouched, entries=facts[0],
                                           outputs=facts[1], tasks=len(summary.results)):
         receipt.forget(root, cwd, argv)
 

@@ -134,6 +134,11 @@ class FileIndex:
         and not ignored) and not excluded by KEY-17. `--verify=inputs` asks it of every read."""
         return rel_path in self._path_set and not _never_input(rel_path, self._l.untracked)
 
+    def vouched(self, rel_path: str) -> bool:
+        """Whether git vouches for the file: tracked, clean by `git status`, no filter possible
+        (KEY-14). Its bytes are then pinned by the `ls-files` and `status` listings themselves."""
+        return rel_path in self._l.trusted
+
     # ------------------------------------------------------------ identities
 
     def identity(self, rel_path: str) -> str:

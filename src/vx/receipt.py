@@ -69,33 +69,37 @@ def replay(argv: list[str], environ=os.environ, err=sys.stderr) -> int | None:
 
 def _holds(argv: list[str], environ, err) -> tuple[dict | None, list[tuple[str, float]] | None]:
     """The receipt for this command, and the stage times of checking it; None if it does not hold."""
-    receipt = _find(os.getcwd(), argv)
-    if receipt is None or not _same_env(receipt, environ):
-        return receipt, None
+    found = _find(os.getcwd(), argv)
+    if found is None or not _same_env(found[0], environ):
+        return None, None
+    header, data = found
     from vx.runlock import RunLock
 
     lock = RunLock(lambda message: _say(err, f"vx: {message}"))
-    lock.acquire(receipt["root"])
+    lock.acquire(header["root"])
     try:
-        return receipt, _check(receipt, environ)
+        return header, _check(header, data, environ)
     finally:
         lock.release()
 
 
-def _find(cwd: str, argv: list[str]) -> dict | None:
-    """The receipt for this command here: under `.vx/receipts` of cwd or of a directory above."""
+def _find(cwd: str, argv: list[str]) -> tuple[dict, memoryview] | None:
+    """This command's receipt, under `.vx/receipts` of cwd or of a directory above: its header
+    (checked) and the undecoded rest, which waits until git has been started."""
     name = name_of(cwd, argv)
     here = cwd
     while True:
         try:
             with open(os.path.join(here, RECEIPTS, name), "rb") as f:
-                receipt = marshal.load(f)
+                data = memoryview(f.read())
         except FileNotFoundError:
-            receipt = None
-        if receipt is not None:
-            ok = (isinstance(receipt, dict) and receipt.get("format") == FORMAT and receipt.get("vx") == __version__
-                  and receipt.get("cwd") == cwd and receipt.get("argv") == argv and receipt.get("root") == here)
-            return receipt if ok else None
+            data = None
+        if data is not None:
+            size = int.from_bytes(data[:4], "little")
+            header = marshal.loads(data[4:4 + size])
+            ok = (isinstance(header, dict) and header.get("format") == FORMAT and header.get("vx") == __version__
+                  and header.get("cwd") == cwd and header.get("argv") == argv and header.get("root") == here)
+            return (header, data[4 + size:]) if ok else None
         up = os.path.dirname(here)
         if up == here:
             return None
@@ -108,23 +112,24 @@ def _same_env(receipt: dict, environ) -> bool:
     return all(environ.get(name) == value for name, value in receipt["env"].items())
 
 
-def _check(receipt: dict, environ) -> list[tuple[str, float]] | None:
+def _check(header: dict, data: memoryview, environ) -> list[tuple[str, float]] | None:
     """Every fact of the receipt, cheapest first, while git runs; the rows are touched in a
     transaction committed only once git's listings match too. The stage times, or None."""
     t0 = time.perf_counter()
-    children = _spawn_git(receipt["root"], receipt["git"], environ)
+    children = _spawn_git(header["root"], header["git"], environ)
     try:
-        if not (_paths_hold(receipt) and _outputs_hold(receipt) and _artifacts_hold(receipt)):
+        body = marshal.loads(data)
+        if not (_paths_hold(body) and _outputs_hold(body) and _artifacts_hold(header, body)):
             return None
         t1 = time.perf_counter()
-        db = _open_index(receipt["cache_dir"])
+        db = _open_index(header["cache_dir"])
         if db is None:
             return None
         try:
-            if not _rows_hold_and_touch(db, receipt["entries"]):
+            if not _rows_hold_and_touch(db, body["entries"]):
                 return None
             t2 = time.perf_counter()
-            if not _git_holds(children, receipt["git"]):
+            if not _git_holds(children, header["git"]):
                 return None
             db.execute("COMMIT")
         finally:
@@ -135,19 +140,40 @@ def _check(receipt: dict, environ) -> list[tuple[str, float]] | None:
             ("git enumeration", (time.perf_counter() - t2) * 1000)]
 
 
-def _paths_hold(receipt: dict) -> bool:
-    limit = receipt["started_ns"]
-    for path, whole, was in receipt["paths"]:
-        if witness.identity(path, whole) != was:
+def _paths_hold(body: dict) -> bool:
+    """Every path as the receipted run left it: its whole identity where its bytes or entries
+    were used, its kind and inode where only those mattered, still missing where it was."""
+    lstat = os.lstat
+    for path, want in body["read"]:
+        try:
+            st = lstat(path)
+        except OSError:
+            if want is None:
+                continue
             return False
-        if was is not None and whole and max(was[2], was[3]) >= limit - _racy_window(was):
+        if want is None or (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) != want:
+            return False
+    for path, want in body["probed"]:
+        try:
+            st = lstat(path)
+        except OSError:
+            if want is None:
+                continue
+            return False
+        if want is None or (st.st_mode & 0o170000, 0, 0, 0, st.st_ino) != want:
             return False
     return True
 
 
-def _racy_window(ident: witness.Identity) -> int:
-    coarse = ident[2] % 1_000_000_000 == 0 and ident[3] % 1_000_000_000 == 0
-    return witness.COARSE_RACY_NS if coarse else witness.RACY_NS
+def _racy(paths: list, started_ns: int) -> bool:
+    """Whether a path was changed so close to the run's start that an edit in the same tick
+    could have left its identity as recorded (the racy window, `witness.RACY_NS`)."""
+    for _path, ident in paths:
+        if ident is not None:
+            coarse = ident[2] % 1_000_000_000 == 0 and ident[3] % 1_000_000_000 == 0
+            if max(ident[2], ident[3]) >= started_ns - (witness.COARSE_RACY_NS if coarse else witness.RACY_NS):
+                return True
+    return False
 
 
 def _outputs_hold(receipt: dict) -> bool:
@@ -161,9 +187,9 @@ def _outputs_hold(receipt: dict) -> bool:
     return True
 
 
-def _artifacts_hold(receipt: dict) -> bool:
-    prefix = os.path.join(receipt["cache_dir"], "")
-    for key, size, _crc in receipt["entries"]:
+def _artifacts_hold(header: dict, body: dict) -> bool:
+    prefix = os.path.join(header["cache_dir"], "")
+    for key, size, _crc in body["entries"]:
         try:
             if os.stat(f"{prefix}{key}.tar.zst").st_size != size:
                 return False
@@ -302,33 +328,46 @@ def _say(err, text: str) -> None:
 
 
 def write(*, argv: list[str], cwd: str, root: str, cache_dir: str, started_ns: int, env: witness.ReadEnv,
-          noted: tuple[dict[str, bool], list], entries: list[tuple[str, int, str]],
+          noted: tuple[dict[str, bool], list], vouched, entries: list[tuple[str, int, str]],
           outputs: list[tuple[str, tuple]], tasks: int) -> bool:
     """Write the receipt of a run that qualified (the caller decides that); False when a fact
-    cannot be vouched for (a path inside the racy window, say) and nothing was written."""
+    cannot be vouched for (a path inside the racy window, say) and nothing was written.
+
+    `vouched(rel)` names the files git vouches for: their bytes are pinned by git's listings,
+    which the replay compares whole, so the receipt need not stat them too."""
     paths_read, commands = noted
-    paths = [(path, whole, witness.identity(path, whole)) for path, whole in sorted(paths_read.items())]
-    receipt = {
-        "format": FORMAT, "vx": __version__, "cwd": cwd, "argv": list(argv), "root": root,
-        "cache_dir": cache_dir, "started_ns": started_ns,
+    prefix = os.path.join(root, "")
+    read, probed = [], []
+    for path, whole in sorted(paths_read.items()):
+        if whole and path.startswith(prefix) and vouched(path[len(prefix):]):
+            continue
+        (read if whole else probed).append((path, witness.identity(path, whole)))
+    if not commands or _racy(read, started_ns):
+        return False
+    header = {
+        "format": FORMAT, "vx": __version__, "cwd": cwd, "argv": list(argv), "root": root, "cache_dir": cache_dir,
         "env": {name: env_value(env, name) for name in sorted(env.names | set(GIT_ENV))},
         "env_whole": dict(env.items()) if env.whole else None,
-        "paths": paths, "git": [list(c) for c in commands], "entries": entries, "outputs": outputs,
-        "tasks": tasks, "cached": tasks,
+        "git": [list(c) for c in commands], "tasks": tasks, "cached": tasks,
     }
-    if not _paths_hold(receipt) or not commands:
-        return False
-    directory = os.path.join(root, RECEIPTS)
+    body = {"read": read, "probed": probed, "entries": entries, "outputs": outputs}
+    head = marshal.dumps(header)
+    return _store(os.path.join(root, RECEIPTS), name_of(cwd, argv), len(head).to_bytes(4, "little") + head
+                  + marshal.dumps(body))
+
+
+def _store(directory: str, name: str, data: bytes) -> bool:
+    """Write atomically (a rename), beside a `*` .gitignore so git never lists receipts."""
     try:
         os.makedirs(directory, exist_ok=True)
         ignore = os.path.join(directory, ".gitignore")
         if not os.path.exists(ignore):
             with open(ignore, "w") as f:
                 f.write("*\n")
-        final = os.path.join(directory, name_of(cwd, argv))
+        final = os.path.join(directory, name)
         temp = f"{final}.{os.getpid()}.tmp"
         with open(temp, "wb") as f:
-            marshal.dump(receipt, f)
+            f.write(data)
         os.replace(temp, final)
     except OSError:
         return False

@@ -8,22 +8,23 @@ import time
 from vx import receipt, witness
 
 
-def receipt_of(path: str, started_ns: int) -> dict:
-    return {"paths": [(path, True, witness.identity(path, True))], "started_ns": started_ns}
+def body_of(path: str) -> dict:
+    return {"read": [(path, witness.identity(path, True))], "probed": []}
 
 
-def test_a_path_older_than_the_window_holds(tmp_path):
+def test_a_path_changed_inside_the_racy_window_of_the_run_start_is_racy(tmp_path):
+    # Its stat would still equal the receipt's after an edit in the same tick.
     f = tmp_path / "a.json"
     f.write_text("{}")
-    later = time.time_ns() + 2 * witness.RACY_NS  # a run that started well after the last change
-    assert receipt._paths_hold(receipt_of(str(f), later))
+    read = body_of(str(f))["read"]
+    assert receipt._racy(read, time.time_ns())
+    assert not receipt._racy(read, time.time_ns() + 2 * witness.RACY_NS)  # a run that started well after
 
 
-def test_a_path_inside_the_racy_window_of_the_run_start_never_holds(tmp_path):
-    # Its stat equals the receipt's, but an edit in the same tick would have left it equal too.
-    f = tmp_path / "a.json"
-    f.write_text("{}")
-    assert not receipt._paths_hold(receipt_of(str(f), time.time_ns()))
+def test_whole_second_timestamps_widen_the_window():
+    ident = (0o100644, 3, 5_000_000_000, 5_000_000_000, 1)
+    assert receipt._racy([("a", ident)], 5_000_000_000 + witness.RACY_NS * 2)
+    assert not receipt._racy([("a", ident)], 5_000_000_000 + witness.COARSE_RACY_NS + 1)
 
 
 def test_a_changed_or_vanished_path_never_holds(tmp_path):
@@ -31,18 +32,18 @@ def test_a_changed_or_vanished_path_never_holds(tmp_path):
     f.write_text("{}")
     old = time.time_ns() - 10 * witness.RACY_NS
     os.utime(f, ns=(old, old))
-    held = receipt_of(str(f), time.time_ns() + 2 * witness.RACY_NS)
+    held = body_of(str(f))
     assert receipt._paths_hold(held)
     f.write_text('{"x": 1}')
-    os.utime(f, ns=(old, old))  # same mtime forged back: size and ctime still differ
+    os.utime(f, ns=(old, old))  # the mtime forged back: size and ctime still differ
     assert not receipt._paths_hold(held)
     f.unlink()
     assert not receipt._paths_hold(held)
 
 
 def test_a_missing_path_holds_while_it_stays_missing(tmp_path):
-    held = receipt_of(str(tmp_path / "pnpm-workspace.yaml"), time.time_ns())
-    assert held["paths"][0][2] is None and receipt._paths_hold(held)
+    held = body_of(str(tmp_path / "pnpm-workspace.yaml"))
+    assert held["read"][0][1] is None and receipt._paths_hold(held)
     (tmp_path / "pnpm-workspace.yaml").write_text("packages: []\n")
     assert not receipt._paths_hold(held)
 
@@ -50,10 +51,13 @@ def test_a_missing_path_holds_while_it_stays_missing(tmp_path):
 def test_a_probed_path_keeps_only_its_kind_and_inode(tmp_path):
     d = tmp_path / "pkg"
     d.mkdir()
-    before = witness.identity(str(d), False)
+    held = {"read": [], "probed": [(str(d), witness.identity(str(d), False))]}
     (d / "new").write_text("x")  # the directory's mtime moves; its kind and inode do not
-    assert witness.identity(str(d), False) == before
-    assert witness.identity(str(d), True) != before
+    assert receipt._paths_hold(held)
+    assert not receipt._paths_hold(body_of(str(d)) | {"read": [(str(d), held["probed"][0][1])]})
+    d.rename(tmp_path / "moved")
+    d.mkdir()  # a new directory in its place: another inode
+    assert not receipt._paths_hold(held)
 
 
 def test_read_env_notes_each_name_looked_up_and_a_whole_read():
