@@ -1,6 +1,6 @@
 """The `vx` command and `python -m vx`.
 
-A `vx run` first tries its receipt (`vx.receipt`): a warm run that still holds is finished
+A `vx run` first tries its receipt (`vx.replay`): a warm run that still holds is finished
 there, before the CLI and the pipeline are even imported. Everything else goes to `vx.cli`.
 """
 
@@ -10,9 +10,9 @@ import sys
 
 def entry() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "run":
-        from vx import receipt
+        from vx.replay import replay
 
-        code = receipt.replay(sys.argv[1:])
+        code = replay(sys.argv[1:])
         if code is not None:
             try:
                 sys.stderr.flush()

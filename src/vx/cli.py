@@ -397,15 +397,15 @@ def _noting(reporter, noticed: list):
 
 def _keep_receipt(argv, req, prep, summary, env, started_ns: int, silent: bool) -> None:
     """Write this run's receipt when it qualifies (docs/optimizations.md #18), else drop any old one."""
-    from vx.run import receipt_facts
+    from vx.run import receipt_tasks
 
     noted = witness.taken()
-    facts = receipt_facts(prep, summary) if silent else None
+    tasks = receipt_tasks(prep, summary, started_ns) if silent else None
     cwd, root = str(req.cwd), str(prep.ws.root)
-    if facts is None or not receipt.write(argv=argv, cwd=cwd, root=root, cache_dir=str(prep.cache_dir),
+    if tasks is None or not receipt.write(argv=argv, cwd=cwd, root=root, cache_dir=str(prep.cache_dir),
                                           started_ns=started_ns, env=env, noted=noted,
-                                          vouched=prep.index.vouched, entries=facts[0],
-                                          outputs=facts[1], tasks=len(summary.results)):
+                                          vouched=prep.index.vouched, tasks=tasks,
+                                          toplevel=str(prep.index.toplevel) if prep.index.toplevel else None):
         receipt.forget(root, cwd, argv)
 
 

@@ -92,7 +92,9 @@ class PendingIndex:
             listing = _git_listing(self.root, self.toplevel, procs)
         else:
             listing = _walk_listing(self.root)
-        return FileIndex(self.root, listing, memo_path, self.started_ns)
+        index = FileIndex(self.root, listing, memo_path, self.started_ns)
+        index.toplevel = self.toplevel if procs is not None else None
+        return index
 
     def close(self) -> None:
         for proc in self.procs or ():
@@ -115,6 +117,7 @@ class FileIndex:
         self._paths = [p for p in listing.paths if not _never_input(p, listing.untracked)]
         self._memo = _BlobMemo(memo_path, listing.algo)
         self._identities: dict[str, str | None] = {}
+        self.toplevel: Path | None = None  # the git repository's root, when git listed
 
     @classmethod
     def load(cls, root: Path, memo_path: Path | None = None) -> FileIndex:

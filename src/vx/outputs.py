@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
+from vx import witness
 from vx.errors import EnvironmentFailure
 from vx.globs import GlobSet
 from vx.walk import _base, _root_path, _symlinked_ancestor, _under, _walk_files
@@ -34,14 +35,14 @@ def _output_descend(base: str, globs: GlobSet, nested: Sequence[str]) -> Callabl
 
 
 def _walk_output_set(root: Path, base: str, globs: GlobSet, nested: Sequence[str],
-                     seen: dict[str, bool | None] | None = None) -> set[str]:
+                     seen: dict[str, bool | None] | None, notes) -> set[str]:
     found = set()
     cut = len(base)
     descend = _output_descend(base, globs, nested)
     for glob_root in globs.roots():
         start = _root_path(base, glob_root)
-        link = _symlinked_ancestor(root, start, seen) if start else None
-        paths = [link] if link else _walk_files(root, start, descend)
+        link = _symlinked_ancestor(root, start, seen, notes) if start else None
+        paths = [link] if link else _walk_files(root, start, descend, notes)
         for path in paths:
             if path.startswith(base) and not _NEVER_OUTPUT.search(path) and globs.match(path[cut:]):
                 found.add(path)
@@ -50,17 +51,18 @@ def _walk_output_set(root: Path, base: str, globs: GlobSet, nested: Sequence[str
 
 def walk_outputs(
     root: Path, project_dir: str, globs: GlobSet | None, workspace_globs: GlobSet | None = None,
-    *, nested: Sequence[str] = (), seen: dict[str, bool | None] | None = None,
+    *, nested: Sequence[str] = (), seen: dict[str, bool | None] | None = None, notes=witness.UNNOTED,
 ) -> list[str]:
     """The files and symlinks that now match a task's declared outputs, sorted (LC-08).
 
     Only the glob roots are walked, links are never followed, `.git`/`.vx` never entered,
     `node_modules` only when a glob names it, and a nested project is not this task's.
-    `seen` shares ancestor checks across a batch of walks (the hit lane's).
+    `seen` shares ancestor checks across a batch of walks (the hit lane's). What the walk
+    reads is no planning input: `notes` (by default, nobody) hears of it.
     """
-    found = _walk_output_set(root, _base(project_dir), globs, nested, seen) if globs else set()
+    found = _walk_output_set(root, _base(project_dir), globs, nested, seen, notes) if globs else set()
     if workspace_globs:
-        found |= _walk_output_set(root, "", workspace_globs, (), seen)
+        found |= _walk_output_set(root, "", workspace_globs, (), seen, notes)
     return sorted(found)
 
 

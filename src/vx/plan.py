@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 
 from msgspec import Struct
 
-from vx import environment, files, keys
+from vx import environment, files, keys, witness
 from vx.globs import GlobSet
 from vx.model import ROOT_PROJECT, HashRecord, TaskGraph, TaskId, TaskNode, TaskPlan, Workspace
 from vx.outputs import walk_outputs, wipe_outputs
@@ -47,6 +47,17 @@ class OutputSpec:
         if not self.declares_files:
             return []
         return walk_outputs(root, self.project_dir, self.globs, self.ws_globs, seen=seen)
+
+    def state(self, root: Path) -> tuple[list[str], dict[str, bool]]:
+        """Where the outputs live and what walking them reads: the absolute glob roots, and each
+        path the walk listed (True) or probed (False) — what a receipt keeps per task."""
+        notes = witness.Notes()
+        if self.declares_files:
+            walk_outputs(root, self.project_dir, self.globs, self.ws_globs, notes=notes)
+        base = os.path.join(root, self.project_dir) if self.project_dir else str(root)
+        roots = [os.path.join(base, r) if r else base for r in (self.globs.roots() if self.globs else ())]
+        roots += [os.path.join(root, r) if r else str(root) for r in (self.ws_globs.roots() if self.ws_globs else ())]
+        return roots, notes.table
 
     def wipe(self, root: Path) -> None:
         if self.declares_files:

@@ -220,26 +220,31 @@ def execute(prep: Prepared, req: RunRequest, emit: Emit, stages: Stages, launch_
     return summary
 
 
-def receipt_facts(prep: Prepared, summary: RunSummary) -> tuple[list, list] | None:
-    """What a receipt of this run keeps of the cache (`vx.receipt`): each hit's row (key, size,
-    crc) and the lstat values each of its outputs must show, by absolute path. None when the run
-    does not qualify: anything but a clean, uninterrupted run of local hits, or a remote layer."""
+def receipt_tasks(prep: Prepared, summary: RunSummary, started_ns: int) -> list[list] | None:
+    """Each task's part of a receipt of this run (`vx.receipt.task_record`): its cache row, the
+    lstat values its outputs must show, where they live and what walking them reads. None when
+    the run does not qualify: anything but a clean, uninterrupted run of local hits, or a remote."""
+    from vx import receipt
+
     local = prep.store
     if summary.exit_code != EXIT_OK or summary.interrupted or prep.remote is not None or local is None:
         return None
     root = str(prep.ws.root)
-    entries, outputs = [], []
+    tasks = []
     for result in summary.results:
-        entry = prep.hits.get(prep.plans[result.id].key)
+        plan = prep.plans[result.id]
+        entry = prep.hits.get(plan.key)
         if result.status is not Status.SUCCESS or result.cache not in (CacheStatus.UP_TO_DATE, CacheStatus.LOCAL) \
-                or entry is None:
+                or entry is None or plan.outputs is None:
             return None
         expected = local.expected_outputs(entry)
         if expected is None:
             return None
-        entries.append((entry.key, entry.size_bytes, entry.crc))
-        outputs += [(os.path.join(root, path), want) for path, want in expected]
-    return entries, outputs
+        roots, walked = plan.outputs.state(prep.ws.root)
+        tasks.append(receipt.task_record(entry.key, entry.size_bytes, entry.crc,
+                                         [(os.path.join(root, path), want) for path, want in expected],
+                                         roots, walked, started_ns))
+    return tasks
 
 
 def _run_id() -> str:

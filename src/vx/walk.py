@@ -16,15 +16,16 @@ from vx import witness
 _WALK_SKIP = frozenset({".git", ".vx", "node_modules"})
 
 
-def _walk_files(root: Path, start: str, descend: Callable[[str], bool]) -> list[str]:
+def _walk_files(root: Path, start: str, descend: Callable[[str], bool], notes=witness) -> list[str]:
     """Workspace-relative files and symlinks at or under `start`, never following a link.
 
     `descend(rel_dir)` decides which directories are entered; the caller says where
-    (`_not_skipped` keeps out of `.git`, `.vx` and `node_modules`).
+    (`_not_skipped` keeps out of `.git`, `.vx` and `node_modules`). `notes` is told what was
+    listed and probed: planning's witness unless the caller keeps its own (`witness.Notes`).
     """
     out: list[str] = []
     base = os.path.join(root, start) if start else str(root)
-    witness.probed(base)
+    notes.probed(base)
     try:
         st = os.lstat(base)
     except OSError:
@@ -35,7 +36,7 @@ def _walk_files(root: Path, start: str, descend: Callable[[str], bool]) -> list[
     while stack:
         d = stack.pop()
         here = os.path.join(root, d) if d else str(root)
-        witness.read(here)
+        notes.read(here)
         try:
             entries = list(os.scandir(here))
         except (FileNotFoundError, NotADirectoryError):
@@ -58,7 +59,7 @@ def _is_file_or_link(mode: int) -> bool:
     return stat.S_ISREG(mode) or stat.S_ISLNK(mode)
 
 
-def _symlinked_ancestor(root: Path, rel: str, seen: dict[str, bool | None] | None = None) -> str | None:
+def _symlinked_ancestor(root: Path, rel: str, seen: dict[str, bool | None] | None = None, notes=witness) -> str | None:
     """The first directory on the way to `rel` that is a symlink (a walk must not pass it).
 
     `seen` remembers each ancestor's answer (True: a link, None: missing) across the walks of
@@ -66,7 +67,7 @@ def _symlinked_ancestor(root: Path, rel: str, seen: dict[str, bool | None] | Non
     parts = rel.split("/")[:-1]
     for i in range(1, len(parts) + 1):
         head = "/".join(parts[:i])
-        link = seen.get(head, False) if seen is not None and head in seen else _is_link(root, head)
+        link = seen.get(head, False) if seen is not None and head in seen else _is_link(root, head, notes)
         if seen is not None:
             seen[head] = link
         if link is None:
@@ -76,9 +77,9 @@ def _symlinked_ancestor(root: Path, rel: str, seen: dict[str, bool | None] | Non
     return None
 
 
-def _is_link(root: Path, head: str) -> bool | None:
+def _is_link(root: Path, head: str, notes=witness) -> bool | None:
     path = os.path.join(root, head)
-    witness.probed(path)
+    notes.probed(path)
     try:
         return stat.S_ISLNK(os.lstat(path).st_mode)
     except OSError:

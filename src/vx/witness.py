@@ -24,13 +24,14 @@ COARSE_RACY_NS = 2_000_000_000  # file systems with whole-second timestamps
 Identity = tuple[int, int, int, int, int]  # (mode, size, mtime_ns, ctime_ns, ino)
 
 _table: dict[str, bool] | None = None  # absolute path -> True: bytes or entries used; False: kind only
-_ran: list[tuple[tuple[str, ...], int, str]] | None = None  # (argv, exit code, xxh3 of stdout)
+_ran: list[tuple[tuple[str, ...], int, str, bytes | None]] | None = None  # (argv, exit code, xxh3 of stdout, status)
+_views: dict[str, tuple[str, list[str]]] | None = None  # directory -> (prefix, the names with it)
 
 
 def watch() -> None:
     """Start noting (again, from empty)."""
-    global _table, _ran
-    _table, _ran = {}, []
+    global _table, _ran, _views
+    _table, _ran, _views = {}, [], {}
 
 
 def read(path: str) -> None:
@@ -46,18 +47,53 @@ def probed(path: str) -> None:
 
 
 def ran(argv, returncode: int, stdout: bytes) -> None:
-    """Note a command whose output was used (git's listing), by a digest of that output."""
+    """Note a command whose output was used (git's listing), by a digest of that output; `git
+    status` also by the output itself (small: changed, untracked and ignored paths only), which a
+    receipt divides into planning's part and the part that is the run's own outputs."""
     if _ran is not None:
         import xxhash
 
-        _ran.append((tuple(argv), returncode, xxhash.xxh3_128_hexdigest(stdout)))
+        status = stdout if len(argv) > 1 and argv[1] == "status" else None
+        _ran.append((tuple(argv), returncode, xxhash.xxh3_128_hexdigest(stdout), status))
 
 
-def taken() -> tuple[dict[str, bool], list[tuple[tuple[str, ...], int, str]]]:
-    """Stop noting; return the paths and the commands noted."""
-    global _table, _ran
-    table, commands, _table, _ran = _table, _ran, None, None
-    return table or {}, commands or []
+def taken() -> tuple[dict[str, bool], list, dict[str, tuple[str, list[str]]]]:
+    """Stop noting; return the paths, the commands and the directory views noted."""
+    global _table, _ran, _views
+    table, commands, views, _table, _ran, _views = _table, _ran, _views, None, None, None
+    return table or {}, commands or [], views or {}
+
+
+class Notes:
+    """A table of its own for a walk whose reads are not planning's: a task's outputs are the
+    run's outcome, not its inputs, and a receipt keeps them per task (`OutputSpec.state`)."""
+
+    def __init__(self) -> None:
+        self.table: dict[str, bool] = {}
+
+    def read(self, path: str) -> None:
+        self.table[path] = True
+
+    def probed(self, path: str) -> None:
+        self.table.setdefault(path, False)
+
+
+class _Unnoted:
+    def read(self, path: str) -> None:
+        pass
+
+    def probed(self, path: str) -> None:
+        pass
+
+
+UNNOTED = _Unnoted()
+
+
+def listed(directory: str, prefix: str, names: list[str]) -> None:
+    """Note a directory listed only for the names that start with `prefix` (a config file's):
+    a receipt then holds while those names stay the same, whatever else comes and goes there."""
+    if _views is not None:
+        _views[directory] = (prefix, sorted(n for n in names if n.startswith(prefix)))
 
 
 def identity(path: str, whole: bool) -> Identity | None:

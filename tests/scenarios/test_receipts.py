@@ -167,6 +167,52 @@ def test_a_wiped_cache_is_never_replayed(ws):
     assert not replayed and result.code == 0 and executed(result.err) == {"a#build", "b#build"}
 
 
+def test_deleted_outputs_are_restored_by_the_replay(ws):
+    """`rm -rf dist` everywhere: the replay restores each task's outputs from its artifact, as
+    the hit lane would, and stamps them; the next run finds them current."""
+    import shutil
+
+    settle(ws)
+    for pkg in ("a", "b"):
+        shutil.rmtree(ws.root / "packages" / pkg / "dist")
+    result, replayed = run(ws)
+    assert replayed and result.code == 0 and "restore" in result.err
+    assert (ws.root / "packages/b/dist/out.js").read_text() == "B;C;"
+    after, replayed = run(ws)  # the restored directories are too new to vouch for: the pipeline looks
+    assert not replayed and after.code == 0 and executed(after.err) == set()
+    _, replayed = run(ws)
+    assert replayed
+
+
+def test_a_damaged_artifact_met_by_a_replayed_restore_runs_the_task(ws):
+    import shutil
+
+    settle(ws)
+    shutil.rmtree(ws.root / "packages/a/dist")
+    for artifact in (ws.root / ".vx" / "cache").glob("*.tar.zst"):
+        data = bytearray(artifact.read_bytes())
+        data[len(data) // 2] ^= 0xFF  # same size: only reading it finds out
+        artifact.write_bytes(bytes(data))
+    result, replayed = run(ws)
+    assert not replayed and result.code == 0 and "a#build" in executed(result.err)
+    assert (ws.root / "packages/a/dist/out.js").read_text() == "A;"
+
+
+def test_many_restores_share_two_processes(repo):
+    import shutil
+
+    pkgs = {f"p{i:02d}": {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": f"P{i};"}} for i in range(20)}
+    ws = repo.write(npm_workspace(pkgs)).commit()
+    settle(ws)
+    for i in range(20):
+        shutil.rmtree(ws.root / "packages" / f"p{i:02d}" / "dist")
+    result, replayed = run(ws)
+    assert replayed and result.code == 0
+    assert all((ws.root / "packages" / f"p{i:02d}" / "dist/out.js").read_text() == f"P{i};" for i in range(20))
+    after, _ = run(ws)
+    assert after.code == 0 and executed(after.err) == set()
+
+
 def test_a_missing_artifact_is_never_replayed(ws):
     settle(ws)
     artifact = next((ws.root / ".vx" / "cache").glob("*.tar.zst"))
@@ -293,8 +339,10 @@ def test_a_receipt_covers_every_path_its_run_read(ws, tmp_path):
     size = int.from_bytes(data[:4], "little")
     body = marshal.loads(data[4 + size:])
     vouched = set(ws.git("ls-files").split())  # git's listings pin these: the receipt compares them whole
-    checked = ({path for path, _ in body["read"] + body["probed"] + body["outputs"]}
-               | {str(ws.root / rel) for rel in vouched})
+    outputs = [path for task in body["tasks"] for path, _ in task[3]]
+    walked = [path for task in body["tasks"] for part in (task[5] or ()) for path, _ in part]
+    checked = ({path for path, _ in body["read"] + body["probed"]} | {view[0] for view in body["views"]}
+               | set(outputs) | set(walked) | {str(ws.root / rel) for rel in vouched})
     seen = traced_paths(trace, ws.root)
     assert str(ws.root / "packages/a/vx.config.json") in seen and str(ws.root / "packages/b/dist") in seen
     baseline, import_dirs = runtime_paths(ws.root, tmp_path)
@@ -318,6 +366,7 @@ def test_a_replay_loads_none_of_the_pipeline(ws):
     replay = imported("import sys; sys.argv = ['vx', 'run', 'build']; from vx.__main__ import entry; entry()",
                       ws.root)
     assert "vx.receipt" in replay and "vx.cli" not in replay  # replayed, then
-    own = {"vx", "vx.__main__", "vx.receipt", "vx.witness", "vx.runlock", "vx.stages", "vx.style", "marshal",
+    own = {"vx", "vx.__main__", "vx.replay", "vx.receipt", "vx.witness", "vx.runlock", "vx.stages", "vx.style",
+           "vx.store", "vx.store.rows", "marshal", "stat",
            "_sqlite3", "zlib", "__future__"}
     assert {m for m in replay - baseline if m.split(".")[0] != "xxhash"} <= own

@@ -22,7 +22,7 @@ ALLOWED = {
     "blobs": {"model", "errors", "globs", "witness"},
     "listing": {"model", "errors", "globs", "walk", "witness"},
     "walk": {"model", "errors", "globs", "witness"},
-    "outputs": {"model", "errors", "globs", "walk"},
+    "outputs": {"model", "errors", "globs", "walk", "witness"},
     "executor": {"model", "errors"},
     "environment": {"errors"},
     # Leaves the replay of a receipt loads before anything else: they may import no vx module.
@@ -30,7 +30,8 @@ ALLOWED = {
     "style": set(),
     "stages": set(),
     "runlock": set(),
-    "receipt": {"witness", "style", "stages", "runlock"},
+    "receipt": {"witness"},
+    "replay": {"receipt", "witness", "style", "stages", "runlock", "store", "errors"},  # store.rows; unpacking to restore
 }
 # msgspec is the record base everywhere (Struct builds a class in C, ~40x cheaper than a frozen
 # dataclass's generated methods: docs/optimizations.md); it does no I/O, so pure modules may use it.

@@ -9,7 +9,7 @@ from vx import receipt, witness
 
 
 def body_of(path: str) -> dict:
-    return {"read": [(path, witness.identity(path, True))], "probed": []}
+    return {"read": [(path, witness.identity(path, True))], "probed": [], "views": []}
 
 
 def test_a_path_changed_inside_the_racy_window_of_the_run_start_is_racy(tmp_path):
@@ -17,14 +17,14 @@ def test_a_path_changed_inside_the_racy_window_of_the_run_start_is_racy(tmp_path
     f = tmp_path / "a.json"
     f.write_text("{}")
     read = body_of(str(f))["read"]
-    assert receipt._racy(read, time.time_ns())
-    assert not receipt._racy(read, time.time_ns() + 2 * witness.RACY_NS)  # a run that started well after
+    assert receipt.racy(read, time.time_ns())
+    assert not receipt.racy(read, time.time_ns() + 2 * witness.RACY_NS)  # a run that started well after
 
 
 def test_whole_second_timestamps_widen_the_window():
     ident = (0o100644, 3, 5_000_000_000, 5_000_000_000, 1)
-    assert receipt._racy([("a", ident)], 5_000_000_000 + witness.RACY_NS * 2)
-    assert not receipt._racy([("a", ident)], 5_000_000_000 + witness.COARSE_RACY_NS + 1)
+    assert receipt.racy([("a", ident)], 5_000_000_000 + witness.RACY_NS * 2)
+    assert not receipt.racy([("a", ident)], 5_000_000_000 + witness.COARSE_RACY_NS + 1)
 
 
 def test_a_changed_or_vanished_path_never_holds(tmp_path):
@@ -33,31 +33,31 @@ def test_a_changed_or_vanished_path_never_holds(tmp_path):
     old = time.time_ns() - 10 * witness.RACY_NS
     os.utime(f, ns=(old, old))
     held = body_of(str(f))
-    assert receipt._paths_hold(held)
+    assert receipt.paths_hold(held)
     f.write_text('{"x": 1}')
     os.utime(f, ns=(old, old))  # the mtime forged back: size and ctime still differ
-    assert not receipt._paths_hold(held)
+    assert not receipt.paths_hold(held)
     f.unlink()
-    assert not receipt._paths_hold(held)
+    assert not receipt.paths_hold(held)
 
 
 def test_a_missing_path_holds_while_it_stays_missing(tmp_path):
     held = body_of(str(tmp_path / "pnpm-workspace.yaml"))
-    assert held["read"][0][1] is None and receipt._paths_hold(held)
+    assert held["read"][0][1] is None and receipt.paths_hold(held)
     (tmp_path / "pnpm-workspace.yaml").write_text("packages: []\n")
-    assert not receipt._paths_hold(held)
+    assert not receipt.paths_hold(held)
 
 
 def test_a_probed_path_keeps_only_its_kind_and_inode(tmp_path):
     d = tmp_path / "pkg"
     d.mkdir()
-    held = {"read": [], "probed": [(str(d), witness.identity(str(d), False))]}
+    held = {"read": [], "probed": [(str(d), witness.identity(str(d), False))], "views": []}
     (d / "new").write_text("x")  # the directory's mtime moves; its kind and inode do not
-    assert receipt._paths_hold(held)
-    assert not receipt._paths_hold(body_of(str(d)) | {"read": [(str(d), held["probed"][0][1])]})
+    assert receipt.paths_hold(held)
+    assert not receipt.paths_hold(body_of(str(d)) | {"read": [(str(d), held["probed"][0][1])]})
     d.rename(tmp_path / "moved")
     d.mkdir()  # a new directory in its place: another inode
-    assert not receipt._paths_hold(held)
+    assert not receipt.paths_hold(held)
 
 
 def test_read_env_notes_each_name_looked_up_and_a_whole_read():
@@ -74,7 +74,38 @@ def test_the_witness_notes_only_while_watching():
     witness.read("/a")
     witness.probed("/a")  # already read whole: stays whole
     witness.probed("/b")
-    paths, commands = witness.taken()
-    assert paths == {"/a": True, "/b": False} and commands == []
+    witness.listed("/d", "vx.config", ["package.json", "vx.config.json", "src"])
+    paths, commands, views = witness.taken()
+    assert paths == {"/a": True, "/b": False} and commands == [] and views == {"/d": ("vx.config", ["vx.config.json"])}
     witness.read("/y")
-    assert witness.taken() == ({}, [])
+    assert witness.taken() == ({}, [], {})
+
+
+def test_a_listed_directory_holds_while_its_config_names_stay(tmp_path):
+    d = tmp_path / "pkg"
+    d.mkdir()
+    (d / "vx.config.json").write_text("{}")
+    held = {"read": [], "probed": [], "views": [(str(d), witness.identity(str(d), True), "vx.config", ["vx.config.json"])]}
+    assert receipt.paths_hold(held)
+    (d / "dist").mkdir()  # the listing changed, not its config names
+    assert receipt.paths_hold(held)
+    (d / "vx.config.ts").write_text("export default {}")
+    assert not receipt.paths_hold(held)
+
+
+def test_outputs_are_current_absent_or_changed(tmp_path):
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    out = dist / "out.js"
+    out.write_text("x")
+    want = witness.output_stat(os.lstat(out))
+    walked = [[(str(dist), witness.identity(str(dist), True))], []]
+    task = ["k", 1, "c", [(str(out), want)], [str(dist)], walked]
+    assert receipt.output_state(task) == receipt.CURRENT
+    (dist / "extra.js").write_text("y")  # a file the walk would find: not current any more
+    assert receipt.output_state(task) == receipt.CHANGED
+    for f in dist.iterdir():
+        f.unlink()
+    dist.rmdir()
+    assert receipt.output_state(task) == receipt.ABSENT
+    assert receipt.output_state(["k", 1, "c", [], [], None]) == receipt.CHANGED  # no root: never absent

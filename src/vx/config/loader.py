@@ -68,11 +68,12 @@ _PROJECT_MEMO_LIMIT = 4096
 
 def _config_file(directory: str, stem: str, rel_dir: str) -> tuple[str, str] | None:
     """The one `stem.<ext>` file in `directory` that a loader reads, and its extension."""
-    witness.read(directory)
     try:
         names = os.listdir(directory)
     except (FileNotFoundError, NotADirectoryError):
+        witness.read(directory)  # missing: the receipt keeps that
         return None
+    witness.listed(directory, stem, names)
     found = sorted(n for n in names if n.startswith(stem) and n[len(stem):] in LOADERS)
     if len(found) > 1:
         shown = ", ".join(_rel(rel_dir, n) for n in found)

@@ -24,7 +24,8 @@ from msgspec import Struct
 
 from vx.errors import EnvironmentFailure
 from vx.model import LogChunk
-from vx.store import archive, packing, unpacking
+from vx.store import archive, packing, rows, unpacking
+from vx.store.rows import chunked, marks
 from vx.store.archive import ArchiveError, OutputFile
 from vx.witness import output_stat
 
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
 SCHEMA_VERSION = "py-2"
 DB_NAME = "cache.db"
 LOG_HALF = 8 << 20  # LC-10: keep the first and the last 8 MiB of a task's log
-SQL_BATCH = 800  # IN-lists stay under 900 bound parameters (old SQLite caps at 999)
 
 _TABLES = {
     "entries": "CREATE TABLE entries (hash TEXT PRIMARY KEY, task_id TEXT NOT NULL,"
@@ -126,14 +126,6 @@ def _utf8_cut(data: bytes, n: int, from_end: bool) -> bytes:
     return data[:n]
 
 
-def _chunked(items: Sequence[str]) -> Iterator[Sequence[str]]:
-    for i in range(0, len(items), SQL_BATCH):
-        yield items[i : i + SQL_BATCH]
-
-
-def _marks(n: int) -> str:
-    return ",".join("?" * n)
-
 
 class LocalStore:
     """One cache directory, one SQLite connection for the run, shared by threads under a lock.
@@ -190,20 +182,11 @@ class LocalStore:
             self._db = None
 
     def _touch(self, keys: list[str]) -> None:
-        now = time.time()
-        for batch in _chunked(keys):
-            self._db.execute(f"UPDATE entries SET accessed_at=? WHERE hash IN ({_marks(len(batch))})", (now, *batch))
+        rows.touch(self._db, keys, time.time())
 
     def _write_due_stamps(self) -> None:
         due, self._stamps_due = self._stamps_due, {}
-        for batch in _chunked(list(due)):
-            self._db.execute(f"DELETE FROM output_stamps WHERE root=? AND hash IN ({_marks(len(batch))})",
-                             (self._root_key, *batch))
-        self._db.executemany(
-            "INSERT INTO output_stamps VALUES (?,?,?,?,?)",
-            [(key, self._root_key, path, ino, ctime) for key, stamps in due.items()
-             for path, (ino, ctime) in stamps.items()],
-        )
+        rows.write_stamps(self._db, self._root_key, due)
 
     def __enter__(self) -> "LocalStore":
         return self
@@ -248,18 +231,18 @@ class LocalStore:
 
     def _select(self, keys: Sequence[str]) -> tuple[list[tuple], dict[str, tuple[list, list]]]:
         """Entry rows, and per key its output files with this workspace's stamps, in IN-list batches."""
-        rows: list[tuple] = []
+        found: list[tuple] = []
         outputs: dict[str, tuple[list[OutputFile], list]] = {}
-        for batch in _chunked(keys):
-            marks = _marks(len(batch))
-            rows += self._db.execute(f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE hash IN ({marks})", batch)
+        for batch in chunked(keys):
+            qs = marks(len(batch))
+            found += self._db.execute(f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE hash IN ({qs})", batch)
             for h, path, size, mode, mtime_ms, ino, ctime_ns in self._db.execute(
-                _FILES_WITH_STAMPS.format(marks=marks), (self._root_key, *batch)
+                _FILES_WITH_STAMPS.format(marks=qs), (self._root_key, *batch)
             ):
                 files, stamps = outputs.setdefault(h, ([], []))
                 files.append(OutputFile(path, size, mode, mtime_ms))
                 stamps.append(None if ino is None else (ino, ctime_ns))
-        return rows, outputs
+        return found, outputs
 
     def log_of(self, entry: Entry) -> tuple[LogChunk, ...]:
         """The entry's log from its row, so a hit replays without opening the artifact (LC-10)."""
@@ -272,9 +255,9 @@ class LocalStore:
         keys = [e.key for e in entries]
         out: dict[str, tuple[LogChunk, ...]] = {k: () for k in keys}
         with self._lock:
-            for batch in _chunked(keys):
+            for batch in chunked(keys):
                 for key, blob in self._db.execute(
-                    f"SELECT hash, log FROM entry_log WHERE hash IN ({_marks(len(batch))})", batch
+                    f"SELECT hash, log FROM entry_log WHERE hash IN ({marks(len(batch))})", batch
                 ):
                     out[key] = archive.decode_log(blob)
         return out
@@ -496,7 +479,7 @@ class LocalStore:
     def _write_rows(self, packed: "_Packed", row: tuple, log_blob: bytes) -> None:
         key, info = packed.key, packed.info
         db = self._db
-        db.execute(f"INSERT OR REPLACE INTO entries ({_ENTRY_COLUMNS}, accessed_at) VALUES ({_marks(10)})", row)
+        db.execute(f"INSERT OR REPLACE INTO entries ({_ENTRY_COLUMNS}, accessed_at) VALUES ({marks(10)})", row)
         db.execute("INSERT OR REPLACE INTO entry_log VALUES (?,?)", (key, log_blob))
         db.execute("DELETE FROM output_files WHERE hash=?", (key,))
         db.executemany(

@@ -1,0 +1,303 @@
+"""Finish a `vx run` from its receipt, before the CLI and the pipeline are even imported.
+
+The checks, cheapest first, under the run lock (GR-16) like any run: same vx, command line,
+directory and environment values; every planning path and project listing as the receipted run
+left it (`receipt.paths_hold`); git's listings the same byte for byte (git is run again exactly
+as the listing runs it: git, not vx, decides whether the tree is clean); every artifact and index
+row still there. Then the keys and the hits are the receipt's, and what remains is the outcome
+the pipeline would reach: each task's outputs are current (nothing to do) or absent (restored from
+its artifact, as the hit lane would: nothing to wipe). The rows are touched (LC-06), the restores'
+stamps written (LC-07), the receipt brought up to date, and the footer printed. Anything else —
+an output edited, an artifact damaged, a fact changed — and this returns None: the pipeline runs
+as if there were no receipt, which is always correct, and writes a fresh one.
+
+It imports `os`, `sys`, `time`, `marshal`, xxhash, sqlite3's C module and vx's leaves; a restore
+adds the artifact reader.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from vx import __version__, receipt
+
+FORK_FROM = 16  # restores worth a second process (~2 ms to fork one)
+
+
+def replay(argv: list[str], environ=os.environ, err=sys.stderr) -> int | None:
+    """Finish `vx <argv>` from its receipt and return the exit code, or None to run it in full."""
+    if not receipt.enabled(environ):
+        return None
+    started, cpu = time.perf_counter(), time.process_time()
+    try:
+        header, timing = _holds(argv, environ, err)
+    except Exception:  # a receipt is never a reason to fail: any trouble with one is a miss
+        return None
+    if timing is None:
+        return None
+    _footer(header, environ, err, (time.perf_counter() - started) * 1000)
+    if environ.get("VX_TIMING", "") not in ("", "0"):
+        _timing(timing, started, cpu, err)
+    return 0
+
+
+def _holds(argv: list[str], environ, err) -> tuple[dict | None, list[tuple[str, float]] | None]:
+    """The receipt's header, and the stage times of finishing from it; None if it does not hold."""
+    found = receipt.find(os.getcwd(), argv)
+    if found is None or not receipt.same_env(found[1], environ):
+        return None, None
+    from vx.runlock import RunLock
+
+    lock = RunLock(lambda message: _say(err, f"vx: {message}"))
+    lock.acquire(found[1]["root"])
+    try:
+        return found[1], _finish(*found, environ)
+    finally:
+        lock.release()
+
+
+def _finish(path: str, header: dict, data: memoryview, environ) -> list[tuple[str, float]] | None:
+    """Check everything while git runs, then restore what is absent; the rows are touched in a
+    transaction committed only when all of it held. The stage times, or None."""
+    import marshal
+
+    t0 = time.perf_counter()
+    children = _spawn_git(header["root"], header["git"], environ)
+    try:
+        body = marshal.loads(data)
+        if not receipt.paths_hold(body):
+            return None
+        states = [receipt.output_state(task) for task in body["tasks"]]
+        if receipt.CHANGED in states or not _artifacts_hold(header, body["tasks"]):
+            return None
+        t1 = time.perf_counter()
+        db = _open_index(header["cache_dir"])
+        if db is None:
+            return None
+        try:
+            if not _rows_hold_and_touch(db, body["tasks"]):
+                return None
+            t2 = time.perf_counter()
+            if not _git_holds(children, header["git"]):
+                return None
+            t3 = time.perf_counter()
+            absent = [task for task, state in zip(body["tasks"], states) if state == receipt.ABSENT]
+            if absent and not _restore(path, header, body, absent, db):
+                return None
+            db.execute("COMMIT")
+        finally:
+            db.close()  # an uncommitted touch rolls back
+    finally:
+        _reap(children)
+    rows = [("receipt check", (t1 - t0) * 1000), ("cache touch", (t2 - t1) * 1000), ("git enumeration", (t3 - t2) * 1000)]
+    return rows + ([("restore", (time.perf_counter() - t3) * 1000)] if absent else [])
+
+
+def _artifacts_hold(header: dict, tasks: list) -> bool:
+    prefix = os.path.join(header["cache_dir"], "")
+    for key, size, _crc, *_ in tasks:
+        try:
+            if os.stat(f"{prefix}{key}.tar.zst").st_size != size:
+                return False
+        except OSError:
+            return False
+    return True
+
+
+# ---------------------------------------------------------------- git
+
+
+def _spawn_git(root: str, commands: list, environ) -> list[tuple[int, int]]:
+    """Fork each noted git command as the listing ran it (cwd = the root), stdout to a memfd
+    (three outputs at once cannot fill a pipe and stall), stderr and stdin to /dev/null."""
+    if not hasattr(os, "memfd_create"):
+        raise OSError("no memfd")
+    children = []
+    for argv, *_ in commands:
+        out = os.memfd_create("vx-git", os.MFD_CLOEXEC)
+        pid = os.fork()
+        if pid == 0:  # the child: nothing but exec
+            try:
+                os.chdir(root)
+                null = os.open(os.devnull, os.O_RDWR)
+                os.dup2(null, 0)
+                os.dup2(out, 1)
+                os.dup2(null, 2)
+                os.execvpe(argv[0], list(argv), environ)
+            finally:
+                os._exit(127)
+        children.append((pid, out))
+    return children
+
+
+def _git_holds(children: list[tuple[int, int]], commands: list) -> bool:
+    import xxhash
+
+    for (pid, out), (_argv, code, digest, outputs) in zip(children, commands):
+        _, status = os.waitpid(pid, 0)
+        size = os.fstat(out).st_size
+        data = os.pread(out, size, 0) if size else b""
+        got = xxhash.xxh3_128_hexdigest(data) if outputs is None else receipt.status_digest(data, frozenset(outputs))
+        if os.waitstatus_to_exitcode(status) != code or got != digest:
+            return False
+    return True
+
+
+def _reap(children: list[tuple[int, int]]) -> None:
+    for pid, out in children:
+        os.close(out)
+        try:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+
+
+# ---------------------------------------------------------------- the index
+
+
+def _sqlite():
+    """sqlite3's C module itself: the `sqlite3` package adds only `datetime` adapters (~3 ms of
+    imports) that this replay never uses. The package is the fallback should that ever move."""
+    try:
+        import _sqlite3 as sqlite
+
+        sqlite.connect, sqlite.Error  # noqa: B018 (both must be there)
+    except (ImportError, AttributeError):
+        import sqlite3 as sqlite
+    return sqlite
+
+
+def _open_index(cache_dir: str):
+    """The cache index, set up as the store sets it up; None when there is none (connecting
+    must never create one)."""
+    sqlite3 = _sqlite()
+    path = os.path.join(cache_dir, "cache.db")
+    uri = path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
+    try:
+        db = sqlite3.connect(f"file:{uri}?mode=rw", uri=True, isolation_level=None, timeout=5.0)
+        db.execute("PRAGMA busy_timeout=5000")
+        db.execute("PRAGMA synchronous=NORMAL")  # as the store: WAL + NORMAL, no fsync per commit
+        return db
+    except sqlite3.Error:
+        return None
+
+
+def _rows_hold_and_touch(db, tasks: list) -> bool:
+    """Every hit's row still in the index as it was; `accessed_at` set as the store's close sets
+    it (LC-06), in a transaction the caller commits."""
+    from vx.store import rows
+
+    want = {key: (size, crc) for key, size, crc, *_ in tasks}
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        if rows.sizes_and_crcs(db, list(want)) != want:
+            return False
+        rows.touch(db, list(want), time.time())
+        return True
+    except _sqlite().Error:
+        return False
+
+
+# ---------------------------------------------------------------- restores
+
+
+def _restore(path: str, header: dict, body: dict, absent: list, db) -> bool:
+    """Restore every absent task's outputs from its artifact, as the hit lane would (in two
+    processes when there are enough), stamp them (LC-07) and bring the receipt up to date.
+    False when an artifact is refused: the pipeline then decides what that task needs."""
+    from vx.store import rows
+
+    root = header["root"]
+    done = _extract_all(header["cache_dir"], root, absent)
+    if done is None:
+        return False
+    by_key = {task[0]: task for task in body["tasks"]}
+    due = {}
+    for key, files in done.items():
+        by_key[key], due[key] = receipt.restored(by_key[key], root, files)
+    rows.write_stamps(db, root, due)
+    body["tasks"] = [by_key[task[0]] for task in body["tasks"]]
+    receipt.store(path, header, body)
+    return True
+
+
+def _extract_all(cache_dir: str, root: str, tasks: list) -> dict | None:
+    """{key: files written} for every task, half of them in a forked child when there are enough."""
+    if len(tasks) < FORK_FROM:
+        return _extract(cache_dir, root, tasks)
+    import marshal
+
+    mine, theirs = tasks[: len(tasks) // 2], tasks[len(tasks) // 2:]
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child extracts its half and reports through the pipe; it never touches the index
+        code = 1
+        try:
+            os.close(read_end)
+            with os.fdopen(write_end, "wb") as out:
+                out.write(marshal.dumps(_extract(cache_dir, root, theirs)))
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    try:
+        here = _extract(cache_dir, root, mine)
+    finally:
+        with os.fdopen(read_end, "rb") as got:
+            data = got.read()
+        _, status = os.waitpid(pid, 0)
+    there = marshal.loads(data) if data and os.waitstatus_to_exitcode(status) == 0 else None
+    return None if here is None or there is None else {**here, **there}
+
+
+def _extract(cache_dir: str, root: str, tasks: list) -> dict | None:
+    from pathlib import Path
+
+    from vx.errors import VxError
+    from vx.store.archive import ArchiveError
+    from vx.store.unpacking import unpack
+
+    done = {}
+    prefix = os.path.join(root, "")
+    for key, _size, _crc, expected, _roots, _walked in tasks:
+        allowed = frozenset(p[len(prefix):] for p, _ in expected)
+        try:
+            unpacked = unpack(Path(cache_dir, f"{key}.tar.zst"), key=key, allowed=allowed.__contains__, root=Path(root))
+        except (ArchiveError, VxError, OSError):
+            return None
+        done[key] = [(f.path, f.mode, f.size, f.mtime_ms) for f in unpacked.files]
+    return done
+
+
+# ---------------------------------------------------------------- output
+
+
+def _footer(header: dict, environ, err, wall_ms: float) -> None:
+    from vx import style
+
+    palette = style.Palette(style.color_enabled(environ, err))
+    lines = style.footer(header["tasks"], header["tasks"], {}, wall_ms, __version__, palette)
+    _say(err, "\n".join(lines))
+
+
+def _timing(rows: list[tuple[str, float]], started: float, cpu: float, err) -> None:
+    from vx.stages import Stages
+
+    stages = Stages(True, started)
+    stages.startup_ms = cpu * 1000  # CPU before the replay began: interpreter, site and imports
+    stages.opened = started
+    stages.rows = rows
+    stages.print(err)
+
+
+def _say(err, text: str) -> None:
+    from vx.style import write
+
+    try:
+        write(err, text + "\n")
+        err.flush()
+    except (BrokenPipeError, ValueError):
+        pass

@@ -1,0 +1,44 @@
+"""The index statements a warm run makes, shared by the store and the replay of a receipt.
+
+A fully cached run confirms its rows, touches them (LC-06) and records the stamps of what it
+restored (LC-07). `vx.store.local` does that for the pipeline; `vx.receipt` does it for a
+replayed run, which loads neither sqlite3's package nor the store. One text of each statement
+serves both. Stdlib only, no import at all: callers hand in their connection.
+"""
+
+from __future__ import annotations
+
+SQL_BATCH = 800  # IN-lists stay under 900 bound parameters (old SQLite caps at 999)
+
+
+def chunked(items: list) -> list:
+    return [items[i:i + SQL_BATCH] for i in range(0, len(items), SQL_BATCH)]
+
+
+def marks(n: int) -> str:
+    return ",".join("?" * n)
+
+
+def sizes_and_crcs(db, keys: list[str]) -> dict[str, tuple[int, str]]:
+    """Each key's (size_bytes, crc) as the index holds it; absent keys are left out."""
+    out = {}
+    for batch in chunked(keys):
+        for key, size, crc in db.execute(f"SELECT hash, size_bytes, crc FROM entries WHERE hash IN ({marks(len(batch))})",
+                                         batch):
+            out[key] = (size, crc)
+    return out
+
+
+def touch(db, keys: list[str], now: float) -> None:
+    """Set `accessed_at` (LC-06): one statement per IN-list batch, not one per key."""
+    for batch in chunked(keys):
+        db.execute(f"UPDATE entries SET accessed_at=? WHERE hash IN ({marks(len(batch))})", (now, *batch))
+
+
+def write_stamps(db, root: str, due: dict[str, dict[str, tuple[int, int]]]) -> None:
+    """Replace this workspace's stamps (ino, ctime_ns) of each key's outputs (LC-07)."""
+    for batch in chunked(list(due)):
+        db.execute(f"DELETE FROM output_stamps WHERE root=? AND hash IN ({marks(len(batch))})", (root, *batch))
+    db.executemany("INSERT INTO output_stamps VALUES (?,?,?,?,?)",
+                   [(key, root, path, ino, ctime) for key, stamps in due.items()
+                    for path, (ino, ctime) in stamps.items()])
