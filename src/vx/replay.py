@@ -72,6 +72,8 @@ def _finish(path: str, header: dict, data: memoryview, environ) -> list[tuple[st
         states = [receipt.output_state(task) for task in body["tasks"]]
         if receipt.CHANGED in states or not _artifacts_hold(header, body["tasks"]):
             return None
+        if receipt.ABSENT in states:
+            _reader()  # loaded while git still runs, and before any fork: the child inherits it
         t1 = time.perf_counter()
         db = _open_index(header["cache_dir"])
         if db is None:
@@ -253,20 +255,29 @@ def _extract_all(cache_dir: str, root: str, tasks: list) -> dict | None:
     return None if here is None or there is None else {**here, **there}
 
 
-def _extract(cache_dir: str, root: str, tasks: list) -> dict | None:
+def _reader():
+    """The artifact reader (`vx.store.unpacking`) with what it raises; its imports — the records,
+    pathlib, zstandard — cost a replay more than anything else it does."""
     from pathlib import Path
+
+    import zstandard  # noqa: F401 (imported where the reader first inflates; here, before the fork)
 
     from vx.errors import VxError
     from vx.store.archive import ArchiveError
     from vx.store.unpacking import unpack
 
+    return Path, (ArchiveError, VxError, OSError), unpack
+
+
+def _extract(cache_dir: str, root: str, tasks: list) -> dict | None:
+    Path, refused, unpack = _reader()
     done = {}
     prefix = os.path.join(root, "")
     for key, _size, _crc, expected, _roots, _walked in tasks:
         allowed = frozenset(p[len(prefix):] for p, _ in expected)
         try:
             unpacked = unpack(Path(cache_dir, f"{key}.tar.zst"), key=key, allowed=allowed.__contains__, root=Path(root))
-        except (ArchiveError, VxError, OSError):
+        except refused:
             return None
         done[key] = [(f.path, f.mode, f.size, f.mtime_ms) for f in unpacked.files]
     return done
