@@ -97,9 +97,11 @@ class PendingIndex:
         return index
 
     def close(self) -> None:
+        # SIGTERM, never SIGKILL: `git status` may hold .git/index.lock to write back refreshed
+        # stat data, and only a signal it can catch lets it remove the lock on the way out.
         for proc in self.procs or ():
             if proc.poll() is None:
-                proc.kill()
+                proc.terminate()
             proc.communicate()
         self.procs = None
 

@@ -111,9 +111,9 @@ def _run_git_listing(root: Path, procs: tuple[subprocess.Popen, ...] | None = No
         status = _collect(procs[1], "status", root)
         config = _collect(procs[2], "config", root, required=False)
     finally:
-        for proc in procs:
+        for proc in procs:  # SIGTERM: a `git status` holding .git/index.lock removes it on the way out
             if proc.poll() is None:
-                proc.kill()
+                proc.terminate()
                 proc.wait()
     return ls, status, config
 

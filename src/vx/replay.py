@@ -111,7 +111,7 @@ def _artifacts_hold(header: dict, tasks: list) -> bool:
 # ---------------------------------------------------------------- git
 
 
-def _spawn_git(root: str, commands: list, environ) -> list[tuple[int, int]]:
+def _spawn_git(root: str, commands: list, environ) -> list[list[int]]:
     """Fork each noted git command as the listing ran it (cwd = the root), stdout to a memfd
     (three outputs at once cannot fill a pipe and stall), stderr and stdin to /dev/null."""
     if not hasattr(os, "memfd_create"):
@@ -130,15 +130,17 @@ def _spawn_git(root: str, commands: list, environ) -> list[tuple[int, int]]:
                 os.execvpe(argv[0], list(argv), environ)
             finally:
                 os._exit(127)
-        children.append((pid, out))
+        children.append([pid, out])
     return children
 
 
-def _git_holds(children: list[tuple[int, int]], commands: list) -> bool:
+def _git_holds(children: list[list[int]], commands: list) -> bool:
     import xxhash
 
-    for (pid, out), (_argv, code, digest, outputs) in zip(children, commands):
+    for child, (_argv, code, digest, outputs) in zip(children, commands):
+        pid, out = child
         _, status = os.waitpid(pid, 0)
+        child[0] = 0  # reaped: its pid may be anyone's now
         size = os.fstat(out).st_size
         data = os.pread(out, size, 0) if size else b""
         got = xxhash.xxh3_128_hexdigest(data) if outputs is None else receipt.status_digest(data, frozenset(outputs))
@@ -147,14 +149,18 @@ def _git_holds(children: list[tuple[int, int]], commands: list) -> bool:
     return True
 
 
-def _reap(children: list[tuple[int, int]]) -> None:
+def _reap(children: list[list[int]]) -> None:
+    """Stop and reap what still runs. SIGTERM, never SIGKILL: `git status` may hold
+    .git/index.lock (it writes back refreshed stat data), and only a signal it can catch lets it
+    remove the lock on the way out — a killed one leaves the repository locked for the user."""
     for pid, out in children:
         os.close(out)
-        try:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
+        if pid:
+            try:
+                os.kill(pid, 15)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
 
 
 # ---------------------------------------------------------------- the index

@@ -109,3 +109,23 @@ def test_outputs_are_current_absent_or_changed(tmp_path):
     dist.rmdir()
     assert receipt.output_state(task) == receipt.ABSENT
     assert receipt.output_state(["k", 1, "c", [], [], None]) == receipt.CHANGED  # no root: never absent
+
+
+def test_a_replay_stops_git_with_a_signal_it_can_clean_up_after(tmp_path):
+    """A replay that gives up early stops the git it started. SIGKILL would leave a `git status`
+    holding .git/index.lock no chance to remove it, and the user's repository locked."""
+    import sys
+
+    from vx import replay
+
+    lock, ready = tmp_path / "index.lock", tmp_path / "ready"
+    script = ("import os, signal, sys, time\n"
+              "signal.signal(signal.SIGTERM, lambda *a: (os.unlink('index.lock'), sys.exit(1)))\n"
+              "open('index.lock', 'w').close(); open('ready', 'w').close(); time.sleep(30)\n")
+    children = replay._spawn_git(str(tmp_path), [[[sys.executable, "-c", script], 0, "", None]], dict(os.environ))
+    deadline = time.monotonic() + 10
+    while not ready.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert lock.exists()
+    replay._reap(children)
+    assert not lock.exists()
