@@ -211,6 +211,7 @@ def write(*, argv: list[str], cwd: str, root: str, cache_dir: str, started_ns: i
         "env": {name: dict.get(env, name) for name in sorted(env.names | set(GIT_ENV))},  # not noted again
         "env_whole": dict(env.items()) if env.whole else None,
         "git": _commands(commands, toplevel, tasks), "tasks": len(tasks),
+        "index": None, "touched": started_ns / 1e9,  # the run's close touched every row (LC-06)
     }
     body = {"read": read, "probed": probed, "views": dirs, "tasks": tasks}
     return store(os.path.join(root, RECEIPTS, name_of(cwd, argv)), header, body)
@@ -230,9 +231,11 @@ def _commands(commands: list, toplevel: str | None, tasks: list[list]) -> list[l
     return out
 
 
-def store(path: str, header: dict, body: dict) -> bool:
-    """Write atomically (a rename), beside a `*` .gitignore so git never lists receipts."""
+def store(path: str, header: dict, body: dict | bytes) -> bool:
+    """Write atomically (a rename), beside a `*` .gitignore so git never lists receipts. `body`
+    may be the encoded body as read, when only the header changed."""
     head = marshal.dumps(header)
+    body = body if isinstance(body, bytes) else marshal.dumps(body)
     directory = os.path.dirname(path)
     try:
         os.makedirs(directory, exist_ok=True)
@@ -242,7 +245,7 @@ def store(path: str, header: dict, body: dict) -> bool:
                 f.write("*\n")
         temp = f"{path}.{os.getpid()}.tmp"
         with open(temp, "wb") as f:
-            f.write(len(head).to_bytes(4, "little") + head + marshal.dumps(body))
+            f.write(len(head).to_bytes(4, "little") + head + body)
         os.replace(temp, path)
     except OSError:
         return False

@@ -21,7 +21,7 @@ import os
 import sys
 import time
 
-from vx import __version__, receipt
+from vx import __version__, receipt, witness
 
 FORK_FROM = 16  # restores worth a second process (~2 ms to fork one)
 
@@ -59,8 +59,9 @@ def _holds(argv: list[str], environ, err) -> tuple[dict | None, list[tuple[str, 
 
 
 def _finish(path: str, header: dict, data: memoryview, environ) -> list[tuple[str, float]] | None:
-    """Check everything while git runs, then restore what is absent; the rows are touched in a
-    transaction committed only when all of it held. The stage times, or None."""
+    """Check everything while git runs, then restore what is absent. The index is read (and
+    written) only when the receipt cannot vouch for it; then in one transaction, committed only
+    when all of it held. The stage times, or None."""
     import marshal
 
     t0 = time.perf_counter()
@@ -72,29 +73,63 @@ def _finish(path: str, header: dict, data: memoryview, environ) -> list[tuple[st
         states = [receipt.output_state(task) for task in body["tasks"]]
         if receipt.CHANGED in states or not _artifacts_hold(header, body["tasks"]):
             return None
-        if receipt.ABSENT in states:
+        absent = [task for task, state in zip(body["tasks"], states) if state == receipt.ABSENT]
+        if absent:
             _reader()  # loaded while git still runs, and before any fork: the child inherits it
         t1 = time.perf_counter()
+        if not absent and _index_vouched(header):
+            t2 = time.perf_counter()
+            return _times(t0, t1, t2, t2, None) if _git_holds(children, header["git"]) else None
+        before, looked_ns = _index_ids(header["cache_dir"]), time.time_ns()
+        due = bool(absent) or time.time() - header["touched"] >= TOUCH_EVERY_S
         db = _open_index(header["cache_dir"])
         if db is None:
             return None
         try:
-            if not _rows_hold_and_touch(db, body["tasks"]):
+            if not _rows_hold(db, body["tasks"], touch=due):
                 return None
             t2 = time.perf_counter()
             if not _git_holds(children, header["git"]):
                 return None
             t3 = time.perf_counter()
-            absent = [task for task, state in zip(body["tasks"], states) if state == receipt.ABSENT]
-            if absent and not _restore(path, header, body, absent, db):
+            if absent and not _restore(header, body, absent, db):
                 return None
             db.execute("COMMIT")
         finally:
             db.close()  # an uncommitted touch rolls back
     finally:
         _reap(children)
+    unchanged = not due and _index_ids(header["cache_dir"]) == before
+    header["index"] = [before, looked_ns] if unchanged else None
+    if due:
+        header["touched"] = time.time()
+    receipt.store(path, header, body if absent else bytes(data))
+    return _times(t0, t1, t2, t3, time.perf_counter() if absent else None)
+
+
+def _times(t0: float, t1: float, t2: float, t3: float, t4: float | None) -> list[tuple[str, float]]:
     rows = [("receipt check", (t1 - t0) * 1000), ("cache touch", (t2 - t1) * 1000), ("git enumeration", (t3 - t2) * 1000)]
-    return rows + ([("restore", (time.perf_counter() - t3) * 1000)] if absent else [])
+    return rows + ([("restore", (t4 - t3) * 1000)] if t4 is not None else [])
+
+
+# ---------------------------------------------------------------- the index
+
+TOUCH_EVERY_S = 3600.0  # a replay refreshes `accessed_at` (LC-06) at most this often
+
+
+def _index_ids(cache_dir: str) -> list:
+    return [witness.identity(os.path.join(cache_dir, name), True) for name in ("cache.db", "cache.db-wal")]
+
+
+def _index_vouched(header: dict) -> bool:
+    """Whether the index is as the last replay confirmed it: neither `cache.db` nor its WAL
+    written since (identities outside the racy window of that look), and the rows touched within
+    the hour. Then every row the receipt names is still there, as it was."""
+    seen = header.get("index")
+    if seen is None or time.time() - header["touched"] >= TOUCH_EVERY_S:
+        return False
+    ids, looked_ns = seen
+    return _index_ids(header["cache_dir"]) == ids and not receipt.racy([("", i) for i in ids], looked_ns)
 
 
 def _artifacts_hold(header: dict, tasks: list) -> bool:
@@ -163,9 +198,6 @@ def _reap(children: list[list[int]]) -> None:
                 pass
 
 
-# ---------------------------------------------------------------- the index
-
-
 def _sqlite():
     """sqlite3's C module itself: the `sqlite3` package adds only `datetime` adapters (~3 ms of
     imports) that this replay never uses. The package is the fallback should that ever move."""
@@ -193,17 +225,18 @@ def _open_index(cache_dir: str):
         return None
 
 
-def _rows_hold_and_touch(db, tasks: list) -> bool:
-    """Every hit's row still in the index as it was; `accessed_at` set as the store's close sets
-    it (LC-06), in a transaction the caller commits."""
+def _rows_hold(db, tasks: list, touch: bool) -> bool:
+    """Every hit's row still in the index as it was; with `touch`, `accessed_at` set as the
+    store's close sets it (LC-06). In a transaction the caller commits."""
     from vx.store import rows
 
     want = {key: (size, crc) for key, size, crc, *_ in tasks}
     try:
-        db.execute("BEGIN IMMEDIATE")
+        db.execute("BEGIN IMMEDIATE" if touch else "BEGIN")
         if rows.sizes_and_crcs(db, list(want)) != want:
             return False
-        rows.touch(db, list(want), time.time())
+        if touch:
+            rows.touch(db, list(want), time.time())
         return True
     except _sqlite().Error:
         return False
@@ -212,7 +245,7 @@ def _rows_hold_and_touch(db, tasks: list) -> bool:
 # ---------------------------------------------------------------- restores
 
 
-def _restore(path: str, header: dict, body: dict, absent: list, db) -> bool:
+def _restore(header: dict, body: dict, absent: list, db) -> bool:
     """Restore every absent task's outputs from its artifact, as the hit lane would (in two
     processes when there are enough), stamp them (LC-07) and bring the receipt up to date.
     False when an artifact is refused: the pipeline then decides what that task needs."""
@@ -228,7 +261,6 @@ def _restore(path: str, header: dict, body: dict, absent: list, db) -> bool:
         by_key[key], due[key] = receipt.restored(by_key[key], root, files)
     rows.write_stamps(db, root, due)
     body["tasks"] = [by_key[task[0]] for task in body["tasks"]]
-    receipt.store(path, header, body)
     return True
 
 

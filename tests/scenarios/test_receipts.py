@@ -70,16 +70,58 @@ def test_a_warm_broad_run_replays_with_the_same_footer(ws):
     assert (ws.root / ".vx" / "receipts" / ".gitignore").read_text() == "*\n"
 
 
-def test_replay_touches_the_cache_rows(ws):
+def receipt_file(ws) -> Path:
+    (found,) = [p for p in (ws.root / ".vx" / "receipts").iterdir() if p.name != ".gitignore"]
+    return found
+
+
+def rewrite_header(ws, **fields) -> None:
+    data = receipt_file(ws).read_bytes()
+    size = int.from_bytes(data[:4], "little")
+    header = marshal.loads(data[4:4 + size]) | fields
+    head = marshal.dumps(header)
+    receipt_file(ws).write_bytes(len(head).to_bytes(4, "little") + head + data[4 + size:])
+
+
+def accessed(ws) -> list[float]:
+    import sqlite3
+
+    db = sqlite3.connect(ws.root / ".vx" / "cache" / "cache.db")
+    try:
+        return [row[0] for row in db.execute("SELECT accessed_at FROM entries ORDER BY hash")]
+    finally:
+        db.close()
+
+
+def test_replays_touch_the_cache_rows_once_an_hour(ws):
+    """LC-06 at an hour's grain: the run that wrote the receipt touched every row; replays
+    within the hour leave them, the first one after it touches them all again."""
+    settle(ws)
+    before = accessed(ws)
+    _, replayed = run(ws)
+    assert replayed and accessed(ws) == before
+    rewrite_header(ws, touched=time.time() - 2 * 3600)
+    _, replayed = run(ws)
+    after = accessed(ws)
+    assert replayed and len(after) == 2 and all(a > b for a, b in zip(after, before))
+
+
+def test_a_row_gone_from_the_index_is_never_replayed(ws):
+    """Once a replay has confirmed the index, the next one trusts it while cache.db and its WAL
+    are untouched; deleting a row writes them, so the rows are read again and the miss is seen."""
     import sqlite3
 
     settle(ws)
-    db = ws.root / ".vx" / "cache" / "cache.db"
-    before = sorted(sqlite3.connect(db).execute("SELECT accessed_at FROM entries"))
-    time.sleep(0.02)
-    _, replayed = run(ws)
-    after = sorted(sqlite3.connect(db).execute("SELECT accessed_at FROM entries"))
-    assert replayed and all(a[0] > b[0] for a, b in zip(after, before)) and len(after) == 2
+    for _ in range(2):
+        _, replayed = run(ws)
+        assert replayed
+    time.sleep(0.06)
+    db = sqlite3.connect(ws.root / ".vx" / "cache" / "cache.db")
+    db.execute("DELETE FROM entries WHERE task_id = 'a#build'")
+    db.commit()
+    db.close()
+    result, replayed = run(ws)
+    assert not replayed and result.code == 0 and "a#build" in executed(result.err)
 
 
 def edit_tracked_input(ws):
@@ -256,8 +298,7 @@ def test_a_failing_run_writes_no_receipt_and_drops_the_old_one(ws):
 @pytest.mark.parametrize("garbage", [b"", b"\x00\x01not marshal", b"\xe9" * 64])
 def test_a_damaged_receipt_is_a_miss_not_an_error(ws, garbage):
     settle(ws)
-    (receipt,) = [p for p in (ws.root / ".vx" / "receipts").iterdir() if p.name != ".gitignore"]
-    receipt.write_bytes(garbage)
+    receipt_file(ws).write_bytes(garbage)
     result, replayed = run(ws)
     assert result.code == 0 and not replayed and "Traceback" not in result.err
 
