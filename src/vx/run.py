@@ -229,14 +229,15 @@ def receipt_tasks(prep: Prepared, summary: RunSummary, started_ns: int) -> list[
     local = prep.store
     if summary.exit_code != EXIT_OK or summary.interrupted or prep.remote is not None or local is None:
         return None
+    hit = (CacheStatus.UP_TO_DATE, CacheStatus.LOCAL)
+    if not all(r.status is Status.SUCCESS and r.cache in hit and prep.plans[r.id].outputs is not None
+               and prep.plans[r.id].key in prep.hits for r in summary.results):
+        return None  # before any walk: a run with one miss is decided at once
     root = str(prep.ws.root)
     tasks = []
     for result in summary.results:
         plan = prep.plans[result.id]
-        entry = prep.hits.get(plan.key)
-        if result.status is not Status.SUCCESS or result.cache not in (CacheStatus.UP_TO_DATE, CacheStatus.LOCAL) \
-                or entry is None or plan.outputs is None:
-            return None
+        entry = prep.hits[plan.key]
         expected = local.expected_outputs(entry)
         if expected is None:
             return None
