@@ -223,7 +223,8 @@ def execute(prep: Prepared, req: RunRequest, emit: Emit, stages: Stages, launch_
 def receipt_tasks(prep: Prepared, summary: RunSummary, started_ns: int) -> list[list] | None:
     """Each task's part of a receipt of this run (`vx.receipt.task_record`): its cache row, the
     lstat values its outputs must show, where they live and what walking them reads. None when
-    the run does not qualify: anything but a clean, uninterrupted run of local hits, or a remote."""
+    the run does not qualify: anything but a clean, uninterrupted run of local hits, a remote
+    layer, or a sandboxed task."""
     from vx import receipt
 
     local = prep.store
@@ -233,6 +234,8 @@ def receipt_tasks(prep: Prepared, summary: RunSummary, started_ns: int) -> list[
     if not all(r.status is Status.SUCCESS and r.cache in hit and prep.plans[r.id].outputs is not None
                and prep.plans[r.id].key in prep.hits for r in summary.results):
         return None  # before any walk: a run with one miss is decided at once
+    if any(plan.sandbox is not None for plan in prep.plans.values()):
+        return None  # planning a sandbox resolves grants against paths no witness notes (SB-04)
     root = str(prep.ws.root)
     tasks = []
     for result in summary.results:

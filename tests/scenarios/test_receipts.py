@@ -411,3 +411,16 @@ def test_a_replay_loads_none_of_the_pipeline(ws):
            "vx.store", "vx.store.rows", "marshal", "stat",
            "_sqlite3", "zlib", "__future__"}
     assert {m for m in replay - baseline if m.split(".")[0] != "xxhash"} <= own
+
+
+def test_a_run_with_a_sandboxed_task_writes_no_receipt(repo):
+    """Planning a sandbox resolves its grants against the disk (SB-04) with reads no witness
+    notes, so such a run is never replayed: a grant gone bad must still be refused."""
+    task = build_task()
+    task["exec"]["sandbox"] = {"allow": {"read": ["src/**"], "write": ["dist/"]}}
+    ws = repo.write(npm_workspace({"a": {"tasks": {"build": task}, "files": {"src/a.js": "A;"}}})).commit()
+    for _ in range(3):
+        result, replayed = run(ws)
+        assert result.code == 0 and not replayed, result.err
+    assert not (ws.root / ".vx" / "receipts").exists() or not any(
+        p.name != ".gitignore" for p in (ws.root / ".vx" / "receipts").iterdir())
