@@ -367,9 +367,29 @@ def vx_own(path: str, root: Path) -> bool:
             or os.path.dirname(path) in path_dirs or path in (tempfile.gettempdir(), str(root / ".vx")))
 
 
-def test_a_receipt_covers_every_path_its_run_read(ws, tmp_path):
+def rich(repo):
+    """More readers at work: a pnpm workspace file, the workspace config, an attributes file, a
+    workspace-level input, a project nested in another, a dirty and an untracked input."""
+    task = build_task()
+    task["cache"]["inputs"]["workspaceFiles"] = ["scripts/*.js"]
+    pkgs = {
+        "a": {"tasks": {"build": task}, "files": {"src/a.js": "A;"}},
+        "b": {"deps": ["a"], "tasks": {"build": task}, "files": {"src/b.js": "B;", "inner/package.json": "{}"}},
+    }
+    files = npm_workspace(pkgs)
+    files.update({"pnpm-workspace.yaml": "packages:\n  - packages/*\n", "vx.workspace.json": {"concurrency": 2},
+                  ".gitattributes": "*.png binary\n", "scripts/build.js": "// shared\n"})
+    repo.write(files).commit()
+    (repo.root / "packages/a/src/a.js").write_text("A2;")
+    (repo.root / "packages/b/src/untracked.js").write_text("U;")
+    return repo
+
+
+@pytest.mark.parametrize("shape", ["plain", "rich"])
+def test_a_receipt_covers_every_path_its_run_read(repo, tmp_path, shape):
     """Whatever the run that writes a receipt looked at on disk — file, directory listing or mere
     existence, in the workspace or above it — the receipt checks again (strace is the witness)."""
+    ws = workspace(repo) if shape == "plain" else rich(repo)
     run(ws)
     time.sleep(0.06)
     trace = tmp_path / "trace"
@@ -379,13 +399,16 @@ def test_a_receipt_covers_every_path_its_run_read(ws, tmp_path):
     data = written.read_bytes()
     size = int.from_bytes(data[:4], "little")
     body = marshal.loads(data[4 + size:])
-    vouched = set(ws.git("ls-files").split())  # git's listings pin these: the receipt compares them whole
+    dirty = {line[3:] for line in ws.git("status", "--porcelain").splitlines()}
+    vouched = set(ws.git("ls-files").split()) - dirty  # git's listings pin these: the receipt compares them whole
     outputs = [path for task in body["tasks"] for path, _ in task[3]]
     walked = [path for task in body["tasks"] for part in (task[5] or ()) for path, _ in part]
     checked = ({path for path, _ in body["read"] + body["probed"]} | {view[0] for view in body["views"]}
                | set(outputs) | set(walked) | {str(ws.root / rel) for rel in vouched})
     seen = traced_paths(trace, ws.root)
     assert str(ws.root / "packages/a/vx.config.json") in seen and str(ws.root / "packages/b/dist") in seen
+    if shape == "rich":
+        assert {str(ws.root / p) for p in ("packages/a/src/a.js", "packages/b/src/untracked.js")} <= checked
     baseline, import_dirs = runtime_paths(ws.root, tmp_path)
     unchecked = sorted(p for p in seen - checked - baseline
                        if not p.startswith(import_dirs) and not vx_own(p, ws.root))
