@@ -12,7 +12,10 @@ def entry() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "run":
         from vx.replay import replay
 
-        code = replay(sys.argv[1:])
+        try:
+            code = replay(sys.argv[1:])
+        except KeyboardInterrupt:  # Ctrl-C while replaying: everything it opened is closed
+            code = 130
         if code is not None:
             try:
                 sys.stderr.flush()

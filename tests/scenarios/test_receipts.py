@@ -447,3 +447,27 @@ def test_a_run_with_a_sandboxed_task_writes_no_receipt(repo):
         assert result.code == 0 and not replayed, result.err
     assert not (ws.root / ".vx" / "receipts").exists() or not any(
         p.name != ".gitignore" for p in (ws.root / ".vx" / "receipts").iterdir())
+
+
+def test_ctrl_c_during_a_replay_exits_130_without_a_traceback(ws):
+    """The replay waits for the run lock here, and is interrupted there."""
+    import signal
+
+    settle(ws)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from vx.runlock import RunLock; lock = RunLock(print); "
+         "lock.acquire(sys.argv[1]); print('held', flush=True); time.sleep(30)", str(ws.root)],
+        env={**os.environ, "PYTHONPATH": SRC}, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
+        env.update({"PYTHONPATH": SRC, "NO_COLOR": "1"})
+        replay = subprocess.Popen([sys.executable, "-m", "vx", "run", "build"], cwd=ws.root, env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(0.5)  # long enough to be waiting for the lock (it polls every 50 ms)
+        replay.send_signal(signal.SIGINT)
+        out, err = replay.communicate(timeout=30)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert replay.returncode == 130 and "Traceback" not in err, err
