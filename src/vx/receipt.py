@@ -26,6 +26,7 @@ from vx import __version__, witness
 FORMAT = 2
 RECEIPTS = os.path.join(".vx", "receipts")
 GIT_ENV = ("PATH", "HOME", "XDG_CONFIG_HOME")  # read straight from os.environ by the listing
+KEEP = 32  # receipts per workspace: one per command line and directory, the least recent go first
 
 # A task's outputs as the replay finds them.
 CURRENT, ABSENT, CHANGED = "current", "absent", "changed"
@@ -247,9 +248,23 @@ def store(path: str, header: dict, body: dict | bytes) -> bool:
         with open(temp, "wb") as f:
             f.write(len(head).to_bytes(4, "little") + head + body)
         os.replace(temp, path)
+        _prune(directory)
     except OSError:
         return False
     return True
+
+
+def _prune(directory: str) -> None:
+    """Keep the KEEP receipts written or replayed last; older command lines, and receipts of
+    other vx versions (never read again), go."""
+    with os.scandir(directory) as entries:
+        found = [(e.stat().st_mtime_ns, e.path) for e in entries if e.name != ".gitignore" and e.is_file()]
+    if len(found) > KEEP:
+        for _, path in sorted(found)[:len(found) - KEEP]:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
 
 
 def restored(task: list, root: str, files: list[tuple[str, int, int, int]]) -> tuple[list, dict[str, tuple[int, int]]]:

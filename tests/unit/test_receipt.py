@@ -129,3 +129,12 @@ def test_a_replay_stops_git_with_a_signal_it_can_clean_up_after(tmp_path):
     assert lock.exists()
     replay._reap(children)
     assert not lock.exists()
+
+
+def test_a_workspace_keeps_only_its_most_recent_receipts(tmp_path, monkeypatch):
+    monkeypatch.setattr(receipt, "KEEP", 3)
+    directory = tmp_path / ".vx" / "receipts"
+    for i in range(5):
+        assert receipt.store(str(directory / f"r{i}"), {"i": i}, {})
+        os.utime(directory / f"r{i}", ns=(i * 10**9, i * 10**9))  # r4 is the most recent
+    assert sorted(p.name for p in directory.iterdir()) == [".gitignore", "r2", "r3", "r4"]
