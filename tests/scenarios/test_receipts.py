@@ -303,14 +303,26 @@ def test_a_damaged_receipt_is_a_miss_not_an_error(ws, garbage):
     assert result.code == 0 and not replayed and "Traceback" not in result.err
 
 
+def vx_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
+    env.update({"PYTHONPATH": SRC, "NO_COLOR": "1"})
+    return env
+
+
+def hold_lock(ws, seconds: float) -> subprocess.Popen:
+    """Another process holding the workspace's run lock for `seconds` (GR-16)."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from vx.runlock import RunLock; lock = RunLock(print); "
+         f"lock.acquire(sys.argv[1]); print('held', flush=True); time.sleep({seconds}); lock.release()",
+         str(ws.root)], env=vx_env(), stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
 def test_replay_waits_for_the_run_lock(ws):
     """GR-16: a replay takes turns with a run that holds the workspace's lock."""
     settle(ws)
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from vx.runlock import RunLock; lock = RunLock(print); "
-         "lock.acquire(sys.argv[1]); print('held', flush=True); time.sleep(1.5); lock.release()", str(ws.root)],
-        env={**os.environ, "PYTHONPATH": SRC}, stdout=subprocess.PIPE, text=True)
-    assert holder.stdout.readline().strip() == "held"
+    holder = hold_lock(ws, 1.5)
     _, replayed = run(ws)
     assert replayed and holder.poll() is not None  # finished only once the holder let go
     holder.wait()
@@ -343,10 +355,8 @@ def traced_paths(trace: Path, cwd: Path) -> set[str]:
 
 
 def strace(argv: list[str], cwd: Path, trace: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
-    env.update({"PYTHONPATH": SRC, "NO_COLOR": "1"})
     return subprocess.run(["strace", "-qq", "-y", "-e", f"trace={STRACE_CALLS}", "-o", str(trace), *argv],
-                          cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+                          cwd=cwd, env=vx_env(), capture_output=True, text=True, timeout=60)
 
 
 def runtime_paths(cwd: Path, tmp: Path) -> tuple[set[str], tuple[str, ...]]:
@@ -416,9 +426,7 @@ def test_a_receipt_covers_every_path_its_run_read(repo, tmp_path, shape):
 
 
 def imported(code: str, cwd: Path) -> set[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
-    env.update({"PYTHONPATH": SRC, "NO_COLOR": "1"})
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", code], cwd=cwd, env=env,
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", code], cwd=cwd, env=vx_env(),
                           capture_output=True, text=True, timeout=60)
     return {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
 
@@ -455,15 +463,9 @@ def test_ctrl_c_during_a_replay_exits_130_without_a_traceback(ws):
     import signal
 
     settle(ws)
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from vx.runlock import RunLock; lock = RunLock(print); "
-         "lock.acquire(sys.argv[1]); print('held', flush=True); time.sleep(30)", str(ws.root)],
-        env={**os.environ, "PYTHONPATH": SRC}, stdout=subprocess.PIPE, text=True)
+    holder = hold_lock(ws, 30)
     try:
-        assert holder.stdout.readline().strip() == "held"
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
-        env.update({"PYTHONPATH": SRC, "NO_COLOR": "1"})
-        replay = subprocess.Popen([sys.executable, "-m", "vx", "run", "build"], cwd=ws.root, env=env,
+        replay = subprocess.Popen([sys.executable, "-m", "vx", "run", "build"], cwd=ws.root, env=vx_env(),
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(0.5)  # long enough to be waiting for the lock (it polls every 50 ms)
         replay.send_signal(signal.SIGINT)
