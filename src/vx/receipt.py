@@ -86,7 +86,7 @@ def paths_hold(body: dict) -> bool:
 
 
 def _hold(paths: list, whole: bool) -> bool:
-    lstat = os.lstat
+    lstat, identity_of = os.lstat, witness.identity_of
     for path, want in paths:
         try:
             st = lstat(path)
@@ -94,11 +94,7 @@ def _hold(paths: list, whole: bool) -> bool:
             if want is None:
                 continue
             return False
-        if want is None:
-            return False
-        got = (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) if whole else \
-            (st.st_mode & 0o170000, 0, 0, 0, st.st_ino)
-        if got != want:
+        if want is None or identity_of(st, whole) != want:
             return False
     return True
 
@@ -168,12 +164,7 @@ def _under(path: bytes, roots) -> bool:
 def racy(paths: list, started_ns: int) -> bool:
     """Whether a path was changed so close to the run's start that an edit in the same tick
     could have left its identity as recorded (the racy window, `witness.RACY_NS`)."""
-    for _path, ident in paths:
-        if ident is not None:
-            coarse = ident[2] % 1_000_000_000 == 0 and ident[3] % 1_000_000_000 == 0
-            if max(ident[2], ident[3]) >= started_ns - (witness.COARSE_RACY_NS if coarse else witness.RACY_NS):
-                return True
-    return False
+    return any(ident is not None and witness.racy_times(ident[2], ident[3], started_ns) for _path, ident in paths)
 
 
 # ---------------------------------------------------------------- writing

@@ -23,7 +23,7 @@ import time
 
 from vx import __version__, receipt, witness
 
-FORK_FROM = 16  # restores worth a second process (~2 ms to fork one)
+FORK_FROM = 16  # restores worth forking a second process for
 
 
 def replay(argv: list[str], environ=os.environ, err=sys.stderr) -> int | None:
@@ -217,9 +217,11 @@ def _open_index(cache_dir: str):
     path = os.path.join(cache_dir, "cache.db")
     uri = path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
     try:
+        from vx.store.rows import CONNECTION_PRAGMAS
+
         db = sqlite3.connect(f"file:{uri}?mode=rw", uri=True, isolation_level=None, timeout=5.0)
-        db.execute("PRAGMA busy_timeout=5000")
-        db.execute("PRAGMA synchronous=NORMAL")  # as the store: WAL + NORMAL, no fsync per commit
+        for pragma in CONNECTION_PRAGMAS:  # as the store sets it up
+            db.execute(pragma)
         return db
     except sqlite3.Error:
         return None

@@ -100,9 +100,12 @@ def identity(path: str, whole: bool) -> Identity | None:
     """The lstat identity a receipt keeps of a path: all of it when its bytes or entries were
     used, its type and inode alone when only its kind mattered; None when it is missing."""
     try:
-        st = os.lstat(path)
+        return identity_of(os.lstat(path), whole)
     except OSError:
         return None
+
+
+def identity_of(st: os.stat_result, whole: bool) -> Identity:
     if whole:
         return (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
     return (st.st_mode & 0o170000, 0, 0, 0, st.st_ino)
@@ -110,9 +113,14 @@ def identity(path: str, whole: bool) -> Identity | None:
 
 def racy(st: os.stat_result, now_ns: int) -> bool:
     """Whether the file may change again without its stat changing (still inside one tick)."""
-    newest = max(st.st_mtime_ns, st.st_ctime_ns)
-    coarse = st.st_mtime_ns % 1_000_000_000 == 0 and st.st_ctime_ns % 1_000_000_000 == 0
-    return newest >= now_ns - (COARSE_RACY_NS if coarse else RACY_NS)
+    return racy_times(st.st_mtime_ns, st.st_ctime_ns, now_ns)
+
+
+def racy_times(mtime_ns: int, ctime_ns: int, now_ns: int) -> bool:
+    """`racy` for a recorded mtime and ctime: changed within a tick (two seconds on file
+    systems with whole-second timestamps) of `now_ns`."""
+    coarse = mtime_ns % 1_000_000_000 == 0 and ctime_ns % 1_000_000_000 == 0
+    return max(mtime_ns, ctime_ns) >= now_ns - (COARSE_RACY_NS if coarse else RACY_NS)
 
 
 def output_stat(st: os.stat_result) -> tuple[int, int, int, int, int]:

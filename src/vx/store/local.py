@@ -126,7 +126,6 @@ def _utf8_cut(data: bytes, n: int, from_end: bool) -> bytes:
     return data[:n]
 
 
-
 class LocalStore:
     """One cache directory, one SQLite connection for the run, shared by threads under a lock.
 
@@ -157,9 +156,9 @@ class LocalStore:
         path = self.cache_dir / DB_NAME
         try:
             db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=5.0)
-            db.execute("PRAGMA busy_timeout=5000")
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL cannot corrupt; a cache may lose its last entry
+            for pragma in rows.CONNECTION_PRAGMAS:
+                db.execute(pragma)
+            db.execute("PRAGMA journal_mode=WAL")  # persistent in the file: the replay need not set it
             _ensure_schema(db)
         except sqlite3.Error as e:
             raise EnvironmentFailure(

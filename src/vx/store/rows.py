@@ -9,6 +9,9 @@ serves both. Stdlib only, no import at all: callers hand in their connection.
 from __future__ import annotations
 
 SQL_BATCH = 800  # IN-lists stay under 900 bound parameters (old SQLite caps at 999)
+# Every connection to the index: wait for a writer rather than fail, and WAL + NORMAL (no fsync
+# per commit; a cache may lose its last entry, never its consistency).
+CONNECTION_PRAGMAS = ("PRAGMA busy_timeout=5000", "PRAGMA synchronous=NORMAL")
 
 
 def chunked(items: list) -> list:
