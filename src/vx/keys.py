@@ -12,7 +12,8 @@ from typing import Iterable, Sequence
 
 import xxhash
 
-from vx.model import CACHE_VERSION, HashRecord, TaskId
+from vx import CACHE_VERSION
+from vx.model import HashRecord, TaskId
 
 _MASK = (1 << 64) - 1
 

@@ -15,9 +15,6 @@ from msgspec import Struct, field
 
 ROOT_PROJECT = "//"
 
-# Bumped on purpose whenever the key fold or the artifact container changes (KEY-03).
-CACHE_VERSION = "vx-py-cache-v1"
-
 
 class TaskId(Struct, frozen=True, order=True):
     """`package#task`; the root project is `//`."""
@@ -240,6 +237,15 @@ class LogChunk(Struct, frozen=True):
 
     stream: int
     data: bytes
+
+
+class OutputFile(Struct, frozen=True):
+    """One output as recorded: workspace-relative path, bytes, permission bits, mtime in ms."""
+
+    path: str
+    size: int
+    mode: int
+    mtime_ms: int
 
 
 class ProcessResult(Struct, frozen=True):

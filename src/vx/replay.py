@@ -12,7 +12,8 @@ an output edited, an artifact damaged, a fact changed — and this returns None:
 as if there were no receipt, which is always correct, and writes a fresh one.
 
 It imports `os`, `sys`, `time`, `marshal`, xxhash, sqlite3's C module and vx's leaves; a restore
-adds the artifact reader.
+adds the artifact reader on plain values (`unpacking.unpack_plain`, with `json` and zstd's C
+extension), never the records, `pathlib` or `typing`.
 """
 
 from __future__ import annotations
@@ -296,30 +297,27 @@ def _extract_all(cache_dir: str, root: str, tasks: list) -> dict | None:
 
 
 def _reader():
-    """The artifact reader (`vx.store.unpacking`) with what it raises; its imports — the records,
-    pathlib, zstandard — cost a replay more than anything else it does."""
-    from pathlib import Path
-
-    import zstandard  # noqa: F401 (imported where the reader first inflates; here, before the fork)
-
+    """The artifact reader on plain values (`unpacking.unpack_plain`) with what it raises."""
     from vx.errors import VxError
     from vx.store.archive import ArchiveError
-    from vx.store.unpacking import unpack
+    from vx.store.unpacking import unpack_plain
+    from vx.store.zstd import codec
 
-    return Path, (ArchiveError, VxError, OSError), unpack
+    codec()  # loaded here, before any fork: the child inherits it
+    return (ArchiveError, VxError, OSError), unpack_plain
 
 
 def _extract(cache_dir: str, root: str, tasks: list) -> dict | None:
-    Path, refused, unpack = _reader()
+    refused, unpack = _reader()
     done = {}
     prefix = os.path.join(root, "")
     for key, _size, _crc, expected, _roots, _walked in tasks:
         allowed = frozenset(p[len(prefix):] for p, _ in expected)
         try:
-            unpacked = unpack(Path(cache_dir, f"{key}.tar.zst"), key=key, allowed=allowed.__contains__, root=Path(root))
+            _log, files = unpack(os.path.join(cache_dir, f"{key}.tar.zst"), key=key, allowed=allowed.__contains__, root=root)
         except refused:
             return None
-        done[key] = [(f.path, f.mode, f.size, f.mtime_ms) for f in unpacked.files]
+        done[key] = [(path, mode, size, mtime_ms) for path, size, mode, mtime_ms in files]
     return done
 
 

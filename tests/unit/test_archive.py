@@ -16,11 +16,13 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from vx.model import CACHE_VERSION, LogChunk
+from vx import CACHE_VERSION
+from vx.model import LogChunk
 from vx.store import archive, unpacking
-from vx.store.archive import ArchiveError, OutputFile
+from vx.model import OutputFile
+from vx.store.archive import ArchiveError
 from vx.store.packing import pack
-from vx.store.unpacking import unpack
+from vx.store.unpacking import check, unpack
 
 ALL = lambda path: True  # noqa: E731 - the `allowed` predicate that admits every output
 
@@ -72,13 +74,14 @@ def _tar_entry(tar: tarfile.TarFile, name: str, body: bytes, **info_fields) -> N
     tar.addfile(info, io.BytesIO(body) if info.isreg() else None)
 
 
-def craft(entries, *, key: str = "k1", sum_value: str | None = None, after_sum=(), meta_files=None) -> bytes:
+def craft(entries, *, key: str = "k1", sum_value: str | None = None, after_sum=(), meta_files=None,
+          meta_body: bytes | None = None) -> bytes:
     """A zstd tar of (name, body[, TarInfo fields]) plus meta and a correct sum unless told otherwise."""
     entries = list(entries)
     files = meta_files
     if files is None:
         files = {n[len("outputs/") :]: [0o644, 0] for n, *_ in entries if n.startswith("outputs/")}
-    meta = json.dumps({"version": CACHE_VERSION, "key": key, "files": files}).encode()
+    meta = meta_body if meta_body is not None else json.dumps({"version": CACHE_VERSION, "key": key, "files": files}).encode()
     entries.append((".vx-meta.json", meta))
     crc = 0
     for name, body, *_ in entries:
@@ -352,6 +355,28 @@ def test_refuses_outputs_the_meta_does_not_record(tmp_path):
 def test_refuses_duplicate_and_unknown_entries(tmp_path):
     refused(tmp_path, craft([("outputs/a.txt", b"a"), ("outputs/a.txt", b"b")]), "duplicate")
     refused(tmp_path, craft([("stdout", b"a")]), "unexpected entry")
+
+
+@pytest.mark.parametrize("body", [
+    b'{"version": 1', b'{"files": {}} {"files": {}}', b"\xef\xbb\xbf{}", b"\xff\xfe{}", b"[" * 100_000,
+    b'{"files": {"a": "\x01"}}', b"",
+], ids=["cut", "two values", "utf-8 bom", "not utf-8", "nested past the stack", "control char", "empty"])
+def test_refuses_meta_that_is_not_one_json_value(tmp_path, body):
+    """Whatever json.loads refuses, the reader refuses as a damaged artifact — nesting too deep
+    for the parser's stack included — and leaves the workspace as it was."""
+    refused(tmp_path, craft([("outputs/a.txt", b"a")], meta_body=body), "not JSON")
+
+
+def test_meta_is_read_as_json_loads_reads_it(tmp_path, out):
+    """Whitespace around the value, escapes and every JSON type parse as `json.loads` parses them."""
+    meta = {"version": CACHE_VERSION, "key": "k1", "files": {"a.txt": [0o640, 5]},
+            "exec": {"cpuMs": 1.5e2, "note": "\u00e9\n", "none": None, "ok": True, "list": [-1, 0.0]}}
+    body = b" \n\t" + json.dumps(meta, indent=2).encode() + b"\r\n "
+    src = tmp_path / "m.tar.zst"
+    src.write_bytes(craft([("outputs/a.txt", b"a")], meta_body=body))
+    checked = check(src, key="k1", allowed=ALL)
+    assert dict(checked.meta) == json.loads(body)
+    assert [(f.path, f.mode, f.mtime_ms) for f in unpack(src, key="k1", allowed=ALL, root=out).files] == [("a.txt", 0o640, 5)]
 
 
 def test_refuses_bad_mode_in_meta(tmp_path):

@@ -48,7 +48,7 @@ def imports_of(path: Path) -> set[str]:
             out |= {f"{base}.{a.name}".strip(".") if not base else base for a in node.names}
         elif isinstance(node, ast.Import):
             out |= {a.name[3:] for a in node.names if a.name.startswith("vx.")}
-    return {m for m in out if m and m != "__version__"}
+    return {m for m in out if m and m not in ("__version__", "CACHE_VERSION")}
 
 
 def third_party_of(path: Path) -> set[str]:

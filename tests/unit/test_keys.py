@@ -4,7 +4,8 @@ import json
 from pathlib import Path
 
 from vx.keys import group_key, select_upstream, task_key
-from vx.model import CACHE_VERSION, HashRecord, TaskId
+from vx import CACHE_VERSION
+from vx.model import HashRecord, TaskId
 
 GOLDEN = Path(__file__).parents[1] / "golden" / "keys.json"
 

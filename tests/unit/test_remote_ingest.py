@@ -7,7 +7,8 @@ import tarfile
 import pytest
 import zstandard
 
-from vx.model import CACHE_VERSION, LogChunk
+from vx import CACHE_VERSION
+from vx.model import LogChunk
 from vx.store import packing, unpacking
 from vx.store.ingest import file_dir_clash, ingest
 from vx.store.remote import REJECTED, RemoteFailure

@@ -11,18 +11,21 @@ materialised, and nothing is kept in the workspace unless the whole archive has 
 a refused one leaves the workspace as the restore's wipe left it (LC-09, LC-12).
 
 This module holds what both directions share: the entry names and block constants,
-`ArchiveError`, the output records, the log framing and the name rule.
+`ArchiveError`, the log framing and the name rule. It imports no records (msgspec, `vx.model`):
+a replay restoring outputs loads it before anything heavy (docs/optimizations.md #22).
 """
 
 from __future__ import annotations
 
 import struct
-from typing import Iterable
-
-from msgspec import Struct
 
 from vx.errors import VxError
-from vx.model import LogChunk
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Iterable
+
+    from vx.model import LogChunk
 
 BLOCK = 512
 CHUNK = 1 << 20  # body copy buffer: big files stream through this, never held whole
@@ -44,25 +47,6 @@ class ArchiveError(VxError):
     kind = "VX_E_ARTIFACT"
 
 
-class OutputFile(Struct, frozen=True):
-    """One output as recorded: workspace-relative path, bytes, permission bits, mtime in ms."""
-
-    path: str
-    size: int
-    mode: int
-    mtime_ms: int
-
-
-class PackInfo(Struct, frozen=True):
-    """What `pack` wrote. `stamps` are (path, ino, ctime_ns) of the regular files packed
-    (none for symlinked outputs, whose link can never count as current)."""
-
-    size_bytes: int
-    files: tuple[OutputFile, ...]
-    crc: str
-    stamps: tuple[tuple[str, int, int], ...] = ()
-
-
 # ---------------------------------------------------------------- log framing
 
 
@@ -72,7 +56,14 @@ def encode_log(log: Iterable[LogChunk]) -> bytes:
 
 
 def decode_log(data: bytes) -> tuple[LogChunk, ...]:
-    """Split framed log bytes back into chunks; a malformed frame is a damaged artifact."""
+    """Framed log bytes back as chunks; a malformed frame is a damaged artifact."""
+    from vx.model import LogChunk
+
+    return tuple(LogChunk(stream, body) for stream, body in split_log(data))
+
+
+def split_log(data: bytes) -> tuple[tuple[int, bytes], ...]:
+    """Split framed log bytes into (stream, bytes) pairs; a malformed frame is a damaged artifact."""
     chunks, pos, view = [], 0, memoryview(data)
     while pos < len(data):
         if pos + _LOG_FRAME.size > len(data):
@@ -81,7 +72,7 @@ def decode_log(data: bytes) -> tuple[LogChunk, ...]:
         pos += _LOG_FRAME.size
         if stream not in (1, 2) or pos + size > len(data):
             raise ArchiveError("malformed log entry: bad stream or length")
-        chunks.append(LogChunk(stream, bytes(view[pos : pos + size])))
+        chunks.append((stream, bytes(view[pos : pos + size])))
         pos += size
     return tuple(chunks)
 

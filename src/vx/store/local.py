@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Callable, Collection, Iterable, Iterator, Sequ
 from msgspec import Struct
 
 from vx.errors import EnvironmentFailure
-from vx.model import LogChunk
+from vx.model import LogChunk, OutputFile
 from vx.store import archive, packing, rows, unpacking
+from vx.store.archive import ArchiveError
 from vx.store.rows import chunked, marks
-from vx.store.archive import ArchiveError, OutputFile
 from vx.witness import output_stat
 
 if TYPE_CHECKING:
@@ -419,7 +419,7 @@ class LocalStore:
         cpu, rss = exec_meta.get("cpuMs"), exec_meta.get("peakRssBytes")
         cpu = cpu if isinstance(cpu, (int, float)) else None
         rss = rss if isinstance(rss, int) else None
-        info, now = archive.PackInfo(size_bytes, checked.files, checked.crc), time.time()
+        info, now = packing.PackInfo(size_bytes, checked.files, checked.crc), time.time()
         row = (key, task_id, command, duration_ms, size_bytes, now, cpu, rss, checked.crc, now)
         with self._lock:
             self._install(_Packed(temp, key, info), row, archive.encode_log(kept))
@@ -491,7 +491,7 @@ class LocalStore:
 class _Packed(Struct, frozen=True):
     temp: Path
     key: str
-    info: archive.PackInfo
+    info: packing.PackInfo
 
 
 @contextmanager

@@ -18,7 +18,8 @@ from typing import BinaryIO, Mapping, Sequence
 
 from msgspec import Struct
 
-from vx.model import CACHE_VERSION, LogChunk
+from vx import CACHE_VERSION
+from vx.model import LogChunk, OutputFile
 from vx.store.archive import (
     _MODE_MASK,
     _USTAR_MAGIC,
@@ -30,11 +31,19 @@ from vx.store.archive import (
     OUTPUTS,
     SUM_ENTRY,
     ArchiveError,
-    OutputFile,
-    PackInfo,
     check_name,
     encode_log,
 )
+
+class PackInfo(Struct, frozen=True):
+    """What `pack` wrote. `stamps` are (path, ino, ctime_ns) of the regular files packed
+    (none for symlinked outputs, whose link can never count as current)."""
+
+    size_bytes: int
+    files: tuple[OutputFile, ...]
+    crc: str
+    stamps: tuple[tuple[str, int, int], ...] = ()
+
 
 OCTAL_LIMIT = 8**11  # sizes at or above this need a pax `size` record
 

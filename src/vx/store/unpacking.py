@@ -3,24 +3,23 @@
 The zstd frame must fill the file exactly; every header, pax record, name and size is
 checked and every byte is counted against the decompressed ceiling; only regular files
 under the task's declared outputs are written, and a refused artifact leaves the workspace
-as it was. `check` runs the same reader with nothing written (RC-05). `zstandard` is
-imported where it is used, never at module top.
+as it was. `check` runs the same reader with nothing written (RC-05).
+
+The reader works on plain values (`unpack_plain`): it imports no records, no `pathlib`, no
+`typing`, and the codec without the zstandard package's `__init__`, so a replay restoring
+outputs pays ~1 ms to load it rather than ~35 (docs/optimizations.md #22). `unpack` and
+`check` build the pipeline's records from what it returns.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 import zlib
-from pathlib import Path
 from types import MappingProxyType
-from typing import BinaryIO, Callable, Mapping, Sequence
 
-from msgspec import Struct
-
+from vx import CACHE_VERSION
 from vx.errors import EnvironmentFailure
-from vx.model import CACHE_VERSION, LogChunk
 from vx.store.archive import (
     _MODE_MASK,
     _USTAR_MAGIC,
@@ -32,10 +31,20 @@ from vx.store.archive import (
     OUTPUTS,
     SUM_ENTRY,
     ArchiveError,
-    OutputFile,
     check_name,
-    decode_log,
+    split_log,
 )
+from vx.store.zstd import codec
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import BinaryIO, Callable, Mapping, Sequence
+
+    from vx.model import LogChunk, OutputFile
+
+    Frame = tuple[int, bytes]  # (stream, bytes) of one log chunk
+    File = tuple[str, int, int, int]  # (path, size, mode, mtime_ms) of one output
 
 PAX_CAP = 1 << 20  # inventory 8.3: a pax header over 1 MiB is refused
 MAX_UNPACKED = 2 << 30  # inventory 8.3: the decompressed ceiling, counted while streaming
@@ -44,9 +53,13 @@ IN_MEMORY_CAP = 64 << 20  # the log and meta entries are read whole; bound them
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
-class Unpacked(Struct, frozen=True):
-    log: tuple[LogChunk, ...]
-    files: tuple[OutputFile, ...]
+class Unpacked:
+    """What `unpack` restored: the task's log and its output records."""
+
+    __slots__ = ("log", "files")
+
+    def __init__(self, log: tuple[LogChunk, ...], files: tuple[OutputFile, ...]):
+        self.log, self.files = log, files
 
 
 def _frame_end(fd: int) -> int:
@@ -55,14 +68,13 @@ def _frame_end(fd: int) -> int:
     The decompressor stops at the frame end without telling us what follows, so this is
     how truncation and trailing bytes are caught before anything is decoded.
     """
-    import zstandard
-
+    zstd = codec()
     head = os.pread(fd, 18, 0)
     if head[:4] != _ZSTD_MAGIC:
         raise ArchiveError("not a zstd artifact (bad magic)")
     try:
-        pos = zstandard.frame_header_size(head)
-    except zstandard.ZstdError:
+        pos = zstd.frame_header_size(head)
+    except zstd.ZstdError:
         raise ArchiveError("truncated artifact: the zstd frame header is cut short") from None
     while True:
         block = os.pread(fd, 3, pos)
@@ -82,6 +94,7 @@ class _Inflow:
 
     def __init__(self, reader: BinaryIO):
         self._reader = reader
+        self._error = codec().ZstdError
         self.total = 0
         self.crc = 0  # running CRC-32 over entry names, NULs and bodies
 
@@ -116,11 +129,9 @@ class _Inflow:
         return True
 
     def _read_some(self, n: int) -> bytes:
-        import zstandard
-
         try:
             return self._reader.read(n)
-        except zstandard.ZstdError as e:
+        except self._error as e:
             raise ArchiveError(f"corrupt artifact: {e}") from None
 
 
@@ -215,7 +226,7 @@ class _Extraction:
     directories are checked with lstat: a symlink is never written through.
     """
 
-    def __init__(self, root: Path):
+    def __init__(self, root: str):
         self.root = root
         self.temps: dict[str, str] = {}  # rel -> the file written: its final path, or a temp sibling
         self.sizes: dict[str, int] = {}
@@ -244,17 +255,17 @@ class _Extraction:
             os.close(fd)
         inflow.read(-size % BLOCK)
 
-    def commit(self, files: Sequence[OutputFile]) -> None:
+    def commit(self, files: Sequence[File]) -> None:
         """Apply mode and mtime to each file, then rename the temps into place."""
-        for f in files:
-            path, ns = self.temps[f.path], f.mtime_ms * 10**6
-            self._guarded(f.path, os.chmod, path, f.mode & _MODE_MASK)
-            self._guarded(f.path, os.utime, path, ns=(ns, ns))
-        for f in files:
-            final = os.path.join(self.root, f.path)
-            path = self.temps.pop(f.path)
+        for rel, _size, mode, mtime_ms in files:
+            path, ns = self.temps[rel], mtime_ms * 10**6
+            self._guarded(rel, os.chmod, path, mode & _MODE_MASK)
+            self._guarded(rel, os.utime, path, ns=(ns, ns))
+        for rel, *_ in files:
+            final = os.path.join(self.root, rel)
+            path = self.temps.pop(rel)
             if path != final:
-                self._guarded(f.path, os.replace, path, final)
+                self._guarded(rel, os.replace, path, final)
 
     def abandon(self) -> None:
         """Remove every temp and every directory this extraction created."""
@@ -268,7 +279,7 @@ class _Extraction:
 
     def _parent_dir(self, rel: str) -> str:
         """The entry's parent directory, made if missing; a symlink on the way is refused."""
-        path = str(self.root)
+        path = self.root
         for part in rel.split("/")[:-1]:
             path = os.path.join(path, part)
             if path not in self._dirs_ok:
@@ -316,12 +327,15 @@ def _quiet_unlink(path: str) -> None:
         pass
 
 
-class _Read(Struct):
+class _Read:
     """Everything the first pass learned, checked by `_verify` before any rename."""
 
-    log: tuple[LogChunk, ...] = ()
-    meta: dict | None = None
-    sum_ok: bool = False
+    __slots__ = ("log", "meta", "sum_ok")
+
+    def __init__(self) -> None:
+        self.log: tuple[Frame, ...] = ()
+        self.meta: dict | None = None
+        self.sum_ok = False
 
 
 def _read_entries(inflow: _Inflow, extraction: _Extraction, allowed: Callable[[str], bool]) -> _Read:
@@ -371,33 +385,67 @@ def _read_one(
         raise ArchiveError(f"refused artifact: {name} entry of {size} bytes is too large")
     body = _read_body(inflow, size)
     if name == LOG_ENTRY:
-        found.log = decode_log(body)
+        found.log = split_log(body)
     else:
         found.meta = _load_meta(body)
 
 
 def _load_meta(body: bytes) -> dict:
     try:
-        meta = json.loads(body)
-    except ValueError:
+        meta = _json_value(body.decode("utf-8"))
+    except (ValueError, StopIteration, RecursionError):  # UnicodeDecodeError is a ValueError
         raise ArchiveError("damaged artifact: .vx-meta.json is not JSON") from None
     if not isinstance(meta, dict) or not isinstance(meta.get("files"), dict):
         raise ArchiveError("damaged artifact: .vx-meta.json lacks a files map")
     return meta
 
 
+class _JsonSettings:
+    """What `json.loads` hands its C scanner by default (json.decoder.JSONDecoder's settings)."""
+
+    strict = True
+    object_hook = object_pairs_hook = None
+    parse_float, parse_int = float, int
+    parse_constant = {"-Infinity": float("-inf"), "Infinity": float("inf"), "NaN": float("nan")}.__getitem__
+
+
+_JSON_SPACE = " \t\n\r"  # JSON's whitespace, exactly what json.decoder skips around a value
+_scan_json = None
+
+
+def _json_value(text: str):
+    """`json.loads(text)` through the C scanner `json.loads` itself uses (`_json`), without
+    `json.decoder`, whose regexes cost a replay `re` (~7 ms). Raises ValueError or StopIteration
+    (no value) like the scanner does; falls back to `json.loads` where `_json` is missing."""
+    global _scan_json
+    if _scan_json is None:
+        try:
+            from _json import make_scanner
+
+            _scan_json = make_scanner(_JsonSettings)
+        except ImportError:
+            from json import loads
+
+            _scan_json = lambda text, _at: (loads(text), len(text))  # noqa: E731
+    text = text.strip(_JSON_SPACE)
+    value, end = _scan_json(text, 0)
+    if end != len(text):
+        raise ValueError("extra data after the JSON value")
+    return value
+
+
 _MTIME_MS_LIMIT = (2**63 - 1) // 10**6  # beyond this the ns timestamp overflows
 
 
-def _recorded(rel: str, size: int, spec: object) -> OutputFile:
-    """One meta `files` row as an OutputFile, refusing values a filesystem cannot take."""
+def _recorded(rel: str, size: int, spec: object) -> File:
+    """One meta `files` row as (path, size, mode, mtime_ms), refusing values a filesystem cannot take."""
     ok = isinstance(spec, list) and len(spec) == 2 and all(type(v) is int for v in spec)
     if not ok or not 0 <= spec[0] <= 0o7777 or abs(spec[1]) > _MTIME_MS_LIMIT:
         raise ArchiveError(f"damaged artifact: bad mode/mtime for {rel} in .vx-meta.json")
-    return OutputFile(rel, size, spec[0] & _MODE_MASK, spec[1])
+    return rel, size, spec[0] & _MODE_MASK, spec[1]
 
 
-def _verify(found: _Read, extraction: _Extraction, key: str) -> tuple[OutputFile, ...]:
+def _verify(found: _Read, extraction: _Extraction, key: str) -> tuple[File, ...]:
     """Check the meta against the key and against the outputs actually present (LC-09)."""
     meta = found.meta
     if meta is None:
@@ -415,16 +463,16 @@ def _verify(found: _Read, extraction: _Extraction, key: str) -> tuple[OutputFile
 
 def _frame_reader(raw):
     """A streaming reader over the one zstd frame that must fill the file exactly (no tail, no cut)."""
-    import zstandard
-
     end = _frame_end(raw.fileno())
     size = os.fstat(raw.fileno()).st_size
     if end != size:
         raise ArchiveError("truncated artifact" if end > size else "refused artifact: trailing data after the zstd frame")
-    return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=False, closefd=False)
+    return codec().ZstdDecompressor().stream_reader(raw, read_across_frames=False, closefd=False)
 
-def unpack(src: Path, *, key: str, allowed: Callable[[str], bool], root: Path) -> Unpacked:
-    """Validate the artifact at `src` and extract its outputs under `root`, all or nothing.
+
+def unpack_plain(src: str, *, key: str, allowed: Callable[[str], bool], root: str) -> tuple[tuple[Frame, ...], tuple[File, ...]]:
+    """Validate the artifact at `src` and extract its outputs under `root`, all or nothing; return
+    its log as (stream, bytes) frames and its outputs as (path, size, mode, mtime_ms).
 
     Raises ArchiveError when the artifact or a name is refused (whatever it wrote is removed again),
     EnvironmentFailure when the workspace refuses a write, OSError when `src` is unreadable.
@@ -439,19 +487,31 @@ def unpack(src: Path, *, key: str, allowed: Callable[[str], bool], root: Path) -
         except BaseException:
             extraction.abandon()
             raise
-    return Unpacked(found.log, files)
+    return found.log, files
+
+
+def unpack(src: Path, *, key: str, allowed: Callable[[str], bool], root: Path) -> Unpacked:
+    """`unpack_plain`, with the pipeline's records: LogChunk and OutputFile."""
+    log, files = unpack_plain(str(src), key=key, allowed=allowed, root=str(root))
+    return Unpacked(*_records(log, files))
+
+
+def _records(log: tuple[Frame, ...], files: tuple[File, ...]) -> tuple[tuple[LogChunk, ...], tuple[OutputFile, ...]]:
+    from vx.model import LogChunk, OutputFile
+
+    return tuple(LogChunk(*frame) for frame in log), tuple(OutputFile(*f) for f in files)
 
 
 # ---------------------------------------------------------------- checking without extracting
 
 
-class Checked(Struct, frozen=True):
+class Checked:
     """What `check` proved about an artifact: its outputs, log, meta and sum, nothing written."""
 
-    files: tuple[OutputFile, ...]
-    log: tuple[LogChunk, ...]
-    meta: Mapping[str, object]
-    crc: str
+    __slots__ = ("files", "log", "meta", "crc")
+
+    def __init__(self, files: tuple[OutputFile, ...], log: tuple[LogChunk, ...], meta: Mapping[str, object], crc: str):
+        self.files, self.log, self.meta, self.crc = files, log, meta, crc
 
 
 class _Tally:
@@ -480,4 +540,5 @@ def check(src: Path, *, key: str, allowed: Callable[[str], bool]) -> Checked:
         inflow, tally = _Inflow(reader), _Tally()
         found = _read_entries(inflow, tally, allowed)  # type: ignore[arg-type]
         files = _verify(found, tally, key)  # type: ignore[arg-type]
-    return Checked(files, found.log, MappingProxyType(dict(found.meta or {})), f"{inflow.crc:08x}")
+    log, records = _records(found.log, files)
+    return Checked(records, log, MappingProxyType(dict(found.meta or {})), f"{inflow.crc:08x}")
