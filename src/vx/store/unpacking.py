@@ -109,7 +109,8 @@ class _Inflow:
             raise ArchiveError(f"artifact too large: {what} goes past the {MAX_UNPACKED} byte ceiling")
 
     def read(self, n: int) -> bytes:
-        self.reserve(n, "the decompressed stream")
+        if self.total + n > MAX_UNPACKED:
+            self.reserve(n, "the decompressed stream")
         data = self._read_some(n)
         while len(data) < n:
             more = self._read_some(n - len(data))
@@ -137,7 +138,7 @@ class _Inflow:
 
 def _number(field: bytes, what: str) -> int:
     digits = field.rstrip(b"\0 ").lstrip(b" ")
-    if digits and not all(0x30 <= b <= 0x37 for b in digits):
+    if digits.translate(None, b"01234567"):  # anything left is not an octal digit
         raise ArchiveError(f"corrupt tar header: {what} is not octal")
     return int(digits or b"0", 8)
 
