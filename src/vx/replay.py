@@ -148,24 +148,24 @@ def _artifacts_hold(header: dict, tasks: list) -> bool:
 
 
 def _spawn_git(root: str, commands: list, environ) -> list[list[int]]:
-    """Fork each noted git command as the listing ran it (cwd = the root), stdout to a memfd
-    (three outputs at once cannot fill a pipe and stall), stderr and stdin to /dev/null."""
+    """Start each noted git command as the listing ran it, stdout to a memfd (three outputs at
+    once cannot fill a pipe and stall), stdin and stderr on /dev/null. `posix_spawnp`, not fork:
+    forking this process copies its page tables and leaves its memory copy-on-write while git
+    starts (~1.5 ms a command here); `-C root` is git's own "as if started in root", which is
+    how the listing runs it (cwd = the root)."""
     if not hasattr(os, "memfd_create"):
         raise OSError("no memfd")
     children = []
     for argv, *_ in commands:
         out = os.memfd_create("vx-git", os.MFD_CLOEXEC)
-        pid = os.fork()
-        if pid == 0:  # the child: nothing but exec
-            try:
-                os.chdir(root)
-                null = os.open(os.devnull, os.O_RDWR)
-                os.dup2(null, 0)
-                os.dup2(out, 1)
-                os.dup2(null, 2)
-                os.execvpe(argv[0], list(argv), environ)
-            finally:
-                os._exit(127)
+        actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0), (os.POSIX_SPAWN_DUP2, out, 1),
+                   (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0)]
+        try:
+            pid = os.posix_spawnp(argv[0], [argv[0], "-C", root, *argv[1:]], environ, file_actions=actions)
+        except BaseException:
+            os.close(out)
+            _reap(children)
+            raise
         children.append([pid, out])
     return children
 

@@ -118,11 +118,14 @@ def test_a_replay_stops_git_with_a_signal_it_can_clean_up_after(tmp_path):
 
     from vx import replay
 
-    lock, ready = tmp_path / "index.lock", tmp_path / "ready"
-    script = ("import os, signal, sys, time\n"
-              "signal.signal(signal.SIGTERM, lambda *a: (os.unlink('index.lock'), sys.exit(1)))\n"
-              "open('index.lock', 'w').close(); open('ready', 'w').close(); time.sleep(30)\n")
-    children = replay._spawn_git(str(tmp_path), [[[sys.executable, "-c", script], 0, "", None]], dict(os.environ))
+    lock, ready, git = tmp_path / "index.lock", tmp_path / "ready", tmp_path / "git"
+    git.write_text(f"#!{sys.executable}\n"  # a git stand-in: `-C dir` as git takes it, then holds a lock
+                   "import os, signal, sys, time\n"
+                   "assert sys.argv[1] == '-C'; os.chdir(sys.argv[2])\n"
+                   "signal.signal(signal.SIGTERM, lambda *a: (os.unlink('index.lock'), sys.exit(1)))\n"
+                   "open('index.lock', 'w').close(); open('ready', 'w').close(); time.sleep(30)\n")
+    git.chmod(0o755)
+    children = replay._spawn_git(str(tmp_path), [[[str(git), "status"], 0, "", None]], dict(os.environ))
     deadline = time.monotonic() + 10
     while not ready.exists() and time.monotonic() < deadline:
         time.sleep(0.01)
