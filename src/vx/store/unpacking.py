@@ -237,14 +237,9 @@ class _Extraction:
     def write(self, rel: str, inflow: _Inflow, size: int) -> None:
         """Stream one output body into place, or beside a file that is in the way."""
         parent = self._parent_dir(rel)
-        final = os.path.join(parent, rel.rsplit("/", 1)[-1])
-        taken = _lexists_kind(final)
-        if taken == "dir":
-            raise ArchiveError(f"refused entry {rel}: a directory is in the way")
-        path = os.path.join(parent, _temp_name()) if taken else final
-        inflow.reserve(size, f"entry {rel}")
-        fd = self._guarded(rel, os.open, path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        fd, path = self._create(rel, parent, os.path.join(parent, rel.rsplit("/", 1)[-1]))
         self.temps[rel], self.sizes[rel] = path, size
+        inflow.reserve(size, f"entry {rel}")
         try:
             left = size
             while left:
@@ -255,6 +250,23 @@ class _Extraction:
         finally:
             os.close(fd)
         inflow.read(-size % BLOCK)
+
+    def _create(self, rel: str, parent: str, final: str) -> tuple[int, str]:
+        """A new file at `final`, or beside whatever is there (a temp sibling renamed over it at
+        commit); a directory in the way is refused. O_EXCL|O_NOFOLLOW: never an existing file,
+        never through a link. Creating first, looking only when that fails, is one system call
+        for the usual case — outputs wiped before a restore."""
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+        try:
+            return os.open(final, flags, 0o600), final
+        except FileExistsError:
+            pass
+        except OSError as e:
+            self._refused_by_machine(rel, e)
+        if _lexists_kind(final) == "dir":
+            raise ArchiveError(f"refused entry {rel}: a directory is in the way")
+        path = os.path.join(parent, _temp_name())
+        return self._guarded(rel, os.open, path, flags, 0o600), path
 
     def commit(self, files: Sequence[File]) -> None:
         """Apply mode and mtime to each file, then rename the temps into place."""
@@ -289,12 +301,17 @@ class _Extraction:
         return path
 
     def _ensure_dir(self, rel: str, path: str) -> None:
+        """Make the directory, or accept the real directory already there (mkdir first: the usual
+        case after a wipe is one system call)."""
         try:
-            st = os.lstat(path)
-        except FileNotFoundError:
-            self._guarded(rel, os.mkdir, path)
+            os.mkdir(path)
             self._dirs_made.append(path)
             return
+        except FileExistsError:
+            pass
+        except OSError as e:
+            self._refused_by_machine(rel, e)
+        st = self._guarded(rel, os.lstat, path)
         if stat.S_ISLNK(st.st_mode):
             raise ArchiveError(
                 f"refused entry {rel}: parent {os.path.relpath(path, self.root)} is a symlink",
@@ -308,9 +325,12 @@ class _Extraction:
         try:
             return fn(*args, **kwargs)
         except OSError as e:
-            raise EnvironmentFailure(
-                f"cannot restore {rel}: {e.strerror}", facts=(f"path: {os.path.join(self.root, rel)}",)
-            ) from None
+            self._refused_by_machine(rel, e)
+
+    def _refused_by_machine(self, rel: str, e: OSError):
+        raise EnvironmentFailure(
+            f"cannot restore {rel}: {e.strerror}", facts=(f"path: {os.path.join(self.root, rel)}",)
+        ) from None
 
 
 def _lexists_kind(path: str) -> str | None:
