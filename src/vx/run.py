@@ -204,8 +204,7 @@ def execute(prep: Prepared, req: RunRequest, emit: Emit, stages: Stages, launch_
     if len(lane.results) == len(prep.graph.nodes) and stopped_by is None:
         results = lane.results  # everything was a confirmed hit: no event loop, asyncio never imported
     else:
-        import asyncio
-
+        asyncio = _import_asyncio()
         with stages("run graph"):
             results, stopped_by = asyncio.run(_walk(prep, req, emit, lane, stopped_by, launch_for, observe))
     with stages("close cache"):
@@ -335,6 +334,30 @@ async def _walk(prep: Prepared, req: RunRequest, emit: Emit, lane, stopped_early
         if ctx.sandbox is not None:  # the network proxy and the sandboxes' temp root (SB-08, SB-15)
             ctx.sandbox.close()
     return results, (stopped_by[0] if stopped_by else None)
+
+
+def _import_asyncio():
+    """`import asyncio` without it loading `ssl` (~7 ms of every run that executes a task).
+
+    asyncio imports ssl only to offer TLS on its own transports, and treats a missing module as
+    a Python built without it (`ssl = None` in base_events, selector_events, sslproto). vx never
+    asks asyncio for TLS: the remote cache speaks it through http.client, which imports ssl
+    itself — and can, because the stand-in is taken out again at once. Where ssl or asyncio is
+    already loaded (a remote layer opened first), this is a plain import.
+    """
+    import sys
+
+    if "asyncio" in sys.modules or "ssl" in sys.modules:
+        import asyncio
+
+        return asyncio
+    sys.modules["ssl"] = None  # type: ignore[assignment]  # `import ssl` now raises ImportError
+    try:
+        import asyncio
+    finally:
+        if "ssl" in sys.modules and sys.modules["ssl"] is None:
+            del sys.modules["ssl"]
+    return asyncio
 
 
 def _install_signals(table, stop: asyncio.Event, stopped_by: list[int]) -> None:

@@ -102,3 +102,38 @@ def test_a_reader_that_stops_early_gets_the_run_s_exit_code_and_no_traceback(rep
                           text=True, timeout=60)
     assert "vx=1" in proc.stderr, proc.stderr  # a task failed: exit 1 (the task's own 3 is in its frame)
     assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
+
+
+def test_a_run_that_executes_a_task_loads_asyncio_without_ssl(repo):
+    """asyncio is imported without `ssl` (docs/optimizations.md #23): a run with no remote
+    executes its task and never loads TLS."""
+    repo.write(npm_workspace({"lib": {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": "A;"}}})).commit()
+    probe = ("import sys, vx.cli; code = vx.cli.main(['run', 'build', '--all']); "
+             "print(code, 'asyncio' in sys.modules, 'ssl' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=repo.root, capture_output=True, text=True,
+                          env={"PATH": os.environ["PATH"], "PYTHONPATH": SRC, "HOME": str(repo.root)})
+    assert proc.stdout.strip().splitlines()[-1] == "0 True False", proc.stderr
+    assert (repo.root / "packages" / "lib" / "dist" / "out.js").is_file()
+
+
+def test_tls_still_loads_after_asyncio_was_imported_without_it():
+    """The stand-in that keeps asyncio from loading ssl is gone afterwards: the remote cache's
+    http.client gets the real module, and asyncio's own streams still work (the sandbox proxy's)."""
+    probe = (
+        "import sys\n"
+        "from vx.run import _import_asyncio\n"
+        "asyncio = _import_asyncio()\n"
+        "assert 'ssl' not in sys.modules and asyncio.base_events.ssl is None\n"
+        "import http.client, ssl\n"
+        "http.client.HTTPSConnection('cache.invalid', context=ssl.create_default_context())\n"
+        "async def echo():\n"
+        "    async def serve(r, w):\n"
+        "        w.write(await r.readline()); await w.drain(); w.close()\n"
+        "    server = await asyncio.start_server(serve, '127.0.0.1', 0)\n"
+        "    r, w = await asyncio.open_connection('127.0.0.1', server.sockets[0].getsockname()[1])\n"
+        "    w.write(b'ping\\n'); line = await r.readline(); w.close(); server.close()\n"
+        "    return line\n"
+        "print(asyncio.run(echo()), type(sys.modules['ssl']).__name__)\n"
+    )
+    proc = py("-c", probe)
+    assert proc.stdout.strip() == "b'ping\\n' module", proc.stderr

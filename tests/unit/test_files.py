@@ -520,3 +520,20 @@ def test_wipe_never_touches_git_or_vx(repo):
     write(repo, ".vx/cache/x")
     removed = wipe_outputs(repo, "", GlobSet(["**/*", "!pkg", "!scripts", "!package.json"]))
     assert removed == [] and (repo / ".git" / "HEAD").exists() and (repo / ".vx/cache/x").exists()
+
+
+def test_key12_small_dirty_files_hash_without_openssl_and_like_git(tmp_path, monkeypatch):
+    """The first few small files of a run hash with the interpreter's own sha1 (loading OpenSSL
+    costs more than hashing them); past the budget, hashlib's. Both give git's blob ids."""
+    monkeypatch.delitem(sys.modules, "hashlib", raising=False)  # as in a run that has not loaded it yet
+    monkeypatch.setattr(blobs, "_builtin_left", 1000)
+    small, big = tmp_path / "small", tmp_path / "big"
+    small.write_bytes(b"a" * 600)
+    big.write_bytes(os.urandom(5000))
+    kinds = []
+    for path in (small, big, small):  # within the budget, over it, and what is left of it is too little
+        kinds.append(type(blobs._new_hash("sha1", path.stat().st_size)).__module__)
+        git = subprocess.run(["git", "hash-object", str(path)], capture_output=True, text=True).stdout.strip()
+        with open(path, "rb") as f:
+            assert blobs._hash_open_file(f, path.stat().st_size, "sha1") == git
+    assert kinds[0] == "_sha1" and kinds[1:] == ["_hashlib", "_hashlib"]
