@@ -13,7 +13,6 @@ from __future__ import annotations
 import errno
 import os
 import stat
-import tempfile
 import threading
 import time
 from contextlib import contextmanager
@@ -445,12 +444,18 @@ class LocalStore:
         return _Packed(temp, key, info)
 
     def _temp(self, key: str) -> Path:
-        try:
-            fd, name = tempfile.mkstemp(prefix=f".{key}.", suffix=".tmp", dir=self.cache_dir)
-        except OSError as e:
-            raise _disk_failure(e, self.cache_dir) from None
-        os.close(fd)
-        return Path(name)
+        """A new, empty, private file in the cache dir, named as mkstemp would (without loading
+        `tempfile` and `random`, ~1.5 ms of a run that saves)."""
+        for _ in range(8):
+            name = os.path.join(self.cache_dir, f".{key}.{os.urandom(6).hex()}.tmp")
+            try:
+                os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+                return Path(name)
+            except FileExistsError:
+                continue
+            except OSError as e:
+                raise _disk_failure(e, self.cache_dir) from None
+        raise _disk_failure(FileExistsError(errno.EEXIST, "no free temp name"), self.cache_dir)
 
     def _install(self, packed: "_Packed", row: tuple, log_blob: bytes) -> None:
         """Rename the artifact in and write its rows in one transaction; undo both on failure.

@@ -34,6 +34,7 @@ from vx.store.archive import (
     check_name,
     encode_log,
 )
+from vx.store.zstd import codec
 
 class PackInfo(Struct, frozen=True):
     """What `pack` wrote. `stamps` are (path, ino, ctime_ns) of the regular files packed
@@ -223,12 +224,11 @@ def pack(
     `files` are (workspace-relative path, absolute source); the root is derived from them.
     Bodies stream through a fixed buffer, so big outputs never sit in memory.
     """
-    import zstandard
-
+    zstd = codec()
     real_roots: dict[Path, str] = {}
     stored, stamps = [], []
     with open(dest, "wb") as raw:
-        with zstandard.ZstdCompressor(level=3, write_checksum=True).stream_writer(raw, closefd=False) as z:
+        with zstd.ZstdCompressor(level=3, write_checksum=True).stream_writer(raw, closefd=False) as z:
             tar = _TarWriter(z)
             tar.add_bytes(LOG_ENTRY, encode_log(log))
             for rel, src in dict(files).items():
