@@ -66,7 +66,7 @@ def _finish(path: str, header: dict, data: memoryview, environ) -> list[tuple[st
     import marshal
 
     t0 = time.perf_counter()
-    children = _spawn_git(header["root"], header["git"], environ)
+    children, helper = _spawn_git(header["root"], header["git"], environ), None
     try:
         body = marshal.loads(data)
         if not receipt.paths_hold(body):
@@ -75,8 +75,11 @@ def _finish(path: str, header: dict, data: memoryview, environ) -> list[tuple[st
         if receipt.CHANGED in states or not _artifacts_hold(header, body["tasks"]):
             return None
         absent = [task for task, state in zip(body["tasks"], states) if state == receipt.ABSENT]
+        if len(absent) >= FORK_FROM:  # its start overlaps the checks below; it extracts once they held
+            helper = _Helper(header["cache_dir"], header["root"], absent[len(absent) // 2:])
+            absent = absent[: len(absent) // 2]
         if absent:
-            _reader()  # loaded while git still runs, and before any fork: the child inherits it
+            _reader()  # loaded while git still runs
         t1 = time.perf_counter()
         if not absent and _index_vouched(header):
             t2 = time.perf_counter()
@@ -93,13 +96,15 @@ def _finish(path: str, header: dict, data: memoryview, environ) -> list[tuple[st
             if not _git_holds(children, header["git"]):
                 return None
             t3 = time.perf_counter()
-            if absent and not _restore(header, body, absent, db):
+            if absent and not _restore(header, body, absent, db, helper):
                 return None
             db.execute("COMMIT")
         finally:
             db.close()  # an uncommitted touch rolls back
     finally:
         _reap(children)
+        if helper is not None:
+            helper.stop()  # told to extract, it has finished; else it exits without writing
     unchanged = not due and _index_ids(header["cache_dir"]) == before
     header["index"] = [before, looked_ns] if unchanged else None
     if due:
@@ -248,52 +253,83 @@ def _rows_hold(db, tasks: list, touch: bool) -> bool:
 # ---------------------------------------------------------------- restores
 
 
-def _restore(header: dict, body: dict, absent: list, db) -> bool:
-    """Restore every absent task's outputs from its artifact, as the hit lane would (in two
-    processes when there are enough), stamp them (LC-07) and bring the receipt up to date.
+def _restore(header: dict, body: dict, absent: list, db, helper: _Helper | None) -> bool:
+    """Restore every absent task's outputs from its artifact, as the hit lane would (half of them
+    in the helper when there are enough), stamp them (LC-07) and bring the receipt up to date.
     False when an artifact is refused: the pipeline then decides what that task needs."""
     from vx.store import rows
 
     root = header["root"]
-    done = _extract_all(header["cache_dir"], root, absent)
-    if done is None:
+    if helper is not None:
+        helper.go()
+    done = _extract(header["cache_dir"], root, absent)
+    theirs = helper.result() if helper is not None else {}
+    if done is None or theirs is None:
         return False
     by_key = {task[0]: task for task in body["tasks"]}
     due = {}
-    for key, files in done.items():
+    for key, files in {**done, **theirs}.items():
         by_key[key], due[key] = receipt.restored(by_key[key], root, files)
     rows.write_stamps(db, root, due)
     body["tasks"] = [by_key[task[0]] for task in body["tasks"]]
     return True
 
 
-def _extract_all(cache_dir: str, root: str, tasks: list) -> dict | None:
-    """{key: files written} for every task, half of them in a forked child when there are enough."""
-    if len(tasks) < FORK_FROM:
-        return _extract(cache_dir, root, tasks)
-    import marshal
+class _Helper:
+    """A forked second extractor. It is started as soon as the restores are known, so that its
+    start — the fork, the reader's imports — overlaps the index and git checks, and it extracts
+    its share only when `go` says every check held. Closing the pipe unsent is "stop": it exits
+    having written nothing. It never opens the index (no SQLite connection crosses a fork)."""
 
-    mine, theirs = tasks[: len(tasks) // 2], tasks[len(tasks) // 2:]
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child extracts its half and reports through the pipe; it never touches the index
-        code = 1
-        try:
-            os.close(read_end)
-            with os.fdopen(write_end, "wb") as out:
-                out.write(marshal.dumps(_extract(cache_dir, root, theirs)))
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write_end)
-    try:
-        here = _extract(cache_dir, root, mine)
-    finally:
-        with os.fdopen(read_end, "rb") as got:
+    def __init__(self, cache_dir: str, root: str, tasks: list):
+        go_read, self._go = os.pipe()
+        self._results, results_write = os.pipe()
+        self._pid = os.fork()
+        if self._pid == 0:
+            code = 1
+            try:
+                os.close(self._go)
+                os.close(self._results)
+                _reader()
+                if os.read(go_read, 1) == b"1":
+                    import marshal
+
+                    with os.fdopen(results_write, "wb") as out:
+                        out.write(marshal.dumps(_extract(cache_dir, root, tasks)))
+                    code = 0
+            finally:
+                os._exit(code)
+        os.close(go_read)
+        os.close(results_write)
+        self._code: int | None = None
+
+    def go(self) -> None:
+        os.write(self._go, b"1")
+
+    def result(self) -> dict | None:
+        """{key: files written} of the helper's share; None if it refused one or failed."""
+        import marshal
+
+        with os.fdopen(self._results, "rb") as got:
+            self._results = -1
             data = got.read()
-        _, status = os.waitpid(pid, 0)
-    there = marshal.loads(data) if data and os.waitstatus_to_exitcode(status) == 0 else None
-    return None if here is None or there is None else {**here, **there}
+        return marshal.loads(data) if data and self._wait() == 0 else None
+
+    def stop(self) -> None:
+        """Reap the helper; one never told to go sees its pipe close and exits."""
+        if self._go >= 0:
+            os.close(self._go)
+            self._go = -1
+        if self._results >= 0:
+            os.close(self._results)
+            self._results = -1
+        self._wait()
+
+    def _wait(self) -> int | None:
+        if self._pid:
+            _, status = os.waitpid(self._pid, 0)
+            self._pid, self._code = 0, os.waitstatus_to_exitcode(status)
+        return self._code
 
 
 def _reader():

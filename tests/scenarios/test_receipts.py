@@ -256,6 +256,54 @@ def test_many_restores_share_two_processes(repo):
     assert after.code == 0 and executed(after.err) == set()
 
 
+def many(repo, n=20):
+    pkgs = {f"p{i:02d}": {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": f"P{i};"}} for i in range(n)}
+    ws = repo.write(npm_workspace(pkgs)).commit()
+    settle(ws)
+    for i in range(n):
+        shutil.rmtree(ws.root / "packages" / f"p{i:02d}" / "dist")
+    return ws
+
+
+def artifact_of(ws, task_id: str) -> Path:
+    import sqlite3
+
+    db = sqlite3.connect(ws.root / ".vx" / "cache" / "cache.db")
+    (key,) = db.execute("SELECT hash FROM entries WHERE task_id = ?", (task_id,)).fetchone()
+    db.close()
+    return ws.root / ".vx" / "cache" / f"{key}.tar.zst"
+
+
+@pytest.mark.parametrize("task", ["p00#build", "p19#build"], ids=["first half", "second half"])
+def test_a_damaged_artifact_in_either_share_of_a_two_process_restore_runs_the_task(repo, task):
+    """Each of the two extracting processes refuses a damaged artifact of its share; either way
+    the run goes through the pipeline, which runs that task and restores the rest."""
+    ws = many(repo)
+    artifact = artifact_of(ws, task)
+    data = bytearray(artifact.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    artifact.write_bytes(bytes(data))
+    result, replayed = run(ws)
+    assert not replayed and result.code == 0 and executed(result.err) == {task}
+    assert all((ws.root / "packages" / f"p{i:02d}" / "dist/out.js").read_text() == f"P{i};" for i in range(20))
+
+
+def test_a_check_failing_after_the_helper_started_leaves_it_nothing_to_do(repo):
+    """The second extractor starts before the index is checked; a row gone from the index stops
+    it unheard, the pipeline decides, and every output ends up as that task's run left it."""
+    import sqlite3
+
+    ws = many(repo)
+    time.sleep(0.06)
+    db = sqlite3.connect(ws.root / ".vx" / "cache" / "cache.db")
+    db.execute("DELETE FROM entries WHERE task_id = 'p19#build'")
+    db.commit()
+    db.close()
+    result, replayed = run(ws)
+    assert not replayed and result.code == 0 and executed(result.err) == {"p19#build"}
+    assert all((ws.root / "packages" / f"p{i:02d}" / "dist/out.js").read_text() == f"P{i};" for i in range(20))
+
+
 def test_a_missing_artifact_is_never_replayed(ws):
     settle(ws)
     artifact = next((ws.root / ".vx" / "cache").glob("*.tar.zst"))

@@ -141,3 +141,53 @@ def test_a_workspace_keeps_only_its_most_recent_receipts(tmp_path, monkeypatch):
         assert receipt.store(str(directory / f"r{i}"), {"i": i}, {})
         os.utime(directory / f"r{i}", ns=(i * 10**9, i * 10**9))  # r4 is the most recent
     assert sorted(p.name for p in directory.iterdir()) == [".gitignore", "r2", "r3", "r4"]
+
+
+def helper_tasks(tmp_path, n: int) -> tuple[str, str, list]:
+    """`n` real artifacts in a cache dir, and receipt task records naming their one output each."""
+    from vx.store import packing
+
+    root, cache = tmp_path / "ws", tmp_path / "cache"
+    cache.mkdir()
+    tasks = []
+    for i in range(n):
+        out = root / f"p{i}" / "dist" / "out.js"
+        out.parent.mkdir(parents=True)
+        out.write_text(f"P{i};")
+        key = f"k{i:04d}"
+        info = packing.pack(cache / f"{key}.tar.zst", key=key, log=[], files=[(f"p{i}/dist/out.js", out)])
+        tasks.append([key, info.size_bytes, info.crc, [(str(out), None)], [], None])
+        out.unlink()
+    return str(cache), str(root), tasks
+
+
+def test_the_second_extractor_writes_nothing_until_told_to_go(tmp_path):
+    """A replay starts its helper before the index and git are checked; a check that fails then
+    stops it, and it must leave the workspace untouched. Told to go, it restores its share."""
+    from vx.replay import _Helper
+
+    cache, root, tasks = helper_tasks(tmp_path, 3)
+    stopped = _Helper(cache, root, tasks)
+    time.sleep(0.3)  # ample time to have extracted, were it not waiting
+    stopped.stop()
+    assert not any((tmp_path / "ws" / f"p{i}" / "dist" / "out.js").exists() for i in range(3))
+    told = _Helper(cache, root, tasks)
+    told.go()
+    done = told.result()
+    told.stop()
+    assert sorted(done) == ["k0000", "k0001", "k0002"]
+    assert [(tmp_path / "ws" / f"p{i}" / "dist" / "out.js").read_text() for i in range(3)] == ["P0;", "P1;", "P2;"]
+
+
+def test_the_second_extractor_reports_a_refused_artifact(tmp_path):
+    from vx.replay import _Helper
+
+    cache, root, tasks = helper_tasks(tmp_path, 2)
+    damaged = os.path.join(cache, "k0001.tar.zst")
+    data = bytearray(open(damaged, "rb").read())
+    data[len(data) // 2] ^= 0xFF
+    open(damaged, "wb").write(bytes(data))
+    helper = _Helper(cache, root, tasks)
+    helper.go()
+    assert helper.result() is None
+    helper.stop()
