@@ -52,6 +52,17 @@ def settle(repo, *args, env=None):
     return second
 
 
+def drop_row(ws, task_id: str) -> None:
+    """Delete a task's index row, past the racy window of what the last run wrote."""
+    import sqlite3
+
+    time.sleep(0.06)
+    db = sqlite3.connect(ws.root / ".vx" / "cache" / "cache.db")
+    db.execute("DELETE FROM entries WHERE task_id = ?", (task_id,))
+    db.commit()
+    db.close()
+
+
 def footer(err: str) -> list[str]:
     lines = [line for line in err.splitlines() if line.startswith("─ vx") or " tasks · " in line]
     return [line.rpartition(" · wall")[0] or line for line in lines]
@@ -110,17 +121,11 @@ def test_replays_touch_the_cache_rows_once_an_hour(ws):
 def test_a_row_gone_from_the_index_is_never_replayed(ws):
     """Once a replay has confirmed the index, the next one trusts it while cache.db and its WAL
     are untouched; deleting a row writes them, so the rows are read again and the miss is seen."""
-    import sqlite3
-
     settle(ws)
     for _ in range(2):
         _, replayed = run(ws)
         assert replayed
-    time.sleep(0.06)
-    db = sqlite3.connect(ws.root / ".vx" / "cache" / "cache.db")
-    db.execute("DELETE FROM entries WHERE task_id = 'a#build'")
-    db.commit()
-    db.close()
+    drop_row(ws, "a#build")
     result, replayed = run(ws)
     assert not replayed and result.code == 0 and "a#build" in executed(result.err)
 
@@ -291,14 +296,8 @@ def test_a_damaged_artifact_in_either_share_of_a_two_process_restore_runs_the_ta
 def test_a_check_failing_after_the_helper_started_leaves_it_nothing_to_do(repo):
     """The second extractor starts before the index is checked; a row gone from the index stops
     it unheard, the pipeline decides, and every output ends up as that task's run left it."""
-    import sqlite3
-
     ws = many(repo)
-    time.sleep(0.06)
-    db = sqlite3.connect(ws.root / ".vx" / "cache" / "cache.db")
-    db.execute("DELETE FROM entries WHERE task_id = 'p19#build'")
-    db.commit()
-    db.close()
+    drop_row(ws, "p19#build")
     result, replayed = run(ws)
     assert not replayed and result.code == 0 and executed(result.err) == {"p19#build"}
     assert all((ws.root / "packages" / f"p{i:02d}" / "dist/out.js").read_text() == f"P{i};" for i in range(20))
