@@ -537,3 +537,18 @@ def test_key12_small_dirty_files_hash_without_openssl_and_like_git(tmp_path, mon
         with open(path, "rb") as f:
             assert blobs._hash_open_file(f, path.stat().st_size, "sha1") == git
     assert kinds[0] == "_sha1" and kinds[1:] == ["_hashlib", "_hashlib"]
+
+
+def test_git_is_found_on_path_as_shutil_which_finds_it(tmp_path, monkeypatch):
+    """The listing asks PATH for git without importing shutil; it answers as `shutil.which`."""
+    bin_dir, not_exec, a_dir = tmp_path / "bin", tmp_path / "noexec", tmp_path / "dir"
+    for d in (bin_dir, not_exec, a_dir / "git"):
+        d.mkdir(parents=True)
+    (bin_dir / "git").write_text("#!/bin/sh\n")
+    (bin_dir / "git").chmod(0o755)
+    (not_exec / "git").write_text("")
+    for path in (f"{not_exec}:{a_dir}", f"{not_exec}:{a_dir}:{bin_dir}", ""):
+        monkeypatch.setenv("PATH", path)
+        assert files._on_path("git") == (shutil.which("git") is not None), path
+    monkeypatch.chdir(bin_dir)  # an empty PATH finds nothing, not even in the current directory
+    assert files._on_path("git") is False and shutil.which("git") is None
