@@ -506,7 +506,7 @@ def test_a_replay_restoring_outputs_loads_the_reader_and_none_of_the_records(ws)
     assert all((ws.root / "packages" / p / "dist" / "out.js").is_file() for p in "ab")  # restored, by
     assert "vx.replay" in replay and "vx.store.unpacking" in replay and "vx.cli" not in replay  # the replay
     reader = {"vx.store.unpacking", "vx.store.archive", "vx.store.zstd", "vx.errors", "zstandard.backend_c",
-              "_json", "struct", "_struct", "importlib", "importlib.machinery", "vx.store.rows"}
+              "_json", "struct", "_struct", "importlib", "importlib.machinery", "warnings", "vx.store.rows"}
     own = {"vx", "vx.__main__", "vx.replay", "vx.receipt", "vx.witness", "vx.runlock", "vx.stages", "vx.style",
            "vx.store", "__future__"}
     assert replay - baseline <= own | reader, sorted(replay - baseline - own - reader)
