@@ -104,9 +104,11 @@ def refused(tmp_path: Path, blob: bytes, match: str, *, key: str = "k1", allowed
     before = snapshot(root)
     src = tmp_path / "crafted.tar.zst"
     src.write_bytes(blob)
+    fds = os.listdir("/proc/self/fd")
     with pytest.raises(ArchiveError, match=match):
         unpack(src, key=key, allowed=allowed, root=root)
     assert snapshot(root) == before
+    assert os.listdir("/proc/self/fd") == fds  # a refusal closes whatever it opened
 
 
 # ---------------------------------------------------------------- round trips

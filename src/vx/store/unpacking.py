@@ -237,9 +237,9 @@ class _Extraction:
     def write(self, rel: str, inflow: _Inflow, size: int) -> None:
         """Stream one output body into place, or beside a file that is in the way."""
         parent = self._parent_dir(rel)
+        inflow.reserve(size, f"entry {rel}")
         fd, path = self._create(rel, parent, os.path.join(parent, rel.rsplit("/", 1)[-1]))
         self.temps[rel], self.sizes[rel] = path, size
-        inflow.reserve(size, f"entry {rel}")
         try:
             left = size
             while left:
