@@ -343,11 +343,14 @@ def _import_asyncio():
     a Python built without it (`ssl = None` in base_events, selector_events, sslproto). vx never
     asks asyncio for TLS: the remote cache speaks it through http.client, which imports ssl
     itself — and can, because the stand-in is taken out again at once. Where ssl or asyncio is
-    already loaded (a remote layer opened first), this is a plain import.
+    already loaded (a remote layer opened first), or another thread runs (it could be importing
+    ssl at that moment), this is a plain import.
     """
     import sys
 
-    if "asyncio" in sys.modules or "ssl" in sys.modules:
+    threading = sys.modules.get("threading")
+    others = threading is not None and threading.active_count() > 1  # one might import ssl meanwhile
+    if others or "asyncio" in sys.modules or "ssl" in sys.modules:
         import asyncio
 
         return asyncio

@@ -137,3 +137,17 @@ def test_tls_still_loads_after_asyncio_was_imported_without_it():
     )
     proc = py("-c", probe)
     assert proc.stdout.strip() == "b'ping\\n' module", proc.stderr
+
+
+def test_asyncio_keeps_its_ssl_when_another_thread_runs():
+    """With another thread alive, hiding ssl could fail that thread's own `import ssl`: then
+    asyncio is imported as it is, ssl and all."""
+    probe = (
+        "import sys, threading, time\n"
+        "threading.Thread(target=time.sleep, args=(1,), daemon=True).start()\n"
+        "from vx.run import _import_asyncio\n"
+        "asyncio = _import_asyncio()\n"
+        "print(asyncio.base_events.ssl is sys.modules['ssl'])\n"
+    )
+    proc = py("-c", probe)
+    assert proc.stdout.strip() == "True", proc.stderr
