@@ -409,3 +409,29 @@ def test_output_file_record_is_what_meta_says(tmp_path):
     info = pack(tmp_path / "i.tar.zst", key="k", log=[], files=[("a.txt", ws / "a.txt")])
     assert info.files == (OutputFile("a.txt", 3, 0o640, 1234),)
     assert len(info.crc) == 8 and int(info.crc, 16) >= 0
+
+
+def test_the_codec_is_loaded_once_however_many_threads_ask_first():
+    """Restores run on threads. Were two first uses to load the extension twice, an extension with
+    multi-phase init would give two modules — two ZstdErrors, one thread's errors uncaught by
+    another's handler. Loading is stood in by one that makes a new module each time, slowly."""
+    code = (
+        "import sys, threading, time, types\n"
+        "from vx.store import zstd\n"
+        "def fresh():\n"
+        "    time.sleep(0.05)\n"
+        "    sys.modules[zstd.EXTENSION] = module = types.ModuleType(zstd.EXTENSION)\n"
+        "    return module\n"
+        "zstd._load_extension = fresh\n"
+        "got, go = [], threading.Barrier(8)\n"
+        "def first():\n"
+        "    go.wait(); got.append(zstd.codec())\n"
+        "threads = [threading.Thread(target=first) for _ in range(8)]\n"
+        "[t.start() for t in threads]; [t.join() for t in threads]\n"
+        "print(len({id(m) for m in got}))\n"
+    )
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.stdout.strip() == "1", proc.stderr

@@ -12,8 +12,12 @@ from __future__ import annotations
 
 import os
 import sys
+from _thread import allocate_lock
 
 EXTENSION = "zstandard.backend_c"
+
+
+_loading = allocate_lock()  # two first uses on two threads must not load two modules (two ZstdErrors)
 
 
 def codec():
@@ -21,14 +25,18 @@ def codec():
     loaded = sys.modules.get("zstandard") or sys.modules.get(EXTENSION)
     if loaded is not None:
         return loaded
-    if "PYTHON_ZSTANDARD_IMPORT_POLICY" not in os.environ:
-        try:
-            return _load_extension()
-        except (ImportError, OSError):
-            pass
-    import zstandard
+    with _loading:
+        loaded = sys.modules.get("zstandard") or sys.modules.get(EXTENSION)
+        if loaded is not None:
+            return loaded
+        if "PYTHON_ZSTANDARD_IMPORT_POLICY" not in os.environ:
+            try:
+                return _load_extension()
+            except (ImportError, OSError):
+                pass
+        import zstandard
 
-    return zstandard
+        return zstandard
 
 
 def _load_extension():
