@@ -27,10 +27,10 @@ from typing import Callable, Mapping, Sequence
 
 from msgspec import Struct
 
+from vx import spawn
 from vx.errors import UsageError
 from vx.model import LogChunk, ProcessResult
-
-SHELL = "/bin/sh"
+from vx.spawn import SHELL
 DRAIN_S = 0.25  # EX-12: how long the pipes are read after the shell exits
 DEFAULT_KILL_GRACE_MS = 2000  # EX-11: SIGTERM -> SIGKILL
 REAP_AFTER_KILL_S = 5.0  # a SIGKILLed process in uninterruptible sleep may take a while
@@ -192,17 +192,12 @@ class _Child:
     def spawn(cls, command: str, cwd: Path, env: Mapping[str, str], table: ProcessTable,
               launch: Launch | None = None) -> _Child:
         """Start `sh -c command` (or the launch's argv) in a new session, register it and watch for its exit."""
-        popen = subprocess.Popen(
-            list(launch.argv) if launch else ["sh", "-c", command],
-            executable=None if launch else SHELL,
-            cwd=cwd,
-            env=dict(env),
-            stdin=launch.stdin if launch and launch.stdin is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            pass_fds=tuple(launch.pass_fds) if launch else (),
-        )
+        return cls.adopt(spawn.start(command, cwd, env, launch), table, launch)
+
+    @classmethod
+    def adopt(cls, popen: subprocess.Popen[bytes], table: ProcessTable, launch: Launch | None = None) -> _Child:
+        """Own a process started by `spawn.start` (now, or before the loop existed): register it
+        and watch for its exit. A process that already exited is a readable pidfd at once."""
         child = cls(popen, table)
         child.launch = launch
         table._add(child)
@@ -401,28 +396,35 @@ async def execute(
     table: ProcessTable,
     grace_ms: int | None = None,
     launch: Launch | None = None,
+    started: tuple[_Child, float] | None = None,
 ) -> ProcessResult:
     """Run `sh -c command` to the end and describe how it ended; never raise for the task.
 
     `grace_ms` is the SIGTERM-to-SIGKILL grace, `VX_KILL_GRACE_MS` when None. A spawn
     failure is a result (exit 127 with `spawn_error`); cancellation stops the group,
     reaps the shell and re-raises. With `launch`, its argv runs instead of the shell.
+    `started` is (the child, its `time.monotonic()` start) when it was started before the walk:
+    its timeout and duration count from then.
     """
     grace_s = (kill_grace_ms() if grace_ms is None else grace_ms) / 1000
-    started = time.monotonic()
-    try:
-        child = _Child.spawn(command, cwd, env, table, launch)
-    except (OSError, ValueError) as exc:
-        error = _spawn_error(exc, cwd, launch.argv[0] if launch else SHELL)
-        return ProcessResult(exit_code=127, duration_ms=_ms_since(started), spawn_error=error)
+    if started is not None:
+        child, started_at = started
+    else:
+        started_at = time.monotonic()
+        try:
+            child = _Child.spawn(command, cwd, env, table, launch)
+        except (OSError, ValueError) as exc:
+            error = _spawn_error(exc, cwd, launch.argv[0] if launch else SHELL)
+            return ProcessResult(exit_code=127, duration_ms=_ms_since(started_at), spawn_error=error)
     capture = _Capture(child.popen, on_output)
     try:
-        timed_out = await _supervise(child, timeout_ms, grace_s)
+        left_ms = None if timeout_ms is None else timeout_ms - _ms_since(started_at)
+        timed_out = await _supervise(child, left_ms, grace_s)
         await capture.drain(DRAIN_S)
     finally:
         capture.close()
     capture.raise_callback_error()
-    return _result(child, capture.chunks, timed_out=timed_out, started=started)
+    return _result(child, capture.chunks, timed_out=timed_out, started=started_at)
 
 
 async def _supervise(child: _Child, timeout_ms: int | None, grace_s: float) -> bool:

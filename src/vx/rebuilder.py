@@ -45,6 +45,9 @@ class RunContext(Struct):
     # tasks already dispatched but still waiting for a slot must not start either (GR-10)
     halt: asyncio.Event | None = None
     halt_on_failure: bool = False  # `--continue=never`: a failure sets `halt` before its slot passes on
+    # task -> (its first attempt's child, started at (monotonic), started_ns, input snapshot): the
+    # first wave, started before the loop existed with its slot taken (run._start_first_wave)
+    early: dict[TaskId, tuple[Any, float, int, Any]] = field(default_factory=dict)
 
 
 async def rebuild(ctx: RunContext, node: TaskNode, results: Mapping[TaskId, TaskResult]) -> TaskResult:
@@ -107,12 +110,17 @@ def _hit(node: TaskNode, plan: TaskPlan, entry: Any, log, cache: CacheStatus, st
 async def _execute_and_save(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> TaskResult:
     cached = plan.outputs is not None
     write = cached and ctx.policy.write and ctx.store is not None
-    snapshot = ctx.index.snapshot(plan.inputs) if write else None
+    early = ctx.early.pop(node.id, None)
+    if early is not None:
+        snapshot, started_ns = early[3], early[2]
+    else:
+        snapshot = ctx.index.snapshot(plan.inputs) if write else None
     if cached and plan.inputs is not None and plan.inputs.unmatched_globs:  # KEY-23
         globs = ", ".join(plan.inputs.unmatched_globs)
         ctx.emit(Notice(f"{node.id}: cache.inputs matched no files ({globs})", id=node.id))
-    started_ns = time.time_ns()
-    proc, attempts, violations = await _attempts(ctx, node, plan, wipe=write)
+    if early is None:
+        started_ns = time.time_ns()
+    proc, attempts, violations = await _attempts(ctx, node, plan, wipe=write, early=early)
     if proc is None:
         return TaskResult(node.id, Status.SKIPPED, CacheStatus.NO_CACHE, key=plan.key,
                           reason="not run: an earlier task failed (--continue=never)")
@@ -140,23 +148,28 @@ def _status_of(proc: ProcessResult) -> Status:
     return Status.SUCCESS if proc.exit_code == 0 else Status.FAILED
 
 
-async def _attempts(ctx: RunContext, node: TaskNode, plan: TaskPlan, *,
-                    wipe: bool) -> tuple[ProcessResult | None, int, tuple[Violation, ...]]:
+async def _attempts(ctx: RunContext, node: TaskNode, plan: TaskPlan, *, wipe: bool,
+                    early=None) -> tuple[ProcessResult | None, int, tuple[Violation, ...]]:
     """Run the command, retrying per exec.retries; each attempt re-cleans outputs (EX-06).
+    An `early` first attempt already runs: its slot is taken, its outputs wiped, its start told.
 
     No process (None) when the run halted while this task waited for its slot."""
     total = plan.retries + 1
     elapsed = 0.0
-    await ctx.slots.acquire(ctx.priority.get(node.id, 0))
+    if early is None:
+        await ctx.slots.acquire(ctx.priority.get(node.id, 0))
     try:
-        if ctx.halt is not None and ctx.halt.is_set():
+        if early is None and ctx.halt is not None and ctx.halt.is_set():
             return None, 0, ()
         for attempt in range(1, total + 1):
-            if wipe:
-                await asyncio.to_thread(plan.outputs.wipe, ctx.root)
-            ctx.emit(TaskStarted(node.id, plan.command or "", attempt))
-            launch = ctx.launch_for(node, plan, attempt) if ctx.launch_for else None
-            proc, violations = await _run_once(ctx, node, plan, launch)
+            if attempt == 1 and early is not None:
+                proc, violations = await _run_once(ctx, node, plan, started=(early[0], early[1]))
+            else:
+                if wipe:
+                    await asyncio.to_thread(plan.outputs.wipe, ctx.root)
+                ctx.emit(TaskStarted(node.id, plan.command or "", attempt))
+                launch = ctx.launch_for(node, plan, attempt) if ctx.launch_for else None
+                proc, violations = await _run_once(ctx, node, plan, launch)
             elapsed += proc.duration_ms
             if proc.exit_code == 0 or proc.aborted or attempt == total:
                 break
@@ -169,16 +182,17 @@ async def _attempts(ctx: RunContext, node: TaskNode, plan: TaskPlan, *,
     return _with_duration(proc, elapsed), attempt, violations
 
 
-async def _run_once(ctx: RunContext, node: TaskNode, plan: TaskPlan,
-                    launch: executor.Launch | None = None) -> tuple[ProcessResult, tuple[Violation, ...]]:
-    """One attempt: inside the sandbox when the task declares one (SB-01), else plainly."""
+async def _run_once(ctx: RunContext, node: TaskNode, plan: TaskPlan, launch: executor.Launch | None = None,
+                    started=None) -> tuple[ProcessResult, tuple[Violation, ...]]:
+    """One attempt: inside the sandbox when the task declares one (SB-01), else plainly;
+    `started` is a first attempt already running (executor.execute)."""
     def on_output(chunk: LogChunk) -> None:
         ctx.emit(TaskOutput(node.id, chunk))
 
     cwd = ctx.root / node.project_dir
     if plan.sandbox is None:
         return await executor.execute(plan.command or "", cwd=cwd, env=plan.env, timeout_ms=plan.timeout_ms,
-                                      on_output=on_output, table=ctx.table, launch=launch), ()
+                                      on_output=on_output, table=ctx.table, launch=launch, started=started), ()
     from vx.sandbox.runner import Session, run_sandboxed
 
     if ctx.sandbox is None:

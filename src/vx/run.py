@@ -15,7 +15,7 @@ from msgspec import Struct
 
 from vx import config, workspace
 from vx.errors import EXIT_OK, EXIT_SIGHUP, EXIT_SIGINT, EXIT_SIGTERM, EXIT_TASK_FAILED, ConfigError, UsageError
-from vx.events import Emit, Notice, PlannedTask, RunFinished, RunStarted
+from vx.events import Emit, Notice, PlannedTask, RunFinished, RunStarted, TaskStarted
 from vx.graph import Selection, build_graph
 from vx.model import ROOT_PROJECT, RunSummary, Status, TaskGraph, TaskId, TaskResult, Workspace
 from vx.plan import RunOptions, make_plans, package_of
@@ -204,9 +204,22 @@ def execute(prep: Prepared, req: RunRequest, emit: Emit, stages: Stages, launch_
     if len(lane.results) == len(prep.graph.nodes) and stopped_by is None:
         results = lane.results  # everything was a confirmed hit: no event loop, asyncio never imported
     else:
-        asyncio = _import_asyncio()
-        with stages("run graph"):
-            results, stopped_by = asyncio.run(_walk(prep, req, emit, lane, stopped_by, launch_for, observe))
+        caught: list[int] = []
+        previous = _catch_signals(caught)  # until the walk's own handlers replace these
+        early: dict = {}
+        try:
+            if stopped_by is None and launch_for is None:
+                early = _start_first_wave(prep, lane, emit)
+            asyncio = _import_asyncio()  # while the first wave runs
+            with stages("run graph"):
+                results, stopped_by = asyncio.run(_walk(prep, req, emit, lane, stopped_by, launch_for, observe,
+                                                        early, caught))
+        except BaseException:
+            _stop_early(early)  # only what the walk never adopted
+            raise
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
     with stages("close cache"):
         _close_store(prep, emit)
     spans = getattr(getattr(prep.store, "local", prep.store), "spans", {})
@@ -305,7 +318,8 @@ def _catch_signals(caught: list[int]) -> dict:
 
 
 async def _walk(prep: Prepared, req: RunRequest, emit: Emit, lane, stopped_early: int | None,
-                launch_for=None, observe=None) -> tuple[dict[TaskId, TaskResult], int | None]:
+                launch_for=None, observe=None, early=None,
+                caught=()) -> tuple[dict[TaskId, TaskResult], int | None]:
     import asyncio
 
     from vx import executor
@@ -318,13 +332,21 @@ async def _walk(prep: Prepared, req: RunRequest, emit: Emit, lane, stopped_early
     if stopped_by:
         stop.set()  # the lane was interrupted: the walk starts nothing and aborts the rest
     hits = {k: v for k, v in prep.hits.items() if k not in lane.damaged} if lane.damaged else prep.hits
+    slots = PrioritySlots(prep.concurrency)
+    adopted = {}
+    for tid in list(early or ()):  # popped as adopted: the caller kills only what is left
+        popen, started_at, started_ns, snapshot = early.pop(tid)
+        adopted[tid] = (executor._Child.adopt(popen, table), started_at, started_ns, snapshot)
+    slots.take(len(adopted))
     ctx = RunContext(root=prep.ws.root, plans=prep.plans, hits=hits, index=prep.index, store=prep.store,
-                     policy=prep.policy, slots=PrioritySlots(prep.concurrency),
+                     policy=prep.policy, slots=slots,
                      restore_slots=asyncio.Semaphore(2 * prep.concurrency), table=table, emit=emit,
                      priority=prep.graph.priority, remote=prep.remote, launch_for=launch_for,
                      observe=observe, halt=asyncio.Event(),
-                     halt_on_failure=req.continue_mode == "never")
-    _install_signals(table, stop, stopped_by)
+                     halt_on_failure=req.continue_mode == "never", early=adopted)
+    on_signal = _install_signals(table, stop, stopped_by)
+    if caught:  # a signal came while the first wave started or asyncio loaded: act on it now
+        on_signal(signal.Signals(caught[0]))
     try:
         results = await walk(prep.graph, lambda node, res: rebuild(ctx, node, res),
                              continue_mode=req.continue_mode, stop=stop, settled=lane.results, halt=ctx.halt)
@@ -380,6 +402,58 @@ def _install_signals(table, stop: asyncio.Event, stopped_by: list[int]) -> None:
 
     for sig in SIGNAL_EXITS:
         loop.add_signal_handler(sig, on_signal, sig)
+    return on_signal
+
+
+def _start_first_wave(prep: Prepared, lane, emit: Emit) -> dict:
+    """Start the commands the walk would start first, before asyncio is loaded, so that loading it
+    (~15 ms) overlaps them (docs/optimizations.md #25). Only plain misses qualify: every
+    dependency settled by the hit lane, no sandbox, no remote layer that might still serve it; at
+    most `concurrency` of them, in the walk's order. Each is prepared as the rebuilder would —
+    its inputs snapshot for KEY-21, outputs wiped (EX-06), its start told — and the walk adopts
+    the processes. {task: (popen, started (monotonic), started_ns, snapshot)}; a command that
+    cannot start is left to the walk, which reports why."""
+    from vx import spawn
+
+    if prep.remote is not None:
+        return {}
+    nodes, settled, write = prep.graph.nodes, lane.results, prep.policy.write and prep.store is not None
+    position = {tid: i for i, tid in enumerate(prep.graph.order)}
+    ready = sorted((t for t, n in nodes.items() if t not in settled and all(d in settled for d in n.deps)),
+                   key=lambda t: (-prep.graph.priority[t], position[t]))
+    early = {}
+    for tid in ready:
+        node, plan = nodes[tid], prep.plans[tid]
+        if len(early) == prep.concurrency:
+            break
+        if node.is_group or plan.sandbox is not None or (plan.outputs is not None and plan.key in prep.hits):
+            continue
+        if any(settled[d].status is not Status.SUCCESS for d in node.deps):
+            continue
+        cached = write and plan.outputs is not None
+        snapshot = prep.index.snapshot(plan.inputs) if cached else None
+        started_ns = time.time_ns()
+        if cached:
+            plan.outputs.wipe(prep.ws.root)
+        started_at = time.monotonic()
+        try:
+            popen = spawn.start(plan.command or "", prep.ws.root / node.project_dir, plan.env)
+        except (OSError, ValueError):
+            continue
+        early[tid] = (popen, started_at, started_ns, snapshot)
+        emit(TaskStarted(tid, plan.command or "", 1))
+    return early
+
+
+def _stop_early(early: dict) -> None:
+    """Kill and reap first-wave processes no walk adopted (the run failed before it could)."""
+    for popen, *_ in early.values():
+        try:
+            os.killpg(popen.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        popen.wait()
+    early.clear()
 
 
 def _remove_signals() -> None:

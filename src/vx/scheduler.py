@@ -37,6 +37,10 @@ class PrioritySlots:
                 self.release()  # we were handed a slot while being cancelled: pass it on
             raise
 
+    def take(self, n: int) -> None:
+        """Hold `n` slots at once, before any waiter: the first wave started before the walk."""
+        self._free -= n
+
     def release(self) -> None:
         while self._waiters:
             _, _, fut = heapq.heappop(self._waiters)

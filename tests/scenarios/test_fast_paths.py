@@ -181,3 +181,23 @@ def test_timing_table_names_every_stage(repo):  # OBS-11
         assert f"  {stage} " in table, table
     assert "run graph" not in table  # everything settled in the lane: the walk never started
     assert "vx timing" not in repo.vx("run", "build").err
+
+
+def test_the_first_wave_starts_before_asyncio_loads(repo):  # docs/optimizations.md #25
+    """A run that must execute starts its first commands before it imports asyncio, so the import
+    overlaps them: in the trace, the task's shell is exec'd before asyncio's package is opened.
+    The results are the walk's as ever: the task ran once, its output cached."""
+    repo.write(chain(2)).commit()
+    trace = repo.root.parent / "trace"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
+    env.update({"PYTHONPATH": SRC, "NO_COLOR": "1"})
+    proc = subprocess.run(["strace", "-f", "-e", "trace=execve,openat", "-o", str(trace),
+                           sys.executable, "-m", "vx", "run", "build"], cwd=repo.root, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    lines = trace.read_text().splitlines()
+    shell = next(i for i, line in enumerate(lines) if 'execve("/bin/sh", ["sh", "-c"' in line)
+    loop = next(i for i, line in enumerate(lines) if re.search(r'openat\(.*/asyncio/(__pycache__/)?__init__', line))
+    assert shell < loop
+    again = repo.vx("run", "build")
+    assert again.code == 0 and " 2 cached" in again.err

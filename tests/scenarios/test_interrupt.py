@@ -76,3 +76,42 @@ def test_sigterm_exits_143(repo):
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=10)
     assert proc.returncode == 143
+
+
+SLOW_ASYNCIO = '''
+import os, sys, time
+class SlowAsyncio:  # holds the run between starting its first wave and loading asyncio
+    def find_spec(self, name, path=None, target=None):
+        if name == "asyncio" and os.environ.get("VX_TEST_IN_GAP"):
+            open(os.environ.pop("VX_TEST_IN_GAP"), "w").close()
+            time.sleep(3)
+        return None
+sys.meta_path.insert(0, SlowAsyncio())
+'''
+
+
+def test_ctrl_c_while_the_first_wave_runs_before_the_walk_stops_it(repo, tmp_path):
+    """The first commands start before asyncio is loaded (docs/optimizations.md #25). A Ctrl-C in
+    that gap is held until the walk exists, which then stops the started group as any other:
+    exit 130, the task aborted, nothing of it left running, nothing cached."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(SLOW_ASYNCIO)
+    cmd = "echo $$ > ../../pid; sleep 30; echo done > ../../finished"
+    repo.write(npm_workspace({"p0": {"tasks": {"build": {"exec": {"command": cmd},
+                                                          "cache": {"inputs": {"files": []}, "outputs": {"files": []}}}}}})).commit()
+    gap = tmp_path / "in-gap"
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("VX_")}, "PYTHONPATH": f"{hook}:{SRC}",
+           "NO_COLOR": "1", "VX_TEST_IN_GAP": str(gap)}  # no VX_KILL_GRACE_MS: checking it loads asyncio
+    proc = subprocess.Popen([sys.executable, "-m", "vx", "run", "build", "--all"], cwd=repo.root, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    (pid,) = [int(p) for p in wait_for(repo.root / "pid")]
+    deadline = time.monotonic() + 15
+    while not gap.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert gap.exists() and alive(pid)  # the task runs, and asyncio is not loaded yet
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130, err
+    assert not alive(pid) and not (repo.root / "finished").exists()
+    assert "Traceback" not in err and list((repo.root / ".vx" / "cache").glob("*.tar.zst")) == []

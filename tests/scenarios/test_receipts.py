@@ -361,7 +361,8 @@ def hold_lock(ws, seconds: float) -> subprocess.Popen:
     """Another process holding the workspace's run lock for `seconds` (GR-16)."""
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time; from vx.runlock import RunLock; lock = RunLock(print); "
-         f"lock.acquire(sys.argv[1]); print('held', flush=True); time.sleep({seconds}); lock.release()",
+         f"lock.acquire(sys.argv[1]); print('held', flush=True); time.sleep({seconds}); lock.release(); "
+         "print(time.time(), flush=True)",
          str(ws.root)], env=vx_env(), stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "held"
     return holder
@@ -372,7 +373,9 @@ def test_replay_waits_for_the_run_lock(ws):
     settle(ws)
     holder = hold_lock(ws, 1.5)
     _, replayed = run(ws)
-    assert replayed and holder.poll() is not None  # finished only once the holder let go
+    done = time.time()
+    released = float(holder.stdout.readline())
+    assert replayed and released <= done  # finished only once the holder let go
     holder.wait()
 
 

@@ -23,7 +23,8 @@ ALLOWED = {
     "listing": {"model", "errors", "globs", "walk", "witness"},
     "walk": {"model", "errors", "globs", "witness"},
     "outputs": {"model", "errors", "globs", "walk", "witness"},
-    "executor": {"model", "errors"},
+    "executor": {"model", "errors", "spawn"},
+    "spawn": set(),
     "environment": {"errors"},
     # Leaves the replay of a receipt loads before anything else: they may import no vx module.
     "witness": set(),
