@@ -111,17 +111,22 @@ def test_restores_in_forked_workers_leave_what_threads_leave(repo):  # GR-09, LC
     assert set(res.statuses().values()) == {("success", "up-to-date")}
 
 
-def test_warm_run_opens_no_input_and_no_artifact(repo):  # KEY-12, LC-06
-    repo.write(chain(3)).commit()
-    assert repo.vx("run", "build").code == 0
+def traced(repo, calls: str) -> str:
+    """`vx run build` under strace (children too), as a user runs it; the trace's text."""
     trace = repo.root.parent / "trace"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
     env.update({"PYTHONPATH": SRC, "NO_COLOR": "1"})
-    proc = subprocess.run(["strace", "-f", "-e", "trace=open,openat,openat2", "-o", str(trace),
+    proc = subprocess.run(["strace", "-f", "-e", f"trace={calls}", "-o", str(trace),
                            sys.executable, "-m", "vx", "run", "build"], cwd=repo.root, env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    opened = re.findall(r'open(?:at2?)?\((?:[^,]*, )?"([^"]+)"', trace.read_text())
+    return trace.read_text()
+
+
+def test_warm_run_opens_no_input_and_no_artifact(repo):  # KEY-12, LC-06
+    repo.write(chain(3)).commit()
+    assert repo.vx("run", "build").code == 0
+    opened = re.findall(r'open(?:at2?)?\((?:[^,]*, )?"([^"]+)"', traced(repo, "open,openat,openat2"))
     root = str(repo.root)
     assert [p for p in opened if p.endswith(".tar.zst")] == []
     assert [p for p in opened if p.startswith(f"{root}/packages/") and "/src/" in p] == []
@@ -188,14 +193,7 @@ def test_the_first_wave_starts_before_asyncio_loads(repo):  # docs/optimizations
     overlaps them: in the trace, the task's shell is exec'd before asyncio's package is opened.
     The results are the walk's as ever: the task ran once, its output cached."""
     repo.write(chain(2)).commit()
-    trace = repo.root.parent / "trace"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
-    env.update({"PYTHONPATH": SRC, "NO_COLOR": "1"})
-    proc = subprocess.run(["strace", "-f", "-e", "trace=execve,openat", "-o", str(trace),
-                           sys.executable, "-m", "vx", "run", "build"], cwd=repo.root, env=env,
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    lines = trace.read_text().splitlines()
+    lines = traced(repo, "execve,openat").splitlines()
     shell = next(i for i, line in enumerate(lines) if 'execve("/bin/sh", ["sh", "-c"' in line)
     loop = next(i for i, line in enumerate(lines) if re.search(r'openat\(.*/asyncio/(__pycache__/)?__init__', line))
     assert shell < loop
