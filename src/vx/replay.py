@@ -60,12 +60,17 @@ def _holds(argv: list[str], environ, err) -> tuple[dict | None, list[tuple[str, 
 
 
 def _finish(path: str, header: dict, data: memoryview, environ) -> list[tuple[str, float]] | None:
-    """Check everything while git runs, then restore what is absent. The index is read (and
+    """Check everything while git runs, restoring what is absent meanwhile. The index is read (and
     written) only when the receipt cannot vouch for it; then in one transaction, committed only
-    when all of it held. The stage times, or None."""
+    when all of it held. The stage times, or None.
+
+    Restores start before the index and git are checked: each writes only into output roots
+    found absent, from an artifact the reader verifies whole, and stamps nothing until every
+    check held. Should one fail, the pipeline finds those outputs unstamped, so never current
+    (LC-07): it wipes and restores or rebuilds them (LC-08) as if this had never run."""
     import marshal
 
-    t0 = time.perf_counter()
+    marks = [("", time.perf_counter())]  # (stage that ended, when)
     children, helper = _spawn_git(header["root"], header["git"], environ), None
     try:
         body = marshal.loads(data)
@@ -75,28 +80,34 @@ def _finish(path: str, header: dict, data: memoryview, environ) -> list[tuple[st
         if receipt.CHANGED in states or not _artifacts_hold(header, body["tasks"]):
             return None
         absent = [task for task, state in zip(body["tasks"], states) if state == receipt.ABSENT]
-        if len(absent) >= FORK_FROM:  # its start overlaps the checks below; it extracts once they held
-            helper = _Helper(header["cache_dir"], header["root"], absent[len(absent) // 2:])
-            absent = absent[: len(absent) // 2]
-        if absent:
-            _reader()  # loaded while git still runs
-        t1 = time.perf_counter()
-        if not absent and _index_vouched(header):
-            t2 = time.perf_counter()
-            return _times(t0, t1, t2, t2, None) if _git_holds(children, header["git"]) else None
+        restoring = bool(absent)
+        if restoring:
+            _reader()  # before the fork: the helper inherits it
+        if len(absent) >= FORK_FROM:
+            mine = parent_share(len(absent))
+            helper = _Helper(header["cache_dir"], header["root"], absent[mine:])
+            absent = absent[:mine]
+        marks.append(("receipt check", time.perf_counter()))
+        if not restoring and _index_vouched(header):
+            if not _git_holds(children, header["git"]):
+                return None
+            return _times(marks, ("git enumeration", time.perf_counter()))
         before, looked_ns = _index_ids(header["cache_dir"]), time.time_ns()
-        due = bool(absent) or time.time() - header["touched"] >= TOUCH_EVERY_S
+        due = restoring or time.time() - header["touched"] >= TOUCH_EVERY_S
         db = _open_index(header["cache_dir"])
         if db is None:
             return None
         try:
             if not _rows_hold(db, body["tasks"], touch=due):
                 return None
-            t2 = time.perf_counter()
-            if not _git_holds(children, header["git"]):
+            marks.append(("cache touch", time.perf_counter()))
+            done = _extract(header["cache_dir"], header["root"], absent) if absent else {}
+            if restoring:
+                marks.append(("restore", time.perf_counter()))
+            if done is None or not _git_holds(children, header["git"]):
                 return None
-            t3 = time.perf_counter()
-            if absent and not _restore(header, body, absent, db, helper):
+            marks.append(("git enumeration", time.perf_counter()))
+            if restoring and not _restore(header, body, done, helper, db):
                 return None
             db.execute("COMMIT")
         finally:
@@ -104,18 +115,20 @@ def _finish(path: str, header: dict, data: memoryview, environ) -> list[tuple[st
     finally:
         _reap(children)
         if helper is not None:
-            helper.stop()  # told to extract, it has finished; else it exits without writing
+            helper.stop()  # having reported, it has exited; else it stops after the artifact at hand
     unchanged = not due and _index_ids(header["cache_dir"]) == before
     header["index"] = [before, looked_ns] if unchanged else None
     if due:
         header["touched"] = time.time()
-    receipt.store(path, header, body if absent else bytes(data))
-    return _times(t0, t1, t2, t3, time.perf_counter() if absent else None)
+    receipt.store(path, header, body if restoring else bytes(data))
+    return _times(marks, ("stamps", time.perf_counter()) if restoring else None)
 
 
-def _times(t0: float, t1: float, t2: float, t3: float, t4: float | None) -> list[tuple[str, float]]:
-    rows = [("receipt check", (t1 - t0) * 1000), ("cache touch", (t2 - t1) * 1000), ("git enumeration", (t3 - t2) * 1000)]
-    return rows + ([("restore", (t4 - t3) * 1000)] if t4 is not None else [])
+def _times(marks: list[tuple[str, float]], last: tuple[str, float] | None) -> list[tuple[str, float]]:
+    """The main process's stages in ms: `restore` is its own share; `stamps` waits for the
+    helper's share, stamps both and commits."""
+    marks = marks + [last] if last is not None else marks
+    return [(name, (at - marks[i][1]) * 1000) for i, (name, at) in enumerate(marks[1:])]
 
 
 # ---------------------------------------------------------------- the index
@@ -208,12 +221,39 @@ def _sqlite():
     """sqlite3's C module itself: the `sqlite3` package adds only `datetime` adapters (~3 ms of
     imports) that this replay never uses. The package is the fallback should that ever move."""
     try:
-        import _sqlite3 as sqlite
-
+        sqlite = _sqlite_module()
         sqlite.connect, sqlite.Error  # noqa: B018 (both must be there)
     except (ImportError, AttributeError):
         import sqlite3 as sqlite
     return sqlite
+
+
+def _sqlite_module():
+    """`_sqlite3`, loaded without `functools`. Its init takes `functools.lru_cache` for the
+    statement cache; `functools` brings `collections`, `operator`, `reprlib`, ... (~3–5 ms here,
+    most of the index's cost in a replay). While it loads, `functools` is a stand-in whose
+    `lru_cache` builds the very wrapper the real one builds (`_functools._lru_cache_wrapper`, the
+    C cache) — without the `cache_info` tuple type and `update_wrapper`'s copied names, which the
+    module never uses. The stand-in leaves `sys.modules` at once: any later `import functools` is
+    the real one."""
+    if "_sqlite3" in sys.modules or "functools" in sys.modules:
+        import _sqlite3
+
+        return _sqlite3
+    import _functools
+
+    def lru_cache(maxsize=128, typed=False):
+        return lambda function: _functools._lru_cache_wrapper(function, maxsize, typed, tuple)
+
+    stand_in = type(sys)("functools")
+    stand_in.lru_cache = lru_cache
+    sys.modules["functools"] = stand_in
+    try:
+        import _sqlite3
+    finally:
+        if sys.modules.get("functools") is stand_in:
+            del sys.modules["functools"]
+    return _sqlite3
 
 
 def _open_index(cache_dir: str):
@@ -253,18 +293,25 @@ def _rows_hold(db, tasks: list, touch: bool) -> bool:
 # ---------------------------------------------------------------- restores
 
 
-def _restore(header: dict, body: dict, absent: list, db, helper: _Helper | None) -> bool:
-    """Restore every absent task's outputs from its artifact, as the hit lane would (half of them
-    in the helper when there are enough), stamp them (LC-07) and bring the receipt up to date.
-    False when an artifact is refused: the pipeline then decides what that task needs."""
+INDEX_SHARE = 20  # restores the helper can extract while the main process loads and checks the index
+
+
+def parent_share(n: int) -> int:
+    """How many of `n` restores the main process extracts itself: fewer than half, since it
+    opens and checks the index first while the helper extracts from the start."""
+    return max(0, (n - INDEX_SHARE) // 2)
+
+
+
+def _restore(header: dict, body: dict, done: dict, helper: _Helper | None, db) -> bool:
+    """Stamp every restored output (LC-07), the helper's share with this process's, and bring
+    the receipt up to date. False when the helper refused an artifact: the pipeline then
+    decides what that task needs."""
     from vx.store import rows
 
     root = header["root"]
-    if helper is not None:
-        helper.go()
-    done = _extract(header["cache_dir"], root, absent)
     theirs = helper.result() if helper is not None else {}
-    if done is None or theirs is None:
+    if theirs is None:
         return False
     by_key = {task[0]: task for task in body["tasks"]}
     due = {}
@@ -276,35 +323,33 @@ def _restore(header: dict, body: dict, absent: list, db, helper: _Helper | None)
 
 
 class _Helper:
-    """A forked second extractor. It is started as soon as the restores are known, so that its
-    start — the fork, the reader's imports — overlaps the index and git checks, and it extracts
-    its share only when `go` says every check held. Closing the pipe unsent is "stop": it exits
-    having written nothing. It never opens the index (no SQLite connection crosses a fork)."""
+    """A forked second extractor, started as soon as the restores are known: it inherits the
+    reader and extracts its share at once, beside the main process's checks and share. Closing
+    the stop pipe is "stop": it finishes the artifact at hand (a restore is all or nothing) and
+    exits without reporting. It never opens the index (no SQLite connection crosses a fork)."""
 
     def __init__(self, cache_dir: str, root: str, tasks: list):
-        go_read, self._go = os.pipe()
+        stop_read, self._stop = os.pipe()
         self._results, results_write = os.pipe()
         self._pid = os.fork()
         if self._pid == 0:
             code = 1
             try:
-                os.close(self._go)
+                os.close(self._stop)
                 os.close(self._results)
-                _reader()
-                if os.read(go_read, 1) == b"1":
+                os.set_blocking(stop_read, False)
+                done = _extract(cache_dir, root, tasks, stopped=lambda: _closed(stop_read))
+                if done is not None:
                     import marshal
 
                     with os.fdopen(results_write, "wb") as out:
-                        out.write(marshal.dumps(_extract(cache_dir, root, tasks)))
+                        out.write(marshal.dumps(done))
                     code = 0
             finally:
                 os._exit(code)
-        os.close(go_read)
+        os.close(stop_read)
         os.close(results_write)
         self._code: int | None = None
-
-    def go(self) -> None:
-        os.write(self._go, b"1")
 
     def result(self) -> dict | None:
         """{key: files written} of the helper's share; None if it refused one or failed."""
@@ -316,10 +361,10 @@ class _Helper:
         return marshal.loads(data) if data and self._wait() == 0 else None
 
     def stop(self) -> None:
-        """Reap the helper; one never told to go sees its pipe close and exits."""
-        if self._go >= 0:
-            os.close(self._go)
-            self._go = -1
+        """Reap the helper: one still extracting stops after the artifact at hand."""
+        if self._stop >= 0:
+            os.close(self._stop)
+            self._stop = -1
         if self._results >= 0:
             os.close(self._results)
             self._results = -1
@@ -330,6 +375,14 @@ class _Helper:
             _, status = os.waitpid(self._pid, 0)
             self._pid, self._code = 0, os.waitstatus_to_exitcode(status)
         return self._code
+
+
+def _closed(fd: int) -> bool:
+    """Whether the other end of a non-blocking pipe was closed."""
+    try:
+        return os.read(fd, 1) == b""
+    except BlockingIOError:
+        return False
 
 
 def _reader():
@@ -343,14 +396,18 @@ def _reader():
     return (ArchiveError, VxError, OSError), unpack_plain
 
 
-def _extract(cache_dir: str, root: str, tasks: list) -> dict | None:
+def _extract(cache_dir: str, root: str, tasks: list, stopped=lambda: False) -> dict | None:
+    """{key: files written} of each task's outputs restored from its artifact; None when one was
+    refused or `stopped()` said so before an artifact was begun."""
     refused, unpack = _reader()
-    done = {}
+    done, dirs = {}, set()  # parents shared by outputs found absent are looked at once
     prefix = os.path.join(root, "")
     for key, _size, _crc, expected, _roots, _walked in tasks:
+        if stopped():
+            return None
         allowed = frozenset(p[len(prefix):] for p, _ in expected)
         try:
-            _log, files = unpack(os.path.join(cache_dir, f"{key}.tar.zst"), key=key, allowed=allowed.__contains__, root=root)
+            _log, files = unpack(os.path.join(cache_dir, f"{key}.tar.zst"), key=key, allowed=allowed.__contains__, root=root, dirs=dirs)
         except refused:
             return None
         done[key] = [(path, mode, size, mtime_ms) for path, size, mode, mtime_ms in files]

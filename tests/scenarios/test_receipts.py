@@ -499,7 +499,8 @@ def test_a_replay_loads_none_of_the_pipeline(ws):
 def test_a_replay_restoring_outputs_loads_the_reader_and_none_of_the_records(ws):
     """Restoring deleted outputs adds the artifact reader on plain values, its `json` C scanner
     and zstd's C extension: no msgspec records, no `json.decoder` (and so no `re`), no
-    `typing`, no `pathlib`, and not the zstandard package's `__init__` (docs/optimizations.md #22)."""
+    `typing`, no `pathlib`, not the zstandard package's `__init__` nor `importlib`'s (with its
+    `warnings`), and sqlite3's C module without `functools` (docs/optimizations.md #22, #26)."""
     settle(ws)
     baseline = imported("import _sqlite3, marshal, stat, xxhash, zlib", ws.root)
     for dist in ws.root.glob("packages/*/dist"):
@@ -508,8 +509,9 @@ def test_a_replay_restoring_outputs_loads_the_reader_and_none_of_the_records(ws)
                       ws.root)
     assert all((ws.root / "packages" / p / "dist" / "out.js").is_file() for p in "ab")  # restored, by
     assert "vx.replay" in replay and "vx.store.unpacking" in replay and "vx.cli" not in replay  # the replay
+    assert not {"functools", "collections", "importlib", "warnings", "struct", "types"} & replay
     reader = {"vx.store.unpacking", "vx.store.archive", "vx.store.zstd", "vx.errors", "zstandard.backend_c",
-              "_json", "struct", "_struct", "importlib", "importlib.machinery", "warnings", "vx.store.rows"}
+              "_json", "vx.store.rows"}
     own = {"vx", "vx.__main__", "vx.replay", "vx.receipt", "vx.witness", "vx.runlock", "vx.stages", "vx.style",
            "vx.store", "__future__"}
     assert replay - baseline <= own | reader, sorted(replay - baseline - own - reader)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import time
 
+import pytest
+
 from vx import receipt, witness
 
 
@@ -161,22 +163,65 @@ def helper_tasks(tmp_path, n: int) -> tuple[str, str, list]:
     return str(cache), str(root), tasks
 
 
-def test_the_second_extractor_writes_nothing_until_told_to_go(tmp_path):
-    """A replay starts its helper before the index and git are checked; a check that fails then
-    stops it, and it must leave the workspace untouched. Told to go, it restores its share."""
+def outputs_of(tmp_path, n: int) -> list[str | None]:
+    """The text of each helper_tasks output, None where there is none."""
+    paths = [tmp_path / "ws" / f"p{i}" / "dist" / "out.js" for i in range(n)]
+    return [p.read_text() if p.exists() else None for p in paths]
+
+
+def test_the_second_extractor_restores_its_share_at_once_and_reports_it(tmp_path):
     from vx.replay import _Helper
 
     cache, root, tasks = helper_tasks(tmp_path, 3)
-    stopped = _Helper(cache, root, tasks)
-    time.sleep(0.3)  # ample time to have extracted, were it not waiting
-    stopped.stop()
-    assert not any((tmp_path / "ws" / f"p{i}" / "dist" / "out.js").exists() for i in range(3))
-    told = _Helper(cache, root, tasks)
-    told.go()
-    done = told.result()
-    told.stop()
+    helper = _Helper(cache, root, tasks)
+    done = helper.result()
+    helper.stop()
     assert sorted(done) == ["k0000", "k0001", "k0002"]
-    assert [(tmp_path / "ws" / f"p{i}" / "dist" / "out.js").read_text() for i in range(3)] == ["P0;", "P1;", "P2;"]
+    assert done["k0001"] == [("p1/dist/out.js", 0o666 & ~current_umask(), 3, done["k0001"][0][3])]
+    assert outputs_of(tmp_path, 3) == ["P0;", "P1;", "P2;"]
+
+
+def current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def test_a_stop_is_heard_between_artifacts_never_within_one(tmp_path):
+    """A check failing while the restores run stops them: the artifact at hand is finished (a
+    restore is all or nothing), no other is begun, and nothing is reported."""
+    from vx.replay import _extract
+
+    cache, root, tasks = helper_tasks(tmp_path, 3)
+    asked = []
+
+    def stopped() -> bool:
+        asked.append(True)
+        return len(asked) > 1  # heard once the first artifact is restored
+
+    assert _extract(cache, root, tasks, stopped=stopped) is None
+    assert outputs_of(tmp_path, 3) == ["P0;", None, None]
+
+
+def test_a_stopped_helper_has_exited_when_stop_returns(tmp_path):
+    from vx.replay import _closed, _Helper
+
+    cache, root, tasks = helper_tasks(tmp_path, 40)
+    helper = _Helper(cache, root, tasks)
+    pid = helper._pid
+    helper.stop()
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # reaped: nothing of it is left to write
+    after = outputs_of(tmp_path, 40)
+    assert all(text in (None, f"P{i};") for i, text in enumerate(after))
+    time.sleep(0.1)
+    assert outputs_of(tmp_path, 40) == after
+    read, write = os.pipe()
+    os.set_blocking(read, False)
+    assert not _closed(read)
+    os.close(write)
+    assert _closed(read)
+    os.close(read)
 
 
 def test_the_second_extractor_reports_a_refused_artifact(tmp_path):
@@ -188,6 +233,5 @@ def test_the_second_extractor_reports_a_refused_artifact(tmp_path):
     data[len(data) // 2] ^= 0xFF
     open(damaged, "wb").write(bytes(data))
     helper = _Helper(cache, root, tasks)
-    helper.go()
     assert helper.result() is None
     helper.stop()

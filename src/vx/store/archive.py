@@ -17,8 +17,6 @@ a replay restoring outputs loads it before anything heavy (docs/optimizations.md
 
 from __future__ import annotations
 
-import struct
-
 from vx.errors import VxError
 
 TYPE_CHECKING = False
@@ -37,7 +35,7 @@ OUTPUTS = "outputs/"
 
 _ZERO_BLOCK = bytes(BLOCK)
 _USTAR_MAGIC = b"ustar\x0000"
-_LOG_FRAME = struct.Struct(">BI")
+_FRAME = 5  # a log frame's header: stream (1 byte), length (4, big-endian); no `struct` to import
 _MODE_MASK = 0o777  # never restore setuid/setgid/sticky bits from an artifact
 
 
@@ -52,7 +50,7 @@ class ArchiveError(VxError):
 
 def encode_log(log: Iterable[LogChunk]) -> bytes:
     """Frame the chunks as [stream:1][length:4 BE][data], so order and streams survive."""
-    return b"".join(_LOG_FRAME.pack(c.stream, len(c.data)) + c.data for c in log)
+    return b"".join(bytes((c.stream,)) + len(c.data).to_bytes(4, "big") + c.data for c in log)
 
 
 def decode_log(data: bytes) -> tuple[LogChunk, ...]:
@@ -66,10 +64,10 @@ def split_log(data: bytes) -> tuple[tuple[int, bytes], ...]:
     """Split framed log bytes into (stream, bytes) pairs; a malformed frame is a damaged artifact."""
     chunks, pos, view = [], 0, memoryview(data)
     while pos < len(data):
-        if pos + _LOG_FRAME.size > len(data):
+        if pos + _FRAME > len(data):
             raise ArchiveError("malformed log entry: a frame header is cut short")
-        stream, size = _LOG_FRAME.unpack_from(data, pos)
-        pos += _LOG_FRAME.size
+        stream, size = data[pos], int.from_bytes(data[pos + 1 : pos + _FRAME], "big")
+        pos += _FRAME
         if stream not in (1, 2) or pos + size > len(data):
             raise ArchiveError("malformed log entry: bad stream or length")
         chunks.append((stream, bytes(view[pos : pos + size])))

@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import stat
 import zlib
-from types import MappingProxyType
 
 from vx import CACHE_VERSION
 from vx.errors import EnvironmentFailure
@@ -62,14 +61,15 @@ class Unpacked:
         self.log, self.files = log, files
 
 
-def _frame_end(fd: int) -> int:
-    """Walk the zstd frame's block headers to find where the frame ends.
+def _frame_end(read_at: Callable[[int, int], bytes]) -> int:
+    """Walk the zstd frame's block headers to find where the frame ends; `read_at(n, pos)`
+    reads the artifact's bytes.
 
     The decompressor stops at the frame end without telling us what follows, so this is
     how truncation and trailing bytes are caught before anything is decoded.
     """
     zstd = codec()
-    head = os.pread(fd, 18, 0)
+    head = read_at(18, 0)
     if head[:4] != _ZSTD_MAGIC:
         raise ArchiveError("not a zstd artifact (bad magic)")
     try:
@@ -77,7 +77,7 @@ def _frame_end(fd: int) -> int:
     except zstd.ZstdError:
         raise ArchiveError("truncated artifact: the zstd frame header is cut short") from None
     while True:
-        block = os.pread(fd, 3, pos)
+        block = read_at(3, pos)
         if len(block) < 3:
             raise ArchiveError("truncated artifact: the zstd frame ends early")
         value = int.from_bytes(block, "little")
@@ -227,11 +227,11 @@ class _Extraction:
     directories are checked with lstat: a symlink is never written through.
     """
 
-    def __init__(self, root: str):
+    def __init__(self, root: str, dirs: set[str] | None = None):
         self.root = root
         self.temps: dict[str, str] = {}  # rel -> the file written: its final path, or a temp sibling
         self.sizes: dict[str, int] = {}
-        self._dirs_ok: set[str] = set()
+        self._dirs_ok: set[str] = set() if dirs is None else dirs  # real directories: checked or made
         self._dirs_made: list[str] = []
 
     def write(self, rel: str, inflow: _Inflow, size: int) -> None:
@@ -285,6 +285,7 @@ class _Extraction:
         for temp in self.temps.values():
             _quiet_unlink(temp)
         for made in reversed(self._dirs_made):
+            self._dirs_ok.discard(made)
             try:
                 os.rmdir(made)
             except OSError:
@@ -482,25 +483,43 @@ def _verify(found: _Read, extraction: _Extraction, key: str) -> tuple[File, ...]
     return tuple(_recorded(rel, size, recorded[rel]) for rel, size in extraction.sizes.items())
 
 
-def _frame_reader(raw):
-    """A streaming reader over the one zstd frame that must fill the file exactly (no tail, no cut)."""
-    end = _frame_end(raw.fileno())
-    size = os.fstat(raw.fileno()).st_size
+WHOLE_READ = 1 << 20  # an artifact up to this size is read in one system call, not streamed
+
+
+def _frame_reader(fd: int):
+    """A streaming reader over the one zstd frame that must fill the file exactly (no tail, no
+    cut). A small artifact is read whole first: one `read` instead of a buffered file's
+    `ioctl`, `lseek` and the frame walk's `pread`s (a restore of many small outputs is mostly
+    system calls)."""
+    size = os.fstat(fd).st_size
+    if size <= WHOLE_READ:
+        source = os.read(fd, size + 1)
+        while 0 < len(source) < size:  # a regular file reads short only at its end, or cut by a signal
+            if not (more := os.read(fd, size + 1 - len(source))):
+                break
+            source += more
+        size, end = len(source), _frame_end(lambda n, pos: source[pos : pos + n])
+    else:
+        source, end = open(fd, "rb", closefd=False), _frame_end(lambda n, pos: os.pread(fd, n, pos))
     if end != size:
         raise ArchiveError("truncated artifact" if end > size else "refused artifact: trailing data after the zstd frame")
-    return codec().ZstdDecompressor().stream_reader(raw, read_across_frames=False, closefd=False)
+    return codec().ZstdDecompressor().stream_reader(source, read_across_frames=False, closefd=False)
 
 
-def unpack_plain(src: str, *, key: str, allowed: Callable[[str], bool], root: str) -> tuple[tuple[Frame, ...], tuple[File, ...]]:
+def unpack_plain(src: str, *, key: str, allowed: Callable[[str], bool], root: str,
+                 dirs: set[str] | None = None) -> tuple[tuple[Frame, ...], tuple[File, ...]]:
     """Validate the artifact at `src` and extract its outputs under `root`, all or nothing; return
-    its log as (stream, bytes) frames and its outputs as (path, size, mode, mtime_ms).
+    its log as (stream, bytes) frames and its outputs as (path, size, mode, mtime_ms). `dirs`, when
+    given, holds the real directories already checked or made, shared by a caller restoring many
+    artifacts into outputs it found absent (the parents they share are looked at once).
 
     Raises ArchiveError when the artifact or a name is refused (whatever it wrote is removed again),
     EnvironmentFailure when the workspace refuses a write, OSError when `src` is unreadable.
     """
-    with open(src, "rb") as raw:
-        reader = _frame_reader(raw)
-        extraction = _Extraction(root)
+    fd = os.open(src, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        reader = _frame_reader(fd)
+        extraction = _Extraction(root, dirs)
         try:
             found = _read_entries(_Inflow(reader), extraction, allowed)
             files = _verify(found, extraction, key)
@@ -508,6 +527,8 @@ def unpack_plain(src: str, *, key: str, allowed: Callable[[str], bool], root: st
         except BaseException:
             extraction.abandon()
             raise
+    finally:
+        os.close(fd)
     return found.log, files
 
 
@@ -556,10 +577,14 @@ def check(src: Path, *, key: str, allowed: Callable[[str], bool]) -> Checked:
     Why: an artifact from a remote is proven before it enters the local store (RC-05), long
     before its task's turn to restore it; the same reader guards both doors.
     """
-    with open(src, "rb") as raw:
-        reader = _frame_reader(raw)
-        inflow, tally = _Inflow(reader), _Tally()
+    fd = os.open(src, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        inflow, tally = _Inflow(_frame_reader(fd)), _Tally()
         found = _read_entries(inflow, tally, allowed)  # type: ignore[arg-type]
         files = _verify(found, tally, key)  # type: ignore[arg-type]
+    finally:
+        os.close(fd)
+    from types import MappingProxyType
+
     log, records = _records(found.log, files)
     return Checked(records, log, MappingProxyType(dict(found.meta or {})), f"{inflow.crc:08x}")

@@ -40,11 +40,10 @@ def codec():
 
 
 def _load_extension():
-    from importlib.machinery import EXTENSION_SUFFIXES, ExtensionFileLoader, ModuleSpec, PathFinder
-
+    suffixes, ExtensionFileLoader, ModuleSpec, PathFinder = _machinery()  # noqa: N806 (their own names)
     package = PathFinder.find_spec("zstandard")
     for where in (package and package.submodule_search_locations) or ():
-        for suffix in EXTENSION_SUFFIXES:
+        for suffix in suffixes:
             path = os.path.join(where, "backend_c" + suffix)
             if os.path.isfile(path):
                 loader = ExtensionFileLoader(EXTENSION, path)
@@ -55,3 +54,16 @@ def _load_extension():
                 sys.modules[EXTENSION] = module
                 return module
     raise ImportError("zstandard's C extension is not installed beside the package")
+
+
+def _machinery() -> tuple:
+    """`importlib.machinery`'s EXTENSION_SUFFIXES, ExtensionFileLoader, ModuleSpec and PathFinder,
+    from the import system's own modules, which are always loaded: the `importlib` package's
+    `__init__` imports `warnings` (~1 ms a replay need not pay)."""
+    try:
+        external, bootstrap = sys.modules["_frozen_importlib_external"], sys.modules["_frozen_importlib"]
+        return external.EXTENSION_SUFFIXES, external.ExtensionFileLoader, bootstrap.ModuleSpec, external.PathFinder
+    except (KeyError, AttributeError):
+        from importlib.machinery import EXTENSION_SUFFIXES, ExtensionFileLoader, ModuleSpec, PathFinder
+
+        return EXTENSION_SUFFIXES, ExtensionFileLoader, ModuleSpec, PathFinder
