@@ -83,10 +83,9 @@ def _finish(path: str, header: dict, data: memoryview, environ) -> list[tuple[st
         restoring = bool(absent)
         if restoring:
             _reader()  # before the fork: the helper inherits it
-        if len(absent) >= FORK_FROM:
-            mine = parent_share(len(absent))
-            helper = _Helper(header["cache_dir"], header["root"], absent[mine:])
-            absent = absent[:mine]
+        if len(absent) >= FORK_FROM:  # both take restores from one queue: whoever is free takes the next
+            helper = _Helper(header["cache_dir"], header["root"], absent)
+            absent = helper.share
         marks.append(("receipt check", time.perf_counter()))
         if not restoring and _index_vouched(header):
             if not _git_holds(children, header["git"]):
@@ -101,7 +100,7 @@ def _finish(path: str, header: dict, data: memoryview, environ) -> list[tuple[st
             if not _rows_hold(db, body["tasks"], touch=due):
                 return None
             marks.append(("cache touch", time.perf_counter()))
-            done = _extract(header["cache_dir"], header["root"], absent) if absent else {}
+            done = _extract(header["cache_dir"], header["root"], absent) if restoring else {}
             if restoring:
                 marks.append(("restore", time.perf_counter()))
             if done is None or not _git_holds(children, header["git"]):
@@ -293,16 +292,6 @@ def _rows_hold(db, tasks: list, touch: bool) -> bool:
 # ---------------------------------------------------------------- restores
 
 
-INDEX_SHARE = 20  # restores the helper can extract while the main process loads and checks the index
-
-
-def parent_share(n: int) -> int:
-    """How many of `n` restores the main process extracts itself: fewer than half, since it
-    opens and checks the index first while the helper extracts from the start."""
-    return max(0, (n - INDEX_SHARE) // 2)
-
-
-
 def _restore(header: dict, body: dict, done: dict, helper: _Helper | None, db) -> bool:
     """Stamp every restored output (LC-07), the helper's share with this process's, and bring
     the receipt up to date. False when the helper refused an artifact: the pipeline then
@@ -322,23 +311,56 @@ def _restore(header: dict, body: dict, done: dict, helper: _Helper | None, db) -
     return True
 
 
+class _Queue:
+    """Restores shared out as they are taken: a pipe filled with task numbers before the fork,
+    read four bytes (one number) at a time by both processes. A pipe read of a few bytes is
+    atomic, so each number goes to exactly one; whoever is free takes the next — the main
+    process after the index, the helper from the start — and both finish together. Draining
+    it is "stop": the other process finds it empty after the artifact at hand."""
+
+    def __init__(self, tasks: list):
+        per = -(-len(tasks) // (PIPE_BUF // 4))  # tasks a number stands for: all numbers fit in one pipe
+        self.tasks, self.per = tasks, per
+        self.fd, fill = os.pipe()
+        try:
+            os.write(fill, b"".join(i.to_bytes(4, "little") for i in range(-(-len(tasks) // per))))
+        finally:
+            os.close(fill)
+
+    def __iter__(self):
+        while number := os.read(self.fd, 4):
+            i = int.from_bytes(number, "little") * self.per
+            yield from self.tasks[i:i + self.per]
+
+    def drain(self) -> None:
+        while os.read(self.fd, PIPE_BUF):
+            pass
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+PIPE_BUF = 4096  # the numbers are written before anyone reads: at most a page, the least a pipe holds
+
+
 class _Helper:
     """A forked second extractor, started as soon as the restores are known: it inherits the
-    reader and extracts its share at once, beside the main process's checks and share. Closing
-    the stop pipe is "stop": it finishes the artifact at hand (a restore is all or nothing) and
-    exits without reporting. It never opens the index (no SQLite connection crosses a fork)."""
+    reader and takes restores from the queue it shares with the main process (`share`, what
+    the main process iterates) at once, beside the main process's checks. `stop` drains the
+    queue: it finishes the artifact at hand (a restore is all or nothing) and exits without
+    reporting. It never opens the index (no SQLite connection crosses a fork)."""
 
     def __init__(self, cache_dir: str, root: str, tasks: list):
-        stop_read, self._stop = os.pipe()
+        self.share = _Queue(tasks)
         self._results, results_write = os.pipe()
         self._pid = os.fork()
         if self._pid == 0:
             code = 1
             try:
-                os.close(self._stop)
                 os.close(self._results)
-                os.set_blocking(stop_read, False)
-                done = _extract(cache_dir, root, tasks, stopped=lambda: _closed(stop_read))
+                done = _extract(cache_dir, root, self.share)
                 if done is not None:
                     import marshal
 
@@ -347,7 +369,6 @@ class _Helper:
                     code = 0
             finally:
                 os._exit(code)
-        os.close(stop_read)
         os.close(results_write)
         self._code: int | None = None
 
@@ -362,9 +383,9 @@ class _Helper:
 
     def stop(self) -> None:
         """Reap the helper: one still extracting stops after the artifact at hand."""
-        if self._stop >= 0:
-            os.close(self._stop)
-            self._stop = -1
+        if self.share.fd >= 0:
+            self.share.drain()
+            self.share.close()
         if self._results >= 0:
             os.close(self._results)
             self._results = -1
@@ -375,14 +396,6 @@ class _Helper:
             _, status = os.waitpid(self._pid, 0)
             self._pid, self._code = 0, os.waitstatus_to_exitcode(status)
         return self._code
-
-
-def _closed(fd: int) -> bool:
-    """Whether the other end of a non-blocking pipe was closed."""
-    try:
-        return os.read(fd, 1) == b""
-    except BlockingIOError:
-        return False
 
 
 def _reader():
@@ -396,15 +409,13 @@ def _reader():
     return (ArchiveError, VxError, OSError), unpack_plain
 
 
-def _extract(cache_dir: str, root: str, tasks: list, stopped=lambda: False) -> dict | None:
-    """{key: files written} of each task's outputs restored from its artifact; None when one was
-    refused or `stopped()` said so before an artifact was begun."""
+def _extract(cache_dir: str, root: str, tasks) -> dict | None:
+    """{key: files written} of each task's outputs restored from its artifact (`tasks`, a list or
+    a `_Queue`); None when one was refused."""
     refused, unpack = _reader()
     done, dirs = {}, set()  # parents shared by outputs found absent are looked at once
     prefix = os.path.join(root, "")
     for key, _size, _crc, expected, _roots, _walked in tasks:
-        if stopped():
-            return None
         allowed = frozenset(p[len(prefix):] for p, _ in expected)
         try:
             _log, files = unpack(os.path.join(cache_dir, f"{key}.tar.zst"), key=key, allowed=allowed.__contains__, root=root, dirs=dirs)
