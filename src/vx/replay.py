@@ -6,8 +6,9 @@ left it (`receipt.paths_hold`); git's listings the same byte for byte (git is ru
 as the listing runs it: git, not vx, decides whether the tree is clean); every artifact and index
 row still there. Then the keys and the hits are the receipt's, and what remains is the outcome
 the pipeline would reach: each task's outputs are current (nothing to do) or absent (restored from
-its artifact, as the hit lane would: nothing to wipe). The rows are touched (LC-06), the restores'
-stamps written (LC-07), the receipt brought up to date, and the footer printed. Anything else —
+its artifact, as the hit lane would: nothing to wipe — while the index and git are checked, by two
+processes when there are many). The rows are touched (LC-06), the restores' stamps written once
+every check held (LC-07), the receipt brought up to date, and the footer printed. Anything else —
 an output edited, an artifact damaged, a fact changed — and this returns None: the pipeline runs
 as if there were no receipt, which is always correct, and writes a fresh one.
 
