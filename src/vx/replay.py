@@ -3,7 +3,8 @@
 The checks, cheapest first, under the run lock (GR-16) like any run: same vx, command line,
 directory and environment values; every planning path and project listing as the receipted run
 left it (`receipt.paths_hold`); git's listings the same byte for byte (git is run again exactly
-as the listing runs it: git, not vx, decides whether the tree is clean); every artifact and index
+as the listing runs it, but without the optional index lock: git, not vx, decides whether the
+tree is clean); every artifact and index
 row still there. Then the keys and the hits are the receipt's, and what remains is the outcome
 the pipeline would reach: each task's outputs are current (nothing to do) or absent (restored from
 its artifact, as the hit lane would: nothing to wipe — while the index and git are checked, by two
@@ -170,9 +171,16 @@ def _spawn_git(root: str, commands: list, environ) -> list[list[int]]:
     once cannot fill a pipe and stall), stdin and stderr on /dev/null. `posix_spawnp`, not fork:
     forking this process copies its page tables and leaves its memory copy-on-write while git
     starts (~1.5 ms a command here); `-C root` is git's own "as if started in root", which is
-    how the listing runs it (cwd = the root)."""
+    how the listing runs it (cwd = the root).
+
+    One difference, which changes no output: `GIT_OPTIONAL_LOCKS=0`. `git status` otherwise takes
+    .git/index.lock early to write back refreshed stat data, and a replay that gives up early
+    stops it; git removes the lock on SIGTERM only once its handler is installed, just after the
+    lock file is created, so a signal landing in between would leave the repository locked. The
+    pipeline's own listing, which is never stopped in a normal run, still writes the index back."""
     if not hasattr(os, "memfd_create"):
         raise OSError("no memfd")
+    environ = {**environ, "GIT_OPTIONAL_LOCKS": "0"}  # see below
     children = []
     for argv, *_ in commands:
         out = os.memfd_create("vx-git", os.MFD_CLOEXEC)

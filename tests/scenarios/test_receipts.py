@@ -546,3 +546,26 @@ def test_ctrl_c_during_a_replay_exits_130_without_a_traceback(ws):
         holder.kill()
         holder.wait()
     assert replay.returncode == 130 and "Traceback" not in err, err
+
+
+def test_a_replay_runs_git_without_the_optional_index_lock(ws, tmp_path):
+    """A replay that gives up early (here: an output edited) stops the git it started. `git
+    status` would hold .git/index.lock by then, and a SIGTERM just as it takes it leaves the
+    repository locked; so the replay's git runs with GIT_OPTIONAL_LOCKS=0. The pipeline's listing,
+    never stopped in a normal run, still writes refreshed stat data back (the variable unset)."""
+    bin_dir, log = tmp_path / "bin", tmp_path / "git.log"
+    bin_dir.mkdir()
+    (bin_dir / "git").write_text(
+        f'#!/bin/sh\necho "${{GIT_OPTIONAL_LOCKS:-unset}} $*" >> {log}\nexec {shutil.which("git")} "$@"\n')
+    (bin_dir / "git").chmod(0o755)
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    settle(ws, env=env)
+    (ws.root / "packages/b/dist/out.js").write_text("tampered")
+    log.write_text("")
+    result, replayed = run(ws, env=env)
+    assert not replayed and result.code == 0
+    statuses = [line.split()[0] for line in log.read_text().splitlines() if " status " in f" {line} "]
+    replays = [line.split()[0] for line in log.read_text().splitlines() if line.split()[1] == "-C"]
+    assert len(replays) == 3 and set(replays) == {"0"}  # the replay's three, stopped or not
+    assert statuses == ["0", "unset"]  # then the pipeline's own
+    assert not (ws.root / ".git" / "index.lock").exists()
