@@ -32,7 +32,7 @@ from vx import witness
 from vx.blobs import Stat, _BlobMemo, _hash_open_file, _stat_key, blob_oid
 from vx.errors import EnvironmentFailure
 from vx.globs import GlobSet
-from vx.listing import _git_listing, _Listing, _repo_root, _spawn_git_listing, _walk_listing
+from vx.listing import _git_listing, _Listing, _repo_root, _spawn_git_listing, _walk_listing, let_finish
 from vx.model import InputSet
 from vx.walk import _WALK_SKIP, _base, _root_path, _symlinked_ancestor, _under, _walk_files
 
@@ -96,12 +96,8 @@ class PendingIndex:
         return index
 
     def close(self) -> None:
-        # SIGTERM, never SIGKILL: `git status` may hold .git/index.lock to write back refreshed
-        # stat data, and only a signal it can catch lets it remove the lock on the way out.
         for proc in self.procs or ():
-            if proc.poll() is None:
-                proc.terminate()
-            proc.communicate()
+            let_finish(proc)
         self.procs = None
 
 

@@ -111,11 +111,28 @@ def _run_git_listing(root: Path, procs: tuple[subprocess.Popen, ...] | None = No
         status = _collect(procs[1], "status", root)
         config = _collect(procs[2], "config", root, required=False)
     finally:
-        for proc in procs:  # SIGTERM: a `git status` holding .git/index.lock removes it on the way out
-            if proc.poll() is None:
-                proc.terminate()
-                proc.wait()
+        for proc in procs:
+            let_finish(proc)
     return ls, status, config
+
+
+GIT_FINISH_S = 2.0  # how long a git no longer needed may take to finish before it is stopped
+
+
+def let_finish(proc: subprocess.Popen) -> None:
+    """Reap a git the run no longer needs (it failed, or a refusal came first), letting it finish
+    if it will: `git status` holds .git/index.lock while it lists, and removes it on a signal only
+    once its handler is installed, just after creating the file, so stopping it at that moment
+    would leave the repository locked. Past GIT_FINISH_S it is stopped anyway — SIGTERM, which it
+    can catch and clean up after, never SIGKILL."""
+    if proc.poll() is not None:
+        proc.communicate()  # close its pipes
+        return
+    try:
+        proc.communicate(timeout=GIT_FINISH_S)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        proc.communicate()
 
 
 _LS_FILES_RECORD = re.compile(r"(\S) (\d+) ([0-9a-f]+) (\d)\t([^\0]*)\0")

@@ -552,3 +552,38 @@ def test_git_is_found_on_path_as_shutil_which_finds_it(tmp_path, monkeypatch):
         assert files._on_path("git") == (shutil.which("git") is not None), path
     monkeypatch.chdir(bin_dir)  # an empty PATH finds nothing, not even in the current directory
     assert files._on_path("git") is False and shutil.which("git") is None
+
+
+def stand_in_git(tmp_path, body: str) -> list[str]:
+    """A git stand-in: a Python script that holds `index.lock` in tmp_path while it works."""
+    script = tmp_path / "git"
+    script.write_text(f"#!{sys.executable}\nimport os, signal, sys, time\nos.chdir({str(tmp_path)!r})\n"
+                      "signal.signal(signal.SIGTERM, lambda *a: (os.unlink('index.lock'), sys.exit(143)))\n"
+                      f"open('index.lock', 'w').close()\n{body}\n")
+    script.chmod(0o755)
+    return [str(script)]
+
+
+def test_a_git_no_longer_needed_is_let_finish(tmp_path):
+    """A refused run reaps the listing's git by letting it finish, not by a signal that could land
+    as git creates .git/index.lock (before its handler is in place) and leave the repo locked."""
+    from vx.listing import let_finish
+
+    proc = subprocess.Popen(stand_in_git(tmp_path, "time.sleep(0.3); os.unlink('index.lock')"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    let_finish(proc)
+    assert proc.returncode == 0 and not (tmp_path / "index.lock").exists()
+
+
+def test_a_git_that_will_not_finish_is_stopped_with_a_signal_it_can_clean_up_after(tmp_path, monkeypatch):
+    from vx import listing
+
+    monkeypatch.setattr(listing, "GIT_FINISH_S", 0.3)
+    proc = subprocess.Popen(stand_in_git(tmp_path, "time.sleep(30)"), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 10
+    while not (tmp_path / "index.lock").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    started = time.monotonic()
+    listing.let_finish(proc)
+    assert proc.returncode == 143 and not (tmp_path / "index.lock").exists()
+    assert time.monotonic() - started < 5
