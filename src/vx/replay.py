@@ -14,8 +14,8 @@ an output edited, an artifact damaged, a fact changed — and this returns None:
 as if there were no receipt, which is always correct, and writes a fresh one.
 
 It imports `os`, `sys`, `time`, `marshal`, xxhash, sqlite3's C module and vx's leaves; a restore
-adds the artifact reader on plain values (`unpacking.unpack_plain`, with `json` and zstd's C
-extension), never the records, `pathlib` or `typing`.
+adds `vx.restores` and the artifact reader on plain values (`unpacking.unpack_plain`, with `json`
+and zstd's C extension), never the records, `pathlib` or `typing`.
 """
 
 from __future__ import annotations
@@ -84,9 +84,11 @@ def _finish(path: str, header: dict, data: memoryview, environ) -> list[tuple[st
         absent = [task for task, state in zip(body["tasks"], states) if state == receipt.ABSENT]
         restoring = bool(absent)
         if restoring:
-            _reader()  # before the fork: the helper inherits it
+            from vx import restores
+
+            restores.load_reader()  # before the fork: the helper inherits it
         if len(absent) >= FORK_FROM:  # both take restores from one queue: whoever is free takes the next
-            helper = _Helper(header["cache_dir"], header["root"], absent)
+            helper = restores.Helper(header["cache_dir"], header["root"], absent)
             absent = helper.share
         marks.append(("receipt check", time.perf_counter()))
         if not restoring and _index_vouched(header):
@@ -102,7 +104,7 @@ def _finish(path: str, header: dict, data: memoryview, environ) -> list[tuple[st
             if not _rows_hold(db, body["tasks"], touch=due):
                 return None
             marks.append(("cache touch", time.perf_counter()))
-            done = _extract(header["cache_dir"], header["root"], absent) if restoring else {}
+            done = restores.extract(header["cache_dir"], header["root"], absent) if restoring else {}
             if restoring:
                 marks.append(("restore", time.perf_counter()))
             if done is None or not _git_holds(children, header["git"]):
@@ -301,7 +303,7 @@ def _rows_hold(db, tasks: list, touch: bool) -> bool:
 # ---------------------------------------------------------------- restores
 
 
-def _restore(header: dict, body: dict, done: dict, helper: _Helper | None, db) -> bool:
+def _restore(header: dict, body: dict, done: dict, helper: restores.Helper | None, db) -> bool:
     """Stamp every restored output (LC-07), the helper's share with this process's, and bring
     the receipt up to date. False when the helper refused an artifact: the pipeline then
     decides what that task needs."""
@@ -318,120 +320,6 @@ def _restore(header: dict, body: dict, done: dict, helper: _Helper | None, db) -
     rows.write_stamps(db, root, due)
     body["tasks"] = [by_key[task[0]] for task in body["tasks"]]
     return True
-
-
-class _Queue:
-    """Restores shared out as they are taken: a pipe filled with task numbers before the fork,
-    read four bytes (one number) at a time by both processes. A pipe read of a few bytes is
-    atomic, so each number goes to exactly one; whoever is free takes the next — the main
-    process after the index, the helper from the start — and both finish together. Draining
-    it is "stop": the other process finds it empty after the artifact at hand."""
-
-    def __init__(self, tasks: list):
-        per = -(-len(tasks) // (PIPE_BUF // 4))  # tasks a number stands for: all numbers fit in one pipe
-        self.tasks, self.per = tasks, per
-        self.fd, fill = os.pipe()
-        try:
-            os.write(fill, b"".join(i.to_bytes(4, "little") for i in range(-(-len(tasks) // per))))
-        finally:
-            os.close(fill)
-
-    def __iter__(self):
-        while number := os.read(self.fd, 4):
-            i = int.from_bytes(number, "little") * self.per
-            yield from self.tasks[i:i + self.per]
-
-    def drain(self) -> None:
-        while os.read(self.fd, PIPE_BUF):
-            pass
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-
-
-PIPE_BUF = 4096  # the numbers are written before anyone reads: at most a page, the least a pipe holds
-
-
-class _Helper:
-    """A forked second extractor, started as soon as the restores are known: it inherits the
-    reader and takes restores from the queue it shares with the main process (`share`, what
-    the main process iterates) at once, beside the main process's checks. `stop` drains the
-    queue: it finishes the artifact at hand (a restore is all or nothing) and exits without
-    reporting. It never opens the index (no SQLite connection crosses a fork)."""
-
-    def __init__(self, cache_dir: str, root: str, tasks: list):
-        self.share = _Queue(tasks)
-        self._results, results_write = os.pipe()
-        self._pid = os.fork()
-        if self._pid == 0:
-            code = 1
-            try:
-                os.close(self._results)
-                done = _extract(cache_dir, root, self.share)
-                if done is not None:
-                    import marshal
-
-                    with os.fdopen(results_write, "wb") as out:
-                        out.write(marshal.dumps(done))
-                    code = 0
-            finally:
-                os._exit(code)
-        os.close(results_write)
-        self._code: int | None = None
-
-    def result(self) -> dict | None:
-        """{key: files written} of the helper's share; None if it refused one or failed."""
-        import marshal
-
-        with os.fdopen(self._results, "rb") as got:
-            self._results = -1
-            data = got.read()
-        return marshal.loads(data) if data and self._wait() == 0 else None
-
-    def stop(self) -> None:
-        """Reap the helper: one still extracting stops after the artifact at hand."""
-        if self.share.fd >= 0:
-            self.share.drain()
-            self.share.close()
-        if self._results >= 0:
-            os.close(self._results)
-            self._results = -1
-        self._wait()
-
-    def _wait(self) -> int | None:
-        if self._pid:
-            _, status = os.waitpid(self._pid, 0)
-            self._pid, self._code = 0, os.waitstatus_to_exitcode(status)
-        return self._code
-
-
-def _reader():
-    """The artifact reader on plain values (`unpacking.unpack_plain`) with what it raises."""
-    from vx.errors import VxError
-    from vx.store.archive import ArchiveError
-    from vx.store.unpacking import unpack_plain
-    from vx.store.zstd import codec
-
-    codec()  # loaded here, before any fork: the child inherits it
-    return (ArchiveError, VxError, OSError), unpack_plain
-
-
-def _extract(cache_dir: str, root: str, tasks) -> dict | None:
-    """{key: files written} of each task's outputs restored from its artifact (`tasks`, a list or
-    a `_Queue`); None when one was refused."""
-    refused, unpack = _reader()
-    done, dirs = {}, set()  # parents shared by outputs found absent are looked at once
-    prefix = os.path.join(root, "")
-    for key, _size, _crc, expected, _roots, _walked in tasks:
-        allowed = frozenset(p[len(prefix):] for p, _ in expected)
-        try:
-            _log, files = unpack(os.path.join(cache_dir, f"{key}.tar.zst"), key=key, allowed=allowed.__contains__, root=root, dirs=dirs)
-        except refused:
-            return None
-        done[key] = [(path, mode, size, mtime_ms) for path, size, mode, mtime_ms in files]
-    return done
 
 
 # ---------------------------------------------------------------- output

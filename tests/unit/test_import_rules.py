@@ -32,7 +32,8 @@ ALLOWED = {
     "stages": set(),
     "runlock": set(),
     "receipt": {"witness"},
-    "replay": {"receipt", "witness", "style", "stages", "runlock", "store", "errors"},  # store.rows; unpacking to restore
+    "restores": {"store", "errors"},  # the reader (store.unpacking) and what it raises
+    "replay": {"receipt", "witness", "style", "stages", "runlock", "restores", "store"},  # store.rows
 }
 # msgspec is the record base everywhere (Struct builds a class in C, ~40x cheaper than a frozen
 # dataclass's generated methods: docs/optimizations.md); it does no I/O, so pure modules may use it.

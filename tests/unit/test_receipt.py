@@ -170,7 +170,7 @@ def outputs_of(tmp_path, n: int) -> list[str | None]:
 
 
 def test_the_second_extractor_restores_its_share_at_once_and_reports_it(tmp_path):
-    from vx.replay import _Helper
+    from vx.restores import Helper as _Helper
 
     cache, root, tasks = helper_tasks(tmp_path, 3)
     helper = _Helper(cache, root, tasks)
@@ -192,7 +192,7 @@ def test_the_queue_gives_each_restore_to_exactly_one_taker(tmp_path):
     numbers, a number stands for several restores."""
     import marshal
 
-    from vx.replay import _Queue
+    from vx.restores import Queue as _Queue
 
     for n in (8, 1024, 3000):
         tasks = list(range(n))
@@ -214,7 +214,7 @@ def test_the_queue_gives_each_restore_to_exactly_one_taker(tmp_path):
 def test_a_stop_is_heard_between_artifacts_never_within_one(tmp_path):
     """A check failing while the restores run drains the queue: the artifact at hand is finished
     (a restore is all or nothing), and no other is begun."""
-    from vx.replay import _extract, _Queue
+    from vx.restores import Queue as _Queue, extract as _extract
 
     cache, root, tasks = helper_tasks(tmp_path, 3)
     queue = _Queue(tasks)
@@ -230,7 +230,7 @@ def test_a_stop_is_heard_between_artifacts_never_within_one(tmp_path):
 
 
 def test_a_stopped_helper_has_exited_when_stop_returns(tmp_path):
-    from vx.replay import _Helper
+    from vx.restores import Helper as _Helper
 
     cache, root, tasks = helper_tasks(tmp_path, 40)
     helper = _Helper(cache, root, tasks)
@@ -245,7 +245,7 @@ def test_a_stopped_helper_has_exited_when_stop_returns(tmp_path):
 
 
 def test_the_second_extractor_reports_a_refused_artifact(tmp_path):
-    from vx.replay import _Helper
+    from vx.restores import Helper as _Helper
 
     cache, root, tasks = helper_tasks(tmp_path, 2)
     damaged = os.path.join(cache, "k0001.tar.zst")
