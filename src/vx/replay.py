@@ -4,14 +4,14 @@ The checks, cheapest first, under the run lock (GR-16) like any run: same vx, co
 directory and environment values; every planning path and project listing as the receipted run
 left it (`receipt.paths_hold`); git's listings the same byte for byte (git is run again exactly
 as the listing runs it, but without the optional index lock: git, not vx, decides whether the
-tree is clean); every artifact and index
-row still there. Then the keys and the hits are the receipt's, and what remains is the outcome
-the pipeline would reach: each task's outputs are current (nothing to do) or absent (restored from
-its artifact, as the hit lane would: nothing to wipe — while the index and git are checked, by two
-processes when there are many). The rows are touched (LC-06), the restores' stamps written once
-every check held (LC-07), the receipt brought up to date, and the footer printed. Anything else —
-an output edited, an artifact damaged, a fact changed — and this returns None: the pipeline runs
-as if there were no receipt, which is always correct, and writes a fresh one.
+tree is clean); every artifact and index row still there. Then the keys and the hits are the
+receipt's, and what remains is the outcome the pipeline would reach: each task's outputs are
+current (nothing to do) or absent (restored from its artifact, as the hit lane would: nothing to
+wipe — while the index and git are checked, by two processes when there are many). The rows are
+touched (LC-06), the restores' stamps written once every check held (LC-07), the receipt brought
+up to date, and the footer printed. Anything else — an output edited, an artifact damaged, a fact
+changed — and this returns None: the pipeline runs as if there were no receipt, which is always
+correct, and writes a fresh one.
 
 It imports `os`, `sys`, `time`, `marshal`, xxhash, sqlite3's C module and vx's leaves; a restore
 adds `vx.restores` and the artifact reader on plain values (`unpacking.unpack_plain`, with `json`
@@ -182,7 +182,7 @@ def _spawn_git(root: str, commands: list, environ) -> list[list[int]]:
     pipeline's own listing, which is never stopped in a normal run, still writes the index back."""
     if not hasattr(os, "memfd_create"):
         raise OSError("no memfd")
-    environ = {**environ, "GIT_OPTIONAL_LOCKS": "0"}  # see below
+    environ = {**environ, "GIT_OPTIONAL_LOCKS": "0"}  # the one difference: see above
     children = []
     for argv, *_ in commands:
         out = os.memfd_create("vx-git", os.MFD_CLOEXEC)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 
+PIPE_BUF = 4096  # the numbers are written before anyone reads: at most a page, the least a pipe holds
+
 
 class Queue:
     """Restores shared out as they are taken: a pipe filled with task numbers before the fork,
@@ -18,7 +20,7 @@ class Queue:
     it is "stop": the other process finds it empty after the artifact at hand."""
 
     def __init__(self, tasks: list):
-        per = -(-len(tasks) // (PIPE_BUF // 4))  # tasks a number stands for: all numbers fit in one pipe
+        per = max(1, -(-len(tasks) // (PIPE_BUF // 4)))  # tasks a number stands for: all numbers fit in one pipe
         self.tasks, self.per = tasks, per
         self.fd, fill = os.pipe()
         try:
@@ -39,9 +41,6 @@ class Queue:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
-
-
-PIPE_BUF = 4096  # the numbers are written before anyone reads: at most a page, the least a pipe holds
 
 
 class Helper:
