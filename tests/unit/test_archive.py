@@ -300,6 +300,25 @@ def test_refuses_a_truncated_file(tmp_path):
         refused(tmp_path, blob[:cut], "truncated|not a zstd")
 
 
+def test_an_artifact_too_big_to_read_whole_is_streamed_and_refused_alike(tmp_path, out):
+    """Past WHOLE_READ the artifact is streamed from the file (the frame walked with `pread`)
+    instead of read whole: the same bytes restore, and the same damage is refused."""
+    from vx.store import unpacking
+
+    ws = tmp_path / "ws"
+    big = os.urandom(unpacking.WHOLE_READ + 4096)  # incompressible: the artifact is bigger still
+    write(ws, "big.bin", big)
+    blob = pack_ws(tmp_path, ws, ["big.bin"]).read_bytes()
+    assert len(blob) > unpacking.WHOLE_READ
+    for cut in (len(blob) - 1, len(blob) // 2):
+        refused(tmp_path, blob[:cut], "truncated")
+    refused(tmp_path, blob + b"garbage", "trailing data")
+    src = tmp_path / "whole.tar.zst"
+    src.write_bytes(blob)
+    unpack(src, key="k1", allowed=ALL, root=out)
+    assert (out / "big.bin").read_bytes() == big
+
+
 def test_refuses_trailing_garbage(tmp_path):
     ws = tmp_path / "ws"
     write(ws, "a.txt")
