@@ -125,11 +125,8 @@ def let_finish(proc: subprocess.Popen) -> None:
     once its handler is installed, just after creating the file, so stopping it at that moment
     would leave the repository locked. Past GIT_FINISH_S it is stopped anyway — SIGTERM, which it
     can catch and clean up after, never SIGKILL."""
-    if proc.poll() is not None:
-        proc.communicate()  # close its pipes
-        return
     try:
-        proc.communicate(timeout=GIT_FINISH_S)
+        proc.communicate(timeout=GIT_FINISH_S)  # at once for one that has exited: closes its pipes
     except subprocess.TimeoutExpired:
         proc.terminate()
         proc.communicate()

@@ -59,7 +59,9 @@ class Helper:
             try:
                 os.close(self._results)
                 done = extract(cache_dir, root, self.share)
-                if done is not None:
+                if done is None:
+                    self.share.drain()  # refused: the main process need not take the rest either
+                else:
                     import marshal
 
                     with os.fdopen(results_write, "wb") as out:
