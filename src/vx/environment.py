@@ -46,7 +46,7 @@ def task_env(
     otherwise hit the cache with a value the key never saw.
     """
     env = {name: host[name] for name in ESSENTIAL_ENV if name in host}
-    env.update((name, host[name]) for name in pass_through if name in host)
+    env.update((name, host[name]) for name in matching(pass_through, host) if name in host)
     env.update(define)
     if not any(name in env for name in COLOUR_ENV):
         env["FORCE_COLOR"] = "1"  # output is piped, but the reporter shows it on a terminal
@@ -54,6 +54,24 @@ def task_env(
     env["VX_RUN_WORKSPACE"] = workspace_id
     env["VX_RUN_TASK"] = task_id
     return env
+
+
+def matching(names: Iterable[str], host: Mapping[str, str]) -> tuple[str, ...]:
+    """`names` as given, unless they hold turbo's patterns (a Turborepo repository's `env`, TL-05):
+    then the plain names, and the host's names each `*` pattern matches, sorted, less those a
+    `!` entry takes back. vx's own configs hold plain names only (EX-03)."""
+    names = tuple(names)
+    if not any("*" in n or n.startswith("!") for n in names):
+        return names
+
+    def pattern(text: str) -> re.Pattern:
+        return re.compile(".*".join(map(re.escape, text.split("*"))) + r"\Z")
+
+    taken = [pattern(n[1:]) for n in names if n.startswith("!")]
+    wanted = [pattern(n) for n in names if "*" in n and not n.startswith("!")]
+    found = sorted(h for h in host if any(w.match(h) for w in wanted))  # reads the whole host env
+    plain = [n for n in names if "*" not in n and not n.startswith("!")]
+    return tuple(n for n in dict.fromkeys([*plain, *found]) if not any(t.match(n) for t in taken))
 
 
 def _task_path(path: str | None, project_dir_abs: Path | str, root: Path | str) -> str:

@@ -55,6 +55,7 @@ def _resolve_one(ws: Workspace, configs: Mapping[str, ProjectConfig], sel: Selec
         return [_qualified(ws, configs, pkg or ROOT_PROJECT, task, name)]
     holders = [p for p in sorted(configs) if name in configs[p].tasks]
     if not holders:
+        _refuse_not_runnable(configs, name)
         raise UnknownTaskError(
             f"no project declares a task named `{name}`",
             hint=suggestion(name, _all_task_names(configs), noun="tasks"),
@@ -78,8 +79,18 @@ def _qualified(ws: Workspace, configs: Mapping[str, ProjectConfig], pkg: str, ta
         raise UnknownTaskError(f"no package named `{pkg}` (in `{text}`)", hint=suggestion(pkg, ws.packages, noun="packages"))
     tasks = configs[pkg].tasks
     if task not in tasks:
+        _refuse_not_runnable({pkg: configs[pkg]}, task)
         raise UnknownTaskError(f"package `{pkg}` has no task `{task}`", hint=suggestion(task, tasks, noun="tasks"))
     return TaskId(pkg, task)
+
+
+def _refuse_not_runnable(configs: Mapping[str, ProjectConfig], name: str) -> None:
+    """A task another tool's config declares but vx cannot run (turbo's `persistent`), named as such."""
+    for pkg in sorted(configs):
+        why = configs[pkg].not_runnable.get(name)
+        if why:
+            raise ConfigError(why, file=configs[pkg].source, field=f"tasks.{name}",
+                              hint="leave it out of `vx run`; vx runs the tasks that finish")
 
 
 def _all_task_names(configs: Mapping[str, ProjectConfig]) -> set[str]:

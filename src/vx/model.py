@@ -123,6 +123,7 @@ class ProjectConfig(Struct, frozen=True):
     source: str  # workspace-relative path of the config file ("" when none)
     tasks: Mapping[str, TaskConfig] = field(default_factory=dict)
     tags: tuple[str, ...] = ()
+    not_runnable: Mapping[str, str] = field(default_factory=dict)  # task name -> why vx cannot run it (turbo's persistent)
 
 
 class RemoteCacheConfig(Struct, frozen=True):

@@ -137,7 +137,8 @@ def _task_plan(ws, node: TaskNode, index, opts: RunOptions, host_env, fingerprin
         package_json=index.identity(_join(node.project_dir, "package.json")),
         config=cfg.canonical,
         forward_args=forward,
-        env=tuple((name, host_env.get(name)) for name in (cfg.cache.input_env if cfg.cache else ())),
+        env=tuple((name, host_env.get(name))
+                  for name in environment.matching(cfg.cache.input_env if cfg.cache else (), host_env)),
         upstream=tuple(sorted(((str(d), plans[d].key) for d in upstream), key=lambda p: (p[1], p[0]))),
         files=inputs.files,
     )

@@ -14,6 +14,7 @@ from vx.environment import (
     available_cpus,
     cgroup_cpu_limit,
     default_concurrency,
+    matching,
     parse_concurrency,
     task_env,
 )
@@ -36,6 +37,27 @@ def env_for(host=HOST, pass_through=(), define=None, project="/ws/apps/web", roo
 
 
 # ---------------------------------------------------------------- EX-03
+
+
+def test_tl05_plain_names_are_kept_as_given_without_reading_the_host():
+    class Untouchable(dict):
+        def __iter__(self):
+            raise AssertionError("a plain list must not read the whole environment")
+
+    assert matching(("B", "A", "MISSING"), Untouchable(HOST)) == ("B", "A", "MISSING")
+
+
+def test_tl05_patterns_match_host_names_sorted_and_exclusions_take_back():
+    host = {"NEXT_PUBLIC_B": "1", "NEXT_PUBLIC_A": "2", "NEXT_PUBLIC_SECRET": "3", "NEXT": "4", "API_URL": "5"}
+    assert matching(("API_URL", "NEXT_PUBLIC_*", "!NEXT_PUBLIC_SECRET"), host) == \
+        ("API_URL", "NEXT_PUBLIC_A", "NEXT_PUBLIC_B")
+    assert matching(("*_URL", "UNSET"), host) == ("UNSET", "API_URL")  # a plain name stays, set or not
+    assert matching(("N*T",), host) == ("NEXT", "NEXT_PUBLIC_SECRET")  # `*` spans any run; the whole name matches
+
+
+def test_tl05_pass_through_patterns_reach_the_task():
+    env = env_for(host={**HOST, "NEXT_PUBLIC_X": "x", "NEXT_PRIVATE": "p"}, pass_through=("NEXT_PUBLIC_*",))
+    assert env["NEXT_PUBLIC_X"] == "x" and "NEXT_PRIVATE" not in env
 
 
 def test_ex03_only_the_allowlist_reaches_the_task():

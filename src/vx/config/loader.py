@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable, NoReturn
+from typing import TYPE_CHECKING, Any, Callable, NoReturn
 
 from msgspec import Struct
 from msgspec.structs import replace
@@ -20,6 +20,9 @@ from vx.config import jsonc
 from vx.config.schema import validate_project, validate_workspace
 from vx.errors import ConfigError
 from vx.model import Package, ProjectConfig, Workspace, WorkspaceConfig
+
+if TYPE_CHECKING:
+    from vx.config.turbo import TurboRoot
 
 _JS_EXTENSIONS = (".ts", ".mts", ".js", ".mjs", ".cts", ".cjs")
 
@@ -66,14 +69,15 @@ _PROJECT_MEMO: dict[str, ProjectConfig] = {}
 _PROJECT_MEMO_LIMIT = 4096
 
 
-def _config_file(directory: str, stem: str, rel_dir: str) -> tuple[str, str] | None:
-    """The one `stem.<ext>` file in `directory` that a loader reads, and its extension."""
+def _config_file(directory: str, stem: str, rel_dir: str, also: str | None = None) -> tuple[str, str] | None:
+    """The one `stem.<ext>` file in `directory` that a loader reads, and its extension; a receipt
+    also keeps whether the file named `also` is there (a package's turbo.json)."""
     try:
         names = os.listdir(directory)
     except (FileNotFoundError, NotADirectoryError):
         witness.read(directory)  # missing: the receipt keeps that
         return None
-    witness.listed(directory, stem, names)
+    witness.listed(directory, (stem, also) if also else stem, names)
     found = sorted(n for n in names if n.startswith(stem) and n[len(stem):] in LOADERS)
     if len(found) > 1:
         shown = ", ".join(_rel(rel_dir, n) for n in found)
@@ -86,12 +90,14 @@ def _rel(rel_dir: str, name: str) -> str:
     return f"{rel_dir}/{name}" if rel_dir else name
 
 
-def load_project(workspace_root: Path, pkg: Package) -> ProjectConfig:
-    """The project config beside `pkg`'s package.json; empty (source "") when it has none."""
+def load_project(workspace_root: Path, pkg: Package, turbo: TurboRoot | None = None,
+                 manager: str = "npm") -> ProjectConfig:
+    """The project config beside `pkg`'s package.json; else, in a Turborepo repository (`turbo`),
+    its tasks as turbo would run them (TL-05); else empty (source "")."""
     directory = os.path.join(workspace_root, pkg.dir) if pkg.dir else str(workspace_root)
-    found = _config_file(directory, "vx.config", pkg.dir)
+    found = _config_file(directory, "vx.config", pkg.dir, also="turbo.json" if turbo and pkg.dir else None)
     if found is None:
-        return ProjectConfig(source="")
+        return _from_turbo(directory, pkg, turbo, manager) if turbo is not None else ProjectConfig(source="")
     path, ext = found
     source = _rel(pkg.dir, os.path.basename(path))
     loaded = LOADERS[ext](path, source)
@@ -117,4 +123,15 @@ def load_workspace(root: Path) -> WorkspaceConfig:
 
 def load_all(ws: Workspace) -> dict[str, ProjectConfig]:
     """Every package's project config, by package name (the root under `//`)."""
-    return {name: load_project(ws.root, pkg) for name, pkg in ws.packages.items()}
+    from vx.config.turbo import find_root
+
+    turbo = find_root(str(ws.root))
+    return {name: load_project(ws.root, pkg, turbo, ws.manager) for name, pkg in ws.packages.items()}
+
+
+def _from_turbo(directory: str, pkg: Package, turbo: TurboRoot, manager: str) -> ProjectConfig:
+    from vx.config.turbo import project, read_package
+
+    source = _rel(pkg.dir, "turbo.json")
+    own = read_package(directory, source) if pkg.dir else None
+    return project(turbo, pkg, manager, own, source)

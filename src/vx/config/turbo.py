@@ -1,0 +1,341 @@
+"""A Turborepo repository run as it is (TL-05): turbo.json's task definitions and each package's
+package.json scripts become vx tasks, with nothing written.
+
+Only packages without a vx.config of their own are mapped; a vx.config always wins. The mapping
+follows turbo 2's semantics (1.x `pipeline` is read as `tasks`):
+
+- a task runs in a package only when the package has a script of that name; the root project runs
+  only `//#name` definitions, so a root `"build": "turbo run build"` never recurses;
+- `pkg#name` in the root file replaces `name` for that package; a package's own turbo.json
+  (`extends: ["//"]`) then replaces field by field, `$TURBO_EXTENDS$` appending to the root's list;
+- `inputs` default to every file of the package (`$TURBO_DEFAULT$`), `$TURBO_ROOT$/` globs are
+  workspace files, `globalDependencies` are workspace inputs of every task;
+- `env` keys the task and passes the variables through (turbo's strict mode), `passThroughEnv`
+  only passes them; `globalEnv` / `globalPassThroughEnv` apply to every task;
+- `cache: false` never caches; `persistent` and `interactive` tasks cannot run under vx (tasks must
+  finish) and are refused by name when asked for.
+
+Each definition is checked here, with the turbo.json field path in every refusal, before the
+mapped task goes through vx's own schema.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Mapping
+
+from msgspec import Struct
+from msgspec.structs import replace
+
+from vx import witness
+from vx.config import jsonc
+from vx.config.fields import At, Level, _keys, _kind, _object, _strings
+from vx.config.project import canonical, depends_on_problem, validate_project
+from vx.errors import ConfigError
+from vx.globs import glob_error
+from vx.model import ROOT_PROJECT, Package, ProjectConfig, TaskConfig
+
+FILE_NAMES = ("turbo.json", "turbo.jsonc")
+DEFAULT = "$TURBO_DEFAULT$"
+ROOT_PREFIX = "$TURBO_ROOT$/"
+EXTENDS = "$TURBO_EXTENDS$"
+_ENV_PATTERN = re.compile(r"!?[A-Za-z_*][A-Za-z0-9_*]*\Z")
+_NOT_RUNNABLE = "vx tasks must finish; run it with the package manager (`npm run {name}`) outside vx"
+
+# Keys that only shape turbo's own terminal, daemon or cache; vx has its own for each.
+_IGNORED_ROOT = frozenset({"ui", "daemon", "envMode", "cacheDir", "remoteCache", "concurrency", "futureFlags",
+                           "dangerouslyDisablePackageManagerCheck", "noUpdateNotifier", "boundaries",
+                           "experimentalSpaces", "globalDotEnv", "cacheMaxAge"})
+ROOT = Level("turbo.json", frozenset({"tasks", "pipeline", "globalDependencies", "globalEnv",
+                                      "globalPassThroughEnv"}) | _IGNORED_ROOT,
+             foreign={"extends": "only a package's own turbo.json extends the root one"})
+PACKAGE = Level("a package's turbo.json", frozenset({"extends", "tasks", "tags", "boundaries"}),
+                foreign={k: "set it in the root turbo.json" for k in
+                         ("globalDependencies", "globalEnv", "globalPassThroughEnv", "pipeline")})
+TASK = Level("a turbo.json task", frozenset({"dependsOn", "inputs", "outputs", "cache", "env", "passThroughEnv",
+                                             "persistent", "interactive", "interruptible", "outputLogs",
+                                             "outputMode", "dotEnv", "with"}),
+             foreign={"exec": "a turbo.json task runs the package.json script of the same name; "
+                              "write vx tasks in a vx.config.json instead",
+                      "command": "a turbo.json task runs the package.json script of the same name"})
+
+
+class TurboRoot(Struct, frozen=True):
+    """The root turbo.json, checked: definitions by `name`, `pkg#name` or `//#name`."""
+
+    source: str
+    tasks: Mapping[str, dict]
+    global_inputs: tuple[str, ...] = ()
+    global_env: tuple[str, ...] = ()
+    global_pass_through: tuple[str, ...] = ()
+
+
+# ---------------------------------------------------------------- reading
+
+
+def find_root(root: str) -> TurboRoot | None:
+    """The workspace root's turbo.json (or turbo.jsonc), checked; None when there is neither."""
+    found = []
+    for name in FILE_NAMES:
+        path = os.path.join(root, name)
+        text = _read(path, name)
+        if text is not None:
+            found.append((name, text))
+    if not found:
+        return None
+    if len(found) > 1:
+        raise ConfigError("both turbo.json and turbo.jsonc exist", file=found[0][0],
+                          hint="keep one; turbo and vx would not know which to read")
+    source, text = found[0]
+    return _checked_root(jsonc.loads(text, source), source)
+
+
+def read_package(directory: str, source: str) -> dict | None:
+    """A package's own turbo.json, checked, or None when it has none."""
+    text = _read(os.path.join(directory, "turbo.json"), source)
+    if text is None:
+        return None
+    at = At(source)
+    obj = _object(jsonc.loads(text, source), at)
+    _keys(obj, at, PACKAGE)
+    extends = obj.get("extends")
+    if not isinstance(extends, list) or "//" not in extends:
+        at.key("extends").refuse("a package's turbo.json must extend the root one",
+                                 hint='write "extends": ["//"]')
+    tasks = _object(obj.get("tasks", {}), at.key("tasks"))
+    for name, body in tasks.items():
+        if "#" in name:
+            at.key("tasks").key(name).refuse(f"task `{name}` names a package; a package's turbo.json "
+                                             "configures only its own tasks", hint=f"write `{name.split('#')[-1]}`")
+        _check_task(body, at.key("tasks").key(name), package_level=True)
+    tags = _strings(obj["tags"], at.key("tags"), "tags") if "tags" in obj else ()
+    return {"tasks": tasks, "tags": list(tags)}
+
+
+def _read(path: str, source: str) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except (FileNotFoundError, NotADirectoryError):
+        witness.probed(path)
+        return None
+    witness.read(path)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"not UTF-8 text (byte {exc.start})", file=source, hint="save it as UTF-8") from None
+
+
+# ---------------------------------------------------------------- checks
+
+
+def _checked_root(data: Any, source: str) -> TurboRoot:
+    at = At(source)
+    obj = _object(data, at)
+    _keys(obj, at, ROOT)
+    if "tasks" in obj and "pipeline" in obj:
+        at.key("pipeline").refuse("both `tasks` and `pipeline`", hint="`pipeline` is turbo 1's name for `tasks`; keep one")
+    key = "tasks" if "tasks" in obj else "pipeline"
+    tasks = _object(obj.get(key, {}), at.key(key))
+    for name, body in tasks.items():
+        _check_task_name(name, at.key(key).key(name))
+        _check_task(body, at.key(key).key(name), package_level=False)
+    return TurboRoot(
+        source=source, tasks=tasks,
+        global_inputs=_globs(obj.get("globalDependencies", []), at.key("globalDependencies")),
+        global_env=_env(obj.get("globalEnv", []), at.key("globalEnv")),
+        global_pass_through=_env(obj.get("globalPassThroughEnv", []), at.key("globalPassThroughEnv")),
+    )
+
+
+def _check_task_name(name: str, at: At) -> None:
+    package, _, task = name.rpartition("#")
+    if not task or task.strip() != task or "*" in task or (name.count("#") and not package):
+        at.refuse(f"task name {name!r} is neither `name` nor `package#name`",
+                  hint="root tasks are written `//#name`")
+
+
+def _check_task(body: Any, at: At, *, package_level: bool) -> None:
+    obj = _object(body, at, "an object (a task definition)")
+    _keys(obj, at, TASK)
+    for flag in ("cache", "persistent", "interactive", "interruptible"):
+        if flag in obj and not isinstance(obj[flag], bool):
+            at.key(flag).refuse(f"`{flag}` must be true or false, got {_kind(obj[flag])}")
+    for field in ("outputLogs", "outputMode"):
+        if field in obj and not isinstance(obj[field], str):
+            at.key(field).refuse(f"`{field}` must be a string, got {_kind(obj[field])}")
+    if "dependsOn" in obj:
+        for i, entry in enumerate(_strings(obj["dependsOn"], at.key("dependsOn"), "task names")):
+            why = None if entry.startswith("$") or entry == EXTENDS else depends_on_problem(entry)
+            if why:
+                at.key("dependsOn").item(i).refuse(f"dependsOn entry {entry!r} {why}",
+                                                   hint="entries are `name`, `^name`, `pkg#name` or `//#name`")
+    for field in ("inputs", "outputs", "dotEnv"):
+        if field in obj:
+            _globs(obj[field], at.key(field))
+    for field in ("env", "passThroughEnv"):
+        if field in obj:
+            _env(obj[field], at.key(field))
+    if "with" in obj:
+        _strings(obj["with"], at.key("with"), "task names")
+    if not package_level:
+        for field, value in obj.items():
+            if isinstance(value, list) and EXTENDS in value:
+                at.key(field).refuse(f"`{EXTENDS}` in the root turbo.json: there is nothing to extend",
+                                     hint="it belongs in a package's own turbo.json")
+
+
+def _globs(value: Any, at: At) -> tuple[str, ...]:
+    globs = _strings(value, at, "glob strings")
+    for i, pattern in enumerate(globs):
+        if pattern in (DEFAULT, EXTENDS):
+            continue
+        negation = "!" if pattern.startswith("!") else ""
+        body = pattern[len(negation):]
+        body = body[len(ROOT_PREFIX):] if body.startswith(ROOT_PREFIX) else body
+        problem = glob_error(negation + body)
+        if problem:
+            reason, _, hint = problem.partition("; ")
+            at.item(i).refuse(f"glob `{pattern}`: {reason}", hint=hint or None)
+    if globs and all(g.startswith("!") for g in globs):
+        at.refuse("every entry is a `!` negation, which selects nothing",
+                  hint=f'a negation takes back from what the others select, e.g. ["{DEFAULT}", "{globs[0]}"]')
+    return globs
+
+
+def _env(value: Any, at: At) -> tuple[str, ...]:
+    names = _strings(value, at, "env var names")
+    for i, name in enumerate(names):
+        if name != EXTENDS and not _ENV_PATTERN.match(name):
+            at.item(i).refuse(f"`{name}` is not an env var name or pattern",
+                              hint="names match [A-Za-z_][A-Za-z0-9_]*, `*` matches any run, `!` excludes")
+    return names
+
+
+# ---------------------------------------------------------------- one package's tasks
+
+
+def project(turbo: TurboRoot, pkg: Package, manager: str, own: dict | None, own_source: str) -> ProjectConfig:
+    """`pkg`'s tasks as turbo would run them; an empty config when none applies."""
+    definitions = _definitions(turbo, pkg, own)
+    tasks: dict[str, dict] = {}
+    not_runnable: dict[str, str] = {}
+    for name, body in definitions.items():
+        if name not in pkg.scripts:
+            continue
+        if body.get("persistent") or body.get("interactive"):
+            kind = "persistent" if body.get("persistent") else "interactive"
+            not_runnable[name] = f"`{name}` is {kind} in turbo.json; " + _NOT_RUNNABLE.format(name=name)
+            continue
+        tasks[name] = _vx_task(turbo, name, body, _command(pkg, name, manager))
+    for name, body in tasks.items():
+        deps = [d for d in body.get("dependsOn", ()) if "#" in d or d.startswith("^") or d in tasks]
+        if deps:
+            body["dependsOn"] = deps
+        else:
+            body.pop("dependsOn", None)
+    source = own_source if own is not None else turbo.source
+    if not tasks and not not_runnable and not (own or {}).get("tags"):
+        return ProjectConfig(source="")
+    envs = {name: _take_env(body) for name, body in tasks.items()}
+    config = validate_project({"tasks": tasks, "tags": (own or {}).get("tags", [])}, source)
+    return ProjectConfig(source=config.source, tags=config.tags, not_runnable=not_runnable,
+                         tasks={name: _with_env(task, tasks[name], *envs[name]) for name, task in config.tasks.items()})
+
+
+def _take_env(task: dict) -> tuple[list[str], list[str]]:
+    """Turbo's env lists, out of the task: vx's schema takes names only, turbo's may be
+    patterns (`NEXT_PUBLIC_*`, `!SECRET`), expanded against the host when the task is planned."""
+    env = task["exec"].pop("env", {})
+    keyed = task.get("cache", {}).get("inputs", {}).pop("env", [])
+    return keyed, env.get("passThrough", [])
+
+
+def _with_env(task: TaskConfig, body: dict, keyed: list[str], passed: list[str]) -> TaskConfig:
+    """`task` with turbo's env lists back in, and in the declaration the key folds (KEY-06)."""
+    if not keyed and not passed:
+        return task
+    declared = {**body, "turboEnv": {"keyed": keyed, "passThrough": passed}}
+    exec_ = replace(task.exec, env=replace(task.exec.env, pass_through=tuple(passed)))
+    cache = replace(task.cache, input_env=tuple(keyed)) if task.cache is not None else None
+    return replace(task, exec=exec_, cache=cache, canonical=canonical(declared))
+
+
+def _definitions(turbo: TurboRoot, pkg: Package, own: dict | None) -> dict[str, dict]:
+    """The definitions that apply to `pkg`, by task name, after `pkg#name` and its own file."""
+    out: dict[str, dict] = {}
+    prefix = f"{pkg.name}#"
+    for name, body in turbo.tasks.items():
+        if name.startswith(prefix):
+            out[name[len(prefix):]] = body  # replaces the generic one, whatever the order
+        elif "#" not in name and pkg.name != ROOT_PROJECT:
+            out.setdefault(name, body)
+    for name, body in (own or {}).get("tasks", {}).items():
+        out[name] = _merged(out.get(name, {}), body)
+    return out
+
+
+def _merged(base: dict, over: dict) -> dict:
+    """A package's field replaces the root's; `$TURBO_EXTENDS$` in a list appends to it."""
+    out = dict(base)
+    for field, value in over.items():
+        if isinstance(value, list) and EXTENDS in value:
+            value = [*base.get(field, []), *(v for v in value if v != EXTENDS)]
+        out[field] = value
+    return out
+
+
+def _command(pkg: Package, name: str, manager: str) -> str:
+    """The script, between its `pre`/`post` hooks as `npm run` (and `bun run`) would run them."""
+    script = pkg.scripts[name]
+    pre, post = pkg.scripts.get(f"pre{name}"), pkg.scripts.get(f"post{name}")
+    if manager not in ("npm", "bun") or not (pre or post):
+        return script
+    # Each on its own lines in a subshell: a script's trailing `# comment` cannot swallow the `)`.
+    return " && ".join(f"(\n{part}\n)" for part in (pre, script, post) if part)
+
+
+def _vx_task(turbo: TurboRoot, name: str, body: dict, command: str) -> dict:
+    """One definition in vx's schema."""
+    env_deps = [d[1:] for d in body.get("dependsOn", ()) if d.startswith("$")]
+    keyed = _unique([*turbo.global_env, *body.get("env", ()), *env_deps])
+    passed = _unique([*keyed, *turbo.global_pass_through, *body.get("passThroughEnv", ())])
+    task: dict[str, Any] = {"exec": {"command": command}}
+    if passed:
+        task["exec"]["env"] = {"passThrough": passed}
+    deps = [d for d in body.get("dependsOn", ()) if not d.startswith("$")]
+    if deps:
+        task["dependsOn"] = deps
+    if body.get("cache", True):
+        files, workspace_files = _split(body.get("inputs") or [DEFAULT])
+        files += list(body.get("dotEnv", ()))
+        outputs, workspace_outputs = _split(body.get("outputs", []))
+        inputs: dict[str, Any] = {"files": files}
+        if workspace_files or turbo.global_inputs:
+            inputs["workspaceFiles"] = _unique([*turbo.global_inputs, *workspace_files])
+        if keyed:
+            inputs["env"] = keyed
+        task["cache"] = {"inputs": inputs, "outputs": {"files": outputs}}
+        if workspace_outputs:
+            task["cache"]["outputs"]["workspaceFiles"] = workspace_outputs
+    return task
+
+
+def _split(globs) -> tuple[list[str], list[str]]:
+    """Package-relative globs and `$TURBO_ROOT$/` (workspace-relative) ones, `$TURBO_DEFAULT$` as `**`."""
+    package, workspace = [], []
+    for pattern in globs:
+        negated = pattern.startswith("!")
+        body = pattern[1:] if negated else pattern
+        if body == DEFAULT:
+            package.append("**")
+        elif body.startswith(ROOT_PREFIX):
+            workspace.append(("!" if negated else "") + body[len(ROOT_PREFIX):])
+        else:
+            package.append(pattern)
+    return package, workspace
+
+
+def _unique(items) -> list[str]:
+    return list(dict.fromkeys(items))

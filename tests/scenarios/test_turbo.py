@@ -1,0 +1,215 @@
+"""A Turborepo repository runs under vx with nothing written (TL-05): turbo.json's task
+definitions and the packages' package.json scripts, real git, real node scripts."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+# One build script for every package: concatenates src/*.js into dist/out.js, after checking its
+# workspace dependencies are built, and writes which of the variables the tests set it saw.
+BUILD = """const fs = require('fs'), path = require('path');
+const pkg = JSON.parse(fs.readFileSync('package.json', 'utf8'));
+for (const dep of Object.keys(pkg.dependencies || {})) {
+  if (!fs.existsSync(path.join('..', dep, 'dist', 'out.js'))) { console.error('unbuilt ' + dep); process.exit(3); }
+}
+fs.mkdirSync('dist', {recursive: true});
+const src = fs.readdirSync('src').sort().map(f => fs.readFileSync('src/' + f, 'utf8')).join('');
+fs.writeFileSync('dist/out.js', src);
+const seen = Object.keys(process.env).filter(k => /^(API_|NEXT_PUBLIC_|SECRET)/.test(k)).sort();
+fs.writeFileSync('dist/env.json', JSON.stringify(seen));
+"""
+
+TURBO = {
+    "$schema": "https://turborepo.com/schema.json",
+    "globalDependencies": ["scripts/**"],
+    "tasks": {
+        "build": {"dependsOn": ["^build"], "inputs": ["$TURBO_DEFAULT$", "!README.md"], "outputs": ["dist/**"]},
+        "test": {"dependsOn": ["build"], "outputs": []},
+        "lint": {},
+        "dev": {"cache": False, "persistent": True},
+        "//#check": {"cache": False},
+    },
+}
+
+
+def turbo_workspace(turbo=None, scripts=None, extra=None) -> dict[str, object]:
+    """npm workspace a <- b <- c (c depends on b depends on a), turbo.json and scripts only."""
+    scripts = scripts or {}
+    files: dict[str, object] = {
+        "package.json": {"name": "root", "private": True, "workspaces": ["packages/*"],
+                         "scripts": {"build": "turbo run build", "check": "node -e \"console.log('root check')\""}},
+        ".gitignore": "node_modules/\ndist/\n.vx/\n",
+        "turbo.json": turbo if turbo is not None else TURBO,
+        "scripts/build.js": BUILD,
+    }
+    deps = {"a": [], "b": ["a"], "c": ["b"]}
+    for name, on in deps.items():
+        own = {"build": "node ../../scripts/build.js", "dev": "node -e \"setInterval(()=>{},1000)\"",
+               **({"test": f"node -e \"console.log('test {name}')\""} if name != "c" else {}),
+               **({"lint": "node -e \"console.log('lint')\""} if name == "a" else {}),
+               **scripts.get(name, {})}
+        files[f"packages/{name}/package.json"] = {"name": name, "version": "1.0.0",
+                                                  "dependencies": {d: "*" for d in on}, "scripts": own}
+        files[f"packages/{name}/src/index.js"] = f"export const {name} = 1;\n"
+        files[f"packages/{name}/README.md"] = f"# {name}\n"
+    files.update(extra or {})
+    return files
+
+
+@pytest.fixture
+def ws(repo):
+    return repo.write(turbo_workspace()).commit()
+
+
+def statuses(result) -> dict[str, str]:
+    assert result.code == 0, result.err
+    return {tid: cache for tid, (_status, cache) in result.statuses().items()}
+
+
+def test_tl05_a_turbo_repo_builds_in_dependency_order_and_caches(ws):
+    first = ws.vx("run", "build")
+    assert statuses(first) == {"a#build": "miss", "b#build": "miss", "c#build": "miss"}
+    assert (ws.root / "packages/c/dist/out.js").read_text() == "export const c = 1;\n"  # b and a were built first
+    for name in "abc":
+        (ws.root / f"packages/{name}/dist/out.js").unlink()
+    again = ws.vx("run", "build")
+    assert set(statuses(again).values()) == {"local"}
+    assert (ws.root / "packages/a/dist/out.js").is_file()
+    assert "turbo run build" not in first.out + first.err  # the root's own `build` script is not a turbo task
+
+
+def test_tl05_tasks_run_only_where_a_script_exists_and_same_package_deps_hold(ws):
+    result = ws.vx("run", "test", "lint")
+    got = statuses(result)
+    # c has no test script, so no c#test and nothing for it to wait on; only a lints; each test's
+    # `build` (same package) and its `^build` came along.
+    assert set(got) == {"a#build", "b#build", "a#test", "b#test", "a#lint"}
+
+
+def test_tl05_root_tasks_are_only_the_double_slash_ones(ws):
+    result = ws.vx("run", "check")
+    assert statuses(result) == {"//#check": "no-cache"}
+    assert "root check" in result.out + result.err
+
+
+def test_tl05_inputs_default_and_negations_and_global_dependencies(ws):
+    statuses(ws.vx("run", "build"))
+    (ws.root / "packages/a/README.md").write_text("# a, edited\n")  # `!README.md`: not an input of build
+    assert set(statuses(ws.vx("run", "build")).values()) == {"up-to-date"}
+    (ws.root / "packages/a/notes.txt").write_text("new\n")  # $TURBO_DEFAULT$: every other package file
+    got = statuses(ws.vx("run", "build"))
+    assert got["a#build"] == "miss" and got["c#build"] == "miss"  # and its dependants
+    (ws.root / "scripts/build.js").write_text(BUILD + "\n// touched\n")  # globalDependencies
+    assert set(statuses(ws.vx("run", "build")).values()) == {"miss"}
+
+
+def test_tl05_a_changed_script_or_definition_is_a_miss(ws):
+    statuses(ws.vx("run", "build"))
+    manifest = json.loads((ws.root / "packages/b/package.json").read_text())
+    manifest["scripts"]["build"] = "node ../../scripts/build.js && echo extra"
+    (ws.root / "packages/b/package.json").write_text(json.dumps(manifest))
+    assert statuses(ws.vx("run", "build"))["b#build"] == "miss"
+    turbo = json.loads(json.dumps(TURBO))
+    turbo["tasks"]["build"]["outputs"] = ["dist/**", "types/**"]
+    (ws.root / "turbo.json").write_text(json.dumps(turbo))
+    assert set(statuses(ws.vx("run", "build")).values()) == {"miss"}
+
+
+def test_tl05_env_patterns_key_the_task_and_reach_it_and_nothing_else_does(repo):
+    turbo = json.loads(json.dumps(TURBO))
+    turbo["tasks"]["build"]["env"] = ["API_URL", "NEXT_PUBLIC_*", "!NEXT_PUBLIC_SECRET"]
+    ws = repo.write(turbo_workspace(turbo)).commit()
+    env = {"API_URL": "one", "NEXT_PUBLIC_A": "x", "NEXT_PUBLIC_SECRET": "s", "SECRET_TOKEN": "t"}
+    first = ws.vx("run", "build", env=env)
+    statuses(first)
+    seen = json.loads((ws.root / "packages/a/dist/env.json").read_text())
+    assert seen == ["API_URL", "NEXT_PUBLIC_A"]  # matched and passed through; the rest stays out
+    assert set(statuses(ws.vx("run", "build", env={**env, "NEXT_PUBLIC_SECRET": "changed", "SECRET_TOKEN": "u"})).values()) \
+        == {"up-to-date"}  # excluded and unlisted values are not keyed
+    assert set(statuses(ws.vx("run", "build", env={**env, "NEXT_PUBLIC_B": "new"})).values()) == {"miss"}
+    assert set(statuses(ws.vx("run", "build", env={**env, "NEXT_PUBLIC_B": "new", "API_URL": "two"})).values()) == {"miss"}
+
+
+def test_tl05_package_overrides_pkg_hash_task_and_own_turbo_json(repo):
+    turbo = json.loads(json.dumps(TURBO))
+    turbo["tasks"]["b#build"] = {"dependsOn": ["^build"], "outputs": ["dist/**"], "cache": False}
+    own = {"extends": ["//"], "tasks": {"build": {"outputs": ["$TURBO_EXTENDS$", "types/**"],
+                                                  "inputs": ["src/**"]}}}
+    types = ("node ../../scripts/build.js && node -e \"require('fs').mkdirSync('types',{recursive:true});"
+             "require('fs').writeFileSync('types/c.d.ts','export {}')\"")
+    ws = repo.write(turbo_workspace(turbo, scripts={"c": {"build": types}},
+                                    extra={"packages/c/turbo.json": own})).commit()
+    statuses(ws.vx("run", "build"))
+    again = statuses(ws.vx("run", "build"))
+    assert again["b#build"] == "no-cache" and again["a#build"] == "up-to-date"
+    (ws.root / "packages/c/notes.txt").write_text("not an input of c: its own inputs are src/**\n")
+    assert statuses(ws.vx("run", "build"))["c#build"] == "up-to-date"
+    (ws.root / "packages/c/types/c.d.ts").unlink()  # an output through $TURBO_EXTENDS$: restored
+    assert statuses(ws.vx("run", "build"))["c#build"] == "local"
+    assert (ws.root / "packages/c/types/c.d.ts").read_text() == "export {}"
+
+
+def test_tl05_a_vx_config_wins_over_turbo_json(repo):
+    ws = repo.write(turbo_workspace(extra={"packages/a/vx.config.json": {"tasks": {"build": {
+        "exec": {"command": "node -e \"require('fs').mkdirSync('dist',{recursive:true});"
+                            "require('fs').writeFileSync('dist/out.js','native')\""},
+        "cache": {"inputs": {"files": ["src/**"]}, "outputs": {"files": ["dist/**"]}}}}}})).commit()
+    statuses(ws.vx("run", "build"))
+    assert (ws.root / "packages/a/dist/out.js").read_text() == "native"
+    assert (ws.root / "packages/b/dist/out.js").read_text() == "export const b = 1;\n"
+
+
+def test_tl05_npm_pre_and_post_hooks_run_around_the_script(repo):
+    hooks = {"prebuild": "echo pre > hook.log", "postbuild": "echo post >> hook.log"}
+    ws = repo.write(turbo_workspace(scripts={"a": hooks})).commit()
+    statuses(ws.vx("run", "a#build"))
+    assert (ws.root / "packages/a/hook.log").read_text().split() == ["pre", "post"]
+
+
+def test_tl05_a_persistent_task_is_refused_by_name(ws):
+    result = ws.vx("run", "dev")
+    assert result.code == 2
+    assert "persistent" in result.err and "turbo.json" in result.err and "Traceback" not in result.err
+    qualified = ws.vx("run", "b#dev")
+    assert qualified.code == 2 and "persistent" in qualified.err
+
+
+@pytest.mark.parametrize("mend, field, said", [
+    (lambda t: t["tasks"]["build"].update(ouputs=["dist/**"]), "tasks.build.ouputs", "did you mean `outputs`"),
+    (lambda t: t["tasks"]["build"].update(cache="yes"), "tasks.build.cache", "true or false"),
+    (lambda t: t["tasks"]["build"].update(dependsOn=["^"]), "tasks.build.dependsOn[0]", "dependsOn entry"),
+    (lambda t: t["tasks"]["build"].update(env=["NOT-A-NAME"]), "tasks.build.env[0]", "not an env var name"),
+    (lambda t: t.update(globalEnvv=["X"]), "globalEnvv", "did you mean `globalEnv`"),
+    (lambda t: t["tasks"]["build"].update(outputs=["$TURBO_EXTENDS$"]), "tasks.build.outputs", "nothing to extend"),
+])
+def test_tl05_a_bad_turbo_json_is_refused_with_file_field_and_hint(repo, mend, field, said):
+    turbo = json.loads(json.dumps(TURBO))
+    mend(turbo)
+    ws = repo.write(turbo_workspace(turbo)).commit()
+    result = ws.vx("run", "build")
+    assert result.code == 2, result.err
+    assert f"in: turbo.json, {field}" in result.err and said in result.err and "Traceback" not in result.err
+
+
+def test_tl05_a_package_turbo_json_must_extend_the_root(repo):
+    ws = repo.write(turbo_workspace(extra={"packages/b/turbo.json": {"tasks": {"build": {}}}})).commit()
+    result = ws.vx("run", "build")
+    assert result.code == 2 and "in: packages/b/turbo.json, extends" in result.err and '["//"]' in result.err
+
+
+def test_tl05_editing_turbo_json_or_adding_a_package_one_is_seen_by_a_replay(ws):
+    """A replayed run (a receipt) holds only while every file planning read holds: turbo.json is one,
+    and so is whether a package has a turbo.json of its own."""
+    for _ in range(2):  # the first builds, the second writes the receipt
+        assert ws.vx("run", "build", summary=False).code == 0
+        time.sleep(0.06)  # past the racy window of what the run wrote
+    replay = ws.vx("run", "build", summary=False, env={"VX_TIMING": "1"})
+    assert replay.code == 0 and "receipt check" in replay.err, replay.err
+    (ws.root / "packages/b/turbo.json").write_text(json.dumps(
+        {"extends": ["//"], "tasks": {"build": {"outputs": ["$TURBO_EXTENDS$", "types/**"]}}}))
+    changed = ws.vx("run", "build", env={"VX_TIMING": "1"})
+    assert changed.code == 0 and "discover" in changed.err, changed.err
+    assert statuses(changed)["b#build"] == "miss"

@@ -1,0 +1,95 @@
+"""Mapping turbo.json definitions and package scripts to vx tasks (TL-05): the pure part."""
+
+from __future__ import annotations
+
+import pytest
+
+from vx.config.turbo import TurboRoot, _checked_root, project
+from vx.errors import ConfigError
+from vx.model import ROOT_PROJECT, Package
+
+
+def pkg(name="web", **scripts) -> Package:
+    return Package(name=name, dir="" if name == ROOT_PROJECT else f"apps/{name}", deps=(), manifest_path="package.json",
+                   scripts=scripts or {"build": "tsc -b"})
+
+
+def root(**tasks) -> TurboRoot:
+    return _checked_root({"tasks": tasks}, "turbo.json")
+
+
+def test_tl05_a_definition_becomes_a_task_running_the_script():
+    task = project(root(build={"dependsOn": ["^build"], "outputs": ["dist/**"]}), pkg(), "npm", None, "").tasks["build"]
+    assert task.exec.command == "tsc -b" and task.depends_on == ("^build",)
+    assert task.cache.input_files == ("**",) and task.cache.output_files == ("dist/**",)
+
+
+def test_tl05_no_script_no_task_and_same_package_deps_on_missing_tasks_drop():
+    config = project(root(build={"dependsOn": ["codegen", "^build"]}, lint={}), pkg(), "npm", None, "")
+    assert set(config.tasks) == {"build"} and config.tasks["build"].depends_on == ("^build",)
+
+
+def test_tl05_root_project_takes_only_double_slash_definitions():
+    turbo = root(build={}, **{"//#check": {"cache": False}})
+    config = project(turbo, pkg(ROOT_PROJECT, build="turbo run build", check="eslint ."), "npm", None, "")
+    assert set(config.tasks) == {"check"} and config.tasks["check"].cache is None
+
+
+def test_tl05_pkg_hash_replaces_and_a_package_file_merges_field_by_field():
+    turbo = root(build={"outputs": ["dist/**"], "inputs": ["src/**"]}, **{"web#build": {"outputs": ["out/**"]}})
+    own = {"tasks": {"build": {"outputs": ["$TURBO_EXTENDS$", "types/**"]}}, "tags": ["ui"]}
+    config = project(turbo, pkg(), "npm", own, "apps/web/turbo.json")
+    task = config.tasks["build"]
+    assert task.cache.output_files == ("out/**", "types/**")
+    assert task.cache.input_files == ("**",)  # web#build replaced the generic one whole, inputs too
+    assert config.source == "apps/web/turbo.json" and config.tags == ("ui",)
+
+
+def test_tl05_turbo_root_globs_and_global_dependencies_are_workspace_files():
+    turbo = _checked_root({"globalDependencies": [".env"], "tasks": {"build": {
+        "inputs": ["$TURBO_DEFAULT$", "$TURBO_ROOT$/tsconfig.base.json", "!README.md"],
+        "outputs": ["dist/**", "$TURBO_ROOT$/coverage/web/**"]}}}, "turbo.json")
+    cache = project(turbo, pkg(), "npm", None, "").tasks["build"].cache
+    assert cache.input_files == ("**", "!README.md")
+    assert cache.input_workspace_files == (".env", "tsconfig.base.json")
+    assert cache.output_workspace_files == ("coverage/web/**",)
+
+
+def test_tl05_env_lists_key_and_pass_and_fold_into_the_declaration():
+    turbo = _checked_root({"globalEnv": ["CI_SHA"], "globalPassThroughEnv": ["AWS_*"], "tasks": {"build": {
+        "env": ["NEXT_PUBLIC_*", "!NEXT_PUBLIC_SECRET"], "passThroughEnv": ["HOME_DIR"],
+        "dependsOn": ["$LEGACY"]}}}, "turbo.json")
+    task = project(turbo, pkg(), "npm", None, "").tasks["build"]
+    assert task.cache.input_env == ("CI_SHA", "NEXT_PUBLIC_*", "!NEXT_PUBLIC_SECRET", "LEGACY")
+    assert task.exec.env.pass_through == ("CI_SHA", "NEXT_PUBLIC_*", "!NEXT_PUBLIC_SECRET", "LEGACY", "AWS_*", "HOME_DIR")
+    plain = project(root(build={}), pkg(), "npm", None, "").tasks["build"]
+    assert "NEXT_PUBLIC_*" in task.canonical and task.canonical != plain.canonical  # the key sees the lists
+
+
+def test_tl05_npm_hooks_fold_around_the_script_other_managers_do_not():
+    web = pkg(build="tsc -b # types", prebuild="rm -rf dist", postbuild="echo done")
+    npm = project(root(build={}), web, "npm", None, "").tasks["build"].exec.command
+    assert npm == "(\nrm -rf dist\n) && (\ntsc -b # types\n) && (\necho done\n)"  # the comment cannot eat a `)`
+    assert project(root(build={}), web, "pnpm", None, "").tasks["build"].exec.command == "tsc -b # types"
+
+
+def test_tl05_persistent_and_interactive_are_kept_as_not_runnable():
+    config = project(root(dev={"persistent": True}, ask={"interactive": True}), pkg(dev="vite", ask="x"), "npm",
+                     None, "")
+    assert not config.tasks and set(config.not_runnable) == {"dev", "ask"}
+    assert "persistent" in config.not_runnable["dev"]
+
+
+@pytest.mark.parametrize("data, field", [
+    ({"tasks": {"build": {"outputs": "dist/**"}}}, "tasks.build.outputs"),
+    ({"tasks": {"build": {"outputs": ["dist/**", "!!dist/x"]}}}, "tasks.build.outputs[1]"),
+    ({"tasks": {"build": {"inputs": ["$TURBO_ROOT$/{workspaceRoot}/x"]}}}, "tasks.build.inputs[0]"),
+    ({"tasks": {"build": {"inputs": ["!README.md"]}}}, "tasks.build.inputs"),
+    ({"tasks": [], "pipeline": {}}, "pipeline"),
+    ({"tasks": {"#build": {}}}, "tasks.#build"),
+    ({"tasks": {"build": {"exec": {"command": "x"}}}}, "tasks.build.exec"),
+])
+def test_tl05_refusals_name_the_turbo_field(data, field):
+    with pytest.raises(ConfigError) as caught:
+        _checked_root(data, "turbo.json")
+    assert caught.value.file == "turbo.json" and caught.value.field == field
