@@ -37,7 +37,7 @@ def test_tl05_root_project_takes_only_double_slash_definitions():
 
 def test_tl05_pkg_hash_replaces_and_a_package_file_merges_field_by_field():
     turbo = root(build={"outputs": ["dist/**"], "inputs": ["src/**"]}, **{"web#build": {"outputs": ["out/**"]}})
-    own = {"tasks": {"build": {"outputs": ["$TURBO_EXTENDS$", "types/**"]}}, "tags": ["ui"]}
+    own = {"tasks": {"build": {"outputs": ["$TURBO_EXTENDS$", "types/**"]}}, "tags": ["ui"], "text": "(its text)"}
     config = project(turbo, pkg(), "npm", own, "apps/web/turbo.json")
     task = config.tasks["build"]
     assert task.cache.output_files == ("out/**", "types/**")

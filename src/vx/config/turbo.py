@@ -25,7 +25,7 @@ import os
 import re
 from typing import Any, Mapping
 
-from msgspec import Struct
+from msgspec import Struct, field
 from msgspec.structs import replace
 
 from vx import witness
@@ -69,6 +69,10 @@ class TurboRoot(Struct, frozen=True):
     global_inputs: tuple[str, ...] = ()
     global_env: tuple[str, ...] = ()
     global_pass_through: tuple[str, ...] = ()
+    named: frozenset[str] = frozenset()  # packages some `pkg#name` definition names
+    # Generated and copy-pasted packages share scripts and turbo.json texts: each distinct
+    # (manager, scripts, own file, name when it matters) is mapped and validated once.
+    memo: dict = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- reading
@@ -110,7 +114,7 @@ def read_package(directory: str, source: str) -> dict | None:
                                              "configures only its own tasks", hint=f"write `{name.split('#')[-1]}`")
         _check_task(body, at.key("tasks").key(name), package_level=True)
     tags = _strings(obj["tags"], at.key("tags"), "tags") if "tags" in obj else ()
-    return {"tasks": tasks, "tags": list(tags)}
+    return {"tasks": tasks, "tags": list(tags), "text": text}
 
 
 def _read(path: str, source: str) -> str | None:
@@ -142,7 +146,7 @@ def _checked_root(data: Any, source: str) -> TurboRoot:
         _check_task_name(name, at.key(key).key(name))
         _check_task(body, at.key(key).key(name), package_level=False)
     return TurboRoot(
-        source=source, tasks=tasks,
+        source=source, tasks=tasks, named=frozenset(n.rpartition("#")[0] for n in tasks if "#" in n),
         global_inputs=_globs(obj.get("globalDependencies", []), at.key("globalDependencies")),
         global_env=_env(obj.get("globalEnv", []), at.key("globalEnv")),
         global_pass_through=_env(obj.get("globalPassThroughEnv", []), at.key("globalPassThroughEnv")),
@@ -218,6 +222,16 @@ def _env(value: Any, at: At) -> tuple[str, ...]:
 
 def project(turbo: TurboRoot, pkg: Package, manager: str, own: dict | None, own_source: str) -> ProjectConfig:
     """`pkg`'s tasks as turbo would run them; an empty config when none applies."""
+    named = pkg.name == ROOT_PROJECT or pkg.name in turbo.named
+    memo_key = (manager, tuple(sorted(pkg.scripts.items())), own["text"] if own else None, pkg.name if named else None)
+    known = turbo.memo.get(memo_key)
+    if known is None:
+        known = turbo.memo[memo_key] = _mapped(turbo, pkg, manager, own, own_source)
+    source = own_source if own is not None else turbo.source
+    return known if not known.source or known.source == source else replace(known, source=source)
+
+
+def _mapped(turbo: TurboRoot, pkg: Package, manager: str, own: dict | None, own_source: str) -> ProjectConfig:
     definitions = _definitions(turbo, pkg, own)
     tasks: dict[str, dict] = {}
     not_runnable: dict[str, str] = {}
