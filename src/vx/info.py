@@ -59,10 +59,10 @@ def _workspace_rows(cwd: Path, env: Mapping[str, str]) -> list[Row]:
     from vx.run import RunRequest, resolve_cache_dir
 
     ws = workspace.discover(cwd)
-    ws_config = config.load_workspace(ws.root)
+    ws_config = config.load_workspace(ws.root, env)
     rows: list[Row] = [("root", str(ws.root)), ("package manager", ws.manager)]
     try:
-        configs = config.load_all(ws)
+        configs = config.load_all(ws, env)
         tasks = sum(len(c.tasks) for c in configs.values())
         rows.append(("projects", f"{len(ws.packages)} ({tasks} tasks)"))
     except VxError as exc:

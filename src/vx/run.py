@@ -77,9 +77,9 @@ def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: 
         pending = files.FileIndex.start(ws.root)  # git lists on the other core while configs load
     try:
         with stages("load configs"):
-            ws_config = config.load_workspace(ws.root)
+            ws_config = config.load_workspace(ws.root, host_env)
             cache_dir = resolve_cache_dir(req, ws, ws_config, host_env)
-            configs = config.load_all(ws)
+            configs = config.load_all(ws, host_env)
         with stages("build graph"):
             cwd_pkg = package_of(ws, req.cwd)
             graph = build_graph(ws, configs, Selection(req.names, cwd_pkg, req.all))

@@ -8,17 +8,15 @@
   wrong token, 403 for a read-only token writing, 409 for an existing record.
 - `FaultServer`: answers every request badly on purpose (500s, or a stall past any timeout).
 
-`python tests/scenarios/remote_servers.py --install` pre-installs the npm server (dev/test).
+`python tests/scenarios/npm_packages.py --install` pre-installs the npm server (dev/test).
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
 import select
-import shutil
 import signal
 import subprocess
 import sys
@@ -27,39 +25,15 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from npm_packages import installed
+
 TRC_PACKAGE = "turborepo-remote-cache"
-TRC_VERSION = "2.12.0"
 _LISTENING = re.compile(r"listening at http://127\.0\.0\.1:(\d+)")
 
 
-def cache_root() -> Path:
-    return Path(os.environ.get("VX_TEST_CACHE") or Path.home() / ".cache" / "vx-test")
-
-
 def install_turbo_server() -> Path:
-    """The server's cli.js, installing the pinned npm package once (a file lock guards racing installs)."""
-    base = cache_root() / "npm"
-    target = base / f"{TRC_PACKAGE}-{TRC_VERSION}"
-    cli = target / "node_modules" / TRC_PACKAGE / "dist" / "cli.js"
-    if cli.exists():
-        return cli
-    base.mkdir(parents=True, exist_ok=True)
-    with open(base / ".install.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not cli.exists():
-            _npm_install(target)
-    return cli
-
-
-def _npm_install(target: Path) -> None:
-    temp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
-    shutil.rmtree(temp, ignore_errors=True)
-    temp.mkdir(parents=True)
-    subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--omit=dev", "--loglevel=error", "--prefix",
-                    str(temp), f"{TRC_PACKAGE}@{TRC_VERSION}"], check=True, timeout=900,
-                   stdout=subprocess.DEVNULL)
-    shutil.rmtree(target, ignore_errors=True)
-    temp.rename(target)
+    """The server's cli.js (the pinned npm package, installed once)."""
+    return installed(TRC_PACKAGE) / "dist" / "cli.js"
 
 
 class TurboServer:

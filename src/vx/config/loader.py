@@ -1,16 +1,16 @@
 """Find and read each project's vx.config and the root vx.workspace file.
 
-Loaders are a table keyed by extension, so JS/TS evaluation (WS-05) can later take its
-row without touching the lookup; today those rows refuse with a hint. A package
-directory is listed once instead of probing eight names, because a thousand projects
-times eight stats is most of a cold start.
+Loaders are a table keyed by extension: JSON (with comments) is read here; code configs
+(`.ts`, `.mts`, `.js`, `.mjs`, `.cjs`, WS-05) are evaluated by the workspace's Node, every one of a
+run in one process (`vx.config.evaluation`). A package directory is listed once instead of
+probing eight names, because a thousand projects times eight stats is most of a cold start.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, NoReturn
+from typing import TYPE_CHECKING, Any, Callable, Mapping, NoReturn
 
 from msgspec import Struct
 from msgspec.structs import replace
@@ -24,7 +24,7 @@ from vx.model import Package, ProjectConfig, Workspace, WorkspaceConfig
 if TYPE_CHECKING:
     from vx.config.turbo import TurboRoot
 
-_JS_EXTENSIONS = (".ts", ".mts", ".js", ".mjs", ".cts", ".cjs")
+_CODE_EXTENSIONS = (".ts", ".mts", ".js", ".mjs", ".cjs")
 
 
 class Loaded(Struct, frozen=True):
@@ -45,22 +45,26 @@ def _read_jsonc(path: str, source: str) -> Loaded:
     return Loaded(text, lambda: jsonc.loads(text, source))
 
 
-def _refuse_code(path: str, source: str) -> NoReturn:
-    json_name = os.path.basename(path).rsplit(".", 1)[0] + ".json"
-    raise ConfigError(
-        "JS/TS config files are not supported yet in this version",
-        file=source,
-        hint=f"write the same object as JSON in {json_name} (comments and trailing commas are "
-        "allowed)",
-    )
+def _refuse_cts(path: str, source: str) -> NoReturn:
+    raise ConfigError("a CommonJS TypeScript config (.cts) is not supported", file=source,
+                      hint="write it as vx.config.ts (an ES module), vx.config.cjs or vx.config.json")
 
 
-# One row per extension: how to read the file into something to decode.
-LOADERS: dict[str, Callable[[str, str], Loaded]] = {
+# One row per extension a config file may have; code configs (WS-05) are evaluated by Node in one
+# batch (`vx.config.evaluation`), so their row is None here.
+LOADERS: dict[str, Callable[[str, str], Loaded] | None] = {
     ".json": _read_jsonc,
     ".jsonc": _read_jsonc,
-    **{ext: _refuse_code for ext in _JS_EXTENSIONS},
+    ".cts": _refuse_cts,
+    **{ext: None for ext in _CODE_EXTENSIONS},
 }
+
+
+class Found(Struct, frozen=True):
+    path: str  # absolute
+    ext: str
+    source: str  # workspace-relative, as refusals name it
+
 
 # Generated and copy-pasted monorepos repeat one config text in many projects. Whether a
 # text is valid does not depend on where it sits, so each distinct text is decoded and
@@ -91,42 +95,80 @@ def _rel(rel_dir: str, name: str) -> str:
 
 
 def load_project(workspace_root: Path, pkg: Package, turbo: TurboRoot | None = None,
-                 manager: str = "npm") -> ProjectConfig:
+                 manager: str = "npm", env: Mapping[str, str] | None = None) -> ProjectConfig:
     """The project config beside `pkg`'s package.json; else, in a Turborepo repository (`turbo`),
     its tasks as turbo would run them (TL-05); else empty (source "")."""
-    directory = os.path.join(workspace_root, pkg.dir) if pkg.dir else str(workspace_root)
-    found = _config_file(directory, "vx.config", pkg.dir, also="turbo.json" if turbo and pkg.dir else None)
+    found = _locate(str(workspace_root), pkg, turbo)
+    values = _evaluate(str(workspace_root), [found], env)
+    return _project(str(workspace_root), pkg, found, values, turbo, manager)
+
+
+def load_all(ws: Workspace, env: Mapping[str, str] | None = None) -> dict[str, ProjectConfig]:
+    """Every package's project config, by package name (the root under `//`); the ones written as
+    code evaluated together, in one Node process."""
+    from vx.config.turbo import find_root
+
+    root = str(ws.root)
+    turbo = find_root(root)
+    found = {name: _locate(root, pkg, turbo) for name, pkg in ws.packages.items()}
+    values = _evaluate(root, found.values(), env)
+    return {name: _project(root, pkg, found[name], values, turbo, ws.manager) for name, pkg in ws.packages.items()}
+
+
+def load_workspace(root: Path, env: Mapping[str, str] | None = None) -> WorkspaceConfig:
+    """The root vx.workspace file (WS-11), or the defaults when there is none."""
+    located = _config_file(str(root), "vx.workspace", "")
+    if located is None:
+        return WorkspaceConfig()
+    path, ext = located
+    found = Found(path, ext, os.path.basename(path))
+    values = _evaluate(str(root), [found], env)
+    return validate_workspace(_decoded(found, values), found.source)
+
+
+def _locate(root: str, pkg: Package, turbo: TurboRoot | None) -> Found | None:
+    directory = os.path.join(root, pkg.dir) if pkg.dir else root
+    located = _config_file(directory, "vx.config", pkg.dir, also="turbo.json" if turbo and pkg.dir else None)
+    if located is None:
+        return None
+    path, ext = located
+    return Found(path, ext, _rel(pkg.dir, os.path.basename(path)))
+
+
+def _evaluate(root: str, found, env: Mapping[str, str] | None) -> dict[str, Any]:
+    """The code configs among `found`, evaluated: their default exports by path."""
+    code = {f.path: f.source for f in found if f is not None and LOADERS[f.ext] is None}
+    if not code:
+        return {}
+    from vx.config.evaluation import evaluate
+
+    return evaluate(root, code, os.environ if env is None else env)
+
+
+def _decoded(found: Found, values: Mapping[str, Any]) -> Any:
+    loader = LOADERS[found.ext]
+    return values[found.path] if loader is None else loader(found.path, found.source).decode()
+
+
+def _project(root: str, pkg: Package, found: Found | None, values: Mapping[str, Any], turbo: TurboRoot | None,
+             manager: str) -> ProjectConfig:
     if found is None:
-        return _from_turbo(directory, pkg, turbo, manager) if turbo is not None else ProjectConfig(source="")
-    path, ext = found
-    source = _rel(pkg.dir, os.path.basename(path))
-    loaded = LOADERS[ext](path, source)
+        if turbo is None:
+            return ProjectConfig(source="")
+        directory = os.path.join(root, pkg.dir) if pkg.dir else root
+        return _from_turbo(directory, pkg, turbo, manager)
+    loader = LOADERS[found.ext]
+    if loader is None:
+        return validate_project(values[found.path], found.source)
+    loaded = loader(found.path, found.source)
     known = _PROJECT_MEMO.get(loaded.text)
     if known is not None:
-        return replace(known, source=source)
-    config = validate_project(loaded.decode(), source)
+        return replace(known, source=found.source)
+    config = validate_project(loaded.decode(), found.source)
     if len(_PROJECT_MEMO) >= _PROJECT_MEMO_LIMIT:
         _PROJECT_MEMO.clear()
     _PROJECT_MEMO[loaded.text] = config
     return config
-
-
-def load_workspace(root: Path) -> WorkspaceConfig:
-    """The root vx.workspace file (WS-11), or the defaults when there is none."""
-    found = _config_file(str(root), "vx.workspace", "")
-    if found is None:
-        return WorkspaceConfig()
-    path, ext = found
-    source = os.path.basename(path)
-    return validate_workspace(LOADERS[ext](path, source).decode(), source)
-
-
-def load_all(ws: Workspace) -> dict[str, ProjectConfig]:
-    """Every package's project config, by package name (the root under `//`)."""
-    from vx.config.turbo import find_root
-
-    turbo = find_root(str(ws.root))
-    return {name: load_project(ws.root, pkg, turbo, ws.manager) for name, pkg in ws.packages.items()}
 
 
 def _from_turbo(directory: str, pkg: Package, turbo: TurboRoot, manager: str) -> ProjectConfig:

@@ -1,0 +1,52 @@
+"""Pinned npm packages the scenarios use for real, installed once into a cache dir shared by runs:
+the `turborepo-remote-cache` server (remote_servers.py) and `typescript` (configs written in TS).
+
+`python tests/scenarios/npm_packages.py --install` installs them all (dev/test runs it first).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+PINNED = {"turborepo-remote-cache": "2.12.0", "typescript": "5.9.3"}
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("VX_TEST_CACHE") or Path.home() / ".cache" / "vx-test")
+
+
+def installed(package: str) -> Path:
+    """The package's directory (`…/node_modules/<package>`), installing the pinned version once
+    (a file lock guards racing installs)."""
+    version = PINNED[package]
+    base = cache_root() / "npm"
+    target = base / f"{package}-{version}"
+    where = target / "node_modules" / package
+    if (where / "package.json").exists():
+        return where
+    base.mkdir(parents=True, exist_ok=True)
+    with open(base / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (where / "package.json").exists():
+            _npm_install(target, f"{package}@{version}")
+    return where
+
+
+def _npm_install(target: Path, spec: str) -> None:
+    temp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
+    shutil.rmtree(temp, ignore_errors=True)
+    temp.mkdir(parents=True)
+    subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--omit=dev", "--loglevel=error", "--prefix",
+                    str(temp), spec], check=True, timeout=900, stdout=subprocess.DEVNULL)
+    shutil.rmtree(target, ignore_errors=True)
+    temp.rename(target)
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--install"]:
+    for name in PINNED:
+        print(installed(name))
