@@ -21,6 +21,7 @@ usage: vx <verb> [options]
 verbs:
   run [OPTIONS] [TASK | PKG#TASK …] [-- ARGS]   run tasks and what they depend on
   info                                        what vx sees here: versions, workspace, cache, sandbox
+  cache prune [--older-than DUR] [--max-size SIZE]   evict old and least recently used cache entries
   help [VERB]                                 show help for vx or one verb
   version                                     print the version (also --version)
 
@@ -59,7 +60,19 @@ Prints what vx sees from here: its version, git and node, the workspace root, pa
 projects and tasks (or the config error), the cache dir and its size, workers, and the sandbox.
 """
 
-VERB_HELP = {"run": RUN_HELP, "info": INFO_HELP, "help": "usage: vx help [VERB]\n",
+CACHE_HELP = """usage: vx cache prune [--older-than DUR] [--max-size SIZE] [--dry-run] [--format text|json]
+                      [--cache-dir PATH]
+
+Evicts local cache entries not used for longer than DUR (30d, 12h, 90m, 45s, 2w), then the least
+recently used until the cache fits in SIZE (10G, 500MB, 64KB; K/M/G/T are powers of 1024), and
+sweeps artifacts and temp files no index row accounts for (an hour old) and rows whose artifact
+is gone. Waits for a `vx run` of the same workspace to finish first.
+
+  --dry-run        say what would go; remove nothing
+  --format json    print {dryRun, evicted, bytesFreed, orphans, orphanBytes, phantoms, kept, keptBytes}
+"""
+
+VERB_HELP = {"run": RUN_HELP, "info": INFO_HELP, "cache": CACHE_HELP, "help": "usage: vx help [VERB]\n",
              "version": "usage: vx version\n"}
 
 # Flags of `vx run`: name -> (kind, dest). kind: flag | value | optional (value only after `=`).
@@ -149,6 +162,10 @@ def _dispatch(args: list[str]) -> int:
         return _run(parse_run(rest), args)
     if verb == "info":
         return _info(rest)
+    if verb == "cache":
+        from vx.retention import cache_verb
+
+        return cache_verb(rest, os.environ, _say, CACHE_HELP)
     raise _unknown_verb(verb)
 
 

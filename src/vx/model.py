@@ -139,12 +139,20 @@ class RemoteCacheConfig(Struct, frozen=True):
     max_artifact_bytes: int | None = None
 
 
+class CacheRetention(Struct, frozen=True):
+    """How long the local cache keeps entries (LC-16): unused for longer than, and at most this much."""
+
+    older_than_s: float | None = None
+    max_bytes: int | None = None
+
+
 class WorkspaceConfig(Struct, frozen=True):
     source: str = ""
     concurrency: int | None = None
     cache_dir: str | None = None
     timeout_ms: int | None = None
     remote_cache: RemoteCacheConfig | None = None
+    cache_retention: CacheRetention | None = None
 
 
 # ---------------------------------------------------------------- graph

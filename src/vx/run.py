@@ -62,6 +62,7 @@ class Prepared(Struct):
     remote: object | None = None  # store.layered.LayeredStore when a remote layer is on (also `store`)
     remote_hits: frozenset[str] = frozenset()  # `--dry` only: keys the remote holds
     notices: tuple[str, ...] = ()
+    retention: object | None = None  # model.CacheRetention: the workspace's cacheRetention
 
 
 def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: RunLock | None = None) -> Prepared:
@@ -119,7 +120,7 @@ def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: 
         concurrency = ws_config.concurrency or cpus
     broad = req.all or (cwd_pkg == ROOT_PROJECT and any(t.package != ROOT_PROJECT for t in graph.requested))
     return Prepared(ws, graph, plans, index, store, hits, concurrency, broad, cache_dir, policy, remote,
-                    frozenset(remote_hits), cache.notices)
+                    frozenset(remote_hits), cache.notices, ws_config.cache_retention)
 
 
 def _open_remote(local, cache, plans: Mapping[TaskId, TaskPlan], hits: Mapping[str, object]):
@@ -273,10 +274,19 @@ def _run_id() -> str:
 
 
 def _close_store(prep: Prepared, emit: Emit) -> None:
-    """Close the store; with a remote layer that drains the uploads and tells the tally (RC-02)."""
+    """Close the store; with a remote layer that drains the uploads and tells the tally (RC-02).
+    The workspace's `cacheRetention` (LC-16) is applied just before the local store closes."""
+    settle = None
+    if prep.retention is not None and prep.policy.write:
+        from vx.retention import apply_at_run_end
+
+        def settle(local) -> None:
+            apply_at_run_end(local, prep.retention)
     if prep.remote is not None:
-        prep.remote.close(lambda message, level: emit(Notice(message, level=level)))
+        prep.remote.close(lambda message, level: emit(Notice(message, level=level)), settle)
     elif prep.store is not None:
+        if settle is not None:
+            settle(prep.store)
         prep.store.close()
 
 

@@ -662,6 +662,24 @@ def test_obs_02_write_summary_is_atomic_and_creates_parents(tmp_path):
     assert [p.name for p in target.parent.iterdir()] == ["run-1.json"]
 
 
+def test_obs_02_a_summary_to_a_device_or_fifo_is_written_through_never_renamed_over(tmp_path):
+    """`--summarize=/dev/null` once replaced the machine's /dev/null with a file (as root, a
+    rename over a device succeeds). A FIFO stands in for the device here."""
+    import stat
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    write_summary(summary([ok(LIB)]), fifo)
+    reader.join(timeout=10)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)  # still the pipe
+    assert json.loads(got[0])["summary"]["total"] == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]  # and no temp file beside it
+
+
 def test_obs_02_unwritable_summary_is_a_vx_error_with_a_hint(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")

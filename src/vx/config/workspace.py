@@ -1,4 +1,4 @@
-"""The workspace schema: vx.workspace.json (concurrency, cacheDir, timeout, remoteCache) into a
+"""The workspace schema: vx.workspace.json (concurrency, cacheDir, timeout, remoteCache, cacheRetention) into a
 WorkspaceConfig; a remote cache's token or key is refused here, never read from the file.
 """
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from vx.config.fields import MAX_TIMEOUT_MS, At, Level, _integer, _keys, _kind, _nx, _object, _string, _turbo
-from vx.model import RemoteCacheConfig, WorkspaceConfig
+from vx.model import CacheRetention, RemoteCacheConfig, WorkspaceConfig
 
 
 # ---------------------------------------------------------------- object levels
@@ -17,7 +17,7 @@ _NOT_YET_WS = "remove it; the defaults apply in this version"
 
 WORKSPACE = Level(
     "the workspace config",
-    frozenset({"concurrency", "cacheDir", "timeout", "remoteCache"}),
+    frozenset({"concurrency", "cacheDir", "timeout", "remoteCache", "cacheRetention"}),
     foreign={
         "pipeline": _turbo("pipeline", "each package's vx.config.json `tasks`"),
         "tasks": "tasks live in each package's vx.config.json",
@@ -31,7 +31,7 @@ WORKSPACE = Level(
         "workspaces": "members are read from package.json `workspaces` or pnpm-workspace.yaml",
     },
     unsupported={k: _NOT_YET_WS for k in
-                 ("plugins", "rules", "cacheRetention", "affectedBase", "cacheScope")},
+                 ("plugins", "rules", "affectedBase", "cacheScope")},
 )
 
 
@@ -54,7 +54,34 @@ def validate_workspace(data: Any, file: str) -> WorkspaceConfig:
         timeout_ms=_integer(obj["timeout"], at.key("timeout"), 1, MAX_TIMEOUT_MS)
         if "timeout" in obj else None,
         remote_cache=_remote_cache(obj["remoteCache"], at.key("remoteCache")) if "remoteCache" in obj else None,
+        cache_retention=_retention(obj["cacheRetention"], at.key("cacheRetention")) if "cacheRetention" in obj else None,
     )
+
+
+# ---------------------------------------------------------------- cacheRetention (LC-16)
+
+RETENTION = Level("cacheRetention", frozenset({"olderThan", "maxSize"}),
+                  foreign={"maxAge": "in vx it is `olderThan`", "ttl": "in vx it is `olderThan`",
+                           "size": "in vx it is `maxSize`", "maxBytes": "in vx it is `maxSize` (e.g. \"10G\")"})
+
+
+def _retention(value: Any, at: At) -> CacheRetention:
+    """`cacheRetention: {olderThan?: "30d", maxSize?: "10G"}`, pruned at the end of each run."""
+    from vx.store.pruning import parse_duration, parse_size
+
+    obj = _object(value, at)
+    _keys(obj, at, RETENTION)
+    if not {"olderThan", "maxSize"} & set(obj):
+        at.refuse("`cacheRetention` bounds nothing", hint='e.g. "cacheRetention": {"olderThan": "30d", "maxSize": "10G"}')
+    out = {}
+    for key, parse, dest, example in (("olderThan", parse_duration, "older_than_s", "30d, 12h, 90m"),
+                                      ("maxSize", parse_size, "max_bytes", "10G, 500MB, 64KB")):
+        if key in obj:
+            parsed = parse(_string(obj[key], at.key(key)))
+            if isinstance(parsed, str):
+                at.key(key).refuse(f"`{key}`: {parsed}", hint=f"write a number and a unit: {example}")
+            out[dest] = parsed
+    return CacheRetention(**out)
 
 
 # ---------------------------------------------------------------- remoteCache (RC-13, RC-14)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -86,11 +87,17 @@ def summary_dict(summary: RunSummary) -> dict[str, Any]:
 
 
 def write_summary(summary: RunSummary, path: Path) -> None:
-    """Write the summary atomically (temp file in the same directory, then rename)."""
+    """Write the summary atomically (temp file in the same directory, then rename) — or, to a path
+    that is no regular file (`/dev/null`, `/dev/stdout`, a FIFO), straight into it: renaming over
+    a device would replace it with a file."""
     import tempfile  # only `--summarize` pays for it
 
     text = json.dumps(summary_dict(summary), indent=2) + "\n"
     try:
+        if _special(path):
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            return
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         try:
@@ -106,3 +113,11 @@ def write_summary(summary: RunSummary, path: Path) -> None:
             facts=(f"path: {path}", f"cause: {exc.strerror or exc}"),
             hint="pass --summarize=<path> with a writable directory",
         ) from None
+
+
+def _special(path: Path) -> bool:
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))

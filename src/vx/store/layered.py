@@ -89,8 +89,9 @@ class LayeredStore:
         """Warnings nobody heard yet (a `--dry` run has no reporter attached)."""
         return self.health.drain()
 
-    def close(self, say: Say | None = None) -> None:
-        """Drain the uploads, stop the pools, tell the tally, close the local store."""
+    def close(self, say: Say | None = None, settle: Callable[[LocalStore], None] | None = None) -> None:
+        """Drain the uploads, stop the pools, tell the tally, `settle` the local store (retention:
+        only once nothing is still uploading from it), close it."""
         wait(list(self._uploads))
         for pool in (self._fetch_pool, self._upload_pool):
             if pool is not None:
@@ -102,6 +103,8 @@ class LayeredStore:
         line = self.health.tally()
         if line is not None:
             self.health.tell(*line)
+        if settle is not None:
+            settle(self.local)
         self.local.close()
 
     def _pool(self, kind: str) -> ThreadPoolExecutor:

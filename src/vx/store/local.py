@@ -172,12 +172,22 @@ class LocalStore:
         with self._lock:
             if self._db is None:
                 return
-            if self._accessed or self._stamps_due:
-                with _transaction(self._db, immediate=True):
-                    self._touch(list(self._accessed))
-                    self._write_due_stamps()
+            self._flush()
             self._db.close()
             self._db = None
+
+    def flush(self) -> None:
+        """Write the batched `accessed_at` updates and stamps now (before pruning reads them)."""
+        with self._lock:
+            if self._db is not None:
+                self._flush()
+
+    def _flush(self) -> None:
+        if self._accessed or self._stamps_due:
+            with _transaction(self._db, immediate=True):
+                self._touch(list(self._accessed))
+                self._write_due_stamps()
+            self._accessed = set()
 
     def _touch(self, keys: list[str]) -> None:
         rows.touch(self._db, keys, time.time())
@@ -355,6 +365,24 @@ class LocalStore:
             "INSERT INTO output_stamps VALUES (?,?,?,?,?)",
             [(key, self._root_key, path, ino, ctime) for path, (ino, ctime) in stamps.items()],
         )
+
+    # ------------------------------------------------------------ pruning (LC-16, vx.store.pruning)
+
+    def entry_rows(self) -> list[tuple[str, str, int, float, str]]:
+        """Every entry as (key, task id, artifact bytes, accessed_at, crc)."""
+        with self._lock:
+            return list(self._db.execute("SELECT hash, task_id, size_bytes, accessed_at, crc FROM entries"))
+
+    def entry_summary(self) -> tuple[int, int, float | None]:
+        """(entries, their bytes, the oldest accessed_at): whether a retention is due, in one query."""
+        with self._lock:
+            count, total, oldest = self._db.execute(
+                "SELECT COUNT(*), COALESCE(SUM(size_bytes), 0), MIN(accessed_at) FROM entries").fetchone()
+        return count, total, oldest
+
+    def evict(self, entries: Sequence[tuple[str, str]]) -> None:
+        """Drop (key, crc) entries: their rows and artifacts."""
+        self._drop(entries)
 
     def _drop(self, entries: Sequence[tuple[str, str]]) -> None:
         """Forget (key, crc) entries and delete their artifacts, so the next run does not retry them.
