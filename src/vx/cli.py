@@ -36,6 +36,10 @@ that declares it. Arguments after `--` reach the requested tasks only, and are i
 
 selection:
   --all                     every project that declares the task
+  --filter, -F SELECTOR     only these projects (repeatable): name, @scope/*, ./dir, ., //,
+                            tag:x, name... (and its dependencies), ...name (and dependents),
+                            name^... / ...^name (without itself), [ref] (changed since ref),
+                            !name (exclude)
 options:
   --concurrency N|N%        tasks run at once (default: CPUs, cgroup-aware)
   --continue[=MODE]         never | deps-ok (default) | always (bare: always)
@@ -78,6 +82,7 @@ VERB_HELP = {"run": RUN_HELP, "info": INFO_HELP, "cache": CACHE_HELP, "help": "u
 # Flags of `vx run`: name -> (kind, dest). kind: flag | value | optional (value only after `=`).
 RUN_FLAGS = {
     "--all": ("flag", "all"),
+    "--filter": ("list", "filters"),
     "--concurrency": ("value", "concurrency"),
     "--continue": ("optional", "continue_mode"),
     "--force": ("flag", "force"),
@@ -90,7 +95,8 @@ RUN_FLAGS = {
     "--summarize": ("optional", "summarize"),
     "--verify": ("optional", "verify"),
 }
-FLAG_ALIASES = {"--dry-run": "--dry", "--parallel": "--concurrency", "--skip-nx-cache": "--force"}
+FLAG_ALIASES = {"--dry-run": "--dry", "--parallel": "--concurrency", "--skip-nx-cache": "--force", "-F": "--filter",
+                "--projects": "--filter", "-p": "--filter"}
 CONTINUE_ALIASES = {"dependencies-successful": "deps-ok", "": "always"}
 FOREIGN_VERBS = {"build": "run build", "test": "run test", "lint": "run lint", "run-many": "run --all",
                  "exec": "run", "ls": "run --dry", "graph": "run --dry"}
@@ -101,6 +107,7 @@ class RunArgs:
 
     def __init__(self) -> None:
         self.names: list[str] = []
+        self.filters: list[str] = []
         self.forward: list[str] = []
         self.all = self.force = self.no_cache = False
         self.concurrency: str | None = None
@@ -235,7 +242,10 @@ def parse_run(tokens: Sequence[str]) -> RunArgs:
                 value = tokens[next(it)]
             if value == "":
                 raise UsageError(f"`{name}` needs a value", hint=f"write `{name}=VALUE`")
-            setattr(out, dest, value)
+            if kind == "list":
+                getattr(out, dest).append(value)
+            else:
+                setattr(out, dest, value)
     return out
 
 
@@ -307,8 +317,14 @@ def _run(args: RunArgs, argv: list[str]) -> int:
     if args.dry is not None and args.summarize is not None:
         raise UsageError("`--summarize` cannot be combined with `--dry`", hint="a dry run executes nothing to summarise")
     verify = _verify_mode(args.verify, args.dry)
+    if args.filters:
+        from vx.filters import parse
+
+        for text in args.filters:
+            parse(text)  # a malformed filter is refused before anything is read
     req = RunRequest(
-        cwd=Path(os.getcwd()), names=tuple(args.names), all=args.all, forward_args=tuple(args.forward),
+        cwd=Path(os.getcwd()), names=tuple(args.names), all=args.all, filters=tuple(args.filters),
+        forward_args=tuple(args.forward),
         concurrency=args.concurrency, continue_mode=_continue_mode(args.continue_mode), no_cache=args.no_cache,
         force=args.force, cache_dir=args.cache_dir, timeout_ms=timeout, retries=_plain_int("--retry", args.retry),
         cache_spec=args.cache, dry=args.dry is not None, verify=verify)

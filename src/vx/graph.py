@@ -18,6 +18,7 @@ class Selection(Struct, frozen=True):
     names: tuple[str, ...]
     cwd_package: str
     all: bool = False
+    projects: frozenset[str] | None = None  # `--filter`: the requested tasks run in these projects only
 
 
 def build_graph(ws: Workspace, configs: Mapping[str, ProjectConfig], sel: Selection) -> TaskGraph:
@@ -60,6 +61,8 @@ def _resolve_one(ws: Workspace, configs: Mapping[str, ProjectConfig], sel: Selec
             f"no project declares a task named `{name}`",
             hint=suggestion(name, _all_task_names(configs), noun="tasks"),
         )
+    if sel.projects is not None:
+        return _filtered_holders(holders, sel.projects, name)
     if sel.all:
         return [TaskId(p, name) for p in holders]
     if name in configs.get(sel.cwd_package, ProjectConfig("")).tasks:
@@ -72,6 +75,17 @@ def _resolve_one(ws: Workspace, configs: Mapping[str, ProjectConfig], sel: Selec
         facts=(f"declared by: {', '.join(holders[:8])}{', …' if len(holders) > 8 else ''}",),
         hint=f"run it everywhere with `vx run {name} --all`, or name one: `vx run {holders[0]}#{name}`",
     )
+
+
+def _filtered_holders(holders: list[str], projects: frozenset[str], name: str) -> list[TaskId]:
+    """With `--filter`, the task in every selected project that declares it (CLI-21)."""
+    chosen = [p for p in holders if p in projects]
+    if not chosen:
+        shown = ", ".join(sorted(projects)[:8]) + (", …" if len(projects) > 8 else "")
+        raise UnknownTaskError(f"no project the filter selects declares `{name}`",
+                               facts=(f"selected: {shown}", f"declared by: {', '.join(holders[:8])}"),
+                               hint="widen the filter, e.g. with `...` for the dependencies")
+    return [TaskId(p, name) for p in chosen]
 
 
 def _qualified(ws: Workspace, configs: Mapping[str, ProjectConfig], pkg: str, task: str, text: str) -> TaskId:

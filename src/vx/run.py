@@ -33,6 +33,7 @@ class RunRequest(Struct, frozen=True):
     cwd: Path
     names: tuple[str, ...]
     all: bool = False
+    filters: tuple[str, ...] = ()  # `--filter` selectors (CLI-21)
     forward_args: tuple[str, ...] = ()
     concurrency: str | None = None
     continue_mode: str = "deps-ok"
@@ -83,7 +84,8 @@ def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: 
             configs = config.load_all(ws, host_env)
         with stages("build graph"):
             cwd_pkg = package_of(ws, req.cwd)
-            graph = build_graph(ws, configs, Selection(req.names, cwd_pkg, req.all))
+            projects = _filtered(req, ws, configs, cwd_pkg) if req.filters else None
+            graph = build_graph(ws, configs, Selection(req.names, cwd_pkg, req.all, projects))
         _refuse_group_only_args(graph, req)
     except BaseException:
         pending.close()
@@ -118,9 +120,18 @@ def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: 
         concurrency = environment.parse_concurrency(req.concurrency, cpus)
     else:
         concurrency = ws_config.concurrency or cpus
-    broad = req.all or (cwd_pkg == ROOT_PROJECT and any(t.package != ROOT_PROJECT for t in graph.requested))
+    broad = req.all or bool(req.filters) or (cwd_pkg == ROOT_PROJECT and any(t.package != ROOT_PROJECT for t in graph.requested))
     return Prepared(ws, graph, plans, index, store, hits, concurrency, broad, cache_dir, policy, remote,
                     frozenset(remote_hits), cache.notices, ws_config.cache_retention)
+
+
+def _filtered(req: RunRequest, ws: Workspace, configs, cwd_pkg: str) -> frozenset[str]:
+    """The projects `--filter` selects (CLI-40)."""
+    from vx import filters
+
+    cwd_rel = os.path.relpath(req.cwd, ws.root)
+    return filters.select([filters.parse(t) for t in req.filters], ws, configs, cwd_pkg,
+                          "" if cwd_rel == "." else cwd_rel)
 
 
 def _open_remote(local, cache, plans: Mapping[TaskId, TaskPlan], hits: Mapping[str, object]):
