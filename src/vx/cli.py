@@ -40,6 +40,8 @@ selection:
                             tag:x, name... (and its dependencies), ...name (and dependents),
                             name^... / ...^name (without itself), [ref] (changed since ref),
                             !name (exclude)
+  --affected[=REF]          only tasks a change since REF reaches (its inputs, or its deps');
+                            REF defaults to affectedBase, origin/HEAD, main or master, HEAD~1
 options:
   --concurrency N|N%        tasks run at once (default: CPUs, cgroup-aware)
   --continue[=MODE]         never | deps-ok (default) | always (bare: always)
@@ -83,6 +85,7 @@ VERB_HELP = {"run": RUN_HELP, "info": INFO_HELP, "cache": CACHE_HELP, "help": "u
 RUN_FLAGS = {
     "--all": ("flag", "all"),
     "--filter": ("list", "filters"),
+    "--affected": ("optional", "affected"),
     "--concurrency": ("value", "concurrency"),
     "--continue": ("optional", "continue_mode"),
     "--force": ("flag", "force"),
@@ -108,6 +111,7 @@ class RunArgs:
     def __init__(self) -> None:
         self.names: list[str] = []
         self.filters: list[str] = []
+        self.affected: str | None = None
         self.forward: list[str] = []
         self.all = self.force = self.no_cache = False
         self.concurrency: str | None = None
@@ -324,11 +328,21 @@ def _run(args: RunArgs, argv: list[str]) -> int:
             parse(text)  # a malformed filter is refused before anything is read
     req = RunRequest(
         cwd=Path(os.getcwd()), names=tuple(args.names), all=args.all, filters=tuple(args.filters),
+        affected=_affected_ref(args.affected),
         forward_args=tuple(args.forward),
         concurrency=args.concurrency, continue_mode=_continue_mode(args.continue_mode), no_cache=args.no_cache,
         force=args.force, cache_dir=args.cache_dir, timeout_ms=timeout, retries=_plain_int("--retry", args.retry),
         cache_spec=args.cache, dry=args.dry is not None, verify=verify)
     return _run_request(req, _dry_format(args.dry), args.summarize, timer_start, argv)
+
+
+def _affected_ref(value: str | None) -> str | None:
+    """`--affected` ("" : the default base) or `--affected=<ref>`, checked before anything is read."""
+    if value:
+        from vx.affected import check_ref
+
+        check_ref(value)
+    return value
 
 
 def _run_request(req, dry: str | None, summarize: str | None, timer_start: float, argv: list[str]) -> int:
@@ -458,7 +472,7 @@ def _dry(prep, fmt: str) -> int:
     render_dry(dry_plan(prep), fmt, sys.stdout)
     if prep.store is not None:
         prep.store.close()
-    notes = [(message, "warning") for message in prep.notices]
+    notes = list(prep.notices)
     for message, level in notes + (prep.remote.messages() if prep.remote is not None else []):
         _say(f"vx: warning: {message}" if level == "warning" else f"vx: {message}")
     return EXIT_OK

@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from typing import Iterable, Mapping
 
 from msgspec import Struct
 
-from vx import witness
 from vx.errors import UsageError, suggestion
 from vx.model import ROOT_PROJECT, ProjectConfig, Workspace
 
@@ -182,30 +180,6 @@ def _nothing_hint(includes: list[Filter], ws: Workspace) -> str:
 def changed_since(ws: Workspace, ref: str) -> set[str]:
     """Packages holding a file changed between the merge-base of `ref` and HEAD and the worktree,
     untracked files included; a root-level file changes the root project."""
-    root = str(ws.root)
-    base = _git(root, ["merge-base", ref, "HEAD"], ref).strip()
-    paths = _git(root, ["diff", "--name-only", "--no-renames", "-z", base], ref).split("\0")
-    paths += _git(root, ["ls-files", "--others", "--exclude-standard", "-z"], ref).split("\0")
-    dirs = sorted(((pkg.dir, name) for name, pkg in ws.packages.items()), key=lambda d: -len(d[0]))
-    out = set()
-    for path in filter(None, paths):
-        for d, name in dirs:
-            if not d or path.startswith(d + "/"):
-                out.add(name)
-                break
-    return out
+    from vx.affected import by_project, changed_paths
 
-
-def _git(root: str, args: list[str], ref: str) -> str:
-    argv = ["git", *args]
-    try:
-        proc = subprocess.run(argv, cwd=root, capture_output=True, timeout=60,
-                              env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
-    except FileNotFoundError:
-        raise UsageError("`--filter [ref]` needs git, and `git` is not on PATH", hint="install git") from None
-    if proc.returncode != 0:
-        detail = proc.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no detail"]
-        raise UsageError(f"--filter: cannot compare with `{ref}`: {detail[0]}",
-                         hint="is it a ref of this repository? a shallow clone may need `git fetch --unshallow`")
-    witness.ran(argv, proc.returncode, proc.stdout)
-    return proc.stdout.decode("utf-8", errors="surrogateescape")
+    return set(by_project(ws, changed_paths(str(ws.root), ref, flag="--filter")))

@@ -153,6 +153,7 @@ class WorkspaceConfig(Struct, frozen=True):
     timeout_ms: int | None = None
     remote_cache: RemoteCacheConfig | None = None
     cache_retention: CacheRetention | None = None
+    affected_base: str | None = None  # the ref `--affected` compares with by default (CLI-42)
 
 
 # ---------------------------------------------------------------- graph

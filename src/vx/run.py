@@ -34,6 +34,7 @@ class RunRequest(Struct, frozen=True):
     names: tuple[str, ...]
     all: bool = False
     filters: tuple[str, ...] = ()  # `--filter` selectors (CLI-21)
+    affected: str | None = None  # `--affected`: "" for the default base, else the ref (CLI-22)
     forward_args: tuple[str, ...] = ()
     concurrency: str | None = None
     continue_mode: str = "deps-ok"
@@ -62,7 +63,7 @@ class Prepared(Struct):
     policy: CachePolicy = CachePolicy()
     remote: object | None = None  # store.layered.LayeredStore when a remote layer is on (also `store`)
     remote_hits: frozenset[str] = frozenset()  # `--dry` only: keys the remote holds
-    notices: tuple[str, ...] = ()
+    notices: tuple[tuple[str, str], ...] = ()  # (message, info | warning)
     retention: object | None = None  # model.CacheRetention: the workspace's cacheRetention
 
 
@@ -82,10 +83,14 @@ def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: 
             ws_config = config.load_workspace(ws.root, host_env)
             cache_dir = resolve_cache_dir(req, ws, ws_config, host_env)
             configs = config.load_all(ws, host_env)
+        affected_notice = None
         with stages("build graph"):
             cwd_pkg = package_of(ws, req.cwd)
             projects = _filtered(req, ws, configs, cwd_pkg) if req.filters else None
-            graph = build_graph(ws, configs, Selection(req.names, cwd_pkg, req.all, projects))
+            graph = build_graph(ws, configs, Selection(req.names, cwd_pkg, req.all or req.affected is not None,
+                                                       projects))
+            if req.affected is not None:
+                graph, affected_notice = _affected(req, ws, ws_config, configs, graph, cwd_pkg)
         _refuse_group_only_args(graph, req)
     except BaseException:
         pending.close()
@@ -122,7 +127,24 @@ def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: 
         concurrency = ws_config.concurrency or cpus
     broad = req.all or bool(req.filters) or (cwd_pkg == ROOT_PROJECT and any(t.package != ROOT_PROJECT for t in graph.requested))
     return Prepared(ws, graph, plans, index, store, hits, concurrency, broad, cache_dir, policy, remote,
-                    frozenset(remote_hits), cache.notices, ws_config.cache_retention)
+                    frozenset(remote_hits),
+                    tuple((m, "warning") for m in cache.notices) + (((affected_notice, "info"),) if affected_notice else ()),
+                    ws_config.cache_retention)
+
+
+def _affected(req: RunRequest, ws: Workspace, ws_config, configs, graph: TaskGraph,
+              cwd_pkg: str) -> tuple[TaskGraph, str | None]:
+    """Only the requested tasks a change since the base reaches (CLI-41); the notice when none is."""
+    from vx import affected
+
+    root = str(ws.root)
+    ref = affected.base_ref(root, req.affected, ws_config.affected_base)
+    keep = affected.reached(graph, affected.seeds(ws, configs, affected.changed_paths(root, ref)))
+    if not keep:
+        return build_graph(ws, configs, Selection((), cwd_pkg)), f"nothing affected since {ref}"
+    if len(keep) == len(graph.requested):
+        return graph, None
+    return build_graph(ws, configs, Selection(tuple(f"{t.package}#{t.task}" for t in keep), cwd_pkg)), None
 
 
 def _filtered(req: RunRequest, ws: Workspace, configs, cwd_pkg: str) -> frozenset[str]:
@@ -303,8 +325,8 @@ def _close_store(prep: Prepared, emit: Emit) -> None:
 
 def _announce(prep: Prepared, emit: Emit) -> None:
     emit(RunStarted(prep.graph, prep.concurrency))
-    for message in prep.notices:
-        emit(Notice(message))
+    for message, level in prep.notices:
+        emit(Notice(message, level=level))
     if prep.remote is not None:
         prep.remote.attach(lambda message, level: emit(Notice(message, level=level)))
 

@@ -1,5 +1,5 @@
-"""The workspace schema: vx.workspace.json (concurrency, cacheDir, timeout, remoteCache, cacheRetention) into a
-WorkspaceConfig; a remote cache's token or key is refused here, never read from the file.
+"""The workspace schema: vx.workspace.json (concurrency, cacheDir, timeout, remoteCache, cacheRetention,
+affectedBase) into a WorkspaceConfig; a remote cache's token or key is refused here, never read from the file.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ _NOT_YET_WS = "remove it; the defaults apply in this version"
 
 WORKSPACE = Level(
     "the workspace config",
-    frozenset({"concurrency", "cacheDir", "timeout", "remoteCache", "cacheRetention"}),
+    frozenset({"concurrency", "cacheDir", "timeout", "remoteCache", "cacheRetention", "affectedBase"}),
     foreign={
         "pipeline": _turbo("pipeline", "each package's vx.config.json `tasks`"),
         "tasks": "tasks live in each package's vx.config.json",
@@ -31,7 +31,7 @@ WORKSPACE = Level(
         "workspaces": "members are read from package.json `workspaces` or pnpm-workspace.yaml",
     },
     unsupported={k: _NOT_YET_WS for k in
-                 ("plugins", "rules", "affectedBase", "cacheScope")},
+                 ("plugins", "rules", "cacheScope")},
 )
 
 
@@ -55,7 +55,19 @@ def validate_workspace(data: Any, file: str) -> WorkspaceConfig:
         if "timeout" in obj else None,
         remote_cache=_remote_cache(obj["remoteCache"], at.key("remoteCache")) if "remoteCache" in obj else None,
         cache_retention=_retention(obj["cacheRetention"], at.key("cacheRetention")) if "cacheRetention" in obj else None,
+        affected_base=_affected_base(obj["affectedBase"], at.key("affectedBase")) if "affectedBase" in obj else None,
     )
+
+
+def _affected_base(value: Any, at: At) -> str:
+    from vx.affected import check_ref
+    from vx.errors import UsageError
+
+    ref = _string(value, at)
+    try:
+        return check_ref(ref)
+    except UsageError as exc:
+        at.refuse(f"`affectedBase` {ref!r} is not a ref vx will compare against", hint=exc.hint)
 
 
 # ---------------------------------------------------------------- cacheRetention (LC-16)

@@ -1,0 +1,154 @@
+"""`--affected[=<ref>]`: only the requested tasks a git change reaches (CLI-22, CLI-41, CLI-42).
+
+The change: from the merge-base of the base ref and HEAD to the worktree, untracked files
+included. It seeds *tasks*, not projects — a cached task when a changed path is one of its
+declared inputs (`cache.inputs.files` in its project, `workspaceFiles` anywhere); every task of a
+project whose `package.json` or config changed, or which holds a changed path no cached task of it
+declares; an uncached task for any change in its project. A requested task runs when it, or
+anything its `dependsOn` reaches, is a seed. A root fingerprint file (a lockfile, the workspace
+config, the root turbo.json) selects everything.
+
+The base: the ref given, else the workspace's `affectedBase`, else `origin/HEAD`, else the first
+of `origin/main`, `origin/master`, `main`, `master` that exists and is not the branch checked out,
+else `HEAD~1`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from typing import Iterable, Mapping
+
+from vx import witness
+from vx.errors import UsageError
+from vx.files import FINGERPRINT_FILES
+from vx.globs import GlobSet
+from vx.model import ROOT_PROJECT, ProjectConfig, TaskGraph, TaskId, Workspace
+
+_WORKSPACE_FILES = ("vx.workspace.json", "vx.workspace.jsonc", "vx.workspace.ts", "vx.workspace.mts",
+                    "vx.workspace.js", "vx.workspace.mjs", "turbo.json", "turbo.jsonc", "package.json")
+_PROJECT_FILES = ("package.json", "turbo.json")
+_FALLBACKS = ("origin/main", "origin/master", "main", "master")
+
+
+def check_ref(ref: str) -> str:
+    """A ref vx will hand to git: no option, no range, no `^x`, no `ref:path`."""
+    if not ref or ref.startswith(("-", "^")) or ".." in ref or ":" in ref or any(c.isspace() for c in ref):
+        raise UsageError(f"--affected={ref}: not a ref vx will compare against",
+                         hint="name a branch, tag or commit, e.g. --affected=origin/main")
+    return ref
+
+
+def base_ref(root: str, given: str | None, configured: str | None) -> str:
+    """CLI-42: the ref given, the workspace's `affectedBase`, then the usual suspects, then HEAD~1."""
+    if given:
+        return check_ref(given)
+    if configured:
+        return check_ref(configured)
+    if _resolves(root, "origin/HEAD"):
+        return "origin/HEAD"
+    current = _git(root, ["rev-parse", "--abbrev-ref", "HEAD"], "HEAD", quiet=True).strip()
+    for ref in _FALLBACKS:
+        if ref != current and ref != f"origin/{current}" and _resolves(root, ref):
+            return ref
+    if _resolves(root, "HEAD~1"):
+        return "HEAD~1"
+    raise UsageError("--affected: no base to compare with (no origin/HEAD, main or master, and HEAD has no parent)",
+                     hint="name one: --affected=<ref>; in a shallow clone, `git fetch --unshallow` first")
+
+
+def changed_paths(root: str, ref: str, flag: str = "--affected") -> list[str]:
+    """Workspace-relative paths changed since the merge-base of `ref` and HEAD, untracked included;
+    git's commands go to the receipt, so a replay sees a new change."""
+    base = _git(root, ["merge-base", ref, "HEAD"], ref, flag=flag).strip()
+    paths = _git(root, ["diff", "--name-only", "--no-renames", "--relative", "-z", base], ref, flag=flag).split("\0")
+    paths += _git(root, ["ls-files", "--others", "--exclude-standard", "-z"], ref, flag=flag).split("\0")
+    return sorted({p for p in paths if p})
+
+
+# ---------------------------------------------------------------- seeds
+
+
+def seeds(ws: Workspace, configs: Mapping[str, ProjectConfig], paths: Iterable[str]) -> set[TaskId] | None:
+    """The tasks the change seeds; None when it reaches everything (a root fingerprint file)."""
+    paths = list(paths)
+    if any(p in FINGERPRINT_FILES or p in _WORKSPACE_FILES for p in paths):
+        return None
+    by_project_paths = by_project(ws, paths)
+    out: set[TaskId] = set()
+    for project, rels in by_project_paths.items():
+        out |= _project_seeds(project, configs[project], rels)
+    for name, config in configs.items():  # workspaceFiles reach across projects
+        for task, cfg in config.tasks.items():
+            if cfg.cache is not None and cfg.cache.input_workspace_files:
+                globs = GlobSet(cfg.cache.input_workspace_files)
+                if any(globs.matches(p) for p in paths):
+                    out.add(TaskId(name, task))
+    return out
+
+
+def by_project(ws: Workspace, paths: list[str]) -> dict[str, list[str]]:
+    """Each path under its deepest project, relative to that project's dir."""
+    dirs = sorted(((pkg.dir, name) for name, pkg in ws.packages.items()), key=lambda d: -len(d[0]))
+    out: dict[str, list[str]] = {}
+    for path in paths:
+        for d, name in dirs:
+            if not d:
+                out.setdefault(name, []).append(path)
+                break
+            if path.startswith(d + "/"):
+                out.setdefault(name, []).append(path[len(d) + 1:])
+                break
+    return out
+
+
+def _project_seeds(project: str, config: ProjectConfig, rels: list[str]) -> set[TaskId]:
+    tasks = {name: cfg for name, cfg in config.tasks.items() if cfg.exec is not None}
+    every = {TaskId(project, name) for name in tasks}
+    if any(r in _PROJECT_FILES or r.startswith("vx.config.") for r in rels):
+        return every
+    out: set[TaskId] = set()
+    undeclared = False
+    cached = {name: (GlobSet(cfg.cache.input_files), GlobSet(cfg.cache.output_files))
+              for name, cfg in tasks.items() if cfg.cache is not None}
+    for rel in rels:
+        takers = {name for name, (inputs, outputs) in cached.items()
+                  if inputs.matches(rel) and not (outputs and outputs.matches(rel))}
+        out |= {TaskId(project, name) for name in takers}
+        undeclared = undeclared or not takers
+    if undeclared and project != ROOT_PROJECT:
+        return every
+    return out | {TaskId(project, name) for name, cfg in tasks.items() if cfg.cache is None}
+
+
+def reached(graph: TaskGraph, seeded: set[TaskId] | None) -> list[TaskId]:
+    """The requested tasks that are, or depend (transitively) on, a seed; all of them for None."""
+    if seeded is None:
+        return list(graph.requested)
+    hit: dict[TaskId, bool] = {}
+    for tid in graph.order:  # dependencies first
+        node = graph.nodes[tid]
+        hit[tid] = tid in seeded or any(hit[d] for d in node.deps)
+    return [tid for tid in graph.requested if hit[tid]]
+
+
+# ---------------------------------------------------------------- git
+
+
+def _resolves(root: str, ref: str) -> bool:
+    return bool(_git(root, ["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], ref, quiet=True).strip())
+
+
+def _git(root: str, args: list[str], ref: str, quiet: bool = False, flag: str = "--affected") -> str:
+    argv = ["git", *args]
+    try:
+        proc = subprocess.run(argv, cwd=root, capture_output=True, timeout=60,
+                              env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
+    except FileNotFoundError:
+        raise UsageError(f"vx requires git for {flag}, and `git` is not on PATH", hint="install git") from None
+    witness.ran(argv, proc.returncode, proc.stdout)
+    if proc.returncode != 0 and not quiet:
+        detail = proc.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no detail"]
+        raise UsageError(f"{flag}: cannot compare with `{ref}`: {detail[0]}",
+                         hint="is it a ref of this repository? a shallow clone may need `git fetch --unshallow`")
+    return proc.stdout.decode("utf-8", errors="surrogateescape") if proc.returncode == 0 else ""

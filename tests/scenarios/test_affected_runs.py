@@ -1,0 +1,82 @@
+"""`vx run --affected` (CLI-22, CLI-41, CLI-42): real vx, real git branches, real node builds."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import build_task, npm_workspace
+
+
+@pytest.fixture
+def ws(repo):
+    """a <- b <- c, and d alone; committed on main, then a feature branch checked out."""
+    ws = repo.write(npm_workspace({
+        "a": {"tasks": {"build": build_task()}, "files": {"src/a.js": "A;"}},
+        "b": {"deps": ["a"], "tasks": {"build": build_task()}, "files": {"src/b.js": "B;"}},
+        "c": {"deps": ["b"], "tasks": {"build": build_task()}, "files": {"src/c.js": "C;"}},
+        "d": {"tasks": {"build": build_task()}, "files": {"src/d.js": "D;", "README.md": "# d\n"}},
+    })).commit()
+    ws.git("checkout", "-q", "-b", "feature")
+    assert ws.vx("run", "build").code == 0
+    return ws
+
+
+def ran(result) -> set[str]:
+    assert result.code == 0, result.err
+    return set(result.statuses())
+
+
+def test_cli41_a_change_runs_the_tasks_it_reaches_and_their_dependencies(ws):
+    (ws.root / "packages/b/src/b.js").write_text("B2;")
+    got = ran(ws.vx("run", "build", "--affected"))  # the base: main, the branch this one left
+    assert got == {"a#build", "b#build", "c#build"}  # b changed, c depends on it; a is b's dependency
+    assert "d#build" not in got
+
+
+def test_cli41_committed_changes_on_the_branch_count_and_the_ref_can_be_named(ws):
+    (ws.root / "packages/d/src/d.js").write_text("D2;")
+    ws.commit("d on the branch")
+    assert ran(ws.vx("run", "build", "--affected=main")) == {"d#build"}
+    assert "nothing affected since HEAD" in ws.vx("run", "build", "--affected=HEAD").err
+
+
+def test_cli41_a_file_no_cached_task_declares_reaches_every_task_of_its_project(ws):
+    (ws.root / "packages/d/README.md").write_text("# d, edited\n")  # build's inputs are src/** only
+    assert ran(ws.vx("run", "build", "--affected")) == {"d#build"}
+
+
+def test_cli41_a_lockfile_change_reaches_everything(ws):
+    (ws.root / "package-lock.json").write_text("{}\n")
+    assert ran(ws.vx("run", "build", "--affected")) == {"a#build", "b#build", "c#build", "d#build"}
+
+
+def test_cli42_nothing_affected_exits_0_and_says_so(ws):
+    result = ws.vx("run", "build", "--affected")
+    assert result.code == 0 and "nothing affected since main" in result.err
+    assert ran(result) == set()
+
+
+def test_cli42_affected_base_from_the_workspace_config(ws):
+    (ws.root / "vx.workspace.json").write_text(json.dumps({"affectedBase": "release"}))
+    ws.commit("the base named")  # a workspace config change would reach everything
+    ws.git("branch", "release")
+    (ws.root / "packages/a/src/a.js").write_text("A2;")
+    ws.commit("on the branch")
+    result = ws.vx("run", "build", "--affected", "--dry=json")
+    plan = json.loads(result.out)
+    assert {t["id"] for t in plan["tasks"]} == {"a#build", "b#build", "c#build"}
+
+
+@pytest.mark.parametrize("ref, said", [("no-such-branch", "cannot compare with `no-such-branch`"),
+                                       ("-rf", "not a ref")])
+def test_cli42_a_bad_ref_is_refused(ws, ref, said):
+    result = ws.vx("run", "build", f"--affected={ref}")
+    assert result.code == 2 and said in result.err and "Traceback" not in result.err
+
+
+def test_cli41_affected_and_filter_together(ws):
+    for p in "bd":
+        (ws.root / f"packages/{p}/src/{p}.js").write_text("X;")
+    assert ran(ws.vx("run", "build", "--affected", "--filter", "d")) == {"d#build"}
