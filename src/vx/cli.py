@@ -52,6 +52,8 @@ options:
   --timeout MS              default per-task timeout in milliseconds
   --retry N                 default extra attempts for a failing task
   --dry[=text|json]         print the plan with predicted cache status; run nothing
+  --output-logs MODE        full | new-only | errors-only | hash-only | none: which task
+                            output to show (default: by flow; failures are never silent)
   --summarize[=PATH]        write the run summary JSON (default: <cache>/runs/<id>.json)
   --verify[=inputs]         run every cached task traced (no cache reads) and fail on
                             files it read that its cache.inputs do not declare
@@ -85,6 +87,7 @@ VERB_HELP = {"run": RUN_HELP, "info": INFO_HELP, "cache": CACHE_HELP, "help": "u
 RUN_FLAGS = {
     "--all": ("flag", "all"),
     "--filter": ("list", "filters"),
+    "--output-logs": ("value", "output_logs"),
     "--affected": ("optional", "affected"),
     "--concurrency": ("value", "concurrency"),
     "--continue": ("optional", "continue_mode"),
@@ -112,6 +115,7 @@ class RunArgs:
         self.names: list[str] = []
         self.filters: list[str] = []
         self.affected: str | None = None
+        self.output_logs: str | None = None
         self.forward: list[str] = []
         self.all = self.force = self.no_cache = False
         self.concurrency: str | None = None
@@ -333,7 +337,7 @@ def _run(args: RunArgs, argv: list[str]) -> int:
         concurrency=args.concurrency, continue_mode=_continue_mode(args.continue_mode), no_cache=args.no_cache,
         force=args.force, cache_dir=args.cache_dir, timeout_ms=timeout, retries=_plain_int("--retry", args.retry),
         cache_spec=args.cache, dry=args.dry is not None, verify=verify)
-    return _run_request(req, _dry_format(args.dry), args.summarize, timer_start, argv)
+    return _run_request(req, _dry_format(args.dry), args.summarize, timer_start, argv, _output_logs(args.output_logs))
 
 
 def _affected_ref(value: str | None) -> str | None:
@@ -345,7 +349,8 @@ def _affected_ref(value: str | None) -> str | None:
     return value
 
 
-def _run_request(req, dry: str | None, summarize: str | None, timer_start: float, argv: list[str]) -> int:
+def _run_request(req, dry: str | None, summarize: str | None, timer_start: float, argv: list[str],
+                 output_logs: str | None = None) -> int:
     import time
 
     from vx import run
@@ -369,7 +374,7 @@ def _run_request(req, dry: str | None, summarize: str | None, timer_start: float
     lock = RunLock(lambda msg: _say(f"vx: {msg}"))
     try:
         prep = run.prepare(req, env, stages, lock=lock)
-        flow = _flow(prep.broad, env)
+        flow = _flow(prep.broad, env, output_logs)
         reporter = _reporter(flow, env)
         summary = run.execute(prep, req, _noting(reporter, noticed), stages,
                               launch_for=tracer.launch if tracer else None, observe=tracer.observe if tracer else None)
@@ -425,9 +430,24 @@ def _verify_report(tracer, prep, summary) -> int:
     return summary.exit_code or report.exit_code
 
 
-def _flow(broad: bool, env: dict[str, str]) -> str:
+def _flow(broad: bool, env: dict[str, str], output_logs: str | None = None) -> str:
+    if output_logs is not None:
+        return output_logs
     ci = env.get("CI", "").lower() not in ("", "0", "false")
     return "ci" if ci else ("broad" if broad else "focused")
+
+
+def _output_logs(value: str | None) -> str | None:
+    """`--output-logs`, turbo's values (CLI-33); checked before anything runs."""
+    if value is None:
+        return None
+    from vx.report import OUTPUT_LOGS
+
+    if value in OUTPUT_LOGS:
+        return value
+    near = did_you_mean(value, OUTPUT_LOGS)
+    raise UsageError(f"`--output-logs={value}` is not a choice ({', '.join(OUTPUT_LOGS)})",
+                     hint=f"did you mean `{near}`?" if near else "`errors-only` shows only what failed")
 
 
 def _noting(reporter, noticed: list):

@@ -134,6 +134,17 @@ def test_cli_51_visibility_matrix_is_pinned():
                   "skipped": "row", "aborted": "row", "not-run": "fold"},
         "ci": {"executed": "frame", "hit": "frame", "failed": "frame",
                "skipped": "row", "aborted": "frame", "not-run": "fold"},
+        # --output-logs (CLI-33): turbo's names
+        "full": {"executed": "frame", "hit": "frame", "failed": "frame",
+                 "skipped": "row", "aborted": "frame", "not-run": "fold"},
+        "new-only": {"executed": "frame", "hit": "row", "failed": "frame",
+                     "skipped": "row", "aborted": "frame", "not-run": "fold"},
+        "errors-only": {"executed": "silent", "hit": "silent", "failed": "frame",
+                        "skipped": "row", "aborted": "row", "not-run": "fold"},
+        "hash-only": {"executed": "row", "hit": "row", "failed": "row+replay",
+                      "skipped": "row", "aborted": "row", "not-run": "fold"},
+        "none": {"executed": "silent", "hit": "silent", "failed": "row+replay",
+                 "skipped": "silent", "aborted": "row", "not-run": "fold"},
     }
 
 

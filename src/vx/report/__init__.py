@@ -10,12 +10,13 @@ from typing import TextIO
 
 from vx.events import Reporter
 from vx.report.dry import render_dry
-from vx.report.plain import FLOWS, VISIBILITY, PlainReporter, Sink
+from vx.report.plain import FLOWS, OUTPUT_LOGS, VISIBILITY, PlainReporter, Sink
 from vx.report.summary import summary_dict, write_summary
 from vx.style import Palette, color_enabled
 
 __all__ = [
     "FLOWS",
+    "OUTPUT_LOGS",
     "VISIBILITY",
     "color_enabled",
     "make_reporter",

@@ -27,7 +27,8 @@ from vx import style
 from vx.report import frames
 from vx.report.frames import LineSplitter, Palette
 
-FLOWS = ("focused", "broad", "ci")
+FLOWS = ("focused", "broad", "ci", "full", "new-only", "errors-only", "hash-only", "none")
+OUTPUT_LOGS = FLOWS[3:]  # `--output-logs`, turbo's names: beats the flow the run would take (CLI-33)
 
 # Columns: the flow, split by role in the focused flow. Shapes: silent, row, frame,
 # row+replay (one line at once, the whole frame before the footer) and fold (counted on one
@@ -48,6 +49,26 @@ VISIBILITY: Mapping[str, Mapping[str, str]] = {
     "ci": {
         "executed": "frame", "hit": "frame", "failed": "frame",
         "skipped": "row", "aborted": "frame", "not-run": "fold",
+    },
+    "full": {
+        "executed": "frame", "hit": "frame", "failed": "frame",
+        "skipped": "row", "aborted": "frame", "not-run": "fold",
+    },
+    "new-only": {
+        "executed": "frame", "hit": "row", "failed": "frame",
+        "skipped": "row", "aborted": "frame", "not-run": "fold",
+    },
+    "errors-only": {
+        "executed": "silent", "hit": "silent", "failed": "frame",
+        "skipped": "row", "aborted": "row", "not-run": "fold",
+    },
+    "hash-only": {
+        "executed": "row", "hit": "row", "failed": "row+replay",
+        "skipped": "row", "aborted": "row", "not-run": "fold",
+    },
+    "none": {
+        "executed": "silent", "hit": "silent", "failed": "row+replay",
+        "skipped": "silent", "aborted": "row", "not-run": "fold",
     },
 }
 
