@@ -52,6 +52,7 @@ options:
   --timeout MS              default per-task timeout in milliseconds
   --retry N                 default extra attempts for a failing task
   --dry[=text|json]         print the plan with predicted cache status; run nothing
+  --graph[=FILE.dot]        the plan as Graphviz DOT, coloured by predicted status; run nothing
   --output-logs MODE        full | new-only | errors-only | hash-only | none: which task
                             output to show (default: by flow; failures are never silent)
   --summarize[=PATH]        write the run summary JSON (default: <cache>/runs/<id>.json)
@@ -98,6 +99,7 @@ RUN_FLAGS = {
     "--timeout": ("value", "timeout"),
     "--retry": ("value", "retry"),
     "--dry": ("optional", "dry"),
+    "--graph": ("optional", "graph"),
     "--summarize": ("optional", "summarize"),
     "--verify": ("optional", "verify"),
 }
@@ -125,6 +127,7 @@ class RunArgs:
         self.timeout: str | None = None
         self.retry: str | None = None
         self.dry: str | None = None
+        self.graph: str | None = None
         self.summarize: str | None = None
         self.verify: str | None = None
 
@@ -301,6 +304,8 @@ def _continue_mode(text: str | None) -> str:
 def _dry_format(text: str | None) -> str | None:
     if text is None:
         return None
+    if text.startswith("graph="):  # --graph[=path], set above
+        return text
     if text in ("", "text"):
         return "text"
     if text == "json":
@@ -324,6 +329,13 @@ def _run(args: RunArgs, argv: list[str]) -> int:
         raise UsageError(f"`--timeout` must be between 1 and {2**31 - 1} ms, got {timeout}")
     if args.dry is not None and args.summarize is not None:
         raise UsageError("`--summarize` cannot be combined with `--dry`", hint="a dry run executes nothing to summarise")
+    if args.graph is not None:
+        if args.summarize is not None or args.dry is not None:
+            raise UsageError("`--graph` cannot be combined with `--dry` or `--summarize`",
+                             hint="`--graph` plans and draws; nothing runs")
+        from vx.report import graph_target
+
+        args.dry = "graph=" + graph_target(args.graph)
     verify = _verify_mode(args.verify, args.dry)
     if args.filters:
         from vx.filters import parse
@@ -486,16 +498,34 @@ def _reporter(flow: str, env: dict[str, str]):
 
 
 def _dry(prep, fmt: str) -> int:
-    from vx.report import render_dry
+    from vx.report import graph_dot, render_dry
     from vx.run import dry_plan
 
-    render_dry(dry_plan(prep), fmt, sys.stdout)
+    if fmt.startswith("graph="):
+        _write_graph(graph_dot(dry_plan(prep)), fmt[len("graph="):])
+    else:
+        render_dry(dry_plan(prep), fmt, sys.stdout)
     if prep.store is not None:
         prep.store.close()
     notes = list(prep.notices)
     for message, level in notes + (prep.remote.messages() if prep.remote is not None else []):
         _say(f"vx: warning: {message}" if level == "warning" else f"vx: {message}")
     return EXIT_OK
+
+
+def _write_graph(dot: str, target: str) -> None:
+    """DOT on stdout, or into the file named (CLI-37, CLI-60)."""
+    if not target:
+        sys.stdout.write(dot)
+        return
+    try:
+        Path(target).write_text(dot)
+    except OSError as exc:
+        from vx.errors import EnvironmentFailure
+
+        raise EnvironmentFailure(f"cannot write the graph: {exc.strerror or exc}", facts=(f"path: {target}",),
+                                 hint="name a file in a writable directory") from None
+    _say(f"vx: graph written to {target}")
 
 
 def _write_summary(summary, prep, target: str) -> None:

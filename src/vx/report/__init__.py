@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TextIO
 
 from vx.events import Reporter
-from vx.report.dry import render_dry
+from vx.report.dry import graph_dot, graph_target, render_dry
 from vx.report.plain import FLOWS, OUTPUT_LOGS, VISIBILITY, PlainReporter, Sink
 from vx.report.summary import summary_dict, write_summary
 from vx.style import Palette, color_enabled
@@ -20,6 +20,8 @@ __all__ = [
     "VISIBILITY",
     "color_enabled",
     "make_reporter",
+    "graph_dot",
+    "graph_target",
     "render_dry",
     "summary_dict",
     "write_summary",

@@ -66,3 +66,36 @@ def render_dry(plan: Sequence[PlannedTask], fmt: str, out: TextIO) -> None:
         sink.raw("out", dry_json(plan))
     else:
         sink.lines("out", dry_table(plan))
+
+
+# ---------------------------------------------------------------- --graph (CLI-37)
+
+GRAPH_EXTENSIONS = (".dot", ".gv")
+# Fill colours by predicted status; white for anything else (not started).
+_FILL = {"hit-local": "palegreen", "hit-remote": "lightskyblue", "miss": "orange", "no-cache": "lightgray",
+         "group": "violet"}
+
+
+def graph_dot(plan: Sequence[PlannedTask]) -> str:
+    """The plan as a Graphviz digraph, each task filled by its predicted status, an edge from each
+    task to what it depends on."""
+    lines = ["digraph vx {", "  rankdir=LR;", '  node [shape=box, style="rounded,filled", fontname="monospace"];']
+    for task in plan:
+        colour = _FILL.get(task.predicted, "white")
+        lines.append(f'  {_quoted(str(task.id))} [fillcolor="{colour}", tooltip={_quoted(task.predicted)}];')
+    for task in plan:
+        lines += [f"  {_quoted(str(task.id))} -> {_quoted(str(dep))};" for dep in task.deps]
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _quoted(text: str) -> str:
+    return json.dumps(text)  # DOT's quoted IDs escape `"` and `\` as JSON does
+
+
+def graph_target(value: str) -> str:
+    """`--graph=<path>`: a DOT file; any other extension is refused (vx draws no images itself)."""
+    if value and not value.endswith(GRAPH_EXTENSIONS):
+        raise UsageError(f"`--graph={value}`: vx writes Graphviz DOT, so the file must end in .dot or .gv",
+                         hint=f"write --graph=plan.dot, then e.g. `dot -Tsvg plan.dot -o plan.svg`")
+    return value
