@@ -21,6 +21,7 @@ usage: vx <verb> [options]
 verbs:
   run [OPTIONS] [TASK | PKG#TASK …] [-- ARGS]   run tasks and what they depend on
   info                                        what vx sees here: versions, workspace, cache, sandbox
+  show [PROJECT | PROJECT#TASK | TASK]        the configs as vx resolved them (--format json)
   cache prune [--older-than DUR] [--max-size SIZE]   evict old and least recently used cache entries
   help [VERB]                                 show help for vx or one verb
   version                                     print the version (also --version)
@@ -81,7 +82,14 @@ is gone. Waits for a `vx run` of the same workspace to finish first.
   --format json    print {dryRun, evicted, bytesFreed, orphans, orphanBytes, phantoms, kept, keptBytes}
 """
 
-VERB_HELP = {"run": RUN_HELP, "info": INFO_HELP, "cache": CACHE_HELP, "help": "usage: vx help [VERB]\n",
+SHOW_HELP = """usage: vx show [PROJECT | PROJECT#TASK | TASK] [--format text|json]
+
+Prints the configs as vx resolved them — from vx.config files, configs written as code, or a
+Turborepo repository's turbo.json — each task as its key folds it. Without a name: one row per
+project with its tasks and config file. Nx's `vx show projects` and `vx show project NAME` work too.
+"""
+
+VERB_HELP = {"run": RUN_HELP, "info": INFO_HELP, "cache": CACHE_HELP, "show": SHOW_HELP, "help": "usage: vx help [VERB]\n",
              "version": "usage: vx version\n"}
 
 # Flags of `vx run`: name -> (kind, dest). kind: flag | value | optional (value only after `=`).
@@ -180,6 +188,10 @@ def _dispatch(args: list[str]) -> int:
         return _run(parse_run(rest), args)
     if verb == "info":
         return _info(rest)
+    if verb == "show":
+        from vx.show import show_verb
+
+        return show_verb(rest, os.environ, SHOW_HELP)
     if verb == "cache":
         from vx.retention import cache_verb
 

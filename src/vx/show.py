@@ -1,0 +1,143 @@
+"""`vx show`: the configs as vx resolved them (CLI-07) — from vx.config files, configs written as
+code (evaluated) or a Turborepo repository's turbo.json (mapped) — so what a key folds is visible.
+
+`vx show` lists the projects; `vx show <project>` its tasks; `vx show <project>#<task>` one task;
+`vx show <task>` that task in every project declaring it. Nx's `show projects` and
+`show project <name>` are understood. `--format json` prints the same as data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Mapping
+
+from vx.errors import UsageError, suggestion
+from vx.model import ROOT_PROJECT, ProjectConfig, Workspace
+
+
+def show_verb(rest: list[str], env: Mapping[str, str], help_text: str) -> int:
+    fmt, names = _parse(rest)
+    if fmt is None:
+        print(help_text, end="")
+        return 0
+    from vx import config, workspace
+
+    ws = workspace.discover(Path(os.getcwd()))
+    configs = config.load_all(ws, env)
+    data = _select(names, ws, configs)
+    sys.stdout.write(json.dumps(data, indent=2) + "\n" if fmt == "json" else _pretty(data))
+    return 0
+
+
+def _parse(rest: list[str]) -> tuple[str | None, list[str]]:
+    fmt, names = "text", []
+    i = 0
+    while i < len(rest):
+        tok = rest[i]
+        if tok in ("-h", "--help"):
+            return None, []
+        if tok == "--format" or tok.startswith("--format="):
+            value = tok.partition("=")[2] if "=" in tok else (rest[i + 1] if i + 1 < len(rest) else "")
+            i += 0 if "=" in tok else 1
+            if value not in ("text", "json"):
+                raise UsageError(f"--format: `{value}` is neither text nor json", hint="--format json")
+            fmt = value
+        elif tok.startswith("-"):
+            raise UsageError(f"unknown flag `{tok}` for `vx show`", hint="see `vx help show`")
+        else:
+            names.append(tok)
+        i += 1
+    if names[:1] == ["projects"]:  # Nx
+        names = names[1:]
+    elif names[:1] == ["project"]:
+        if len(names) != 2:
+            raise UsageError("`vx show project` needs one project name", hint="e.g. `vx show project web`")
+        names = names[1:]
+    if len(names) > 1:
+        raise UsageError(f"`vx show` takes one project or task, got {len(names)}", hint="e.g. `vx show web#build`")
+    return fmt, names
+
+
+def _select(names: list[str], ws: Workspace, configs: Mapping[str, ProjectConfig]) -> dict:
+    if not names:
+        return {"projects": [_project_row(name, ws, configs[name]) for name in sorted(ws.packages)]}
+    name = names[0]
+    if "#" in name:
+        project, _, task = name.rpartition("#")
+        project = project or ROOT_PROJECT
+        cfg = _project_config(project, ws, configs)
+        if task not in cfg.tasks:
+            raise UsageError(f"project `{project}` has no task `{task}`", hint=suggestion(task, cfg.tasks, noun="tasks"))
+        return {"project": project, "source": cfg.source, "tasks": {task: _task_data(cfg, task)}}
+    if name in ws.packages:
+        cfg = configs[name]
+        return {"project": name, "dir": ws.packages[name].dir, "source": cfg.source, "tags": list(cfg.tags),
+                "tasks": {task: _task_data(cfg, task) for task in sorted(cfg.tasks)}}
+    holders = {p: _task_data(configs[p], name) for p in sorted(configs) if name in configs[p].tasks}
+    if not holders:
+        everything = set(ws.packages) | {t for c in configs.values() for t in c.tasks}
+        raise UsageError(f"`{name}` is neither a project nor a task", hint=suggestion(name, everything, noun="names"))
+    return {"task": name, "projects": holders}
+
+
+def _project_config(project: str, ws: Workspace, configs) -> ProjectConfig:
+    if project not in ws.packages:
+        raise UsageError(f"no project named `{project}`", hint=suggestion(project, ws.packages, noun="projects"))
+    return configs[project]
+
+
+def _project_row(name: str, ws: Workspace, cfg: ProjectConfig) -> dict:
+    return {"name": name, "dir": ws.packages[name].dir or ".", "tasks": sorted(cfg.tasks), "tags": list(cfg.tags),
+            "source": cfg.source or None}
+
+
+def _task_data(cfg: ProjectConfig, task: str) -> Any:
+    """The declaration as resolved: what the key folds (KEY-06)."""
+    return json.loads(cfg.tasks[task].canonical)
+
+
+# ---------------------------------------------------------------- text
+
+
+def _pretty(data: dict) -> str:
+    if "projects" in data and isinstance(data["projects"], list):
+        return _table(data["projects"])
+    lines = []
+    if "task" in data:
+        for project, body in data["projects"].items():
+            lines.append(f"{project}#{data['task']}")
+            lines += _fields(body, "  ")
+        return "\n".join(lines) + "\n"
+    lines.append(f"{data['project']}" + (f"  ({data['source']})" if data.get("source") else "  (no config)"))
+    if data.get("tags"):
+        lines.append(f"  tags: {', '.join(data['tags'])}")
+    for task, body in data["tasks"].items():
+        lines.append(f"  {task}")
+        lines += _fields(body, "    ")
+    return "\n".join(lines) + "\n"
+
+
+def _fields(value: Any, indent: str) -> list[str]:
+    """Only the fields a task sets, one per line, nested by indentation."""
+    out = []
+    for key, item in value.items():
+        if isinstance(item, dict):
+            out.append(f"{indent}{key}:")
+            out += _fields(item, indent + "  ")
+        elif isinstance(item, list):
+            out.append(f"{indent}{key}: {', '.join(json.dumps(v) if not isinstance(v, str) else v for v in item) or '[]'}")
+        else:
+            out.append(f"{indent}{key}: {item}")
+    return out
+
+
+def _table(rows: list[dict]) -> str:
+    header = ("PROJECT", "DIR", "TASKS", "CONFIG")
+    body = [(r["name"], r["dir"], ", ".join(r["tasks"]) or "—", r["source"] or "— (none)") for r in rows]
+    widths = [max(len(str(row[i])) for row in [header, *body]) for i in range(3)]
+    lines = ["  ".join(str(cell).ljust(widths[i]) if i < 3 else str(cell) for i, cell in enumerate(row))
+             for row in [header, *body]]
+    return "\n".join(line.rstrip() for line in lines) + "\n"
