@@ -20,6 +20,7 @@ usage: vx <verb> [options]
 
 verbs:
   run [OPTIONS] [TASK | PKG#TASK …] [-- ARGS]   run tasks and what they depend on
+  watch [OPTIONS] TASK …                       run, then run again on every change that matters
   info                                        what vx sees here: versions, workspace, cache, sandbox
   show [PROJECT | PROJECT#TASK | TASK]        the configs as vx resolved them (--format json)
   cache prune [--older-than DUR] [--max-size SIZE]   evict old and least recently used cache entries
@@ -82,6 +83,15 @@ is gone. Waits for a `vx run` of the same workspace to finish first.
   --format json    print {dryRun, evicted, bytesFreed, orphans, orphanBytes, phantoms, kept, keptBytes}
 """
 
+WATCH_HELP = """usage: vx watch [RUN OPTIONS] TASK [PKG#TASK …] [-- ARGS]
+
+Runs the tasks as `vx run` would, then again each time a file a run could read changes (judged
+by content: a save that changes nothing is no edit). Never a trigger: outputs, gitignored paths,
+node_modules, .git, .vx. A failing cycle or a broken config keeps watching. Ctrl-C stops
+(exit 0). VX_WATCH_POLL=1 polls every 250 ms instead of using the OS's file events.
+`--dry`, `--graph` and `--summarize` are refused.
+"""
+
 SHOW_HELP = """usage: vx show [PROJECT | PROJECT#TASK | TASK] [--format text|json]
 
 Prints the configs as vx resolved them — from vx.config files, configs written as code, or a
@@ -89,7 +99,7 @@ Turborepo repository's turbo.json — each task as its key folds it. Without a n
 project with its tasks and config file. Nx's `vx show projects` and `vx show project NAME` work too.
 """
 
-VERB_HELP = {"run": RUN_HELP, "info": INFO_HELP, "cache": CACHE_HELP, "show": SHOW_HELP, "help": "usage: vx help [VERB]\n",
+VERB_HELP = {"run": RUN_HELP, "watch": WATCH_HELP, "info": INFO_HELP, "cache": CACHE_HELP, "show": SHOW_HELP, "help": "usage: vx help [VERB]\n",
              "version": "usage: vx version\n"}
 
 # Flags of `vx run`: name -> (kind, dest). kind: flag | value | optional (value only after `=`).
@@ -188,6 +198,13 @@ def _dispatch(args: list[str]) -> int:
         return _run(parse_run(rest), args)
     if verb == "info":
         return _info(rest)
+    if verb == "watch":
+        if rest and rest[0] in ("-h", "--help"):
+            print(WATCH_HELP, end="")
+            return EXIT_OK
+        from vx.watch import watch_verb
+
+        return watch_verb(rest, parse_run(rest), os.environ, _say)
     if verb == "show":
         from vx.show import show_verb
 

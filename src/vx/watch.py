@@ -1,0 +1,218 @@
+"""`vx watch TASK… [run flags]` (CLI-03, CLI-70..CLI-73): run, then run again each time a file a
+run could read changes.
+
+Each cycle is a plain `vx run` with the same arguments, in a child process: it reads the
+workspace afresh (a broken config fails that cycle and watching goes on), and a cycle where
+nothing that matters changed is replayed from its receipt in milliseconds. The watcher
+(`watchfiles`: inotify, or polling with `VX_WATCH_POLL=1`) looks at the whole workspace and
+judges each event by content, not by the event: a path whose bytes and mode are what they were
+when last judged is no edit. Never a trigger: `.git`, `node_modules`, `.vx`, the tasks' declared
+outputs, gitignored paths (one `git check-ignore` per batch), `*~` and `*.tsbuildinfo`. Writes
+that land during a cycle are judged after it. A probe file proves the watcher delivers before
+"watching" is printed. Ctrl-C tears the cycle down, prints "vx watch: stopped" and exits 0.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Iterable, Mapping
+
+import xxhash
+
+from vx.errors import UsageError
+from vx.globs import GlobSet
+
+PROBE = os.path.join(".vx", "watch-probe")
+_NEVER = ("node_modules", ".git", ".vx")
+_NEVER_SUFFIXES = ("~", ".tsbuildinfo")
+_REFUSED = {"dry": "--dry", "graph": "--graph", "summarize": "--summarize"}
+DEBOUNCE_MS = 150
+POLL_MS = 250
+
+
+def watch_verb(rest: list[str], parsed, env: Mapping[str, str], say) -> int:
+    """`parsed` is the `vx run` parse of `rest` (the same flags); refused flags say why."""
+    for attr, flag in _REFUSED.items():
+        if getattr(parsed, attr) is not None:
+            raise UsageError(f"`{flag}` cannot be used with `vx watch`", hint="watch runs the tasks on every change")
+    if not parsed.names:
+        raise UsageError("name the tasks to watch", hint="e.g. `vx watch build`")
+    import watchfiles
+
+    from vx import workspace
+
+    root = workspace.discover(Path(os.getcwd())).root
+    judge = Judge(root, env)
+    argv = [sys.executable, "-m", "vx", "run", *rest]
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        _cycle(argv)
+        judge.arm()
+        changes = watchfiles.watch(root, watch_filter=None, debounce=DEBOUNCE_MS, step=50, stop_event=stop,
+                                   force_polling=env.get("VX_WATCH_POLL") == "1" or None, poll_delay_ms=POLL_MS,
+                                   yield_on_timeout=True, rust_timeout=1000, raise_interrupt=True)
+        _await_probe(root, changes, say)
+        for batch in changes:
+            edited = judge.edits(path for _change, path in batch)
+            if edited:
+                say(f"vx watch: {_shown(edited, root)} changed")
+                _cycle(argv)
+                judge.refresh()
+    except KeyboardInterrupt:
+        pass
+    say("vx watch: stopped")
+    return 0
+
+
+def _cycle(argv: list[str]) -> int:
+    """One `vx run`. Ctrl-C reaches it through the terminal's process group too: wait while it
+    tears its tasks down (never kill it from under them), then stop."""
+    child = subprocess.Popen(argv)
+    try:
+        return child.wait()
+    except KeyboardInterrupt:
+        try:
+            child.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            child.terminate()
+            child.wait()
+        raise
+
+
+def _await_probe(root: Path, changes, say) -> None:
+    """Write the probe until the watcher reports it: only then is every later edit seen."""
+    probe = root / PROBE
+    probe.parent.mkdir(exist_ok=True)
+    done = threading.Event()
+
+    def poke() -> None:
+        n = 0
+        while not done.is_set():
+            probe.write_text(str(n))
+            n += 1
+            done.wait(0.2)
+
+    threading.Thread(target=poke, daemon=True).start()
+    started = time.monotonic()
+    try:
+        for batch in changes:
+            if any(os.path.abspath(path) == str(probe) for _change, path in batch):
+                break
+            if time.monotonic() - started > 10:
+                say("vx watch: warning: the file watcher reports nothing; set VX_WATCH_POLL=1 to poll instead")
+                break
+    finally:
+        done.set()
+    say(f"vx watch: watching {root} (Ctrl-C to stop)")
+
+
+class Judge:
+    """Decides whether a reported path is an edit a run could see (CLI-71)."""
+
+    def __init__(self, root: Path, env: Mapping[str, str]) -> None:
+        self.root = str(root)
+        self.env = env
+        self.states: dict[str, tuple[int, str] | None] = {}
+        self.armed_ns = time.time_ns()
+        self.outputs: dict[str, GlobSet] = {}
+        self.refresh()
+
+    def arm(self) -> None:
+        self.armed_ns = time.time_ns()
+
+    def refresh(self) -> None:
+        """Re-read the declared outputs (a cycle may have changed a config); keep the last on error."""
+        from vx import config, workspace
+        from vx.errors import VxError
+
+        try:
+            ws = workspace.discover(Path(self.root))
+            configs = config.load_all(ws, self.env)
+        except VxError:
+            return
+        self.outputs = {ws.packages[name].dir: GlobSet([g for t in cfg.tasks.values() if t.cache
+                                                         for g in t.cache.output_files])
+                        for name, cfg in configs.items()}
+
+    def edits(self, paths: Iterable[str]) -> list[str]:
+        candidates = sorted({rel for rel in (self._rel(p) for p in paths) if rel and not self._never(rel)})
+        candidates = [rel for rel in candidates if not self._is_output(rel)]
+        ignored = _git_ignored(self.root, candidates)
+        candidates = [rel for rel in candidates if rel not in ignored]
+        clean = _git_clean(self.root, [rel for rel in candidates if rel not in self.states])
+        return [rel for rel in candidates if self._changed(rel, rel in clean)]
+
+    def _rel(self, path: str) -> str | None:
+        rel = os.path.relpath(path, self.root)
+        return None if rel.startswith("..") else rel
+
+    def _never(self, rel: str) -> bool:
+        parts = rel.split(os.sep)
+        return any(p in _NEVER for p in parts) or rel.endswith(_NEVER_SUFFIXES)
+
+    def _is_output(self, rel: str) -> bool:
+        for directory, globs in self.outputs.items():
+            if globs and (not directory or rel.startswith(directory + "/")):
+                inner = rel[len(directory) + 1:] if directory else rel
+                if globs.matches(inner):
+                    return True
+        return False
+
+    def _changed(self, rel: str, clean: bool = False) -> bool:
+        """Content state: bytes and mode against the last judged state. A path never judged is no
+        edit when git says it is as committed (a touch); else it counts when modified after
+        arming (or gone)."""
+        path = os.path.join(self.root, rel)
+        try:
+            st = os.stat(path)
+            with open(path, "rb") as f:
+                state = (st.st_mode, xxhash.xxh3_64_hexdigest(f.read()))
+            fresh = st.st_mtime_ns >= self.armed_ns or st.st_ctime_ns >= self.armed_ns
+        except IsADirectoryError:
+            return False
+        except OSError:
+            state, fresh = None, True
+        before = self.states.get(rel, "unseen")
+        self.states[rel] = state
+        if before == "unseen":
+            return fresh and not clean
+        return before != state
+
+
+def _git_ignored(root: str, rels: list[str]) -> set[str]:
+    """Which of `rels` git ignores: one `git check-ignore` for the whole batch."""
+    if not rels:
+        return set()
+    try:
+        proc = subprocess.run(["git", "check-ignore", "--stdin", "-z"], cwd=root, input="\0".join(rels).encode(),
+                              capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return set()
+    return {p for p in proc.stdout.decode(errors="surrogateescape").split("\0") if p}
+
+
+def _git_clean(root: str, rels: list[str]) -> set[str]:
+    """Which of `rels` git tracks with no change against the index or HEAD (one `git status`)."""
+    if not rels:
+        return set()
+    try:
+        proc = subprocess.run(["git", "status", "--porcelain=v1", "-z", "--no-renames", "--untracked-files=all", "--", *rels],
+                              cwd=root, capture_output=True, timeout=30, env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
+        tracked = subprocess.run(["git", "ls-files", "-z", "--", *rels], cwd=root, capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return set()
+    if proc.returncode or tracked.returncode:
+        return set()
+    listed = {entry[3:] for entry in proc.stdout.decode(errors="surrogateescape").split("\0") if len(entry) > 3}
+    return {p for p in tracked.stdout.decode(errors="surrogateescape").split("\0") if p} - listed
+
+
+def _shown(edited: list[str], root: Path) -> str:
+    return edited[0] + (f" and {len(edited) - 1} more" if len(edited) > 1 else "")

@@ -1,0 +1,117 @@
+"""`vx watch` (CLI-03, CLI-70..CLI-73): real vx in its own process group, real file edits, real git."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from conftest import SRC, build_task, npm_workspace
+
+
+class Watcher:
+    """`vx watch …` started as a terminal would (its own process group, so Ctrl-C reaches the
+    cycle too), its stderr collected as it comes."""
+
+    def __init__(self, ws, *args: str, env: dict | None = None):
+        full = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
+        full.update({"PYTHONPATH": SRC, "NO_COLOR": "1", **(env or {})})
+        self.proc = subprocess.Popen([sys.executable, "-m", "vx", "watch", *args], cwd=ws.root, env=full,
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     text=True, start_new_session=True)
+        self.err = ""
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stderr:
+            self.err += line
+
+    def wait_for(self, text: str, count: int = 1, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while self.err.count(text) < count:
+            assert time.monotonic() < deadline, f"no {count}× {text!r} in:\n{self.err}"
+            assert self.proc.poll() is None, f"vx watch ended ({self.proc.returncode}):\n{self.err}"
+            time.sleep(0.05)
+
+    def ctrl_c(self) -> int:
+        os.killpg(self.proc.pid, signal.SIGINT)
+        return self.proc.wait(timeout=30)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+
+def built(ws, name: str) -> str | None:
+    """What a's build wrote, or None while a cycle has it wiped (LC-08)."""
+    try:
+        return (ws.root / f"packages/{name}/dist/out.js").read_text()
+    except FileNotFoundError:
+        return None
+
+
+@pytest.fixture
+def ws(repo):
+    return repo.write(npm_workspace({
+        "a": {"tasks": {"build": build_task()}, "files": {"src/a.js": "A;"}},
+        "b": {"deps": ["a"], "tasks": {"build": build_task()}, "files": {"src/b.js": "B;"}},
+    })).commit()
+
+
+@pytest.fixture
+def watch(ws):
+    started = []
+
+    def start(*args, env=None):
+        started.append(Watcher(ws, *args, env=env))
+        return started[-1]
+    yield start
+    for w in started:
+        w.close()
+
+
+@pytest.mark.parametrize("poll", [False, True])
+def test_cli03_an_edit_runs_again_and_outputs_or_a_touch_do_not(ws, watch, poll):
+    w = watch("build", "--all", env={"VX_WATCH_POLL": "1"} if poll else None)
+    w.wait_for("watching")
+    assert (ws.root / "packages/b/dist/out.js").read_text() == "B;"
+    (ws.root / "packages/a/src/a.js").write_text("A2;")
+    w.wait_for("vx watch: packages/a/src/a.js changed")
+    w.wait_for("2 tasks", count=2)  # the second cycle's footer
+    time.sleep(0.3)
+    cycles = w.err.count("─ vx ")
+    (ws.root / "packages/a/dist/out.js").write_text("hand-edited output")  # an output: no trigger
+    os.utime(ws.root / "packages/b/src/b.js")  # a touch: same bytes, no edit
+    (ws.root / "packages/b/notes~").write_text("editor backup")
+    time.sleep(1.5)
+    assert w.err.count("─ vx ") == cycles, w.err
+    assert w.ctrl_c() == 0 and "vx watch: stopped" in w.err
+
+
+def test_cli73_a_broken_config_fails_that_cycle_and_watching_goes_on(ws, watch):
+    w = watch("build", "--all")
+    w.wait_for("watching")
+    config = ws.root / "packages/a/vx.config.json"
+    good = config.read_text()
+    config.write_text(good.replace('"dependsOn"', '"dependOn"'))
+    w.wait_for("did you mean `dependsOn`")
+    config.write_text(good)
+    (ws.root / "packages/a/src/a.js").write_text("A3;")
+    deadline = time.monotonic() + 30
+    while built(ws, "a") != "A3;":
+        assert time.monotonic() < deadline, w.err
+        time.sleep(0.1)
+    assert w.proc.poll() is None
+    assert w.ctrl_c() == 0
+
+
+@pytest.mark.parametrize("flag", ["--dry", "--graph", "--summarize"])
+def test_cli73_planning_and_summary_flags_are_refused(ws, flag):
+    result = ws.vx("watch", "build", flag, summary=False)
+    assert result.code == 2 and "cannot be used with `vx watch`" in result.err
