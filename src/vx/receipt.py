@@ -223,6 +223,16 @@ def _commands(commands: list, toplevel: str | None, tasks: list[list]) -> list[l
     return out
 
 
+def ignored_dir(directory: str) -> None:
+    """Make `directory` (and parents) holding a `*` .gitignore, so git never lists what vx keeps
+    there — receipts here, kept config evaluations (`vx.config.evaluation`). Raises OSError."""
+    os.makedirs(directory, exist_ok=True)
+    ignore = os.path.join(directory, ".gitignore")
+    if not os.path.exists(ignore):
+        with open(ignore, "w") as f:
+            f.write("*\n")
+
+
 def store(path: str, header: dict, body: dict | bytes) -> bool:
     """Write atomically (a rename), beside a `*` .gitignore so git never lists receipts. `body`
     may be the encoded body as read, when only the header changed."""
@@ -230,11 +240,7 @@ def store(path: str, header: dict, body: dict | bytes) -> bool:
     body = body if isinstance(body, bytes) else marshal.dumps(body)
     directory = os.path.dirname(path)
     try:
-        os.makedirs(directory, exist_ok=True)
-        ignore = os.path.join(directory, ".gitignore")
-        if not os.path.exists(ignore):
-            with open(ignore, "w") as f:
-                f.write("*\n")
+        ignored_dir(directory)
         temp = f"{path}.{os.getpid()}.tmp"
         with open(temp, "wb") as f:
             f.write(len(head).to_bytes(4, "little") + head + body)

@@ -116,13 +116,11 @@ def _keep(root: str, key: str, kept: dict) -> None:
     nor a failed one (what made it fail — a missing transpiler, say — may not be among its files)."""
     if kept.pop("racy") or any("error" in r for r in kept["results"].values()):
         return
+    from vx.receipt import ignored_dir
+
     directory = os.path.join(root, KEEP_DIR)
     try:
-        os.makedirs(directory, exist_ok=True)
-        ignore = os.path.join(directory, ".gitignore")
-        if not os.path.exists(ignore):
-            with open(ignore, "w") as f:
-                f.write("*\n")
+        ignored_dir(directory)
         temp = os.path.join(directory, f".{key}.{os.getpid()}.tmp")
         with open(temp, "w") as f:
             json.dump(kept, f)
