@@ -58,6 +58,8 @@ options:
   --output-logs MODE        full | new-only | errors-only | hash-only | none: which task
                             output to show (default: by flow; failures are never silent)
   --summarize[=PATH]        write the run summary JSON (default: <cache>/runs/<id>.json)
+  --report[=markdown]       a markdown table of the run on stdout (task, status, cache, time)
+  --report-file PATH        append that table to PATH, e.g. "$GITHUB_STEP_SUMMARY"
   --verify[=inputs]         run every cached task traced (no cache reads) and fail on
                             files it read that its cache.inputs do not declare
 
@@ -119,6 +121,8 @@ RUN_FLAGS = {
     "--dry": ("optional", "dry"),
     "--graph": ("optional", "graph"),
     "--summarize": ("optional", "summarize"),
+    "--report": ("optional", "report"),
+    "--report-file": ("value", "report_file"),
     "--verify": ("optional", "verify"),
 }
 FLAG_ALIASES = {"--dry-run": "--dry", "--parallel": "--concurrency", "--skip-nx-cache": "--force", "-F": "--filter",
@@ -147,6 +151,8 @@ class RunArgs:
         self.dry: str | None = None
         self.graph: str | None = None
         self.summarize: str | None = None
+        self.report: str | None = None
+        self.report_file: str | None = None
         self.verify: str | None = None
 
 
@@ -358,6 +364,10 @@ def _run(args: RunArgs, argv: list[str]) -> int:
         raise UsageError(f"`--timeout` must be between 1 and {2**31 - 1} ms, got {timeout}")
     if args.dry is not None and args.summarize is not None:
         raise UsageError("`--summarize` cannot be combined with `--dry`", hint="a dry run executes nothing to summarise")
+    if args.report not in (None, "", "markdown"):
+        raise UsageError(f"`--report={args.report}` is not a format", hint="--report (or --report=markdown)")
+    if (args.report is not None or args.report_file is not None) and (args.dry is not None or args.graph is not None):
+        raise UsageError("`--report` cannot be combined with `--dry` or `--graph`", hint="a plan runs nothing to report")
     if args.graph is not None:
         if args.summarize is not None or args.dry is not None:
             raise UsageError("`--graph` cannot be combined with `--dry` or `--summarize`",
@@ -378,7 +388,9 @@ def _run(args: RunArgs, argv: list[str]) -> int:
         concurrency=args.concurrency, continue_mode=_continue_mode(args.continue_mode), no_cache=args.no_cache,
         force=args.force, cache_dir=args.cache_dir, timeout_ms=timeout, retries=_plain_int("--retry", args.retry),
         cache_spec=args.cache, dry=args.dry is not None, verify=verify)
-    return _run_request(req, _dry_format(args.dry), args.summarize, timer_start, argv, _output_logs(args.output_logs))
+    report = (args.report is not None, args.report_file)
+    return _run_request(req, _dry_format(args.dry), args.summarize, timer_start, argv, _output_logs(args.output_logs),
+                        report)
 
 
 def _affected_ref(value: str | None) -> str | None:
@@ -391,7 +403,7 @@ def _affected_ref(value: str | None) -> str | None:
 
 
 def _run_request(req, dry: str | None, summarize: str | None, timer_start: float, argv: list[str],
-                 output_logs: str | None = None) -> int:
+                 output_logs: str | None = None, report: tuple[bool, str | None] = (False, None)) -> int:
     import time
 
     from vx import run
@@ -402,7 +414,7 @@ def _run_request(req, dry: str | None, summarize: str | None, timer_start: float
     env = witness.ReadEnv(os.environ)
     if dry is not None:
         return _dry(run.prepare(req, env, stages), dry)
-    receipted = summarize is None and not req.verify and receipt.enabled(env)
+    receipted = summarize is None and not any(report) and not req.verify and receipt.enabled(env)
     started_ns = time.time_ns()
     if receipted:
         witness.watch()
@@ -432,6 +444,8 @@ def _run_request(req, dry: str | None, summarize: str | None, timer_start: float
             tracer.close()
     if summarize is not None:
         _write_summary(summary, prep, summarize)
+    if any(report):
+        _report(summary, report[1])
     code = summary.exit_code if tracer is None else _verify_report(tracer, prep, summary)
     stages.print(sys.stderr)
     return code
@@ -523,7 +537,9 @@ def _reporter(flow: str, env: dict[str, str]):
     ci = flow == "ci"
     color = color_enabled(env, sys.stderr)
     live = sys.stderr.isatty() and not ci
-    return make_reporter(flow=flow, color=color, live=live, version=__version__, out=sys.stdout, err=sys.stderr)
+    github = env.get("GITHUB_ACTIONS") == "true" and not live
+    return make_reporter(flow=flow, color=color, live=live, version=__version__, out=sys.stdout, err=sys.stderr,
+                         github=github)
 
 
 def _dry(prep, fmt: str) -> int:
@@ -540,6 +556,17 @@ def _dry(prep, fmt: str) -> int:
     for message, level in notes + (prep.remote.messages() if prep.remote is not None else []):
         _say(f"vx: warning: {message}" if level == "warning" else f"vx: {message}")
     return EXIT_OK
+
+
+def _report(summary, target: str | None) -> None:
+    """`--report` (markdown on stdout) or `--report-file` (appended, e.g. $GITHUB_STEP_SUMMARY)."""
+    from vx.report import append_report, markdown
+
+    text = markdown(summary, summary.interrupted)
+    if target:
+        append_report(text, Path(target))
+    else:
+        sys.stdout.write(text)
 
 
 def _write_graph(dot: str, target: str) -> None:

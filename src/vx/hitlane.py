@@ -215,4 +215,5 @@ def _logs(store: Any, entries: list[Any]) -> Mapping[str, tuple[LogChunk, ...]]:
 
 def _result(h: _Hit, log, cache: CacheStatus) -> TaskResult:
     return TaskResult(h.tid, Status.SUCCESS, cache, key=h.plan.key, exit_code=0, log=tuple(log),
-                      duration_ms=(time.monotonic() - h.started) * 1000, command=h.plan.command)
+                      duration_ms=(time.monotonic() - h.started) * 1000, command=h.plan.command,
+                      stored_ms=h.entry.duration_ms)

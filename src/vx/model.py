@@ -299,6 +299,7 @@ class TaskResult(Struct, frozen=True):
     cpu_ms: float | None = None
     peak_rss_bytes: int | None = None
     violations: tuple[Violation, ...] = ()
+    stored_ms: float | None = None  # a hit: how long the run that saved it took (the time it saved)
 
 
 class RunSummary(Struct, frozen=True):

@@ -101,7 +101,8 @@ def _restore(ctx: RunContext, entry: Any, outputs: Any) -> tuple[LogChunk, ...]:
 
 def _hit(node: TaskNode, plan: TaskPlan, entry: Any, log, cache: CacheStatus, started: float) -> TaskResult:
     return TaskResult(node.id, Status.SUCCESS, cache, key=plan.key, exit_code=0, log=tuple(log),
-                      duration_ms=(time.monotonic() - started) * 1000, command=plan.command)
+                      duration_ms=(time.monotonic() - started) * 1000, command=plan.command,
+                      stored_ms=entry.duration_ms)
 
 
 # ---------------------------------------------------------------- misses

@@ -345,6 +345,33 @@ def test_cli_56_skipped_without_a_blocker_counts_as_not_run():
     assert stderr[0] == "◌ 1 task not run • an earlier task failed (--continue=never)"
 
 
+# ---------------------------------------------------------------- GitHub Actions (CLI-57)
+
+
+def test_cli_57_github_actions_groups_frames_fences_output_and_annotates_failures():
+    lib_r = ok(LIB, 4, CacheStatus.LOCAL, log=(out(LIB, "::set-output name=x::pwned\n"),))
+    app_r = failed(APP, code=2, log=(out(APP, "boom\n"),))
+    o, e = io.StringIO(), io.StringIO()
+    reporter = make_reporter(flow="ci", color=False, live=False, version="0.1.0", out=o, err=e, github=True)
+    for event in [RunStarted(G2, 2), TaskFinished(lib_r), TaskStarted(APP, "vite build"), TaskFinished(app_r),
+                  RunFinished(summary([lib_r, app_r], code=1))]:
+        reporter(event)
+    lines = o.getvalue().split("\n")
+    token = lines[1].removeprefix("::stop-commands::")
+    assert len(token) == 16 and lines[0] == "::group::lib#build (cached (local) 0.0s)"
+    fence = lines.index(f"::{token}::")
+    assert lines.index("::set-output name=x::pwned") < fence  # the task's text sits inside the fence
+    assert lines[fence + 1] == "::endgroup::"
+    rest = lines[fence + 2:]
+    assert not any(line.startswith("::group::") for line in rest)  # a failure stays expanded
+    assert "::error title=app#build::app#build failed (exit 2)" in rest and "boom" in rest
+
+
+def test_cli_57_without_github_actions_there_are_no_workflow_commands():
+    stdout, _ = run("ci", [RunStarted(G2, 2), TaskFinished(ok(LIB, log=LIB_LOG)), RunFinished(summary([ok(LIB)]))])
+    assert not any(line.startswith("::") for line in stdout)
+
+
 # ---------------------------------------------------------------- ci (CLI-50)
 
 

@@ -11,7 +11,7 @@ from typing import TextIO
 from vx.events import Reporter
 from vx.report.dry import graph_dot, graph_target, render_dry
 from vx.report.plain import FLOWS, OUTPUT_LOGS, VISIBILITY, PlainReporter, Sink
-from vx.report.summary import summary_dict, write_summary
+from vx.report.summary import append_report, markdown, summary_dict, write_summary
 from vx.style import Palette, color_enabled
 
 __all__ = [
@@ -23,12 +23,15 @@ __all__ = [
     "graph_dot",
     "graph_target",
     "render_dry",
+    "append_report",
+    "markdown",
     "summary_dict",
     "write_summary",
 ]
 
 
-def make_reporter(*, flow: str, color: bool, live: bool, version: str, out: TextIO, err: TextIO) -> Reporter:
+def make_reporter(*, flow: str, color: bool, live: bool, version: str, out: TextIO, err: TextIO,
+                  github: bool = False) -> Reporter:
     """Build the reporter for one run: a live console on a terminal, plain lines elsewhere.
 
     `flow` is focused (no selection flag), broad (`--all`) or ci (a truthy CI); `live` should
@@ -37,7 +40,7 @@ def make_reporter(*, flow: str, color: bool, live: bool, version: str, out: Text
     """
     palette, sink = Palette(color), Sink(out, err)
     if not live:
-        return PlainReporter(flow=flow, palette=palette, version=version, sink=sink)
+        return PlainReporter(flow=flow, palette=palette, version=version, sink=sink, github=github)
     from vx.report.console import ConsoleReporter, terminal_width
 
     return ConsoleReporter(flow=flow, palette=palette, version=version, sink=sink, width=lambda: terminal_width(err))

@@ -265,3 +265,25 @@ def footer(results: Sequence[TaskResult], wall_ms: float, version: str, palette:
     tallies = {status.value: sum(1 for r in results if r.status is status)
                for status in (Status.FAILED, Status.SKIPPED, Status.ABORTED)}
     return style.footer(len(results), cached, tallies, wall_ms, version, palette)
+
+
+# ---------------------------------------------------------------- GitHub Actions (CLI-57)
+
+
+def github_frame(result: TaskResult, lines: list[str], token: str) -> list[str]:
+    """A frame inside `::group::` (a failure stays open and is annotated with `::error`), its text
+    fenced by `::stop-commands::` so a task's output can never issue workflow commands."""
+    failed = result.status is not Status.SUCCESS
+    seconds = format_elapsed(result.duration_ms / 1000)
+    head = [] if failed else [f"::group::{_gh_escape(str(result.id))} ({outcome_label(result)} {seconds})"]
+    fenced = [f"::stop-commands::{token}", *lines, f"::{token}::"]
+    if failed:
+        detail = _gh_escape(failure_detail(result) if not never_started(result) else result.status.value)
+        return [*fenced, f"::error title={_gh_escape(str(result.id), prop=True)}::{result.id} failed ({detail})"]
+    return [*head, *fenced, "::endgroup::"]
+
+
+def _gh_escape(text: str, prop: bool = False) -> str:
+    """Workflow-command escaping: `%`, CR and LF always; `:` and `,` in a property."""
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return text.replace(":", "%3A").replace(",", "%2C") if prop else text

@@ -174,10 +174,12 @@ def focus_of(graph: TaskGraph) -> frozenset[TaskId]:
 class PlainReporter:
     """Turn events into rows, frames and a footer on plain streams (CLI-50..56)."""
 
-    def __init__(self, *, flow: str, palette: Palette, version: str, sink: Sink) -> None:
+    def __init__(self, *, flow: str, palette: Palette, version: str, sink: Sink, github: bool = False) -> None:
         if flow not in FLOWS:
             raise ValueError(f"unknown output flow {flow!r}; expected one of {FLOWS}")
         self.flow, self.palette, self.version, self.sink = flow, palette, version, sink
+        # On GitHub Actions, frames fold into ::group:: blocks fenced by a per-run token (CLI-57).
+        self._github_token = os.urandom(8).hex() if github else None
         self._groups: frozenset[TaskId] = frozenset()
         self._focus: frozenset[TaskId] | None = None  # None until RunStarted: treat all as requested
         self._commands: dict[TaskId, str] = {}
@@ -248,7 +250,7 @@ class PlainReporter:
             return
         shape = self.shape_of(result)
         if shape == "frame":
-            self.sink.lines("out", frames.frame(result, self.palette, self._commands.get(result.id)))
+            self.sink.lines("out", self._frame(result))
         elif shape in ("row", "row+replay"):
             self.sink.lines("err", [frames.task_row(result, self.palette)])
         if shape == "row+replay":
@@ -280,7 +282,11 @@ class PlainReporter:
         """Print each failure's frame whole before the footer, never capped (CLI-51)."""
         for result in self._replay:
             self.sink.separate("out")
-            self.sink.lines("out", frames.frame(result, self.palette, self._commands.get(result.id)))
+            self.sink.lines("out", self._frame(result))
+
+    def _frame(self, result: TaskResult) -> list[str]:
+        lines = frames.frame(result, self.palette, self._commands.get(result.id))
+        return frames.github_frame(result, lines, self._github_token) if self._github_token else lines
 
 
 # Looked up by name so the live console's overrides are the ones called.

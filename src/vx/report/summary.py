@@ -42,6 +42,8 @@ def task_dict(result: TaskResult) -> dict[str, Any]:
         out["cpuMs"] = round(result.cpu_ms, 3)
     if result.peak_rss_bytes is not None:
         out["peakRssBytes"] = result.peak_rss_bytes
+    if result.stored_ms is not None:
+        out["storedMs"] = round(result.stored_ms, 3)
     if result.timed_out:
         out["timedOut"] = True
     if result.blocked_by is not None:
@@ -83,6 +85,7 @@ def summary_dict(summary: RunSummary) -> dict[str, Any]:
         "totalMs": round((summary.ended_at - summary.started_at) * 1000, 3),
         "tasks": [task_dict(r) for r in summary.results],
         "summary": counts(summary.results),
+        "savedMs": round(sum(r.stored_ms or 0.0 for r in summary.results), 3),
     }
 
 
@@ -121,3 +124,47 @@ def _special(path: Path) -> bool:
     except OSError:
         return False
     return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+# ---------------------------------------------------------------- --report=markdown (OBS-04)
+
+
+def markdown(summary: RunSummary, interrupted: bool = False) -> str:
+    """The run as a markdown table, for `$GITHUB_STEP_SUMMARY` and friends: a header line with
+    the counts, the execution time spent and the time the hits saved, then one row per task."""
+    c = counts(summary.results)
+    spent = sum(r.duration_ms for r in summary.results if r.cache not in _SERVED)
+    saved = sum(r.stored_ms or 0.0 for r in summary.results)
+    verdict = "interrupted" if interrupted else ("ok" if summary.exit_code == 0 else "failed")
+    cached = c["cachedLocal"] + c["cachedRemote"] + c["upToDate"]
+    head = (f"**vx run: {verdict}** · {c['total']} tasks · {cached} cached · {c['failed']} failed · "
+            f"{_seconds(spent)} total · {_seconds(saved)} saved")
+    rows = ["| Task | Status | Cache | Duration |", "|---|---|---|---|"]
+    rows += [f"| `{_cell(str(r.id))}` | {r.status.value} | {r.cache.value} | {_seconds(r.duration_ms)} |"
+             for r in sorted(summary.results, key=_failures_first)]
+    return "\n".join([head, "", *rows]) + "\n"
+
+
+_SERVED = (CacheStatus.LOCAL, CacheStatus.REMOTE, CacheStatus.UP_TO_DATE)
+
+
+def _failures_first(result: TaskResult) -> tuple[int, str]:
+    return (0 if result.status is Status.FAILED else 1, str(result.id))
+
+
+def _seconds(ms: float) -> str:
+    return f"{ms / 1000:.2f}s"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("`", "'")
+
+
+def append_report(text: str, path: Path) -> None:
+    """Append (never replace: a step summary collects every step's) to `path`."""
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as exc:
+        raise EnvironmentFailure("cannot write the report", facts=(f"path: {path}", f"cause: {exc.strerror or exc}"),
+                                 hint="pass --report-file=<path> in a writable directory") from None
