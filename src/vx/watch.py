@@ -43,7 +43,11 @@ def watch_verb(rest: list[str], parsed, env: Mapping[str, str], say) -> int:
             raise UsageError(f"`{flag}` cannot be used with `vx watch`", hint="watch runs the tasks on every change")
     if not parsed.names:
         raise UsageError("name the tasks to watch", hint="e.g. `vx watch build`")
-    import watchfiles
+    try:
+        import watchfiles
+    except ImportError:
+        raise UsageError("`vx watch` needs the watchfiles package, which is not installed",
+                         hint="pip install 'vx[watch]' (or pip install watchfiles)") from None
 
     from vx import workspace
 

@@ -115,3 +115,13 @@ def test_cli73_a_broken_config_fails_that_cycle_and_watching_goes_on(ws, watch):
 def test_cli73_planning_and_summary_flags_are_refused(ws, flag):
     result = ws.vx("watch", "build", flag, summary=False)
     assert result.code == 2 and "cannot be used with `vx watch`" in result.err
+
+
+def test_cli03_without_watchfiles_watch_says_how_to_get_it(ws):
+    """watchfiles is the `watch` extra (it would slow every vx start, docs in pyproject.toml)."""
+    code = ("import sys; sys.modules['watchfiles'] = None; sys.argv = ['vx', 'watch', 'build']; "
+            "from vx.cli import main; sys.exit(main())")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ws.root, env={**env, "PYTHONPATH": SRC},
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "pip install 'vx[watch]'" in proc.stderr and "Traceback" not in proc.stderr
