@@ -106,10 +106,8 @@ def load_project(workspace_root: Path, pkg: Package, turbo: TurboRoot | None = N
 def load_all(ws: Workspace, env: Mapping[str, str] | None = None) -> dict[str, ProjectConfig]:
     """Every package's project config, by package name (the root under `//`); the ones written as
     code evaluated together, in one Node process."""
-    from vx.config.turbo import find_root
-
     root = str(ws.root)
-    turbo = find_root(root)
+    turbo = _turbo_root(root)
     found = {name: _locate(root, pkg, turbo) for name, pkg in ws.packages.items()}
     values = _evaluate(root, found.values(), env)
     return {name: _project(root, pkg, found[name], values, turbo, ws.manager) for name, pkg in ws.packages.items()}
@@ -124,6 +122,21 @@ def load_workspace(root: Path, env: Mapping[str, str] | None = None) -> Workspac
     found = Found(path, ext, os.path.basename(path))
     values = _evaluate(str(root), [found], env)
     return validate_workspace(_decoded(found, values), found.source)
+
+
+TURBO_FILES = ("turbo.json", "turbo.jsonc")
+
+
+def _turbo_root(root: str) -> TurboRoot | None:
+    """The root turbo.json, read only where there is one (a receipt keeps that there is none)."""
+    paths = [os.path.join(root, name) for name in TURBO_FILES]
+    if not any(os.path.lexists(p) for p in paths):
+        for path in paths:
+            witness.probed(path)
+        return None
+    from vx.config.turbo import find_root
+
+    return find_root(root)
 
 
 def _locate(root: str, pkg: Package, turbo: TurboRoot | None) -> Found | None:
