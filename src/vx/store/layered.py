@@ -56,6 +56,7 @@ class Downloaded(Struct, frozen=True):
     key: str
     path: Path
     checked: unpacking.Checked
+    duration_ms: float | None = None  # how long the run that uploaded it took, when the server says
 
 
 class LayeredStore:
@@ -187,7 +188,7 @@ class LayeredStore:
         self.health.count("hits")
         self.health.count("bytes_down", size)
         if not self.axes.local_write:
-            return Downloaded(key, temp, checked)
+            return Downloaded(key, temp, checked, found.duration_ms)
         entry = self.local.adopt(temp, key, task_id=want.task_id, command=want.command,
                                  duration_ms=found.duration_ms or 0.0, checked=checked, size_bytes=size)
         with self._lock:
