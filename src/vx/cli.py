@@ -23,6 +23,7 @@ verbs:
   watch [OPTIONS] TASK …                       run, then run again on every change that matters
   info                                        what vx sees here: versions, workspace, cache, sandbox
   show [PROJECT | PROJECT#TASK | TASK]        the configs as vx resolved them (--format json)
+  why PKG#TASK                                what changed between the task's last two keys
   cache prune [--older-than DUR] [--max-size SIZE]   evict old and least recently used cache entries
   help [VERB]                                 show help for vx or one verb
   version                                     print the version (also --version)
@@ -94,6 +95,13 @@ node_modules, .git, .vx. A failing cycle or a broken config keeps watching. Ctrl
 `--dry`, `--graph` and `--summarize` are refused.
 """
 
+WHY_HELP = """usage: vx why PKG#TASK [--format=json]
+
+Names what changed between the task's last two keys: files (added, removed, edited), declared
+env variables, its declaration, its package.json, the workspace's lockfiles, arguments after
+`--`, and upstream tasks (each with the next `vx why` to ask). Reads the cache's history only.
+"""
+
 SHOW_HELP = """usage: vx show [PROJECT | PROJECT#TASK | TASK] [--format text|json]
 
 Prints the configs as vx resolved them — from vx.config files, configs written as code, or a
@@ -101,7 +109,7 @@ Turborepo repository's turbo.json — each task as its key folds it. Without a n
 project with its tasks and config file. Nx's `vx show projects` and `vx show project NAME` work too.
 """
 
-VERB_HELP = {"run": RUN_HELP, "watch": WATCH_HELP, "info": INFO_HELP, "cache": CACHE_HELP, "show": SHOW_HELP, "help": "usage: vx help [VERB]\n",
+VERB_HELP = {"run": RUN_HELP, "watch": WATCH_HELP, "why": WHY_HELP, "info": INFO_HELP, "cache": CACHE_HELP, "show": SHOW_HELP, "help": "usage: vx help [VERB]\n",
              "version": "usage: vx version\n"}
 
 # Flags of `vx run`: name -> (kind, dest). kind: flag | value | optional (value only after `=`).
@@ -211,6 +219,10 @@ def _dispatch(args: list[str]) -> int:
         from vx.watch import watch_verb
 
         return watch_verb(rest, parse_run(rest), os.environ, _say)
+    if verb == "why":
+        from vx.history import why_verb
+
+        return why_verb(rest, os.environ, WHY_HELP)
     if verb == "show":
         from vx.show import show_verb
 

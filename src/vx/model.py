@@ -209,6 +209,7 @@ class TaskPlan(Struct, frozen=True):
     retries: int
     outputs: object  # files.OutputSpec-like: globs to walk, wipe and allow (None when the task caches nothing)
     sandbox: object = None  # sandbox.grants.SandboxSpec when the task declares exec.sandbox (SB-01)
+    record: object = None  # the HashRecord the key was folded from (kept for `vx why`, OBS-06)
 
 
 class HashRecord(Struct, frozen=True):

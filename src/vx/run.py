@@ -308,19 +308,31 @@ def _run_id() -> str:
 
 def _close_store(prep: Prepared, emit: Emit) -> None:
     """Close the store; with a remote layer that drains the uploads and tells the tally (RC-02).
-    The workspace's `cacheRetention` (LC-16) is applied just before the local store closes."""
-    settle = None
-    if prep.retention is not None and prep.policy.write:
-        from vx.retention import apply_at_run_end
+    Just before the local store closes, new keys' components are kept (`vx why`) and the
+    workspace's `cacheRetention` (LC-16) is applied."""
 
-        def settle(local) -> None:
+    def settle(local) -> None:
+        _keep_history(local, prep)
+        if prep.retention is not None and prep.policy.write:
+            from vx.retention import apply_at_run_end
+
             apply_at_run_end(local, prep.retention)
+
     if prep.remote is not None:
         prep.remote.close(lambda message, level: emit(Notice(message, level=level)), settle)
     elif prep.store is not None:
-        if settle is not None:
-            settle(prep.store)
+        settle(prep.store)
         prep.store.close()
+
+
+def _keep_history(local, prep: Prepared) -> None:
+    """Each new key's components, for `vx why`; a failure here never fails the run."""
+    import sqlite3
+
+    try:
+        local.keep_history((plan.key, plan.record) for plan in prep.plans.values() if plan.record is not None)
+    except (OSError, sqlite3.Error):
+        pass
 
 
 def _announce(prep: Prepared, emit: Emit) -> None:

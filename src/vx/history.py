@@ -1,0 +1,215 @@
+"""Why a task's key moved (OBS-06): each distinct key of a task is kept with the components it
+was folded from, so `vx why TASK` can name what changed between the last two.
+
+The components live beside the cache index, in a table of their own in `cache.db` (the store's
+schema gate leaves other tables alone): per task the last `KEEP` keys, each with its record —
+file identities, declared env (values as digests: a key may fold a secret, the history never
+holds one), config, package.json, fingerprint, forwarded args and upstream keys. A run writes
+only keys it has not seen, so a warm run costs one batched SELECT.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Iterable, Mapping
+
+import xxhash
+
+from vx.model import HashRecord
+from vx.store.rows import chunked, marks
+
+TABLE = ("CREATE TABLE IF NOT EXISTS key_history (task_id TEXT NOT NULL, key TEXT NOT NULL,"
+         " recorded_at REAL NOT NULL, record TEXT NOT NULL, PRIMARY KEY (task_id, key)) WITHOUT ROWID")
+KEEP = 8
+
+
+def record_keys(db, records: Iterable[tuple[str, HashRecord]]) -> int:
+    """Keep `records` ((key, record) pairs) whose key is not already the task's newest: a new key
+    is inserted, a key seen before (a change reverted) becomes the newest again. A run whose keys
+    did not move writes nothing. Returns how many rows were written."""
+    wanted = {(record.task_id, key): record for key, record in records}
+    if not wanted:
+        return 0
+    db.execute(TABLE)
+    seen: set[tuple[str, str]] = set()
+    newest: dict[str, tuple[float, str]] = {}
+    for batch in chunked(sorted({task for task, _key in wanted})):
+        for task, key, at in db.execute(
+                f"SELECT task_id, key, recorded_at FROM key_history WHERE task_id IN ({marks(len(batch))})", batch):
+            seen.add((task, key))
+            newest[task] = max(newest.get(task, (at, key)), (at, key))
+    moved = [(task, key) for task, key in wanted if newest.get(task, (0.0, None))[1] != key]
+    if not moved:
+        return 0
+    now = time.time()
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        db.executemany("UPDATE key_history SET recorded_at=? WHERE task_id=? AND key=?",
+                       [(now, t, k) for t, k in moved if (t, k) in seen])
+        db.executemany("INSERT INTO key_history VALUES (?,?,?,?)",
+                       [(t, k, now, _encode(wanted[(t, k)])) for t, k in moved if (t, k) not in seen])
+        db.executemany(
+            "DELETE FROM key_history WHERE task_id=? AND key NOT IN "
+            "(SELECT key FROM key_history WHERE task_id=? ORDER BY recorded_at DESC LIMIT ?)",
+            [(t, t, KEEP) for t in sorted({t for t, _k in moved})])
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    return len(moved)
+
+
+def _encode(record: HashRecord) -> str:
+    return json.dumps({
+        "fingerprint": record.fingerprint, "package": record.package_json, "config": record.config,
+        "args": list(record.forward_args),
+        "env": {name: None if value is None else _digest(value) for name, value in record.env},
+        "upstream": dict(record.upstream), "files": dict(record.files),
+    }, separators=(",", ":"))
+
+
+def _digest(value: str) -> str:
+    return xxhash.xxh3_64_hexdigest(value.encode("utf-8", "surrogateescape"))
+
+
+def last_two(db, task_id: str) -> list[tuple[str, float, dict]]:
+    """The task's two most recent keys, newest first: (key, recorded_at, components)."""
+    try:
+        rows = db.execute("SELECT key, recorded_at, record FROM key_history WHERE task_id=? "
+                          "ORDER BY recorded_at DESC LIMIT 2", (task_id,)).fetchall()
+    except Exception as exc:  # sqlite3.OperationalError: no table yet, nothing recorded
+        if "no such table" in str(exc):
+            return []
+        raise
+    return [(key, at, json.loads(record)) for key, at, record in rows]
+
+
+# ---------------------------------------------------------------- what changed
+
+
+def differences(old: Mapping, new: Mapping) -> list[tuple[str, str]]:
+    """(kind, what) for each component that differs, in fold order; files by path."""
+    out: list[tuple[str, str]] = []
+    if old["fingerprint"] != new["fingerprint"]:
+        out.append(("workspace", "the lockfiles or install settings (or the vx version)"))
+    if old["package"] != new["package"]:
+        out.append(("package", "package.json"))
+    if old["config"] != new["config"]:
+        out.append(("config", "the task's declaration"))
+    if old["args"] != new["args"]:
+        out.append(("forward", f"arguments after `--`: {' '.join(old['args']) or '(none)'} → "
+                               f"{' '.join(new['args']) or '(none)'}"))
+    for name in sorted(set(old["env"]) | set(new["env"])):
+        if old["env"].get(name, "absent") != new["env"].get(name, "absent"):
+            out.append(("env", name))
+    for task in sorted(set(old["upstream"]) | set(new["upstream"])):
+        if old["upstream"].get(task) != new["upstream"].get(task):
+            out.append(("upstream", task))
+    of, nf = old["files"], new["files"]
+    out += [("file", f"{path} (added)") for path in sorted(set(nf) - set(of))]
+    out += [("file", f"{path} (removed)") for path in sorted(set(of) - set(nf))]
+    out += [("file", path) for path in sorted(set(of) & set(nf)) if of[path] != nf[path]]
+    return out
+
+
+# ---------------------------------------------------------------- vx why
+
+
+def why_verb(rest: list[str], env: Mapping[str, str], help_text: str) -> int:
+    import os
+    import sqlite3
+    import sys
+    from pathlib import Path
+
+    from vx import config, workspace
+    from vx.errors import UsageError
+    from vx.run import RunRequest, resolve_cache_dir
+
+    fmt, names = "text", []
+    for tok in rest:
+        if tok in ("-h", "--help"):
+            print(help_text, end="")
+            return 0
+        if tok in ("--format=json", "--format=text"):
+            fmt = tok.partition("=")[2]
+        elif tok.startswith("-"):
+            raise UsageError(f"unknown flag `{tok}` for `vx why`", hint="vx why TASK [--format=json]")
+        else:
+            names.append(tok)
+    if len(names) != 1:
+        raise UsageError("name one task: `vx why PKG#TASK` (or a task of the project you stand in)",
+                         hint="e.g. `vx why web#build`")
+    cwd = Path(os.getcwd())
+    ws = workspace.discover(cwd)
+    task_id = _task_id(names[0], ws, cwd)
+    cache_dir = resolve_cache_dir(RunRequest(cwd=cwd, names=()), ws, config.load_workspace(ws.root, env), env)
+    path = cache_dir / "cache.db"
+    rows: list = []
+    if path.exists():
+        db = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+        try:
+            rows = last_two(db, task_id)
+            if not rows and "#" not in names[0]:  # from the root: the one project that has it
+                holders = _holders(db, names[0])
+                if len(holders) > 1:
+                    raise UsageError(f"several projects have a `{names[0]}` task", facts=(f"recorded: {', '.join(holders[:8])}",),
+                                     hint=f"name one: `vx why {holders[0]}`")
+                if holders:
+                    task_id, rows = holders[0], last_two(db, holders[0])
+        finally:
+            db.close()
+    verdict = _verdict(task_id, rows)
+    sys.stdout.write(json.dumps(verdict, indent=2) + "\n" if fmt == "json" else _render(verdict))
+    return 0
+
+
+def _holders(db, task: str) -> list[str]:
+    try:
+        rows = db.execute("SELECT DISTINCT task_id FROM key_history WHERE task_id LIKE ? ESCAPE '\\'",
+                          ("%#" + task.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_"),))
+        return sorted(r[0] for r in rows)
+    except Exception:  # no table yet
+        return []
+
+
+def _task_id(name: str, ws, cwd) -> str:
+    from vx.errors import UsageError
+    from vx.plan import package_of
+
+    if "#" in name:
+        package, _, task = name.rpartition("#")
+        package = package or "//"
+        if package not in ws.packages:
+            from vx.errors import suggestion
+
+            raise UsageError(f"no project named `{package}`", hint=suggestion(package, ws.packages, noun="projects"))
+        return f"{package}#{task}"
+    return f"{package_of(ws, cwd)}#{name}"
+
+
+def _verdict(task_id: str, rows: list) -> dict:
+    if not rows:
+        return {"task": task_id, "verdict": "unrecorded", "differences": []}
+    if len(rows) == 1:
+        return {"task": task_id, "verdict": "first", "key": rows[0][0], "differences": []}
+    (new_key, new_at, new), (old_key, old_at, old) = rows
+    return {"task": task_id, "verdict": "changed", "from": old_key, "to": new_key, "since": old_at, "at": new_at,
+            "differences": [{"kind": kind, "what": what} for kind, what in differences(old, new)]}
+
+
+def _render(v: dict) -> str:
+    task = v["task"]
+    if v["verdict"] == "unrecorded":
+        return (f"{task}: no key recorded yet — run it with the cache on (`vx run {task}`), then ask again;\n"
+                f"  a task id is PKG#TASK, e.g. `vx why web#build`\n")
+    if v["verdict"] == "first":
+        return f"{task}: one key recorded ({v['key']}); nothing to compare it with yet\n"
+    lines = [f"{task}: the key changed, {v['from']} → {v['to']}"]
+    width = max(len(d["kind"]) for d in v["differences"]) if v["differences"] else 0
+    for d in v["differences"]:
+        hint = f"  → vx why {d['what']}" if d["kind"] == "upstream" else ""
+        lines.append(f"  {d['kind']:<{width}}  {d['what']}{hint}")
+    if not v["differences"]:
+        lines.append("  (the same components: the vx version or the key's fold changed)")
+    return "\n".join(lines) + "\n"

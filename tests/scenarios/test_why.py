@@ -1,0 +1,50 @@
+"""`vx why` (OBS-06): what changed between a task's last two keys, from the cache's history."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import build_task, npm_workspace
+
+
+@pytest.fixture
+def ws(repo):
+    lib = build_task()
+    lib["cache"]["inputs"]["env"] = ["API_URL"]
+    return repo.write(npm_workspace({
+        "lib": {"tasks": {"build": lib}, "files": {"src/lib.js": "L;"}},
+        "app": {"deps": ["lib"], "tasks": {"build": build_task()}, "files": {"src/app.js": "A;"}},
+    })).commit()
+
+
+def why(ws, *args, cwd=""):
+    return ws.vx("why", *args, cwd=cwd, summary=False)
+
+
+def test_obs06_an_edited_file_is_named_and_the_dependant_points_upstream(ws):
+    assert ws.vx("run", "app#build").code == 0
+    assert "nothing to compare" in why(ws, "lib#build").out
+    (ws.root / "packages/lib/src/lib.js").write_text("L2;")
+    (ws.root / "packages/lib/src/more.js").write_text("M;")
+    assert ws.vx("run", "app#build").code == 0
+    lib = why(ws, "lib#build")
+    assert lib.code == 0 and "packages/lib/src/lib.js" in lib.out and "packages/lib/src/more.js (added)" in lib.out
+    app = why(ws, "build", cwd="packages/app")  # a task of the project you stand in
+    assert "upstream  lib#build  → vx why lib#build" in app.out
+
+
+def test_obs06_an_env_change_is_named_without_its_value(ws):
+    assert ws.vx("run", "lib#build", env={"API_URL": "https://one"}).code == 0
+    assert ws.vx("run", "lib#build", env={"API_URL": "https://two"}).code == 0
+    data = json.loads(why(ws, "lib#build", "--format=json").out)
+    assert data["verdict"] == "changed" and data["differences"] == [{"kind": "env", "what": "API_URL"}]
+    assert "https://" not in (ws.root / ".vx/cache/cache.db").read_bytes().decode("latin-1")
+
+
+def test_obs06_unknown_or_unrecorded_tasks_say_so(ws):
+    assert "no key recorded yet" in why(ws, "lib#build").out
+    bad = why(ws, "nolib#build")
+    assert bad.code == 2 and "did you mean `lib`" in bad.err
+    assert why(ws).code == 2
