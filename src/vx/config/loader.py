@@ -114,14 +114,36 @@ def load_all(ws: Workspace, env: Mapping[str, str] | None = None) -> dict[str, P
 
 
 def load_workspace(root: Path, env: Mapping[str, str] | None = None) -> WorkspaceConfig:
-    """The root vx.workspace file (WS-11), or the defaults when there is none."""
+    """The root vx.workspace file (WS-11), or the defaults when there is none; without a
+    `remoteCache` of its own, a Turborepo repository's remote cache (RC-13)."""
+    env = os.environ if env is None else env
     located = _config_file(str(root), "vx.workspace", "")
-    if located is None:
-        return WorkspaceConfig()
-    path, ext = located
-    found = Found(path, ext, os.path.basename(path))
-    values = _evaluate(str(root), [found], env)
-    return validate_workspace(_decoded(found, values), found.source)
+    config = WorkspaceConfig()
+    if located is not None:
+        path, ext = located
+        found = Found(path, ext, os.path.basename(path))
+        values = _evaluate(str(root), [found], env)
+        config = validate_workspace(_decoded(found, values), found.source)
+    if config.remote_cache is None and (env.get("TURBO_TOKEN") or env.get("VERCEL_ARTIFACTS_TOKEN")):
+        remote = _turbo_remote(str(root))
+        if remote is not None:
+            config = replace(config, remote_cache=remote)
+    return config
+
+
+def _turbo_remote(root: str):
+    """turbo.json's `remoteCache`, then `.turbo/config.json` over it (as `turbo link` wrote it)."""
+    turbo = _turbo_root(root)
+    if turbo is None or turbo.remote_off:
+        return None
+    from vx.config.turbo import linked
+
+    base, link = turbo.remote_cache, linked(root)
+    if link is None:
+        return base
+    if base is None:
+        return link
+    return replace(base, url=link.url or base.url, team=link.team or base.team, team_id=link.team_id or base.team_id)
 
 
 TURBO_FILES = ("turbo.json", "turbo.jsonc")

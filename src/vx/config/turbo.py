@@ -35,7 +35,7 @@ from vx.config.loader import TURBO_FILES as FILE_NAMES  # the loader imports thi
 from vx.config.project import canonical, depends_on_problem, validate_project
 from vx.errors import ConfigError
 from vx.globs import glob_error
-from vx.model import ROOT_PROJECT, Package, ProjectConfig, TaskConfig
+from vx.model import ROOT_PROJECT, Package, ProjectConfig, RemoteCacheConfig, TaskConfig
 
 DEFAULT = "$TURBO_DEFAULT$"
 ROOT_PREFIX = "$TURBO_ROOT$/"
@@ -44,11 +44,11 @@ _ENV_PATTERN = re.compile(r"!?[A-Za-z_*][A-Za-z0-9_*]*\Z")
 _NOT_RUNNABLE = "vx tasks must finish; run it with the package manager (`npm run {name}`) outside vx"
 
 # Keys that only shape turbo's own terminal, daemon or cache; vx has its own for each.
-_IGNORED_ROOT = frozenset({"ui", "daemon", "envMode", "cacheDir", "remoteCache", "concurrency", "futureFlags",
+_IGNORED_ROOT = frozenset({"ui", "daemon", "envMode", "cacheDir", "concurrency", "futureFlags",
                            "dangerouslyDisablePackageManagerCheck", "noUpdateNotifier", "boundaries",
                            "experimentalSpaces", "globalDotEnv", "cacheMaxAge"})
 ROOT = Level("turbo.json", frozenset({"tasks", "pipeline", "globalDependencies", "globalEnv",
-                                      "globalPassThroughEnv"}) | _IGNORED_ROOT,
+                                      "globalPassThroughEnv", "remoteCache"}) | _IGNORED_ROOT,
              foreign={"extends": "only a package's own turbo.json extends the root one"})
 PACKAGE = Level("a package's turbo.json", frozenset({"extends", "tasks", "tags", "boundaries"}),
                 foreign={k: "set it in the root turbo.json" for k in
@@ -61,6 +61,10 @@ TASK = Level("a turbo.json task", frozenset({"dependsOn", "inputs", "outputs", "
                       "command": "a turbo.json task runs the package.json script of the same name"})
 
 
+REMOTE = Level("turbo.json remoteCache", frozenset({"enabled", "signature", "preflight", "timeout", "uploadTimeout",
+                                                    "apiUrl", "loginUrl", "teamId", "teamSlug"}))
+
+
 class TurboRoot(Struct, frozen=True):
     """The root turbo.json, checked: definitions by `name`, `pkg#name` or `//#name`."""
 
@@ -70,6 +74,8 @@ class TurboRoot(Struct, frozen=True):
     global_env: tuple[str, ...] = ()
     global_pass_through: tuple[str, ...] = ()
     named: frozenset[str] = frozenset()  # packages some `pkg#name` definition names
+    remote_cache: RemoteCacheConfig | None = None  # `remoteCache` (RC-13)
+    remote_off: bool = False  # `remoteCache.enabled: false`: no remote, whatever `turbo link` wrote
     # Generated and copy-pasted packages share scripts and turbo.json texts: each distinct
     # (manager, scripts, own file, name when it matters) is mapped and validated once.
     memo: dict = field(default_factory=dict)
@@ -93,6 +99,24 @@ def find_root(root: str) -> TurboRoot | None:
                           hint="keep one; turbo and vx would not know which to read")
     source, text = found[0]
     return _checked_root(jsonc.loads(text, source), source)
+
+
+def linked(root: str) -> RemoteCacheConfig | None:
+    """`.turbo/config.json`, as `turbo link` leaves it (`teamid`, `apiurl`, `teamslug`)."""
+    path = os.path.join(root, ".turbo", "config.json")
+    text = _read(path, ".turbo/config.json")
+    if text is None:
+        return None
+    try:
+        obj = jsonc.loads(text, ".turbo/config.json")
+    except ConfigError:
+        return None  # turbo's own file: a damaged one is turbo's to complain about
+    if not isinstance(obj, dict):
+        return None
+    fields = {k: obj.get(k) if isinstance(obj.get(k), str) else None for k in ("teamid", "apiurl", "teamslug")}
+    if not any(fields.values()):
+        return None
+    return RemoteCacheConfig(kind="turbo", url=fields["apiurl"], team=fields["teamslug"], team_id=fields["teamid"])
 
 
 def read_package(directory: str, source: str) -> dict | None:
@@ -147,10 +171,35 @@ def _checked_root(data: Any, source: str) -> TurboRoot:
         _check_task(body, at.key(key).key(name), package_level=False)
     return TurboRoot(
         source=source, tasks=tasks, named=frozenset(n.rpartition("#")[0] for n in tasks if "#" in n),
+        remote_cache=_remote(obj.get("remoteCache"), at.key("remoteCache")),
+        remote_off=isinstance(obj.get("remoteCache"), dict) and obj["remoteCache"].get("enabled") is False,
         global_inputs=_globs(obj.get("globalDependencies", []), at.key("globalDependencies")),
         global_env=_env(obj.get("globalEnv", []), at.key("globalEnv")),
         global_pass_through=_env(obj.get("globalPassThroughEnv", []), at.key("globalPassThroughEnv")),
     )
+
+
+def _remote(value: Any, at: At) -> RemoteCacheConfig | None:
+    """turbo.json `remoteCache` as vx's turbo remote (RC-13); None when absent or off (`enabled:
+    false`). The token never comes from a file: TURBO_TOKEN, as for turbo in CI. vx's upload policy
+    stays its own (uploads from CI only unless vx.workspace.json says otherwise)."""
+    if value is None:
+        return None
+    obj = _object(value, at)
+    _keys(obj, at, REMOTE)
+    for flag in ("enabled", "signature", "preflight"):
+        if flag in obj and not isinstance(obj[flag], bool):
+            at.key(flag).refuse(f"`{flag}` must be true or false, got {_kind(obj[flag])}")
+    for field in ("apiUrl", "teamId", "teamSlug", "loginUrl"):
+        if field in obj and not isinstance(obj[field], str):
+            at.key(field).refuse(f"`{field}` must be a string, got {_kind(obj[field])}")
+    timeout = obj.get("timeout")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
+        at.key("timeout").refuse("`timeout` must be a positive number of seconds")
+    if obj.get("enabled") is False:
+        return None
+    return RemoteCacheConfig(kind="turbo", url=obj.get("apiUrl"), team=obj.get("teamSlug"), team_id=obj.get("teamId"),
+                             signature=obj.get("signature"), timeout_ms=int(timeout * 1000) if timeout else None)
 
 
 def _check_task_name(name: str, at: At) -> None:
