@@ -23,7 +23,7 @@ import stat
 
 from vx import __version__, witness
 
-FORMAT = 2
+FORMAT = 3  # 3: env values kept as digests
 RECEIPTS = os.path.join(".vx", "receipts")
 GIT_ENV = ("PATH", "HOME", "XDG_CONFIG_HOME")  # read straight from os.environ by the listing
 KEEP = 32  # receipts per workspace: one per command line and directory, the least recent go first
@@ -74,8 +74,16 @@ def find(cwd: str, argv: list[str]) -> tuple[str, dict, memoryview] | None:
 
 def same_env(header: dict, environ) -> bool:
     if header["env_whole"] is not None:
-        return header["env_whole"] == dict(environ)
-    return all(environ.get(name) == value for name, value in header["env"].items())
+        return header["env_whole"] == {name: env_digest(value) for name, value in environ.items()}
+    return all(env_digest(environ.get(name)) == value for name, value in header["env"].items())
+
+
+def env_digest(value: str | None) -> str | None:
+    """What a receipt keeps of a variable's value: a digest, never the value — a run may look up
+    a token (TURBO_TOKEN), and a receipt is a file in the workspace."""
+    import xxhash  # already loaded by the run lock
+
+    return None if value is None else xxhash.xxh3_64_hexdigest(value.encode("utf-8", "surrogateescape"))
 
 
 def paths_hold(body: dict) -> bool:
@@ -200,8 +208,8 @@ def write(*, argv: list[str], cwd: str, root: str, cache_dir: str, started_ns: i
     dirs = [(d, None if racy([(d, ident)], started_ns) else ident, p, n) for d, ident, p, n in dirs]
     header = {
         "format": FORMAT, "vx": __version__, "cwd": cwd, "argv": list(argv), "root": root, "cache_dir": cache_dir,
-        "env": {name: dict.get(env, name) for name in sorted(env.names | set(GIT_ENV))},  # not noted again
-        "env_whole": dict(env.items()) if env.whole else None,
+        "env": {name: env_digest(dict.get(env, name)) for name in sorted(env.names | set(GIT_ENV))},  # not noted
+        "env_whole": {name: env_digest(value) for name, value in dict.items(env)} if env.whole else None,
         "git": _commands(commands, toplevel, tasks), "tasks": len(tasks),
         "index": None, "touched": started_ns / 1e9,  # the run's close touched every row (LC-06)
     }

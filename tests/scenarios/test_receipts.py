@@ -206,6 +206,19 @@ def test_a_changed_input_variable_misses(repo):
     assert not replayed and executed(result.err) == {"a#build", "b#build"}
 
 
+def test_a_receipt_keeps_digests_of_variables_never_their_values(repo):
+    """A run may look up a token (TURBO_TOKEN, a keyed variable); the receipt is a workspace file."""
+    ws = workspace(repo, extra_env_task=True)
+    env = {"STAGE": "stage-canary-7f3a", "TURBO_TOKEN": "token-canary-91bd"}
+    settle(ws, env=env)
+    _, replayed = run(ws, env=env)
+    assert replayed  # the digests still prove the values unchanged
+    kept = b"".join(p.read_bytes() for p in (ws.root / ".vx" / "receipts").iterdir())
+    assert b"stage-canary-7f3a" not in kept and b"token-canary-91bd" not in kept
+    _, replayed = run(ws, env={**env, "TURBO_TOKEN": "another"})
+    assert not replayed
+
+
 def test_a_wiped_cache_is_never_replayed(ws):
     import shutil
 
