@@ -33,6 +33,10 @@ OUTPUT_LOGS = FLOWS[3:]  # `--output-logs`, turbo's names: beats the flow the ru
 # Columns: the flow, split by role in the focused flow. Shapes: silent, row, frame,
 # row+replay (one line at once, the whole frame before the footer) and fold (counted on one
 # `not run` line). A failure is never silent and its frame is printed exactly once (CLI-51).
+_EVERY_FRAME: Mapping[str, str] = {
+    "executed": "frame", "hit": "frame", "failed": "frame",
+    "skipped": "row", "aborted": "frame", "not-run": "fold",
+}
 VISIBILITY: Mapping[str, Mapping[str, str]] = {
     "focused:requested": {
         "executed": "frame", "hit": "frame", "failed": "frame",
@@ -46,14 +50,8 @@ VISIBILITY: Mapping[str, Mapping[str, str]] = {
         "executed": "row", "hit": "silent", "failed": "row+replay",
         "skipped": "row", "aborted": "row", "not-run": "fold",
     },
-    "ci": {
-        "executed": "frame", "hit": "frame", "failed": "frame",
-        "skipped": "row", "aborted": "frame", "not-run": "fold",
-    },
-    "full": {
-        "executed": "frame", "hit": "frame", "failed": "frame",
-        "skipped": "row", "aborted": "frame", "not-run": "fold",
-    },
+    "ci": _EVERY_FRAME,
+    "full": _EVERY_FRAME,  # --output-logs=full: what CI shows, anywhere
     "new-only": {
         "executed": "frame", "hit": "row", "failed": "frame",
         "skipped": "row", "aborted": "frame", "not-run": "fold",
