@@ -24,14 +24,17 @@ TABLE = ("CREATE TABLE IF NOT EXISTS key_history (task_id TEXT NOT NULL, key TEX
 KEEP = 8
 
 
-def record_keys(db, records: Iterable[tuple[str, HashRecord]]) -> int:
+def record_keys(db, records: Iterable[tuple[str, HashRecord]], settled: Iterable[tuple[str, HashRecord]] = ()) -> int:
     """Keep `records` ((key, record) pairs) whose key is not already the task's newest: a new key
-    is inserted, a key seen before (a change reverted) becomes the newest again. A run whose keys
-    did not move writes nothing. Returns how many rows were written."""
+    is inserted, a key seen before (a change reverted) becomes the newest again. `settled` (the
+    up-to-date hits, whose keys the history already has) is kept only into an empty history — the
+    first run that keeps one. A run whose keys did not move writes nothing. Returns rows written."""
+    db.execute(TABLE)
     wanted = {(record.task_id, key): record for key, record in records}
+    if db.execute("SELECT 1 FROM key_history LIMIT 1").fetchone() is None:
+        wanted.update(((record.task_id, key), record) for key, record in settled)
     if not wanted:
         return 0
-    db.execute(TABLE)
     seen: set[tuple[str, str]] = set()
     newest: dict[str, tuple[float, str]] = {}
     for batch in chunked(sorted({task for task, _key in wanted})):

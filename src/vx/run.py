@@ -255,7 +255,7 @@ def execute(prep: Prepared, req: RunRequest, emit: Emit, stages: Stages, launch_
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
     with stages("close cache"):
-        _close_store(prep, emit)
+        _close_store(prep, emit, results)
     spans = getattr(getattr(prep.store, "local", prep.store), "spans", {})
     for name in ("restore", "save"):
         stages.span(name, spans.get(name, ()))
@@ -306,13 +306,13 @@ def _run_id() -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
-def _close_store(prep: Prepared, emit: Emit) -> None:
+def _close_store(prep: Prepared, emit: Emit, results: Mapping[TaskId, TaskResult] | None = None) -> None:
     """Close the store; with a remote layer that drains the uploads and tells the tally (RC-02).
     Just before the local store closes, new keys' components are kept (`vx why`) and the
     workspace's `cacheRetention` (LC-16) is applied."""
 
     def settle(local) -> None:
-        _keep_history(local, prep)
+        _keep_history(local, prep, results or {})
         if prep.retention is not None and prep.policy.write:
             from vx.retention import apply_at_run_end
 
@@ -325,12 +325,19 @@ def _close_store(prep: Prepared, emit: Emit) -> None:
         prep.store.close()
 
 
-def _keep_history(local, prep: Prepared) -> None:
-    """Each new key's components, for `vx why`; a failure here never fails the run."""
+def _keep_history(local, prep: Prepared, results: Mapping[TaskId, TaskResult]) -> None:
+    """Each new key's components, for `vx why`; a failure here never fails the run. An up-to-date
+    hit is skipped: its outputs were last written under this very key, so the history already has
+    it as the newest — a warm run then asks the history nothing."""
     import sqlite3
 
+    moved, settled = [], []
+    for tid, plan in prep.plans.items():
+        if plan.record is not None:
+            fresh = tid in results and results[tid].cache is CacheStatus.UP_TO_DATE
+            (settled if fresh else moved).append((plan.key, plan.record))
     try:
-        local.keep_history((plan.key, plan.record) for plan in prep.plans.values() if plan.record is not None)
+        local.keep_history(moved, settled)
     except (OSError, sqlite3.Error):
         pass
 

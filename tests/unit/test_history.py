@@ -53,3 +53,10 @@ def test_obs06_differences_name_each_component_in_fold_order():
         ("file", "src/gone.js (removed)"),
         ("file", "src/a.js"),
     ]
+
+
+def test_obs06_up_to_date_hits_seed_only_an_empty_history():
+    d = db()
+    assert record_keys(d, [], settled=[("k1", rec())]) == 1  # the first run that keeps a history
+    assert record_keys(d, [], settled=[("k9", rec(files=(("src/a.js", "9"),)))]) == 0  # never after
+    assert [key for key, _at, _r in last_two(d, "a#build")] == ["k1"]
