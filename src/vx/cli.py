@@ -21,6 +21,7 @@ usage: vx <verb> [options]
 verbs:
   run [OPTIONS] [TASK | PKG#TASK …] [-- ARGS]   run tasks and what they depend on
   watch [OPTIONS] TASK …                       run, then run again on every change that matters
+  init [--dry] [--force]                      a vx.config.json per package, from its scripts
   info                                        what vx sees here: versions, workspace, cache, sandbox
   show [PROJECT | PROJECT#TASK | TASK]        the configs as vx resolved them (--format json)
   why PKG#TASK                                what changed between the task's last two keys
@@ -95,6 +96,17 @@ node_modules, .git, .vx. A failing cycle or a broken config keeps watching. Ctrl
 `--dry`, `--graph` and `--summarize` are refused.
 """
 
+INIT_HELP = """usage: vx init [--dry] [--force]
+
+Writes a vx.config.json beside each package.json, from its scripts: each script a task running
+it (npm's pre/post hooks folded in), `build` after its dependencies' builds, `test` and
+`typecheck` after the package's own build, and for each build the cache block to turn on, as a
+comment with the output directories its tooling suggests. Long-running scripts (dev, start,
+serve, watch, preview) and root scripts that run the members are left out. Existing configs are
+kept (`--force` replaces them); `--dry` prints what it would write. In a Turborepo repository vx
+already runs turbo.json unchanged, so `vx init` there needs `--force`.
+"""
+
 WHY_HELP = """usage: vx why PKG#TASK [--format=json]
 
 Names what changed between the task's last two keys: files (added, removed, edited), declared
@@ -109,7 +121,7 @@ Turborepo repository's turbo.json — each task as its key folds it. Without a n
 project with its tasks and config file. Nx's `vx show projects` and `vx show project NAME` work too.
 """
 
-VERB_HELP = {"run": RUN_HELP, "watch": WATCH_HELP, "why": WHY_HELP, "info": INFO_HELP, "cache": CACHE_HELP, "show": SHOW_HELP, "help": "usage: vx help [VERB]\n",
+VERB_HELP = {"run": RUN_HELP, "watch": WATCH_HELP, "why": WHY_HELP, "init": INIT_HELP, "info": INFO_HELP, "cache": CACHE_HELP, "show": SHOW_HELP, "help": "usage: vx help [VERB]\n",
              "version": "usage: vx version\n"}
 
 # Flags of `vx run`: name -> (kind, dest). kind: flag | value | optional (value only after `=`).
@@ -219,6 +231,10 @@ def _dispatch(args: list[str]) -> int:
         from vx.watch import watch_verb
 
         return watch_verb(rest, parse_run(rest), os.environ, _say)
+    if verb == "init":
+        from vx.init import init_verb
+
+        return init_verb(rest, INIT_HELP, _say)
     if verb == "why":
         from vx.history import why_verb
 

@@ -57,9 +57,12 @@ def _resolve_one(ws: Workspace, configs: Mapping[str, ProjectConfig], sel: Selec
     holders = [p for p in sorted(configs) if name in configs[p].tasks]
     if not holders:
         _refuse_not_runnable(configs, name)
+        scripted = [p for p, pkg in sorted(ws.packages.items()) if name in pkg.scripts]
         raise UnknownTaskError(
             f"no project declares a task named `{name}`",
-            hint=suggestion(name, _all_task_names(configs), noun="tasks"),
+            facts=(f"a package.json script in: {', '.join(scripted[:8])}",) if scripted else (),
+            hint=("`vx init` turns package.json scripts into vx tasks (vx.config.json per package)" if scripted
+                  else suggestion(name, _all_task_names(configs), noun="tasks")),
         )
     if sel.projects is not None:
         return _filtered_holders(holders, sel.projects, name)

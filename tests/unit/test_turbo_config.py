@@ -71,6 +71,8 @@ def test_tl05_npm_hooks_fold_around_the_script_other_managers_do_not():
     npm = project(root(build={}), web, "npm", None, "").tasks["build"].exec.command
     assert npm == "(\nrm -rf dist\n) && (\ntsc -b # types\n) && (\necho done\n)"  # the comment cannot eat a `)`
     assert project(root(build={}), web, "pnpm", None, "").tasks["build"].exec.command == "tsc -b # types"
+    plain = pkg(build="tsc -b", prebuild="rm -rf dist")
+    assert project(root(build={}), plain, "npm", None, "").tasks["build"].exec.command == "rm -rf dist && tsc -b"
 
 
 def test_tl05_persistent_and_interactive_are_kept_as_not_runnable():

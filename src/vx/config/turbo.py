@@ -291,7 +291,7 @@ def _mapped(turbo: TurboRoot, pkg: Package, manager: str, own: dict | None, own_
             kind = "persistent" if body.get("persistent") else "interactive"
             not_runnable[name] = f"`{name}` is {kind} in turbo.json; " + _NOT_RUNNABLE.format(name=name)
             continue
-        tasks[name] = _vx_task(turbo, name, body, _command(pkg, name, manager))
+        tasks[name] = _vx_task(turbo, name, body, with_hooks(pkg, name, manager))
     for name, body in tasks.items():
         deps = [d for d in body.get("dependsOn", ()) if "#" in d or d.startswith("^") or d in tasks]
         if deps:
@@ -349,15 +349,21 @@ def _merged(base: dict, over: dict) -> dict:
     return out
 
 
-def _command(pkg: Package, name: str, manager: str) -> str:
+def with_hooks(pkg: Package, name: str, manager: str) -> str:
     """The script, between its `pre`/`post` hooks as `npm run` (and `bun run`) would run them."""
     script = pkg.scripts[name]
     pre, post = pkg.scripts.get(f"pre{name}"), pkg.scripts.get(f"post{name}")
     if manager not in ("npm", "bun") or not (pre or post):
         return script
-    # Each on its own lines in a subshell: a script's trailing `# comment` cannot swallow the `)`.
-    return " && ".join(f"(\n{part}\n)" for part in (pre, script, post) if part)
+    parts = [part for part in (pre, script, post) if part]
+    if not any(_SHELL_LIST.search(part) for part in parts):
+        return " && ".join(parts)
+    # Each on its own lines in a subshell: `a || b` stays one step, and a trailing `# comment`
+    # cannot swallow the `)`.
+    return " && ".join(f"(\n{part}\n)" for part in parts)
 
+
+_SHELL_LIST = re.compile(r"[;&|#\n]")
 
 def _vx_task(turbo: TurboRoot, name: str, body: dict, command: str) -> dict:
     """One definition in vx's schema."""

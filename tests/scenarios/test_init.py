@@ -1,0 +1,66 @@
+"""`vx init` (TL-01): a vx.config.json per package from its scripts, then a run of them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import npm_workspace
+
+from vx.config import jsonc
+
+WRITE = ("node -e \"require('fs').mkdirSync('{out}',{{recursive:true}});"
+         "require('fs').writeFileSync('{out}/x.js','{name}')\"")
+
+
+@pytest.fixture
+def ws(repo):
+    files = npm_workspace({"lib": {}, "web": {"deps": ["lib"]}},
+                          root_extra={"scripts": {"build": "turbo run build", "lint": "node -e 0"}})
+    files["packages/lib/package.json"]["scripts"] = {
+        "build": WRITE.format(out="out", name="lib") + " -- --outDir out", "prebuild": "node -e 0",
+        "test": "node -e \"require('fs').accessSync('out/x.js')\"", "dev": "tsc -w"}
+    files["packages/web/package.json"]["scripts"] = {"build": WRITE.format(out="dist", name="web"),
+                                                     "start": "node server.js", "typecheck": "node -e 0"}
+    return repo.write(files).commit()
+
+
+def test_tl01_scripts_become_tasks_and_run(ws):
+    result = ws.vx("init", summary=False)
+    assert result.code == 0, result.err
+    web = (ws.root / "packages/web/vx.config.json").read_text()
+    assert '"^build"' in web and "// \"cache\"" in web and '"dist/**"' in web  # caching: a comment to turn on
+    lib_text = (ws.root / "packages/lib/vx.config.json").read_text()
+    lib = jsonc.loads(lib_text, "lib")["tasks"]
+    assert '"out/**"' in lib_text and set(lib) == {"build", "test"}  # the watcher is out
+    assert lib["build"]["exec"]["command"].startswith("(\nnode -e 0\n) && (")  # prebuild folded in
+    assert "left out: it keeps running" in result.err and "runs the members" in result.err
+    root = (ws.root / "vx.config.json").read_text()
+    assert '"lint"' in root and "turbo run" not in root
+    run = ws.vx("run", "test", "typecheck", "--all")
+    assert run.code == 0, run.err
+    assert set(run.statuses()) == {"lib#build", "lib#test", "web#build", "web#typecheck"}
+
+
+def test_tl01_existing_configs_are_kept_unless_forced_and_dry_writes_nothing(ws):
+    dry = ws.vx("init", "--dry", summary=False)
+    assert dry.code == 0 and "// packages/web/vx.config.json" in dry.out
+    assert not (ws.root / "packages/web/vx.config.json").exists()
+    (ws.root / "packages/web/vx.config.json").write_text(json.dumps({"tasks": {}}))
+    kept = ws.vx("init", summary=False)
+    assert "kept" in kept.err and json.loads((ws.root / "packages/web/vx.config.json").read_text()) == {"tasks": {}}
+    forced = ws.vx("init", "--force", summary=False)
+    assert forced.code == 0 and "build" in (ws.root / "packages/web/vx.config.json").read_text()
+
+
+def test_tl01_a_turborepo_repository_needs_no_init(ws):
+    (ws.root / "turbo.json").write_text(json.dumps({"tasks": {"build": {}}}))
+    result = ws.vx("init", summary=False)
+    assert result.code == 0 and "runs turbo.json as it is" in result.err
+    assert not (ws.root / "packages/web/vx.config.json").exists()
+
+
+def test_tl01_a_script_that_is_no_task_yet_points_at_vx_init(ws):
+    result = ws.vx("run", "build", summary=False)
+    assert result.code == 2 and "vx init" in result.err and "a package.json script in: //, lib, web" in result.err
