@@ -26,6 +26,7 @@ verbs:
   show [PROJECT | PROJECT#TASK | TASK]        the configs as vx resolved them (--format json)
   why PKG#TASK                                what changed between the task's last two keys
   cache prune [--older-than DUR] [--max-size SIZE]   evict old and least recently used cache entries
+  completions bash|zsh|fish                   a completion script for the shell
   help [VERB]                                 show help for vx or one verb
   version                                     print the version (also --version)
 
@@ -121,7 +122,14 @@ Turborepo repository's turbo.json — each task as its key folds it. Without a n
 project with its tasks and config file. Nx's `vx show projects` and `vx show project NAME` work too.
 """
 
-VERB_HELP = {"run": RUN_HELP, "watch": WATCH_HELP, "why": WHY_HELP, "init": INIT_HELP, "info": INFO_HELP, "cache": CACHE_HELP, "show": SHOW_HELP, "help": "usage: vx help [VERB]\n",
+COMPLETIONS_HELP = """usage: vx completions bash|zsh|fish
+
+Prints a completion script for the shell: verbs and every flag each verb's help names.
+  bash: eval "$(vx completions bash)"      zsh: source <(vx completions zsh)
+  fish: vx completions fish | source
+"""
+
+VERB_HELP = {"completions": COMPLETIONS_HELP, "run": RUN_HELP, "watch": WATCH_HELP, "why": WHY_HELP, "init": INIT_HELP, "info": INFO_HELP, "cache": CACHE_HELP, "show": SHOW_HELP, "help": "usage: vx help [VERB]\n",
              "version": "usage: vx version\n"}
 
 # Flags of `vx run`: name -> (kind, dest). kind: flag | value | optional (value only after `=`).
@@ -231,6 +239,14 @@ def _dispatch(args: list[str]) -> int:
         from vx.watch import watch_verb
 
         return watch_verb(rest, parse_run(rest), os.environ, _say)
+    if verb == "completions":
+        from vx.completions import script
+
+        if len(rest) != 1 or rest[0] in ("-h", "--help"):
+            print(VERB_HELP["completions"], end="")
+            return EXIT_OK if rest else 2
+        print(script(rest[0], VERB_HELP), end="")
+        return EXIT_OK
     if verb == "init":
         from vx.init import init_verb
 
