@@ -20,12 +20,12 @@ usage: vx <verb> [options]
 
 verbs:
   run [OPTIONS] [TASK | PKG#TASK …] [-- ARGS]   run tasks and what they depend on
-  watch [OPTIONS] TASK …                       run, then run again on every change that matters
+  watch [OPTIONS] TASK …                      run, then run again on every change that matters
   init [--dry] [--force]                      a vx.config.json per package, from its scripts
   info                                        what vx sees here: versions, workspace, cache, sandbox
   show [PROJECT | PROJECT#TASK | TASK]        the configs as vx resolved them (--format json)
   why PKG#TASK                                what changed between the task's last two keys
-  cache prune [--older-than DUR] [--max-size SIZE]   evict old and least recently used cache entries
+  cache prune [--older-than D] [--max-size S] evict old and least recently used cache entries
   completions bash|zsh|fish                   a completion script for the shell
   help [VERB]                                 show help for vx or one verb
   version                                     print the version (also --version)
