@@ -157,3 +157,34 @@ def test_ws05_editing_a_preset_is_seen_by_a_replay(repo):
     (ws.root / "preset.mjs").write_text((ws.root / "preset.mjs").read_text() + "\n// edited\n")
     changed = ws.vx("run", "build", summary=False, env={"VX_TIMING": "1"})
     assert changed.code == 0 and "discover" in changed.err, changed.err
+
+
+def test_ws05_a_file_the_config_reads_itself_is_part_of_the_evaluation(repo):
+    config = ("import { readFileSync } from 'node:fs';\n"
+              "const command = readFileSync(new URL('./cmd.txt', import.meta.url), 'utf8').trim();\n"
+              "console.log('loading the config');  // a config may print: it reaches vx's stderr\n"
+              "export default { tasks: { build: { exec: { command } } } };\n")
+    ws = code_workspace(repo, {"a": ("mjs", config)}, extra={"packages/a/cmd.txt": "echo one\n"})
+    first = ws.vx("run", "build", "--dry=json")
+    assert first.code == 0 and "loading the config" in first.err, first.err
+    time.sleep(0.06)
+    assert json.loads(ws.vx("run", "build", "--dry=json").out)["tasks"][0]["command"] == "echo one"  # kept now
+    (ws.root / "packages/a/cmd.txt").write_text("echo two\n")
+    assert json.loads(ws.vx("run", "build", "--dry=json").out)["tasks"][0]["command"] == "echo two"
+
+
+def test_ws05_a_kept_evaluation_holds_digests_not_values_and_none_that_read_the_whole_env(repo):
+    named = "export default { tasks: { build: { exec: { command: 'echo ' + process.env.MY_TOKEN.length } } } };\n"
+    ws = code_workspace(repo, {"a": ("mjs", named)})
+    for _ in range(2):
+        assert ws.vx("run", "build", "--dry", env={"MY_TOKEN": "hunter2-canary"}).code == 0
+        time.sleep(0.06)
+    kept = list((ws.root / ".vx/configs").glob("*.json"))
+    assert kept and all(b"hunter2-canary" not in k.read_bytes() for k in kept)
+    assert all(oct(k.stat().st_mode & 0o777) == "0o600" for k in kept)
+    whole = "export default { tasks: { build: { exec: { command: 'echo ' + Object.keys(process.env).length } } } };\n"
+    (ws.root / "packages/a/vx.config.mjs").write_text(whole)
+    for _ in range(2):
+        assert ws.vx("run", "build", "--dry", env={"MY_TOKEN": "hunter2-canary"}).code == 0
+        time.sleep(0.06)
+    assert len(list((ws.root / ".vx/configs").glob("*.json"))) == len(kept)  # never kept

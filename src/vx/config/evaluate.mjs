@@ -1,15 +1,18 @@
 // Evaluates vx.config.{js,mjs,cjs,ts,mts} modules for vx (WS-05, WS-06): every config of a run in
 // one Node process, the repository's own Node.
 //
-// stdin:  {"root": "/abs/workspace", "files": ["/abs/.../vx.config.ts", ...]}
-// stdout: {"results": {file: {"value": data} | {"error": {"message", "field", "hint"}}},
-//          "deps": [every file the configs loaded], "env": [names read], "envWhole": bool}
+// stdin:  {"root": "/abs/workspace", "files": ["/abs/.../vx.config.ts", ...], "answer": "/tmp/…/answer.json"}
+// answer: {"results": {file: {"value": data} | {"error": {"message", "field", "hint"}}},
+//          "deps": [every file the configs loaded or read], "env": [names read], "envWhole": bool}
+// The answer goes to a file: a config may print to stdout (vx shows that on its stderr).
 //
 // The loader hooks (hooks.mjs) transpile TypeScript and report each file loaded, so vx can keep the
 // evaluated objects until one of those files (or a variable read) changes.
-import { createRequire, register } from 'node:module';
+import fs from 'node:fs';
+import { createRequire, register, syncBuiltinESMExports } from 'node:module';
+import { resolve as resolvePath } from 'node:path';
 import { MessageChannel } from 'node:worker_threads';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const SENTINEL = 'data:text/javascript,export%20default%200%3B%2F%2Fvx-sentinel';
 
@@ -108,6 +111,26 @@ function describe(error, root) {
   return { message: `evaluating it failed: ${message.split('\n')[0]}${where}`, field: '', hint: 'fix the config so it loads in Node' };
 }
 
+// Files a config reads itself (a JSON it parses, a command in a text file) count like the modules
+// it imports: the node:fs readers record their path first. Missing paths count too (a later
+// file there changes what the config computes).
+function watchFs(deps) {
+  const asPath = (p) => (p instanceof URL ? fileURLToPath(p) : typeof p === 'string' ? resolvePath(p) : null);
+  const wrap = (holder, name) => {
+    const original = holder[name];
+    if (typeof original !== 'function') return;
+    holder[name] = function (path, ...rest) {
+      const file = asPath(path);
+      if (file) deps.add(file);
+      return original.call(this, path, ...rest);
+    };
+  };
+  for (const name of ['readFileSync', 'existsSync', 'statSync', 'lstatSync', 'readdirSync', 'accessSync',
+    'readFile', 'stat', 'readdir', 'access']) wrap(fs, name);
+  for (const name of ['readFile', 'stat', 'readdir', 'access']) wrap(fs.promises, name);
+  syncBuiltinESMExports(); // `import { readFileSync } from 'node:fs'` sees the wrapped ones
+}
+
 const input = await readInput();
 const deps = new Set();
 const { port1, port2 } = new MessageChannel();
@@ -121,6 +144,7 @@ register(new URL('./hooks.mjs', import.meta.url), { data: { port: port2, root: i
 
 const env = { names: new Set(), whole: false };
 watchEnv(env);
+watchFs(deps);
 const results = {};
 for (const file of input.files) {
   try {
@@ -137,4 +161,5 @@ await import(SENTINEL); // the hooks report files in order: once this one is hea
 await drained;
 port1.close();
 for (const file of Object.keys(createRequire(import.meta.url).cache)) deps.add(file); // require()d files
-process.stdout.write(JSON.stringify({ results, deps: [...deps].sort(), env: [...env.names].sort(), envWhole: env.whole }));
+fs.writeFileSync(input.answer, JSON.stringify({ results, deps: [...deps].sort(), env: [...env.names].sort(),
+  envWhole: env.whole }));

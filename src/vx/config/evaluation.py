@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from typing import Any, Mapping
 
@@ -25,7 +26,8 @@ from vx import witness
 from vx.errors import ConfigError
 
 KEEP_DIR = os.path.join(".vx", "configs")
-FORMAT = 1  # bump when evaluate.mjs changes what it returns
+FORMAT = 2  # bump when evaluate.mjs changes what it returns
+KEEP = 8  # kept evaluations per workspace, the newest
 TIMEOUT_S = 120
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -72,7 +74,10 @@ def _key(node: str, files: Mapping[str, str]) -> str:
 
 
 def _kept(root: str, key: str, env: Mapping[str, str]) -> dict | None:
-    """A kept evaluation that still holds: every file it loaded unchanged, every variable read the same."""
+    """A kept evaluation that still holds: every file it loaded or read unchanged (or still
+    missing), every variable read the same (compared by digest: values are never kept)."""
+    from vx.receipt import env_digest
+
     try:
         with open(os.path.join(root, KEEP_DIR, f"{key}.json"), "rb") as f:
             kept = json.loads(f.read())
@@ -81,39 +86,57 @@ def _kept(root: str, key: str, env: Mapping[str, str]) -> dict | None:
     if kept.get("format") != FORMAT:
         return None
     for path, identity in kept["deps"]:
-        if list(witness.identity(path, True) or ()) != identity:
+        now = witness.identity(path, True)
+        if (list(now) if now is not None else None) != identity:
             return None
-    if kept["envWhole"] is not None:
-        return kept if dict(env) == kept["envWhole"] else None
-    return kept if all(env.get(name) == value for name, value in kept["env"].items()) else None
+    return kept if all(env_digest(env.get(name)) == value for name, value in kept["env"].items()) else None
 
 
 def _run(root: str, node: str, paths: list[str], files: Mapping[str, str], env: Mapping[str, str]) -> dict:
+    """One Node process for every code config. The answer comes back through a file, not stdout:
+    a config may print whatever it likes (it goes to vx's stderr)."""
+    import tempfile
+
+    from vx.receipt import env_digest
+
     started = time.time_ns()
-    request = json.dumps({"root": root, "files": paths})
+    with tempfile.TemporaryDirectory(prefix="vx-eval-") as scratch:
+        answer = os.path.join(scratch, "answer.json")
+        request = json.dumps({"root": root, "files": paths, "answer": answer})
+        try:
+            proc = subprocess.run([node, os.path.join(_HERE, "evaluate.mjs")], input=request.encode(), cwd=root,
+                                  env=dict(os.environ) if isinstance(env, witness.ReadEnv) else dict(env),
+                                  stdout=_stderr_fd(), stderr=subprocess.PIPE, timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise ConfigError(f"evaluating the config files took longer than {TIMEOUT_S} s", file=files[paths[0]],
+                              hint="a config must not wait on the network or a prompt; compute less at load") from None
+        try:
+            with open(answer, "rb") as f:
+                out = json.loads(f.read())
+        except (OSError, ValueError):
+            detail = proc.stderr.decode(errors="replace").strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
+            raise ConfigError(f"Node could not evaluate the config files: {detail[0]}", file=files[paths[0]],
+                              hint="`node --version` must be 20.6 or newer (module hooks)") from None
+    deps = [[path, list(ident) if (ident := witness.identity(path, True)) is not None else None]
+            for path in out["deps"]]
+    racy = any(ident is not None and witness.racy_times(ident[2], ident[3], started) for _path, ident in deps)
+    return {"format": FORMAT, "results": out["results"], "deps": deps,
+            "racy": racy or out["envWhole"],  # a config that read the whole environment is never kept
+            "env": {name: env_digest(env.get(name)) for name in out["env"]}, "envWhole": out["envWhole"]}
+
+
+def _stderr_fd():
+    """Where a config's own output goes: vx's stderr (stdout is for a command's product)."""
     try:
-        proc = subprocess.run([node, os.path.join(_HERE, "evaluate.mjs")], input=request.encode(), cwd=root,
-                              env=dict(os.environ) if isinstance(env, witness.ReadEnv) else dict(env),
-                              capture_output=True, timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        raise ConfigError(f"evaluating the config files took longer than {TIMEOUT_S} s", file=files[paths[0]],
-                          hint="a config must not wait on the network or a prompt; compute less at load") from None
-    try:
-        out = json.loads(proc.stdout)
-    except ValueError:
-        detail = proc.stderr.decode(errors="replace").strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
-        raise ConfigError(f"Node could not evaluate the config files: {detail[0]}", file=files[paths[0]],
-                          hint="`node --version` must be 20.6 or newer (module hooks)") from None
-    deps = [[path, list(ident)] for path in out["deps"] if (ident := witness.identity(path, True)) is not None]
-    racy = any(witness.racy_times(ident[2], ident[3], started) for _path, ident in deps)
-    return {"format": FORMAT, "results": out["results"], "deps": deps, "racy": racy,
-            "env": {name: env.get(name) for name in out["env"]},
-            "envWhole": dict(os.environ) if out["envWhole"] else None}
+        return sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return subprocess.DEVNULL
 
 
 def _keep(root: str, key: str, kept: dict) -> None:
-    """Write the evaluation where the next run finds it; never one whose files were still changing,
-    nor a failed one (what made it fail — a missing transpiler, say — may not be among its files)."""
+    """Write the evaluation where the next run finds it (owner-only, the newest `KEEP` kept); never
+    one whose files were still changing, that read the whole environment, or that failed (what
+    made it fail — a missing transpiler, say — may not be among its files)."""
     if kept.pop("racy") or any("error" in r for r in kept["results"].values()):
         return
     from vx.receipt import ignored_dir
@@ -122,18 +145,31 @@ def _keep(root: str, key: str, kept: dict) -> None:
     try:
         ignored_dir(directory)
         temp = os.path.join(directory, f".{key}.{os.getpid()}.tmp")
-        with open(temp, "w") as f:
+        with open(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
             json.dump(kept, f)
         os.replace(temp, os.path.join(directory, f"{key}.json"))
+        _prune(directory)
     except OSError:
         pass  # keeping is an optimisation: the next run evaluates again
 
 
+def _prune(directory: str) -> None:
+    entries = sorted((e.stat().st_mtime, e.path) for e in os.scandir(directory) if e.name.endswith(".json"))
+    for _mtime, path in entries[:-KEEP]:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
 def _note(kept: dict, env: Mapping[str, str]) -> None:
     """What the evaluation read, for a receipt: its files, and its variables through `env`."""
-    for path, _identity in kept["deps"]:
-        witness.read(path)
-    if kept["envWhole"] is not None:
+    for path, identity in kept["deps"]:
+        if identity is None:
+            witness.probed(path)  # missing then: a receipt holds while it stays missing
+        else:
+            witness.read(path)
+    if kept["envWhole"]:
         dict(env)  # reading it whole is what a ReadEnv notes
     for name in kept["env"]:
         env.get(name)
