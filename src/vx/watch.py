@@ -53,21 +53,27 @@ def watch_verb(rest: list[str], parsed, env: Mapping[str, str], say) -> int:
 
     root = workspace.discover(Path(os.getcwd())).root
     judge = Judge(root, env)
-    argv = [sys.executable, "-m", "vx", "run", *rest]
+    cycles = Cycles([sys.executable, "-m", "vx", "run", *rest])
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+
+    def terminate(*_) -> None:  # a supervisor's stop: end the cycle's run too, then leave
+        stop.set()
+        cycles.forward(signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, terminate)
     try:
-        _cycle(argv)
-        judge.arm()
         changes = watchfiles.watch(root, watch_filter=None, debounce=DEBOUNCE_MS, step=50, stop_event=stop,
                                    force_polling=env.get("VX_WATCH_POLL") == "1" or None, poll_delay_ms=POLL_MS,
                                    yield_on_timeout=True, rust_timeout=1000, raise_interrupt=True)
-        _await_probe(root, changes, say)
+        _await_probe(root, changes, say)  # armed before the first cycle: its edits are judged after it
+        judge.arm()
+        cycles.run()
+        say(f"vx watch: watching {root} (Ctrl-C to stop)")
         for batch in changes:
             edited = judge.edits(path for _change, path in batch)
-            if edited:
+            if edited and not stop.is_set():
                 say(f"vx watch: {_shown(edited, root)} changed")
-                _cycle(argv)
+                cycles.run()
                 judge.refresh()
     except KeyboardInterrupt:
         pass
@@ -75,19 +81,32 @@ def watch_verb(rest: list[str], parsed, env: Mapping[str, str], say) -> int:
     return 0
 
 
-def _cycle(argv: list[str]) -> int:
-    """One `vx run`. Ctrl-C reaches it through the terminal's process group too: wait while it
-    tears its tasks down (never kill it from under them), then stop."""
-    child = subprocess.Popen(argv)
-    try:
-        return child.wait()
-    except KeyboardInterrupt:
+class Cycles:
+    """Each cycle one `vx run`, in a child. Ctrl-C reaches it through the terminal's process
+    group: wait while it tears its tasks down (never kill it from under them), then stop."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.argv = argv
+        self.child: subprocess.Popen | None = None
+
+    def run(self) -> int:
+        self.child = subprocess.Popen(self.argv)
         try:
-            child.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            child.terminate()
-            child.wait()
-        raise
+            return self.child.wait()
+        except KeyboardInterrupt:
+            try:
+                self.child.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.child.terminate()
+                self.child.wait()
+            raise
+        finally:
+            self.child = None
+
+    def forward(self, sig: int) -> None:
+        child = self.child
+        if child is not None and child.poll() is None:
+            child.send_signal(sig)
 
 
 def _await_probe(root: Path, changes, say) -> None:
@@ -114,7 +133,6 @@ def _await_probe(root: Path, changes, say) -> None:
                 break
     finally:
         done.set()
-    say(f"vx watch: watching {root} (Ctrl-C to stop)")
 
 
 class Judge:
@@ -126,6 +144,7 @@ class Judge:
         self.states: dict[str, tuple[int, str] | None] = {}
         self.armed_ns = time.time_ns()
         self.outputs: dict[str, GlobSet] = {}
+        self.prefix = _git_prefix(self.root)  # the workspace inside its repository ("" at the top)
         self.refresh()
 
     def arm(self) -> None:
@@ -150,7 +169,7 @@ class Judge:
         candidates = [rel for rel in candidates if not self._is_output(rel)]
         ignored = _git_ignored(self.root, candidates)
         candidates = [rel for rel in candidates if rel not in ignored]
-        clean = _git_clean(self.root, [rel for rel in candidates if rel not in self.states])
+        clean = _git_clean(self.root, [rel for rel in candidates if rel not in self.states], self.prefix)
         return [rel for rel in candidates if self._changed(rel, rel in clean)]
 
     def _rel(self, path: str) -> str | None:
@@ -202,8 +221,17 @@ def _git_ignored(root: str, rels: list[str]) -> set[str]:
     return {p for p in proc.stdout.decode(errors="surrogateescape").split("\0") if p}
 
 
-def _git_clean(root: str, rels: list[str]) -> set[str]:
-    """Which of `rels` git tracks with no change against the index or HEAD (one `git status`)."""
+def _git_prefix(root: str) -> str:
+    try:
+        proc = subprocess.run(["git", "rev-parse", "--show-prefix"], cwd=root, capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return proc.stdout.decode(errors="surrogateescape").strip() if proc.returncode == 0 else ""
+
+
+def _git_clean(root: str, rels: list[str], prefix: str = "") -> set[str]:
+    """Which of `rels` git tracks with no change against the index or HEAD (one `git status`,
+    whose porcelain paths are the repository's: `prefix` is the workspace's place in it)."""
     if not rels:
         return set()
     try:
@@ -214,7 +242,8 @@ def _git_clean(root: str, rels: list[str]) -> set[str]:
         return set()
     if proc.returncode or tracked.returncode:
         return set()
-    listed = {entry[3:] for entry in proc.stdout.decode(errors="surrogateescape").split("\0") if len(entry) > 3}
+    listed = {entry[3:].removeprefix(prefix) for entry in proc.stdout.decode(errors="surrogateescape").split("\0")
+              if len(entry) > 3}
     return {p for p in tracked.stdout.decode(errors="surrogateescape").split("\0") if p} - listed
 
 

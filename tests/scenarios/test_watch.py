@@ -125,3 +125,41 @@ def test_cli03_without_watchfiles_watch_says_how_to_get_it(ws):
     proc = subprocess.run([sys.executable, "-c", code], cwd=ws.root, env={**env, "PYTHONPATH": SRC},
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "pip install 'vx[watch]'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_cli71_a_workspace_inside_a_larger_repository_sees_its_first_edit(repo, tmp_path):
+    """git status spells paths from the repository's top: the workspace is a subdirectory here."""
+    from conftest import Repo
+
+    top = Repo(repo.root)
+    top.write({f"ws/{k}": v for k, v in npm_workspace({
+        "a": {"tasks": {"build": build_task()}, "files": {"src/a.js": "A;"}}}).items()}).commit()
+    ws = Repo(repo.root / "ws")
+    w = Watcher(ws, "build", "--all")
+    try:
+        w.wait_for("watching")
+        (ws.root / "packages/a/src/a.js").write_text("A2;")  # a committed file's first edit
+        w.wait_for("vx watch: packages/a/src/a.js changed")
+        assert w.ctrl_c() == 0
+    finally:
+        w.close()
+
+
+def test_cli73_an_edit_during_a_cycle_and_sigterm_mid_cycle(ws, watch):
+    slow = build_task(command="node -e \"setTimeout(()=>{require('fs').mkdirSync('dist',{recursive:true});"
+                              "require('fs').writeFileSync('dist/out.js',require('fs').readFileSync('src/a.js'))},1500)\"")
+    config = ws.root / "packages/a/vx.config.json"
+    config.write_text(__import__("json").dumps({"tasks": {"build": slow}}))
+    ws.commit("slow")
+    w = watch("a#build")
+    w.wait_for("watching")
+    (ws.root / "packages/a/src/a.js").write_text("A2;")
+    w.wait_for("vx watch: packages/a/src/a.js changed")
+    time.sleep(0.3)  # the cycle's task is sleeping now
+    (ws.root / "packages/a/src/a.js").write_text("A3;")  # lands during the cycle: judged after it
+    w.wait_for("vx watch: packages/a/src/a.js changed", count=2)
+    time.sleep(0.3)  # the third cycle's task is sleeping now
+    started = time.monotonic()
+    os.kill(w.proc.pid, signal.SIGTERM)  # the watcher alone, as a supervisor would
+    assert w.proc.wait(timeout=30) == 0 and "vx watch: stopped" in w.err
+    assert time.monotonic() - started < 1.4  # the cycle's run was stopped, not waited out
