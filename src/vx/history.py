@@ -4,7 +4,7 @@ was folded from, so `vx why TASK` can name what changed between the last two.
 The components live beside the cache index, in a table of their own in `cache.db` (the store's
 schema gate leaves other tables alone): per task the last `KEEP` keys, each with its record —
 file identities, declared env (values as digests: a key may fold a secret, the history never
-holds one), config, package.json, fingerprint, forwarded args and upstream keys. A run writes
+holds one), config, package.json, fingerprint, forwarded args (a digest too) and upstream keys. A run writes
 only keys it has not seen, so a warm run costs one batched SELECT.
 """
 
@@ -66,7 +66,7 @@ def record_keys(db, records: Iterable[tuple[str, HashRecord]], settled: Iterable
 def _encode(record: HashRecord) -> str:
     return json.dumps({
         "fingerprint": record.fingerprint, "package": record.package_json, "config": record.config,
-        "args": list(record.forward_args),
+        "args": _digest("\0".join(record.forward_args)) if record.forward_args else None,  # may hold a secret
         "env": {name: None if value is None else _digest(value) for name, value in record.env},
         "upstream": dict(record.upstream), "files": dict(record.files),
     }, separators=(",", ":"))
@@ -101,8 +101,7 @@ def differences(old: Mapping, new: Mapping) -> list[tuple[str, str]]:
     if old["config"] != new["config"]:
         out.append(("config", "the task's declaration"))
     if old["args"] != new["args"]:
-        out.append(("forward", f"arguments after `--`: {' '.join(old['args']) or '(none)'} → "
-                               f"{' '.join(new['args']) or '(none)'}"))
+        out.append(("forward", "the arguments after `--`"))
     for name in sorted(set(old["env"]) | set(new["env"])):
         if old["env"].get(name, "absent") != new["env"].get(name, "absent"):
             out.append(("env", name))

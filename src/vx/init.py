@@ -18,7 +18,7 @@ import os
 import re
 import sys
 from pathlib import Path
-from vx.config.turbo import with_hooks
+from vx.config.turbo import hook_manager, with_hooks
 from vx.errors import UsageError
 from vx.model import ROOT_PROJECT, Package, Workspace
 
@@ -97,7 +97,7 @@ def plan(ws: Workspace, pkg: Package) -> tuple[dict, list[str]]:
         if pkg.name == ROOT_PROJECT and RUNS_MEMBERS.search(script):
             notes.append(f"`{name}` left out: it runs the members, which vx does itself")
             continue
-        tasks[name] = _task(ws, pkg, name, with_hooks(pkg, name, ws.manager))
+        tasks[name] = _task(ws, pkg, name, with_hooks(pkg, name, hook_manager(ws.manager, ws.root)))
     return {"tasks": tasks}, notes
 
 

@@ -71,6 +71,8 @@ def test_tl05_npm_hooks_fold_around_the_script_other_managers_do_not():
     npm = project(root(build={}), web, "npm", None, "").tasks["build"].exec.command
     assert npm == "(\nrm -rf dist\n) && (\ntsc -b # types\n) && (\necho done\n)"  # the comment cannot eat a `)`
     assert project(root(build={}), web, "pnpm", None, "").tasks["build"].exec.command == "tsc -b # types"
+    assert project(root(build={}), web, "yarn-classic", None, "").tasks["build"].exec.command.startswith("(\nrm")
+    assert project(root(build={}), web, "yarn", None, "").tasks["build"].exec.command == "tsc -b # types"
     plain = pkg(build="tsc -b", prebuild="rm -rf dist")
     assert project(root(build={}), plain, "npm", None, "").tasks["build"].exec.command == "rm -rf dist && tsc -b"
 
@@ -95,3 +97,11 @@ def test_tl05_refusals_name_the_turbo_field(data, field):
     with pytest.raises(ConfigError) as caught:
         _checked_root(data, "turbo.json")
     assert caught.value.file == "turbo.json" and caught.value.field == field
+
+
+def test_tl05_yarn_1_runs_hooks_yarn_2_does_not(tmp_path):
+    from vx.config.turbo import hook_manager
+
+    assert hook_manager("yarn", tmp_path) == "yarn-classic"
+    (tmp_path / ".yarnrc.yml").write_text("nodeLinker: node-modules\n")
+    assert hook_manager("yarn", tmp_path) == "yarn" and hook_manager("pnpm", tmp_path) == "pnpm"

@@ -110,7 +110,12 @@ def load_all(ws: Workspace, env: Mapping[str, str] | None = None) -> dict[str, P
     turbo = _turbo_root(root)
     found = {name: _locate(root, pkg, turbo) for name, pkg in ws.packages.items()}
     values = _evaluate(root, found.values(), env)
-    return {name: _project(root, pkg, found[name], values, turbo, ws.manager) for name, pkg in ws.packages.items()}
+    manager = ws.manager
+    if turbo is not None:
+        from vx.config.turbo import hook_manager
+
+        manager = hook_manager(ws.manager, root)
+    return {name: _project(root, pkg, found[name], values, turbo, manager) for name, pkg in ws.packages.items()}
 
 
 def load_workspace(root: Path, env: Mapping[str, str] | None = None) -> WorkspaceConfig:

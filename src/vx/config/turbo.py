@@ -349,11 +349,22 @@ def _merged(base: dict, over: dict) -> dict:
     return out
 
 
+HOOK_RUNNERS = ("npm", "bun", "yarn-classic")  # pnpm and yarn 2+ run no pre/post scripts by default
+
+
+def hook_manager(manager: str, root) -> str:
+    """`yarn-classic` for yarn 1 (no .yarnrc.yml at the root: yarn 2+ writes one), which runs
+    pre/post scripts as npm does; the manager's name otherwise."""
+    if manager == "yarn" and not os.path.exists(os.path.join(root, ".yarnrc.yml")):
+        return "yarn-classic"
+    return manager
+
+
 def with_hooks(pkg: Package, name: str, manager: str) -> str:
-    """The script, between its `pre`/`post` hooks as `npm run` (and `bun run`) would run them."""
+    """The script, between its `pre`/`post` hooks as `npm run` (`bun run`, yarn 1) would run them."""
     script = pkg.scripts[name]
     pre, post = pkg.scripts.get(f"pre{name}"), pkg.scripts.get(f"post{name}")
-    if manager not in ("npm", "bun") or not (pre or post):
+    if manager not in HOOK_RUNNERS or not (pre or post):
         return script
     parts = [part for part in (pre, script, post) if part]
     if not any(_SHELL_LIST.search(part) for part in parts):
