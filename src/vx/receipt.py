@@ -79,11 +79,42 @@ def same_env(header: dict, environ) -> bool:
 
 
 def env_digest(value: str | None) -> str | None:
-    """What a receipt keeps of a variable's value: a digest, never the value — a run may look up
-    a token (TURBO_TOKEN), and a receipt is a file in the workspace."""
+    """What vx keeps in the workspace of a variable's value (receipts, kept config evaluations,
+    the key history): a digest, never the value — a run may look up a token (TURBO_TOKEN). Seeded
+    with this user's secret seed, kept outside the workspace, so a short secret cannot be found
+    again from `.vx/` by trying every candidate."""
     import xxhash  # already loaded by the run lock
 
-    return None if value is None else xxhash.xxh3_64_hexdigest(value.encode("utf-8", "surrogateescape"))
+    if value is None:
+        return None
+    return xxhash.xxh3_64_hexdigest(value.encode("utf-8", "surrogateescape"), seed=_seed())
+
+
+_SEED: list[int] = []
+
+
+def _seed() -> int:
+    """The user's digest seed: 8 random bytes in `$XDG_CACHE_HOME/vx/digest-seed` (owner-only),
+    made on first use; 0 where no such file can be kept."""
+    if not _SEED:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        path = os.path.join(base, "vx", "digest-seed")
+        seed = 0
+        try:
+            with open(path, "rb") as f:
+                seed = int.from_bytes(f.read(8), "little")
+        except OSError:
+            try:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "wb") as f:
+                    data = os.urandom(8)
+                    f.write(data)
+                seed = int.from_bytes(data, "little")
+            except OSError:
+                pass  # another process made it first (read it next time), or nowhere to keep one
+        _SEED.append(seed)
+    return _SEED[0]
 
 
 def paths_hold(body: dict) -> bool:

@@ -433,10 +433,13 @@ def runtime_paths(cwd: Path, tmp: Path) -> tuple[set[str], tuple[str, ...]]:
 
 
 def vx_own(path: str, root: Path) -> bool:
-    """vx's own cache, receipts and lock, the kernel's files, and git's executable as PATH finds
-    it (PATH is in the receipt, and git's listings are compared whole)."""
+    """vx's own cache, receipts, lock and digest seed (vx.receipt.env_digest), the kernel's files,
+    and git's executable as PATH finds it (PATH is in the receipt, and git's listings are compared
+    whole)."""
     path_dirs = [d for d in os.environ.get("PATH", "").split(":") if d]
+    seed_dir = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "vx")
     return (path.startswith(("/dev/", "/proc/", "/sys/", "pipe:", tempfile.gettempdir() + "/vx-run-"))
+            or path == seed_dir or path.startswith(seed_dir + "/")
             or path.startswith(str(root / ".vx") + "/") or "/.vx/receipts/" in path
             or os.path.dirname(path) in path_dirs or path in (tempfile.gettempdir(), str(root / ".vx")))
 

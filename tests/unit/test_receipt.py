@@ -255,3 +255,22 @@ def test_the_second_extractor_reports_a_refused_artifact(tmp_path):
     helper = _Helper(cache, root, tasks)
     assert helper.result() is None
     helper.stop()
+
+
+def test_env_digests_are_seeded_per_user_outside_the_workspace(tmp_path, monkeypatch):
+    """A short secret cannot be found again from `.vx/` by trying candidates without the seed."""
+    import stat as stat_mod
+
+    from vx import receipt as rc
+
+    digests = []
+    for home in ("one", "two"):
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / home))
+        monkeypatch.setattr(rc, "_SEED", [])
+        digests.append(rc.env_digest("1234"))
+        seed = tmp_path / home / "vx" / "digest-seed"
+        assert seed.stat().st_size == 8 and stat_mod.S_IMODE(seed.stat().st_mode) == 0o600
+    assert digests[0] != digests[1] and "1234" not in digests[0]
+    monkeypatch.setattr(rc, "_SEED", [])
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "one"))
+    assert rc.env_digest("1234") == digests[0] and rc.env_digest(None) is None  # read again, same seed
