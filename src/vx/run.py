@@ -125,7 +125,8 @@ def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: 
         concurrency = environment.parse_concurrency(req.concurrency, cpus)
     else:
         concurrency = ws_config.concurrency or cpus
-    broad = req.all or bool(req.filters) or (cwd_pkg == ROOT_PROJECT and any(t.package != ROOT_PROJECT for t in graph.requested))
+    broad = (req.all or bool(req.filters)
+             or (cwd_pkg == ROOT_PROJECT and any(t.package != ROOT_PROJECT for t in graph.requested)))
     return Prepared(ws, graph, plans, index, store, hits, concurrency, broad, cache_dir, policy, remote,
                     frozenset(remote_hits),
                     tuple((m, "warning") for m in cache.notices) + (((affected_notice, "info"),) if affected_notice else ()),
@@ -312,8 +313,10 @@ def _close_store(prep: Prepared, emit: Emit, results: Mapping[TaskId, TaskResult
     workspace's `cacheRetention` (LC-16) is applied."""
 
     def settle(local) -> None:
+        if not prep.policy.write:
+            return  # a read-only cache (`--cache=local:r`) is written nothing, history included
         _keep_history(local, prep, results or {})
-        if prep.retention is not None and prep.policy.write:
+        if prep.retention is not None:
             from vx.retention import apply_at_run_end
 
             apply_at_run_end(local, prep.retention)
