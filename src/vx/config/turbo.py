@@ -355,9 +355,11 @@ HOOK_RUNNERS = ("npm", "bun", "yarn-classic")  # pnpm and yarn 2+ run no pre/pos
 def hook_manager(manager: str, root) -> str:
     """`yarn-classic` for yarn 1 (no .yarnrc.yml at the root: yarn 2+ writes one), which runs
     pre/post scripts as npm does; the manager's name otherwise."""
-    if manager == "yarn" and not os.path.exists(os.path.join(root, ".yarnrc.yml")):
-        return "yarn-classic"
-    return manager
+    if manager != "yarn":
+        return manager
+    marker = os.path.join(root, ".yarnrc.yml")
+    witness.probed(marker)  # a receipt holds while it stays (or stays missing)
+    return manager if os.path.lexists(marker) else "yarn-classic"
 
 
 def with_hooks(pkg: Package, name: str, manager: str) -> str:
