@@ -31,3 +31,19 @@ def test_every_task_declares_what_it_reads(example):  # LG-03 on our own example
     res = example.vx("run", "check", "--verify=inputs")
     assert res.code == 0, res.out + res.err
     assert "every traced task declared what it read" in res.out + res.err
+
+
+TURBO_EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "turbo"
+
+
+def test_the_turbo_example_runs_as_it_is_then_hits(tmp_path):  # TL-05 on our own example
+    root = tmp_path / "turbo"
+    shutil.copytree(TURBO_EXAMPLE, root, ignore=shutil.ignore_patterns(".vx", "dist", "node_modules", ".turbo"))
+    example = Repo(root).commit("example")
+    first = example.vx("run", "test", "lint")
+    assert first.code == 0, first.err
+    assert len(first.summary["tasks"]) == 9  # build, test and lint of three packages; no vx config anywhere
+    second = example.vx("run", "test", "lint")
+    assert {t["cache"] for t in second.summary["tasks"]} == {"up-to-date"}
+    dev = example.vx("run", "dev")
+    assert dev.code == 2 and "persistent" in dev.err
