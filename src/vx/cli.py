@@ -63,6 +63,7 @@ options:
   --summarize[=PATH]        write the run summary JSON (default: <cache>/runs/<id>.json)
   --report[=markdown]       a markdown table of the run on stdout (task, status, cache, time)
   --report-file PATH        append that table to PATH, e.g. "$GITHUB_STEP_SUMMARY"
+  --profile[=FILE]          a Chrome trace of the run (default: profile.json): one span per task
   --verify[=inputs]         run every cached task traced (no cache reads) and fail on
                             files it read that its cache.inputs do not declare
 
@@ -150,6 +151,7 @@ RUN_FLAGS = {
     "--graph": ("optional", "graph"),
     "--summarize": ("optional", "summarize"),
     "--report": ("optional", "report"),
+    "--profile": ("optional", "profile"),
     "--report-file": ("value", "report_file"),
     "--verify": ("optional", "verify"),
 }
@@ -180,6 +182,7 @@ class RunArgs:
         self.graph: str | None = None
         self.summarize: str | None = None
         self.report: str | None = None
+        self.profile: str | None = None
         self.report_file: str | None = None
         self.verify: str | None = None
 
@@ -410,8 +413,10 @@ def _run(args: RunArgs, argv: list[str]) -> int:
         raise UsageError("`--summarize` cannot be combined with `--dry`", hint="a dry run executes nothing to summarise")
     if args.report not in (None, "", "markdown"):
         raise UsageError(f"`--report={args.report}` is not a format", hint="--report (or --report=markdown)")
-    if (args.report is not None or args.report_file is not None) and (args.dry is not None or args.graph is not None):
-        raise UsageError("`--report` cannot be combined with `--dry` or `--graph`", hint="a plan runs nothing to report")
+    if (args.report is not None or args.report_file is not None or args.profile is not None) and \
+            (args.dry is not None or args.graph is not None):
+        raise UsageError("`--report` and `--profile` cannot be combined with `--dry` or `--graph`",
+                         hint="a plan runs nothing to report")
     if args.graph is not None:
         if args.summarize is not None or args.dry is not None:
             raise UsageError("`--graph` cannot be combined with `--dry` or `--summarize`",
@@ -433,8 +438,9 @@ def _run(args: RunArgs, argv: list[str]) -> int:
         force=args.force, cache_dir=args.cache_dir, timeout_ms=timeout, retries=_plain_int("--retry", args.retry),
         cache_spec=args.cache, dry=args.dry is not None, verify=verify)
     report = (args.report is not None, args.report_file)
+    profile = (args.profile or "profile.json") if args.profile is not None else None
     return _run_request(req, _dry_format(args.dry), args.summarize, timer_start, argv, _output_logs(args.output_logs),
-                        report)
+                        report, profile)
 
 
 def _affected_ref(value: str | None) -> str | None:
@@ -447,7 +453,8 @@ def _affected_ref(value: str | None) -> str | None:
 
 
 def _run_request(req, dry: str | None, summarize: str | None, timer_start: float, argv: list[str],
-                 output_logs: str | None = None, report: tuple[bool, str | None] = (False, None)) -> int:
+                 output_logs: str | None = None, report: tuple[bool, str | None] = (False, None),
+                 profile: str | None = None) -> int:
     import time
 
     from vx import run
@@ -458,7 +465,7 @@ def _run_request(req, dry: str | None, summarize: str | None, timer_start: float
     env = witness.ReadEnv(os.environ)
     if dry is not None:
         return _dry(run.prepare(req, env, stages), dry)
-    receipted = summarize is None and not any(report) and not req.verify and receipt.enabled(env)
+    receipted = summarize is None and profile is None and not any(report) and not req.verify and receipt.enabled(env)
     started_ns = time.time_ns()
     if receipted:
         witness.watch()
@@ -473,7 +480,9 @@ def _run_request(req, dry: str | None, summarize: str | None, timer_start: float
         prep = run.prepare(req, env, stages, lock=lock)
         flow = _flow(prep.broad, env, output_logs)
         reporter = _reporter(flow, env)
-        summary = run.execute(prep, req, _noting(reporter, noticed), stages,
+        profiler = _profiler() if profile is not None else None
+        emit = _noting(reporter, noticed)
+        summary = run.execute(prep, req, profiler.wrap(emit) if profiler else emit, stages,
                               launch_for=tracer.launch if tracer else None, observe=tracer.observe if tracer else None)
         if receipted:
             with stages("receipt"):
@@ -490,6 +499,9 @@ def _run_request(req, dry: str | None, summarize: str | None, timer_start: float
         _write_summary(summary, prep, summarize)
     if any(report):
         _report(summary, report[1])
+    if profile is not None:
+        profiler.write(summary, Path(profile))
+        _say(f"vx: profile written to {profile} (open it in chrome://tracing or ui.perfetto.dev)")
     code = summary.exit_code if tracer is None else _verify_report(tracer, prep, summary)
     stages.print(sys.stderr)
     return code
@@ -547,6 +559,12 @@ def _output_logs(value: str | None) -> str | None:
     near = did_you_mean(value, OUTPUT_LOGS)
     raise UsageError(f"`--output-logs={value}` is not a choice ({', '.join(OUTPUT_LOGS)})",
                      hint=f"did you mean `{near}`?" if near else "`errors-only` shows only what failed")
+
+
+def _profiler():
+    from vx.report.profile import Profiler
+
+    return Profiler()
 
 
 def _noting(reporter, noticed: list):

@@ -56,3 +56,18 @@ def test_obs02_hits_say_how_long_they_took_when_saved(ws):
     tasks = {t["id"]: t for t in again.summary["tasks"]}
     assert all(t["storedMs"] > 0 for t in tasks.values())
     assert again.summary["savedMs"] == pytest.approx(sum(t["storedMs"] for t in tasks.values()), abs=0.01)
+
+
+def test_obs03_the_profile_is_a_chrome_trace_with_one_span_per_task(ws):
+    target = ws.root / "trace.json"
+    result = ws.vx("run", "build", "--all", f"--profile={target}", summary=False)
+    assert result.code == 0, result.err
+    events = json.loads(target.read_text())["traceEvents"]
+    spans = {e["name"]: e for e in events if e["ph"] == "X"}
+    threads = {e["args"]["name"]: e["tid"] for e in events if e["ph"] == "M"}
+    assert set(spans) == {"a#build", "b#build"} and threads.keys() == {"a", "b"}
+    a, b = spans["a#build"], spans["b#build"]
+    assert a["tid"] == threads["a"] and a["cat"] == "success" and a["args"]["exitCode"] == 0
+    assert b["ts"] >= a["ts"] + a["dur"] - 1000  # b waited for a (within a millisecond of clock skew)
+    refused = ws.vx("run", "build", "--profile", "--dry", summary=False)
+    assert refused.code == 2
