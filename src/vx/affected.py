@@ -41,6 +41,9 @@ def check_ref(ref: str) -> str:
 
 def base_ref(root: str, given: str | None, configured: str | None) -> str:
     """CLI-42: the ref given, the workspace's `affectedBase`, then the usual suspects, then HEAD~1."""
+    if not _git(root, ["rev-parse", "--git-dir"], "HEAD", quiet=True).strip():
+        raise UsageError(f"--affected compares git commits, and {root} is not in a git repository",
+                         hint="run it in a clone, or name the projects with --filter instead")
     if given:
         return check_ref(given)
     if configured:

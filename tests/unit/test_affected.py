@@ -79,6 +79,12 @@ def git(root: Path, *args: str) -> None:
                    capture_output=True)
 
 
+def test_cli42_outside_a_repository_says_so(tmp_path):
+    with pytest.raises(UsageError) as caught:
+        base_ref(str(tmp_path), "main", None)
+    assert "not in a git repository" in caught.value.message
+
+
 def test_cli42_base_resolution_order(tmp_path):
     git(tmp_path, "init", "-q", "-b", "main")
     git(tmp_path, "commit", "-q", "--allow-empty", "-m", "one")
