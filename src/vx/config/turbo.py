@@ -187,12 +187,8 @@ def _remote(value: Any, at: At) -> RemoteCacheConfig | None:
         return None
     obj = _object(value, at)
     _keys(obj, at, REMOTE)
-    for flag in ("enabled", "signature", "preflight"):
-        if flag in obj and not isinstance(obj[flag], bool):
-            at.key(flag).refuse(f"`{flag}` must be true or false, got {_kind(obj[flag])}")
-    for field in ("apiUrl", "teamId", "teamSlug", "loginUrl"):
-        if field in obj and not isinstance(obj[field], str):
-            at.key(field).refuse(f"`{field}` must be a string, got {_kind(obj[field])}")
+    _kinds(obj, at, bool, ("enabled", "signature", "preflight"))
+    _kinds(obj, at, str, ("apiUrl", "teamId", "teamSlug", "loginUrl"))
     timeout = obj.get("timeout")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
         at.key("timeout").refuse("`timeout` must be a positive number of seconds")
@@ -212,31 +208,35 @@ def _check_task_name(name: str, at: At) -> None:
 def _check_task(body: Any, at: At, *, package_level: bool) -> None:
     obj = _object(body, at, "an object (a task definition)")
     _keys(obj, at, TASK)
-    for flag in ("cache", "persistent", "interactive", "interruptible"):
-        if flag in obj and not isinstance(obj[flag], bool):
-            at.key(flag).refuse(f"`{flag}` must be true or false, got {_kind(obj[flag])}")
-    for field in ("outputLogs", "outputMode"):
-        if field in obj and not isinstance(obj[field], str):
-            at.key(field).refuse(f"`{field}` must be a string, got {_kind(obj[field])}")
+    _kinds(obj, at, bool, ("cache", "persistent", "interactive", "interruptible"))
+    _kinds(obj, at, str, ("outputLogs", "outputMode"))
     if "dependsOn" in obj:
         for i, entry in enumerate(_strings(obj["dependsOn"], at.key("dependsOn"), "task names")):
             why = None if entry.startswith("$") or entry == EXTENDS else depends_on_problem(entry)
             if why:
                 at.key("dependsOn").item(i).refuse(f"dependsOn entry {entry!r} {why}",
                                                    hint="entries are `name`, `^name`, `pkg#name` or `//#name`")
-    for field in ("inputs", "outputs", "dotEnv"):
-        if field in obj:
-            _globs(obj[field], at.key(field))
-    for field in ("env", "passThroughEnv"):
-        if field in obj:
-            _env(obj[field], at.key(field))
+    for key in ("inputs", "outputs", "dotEnv"):
+        if key in obj:
+            _globs(obj[key], at.key(key))
+    for key in ("env", "passThroughEnv"):
+        if key in obj:
+            _env(obj[key], at.key(key))
     if "with" in obj:
         _strings(obj["with"], at.key("with"), "task names")
     if not package_level:
-        for field, value in obj.items():
+        for key, value in obj.items():
             if isinstance(value, list) and EXTENDS in value:
-                at.key(field).refuse(f"`{EXTENDS}` in the root turbo.json: there is nothing to extend",
+                at.key(key).refuse(f"`{EXTENDS}` in the root turbo.json: there is nothing to extend",
                                      hint="it belongs in a package's own turbo.json")
+
+
+def _kinds(obj: dict, at: At, kind: type, keys: tuple[str, ...]) -> None:
+    """Each of `keys` present in `obj` holds a `kind` (true/false for bool, a string for str)."""
+    want = "true or false" if kind is bool else "a string"
+    for key in keys:
+        if key in obj and not isinstance(obj[key], kind):
+            at.key(key).refuse(f"`{key}` must be {want}, got {_kind(obj[key])}")
 
 
 def _globs(value: Any, at: At) -> tuple[str, ...]:
@@ -342,10 +342,10 @@ def _definitions(turbo: TurboRoot, pkg: Package, own: dict | None) -> dict[str, 
 def _merged(base: dict, over: dict) -> dict:
     """A package's field replaces the root's; `$TURBO_EXTENDS$` in a list appends to it."""
     out = dict(base)
-    for field, value in over.items():
+    for key, value in over.items():
         if isinstance(value, list) and EXTENDS in value:
-            value = [*base.get(field, []), *(v for v in value if v != EXTENDS)]
-        out[field] = value
+            value = [*base.get(key, []), *(v for v in value if v != EXTENDS)]
+        out[key] = value
     return out
 
 

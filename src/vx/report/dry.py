@@ -97,5 +97,5 @@ def graph_target(value: str) -> str:
     """`--graph=<path>`: a DOT file; any other extension is refused (vx draws no images itself)."""
     if value and not value.endswith(GRAPH_EXTENSIONS):
         raise UsageError(f"`--graph={value}`: vx writes Graphviz DOT, so the file must end in .dot or .gv",
-                         hint=f"write --graph=plan.dot, then e.g. `dot -Tsvg plan.dot -o plan.svg`")
+                         hint="write --graph=plan.dot, then e.g. `dot -Tsvg plan.dot -o plan.svg`")
     return value
