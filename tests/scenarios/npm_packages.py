@@ -1,5 +1,6 @@
 """Pinned npm packages the scenarios use for real, installed once into a cache dir shared by runs:
-the `turborepo-remote-cache` server (remote_servers.py) and `typescript` (configs written in TS).
+the `turborepo-remote-cache` server (remote_servers.py), `typescript` (configs written in TS), `turbo`
+(parity with turbo's own plans and hashed inputs) and `pnpm` (its linking and script rules).
 
 `python tests/scenarios/npm_packages.py --install` installs them all (dev/test runs it first).
 """
@@ -13,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-PINNED = {"turborepo-remote-cache": "2.12.0", "typescript": "5.9.3"}
+PINNED = {"turborepo-remote-cache": "2.12.0", "typescript": "5.9.3", "turbo": "2.11.11", "pnpm": "9.15.9"}
 
 
 def cache_root() -> Path:
