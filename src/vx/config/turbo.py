@@ -349,12 +349,15 @@ def _merged(base: dict, over: dict) -> dict:
     return out
 
 
-HOOK_RUNNERS = ("npm", "bun", "yarn-classic")  # pnpm and yarn 2+ run no pre/post scripts by default
+HOOK_RUNNERS = ("npm", "bun", "yarn-classic", "pnpm-hooks")  # yarn 2+ runs no pre/post scripts
 
 
 def hook_manager(manager: str, root) -> str:
-    """`yarn-classic` for yarn 1 (no .yarnrc.yml at the root: yarn 2+ writes one), which runs
-    pre/post scripts as npm does; the manager's name otherwise."""
+    """The manager's name, told apart by whether it runs a script's pre/post hooks: `yarn-classic`
+    for yarn 1 (no .yarnrc.yml at the root: yarn 2+ writes one), `pnpm-hooks` for a pnpm that runs
+    them (`_pnpm_runs_hooks`)."""
+    if manager == "pnpm":
+        return "pnpm-hooks" if _pnpm_runs_hooks(str(root)) else "pnpm"
     if manager != "yarn":
         return manager
     marker = os.path.join(root, ".yarnrc.yml")
@@ -362,8 +365,52 @@ def hook_manager(manager: str, root) -> str:
     return manager if os.path.lexists(marker) else "yarn-classic"
 
 
+def _pnpm_runs_hooks(root: str) -> bool:
+    """What `pnpm run` does with `pre<name>`/`post<name>`, checked against pnpm 6 to 10: the
+    `enablePrePostScripts` setting of pnpm-workspace.yaml (pnpm 10), else `enable-pre-post-scripts`
+    in the root .npmrc, else the default of its major version — on from pnpm 9, off before. The
+    version is the root package.json's `packageManager`, else told by the lockfile's format;
+    where neither tells (no lockfile, or format 9.0, which pnpm 9 and 10 both write), today's."""
+    major = _pnpm_major(root)
+    if major is None or major >= 10:
+        setting = _read_text(os.path.join(root, "pnpm-workspace.yaml"))
+        found = _PNPM_WORKSPACE_SETTING.findall(setting or "")
+        if found:
+            return found[-1] == "true"
+    found = _NPMRC_SETTING.findall(_read_text(os.path.join(root, ".npmrc")) or "")
+    if found:
+        return found[-1].lower() == "true"
+    return major is None or major >= 9
+
+
+_NPMRC_SETTING = re.compile(r"^[ \t]*enable-pre-post-scripts[ \t]*=[ \t]*(\w+)", re.M)
+_PNPM_WORKSPACE_SETTING = re.compile(r"^enablePrePostScripts:[ \t]*(true|false)\b", re.M)
+_LOCKFILE_VERSION = re.compile(r"^lockfileVersion:[ \t]*'?(\d+)", re.M)
+
+
+def _pnpm_major(root: str) -> int | None:
+    manifest = _read_text(os.path.join(root, "package.json")) or ""
+    declared = re.search(r'"packageManager"\s*:\s*"pnpm@(\d+)', manifest)
+    if declared:
+        return int(declared.group(1))
+    lockfile = _LOCKFILE_VERSION.search(_read_text(os.path.join(root, "pnpm-lock.yaml"), head=200) or "")
+    if lockfile:
+        # Format 6 is pnpm 8's (and late 7's), 5 older ones'; 9 is written by 9 and 10 alike.
+        return None if int(lockfile.group(1)) >= 9 else 8
+    return None
+
+
+def _read_text(path: str, head: int = -1) -> str | None:
+    witness.read(path)  # a receipt holds while the file stays as it was (or stays missing)
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read(head)
+    except OSError:
+        return None
+
+
 def with_hooks(pkg: Package, name: str, manager: str) -> str:
-    """The script, between its `pre`/`post` hooks as `npm run` (`bun run`, yarn 1) would run them."""
+    """The script, between its `pre`/`post` hooks as `npm run` (`bun run`, yarn 1, pnpm 9+) would run them."""
     script = pkg.scripts[name]
     pre, post = pkg.scripts.get(f"pre{name}"), pkg.scripts.get(f"post{name}")
     if manager not in HOOK_RUNNERS or not (pre or post):
