@@ -115,7 +115,7 @@ async def _execute_and_save(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> 
     if early is not None:
         snapshot, started_ns = early[3], early[2]
     else:
-        snapshot = ctx.index.snapshot(plan.inputs) if write else None
+        snapshot = ctx.index.task_snapshot(plan.inputs, node.project_dir) if write else None
     if cached and plan.inputs is not None and plan.inputs.unmatched_globs:  # KEY-23
         globs = ", ".join(plan.inputs.unmatched_globs)
         ctx.emit(Notice(f"{node.id}: cache.inputs matched no files ({globs})", id=node.id))

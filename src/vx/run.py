@@ -496,7 +496,7 @@ def _start_first_wave(prep: Prepared, lane, emit: Emit) -> dict:
         if any(settled[d].status is not Status.SUCCESS for d in node.deps):
             continue
         cached = write and plan.outputs is not None
-        snapshot = prep.index.snapshot(plan.inputs) if cached else None
+        snapshot = prep.index.task_snapshot(plan.inputs, node.project_dir) if cached else None
         started_ns = time.time_ns()
         if cached:
             plan.outputs.wipe(prep.ws.root)

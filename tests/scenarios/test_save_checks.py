@@ -1,0 +1,67 @@
+"""What is judged after a task ran, before its result is saved: the input re-check (KEY-21), the
+lockfiles (EX-19), processes a task left behind, and what an unsaved task says about it."""
+
+import os
+import time
+
+from conftest import build_task, npm_workspace
+
+COPY = ("node -e \"const fs=require('fs');fs.mkdirSync('dist',{recursive:true});"
+        "fs.writeFileSync('dist/out.js',fs.readFileSync('src/a.js'))\"")
+
+
+def artifacts(repo):
+    return sorted((repo.root / ".vx" / "cache").glob("*.tar.zst"))
+
+
+def test_key21_same_bytes_rewrite_keeps_the_task_and_its_dependants_cached(repo):
+    """Item 1 (edge-runtime's primitives build): a build regenerates a tracked input with the
+    bytes it already had; the task and everything downstream are saved and hit next time."""
+    regen = ("node -e \"const fs=require('fs');const p='load/package.json';const b=fs.readFileSync(p);"
+             "fs.unlinkSync(p);fs.writeFileSync(p,b);fs.mkdirSync('dist',{recursive:true});"
+             "fs.writeFileSync('dist/out.js',b)\"")
+    prim = build_task(deps=(), command=regen, inputs=("load/**", "src/**"))
+    repo.write(npm_workspace({
+        "primitives": {"tasks": {"build": prim}, "files": {"load/package.json": '{"name": "load"}\n',
+                                                           "src/a.js": "P;"}},
+        "runtime": {"deps": ["primitives"], "tasks": {"build": build_task(command=COPY)},
+                    "files": {"src/a.js": "R;"}},
+    })).commit()
+    first = repo.vx("run", "build", "--all")
+    assert first.code == 0, first.err
+    assert "not saved" not in first.err
+    assert len(artifacts(repo)) == 2
+    again = repo.vx("run", "build", "--all")
+    assert again.code == 0, again.err
+    assert set(again.statuses().values()) == {("success", "up-to-date")}
+
+
+def test_key21_fresh_checkout_inside_the_racy_window_still_saves(repo):
+    """Item 5: a file written just before `vx run` (a fresh clone, a test's setup) has an mtime
+    inside the re-check's racy window; nothing edits it while the task runs, so it is saved. The
+    mtime is set ahead of the clock, so it lands in the window whatever the machine's speed."""
+    repo.write(npm_workspace({"docs": {"tasks": {"build": build_task(deps=(), command=COPY)},
+                                       "files": {"src/a.js": "DOCS;"}}})).commit()
+    ahead = time.time_ns() + 3600 * 10**9
+    os.utime(repo.root / "packages/docs/src/a.js", ns=(ahead, ahead))
+    res = repo.vx("run", "build", "--all")
+    assert res.code == 0, res.err
+    assert "not saved" not in res.err
+    assert len(artifacts(repo)) == 1
+    (repo.root / "packages/docs/dist/out.js").unlink()
+    again = repo.vx("run", "build", "--all")
+    assert again.statuses()["docs#build"] == ("success", "local")
+
+
+def test_key21_real_edit_inside_the_racy_window_is_still_refused(repo):
+    """Item 5's other half: the same racy file, edited by the task while it runs, is not saved."""
+    edit = ("node -e \"const fs=require('fs');fs.appendFileSync('src/a.js','//edited');"
+            "fs.mkdirSync('dist',{recursive:true});fs.writeFileSync('dist/out.js','x')\"")
+    repo.write(npm_workspace({"docs": {"tasks": {"build": build_task(deps=(), command=edit)},
+                                       "files": {"src/a.js": "DOCS;"}}})).commit()
+    ahead = time.time_ns() + 3600 * 10**9
+    os.utime(repo.root / "packages/docs/src/a.js", ns=(ahead, ahead))
+    res = repo.vx("run", "build", "--all")
+    assert res.code == 0, res.err
+    assert "input changed while it ran: packages/docs/src/a.js" in res.err
+    assert artifacts(repo) == []
