@@ -34,7 +34,8 @@ class RunContext(Struct):
     table: executor.ProcessTable
     emit: Emit
     priority: Mapping[TaskId, int]
-    tainted: set[TaskId] = field(default_factory=set)  # downstream of a failure or a withheld save
+    # task -> why nothing downstream of it saves: "a#build failed", "a#build was not saved (…)"
+    tainted: dict[TaskId, str] = field(default_factory=dict)
     remote: Any = None  # store.layered.LayeredStore when a remote layer reads (RC-02), else None
     # (node, plan, attempt) -> a wrapper to start the command through (--verify's strace), or None
     launch_for: Callable[[TaskNode, TaskPlan, int], executor.Launch | None] | None = None
@@ -53,8 +54,9 @@ class RunContext(Struct):
 async def rebuild(ctx: RunContext, node: TaskNode, results: Mapping[TaskId, TaskResult]) -> TaskResult:
     """Take the task to a finished result; reported through ctx.emit."""
     plan = ctx.plans[node.id]
-    if any(dep in ctx.tainted or results[dep].status is not Status.SUCCESS for dep in node.deps):
-        ctx.tainted.add(node.id)
+    cause = _upstream_cause(ctx, node, results)
+    if cause is not None:
+        ctx.tainted[node.id] = cause
     if node.is_group:
         return TaskResult(node.id, Status.SUCCESS, CacheStatus.NO_CACHE, key=plan.key)
     result = None
@@ -135,12 +137,24 @@ async def _execute_and_save(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> 
         hint = verdicts.exit_hint(proc, plan.command or "", _path_dirs(plan.env), cwd=ctx.root / node.project_dir)
         if hint:
             ctx.emit(Notice(hint, level="info", id=node.id))
-    if status is not Status.SUCCESS or (write and not saved):
-        ctx.tainted.add(node.id)
+    if status is not Status.SUCCESS:
+        ctx.tainted[node.id] = f"{node.id} {status.value}"
+    elif write and not saved and node.id not in ctx.tainted:
+        ctx.tainted[node.id] = f"{node.id} was not saved ({(reason or '').removeprefix('not saved: ')})"
     return TaskResult(node.id, status, cache, key=plan.key, duration_ms=proc.duration_ms, exit_code=proc.exit_code,
                       log=proc.log, reason=reason, command=plan.command, saved=saved, attempts=attempts,
                       timed_out=proc.timed_out, cpu_ms=proc.cpu_ms, peak_rss_bytes=proc.peak_rss_bytes,
                       violations=violations)
+
+
+def _upstream_cause(ctx: RunContext, node: TaskNode, results: Mapping[TaskId, TaskResult]) -> str | None:
+    """Why this task may not save because of a dependency: the first one's root cause, or None."""
+    for dep in node.deps:
+        if dep in ctx.tainted:
+            return ctx.tainted[dep]
+        if results[dep].status is not Status.SUCCESS:  # skipped or aborted: never rebuilt here
+            return f"{dep} {results[dep].status.value}"
+    return None
 
 
 def _status_of(proc: ProcessResult) -> Status:
@@ -226,8 +240,10 @@ def _with_duration(proc: ProcessResult, total_ms: float) -> ProcessResult:
 async def _save(ctx: RunContext, node: TaskNode, plan: TaskPlan, proc: ProcessResult, snapshot,
                 started_ns: int) -> tuple[bool, str | None]:
     """Save the result unless an input moved while the task ran (KEY-21) or upstream was not saved."""
-    if node.id in ctx.tainted:
-        return False, "not saved: an upstream task failed or was not saved"
+    if node.id in ctx.tainted:  # said once per task, in the run and (via the reason) in `vx why`
+        cause = f"upstream {ctx.tainted[node.id]}"
+        ctx.emit(Notice(f"{node.id}: not saved to the cache: {cause}", id=node.id))
+        return False, f"not saved: {cause}"
     outputs = plan.outputs
     moved = await asyncio.to_thread(ctx.index.changed_since, snapshot, outputs.input_query, started_ns)
     if moved:

@@ -339,8 +339,10 @@ def _keep_history(local, prep: Prepared, results: Mapping[TaskId, TaskResult]) -
         if plan.record is not None:
             fresh = tid in results and results[tid].cache is CacheStatus.UP_TO_DATE
             (settled if fresh else moved).append((plan.key, plan.record))
+    ran = [r for r in results.values() if r.cache is CacheStatus.MISS and r.status is Status.SUCCESS]
+    withheld = [(str(r.id), r.key, r.reason) for r in ran if not r.saved and r.reason]
     try:
-        local.keep_history(moved, settled)
+        local.keep_history(moved, settled, withheld, [str(r.id) for r in ran if r.saved])
     except (OSError, sqlite3.Error):
         pass
 

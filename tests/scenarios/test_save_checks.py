@@ -65,3 +65,30 @@ def test_key21_real_edit_inside_the_racy_window_is_still_refused(repo):
     assert res.code == 0, res.err
     assert "input changed while it ran: packages/docs/src/a.js" in res.err
     assert artifacts(repo) == []
+
+
+def test_key21_unsaved_dependants_say_why_in_the_run_and_in_vx_why(repo):
+    """Item 2: every task that is not saved says why, once: the one whose input moved, and each
+    dependant, naming the upstream task at the root of it; `vx why` repeats it until a save."""
+    edit = ("node -e \"const fs=require('fs');if(process.env.EDIT)fs.appendFileSync('src/a.js','//e');"
+            "fs.mkdirSync('dist',{recursive:true});fs.writeFileSync('dist/out.js','a')\"")
+    a = build_task(deps=(), command=edit)
+    a["exec"]["env"] = {"passThrough": ["EDIT"]}
+    repo.write(npm_workspace({
+        "a": {"tasks": {"build": a}, "files": {"src/a.js": "A;"}},
+        "b": {"deps": ["a"], "tasks": {"build": build_task(command=COPY)}, "files": {"src/a.js": "B;"}},
+        "c": {"deps": ["b"], "tasks": {"build": build_task(command=COPY)}, "files": {"src/a.js": "C;"}},
+    })).commit()
+    res = repo.vx("run", "build", "--all", env={"EDIT": "1"})
+    assert res.code == 0, res.err
+    root = "a#build was not saved (input changed while it ran: packages/a/src/a.js)"
+    for task in ("b#build", "c#build"):
+        assert res.err.count(f"{task}: not saved to the cache: upstream {root}") == 1, res.err
+    assert artifacts(repo) == []
+    why = repo.vx("why", "c#build", summary=False)
+    assert why.code == 0 and f"not saved: upstream {root}" in why.out, why.out
+    assert "input changed while it ran: packages/a/src/a.js" in repo.vx("why", "a#build", summary=False).out
+    repo.git("checkout", "--", "packages/a/src/a.js")
+    saved = repo.vx("run", "build", "--all")
+    assert saved.code == 0 and "not saved" not in saved.err, saved.err
+    assert "not saved" not in repo.vx("why", "c#build", summary=False).out
