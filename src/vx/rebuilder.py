@@ -206,8 +206,14 @@ async def _run_once(ctx: RunContext, node: TaskNode, plan: TaskPlan, launch: exe
 
     cwd = ctx.root / node.project_dir
     if plan.sandbox is None:
-        return await executor.execute(plan.command or "", cwd=cwd, env=plan.env, timeout_ms=plan.timeout_ms,
-                                      on_output=on_output, table=ctx.table, launch=launch, started=started), ()
+        # A cached task's outputs are read next: nothing it started may still be writing (docs/caching.md § Save).
+        proc = await executor.execute(plan.command or "", cwd=cwd, env=plan.env, timeout_ms=plan.timeout_ms,
+                                      on_output=on_output, table=ctx.table, launch=launch, started=started,
+                                      settle_group=plan.outputs is not None)
+        if proc.stopped_strays is not None:
+            ctx.emit(Notice(f"{node.id}: processes it started in the background were still running after it "
+                            f"exited; stopped them ({proc.stopped_strays}) before reading its outputs", id=node.id))
+        return proc, ()
     from vx.sandbox.runner import Session, run_sandboxed
 
     if ctx.sandbox is None:

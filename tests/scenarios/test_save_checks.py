@@ -92,3 +92,24 @@ def test_key21_unsaved_dependants_say_why_in_the_run_and_in_vx_why(repo):
     saved = repo.vx("run", "build", "--all")
     assert saved.code == 0 and "not saved" not in saved.err, saved.err
     assert "not saved" not in repo.vx("why", "c#build", summary=False).out
+
+
+def test_ex11_background_writer_is_stopped_before_the_outputs_are_read(repo):
+    """Item 3: a task that exits 0 while a process it started still runs. The writer blocks on a
+    FIFO nobody opens, and writes dist/late.txt when it is stopped: vx must stop it (and say so)
+    before it reads the outputs, so the saved entry holds exactly what is on disk."""
+    cmd = ("rm -f gate && mkfifo gate && mkdir -p dist && echo early > dist/a.txt && "
+           "(trap 'echo late > dist/late.txt; exit 0' TERM; cat gate) >/dev/null 2>&1 & exit 0")
+    repo.write(npm_workspace({"app": {"tasks": {"build": build_task(deps=(), command=cmd)},
+                                      "files": {"src/a.js": "A;"}}})).commit()
+    res = repo.vx("run", "build", "--all", env={"VX_KILL_GRACE_MS": "100"})
+    assert res.code == 0, res.err
+    assert "app#build: processes it started in the background were still running" in res.err, res.err
+    dist = repo.root / "packages/app/dist"
+    on_disk = {p.name: p.read_text() for p in dist.iterdir()}
+    assert on_disk == {"a.txt": "early\n", "late.txt": "late\n"}
+    for p in dist.iterdir():
+        p.unlink()
+    again = repo.vx("run", "build", "--all")
+    assert again.statuses()["app#build"] == ("success", "local")
+    assert {p.name: p.read_text() for p in dist.iterdir()} == on_disk
