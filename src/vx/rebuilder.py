@@ -49,6 +49,10 @@ class RunContext(Struct):
     # task -> (its first attempt's child, started at (monotonic), started_ns, input snapshot): the
     # first wave, started before the loop existed with its slot taken (run._start_first_wave)
     early: dict[TaskId, tuple[Any, float, int, Any]] = field(default_factory=dict)
+    # EX-19: the fingerprint files as the walk began (files.Snapshot), re-checked after each task;
+    # once one moved (`lock_moved` names it) every key of the run is stale: no hit, no save
+    lockfiles: Any = None
+    lock_moved: str | None = None
 
 
 async def rebuild(ctx: RunContext, node: TaskNode, results: Mapping[TaskId, TaskResult]) -> TaskResult:
@@ -60,7 +64,7 @@ async def rebuild(ctx: RunContext, node: TaskNode, results: Mapping[TaskId, Task
     if node.is_group:
         return TaskResult(node.id, Status.SUCCESS, CacheStatus.NO_CACHE, key=plan.key)
     result = None
-    if plan.outputs is not None and ctx.policy.read and ctx.store is not None:
+    if plan.outputs is not None and ctx.policy.read and ctx.store is not None and ctx.lock_moved is None:
         result = await _try_hit(ctx, node, plan)
     if result is None:
         result = await _execute_and_save(ctx, node, plan)
@@ -127,6 +131,7 @@ async def _execute_and_save(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> 
     if proc is None:
         return TaskResult(node.id, Status.SKIPPED, CacheStatus.NO_CACHE, key=plan.key,
                           reason="not run: an earlier task failed (--continue=never)")
+    await _check_lockfiles(ctx, node)
     status = _status_of(proc)
     cache = CacheStatus.MISS if cached else CacheStatus.NO_CACHE
     saved, reason = False, None
@@ -145,6 +150,19 @@ async def _execute_and_save(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> 
                       log=proc.log, reason=reason, command=plan.command, saved=saved, attempts=attempts,
                       timed_out=proc.timed_out, cpu_ms=proc.cpu_ms, peak_rss_bytes=proc.peak_rss_bytes,
                       violations=violations)
+
+
+async def _check_lockfiles(ctx: RunContext, node: TaskNode) -> None:
+    """EX-19: after a task ran, see whether a lockfile or install setting moved (an install task,
+    `npm version`); if so every key of this run was taken on the old one, and the rest of the run
+    restores and saves nothing. A few lstats per task; the bytes only of a touched file."""
+    if ctx.lockfiles is None or ctx.lock_moved is not None:
+        return
+    moved = await asyncio.to_thread(ctx.index.changed_files, ctx.lockfiles)
+    if moved is not None and ctx.lock_moved is None:
+        ctx.lock_moved = moved
+        ctx.emit(Notice(f"{moved} changed during the run (after {node.id} ran): nothing keyed on it as it was "
+                        "is restored or saved for the rest of the run", id=node.id))
 
 
 def _upstream_cause(ctx: RunContext, node: TaskNode, results: Mapping[TaskId, TaskResult]) -> str | None:
@@ -246,6 +264,10 @@ def _with_duration(proc: ProcessResult, total_ms: float) -> ProcessResult:
 async def _save(ctx: RunContext, node: TaskNode, plan: TaskPlan, proc: ProcessResult, snapshot,
                 started_ns: int) -> tuple[bool, str | None]:
     """Save the result unless an input moved while the task ran (KEY-21) or upstream was not saved."""
+    if ctx.lock_moved is not None:
+        why = f"{ctx.lock_moved} changed during the run"
+        ctx.emit(Notice(f"{node.id}: not saved to the cache: {why}", id=node.id))
+        return False, f"not saved: {why}"
     if node.id in ctx.tainted:  # said once per task, in the run and (via the reason) in `vx why`
         cause = f"upstream {ctx.tainted[node.id]}"
         ctx.emit(Notice(f"{node.id}: not saved to the cache: {cause}", id=node.id))

@@ -242,13 +242,14 @@ def execute(prep: Prepared, req: RunRequest, emit: Emit, stages: Stages, launch_
         caught: list[int] = []
         previous = _catch_signals(caught)  # until the walk's own handlers replace these
         early: dict = {}
+        lockfiles = prep.index.snapshot(None, prep.index.fingerprinted)  # EX-19, before anything runs
         try:
             if stopped_by is None and launch_for is None:
                 early = _start_first_wave(prep, lane, emit)
             asyncio = _import_asyncio()  # while the first wave runs
             with stages("run graph"):
                 results, stopped_by = asyncio.run(_walk(prep, req, emit, lane, stopped_by, launch_for, observe,
-                                                        early, caught))
+                                                        early, caught, lockfiles))
         except BaseException:
             _stop_early(early)  # only what the walk never adopted
             raise
@@ -386,7 +387,7 @@ def _catch_signals(caught: list[int]) -> dict:
 
 async def _walk(prep: Prepared, req: RunRequest, emit: Emit, lane, stopped_early: int | None,
                 launch_for=None, observe=None, early=None,
-                caught=()) -> tuple[dict[TaskId, TaskResult], int | None]:
+                caught=(), lockfiles=None) -> tuple[dict[TaskId, TaskResult], int | None]:
     import asyncio
 
     from vx import executor
@@ -410,7 +411,7 @@ async def _walk(prep: Prepared, req: RunRequest, emit: Emit, lane, stopped_early
                      restore_slots=asyncio.Semaphore(2 * prep.concurrency), table=table, emit=emit,
                      priority=prep.graph.priority, remote=prep.remote, launch_for=launch_for,
                      observe=observe, halt=asyncio.Event(),
-                     halt_on_failure=req.continue_mode == "never", early=adopted)
+                     halt_on_failure=req.continue_mode == "never", early=adopted, lockfiles=lockfiles)
     on_signal = _install_signals(table, stop, stopped_by)
     if caught:  # a signal came while the first wave started or asyncio loaded: act on it now
         on_signal(signal.Signals(caught[0]))

@@ -113,3 +113,28 @@ def test_ex11_background_writer_is_stopped_before_the_outputs_are_read(repo):
     again = repo.vx("run", "build", "--all")
     assert again.statuses()["app#build"] == ("success", "local")
     assert {p.name: p.read_text() for p in dist.iterdir()} == on_disk
+
+
+def test_ex19_lockfile_rewritten_mid_run_stops_hits_and_saves(repo):
+    """Item 4 (EX-19): a root install task rewrites package-lock.json mid-run. Every key of the run
+    was taken on the old lockfile, so a later task is neither restored from nor saved under it,
+    and a line names the file."""
+    install = {"exec": {"command": "if [ -n \"$LOCK\" ]; then printf '%s\\n' \"$LOCK\" > package-lock.json; fi",
+                        "env": {"passThrough": ["LOCK"]}}}
+    lock_copy = ("node -e \"const fs=require('fs');fs.mkdirSync('dist',{recursive:true});"
+                 "fs.writeFileSync('dist/out.js',fs.readFileSync('../../package-lock.json'))\"")
+    files = npm_workspace({"app": {"tasks": {"build": build_task(deps=("//#install",), command=lock_copy)},
+                                   "files": {"src/a.js": "A;"}}})
+    files["vx.config.json"] = {"tasks": {"install": install}}
+    files["package-lock.json"] = '{"v": 1}\n'
+    repo.write(files).commit()
+    first = repo.vx("run", "app#build")
+    assert first.code == 0, first.err
+    assert len(artifacts(repo)) == 1
+    res = repo.vx("run", "app#build", env={"LOCK": '{"v": 2}'})
+    assert res.code == 0, res.err
+    assert "package-lock.json changed during the run (after //#install ran)" in res.err, res.err
+    assert res.statuses()["app#build"] == ("success", "miss")
+    assert (repo.root / "packages/app/dist/out.js").read_text() == '{"v": 2}\n'
+    assert "app#build: not saved to the cache: package-lock.json changed during the run" in res.err
+    assert len(artifacts(repo)) == 1
