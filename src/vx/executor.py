@@ -397,6 +397,7 @@ async def execute(
     grace_ms: int | None = None,
     launch: Launch | None = None,
     started: tuple[_Child, float] | None = None,
+    settle_group: bool = False,
 ) -> ProcessResult:
     """Run `sh -c command` to the end and describe how it ended; never raise for the task.
 
@@ -404,7 +405,9 @@ async def execute(
     failure is a result (exit 127 with `spawn_error`); cancellation stops the group,
     reaps the shell and re-raises. With `launch`, its argv runs instead of the shell.
     `started` is (the child, its `time.monotonic()` start) when it was started before the walk:
-    its timeout and duration count from then.
+    its timeout and duration count from then. With `settle_group` (a cached task, whose outputs
+    are read next) it returns only once the whole process group is gone: what the shell left
+    running is waited for for the grace, then SIGTERMed, then SIGKILLed after the grace.
     """
     grace_s = (kill_grace_ms() if grace_ms is None else grace_ms) / 1000
     if started is not None:
@@ -417,14 +420,48 @@ async def execute(
             error = _spawn_error(exc, cwd, launch.argv[0] if launch else SHELL)
             return ProcessResult(exit_code=127, duration_ms=_ms_since(started_at), spawn_error=error)
     capture = _Capture(child.popen, on_output)
+    stopped = None
     try:
         left_ms = None if timeout_ms is None else timeout_ms - _ms_since(started_at)
         timed_out = await _supervise(child, left_ms, grace_s)
+        if settle_group and not timed_out:  # the pipes are still read meanwhile
+            stopped = await _settle_group(child, grace_s)
         await capture.drain(DRAIN_S)
     finally:
         capture.close()
     capture.raise_callback_error()
-    return _result(child, capture.chunks, timed_out=timed_out, started=started_at)
+    result = _result(child, capture.chunks, timed_out=timed_out, started=started_at)
+    if stopped is not None:
+        from msgspec.structs import replace
+
+        result = replace(result, stopped_strays=stopped)
+    return result
+
+
+async def _settle_group(child: _Child, grace_s: float) -> str | None:
+    """Wait until nothing of the task's group runs any more, so that nothing it started can write
+    after its outputs are read; stop what is left after the grace. None when nothing had to be
+    stopped, else the signal it took. There is no event for the death of processes that are not
+    our children, so this polls, and only when the shell left some behind."""
+    if not _killpg_probe(child.pid) or not group_alive(child.pid):
+        return None  # the usual case: one failed kill(2)
+    stopped = None
+    for sig in (None, signal.SIGTERM, signal.SIGKILL):
+        if sig is not None:
+            stopped = sig.name
+            _killpg(child.pid, sig)
+        deadline = time.monotonic() + (REAP_AFTER_KILL_S if sig == signal.SIGKILL else grace_s)
+        delay = 0.005
+        while group_alive(child.pid):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            await asyncio.sleep(min(delay, remaining))
+            delay = min(delay * 2, 0.1)
+        else:
+            child.table._lingering.discard(child.pid)  # gone: its number may be reused
+            return stopped
+    return stopped
 
 
 async def _supervise(child: _Child, timeout_ms: int | None, grace_s: float) -> bool:

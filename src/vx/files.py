@@ -51,10 +51,13 @@ _NODE_MODULES = re.compile(r"(?:^|/)node_modules/")
 
 
 class Snapshot(Struct, frozen=True):
-    """The lstat of each input just before a task ran (KEY-21); None where a path was missing."""
+    """The lstat of each input just before a task ran (KEY-21); None where a path was missing.
+    `idents` holds, in the same order, the identity the key used for each path ("" for absent):
+    what a touched file is re-hashed against."""
 
     stats: tuple[tuple[str, Stat | None], ...]
     taken_ns: int
+    idents: tuple[str, ...] = ()
 
 
 def _never_input(path: str, untracked: frozenset[str] | tuple[str, ...]) -> bool:
@@ -115,6 +118,7 @@ class FileIndex:
         self._memo = _BlobMemo(memo_path, listing.algo)
         self._identities: dict[str, str | None] = {}
         self.toplevel: Path | None = None  # the git repository's root, when git listed
+        self.fingerprinted: list[str] = []  # the paths `fingerprint` folded: re-checked after tasks (EX-19)
 
     @classmethod
     def load(cls, root: Path, memo_path: Path | None = None) -> FileIndex:
@@ -270,15 +274,18 @@ class FileIndex:
 
     # ------------------------------------------------------------ KEY-21
 
-    def snapshot(self, inputs: InputSet, extra: Sequence[str] = ()) -> Snapshot:
-        """lstat every input (and `extra` paths such as the package.json) before a task runs."""
+    def snapshot(self, inputs: InputSet | None, extra: Sequence[str] = ()) -> Snapshot:
+        """lstat every input (and `extra` paths such as the package.json or the lockfiles, whose
+        identities planning read already) before a task runs."""
+        files = list(inputs.files) if inputs is not None else []
+        files += [(p, self.identity(p)) for p in extra]
         stats = []
-        for path in [p for p, _ in inputs.files] + list(extra):
+        for path, _ in files:
             try:
                 stats.append((path, _stat_key(os.lstat(os.path.join(self.root, path)))))
             except OSError:
                 stats.append((path, None))
-        return Snapshot(tuple(stats), time.time_ns())
+        return Snapshot(tuple(stats), time.time_ns(), tuple(ident for _, ident in files))
 
     def changed_since(
         self,
@@ -292,14 +299,16 @@ class FileIndex:
     ) -> str | None:
         """The first input that changed, vanished or appeared since the key was taken; None if none.
 
-        The rule (KEY-21): a path counts as changed when its lstat (mtime, size, ctime, inode)
-        differs from the snapshot, when it is gone, or when its mtime or ctime is at or after
-        `T - 50 ms`, T being the earlier of `started_ns` and this index's own `started_ns`
-        (read before git ran). Every identity in a key was read after T, so the last clause
-        catches an edit made between reading an identity and the snapshot (which the stat
+        The rule (KEY-21): a path is *touched* when its lstat (mtime, size, ctime, inode)
+        differs from the snapshot, when it is gone or appeared, or when its mtime or ctime is at
+        or after `T - 50 ms`, T being the earlier of `started_ns` and this index's own
+        `started_ns` (read before git ran). Every identity in a key was read after T, so the last
+        clause catches an edit made between reading an identity and the snapshot (which the stat
         comparison alone cannot see), one inside the snapshot's timestamp tick, and — through
-        ctime — one whose mtime was forged back. A file some earlier task of this run wrote
-        counts too: the key was planned before that write.
+        ctime — one whose mtime was forged back; a file some earlier task of this run wrote too.
+        The 50 ms reach back before T also takes in files written just before the run (a fresh
+        checkout, a test's setup) that nothing touched since. So a touched path is re-hashed,
+        and it is changed only when its bytes are no longer the identity the key used.
         A path appeared when a re-walk under the glob roots (git is not re-run) finds a file
         the same rules would have chosen that is not in the snapshot; a new path git has not
         seen is asked of `git check-ignore` first, so a new gitignored file does not count.
@@ -320,17 +329,36 @@ class FileIndex:
         now = self._walk_inputs(project_dir, globs, workspace_globs, excluded, nested)
         return self._first_not_ignored(sorted(now - known))
 
+    def task_snapshot(self, inputs: InputSet | None, project_dir: str) -> Snapshot:
+        """A task's snapshot: its inputs, its package.json and the files the fingerprint folded
+        (EX-19), each of which its key also used."""
+        package_json = f"{project_dir}/package.json" if project_dir else "package.json"
+        return self.snapshot(inputs, [package_json, *self.fingerprinted])
+
+    def changed_files(self, snapshot: Snapshot, started_ns: int | None = None) -> str | None:
+        """The first path of `snapshot` whose content is no longer the identity the key used (the
+        stat and re-hash rule of `changed_since`, without looking for new paths); None if none."""
+        since = self.started_ns if started_ns is None else min(started_ns, self.started_ns)
+        return self._first_changed(snapshot, since)
+
     def _first_changed(self, snapshot: Snapshot, started_ns: int) -> str | None:
         limit = started_ns - witness.RACY_NS
-        for path, before in snapshot.stats:
+        idents = snapshot.idents
+        for i, (path, before) in enumerate(snapshot.stats):
             try:
                 st = os.lstat(os.path.join(self.root, path))
             except OSError:
-                if before is not None:
+                if before is not None and not (idents and idents[i] == ""):
                     return path
                 continue
             if before is None or _stat_key(st) != before or max(st.st_mtime_ns, st.st_ctime_ns) >= limit:
-                return path
+                # Touched, or inside the racy window: only its bytes can tell. A file rewritten with
+                # the bytes the key used (a build that regenerates a tracked file, a checkout just
+                # before the run) is unchanged; without the key's identity it counts as changed.
+                if not idents or (self._hash_from_disk(path) or "") != idents[i]:
+                    self._memo.flush()
+                    return path
+        self._memo.flush()
         return None
 
     def _walk_inputs(self, project_dir, globs, workspace_globs, excluded, nested) -> set[str]:
@@ -418,6 +446,14 @@ def _bun_patch_files(root: Path) -> list[str]:
     return sorted(set(_JSON_STRING_VALUE.findall(block.group(1)))) if block else []
 
 
+def fingerprint_paths(root: Path, index: FileIndex) -> list[str]:
+    """The files the workspace fingerprint folds, present or not (EX-19 re-checks them all)."""
+    names = list(FINGERPRINT_FILES)
+    if index.identity("bun.lock"):
+        names += [p for p in _bun_patch_files(Path(root)) if not p.startswith(("/", "../"))]
+    return names
+
+
 def fingerprint(root: Path, index: FileIndex) -> str:
     """xxh3-64 hex of the root lockfiles and install settings present (KEY-04), in a fixed order.
 
@@ -427,10 +463,8 @@ def fingerprint(root: Path, index: FileIndex) -> str:
     import xxhash
 
     h = xxhash.xxh3_64()
-    names = list(FINGERPRINT_FILES)
-    if index.identity("bun.lock"):
-        names += [p for p in _bun_patch_files(Path(root)) if not p.startswith(("/", "../"))]
-    for name in names:
+    index.fingerprinted = fingerprint_paths(root, index)
+    for name in index.fingerprinted:
         ident = index.identity(name)
         if ident:
             h.update(f"{name}\0{ident}\0".encode("utf-8", "surrogateescape"))

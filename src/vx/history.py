@@ -20,6 +20,9 @@ from vx.store.rows import chunked, marks
 TABLE = ("CREATE TABLE IF NOT EXISTS key_history (task_id TEXT NOT NULL, key TEXT NOT NULL,"
          " recorded_at REAL NOT NULL, record TEXT NOT NULL, PRIMARY KEY (task_id, key)) WITHOUT ROWID")
 KEEP = 8
+# The last run's word on a task that ran and was not saved, while its key is still the newest.
+UNSAVED = ("CREATE TABLE IF NOT EXISTS key_unsaved (task_id TEXT PRIMARY KEY, key TEXT NOT NULL,"
+           " reason TEXT NOT NULL, recorded_at REAL NOT NULL) WITHOUT ROWID")
 
 
 def record_keys(db, records: Iterable[tuple[str, HashRecord]], settled: Iterable[tuple[str, HashRecord]] = ()) -> int:
@@ -59,6 +62,38 @@ def record_keys(db, records: Iterable[tuple[str, HashRecord]], settled: Iterable
         db.execute("ROLLBACK")
         raise
     return len(moved)
+
+
+def record_unsaved(db, withheld: Iterable[tuple[str, str, str]], saved: Iterable[str]) -> None:
+    """Keep why each task in `withheld` ((task, key, reason)) was not saved, and forget it for the
+    tasks in `saved`. Only tasks that ran come here, so a warm run writes nothing."""
+    withheld, saved = list(withheld), [(task,) for task in saved]
+    if not withheld and not saved:
+        return
+    db.execute(UNSAVED)
+    now = time.time()
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        db.executemany("DELETE FROM key_unsaved WHERE task_id=?", saved)
+        db.executemany("INSERT OR REPLACE INTO key_unsaved VALUES (?,?,?,?)",
+                       [(task, key, reason, now) for task, key, reason in withheld])
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+
+
+def unsaved_reason(db, task_id: str, key: str) -> str | None:
+    """Why the task's `key` was not saved by the last run that ran it; None when it was, or when
+    an entry for it exists by now (another run or a remote saved it)."""
+    try:
+        row = db.execute("SELECT reason FROM key_unsaved WHERE task_id=? AND key=?"
+                         " AND NOT EXISTS (SELECT 1 FROM entries WHERE hash=?)", (task_id, key, key)).fetchone()
+    except Exception as exc:  # sqlite3.OperationalError: no table yet
+        if "no such table" in str(exc):
+            return None
+        raise
+    return row[0] if row else None
 
 
 def _encode(record: HashRecord) -> str:
@@ -148,6 +183,7 @@ def why_verb(rest: list[str], env: Mapping[str, str], help_text: str) -> int:
     cache_dir = resolve_cache_dir(RunRequest(cwd=cwd, names=()), ws, config.load_workspace(ws.root, env), env)
     path = cache_dir / "cache.db"
     rows: list = []
+    unsaved = None
     if path.exists():
         db = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
         try:
@@ -159,9 +195,12 @@ def why_verb(rest: list[str], env: Mapping[str, str], help_text: str) -> int:
                                      hint=f"name one: `vx why {holders[0]}`")
                 if holders:
                     task_id, rows = holders[0], last_two(db, holders[0])
+            unsaved = unsaved_reason(db, task_id, rows[0][0]) if rows else None
         finally:
             db.close()
     verdict = _verdict(task_id, rows)
+    if unsaved:
+        verdict["notSaved"] = unsaved
     sys.stdout.write(json.dumps(verdict, indent=2) + "\n" if fmt == "json" else _render(verdict))
     return 0
 
@@ -205,8 +244,9 @@ def _render(v: dict) -> str:
     if v["verdict"] == "unrecorded":
         return (f"{task}: no key recorded yet — run it with the cache on (`vx run {task}`), then ask again;\n"
                 f"  a task id is PKG#TASK, e.g. `vx why web#build`\n")
+    unsaved = f"  {v['notSaved']}\n" if v.get("notSaved") else ""
     if v["verdict"] == "first":
-        return f"{task}: one key recorded ({v['key']}); nothing to compare it with yet\n"
+        return f"{task}: one key recorded ({v['key']}); nothing to compare it with yet\n" + unsaved
     lines = [f"{task}: the key changed, {v['from']} → {v['to']}"]
     width = max(len(d["kind"]) for d in v["differences"]) if v["differences"] else 0
     for d in v["differences"]:
@@ -214,4 +254,4 @@ def _render(v: dict) -> str:
         lines.append(f"  {d['kind']:<{width}}  {d['what']}{hint}")
     if not v["differences"]:
         lines.append("  (the same components: the vx version or the key's fold changed)")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + unsaved

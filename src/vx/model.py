@@ -269,6 +269,8 @@ class ProcessResult(Struct, frozen=True):
     cpu_ms: float | None = None
     peak_rss_bytes: int | None = None
     spawn_error: str | None = None
+    # processes the shell left running, stopped before the outputs were read: "SIGTERM" or "SIGKILL"
+    stopped_strays: str | None = None
 
 
 class Violation(Struct, frozen=True):

@@ -34,7 +34,8 @@ class RunContext(Struct):
     table: executor.ProcessTable
     emit: Emit
     priority: Mapping[TaskId, int]
-    tainted: set[TaskId] = field(default_factory=set)  # downstream of a failure or a withheld save
+    # task -> why nothing downstream of it saves: "a#build failed", "a#build was not saved (…)"
+    tainted: dict[TaskId, str] = field(default_factory=dict)
     remote: Any = None  # store.layered.LayeredStore when a remote layer reads (RC-02), else None
     # (node, plan, attempt) -> a wrapper to start the command through (--verify's strace), or None
     launch_for: Callable[[TaskNode, TaskPlan, int], executor.Launch | None] | None = None
@@ -48,17 +49,22 @@ class RunContext(Struct):
     # task -> (its first attempt's child, started at (monotonic), started_ns, input snapshot): the
     # first wave, started before the loop existed with its slot taken (run._start_first_wave)
     early: dict[TaskId, tuple[Any, float, int, Any]] = field(default_factory=dict)
+    # EX-19: the fingerprint files as the walk began (files.Snapshot), re-checked after each task;
+    # once one moved (`lock_moved` names it) every key of the run is stale: no hit, no save
+    lockfiles: Any = None
+    lock_moved: str | None = None
 
 
 async def rebuild(ctx: RunContext, node: TaskNode, results: Mapping[TaskId, TaskResult]) -> TaskResult:
     """Take the task to a finished result; reported through ctx.emit."""
     plan = ctx.plans[node.id]
-    if any(dep in ctx.tainted or results[dep].status is not Status.SUCCESS for dep in node.deps):
-        ctx.tainted.add(node.id)
+    cause = _upstream_cause(ctx, node, results)
+    if cause is not None:
+        ctx.tainted[node.id] = cause
     if node.is_group:
         return TaskResult(node.id, Status.SUCCESS, CacheStatus.NO_CACHE, key=plan.key)
     result = None
-    if plan.outputs is not None and ctx.policy.read and ctx.store is not None:
+    if plan.outputs is not None and ctx.policy.read and ctx.store is not None and ctx.lock_moved is None:
         result = await _try_hit(ctx, node, plan)
     if result is None:
         result = await _execute_and_save(ctx, node, plan)
@@ -115,7 +121,7 @@ async def _execute_and_save(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> 
     if early is not None:
         snapshot, started_ns = early[3], early[2]
     else:
-        snapshot = ctx.index.snapshot(plan.inputs) if write else None
+        snapshot = ctx.index.task_snapshot(plan.inputs, node.project_dir) if write else None
     if cached and plan.inputs is not None and plan.inputs.unmatched_globs:  # KEY-23
         globs = ", ".join(plan.inputs.unmatched_globs)
         ctx.emit(Notice(f"{node.id}: cache.inputs matched no files ({globs})", id=node.id))
@@ -125,6 +131,7 @@ async def _execute_and_save(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> 
     if proc is None:
         return TaskResult(node.id, Status.SKIPPED, CacheStatus.NO_CACHE, key=plan.key,
                           reason="not run: an earlier task failed (--continue=never)")
+    await _check_lockfiles(ctx, node)
     status = _status_of(proc)
     cache = CacheStatus.MISS if cached else CacheStatus.NO_CACHE
     saved, reason = False, None
@@ -135,12 +142,37 @@ async def _execute_and_save(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> 
         hint = verdicts.exit_hint(proc, plan.command or "", _path_dirs(plan.env), cwd=ctx.root / node.project_dir)
         if hint:
             ctx.emit(Notice(hint, level="info", id=node.id))
-    if status is not Status.SUCCESS or (write and not saved):
-        ctx.tainted.add(node.id)
+    if status is not Status.SUCCESS:
+        ctx.tainted[node.id] = f"{node.id} {status.value}"
+    elif write and not saved and node.id not in ctx.tainted:
+        ctx.tainted[node.id] = f"{node.id} was not saved ({(reason or '').removeprefix('not saved: ')})"
     return TaskResult(node.id, status, cache, key=plan.key, duration_ms=proc.duration_ms, exit_code=proc.exit_code,
                       log=proc.log, reason=reason, command=plan.command, saved=saved, attempts=attempts,
                       timed_out=proc.timed_out, cpu_ms=proc.cpu_ms, peak_rss_bytes=proc.peak_rss_bytes,
                       violations=violations)
+
+
+async def _check_lockfiles(ctx: RunContext, node: TaskNode) -> None:
+    """EX-19: after a task ran, see whether a lockfile or install setting moved (an install task,
+    `npm version`); if so every key of this run was taken on the old one, and the rest of the run
+    restores and saves nothing. A few lstats per task; the bytes only of a touched file."""
+    if ctx.lockfiles is None or ctx.lock_moved is not None:
+        return
+    moved = await asyncio.to_thread(ctx.index.changed_files, ctx.lockfiles)
+    if moved is not None and ctx.lock_moved is None:
+        ctx.lock_moved = moved
+        ctx.emit(Notice(f"{moved} changed during the run (after {node.id} ran): nothing keyed on it as it was "
+                        "is restored or saved for the rest of the run", id=node.id))
+
+
+def _upstream_cause(ctx: RunContext, node: TaskNode, results: Mapping[TaskId, TaskResult]) -> str | None:
+    """Why this task may not save because of a dependency: the first one's root cause, or None."""
+    for dep in node.deps:
+        if dep in ctx.tainted:
+            return ctx.tainted[dep]
+        if results[dep].status is not Status.SUCCESS:  # skipped or aborted: never rebuilt here
+            return f"{dep} {results[dep].status.value}"
+    return None
 
 
 def _status_of(proc: ProcessResult) -> Status:
@@ -192,8 +224,14 @@ async def _run_once(ctx: RunContext, node: TaskNode, plan: TaskPlan, launch: exe
 
     cwd = ctx.root / node.project_dir
     if plan.sandbox is None:
-        return await executor.execute(plan.command or "", cwd=cwd, env=plan.env, timeout_ms=plan.timeout_ms,
-                                      on_output=on_output, table=ctx.table, launch=launch, started=started), ()
+        # A cached task's outputs are read next: nothing it started may still be writing (docs/caching.md § Save).
+        proc = await executor.execute(plan.command or "", cwd=cwd, env=plan.env, timeout_ms=plan.timeout_ms,
+                                      on_output=on_output, table=ctx.table, launch=launch, started=started,
+                                      settle_group=plan.outputs is not None)
+        if proc.stopped_strays is not None:
+            ctx.emit(Notice(f"{node.id}: processes it started in the background were still running after it "
+                            f"exited; stopped them ({proc.stopped_strays}) before reading its outputs", id=node.id))
+        return proc, ()
     from vx.sandbox.runner import Session, run_sandboxed
 
     if ctx.sandbox is None:
@@ -226,8 +264,14 @@ def _with_duration(proc: ProcessResult, total_ms: float) -> ProcessResult:
 async def _save(ctx: RunContext, node: TaskNode, plan: TaskPlan, proc: ProcessResult, snapshot,
                 started_ns: int) -> tuple[bool, str | None]:
     """Save the result unless an input moved while the task ran (KEY-21) or upstream was not saved."""
-    if node.id in ctx.tainted:
-        return False, "not saved: an upstream task failed or was not saved"
+    if ctx.lock_moved is not None:
+        why = f"{ctx.lock_moved} changed during the run"
+        ctx.emit(Notice(f"{node.id}: not saved to the cache: {why}", id=node.id))
+        return False, f"not saved: {why}"
+    if node.id in ctx.tainted:  # said once per task, in the run and (via the reason) in `vx why`
+        cause = f"upstream {ctx.tainted[node.id]}"
+        ctx.emit(Notice(f"{node.id}: not saved to the cache: {cause}", id=node.id))
+        return False, f"not saved: {cause}"
     outputs = plan.outputs
     moved = await asyncio.to_thread(ctx.index.changed_since, snapshot, outputs.input_query, started_ns)
     if moved:

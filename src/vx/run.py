@@ -242,13 +242,14 @@ def execute(prep: Prepared, req: RunRequest, emit: Emit, stages: Stages, launch_
         caught: list[int] = []
         previous = _catch_signals(caught)  # until the walk's own handlers replace these
         early: dict = {}
+        lockfiles = prep.index.snapshot(None, prep.index.fingerprinted)  # EX-19, before anything runs
         try:
             if stopped_by is None and launch_for is None:
                 early = _start_first_wave(prep, lane, emit)
             asyncio = _import_asyncio()  # while the first wave runs
             with stages("run graph"):
                 results, stopped_by = asyncio.run(_walk(prep, req, emit, lane, stopped_by, launch_for, observe,
-                                                        early, caught))
+                                                        early, caught, lockfiles))
         except BaseException:
             _stop_early(early)  # only what the walk never adopted
             raise
@@ -339,8 +340,10 @@ def _keep_history(local, prep: Prepared, results: Mapping[TaskId, TaskResult]) -
         if plan.record is not None:
             fresh = tid in results and results[tid].cache is CacheStatus.UP_TO_DATE
             (settled if fresh else moved).append((plan.key, plan.record))
+    ran = [r for r in results.values() if r.cache is CacheStatus.MISS and r.status is Status.SUCCESS]
+    withheld = [(str(r.id), r.key, r.reason) for r in ran if not r.saved and r.reason]
     try:
-        local.keep_history(moved, settled)
+        local.keep_history(moved, settled, withheld, [str(r.id) for r in ran if r.saved])
     except (OSError, sqlite3.Error):
         pass
 
@@ -384,7 +387,7 @@ def _catch_signals(caught: list[int]) -> dict:
 
 async def _walk(prep: Prepared, req: RunRequest, emit: Emit, lane, stopped_early: int | None,
                 launch_for=None, observe=None, early=None,
-                caught=()) -> tuple[dict[TaskId, TaskResult], int | None]:
+                caught=(), lockfiles=None) -> tuple[dict[TaskId, TaskResult], int | None]:
     import asyncio
 
     from vx import executor
@@ -408,7 +411,7 @@ async def _walk(prep: Prepared, req: RunRequest, emit: Emit, lane, stopped_early
                      restore_slots=asyncio.Semaphore(2 * prep.concurrency), table=table, emit=emit,
                      priority=prep.graph.priority, remote=prep.remote, launch_for=launch_for,
                      observe=observe, halt=asyncio.Event(),
-                     halt_on_failure=req.continue_mode == "never", early=adopted)
+                     halt_on_failure=req.continue_mode == "never", early=adopted, lockfiles=lockfiles)
     on_signal = _install_signals(table, stop, stopped_by)
     if caught:  # a signal came while the first wave started or asyncio loaded: act on it now
         on_signal(signal.Signals(caught[0]))
@@ -496,7 +499,7 @@ def _start_first_wave(prep: Prepared, lane, emit: Emit) -> dict:
         if any(settled[d].status is not Status.SUCCESS for d in node.deps):
             continue
         cached = write and plan.outputs is not None
-        snapshot = prep.index.snapshot(plan.inputs) if cached else None
+        snapshot = prep.index.task_snapshot(plan.inputs, node.project_dir) if cached else None
         started_ns = time.time_ns()
         if cached:
             plan.outputs.wipe(prep.ws.root)

@@ -463,12 +463,42 @@ def test_key21_deletion_is_caught(repo, settled):
     assert _recheck(index, snap) == "pkg/a/src/index.ts"
 
 
-def test_key21_file_written_just_before_the_run_counts_as_changed(repo):
-    """Inside the racy window a later same-tick edit would be invisible, so don't vouch for it."""
+def test_key21_file_written_just_before_the_run_is_rehashed_not_refused(repo):
+    """Inside the racy window the stat cannot vouch for a file, so its bytes are asked: the same
+    bytes the key used are unchanged, other bytes (a same-tick edit) are caught."""
     write(repo, "pkg/a/src/util.ts", "fresh\n", old=False)
     index = FileIndex.load(repo)
     snap = index.snapshot(index.inputs("pkg/a", GlobSet(["src/util.ts"])))
-    assert _recheck(index, snap) == "pkg/a/src/util.ts"
+    assert _recheck(index, snap, globs=GlobSet(["src/util.ts"])) is None
+    path = repo / "pkg/a/src/util.ts"
+    st = path.stat()
+    path.write_text("FRESH\n")  # same size; the stat put back as it was, but for ctime
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert _recheck(index, snap, globs=GlobSet(["src/util.ts"])) == "pkg/a/src/util.ts"
+
+
+def test_key21_rewrite_with_the_same_bytes_is_unchanged(repo, settled):
+    """A build that regenerates a tracked input with identical bytes (item 1) keeps its save."""
+    index = FileIndex.load(repo)
+    snap = index.snapshot(index.inputs("pkg/a", GlobSet(["src/**"])))
+    path = repo / "pkg/a/src/util.ts"
+    data = path.read_bytes()
+    path.unlink()
+    path.write_bytes(data)  # new inode, mtime and ctime: every stat field moved
+    assert _recheck(index, snap) is None
+
+
+def test_key21_extra_paths_are_checked_against_their_planned_identity(repo, settled):
+    """EX-19: a lockfile is re-checked like an input, against the identity the fingerprint used."""
+    write(repo, "package-lock.json", "{}\n")
+    index = FileIndex.load(repo)
+    assert index.identity("package-lock.json")  # planning read it
+    snap = index.snapshot(None, ["package-lock.json", "yarn.lock"])
+    assert index.changed_files(snap) is None
+    write(repo, "package-lock.json", "{}\n", old=False)
+    assert index.changed_files(snap) is None
+    write(repo, "yarn.lock", "# new\n")
+    assert index.changed_files(snap) == "yarn.lock"
 
 
 def test_key21_accepts_an_input_query(repo, settled):

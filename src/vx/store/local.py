@@ -380,13 +380,15 @@ class LocalStore:
                 "SELECT COUNT(*), COALESCE(SUM(size_bytes), 0), MIN(accessed_at) FROM entries").fetchone()
         return count, total, oldest
 
-    def keep_history(self, records, settled=()) -> None:
-        """Keep the components of keys not seen before, for `vx why` (OBS-06, `vx.history`)."""
-        from vx.history import record_keys
+    def keep_history(self, records, settled=(), withheld=(), saved=()) -> None:
+        """Keep the components of keys not seen before, and why tasks that ran were not saved,
+        for `vx why` (OBS-06, `vx.history`)."""
+        from vx.history import record_keys, record_unsaved
 
         with self._lock:
             if self._db is not None:
                 record_keys(self._db, records, settled)
+                record_unsaved(self._db, withheld, saved)
 
     def evict(self, entries: Sequence[tuple[str, str]]) -> None:
         """Drop (key, crc) entries: their rows and artifacts."""
