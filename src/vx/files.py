@@ -341,6 +341,17 @@ class FileIndex:
                     return True
         return False
 
+    def unmatched_now(self, query, patterns: Sequence[str]) -> tuple[str, ...]:
+        """Of `patterns`, unmatched when the run was planned, those that still match no file on
+        disk: an upstream task may have written what they name since (KEY-23)."""
+        found = self._walk_inputs(query.project_dir, query.globs, query.workspace_globs, query.excluded,
+                                  query.nested, query.reach)
+        base = _base(query.project_dir)
+        still = set(query.globs.unmatched([p[len(base):] for p in found if p.startswith(base)]))
+        if query.workspace_globs:
+            still |= set(query.workspace_globs.unmatched(found))
+        return tuple(p for p in patterns if p in still)
+
     # ------------------------------------------------------------ KEY-21
 
     def snapshot(self, inputs: InputSet, extra: Sequence[str] = ()) -> Snapshot:
@@ -393,9 +404,9 @@ class FileIndex:
         if changed is not None:
             return changed
         known = {p for p, _ in snapshot.stats}
-        reach = globs if reach is None else reach
         now = self._walk_inputs(project_dir, globs, workspace_globs, excluded, nested, reach)
-        return self._first_not_ignored(sorted(now - known), (_base(project_dir), reach, workspace_globs))
+        return self._first_not_ignored(sorted(now - known), (_base(project_dir), globs if reach is None else reach,
+                                                              workspace_globs))
 
     def _first_changed(self, snapshot: Snapshot, started_ns: int) -> str | None:
         limit = started_ns - witness.RACY_NS
@@ -413,6 +424,7 @@ class FileIndex:
     def _walk_inputs(self, project_dir, globs, workspace_globs, excluded, nested, reach=None) -> set[str]:
         """What `inputs` would choose from the file system as it is now (no git)."""
         base = _base(project_dir)
+        reach = globs if reach is None else reach
         found = set()
         walked = list(self._walk_matching(base, globs, nested))
         if workspace_globs:
