@@ -65,6 +65,7 @@ class PlannedTask(Struct, frozen=True):
     predicted: str  # hit-local | miss | no-cache | group
     deps: tuple[TaskId, ...]
     project_dir: str
+    inputs: tuple[tuple[str, str], ...] | None = None  # the files its key folds: (workspace path, identity)
 
 
 class Reporter(Protocol):

@@ -101,6 +101,10 @@ class CacheConfig(Struct, frozen=True):
     output_workspace_files: tuple[str, ...] = ()
     input_env: tuple[str, ...] = ()
     input_tasks: tuple[str, ...] | None = None  # None means ('*', '^*')
+    # A turbo.json task (TL-05): its globs are turbo's, and only `input_reach` (its explicit
+    # inputs, `$TURBO_DEFAULT$` aside) reaches files git ignores; None: every input glob does.
+    turbo_globs: bool = False
+    input_reach: tuple[str, ...] | None = None
 
 
 class TaskConfig(Struct, frozen=True):

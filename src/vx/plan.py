@@ -29,6 +29,7 @@ class InputQuery(Struct, frozen=True):
     workspace_globs: GlobSet | None
     excluded: GlobSet | None
     nested: tuple[str, ...]
+    reach: GlobSet | None = None  # the globs that reach ignored files, when not `globs` itself
 
 
 class OutputSpec:
@@ -127,7 +128,8 @@ def _task_plan(ws, node: TaskNode, index, opts: RunOptions, host_env, fingerprin
     cfg = node.config
     assert cfg.exec is not None
     query = _input_query(node, nested)
-    inputs = index.inputs(query.project_dir, query.globs, query.workspace_globs, excluded=query.excluded, nested=nested)
+    inputs = index.inputs(query.project_dir, query.globs, query.workspace_globs, excluded=query.excluded,
+                          nested=query.nested, reach=query.reach)
     forward = opts.forward_args if node.requested else ()
     command = _forwarded(cfg.exec.command, forward) if forward else cfg.exec.command
     upstream = keys.select_upstream(node.id, node.deps, cfg.cache.input_tasks if cfg.cache else None)
@@ -158,9 +160,16 @@ def _input_query(node: TaskNode, nested: tuple[str, ...]) -> InputQuery:
     cache = node.config.cache
     if cache is None:  # an uncached task still keys its whole project for its dependants (KEY-20)
         return InputQuery(node.project_dir, GlobSet(["**"]), None, None, nested)
-    excluded = GlobSet(cache.output_files) if cache.output_files else None
-    ws_globs = GlobSet(cache.input_workspace_files) if cache.input_workspace_files else None
-    return InputQuery(node.project_dir, GlobSet(cache.input_files), ws_globs, excluded, nested)
+    turbo = cache.turbo_globs
+    excluded = GlobSet(cache.output_files, turbo) if cache.output_files else None
+    ws_globs = GlobSet(cache.input_workspace_files, turbo) if cache.input_workspace_files else None
+    globs = GlobSet(cache.input_files, turbo)
+    if not turbo:
+        return InputQuery(node.project_dir, globs, ws_globs, excluded, nested)
+    # turbo's globs see every file below the package, other packages' included: a root task's
+    # `apps/**` reaches into the apps.
+    reach = GlobSet(cache.input_reach, True) if cache.input_reach is not None else globs
+    return InputQuery(node.project_dir, globs, ws_globs, excluded, (), reach)
 
 
 def _nested_dirs(ws: Workspace) -> dict[str, tuple[str, ...]]:

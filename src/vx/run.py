@@ -221,7 +221,8 @@ def dry_plan(prep: Prepared) -> list[PlannedTask]:
             predicted = "hit-local"
         else:
             predicted = "hit-remote" if plan.key in prep.remote_hits else "miss"
-        rows.append(PlannedTask(tid, plan.command, plan.key, predicted, node.deps, node.project_dir))
+        inputs = plan.inputs.files if plan.inputs is not None and plan.outputs is not None else None
+        rows.append(PlannedTask(tid, plan.command, plan.key, predicted, node.deps, node.project_dir, inputs))
     return rows
 
 

@@ -302,9 +302,22 @@ def _mapped(turbo: TurboRoot, pkg: Package, manager: str, own: dict | None, own_
     if not tasks and not not_runnable and not (own or {}).get("tags"):
         return ProjectConfig(source="")
     envs = {name: _take_env(body) for name, body in tasks.items()}
+    reach = {name: body.pop("turboReach", None) for name, body in tasks.items()}
     config = validate_project({"tasks": tasks, "tags": (own or {}).get("tags", [])}, source)
     return ProjectConfig(source=config.source, tags=config.tags, not_runnable=not_runnable,
-                         tasks={name: _with_env(task, tasks[name], *envs[name]) for name, task in config.tasks.items()})
+                         tasks={name: _with_env(_with_turbo_globs(task, tasks[name], reach[name]), tasks[name],
+                                                *envs[name])
+                                for name, task in config.tasks.items()})
+
+
+def _with_turbo_globs(task: TaskConfig, body: dict, reach: list[str] | None) -> TaskConfig:
+    """`task` matching its globs as turbo does: character classes, and files git ignores reached
+    by the explicit globs (`$TURBO_DEFAULT$` is git's view). In the declaration the key folds."""
+    if task.cache is None:
+        return task
+    body["turboGlobs"] = {"reach": reach}
+    cache = replace(task.cache, turbo_globs=True, input_reach=tuple(reach) if reach is not None else None)
+    return replace(task, cache=cache, canonical=canonical(body))
 
 
 def _take_env(task: dict) -> tuple[list[str], list[str]]:
@@ -437,8 +450,11 @@ def _vx_task(turbo: TurboRoot, name: str, body: dict, command: str) -> dict:
     if deps:
         task["dependsOn"] = deps
     if body.get("cache", True):
-        files, workspace_files = _split(body.get("inputs") or [DEFAULT])
+        declared = body.get("inputs") or [DEFAULT]
+        files, workspace_files = _split(declared)
         files += list(body.get("dotEnv", ()))
+        if DEFAULT in declared:  # git's view for the default; the rest as turbo's walk finds them
+            task["turboReach"] = _split([g for g in declared if g != DEFAULT])[0] + list(body.get("dotEnv", ()))
         outputs, workspace_outputs = _split(body.get("outputs", []))
         inputs: dict[str, Any] = {"files": files}
         if workspace_files or turbo.global_inputs:

@@ -30,6 +30,9 @@ def planned_dict(task: PlannedTask) -> dict[str, Any]:
         "command": task.command,
         "deps": [str(d) for d in task.deps],
         "dir": task.project_dir,
+        # A cached task's input files and their identities, as its key folds them (the project's
+        # package.json is folded on its own); null for a group or an uncached task.
+        "inputs": dict(task.inputs) if task.inputs is not None else None,
     }
 
 
