@@ -80,6 +80,7 @@ class RunOptions(Struct, frozen=True):
     retries: int | None = None
     workspace_timeout_ms: int | None = None
     cache_dir: Path | None = None  # a sandbox walls it off when it lies inside the workspace (SB-05)
+    framework_inference: bool = True  # `--framework-inference=false`: a turbo.json task keys no framework variables
 
 
 def make_plans(ws: Workspace, graph: TaskGraph, index: files.FileIndex, opts: RunOptions,
@@ -131,21 +132,24 @@ def _task_plan(ws, node: TaskNode, index, opts: RunOptions, host_env, fingerprin
     forward = opts.forward_args if node.requested else ()
     command = _forwarded(cfg.exec.command, forward) if forward else cfg.exec.command
     upstream = keys.select_upstream(node.id, node.deps, cfg.cache.input_tasks if cfg.cache else None)
+    declared = cfg.cache.input_env if cfg.cache else ()
+    framework = cfg.exec.env.framework if opts.framework_inference else ""
+    inferred = environment.inferred(framework, declared or cfg.exec.env.pass_through, host_env) if framework else ()
+    root = str(ws.root)
+    env = environment.task_env(host=host_env, pass_through=(*cfg.exec.env.pass_through, *inferred),
+                               define=cfg.exec.env.define,
+                               project_dir_abs=os.path.join(root, node.project_dir) if node.project_dir else root,
+                               root=root, workspace_id=root, task_id=str(node.id))
     record = HashRecord(
         task_id=str(node.id),
         fingerprint=fingerprint,
         package_json=index.identity(_join(node.project_dir, "package.json")),
         config=cfg.canonical,
         forward_args=forward,
-        env=tuple((name, host_env.get(name))
-                  for name in environment.matching(cfg.cache.input_env if cfg.cache else (), host_env)),
+        env=environment.keyed(declared, inferred, env, host_env),
         upstream=tuple(sorted(((str(d), plans[d].key) for d in upstream), key=lambda p: (p[1], p[0]))),
         files=inputs.files,
     )
-    root = str(ws.root)
-    env = environment.task_env(host=host_env, pass_through=cfg.exec.env.pass_through, define=cfg.exec.env.define,
-                               project_dir_abs=os.path.join(root, node.project_dir) if node.project_dir else root,
-                               root=root, workspace_id=root, task_id=str(node.id))
     outputs = None
     if cfg.cache is not None:
         outputs = OutputSpec(node.project_dir, cfg.cache.output_files, cfg.cache.output_workspace_files, query)
