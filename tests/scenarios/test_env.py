@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 
 import pytest
+from conftest import npm_workspace
 from npm_packages import installed
 
 # Writes every variable of interest the task saw, so a test can tell what reached it.
@@ -104,3 +106,65 @@ def test_tl05_a_ci_vendor_prefix_is_left_out_of_the_inferred_variables(repo):
         vx_keys(ws, {**base, "NEXT_PUBLIC_VERCEL_URL": "b"})["web"]
     assert vx_keys(ws, {**base, "NEXT_PUBLIC_API": "y"})["web"] != vx_keys(ws, base)["web"]  # the rest still keys
     assert turbo_dry(ws, {**base, "NEXT_PUBLIC_VERCEL_URL": "a"})["web"]["inferred"] == ["NEXT_PUBLIC_API"]
+
+
+# ---------------------------------------------------------------- keyed whenever they reach a task
+
+MODE = ("node -e \"const fs=require('fs');fs.mkdirSync('dist',{recursive:true});"
+        "fs.writeFileSync('dist/mode.json',JSON.stringify({NODE_ENV:process.env.NODE_ENV,CI:process.env.CI,"
+        "LANG:process.env.LANG,NODE_OPTIONS:process.env.NODE_OPTIONS}))\"")
+
+
+def mode_workspace(repo, command=MODE, pass_through=("NODE_ENV",)):
+    task = {"exec": {"command": command, "env": {"passThrough": list(pass_through)}},
+            "cache": {"inputs": {"files": ["src/**"]}, "outputs": {"files": ["dist/**"]}}}
+    return repo.write(npm_workspace({"app": {"tasks": {"build": task}, "files": {"src/a.js": "A;"}}})).commit()
+
+
+def built(ws, env: dict[str, str]) -> tuple[str, dict]:
+    result = ws.vx("run", "app#build", env=env)
+    assert result.code == 0, result.err
+    return result.task("app#build")["cache"], json.loads((ws.root / "packages/app/dist/mode.json").read_text())
+
+
+def test_key07_a_passed_node_env_is_keyed_so_a_dev_build_never_replays_production(repo):
+    ws = mode_workspace(repo)
+    cache, seen_env = built(ws, {"NODE_ENV": "production"})
+    assert (cache, seen_env["NODE_ENV"]) == ("miss", "production")
+    cache, seen_env = built(ws, {"NODE_ENV": "development"})
+    assert (cache, seen_env["NODE_ENV"]) == ("miss", "development")
+    assert built(ws, {"NODE_ENV": "production"})[0] != "miss"  # both modes are kept
+    assert built(ws, {"NODE_ENV": "development"})[1]["NODE_ENV"] == "development"
+
+
+def test_key07_node_options_and_lang_are_keyed_and_ci_is_not_passed_undeclared(repo):
+    ws = mode_workspace(repo, pass_through=())
+    base = {"LANG": "C.UTF-8", "NODE_OPTIONS": "--no-warnings"}
+    assert built(ws, base)[0] == "miss"
+    assert built(ws, {**base, "NODE_OPTIONS": "--no-deprecation"})[0] == "miss"
+    assert built(ws, {**base, "LANG": "en_US.UTF-8"})[0] == "miss"
+    # a heap size builds nothing else; CI does not reach the task, so it cannot change it either
+    cache, seen_env = built(ws, {**base, "NODE_OPTIONS": "--no-warnings --max-old-space-size=2048", "CI": "true"})
+    assert cache != "miss" and "CI" not in seen_env
+    declared = mode_workspace(repo, pass_through=("CI",))
+    assert built(declared, {**base, "CI": "true"}) == ("miss", {**base, "CI": "true"})
+    assert built(declared, {**base, "CI": "1"})[0] == "miss"
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace is installed by dev/test")
+def test_key07_verify_names_unkeyed_variables_a_task_read_through_proc_environ(repo):
+    reads_all = ("node -e \"const fs=require('fs');const e=fs.readFileSync('/proc/self/environ','utf8');"
+                 "fs.mkdirSync('dist',{recursive:true});fs.writeFileSync('dist/out.txt',String(e.length))\"")
+    ws = mode_workspace(repo, command=reads_all, pass_through=("AWS_REGION", "NODE_ENV"))
+    res = ws.vx("run", "app#build", "--verify=inputs", env={"AWS_REGION": "eu-west-1", "NODE_ENV": "production"})
+    assert res.code == 1, res.err
+    assert res.out.splitlines()[-4:] == [
+        "app#build read 1 undeclared input:",
+        '  $AWS_REGION  add cache.inputs.env: ["AWS_REGION"] (it read /proc/self/environ)',
+        "",
+        "verify: 1 undeclared input in 1 of 1 traced task",
+    ]  # NODE_ENV is keyed: not named
+    quiet = mode_workspace(repo, pass_through=("AWS_REGION",))
+    res = quiet.vx("run", "app#build", "--verify=inputs", env={"AWS_REGION": "eu-west-1"})
+    assert res.code == 0, res.err
+    assert "note: app#build gets AWS_REGION (passThrough) outside its key" in res.out
