@@ -83,3 +83,16 @@ def prefixes(slug: str) -> tuple[str, ...]:
     """The wildcard patterns of `slug` as written (`NEXT_PUBLIC_*`), for hints and docs."""
     row = _BY_SLUG.get(slug)
     return tuple(p for p in row[3] if p.endswith("*")) if row else ()
+
+
+def unseen(slug: str, env: Mapping[str, str], host: Mapping[str, str]) -> str:
+    """The hint for a vx-config task whose framework bakes in variables the host sets but the
+    task was not given ("" when there are none). Run on a miss only: it reads the whole host env."""
+    patterns = prefixes(slug)
+    names = sorted(n for n in host if n not in env and any(n.startswith(p[:-1]) for p in patterns))
+    if not names:
+        return ""
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return (f"{shown} set but not given to the task: {slug} builds {'/'.join(patterns)} in; to use "
+            f"{'it' if len(names) == 1 else 'them'}, list {'it' if len(names) == 1 else 'each'} in "
+            f"exec.env.passThrough and cache.inputs.env")

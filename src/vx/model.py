@@ -212,6 +212,7 @@ class TaskPlan(Struct, frozen=True):
     outputs: object  # files.OutputSpec-like: globs to walk, wipe and allow (None when the task caches nothing)
     sandbox: object = None  # sandbox.grants.SandboxSpec when the task declares exec.sandbox (SB-01)
     record: object = None  # the HashRecord the key was folded from (kept for `vx why`, OBS-06)
+    framework: str = ""  # a vx-config task's package framework (vx.frameworks), for the hint on a miss
 
 
 class HashRecord(Struct, frozen=True):

@@ -155,7 +155,10 @@ def _task_plan(ws, node: TaskNode, index, opts: RunOptions, host_env, fingerprin
         outputs = OutputSpec(node.project_dir, cfg.cache.output_files, cfg.cache.output_workspace_files, query)
     timeout = cfg.exec.timeout_ms if cfg.exec.timeout_ms is not None else default_timeout
     retries = cfg.exec.retries if cfg.exec.retries is not None else (opts.retries or 0)
-    return TaskPlan(keys.task_key(record), inputs, command, env, timeout, retries, outputs, record=record)
+    pkg = ws.packages.get(node.id.package)
+    hint = pkg.framework if pkg is not None and cfg.cache is not None and not cfg.exec.env.framework else ""
+    return TaskPlan(keys.task_key(record), inputs, command, env, timeout, retries, outputs, record=record,
+                    framework=hint)
 
 
 def _input_query(node: TaskNode, nested: tuple[str, ...]) -> InputQuery:

@@ -168,3 +168,20 @@ def test_key07_verify_names_unkeyed_variables_a_task_read_through_proc_environ(r
     res = quiet.vx("run", "app#build", "--verify=inputs", env={"AWS_REGION": "eu-west-1"})
     assert res.code == 0, res.err
     assert "note: app#build gets AWS_REGION (passThrough) outside its key" in res.out
+
+
+def test_tl05_a_vx_config_task_in_a_next_package_is_told_about_public_variables_it_was_not_given(repo):
+    task = {"exec": {"command": SEEN}, "cache": {"inputs": {"files": ["src/**"]}, "outputs": {"files": ["dist/**"]}}}
+    files = npm_workspace({"web": {"tasks": {"build": task}, "files": {"src/a.js": "A;"}}})
+    files["packages/web/package.json"]["dependencies"] = {"next": "15.0.0"}
+    ws = repo.write(files).commit()
+    res = ws.vx("run", "web#build", env={"NEXT_PUBLIC_API": "x"})
+    assert res.code == 0, res.err
+    assert ("web#build: NEXT_PUBLIC_API set but not given to the task: nextjs builds NEXT_PUBLIC_* in; to use it, "
+            "list it in exec.env.passThrough and cache.inputs.env") in res.out + res.err
+    task["exec"]["env"] = {"passThrough": ["NEXT_PUBLIC_API"]}
+    task["cache"]["inputs"]["env"] = ["NEXT_PUBLIC_API"]
+    ws.write({"packages/web/vx.config.json": {"tasks": {"build": task}}}).commit()
+    res = ws.vx("run", "web#build", env={"NEXT_PUBLIC_API": "x"})
+    assert res.code == 0 and "not given to the task" not in res.out + res.err
+    assert seen(ws, "web")["NEXT_PUBLIC_API"] == "x"
