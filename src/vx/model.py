@@ -37,6 +37,7 @@ class Package(Struct, frozen=True):
     deps: tuple[str, ...]  # names of workspace packages it links to, sorted
     manifest_path: str  # workspace-relative path of its package.json
     scripts: Mapping[str, str] = field(default_factory=dict)
+    framework: str = ""  # turbo's slug for the framework its dependencies name (vx.frameworks)
 
 
 class Workspace(Struct, frozen=True):
@@ -63,6 +64,7 @@ class EnvConfig(Struct, frozen=True):
     pass_through: tuple[str, ...] = ()
     define: Mapping[str, str] = field(default_factory=dict)
     secret: tuple[str, ...] = ()
+    framework: str = ""  # a turbo.json task's inferred framework: its variables are keyed and passed
 
 
 class SandboxConfig(Struct, frozen=True):
@@ -214,6 +216,7 @@ class TaskPlan(Struct, frozen=True):
     outputs: object  # files.OutputSpec-like: globs to walk, wipe and allow (None when the task caches nothing)
     sandbox: object = None  # sandbox.grants.SandboxSpec when the task declares exec.sandbox (SB-01)
     record: object = None  # the HashRecord the key was folded from (kept for `vx why`, OBS-06)
+    framework: str = ""  # a vx-config task's package framework (vx.frameworks), for the hint on a miss
 
 
 class HashRecord(Struct, frozen=True):

@@ -81,6 +81,7 @@ class RunOptions(Struct, frozen=True):
     retries: int | None = None
     workspace_timeout_ms: int | None = None
     cache_dir: Path | None = None  # a sandbox walls it off when it lies inside the workspace (SB-05)
+    framework_inference: bool = True  # `--framework-inference=false`: a turbo.json task keys no framework variables
 
 
 def make_plans(ws: Workspace, graph: TaskGraph, index: files.FileIndex, opts: RunOptions,
@@ -133,27 +134,33 @@ def _task_plan(ws, node: TaskNode, index, opts: RunOptions, host_env, fingerprin
     forward = opts.forward_args if node.requested else ()
     command = _forwarded(cfg.exec.command, forward) if forward else cfg.exec.command
     upstream = keys.select_upstream(node.id, node.deps, cfg.cache.input_tasks if cfg.cache else None)
+    declared = cfg.cache.input_env if cfg.cache else ()
+    framework = cfg.exec.env.framework if opts.framework_inference else ""
+    inferred = environment.inferred(framework, declared or cfg.exec.env.pass_through, host_env) if framework else ()
+    root = str(ws.root)
+    env = environment.task_env(host=host_env, pass_through=(*cfg.exec.env.pass_through, *inferred),
+                               define=cfg.exec.env.define,
+                               project_dir_abs=os.path.join(root, node.project_dir) if node.project_dir else root,
+                               root=root, workspace_id=root, task_id=str(node.id))
     record = HashRecord(
         task_id=str(node.id),
         fingerprint=fingerprint,
         package_json=index.identity(_join(node.project_dir, "package.json")),
         config=cfg.canonical,
         forward_args=forward,
-        env=tuple((name, host_env.get(name))
-                  for name in environment.matching(cfg.cache.input_env if cfg.cache else (), host_env)),
+        env=environment.keyed(declared, inferred, env, host_env),
         upstream=tuple(sorted(((str(d), plans[d].key) for d in upstream), key=lambda p: (p[1], p[0]))),
         files=inputs.files,
     )
-    root = str(ws.root)
-    env = environment.task_env(host=host_env, pass_through=cfg.exec.env.pass_through, define=cfg.exec.env.define,
-                               project_dir_abs=os.path.join(root, node.project_dir) if node.project_dir else root,
-                               root=root, workspace_id=root, task_id=str(node.id))
     outputs = None
     if cfg.cache is not None:
         outputs = OutputSpec(node.project_dir, cfg.cache.output_files, cfg.cache.output_workspace_files, query)
     timeout = cfg.exec.timeout_ms if cfg.exec.timeout_ms is not None else default_timeout
     retries = cfg.exec.retries if cfg.exec.retries is not None else (opts.retries or 0)
-    return TaskPlan(keys.task_key(record), inputs, command, env, timeout, retries, outputs, record=record)
+    pkg = ws.packages.get(node.id.package)
+    hint = pkg.framework if pkg is not None and cfg.cache is not None and not cfg.exec.env.framework else ""
+    return TaskPlan(keys.task_key(record), inputs, command, env, timeout, retries, outputs, record=record,
+                    framework=hint)
 
 
 def _input_query(node: TaskNode, nested: tuple[str, ...]) -> InputQuery:

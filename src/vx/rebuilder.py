@@ -7,6 +7,7 @@ the rebuilder only decides, per task, which of the three roads to take and says 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -14,6 +15,7 @@ from typing import Any, Callable, Mapping
 from msgspec import Struct, field
 
 from vx import executor, verdicts
+from vx.frameworks import unseen as framework_unseen
 from vx.events import CacheRestored, Emit, Notice, TaskFinished, TaskOutput, TaskRetrying, TaskStarted
 from vx.model import (CachePolicy, CacheStatus, LogChunk, ProcessResult, Status, TaskId, TaskNode, TaskPlan,
                       TaskResult, Violation)
@@ -128,6 +130,10 @@ async def _execute_and_save(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> 
         unmatched = ctx.index.unmatched_now(plan.outputs.input_query, plan.inputs.unmatched_globs)
         if unmatched:
             ctx.emit(Notice(f"{node.id}: cache.inputs matched no files ({', '.join(unmatched)})", id=node.id))
+    if plan.framework:
+        unseen = framework_unseen(plan.framework, plan.env, os.environ)
+        if unseen:
+            ctx.emit(Notice(f"{node.id}: {unseen}", id=node.id))
     if early is None:
         started_ns = time.time_ns()
     proc, attempts, violations = await _attempts(ctx, node, plan, wipe=write, early=early)

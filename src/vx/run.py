@@ -46,6 +46,7 @@ class RunRequest(Struct, frozen=True):
     cache_spec: str | None = None  # `--cache local:rw,remote:r` (CLI-27)
     dry: bool = False  # planning only: the remote is probed, never downloaded from (RC-04)
     verify: str | None = None  # --verify=inputs: cached tasks execute traced (no cache reads), saves as usual
+    framework_inference: bool = True  # `--framework-inference=false` (turbo's flag)
 
 
 class Prepared(Struct):
@@ -98,7 +99,8 @@ def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: 
     with stages("git enumeration"):
         index = pending.finish(cache_dir / "files.db")
     with stages("keys"):
-        opts = RunOptions(req.forward_args, req.timeout_ms, req.retries, ws_config.timeout_ms, cache_dir=cache_dir)
+        opts = RunOptions(req.forward_args, req.timeout_ms, req.retries, ws_config.timeout_ms, cache_dir=cache_dir,
+                          framework_inference=req.framework_inference)
         plans = make_plans(ws, graph, index, opts, host_env)
     from vx.store.policy import plan_cache
 

@@ -16,7 +16,7 @@ from typing import Any, Iterator
 
 from msgspec import Struct
 
-from vx import witness
+from vx import frameworks, witness
 from vx.errors import ConfigError, WorkspaceError
 from vx.model import ROOT_PROJECT, Package, Workspace
 from vx.semver import satisfies
@@ -393,8 +393,8 @@ def _packages(root: _Root, manifests: dict[str, dict[str, Any]]) -> dict[str, Pa
                           "package.json" if root.manifest is not None else "")
     by_name = _unique_names(members, root.manifest)
     deps = _package_edges([root_member, *members], by_name)
-    return {m.name: Package(name=m.name, dir=m.dir, deps=deps[m.name],
-                            manifest_path=m.manifest_path, scripts=_scripts(m.manifest))
+    return {m.name: Package(name=m.name, dir=m.dir, deps=deps[m.name], manifest_path=m.manifest_path,
+                            scripts=_scripts(m.manifest), framework=frameworks.detect(m.manifest, by_name))
             for m in (root_member, *members)}
 
 

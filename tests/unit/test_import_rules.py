@@ -14,7 +14,8 @@ ALLOWED = {
     "scheduler": {"model", "events"},
     "events": {"model"},
     "globs": {"errors"},
-    "workspace": {"model", "errors", "semver", "witness"},
+    "workspace": {"model", "errors", "semver", "witness", "frameworks"},
+    "frameworks": set(),
     "semver": set(),
     "verdicts": {"model"},
     "forwarding": set(),
@@ -25,7 +26,7 @@ ALLOWED = {
     "outputs": {"model", "errors", "globs", "walk", "witness"},
     "executor": {"model", "errors", "spawn"},
     "spawn": set(),
-    "environment": {"errors"},
+    "environment": {"errors", "frameworks"},
     # Leaves the replay of a receipt loads before anything else: they may import no vx module.
     "witness": set(),
     "style": set(),

@@ -272,7 +272,8 @@ def _env(value: Any, at: At) -> tuple[str, ...]:
 def project(turbo: TurboRoot, pkg: Package, manager: str, own: dict | None, own_source: str) -> ProjectConfig:
     """`pkg`'s tasks as turbo would run them; an empty config when none applies."""
     named = pkg.name == ROOT_PROJECT or pkg.name in turbo.named
-    memo_key = (manager, tuple(sorted(pkg.scripts.items())), own["text"] if own else None, pkg.name if named else None)
+    memo_key = (manager, tuple(sorted(pkg.scripts.items())), own["text"] if own else None, pkg.name if named else None,
+                pkg.framework)
     known = turbo.memo.get(memo_key)
     if known is None:
         known = turbo.memo[memo_key] = _mapped(turbo, pkg, manager, own, own_source)
@@ -306,7 +307,7 @@ def _mapped(turbo: TurboRoot, pkg: Package, manager: str, own: dict | None, own_
     config = validate_project({"tasks": tasks, "tags": (own or {}).get("tags", [])}, source)
     return ProjectConfig(source=config.source, tags=config.tags, not_runnable=not_runnable,
                          tasks={name: _with_env(_with_turbo_globs(task, tasks[name], reach[name]), tasks[name],
-                                                *envs[name])
+                                                *envs[name], pkg.framework)
                                 for name, task in config.tasks.items()})
 
 
@@ -328,12 +329,18 @@ def _take_env(task: dict) -> tuple[list[str], list[str]]:
     return keyed, env.get("passThrough", [])
 
 
-def _with_env(task: TaskConfig, body: dict, keyed: list[str], passed: list[str]) -> TaskConfig:
-    """`task` with turbo's env lists back in, and in the declaration the key folds (KEY-06)."""
-    if not keyed and not passed:
+def _with_env(task: TaskConfig, body: dict, keyed: list[str], passed: list[str], framework: str) -> TaskConfig:
+    """`task` with turbo's env lists back in, and in the declaration the key folds (KEY-06).
+
+    `framework` is the one turbo infers for the package: its variables (`NEXT_PUBLIC_*`, …) are
+    matched against the host when the task is planned, then keyed and passed as turbo does, unless
+    the run says `--framework-inference=false`."""
+    if not keyed and not passed and not framework:
         return task
+    exec_ = replace(task.exec, env=replace(task.exec.env, pass_through=tuple(passed), framework=framework))
+    if not keyed and not passed:
+        return replace(task, exec=exec_)
     declared = {**body, "turboEnv": {"keyed": keyed, "passThrough": passed}}
-    exec_ = replace(task.exec, env=replace(task.exec.env, pass_through=tuple(passed)))
     cache = replace(task.cache, input_env=tuple(keyed)) if task.cache is not None else None
     return replace(task, exec=exec_, cache=cache, canonical=canonical(declared))
 
