@@ -91,8 +91,10 @@ def make_plans(ws: Workspace, graph: TaskGraph, index: files.FileIndex, opts: Ru
     plans: dict[TaskId, TaskPlan] = {}
     for tid in graph.order:
         node = graph.nodes[tid]
-        if node.is_group:
+        if node.is_group and node.config.cache is None:
             plans[tid] = _group_plan(node, plans)
+        elif node.is_group:
+            plans[tid] = _keyed_group_plan(node, index, host_env, fingerprint, nested.get(node.project_dir, ()), plans)
         else:
             plans[tid] = _task_plan(ws, node, index, opts, host_env, fingerprint, nested.get(node.project_dir, ()),
                                     plans, default_timeout)
@@ -122,16 +124,21 @@ def _group_plan(node: TaskNode, plans: Mapping[TaskId, TaskPlan]) -> TaskPlan:
     return TaskPlan(key=key, inputs=None, command=None, env={}, timeout_ms=None, retries=0, outputs=None)
 
 
-def _task_plan(ws, node: TaskNode, index, opts: RunOptions, host_env, fingerprint: str, nested: tuple[str, ...],
-               plans: Mapping[TaskId, TaskPlan], default_timeout: int | None) -> TaskPlan:
-    cfg = node.config
-    assert cfg.exec is not None
+def _keyed_group_plan(node: TaskNode, index, host_env, fingerprint: str, nested: tuple[str, ...],
+                      plans: Mapping[TaskId, TaskPlan]) -> TaskPlan:
+    """An implicit group (WS-19, a turbo task without its script): it runs nothing, and its key
+    folds its project's files as a task's would, so its dependants' keys move with them."""
     query = _input_query(node, nested)
     inputs = index.inputs(query.project_dir, query.globs, query.workspace_globs, excluded=query.excluded, nested=nested)
-    forward = opts.forward_args if node.requested else ()
-    command = _forwarded(cfg.exec.command, forward) if forward else cfg.exec.command
+    record = _record(node, index, host_env, fingerprint, plans, inputs, ())
+    return TaskPlan(keys.task_key(record), inputs, None, {}, None, 0, None, record=record)
+
+
+def _record(node: TaskNode, index, host_env, fingerprint: str, plans: Mapping[TaskId, TaskPlan], inputs,
+            forward: tuple[str, ...]) -> HashRecord:
+    cfg = node.config
     upstream = keys.select_upstream(node.id, node.deps, cfg.cache.input_tasks if cfg.cache else None)
-    record = HashRecord(
+    return HashRecord(
         task_id=str(node.id),
         fingerprint=fingerprint,
         package_json=index.identity(_join(node.project_dir, "package.json")),
@@ -142,6 +149,17 @@ def _task_plan(ws, node: TaskNode, index, opts: RunOptions, host_env, fingerprin
         upstream=tuple(sorted(((str(d), plans[d].key) for d in upstream), key=lambda p: (p[1], p[0]))),
         files=inputs.files,
     )
+
+
+def _task_plan(ws, node: TaskNode, index, opts: RunOptions, host_env, fingerprint: str, nested: tuple[str, ...],
+               plans: Mapping[TaskId, TaskPlan], default_timeout: int | None) -> TaskPlan:
+    cfg = node.config
+    assert cfg.exec is not None
+    query = _input_query(node, nested)
+    inputs = index.inputs(query.project_dir, query.globs, query.workspace_globs, excluded=query.excluded, nested=nested)
+    forward = opts.forward_args if node.requested else ()
+    command = _forwarded(cfg.exec.command, forward) if forward else cfg.exec.command
+    record = _record(node, index, host_env, fingerprint, plans, inputs, forward)
     root = str(ws.root)
     env = environment.task_env(host=host_env, pass_through=cfg.exec.env.pass_through, define=cfg.exec.env.define,
                                project_dir_abs=os.path.join(root, node.project_dir) if node.project_dir else root,

@@ -221,7 +221,8 @@ def dry_plan(prep: Prepared) -> list[PlannedTask]:
             predicted = "hit-local"
         else:
             predicted = "hit-remote" if plan.key in prep.remote_hits else "miss"
-        rows.append(PlannedTask(tid, plan.command, plan.key, predicted, node.deps, node.project_dir))
+        rows.append(PlannedTask(tid, plan.command, plan.key, predicted, node.deps, node.project_dir,
+                                node.config.implicit))
     return rows
 
 

@@ -30,10 +30,22 @@ def configs(spec: dict[str, list[TaskConfig]]):
 
 def test_caret_frontier_stops_at_nearest_holder_and_bridges_gaps():  # GR-02
     ws = workspace({"app": ["mid"], "mid": ["lib"], "lib": []})
-    cfg = configs({"app": [task("build", deps=["^build"])], "mid": [], "lib": [task("build")]})
+    cfg = configs({"app": [task("gen", deps=["^gen"])], "mid": [], "lib": [task("gen")]})
+    g = build_graph(ws, cfg, Selection(("gen",), "app"))
+    assert g.nodes[TaskId("app", "gen")].deps == (TaskId("lib", "gen"),)
+    assert g.order == (TaskId("lib", "gen"), TaskId("app", "gen"))
+
+
+def test_ws19_a_project_without_build_has_an_implicit_keyed_one():
+    ws = workspace({"app": ["mid"], "mid": ["lib"], "lib": []})
+    cfg = configs({"app": [task("build", deps=["^build"])], "mid": [task("lint")], "lib": [task("build")]})
     g = build_graph(ws, cfg, Selection(("build",), "app"))
-    assert g.nodes[TaskId("app", "build")].deps == (TaskId("lib", "build"),)
-    assert g.order == (TaskId("lib", "build"), TaskId("app", "build"))
+    mid = g.nodes[TaskId("mid", "build")]
+    assert g.nodes[TaskId("app", "build")].deps == (TaskId("mid", "build"),)
+    assert mid.is_group and mid.config.implicit and mid.deps == (TaskId("lib", "build"),)
+    assert mid.config.cache.input_files == ("**",)
+    everywhere = build_graph(ws, cfg, Selection(("build",), "//"))  # a bare name never selects it
+    assert set(everywhere.requested) == {TaskId("app", "build"), TaskId("lib", "build")}
 
 
 def test_frontier_takes_only_nearest_holder():  # GR-02: the holder owns deeper ordering
