@@ -65,3 +65,77 @@ def test_ws19_affected_reaches_through_a_source_only_package(repo):
     res = repo.vx("run", "build", "--affected=base")
     assert res.code == 0, res.err
     assert res.statuses() == {"app#build": ("success", "miss")}
+
+
+# ---------------------------------------------------------------- WS-20: edges as the package manager links
+
+
+def _pnpm() -> str:
+    from npm_packages import installed
+
+    return str(installed("pnpm").parent / ".bin" / "pnpm")
+
+
+def _pnpm_install(repo, tmp_path):
+    """The real pnpm writes the lockfile (resolving only metadata; nothing is installed)."""
+    import subprocess
+
+    env = {**__import__("os").environ, "npm_config_store_dir": str(tmp_path / "store"),
+           "npm_config_cache_dir": str(tmp_path / "cache"), "CI": "1"}
+    subprocess.run([_pnpm(), "install", "--lockfile-only", "--ignore-scripts"], cwd=repo.root, env=env,
+                   check=True, capture_output=True, timeout=300)
+
+
+def _pnpm_workspace(repo, npmrc=None):
+    files = {
+        "package.json": {"name": "root", "private": True, "packageManager": "pnpm@9.15.9"},
+        "pnpm-workspace.yaml": "packages:\n  - 'packages/*'\n",
+        ".gitignore": "node_modules/\ndist/\n.vx/\n",
+        # A member named like a registry package: `^7.0.0` is the registry's unless pnpm links ranges.
+        "packages/is-number/package.json": {"name": "is-number", "version": "7.0.0"},
+        "packages/is-number/vx.config.json": {"tasks": {"build": build_task(deps=())}},
+        "packages/is-number/src/a.js": "N;",
+        "packages/lib/package.json": {"name": "lib", "version": "1.0.0"},
+        "packages/lib/vx.config.json": {"tasks": {"build": build_task(deps=())}},
+        "packages/lib/src/a.js": "L;",
+        "packages/app/package.json": {"name": "app", "version": "1.0.0",
+                                      "dependencies": {"is-number": "^7.0.0", "lib": "workspace:*"}},
+        "packages/app/vx.config.json": {"tasks": {"build": build_task()}},
+        "packages/app/src/a.js": "A;",
+    }
+    if npmrc is not None:
+        files[".npmrc"] = npmrc
+    return repo.write(files)
+
+
+def _app_deps(repo):
+    res = repo.vx("run", "app#build", "--dry=json")
+    assert res.code == 0, res.err
+    return {t["id"]: t["deps"] for t in json.loads(res.out)["tasks"]}["app#build"]
+
+
+def test_ws20_pnpm9_links_a_range_only_as_its_lockfile_says(repo, tmp_path):
+    """pnpm 9 links a workspace package for `workspace:` specs, not for a range the member
+    satisfies: no edge (and no extra miss) where pnpm installed the registry's package."""
+    _pnpm_workspace(repo)
+    _pnpm_install(repo, tmp_path)
+    lock = (repo.root / "pnpm-lock.yaml").read_text()
+    assert "version: 7.0.0" in lock and "version: link:../lib" in lock  # what pnpm itself decided
+    repo.commit()
+    assert _app_deps(repo) == ["lib#build"]
+
+
+def test_ws20_pnpm_link_workspace_packages_true_links_ranges(repo, tmp_path):
+    _pnpm_workspace(repo, npmrc="link-workspace-packages=true\n")
+    _pnpm_install(repo, tmp_path)
+    assert "version: link:../is-number" in (repo.root / "pnpm-lock.yaml").read_text()
+    repo.commit()
+    assert _app_deps(repo) == ["is-number#build", "lib#build"]
+
+
+def test_ws20_pnpm_without_a_lockfile_follows_the_version_default(repo):
+    _pnpm_workspace(repo).commit()  # pnpm 9 (packageManager): ranges do not link
+    assert _app_deps(repo) == ["lib#build"]
+    pkg = json.loads((repo.root / "package.json").read_text())
+    repo.write({"package.json": {**pkg, "packageManager": "pnpm@8.15.9"}}).commit()  # pnpm 8 linked them
+    assert _app_deps(repo) == ["is-number#build", "lib#build"]
