@@ -139,3 +139,37 @@ def test_ws20_pnpm_without_a_lockfile_follows_the_version_default(repo):
     pkg = json.loads((repo.root / "package.json").read_text())
     repo.write({"package.json": {**pkg, "packageManager": "pnpm@8.15.9"}}).commit()  # pnpm 8 linked them
     assert _app_deps(repo) == ["is-number#build", "lib#build"]
+
+
+# ---------------------------------------------------------------- GR-15 / WS-12: one owner per output
+
+
+def test_gr15_overlapping_outputs_are_refused_at_graph_build(repo):
+    """Two tasks of one project declaring `dist/**`: the dependant's wipe would delete what the
+    upstream built, and their restores would undo each other. Refused before anything runs."""
+    make_lib = "mkdir -p dist && echo lib > dist/lib.js"
+    bundle = "test -f dist/lib.js && cat dist/lib.js > dist/bundle.js"
+    repo.write(npm_workspace({"app": {"tasks": {
+        "build": {"exec": {"command": make_lib},
+                  "cache": {"inputs": {"files": ["src/**"]}, "outputs": {"files": ["dist/**"]}}},
+        "bundle": {"exec": {"command": bundle}, "dependsOn": ["build"],
+                   "cache": {"inputs": {"files": ["src/**"]}, "outputs": {"files": ["./dist/**"]}}},
+    }, "files": {"src/a.js": "A;"}}})).commit()
+    res = repo.vx("run", "app#bundle")
+    assert res.code == 2, res.out + res.err
+    assert "`app#build` and `app#bundle` declare overlapping outputs: `dist/**` and `./dist/**`" in res.err
+    assert "in: packages/app/vx.config.json, tasks.bundle.cache.outputs.files" in res.err
+    assert "hint:" in res.err and "Traceback" not in res.err
+    assert not (repo.root / "packages/app/dist").exists()  # nothing ran
+
+
+def test_gr15_disjoint_or_taken_back_outputs_run(repo):
+    repo.write(npm_workspace({"app": {"tasks": {
+        "build": {"exec": {"command": "mkdir -p dist/types && echo js > dist/a.js"},
+                  "cache": {"inputs": {"files": ["src/**"]}, "outputs": {"files": ["dist/**", "!dist/types/**"]}}},
+        "types": {"exec": {"command": "mkdir -p dist/types && echo t > dist/types/a.d.ts"}, "dependsOn": ["build"],
+                  "cache": {"inputs": {"files": ["src/**"]}, "outputs": {"files": ["dist/types/**"]}}},
+    }, "files": {"src/a.js": "A;"}}})).commit()
+    res = repo.vx("run", "app#types")
+    assert res.code == 0, res.err
+    assert (repo.root / "packages/app/dist/a.js").exists() and (repo.root / "packages/app/dist/types/a.d.ts").exists()
