@@ -66,6 +66,7 @@ class PlannedTask(Struct, frozen=True):
     deps: tuple[TaskId, ...]
     project_dir: str
     inputs: tuple[tuple[str, str], ...] | None = None  # the files its key folds: (workspace path, identity)
+    implicit: bool = False  # a group vx made, keyed on its project's files (WS-19)
 
 
 class Reporter(Protocol):

@@ -268,6 +268,13 @@ def _alternatives(body: str, classes: bool = False) -> tuple[_Alternative, ...]:
     return tuple(out)
 
 
+def spans(pattern: str) -> tuple[tuple[str, str, bool], ...]:
+    """Each brace-free alternative of a non-negated pattern as (its text, its literal head, whether
+    it spans that head's whole tree: a literal, or `head/**`): what an overlap check compares (GR-15)."""
+    return tuple((a.text, a.head, a.literal or a.segments[len(a.head.split("/")) if a.head else 0:] == ("**",))
+                 for a in _alternatives(normalise(pattern)))
+
+
 @functools.lru_cache(maxsize=4096)
 def _pattern_matcher(body: str, classes: bool = False):
     """One pattern (or one segment) on its own: for per-pattern questions, not set matching."""

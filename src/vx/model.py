@@ -117,8 +117,11 @@ class TaskConfig(Struct, frozen=True):
     canonical: str
     exec: ExecConfig | None = None
     depends_on: tuple[str, ...] = ()
-    cache: CacheConfig | None = None
+    cache: CacheConfig | None = None  # on a group only when `implicit`: the files its key folds
     description: str | None = None
+    # Made by vx, not declared: a project's missing `build` (WS-19) or a turbo.json task whose script
+    # the package lacks. A group keyed on its project's files; a bare task name never selects it.
+    implicit: bool = False
 
     @property
     def is_group(self) -> bool:

@@ -93,8 +93,10 @@ def make_plans(ws: Workspace, graph: TaskGraph, index: files.FileIndex, opts: Ru
     plans: dict[TaskId, TaskPlan] = {}
     for tid in graph.order:
         node = graph.nodes[tid]
-        if node.is_group:
+        if node.is_group and node.config.cache is None:
             plans[tid] = _group_plan(node, plans)
+        elif node.is_group:
+            plans[tid] = _keyed_group_plan(node, index, host_env, fingerprint, nested.get(node.project_dir, ()), plans)
         else:
             plans[tid] = _task_plan(ws, node, index, opts, host_env, fingerprint, nested.get(node.project_dir, ()),
                                     plans, default_timeout)
@@ -124,6 +126,34 @@ def _group_plan(node: TaskNode, plans: Mapping[TaskId, TaskPlan]) -> TaskPlan:
     return TaskPlan(key=key, inputs=None, command=None, env={}, timeout_ms=None, retries=0, outputs=None)
 
 
+def _keyed_group_plan(node: TaskNode, index, host_env, fingerprint: str, nested: tuple[str, ...],
+                      plans: Mapping[TaskId, TaskPlan]) -> TaskPlan:
+    """An implicit group (WS-19, a turbo task without its script): it runs nothing, and its key
+    folds its project's files as a task's would, so its dependants' keys move with them."""
+    query = _input_query(node, nested)
+    inputs = index.inputs(query.project_dir, query.globs, query.workspace_globs, excluded=query.excluded,
+                          nested=query.nested, reach=query.reach)
+    declared = node.config.cache.input_env if node.config.cache else ()
+    record = _record(node, index, fingerprint, plans, inputs, (), environment.keyed(declared, (), {}, host_env))
+    return TaskPlan(keys.task_key(record), inputs, None, {}, None, 0, None, record=record)
+
+
+def _record(node: TaskNode, index, fingerprint: str, plans: Mapping[TaskId, TaskPlan], inputs,
+            forward: tuple[str, ...], env: tuple) -> HashRecord:
+    cfg = node.config
+    upstream = keys.select_upstream(node.id, node.deps, cfg.cache.input_tasks if cfg.cache else None)
+    return HashRecord(
+        task_id=str(node.id),
+        fingerprint=fingerprint,
+        package_json=index.identity(_join(node.project_dir, "package.json")),
+        config=cfg.canonical,
+        forward_args=forward,
+        env=env,
+        upstream=tuple(sorted(((str(d), plans[d].key) for d in upstream), key=lambda p: (p[1], p[0]))),
+        files=inputs.files,
+    )
+
+
 def _task_plan(ws, node: TaskNode, index, opts: RunOptions, host_env, fingerprint: str, nested: tuple[str, ...],
                plans: Mapping[TaskId, TaskPlan], default_timeout: int | None) -> TaskPlan:
     cfg = node.config
@@ -133,7 +163,6 @@ def _task_plan(ws, node: TaskNode, index, opts: RunOptions, host_env, fingerprin
                           nested=query.nested, reach=query.reach)
     forward = opts.forward_args if node.requested else ()
     command = _forwarded(cfg.exec.command, forward) if forward else cfg.exec.command
-    upstream = keys.select_upstream(node.id, node.deps, cfg.cache.input_tasks if cfg.cache else None)
     declared = cfg.cache.input_env if cfg.cache else ()
     framework = cfg.exec.env.framework if opts.framework_inference else ""
     inferred = environment.inferred(framework, declared or cfg.exec.env.pass_through, host_env) if framework else ()
@@ -142,16 +171,8 @@ def _task_plan(ws, node: TaskNode, index, opts: RunOptions, host_env, fingerprin
                                define=cfg.exec.env.define,
                                project_dir_abs=os.path.join(root, node.project_dir) if node.project_dir else root,
                                root=root, workspace_id=root, task_id=str(node.id))
-    record = HashRecord(
-        task_id=str(node.id),
-        fingerprint=fingerprint,
-        package_json=index.identity(_join(node.project_dir, "package.json")),
-        config=cfg.canonical,
-        forward_args=forward,
-        env=environment.keyed(declared, inferred, env, host_env),
-        upstream=tuple(sorted(((str(d), plans[d].key) for d in upstream), key=lambda p: (p[1], p[0]))),
-        files=inputs.files,
-    )
+    record = _record(node, index, fingerprint, plans, inputs, forward,
+                     environment.keyed(declared, inferred, env, host_env))
     outputs = None
     if cfg.cache is not None:
         outputs = OutputSpec(node.project_dir, cfg.cache.output_files, cfg.cache.output_workspace_files, query)

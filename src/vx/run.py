@@ -17,6 +17,7 @@ from vx import config, workspace
 from vx.errors import EXIT_OK, EXIT_SIGHUP, EXIT_SIGINT, EXIT_SIGTERM, EXIT_TASK_FAILED, ConfigError, UsageError
 from vx.events import Emit, Notice, PlannedTask, RunFinished, RunStarted, TaskStarted
 from vx.graph import Selection, build_graph
+from vx.ownership import refuse_overlaps
 from vx.model import ROOT_PROJECT, RunSummary, Status, TaskGraph, TaskId, TaskResult, Workspace
 from vx.plan import RunOptions, make_plans, package_of
 from vx.model import CachePolicy, CacheStatus, TaskPlan
@@ -92,6 +93,7 @@ def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: 
                                                        projects))
             if req.affected is not None:
                 graph, affected_notice = _affected(req, ws, ws_config, configs, graph, cwd_pkg)
+            refuse_overlaps(graph.nodes, configs)
         _refuse_group_only_args(graph, req)
     except BaseException:
         pending.close()
@@ -224,7 +226,8 @@ def dry_plan(prep: Prepared) -> list[PlannedTask]:
         else:
             predicted = "hit-remote" if plan.key in prep.remote_hits else "miss"
         inputs = plan.inputs.files if plan.inputs is not None and plan.outputs is not None else None
-        rows.append(PlannedTask(tid, plan.command, plan.key, predicted, node.deps, node.project_dir, inputs))
+        rows.append(PlannedTask(tid, plan.command, plan.key, predicted, node.deps, node.project_dir, inputs,
+                                node.config.implicit))
     return rows
 
 

@@ -10,6 +10,7 @@ ALLOWED = {
     "model": set(),
     "errors": set(),
     "graph": {"model", "errors"},
+    "ownership": {"model", "errors", "globs"},
     "keys": {"model"},
     "scheduler": {"model", "events"},
     "events": {"model"},
