@@ -1,0 +1,94 @@
+"""Adversarial tasks against the sandbox, each with real bwrap and strace: a task that tries to
+get out (or to hide what it did) and what stops it. Items name the escape they close."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from conftest import npm_workspace
+
+pytestmark = pytest.mark.skipif(any(shutil.which(t) is None for t in ("bwrap", "strace", "node")),
+                                reason="bwrap, strace and node are installed by dev/test")
+
+
+def sandboxed(command: str, read=(), write=(), cache=None, **allow) -> dict:
+    task = {"exec": {"command": command, "sandbox": {"allow": {"read": list(read), "write": list(write), **allow}}}}
+    if cache:
+        task["cache"] = {"inputs": {"files": ["src/**"]}, "outputs": {"files": list(cache)}}
+    return task
+
+
+def violation_lines(out: str) -> list[str]:
+    lines = out.splitlines()
+    starts = [i for i, line in enumerate(lines) if "SANDBOX VIOLATIONS" in line]
+    return [line for i in starts for line in lines[i + 1:] if line.startswith("│")] if starts else []
+
+
+def app(repo, tasks: dict, files: dict | None = None, **pkgs) -> None:
+    packages = {"app": {"tasks": tasks, "files": {"src/a.js": "a\n", **(files or {})}, "deps": pkgs.pop("deps", [])}}
+    packages.update(pkgs)
+    repo.write(npm_workspace(packages)).commit()
+
+
+# ---------------------------------------------------------------- 1. other syscall ABIs
+
+# i386 system calls through `int $0x80`: socket(AF_UNIX), connect, write. Built either as a
+# 32-bit binary or as an x86-64 one (static, not PIE, so every pointer fits in 32 bits).
+I386_CLIENT = r"""
+static long sys32(long nr, long a, long b, long c) {
+    long r;
+    __asm__ volatile ("int $0x80" : "=a"(r) : "a"(nr), "b"(a), "c"(b), "d"(c) : "memory");
+    return r;
+}
+static struct { unsigned short family; char path[108]; } addr = {1, SOCK_PATH};
+static void say(const char *s) { long n = 0; while (s[n]) n++; sys32(4, 1, (long)s, n); }
+void _start(void) {
+    long fd = sys32(359, 1, 1, 0);
+    if (fd < 0) { say("socket refused\n"); sys32(1, 3, 0, 0); }
+    if (sys32(362, fd, (long)&addr, sizeof addr) < 0) { say("connect failed\n"); sys32(1, 4, 0, 0); }
+    sys32(4, fd, (long)"pwned", 5);
+    say("connected\n");
+    sys32(1, 0, 0, 0);
+}
+"""
+
+
+def build_i386_client(tmp_path: Path, sock: str, out: Path) -> str:
+    """Compile the client, 32-bit if gcc can, else x86-64 with i386 calls; skip if neither builds."""
+    if shutil.which("gcc") is None or os.uname().machine != "x86_64":
+        pytest.skip("needs gcc on x86-64 to build an i386 system-call probe")
+    src = tmp_path / "client.c"
+    src.write_text(I386_CLIENT)
+    common = ["-static", "-nostdlib", "-fno-stack-protector", "-fno-pie", "-no-pie", "-O1", f'-DSOCK_PATH="{sock}"']
+    for flavour in (["-m32"], ["-m64"]):
+        built = subprocess.run(["gcc", *flavour, *common, str(src), "-o", str(out)], capture_output=True)
+        if built.returncode == 0:
+            return flavour[0]
+    pytest.skip(f"gcc builds neither a 32-bit nor an int-0x80 x86-64 binary: {built.stderr.decode()[-300:]}")
+
+
+def test_item1_an_i386_syscall_cannot_open_a_unix_socket_to_a_host_daemon(repo, tmp_path):  # SB-09
+    home = Path(tempfile.mkdtemp(prefix="vx-daemon-", dir="/var/tmp"))  # outside /tmp: visible inside
+    try:
+        sock = str(home / "daemon.sock")
+        daemon = socket.socket(socket.AF_UNIX)
+        daemon.bind(sock)
+        daemon.listen(4)
+        daemon.setblocking(False)
+        app(repo, {"t": sandboxed("./client; echo exit=$?", read=["client"])})
+        build_i386_client(tmp_path, sock, repo.root / "packages/app/client")
+        res = repo.vx("run", "t", cwd="packages/app")
+        assert "connected" not in res.out, res.out
+        assert "exit=159" in res.out, res.out  # 128 + SIGSYS: killed at its first foreign call
+        with pytest.raises(BlockingIOError):
+            daemon.accept()  # nobody reached the daemon
+        daemon.close()
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
