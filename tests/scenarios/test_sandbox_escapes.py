@@ -92,3 +92,38 @@ def test_item1_an_i386_syscall_cannot_open_a_unix_socket_to_a_host_daemon(repo, 
         daemon.close()
     finally:
         shutil.rmtree(home, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- 2. a grant over the task's own config
+
+def test_item2_a_file_glob_at_the_project_root_cannot_rewrite_config_manifest_lockfile_or_read_grants(repo):
+    # allow.write ["*.tsbuildinfo"] binds the project directory: the task's own config, its
+    # package.json and its read grants must stay read-only, and a new config file must not stay.
+    attack = ("for f in vx.config.json package.json src/a.js; do (echo '{}' > $f) 2>/dev/null && echo wrote $f; done; "
+              "echo '{}' > vx.config.jsonc && echo created vx.config.jsonc; echo x > a.tsbuildinfo; true")
+    app(repo, {"t": sandboxed(attack, read=["src/**"], write=["*.tsbuildinfo"])})
+    config = (repo.root / "packages/app/vx.config.json").read_text()
+    manifest = (repo.root / "packages/app/package.json").read_text()
+    res = repo.vx("run", "t", cwd="packages/app")
+    assert "\nwrote " not in res.out, res.out
+    assert (repo.root / "packages/app/vx.config.json").read_text() == config
+    assert (repo.root / "packages/app/package.json").read_text() == manifest
+    assert (repo.root / "packages/app/src/a.js").read_text() == "a\n"
+    assert not (repo.root / "packages/app/vx.config.jsonc").exists()  # created, then removed
+    assert (repo.root / "packages/app/a.tsbuildinfo").read_text() == "x\n"  # the grant itself still works
+    assert res.code == 1
+    none = "none: a task never writes vx config files, package.json, lockfiles or install settings"
+    assert violation_lines(res.out) == [
+        f"│ write packages/app/package.json  → {none}",
+        "│ write packages/app/src/a.js  → allow.write \"src/a.js\"",
+        f"│ write packages/app/vx.config.json  → {none}",
+        f"│ write packages/app/vx.config.jsonc  → {none}",
+    ]
+
+
+def test_item2_a_write_grant_that_names_a_manifest_is_refused_before_anything_runs(repo):
+    app(repo, {"t": sandboxed("touch ran", write=["*.json"])})
+    res = repo.vx("run", "t", cwd="packages/app")
+    assert res.code == 2, res.out + res.err
+    assert "write grant `*.json` would make packages/app/vx.config.json writable" in res.err
+    assert "tasks.t.exec.sandbox.allow.write[0]" in res.err

@@ -166,7 +166,8 @@ async def run_sandboxed(session: Session, spec: SandboxSpec, command: str, *, cw
         report = await asyncio.to_thread(attempt.judge) if cap.traced and proc.spawn_error is None else Report()
     finally:
         attempt.close()
-    violations = tuple(report.violations) + tuple(session.network_violations(spec))
+    created = [v for v in _created_config(spec, attempt) if v not in report.violations]
+    violations = tuple(report.violations) + tuple(session.network_violations(spec)) + tuple(created)
     failed = violations or proc.exit_code != 0
     proc = replace(proc, exit_code=1 if violations and proc.exit_code == 0 else proc.exit_code,
                    cpu_ms=None, peak_rss_bytes=None)  # the pid namespace hides the task's rusage (SB-20)
@@ -177,6 +178,14 @@ async def run_sandboxed(session: Session, spec: SandboxSpec, command: str, *, cw
 async def _prepare(session: Session, spec: SandboxSpec, cap: Capability) -> _Attempt:
     """Look at the grants as the file system is now, and set up one attempt (OSError if it cannot)."""
     return _Attempt(session, spec, await asyncio.to_thread(grants.expand, spec), cap)
+
+
+def _created_config(spec: SandboxSpec, attempt: _Attempt) -> tuple[Violation, ...]:
+    """A config file, manifest or lockfile the task created inside a write grant: removed, and a
+    violation (an existing one is mounted read-only; a new one cannot be)."""
+    return tuple(Violation("write", spec.rel(path), "none: a task never writes vx config files, package.json, "
+                                                   "lockfiles or install settings")
+                 for path in grants.created_config(attempt.layout))
 
 
 def _unavailable(problem: str, hint: str | None) -> Outcome:
