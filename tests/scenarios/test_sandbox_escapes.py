@@ -127,3 +127,19 @@ def test_item2_a_write_grant_that_names_a_manifest_is_refused_before_anything_ru
     assert res.code == 2, res.out + res.err
     assert "write grant `*.json` would make packages/app/vx.config.json writable" in res.err
     assert "tasks.t.exec.sandbox.allow.write[0]" in res.err
+
+
+# ---------------------------------------------------------------- 3. output links to what the task may not read
+
+def test_item3_an_output_link_to_a_file_the_task_could_not_read_is_never_saved_or_restored(repo):  # LC-08
+    cmd = "mkdir -p dist && echo ok > dist/ok.js && ln -sf ../../other/secret.txt dist/leak"
+    app(repo, {"build": sandboxed(cmd, read=["src/**"], write=["dist/"], cache=["dist/**"])},
+        other={"files": {"secret.txt": "TOPSECRET\n"}})
+    first = repo.vx("run", "build", cwd="packages/app")
+    assert first.code == 0, first.out + first.err
+    second = repo.vx("run", "build", cwd="packages/app")
+    leak = repo.root / "packages/app/dist/leak"
+    assert leak.is_symlink() and os.readlink(leak) == "../../other/secret.txt"  # never restored as the secret
+    assert second.task("app#build")["cache"] == "miss"  # nothing was saved, so nothing is restored
+    assert "not saved to the cache: refused output packages/app/dist/leak: a symlink to packages/other/secret.txt, " \
+           "which is not one of the task's outputs" in first.out + first.err
