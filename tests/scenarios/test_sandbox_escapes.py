@@ -143,3 +143,23 @@ def test_item3_an_output_link_to_a_file_the_task_could_not_read_is_never_saved_o
     assert second.task("app#build")["cache"] == "miss"  # nothing was saved, so nothing is restored
     assert "not saved to the cache: refused output packages/app/dist/leak: a symlink to packages/other/secret.txt, " \
            "which is not one of the task's outputs" in first.out + first.err
+
+
+# ---------------------------------------------------------------- 4. a created grant under a concurrent task
+
+def test_item4_a_write_grant_vx_created_lives_until_the_last_task_using_it_ends(repo):  # SB-04
+    # `a` creates gen/ (b starts only once a runs), then ends while `b` still has to write gen/
+    # (b waits for `c`, which runs only after a ended): the empty gen/ must survive a's end.
+    tasks = {
+        "a": sandboxed("touch sync/a-started; until [ -e sync/b-started ]; do sleep 0.01; done",
+                       write=["gen/", "sync/"]),
+        "after-a-started": sandboxed("until [ -e sync/a-started ]; do sleep 0.01; done", write=["sync/"]),
+        "b": {**sandboxed("touch sync/b-started; until [ -e sync/c-ran ]; do sleep 0.01; done; echo x > gen/out",
+                          write=["gen/", "sync/"]), "dependsOn": ["after-a-started"]},
+        "c": {**sandboxed("touch sync/c-ran", write=["sync/"]), "dependsOn": ["a"]},
+        "all": {"dependsOn": ["a", "b", "c"]},
+    }
+    app(repo, tasks, files={"sync/.keep": ""})
+    res = repo.vx("run", "all", "--concurrency=3", cwd="packages/app")
+    assert res.code == 0, res.out + res.err
+    assert (repo.root / "packages/app/gen/out").read_text() == "x\n"

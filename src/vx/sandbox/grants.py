@@ -295,6 +295,7 @@ class Layout(Struct):
     pinned: list[str] = field(default_factory=list)  # read-only grants inside rw binds: kept read-only
     unborn: list[str] = field(default_factory=list)  # config files absent at the top of rw binds: watched
     placeholders: list[str] = field(default_factory=list)  # created for write grants; removed if unwritten
+    held: list[str] = field(default_factory=list)  # created paths (by this or a concurrent attempt) in use
     scratch: list[Grant] = field(default_factory=list)  # write globs that matched nothing: in the anchor
     mountless: list[Grant] = field(default_factory=list)  # …and ones a read-only bind holds: warned
 
