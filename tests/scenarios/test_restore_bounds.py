@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import shutil
 import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -93,3 +98,59 @@ def test_item1_outputs_that_could_take_what_is_not_the_tasks_are_refused_at_load
     assert "packages/app/vx.config.json" in res.err and field in res.err, res.err
     assert "hint" in res.err.lower() and "Traceback" not in res.err
     assert not (repo.root / "packages/app/dist").exists()
+
+
+RACER = r"""
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+SYS_renameat2, AT_FDCWD, RENAME_EXCHANGE = 316, -100, 2  # x86-64
+dist, outside, stop, limit = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+sub, lnk = os.path.join(dist, "sub").encode(), os.path.join(dist, "lnk").encode()
+open(os.path.join(outside, "..", "racer-ready"), "w").close()
+swaps = 0
+for i in range(limit):
+    if i % 256 == 0 and os.path.exists(stop):
+        break
+    try:
+        os.symlink(outside, lnk)
+    except FileExistsError:
+        pass
+    except FileNotFoundError:  # dist itself is not there (yet, or wiped)
+        continue
+    if libc.syscall(SYS_renameat2, AT_FDCWD, sub, AT_FDCWD, lnk, RENAME_EXCHANGE) == 0:
+        swaps += 1
+print(swaps)
+"""
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the racer calls renameat2 by its x86-64 number")
+def test_item2_a_directory_swapped_for_a_symlink_mid_restore_never_redirects_a_write(repo, tmp_path):
+    """Item 2: a process keeps exchanging `dist/sub` with a symlink to a directory outside the
+    workspace (renameat2 RENAME_EXCHANGE) while 4,000 files are restored into it. Whatever the
+    interleaving, nothing is ever written outside: every write goes through a directory
+    descriptor opened without following links."""
+    gen = ("node -e \"const fs=require('fs');if(!fs.existsSync('../../allow'))process.exit(3);"
+           "fs.mkdirSync('dist/sub',{recursive:true});"
+           "for(let i=0;i<4000;i++)fs.writeFileSync('dist/sub/f'+i+'.txt',String(i))\"")
+    repo.write(npm_workspace({"app": {"tasks": {"build": build_task(deps=(), command=gen)},
+                                      "files": {"src/a.js": "A;"}}})).commit()
+    (repo.root / "allow").write_text("")
+    assert repo.vx("run", "build", "--all").code == 0
+    (repo.root / "allow").unlink()  # a miss now fails the task: only the restore may write dist
+    dist = repo.root / "packages/app/dist"
+    shutil.rmtree(dist)
+    dist.mkdir()
+    outside, stop = tmp_path / "outside", tmp_path / "stop"
+    outside.mkdir()
+    racer = subprocess.Popen([sys.executable, "-c", RACER, str(dist), str(outside), str(stop), "3000000"],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        while not (tmp_path / "racer-ready").exists() and racer.poll() is None:
+            time.sleep(0.01)
+        res = repo.vx("run", "build", "--all", timeout=300)
+    finally:
+        stop.write_text("")
+        swaps = racer.communicate(timeout=120)[0]
+    assert "Traceback" not in res.err, res.err
+    assert int(swaps) > 0  # the race really ran
+    assert sorted(os.listdir(outside)) == []
