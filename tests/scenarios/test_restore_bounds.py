@@ -154,3 +154,26 @@ def test_item2_a_directory_swapped_for_a_symlink_mid_restore_never_redirects_a_w
     assert "Traceback" not in res.err, res.err
     assert int(swaps) > 0  # the race really ran
     assert sorted(os.listdir(outside)) == []
+
+
+@pytest.mark.parametrize("bad", [
+    "packages/app/dist/" + "n" * 300 + ".js",                       # a name no file system here holds
+    "packages/app/dist/" + "/".join(["d" * 200] * 21) + "/deep.js",  # a path past PATH_MAX
+])
+def test_item3_a_member_the_file_system_cannot_hold_is_a_damaged_entry(repo, bad):
+    """Item 3: one such member once made every later run exit 2. Now the entry is refused and
+    dropped with one warning, the task runs, the run goes on — and the next run is a plain hit."""
+    repo.write(npm_workspace({"app": {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": "A;"}}})).commit()
+    assert repo.vx("run", "build", "--all").code == 0
+    key = only_key(repo)
+    plant(repo, key, {"packages/app/dist/out.js": b"A;", bad: b"x"})
+    (repo.root / "packages/app/dist/out.js").unlink()
+    res = repo.vx("run", "build", "--all")
+    assert res.code == 0, res.err
+    assert res.task("app#build")["cache"] == "miss"
+    warnings = [line for line in res.err.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "app#build" in warnings[0], res.err
+    assert (repo.root / "packages/app/dist/out.js").read_text() == "A;"
+    assert sorted(p.name for p in (repo.root / "packages/app/dist").iterdir()) == ["out.js"]
+    again = repo.vx("run", "build", "--all")
+    assert again.code == 0 and again.task("app#build")["cache"] == "up-to-date", again.err

@@ -29,6 +29,7 @@ from vx.store.archive import (
     LOG_ENTRY,
     META_ENTRY,
     OUTPUTS,
+    PATH_MAX,
     SUM_ENTRY,
     ArchiveError,
     check_name,
@@ -312,6 +313,7 @@ class _Extraction:
 
     def __init__(self, root: str, dirs: Dirs | None = None):
         self.root = root
+        self._root_bytes = len(root.encode())
         self.temps: dict[str, tuple[str, str]] = {}  # rel -> (its dir, the name written: final or a temp)
         self.sizes: dict[str, int] = {}
         self.modes: dict[str, int] = {}  # the mode applied while writing (the header's)
@@ -321,6 +323,8 @@ class _Extraction:
 
     def write(self, rel: str, inflow: _Inflow, size: int, mode: int = 0o644) -> None:
         """Stream one output body into place, or beside a file that is in the way."""
+        if self._root_bytes + len(rel.encode()) + 2 > PATH_MAX:  # restorable by descriptor, but no tool could open it
+            raise ArchiveError(f"refused entry {rel[:80]}…: its path in this workspace is longer than {PATH_MAX} bytes")
         parent, _, name = rel.rpartition("/")
         dfd = self.dirs.fd(parent, self._dirs_made, rel)
         inflow.reserve(size, f"entry {rel}")
