@@ -16,7 +16,7 @@ from msgspec import Struct
 from vx import environment, files, keys, witness
 from vx.globs import GlobSet
 from vx.model import ROOT_PROJECT, HashRecord, TaskGraph, TaskId, TaskNode, TaskPlan, Workspace
-from vx.outputs import walk_outputs, wipe_outputs
+from vx.outputs import claimable, walk_outputs, wipe_outputs
 
 MAX_TIMEOUT_MS = 2**31 - 1
 
@@ -34,20 +34,25 @@ class InputQuery(Struct, frozen=True):
 
 class OutputSpec:
     """A cached task's declared outputs: walked to save, wiped before exec/restore, and the
-    only paths a restore may write (LC-08, LC-09)."""
+    only paths a restore may write (LC-08, LC-09). `members` are the dirs of every project:
+    what the globs match is this task's only when `owns` says so (`vx.outputs.claimable`)."""
 
-    def __init__(self, project_dir: str, patterns: Sequence[str], ws_patterns: Sequence[str], query: InputQuery):
+    def __init__(self, project_dir: str, patterns: Sequence[str], ws_patterns: Sequence[str], query: InputQuery,
+                 members: frozenset[str] = frozenset()):
         self.project_dir = project_dir
+        self.members = members
         self.patterns = tuple(patterns)
         self.globs = GlobSet(patterns) if patterns else None
         self.ws_globs = GlobSet(ws_patterns) if ws_patterns else None
         self.declares_files = bool(patterns or ws_patterns)
         self.input_query = query
+        self._prefix = project_dir + "/" if project_dir else ""
+        self._node_modules = any(g is not None and g.names("node_modules") for g in (self.globs, self.ws_globs))
 
     def walk(self, root: Path, seen: dict | None = None) -> list[str]:
         if not self.declares_files:
             return []
-        return walk_outputs(root, self.project_dir, self.globs, self.ws_globs, seen=seen)
+        return [p for p in walk_outputs(root, self.project_dir, self.globs, self.ws_globs, seen=seen) if self.owns(p)]
 
     def state(self, root: Path) -> tuple[list[str], dict[str, bool]]:
         """Where the outputs live and what walking them reads: the absolute glob roots, and each
@@ -62,15 +67,32 @@ class OutputSpec:
 
     def wipe(self, root: Path) -> None:
         if self.declares_files:
-            wipe_outputs(root, self.project_dir, self.globs, self.ws_globs)
+            wipe_outputs(root, self.project_dir, self.globs, self.ws_globs, owns=self.owns)
 
     def allows(self, path: str) -> bool:
+        """Whether a restore may write `path`: matched by the output globs, and `owns` it."""
         if self.ws_globs is not None and self.ws_globs.matches(path):
-            return True
-        if self.globs is None:
-            return False
-        prefix = self.project_dir + "/" if self.project_dir else ""
-        return path.startswith(prefix) and self.globs.matches(path[len(prefix):])
+            return self.owns(path)
+        prefix = self._prefix
+        return (self.globs is not None and path.startswith(prefix) and self.globs.matches(path[len(prefix):])
+                and self.owns(path))
+
+    def owns(self, path: str) -> bool:
+        """Whether a path the output globs match is this task's to write and wipe: never `.git`,
+        `.vx`, an unnamed `node_modules`, another project's tree, or one of the task's inputs."""
+        return claimable(path, self.project_dir, self.members, self._node_modules) and not self._is_input(path)
+
+    def _is_input(self, path: str) -> bool:
+        """Whether `path` is in the task's input set: what the input globs match, less what the
+        project output globs carve out (KEY-17, as `files.FileIndex.inputs` selects)."""
+        q, prefix = self.input_query, self._prefix
+        if path.startswith(prefix):
+            rel = path[len(prefix):]
+            if q.excluded is not None and q.excluded.match(rel):
+                return False
+            if q.globs.match(rel):
+                return True
+        return q.workspace_globs is not None and q.workspace_globs.match(path) is not None
 
 
 class RunOptions(Struct, frozen=True):
@@ -89,6 +111,7 @@ def make_plans(ws: Workspace, graph: TaskGraph, index: files.FileIndex, opts: Ru
     """Plan every node in topological order, so upstream keys exist before they are folded."""
     fingerprint = files.fingerprint(ws.root, index)
     nested = _nested_dirs(ws)
+    members = frozenset(p.dir for p in ws.packages.values())
     default_timeout = _default_timeout(opts, host_env)
     plans: dict[TaskId, TaskPlan] = {}
     for tid in graph.order:
@@ -99,7 +122,7 @@ def make_plans(ws: Workspace, graph: TaskGraph, index: files.FileIndex, opts: Ru
             plans[tid] = _keyed_group_plan(node, index, host_env, fingerprint, nested.get(node.project_dir, ()), plans)
         else:
             plans[tid] = _task_plan(ws, node, index, opts, host_env, fingerprint, nested.get(node.project_dir, ()),
-                                    plans, default_timeout)
+                                    plans, default_timeout, members)
             if node.config.exec.sandbox is not None:
                 plans[tid] = _with_sandbox(ws, graph, node, plans[tid], opts, host_env)
     return plans
@@ -155,7 +178,8 @@ def _record(node: TaskNode, index, fingerprint: str, plans: Mapping[TaskId, Task
 
 
 def _task_plan(ws, node: TaskNode, index, opts: RunOptions, host_env, fingerprint: str, nested: tuple[str, ...],
-               plans: Mapping[TaskId, TaskPlan], default_timeout: int | None) -> TaskPlan:
+               plans: Mapping[TaskId, TaskPlan], default_timeout: int | None,
+               members: frozenset[str] = frozenset()) -> TaskPlan:
     cfg = node.config
     assert cfg.exec is not None
     query = _input_query(node, nested)
@@ -175,7 +199,8 @@ def _task_plan(ws, node: TaskNode, index, opts: RunOptions, host_env, fingerprin
                      environment.keyed(declared, inferred, env, host_env))
     outputs = None
     if cfg.cache is not None:
-        outputs = OutputSpec(node.project_dir, cfg.cache.output_files, cfg.cache.output_workspace_files, query)
+        outputs = OutputSpec(node.project_dir, cfg.cache.output_files, cfg.cache.output_workspace_files, query,
+                             members)
     timeout = cfg.exec.timeout_ms if cfg.exec.timeout_ms is not None else default_timeout
     retries = cfg.exec.retries if cfg.exec.retries is not None else (opts.retries or 0)
     pkg = ws.packages.get(node.id.package)
