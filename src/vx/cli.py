@@ -531,7 +531,8 @@ def _verify_report(tracer, prep, summary) -> int:
     try:
         if summary.interrupted:
             return summary.exit_code
-        report = check(prep.ws.root, prep.graph, prep.plans, prep.index, tracer)
+        report = check(prep.ws.root, prep.graph, prep.plans, prep.index, tracer, packages=prep.ws.packages,
+                       configs=prep.configs)
     finally:
         tracer.close()
     try:

@@ -67,7 +67,8 @@ def test_dependency_outputs_and_own_writes_are_covered_and_ignored_files_are_not
     lib_build = cached(node("fs.mkdirSync('dist',{recursive:true});fs.writeFileSync('dist/lib.js','L;')"))
     app = cached(node("fs.mkdirSync('tmp',{recursive:true});fs.writeFileSync('tmp/scratch','x');"
                       "const s=fs.readFileSync('tmp/scratch','utf8')+fs.readFileSync('../lib/dist/lib.js','utf8')"
-                      "+fs.readFileSync('.env.local','utf8')+fs.readFileSync('src/a.js','utf8');" + WRITE_OUT),
+                      "+fs.readFileSync('.env.local','utf8')+fs.readFileSync('src/a.js','utf8');"
+                      "fs.unlinkSync('tmp/scratch');" + WRITE_OUT),  # a scratch file it removes is no output
                  deps=("^build",))
     workspace(repo, app, {"lib": {"tasks": {"build": lib_build}, "files": {"src/l.js": "L"}}})
     repo.write({"packages/app/package.json": {"name": "app", "version": "1.0.0",
@@ -135,3 +136,100 @@ def test_concurrent_tasks_keep_their_own_traces(repo):
     assert res.code == 1, res.err
     assert [line for line in res.out.splitlines() if "add " in line] == [
         '  a.txt  add cache.inputs.files: ["a.txt"]', '  b.txt  add cache.inputs.files: ["b.txt"]']
+
+
+# ---------------------------------------------------------------- vercel/edge-runtime's shape (item 5)
+
+# primitives' build bundles dist/ (declared) and writes types/*.d.ts from type-definitions/ (not
+# declared; gitignored by the package); vm's build type-checks against them through node_modules.
+PRIMITIVES_BUILD = ("const fs=require('fs');fs.mkdirSync('dist',{recursive:true});fs.mkdirSync('types',{recursive:true});"
+                    "for (const f of fs.readdirSync('type-definitions')) "
+                    "fs.writeFileSync('types/'+f,fs.readFileSync('type-definitions/'+f));"
+                    "fs.writeFileSync('dist/index.js','module.exports={}');")
+VM_BUILD = ("const fs=require('fs');const t=fs.readFileSync(require.resolve('@edge-runtime/primitives/types/index.d.ts'));"
+            "fs.mkdirSync('dist',{recursive:true});fs.writeFileSync('dist/index.js',fs.readFileSync('src/index.ts'));")
+RUNTIME_BUILD = "node -e \"require('fs').writeFileSync('src/version.ts','export const VERSION = 1')\""
+EDGE_TURBO = {
+    "globalEnv": ["RUNNER_OS", "NODE_VERSION"],
+    "tasks": {
+        "build": {"outputs": ["dist/**"], "dependsOn": ["^build"]},
+        "edge-runtime#build": {"cache": False, "dependsOn": ["^build"], "outputs": ["src/version.ts"]},
+        "@edge-runtime/primitives#build": {"dependsOn": ["^build"], "outputs": ["dist/**"]},
+        "lint": {"outputs": []},
+        "test": {"cache": False, "dependsOn": ["build"], "outputs": []},
+    },
+}
+
+
+def edge_runtime(repo):
+    def manifest(name, scripts, deps=()):
+        return {"name": name, "version": "1.0.0", "scripts": scripts, "dependencies": {d: "workspace:*" for d in deps}}
+
+    repo.write({
+        "package.json": {"name": "edge-runtime-monorepo", "private": True, "workspaces": ["packages/*"]},
+        ".gitignore": "node_modules\n.vx\npackages/*/dist\npackages/runtime/src/version.ts\n",
+        "turbo.json": EDGE_TURBO,
+        "packages/primitives/package.json": manifest("@edge-runtime/primitives", {"build": "node scripts/build.js"}),
+        "packages/primitives/.gitignore": "types\nload\n",
+        "packages/primitives/scripts/build.js": PRIMITIVES_BUILD,
+        "packages/primitives/type-definitions/index.d.ts": "export * from './fetch'",
+        "packages/primitives/type-definitions/fetch.d.ts": "export declare const fetch: unknown",
+        "packages/vm/package.json": manifest("@edge-runtime/vm", {"build": "node scripts/build.js"},
+                                             ["@edge-runtime/primitives"]),
+        "packages/vm/scripts/build.js": VM_BUILD,
+        "packages/vm/src/index.ts": "export {}",
+        "packages/runtime/package.json": manifest("edge-runtime", {
+            "build": RUNTIME_BUILD,
+            "lint": "node -e \"require('fs').readFileSync('src/version.ts')\""}, ["@edge-runtime/vm"]),
+        "packages/runtime/src/index.ts": "export * from './version'",
+    }).commit()
+    links = repo.root / "node_modules" / "@edge-runtime"
+    links.mkdir(parents=True)
+    for name in ("primitives", "vm"):  # what `pnpm install` links
+        (links / name).symlink_to(repo.root / "packages" / name)
+    return repo
+
+
+def test_item5_an_undeclared_output_a_dependant_reads_is_named_with_the_producers_outputs(repo):
+    edge_runtime(repo)
+    res = repo.vx("run", "@edge-runtime/vm#build", "--verify=inputs")
+    assert res.code == 1, res.out + res.err
+    where = 'turbo.json tasks["@edge-runtime/primitives#build"]'
+    out = res.out[res.out.index("@edge-runtime/primitives#build wrote"):].splitlines()
+    assert out == [
+        "@edge-runtime/primitives#build wrote 2 undeclared outputs:",
+        f'  types/** (2 files)  add "types/**" to {where} "outputs"',
+        f'  {where} with these fixes: "outputs": ["dist/**", "types/**"]',
+        "",
+        "@edge-runtime/vm#build read 1 undeclared input:",
+        f'  ../primitives/types/index.d.ts  add "types/**" to {where} "outputs" '
+        "(@edge-runtime/primitives#build writes it undeclared)",
+        "",
+        "verify: 1 undeclared input, 2 undeclared outputs in 2 of 2 traced tasks",
+    ]
+    # with the fix, both pass: the dependant's key now folds the types the producer saves
+    EDGE_TURBO["tasks"]["@edge-runtime/primitives#build"]["outputs"].append("types/**")
+    try:
+        repo.write({"turbo.json": EDGE_TURBO}).commit()
+    finally:
+        EDGE_TURBO["tasks"]["@edge-runtime/primitives#build"]["outputs"].remove("types/**")
+    fixed = repo.vx("run", "@edge-runtime/vm#build", "--verify=inputs")
+    assert fixed.code == 0, fixed.out + fixed.err
+    assert fixed.out.splitlines()[-1] == "verify: every traced task declared what it read (2 tasks)"
+
+
+def test_item5_a_cache_false_tasks_writes_are_traced_for_its_cached_readers(repo):
+    # edge-runtime#build is `cache: false` and writes src/version.ts; a cached lint reads it with no
+    # edge to the writer (the copy an earlier build left)
+    edge_runtime(repo)
+    assert repo.vx("run", "edge-runtime#build").code == 0
+    res = repo.vx("run", "edge-runtime#build", "edge-runtime#lint", "--verify=inputs")
+    assert res.code == 1, res.out + res.err
+    block = res.out[res.out.index("edge-runtime#lint read"):].splitlines()
+    assert block[:3] == [
+        "edge-runtime#lint read 1 undeclared input:",
+        '  src/version.ts  add "build" to turbo.json tasks.lint "dependsOn" (edge-runtime#build writes it, uncached)',
+        "",
+    ]
+    # an uncached task is traced for what it writes, never itself checked or counted
+    assert "edge-runtime#build wrote" not in res.out and "in 3 of 3 traced tasks" in res.out
