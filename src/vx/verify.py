@@ -550,8 +550,7 @@ def _line(node: TaskNode, path: str, count: int, fix: str, total: int | None = N
 
 def _corrections(run: _Run, node: TaskNode, notes: list[str], dialect) -> list[tuple[str, str]]:
     """Declared project-relative globs that match nothing here but do from the workspace root:
-    (as written, the same glob from the project dir); a note for each, and for those that match
-    nothing anywhere. For turbo, inputs are package-relative: `packages/**/src/**` means
+    (as written, the same glob from the project dir), and a note for each. For turbo, inputs are package-relative: `packages/**/src/**` means
     `packages/dom/packages/**/src/**`."""
     plan, cache = run.plans[node.id], node.config.cache
     if plan.inputs is None or cache is None:
@@ -562,7 +561,9 @@ def _corrections(run: _Run, node: TaskNode, notes: list[str], dialect) -> list[t
         if glob not in cache.input_files or glob.startswith("!"):
             continue
         from_root = GlobSet([glob])
-        right = _project_relative(glob, node.project_dir) if any(map(from_root.matches, everything)) else None
+        if not any(map(from_root.matches, everything)):
+            continue  # nothing to explain (KEY-23 says it matched nothing): a shared definition's glob
+        right = _project_relative(glob, node.project_dir)
         notes.append(dialect.glob_note(glob, right))
         if right is not None:
             out.append((glob, right))
@@ -678,7 +679,8 @@ class _Vx:
     @staticmethod
     def glob_note(glob: str, right: str | None) -> str:
         if right is None:
-            return f'"{glob}" in cache.inputs.files matches nothing'
+            return (f'"{glob}" in cache.inputs.files matches nothing: files globs are project-relative; '
+                    "cache.inputs.workspaceFiles takes it from the root")
         return (f'"{glob}" in cache.inputs.files matches nothing: files globs are project-relative; '
                 f'"{right}" here, or cache.inputs.workspaceFiles for a root-relative glob')
 
@@ -728,7 +730,8 @@ class _Turbo:
 
     def glob_note(self, glob: str, right: str | None) -> str:
         if right is None:
-            return f'"{glob}" in {self.where} "inputs" matches nothing here'
+            return (f'"{glob}" in {self.where} "inputs" matches nothing: turbo inputs are package-relative; '
+                    f'"$TURBO_ROOT$/{glob}" matches from the root')
         return (f'"{glob}" in {self.where} "inputs" matches nothing: turbo inputs are package-relative; '
                 f'"{right}" here, or "$TURBO_ROOT$/{glob}" for root-relative')
 

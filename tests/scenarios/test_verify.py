@@ -233,3 +233,65 @@ def test_item5_a_cache_false_tasks_writes_are_traced_for_its_cached_readers(repo
     ]
     # an uncached task is traced for what it writes, never itself checked or counted
     assert "edge-runtime#build wrote" not in res.out and "in 3 of 3 traced tasks" in res.out
+
+
+# ---------------------------------------------------------------- floating-ui's shape (items 6, 7)
+
+# `tsc -b`-like: dom's test project references react-dom's, so dom#typecheck reads react-dom's
+# out-tsc when an earlier build left it; react-dom#typecheck depends on dom#typecheck (^typecheck).
+TYPECHECK = ("const fs=require('fs');let s='';for (const f of fs.readdirSync('src')) s+=fs.readFileSync('src/'+f);"
+             "s+=fs.readFileSync('tsconfig.json');const ref=process.argv[2];"
+             "if (ref && fs.existsSync(ref)) s+=fs.readFileSync(ref);"
+             "fs.mkdirSync('out-tsc',{recursive:true});fs.writeFileSync('out-tsc/index.d.ts',s);")
+FLOATING_TURBO = {
+    "globalDependencies": ["./config/scripts/build-api.mjs"],
+    "tasks": {
+        "build": {"dependsOn": ["^build"], "outputs": ["dist/**"],
+                  "inputs": ["packages/**/src/**", "packages/**/package.json", "packages/**/tsconfig.json",
+                             "packages/**/rollup.config.mjs", "packages/**/vite.config.ts"]},
+        "typecheck": {"dependsOn": ["^typecheck"], "outputs": ["out-tsc/**"],
+                      "inputs": ["src/**", "test/**", "tsconfig.json", "tsconfig.*.json"]},
+        "lint": {"cache": False},
+    },
+}
+
+
+def floating_ui(repo, build=None, sources=3):
+    def manifest(name, deps=(), **scripts):
+        return {"name": name, "version": "1.0.0", "scripts": {"typecheck": "node ../../node_modules/tsc.js", **scripts},
+                "dependencies": {d: "workspace:^" for d in deps}}
+
+    files = {
+        "package.json": {"name": "@floating-ui/monorepo", "private": True, "workspaces": ["./packages/*", "config"]},
+        ".gitignore": "node_modules\ndist\nout-tsc\n.vx\n",
+        "turbo.json": FLOATING_TURBO,
+        "config/package.json": {"name": "config", "private": True, "version": "0.0.0"},
+        "node_modules/tsc.js": TYPECHECK,  # tsc, as installed (gitignored)
+        "config/scripts/build-api.mjs": "export {}",
+        "packages/dom/package.json": manifest("@floating-ui/dom", (), build=build or "node ../../config/build.js"),
+        "packages/dom/tsconfig.json": "{}",
+        "packages/react-dom/package.json": manifest("@floating-ui/react-dom", ("@floating-ui/dom",)),
+        "packages/react-dom/tsconfig.json": "{}",
+        "packages/react-dom/src/index.ts": "export * from '@floating-ui/dom'",
+    }
+    files["packages/dom/package.json"]["scripts"]["typecheck"] += " ../react-dom/out-tsc/index.d.ts"
+    for i in range(sources):
+        files[f"packages/dom/src/m{i}.ts"] = f"export const m{i} = {i}"
+    repo.write(files).commit()
+    return repo
+
+
+def test_item7_verify_never_suggests_an_edge_that_closes_a_cycle(repo):
+    floating_ui(repo)
+    assert repo.vx("run", "typecheck").code == 0  # an earlier build leaves react-dom's out-tsc behind
+    res = repo.vx("run", "typecheck", "--verify=inputs")
+    assert res.code == 1, res.out + res.err
+    assert res.out.splitlines()[-4:] == [
+        "@floating-ui/dom#typecheck read 1 undeclared input:",
+        "  ../react-dom/out-tsc/index.d.ts  no edge: @floating-ui/react-dom#typecheck outputs it and depends on "
+        "this task (dependsOn would close a cycle), so this read is of an earlier build; move the read out of "
+        "this task (a gitignored file cannot be an input)",
+        "",
+        "verify: 1 undeclared input in 1 of 2 traced tasks",
+    ]
+    assert '"dependsOn"' not in res.out
