@@ -487,8 +487,10 @@ def _base(project_dir: str) -> str:
 def _verdict(run: _Run, node: TaskNode, reads: list[str], found: list) -> Verdict:
     dialect = run.dialect(node.id)
     order = {p: i for i, p in enumerate(reads)}
-    notes: list[str] = []
-    lines = _input_lines(run, node, dialect, [p for kind, p, _ in found if kind == "input"], set(reads), notes)
+    corrections = _corrections(run, node)
+    inputs = [p for kind, p, _ in found if kind == "input"]
+    lines, used = _input_lines(run, node, dialect, inputs, set(reads), corrections)
+    notes = [dialect.glob_note(wrong, right) for wrong, right in corrections.items() if wrong not in used]
     for kind, path, producer in found:
         if kind == "task":
             fix = _edge_fix(run, node, producer, path) or _task_fix_for(dialect, node, producer, run)
@@ -502,13 +504,20 @@ def _verdict(run: _Run, node: TaskNode, reads: list[str], found: list) -> Verdic
     for entry, wide, members in run.output_groups(node.id):
         path = entry if wide else _base(node.project_dir) + entry
         shown = _shown(path.removesuffix("/**"), node.project_dir)
-        shown = f"{shown}/** ({len(members)} files)" if entry.endswith("/**") else shown
+        shown = f"{shown}/** ({_plural(len(members), 'file')})" if entry.endswith("/**") else shown
         outputs.append(Undeclared(path, shown, dialect.output_fix(entry, wide), len(members)))
-    notes += dialect.merged(run, node, [u for _, u in lines], run.output_groups(node.id))
+    added = [_merged_entry(u) for _, u in lines if u.fix.startswith('"') and '" to ' in u.fix
+             and "globalDependencies" not in u.fix and '"inputs"' in u.fix]
+    notes += dialect.merged(added, corrections, run.output_groups(node.id))
     return Verdict(node.id, tuple(u for _, u in lines), tuple(outputs), tuple(notes))
 
 
-def _input_lines(run: _Run, node: TaskNode, dialect, inputs: list[str], seen: set[str], notes: list[str]) -> list:
+def _merged_entry(line: Undeclared) -> str:
+    return line.fix.split('"', 2)[1]  # turbo fixes open with the entry: `"src/**" to turbo.json …`
+
+
+def _input_lines(run: _Run, node: TaskNode, dialect, inputs: list[str], seen: set[str],
+                 corrections: Mapping[str, str]) -> tuple[list, set[str]]:
     """Lines for undeclared candidate inputs: files a corrected glob would take, then the fewest
     `dir/**` and files inside the project, then files outside it (for turbo, `globalDependencies`
     when tasks of two or more packages read them)."""
@@ -516,11 +525,14 @@ def _input_lines(run: _Run, node: TaskNode, dialect, inputs: list[str], seen: se
     own = [p for p in inputs if _inside(p, node.project_dir, nested)]
     other = [p for p in inputs if p not in set(own)]
     prefix = _base(node.project_dir)
-    lines = []
-    for wrong, right in _corrections(run, node, notes, dialect):
+    lines, used = [], set()
+    for wrong, right in corrections.items():
+        if right is None:
+            continue
         globs = GlobSet([right])
         members = [p for p in own if globs.matches(p[len(prefix):])]
         if members:
+            used.add(wrong)
             own = [p for p in own if p not in set(members)]
             lines.append((members, _line(node, prefix + right, len(members),
                                          dialect.input_fix(right, False, instead=wrong))))
@@ -537,36 +549,33 @@ def _input_lines(run: _Run, node: TaskNode, dialect, inputs: list[str], seen: se
         if shared:
             run.globals[entry] = None
         lines.append((members, _line(node, entry, len(members), dialect.input_fix(entry, True, shared=shared), total)))
-    return lines
+    return lines, used
 
 
 def _line(node: TaskNode, path: str, count: int, fix: str, total: int | None = None) -> Undeclared:
     if not path.endswith("/**"):
         return Undeclared(path, _shown(path, node.project_dir), fix)
     shown = _shown(path[:-3], node.project_dir) + "/**"
-    of = f"{count} of its {total} files read" if total is not None else f"{count} files"
+    of = f"{count} of its {total} files read" if total is not None else _plural(count, "file")
     return Undeclared(path, f"{shown} ({of})", fix, count)
 
 
-def _corrections(run: _Run, node: TaskNode, notes: list[str], dialect) -> list[tuple[str, str]]:
-    """Declared project-relative globs that match nothing here but do from the workspace root:
-    (as written, the same glob from the project dir), and a note for each. For turbo, inputs are package-relative: `packages/**/src/**` means
-    `packages/dom/packages/**/src/**`."""
+def _corrections(run: _Run, node: TaskNode) -> dict[str, str | None]:
+    """Declared project-relative globs that match nothing here but do from the workspace root, each
+    with the same glob from the project dir (None when it cannot be had). Turbo's inputs are
+    package-relative too: `packages/**/src/**` in packages/dom means packages/dom/packages/**/src/**."""
     plan, cache = run.plans[node.id], node.config.cache
     if plan.inputs is None or cache is None:
-        return []
+        return {}
     everything = run.index.listed_under("")
-    out = []
+    out = {}
     for glob in plan.inputs.unmatched_globs:
         if glob not in cache.input_files or glob.startswith("!"):
             continue
         from_root = GlobSet([glob])
         if not any(map(from_root.matches, everything)):
             continue  # nothing to explain (KEY-23 says it matched nothing): a shared definition's glob
-        right = _project_relative(glob, node.project_dir)
-        notes.append(dialect.glob_note(glob, right))
-        if right is not None:
-            out.append((glob, right))
+        out[glob] = _project_relative(glob, node.project_dir)
     return out
 
 
@@ -685,7 +694,7 @@ class _Vx:
                 f'"{right}" here, or cache.inputs.workspaceFiles for a root-relative glob')
 
     @staticmethod
-    def merged(run, node, lines, outputs) -> list[str]:
+    def merged(added, corrections, outputs) -> list[str]:
         return []
 
 
@@ -735,27 +744,17 @@ class _Turbo:
         return (f'"{glob}" in {self.where} "inputs" matches nothing: turbo inputs are package-relative; '
                 f'"{right}" here, or "$TURBO_ROOT$/{glob}" for root-relative')
 
-    def merged(self, run: _Run, node: TaskNode, lines: list[Undeclared], outputs) -> list[str]:
+    def merged(self, added: list[str], corrections: Mapping[str, str | None], outputs) -> list[str]:
         """The definition's whole lists with every fix of the block, to paste."""
         out = []
-        added = [self._entry(u.fix) for u in lines if u.fix.endswith('"inputs"') or '"inputs" (in place' in u.fix]
         if added:
-            declared = list(self.body.get("inputs") or ["$TURBO_DEFAULT$"])
-            for u in lines:
-                if "(in place of " in u.fix:
-                    wrong = u.fix.split('(in place of "', 1)[1].split('"', 1)[0]
-                    declared = [self._entry(u.fix) if g == wrong else g for g in declared]
-            merged = list(dict.fromkeys([*declared, *added]))
-            out.append(f'{self.where} with these fixes: "inputs": {_json(merged)}')
+            declared = [corrections.get(g) or g for g in self.body.get("inputs") or ["$TURBO_DEFAULT$"]]
+            out.append(f'{self.where} with these fixes: "inputs": {_json(list(dict.fromkeys([*declared, *added])))}')
         if outputs:
             entries = [("$TURBO_ROOT$/" if wide else "") + e for e, wide, _ in outputs]
             merged = list(dict.fromkeys([*self.body.get("outputs", []), *entries]))
             out.append(f'{self.where} with these fixes: "outputs": {_json(merged)}')
         return out
-
-    @staticmethod
-    def _entry(fix: str) -> str:
-        return fix.split('"', 2)[1]
 
 
 def _task_key(name: str) -> str:

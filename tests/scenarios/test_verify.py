@@ -1,7 +1,10 @@
 """`vx run --verify=inputs` (LG-03): cached tasks run under real strace; every file a node task
 read but did not declare is named with the cache.inputs entry that covers it, and the run exits 1."""
 
+import json
+import os
 import shutil
+import subprocess
 
 import pytest
 
@@ -295,3 +298,72 @@ def test_item7_verify_never_suggests_an_edge_that_closes_a_cycle(repo):
         "verify: 1 undeclared input in 1 of 2 traced tasks",
     ]
     assert '"dependsOn"' not in res.out
+
+
+# rollup -c: every source of the package, its tsconfig and rollup config, and the shared config
+# package's sources and base tsconfig (which every package's build reads)
+ROLLUP = ("const fs=require('fs'),path=require('path');const walk=d=>fs.readdirSync(d,{withFileTypes:true})"
+          ".flatMap(e=>e.isDirectory()?walk(path.join(d,e.name)):[path.join(d,e.name)]);"
+          "let s='';for (const f of [...walk('src'),'tsconfig.json','rollup.config.mjs',...walk('../../config/src'),"
+          "'../../config/tsconfig.base.json']) s+=fs.readFileSync(f);"
+          "fs.mkdirSync('dist',{recursive:true});fs.writeFileSync('dist/index.mjs',s);")
+
+
+def test_item6_turbo_advice_is_turbo_json_text_with_the_fewest_globs(repo):
+    floating_ui(repo, build="node ../../node_modules/rollup.js", sources=12)
+    extra = {"node_modules/rollup.js": ROLLUP,
+             "config/src/index.mts": "export {}", "config/src/defineRollupConfig.mts": "export {}",
+             "config/src/utils/outputFormat.mts": "export {}", "config/tsconfig.base.json": "{}",
+             "packages/react-dom/rollup.config.mjs": "export default {}",
+             "packages/dom/rollup.config.mjs": "export default {}", "packages/dom/vite.config.mts": "unread"}
+    extra.update({f"packages/dom/src/platform/p{i}.ts": "p" for i in range(12)})
+    repo.write(extra)
+    manifest = repo.root / "packages/react-dom/package.json"  # react-dom builds with the same script
+    manifest.write_text(manifest.read_text().replace('"typecheck":', '"build": "node ../../node_modules/rollup.js", "typecheck":'))
+    repo.commit()
+    res = repo.vx("run", "build", "--verify=inputs")
+    assert res.code == 1, res.out + res.err
+    dom = res.out[res.out.index("@floating-ui/dom#build read"):].split("\n\n")[0].splitlines()
+    where = "turbo.json tasks.build"
+    relative = "turbo inputs are package-relative"
+    assert dom == [
+        "@floating-ui/dom#build read 30 undeclared inputs:",
+        f'  src/** (24 files)                add "src/**" to {where} "inputs" (in place of "packages/**/src/**": {relative})',
+        f'  tsconfig.json                    add "tsconfig.json" to {where} "inputs" (in place of "packages/**/tsconfig.json": {relative})',
+        f'  rollup.config.mjs                add "rollup.config.mjs" to {where} "inputs" (in place of "packages/**/rollup.config.mjs": {relative})',
+        '  ../../config/src/** (3 files)    add "config/src/**" to turbo.json "globalDependencies" (tasks of several packages read it)',
+        '  ../../config/tsconfig.base.json  add "config/tsconfig.base.json" to turbo.json "globalDependencies" (tasks of several packages read it)',
+        f'  "packages/**/package.json" in {where} "inputs" matches nothing: {relative}; "package.json" here, '
+        'or "$TURBO_ROOT$/packages/**/package.json" for root-relative',
+        f'  {where} with these fixes: "inputs": ["src/**", "package.json", "tsconfig.json", "rollup.config.mjs", '
+        '"packages/**/vite.config.ts"]',
+    ]
+    assert res.out.splitlines()[-2] == ('turbo.json with these fixes: "globalDependencies": '
+                                        '["./config/scripts/build-api.mjs", "config/src/**", "config/tsconfig.base.json"]')
+    assert "cache.inputs" not in res.out and "workspaceFiles" not in res.out
+    # turbo itself hashes none of the package's sources for the declared globs, and all of them for
+    # the suggested ones; with both fixes pasted, verify passes
+    assert turbo_inputs(repo, "@floating-ui/dom#build") == ["package.json"]
+    turbo = json.loads(json.dumps(FLOATING_TURBO))
+    turbo["tasks"]["build"]["inputs"] = json.loads(dom[-1].split('"inputs": ', 1)[1])
+    turbo["globalDependencies"] = json.loads(res.out.splitlines()[-2].split('"globalDependencies": ', 1)[1])
+    repo.write({"turbo.json": turbo}).commit()
+    hashed = turbo_inputs(repo, "@floating-ui/dom#build")
+    assert {"tsconfig.json", "rollup.config.mjs", "src/m0.ts", "src/platform/p11.ts"} <= set(hashed) and len(hashed) == 27
+    fixed = repo.vx("run", "build", "--verify=inputs")
+    assert fixed.code == 0, fixed.out + fixed.err
+
+
+def turbo_inputs(repo, task: str) -> list[str]:
+    """The files turbo 2 (the pinned one) hashes for `task`, from `turbo run --dry=json`."""
+    from npm_packages import installed
+
+    turbo = installed("turbo").parent / ".bin" / "turbo"
+    if not (repo.root / "package-lock.json").exists():  # turbo wants a package manager and its lockfile
+        manifest = json.loads((repo.root / "package.json").read_text())
+        repo.write({"package.json": {**manifest, "packageManager": "npm@10.9.0"},
+                    "package-lock.json": {"lockfileVersion": 3, "packages": {}}}).commit()
+    out = subprocess.run([str(turbo), "run", "build", "--dry=json"], cwd=repo.root, capture_output=True, text=True,
+                         env={**os.environ, "TURBO_TELEMETRY_DISABLED": "1", "DO_NOT_TRACK": "1"}, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return sorted(next(t for t in json.loads(out.stdout)["tasks"] if t["taskId"] == task)["inputs"])
