@@ -277,21 +277,6 @@ def _covered_files(graph: TaskGraph, plans, node: TaskNode, closure: set[TaskId]
     return covered
 
 
-def _nested(graph: TaskGraph, node: TaskNode) -> set[str]:
-    base = node.project_dir
-    dirs = {n.project_dir for n in graph.nodes.values()}
-    return {d for d in dirs if d != base and (base == "" or d.startswith(base + "/"))}
-
-
-def cover_entry(path: str, project_dir: str, nested: Iterable[str] = ()) -> str:
-    """`files: ["src/x.js"]` inside the task's own project, else `workspaceFiles: [...]` (KEY-19)."""
-    prefix = project_dir + "/" if project_dir else ""
-    inside = path.startswith(prefix) and not any(path.startswith(d + "/") for d in nested)
-    if inside:
-        return f'files: ["{path[len(prefix):]}"]'
-    return f'workspaceFiles: ["{path}"]'
-
-
 def _shown(path: str, project_dir: str) -> str:
     return os.path.relpath(path, project_dir or ".")
 
@@ -312,10 +297,10 @@ def _join(a: str, b: str) -> str:
 # ---------------------------------------------------------------- what tasks wrote
 
 # Writes that are no task's outcome: tools' own caches (babel-loader's and terser's
-# node_modules/.cache, vite's deps, eslint's, turbo's and Nx's stores). A restore need not bring
+# node_modules/.cache, vite's deps, Next's, Parcel's, Angular's, eslint's, turbo's and Nx's stores). A restore need not bring
 # them back, and a reader of one reads a cache, not a build.
-_TOOL_CACHES = re.compile(r"(?:^|/)(?:node_modules/\.cache|node_modules/\.vite(?:-temp)?|\.turbo|\.nx)/"
-                          r"|(?:^|/)\.eslintcache$")
+_TOOL_CACHES = re.compile(r"(?:^|/)(?:node_modules/\.cache|node_modules/\.vite(?:-temp)?|\.turbo|\.nx|\.cache"
+                          r"|\.next/cache|\.parcel-cache|\.angular/cache)/|(?:^|/)\.(?:eslint|stylelint)cache$")
 NO_EDGE = "no edge:"  # a finding no declaration fixes (the edge would close a cycle)
 LARGE = 8  # this many undeclared reads in one top directory are suggested as its `dir/**`
 
@@ -353,6 +338,16 @@ class _Run:
         self.shared: dict[str, set[str]] = {}  # outside file -> packages of turbo tasks that read it undeclared
         self.globals: dict[str, None] = {}  # globalDependencies entries suggested
 
+    @property
+    def project_dirs(self) -> set[str]:
+        """Every project's dir (the workspace's, else the run's): a suggested `dir/**` stops at them."""
+        dirs = {getattr(p, "dir", "") for p in self.packages.values()}
+        return dirs | {n.project_dir for n in self.graph.nodes.values()}
+
+    def nested(self, node: TaskNode) -> set[str]:
+        base = node.project_dir
+        return {d for d in self.project_dirs if d != base and (base == "" or d.startswith(base + "/"))}
+
     def writer(self, path: str, tid: TaskId) -> TaskId | None:
         """The first traced task (not `tid`) that left `path` behind."""
         if self._writers is None:
@@ -367,7 +362,7 @@ class _Run:
             node = self.graph.nodes[tid]
             if isinstance(self.dialect(tid), _Turbo):
                 for kind, path, _ in items:
-                    if kind == "input" and not _inside(path, node.project_dir, _nested(self.graph, node)):
+                    if kind == "input" and not _inside(path, node.project_dir, self.nested(node)):
                         self.shared.setdefault(path, set()).add(tid.package)
 
     def dialect(self, tid: TaskId):
@@ -413,19 +408,19 @@ def _output_groups(run: _Run, node: TaskNode) -> list[tuple[str, bool, list[str]
                 return False
         return True
 
-    nested = _nested(run.graph, node)
+    nested = run.nested(node)
     own = [p for p in undeclared if _inside(p, node.project_dir, nested)]
     other = [p for p in undeclared if p not in set(own)]
-    groups = [(e, False, m) for e, m, _ in _collapse(own, node.project_dir, whole, _walls(nested))]
-    projects = {n.project_dir for n in run.graph.nodes.values()}
-    groups += [(e, True, m) for e, m, _ in _collapse(other, "", whole, _walls(projects, strict=True))]
+    groups = [(e, False, m) for e, m, _ in collapse(own, node.project_dir, whole, _walls(nested))]
+    groups += [(e, True, m) for e, m, _ in collapse(other, "", whole, _walls(run.project_dirs, strict=True))]
     return groups
 
 
-def _collapse(paths: list[str], base: str, whole, blocked, listed=None) -> list[tuple[str, list[str], int | None]]:
-    """The fewest entries covering `paths` (all below `base`), relative to `base`: a directory's
-    `dir/**` where every file under it qualifies (`whole`) and it holds two or more of `paths`;
-    with `listed`, also a top directory holding LARGE or more of them, with its file count."""
+def collapse(paths: list[str], base: str, whole, blocked, listed=None) -> list[tuple[str, list[str], int | None]]:
+    """The fewest entries covering `paths` (all below `base`), relative to `base`, in the order of
+    `paths`: a directory's `dir/**` where every file under it qualifies (`whole`) and it holds two
+    or more of `paths`; with `listed`, also a top directory holding LARGE or more of them, with its
+    file count. `blocked` directories (other projects) are never a glob's."""
     prefix = _base(base)
     memo: dict[str, bool] = {}
     trees: dict[str, list[str]] = {}
@@ -459,7 +454,9 @@ def _collapse(paths: list[str], base: str, whole, blocked, listed=None) -> list[
             if len(members) >= LARGE:
                 out.append((top + "/**", members, len(listed(prefix + top))))
                 singles = [p for p in singles if p not in set(members)]
-    return out + [(p[len(prefix):], [p], None) for p in singles]
+    out += [(p[len(prefix):], [p], None) for p in singles]
+    first = {p: i for i, p in enumerate(paths)}
+    return sorted(out, key=lambda entry: min(first[p] for p in entry[1]))
 
 
 def _walls(dirs: Iterable[str], strict: bool = False):
@@ -489,7 +486,7 @@ def _verdict(run: _Run, node: TaskNode, reads: list[str], found: list) -> Verdic
     order = {p: i for i, p in enumerate(reads)}
     corrections = _corrections(run, node)
     inputs = [p for kind, p, _ in found if kind == "input"]
-    lines, used = _input_lines(run, node, dialect, inputs, set(reads), corrections)
+    lines, entries, used = _input_lines(run, node, dialect, inputs, set(reads), corrections)
     notes = [dialect.glob_note(wrong, right) for wrong, right in corrections.items() if wrong not in used]
     for kind, path, producer in found:
         if kind == "task":
@@ -506,26 +503,21 @@ def _verdict(run: _Run, node: TaskNode, reads: list[str], found: list) -> Verdic
         shown = _shown(path.removesuffix("/**"), node.project_dir)
         shown = f"{shown}/** ({_plural(len(members), 'file')})" if entry.endswith("/**") else shown
         outputs.append(Undeclared(path, shown, dialect.output_fix(entry, wide), len(members)))
-    added = [_merged_entry(u) for _, u in lines if u.fix.startswith('"') and '" to ' in u.fix
-             and "globalDependencies" not in u.fix and '"inputs"' in u.fix]
-    notes += dialect.merged(added, corrections, run.output_groups(node.id))
+    notes += dialect.merged(entries, corrections, run.output_groups(node.id))
     return Verdict(node.id, tuple(u for _, u in lines), tuple(outputs), tuple(notes))
 
 
-def _merged_entry(line: Undeclared) -> str:
-    return line.fix.split('"', 2)[1]  # turbo fixes open with the entry: `"src/**" to turbo.json …`
-
-
 def _input_lines(run: _Run, node: TaskNode, dialect, inputs: list[str], seen: set[str],
-                 corrections: Mapping[str, str]) -> tuple[list, set[str]]:
+                 corrections: Mapping[str, str | None]) -> tuple[list, list, set[str]]:
     """Lines for undeclared candidate inputs: files a corrected glob would take, then the fewest
     `dir/**` and files inside the project, then files outside it (for turbo, `globalDependencies`
-    when tasks of two or more packages read them)."""
-    nested = _nested(run.graph, node)
+    when tasks of two or more packages read them). Also the entries suggested, as (entry as the
+    config writes it, root-relative?, globalDependencies?), and the corrected globs used."""
+    nested = run.nested(node)
     own = [p for p in inputs if _inside(p, node.project_dir, nested)]
     other = [p for p in inputs if p not in set(own)]
     prefix = _base(node.project_dir)
-    lines, used = [], set()
+    lines, entries, used = [], [], set()
     for wrong, right in corrections.items():
         if right is None:
             continue
@@ -536,20 +528,23 @@ def _input_lines(run: _Run, node: TaskNode, dialect, inputs: list[str], seen: se
             own = [p for p in own if p not in set(members)]
             lines.append((members, _line(node, prefix + right, len(members),
                                          dialect.input_fix(right, False, instead=wrong))))
+            entries.append((right, False, False))
 
     def whole(d: str) -> bool:
         files = run.index.listed_under(d)
         return bool(files) and all(f in seen for f in files)
 
-    for entry, members, total in _collapse(own, node.project_dir, whole, _walls(nested), run.index.listed_under):
+    for entry, members, total in collapse(own, node.project_dir, whole, _walls(nested), run.index.listed_under):
         lines.append((members, _line(node, prefix + entry, len(members), dialect.input_fix(entry, False), total)))
-    projects = {n.project_dir for n in run.graph.nodes.values()}
-    for entry, members, total in _collapse(other, "", whole, _walls(projects, strict=True), run.index.listed_under):
+        entries.append((entry, False, False))
+    for entry, members, total in collapse(other, "", whole, _walls(run.project_dirs, strict=True),
+                                          run.index.listed_under):
         shared = isinstance(dialect, _Turbo) and all(len(run.shared.get(p, ())) >= 2 for p in members)
         if shared:
             run.globals[entry] = None
         lines.append((members, _line(node, entry, len(members), dialect.input_fix(entry, True, shared=shared), total)))
-    return lines, used
+        entries.append((entry, True, shared))
+    return lines, entries, used
 
 
 def _line(node: TaskNode, path: str, count: int, fix: str, total: int | None = None) -> Undeclared:
@@ -575,11 +570,11 @@ def _corrections(run: _Run, node: TaskNode) -> dict[str, str | None]:
         from_root = GlobSet([glob])
         if not any(map(from_root.matches, everything)):
             continue  # nothing to explain (KEY-23 says it matched nothing): a shared definition's glob
-        out[glob] = _project_relative(glob, node.project_dir)
+        out[glob] = project_relative(glob, node.project_dir)
     return out
 
 
-def _project_relative(glob: str, project_dir: str) -> str | None:
+def project_relative(glob: str, project_dir: str) -> str | None:
     """`glob` with its leading segments matched against the project dir taken off (`packages/**/src/**`
     at `packages/dom` is `src/**`); None when they do not lead to the project."""
     segs, dirs = glob.split("/"), project_dir.split("/") if project_dir else []
@@ -744,9 +739,10 @@ class _Turbo:
         return (f'"{glob}" in {self.where} "inputs" matches nothing: turbo inputs are package-relative; '
                 f'"{right}" here, or "$TURBO_ROOT$/{glob}" for root-relative')
 
-    def merged(self, added: list[str], corrections: Mapping[str, str | None], outputs) -> list[str]:
+    def merged(self, entries: list, corrections: Mapping[str, str | None], outputs) -> list[str]:
         """The definition's whole lists with every fix of the block, to paste."""
         out = []
+        added = [("$TURBO_ROOT$/" if wide else "") + entry for entry, wide, shared in entries if not shared]
         if added:
             declared = [corrections.get(g) or g for g in self.body.get("inputs") or ["$TURBO_DEFAULT$"]]
             out.append(f'{self.where} with these fixes: "inputs": {_json(list(dict.fromkeys([*declared, *added])))}')

@@ -367,3 +367,24 @@ def turbo_inputs(repo, task: str) -> list[str]:
                          env={**os.environ, "TURBO_TELEMETRY_DISABLED": "1", "DO_NOT_TRACK": "1"}, timeout=120)
     assert out.returncode == 0, out.stderr
     return sorted(next(t for t in json.loads(out.stdout)["tasks"] if t["taskId"] == task)["inputs"])
+
+
+def test_item6_vx_tasks_get_vx_config_text_with_the_fewest_globs(repo):
+    # a root-relative glob in `files` matches nothing; every source and a scratch report left behind
+    reads = ("for (const f of ['a.js','lib/b.js','lib/c.js']) fs.readFileSync('src/'+f);"
+             "fs.mkdirSync('reports',{recursive:true});fs.writeFileSync('reports/size.txt','1');"
+             "fs.writeFileSync('reports/deps.txt','2');const s='';")
+    workspace(repo, cached(node(reads + WRITE_OUT), inputs=("packages/app/src/**",)))
+    repo.write({".gitignore": "node_modules/\ndist/\n.vx/\nreports/\n", "packages/app/src/lib/b.js": "B",
+                "packages/app/src/lib/c.js": "C"}).commit()
+    res = repo.vx("run", "app#build", "--verify")
+    assert res.code == 1, res.out + res.err
+    assert res.out.splitlines()[-6:] == [
+        "app#build read 3 undeclared inputs:",
+        '  src/** (3 files)  add cache.inputs.files: ["src/**"] (in place of "packages/app/src/**": '
+        "files globs are project-relative)",
+        "app#build wrote 2 undeclared outputs:",
+        '  reports/** (2 files)  add cache.outputs.files: ["reports/**"]',
+        "",
+        "verify: 3 undeclared inputs, 2 undeclared outputs in 1 of 1 traced task",
+    ]
