@@ -64,8 +64,8 @@ options:
   --report[=markdown]       a markdown table of the run on stdout (task, status, cache, time)
   --report-file PATH        append that table to PATH, e.g. "$GITHUB_STEP_SUMMARY"
   --profile[=FILE]          a Chrome trace of the run (default: profile.json): one span per task
-  --verify[=inputs]         run every cached task traced (no cache reads) and fail on
-                            files it read that its cache.inputs do not declare
+  --verify[=inputs]         run every task traced (no cache reads) and fail on files a
+                            cached task read undeclared or wrote outside its outputs
 
 exit: 0 all tasks ok · 1 a task failed, was skipped or aborted · 2 usage or config error
       130 / 143 / 129 interrupted by SIGINT / SIGTERM / SIGHUP
