@@ -43,6 +43,7 @@ class Undeclared(Struct, frozen=True):
     shown: str  # as the task saw it: relative to its project dir
     fix: str  # the declaration that would cover it, as config text
     count: int = 1  # files the line stands for
+    add: bool = True  # False: `fix` says what to do instead, no declaration covers it
 
 
 class Verdict(Struct, frozen=True):
@@ -301,7 +302,6 @@ def _join(a: str, b: str) -> str:
 # them back, and a reader of one reads a cache, not a build.
 _TOOL_CACHES = re.compile(r"(?:^|/)(?:node_modules/\.cache|node_modules/\.vite(?:-temp)?|\.turbo|\.nx|\.cache"
                           r"|\.next/cache|\.parcel-cache|\.angular/cache)/|(?:^|/)\.(?:eslint|stylelint)cache$")
-NO_EDGE = "no edge:"  # a finding no declaration fixes (the edge would close a cycle)
 LARGE = 8  # this many undeclared reads in one top directory are suggested as its `dir/**`
 
 
@@ -335,6 +335,7 @@ class _Run:
         self._dialects: dict[TaskId, object] = {}
         self._outputs: dict[TaskId, list] = {}
         self._turbo = None
+        self._declared: list | None = None  # every config's cached tasks' output globs, for owner()
         self.shared: dict[str, set[str]] = {}  # outside file -> packages of turbo tasks that read it undeclared
         self.globals: dict[str, None] = {}  # globalDependencies entries suggested
 
@@ -347,6 +348,28 @@ class _Run:
     def nested(self, node: TaskNode) -> set[str]:
         base = node.project_dir
         return {d for d in self.project_dirs if d != base and (base == "" or d.startswith(base + "/"))}
+
+    def owner(self, path: str, tid: TaskId) -> TaskId | None:
+        """A task (not `tid`) that declares `path` among its outputs: of this run, else of any
+        project's config (a task outside the run still restores over it)."""
+        found = _producer(self.graph, self.plans, tid, path)
+        if found is not None:
+            return found
+        if self._declared is None:
+            self._declared = []
+            for name, cfg in self.configs.items():
+                pkg = self.packages.get(name)
+                for task in getattr(cfg, "tasks", {}).values():
+                    cache = task.cache
+                    if pkg is not None and cache is not None and (cache.output_files or cache.output_workspace_files):
+                        globs = GlobSet(cache.output_files) if cache.output_files else None
+                        wide = GlobSet(cache.output_workspace_files) if cache.output_workspace_files else None
+                        self._declared.append((TaskId(name, task.name), _base(pkg.dir), globs, wide))
+        for other, prefix, globs, wide in self._declared:
+            if other != tid and ((wide is not None and wide.matches(path)) or (
+                    globs is not None and path.startswith(prefix) and globs.matches(path[len(prefix):]))):
+                return other
+        return None
 
     def writer(self, path: str, tid: TaskId) -> TaskId | None:
         """The first traced task (not `tid`) that left `path` behind."""
@@ -409,10 +432,14 @@ def _output_groups(run: _Run, node: TaskNode) -> list[tuple[str, bool, list[str]
         return True
 
     nested = run.nested(node)
-    own = [p for p in undeclared if _inside(p, node.project_dir, nested)]
-    other = [p for p in undeclared if p not in set(own)]
-    groups = [(e, False, m) for e, m, _ in collapse(own, node.project_dir, whole, _walls(nested))]
-    groups += [(e, True, m) for e, m, _ in collapse(other, "", whole, _walls(run.project_dirs, strict=True))]
+    groups = []
+    owners = {p: run.owner(p, node.id) for p in undeclared}
+    for owner in dict.fromkeys(owners.values()):  # another task's declared outputs apart: a different finding
+        paths = [p for p in undeclared if owners[p] == owner]
+        own = [p for p in paths if _inside(p, node.project_dir, nested)]
+        other = [p for p in paths if p not in set(own)]
+        groups += [(e, False, m) for e, m, _ in collapse(own, node.project_dir, whole, _walls(nested))]
+        groups += [(e, True, m) for e, m, _ in collapse(other, "", whole, _walls(run.project_dirs, strict=True))]
     return groups
 
 
@@ -495,15 +522,22 @@ def _verdict(run: _Run, node: TaskNode, reads: list[str], found: list) -> Verdic
             fix = _written_fix(run, node, producer, path)
         else:
             continue
-        lines.append(([path], Undeclared(path, _shown(path, node.project_dir), fix)))
+        lines.append(([path], Undeclared(path, _shown(path, node.project_dir), fix, add=not fix.startswith("no edge:"))))
     lines.sort(key=lambda line: min(order[p] for p in line[0]))
     outputs = []
     for entry, wide, members in run.output_groups(node.id):
         path = entry if wide else _base(node.project_dir) + entry
         shown = _shown(path.removesuffix("/**"), node.project_dir)
         shown = f"{shown}/** ({_plural(len(members), 'file')})" if entry.endswith("/**") else shown
-        outputs.append(Undeclared(path, shown, dialect.output_fix(entry, wide), len(members)))
-    notes += dialect.merged(entries, corrections, run.output_groups(node.id))
+        owner = run.owner(members[0], node.id)
+        if owner is not None:  # tsc -b building a referenced project: another task's output
+            fix = (f"no output of its own: {owner} declares it; let one task write it (two writers "
+                   "restore each other's copy)")
+            outputs.append(Undeclared(path, shown, fix, len(members), add=False))
+        else:
+            outputs.append(Undeclared(path, shown, dialect.output_fix(entry, wide), len(members)))
+    own_outputs = [g for g, u in zip(run.output_groups(node.id), outputs) if u.add]
+    notes += dialect.merged(entries, corrections, own_outputs)
     return Verdict(node.id, tuple(u for _, u in lines), tuple(outputs), tuple(notes))
 
 
@@ -594,7 +628,7 @@ def _edge_fix(run: _Run, node: TaskNode, producer: TaskId, path: str) -> str | N
     if not (_reaches(run.graph, producer, node.id)
             or (caret and _package_reaches(run.packages, producer.package, node.id.package))):
         return None
-    text = (f"{NO_EDGE} {producer} outputs it and depends on this task (dependsOn would close a cycle), so this "
+    text = (f"no edge: {producer} outputs it and depends on this task (dependsOn would close a cycle), so this "
             "read is of an earlier build; move the read out of this task")
     if run.index.could_be_input(path):
         return text + f", or declare it an input ({run.dialect(node.id).input_fix(path, True)}) if that is intended"
@@ -788,8 +822,7 @@ def _block(verdict: Verdict) -> list[str]:
         if items:
             lines.append(f"{verdict.id} {verb} {_plural(sum(u.count for u in items), noun)}:")
             width = max(len(u.shown) for u in items)
-            lines += [f"  {u.shown.ljust(width)}  {'' if u.fix.startswith(NO_EDGE) else 'add '}{u.fix}"
-                      for u in items]
+            lines += [f"  {u.shown.ljust(width)}  {'add ' if u.add else ''}{u.fix}" for u in items]
     lines += [f"  {note}" for note in verdict.notes]
     return lines + [""]
 

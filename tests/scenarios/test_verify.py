@@ -259,7 +259,7 @@ FLOATING_TURBO = {
 }
 
 
-def floating_ui(repo, build=None, sources=3):
+def floating_ui(repo, build=None, sources=3, typecheck=None):
     def manifest(name, deps=(), **scripts):
         return {"name": name, "version": "1.0.0", "scripts": {"typecheck": "node ../../node_modules/tsc.js", **scripts},
                 "dependencies": {d: "workspace:^" for d in deps}}
@@ -277,7 +277,8 @@ def floating_ui(repo, build=None, sources=3):
         "packages/react-dom/tsconfig.json": "{}",
         "packages/react-dom/src/index.ts": "export * from '@floating-ui/dom'",
     }
-    files["packages/dom/package.json"]["scripts"]["typecheck"] += " ../react-dom/out-tsc/index.d.ts"
+    files["packages/dom/package.json"]["scripts"]["typecheck"] = typecheck or \
+        "node ../../node_modules/tsc.js ../react-dom/out-tsc/index.d.ts"
     for i in range(sources):
         files[f"packages/dom/src/m{i}.ts"] = f"export const m{i} = {i}"
     repo.write(files).commit()
@@ -298,6 +299,22 @@ def test_item7_verify_never_suggests_an_edge_that_closes_a_cycle(repo):
         "verify: 1 undeclared input in 1 of 2 traced tasks",
     ]
     assert '"dependsOn"' not in res.out
+
+
+def test_item5_a_write_into_another_tasks_declared_outputs_is_named_not_declared_twice(repo):
+    # `tsc -b` in dom builds the react-dom project its tests reference: react-dom#typecheck's outputs
+    build_ref = ("node -e \"const fs=require('fs');fs.mkdirSync('../react-dom/out-tsc/lib',{recursive:true});"
+                 "fs.writeFileSync('../react-dom/out-tsc/lib/index.d.ts','R')\" && node ../../node_modules/tsc.js")
+    floating_ui(repo, typecheck=build_ref)
+    res = repo.vx("run", "@floating-ui/dom#typecheck", "--verify=inputs")
+    assert res.code == 1, res.out + res.err
+    assert res.out.splitlines()[-4:] == [
+        "@floating-ui/dom#typecheck wrote 1 undeclared output:",
+        "  ../react-dom/out-tsc/lib/index.d.ts  no output of its own: @floating-ui/react-dom#typecheck declares it; "
+        "let one task write it (two writers restore each other's copy)",
+        "",
+        "verify: 1 undeclared output in 1 of 1 traced task",
+    ]
 
 
 # rollup -c: every source of the package, its tsconfig and rollup config, and the shared config
