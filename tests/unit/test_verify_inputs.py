@@ -91,3 +91,24 @@ def test_render_counts_and_blocks():
         "verify: not traced (did not run): b#build",
     ]
     assert report.exit_code == 1 and VerifyReport((Verdict(lib, ()),)).exit_code == 0
+
+
+def test_item7_a_caret_edge_is_checked_in_the_project_graph_too():
+    from vx.model import Package, TaskConfig, TaskGraph, TaskNode
+    from vx.verify import _edge_fix, _Run
+
+    a, b = TaskId("a", "build"), TaskId("b", "build")
+    cfg = TaskConfig("build", "{}")
+    graph = TaskGraph({a: TaskNode(a, cfg, "a", ()), b: TaskNode(b, cfg, "b", ())}, (a, b), {}, (a,))
+
+    class Index:
+        @staticmethod
+        def could_be_input(path):
+            return False
+
+    def fix(b_deps):
+        packages = {"a": Package("a", "a", ("b",), "a/package.json"), "b": Package("b", "b", b_deps, "b/package.json")}
+        return _edge_fix(_Run(ROOT, graph, {}, Index(), packages, {}), graph.nodes[a], b, "b/types/x.d.ts")
+
+    assert fix(()) is None  # `^build` on a is sound: b does not depend on a
+    assert fix(("a",)).startswith("no edge: b#build outputs it and depends on this task")  # a workspace cycle
