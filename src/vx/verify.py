@@ -1,14 +1,17 @@
-"""`vx run --verify=inputs` (LG-03): run every cached task traced, name each file it read undeclared.
+"""`vx run --verify=inputs` (LG-03): run every task traced, name each file a cached task read
+undeclared or wrote outside its declared outputs.
 
-A cache is only as sound as its declared inputs: a task that reads `../shared/x.js` without
-declaring it is restored from the cache after `x.js` changed. Under `--verify=inputs` every
-task with `cache` executes (cache reads off, writes as usual) under `strace -f --seccomp-bpf`,
-and each file it opened for reading or executed inside the workspace is checked against
-what its key covers: its own `cache.inputs`, its `package.json`, the root lockfiles, its
-outputs, and the inputs and outputs of every upstream task whose key folds into its own
-(transitively). A file that could be an input (listed by git, not excluded by KEY-17) but
-is covered by none of these is reported with the `cache.inputs` entry that would cover it,
-and the run exits 1.
+A cache is only as sound as its declarations: a task that reads `../shared/x.js` without
+declaring it is restored from the cache after `x.js` changed, and a file it writes outside its
+outputs is missing after a restore. Under `--verify=inputs` every task executes (cache reads off,
+writes as usual) under `strace -f --seccomp-bpf`, and each file a cached task opened for reading
+or executed inside the workspace is checked against what its key covers: its own `cache.inputs`,
+its `package.json`, the root lockfiles, its outputs, and the inputs and outputs of every upstream
+task whose key folds into its own (transitively). A file that could be an input (listed by git,
+not excluded by KEY-17), another task's output, or a file another traced task (uncached ones too)
+wrote, covered by none of these, is reported; so is each file a cached task left behind outside
+its outputs. Fixes are written in the task's own config vocabulary (vx.config or turbo.json),
+as few globs as cover the files, never as an edge that would close a cycle. The run exits 1.
 """
 
 from __future__ import annotations
@@ -220,7 +223,7 @@ def _relative(path: str, root: Path) -> str | None:
     return None
 
 
-def _undeclared(root: Path, graph: TaskGraph, plans, index, node: TaskNode, reads: list[str], run=None):
+def _undeclared(root: Path, graph: TaskGraph, plans, index, node: TaskNode, reads: list[str], run: _Run):
     """The reads no part of the key covers, as (kind, path, producer): a candidate input (git lists
     it, KEY-17 allows it), another task's declared output (kind "task"), or a file another traced
     task wrote without declaring it (kind "written"); either output usually gitignored, so only
@@ -232,7 +235,7 @@ def _undeclared(root: Path, graph: TaskGraph, plans, index, node: TaskNode, read
         if path in covered or any(o.allows(path) for o in outputs):
             continue
         producer = _producer(graph, plans, node.id, path)
-        writer = run.writer(path, node.id) if run is not None and producer is None else None
+        writer = run.writer(path, node.id) if producer is None else None
         if producer is not None:
             yield "task", path, producer
         elif writer is not None:
