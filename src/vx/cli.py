@@ -64,8 +64,8 @@ options:
   --report[=markdown]       a markdown table of the run on stdout (task, status, cache, time)
   --report-file PATH        append that table to PATH, e.g. "$GITHUB_STEP_SUMMARY"
   --profile[=FILE]          a Chrome trace of the run (default: profile.json): one span per task
-  --verify[=inputs]         run every cached task traced (no cache reads) and fail on
-                            files it read that its cache.inputs do not declare
+  --verify[=inputs]         run every task traced (no cache reads) and fail on files a
+                            cached task read undeclared or wrote outside its outputs
   --framework-inference B   true (default) | false: whether a turbo.json task keys and passes
                             its framework's variables (NEXT_PUBLIC_*, VITE_*, …), as turbo's flag
 
@@ -547,7 +547,8 @@ def _verify_report(tracer, prep, summary) -> int:
     try:
         if summary.interrupted:
             return summary.exit_code
-        report = check(prep.ws.root, prep.graph, prep.plans, prep.index, tracer)
+        report = check(prep.ws.root, prep.graph, prep.plans, prep.index, tracer, packages=prep.ws.packages,
+                       configs=prep.configs)
     finally:
         tracer.close()
     try:

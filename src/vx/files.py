@@ -142,6 +142,15 @@ class FileIndex:
             return True
         return rel_path in self._path_set and not _never_input(rel_path, self._l.untracked)
 
+    def tracked(self, rel_path: str) -> bool:
+        """Whether git tracks the file (listed, not untracked): a source, never a task's output."""
+        return rel_path in self._path_set and rel_path not in self._l.untracked
+
+    def listed_under(self, rel_dir: str) -> list[str]:
+        """The candidate inputs below `rel_dir`, sorted: `--verify` asks whether a task read them all."""
+        lo, hi = self._range(rel_dir)[-1]
+        return self._paths[lo:hi]
+
     def vouched(self, rel_path: str) -> bool:
         """Whether git vouches for the file: tracked, clean by `git status`, no filter possible
         (KEY-14). Its bytes are then pinned by the `ls-files` and `status` listings themselves."""

@@ -67,6 +67,7 @@ class Prepared(Struct):
     remote_hits: frozenset[str] = frozenset()  # `--dry` only: keys the remote holds
     notices: tuple[tuple[str, str], ...] = ()  # (message, info | warning)
     retention: object | None = None  # model.CacheRetention: the workspace's cacheRetention
+    configs: Mapping[str, object] = {}  # package -> ProjectConfig, as loaded (--verify speaks each one's file)
 
 
 def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: RunLock | None = None) -> Prepared:
@@ -134,7 +135,7 @@ def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: 
     return Prepared(ws, graph, plans, index, store, hits, concurrency, broad, cache_dir, policy, remote,
                     frozenset(remote_hits),
                     tuple((m, "warning") for m in cache.notices) + (((affected_notice, "info"),) if affected_notice else ()),
-                    ws_config.cache_retention)
+                    ws_config.cache_retention, configs)
 
 
 def _affected(req: RunRequest, ws: Workspace, ws_config, configs, graph: TaskGraph,

@@ -1,7 +1,10 @@
 """`vx run --verify=inputs` (LG-03): cached tasks run under real strace; every file a node task
 read but did not declare is named with the cache.inputs entry that covers it, and the run exits 1."""
 
+import json
+import os
 import shutil
+import subprocess
 
 import pytest
 
@@ -67,7 +70,8 @@ def test_dependency_outputs_and_own_writes_are_covered_and_ignored_files_are_not
     lib_build = cached(node("fs.mkdirSync('dist',{recursive:true});fs.writeFileSync('dist/lib.js','L;')"))
     app = cached(node("fs.mkdirSync('tmp',{recursive:true});fs.writeFileSync('tmp/scratch','x');"
                       "const s=fs.readFileSync('tmp/scratch','utf8')+fs.readFileSync('../lib/dist/lib.js','utf8')"
-                      "+fs.readFileSync('.env.local','utf8')+fs.readFileSync('src/a.js','utf8');" + WRITE_OUT),
+                      "+fs.readFileSync('.env.local','utf8')+fs.readFileSync('src/a.js','utf8');"
+                      "fs.unlinkSync('tmp/scratch');" + WRITE_OUT),  # a scratch file it removes is no output
                  deps=("^build",))
     workspace(repo, app, {"lib": {"tasks": {"build": lib_build}, "files": {"src/l.js": "L"}}})
     repo.write({"packages/app/package.json": {"name": "app", "version": "1.0.0",
@@ -135,3 +139,269 @@ def test_concurrent_tasks_keep_their_own_traces(repo):
     assert res.code == 1, res.err
     assert [line for line in res.out.splitlines() if "add " in line] == [
         '  a.txt  add cache.inputs.files: ["a.txt"]', '  b.txt  add cache.inputs.files: ["b.txt"]']
+
+
+# ---------------------------------------------------------------- vercel/edge-runtime's shape (item 5)
+
+# primitives' build bundles dist/ (declared) and writes types/*.d.ts from type-definitions/ (not
+# declared; gitignored by the package); vm's build type-checks against them through node_modules.
+PRIMITIVES_BUILD = ("const fs=require('fs');fs.mkdirSync('dist',{recursive:true});fs.mkdirSync('types',{recursive:true});"
+                    "for (const f of fs.readdirSync('type-definitions')) "
+                    "fs.writeFileSync('types/'+f,fs.readFileSync('type-definitions/'+f));"
+                    "fs.writeFileSync('dist/index.js','module.exports={}');")
+VM_BUILD = ("const fs=require('fs');const t=fs.readFileSync(require.resolve('@edge-runtime/primitives/types/index.d.ts'));"
+            "fs.mkdirSync('dist',{recursive:true});fs.writeFileSync('dist/index.js',fs.readFileSync('src/index.ts'));")
+RUNTIME_BUILD = "node -e \"require('fs').writeFileSync('src/version.ts','export const VERSION = 1')\""
+EDGE_TURBO = {
+    "globalEnv": ["RUNNER_OS", "NODE_VERSION"],
+    "tasks": {
+        "build": {"outputs": ["dist/**"], "dependsOn": ["^build"]},
+        "edge-runtime#build": {"cache": False, "dependsOn": ["^build"], "outputs": ["src/version.ts"]},
+        "@edge-runtime/primitives#build": {"dependsOn": ["^build"], "outputs": ["dist/**"]},
+        "lint": {"outputs": []},
+        "test": {"cache": False, "dependsOn": ["build"], "outputs": []},
+    },
+}
+
+
+def edge_runtime(repo):
+    def manifest(name, scripts, deps=()):
+        return {"name": name, "version": "1.0.0", "scripts": scripts, "dependencies": {d: "workspace:*" for d in deps}}
+
+    repo.write({
+        "package.json": {"name": "edge-runtime-monorepo", "private": True, "workspaces": ["packages/*"]},
+        ".gitignore": "node_modules\n.vx\npackages/*/dist\npackages/runtime/src/version.ts\n",
+        "turbo.json": EDGE_TURBO,
+        "packages/primitives/package.json": manifest("@edge-runtime/primitives", {"build": "node scripts/build.js"}),
+        "packages/primitives/.gitignore": "types\nload\n",
+        "packages/primitives/scripts/build.js": PRIMITIVES_BUILD,
+        "packages/primitives/type-definitions/index.d.ts": "export * from './fetch'",
+        "packages/primitives/type-definitions/fetch.d.ts": "export declare const fetch: unknown",
+        "packages/vm/package.json": manifest("@edge-runtime/vm", {"build": "node scripts/build.js"},
+                                             ["@edge-runtime/primitives"]),
+        "packages/vm/scripts/build.js": VM_BUILD,
+        "packages/vm/src/index.ts": "export {}",
+        "packages/runtime/package.json": manifest("edge-runtime", {
+            "build": RUNTIME_BUILD,
+            "lint": "node -e \"require('fs').readFileSync('src/version.ts')\""}, ["@edge-runtime/vm"]),
+        "packages/runtime/src/index.ts": "export * from './version'",
+    }).commit()
+    links = repo.root / "node_modules" / "@edge-runtime"
+    links.mkdir(parents=True)
+    for name in ("primitives", "vm"):  # what `pnpm install` links
+        (links / name).symlink_to(repo.root / "packages" / name)
+    return repo
+
+
+def test_item5_an_undeclared_output_a_dependant_reads_is_named_with_the_producers_outputs(repo):
+    edge_runtime(repo)
+    res = repo.vx("run", "@edge-runtime/vm#build", "--verify=inputs")
+    assert res.code == 1, res.out + res.err
+    where = 'turbo.json tasks["@edge-runtime/primitives#build"]'
+    out = res.out[res.out.index("@edge-runtime/primitives#build wrote"):].splitlines()
+    assert out == [
+        "@edge-runtime/primitives#build wrote 2 undeclared outputs:",
+        f'  types/** (2 files)  add "types/**" to {where} "outputs"',
+        f'  {where} with these fixes: "outputs": ["dist/**", "types/**"]',
+        "",
+        "@edge-runtime/vm#build read 1 undeclared input:",
+        f'  ../primitives/types/index.d.ts  add "types/**" to {where} "outputs" '
+        "(@edge-runtime/primitives#build writes it undeclared)",
+        "",
+        "verify: 1 undeclared input, 2 undeclared outputs in 2 of 2 traced tasks",
+    ]
+    # with the fix, both pass: the dependant's key now folds the types the producer saves
+    EDGE_TURBO["tasks"]["@edge-runtime/primitives#build"]["outputs"].append("types/**")
+    try:
+        repo.write({"turbo.json": EDGE_TURBO}).commit()
+    finally:
+        EDGE_TURBO["tasks"]["@edge-runtime/primitives#build"]["outputs"].remove("types/**")
+    fixed = repo.vx("run", "@edge-runtime/vm#build", "--verify=inputs")
+    assert fixed.code == 0, fixed.out + fixed.err
+    assert fixed.out.splitlines()[-1] == "verify: every traced task declared what it read (2 tasks)"
+
+
+def test_item5_a_cache_false_tasks_writes_are_traced_for_its_cached_readers(repo):
+    # edge-runtime#build is `cache: false` and writes src/version.ts; a cached lint reads it with no
+    # edge to the writer (the copy an earlier build left)
+    edge_runtime(repo)
+    assert repo.vx("run", "edge-runtime#build").code == 0
+    res = repo.vx("run", "edge-runtime#build", "edge-runtime#lint", "--verify=inputs")
+    assert res.code == 1, res.out + res.err
+    block = res.out[res.out.index("edge-runtime#lint read"):].splitlines()
+    assert block[:3] == [
+        "edge-runtime#lint read 1 undeclared input:",
+        '  src/version.ts  add "build" to turbo.json tasks.lint "dependsOn" (edge-runtime#build writes it, uncached)',
+        "",
+    ]
+    # an uncached task is traced for what it writes, never itself checked or counted
+    assert "edge-runtime#build wrote" not in res.out and "in 3 of 3 traced tasks" in res.out
+
+
+# ---------------------------------------------------------------- floating-ui's shape (items 6, 7)
+
+# `tsc -b`-like: dom's test project references react-dom's, so dom#typecheck reads react-dom's
+# out-tsc when an earlier build left it; react-dom#typecheck depends on dom#typecheck (^typecheck).
+TYPECHECK = ("const fs=require('fs');let s='';for (const f of fs.readdirSync('src')) s+=fs.readFileSync('src/'+f);"
+             "s+=fs.readFileSync('tsconfig.json');const ref=process.argv[2];"
+             "if (ref && fs.existsSync(ref)) s+=fs.readFileSync(ref);"
+             "fs.mkdirSync('out-tsc',{recursive:true});fs.writeFileSync('out-tsc/index.d.ts',s);")
+FLOATING_TURBO = {
+    "globalDependencies": ["./config/scripts/build-api.mjs"],
+    "tasks": {
+        "build": {"dependsOn": ["^build"], "outputs": ["dist/**"],
+                  "inputs": ["packages/**/src/**", "packages/**/package.json", "packages/**/tsconfig.json",
+                             "packages/**/rollup.config.mjs", "packages/**/vite.config.ts"]},
+        "typecheck": {"dependsOn": ["^typecheck"], "outputs": ["out-tsc/**"],
+                      "inputs": ["src/**", "test/**", "tsconfig.json", "tsconfig.*.json"]},
+        "lint": {"cache": False},
+    },
+}
+
+
+def floating_ui(repo, build=None, sources=3, typecheck=None):
+    def manifest(name, deps=(), **scripts):
+        return {"name": name, "version": "1.0.0", "scripts": {"typecheck": "node ../../node_modules/tsc.js", **scripts},
+                "dependencies": {d: "workspace:^" for d in deps}}
+
+    files = {
+        "package.json": {"name": "@floating-ui/monorepo", "private": True, "workspaces": ["./packages/*", "config"]},
+        ".gitignore": "node_modules\ndist\nout-tsc\n.vx\n",
+        "turbo.json": FLOATING_TURBO,
+        "config/package.json": {"name": "config", "private": True, "version": "0.0.0"},
+        "node_modules/tsc.js": TYPECHECK,  # tsc, as installed (gitignored)
+        "config/scripts/build-api.mjs": "export {}",
+        "packages/dom/package.json": manifest("@floating-ui/dom", (), build=build or "node ../../config/build.js"),
+        "packages/dom/tsconfig.json": "{}",
+        "packages/react-dom/package.json": manifest("@floating-ui/react-dom", ("@floating-ui/dom",)),
+        "packages/react-dom/tsconfig.json": "{}",
+        "packages/react-dom/src/index.ts": "export * from '@floating-ui/dom'",
+    }
+    files["packages/dom/package.json"]["scripts"]["typecheck"] = typecheck or \
+        "node ../../node_modules/tsc.js ../react-dom/out-tsc/index.d.ts"
+    for i in range(sources):
+        files[f"packages/dom/src/m{i}.ts"] = f"export const m{i} = {i}"
+    repo.write(files).commit()
+    return repo
+
+
+def test_item7_verify_never_suggests_an_edge_that_closes_a_cycle(repo):
+    floating_ui(repo)
+    assert repo.vx("run", "typecheck").code == 0  # an earlier build leaves react-dom's out-tsc behind
+    res = repo.vx("run", "typecheck", "--verify=inputs")
+    assert res.code == 1, res.out + res.err
+    assert res.out.splitlines()[-4:] == [
+        "@floating-ui/dom#typecheck read 1 undeclared input:",
+        "  ../react-dom/out-tsc/index.d.ts  no edge: @floating-ui/react-dom#typecheck outputs it and depends on "
+        "this task (dependsOn would close a cycle), so this read is of an earlier build; move the read out of "
+        "this task (a gitignored file cannot be an input)",
+        "",
+        "verify: 1 undeclared input in 1 of 2 traced tasks",
+    ]
+    assert '"dependsOn"' not in res.out
+
+
+def test_item5_a_write_into_another_tasks_declared_outputs_is_named_not_declared_twice(repo):
+    # `tsc -b` in dom builds the react-dom project its tests reference: react-dom#typecheck's outputs
+    build_ref = ("node -e \"const fs=require('fs');fs.mkdirSync('../react-dom/out-tsc/lib',{recursive:true});"
+                 "fs.writeFileSync('../react-dom/out-tsc/lib/index.d.ts','R')\" && node ../../node_modules/tsc.js")
+    floating_ui(repo, typecheck=build_ref)
+    res = repo.vx("run", "@floating-ui/dom#typecheck", "--verify=inputs")
+    assert res.code == 1, res.out + res.err
+    assert res.out.splitlines()[-4:] == [
+        "@floating-ui/dom#typecheck wrote 1 undeclared output:",
+        "  ../react-dom/out-tsc/lib/index.d.ts  no output of its own: @floating-ui/react-dom#typecheck declares it; "
+        "let one task write it (two writers restore each other's copy)",
+        "",
+        "verify: 1 undeclared output in 1 of 1 traced task",
+    ]
+
+
+# rollup -c: every source of the package, its tsconfig and rollup config, and the shared config
+# package's sources and base tsconfig (which every package's build reads)
+ROLLUP = ("const fs=require('fs'),path=require('path');const walk=d=>fs.readdirSync(d,{withFileTypes:true})"
+          ".flatMap(e=>e.isDirectory()?walk(path.join(d,e.name)):[path.join(d,e.name)]);"
+          "let s='';for (const f of [...walk('src'),'tsconfig.json','rollup.config.mjs',...walk('../../config/src'),"
+          "'../../config/tsconfig.base.json']) s+=fs.readFileSync(f);"
+          "fs.mkdirSync('dist',{recursive:true});fs.writeFileSync('dist/index.mjs',s);")
+
+
+def test_item6_turbo_advice_is_turbo_json_text_with_the_fewest_globs(repo):
+    floating_ui(repo, build="node ../../node_modules/rollup.js", sources=12)
+    extra = {"node_modules/rollup.js": ROLLUP,
+             "config/src/index.mts": "export {}", "config/src/defineRollupConfig.mts": "export {}",
+             "config/src/utils/outputFormat.mts": "export {}", "config/tsconfig.base.json": "{}",
+             "packages/react-dom/rollup.config.mjs": "export default {}",
+             "packages/dom/rollup.config.mjs": "export default {}", "packages/dom/vite.config.mts": "unread"}
+    extra.update({f"packages/dom/src/platform/p{i}.ts": "p" for i in range(12)})
+    repo.write(extra)
+    manifest = repo.root / "packages/react-dom/package.json"  # react-dom builds with the same script
+    manifest.write_text(manifest.read_text().replace('"typecheck":', '"build": "node ../../node_modules/rollup.js", "typecheck":'))
+    repo.commit()
+    res = repo.vx("run", "build", "--verify=inputs")
+    assert res.code == 1, res.out + res.err
+    dom = res.out[res.out.index("@floating-ui/dom#build read"):].split("\n\n")[0].splitlines()
+    where = "turbo.json tasks.build"
+    relative = "turbo inputs are package-relative"
+    assert dom == [
+        "@floating-ui/dom#build read 30 undeclared inputs:",
+        f'  src/** (24 files)                add "src/**" to {where} "inputs" (in place of "packages/**/src/**": {relative})',
+        f'  tsconfig.json                    add "tsconfig.json" to {where} "inputs" (in place of "packages/**/tsconfig.json": {relative})',
+        f'  rollup.config.mjs                add "rollup.config.mjs" to {where} "inputs" (in place of "packages/**/rollup.config.mjs": {relative})',
+        '  ../../config/src/** (3 files)    add "config/src/**" to turbo.json "globalDependencies" (tasks of several packages read it)',
+        '  ../../config/tsconfig.base.json  add "config/tsconfig.base.json" to turbo.json "globalDependencies" (tasks of several packages read it)',
+        f'  "packages/**/package.json" in {where} "inputs" matches nothing: {relative}; "package.json" here, '
+        'or "$TURBO_ROOT$/packages/**/package.json" for root-relative',
+        f'  {where} with these fixes: "inputs": ["src/**", "package.json", "tsconfig.json", "rollup.config.mjs", '
+        '"packages/**/vite.config.ts"]',
+    ]
+    assert res.out.splitlines()[-2] == ('turbo.json with these fixes: "globalDependencies": '
+                                        '["./config/scripts/build-api.mjs", "config/src/**", "config/tsconfig.base.json"]')
+    assert "cache.inputs" not in res.out and "workspaceFiles" not in res.out
+    # turbo itself hashes none of the package's sources for the declared globs, and all of them for
+    # the suggested ones; with both fixes pasted, verify passes
+    assert turbo_inputs(repo, "@floating-ui/dom#build") == ["package.json"]
+    turbo = json.loads(json.dumps(FLOATING_TURBO))
+    turbo["tasks"]["build"]["inputs"] = json.loads(dom[-1].split('"inputs": ', 1)[1])
+    turbo["globalDependencies"] = json.loads(res.out.splitlines()[-2].split('"globalDependencies": ', 1)[1])
+    repo.write({"turbo.json": turbo}).commit()
+    hashed = turbo_inputs(repo, "@floating-ui/dom#build")
+    assert {"tsconfig.json", "rollup.config.mjs", "src/m0.ts", "src/platform/p11.ts"} <= set(hashed) and len(hashed) == 27
+    fixed = repo.vx("run", "build", "--verify=inputs")
+    assert fixed.code == 0, fixed.out + fixed.err
+
+
+def turbo_inputs(repo, task: str) -> list[str]:
+    """The files turbo 2 (the pinned one) hashes for `task`, from `turbo run --dry=json`."""
+    from npm_packages import installed
+
+    turbo = installed("turbo").parent / ".bin" / "turbo"
+    if not (repo.root / "package-lock.json").exists():  # turbo wants a package manager and its lockfile
+        manifest = json.loads((repo.root / "package.json").read_text())
+        repo.write({"package.json": {**manifest, "packageManager": "npm@10.9.0"},
+                    "package-lock.json": {"lockfileVersion": 3, "packages": {}}}).commit()
+    out = subprocess.run([str(turbo), "run", "build", "--dry=json"], cwd=repo.root, capture_output=True, text=True,
+                         env={**os.environ, "TURBO_TELEMETRY_DISABLED": "1", "DO_NOT_TRACK": "1"}, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return sorted(next(t for t in json.loads(out.stdout)["tasks"] if t["taskId"] == task)["inputs"])
+
+
+def test_item6_vx_tasks_get_vx_config_text_with_the_fewest_globs(repo):
+    # a root-relative glob in `files` matches nothing; every source and a scratch report left behind
+    reads = ("for (const f of ['a.js','lib/b.js','lib/c.js']) fs.readFileSync('src/'+f);"
+             "fs.mkdirSync('reports',{recursive:true});fs.writeFileSync('reports/size.txt','1');"
+             "fs.writeFileSync('reports/deps.txt','2');const s='';")
+    workspace(repo, cached(node(reads + WRITE_OUT), inputs=("packages/app/src/**",)))
+    repo.write({".gitignore": "node_modules/\ndist/\n.vx/\nreports/\n", "packages/app/src/lib/b.js": "B",
+                "packages/app/src/lib/c.js": "C"}).commit()
+    res = repo.vx("run", "app#build", "--verify")
+    assert res.code == 1, res.out + res.err
+    assert res.out.splitlines()[-6:] == [
+        "app#build read 3 undeclared inputs:",
+        '  src/** (3 files)  add cache.inputs.files: ["src/**"] (in place of "packages/app/src/**": '
+        "files globs are project-relative)",
+        "app#build wrote 2 undeclared outputs:",
+        '  reports/** (2 files)  add cache.outputs.files: ["reports/**"]',
+        "",
+        "verify: 3 undeclared inputs, 2 undeclared outputs in 1 of 1 traced task",
+    ]

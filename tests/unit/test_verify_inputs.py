@@ -7,7 +7,8 @@ import pytest
 from vx.errors import UsageError
 from vx.model import TaskId
 from vx.sandbox.trace import Access
-from vx.verify import Undeclared, Verdict, VerifyReport, cover_entry, parse_mode, read_paths, render
+from vx.verify import (Undeclared, Verdict, VerifyReport, _walls, collapse, parse_mode, project_relative, read_paths,
+                       render)
 
 ROOT = Path("/ws")
 
@@ -28,15 +29,46 @@ def test_reads_are_workspace_files_read_or_executed_before_the_task_wrote_them()
     assert read_paths(accesses, ROOT) == ["pkg/src/a.js", "shared/real.js", "pkg/run.sh"]
 
 
-@pytest.mark.parametrize("path, project, entry", [
-    ("packages/app/config.json", "packages/app", 'files: ["config.json"]'),
-    ("packages/shared/x.js", "packages/app", 'workspaceFiles: ["packages/shared/x.js"]'),
-    ("tsconfig.base.json", "packages/app", 'workspaceFiles: ["tsconfig.base.json"]'),
-    ("scripts/gen.js", "", 'files: ["scripts/gen.js"]'),
-    ("packages/app/src/x.js", "", 'workspaceFiles: ["packages/app/src/x.js"]'),  # a nested project
+def test_item6_a_directory_is_collapsed_when_every_file_under_it_was_read():
+    listed = {"p/src": ["p/src/a", "p/src/b", "p/src/deep/c"], "p/src/deep": ["p/src/deep/c"],
+              "p/lib": ["p/lib/x", "p/lib/y"], "p/one": ["p/one/z"]}
+    seen = {"p/src/a", "p/src/b", "p/src/deep/c", "p/lib/x", "p/one/z"}
+
+    def whole(d):
+        return all(f in seen for f in listed[d])
+
+    paths = ["p/src/a", "p/src/b", "p/src/deep/c", "p/lib/x", "p/one/z", "p/top.json"]
+    assert collapse(paths, "p", whole, _walls(())) == [
+        ("src/**", ["p/src/a", "p/src/b", "p/src/deep/c"], None),  # the highest directory read whole
+        ("lib/x", ["p/lib/x"], None),  # lib/y was not read
+        ("one/z", ["p/one/z"], None),  # one file stays a file
+        ("top.json", ["p/top.json"], None),
+    ]
+    # a nested project is never swallowed, and outside a project no glob takes one in
+    assert collapse(["p/src/a", "p/src/b"], "p", whole, _walls(["p/src"])) == [
+        ("src/a", ["p/src/a"], None), ("src/b", ["p/src/b"], None)]
+    assert collapse(["p/src/a", "p/src/b"], "", whole, _walls(["p/src"], strict=True))[0][0] == "p/src/**"
+    assert collapse(["p/src/a", "p/src/b"], "", whole, _walls(["p/src/deep"], strict=True)) == [
+        ("p/src/a", ["p/src/a"], None), ("p/src/b", ["p/src/b"], None)]
+
+
+def test_item6_many_reads_in_one_top_directory_are_one_glob_with_the_count():
+    files = [f"p/src/f{i}" for i in range(9)]
+    listed = {"p/src": [*files, "p/src/unread"]}
+    out = collapse(files, "p", lambda d: False, _walls(()), listed=lambda d: listed[d])
+    assert out == [("src/**", files, 10)]
+    assert len(collapse(files[:7], "p", lambda d: False, _walls(()), listed=lambda d: listed[d])) == 7
+
+
+@pytest.mark.parametrize("glob, project, right", [
+    ("packages/**/src/**", "packages/dom", "src/**"),
+    ("packages/*/package.json", "packages/dom", "package.json"),
+    ("packages/dom/src/*.ts", "packages/dom", "src/*.ts"),
+    ("apps/**/src/**", "packages/dom", None),  # does not lead to the project
+    ("src/**", "packages/dom", None),
 ])
-def test_the_entry_that_covers_a_file(path, project, entry):
-    assert cover_entry(path, project, nested=["packages/app", "packages/shared"] if project == "" else ()) == entry
+def test_item6_a_root_relative_glob_from_the_project_dir(glob, project, right):
+    assert project_relative(glob, project) == right
 
 
 def test_modes():
@@ -59,3 +91,24 @@ def test_render_counts_and_blocks():
         "verify: not traced (did not run): b#build",
     ]
     assert report.exit_code == 1 and VerifyReport((Verdict(lib, ()),)).exit_code == 0
+
+
+def test_item7_a_caret_edge_is_checked_in_the_project_graph_too():
+    from vx.model import Package, TaskConfig, TaskGraph, TaskNode
+    from vx.verify import _edge_fix, _Run
+
+    a, b = TaskId("a", "build"), TaskId("b", "build")
+    cfg = TaskConfig("build", "{}")
+    graph = TaskGraph({a: TaskNode(a, cfg, "a", ()), b: TaskNode(b, cfg, "b", ())}, (a, b), {}, (a,))
+
+    class Index:
+        @staticmethod
+        def could_be_input(path):
+            return False
+
+    def fix(b_deps):
+        packages = {"a": Package("a", "a", ("b",), "a/package.json"), "b": Package("b", "b", b_deps, "b/package.json")}
+        return _edge_fix(_Run(ROOT, graph, {}, Index(), packages, {}), graph.nodes[a], b, "b/types/x.d.ts")
+
+    assert fix(()) is None  # `^build` on a is sound: b does not depend on a
+    assert fix(("a",)).startswith("no edge: b#build outputs it and depends on this task")  # a workspace cycle
