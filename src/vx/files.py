@@ -117,6 +117,7 @@ class FileIndex:
         self._ignored: list[str] | None = None  # git's ignored files and dirs, sorted, when first asked
         self._ignored_heads: set[str] = set()
         self._below: dict[str, list[str]] = {}  # a project base -> what is ignored at or below it
+        self._wide: dict[tuple, list[str]] = {}  # workspace globs -> the paths they select
         self._reached: set[str] = set()  # ignored files some task's globs reached
         self.toplevel: Path | None = None  # the git repository's root, when git listed
 
@@ -243,8 +244,13 @@ class FileIndex:
         own = self._select(base, globs, nested, excluded, globs if reach is None else reach)
         wide: list[str] = []
         if workspace_globs:
-            wide = [p for p in self._select("", workspace_globs, (), excluded_workspace, workspace_globs)
-                    if self._not_output(p, base, excluded)]
+            # Shared by every task (turbo's globalDependencies): selected once per run, since a
+            # glob like `**/.env.*local` walks each ignored directory it can reach.
+            memo = (workspace_globs.patterns, workspace_globs.turbo, excluded_workspace and excluded_workspace.patterns)
+            chosen = self._wide.get(memo)
+            if chosen is None:
+                chosen = self._wide[memo] = self._select("", workspace_globs, (), excluded_workspace, workspace_globs)
+            wide = [p for p in chosen if self._not_output(p, base, excluded)]
         ids = self._identities_of(own + wide if wide else own)
         # KEY-23: a pattern whose only matches vanished before they were hashed matched nothing.
         cut = len(base)
