@@ -56,7 +56,13 @@ def compared(turbo_doc: dict, vx_doc: dict) -> int:
 @pytest.mark.parametrize("shape", CORPUS, ids=[p.stem for p in CORPUS])
 def test_tl05_key18_each_task_hashes_the_files_turbo_hashes(repo, turbo_bin, shape):
     spec = json.loads(shape.read_text())
-    repo.write(spec["files"]).commit()
+    repo.write(spec["files"])
+    if spec.get("force_add"):  # tracked though ignored
+        repo.git("init", "-q", "-b", "main")
+        repo.git("add", "-f", *spec["force_add"])
+    repo.commit()
+    for path in spec.get("delete", ()):
+        (repo.root / path).unlink()
     repo.write(spec.get("untracked", {}))
     turbo_doc, vx_doc = dry(repo, turbo_bin, spec["tasks"])
     assert compared(turbo_doc, vx_doc) >= len(spec["tasks"])
