@@ -84,7 +84,12 @@ def seeds(ws: Workspace, configs: Mapping[str, ProjectConfig], paths: Iterable[s
     for name, config in configs.items():  # workspaceFiles reach across projects
         for task, cfg in config.tasks.items():
             if cfg.cache is not None and cfg.cache.input_workspace_files:
-                globs = GlobSet(cfg.cache.input_workspace_files)
+                globs = GlobSet(cfg.cache.input_workspace_files, cfg.cache.turbo_globs)
+                if any(globs.matches(p) for p in paths):
+                    out.add(TaskId(name, task))
+            # A turbo.json root task's globs reach into every package (`apps/**`), as turbo's do.
+            if name == ROOT_PROJECT and cfg.cache is not None and cfg.cache.turbo_globs and cfg.exec is not None:
+                globs = GlobSet(cfg.cache.input_files, True)
                 if any(globs.matches(p) for p in paths):
                     out.add(TaskId(name, task))
     return out
@@ -121,7 +126,8 @@ def _declared_seeds(project: str, config: ProjectConfig, rels: list[str]) -> set
         return every
     out: set[TaskId] = set()
     undeclared = False
-    cached = {name: (GlobSet(cfg.cache.input_files), GlobSet(cfg.cache.output_files))
+    cached = {name: (GlobSet(cfg.cache.input_files, cfg.cache.turbo_globs),
+                     GlobSet(cfg.cache.output_files, cfg.cache.turbo_globs))
               for name, cfg in tasks.items() if cfg.cache is not None}
     for rel in rels:
         takers = {name for name, (inputs, outputs) in cached.items()

@@ -118,6 +118,9 @@ class FileIndex:
         self._memo = _BlobMemo(memo_path, listing.algo)
         self._identities: dict[str, str | None] = {}
         self._ignored: list[str] | None = None  # git's ignored files and dirs, sorted, when first asked
+        self._ignored_heads: set[str] = set()
+        self._below: dict[str, list[str]] = {}  # a project base -> what is ignored at or below it
+        self._wide: dict[tuple, list[str]] = {}  # workspace globs -> the paths they select
         self._reached: set[str] = set()  # ignored files some task's globs reached
         self.toplevel: Path | None = None  # the git repository's root, when git listed
         self.fingerprinted: list[str] = []  # the paths `fingerprint` folded: re-checked after tasks (EX-19)
@@ -254,8 +257,13 @@ class FileIndex:
         own = self._select(base, globs, nested, excluded, globs if reach is None else reach)
         wide: list[str] = []
         if workspace_globs:
-            wide = [p for p in self._select("", workspace_globs, (), excluded_workspace, workspace_globs)
-                    if self._not_output(p, base, excluded)]
+            # Shared by every task (turbo's globalDependencies): selected once per run, since a
+            # glob like `**/.env.*local` walks each ignored directory it can reach.
+            memo = (workspace_globs.patterns, workspace_globs.turbo, excluded_workspace and excluded_workspace.patterns)
+            chosen = self._wide.get(memo)
+            if chosen is None:
+                chosen = self._wide[memo] = self._select("", workspace_globs, (), excluded_workspace, workspace_globs)
+            wide = [p for p in chosen if self._not_output(p, base, excluded)]
         ids = self._identities_of(own + wide if wide else own)
         # KEY-23: a pattern whose only matches vanished before they were hashed matched nothing.
         cut = len(base)
@@ -298,13 +306,23 @@ class FileIndex:
         """What git reported ignored at or below `start` (files, and directories it did not
         descend), or the ignored directory holding `start`."""
         dirs = self._l.ignored_dirs
-        if _under(start, dirs):
-            at = start
-            while at not in dirs:  # the outermost is what git reported; walk up to it
-                at = at.rpartition("/")[0]
-            return [at]
         if self._ignored is None:
             self._ignored = sorted(self._l.ignored_files | dirs)
+            # Every ignored path and each directory above one: a start outside this set (nearly
+            # every glob root of a warm run) has nothing ignored below it, a set lookup to know.
+            self._ignored_heads = {""}
+            for p in self._ignored:
+                at = p.find("/")
+                while at > 0:
+                    self._ignored_heads.add(p[:at])
+                    at = p.find("/", at + 1)
+                self._ignored_heads.add(p)
+        heads = self._ignored_heads
+        if start not in heads:
+            at = start.rpartition("/")[0]
+            while at not in heads:  # the nearest directory above with something ignored at or below
+                at = at.rpartition("/")[0]
+            return [at] if at in dirs else []  # the ignored dir holding `start` (git reports the outermost)
         found = self._ignored
         return [p for lo, hi in self._range(start, found) for p in found[lo:hi]]
 
@@ -314,6 +332,15 @@ class FileIndex:
         by the globs. `present` keeps only files on disk now (for the re-check)."""
         cut, dirs, out = len(base), self._l.ignored_dirs, []
         nested_set = frozenset(nested)
+        if base:  # what is ignored in a project is few paths (its dist, a .env): ask the globs of each
+            below = self._below.get(base)
+            if below is None:
+                below = self._below[base] = self._ignored_entries(base[:-1])
+            for entry in below:
+                if entry != base[:-1] and reach.toward(entry[cut:]) is not None:
+                    break
+            else:
+                return out
         for root in reach.roots():
             start = _root_path(base, root)
             for entry in self._ignored_entries(start):

@@ -127,7 +127,8 @@ async def _execute_and_save(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> 
     if cached and plan.inputs is not None and plan.inputs.unmatched_globs:  # KEY-23
         # Asked again now: an upstream task of this run may have written what a glob names
         # (a dependency's gitignored dist); the re-check then withholds the save and says why.
-        unmatched = ctx.index.unmatched_now(plan.outputs.input_query, plan.inputs.unmatched_globs)
+        unmatched = await asyncio.to_thread(ctx.index.unmatched_now, plan.outputs.input_query,
+                                            plan.inputs.unmatched_globs)
         if unmatched:
             ctx.emit(Notice(f"{node.id}: cache.inputs matched no files ({', '.join(unmatched)})", id=node.id))
     if plan.framework:

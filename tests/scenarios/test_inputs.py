@@ -151,3 +151,17 @@ def test_key18_a_turbo_root_task_reaches_into_the_packages(repo):
     assert caches(repo.vx("run", "format:check"))["//#format:check"] == "miss"
     got = dry_inputs(repo, "format:check")["//#format:check"]
     assert got == [f"packages/{n}/src/index.js" for n in "abc"]
+
+
+def test_key18_affected_reaches_a_turbo_root_task_through_its_package_globs(repo):
+    """`--affected` seeds `//#format:check` when a package file its `packages/**` inputs name changes."""
+    turbo_repo(repo, {"//#format:check": {"inputs": ["packages/**/*.js"]}, "lint": {}})
+    manifest = json.loads((repo.root / "package.json").read_text())
+    manifest["scripts"]["format:check"] = "node -e \"console.log('checked')\""
+    (repo.root / "package.json").write_text(json.dumps(manifest))
+    repo.commit()
+    repo.git("checkout", "-q", "-b", "feature")
+    (repo.root / "packages/b/src/index.js").write_text("export const b = 2;\n")
+    result = repo.vx("run", "format:check", "lint", "--affected")
+    assert result.code == 0, result.err
+    assert "//#format:check" in result.statuses()

@@ -48,7 +48,8 @@ def test_cli07_a_turbo_repository_shows_the_mapping(repo):
     data = json.loads(ws.vx("show", "a#build", "--format=json").out)
     assert data["source"] == "turbo.json"
     assert data["tasks"]["build"] == {"exec": {"command": "tsc -b"}, "dependsOn": ["^build"],
-                                      "cache": {"inputs": {"files": ["**"]}, "outputs": {"files": ["dist/**"]}}}
+                                      "cache": {"inputs": {"files": ["**"]}, "outputs": {"files": ["dist/**"]}},
+                                      "turboGlobs": {"onDisk": []}}  # `$TURBO_DEFAULT$` alone: git's view
 
 
 @pytest.mark.parametrize("args, said", [(["bild"], "did you mean `build`"), (["a#bild"], "did you mean `build`"),

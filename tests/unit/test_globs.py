@@ -181,3 +181,52 @@ def test_matching_a_large_listing_is_exact():
     paths = [f"src/d{i % 50}/f{i}.ts" for i in range(100_000)]
     assert sum(map(g.matches, paths)) == 100_000
     assert not any(map(g.matches, [f"src/gen/f{i}.ts" for i in range(100)]))
+
+
+# ---------------------------------------------------------------- turbo's globs, ignored files (KEY-18)
+
+
+@pytest.mark.parametrize("pattern, path, turbo, vx", [
+    ("src/**/*.[jt]s", "src/a/b.ts", True, False),
+    ("src/**/*.[jt]s", "src/a/b.css", False, False),
+    ("src/[!a]*.ts", "src/b.ts", True, False),
+    ("src/[!a]*.ts", "src/a.ts", False, False),
+    ("src/[^a]*.ts", "src/b.ts", True, False),
+    ("src/[id].tsx", "src/[id].tsx", False, True),  # vx's `[` is literal: Next.js routes
+    ("src/[id].tsx", "src/i.tsx", True, False),
+    ("a[/]b", "a/b", False, False),  # a class never spans a directory
+    ("{conf,cfg}/*.[jt]son", "cfg/x.json", True, False),
+])
+def test_key18_turbo_globs_have_character_classes_vx_globs_do_not(pattern, path, turbo, vx):
+    assert GlobSet([pattern], turbo=True).matches(path) is turbo
+    assert GlobSet([pattern]).matches(path) is vx
+
+
+@pytest.mark.parametrize("patterns, entry, reached", [
+    (["**"], ".env", False),
+    (["**"], "dist", False),
+    (["src/**"], "src/generated", False),
+    (["**/*.ts"], "src/x.ts", False),
+    ([".env*"], ".env", True),
+    ([".env"], ".env", True),
+    (["config/*.local"], "config/db.local", True),
+    (["dist/**"], "dist", True),
+    (["dist/esm/*.js"], "dist", True),
+    (["src/generated/**"], "src/generated", True),
+    (["dist/**"], "coverage", False),
+    (["*/**"], "node_modules", False),  # node_modules only when spelt
+    (["node_modules/x/**"], "node_modules", True),
+])
+def test_key18_an_ignored_entry_is_reached_by_the_glob_part_before_its_first_double_star(patterns, entry, reached):
+    assert (GlobSet(patterns).toward(entry) is not None) is reached
+
+
+def test_key18_turbo_globs_reach_every_ignored_entry_but_node_modules():
+    assert GlobSet(["**"], turbo=True).toward("dist") is not None
+    assert GlobSet(["src/**"], turbo=True).toward("src/generated") is not None
+    assert GlobSet(["**"], turbo=True).toward("node_modules") is None
+
+
+def test_key18_toward_keeps_only_the_reaching_patterns_and_every_negation():
+    part = GlobSet(["**", "dist/x.js", "!dist/y.js"]).toward("dist")
+    assert part is not None and part.matches("dist/x.js") and not part.matches("dist/z.js")

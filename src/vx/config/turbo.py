@@ -316,7 +316,8 @@ def _with_turbo_globs(task: TaskConfig, body: dict, reach: list[str] | None) -> 
     by the explicit globs (`$TURBO_DEFAULT$` is git's view). In the declaration the key folds."""
     if task.cache is None:
         return task
-    body["turboGlobs"] = {"reach": reach}
+    # Shown by `vx show` as folded: the globs matched on disk, gitignored files included.
+    body["turboGlobs"] = {"onDisk": list(task.cache.input_files) if reach is None else reach}
     cache = replace(task.cache, turbo_globs=True, input_reach=tuple(reach) if reach is not None else None)
     return replace(task, cache=cache, canonical=canonical(body))
 

@@ -1,0 +1,100 @@
+"""turbo.json parity of input files (TL-05, KEY-18): on every repository of a small corpus, the
+files vx hashes for each task are the files the real turbo (2.11.11, pinned) hashes — the `inputs`
+map of `turbo run --dry=json` against the `inputs` of `vx run --dry=json`, normalised as
+bench/turbo_parity.py's `input_differences` says (package.json, turbo.json, globalDependencies and
+a task's own outputs aside)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import SRC
+from npm_packages import installed
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+
+from turbo_parity import input_differences  # noqa: E402
+
+CORPUS = sorted((HERE / "turbo_corpus").glob("*.json"))
+QUIET = {"TURBO_TELEMETRY_DISABLED": "1", "TURBO_NO_UPDATE_NOTIFIER": "1", "DO_NOT_TRACK": "1", "NO_COLOR": "1"}
+
+
+@pytest.fixture(scope="module")
+def turbo_bin() -> str:
+    try:
+        where = installed("turbo")
+    except (OSError, subprocess.SubprocessError) as exc:
+        pytest.skip(f"turbo could not be installed from npm: {exc}")
+    native = sorted(where.parent.glob("@turbo/*/bin/turbo"))
+    return str(native[0] if native else where.parent / ".bin" / "turbo")
+
+
+def dry(repo, turbo_bin: str, tasks: list[str]) -> tuple[dict, dict]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI", "TURBO_"))}
+    t = subprocess.run([turbo_bin, "run", *tasks, "--dry=json"], cwd=repo.root, env={**env, **QUIET},
+                       capture_output=True, text=True, timeout=120)
+    assert t.returncode == 0, t.stderr
+    v = repo.vx("run", *tasks, "--dry=json")
+    assert v.code == 0, v.err
+    return json.loads(t.stdout), json.loads(v.out)
+
+
+def compared(turbo_doc: dict, vx_doc: dict) -> int:
+    """How many cached tasks both tools planned: a parity over nothing proves nothing."""
+    ours = {t["id"] for t in vx_doc["tasks"] if t["inputs"] is not None}
+    return len(ours & {t["taskId"] for t in turbo_doc["tasks"]})
+
+
+@pytest.mark.parametrize("shape", CORPUS, ids=[p.stem for p in CORPUS])
+def test_tl05_key18_each_task_hashes_the_files_turbo_hashes(repo, turbo_bin, shape):
+    spec = json.loads(shape.read_text())
+    repo.write(spec["files"])
+    if spec.get("force_add"):  # tracked though ignored
+        repo.git("init", "-q", "-b", "main")
+        repo.git("add", "-f", *spec["force_add"])
+    repo.commit()
+    for path in spec.get("delete", ()):
+        (repo.root / path).unlink()
+    repo.write(spec.get("untracked", {}))
+    turbo_doc, vx_doc = dry(repo, turbo_bin, spec["tasks"])
+    assert compared(turbo_doc, vx_doc) >= len(spec["tasks"])
+    assert input_differences(turbo_doc, vx_doc) == {}
+
+
+def test_tl05_key18_the_turbo_example_hashes_what_turbo_hashes(repo, turbo_bin):
+    shutil.copytree(REPO / "examples" / "turbo", repo.root, dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("node_modules", ".vx", ".turbo", "dist"))
+    manifest = json.loads((repo.root / "package.json").read_text())
+    manifest.setdefault("packageManager", "npm@11.19.1")  # turbo 2 refuses a workspace without one
+    (repo.root / "package.json").write_text(json.dumps(manifest))
+    repo.commit()
+    (repo.root / "packages/core/dist").mkdir()
+    (repo.root / "packages/core/dist/store.js").write_text("built\n")  # ignored, an output
+    turbo_doc, vx_doc = dry(repo, turbo_bin, ["build", "test", "lint"])
+    assert compared(turbo_doc, vx_doc) >= 6
+    assert input_differences(turbo_doc, vx_doc) == {}
+
+
+def test_tl05_key18_a_generated_monorepo_hashes_what_turbo_hashes(tmp_path, turbo_bin):
+    from conftest import Repo
+
+    root = tmp_path / "gen"
+    subprocess.run([sys.executable, str(REPO / "bench" / "gen_monorepo.py"), str(root), "-n", "8", "-f", "3",
+                    "--tools", "turbo", "--no-devdeps"], check=True, capture_output=True, env={**os.environ,
+                                                                                               "PYTHONPATH": SRC})
+    repo = Repo(root)
+    for name in ("pkg-0001", "pkg-0005"):  # built outputs (ignored) and an untracked source
+        (root / "packages" / name / "dist").mkdir()
+        (root / "packages" / name / "dist" / "index.js").write_text("built\n")
+        (root / "packages" / name / "src" / "wip.js").write_text("wip\n")
+    turbo_doc, vx_doc = dry(repo, turbo_bin, ["build", "test", "lint"])
+    assert compared(turbo_doc, vx_doc) >= 20
+    assert input_differences(turbo_doc, vx_doc) == {}
