@@ -329,11 +329,37 @@ class FileIndex:
         now = self._walk_inputs(project_dir, globs, workspace_globs, excluded, nested)
         return self._first_not_ignored(sorted(now - known))
 
-    def task_snapshot(self, inputs: InputSet | None, project_dir: str) -> Snapshot:
-        """A task's snapshot: its inputs, its package.json and the files the fingerprint folded
-        (EX-19), each of which its key also used."""
-        package_json = f"{project_dir}/package.json" if project_dir else "package.json"
-        return self.snapshot(inputs, [package_json, *self.fingerprinted])
+    def task_snapshot(self, inputs: InputSet | None, project_dir: str, package_json: str) -> Snapshot:
+        """A task's snapshot: its inputs, its package.json (`package_json` is the identity its key
+        used) and the files the fingerprint folded (EX-19), each of which its key also used."""
+        path = f"{project_dir}/package.json" if project_dir else "package.json"
+        snap = self.snapshot(inputs, self.fingerprinted)
+        try:
+            st: Stat | None = _stat_key(os.lstat(os.path.join(self.root, path)))
+        except OSError:
+            st = None
+        return Snapshot(snap.stats + ((path, st),), snap.taken_ns, snap.idents + (package_json,))
+
+    def fresh_inputs(self, query) -> InputSet:
+        """A task's inputs as they are on disk now, every identity hashed from disk (KEY-20): for a
+        task keyed late, after a task of its own project that may have rewritten, added or deleted
+        files since git listed them. `query` carries what `changed_since` takes."""
+        own, wide = self._walk_parts(query.project_dir, query.globs, query.workspace_globs, query.excluded,
+                                     query.nested)
+        ignored = set(self._ignored(sorted(p for p in own | wide if p not in self._path_set)))
+        ids = {p: self._hash_from_disk(p) for p in sorted(own | wide) if p not in ignored}
+        self._memo.flush()
+        cut = len(_base(query.project_dir))
+        unmatched = query.globs.unmatched([p[cut:] for p in sorted(own) if ids.get(p) is not None])
+        if query.workspace_globs:
+            unmatched += query.workspace_globs.unmatched([p for p in sorted(wide) if ids.get(p) is not None])
+        return InputSet(tuple((p, i) for p, i in ids.items() if i is not None), unmatched)
+
+    def fresh_identity(self, rel_path: str) -> str:
+        """A file's identity hashed from disk now, whatever git listed (KEY-20); "" when absent."""
+        ident = self._hash_from_disk(rel_path)
+        self._memo.flush()
+        return ident or ""
 
     def changed_files(self, snapshot: Snapshot, started_ns: int | None = None) -> str | None:
         """The first path of `snapshot` whose content is no longer the identity the key used (the
@@ -363,16 +389,23 @@ class FileIndex:
 
     def _walk_inputs(self, project_dir, globs, workspace_globs, excluded, nested) -> set[str]:
         """What `inputs` would choose from the file system as it is now (no git)."""
+        own, wide = self._walk_parts(project_dir, globs, workspace_globs, excluded, nested)
+        return own | wide
+
+    def _walk_parts(self, project_dir, globs, workspace_globs, excluded, nested) -> tuple[set[str], set[str]]:
+        """`_walk_inputs` as (what the project globs chose, what the workspace globs chose)."""
         base = _base(project_dir)
-        found = set()
-        walked = list(self._walk_matching(base, globs, nested))
-        if workspace_globs:
-            walked += self._walk_matching("", workspace_globs, ())
-        for path in walked:
-            untracked = path in self._l.untracked or path not in self._path_set
-            if not _never_input(path, (path,) if untracked else ()) and self._not_output(path, base, excluded):
-                found.add(path)
-        return found
+
+        def chosen(walked: Iterator[str]) -> set[str]:
+            found = set()
+            for path in walked:
+                untracked = path in self._l.untracked or path not in self._path_set
+                if not _never_input(path, (path,) if untracked else ()) and self._not_output(path, base, excluded):
+                    found.add(path)
+            return found
+
+        own = chosen(self._walk_matching(base, globs, nested))
+        return own, chosen(self._walk_matching("", workspace_globs, ())) if workspace_globs else set()
 
     def _walk_matching(self, base: str, globs: GlobSet, nested: Sequence[str]) -> Iterator[str]:
         ignored_dirs, ignored_files = self._l.ignored_dirs, self._l.ignored_files
@@ -395,17 +428,21 @@ class FileIndex:
 
     def _first_not_ignored(self, new: list[str]) -> str | None:
         """The first new path git would not ignore (all of them count without git)."""
-        unknown = [p for p in new if p not in self._path_set]
+        ignored = set(self._ignored([p for p in new if p not in self._path_set]))
+        return next((p for p in new if p not in ignored), None)
+
+    def _ignored(self, unknown: list[str]) -> list[str]:
+        """Which of `unknown` (paths git did not list) `git check-ignore` ignores; none without git,
+        or when git fails (then every one counts, the safe side)."""
         if not self.git or not unknown:
-            return new[0] if new else None
+            return []
         proc = subprocess.run(
             ["git", "check-ignore", "--stdin", "-z"], cwd=self.root, input="\0".join(unknown).encode() + b"\0",
             capture_output=True, env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
         )
-        if proc.returncode not in (0, 1):  # git failed: count every new path, the safe side
-            return new[0]
-        ignored = {os.fsdecode(p) for p in proc.stdout.split(b"\0") if p}
-        return next((p for p in new if p not in ignored), None)
+        if proc.returncode not in (0, 1):
+            return []
+        return [os.fsdecode(p) for p in proc.stdout.split(b"\0") if p]
 
 
 def _overlap(roots: Sequence[str], others: Sequence[str]) -> bool:
