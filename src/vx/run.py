@@ -245,8 +245,8 @@ def execute(prep: Prepared, req: RunRequest, emit: Emit, stages: Stages, launch_
         caught: list[int] = []
         previous = _catch_signals(caught)  # until the walk's own handlers replace these
         early: dict = {}
-        lockfiles = prep.index.snapshot(None, prep.index.fingerprinted)  # EX-19, before anything runs
         try:
+            lockfiles = prep.index.snapshot(None, prep.index.fingerprinted)  # EX-19, before anything runs
             if stopped_by is None and launch_for is None:
                 early = _start_first_wave(prep, lane, emit)
             asyncio = _import_asyncio()  # while the first wave runs
