@@ -1,7 +1,9 @@
 """Decide everything about every task before anything runs: inputs, key, command, env, outputs.
 
 Keys are static (no early cutoff), so the whole plan is known up front; `--dry` is this module
-with nothing executed, and the store is probed for every key in one batch.
+with nothing executed, and the store is probed for every key in one batch. The exception is
+`late_tasks` (KEY-20): a task after an uncached task of its own project is keyed again by
+`rekeyed` when it becomes ready.
 """
 
 from __future__ import annotations

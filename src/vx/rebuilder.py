@@ -1,7 +1,9 @@
 """Bring one task up to date: key → hit? (skip or restore) : wipe outputs, execute, re-check, save.
 
-The key of every task is known before anything runs (keys are computed up front by run.py), so
-the rebuilder only decides, per task, which of the three roads to take and says why.
+The key of nearly every task is known before anything runs (keys are computed up front by
+plan.py); a task after an uncached task of its own project, and what folds its key, is keyed
+here once it is ready (KEY-20). Then the rebuilder decides which of the three roads to take and
+says why.
 """
 
 from __future__ import annotations
