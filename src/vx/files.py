@@ -381,11 +381,19 @@ class FileIndex:
                 # Touched, or inside the racy window: only its bytes can tell. A file rewritten with
                 # the bytes the key used (a build that regenerates a tracked file, a checkout just
                 # before the run) is unchanged; without the key's identity it counts as changed.
-                if not idents or (self._hash_from_disk(path) or "") != idents[i]:
+                if not idents or self._current(path) != idents[i]:
                     self._memo.flush()
                     return path
         self._memo.flush()
         return None
+
+    def _current(self, path: str) -> str | None:
+        """The file's identity on disk now ("" when absent); None when it cannot be read, which
+        counts as changed: a re-check never fails the run."""
+        try:
+            return self._hash_from_disk(path) or ""
+        except EnvironmentFailure:
+            return None
 
     def _walk_inputs(self, project_dir, globs, workspace_globs, excluded, nested) -> set[str]:
         """What `inputs` would choose from the file system as it is now (no git)."""
