@@ -416,7 +416,7 @@ async def _walk(prep: Prepared, req: RunRequest, emit: Emit, lane, stopped_early
                      priority=prep.graph.priority, remote=prep.remote, launch_for=launch_for,
                      observe=observe, halt=asyncio.Event(),
                      halt_on_failure=req.continue_mode == "never", early=adopted, lockfiles=lockfiles,
-                     late=late_tasks(prep.graph))
+                     late=late_tasks(prep.graph) if prep.store is not None else {})  # no cache: keys decide nothing
     if ctx.late:
         nested = _nested_dirs(prep.ws)
         ctx.rekey = lambda node, fresh: rekeyed(prep.index, node, prep.plans, fresh, nested.get(node.project_dir, ()))
