@@ -106,6 +106,15 @@ def by_project(ws: Workspace, paths: list[str]) -> dict[str, list[str]]:
 
 
 def _project_seeds(project: str, config: ProjectConfig, rels: list[str]) -> set[TaskId]:
+    # vx's implicit groups (WS-19's `build`, turbo tasks without a script) are keyed on the
+    # project's files: any change in the project reaches them.
+    implicit = {TaskId(project, name) for name, cfg in config.tasks.items() if cfg.implicit}
+    if "build" not in config.tasks:
+        implicit.add(TaskId(project, "build"))
+    return implicit | _declared_seeds(project, config, rels)
+
+
+def _declared_seeds(project: str, config: ProjectConfig, rels: list[str]) -> set[TaskId]:
     tasks = {name: cfg for name, cfg in config.tasks.items() if cfg.exec is not None}
     every = {TaskId(project, name) for name in tasks}
     if any(r in _PROJECT_FILES or r.startswith("vx.config.") for r in rels):

@@ -66,6 +66,8 @@ options:
   --profile[=FILE]          a Chrome trace of the run (default: profile.json): one span per task
   --verify[=inputs]         run every cached task traced (no cache reads) and fail on
                             files it read that its cache.inputs do not declare
+  --framework-inference B   true (default) | false: whether a turbo.json task keys and passes
+                            its framework's variables (NEXT_PUBLIC_*, VITE_*, …), as turbo's flag
 
 exit: 0 all tasks ok · 1 a task failed, was skipped or aborted · 2 usage or config error
       130 / 143 / 129 interrupted by SIGINT / SIGTERM / SIGHUP
@@ -154,6 +156,7 @@ RUN_FLAGS = {
     "--profile": ("optional", "profile"),
     "--report-file": ("value", "report_file"),
     "--verify": ("optional", "verify"),
+    "--framework-inference": ("value", "framework_inference"),
 }
 FLAG_ALIASES = {"--dry-run": "--dry", "--parallel": "--concurrency", "--skip-nx-cache": "--force", "-F": "--filter",
                 "--projects": "--filter", "-p": "--filter"}
@@ -185,6 +188,7 @@ class RunArgs:
         self.profile: str | None = None
         self.report_file: str | None = None
         self.verify: str | None = None
+        self.framework_inference: str | None = None
 
 
 def entry() -> NoReturn:
@@ -362,6 +366,17 @@ def _no_task_named() -> UsageError:
     return UsageError("name a task to run", facts=(f"tasks: {shown}",), hint=f"e.g. `vx run {tasks[0]}`")
 
 
+def _framework_inference(text: str | None) -> bool:
+    """`--framework-inference true|false`, turbo's flag: whether a turbo.json task keys and passes
+    its framework's variables (`NEXT_PUBLIC_*`, …). On unless turned off."""
+    if text is None or text.lower() == "true":
+        return True
+    if text.lower() == "false":
+        return False
+    raise UsageError(f"`--framework-inference` takes true or false, got `{text}`",
+                     hint="e.g. `--framework-inference=false`")
+
+
 def _plain_int(flag: str, text: str | None) -> int | None:
     if text is None:
         return None
@@ -436,7 +451,8 @@ def _run(args: RunArgs, argv: list[str]) -> int:
         forward_args=tuple(args.forward),
         concurrency=args.concurrency, continue_mode=_continue_mode(args.continue_mode), no_cache=args.no_cache,
         force=args.force, cache_dir=args.cache_dir, timeout_ms=timeout, retries=_plain_int("--retry", args.retry),
-        cache_spec=args.cache, dry=args.dry is not None, verify=verify)
+        cache_spec=args.cache, dry=args.dry is not None, verify=verify,
+        framework_inference=_framework_inference(args.framework_inference))
     report = (args.report is not None, args.report_file)
     profile = (args.profile or "profile.json") if args.profile is not None else None
     return _run_request(req, _dry_format(args.dry), args.summarize, timer_start, argv, _output_logs(args.output_logs),

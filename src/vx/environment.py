@@ -13,12 +13,21 @@ from typing import Iterable, Iterator, Mapping
 
 from vx.errors import UsageError
 
-# EX-03: what reaches every task from the host, whatever the config says.
+# EX-03: what reaches every task from the host, whatever the config says. `CI` is not among
+# them: a task that saw it could build differently in CI, and keying it would keep CI's cache
+# entries from ever serving a laptop; a task that needs it declares it (then it is keyed).
 ESSENTIAL_ENV = (
     "PATH", "HOME", "SHELL", "USER", "LOGNAME", "TMPDIR", "TEMP", "TMP",
     "LANG", "LC_ALL", "LC_CTYPE", "TERM", "COLORTERM", "FORCE_COLOR", "NO_COLOR",
-    "CI", "NODE_OPTIONS", "COREPACK_HOME", "PNPM_HOME",
+    "NODE_OPTIONS", "COREPACK_HOME", "PNPM_HOME",
 )  # fmt: skip
+# Variables that change what a build produces, keyed whenever they reach a task — through the
+# essential list or a `passThrough` — so a production build never replays a development one.
+# The rest of the essential list (locations, terminal and colour) is passed and not keyed.
+KEYED_ENV = ("NODE_ENV", "NODE_OPTIONS", "LANG", "LC_ALL", "LC_CTYPE", "CI", "BABEL_ENV", "TZ")
+# NODE_OPTIONS flags that size the heap only: a build that runs out of memory fails, it never
+# builds something else, so a CI's `--max-old-space-size` does not split the cache.
+_HEAP_FLAGS = ("--max-old-space-size", "--max-semi-space-size")
 COLOUR_ENV = ("FORCE_COLOR", "NO_COLOR")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PROC_SELF_CGROUP = Path("/proc/self/cgroup")
@@ -54,6 +63,37 @@ def task_env(
     env["VX_RUN_WORKSPACE"] = workspace_id
     env["VX_RUN_TASK"] = task_id
     return env
+
+
+def keyed(declared: Iterable[str], inferred: Iterable[str], env: Mapping[str, str],
+          host: Mapping[str, str]) -> tuple[tuple[str, str | None], ...]:
+    """What the key folds of the environment (KEY-07): `cache.inputs.env` by host value (unset
+    folds as the bare name), the framework's inferred variables, then each of KEYED_ENV that
+    reaches the task (`env`), unless already declared."""
+    out = [(name, host.get(name)) for name in matching(declared, host)]
+    seen = {name for name, _ in out}
+    out += [(name, host[name]) for name in inferred if name not in seen and name in host]
+    seen.update(inferred)
+    for name in KEYED_ENV:
+        if name in env and name not in seen:
+            value = env[name]
+            out.append((name, _heap_free(value) if name == "NODE_OPTIONS" else value))
+    return tuple(out)
+
+
+def _heap_free(options: str) -> str:
+    return " ".join(w for w in options.split() if not w.startswith(_HEAP_FLAGS))
+
+
+def inferred(framework: str, declared: Iterable[str], host: Mapping[str, str]) -> tuple[str, ...]:
+    """The host variables `framework` reads at build time (turbo's framework inference), sorted,
+    less those a `!` entry of the task's own env takes back."""
+    from vx import frameworks
+
+    patterns = frameworks.env_patterns(framework, host)
+    found = [n for n in matching(patterns, host) if n in host]
+    taken = [n for n in declared if n.startswith("!")]
+    return tuple(sorted(matching([*found, *taken], host) if taken else found))
 
 
 def matching(names: Iterable[str], host: Mapping[str, str]) -> tuple[str, ...]:

@@ -65,6 +65,8 @@ class PlannedTask(Struct, frozen=True):
     predicted: str  # hit-local | miss | no-cache | group
     deps: tuple[TaskId, ...]
     project_dir: str
+    inputs: tuple[tuple[str, str], ...] | None = None  # the files its key folds: (workspace path, identity)
+    implicit: bool = False  # a group vx made, keyed on its project's files (WS-19)
 
 
 class Reporter(Protocol):

@@ -117,6 +117,8 @@ class FileIndex:
         self._paths = [p for p in listing.paths if not _never_input(p, listing.untracked)]
         self._memo = _BlobMemo(memo_path, listing.algo)
         self._identities: dict[str, str | None] = {}
+        self._ignored: list[str] | None = None  # git's ignored files and dirs, sorted, when first asked
+        self._reached: set[str] = set()  # ignored files some task's globs reached
         self.toplevel: Path | None = None  # the git repository's root, when git listed
         self.fingerprinted: list[str] = []  # the paths `fingerprint` folded: re-checked after tasks (EX-19)
 
@@ -136,6 +138,8 @@ class FileIndex:
     def could_be_input(self, rel_path: str) -> bool:
         """Whether a glob could make this file an input: listed at load (tracked, or untracked
         and not ignored) and not excluded by KEY-17. `--verify=inputs` asks it of every read."""
+        if rel_path in self._reached:
+            return True
         return rel_path in self._path_set and not _never_input(rel_path, self._l.untracked)
 
     def vouched(self, rel_path: str) -> bool:
@@ -193,9 +197,9 @@ class FileIndex:
 
     # ------------------------------------------------------------ selection
 
-    def _range(self, path: str) -> list[tuple[int, int]]:
+    def _range(self, path: str, paths: list[str] | None = None) -> list[tuple[int, int]]:
         """Index ranges of `path` itself and everything below it in the sorted listing."""
-        paths = self._paths
+        paths = self._paths if paths is None else paths
         if not path:
             return [(0, len(paths))]
         i = bisect.bisect_left(paths, path)
@@ -228,18 +232,20 @@ class FileIndex:
         excluded: GlobSet | None = None,
         nested: Sequence[str] = (),
         excluded_workspace: GlobSet | None = None,
+        reach: GlobSet | None = None,
     ) -> InputSet:
         """The task's input files with identities, sorted by workspace-relative path (KEY-12, KEY-17).
 
         `globs` match project-relative below `project_dir`, never inside `nested` projects;
         `workspace_globs` match root-relative anywhere (KEY-19). `excluded` is the task's own
-        outputs (project-relative), `excluded_workspace` its root-relative outputs.
+        outputs (project-relative), `excluded_workspace` its root-relative outputs. Files git
+        ignores are inputs where `reach` (`globs` unless given) reaches them (`GlobSet.toward`).
         """
         base = _base(project_dir)
-        own = self._select(base, globs, nested, excluded)
+        own = self._select(base, globs, nested, excluded, globs if reach is None else reach)
         wide: list[str] = []
         if workspace_globs:
-            wide = [p for p in self._select("", workspace_globs, (), excluded_workspace)
+            wide = [p for p in self._select("", workspace_globs, (), excluded_workspace, workspace_globs)
                     if self._not_output(p, base, excluded)]
         ids = self._identities_of(own + wide if wide else own)
         # KEY-23: a pattern whose only matches vanished before they were hashed matched nothing.
@@ -259,18 +265,96 @@ class FileIndex:
             self._memo.flush()
         return ids
 
-    def _select(self, base: str, globs: GlobSet, nested: Sequence[str], excluded: GlobSet | None) -> list[str]:
-        """Listed paths matching `globs` below `base`, minus the task's outputs (every candidate is
-        below `base`, so the output globs match the cut path directly)."""
+    def _select(self, base: str, globs: GlobSet, nested: Sequence[str], excluded: GlobSet | None,
+                reach: GlobSet | None = None) -> list[str]:
+        """Listed paths matching `globs` below `base`, and the ignored files `reach` reaches, minus
+        the task's outputs (every candidate is below `base`, so the output globs match the cut path
+        directly)."""
         match, cut = globs.match, len(base)
         chosen: list[str] = []
         for root in globs.roots():  # a root the globs cover whole (`src` of `src/**`) needs no matching
             found = self._candidates(base, (root,), nested)
             chosen += found if globs.covers(root) else [p for p in found if match(p[cut:])]
+        if reach and (self._l.ignored_files or self._l.ignored_dirs):
+            ignored = self._ignored_inputs(base, reach, nested)
+            if ignored:
+                self._reached.update(ignored)
+                chosen = list(dict.fromkeys(chosen + ignored))  # a tracked file in an ignored dir comes twice
         if excluded and _overlap(globs.roots(), excluded.roots()):
             out = excluded.match
             chosen = [p for p in chosen if not out(p[cut:])]
         return chosen
+
+    def _ignored_entries(self, start: str) -> list[str]:
+        """What git reported ignored at or below `start` (files, and directories it did not
+        descend), or the ignored directory holding `start`."""
+        dirs = self._l.ignored_dirs
+        if _under(start, dirs):
+            at = start
+            while at not in dirs:  # the outermost is what git reported; walk up to it
+                at = at.rpartition("/")[0]
+            return [at]
+        if self._ignored is None:
+            self._ignored = sorted(self._l.ignored_files | dirs)
+        found = self._ignored
+        return [p for lo, hi in self._range(start, found) for p in found[lo:hi]]
+
+    def _ignored_inputs(self, base: str, reach: GlobSet, nested: Sequence[str], present: bool = False) -> list[str]:
+        """The ignored files `reach` reaches below `base`: those git names one by one, and the
+        files of an ignored directory some glob reaches — only such a directory is walked, pruned
+        by the globs. `present` keeps only files on disk now (for the re-check)."""
+        cut, dirs, out = len(base), self._l.ignored_dirs, []
+        nested_set = frozenset(nested)
+        for root in reach.roots():
+            start = _root_path(base, root)
+            for entry in self._ignored_entries(start):
+                rel = entry[cut:]
+                if not rel or not entry.startswith(base) or _under(entry, nested_set) or _never_input(entry, ()):
+                    continue
+                part = reach.toward(rel)
+                if part is None:
+                    continue
+                if entry not in dirs:
+                    if part.match(rel) and (not present or os.path.lexists(os.path.join(self.root, entry))):
+                        out.append(entry)
+                    continue
+                out += self._walk_ignored(start if len(start) > len(entry) else entry, part, cut, nested_set)
+        return out
+
+    def _walk_ignored(self, start: str, part: GlobSet, cut: int, nested: frozenset[str]) -> list[str]:
+        if _symlinked_ancestor(self.root, start):
+            return []
+        into_modules = part.names("node_modules")
+
+        def descend(rel: str) -> bool:
+            name = rel.rpartition("/")[2]
+            if name in (".git", ".vx") or (name == "node_modules" and not into_modules) or _under(rel, nested):
+                return False
+            return part.could_match_under(rel[cut:])
+
+        return [p for p in _walk_files(self.root, start, descend) if part.match(p[cut:]) and not _never_input(p, ())]
+
+    def _reaches(self, path: str, entry: str, query) -> bool:
+        """Whether a new ignored `path`, ignored as `entry` (itself or its outermost ignored
+        directory), is one the query's globs reach (the re-check's question)."""
+        base, reach, ws_reach = query
+        for b, globs in ((base, reach), ("", ws_reach)):
+            if globs and entry.startswith(b) and entry != b.rstrip("/"):
+                part = globs.toward(entry[len(b):])
+                if part is not None and part.match(path[len(b):]):
+                    return True
+        return False
+
+    def unmatched_now(self, query, patterns: Sequence[str]) -> tuple[str, ...]:
+        """Of `patterns`, unmatched when the run was planned, those that still match no file on
+        disk: an upstream task may have written what they name since (KEY-23)."""
+        found = self._walk_inputs(query.project_dir, query.globs, query.workspace_globs, query.excluded,
+                                  query.nested, query.reach)
+        base = _base(query.project_dir)
+        still = set(query.globs.unmatched([p[len(base):] for p in found if p.startswith(base)]))
+        if query.workspace_globs:
+            still |= set(query.workspace_globs.unmatched(found))
+        return tuple(p for p in patterns if p in still)
 
     # ------------------------------------------------------------ KEY-21
 
@@ -296,6 +380,7 @@ class FileIndex:
         excluded: GlobSet | None = None,
         nested: Sequence[str] = (),
         started_ns: int | None = None,
+        reach: GlobSet | None = None,
     ) -> str | None:
         """The first input that changed, vanished or appeared since the key was taken; None if none.
 
@@ -313,21 +398,24 @@ class FileIndex:
         the same rules would have chosen that is not in the snapshot; a new path git has not
         seen is asked of `git check-ignore` first, so a new gitignored file does not count.
 
+        Ignored files the globs reach count like any other (re-walked where they were walked).
+
         `project_dir` may instead be a query carrying `project_dir`, `globs`,
-        `workspace_globs`, `excluded` and `nested` attributes; `globs` is then `started_ns`.
+        `workspace_globs`, `excluded`, `nested` and `reach` attributes; `globs` is then `started_ns`.
         """
         if not isinstance(project_dir, str):
             q = project_dir
             started_ns = globs if started_ns is None else started_ns
-            project_dir, globs, workspace_globs, excluded, nested = (
-                q.project_dir, q.globs, q.workspace_globs, q.excluded, q.nested)
+            project_dir, globs, workspace_globs, excluded, nested, reach = (
+                q.project_dir, q.globs, q.workspace_globs, q.excluded, q.nested, getattr(q, "reach", None))
         since = self.started_ns if started_ns is None else min(started_ns, self.started_ns)
         changed = self._first_changed(snapshot, since)
         if changed is not None:
             return changed
         known = {p for p, _ in snapshot.stats}
-        now = self._walk_inputs(project_dir, globs, workspace_globs, excluded, nested)
-        return self._first_not_ignored(sorted(now - known))
+        now = self._walk_inputs(project_dir, globs, workspace_globs, excluded, nested, reach)
+        return self._first_not_ignored(sorted(now - known), (_base(project_dir), globs if reach is None else reach,
+                                                              workspace_globs))
 
     def task_snapshot(self, inputs: InputSet | None, project_dir: str, package_json: str) -> Snapshot:
         """A task's snapshot: its inputs, its package.json (`package_json` is the identity its key
@@ -344,16 +432,17 @@ class FileIndex:
         """A task's inputs as they are on disk now, every identity hashed from disk (KEY-20): for a
         task keyed late, after a task of its own project that may have rewritten, added or deleted
         files since git listed them. `query` carries what `changed_since` takes."""
-        own, wide = self._walk_parts(query.project_dir, query.globs, query.workspace_globs, query.excluded,
-                                     query.nested)
-        ignored = set(self._ignored(sorted(p for p in own | wide if p not in self._path_set)))
-        ids = {p: self._hash_from_disk(p) for p in sorted(own | wide) if p not in ignored}
+        q, base = query, _base(query.project_dir)
+        reach = getattr(q, "reach", None)
+        found = self._walk_inputs(q.project_dir, q.globs, q.workspace_globs, q.excluded, q.nested, reach)
+        kept = self._not_ignored(sorted(found), (base, q.globs if reach is None else reach, q.workspace_globs))
+        ids = {p: self._hash_from_disk(p) for p in kept}
         self._memo.flush()
-        cut = len(_base(query.project_dir))
-        unmatched = query.globs.unmatched([p[cut:] for p in sorted(own) if ids.get(p) is not None])
-        if query.workspace_globs:
-            unmatched += query.workspace_globs.unmatched([p for p in sorted(wide) if ids.get(p) is not None])
-        return InputSet(tuple((p, i) for p, i in ids.items() if i is not None), unmatched)
+        present = [p for p in kept if ids[p] is not None]
+        unmatched = q.globs.unmatched([p[len(base):] for p in present if p.startswith(base)])  # as unmatched_now
+        if q.workspace_globs:
+            unmatched += q.workspace_globs.unmatched(present)
+        return InputSet(tuple((p, ids[p]) for p in present), unmatched)
 
     def fresh_identity(self, rel_path: str) -> str:
         """A file's identity hashed from disk now, whatever git listed (KEY-20); "" when absent."""
@@ -395,25 +484,25 @@ class FileIndex:
         except EnvironmentFailure:
             return None
 
-    def _walk_inputs(self, project_dir, globs, workspace_globs, excluded, nested) -> set[str]:
+    def _walk_inputs(self, project_dir, globs, workspace_globs, excluded, nested, reach=None) -> set[str]:
         """What `inputs` would choose from the file system as it is now (no git)."""
-        own, wide = self._walk_parts(project_dir, globs, workspace_globs, excluded, nested)
-        return own | wide
-
-    def _walk_parts(self, project_dir, globs, workspace_globs, excluded, nested) -> tuple[set[str], set[str]]:
-        """`_walk_inputs` as (what the project globs chose, what the workspace globs chose)."""
         base = _base(project_dir)
-
-        def chosen(walked: Iterator[str]) -> set[str]:
-            found = set()
-            for path in walked:
-                untracked = path in self._l.untracked or path not in self._path_set
-                if not _never_input(path, (path,) if untracked else ()) and self._not_output(path, base, excluded):
-                    found.add(path)
-            return found
-
-        own = chosen(self._walk_matching(base, globs, nested))
-        return own, chosen(self._walk_matching("", workspace_globs, ())) if workspace_globs else set()
+        reach = globs if reach is None else reach
+        found = set()
+        walked = list(self._walk_matching(base, globs, nested))
+        if workspace_globs:
+            walked += self._walk_matching("", workspace_globs, ())
+        if self._l.ignored_files or self._l.ignored_dirs:
+            if reach:
+                found.update(p for p in self._ignored_inputs(base, reach, nested, present=True)
+                             if self._not_output(p, base, excluded))
+            if workspace_globs:
+                found.update(self._ignored_inputs("", workspace_globs, (), present=True))
+        for path in walked:
+            untracked = path in self._l.untracked or path not in self._path_set
+            if not _never_input(path, (path,) if untracked else ()) and self._not_output(path, base, excluded):
+                found.add(path)
+        return found
 
     def _walk_matching(self, base: str, globs: GlobSet, nested: Sequence[str]) -> Iterator[str]:
         ignored_dirs, ignored_files = self._l.ignored_dirs, self._l.ignored_files
@@ -434,23 +523,41 @@ class FileIndex:
                 if path not in ignored_files and not _under(path, ignored_dirs) and globs.match(path[cut:]):
                     yield path
 
-    def _first_not_ignored(self, new: list[str]) -> str | None:
-        """The first new path git would not ignore (all of them count without git)."""
-        ignored = set(self._ignored([p for p in new if p not in self._path_set]))
-        return next((p for p in new if p not in ignored), None)
+    def _first_not_ignored(self, new: list[str], query=None) -> str | None:
+        """The first new path git would not ignore, or that the globs reach though it is ignored
+        (all of them count without git)."""
+        kept = self._not_ignored(new, query)
+        return kept[0] if kept else None
 
-    def _ignored(self, unknown: list[str]) -> list[str]:
-        """Which of `unknown` (paths git did not list) `git check-ignore` ignores; none without git,
-        or when git fails (then every one counts, the safe side)."""
+    def _not_ignored(self, new: list[str], query=None) -> list[str]:
+        """`new` less the paths git ignores that the globs do not reach (`_first_not_ignored`)."""
+        unknown = [p for p in new if p not in self._path_set and p not in self._l.ignored_files]
         if not self.git or not unknown:
-            return []
+            return new
+        ignored = self._check_ignore(unknown)
+        if ignored is None:  # git failed: count every new path, the safe side
+            return new
+        entries: dict[str, str] = {}
+        if ignored and query is not None:  # each ignored path's outermost ignored directory, if any
+            ancestors = sorted({p[:i] for p in ignored for i in _slashes(p)})
+            dirs = self._check_ignore(ancestors) if ancestors else set()
+            for p in ignored:
+                entries[p] = next((p[:i] for i in _slashes(p) if dirs is None or p[:i] in dirs), p)
+        return [p for p in new if p not in ignored or (query is not None and self._reaches(p, entries[p], query))]
+
+    def _check_ignore(self, paths: list[str]) -> set[str] | None:
+        """Which of `paths` git ignores; None when git failed."""
         proc = subprocess.run(
-            ["git", "check-ignore", "--stdin", "-z"], cwd=self.root, input="\0".join(unknown).encode() + b"\0",
+            ["git", "check-ignore", "--stdin", "-z"], cwd=self.root, input="\0".join(paths).encode() + b"\0",
             capture_output=True, env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
         )
         if proc.returncode not in (0, 1):
-            return []
-        return [os.fsdecode(p) for p in proc.stdout.split(b"\0") if p]
+            return None
+        return {os.fsdecode(p) for p in proc.stdout.split(b"\0") if p}
+
+
+def _slashes(path: str) -> list[int]:
+    return [i for i, ch in enumerate(path) if ch == "/"]
 
 
 def _overlap(roots: Sequence[str], others: Sequence[str]) -> bool:

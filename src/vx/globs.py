@@ -10,6 +10,9 @@ dotfiles too, because a build cache must over-include rather than miss an input.
 
 Each pattern compiles once (memoised) to one regex; a set ORs its patterns into one
 regex per polarity, so a match is one `fullmatch` call.
+
+A turbo.json's globs (`GlobSet(..., turbo=True)`) are turbo's: the same grammar plus character
+classes (`[jt]`, `[!a]`, `[^a]`), as its glob engine reads them.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from vx.errors import UsageError
 
 _MAX_ALTERNATIVES = 256
 _WILDCARD = re.compile(r"[*?]")
+_TURBO_WILDCARD = re.compile(r"[*?]|\[[^\]/]")
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _EXTGLOB = ("@(", "!(", "+(", "*(", "?(")
 
@@ -179,6 +183,7 @@ class _Alternative(Struct, frozen=True):
     segments: tuple[str, ...]
     literal: bool  # no wildcard: the file or its whole tree
     regex: str
+    classes: bool = False  # `[…]` is a character class (turbo's globs)
 
     @property
     def head(self) -> str:
@@ -186,33 +191,60 @@ class _Alternative(Struct, frozen=True):
         if self.literal:
             return self.text
         fixed = []
+        wildcard = _TURBO_WILDCARD if self.classes else _WILDCARD
         for seg in self.segments:
-            if _WILDCARD.search(seg):
+            if wildcard.search(seg):
                 break
             fixed.append(seg)
         return "/".join(fixed)
 
 
-def _segment_regex(seg: str) -> str:
+def _segment_regex(seg: str, classes: bool = False) -> str:
     out = []
-    for ch in seg:
+    i = 0
+    while i < len(seg):
+        ch = seg[i]
         if ch == "*":
             if not out or out[-1] != "[^/]*":
                 out.append("[^/]*")
         elif ch == "?":
             out.append("[^/]")
+        elif ch == "[" and classes and _class_end(seg, i) > 0:
+            end = _class_end(seg, i)
+            out.append(_class_regex(seg[i + 1:end]))
+            i = end
         else:
             out.append(re.escape(ch))
+        i += 1
     return "".join(out)
 
 
-def _wildcard_regex(segments: Sequence[str]) -> str:
+def _class_end(seg: str, start: int) -> int:
+    """Where the class opened at `start` closes (`]` first, or after `!`/`^`, is a member); -1 if never."""
+    i = start + 1
+    if i < len(seg) and seg[i] in "!^":
+        i += 1
+    if i < len(seg) and seg[i] == "]":
+        i += 1
+    end = seg.find("]", i)
+    return end
+
+
+def _class_regex(body: str) -> str:
+    """A glob class as a regex class that never matches `/` (`!` or `^` first negates)."""
+    negate = body[:1] in ("!", "^")
+    members = body[1:] if negate else body
+    escaped = "".join("\\" + c if c in "\\^[]" else c for c in members)
+    return f"[^/{escaped}]" if negate else f"(?!/)[{escaped}]"
+
+
+def _wildcard_regex(segments: Sequence[str], classes: bool = False) -> str:
     """Translate segments; `**` spans zero or more whole directories."""
     rx = ""
     last = len(segments) - 1
     for i, seg in enumerate(segments):
         if seg != "**":
-            rx += _segment_regex(seg) + ("" if i == last else "/")
+            rx += _segment_regex(seg, classes) + ("" if i == last else "/")
         elif i == last:
             rx = rx[:-1] + "(?:/.*)?" if rx else ".*"
         else:
@@ -221,24 +253,32 @@ def _wildcard_regex(segments: Sequence[str]) -> str:
 
 
 @functools.lru_cache(maxsize=4096)
-def _alternatives(body: str) -> tuple[_Alternative, ...]:
+def _alternatives(body: str, classes: bool = False) -> tuple[_Alternative, ...]:
     """Compile one normalised, non-negated pattern body into its alternatives."""
     out = []
+    wildcard = _TURBO_WILDCARD if classes else _WILDCARD
     for text in dict.fromkeys(normalise(alt) for alt in _expand(body)):
         segments = tuple(text.split("/")) if text else ()
-        literal = not _WILDCARD.search(text)
+        literal = not wildcard.search(text)
         if not literal:
-            regex = _wildcard_regex(segments)
+            regex = _wildcard_regex(segments, classes)
         else:
             regex = re.escape(text) + "(?:/.*)?" if text else ".+"
-        out.append(_Alternative(text, segments, literal, regex))
+        out.append(_Alternative(text, segments, literal, regex, classes))
     return tuple(out)
 
 
+def spans(pattern: str) -> tuple[tuple[str, str, bool], ...]:
+    """Each brace-free alternative of a non-negated pattern as (its text, its literal head, whether
+    it spans that head's whole tree: a literal, or `head/**`): what an overlap check compares (GR-15)."""
+    return tuple((a.text, a.head, a.literal or a.segments[len(a.head.split("/")) if a.head else 0:] == ("**",))
+                 for a in _alternatives(normalise(pattern)))
+
+
 @functools.lru_cache(maxsize=4096)
-def _pattern_matcher(body: str):
+def _pattern_matcher(body: str, classes: bool = False):
     """One pattern (or one segment) on its own: for per-pattern questions, not set matching."""
-    return re.compile("(?s:" + "|".join(a.regex for a in _alternatives(body)) + ")").fullmatch
+    return re.compile("(?s:" + "|".join(a.regex for a in _alternatives(body, classes)) + ")").fullmatch
 
 
 def _union(positive: Sequence[_Alternative], negative: Sequence[_Alternative]):
@@ -269,10 +309,10 @@ def _dedupe_roots(heads: Iterable[str]) -> tuple[str, ...]:
     return tuple(kept)
 
 
-def _segments_match(pattern_seg: str, name: str) -> bool:
-    if not _WILDCARD.search(pattern_seg):
+def _segments_match(pattern_seg: str, name: str, classes: bool = False) -> bool:
+    if not (_TURBO_WILDCARD if classes else _WILDCARD).search(pattern_seg):
         return pattern_seg == name
-    return _pattern_matcher(pattern_seg)(name) is not None
+    return _pattern_matcher(pattern_seg, classes)(name) is not None
 
 
 def _reaches_below(alt: _Alternative, dir_segs: Sequence[str]) -> bool:
@@ -283,14 +323,32 @@ def _reaches_below(alt: _Alternative, dir_segs: Sequence[str]) -> bool:
             return alt.literal
         if segs[i] == "**":
             return True
-        if not _segments_match(segs[i], name):
+        if not _segments_match(segs[i], name, alt.classes):
             return False
     return alt.literal or len(segs) > len(dir_segs)
 
 
+def _names_ignored(alt: _Alternative, entry_segs: Sequence[str], turbo: bool) -> bool:
+    """Whether `alt` reaches an ignored entry (a file, or a directory git reports as ignored).
+
+    vx's rule: the segments before the first `**` must match the entry's whole path, so `.env*`
+    and `dist/**` reach an ignored `.env` and `dist/`, and `**` or `src/**` reach nothing git
+    ignores. turbo.json's globs reach every ignored entry, as turbo's walk does. Under both,
+    `node_modules` is entered only by a glob that spells it."""
+    if "node_modules" in entry_segs and "node_modules" not in alt.segments:
+        return False
+    if turbo:
+        return True
+    segs = alt.segments
+    fixed = segs if alt.literal else segs[: segs.index("**")] if "**" in segs else segs
+    if len(fixed) < len(entry_segs):
+        return False
+    return all(_segments_match(p, n, alt.classes) for p, n in zip(fixed, entry_segs))
+
+
 @functools.lru_cache(maxsize=4096)
-def _covers(patterns: tuple[str, ...], root: str) -> bool:
-    c = _compile_set(patterns)
+def _covers(patterns: tuple[str, ...], root: str, classes: bool = False) -> bool:
+    c = _compile_set(patterns, classes)
     segs = root.split("/") if root else []
     return not c.neg_alts and any(_covers_tree(a, segs) for a in c.pos_alts)
 
@@ -303,7 +361,7 @@ def _covers_tree(alt: _Alternative, dir_segs: Sequence[str]) -> bool:
     if not segs or segs[-1] != "**" or "**" in segs[:-1]:
         return False
     head = segs[:-1]
-    return len(dir_segs) >= len(head) and all(_segments_match(p, n) for p, n in zip(head, dir_segs))
+    return len(dir_segs) >= len(head) and all(_segments_match(p, n, alt.classes) for p, n in zip(head, dir_segs))
 
 
 class _Compiled(Struct, frozen=True):
@@ -315,7 +373,7 @@ class _Compiled(Struct, frozen=True):
 
 
 @functools.lru_cache(maxsize=1024)
-def _compile_set(patterns: tuple[str, ...]) -> _Compiled:
+def _compile_set(patterns: tuple[str, ...], classes: bool = False) -> _Compiled:
     positive, pos_alts, neg_alts = [], [], []
     for pattern in patterns:
         reason = glob_error(pattern)
@@ -323,10 +381,10 @@ def _compile_set(patterns: tuple[str, ...]) -> _Compiled:
             raise UsageError(f"invalid glob `{pattern}`", hint=reason)
         norm = normalise(pattern)
         if norm.startswith("!"):
-            neg_alts += _alternatives(norm[1:])
+            neg_alts += _alternatives(norm[1:], classes)
         else:
             positive.append((pattern, norm))
-            pos_alts += _alternatives(norm)
+            pos_alts += _alternatives(norm, classes)
     roots = _dedupe_roots(a.head for a in pos_alts)
     return _Compiled(tuple(positive), tuple(pos_alts), tuple(neg_alts), _union(pos_alts, neg_alts), roots)
 
@@ -337,16 +395,17 @@ def _compile_set(patterns: tuple[str, ...]) -> _Compiled:
 class GlobSet:
     """A list of project-relative patterns, `!` negations included, matched as one set."""
 
-    __slots__ = ("patterns", "_c", "match")
+    __slots__ = ("patterns", "turbo", "_c", "match")
 
-    def __init__(self, patterns: Sequence[str]):
+    def __init__(self, patterns: Sequence[str], turbo: bool = False):
         self.patterns = tuple(patterns)
-        self._c = _compile_set(self.patterns)
+        self.turbo = turbo  # turbo.json's globs: character classes, and reaching what git ignores
+        self._c = _compile_set(self.patterns, turbo)
         # The raw matcher (truthy match object or None), for hot loops that skip the bool().
         self.match: Callable[[str], object] = self._c.fullmatch
 
     def __repr__(self) -> str:
-        return f"GlobSet({list(self.patterns)!r})"
+        return f"GlobSet({list(self.patterns)!r}{', turbo=True' if self.turbo else ''})"
 
     def __bool__(self) -> bool:
         return bool(self._c.pos_alts)
@@ -377,11 +436,28 @@ class GlobSet:
     def covers(self, root: str) -> bool:
         """Whether every path at or below `root` is in the set, so a lister may take a whole sorted
         range unmatched: no negation, and some positive pattern spans the subtree (`src/**` at `src`)."""
-        return _covers(self.patterns, root)
+        return _covers(self.patterns, root, self.turbo)
+
+    def toward(self, entry: str) -> GlobSet | None:
+        """The part of the set that reaches an ignored file or directory `entry` (see
+        `_names_ignored`), negations kept; None when no pattern reaches it."""
+        return _toward(self.patterns, self.turbo, entry)
 
     def unmatched(self, rel_paths: Iterable[str]) -> tuple[str, ...]:
         """The positive patterns (as written) that match none of `rel_paths` (KEY-23)."""
         paths = list(rel_paths)
         if paths and len(self._c.positive) == 1:
             return ()  # every path in the set matched the only positive pattern
-        return tuple(w for w, norm in self._c.positive if not any(map(_pattern_matcher(norm), paths)))
+        return tuple(w for w, norm in self._c.positive if not any(map(_pattern_matcher(norm, self.turbo), paths)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _toward(patterns: tuple[str, ...], turbo: bool, entry: str) -> GlobSet | None:
+    c = _compile_set(patterns, turbo)
+    segs = entry.split("/")
+    reaching = [a.text for a in c.pos_alts if _names_ignored(a, segs, turbo)]
+    if not reaching:
+        return None
+    if len(reaching) == len(c.pos_alts):
+        return GlobSet(patterns, turbo)
+    return GlobSet([*reaching, *("!" + a.text for a in c.neg_alts)], turbo)

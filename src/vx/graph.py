@@ -9,7 +9,10 @@ from typing import Iterable, Mapping, Sequence
 from msgspec import Struct
 
 from vx.errors import ConfigError, CycleError, UnknownTaskError, suggestion
-from vx.model import ROOT_PROJECT, ProjectConfig, TaskConfig, TaskGraph, TaskId, TaskNode, Workspace
+from vx.model import (ROOT_PROJECT, CacheConfig, ProjectConfig, TaskConfig, TaskGraph, TaskId, TaskNode,
+                      Workspace)
+
+IMPLICIT_BUILD = "build"
 
 
 class Selection(Struct, frozen=True):
@@ -32,7 +35,7 @@ def build_graph(ws: Workspace, configs: Mapping[str, ProjectConfig], sel: Select
         tid = pending.pop()
         if tid in nodes:
             continue
-        task = configs[tid.package].tasks[tid.task]
+        task = task_of(configs, tid.package, tid.task)
         deps = _expand_depends_on(ws, configs, tid, task, declared)
         nodes[tid] = TaskNode(tid, task, ws.packages[tid.package].dir, deps, tid in wanted)
         pending.extend(d for d in deps if d not in nodes)
@@ -54,7 +57,7 @@ def _resolve_one(ws: Workspace, configs: Mapping[str, ProjectConfig], sel: Selec
     if "#" in name:
         pkg, _, task = name.rpartition("#")
         return [_qualified(ws, configs, pkg or ROOT_PROJECT, task, name)]
-    holders = [p for p in sorted(configs) if name in configs[p].tasks]
+    holders = [p for p in sorted(configs) if _declares(configs[p], name)]
     if not holders:
         _refuse_not_runnable(configs, name)
         scripted = [p for p, pkg in sorted(ws.packages.items()) if name in pkg.scripts]
@@ -68,7 +71,7 @@ def _resolve_one(ws: Workspace, configs: Mapping[str, ProjectConfig], sel: Selec
         return _filtered_holders(holders, sel.projects, name)
     if sel.all:
         return [TaskId(p, name) for p in holders]
-    if name in configs.get(sel.cwd_package, ProjectConfig("")).tasks:
+    if _declares(configs.get(sel.cwd_package, ProjectConfig("")), name):
         return [TaskId(sel.cwd_package, name)]
     if sel.cwd_package == ROOT_PROJECT:
         # From the root, a task the root project does not declare means "everywhere" (as in turbo).
@@ -94,11 +97,36 @@ def _filtered_holders(holders: list[str], projects: frozenset[str], name: str) -
 def _qualified(ws: Workspace, configs: Mapping[str, ProjectConfig], pkg: str, task: str, text: str) -> TaskId:
     if pkg not in ws.packages:
         raise UnknownTaskError(f"no package named `{pkg}` (in `{text}`)", hint=suggestion(pkg, ws.packages, noun="packages"))
-    tasks = configs[pkg].tasks
-    if task not in tasks:
+    if task_of(configs, pkg, task) is None:
         _refuse_not_runnable({pkg: configs[pkg]}, task)
-        raise UnknownTaskError(f"package `{pkg}` has no task `{task}`", hint=suggestion(task, tasks, noun="tasks"))
+        raise UnknownTaskError(f"package `{pkg}` has no task `{task}`",
+                               hint=suggestion(task, configs[pkg].tasks, noun="tasks"))
     return TaskId(pkg, task)
+
+
+def _declares(config: ProjectConfig, name: str) -> bool:
+    """Whether a bare `name` selects the project's task: vx's implicit ones are only reached."""
+    task = config.tasks.get(name)
+    return task is not None and not task.implicit
+
+
+def task_of(configs: Mapping[str, ProjectConfig], pkg: str, name: str) -> TaskConfig | None:
+    """The project's task `name`: declared, made by a config mapping, or the implicit `build`."""
+    config = configs[pkg]
+    task = config.tasks.get(name)
+    if task is None and name == IMPLICIT_BUILD:
+        return implicit_build(config)
+    return task
+
+
+def implicit_build(config: ProjectConfig) -> TaskConfig:
+    """WS-19: a project without `build` has one, a group of `^build` keyed on the project's files,
+    so a dependant's key moves when a source-only package is edited. Its other tasks' declared
+    outputs are left out: they are made by those tasks, and the key is taken before anything runs."""
+    made = sorted({g for t in config.tasks.values() if t.cache is not None and t.exec is not None
+                   for g in t.cache.output_files if not g.startswith("!")})
+    return TaskConfig(name=IMPLICIT_BUILD, canonical='{"dependsOn":["^build"],"implicit":true}',
+                      depends_on=("^build",), cache=CacheConfig(("**",), tuple(made)), implicit=True)
 
 
 def _refuse_not_runnable(configs: Mapping[str, ProjectConfig], name: str) -> None:
@@ -140,12 +168,12 @@ def _expand_entry(ws, configs, tid: TaskId, entry: str, source: str, field: str,
         if pkg not in ws.packages:
             raise ConfigError(f"`{entry}` names an unknown package `{pkg}`", file=source, field=field,
                               hint=suggestion(pkg, ws.packages, noun="packages"))
-        if name not in configs[pkg].tasks:
+        if task_of(configs, pkg, name) is None:
             raise ConfigError(f"`{entry}`: package `{pkg}` has no task `{name}`", file=source, field=field,
                               hint=suggestion(name, configs[pkg].tasks, noun="tasks"))
         return [TaskId(pkg, name)]
     tasks = configs[tid.package].tasks
-    if entry not in tasks:
+    if task_of(configs, tid.package, entry) is None:
         raise ConfigError(f"`{entry}` is not a task of this project", file=source, field=field,
                           hint=suggestion(entry, tasks, noun="tasks") or f"for the task in dependencies, write `^{entry}`")
     return [TaskId(tid.package, entry)]
@@ -153,7 +181,7 @@ def _expand_entry(ws, configs, tid: TaskId, entry: str, source: str, field: str,
 
 def _frontier(ws, configs, package: str, name: str, source: str, field: str, declared: set[str]) -> list[TaskId]:
     """The nearest holders of `name` among the package's dependencies (GR-02, sparse bridging)."""
-    if name not in declared:
+    if name not in declared and name != IMPLICIT_BUILD:
         raise ConfigError(f"`^{name}`: no project in the workspace declares a task `{name}`", file=source, field=field,
                           hint=suggestion(name, declared, noun="tasks"))
     found: list[TaskId] = []
@@ -164,7 +192,7 @@ def _frontier(ws, configs, package: str, name: str, source: str, field: str, dec
         if dep in seen:
             continue
         seen.add(dep)
-        if name in configs[dep].tasks:
+        if task_of(configs, dep, name) is not None:
             found.append(TaskId(dep, name))
         else:
             stack.extend(reversed(ws.packages[dep].deps))

@@ -37,6 +37,7 @@ class Package(Struct, frozen=True):
     deps: tuple[str, ...]  # names of workspace packages it links to, sorted
     manifest_path: str  # workspace-relative path of its package.json
     scripts: Mapping[str, str] = field(default_factory=dict)
+    framework: str = ""  # turbo's slug for the framework its dependencies name (vx.frameworks)
 
 
 class Workspace(Struct, frozen=True):
@@ -63,6 +64,7 @@ class EnvConfig(Struct, frozen=True):
     pass_through: tuple[str, ...] = ()
     define: Mapping[str, str] = field(default_factory=dict)
     secret: tuple[str, ...] = ()
+    framework: str = ""  # a turbo.json task's inferred framework: its variables are keyed and passed
 
 
 class SandboxConfig(Struct, frozen=True):
@@ -101,6 +103,10 @@ class CacheConfig(Struct, frozen=True):
     output_workspace_files: tuple[str, ...] = ()
     input_env: tuple[str, ...] = ()
     input_tasks: tuple[str, ...] | None = None  # None means ('*', '^*')
+    # A turbo.json task (TL-05): its globs are turbo's, and only `input_reach` (its explicit
+    # inputs, `$TURBO_DEFAULT$` aside) reaches files git ignores; None: every input glob does.
+    turbo_globs: bool = False
+    input_reach: tuple[str, ...] | None = None
 
 
 class TaskConfig(Struct, frozen=True):
@@ -111,8 +117,11 @@ class TaskConfig(Struct, frozen=True):
     canonical: str
     exec: ExecConfig | None = None
     depends_on: tuple[str, ...] = ()
-    cache: CacheConfig | None = None
+    cache: CacheConfig | None = None  # on a group only when `implicit`: the files its key folds
     description: str | None = None
+    # Made by vx, not declared: a project's missing `build` (WS-19) or a turbo.json task whose script
+    # the package lacks. A group keyed on its project's files; a bare task name never selects it.
+    implicit: bool = False
 
     @property
     def is_group(self) -> bool:
@@ -210,6 +219,7 @@ class TaskPlan(Struct, frozen=True):
     outputs: object  # files.OutputSpec-like: globs to walk, wipe and allow (None when the task caches nothing)
     sandbox: object = None  # sandbox.grants.SandboxSpec when the task declares exec.sandbox (SB-01)
     record: object = None  # the HashRecord the key was folded from (kept for `vx why`, OBS-06)
+    framework: str = ""  # a vx-config task's package framework (vx.frameworks), for the hint on a miss
 
 
 class HashRecord(Struct, frozen=True):

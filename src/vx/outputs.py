@@ -19,6 +19,25 @@ from vx.walk import _base, _root_path, _symlinked_ancestor, _under, _walk_files
 _NEVER_OUTPUT = re.compile(r"(?:^|/)(?:\.git|\.vx)(?:/|$)")
 
 
+def claimable(path: str, project_dir: str, members: frozenset[str], node_modules: bool) -> bool:
+    """Whether an output path (root-relative, matched by the output globs) is one a task may own:
+    never inside `.git` or `.vx`, inside `node_modules` only when a glob names it, and never in
+    another project's tree (the deepest project holding it is the task's own, or the root).
+    The walk that saves outputs keeps the same rules (`_output_descend`); this guards restores."""
+    if _NEVER_OUTPUT.search(path):
+        return False
+    parts = path.split("/")
+    if not node_modules and "node_modules" in parts:
+        return False
+    for depth in range(len(parts) - 1, 0, -1):
+        holder = "/".join(parts[:depth])
+        if holder == project_dir:
+            return True
+        if holder in members:
+            return False
+    return True
+
+
 def _output_descend(base: str, globs: GlobSet, nested: Sequence[str]) -> Callable[[str], bool]:
     """Where an output walk may go: never .git/.vx or a nested project; node_modules if named."""
     cut = len(base)
@@ -68,15 +87,18 @@ def walk_outputs(
 
 def wipe_outputs(
     root: Path, project_dir: str, globs: GlobSet | None, workspace_globs: GlobSet | None = None,
-    *, nested: Sequence[str] = (),
+    *, nested: Sequence[str] = (), owns: Callable[[str], bool] | None = None,
 ) -> list[str]:
     """Remove every current output (files and links, never a link's target); return what went.
 
     Emptied directories are pruned up to the project dir, but the literal root of a wildcard
-    glob (`dist` of `dist/**`) is kept: tools often expect it to exist.
+    glob (`dist` of `dist/**`) is kept: tools often expect it to exist. `owns`, when given,
+    keeps what the globs match but the task may not own (`OutputSpec.owns`).
     """
     root = Path(root)
     removed = walk_outputs(root, project_dir, globs, workspace_globs, nested=nested)
+    if owns is not None:  # what the globs match but the task may not own is never deleted
+        removed = [p for p in removed if owns(p)]
     for path in removed:
         try:
             os.unlink(os.path.join(root, path))

@@ -18,7 +18,7 @@ from msgspec import Struct
 from vx import environment, files, keys, witness
 from vx.globs import GlobSet
 from vx.model import ROOT_PROJECT, HashRecord, TaskGraph, TaskId, TaskNode, TaskPlan, Workspace
-from vx.outputs import walk_outputs, wipe_outputs
+from vx.outputs import claimable, walk_outputs, wipe_outputs
 
 MAX_TIMEOUT_MS = 2**31 - 1
 
@@ -31,24 +31,30 @@ class InputQuery(Struct, frozen=True):
     workspace_globs: GlobSet | None
     excluded: GlobSet | None
     nested: tuple[str, ...]
+    reach: GlobSet | None = None  # the globs that reach ignored files, when not `globs` itself
 
 
 class OutputSpec:
     """A cached task's declared outputs: walked to save, wiped before exec/restore, and the
-    only paths a restore may write (LC-08, LC-09)."""
+    only paths a restore may write (LC-08, LC-09). `members` are the dirs of every project:
+    what the globs match is this task's only when `owns` says so (`vx.outputs.claimable`)."""
 
-    def __init__(self, project_dir: str, patterns: Sequence[str], ws_patterns: Sequence[str], query: InputQuery):
+    def __init__(self, project_dir: str, patterns: Sequence[str], ws_patterns: Sequence[str], query: InputQuery,
+                 members: frozenset[str] = frozenset()):
         self.project_dir = project_dir
+        self.members = members
         self.patterns = tuple(patterns)
         self.globs = GlobSet(patterns) if patterns else None
         self.ws_globs = GlobSet(ws_patterns) if ws_patterns else None
         self.declares_files = bool(patterns or ws_patterns)
         self.input_query = query
+        self._prefix = project_dir + "/" if project_dir else ""
+        self._node_modules = any(g is not None and g.names("node_modules") for g in (self.globs, self.ws_globs))
 
     def walk(self, root: Path, seen: dict | None = None) -> list[str]:
         if not self.declares_files:
             return []
-        return walk_outputs(root, self.project_dir, self.globs, self.ws_globs, seen=seen)
+        return [p for p in walk_outputs(root, self.project_dir, self.globs, self.ws_globs, seen=seen) if self.owns(p)]
 
     def state(self, root: Path) -> tuple[list[str], dict[str, bool]]:
         """Where the outputs live and what walking them reads: the absolute glob roots, and each
@@ -63,15 +69,32 @@ class OutputSpec:
 
     def wipe(self, root: Path) -> None:
         if self.declares_files:
-            wipe_outputs(root, self.project_dir, self.globs, self.ws_globs)
+            wipe_outputs(root, self.project_dir, self.globs, self.ws_globs, owns=self.owns)
 
     def allows(self, path: str) -> bool:
+        """Whether a restore may write `path`: matched by the output globs, and `owns` it."""
         if self.ws_globs is not None and self.ws_globs.matches(path):
-            return True
-        if self.globs is None:
-            return False
-        prefix = self.project_dir + "/" if self.project_dir else ""
-        return path.startswith(prefix) and self.globs.matches(path[len(prefix):])
+            return self.owns(path)
+        prefix = self._prefix
+        return (self.globs is not None and path.startswith(prefix) and self.globs.matches(path[len(prefix):])
+                and self.owns(path))
+
+    def owns(self, path: str) -> bool:
+        """Whether a path the output globs match is this task's to write and wipe: never `.git`,
+        `.vx`, an unnamed `node_modules`, another project's tree, or one of the task's inputs."""
+        return claimable(path, self.project_dir, self.members, self._node_modules) and not self._is_input(path)
+
+    def _is_input(self, path: str) -> bool:
+        """Whether `path` is in the task's input set: what the input globs match, less what the
+        project output globs carve out (KEY-17, as `files.FileIndex.inputs` selects)."""
+        q, prefix = self.input_query, self._prefix
+        if path.startswith(prefix):
+            rel = path[len(prefix):]
+            if q.excluded is not None and q.excluded.match(rel):
+                return False
+            if q.globs.match(rel):
+                return True
+        return q.workspace_globs is not None and q.workspace_globs.match(path) is not None
 
 
 class RunOptions(Struct, frozen=True):
@@ -82,6 +105,7 @@ class RunOptions(Struct, frozen=True):
     retries: int | None = None
     workspace_timeout_ms: int | None = None
     cache_dir: Path | None = None  # a sandbox walls it off when it lies inside the workspace (SB-05)
+    framework_inference: bool = True  # `--framework-inference=false`: a turbo.json task keys no framework variables
 
 
 def make_plans(ws: Workspace, graph: TaskGraph, index: files.FileIndex, opts: RunOptions,
@@ -89,15 +113,18 @@ def make_plans(ws: Workspace, graph: TaskGraph, index: files.FileIndex, opts: Ru
     """Plan every node in topological order, so upstream keys exist before they are folded."""
     fingerprint = files.fingerprint(ws.root, index)
     nested = _nested_dirs(ws)
+    members = frozenset(p.dir for p in ws.packages.values())
     default_timeout = _default_timeout(opts, host_env)
     plans: dict[TaskId, TaskPlan] = {}
     for tid in graph.order:
         node = graph.nodes[tid]
-        if node.is_group:
+        if node.is_group and node.config.cache is None:
             plans[tid] = _group_plan(node, plans)
+        elif node.is_group:
+            plans[tid] = _keyed_group_plan(node, index, host_env, fingerprint, nested.get(node.project_dir, ()), plans)
         else:
             plans[tid] = _task_plan(ws, node, index, opts, host_env, fingerprint, nested.get(node.project_dir, ()),
-                                    plans, default_timeout)
+                                    plans, default_timeout, members)
             if node.config.exec.sandbox is not None:
                 plans[tid] = _with_sandbox(ws, graph, node, plans[tid], opts, host_env)
     return plans
@@ -124,45 +151,80 @@ def _group_plan(node: TaskNode, plans: Mapping[TaskId, TaskPlan]) -> TaskPlan:
     return TaskPlan(key=key, inputs=None, command=None, env={}, timeout_ms=None, retries=0, outputs=None)
 
 
-def _task_plan(ws, node: TaskNode, index, opts: RunOptions, host_env, fingerprint: str, nested: tuple[str, ...],
-               plans: Mapping[TaskId, TaskPlan], default_timeout: int | None) -> TaskPlan:
-    cfg = node.config
-    assert cfg.exec is not None
+def _keyed_group_plan(node: TaskNode, index, host_env, fingerprint: str, nested: tuple[str, ...],
+                      plans: Mapping[TaskId, TaskPlan]) -> TaskPlan:
+    """An implicit group (WS-19, a turbo task without its script): it runs nothing, and its key
+    folds its project's files as a task's would, so its dependants' keys move with them."""
     query = _input_query(node, nested)
-    inputs = index.inputs(query.project_dir, query.globs, query.workspace_globs, excluded=query.excluded, nested=nested)
-    forward = opts.forward_args if node.requested else ()
-    command = _forwarded(cfg.exec.command, forward) if forward else cfg.exec.command
+    inputs = index.inputs(query.project_dir, query.globs, query.workspace_globs, excluded=query.excluded,
+                          nested=query.nested, reach=query.reach)
+    declared = node.config.cache.input_env if node.config.cache else ()
+    record = _record(node, index, fingerprint, plans, inputs, (), environment.keyed(declared, (), {}, host_env))
+    return TaskPlan(keys.task_key(record), inputs, None, {}, None, 0, None, record=record)
+
+
+def _record(node: TaskNode, index, fingerprint: str, plans: Mapping[TaskId, TaskPlan], inputs,
+            forward: tuple[str, ...], env: tuple) -> HashRecord:
+    cfg = node.config
     upstream = keys.select_upstream(node.id, node.deps, cfg.cache.input_tasks if cfg.cache else None)
-    record = HashRecord(
+    return HashRecord(
         task_id=str(node.id),
         fingerprint=fingerprint,
         package_json=index.identity(_join(node.project_dir, "package.json")),
         config=cfg.canonical,
         forward_args=forward,
-        env=tuple((name, host_env.get(name))
-                  for name in environment.matching(cfg.cache.input_env if cfg.cache else (), host_env)),
+        env=env,
         upstream=tuple(sorted(((str(d), plans[d].key) for d in upstream), key=lambda p: (p[1], p[0]))),
         files=inputs.files,
     )
+
+
+def _task_plan(ws, node: TaskNode, index, opts: RunOptions, host_env, fingerprint: str, nested: tuple[str, ...],
+               plans: Mapping[TaskId, TaskPlan], default_timeout: int | None,
+               members: frozenset[str] = frozenset()) -> TaskPlan:
+    cfg = node.config
+    assert cfg.exec is not None
+    query = _input_query(node, nested)
+    inputs = index.inputs(query.project_dir, query.globs, query.workspace_globs, excluded=query.excluded,
+                          nested=query.nested, reach=query.reach)
+    forward = opts.forward_args if node.requested else ()
+    command = _forwarded(cfg.exec.command, forward) if forward else cfg.exec.command
+    declared = cfg.cache.input_env if cfg.cache else ()
+    framework = cfg.exec.env.framework if opts.framework_inference else ""
+    inferred = environment.inferred(framework, declared or cfg.exec.env.pass_through, host_env) if framework else ()
     root = str(ws.root)
-    env = environment.task_env(host=host_env, pass_through=cfg.exec.env.pass_through, define=cfg.exec.env.define,
+    env = environment.task_env(host=host_env, pass_through=(*cfg.exec.env.pass_through, *inferred),
+                               define=cfg.exec.env.define,
                                project_dir_abs=os.path.join(root, node.project_dir) if node.project_dir else root,
                                root=root, workspace_id=root, task_id=str(node.id))
+    record = _record(node, index, fingerprint, plans, inputs, forward,
+                     environment.keyed(declared, inferred, env, host_env))
     outputs = None
     if cfg.cache is not None:
-        outputs = OutputSpec(node.project_dir, cfg.cache.output_files, cfg.cache.output_workspace_files, query)
+        outputs = OutputSpec(node.project_dir, cfg.cache.output_files, cfg.cache.output_workspace_files, query,
+                             members)
     timeout = cfg.exec.timeout_ms if cfg.exec.timeout_ms is not None else default_timeout
     retries = cfg.exec.retries if cfg.exec.retries is not None else (opts.retries or 0)
-    return TaskPlan(keys.task_key(record), inputs, command, env, timeout, retries, outputs, record=record)
+    pkg = ws.packages.get(node.id.package)
+    hint = pkg.framework if pkg is not None and cfg.cache is not None and not cfg.exec.env.framework else ""
+    return TaskPlan(keys.task_key(record), inputs, command, env, timeout, retries, outputs, record=record,
+                    framework=hint)
 
 
 def _input_query(node: TaskNode, nested: tuple[str, ...]) -> InputQuery:
     cache = node.config.cache
     if cache is None:  # an uncached task still keys its whole project for its dependants (KEY-20)
         return InputQuery(node.project_dir, GlobSet(["**"]), None, None, nested)
-    excluded = GlobSet(cache.output_files) if cache.output_files else None
-    ws_globs = GlobSet(cache.input_workspace_files) if cache.input_workspace_files else None
-    return InputQuery(node.project_dir, GlobSet(cache.input_files), ws_globs, excluded, nested)
+    turbo = cache.turbo_globs
+    excluded = GlobSet(cache.output_files, turbo) if cache.output_files else None
+    ws_globs = GlobSet(cache.input_workspace_files, turbo) if cache.input_workspace_files else None
+    globs = GlobSet(cache.input_files, turbo)
+    if not turbo:
+        return InputQuery(node.project_dir, globs, ws_globs, excluded, nested)
+    # turbo's globs see every file below the package, other packages' included: a root task's
+    # `apps/**` reaches into the apps.
+    reach = GlobSet(cache.input_reach, True) if cache.input_reach is not None else globs
+    return InputQuery(node.project_dir, globs, ws_globs, excluded, (), reach)
 
 
 # ---------------------------------------------------------------- late keys (KEY-20)
@@ -186,8 +248,8 @@ def late_tasks(graph: TaskGraph) -> dict[TaskId, bool]:
         writers[tid] = above
         if _rewriter(node) and tid not in folded:
             continue  # an uncached task nothing depends on: no hit, no save and no dependant read its key
-        if not node.is_group and node.project_dir in above:
-            late[tid] = True
+        if (not node.is_group or node.config.cache is not None) and node.project_dir in above:
+            late[tid] = True  # a task, or an implicit group keyed like one (its project's files)
         elif any(dep in late for dep in node.deps):
             late[tid] = False
     return late
@@ -205,7 +267,7 @@ def rekeyed(index: files.FileIndex, node: TaskNode, plans: Mapping[TaskId, TaskP
     from msgspec.structs import replace
 
     plan = plans[node.id]
-    if node.is_group:
+    if node.is_group and node.config.cache is None:
         return replace(plan, key=keys.group_key((str(dep), plans[dep].key) for dep in node.deps))
     cfg = node.config
     upstream = keys.select_upstream(node.id, node.deps, cfg.cache.input_tasks if cfg.cache else None)

@@ -9,6 +9,7 @@ says why.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -16,6 +17,7 @@ from typing import Any, Callable, Mapping
 from msgspec import Struct, field
 
 from vx import executor, verdicts
+from vx.frameworks import unseen as framework_unseen
 from vx.events import CacheRestored, Emit, Notice, TaskFinished, TaskOutput, TaskRetrying, TaskStarted
 from vx.model import (CachePolicy, CacheStatus, LogChunk, ProcessResult, Status, TaskId, TaskNode, TaskPlan,
                       TaskResult, Violation)
@@ -138,8 +140,15 @@ async def _execute_and_save(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> 
     else:
         snapshot = ctx.index.task_snapshot(plan.inputs, node.project_dir, plan.record.package_json) if write else None
     if cached and plan.inputs is not None and plan.inputs.unmatched_globs:  # KEY-23
-        globs = ", ".join(plan.inputs.unmatched_globs)
-        ctx.emit(Notice(f"{node.id}: cache.inputs matched no files ({globs})", id=node.id))
+        # Asked again now: an upstream task of this run may have written what a glob names
+        # (a dependency's gitignored dist); the re-check then withholds the save and says why.
+        unmatched = ctx.index.unmatched_now(plan.outputs.input_query, plan.inputs.unmatched_globs)
+        if unmatched:
+            ctx.emit(Notice(f"{node.id}: cache.inputs matched no files ({', '.join(unmatched)})", id=node.id))
+    if plan.framework:
+        unseen = framework_unseen(plan.framework, plan.env, os.environ)
+        if unseen:
+            ctx.emit(Notice(f"{node.id}: {unseen}", id=node.id))
     if early is None:
         started_ns = time.time_ns()
     proc, attempts, violations = await _attempts(ctx, node, plan, wipe=write, early=early)

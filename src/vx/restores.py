@@ -102,24 +102,32 @@ def load_reader():
     """The artifact reader on plain values (`unpacking.unpack_plain`) with what it raises."""
     from vx.errors import VxError
     from vx.store.archive import ArchiveError
-    from vx.store.unpacking import unpack_plain
+    from vx.store.unpacking import Dirs, unpack_plain
     from vx.store.zstd import codec
 
     codec()  # loaded here, before any fork: the child inherits it
-    return (ArchiveError, VxError, OSError), unpack_plain
+    return (ArchiveError, VxError, OSError), unpack_plain, Dirs
 
 
 def extract(cache_dir: str, root: str, tasks) -> dict | None:
     """{key: files written} of each task's outputs restored from its artifact (`tasks`, a list or
     a `Queue`); None when one was refused."""
-    refused, unpack = load_reader()
-    done, dirs = {}, set()  # parents shared by outputs found absent are looked at once
+    refused, unpack, Dirs = load_reader()
+    done = {}
     prefix = os.path.join(root, "")
-    for key, _size, _crc, expected, _roots, _walked in tasks:
-        allowed = frozenset(p[len(prefix):] for p, _ in expected)
-        try:
-            _log, files = unpack(os.path.join(cache_dir, f"{key}.tar.zst"), key=key, allowed=allowed.__contains__, root=root, dirs=dirs)
-        except refused:
-            return None
-        done[key] = [(path, mode, size, mtime_ms) for path, size, mode, mtime_ms in files]
+    try:
+        dirs = Dirs(root)  # parents shared by outputs found absent are opened once
+    except OSError:
+        return None
+    try:
+        for key, _size, _crc, expected, _roots, _walked in tasks:
+            allowed = frozenset(p[len(prefix):] for p, _ in expected)
+            try:
+                _log, files = unpack(os.path.join(cache_dir, f"{key}.tar.zst"), key=key, allowed=allowed.__contains__,
+                                     root=root, dirs=dirs)
+            except refused:
+                return None
+            done[key] = [(path, mode, size, mtime_ms) for path, size, mode, mtime_ms in files]
+    finally:
+        dirs.close()
     return done

@@ -17,6 +17,7 @@ from vx import config, workspace
 from vx.errors import EXIT_OK, EXIT_SIGHUP, EXIT_SIGINT, EXIT_SIGTERM, EXIT_TASK_FAILED, ConfigError, UsageError
 from vx.events import Emit, Notice, PlannedTask, RunFinished, RunStarted, TaskStarted
 from vx.graph import Selection, build_graph
+from vx.ownership import refuse_overlaps
 from vx.model import ROOT_PROJECT, RunSummary, Status, TaskGraph, TaskId, TaskResult, Workspace
 from vx.plan import RunOptions, make_plans, package_of
 from vx.model import CachePolicy, CacheStatus, TaskPlan
@@ -46,6 +47,7 @@ class RunRequest(Struct, frozen=True):
     cache_spec: str | None = None  # `--cache local:rw,remote:r` (CLI-27)
     dry: bool = False  # planning only: the remote is probed, never downloaded from (RC-04)
     verify: str | None = None  # --verify=inputs: cached tasks execute traced (no cache reads), saves as usual
+    framework_inference: bool = True  # `--framework-inference=false` (turbo's flag)
 
 
 class Prepared(Struct):
@@ -91,6 +93,7 @@ def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: 
                                                        projects))
             if req.affected is not None:
                 graph, affected_notice = _affected(req, ws, ws_config, configs, graph, cwd_pkg)
+            refuse_overlaps(graph.nodes, configs)
         _refuse_group_only_args(graph, req)
     except BaseException:
         pending.close()
@@ -98,7 +101,8 @@ def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: 
     with stages("git enumeration"):
         index = pending.finish(cache_dir / "files.db")
     with stages("keys"):
-        opts = RunOptions(req.forward_args, req.timeout_ms, req.retries, ws_config.timeout_ms, cache_dir=cache_dir)
+        opts = RunOptions(req.forward_args, req.timeout_ms, req.retries, ws_config.timeout_ms, cache_dir=cache_dir,
+                          framework_inference=req.framework_inference)
         plans = make_plans(ws, graph, index, opts, host_env)
     from vx.store.policy import plan_cache
 
@@ -224,7 +228,9 @@ def dry_plan(prep: Prepared) -> list[PlannedTask]:
             predicted = "hit-local"
         else:
             predicted = "hit-remote" if plan.key in prep.remote_hits else "miss"
-        rows.append(PlannedTask(tid, plan.command, plan.key, predicted, node.deps, node.project_dir))
+        inputs = plan.inputs.files if plan.inputs is not None and plan.outputs is not None else None
+        rows.append(PlannedTask(tid, plan.command, plan.key, predicted, node.deps, node.project_dir, inputs,
+                                node.config.implicit))
     return rows
 
 

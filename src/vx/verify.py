@@ -9,11 +9,18 @@ outputs, and the inputs and outputs of every upstream task whose key folds into 
 (transitively). A file that could be an input (listed by git, not excluded by KEY-17) but
 is covered by none of these is reported with the `cache.inputs` entry that would cover it,
 and the run exits 1.
+
+The environment is seen only where a read of it is a system call: a task that reads its whole
+environment from `/proc/self/environ` is reported for each variable that reached it without being
+in its key (its `passThrough` ones; the essential list is passed unkeyed by design). A node task's
+`process.env.X` reads nothing from the kernel, so each traced task's unkeyed `passThrough`
+variables are listed as a note instead.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -46,6 +53,7 @@ class Verdict(Struct, frozen=True):
 
     id: TaskId
     undeclared: tuple[Undeclared, ...]
+    unkeyed: tuple[str, ...] = ()  # passThrough variables that reached it outside its key
 
 
 class VerifyReport(Struct, frozen=True):
@@ -168,8 +176,26 @@ def check(root: Path, graph: TaskGraph, plans: Mapping[TaskId, object], index, t
             untraced.append(tid)
             continue
         reads = read_paths(accesses, root)
-        verdicts.append(Verdict(tid, tuple(_undeclared(root, graph, plans, index, node, reads))))
+        unkeyed = unkeyed_env(node, plan)
+        found = _undeclared(root, graph, plans, index, node, reads)
+        if any(a.ok and a.kind == "read" and _ENVIRON.search(a.path) for a in accesses):
+            found += [Undeclared(f"${name}", f"${name}", f'cache.inputs.env: ["{name}"] (it read /proc/self/environ)')
+                      for name in unkeyed]
+        verdicts.append(Verdict(tid, tuple(found), unkeyed))
     return VerifyReport(tuple(verdicts), tuple(untraced))
+
+
+_ENVIRON = re.compile(r"^/proc/(self|thread-self|[0-9]+)(/task/[0-9]+)?/environ$")
+
+
+def unkeyed_env(node: TaskNode, plan) -> tuple[str, ...]:
+    """The variables the task was given that its key does not fold: what its `passThrough`
+    brought (the essential list, `define` literals and vx's own are accounted for elsewhere)."""
+    from vx.environment import ESSENTIAL_ENV
+
+    keyed = {name for name, _ in plan.record.env} if plan.record is not None else set()
+    own = {*ESSENTIAL_ENV, *node.config.exec.env.define, "VX_RUN_WORKSPACE", "VX_RUN_TASK"}
+    return tuple(sorted(n for n in plan.env if n not in keyed and n not in own))
 
 
 def read_paths(accesses: Iterable, root: Path) -> list[str]:
@@ -291,6 +317,8 @@ def render(report: VerifyReport) -> list[str]:
     for verdict in report.verdicts:
         if verdict.undeclared:
             lines += _block(verdict)
+    notes = [_unkeyed_note(v) for v in report.verdicts if v.unkeyed and not any(u.path.startswith("$") for u in v.undeclared)]
+    lines += notes
     traced = len(report.verdicts)
     if report.count:
         tasks = sum(1 for v in report.verdicts if v.undeclared)
@@ -309,6 +337,12 @@ def _block(verdict: Verdict) -> list[str]:
     for u in verdict.undeclared:
         lines.append(f"  {u.shown.ljust(width)}  add {u.fix}")
     return lines + [""]
+
+
+def _unkeyed_note(verdict: Verdict) -> str:
+    names = ", ".join(verdict.unkeyed)
+    return (f"note: {verdict.id} gets {names} (passThrough) outside its key; a read of a variable is not "
+            f"visible to the trace — if it shapes the output, list it in cache.inputs.env")
 
 
 def _plural(n: int, noun: str) -> str:

@@ -16,7 +16,7 @@ from typing import Any, Iterator
 
 from msgspec import Struct
 
-from vx import witness
+from vx import frameworks, witness
 from vx.errors import ConfigError, WorkspaceError
 from vx.model import ROOT_PROJECT, Package, Workspace
 from vx.semver import satisfies
@@ -36,10 +36,11 @@ def discover(cwd: Path) -> Workspace:
     globs = root.member_globs()
     dirs = _member_dirs(str(root.dir), globs)
     manifests = {rel: m for rel in dirs if (m := _read_manifest(root.dir, rel)) is not None}
-    packages = _packages(root, manifests)
+    manager = _manager(root)
+    packages = _packages(root, manifests, _linker(root, manager))
     return Workspace(
         root=root.dir.resolve(),
-        manager=_manager(root),
+        manager=manager,
         packages=packages,
         member_globs=tuple(g.text for g in globs),
     )
@@ -387,14 +388,14 @@ class _Member(Struct, frozen=True):
     manifest_path: str
 
 
-def _packages(root: _Root, manifests: dict[str, dict[str, Any]]) -> dict[str, Package]:
+def _packages(root: _Root, manifests: dict[str, dict[str, Any]], linker: _Linker) -> dict[str, Package]:
     members = [_member(rel, m) for rel, m in manifests.items()]
     root_member = _Member(ROOT_PROJECT, "", root.manifest or {},
                           "package.json" if root.manifest is not None else "")
     by_name = _unique_names(members, root.manifest)
-    deps = _package_edges([root_member, *members], by_name)
-    return {m.name: Package(name=m.name, dir=m.dir, deps=deps[m.name],
-                            manifest_path=m.manifest_path, scripts=_scripts(m.manifest))
+    deps = _package_edges([root_member, *members], by_name, linker)
+    return {m.name: Package(name=m.name, dir=m.dir, deps=deps[m.name], manifest_path=m.manifest_path,
+                            scripts=_scripts(m.manifest), framework=frameworks.detect(m.manifest, by_name))
             for m in (root_member, *members)}
 
 
@@ -444,39 +445,147 @@ def _scripts(manifest: dict[str, Any]) -> dict[str, str]:
 # ---------------------------------------------------------------- package graph
 
 
-def _package_edges(members: list[_Member], by_name: dict[str, _Member]) -> dict[str, tuple[str, ...]]:
+class _Linker(Struct, frozen=True):
+    """How the package manager links a workspace package for a plain range (WS-20).
+
+    `ranges`: whether a range the member's version satisfies links it (npm, yarn, bun; pnpm < 9 or
+    `link-workspace-packages=true`). `locked`: pnpm-lock.yaml's importers, dir -> dep -> (specifier,
+    resolved version): what the last install did, which wins while its specifier is the manifest's."""
+
+    ranges: bool = True
+    locked: dict[str, dict[str, tuple[str | None, str]]] = {}
+
+
+def _package_edges(members: list[_Member], by_name: dict[str, _Member],
+                   linker: _Linker) -> dict[str, tuple[str, ...]]:
     """Direct workspace deps per package (WS-20); a peer edge that closes a cycle is dropped."""
-    edges = {m.name: set(_linked(m, _DEP_FIELDS, by_name)) for m in members}
+    edges = {m.name: set(_linked(m, _DEP_FIELDS, by_name, linker)) for m in members}
     for m in sorted(members, key=lambda m: m.name):
-        for target in sorted(set(_linked(m, ("peerDependencies",), by_name)) - edges[m.name]):
+        for target in sorted(set(_linked(m, ("peerDependencies",), by_name, linker)) - edges[m.name]):
             if not _reaches(edges, target, m.name):
                 edges[m.name].add(target)
     return {name: tuple(sorted(targets)) for name, targets in edges.items()}
 
 
-def _linked(m: _Member, fields: tuple[str, ...], by_name: dict[str, _Member]) -> Iterator[str]:
+def _linked(m: _Member, fields: tuple[str, ...], by_name: dict[str, _Member], linker: _Linker) -> Iterator[str]:
     """Names of workspace packages the package manager would link for these fields."""
+    locked = linker.locked.get(m.dir or ".", {})
     for field in fields:
         specs = m.manifest.get(field)
         if not isinstance(specs, dict):
             continue
         for dep, spec in specs.items():
-            target = _link_target(m, dep, spec, by_name) if isinstance(spec, str) else None
+            target = _link_target(m, dep, spec, by_name, linker.ranges, locked.get(dep)) \
+                if isinstance(spec, str) else None
             if target is not None and target != m.name:
                 yield target
 
 
-def _link_target(m: _Member, dep: str, spec: str, by_name: dict[str, _Member]) -> str | None:
+def _link_target(m: _Member, dep: str, spec: str, by_name: dict[str, _Member], ranges: bool,
+                 locked: tuple[str | None, str] | None) -> str | None:
     spec = spec.strip()
+    if locked is not None and locked[0] in (None, spec):  # installed from this very spec
+        version = locked[1]
+        return _member_at(m, version[len("link:"):], by_name) if version.startswith("link:") else None
     if spec.startswith("workspace:"):
         return _workspace_protocol(dep, spec[len("workspace:"):], by_name)
     if spec.startswith(("file:", "link:")):
-        rel = posixpath.normpath(posixpath.join(m.dir, spec.split(":", 1)[1]))
-        return next((n for n, o in by_name.items() if o.dir == rel), None)
+        return _member_at(m, spec.split(":", 1)[1], by_name)
     target = by_name.get(dep)
-    if target is None:
+    if target is None or not ranges:
         return None
     return dep if _version_links(target.manifest.get("version"), spec) else None
+
+
+def _member_at(m: _Member, rel: str, by_name: dict[str, _Member]) -> str | None:
+    path = posixpath.normpath(posixpath.join(m.dir, rel))
+    path = "" if path == "." else path
+    return next((n for n, o in by_name.items() if o.dir == path), None)
+
+
+def _linker(root: _Root, manager: str) -> _Linker:
+    """npm, yarn and bun link a workspace package for any range its version satisfies; pnpm 9
+    and later only for `workspace:`, `link:` and `file:` unless `link-workspace-packages` is on."""
+    if manager != "pnpm":
+        return _Linker()
+    lock_text = _read_text(root.dir / "pnpm-lock.yaml")
+    major = _pnpm_major(root.manifest, lock_text)
+    setting = _npmrc_setting(_read_text(root.dir / ".npmrc"))
+    if setting is None and (major is None or major >= 10):  # pnpm 10 reads settings from the yaml too
+        setting = _yaml_setting(_read_text(root.dir / "pnpm-workspace.yaml"))
+    ranges = setting if setting is not None else (major is not None and major < 9)
+    return _Linker(ranges=ranges, locked=_lock_importers(lock_text) if lock_text else {})
+
+
+def _pnpm_major(manifest: dict[str, Any] | None, lock_text: str | None) -> int | None:
+    """pnpm's major version: `packageManager`, else 8 for a lockfile format older than 9.0 (which
+    pnpm 9 and 10 both write: None, like no lockfile at all)."""
+    declared = (manifest or {}).get("packageManager")
+    found = re.match(r"pnpm@(\d+)", declared) if isinstance(declared, str) else None
+    if found:
+        return int(found.group(1))
+    version = re.match(r"lockfileVersion: '?(\d+)", lock_text or "")
+    if version:
+        return None if int(version.group(1)) >= 9 else 8
+    return None
+
+
+def _npmrc_setting(text: str | None) -> bool | None:
+    """`link-workspace-packages` in the root .npmrc: true and `deep` link ranges, false does not."""
+    value = None
+    for line in (text or "").splitlines():
+        key, eq, raw = line.partition("=")
+        if eq and key.strip() == "link-workspace-packages":
+            value = raw.strip().strip("\"'")
+    return None if value is None else value in ("true", "deep")
+
+
+def _yaml_setting(text: str | None) -> bool | None:
+    found = re.search(r"^linkWorkspacePackages:\s*['\"]?(\w+)", text or "", re.M)
+    return None if found is None else found.group(1) in ("true", "deep")
+
+
+def _lock_importers(text: str) -> dict[str, dict[str, tuple[str | None, str]]]:
+    """pnpm-lock.yaml's `importers`, read by indentation rather than by a YAML parser: a lockfile can
+    be megabytes, and discovery starts every verb. Formats 6 and 9 nest `specifier`/`version` under
+    each dependency; 5.x writes `dep: version` with the specifiers in a section of their own."""
+    start = text.find("\nimporters:")
+    if start < 0:
+        return {}
+    out: dict[str, dict[str, tuple[str | None, str]]] = {}
+    specifiers: dict[str, dict[str, str]] = {}
+    importer = section = dep = None
+    spec: str | None = None
+    for line in text[start + 1:].splitlines()[1:]:
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        if indent == 0:
+            break
+        key, _, value = stripped.partition(":")
+        key, value = _unquote(key), _unquote(value.strip())
+        if indent == 2:
+            importer, section, dep = key, None, None
+            out.setdefault(key, {})
+        elif indent == 4:
+            section, dep = key, None
+        elif indent == 6 and importer is not None and section == "specifiers":
+            specifiers.setdefault(importer, {})[key] = value
+        elif indent == 6 and importer is not None and section in _DEP_FIELDS:
+            dep, spec = key, None
+            if value:  # 5.x: `dep: version`
+                out[importer][key] = (specifiers.get(importer, {}).get(key), value)
+        elif indent == 8 and dep is not None and section in _DEP_FIELDS:
+            if key == "specifier":
+                spec = value
+            elif key == "version":
+                out[importer][dep] = (spec, value)
+    return out
+
+
+def _unquote(text: str) -> str:
+    return text[1:-1] if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"" else text
 
 
 def _workspace_protocol(dep: str, rest: str, by_name: dict[str, _Member]) -> str | None:

@@ -462,11 +462,43 @@ def rich(repo):
     return repo
 
 
-@pytest.mark.parametrize("shape", ["plain", "rich"])
+def with_ignored_inputs(repo):
+    """Inputs git ignores (KEY-18): a `.env` named by a glob, and a gitignored `gen/` dir a glob
+    reaches (walked), beside the usual sources."""
+    task = build_task(inputs=("src/**", ".env", "gen/**"))
+    pkgs = {
+        "a": {"tasks": {"build": task}, "files": {"src/a.js": "A;", ".env": "A=1\n", "gen/g.js": "G;"}},
+        "b": {"deps": ["a"], "tasks": {"build": task}, "files": {"src/b.js": "B;"}},
+    }
+    files = npm_workspace(pkgs)
+    files[".gitignore"] += ".env\ngen/\n"
+    repo.write(files).commit()
+    return repo
+
+
+@pytest.mark.parametrize("change", ["edit-env", "edit-gen", "add-gen"])
+def test_key18_a_changed_ignored_input_is_never_replayed(repo, change):
+    """A receipt vouches for an ignored input only by its own stat: git's listings pin nothing."""
+    ws = with_ignored_inputs(repo)
+    settle(ws)
+    _, replayed = run(ws)
+    assert replayed
+    if change == "edit-env":
+        (ws.root / "packages/a/.env").write_text("A=2\n")
+    elif change == "edit-gen":
+        (ws.root / "packages/a/gen/g.js").write_text("G2;")
+    else:
+        (ws.root / "packages/a/gen/h.js").write_text("H;")
+    result, replayed = run(ws)
+    assert not replayed and result.code == 0
+    assert executed(result.err) == {"a#build", "b#build"}
+
+
+@pytest.mark.parametrize("shape", ["plain", "rich", "ignored"])
 def test_a_receipt_covers_every_path_its_run_read(repo, tmp_path, shape):
     """Whatever the run that writes a receipt looked at on disk — file, directory listing or mere
     existence, in the workspace or above it — the receipt checks again (strace is the witness)."""
-    ws = workspace(repo) if shape == "plain" else rich(repo)
+    ws = {"plain": workspace, "rich": rich, "ignored": with_ignored_inputs}[shape](repo)
     run(ws)
     time.sleep(0.06)
     trace = tmp_path / "trace"
@@ -486,6 +518,8 @@ def test_a_receipt_covers_every_path_its_run_read(repo, tmp_path, shape):
     assert str(ws.root / "packages/a/vx.config.json") in seen and str(ws.root / "packages/b/dist") in seen
     if shape == "rich":
         assert {str(ws.root / p) for p in ("packages/a/src/a.js", "packages/b/src/untracked.js")} <= checked
+    if shape == "ignored":  # read, so stat'ed by every replay: git vouches for none of them
+        assert {str(ws.root / p) for p in ("packages/a/.env", "packages/a/gen/g.js", "packages/a/gen")} <= checked
     baseline, import_dirs = runtime_paths(ws.root, tmp_path)
     unchecked = sorted(p for p in seen - checked - baseline
                        if not p.startswith(import_dirs) and not vx_own(p, ws.root))

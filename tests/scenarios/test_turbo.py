@@ -4,6 +4,8 @@ definitions and the packages' package.json scripts, real git, real node scripts.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import time
 
 import pytest
@@ -213,3 +215,57 @@ def test_tl05_editing_turbo_json_or_adding_a_package_one_is_seen_by_a_replay(ws)
     changed = ws.vx("run", "build", env={"VX_TIMING": "1"})
     assert changed.code == 0 and "discover" in changed.err, changed.err
     assert statuses(changed)["b#build"] == "miss"
+
+
+def _pnpm_turbo_workspace(root_fields: dict, extra: dict) -> dict[str, object]:
+    """turbo_workspace as a pnpm workspace (pnpm-workspace.yaml, workspace: specs), package `a`
+    with edge-runtime's hooks: `prebuild` wipes dist, `postbuild` leaves a mark."""
+    files = turbo_workspace(scripts={"a": {"prebuild": "rm -rf dist && echo pre >> ../../hooks.log",
+                                           "postbuild": "echo post >> ../../hooks.log"}})
+    files["package.json"] = {**files["package.json"], **root_fields}
+    files["package.json"].pop("workspaces")
+    files["pnpm-workspace.yaml"] = "packages:\n  - 'packages/*'\n"
+    files[".gitignore"] += "hooks.log\n"
+    files.update(extra)
+    return files
+
+
+@pytest.mark.parametrize("root_fields, extra, runs", [
+    ({"packageManager": "pnpm@9.15.9"}, {}, True),  # on by default from pnpm 9
+    ({"packageManager": "pnpm@9.15.9"}, {".npmrc": "enable-pre-post-scripts=false\n"}, False),
+    ({"packageManager": "pnpm@8.4.0"}, {}, False),  # off by default before pnpm 9
+    ({"packageManager": "pnpm@8.4.0"}, {".npmrc": "enable-pre-post-scripts=true\n"}, True),  # edge-runtime
+    ({}, {"pnpm-lock.yaml": "lockfileVersion: '6.0'\n"}, False),  # the lockfile tells pnpm 8
+    ({}, {"pnpm-lock.yaml": "lockfileVersion: '9.0'\n"}, True),
+    ({"packageManager": "pnpm@10.0.0"}, {"pnpm-workspace.yaml": "packages:\n  - 'packages/*'\n"
+                                                                "enablePrePostScripts: false\n"}, False),
+])
+def test_tl05_pnpm_hooks_follow_its_version_and_settings(repo, root_fields, extra, runs):
+    ws = repo.write(_pnpm_turbo_workspace(root_fields, extra)).commit()
+    stale = ws.root / "packages/a/dist/stale.js"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("left by an earlier build")
+    result = ws.vx("run", "a#build", "--no-cache")
+    assert result.code == 0, result.err
+    log = ws.root / "hooks.log"
+    assert (log.read_text().split() if log.exists() else []) == (["pre", "post"] if runs else [])
+    assert stale.exists() is not runs  # edge-runtime's `prebuild: rm -rf dist` wipes what vx did not
+
+
+def test_tl05_pnpm_hooks_as_the_real_pnpm_runs_them(repo):
+    """The same workspace under pnpm 9 itself (`pnpm run build` in the package), with and without
+    the .npmrc setting: vx folds the hooks exactly when pnpm runs them."""
+    from npm_packages import installed
+
+    pnpm = installed("pnpm").parent / ".bin" / "pnpm"
+    for npmrc, runs in (("", True), ("enable-pre-post-scripts=false\n", False)):
+        ws = repo.write(_pnpm_turbo_workspace({"packageManager": "pnpm@9.15.9"}, {".npmrc": npmrc})).commit()
+        log = ws.root / "hooks.log"
+        subprocess.run([str(pnpm), "run", "build"], cwd=ws.root / "packages/a", check=True, capture_output=True,
+                       env={**os.environ, "COREPACK_ENABLE_STRICT": "0", "npm_config_manage_package_manager_versions": "false"})
+        by_pnpm = log.read_text().split() if log.exists() else []
+        log.unlink(missing_ok=True)
+        assert ws.vx("run", "a#build", "--no-cache").code == 0
+        by_vx = log.read_text().split() if log.exists() else []
+        log.unlink(missing_ok=True)
+        assert by_vx == by_pnpm == (["pre", "post"] if runs else [])

@@ -48,8 +48,8 @@ def ids(*names: str) -> set[TaskId]:
     (["packages/b/.eslintrc"], ids("b#lint")),  # only the task that declares it
     (["packages/a/README.md"], ids("a#build", "a#dev")),  # no cached task declares it: all of a
     (["packages/b/package.json"], ids("b#build", "b#lint")),
-    (["scripts/build.js"], ids("b#build")),  # a workspaceFiles input, across projects
-    (["docs/notes.md"], set()),  # the root project declares no task
+    (["scripts/build.js"], ids("b#build", "//#build")),  # a workspaceFiles input, across projects
+    (["docs/notes.md"], ids("//#build")),  # the root declares no task: only its implicit build (WS-19)
 ])
 def test_cli41_seeds(paths, seeded):
     assert seeds(WS, CONFIGS, paths) == seeded

@@ -186,12 +186,26 @@ def test_symlinked_output_is_stored_as_its_target_bytes_lc08(tmp_path, out):
     ws = tmp_path / "ws"
     write(ws, "dist/real.js", b"real bytes", 0o755)
     os.symlink("real.js", ws / "dist/link.js")
-    info = pack(tmp_path / "s.tar.zst", key="k1", log=[], files=[("dist/link.js", ws / "dist/link.js")])
-    assert info.stamps == ()  # a link never counts as a current output
+    files = [("dist/link.js", ws / "dist/link.js"), ("dist/real.js", ws / "dist/real.js")]
+    info = pack(tmp_path / "s.tar.zst", key="k1", log=[], files=files)
+    assert [s[0] for s in info.stamps] == ["dist/real.js"]  # a link never counts as a current output
     unpack(tmp_path / "s.tar.zst", key="k1", allowed=ALL, root=out)
     assert not (out / "dist/link.js").is_symlink()
     assert (out / "dist/link.js").read_bytes() == b"real bytes"
     assert os.lstat(out / "dist/link.js").st_mode & 0o777 == 0o755
+
+
+def test_a_symlinked_output_is_followed_only_to_another_output_lc08(tmp_path):  # sandbox escapes item 3
+    ws = tmp_path / "ws"
+    write(ws, "packages/other/secret.txt", b"secret")
+    write(ws, "packages/app/src/a.js", b"a")
+    (ws / "packages/app/dist").mkdir()
+    for target in ("../../other/secret.txt", "../src/a.js"):
+        (ws / "packages/app/dist/leak").unlink(missing_ok=True)
+        os.symlink(target, ws / "packages/app/dist/leak")
+        with pytest.raises(ArchiveError, match="which is not one of the task's outputs") as err:
+            pack(tmp_path / "x.tar.zst", key="k1", log=[], files=[("packages/app/dist/leak", ws / "packages/app/dist/leak")])
+        assert "packages/app/dist/leak" in err.value.message
 
 
 @pytest.mark.parametrize(

@@ -63,8 +63,8 @@ def test_tl05_pass_through_patterns_reach_the_task():
 def test_ex03_only_the_allowlist_reaches_the_task():
     env = env_for()
     assert "AWS_SECRET_ACCESS_KEY" not in env and "NPM_TOKEN" not in env and "API_URL" not in env
-    assert env["HOME"] == "/home/me" and env["LANG"] == "C.UTF-8" and env["CI"] == "1"
-    assert set(env) == {"PATH", "HOME", "LANG", "CI", "FORCE_COLOR", "VX_RUN_WORKSPACE", "VX_RUN_TASK"}
+    assert env["HOME"] == "/home/me" and env["LANG"] == "C.UTF-8" and "CI" not in env  # CI only when declared
+    assert set(env) == {"PATH", "HOME", "LANG", "FORCE_COLOR", "VX_RUN_WORKSPACE", "VX_RUN_TASK"}
 
 
 def test_ex03_pass_through_takes_only_host_values_that_exist():
@@ -115,7 +115,7 @@ def test_ex03_vx_run_variables_name_the_workspace_and_task():
 
 def test_ex03_the_allowlist_is_the_documented_one():
     documented = ("PATH HOME SHELL USER LOGNAME TMPDIR TEMP TMP LANG LC_ALL LC_CTYPE TERM COLORTERM "
-                  "FORCE_COLOR NO_COLOR CI NODE_OPTIONS COREPACK_HOME PNPM_HOME").split()
+                  "FORCE_COLOR NO_COLOR NODE_OPTIONS COREPACK_HOME PNPM_HOME").split()
     assert list(ESSENTIAL_ENV) == documented
 
 

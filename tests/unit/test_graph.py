@@ -30,10 +30,22 @@ def configs(spec: dict[str, list[TaskConfig]]):
 
 def test_caret_frontier_stops_at_nearest_holder_and_bridges_gaps():  # GR-02
     ws = workspace({"app": ["mid"], "mid": ["lib"], "lib": []})
-    cfg = configs({"app": [task("build", deps=["^build"])], "mid": [], "lib": [task("build")]})
+    cfg = configs({"app": [task("gen", deps=["^gen"])], "mid": [], "lib": [task("gen")]})
+    g = build_graph(ws, cfg, Selection(("gen",), "app"))
+    assert g.nodes[TaskId("app", "gen")].deps == (TaskId("lib", "gen"),)
+    assert g.order == (TaskId("lib", "gen"), TaskId("app", "gen"))
+
+
+def test_ws19_a_project_without_build_has_an_implicit_keyed_one():
+    ws = workspace({"app": ["mid"], "mid": ["lib"], "lib": []})
+    cfg = configs({"app": [task("build", deps=["^build"])], "mid": [task("lint")], "lib": [task("build")]})
     g = build_graph(ws, cfg, Selection(("build",), "app"))
-    assert g.nodes[TaskId("app", "build")].deps == (TaskId("lib", "build"),)
-    assert g.order == (TaskId("lib", "build"), TaskId("app", "build"))
+    mid = g.nodes[TaskId("mid", "build")]
+    assert g.nodes[TaskId("app", "build")].deps == (TaskId("mid", "build"),)
+    assert mid.is_group and mid.config.implicit and mid.deps == (TaskId("lib", "build"),)
+    assert mid.config.cache.input_files == ("**",)
+    everywhere = build_graph(ws, cfg, Selection(("build",), "//"))  # a bare name never selects it
+    assert set(everywhere.requested) == {TaskId("app", "build"), TaskId("lib", "build")}
 
 
 def test_frontier_takes_only_nearest_holder():  # GR-02: the holder owns deeper ordering
@@ -125,6 +137,65 @@ def test_priority_is_exact_transitive_dependent_count():  # GR-08: a diamond cou
     assert g.priority[TaskId("base", "build")] == 3
     assert g.priority[TaskId("l", "build")] == 1
     assert g.priority[TaskId("top", "build")] == 0
+
+
+# ---------------------------------------------------------------- GR-15 output overlaps
+
+
+def checked_graph(ws, cfg, sel):
+    from vx.ownership import refuse_overlaps
+
+    graph = build_graph(ws, cfg, sel)
+    refuse_overlaps(graph.nodes, cfg)
+    return graph
+
+
+def cached(name, outputs, deps=(), ws_outputs=()):
+    from vx.model import CacheConfig
+
+    return TaskConfig(name, json.dumps({"n": name, "o": outputs}), ExecConfig("true"), tuple(deps),
+                      CacheConfig(("src/**",), tuple(outputs), output_workspace_files=tuple(ws_outputs)))
+
+
+@pytest.mark.parametrize("a,b,overlap", [
+    (["dist/**"], ["dist/**"], True),
+    (["dist"], ["dist/x.js"], True),  # a literal is the file or its whole tree
+    (["dist/**"], ["dist/*.js"], True),  # a wildcard whose head lies in the tree
+    (["./dist//"], ["dist/sub/**"], True),  # spellings are normalised
+    (["{dist,out}/**"], ["out/a.js"], True),
+    (["dist/*"], ["dist/sub/**"], False),  # only possibly: let through
+    (["dist/*.js"], ["dist/*.js"], True),  # the same wildcard pattern
+    (["dist/*.js"], ["dist/*.css"], False),
+    (["dist/**", "!dist/types/**"], ["dist/types/**"], False),  # taken back for the other
+    (["dist/**"], ["lib/**"], False),
+    ([], ["dist/**"], False),
+])
+def test_gr15_output_overlaps(a, b, overlap):
+    ws = workspace({"app": []})
+    cfg = configs({"app": [cached("one", a), cached("two", b, deps=["one"])]})
+    if not overlap:
+        checked_graph(ws, cfg, Selection(("two",), "app"))
+        return
+    with pytest.raises(ConfigError) as err:
+        checked_graph(ws, cfg, Selection(("two",), "app"))
+    assert "`app#one` and `app#two` declare overlapping outputs" in err.value.message
+    assert err.value.field == "tasks.two.cache.outputs.files"
+
+
+def test_gr15_workspace_outputs_meet_every_projects():
+    ws = workspace({"app": [], "web": []})
+    cfg = configs({"app": [cached("build", [], ws_outputs=["packages/web/dist/**"])], "web": [cached("build", ["dist"])]})
+    with pytest.raises(ConfigError) as err:
+        checked_graph(ws, cfg, Selection(("build",), "//"))
+    assert "`app#build` and `web#build`" in err.value.message
+    assert err.value.field == "tasks.build.cache.outputs.files" and err.value.file == "packages/web/vx.config.json"
+    assert "(declared in packages/app/vx.config.json)" in err.value.message
+
+
+def test_gr15_tasks_outside_the_graph_are_not_compared():
+    ws = workspace({"app": []})
+    cfg = configs({"app": [cached("one", ["dist/**"]), cached("two", ["dist/**"])]})
+    assert set(checked_graph(ws, cfg, Selection(("one",), "app")).nodes) == {TaskId("app", "one")}
 
 
 def test_key20_late_tasks_follow_a_same_project_uncached_task_and_what_folds_them():

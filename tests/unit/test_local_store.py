@@ -210,9 +210,9 @@ def test_not_up_to_date_with_an_extra_or_a_deleted_file(store, ws):
 
 
 def test_a_symlinked_output_is_never_current(store, ws):
-    os.rename(ws / "dist/a.js", ws / "real.js")
-    os.symlink("../real.js", ws / "dist/a.js")
-    save(store)
+    os.rename(ws / "dist/a.js", ws / "dist/real.js")
+    os.symlink("real.js", ws / "dist/a.js")
+    save(store, rels=OUTPUTS + ["dist/real.js"])
     assert not store.is_up_to_date(store.probe(["k1"])["k1"], OUTPUTS)
 
 

@@ -755,7 +755,8 @@ def test_cli_36_cli_60_dry_json_is_the_only_thing_on_stdout():
     render_dry(PLAN, "json", buf)
     doc = json.loads(buf.getvalue())
     assert doc["tasks"][1] == {"id": "app#build", "project": "app", "task": "build", "predicted": "miss",
-                               "key": "d4e5f6", "command": "vite build", "deps": ["lib#build"], "dir": "apps/app"}
+                               "key": "d4e5f6", "command": "vite build", "deps": ["lib#build"], "dir": "apps/app",
+                               "inputs": None}
     assert doc["tasks"][3]["command"] is None and [t["id"] for t in doc["tasks"]] == [str(t.id) for t in PLAN]
 
 

@@ -32,6 +32,12 @@ def test_covered_binds_are_dropped_and_write_wins_over_read():
                                 "--ro-bind", "/w/p/app/src", "/w/p/app/src"]
 
 
+def test_a_read_grant_inside_a_write_bind_is_pinned_read_only_and_a_write_inside_it_reapplied():  # item 2
+    layout = Layout(ro=["/w/p/app/src"], rw=["/w/p/app", "/w/p/app/src/gen"], pinned=["/w/p/app/src"])
+    assert tree_ops(layout) == ["--bind", "/w/p/app", "/w/p/app", "--ro-bind", "/w/p/app/src", "/w/p/app/src",
+                                "--bind", "/w/p/app/src/gen", "/w/p/app/src/gen"]
+
+
 def test_a_wall_outside_every_bind_needs_no_mount():
     assert tree_ops(Layout(walls=["/w/.git"])) == []
 

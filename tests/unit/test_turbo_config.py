@@ -104,4 +104,24 @@ def test_tl05_yarn_1_runs_hooks_yarn_2_does_not(tmp_path):
 
     assert hook_manager("yarn", tmp_path) == "yarn-classic"
     (tmp_path / ".yarnrc.yml").write_text("nodeLinker: node-modules\n")
-    assert hook_manager("yarn", tmp_path) == "yarn" and hook_manager("pnpm", tmp_path) == "pnpm"
+    assert hook_manager("yarn", tmp_path) == "yarn"
+
+
+def test_tl05_pnpm_runs_hooks_from_9_on_or_as_its_settings_say(tmp_path):
+    from vx.config.turbo import hook_manager
+
+    assert hook_manager("pnpm", tmp_path) == "pnpm-hooks"  # no version to tell: today's pnpm
+    (tmp_path / "package.json").write_text('{"packageManager": "pnpm@8.15.9"}')
+    assert hook_manager("pnpm", tmp_path) == "pnpm"
+    (tmp_path / ".npmrc").write_text("registry=x\n enable-pre-post-scripts = true\n")
+    assert hook_manager("pnpm", tmp_path) == "pnpm-hooks"
+    (tmp_path / ".npmrc").write_text("enable-pre-post-scripts=true\nenable-pre-post-scripts=false\n")
+    assert hook_manager("pnpm", tmp_path) == "pnpm"  # the last one wins, as in any .npmrc
+    (tmp_path / "package.json").write_text("{}")
+    (tmp_path / ".npmrc").unlink()
+    (tmp_path / "pnpm-lock.yaml").write_text("---\nlockfileVersion: '6.0'\n")
+    assert hook_manager("pnpm", tmp_path) == "pnpm"
+    (tmp_path / "pnpm-lock.yaml").write_text("lockfileVersion: '9.0'\n")
+    assert hook_manager("pnpm", tmp_path) == "pnpm-hooks"
+    (tmp_path / "pnpm-workspace.yaml").write_text("packages: []\nenablePrePostScripts: false\n")
+    assert hook_manager("pnpm", tmp_path) == "pnpm"  # pnpm 10's own settings file

@@ -302,3 +302,72 @@ def test_manager_from_package_manager_field_wins(tmp_path):
     write_tree(tmp_path, {"package.json": {"name": "r", "packageManager": "yarn@4.1.0"},
                           "pnpm-lock.yaml": ""})
     assert discover(tmp_path).manager == "yarn"
+
+
+# ---------------------------------------------------------------- WS-20 pnpm linking
+
+
+def pnpm_repo(tmp_path: Path, files: dict):
+    write_tree(tmp_path, {"package.json": {"name": "root", "private": True},
+                          "pnpm-workspace.yaml": "packages:\n  - 'packages/*'\n",
+                          "packages/lib/package.json": pkg("@scope/lib", "1.0.0"), **files})
+    return discover(tmp_path).packages["app"].deps
+
+
+LOCK_9 = """lockfileVersion: '9.0'
+
+importers:
+
+  .: {}
+
+  packages/app:
+    dependencies:
+      '@scope/lib':
+        specifier: %s
+        version: %s
+
+packages:
+
+  x@1.0.0:
+    resolution: {integrity: sha512-x}
+"""
+
+LOCK_5 = """lockfileVersion: 5.4
+
+importers:
+
+  packages/app:
+    specifiers:
+      '@scope/lib': ^1.0.0
+    dependencies:
+      '@scope/lib': %s
+"""
+
+
+@pytest.mark.parametrize("lock,deps", [
+    (LOCK_9 % ("^1.0.0", "1.0.0"), ()),  # pnpm installed the registry's
+    (LOCK_9 % ("^1.0.0", "link:../lib"), ("@scope/lib",)),
+    (LOCK_9 % ("^0.9.0", "link:../lib"), ()),  # stale: the manifest's spec changed since; pnpm 9's rule
+    (LOCK_5 % "link:../lib", ("@scope/lib",)),
+    (LOCK_5 % "1.0.0", ()),
+])
+def test_ws20_pnpm_lockfile_importers_decide(tmp_path, lock, deps):
+    app = pkg("app", dependencies={"@scope/lib": "^1.0.0"})
+    assert pnpm_repo(tmp_path, {"packages/app/package.json": app, "pnpm-lock.yaml": lock}) == deps
+
+
+@pytest.mark.parametrize("files,deps", [
+    ({}, ()),  # pnpm 9 and later: only workspace:, link:, file:
+    ({".npmrc": "link-workspace-packages = true\n"}, ("@scope/lib",)),
+    ({".npmrc": "link-workspace-packages=deep\n"}, ("@scope/lib",)),
+    ({".npmrc": "link-workspace-packages=false\n", "package.json": {"name": "r", "packageManager": "pnpm@8.1.0"}}, ()),
+    ({"package.json": {"name": "r", "packageManager": "pnpm@8.1.0"}}, ("@scope/lib",)),  # pnpm 8's default
+    ({"pnpm-lock.yaml": "lockfileVersion: '6.0'\n"}, ("@scope/lib",)),  # written by pnpm 8
+    ({"pnpm-workspace.yaml": "packages:\n  - 'packages/*'\nlinkWorkspacePackages: true\n"}, ("@scope/lib",)),
+    ({"pnpm-workspace.yaml": "packages:\n  - 'packages/*'\nlinkWorkspacePackages: true\n",
+      "package.json": {"name": "r", "packageManager": "pnpm@9.15.9"}}, ()),  # pnpm 9 reads only .npmrc
+])
+def test_ws20_pnpm_link_workspace_packages_setting(tmp_path, files, deps):
+    app = pkg("app", dependencies={"@scope/lib": "^1.0.0", "x": "workspace:*"})
+    write_tree(tmp_path, {"packages/x/package.json": pkg("x")})
+    assert pnpm_repo(tmp_path, {"packages/app/package.json": app, **files}) == tuple(sorted({"x", *deps}))

@@ -417,12 +417,17 @@ def _cache_config(inputs: dict[str, Any], outputs: dict[str, Any], at: At,
     in_at, out_at = at.key("inputs"), at.key("outputs")
     output_files = _globs(outputs["files"], out_at.key("files"))
     _refuse_own_files(output_files, out_at.key("files"))
+    output_ws = _optional(outputs, "workspaceFiles", out_at, _globs)
+    input_files = _globs(inputs["files"], in_at.key("files"))
+    input_ws = _optional(inputs, "workspaceFiles", in_at, _globs)
+    _refuse_foreign(output_files, input_files, out_at.key("files"))
+    _refuse_foreign(output_ws, input_ws, out_at.key("workspaceFiles"), workspace=True)
     tasks = _input_tasks(inputs["tasks"], in_at.key("tasks"), depends_on) if "tasks" in inputs else None
     return CacheConfig(
-        input_files=_globs(inputs["files"], in_at.key("files")),
+        input_files=input_files,
         output_files=output_files,
-        input_workspace_files=_optional(inputs, "workspaceFiles", in_at, _globs),
-        output_workspace_files=_optional(outputs, "workspaceFiles", out_at, _globs),
+        input_workspace_files=input_ws,
+        output_workspace_files=output_ws,
         input_env=_optional(inputs, "env", in_at, _env_names),
         input_tasks=tasks,
     )
@@ -443,6 +448,35 @@ def _refuse_own_files(globs: tuple[str, ...], at: At) -> None:
                 at.item(i).refuse(f"output `{pattern}` covers the project's own {name}",
                                   hint="outputs are deleted before the task runs; name the "
                                   "directory it writes, such as \"dist/**\"")
+
+
+def _refuse_foreign(globs: tuple[str, ...], inputs: tuple[str, ...], at: At, *, workspace: bool = False) -> None:
+    """Outputs are what a restore may write: never `.git` or `.vx` (a planted hook would run on
+    the next commit), never the workspace's manifests, never a whole input glob's tree."""
+    covering = GlobSet(inputs).roots() if inputs else ()
+    for i, pattern in enumerate(globs):
+        if pattern.startswith("!"):
+            continue
+        one = GlobSet([pattern])
+        for word in _NEVER_OUTPUT:
+            if one.names(word):
+                at.item(i).refuse(f"output `{pattern}` enters `{word}`",
+                                  hint="outputs never include `.git` or `.vx`; name the directory the task writes")
+        if workspace:
+            for name in _ROOT_FILES:
+                if covers_top_file(pattern, name):
+                    at.item(i).refuse(f"output `{pattern}` covers the workspace's own {name}",
+                                      hint="outputs are deleted before the task runs and written by a restore; "
+                                      "name the directory the task writes, such as \"dist/**\"")
+        for root in covering:
+            if one.covers(root):
+                at.item(i).refuse(f"output `{pattern}` covers every input under `{root or '.'}`",
+                                  hint="outputs are deleted before the task runs and written by a restore, so "
+                                  "they never include the task's inputs; name the directory the task writes")
+
+
+_NEVER_OUTPUT = (".git", ".vx")
+_ROOT_FILES = ("package.json", "vx.workspace.json", "pnpm-workspace.yaml")
 
 
 def _input_tasks(value: Any, at: At, depends_on: tuple[str, ...]) -> tuple[str, ...]:

@@ -272,7 +272,8 @@ def _env(value: Any, at: At) -> tuple[str, ...]:
 def project(turbo: TurboRoot, pkg: Package, manager: str, own: dict | None, own_source: str) -> ProjectConfig:
     """`pkg`'s tasks as turbo would run them; an empty config when none applies."""
     named = pkg.name == ROOT_PROJECT or pkg.name in turbo.named
-    memo_key = (manager, tuple(sorted(pkg.scripts.items())), own["text"] if own else None, pkg.name if named else None)
+    memo_key = (manager, tuple(sorted(pkg.scripts.items())), own["text"] if own else None, pkg.name if named else None,
+                pkg.framework)
     known = turbo.memo.get(memo_key)
     if known is None:
         known = turbo.memo[memo_key] = _mapped(turbo, pkg, manager, own, own_source)
@@ -302,9 +303,22 @@ def _mapped(turbo: TurboRoot, pkg: Package, manager: str, own: dict | None, own_
     if not tasks and not not_runnable and not (own or {}).get("tags"):
         return ProjectConfig(source="")
     envs = {name: _take_env(body) for name, body in tasks.items()}
+    reach = {name: body.pop("turboReach", None) for name, body in tasks.items()}
     config = validate_project({"tasks": tasks, "tags": (own or {}).get("tags", [])}, source)
     return ProjectConfig(source=config.source, tags=config.tags, not_runnable=not_runnable,
-                         tasks={name: _with_env(task, tasks[name], *envs[name]) for name, task in config.tasks.items()})
+                         tasks={name: _with_env(_with_turbo_globs(task, tasks[name], reach[name]), tasks[name],
+                                                *envs[name], pkg.framework)
+                                for name, task in config.tasks.items()})
+
+
+def _with_turbo_globs(task: TaskConfig, body: dict, reach: list[str] | None) -> TaskConfig:
+    """`task` matching its globs as turbo does: character classes, and files git ignores reached
+    by the explicit globs (`$TURBO_DEFAULT$` is git's view). In the declaration the key folds."""
+    if task.cache is None:
+        return task
+    body["turboGlobs"] = {"reach": reach}
+    cache = replace(task.cache, turbo_globs=True, input_reach=tuple(reach) if reach is not None else None)
+    return replace(task, cache=cache, canonical=canonical(body))
 
 
 def _take_env(task: dict) -> tuple[list[str], list[str]]:
@@ -315,12 +329,18 @@ def _take_env(task: dict) -> tuple[list[str], list[str]]:
     return keyed, env.get("passThrough", [])
 
 
-def _with_env(task: TaskConfig, body: dict, keyed: list[str], passed: list[str]) -> TaskConfig:
-    """`task` with turbo's env lists back in, and in the declaration the key folds (KEY-06)."""
-    if not keyed and not passed:
+def _with_env(task: TaskConfig, body: dict, keyed: list[str], passed: list[str], framework: str) -> TaskConfig:
+    """`task` with turbo's env lists back in, and in the declaration the key folds (KEY-06).
+
+    `framework` is the one turbo infers for the package: its variables (`NEXT_PUBLIC_*`, …) are
+    matched against the host when the task is planned, then keyed and passed as turbo does, unless
+    the run says `--framework-inference=false`."""
+    if not keyed and not passed and not framework:
         return task
+    exec_ = replace(task.exec, env=replace(task.exec.env, pass_through=tuple(passed), framework=framework))
+    if not keyed and not passed:
+        return replace(task, exec=exec_)
     declared = {**body, "turboEnv": {"keyed": keyed, "passThrough": passed}}
-    exec_ = replace(task.exec, env=replace(task.exec.env, pass_through=tuple(passed)))
     cache = replace(task.cache, input_env=tuple(keyed)) if task.cache is not None else None
     return replace(task, exec=exec_, cache=cache, canonical=canonical(declared))
 
@@ -349,12 +369,15 @@ def _merged(base: dict, over: dict) -> dict:
     return out
 
 
-HOOK_RUNNERS = ("npm", "bun", "yarn-classic")  # pnpm and yarn 2+ run no pre/post scripts by default
+HOOK_RUNNERS = ("npm", "bun", "yarn-classic", "pnpm-hooks")  # yarn 2+ runs no pre/post scripts
 
 
 def hook_manager(manager: str, root) -> str:
-    """`yarn-classic` for yarn 1 (no .yarnrc.yml at the root: yarn 2+ writes one), which runs
-    pre/post scripts as npm does; the manager's name otherwise."""
+    """The manager's name, told apart by whether it runs a script's pre/post hooks: `yarn-classic`
+    for yarn 1 (no .yarnrc.yml at the root: yarn 2+ writes one), `pnpm-hooks` for a pnpm that runs
+    them (`_pnpm_runs_hooks`)."""
+    if manager == "pnpm":
+        return "pnpm-hooks" if _pnpm_runs_hooks(str(root)) else "pnpm"
     if manager != "yarn":
         return manager
     marker = os.path.join(root, ".yarnrc.yml")
@@ -362,8 +385,52 @@ def hook_manager(manager: str, root) -> str:
     return manager if os.path.lexists(marker) else "yarn-classic"
 
 
+def _pnpm_runs_hooks(root: str) -> bool:
+    """What `pnpm run` does with `pre<name>`/`post<name>`, checked against pnpm 6 to 10: the
+    `enablePrePostScripts` setting of pnpm-workspace.yaml (pnpm 10), else `enable-pre-post-scripts`
+    in the root .npmrc, else the default of its major version — on from pnpm 9, off before. The
+    version is the root package.json's `packageManager`, else told by the lockfile's format;
+    where neither tells (no lockfile, or format 9.0, which pnpm 9 and 10 both write), today's."""
+    major = _pnpm_major(root)
+    if major is None or major >= 10:
+        setting = _read_text(os.path.join(root, "pnpm-workspace.yaml"))
+        found = _PNPM_WORKSPACE_SETTING.findall(setting or "")
+        if found:
+            return found[-1] == "true"
+    found = _NPMRC_SETTING.findall(_read_text(os.path.join(root, ".npmrc")) or "")
+    if found:
+        return found[-1].lower() == "true"
+    return major is None or major >= 9
+
+
+_NPMRC_SETTING = re.compile(r"^[ \t]*enable-pre-post-scripts[ \t]*=[ \t]*(\w+)", re.M)
+_PNPM_WORKSPACE_SETTING = re.compile(r"^enablePrePostScripts:[ \t]*(true|false)\b", re.M)
+_LOCKFILE_VERSION = re.compile(r"^lockfileVersion:[ \t]*'?(\d+)", re.M)
+
+
+def _pnpm_major(root: str) -> int | None:
+    manifest = _read_text(os.path.join(root, "package.json")) or ""
+    declared = re.search(r'"packageManager"\s*:\s*"pnpm@(\d+)', manifest)
+    if declared:
+        return int(declared.group(1))
+    lockfile = _LOCKFILE_VERSION.search(_read_text(os.path.join(root, "pnpm-lock.yaml"), head=200) or "")
+    if lockfile:
+        # Format 6 is pnpm 8's (and late 7's), 5 older ones'; 9 is written by 9 and 10 alike.
+        return None if int(lockfile.group(1)) >= 9 else 8
+    return None
+
+
+def _read_text(path: str, head: int = -1) -> str | None:
+    witness.read(path)  # a receipt holds while the file stays as it was (or stays missing)
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read(head)
+    except OSError:
+        return None
+
+
 def with_hooks(pkg: Package, name: str, manager: str) -> str:
-    """The script, between its `pre`/`post` hooks as `npm run` (`bun run`, yarn 1) would run them."""
+    """The script, between its `pre`/`post` hooks as `npm run` (`bun run`, yarn 1, pnpm 9+) would run them."""
     script = pkg.scripts[name]
     pre, post = pkg.scripts.get(f"pre{name}"), pkg.scripts.get(f"post{name}")
     if manager not in HOOK_RUNNERS or not (pre or post):
@@ -390,8 +457,11 @@ def _vx_task(turbo: TurboRoot, name: str, body: dict, command: str) -> dict:
     if deps:
         task["dependsOn"] = deps
     if body.get("cache", True):
-        files, workspace_files = _split(body.get("inputs") or [DEFAULT])
+        declared = body.get("inputs") or [DEFAULT]
+        files, workspace_files = _split(declared)
         files += list(body.get("dotEnv", ()))
+        if DEFAULT in declared:  # git's view for the default; the rest as turbo's walk finds them
+            task["turboReach"] = _split([g for g in declared if g != DEFAULT])[0] + list(body.get("dotEnv", ()))
         outputs, workspace_outputs = _split(body.get("outputs", []))
         inputs: dict[str, Any] = {"files": files}
         if workspace_files or turbo.global_inputs:

@@ -21,7 +21,7 @@ _HEADER = ("TASK", "PREDICTED", "KEY", "COMMAND")
 
 
 def planned_dict(task: PlannedTask) -> dict[str, Any]:
-    return {
+    row = {
         "id": str(task.id),
         "project": task.id.package,
         "task": task.id.task,
@@ -30,7 +30,13 @@ def planned_dict(task: PlannedTask) -> dict[str, Any]:
         "command": task.command,
         "deps": [str(d) for d in task.deps],
         "dir": task.project_dir,
+        # A cached task's input files and their identities, as its key folds them (the project's
+        # package.json is folded on its own); null for a group or an uncached task.
+        "inputs": dict(task.inputs) if task.inputs is not None else None,
     }
+    if task.implicit:  # made by vx (WS-19), keyed on the project's files: no command, a real key
+        row["implicit"] = True
+    return row
 
 
 def dry_json(plan: Sequence[PlannedTask]) -> str:
@@ -39,7 +45,8 @@ def dry_json(plan: Sequence[PlannedTask]) -> str:
 
 def dry_table(plan: Sequence[PlannedTask]) -> list[str]:
     """Align columns: task, predicted status, key, command; then the count line."""
-    rows = [_HEADER] + [(str(t.id), t.predicted, t.key or "-", t.command or "-") for t in plan]
+    rows = [_HEADER] + [(str(t.id), t.predicted, t.key or "-", t.command or ("(implicit)" if t.implicit else "-"))
+                        for t in plan]
     widths = [max(len(row[i]) for row in rows) for i in range(len(_HEADER) - 1)]
     lines = ["  ".join([*(cell.ljust(w) for cell, w in zip(row, widths)), row[-1]]) for row in rows]
     return lines + [count_line(plan)]

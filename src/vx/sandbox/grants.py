@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -33,6 +34,14 @@ CREDENTIAL_STORES = (
 PROTECTED_NAMES = (".bashrc", ".bash_profile", ".zshrc", ".zprofile", ".profile", ".gitconfig",
                    ".gitmodules", ".mcp.json", ".ripgreprc", ".vscode", ".idea")  # SB-11
 PROTECTED_GIT = (".git/hooks", ".git/config")
+# What decides how the next run plans, keys and sandboxes tasks: never writable, whatever a write
+# grant holds (a task that rewrote its own vx.config.json would run unsandboxed next time). The
+# lockfiles and install settings are vx.files.FINGERPRINT_FILES (not imported: plan-time cost).
+CONFIG_FILES = (
+    "vx.config.json", "vx.config.jsonc", "vx.workspace.json", "package.json", "turbo.json", "turbo.jsonc",
+    "pnpm-lock.yaml", "package-lock.json", "npm-shrinkwrap.json", "yarn.lock", "bun.lock", "bun.lockb",
+    "pnpm-workspace.yaml", ".yarnrc.yml", ".npmrc", "bunfig.toml",
+)  # fmt: skip
 _WILDCARD = re.compile(r"[*?]")
 _BRACE = re.compile(r"\{([^{}]*)\}")
 _PROTECT_DEPTH = 3
@@ -138,6 +147,7 @@ def plan_sandbox(config: SandboxConfig, *, root: Path, project_rel: str, task: s
     others = {d: n for d, n in dirs.items() if d != project}
     walls = _walls(real_root, others, cache_dir)
     _refuse_writes(config.write, writes, project, walls, real_root, source, f"{at}.allow.write")
+    _refuse_config_writes(config.write, writes, project, real_root, source, f"{at}.allow.write")
     granted, withheld = _dependency_grant(project, dirs, linked, folded)
     return SandboxSpec(task, source, real_root, project, home, config, reads, writes, walls, others, granted,
                        withheld, _resolve_all(config.ignore_read, project, home, strict=False),
@@ -227,6 +237,22 @@ def _refuse_writes(texts: Iterable[str], writes: tuple[Grant, ...], project: str
                                        "let the project that owns the path write it")
 
 
+def _refuse_config_writes(texts: Iterable[str], writes: tuple[Grant, ...], project: str, root: str, source: str,
+                          field: str) -> None:
+    """A write grant never names a config file, manifest or lockfile of its project or the root
+    (`package.json`, `*.json`); a directory grant that holds them gets them read-only (`expand`)."""
+    index = {text: i for i, text in enumerate(texts)}
+    for grant in writes:
+        for top in {project, root}:
+            named = next((n for n in CONFIG_FILES if grant.covers(f"{top}/{n}") and
+                          (grant.pattern is not None or grant.base == f"{top}/{n}")), None)
+            if named is not None:
+                raise ConfigError(f"write grant `{grant.text}` would make {os.path.relpath(f'{top}/{named}', root)} "
+                                  f"writable", file=source, field=f"{field}[{index.get(grant.text, 0)}]",
+                                  hint="vx config files, package.json, lockfiles and install settings are never "
+                                       "writable by a task; grant the files the task writes, e.g. `*.tsbuildinfo`")
+
+
 def _dependency_grant(project: str, dirs: Mapping[str, str], linked: Iterable[str],
                       folded: Iterable[str] | None) -> tuple[tuple[str, ...], dict[str, str]]:
     """The linked workspace packages granted, and those withheld from a cached task (SB-07).
@@ -266,7 +292,10 @@ class Layout(Struct):
     hidden_dirs: list[str] = field(default_factory=list)  # credential stores (dirs)
     hidden_files: list[str] = field(default_factory=list)  # credential stores (files)
     protected: list[str] = field(default_factory=list)  # config files kept read-only in rw binds
+    pinned: list[str] = field(default_factory=list)  # read-only grants inside rw binds: kept read-only
+    unborn: list[str] = field(default_factory=list)  # config files absent at the top of rw binds: watched
     placeholders: list[str] = field(default_factory=list)  # created for write grants; removed if unwritten
+    held: list[str] = field(default_factory=list)  # created paths (by this or a concurrent attempt) in use
     scratch: list[Grant] = field(default_factory=list)  # write globs that matched nothing: in the anchor
     mountless: list[Grant] = field(default_factory=list)  # …and ones a read-only bind holds: warned
 
@@ -285,6 +314,7 @@ def expand(spec: SandboxSpec) -> Layout:
     layout.walls = [w for w in spec.walls if _inside_a_bind(w, layout) and os.path.isdir(w)]
     _hide_credentials(spec, layout)
     _protect(spec, layout)
+    _pin_reads(spec, layout)
     return layout
 
 
@@ -390,11 +420,39 @@ def _hide_credentials(spec: SandboxSpec, layout: Layout) -> None:
 
 
 def _protect(spec: SandboxSpec, layout: Layout) -> None:
-    """Shell and tool config files inside write binds stay read-only, 3 levels down (SB-11)."""
-    names = PROTECTED_NAMES + (PROTECTED_GIT if not spec.config.git_config else (".git/hooks",))
+    """Shell and tool config files (SB-11), vx's own config files, manifests and lockfiles, `.vx`
+    and `.git` inside write binds stay read-only, 3 levels down. A config file that does not exist
+    at a bind's top cannot be mounted over; it is watched instead (`created_config`)."""
+    git = PROTECTED_GIT[:1] if spec.config.git_config else (".git",)
+    names = PROTECTED_NAMES + CONFIG_FILES + (".vx",) + git
     for top in layout.rw:
         for directory in [top, *_subdirs(top, _PROTECT_DEPTH)][:_PROTECT_DIRS_CAP]:
             layout.protected.extend(p for p in (os.path.join(directory, n) for n in names) if os.path.lexists(p))
+        layout.unborn.extend(p for p in (os.path.join(top, n) for n in CONFIG_FILES) if not os.path.lexists(p))
+
+
+def _pin_reads(spec: SandboxSpec, layout: Layout) -> None:
+    """A path granted only for reading stays read-only when a write bind holds it (a file grant
+    widened to its directory, a glob's directory): bound again, read-only, inside the write bind."""
+    for grant in spec.reads:
+        base = grant.base
+        inside = any(base != top and _at_or_under(base, top) for top in layout.rw)
+        if inside and os.path.lexists(base) and not any(w.covers(base) for w in spec.writes):
+            layout.pinned.append(base)
+
+
+def created_config(layout: Layout) -> list[str]:
+    """Config files the task created at the top of a write bind: removed, and returned to be reported."""
+    made = [p for p in layout.unborn if os.path.lexists(p)]
+    for path in made:
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+        except OSError:
+            pass
+    return made
 
 
 # ---------------------------------------------------------------- what the key and the links reach

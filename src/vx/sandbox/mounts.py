@@ -20,7 +20,7 @@ PROCESS_FLAGS = ("--die-with-parent", "--new-session", "--unshare-all", "--cap-d
 
 class Node(Struct, frozen=True):
     path: str
-    kind: str  # ro | rw | wall
+    kind: str  # ro | rw | wall | pin (read-only even inside rw)
 
 
 def bwrap_argv(bwrap: str, spec: SandboxSpec, layout: Layout, *, tmpdir: str, status_fd: int,
@@ -68,13 +68,13 @@ def tree_ops(layout: Layout) -> list[str]:
     return ops
 
 
-_BIND = {"ro": "--ro-bind", "rw": "--bind"}
+_BIND = {"ro": "--ro-bind", "rw": "--bind", "pin": "--ro-bind"}
 
 
 def _nodes(layout: Layout) -> list[Node]:
     """One node per path (a write bind wins over a read bind of the same path), in tree order."""
     kinds: dict[str, str] = {}
-    for kind, paths in (("ro", layout.ro), ("rw", layout.rw), ("wall", layout.walls)):
+    for kind, paths in (("ro", layout.ro), ("rw", layout.rw), ("pin", layout.pinned), ("wall", layout.walls)):
         for path in paths:
             if kinds.get(path) != "wall":
                 kinds[path] = kind
@@ -87,7 +87,9 @@ def _covered(node: Node, parent: Node | None) -> bool:
         return node.kind == "wall"
     if node.kind == "wall":
         return parent.kind == "wall"
-    return parent.kind == "rw" or (parent.kind == "ro" and node.kind == "ro")
+    if node.kind == "pin":
+        return parent.kind in ("ro", "pin")
+    return parent.kind == "rw" or (parent.kind in ("ro", "pin") and node.kind in ("ro", "pin"))
 
 
 def _close(node: Node, ops: list[str]) -> None:

@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
@@ -68,6 +69,10 @@ class Session:
         self._said: set[str] = set()
         self._count = 0
         self.keep_accesses = False  # --verify=inputs reads the trace after the judge
+        # Write-grant paths vx created in this run -> the live attempts whose binds touch them: the
+        # first task to finish must not remove a `gen/` another task is still writing (SB-04).
+        self._made: dict[str, int] = {}
+        self._made_lock = threading.Lock()
 
     @property
     def probed(self) -> Capability | None:
@@ -95,6 +100,30 @@ class Session:
         (path / "tmp").mkdir(parents=True, mode=0o700)
         os.chmod(path, 0o700)
         return path
+
+    def expand(self, spec: SandboxSpec) -> Layout:
+        """`grants.expand`, holding every created write-grant path this attempt's binds touch."""
+        with self._made_lock:  # expand and hold as one step: a path made now is held before anyone looks
+            layout = grants.expand(spec)
+            for path in layout.placeholders:
+                self._made.setdefault(path, 0)
+            layout.held = [p for p in self._made if _related(p, layout)]
+            for path in layout.held:
+                self._made[path] += 1
+        return layout
+
+    def release(self, layout: Layout) -> None:
+        """Let go of an attempt's held paths, and remove those no live attempt holds any more and
+        the tasks left empty (under the lock: an attempt expanding now must not bind one of them)."""
+        with self._made_lock:
+            free = []
+            for path in layout.held:
+                self._made[path] -= 1
+                if self._made[path] == 0:
+                    del self._made[path]
+                    free.append(path)
+            layout.held = []
+            _remove_placeholders(free)
 
     def bridge(self, spec: SandboxSpec) -> Bridge | None:
         """Start the run's proxy on first use (the union of every task's hosts, SB-08) and
@@ -125,6 +154,15 @@ class Session:
         if self._base is not None:
             shutil.rmtree(self._base, ignore_errors=True)
             self._base = None
+
+
+def _related(path: str, layout: Layout) -> bool:
+    """Whether an attempt's write binds hold `path` or lie inside it."""
+    return any(_at_or_under(path, b) or _at_or_under(b, path) for b in (*layout.rw, *layout.placeholders))
+
+
+def _at_or_under(path: str, top: str) -> bool:
+    return path == top or path.startswith(top.rstrip("/") + "/")
 
 
 def _temp_parent(environ: Mapping[str, str]) -> str | None:
@@ -166,7 +204,8 @@ async def run_sandboxed(session: Session, spec: SandboxSpec, command: str, *, cw
         report = await asyncio.to_thread(attempt.judge) if cap.traced and proc.spawn_error is None else Report()
     finally:
         attempt.close()
-    violations = tuple(report.violations) + tuple(session.network_violations(spec))
+    created = [v for v in _created_config(spec, attempt) if v not in report.violations]
+    violations = tuple(report.violations) + tuple(session.network_violations(spec)) + tuple(created)
     failed = violations or proc.exit_code != 0
     proc = replace(proc, exit_code=1 if violations and proc.exit_code == 0 else proc.exit_code,
                    cpu_ms=None, peak_rss_bytes=None)  # the pid namespace hides the task's rusage (SB-20)
@@ -176,7 +215,15 @@ async def run_sandboxed(session: Session, spec: SandboxSpec, command: str, *, cw
 
 async def _prepare(session: Session, spec: SandboxSpec, cap: Capability) -> _Attempt:
     """Look at the grants as the file system is now, and set up one attempt (OSError if it cannot)."""
-    return _Attempt(session, spec, await asyncio.to_thread(grants.expand, spec), cap)
+    return _Attempt(session, spec, await asyncio.to_thread(session.expand, spec), cap)
+
+
+def _created_config(spec: SandboxSpec, attempt: _Attempt) -> tuple[Violation, ...]:
+    """A config file, manifest or lockfile the task created inside a write grant: removed, and a
+    violation (an existing one is mounted read-only; a new one cannot be)."""
+    return tuple(Violation("write", spec.rel(path), "none: a task never writes vx config files, package.json, "
+                                                   "lockfiles or install settings")
+                 for path in grants.created_config(attempt.layout))
 
 
 def _unavailable(problem: str, hint: str | None) -> Outcome:
@@ -315,7 +362,7 @@ class _Attempt:
             self.ports.stop()
             self.ports = None
         self.status.close()
-        _remove_placeholders(self.layout.placeholders)
+        self.session.release(self.layout)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -393,7 +440,7 @@ def _complaint(proc: ProcessResult, prefix: str, *, last: bool = False) -> str |
 
 def _remove_placeholders(paths: list[str]) -> None:
     """Remove what vx created for write grants and the task left empty (SB-04)."""
-    for path in paths:  # files first (they were recorded after their directories' ancestors)
+    for path in paths:  # files first, then directories deepest first
         try:
             if os.path.isfile(path) and not os.path.islink(path) and os.path.getsize(path) == 0:
                 os.unlink(path)

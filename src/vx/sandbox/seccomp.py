@@ -1,10 +1,16 @@
-"""The seccomp program that refuses `socket(AF_UNIX, …)` inside the sandbox (SB-09 `unixSockets`).
+"""The seccomp program bwrap installs in every sandbox it can (SB-09 `unixSockets`, foreign ABIs).
 
 A unix socket is a door out of any mount and network namespace — to a Docker daemon, an
 ssh-agent, a build daemon — so a sandboxed task may not create one unless its grant says
-`allow.unixSockets`. Ten classic-BPF instructions, handed to bwrap's `--seccomp FD`; no
-libseccomp needed. `socketpair` (which node and worker pools use for IPC) stays allowed, and so
-do sockets inherited from outside. On an architecture not listed here there is no filter.
+`allow.unixSockets`. Classic BPF, handed to bwrap's `--seccomp FD`; no libseccomp needed.
+`socketpair` (which node and worker pools use for IPC) stays allowed, and so do sockets
+inherited from outside.
+
+A filter that matches syscall numbers is only sound for the ABI they belong to: an i386
+`int $0x80` (or arm32) call, or an x32 one, arrives with other numbers and would pass. So, as
+bubblewrap's own examples, Docker and systemd's `SystemCallArchitectures=native` do, every
+call from a foreign architecture or the x32 ABI kills the process. On an architecture not
+listed here there is no filter.
 """
 
 from __future__ import annotations
@@ -13,8 +19,9 @@ import errno
 import platform
 import struct
 
-_LD_W_ABS, _JEQ_K, _RET_K = 0x20, 0x15, 0x06
+_LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
 _RET_ALLOW = 0x7FFF0000
+_RET_KILL_PROCESS = 0x80000000
 _RET_ERRNO = 0x00050000
 _AF_UNIX = 1
 _X32 = 0x40000000
@@ -34,12 +41,13 @@ def unix_socket_filter(machine: str | None = None) -> bytes | None:
     arch, socket_nr = found
     return b"".join([
         _op(_LD_W_ABS, 0, 0, 4),              # 0: A = seccomp_data.arch
-        _op(_JEQ_K, 0, 6, arch),              # 1: another ABI -> allow (8)
+        _op(_JEQ_K, 0, 7, arch),              # 1: a foreign ABI (i386, arm32) -> kill (9)
         _op(_LD_W_ABS, 0, 0, 0),              # 2: A = seccomp_data.nr
-        _op(_JEQ_K, 1, 0, socket_nr),         # 3: socket -> 5
-        _op(_JEQ_K, 0, 3, socket_nr | _X32),  # 4: x32's socket -> 5, anything else -> allow (8)
+        _op(_JGE_K, 5, 0, _X32),              # 3: the x32 ABI -> kill (9)
+        _op(_JEQ_K, 0, 3, socket_nr),         # 4: socket -> 5, anything else -> allow (8)
         _op(_LD_W_ABS, 0, 0, 16),             # 5: A = args[0] (low half: the domain)
         _op(_JEQ_K, 0, 1, _AF_UNIX),          # 6: AF_UNIX -> refuse (7), else allow (8)
         _op(_RET_K, 0, 0, _RET_ERRNO | errno.EPERM),  # 7
         _op(_RET_K, 0, 0, _RET_ALLOW),                # 8
+        _op(_RET_K, 0, 0, _RET_KILL_PROCESS),         # 9
     ])  # fmt: skip

@@ -22,7 +22,7 @@ from typing import Callable, Iterable
 from msgspec import Struct, field
 
 from vx.model import Violation
-from vx.sandbox.grants import CREDENTIAL_STORES, Grant, Layout, SandboxSpec, dependency_paths
+from vx.sandbox.grants import CONFIG_FILES, CREDENTIAL_STORES, Grant, Layout, SandboxSpec, dependency_paths
 from vx.sandbox.trace import Access
 
 _PSEUDO = ("/proc", "/dev", "/sys")
@@ -93,6 +93,10 @@ class Judge:
         if not _under(path, spec.root):
             if access.errno in _REFUSED and not _covered(path, spec.ignore_write):
                 refused.setdefault(path, None)
+            return
+        if os.path.basename(path) in CONFIG_FILES and os.path.dirname(path) in (spec.project, spec.root):
+            hint = "none: a task never writes vx config files, package.json, lockfiles or install settings"
+            found.setdefault(("write", path), Violation("write", spec.rel(path), hint))
             return
         if _covered(path, spec.writes) or _covered(path, self.layout.scratch) or _covered(path, spec.ignore_write):
             return

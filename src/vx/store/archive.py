@@ -36,6 +36,7 @@ OUTPUTS = "outputs/"
 _ZERO_BLOCK = bytes(BLOCK)
 _USTAR_MAGIC = b"ustar\x0000"
 _FRAME = 5  # a log frame's header: stream (1 byte), length (4, big-endian); no `struct` to import
+NAME_MAX, PATH_MAX = 255, 4096  # Linux's limits: a name, and a whole path with its NUL
 _MODE_MASK = 0o777  # never restore setuid/setgid/sticky bits from an artifact
 
 
@@ -88,4 +89,7 @@ def check_name(rel: str) -> str:
     parts = rel.split("/")
     if any(p in ("", ".", "..") for p in parts):
         raise ArchiveError(f"refused entry name {rel!r}: empty, `.` or `..` component")
+    if len(rel.encode()) >= PATH_MAX or any(len(p.encode()) > NAME_MAX for p in parts):
+        raise ArchiveError(f"refused entry name {rel[:80]!r}…: longer than a file system holds "
+                           f"({NAME_MAX} bytes a name, {PATH_MAX} a path)")
     return rel

@@ -183,7 +183,7 @@ class LayeredStore:
             self.health.count("misses")
             self._forget(temp)
             return None
-        checked = ingest(temp, key=key, allowed=want.allowed)
+        checked = ingest(temp, key=key, allowed=self.local.guard(want.allowed))
         size = os.path.getsize(temp)
         self.health.count("hits")
         self.health.count("bytes_down", size)
@@ -211,7 +211,8 @@ class LayeredStore:
         if not isinstance(entry, Downloaded):
             return self.local.restore(entry, allowed)
         try:
-            return unpacking.unpack(entry.path, key=entry.key, allowed=allowed, root=self.local.root).log
+            return unpacking.unpack(entry.path, key=entry.key, allowed=self.local.guard(allowed),
+                                    root=self.local.root).log
         except archive.ArchiveError as exc:
             raise DamagedEntry(exc.message) from None
         finally:

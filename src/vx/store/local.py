@@ -138,6 +138,7 @@ class LocalStore:
         self._root_key = str(self.root)
         self._root_prefix = os.path.join(self._root_key, "")
         self._artifact_prefix = os.path.join(str(self.cache_dir), "")
+        self._cache_rel = _inside(str(self.cache_dir), self._root_key)
         self._lock = threading.Lock()
         self._accessed: set[str] = set()
         self._fresh: dict[str, dict[str, tuple[int, int]]] = {}
@@ -323,11 +324,19 @@ class LocalStore:
         t0 = time.perf_counter()
         return self.finish_restore(entry, self.extract(entry, allowed), time.perf_counter() - t0)
 
+    def guard(self, allowed: Callable[[str], bool]) -> Callable[[str], bool]:
+        """`allowed`, and never a path inside the cache dir (when it lies in the workspace)."""
+        cut = self._cache_rel
+        if cut is None:
+            return allowed
+        return lambda path: not (path == cut[:-1] or path.startswith(cut)) and allowed(path)
+
     def extract(self, entry: Entry, allowed: Callable[[str], bool]) -> unpacking.Unpacked | str:
         """The file half of `restore`: unpack, or say why the artifact is damaged. It never touches
         the index, so a forked restore worker may run it (the hit lane's process pool)."""
         try:
-            return unpacking.unpack(self.artifact(entry.key), key=entry.key, allowed=allowed, root=self.root)
+            return unpacking.unpack(self.artifact(entry.key), key=entry.key, allowed=self.guard(allowed),
+                                    root=self.root)
         except FileNotFoundError:
             return "the artifact vanished since the lookup"
         except ArchiveError as e:
@@ -467,6 +476,11 @@ class LocalStore:
     def _pack(self, key: str, log, files: Sequence[str], cpu_ms, peak_rss_bytes) -> "_Packed":
         """Pack into a fresh temp file in the cache dir; any failure removes it."""
         meta = {"exec": {"cpuMs": cpu_ms, "peakRssBytes": peak_rss_bytes}}
+        inside = self.guard(lambda _path: True)
+        for path in files:
+            if not inside(path):
+                raise ArchiveError(f"refused output {path}: it lies inside the cache directory",
+                                   hint="declare outputs that leave the cache directory out")
         temp = self._temp(key)
         try:
             info = packing.pack(temp, key=key, log=log, files=[(p, self.root / p) for p in files], meta=meta)
@@ -615,6 +629,12 @@ def _disk_failure(e: OSError, cache_dir: Path) -> EnvironmentFailure:
     elif e.errno == errno.ENOSPC:
         hint = "free some space, or prune the cache with `vx cache prune`"
     return EnvironmentFailure(f"cannot write to the cache: {e.strerror}", facts=(f"path: {cache_dir}",), hint=hint)
+
+
+def _inside(path: str, root: str) -> str | None:
+    """`path` relative to `root` with a trailing slash when it lies inside, else None."""
+    rel = os.path.relpath(os.path.realpath(path), os.path.realpath(root))
+    return None if rel == "." or rel.startswith("..") else rel.replace(os.sep, "/") + "/"
 
 
 def _keep_previous(final: Path) -> Path | None:

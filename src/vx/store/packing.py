@@ -151,8 +151,11 @@ def _root_of(rel: str, src: Path) -> Path:
     return src.parents[depth - 1]
 
 
-def _refuse_link(rel: str, src: Path, real_root: str) -> None:
-    """Refuse a symlinked output whose target is missing, a directory, or outside root (LC-08)."""
+def _refuse_link(rel: str, src: Path, real_root: str, outputs: _Outputs) -> None:
+    """Refuse a symlinked output whose target is missing, a directory, outside root, or not itself
+    one of the artifact's outputs (LC-08): the save must never copy what the task did not produce
+    (a sandboxed task's `dist/leak -> ../../other/secret.txt` would otherwise be cached, and
+    restored, as the secret's bytes)."""
     try:
         target = os.stat(src)
     except FileNotFoundError:
@@ -162,15 +165,34 @@ def _refuse_link(rel: str, src: Path, real_root: str) -> None:
             f"refused output {rel}: a symlink to a directory",
             hint="declare the files inside it, or make it a real directory",
         )
-    if not _within(os.path.realpath(src), real_root):
+    real = os.path.realpath(src)
+    if not _within(real, real_root):
         raise ArchiveError(f"refused output {rel}: a symlink pointing outside the workspace")
+    if real not in outputs.real():
+        raise ArchiveError(f"refused output {rel}: a symlink to {os.path.relpath(real, real_root)}, which is not "
+                           f"one of the task's outputs",
+                           hint="a saved link is followed only to another output; copy the file instead")
+
+
+class _Outputs:
+    """The real paths of an artifact's outputs, resolved only when it holds a link."""
+
+    def __init__(self, files: Sequence[tuple[str, Path]]):
+        self._files, self._real = files, None
+
+    def real(self) -> set[str]:
+        if self._real is None:
+            # where each output itself is (its last component not followed: a link names its own place)
+            self._real = {os.path.join(os.path.realpath(os.path.dirname(src)), os.path.basename(src))
+                          for _rel, src in self._files}
+        return self._real
 
 
 def _within(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def _open_output(rel: str, src: Path, real_roots: dict[Path, str]) -> _Source:
+def _open_output(rel: str, src: Path, real_roots: dict[Path, str], outputs: _Outputs) -> _Source:
     """Open one output for reading after the symlink and file-type rules (LC-08)."""
     check_name(rel)
     root = _root_of(rel, src)
@@ -179,7 +201,7 @@ def _open_output(rel: str, src: Path, real_roots: dict[Path, str]) -> _Source:
         lst = os.lstat(src)
         via_link = stat.S_ISLNK(lst.st_mode)
         if via_link:
-            _refuse_link(rel, src, real_root)
+            _refuse_link(rel, src, real_root, outputs)
         elif not _within(os.path.realpath(src), real_root):
             raise ArchiveError(f"refused output {rel}: reached through a symlink outside the workspace")
         handle = open(src, "rb", buffering=0)
@@ -231,8 +253,9 @@ def pack(
         with zstd.ZstdCompressor(level=3, write_checksum=True).stream_writer(raw, closefd=False) as z:
             tar = _TarWriter(z)
             tar.add_bytes(LOG_ENTRY, encode_log(log))
+            outputs = _Outputs(files)
             for rel, src in dict(files).items():
-                source = _open_output(rel, Path(src), real_roots)
+                source = _open_output(rel, Path(src), real_roots, outputs)
                 with source.handle:
                     stored.append(_pack_output(tar, source))
                 if not source.via_link:

@@ -13,6 +13,7 @@ outputs pays ~1 ms to load it rather than ~35 (docs/optimizations.md #22). `unpa
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import zlib
@@ -28,6 +29,7 @@ from vx.store.archive import (
     LOG_ENTRY,
     META_ENTRY,
     OUTPUTS,
+    PATH_MAX,
     SUM_ENTRY,
     ArchiveError,
     check_name,
@@ -143,15 +145,16 @@ def _number(field: bytes, what: str) -> int:
     return int(digits or b"0", 8)
 
 
-def _parse_header(block: bytes) -> tuple[bytes, int, bytes]:
-    """Check one ustar header; return (raw name, size, typeflag)."""
+def _parse_header(block: bytes) -> tuple[bytes, int, bytes, int]:
+    """Check one ustar header; return (raw name, size, typeflag, mode)."""
     if block[257:265] != _USTAR_MAGIC:
         raise ArchiveError("corrupt artifact: not a ustar header")
     stored = _number(block[148:156], "checksum")
     if stored != sum(block[:148]) + 8 * 0x20 + sum(block[156:]):
         raise ArchiveError("corrupt artifact: tar header checksum mismatch")
     name, prefix = block[:100].split(b"\0", 1)[0], block[345:500].split(b"\0", 1)[0]
-    return (prefix + b"/" + name if prefix else name), _number(block[124:136], "size"), block[156:157]
+    return ((prefix + b"/" + name if prefix else name), _number(block[124:136], "size"), block[156:157],
+            _number(block[100:108], "mode"))
 
 
 def _parse_pax(body: bytes) -> dict[str, str]:
@@ -177,8 +180,8 @@ def _pax_size(value: str) -> int:
     return int(value)
 
 
-def _next_entry(inflow: _Inflow) -> tuple[str, int] | None:
-    """Read headers up to the next regular entry; None at the end-of-archive block."""
+def _next_entry(inflow: _Inflow) -> tuple[str, int, int] | None:
+    """Read headers up to the next regular entry as (name, size, header mode); None at the end."""
     pax: dict[str, str] = {}
     while True:
         block = inflow.read(BLOCK)
@@ -186,7 +189,7 @@ def _next_entry(inflow: _Inflow) -> tuple[str, int] | None:
             if pax:
                 raise ArchiveError("corrupt artifact: a pax header with no entry")
             return None
-        raw_name, size, typeflag = _parse_header(block)
+        raw_name, size, typeflag, mode = _parse_header(block)
         if typeflag == b"x":
             if size > PAX_CAP:
                 raise ArchiveError(f"refused artifact: pax header of {size} bytes is over 1 MiB")
@@ -194,7 +197,7 @@ def _next_entry(inflow: _Inflow) -> tuple[str, int] | None:
             continue
         if typeflag not in (b"0", b"\0"):
             raise ArchiveError(f"refused artifact: non-regular entry {raw_name!r} (type {typeflag!r})")
-        return _entry_name(raw_name, pax), _pax_size(pax["size"]) if "size" in pax else size
+        return _entry_name(raw_name, pax), _pax_size(pax["size"]) if "size" in pax else size, mode
 
 
 def _entry_name(raw: bytes, pax: Mapping[str, str]) -> str:
@@ -216,6 +219,87 @@ def _temp_name() -> str:
     return f".vx-restore-{os.urandom(6).hex()}"  # what secrets.token_hex does, without its imports
 
 
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_CANNOT_HOLD = frozenset((errno.ENAMETOOLONG, errno.EILSEQ, errno.EINVAL, errno.EFBIG, errno.EOVERFLOW))
+
+
+class Dirs:
+    """Open directory descriptors by workspace-relative path ("" is the root), so every write of a
+    restore is made relative to a directory that was opened without following a link.
+
+    Why descriptors, not path strings: a directory swapped for a symlink between a check and a
+    write (a racing `renameat2` exchange) would redirect a path-string write outside the
+    workspace; a write through an open descriptor lands in the directory that was checked,
+    wherever it has been moved. Each component is opened `O_NOFOLLOW|O_DIRECTORY` relative to
+    its parent's descriptor. A caller restoring many artifacts shares one (parents they share
+    are opened once); at most `LIMIT` stay open, then all but the root are closed and reopened
+    on demand (the same checked walk)."""
+
+    LIMIT = 256
+
+    def __init__(self, root: str):
+        self.root = root
+        self._fds: dict[str, int] = {"": os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)}
+
+    def fd(self, rel: str, made: list[tuple[str, str]] | None, entry: str) -> int:
+        """The descriptor of directory `rel`, opening (and, with `made`, creating) each component."""
+        fd = self._fds.get(rel)
+        if fd is not None:
+            return fd
+        if len(self._fds) > self.LIMIT:
+            self._shed()
+        parent, _, name = rel.rpartition("/")
+        pfd = self.fd(parent, made, entry)
+        try:
+            fd = os.open(name, _DIR_FLAGS, dir_fd=pfd)
+        except FileNotFoundError as e:
+            if made is None:  # gone since it was made: the workspace changed under the restore
+                _refused_by_machine(entry, os.path.join(self.root, rel), e)
+            try:
+                os.mkdir(name, 0o777, dir_fd=pfd)
+            except FileExistsError:
+                pass  # made meanwhile: the open below checks what it is
+            except OSError as e:
+                _refused_by_machine(entry, os.path.join(self.root, rel), e)
+            else:
+                made.append((parent, name))
+            fd = self._open_dir(pfd, name, rel, entry)
+        except OSError:
+            fd = self._open_dir(pfd, name, rel, entry)
+        self._fds[rel] = fd
+        return fd
+
+    def _open_dir(self, pfd: int, name: str, rel: str, entry: str) -> int:
+        try:
+            return os.open(name, _DIR_FLAGS, dir_fd=pfd)
+        except OSError as e:
+            if e.errno in (errno.ELOOP, errno.ENOTDIR):
+                try:
+                    link = stat.S_ISLNK(os.stat(name, dir_fd=pfd, follow_symlinks=False).st_mode)
+                except OSError:
+                    link = False
+                if link:
+                    raise ArchiveError(f"refused entry {entry}: parent {rel} is a symlink",
+                                       hint="a restore never writes through a link; remove the link and run again")
+                raise ArchiveError(f"refused entry {entry}: {rel} is not a directory") from None
+            _refused_by_machine(entry, os.path.join(self.root, rel), e)
+
+    def forget(self, rel: str) -> None:
+        fd = self._fds.pop(rel, None)
+        if fd is not None:
+            os.close(fd)
+
+    def _shed(self) -> None:
+        for rel in [r for r in self._fds if r]:
+            self.forget(rel)
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds = {}
+
+
 class _Extraction:
     """The first pass: bodies land where nothing is, or in temp siblings; `commit` renames, `abandon` erases.
 
@@ -223,23 +307,29 @@ class _Extraction:
     final path: those are written in place (no temp, no rename: half the file-system work on
     a big restore). An entry whose path is taken is written to a temp sibling and renamed over
     it at commit. Either way `abandon` removes every file this extraction created, and the
-    directories it made, so a refused archive leaves the workspace as it was. Parent
-    directories are checked with lstat: a symlink is never written through.
+    directories it made, so a refused archive leaves the workspace as it was. Every call is
+    relative to a directory descriptor (`Dirs`): nothing is ever written through a link.
     """
 
-    def __init__(self, root: str, dirs: set[str] | None = None):
+    def __init__(self, root: str, dirs: Dirs | None = None):
         self.root = root
-        self.temps: dict[str, str] = {}  # rel -> the file written: its final path, or a temp sibling
+        self._root_bytes = len(root.encode())
+        self.temps: dict[str, tuple[str, str]] = {}  # rel -> (its dir, the name written: final or a temp)
         self.sizes: dict[str, int] = {}
-        self._dirs_ok: set[str] = set() if dirs is None else dirs  # real directories: checked or made
-        self._dirs_made: list[str] = []
+        self.modes: dict[str, int] = {}  # the mode applied while writing (the header's)
+        self.dirs = dirs if dirs is not None else Dirs(root)
+        self._own_dirs = dirs is None
+        self._dirs_made: list[tuple[str, str]] = []
 
-    def write(self, rel: str, inflow: _Inflow, size: int) -> None:
+    def write(self, rel: str, inflow: _Inflow, size: int, mode: int = 0o644) -> None:
         """Stream one output body into place, or beside a file that is in the way."""
-        parent = self._parent_dir(rel)
+        if self._root_bytes + len(rel.encode()) + 2 > PATH_MAX:  # restorable by descriptor, but no tool could open it
+            raise ArchiveError(f"refused entry {rel[:80]}…: its path in this workspace is longer than {PATH_MAX} bytes")
+        parent, _, name = rel.rpartition("/")
+        dfd = self.dirs.fd(parent, self._dirs_made, rel)
         inflow.reserve(size, f"entry {rel}")
-        fd, path = self._create(rel, parent, os.path.join(parent, rel.rsplit("/", 1)[-1]))
-        self.temps[rel], self.sizes[rel] = path, size
+        fd, written = self._create(rel, dfd, name)
+        self.temps[rel], self.sizes[rel] = (parent, written), size
         try:
             left = size
             while left:
@@ -247,79 +337,69 @@ class _Extraction:
                 left -= len(data)
                 while data:
                     data = data[self._guarded(rel, os.write, fd, data):]
+            self.modes[rel] = mode & _MODE_MASK
+            self._guarded(rel, os.fchmod, fd, mode & _MODE_MASK)
         finally:
             os.close(fd)
         inflow.read(-size % BLOCK)
 
-    def _create(self, rel: str, parent: str, final: str) -> tuple[int, str]:
-        """A new file at `final`, or beside whatever is there (a temp sibling renamed over it at
-        commit); a directory in the way is refused. O_EXCL|O_NOFOLLOW: never an existing file,
-        never through a link. Creating first, looking only when that fails, is one system call
-        for the usual case — outputs wiped before a restore."""
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    def _create(self, rel: str, dfd: int, name: str) -> tuple[int, str]:
+        """A new file `name` in the directory, or beside whatever is there (a temp sibling renamed
+        over it at commit); a directory in the way is refused. O_EXCL|O_NOFOLLOW: never an existing
+        file, never through a link. Creating first, looking only when that fails, is one system
+        call for the usual case — outputs wiped before a restore."""
         try:
-            return os.open(final, flags, 0o600), final
+            return os.open(name, _NEW_FILE, 0o600, dir_fd=dfd), name
         except FileExistsError:
             pass
         except OSError as e:
             self._refused_by_machine(rel, e)
-        if _lexists_kind(final) == "dir":
+        try:
+            in_way = stat.S_ISDIR(os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mode)
+        except FileNotFoundError:
+            in_way = False
+        if in_way:
             raise ArchiveError(f"refused entry {rel}: a directory is in the way")
-        path = os.path.join(parent, _temp_name())
-        return self._guarded(rel, os.open, path, flags, 0o600), path
+        temp = _temp_name()
+        return self._guarded(rel, os.open, temp, _NEW_FILE, 0o600, dir_fd=dfd), temp
 
     def commit(self, files: Sequence[File]) -> None:
         """Apply mode and mtime to each file, then rename the temps into place."""
+        dirs = self.dirs
         for rel, _size, mode, mtime_ms in files:
-            path, ns = self.temps[rel], mtime_ms * 10**6
-            self._guarded(rel, os.chmod, path, mode & _MODE_MASK)
-            self._guarded(rel, os.utime, path, ns=(ns, ns))
+            parent, written = self.temps[rel]
+            dfd, ns = dirs.fd(parent, None, rel), mtime_ms * 10**6
+            if self.modes.get(rel) != mode:  # the meta overrides the header: rare, by descriptor
+                fd = self._guarded(rel, os.open, written, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
+                try:
+                    self._guarded(rel, os.fchmod, fd, mode & _MODE_MASK)
+                finally:
+                    os.close(fd)
+            self._guarded(rel, os.utime, written, ns=(ns, ns), dir_fd=dfd, follow_symlinks=False)
         for rel, *_ in files:
-            final = os.path.join(self.root, rel)
-            path = self.temps.pop(rel)
-            if path != final:
-                self._guarded(rel, os.replace, path, final)
+            parent, written = self.temps.pop(rel)
+            name = rel.rpartition("/")[2]
+            if written != name:
+                dfd = dirs.fd(parent, None, rel)
+                self._guarded(rel, os.replace, written, name, src_dir_fd=dfd, dst_dir_fd=dfd)
 
     def abandon(self) -> None:
         """Remove every temp and every directory this extraction created."""
-        for temp in self.temps.values():
-            _quiet_unlink(temp)
-        for made in reversed(self._dirs_made):
-            self._dirs_ok.discard(made)
+        for parent, written in self.temps.values():
             try:
-                os.rmdir(made)
-            except OSError:
+                os.unlink(written, dir_fd=self.dirs.fd(parent, None, written))
+            except (OSError, ArchiveError, EnvironmentFailure):
+                pass
+        for parent, name in reversed(self._dirs_made):
+            self.dirs.forget(f"{parent}/{name}" if parent else name)
+            try:
+                os.rmdir(name, dir_fd=self.dirs.fd(parent, None, name))
+            except (OSError, ArchiveError, EnvironmentFailure):
                 pass
 
-    def _parent_dir(self, rel: str) -> str:
-        """The entry's parent directory, made if missing; a symlink on the way is refused."""
-        path = self.root
-        for part in rel.split("/")[:-1]:
-            path = os.path.join(path, part)
-            if path not in self._dirs_ok:
-                self._ensure_dir(rel, path)
-                self._dirs_ok.add(path)
-        return path
-
-    def _ensure_dir(self, rel: str, path: str) -> None:
-        """Make the directory, or accept the real directory already there (mkdir first: the usual
-        case after a wipe is one system call)."""
-        try:
-            os.mkdir(path)
-            self._dirs_made.append(path)
-            return
-        except FileExistsError:
-            pass
-        except OSError as e:
-            self._refused_by_machine(rel, e)
-        st = self._guarded(rel, os.lstat, path)
-        if stat.S_ISLNK(st.st_mode):
-            raise ArchiveError(
-                f"refused entry {rel}: parent {os.path.relpath(path, self.root)} is a symlink",
-                hint="a restore never writes through a link; remove the link and run again",
-            )
-        if not stat.S_ISDIR(st.st_mode):
-            raise ArchiveError(f"refused entry {rel}: {os.path.relpath(path, self.root)} is not a directory")
+    def close(self) -> None:
+        if self._own_dirs:
+            self.dirs.close()
 
     def _guarded(self, rel: str, fn: Callable, *args, **kwargs):
         """Run a workspace write; the machine refusing it is an environment failure, not damage."""
@@ -329,24 +409,16 @@ class _Extraction:
             self._refused_by_machine(rel, e)
 
     def _refused_by_machine(self, rel: str, e: OSError):
-        raise EnvironmentFailure(
-            f"cannot restore {rel}: {e.strerror}", facts=(f"path: {os.path.join(self.root, rel)}",)
-        ) from None
+        _refused_by_machine(rel, os.path.join(self.root, rel), e)
 
 
-def _lexists_kind(path: str) -> str | None:
-    """None when nothing is at `path`, "dir" for a directory, "other" for anything else."""
-    try:
-        return "dir" if stat.S_ISDIR(os.lstat(path).st_mode) else "other"
-    except FileNotFoundError:
-        return None
-
-
-def _quiet_unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
+def _refused_by_machine(rel: str, path: str, e: OSError):
+    """A write the workspace refused: a name or size the file system cannot hold is the artifact's
+    fault (damaged: a miss, the run goes on); anything else — a full disk, permissions — is the
+    machine's, and fails the task that restores."""
+    if e.errno in _CANNOT_HOLD:
+        raise ArchiveError(f"refused entry {rel}: the file system cannot hold it ({e.strerror})") from None
+    raise EnvironmentFailure(f"cannot restore {rel}: {e.strerror}", facts=(f"path: {path}",)) from None
 
 
 class _Read:
@@ -365,7 +437,7 @@ def _read_entries(inflow: _Inflow, extraction: _Extraction, allowed: Callable[[s
     seen: set[str] = set()
     found = _Read()
     while (entry := _next_entry(inflow)) is not None:
-        name, size = entry
+        name, size, mode = entry
         if name in seen:
             raise ArchiveError(f"refused artifact: duplicate entry {name!r}")
         seen.add(name)
@@ -374,7 +446,7 @@ def _read_entries(inflow: _Inflow, extraction: _Extraction, allowed: Callable[[s
             found.sum_ok = True
             break
         inflow.crc = zlib.crc32(name.encode() + b"\0", inflow.crc)
-        _read_one(name, size, inflow, extraction, allowed, found)
+        _read_one(name, size, mode, inflow, extraction, allowed, found)
     if not found.sum_ok:
         raise ArchiveError("damaged artifact: the checksum entry is missing")
     if not inflow.rest_is_zero():
@@ -392,14 +464,14 @@ def _check_sum(inflow: _Inflow, size: int) -> None:
 
 
 def _read_one(
-    name: str, size: int, inflow: _Inflow, extraction: _Extraction, allowed: Callable[[str], bool], found: _Read
+    name: str, size: int, mode: int, inflow: _Inflow, extraction: _Extraction, allowed: Callable[[str], bool], found: _Read
 ) -> None:
     """Handle one entry before the sum: an output to a temp file, or the log, or the meta."""
     if name.startswith(OUTPUTS):
         rel = check_name(name[len(OUTPUTS) :])
         if not allowed(rel):
             raise ArchiveError(f"refused entry {rel}: not a declared output of this task")
-        extraction.write(rel, inflow, size)
+        extraction.write(rel, inflow, size, mode)
         return
     if name not in (LOG_ENTRY, META_ENTRY):
         raise ArchiveError(f"refused artifact: unexpected entry {name!r}")
@@ -507,11 +579,11 @@ def _frame_reader(fd: int):
 
 
 def unpack_plain(src: str, *, key: str, allowed: Callable[[str], bool], root: str,
-                 dirs: set[str] | None = None) -> tuple[tuple[Frame, ...], tuple[File, ...]]:
+                 dirs: Dirs | None = None) -> tuple[tuple[Frame, ...], tuple[File, ...]]:
     """Validate the artifact at `src` and extract its outputs under `root`, all or nothing; return
     its log as (stream, bytes) frames and its outputs as (path, size, mode, mtime_ms). `dirs`, when
-    given, holds the real directories already checked or made, shared by a caller restoring many
-    artifacts into outputs it found absent (the parents they share are looked at once).
+    given, is a `Dirs` of `root` shared by a caller restoring many artifacts (the parents they
+    share are opened once); the caller closes it.
 
     Raises ArchiveError when the artifact or a name is refused (whatever it wrote is removed again),
     EnvironmentFailure when the workspace refuses a write, OSError when `src` is unreadable.
@@ -527,6 +599,8 @@ def unpack_plain(src: str, *, key: str, allowed: Callable[[str], bool], root: st
         except BaseException:
             extraction.abandon()
             raise
+        finally:
+            extraction.close()
     finally:
         os.close(fd)
     return found.log, files
@@ -562,7 +636,7 @@ class _Tally:
     def __init__(self) -> None:
         self.sizes: dict[str, int] = {}
 
-    def write(self, rel: str, inflow: _Inflow, size: int) -> None:
+    def write(self, rel: str, inflow: _Inflow, size: int, mode: int = 0) -> None:
         self.sizes[rel] = size
         inflow.reserve(size, f"entry {rel}")
         left = size

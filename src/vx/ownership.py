@@ -1,0 +1,128 @@
+"""Which task owns which output path: two tasks of one graph may not declare overlapping outputs
+(GR-15, WS-12). Each task's outputs are wiped before it runs and before a restore, so a dependant
+whose outputs cover its upstream's would delete them, and restores of the two would undo each other.
+
+Outputs are compared by path, as spelt in normal form. A literal names the file or its whole tree,
+and so does `dir/**`; either collides with any output whose literal head lies inside it. Overlaps
+that are only possible (`dist/*` beside `dist/sub/**`) are let through. A `!` entry that takes a
+tree back (`!dist/types/**`) leaves that tree to another task. Workspace outputs are compared with
+every project's.
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import Mapping
+
+from msgspec import Struct
+
+from vx.errors import ConfigError
+from vx.globs import normalise, spans
+from vx.model import ProjectConfig, TaskId, TaskNode
+
+
+class _Claim(Struct, frozen=True):
+    head: str  # workspace-relative literal head
+    tree: bool  # the head's whole tree
+    text: str  # the alternative in normal form, workspace-relative
+    task: TaskId
+    pattern: str  # as written
+    workspace: bool  # from outputs.workspaceFiles
+
+
+def refuse_overlaps(nodes: Mapping[TaskId, TaskNode], configs: Mapping[str, ProjectConfig]) -> None:
+    """Raise a ConfigError naming both tasks when two nodes' declared outputs overlap."""
+    claims: list[_Claim] = []
+    taken_back: dict[TaskId, list[str]] = {}
+    for tid in sorted(nodes):
+        cfg = nodes[tid].config
+        if cfg.exec is None or cfg.cache is None:
+            continue  # groups (implicit ones too) own no outputs
+        base = nodes[tid].project_dir
+        for patterns, root, workspace in ((cfg.cache.output_files, base, False),
+                                          (cfg.cache.output_workspace_files, "", True)):
+            for pattern in patterns:
+                if pattern.startswith("!"):
+                    taken_back.setdefault(tid, []).extend(
+                        _join(root, head) for _text, head, tree in spans(pattern[1:]) if tree)
+                    continue
+                for text, head, tree in spans(pattern):
+                    claims.append(_Claim(_join(root, head), tree, _join(root, text), tid, pattern, workspace))
+    if len(claims) < 2:
+        return
+    claims.sort(key=lambda c: (c.head, c.task))
+    heads = [c.head for c in claims]
+    for claim in claims:
+        for other in _inside(claims, heads, claim):
+            if other.task != claim.task and not _left_to_others(taken_back.get(claim.task, ()), other.head):
+                _refuse(claim, other, nodes, configs)
+
+
+def _inside(claims: list[_Claim], heads: list[str], claim: _Claim):
+    """The claims whose head lies in `claim`'s tree (or that spell the same wildcard pattern)."""
+    if not claim.tree:
+        i = bisect.bisect_left(heads, claim.head)
+        while i < len(claims) and heads[i] == claim.head:
+            if not claims[i].tree and claims[i].text == claim.text:
+                yield claims[i]
+            i += 1
+        return
+    if not claim.head:  # the workspace's whole tree
+        yield from claims
+        return
+    i = bisect.bisect_left(heads, claim.head)
+    while i < len(claims) and heads[i] == claim.head:
+        yield claims[i]
+        i += 1
+    i = bisect.bisect_left(heads, claim.head + "/")
+    while i < len(claims) and heads[i].startswith(claim.head + "/"):
+        yield claims[i]
+        i += 1
+
+
+def _left_to_others(taken_back, head: str) -> bool:
+    return any(head == t or head.startswith(t + "/") or not t for t in taken_back)
+
+
+def _refuse(claim: _Claim, other: _Claim, nodes: Mapping[TaskId, TaskNode],
+            configs: Mapping[str, ProjectConfig]) -> None:
+    first, second = sorted((claim, other), key=lambda c: c.task)
+    source = configs[second.task.package].source
+    other_source = configs[first.task.package].source
+    where = f" (declared in {other_source})" if other_source != source else ""
+    ordered = first.task in _upstream(nodes, second.task) or second.task in _upstream(nodes, first.task)
+    why = ("the dependant's wipe before it runs deletes what its upstream made"
+           if ordered else "each wipes and restores the other's files")
+    raise ConfigError(
+        f"`{first.task}` and `{second.task}` declare overlapping outputs: `{first.pattern}`{where} and "
+        f"`{second.pattern}`; {why}",
+        file=source, field=_field(source, second),
+        hint=f"give each task its own outputs (e.g. `{_own_dir(second)}`), or take the overlap back from "
+             f"one of them with a `!` entry",
+    )
+
+
+def _field(source: str, claim: _Claim) -> str:
+    if source.endswith(("turbo.json", "turbo.jsonc")):
+        return f"tasks.{claim.task.task}.outputs"
+    return f"tasks.{claim.task.task}.cache.outputs.{'workspaceFiles' if claim.workspace else 'files'}"
+
+
+def _own_dir(claim: _Claim) -> str:
+    top = normalise(claim.pattern).split("/")[0] or "dist"
+    return f"{top}/{claim.task.task}/**"
+
+
+def _upstream(nodes: Mapping[TaskId, TaskNode], tid: TaskId) -> set[TaskId]:
+    seen: set[TaskId] = set()
+    pending = [tid]
+    while pending:
+        for dep in nodes[pending.pop()].deps:
+            if dep not in seen:
+                seen.add(dep)
+                pending.append(dep)
+    return seen
+
+
+def _join(a: str, b: str) -> str:
+    return f"{a}/{b}" if a and b else a or b

@@ -1,0 +1,175 @@
+"""What the task graph holds and refuses: the implicit keyed `build` (WS-19), workspace edges as the
+package manager links them (WS-20), overlapping outputs (GR-15, WS-12), turbo's tasks without a script
+(TL-05), dependsOn forms (GR-01) and cycles (GR-04)."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import build_task, npm_workspace
+
+# Reads the dependency's sources straight from its directory, as a bundler reading a source-only
+# package does: the output changes with them.
+BUNDLE = ("node -e \"const fs=require('fs');fs.mkdirSync('dist',{recursive:true});"
+          "fs.writeFileSync('dist/out.js',fs.readFileSync('src/app.ts','utf8')+fs.readFileSync('../types/src/a.ts','utf8'))\"")
+
+
+def _source_only(repo):
+    return repo.write(npm_workspace({
+        "types": {"files": {"src/a.ts": "export type A = 1;\n"}},
+        "app": {"deps": ["types"], "tasks": {"build": build_task(command=BUNDLE)}, "files": {"src/app.ts": "app;\n"}},
+    })).commit()
+
+
+def test_ws19_source_only_package_is_keyed(repo):
+    """An edit to a dependency that declares no `build` is a miss for the dependant, not a hit
+    with the old output."""
+    _source_only(repo)
+    first = repo.vx("run", "app#build")
+    assert first.code == 0, first.err
+    (repo.root / "packages/types/src/a.ts").write_text("export type A = 2;\n")
+    second = repo.vx("run", "app#build")
+    assert second.code == 0, second.err
+    assert second.task("app#build")["cache"] == "miss"
+    assert (repo.root / "packages/app/dist/out.js").read_text() == "app;\nexport type A = 2;\n"
+    third = repo.vx("run", "app#build")
+    assert third.task("app#build")["cache"] == "up-to-date"
+
+
+def test_ws19_implicit_build_is_reached_not_selected_and_shown(repo):
+    _source_only(repo)
+    plan = json.loads(repo.vx("run", "build", "--dry=json").out)  # from the root: every declared build
+    assert [t["id"] for t in plan["tasks"]] == ["types#build", "app#build"]
+    types = plan["tasks"][0]
+    assert types["predicted"] == "group" and types["implicit"] is True and types["command"] is None
+    assert plan["tasks"][1]["deps"] == ["types#build"]
+    assert "implicit" not in plan["tasks"][1]
+    # A bare name never selects it: from inside `types`, `build` is no task of that project.
+    inside = repo.vx("run", "build", cwd="packages/types")
+    assert inside.code == 2 and "has no task `build`" in inside.err
+    assert repo.vx("run", "build", "--all").statuses() == {"app#build": ("success", "miss")}
+    # `pkg#build` reaches it, and `vx why` names the file that moved its key.
+    assert repo.vx("run", "types#build").code == 0
+    (repo.root / "packages/types/src/a.ts").write_text("export type A = 3;\n")
+    assert repo.vx("run", "app#build").code == 0
+    why = repo.vx("why", "types#build", summary=False)
+    assert why.code == 0 and "packages/types/src/a.ts" in why.out, why.out + why.err
+
+
+def test_ws19_affected_reaches_through_a_source_only_package(repo):
+    """`--affected`: an edit in a package with no `build` reaches its dependants' builds."""
+    _source_only(repo)
+    repo.git("branch", "base")
+    (repo.root / "packages/types/src/a.ts").write_text("export type A = 4;\n")
+    repo.commit("edit types")
+    res = repo.vx("run", "build", "--affected=base")
+    assert res.code == 0, res.err
+    assert res.statuses() == {"app#build": ("success", "miss")}
+
+
+# ---------------------------------------------------------------- WS-20: edges as the package manager links
+
+
+def _pnpm() -> str:
+    from npm_packages import installed
+
+    return str(installed("pnpm").parent / ".bin" / "pnpm")
+
+
+def _pnpm_install(repo, tmp_path):
+    """The real pnpm writes the lockfile (resolving only metadata; nothing is installed)."""
+    import subprocess
+
+    env = {**__import__("os").environ, "npm_config_store_dir": str(tmp_path / "store"),
+           "npm_config_cache_dir": str(tmp_path / "cache"), "CI": "1"}
+    subprocess.run([_pnpm(), "install", "--lockfile-only", "--ignore-scripts"], cwd=repo.root, env=env,
+                   check=True, capture_output=True, timeout=300)
+
+
+def _pnpm_workspace(repo, npmrc=None):
+    files = {
+        "package.json": {"name": "root", "private": True, "packageManager": "pnpm@9.15.9"},
+        "pnpm-workspace.yaml": "packages:\n  - 'packages/*'\n",
+        ".gitignore": "node_modules/\ndist/\n.vx/\n",
+        # A member named like a registry package: `^7.0.0` is the registry's unless pnpm links ranges.
+        "packages/is-number/package.json": {"name": "is-number", "version": "7.0.0"},
+        "packages/is-number/vx.config.json": {"tasks": {"build": build_task(deps=())}},
+        "packages/is-number/src/a.js": "N;",
+        "packages/lib/package.json": {"name": "lib", "version": "1.0.0"},
+        "packages/lib/vx.config.json": {"tasks": {"build": build_task(deps=())}},
+        "packages/lib/src/a.js": "L;",
+        "packages/app/package.json": {"name": "app", "version": "1.0.0",
+                                      "dependencies": {"is-number": "^7.0.0", "lib": "workspace:*"}},
+        "packages/app/vx.config.json": {"tasks": {"build": build_task()}},
+        "packages/app/src/a.js": "A;",
+    }
+    if npmrc is not None:
+        files[".npmrc"] = npmrc
+    return repo.write(files)
+
+
+def _app_deps(repo):
+    res = repo.vx("run", "app#build", "--dry=json")
+    assert res.code == 0, res.err
+    return {t["id"]: t["deps"] for t in json.loads(res.out)["tasks"]}["app#build"]
+
+
+def test_ws20_pnpm9_links_a_range_only_as_its_lockfile_says(repo, tmp_path):
+    """pnpm 9 links a workspace package for `workspace:` specs, not for a range the member
+    satisfies: no edge (and no extra miss) where pnpm installed the registry's package."""
+    _pnpm_workspace(repo)
+    _pnpm_install(repo, tmp_path)
+    lock = (repo.root / "pnpm-lock.yaml").read_text()
+    assert "version: 7.0.0" in lock and "version: link:../lib" in lock  # what pnpm itself decided
+    repo.commit()
+    assert _app_deps(repo) == ["lib#build"]
+
+
+def test_ws20_pnpm_link_workspace_packages_true_links_ranges(repo, tmp_path):
+    _pnpm_workspace(repo, npmrc="link-workspace-packages=true\n")
+    _pnpm_install(repo, tmp_path)
+    assert "version: link:../is-number" in (repo.root / "pnpm-lock.yaml").read_text()
+    repo.commit()
+    assert _app_deps(repo) == ["is-number#build", "lib#build"]
+
+
+def test_ws20_pnpm_without_a_lockfile_follows_the_version_default(repo):
+    _pnpm_workspace(repo).commit()  # pnpm 9 (packageManager): ranges do not link
+    assert _app_deps(repo) == ["lib#build"]
+    pkg = json.loads((repo.root / "package.json").read_text())
+    repo.write({"package.json": {**pkg, "packageManager": "pnpm@8.15.9"}}).commit()  # pnpm 8 linked them
+    assert _app_deps(repo) == ["is-number#build", "lib#build"]
+
+
+# ---------------------------------------------------------------- GR-15 / WS-12: one owner per output
+
+
+def test_gr15_overlapping_outputs_are_refused_at_graph_build(repo):
+    """Two tasks of one project declaring `dist/**`: the dependant's wipe would delete what the
+    upstream built, and their restores would undo each other. Refused before anything runs."""
+    make_lib = "mkdir -p dist && echo lib > dist/lib.js"
+    bundle = "test -f dist/lib.js && cat dist/lib.js > dist/bundle.js"
+    repo.write(npm_workspace({"app": {"tasks": {
+        "build": {"exec": {"command": make_lib},
+                  "cache": {"inputs": {"files": ["src/**"]}, "outputs": {"files": ["dist/**"]}}},
+        "bundle": {"exec": {"command": bundle}, "dependsOn": ["build"],
+                   "cache": {"inputs": {"files": ["src/**"]}, "outputs": {"files": ["./dist/**"]}}},
+    }, "files": {"src/a.js": "A;"}}})).commit()
+    res = repo.vx("run", "app#bundle")
+    assert res.code == 2, res.out + res.err
+    assert "`app#build` and `app#bundle` declare overlapping outputs: `dist/**` and `./dist/**`" in res.err
+    assert "in: packages/app/vx.config.json, tasks.bundle.cache.outputs.files" in res.err
+    assert "hint:" in res.err and "Traceback" not in res.err
+    assert not (repo.root / "packages/app/dist").exists()  # nothing ran
+
+
+def test_gr15_disjoint_or_taken_back_outputs_run(repo):
+    repo.write(npm_workspace({"app": {"tasks": {
+        "build": {"exec": {"command": "mkdir -p dist/types && echo js > dist/a.js"},
+                  "cache": {"inputs": {"files": ["src/**"]}, "outputs": {"files": ["dist/**", "!dist/types/**"]}}},
+        "types": {"exec": {"command": "mkdir -p dist/types && echo t > dist/types/a.d.ts"}, "dependsOn": ["build"],
+                  "cache": {"inputs": {"files": ["src/**"]}, "outputs": {"files": ["dist/types/**"]}}},
+    }, "files": {"src/a.js": "A;"}}})).commit()
+    res = repo.vx("run", "app#types")
+    assert res.code == 0, res.err
+    assert (repo.root / "packages/app/dist/a.js").exists() and (repo.root / "packages/app/dist/types/a.d.ts").exists()

@@ -1,0 +1,179 @@
+"""A restore writes only what the task owns, and a hostile or damaged artifact costs a miss, never the
+run (the store's promises in docs/caching.md, "What vx promises")."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import build_task, npm_workspace
+
+from vx import CACHE_VERSION
+from vx.store.archive import LOG_ENTRY, META_ENTRY, OUTPUTS, encode_log
+from vx.store.packing import _TarWriter
+from vx.store.zstd import codec
+
+
+def plant(repo, key: str, members: dict[str, bytes]) -> None:
+    """Replace the artifact of `key` with one holding `members` (workspace-relative names, written
+    as vx's packer writes them, sum and all) and make its index row agree on the size: an artifact
+    anyone with the team token could have uploaded."""
+    cache = repo.root / ".vx" / "cache"
+    raw = io.BytesIO()
+    with codec().ZstdCompressor(level=3).stream_writer(raw, closefd=False) as z:
+        tar = _TarWriter(z)
+        tar.add_bytes(LOG_ENTRY, encode_log([]))
+        for name, body in members.items():
+            tar.add_stream(OUTPUTS + name, io.BytesIO(body), len(body), 0o644, 0)
+        meta = {"version": CACHE_VERSION, "key": key, "files": {n: [0o644, 0] for n in members}}
+        tar.add_bytes(META_ENTRY, json.dumps(meta).encode())
+        tar.finish()
+    (cache / f"{key}.tar.zst").write_bytes(raw.getvalue())
+    with sqlite3.connect(cache / "cache.db") as db:
+        db.execute("UPDATE entries SET size_bytes=? WHERE hash=?", (len(raw.getvalue()), key))
+
+
+def only_key(repo) -> str:
+    [art] = (repo.root / ".vx" / "cache").glob("*.tar.zst")
+    return art.name.split(".")[0]
+
+
+WIDE = {"files": ["dist/**"], "workspaceFiles": ["**/pre-commit", "**/receipts/*", "**/*.js"]}
+
+
+def wide_workspace(repo) -> None:
+    task = build_task(deps=())
+    task["cache"]["outputs"] = WIDE
+    repo.write(npm_workspace({"app": {"tasks": {"build": task}, "files": {"src/a.js": "A;"}},
+                              "other": {"files": {"src/index.js": "OTHER;"}}})).commit()
+
+
+@pytest.mark.parametrize("hostile", [
+    ".git/hooks/pre-commit",
+    ".vx/receipts/planted.js",
+    "packages/app/node_modules/left-pad/index.js",
+    "packages/other/src/index.js",
+])
+def test_item1_a_restore_refuses_members_the_task_cannot_own(repo, hostile):
+    """Item 1: the output globs match these paths, but a restore never writes .git, .vx, an
+    unnamed node_modules or another project's sources: the entry is a miss, with a warning
+    naming the member, and the task runs."""
+    wide_workspace(repo)
+    assert repo.vx("run", "build", "--all").code == 0
+    before = (repo.root / hostile).read_bytes() if (repo.root / hostile).exists() else None
+    plant(repo, only_key(repo), {"packages/app/dist/out.js": b"A;", hostile: b"#!/bin/sh\necho pwned\n"})
+    (repo.root / "packages/app/dist/out.js").unlink()
+    res = repo.vx("run", "build", "--all")
+    assert res.code == 0, res.err
+    assert res.task("app#build")["cache"] == "miss"
+    warnings = [line for line in res.err.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and hostile in warnings[0], res.err
+    after = (repo.root / hostile).read_bytes() if (repo.root / hostile).exists() else None
+    assert after == before
+    assert (repo.root / "packages/app/dist/out.js").read_text() == "A;"
+
+
+@pytest.mark.parametrize("outputs, field", [
+    ({"files": ["dist/**"], "workspaceFiles": [".git/**"]}, "cache.outputs.workspaceFiles[0]"),
+    ({"files": ["dist/**", ".vx/**"]}, "cache.outputs.files[1]"),
+    ({"files": ["src/**"]}, "cache.outputs.files[0]"),
+    ({"files": ["dist/**"], "workspaceFiles": ["**"]}, "cache.outputs.workspaceFiles[0]"),
+])
+def test_item1_outputs_that_could_take_what_is_not_the_tasks_are_refused_at_load(repo, outputs, field):
+    """Item 1: `.git`, `.vx`, the task's own inputs (`src/**` with inputs `src/**`) and the whole
+    workspace are refused when the config loads: file, field, hint, exit 2, nothing run."""
+    task = build_task(deps=())
+    task["cache"]["outputs"] = outputs
+    repo.write(npm_workspace({"app": {"tasks": {"build": task}, "files": {"src/a.js": "A;"}}})).commit()
+    res = repo.vx("run", "build", "--all")
+    assert res.code == 2, res.err
+    assert "packages/app/vx.config.json" in res.err and field in res.err, res.err
+    assert "hint" in res.err.lower() and "Traceback" not in res.err
+    assert not (repo.root / "packages/app/dist").exists()
+
+
+RACER = r"""
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+SYS_renameat2, AT_FDCWD, RENAME_EXCHANGE = 316, -100, 2  # x86-64
+dist, outside, stop, limit = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+sub, lnk = os.path.join(dist, "sub").encode(), os.path.join(dist, "lnk").encode()
+open(os.path.join(outside, "..", "racer-ready"), "w").close()
+swaps = 0
+for i in range(limit):
+    if i % 256 == 0 and os.path.exists(stop):
+        break
+    try:
+        os.symlink(outside, lnk)
+    except FileExistsError:
+        pass
+    except FileNotFoundError:  # dist itself is not there (yet, or wiped)
+        continue
+    if libc.syscall(SYS_renameat2, AT_FDCWD, sub, AT_FDCWD, lnk, RENAME_EXCHANGE) == 0:
+        swaps += 1
+print(swaps)
+"""
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the racer calls renameat2 by its x86-64 number")
+def test_item2_a_directory_swapped_for_a_symlink_mid_restore_never_redirects_a_write(repo, tmp_path):
+    """Item 2: a process keeps exchanging `dist/sub` with a symlink to a directory outside the
+    workspace (renameat2 RENAME_EXCHANGE) while 4,000 files are restored into it. Whatever the
+    interleaving, nothing is ever written outside: every write goes through a directory
+    descriptor opened without following links."""
+    gen = ("node -e \"const fs=require('fs');if(!fs.existsSync('../../allow'))process.exit(3);"
+           "fs.mkdirSync('dist/sub',{recursive:true});"
+           "for(let i=0;i<4000;i++)fs.writeFileSync('dist/sub/f'+i+'.txt',String(i))\"")
+    repo.write(npm_workspace({"app": {"tasks": {"build": build_task(deps=(), command=gen)},
+                                      "files": {"src/a.js": "A;"}}})).commit()
+    (repo.root / "allow").write_text("")
+    assert repo.vx("run", "build", "--all").code == 0
+    (repo.root / "allow").unlink()  # a miss now fails the task: only the restore may write dist
+    dist = repo.root / "packages/app/dist"
+    shutil.rmtree(dist)
+    dist.mkdir()
+    outside, stop = tmp_path / "outside", tmp_path / "stop"
+    outside.mkdir()
+    racer = subprocess.Popen([sys.executable, "-c", RACER, str(dist), str(outside), str(stop), "3000000"],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        while not (tmp_path / "racer-ready").exists() and racer.poll() is None:
+            time.sleep(0.01)
+        res = repo.vx("run", "build", "--all", timeout=300)
+    finally:
+        stop.write_text("")
+        swaps = racer.communicate(timeout=120)[0]
+    assert "Traceback" not in res.err, res.err
+    assert int(swaps) > 0  # the race really ran
+    assert sorted(os.listdir(outside)) == []
+
+
+@pytest.mark.parametrize("bad", [
+    "packages/app/dist/" + "n" * 300 + ".js",                       # a name no file system here holds
+    "packages/app/dist/" + "/".join(["d" * 200] * 21) + "/deep.js",  # a path past PATH_MAX
+])
+def test_item3_a_member_the_file_system_cannot_hold_is_a_damaged_entry(repo, bad):
+    """Item 3: one such member once made every later run exit 2. Now the entry is refused and
+    dropped with one warning, the task runs, the run goes on — and the next run is a plain hit."""
+    repo.write(npm_workspace({"app": {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": "A;"}}})).commit()
+    assert repo.vx("run", "build", "--all").code == 0
+    key = only_key(repo)
+    plant(repo, key, {"packages/app/dist/out.js": b"A;", bad: b"x"})
+    (repo.root / "packages/app/dist/out.js").unlink()
+    res = repo.vx("run", "build", "--all")
+    assert res.code == 0, res.err
+    assert res.task("app#build")["cache"] == "miss"
+    warnings = [line for line in res.err.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "app#build" in warnings[0], res.err
+    assert (repo.root / "packages/app/dist/out.js").read_text() == "A;"
+    assert sorted(p.name for p in (repo.root / "packages/app/dist").iterdir()) == ["out.js"]
+    again = repo.vx("run", "build", "--all")
+    assert again.code == 0 and again.task("app#build")["cache"] == "up-to-date", again.err

@@ -1,0 +1,165 @@
+"""Adversarial tasks against the sandbox, each with real bwrap and strace: a task that tries to
+get out (or to hide what it did) and what stops it. Items name the escape they close."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from conftest import npm_workspace
+
+pytestmark = pytest.mark.skipif(any(shutil.which(t) is None for t in ("bwrap", "strace", "node")),
+                                reason="bwrap, strace and node are installed by dev/test")
+
+
+def sandboxed(command: str, read=(), write=(), cache=None, **allow) -> dict:
+    task = {"exec": {"command": command, "sandbox": {"allow": {"read": list(read), "write": list(write), **allow}}}}
+    if cache:
+        task["cache"] = {"inputs": {"files": ["src/**"]}, "outputs": {"files": list(cache)}}
+    return task
+
+
+def violation_lines(out: str) -> list[str]:
+    lines = out.splitlines()
+    starts = [i for i, line in enumerate(lines) if "SANDBOX VIOLATIONS" in line]
+    return [line for i in starts for line in lines[i + 1:] if line.startswith("│")] if starts else []
+
+
+def app(repo, tasks: dict, files: dict | None = None, **pkgs) -> None:
+    packages = {"app": {"tasks": tasks, "files": {"src/a.js": "a\n", **(files or {})}, "deps": pkgs.pop("deps", [])}}
+    packages.update(pkgs)
+    repo.write(npm_workspace(packages)).commit()
+
+
+# ---------------------------------------------------------------- 1. other syscall ABIs
+
+# i386 system calls through `int $0x80`: socket(AF_UNIX), connect, write. Built either as a
+# 32-bit binary or as an x86-64 one (static, not PIE, so every pointer fits in 32 bits).
+I386_CLIENT = r"""
+static long sys32(long nr, long a, long b, long c) {
+    long r;
+    __asm__ volatile ("int $0x80" : "=a"(r) : "a"(nr), "b"(a), "c"(b), "d"(c) : "memory");
+    return r;
+}
+static struct { unsigned short family; char path[108]; } addr = {1, SOCK_PATH};
+static void say(const char *s) { long n = 0; while (s[n]) n++; sys32(4, 1, (long)s, n); }
+void _start(void) {
+    long fd = sys32(359, 1, 1, 0);
+    if (fd < 0) { say("socket refused\n"); sys32(1, 3, 0, 0); }
+    if (sys32(362, fd, (long)&addr, sizeof addr) < 0) { say("connect failed\n"); sys32(1, 4, 0, 0); }
+    sys32(4, fd, (long)"pwned", 5);
+    say("connected\n");
+    sys32(1, 0, 0, 0);
+}
+"""
+
+
+def build_i386_client(tmp_path: Path, sock: str, out: Path) -> str:
+    """Compile the client, 32-bit if gcc can, else x86-64 with i386 calls; skip if neither builds."""
+    if shutil.which("gcc") is None or os.uname().machine != "x86_64":
+        pytest.skip("needs gcc on x86-64 to build an i386 system-call probe")
+    src = tmp_path / "client.c"
+    src.write_text(I386_CLIENT)
+    common = ["-static", "-nostdlib", "-fno-stack-protector", "-fno-pie", "-no-pie", "-O1", f'-DSOCK_PATH="{sock}"']
+    for flavour in (["-m32"], ["-m64"]):
+        built = subprocess.run(["gcc", *flavour, *common, str(src), "-o", str(out)], capture_output=True)
+        if built.returncode == 0:
+            return flavour[0]
+    pytest.skip(f"gcc builds neither a 32-bit nor an int-0x80 x86-64 binary: {built.stderr.decode()[-300:]}")
+
+
+def test_item1_an_i386_syscall_cannot_open_a_unix_socket_to_a_host_daemon(repo, tmp_path):  # SB-09
+    home = Path(tempfile.mkdtemp(prefix="vx-daemon-", dir="/var/tmp"))  # outside /tmp: visible inside
+    try:
+        sock = str(home / "daemon.sock")
+        daemon = socket.socket(socket.AF_UNIX)
+        daemon.bind(sock)
+        daemon.listen(4)
+        daemon.setblocking(False)
+        app(repo, {"t": sandboxed("./client; echo exit=$?", read=["client"])})
+        build_i386_client(tmp_path, sock, repo.root / "packages/app/client")
+        res = repo.vx("run", "t", cwd="packages/app")
+        assert "connected" not in res.out, res.out
+        assert "exit=159" in res.out, res.out  # 128 + SIGSYS: killed at its first foreign call
+        with pytest.raises(BlockingIOError):
+            daemon.accept()  # nobody reached the daemon
+        daemon.close()
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- 2. a grant over the task's own config
+
+def test_item2_a_file_glob_at_the_project_root_cannot_rewrite_config_manifest_lockfile_or_read_grants(repo):
+    # allow.write ["*.tsbuildinfo"] binds the project directory: the task's own config, its
+    # package.json and its read grants must stay read-only, and a new config file must not stay.
+    attack = ("for f in vx.config.json package.json src/a.js; do (echo '{}' > $f) 2>/dev/null && echo wrote $f; done; "
+              "echo '{}' > vx.config.jsonc && echo created vx.config.jsonc; echo x > a.tsbuildinfo; true")
+    app(repo, {"t": sandboxed(attack, read=["src/**"], write=["*.tsbuildinfo"])})
+    config = (repo.root / "packages/app/vx.config.json").read_text()
+    manifest = (repo.root / "packages/app/package.json").read_text()
+    res = repo.vx("run", "t", cwd="packages/app")
+    assert "\nwrote " not in res.out, res.out
+    assert (repo.root / "packages/app/vx.config.json").read_text() == config
+    assert (repo.root / "packages/app/package.json").read_text() == manifest
+    assert (repo.root / "packages/app/src/a.js").read_text() == "a\n"
+    assert not (repo.root / "packages/app/vx.config.jsonc").exists()  # created, then removed
+    assert (repo.root / "packages/app/a.tsbuildinfo").read_text() == "x\n"  # the grant itself still works
+    assert res.code == 1
+    none = "none: a task never writes vx config files, package.json, lockfiles or install settings"
+    assert violation_lines(res.out) == [
+        f"│ write packages/app/package.json  → {none}",
+        "│ write packages/app/src/a.js  → allow.write \"src/a.js\"",
+        f"│ write packages/app/vx.config.json  → {none}",
+        f"│ write packages/app/vx.config.jsonc  → {none}",
+    ]
+
+
+def test_item2_a_write_grant_that_names_a_manifest_is_refused_before_anything_runs(repo):
+    app(repo, {"t": sandboxed("touch ran", write=["*.json"])})
+    res = repo.vx("run", "t", cwd="packages/app")
+    assert res.code == 2, res.out + res.err
+    assert "write grant `*.json` would make packages/app/vx.config.json writable" in res.err
+    assert "tasks.t.exec.sandbox.allow.write[0]" in res.err
+
+
+# ---------------------------------------------------------------- 3. output links to what the task may not read
+
+def test_item3_an_output_link_to_a_file_the_task_could_not_read_is_never_saved_or_restored(repo):  # LC-08
+    cmd = "mkdir -p dist && echo ok > dist/ok.js && ln -sf ../../other/secret.txt dist/leak"
+    app(repo, {"build": sandboxed(cmd, read=["src/**"], write=["dist/"], cache=["dist/**"])},
+        other={"files": {"secret.txt": "TOPSECRET\n"}})
+    first = repo.vx("run", "build", cwd="packages/app")
+    assert first.code == 0, first.out + first.err
+    second = repo.vx("run", "build", cwd="packages/app")
+    leak = repo.root / "packages/app/dist/leak"
+    assert leak.is_symlink() and os.readlink(leak) == "../../other/secret.txt"  # never restored as the secret
+    assert second.task("app#build")["cache"] == "miss"  # nothing was saved, so nothing is restored
+    assert "not saved to the cache: refused output packages/app/dist/leak: a symlink to packages/other/secret.txt, " \
+           "which is not one of the task's outputs" in first.out + first.err
+
+
+# ---------------------------------------------------------------- 4. a created grant under a concurrent task
+
+def test_item4_a_write_grant_vx_created_lives_until_the_last_task_using_it_ends(repo):  # SB-04
+    # `a` creates gen/ (b starts only once a runs), then ends while `b` still has to write gen/
+    # (b waits for `c`, which runs only after a ended): the empty gen/ must survive a's end.
+    tasks = {
+        "a": sandboxed("touch sync/a-started; until [ -e sync/b-started ]; do sleep 0.01; done",
+                       write=["gen/", "sync/"]),
+        "after-a-started": sandboxed("until [ -e sync/a-started ]; do sleep 0.01; done", write=["sync/"]),
+        "b": {**sandboxed("touch sync/b-started; until [ -e sync/c-ran ]; do sleep 0.01; done; echo x > gen/out",
+                          write=["gen/", "sync/"]), "dependsOn": ["after-a-started"]},
+        "c": {**sandboxed("touch sync/c-ran", write=["sync/"]), "dependsOn": ["a"]},
+        "all": {"dependsOn": ["a", "b", "c"]},
+    }
+    app(repo, tasks, files={"sync/.keep": ""})
+    res = repo.vx("run", "all", "--concurrency=3", cwd="packages/app")
+    assert res.code == 0, res.out + res.err
+    assert (repo.root / "packages/app/gen/out").read_text() == "x\n"
