@@ -453,11 +453,38 @@ class FileIndex:
         return self._first_not_ignored(sorted(now - known), (_base(project_dir), globs if reach is None else reach,
                                                               workspace_globs))
 
-    def task_snapshot(self, inputs: InputSet | None, project_dir: str) -> Snapshot:
-        """A task's snapshot: its inputs, its package.json and the files the fingerprint folded
-        (EX-19), each of which its key also used."""
-        package_json = f"{project_dir}/package.json" if project_dir else "package.json"
-        return self.snapshot(inputs, [package_json, *self.fingerprinted])
+    def task_snapshot(self, inputs: InputSet | None, project_dir: str, package_json: str) -> Snapshot:
+        """A task's snapshot: its inputs, its package.json (`package_json` is the identity its key
+        used) and the files the fingerprint folded (EX-19), each of which its key also used."""
+        path = f"{project_dir}/package.json" if project_dir else "package.json"
+        snap = self.snapshot(inputs, self.fingerprinted)
+        try:
+            st: Stat | None = _stat_key(os.lstat(os.path.join(self.root, path)))
+        except OSError:
+            st = None
+        return Snapshot(snap.stats + ((path, st),), snap.taken_ns, snap.idents + (package_json,))
+
+    def fresh_inputs(self, query) -> InputSet:
+        """A task's inputs as they are on disk now, every identity hashed from disk (KEY-20): for a
+        task keyed late, after a task of its own project that may have rewritten, added or deleted
+        files since git listed them. `query` carries what `changed_since` takes."""
+        q, base = query, _base(query.project_dir)
+        reach = getattr(q, "reach", None)
+        found = self._walk_inputs(q.project_dir, q.globs, q.workspace_globs, q.excluded, q.nested, reach)
+        kept = self._not_ignored(sorted(found), (base, q.globs if reach is None else reach, q.workspace_globs))
+        ids = {p: self._hash_from_disk(p) for p in kept}
+        self._memo.flush()
+        present = [p for p in kept if ids[p] is not None]
+        unmatched = q.globs.unmatched([p[len(base):] for p in present if p.startswith(base)])  # as unmatched_now
+        if q.workspace_globs:
+            unmatched += q.workspace_globs.unmatched(present)
+        return InputSet(tuple((p, ids[p]) for p in present), unmatched)
+
+    def fresh_identity(self, rel_path: str) -> str:
+        """A file's identity hashed from disk now, whatever git listed (KEY-20); "" when absent."""
+        ident = self._hash_from_disk(rel_path)
+        self._memo.flush()
+        return ident or ""
 
     def changed_files(self, snapshot: Snapshot, started_ns: int | None = None) -> str | None:
         """The first path of `snapshot` whose content is no longer the identity the key used (the
@@ -479,11 +506,19 @@ class FileIndex:
                 # Touched, or inside the racy window: only its bytes can tell. A file rewritten with
                 # the bytes the key used (a build that regenerates a tracked file, a checkout just
                 # before the run) is unchanged; without the key's identity it counts as changed.
-                if not idents or (self._hash_from_disk(path) or "") != idents[i]:
+                if not idents or self._current(path) != idents[i]:
                     self._memo.flush()
                     return path
         self._memo.flush()
         return None
+
+    def _current(self, path: str) -> str | None:
+        """The file's identity on disk now ("" when absent); None when it cannot be read, which
+        counts as changed: a re-check never fails the run."""
+        try:
+            return self._hash_from_disk(path) or ""
+        except EnvironmentFailure:
+            return None
 
     def _walk_inputs(self, project_dir, globs, workspace_globs, excluded, nested, reach=None) -> set[str]:
         """What `inputs` would choose from the file system as it is now (no git)."""
@@ -527,20 +562,24 @@ class FileIndex:
     def _first_not_ignored(self, new: list[str], query=None) -> str | None:
         """The first new path git would not ignore, or that the globs reach though it is ignored
         (all of them count without git)."""
+        kept = self._not_ignored(new, query)
+        return kept[0] if kept else None
+
+    def _not_ignored(self, new: list[str], query=None) -> list[str]:
+        """`new` less the paths git ignores that the globs do not reach (`_first_not_ignored`)."""
         unknown = [p for p in new if p not in self._path_set and p not in self._l.ignored_files]
         if not self.git or not unknown:
-            return new[0] if new else None
+            return new
         ignored = self._check_ignore(unknown)
         if ignored is None:  # git failed: count every new path, the safe side
-            return new[0]
+            return new
         entries: dict[str, str] = {}
         if ignored and query is not None:  # each ignored path's outermost ignored directory, if any
             ancestors = sorted({p[:i] for p in ignored for i in _slashes(p)})
             dirs = self._check_ignore(ancestors) if ancestors else set()
             for p in ignored:
                 entries[p] = next((p[:i] for i in _slashes(p) if dirs is None or p[:i] in dirs), p)
-        return next((p for p in new if p not in ignored or (query is not None and self._reaches(p, entries[p], query))),
-                    None)
+        return [p for p in new if p not in ignored or (query is not None and self._reaches(p, entries[p], query))]
 
     def _check_ignore(self, paths: list[str]) -> set[str] | None:
         """Which of `paths` git ignores; None when git failed."""

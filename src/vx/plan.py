@@ -1,7 +1,9 @@
 """Decide everything about every task before anything runs: inputs, key, command, env, outputs.
 
 Keys are static (no early cutoff), so the whole plan is known up front; `--dry` is this module
-with nothing executed, and the store is probed for every key in one batch.
+with nothing executed, and the store is probed for every key in one batch. The exception is
+`late_tasks` (KEY-20): a task after an uncached task of its own project is keyed again by
+`rekeyed` when it becomes ready.
 """
 
 from __future__ import annotations
@@ -223,6 +225,61 @@ def _input_query(node: TaskNode, nested: tuple[str, ...]) -> InputQuery:
     # `apps/**` reaches into the apps.
     reach = GlobSet(cache.input_reach, True) if cache.input_reach is not None else globs
     return InputQuery(node.project_dir, globs, ws_globs, excluded, (), reach)
+
+
+# ---------------------------------------------------------------- late keys (KEY-20)
+
+
+def late_tasks(graph: TaskGraph) -> dict[TaskId, bool]:
+    """The tasks whose key is taken only once they are ready (KEY-20): True for a task with an
+    uncached task of its own project upstream — which may rewrite, add or delete its inputs, so
+    they are read again from disk — and False for one that only folds a late key (downstream of
+    one, groups included). Nothing else is late: the key taken up front stands."""
+    writers: dict[TaskId, frozenset[str]] = {}  # project dirs with an uncached task upstream
+    late: dict[TaskId, bool] = {}
+    none: frozenset[str] = frozenset()
+    folded = {dep for node in graph.nodes.values() for dep in node.deps}
+    for tid in graph.order:
+        node = graph.nodes[tid]
+        above = none
+        for dep in node.deps:
+            d = graph.nodes[dep]
+            above = above | writers[dep] | (frozenset((d.project_dir,)) if _rewriter(d) else none)
+        writers[tid] = above
+        if _rewriter(node) and tid not in folded:
+            continue  # an uncached task nothing depends on: no hit, no save and no dependant read its key
+        if (not node.is_group or node.config.cache is not None) and node.project_dir in above:
+            late[tid] = True  # a task, or an implicit group keyed like one (its project's files)
+        elif any(dep in late for dep in node.deps):
+            late[tid] = False
+    return late
+
+
+def _rewriter(node: TaskNode) -> bool:
+    """An uncached task: nothing says what it writes, so it may write its own project's sources."""
+    return not node.is_group and node.config.cache is None
+
+
+def rekeyed(index: files.FileIndex, node: TaskNode, plans: Mapping[TaskId, TaskPlan], fresh: bool,
+            nested: tuple[str, ...]) -> TaskPlan:
+    """The task's plan keyed now, its dependencies done (KEY-20): upstream keys as they ended up
+    and, when `fresh`, its input files and package.json as they are on disk."""
+    from msgspec.structs import replace
+
+    plan = plans[node.id]
+    if node.is_group and node.config.cache is None:
+        return replace(plan, key=keys.group_key((str(dep), plans[dep].key) for dep in node.deps))
+    cfg = node.config
+    upstream = keys.select_upstream(node.id, node.deps, cfg.cache.input_tasks if cfg.cache else None)
+    record = replace(plan.record, upstream=tuple(sorted(((str(d), plans[d].key) for d in upstream),
+                                                        key=lambda p: (p[1], p[0]))))
+    inputs = plan.inputs
+    if fresh:
+        query = plan.outputs.input_query if plan.outputs is not None else _input_query(node, nested)
+        inputs = index.fresh_inputs(query)
+        record = replace(record, files=inputs.files,
+                         package_json=index.fresh_identity(_join(node.project_dir, "package.json")))
+    return replace(plan, key=keys.task_key(record), inputs=inputs, record=record)
 
 
 def _nested_dirs(ws: Workspace) -> dict[str, tuple[str, ...]]:

@@ -1,7 +1,9 @@
 """Bring one task up to date: key → hit? (skip or restore) : wipe outputs, execute, re-check, save.
 
-The key of every task is known before anything runs (keys are computed up front by run.py), so
-the rebuilder only decides, per task, which of the three roads to take and says why.
+The key of nearly every task is known before anything runs (keys are computed up front by
+plan.py); a task after an uncached task of its own project, and what folds its key, is keyed
+here once it is ready (KEY-20). Then the rebuilder decides which of the three roads to take and
+says why.
 """
 
 from __future__ import annotations
@@ -55,11 +57,17 @@ class RunContext(Struct):
     # once one moved (`lock_moved` names it) every key of the run is stale: no hit, no save
     lockfiles: Any = None
     lock_moved: str | None = None
+    # KEY-20: tasks keyed once ready (True: inputs read again from disk), and how: (node, fresh) -> plan
+    late: Mapping[TaskId, bool] = field(default_factory=dict)
+    rekey: Callable[[TaskNode, bool], TaskPlan] | None = None
 
 
 async def rebuild(ctx: RunContext, node: TaskNode, results: Mapping[TaskId, TaskResult]) -> TaskResult:
     """Take the task to a finished result; reported through ctx.emit."""
     plan = ctx.plans[node.id]
+    if node.id in ctx.late and ctx.rekey is not None:  # its dependencies are done: key it now (KEY-20)
+        plan = await asyncio.to_thread(ctx.rekey, node, ctx.late[node.id])
+        ctx.plans[node.id] = plan  # type: ignore[index]  # the run's own dict: dependants fold this key
     cause = _upstream_cause(ctx, node, results)
     if cause is not None:
         ctx.tainted[node.id] = cause
@@ -80,7 +88,14 @@ async def rebuild(ctx: RunContext, node: TaskNode, results: Mapping[TaskId, Task
 
 async def _try_hit(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> TaskResult | None:
     entry, served = ctx.hits.get(plan.key), CacheStatus.LOCAL
+    late = node.id in ctx.late  # keyed just now: the run's batched probe never saw this key
+    if entry is None and late:
+        entry = (await asyncio.to_thread(ctx.store.probe, [plan.key])).get(plan.key)
     if entry is None and ctx.remote is not None:  # local first, then the prefetched download (RC-02)
+        if late:
+            from vx.store.layered import wanted_from
+
+            ctx.remote.prefetch(wanted_from({node.id: plan}, ()))
         entry, served = await ctx.remote.fetched(plan.key), CacheStatus.REMOTE
     if entry is None:
         return None
@@ -123,7 +138,7 @@ async def _execute_and_save(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> 
     if early is not None:
         snapshot, started_ns = early[3], early[2]
     else:
-        snapshot = ctx.index.task_snapshot(plan.inputs, node.project_dir) if write else None
+        snapshot = ctx.index.task_snapshot(plan.inputs, node.project_dir, plan.record.package_json) if write else None
     if cached and plan.inputs is not None and plan.inputs.unmatched_globs:  # KEY-23
         # Asked again now: an upstream task of this run may have written what a glob names
         # (a dependency's gitignored dist); the re-check then withholds the save and says why.

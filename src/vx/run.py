@@ -121,7 +121,7 @@ def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: 
                 hits = store.probe(p.key for t, p in plans.items() if p.outputs is not None)
         if cache.remote is not None:
             with stages("remote probe" if req.dry else "prefetch"):
-                store = remote = _open_remote(store, cache, plans, hits)
+                store = remote = _open_remote(store, cache, plans, hits, graph)
                 remote_hits = remote.probe_remote(remote.wanted) if req.dry and cache.axes.remote_read else set()
                 if not req.dry:
                     remote.prefetch(remote.wanted)
@@ -162,13 +162,16 @@ def _filtered(req: RunRequest, ws: Workspace, configs, cwd_pkg: str) -> frozense
                           "" if cwd_rel == "." else cwd_rel)
 
 
-def _open_remote(local, cache, plans: Mapping[TaskId, TaskPlan], hits: Mapping[str, object]):
-    """Put the remote layer behind the local store (RC-02); it learns which keys the run wants."""
+def _open_remote(local, cache, plans: Mapping[TaskId, TaskPlan], hits: Mapping[str, object], graph: TaskGraph):
+    """Put the remote layer behind the local store (RC-02); it learns which keys the run wants —
+    not the keys taken up front for tasks keyed late (KEY-20): those download once keyed."""
+    from vx.plan import late_tasks
     from vx.store.layered import LayeredStore, wanted_from
     from vx.store.remote import open_layer
 
     layered = LayeredStore(local, open_layer(cache.remote), cache.axes)
-    layered.wanted = wanted_from(plans, hits)
+    late = late_tasks(graph)
+    layered.wanted = wanted_from({t: p for t, p in plans.items() if t not in late} if late else plans, hits)
     return layered
 
 
@@ -249,8 +252,8 @@ def execute(prep: Prepared, req: RunRequest, emit: Emit, stages: Stages, launch_
         caught: list[int] = []
         previous = _catch_signals(caught)  # until the walk's own handlers replace these
         early: dict = {}
-        lockfiles = prep.index.snapshot(None, prep.index.fingerprinted)  # EX-19, before anything runs
         try:
+            lockfiles = prep.index.snapshot(None, prep.index.fingerprinted)  # EX-19, before anything runs
             if stopped_by is None and launch_for is None:
                 early = _start_first_wave(prep, lane, emit)
             asyncio = _import_asyncio()  # while the first wave runs
@@ -398,6 +401,7 @@ async def _walk(prep: Prepared, req: RunRequest, emit: Emit, lane, stopped_early
     import asyncio
 
     from vx import executor
+    from vx.plan import _nested_dirs, late_tasks, rekeyed
     from vx.rebuilder import RunContext, rebuild
     from vx.scheduler import PrioritySlots, walk
 
@@ -418,7 +422,11 @@ async def _walk(prep: Prepared, req: RunRequest, emit: Emit, lane, stopped_early
                      restore_slots=asyncio.Semaphore(2 * prep.concurrency), table=table, emit=emit,
                      priority=prep.graph.priority, remote=prep.remote, launch_for=launch_for,
                      observe=observe, halt=asyncio.Event(),
-                     halt_on_failure=req.continue_mode == "never", early=adopted, lockfiles=lockfiles)
+                     halt_on_failure=req.continue_mode == "never", early=adopted, lockfiles=lockfiles,
+                     late=late_tasks(prep.graph) if prep.store is not None else {})  # no cache: keys decide nothing
+    if ctx.late:
+        nested = _nested_dirs(prep.ws)
+        ctx.rekey = lambda node, fresh: rekeyed(prep.index, node, prep.plans, fresh, nested.get(node.project_dir, ()))
     on_signal = _install_signals(table, stop, stopped_by)
     if caught:  # a signal came while the first wave started or asyncio loaded: act on it now
         on_signal(signal.Signals(caught[0]))
@@ -506,7 +514,7 @@ def _start_first_wave(prep: Prepared, lane, emit: Emit) -> dict:
         if any(settled[d].status is not Status.SUCCESS for d in node.deps):
             continue
         cached = write and plan.outputs is not None
-        snapshot = prep.index.task_snapshot(plan.inputs, node.project_dir) if cached else None
+        snapshot = prep.index.task_snapshot(plan.inputs, node.project_dir, plan.record.package_json) if cached else None
         started_ns = time.time_ns()
         if cached:
             plan.outputs.wipe(prep.ws.root)

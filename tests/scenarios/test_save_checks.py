@@ -138,3 +138,45 @@ def test_ex19_lockfile_rewritten_mid_run_stops_hits_and_saves(repo):
     assert (repo.root / "packages/app/dist/out.js").read_text() == '{"v": 2}\n'
     assert "app#build: not saved to the cache: package-lock.json changed during the run" in res.err
     assert len(artifacts(repo)) == 1
+
+
+def _generator_project(repo):
+    """app: an uncached `gen` that rewrites src/gen.js from $V, then a cached `build` of src/."""
+    gen = {"exec": {"command": "node -e \"require('fs').writeFileSync('src/gen.js','GEN'+process.env.V+';')\"",
+                    "env": {"passThrough": ["V"]}}}
+    repo.write(npm_workspace({
+        "app": {"tasks": {"gen": gen, "build": build_task(deps=("gen",))},
+                "files": {"src/a.js": "A;", "src/gen.js": "GEN0;"}},
+        "web": {"deps": ["app"], "tasks": {"build": build_task()}, "files": {"src/w.js": "W;"}},
+    })).commit()
+
+
+def test_key20_task_after_a_same_project_rewriter_is_keyed_late_and_saved(repo):
+    """Item 6 (KEY-20): `gen` (no cache) rewrites its own project's sources before `build` of the
+    same project. build is keyed once gen ran, on what gen wrote: saved on the first run, and so
+    is web#build downstream (which folds build's key). gen's own key folds its project as it was
+    before it ran, so the second run re-keys once more (the tree now holds GEN1); the third hits."""
+    _generator_project(repo)
+    first = repo.vx("run", "build", "--all", env={"V": "1"})
+    assert first.code == 0, first.err
+    assert "not saved" not in first.err, first.err
+    assert (repo.root / "packages/app/dist/out.js").read_text() == "A;GEN1;"
+    assert len(artifacts(repo)) == 2
+    second = repo.vx("run", "build", "--all", env={"V": "1"})
+    assert second.code == 0 and "not saved" not in second.err, second.err
+    again = repo.vx("run", "build", "--all", env={"V": "1"})
+    assert again.code == 0, again.err
+    assert again.statuses()["app#build"] == ("success", "up-to-date")
+    assert again.statuses()["web#build"] == ("success", "up-to-date")
+
+
+def test_key20_key_taken_before_the_rewrite_is_never_a_hit(repo):
+    """KEY-20's correctness half: the worktree holds what gen wrote last time, a hit under the
+    key taken up front; gen now writes something else, and build must run on that."""
+    _generator_project(repo)
+    assert repo.vx("run", "build", "--all", env={"V": "1"}).code == 0
+    assert repo.vx("run", "build", "--all", env={"V": "1"}).code == 0  # up front: GEN1 is on disk
+    res = repo.vx("run", "build", "--all", env={"V": "2"})
+    assert res.code == 0, res.err
+    assert res.statuses()["app#build"] == ("success", "miss")
+    assert (repo.root / "packages/app/dist/out.js").read_text() == "A;GEN2;"

@@ -450,3 +450,34 @@ def test_ex14_127_for_a_script_that_does_not_exist(tmp_path):
     result = asyncio.run(run("./nope.sh --x", tmp_path))
     assert exit_hint(result, "./nope.sh --x", [], cwd=tmp_path) == f"`./nope.sh` does not exist in {tmp_path}"
     assert "interpreter" in exit_hint(result, "./nope.sh --x", [])
+
+
+def test_settle_group_waits_for_a_background_child_that_ends_by_itself(tmp_path):
+    """Item 3: with settle_group, a child that outlives the shell is waited for (its output is
+    still read) and nothing is stopped. It spins until the shell is reaped, then writes and exits."""
+    command = "p=$$; (while kill -0 $p 2>/dev/null; do :; done; echo late > late.txt; echo bg) & exit 0"
+
+    async def main():
+        return await execute(command, cwd=tmp_path, env=ENV, timeout_ms=None, on_output=lambda c: None,
+                             table=ProcessTable(), grace_ms=60_000, settle_group=True)
+
+    result = asyncio.run(bounded(main(), 30))
+    assert result.exit_code == 0 and result.stopped_strays is None
+    assert (tmp_path / "late.txt").read_text() == "late\n"
+    assert stdout(result) == b"bg\n" and b"250 ms" not in stderr(result)
+
+
+def test_settle_group_stops_a_child_that_does_not_end_term_then_kill(tmp_path):
+    """Item 3: a child blocked forever is SIGTERMed after the grace; one ignoring SIGTERM is KILLed."""
+    (tmp_path / "gate").unlink(missing_ok=True)
+    os.mkfifo(tmp_path / "gate")
+
+    async def main(command):
+        return await execute(command, cwd=tmp_path, env=ENV, timeout_ms=None, on_output=lambda c: None,
+                             table=ProcessTable(), grace_ms=GRACE_MS, settle_group=True)
+
+    termed = asyncio.run(bounded(main("(cat gate) >/dev/null 2>&1 & echo $!; exit 0")))
+    assert termed.exit_code == 0 and termed.stopped_strays == "SIGTERM"
+    assert not running(int(stdout(termed)))
+    killed = asyncio.run(bounded(main("(trap '' TERM; cat gate) >/dev/null 2>&1 & echo $!; exit 0")))
+    assert killed.stopped_strays == "SIGKILL" and not running(int(stdout(killed)))

@@ -196,3 +196,25 @@ def test_gr15_tasks_outside_the_graph_are_not_compared():
     ws = workspace({"app": []})
     cfg = configs({"app": [cached("one", ["dist/**"]), cached("two", ["dist/**"])]})
     assert set(checked_graph(ws, cfg, Selection(("one",), "app")).nodes) == {TaskId("app", "one")}
+
+
+def test_key20_late_tasks_follow_a_same_project_uncached_task_and_what_folds_them():
+    """KEY-20: a cached task after an uncached task of its own project is keyed late with its
+    inputs read again (True); a task that only folds a late key is late without (False); an
+    uncached task of another project, or one nothing depends on, makes nothing late."""
+    from vx.model import CacheConfig
+    from vx.plan import late_tasks
+
+    def cached(name, deps=()):
+        return TaskConfig(name, json.dumps({"n": name}), ExecConfig("true"), tuple(deps), CacheConfig(("src/**",), ("dist/**",)))
+
+    ws = workspace({"app": ["lib"], "lib": [], "web": ["app"]})
+    cfg = configs({
+        "lib": [task("gen"), cached("build", deps=["gen"])],
+        "app": [cached("build", deps=["^build", "lib#gen"]), task("lint")],
+        "web": [cached("build", deps=["^build"]), task("check", command=None, deps=["build"])],
+    })
+    g = build_graph(ws, cfg, Selection(("build", "lint", "check"), "//", all=True))
+    late = late_tasks(g)
+    assert late == {TaskId("lib", "build"): True, TaskId("app", "build"): False,
+                    TaskId("web", "build"): False, TaskId("web", "check"): False}
