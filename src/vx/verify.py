@@ -225,6 +225,7 @@ def _undeclared(root: Path, graph: TaskGraph, plans, index, node: TaskNode, read
     or another task's declared output (usually gitignored, so only a task edge covers it)."""
     closure = key_closure(graph, node.id)
     covered = _covered_files(graph, plans, node, closure)
+    covered.update([index.real_path(p) for p in covered])  # an input seen through a link is read at its target
     outputs = [plans[t].outputs for t in (node.id, *closure) if plans[t].outputs is not None]
     out = []
     for path in reads:
