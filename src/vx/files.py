@@ -123,7 +123,8 @@ class FileIndex:
         self.fingerprinted: list[str] = []  # the paths `fingerprint` folded: re-checked after tasks (EX-19)
         # Symlinks followed for keys (vx.links): the paths seen through a directory link join the
         # candidates, each an alias of the real path whose identity it takes.
-        self._links = links.find(root, listing.links) if listing.links else links.Links()
+        self._links = links.find(root, [p for p in listing.links if not _never_input(p, listing.untracked)]) \
+            if listing.links else links.Links()
         self._alias: dict[str, str] = {}
         if self._links.dirs:
             self._alias = links.aliases(self._links, self._paths, self._below)
@@ -537,9 +538,12 @@ class FileIndex:
             for path in _walk_files(self.root, start, descend):
                 if path not in ignored_files and not _under(path, ignored_dirs) and globs.match(path[cut:]):
                     yield path
+        def into(rel: str) -> bool:
+            return rel.rpartition("/")[2] not in _WALK_SKIP and not _under(rel, ignored_dirs)
+
         for link, target in self._links.dirs.items():  # what a directory link leads to, seen through it
             if link.startswith(base) and not _under(link, nested) and globs.could_match_under(link[cut:]):
-                for real in _walk_files(self.root, target, lambda rel: rel.rpartition("/")[2] not in _WALK_SKIP):
+                for real in _walk_files(self.root, target, into):
                     path = link + real[len(target):]
                     if real not in ignored_files and not _under(real, ignored_dirs) and globs.match(path[cut:]):
                         yield path
