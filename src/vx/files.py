@@ -28,9 +28,9 @@ from typing import Iterator, Sequence
 
 from msgspec import Struct
 
-from vx import witness
+from vx import links, witness
 from vx.blobs import Stat, _BlobMemo, _hash_open_file, _stat_key, blob_oid
-from vx.errors import EnvironmentFailure
+from vx.errors import ConfigError, EnvironmentFailure
 from vx.globs import GlobSet
 from vx.listing import _git_listing, _Listing, _repo_root, _spawn_git_listing, _walk_listing, let_finish
 from vx.model import InputSet
@@ -124,6 +124,14 @@ class FileIndex:
         self._reached: set[str] = set()  # ignored files some task's globs reached
         self.toplevel: Path | None = None  # the git repository's root, when git listed
         self.fingerprinted: list[str] = []  # the paths `fingerprint` folded: re-checked after tasks (EX-19)
+        # Symlinks followed for keys (vx.links): the paths seen through a directory link join the
+        # candidates, each an alias of the real path whose identity it takes.
+        self._links = links.find(root, [p for p in listing.links if not _never_input(p, listing.untracked)]) \
+            if listing.links else links.Links()
+        self._alias: dict[str, str] = {}
+        if self._links.dirs:
+            self._alias = links.aliases(self._links, self._paths, self._below)
+            self._paths = sorted([*self._paths, *self._alias])
 
     @classmethod
     def load(cls, root: Path, memo_path: Path | None = None) -> FileIndex:
@@ -154,6 +162,10 @@ class FileIndex:
         lo, hi = self._range(rel_dir)[-1]
         return self._paths[lo:hi]
 
+    def real_path(self, rel_path: str) -> str:
+        """The path an input seen through a symlink stands for (vx.links); itself otherwise."""
+        return self._alias.get(rel_path) or self._links.files.get(rel_path) or rel_path
+
     def vouched(self, rel_path: str) -> bool:
         """Whether git vouches for the file: tracked, clean by `git status`, no filter possible
         (KEY-14). Its bytes are then pinned by the `ls-files` and `status` listings themselves."""
@@ -168,14 +180,36 @@ class FileIndex:
         return ident or ""
 
     def _identity(self, path: str) -> str | None:
+        if self._links and path in self._links.files:
+            return self._followed(path)
         known = self._l.trusted.get(path)
         if known is not None:
             return known
+        real = self._alias.get(path) if self._alias else None
+        if real is not None:
+            return self._identity(real)
         if path in self._identities:
             return self._identities[path]
         ident = self._hash_from_disk(path)
         self._identities[path] = ident
         return ident
+
+    def _followed(self, link: str, fresh: bool = False) -> str | None:
+        """A link to a file: its own identity and that of the content it leads to."""
+        own = self._hash_from_disk(link) if fresh else (self._l.trusted.get(link) or self._hash_from_disk(link))
+        target = self._links.files[link]
+        content = self._hash_from_disk(target) if fresh else self._identity(target)
+        return f"{own}>{content}" if own and content else own
+
+    def _fresh(self, path: str) -> str | None:
+        """The identity of `path` as it is on disk now (the KEY-21 re-check)."""
+        if self._links and path in self._links.files:
+            return self._followed(path, fresh=True)
+        return self._hash_from_disk(path)
+
+    def _below(self, path: str) -> list[str]:
+        lo, hi = self._range(path)[-1]
+        return self._paths[lo:hi]
 
     def _hash_from_disk(self, path: str) -> str | None:
         """Hash a worktree file as git would; None when it is missing or not a file."""
@@ -254,6 +288,10 @@ class FileIndex:
         ignores are inputs where `reach` (`globs` unless given) reaches them (`GlobSet.toward`).
         """
         base = _base(project_dir)
+        if self._links.outside:
+            self._refuse_outside(base, globs, nested)
+            if workspace_globs:
+                self._refuse_outside("", workspace_globs, ())
         own = self._select(base, globs, nested, excluded, globs if reach is None else reach)
         wide: list[str] = []
         if workspace_globs:
@@ -272,10 +310,21 @@ class FileIndex:
             unmatched += workspace_globs.unmatched([p for p in wide if ids[p] is not None])
         return InputSet(tuple(sorted((p, i) for p, i in ids.items() if i is not None)), unmatched)
 
+    def _refuse_outside(self, base: str, globs: GlobSet, nested: Sequence[str]) -> None:
+        """A link out of the workspace that the globs reach cannot be keyed: refused, by name."""
+        cut = len(base)
+        for link, target in self._links.outside.items():
+            if link.startswith(base) and not _under(link, frozenset(nested)) and \
+                    (globs.match(link[cut:]) or globs.could_match_under(link[cut:])):
+                message, hint = links.refusal(link, link[cut:], target)
+                raise ConfigError(message, file=link, hint=hint)
+
     def _identities_of(self, paths: list[str]) -> dict[str, str | None]:
         """Identities of many paths: the trusted index OIDs first (a dict hit each), the rest hashed."""
         trusted = self._l.trusted
         ids = {p: trusted.get(p) for p in paths}
+        if self._links.files:
+            ids.update((p, None) for p in paths if p in self._links.files)
         rest = [p for p, i in ids.items() if i is None]
         if rest:
             ids.update((p, self._identity(p)) for p in rest)
@@ -398,6 +447,8 @@ class FileIndex:
         """lstat every input (and `extra` paths such as the package.json or the lockfiles, whose
         identities planning read already) before a task runs."""
         files = list(inputs.files) if inputs is not None else []
+        if self._links.files:  # what a file link leads to is re-checked too
+            files += [(t, self.identity(t)) for t in (self._links.files.get(p) for p, _ in files) if t]
         files += [(p, self.identity(p)) for p in extra]
         stats = []
         for path, _ in files:
@@ -516,7 +567,7 @@ class FileIndex:
         """The file's identity on disk now ("" when absent); None when it cannot be read, which
         counts as changed: a re-check never fails the run."""
         try:
-            return self._hash_from_disk(path) or ""
+            return self._fresh(path) or ""
         except EnvironmentFailure:
             return None
 
@@ -558,6 +609,15 @@ class FileIndex:
             for path in _walk_files(self.root, start, descend):
                 if path not in ignored_files and not _under(path, ignored_dirs) and globs.match(path[cut:]):
                     yield path
+        def into(rel: str) -> bool:
+            return rel.rpartition("/")[2] not in _WALK_SKIP and not _under(rel, ignored_dirs)
+
+        for link, target in self._links.dirs.items():  # what a directory link leads to, seen through it
+            if link.startswith(base) and not _under(link, nested) and globs.could_match_under(link[cut:]):
+                for real in _walk_files(self.root, target, into):
+                    path = link + real[len(target):]
+                    if real not in ignored_files and not _under(real, ignored_dirs) and globs.match(path[cut:]):
+                        yield path
 
     def _first_not_ignored(self, new: list[str], query=None) -> str | None:
         """The first new path git would not ignore, or that the globs reach though it is ignored

@@ -35,6 +35,7 @@ class _Listing(Struct):
     ignored_files: frozenset[str]
     algo: str = "sha1"
     git: bool = True
+    links: tuple[str, ...] = ()  # candidate paths that may be symlinks (vx.links follows them)
 
 
 def _repo_root(root: Path) -> Path | None:
@@ -135,8 +136,9 @@ def let_finish(proc: subprocess.Popen) -> None:
 _LS_FILES_RECORD = re.compile(r"(\S) (\d+) ([0-9a-f]+) (\d)\t([^\0]*)\0")
 
 
-def _parse_ls_files(text: str) -> tuple[dict[str, str], set[str], list[str]]:
-    """Index identities (path -> mode prefix + OID), the paths git cannot vouch for, gitlinks.
+def _parse_ls_files(text: str) -> tuple[dict[str, str], set[str], list[str], list[str]]:
+    """Index identities (path -> mode prefix + OID), the paths git cannot vouch for, gitlinks,
+    symlinks.
 
     Tag `H` at stage 0 is a normal cached entry; lowercase tags are assume-unchanged, `S`
     skip-worktree and stages 1-3 a conflict — `git status` does not check any of those.
@@ -145,14 +147,17 @@ def _parse_ls_files(text: str) -> tuple[dict[str, str], set[str], list[str]]:
     entries: dict[str, str] = {}
     untrusted: set[str] = set()
     gitlinks: list[str] = []
+    links: list[str] = []
     for tag, mode, oid, stage, path in _LS_FILES_RECORD.findall(text):
         if mode == "160000":
             gitlinks.append(path)
             continue
+        if mode == "120000":
+            links.append(path)
         if tag != "H" or stage != "0":
             untrusted.add(path)
         entries[path] = _MODE_PREFIX[mode] + oid if mode in _MODE_PREFIX else oid
-    return entries, untrusted, gitlinks
+    return entries, untrusted, gitlinks, links
 
 
 class _Status(Struct):
@@ -259,7 +264,7 @@ def _git_listing(root: Path, toplevel: Path, procs: tuple[subprocess.Popen, ...]
     ls, status_text, config_text = _run_git_listing(root, procs)
     prefix = root.relative_to(toplevel).as_posix()
     prefix = "" if prefix == "." else prefix + "/"
-    entries, untrusted, gitlinks = _parse_ls_files(ls)
+    entries, untrusted, gitlinks, links = _parse_ls_files(ls)
     st = _parse_status(status_text, prefix)
     if st.workspace_ignored:  # git would call every file ignored: key by content instead
         return _walk_listing(root)
@@ -274,11 +279,14 @@ def _git_listing(root: Path, toplevel: Path, procs: tuple[subprocess.Popen, ...]
     if not _filters_possible(root, toplevel, config, [*paths, *st.ignored_files]):
         trusted = {p: entries[p] for p in present if p not in untrusted}
     algo = "sha256" if config.get("extensions.objectformat") == "sha256" else "sha1"
+    # A tracked link is known by its mode; an untracked or changed path may have become one.
+    known = set(links)
+    maybe = [p for p in links if p not in st.deleted] + [p for p in (*st.dirty, *untracked) if p not in known]
     return _Listing(paths, trusted, frozenset(untracked), frozenset(st.ignored_dirs),
-                    frozenset(st.ignored_files), algo)
+                    frozenset(st.ignored_files), algo, links=tuple(maybe))
 
 
 def _walk_listing(root: Path) -> _Listing:
     """No git: every file under the root is a candidate, hashed from disk."""
     paths = sorted(_walk_files(root, "", _not_skipped))
-    return _Listing(paths, {}, frozenset(paths), frozenset(), frozenset(), git=False)
+    return _Listing(paths, {}, frozenset(paths), frozenset(), frozenset(), git=False, links=tuple(paths))

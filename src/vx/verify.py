@@ -264,6 +264,7 @@ def _undeclared(root: Path, graph: TaskGraph, plans, index, node: TaskNode, read
     the producer's declaration and a task edge cover it."""
     closure = key_closure(graph, node.id)
     covered = _covered_files(graph, plans, node, closure)
+    covered.update([index.real_path(p) for p in covered])  # an input seen through a link is read at its target
     outputs = [plans[t].outputs for t in (node.id, *closure) if plans[t].outputs is not None]
     for path in reads:
         if path in covered or any(o.allows(path) for o in outputs):

@@ -476,6 +476,24 @@ def with_ignored_inputs(repo):
     return repo
 
 
+def with_linked_inputs(repo):
+    """Inputs behind symlinks (KEY-12): a directory link in the workspace and a dirty file behind
+    it, and a file linked from outside the workspace."""
+    task = build_task(inputs=("src/**", "lib/**", "conf.js"))
+    pkgs = {"a": {"tasks": {"build": task}, "files": {"src/a.js": "A;"}},
+            "b": {"deps": ["a"], "tasks": {"build": build_task()}, "files": {"src/b.js": "B;"}}}
+    files = npm_workspace(pkgs)
+    files.update({"shared/x.js": "X;", "shared/y.js": "Y;"})
+    repo.write(files)
+    os.symlink("../../shared", repo.root / "packages/a/lib")
+    outside = repo.root.parent / "outside-conf.js"
+    outside.write_text("C;")
+    os.symlink(outside, repo.root / "packages/a/conf.js")
+    repo.commit()
+    (repo.root / "shared/y.js").write_text("Y2;")
+    return repo
+
+
 @pytest.mark.parametrize("change", ["edit-env", "edit-gen", "add-gen"])
 def test_key18_a_changed_ignored_input_is_never_replayed(repo, change):
     """A receipt vouches for an ignored input only by its own stat: git's listings pin nothing."""
@@ -494,11 +512,11 @@ def test_key18_a_changed_ignored_input_is_never_replayed(repo, change):
     assert executed(result.err) == {"a#build", "b#build"}
 
 
-@pytest.mark.parametrize("shape", ["plain", "rich", "ignored"])
+@pytest.mark.parametrize("shape", ["plain", "rich", "ignored", "linked"])
 def test_a_receipt_covers_every_path_its_run_read(repo, tmp_path, shape):
     """Whatever the run that writes a receipt looked at on disk — file, directory listing or mere
     existence, in the workspace or above it — the receipt checks again (strace is the witness)."""
-    ws = {"plain": workspace, "rich": rich, "ignored": with_ignored_inputs}[shape](repo)
+    ws = {"plain": workspace, "rich": rich, "ignored": with_ignored_inputs, "linked": with_linked_inputs}[shape](repo)
     run(ws)
     time.sleep(0.06)
     trace = tmp_path / "trace"
@@ -518,6 +536,9 @@ def test_a_receipt_covers_every_path_its_run_read(repo, tmp_path, shape):
     assert str(ws.root / "packages/a/vx.config.json") in seen and str(ws.root / "packages/b/dist") in seen
     if shape == "rich":
         assert {str(ws.root / p) for p in ("packages/a/src/a.js", "packages/b/src/untracked.js")} <= checked
+    if shape == "linked":  # the links themselves, the dirty file behind one, the file outside
+        assert {str(ws.root / p) for p in ("packages/a/lib", "packages/a/conf.js", "shared/y.js")} <= checked
+        assert str(ws.root.parent / "outside-conf.js") in checked
     if shape == "ignored":  # read, so stat'ed by every replay: git vouches for none of them
         assert {str(ws.root / p) for p in ("packages/a/.env", "packages/a/gen/g.js", "packages/a/gen")} <= checked
     baseline, import_dirs = runtime_paths(ws.root, tmp_path)

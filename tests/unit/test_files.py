@@ -157,9 +157,12 @@ def test_key12_mode_prefixes(repo):
     os.symlink("util.ts", repo / "pkg/a/src/link2.ts")
     got = ids(FileIndex.load(repo).inputs("pkg/a", GlobSet(["bin", "src/link*"])))
     assert got["pkg/a/bin/run.sh"] == "100755:" + index_oid(repo, "pkg/a/bin/run.sh")
-    assert got["pkg/a/src/link.ts"] == "120000:" + index_oid(repo, "pkg/a/src/link.ts")
+    # a link to a file: its own blob (the target's path), then the content it leads to (vx.links)
+    assert got["pkg/a/src/link.ts"] == ("120000:" + index_oid(repo, "pkg/a/src/link.ts") + ">"
+                                        + index_oid(repo, "pkg/a/src/index.ts"))
     assert got["pkg/a/bin/new.sh"] == "100755:" + hash_object(repo, "pkg/a/bin/new.sh")
-    assert got["pkg/a/src/link2.ts"] == "120000:" + blobs.blob_oid(b"util.ts")
+    assert got["pkg/a/src/link2.ts"] == ("120000:" + blobs.blob_oid(b"util.ts") + ">"
+                                         + index_oid(repo, "pkg/a/src/util.ts"))
 
 
 def test_key12_deleted_tracked_file_is_gone(repo):

@@ -65,6 +65,7 @@ class Grant(Struct, frozen=True):
     pattern: GlobSet | None = None
     directory: bool = False
     dir_glob: bool = False  # pattern names directories (from `<glob>/**`): expanded at start
+    lexical: str = ""  # `base` as written, when a symlink on the way made realpath move it
 
     def covers(self, path: str) -> bool:
         """Whether `path` (absolute, normalised) is inside what the grant allows."""
@@ -165,10 +166,11 @@ def resolve(text: str, project: str, home: str, *, realpath: bool = True) -> lis
         directory = alternative.endswith("/") or alternative in (".", "..")
         body, collapsed = _collapse(alternative.rstrip("/") or "/")
         static, pattern = (body, None) if body.startswith(("/", "~")) else _split_static(body)
-        base = _absolute(static, project, home)  # split first: the project's own path may hold a `*`
-        base = os.path.realpath(base) if realpath else base
+        written = _absolute(static, project, home)  # split first: the project's own path may hold a `*`
+        base = os.path.realpath(written) if realpath else written
         glob = GlobSet([pattern]) if pattern else None
-        out.append(Grant(text, base, glob, directory or collapsed, dir_glob=collapsed and glob is not None))
+        out.append(Grant(text, base, glob, directory or collapsed, dir_glob=collapsed and glob is not None,
+                         lexical=written if base != written else ""))
     return out
 
 
@@ -298,6 +300,9 @@ class Layout(Struct):
     held: list[str] = field(default_factory=list)  # created paths (by this or a concurrent attempt) in use
     scratch: list[Grant] = field(default_factory=list)  # write globs that matched nothing: in the anchor
     mountless: list[Grant] = field(default_factory=list)  # …and ones a read-only bind holds: warned
+    # (path, target) of each workspace symlink a read grant was written through (`lib/**` where
+    # `lib -> ../../shared`): made again inside, so the path the task uses leads to the bound target
+    links: list[tuple[str, str]] = field(default_factory=list)
 
 
 def expand(spec: SandboxSpec) -> Layout:
@@ -308,6 +313,8 @@ def expand(spec: SandboxSpec) -> Layout:
             layout.ro.append(path)
     for grant in spec.reads:
         _bind_read(grant, layout)
+        if grant.lexical and os.path.exists(grant.base):
+            layout.links += [link for link in _links_on_way(grant.lexical, spec.root) if link not in layout.links]
     for grant in spec.writes:
         _bind_write(grant, spec, layout)
     _sort_pending(spec, layout)
@@ -329,6 +336,26 @@ def _bind_read(grant: Grant, layout: Layout) -> None:
     """A read grant binds its static prefix read-only; a missing one is simply absent."""
     if os.path.exists(grant.base):
         layout.ro.append(grant.base)
+
+
+def _links_on_way(path: str, root: str) -> list[tuple[str, str]]:
+    """The symlinks inside the workspace on the way to `path`, outermost first, with their targets
+    as written; a link's own target may pass through another, which then follows."""
+    out: list[tuple[str, str]] = []
+    pending, seen = [path], set()
+    while pending:
+        at = pending.pop()
+        parts = at.split("/")
+        for i in range(2, len(parts) + 1):
+            head = "/".join(parts[:i])
+            if not _at_or_under(head, root) or head == root or head in seen or not os.path.islink(head):
+                continue
+            seen.add(head)
+            target = os.readlink(head)
+            out.append((head, target))
+            pending.append(os.path.normpath(os.path.join(os.path.dirname(head), target, *parts[i:])))
+            break
+    return out
 
 
 def _bind_write(grant: Grant, spec: SandboxSpec, layout: Layout) -> None:

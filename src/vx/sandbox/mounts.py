@@ -34,6 +34,11 @@ def bwrap_argv(bwrap: str, spec: SandboxSpec, layout: Layout, *, tmpdir: str, st
     argv += _hidden(layout)
     argv += ["--tmpfs", spec.root, "--dir", spec.project]
     argv += tree_ops(layout)
+    # A link a read grant was written through, where no bind brought it in already: made again so
+    # the path the task uses leads to the bound target (links come outermost first).
+    binds = [*layout.ro, *layout.rw]
+    argv += [op for path, target in layout.links if not any(_under(path, b) for b in binds)
+             for op in ("--symlink", target, path)]
     argv += [op for path in layout.protected if not _walled(path, layout) for op in ("--ro-bind", path, path)]
     argv += ["--bind", tmpdir, tmpdir]
     argv += [op for path in sockets for op in ("--bind", path, path)]
