@@ -2,8 +2,9 @@
 
 Takes the benchmark's generated workspace (turbo.json + package.json scripts, turbo installed from
 npm), removes every vx config from a copy, and asks both tools for their plan without running
-anything — `turbo run … --dry=json` and `vx run … --dry=json` — then compares the task ids and
-each task's dependencies. Exit 0 when they are the same.
+anything — `turbo run … --dry=json` and `vx run … --dry=json` — then compares the tasks with a
+command and the commands each waits for, looking through no-ops (a package without the script:
+turbo's `<NONEXISTENT>`, vx's keyed group). Exit 0 when they are the same.
 
     python bench/turbo_parity.py --packages 100 --tasks build test lint
 """
@@ -27,9 +28,24 @@ def plans(ws: Path, tasks: list[str], vx, turbo) -> tuple[dict, dict]:
                        text=True, check=True)
     v = subprocess.run([*vx.exe, "run", *tasks, "--dry=json"], cwd=ws, env=vx.env(), capture_output=True,
                        text=True, check=True)
-    turbo_graph = {x["taskId"]: sorted(x["dependencies"]) for x in json.loads(t.stdout)["tasks"]}
-    vx_graph = {x["id"]: sorted(x["deps"]) for x in json.loads(v.stdout)["tasks"]}
-    return turbo_graph, vx_graph
+    turbo_graph = {x["taskId"]: (x["command"] == "<NONEXISTENT>", x["dependencies"]) for x in json.loads(t.stdout)["tasks"]}
+    vx_graph = {x["id"]: (x["command"] is None, x["deps"]) for x in json.loads(v.stdout)["tasks"]}
+    return through_noops(turbo_graph), through_noops(vx_graph)
+
+
+def through_noops(plan: dict[str, tuple[bool, list[str]]]) -> dict[str, list[str]]:
+    """Each task with a command and the commands it waits for, looking through no-ops (turbo's
+    `<NONEXISTENT>` tasks, vx's groups): what runs, in which order."""
+    memo: dict[str, set[str]] = {}
+
+    def real(tid: str) -> set[str]:
+        if tid not in memo:
+            memo[tid] = set()
+            for dep in plan[tid][1]:
+                memo[tid] |= real(dep) if plan[dep][0] else {dep}
+        return memo[tid]
+
+    return {tid: sorted(real(tid)) for tid, (noop, _deps) in plan.items() if not noop}
 
 
 def main(argv=None) -> int:

@@ -105,9 +105,9 @@ def _qualified(ws: Workspace, configs: Mapping[str, ProjectConfig], pkg: str, ta
 
 
 def _declares(config: ProjectConfig, name: str) -> bool:
-    """Whether a bare `name` selects the project's task: vx's implicit ones are only reached."""
-    task = config.tasks.get(name)
-    return task is not None and not task.implicit
+    """Whether a bare `name` selects the project's task. The implicit `build` (WS-19) is only
+    reached; a turbo.json task without its script is selected, as turbo runs its no-op."""
+    return name in config.tasks
 
 
 def task_of(configs: Mapping[str, ProjectConfig], pkg: str, name: str) -> TaskConfig | None:

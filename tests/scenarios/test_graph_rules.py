@@ -173,3 +173,97 @@ def test_gr15_disjoint_or_taken_back_outputs_run(repo):
     res = repo.vx("run", "app#types")
     assert res.code == 0, res.err
     assert (repo.root / "packages/app/dist/a.js").exists() and (repo.root / "packages/app/dist/types/a.d.ts").exists()
+
+
+# ---------------------------------------------------------------- TL-05: turbo's tasks without a script
+
+
+def _edge_runtime_shaped(repo):
+    """vercel/edge-runtime's shape: ponyfill's tests need jest-environment built, and ponyfill has
+    no build script of its own; `types` is source only (no scripts at all)."""
+    make = ("node -e \"const fs=require('fs');fs.mkdirSync('dist',{recursive:true});"
+            "fs.writeFileSync('dist/index.js',fs.readFileSync('src/index.js','utf8'))\"")
+    needs = "node -e \"require('fs').readFileSync('../jest-environment/dist/index.js');console.log('tested')\""
+    bundle = ("node -e \"const fs=require('fs');fs.mkdirSync('dist',{recursive:true});"
+              "fs.writeFileSync('dist/out.js',fs.readFileSync('../types/src/a.ts','utf8'))\"")
+    return repo.write({
+        "package.json": {"name": "root", "private": True, "workspaces": ["packages/*"],
+                         "packageManager": "npm@10.8.2"},
+        ".gitignore": "node_modules/\ndist/\n.vx/\n.turbo/\n",
+        "turbo.json": {"tasks": {"build": {"dependsOn": ["^build"], "outputs": ["dist/**"]},
+                                 "test": {"dependsOn": ["build"]}}},
+        "packages/jest-environment/package.json": {"name": "jest-environment", "version": "1.0.0",
+                                                   "scripts": {"build": make}},
+        "packages/jest-environment/src/index.js": "module.exports = 1;\n",
+        "packages/ponyfill/package.json": {"name": "ponyfill", "version": "1.0.0", "scripts": {"test": needs},
+                                           "devDependencies": {"jest-environment": "*"}},
+        "packages/ponyfill/src/index.js": "P;\n",
+        "packages/types/package.json": {"name": "types", "version": "1.0.0"},
+        "packages/types/src/a.ts": "export type A = 1;\n",
+        "packages/app/package.json": {"name": "app", "version": "1.0.0", "scripts": {"build": bundle},
+                                      "dependencies": {"types": "*"}},
+    }).commit()
+
+
+def _turbo_plan(repo, *tasks) -> dict[str, tuple[bool, list[str]]]:
+    import os
+    import subprocess
+
+    from npm_packages import installed
+
+    turbo = installed("turbo").parent / ".bin" / "turbo"
+    env = {**os.environ, "TURBO_TELEMETRY_DISABLED": "1", "DO_NOT_TRACK": "1", "TURBO_NO_UPDATE_NOTIFIER": "1"}
+    out = subprocess.run([str(turbo), "run", *tasks, "--dry=json"], cwd=repo.root, env=env, capture_output=True,
+                         text=True, check=True, timeout=120).stdout
+    plan = json.loads(out[out.index("{"):])
+    return {t["taskId"]: (t["command"] == "<NONEXISTENT>", sorted(t["dependencies"])) for t in plan["tasks"]}
+
+
+def _vx_plan(repo, *tasks) -> dict[str, tuple[bool, list[str]]]:
+    res = repo.vx("run", *tasks, "--dry=json")
+    assert res.code == 0, res.err
+    return {t["id"]: (t["command"] is None, sorted(t["deps"])) for t in json.loads(res.out)["tasks"]}
+
+
+def _through_noops(plan: dict[str, tuple[bool, list[str]]]) -> dict[str, set[str]]:
+    """Each task with a command and the commands it waits for, no-ops looked through: what runs
+    in which order (bench/turbo_parity.py compares the same)."""
+    def real(tid, seen):
+        out = set()
+        for dep in plan[tid][1]:
+            if dep not in seen:
+                seen.add(dep)
+                out |= real(dep, seen) if plan[dep][0] else {dep}
+        return out
+    return {tid: real(tid, set()) for tid, (noop, _deps) in plan.items() if not noop}
+
+
+def test_tl05_a_task_without_its_script_still_pulls_in_its_dependencies(repo):
+    """`ponyfill#test` dependsOn `build`, which ponyfill has no script for: turbo keeps a no-op
+    `ponyfill#build` that waits for `^build`, so jest-environment is built before the test."""
+    _edge_runtime_shaped(repo)
+    res = repo.vx("run", "test")
+    assert res.code == 0, res.out + res.err
+    # app's no-op `test` waits for app#build, so turbo builds app too; vx runs what turbo runs.
+    assert res.statuses() == {"jest-environment#build": ("success", "miss"), "ponyfill#test": ("success", "miss"),
+                              "app#build": ("success", "miss")}
+
+
+def test_tl05_the_plan_is_turbos(repo):
+    """The same graph as the real turbo's `--dry=json`: the same commands wait for the same
+    commands, and every no-op vx keeps is turbo's, with turbo's dependencies."""
+    _edge_runtime_shaped(repo)
+    for tasks in (("test",), ("build",), ("build", "test")):
+        turbo, vx = _turbo_plan(repo, *tasks), _vx_plan(repo, *tasks)
+        assert _through_noops(vx) == _through_noops(turbo), (tasks, turbo, vx)
+        assert all(turbo[t] == vx[t] for t, (noop, _d) in vx.items() if noop), (tasks, turbo, vx)
+
+
+def test_tl05_ws19_a_package_without_scripts_keys_its_dependants(repo):
+    """`types` has no build script: its no-op build still folds its files into app#build's key."""
+    _edge_runtime_shaped(repo)
+    assert repo.vx("run", "app#build").code == 0
+    (repo.root / "packages/types/src/a.ts").write_text("export type A = 2;\n")
+    again = repo.vx("run", "app#build")
+    assert again.task("app#build")["cache"] == "miss", again.out
+    assert (repo.root / "packages/app/dist/out.js").read_text() == "export type A = 2;\n"

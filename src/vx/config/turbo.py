@@ -284,8 +284,13 @@ def _mapped(turbo: TurboRoot, pkg: Package, manager: str, own: dict | None, own_
     definitions = _definitions(turbo, pkg, own)
     tasks: dict[str, dict] = {}
     not_runnable: dict[str, str] = {}
+    noops: set[str] = set()
     for name, body in definitions.items():
         if name not in pkg.scripts:
+            # turbo keeps a no-op (`<NONEXISTENT>`): it runs nothing, still waits for its own
+            # dependsOn, and its hash folds the package's inputs into its dependants'.
+            noops.add(name)
+            tasks[name] = _vx_task(turbo, name, {**body, "cache": True}, "true")
             continue
         if body.get("persistent") or body.get("interactive"):
             kind = "persistent" if body.get("persistent") else "interactive"
@@ -303,8 +308,14 @@ def _mapped(turbo: TurboRoot, pkg: Package, manager: str, own: dict | None, own_
         return ProjectConfig(source="")
     envs = {name: _take_env(body) for name, body in tasks.items()}
     config = validate_project({"tasks": tasks, "tags": (own or {}).get("tags", [])}, source)
+    mapped = {name: _with_env(task, tasks[name], *envs[name]) for name, task in config.tasks.items()}
     return ProjectConfig(source=config.source, tags=config.tags, not_runnable=not_runnable,
-                         tasks={name: _with_env(task, tasks[name], *envs[name]) for name, task in config.tasks.items()})
+                         tasks={name: _as_noop(task) if name in noops else task for name, task in mapped.items()})
+
+
+def _as_noop(task: TaskConfig) -> TaskConfig:
+    """A definition whose script the package lacks, as an implicit group keyed on its inputs."""
+    return replace(task, exec=None, implicit=True, canonical='{"implicit":true,' + task.canonical[1:])
 
 
 def _take_env(task: dict) -> tuple[list[str], list[str]]:
