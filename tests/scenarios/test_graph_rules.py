@@ -267,3 +267,36 @@ def test_tl05_ws19_a_package_without_scripts_keys_its_dependants(repo):
     again = repo.vx("run", "app#build")
     assert again.task("app#build")["cache"] == "miss", again.out
     assert (repo.root / "packages/app/dist/out.js").read_text() == "export type A = 2;\n"
+
+
+# ---------------------------------------------------------------- GR-01: `name.*` and `^name.*`
+
+
+def test_gr01_name_star_and_caret_name_star_depends_on(repo):
+    """`build.*` is every other task of the project named `build.<x>`; `^gen.*` the matching tasks
+    of the nearest dependencies that have any. Validated at load, and the graph takes them."""
+    def echo(word):
+        return {"exec": {"command": f"echo {word}"}}
+    repo.write(npm_workspace({
+        "lib": {"tasks": {"gen.types": echo("types"), "gen.docs": echo("docs"), "other": echo("other")}},
+        "mid": {"deps": ["lib"]},
+        "app": {"deps": ["mid"], "tasks": {
+            "build": {"dependsOn": ["build.*"]},
+            "build.js": {**echo("js"), "dependsOn": ["^gen.*"]},
+            "build.css": echo("css"),
+        }},
+    })).commit()
+    res = repo.vx("run", "app#build")
+    assert res.code == 0, res.err
+    assert set(res.statuses()) == {"app#build.js", "app#build.css", "lib#gen.types", "lib#gen.docs"}
+    plan = {t["id"]: t["deps"] for t in json.loads(repo.vx("run", "app#build", "--dry=json").out)["tasks"]}
+    assert plan["app#build"] == ["app#build.css", "app#build.js"]
+    assert plan["app#build.js"] == ["lib#gen.docs", "lib#gen.types"]  # through mid, which has none
+
+
+def test_gr01_a_star_anywhere_else_is_refused_at_load(repo):
+    repo.write(npm_workspace({"app": {"tasks": {"build": {"exec": {"command": "true"}, "dependsOn": ["bu*ld"]}}}})).commit()
+    res = repo.vx("run", "app#build")
+    assert res.code == 2 and "Traceback" not in res.err
+    assert 'dependsOn entry "bu*ld"' in res.err and "in: packages/app/vx.config.json, tasks.build.dependsOn[0]" in res.err
+    assert "hint:" in res.err
