@@ -153,8 +153,10 @@ def _expand_depends_on(
     for i, entry in enumerate(task.depends_on):
         field = f"tasks.{tid.task}.dependsOn[{i}]"
         for dep in _expand_entry(ws, configs, tid, entry, source, field, declared):
-            if dep != tid:
-                out[dep] = None
+            if dep == tid:  # only a written name reaches the task itself; `^` and `.*` never do
+                raise CycleError(f"`{tid}` depends on itself", facts=(f"in: {source}, {field}", f"{tid} -> {tid}"),
+                                 hint=f"remove `{entry}` from its dependsOn; for the task in dependencies, write `^{tid.task}`")
+            out[dep] = None
     return tuple(out)
 
 

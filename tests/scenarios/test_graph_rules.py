@@ -300,3 +300,19 @@ def test_gr01_a_star_anywhere_else_is_refused_at_load(repo):
     assert res.code == 2 and "Traceback" not in res.err
     assert 'dependsOn entry "bu*ld"' in res.err and "in: packages/app/vx.config.json, tasks.build.dependsOn[0]" in res.err
     assert "hint:" in res.err
+
+
+# ---------------------------------------------------------------- GR-04: a task waiting for itself
+
+
+def test_gr04_a_task_depending_on_itself_is_a_cycle(repo):
+    repo.write(npm_workspace({"app": {"tasks": {
+        "build": {"exec": {"command": "echo built"}, "dependsOn": ["^build", "build"]},
+        "test": {"exec": {"command": "echo tested"}, "dependsOn": ["app#test"]},
+    }}})).commit()
+    for task, index in (("build", 1), ("test", 0)):
+        res = repo.vx("run", f"app#{task}")
+        assert res.code == 2, res.out + res.err
+        assert f"`app#{task}` depends on itself" in res.err and "Traceback" not in res.err
+        assert f"in: packages/app/vx.config.json, tasks.{task}.dependsOn[{index}]" in res.err
+        assert res.summary is None  # nothing ran
