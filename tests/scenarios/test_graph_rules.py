@@ -316,3 +316,60 @@ def test_gr04_a_task_depending_on_itself_is_a_cycle(repo):
         assert f"`app#{task}` depends on itself" in res.err and "Traceback" not in res.err
         assert f"in: packages/app/vx.config.json, tasks.{task}.dependsOn[{index}]" in res.err
         assert res.summary is None  # nothing ran
+
+
+# ---------------------------------------------------------------- WS-12 / LC-18: additive outputs
+
+
+def _additive(repo, exclusive=False, bundle_deps=("build",)):
+    make_lib = "mkdir -p dist && cat src/a.js > dist/lib.js"
+    bundle = "test -f dist/lib.js && (cat dist/lib.js; echo bundled) > dist/bundle.js"
+    return repo.write({**npm_workspace({"app": {"tasks": {
+        "build": {"exec": {"command": make_lib},
+                  "cache": {"inputs": {"files": ["src/**"]}, "outputs": {"files": ["dist/**"]}}},
+        "bundle": {"exec": {"command": bundle}, "dependsOn": list(bundle_deps),
+                   "cache": {"inputs": {"files": ["src/**"]}, "outputs": {"files": ["dist/**"]}}},
+    }, "files": {"src/a.js": "A;\n"}}}), "vx.workspace.json": {"rules": {"exclusiveOutputs": exclusive}}}).commit()
+
+
+def test_ws12_exclusive_outputs_off_lets_a_dependant_add_to_its_upstreams(repo):
+    """With `rules.exclusiveOutputs: false` and an edge between them, the dependant keeps the
+    upstream's files, owns only what it added, and restores of the two compose."""
+    _additive(repo)
+    dist = repo.root / "packages/app/dist"
+    first = repo.vx("run", "app#bundle")
+    assert first.code == 0, first.out + first.err
+    assert (dist / "lib.js").read_text() == "A;\n" and (dist / "bundle.js").read_text() == "A;\nbundled\n"
+    import shutil
+    shutil.rmtree(dist)
+    again = repo.vx("run", "app#bundle")
+    assert again.code == 0, again.err
+    assert again.statuses() == {"app#build": ("success", "local"), "app#bundle": ("success", "local")}
+    assert sorted(p.name for p in dist.iterdir()) == ["bundle.js", "lib.js"]
+    assert (dist / "bundle.js").read_text() == "A;\nbundled\n"
+    # The upstream alone rebuilt (its wipe takes the bundle), then the bundle restored beside it.
+    (repo.root / "packages/app/src/a.js").write_text("B;\n")
+    third = repo.vx("run", "app#bundle")
+    assert third.statuses() == {"app#build": ("success", "miss"), "app#bundle": ("success", "miss")}
+    assert (dist / "lib.js").read_text() == "B;\n" and (dist / "bundle.js").read_text() == "B;\nbundled\n"
+
+
+def test_ws12_unordered_overlaps_stay_refused_and_the_default_hints_at_the_rule(repo):
+    _additive(repo, exclusive=False, bundle_deps=())
+    res = repo.vx("run", "app#bundle", "app#build")
+    assert res.code == 2 and "only when one depends on the other" in res.err, res.err
+    _additive(repo, exclusive=True)
+    res = repo.vx("run", "app#bundle")
+    assert res.code == 2 and '"exclusiveOutputs": false' in res.err, res.err
+
+
+def test_lc18_a_dependant_that_removes_an_upstream_file_saves_nothing(repo):
+    _additive(repo)
+    cfg = json.loads((repo.root / "packages/app/vx.config.json").read_text())
+    cfg["tasks"]["bundle"]["exec"]["command"] = "cat dist/lib.js > dist/bundle.js && rm dist/lib.js"
+    repo.write({"packages/app/vx.config.json": cfg}).commit()
+    res = repo.vx("run", "app#bundle")
+    assert res.code == 0, res.err
+    assert "app#bundle: not saved to the cache: it removed packages/app/dist/lib.js" in res.err
+    again = repo.vx("run", "app#bundle")  # nothing was saved: it runs again, after build's restore
+    assert again.statuses() == {"app#build": ("success", "local"), "app#bundle": ("success", "miss")}
