@@ -12,17 +12,14 @@ is allowed: the later one adds to the earlier one's outputs (plan.AdditiveOutput
 
 from __future__ import annotations
 
-import bisect
-from typing import Mapping
-
-from msgspec import Struct
+from typing import Mapping, NamedTuple
 
 from vx.errors import ConfigError
 from vx.globs import normalise, spans
 from vx.model import ProjectConfig, TaskId, TaskNode
 
 
-class _Claim(Struct, frozen=True):
+class _Claim(NamedTuple):  # a tuple: a thousand-project run makes thousands, on every run
     head: str  # workspace-relative literal head
     tree: bool  # the head's whole tree
     text: str  # the alternative in normal form, workspace-relative
@@ -38,7 +35,7 @@ def refuse_overlaps(nodes: Mapping[TaskId, TaskNode], configs: Mapping[str, Proj
     to an upstream's outputs are returned (LC-18)."""
     claims: list[_Claim] = []
     taken_back: dict[TaskId, list[str]] = {}
-    for tid in sorted(nodes):
+    for tid in nodes:
         cfg = nodes[tid].config
         if cfg.exec is None or cfg.cache is None:
             continue  # groups (implicit ones too) own no outputs
@@ -54,12 +51,11 @@ def refuse_overlaps(nodes: Mapping[TaskId, TaskNode], configs: Mapping[str, Proj
                     claims.append(_Claim(_join(root, head), tree, _join(root, text), tid, pattern, workspace))
     if len(claims) < 2:
         return frozenset()
-    claims.sort(key=lambda c: (c.head, c.task))
-    heads = [c.head for c in claims]
+    claims.sort()
     additive: set[TaskId] = set()
     upstream: dict[TaskId, set[TaskId]] = {}
-    for claim in claims:
-        for other in _inside(claims, heads, claim):
+    for i, claim in enumerate(claims):
+        for other in _inside(claims, i):
             if other.task == claim.task or _left_to_others(taken_back.get(claim.task, ()), other.head):
                 continue
             later = _ordered(nodes, upstream, claim.task, other.task)
@@ -78,26 +74,28 @@ def _ordered(nodes: Mapping[TaskId, TaskNode], memo: dict[TaskId, set[TaskId]], 
     return None
 
 
-def _inside(claims: list[_Claim], heads: list[str], claim: _Claim):
-    """The claims whose head lies in `claim`'s tree (or that spell the same wildcard pattern)."""
-    if not claim.tree:
-        i = bisect.bisect_left(heads, claim.head)
-        while i < len(claims) and heads[i] == claim.head:
-            if not claims[i].tree and claims[i].text == claim.text:
-                yield claims[i]
-            i += 1
-        return
-    if not claim.head:  # the workspace's whole tree
-        yield from claims
-        return
-    i = bisect.bisect_left(heads, claim.head)
-    while i < len(claims) and heads[i] == claim.head:
-        yield claims[i]
-        i += 1
-    i = bisect.bisect_left(heads, claim.head + "/")
-    while i < len(claims) and heads[i].startswith(claim.head + "/"):
-        yield claims[i]
-        i += 1
+def _inside(claims: list[_Claim], i: int):
+    """The claims whose head lies in claim `i`'s tree (or that spell its wildcard pattern). Sorted,
+    the heads starting with its head follow it; those equal to it may also come just before."""
+    claim = claims[i]
+    head = claim.head
+    j = i - 1
+    while j >= 0 and claims[j].head == head:
+        if claim.tree or (not claims[j].tree and claims[j].text == claim.text):
+            yield claims[j]
+        j -= 1
+    below = head + "/"
+    for other in claims[i + 1:] if not head and claim.tree else ():
+        yield other  # the workspace's whole tree
+    j = i + 1
+    while head and j < len(claims) and claims[j].head.startswith(head):
+        other = claims[j]
+        if other.head == head:
+            if claim.tree or (not other.tree and other.text == claim.text):
+                yield other
+        elif claim.tree and other.head.startswith(below):
+            yield other
+        j += 1
 
 
 def _left_to_others(taken_back, head: str) -> bool:
