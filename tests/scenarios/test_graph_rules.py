@@ -373,3 +373,14 @@ def test_lc18_a_dependant_that_removes_an_upstream_file_saves_nothing(repo):
     assert "app#bundle: not saved to the cache: it removed packages/app/dist/lib.js" in res.err
     again = repo.vx("run", "app#bundle")  # nothing was saved: it runs again, after build's restore
     assert again.statuses() == {"app#build": ("success", "local"), "app#bundle": ("success", "miss")}
+
+
+def test_tl05_a_persistent_task_some_packages_lack_is_still_refused_by_name(repo):
+    _edge_runtime_shaped(repo)
+    turbo = json.loads((repo.root / "turbo.json").read_text())
+    turbo["tasks"]["dev"] = {"cache": False, "persistent": True}
+    pkg = json.loads((repo.root / "packages/ponyfill/package.json").read_text())
+    pkg["scripts"]["dev"] = "node -e \"setInterval(()=>{},1000)\""
+    repo.write({"turbo.json": turbo, "packages/ponyfill/package.json": pkg}).commit()
+    res = repo.vx("run", "dev")
+    assert res.code == 2 and "`dev` is persistent in turbo.json" in res.err, res.out + res.err

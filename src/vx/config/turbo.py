@@ -287,6 +287,8 @@ def _mapped(turbo: TurboRoot, pkg: Package, manager: str, own: dict | None, own_
     noops: set[str] = set()
     for name, body in definitions.items():
         if name not in pkg.scripts:
+            if body.get("persistent") or body.get("interactive"):
+                continue  # refused by name where it has a script; a no-op would run nothing instead
             # turbo keeps a no-op (`<NONEXISTENT>`): it runs nothing, still waits for its own
             # dependsOn, and its hash folds the package's inputs into its dependants'.
             noops.add(name)
