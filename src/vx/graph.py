@@ -155,7 +155,8 @@ def _expand_depends_on(
         for dep in _expand_entry(ws, configs, tid, entry, source, field, declared):
             if dep == tid:  # only a written name reaches the task itself; `^` and `.*` never do
                 raise CycleError(f"`{tid}` depends on itself", facts=(f"in: {source}, {field}", f"{tid} -> {tid}"),
-                                 hint=f"remove `{entry}` from its dependsOn; for the task in dependencies, write `^{tid.task}`")
+                                 hint=f"remove `{entry}` from its dependsOn; for the task in dependencies, "
+                                      f"write `^{tid.task}`")
             out[dep] = None
     return tuple(out)
 
@@ -201,7 +202,7 @@ def _frontier(ws, configs, package: str, name: str, source: str, field: str, dec
         if dep in seen:
             continue
         seen.add(dep)
-        if task_of(configs, dep, name) is not None:
+        if name in configs[dep].tasks or name == IMPLICIT_BUILD:  # every project has a build
             found.append(TaskId(dep, name))
         else:
             stack.extend(reversed(ws.packages[dep].deps))
