@@ -3,9 +3,11 @@
 
 Takes the benchmark's generated workspace (turbo.json + package.json scripts, turbo installed from
 npm), removes every vx config from a copy, and asks both tools for their plan without running
-anything — `turbo run … --dry=json` and `vx run … --dry=json` — then compares the task ids and
-each task's dependencies; `--inputs` also compares each task's input files (turbo's `inputs` map,
-vx's `inputs`), as `input_differences` normalises them. Exit 0 when they are the same.
+anything — `turbo run … --dry=json` and `vx run … --dry=json` — then compares the tasks with a
+command and the commands each waits for, looking through no-ops (a package without the script:
+turbo's `<NONEXISTENT>`, vx's keyed group); `--inputs` also compares each task's input files
+(turbo's `inputs` map, vx's `inputs`), as `input_differences` normalises them. Exit 0 when they
+are the same.
 
     python bench/turbo_parity.py --packages 100 --tasks build test lint [--inputs]
 """
@@ -76,6 +78,28 @@ def input_differences(turbo_doc: dict, vx_doc: dict) -> dict[str, tuple[list[str
     return out
 
 
+def graphs(turbo_doc: dict, vx_doc: dict) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """Both plans as each task with a command and the commands it waits for."""
+    turbo_graph = {x["taskId"]: (x["command"] == "<NONEXISTENT>", x["dependencies"]) for x in turbo_doc["tasks"]}
+    vx_graph = {x["id"]: (x["command"] is None, x["deps"]) for x in vx_doc["tasks"]}
+    return through_noops(turbo_graph), through_noops(vx_graph)
+
+
+def through_noops(plan: dict[str, tuple[bool, list[str]]]) -> dict[str, list[str]]:
+    """Each task with a command and the commands it waits for, looking through no-ops (turbo's
+    `<NONEXISTENT>` tasks, vx's groups): what runs, in which order."""
+    memo: dict[str, set[str]] = {}
+
+    def real(tid: str) -> set[str]:
+        if tid not in memo:
+            memo[tid] = set()
+            for dep in plan[tid][1]:
+                memo[tid] |= real(dep) if plan[dep][0] else {dep}
+        return memo[tid]
+
+    return {tid: sorted(real(tid)) for tid, (noop, _deps) in plan.items() if not noop}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--packages", type=int, default=100)
@@ -91,8 +115,7 @@ def main(argv=None) -> int:
     for config in [*ws.glob("packages/*/vx.config.json"), ws / "vx.workspace.json"]:
         config.unlink(missing_ok=True)
     turbo_doc, vx_doc = dry_docs(ws, args.tasks, vx_tool(args.vx, args.work), turbo_tool(ws))
-    turbo_graph = {x["taskId"]: sorted(x["dependencies"]) for x in turbo_doc["tasks"]}
-    vx_graph = {x["id"]: sorted(x["deps"]) for x in vx_doc["tasks"]}
+    turbo_graph, vx_graph = graphs(turbo_doc, vx_doc)
     only_turbo, only_vx = sorted(set(turbo_graph) - set(vx_graph)), sorted(set(vx_graph) - set(turbo_graph))
     edges = sorted(t for t in set(turbo_graph) & set(vx_graph) if turbo_graph[t] != vx_graph[t])
     print(f"tasks: turbo {len(turbo_graph)}, vx {len(vx_graph)}; only turbo: {len(only_turbo)}, only vx: "

@@ -268,6 +268,7 @@ def _alternatives(body: str, classes: bool = False) -> tuple[_Alternative, ...]:
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=4096)
 def spans(pattern: str) -> tuple[tuple[str, str, bool], ...]:
     """Each brace-free alternative of a non-negated pattern as (its text, its literal head, whether
     it spans that head's whole tree: a literal, or `head/**`): what an overlap check compares (GR-15)."""

@@ -105,9 +105,9 @@ def _qualified(ws: Workspace, configs: Mapping[str, ProjectConfig], pkg: str, ta
 
 
 def _declares(config: ProjectConfig, name: str) -> bool:
-    """Whether a bare `name` selects the project's task: vx's implicit ones are only reached."""
-    task = config.tasks.get(name)
-    return task is not None and not task.implicit
+    """Whether a bare `name` selects the project's task. The implicit `build` (WS-19) is only
+    reached; a turbo.json task without its script is selected, as turbo runs its no-op."""
+    return name in config.tasks
 
 
 def task_of(configs: Mapping[str, ProjectConfig], pkg: str, name: str) -> TaskConfig | None:
@@ -153,8 +153,11 @@ def _expand_depends_on(
     for i, entry in enumerate(task.depends_on):
         field = f"tasks.{tid.task}.dependsOn[{i}]"
         for dep in _expand_entry(ws, configs, tid, entry, source, field, declared):
-            if dep != tid:
-                out[dep] = None
+            if dep == tid:  # only a written name reaches the task itself; `^` and `.*` never do
+                raise CycleError(f"`{tid}` depends on itself", facts=(f"in: {source}, {field}", f"{tid} -> {tid}"),
+                                 hint=f"remove `{entry}` from its dependsOn; for the task in dependencies, "
+                                      f"write `^{tid.task}`")
+            out[dep] = None
     return tuple(out)
 
 
@@ -168,11 +171,15 @@ def _expand_entry(ws, configs, tid: TaskId, entry: str, source: str, field: str,
         if pkg not in ws.packages:
             raise ConfigError(f"`{entry}` names an unknown package `{pkg}`", file=source, field=field,
                               hint=suggestion(pkg, ws.packages, noun="packages"))
+        if name.endswith(".*"):
+            return [TaskId(pkg, t) for t in _matching(configs[pkg], name)]
         if task_of(configs, pkg, name) is None:
             raise ConfigError(f"`{entry}`: package `{pkg}` has no task `{name}`", file=source, field=field,
                               hint=suggestion(name, configs[pkg].tasks, noun="tasks"))
         return [TaskId(pkg, name)]
     tasks = configs[tid.package].tasks
+    if entry.endswith(".*"):  # every other task of the project named `stem.<something>` (GR-01)
+        return [TaskId(tid.package, t) for t in _matching(configs[tid.package], entry) if t != tid.task]
     if task_of(configs, tid.package, entry) is None:
         raise ConfigError(f"`{entry}` is not a task of this project", file=source, field=field,
                           hint=suggestion(entry, tasks, noun="tasks") or f"for the task in dependencies, write `^{entry}`")
@@ -180,7 +187,10 @@ def _expand_entry(ws, configs, tid: TaskId, entry: str, source: str, field: str,
 
 
 def _frontier(ws, configs, package: str, name: str, source: str, field: str, declared: set[str]) -> list[TaskId]:
-    """The nearest holders of `name` among the package's dependencies (GR-02, sparse bridging)."""
+    """The nearest holders of `name` among the package's dependencies (GR-02, sparse bridging);
+    for `name.*`, each nearest dependency with a matching task gives all of its matches."""
+    if name.endswith(".*"):
+        return _pattern_frontier(ws, configs, package, name)
     if name not in declared and name != IMPLICIT_BUILD:
         raise ConfigError(f"`^{name}`: no project in the workspace declares a task `{name}`", file=source, field=field,
                           hint=suggestion(name, declared, noun="tasks"))
@@ -192,11 +202,35 @@ def _frontier(ws, configs, package: str, name: str, source: str, field: str, dec
         if dep in seen:
             continue
         seen.add(dep)
-        if task_of(configs, dep, name) is not None:
+        if name in configs[dep].tasks or name == IMPLICIT_BUILD:  # every project has a build
             found.append(TaskId(dep, name))
         else:
             stack.extend(reversed(ws.packages[dep].deps))
     return sorted(found)
+
+
+def _pattern_frontier(ws, configs, package: str, pattern: str) -> list[TaskId]:
+    found: list[TaskId] = []
+    seen: set[str] = {package}
+    stack = list(reversed(ws.packages[package].deps))
+    while stack:
+        dep = stack.pop()
+        if dep in seen:
+            continue
+        seen.add(dep)
+        matches = _matching(configs[dep], pattern)
+        if matches:
+            found += [TaskId(dep, t) for t in matches]
+        else:
+            stack.extend(reversed(ws.packages[dep].deps))
+    return sorted(found)
+
+
+def _matching(config: ProjectConfig, pattern: str) -> list[str]:
+    """The project's declared tasks `name.*` matches: `name.` and at least one more character. A
+    pattern that matches nothing is legal (GR-02)."""
+    prefix = pattern[:-1]
+    return sorted(t for t in config.tasks if t.startswith(prefix) and len(t) > len(prefix))
 
 
 # ---------------------------------------------------------------- order

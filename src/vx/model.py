@@ -163,6 +163,7 @@ class WorkspaceConfig(Struct, frozen=True):
     remote_cache: RemoteCacheConfig | None = None
     cache_retention: CacheRetention | None = None
     affected_base: str | None = None  # the ref `--affected` compares with by default (CLI-42)
+    exclusive_outputs: bool = True  # `rules.exclusiveOutputs` (WS-12): false allows additive outputs (LC-18)
 
 
 # ---------------------------------------------------------------- graph

@@ -6,22 +6,20 @@ Outputs are compared by path, as spelt in normal form. A literal names the file 
 and so does `dir/**`; either collides with any output whose literal head lies inside it. Overlaps
 that are only possible (`dist/*` beside `dist/sub/**`) are let through. A `!` entry that takes a
 tree back (`!dist/types/**`) leaves that tree to another task. Workspace outputs are compared with
-every project's.
+every project's. With `rules.exclusiveOutputs: false`, an overlap between two tasks an edge orders
+is allowed: the later one adds to the earlier one's outputs (plan.AdditiveOutputs).
 """
 
 from __future__ import annotations
 
-import bisect
-from typing import Mapping
-
-from msgspec import Struct
+from typing import Mapping, NamedTuple
 
 from vx.errors import ConfigError
 from vx.globs import normalise, spans
 from vx.model import ProjectConfig, TaskId, TaskNode
 
 
-class _Claim(Struct, frozen=True):
+class _Claim(NamedTuple):  # a tuple: a thousand-project run makes thousands, on every run
     head: str  # workspace-relative literal head
     tree: bool  # the head's whole tree
     text: str  # the alternative in normal form, workspace-relative
@@ -30,11 +28,14 @@ class _Claim(Struct, frozen=True):
     workspace: bool  # from outputs.workspaceFiles
 
 
-def refuse_overlaps(nodes: Mapping[TaskId, TaskNode], configs: Mapping[str, ProjectConfig]) -> None:
-    """Raise a ConfigError naming both tasks when two nodes' declared outputs overlap."""
+def refuse_overlaps(nodes: Mapping[TaskId, TaskNode], configs: Mapping[str, ProjectConfig],
+                    exclusive: bool = True) -> frozenset[TaskId]:
+    """Raise a ConfigError naming both tasks when two nodes' declared outputs overlap. With
+    `rules.exclusiveOutputs: false`, an overlap an edge orders is allowed: the dependants that add
+    to an upstream's outputs are returned (LC-18)."""
     claims: list[_Claim] = []
     taken_back: dict[TaskId, list[str]] = {}
-    for tid in sorted(nodes):
+    for tid in nodes:
         cfg = nodes[tid].config
         if cfg.exec is None or cfg.cache is None:
             continue  # groups (implicit ones too) own no outputs
@@ -49,57 +50,75 @@ def refuse_overlaps(nodes: Mapping[TaskId, TaskNode], configs: Mapping[str, Proj
                 for text, head, tree in spans(pattern):
                     claims.append(_Claim(_join(root, head), tree, _join(root, text), tid, pattern, workspace))
     if len(claims) < 2:
-        return
-    claims.sort(key=lambda c: (c.head, c.task))
-    heads = [c.head for c in claims]
-    for claim in claims:
-        for other in _inside(claims, heads, claim):
-            if other.task != claim.task and not _left_to_others(taken_back.get(claim.task, ()), other.head):
-                _refuse(claim, other, nodes, configs)
+        return frozenset()
+    claims.sort()
+    additive: set[TaskId] = set()
+    upstream: dict[TaskId, set[TaskId]] = {}
+    for i, claim in enumerate(claims):
+        for other in _inside(claims, i):
+            if other.task == claim.task or _left_to_others(taken_back.get(claim.task, ()), other.head):
+                continue
+            later = _ordered(nodes, upstream, claim.task, other.task)
+            if later is None or exclusive:
+                _refuse(claim, other, configs, later is not None, exclusive)
+            additive.add(later)
+    return frozenset(additive)
 
 
-def _inside(claims: list[_Claim], heads: list[str], claim: _Claim):
-    """The claims whose head lies in `claim`'s tree (or that spell the same wildcard pattern)."""
-    if not claim.tree:
-        i = bisect.bisect_left(heads, claim.head)
-        while i < len(claims) and heads[i] == claim.head:
-            if not claims[i].tree and claims[i].text == claim.text:
-                yield claims[i]
-            i += 1
-        return
-    if not claim.head:  # the workspace's whole tree
-        yield from claims
-        return
-    i = bisect.bisect_left(heads, claim.head)
-    while i < len(claims) and heads[i] == claim.head:
-        yield claims[i]
-        i += 1
-    i = bisect.bisect_left(heads, claim.head + "/")
-    while i < len(claims) and heads[i].startswith(claim.head + "/"):
-        yield claims[i]
-        i += 1
+def _ordered(nodes: Mapping[TaskId, TaskNode], memo: dict[TaskId, set[TaskId]], a: TaskId, b: TaskId) -> TaskId | None:
+    """The one of `a` and `b` that an edge orders after the other, or None when none does."""
+    if a in _upstream(nodes, memo, b):
+        return b
+    if b in _upstream(nodes, memo, a):
+        return a
+    return None
+
+
+def _inside(claims: list[_Claim], i: int):
+    """The claims whose head lies in claim `i`'s tree (or that spell its wildcard pattern). Sorted,
+    the heads starting with its head follow it; those equal to it may also come just before."""
+    claim = claims[i]
+    head = claim.head
+    j = i - 1
+    while j >= 0 and claims[j].head == head:
+        if claim.tree or (not claims[j].tree and claims[j].text == claim.text):
+            yield claims[j]
+        j -= 1
+    below = head + "/"
+    for other in claims[i + 1:] if not head and claim.tree else ():
+        yield other  # the workspace's whole tree
+    j = i + 1
+    while head and j < len(claims) and claims[j].head.startswith(head):
+        other = claims[j]
+        if other.head == head:
+            if claim.tree or (not other.tree and other.text == claim.text):
+                yield other
+        elif claim.tree and other.head.startswith(below):
+            yield other
+        j += 1
 
 
 def _left_to_others(taken_back, head: str) -> bool:
     return any(head == t or head.startswith(t + "/") or not t for t in taken_back)
 
 
-def _refuse(claim: _Claim, other: _Claim, nodes: Mapping[TaskId, TaskNode],
-            configs: Mapping[str, ProjectConfig]) -> None:
+def _refuse(claim: _Claim, other: _Claim, configs: Mapping[str, ProjectConfig], ordered: bool,
+            exclusive: bool) -> None:
     first, second = sorted((claim, other), key=lambda c: c.task)
     source = configs[second.task.package].source
     other_source = configs[first.task.package].source
     where = f" (declared in {other_source})" if other_source != source else ""
-    ordered = first.task in _upstream(nodes, second.task) or second.task in _upstream(nodes, first.task)
     why = ("the dependant's wipe before it runs deletes what its upstream made"
            if ordered else "each wipes and restores the other's files")
+    hint = (f"give each task its own outputs (e.g. `{_own_dir(second)}`), or take the overlap back from "
+            f"one of them with a `!` entry")
+    if ordered and exclusive:
+        hint += '; or let the dependant add to them: "rules": {"exclusiveOutputs": false} in vx.workspace.json'
+    elif not exclusive:
+        hint += "; with exclusiveOutputs off, tasks may share outputs only when one depends on the other"
     raise ConfigError(
         f"`{first.task}` and `{second.task}` declare overlapping outputs: `{first.pattern}`{where} and "
-        f"`{second.pattern}`; {why}",
-        file=source, field=_field(source, second),
-        hint=f"give each task its own outputs (e.g. `{_own_dir(second)}`), or take the overlap back from "
-             f"one of them with a `!` entry",
-    )
+        f"`{second.pattern}`; {why}", file=source, field=_field(source, second), hint=hint)
 
 
 def _field(source: str, claim: _Claim) -> str:
@@ -113,8 +132,10 @@ def _own_dir(claim: _Claim) -> str:
     return f"{top}/{claim.task.task}/**"
 
 
-def _upstream(nodes: Mapping[TaskId, TaskNode], tid: TaskId) -> set[TaskId]:
-    seen: set[TaskId] = set()
+def _upstream(nodes: Mapping[TaskId, TaskNode], memo: dict[TaskId, set[TaskId]], tid: TaskId) -> set[TaskId]:
+    if tid in memo:
+        return memo[tid]
+    seen = memo[tid] = set()
     pending = [tid]
     while pending:
         for dep in nodes[pending.pop()].deps:

@@ -97,6 +97,40 @@ class OutputSpec:
         return q.workspace_globs is not None and q.workspace_globs.match(path) is not None
 
 
+class AdditiveOutputs(OutputSpec):
+    """A dependant that adds to its upstream's outputs (LC-18, `rules.exclusiveOutputs: false`).
+
+    Nothing is wiped before it runs or before a restore — that would delete the upstream's files —
+    so the files under its globs are stamped instead, and it owns (saves) only the files it added or
+    changed. One that removed a file saves nothing: restoring its artifact could not remove it again.
+    """
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self._stamps: dict[str, tuple[int, ...]] | None = None
+        self.removed: tuple[str, ...] = ()
+
+    def wipe(self, root: Path) -> None:
+        self._stamps = {p: _stamp(root, p) for p in super().walk(root)} if self.declares_files else {}
+        self.removed = ()
+
+    def walk(self, root: Path, seen: dict | None = None) -> list[str]:
+        files = super().walk(root, seen)
+        if self._stamps is None:  # a hit's up-to-date check: the whole tree under its globs
+            return files
+        present = set(files)
+        self.removed = tuple(sorted(p for p in self._stamps if p not in present))
+        return [p for p in files if self._stamps.get(p) != _stamp(root, p)]
+
+
+def _stamp(root: Path, rel: str) -> tuple[int, ...]:
+    try:
+        st = os.lstat(os.path.join(root, rel))
+    except OSError:
+        return ()
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_mode)
+
+
 class RunOptions(Struct, frozen=True):
     """The parts of the command line that shape plans (not the cache policy or the flow)."""
 
@@ -109,8 +143,9 @@ class RunOptions(Struct, frozen=True):
 
 
 def make_plans(ws: Workspace, graph: TaskGraph, index: files.FileIndex, opts: RunOptions,
-               host_env: Mapping[str, str]) -> dict[TaskId, TaskPlan]:
-    """Plan every node in topological order, so upstream keys exist before they are folded."""
+               host_env: Mapping[str, str], additive: frozenset[TaskId] = frozenset()) -> dict[TaskId, TaskPlan]:
+    """Plan every node in topological order, so upstream keys exist before they are folded;
+    `additive` tasks add to their upstream's outputs (LC-18)."""
     fingerprint = files.fingerprint(ws.root, index)
     nested = _nested_dirs(ws)
     members = frozenset(p.dir for p in ws.packages.values())
@@ -124,7 +159,7 @@ def make_plans(ws: Workspace, graph: TaskGraph, index: files.FileIndex, opts: Ru
             plans[tid] = _keyed_group_plan(node, index, host_env, fingerprint, nested.get(node.project_dir, ()), plans)
         else:
             plans[tid] = _task_plan(ws, node, index, opts, host_env, fingerprint, nested.get(node.project_dir, ()),
-                                    plans, default_timeout, members)
+                                    plans, default_timeout, members, tid in additive)
             if node.config.exec.sandbox is not None:
                 plans[tid] = _with_sandbox(ws, graph, node, plans[tid], opts, host_env)
     return plans
@@ -181,7 +216,7 @@ def _record(node: TaskNode, index, fingerprint: str, plans: Mapping[TaskId, Task
 
 def _task_plan(ws, node: TaskNode, index, opts: RunOptions, host_env, fingerprint: str, nested: tuple[str, ...],
                plans: Mapping[TaskId, TaskPlan], default_timeout: int | None,
-               members: frozenset[str] = frozenset()) -> TaskPlan:
+               members: frozenset[str] = frozenset(), additive: bool = False) -> TaskPlan:
     cfg = node.config
     assert cfg.exec is not None
     query = _input_query(node, nested)
@@ -201,8 +236,8 @@ def _task_plan(ws, node: TaskNode, index, opts: RunOptions, host_env, fingerprin
                      environment.keyed(declared, inferred, env, host_env))
     outputs = None
     if cfg.cache is not None:
-        outputs = OutputSpec(node.project_dir, cfg.cache.output_files, cfg.cache.output_workspace_files, query,
-                             members)
+        spec = AdditiveOutputs if additive else OutputSpec
+        outputs = spec(node.project_dir, cfg.cache.output_files, cfg.cache.output_workspace_files, query, members)
     timeout = cfg.exec.timeout_ms if cfg.exec.timeout_ms is not None else default_timeout
     retries = cfg.exec.retries if cfg.exec.retries is not None else (opts.retries or 0)
     pkg = ws.packages.get(node.id.package)

@@ -303,6 +303,10 @@ async def _save(ctx: RunContext, node: TaskNode, plan: TaskPlan, proc: ProcessRe
         ctx.emit(Notice(f"{node.id}: not saved to the cache: input changed while it ran: {moved}", id=node.id))
         return False, f"not saved: input changed while it ran: {moved}"
     files = await asyncio.to_thread(outputs.walk, ctx.root)
+    removed = getattr(outputs, "removed", ())
+    if removed:  # a task adding to its upstream's outputs deleted one (LC-18): a restore could not
+        ctx.emit(Notice(f"{node.id}: not saved to the cache: it removed {removed[0]}, which it adds to", id=node.id))
+        return False, f"not saved: it removed {removed[0]}"
     if not files and outputs.declares_files:
         ctx.emit(Notice(f"{node.id}: cache.outputs matched no files ({', '.join(outputs.patterns)})", id=node.id))
     try:

@@ -94,7 +94,7 @@ def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: 
                                                        projects))
             if req.affected is not None:
                 graph, affected_notice = _affected(req, ws, ws_config, configs, graph, cwd_pkg)
-            refuse_overlaps(graph.nodes, configs)
+            additive = refuse_overlaps(graph.nodes, configs, ws_config.exclusive_outputs)
         _refuse_group_only_args(graph, req)
     except BaseException:
         pending.close()
@@ -104,7 +104,7 @@ def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: 
     with stages("keys"):
         opts = RunOptions(req.forward_args, req.timeout_ms, req.retries, ws_config.timeout_ms, cache_dir=cache_dir,
                           framework_inference=req.framework_inference)
-        plans = make_plans(ws, graph, index, opts, host_env)
+        plans = make_plans(ws, graph, index, opts, host_env, additive)
     from vx.store.policy import plan_cache
 
     cache = plan_cache(no_cache=req.no_cache, force=req.force or req.verify is not None, spec=req.cache_spec, cfg=ws_config.remote_cache,

@@ -484,13 +484,13 @@ def _linked(m: _Member, fields: tuple[str, ...], by_name: dict[str, _Member], li
 def _link_target(m: _Member, dep: str, spec: str, by_name: dict[str, _Member], ranges: bool,
                  locked: tuple[str | None, str] | None) -> str | None:
     spec = spec.strip()
-    if locked is not None and locked[0] in (None, spec):  # installed from this very spec
-        version = locked[1]
-        return _member_at(m, version[len("link:"):], by_name) if version.startswith("link:") else None
     if spec.startswith("workspace:"):
         return _workspace_protocol(dep, spec[len("workspace:"):], by_name)
-    if spec.startswith(("file:", "link:")):
+    if spec.startswith(("file:", "link:")):  # pnpm copies a `file:` member in (injected): still its build
         return _member_at(m, spec.split(":", 1)[1], by_name)
+    if locked is not None and locked[0] in (None, spec):  # a plain range, installed from this very spec
+        version = locked[1]
+        return _member_at(m, version[len("link:"):], by_name) if version.startswith("link:") else None
     target = by_name.get(dep)
     if target is None or not ranges:
         return None

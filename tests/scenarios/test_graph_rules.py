@@ -173,3 +173,214 @@ def test_gr15_disjoint_or_taken_back_outputs_run(repo):
     res = repo.vx("run", "app#types")
     assert res.code == 0, res.err
     assert (repo.root / "packages/app/dist/a.js").exists() and (repo.root / "packages/app/dist/types/a.d.ts").exists()
+
+
+# ---------------------------------------------------------------- TL-05: turbo's tasks without a script
+
+
+def _edge_runtime_shaped(repo):
+    """vercel/edge-runtime's shape: ponyfill's tests need jest-environment built, and ponyfill has
+    no build script of its own; `types` is source only (no scripts at all)."""
+    make = ("node -e \"const fs=require('fs');fs.mkdirSync('dist',{recursive:true});"
+            "fs.writeFileSync('dist/index.js',fs.readFileSync('src/index.js','utf8'))\"")
+    needs = "node -e \"require('fs').readFileSync('../jest-environment/dist/index.js');console.log('tested')\""
+    bundle = ("node -e \"const fs=require('fs');fs.mkdirSync('dist',{recursive:true});"
+              "fs.writeFileSync('dist/out.js',fs.readFileSync('../types/src/a.ts','utf8'))\"")
+    return repo.write({
+        "package.json": {"name": "root", "private": True, "workspaces": ["packages/*"],
+                         "packageManager": "npm@10.8.2"},
+        ".gitignore": "node_modules/\ndist/\n.vx/\n.turbo/\n",
+        "turbo.json": {"tasks": {"build": {"dependsOn": ["^build"], "outputs": ["dist/**"]},
+                                 "test": {"dependsOn": ["build"]}}},
+        "packages/jest-environment/package.json": {"name": "jest-environment", "version": "1.0.0",
+                                                   "scripts": {"build": make}},
+        "packages/jest-environment/src/index.js": "module.exports = 1;\n",
+        "packages/ponyfill/package.json": {"name": "ponyfill", "version": "1.0.0", "scripts": {"test": needs},
+                                           "devDependencies": {"jest-environment": "*"}},
+        "packages/ponyfill/src/index.js": "P;\n",
+        "packages/types/package.json": {"name": "types", "version": "1.0.0"},
+        "packages/types/src/a.ts": "export type A = 1;\n",
+        "packages/app/package.json": {"name": "app", "version": "1.0.0", "scripts": {"build": bundle},
+                                      "dependencies": {"types": "*"}},
+    }).commit()
+
+
+def _turbo_plan(repo, *tasks) -> dict[str, tuple[bool, list[str]]]:
+    import os
+    import subprocess
+
+    from npm_packages import installed
+
+    turbo = installed("turbo").parent / ".bin" / "turbo"
+    env = {**os.environ, "TURBO_TELEMETRY_DISABLED": "1", "DO_NOT_TRACK": "1", "TURBO_NO_UPDATE_NOTIFIER": "1"}
+    out = subprocess.run([str(turbo), "run", *tasks, "--dry=json"], cwd=repo.root, env=env, capture_output=True,
+                         text=True, check=True, timeout=120).stdout
+    plan = json.loads(out[out.index("{"):])
+    return {t["taskId"]: (t["command"] == "<NONEXISTENT>", sorted(t["dependencies"])) for t in plan["tasks"]}
+
+
+def _vx_plan(repo, *tasks) -> dict[str, tuple[bool, list[str]]]:
+    res = repo.vx("run", *tasks, "--dry=json")
+    assert res.code == 0, res.err
+    return {t["id"]: (t["command"] is None, sorted(t["deps"])) for t in json.loads(res.out)["tasks"]}
+
+
+def _through_noops(plan: dict[str, tuple[bool, list[str]]]) -> dict[str, set[str]]:
+    """Each task with a command and the commands it waits for, no-ops looked through: what runs
+    in which order (bench/turbo_parity.py compares the same)."""
+    def real(tid, seen):
+        out = set()
+        for dep in plan[tid][1]:
+            if dep not in seen:
+                seen.add(dep)
+                out |= real(dep, seen) if plan[dep][0] else {dep}
+        return out
+    return {tid: real(tid, set()) for tid, (noop, _deps) in plan.items() if not noop}
+
+
+def test_tl05_a_task_without_its_script_still_pulls_in_its_dependencies(repo):
+    """`ponyfill#test` dependsOn `build`, which ponyfill has no script for: turbo keeps a no-op
+    `ponyfill#build` that waits for `^build`, so jest-environment is built before the test."""
+    _edge_runtime_shaped(repo)
+    res = repo.vx("run", "test")
+    assert res.code == 0, res.out + res.err
+    # app's no-op `test` waits for app#build, so turbo builds app too; vx runs what turbo runs.
+    assert res.statuses() == {"jest-environment#build": ("success", "miss"), "ponyfill#test": ("success", "miss"),
+                              "app#build": ("success", "miss")}
+
+
+def test_tl05_the_plan_is_turbos(repo):
+    """The same graph as the real turbo's `--dry=json`: the same commands wait for the same
+    commands, and every no-op vx keeps is turbo's, with turbo's dependencies."""
+    _edge_runtime_shaped(repo)
+    for tasks in (("test",), ("build",), ("build", "test")):
+        turbo, vx = _turbo_plan(repo, *tasks), _vx_plan(repo, *tasks)
+        assert _through_noops(vx) == _through_noops(turbo), (tasks, turbo, vx)
+        assert all(turbo[t] == vx[t] for t, (noop, _d) in vx.items() if noop), (tasks, turbo, vx)
+
+
+def test_tl05_ws19_a_package_without_scripts_keys_its_dependants(repo):
+    """`types` has no build script: its no-op build still folds its files into app#build's key."""
+    _edge_runtime_shaped(repo)
+    assert repo.vx("run", "app#build").code == 0
+    (repo.root / "packages/types/src/a.ts").write_text("export type A = 2;\n")
+    again = repo.vx("run", "app#build")
+    assert again.task("app#build")["cache"] == "miss", again.out
+    assert (repo.root / "packages/app/dist/out.js").read_text() == "export type A = 2;\n"
+
+
+# ---------------------------------------------------------------- GR-01: `name.*` and `^name.*`
+
+
+def test_gr01_name_star_and_caret_name_star_depends_on(repo):
+    """`build.*` is every other task of the project named `build.<x>`; `^gen.*` the matching tasks
+    of the nearest dependencies that have any. Validated at load, and the graph takes them."""
+    def echo(word):
+        return {"exec": {"command": f"echo {word}"}}
+    repo.write(npm_workspace({
+        "lib": {"tasks": {"gen.types": echo("types"), "gen.docs": echo("docs"), "other": echo("other")}},
+        "mid": {"deps": ["lib"]},
+        "app": {"deps": ["mid"], "tasks": {
+            "build": {"dependsOn": ["build.*"]},
+            "build.js": {**echo("js"), "dependsOn": ["^gen.*"]},
+            "build.css": echo("css"),
+        }},
+    })).commit()
+    res = repo.vx("run", "app#build")
+    assert res.code == 0, res.err
+    assert set(res.statuses()) == {"app#build.js", "app#build.css", "lib#gen.types", "lib#gen.docs"}
+    plan = {t["id"]: t["deps"] for t in json.loads(repo.vx("run", "app#build", "--dry=json").out)["tasks"]}
+    assert plan["app#build"] == ["app#build.css", "app#build.js"]
+    assert plan["app#build.js"] == ["lib#gen.docs", "lib#gen.types"]  # through mid, which has none
+
+
+def test_gr01_a_star_anywhere_else_is_refused_at_load(repo):
+    repo.write(npm_workspace({"app": {"tasks": {"build": {"exec": {"command": "true"}, "dependsOn": ["bu*ld"]}}}})).commit()
+    res = repo.vx("run", "app#build")
+    assert res.code == 2 and "Traceback" not in res.err
+    assert 'dependsOn entry "bu*ld"' in res.err and "in: packages/app/vx.config.json, tasks.build.dependsOn[0]" in res.err
+    assert "hint:" in res.err
+
+
+# ---------------------------------------------------------------- GR-04: a task waiting for itself
+
+
+def test_gr04_a_task_depending_on_itself_is_a_cycle(repo):
+    repo.write(npm_workspace({"app": {"tasks": {
+        "build": {"exec": {"command": "echo built"}, "dependsOn": ["^build", "build"]},
+        "test": {"exec": {"command": "echo tested"}, "dependsOn": ["app#test"]},
+    }}})).commit()
+    for task, index in (("build", 1), ("test", 0)):
+        res = repo.vx("run", f"app#{task}")
+        assert res.code == 2, res.out + res.err
+        assert f"`app#{task}` depends on itself" in res.err and "Traceback" not in res.err
+        assert f"in: packages/app/vx.config.json, tasks.{task}.dependsOn[{index}]" in res.err
+        assert res.summary is None  # nothing ran
+
+
+# ---------------------------------------------------------------- WS-12 / LC-18: additive outputs
+
+
+def _additive(repo, exclusive=False, bundle_deps=("build",)):
+    make_lib = "mkdir -p dist && cat src/a.js > dist/lib.js"
+    bundle = "test -f dist/lib.js && (cat dist/lib.js; echo bundled) > dist/bundle.js"
+    return repo.write({**npm_workspace({"app": {"tasks": {
+        "build": {"exec": {"command": make_lib},
+                  "cache": {"inputs": {"files": ["src/**"]}, "outputs": {"files": ["dist/**"]}}},
+        "bundle": {"exec": {"command": bundle}, "dependsOn": list(bundle_deps),
+                   "cache": {"inputs": {"files": ["src/**"]}, "outputs": {"files": ["dist/**"]}}},
+    }, "files": {"src/a.js": "A;\n"}}}), "vx.workspace.json": {"rules": {"exclusiveOutputs": exclusive}}}).commit()
+
+
+def test_ws12_exclusive_outputs_off_lets_a_dependant_add_to_its_upstreams(repo):
+    """With `rules.exclusiveOutputs: false` and an edge between them, the dependant keeps the
+    upstream's files, owns only what it added, and restores of the two compose."""
+    _additive(repo)
+    dist = repo.root / "packages/app/dist"
+    first = repo.vx("run", "app#bundle")
+    assert first.code == 0, first.out + first.err
+    assert (dist / "lib.js").read_text() == "A;\n" and (dist / "bundle.js").read_text() == "A;\nbundled\n"
+    import shutil
+    shutil.rmtree(dist)
+    again = repo.vx("run", "app#bundle")
+    assert again.code == 0, again.err
+    assert again.statuses() == {"app#build": ("success", "local"), "app#bundle": ("success", "local")}
+    assert sorted(p.name for p in dist.iterdir()) == ["bundle.js", "lib.js"]
+    assert (dist / "bundle.js").read_text() == "A;\nbundled\n"
+    # The upstream alone rebuilt (its wipe takes the bundle), then the bundle restored beside it.
+    (repo.root / "packages/app/src/a.js").write_text("B;\n")
+    third = repo.vx("run", "app#bundle")
+    assert third.statuses() == {"app#build": ("success", "miss"), "app#bundle": ("success", "miss")}
+    assert (dist / "lib.js").read_text() == "B;\n" and (dist / "bundle.js").read_text() == "B;\nbundled\n"
+
+
+def test_ws12_unordered_overlaps_stay_refused_and_the_default_hints_at_the_rule(repo):
+    _additive(repo, exclusive=False, bundle_deps=())
+    res = repo.vx("run", "app#bundle", "app#build")
+    assert res.code == 2 and "only when one depends on the other" in res.err, res.err
+    _additive(repo, exclusive=True)
+    res = repo.vx("run", "app#bundle")
+    assert res.code == 2 and '"exclusiveOutputs": false' in res.err, res.err
+
+
+def test_lc18_a_dependant_that_removes_an_upstream_file_saves_nothing(repo):
+    _additive(repo)
+    cfg = json.loads((repo.root / "packages/app/vx.config.json").read_text())
+    cfg["tasks"]["bundle"]["exec"]["command"] = "cat dist/lib.js > dist/bundle.js && rm dist/lib.js"
+    repo.write({"packages/app/vx.config.json": cfg}).commit()
+    res = repo.vx("run", "app#bundle")
+    assert res.code == 0, res.err
+    assert "app#bundle: not saved to the cache: it removed packages/app/dist/lib.js" in res.err
+    again = repo.vx("run", "app#bundle")  # nothing was saved: it runs again, after build's restore
+    assert again.statuses() == {"app#build": ("success", "local"), "app#bundle": ("success", "miss")}
+
+
+def test_tl05_a_persistent_task_some_packages_lack_is_still_refused_by_name(repo):
+    _edge_runtime_shaped(repo)
+    turbo = json.loads((repo.root / "turbo.json").read_text())
+    turbo["tasks"]["dev"] = {"cache": False, "persistent": True}
+    pkg = json.loads((repo.root / "packages/ponyfill/package.json").read_text())
+    pkg["scripts"]["dev"] = "node -e \"setInterval(()=>{},1000)\""
+    repo.write({"turbo.json": turbo, "packages/ponyfill/package.json": pkg}).commit()
+    res = repo.vx("run", "dev")
+    assert res.code == 2 and "`dev` is persistent in turbo.json" in res.err, res.out + res.err

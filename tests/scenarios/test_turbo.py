@@ -86,9 +86,9 @@ def test_tl05_a_turbo_repo_builds_in_dependency_order_and_caches(ws):
 def test_tl05_tasks_run_only_where_a_script_exists_and_same_package_deps_hold(ws):
     result = ws.vx("run", "test", "lint")
     got = statuses(result)
-    # c has no test script, so no c#test and nothing for it to wait on; only a lints; each test's
-    # `build` (same package) and its `^build` came along.
-    assert set(got) == {"a#build", "b#build", "a#test", "b#test", "a#lint"}
+    # c has no test script: its c#test is turbo's no-op, which still waits for c#build (a group,
+    # not in the summary); only a lints; each test's `build` (same package) and `^build` came along.
+    assert set(got) == {"a#build", "b#build", "c#build", "a#test", "b#test", "a#lint"}
 
 
 def test_tl05_root_tasks_are_only_the_double_slash_ones(ws):

@@ -363,13 +363,20 @@ def test_ws11_workspace_config_fields():
     assert config == WorkspaceConfig("vx.workspace.json", 4, "~/.cache/vx", 1000)
 
 
+def test_ws12_rules_exclusive_outputs():
+    assert validate_workspace({}, "vx.workspace.json").exclusive_outputs is True
+    assert validate_workspace({"rules": {"exclusiveOutputs": False}}, "vx.workspace.json").exclusive_outputs is False
+
+
 @pytest.mark.parametrize("data,field,words", [
     ({"concurrency": 0}, "concurrency", ">= 1"),
     ({"concurrency": "4"}, "concurrency", "got a string"),
     ({"cacheDir": ""}, "cacheDir", "empty"),
     ({"timeout": 2**31}, "timeout", "1..2147483647"),
     ({"plugins": []}, "plugins", "not supported yet in this version"),
-    ({"rules": {}}, "rules", "not supported yet"),
+    ({"rules": {"upfrontKeys": False}}, "rules.upfrontKeys", "not supported yet"),
+    ({"rules": {"exclusiveOutputs": "no"}}, "rules.exclusiveOutputs", "true or false"),
+    ({"rules": {"exclusiveOutput": False}}, "rules.exclusiveOutput", "unknown key"),
     ({"cacheRetention": {}}, "cacheRetention", "bounds nothing"),
     ({"cacheRetention": {"olderThan": "0d"}}, "cacheRetention.olderThan", "zero"),
     ({"cacheRetention": {"maxAge": "1d"}}, "cacheRetention.maxAge", "olderThan"),

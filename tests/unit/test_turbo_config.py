@@ -24,9 +24,13 @@ def test_tl05_a_definition_becomes_a_task_running_the_script():
     assert task.cache.input_files == ("**",) and task.cache.output_files == ("dist/**",)
 
 
-def test_tl05_no_script_no_task_and_same_package_deps_on_missing_tasks_drop():
-    config = project(root(build={"dependsOn": ["codegen", "^build"]}, lint={}), pkg(), "npm", None, "")
-    assert set(config.tasks) == {"build"} and config.tasks["build"].depends_on == ("^build",)
+def test_tl05_no_script_is_a_keyed_noop_and_deps_on_undefined_tasks_drop():
+    config = project(root(build={"dependsOn": ["codegen", "^build"]}, lint={"dependsOn": ["build"]}), pkg(),
+                     "npm", None, "")
+    assert set(config.tasks) == {"build", "lint"} and config.tasks["build"].depends_on == ("^build",)
+    lint = config.tasks["lint"]  # no script: turbo's no-op, which still waits for its dependsOn
+    assert lint.is_group and lint.implicit and lint.depends_on == ("build",)
+    assert lint.cache.input_files == ("**",)  # keyed on the package's files, as turbo hashes it
 
 
 def test_tl05_root_project_takes_only_double_slash_definitions():

@@ -371,3 +371,9 @@ def test_ws20_pnpm_link_workspace_packages_setting(tmp_path, files, deps):
     app = pkg("app", dependencies={"@scope/lib": "^1.0.0", "x": "workspace:*"})
     write_tree(tmp_path, {"packages/x/package.json": pkg("x")})
     assert pnpm_repo(tmp_path, {"packages/app/package.json": app, **files}) == tuple(sorted({"x", *deps}))
+
+
+def test_ws20_a_file_spec_is_an_edge_whatever_pnpm_locked(tmp_path):  # pnpm may inject a `file:` member
+    app = pkg("app", dependencies={"@scope/lib": "file:../lib"})
+    lock = LOCK_9 % ("file:../lib", "file:packages/lib")
+    assert pnpm_repo(tmp_path, {"packages/app/package.json": app, "pnpm-lock.yaml": lock}) == ("@scope/lib",)

@@ -285,8 +285,15 @@ def _mapped(turbo: TurboRoot, pkg: Package, manager: str, own: dict | None, own_
     definitions = _definitions(turbo, pkg, own)
     tasks: dict[str, dict] = {}
     not_runnable: dict[str, str] = {}
+    noops: set[str] = set()
     for name, body in definitions.items():
         if name not in pkg.scripts:
+            if body.get("persistent") or body.get("interactive"):
+                continue  # refused by name where it has a script; a no-op would run nothing instead
+            # turbo keeps a no-op (`<NONEXISTENT>`): it runs nothing, still waits for its own
+            # dependsOn, and its hash folds the package's inputs into its dependants'.
+            noops.add(name)
+            tasks[name] = _vx_task(turbo, name, {**body, "cache": True}, "true")
             continue
         if body.get("persistent") or body.get("interactive"):
             kind = "persistent" if body.get("persistent") else "interactive"
@@ -305,10 +312,11 @@ def _mapped(turbo: TurboRoot, pkg: Package, manager: str, own: dict | None, own_
     envs = {name: _take_env(body) for name, body in tasks.items()}
     reach = {name: body.pop("turboReach", None) for name, body in tasks.items()}
     config = validate_project({"tasks": tasks, "tags": (own or {}).get("tags", [])}, source)
+    mapped = {name: _with_env(_with_turbo_globs(task, tasks[name], reach[name]), tasks[name], *envs[name],
+                              pkg.framework)
+              for name, task in config.tasks.items()}
     return ProjectConfig(source=config.source, tags=config.tags, not_runnable=not_runnable,
-                         tasks={name: _with_env(_with_turbo_globs(task, tasks[name], reach[name]), tasks[name],
-                                                *envs[name], pkg.framework)
-                                for name, task in config.tasks.items()})
+                         tasks={name: _as_noop(task) if name in noops else task for name, task in mapped.items()})
 
 
 def _with_turbo_globs(task: TaskConfig, body: dict, reach: list[str] | None) -> TaskConfig:
@@ -320,6 +328,11 @@ def _with_turbo_globs(task: TaskConfig, body: dict, reach: list[str] | None) -> 
     body["turboGlobs"] = {"onDisk": list(task.cache.input_files) if reach is None else reach}
     cache = replace(task.cache, turbo_globs=True, input_reach=tuple(reach) if reach is not None else None)
     return replace(task, cache=cache, canonical=canonical(body))
+
+
+def _as_noop(task: TaskConfig) -> TaskConfig:
+    """A definition whose script the package lacks, as an implicit group keyed on its inputs."""
+    return replace(task, exec=None, implicit=True, canonical='{"implicit":true,' + task.canonical[1:])
 
 
 def _take_env(task: dict) -> tuple[list[str], list[str]]:

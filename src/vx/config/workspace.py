@@ -1,5 +1,5 @@
 """The workspace schema: vx.workspace.json (concurrency, cacheDir, timeout, remoteCache, cacheRetention,
-affectedBase) into a WorkspaceConfig; a remote cache's token or key is refused here, never read from the file.
+affectedBase, rules) into a WorkspaceConfig; a remote cache's token or key is refused here, never read from the file.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ _NOT_YET_WS = "remove it; the defaults apply in this version"
 
 WORKSPACE = Level(
     "the workspace config",
-    frozenset({"concurrency", "cacheDir", "timeout", "remoteCache", "cacheRetention", "affectedBase"}),
+    frozenset({"concurrency", "cacheDir", "timeout", "remoteCache", "cacheRetention", "affectedBase", "rules"}),
     foreign={
         "pipeline": _turbo("pipeline", "each package's vx.config.json `tasks`"),
         "tasks": "tasks live in each package's vx.config.json",
@@ -31,8 +31,11 @@ WORKSPACE = Level(
         "workspaces": "members are read from package.json `workspaces` or pnpm-workspace.yaml",
     },
     unsupported={k: _NOT_YET_WS for k in
-                 ("plugins", "rules", "cacheScope")},
+                 ("plugins", "cacheScope")},
 )
+
+RULES = Level("rules", frozenset({"exclusiveOutputs"}),
+              unsupported={"upfrontKeys": "remove it; every key is known before anything runs in this version"})
 
 
 # ---------------------------------------------------------------- workspace config
@@ -56,7 +59,19 @@ def validate_workspace(data: Any, file: str) -> WorkspaceConfig:
         remote_cache=_remote_cache(obj["remoteCache"], at.key("remoteCache")) if "remoteCache" in obj else None,
         cache_retention=_retention(obj["cacheRetention"], at.key("cacheRetention")) if "cacheRetention" in obj else None,
         affected_base=_affected_base(obj["affectedBase"], at.key("affectedBase")) if "affectedBase" in obj else None,
+        exclusive_outputs=_exclusive_outputs(obj["rules"], at.key("rules")) if "rules" in obj else True,
     )
+
+
+def _exclusive_outputs(value: Any, at: At) -> bool:
+    """`rules.exclusiveOutputs` (WS-12): false lets a dependant add to its upstream's outputs (LC-18)."""
+    obj = _object(value, at)
+    _keys(obj, at, RULES)
+    flag = obj.get("exclusiveOutputs", True)
+    if not isinstance(flag, bool):
+        at.key("exclusiveOutputs").refuse(f"`exclusiveOutputs` must be true or false, got {_kind(flag)}",
+                                          hint='e.g. "rules": {"exclusiveOutputs": false}')
+    return flag
 
 
 def _affected_base(value: Any, at: At) -> str:
