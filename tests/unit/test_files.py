@@ -191,7 +191,10 @@ def test_key12_memo_spares_a_second_read(repo, monkeypatch):
     assert second == first and hashed == []
 
 
-def test_key12_racy_file_is_not_memoised(repo):
+def test_key12_racy_file_is_not_memoised(repo, monkeypatch):
+    # The window made wide: on a loaded machine more than 50 ms can pass between the write and the
+    # hash, and the file is then rightly memoised; the rule is what is tested, not the clock.
+    monkeypatch.setattr(witness, "RACY_NS", 3_600_000_000_000)
     write(repo, "pkg/a/src/new.ts", "n\n", old=False)
     memo = repo / ".vx" / "memo.db"
     FileIndex.load(repo, memo).inputs("pkg/a", GlobSet(["src/**"]))
