@@ -386,7 +386,7 @@ class FileIndex:
             if below is None:
                 below = self._below[base] = self._ignored_entries(base[:-1])
             for entry in below:
-                if entry != base[:-1] and reach.toward(entry[cut:]) is not None:
+                if entry.startswith(base) and reach.toward(entry[cut:]) is not None:
                     break
             else:
                 return out
