@@ -95,8 +95,16 @@ def _project_row(name: str, ws: Workspace, cfg: ProjectConfig) -> dict:
 
 
 def _task_data(cfg: ProjectConfig, task: str) -> Any:
-    """The declaration as resolved: what the key folds (KEY-06)."""
-    return json.loads(cfg.tasks[task].canonical)
+    """The declaration as resolved: what the key folds (KEY-06), and the framework whose variables
+    a turbo.json task keys besides (TL-05)."""
+    data = json.loads(cfg.tasks[task].canonical)
+    config = cfg.tasks[task]
+    if config.exec is not None and config.exec.env.framework:
+        from vx import frameworks
+
+        data["inferredEnv"] = {"framework": config.exec.env.framework,
+                               "variables": list(frameworks.env_patterns(config.exec.env.framework, {}))}
+    return data
 
 
 # ---------------------------------------------------------------- text

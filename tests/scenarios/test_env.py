@@ -185,3 +185,12 @@ def test_tl05_a_vx_config_task_in_a_next_package_is_told_about_public_variables_
     res = ws.vx("run", "web#build", env={"NEXT_PUBLIC_API": "x"})
     assert res.code == 0 and "not given to the task" not in res.out + res.err
     assert seen(ws, "web")["NEXT_PUBLIC_API"] == "x"
+
+
+def test_tl05_vx_show_names_the_inferred_framework_and_its_variables(repo):
+    ws = repo.write(turbo_framework_workspace()).commit()
+    shown = ws.vx("show", "web#build", "--format=json")
+    assert shown.code == 0, shown.err
+    assert json.loads(shown.out)["tasks"]["build"]["inferredEnv"] == {
+        "framework": "nextjs", "variables": ["NEXT_PUBLIC_*", "NEXT_DEPLOYMENT_ID"]}
+    assert "inferredEnv" not in json.loads(ws.vx("show", "lib#build", "--format=json").out)["tasks"]["build"]
