@@ -9,7 +9,10 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import NoReturn, Sequence
+from typing import TYPE_CHECKING, NoReturn, Sequence
+
+if TYPE_CHECKING:
+    from vx.events import Notice
 
 from vx import __version__, receipt, witness
 from vx.errors import EXIT_OK, EXIT_TASK_FAILED, UsageError, VxError, did_you_mean
@@ -490,7 +493,8 @@ def _run_request(req, dry: str | None, summarize: str | None, timer_start: float
 
         kill_grace_ms(env)  # a bad VX_KILL_GRACE_MS is refused before anything runs
     tracer = _input_tracer(env) if req.verify else None
-    reporter, summary, noticed = None, None, []
+    reporter, summary = None, None
+    noticed: list[Notice] = []
     lock = RunLock(lambda msg: _say(f"vx: {msg}"))
     try:
         prep = run.prepare(req, env, stages, lock=lock)
@@ -515,7 +519,7 @@ def _run_request(req, dry: str | None, summarize: str | None, timer_start: float
         _write_summary(summary, prep, summarize)
     if any(report):
         _report(summary, report[1])
-    if profile is not None:
+    if profiler is not None and profile is not None:
         profiler.write(summary, Path(profile))
         _say(f"vx: profile written to {profile} (open it in chrome://tracing or ui.perfetto.dev)")
     code = summary.exit_code if tracer is None else _verify_report(tracer, prep, summary)

@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import IO, Callable, Mapping, Sequence
 
 from msgspec import Struct
 
@@ -318,7 +318,8 @@ class _Capture:
         self._on_output = on_output
         self._error: Exception | None = None
         self._loop = asyncio.get_running_loop()
-        self._open = {1: popen.stdout, 2: popen.stderr}
+        assert popen.stdout is not None and popen.stderr is not None  # spawn pipes both
+        self._open: dict[int, IO[bytes]] = {1: popen.stdout, 2: popen.stderr}
         self._all_closed = asyncio.Event()
         for stream, pipe in self._open.items():
             os.set_blocking(pipe.fileno(), False)
@@ -464,7 +465,7 @@ async def _settle_group(child: _Child, grace_s: float) -> str | None:
     return stopped
 
 
-async def _supervise(child: _Child, timeout_ms: int | None, grace_s: float) -> bool:
+async def _supervise(child: _Child, timeout_ms: float | None, grace_s: float) -> bool:
     """Wait for the shell; stop its group on overrun or cancellation. True on a timeout (EX-05)."""
     try:
         if await _exited_within(child, None if timeout_ms is None else timeout_ms / 1000):

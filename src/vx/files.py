@@ -91,6 +91,7 @@ class PendingIndex:
     def finish(self, memo_path: Path | None = None) -> FileIndex:
         procs, self.procs = self.procs, None
         if procs is not None:
+            assert self.toplevel is not None  # procs run only inside a repository
             listing = _git_listing(self.root, self.toplevel, procs)
         else:
             listing = _walk_listing(self.root)
@@ -368,10 +369,10 @@ class FileIndex:
                 self._ignored_heads.add(p)
         heads = self._ignored_heads
         if start not in heads:
-            at = start.rpartition("/")[0]
-            while at not in heads:  # the nearest directory above with something ignored at or below
-                at = at.rpartition("/")[0]
-            return [at] if at in dirs else []  # the ignored dir holding `start` (git reports the outermost)
+            up = start.rpartition("/")[0]
+            while up not in heads:  # the nearest directory above with something ignored at or below
+                up = up.rpartition("/")[0]
+            return [up] if up in dirs else []  # the ignored dir holding `start` (git reports the outermost)
         found = self._ignored
         return [p for lo, hi in self._range(start, found) for p in found[lo:hi]]
 
@@ -379,7 +380,8 @@ class FileIndex:
         """The ignored files `reach` reaches below `base`: those git names one by one, and the
         files of an ignored directory some glob reaches — only such a directory is walked, pruned
         by the globs. `present` keeps only files on disk now (for the re-check)."""
-        cut, dirs, out = len(base), self._l.ignored_dirs, []
+        cut, dirs = len(base), self._l.ignored_dirs
+        out: list[str] = []
         nested_set = frozenset(nested)
         if base:  # what is ignored in a project is few paths (its dist, a .env): ask the globs of each
             below = self._ignored_below.get(base)
@@ -450,7 +452,7 @@ class FileIndex:
         if self._links.files:  # what a file link leads to is re-checked too
             files += [(t, self.identity(t)) for t in (self._links.files.get(p) for p, _ in files) if t]
         files += [(p, self.identity(p)) for p in extra]
-        stats = []
+        stats: list[tuple[str, Stat | None]] = []
         for path, _ in files:
             try:
                 stats.append((path, _stat_key(os.lstat(os.path.join(self.root, path)))))
@@ -523,9 +525,10 @@ class FileIndex:
         reach = getattr(q, "reach", None)
         found = self._walk_inputs(q.project_dir, q.globs, q.workspace_globs, q.excluded, q.nested, reach)
         kept = self._not_ignored(sorted(found), (base, q.globs if reach is None else reach, q.workspace_globs))
-        ids = {p: self._hash_from_disk(p) for p in kept}
+        hashed = {p: self._hash_from_disk(p) for p in kept}
         self._memo.flush()
-        present = [p for p in kept if ids[p] is not None]
+        ids = {p: oid for p, oid in hashed.items() if oid is not None}
+        present = [p for p in kept if p in ids]
         unmatched = q.globs.unmatched([p[len(base):] for p in present if p.startswith(base)])  # as unmatched_now
         if q.workspace_globs:
             unmatched += q.workspace_globs.unmatched(present)
@@ -575,7 +578,7 @@ class FileIndex:
         """What `inputs` would choose from the file system as it is now (no git)."""
         base = _base(project_dir)
         reach = globs if reach is None else reach
-        found = set()
+        found: set[str] = set()
         walked = list(self._walk_matching(base, globs, nested))
         if workspace_globs:
             walked += self._walk_matching("", workspace_globs, ())
@@ -593,18 +596,18 @@ class FileIndex:
 
     def _walk_matching(self, base: str, globs: GlobSet, nested: Sequence[str]) -> Iterator[str]:
         ignored_dirs, ignored_files = self._l.ignored_dirs, self._l.ignored_files
-        nested = frozenset(nested)
+        inner = frozenset(nested)
         cut = len(base)
 
         def descend(rel: str) -> bool:
             name = rel.rpartition("/")[2]
-            if name in _WALK_SKIP or _under(rel, ignored_dirs) or _under(rel, nested):
+            if name in _WALK_SKIP or _under(rel, ignored_dirs) or _under(rel, inner):
                 return False
             return globs.could_match_under(rel[cut:])
 
         for root in globs.roots():
             start = _root_path(base, root)
-            if _under(start, ignored_dirs) or _under(start, nested) or _symlinked_ancestor(self.root, start):
+            if _under(start, ignored_dirs) or _under(start, inner) or _symlinked_ancestor(self.root, start):
                 continue
             for path in _walk_files(self.root, start, descend):
                 if path not in ignored_files and not _under(path, ignored_dirs) and globs.match(path[cut:]):
@@ -613,7 +616,7 @@ class FileIndex:
             return rel.rpartition("/")[2] not in _WALK_SKIP and not _under(rel, ignored_dirs)
 
         for link, target in self._links.dirs.items():  # what a directory link leads to, seen through it
-            if link.startswith(base) and not _under(link, nested) and globs.could_match_under(link[cut:]):
+            if link.startswith(base) and not _under(link, inner) and globs.could_match_under(link[cut:]):
                 for real in _walk_files(self.root, target, into):
                     path = link + real[len(target):]
                     if real not in ignored_files and not _under(real, ignored_dirs) and globs.match(path[cut:]):

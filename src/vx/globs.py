@@ -200,7 +200,7 @@ class _Alternative(Struct, frozen=True):
 
 
 def _segment_regex(seg: str, classes: bool = False) -> str:
-    out = []
+    out: list[str] = []
     i = 0
     while i < len(seg):
         ch = seg[i]
@@ -375,7 +375,9 @@ class _Compiled(Struct, frozen=True):
 
 @functools.lru_cache(maxsize=1024)
 def _compile_set(patterns: tuple[str, ...], classes: bool = False) -> _Compiled:
-    positive, pos_alts, neg_alts = [], [], []
+    positive: list[tuple[str, str]] = []
+    pos_alts: list[_Alternative] = []
+    neg_alts: list[_Alternative] = []
     for pattern in patterns:
         reason = glob_error(pattern)
         if reason:

@@ -36,6 +36,7 @@ def build_graph(ws: Workspace, configs: Mapping[str, ProjectConfig], sel: Select
         if tid in nodes:
             continue
         task = task_of(configs, tid.package, tid.task)
+        assert task is not None  # the selection and _expand_entry name only tasks that exist
         deps = _expand_depends_on(ws, configs, tid, task, declared)
         nodes[tid] = TaskNode(tid, task, ws.packages[tid.package].dir, deps, tid in wanted)
         pending.extend(d for d in deps if d not in nodes)

@@ -67,14 +67,14 @@ def record_keys(db, records: Iterable[tuple[str, HashRecord]], settled: Iterable
 def record_unsaved(db, withheld: Iterable[tuple[str, str, str]], saved: Iterable[str]) -> None:
     """Keep why each task in `withheld` ((task, key, reason)) was not saved, and forget it for the
     tasks in `saved`. Only tasks that ran come here, so a warm run writes nothing."""
-    withheld, saved = list(withheld), [(task,) for task in saved]
-    if not withheld and not saved:
+    withheld, forgotten = list(withheld), [(task,) for task in saved]
+    if not withheld and not forgotten:
         return
     db.execute(UNSAVED)
     now = time.time()
     db.execute("BEGIN IMMEDIATE")
     try:
-        db.executemany("DELETE FROM key_unsaved WHERE task_id=?", saved)
+        db.executemany("DELETE FROM key_unsaved WHERE task_id=?", forgotten)
         db.executemany("INSERT OR REPLACE INTO key_unsaved VALUES (?,?,?,?)",
                        [(task, key, reason, now) for task, key, reason in withheld])
         db.execute("COMMIT")
@@ -105,7 +105,7 @@ def _encode(record: HashRecord) -> str:
     }, separators=(",", ":"))
 
 
-def _digest(value: str) -> str:
+def _digest(value: str) -> str | None:
     from vx.receipt import env_digest  # seeded per user: see there
 
     return env_digest(value)

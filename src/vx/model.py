@@ -9,9 +9,13 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from msgspec import Struct, field
+
+if TYPE_CHECKING:  # types only: the model imports nothing of vx at run time
+    from vx.plan import OutputSpec
+    from vx.sandbox.grants import SandboxSpec
 
 ROOT_PROJECT = "//"
 
@@ -217,9 +221,9 @@ class TaskPlan(Struct, frozen=True):
     env: Mapping[str, str]
     timeout_ms: int | None
     retries: int
-    outputs: object  # files.OutputSpec-like: globs to walk, wipe and allow (None when the task caches nothing)
-    sandbox: object = None  # sandbox.grants.SandboxSpec when the task declares exec.sandbox (SB-01)
-    record: object = None  # the HashRecord the key was folded from (kept for `vx why`, OBS-06)
+    outputs: OutputSpec | None  # globs to walk, wipe and allow (None when the task caches nothing)
+    sandbox: SandboxSpec | None = None  # when the task declares exec.sandbox (SB-01)
+    record: HashRecord | None = None  # the HashRecord the key was folded from (kept for `vx why`, OBS-06)
     framework: str = ""  # a vx-config task's package framework (vx.frameworks), for the hint on a miss
 
 

@@ -41,12 +41,12 @@ def claimable(path: str, project_dir: str, members: frozenset[str], node_modules
 def _output_descend(base: str, globs: GlobSet, nested: Sequence[str]) -> Callable[[str], bool]:
     """Where an output walk may go: never .git/.vx or a nested project; node_modules if named."""
     cut = len(base)
-    nested = frozenset(nested)
+    inner = frozenset(nested)
     allow_nm = globs.names("node_modules")
 
     def descend(rel: str) -> bool:
         name = rel.rpartition("/")[2]
-        if name in (".git", ".vx") or (name == "node_modules" and not allow_nm) or _under(rel, nested):
+        if name in (".git", ".vx") or (name == "node_modules" and not allow_nm) or _under(rel, inner):
             return False
         return globs.could_match_under(rel[cut:])
 

@@ -12,7 +12,7 @@ is allowed: the later one adds to the earlier one's outputs (plan.AdditiveOutput
 
 from __future__ import annotations
 
-from typing import Mapping, NamedTuple
+from typing import Mapping, NamedTuple, NoReturn
 
 from vx.errors import ConfigError
 from vx.globs import normalise, spans
@@ -103,7 +103,7 @@ def _left_to_others(taken_back, head: str) -> bool:
 
 
 def _refuse(claim: _Claim, other: _Claim, configs: Mapping[str, ProjectConfig], ordered: bool,
-            exclusive: bool) -> None:
+            exclusive: bool) -> NoReturn:
     first, second = sorted((claim, other), key=lambda c: c.task)
     source = configs[second.task.package].source
     other_source = configs[first.task.package].source

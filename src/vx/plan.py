@@ -160,7 +160,7 @@ def make_plans(ws: Workspace, graph: TaskGraph, index: files.FileIndex, opts: Ru
         else:
             plans[tid] = _task_plan(ws, node, index, opts, host_env, fingerprint, nested.get(node.project_dir, ()),
                                     plans, default_timeout, members, tid in additive)
-            if node.config.exec.sandbox is not None:
+            if node.config.exec is not None and node.config.exec.sandbox is not None:
                 plans[tid] = _with_sandbox(ws, graph, node, plans[tid], opts, host_env)
     return plans
 
@@ -173,6 +173,7 @@ def _with_sandbox(ws: Workspace, graph: TaskGraph, node: TaskNode, plan: TaskPla
     from vx.sandbox import grants
 
     cfg = node.config
+    assert cfg.exec is not None and cfg.exec.sandbox is not None  # make_plans asks only then
     folded = grants.folded_packages(graph.nodes, node.id, keys.select_upstream) if cfg.cache else None
     spec = grants.plan_sandbox(cfg.exec.sandbox, root=ws.root, project_rel=node.project_dir, task=str(node.id),
                                task_name=node.id.task, projects={p.dir: p.name for p in ws.packages.values()},
@@ -306,6 +307,7 @@ def rekeyed(index: files.FileIndex, node: TaskNode, plans: Mapping[TaskId, TaskP
         return replace(plan, key=keys.group_key((str(dep), plans[dep].key) for dep in node.deps))
     cfg = node.config
     upstream = keys.select_upstream(node.id, node.deps, cfg.cache.input_tasks if cfg.cache else None)
+    assert plan.record is not None  # a task with a key to redo has its record
     record = replace(plan.record, upstream=tuple(sorted(((str(d), plans[d].key) for d in upstream),
                                                         key=lambda p: (p[1], p[0]))))
     inputs = plan.inputs

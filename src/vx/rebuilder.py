@@ -12,7 +12,7 @@ import asyncio
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from msgspec import Struct, field
 
@@ -23,15 +23,24 @@ from vx.model import (CachePolicy, CacheStatus, LogChunk, ProcessResult, Status,
                       TaskResult, Violation)
 from vx.scheduler import PrioritySlots
 
+if TYPE_CHECKING:  # types only: a cached run never loads the store's or the sandbox's modules here
+    from vx.files import FileIndex, Snapshot
+    from vx.sandbox.runner import Session
+    from vx.store.layered import LayeredStore
+    from vx.plan import OutputSpec
+    from vx.store.layered import Downloaded
+    from vx.store.local import Entry
+    from vx.store.protocol import Store
+
 __all__ = ["CachePolicy", "RunContext", "TaskPlan", "rebuild"]  # the plan types live in model.py
 
 
 class RunContext(Struct):
     root: Path
     plans: Mapping[TaskId, TaskPlan]
-    hits: Mapping[str, Any]  # key -> store entry, from one batched probe
-    index: Any  # files.FileIndex
-    store: Any  # store.local.LocalStore | None
+    hits: Mapping[str, Entry]  # key -> store entry, from one batched probe
+    index: FileIndex
+    store: Store | None
     policy: CachePolicy
     slots: PrioritySlots
     restore_slots: asyncio.Semaphore
@@ -40,22 +49,22 @@ class RunContext(Struct):
     priority: Mapping[TaskId, int]
     # task -> why nothing downstream of it saves: "a#build failed", "a#build was not saved (…)"
     tainted: dict[TaskId, str] = field(default_factory=dict)
-    remote: Any = None  # store.layered.LayeredStore when a remote layer reads (RC-02), else None
+    remote: LayeredStore | None = None  # when a remote layer reads (RC-02)
     # (node, plan, attempt) -> a wrapper to start the command through (--verify's strace), or None
     launch_for: Callable[[TaskNode, TaskPlan, int], executor.Launch | None] | None = None
     # (task, trace accesses) of each sandboxed attempt, for --verify; None: the traces are not kept
     observe: Callable[[TaskId, tuple[Any, ...]], None] | None = None
-    sandbox: Any = None  # sandbox.runner.Session, made by the first sandboxed execution (SB-01); closed by run
+    sandbox: Session | None = None  # made by the first sandboxed execution (SB-01); closed by run
     # set by the scheduler when no new command may start (`--continue=never` after a failure):
     # tasks already dispatched but still waiting for a slot must not start either (GR-10)
     halt: asyncio.Event | None = None
     halt_on_failure: bool = False  # `--continue=never`: a failure sets `halt` before its slot passes on
     # task -> (its first attempt's child, started at (monotonic), started_ns, input snapshot): the
     # first wave, started before the loop existed with its slot taken (run._start_first_wave)
-    early: dict[TaskId, tuple[Any, float, int, Any]] = field(default_factory=dict)
+    early: dict[TaskId, tuple[executor._Child, float, int, Snapshot | None]] = field(default_factory=dict)
     # EX-19: the fingerprint files as the walk began (files.Snapshot), re-checked after each task;
     # once one moved (`lock_moved` names it) every key of the run is stale: no hit, no save
-    lockfiles: Any = None
+    lockfiles: Snapshot | None = None
     lock_moved: str | None = None
     # KEY-20: tasks keyed once ready (True: inputs read again from disk), and how: (node, fresh) -> plan
     late: Mapping[TaskId, bool] = field(default_factory=dict)
@@ -87,10 +96,13 @@ async def rebuild(ctx: RunContext, node: TaskNode, results: Mapping[TaskId, Task
 
 
 async def _try_hit(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> TaskResult | None:
-    entry, served = ctx.hits.get(plan.key), CacheStatus.LOCAL
+    store, outputs = ctx.store, plan.outputs
+    assert store is not None and outputs is not None  # rebuild() asks only then
+    entry: Entry | Downloaded | None = ctx.hits.get(plan.key)
+    served = CacheStatus.LOCAL
     late = node.id in ctx.late  # keyed just now: the run's batched probe never saw this key
     if entry is None and late:
-        entry = (await asyncio.to_thread(ctx.store.probe, [plan.key])).get(plan.key)
+        entry = (await asyncio.to_thread(store.probe, [plan.key])).get(plan.key)
     if entry is None and ctx.remote is not None:  # local first, then the prefetched download (RC-02)
         if late:
             from vx.store.layered import wanted_from
@@ -100,10 +112,9 @@ async def _try_hit(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> TaskResul
     if entry is None:
         return None
     started = time.monotonic()
-    outputs = plan.outputs
     current = await asyncio.to_thread(outputs.walk, ctx.root)
-    if ctx.store.is_up_to_date(entry, current):
-        return _hit(node, plan, entry, ctx.store.log_of(entry), CacheStatus.UP_TO_DATE, started)
+    if store.is_up_to_date(entry, current):
+        return _hit(node, plan, entry, store.log_of(entry), CacheStatus.UP_TO_DATE, started)
     from vx.store.local import DamagedEntry
 
     async with ctx.restore_slots:
@@ -117,12 +128,13 @@ async def _try_hit(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> TaskResul
     return _hit(node, plan, entry, log, served, started)
 
 
-def _restore(ctx: RunContext, entry: Any, outputs: Any) -> tuple[LogChunk, ...]:
+def _restore(ctx: RunContext, entry: Entry | Downloaded, outputs: OutputSpec) -> tuple[LogChunk, ...]:
+    assert ctx.store is not None
     outputs.wipe(ctx.root)
     return ctx.store.restore(entry, outputs.allows)
 
 
-def _hit(node: TaskNode, plan: TaskPlan, entry: Any, log, cache: CacheStatus, started: float) -> TaskResult:
+def _hit(node: TaskNode, plan: TaskPlan, entry: Entry | Downloaded, log, cache: CacheStatus, started: float) -> TaskResult:
     return TaskResult(node.id, Status.SUCCESS, cache, key=plan.key, exit_code=0, log=tuple(log),
                       duration_ms=(time.monotonic() - started) * 1000, command=plan.command,
                       stored_ms=entry.duration_ms)
@@ -135,11 +147,13 @@ async def _execute_and_save(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> 
     cached = plan.outputs is not None
     write = cached and ctx.policy.write and ctx.store is not None
     early = ctx.early.pop(node.id, None)
+    snapshot: Snapshot | None = None
     if early is not None:
         snapshot, started_ns = early[3], early[2]
-    else:
-        snapshot = ctx.index.task_snapshot(plan.inputs, node.project_dir, plan.record.package_json) if write else None
-    if cached and plan.inputs is not None and plan.inputs.unmatched_globs:  # KEY-23
+    elif write:
+        assert plan.record is not None  # every planned task with outputs has its key's record
+        snapshot = ctx.index.task_snapshot(plan.inputs, node.project_dir, plan.record.package_json)
+    if plan.outputs is not None and plan.inputs is not None and plan.inputs.unmatched_globs:  # KEY-23
         # Asked again now: an upstream task of this run may have written what a glob names
         # (a dependency's gitignored dist); the re-check then withholds the save and says why.
         unmatched = await asyncio.to_thread(ctx.index.unmatched_now, plan.outputs.input_query,
@@ -223,7 +237,7 @@ async def _attempts(ctx: RunContext, node: TaskNode, plan: TaskPlan, *, wipe: bo
             if attempt == 1 and early is not None:
                 proc, violations = await _run_once(ctx, node, plan, started=(early[0], early[1]))
             else:
-                if wipe:
+                if wipe and plan.outputs is not None:
                     await asyncio.to_thread(plan.outputs.wipe, ctx.root)
                 ctx.emit(TaskStarted(node.id, plan.command or "", attempt))
                 launch = ctx.launch_for(node, plan, attempt) if ctx.launch_for else None
@@ -297,7 +311,8 @@ async def _save(ctx: RunContext, node: TaskNode, plan: TaskPlan, proc: ProcessRe
         cause = f"upstream {ctx.tainted[node.id]}"
         ctx.emit(Notice(f"{node.id}: not saved to the cache: {cause}", id=node.id))
         return False, f"not saved: {cause}"
-    outputs = plan.outputs
+    outputs, store = plan.outputs, ctx.store
+    assert outputs is not None and store is not None  # `write` held both
     moved = await asyncio.to_thread(ctx.index.changed_since, snapshot, outputs.input_query, started_ns)
     if moved:
         ctx.emit(Notice(f"{node.id}: not saved to the cache: input changed while it ran: {moved}", id=node.id))
@@ -310,7 +325,7 @@ async def _save(ctx: RunContext, node: TaskNode, plan: TaskPlan, proc: ProcessRe
     if not files and outputs.declares_files:
         ctx.emit(Notice(f"{node.id}: cache.outputs matched no files ({', '.join(outputs.patterns)})", id=node.id))
     try:
-        await asyncio.to_thread(ctx.store.save, plan.key, task_id=str(node.id), command=plan.command or "",
+        await asyncio.to_thread(store.save, plan.key, task_id=str(node.id), command=plan.command or "",
                                 log=proc.log, files=files, duration_ms=proc.duration_ms, cpu_ms=proc.cpu_ms,
                                 peak_rss_bytes=proc.peak_rss_bytes)
     except Exception as exc:  # a refused output or a full disk is a warning, never a failed build

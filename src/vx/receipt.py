@@ -228,7 +228,8 @@ def write(*, argv: list[str], cwd: str, root: str, cache_dir: str, started_ns: i
     repository's root, against which `git status` spells its paths."""
     paths_read, commands, views = noted
     prefix = os.path.join(root, "")
-    read, probed = [], []
+    read: list[tuple[str, object]] = []
+    probed: list[tuple[str, object]] = []
     for path, whole in sorted(paths_read.items()):
         if whole and path.startswith(prefix) and vouched(path[len(prefix):]):
             continue

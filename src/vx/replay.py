@@ -26,6 +26,10 @@ import time
 
 from vx import __version__, receipt, witness
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    from vx import restores
+
 FORK_FROM = 16  # restores worth forking a second process for
 
 
@@ -38,7 +42,7 @@ def replay(argv: list[str], environ=os.environ, err=sys.stderr) -> int | None:
         header, timing = _holds(argv, environ, err)
     except Exception:  # a receipt is never a reason to fail: any trouble with one is a miss
         return None
-    if timing is None:
+    if header is None or timing is None:
         return None
     _footer(header, environ, err, (time.perf_counter() - started) * 1000)
     if environ.get("VX_TIMING", "") not in ("", "0"):
@@ -89,7 +93,7 @@ def _finish(path: str, header: dict, data: memoryview, environ) -> list[tuple[st
             restores.load_reader()  # before the fork: the helper inherits it
         if len(absent) >= FORK_FROM:  # both take restores from one queue: whoever is free takes the next
             helper = restores.Helper(header["cache_dir"], header["root"], absent)
-            absent = helper.share
+            absent = helper.share  # type: ignore[assignment]  # a queue the helper shares, read as a list
         marks.append(("receipt check", time.perf_counter()))
         if not restoring and _index_vouched(header):
             if not _git_holds(children, header["git"]):
@@ -183,7 +187,7 @@ def _spawn_git(root: str, commands: list, environ) -> list[list[int]]:
     if not hasattr(os, "memfd_create"):
         raise OSError("no memfd")
     environ = {**environ, "GIT_OPTIONAL_LOCKS": "0"}  # the one difference: see above
-    children = []
+    children: list[list[int]] = []
     for argv, *_ in commands:
         out = os.memfd_create("vx-git", os.MFD_CLOEXEC)
         actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0), (os.POSIX_SPAWN_DUP2, out, 1),

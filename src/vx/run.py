@@ -9,7 +9,7 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping, cast
 
 from msgspec import Struct
 
@@ -26,8 +26,17 @@ from vx.stages import Stages
 
 if TYPE_CHECKING:
     import asyncio
+    import subprocess
 
-SIGNAL_EXITS = {signal.SIGINT: EXIT_SIGINT, signal.SIGTERM: EXIT_SIGTERM, signal.SIGHUP: EXIT_SIGHUP}
+    from vx.files import FileIndex, Snapshot
+    from vx.model import CacheRetention, HashRecord, ProjectConfig
+    from vx.store.layered import LayeredStore
+    from vx.store.local import Entry, LocalStore
+
+    # a first-wave process: (popen, started (monotonic), started_ns, its inputs' snapshot)
+    Early = tuple[subprocess.Popen[bytes], float, int, Snapshot | None]
+
+SIGNAL_EXITS: dict[int, int] = {signal.SIGINT: EXIT_SIGINT, signal.SIGTERM: EXIT_SIGTERM, signal.SIGHUP: EXIT_SIGHUP}
 
 
 class RunRequest(Struct, frozen=True):
@@ -56,18 +65,18 @@ class Prepared(Struct):
     ws: Workspace
     graph: TaskGraph
     plans: dict[TaskId, TaskPlan]
-    index: object
-    store: object | None
-    hits: Mapping[str, object]
+    index: FileIndex
+    store: LocalStore | LayeredStore | None
+    hits: Mapping[str, Entry]
     concurrency: int
     broad: bool
     cache_dir: Path
     policy: CachePolicy = CachePolicy()
-    remote: object | None = None  # store.layered.LayeredStore when a remote layer is on (also `store`)
+    remote: LayeredStore | None = None  # when a remote layer is on (also `store`)
     remote_hits: frozenset[str] = frozenset()  # `--dry` only: keys the remote holds
     notices: tuple[tuple[str, str], ...] = ()  # (message, info | warning)
-    retention: object | None = None  # model.CacheRetention: the workspace's cacheRetention
-    configs: Mapping[str, object] = {}  # package -> ProjectConfig, as loaded (--verify speaks each one's file)
+    retention: CacheRetention | None = None  # the workspace's cacheRetention
+    configs: Mapping[str, ProjectConfig] = {}  # package -> ProjectConfig, as loaded (--verify speaks each one's file)
 
 
 def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: RunLock | None = None) -> Prepared:
@@ -110,7 +119,10 @@ def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: 
     cache = plan_cache(no_cache=req.no_cache, force=req.force or req.verify is not None, spec=req.cache_spec, cfg=ws_config.remote_cache,
                        env=host_env)
     policy = CachePolicy(read=cache.axes.reads, write=cache.axes.writes)
-    store, hits, remote, remote_hits = None, {}, None, frozenset()
+    store: LocalStore | LayeredStore | None = None
+    hits: dict[str, Entry] = {}
+    remote: LayeredStore | None = None
+    remote_hits: set[str] = set()
     if policy.read or policy.write:
         with stages("open cache"):
             from vx.store.local import LocalStore
@@ -285,9 +297,9 @@ def receipt_tasks(prep: Prepared, summary: RunSummary, started_ns: int) -> list[
     layer, or a sandboxed task."""
     from vx import receipt
 
-    local = prep.store
-    if summary.exit_code != EXIT_OK or summary.interrupted or prep.remote is not None or local is None:
+    if summary.exit_code != EXIT_OK or summary.interrupted or prep.remote is not None or prep.store is None:
         return None
+    local = cast("LocalStore", prep.store)  # a layered store would be prep.remote too
     hit = (CacheStatus.UP_TO_DATE, CacheStatus.LOCAL)
     if not all(r.status is Status.SUCCESS and r.cache in hit and prep.plans[r.id].outputs is not None
                and prep.plans[r.id].key in prep.hits for r in summary.results):
@@ -302,6 +314,7 @@ def receipt_tasks(prep: Prepared, summary: RunSummary, started_ns: int) -> list[
         expected = local.expected_outputs(entry)
         if expected is None:
             return None
+        assert plan.outputs is not None  # all(...) above
         roots, walked = plan.outputs.state(prep.ws.root)
         tasks.append(receipt.task_record(entry.key, entry.size_bytes, entry.crc,
                                          [(os.path.join(root, path), want) for path, want in expected],
@@ -345,7 +358,8 @@ def _keep_history(local, prep: Prepared, results: Mapping[TaskId, TaskResult]) -
     it as the newest — a warm run then asks the history nothing."""
     import sqlite3
 
-    moved, settled = [], []
+    moved: list[tuple[str, HashRecord]] = []
+    settled: list[tuple[str, HashRecord]] = []
     for tid, plan in prep.plans.items():
         if plan.record is not None:
             fresh = tid in results and results[tid].cache is CacheStatus.UP_TO_DATE
@@ -412,7 +426,7 @@ async def _walk(prep: Prepared, req: RunRequest, emit: Emit, lane, stopped_early
         stop.set()  # the lane was interrupted: the walk starts nothing and aborts the rest
     hits = {k: v for k, v in prep.hits.items() if k not in lane.damaged} if lane.damaged else prep.hits
     slots = PrioritySlots(prep.concurrency)
-    adopted = {}
+    adopted: dict[TaskId, tuple[executor._Child, float, int, Snapshot | None]] = {}
     for tid in list(early or ()):  # popped as adopted: the caller kills only what is left
         popen, started_at, started_ns, snapshot = early.pop(tid)
         adopted[tid] = (executor._Child.adopt(popen, table), started_at, started_ns, snapshot)
@@ -468,12 +482,12 @@ def _import_asyncio():
     return asyncio
 
 
-def _install_signals(table, stop: asyncio.Event, stopped_by: list[int]) -> None:
+def _install_signals(table, stop: asyncio.Event, stopped_by: list[int]) -> Callable[[int], None]:
     import asyncio
 
     loop = asyncio.get_running_loop()
 
-    def on_signal(sig: signal.Signals) -> None:
+    def on_signal(sig: int) -> None:
         if stopped_by:  # a second signal: no more grace
             table.kill_all()
             os._exit(SIGNAL_EXITS[stopped_by[0]])
@@ -488,7 +502,7 @@ def _install_signals(table, stop: asyncio.Event, stopped_by: list[int]) -> None:
     return on_signal
 
 
-def _start_first_wave(prep: Prepared, lane, emit: Emit) -> dict:
+def _start_first_wave(prep: Prepared, lane, emit: Emit) -> dict[TaskId, Early]:
     """Start the commands the walk would start first, before asyncio is loaded, so that loading it
     (~15 ms) overlaps them (docs/optimizations.md #25). Only plain misses qualify: every
     dependency settled by the hit lane, no sandbox, no remote layer that might still serve it; at
@@ -504,7 +518,7 @@ def _start_first_wave(prep: Prepared, lane, emit: Emit) -> dict:
     position = {tid: i for i, tid in enumerate(prep.graph.order)}
     ready = sorted((t for t, n in nodes.items() if t not in settled and all(d in settled for d in n.deps)),
                    key=lambda t: (-prep.graph.priority[t], position[t]))
-    early = {}
+    early: dict[TaskId, Early] = {}
     for tid in ready:
         node, plan = nodes[tid], prep.plans[tid]
         if len(early) == prep.concurrency:
@@ -513,11 +527,14 @@ def _start_first_wave(prep: Prepared, lane, emit: Emit) -> dict:
             continue
         if any(settled[d].status is not Status.SUCCESS for d in node.deps):
             continue
-        cached = write and plan.outputs is not None
-        snapshot = prep.index.task_snapshot(plan.inputs, node.project_dir, plan.record.package_json) if cached else None
+        outputs = plan.outputs if write else None
+        snapshot = None
+        if outputs is not None:
+            assert plan.record is not None  # every planned task with outputs has its key's record
+            snapshot = prep.index.task_snapshot(plan.inputs, node.project_dir, plan.record.package_json)
         started_ns = time.time_ns()
-        if cached:
-            plan.outputs.wipe(prep.ws.root)
+        if outputs is not None:
+            outputs.wipe(prep.ws.root)
         started_at = time.monotonic()
         try:
             popen = spawn.start(plan.command or "", prep.ws.root / node.project_dir, plan.env)
@@ -528,7 +545,7 @@ def _start_first_wave(prep: Prepared, lane, emit: Emit) -> dict:
     return early
 
 
-def _stop_early(early: dict) -> None:
+def _stop_early(early: dict[TaskId, Early]) -> None:
     """Kill and reap first-wave processes no walk adopted (the run failed before it could)."""
     for popen, *_ in early.values():
         try:

@@ -7,11 +7,11 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-from typing import Awaitable, Callable, Mapping
+from typing import Any, Callable, Coroutine, Mapping
 
 from vx.model import CacheStatus, Status, TaskGraph, TaskId, TaskNode, TaskResult
 
-Rebuild = Callable[[TaskNode, Mapping[TaskId, TaskResult]], Awaitable[TaskResult]]
+Rebuild = Callable[[TaskNode, Mapping[TaskId, TaskResult]], Coroutine[Any, Any, TaskResult]]
 
 CONTINUE_MODES = ("never", "deps-ok", "always")
 

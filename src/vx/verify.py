@@ -29,7 +29,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from msgspec import Struct
 from msgspec.structs import replace
@@ -40,6 +40,10 @@ from vx.executor import Launch
 from vx.files import FINGERPRINT_FILES, _never_input
 from vx.globs import GlobSet
 from vx.model import TaskGraph, TaskId, TaskNode
+
+if TYPE_CHECKING:
+    from vx.config.turbo import TurboRoot
+    from vx.model import TaskPlan
 
 MODES = ("inputs",)
 LATER_MODES = ("determinism", "fingerprint", "all")
@@ -157,7 +161,7 @@ class InputTracer:
         paths = [p for p in self.traces.get(tid, []) if p.exists()]
         if not paths:
             return None
-        out = []
+        out: list[Any] = []
         for path in paths:
             with open(path, encoding="ascii", errors="replace") as lines:
                 out += TraceParser(str(cwd)).feed(lines)
@@ -179,7 +183,7 @@ def strace_prefix(strace: str, output: Path) -> list[str]:
 # ---------------------------------------------------------------- checking
 
 
-def check(root: Path, graph: TaskGraph, plans: Mapping[TaskId, object], index, tracer: InputTracer,
+def check(root: Path, graph: TaskGraph, plans: Mapping[TaskId, TaskPlan], index, tracer: InputTracer,
           extra: Mapping[TaskId, list] | None = None, packages: Mapping[str, object] | None = None,
           configs: Mapping[str, object] | None = None) -> VerifyReport:
     """Compare each traced task's reads with what its key covers, and its writes with its declared
@@ -215,7 +219,7 @@ def _with_env(verdict: Verdict, node: TaskNode, plan, accesses) -> Verdict:
     unkeyed = unkeyed_env(node, plan)
     if not unkeyed:
         return verdict
-    found = ()
+    found: tuple[Undeclared, ...] = ()
     if any(a.ok and a.kind == "read" and _ENVIRON.search(a.path) for a in accesses):
         found = tuple(Undeclared(f"${name}", f"${name}", f'cache.inputs.env: ["{name}"] (it read /proc/self/environ)')
                       for name in unkeyed)
@@ -231,7 +235,8 @@ def unkeyed_env(node: TaskNode, plan) -> tuple[str, ...]:
     from vx.environment import ESSENTIAL_ENV
 
     keyed = {name for name, _ in plan.record.env} if plan.record is not None else set()
-    own = {*ESSENTIAL_ENV, *node.config.exec.env.define, "VX_RUN_WORKSPACE", "VX_RUN_TASK"}
+    define = node.config.exec.env.define if node.config.exec is not None else ()
+    own = {*ESSENTIAL_ENV, *define, "VX_RUN_WORKSPACE", "VX_RUN_TASK"}
     return tuple(sorted(n for n in plan.env if n not in keyed and n not in own))
 
 
@@ -372,7 +377,7 @@ class _Run:
         self._writers: dict[str, list[TaskId]] | None = None
         self._dialects: dict[TaskId, object] = {}
         self._outputs: dict[TaskId, list] = {}
-        self._turbo = None
+        self._turbo: TurboRoot | None = None
         self._declared: list | None = None  # every config's cached tasks' output globs, for owner()
         self.shared: dict[str, set[str]] = {}  # outside file -> packages of turbo tasks that read it undeclared
         self.globals: dict[str, None] = {}  # globalDependencies entries suggested
@@ -464,7 +469,7 @@ def _output_groups(run: _Run, node: TaskNode) -> list[tuple[str, bool, list[str]
     written = set(mine)
 
     def whole(d: str) -> bool:  # every file now under `d` is one this task wrote: safe to wipe as an output
-        for top, dirs, names in os.walk(os.path.join(run.root, d)):
+        for top, _dirs, names in os.walk(os.path.join(run.root, d)):
             if any(_relative(os.path.join(top, n), run.root) not in written for n in names):
                 return False
         return True
@@ -689,6 +694,7 @@ def _written_fix(run: _Run, node: TaskNode, producer: TaskId, path: str) -> str:
             return edge  # a cycle: no declaration makes this read sound
         edge = _task_fix_for(run.dialect(node.id), node, producer, run)
     if run.plans[producer].outputs is None:  # uncached: it always runs, only an edge orders and folds it
+        assert edge is not None  # _undeclared skips an uncached writer the key already folds
         return edge.replace(" outputs it)", " writes it, uncached)")
     fix = run.dialect(producer).output_fix(entry, wide, owner=producer) + f" ({producer} writes it undeclared)"
     return fix if edge is None else f"{fix}; and {edge}"

@@ -25,7 +25,7 @@ Identity = tuple[int, int, int, int, int]  # (mode, size, mtime_ns, ctime_ns, in
 
 _table: dict[str, bool] | None = None  # absolute path -> True: bytes or entries used; False: kind only
 _ran: list[tuple[tuple[str, ...], int, str, bytes | None]] | None = None  # (argv, exit code, xxh3 of stdout, status)
-_views: dict[str, tuple[str, list[str]]] | None = None  # directory -> (prefix, the names with it)
+_views: dict[str, tuple[str | tuple[str, ...], list[str]]] | None = None  # directory -> (prefix, the names with it)
 
 
 def watch() -> None:
@@ -57,7 +57,7 @@ def ran(argv, returncode: int, stdout: bytes) -> None:
         _ran.append((tuple(argv), returncode, xxhash.xxh3_128_hexdigest(stdout), status))
 
 
-def taken() -> tuple[dict[str, bool], list, dict[str, tuple[str, list[str]]]]:
+def taken() -> tuple[dict[str, bool], list, dict[str, tuple[str | tuple[str, ...], list[str]]]]:
     """Stop noting; return the paths, the commands and the directory views noted."""
     global _table, _ran, _views
     table, commands, views, _table, _ran, _views = _table, _ran, _views, None, None, None
@@ -89,7 +89,7 @@ class _Unnoted:
 UNNOTED = _Unnoted()
 
 
-def listed(directory: str, prefix: str, names: list[str]) -> None:
+def listed(directory: str, prefix: str | tuple[str, ...], names: list[str]) -> None:
     """Note a directory listed only for the names that start with `prefix` (a config file's):
     a receipt then holds while those names stay the same, whatever else comes and goes there."""
     if _views is not None:

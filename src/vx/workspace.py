@@ -12,7 +12,7 @@ import os
 import posixpath
 import re
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, cast
 
 from msgspec import Struct
 
@@ -357,8 +357,9 @@ def _read_json(root: Path, rel: str) -> dict[str, Any] | None:
     try:
         value = json.loads(data)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        where = f"line {exc.lineno}, column {exc.colno}" if hasattr(exc, "lineno") else ""
-        raise ConfigError(f"invalid JSON: {getattr(exc, 'msg', exc)}", file=rel, field=where,
+        bad = exc if isinstance(exc, json.JSONDecodeError) else None
+        where = f"line {bad.lineno}, column {bad.colno}" if bad else ""
+        raise ConfigError(f"invalid JSON: {bad.msg if bad else exc}", file=rel, field=where,
                           hint="package.json must be strict JSON") from None
     if not isinstance(value, dict):
         raise ConfigError("package.json must hold an object", file=rel)
@@ -406,7 +407,7 @@ def _member(rel: str, manifest: dict[str, Any]) -> _Member:
     if problem:
         raise ConfigError(f"package name {json.dumps(name)} {problem}", file=path, field="name",
                           hint="every workspace member needs a plain string `name`")
-    return _Member(name, rel, manifest, path)
+    return _Member(cast(str, name), rel, manifest, path)  # _name_problem: a plain string
 
 
 def _name_problem(name: Any) -> str | None:
@@ -576,7 +577,7 @@ def _lock_importers(text: str) -> dict[str, dict[str, tuple[str | None, str]]]:
             dep, spec = key, None
             if value:  # 5.x: `dep: version`
                 out[importer][key] = (specifiers.get(importer, {}).get(key), value)
-        elif indent == 8 and dep is not None and section in _DEP_FIELDS:
+        elif indent == 8 and importer is not None and dep is not None and section in _DEP_FIELDS:
             if key == "specifier":
                 spec = value
             elif key == "version":

@@ -438,9 +438,9 @@ def vx_own(path: str, root: Path) -> bool:
     whole)."""
     path_dirs = [d for d in os.environ.get("PATH", "").split(":") if d]
     seed_dir = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "vx")
-    return (path.startswith(("/dev/", "/proc/", "/sys/", "pipe:", tempfile.gettempdir() + "/vx-run-"))
-            or path == seed_dir or path.startswith(seed_dir + "/")
-            or path.startswith(str(root / ".vx") + "/") or "/.vx/receipts/" in path
+    return (path.startswith(("/dev/", "/proc/", "/sys/", "pipe:", tempfile.gettempdir() + "/vx-run-",
+                             seed_dir + "/", str(root / ".vx") + "/"))
+            or path == seed_dir or "/.vx/receipts/" in path
             or os.path.dirname(path) in path_dirs or path in (tempfile.gettempdir(), str(root / ".vx")))
 
 

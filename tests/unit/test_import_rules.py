@@ -44,10 +44,30 @@ PURE_THIRD_PARTY = {"graph": {"msgspec"}, "keys": {"xxhash", "msgspec"}, "model"
                     "scheduler": {"msgspec"}}
 
 
+def _runtime_nodes(tree: ast.AST):
+    """Every node of the tree but those under `if TYPE_CHECKING:` (imports for annotations only,
+    never executed)."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child.test):
+                todo.extend(child.orelse)
+            else:
+                todo.append(child)
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
 def imports_of(path: Path) -> set[str]:
-    """Every `vx.*` module imported anywhere in the file (top level or lazily), without the `vx.`."""
+    """Every `vx.*` module imported anywhere in the file (top level or lazily), without the `vx.`;
+    imports for type checking only do not count."""
     out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in _runtime_nodes(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "vx":
             base = node.module[3:]
             out |= {f"{base}.{a.name}".strip(".") if not base else base for a in node.names}

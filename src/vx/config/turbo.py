@@ -300,7 +300,7 @@ def _mapped(turbo: TurboRoot, pkg: Package, manager: str, own: dict | None, own_
             not_runnable[name] = f"`{name}` is {kind} in turbo.json; " + _NOT_RUNNABLE.format(name=name)
             continue
         tasks[name] = _vx_task(turbo, name, body, with_hooks(pkg, name, manager))
-    for name, body in tasks.items():
+    for body in tasks.values():
         deps = [d for d in body.get("dependsOn", ()) if "#" in d or d.startswith("^") or d in tasks]
         if deps:
             body["dependsOn"] = deps
@@ -351,6 +351,7 @@ def _with_env(task: TaskConfig, body: dict, keyed: list[str], passed: list[str],
     the run says `--framework-inference=false`."""
     if not keyed and not passed and not framework:
         return task
+    assert task.exec is not None  # _vx_task gives every task its command
     exec_ = replace(task.exec, env=replace(task.exec.env, pass_through=tuple(passed), framework=framework))
     if not keyed and not passed:
         return replace(task, exec=exec_)

@@ -100,7 +100,7 @@ def _retention(value: Any, at: At) -> CacheRetention:
     _keys(obj, at, RETENTION)
     if not {"olderThan", "maxSize"} & set(obj):
         at.refuse("`cacheRetention` bounds nothing", hint='e.g. "cacheRetention": {"olderThan": "30d", "maxSize": "10G"}')
-    out = {}
+    out: dict[str, Any] = {}
     for key, parse, dest, example in (("olderThan", parse_duration, "older_than_s", "30d, 12h, 90m"),
                                       ("maxSize", parse_size, "max_bytes", "10G, 500MB, 64KB")):
         if key in obj:

@@ -21,7 +21,7 @@ _HEADER = ("TASK", "PREDICTED", "KEY", "COMMAND")
 
 
 def planned_dict(task: PlannedTask) -> dict[str, Any]:
-    row = {
+    row: dict[str, Any] = {
         "id": str(task.id),
         "project": task.id.package,
         "task": task.id.task,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from vx.errors import EnvironmentFailure
 from vx.events import TaskFinished, TaskStarted
@@ -44,7 +44,7 @@ class Profiler:
             if end is None:
                 continue  # skipped or never started: no span to draw
             start = self.started.get(r.id, end - r.duration_ms / 1000)
-            args = {"exitCode": r.exit_code, "hash": r.key, "cache": r.cache.value}
+            args: dict[str, Any] = {"exitCode": r.exit_code, "hash": r.key, "cache": r.cache.value}
             if r.cpu_ms is not None:
                 args["cpuMs"] = round(r.cpu_ms, 3)
             if r.peak_rss_bytes is not None:

@@ -17,7 +17,7 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from msgspec import Struct, field
 
@@ -497,7 +497,7 @@ def linked_packages(packages: Mapping[str, object], name: str) -> set[str]:
     return seen
 
 
-def folded_packages(nodes: Mapping[object, object], tid: object, select) -> set[str]:
+def folded_packages(nodes: Mapping[Any, Any], tid: Any, select) -> set[str]:
     """The packages with a task whose key `tid`'s key folds, transitively (SB-07's K(T)).
 
     `select(owner, deps, patterns)` is keys.select_upstream; a group folds all its deps.

@@ -134,7 +134,7 @@ class Session:
             return None
         if self._proxy is None:
             allow = sorted({h for s in self._specs if isinstance(s.config.network, tuple) for h in s.config.network}
-                           | set(spec.config.network))
+                           | set(_hosts(spec)))
             deny = sorted({h for s in [*self._specs, spec] for h in s.config.deny_network})
             self._proxy = netproxy.Proxy()
             self._proxy.start(allow, deny)
@@ -178,7 +178,9 @@ async def run_sandboxed(session: Session, spec: SandboxSpec, command: str, *, cw
                         timeout_ms: int | None, on_output: Callable[[LogChunk], None],
                         table: executor.ProcessTable) -> Outcome:
     """Run `command` sandboxed to the end; never raises for the task (like executor.execute)."""
-    cap = session.probed or await asyncio.to_thread(lambda: session.capability)  # the probe spawns: once, off the loop
+    cap = session.probed
+    if cap is None:  # the probe spawns: once, off the loop
+        cap = await asyncio.to_thread(lambda: session.capability)
     if not cap.available:
         return _unavailable(cap.problem or "", cap.hint)
     if (_hosts(spec) or _ports(spec)) and shutil.which("socat") is None:
@@ -348,7 +350,7 @@ class _Attempt:
         assert self.trace_fd is not None
         os.lseek(self.trace_fd, 0, os.SEEK_SET)
         with open(os.dup(self.trace_fd), encoding="ascii", errors="surrogateescape") as lines:
-            accesses = trace.TraceParser(self.cwd).feed(lines)
+            accesses: Iterable[trace.Access] = trace.TraceParser(self.cwd).feed(lines)
             if self.session.keep_accesses:
                 accesses = self.kept = list(accesses)
             return judge(accesses, self.spec, self.layout, self.tmpdir)

@@ -281,13 +281,15 @@ class LayeredStore:
             first = self._status_answer is None
             if first:
                 self._status_answer = Future()
+        told = self._status_answer
+        assert told is not None  # made by the first uploader, above
         if first:
             answer = False
             try:
                 answer = self._check_status(status, key)
             finally:  # even on an unexpected error, never leave the other uploaders waiting
-                self._status_answer.set_result(answer)
-        return self._status_answer.result()
+                told.set_result(answer)
+        return told.result()
 
     def _check_status(self, status: Callable[[], object], key: str) -> bool:
         try:

@@ -175,7 +175,7 @@ class LocalStore:
                 return
             self._flush()
             self._db.close()
-            self._db = None
+            self._db = None  # type: ignore[assignment]  # closed: nothing may use it after
 
     def flush(self) -> None:
         """Write the batched `accessed_at` updates and stamps now (before pruning reads them)."""
@@ -224,7 +224,7 @@ class LocalStore:
         for row in rows:
             if sizes[row[0]] == row[4]:
                 files, stamps = outputs.get(row[0], empty)
-                hits[row[0]] = Entry(row[0], row[1], row[2], tuple(files), *row[3:], stamps=tuple(stamps))
+                hits[row[0]] = Entry(row[0], row[1], row[2], tuple(files), *row[3:], stamps=tuple(stamps))  # type: ignore[misc]  # row[3:] ends at crc
         gone = [(row[0], row[8]) for row in rows if sizes[row[0]] is None]
         if gone:
             self._drop(gone)
@@ -461,7 +461,8 @@ class LocalStore:
         locally. `temp` must sit in the cache dir and already have passed `unpacking.check`.
         """
         kept = bound_log(checked.log)
-        exec_meta = checked.meta.get("exec") if isinstance(checked.meta.get("exec"), dict) else {}
+        found = checked.meta.get("exec")
+        exec_meta = found if isinstance(found, dict) else {}
         cpu, rss = exec_meta.get("cpuMs"), exec_meta.get("peakRssBytes")
         cpu = cpu if isinstance(cpu, (int, float)) else None
         rss = rss if isinstance(rss, int) else None

@@ -14,7 +14,7 @@ import stat
 import zlib
 from pathlib import Path, PurePosixPath
 from types import MappingProxyType
-from typing import BinaryIO, Mapping, Sequence
+from typing import TYPE_CHECKING, BinaryIO, Mapping, Sequence
 
 from msgspec import Struct
 
@@ -35,6 +35,9 @@ from vx.store.archive import (
     encode_log,
 )
 from vx.store.zstd import codec
+
+if TYPE_CHECKING:
+    from io import FileIO
 
 class PackInfo(Struct, frozen=True):
     """What `pack` wrote. `stamps` are (path, ino, ctime_ns) of the regular files packed
@@ -106,7 +109,7 @@ class _TarWriter:
         self._body(body)
         self._out.write(bytes(-len(body) % BLOCK))
 
-    def add_stream(self, name: str, src: BinaryIO, size: int, mode: int, mtime_s: int) -> None:
+    def add_stream(self, name: str, src: FileIO, size: int, mode: int, mtime_s: int) -> None:
         """Copy exactly `size` bytes of `src`; a file that shrank meanwhile is refused."""
         self._begin(name, size, mode, mtime_s)
         view, left = memoryview(bytearray(min(CHUNK, max(size, 1)))), size
@@ -138,7 +141,7 @@ class _Source(Struct, frozen=True):
     """An output opened for packing, with the stat that describes what was read."""
 
     rel: str
-    handle: BinaryIO
+    handle: FileIO
     st: os.stat_result
     via_link: bool
 
@@ -178,7 +181,8 @@ class _Outputs:
     """The real paths of an artifact's outputs, resolved only when it holds a link."""
 
     def __init__(self, files: Sequence[tuple[str, Path]]):
-        self._files, self._real = files, None
+        self._files = files
+        self._real: set[str] | None = None
 
     def real(self) -> set[str]:
         if self._real is None:

@@ -8,13 +8,17 @@ serves both. Stdlib only, no import at all: callers hand in their connection.
 
 from __future__ import annotations
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a replay loads this)
+if TYPE_CHECKING:
+    from typing import Any, Sequence
+
 SQL_BATCH = 800  # IN-lists stay under 900 bound parameters (old SQLite caps at 999)
 # Every connection to the index: wait for a writer rather than fail, and WAL + NORMAL (no fsync
 # per commit; a cache may lose its last entry, never its consistency).
 CONNECTION_PRAGMAS = ("PRAGMA busy_timeout=5000", "PRAGMA synchronous=NORMAL")
 
 
-def chunked(items: list) -> list:
+def chunked(items: Sequence[Any]) -> list[Any]:
     return [items[i:i + SQL_BATCH] for i in range(0, len(items), SQL_BATCH)]
 
 

@@ -40,7 +40,7 @@ from vx.store.zstd import codec
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
-    from typing import BinaryIO, Callable, Mapping, Sequence
+    from typing import Any, BinaryIO, Callable, Mapping, NoReturn, Sequence
 
     from vx.model import LogChunk, OutputFile
 
@@ -281,7 +281,7 @@ class Dirs:
                     link = False
                 if link:
                     raise ArchiveError(f"refused entry {entry}: parent {rel} is a symlink",
-                                       hint="a restore never writes through a link; remove the link and run again")
+                                       hint="a restore never writes through a link; remove the link and run again") from None
                 raise ArchiveError(f"refused entry {entry}: {rel} is not a directory") from None
             _refused_by_machine(entry, os.path.join(self.root, rel), e)
 
@@ -408,11 +408,11 @@ class _Extraction:
         except OSError as e:
             self._refused_by_machine(rel, e)
 
-    def _refused_by_machine(self, rel: str, e: OSError):
+    def _refused_by_machine(self, rel: str, e: OSError) -> NoReturn:
         _refused_by_machine(rel, os.path.join(self.root, rel), e)
 
 
-def _refused_by_machine(rel: str, path: str, e: OSError):
+def _refused_by_machine(rel: str, path: str, e: OSError) -> NoReturn:
     """A write the workspace refused: a name or size the file system cannot hold is the artifact's
     fault (damaged: a miss, the run goes on); anything else — a full disk, permissions — is the
     machine's, and fails the task that restores."""
@@ -504,7 +504,7 @@ class _JsonSettings:
 
 
 _JSON_SPACE = " \t\n\r"  # JSON's whitespace, exactly what json.decoder skips around a value
-_scan_json = None
+_scan_json: Callable[[str, int], tuple[Any, int]] | None = None
 
 
 def _json_value(text: str):
@@ -516,7 +516,7 @@ def _json_value(text: str):
         try:
             from _json import make_scanner
 
-            _scan_json = make_scanner(_JsonSettings)
+            _scan_json = make_scanner(_JsonSettings)  # type: ignore[arg-type]  # the scanner reads these class attributes
         except ImportError:
             from json import loads
 
@@ -531,7 +531,7 @@ def _json_value(text: str):
 _MTIME_MS_LIMIT = (2**63 - 1) // 10**6  # beyond this the ns timestamp overflows
 
 
-def _recorded(rel: str, size: int, spec: object) -> File:
+def _recorded(rel: str, size: int, spec: Any) -> File:
     """One meta `files` row as (path, size, mode, mtime_ms), refusing values a filesystem cannot take."""
     ok = isinstance(spec, list) and len(spec) == 2 and all(type(v) is int for v in spec)
     if not ok or not 0 <= spec[0] <= 0o7777 or abs(spec[1]) > _MTIME_MS_LIMIT:
@@ -564,13 +564,14 @@ def _frame_reader(fd: int):
     `ioctl`, `lseek` and the frame walk's `pread`s (a restore of many small outputs is mostly
     system calls)."""
     size = os.fstat(fd).st_size
+    source: bytes | BinaryIO
     if size <= WHOLE_READ:
-        source = os.read(fd, size + 1)
-        while 0 < len(source) < size:  # a regular file reads short only at its end, or cut by a signal
-            if not (more := os.read(fd, size + 1 - len(source))):
+        whole = os.read(fd, size + 1)
+        while 0 < len(whole) < size:  # a regular file reads short only at its end, or cut by a signal
+            if not (more := os.read(fd, size + 1 - len(whole))):
                 break
-            source += more
-        size, end = len(source), _frame_end(lambda n, pos: source[pos : pos + n])
+            whole += more
+        source, size, end = whole, len(whole), _frame_end(lambda n, pos: whole[pos : pos + n])
     else:
         source, end = open(fd, "rb", closefd=False), _frame_end(lambda n, pos: os.pread(fd, n, pos))
     if end != size:
