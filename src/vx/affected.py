@@ -23,20 +23,13 @@ from vx import witness
 from vx.errors import UsageError
 from vx.files import FINGERPRINT_FILES
 from vx.globs import GlobSet
+from vx.listing import check_ref
 from vx.model import ROOT_PROJECT, ProjectConfig, TaskGraph, TaskId, Workspace
 
 _WORKSPACE_FILES = ("vx.workspace.json", "vx.workspace.jsonc", "vx.workspace.ts", "vx.workspace.mts",
                     "vx.workspace.js", "vx.workspace.mjs", "turbo.json", "turbo.jsonc", "package.json")
 _PROJECT_FILES = ("package.json", "turbo.json")
 _FALLBACKS = ("origin/main", "origin/master", "main", "master")
-
-
-def check_ref(ref: str) -> str:
-    """A ref vx will hand to git: no option, no range, no `^x`, no `ref:path`."""
-    if not ref or ref.startswith(("-", "^")) or ".." in ref or ":" in ref or any(c.isspace() for c in ref):
-        raise UsageError(f"--affected={ref}: not a ref vx will compare against",
-                         hint="name a branch, tag or commit, e.g. --affected=origin/main")
-    return ref
 
 
 def base_ref(root: str, given: str | None, configured: str | None) -> str:

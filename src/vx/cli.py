@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, Sequence
 
 if TYPE_CHECKING:
+    from vx.args import Args
     from vx.events import Notice
 
 from vx import __version__, receipt, witness
@@ -135,10 +136,8 @@ Prints a completion script for the shell: verbs and every flag each verb's help 
   fish: vx completions fish | source
 """
 
-VERB_HELP = {"completions": COMPLETIONS_HELP, "run": RUN_HELP, "watch": WATCH_HELP, "why": WHY_HELP, "init": INIT_HELP, "info": INFO_HELP, "cache": CACHE_HELP, "show": SHOW_HELP, "help": "usage: vx help [VERB]\n",
-             "version": "usage: vx version\n"}
-
-# Flags of `vx run`: name -> (kind, dest). kind: flag | value | optional (value only after `=`).
+# Flags of `vx run` (and `vx watch`): name -> (kind, dest), kinds as in vx.args: flag | value |
+# optional (a value only after `=`) | list (repeatable).
 RUN_FLAGS = {
     "--all": ("flag", "all"),
     "--filter": ("list", "filters"),
@@ -163,35 +162,47 @@ RUN_FLAGS = {
 }
 FLAG_ALIASES = {"--dry-run": "--dry", "--parallel": "--concurrency", "--skip-nx-cache": "--force", "-F": "--filter",
                 "--projects": "--filter", "-p": "--filter"}
+WATCH_REFUSED = ("--dry", "--graph", "--summarize")  # run flags that make no sense on every change
 CONTINUE_ALIASES = {"dependencies-successful": "deps-ok", "": "always"}
 FOREIGN_VERBS = {"build": "run build", "test": "run test", "lint": "run lint", "run-many": "run --all",
                  "exec": "run", "ls": "run --dry", "graph": "run --dry"}
+_HELP_FLAG = {"--help": ("flag", "help")}  # for verbs that take -h/--help anywhere on the line
+_HELP_ALIAS = {"-h": "--help"}
 
 
-class RunArgs:
-    """The parsed `vx run` line. A plain namespace, so that `vx --version` builds no record type."""
+class Verb:
+    """One row of the verb table: its help text, its flags (and their aliases; `shown` are the
+    aliases its help names, which completions offer too), the flags it parses only to refuse,
+    and whether words after `--` are forwarded. `_VERB_RUNNERS` below runs it."""
 
-    def __init__(self) -> None:
-        self.names: list[str] = []
-        self.filters: list[str] = []
-        self.affected: str | None = None
-        self.output_logs: str | None = None
-        self.forward: list[str] = []
-        self.all = self.force = self.no_cache = False
-        self.concurrency: str | None = None
-        self.continue_mode: str | None = None
-        self.cache: str | None = None
-        self.cache_dir: str | None = None
-        self.timeout: str | None = None
-        self.retry: str | None = None
-        self.dry: str | None = None
-        self.graph: str | None = None
-        self.summarize: str | None = None
-        self.report: str | None = None
-        self.profile: str | None = None
-        self.report_file: str | None = None
-        self.verify: str | None = None
-        self.framework_inference: str | None = None
+    __slots__ = ("help", "flags", "aliases", "shown", "refused", "forwards")
+
+    def __init__(self, help: str, flags: dict[str, tuple[str, str]] | None = None,
+                 aliases: dict[str, str] | None = None, shown: tuple[str, ...] = (),
+                 refused: tuple[str, ...] = (), forwards: bool = False):
+        self.help, self.flags, self.aliases = help, flags or {}, aliases or {}
+        self.shown, self.refused, self.forwards = shown, refused, forwards
+
+    def completions(self) -> list[str]:
+        """The flags a shell completes for this verb."""
+        return sorted({*self.flags, *self.shown, "--help"} - set(self.refused))
+
+
+VERBS = {
+    "run": Verb(RUN_HELP, RUN_FLAGS, FLAG_ALIASES, shown=("-F",), forwards=True),
+    "watch": Verb(WATCH_HELP, RUN_FLAGS, FLAG_ALIASES, shown=("-F",), refused=WATCH_REFUSED, forwards=True),
+    "init": Verb(INIT_HELP, {"--dry": ("flag", "dry"), "--force": ("flag", "force"), **_HELP_FLAG}, _HELP_ALIAS),
+    "info": Verb(INFO_HELP),
+    "show": Verb(SHOW_HELP, {"--format": ("value", "format"), **_HELP_FLAG}, _HELP_ALIAS),
+    "why": Verb(WHY_HELP, {"--format": ("value", "format"), **_HELP_FLAG}, _HELP_ALIAS),
+    "cache": Verb(CACHE_HELP, {"--older-than": ("value", "older_than"), "--max-size": ("value", "max_size"),
+                               "--dry-run": ("flag", "dry_run"), "--format": ("value", "format"),
+                               "--cache-dir": ("value", "cache_dir"), **_HELP_FLAG}, _HELP_ALIAS),
+    "completions": Verb(COMPLETIONS_HELP),
+    "help": Verb("usage: vx help [VERB]\n"),
+    "version": Verb("usage: vx version\n"),
+}
+VERB_HELP = {name: verb.help for name, verb in VERBS.items()}
 
 
 def entry() -> NoReturn:
@@ -232,60 +243,105 @@ def _dispatch(args: list[str]) -> int:
     if not args or args[0] in ("-h", "--help"):
         print(HELP, end="")
         return EXIT_OK if args else EXIT_TASK_FAILED
-    verb, rest = args[0], args[1:]
-    if verb == "help":
-        return _help(rest)
-    if verb == "run":
-        if rest and rest[0] in ("-h", "--help"):
-            print(RUN_HELP, end="")
-            return EXIT_OK
-        return _run(parse_run(rest), args)
-    if verb == "info":
-        return _info(rest)
-    if verb == "watch":
-        if rest and rest[0] in ("-h", "--help"):
-            print(WATCH_HELP, end="")
-            return EXIT_OK
-        from vx.watch import watch_verb
-
-        return watch_verb(rest, parse_run(rest), os.environ, _say)
-    if verb == "completions":
-        from vx.completions import script
-
-        if len(rest) != 1 or rest[0] in ("-h", "--help"):
-            print(VERB_HELP["completions"], end="")
-            return EXIT_OK if rest else 2
-        print(script(rest[0], VERB_HELP), end="")
+    name, rest = args[0], args[1:]
+    verb = VERBS.get(name)
+    if verb is None:
+        raise _unknown_verb(name)
+    if rest[:1] in (["-h"], ["--help"]):
+        print(verb.help, end="")
         return EXIT_OK
-    if verb == "init":
-        from vx.init import init_verb
+    if name == "help":
+        return _help(rest)
+    if name == "completions":
+        return _verb_completions(rest)
+    if name == "cache":
+        return _verb_cache(rest)
+    from vx.args import parse
 
-        return init_verb(rest, INIT_HELP, _say)
-    if verb == "why":
-        from vx.history import why_verb
-
-        return why_verb(rest, os.environ, WHY_HELP)
-    if verb == "show":
-        from vx.show import show_verb
-
-        return show_verb(rest, os.environ, SHOW_HELP)
-    if verb == "cache":
-        from vx.retention import cache_verb
-
-        return cache_verb(rest, os.environ, _say, CACHE_HELP)
-    raise _unknown_verb(verb)
+    parsed = parse(name, rest, verb.flags, verb.aliases, verb.forwards)
+    if getattr(parsed, "help", False):
+        print(verb.help, end="")
+        return EXIT_OK
+    for flag in verb.refused:
+        if getattr(parsed, verb.flags[flag][1]) is not None:
+            raise UsageError(f"`{flag}` cannot be used with `vx {name}`", hint="watch runs the tasks on every change")
+    return _VERB_RUNNERS[name](parsed, rest, args)
 
 
-def _info(rest: list[str]) -> int:
+def _no_arguments(name: str, parsed) -> None:
+    if parsed.names:
+        raise UsageError(f"`vx {name}` takes no arguments, got `{parsed.names[0]}`", hint=f"see `vx help {name}`")
+
+
+def _verb_run(parsed, rest: list[str], argv: list[str]) -> int:
+    return _run(parsed, argv)
+
+
+def _verb_watch(parsed, rest: list[str], argv: list[str]) -> int:
+    from vx.watch import watch_verb
+
+    return watch_verb(rest, parsed, os.environ, _say)
+
+
+def _verb_info(parsed, rest: list[str], argv: list[str]) -> int:
     from vx.info import info_rows, render
 
-    if rest and rest[0] in ("-h", "--help"):
-        print(INFO_HELP, end="")
-        return EXIT_OK
-    if rest:
-        raise UsageError(f"`vx info` takes no arguments, got `{rest[0]}`", hint="see `vx help info`")
+    _no_arguments("info", parsed)
     print(render(info_rows(Path(os.getcwd()), os.environ)), end="")
     return EXIT_OK
+
+
+def _verb_init(parsed, rest: list[str], argv: list[str]) -> int:
+    from vx.init import init_verb
+
+    _no_arguments("init", parsed)
+    return init_verb(parsed, _say)
+
+
+def _verb_why(parsed, rest: list[str], argv: list[str]) -> int:
+    from vx.history import why_verb
+
+    return why_verb(parsed, os.environ)
+
+
+def _verb_show(parsed, rest: list[str], argv: list[str]) -> int:
+    from vx.show import show_verb
+
+    return show_verb(parsed, os.environ)
+
+
+def _verb_cache(rest: list[str]) -> int:
+    """`vx cache prune …`: the subcommand is a word of its own, then the flags."""
+    from vx.args import parse
+    from vx.retention import cache_verb, refuse_subcommand
+
+    verb = VERBS["cache"]
+    if not rest:
+        print(verb.help, end="")
+        return EXIT_OK
+    if rest[0] != "prune":
+        raise refuse_subcommand(rest[0])
+    parsed = parse("cache prune", rest[1:], verb.flags, verb.aliases)
+    if parsed.help:
+        print(verb.help, end="")
+        return EXIT_OK
+    _no_arguments("cache prune", parsed)
+    return cache_verb(parsed, os.environ, _say)
+
+
+def _verb_completions(rest: list[str]) -> int:
+    from vx.completions import script
+
+    if len(rest) != 1:
+        print(VERBS["completions"].help, end="")
+        return EXIT_OK if rest else 2
+    flags = {name: verb.completions() for name, verb in VERBS.items()}
+    print(script(rest[0], flags), end="")
+    return EXIT_OK
+
+
+_VERB_RUNNERS = {"run": _verb_run, "watch": _verb_watch, "info": _verb_info, "init": _verb_init,
+                 "why": _verb_why, "show": _verb_show}
 
 
 def _help(rest: list[str]) -> int:
@@ -308,45 +364,6 @@ def _unknown_verb(verb: str) -> UsageError:
 
 
 # ---------------------------------------------------------------- parsing
-
-
-def parse_run(tokens: Sequence[str]) -> RunArgs:
-    """Parse `vx run` arguments: optional values only after `=`, unknown flags refused."""
-    out = RunArgs()
-    it = iter(range(len(tokens)))
-    for i in it:
-        tok = tokens[i]
-        if tok == "--":
-            out.forward = list(tokens[i + 1:])
-            break
-        if not tok.startswith("-") or tok == "-":
-            out.names.append(tok)
-            continue
-        name, eq, value = tok.partition("=")
-        name = FLAG_ALIASES.get(name, name)
-        if name not in RUN_FLAGS:
-            near = did_you_mean(name, RUN_FLAGS)
-            raise UsageError(f"unknown flag `{name}` for `vx run`",
-                             hint=f"did you mean `{near}`?" if near else "see `vx help run`")
-        kind, dest = RUN_FLAGS[name]
-        if kind == "flag":
-            if eq:
-                raise UsageError(f"`{name}` takes no value", hint=f"write `{name}` alone")
-            setattr(out, dest, True)
-        elif kind == "optional":
-            setattr(out, dest, value if eq else "")
-        else:
-            if not eq:
-                if i + 1 >= len(tokens) or tokens[i + 1].startswith("-"):
-                    raise UsageError(f"`{name}` needs a value", hint=f"write `{name} VALUE` or `{name}=VALUE`")
-                value = tokens[next(it)]
-            if value == "":
-                raise UsageError(f"`{name}` needs a value", hint=f"write `{name}=VALUE`")
-            if kind == "list":
-                getattr(out, dest).append(value)
-            else:
-                setattr(out, dest, value)
-    return out
 
 
 def _no_task_named() -> UsageError:
@@ -416,7 +433,7 @@ def _dry_format(text: str | None) -> str | None:
 # ---------------------------------------------------------------- run
 
 
-def _run(args: RunArgs, argv: list[str]) -> int:
+def _run(args: Args, argv: list[str]) -> int:
     import time
 
     from vx.run import RunRequest
@@ -427,6 +444,7 @@ def _run(args: RunArgs, argv: list[str]) -> int:
     timeout = _plain_int("--timeout", args.timeout)
     if timeout is not None and not 1 <= timeout <= 2**31 - 1:
         raise UsageError(f"`--timeout` must be between 1 and {2**31 - 1} ms, got {timeout}")
+    dry: str | None = args.dry  # --graph plans as a dry run that draws
     if args.dry is not None and args.summarize is not None:
         raise UsageError("`--summarize` cannot be combined with `--dry`", hint="a dry run executes nothing to summarise")
     if args.report not in (None, "", "markdown"):
@@ -441,8 +459,8 @@ def _run(args: RunArgs, argv: list[str]) -> int:
                              hint="`--graph` plans and draws; nothing runs")
         from vx.report import graph_target
 
-        args.dry = "graph=" + graph_target(args.graph)
-    verify = _verify_mode(args.verify, args.dry)
+        dry = "graph=" + graph_target(args.graph)
+    verify = _verify_mode(args.verify, dry)
     if args.filters:
         from vx.filters import parse
 
@@ -454,18 +472,18 @@ def _run(args: RunArgs, argv: list[str]) -> int:
         forward_args=tuple(args.forward),
         concurrency=args.concurrency, continue_mode=_continue_mode(args.continue_mode), no_cache=args.no_cache,
         force=args.force, cache_dir=args.cache_dir, timeout_ms=timeout, retries=_plain_int("--retry", args.retry),
-        cache_spec=args.cache, dry=args.dry is not None, verify=verify,
+        cache_spec=args.cache, dry=dry is not None, verify=verify,
         framework_inference=_framework_inference(args.framework_inference))
     report = (args.report is not None, args.report_file)
     profile = (args.profile or "profile.json") if args.profile is not None else None
-    return _run_request(req, _dry_format(args.dry), args.summarize, timer_start, argv, _output_logs(args.output_logs),
+    return _run_request(req, _dry_format(dry), args.summarize, timer_start, argv, _output_logs(args.output_logs),
                         report, profile)
 
 
 def _affected_ref(value: str | None) -> str | None:
     """`--affected` ("" : the default base) or `--affected=<ref>`, checked before anything is read."""
     if value:
-        from vx.affected import check_ref
+        from vx.listing import check_ref
 
         check_ref(value)
     return value

@@ -1,30 +1,22 @@
 """`vx completions bash|zsh|fish` (CLI-12): a completion script for the shell, derived from vx's
-own help texts — every verb, and every flag a verb's help names — so it never falls behind them.
+verb table (`vx.cli.VERBS`) — every verb, and every flag it declares — so it never falls behind.
 Task names are not completed (they depend on the directory and would need a vx start per TAB).
 """
 
 from __future__ import annotations
 
-import re
 from typing import Mapping
 
 from vx.errors import UsageError
 
 SHELLS = ("bash", "zsh", "fish")
-_FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*|-[A-Za-z])\b")
 
 
-def flags_of(help_text: str) -> list[str]:
-    return sorted(set(_FLAG.findall(help_text)) | {"--help"})
-
-
-def script(shell: str, verb_help: Mapping[str, str]) -> str:
+def script(shell: str, flags: Mapping[str, list[str]]) -> str:
+    """The script for `shell`; `flags` maps each verb to the flags it completes."""
     if shell not in SHELLS:
         raise UsageError(f"`{shell}` is not a shell vx completes", hint=f"one of: {', '.join(SHELLS)}")
-    verbs = sorted(verb_help)
-    flags = {verb: flags_of(text) for verb, text in verb_help.items()}
-    if "watch" in flags and "run" in flags:  # watch takes run's flags, less the ones its help refuses
-        flags["watch"] = [f for f in flags["run"] if f not in ("--dry", "--graph", "--summarize")]
+    verbs = sorted(flags)
     return {"bash": _bash, "zsh": _zsh, "fish": _fish}[shell](verbs, flags)
 
 

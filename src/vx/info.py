@@ -56,7 +56,7 @@ def _tool_version(argv: list[str]) -> str:
 def _workspace_rows(cwd: Path, env: Mapping[str, str]) -> list[Row]:
     from vx import config, workspace
     from vx.errors import VxError
-    from vx.run import RunRequest, resolve_cache_dir
+    from vx.store import location
 
     ws = workspace.discover(cwd)
     ws_config = config.load_workspace(ws.root, env)
@@ -67,7 +67,7 @@ def _workspace_rows(cwd: Path, env: Mapping[str, str]) -> list[Row]:
         rows.append(("projects", f"{len(ws.packages)} ({tasks} tasks)"))
     except VxError as exc:
         rows.append(("projects", f"{len(ws.packages)} (config error: {exc.message})"))
-    cache_dir = resolve_cache_dir(RunRequest(cwd=cwd, names=()), ws, ws_config, env)
+    cache_dir = location.cache_dir(cwd, None, ws, ws_config, env)
     rows += [("cache dir", str(cache_dir)), ("cache", _cache_usage(cache_dir))]
     return rows
 

@@ -19,7 +19,7 @@ import re
 import sys
 from pathlib import Path
 from vx.config.turbo import hook_manager, with_hooks
-from vx.errors import UsageError
+from vx.args import Args
 from vx.model import ROOT_PROJECT, Package, Workspace
 
 LONG_RUNNING = re.compile(r"^(dev|start|serve|watch|preview)(:|$)")
@@ -35,19 +35,13 @@ _OUTPUTS = (("next", [".next/**", "!.next/cache/**"]), ("nuxt", [".nuxt/**", ".o
             ("storybook", ["storybook-static/**"]), ("astro", ["dist/**"]))
 
 
-def init_verb(rest: list[str], help_text: str, say) -> int:
-    flags = set(rest)
-    unknown = flags - {"--dry", "--force", "-h", "--help"}
-    if unknown:
-        raise UsageError(f"unknown flag `{sorted(unknown)[0]}` for `vx init`", hint="vx init [--dry] [--force]")
-    if flags & {"-h", "--help"}:
-        print(help_text, end="")
-        return 0
+def init_verb(args: Args, say) -> int:
+    """`vx init [--dry] [--force]`, its flags parsed."""
     from vx import workspace
 
     ws = workspace.discover(Path(os.getcwd()))
     turbo = any((ws.root / name).exists() for name in ("turbo.json", "turbo.jsonc"))
-    if turbo and "--force" not in flags:
+    if turbo and not args.force:
         say("vx init: this is a Turborepo repository: vx runs turbo.json as it is (see `vx show`); "
             "`vx init --force` writes vx.config.json files instead")
         return 0
@@ -62,11 +56,11 @@ def init_verb(rest: list[str], help_text: str, say) -> int:
             if notes:
                 say(f"  {shown}: nothing to write ({'; '.join(notes)})")
             continue
-        if existing and "--force" not in flags:
+        if existing and not args.force:
             say(f"  {shown}: kept (a {existing[0].name} exists; --force replaces it)")
             continue
         text = render(config)
-        if "--dry" in flags:
+        if args.dry:
             sys.stdout.write(f"// {shown}\n{text}\n")
         else:
             for old in existing:
@@ -74,7 +68,7 @@ def init_verb(rest: list[str], help_text: str, say) -> int:
             target.write_text(text)
         written += 1
         say(f"  {shown}: {', '.join(config['tasks'])}" + (f" ({'; '.join(notes)})" if notes else ""))
-    verb = "would write" if "--dry" in flags else "wrote"
+    verb = "would write" if args.dry else "wrote"
     say(f"vx init: {verb} {written} config file(s); next: turn on caching in each build (the commented "
         "cache block), then `vx run build`")
     return 0

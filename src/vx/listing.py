@@ -17,7 +17,7 @@ from typing import Iterable, Sequence
 from msgspec import Struct
 
 from vx import witness
-from vx.errors import EnvironmentFailure
+from vx.errors import EnvironmentFailure, UsageError
 from vx.walk import _not_skipped, _walk_files
 
 _MODE_PREFIX = {"100755": "100755:", "120000": "120000:"}
@@ -36,6 +36,14 @@ class _Listing(Struct):
     algo: str = "sha1"
     git: bool = True
     links: tuple[str, ...] = ()  # candidate paths that may be symlinks (vx.links follows them)
+
+
+def check_ref(ref: str) -> str:
+    """A ref vx will hand to git: no option, no range, no `^x`, no `ref:path`."""
+    if not ref or ref.startswith(("-", "^")) or ".." in ref or ":" in ref or any(c.isspace() for c in ref):
+        raise UsageError(f"--affected={ref}: not a ref vx will compare against",
+                         hint="name a branch, tag or commit, e.g. --affected=origin/main")
+    return ref
 
 
 def _repo_root(root: Path) -> Path | None:

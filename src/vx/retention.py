@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 from typing import Mapping
 
+from vx.args import Args, one_of
 from vx.errors import UsageError, did_you_mean
-from vx.store.pruning import SWEEP_MARK, SWEEP_MIN_AGE_S, Pruned, Retention, due, parse_duration, parse_size, prune
+from vx.store.pruning import Pruned, Retention, parse_duration, parse_size, prune
 
-_FLAGS = ("--older-than", "--max-size", "--dry-run", "--format", "--cache-dir")
 _OTHER_VERBS = {
     "clean": "`vx cache prune --max-size 1B` empties it; or delete the cache dir",
     "clear": "`vx cache prune --max-size 1B` empties it; or delete the cache dir",
@@ -30,79 +30,42 @@ _OTHER_VERBS = {
 }
 
 
-def cache_verb(rest: list[str], env: Mapping[str, str], say, help_text: str) -> int:
-    """`vx cache …`: only `prune` is a subcommand."""
-    if not rest or rest[0] in ("-h", "--help"):
-        print(help_text, end="")
-        return 0
-    if rest[0] != "prune":
-        hint = _OTHER_VERBS.get(rest[0]) or (f"did you mean `vx cache {near}`?"
-                                             if (near := did_you_mean(rest[0], ["prune"])) else "see `vx help cache`")
-        raise UsageError(f"`vx cache {rest[0]}` is not a vx command; the subcommand is `prune`", hint=hint)
-    options = _parse(rest[1:])
-    if options.get("help"):
-        print(help_text, end="")
-        return 0
-    retention = Retention(options.get("older_than"), options.get("max_size"))
-    pruned = _prune_workspace(Path(os.getcwd()), retention, options, env, say)
+def refuse_subcommand(word: str) -> UsageError:
+    """`vx cache <word>` for anything but `prune`: what to use instead."""
+    hint = _OTHER_VERBS.get(word) or (f"did you mean `vx cache {near}`?"
+                                      if (near := did_you_mean(word, ["prune"])) else "see `vx help cache`")
+    return UsageError(f"`vx cache {word}` is not a vx command; the subcommand is `prune`", hint=hint)
+
+
+def cache_verb(args: Args, env: Mapping[str, str], say) -> int:
+    """`vx cache prune` with its parsed flags."""
+    retention = Retention(_parsed("--older-than", args.older_than, parse_duration, "45s, 90m, 12h, 30d, 2w"),
+                          _parsed("--max-size", args.max_size, parse_size, "64KB, 500MB, 10G"))
+    fmt = one_of("--format", args.format, ("text", "json"), "text")
+    pruned = _prune_workspace(Path(os.getcwd()), retention, args.cache_dir, args.dry_run, env, say)
     if pruned is None:
         return 0
-    out = _json(pruned) if options.get("format") == "json" else _text(pruned)
-    sys.stdout.write(out + "\n")
+    sys.stdout.write((_json(pruned) if fmt == "json" else _text(pruned)) + "\n")
     return 0
 
 
-def _parse(tokens: list[str]) -> dict:
-    out: dict = {}
-    i = 0
-    while i < len(tokens):
-        tok = tokens[i]
-        name, eq, value = tok.partition("=")
-        if tok in ("-h", "--help"):
-            out["help"] = True
-        elif name == "--dry-run" and not eq:
-            out["dry_run"] = True
-        elif name in ("--older-than", "--max-size", "--format", "--cache-dir"):
-            if not eq:
-                i += 1
-                if i >= len(tokens) or tokens[i].startswith("-"):
-                    raise UsageError(f"`{name}` needs a value", hint="see `vx help cache`")
-                value = tokens[i]
-            out.update(_option(name, value))
-        else:
-            near = did_you_mean(name, _FLAGS)
-            raise UsageError(f"unknown flag `{tok}` for `vx cache prune`",
-                             hint=f"did you mean `{near}`?" if near else "see `vx help cache`")
-        i += 1
-    return out
+def _parsed(flag: str, value: str | None, parse, examples: str):
+    if value is None:
+        return None
+    parsed = parse(value)
+    if isinstance(parsed, str):
+        raise UsageError(f"{flag}: {parsed}", hint=f"write a number and a unit: {examples}")
+    return parsed
 
 
-def _option(name: str, value: str) -> dict:
-    if name == "--older-than":
-        parsed = parse_duration(value)
-        if isinstance(parsed, str):
-            raise UsageError(f"--older-than: {parsed}", hint="write a number and a unit: 45s, 90m, 12h, 30d, 2w")
-        return {"older_than": parsed}
-    if name == "--max-size":
-        parsed = parse_size(value)
-        if isinstance(parsed, str):
-            raise UsageError(f"--max-size: {parsed}", hint="write a number and a unit: 64KB, 500MB, 10G")
-        return {"max_size": parsed}
-    if name == "--format":
-        if value not in ("text", "json"):
-            raise UsageError(f"--format: `{value}` is neither text nor json", hint="--format json")
-        return {"format": value}
-    return {"cache_dir": value}
-
-
-def _prune_workspace(cwd: Path, retention: Retention, options: dict, env: Mapping[str, str], say) -> Pruned | None:
+def _prune_workspace(cwd: Path, retention: Retention, cache_flag: str | None, dry_run: bool, env: Mapping[str, str],
+                     say) -> Pruned | None:
     from vx import config, workspace
-    from vx.run import RunRequest, resolve_cache_dir
+    from vx.store import location
     from vx.runlock import RunLock
 
     ws = workspace.discover(cwd)
-    cache_dir = resolve_cache_dir(RunRequest(cwd=cwd, names=(), cache_dir=options.get("cache_dir")), ws,
-                                  config.load_workspace(ws.root, env), env)
+    cache_dir = location.cache_dir(cwd, cache_flag, ws, config.load_workspace(ws.root, env), env)
     if not (cache_dir / "cache.db").exists():
         say(f"vx: nothing to prune: no cache at {cache_dir}")
         return None
@@ -112,43 +75,12 @@ def _prune_workspace(cwd: Path, retention: Retention, options: dict, env: Mappin
         from vx.store.local import LocalStore
 
         with LocalStore(cache_dir, ws.root) as store:
-            return prune(store, retention, dry_run=bool(options.get("dry_run")))
+            return prune(store, retention, dry_run=dry_run)
     finally:
         lock.release()
 
 
 # ---------------------------------------------------------------- at a run's end
-
-
-def apply_at_run_end(store, retention: Retention | None) -> None:
-    """The workspace's `cacheRetention`, silently: evict only when something is due; sweep hourly."""
-    if retention is None:
-        return
-    import sqlite3
-
-    try:
-        _apply(store, retention)
-    except (OSError, sqlite3.Error):
-        pass  # keeping the cache small must never be why a run fails; `vx cache prune` says why
-
-
-def _apply(store, retention: Retention) -> None:
-    store.flush()  # this run's hits count as used before anything is judged unused
-    now = time.time()
-    mark = os.path.join(store.cache_dir, SWEEP_MARK)
-    try:
-        sweep = now - os.stat(mark).st_mtime >= SWEEP_MIN_AGE_S
-    except OSError:
-        sweep = True
-    if not (sweep or due(store.entry_summary(), retention, now)):
-        return
-    prune(store, retention, dry_run=False, sweep=sweep, now=now)
-    if sweep:
-        try:
-            with open(mark, "w"):
-                pass
-        except OSError:
-            pass
 
 
 # ---------------------------------------------------------------- output

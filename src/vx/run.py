@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Callable, Mapping, cast
 from msgspec import Struct
 
 from vx import config, workspace
-from vx.errors import EXIT_OK, EXIT_SIGHUP, EXIT_SIGINT, EXIT_SIGTERM, EXIT_TASK_FAILED, ConfigError, UsageError
+from vx.errors import EXIT_OK, EXIT_SIGHUP, EXIT_SIGINT, EXIT_SIGTERM, EXIT_TASK_FAILED, UsageError
 from vx.events import Emit, Notice, PlannedTask, RunFinished, RunStarted, TaskStarted
 from vx.graph import Selection, build_graph
 from vx.ownership import refuse_overlaps
@@ -83,6 +83,7 @@ def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: 
     """Everything up to (not including) execution; `--dry` stops here. With `lock`, take the run
     lock as soon as the root is known, so the probe sees what the previous run saved (GR-16)."""
     from vx import environment, files
+    from vx.store import location
 
     with stages("discover"):
         ws = workspace.discover(req.cwd)
@@ -93,7 +94,7 @@ def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: 
     try:
         with stages("load configs"):
             ws_config = config.load_workspace(ws.root, host_env)
-            cache_dir = resolve_cache_dir(req, ws, ws_config, host_env)
+            cache_dir = location.cache_dir(req.cwd, req.cache_dir, ws, ws_config, host_env)
             configs = config.load_all(ws, host_env)
         affected_notice = None
         with stages("build graph"):
@@ -192,31 +193,6 @@ def _refuse_nested_run(ws: Workspace, host_env: Mapping[str, str]) -> None:
     if host_env.get("VX_RUN_WORKSPACE") == str(ws.root):
         raise UsageError(f"`vx run` inside a task of the same workspace (from {host_env.get('VX_RUN_TASK', '?')})",
                          hint="make the inner task a dependsOn entry of the outer one instead")
-
-
-def resolve_cache_dir(req: RunRequest, ws: Workspace, ws_config, host_env: Mapping[str, str]) -> Path:
-    """flag (cwd-relative) > workspace `cacheDir` > VX_CACHE_DIR > `<root>/.vx/cache` (LC-03)."""
-    if req.cache_dir:
-        path, source, field = (req.cwd / req.cache_dir), "--cache-dir", ""
-    elif ws_config.cache_dir:
-        path, source, field = (ws.root / Path(ws_config.cache_dir).expanduser()), ws_config.source, "cacheDir"
-    elif host_env.get("VX_CACHE_DIR"):
-        path, source, field = Path(host_env["VX_CACHE_DIR"]).expanduser(), "VX_CACHE_DIR", ""
-    else:
-        return ws.root / ".vx" / "cache"
-    path = Path(os.path.abspath(path))
-    _refuse_cache_dir_in_sources(path, ws, source, field)
-    return path
-
-
-def _refuse_cache_dir_in_sources(path: Path, ws: Workspace, source: str, field: str) -> None:
-    project_dirs = {ws.root / p.dir for p in ws.packages.values()}
-    if path in project_dirs or ws.root.is_relative_to(path):
-        msg = f"the cache dir {path} is a project directory or contains the workspace"
-        hint = "pick a directory of its own, e.g. .vx/cache or a path outside the workspace"
-        if source.startswith("--") or source == "VX_CACHE_DIR":
-            raise UsageError(msg, facts=(f"from: {source}",), hint=hint)
-        raise ConfigError(msg, file=source, field=field, hint=hint)
 
 
 def _refuse_group_only_args(graph: TaskGraph, req: RunRequest) -> None:
@@ -341,7 +317,7 @@ def _close_store(prep: Prepared, emit: Emit, results: Mapping[TaskId, TaskResult
             return  # a read-only cache (`--cache=local:r`) is written nothing, history included
         _keep_history(local, prep, results or {})
         if prep.retention is not None:
-            from vx.retention import apply_at_run_end
+            from vx.store.pruning import apply_at_run_end
 
             apply_at_run_end(local, prep.retention)
 

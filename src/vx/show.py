@@ -14,17 +14,16 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
+from vx.args import Args, one_of
 from vx.errors import UsageError, suggestion
 from vx.model import ROOT_PROJECT, ProjectConfig, Workspace
 
 
-def show_verb(rest: list[str], env: Mapping[str, str], help_text: str) -> int:
-    fmt, names = _parse(rest)
-    if fmt is None:
-        print(help_text, end="")
-        return 0
+def show_verb(args: Args, env: Mapping[str, str]) -> int:
     from vx import config, workspace
 
+    fmt = one_of("--format", args.format, ("text", "json"), "text")
+    names = _names(args.names)
     ws = workspace.discover(Path(os.getcwd()))
     configs = config.load_all(ws, env)
     data = _select(names, ws, configs)
@@ -32,24 +31,7 @@ def show_verb(rest: list[str], env: Mapping[str, str], help_text: str) -> int:
     return 0
 
 
-def _parse(rest: list[str]) -> tuple[str | None, list[str]]:
-    fmt, names = "text", []
-    i = 0
-    while i < len(rest):
-        tok = rest[i]
-        if tok in ("-h", "--help"):
-            return None, []
-        if tok == "--format" or tok.startswith("--format="):
-            value = tok.partition("=")[2] if "=" in tok else (rest[i + 1] if i + 1 < len(rest) else "")
-            i += 0 if "=" in tok else 1
-            if value not in ("text", "json"):
-                raise UsageError(f"--format: `{value}` is neither text nor json", hint="--format json")
-            fmt = value
-        elif tok.startswith("-"):
-            raise UsageError(f"unknown flag `{tok}` for `vx show`", hint="see `vx help show`")
-        else:
-            names.append(tok)
-        i += 1
+def _names(names: list[str]) -> list[str]:
     if names[:1] == ["projects"]:  # Nx
         names = names[1:]
     elif names[:1] == ["project"]:
@@ -58,7 +40,7 @@ def _parse(rest: list[str]) -> tuple[str | None, list[str]]:
         names = names[1:]
     if len(names) > 1:
         raise UsageError(f"`vx show` takes one project or task, got {len(names)}", hint="e.g. `vx show web#build`")
-    return fmt, names
+    return names
 
 
 def _select(names: list[str], ws: Workspace, configs: Mapping[str, ProjectConfig]) -> dict:

@@ -31,16 +31,12 @@ from vx.globs import GlobSet
 PROBE = os.path.join(".vx", "watch-probe")
 _NEVER = ("node_modules", ".git", ".vx")
 _NEVER_SUFFIXES = ("~", ".tsbuildinfo")
-_REFUSED = {"dry": "--dry", "graph": "--graph", "summarize": "--summarize"}
 DEBOUNCE_MS = 150
 POLL_MS = 250
 
 
 def watch_verb(rest: list[str], parsed, env: Mapping[str, str], say) -> int:
-    """`parsed` is the `vx run` parse of `rest` (the same flags); refused flags say why."""
-    for attr, flag in _REFUSED.items():
-        if getattr(parsed, attr) is not None:
-            raise UsageError(f"`{flag}` cannot be used with `vx watch`", hint="watch runs the tasks on every change")
+    """`parsed` is the `vx run` parse of `rest` (the same flags, less those vx.cli refuses)."""
     if not parsed.names:
         raise UsageError("name the tasks to watch", hint="e.g. `vx watch build`")
     try:

@@ -1,8 +1,5 @@
 """The cache is never a wrong hit: damaged artifacts, inputs edited mid-task, failures (LC-11, LC-12, KEY-21)."""
 
-import os
-import time
-from pathlib import Path
 
 from conftest import build_task, npm_workspace
 

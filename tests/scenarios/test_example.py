@@ -1,7 +1,6 @@
 """The bundled example (README's first command) builds, hits, and declares what it reads."""
 
 import shutil
-import sys
 from pathlib import Path
 
 import pytest

@@ -12,7 +12,6 @@ import re
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 from conftest import SRC, build_task, npm_workspace
 

@@ -48,3 +48,16 @@ def test_obs06_unknown_or_unrecorded_tasks_say_so(ws):
     bad = why(ws, "nolib#build")
     assert bad.code == 2 and "did you mean `lib`" in bad.err
     assert why(ws).code == 2
+
+
+def test_cli_format_json_is_taken_in_both_spellings(ws):
+    """`--format json` and `--format=json` mean the same for every verb that formats (one flag
+    parser): `vx why` took only the `=` form, `vx show` and `vx cache prune` both."""
+    assert ws.vx("run", "lib#build").code == 0
+    for verb in (["why", "lib#build"], ["show", "lib#build"], ["cache", "prune", "--dry-run"]):
+        spaced = ws.vx(*verb, "--format", "json", summary=False)
+        joined = ws.vx(*verb, "--format=json", summary=False)
+        assert spaced.code == joined.code == 0, (verb, spaced.err, joined.err)
+        assert json.loads(spaced.out) == json.loads(joined.out)
+    bad = ws.vx("why", "lib#build", "--format", "yaml", summary=False)
+    assert bad.code == 2 and "neither text nor json" in bad.err

@@ -1,7 +1,6 @@
 """Workspace shapes vx runs in: npm/yarn arrays, pnpm yaml, single-package repos, the root
 project, no git at all (WS-01, WS-02, WS-04, WS-20, WS-21)."""
 
-import json
 
 from conftest import build_task, npm_workspace
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from vx.history import KEEP, differences, last_two, record_keys
+from vx.store.history import KEEP, differences, last_two, record_keys
 from vx.model import HashRecord
 
 

@@ -124,3 +124,142 @@ def test_report_depends_only_on_values():
             bad = {m for m in imports_of(path)
                    if m.split(".")[0] not in ("model", "events", "errors", "report", "verdicts", "style")}
             assert not bad, f"vx.{name} may not import {sorted(bad)}"
+
+
+# ---------------------------------------------------------------- the graph and its layers
+# docs/architecture.md describes these. Every import, lazy ones included, points at a leaf, at its
+# own layer or at one below; and no chain of imports comes back to where it started.
+
+# Leaves: import no vx module but other leaves (the replay of a receipt loads nothing else), so
+# any layer may use them.
+LEAVES = {"model", "errors", "events", "verdicts", "semver", "frameworks", "forwarding", "witness",
+          "style", "stages", "runlock", "receipt", "spawn"}
+LAYERS = [  # bottom first: (layer, the top-level modules and packages in it)
+    ("store", {"store"}),
+    ("report", {"report"}),
+    ("files", {"globs", "walk", "blobs", "listing", "links", "files", "outputs", "workspace", "config",
+               "environment"}),
+    ("process", {"executor"}),
+    ("sandbox", {"sandbox"}),
+    ("plan", {"graph", "keys", "plan", "filters", "affected", "ownership"}),
+    ("engine", {"scheduler", "rebuilder", "verify"}),
+    ("fastpath", {"hitlane", "restores", "replay"}),
+    ("pipeline", {"run"}),
+    ("cli", {"cli", "args", "__main__", "completions", "show", "info", "init", "watch", "history", "retention"}),
+]
+
+
+def _module_names() -> dict[str, Path]:
+    out = {}
+    for path in SRC.rglob("*.py"):
+        parts = path.relative_to(SRC.parent).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the vx modules it imports at run time (top level or inside a function), each
+    resolved to the module or package file that exists."""
+    names = _module_names()
+
+    def resolve(name: str) -> str:
+        while name not in names:
+            name = name.rpartition(".")[0]
+        return name
+
+    graph = {}
+    for module, path in names.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        out = set()
+        for node in _runtime_nodes(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(up + ([base] if base else []))
+                if base.split(".")[0] == "vx":
+                    out |= {resolve(f"{base}.{alias.name}") for alias in node.names}
+            elif isinstance(node, ast.Import):
+                out |= {resolve(a.name) for a in node.names if a.name.split(".")[0] == "vx"}
+        graph[module] = out - {module, "vx"}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    top = stack.pop()
+                    on_stack.discard(top)
+                    component.append(top)
+                    if top == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_cycles_finds_a_lazy_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_import_graph_has_no_cycle_even_through_lazy_imports():
+    assert cycles(import_graph()) == []
+
+
+def _top(module: str) -> str:
+    return module.split(".")[1] if "." in module else module
+
+
+def test_every_module_has_a_layer():
+    placed = LEAVES.union(*(members for _, members in LAYERS))
+    unplaced = sorted(m for m in import_graph() if m != "vx" and _top(m) not in placed)
+    assert not unplaced, f"add these to LAYERS (and docs/architecture.md): {unplaced}"
+
+
+def test_leaves_import_only_leaves():
+    for module, imported in import_graph().items():
+        if _top(module) in LEAVES and "." not in module.removeprefix("vx."):
+            bad = sorted(m for m in imported if _top(m) not in LEAVES)
+            assert not bad, f"{module} is a leaf and may import only leaves, not {bad}"
+
+
+def test_imports_point_down_the_layers():
+    rank = {name: i for i, (_, members) in enumerate(LAYERS) for name in members}
+    bad = []
+    for module, imported in import_graph().items():
+        if module == "vx" or _top(module) in LEAVES:
+            continue
+        for other in imported:
+            if _top(other) not in LEAVES and rank[_top(other)] > rank[_top(module)]:
+                bad.append(f"{module} ({LAYERS[rank[_top(module)]][0]}) -> {other} ({LAYERS[rank[_top(other)]][0]})")
+    assert not bad, "imports that point up:\n" + "\n".join(sorted(bad))

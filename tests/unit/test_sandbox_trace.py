@@ -76,7 +76,7 @@ def test_legacy_calls_resolve_against_a_tracked_cwd_inherited_through_clone():
         f"2 chdir({q('..')}) = 0",
         f"2 mkdir({q('dist')}, 0777) = 0",
         f"2 chdir({q('dist')}) = 0",
-        f"2 vfork( <unfinished ...>",
+        "2 vfork( <unfinished ...>",
         "2 <... vfork resumed>)   = 9",
         f"9 mkdir({q('q')}, 0777) = 0",
         f"2 fchdir(3<{hx('/w/pkg/src')}>) = 0",

@@ -129,3 +129,9 @@ def test_tl05_pnpm_runs_hooks_from_9_on_or_as_its_settings_say(tmp_path):
     assert hook_manager("pnpm", tmp_path) == "pnpm-hooks"
     (tmp_path / "pnpm-workspace.yaml").write_text("packages: []\nenablePrePostScripts: false\n")
     assert hook_manager("pnpm", tmp_path) == "pnpm"  # pnpm 10's own settings file
+
+
+def test_the_loader_looks_for_the_turbo_files_turbo_reads():
+    from vx.config import loader, turbo
+
+    assert loader.TURBO_FILES == turbo.FILE_NAMES

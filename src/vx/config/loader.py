@@ -151,6 +151,8 @@ def _turbo_remote(root: str):
     return replace(base, url=link.url or base.url, team=link.team or base.team, team_id=link.team_id or base.team_id)
 
 
+# turbo.FILE_NAMES, spelled again so that a workspace without a turbo.json never loads turbo.py
+# (the import points one way: loader -> turbo; a unit test holds the two equal).
 TURBO_FILES = ("turbo.json", "turbo.jsonc")
 
 

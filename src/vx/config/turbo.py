@@ -31,12 +31,12 @@ from msgspec.structs import replace
 from vx import witness
 from vx.config import jsonc
 from vx.config.fields import At, Level, _keys, _kind, _object, _strings
-from vx.config.loader import TURBO_FILES as FILE_NAMES  # the loader imports this module only when needed
 from vx.config.project import canonical, depends_on_problem, validate_project
 from vx.errors import ConfigError
 from vx.globs import glob_error
 from vx.model import ROOT_PROJECT, Package, ProjectConfig, RemoteCacheConfig, TaskConfig
 
+FILE_NAMES = ("turbo.json", "turbo.jsonc")
 DEFAULT = "$TURBO_DEFAULT$"
 ROOT_PREFIX = "$TURBO_ROOT$/"
 EXTENDS = "$TURBO_EXTENDS$"

@@ -75,7 +75,7 @@ def _exclusive_outputs(value: Any, at: At) -> bool:
 
 
 def _affected_base(value: Any, at: At) -> str:
-    from vx.affected import check_ref
+    from vx.listing import check_ref
     from vx.errors import UsageError
 
     ref = _string(value, at)

@@ -391,8 +391,8 @@ class LocalStore:
 
     def keep_history(self, records, settled=(), withheld=(), saved=()) -> None:
         """Keep the components of keys not seen before, and why tasks that ran were not saved,
-        for `vx why` (OBS-06, `vx.history`)."""
-        from vx.history import record_keys, record_unsaved
+        for `vx why` (OBS-06, `vx.store.history`)."""
+        from vx.store.history import record_keys, record_unsaved
 
         with self._lock:
             if self._db is not None:

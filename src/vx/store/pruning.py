@@ -143,6 +143,40 @@ def sweep_dir(store, known: dict[str, str], dry_run: bool, now: float) -> tuple[
     return orphans, orphan_bytes, len(phantoms)
 
 
+# ---------------------------------------------------------------- at a run's end
+
+
+def apply_at_run_end(store, retention: Retention | None) -> None:
+    """The workspace's `cacheRetention`, silently: evict only when something is due; sweep hourly."""
+    if retention is None:
+        return
+    import sqlite3
+
+    try:
+        _apply(store, retention)
+    except (OSError, sqlite3.Error):
+        pass  # keeping the cache small must never be why a run fails; `vx cache prune` says why
+
+
+def _apply(store, retention: Retention) -> None:
+    store.flush()  # this run's hits count as used before anything is judged unused
+    now = time.time()
+    mark = os.path.join(store.cache_dir, SWEEP_MARK)
+    try:
+        sweep = now - os.stat(mark).st_mtime >= SWEEP_MIN_AGE_S
+    except OSError:
+        sweep = True
+    if not (sweep or due(store.entry_summary(), retention, now)):
+        return
+    prune(store, retention, dry_run=False, sweep=sweep, now=now)
+    if sweep:
+        try:
+            with open(mark, "w"):
+                pass
+        except OSError:
+            pass
+
+
 def _listing(directory) -> Sequence[os.DirEntry]:
     try:
         with os.scandir(directory) as it:

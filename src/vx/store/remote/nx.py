@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import BinaryIO
 
-from vx.store.remote import BAD_RESPONSE, Found, RemoteFailure, RemoteSettings, checked_key
+from vx.store.remote.layer import BAD_RESPONSE, Found, RemoteFailure, RemoteSettings, checked_key
 from vx.store.remote.wire import Wire
 
 

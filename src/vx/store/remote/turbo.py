@@ -14,7 +14,7 @@ import hashlib
 import hmac
 from typing import BinaryIO
 
-from vx.store.remote import BAD_RESPONSE, REFUSED, REJECTED, Found, RemoteFailure, RemoteSettings, checked_key
+from vx.store.remote.layer import BAD_RESPONSE, REFUSED, REJECTED, Found, RemoteFailure, RemoteSettings, checked_key
 from vx.store.remote.wire import CHUNK, Reply, Wire
 
 OPEN_STATUSES = ("enabled",)

@@ -26,7 +26,7 @@ from urllib.parse import urlencode, urlsplit
 from msgspec import Struct
 
 from vx import __version__
-from vx.store.remote import (
+from vx.store.remote.layer import (
     BAD_RESPONSE, REFUSED, SERVER_ERROR, TIMEOUT, TOO_LARGE, UNREACHABLE, RemoteFailure, RemoteSettings,
 )
 

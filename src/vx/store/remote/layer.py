@@ -1,0 +1,97 @@
+"""What a remote layer is and what it raises: the types both wires and the layered store share.
+
+Only the stdlib is imported here; `http.client` and `ssl` load when a layer opens.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import BinaryIO, Protocol
+from urllib.parse import urlsplit
+
+from msgspec import Struct
+
+DEFAULT_TURBO_API = "https://vercel.com/api"
+DEFAULT_TIMEOUT_S = 30.0
+DEFAULT_UPLOAD_TIMEOUT_S = 60.0
+DEFAULT_MAX_ARTIFACT_BYTES = 1 << 30
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+
+# Failure classes: one warning per class per run, repeats counted at the end (RC-02).
+UNREACHABLE = "unreachable"
+TIMEOUT = "timeout"
+SERVER_ERROR = "server error"
+REFUSED = "refused credentials"
+TOO_LARGE = "too large"
+BAD_RESPONSE = "bad response"
+REJECTED = "rejected artifact"
+
+
+_HEX_KEY = re.compile(r"[0-9a-fA-F]+\Z")
+
+
+class RemoteFailure(Exception):
+    """One remote operation failed; `kind` is its class, `detail` never holds a secret."""
+
+    def __init__(self, kind: str, detail: str, *, status: int | None = None):
+        super().__init__(f"{kind}: {detail}")
+        self.kind = kind
+        self.detail = detail
+        self.status = status
+
+
+def checked_key(key: str) -> str:
+    """The key itself if it is hex, as both wires require; anything else never reaches a URL."""
+    if not _HEX_KEY.match(key):
+        raise RemoteFailure(BAD_RESPONSE, f"refusing to send a non-hex key {key!r}")
+    return key
+
+
+class Found(Struct, frozen=True):
+    """A remote entry as the server described it (either may be unknown)."""
+
+    size: int | None = None
+    duration_ms: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteSettings:
+    """One remote layer, resolved from `remoteCache` and the environment. Secrets stay out of repr."""
+
+    kind: str  # turbo | nx
+    url: str  # base URL without a trailing slash
+    token: str | None = field(default=None, repr=False)
+    team: str | None = None  # turbo slug
+    team_id: str | None = None
+    signature: bool = False
+    signature_key: bytes | None = field(default=None, repr=False)
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    upload_timeout_s: float = DEFAULT_UPLOAD_TIMEOUT_S
+    max_artifact_bytes: int = DEFAULT_MAX_ARTIFACT_BYTES
+    upload: str = "ci"  # ci | always | never
+    read_only: bool = False
+    ci_vendor: str | None = None
+
+    @property
+    def endpoint(self) -> str:
+        """The base URL fit to print: no user info, no query."""
+        parts = urlsplit(self.url)
+        host = parts.hostname or ""
+        host = f"[{host}]" if ":" in host else host
+        port = f":{parts.port}" if parts.port else ""
+        return f"{parts.scheme}://{host}{port}{parts.path}"
+
+
+class RemoteLayer(Protocol):
+    """The seam: `has` probes, `get` streams a body into `sink`, `put` streams `src` up."""
+
+    settings: RemoteSettings
+
+    def has(self, key: str) -> Found | None: ...
+
+    def get(self, key: str, sink: BinaryIO) -> Found | None: ...
+
+    def put(self, key: str, src: BinaryIO, size: int, duration_ms: float) -> None: ...
+
+    def close(self) -> None: ...

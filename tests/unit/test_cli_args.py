@@ -1,0 +1,67 @@
+"""The one flag parser (vx.args) and the verb table the help texts and completions come from."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from vx.args import parse
+from vx.cli import VERBS
+from vx.errors import UsageError
+
+FLAGS = {"--format": ("value", "format"), "--dry": ("optional", "dry"), "--all": ("flag", "all"),
+         "--filter": ("list", "filters")}
+
+
+@pytest.mark.parametrize("tokens", [["--format", "json"], ["--format=json"]])
+def test_a_value_is_taken_with_a_space_or_an_equals_sign(tokens):
+    assert parse("show", tokens, FLAGS).format == "json"
+
+
+def test_flags_take_their_kind_of_value_and_the_rest_are_names():
+    args = parse("run", ["build", "--all", "--dry", "-F", "a", "--filter=b", "--", "--all", "x"], FLAGS,
+                 {"-F": "--filter"}, forwards=True)
+    assert (args.names, args.all, args.dry, args.filters, args.forward) == (["build"], True, "", ["a", "b"],
+                                                                          ["--all", "x"])
+    assert parse("run", ["--dry=json"], FLAGS).dry == "json"
+    untouched = parse("run", [], FLAGS)
+    assert (untouched.all, untouched.dry, untouched.filters, untouched.format) == (False, None, [], None)
+
+
+@pytest.mark.parametrize("tokens, message", [
+    (["--formt", "json"], "unknown flag `--formt` for `vx show`"),
+    (["--format"], "`--format` needs a value"),
+    (["--format", "--all"], "`--format` needs a value"),
+    (["--format="], "`--format` needs a value"),
+    (["--all=yes"], "`--all` takes no value"),
+    (["--", "x"], "unknown flag `--` for `vx show`"),  # only a verb that forwards takes `--`
+])
+def test_bad_flags_are_refused_by_name(tokens, message):
+    with pytest.raises(UsageError) as caught:
+        parse("show", tokens, FLAGS)
+    assert caught.value.message == message
+
+
+def test_an_unknown_flag_is_answered_with_the_nearest_one():
+    with pytest.raises(UsageError) as caught:
+        parse("show", ["--formt"], FLAGS)
+    assert caught.value.hint == "did you mean `--format`?"
+
+
+@pytest.mark.parametrize("name", sorted(VERBS))
+def test_a_verbs_help_names_exactly_the_flags_it_takes(name):
+    """The table is the truth; the help text must agree with it, so neither drifts."""
+    verb = VERBS[name]
+    named = set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*|-[A-Za-z])\b", verb.help)) - {"--help"}
+    if verb.refused:  # `vx watch [RUN OPTIONS]`: its help names what it refuses of run's flags
+        assert named == set(verb.refused) and verb.flags is VERBS["run"].flags
+    else:
+        assert named == set(verb.flags) - {"--help"} | set(verb.shown), name
+
+
+def test_completions_offer_the_table_less_what_a_verb_refuses():
+    assert "--dry" in VERBS["run"].completions() and "--dry" not in VERBS["watch"].completions()
+    assert set(VERBS["watch"].completions()) == set(VERBS["run"].completions()) - {"--dry", "--graph",
+                                                                                    "--summarize"}
+    assert VERBS["why"].completions() == ["--format", "--help"]
