@@ -75,12 +75,3 @@ class Reporter(Protocol):
 
 Emit = Callable[[Event], None]
 
-
-class ListReporter:
-    """Keeps every event; the fake reporter for tests."""
-
-    def __init__(self) -> None:
-        self.events: list[Event] = []
-
-    def __call__(self, event: Event) -> None:
-        self.events.append(event)

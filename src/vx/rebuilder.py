@@ -12,7 +12,7 @@ import asyncio
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 
 from msgspec import Struct, field
 
@@ -69,6 +69,8 @@ class RunContext(Struct):
     # KEY-20: tasks keyed once ready (True: inputs read again from disk), and how: (node, fresh) -> plan
     late: Mapping[TaskId, bool] = field(default_factory=dict)
     rekey: Callable[[TaskNode, bool], TaskPlan] | None = None
+    # the executor's `execute` (None: vx.executor.execute); the seam a test's scripted executor fills
+    execute: Callable[..., Awaitable[ProcessResult]] | None = None
 
 
 async def rebuild(ctx: RunContext, node: TaskNode, results: Mapping[TaskId, TaskResult]) -> TaskResult:
@@ -264,7 +266,7 @@ async def _run_once(ctx: RunContext, node: TaskNode, plan: TaskPlan, launch: exe
     cwd = ctx.root / node.project_dir
     if plan.sandbox is None:
         # A cached task's outputs are read next: nothing it started may still be writing (docs/caching.md § Save).
-        proc = await executor.execute(plan.command or "", cwd=cwd, env=plan.env, timeout_ms=plan.timeout_ms,
+        proc = await (ctx.execute or executor.execute)(plan.command or "", cwd=cwd, env=plan.env, timeout_ms=plan.timeout_ms,
                                       on_output=on_output, table=ctx.table, launch=launch, started=started,
                                       settle_group=plan.outputs is not None)
         if proc.stopped_strays is not None:

@@ -1,0 +1,111 @@
+"""Test doubles for the seams of a run: the store, the executor and the reporter.
+
+Each keeps to the interface the engine uses (`vx.store.protocol.Store`, `vx.executor.execute`,
+`vx.events.Reporter`) and remembers what was asked of it, so a unit test can drive the rebuilder
+or the scheduler without spawning a process or opening a cache.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable, Collection, Iterable, Mapping, Sequence
+
+from msgspec import Struct
+
+from vx.events import Event
+from vx.model import LogChunk, ProcessResult
+from vx.store.local import DamagedEntry
+
+
+class ListReporter:
+    """Keeps every event, in order."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    def __call__(self, event: Event) -> None:
+        self.events.append(event)
+
+    def of(self, kind: type) -> list:
+        return [e for e in self.events if isinstance(e, kind)]
+
+
+class MemoryEntry(Struct, frozen=True):
+    key: str
+    files: Mapping[str, bytes]  # workspace-relative path -> content
+    log: tuple[LogChunk, ...]
+    duration_ms: float
+
+
+class MemoryStore:
+    """A cache in a dict: `save` reads the outputs from disk under `root`, `restore` writes them
+    back. `damaged` keys fail to restore, as a damaged artifact does."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.entries: dict[str, MemoryEntry] = {}
+        self.damaged: set[str] = set()
+        self.saved: list[str] = []
+        self.restored: list[str] = []
+
+    def probe(self, keys: Iterable[str]) -> dict[str, MemoryEntry]:
+        return {k: self.entries[k] for k in keys if k in self.entries}
+
+    def is_up_to_date(self, entry: MemoryEntry, current: Collection[str]) -> bool:
+        if set(current) != set(entry.files):
+            return False
+        return all((self.root / path).read_bytes() == data for path, data in entry.files.items())
+
+    def log_of(self, entry: MemoryEntry) -> tuple[LogChunk, ...]:
+        return entry.log
+
+    def restore(self, entry: MemoryEntry, allowed: Callable[[str], bool]) -> tuple[LogChunk, ...]:
+        if entry.key in self.damaged:
+            raise DamagedEntry("damaged in memory")
+        for path, data in entry.files.items():
+            assert allowed(path), path
+            (self.root / path).parent.mkdir(parents=True, exist_ok=True)
+            (self.root / path).write_bytes(data)
+        self.restored.append(entry.key)
+        return entry.log
+
+    def save(self, key: str, *, task_id: str, command: str, log: Sequence[LogChunk], files: Sequence[str],
+             duration_ms: float, cpu_ms: float | None = None, peak_rss_bytes: int | None = None) -> int:
+        data = {path: (self.root / path).read_bytes() for path in files}
+        self.entries[key] = MemoryEntry(key, data, tuple(log), duration_ms)
+        self.saved.append(key)
+        return sum(len(v) for v in data.values())
+
+
+# What a scripted command does when it "runs": writes files (relative to its cwd) and ends so.
+Script = Callable[[Path], int]
+
+
+class ScriptedExecutor:
+    """`vx.executor.execute`'s stand-in: each command is looked up in `scripts`, which may write
+    files into the task's directory and returns its exit code; nothing is spawned."""
+
+    def __init__(self, scripts: Mapping[str, Script]) -> None:
+        self.scripts = scripts
+        self.ran: list[tuple[str, Path]] = []
+
+    async def __call__(self, command: str, *, cwd: Path, env: Mapping[str, str], timeout_ms: int | None,
+                       on_output: Callable[[LogChunk], None], **_: object) -> ProcessResult:
+        self.ran.append((command, cwd))
+        code = self.scripts[command](cwd)
+        chunk = LogChunk(1, f"ran {command}\n".encode())
+        on_output(chunk)
+        return ProcessResult(exit_code=code, duration_ms=1.0, log=(chunk,))
+
+
+def writes(files: Mapping[str, str], code: int = 0) -> Script:
+    """A script that writes `files` (relative to the task's directory) and exits with `code`."""
+
+    def script(cwd: Path) -> int:
+        for rel, text in files.items():
+            os.makedirs((cwd / rel).parent, exist_ok=True)
+            (cwd / rel).write_text(text)
+        return code
+
+    return script
