@@ -98,10 +98,13 @@ def imports_of(path: Path) -> set[str]:
     """Every `vx.*` module imported anywhere in the file (top level or lazily), without the `vx.`;
     imports for type checking only do not count."""
     out = set()
+    modules = {m.removeprefix("vx.") for m in _module_names()}
     for node in _runtime_nodes(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "vx":
             base = node.module[3:]
-            out |= {f"{base}.{a.name}".strip(".") if not base else base for a in node.names}
+            # `from vx.pkg import mod` imports the module; `from vx.mod import name`, the module
+            out |= {f"{base}.{a.name}".strip(".") if f"{base}.{a.name}".strip(".") in modules else base
+                    for a in node.names}
         elif isinstance(node, ast.Import):
             out |= {a.name[3:] for a in node.names if a.name.startswith("vx.")}
     return {m for m in out if m and m not in ("__version__", "CACHE_VERSION")}
