@@ -30,7 +30,8 @@ def verdict(scenario: str, size: int, ratio: float) -> str:
 
 def main_table(results: Iterable[Mapping]) -> list[str]:
     rows = [
-        "| size | scenario | vx wall | turbo wall | **vx/turbo** | target | vx CPU | turbo CPU | CPU ratio | vx RSS | turbo RSS |",
+        "| size | scenario | vx wall | turbo wall | **vx/turbo** | target | vx CPU | turbo CPU | CPU ratio "
+        "| vx RSS | turbo RSS |",
         "| ---: | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in results:

@@ -106,7 +106,8 @@ def _first_word(command: str) -> str:
 
 def _not_found_hint(word: str, path_dirs: Sequence[str], cwd: Path | None) -> str:
     if "\r" in word:
-        return f"`{word.strip()}` ends in a carriage return: the script has Windows (CRLF) line endings; convert it to LF"
+        return (f"`{word.strip()}` ends in a carriage return: the script has Windows (CRLF) line endings; "
+                "convert it to LF")
     if "/" not in word:
         shown = list(path_dirs[:_MAX_DIRS_SHOWN]) + (["…"] if len(path_dirs) > _MAX_DIRS_SHOWN else [])
         return f"`{word}` was not found on PATH (searched {', '.join(shown)}); is it installed?"

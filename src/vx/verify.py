@@ -124,7 +124,8 @@ def find_strace(env: Mapping[str, str]) -> str:
 
 
 class InputTracer:
-    """Wrap each task's attempts (uncached ones too: cached readers read what they write) in strace, one trace file per attempt, and parse them.
+    """Wrap each task's attempts (uncached ones too: cached readers read what they write) in strace,
+    one trace file per attempt, and parse them.
 
     `-D` (not the sandbox's `-DD`): the tracer stays in the task's process group, so the
     run's teardown owns it like every other process the task left behind; the task's own
@@ -341,8 +342,8 @@ def _join(a: str, b: str) -> str:
 # ---------------------------------------------------------------- what tasks wrote
 
 # Writes that are no task's outcome: tools' own caches (babel-loader's and terser's
-# node_modules/.cache, vite's deps, Next's, Parcel's, Angular's, eslint's, turbo's and Nx's stores). A restore need not bring
-# them back, and a reader of one reads a cache, not a build.
+# node_modules/.cache, vite's deps, Next's, Parcel's, Angular's, eslint's, turbo's and Nx's stores).
+# A restore need not bring them back, and a reader of one reads a cache, not a build.
 _TOOL_CACHES = re.compile(r"(?:^|/)(?:node_modules/\.cache|node_modules/\.vite(?:-temp)?|\.turbo|\.nx|\.cache"
                           r"|\.next/cache|\.parcel-cache|\.angular/cache)/|(?:^|/)\.(?:eslint|stylelint)cache$")
 LARGE = 8  # this many undeclared reads in one top directory are suggested as its `dir/**`

@@ -89,7 +89,8 @@ def test_continue_modes(repo):  # GR-10
 
 
 def test_concurrency_bounds_parallel_tasks(repo):  # GR-11
-    cmd = "mkdir -p ../../.slots; touch ../../.slots/$$; sleep 0.3; ls ../../.slots | wc -l > ../../.peak-$$; rm ../../.slots/$$"
+    cmd = ("mkdir -p ../../.slots; touch ../../.slots/$$; sleep 0.3; ls ../../.slots | wc -l > ../../.peak-$$; "
+           "rm ../../.slots/$$")
     pkgs = {f"p{i}": {"tasks": {"t": {"exec": {"command": cmd}}}} for i in range(4)}
     repo.write(npm_workspace(pkgs)).commit()
     res = repo.vx("run", "t", "--all", "--concurrency", "1")

@@ -345,11 +345,16 @@ def test_item6_turbo_advice_is_turbo_json_text_with_the_fewest_globs(repo):
     relative = "turbo inputs are package-relative"
     assert dom == [
         "@floating-ui/dom#build read 30 undeclared inputs:",
-        f'  src/** (24 files)                add "src/**" to {where} "inputs" (in place of "packages/**/src/**": {relative})',
-        f'  tsconfig.json                    add "tsconfig.json" to {where} "inputs" (in place of "packages/**/tsconfig.json": {relative})',
-        f'  rollup.config.mjs                add "rollup.config.mjs" to {where} "inputs" (in place of "packages/**/rollup.config.mjs": {relative})',
-        '  ../../config/src/** (3 files)    add "config/src/**" to turbo.json "globalDependencies" (tasks of several packages read it)',
-        '  ../../config/tsconfig.base.json  add "config/tsconfig.base.json" to turbo.json "globalDependencies" (tasks of several packages read it)',
+        f'  src/** (24 files)                add "src/**" to {where} "inputs" '
+        f'(in place of "packages/**/src/**": {relative})',
+        f'  tsconfig.json                    add "tsconfig.json" to {where} "inputs" '
+        f'(in place of "packages/**/tsconfig.json": {relative})',
+        f'  rollup.config.mjs                add "rollup.config.mjs" to {where} "inputs" '
+        f'(in place of "packages/**/rollup.config.mjs": {relative})',
+        '  ../../config/src/** (3 files)    add "config/src/**" to turbo.json "globalDependencies" '
+        '(tasks of several packages read it)',
+        '  ../../config/tsconfig.base.json  add "config/tsconfig.base.json" to turbo.json "globalDependencies" '
+        '(tasks of several packages read it)',
         f'  "packages/**/package.json" in {where} "inputs" matches nothing: {relative}; "package.json" here, '
         'or "$TURBO_ROOT$/packages/**/package.json" for root-relative',
         f'  {where} with these fixes: "inputs": ["src/**", "package.json", "tsconfig.json", "rollup.config.mjs", '
