@@ -163,3 +163,43 @@ def test_item4_a_write_grant_vx_created_lives_until_the_last_task_using_it_ends(
     res = repo.vx("run", "all", "--concurrency=3", cwd="packages/app")
     assert res.code == 0, res.out + res.err
     assert (repo.root / "packages/app/gen/out").read_text() == "x\n"
+
+
+# ---------------------------------------------------------------- 5. the task erasing its own trace
+
+PTRACE_PROBE = ("import ctypes, os\n"
+                "libc = ctypes.CDLL(None, use_errno=True)\n"
+                "for pid in sorted(int(p) for p in os.listdir('/proc') if p.isdigit() and int(p) != os.getpid()):\n"
+                "    comm = open(f'/proc/{pid}/comm').read().strip()\n"
+                "    r = libc.ptrace(16, pid, 0, 0)\n"  # PTRACE_ATTACH
+                "    print('ptrace', comm, 'attached' if r == 0 else os.strerror(ctypes.get_errno()))\n")
+
+
+def test_item5_the_task_cannot_empty_its_trace_or_ptrace_the_sandbox(repo):  # SB-13
+    # Read an ungranted file, then try every way back to the trace: bwrap's pid 1 and every fd
+    # of every process in view, and ptrace of each of them. The read must still be reported.
+    cmd = ("cat fixture.json 2>/dev/null; for f in /proc/1/fd/0 /proc/[0-9]*/fd/[0-9]*; do "
+           "(: > \"$f\") 2>/dev/null; done; "
+           f"python3 -c \"{PTRACE_PROBE}\"; ls /proc/*/comm | xargs cat | sort -u | tr '\\n' ' '; echo")
+    app(repo, {"t": sandboxed(cmd, read=["src/**"], cache=["dist/**"])}, files={"fixture.json": "{}"})
+    res = repo.vx("run", "t", cwd="packages/app")
+    assert violation_lines(res.out) == ['│ read  packages/app/fixture.json  → allow.read "fixture.json"'], res.out
+    assert res.code == 1
+    probes = [line for line in res.out.splitlines() if line.startswith("ptrace ")]
+    assert probes and all(not line.endswith("attached") for line in probes), res.out
+    assert "strace" not in res.out.split("echo\n", 1)[-1]  # the tracer is not in the task's view
+    assert repo.vx("run", "t", cwd="packages/app").task("app#t")["cache"] == "miss"
+
+
+def test_item5_an_emptied_trace_fails_the_task_instead_of_passing_it(repo, tmp_path):  # SB-13
+    (tmp_path / "bin").mkdir()
+    wrapper = tmp_path / "bin" / "strace"  # the real strace, then the trace emptied behind it
+    wrapper.write_text(f'#!/bin/sh\nreal={shutil.which("strace")}\n'
+                       'case " $* " in *" -DD "*) ;; *) exec "$real" "$@";; esac\n'
+                       'out=; prev=; for a in "$@"; do [ "$prev" = -o ] && out=$a; prev=$a; done\n'
+                       '"$real" "$@"; rc=$?; : > "$out"; exit $rc\n')
+    wrapper.chmod(0o755)
+    app(repo, {"t": sandboxed("echo ran", cache=["dist/**"])})
+    res = repo.vx("run", "t", cwd="packages/app", env={"VX_STRACE": str(wrapper)})
+    assert res.code == 1, res.out + res.err
+    assert "the sandbox's trace is incomplete" in res.out + res.err

@@ -202,6 +202,10 @@ async def run_sandboxed(session: Session, spec: SandboxSpec, command: str, *, cw
                 proc = replace(proc, exit_code=proc.exit_code or 1,
                                spawn_error=f"the sandbox's tracer failed twice: {_complaint(proc, 'strace: ')}")
         report = await asyncio.to_thread(attempt.judge) if cap.traced and proc.spawn_error is None else Report()
+        if not report.whole and not proc.aborted:  # SB-13: a trace cut short or emptied fails, never passes
+            proc = replace(proc, exit_code=proc.exit_code or 1,
+                           spawn_error="the sandbox's trace is incomplete (the task's start or bwrap's exit is "
+                                       "missing from it), so what the task touched is unknown")
     finally:
         attempt.close()
     created = [v for v in _created_config(spec, attempt) if v not in report.violations]
@@ -271,12 +275,13 @@ class _Attempt:
         self.session, self.spec, self.layout, self.cap = session, spec, layout, cap
         self.dir = session.task_dir(spec.task)
         self.tmpdir = str(self.dir / "tmp")
-        self.trace_fd = os.open(self.dir, os.O_TMPFILE | os.O_RDWR, 0o600) if cap.traced else None
+        self.trace = str(self.dir / "trace") if cap.traced else None  # strace writes it; nothing inside sees it
         self.seccomp_fd = _seccomp_fd(spec)
         self.kept: list[trace.Access] = []
         self.status = _Status()
         self.cwd = spec.project
         self.ports: ports.HostBridge | None = None
+        self.tracer_done = True  # False: the tracer was still writing when vx stopped waiting
 
     async def run(self, command: str, cwd: Path, env: Mapping[str, str], timeout_ms: int | None,
                   on_output: Callable[[LogChunk], None], table: executor.ProcessTable) -> ProcessResult:
@@ -288,7 +293,10 @@ class _Attempt:
             return ProcessResult(exit_code=1, duration_ms=0.0, spawn_error=str(exc))
         argv = self.argv(command, bridge, port_plan)
         passed = (self.status.write_fd,) + ((self.seccomp_fd,) if self.seccomp_fd is not None else ())
-        launch = executor.Launch(argv, stdin=self.trace_fd, pass_fds=passed,
+        # strace's tracer (a detached grandchild) keeps this pipe's write end until it exits: its
+        # EOF says the trace is written to the end, which bwrap's own exit does not.
+        done_r, done_w = os.pipe() if self.trace is not None else (None, None)
+        launch = executor.Launch(argv, pass_fds=passed + ((done_w,) if done_w is not None else ()),
                                  polite_group=lambda: self.status.child_pid)
         self.status.watch()
         try:
@@ -296,7 +304,12 @@ class _Attempt:
                                           on_output=on_output, table=table, launch=launch)
         finally:
             self.status.finish()
-        if self.status.child_pid is None and proc.spawn_error is None and not proc.aborted:
+            if done_w is not None:
+                os.close(done_w)
+        if done_r is not None:
+            self.tracer_done = await _closed(done_r, _TRACER_WAIT_S)
+        if self.status.child_pid is None and proc.spawn_error is None and not proc.aborted \
+                and not self.strace_failed(proc):
             proc = replace(proc, spawn_error=f"the sandbox could not start: {_bwrap_complaint(proc)}")
         return proc
 
@@ -318,8 +331,8 @@ class _Attempt:
         prelude = (bridge.prelude if bridge else "") + (port_plan.prelude if port_plan else "")
         if prelude:
             argv += [SHELL, "-c", prelude + ' exec "$@"', "vx-net"]
-        if self.trace_fd is not None:
-            argv += trace.strace_argv(self.cap.strace or "strace")
+        if self.trace is not None:
+            argv[:0] = trace.strace_argv(self.cap.strace or "strace", self.trace)
         return argv + [SHELL, "-c", command]
 
     def env(self, env: Mapping[str, str], bridge: Bridge | None) -> dict[str, str]:
@@ -334,30 +347,38 @@ class _Attempt:
         return out
 
     def strace_failed(self, proc: ProcessResult) -> bool:
-        """strace never got the task going: it said why on stderr and traced no `execve` (SB-13).
+        """strace never got the sandbox going: it said why on stderr and traced no `execve` (SB-13).
 
-        A task that fails on its own always leaves the shim's execve in the trace first."""
-        if self.trace_fd is None or proc.exit_code == 0 or proc.aborted or proc.spawn_error is not None:
+        A sandbox that fails on its own always leaves bwrap's execve in the trace first."""
+        if self.trace is None or proc.exit_code == 0 or proc.aborted or proc.spawn_error is not None:
             return False
         if _complaint(proc, "strace: ") is None:
             return False
-        os.lseek(self.trace_fd, 0, os.SEEK_SET)
-        return b"execve(" not in os.read(self.trace_fd, 4096)
+        try:
+            with open(self.trace, "rb") as head:
+                return b"execve(" not in head.read(4096)
+        except FileNotFoundError:
+            return True
 
     def judge(self) -> Report:
-        assert self.trace_fd is not None
-        os.lseek(self.trace_fd, 0, os.SEEK_SET)
-        with open(os.dup(self.trace_fd), encoding="ascii", errors="surrogateescape") as lines:
-            accesses = trace.TraceParser(self.cwd).feed(lines)
+        assert self.trace is not None
+        try:
+            lines = open(self.trace, encoding="ascii", errors="surrogateescape")
+        except FileNotFoundError:
+            lines = open(os.devnull, encoding="ascii")
+        with lines:
+            parser = trace.TraceParser(self.cwd, sandbox=True)
+            accesses = parser.feed(lines)
             if self.session.keep_accesses:
                 accesses = self.kept = list(accesses)
-            return judge(accesses, self.spec, self.layout, self.tmpdir)
+            report = judge(accesses, self.spec, self.layout, self.tmpdir)
+        report.whole = parser.started and parser.ended and self.tracer_done
+        return report
 
     def close(self) -> None:
-        for fd in (self.trace_fd, self.seccomp_fd):
-            if fd is not None:
-                os.close(fd)
-        self.trace_fd = self.seccomp_fd = None
+        if self.seccomp_fd is not None:
+            os.close(self.seccomp_fd)
+        self.seccomp_fd = None
         if self.ports is not None:
             self.ports.stop()
             self.ports = None
@@ -411,6 +432,36 @@ class _Status:
                 os.close(fd)
             except OSError:
                 pass
+
+
+_TRACER_WAIT_S = 30.0  # once bwrap is gone nothing is left to trace: strace ends at once, this is a fuse
+
+
+async def _closed(fd: int, timeout_s: float) -> bool:
+    """Wait until every write end of the pipe `fd` reads from is closed (then close `fd`); False on timeout."""
+    loop = asyncio.get_running_loop()
+    ended = loop.create_future()
+    os.set_blocking(fd, False)
+
+    def readable() -> None:
+        try:
+            while data := os.read(fd, 4096):
+                del data
+        except BlockingIOError:
+            return
+        except OSError:
+            pass
+        if not ended.done():
+            ended.set_result(True)
+
+    loop.add_reader(fd, readable)
+    try:
+        return await asyncio.wait_for(ended, timeout_s)
+    except asyncio.TimeoutError:
+        return False
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)
 
 
 def _seccomp_fd(spec: SandboxSpec) -> int | None:

@@ -25,6 +25,7 @@ _RET_KILL_PROCESS = 0x80000000
 _RET_ERRNO = 0x00050000
 _AF_UNIX = 1
 _X32 = 0x40000000
+_NEGATIVE = 0x80000000  # strace's injection turns a call into number -1, and seccomp looks again
 # machine -> (AUDIT_ARCH_*, __NR_socket)
 _ARCHES = {"x86_64": (0xC000003E, 41), "aarch64": (0xC00000B7, 198)}
 
@@ -41,13 +42,14 @@ def unix_socket_filter(machine: str | None = None) -> bytes | None:
     arch, socket_nr = found
     return b"".join([
         _op(_LD_W_ABS, 0, 0, 4),              # 0: A = seccomp_data.arch
-        _op(_JEQ_K, 0, 7, arch),              # 1: a foreign ABI (i386, arm32) -> kill (9)
+        _op(_JEQ_K, 0, 8, arch),              # 1: a foreign ABI (i386, arm32) -> kill (10)
         _op(_LD_W_ABS, 0, 0, 0),              # 2: A = seccomp_data.nr
-        _op(_JGE_K, 5, 0, _X32),              # 3: the x32 ABI -> kill (9)
-        _op(_JEQ_K, 0, 3, socket_nr),         # 4: socket -> 5, anything else -> allow (8)
-        _op(_LD_W_ABS, 0, 0, 16),             # 5: A = args[0] (low half: the domain)
-        _op(_JEQ_K, 0, 1, _AF_UNIX),          # 6: AF_UNIX -> refuse (7), else allow (8)
-        _op(_RET_K, 0, 0, _RET_ERRNO | errno.EPERM),  # 7
-        _op(_RET_K, 0, 0, _RET_ALLOW),                # 8
-        _op(_RET_K, 0, 0, _RET_KILL_PROCESS),         # 9
+        _op(_JGE_K, 0, 1, _X32),              # 3: the x32 range -> 4, else -> 5
+        _op(_JGE_K, 4, 5, _NEGATIVE),         # 4: -1 (a call a tracer skipped) -> allow (9), x32 -> kill (10)
+        _op(_JEQ_K, 0, 3, socket_nr),         # 5: socket -> 6, anything else -> allow (9)
+        _op(_LD_W_ABS, 0, 0, 16),             # 6: A = args[0] (low half: the domain)
+        _op(_JEQ_K, 0, 1, _AF_UNIX),          # 7: AF_UNIX -> refuse (8), else allow (9)
+        _op(_RET_K, 0, 0, _RET_ERRNO | errno.EPERM),  # 8
+        _op(_RET_K, 0, 0, _RET_ALLOW),                # 9
+        _op(_RET_K, 0, 0, _RET_KILL_PROCESS),         # 10
     ])  # fmt: skip

@@ -36,6 +36,7 @@ class Report(Struct):
     violations: list[Violation] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     refused_outside: list[str] = field(default_factory=list)  # shown only when the task failed
+    whole: bool = True  # False: the trace lacks the task's start or bwrap's exit (never a pass)
 
     def failure_hints(self, spec: SandboxSpec) -> list[str]:
         """The hint for writes refused outside the project, a few paths named (seed 0.0.217)."""
