@@ -203,3 +203,31 @@ def test_item5_an_emptied_trace_fails_the_task_instead_of_passing_it(repo, tmp_p
     res = repo.vx("run", "t", cwd="packages/app", env={"VX_STRACE": str(wrapper)})
     assert res.code == 1, res.out + res.err
     assert "the sandbox's trace is incomplete" in res.out + res.err
+
+
+# ---------------------------------------------------------------- 6. other tasks' temp dirs, the cache dir
+
+def test_item6_a_task_sees_neither_another_tasks_temp_dir_nor_an_outside_cache_dir(repo):  # SB-15
+    outside = Path(tempfile.mkdtemp(prefix="vx-tmpdir-", dir="/var/tmp"))  # TMPDIR outside /tmp: visible
+    try:
+        cache = outside / "cache"
+        tasks = {
+            "a": sandboxed("echo TOP\"\"SECRET > \"$TMPDIR/secret\"; touch sync/a-wrote; "
+                           "until [ -e sync/b-done ]; do sleep 0.01; done", write=["sync/"]),
+            "b": sandboxed(f"until [ -e sync/a-wrote ]; do sleep 0.01; done; "
+                           f"find {outside} -name secret 2>/dev/null | xargs cat 2>/dev/null; "
+                           f"find {cache} -type f 2>/dev/null | wc -l | sed 's/^/cache files: /'; touch sync/b-done",
+                           write=["sync/"]),
+            "all": {"dependsOn": ["a", "b"]},
+            "c": sandboxed("echo c", cache=["dist/**"]),
+        }
+        app(repo, tasks, files={"sync/.keep": ""})
+        env = {"TMPDIR": str(outside), "VX_CACHE_DIR": str(cache)}
+        assert repo.vx("run", "c", cwd="packages/app", env=env).code == 0  # something in the cache
+        assert any(p.is_file() for p in cache.rglob("*"))
+        res = repo.vx("run", "all", "--concurrency=2", cwd="packages/app", env=env)
+        assert res.code == 0, res.out + res.err
+        assert "TOPSECRET" not in res.out
+        assert "cache files: 0" in res.out
+    finally:
+        shutil.rmtree(outside, ignore_errors=True)

@@ -96,6 +96,7 @@ class SandboxSpec(Struct, frozen=True):
     withheld: Mapping[str, str]  # linked package dir -> name, withheld from a cached task (SB-07)
     ignore_read: tuple[Grant, ...] = ()
     ignore_write: tuple[Grant, ...] = ()
+    private: tuple[str, ...] = ()  # hidden outside the workspace: a cache dir there (every task's artifacts)
 
     @property
     def git_granted(self) -> bool:
@@ -149,9 +150,11 @@ def plan_sandbox(config: SandboxConfig, *, root: Path, project_rel: str, task: s
     _refuse_writes(config.write, writes, project, walls, real_root, source, f"{at}.allow.write")
     _refuse_config_writes(config.write, writes, project, real_root, source, f"{at}.allow.write")
     granted, withheld = _dependency_grant(project, dirs, linked, folded)
+    cache = os.path.realpath(cache_dir) if cache_dir is not None else None
+    private = (cache,) if cache is not None and not _at_or_under(cache, real_root) else ()
     return SandboxSpec(task, source, real_root, project, home, config, reads, writes, walls, others, granted,
                        withheld, _resolve_all(config.ignore_read, project, home, strict=False),
-                       _resolve_all(config.ignore_write, project, home, strict=False))
+                       _resolve_all(config.ignore_write, project, home, strict=False), private)
 
 
 def _resolve_all(texts: Iterable[str], project: str, home: str, *, strict: bool = True) -> tuple[Grant, ...]:
@@ -313,6 +316,7 @@ def expand(spec: SandboxSpec) -> Layout:
     _sort_pending(spec, layout)
     layout.walls = [w for w in spec.walls if _inside_a_bind(w, layout) and os.path.isdir(w)]
     _hide_credentials(spec, layout)
+    layout.hidden_dirs.extend(p for p in spec.private if os.path.isdir(p))
     _protect(spec, layout)
     _pin_reads(spec, layout)
     return layout

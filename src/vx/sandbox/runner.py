@@ -125,6 +125,21 @@ class Session:
             layout.held = []
             _remove_placeholders(free)
 
+    def private_dirs(self) -> list[str]:
+        """vx's own temp directories — this run's and any other run's task dirs (TMPDIRs, traces)
+        and proxy dirs — which no task may see. Under /tmp the sandbox's private /tmp hides them
+        already; elsewhere (`$TMPDIR`, `$XDG_RUNTIME_DIR`) each is covered by a tmpfs."""
+        parents = {os.path.dirname(self._base)} if self._base is not None else set()
+        parents.add(tempfile.gettempdir())  # where the proxy puts its sockets
+        found = []
+        for parent in sorted(p for p in parents if not _at_or_under(os.path.realpath(p), "/tmp")):
+            try:
+                names = os.listdir(parent)
+            except OSError:
+                continue
+            found += [os.path.join(parent, n) for n in sorted(names) if n.startswith(("vx-sandbox-", "vx-net-"))]
+        return found
+
     def bridge(self, spec: SandboxSpec) -> Bridge | None:
         """Start the run's proxy on first use (the union of every task's hosts, SB-08) and
         attach this task to it; None when the proxy cannot be had (the task stays offline)."""
@@ -325,7 +340,7 @@ class _Attempt:
         spec = self.spec
         argv = mounts.bwrap_argv(self.cap.bwrap or "bwrap", spec, self.layout, tmpdir=self.tmpdir,
                                  status_fd=self.status.write_fd, share_net=spec.config.network is True,
-                                 seccomp_fd=self.seccomp_fd)
+                                 seccomp_fd=self.seccomp_fd, private=self.session.private_dirs())
         binds = (bridge.bwrap_args if bridge else ()) + (port_plan.bwrap_args if port_plan else ())
         argv[argv.index("--chdir"):argv.index("--chdir")] = list(binds)
         prelude = (bridge.prelude if bridge else "") + (port_plan.prelude if port_plan else "")
