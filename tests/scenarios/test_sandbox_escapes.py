@@ -231,3 +231,79 @@ def test_item6_a_task_sees_neither_another_tasks_temp_dir_nor_an_outside_cache_d
         assert "cache files: 0" in res.out
     finally:
         shutil.rmtree(outside, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- 7. network: per task, by address, no unix sockets
+
+@pytest.fixture
+def origin():
+    import http.server
+    import threading
+
+    class Hello(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = f"hello {self.path}".encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+needs_network_tools = pytest.mark.skipif(any(shutil.which(t) is None for t in ("socat", "curl")),
+                                         reason="socat and curl are installed by dev/test")
+
+
+@needs_network_tools
+def test_item7_a_task_reaches_only_its_own_hosts_not_another_tasks(repo, origin):  # SB-08
+    curl = f"curl -sS --noproxy '' http://127.0.0.1:{origin}/"  # through the proxy, even for loopback
+    tasks = {"a": sandboxed(f"{curl}a; echo", network=["127.0.0.1"]),
+             "b": sandboxed(f"{curl}b; echo; exit 0", network=["registry.npmjs.org"]),
+             "all": {"dependsOn": ["a", "b"]}}
+    app(repo, tasks)
+    res = repo.vx("run", "all", "--continue", cwd="packages/app")
+    assert "hello /a" in res.out and "hello /b" not in res.out, res.out
+    assert res.task("app#a").get("sandboxViolations", []) == []
+    assert res.task("app#b")["sandboxViolations"] == [
+        {"kind": "network", "path": f"127.0.0.1:{origin}", "grant": 'allow.network "127.0.0.1"'}]
+
+
+@needs_network_tools
+def test_item7_a_denied_address_is_denied_whatever_name_reaches_it(repo, origin):  # SB-08
+    cmd = f"curl -sS http://localhost:{origin}/by-name; echo; exit 0"
+    app(repo, {"t": {"exec": {"command": cmd, "sandbox": {"allow": {"network": ["localhost"]},
+                                                          "deny": {"network": ["127.0.0.1"]}}}}})
+    res = repo.vx("run", "t", cwd="packages/app")
+    assert "hello /by-name" not in res.out, res.out
+    assert res.task("app#t")["sandboxViolations"] == [
+        {"kind": "network", "path": f"localhost:{origin}", "grant": 'denied by deny.network "127.0.0.1"'}]
+
+
+@needs_network_tools
+def test_item7_a_task_with_network_hosts_still_cannot_open_a_unix_socket(repo, origin):  # SB-09
+    home = Path(tempfile.mkdtemp(prefix="vx-daemon-", dir="/var/tmp"))
+    try:
+        sock = str(home / "daemon.sock")
+        daemon = socket.socket(socket.AF_UNIX)
+        daemon.bind(sock)
+        daemon.listen(4)
+        daemon.setblocking(False)
+        probe = f"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{sock}'); print('connected')"
+        cmd = f"curl -sS http://127.0.0.1:{origin}/net; echo; python3 -c \"{probe}\" 2>&1 | tail -1"
+        app(repo, {"t": sandboxed(cmd, network=["127.0.0.1"])})
+        res = repo.vx("run", "t", cwd="packages/app")
+        assert "hello /net" in res.out, res.out + res.err  # the bridge still works
+        assert "PermissionError: [Errno 1] Operation not permitted" in res.out
+        with pytest.raises(BlockingIOError):
+            daemon.accept()
+        daemon.close()
+    finally:
+        shutil.rmtree(home, ignore_errors=True)

@@ -20,7 +20,9 @@ PROBE = ("import socket\n"
 
 
 def test_programs_exist_for_x86_64_and_arm64_only():
-    assert len(unix_socket_filter("x86_64")) == 11 * 8 and len(unix_socket_filter("aarch64")) == 11 * 8
+    for machine in ("x86_64", "aarch64"):
+        program = unix_socket_filter(machine)
+        assert program and len(program) % 8 == 0 and len(program) // 8 < 256  # jump offsets are one byte
     assert unix_socket_filter("riscv64") is None
 
 

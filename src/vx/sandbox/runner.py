@@ -141,19 +141,17 @@ class Session:
         return found
 
     def bridge(self, spec: SandboxSpec) -> Bridge | None:
-        """Start the run's proxy on first use (the union of every task's hosts, SB-08) and
-        attach this task to it; None when the proxy cannot be had (the task stays offline)."""
+        """Start the run's proxy on first use and attach this task to it with its own allow and
+        deny patterns (SB-08); None when the proxy cannot be had (the task stays offline)."""
         try:
             from vx.sandbox import proxy as netproxy
         except ImportError:
             return None
         if self._proxy is None:
-            allow = sorted({h for s in self._specs if isinstance(s.config.network, tuple) for h in s.config.network}
-                           | set(spec.config.network))
-            deny = sorted({h for s in [*self._specs, spec] for h in s.config.deny_network})
             self._proxy = netproxy.Proxy()
-            self._proxy.start(allow, deny)
-        plan = netproxy.network_plan(self._proxy, spec.task, node_options=self._environ.get("NODE_OPTIONS", ""))
+            self._proxy.start([])  # every task is attached with its own policy below
+        plan = netproxy.network_plan(self._proxy, spec.task, node_options=self._environ.get("NODE_OPTIONS", ""),
+                                     allow=list(spec.config.network), deny=list(spec.config.deny_network))
         return Bridge(tuple(plan.bwrap_args), plan.prelude, dict(plan.env))
 
     def network_violations(self, spec: SandboxSpec) -> list[Violation]:
@@ -346,6 +344,7 @@ class _Attempt:
         prelude = (bridge.prelude if bridge else "") + (port_plan.prelude if port_plan else "")
         if prelude:
             argv += [SHELL, "-c", prelude + ' exec "$@"', "vx-net"]
+            argv += _late_filter(spec)  # the bridges have their unix sockets; the task gets none
         if self.trace is not None:
             argv[:0] = trace.strace_argv(self.cap.strace or "strace", self.trace)
         return argv + [SHELL, "-c", command]
@@ -479,10 +478,18 @@ async def _closed(fd: int, timeout_s: float) -> bool:
         os.close(fd)
 
 
-def _seccomp_fd(spec: SandboxSpec) -> int | None:
-    """An fd holding the AF_UNIX filter, unless the task may use unix sockets (SB-09).
+def _late_filter(spec: SandboxSpec) -> list[str]:
+    """For a task with network hosts or bridged ports: the command prefix that installs the AF_UNIX
+    filter once the bridges (which are unix sockets) have started, for the task alone (SB-09)."""
+    program = None if spec.config.unix_sockets else seccomp.unix_socket_filter()
+    return seccomp.exec_argv(program) if program is not None else []
 
-    A task with network hosts or bridged ports needs them itself: its bridges are unix sockets."""
+
+def _seccomp_fd(spec: SandboxSpec) -> int | None:
+    """An fd holding the AF_UNIX filter for bwrap, unless the task may use unix sockets (SB-09).
+
+    A task with network hosts or bridged ports gets it later (`_late_filter`): its bridges are
+    unix sockets, started inside before the task."""
     program = None if spec.config.unix_sockets or _hosts(spec) or _ports(spec) else seccomp.unix_socket_filter()
     if program is None:
         return None
