@@ -307,3 +307,22 @@ def test_item7_a_task_with_network_hosts_still_cannot_open_a_unix_socket(repo, o
         daemon.close()
     finally:
         shutil.rmtree(home, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- 8. refused lookups
+
+def test_item8_a_tool_that_stats_before_it_opens_still_names_the_missing_grant(repo):  # SB-05
+    # cp and `test -f` stat first, node's require stats its candidates: none of them opens the
+    # hidden file, so only the refused lookup can show what was missing.
+    cmd = ("test -f fixture.json || echo 'no fixture'; cp data/in.txt /dev/null 2>/dev/null; "
+           "node -e \"try { require('./lib/helper.js') } catch (e) { console.log(e.code) }\"; "
+           "test -f not-there.json; true")
+    files = {"fixture.json": "{}", "data/in.txt": "x", "lib/helper.js": "module.exports = 1\n"}
+    app(repo, {"t": sandboxed(cmd, read=["src/**", "package.json"])}, files=files)
+    res = repo.vx("run", "t", cwd="packages/app")
+    assert "no fixture" in res.out and "MODULE_NOT_FOUND" in res.out, res.out
+    assert violation_lines(res.out) == [
+        '│ read  packages/app/data/in.txt  → allow.read "data/in.txt"',
+        '│ read  packages/app/fixture.json  → allow.read "fixture.json"',
+        '│ read  packages/app/lib/helper.js  → allow.read "lib/helper.js"',
+    ]

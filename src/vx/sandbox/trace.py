@@ -35,13 +35,16 @@ SYSCALLS = (
     "link", "linkat", "symlink", "symlinkat", "chdir", "fchdir",
     "clone", "clone3", "fork", "vfork", "io_uring_setup",
 )  # fmt: skip
+# Traced in the sandbox only: a tool that stats before it opens (`cp`, node's `require`,
+# `test -f`) never opens a file the sandbox hid; its refused lookup is what shows the missing grant.
+LOOKUPS = ("stat", "lstat", "newfstatat", "statx", "access", "faccessat", "faccessat2", "readlink", "readlinkat")
 
 
 def strace_argv(strace: str, output: str) -> list[str]:
     """The strace prefix that traces the command after it (bwrap), writing to `output`."""
     return [
         strace, "-DD", "-f", "-q", "-y", "-xx", "--seccomp-bpf", "-e", "signal=none",
-        "-e", "trace=" + ",".join(SYSCALLS),
+        "-e", "trace=" + ",".join(SYSCALLS + LOOKUPS),
         "-e", "inject=io_uring_setup:error=ENOSYS",  # io_uring file ops are invisible to ptrace (pitfall 22)
         "-o", output, "--",
     ]  # fmt: skip
@@ -50,7 +53,8 @@ def strace_argv(strace: str, output: str) -> list[str]:
 class Access(Struct, frozen=True):
     """One file access the task made, resolved to an absolute path.
 
-    `kind` is read, write, exec, list (a directory opened to enumerate) or probe (O_PATH);
+    `kind` is read, write, exec, list (a directory opened to enumerate), probe (O_PATH) or
+    lookup (a refused stat, access or readlink);
     `path` is what was asked for, lexically normalised; `real` the path the kernel opened
     (from `-y`) when the call succeeded and said so; `errno` is None on success.
     """
@@ -339,6 +343,17 @@ def _on_symlink(p: TraceParser, call: _Call, tokens) -> list[Access]:
     return [p._access(call, "write", p._at(call, dirfd if call.name == "symlinkat" else None, link))]
 
 
+def _on_lookup(p: TraceParser, call: _Call, tokens) -> list[Access]:
+    """stat/access/readlink and their *at forms: only a refused one matters (a probe of a hidden file)."""
+    if call.errno is None:
+        return []
+    pairs = _pairs(tokens)
+    if not pairs or not pairs[0][1]:
+        return []
+    dirfd, path = pairs[0]
+    return [p._access(call, "lookup", p._at(call, dirfd, path))]
+
+
 def _on_chdir(p: TraceParser, call: _Call, tokens) -> list[Access]:
     if call.errno is None:
         if call.name == "fchdir":
@@ -367,6 +382,9 @@ _HANDLERS = {
     "link": _on_two(None), "linkat": _on_two(None),
     "symlink": _on_symlink, "symlinkat": _on_symlink,
     "chdir": _on_chdir, "fchdir": _on_chdir,
+    "stat": _on_lookup, "lstat": _on_lookup, "newfstatat": _on_lookup, "statx": _on_lookup,
+    "access": _on_lookup, "faccessat": _on_lookup, "faccessat2": _on_lookup,
+    "readlink": _on_lookup, "readlinkat": _on_lookup,
     "clone": _on_fork, "clone3": _on_fork, "fork": _on_fork, "vfork": _on_fork,
 }  # fmt: skip
 

@@ -84,6 +84,8 @@ class Judge:
             return
         if access.kind == "write":
             self._write(access.path, access, found, refused)
+        elif access.kind == "lookup":
+            self._lookup(path, access, found)
         else:
             self._read(path, access, found, notes)
 
@@ -122,6 +124,18 @@ class Judge:
         hint = self._read_hint(path)
         if hint is not None and self.is_file(path):
             found.setdefault(("read", path), Violation("read", spec.rel(path), hint))
+
+    def _lookup(self, path: str, access: Access, found: dict) -> None:
+        """A refused stat/access/readlink of an existing file of the task's own project that a
+        read grant would allow: the tool saw ENOENT and may never open it (it reports nothing)."""
+        spec = self.spec
+        if access.errno not in ("ENOENT", "EACCES") or not _under(path, spec.project) or self._other_project(path):
+            return
+        if _covered(path, self.readable) or _covered(path, spec.ignore_read) or _under_any(path, self.deps):
+            return
+        if _under_any(path, spec.walls) or not self.is_file(path):
+            return
+        found.setdefault(("read", path), Violation("read", spec.rel(path), f'allow.read "{spec.grant_text(path)}"'))
 
     def _read_hint(self, path: str) -> str | None:
         """The grant (or edge) that would allow a read, or None when the path is not reported."""
