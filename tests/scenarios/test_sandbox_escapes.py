@@ -326,3 +326,16 @@ def test_item8_a_tool_that_stats_before_it_opens_still_names_the_missing_grant(r
         '│ read  packages/app/fixture.json  → allow.read "fixture.json"',
         '│ read  packages/app/lib/helper.js  → allow.read "lib/helper.js"',
     ]
+
+
+# ---------------------------------------------------------------- 9. smaller ones
+
+def test_item9_verify_counts_a_read_through_a_read_write_open(repo):  # LG-03
+    script = "import os; f = open('config.txt', 'r+'); data = f.read(); os.makedirs('dist', exist_ok=True); " \
+             "open('dist/out.txt', 'w').write(data)"
+    task = {"exec": {"command": f"python3 -c \"{script}\""},
+            "cache": {"inputs": {"files": ["src/**"]}, "outputs": {"files": ["dist/**"]}}}
+    app(repo, {"build": task}, files={"config.txt": "v1\n"})
+    res = repo.vx("run", "app#build", "--verify=inputs")
+    assert res.code == 1, res.out + res.err
+    assert '  config.txt  add cache.inputs.files: ["config.txt"]' in res.out.splitlines(), res.out

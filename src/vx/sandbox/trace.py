@@ -53,8 +53,8 @@ def strace_argv(strace: str, output: str) -> list[str]:
 class Access(Struct, frozen=True):
     """One file access the task made, resolved to an absolute path.
 
-    `kind` is read, write, exec, list (a directory opened to enumerate), probe (O_PATH) or
-    lookup (a refused stat, access or readlink);
+    `kind` is read, write, rdwr (opened O_RDWR: a write that may also read), exec, list (a
+    directory opened to enumerate), probe (O_PATH) or lookup (a refused stat, access or readlink);
     `path` is what was asked for, lexically normalised; `real` the path the kernel opened
     (from `-y`) when the call succeeded and said so; `errno` is None on success.
     """
@@ -287,6 +287,8 @@ def _pairs(tokens: list[tuple[str, str]]) -> list[tuple[tuple[str, str] | None, 
 def _open_kind(args: str) -> str:
     """read, write, probe or list, from an open call's flags (or its whole argument text)."""
     flags = set(_FLAG.findall(args))
+    if "O_RDWR" in flags and "O_TRUNC" not in flags:
+        return "rdwr"  # written, and read too: `--verify` counts it as an input
     if flags & _WRITE_FLAGS:
         return "write"
     if "O_PATH" in flags:

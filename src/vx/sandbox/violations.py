@@ -82,7 +82,7 @@ class Judge:
             return
         if _under(path, self.tmpdir):
             return
-        if access.kind == "write":
+        if access.kind in ("write", "rdwr"):
             self._write(access.path, access, found, refused)
         elif access.kind == "lookup":
             self._lookup(path, access, found)
