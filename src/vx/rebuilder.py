@@ -200,7 +200,8 @@ async def _run_once(ctx: RunContext, node: TaskNode, plan: TaskPlan, launch: exe
         ctx.sandbox = Session(p.sandbox for p in ctx.plans.values() if p.sandbox is not None)
         ctx.sandbox.keep_accesses = ctx.observe is not None
     outcome = await run_sandboxed(ctx.sandbox, plan.sandbox, plan.command or "", cwd=cwd, env=plan.env,
-                                  timeout_ms=plan.timeout_ms, on_output=on_output, table=ctx.table)
+                                  timeout_ms=plan.timeout_ms, on_output=on_output, table=ctx.table,
+                                  on_note=lambda note: ctx.emit(Notice(note, level="info", id=node.id)))
     if ctx.observe is not None and outcome.accesses:  # untraced: --verify says so
         ctx.observe(node.id, outcome.accesses)
     for note in outcome.notes + outcome.failure_hints:

@@ -7,12 +7,13 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from conftest import npm_workspace
+from conftest import SRC, npm_workspace
 
 pytestmark = pytest.mark.skipif(any(shutil.which(t) is None for t in ("bwrap", "strace", "node")),
                                 reason="bwrap, strace and node are installed by dev/test")
@@ -339,3 +340,46 @@ def test_item9_verify_counts_a_read_through_a_read_write_open(repo):  # LG-03
     res = repo.vx("run", "app#build", "--verify=inputs")
     assert res.code == 1, res.out + res.err
     assert '  config.txt  add cache.inputs.files: ["config.txt"]' in res.out.splitlines(), res.out
+
+
+def test_item9_the_matches_nothing_warning_comes_before_the_task_and_never_advises_the_whole_project(repo):
+    cmd = "echo task-ran; mkdir .0123456789abcdef-00000000.tmp 2>&1 | tail -1; true"
+    app(repo, {"t": sandboxed(cmd, read=["."], write=[".*.tmp/**"])})
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
+    env.update({"PYTHONPATH": SRC, "NO_COLOR": "1"})
+    both = subprocess.run([sys.executable, "-m", "vx", "run", "t"], cwd=repo.root / "packages/app", env=env,
+                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, timeout=60).stdout  # one pipe: the order vx wrote in
+    warning = next(line for line in both.splitlines() if "the write grant .*.tmp/** matches nothing yet" in line)
+    assert both.index(warning) < both.index("\ntask-ran"), both
+    assert "./**" not in warning and "grant that, or under its TMPDIR" in warning
+
+
+def test_item9_a_scratch_glob_under_a_missing_directory_needs_no_grant_for_its_parent(repo):  # seed 0.0.217
+    cmd = "mkdir -p build/.0123456789abcdef-00000000.tmp && echo x > build/.0123456789abcdef-00000000.tmp/f"
+    app(repo, {"t": sandboxed(cmd, read=["src/**"], write=["build/.*.tmp/**", "dist/"])})
+    res = repo.vx("run", "t", cwd="packages/app")
+    assert res.code == 0, res.out + res.err
+    assert violation_lines(res.out) == []
+
+
+def test_item9_an_outside_write_grant_without_a_slash_is_a_directory_and_its_parent_stays_read_only(repo, tmp_path):
+    home = tmp_path / "home"
+    (home / ".cache").mkdir(parents=True)
+    cmd = "echo blob > ~/.cache/tool/blob && echo in-tool; (echo x > ~/.cache/beside) 2>/dev/null || echo parent-read-only"
+    app(repo, {"t": sandboxed(cmd, write=["~/.cache/tool"])})
+    res = repo.vx("run", "t", cwd="packages/app", env={"HOME": str(home)})
+    assert "in-tool" in res.out and "parent-read-only" in res.out, res.out + res.err
+    assert (home / ".cache/tool/blob").read_text() == "blob\n"
+    assert not (home / ".cache/beside").exists()
+
+
+def test_item9_bun_temp_dirs_with_any_characters_are_never_inputs(repo):  # KEY-17
+    task = {"exec": {"command": "mkdir -p dist && echo o > dist/o"},
+            "cache": {"inputs": {"files": ["**"]}, "outputs": {"files": ["dist/**"]}}}
+    app(repo, {"build": task})
+    assert repo.vx("run", "build", cwd="packages/app").code == 0
+    temp = repo.root / "packages/app/.zZ_9zZ_9zZ_9zZ_9-zZ_9zZ_9.tmp"
+    temp.mkdir()
+    (temp / "blob").write_text("bun's scratch")
+    assert repo.vx("run", "build", cwd="packages/app").task("app#build")["cache"] != "miss"

@@ -347,6 +347,13 @@ def _bind_write(grant: Grant, spec: SandboxSpec, layout: Layout) -> None:
         _make_dir(grant.base, layout)
         layout.rw.append(grant.base)
         return
+    if not _at_or_under(grant.base, spec.root):
+        # Outside the workspace nothing is widened: an existing file is bound alone, and a missing
+        # grant is a directory (`~/.cache/tool`), never a file that would make `~/.cache` writable.
+        if not os.path.isfile(grant.base):
+            _make_dir(grant.base, layout)
+        layout.rw.append(grant.base)
+        return
     _make_file(grant.base, layout)  # a file grant widens to its directory (atomic renames, SB-04)
     layout.rw.append(os.path.dirname(grant.base))
 
@@ -429,7 +436,7 @@ def _protect(spec: SandboxSpec, layout: Layout) -> None:
     at a bind's top cannot be mounted over; it is watched instead (`created_config`)."""
     git = PROTECTED_GIT[:1] if spec.config.git_config else (".git",)
     names = PROTECTED_NAMES + CONFIG_FILES + (".vx",) + git
-    for top in layout.rw:
+    for top in (t for t in layout.rw if os.path.isdir(t)):
         for directory in [top, *_subdirs(top, _PROTECT_DEPTH)][:_PROTECT_DIRS_CAP]:
             layout.protected.extend(p for p in (os.path.join(directory, n) for n in names) if os.path.lexists(p))
         layout.unborn.extend(p for p in (os.path.join(top, n) for n in CONFIG_FILES) if not os.path.lexists(p))

@@ -189,8 +189,11 @@ def _temp_parent(environ: Mapping[str, str]) -> str | None:
 
 async def run_sandboxed(session: Session, spec: SandboxSpec, command: str, *, cwd: Path, env: Mapping[str, str],
                         timeout_ms: int | None, on_output: Callable[[LogChunk], None],
-                        table: executor.ProcessTable) -> Outcome:
-    """Run `command` sandboxed to the end; never raises for the task (like executor.execute)."""
+                        table: executor.ProcessTable, on_note: Callable[[str], None] | None = None) -> Outcome:
+    """Run `command` sandboxed to the end; never raises for the task (like executor.execute).
+
+    `on_note` hears what must be said before the task runs (a write grant that will fail); without
+    it those notes come back in the Outcome with the rest."""
     cap = session.probed or await asyncio.to_thread(lambda: session.capability)  # the probe spawns: once, off the loop
     if not cap.available:
         return _unavailable(cap.problem or "", cap.hint)
@@ -202,6 +205,10 @@ async def run_sandboxed(session: Session, spec: SandboxSpec, command: str, *, cw
     except OSError as exc:  # a write grant vx could not create, a temp dir it could not make
         return Outcome(ProcessResult(exit_code=1, duration_ms=0.0, spawn_error=f"cannot prepare the sandbox: {exc}"))
     notes = _pre_notes(session, spec, attempt.layout, cap)
+    if on_note is not None:
+        for note in notes:
+            on_note(note)
+        notes = ()
     try:
         proc = await attempt.run(command, cwd, env, timeout_ms, on_output, table)
         if attempt.strace_failed(proc):  # SB-13: once more; a second failure fails the task, never a blind pass
@@ -270,11 +277,14 @@ def _pre_notes(session: Session, spec: SandboxSpec, layout: Layout, cap: Capabil
         notes += session.once("untraced", f"sandbox: tasks are enforced but untraced ({cap.untraced}), so no "
                                           f"violations are reported; {_STRACE_HINT}")
     for grant in layout.mountless:
+        if grant.base == spec.project or not _at_or_under(grant.base, spec.project):  # never advise `./**`
+            advice = "have the tool write into a directory of its own and grant that, or under its TMPDIR"
+        else:
+            advice = f"grant the directory instead: {spec.grant_text(grant.base)}/"
         notes += session.once(f"mountless:{spec.task}:{grant.text}",
                               f"{spec.task}: the write grant {grant.text} matches nothing yet, and a read-only "
                               f"mount holds its directory, so a file the task creates under it will fail with "
-                              f"\"Read-only file system\"; grant the directory instead: "
-                              f"{spec.grant_text(grant.base)}/**")
+                              f"\"Read-only file system\"; {advice}")
     return notes
 
 

@@ -103,6 +103,8 @@ class Judge:
             return
         if _covered(path, spec.writes) or _covered(path, self.layout.scratch) or _covered(path, spec.ignore_write):
             return
+        if access.syscall.startswith("mkdir") and any(_under(g.base, path) for g in self.layout.scratch):
+            return  # the directory a scratch glob (`build/.*.tmp/**`) needs before it can match
         if _under(path, spec.project) and not self._other_project(path):
             hint = f'allow.write "{spec.grant_text(path)}"'
         else:
