@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from msgspec import Struct, field
+from msgspec.structs import replace
 
-from vx import executor, verdicts
+from vx import executor, masking, verdicts
 from vx.events import CacheRestored, Emit, Notice, TaskFinished, TaskOutput, TaskRetrying, TaskStarted
 from vx.model import (CachePolicy, CacheStatus, LogChunk, ProcessResult, Status, TaskId, TaskNode, TaskPlan,
                       TaskResult, Violation)
@@ -187,9 +188,26 @@ async def _run_once(ctx: RunContext, node: TaskNode, plan: TaskPlan, launch: exe
                     started=None) -> tuple[ProcessResult, tuple[Violation, ...]]:
     """One attempt: inside the sandbox when the task declares one (SB-01), else plainly;
     `started` is a first attempt already running (executor.execute)."""
-    def on_output(chunk: LogChunk) -> None:
-        ctx.emit(TaskOutput(node.id, chunk))
+    secrets = masking.secrets_of(plan.env, node.config.exec.env.secret)  # EX-04
+    masker = masking.Masker(secrets) if secrets else None
 
+    def on_output(chunk: LogChunk) -> None:
+        if masker is not None:
+            chunk = masker.feed(chunk)  # type: ignore[assignment]
+        if chunk is not None:
+            ctx.emit(TaskOutput(node.id, chunk))
+
+    proc, violations = await _run_process(ctx, node, plan, launch, started, on_output)
+    if masker is None:
+        return proc, violations
+    for rest in masker.flush():
+        ctx.emit(TaskOutput(node.id, rest))
+    return replace(proc, log=masking.mask_log(proc.log, secrets),
+                   spawn_error=masking.mask_text(proc.spawn_error, secrets)), violations
+
+
+async def _run_process(ctx: RunContext, node: TaskNode, plan: TaskPlan, launch: executor.Launch | None, started,
+                       on_output) -> tuple[ProcessResult, tuple[Violation, ...]]:
     cwd = ctx.root / node.project_dir
     if plan.sandbox is None:
         return await executor.execute(plan.command or "", cwd=cwd, env=plan.env, timeout_ms=plan.timeout_ms,
@@ -219,8 +237,6 @@ def _failure_label(proc: ProcessResult, violations: tuple[Violation, ...]) -> st
 
 
 def _with_duration(proc: ProcessResult, total_ms: float) -> ProcessResult:
-    from msgspec.structs import replace
-
     return replace(proc, duration_ms=total_ms)
 
 
