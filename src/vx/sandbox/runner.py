@@ -491,16 +491,18 @@ async def _closed(fd: int, timeout_s: float) -> bool:
 def _late_filter(spec: SandboxSpec) -> list[str]:
     """For a task with network hosts or bridged ports: the command prefix that installs the AF_UNIX
     filter once the bridges (which are unix sockets) have started, for the task alone (SB-09)."""
-    program = None if spec.config.unix_sockets else seccomp.unix_socket_filter()
+    program = seccomp.unix_socket_filter(unix_sockets=bool(spec.config.unix_sockets))
     return seccomp.exec_argv(program) if program is not None else []
 
 
 def _seccomp_fd(spec: SandboxSpec) -> int | None:
-    """An fd holding the AF_UNIX filter for bwrap, unless the task may use unix sockets (SB-09).
+    """An fd holding the sandbox's filter for bwrap (without its AF_UNIX rule when the task may
+    use unix sockets, SB-09).
 
     A task with network hosts or bridged ports gets it later (`_late_filter`): its bridges are
     unix sockets, started inside before the task."""
-    program = None if spec.config.unix_sockets or _hosts(spec) or _ports(spec) else seccomp.unix_socket_filter()
+    program = None if _hosts(spec) or _ports(spec) else \
+        seccomp.unix_socket_filter(unix_sockets=bool(spec.config.unix_sockets))
     if program is None:
         return None
     fd = os.memfd_create("vx-seccomp", os.MFD_CLOEXEC)

@@ -61,12 +61,15 @@ def _assemble(program: list[tuple]) -> bytes:
     return b"".join(out)
 
 
-def unix_socket_filter(machine: str | None = None) -> bytes | None:
-    """The program for this machine (`platform.machine()`), or None where vx has none."""
+def unix_socket_filter(machine: str | None = None, *, unix_sockets: bool = False) -> bytes | None:
+    """The program for this machine (`platform.machine()`), or None where vx has none.
+
+    `unix_sockets` (the task's `allow.unixSockets`) drops the AF_UNIX rule and keeps the rest."""
     found = _ARCHES.get(machine or platform.machine())
     if found is None:
         return None
     arch, socket_nr, ptrace_nr, vm_read, vm_write, _prctl = found
+    socket_nr = 0xFFFFFFFF if unix_sockets else socket_nr  # a number no call has: the rule never fires
     return _assemble([
         (_LD_W_ABS, 0, 0, 4),                          # A = seccomp_data.arch
         (_JEQ_K, 0, "kill", arch),                     # a foreign ABI (i386, arm32)
