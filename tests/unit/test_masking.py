@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from hypothesis import given, strategies as st
+import itertools
+
+from hypothesis import given
+from hypothesis import strategies as st
 
 from vx.masking import Masker, mask_log, secrets_of
 from vx.model import LogChunk
@@ -35,7 +38,7 @@ def test_any_chunking_masks_like_the_whole(text, cuts):
     secrets = secrets_of({"A_TOKEN": "abcabd-x", "B_KEY": "zz-abc-zz"})
     data = text + b"abcabd-x" + text + b"zz-abc-zz"
     bounds = sorted({min(c, len(data)) for c in cuts} | {0, len(data)})
-    chunks = [LogChunk(1, data[a:b]) for a, b in zip(bounds, bounds[1:]) if b > a]
+    chunks = [LogChunk(1, data[a:b]) for a, b in itertools.pairwise(bounds) if b > a]
     whole = b"".join(c.data for c in mask_log([LogChunk(1, data)], secrets))
     assert b"".join(c.data for c in mask_log(chunks, secrets)) == whole
     assert b"abcabd-x" not in whole and b"zz-abc-zz" not in whole

@@ -481,7 +481,7 @@ async def _closed(fd: int, timeout_s: float) -> bool:
     loop.add_reader(fd, readable)
     try:
         return await asyncio.wait_for(ended, timeout_s)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return False
     finally:
         loop.remove_reader(fd)
