@@ -383,3 +383,14 @@ def test_item9_bun_temp_dirs_with_any_characters_are_never_inputs(repo):  # KEY-
     temp.mkdir()
     (temp / "blob").write_text("bun's scratch")
     assert repo.vx("run", "build", cwd="packages/app").task("app#build")["cache"] != "miss"
+
+
+def test_item2_a_package_json_inside_an_output_directory_is_a_plain_output(repo):
+    # Bundlers write dist/package.json ({"type": "module"}): only the project's and the root's
+    # own config files are protected, not files of those names under a write grant.
+    cmd = "mkdir -p dist && echo '{\"type\": \"module\"}' > dist/package.json"
+    app(repo, {"t": sandboxed(cmd, write=["dist/"])})
+    for _ in range(2):  # the second run rewrites the file the first left
+        res = repo.vx("run", "t", cwd="packages/app")
+        assert res.code == 0, res.out + res.err
+    assert (repo.root / "packages/app/dist/package.json").read_text() == '{"type": "module"}\n'

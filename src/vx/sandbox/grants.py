@@ -431,15 +431,25 @@ def _hide_credentials(spec: SandboxSpec, layout: Layout) -> None:
 
 
 def _protect(spec: SandboxSpec, layout: Layout) -> None:
-    """Shell and tool config files (SB-11), vx's own config files, manifests and lockfiles, `.vx`
-    and `.git` inside write binds stay read-only, 3 levels down. A config file that does not exist
-    at a bind's top cannot be mounted over; it is watched instead (`created_config`)."""
-    git = PROTECTED_GIT[:1] if spec.config.git_config else (".git",)
-    names = PROTECTED_NAMES + CONFIG_FILES + (".vx",) + git
-    for top in (t for t in layout.rw if os.path.isdir(t)):
+    """Inside write binds, read-only: shell and tool config files 3 levels down (SB-11), and the
+    config files, manifests and lockfiles of the project and the root, with their `.vx` and
+    `.git` — what decides the next run. One of those that does not exist yet cannot be mounted
+    over; it is watched instead (`created_config`). Elsewhere (`dist/package.json`) they are
+    plain outputs."""
+    names = PROTECTED_NAMES + (PROTECTED_GIT if not spec.config.git_config else PROTECTED_GIT[:1])
+    tops = [t for t in layout.rw if os.path.isdir(t)]
+    for top in tops:
         for directory in [top, *_subdirs(top, _PROTECT_DEPTH)][:_PROTECT_DIRS_CAP]:
             layout.protected.extend(p for p in (os.path.join(directory, n) for n in names) if os.path.lexists(p))
-        layout.unborn.extend(p for p in (os.path.join(top, n) for n in CONFIG_FILES) if not os.path.lexists(p))
+    whole = CONFIG_FILES + (".vx",) + (() if spec.config.git_config else (".git",))
+    for directory in dict.fromkeys((spec.project, spec.root)):
+        for path in (os.path.join(directory, n) for n in whole):
+            if not any(_at_or_under(path, t) for t in tops):
+                continue
+            if os.path.lexists(path):
+                layout.protected.append(path)
+            elif not path.endswith((".vx", ".git")):
+                layout.unborn.append(path)
 
 
 def _pin_reads(spec: SandboxSpec, layout: Layout) -> None:
