@@ -83,6 +83,8 @@ async def _try_hit(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> TaskResul
         return _hit(node, plan, entry, ctx.store.log_of(entry), CacheStatus.UP_TO_DATE, started)
     from vx.store.local import DamagedEntry
 
+    from vx.errors import EnvironmentFailure
+
     async with ctx.restore_slots:
         try:
             log = await asyncio.to_thread(_restore, ctx, entry, outputs)
@@ -90,6 +92,11 @@ async def _try_hit(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> TaskResul
             ctx.emit(Notice(f"cache entry for {node.id} cannot be restored ({exc.reason}); running the task instead",
                             id=node.id))
             return None
+        except EnvironmentFailure as exc:  # the workspace refused the write (a full disk): this task fails
+            why = "; ".join((exc.message, *exc.facts, *((exc.hint,) if exc.hint else ())))
+            ctx.emit(Notice(f"{node.id}: restore failed: {why}", id=node.id))
+            return TaskResult(node.id, Status.FAILED, served, key=plan.key, reason=f"restore failed: {exc.message}",
+                              duration_ms=(time.monotonic() - started) * 1000, command=plan.command)
     ctx.emit(CacheRestored(node.id, served))
     return _hit(node, plan, entry, log, served, started)
 
@@ -241,11 +248,18 @@ async def _save(ctx: RunContext, node: TaskNode, plan: TaskPlan, proc: ProcessRe
                                 log=proc.log, files=files, duration_ms=proc.duration_ms, cpu_ms=proc.cpu_ms,
                                 peak_rss_bytes=proc.peak_rss_bytes)
     except Exception as exc:  # a refused output or a full disk is a warning, never a failed build
+        from vx.errors import EnvironmentFailure
         from vx.store.archive import ArchiveError
+        from vx.store.local import CacheFull
 
-        if not isinstance(exc, (ArchiveError, OSError)):
+        if not isinstance(exc, (ArchiveError, OSError, EnvironmentFailure)):
             raise
-        ctx.emit(Notice(f"{node.id}: not saved to the cache: {exc}", id=node.id))
+        if isinstance(exc, CacheFull):  # one warning a run: every later save would say the same
+            if exc.first:
+                ctx.emit(Notice(f"{node.id}: not saved to the cache: {exc.message}; {exc.hint} "
+                                "(later saves that find the disk full are dropped silently)", id=node.id))
+        else:
+            ctx.emit(Notice(f"{node.id}: not saved to the cache: {exc}", id=node.id))
         return False, f"not saved: {exc}"
     return True, None
 
