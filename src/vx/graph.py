@@ -58,9 +58,16 @@ def _resolve_one(ws: Workspace, configs: Mapping[str, ProjectConfig], sel: Selec
     if not holders:
         _refuse_not_runnable(configs, name)
         scripted = [p for p, pkg in sorted(ws.packages.items()) if name in pkg.scripts]
+        from vx.workspace import empty_globs
+
+        empty = empty_globs(ws)
+        facts = (f"a package.json script in: {', '.join(scripted[:8])}",) if scripted else ()
+        if empty:
+            facts += (f"member glob{'s' if len(empty) > 1 else ''} {', '.join(f'`{g}`' for g in empty)} in "
+                      f"{ws.member_globs_file} match{'' if len(empty) > 1 else 'es'} no directory with a package.json",)
         raise UnknownTaskError(
             f"no project declares a task named `{name}`",
-            facts=(f"a package.json script in: {', '.join(scripted[:8])}",) if scripted else (),
+            facts=facts,
             hint=("`vx init` turns package.json scripts into vx tasks (vx.config.json per package)" if scripted
                   else suggestion(name, _all_task_names(configs), noun="tasks")),
         )

@@ -242,7 +242,8 @@ async def _save(ctx: RunContext, node: TaskNode, plan: TaskPlan, proc: ProcessRe
         return False, f"not saved: input changed while it ran: {moved}"
     files = await asyncio.to_thread(outputs.walk, ctx.root)
     if not files and outputs.declares_files:
-        ctx.emit(Notice(f"{node.id}: cache.outputs matched no files ({', '.join(outputs.patterns)})", id=node.id))
+        declared = (*outputs.patterns, *(outputs.ws_globs.patterns if outputs.ws_globs is not None else ()))
+        ctx.emit(Notice(f"{node.id}: cache.outputs matched no files ({', '.join(declared)})", id=node.id))
     try:
         await asyncio.to_thread(ctx.store.save, plan.key, task_id=str(node.id), command=plan.command or "",
                                 log=proc.log, files=files, duration_ms=proc.duration_ms, cpu_ms=proc.cpu_ms,

@@ -42,6 +42,7 @@ def discover(cwd: Path) -> Workspace:
         manager=_manager(root),
         packages=packages,
         member_globs=tuple(g.text for g in globs),
+        member_globs_file=root.globs_file if globs else "",
     )
 
 
@@ -256,6 +257,19 @@ def _segment_matches(segment: str | re.Pattern[str], name: str) -> bool:
     return segment == name if isinstance(segment, str) else segment.match(name) is not None
 
 
+def empty_globs(ws: Workspace) -> list[str]:
+    """The positive member globs no package's directory falls under, as written (for errors)."""
+    dirs = [p.dir.split("/") for p in ws.packages.values() if p.dir]
+    out = []
+    for text in ws.member_globs:
+        if text.startswith("!"):
+            continue
+        glob = MemberGlob.parse(text, ws.member_globs_file, "")
+        if not any(glob.matches(parts) for parts in dirs):
+            out.append(text)
+    return out
+
+
 def _member_dirs(root: str, globs: list[MemberGlob]) -> list[str]:
     """Expand the positive globs against the tree, then take the `!` entries back."""
     listing = _Listing(root)
@@ -360,7 +374,9 @@ def _read_json(root: Path, rel: str) -> dict[str, Any] | None:
         raise ConfigError(f"invalid JSON: {getattr(exc, 'msg', exc)}", file=rel, field=where,
                           hint="package.json must be strict JSON") from None
     if not isinstance(value, dict):
-        raise ConfigError("package.json must hold an object", file=rel)
+        kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(value), "a number")
+        raise ConfigError(f"package.json must hold an object, not {kind}", file=rel,
+                          hint='a package.json is one JSON object, such as {"name": "app", "version": "1.0.0"}')
     return value
 
 
