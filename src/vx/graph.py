@@ -63,8 +63,10 @@ def _resolve_one(ws: Workspace, configs: Mapping[str, ProjectConfig], sel: Selec
         empty = empty_globs(ws)
         facts = (f"a package.json script in: {', '.join(scripted[:8])}",) if scripted else ()
         if empty:
-            facts += (f"member glob{'s' if len(empty) > 1 else ''} {', '.join(f'`{g}`' for g in empty)} in "
-                      f"{ws.member_globs_file} match{'' if len(empty) > 1 else 'es'} no directory with a package.json",)
+            globs = ", ".join(f"`{g}`" for g in empty)
+            plural = len(empty) > 1
+            facts += (f"member glob{'s' if plural else ''} {globs} in {ws.member_globs_file} match"
+                      + ("" if plural else "es") + " no directory with a package.json",)
         raise UnknownTaskError(
             f"no project declares a task named `{name}`",
             facts=facts,

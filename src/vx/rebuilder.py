@@ -81,9 +81,8 @@ async def _try_hit(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> TaskResul
     current = await asyncio.to_thread(outputs.walk, ctx.root)
     if ctx.store.is_up_to_date(entry, current):
         return _hit(node, plan, entry, ctx.store.log_of(entry), CacheStatus.UP_TO_DATE, started)
-    from vx.store.local import DamagedEntry
-
     from vx.errors import EnvironmentFailure
+    from vx.store.local import DamagedEntry
 
     async with ctx.restore_slots:
         try:

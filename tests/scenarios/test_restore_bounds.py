@@ -11,7 +11,6 @@ import sqlite3
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 from conftest import build_task, npm_workspace

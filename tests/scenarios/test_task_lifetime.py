@@ -45,13 +45,13 @@ def test_item6_sigkill_of_vx_ends_every_task_and_its_children(repo):
         for name in ("a", "b"):
             for kind in ("child", "grandchild"):
                 path = repo.root / f"packages/{name}/{kind}.pid"
-                wait_for(lambda: path.exists() and path.read_text(), f"{path.name} of {name}")
+                wait_for(lambda path=path: path.exists() and path.read_text(), f"{path.name} of {name}")
                 pids.append(int(path.read_text()))
         assert all(running(p) for p in pids)
         vx.send_signal(signal.SIGKILL)
         vx.wait()
         for pid in pids:
-            wait_for(lambda: not running(pid), f"task process {pid} to end after vx was killed")
+            wait_for(lambda pid=pid: not running(pid), f"task process {pid} to end after vx was killed")
     finally:
         for pid in pids:
             if running(pid):
