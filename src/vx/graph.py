@@ -58,9 +58,7 @@ def _resolve_one(ws: Workspace, configs: Mapping[str, ProjectConfig], sel: Selec
     if not holders:
         _refuse_not_runnable(configs, name)
         scripted = [p for p, pkg in sorted(ws.packages.items()) if name in pkg.scripts]
-        from vx.workspace import empty_globs
-
-        empty = empty_globs(ws)
+        empty = ws.empty_member_globs
         facts = (f"a package.json script in: {', '.join(scripted[:8])}",) if scripted else ()
         if empty:
             globs = ", ".join(f"`{g}`" for g in empty)

@@ -34,7 +34,8 @@ def discover(cwd: Path) -> Workspace:
     for here in (root.dir, *root.dir.parents):  # `resolve` below: a link on the way would move the root
         witness.probed(str(here))
     globs = root.member_globs()
-    dirs = _member_dirs(str(root.dir), globs)
+    expanded: dict[str, list[str]] = {}
+    dirs = _member_dirs(str(root.dir), globs, expanded)
     manifests = {rel: m for rel in dirs if (m := _read_manifest(root.dir, rel)) is not None}
     packages = _packages(root, manifests)
     return Workspace(
@@ -43,6 +44,7 @@ def discover(cwd: Path) -> Workspace:
         packages=packages,
         member_globs=tuple(g.text for g in globs),
         member_globs_file=root.globs_file if globs else "",
+        empty_member_globs=tuple(g for g, found in expanded.items() if not any(d in manifests for d in found)),
     )
 
 
@@ -257,26 +259,17 @@ def _segment_matches(segment: str | re.Pattern[str], name: str) -> bool:
     return segment == name if isinstance(segment, str) else segment.match(name) is not None
 
 
-def empty_globs(ws: Workspace) -> list[str]:
-    """The positive member globs no package's directory falls under, as written (for errors)."""
-    dirs = [p.dir.split("/") for p in ws.packages.values() if p.dir]
-    out = []
-    for text in ws.member_globs:
-        if text.startswith("!"):
-            continue
-        glob = MemberGlob.parse(text, ws.member_globs_file, "")
-        if not any(glob.matches(parts) for parts in dirs):
-            out.append(text)
-    return out
-
-
-def _member_dirs(root: str, globs: list[MemberGlob]) -> list[str]:
-    """Expand the positive globs against the tree, then take the `!` entries back."""
+def _member_dirs(root: str, globs: list[MemberGlob], expanded: dict[str, list[str]] | None = None) -> list[str]:
+    """Expand the positive globs against the tree, then take the `!` entries back. `expanded`,
+    when given, receives each positive glob's own expansion (to name a glob that found nothing)."""
     listing = _Listing(root)
     found: dict[str, None] = {}
     for glob in globs:
         if not glob.negated and glob.segments:
-            found.update(dict.fromkeys(_expand(glob.segments, listing)))
+            dirs = _expand(glob.segments, listing)
+            found.update(dict.fromkeys(dirs))
+            if expanded is not None:
+                expanded[glob.text] = dirs
     negations = [g for g in globs if g.negated]
     return sorted(rel for rel in found
                   if rel and not any(g.matches(rel.split("/")) for g in negations))
