@@ -239,7 +239,13 @@ async def _save(ctx: RunContext, node: TaskNode, plan: TaskPlan, proc: ProcessRe
     if moved:
         ctx.emit(Notice(f"{node.id}: not saved to the cache: input changed while it ran: {moved}", id=node.id))
         return False, f"not saved: input changed while it ran: {moved}"
-    files = await asyncio.to_thread(outputs.walk, ctx.root)
+    files, disowned = await asyncio.to_thread(outputs.walk_for_save, ctx.root)
+    if disowned:
+        why = (f"output {disowned[0]}{f' (and {len(disowned) - 1} more)' if len(disowned) > 1 else ''} is not the "
+               "task's to keep: outputs never include .git, .vx, an unnamed node_modules, another project's files "
+               "or the task's own inputs")
+        ctx.emit(Notice(f"{node.id}: not saved to the cache: {why}", id=node.id))
+        return False, f"not saved: {why}"
     if not files and outputs.declares_files:
         declared = (*outputs.patterns, *(outputs.ws_globs.patterns if outputs.ws_globs is not None else ()))
         ctx.emit(Notice(f"{node.id}: cache.outputs matched no files ({', '.join(declared)})", id=node.id))

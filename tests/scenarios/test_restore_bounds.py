@@ -45,14 +45,16 @@ def only_key(repo) -> str:
     return art.name.split(".")[0]
 
 
-WIDE = {"files": ["dist/**"], "workspaceFiles": ["**/pre-commit", "**/receipts/*", "**/*.js"]}
+WIDE = {"files": ["dist/**"], "workspaceFiles": ["**/pre-commit", "**/receipts/*", "**/left-pad/*.js", "**/index.js"]}
 
 
-def wide_workspace(repo) -> None:
+def wide_workspace(repo, outputs=WIDE) -> None:
+    """Output globs wide enough to match what the hostile artifacts plant (nothing they match
+    exists when the task saves)."""
     task = build_task(deps=())
-    task["cache"]["outputs"] = WIDE
+    task["cache"]["outputs"] = outputs
     repo.write(npm_workspace({"app": {"tasks": {"build": task}, "files": {"src/a.js": "A;"}},
-                              "other": {"files": {"src/index.js": "OTHER;"}}})).commit()
+                              "other": {"files": {"src/main.js": "OTHER;"}}})).commit()
 
 
 @pytest.mark.parametrize("hostile", [
@@ -176,3 +178,17 @@ def test_item3_a_member_the_file_system_cannot_hold_is_a_damaged_entry(repo, bad
     assert sorted(p.name for p in (repo.root / "packages/app/dist").iterdir()) == ["out.js"]
     again = repo.vx("run", "build", "--all")
     assert again.code == 0 and again.task("app#build")["cache"] == "up-to-date", again.err
+
+
+def test_item1_an_output_glob_reaching_an_input_withholds_the_save_and_never_wipes_it(repo):
+    """Item 1: `workspaceFiles: ["**/*.js"]` matches the task's own sources and another project's.
+    The wipe before the run deletes neither, and the save is withheld with a warning naming the
+    file rather than dropping it silently (a hit would then lack it)."""
+    wide_workspace(repo, {"files": ["dist/**"], "workspaceFiles": ["**/*.js"]})
+    res = repo.vx("run", "build", "--all")
+    assert res.code == 0, res.err
+    assert (repo.root / "packages/app/src/a.js").read_text() == "A;"
+    assert (repo.root / "packages/other/src/main.js").read_text() == "OTHER;"
+    assert "not saved to the cache: output packages/" in res.err, res.err
+    assert res.task("app#build")["cache"] == "miss"
+    assert not list((repo.root / ".vx" / "cache").glob("*.tar.zst"))
