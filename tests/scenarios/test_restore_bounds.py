@@ -127,9 +127,9 @@ print(swaps)
 @pytest.mark.skipif(os.uname().machine != "x86_64", reason="the racer calls renameat2 by its x86-64 number")
 def test_item2_a_directory_swapped_for_a_symlink_mid_restore_never_redirects_a_write(repo, tmp_path):
     """Item 2: a process keeps exchanging `dist/sub` with a symlink to a directory outside the
-    workspace (renameat2 RENAME_EXCHANGE) while 4,000 files are restored into it. Whatever the
-    interleaving, nothing is ever written outside: every write goes through a directory
-    descriptor opened without following links."""
+    workspace (renameat2 RENAME_EXCHANGE) while its 4,000 stale files are wiped and restored.
+    Whatever the interleaving, nothing outside is ever written or removed: every unlink and
+    write goes through a directory descriptor opened without following links."""
     gen = ("node -e \"const fs=require('fs');if(!fs.existsSync('../../allow'))process.exit(3);"
            "fs.mkdirSync('dist/sub',{recursive:true});"
            "for(let i=0;i<4000;i++)fs.writeFileSync('dist/sub/f'+i+'.txt',String(i))\"")
@@ -139,10 +139,12 @@ def test_item2_a_directory_swapped_for_a_symlink_mid_restore_never_redirects_a_w
     assert repo.vx("run", "build", "--all").code == 0
     (repo.root / "allow").unlink()  # a miss now fails the task: only the restore may write dist
     dist = repo.root / "packages/app/dist"
-    shutil.rmtree(dist)
-    dist.mkdir()
+    (dist / "sub/f0.txt").write_text("stale")  # not up to date: the restore wipes, then writes
     outside, stop = tmp_path / "outside", tmp_path / "stop"
     outside.mkdir()
+    for i in range(4000):  # what an unlink through the swapped directory would delete
+        (outside / f"f{i}.txt").write_text("outside")
+    before = sorted(os.listdir(outside))
     racer = subprocess.Popen([sys.executable, "-c", RACER, str(dist), str(outside), str(stop), "3000000"],
                              stdout=subprocess.PIPE, text=True)
     try:
@@ -154,7 +156,8 @@ def test_item2_a_directory_swapped_for_a_symlink_mid_restore_never_redirects_a_w
         swaps = racer.communicate(timeout=120)[0]
     assert "Traceback" not in res.err, res.err
     assert int(swaps) > 0  # the race really ran
-    assert sorted(os.listdir(outside)) == []
+    assert sorted(os.listdir(outside)) == before  # nothing removed there, nothing added
+    assert all((outside / name).read_text() == "outside" for name in before)  # nothing written
 
 
 @pytest.mark.parametrize("bad", [
