@@ -43,7 +43,7 @@ FINGERPRINT_FILES = (
 
 # KEY-17: never inputs, whatever the globs say.
 _ALWAYS_EXCLUDED = re.compile(
-    r"(?:^|/)(?:\.git|\.vx|\.[0-9a-fA-F]{16}-[0-9a-fA-F]{8}\.tmp)/"
+    r"(?:^|/)(?:\.git|\.vx|\.[^/]{16}-[^/]{8}\.tmp)/"  # Bun's temp dir: the reference's `?`, any character
     r"|\.tsbuildinfo$|\.bun-build$|(?:^|/)vx-lock\.json$"
 )
 _EXCLUDED_SUFFIXES = (".tsbuildinfo", ".bun-build", "vx-lock.json")

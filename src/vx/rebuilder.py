@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 
 from msgspec import Struct, field
+from msgspec.structs import replace
 
-from vx import executor, verdicts
+from vx import executor, masking, verdicts
 from vx.frameworks import unseen as framework_unseen
 from vx.events import CacheRestored, Emit, Notice, TaskFinished, TaskOutput, TaskRetrying, TaskStarted
 from vx.model import (CachePolicy, CacheStatus, LogChunk, ProcessResult, Status, TaskId, TaskNode, TaskPlan,
@@ -117,6 +118,7 @@ async def _try_hit(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> TaskResul
     current = await asyncio.to_thread(outputs.walk, ctx.root)
     if store.is_up_to_date(entry, current):
         return _hit(node, plan, entry, store.log_of(entry), CacheStatus.UP_TO_DATE, started)
+    from vx.errors import EnvironmentFailure
     from vx.store.local import DamagedEntry
 
     async with ctx.restore_slots:
@@ -126,6 +128,11 @@ async def _try_hit(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> TaskResul
             ctx.emit(Notice(f"cache entry for {node.id} cannot be restored ({exc.reason}); running the task instead",
                             id=node.id))
             return None
+        except EnvironmentFailure as exc:  # the workspace refused the write (a full disk): this task fails
+            why = "; ".join((exc.message, *exc.facts, *((exc.hint,) if exc.hint else ())))
+            ctx.emit(Notice(f"{node.id}: restore failed: {why}", id=node.id))
+            return TaskResult(node.id, Status.FAILED, served, key=plan.key, reason=f"restore failed: {exc.message}",
+                              duration_ms=(time.monotonic() - started) * 1000, command=plan.command)
     ctx.emit(CacheRestored(node.id, served))
     return _hit(node, plan, entry, log, served, started)
 
@@ -260,9 +267,27 @@ async def _run_once(ctx: RunContext, node: TaskNode, plan: TaskPlan, launch: exe
                     started=None) -> tuple[ProcessResult, tuple[Violation, ...]]:
     """One attempt: inside the sandbox when the task declares one (SB-01), else plainly;
     `started` is a first attempt already running (executor.execute)."""
-    def on_output(chunk: LogChunk) -> None:
-        ctx.emit(TaskOutput(node.id, chunk))
+    declared = node.config.exec.env.secret if node.config.exec is not None else ()
+    secrets = masking.secrets_of(plan.env, declared)  # EX-04
+    masker = masking.Masker(secrets) if secrets else None
 
+    def on_output(chunk: LogChunk) -> None:
+        if masker is not None:
+            chunk = masker.feed(chunk)  # type: ignore[assignment]
+        if chunk is not None:
+            ctx.emit(TaskOutput(node.id, chunk))
+
+    proc, violations = await _run_process(ctx, node, plan, launch, started, on_output)
+    if masker is None:
+        return proc, violations
+    for rest in masker.flush():
+        ctx.emit(TaskOutput(node.id, rest))
+    return replace(proc, log=masking.mask_log(proc.log, secrets),
+                   spawn_error=masking.mask_text(proc.spawn_error, secrets)), violations
+
+
+async def _run_process(ctx: RunContext, node: TaskNode, plan: TaskPlan, launch: executor.Launch | None, started,
+                       on_output) -> tuple[ProcessResult, tuple[Violation, ...]]:
     cwd = ctx.root / node.project_dir
     if plan.sandbox is None:
         # A cached task's outputs are read next: nothing it started may still be writing (docs/caching.md § Save).
@@ -279,7 +304,8 @@ async def _run_once(ctx: RunContext, node: TaskNode, plan: TaskPlan, launch: exe
         ctx.sandbox = Session(p.sandbox for p in ctx.plans.values() if p.sandbox is not None)
         ctx.sandbox.keep_accesses = ctx.observe is not None
     outcome = await run_sandboxed(ctx.sandbox, plan.sandbox, plan.command or "", cwd=cwd, env=plan.env,
-                                  timeout_ms=plan.timeout_ms, on_output=on_output, table=ctx.table)
+                                  timeout_ms=plan.timeout_ms, on_output=on_output, table=ctx.table,
+                                  on_note=lambda note: ctx.emit(Notice(note, level="info", id=node.id)))
     if ctx.observe is not None and outcome.accesses:  # untraced: --verify says so
         ctx.observe(node.id, outcome.accesses)
     for note in outcome.notes + outcome.failure_hints:
@@ -297,8 +323,6 @@ def _failure_label(proc: ProcessResult, violations: tuple[Violation, ...]) -> st
 
 
 def _with_duration(proc: ProcessResult, total_ms: float) -> ProcessResult:
-    from msgspec.structs import replace
-
     return replace(proc, duration_ms=total_ms)
 
 
@@ -319,23 +343,37 @@ async def _save(ctx: RunContext, node: TaskNode, plan: TaskPlan, proc: ProcessRe
     if moved:
         ctx.emit(Notice(f"{node.id}: not saved to the cache: input changed while it ran: {moved}", id=node.id))
         return False, f"not saved: input changed while it ran: {moved}"
-    files = await asyncio.to_thread(outputs.walk, ctx.root)
+    files, disowned = await asyncio.to_thread(outputs.walk_for_save, ctx.root)
+    if disowned:
+        why = (f"output {disowned[0]}{f' (and {len(disowned) - 1} more)' if len(disowned) > 1 else ''} is not the "
+               "task's to keep: outputs never include .git, .vx, an unnamed node_modules, another project's files "
+               "or the task's own inputs")
+        ctx.emit(Notice(f"{node.id}: not saved to the cache: {why}", id=node.id))
+        return False, f"not saved: {why}"
     removed = getattr(outputs, "removed", ())
     if removed:  # a task adding to its upstream's outputs deleted one (LC-18): a restore could not
         ctx.emit(Notice(f"{node.id}: not saved to the cache: it removed {removed[0]}, which it adds to", id=node.id))
         return False, f"not saved: it removed {removed[0]}"
     if not files and outputs.declares_files:
-        ctx.emit(Notice(f"{node.id}: cache.outputs matched no files ({', '.join(outputs.patterns)})", id=node.id))
+        declared = (*outputs.patterns, *(outputs.ws_globs.patterns if outputs.ws_globs is not None else ()))
+        ctx.emit(Notice(f"{node.id}: cache.outputs matched no files ({', '.join(declared)})", id=node.id))
     try:
         await asyncio.to_thread(store.save, plan.key, task_id=str(node.id), command=plan.command or "",
                                 log=proc.log, files=files, duration_ms=proc.duration_ms, cpu_ms=proc.cpu_ms,
                                 peak_rss_bytes=proc.peak_rss_bytes)
     except Exception as exc:  # a refused output or a full disk is a warning, never a failed build
+        from vx.errors import EnvironmentFailure
         from vx.store.archive import ArchiveError
+        from vx.store.local import CacheFull
 
-        if not isinstance(exc, (ArchiveError, OSError)):
+        if not isinstance(exc, (ArchiveError, OSError, EnvironmentFailure)):
             raise
-        ctx.emit(Notice(f"{node.id}: not saved to the cache: {exc}", id=node.id))
+        if isinstance(exc, CacheFull):  # one warning a run: every later save would say the same
+            if exc.first:
+                ctx.emit(Notice(f"{node.id}: not saved to the cache: {exc.message}; {exc.hint} "
+                                "(later saves that find the disk full are dropped silently)", id=node.id))
+        else:
+            ctx.emit(Notice(f"{node.id}: not saved to the cache: {exc}", id=node.id))
         return False, f"not saved: {exc}"
     return True, None
 

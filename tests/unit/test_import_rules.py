@@ -52,7 +52,7 @@ VALUES = {"model", "events", "errors", "verdicts"}  # what report/ may import be
 
 # Leaves: import no vx module but other leaves (the replay of a receipt loads nothing else), so
 # any layer may use them.
-LEAVES = {"model", "errors", "events", "verdicts", "semver", "frameworks", "forwarding", "witness",
+LEAVES = {"model", "errors", "events", "verdicts", "semver", "frameworks", "forwarding", "witness", "masking",
           "style", "stages", "runlock", "receipt", "spawn"}
 LAYERS = [  # bottom first: (layer, the modules and packages in it)
     ("store", {"store"}),

@@ -83,6 +83,12 @@ class RemoteSettings:
         return f"{parts.scheme}://{host}{port}{parts.path}"
 
 
+class Sink(Protocol):
+    """Where a download streams: a file, or one that counts what it takes."""
+
+    def write(self, data: bytes, /) -> int: ...
+
+
 class RemoteLayer(Protocol):
     """The seam: `has` probes, `get` streams a body into `sink`, `put` streams `src` up."""
 
@@ -90,7 +96,7 @@ class RemoteLayer(Protocol):
 
     def has(self, key: str) -> Found | None: ...
 
-    def get(self, key: str, sink: BinaryIO) -> Found | None: ...
+    def get(self, key: str, sink: Sink) -> Found | None: ...
 
     def put(self, key: str, src: BinaryIO, size: int, duration_ms: float) -> None: ...
 

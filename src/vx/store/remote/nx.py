@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import BinaryIO
 
-from vx.store.remote.layer import BAD_RESPONSE, Found, RemoteFailure, RemoteSettings, checked_key
+from vx.store.remote.layer import BAD_RESPONSE, Found, RemoteFailure, RemoteSettings, Sink, checked_key
 from vx.store.remote.wire import Wire
 
 
@@ -29,7 +29,7 @@ class NxLayer:
         reply.close(reuse=False)
         return Found() if reply.status == 200 else None
 
-    def get(self, key: str, sink: BinaryIO) -> Found | None:
+    def get(self, key: str, sink: Sink) -> Found | None:
         reply = self.wire.call("GET", self._path(key))
         if reply.status != 200:
             reply.close()

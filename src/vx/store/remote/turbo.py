@@ -14,7 +14,9 @@ import hashlib
 import hmac
 from typing import BinaryIO
 
-from vx.store.remote.layer import BAD_RESPONSE, REFUSED, REJECTED, Found, RemoteFailure, RemoteSettings, checked_key
+from vx.store.remote.layer import (
+    BAD_RESPONSE, REFUSED, REJECTED, Found, RemoteFailure, RemoteSettings, Sink, checked_key,
+)
 from vx.store.remote.wire import CHUNK, Reply, Wire
 
 OPEN_STATUSES = ("enabled",)
@@ -60,7 +62,7 @@ class TurboLayer:
         reply.close()
         return _found(reply) if reply.status == 200 else None
 
-    def get(self, key: str, sink: BinaryIO) -> Found | None:
+    def get(self, key: str, sink: Sink) -> Found | None:
         """Stream the artifact into `sink`; with signatures on, a bad or missing tag is refused."""
         reply = self.wire.call("GET", self._path(key))
         if reply.status != 200:
