@@ -473,7 +473,8 @@ def _run(args: Args, argv: list[str]) -> int:
         concurrency=args.concurrency, continue_mode=_continue_mode(args.continue_mode), no_cache=args.no_cache,
         force=args.force, cache_dir=args.cache_dir, timeout_ms=timeout, retries=_plain_int("--retry", args.retry),
         cache_spec=args.cache, dry=dry is not None, verify=verify,
-        framework_inference=_framework_inference(args.framework_inference))
+        framework_inference=_framework_inference(args.framework_inference),
+        fast_paths=os.environ.get("VX_FASTPATH", "") not in ("0", "false", "no", "off"))
     report = (args.report is not None, args.report_file)
     profile = (args.profile or "profile.json") if args.profile is not None else None
     return _run_request(req, _dry_format(dry), args.summarize, timer_start, argv, _output_logs(args.output_logs),

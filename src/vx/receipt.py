@@ -33,7 +33,8 @@ CURRENT, ABSENT, CHANGED = "current", "absent", "changed"
 
 
 def enabled(environ) -> bool:
-    return environ.get("VX_REPLAY", "") not in ("0", "false", "no", "off")
+    off = ("0", "false", "no", "off")
+    return environ.get("VX_REPLAY", "") not in off and environ.get("VX_FASTPATH", "") not in off
 
 
 def name_of(cwd: str, argv: list[str]) -> str:

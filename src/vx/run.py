@@ -57,6 +57,7 @@ class RunRequest(Struct, frozen=True):
     dry: bool = False  # planning only: the remote is probed, never downloaded from (RC-04)
     verify: str | None = None  # --verify=inputs: cached tasks execute traced (no cache reads), saves as usual
     framework_inference: bool = True  # `--framework-inference=false` (turbo's flag)
+    fast_paths: bool = True  # VX_FASTPATH=0: no hit lane, no first wave (the result must not change)
 
 
 class Prepared(Struct):
@@ -240,7 +241,7 @@ def execute(prep: Prepared, req: RunRequest, emit: Emit, stages: Stages, launch_
     started = time.time()
     _announce(prep, emit)
     with stages("hit lane"):
-        lane, stopped_by = _settle_hits(prep, emit)
+        lane, stopped_by = _settle_hits(prep, emit) if req.fast_paths else _no_lane()
     if len(lane.results) == len(prep.graph.nodes) and stopped_by is None:
         results = lane.results  # everything was a confirmed hit: no event loop, asyncio never imported
     else:
@@ -249,7 +250,7 @@ def execute(prep: Prepared, req: RunRequest, emit: Emit, stages: Stages, launch_
         early: dict = {}
         try:
             lockfiles = prep.index.snapshot(None, prep.index.fingerprinted)  # EX-19, before anything runs
-            if stopped_by is None and launch_for is None:
+            if stopped_by is None and launch_for is None and req.fast_paths:
                 early = _start_first_wave(prep, lane, emit)
             asyncio = _import_asyncio()  # while the first wave runs
             with stages("run graph"):
@@ -379,6 +380,13 @@ def _settle_hits(prep: Prepared, emit: Emit):
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return lane, (signal.Signals(caught[0]) if caught else None)
+
+
+def _no_lane():
+    """The hit lane switched off: the walk's rebuilder serves every hit."""
+    from vx.hitlane import Settled
+
+    return Settled(), None
 
 
 def _catch_signals(caught: list[int]) -> dict:

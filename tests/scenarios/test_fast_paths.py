@@ -198,3 +198,47 @@ def test_the_first_wave_starts_before_asyncio_loads(repo):  # docs/optimizations
     assert shell < loop
     again = repo.vx("run", "build")
     assert again.code == 0 and " 2 cached" in again.err
+
+
+def _outcome(res) -> list[tuple]:
+    """What a run decided, task by task: everything but timings."""
+    assert res.summary is not None, res.err
+    return sorted((t["id"], t["status"], t["cache"], t["hash"]) for t in res.summary["tasks"])
+
+
+def test_the_fast_paths_switched_off_change_no_result(tmp_path):
+    """docs/architecture.md: fastpath/ holds optimisations only. With VX_FASTPATH=0 (no replay,
+    no hit lane, no first wave) a cold run, a warm run, a run after an edit and one that restores
+    deleted outputs decide exactly what they decide with them, and leave the same files."""
+    from conftest import Repo
+
+    runs = {}
+    for name, env in (("fast", {}), ("plain", {"VX_FASTPATH": "0"})):
+        root = tmp_path / name / "ws"
+        root.mkdir(parents=True)
+        repo = Repo(root).write(chain(6)).commit()
+        steps = [_outcome(repo.vx("run", "build", "--all", env=env))]
+        steps.append(_outcome(repo.vx("run", "build", "--all", env=env)))
+        (root / "packages/p2/src/a.js").write_text("edited;")
+        steps.append(_outcome(repo.vx("run", "build", "--all", env=env)))
+        for dist in sorted(root.glob("packages/*/dist")):
+            shutil.rmtree(dist)
+        steps.append(_outcome(repo.vx("run", "build", "--all", env=env)))
+        repo.vx("run", "build", "--all", env=env, summary=False)  # keeps a receipt (a summary would not)
+        again = repo.vx("run", "build", "--all", env={**env, "VX_TIMING": "1"}, summary=False)
+        outputs = {str(p.relative_to(root)): p.read_text() for p in sorted(root.glob("packages/*/dist/*"))}
+        runs[name] = (steps, outputs, again.code, "receipt check" in again.err)
+    fast, plain = runs["fast"], runs["plain"]
+    assert fast[0] == plain[0] and fast[1] == plain[1] and fast[2] == plain[2] == 0
+    assert {cache for step in fast[0][1:] for _, _, cache, _ in step} >= {"local", "up-to-date", "miss"}
+    assert fast[3] and not plain[3]  # the replay took the fast run's last run, and only that one
+
+
+def test_the_switch_does_turn_the_hit_lane_off(repo):
+    """VX_FASTPATH=0 is what the test above compares against: a fully cached run then goes
+    through the walk (asyncio loaded) instead of ending in the hit lane."""
+    repo.write(chain(3)).commit()
+    assert repo.vx("run", "build").code == 0
+    assert not probe(repo, "run", "build")["asyncio"]
+    plain = probe(repo, "run", "build", env={"VX_FASTPATH": "0"})
+    assert plain["code"] == 0 and plain["asyncio"]
