@@ -366,7 +366,8 @@ def test_item9_a_scratch_glob_under_a_missing_directory_needs_no_grant_for_its_p
 def test_item9_an_outside_write_grant_without_a_slash_is_a_directory_and_its_parent_stays_read_only(repo, tmp_path):
     home = tmp_path / "home"
     (home / ".cache").mkdir(parents=True)
-    cmd = "echo blob > ~/.cache/tool/blob && echo in-tool; (echo x > ~/.cache/beside) 2>/dev/null || echo parent-read-only"
+    cmd = ("echo blob > ~/.cache/tool/blob && echo in-tool; "
+           "(echo x > ~/.cache/beside) 2>/dev/null || echo parent-read-only")
     app(repo, {"t": sandboxed(cmd, write=["~/.cache/tool"])})
     res = repo.vx("run", "t", cwd="packages/app", env={"HOME": str(home)})
     assert "in-tool" in res.out and "parent-read-only" in res.out, res.out + res.err
