@@ -9,6 +9,11 @@ import sys
 
 
 def entry() -> None:
+    if sys.argv[1:] in (["--version"], ["version"]):  # answered before the CLI's modules load
+        from vx import __version__
+
+        print(f"vx {__version__}")
+        return
     if len(sys.argv) > 1 and sys.argv[1] == "run":
         from vx.replay import replay
 
