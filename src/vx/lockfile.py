@@ -125,6 +125,8 @@ def of_text(root: str, name: str, text: str, projects: dict[str, dict]) -> dict[
 
 
 def _parse(name: str, text: str, root: str, projects: dict[str, dict]) -> _Graph:
+    if not text.strip():  # an empty lockfile (yarn's marker of a project root before any install)
+        return _Graph("")
     if name == "pnpm-lock.yaml":
         return _pnpm(name, text)
     if name in ("package-lock.json", "npm-shrinkwrap.json"):
@@ -330,8 +332,9 @@ def _pnpm(name: str, text: str) -> _Graph:
                 continue
             for dep, ref in deps.items():
                 ref = ref.get("version", "") if isinstance(ref, dict) else str(ref)
-                if ref.startswith("link:") and at_dir is not None:
-                    out.append("i:" + _norm_dir(os.path.join(at_dir, ref[5:])))
+                if ref.startswith("link:"):  # a workspace package (from a package entry: left to its importer)
+                    if at_dir is not None:
+                        out.append("i:" + _norm_dir(os.path.join(at_dir, ref[5:])))
                 elif ref:
                     out.append("e:" + entry_id(dep, ref))
         return out
@@ -625,6 +628,8 @@ def _memo_write(memo_dir: str | None, key: str, out: dict[str, Closure]) -> None
         return
     import msgspec
 
+    if not os.path.isdir(os.path.dirname(memo_dir)):
+        return  # the store makes the cache dir (with its .gitignore): the next run writes the memo
     try:
         os.makedirs(memo_dir, mode=0o700, exist_ok=True)
         for suffix, body in ((".parts", {d: c.parts for d, c in out.items()}),

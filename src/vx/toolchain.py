@@ -121,8 +121,9 @@ class Toolchain:
             return
         import json
 
+        if not os.path.isdir(os.path.dirname(self._memo_path)):
+            return  # the store makes the cache dir (with its .gitignore): the next run writes the memo
         try:
-            os.makedirs(os.path.dirname(self._memo_path), exist_ok=True)
             tmp = f"{self._memo_path}.{os.getpid()}.tmp"
             with open(tmp, "w", encoding="utf-8") as f:
                 json.dump(self._memo, f)

@@ -151,6 +151,8 @@ def test_pl06_a_binary_bun_lockb_is_keyed_whole(repo, tmp_path):
 def test_pl05_the_digests_are_memoised_by_the_lockfile_identity(repo, tmp_path):
     ws = _workspace(repo, "pnpm", tmp_path)
     assert ws.vx("run", "build").code == 0
+    assert not list((ws.root / ".vx").rglob("lockfiles/*.json"))  # the cache dir is the store's to make first
+    assert ws.vx("run", "build", env={"VX_REPLAY": "0"}).code == 0
     assert len(list((ws.root / ".vx").rglob("lockfiles/*.json"))) == 1
     (ws.root / "packages/a/src/a.js").write_text("A2;")  # planned again (no receipt): the memo answers
     got = _statuses(ws.vx("run", "build"))

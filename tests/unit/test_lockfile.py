@@ -143,3 +143,8 @@ def test_pl06_npm_v1_and_unknown_shapes_key_the_whole_file():
     assert len({c.digest for c in got.values()}) == 1
     other = lockfile.of_text("/nonexistent", "package-lock.json", text.replace("1.0.0", "1.0.1"), PROJECTS)
     assert all(other[d].digest != got[d].digest for d in got)
+
+
+def test_pl06_an_empty_lockfile_resolves_nothing_and_is_no_error():
+    got = lockfile.of_text("/nonexistent", "yarn.lock", "\n", PROJECTS)
+    assert set(got["packages/a"].parts) == {"importer packages/a"}  # no entry reached: none to reach
