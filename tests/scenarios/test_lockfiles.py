@@ -99,6 +99,27 @@ def test_pl06_a_new_dependency_of_a_leaf_misses_only_it_and_its_dependants(repo,
 
 
 @pytest.mark.parametrize("pm", ("npm", "pnpm"))
+def test_pl06_the_package_managers_own_add_command_misses_only_the_leaf_and_its_dependants(repo, tmp_path, pm):
+    """`npm i is-number -w c`, `pnpm add is-number --filter c`: the manager edits the manifest too."""
+    from npm_packages import installed
+
+    ws = _workspace(repo, pm, tmp_path)
+    assert ws.vx("run", "build").code == 0
+    if pm == "npm":
+        argv = ["npm", "install", "is-number@^7.0.0", "-w", "c", "--package-lock-only", "--no-audit", "--no-fund"]
+    else:
+        argv = ["node", str(installed("pnpm") / "bin" / "pnpm.cjs"), "add", "is-number@^7.0.0", "--filter", "c",
+                "--lockfile-only", "--reporter=silent"]
+    env = {**os.environ, "npm_config_manage_package_manager_versions": "false",
+           "npm_config_store_dir": str(tmp_path / "pnpm-store")}
+    proc = subprocess.run(argv, cwd=ws.root, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "is-number" in (ws.root / "packages/c/package.json").read_text()
+    got = _statuses(ws.vx("run", "build"))
+    assert {t for t, c in got.items() if c == "miss"} == {"c#build", "d#build"}, got
+
+
+@pytest.mark.parametrize("pm", ("npm", "pnpm"))
 def test_pl05_affected_follows_the_projects_whose_share_of_the_lockfile_moved(repo, tmp_path, pm):
     ws = _workspace(repo, pm, tmp_path)
     ws.git("checkout", "-q", "-b", "feature")
