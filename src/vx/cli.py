@@ -20,6 +20,8 @@ usage: vx <verb> [options]
 
 verbs:
   run [OPTIONS] [TASK | PKG#TASK …] [-- ARGS]   run tasks and what they depend on
+  run-many -t TASK … [-p P,…] [--exclude P,…]  Nx's spelling of `vx run TASK … --all`
+  affected -t TASK … [--base REF]             Nx's spelling of `vx run TASK … --affected=REF`
   watch [OPTIONS] TASK …                      run, then run again on every change that matters
   init [--dry] [--force]                      a vx.config.json per package, from its scripts
   info                                        what vx sees here: versions, workspace, cache, sandbox
@@ -68,6 +70,10 @@ options:
                             cached task read undeclared or wrote outside its outputs
   --framework-inference B   true (default) | false: whether a turbo.json task keys and passes
                             its framework's variables (NEXT_PUBLIC_*, VITE_*, …), as turbo's flag
+Nx's spellings (an Nx workspace's `project:target[:configuration]` names work too):
+  -t, --targets T,…         the tasks to run         -p, --projects P,…   --filter each
+  --exclude P,…             --filter !P for each     -c, --configuration C  run each target's C
+  --base REF                --affected=REF           --parallel N, --skip-nx-cache: --concurrency, --force
 
 exit: 0 all tasks ok · 1 a task failed, was skipped or aborted · 2 usage or config error
       130 / 143 / 129 interrupted by SIGINT / SIGTERM / SIGHUP
@@ -132,7 +138,14 @@ Prints a completion script for the shell: verbs and every flag each verb's help 
   fish: vx completions fish | source
 """
 
-VERB_HELP = {"completions": COMPLETIONS_HELP, "run": RUN_HELP, "watch": WATCH_HELP, "why": WHY_HELP, "init": INIT_HELP, "info": INFO_HELP, "cache": CACHE_HELP, "show": SHOW_HELP, "help": "usage: vx help [VERB]\n",
+NX_VERB_HELP = """usage: vx run-many -t TASK[,TASK…] [TASK…] [RUN OPTIONS]
+       vx affected -t TASK[,TASK…] [--base REF] [RUN OPTIONS]
+
+Nx's verbs: `run-many` is `vx run … --all`, `affected` is `vx run … --affected[=REF]` (REF from
+--base, else affectedBase, origin/HEAD, main or master, HEAD~1). `vx help run` lists the options.
+"""
+
+VERB_HELP = {"run-many": NX_VERB_HELP, "affected": NX_VERB_HELP, "completions": COMPLETIONS_HELP, "run": RUN_HELP, "watch": WATCH_HELP, "why": WHY_HELP, "init": INIT_HELP, "info": INFO_HELP, "cache": CACHE_HELP, "show": SHOW_HELP, "help": "usage: vx help [VERB]\n",
              "version": "usage: vx version\n"}
 
 # Flags of `vx run`: name -> (kind, dest). kind: flag | value | optional (value only after `=`).
@@ -157,11 +170,18 @@ RUN_FLAGS = {
     "--report-file": ("value", "report_file"),
     "--verify": ("optional", "verify"),
     "--framework-inference": ("value", "framework_inference"),
+    # Nx's spellings (TL-04)
+    "--configuration": ("value", "configuration"),
+    "--exclude": ("list", "exclude"),
+    "--projects": ("list", "projects"),
+    "--targets": ("list", "targets"),
+    "--base": ("value", "base"),
+    "--head": ("value", "head"),
 }
 FLAG_ALIASES = {"--dry-run": "--dry", "--parallel": "--concurrency", "--skip-nx-cache": "--force", "-F": "--filter",
-                "--projects": "--filter", "-p": "--filter"}
+                "-p": "--projects", "-c": "--configuration", "-t": "--targets", "--target": "--targets"}
 CONTINUE_ALIASES = {"dependencies-successful": "deps-ok", "": "always"}
-FOREIGN_VERBS = {"build": "run build", "test": "run test", "lint": "run lint", "run-many": "run --all",
+FOREIGN_VERBS = {"build": "run build", "test": "run test", "lint": "run lint",
                  "exec": "run", "ls": "run --dry", "graph": "run --dry"}
 
 
@@ -189,6 +209,12 @@ class RunArgs:
         self.report_file: str | None = None
         self.verify: str | None = None
         self.framework_inference: str | None = None
+        self.configuration: str | None = None
+        self.exclude: list[str] = []
+        self.projects: list[str] = []
+        self.targets: list[str] = []
+        self.base: str | None = None
+        self.head: str | None = None
 
 
 def entry() -> NoReturn:
@@ -237,6 +263,16 @@ def _dispatch(args: list[str]) -> int:
             print(RUN_HELP, end="")
             return EXIT_OK
         return _run(parse_run(rest), args)
+    if verb in ("run-many", "affected"):  # Nx's verbs (TL-04)
+        if rest and rest[0] in ("-h", "--help"):
+            print(VERB_HELP[verb], end="")
+            return EXIT_OK
+        parsed = parse_run(rest)
+        if verb == "run-many":
+            parsed.all = True
+        elif parsed.affected is None:
+            parsed.affected = ""
+        return _run(parsed, args)
     if verb == "info":
         return _info(rest)
     if verb == "watch":
@@ -346,6 +382,24 @@ def parse_run(tokens: Sequence[str]) -> RunArgs:
     return out
 
 
+def _nx_flags(args: RunArgs) -> None:
+    """Nx's flags in vx's terms: `-t a,b` names tasks, `-p a,b` and `--exclude a,b` filter projects,
+    `--base` is the ref `--affected` compares with."""
+    for value in args.targets:
+        args.names += [t for t in value.split(",") if t]
+    for value in args.projects:
+        args.filters += [p for p in value.split(",") if p]
+    for value in args.exclude:
+        args.filters += [f"!{p}" for p in value.split(",") if p]
+    if args.head is not None and args.head != "HEAD":
+        raise UsageError(f"`--head={args.head}`: vx compares the base with the working tree",
+                         hint=f"check out {args.head} first, then `vx affected --base=<ref>`")
+    if args.base is not None:
+        if args.affected not in (None, ""):
+            raise UsageError("both `--base` and `--affected=REF`", hint="keep one")
+        args.affected = args.base
+
+
 def _no_task_named() -> UsageError:
     """Refuse a bare `vx run`, listing the tasks there are to run from here (CLI-02, off a TTY)."""
     from vx import config, workspace
@@ -419,6 +473,7 @@ def _run(args: RunArgs, argv: list[str]) -> int:
     from vx.run import RunRequest
 
     timer_start = time.perf_counter()
+    _nx_flags(args)
     if not args.names:
         raise _no_task_named()
     timeout = _plain_int("--timeout", args.timeout)
@@ -452,7 +507,7 @@ def _run(args: RunArgs, argv: list[str]) -> int:
         concurrency=args.concurrency, continue_mode=_continue_mode(args.continue_mode), no_cache=args.no_cache,
         force=args.force, cache_dir=args.cache_dir, timeout_ms=timeout, retries=_plain_int("--retry", args.retry),
         cache_spec=args.cache, dry=args.dry is not None, verify=verify,
-        framework_inference=_framework_inference(args.framework_inference))
+        framework_inference=_framework_inference(args.framework_inference), configuration=args.configuration)
     report = (args.report is not None, args.report_file)
     profile = (args.profile or "profile.json") if args.profile is not None else None
     return _run_request(req, _dry_format(args.dry), args.summarize, timer_start, argv, _output_logs(args.output_logs),

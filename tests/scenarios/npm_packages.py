@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-PINNED = {"turborepo-remote-cache": "2.12.0", "typescript": "5.9.3", "turbo": "2.11.11", "pnpm": "9.15.9"}
+PINNED = {"turborepo-remote-cache": "2.12.0", "typescript": "5.9.3", "turbo": "2.11.11", "pnpm": "9.15.9", "nx": "21.6.4"}
 
 
 def cache_root() -> Path:
