@@ -41,7 +41,7 @@ def discover(cwd: Path) -> Workspace:
     paths: dict[str, str] = {}
     renamed: dict[str, str] = {}
     if nx:  # TL-04: every project.json is a project too
-        from vx.config.nx import members
+        from vx.nxprojects import members
 
         manifests, paths, renamed = members(str(root.dir), manifests, set(dirs))
     packages = _packages(root, manifests, _linker(root, manager), paths)
@@ -410,7 +410,7 @@ def _nx_packages(root: str, packages: dict[str, Package], renamed: dict[str, str
     """Nx's names (a project.json `name` over package.json's) and `implicitDependencies` applied."""
     from msgspec.structs import replace
 
-    from vx.config.nx import implicit_dependencies
+    from vx.nxprojects import implicit_dependencies
 
     if renamed:
         names = {n: renamed.get(p.dir, n) for n, p in packages.items()}

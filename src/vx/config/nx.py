@@ -34,13 +34,12 @@ from typing import Any, Mapping
 
 from msgspec import Struct, field
 
-from vx import witness
-from vx.config import jsonc
 from vx.config.fields import At, Level, _kind, _object, _strings
 from vx.config.project import canonical, validate_project
 from vx.config.turbo import with_hooks
-from vx.errors import ConfigError, did_you_mean
+from vx.errors import did_you_mean
 from vx.model import ROOT_PROJECT, Package, ProjectConfig
+from vx.nxprojects import read_json
 
 NX_FILE = "nx.json"
 _MIGRATE = "write the command it runs as an `nx:run-commands` target, or the task in a vx.config.json"
@@ -96,7 +95,7 @@ class _Project(Struct, frozen=True):
 
 def find_root(root: str, packages: Mapping[str, Package]) -> NxRoot:
     at = At(NX_FILE)
-    obj = _object(_read_json(os.path.join(root, NX_FILE), NX_FILE), at)
+    obj = _object(read_json(os.path.join(root, NX_FILE), NX_FILE), at)
     for key in obj:
         near = did_you_mean(key, _ROOT_MAPPED)
         if key not in _ROOT_MAPPED and near and key != near and key.lower() == near.lower():
@@ -111,18 +110,6 @@ def find_root(root: str, packages: Mapping[str, Package]) -> NxRoot:
     cacheable = frozenset(_strings(ops, at.key("tasksRunnerOptions.default.options.cacheableOperations"))) \
         if ops is not None else None
     return NxRoot(NX_FILE, root, defaults, named, cacheable, packages)
-
-
-def _read_json(path: str, source: str) -> Any:
-    witness.read(path)
-    try:
-        with open(path, "rb") as f:
-            text = f.read().decode("utf-8")
-    except FileNotFoundError:
-        return None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"not UTF-8 text (byte {exc.start})", file=source, hint="save it as UTF-8") from None
-    return jsonc.loads(text, source)
 
 
 def _named_inputs(value: Any, at: At) -> dict[str, list]:
@@ -160,114 +147,6 @@ def _check_target(body: Any, at: At) -> dict:
     return obj
 
 
-# ---------------------------------------------------------------- projects (discovery)
-
-
-def members(root: str, manifests: dict[str, dict], globbed: set[str]) -> tuple[dict[str, dict], dict[str, str],
-                                                                               dict[str, str]]:
-    """Nx's projects: the workspace's package.json members plus every project.json directory.
-
-    Returns the manifests by directory (a project.json-only project gets `{"name": …}`), the file
-    each is named by, and the Nx name of each directory whose project.json renames its package."""
-    paths = {rel: f"{rel}/package.json" for rel in manifests}
-    renamed: dict[str, str] = {}
-    out = dict(manifests)
-    for rel in _project_json_dirs(root):
-        if rel == "":
-            continue  # the root project stays `//`
-        source = f"{rel}/project.json"
-        obj = _object(_read_json(os.path.join(root, rel, "project.json"), source), At(source))
-        name = obj.get("name")
-        if name is not None and not isinstance(name, str):
-            At(source).key("name").refuse(f"`name` must be a string, got {_kind(name)}")
-        if rel in out:
-            npm_name = out[rel].get("name")
-            if name and name != npm_name:
-                renamed[rel] = name
-            continue
-        out[rel] = {"name": name or posixpath.basename(rel), "private": True}
-        paths[rel] = source
-    return out, paths, renamed
-
-
-def _project_json_dirs(root: str) -> list[str]:
-    skip = _ignored_names(root)
-    found: list[str] = []
-
-    def walk(rel: str) -> None:
-        path = os.path.join(root, rel) if rel else root
-        witness.read(path)  # a directory's identity moves when an entry comes or goes
-        try:
-            entries = list(os.scandir(path))
-        except OSError:
-            return
-        for entry in entries:
-            if entry.name == "project.json" and entry.is_file():
-                found.append(rel)
-        for entry in sorted(entries, key=lambda e: e.name):
-            if entry.is_dir(follow_symlinks=False) and entry.name not in skip and not entry.name.startswith("."):
-                walk(f"{rel}/{entry.name}" if rel else entry.name)
-
-    walk("")
-    return sorted(found)
-
-
-def _ignored_names(root: str) -> set[str]:
-    """Plain directory names the root .gitignore lists (`dist`, `/tmp/`, `coverage`): never walked."""
-    names = {"node_modules"}
-    path = os.path.join(root, ".gitignore")
-    witness.read(path)
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return names
-    for line in lines:
-        word = line.strip().strip("/")
-        if word and not line.startswith(("#", "!")) and not _GLOB_CHARS.search(word) and "/" not in word:
-            names.add(word)
-    return names
-
-
-def implicit_dependencies(root: str, packages: Mapping[str, Package], paths: Mapping[str, str]) -> dict[str, tuple]:
-    """Each project's deps with its `implicitDependencies` applied: names and globs add, `!name` takes away."""
-    out: dict[str, tuple] = {}
-    names = sorted(n for n in packages if n != ROOT_PROJECT)
-    for name, pkg in packages.items():
-        if name == ROOT_PROJECT:
-            continue
-        own, source, field_path = _own_nx(root, pkg)
-        entries = own.get("implicitDependencies")
-        if entries is None:
-            continue
-        at = At(source).key(field_path + "implicitDependencies")
-        deps = set(pkg.deps)
-        for i, entry in enumerate(_strings(entries, at, "project names")):
-            negated = entry.startswith("!")
-            pattern = entry[1:] if negated else entry
-            matched = [n for n in names if fnmatch.fnmatchcase(n, pattern)] if _GLOB_CHARS.search(pattern) \
-                else [pattern]
-            if not _GLOB_CHARS.search(pattern) and pattern not in packages:
-                at.item(i).refuse(f"implicitDependencies entry `{entry}` names no project",
-                                  hint=f"projects: {', '.join(names[:12])}")
-            deps = deps - set(matched) if negated else deps | (set(matched) - {name})
-        out[name] = tuple(sorted(deps))
-    return out
-
-
-def _own_nx(root: str, pkg: Package) -> tuple[dict, str, str]:
-    """The project's project.json (or, without one, package.json's `nx` block), its file and field prefix."""
-    directory = os.path.join(root, pkg.dir) if pkg.dir else root
-    source = f"{pkg.dir}/project.json" if pkg.dir else "project.json"
-    obj = _read_json(os.path.join(directory, "project.json"), source)
-    if obj is not None:
-        return _object(obj, At(source)), source, ""
-    manifest = pkg.manifest_path or "package.json"
-    data = _read_json(os.path.join(root, manifest), manifest) or {}
-    nx = data.get("nx") if isinstance(data, dict) else None
-    return (_object(nx, At(manifest).key("nx")) if nx is not None else {}), manifest, "nx."
-
-
 # ---------------------------------------------------------------- one project's targets
 
 
@@ -277,10 +156,10 @@ def _project(nx: NxRoot, pkg: Package) -> _Project:
         return known
     directory = os.path.join(nx.root, pkg.dir) if pkg.dir else nx.root
     manifest_source = f"{pkg.dir}/package.json" if pkg.dir else "package.json"
-    manifest = _read_json(os.path.join(directory, "package.json"), manifest_source)
+    manifest = read_json(os.path.join(directory, "package.json"), manifest_source)
     manifest = manifest if isinstance(manifest, dict) else {}
     own_source = f"{pkg.dir}/project.json" if pkg.dir else "project.json"
-    own = _read_json(os.path.join(directory, "project.json"), own_source)
+    own = read_json(os.path.join(directory, "project.json"), own_source)
     targets: dict[str, dict] = {}
     sources: dict[str, str] = {}
     tags: list[str] = []
