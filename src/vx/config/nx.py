@@ -484,16 +484,17 @@ def _run_commands(proj: _Project, options: dict, at: At) -> dict:
         body = f"{starts}s=0\n{waits}exit $s"
     else:
         body = " && ".join(f"(\n{c}\n)" for c in commands)
-    prefix = "" if hop == "." else f"cd {shlex.quote(hop)} && "
+    prefix = "" if hop == "." else f"cd {shlex.quote(hop)} || exit 1\n"  # a line of its own: `&` would take it along
     out: dict[str, Any] = {}
     env_file = options.get("envFile")
     if env_file is not None:
         if not isinstance(env_file, str):
             at.key("envFile").refuse(f"`envFile` must be a string, got {_kind(env_file)}")
         ws_rel = posixpath.normpath(_tokens(env_file, pkg))
-        from_here = shlex.quote(posixpath.relpath(ws_rel, pkg.dir or "."))
+        from_here = posixpath.relpath(ws_rel, where)
+        from_here = shlex.quote(from_here if from_here.startswith("../") else "./" + from_here)  # `.` searches PATH
         # Loaded as Nx loads it: its variables exported to every command; a missing file is no error.
-        prefix = f"if [ -f {from_here} ]; then set -a; . {from_here}; set +a; fi; " + prefix
+        prefix = prefix + f"if [ -f {from_here} ]; then set -a; . {from_here}; set +a; fi\n"
         out["nxEnvFile"] = ws_rel
     out["command"] = prefix + body
     env = options.get("env")
