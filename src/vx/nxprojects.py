@@ -119,7 +119,7 @@ def implicit_dependencies(root: str, packages: Mapping[str, Package], paths: Map
             pattern = entry[1:] if negated else entry
             matched = [n for n in names if fnmatch.fnmatchcase(n, pattern)] if _GLOB_CHARS.search(pattern) \
                 else [pattern]
-            if not _GLOB_CHARS.search(pattern) and pattern not in packages:
+            if not negated and not _GLOB_CHARS.search(pattern) and pattern not in packages:  # Nx passes over a `!` one
                 at.item(i).refuse(f"implicitDependencies entry `{entry}` names no project",
                                   hint=f"projects: {', '.join(names[:12])}")
             deps = deps - set(matched) if negated else deps | (set(matched) - {name})

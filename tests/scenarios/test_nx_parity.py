@@ -1,0 +1,119 @@
+"""Nx parity of the task graph (TL-04): on every workspace of a small corpus, `vx run-many` plans the
+tasks the real Nx (21.6.4, pinned) plans — `nx run-many -t … --graph=FILE` — with the same
+dependencies, and each task's outputs and caching are what `nx show project NAME --json` resolves.
+
+Nx runs offline here: no daemon, no cloud, no terminal UI. Sources are `.txt` files, so Nx's
+import analysis adds no edge that package.json and `implicitDependencies` do not declare."""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import subprocess
+from pathlib import Path
+
+import pytest
+from npm_packages import installed
+
+HERE = Path(__file__).resolve().parent
+CORPUS = sorted((HERE / "nx_corpus").glob("*.json"))
+OFFLINE = {"NX_DAEMON": "false", "NX_NO_CLOUD": "true", "NX_TUI": "false", "NX_SKIP_NX_CACHE": "true",
+           "NX_VERBOSE_LOGGING": "false", "DO_NOT_TRACK": "1", "NO_COLOR": "1"}
+
+
+@pytest.fixture(scope="module")
+def nx_package() -> Path:
+    try:
+        return installed("nx")
+    except (OSError, subprocess.SubprocessError) as exc:
+        pytest.skip(f"nx could not be installed from npm: {exc}")
+
+
+def nx(repo, nx_package: Path, *args: str) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI", "NX_"))}
+    proc = subprocess.run(["node", str(nx_package / "bin" / "nx.js"), *args], cwd=repo.root, env={**env, **OFFLINE},
+                          capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def workspace(repo, nx_package: Path, spec: dict):
+    repo.write(spec["files"])
+    (repo.root / "node_modules").mkdir(exist_ok=True)
+    (repo.root / "node_modules" / "nx").symlink_to(nx_package)  # Nx wants itself in the workspace
+    return repo.commit()
+
+
+def nx_graph(repo, nx_package: Path, tasks: list[str], out: Path) -> dict[str, list[str]]:
+    """Nx's task graph by vx's names: Nx names a target run in its `defaultConfiguration` with it
+    (`store:build:production`), vx's `store#build` is that run."""
+    nx(repo, nx_package, "run-many", "-t", *tasks, f"--graph={out}")
+    doc = json.loads(out.read_text())
+    plain = {}
+    for tid, task in doc["tasks"]["tasks"].items():
+        target = task["target"]
+        plain[tid] = f"{target['project']}:{target['target']}"
+        if target.get("configuration"):
+            project = json.loads(nx(repo, nx_package, "show", "project", target["project"], "--json"))
+            if project["targets"][target["target"]].get("defaultConfiguration") != target["configuration"]:
+                plain[tid] += f":{target['configuration']}"
+    graph = {plain[tid]: sorted(plain[d] for d in deps) for tid, deps in doc["tasks"]["dependencies"].items()}
+    doc["tasks"]["tasks"] = {plain[tid]: task for tid, task in doc["tasks"]["tasks"].items()}
+    return graph, doc
+
+
+def vx_graph(repo, tasks: list[str]) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """vx's plan by Nx's names, looking through the implicit `build` groups vx gives a project
+    without one (WS-19): Nx's `^build` passes over such a project to its dependencies' builds."""
+    result = repo.vx("run-many", "-t", *tasks, "--dry=json")
+    assert result.code == 0, result.err
+    rows = {t["id"]: t for t in json.loads(result.out)["tasks"]}
+
+    def through(tid: str) -> list[str]:
+        row = rows[tid]
+        return [d for dep in row["deps"] for d in (through(dep) if rows[dep].get("implicit") else [dep])]
+
+    graph = {tid.replace("#", ":"): sorted({d.replace("#", ":") for d in through(tid)})
+             for tid, row in rows.items() if not row.get("implicit")}
+    return graph, {tid.replace("#", ":"): row["dir"] for tid, row in rows.items()}
+
+
+def nx_resolved(repo, nx_package: Path, doc: dict) -> dict[str, tuple[bool, list[str]]]:
+    """Per task: whether Nx caches it and its outputs, workspace-relative, as `nx show project` gives
+    them. Nx's fallback output `{projectRoot}/public` is left out: vx does not wipe an app's
+    static sources (docs/config.md)."""
+    out = {}
+    for tid, task in doc["tasks"]["tasks"].items():
+        project = json.loads(nx(repo, nx_package, "show", "project", task["target"]["project"], "--json"))
+        target = project["targets"][task["target"]["target"]]
+        public = posixpath.join(project["root"], "public")
+        out[tid] = (bool(target.get("cache")), sorted(o for o in task["outputs"] if o != public))
+    return out
+
+
+def vx_resolved(repo, ids, dirs: dict[str, str]) -> dict[str, tuple[bool, list[str]]]:
+    out = {}
+    for tid in ids:
+        project, _, task = tid.partition(":")
+        shown = repo.vx("show", f"{project}#{task}", "--format", "json")
+        assert shown.code == 0, shown.err
+        cache = json.loads(shown.out)["tasks"][task].get("cache")
+        if cache is None:
+            out[tid] = (False, [])
+            continue
+        own = [posixpath.normpath(posixpath.join(dirs[tid], f)) for f in cache["outputs"]["files"]]
+        out[tid] = (True, sorted(own + cache["outputs"].get("workspaceFiles", [])))
+    return out
+
+
+@pytest.mark.parametrize("shape", CORPUS, ids=[p.stem for p in CORPUS])
+def test_tl04_each_task_graph_is_the_one_nx_plans(repo, tmp_path, nx_package, shape):
+    spec = json.loads(shape.read_text())
+    workspace(repo, nx_package, spec)
+    theirs, doc = nx_graph(repo, nx_package, spec["tasks"], tmp_path / "graph.json")
+    ours, dirs = vx_graph(repo, spec["tasks"])
+    assert len(theirs) >= len(spec["tasks"])  # a parity over nothing proves nothing
+    assert ours == theirs
+    cached = nx_resolved(repo, nx_package, doc)
+    assert vx_resolved(repo, cached, dirs) == {tid: (c, o) if c else (False, []) for tid, (c, o) in cached.items()}
