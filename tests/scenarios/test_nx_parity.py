@@ -117,3 +117,24 @@ def test_tl04_each_task_graph_is_the_one_nx_plans(repo, tmp_path, nx_package, sh
     assert ours == theirs
     cached = nx_resolved(repo, nx_package, doc)
     assert vx_resolved(repo, cached, dirs) == {tid: (c, o) if c else (False, []) for tid, (c, o) in cached.items()}
+
+
+def test_tl04_a_generated_nx_monorepo_plans_what_nx_plans(tmp_path, nx_package):
+    import sys
+
+    from conftest import SRC, Repo
+
+    root = tmp_path / "gen"
+    subprocess.run([sys.executable, str(HERE.parents[1] / "bench" / "gen_monorepo.py"), str(root), "-n", "8", "-f", "3",
+                    "--tools", "nx", "--no-devdeps"], check=True, capture_output=True,
+                   env={**os.environ, "PYTHONPATH": SRC})
+    repo = Repo(root)
+    (root / "node_modules").mkdir(exist_ok=True)
+    if not (root / "node_modules" / "nx").exists():
+        (root / "node_modules" / "nx").symlink_to(nx_package)
+    repo.commit()
+    tasks = ["build", "test", "lint"]
+    theirs, doc = nx_graph(repo, nx_package, tasks, tmp_path / "graph.json")
+    ours, dirs = vx_graph(repo, tasks)
+    assert len(theirs) >= 20
+    assert ours == theirs
