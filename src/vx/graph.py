@@ -97,6 +97,7 @@ def _resolve_one(ws: Workspace, configs: Mapping[str, ProjectConfig], sel: Selec
         _refuse_nx_refusals(configs, name, configs)
     if sel.all:
         return [TaskId(p, name) for p in holders]
+    _refuse_nx_refusals(configs, name, [sel.cwd_package] if sel.cwd_package in configs else [])
     if _declares(configs.get(sel.cwd_package, ProjectConfig("")), name):
         return [TaskId(sel.cwd_package, name)]
     if sel.cwd_package == ROOT_PROJECT:
@@ -123,6 +124,8 @@ def _filtered_holders(holders: list[str], projects: frozenset[str], name: str) -
 def _qualified(ws: Workspace, configs: Mapping[str, ProjectConfig], pkg: str, task: str, text: str) -> TaskId:
     if pkg not in ws.packages:
         raise UnknownTaskError(f"no package named `{pkg}` (in `{text}`)", hint=suggestion(pkg, ws.packages, noun="packages"))
+    if isinstance(configs[pkg].not_runnable.get(task), tuple):  # an Nx target: refused, never the implicit build
+        _refuse_not_runnable({pkg: configs[pkg]}, task)
     if task_of(configs, pkg, task) is None:
         _refuse_not_runnable({pkg: configs[pkg]}, task)
         raise UnknownTaskError(f"package `{pkg}` has no task `{task}`",

@@ -236,3 +236,27 @@ def test_tl04_a_vx_config_wins_for_its_project(ws):
     result = ws.vx("run", "b:build")
     assert statuses(result) == {"b#build": "no-cache"}
     assert (ws.root / "libs/b/own.txt").read_text() == "own\n"
+
+
+def test_tl04_a_refusal_from_a_target_default_names_nx_json(repo):
+    nx = json.loads(json.dumps(NX))
+    nx["targetDefaults"]["build"]["inputs"] = ["production", {"runtime": "node -v"}]
+    repo.write(nx_workspace(nx)).commit()
+    # a's build is refused, not replaced by vx's implicit build of a project without one
+    result = repo.vx("run", "@org/a:build")
+    assert result.code == 2
+    assert "in: nx.json, targetDefaults.build.inputs[1].runtime" in result.err
+    nx["targetDefaults"]["build"]["inputs"] = ["production", 3]
+    repo.write({"nx.json": nx}).commit()
+    bad = repo.vx("run", "@org/a:build")
+    assert bad.code == 2 and "in: nx.json, targetDefaults.build.inputs[1]" in bad.err
+    assert "Traceback" not in bad.err
+
+
+def test_tl04_a_script_target_is_named_by_its_script(repo):
+    files = nx_workspace()
+    files["libs/a/project.json"] = {"targets": {"build": {"executor": "nx:run-script", "options": {"script": "bundle"}}}}
+    repo.write(files).commit()
+    result = repo.vx("run", "@org/a:build")
+    assert result.code == 2
+    assert "in: libs/a/project.json, targets.build.options.script" in result.err and "`bundle`" in result.err

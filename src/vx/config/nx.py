@@ -83,7 +83,8 @@ class _Project(Struct, frozen=True):
 
     pkg: Package
     targets: Mapping[str, dict]  # merged: scripts < package.json nx.targets < project.json targets
-    sources: Mapping[str, str]  # target name -> the file that last defined it
+    sources: Mapping[str, tuple[str, str]]  # target name -> the file and field that last defined it
+    defaulted: Mapping[str, tuple[str, frozenset[str]]]  # target name -> its targetDefaults key, the fields it gave
     named_inputs: Mapping[str, list]
     named_source: str
     tags: tuple[str, ...]
@@ -137,6 +138,8 @@ def _check_target(body: Any, at: At) -> dict:
     for key in ("options", "configurations"):
         if key in obj:
             _object(obj[key], at.key(key))
+    for name, options in obj.get("configurations", {}).items():
+        _object(options, at.key("configurations").key(name), "an object of options")
     if "outputs" in obj:
         _strings(obj["outputs"], at.key("outputs"), "output paths")
     if "inputs" in obj and not isinstance(obj["inputs"], list):
@@ -179,8 +182,8 @@ def _project(nx: NxRoot, pkg: Package) -> _Project:
         for script in scripts:
             if included is None or script in included:
                 targets[script] = {"executor": "nx:run-script", "options": {"script": script}}
-                sources[script] = manifest_source
-        _merge_targets(targets, sources, block.get("targets", {}), block_at.key("targets"), manifest_source)
+                sources[script] = (manifest_source, f"scripts.{script}")
+        _merge_targets(targets, sources, block.get("targets", {}), block_at.key("targets"), manifest_source, "nx.targets")
         tags += _strings(block.get("tags", []), block_at.key("tags"), "tags")
         if block.get("namedInputs"):
             named, named_source = _named_inputs(block["namedInputs"], block_at.key("namedInputs")), manifest_source
@@ -192,17 +195,20 @@ def _project(nx: NxRoot, pkg: Package) -> _Project:
                     near = did_you_mean(key, PROJECT.allowed)
                     at.key(key).refuse(f"unknown key `{key}` in project.json",
                                        hint=f"did you mean `{near}`?" if near else None)
-            _merge_targets(targets, sources, own.get("targets", {}), at.key("targets"), own_source)
+            _merge_targets(targets, sources, own.get("targets", {}), at.key("targets"), own_source, "targets")
             tags += _strings(own.get("tags", []), at.key("tags"), "tags")
             if own.get("namedInputs"):
                 named, named_source = _named_inputs(own["namedInputs"], at.key("namedInputs")), own_source
         if manifest and not manifest.get("private") and pkg.name != ROOT_PROJECT:
             tags.append("npm:public")  # as Nx tags a publishable package
+    defaulted = {}
     for name in list(targets):
-        defaults = _target_default(nx, name, targets[name].get("executor"))
-        if defaults:
-            targets[name] = _with_defaults(targets[name], defaults, pkg)
-    found = _Project(pkg, targets, sources, named, named_source, tuple(dict.fromkeys(tags)),
+        key = _target_default(nx, name, targets[name].get("executor"))
+        if key is not None:
+            before = targets[name]
+            targets[name] = _with_defaults(before, nx.target_defaults[key], pkg)
+            defaulted[name] = (key, frozenset(k for k in targets[name] if k not in before))
+    found = _Project(pkg, targets, sources, defaulted, named, named_source, tuple(dict.fromkeys(tags)),
                      own_source if own is not None else manifest_source)
     nx.memo[pkg.dir] = found
     return found
@@ -218,12 +224,12 @@ def _sugar(target: dict) -> dict:
     return out
 
 
-def _merge_targets(targets: dict, sources: dict, value: Any, at: At, source: str) -> None:
+def _merge_targets(targets: dict, sources: dict, value: Any, at: At, source: str, prefix: str) -> None:
     for name, body in _object(value, at).items():
         target = _sugar(_check_target(body, at.key(name)))
         base = targets.get(name)
         targets[name] = _merged(target, base) if base else target
-        sources[name] = source
+        sources[name] = (source, f"{prefix}.{name}")
 
 
 def _compatible(a: dict, b: dict) -> bool:
@@ -253,23 +259,21 @@ def _merged(target: dict, base: dict) -> dict:
     return out
 
 
-def _target_default(nx: NxRoot, name: str, executor: str | None) -> dict | None:
-    """Nx's readTargetDefaultsForTarget: by executor, then by name, then the longest matching glob."""
+def _target_default(nx: NxRoot, name: str, executor: str | None) -> str | None:
+    """Nx's readTargetDefaultsForTarget, the key: by executor, then by name, then the longest matching glob."""
     defaults = nx.target_defaults
     if executor and executor in defaults:
-        return defaults[executor]
+        return executor
     if name in defaults:
-        return defaults[name]
+        return name
     globs = [k for k in defaults if _GLOB_CHARS.search(k) and fnmatch.fnmatchcase(name, k)]
-    return defaults[max(globs, key=len)] if globs else None
+    return max(globs, key=len) if globs else None
 
 
 def _with_defaults(target: dict, defaults: dict, pkg: Package) -> dict:
     """A target default fills what the target leaves unset (options and configurations key by key)."""
     defaults = _sugar(defaults)
-    if not _compatible(defaults, target):
-        return target
-    out = dict(target)
+    out = dict(target)  # Nx's mergeTargetDefaultWithTargetDefinition: fills, whatever the executors
     for key, value in defaults.items():
         if key == "options":
             out["options"] = {**_tokens(value, pkg), **target.get("options", {})}
@@ -374,27 +378,34 @@ def _anywhere(nx: NxRoot, name: str) -> bool:
 
 def _task(nx: NxRoot, proj: _Project, name: str, target: dict, options: dict, configuration: str | None,
           manager: str) -> dict:
-    source = proj.sources.get(name, proj.source)
-    field_path = ("nx.targets." if source.endswith("package.json") and
-                  target.get("executor") != "nx:run-script" else "targets.") + name
-    at = At(source).key(field_path)
+    source, field_path = proj.sources[name]
+    own_at = At(source).key(field_path)
+    default_key, given = proj.defaulted.get(name, ("", frozenset()))
+
+    def at_of(key: str) -> At:
+        """Where the target's `key` was written: its own file, or the nx.json target default it came from."""
+        return At(NX_FILE).key("targetDefaults").key(default_key).key(key) if key in given else own_at.key(key)
+
     executor = target.get("executor")
     if target.get("continuous"):
-        raise _Refused(f"`{name}` is continuous in Nx (a server or watcher)", source, f"{field_path}.continuous",
+        where = at_of("continuous")
+        raise _Refused(f"`{name}` is continuous in Nx (a server or watcher)", where.file, where.field,
                        "vx tasks must finish; run it outside vx")
     task: dict[str, Any] = {}
     if executor == "nx:run-commands":
-        task["exec"] = _run_commands(proj, options, at.key("options"))
+        task["exec"] = _run_commands(proj, options, at_of("options"))
     elif executor == "nx:run-script":
         script = options.get("script", name)
         if script not in proj.pkg.scripts:
+            where = at_of("options").key("script")
             raise _Refused(f"`{name}` runs the package.json script `{script}`, which the package lacks",
-                           source, f"{field_path}.options.script", "add the script, or fix the name")
+                           where.file, where.field, "add the script, or fix the name")
         task["exec"] = {"command": with_hooks(proj.pkg, script, manager)}
     elif executor not in (None, "nx:noop"):
-        raise _Refused(f"`{name}` runs the executor `{executor}`, which vx cannot run", source,
-                       f"{field_path}.executor", _MIGRATE)
-    deps = _depends_on(nx, proj, target.get("dependsOn", []), at.key("dependsOn"), configuration)
+        where = at_of("executor")
+        raise _Refused(f"`{name}` runs the executor `{executor}`, which vx cannot run", where.file, where.field,
+                       _MIGRATE)
+    deps = _depends_on(nx, proj, target.get("dependsOn", []), at_of("dependsOn"), configuration)
     if deps:
         task["dependsOn"] = deps
     if "exec" not in task:
@@ -405,8 +416,8 @@ def _task(nx: NxRoot, proj: _Project, name: str, target: dict, options: dict, co
     if cached is None and nx.cacheable is not None:
         cached = name in nx.cacheable
     if cached:
-        files, workspace_files, env = _inputs(nx, proj, target, at)
-        outputs, workspace_outputs = _outputs(proj, name, target, options, at.key("outputs"))
+        files, workspace_files, env = _inputs(nx, proj, target, at_of("inputs"))
+        outputs, workspace_outputs = _outputs(proj, name, target, options, at_of("outputs"))
         inputs: dict[str, Any] = {"files": files}
         if workspace_files:
             inputs["workspaceFiles"] = workspace_files
@@ -500,7 +511,11 @@ def _run_commands(proj: _Project, options: dict, at: At) -> dict:
     env = options.get("env")
     if env is not None:
         env = _object(env, at.key("env"))
-        out["env"] = {"define": {k: str(v) for k, v in env.items()}}
+        for key, value in env.items():
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key) or isinstance(value, (dict, list)) or value is None:
+                at.key("env").key(key).refuse(f"`{key}`: an env entry is a NAME and a string value",
+                                              hint='e.g. "env": {"NODE_ENV": "production"}')
+        out["env"] = {"define": {k: v if isinstance(v, str) else json.dumps(v) for k, v in env.items()}}
     return out
 
 
@@ -586,9 +601,7 @@ def _inputs(nx: NxRoot, proj: _Project, target: dict, at: At) -> tuple[list[str]
     """A target's `inputs` (default `["default", "^default"]`) as project files, workspace files and env."""
     entries = target.get("inputs")
     if entries is None:
-        entries, at = ["default", "^default"], at
-    else:
-        at = at.key("inputs")
+        entries = ["default", "^default"]
     files: list[str] = []
     workspace: list[str] = []
     env: list[str] = []
