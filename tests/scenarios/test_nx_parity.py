@@ -1,6 +1,9 @@
 """Nx parity of the task graph (TL-04): on every workspace of a small corpus, `vx run-many` plans the
 tasks the real Nx (21.6.4, pinned) plans — `nx run-many -t … --graph=FILE` — with the same
-dependencies, and each task's outputs and caching are what `nx show project NAME --json` resolves.
+dependencies; each task's outputs and caching are what `nx show project NAME --json` resolves; and
+each cached task hashes the files Nx's hash plan names (nx_hash_plan.js), but for the two Nx
+folds into every hash (the root .gitignore and nx.json: vx keys what they mean, through the file
+set and the mapped declaration).
 
 Nx runs offline here: no daemon, no cloud, no terminal UI. Sources are `.txt` files, so Nx's
 import analysis adds no edge that package.json and `implicitDependencies` do not declare."""
@@ -60,6 +63,7 @@ def nx_graph(repo, nx_package: Path, tasks: list[str], out: Path) -> dict[str, l
                 plain[tid] += f":{target['configuration']}"
     graph = {plain[tid]: sorted(plain[d] for d in deps) for tid, deps in doc["tasks"]["dependencies"].items()}
     doc["tasks"]["tasks"] = {plain[tid]: task for tid, task in doc["tasks"]["tasks"].items()}
+    doc["plain"] = plain
     return graph, doc
 
 
@@ -92,6 +96,25 @@ def nx_resolved(repo, nx_package: Path, doc: dict) -> dict[str, tuple[bool, list
     return out
 
 
+NX_EVERYWHERE = {".gitignore", "nx.json"}
+
+
+def nx_files(repo, tasks: list[str], plain: dict[str, str]) -> dict[str, list[str]]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI", "NX_"))}
+    proc = subprocess.run(["node", str(HERE / "nx_hash_plan.js"), *tasks], cwd=repo.root, env={**env, **OFFLINE},
+                          capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    return {plain.get(tid, tid): sorted(e[5:] for e in plan if e.startswith("file:") and e[5:] not in NX_EVERYWHERE)
+            for tid, plan in json.loads(proc.stdout).items()}
+
+
+def vx_files(repo, tasks: list[str], cached) -> dict[str, list[str]]:
+    result = repo.vx("run-many", "-t", *tasks, "--dry=json")
+    assert result.code == 0, result.err
+    return {t["id"].replace("#", ":"): sorted(t["inputs"]) for t in json.loads(result.out)["tasks"]
+            if t["id"].replace("#", ":") in cached}
+
+
 def vx_resolved(repo, ids, dirs: dict[str, str]) -> dict[str, tuple[bool, list[str]]]:
     out = {}
     for tid in ids:
@@ -117,6 +140,10 @@ def test_tl04_each_task_graph_is_the_one_nx_plans(repo, tmp_path, nx_package, sh
     assert ours == theirs
     cached = nx_resolved(repo, nx_package, doc)
     assert vx_resolved(repo, cached, dirs) == {tid: (c, o) if c else (False, []) for tid, (c, o) in cached.items()}
+    keyed = {tid for tid, (c, _o) in cached.items() if c}
+    assert keyed  # a parity over nothing proves nothing
+    theirs_files = {tid: files for tid, files in nx_files(repo, spec["tasks"], doc["plain"]).items() if tid in keyed}
+    assert vx_files(repo, spec["tasks"], keyed) == theirs_files
 
 
 def test_tl04_a_generated_nx_monorepo_plans_what_nx_plans(tmp_path, nx_package):
@@ -133,8 +160,14 @@ def test_tl04_a_generated_nx_monorepo_plans_what_nx_plans(tmp_path, nx_package):
     if not (root / "node_modules" / "nx").exists():
         (root / "node_modules" / "nx").symlink_to(nx_package)
     repo.commit()
+    for name in ("pkg-0001", "pkg-0005"):  # built outputs (ignored) and an untracked source
+        (root / "packages" / name / "dist").mkdir()
+        (root / "packages" / name / "dist" / "index.js").write_text("built\n")
+        (root / "packages" / name / "src" / "wip.js").write_text("wip\n")
     tasks = ["build", "test", "lint"]
     theirs, doc = nx_graph(repo, nx_package, tasks, tmp_path / "graph.json")
     ours, dirs = vx_graph(repo, tasks)
     assert len(theirs) >= 20
     assert ours == theirs
+    keyed = set(theirs)
+    assert vx_files(repo, tasks, keyed) == nx_files(repo, tasks, doc["plain"])
