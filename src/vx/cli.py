@@ -114,7 +114,8 @@ it (npm's pre/post hooks folded in), `build` after its dependencies' builds, `te
 comment with the output directories its tooling suggests. Long-running scripts (dev, start,
 serve, watch, preview) and root scripts that run the members are left out. Existing configs are
 kept (`--force` replaces them); `--dry` prints what it would write. In a Turborepo repository vx
-already runs turbo.json unchanged, so `vx init` there needs `--force`.
+already runs turbo.json unchanged, and in an Nx workspace nx.json and project.json, so `vx init`
+there needs `--force`.
 """
 
 WHY_HELP = """usage: vx why PKG#TASK [--format=json]

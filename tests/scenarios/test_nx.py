@@ -260,3 +260,32 @@ def test_tl04_a_script_target_is_named_by_its_script(repo):
     result = repo.vx("run", "@org/a:build")
     assert result.code == 2
     assert "in: libs/a/project.json, targets.build.options.script" in result.err and "`bundle`" in result.err
+
+
+def test_tl04_the_nx_example_runs_warm_restores_and_misses_on_an_edit(repo):
+    import shutil
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "nx"
+    shutil.copytree(example, repo.root, dirs_exist_ok=True, ignore=shutil.ignore_patterns("node_modules", ".vx", ".nx", "dist"))
+    repo.commit()
+    first = statuses(repo.vx("run-many", "-t", "build", "test", "lint"))
+    assert len(first) == 9 and set(first.values()) == {"miss"}
+    assert set(statuses(repo.vx("run-many", "-t", "build", "test", "lint")).values()) == {"up-to-date"}
+    shutil.rmtree(repo.root / "libs/core/dist")
+    restored = statuses(repo.vx("run", "app:build"))
+    assert restored["core#build"] == "local" and (repo.root / "libs/core/dist/index.js").is_file()
+    (repo.root / "libs/core/README.md").write_text("# core, edited\n")  # not production: builds hold
+    assert set(statuses(repo.vx("run", "app:build")).values()) == {"up-to-date"}
+    (repo.root / "libs/utils/src/math.js").write_text("exports.add = (a, b) => b + a;\nexports.check = () => exports.add(2, 3) === 5;\n")
+    edited = statuses(repo.vx("run-many", "-t", "build", "test"))
+    assert {t for t, c in edited.items() if c == "miss"} == {"utils#build", "core#build", "app#build", "utils#test",
+                                                            "core#test", "app#test"}
+    serve = repo.vx("run", "app:serve")
+    assert serve.code == 2 and "apps/app/project.json, targets.serve.continuous" in serve.err
+
+
+def test_tl04_vx_init_leaves_an_nx_workspace_as_it_is(ws):
+    result = ws.vx("init")
+    assert result.code == 0 and "Nx workspace" in result.err + result.out
+    assert not list(ws.root.glob("**/vx.config.json"))

@@ -171,3 +171,21 @@ def test_tl04_a_generated_nx_monorepo_plans_what_nx_plans(tmp_path, nx_package):
     assert ours == theirs
     keyed = set(theirs)
     assert vx_files(repo, tasks, keyed) == nx_files(repo, tasks, doc["plain"])
+
+
+def test_tl04_the_nx_example_plans_and_hashes_what_nx_does(repo, tmp_path, nx_package):
+    import shutil
+
+    shutil.copytree(HERE.parents[1] / "examples" / "nx", repo.root, dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("node_modules", ".vx", ".nx", "dist"))
+    (repo.root / "node_modules").mkdir()
+    (repo.root / "node_modules" / "nx").symlink_to(nx_package)
+    repo.commit()
+    tasks = ["build", "test", "lint"]
+    theirs, doc = nx_graph(repo, nx_package, tasks, tmp_path / "graph.json")
+    ours, dirs = vx_graph(repo, tasks)
+    assert len(theirs) == 9
+    assert ours == theirs
+    cached = nx_resolved(repo, nx_package, doc)
+    assert vx_resolved(repo, cached, dirs) == cached
+    assert vx_files(repo, tasks, set(cached)) == nx_files(repo, tasks, doc["plain"])
