@@ -230,7 +230,9 @@ def dry_plan(prep: Prepared) -> list[PlannedTask]:
             predicted = "hit-local"
         else:
             predicted = "hit-remote" if plan.key in prep.remote_hits else "miss"
-        inputs = plan.inputs.files if plan.inputs is not None and plan.outputs is not None else None
+        # A task's files, and a keyed implicit group's (what its dependants' keys fold through it)
+        keyed = plan.outputs is not None or node.config.implicit
+        inputs = plan.inputs.files if plan.inputs is not None and keyed else None
         rows.append(PlannedTask(tid, plan.command, plan.key, predicted, node.deps, node.project_dir, inputs,
                                 node.config.implicit))
     return rows

@@ -109,10 +109,17 @@ def nx_files(repo, tasks: list[str], plain: dict[str, str]) -> dict[str, list[st
 
 
 def vx_files(repo, tasks: list[str], cached) -> dict[str, list[str]]:
+    """The files each task's key folds: its own inputs, and through the implicit groups a `^name`
+    input depends on (`nx-inputs.name`, keyed on each dependency's files), theirs."""
     result = repo.vx("run-many", "-t", *tasks, "--dry=json")
     assert result.code == 0, result.err
-    return {t["id"].replace("#", ":"): sorted(t["inputs"]) for t in json.loads(result.out)["tasks"]
-            if t["id"].replace("#", ":") in cached}
+    rows = {t["id"]: t for t in json.loads(result.out)["tasks"]}
+
+    def files(tid: str) -> set[str]:
+        row = rows[tid]
+        return set(row["inputs"] or ()).union(*(files(d) for d in row["deps"] if rows[d].get("implicit")))
+
+    return {tid.replace("#", ":"): sorted(files(tid)) for tid in rows if tid.replace("#", ":") in cached}
 
 
 def vx_resolved(repo, ids, dirs: dict[str, str]) -> dict[str, tuple[bool, list[str]]]:

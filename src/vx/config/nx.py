@@ -343,8 +343,14 @@ def project(nx: NxRoot, pkg: Package, manager: str) -> ProjectConfig:
                     del tasks[name]
                     changed = True
                     break
+    if proj.targets or pkg.name != ROOT_PROJECT:
+        for input_name in _caret_names(nx):
+            try:
+                tasks[GROUP + input_name] = _input_group(nx, proj, input_name)
+            except _Refused as exc:  # a dependant's `^name` reaches it: refused there, naming this
+                refused[GROUP + input_name] = exc.why
     for body in tasks.values():
-        deps = [d for d in body.get("dependsOn", ()) if "#" in d or d in tasks
+        deps = [d for d in body.get("dependsOn", ()) if "#" in d or d in tasks or d.startswith("^" + GROUP)
                 or d.startswith("^") and _anywhere(nx, d[1:])]
         if deps:
             body["dependsOn"] = deps
@@ -355,14 +361,61 @@ def project(nx: NxRoot, pkg: Package, manager: str) -> ProjectConfig:
     envs = {name: body.pop("nxEnv", []) for name, body in tasks.items()}
     config = validate_project({"tasks": tasks, "tags": list(proj.tags)}, proj.source)
     mapped = {}
+    from msgspec.structs import replace
+
     for name, task in config.tasks.items():
         if envs[name] and task.cache is not None:
-            from msgspec.structs import replace
-
             task = replace(task, cache=replace(task.cache, input_env=tuple(envs[name])),
                            canonical=canonical({**tasks[name], "nxEnv": envs[name]}))
+        if name.startswith(GROUP):  # runs nothing; keyed on the project's files of the named input
+            task = replace(task, exec=None, implicit=True, canonical='{"implicit":true,' + task.canonical[1:])
         mapped[name] = task
     return ProjectConfig(source=config.source, tasks=mapped, tags=config.tags, not_runnable=refused)
+
+
+GROUP = "nx-inputs."  # `nx-inputs.production`: a project's `production` files, for its dependants' `^production`
+
+
+def _input_group(nx: NxRoot, proj: _Project, name: str) -> dict:
+    """The group a dependant's `^name` reaches: keyed on this project's `name` files and, through
+    its own `^`, on every dependency's, as Nx hashes `^name` over all transitive dependencies."""
+    files, workspace, env, _groups = _inputs(nx, proj, {"inputs": [name]}, At(NX_FILE).key("namedInputs").key(name))
+    inputs: dict[str, Any] = {"files": files}
+    if workspace:
+        inputs["workspaceFiles"] = workspace
+    group: dict[str, Any] = {"exec": {"command": "true"}, "dependsOn": [f"^{GROUP}{name}"],
+                             "cache": {"inputs": inputs, "outputs": {"files": []}}}
+    if env:
+        group["nxEnv"] = env
+    return group
+
+
+def _caret_names(nx: NxRoot) -> list[str]:
+    """The named inputs some cached target of the workspace takes from its dependencies (`^name`)."""
+    if "caret" in nx.memo:
+        return nx.memo["caret"]
+    found: set[str] = set()
+    seen: set[str] = set()
+
+    def walk(proj: _Project, entries: list) -> None:
+        for entry in entries if isinstance(entries, list) else ():
+            if isinstance(entry, str) and entry.startswith("^"):
+                found.add(entry[1:])
+            elif isinstance(entry, dict) and entry.get("dependencies") and isinstance(entry.get("input"), str):
+                found.add(entry["input"])
+            elif isinstance(entry, str) and entry not in seen and not ("{" in entry or "/" in entry):
+                seen.add(entry)
+                walk(proj, _named(nx, proj, entry) or [])
+
+    for pkg in nx.packages.values():
+        proj = _project(nx, pkg)
+        seen.clear()
+        for name, target in proj.targets.items():
+            cached = target.get("cache")
+            if cached or cached is None and nx.cacheable is not None and name in nx.cacheable:
+                walk(proj, target.get("inputs", ["default", "^default"]))
+    nx.memo["caret"] = sorted(found)
+    return nx.memo["caret"]
 
 
 def _anywhere(nx: NxRoot, name: str) -> bool:
@@ -416,7 +469,8 @@ def _task(nx: NxRoot, proj: _Project, name: str, target: dict, options: dict, co
     if cached is None and nx.cacheable is not None:
         cached = name in nx.cacheable
     if cached:
-        files, workspace_files, env = _inputs(nx, proj, target, at_of("inputs"))
+        files, workspace_files, env, groups = _inputs(nx, proj, target, at_of("inputs"))
+        task["dependsOn"] = list(dict.fromkeys([*task.get("dependsOn", []), *groups]))
         outputs, workspace_outputs = _outputs(proj, name, target, options, at_of("outputs"))
         inputs: dict[str, Any] = {"files": files}
         if workspace_files:
@@ -597,20 +651,22 @@ def _configured(proj: _Project, target: str, configuration: str | None) -> str:
 # ---------------------------------------------------------------- inputs and outputs
 
 
-def _inputs(nx: NxRoot, proj: _Project, target: dict, at: At) -> tuple[list[str], list[str], list[str]]:
-    """A target's `inputs` (default `["default", "^default"]`) as project files, workspace files and env."""
+def _inputs(nx: NxRoot, proj: _Project, target: dict, at: At) -> tuple[list[str], list[str], list[str], list[str]]:
+    """A target's `inputs` (default `["default", "^default"]`) as project files, workspace files, env,
+    and the dependencies' input groups its `^name` entries reach."""
     entries = target.get("inputs")
     if entries is None:
         entries = ["default", "^default"]
     files: list[str] = []
     workspace: list[str] = []
     env: list[str] = []
-    _expand(nx, proj, entries, at, files, workspace, env, seen=(), own=True)
+    groups: list[str] = []
+    _expand(nx, proj, entries, at, files, workspace, env, seen=(), own=True, groups=groups)
     if not any(not f.startswith("!") for f in files):
         files = []  # only negations left: nothing of the project itself is an input
     if workspace and all(w.startswith("!") for w in workspace):
         workspace = []
-    return _unique(files), _unique(workspace), _unique(env)
+    return _unique(files), _unique(workspace), _unique(env), _unique(groups)
 
 
 def _named(nx: NxRoot, proj: _Project, name: str) -> list | None:
@@ -622,19 +678,19 @@ def _named(nx: NxRoot, proj: _Project, name: str) -> list | None:
 
 
 def _expand(nx: NxRoot, proj: _Project, entries: list, at: At, files: list, workspace: list, env: list,
-            seen: tuple, own: bool) -> None:
+            seen: tuple, own: bool, groups: list) -> None:
     """Entries into `files` (project-relative, only for the task's own project) and `workspace`."""
     for i, entry in enumerate(entries):
         here = at.item(i)
         if isinstance(entry, str):
             if entry.startswith("^"):
-                for dep in _transitive(nx, proj.pkg):
-                    _named_into(nx, _project(nx, nx.packages[dep]), entry[1:], here, files, workspace, env, seen,
-                                own=False)
+                if _named(nx, proj, entry[1:]) is None:
+                    here.refuse(f"`{entry[1:]}` is no named input", hint="define it in nx.json `namedInputs`")
+                groups.append(f"^{GROUP}{entry[1:]}")
             elif "{" in entry or "/" in entry or _GLOB_CHARS.search(entry):
                 _fileset(proj, entry, here, files, workspace, own)
             else:
-                _named_into(nx, proj, entry, here, files, workspace, env, seen, own)
+                _named_into(nx, proj, entry, here, files, workspace, env, seen, own, groups)
             continue
         obj = _object(entry, here, "an input (a name, a fileset or an object)")
         if "env" in obj:
@@ -655,15 +711,17 @@ def _expand(nx: NxRoot, proj: _Project, entries: list, at: At, files: list, work
             name = obj["input"]
             projects = obj.get("projects")
             if obj.get("dependencies"):
-                targets = [nx.packages[d] for d in _transitive(nx, proj.pkg)]
-            elif projects is None or projects == "self":
+                groups.append(f"^{GROUP}{name}")
+                continue
+            if projects is None or projects == "self":
                 targets = [proj.pkg]
             else:
                 wanted = [projects] if isinstance(projects, str) else list(projects)
                 targets = [nx.packages[p] for p in wanted if p in nx.packages]
             for pkg in targets:
                 other = _project(nx, pkg)
-                _named_into(nx, other, name, here, files, workspace, env, seen, own=own and other is proj)
+                _named_into(nx, other, name, here, files, workspace, env, seen, own=own and other is proj,
+                            groups=groups)
         else:
             here.refuse(f"unknown input {json.dumps(obj)}",
                         hint="inputs are named inputs, filesets, {env}, {runtime}, {externalDependencies}, "
@@ -671,7 +729,7 @@ def _expand(nx: NxRoot, proj: _Project, entries: list, at: At, files: list, work
 
 
 def _named_into(nx: NxRoot, proj: _Project, name: str, at: At, files: list, workspace: list, env: list,
-                seen: tuple, own: bool) -> None:
+                seen: tuple, own: bool, groups: list) -> None:
     entries = _named(nx, proj, name)
     if entries is None:
         at.refuse(f"`{name}` is no named input", hint="define it in nx.json `namedInputs`, or write a fileset "
@@ -679,7 +737,7 @@ def _named_into(nx: NxRoot, proj: _Project, name: str, at: At, files: list, work
     if (proj.pkg.dir, name) in seen:
         at.refuse(f"named input `{name}` includes itself", hint="remove the cycle from namedInputs")
     _expand(nx, proj, entries, At(proj.named_source if name in proj.named_inputs else NX_FILE).key(
-        f"namedInputs.{name}"), files, workspace, env, (*seen, (proj.pkg.dir, name)), own)
+        f"namedInputs.{name}"), files, workspace, env, (*seen, (proj.pkg.dir, name)), own, groups)
 
 
 def _fileset(proj: _Project, pattern: Any, at: At, files: list, workspace: list, own: bool) -> None:
@@ -701,18 +759,6 @@ def _fileset(proj: _Project, pattern: Any, at: At, files: list, workspace: list,
     else:
         at.refuse(f"fileset `{pattern}` starts with neither {{projectRoot}} nor {{workspaceRoot}}",
                   hint='write it as "{projectRoot}/…" or "{workspaceRoot}/…"')
-
-
-def _transitive(nx: NxRoot, pkg: Package) -> list[str]:
-    out: list[str] = []
-    stack = list(pkg.deps)
-    while stack:
-        name = stack.pop()
-        if name in out or name not in nx.packages or name == pkg.name:
-            continue
-        out.append(name)
-        stack.extend(nx.packages[name].deps)
-    return sorted(out)
 
 
 def _outputs(proj: _Project, name: str, target: dict, options: dict, at: At) -> tuple[list[str], list[str]]:
