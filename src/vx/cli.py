@@ -129,7 +129,8 @@ SHOW_HELP = """usage: vx show [PROJECT | PROJECT#TASK | TASK] [--format text|jso
 
 Prints the configs as vx resolved them — from vx.config files, configs written as code, or a
 Turborepo repository's turbo.json — each task as its key folds it. Without a name: one row per
-project with its tasks and config file. Nx's `vx show projects` and `vx show project NAME` work too.
+project with its tasks and config file. Nx's `vx show projects` and `vx show project NAME` work too;
+in an Nx workspace `vx show project NAME --json` prints the project as `nx show project NAME --json` does.
 """
 
 COMPLETIONS_HELP = """usage: vx completions bash|zsh|fish

@@ -1,6 +1,7 @@
 """Nx parity of the task graph (TL-04): on every workspace of a small corpus, `vx run-many` plans the
 tasks the real Nx (21.6.4, pinned) plans — `nx run-many -t … --graph=FILE` — with the same
-dependencies; each task's outputs and caching are what `nx show project NAME --json` resolves; and
+dependencies; each project's targets resolve as `nx show project NAME --json` prints them (`vx show
+project NAME --json`), each task's outputs and caching are what Nx resolves; and
 each cached task hashes the files Nx's hash plan names (nx_hash_plan.js), but for the two Nx
 folds into every hash (the root .gitignore and nx.json: vx keys what they mean, through the file
 set and the mapped declaration).
@@ -97,6 +98,24 @@ def nx_resolved(repo, nx_package: Path, doc: dict) -> dict[str, tuple[bool, list
 
 
 NX_EVERYWHERE = {".gitignore", "nx.json"}
+TARGET_FIELDS = ("executor", "options", "configurations", "defaultConfiguration", "dependsOn", "inputs", "outputs",
+                 "cache", "continuous", "parallelism")
+
+
+def shown(doc: dict) -> dict:
+    """A project as `show project NAME --json` prints it, in the fields vx resolves (not Nx's metadata)."""
+    return {"root": doc["root"], "name": doc["name"], "tags": sorted(doc.get("tags", [])),
+            "implicitDependencies": doc.get("implicitDependencies", []),
+            "targets": {t: {k: body[k] for k in TARGET_FIELDS if k in body} for t, body in doc["targets"].items()}}
+
+
+def same_projects(repo, nx_package: Path, names) -> None:
+    """`vx show project NAME --json` resolves each target as `nx show project NAME --json` does."""
+    for name in sorted(names):
+        ours = repo.vx("show", "project", name, "--json")
+        assert ours.code == 0, ours.err
+        theirs = json.loads(nx(repo, nx_package, "show", "project", name, "--json"))
+        assert shown(json.loads(ours.out)) == shown(theirs)
 
 
 def nx_files(repo, tasks: list[str], plain: dict[str, str]) -> dict[str, list[str]]:
@@ -147,6 +166,7 @@ def test_tl04_each_task_graph_is_the_one_nx_plans(repo, tmp_path, nx_package, sh
     assert ours == theirs
     cached = nx_resolved(repo, nx_package, doc)
     assert vx_resolved(repo, cached, dirs) == {tid: (c, o) if c else (False, []) for tid, (c, o) in cached.items()}
+    same_projects(repo, nx_package, {t["target"]["project"] for t in doc["tasks"]["tasks"].values()})
     keyed = {tid for tid, (c, _o) in cached.items() if c}
     assert keyed  # a parity over nothing proves nothing
     theirs_files = {tid: files for tid, files in nx_files(repo, spec["tasks"], doc["plain"]).items() if tid in keyed}
@@ -195,4 +215,5 @@ def test_tl04_the_nx_example_plans_and_hashes_what_nx_does(repo, tmp_path, nx_pa
     assert ours == theirs
     cached = nx_resolved(repo, nx_package, doc)
     assert vx_resolved(repo, cached, dirs) == cached
+    same_projects(repo, nx_package, {t["target"]["project"] for t in doc["tasks"]["tasks"].values()})
     assert vx_files(repo, tasks, set(cached)) == nx_files(repo, tasks, doc["plain"])

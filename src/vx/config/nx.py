@@ -199,8 +199,8 @@ def _project(nx: NxRoot, pkg: Package) -> _Project:
             tags += _strings(own.get("tags", []), at.key("tags"), "tags")
             if own.get("namedInputs"):
                 named, named_source = _named_inputs(own["namedInputs"], at.key("namedInputs")), own_source
-        if manifest and not manifest.get("private") and pkg.name != ROOT_PROJECT:
-            tags.append("npm:public")  # as Nx tags a publishable package
+        if manifest and pkg.name != ROOT_PROJECT:  # as Nx tags a package: first, by whether it is published
+            tags.insert(0, "npm:private" if manifest.get("private") else "npm:public")
     defaulted = {}
     for name in list(targets):
         key = _target_default(nx, name, targets[name].get("executor"))
@@ -208,6 +208,8 @@ def _project(nx: NxRoot, pkg: Package) -> _Project:
             before = targets[name]
             targets[name] = _with_defaults(before, nx.target_defaults[key], pkg)
             defaulted[name] = (key, frozenset(k for k in targets[name] if k not in before))
+        if not targets[name].get("executor"):
+            targets[name] = {**targets[name], "executor": "nx:noop"}  # as Nx names a target that runs nothing
     found = _Project(pkg, targets, sources, defaulted, named, named_source, tuple(dict.fromkeys(tags)),
                      own_source if own is not None else manifest_source)
     nx.memo[pkg.dir] = found
@@ -814,3 +816,30 @@ def _interpolate_output(output: str, pkg: Package, options: dict, at: At) -> str
 
 def _unique(items) -> list[str]:
     return list(dict.fromkeys(items))
+
+
+# ---------------------------------------------------------------- `vx show project NAME --json`
+
+
+def shown_project(ws, name: str) -> dict:
+    """The project as `nx show project NAME --json` prints it: its root, tags, implicit
+    dependencies and targets as resolved — merged over the scripts, target defaults filled in."""
+    from vx.errors import UsageError, suggestion
+
+    root = str(ws.root)
+    if not os.path.lexists(os.path.join(root, NX_FILE)):
+        raise UsageError("`--json` shows an Nx project; this workspace has no nx.json",
+                         hint="`vx show NAME --format json` for vx's view")
+    if name not in ws.packages or name == ROOT_PROJECT:
+        raise UsageError(f"no project named `{name}`", hint=suggestion(name, ws.packages, noun="projects"))
+    nx = find_root(root, ws.packages)
+    proj = _project(nx, ws.packages[name])
+    from vx.nxprojects import _own_nx
+
+    own, _source, _field = _own_nx(root, proj.pkg)
+    return {"root": proj.pkg.dir or ".", "name": name, "tags": list(proj.tags),
+            "implicitDependencies": [d for d in own.get("implicitDependencies", [])  # an unknown `!name` passed over
+                                     if not (d.startswith("!") and d[1:] not in ws.packages)],
+            "targets": {t: {**body, "options": body.get("options", {}), "configurations": body.get("configurations", {}),
+                            "parallelism": body.get("parallelism", True)}
+                        for t, body in proj.targets.items()}}
