@@ -289,3 +289,33 @@ def test_tl04_vx_init_leaves_an_nx_workspace_as_it_is(ws):
     result = ws.vx("init")
     assert result.code == 0 and "Nx workspace" in result.err + result.out
     assert not list(ws.root.glob("**/vx.config.json"))
+
+
+def test_tl04_a_remembered_cached_run_sees_nx_edits(ws):
+    """A fully cached run is replayed from its receipt only while what planning read holds: an
+    edited project.json or nx.json, or a new project.json, is a new plan (no `--summarize`: a run
+    that writes a summary keeps no receipt)."""
+    def missed(result) -> set[str]:
+        assert result.code == 0, result.err
+        return {line.split()[-1] for line in result.err.splitlines() if " miss " in line}
+
+    def remembered() -> None:
+        assert missed(ws.vx("run", "build", "--all", summary=False)) == set()
+        assert list((ws.root / ".vx" / "receipts").iterdir())  # the next run may replay it
+        assert missed(ws.vx("run", "build", "--all", summary=False)) == set()
+
+    ws.vx("run", "build", "--all", summary=False)
+    remembered()
+    project = json.loads((ws.root / "libs/b/project.json").read_text())
+    project["targets"]["build"]["options"]["command"] += " && echo again"
+    (ws.root / "libs/b/project.json").write_text(json.dumps(project))
+    assert missed(ws.vx("run", "build", "--all", summary=False)) == {"b#build", "web#build"}
+    remembered()
+    nx = json.loads(json.dumps(NX))
+    nx["namedInputs"]["production"].append("!{projectRoot}/src/**/*.txt")  # a new default: every key moves
+    (ws.root / "nx.json").write_text(json.dumps(nx))
+    assert missed(ws.vx("run", "build", "--all", summary=False)) == {"@org/a#build", "b#build", "web#build"}
+    remembered()
+    ws.write({"libs/deep/x/project.json": {"targets": {"build": {"command": "mkdir -p libs/deep/x/dist",
+                                                                 "cache": True}}}})
+    assert missed(ws.vx("run", "build", "--all", summary=False)) == {"x#build"}
