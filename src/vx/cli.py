@@ -358,6 +358,10 @@ def parse_run(tokens: Sequence[str]) -> RunArgs:
             out.names.append(tok)
             continue
         name, eq, value = tok.partition("=")
+        if name == "--parallel" and (value in ("true", "false") or not eq and not _next_is_number(tokens, i)):
+            if value == "false":  # Nx's `--parallel=false`: one at a time; bare or `true`: the default
+                out.concurrency = "1"
+            continue
         name = FLAG_ALIASES.get(name, name)
         if name not in RUN_FLAGS:
             near = did_you_mean(name, RUN_FLAGS)
@@ -400,6 +404,10 @@ def _nx_flags(args: RunArgs) -> None:
         if args.affected not in (None, ""):
             raise UsageError("both `--base` and `--affected=REF`", hint="keep one")
         args.affected = args.base
+
+
+def _next_is_number(tokens: Sequence[str], i: int) -> bool:
+    return i + 1 < len(tokens) and tokens[i + 1].isdigit()
 
 
 def _no_task_named() -> UsageError:

@@ -319,3 +319,16 @@ def test_tl04_a_remembered_cached_run_sees_nx_edits(ws):
     ws.write({"libs/deep/x/project.json": {"targets": {"build": {"command": "mkdir -p libs/deep/x/dist",
                                                                  "cache": True}}}})
     assert missed(ws.vx("run", "build", "--all", summary=False)) == {"x#build"}
+
+
+def test_tl04_ready_when_is_refused_and_parallel_spellings_are_understood(repo):
+    files = nx_workspace()
+    files["libs/b/project.json"]["targets"]["start"] = {
+        "executor": "nx:run-commands", "options": {"commands": ["node -e 'setInterval(()=>{},1000)'"],
+                                                   "readyWhen": "listening"}}
+    repo.write(files).commit()
+    result = repo.vx("run", "b:start")
+    assert result.code == 2 and "libs/b/project.json, targets.start.options.readyWhen" in result.err
+    for spelling in (["--parallel"], ["--parallel=false"], ["--parallel", "2"], ["--parallel=3"]):
+        assert set(statuses(repo.vx("run-many", "-t", "build", *spelling))) == {"@org/a#build", "b#build",
+                                                                             "web#build"}, spelling

@@ -448,6 +448,10 @@ def _task(nx: NxRoot, proj: _Project, name: str, target: dict, options: dict, co
                        "vx tasks must finish; run it outside vx")
     task: dict[str, Any] = {}
     if executor == "nx:run-commands":
+        if options.get("readyWhen"):
+            where = at_of("options").key("readyWhen")
+            raise _Refused(f"`{name}` waits for `readyWhen`: it starts something that keeps running",
+                           where.file, where.field, "vx tasks must finish; run it outside vx")
         task["exec"] = _run_commands(proj, options, at_of("options"))
     elif executor == "nx:run-script":
         script = options.get("script", name)
