@@ -73,7 +73,8 @@ options:
 Nx's spellings (an Nx workspace's `project:target[:configuration]` names work too):
   -t, --targets T,…         the tasks to run         -p, --projects P,…   --filter each
   --exclude P,…             --filter !P for each     -c, --configuration C  run each target's C
-  --base REF                --affected=REF           --parallel N, --skip-nx-cache: --concurrency, --force
+  --base REF                --affected=REF           --head HEAD  (vx compares with the working tree)
+  --parallel N, --skip-nx-cache: --concurrency, --force
 
 exit: 0 all tasks ok · 1 a task failed, was skipped or aborted · 2 usage or config error
       130 / 143 / 129 interrupted by SIGINT / SIGTERM / SIGHUP
