@@ -610,7 +610,13 @@ def _depends_on(nx: NxRoot, proj: _Project, entries: list, at: At, configuration
     for i, entry in enumerate(entries):
         here = at.item(i)
         if isinstance(entry, str):
-            if entry.startswith("^"):
+            if _GLOB_CHARS.search(entry):  # Nx's target-name globs: `build-*`, `^build-*`
+                caret = "^" if entry.startswith("^") else ""
+                pattern = entry[len(caret):]
+                pool = _all_targets(nx) if caret else proj.targets
+                out += [caret + _configured(proj, t, None if caret else configuration)
+                        for t in sorted(pool) if fnmatch.fnmatchcase(t, pattern)]
+            elif entry.startswith("^"):
                 out.append(entry)
             elif ":" in entry and entry.split(":", 1)[0] in nx.packages:
                 project_name, _, target = entry.partition(":")
@@ -646,6 +652,12 @@ def _depends_on(nx: NxRoot, proj: _Project, entries: list, at: At, configuration
                     here.key("projects").refuse(f"`{pattern}` names no project", hint=f"projects: {', '.join(names[:12])}")
                 out += [f"{n}#{target}" for n in matched]
     return list(dict.fromkeys(out))
+
+
+def _all_targets(nx: NxRoot) -> set[str]:
+    if "targets" not in nx.memo:
+        nx.memo["targets"] = {t for pkg in nx.packages.values() for t in _project(nx, pkg).targets}
+    return nx.memo["targets"]
 
 
 def _configured(proj: _Project, target: str, configuration: str | None) -> str:
