@@ -183,7 +183,8 @@ def _project(nx: NxRoot, pkg: Package) -> _Project:
             if included is None or script in included:
                 targets[script] = {"executor": "nx:run-script", "options": {"script": script}}
                 sources[script] = (manifest_source, f"scripts.{script}")
-        _merge_targets(targets, sources, block.get("targets", {}), block_at.key("targets"), manifest_source, "nx.targets")
+        _merge_targets(targets, sources, block.get("targets", {}), block_at.key("targets"), manifest_source,
+                       "nx.targets")
         tags += _strings(block.get("tags", []), block_at.key("tags"), "tags")
         if block.get("namedInputs"):
             named, named_source = _named_inputs(block["namedInputs"], block_at.key("namedInputs")), manifest_source
@@ -629,7 +630,8 @@ def _depends_on(nx: NxRoot, proj: _Project, entries: list, at: At, configuration
             if key not in DEPENDS.allowed:
                 near = did_you_mean(key, DEPENDS.allowed)
                 here.key(key).refuse(f"unknown key `{key}` in a dependsOn entry",
-                                     hint=f"did you mean `{near}`?" if near else "keys: target, projects, dependencies, params")
+                                     hint=f"did you mean `{near}`?" if near
+                                     else "keys: target, projects, dependencies, params")
         target = obj.get("target")
         if not isinstance(target, str) or not target:
             here.key("target").refuse("a dependsOn object needs a `target` string", hint='e.g. {"target": "build"}')
@@ -649,7 +651,8 @@ def _depends_on(nx: NxRoot, proj: _Project, entries: list, at: At, configuration
                 elif pattern in nx.packages:
                     matched = [pattern]
                 else:
-                    here.key("projects").refuse(f"`{pattern}` names no project", hint=f"projects: {', '.join(names[:12])}")
+                    here.key("projects").refuse(f"`{pattern}` names no project",
+                                                hint=f"projects: {', '.join(names[:12])}")
                 out += [f"{n}#{target}" for n in matched]
     return list(dict.fromkeys(out))
 
@@ -856,6 +859,7 @@ def shown_project(ws, name: str) -> dict:
     return {"root": proj.pkg.dir or ".", "name": name, "tags": list(proj.tags),
             "implicitDependencies": [d for d in own.get("implicitDependencies", [])  # an unknown `!name` passed over
                                      if not (d.startswith("!") and d[1:] not in ws.packages)],
-            "targets": {t: {**body, "options": body.get("options", {}), "configurations": body.get("configurations", {}),
+            "targets": {t: {**body, "options": body.get("options", {}),
+                            "configurations": body.get("configurations", {}),
                             "parallelism": body.get("parallelism", True)}
                         for t, body in proj.targets.items()}}
