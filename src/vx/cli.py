@@ -20,6 +20,8 @@ usage: vx <verb> [options]
 
 verbs:
   run [OPTIONS] [TASK | PKG#TASK …] [-- ARGS]   run tasks and what they depend on
+  run-many -t TASK … [-p P,…] [--exclude P,…]  Nx's spelling of `vx run TASK … --all`
+  affected -t TASK … [--base REF]             Nx's spelling of `vx run TASK … --affected=REF`
   watch [OPTIONS] TASK …                      run, then run again on every change that matters
   init [--dry] [--force]                      a vx.config.json per package, from its scripts
   info                                        what vx sees here: versions, workspace, cache, sandbox
@@ -68,6 +70,11 @@ options:
                             cached task read undeclared or wrote outside its outputs
   --framework-inference B   true (default) | false: whether a turbo.json task keys and passes
                             its framework's variables (NEXT_PUBLIC_*, VITE_*, …), as turbo's flag
+Nx's spellings (an Nx workspace's `project:target[:configuration]` names work too):
+  -t, --targets T,…         the tasks to run         -p, --projects P,…   --filter each
+  --exclude P,…             --filter !P for each     -c, --configuration C  run each target's C
+  --base REF                --affected=REF           --head HEAD  (vx compares with the working tree)
+  --parallel N, --skip-nx-cache: --concurrency, --force
 
 exit: 0 all tasks ok · 1 a task failed, was skipped or aborted · 2 usage or config error
       130 / 143 / 129 interrupted by SIGINT / SIGTERM / SIGHUP
@@ -108,7 +115,8 @@ it (npm's pre/post hooks folded in), `build` after its dependencies' builds, `te
 comment with the output directories its tooling suggests. Long-running scripts (dev, start,
 serve, watch, preview) and root scripts that run the members are left out. Existing configs are
 kept (`--force` replaces them); `--dry` prints what it would write. In a Turborepo repository vx
-already runs turbo.json unchanged, so `vx init` there needs `--force`.
+already runs turbo.json unchanged, and in an Nx workspace nx.json and project.json, so `vx init`
+there needs `--force`.
 """
 
 WHY_HELP = """usage: vx why PKG#TASK [--format=json]
@@ -122,7 +130,8 @@ SHOW_HELP = """usage: vx show [PROJECT | PROJECT#TASK | TASK] [--format text|jso
 
 Prints the configs as vx resolved them — from vx.config files, configs written as code, or a
 Turborepo repository's turbo.json — each task as its key folds it. Without a name: one row per
-project with its tasks and config file. Nx's `vx show projects` and `vx show project NAME` work too.
+project with its tasks and config file. Nx's `vx show projects` and `vx show project NAME` work too;
+in an Nx workspace `vx show project NAME --json` prints the project as `nx show project NAME --json` does.
 """
 
 COMPLETIONS_HELP = """usage: vx completions bash|zsh|fish
@@ -132,7 +141,14 @@ Prints a completion script for the shell: verbs and every flag each verb's help 
   fish: vx completions fish | source
 """
 
-VERB_HELP = {"completions": COMPLETIONS_HELP, "run": RUN_HELP, "watch": WATCH_HELP, "why": WHY_HELP, "init": INIT_HELP, "info": INFO_HELP, "cache": CACHE_HELP, "show": SHOW_HELP, "help": "usage: vx help [VERB]\n",
+NX_VERB_HELP = """usage: vx run-many -t TASK[,TASK…] [TASK…] [RUN OPTIONS]
+       vx affected -t TASK[,TASK…] [--base REF] [RUN OPTIONS]
+
+Nx's verbs: `run-many` is `vx run … --all`, `affected` is `vx run … --affected[=REF]` (REF from
+--base, else affectedBase, origin/HEAD, main or master, HEAD~1). `vx help run` lists the options.
+"""
+
+VERB_HELP = {"run-many": NX_VERB_HELP, "affected": NX_VERB_HELP, "completions": COMPLETIONS_HELP, "run": RUN_HELP, "watch": WATCH_HELP, "why": WHY_HELP, "init": INIT_HELP, "info": INFO_HELP, "cache": CACHE_HELP, "show": SHOW_HELP, "help": "usage: vx help [VERB]\n",
              "version": "usage: vx version\n"}
 
 # Flags of `vx run`: name -> (kind, dest). kind: flag | value | optional (value only after `=`).
@@ -157,11 +173,18 @@ RUN_FLAGS = {
     "--report-file": ("value", "report_file"),
     "--verify": ("optional", "verify"),
     "--framework-inference": ("value", "framework_inference"),
+    # Nx's spellings (TL-04)
+    "--configuration": ("value", "configuration"),
+    "--exclude": ("list", "exclude"),
+    "--projects": ("list", "projects"),
+    "--targets": ("list", "targets"),
+    "--base": ("value", "base"),
+    "--head": ("value", "head"),
 }
 FLAG_ALIASES = {"--dry-run": "--dry", "--parallel": "--concurrency", "--skip-nx-cache": "--force", "-F": "--filter",
-                "--projects": "--filter", "-p": "--filter"}
+                "-p": "--projects", "-c": "--configuration", "-t": "--targets", "--target": "--targets"}
 CONTINUE_ALIASES = {"dependencies-successful": "deps-ok", "": "always"}
-FOREIGN_VERBS = {"build": "run build", "test": "run test", "lint": "run lint", "run-many": "run --all",
+FOREIGN_VERBS = {"build": "run build", "test": "run test", "lint": "run lint",
                  "exec": "run", "ls": "run --dry", "graph": "run --dry"}
 
 
@@ -189,6 +212,12 @@ class RunArgs:
         self.report_file: str | None = None
         self.verify: str | None = None
         self.framework_inference: str | None = None
+        self.configuration: str | None = None
+        self.exclude: list[str] = []
+        self.projects: list[str] = []
+        self.targets: list[str] = []
+        self.base: str | None = None
+        self.head: str | None = None
 
 
 def entry() -> NoReturn:
@@ -237,6 +266,16 @@ def _dispatch(args: list[str]) -> int:
             print(RUN_HELP, end="")
             return EXIT_OK
         return _run(parse_run(rest), args)
+    if verb in ("run-many", "affected"):  # Nx's verbs (TL-04)
+        if rest and rest[0] in ("-h", "--help"):
+            print(VERB_HELP[verb], end="")
+            return EXIT_OK
+        parsed = parse_run(rest)
+        if verb == "run-many":
+            parsed.all = True
+        elif parsed.affected is None:
+            parsed.affected = ""
+        return _run(parsed, args)
     if verb == "info":
         return _info(rest)
     if verb == "watch":
@@ -320,6 +359,10 @@ def parse_run(tokens: Sequence[str]) -> RunArgs:
             out.names.append(tok)
             continue
         name, eq, value = tok.partition("=")
+        if name == "--parallel" and (value in ("true", "false") or not eq and not _next_is_number(tokens, i)):
+            if value == "false":  # Nx's `--parallel=false`: one at a time; bare or `true`: the default
+                out.concurrency = "1"
+            continue
         name = FLAG_ALIASES.get(name, name)
         if name not in RUN_FLAGS:
             near = did_you_mean(name, RUN_FLAGS)
@@ -344,6 +387,28 @@ def parse_run(tokens: Sequence[str]) -> RunArgs:
             else:
                 setattr(out, dest, value)
     return out
+
+
+def _nx_flags(args: RunArgs) -> None:
+    """Nx's flags in vx's terms: `-t a,b` names tasks, `-p a,b` and `--exclude a,b` filter projects,
+    `--base` is the ref `--affected` compares with."""
+    for value in args.targets:
+        args.names += [t for t in value.split(",") if t]
+    for value in args.projects:
+        args.filters += [p for p in value.split(",") if p]
+    for value in args.exclude:
+        args.filters += [f"!{p}" for p in value.split(",") if p]
+    if args.head is not None and args.head != "HEAD":
+        raise UsageError(f"`--head={args.head}`: vx compares the base with the working tree",
+                         hint=f"check out {args.head} first, then `vx affected --base=<ref>`")
+    if args.base is not None:
+        if args.affected not in (None, ""):
+            raise UsageError("both `--base` and `--affected=REF`", hint="keep one")
+        args.affected = args.base
+
+
+def _next_is_number(tokens: Sequence[str], i: int) -> bool:
+    return i + 1 < len(tokens) and tokens[i + 1].isdigit()
 
 
 def _no_task_named() -> UsageError:
@@ -419,6 +484,7 @@ def _run(args: RunArgs, argv: list[str]) -> int:
     from vx.run import RunRequest
 
     timer_start = time.perf_counter()
+    _nx_flags(args)
     if not args.names:
         raise _no_task_named()
     timeout = _plain_int("--timeout", args.timeout)
@@ -452,7 +518,7 @@ def _run(args: RunArgs, argv: list[str]) -> int:
         concurrency=args.concurrency, continue_mode=_continue_mode(args.continue_mode), no_cache=args.no_cache,
         force=args.force, cache_dir=args.cache_dir, timeout_ms=timeout, retries=_plain_int("--retry", args.retry),
         cache_spec=args.cache, dry=args.dry is not None, verify=verify,
-        framework_inference=_framework_inference(args.framework_inference))
+        framework_inference=_framework_inference(args.framework_inference), configuration=args.configuration)
     report = (args.report is not None, args.report_file)
     profile = (args.profile or "profile.json") if args.profile is not None else None
     return _run_request(req, _dry_format(args.dry), args.summarize, timer_start, argv, _output_logs(args.output_logs),

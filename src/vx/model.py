@@ -136,7 +136,8 @@ class ProjectConfig(Struct, frozen=True):
     source: str  # workspace-relative path of the config file ("" when none)
     tasks: Mapping[str, TaskConfig] = field(default_factory=dict)
     tags: tuple[str, ...] = ()
-    not_runnable: Mapping[str, str] = field(default_factory=dict)  # task name -> why vx cannot run it (turbo's persistent)
+    # task name -> why vx cannot run it (turbo's persistent); an Nx target's is (message, file, field, hint)
+    not_runnable: Mapping[str, str | tuple[str, str, str, str]] = field(default_factory=dict)
 
 
 class RemoteCacheConfig(Struct, frozen=True):

@@ -48,6 +48,7 @@ class RunRequest(Struct, frozen=True):
     dry: bool = False  # planning only: the remote is probed, never downloaded from (RC-04)
     verify: str | None = None  # --verify=inputs: cached tasks execute traced (no cache reads), saves as usual
     framework_inference: bool = True  # `--framework-inference=false` (turbo's flag)
+    configuration: str | None = None  # Nx's `--configuration c` (TL-04)
 
 
 class Prepared(Struct):
@@ -91,7 +92,7 @@ def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: 
             cwd_pkg = package_of(ws, req.cwd)
             projects = _filtered(req, ws, configs, cwd_pkg) if req.filters else None
             graph = build_graph(ws, configs, Selection(req.names, cwd_pkg, req.all or req.affected is not None,
-                                                       projects))
+                                                       projects, req.configuration))
             if req.affected is not None:
                 graph, affected_notice = _affected(req, ws, ws_config, configs, graph, cwd_pkg)
             additive = refuse_overlaps(graph.nodes, configs, ws_config.exclusive_outputs)
@@ -237,7 +238,9 @@ def dry_plan(prep: Prepared) -> list[PlannedTask]:
             predicted = "hit-local"
         else:
             predicted = "hit-remote" if plan.key in prep.remote_hits else "miss"
-        inputs = plan.inputs.files if plan.inputs is not None and plan.outputs is not None else None
+        # A task's files, and a keyed implicit group's (what its dependants' keys fold through it)
+        keyed = plan.outputs is not None or node.config.implicit
+        inputs = plan.inputs.files if plan.inputs is not None and keyed else None
         rows.append(PlannedTask(tid, plan.command, plan.key, predicted, node.deps, node.project_dir, inputs,
                                 node.config.implicit))
     return rows

@@ -27,6 +27,11 @@ def show_verb(rest: list[str], env: Mapping[str, str], help_text: str) -> int:
 
     ws = workspace.discover(Path(os.getcwd()))
     configs = config.load_all(ws, env)
+    if fmt == "nx":
+        from vx.config.nx import shown_project
+
+        sys.stdout.write(json.dumps(shown_project(ws, names[0]), indent=2) + "\n")
+        return 0
     data = _select(names, ws, configs)
     sys.stdout.write(json.dumps(data, indent=2) + "\n" if fmt == "json" else _pretty(data))
     return 0
@@ -39,17 +44,24 @@ def _parse(rest: list[str]) -> tuple[str | None, list[str]]:
         tok = rest[i]
         if tok in ("-h", "--help"):
             return None, []
+        if tok == "--json":  # Nx's `nx show project NAME --json`
+            fmt = "nx"
         if tok == "--format" or tok.startswith("--format="):
             value = tok.partition("=")[2] if "=" in tok else (rest[i + 1] if i + 1 < len(rest) else "")
             i += 0 if "=" in tok else 1
             if value not in ("text", "json"):
                 raise UsageError(f"--format: `{value}` is neither text nor json", hint="--format json")
             fmt = value
+        elif tok == "--json":
+            pass
         elif tok.startswith("-"):
             raise UsageError(f"unknown flag `{tok}` for `vx show`", hint="see `vx help show`")
         else:
             names.append(tok)
         i += 1
+    nx_project = names[:1] == ["project"]
+    if fmt == "nx" and not nx_project:
+        raise UsageError("`--json` is Nx's flag of `show project NAME`", hint="`vx show --format json` for vx's view")
     if names[:1] == ["projects"]:  # Nx
         names = names[1:]
     elif names[:1] == ["project"]:

@@ -15,7 +15,8 @@ ALLOWED = {
     "scheduler": {"model", "events"},
     "events": {"model"},
     "globs": {"errors"},
-    "workspace": {"model", "errors", "semver", "witness", "frameworks"},
+    "workspace": {"model", "errors", "semver", "witness", "frameworks", "nxprojects"},
+    "nxprojects": {"model", "errors", "witness", "config"},  # only in a workspace with nx.json
     "frameworks": set(),
     "semver": set(),
     "verdicts": {"model"},
