@@ -221,7 +221,8 @@ async def run_sandboxed(session: Session, spec: SandboxSpec, command: str, *, cw
             if attempt.strace_failed(proc):
                 proc = replace(proc, exit_code=proc.exit_code or 1,
                                spawn_error=f"the sandbox's tracer failed twice: {_complaint(proc, 'strace: ')}")
-        report = await asyncio.to_thread(attempt.judge) if cap.traced and proc.spawn_error is None else Report()
+        traced = attempt.trace is not None and proc.spawn_error is None
+        report = await asyncio.to_thread(attempt.judge) if traced else Report()
         if not report.whole and not proc.aborted:  # SB-13: a trace cut short or emptied fails, never passes
             proc = replace(proc, exit_code=proc.exit_code or 1,
                            spawn_error="the sandbox's trace is incomplete (the task's start or bwrap's exit is "
@@ -273,7 +274,7 @@ _SOCAT_HINT = "install socat (apt install socat)"
 
 def _pre_notes(session: Session, spec: SandboxSpec, layout: Layout, cap: Capability) -> tuple[str, ...]:
     notes: tuple[str, ...] = ()
-    if not cap.traced:
+    if not cap.traced and spec.trace:
         notes += session.once("untraced", f"sandbox: tasks are enforced but untraced ({cap.untraced}), so no "
                                           f"violations are reported; {_STRACE_HINT}")
     for grant in layout.mountless:
@@ -298,7 +299,8 @@ class _Attempt:
         self.session, self.spec, self.layout, self.cap = session, spec, layout, cap
         self.dir = session.task_dir(spec.task)
         self.tmpdir = str(self.dir / "tmp")
-        self.trace = str(self.dir / "trace") if cap.traced else None  # strace writes it; nothing inside sees it
+        # strace writes it; nothing inside sees it. `trace: false` runs the task enforced but untraced.
+        self.trace = str(self.dir / "trace") if cap.traced and spec.trace else None
         self.seccomp_fd = _seccomp_fd(spec)
         self.kept: list[trace.Access] = []
         self.status = _Status()
