@@ -172,7 +172,7 @@ def strace_prefix(strace: str, output: Path) -> list[str]:
     """The sandbox's strace flags and syscall set, writing to `output`, tracer in our group."""
     from vx.sandbox.trace import SYSCALLS
 
-    return [strace, "-D", "-f", "-qq", "-y", "-xx", "--seccomp-bpf", "-e", "signal=none",
+    return [strace, "-D", "-f", "-qq", "-y", "-xx", "--seccomp-bpf", "-e", "signal=none", "-e", "verbose=none",
             "-e", "trace=" + ",".join(SYSCALLS), "-e", "inject=io_uring_setup:error=ENOSYS",
             "-o", str(output), "--"]  # fmt: skip
 
