@@ -45,6 +45,8 @@ class Workspace(Struct, frozen=True):
     manager: str  # npm | pnpm | yarn | bun
     packages: Mapping[str, Package]  # by name; the root project is under ROOT_PROJECT
     member_globs: tuple[str, ...] = ()
+    member_globs_file: str = ""  # where the member globs are written (package.json or pnpm-workspace.yaml)
+    empty_member_globs: tuple[str, ...] = ()  # positive globs under which no package.json was found
 
     def package_at(self, rel_dir: str) -> Package | None:
         """The deepest package whose dir contains rel_dir."""

@@ -56,6 +56,16 @@ class OutputSpec:
             return []
         return [p for p in walk_outputs(root, self.project_dir, self.globs, self.ws_globs, seen=seen) if self.owns(p)]
 
+    def walk_for_save(self, root: Path) -> tuple[list[str], list[str]]:
+        """What the globs match now: what the task owns, and what it may not keep (`owns`). The
+        second withholds the save: dropping those files would make a hit that lacks them."""
+        owned: list[str] = []
+        disowned: list[str] = []
+        if self.declares_files:
+            for p in walk_outputs(root, self.project_dir, self.globs, self.ws_globs):
+                (owned if self.owns(p) else disowned).append(p)
+        return owned, disowned
+
     def state(self, root: Path) -> tuple[list[str], dict[str, bool]]:
         """Where the outputs live and what walking them reads: the absolute glob roots, and each
         path the walk listed (True) or probed (False) — what a receipt keeps per task."""
@@ -121,6 +131,14 @@ class AdditiveOutputs(OutputSpec):
         present = set(files)
         self.removed = tuple(sorted(p for p in self._stamps if p not in present))
         return [p for p in files if self._stamps.get(p) != _stamp(root, p)]
+
+    def walk_for_save(self, root: Path) -> tuple[list[str], list[str]]:
+        owned, disowned = super().walk_for_save(root)
+        if self._stamps is None:
+            return owned, disowned
+        self.removed = tuple(sorted(set(self._stamps) - set(owned) - set(disowned)))
+        changed = [p for p in owned if self._stamps.get(p) != _stamp(root, p)]
+        return changed, [p for p in disowned if self._stamps.get(p) != _stamp(root, p)]
 
 
 def _stamp(root: Path, rel: str) -> tuple[int, ...]:

@@ -111,11 +111,17 @@ def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: 
                        env=host_env)
     policy = CachePolicy(read=cache.axes.reads, write=cache.axes.writes)
     store, hits, remote, remote_hits = None, {}, None, frozenset()
+    off: tuple[tuple[str, str], ...] = ()
     if policy.read or policy.write:
         with stages("open cache"):
-            from vx.store.local import LocalStore
+            from vx.store.local import CacheFull, LocalStore
 
-            store = LocalStore(cache_dir, ws.root)
+            try:
+                store = LocalStore(cache_dir, ws.root)
+            except CacheFull as exc:  # a full disk costs the cache, never the build
+                off = ((f"the cache is off for this run: {exc.message} ({cache_dir}); {exc.hint}", "warning"),)
+                policy = CachePolicy(read=False, write=False)
+    if store is not None:
         if cache.axes.local_read:
             with stages("probe"):
                 hits = store.probe(p.key for t, p in plans.items() if p.outputs is not None)
@@ -134,7 +140,8 @@ def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: 
              or (cwd_pkg == ROOT_PROJECT and any(t.package != ROOT_PROJECT for t in graph.requested)))
     return Prepared(ws, graph, plans, index, store, hits, concurrency, broad, cache_dir, policy, remote,
                     frozenset(remote_hits),
-                    tuple((m, "warning") for m in cache.notices) + (((affected_notice, "info"),) if affected_notice else ()),
+                    tuple((m, "warning") for m in cache.notices) + off
+                    + (((affected_notice, "info"),) if affected_notice else ()),
                     ws_config.cache_retention, configs)
 
 
