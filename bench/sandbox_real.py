@@ -20,7 +20,9 @@ sandboxed run with a violation or a failure stops the bench: it measured the wro
 
 CPU is the whole process tree's, from the cpuacct cgroup of bench/sandbox_overhead.py, and
 "of it vx" this process's own share (setup, reading and judging the trace); wall and CPU are
-medians over the rounds, with the spread (min–max) beside them.
+medians over the rounds, with the spread (min–max) beside them; "paired" is the median of
+each round's own ratio to that round's plain run, which a load that drifts between rounds
+moves less.
 """
 
 from __future__ import annotations
@@ -149,12 +151,17 @@ def main() -> None:
         meter.close()
     base = results["plain"]
     print(f"{command}  (in {args.project}, {args.rounds} rounds, medians, min–max)")
-    print(f"  {'variant':<9} {'wall ms':>20} {'wall ×':>7} {'cpu ms':>20} {'cpu ×':>6} {'of it vx':>9}")
+    print(f"  {'variant':<9} {'wall ms':>20} {'wall ×':>7} {'paired':>7} {'cpu ms':>20} {'cpu ×':>6} "
+          f"{'paired':>7} {'of it vx':>9}")
     for name, row in results.items():
+        pairs = list(zip(row["samples"], base["samples"]))
+        wall_paired = statistics.median(s[0] / b[0] for s, b in pairs)
+        cpu_paired = statistics.median(s[1] / b[1] for s, b in pairs) if meter.ok else float("nan")
         wall = f"{row['wall_ms']:.0f} ({row['wall_min']:.0f}–{row['wall_max']:.0f})"
         cpu = f"{row['cpu_ms']:.0f} ({row['cpu_min']:.0f}–{row['cpu_max']:.0f})"
-        print(f"  {name:<9} {wall:>20} {row['wall_ms'] / base['wall_ms']:7.2f} {cpu:>20} "
-              f"{row['cpu_ms'] / base['cpu_ms'] if meter.ok else float('nan'):6.2f} {row['vx_cpu_ms']:9.0f}")
+        print(f"  {name:<9} {wall:>20} {row['wall_ms'] / base['wall_ms']:7.2f} {wall_paired:7.2f} {cpu:>20} "
+              f"{row['cpu_ms'] / base['cpu_ms'] if meter.ok else float('nan'):6.2f} {cpu_paired:7.2f} "
+              f"{row['vx_cpu_ms']:9.0f}")
     print(f"  load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus")
     if args.json:
         args.json.write_text(json.dumps({"command": command, "results": results}, indent=2) + "\n")

@@ -2,8 +2,9 @@
 
 A task with network hosts reaches the run's proxy through 127.0.0.1:3128 in its own network
 namespace, and a bridged port (`allow.localBinding`) is forwarded into it; both are socat
-processes that need unix sockets. They run *outside* the sandbox: `nsenter -n` puts them in
-the task's network namespace only, so they share neither its pid namespace nor its mounts.
+processes that need unix sockets. They run *outside* the sandbox: `nsenter --net` (and
+`--user` of the namespace's owner, when bwrap made one) puts them in the task's network
+namespace only, so they share neither its pid namespace nor its mounts.
 Nothing the task can see is outside its seccomp filter — a bridge in its pid namespace would
 be, and the task could take it over through /proc/<pid>/mem (seccomp cannot see that path) to
 open a unix socket. The proxy's socket is not even mounted in.
@@ -14,6 +15,7 @@ a gate: the prelude reads a FIFO that vx writes `go` to once every bridge listen
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shlex
 import shutil
@@ -25,6 +27,7 @@ from pathlib import Path
 
 _READY_S = 30.0  # a fuse: a socat listens within milliseconds; on a loaded machine, well under this
 _TCP_LISTEN = "0A"
+_NS_GET_USERNS = 0xB701  # ioctl: the user namespace that owns a namespace
 GATE_FAILED = 125
 
 NSENTER_HINT = "install util-linux's nsenter (apt install util-linux)"
@@ -43,18 +46,30 @@ class InsideBridges:
     def open(self, pid: int) -> str | None:
         """Start the bridges in the network namespace of `pid` (bwrap's child) and wait until they
         listen; None when they do, else what went wrong."""
-        enter = [self.nsenter, "-t", str(pid), "-n"]
+        fds: list[int] = []
         try:
-            if os.stat(f"/proc/{pid}/ns/user").st_ino != os.stat("/proc/self/ns/user").st_ino:
-                enter[3:3] = ["-U", "--preserve-credentials"]  # the namespace's owner may enter it
+            # Opened now, by vx: once nsenter has joined the user namespace it may no longer open
+            # /proc/<pid>/ns/net itself. The namespace's owner (bwrap's user namespace, made by
+            # this user) may join it, and then its network namespace.
+            net = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+            fds.append(net)
+            enter = [self.nsenter, f"--net=/proc/self/fd/{net}"]
+            owner = fcntl.ioctl(net, _NS_GET_USERNS)
+            fds.append(owner)
+            if os.fstat(owner).st_ino != os.stat("/proc/self/ns/user").st_ino:
+                enter += [f"--user=/proc/self/fd/{owner}", "--preserve-credentials"]
             if self.proxy_socket is not None:
                 listen = f"TCP4-LISTEN:{self.proxy_port},reuseaddr,fork,nodelay"  # only `lo` is there
-                self._spawn(enter + ["--", self.socat, listen, "UNIX-CONNECT:" + _socat_path(self.proxy_socket)])
+                self._spawn(enter + ["--", self.socat, listen, "UNIX-CONNECT:" + _socat_path(self.proxy_socket)],
+                            fds)
             for port, sock in self.ports:
                 listen = "UNIX-LISTEN:" + _socat_path(str(sock)) + ",fork,unlink-early"
-                self._spawn(enter + ["--", self.socat, listen, f"TCP:127.0.0.1:{port}"])
+                self._spawn(enter + ["--", self.socat, listen, f"TCP:127.0.0.1:{port}"], fds)
         except OSError as exc:
             return f"the sandbox's network bridge could not start: {exc}"
+        finally:
+            for fd in fds:
+                os.close(fd)
         deadline = time.monotonic() + _READY_S
         while not self._ready(pid):
             if self.stopped or not os.path.exists(f"/proc/{pid}"):
@@ -67,9 +82,9 @@ class InsideBridges:
             time.sleep(0.002)
         return None
 
-    def _spawn(self, argv: list[str]) -> None:
+    def _spawn(self, argv: list[str], fds: list[int]) -> None:
         self._procs.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                            stderr=subprocess.DEVNULL, start_new_session=True))
+                                            stderr=subprocess.DEVNULL, start_new_session=True, pass_fds=fds))
 
     def _ready(self, pid: int) -> bool:
         for _port, sock in self.ports:
