@@ -106,6 +106,8 @@ class CacheConfig(Struct, frozen=True):
     output_workspace_files: tuple[str, ...] = ()
     input_env: tuple[str, ...] = ()
     input_tasks: tuple[str, ...] | None = None  # None means ('*', '^*')
+    input_runtime: tuple[str, ...] = ()  # probes run in the project dir (KEY-08)
+    input_ws_runtime: tuple[str, ...] = ()  # probes run at the root, once per run
     # A turbo.json task (TL-05): its globs are turbo's, and only `input_reach` (its explicit
     # inputs, `$TURBO_DEFAULT$` aside) reaches files git ignores; None: every input glob does.
     turbo_globs: bool = False
@@ -238,6 +240,12 @@ class HashRecord(Struct, frozen=True):
     env: tuple[tuple[str, str | None], ...]  # (name, value); None = unset
     upstream: tuple[tuple[str, str], ...]  # (task id, key), sorted by key
     files: tuple[tuple[str, str], ...]
+    # What `fingerprint` folded of the lockfile, for `vx why` only (not folded again): per root
+    # lockfile, its name and the project's vx.lockfile.Closure (shared, not copied, per task).
+    lockfile: tuple[tuple[str, object], ...] = ()
+    # KEY-08: the Node version on the task's PATH, then each runtime probe's stdout and stderr,
+    # as (label, value); folded after the files, and only when present.
+    runtime: tuple[tuple[str, str], ...] = ()
 
 
 # ---------------------------------------------------------------- outcomes

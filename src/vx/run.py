@@ -152,7 +152,8 @@ def _affected(req: RunRequest, ws: Workspace, ws_config, configs, graph: TaskGra
 
     root = str(ws.root)
     ref = affected.base_ref(root, req.affected, ws_config.affected_base)
-    keep = affected.reached(graph, affected.seeds(ws, configs, affected.changed_paths(root, ref)))
+    paths = affected.changed_paths(root, ref)
+    keep = affected.reached(graph, affected.seeds(ws, configs, paths, affected.merge_base(root, ref)))
     if not keep:
         return build_graph(ws, configs, Selection((), cwd_pkg)), f"nothing affected since {ref}"
     if len(keep) == len(graph.requested):
@@ -295,6 +296,8 @@ def receipt_tasks(prep: Prepared, summary: RunSummary, started_ns: int) -> list[
     local = prep.store
     if summary.exit_code != EXIT_OK or summary.interrupted or prep.remote is not None or local is None:
         return None
+    if any(len(getattr(p.record, "runtime", ())) > 1 for p in prep.plans.values()):
+        return None  # a runtime probe (KEY-08) may answer differently with no file changed: plan again
     hit = (CacheStatus.UP_TO_DATE, CacheStatus.LOCAL)
     if not all(r.status is Status.SUCCESS and r.cache in hit and prep.plans[r.id].outputs is not None
                and prep.plans[r.id].key in prep.hits for r in summary.results):
