@@ -88,6 +88,7 @@ class SandboxConfig(Struct, frozen=True):
     ignore_read: tuple[str, ...] = ()
     ignore_write: tuple[str, ...] = ()
     ignore_network: tuple[str, ...] = ()
+    trace: bool | None = None  # `trace`: False enforces without reporting; None follows the workspace's
 
 
 class ExecConfig(Struct, frozen=True):
@@ -169,6 +170,7 @@ class WorkspaceConfig(Struct, frozen=True):
     cache_retention: CacheRetention | None = None
     affected_base: str | None = None  # the ref `--affected` compares with by default (CLI-42)
     exclusive_outputs: bool = True  # `rules.exclusiveOutputs` (WS-12): false allows additive outputs (LC-18)
+    sandbox_trace: bool = True  # `sandbox.trace`: whether sandboxed tasks are traced, unless a task says
 
 
 # ---------------------------------------------------------------- graph

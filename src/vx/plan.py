@@ -158,6 +158,7 @@ class RunOptions(Struct, frozen=True):
     workspace_timeout_ms: int | None = None
     cache_dir: Path | None = None  # a sandbox walls it off when it lies inside the workspace (SB-05)
     framework_inference: bool = True  # `--framework-inference=false`: a turbo.json task keys no framework variables
+    sandbox_trace: bool = True  # vx.workspace.json `sandbox.trace`, what a task's own `exec.sandbox.trace` overrides
 
 
 def make_plans(ws: Workspace, graph: TaskGraph, index: files.FileIndex, opts: RunOptions,
@@ -205,7 +206,8 @@ def _with_sandbox(ws: Workspace, graph: TaskGraph, node: TaskNode, plan: TaskPla
                                task_name=node.id.task, projects={p.dir: p.name for p in ws.packages.values()},
                                linked=grants.linked_packages(ws.packages, node.id.package), folded=folded,
                                cache_dir=opts.cache_dir, home=host_env.get("HOME"))
-    return replace(plan, sandbox=spec)
+    traced = cfg.exec.sandbox.trace if cfg.exec.sandbox.trace is not None else opts.sandbox_trace
+    return replace(plan, sandbox=spec if traced else replace(spec, trace=False))
 
 
 def _group_plan(node: TaskNode, plans: Mapping[TaskId, TaskPlan]) -> TaskPlan:

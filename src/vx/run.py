@@ -104,7 +104,7 @@ def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: 
         index = pending.finish(cache_dir / "files.db")
     with stages("keys"):
         opts = RunOptions(req.forward_args, req.timeout_ms, req.retries, ws_config.timeout_ms, cache_dir=cache_dir,
-                          framework_inference=req.framework_inference)
+                          framework_inference=req.framework_inference, sandbox_trace=ws_config.sandbox_trace)
         plans = make_plans(ws, graph, index, opts, host_env, additive)
     from vx.store.policy import plan_cache
 
