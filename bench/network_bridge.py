@@ -1,7 +1,8 @@
 """Measure what a sandboxed task pays for `allow.network` hosts (SB-08); prints medians.
 
-1. fixed cost per task: `bwrap … sh -c true` against the same with vx's socat bridge prelude,
-   and against a minimal Python bridge (the alternative we did not take);
+1. fixed cost per task: `bwrap … sh -c true` against the same with vx's socat bridge (started
+   outside the sandbox in its network namespace, the task waiting at its gate), and against a
+   minimal Python bridge inside (the alternative we did not take);
 2. per request: curl to a loopback origin directly against through the proxy (plain HTTP,
    CONNECT, SOCKS5), via a socat bridge like the one inside the sandbox;
 3. throughput of one 64 MiB download through a CONNECT tunnel against direct.
@@ -13,7 +14,10 @@ Usage: python bench/network_bridge.py [ROUNDS]
 from __future__ import annotations
 
 import http.server
+import json
+import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -24,7 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from vx.sandbox.proxy import Proxy, bridge_prelude  # noqa: E402
+from vx.sandbox.bridges import Gate, InsideBridges, gate_prelude  # noqa: E402
+from vx.sandbox.proxy import Proxy  # noqa: E402
 
 MINI_PY_BRIDGE = (
     "import _socket, os\n"
@@ -57,6 +62,31 @@ def timed(argv: list[str]) -> float:
     return (time.perf_counter() - started) * 1000
 
 
+def timed_bridged(sock: Path, scratch: Path) -> float:
+    """`bwrap … sh -c '<gate> true'` with the bridge vx starts outside, as the sandbox runner does."""
+    started = time.perf_counter()
+    gate = Gate(scratch / f"gate-{time.perf_counter_ns()}")
+    status_r, status_w = os.pipe()
+    argv = bwrap(sock, gate_prelude(gate.path) + " true")
+    argv[argv.index("--unshare-all"):argv.index("--unshare-all")] = ["--ro-bind", gate.path, gate.path,
+                                                                       "--json-status-fd", str(status_w)]
+    box = subprocess.Popen(argv, pass_fds=(status_w,), stdout=subprocess.DEVNULL)
+    os.close(status_w)
+    status = os.fdopen(status_r)
+    bridge = InsideBridges(shutil.which("socat") or "socat", shutil.which("nsenter") or "nsenter",
+                           proxy_socket=str(sock), proxy_port=3128, ports=())
+    try:
+        gate.say("go" if bridge.open(json.loads(status.readline())["child-pid"]) is None else "fail")
+        if box.wait() != 0:
+            raise SystemExit("the bridged sandbox failed")
+    finally:
+        bridge.stop()
+        gate.close()
+        status.close()
+        os.unlink(gate.path)
+    return (time.perf_counter() - started) * 1000
+
+
 def bwrap(sock: Path, script: str, *args: str) -> list[str]:
     return ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
             "--ro-bind", str(sock), str(sock), "--unshare-all", "--cap-drop", "ALL", "--die-with-parent",
@@ -85,7 +115,7 @@ def main(rounds: int) -> None:
         sock = proxy.start(["127.0.0.1"])
         configs = {
             "bwrap sh -c true": bwrap(sock, "true"),
-            "+ socat bridge prelude (vx)": bwrap(sock, bridge_prelude(sock) + " true"),
+            "+ socat bridge outside, gate (vx)": None,
             "+ minimal python bridge": bwrap(sock, '/usr/bin/python3 -I -S -c "$0"', MINI_PY_BRIDGE),
         }
         bridge, port = socat_port(sock)
@@ -103,7 +133,7 @@ def main(rounds: int) -> None:
         for _ in range(rounds):
             for table in (configs, requests, transfers):
                 for name, argv in table.items():
-                    samples[name].append(timed(argv))
+                    samples[name].append(timed(argv) if argv is not None else timed_bridged(sock, Path(tmp)))
         bridge.terminate()
     server.shutdown()
     print(f"fixed cost per sandboxed task (median of {rounds}):")

@@ -29,6 +29,9 @@ class Args:
     def __getattr__(self, name: str) -> Any:  # only for the type checker: every dest is set above
         raise AttributeError(name)
 
+    def __setattr__(self, name: str, value: Any) -> None:  # a verb may settle a flag (run-many: --all)
+        object.__setattr__(self, name, value)
+
 
 def parse(verb: str, tokens: Sequence[str], flags: Flags, aliases: Mapping[str, str] | None = None,
           forwards: bool = False) -> Args:

@@ -24,6 +24,8 @@ usage: vx <verb> [options]
 
 verbs:
   run [OPTIONS] [TASK | PKG#TASK …] [-- ARGS]   run tasks and what they depend on
+  run-many -t TASK … [-p P,…] [--exclude P,…]  Nx's spelling of `vx run TASK … --all`
+  affected -t TASK … [--base REF]             Nx's spelling of `vx run TASK … --affected=REF`
   watch [OPTIONS] TASK …                      run, then run again on every change that matters
   init [--dry] [--force]                      a vx.config.json per package, from its scripts
   info                                        what vx sees here: versions, workspace, cache, sandbox
@@ -72,6 +74,11 @@ options:
                             cached task read undeclared or wrote outside its outputs
   --framework-inference B   true (default) | false: whether a turbo.json task keys and passes
                             its framework's variables (NEXT_PUBLIC_*, VITE_*, …), as turbo's flag
+Nx's spellings (an Nx workspace's `project:target[:configuration]` names work too):
+  -t, --targets T,…         the tasks to run         -p, --projects P,…   --filter each
+  --exclude P,…             --filter !P for each     -c, --configuration C  run each target's C
+  --base REF                --affected=REF           --head HEAD  (vx compares with the working tree)
+  --parallel N, --skip-nx-cache: --concurrency, --force
 
 exit: 0 all tasks ok · 1 a task failed, was skipped or aborted · 2 usage or config error
       130 / 143 / 129 interrupted by SIGINT / SIGTERM / SIGHUP
@@ -112,7 +119,8 @@ it (npm's pre/post hooks folded in), `build` after its dependencies' builds, `te
 comment with the output directories its tooling suggests. Long-running scripts (dev, start,
 serve, watch, preview) and root scripts that run the members are left out. Existing configs are
 kept (`--force` replaces them); `--dry` prints what it would write. In a Turborepo repository vx
-already runs turbo.json unchanged, so `vx init` there needs `--force`.
+already runs turbo.json unchanged, and in an Nx workspace nx.json and project.json, so `vx init`
+there needs `--force`.
 """
 
 WHY_HELP = """usage: vx why PKG#TASK [--format=json]
@@ -126,7 +134,8 @@ SHOW_HELP = """usage: vx show [PROJECT | PROJECT#TASK | TASK] [--format text|jso
 
 Prints the configs as vx resolved them — from vx.config files, configs written as code, or a
 Turborepo repository's turbo.json — each task as its key folds it. Without a name: one row per
-project with its tasks and config file. Nx's `vx show projects` and `vx show project NAME` work too.
+project with its tasks and config file. Nx's `vx show projects` and `vx show project NAME` work too;
+in an Nx workspace `vx show project NAME --json` prints the project as `nx show project NAME --json` does.
 """
 
 COMPLETIONS_HELP = """usage: vx completions bash|zsh|fish
@@ -134,6 +143,13 @@ COMPLETIONS_HELP = """usage: vx completions bash|zsh|fish
 Prints a completion script for the shell: verbs and every flag each verb's help names.
   bash: eval "$(vx completions bash)"      zsh: source <(vx completions zsh)
   fish: vx completions fish | source
+"""
+
+NX_VERB_HELP = """usage: vx run-many -t TASK[,TASK…] [TASK…] [RUN OPTIONS]
+       vx affected -t TASK[,TASK…] [--base REF] [RUN OPTIONS]
+
+Nx's verbs: `run-many` is `vx run … --all`, `affected` is `vx run … --affected[=REF]` (REF from
+--base, else affectedBase, origin/HEAD, main or master, HEAD~1). `vx help run` lists the options.
 """
 
 # Flags of `vx run` (and `vx watch`): name -> (kind, dest), kinds as in vx.args: flag | value |
@@ -159,12 +175,20 @@ RUN_FLAGS = {
     "--report-file": ("value", "report_file"),
     "--verify": ("optional", "verify"),
     "--framework-inference": ("value", "framework_inference"),
+    # Nx's spellings (TL-04)
+    "--configuration": ("value", "configuration"),
+    "--exclude": ("list", "exclude"),
+    "--projects": ("list", "projects"),
+    "--targets": ("list", "targets"),
+    "--base": ("value", "base"),
+    "--head": ("value", "head"),
 }
 FLAG_ALIASES = {"--dry-run": "--dry", "--parallel": "--concurrency", "--skip-nx-cache": "--force", "-F": "--filter",
-                "--projects": "--filter", "-p": "--filter"}
+                "-p": "--projects", "-c": "--configuration", "-t": "--targets", "--target": "--targets"}
+RUN_SHOWN = ("-F", "-t", "-p", "-c", "--parallel", "--skip-nx-cache")  # the aliases RUN_HELP names
 WATCH_REFUSED = ("--dry", "--graph", "--summarize")  # run flags that make no sense on every change
 CONTINUE_ALIASES = {"dependencies-successful": "deps-ok", "": "always"}
-FOREIGN_VERBS = {"build": "run build", "test": "run test", "lint": "run lint", "run-many": "run --all",
+FOREIGN_VERBS = {"build": "run build", "test": "run test", "lint": "run lint",
                  "exec": "run", "ls": "run --dry", "graph": "run --dry"}
 _HELP_FLAG = {"--help": ("flag", "help")}  # for verbs that take -h/--help anywhere on the line
 _HELP_ALIAS = {"-h": "--help"}
@@ -189,11 +213,13 @@ class Verb:
 
 
 VERBS = {
-    "run": Verb(RUN_HELP, RUN_FLAGS, FLAG_ALIASES, shown=("-F",), forwards=True),
-    "watch": Verb(WATCH_HELP, RUN_FLAGS, FLAG_ALIASES, shown=("-F",), refused=WATCH_REFUSED, forwards=True),
+    "run": Verb(RUN_HELP, RUN_FLAGS, FLAG_ALIASES, shown=RUN_SHOWN, forwards=True),
+    "run-many": Verb(NX_VERB_HELP, RUN_FLAGS, FLAG_ALIASES, shown=RUN_SHOWN, forwards=True),  # Nx's verbs (TL-04)
+    "affected": Verb(NX_VERB_HELP, RUN_FLAGS, FLAG_ALIASES, shown=RUN_SHOWN, forwards=True),
+    "watch": Verb(WATCH_HELP, RUN_FLAGS, FLAG_ALIASES, shown=RUN_SHOWN, refused=WATCH_REFUSED, forwards=True),
     "init": Verb(INIT_HELP, {"--dry": ("flag", "dry"), "--force": ("flag", "force"), **_HELP_FLAG}, _HELP_ALIAS),
     "info": Verb(INFO_HELP),
-    "show": Verb(SHOW_HELP, {"--format": ("value", "format"), **_HELP_FLAG}, _HELP_ALIAS),
+    "show": Verb(SHOW_HELP, {"--format": ("value", "format"), "--json": ("flag", "json"), **_HELP_FLAG}, _HELP_ALIAS),
     "why": Verb(WHY_HELP, {"--format": ("value", "format"), **_HELP_FLAG}, _HELP_ALIAS),
     "cache": Verb(CACHE_HELP, {"--older-than": ("value", "older_than"), "--max-size": ("value", "max_size"),
                                "--dry-run": ("flag", "dry_run"), "--format": ("value", "format"),
@@ -258,7 +284,8 @@ def _dispatch(args: list[str]) -> int:
         return _verb_cache(rest)
     from vx.args import parse
 
-    parsed = parse(name, rest, verb.flags, verb.aliases, verb.forwards)
+    tokens = _nx_parallel(rest) if verb.flags is RUN_FLAGS else rest
+    parsed = parse(name, tokens, verb.flags, verb.aliases, verb.forwards)
     if getattr(parsed, "help", False):
         print(verb.help, end="")
         return EXIT_OK
@@ -274,6 +301,17 @@ def _no_arguments(name: str, parsed) -> None:
 
 
 def _verb_run(parsed, rest: list[str], argv: list[str]) -> int:
+    return _run(parsed, argv)
+
+
+def _verb_run_many(parsed, rest: list[str], argv: list[str]) -> int:
+    parsed.all = True  # Nx's `run-many`: `vx run … --all`
+    return _run(parsed, argv)
+
+
+def _verb_affected(parsed, rest: list[str], argv: list[str]) -> int:
+    if parsed.affected is None:  # Nx's `affected`: `vx run … --affected`
+        parsed.affected = ""
     return _run(parsed, argv)
 
 
@@ -340,7 +378,7 @@ def _verb_completions(rest: list[str]) -> int:
     return EXIT_OK
 
 
-_VERB_RUNNERS = {"run": _verb_run, "watch": _verb_watch, "info": _verb_info, "init": _verb_init,
+_VERB_RUNNERS = {"run": _verb_run, "run-many": _verb_run_many, "affected": _verb_affected, "watch": _verb_watch, "info": _verb_info, "init": _verb_init,
                  "why": _verb_why, "show": _verb_show}
 
 
@@ -364,6 +402,44 @@ def _unknown_verb(verb: str) -> UsageError:
 
 
 # ---------------------------------------------------------------- parsing
+
+
+def _nx_flags(args: Args) -> None:
+    """Nx's flags in vx's terms: `-t a,b` names tasks, `-p a,b` and `--exclude a,b` filter projects,
+    `--base` is the ref `--affected` compares with."""
+    for value in args.targets:
+        args.names += [t for t in value.split(",") if t]
+    for value in args.projects:
+        args.filters += [p for p in value.split(",") if p]
+    for value in args.exclude:
+        args.filters += [f"!{p}" for p in value.split(",") if p]
+    if args.head is not None and args.head != "HEAD":
+        raise UsageError(f"`--head={args.head}`: vx compares the base with the working tree",
+                         hint=f"check out {args.head} first, then `vx affected --base=<ref>`")
+    if args.base is not None:
+        if args.affected not in (None, ""):
+            raise UsageError("both `--base` and `--affected=REF`", hint="keep one")
+        args.affected = args.base
+
+
+def _next_is_number(tokens: Sequence[str], i: int) -> bool:
+    return i + 1 < len(tokens) and tokens[i + 1].isdigit()
+
+
+def _nx_parallel(tokens: Sequence[str]) -> list[str]:
+    """Nx's `--parallel`: `--parallel=false` runs one at a time, bare or `=true` is the default;
+    with a number it is `--concurrency` (an alias)."""
+    out: list[str] = []
+    for i, tok in enumerate(tokens):
+        if tok == "--":
+            return out + list(tokens[i:])
+        name, eq, value = tok.partition("=")
+        if name == "--parallel" and (value in ("true", "false") or not eq and not _next_is_number(tokens, i)):
+            if value == "false":
+                out.append("--concurrency=1")
+            continue
+        out.append(tok)
+    return out
 
 
 def _no_task_named() -> UsageError:
@@ -439,6 +515,7 @@ def _run(args: Args, argv: list[str]) -> int:
     from vx.run import RunRequest
 
     timer_start = time.perf_counter()
+    _nx_flags(args)
     if not args.names:
         raise _no_task_named()
     timeout = _plain_int("--timeout", args.timeout)
@@ -474,6 +551,7 @@ def _run(args: Args, argv: list[str]) -> int:
         force=args.force, cache_dir=args.cache_dir, timeout_ms=timeout, retries=_plain_int("--retry", args.retry),
         cache_spec=args.cache, dry=dry is not None, verify=verify,
         framework_inference=_framework_inference(args.framework_inference),
+        configuration=args.configuration,
         fast_paths=os.environ.get("VX_FASTPATH", "") not in ("0", "false", "no", "off"))
     report = (args.report is not None, args.report_file)
     profile = (args.profile or "profile.json") if args.profile is not None else None

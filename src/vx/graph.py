@@ -22,6 +22,7 @@ class Selection(Struct, frozen=True):
     cwd_package: str
     all: bool = False
     projects: frozenset[str] | None = None  # `--filter`: the requested tasks run in these projects only
+    configuration: str | None = None  # Nx's `--configuration c`: a target's `c` variant (`build:c`) where it has one
 
 
 def build_graph(ws: Workspace, configs: Mapping[str, ProjectConfig], sel: Selection) -> TaskGraph:
@@ -50,8 +51,30 @@ def build_graph(ws: Workspace, configs: Mapping[str, ProjectConfig], sel: Select
 def _resolve_requested(ws: Workspace, configs: Mapping[str, ProjectConfig], sel: Selection) -> list[TaskId]:
     out: dict[TaskId, None] = {}  # ordered and deduplicated in O(1) per task
     for name in sel.names:
-        out.update(dict.fromkeys(_resolve_one(ws, configs, sel, name)))
+        found = _resolve_one(ws, configs, sel, _nx_spelling(ws, configs, name))
+        if sel.configuration:
+            found = [_configured(configs, tid, sel.configuration) for tid in found]
+        out.update(dict.fromkeys(found))
     return list(out)
+
+
+def _nx_spelling(ws: Workspace, configs: Mapping[str, ProjectConfig], name: str) -> str:
+    """Nx's `project:target[:configuration]` as `project#target[:configuration]`, when the part before
+    the first `:` names a project and no project declares the whole as a task (`build:prod` stays)."""
+    if "#" in name or ":" not in name:
+        return name
+    project, _, rest = name.partition(":")
+    if project not in ws.packages or any(name in c.tasks or name in c.not_runnable for c in configs.values()):
+        return name
+    return f"{project}#{rest}"
+
+
+def _configured(configs: Mapping[str, ProjectConfig], tid: TaskId, configuration: str) -> TaskId:
+    variant = f"{tid.task}:{configuration}"
+    known = configs[tid.package]
+    if variant in known.not_runnable:
+        _refuse_not_runnable({tid.package: known}, variant)
+    return TaskId(tid.package, variant) if variant in known.tasks else tid
 
 
 def _resolve_one(ws: Workspace, configs: Mapping[str, ProjectConfig], sel: Selection, name: str) -> list[TaskId]:
@@ -76,9 +99,13 @@ def _resolve_one(ws: Workspace, configs: Mapping[str, ProjectConfig], sel: Selec
                   else suggestion(name, _all_task_names(configs), noun="tasks")),
         )
     if sel.projects is not None:
+        _refuse_nx_refusals(configs, name, sel.projects)
         return _filtered_holders(holders, sel.projects, name)
+    if sel.all or sel.cwd_package == ROOT_PROJECT and not _declares(configs.get(ROOT_PROJECT, ProjectConfig("")), name):
+        _refuse_nx_refusals(configs, name, configs)
     if sel.all:
         return [TaskId(p, name) for p in holders]
+    _refuse_nx_refusals(configs, name, [sel.cwd_package] if sel.cwd_package in configs else [])
     if _declares(configs.get(sel.cwd_package, ProjectConfig("")), name):
         return [TaskId(sel.cwd_package, name)]
     if sel.cwd_package == ROOT_PROJECT:
@@ -105,6 +132,8 @@ def _filtered_holders(holders: list[str], projects: frozenset[str], name: str) -
 def _qualified(ws: Workspace, configs: Mapping[str, ProjectConfig], pkg: str, task: str, text: str) -> TaskId:
     if pkg not in ws.packages:
         raise UnknownTaskError(f"no package named `{pkg}` (in `{text}`)", hint=suggestion(pkg, ws.packages, noun="packages"))
+    if isinstance(configs[pkg].not_runnable.get(task), tuple):  # an Nx target: refused, never the implicit build
+        _refuse_not_runnable({pkg: configs[pkg]}, task)
     if task_of(configs, pkg, task) is None:
         _refuse_not_runnable({pkg: configs[pkg]}, task)
         raise UnknownTaskError(f"package `{pkg}` has no task `{task}`",
@@ -141,9 +170,20 @@ def _refuse_not_runnable(configs: Mapping[str, ProjectConfig], name: str) -> Non
     """A task another tool's config declares but vx cannot run (turbo's `persistent`), named as such."""
     for pkg in sorted(configs):
         why = configs[pkg].not_runnable.get(name)
+        if isinstance(why, tuple):  # an Nx target: (message, file, field, hint)
+            message, file, field, hint = why
+            raise ConfigError(message, file=file, field=field, hint=hint)
         if why:
             raise ConfigError(why, file=configs[pkg].source, field=f"tasks.{name}",
                               hint="leave it out of `vx run`; vx runs the tasks that finish")
+
+
+def _refuse_nx_refusals(configs: Mapping[str, ProjectConfig], name: str, scope) -> None:
+    """An Nx target vx cannot run is refused where the run would reach it, never skipped: a
+    `build` run everywhere but in one project would look like a whole build."""
+    for pkg in sorted(scope):
+        if isinstance(configs[pkg].not_runnable.get(name), tuple):
+            _refuse_not_runnable({pkg: configs[pkg]}, name)
 
 
 def _all_task_names(configs: Mapping[str, ProjectConfig]) -> set[str]:
@@ -210,6 +250,8 @@ def _frontier(ws, configs, package: str, name: str, source: str, field: str, dec
         if dep in seen:
             continue
         seen.add(dep)
+        if isinstance(configs[dep].not_runnable.get(name), tuple):  # an Nx target: refused, never bridged
+            _refuse_not_runnable({dep: configs[dep]}, name)
         if name in configs[dep].tasks or name == IMPLICIT_BUILD:  # every project has a build
             found.append(TaskId(dep, name))
         else:

@@ -45,6 +45,10 @@ def init_verb(args: Args, say) -> int:
         say("vx init: this is a Turborepo repository: vx runs turbo.json as it is (see `vx show`); "
             "`vx init --force` writes vx.config.json files instead")
         return 0
+    if (ws.root / "nx.json").exists() and not args.force:  # TL-04: its configs would hide the targets
+        say("vx init: this is an Nx workspace: vx runs nx.json, project.json and package.json targets as they are "
+            "(see `vx show`); `vx init --force` writes vx.config.json files from the scripts instead")
+        return 0
     plans = {name: plan(ws, pkg) for name, pkg in sorted(ws.packages.items())}
     written = 0
     for name, (config, notes) in plans.items():

@@ -92,6 +92,7 @@ class SandboxConfig(Struct, frozen=True):
     ignore_read: tuple[str, ...] = ()
     ignore_write: tuple[str, ...] = ()
     ignore_network: tuple[str, ...] = ()
+    trace: bool | None = None  # `trace`: False enforces without reporting; None follows the workspace's
 
 
 class ExecConfig(Struct, frozen=True):
@@ -109,6 +110,8 @@ class CacheConfig(Struct, frozen=True):
     output_workspace_files: tuple[str, ...] = ()
     input_env: tuple[str, ...] = ()
     input_tasks: tuple[str, ...] | None = None  # None means ('*', '^*')
+    input_runtime: tuple[str, ...] = ()  # probes run in the project dir (KEY-08)
+    input_ws_runtime: tuple[str, ...] = ()  # probes run at the root, once per run
     # A turbo.json task (TL-05): its globs are turbo's, and only `input_reach` (its explicit
     # inputs, `$TURBO_DEFAULT$` aside) reaches files git ignores; None: every input glob does.
     turbo_globs: bool = False
@@ -138,7 +141,8 @@ class ProjectConfig(Struct, frozen=True):
     source: str  # workspace-relative path of the config file ("" when none)
     tasks: Mapping[str, TaskConfig] = field(default_factory=dict)
     tags: tuple[str, ...] = ()
-    not_runnable: Mapping[str, str] = field(default_factory=dict)  # task name -> why vx cannot run it (turbo's persistent)
+    # task name -> why vx cannot run it (turbo's persistent); an Nx target's is (message, file, field, hint)
+    not_runnable: Mapping[str, str | tuple[str, str, str, str]] = field(default_factory=dict)
 
 
 class RemoteCacheConfig(Struct, frozen=True):
@@ -170,6 +174,7 @@ class WorkspaceConfig(Struct, frozen=True):
     cache_retention: CacheRetention | None = None
     affected_base: str | None = None  # the ref `--affected` compares with by default (CLI-42)
     exclusive_outputs: bool = True  # `rules.exclusiveOutputs` (WS-12): false allows additive outputs (LC-18)
+    sandbox_trace: bool = True  # `sandbox.trace`: whether sandboxed tasks are traced, unless a task says
 
 
 # ---------------------------------------------------------------- graph
@@ -240,6 +245,12 @@ class HashRecord(Struct, frozen=True):
     env: tuple[tuple[str, str | None], ...]  # (name, value); None = unset
     upstream: tuple[tuple[str, str], ...]  # (task id, key), sorted by key
     files: tuple[tuple[str, str], ...]
+    # What `fingerprint` folded of the lockfile, for `vx why` only (not folded again): per root
+    # lockfile, its name and the project's vx.lockfile.Closure (shared, not copied, per task).
+    lockfile: tuple[tuple[str, object], ...] = ()
+    # KEY-08: the Node version on the task's PATH, then each runtime probe's stdout and stderr,
+    # as (label, value); folded after the files, and only when present.
+    runtime: tuple[tuple[str, str], ...] = ()
 
 
 # ---------------------------------------------------------------- outcomes

@@ -182,9 +182,12 @@ async def _execute_and_save(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> 
     await _check_lockfiles(ctx, node)
     status = _status_of(proc)
     cache = CacheStatus.MISS if cached else CacheStatus.NO_CACHE
-    saved, reason = False, None
+    saved, reason, taints = False, None, True
     if status is Status.SUCCESS and write:
         saved, reason = await _save(ctx, node, plan, proc, snapshot, started_ns)
+        # A save the store refused (a full disk, a refused output) leaves the result sound: its
+        # dependants may still save (and a full disk says so once for the run, not once a task).
+        taints = not (reason or "").startswith(_STORE_REFUSED)
     elif status is Status.FAILED:
         reason = _failure_label(proc, violations)
         hint = verdicts.exit_hint(proc, plan.command or "", _path_dirs(plan.env), cwd=ctx.root / node.project_dir)
@@ -192,7 +195,7 @@ async def _execute_and_save(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> 
             ctx.emit(Notice(hint, level="info", id=node.id))
     if status is not Status.SUCCESS:
         ctx.tainted[node.id] = f"{node.id} {status.value}"
-    elif write and not saved and node.id not in ctx.tainted:
+    elif write and not saved and taints and node.id not in ctx.tainted:
         ctx.tainted[node.id] = f"{node.id} was not saved ({(reason or '').removeprefix('not saved: ')})"
     return TaskResult(node.id, status, cache, key=plan.key, duration_ms=proc.duration_ms, exit_code=proc.exit_code,
                       log=proc.log, reason=reason, command=plan.command, saved=saved, attempts=attempts,
@@ -374,8 +377,11 @@ async def _save(ctx: RunContext, node: TaskNode, plan: TaskPlan, proc: ProcessRe
                                 "(later saves that find the disk full are dropped silently)", id=node.id))
         else:
             ctx.emit(Notice(f"{node.id}: not saved to the cache: {exc}", id=node.id))
-        return False, f"not saved: {exc}"
+        return False, f"{_STORE_REFUSED}{exc}"
     return True, None
+
+
+_STORE_REFUSED = "not saved: the cache refused it: "
 
 
 def _path_dirs(env: Mapping[str, str]) -> list[str]:

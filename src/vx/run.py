@@ -57,6 +57,7 @@ class RunRequest(Struct, frozen=True):
     dry: bool = False  # planning only: the remote is probed, never downloaded from (RC-04)
     verify: str | None = None  # --verify=inputs: cached tasks execute traced (no cache reads), saves as usual
     framework_inference: bool = True  # `--framework-inference=false` (turbo's flag)
+    configuration: str | None = None  # Nx's `--configuration c` (TL-04)
     fast_paths: bool = True  # VX_FASTPATH=0: no hit lane, no first wave (the result must not change)
 
 
@@ -102,7 +103,7 @@ def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: 
             cwd_pkg = package_of(ws, req.cwd)
             projects = _filtered(req, ws, configs, cwd_pkg) if req.filters else None
             graph = build_graph(ws, configs, Selection(req.names, cwd_pkg, req.all or req.affected is not None,
-                                                       projects))
+                                                       projects, req.configuration))
             if req.affected is not None:
                 graph, affected_notice = _affected(req, ws, ws_config, configs, graph, cwd_pkg)
             additive = refuse_overlaps(graph.nodes, configs, ws_config.exclusive_outputs)
@@ -114,7 +115,7 @@ def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: 
         index = pending.finish(cache_dir / "files.db")
     with stages("keys"):
         opts = RunOptions(req.forward_args, req.timeout_ms, req.retries, ws_config.timeout_ms, cache_dir=cache_dir,
-                          framework_inference=req.framework_inference)
+                          framework_inference=req.framework_inference, sandbox_trace=ws_config.sandbox_trace)
         plans = make_plans(ws, graph, index, opts, host_env, additive)
     from vx.store.policy import plan_cache
 
@@ -166,7 +167,8 @@ def _affected(req: RunRequest, ws: Workspace, ws_config, configs, graph: TaskGra
 
     root = str(ws.root)
     ref = affected.base_ref(root, req.affected, ws_config.affected_base)
-    keep = affected.reached(graph, affected.seeds(ws, configs, affected.changed_paths(root, ref)))
+    paths = affected.changed_paths(root, ref)
+    keep = affected.reached(graph, affected.seeds(ws, configs, paths, affected.merge_base(root, ref)))
     if not keep:
         return build_graph(ws, configs, Selection((), cwd_pkg)), f"nothing affected since {ref}"
     if len(keep) == len(graph.requested):
@@ -225,7 +227,9 @@ def dry_plan(prep: Prepared) -> list[PlannedTask]:
             predicted = "hit-local"
         else:
             predicted = "hit-remote" if plan.key in prep.remote_hits else "miss"
-        inputs = plan.inputs.files if plan.inputs is not None and plan.outputs is not None else None
+        # A task's files, and a keyed implicit group's (what its dependants' keys fold through it)
+        keyed = plan.outputs is not None or node.config.implicit
+        inputs = plan.inputs.files if plan.inputs is not None and keyed else None
         rows.append(PlannedTask(tid, plan.command, plan.key, predicted, node.deps, node.project_dir, inputs,
                                 node.config.implicit))
     return rows
@@ -283,6 +287,8 @@ def receipt_tasks(prep: Prepared, summary: RunSummary, started_ns: int) -> list[
 
     if summary.exit_code != EXIT_OK or summary.interrupted or prep.remote is not None or prep.store is None:
         return None
+    if any(len(getattr(p.record, "runtime", ())) > 1 for p in prep.plans.values()):
+        return None  # a runtime probe (KEY-08) may answer differently with no file changed: plan again
     local = cast("LocalStore", prep.store)  # a layered store would be prep.remote too
     hit = (CacheStatus.UP_TO_DATE, CacheStatus.LOCAL)
     if not all(r.status is Status.SUCCESS and r.cache in hit and prep.plans[r.id].outputs is not None

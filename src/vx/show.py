@@ -23,9 +23,19 @@ def show_verb(args: Args, env: Mapping[str, str]) -> int:
     from vx import config, workspace
 
     fmt = one_of("--format", args.format, ("text", "json"), "text")
+    if args.json:  # Nx's `nx show project NAME --json`
+        if args.names[:1] != ["project"]:
+            raise UsageError("`--json` is Nx's flag of `show project NAME`",
+                             hint="`vx show --format json` for vx's view")
+        fmt = "nx"
     names = _names(args.names)
     ws = workspace.discover(Path(os.getcwd()))
     configs = config.load_all(ws, env)
+    if fmt == "nx":
+        from vx.config.nx import shown_project
+
+        sys.stdout.write(json.dumps(shown_project(ws, names[0]), indent=2) + "\n")
+        return 0
     data = _select(names, ws, configs)
     sys.stdout.write(json.dumps(data, indent=2) + "\n" if fmt == "json" else _pretty(data))
     return 0

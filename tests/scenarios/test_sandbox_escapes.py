@@ -395,3 +395,46 @@ def test_item2_a_package_json_inside_an_output_directory_is_a_plain_output(repo)
         res = repo.vx("run", "t", cwd="packages/app")
         assert res.code == 0, res.out + res.err
     assert (repo.root / "packages/app/dist/package.json").read_text() == '{"type": "module"}\n'
+
+
+# A task that looks for a process in its view it could take over through /proc/<pid>/mem (seccomp
+# cannot see the path, and ptrace itself is refused): writable memory, and fewer seccomp filters
+# than the task has itself — a process outside the filter, which can still open unix sockets.
+MEM_PROBE = r"""
+import os
+def filters(pid):
+    return next(int(l.split()[1]) for l in open(f'/proc/{pid}/status') if l.startswith('Seccomp_filters:'))
+me, mine = os.getpid(), filters('self')
+for pid in sorted(int(p) for p in os.listdir('/proc') if p.isdigit() and int(p) != me):
+    try:
+        comm = open(f'/proc/{pid}/comm').read().strip()
+        start = int(next(open(f'/proc/{pid}/maps')).split('-')[0], 16)
+        with open(f'/proc/{pid}/mem', 'r+b', buffering=0) as mem:
+            mem.seek(start); byte = mem.read(1); mem.seek(start); mem.write(byte)
+    except OSError as exc:
+        print('probe', pid, comm if 'comm' in dir() else '?', 'refused', exc.errno)
+        continue
+    print('probe', pid, comm, 'writable', 'UNFILTERED' if filters(pid) < mine else 'filtered')
+"""
+
+
+@needs_network_tools
+def test_item7_no_process_in_a_networked_tasks_view_is_outside_its_filter(repo, origin):  # SB-08, SB-09
+    # The bridges (socat) and bwrap's pid 1 once ran in the task's pid namespace without the
+    # filter: writing their memory would have been a way to a unix socket.
+    cmd = (f"curl -sS http://127.0.0.1:{origin}/net; echo; python3 probe.py; "
+           "cat /proc/[0-9]*/comm | sort -u | tr '\\n' ' '; echo")
+    app(repo, {"t": sandboxed(cmd, read=["probe.py"], network=["127.0.0.1"], localBinding=[free_port()])},
+        files={"probe.py": MEM_PROBE})
+    res = repo.vx("run", "t", cwd="packages/app")
+    assert "hello /net" in res.out, res.out + res.err  # the bridge still works
+    probes = [line for line in res.out.splitlines() if line.startswith("probe ")]
+    assert probes, res.out  # bwrap's pid 1 at least is in view
+    assert not [line for line in probes if "UNFILTERED" in line], res.out
+    assert "socat" not in res.out.splitlines()[-4], res.out  # the bridges are not in the task's view
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

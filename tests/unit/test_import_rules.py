@@ -15,7 +15,8 @@ ALLOWED = {
     "scheduler": {"model", "events"},
     "events": {"model"},
     "globs": {"errors"},
-    "workspace": {"model", "errors", "semver", "witness", "frameworks"},
+    "workspace": {"model", "errors", "semver", "witness", "frameworks", "nxprojects"},
+    "nxprojects": {"model", "errors", "witness", "config"},  # only in a workspace with nx.json
     "frameworks": set(),
     "semver": set(),
     "verdicts": {"model"},
@@ -52,16 +53,16 @@ VALUES = {"model", "events", "errors", "verdicts"}  # what report/ may import be
 
 # Leaves: import no vx module but other leaves (the replay of a receipt loads nothing else), so
 # any layer may use them.
-LEAVES = {"model", "errors", "events", "verdicts", "semver", "frameworks", "forwarding", "witness", "masking",
+LEAVES = {"model", "errors", "events", "verdicts", "semver", "frameworks", "forwarding", "witness", "masking", "lockfile",
           "style", "stages", "runlock", "receipt", "spawn"}
 LAYERS = [  # bottom first: (layer, the modules and packages in it)
     ("store", {"store"}),
     ("report", {"report"}),
     ("files", {"globs", "walk", "blobs", "listing", "links", "files", "outputs", "workspace", "config",
-               "environment"}),
+               "environment", "nxprojects"}),
     ("process", {"executor"}),
     ("sandbox", {"sandbox"}),
-    ("plan", {"graph", "keys", "plan", "filters", "affected", "ownership"}),
+    ("plan", {"graph", "keys", "plan", "filters", "affected", "ownership", "toolchain"}),
     ("engine", {"scheduler", "rebuilder", "verify"}),
     ("fastpath", {"hitlane", "restores", "replay"}),
     ("pipeline", {"run"}),

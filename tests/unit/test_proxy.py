@@ -21,7 +21,8 @@ import pytest
 
 from vx.model import Violation
 from vx.sandbox import hosts
-from vx.sandbox.proxy import BRIDGE_PORT, Proxy, bridge_prelude, network_env, network_plan
+from vx.sandbox.bridges import Gate, InsideBridges, gate_prelude, nsenter_path
+from vx.sandbox.proxy import BRIDGE_PORT, Proxy, network_env, network_plan
 
 pytestmark = pytest.mark.skipif(shutil.which("socat") is None or shutil.which("curl") is None,
                                 reason="socat and curl are installed by dev/test")
@@ -241,25 +242,48 @@ def test_network_env_points_every_client_at_the_bridge(tmp_path):
     assert "NODE_OPTIONS" not in network_env(9)
 
 
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap is installed by dev/test")
-def test_the_bridge_prelude_inside_a_network_namespace(proxy, origin):
+@pytest.mark.skipif(any(shutil.which(t) is None for t in ("bwrap", "socat", "curl")) or nsenter_path() is None,
+                    reason="bwrap, socat, curl and nsenter are installed by dev/test")
+def test_the_bridge_runs_outside_the_sandbox_in_its_network_namespace(proxy, origin, tmp_path):
     plan = network_plan(proxy, "box#t")
     assert plan.env["HTTP_PROXY"] == f"http://127.0.0.1:{BRIDGE_PORT}"
-    script = (plan.prelude + f" curl -sS http://127.0.0.1:{origin}/inside; echo; "
-              "curl -sS http://outside.example.org/; exit 0")
+    assert plan.socket not in plan.bwrap_args  # the proxy's socket is never mounted in
+    gate = Gate(tmp_path / "gate")
+    script = (gate_prelude(gate.path) + f" curl -sS http://127.0.0.1:{origin}/inside; echo; "
+              "curl -sS http://outside.example.org/; echo; cat /proc/[0-9]*/comm | tr '\\n' ' '; exit 0")
+    status_r, status_w = os.pipe()
     argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-            *plan.bwrap_args, "--unshare-all", "--cap-drop", "ALL", "--die-with-parent", "--new-session",
+            *plan.bwrap_args, "--ro-bind", gate.path, gate.path, "--unshare-all", "--cap-drop", "ALL",
+            "--die-with-parent", "--new-session", "--json-status-fd", str(status_w),
             "--clearenv", "--setenv", "PATH", "/usr/bin:/bin",
             *[x for k, v in plan.env.items() for x in ("--setenv", k, v)], "--", "/bin/sh", "-c", script]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[0] == "GET /inside |None"
+    box = subprocess.Popen(argv, pass_fds=(status_w,), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    os.close(status_w)
+    status = os.fdopen(status_r)  # open until bwrap has written its exit status too
+    pid = json.loads(status.readline())["child-pid"]
+    bridge = InsideBridges(shutil.which("socat"), nsenter_path(), proxy_socket=plan.socket, proxy_port=BRIDGE_PORT,
+                           ports=())
+    try:
+        assert bridge.open(pid) is None
+        gate.say("go")
+        out, err = box.communicate(timeout=30)
+    finally:
+        bridge.stop()
+        gate.close()
+        status.close()
+    assert box.returncode == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "GET /inside |None"
+    assert "bwrap" in lines[-1] and "socat" not in lines[-1]  # the bridge is not in the sandbox's view
     assert [v.path for v in proxy.violations("box#t")] == ["outside.example.org:80"]
 
 
-def test_the_bridge_prelude_fails_loudly_without_its_port(tmp_path):
-    script = bridge_prelude(tmp_path / "none.sock", 3128, socat="/bin/false") + " echo never"
+def test_the_gate_fails_loudly_when_the_bridge_did_not_start(tmp_path):
+    gate = Gate(tmp_path / "gate")
+    gate.say("fail")
+    script = gate_prelude(gate.path) + " echo never"
     done = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=10)
+    gate.close()
     assert done.returncode == 125 and "did not start" in done.stderr and "never" not in done.stdout
 
 

@@ -125,3 +125,21 @@ def test_shape_refusals_name_the_field(body, field, words):
     err = refusal(body)
     assert err.field == f"tasks.build.exec.sandbox.{field}"
     assert words in err.message + (err.hint or "")
+
+
+def test_trace_is_a_boolean_or_left_to_the_workspace():  # issue 13, #3's decision
+    assert load({}).trace is None
+    assert load({"trace": False}).trace is False and load({"trace": True}).trace is True
+    err = refusal({"trace": "no"})
+    assert err.field == "tasks.build.exec.sandbox.trace" and "true or false" in err.message
+
+
+def test_the_workspace_sandbox_trace():
+    from vx.config.workspace import validate_workspace
+
+    assert validate_workspace({}, "vx.workspace.json").sandbox_trace is True
+    assert validate_workspace({"sandbox": {"trace": False}}, "vx.workspace.json").sandbox_trace is False
+    for bad, words in (({"sandbox": {"trace": 0}}, "true or false"), ({"sandbox": {"allow": {}}}, "per task")):
+        with pytest.raises(ConfigError) as err:
+            validate_workspace(bad, "vx.workspace.json")
+        assert words in err.value.message + (err.value.hint or ""), err.value.render()

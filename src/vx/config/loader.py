@@ -22,6 +22,7 @@ from vx.errors import ConfigError
 from vx.model import Package, ProjectConfig, Workspace, WorkspaceConfig
 
 if TYPE_CHECKING:
+    from vx.config.nx import NxRoot
     from vx.config.turbo import TurboRoot
 
 _CODE_EXTENSIONS = (".ts", ".mts", ".js", ".mjs", ".cjs")
@@ -114,14 +115,35 @@ def load_all(ws: Workspace, env: Mapping[str, str] | None = None) -> dict[str, P
     code evaluated together, in one Node process."""
     root = str(ws.root)
     turbo = _turbo_root(root)
+    nx = _nx_root(root, ws) if turbo is None else None
     found = {name: _locate(root, pkg, turbo) for name, pkg in ws.packages.items()}
     values = _evaluate(root, found.values(), env)
     manager = ws.manager
-    if turbo is not None:
+    if turbo is not None or nx is not None:
         from vx.config.turbo import hook_manager
 
         manager = hook_manager(ws.manager, root)
+    if nx is not None:
+        return {name: _from_nx(nx, pkg, manager) if found[name] is None
+                else _project(root, pkg, found[name], values, None, manager) for name, pkg in ws.packages.items()}
     return {name: _project(root, pkg, found[name], values, turbo, manager) for name, pkg in ws.packages.items()}
+
+
+def _nx_root(root: str, ws: Workspace) -> NxRoot | None:
+    """nx.json, read only where there is one (TL-04); a turbo.json, where both are, wins."""
+    path = os.path.join(root, "nx.json")
+    if not os.path.lexists(path):
+        witness.probed(path)  # a receipt keeps that there is none
+        return None
+    from vx.config.nx import find_root
+
+    return find_root(root, ws.packages)
+
+
+def _from_nx(nx: NxRoot, pkg: Package, manager: str) -> ProjectConfig:
+    from vx.config.nx import project
+
+    return project(nx, pkg, manager)
 
 
 def load_workspace(root: Path, env: Mapping[str, str] | None = None) -> WorkspaceConfig:

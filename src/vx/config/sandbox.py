@@ -18,7 +18,7 @@ _MACOS_ONLY = "it only has a meaning on macOS; remove it"
 
 SANDBOX = Level(
     "exec.sandbox",
-    frozenset({"allow", "deny", "ignore"}),
+    frozenset({"allow", "deny", "ignore", "trace"}),
     foreign={
         "allowRead": "in vx it is allow.read",
         "allowWrite": "in vx it is allow.write",
@@ -74,6 +74,7 @@ def validate_sandbox(value: Any, at: At) -> SandboxConfig:
         ignore_read=_ignore_paths(ignore.get("read", []), i_at.key("read")),
         ignore_write=_ignore_paths(ignore.get("write", []), i_at.key("write")),
         ignore_network=_ignore_hosts(ignore.get("network", []), i_at.key("network")),
+        trace=_flag(body["trace"], at.key("trace")) if "trace" in body else None,
     )
 
 

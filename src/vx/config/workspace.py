@@ -17,7 +17,8 @@ _NOT_YET_WS = "remove it; the defaults apply in this version"
 
 WORKSPACE = Level(
     "the workspace config",
-    frozenset({"concurrency", "cacheDir", "timeout", "remoteCache", "cacheRetention", "affectedBase", "rules"}),
+    frozenset({"concurrency", "cacheDir", "timeout", "remoteCache", "cacheRetention", "affectedBase", "rules",
+               "sandbox"}),
     foreign={
         "pipeline": _turbo("pipeline", "each package's vx.config.json `tasks`"),
         "tasks": "tasks live in each package's vx.config.json",
@@ -36,6 +37,10 @@ WORKSPACE = Level(
 
 RULES = Level("rules", frozenset({"exclusiveOutputs"}),
               unsupported={"upfrontKeys": "remove it; every key is known before anything runs in this version"})
+
+SANDBOX = Level("sandbox", frozenset({"trace"}),
+                foreign={k: "grants are per task: exec.sandbox.allow in the package's vx.config.json"
+                         for k in ("allow", "deny", "ignore")})
 
 
 # ---------------------------------------------------------------- workspace config
@@ -60,7 +65,19 @@ def validate_workspace(data: Any, file: str) -> WorkspaceConfig:
         cache_retention=_retention(obj["cacheRetention"], at.key("cacheRetention")) if "cacheRetention" in obj else None,
         affected_base=_affected_base(obj["affectedBase"], at.key("affectedBase")) if "affectedBase" in obj else None,
         exclusive_outputs=_exclusive_outputs(obj["rules"], at.key("rules")) if "rules" in obj else True,
+        sandbox_trace=_sandbox_trace(obj["sandbox"], at.key("sandbox")) if "sandbox" in obj else True,
     )
+
+
+def _sandbox_trace(value: Any, at: At) -> bool:
+    """`sandbox.trace`: false runs every sandboxed task enforced but untraced, unless the task says otherwise."""
+    obj = _object(value, at)
+    _keys(obj, at, SANDBOX)
+    flag = obj.get("trace", True)
+    if not isinstance(flag, bool):
+        at.key("trace").refuse(f"`trace` must be true or false, got {_kind(flag)}",
+                               hint='e.g. "sandbox": {"trace": false}')
+    return flag
 
 
 def _exclusive_outputs(value: Any, at: At) -> bool:

@@ -98,6 +98,7 @@ class SandboxSpec(Struct, frozen=True):
     ignore_read: tuple[Grant, ...] = ()
     ignore_write: tuple[Grant, ...] = ()
     private: tuple[str, ...] = ()  # hidden outside the workspace: a cache dir there (every task's artifacts)
+    trace: bool = True  # False (`sandbox.trace: false`): enforced, never traced, nothing reported
 
     @property
     def git_granted(self) -> bool:

@@ -3,10 +3,10 @@
 A sandboxed task has a network namespace of its own, so a server it starts on 127.0.0.1:3000
 is reachable only from inside. For each listed port, two socat processes make one pipe out:
 
-    host 127.0.0.1:P  --socat-->  <dir>/P.sock  --socat (inside)-->  sandbox 127.0.0.1:P
+    host 127.0.0.1:P  --socat-->  <dir>/P.sock  --socat (in the sandbox's netns)-->  sandbox 127.0.0.1:P
 
-The unix socket lives in a directory of the attempt that is bind-mounted into the sandbox;
-the socat inside listens on it and is started by the task's prelude, before the command. The
+The unix socket lives in a directory of the attempt that the sandbox never sees: the second
+socat runs outside the sandbox, in its network namespace only (`vx.sandbox.bridges`). The
 host side is started by vx before the sandbox and stopped when the attempt ends. A port that
 is taken on the host is refused before the task starts, naming the port.
 """
@@ -14,7 +14,6 @@ is taken on the host is refused before the task starts, naming the port.
 from __future__ import annotations
 
 import os
-import shlex
 import signal
 import subprocess
 import time
@@ -31,11 +30,9 @@ class PortError(Exception):
 
 
 class PortPlan(Struct, frozen=True):
-    """What the sandbox needs for the bridge: a writable bind of the socket directory, and the
-    prelude that starts the inside listeners."""
+    """The inside half of each bridge: port -> the unix socket its socat listens on."""
 
-    bwrap_args: tuple[str, ...]
-    prelude: str
+    inside: tuple[tuple[int, Path], ...]
 
 
 class HostBridge:
@@ -60,8 +57,7 @@ class HostBridge:
                     self.stop()
                     raise PortError(_taken(port))
                 time.sleep(0.005)
-        directory = str(self.directory)
-        return PortPlan(("--bind", directory, directory), inside_prelude(self.socat, self.directory, self.ports))
+        return PortPlan(tuple((port, self.directory / f"{port}.sock") for port in self.ports))
 
     def _listen(self, port: int) -> subprocess.Popen:
         target = "UNIX-CONNECT:" + _socat_path(self.directory / f"{port}.sock")
@@ -87,19 +83,6 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
         os.killpg(proc.pid, sig)
     except ProcessLookupError:
         pass
-
-
-def inside_prelude(socat: str, directory: Path, ports: tuple[int, ...]) -> str:
-    """Shell text that starts one socat per port inside the sandbox and waits for its socket."""
-    out = []
-    for port in ports:
-        sock = directory / f"{port}.sock"
-        listen = "UNIX-LISTEN:" + _socat_path(sock) + ",fork,unlink-early"
-        out.append(f"{shlex.quote(socat)} {shlex.quote(listen)} TCP:127.0.0.1:{port} </dev/null >/dev/null 2>&1 & "
-                   f"until [ -S {shlex.quote(str(sock))} ]; do kill -0 $! 2>/dev/null || "
-                   f"{{ echo 'vx: the localBinding bridge (socat) for port {port} did not start' >&2; exit 125; }}; "
-                   f"done;")
-    return " ".join(out)
 
 
 def _socat_path(path: Path) -> str:

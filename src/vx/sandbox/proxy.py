@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import os
-import shlex
 import shutil
 import socket
 import tempfile
@@ -402,13 +401,13 @@ async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
 class NetworkPlan(Struct, frozen=True):
     """What the sandbox runner adds for a task with `allow.network` hosts.
 
-    `bwrap_args` go after the runner's `--tmpfs /tmp` (the socket usually lives under /tmp);
-    `prelude` is shell text to run inside the sandbox before the task (and before strace, so
-    the bridge is not traced); `env` wins over the task's own variables (SB-15).
+    `bwrap_args` (the fetch preload, read-only) go after the runner's `--tmpfs /tmp`; `socket`
+    is the task's own proxy socket, which the bridge outside the sandbox connects to (it is
+    never mounted in, `vx.sandbox.bridges`); `env` wins over the task's own variables (SB-15).
     """
 
     bwrap_args: tuple[str, ...]
-    prelude: str
+    socket: str
     env: Mapping[str, str]
 
 
@@ -434,29 +433,14 @@ def _node_quote(path: str) -> str:
     return f'"{path}"' if any(c in path for c in " \"'\\") else path
 
 
-def bridge_prelude(socket_path: Path, port: int = BRIDGE_PORT, socat: str = "socat") -> str:
-    """Shell text that starts socat on 127.0.0.1:port -> socket_path and waits, with shell
-    builtins only, until /proc/net/tcp shows the port listening; exits 125 if socat dies."""
-    listen = f"TCP-LISTEN:{port},bind=127.0.0.1,fork,reuseaddr,nodelay"
-    target = "UNIX-CONNECT:" + str(socket_path).replace(",", "\\,").replace(":", "\\:")
-    hexport = f"0100007F:{port:04X}"
-    return (f"{shlex.quote(socat)} {listen} {shlex.quote(target)} </dev/null >/dev/null 2>&1 & "
-            f"vx_bridge=$!; "
-            f"vx_ready() {{ while read -r _ vx_l _ vx_st _; do "
-            f"[ \"$vx_l:$vx_st\" = {hexport}:0A ] && return 0; done </proc/net/tcp; return 1; }}; "
-            f"until vx_ready; do kill -0 $vx_bridge 2>/dev/null || "
-            f"{{ echo 'vx: the sandbox network bridge (socat) did not start' >&2; exit 125; }}; done; "
-            f"unset -f vx_ready; unset vx_bridge vx_l vx_st;")
-
-
 def network_plan(proxy: Proxy, label: str, *, port: int = BRIDGE_PORT, node_options: str = "",
                  allow: Sequence[str] | None = None, deny: Sequence[str] = ()) -> NetworkPlan:
     """Everything a sandboxed task needs to reach the run's proxy as task `label`."""
     socket_path = proxy.attach(label, allow, deny) if allow is not None else proxy.attach(label)
-    binds = ("--ro-bind", str(socket_path), str(socket_path), "--ro-bind", str(proxy.preload), str(proxy.preload))
+    binds = ("--ro-bind", str(proxy.preload), str(proxy.preload))
     env = network_env(port, preload=proxy.preload, node_options=node_options,
                       loopback_granted=proxy.grants_loopback_to(label))
-    return NetworkPlan(binds, bridge_prelude(socket_path, port, socat_path() or "socat"), env)
+    return NetworkPlan(binds, str(socket_path), env)
 
 
 def socat_path() -> str | None:

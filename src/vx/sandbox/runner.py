@@ -28,7 +28,7 @@ from msgspec.structs import replace
 
 from vx import executor
 from vx.model import LogChunk, ProcessResult, Violation
-from vx.sandbox import grants, mounts, ports, seccomp, trace
+from vx.sandbox import bridges, grants, mounts, ports, seccomp, trace
 from vx.sandbox.grants import Layout, SandboxSpec
 from vx.sandbox.probe import Capability, probe
 from vx.sandbox.violations import Report, judge
@@ -53,7 +53,8 @@ class Bridge(Struct, frozen=True):
     """What a task with `allow.network` hosts needs to reach the run's proxy (SB-08)."""
 
     bwrap_args: tuple[str, ...]
-    prelude: str  # shell text run inside the sandbox before the task
+    socket: str  # the task's own proxy socket, bridged to from outside the sandbox
+    port: int  # where the proxy listens inside the sandbox's network namespace
     env: Mapping[str, str]
 
 
@@ -152,7 +153,7 @@ class Session:
             self._proxy.start([])  # every task is attached with its own policy below
         plan = netproxy.network_plan(self._proxy, spec.task, node_options=self._environ.get("NODE_OPTIONS", ""),
                                      allow=list(_hosts(spec)), deny=list(spec.config.deny_network))
-        return Bridge(tuple(plan.bwrap_args), plan.prelude, dict(plan.env))
+        return Bridge(tuple(plan.bwrap_args), plan.socket, netproxy.BRIDGE_PORT, dict(plan.env))
 
     def network_violations(self, spec: SandboxSpec) -> list[Violation]:
         if self._proxy is None:
@@ -202,6 +203,9 @@ async def run_sandboxed(session: Session, spec: SandboxSpec, command: str, *, cw
     if (_hosts(spec) or _ports(spec)) and shutil.which("socat") is None:
         return _unavailable("socat not found (it bridges the sandbox to the network proxy and to bridged ports)",
                             _SOCAT_HINT)
+    if (_hosts(spec) or _ports(spec)) and bridges.nsenter_path() is None:
+        return _unavailable("nsenter not found (it starts the network bridges in the sandbox's network namespace)",
+                            bridges.NSENTER_HINT)
     try:
         attempt = await _prepare(session, spec, cap)
     except OSError as exc:  # a write grant vx could not create, a temp dir it could not make
@@ -223,7 +227,8 @@ async def run_sandboxed(session: Session, spec: SandboxSpec, command: str, *, cw
             if attempt.strace_failed(proc):
                 proc = replace(proc, exit_code=proc.exit_code or 1,
                                spawn_error=f"the sandbox's tracer failed twice: {_complaint(proc, 'strace: ')}")
-        report = await asyncio.to_thread(attempt.judge) if cap.traced and proc.spawn_error is None else Report()
+        traced = attempt.trace is not None and proc.spawn_error is None
+        report = await asyncio.to_thread(attempt.judge) if traced else Report()
         if not report.whole and not proc.aborted:  # SB-13: a trace cut short or emptied fails, never passes
             proc = replace(proc, exit_code=proc.exit_code or 1,
                            spawn_error="the sandbox's trace is incomplete (the task's start or bwrap's exit is "
@@ -275,7 +280,7 @@ _SOCAT_HINT = "install socat (apt install socat)"
 
 def _pre_notes(session: Session, spec: SandboxSpec, layout: Layout, cap: Capability) -> tuple[str, ...]:
     notes: tuple[str, ...] = ()
-    if not cap.traced:
+    if not cap.traced and spec.trace:
         notes += session.once("untraced", f"sandbox: tasks are enforced but untraced ({cap.untraced}), so no "
                                           f"violations are reported; {_STRACE_HINT}")
     for grant in layout.mountless:
@@ -300,12 +305,16 @@ class _Attempt:
         self.session, self.spec, self.layout, self.cap = session, spec, layout, cap
         self.dir = session.task_dir(spec.task)
         self.tmpdir = str(self.dir / "tmp")
-        self.trace = str(self.dir / "trace") if cap.traced else None  # strace writes it; nothing inside sees it
+        # strace writes it; nothing inside sees it. `trace: false` runs the task enforced but untraced.
+        self.trace = str(self.dir / "trace") if cap.traced and spec.trace else None
         self.seccomp_fd = _seccomp_fd(spec)
         self.kept: list[trace.Access] = []
         self.status = _Status()
         self.cwd = spec.project
         self.ports: ports.HostBridge | None = None
+        self.inside: bridges.InsideBridges | None = None  # the bridges in the sandbox's network namespace
+        self.gate: bridges.Gate | None = None
+        self._opening: asyncio.Future | None = None
         self.tracer_done = True  # False: the tracer was still writing when vx stopped waiting
 
     async def run(self, command: str, cwd: Path, env: Mapping[str, str], timeout_ms: int | None,
@@ -316,7 +325,14 @@ class _Attempt:
             port_plan = await asyncio.to_thread(self._bridge_ports)  # waits for the host listeners
         except ports.PortError as exc:
             return ProcessResult(exit_code=1, duration_ms=0.0, spawn_error=str(exc))
-        argv = self.argv(command, bridge, port_plan)
+        if bridge is not None or port_plan is not None:
+            self.gate = bridges.Gate(self.dir / "gate")
+            self.inside = bridges.InsideBridges(
+                shutil.which("socat") or "socat", bridges.nsenter_path() or "nsenter",
+                proxy_socket=bridge.socket if bridge else None, proxy_port=bridge.port if bridge else 0,
+                ports=port_plan.inside if port_plan else ())
+            self.status.on_child = self._open_bridges
+        argv = self.argv(command, bridge)
         passed = (self.status.write_fd,) + ((self.seccomp_fd,) if self.seccomp_fd is not None else ())
         # strace's tracer (a detached grandchild) keeps this pipe's write end until it exits: its
         # EOF says the trace is written to the end, which bwrap's own exit does not.
@@ -331,12 +347,28 @@ class _Attempt:
             self.status.finish()
             if done_w is not None:
                 os.close(done_w)
+            if self.inside is not None:
+                self.inside.stopped = True  # the sandbox is gone: a bridge still waiting gives up
+            if self._opening is not None:
+                await self._opening
         if done_r is not None:
             self.tracer_done = await _closed(done_r, _TRACER_WAIT_S)
         if self.status.child_pid is None and proc.spawn_error is None and not proc.aborted \
                 and not self.strace_failed(proc):
             proc = replace(proc, spawn_error=f"the sandbox could not start: {_bwrap_complaint(proc)}")
         return proc
+
+    def _open_bridges(self, pid: int) -> None:
+        """bwrap made the sandbox's namespaces (its child is `pid`): start the bridges in its network
+        namespace, off the loop, and open the gate the task waits at."""
+        inside, gate = self.inside, self.gate
+        assert inside is not None and gate is not None
+
+        def opened() -> None:
+            problem = inside.open(pid)
+            gate.say("go" if problem is None else "fail")
+
+        self._opening = asyncio.ensure_future(asyncio.to_thread(opened))
 
     def _bridge_ports(self) -> ports.PortPlan | None:
         listed = _ports(self.spec)
@@ -345,18 +377,18 @@ class _Attempt:
         self.ports = ports.HostBridge(shutil.which("socat") or "socat", self.dir / "ports", listed)
         return self.ports.start()
 
-    def argv(self, command: str, bridge: Bridge | None, port_plan: ports.PortPlan | None = None) -> list[str]:
-        """bwrap …, then [the network and port preludes], then [strace …], then `sh -c command`."""
+    def argv(self, command: str, bridge: Bridge | None) -> list[str]:
+        """[strace …] bwrap …, then [the bridges' gate], then `sh -c command`."""
         spec = self.spec
         argv = mounts.bwrap_argv(self.cap.bwrap or "bwrap", spec, self.layout, tmpdir=self.tmpdir,
                                  status_fd=self.status.write_fd, share_net=spec.config.network is True,
                                  seccomp_fd=self.seccomp_fd, private=self.session.private_dirs())
-        binds = (bridge.bwrap_args if bridge else ()) + (port_plan.bwrap_args if port_plan else ())
-        argv[argv.index("--chdir"):argv.index("--chdir")] = list(binds)
-        prelude = (bridge.prelude if bridge else "") + (port_plan.prelude if port_plan else "")
-        if prelude:
-            argv += [SHELL, "-c", prelude + ' exec "$@"', "vx-net"]
-            argv += _late_filter(spec)  # the bridges have their unix sockets; the task gets none
+        binds = list(bridge.bwrap_args if bridge else ())
+        if self.gate is not None:
+            binds += ["--ro-bind", self.gate.path, self.gate.path]
+        argv[argv.index("--chdir"):argv.index("--chdir")] = binds
+        if self.gate is not None:  # the task starts once its bridges listen, outside the sandbox
+            argv += [SHELL, "-c", bridges.gate_prelude(self.gate.path) + ' exec "$@"', "vx-net"]
         if self.trace is not None:
             argv[:0] = trace.strace_argv(self.cap.strace or "strace", self.trace)
         return argv + [SHELL, "-c", command]
@@ -405,6 +437,12 @@ class _Attempt:
         if self.seccomp_fd is not None:
             os.close(self.seccomp_fd)
         self.seccomp_fd = None
+        if self.inside is not None:
+            self.inside.stop()
+            self.inside = None
+        if self.gate is not None:
+            self.gate.close()
+            self.gate = None
         if self.ports is not None:
             self.ports.stop()
             self.ports = None
@@ -421,6 +459,7 @@ class _Status:
         self.read_fd, self.write_fd = os.pipe()
         os.set_blocking(self.read_fd, False)
         self.child_pid: int | None = None
+        self.on_child: Callable[[int], None] | None = None  # told the child-pid once, on the loop
         self._buffer = b""
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -450,7 +489,10 @@ class _Status:
         except ValueError:
             return
         if isinstance(value, dict) and isinstance(value.get("child-pid"), int):
+            first = self.child_pid is None
             self.child_pid = value["child-pid"]
+            if first and self.on_child is not None:
+                self.on_child(self.child_pid)
 
     def close(self) -> None:
         for fd in (self.read_fd, self.write_fd):
@@ -490,21 +532,11 @@ async def _closed(fd: int, timeout_s: float) -> bool:
         os.close(fd)
 
 
-def _late_filter(spec: SandboxSpec) -> list[str]:
-    """For a task with network hosts or bridged ports: the command prefix that installs the AF_UNIX
-    filter once the bridges (which are unix sockets) have started, for the task alone (SB-09)."""
-    program = seccomp.unix_socket_filter(unix_sockets=bool(spec.config.unix_sockets))
-    return seccomp.exec_argv(program) if program is not None else []
-
-
 def _seccomp_fd(spec: SandboxSpec) -> int | None:
     """An fd holding the sandbox's filter for bwrap (without its AF_UNIX rule when the task may
-    use unix sockets, SB-09).
-
-    A task with network hosts or bridged ports gets it later (`_late_filter`): its bridges are
-    unix sockets, started inside before the task."""
-    program = None if _hosts(spec) or _ports(spec) else \
-        seccomp.unix_socket_filter(unix_sockets=bool(spec.config.unix_sockets))
+    use unix sockets, SB-09). Every process inside gets it, bwrap's pid 1 too: the network
+    bridges, which need unix sockets, run outside (`vx.sandbox.bridges`)."""
+    program = seccomp.unix_socket_filter(unix_sockets=bool(spec.config.unix_sockets))
     if program is None:
         return None
     fd = os.memfd_create("vx-seccomp", os.MFD_CLOEXEC)

@@ -2,13 +2,13 @@
 
 A unix socket is a door out of any mount and network namespace — to a Docker daemon, an
 ssh-agent, a build daemon — so a sandboxed task may not create one unless its grant says
-`allow.unixSockets`. Classic BPF, handed to bwrap's `--seccomp FD`, or — for a task whose
-network bridge (socat) needs unix sockets itself — installed by `exec_argv` after the bridge
-started, for the task alone. No libseccomp needed. `socketpair` (which node and worker pools
+`allow.unixSockets`. Classic BPF, handed to bwrap's `--seccomp FD`, so every process inside,
+bwrap's pid 1 too, is under it (a task's network bridges, which need unix sockets, run outside
+the sandbox: `vx.sandbox.bridges`). No libseccomp needed. `socketpair` (which node and worker pools
 use for IPC) stays allowed, and so do sockets inherited from outside.
 
 The same program refuses `ptrace(PTRACE_ATTACH | PTRACE_SEIZE)` and `process_vm_readv/writev`:
-nothing inside may take over another process of the sandbox (the bridge, bwrap's pid 1);
+nothing inside may take over another process of the sandbox;
 `PTRACE_TRACEME`, with which a task's own child asks to be traced, is allowed.
 
 A filter that matches syscall numbers is only sound for the ABI they belong to: an i386
@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import errno
 import platform
-import shutil
 import struct
-import sys
 
 _LD_W_ABS, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
 _RET_ALLOW = 0x7FFF0000
@@ -34,8 +32,8 @@ _AF_UNIX = 1
 _X32 = 0x40000000
 _NEGATIVE = 0x80000000  # strace's injection turns a call into number -1, and seccomp looks again
 _PTRACE_ATTACH, _PTRACE_SEIZE = 16, 0x4206
-# machine -> AUDIT_ARCH_*, and the numbers of socket, ptrace, process_vm_readv, process_vm_writev, prctl
-_ARCHES = {"x86_64": (0xC000003E, 41, 101, 310, 311, 157), "aarch64": (0xC00000B7, 198, 117, 270, 271, 167)}
+# machine -> AUDIT_ARCH_*, and the numbers of socket, ptrace, process_vm_readv, process_vm_writev
+_ARCHES = {"x86_64": (0xC000003E, 41, 101, 310, 311), "aarch64": (0xC00000B7, 198, 117, 270, 271)}
 
 
 def _op(code: int, jt: int, jf: int, k: int) -> bytes:
@@ -68,7 +66,7 @@ def unix_socket_filter(machine: str | None = None, *, unix_sockets: bool = False
     found = _ARCHES.get(machine or platform.machine())
     if found is None:
         return None
-    arch, socket_nr, ptrace_nr, vm_read, vm_write, _prctl = found
+    arch, socket_nr, ptrace_nr, vm_read, vm_write = found
     socket_nr = 0xFFFFFFFF if unix_sockets else socket_nr  # a number no call has: the rule never fires
     return _assemble([
         (_LD_W_ABS, 0, 0, 4),                          # A = seccomp_data.arch
@@ -95,25 +93,3 @@ def unix_socket_filter(machine: str | None = None, *, unix_sockets: bool = False
         ("label", "kill"),
         (_RET_K, 0, 0, _RET_KILL_PROCESS),
     ])  # fmt: skip
-
-
-# Installs the program, then execs its arguments: perl (Debian's perl-base is essential) starts
-# in ~2 ms; Python, the fallback, in tens. The filter is inherited by all the task starts.
-_PERL = ('my $p = pack("H*", "{hex}"); my $f = pack("S x![P] P", length($p) / 8, $p); '
-         'syscall({prctl}, 38, 1, 0, 0, 0) == 0 or die "vx: prctl(NO_NEW_PRIVS): $!\\n"; '
-         'syscall({prctl}, 22, 2, $f, 0, 0) == 0 or die "vx: seccomp: $!\\n"; '
-         'exec {{ $ARGV[0] }} @ARGV or die "vx: exec $ARGV[0]: $!\\n";')
-_PYTHON = ("import ctypes, os, sys; p = bytes.fromhex('{hex}'); b = ctypes.create_string_buffer(p, len(p)); "
-           "F = type('F', (ctypes.Structure,), {{'_fields_': [('n', ctypes.c_ushort), ('f', ctypes.c_void_p)]}}); "
-           "f = F(len(p) // 8, ctypes.addressof(b)); libc = ctypes.CDLL(None, use_errno=True); "
-           "libc.prctl(38, 1, 0, 0, 0) == 0 and libc.prctl(22, 2, ctypes.byref(f), 0, 0) == 0 "
-           "or sys.exit('vx: seccomp: ' + os.strerror(ctypes.get_errno())); os.execvp(sys.argv[1], sys.argv[1:])")
-
-
-def exec_argv(program: bytes, machine: str | None = None) -> list[str]:
-    """A command prefix that installs `program` for itself and what it runs, then execs the rest."""
-    prctl = _ARCHES[machine or platform.machine()][5]
-    perl = shutil.which("perl")
-    if perl:
-        return [perl, "-e", _PERL.format(hex=program.hex(), prctl=prctl), "--"]
-    return [sys.executable, "-I", "-S", "-c", _PYTHON.format(hex=program.hex())]

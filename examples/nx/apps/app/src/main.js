@@ -1,0 +1,2 @@
+exports.main = () => 'app';
+exports.check = () => exports.main() === 'app';

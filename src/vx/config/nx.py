@@ -1,0 +1,865 @@
+"""An Nx workspace run as it is (TL-04): nx.json, each project's project.json and package.json
+(its scripts and `nx` block) become vx tasks, with nothing written.
+
+Only projects without a vx.config of their own are mapped; a vx.config always wins. The mapping
+follows Nx 21:
+
+- projects are the package.json files the workspace globs name and every `project.json` under the
+  root (node_modules, dot-directories and directories the root .gitignore names aside); a
+  project.json's `name` wins, else package.json's, else the directory's name;
+- a project's targets are its package.json scripts (`nx:run-script`), then package.json's
+  `nx.targets`, then project.json's `targets`, each merged over the one before; nx.json's
+  `targetDefaults` fill what a target leaves unset, looked up by executor first, then by name,
+  then by the longest glob;
+- `nx:run-commands` and `nx:run-script` run as shell commands (`nx:noop`, or no executor, is a
+  group); any other executor, a `continuous` target and a `{ runtime }` input are refused by name
+  when asked for, naming the file and field;
+- a target caches only with `cache: true` (or an old `cacheableOperations` entry); its inputs
+  default to `["default", "^default"]`, `default` to every file of the project;
+- `dependsOn`, `implicitDependencies`, tags and `configurations` are mapped as their sections say.
+
+Each field is checked here, with the file and Nx field path in every refusal, before the mapped
+task goes through vx's own schema.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import posixpath
+import re
+import shlex
+from typing import Any, Mapping
+
+from msgspec import Struct, field
+
+from vx.config.fields import At, Level, _kind, _object, _strings
+from vx.config.project import canonical, validate_project
+from vx.config.turbo import with_hooks
+from vx.errors import did_you_mean
+from vx.model import ROOT_PROJECT, Package, ProjectConfig
+from vx.nxprojects import read_json
+
+NX_FILE = "nx.json"
+_MIGRATE = "write the command it runs as an `nx:run-commands` target, or the task in a vx.config.json"
+_GLOB_CHARS = re.compile(r"[*?\[{]")
+
+# nx.json keys vx maps; every other key shapes Nx's own cloud, daemon, generators or terminal.
+_ROOT_MAPPED = ("targetDefaults", "namedInputs", "tasksRunnerOptions", "implicitDependencies")
+TARGET = Level("an Nx target", frozenset({"executor", "command", "options", "configurations", "defaultConfiguration",
+                                         "dependsOn", "inputs", "outputs", "cache", "continuous", "parallelism",
+                                         "metadata", "syncGenerators"}),
+               foreign={"script": "a package.json script becomes a target of its name; in project.json write "
+                                  '"executor": "nx:run-script", "options": {"script": …}',
+                        "exec": "in Nx a target's command is `command` (or options.command)"})
+PROJECT = Level("project.json", frozenset({"name", "root", "sourceRoot", "projectType", "targets", "tags",
+                                           "implicitDependencies", "namedInputs", "generators", "metadata",
+                                           "release", "$schema"}))
+PACKAGE_NX = Level("package.json `nx`", frozenset({"name", "root", "sourceRoot", "projectType", "targets", "tags",
+                                                   "implicitDependencies", "namedInputs", "includedScripts",
+                                                   "metadata", "release"}))
+DEPENDS = Level("a dependsOn entry", frozenset({"target", "projects", "dependencies", "params"}))
+# Options of nx:run-commands that are not passed on as `--name=value` arguments.
+_RUN_COMMANDS_OPTIONS = frozenset({"command", "commands", "color", "no-color", "parallel", "no-parallel", "readyWhen",
+                                   "cwd", "args", "envFile", "__unparsed__", "env", "usePty", "streamOutput",
+                                   "verbose", "forwardAllArgs", "tty"})
+
+
+class NxRoot(Struct, frozen=True):
+    """nx.json, checked, and the workspace's projects (for `^` inputs and dependsOn `projects`)."""
+
+    source: str
+    root: str  # absolute workspace root
+    target_defaults: Mapping[str, dict]
+    named_inputs: Mapping[str, list]
+    cacheable: frozenset[str] | None  # tasksRunnerOptions.default.options.cacheableOperations
+    packages: Mapping[str, Package] = field(default_factory=dict)
+    memo: dict = field(default_factory=dict)  # project dir -> its read project (`_Project`)
+
+
+class _Project(Struct, frozen=True):
+    """One project's own files, read: where each target and named input came from."""
+
+    pkg: Package
+    targets: Mapping[str, dict]  # merged: scripts < package.json nx.targets < project.json targets
+    sources: Mapping[str, tuple[str, str]]  # target name -> the file and field that last defined it
+    defaulted: Mapping[str, tuple[str, frozenset[str]]]  # target name -> its targetDefaults key, the fields it gave
+    named_inputs: Mapping[str, list]
+    named_source: str
+    tags: tuple[str, ...]
+    source: str  # project.json when there is one, else package.json
+
+
+# ---------------------------------------------------------------- reading
+
+
+def find_root(root: str, packages: Mapping[str, Package]) -> NxRoot:
+    at = At(NX_FILE)
+    obj = _object(read_json(os.path.join(root, NX_FILE), NX_FILE), at)
+    for key in obj:
+        near = did_you_mean(key, _ROOT_MAPPED)
+        if key not in _ROOT_MAPPED and near and key != near and key.lower() == near.lower():
+            at.key(key).refuse(f"unknown key `{key}` in nx.json", hint=f"did you mean `{near}`?")
+    defaults = _object(obj.get("targetDefaults", {}), at.key("targetDefaults"))
+    for name, body in defaults.items():
+        _check_target(body, at.key("targetDefaults").key(name))
+    named = _named_inputs(obj.get("namedInputs", {}), at.key("namedInputs"))
+    runner = obj.get("tasksRunnerOptions", {})
+    ops = (((runner or {}).get("default") or {}).get("options") or {}).get("cacheableOperations") \
+        if isinstance(runner, dict) else None
+    cacheable = frozenset(_strings(ops, at.key("tasksRunnerOptions.default.options.cacheableOperations"))) \
+        if ops is not None else None
+    return NxRoot(NX_FILE, root, defaults, named, cacheable, packages)
+
+
+def _named_inputs(value: Any, at: At) -> dict[str, list]:
+    obj = _object(value, at)
+    for name, entries in obj.items():
+        if not isinstance(entries, list):
+            at.key(name).refuse(f"`{at.key(name).field}` must be an array of inputs, got {_kind(entries)}",
+                                hint='e.g. "production": ["default", "!{projectRoot}/**/*.spec.ts"]')
+    return obj
+
+
+def _check_target(body: Any, at: At) -> dict:
+    obj = _object(body, at, "an object (a target)")
+    for key in obj:
+        if key not in TARGET.allowed:
+            near = did_you_mean(key, TARGET.allowed)
+            at.key(key).refuse(f"unknown key `{key}` in an Nx target",
+                               hint=TARGET.foreign.get(key) or (f"did you mean `{near}`?" if near else None))
+    if "command" in obj and "executor" in obj:
+        at.key("command").refuse("a target with both `command` and `executor`",
+                                 hint="`command` is short for the nx:run-commands executor; keep one")
+    for key in ("cache", "continuous", "parallelism"):
+        if key in obj and not isinstance(obj[key], bool):
+            at.key(key).refuse(f"`{key}` must be true or false, got {_kind(obj[key])}")
+    for key in ("options", "configurations"):
+        if key in obj:
+            _object(obj[key], at.key(key))
+    for name, options in obj.get("configurations", {}).items():
+        _object(options, at.key("configurations").key(name), "an object of options")
+    if "outputs" in obj:
+        _strings(obj["outputs"], at.key("outputs"), "output paths")
+    if "inputs" in obj and not isinstance(obj["inputs"], list):
+        at.key("inputs").refuse(f"`inputs` must be an array, got {_kind(obj['inputs'])}")
+    if "dependsOn" in obj and not isinstance(obj["dependsOn"], list):
+        at.key("dependsOn").refuse(f"`dependsOn` must be an array, got {_kind(obj['dependsOn'])}",
+                                   hint='e.g. ["^build"]')
+    return obj
+
+
+# ---------------------------------------------------------------- one project's targets
+
+
+def _project(nx: NxRoot, pkg: Package) -> _Project:
+    known = nx.memo.get(pkg.dir)
+    if known is not None:
+        return known
+    directory = os.path.join(nx.root, pkg.dir) if pkg.dir else nx.root
+    manifest_source = f"{pkg.dir}/package.json" if pkg.dir else "package.json"
+    manifest = read_json(os.path.join(directory, "package.json"), manifest_source)
+    manifest = manifest if isinstance(manifest, dict) else {}
+    own_source = f"{pkg.dir}/project.json" if pkg.dir else "project.json"
+    own = read_json(os.path.join(directory, "project.json"), own_source)
+    targets: dict[str, dict] = {}
+    sources: dict[str, tuple[str, str]] = {}
+    tags: list[str] = []
+    named: dict = {}
+    named_source = NX_FILE
+    if pkg.name != ROOT_PROJECT or own is not None or "nx" in manifest:
+        block = manifest.get("nx")
+        block_at = At(manifest_source).key("nx")
+        block = _object(block, block_at) if block is not None else {}
+        for key in block:
+            if key not in PACKAGE_NX.allowed:
+                near = did_you_mean(key, PACKAGE_NX.allowed)
+                block_at.key(key).refuse(f"unknown key `{key}` in package.json `nx`",
+                                         hint=f"did you mean `{near}`?" if near else None)
+        included = block.get("includedScripts")
+        scripts = pkg.scripts if pkg.name != ROOT_PROJECT or "nx" in manifest else {}
+        for script in scripts:
+            if included is None or script in included:
+                targets[script] = {"executor": "nx:run-script", "options": {"script": script}}
+                sources[script] = (manifest_source, f"scripts.{script}")
+        _merge_targets(targets, sources, block.get("targets", {}), block_at.key("targets"), manifest_source,
+                       "nx.targets")
+        tags += _strings(block.get("tags", []), block_at.key("tags"), "tags")
+        if block.get("namedInputs"):
+            named, named_source = _named_inputs(block["namedInputs"], block_at.key("namedInputs")), manifest_source
+        if own is not None:
+            at = At(own_source)
+            own = _object(own, at)
+            for key in own:
+                if key not in PROJECT.allowed:
+                    near = did_you_mean(key, PROJECT.allowed)
+                    at.key(key).refuse(f"unknown key `{key}` in project.json",
+                                       hint=f"did you mean `{near}`?" if near else None)
+            _merge_targets(targets, sources, own.get("targets", {}), at.key("targets"), own_source, "targets")
+            tags += _strings(own.get("tags", []), at.key("tags"), "tags")
+            if own.get("namedInputs"):
+                named, named_source = _named_inputs(own["namedInputs"], at.key("namedInputs")), own_source
+        if manifest and pkg.name != ROOT_PROJECT:  # as Nx tags a package: first, by whether it is published
+            tags.insert(0, "npm:private" if manifest.get("private") else "npm:public")
+    defaulted = {}
+    for name in list(targets):
+        default = _target_default(nx, name, targets[name].get("executor"))
+        if default is not None:
+            before = targets[name]
+            targets[name] = _with_defaults(before, nx.target_defaults[default], pkg)
+            defaulted[name] = (default, frozenset(k for k in targets[name] if k not in before))
+        if not targets[name].get("executor"):
+            targets[name] = {**targets[name], "executor": "nx:noop"}  # as Nx names a target that runs nothing
+    found = _Project(pkg, targets, sources, defaulted, named, named_source, tuple(dict.fromkeys(tags)),
+                     own_source if own is not None else manifest_source)
+    nx.memo[pkg.dir] = found
+    return found
+
+
+def _sugar(target: dict) -> dict:
+    """`command` is short for nx:run-commands with options.command."""
+    if "command" not in target:
+        return target
+    out = {k: v for k, v in target.items() if k != "command"}
+    out["executor"] = "nx:run-commands"
+    out["options"] = {**target.get("options", {}), "command": target["command"]}
+    return out
+
+
+def _merge_targets(targets: dict, sources: dict, value: Any, at: At, source: str, prefix: str) -> None:
+    for name, body in _object(value, at).items():
+        target = _sugar(_check_target(body, at.key(name)))
+        base = targets.get(name)
+        targets[name] = _merged(target, base) if base else target
+        sources[name] = (source, f"{prefix}.{name}")
+
+
+def _compatible(a: dict, b: dict) -> bool:
+    """Nx's isCompatibleTarget: options merge only between targets of one executor (and command)."""
+    if not a.get("executor") or not b.get("executor"):
+        return True
+    if a["executor"] != b["executor"]:
+        return False
+    for key in ("command", "script"):
+        x, y = (a.get("options") or {}).get(key), (b.get("options") or {}).get(key)
+        if x and y and x != y:
+            return False
+    return True
+
+
+def _merged(target: dict, base: dict) -> dict:
+    """`target` over `base` (Nx's mergeTargetConfigurations)."""
+    same = _compatible(base, target)
+    out = {**({k: v for k, v in base.items() if k not in ("options", "configurations")} if same else {}), **target}
+    if "options" in target or (same and "options" in base):
+        out["options"] = {**(base.get("options", {}) if same else {}), **target.get("options", {})}
+    if "configurations" in target or (same and "configurations" in base):
+        merged = dict(base.get("configurations", {})) if same else {}
+        for name, opts in target.get("configurations", {}).items():
+            merged[name] = {**merged.get(name, {}), **opts}
+        out["configurations"] = merged
+    return out
+
+
+def _target_default(nx: NxRoot, name: str, executor: str | None) -> str | None:
+    """Nx's readTargetDefaultsForTarget, the key: by executor, then by name, then the longest matching glob."""
+    defaults = nx.target_defaults
+    if executor and executor in defaults:
+        return executor
+    if name in defaults:
+        return name
+    globs = [k for k in defaults if _GLOB_CHARS.search(k) and fnmatch.fnmatchcase(name, k)]
+    return max(globs, key=len) if globs else None
+
+
+def _with_defaults(target: dict, defaults: dict, pkg: Package) -> dict:
+    """A target default fills what the target leaves unset (options and configurations key by key)."""
+    defaults = _sugar(defaults)
+    out = dict(target)  # Nx's mergeTargetDefaultWithTargetDefinition: fills, whatever the executors
+    for key, value in defaults.items():
+        if key == "options":
+            out["options"] = {**_tokens(value, pkg), **target.get("options", {})}
+        elif key == "configurations":
+            configs = {n: dict(c) for n, c in target.get("configurations", {}).items()}
+            for name, opts in value.items():
+                configs[name] = {**_tokens(opts, pkg), **configs.get(name, {})}
+            out["configurations"] = configs
+        elif key not in target:
+            out[key] = value
+    return out
+
+
+def _tokens(value: Any, pkg: Package) -> Any:
+    """`{projectRoot}`, `{projectName}` and `{workspaceRoot}` in option values, as Nx resolves them."""
+    if isinstance(value, str):
+        return (value.replace("{projectRoot}", pkg.dir or ".").replace("{projectName}", _nx_name(pkg))
+                .replace("{workspaceRoot}/", "").replace("{workspaceRoot}", "."))
+    if isinstance(value, list):
+        return [_tokens(v, pkg) for v in value]
+    if isinstance(value, dict):
+        return {k: _tokens(v, pkg) for k, v in value.items()}
+    return value
+
+
+def _nx_name(pkg: Package) -> str:
+    return pkg.name
+
+
+# ---------------------------------------------------------------- the vx tasks
+
+
+class _Refused(Exception):
+    """A target vx cannot run: refused by name, naming the file and field, when asked for."""
+
+    def __init__(self, message: str, file: str, field: str, hint: str):
+        super().__init__(message)
+        self.why = (message, file, field, hint)
+
+
+def project(nx: NxRoot, pkg: Package, manager: str) -> ProjectConfig:
+    """`pkg`'s targets as Nx would run them, as vx tasks; an empty config when it has none."""
+    proj = _project(nx, pkg)
+    tasks: dict[str, dict] = {}
+    refused: dict[str, tuple] = {}
+    for name, target in proj.targets.items():
+        options = target.get("options", {})
+        configurations = target.get("configurations", {})
+        default = target.get("defaultConfiguration")
+        variants = [(name, {**options, **configurations.get(default, {})} if default else options, default)]
+        variants += [(f"{name}:{c}", {**options, **over}, c) for c, over in configurations.items()]
+        for task_name, opts, configuration in variants:
+            try:
+                tasks[task_name] = _task(nx, proj, name, target, opts, configuration, manager)
+            except _Refused as exc:
+                refused[task_name] = exc.why
+    # A same-project dependency vx cannot run makes its dependant refused too: running it without
+    # would run it before what it needs.
+    changed = True
+    while changed:
+        changed = False
+        for name in list(tasks):
+            for dep in tasks[name].get("dependsOn", ()):
+                if dep in refused and name not in refused:
+                    message, file, fld, hint = refused[dep]
+                    refused[name] = (f"`{name}` depends on `{dep}`: {message}", file, fld, hint)
+                    del tasks[name]
+                    changed = True
+                    break
+    if proj.targets or pkg.name != ROOT_PROJECT:
+        for input_name in _caret_names(nx):
+            try:
+                tasks[GROUP + input_name] = _input_group(nx, proj, input_name)
+            except _Refused as exc:  # a dependant's `^name` reaches it: refused there, naming this
+                refused[GROUP + input_name] = exc.why
+    for body in tasks.values():
+        deps = [d for d in body.get("dependsOn", ()) if "#" in d or d in tasks or d.startswith("^" + GROUP)
+                or d.startswith("^") and _anywhere(nx, d[1:])]
+        if deps:
+            body["dependsOn"] = deps
+        else:
+            body.pop("dependsOn", None)
+    if not tasks and not refused and not proj.tags:
+        return ProjectConfig(source="")
+    envs = {name: body.pop("nxEnv", []) for name, body in tasks.items()}
+    config = validate_project({"tasks": tasks, "tags": list(proj.tags)}, proj.source)
+    mapped = {}
+    from msgspec.structs import replace
+
+    for name, task in config.tasks.items():
+        if envs[name] and task.cache is not None:
+            task = replace(task, cache=replace(task.cache, input_env=tuple(envs[name])),
+                           canonical=canonical({**tasks[name], "nxEnv": envs[name]}))
+        if name.startswith(GROUP):  # runs nothing; keyed on the project's files of the named input
+            task = replace(task, exec=None, implicit=True, canonical='{"implicit":true,' + task.canonical[1:])
+        mapped[name] = task
+    return ProjectConfig(source=config.source, tasks=mapped, tags=config.tags, not_runnable=refused)
+
+
+GROUP = "nx-inputs."  # `nx-inputs.production`: a project's `production` files, for its dependants' `^production`
+
+
+def _input_group(nx: NxRoot, proj: _Project, name: str) -> dict:
+    """The group a dependant's `^name` reaches: keyed on this project's `name` files and, through
+    its own `^`, on every dependency's, as Nx hashes `^name` over all transitive dependencies."""
+    files, workspace, env, _groups = _inputs(nx, proj, {"inputs": [name]}, At(NX_FILE).key("namedInputs").key(name))
+    inputs: dict[str, Any] = {"files": files}
+    if workspace:
+        inputs["workspaceFiles"] = workspace
+    group: dict[str, Any] = {"exec": {"command": "true"}, "dependsOn": [f"^{GROUP}{name}"],
+                             "cache": {"inputs": inputs, "outputs": {"files": []}}}
+    if env:
+        group["nxEnv"] = env
+    return group
+
+
+def _caret_names(nx: NxRoot) -> list[str]:
+    """The named inputs some cached target of the workspace takes from its dependencies (`^name`)."""
+    if "caret" in nx.memo:
+        return nx.memo["caret"]
+    found: set[str] = set()
+    seen: set[str] = set()
+
+    def walk(proj: _Project, entries: list) -> None:
+        for entry in entries if isinstance(entries, list) else ():
+            if isinstance(entry, str) and entry.startswith("^"):
+                found.add(entry[1:])
+            elif isinstance(entry, dict) and entry.get("dependencies") and isinstance(entry.get("input"), str):
+                found.add(entry["input"])
+            elif isinstance(entry, str) and entry not in seen and not ("{" in entry or "/" in entry):
+                seen.add(entry)
+                walk(proj, _named(nx, proj, entry) or [])
+
+    for pkg in nx.packages.values():
+        proj = _project(nx, pkg)
+        seen.clear()
+        for name, target in proj.targets.items():
+            cached = target.get("cache")
+            if cached or cached is None and nx.cacheable is not None and name in nx.cacheable:
+                walk(proj, target.get("inputs", ["default", "^default"]))
+    nx.memo["caret"] = sorted(found)
+    return nx.memo["caret"]
+
+
+def _anywhere(nx: NxRoot, name: str) -> bool:
+    """Whether some project has the target: Nx lets `^name` reach none, vx's `^` must reach a declared task."""
+    key = ("anywhere", name)
+    if key not in nx.memo:
+        base, _, configuration = name.partition(":")
+        nx.memo[key] = any(base in (t := _project(nx, pkg).targets) and
+                           (not configuration or configuration in t[base].get("configurations", {}))
+                           for pkg in nx.packages.values())
+    return nx.memo[key]
+
+
+def _task(nx: NxRoot, proj: _Project, name: str, target: dict, options: dict, configuration: str | None,
+          manager: str) -> dict:
+    source, field_path = proj.sources[name]
+    own_at = At(source).key(field_path)
+    default_key, given = proj.defaulted.get(name, ("", frozenset()))
+
+    def at_of(key: str) -> At:
+        """Where the target's `key` was written: its own file, or the nx.json target default it came from."""
+        return At(NX_FILE).key("targetDefaults").key(default_key).key(key) if key in given else own_at.key(key)
+
+    executor = target.get("executor")
+    if target.get("continuous"):
+        where = at_of("continuous")
+        raise _Refused(f"`{name}` is continuous in Nx (a server or watcher)", where.file, where.field,
+                       "vx tasks must finish; run it outside vx")
+    task: dict[str, Any] = {}
+    if executor == "nx:run-commands":
+        if options.get("readyWhen"):
+            where = at_of("options").key("readyWhen")
+            raise _Refused(f"`{name}` waits for `readyWhen`: it starts something that keeps running",
+                           where.file, where.field, "vx tasks must finish; run it outside vx")
+        task["exec"] = _run_commands(proj, options, at_of("options"))
+    elif executor == "nx:run-script":
+        script = options.get("script", name)
+        if script not in proj.pkg.scripts:
+            where = at_of("options").key("script")
+            raise _Refused(f"`{name}` runs the package.json script `{script}`, which the package lacks",
+                           where.file, where.field, "add the script, or fix the name")
+        task["exec"] = {"command": with_hooks(proj.pkg, script, manager)}
+    elif executor not in (None, "nx:noop"):
+        where = at_of("executor")
+        raise _Refused(f"`{name}` runs the executor `{executor}`, which vx cannot run", where.file, where.field,
+                       _MIGRATE)
+    deps = _depends_on(nx, proj, target.get("dependsOn", []), at_of("dependsOn"), configuration)
+    if deps:
+        task["dependsOn"] = deps
+    if "exec" not in task:
+        if not deps:
+            task["dependsOn"] = []  # an empty group: runs nothing, as Nx's noop
+        return task
+    cached = target.get("cache")
+    if cached is None and nx.cacheable is not None:
+        cached = name in nx.cacheable
+    if cached:
+        files, workspace_files, env, groups = _inputs(nx, proj, target, at_of("inputs"))
+        task["dependsOn"] = list(dict.fromkeys([*task.get("dependsOn", []), *groups]))
+        outputs, workspace_outputs = _outputs(proj, name, target, options, at_of("outputs"))
+        inputs: dict[str, Any] = {"files": files}
+        if workspace_files:
+            inputs["workspaceFiles"] = workspace_files
+        env_file = task["exec"].pop("nxEnvFile", None)
+        if env_file:
+            inputs["workspaceFiles"] = [*inputs.get("workspaceFiles", []), env_file]
+        task["cache"] = {"inputs": inputs, "outputs": {"files": outputs}}
+        if workspace_outputs:
+            task["cache"]["outputs"]["workspaceFiles"] = workspace_outputs
+        if env:
+            task["nxEnv"] = env
+    task["exec"].pop("nxEnvFile", None)
+    return task
+
+
+# ---------------------------------------------------------------- nx:run-commands
+
+
+def _run_commands(proj: _Project, options: dict, at: At) -> dict:
+    """options.command / options.commands as one shell command, run in `cwd` (default: the workspace root)."""
+    if "command" in options and "commands" in options:
+        at.key("commands").refuse("both `command` and `commands`", hint="keep one")
+    if "command" in options:
+        if not isinstance(options["command"], str):
+            at.key("command").refuse(f"`command` must be a string, got {_kind(options['command'])}")
+        entries = [{"command": options["command"]}]
+    elif "commands" in options:
+        if not isinstance(options["commands"], list) or not options["commands"]:
+            at.key("commands").refuse("`commands` must be a non-empty array", hint='e.g. ["tsc -b", "vite build"]')
+        entries = []
+        for i, c in enumerate(options["commands"]):
+            if isinstance(c, str):
+                entries.append({"command": c})
+            elif isinstance(c, dict) and isinstance(c.get("command"), str):
+                entries.append(c)
+            else:
+                at.key("commands").item(i).refuse("each entry must be a command string or {\"command\": …}")
+    else:
+        at.refuse("an nx:run-commands target needs `command` or `commands`", hint='e.g. "command": "tsc -b"')
+    pkg = proj.pkg
+    args = options.get("args", "")
+    if isinstance(args, list):
+        args = " ".join(map(str, args))
+    if not isinstance(args, str):
+        at.key("args").refuse(f"`args` must be a string, got {_kind(args)}", hint='e.g. "args": "--verbose"')
+    parsed = _parsed_args(args)
+    unknown = [f"--{k}={v}" for k, v in options.items()
+               if k not in _RUN_COMMANDS_OPTIONS and not isinstance(v, (dict, list))
+               and parsed.get(k, v) == v]
+    cwd = options.get("cwd")
+    if cwd is not None and not isinstance(cwd, str):
+        at.key("cwd").refuse(f"`cwd` must be a string, got {_kind(cwd)}")
+    where = posixpath.normpath(_tokens(cwd, pkg)) if cwd else "."
+    if posixpath.isabs(where) or where.startswith(".."):
+        at.key("cwd").refuse(f"`cwd` {cwd!r} is outside the workspace", hint="vx runs tasks inside the workspace")
+    commands = []
+    for entry in entries:
+        # {workspaceRoot} is the root's absolute path to Nx; here the same place, from the command's cwd.
+        text = _tokens(entry["command"].replace("{workspaceRoot}", posixpath.relpath(".", where)), pkg)
+        forward = entry.get("forwardAllArgs", options.get("forwardAllArgs", True))
+        if "{args." in text:
+            text = re.sub(r"{args\.([^}]+)}", lambda m: parsed.get(m.group(1), ""), text)
+        elif "{args}" in text:
+            text = text.replace("{args}", " ".join([*unknown, args]).strip())
+        elif forward:
+            text = " ".join([text, *unknown, *([args] if args else [])])
+        commands.append(text)
+    hop = posixpath.relpath(where, pkg.dir or ".")
+    parallel = options.get("parallel", True) and len(commands) > 1
+    if len(commands) == 1:
+        body = commands[0]
+    elif parallel:  # every command at once; the task fails when any does, after all have finished
+        starts = "".join(f"(\n{c}\n) & p{i}=$!\n" for i, c in enumerate(commands))
+        waits = "".join(f"wait $p{i} || s=1\n" for i in range(len(commands)))
+        body = f"{starts}s=0\n{waits}exit $s"
+    else:
+        body = " && ".join(f"(\n{c}\n)" for c in commands)
+    prefix = "" if hop == "." else f"cd {shlex.quote(hop)} || exit 1\n"  # a line of its own: `&` would take it along
+    out: dict[str, Any] = {}
+    env_file = options.get("envFile")
+    if env_file is not None:
+        if not isinstance(env_file, str):
+            at.key("envFile").refuse(f"`envFile` must be a string, got {_kind(env_file)}")
+        ws_rel = posixpath.normpath(_tokens(env_file, pkg))
+        from_here = posixpath.relpath(ws_rel, where)
+        from_here = shlex.quote(from_here if from_here.startswith("../") else "./" + from_here)  # `.` searches PATH
+        # Loaded as Nx loads it: its variables exported to every command; a missing file is no error.
+        prefix = prefix + f"if [ -f {from_here} ]; then set -a; . {from_here}; set +a; fi\n"
+        out["nxEnvFile"] = ws_rel
+    out["command"] = prefix + body
+    env = options.get("env")
+    if env is not None:
+        env = _object(env, at.key("env"))
+        for key, value in env.items():
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key) or isinstance(value, (dict, list)) or value is None:
+                at.key("env").key(key).refuse(f"`{key}`: an env entry is a NAME and a string value",
+                                              hint='e.g. "env": {"NODE_ENV": "production"}')
+        out["env"] = {"define": {k: v if isinstance(v, str) else json.dumps(v) for k, v in env.items()}}
+    return out
+
+
+def _parsed_args(args: str) -> dict[str, str]:
+    """`--name=value` and `--name value` in an args string, as Nx's `{args.name}` reads them."""
+    out: dict[str, str] = {}
+    try:
+        words = shlex.split(args)
+    except ValueError:
+        words = args.split()
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word.startswith("--"):
+            key, eq, value = word[2:].partition("=")
+            if not eq:
+                value = words[i + 1] if i + 1 < len(words) and not words[i + 1].startswith("-") else "true"
+                i += 0 if value == "true" else 1
+            out[key] = value
+        i += 1
+    return out
+
+
+# ---------------------------------------------------------------- dependsOn
+
+
+def _depends_on(nx: NxRoot, proj: _Project, entries: list, at: At, configuration: str | None) -> list[str]:
+    """`build`, `^build`, `proj:build` and `{target, projects | dependencies, params}` as vx entries;
+    with a configuration, a same-project target that has it is run with it."""
+    out: list[str] = []
+    names = sorted(n for n in nx.packages if n != ROOT_PROJECT)
+    for i, entry in enumerate(entries):
+        here = at.item(i)
+        if isinstance(entry, str):
+            if _GLOB_CHARS.search(entry):  # Nx's target-name globs: `build-*`, `^build-*`
+                caret = "^" if entry.startswith("^") else ""
+                pattern = entry[len(caret):]
+                pool = _all_targets(nx) if caret else proj.targets
+                out += [caret + _configured(proj, t, None if caret else configuration)
+                        for t in sorted(pool) if fnmatch.fnmatchcase(t, pattern)]
+            elif entry.startswith("^"):
+                out.append(entry)
+            elif ":" in entry and entry.split(":", 1)[0] in nx.packages:
+                project_name, _, target = entry.partition(":")
+                out.append(f"{project_name}#{target}")
+            else:
+                out.append(_configured(proj, entry, configuration))
+            continue
+        obj = _object(entry, here, "a target name or {\"target\": …}")
+        for key in obj:
+            if key not in DEPENDS.allowed:
+                near = did_you_mean(key, DEPENDS.allowed)
+                here.key(key).refuse(f"unknown key `{key}` in a dependsOn entry",
+                                     hint=f"did you mean `{near}`?" if near
+                                     else "keys: target, projects, dependencies, params")
+        target = obj.get("target")  # type: ignore[assignment]  # checked to be a string just below
+        if not isinstance(target, str) or not target:
+            here.key("target").refuse("a dependsOn object needs a `target` string", hint='e.g. {"target": "build"}')
+        projects = obj.get("projects")
+        if obj.get("dependencies") or projects == "dependencies":
+            out.append(f"^{target}")
+        elif projects is None or projects == "self":
+            out.append(_configured(proj, target, configuration))
+        else:
+            wanted = [projects] if isinstance(projects, str) else list(_strings(projects, here.key("projects"),
+                                                                               "project names"))
+            for pattern in wanted:
+                if pattern.startswith("tag:"):
+                    matched = [n for n in names if pattern[4:] in _project(nx, nx.packages[n]).tags]
+                elif _GLOB_CHARS.search(pattern):
+                    matched = [n for n in names if fnmatch.fnmatchcase(n, pattern)]
+                elif pattern in nx.packages:
+                    matched = [pattern]
+                else:
+                    here.key("projects").refuse(f"`{pattern}` names no project",
+                                                hint=f"projects: {', '.join(names[:12])}")
+                out += [f"{n}#{target}" for n in matched]
+    return list(dict.fromkeys(out))
+
+
+def _all_targets(nx: NxRoot) -> set[str]:
+    if "targets" not in nx.memo:
+        nx.memo["targets"] = {t for pkg in nx.packages.values() for t in _project(nx, pkg).targets}
+    return nx.memo["targets"]
+
+
+def _configured(proj: _Project, target: str, configuration: str | None) -> str:
+    if configuration and configuration in (proj.targets.get(target) or {}).get("configurations", {}):
+        return f"{target}:{configuration}"
+    return target
+
+
+# ---------------------------------------------------------------- inputs and outputs
+
+
+def _inputs(nx: NxRoot, proj: _Project, target: dict, at: At) -> tuple[list[str], list[str], list[str], list[str]]:
+    """A target's `inputs` (default `["default", "^default"]`) as project files, workspace files, env,
+    and the dependencies' input groups its `^name` entries reach."""
+    entries = target.get("inputs")
+    if entries is None:
+        entries = ["default", "^default"]
+    files: list[str] = []
+    workspace: list[str] = []
+    env: list[str] = []
+    groups: list[str] = []
+    _expand(nx, proj, entries, at, files, workspace, env, seen=(), own=True, groups=groups)
+    if not any(not f.startswith("!") for f in files):
+        files = []  # only negations left: nothing of the project itself is an input
+    if workspace and all(w.startswith("!") for w in workspace):
+        workspace = []
+    return _unique(files), _unique(workspace), _unique(env), _unique(groups)
+
+
+def _named(nx: NxRoot, proj: _Project, name: str) -> list | None:
+    if name in proj.named_inputs:
+        return proj.named_inputs[name]
+    if name in nx.named_inputs:
+        return nx.named_inputs[name]
+    return ["{projectRoot}/**/*"] if name == "default" else None
+
+
+def _expand(nx: NxRoot, proj: _Project, entries: list, at: At, files: list, workspace: list, env: list,
+            seen: tuple, own: bool, groups: list) -> None:
+    """Entries into `files` (project-relative, only for the task's own project) and `workspace`."""
+    for i, entry in enumerate(entries):
+        here = at.item(i)
+        if isinstance(entry, str):
+            if entry.startswith("^"):
+                if _named(nx, proj, entry[1:]) is None:
+                    here.refuse(f"`{entry[1:]}` is no named input", hint="define it in nx.json `namedInputs`")
+                groups.append(f"^{GROUP}{entry[1:]}")
+            elif "{" in entry or "/" in entry or _GLOB_CHARS.search(entry):
+                _fileset(proj, entry, here, files, workspace, own)
+            else:
+                _named_into(nx, proj, entry, here, files, workspace, env, seen, own, groups)
+            continue
+        obj = _object(entry, here, "an input (a name, a fileset or an object)")
+        if "env" in obj:
+            if not isinstance(obj["env"], str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", obj["env"]):
+                here.key("env").refuse(f"`env` must name an env var, got {obj['env']!r}")
+            env.append(obj["env"])
+        elif "runtime" in obj:
+            raise _Refused(f"a `runtime` input (`{obj['runtime']}`): vx does not run probe commands to key a task",
+                           here.file, here.field + ".runtime",
+                           "key what the probe reads instead: an { \"env\": … } input or a file")
+        elif "fileset" in obj:
+            _fileset(proj, obj["fileset"], here.key("fileset"), files, workspace, own)
+        elif "externalDependencies" in obj or "dependentTasksOutputFiles" in obj:
+            # Covered already: every vx key folds the workspace's lockfiles, and the keys of the
+            # task's dependencies (whose outputs follow from them).
+            continue
+        elif "input" in obj:
+            name = obj["input"]
+            projects = obj.get("projects")
+            if obj.get("dependencies"):
+                groups.append(f"^{GROUP}{name}")
+                continue
+            if projects is None or projects == "self":
+                targets = [proj.pkg]
+            else:
+                wanted = [projects] if isinstance(projects, str) else list(projects)
+                targets = [nx.packages[p] for p in wanted if p in nx.packages]
+            for pkg in targets:
+                other = _project(nx, pkg)
+                _named_into(nx, other, name, here, files, workspace, env, seen, own=own and other is proj,
+                            groups=groups)
+        else:
+            here.refuse(f"unknown input {json.dumps(obj)}",
+                        hint="inputs are named inputs, filesets, {env}, {runtime}, {externalDependencies}, "
+                             "{dependentTasksOutputFiles}, {input, projects}")
+
+
+def _named_into(nx: NxRoot, proj: _Project, name: str, at: At, files: list, workspace: list, env: list,
+                seen: tuple, own: bool, groups: list) -> None:
+    entries = _named(nx, proj, name)
+    if entries is None:
+        at.refuse(f"`{name}` is no named input", hint="define it in nx.json `namedInputs`, or write a fileset "
+                                                      "such as \"{projectRoot}/src/**/*\"")
+    if (proj.pkg.dir, name) in seen:
+        at.refuse(f"named input `{name}` includes itself", hint="remove the cycle from namedInputs")
+    _expand(nx, proj, entries, At(proj.named_source if name in proj.named_inputs else NX_FILE).key(
+        f"namedInputs.{name}"), files, workspace, env, (*seen, (proj.pkg.dir, name)), own, groups)
+
+
+def _fileset(proj: _Project, pattern: Any, at: At, files: list, workspace: list, own: bool) -> None:
+    if not isinstance(pattern, str) or not pattern:
+        at.refuse(f"a fileset must be a non-empty string, got {_kind(pattern)}")
+    negated = pattern.startswith("!")
+    body = pattern[1:] if negated else pattern
+    bang = "!" if negated else ""
+    pkg = proj.pkg
+    body = body.replace("{projectName}", pkg.name)
+    if body.startswith("{projectRoot}"):
+        rest = body[len("{projectRoot}"):].lstrip("/") or "**"
+        if own:
+            files.append(bang + rest)
+        else:
+            workspace.append(bang + (posixpath.join(pkg.dir, rest) if pkg.dir else rest))
+    elif body.startswith("{workspaceRoot}"):
+        workspace.append(bang + (body[len("{workspaceRoot}"):].lstrip("/") or "**"))
+    else:
+        at.refuse(f"fileset `{pattern}` starts with neither {{projectRoot}} nor {{workspaceRoot}}",
+                  hint='write it as "{projectRoot}/…" or "{workspaceRoot}/…"')
+
+
+def _outputs(proj: _Project, name: str, target: dict, options: dict, at: At) -> tuple[list[str], list[str]]:
+    """`outputs` with `{projectRoot}`, `{workspaceRoot}` and `{options.x}` resolved, split into the
+    project's and the workspace's; without `outputs`, Nx's fallbacks (options.outputPath; a build's dist)."""
+    pkg = proj.pkg
+    declared = target.get("outputs")
+    paths: list[str] = []
+    if declared is not None:
+        for i, output in enumerate(declared):
+            text = _interpolate_output(output, pkg, options, at.item(i))
+            if text is not None:
+                paths.append(text)
+    elif isinstance(options.get("outputPath"), str):
+        paths.append(_tokens(options["outputPath"], pkg))
+    elif name in ("build", "prepare"):
+        # Nx's own fallback, but for `{projectRoot}/public`: vx wipes outputs before a run, and
+        # `public/` is an app's static sources far more often than a build's output.
+        paths += [posixpath.join("dist", pkg.dir) if pkg.dir else "dist", posixpath.join(pkg.dir, "dist"),
+                  posixpath.join(pkg.dir, "build")]
+    own, workspace = [], []
+    for path in paths:
+        negated = path.startswith("!")
+        body = posixpath.normpath(path[1:] if negated else path)
+        bang = "!" if negated else ""
+        if pkg.dir == "" or body == pkg.dir or body.startswith(pkg.dir + "/"):
+            rel = body[len(pkg.dir):].lstrip("/") if pkg.dir else body
+            own.append(bang + (rel or "**"))
+        else:
+            workspace.append(bang + body)
+    return _unique(own), _unique(workspace)
+
+
+def _interpolate_output(output: str, pkg: Package, options: dict, at: At) -> str | None:
+    text = output.replace("{workspaceRoot}/", "").replace("{projectRoot}", pkg.dir or ".")
+    text = text.replace("{projectName}", pkg.name)
+
+    def option(m: re.Match) -> str:
+        value: Any = options
+        for part in m.group(1).split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        return value if isinstance(value, str) else "\0"
+
+    text = re.sub(r"{options\.([^}]+)}", option, text)
+    if "\0" in text:
+        return None  # Nx drops an output whose option is unset
+    if "{" in text and re.search(r"{(projectRoot|workspaceRoot)}", text):
+        at.refuse(f"output `{output}`: {{workspaceRoot}} and {{projectRoot}} go only at its start")
+    if text.startswith("/") or posixpath.normpath(text).startswith(".."):
+        at.refuse(f"output `{output}` is outside the workspace", hint="outputs are paths inside the workspace")
+    return posixpath.normpath(text) if not text.startswith("!") else "!" + posixpath.normpath(text[1:])
+
+
+def _unique(items) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+# ---------------------------------------------------------------- `vx show project NAME --json`
+
+
+def shown_project(ws, name: str) -> dict:
+    """The project as `nx show project NAME --json` prints it: its root, tags, implicit
+    dependencies and targets as resolved — merged over the scripts, target defaults filled in."""
+    from vx.errors import UsageError, suggestion
+
+    root = str(ws.root)
+    if not os.path.lexists(os.path.join(root, NX_FILE)):
+        raise UsageError("`--json` shows an Nx project; this workspace has no nx.json",
+                         hint="`vx show NAME --format json` for vx's view")
+    if name not in ws.packages or name == ROOT_PROJECT:
+        raise UsageError(f"no project named `{name}`", hint=suggestion(name, ws.packages, noun="projects"))
+    nx = find_root(root, ws.packages)
+    proj = _project(nx, ws.packages[name])
+    from vx.nxprojects import _own_nx
+
+    own, _source, _field = _own_nx(root, proj.pkg)
+    return {"root": proj.pkg.dir or ".", "name": name, "tags": list(proj.tags),
+            "implicitDependencies": [d for d in own.get("implicitDependencies", [])  # an unknown `!name` passed over
+                                     if not (d.startswith("!") and d[1:] not in ws.packages)],
+            "targets": {t: {**body, "options": body.get("options", {}),
+                            "configurations": body.get("configurations", {}),
+                            "parallelism": body.get("parallelism", True)}
+                        for t, body in proj.targets.items()}}

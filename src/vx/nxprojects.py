@@ -1,0 +1,140 @@
+"""Nx's projects (TL-04): in a workspace whose root holds nx.json, every `project.json` under the
+root is a project beside the package.json members, named by its `name` (else its directory's), and
+each project's `implicitDependencies` add to (or, with `!`, take from) its dependencies.
+
+Read during discovery, so only the workspace's parts it needs are loaded, and only for Nx.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import posixpath
+import re
+from typing import Any, Mapping
+
+from vx import witness
+from vx.config import jsonc
+from vx.config.fields import At, _kind, _object, _strings
+from vx.errors import ConfigError
+from vx.model import ROOT_PROJECT, Package
+
+_GLOB_CHARS = re.compile(r"[*?\[{]")
+
+
+def read_json(path: str, source: str) -> Any:
+    """A JSON (with comments) file, None when missing; what it read is a receipt's."""
+    witness.read(path)
+    try:
+        with open(path, "rb") as f:
+            text = f.read().decode("utf-8")
+    except FileNotFoundError:
+        return None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"not UTF-8 text (byte {exc.start})", file=source, hint="save it as UTF-8") from None
+    return jsonc.loads(text, source)
+
+
+def members(root: str, manifests: dict[str, dict], globbed: set[str]) -> tuple[dict[str, dict], dict[str, str],
+                                                                               dict[str, str]]:
+    """Nx's projects: the workspace's package.json members plus every project.json directory.
+
+    Returns the manifests by directory (a project.json-only project gets `{"name": …}`), the file
+    each is named by, and the Nx name of each directory whose project.json renames its package."""
+    paths = {rel: f"{rel}/package.json" for rel in manifests}
+    renamed: dict[str, str] = {}
+    out = dict(manifests)
+    for rel in _project_json_dirs(root):
+        if rel == "":
+            continue  # the root project stays `//`
+        source = f"{rel}/project.json"
+        obj = _object(read_json(os.path.join(root, rel, "project.json"), source), At(source))
+        name = obj.get("name")
+        if name is not None and not isinstance(name, str):
+            At(source).key("name").refuse(f"`name` must be a string, got {_kind(name)}")
+        if rel in out:
+            npm_name = out[rel].get("name")
+            if name and name != npm_name:
+                renamed[rel] = name
+            continue
+        out[rel] = {"name": name or posixpath.basename(rel), "private": True}
+        paths[rel] = source
+    return out, paths, renamed
+
+
+def _project_json_dirs(root: str) -> list[str]:
+    skip = _ignored_names(root)
+    found: list[str] = []
+
+    def walk(rel: str) -> None:
+        path = os.path.join(root, rel) if rel else root
+        witness.read(path)  # a directory's identity moves when an entry comes or goes
+        try:
+            entries = list(os.scandir(path))
+        except OSError:
+            return
+        for entry in entries:
+            if entry.name == "project.json" and entry.is_file():
+                found.append(rel)
+        for entry in sorted(entries, key=lambda e: e.name):
+            if entry.is_dir(follow_symlinks=False) and entry.name not in skip and not entry.name.startswith("."):
+                walk(f"{rel}/{entry.name}" if rel else entry.name)
+
+    walk("")
+    return sorted(found)
+
+
+def _ignored_names(root: str) -> set[str]:
+    """Plain directory names the root .gitignore lists (`dist`, `/tmp/`, `coverage`): never walked."""
+    names = {"node_modules"}
+    path = os.path.join(root, ".gitignore")
+    witness.read(path)
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return names
+    for line in lines:
+        word = line.strip().strip("/")
+        if word and not line.startswith(("#", "!")) and not _GLOB_CHARS.search(word) and "/" not in word:
+            names.add(word)
+    return names
+
+
+def implicit_dependencies(root: str, packages: Mapping[str, Package], paths: Mapping[str, str]) -> dict[str, tuple]:
+    """Each project's deps with its `implicitDependencies` applied: names and globs add, `!name` takes away."""
+    out: dict[str, tuple] = {}
+    names = sorted(n for n in packages if n != ROOT_PROJECT)
+    for name, pkg in packages.items():
+        if name == ROOT_PROJECT:
+            continue
+        own, source, field_path = _own_nx(root, pkg)
+        entries = own.get("implicitDependencies")
+        if entries is None:
+            continue
+        at = At(source).key(field_path + "implicitDependencies")
+        deps = set(pkg.deps)
+        for i, entry in enumerate(_strings(entries, at, "project names")):
+            negated = entry.startswith("!")
+            pattern = entry[1:] if negated else entry
+            matched = [n for n in names if fnmatch.fnmatchcase(n, pattern)] if _GLOB_CHARS.search(pattern) \
+                else [pattern]
+            if not negated and not _GLOB_CHARS.search(pattern) and pattern not in packages:  # Nx passes over a `!` one
+                at.item(i).refuse(f"implicitDependencies entry `{entry}` names no project",
+                                  hint=f"projects: {', '.join(names[:12])}")
+            deps = deps - set(matched) if negated else deps | (set(matched) - {name})
+        out[name] = tuple(sorted(deps))
+    return out
+
+
+def _own_nx(root: str, pkg: Package) -> tuple[dict, str, str]:
+    """The project's project.json (or, without one, package.json's `nx` block), its file and field prefix."""
+    directory = os.path.join(root, pkg.dir) if pkg.dir else root
+    source = f"{pkg.dir}/project.json" if pkg.dir else "project.json"
+    obj = read_json(os.path.join(directory, "project.json"), source)
+    if obj is not None:
+        return _object(obj, At(source)), source, ""
+    manifest = pkg.manifest_path or "package.json"
+    data = read_json(os.path.join(root, manifest), manifest) or {}
+    nx = data.get("nx") if isinstance(data, dict) else None
+    return (_object(nx, At(manifest).key("nx")) if nx is not None else {}), manifest, "nx."
