@@ -173,7 +173,8 @@ def test_tl04_run_commands_commands_parallel_cwd_args_env_file_and_env_inputs(re
               "options": {"cwd": "libs/c", "parallel": False, "envFile": "libs/c/.env.build",
                           "args": "--name=vx", "commands": [
                               {"command": "mkdir -p out", "forwardAllArgs": False},
-                              "node -e \"require('fs').writeFileSync('out/one.txt', process.argv[1] + ' ' + process.env.GREETING)\" {args.name}",
+                              "node -e \"require('fs').writeFileSync('out/one.txt', process.argv[1] + ' ' + process.env.GREETING)\""
+                " {args.name}",
                               {"command": "sh -c 'printf %s \"$*\" > out/two.txt' two", "forwardAllArgs": True},
                           ]}}
     files = nx_workspace(extra={"libs/c/project.json": {"targets": {"gen": target}}, "libs/c/.env.build": "GREETING=hello\n"})
