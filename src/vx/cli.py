@@ -499,7 +499,8 @@ def _run_request(req, dry: str | None, summarize: str | None, timer_start: float
         profiler = _profiler() if profile is not None else None
         emit = _noting(reporter, noticed)
         summary = run.execute(prep, req, profiler.wrap(emit) if profiler else emit, stages,
-                              launch_for=tracer.launch if tracer else None, observe=tracer.observe if tracer else None)
+                              launch_for=tracer.launch if tracer else None, observe=tracer.observe if tracer else None,
+                              on_graph_end=lock.release)  # kept servers write no cache: another run may start
         if receipted:
             with stages("receipt"):
                 _keep_receipt(argv, req, prep, summary, env, started_ns, flow == "broad" and not noticed)

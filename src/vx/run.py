@@ -239,13 +239,29 @@ def dry_plan(prep: Prepared) -> list[PlannedTask]:
 
 
 def execute(prep: Prepared, req: RunRequest, emit: Emit, stages: Stages, launch_for=None,
-            observe=None) -> RunSummary:
+            observe=None, on_graph_end=None) -> RunSummary:
     """Walk the graph under the run lock; Ctrl-C and SIGTERM tear every task down. `launch_for`
-    may wrap a task's command and `observe` receives sandboxed traces (RunContext), for --verify."""
+    may wrap a task's command and `observe` receives sandboxed traces (RunContext), for --verify.
+    Persistent tasks kept in the foreground (EX-08) run after the summary; `on_graph_end` is
+    called before they are waited for (the CLI releases the run lock: they write no cache)."""
     started = time.time()
     _announce(prep, emit)
     with stages("hit lane"):
         lane, stopped_by = _settle_hits(prep, emit)
+
+    def conclude(results: Mapping[TaskId, TaskResult], stopped_by: int | None) -> RunSummary:
+        with stages("close cache"):
+            _close_store(prep, emit, results)
+        spans = getattr(getattr(prep.store, "local", prep.store), "spans", {})
+        for name in ("restore", "save"):
+            stages.span(name, spans.get(name, ()))
+        ordered = tuple(results[t] for t in prep.graph.order if not prep.graph.nodes[t].is_group)
+        summary = RunSummary(_run_id(), ordered, started, time.time(), _exit_code(ordered, stopped_by),
+                             interrupted=stopped_by is not None)
+        emit(RunFinished(summary))
+        return summary
+
+    summary = None
     if len(lane.results) == len(prep.graph.nodes) and stopped_by is None:
         results = lane.results  # everything was a confirmed hit: no event loop, asyncio never imported
     else:
@@ -258,24 +274,16 @@ def execute(prep: Prepared, req: RunRequest, emit: Emit, stages: Stages, launch_
                 early = _start_first_wave(prep, lane, emit)
             asyncio = _import_asyncio()  # while the first wave runs
             with stages("run graph"):
-                results, stopped_by = asyncio.run(_walk(prep, req, emit, lane, stopped_by, launch_for, observe,
-                                                        early, caught, lockfiles))
+                results, stopped_by, summary = asyncio.run(_walk(prep, req, emit, lane, stopped_by, launch_for,
+                                                                 observe, early, caught, lockfiles,
+                                                                 conclude, on_graph_end))
         except BaseException:
             _stop_early(early)  # only what the walk never adopted
             raise
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-    with stages("close cache"):
-        _close_store(prep, emit, results)
-    spans = getattr(getattr(prep.store, "local", prep.store), "spans", {})
-    for name in ("restore", "save"):
-        stages.span(name, spans.get(name, ()))
-    ordered = tuple(results[t] for t in prep.graph.order if not prep.graph.nodes[t].is_group)
-    summary = RunSummary(_run_id(), ordered, started, time.time(), _exit_code(ordered, stopped_by),
-                         interrupted=stopped_by is not None)
-    emit(RunFinished(summary))
-    return summary
+    return summary if summary is not None else conclude(results, stopped_by)
 
 
 def receipt_tasks(prep: Prepared, summary: RunSummary, started_ns: int) -> list[list] | None:
@@ -288,6 +296,9 @@ def receipt_tasks(prep: Prepared, summary: RunSummary, started_ns: int) -> list[
     local = prep.store
     if summary.exit_code != EXIT_OK or summary.interrupted or prep.remote is not None or local is None:
         return None
+    if any(n.config.exec is not None and (n.config.exec.persistent is not None or n.config.exec.interactive)
+           for n in prep.graph.nodes.values()):
+        return None  # a server or a prompt must start on every run: nothing of it is in any receipt
     hit = (CacheStatus.UP_TO_DATE, CacheStatus.LOCAL)
     if not all(r.status is Status.SUCCESS and r.cache in hit and prep.plans[r.id].outputs is not None
                and prep.plans[r.id].key in prep.hits for r in summary.results):
@@ -397,7 +408,10 @@ def _catch_signals(caught: list[int]) -> dict:
 
 async def _walk(prep: Prepared, req: RunRequest, emit: Emit, lane, stopped_early: int | None,
                 launch_for=None, observe=None, early=None,
-                caught=(), lockfiles=None) -> tuple[dict[TaskId, TaskResult], int | None]:
+                caught=(), lockfiles=None, conclude=None,
+                on_graph_end=None) -> tuple[dict[TaskId, TaskResult], int | None, RunSummary | None]:
+    """The walk, then the persistent tasks' end (EX-08): the summary when some were kept in the
+    foreground (it is told before they are waited for), else None and the caller concludes."""
     import asyncio
 
     from vx import executor
@@ -423,22 +437,35 @@ async def _walk(prep: Prepared, req: RunRequest, emit: Emit, lane, stopped_early
                      priority=prep.graph.priority, remote=prep.remote, launch_for=launch_for,
                      observe=observe, halt=asyncio.Event(),
                      halt_on_failure=req.continue_mode == "never", early=adopted, lockfiles=lockfiles,
-                     late=late_tasks(prep.graph) if prep.store is not None else {})  # no cache: keys decide nothing
+                     late=late_tasks(prep.graph) if prep.store is not None else {},  # no cache: keys decide nothing
+                     terminal=os.isatty(0) and os.isatty(1))
     if ctx.late:
         nested = _nested_dirs(prep.ws)
         ctx.rekey = lambda node, fresh: rekeyed(prep.index, node, prep.plans, fresh, nested.get(node.project_dir, ()))
     on_signal = _install_signals(table, stop, stopped_by)
     if caught:  # a signal came while the first wave started or asyncio loaded: act on it now
         on_signal(signal.Signals(caught[0]))
+    summary = None
     try:
         results = await walk(prep.graph, lambda node, res: rebuild(ctx, node, res),
                              continue_mode=req.continue_mode, stop=stop, settled=lane.results, halt=ctx.halt)
+        if ctx.servers:
+            from vx import persistent
+
+            kept = await persistent.release(prep.graph, ctx.servers, results, emit, stopped=bool(stopped_by),
+                                         keep_despite_failures=req.continue_mode == "always")
+            if kept:
+                summary = conclude(results, None)
+                if on_graph_end is not None:
+                    on_graph_end()
+                summary = await persistent.foreground(summary, kept, ctx.servers, emit, stop, stopped_by,
+                                                   SIGNAL_EXITS)
     finally:
         _remove_signals()
         await table.shutdown(_grace_s())
         if ctx.sandbox is not None:  # the network proxy and the sandboxes' temp root (SB-08, SB-15)
             ctx.sandbox.close()
-    return results, (stopped_by[0] if stopped_by else None)
+    return results, (stopped_by[0] if stopped_by else None), summary
 
 
 def _import_asyncio():
@@ -511,6 +538,8 @@ def _start_first_wave(prep: Prepared, lane, emit: Emit) -> dict:
             break
         if node.is_group or plan.sandbox is not None or (plan.outputs is not None and plan.key in prep.hits):
             continue
+        if node.config.exec.persistent is not None or node.config.exec.interactive:
+            continue  # a held stdin, readiness, or the terminal: the walk starts those
         if any(settled[d].status is not Status.SUCCESS for d in node.deps):
             continue
         cached = write and plan.outputs is not None

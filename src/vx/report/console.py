@@ -16,7 +16,7 @@ import threading
 import time
 from typing import Callable, TextIO
 
-from vx.events import Event, RunFinished, RunStarted, TaskFinished, TaskStarted
+from vx.events import Event, RunFinished, RunStarted, TaskFinished, TaskReady, TaskStarted
 from vx.model import Status, TaskId, TaskResult
 from vx.report import frames
 from vx.report.frames import Palette
@@ -122,6 +122,7 @@ class ConsoleReporter(PlainReporter):
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
+        self._held: TaskId | None = None  # the interactive task that has the terminal
         sink.before_write = self.region.hide
 
     def __call__(self, event: Event) -> None:
@@ -137,8 +138,16 @@ class ConsoleReporter(PlainReporter):
             groups = sum(1 for n in event.graph.nodes.values() if n.is_group)
             self.region.begin(len(event.graph.nodes) - groups, event.concurrency)
             self._start_ticker()
+        elif isinstance(event, TaskStarted) and event.terminal:
+            self.region.hide()  # the task has the terminal (EX-09): nothing is drawn over it
+            self.region.active, self._held = False, event.id
         elif isinstance(event, TaskStarted):
             self.region.running.setdefault(event.id, self._clock())
+        elif isinstance(event, TaskReady):
+            self.region.running.pop(event.id, None)  # a ready server is no work in progress
+        elif isinstance(event, TaskFinished) and event.result.id == self._held:
+            self.region.active, self._held = True, None
+            self.region.finished(event.result)
         elif isinstance(event, TaskFinished) and self.region.active:
             self.region.finished(event.result)
 
