@@ -219,10 +219,13 @@ def _refuse_group_only_args(graph: TaskGraph, req: RunRequest) -> None:
 def dry_plan(prep: Prepared) -> list[PlannedTask]:
     """Predict each task's cache status without executing anything (CLI-36)."""
     rows = []
+    lazy = _not_started(prep)
     for tid in prep.graph.order:
         node, plan = prep.graph.nodes[tid], prep.plans[tid]
         if node.is_group:
             predicted = "group"
+        elif tid in lazy:
+            predicted = "not-started"
         elif plan.outputs is None or prep.store is None:
             predicted = "no-cache"
         elif plan.key in prep.hits:
@@ -233,6 +236,28 @@ def dry_plan(prep: Prepared) -> list[PlannedTask]:
         rows.append(PlannedTask(tid, plan.command, plan.key, predicted, node.deps, node.project_dir, inputs,
                                 node.config.implicit))
     return rows
+
+
+def _not_started(prep: Prepared) -> set[TaskId]:
+    """The persistent tasks a run would not start (GR-18), as the hit lane decides: nobody asked
+    for them and every dependant settles as a local hit."""
+    nodes = prep.graph.nodes
+    if not prep.hits or not any(n.config.exec is not None and n.config.exec.persistent is not None and not n.requested
+                                for n in nodes.values()):
+        return set()
+    settles: dict[TaskId, bool] = {}
+    lazy: list[TaskId] = []
+    for tid in prep.graph.order:
+        node, plan = nodes[tid], prep.plans[tid]
+        ready = all(settles[d] for d in node.deps)
+        if not node.is_group and node.config.exec.persistent is not None and not node.requested:
+            lazy.append(tid)
+        elif not node.is_group:
+            ready = ready and plan.outputs is not None and plan.key in prep.hits
+        settles[tid] = ready
+    for tid in reversed(lazy):
+        settles[tid] = settles[tid] and all(settles[c] for c, n in nodes.items() if tid in n.deps)
+    return {tid for tid in lazy if settles[tid]}
 
 
 # ---------------------------------------------------------------- execute

@@ -232,6 +232,9 @@ def test_gr18_a_server_only_cache_hits_need_is_never_started(repo):
     first = repo.vx("run", "e2e", cwd="packages/web", timeout=WAIT_S)
     assert first.code == 0, first.out + first.err
     assert starts(repo) == ["api"]
+    dry = repo.vx("run", "e2e", "--dry=json", cwd="packages/web")
+    assert {t["id"]: t["predicted"] for t in json.loads(dry.out)["tasks"]} == {
+        "api#serve": "not-started", "web#e2e": "hit-local"}, dry.out + dry.err
     second = repo.vx("run", "e2e", cwd="packages/web", timeout=WAIT_S)
     assert second.code == 0, second.out + second.err
     assert second.task("web#e2e")["cache"] in ("up-to-date", "local")

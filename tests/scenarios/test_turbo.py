@@ -171,12 +171,12 @@ def test_tl05_npm_pre_and_post_hooks_run_around_the_script(repo):
     assert (ws.root / "packages/a/hook.log").read_text().split() == ["pre", "post"]
 
 
-def test_tl05_a_persistent_task_is_refused_by_name(ws):
-    result = ws.vx("run", "dev")
-    assert result.code == 2
-    assert "persistent" in result.err and "turbo.json" in result.err and "Traceback" not in result.err
-    qualified = ws.vx("run", "b#dev")
-    assert qualified.code == 2 and "persistent" in qualified.err
+def test_tl05_a_persistent_task_is_a_persistent_vx_task(ws):
+    """turbo.json `persistent: true` is exec.persistent (EX-07): planned, never cached."""
+    result = ws.vx("run", "b#dev", "--dry=json")
+    assert result.code == 0, result.err
+    planned = {t["id"]: t for t in json.loads(result.out)["tasks"]}
+    assert planned["b#dev"]["predicted"] == "no-cache", planned
 
 
 @pytest.mark.parametrize("mend, field, said", [
