@@ -409,3 +409,23 @@ def test_ex07_a_bad_ready_when_is_refused_at_load(repo):
     workspace(repo, {"api": {"tasks": {"dev": {"exec": {"command": "x", "persistent": {"readyWhen": "(open"}}}}}})
     res = repo.vx("run", "dev", cwd="packages/api")
     assert res.code == 2 and "not a valid regular expression" in res.err and "readyWhen" in res.err, res.err
+
+
+def test_ex08_the_turbo_example_builds_then_serves_each_package_until_ctrl_c(tmp_path, live):
+    """`vx run dev` on examples/turbo: every package's dev server, after its dependencies' builds."""
+    import shutil
+
+    root = tmp_path / "turbo"
+    example = Path(__file__).resolve().parents[2] / "examples" / "turbo"
+    shutil.copytree(example, root, ignore=shutil.ignore_patterns(".vx", "dist", "node_modules", ".turbo"))
+    repo = Repo(root).commit("example")
+    run = live(repo, "run", "dev")
+    for name in ("app", "core", "utils"):
+        line = run.wait_for(f"@turbo/{name}: listening on http://127.0.0.1:")
+        assert line.startswith(f"@turbo/{name}#dev") and " │ " in line
+        assert get(int(line.rsplit(":", 1)[1])) == f"hello from @turbo/{name}\n"
+    run.wait_for("still running; Ctrl-C stops them", "err")
+    assert "@turbo/core#build" in run.err and "@turbo/utils#build" in run.err  # app's ^build, and core's
+    run.signal(signal.SIGINT)
+    assert run.finish() == 130, run.err
+    assert "Traceback" not in run.err
