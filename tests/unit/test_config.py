@@ -184,6 +184,7 @@ def test_ex07_persistent_and_interactive_are_read():
     ({"persistent": {"readyWhen": ""}}, "tasks.build.exec.persistent.readyWhen", "is empty"),
     ({"persistent": {"ready": "x"}}, "tasks.build.exec.persistent.ready", "unknown key"),
     ({"persistent": {}, "retries": 1}, "tasks.build.exec.retries", "never retried"),
+    ({"persistent": {}, "sandbox": {}}, "tasks.build.exec.sandbox", "not supported yet"),
     ({"interactive": "yes"}, "tasks.build.exec.interactive", "true or false"),
     ({"interactive": True, "sandbox": {}}, "tasks.build.exec.sandbox", "real terminal"),
     ({"interactive": True, "persistent": {"readyWhen": "x"}}, "tasks.build.exec.persistent.readyWhen", "unread"),

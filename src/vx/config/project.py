@@ -319,6 +319,9 @@ def _exec(value: Any, at: At) -> ExecConfig:
     if persistent is not None and "retries" in body:
         at.key("retries").refuse("`retries` on a persistent task: it is never retried",
                                  hint="drop `retries`; a server that exits is reported, not started again")
+    if persistent is not None and "sandbox" in body:
+        at.key("sandbox").refuse("`sandbox` on a persistent task is not supported yet in this version",
+                                 hint="drop `sandbox` from the server, or run it outside vx; its build can be sandboxed")
     if interactive and "sandbox" in body:
         at.key("sandbox").refuse("`sandbox` on an interactive task: it has the real terminal, which no sandbox "
                                  "can confine", hint="drop `sandbox` or `interactive`")
