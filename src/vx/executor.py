@@ -245,7 +245,11 @@ def _watch_exit(pid: int, on_exit: Callable[[int | None, object], None]) -> None
     def exited() -> None:
         loop.remove_reader(pidfd)
         os.close(pidfd)
-        on_exit(*_reap(pid, os.WNOHANG))
+        reaped = _reap(pid, os.WNOHANG)
+        if reaped is _NOT_YET:  # a traced child (the sandbox's strace) is waitable only once its tracer saw the exit
+            threading.Thread(target=_wait_in_thread, args=(pid, loop, on_exit), daemon=True).start()
+            return
+        on_exit(*reaped)
 
     loop.add_reader(pidfd, exited)
 
@@ -259,12 +263,15 @@ def _wait_in_thread(pid: int, loop: asyncio.AbstractEventLoop, on_exit: Callable
         pass  # the loop is closed: nobody is waiting any more
 
 
+_NOT_YET: tuple[int | None, object] = (None, "not yet")
+
+
 def _reap(pid: int, flags: int) -> tuple[int | None, object]:
     try:
-        _, status, rusage = os.wait4(pid, flags)
+        got, status, rusage = os.wait4(pid, flags)
     except ChildProcessError:
         return None, None
-    return status, rusage
+    return _NOT_YET if got == 0 else (status, rusage)
 
 
 def _killpg(pgid: int, sig: int) -> None:

@@ -43,7 +43,7 @@ FINGERPRINT_FILES = (
 
 # KEY-17: never inputs, whatever the globs say.
 _ALWAYS_EXCLUDED = re.compile(
-    r"(?:^|/)(?:\.git|\.vx|\.[0-9a-fA-F]{16}-[0-9a-fA-F]{8}\.tmp)/"
+    r"(?:^|/)(?:\.git|\.vx|\.[^/]{16}-[^/]{8}\.tmp)/"  # Bun's temp dir: the reference's `?`, any character
     r"|\.tsbuildinfo$|\.bun-build$|(?:^|/)vx-lock\.json$"
 )
 _EXCLUDED_SUFFIXES = (".tsbuildinfo", ".bun-build", "vx-lock.json")
@@ -119,7 +119,7 @@ class FileIndex:
         self._identities: dict[str, str | None] = {}
         self._ignored: list[str] | None = None  # git's ignored files and dirs, sorted, when first asked
         self._ignored_heads: set[str] = set()
-        self._below: dict[str, list[str]] = {}  # a project base -> what is ignored at or below it
+        self._ignored_below: dict[str, list[str]] = {}  # a project base -> what is ignored at or below it
         self._wide: dict[tuple, list[str]] = {}  # workspace globs -> the paths they select
         self._reached: set[str] = set()  # ignored files some task's globs reached
         self.toplevel: Path | None = None  # the git repository's root, when git listed
@@ -382,9 +382,9 @@ class FileIndex:
         cut, dirs, out = len(base), self._l.ignored_dirs, []
         nested_set = frozenset(nested)
         if base:  # what is ignored in a project is few paths (its dist, a .env): ask the globs of each
-            below = self._below.get(base)
+            below = self._ignored_below.get(base)
             if below is None:
-                below = self._below[base] = self._ignored_entries(base[:-1])
+                below = self._ignored_below[base] = self._ignored_entries(base[:-1])
             for entry in below:
                 if entry.startswith(base) and reach.toward(entry[cut:]) is not None:
                     break

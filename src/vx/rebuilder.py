@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from msgspec import Struct, field
+from msgspec.structs import replace
 
-from vx import executor, verdicts
+from vx import executor, masking, verdicts
 from vx.frameworks import unseen as framework_unseen
 from vx.events import CacheRestored, Emit, Notice, TaskFinished, TaskOutput, TaskReady, TaskRetrying, TaskStarted
 from vx.model import (CachePolicy, CacheStatus, LogChunk, ProcessResult, Status, TaskId, TaskNode, TaskPlan,
@@ -323,9 +324,26 @@ async def _run_once(ctx: RunContext, node: TaskNode, plan: TaskPlan, launch: exe
                     started=None, terminal: bool = False) -> tuple[ProcessResult, tuple[Violation, ...]]:
     """One attempt: inside the sandbox when the task declares one (SB-01), else plainly;
     `started` is a first attempt already running (executor.execute)."""
-    def on_output(chunk: LogChunk) -> None:
-        ctx.emit(TaskOutput(node.id, chunk))
+    secrets = masking.secrets_of(plan.env, node.config.exec.env.secret)  # EX-04
+    masker = masking.Masker(secrets) if secrets else None
 
+    def on_output(chunk: LogChunk) -> None:
+        if masker is not None:
+            chunk = masker.feed(chunk)  # type: ignore[assignment]
+        if chunk is not None:
+            ctx.emit(TaskOutput(node.id, chunk))
+
+    proc, violations = await _run_process(ctx, node, plan, launch, started, on_output)
+    if masker is None:
+        return proc, violations
+    for rest in masker.flush():
+        ctx.emit(TaskOutput(node.id, rest))
+    return replace(proc, log=masking.mask_log(proc.log, secrets),
+                   spawn_error=masking.mask_text(proc.spawn_error, secrets)), violations
+
+
+async def _run_process(ctx: RunContext, node: TaskNode, plan: TaskPlan, launch: executor.Launch | None, started,
+                       on_output) -> tuple[ProcessResult, tuple[Violation, ...]]:
     cwd = ctx.root / node.project_dir
     if plan.sandbox is None:
         # A cached task's outputs are read next: nothing it started may still be writing (docs/caching.md § Save).
@@ -342,7 +360,8 @@ async def _run_once(ctx: RunContext, node: TaskNode, plan: TaskPlan, launch: exe
         ctx.sandbox = Session(p.sandbox for p in ctx.plans.values() if p.sandbox is not None)
         ctx.sandbox.keep_accesses = ctx.observe is not None
     outcome = await run_sandboxed(ctx.sandbox, plan.sandbox, plan.command or "", cwd=cwd, env=plan.env,
-                                  timeout_ms=plan.timeout_ms, on_output=on_output, table=ctx.table)
+                                  timeout_ms=plan.timeout_ms, on_output=on_output, table=ctx.table,
+                                  on_note=lambda note: ctx.emit(Notice(note, level="info", id=node.id)))
     if ctx.observe is not None and outcome.accesses:  # untraced: --verify says so
         ctx.observe(node.id, outcome.accesses)
     for note in outcome.notes + outcome.failure_hints:
@@ -360,8 +379,6 @@ def _failure_label(proc: ProcessResult, violations: tuple[Violation, ...]) -> st
 
 
 def _with_duration(proc: ProcessResult, total_ms: float) -> ProcessResult:
-    from msgspec.structs import replace
-
     return replace(proc, duration_ms=total_ms)
 
 

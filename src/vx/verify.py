@@ -43,7 +43,7 @@ from vx.model import TaskGraph, TaskId, TaskNode
 
 MODES = ("inputs",)
 LATER_MODES = ("determinism", "fingerprint", "all")
-READ_KINDS = ("read", "exec")  # Access kinds (sandbox.trace) that make a file an input
+READ_KINDS = ("read", "rdwr", "exec")  # Access kinds (sandbox.trace) that make a file an input
 
 
 class Undeclared(Struct, frozen=True):
@@ -243,10 +243,10 @@ def read_paths(accesses: Iterable, root: Path) -> list[str]:
         rel = _relative(access.real or access.path, root)
         if rel is None:
             continue
-        if access.kind == "write":
-            written.add(rel)
-        elif access.kind in READ_KINDS and access.ok and rel not in written:
+        if access.kind in READ_KINDS and access.ok and rel not in written:
             out[rel] = None
+        if access.kind in ("write", "rdwr"):
+            written.add(rel)
     return list(out)
 
 

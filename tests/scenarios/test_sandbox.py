@@ -327,8 +327,8 @@ def test_a_write_grant_vx_cannot_create_fails_the_task_with_the_reason(repo):  #
 
 def failing_strace(tmp_path: Path, times: str) -> str:
     """A stand-in for strace that refuses to start the traced run (`once`: only the first time,
-    leaving a mark in the task's write grant; `always`), and passes the probe through. It lives in
-    `tmp_path/bin`, which the task must be granted: /tmp is private inside the sandbox."""
+    leaving a mark in the task's write grant; `always`), and passes the probe through. It runs
+    outside the sandbox, in the task's directory, as strace does."""
     (tmp_path / "bin").mkdir()
     wrapper = tmp_path / "bin" / "strace"
     mark = 'if [ -e out/.failed ]; then exec "$STRACE" "$@"; fi; : > out/.failed; ' if times == "once" else ""
@@ -342,8 +342,8 @@ def failing_strace(tmp_path: Path, times: str) -> str:
 
 def test_an_attempt_whose_tracer_failed_is_retried_once_and_still_judged(repo, tmp_path):  # SB-13
     strace = failing_strace(tmp_path, "once")
-    app(repo, {"t": sandboxed("cat fixture.json; echo ran > out/ran.txt", read=[str(tmp_path / "bin")],
-                              write=["out/"])}, files={"fixture.json": "{}"})
+    app(repo, {"t": sandboxed("cat fixture.json; echo ran > out/ran.txt", write=["out/"])},
+        files={"fixture.json": "{}"})
     res = repo.vx("run", "t", cwd="packages/app", env={"VX_STRACE": strace})
     assert res.code == 1, res.out + res.err  # the retry ran, was traced, and its read was judged
     assert violation_lines(res.out) == ['│ read  packages/app/fixture.json  → allow.read "fixture.json"']
@@ -352,7 +352,7 @@ def test_an_attempt_whose_tracer_failed_is_retried_once_and_still_judged(repo, t
 
 def test_a_tracer_that_fails_twice_fails_the_task_with_what_it_said(repo, tmp_path):  # SB-13
     strace = failing_strace(tmp_path, "always")
-    app(repo, {"t": sandboxed("echo ran > out/ran.txt", read=[str(tmp_path / "bin")], write=["out/"])})
+    app(repo, {"t": sandboxed("echo ran > out/ran.txt", write=["out/"])})
     res = repo.vx("run", "t", cwd="packages/app", env={"VX_STRACE": strace})
     assert res.code == 1 and not (repo.root / "packages/app/out/ran.txt").exists()
     assert ("the sandbox's tracer failed twice: strace: ptrace(PTRACE_SEIZE, 2): Operation not permitted"

@@ -7,12 +7,13 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from conftest import npm_workspace
+from conftest import SRC, npm_workspace
 
 pytestmark = pytest.mark.skipif(any(shutil.which(t) is None for t in ("bwrap", "strace", "node")),
                                 reason="bwrap, strace and node are installed by dev/test")
@@ -163,3 +164,233 @@ def test_item4_a_write_grant_vx_created_lives_until_the_last_task_using_it_ends(
     res = repo.vx("run", "all", "--concurrency=3", cwd="packages/app")
     assert res.code == 0, res.out + res.err
     assert (repo.root / "packages/app/gen/out").read_text() == "x\n"
+
+
+# ---------------------------------------------------------------- 5. the task erasing its own trace
+
+PTRACE_PROBE = ("import ctypes, os\n"
+                "libc = ctypes.CDLL(None, use_errno=True)\n"
+                "for pid in sorted(int(p) for p in os.listdir('/proc') if p.isdigit() and int(p) != os.getpid()):\n"
+                "    comm = open(f'/proc/{pid}/comm').read().strip()\n"
+                "    r = libc.ptrace(16, pid, 0, 0)\n"  # PTRACE_ATTACH
+                "    print('ptrace', comm, 'attached' if r == 0 else os.strerror(ctypes.get_errno()))\n")
+
+
+def test_item5_the_task_cannot_empty_its_trace_or_ptrace_the_sandbox(repo):  # SB-13
+    # Read an ungranted file, then try every way back to the trace: bwrap's pid 1 and every fd
+    # of every process in view, and ptrace of each of them. The read must still be reported.
+    cmd = ("cat fixture.json 2>/dev/null; for f in /proc/1/fd/0 /proc/[0-9]*/fd/[0-9]*; do "
+           "(: > \"$f\") 2>/dev/null; done; "
+           f"python3 -c \"{PTRACE_PROBE}\"; ls /proc/*/comm | xargs cat | sort -u | tr '\\n' ' '; echo")
+    app(repo, {"t": sandboxed(cmd, read=["src/**"], cache=["dist/**"])}, files={"fixture.json": "{}"})
+    res = repo.vx("run", "t", cwd="packages/app")
+    assert violation_lines(res.out) == ['│ read  packages/app/fixture.json  → allow.read "fixture.json"'], res.out
+    assert res.code == 1
+    probes = [line for line in res.out.splitlines() if line.startswith("ptrace ")]
+    assert probes and all(not line.endswith("attached") for line in probes), res.out
+    assert "strace" not in res.out.split("echo\n", 1)[-1]  # the tracer is not in the task's view
+    assert repo.vx("run", "t", cwd="packages/app").task("app#t")["cache"] == "miss"
+
+
+def test_item5_an_emptied_trace_fails_the_task_instead_of_passing_it(repo, tmp_path):  # SB-13
+    (tmp_path / "bin").mkdir()
+    wrapper = tmp_path / "bin" / "strace"  # the real strace, then the trace emptied behind it
+    wrapper.write_text(f'#!/bin/sh\nreal={shutil.which("strace")}\n'
+                       'case " $* " in *" -DD "*) ;; *) exec "$real" "$@";; esac\n'
+                       'out=; prev=; for a in "$@"; do [ "$prev" = -o ] && out=$a; prev=$a; done\n'
+                       '"$real" "$@"; rc=$?; : > "$out"; exit $rc\n')
+    wrapper.chmod(0o755)
+    app(repo, {"t": sandboxed("echo ran", cache=["dist/**"])})
+    res = repo.vx("run", "t", cwd="packages/app", env={"VX_STRACE": str(wrapper)})
+    assert res.code == 1, res.out + res.err
+    assert "the sandbox's trace is incomplete" in res.out + res.err
+
+
+# ---------------------------------------------------------------- 6. other tasks' temp dirs, the cache dir
+
+def test_item6_a_task_sees_neither_another_tasks_temp_dir_nor_an_outside_cache_dir(repo):  # SB-15
+    outside = Path(tempfile.mkdtemp(prefix="vx-tmpdir-", dir="/var/tmp"))  # TMPDIR outside /tmp: visible
+    try:
+        cache = outside / "cache"
+        tasks = {
+            "a": sandboxed("echo TOP\"\"SECRET > \"$TMPDIR/secret\"; touch sync/a-wrote; "
+                           "until [ -e sync/b-done ]; do sleep 0.01; done", write=["sync/"]),
+            "b": sandboxed(f"until [ -e sync/a-wrote ]; do sleep 0.01; done; "
+                           f"find {outside} -name secret 2>/dev/null | xargs cat 2>/dev/null; "
+                           f"find {cache} -type f 2>/dev/null | wc -l | sed 's/^/cache files: /'; touch sync/b-done",
+                           write=["sync/"]),
+            "all": {"dependsOn": ["a", "b"]},
+            "c": sandboxed("echo c", cache=["dist/**"]),
+        }
+        app(repo, tasks, files={"sync/.keep": ""})
+        env = {"TMPDIR": str(outside), "VX_CACHE_DIR": str(cache)}
+        assert repo.vx("run", "c", cwd="packages/app", env=env).code == 0  # something in the cache
+        assert any(p.is_file() for p in cache.rglob("*"))
+        res = repo.vx("run", "all", "--concurrency=2", cwd="packages/app", env=env)
+        assert res.code == 0, res.out + res.err
+        assert "TOPSECRET" not in res.out
+        assert "cache files: 0" in res.out
+    finally:
+        shutil.rmtree(outside, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- 7. network: per task, by address, no unix sockets
+
+@pytest.fixture
+def origin():
+    import http.server
+    import threading
+
+    class Hello(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = f"hello {self.path}".encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+
+
+needs_network_tools = pytest.mark.skipif(any(shutil.which(t) is None for t in ("socat", "curl")),
+                                         reason="socat and curl are installed by dev/test")
+
+
+@needs_network_tools
+def test_item7_a_task_reaches_only_its_own_hosts_not_another_tasks(repo, origin):  # SB-08
+    curl = f"curl -sS --noproxy '' http://127.0.0.1:{origin}/"  # through the proxy, even for loopback
+    tasks = {"a": sandboxed(f"{curl}a; echo", network=["127.0.0.1"]),
+             "b": sandboxed(f"{curl}b; echo; exit 0", network=["registry.npmjs.org"]),
+             "all": {"dependsOn": ["a", "b"]}}
+    app(repo, tasks)
+    res = repo.vx("run", "all", "--continue", cwd="packages/app")
+    assert "hello /a" in res.out and "hello /b" not in res.out, res.out
+    assert res.task("app#a").get("sandboxViolations", []) == []
+    assert res.task("app#b")["sandboxViolations"] == [
+        {"kind": "network", "path": f"127.0.0.1:{origin}", "grant": 'allow.network "127.0.0.1"'}]
+
+
+@needs_network_tools
+def test_item7_a_denied_address_is_denied_whatever_name_reaches_it(repo, origin):  # SB-08
+    cmd = f"curl -sS http://localhost:{origin}/by-name; echo; exit 0"
+    app(repo, {"t": {"exec": {"command": cmd, "sandbox": {"allow": {"network": ["localhost"]},
+                                                          "deny": {"network": ["127.0.0.1"]}}}}})
+    res = repo.vx("run", "t", cwd="packages/app")
+    assert "hello /by-name" not in res.out, res.out
+    assert res.task("app#t")["sandboxViolations"] == [
+        {"kind": "network", "path": f"localhost:{origin}", "grant": 'denied by deny.network "127.0.0.1"'}]
+
+
+@needs_network_tools
+def test_item7_a_task_with_network_hosts_still_cannot_open_a_unix_socket(repo, origin):  # SB-09
+    home = Path(tempfile.mkdtemp(prefix="vx-daemon-", dir="/var/tmp"))
+    try:
+        sock = str(home / "daemon.sock")
+        daemon = socket.socket(socket.AF_UNIX)
+        daemon.bind(sock)
+        daemon.listen(4)
+        daemon.setblocking(False)
+        probe = f"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{sock}'); print('connected')"
+        cmd = f"curl -sS http://127.0.0.1:{origin}/net; echo; python3 -c \"{probe}\" 2>&1 | tail -1"
+        app(repo, {"t": sandboxed(cmd, network=["127.0.0.1"])})
+        res = repo.vx("run", "t", cwd="packages/app")
+        assert "hello /net" in res.out, res.out + res.err  # the bridge still works
+        assert "PermissionError: [Errno 1] Operation not permitted" in res.out
+        with pytest.raises(BlockingIOError):
+            daemon.accept()
+        daemon.close()
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- 8. refused lookups
+
+def test_item8_a_tool_that_stats_before_it_opens_still_names_the_missing_grant(repo):  # SB-05
+    # cp and `test -f` stat first, node's require stats its candidates: none of them opens the
+    # hidden file, so only the refused lookup can show what was missing.
+    cmd = ("test -f fixture.json || echo 'no fixture'; cp data/in.txt /dev/null 2>/dev/null; "
+           "node -e \"try { require('./lib/helper.js') } catch (e) { console.log(e.code) }\"; "
+           "test -f not-there.json; true")
+    files = {"fixture.json": "{}", "data/in.txt": "x", "lib/helper.js": "module.exports = 1\n"}
+    app(repo, {"t": sandboxed(cmd, read=["src/**", "package.json"])}, files=files)
+    res = repo.vx("run", "t", cwd="packages/app")
+    assert "no fixture" in res.out and "MODULE_NOT_FOUND" in res.out, res.out
+    assert violation_lines(res.out) == [
+        '│ read  packages/app/data/in.txt  → allow.read "data/in.txt"',
+        '│ read  packages/app/fixture.json  → allow.read "fixture.json"',
+        '│ read  packages/app/lib/helper.js  → allow.read "lib/helper.js"',
+    ]
+
+
+# ---------------------------------------------------------------- 9. smaller ones
+
+def test_item9_verify_counts_a_read_through_a_read_write_open(repo):  # LG-03
+    script = "import os; f = open('config.txt', 'r+'); data = f.read(); os.makedirs('dist', exist_ok=True); " \
+             "open('dist/out.txt', 'w').write(data)"
+    task = {"exec": {"command": f"python3 -c \"{script}\""},
+            "cache": {"inputs": {"files": ["src/**"]}, "outputs": {"files": ["dist/**"]}}}
+    app(repo, {"build": task}, files={"config.txt": "v1\n"})
+    res = repo.vx("run", "app#build", "--verify=inputs")
+    assert res.code == 1, res.out + res.err
+    assert '  config.txt  add cache.inputs.files: ["config.txt"]' in res.out.splitlines(), res.out
+
+
+def test_item9_the_matches_nothing_warning_comes_before_the_task_and_never_advises_the_whole_project(repo):
+    cmd = "echo task-ran; mkdir .0123456789abcdef-00000000.tmp 2>&1 | tail -1; true"
+    app(repo, {"t": sandboxed(cmd, read=["."], write=[".*.tmp/**"])})
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
+    env.update({"PYTHONPATH": SRC, "NO_COLOR": "1"})
+    both = subprocess.run([sys.executable, "-m", "vx", "run", "t"], cwd=repo.root / "packages/app", env=env,
+                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, timeout=60).stdout  # one pipe: the order vx wrote in
+    warning = next(line for line in both.splitlines() if "the write grant .*.tmp/** matches nothing yet" in line)
+    assert both.index(warning) < both.index("\ntask-ran"), both
+    assert "./**" not in warning and "grant that, or under its TMPDIR" in warning
+
+
+def test_item9_a_scratch_glob_under_a_missing_directory_needs_no_grant_for_its_parent(repo):  # seed 0.0.217
+    cmd = "mkdir -p build/.0123456789abcdef-00000000.tmp && echo x > build/.0123456789abcdef-00000000.tmp/f"
+    app(repo, {"t": sandboxed(cmd, read=["src/**"], write=["build/.*.tmp/**", "dist/"])})
+    res = repo.vx("run", "t", cwd="packages/app")
+    assert res.code == 0, res.out + res.err
+    assert violation_lines(res.out) == []
+
+
+def test_item9_an_outside_write_grant_without_a_slash_is_a_directory_and_its_parent_stays_read_only(repo, tmp_path):
+    home = tmp_path / "home"
+    (home / ".cache").mkdir(parents=True)
+    cmd = "echo blob > ~/.cache/tool/blob && echo in-tool; (echo x > ~/.cache/beside) 2>/dev/null || echo parent-read-only"
+    app(repo, {"t": sandboxed(cmd, write=["~/.cache/tool"])})
+    res = repo.vx("run", "t", cwd="packages/app", env={"HOME": str(home)})
+    assert "in-tool" in res.out and "parent-read-only" in res.out, res.out + res.err
+    assert (home / ".cache/tool/blob").read_text() == "blob\n"
+    assert not (home / ".cache/beside").exists()
+
+
+def test_item9_bun_temp_dirs_with_any_characters_are_never_inputs(repo):  # KEY-17
+    task = {"exec": {"command": "mkdir -p dist && echo o > dist/o"},
+            "cache": {"inputs": {"files": ["**"]}, "outputs": {"files": ["dist/**"]}}}
+    app(repo, {"build": task})
+    assert repo.vx("run", "build", cwd="packages/app").code == 0
+    temp = repo.root / "packages/app/.zZ_9zZ_9zZ_9zZ_9-zZ_9zZ_9.tmp"
+    temp.mkdir()
+    (temp / "blob").write_text("bun's scratch")
+    assert repo.vx("run", "build", cwd="packages/app").task("app#build")["cache"] != "miss"
+
+
+def test_item2_a_package_json_inside_an_output_directory_is_a_plain_output(repo):
+    # Bundlers write dist/package.json ({"type": "module"}): only the project's and the root's
+    # own config files are protected, not files of those names under a write grant.
+    cmd = "mkdir -p dist && echo '{\"type\": \"module\"}' > dist/package.json"
+    app(repo, {"t": sandboxed(cmd, write=["dist/"])})
+    for _ in range(2):  # the second run rewrites the file the first left
+        res = repo.vx("run", "t", cwd="packages/app")
+        assert res.code == 0, res.out + res.err
+    assert (repo.root / "packages/app/dist/package.json").read_text() == '{"type": "module"}\n'

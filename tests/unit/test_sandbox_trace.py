@@ -129,12 +129,10 @@ def test_at_fdcwd_decoration_sets_the_cwd_for_later_legacy_calls():
 def test_real_strace_over_a_shell_that_cds_and_makes_dirs(tmp_path):
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "a.js").write_text("x")
-    trace = os.open(tmp_path, os.O_TMPFILE | os.O_RDWR, 0o600)
+    trace = tmp_path.parent / "trace"
     script = "(cd src && cat a.js >/dev/null); mkdir -p out/q; echo y > out/q/f; cat missing 2>/dev/null; true"
-    subprocess.run(strace_argv("strace") + ["/bin/sh", "-c", script], cwd=tmp_path, stdin=trace, check=True)
-    os.lseek(trace, 0, 0)
-    text = os.read(trace, 1 << 20).decode()
-    os.close(trace)
+    subprocess.run(strace_argv("strace", str(trace)) + ["/bin/sh", "-c", script], cwd=tmp_path, check=True)
+    text = trace.read_text()
     got = {(a.kind, a.path, a.errno) for a in parse(text.splitlines(), str(tmp_path))}
     assert ("read", f"{tmp_path}/src/a.js", None) in got
     assert ("write", f"{tmp_path}/out/q", None) in got
@@ -150,13 +148,11 @@ def test_the_openat_fast_path_agrees_with_the_general_parser(tmp_path, monkeypat
 
     (tmp_path / "a b").mkdir()
     (tmp_path / "a b" / "é.js").write_text("x")
-    trace = os.open(tmp_path, os.O_TMPFILE | os.O_RDWR, 0o600)
+    trace = tmp_path.parent / "trace"
     script = ("cat 'a b/é.js' missing './a b/é.js' 'a b/../a b//é.js' .hidden 2>/dev/null; "
               "ls 'a b' >/dev/null; echo y > out.txt; true")  # plain names, and ones that need normpath
-    subprocess.run(strace_argv("strace") + ["/bin/sh", "-c", script], cwd=tmp_path, stdin=trace, check=True)
-    os.lseek(trace, 0, 0)
-    lines = os.read(trace, 1 << 20).decode().splitlines()
-    os.close(trace)
+    subprocess.run(strace_argv("strace", str(trace)) + ["/bin/sh", "-c", script], cwd=tmp_path, check=True)
+    lines = trace.read_text().splitlines()
     fast = parse(lines, str(tmp_path))
     assert any(trace_module._OPENAT.match(line) for line in lines)
     monkeypatch.setattr(trace_module, "_OPENAT", re.compile(r"(?!)"))

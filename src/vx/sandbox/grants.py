@@ -97,6 +97,7 @@ class SandboxSpec(Struct, frozen=True):
     withheld: Mapping[str, str]  # linked package dir -> name, withheld from a cached task (SB-07)
     ignore_read: tuple[Grant, ...] = ()
     ignore_write: tuple[Grant, ...] = ()
+    private: tuple[str, ...] = ()  # hidden outside the workspace: a cache dir there (every task's artifacts)
 
     @property
     def git_granted(self) -> bool:
@@ -150,9 +151,11 @@ def plan_sandbox(config: SandboxConfig, *, root: Path, project_rel: str, task: s
     _refuse_writes(config.write, writes, project, walls, real_root, source, f"{at}.allow.write")
     _refuse_config_writes(config.write, writes, project, real_root, source, f"{at}.allow.write")
     granted, withheld = _dependency_grant(project, dirs, linked, folded)
+    cache = os.path.realpath(cache_dir) if cache_dir is not None else None
+    private = (cache,) if cache is not None and not _at_or_under(cache, real_root) else ()
     return SandboxSpec(task, source, real_root, project, home, config, reads, writes, walls, others, granted,
                        withheld, _resolve_all(config.ignore_read, project, home, strict=False),
-                       _resolve_all(config.ignore_write, project, home, strict=False))
+                       _resolve_all(config.ignore_write, project, home, strict=False), private)
 
 
 def _resolve_all(texts: Iterable[str], project: str, home: str, *, strict: bool = True) -> tuple[Grant, ...]:
@@ -320,6 +323,7 @@ def expand(spec: SandboxSpec) -> Layout:
     _sort_pending(spec, layout)
     layout.walls = [w for w in spec.walls if _inside_a_bind(w, layout) and os.path.isdir(w)]
     _hide_credentials(spec, layout)
+    layout.hidden_dirs.extend(p for p in spec.private if os.path.isdir(p))
     _protect(spec, layout)
     _pin_reads(spec, layout)
     return layout
@@ -368,6 +372,13 @@ def _bind_write(grant: Grant, spec: SandboxSpec, layout: Layout) -> None:
         return
     if grant.pattern is not None or grant.directory or os.path.isdir(grant.base):
         _make_dir(grant.base, layout)
+        layout.rw.append(grant.base)
+        return
+    if not _at_or_under(grant.base, spec.root):
+        # Outside the workspace nothing is widened: an existing file is bound alone, and a missing
+        # grant is a directory (`~/.cache/tool`), never a file that would make `~/.cache` writable.
+        if not os.path.isfile(grant.base):
+            _make_dir(grant.base, layout)
         layout.rw.append(grant.base)
         return
     _make_file(grant.base, layout)  # a file grant widens to its directory (atomic renames, SB-04)
@@ -447,15 +458,25 @@ def _hide_credentials(spec: SandboxSpec, layout: Layout) -> None:
 
 
 def _protect(spec: SandboxSpec, layout: Layout) -> None:
-    """Shell and tool config files (SB-11), vx's own config files, manifests and lockfiles, `.vx`
-    and `.git` inside write binds stay read-only, 3 levels down. A config file that does not exist
-    at a bind's top cannot be mounted over; it is watched instead (`created_config`)."""
-    git = PROTECTED_GIT[:1] if spec.config.git_config else (".git",)
-    names = PROTECTED_NAMES + CONFIG_FILES + (".vx",) + git
-    for top in layout.rw:
+    """Inside write binds, read-only: shell and tool config files 3 levels down (SB-11), and the
+    config files, manifests and lockfiles of the project and the root, with their `.vx` and
+    `.git` — what decides the next run. One of those that does not exist yet cannot be mounted
+    over; it is watched instead (`created_config`). Elsewhere (`dist/package.json`) they are
+    plain outputs."""
+    names = PROTECTED_NAMES + (PROTECTED_GIT if not spec.config.git_config else PROTECTED_GIT[:1])
+    tops = [t for t in layout.rw if os.path.isdir(t)]
+    for top in tops:
         for directory in [top, *_subdirs(top, _PROTECT_DEPTH)][:_PROTECT_DIRS_CAP]:
             layout.protected.extend(p for p in (os.path.join(directory, n) for n in names) if os.path.lexists(p))
-        layout.unborn.extend(p for p in (os.path.join(top, n) for n in CONFIG_FILES) if not os.path.lexists(p))
+    whole = CONFIG_FILES + (".vx",) + (() if spec.config.git_config else (".git",))
+    for directory in dict.fromkeys((spec.project, spec.root)):
+        for path in (os.path.join(directory, n) for n in whole):
+            if not any(_at_or_under(path, t) for t in tops):
+                continue
+            if os.path.lexists(path):
+                layout.protected.append(path)
+            elif not path.endswith((".vx", ".git")):
+                layout.unborn.append(path)
 
 
 def _pin_reads(spec: SandboxSpec, layout: Layout) -> None:

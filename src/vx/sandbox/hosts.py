@@ -114,6 +114,10 @@ def _normal_host(host: str, text: str) -> str:
     return name
 
 
+def is_ip(text: str) -> bool:
+    return _is_ip(text)
+
+
 def _is_ip(text: str) -> bool:
     try:
         ipaddress.ip_address(text)

@@ -24,7 +24,8 @@ class Node(Struct, frozen=True):
 
 
 def bwrap_argv(bwrap: str, spec: SandboxSpec, layout: Layout, *, tmpdir: str, status_fd: int,
-               share_net: bool = False, sockets: Sequence[str] = (), seccomp_fd: int | None = None) -> list[str]:
+               share_net: bool = False, sockets: Sequence[str] = (), seccomp_fd: int | None = None,
+               private: Sequence[str] = ()) -> list[str]:
     """The whole bwrap prefix for one attempt; the command to run inside follows it."""
     argv = [bwrap, *PROCESS_FLAGS, *(["--share-net"] if share_net else []), "--json-status-fd", str(status_fd)]
     argv += ["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []
@@ -40,6 +41,7 @@ def bwrap_argv(bwrap: str, spec: SandboxSpec, layout: Layout, *, tmpdir: str, st
     argv += [op for path, target in layout.links if not any(_under(path, b) for b in binds)
              for op in ("--symlink", target, path)]
     argv += [op for path in layout.protected if not _walled(path, layout) for op in ("--ro-bind", path, path)]
+    argv += [op for path in private for op in ("--tmpfs", path)]  # vx's temp dirs: every task's, every run's
     argv += ["--bind", tmpdir, tmpdir]
     argv += [op for path in sockets for op in ("--bind", path, path)]
     return argv + ["--chdir", spec.project, "--"]

@@ -19,6 +19,7 @@ import ipaddress
 import os
 import shlex
 import shutil
+import socket
 import tempfile
 import threading
 from pathlib import Path
@@ -63,6 +64,8 @@ class Proxy:
         self._parent = directory
         self.directory: Path | None = None
         self._filter: hosts.HostFilter | None = None
+        self._filters: dict[str, hosts.HostFilter] = {}  # a task's own policy, by label (SB-08)
+        self._deny_addresses: dict[str, frozenset[str]] = {}  # a deny name -> what it resolved to
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._servers: dict[str, asyncio.AbstractServer] = {}
@@ -85,8 +88,13 @@ class Proxy:
         self._thread.start()
         return self.attach("")
 
-    def attach(self, label: str) -> Path:
-        """A socket of its own for `label` (a task id); refusals through it are that task's."""
+    def attach(self, label: str, allow: Sequence[str] | None = None, deny: Sequence[str] = ()) -> Path:
+        """A socket of its own for `label` (a task id); refusals through it are that task's.
+
+        With `allow`, that task's connections are judged by its own patterns alone, never by
+        another task's (the run's filter from `start` serves labels attached without)."""
+        if allow is not None:
+            self._filters[label] = hosts.HostFilter(allow, deny)
         if label in self._sockets:
             return self._sockets[label]
         assert self._loop is not None and self.directory is not None, "start() first"
@@ -132,6 +140,15 @@ class Proxy:
         """An allow pattern names the host's loopback, so loopback must go through the proxy."""
         return self._filter is not None and self._filter.grants_loopback()
 
+    def grants_loopback_to(self, label: str) -> bool:
+        found = self._filters.get(label, self._filter)
+        return found is not None and found.grants_loopback()
+
+    def _filter_for(self, label: str) -> hosts.HostFilter:
+        found = self._filters.get(label, self._filter)
+        assert found is not None
+        return found
+
     @property
     def preload(self) -> Path:
         """The Node preload that routes built-in fetch through the proxy (see NODE_PRELOAD)."""
@@ -156,9 +173,8 @@ class Proxy:
                 seen[dest] = Violation("network", dest, _grant_hint(refusal))
         return list(seen.values())
 
-    def _refuse(self, label: str, host: str, port: int) -> None:
-        assert self._filter is not None
-        denied = self._filter.denied_by(host, port)
+    def _refuse(self, label: str, host: str, port: int, denied: hosts.HostPattern | None = None) -> None:
+        denied = denied or self._filter_for(label).denied_by(host, port)
         with self._lock:
             self._refusals.append(Refusal(label, hosts.normal(host), port, denied.text if denied else None))
 
@@ -201,12 +217,31 @@ class Proxy:
         finally:
             writer.close()
 
-    def _admits(self, label: str, host: str, port: int) -> bool:
-        assert self._filter is not None
-        if self._filter.allows(host, port):
-            return True
-        self._refuse(label, host, port)
-        return False
+    async def _admit(self, label: str, host: str, port: int) -> list[str] | None:
+        """The addresses to dial for an admitted destination, or None (refused and recorded).
+
+        Deny patterns are matched against the name *and* every address it resolves to, and deny
+        names against what they resolve to, so `allow localhost` cannot reach a denied
+        `127.0.0.1`; the proxy then dials the addresses it checked, never the name again."""
+        judge = self._filter_for(label)
+        if not judge.allows(host, port):
+            self._refuse(label, host, port)
+            return None
+        addresses = await _resolve(host, port)
+        for pattern in judge.deny:
+            hit = any(pattern.matches(a, port) for a in addresses) or (
+                not pattern.wildcard and pattern.host and not hosts.is_ip(pattern.host)
+                and (pattern.port is None or pattern.port == port)
+                and set(addresses) & await self._resolved_deny(pattern.host))
+            if hit:
+                self._refuse(label, host, port, pattern)
+                return None
+        return addresses
+
+    async def _resolved_deny(self, name: str) -> frozenset[str]:
+        if name not in self._deny_addresses:
+            self._deny_addresses[name] = frozenset(await _resolve(name, 0))
+        return self._deny_addresses[name]
 
     # ------------------------------------------------------------ HTTP
 
@@ -220,10 +255,11 @@ class Proxy:
         if request is None:
             return await _http_reply(writer, 400, "Bad Request", "vx sandbox proxy: not a proxy request\n")
         method, host, port, forward = request
-        if not self._admits(label, host, port):
+        addresses = await self._admit(label, host, port)
+        if addresses is None:
             body = REFUSED_BODY.format(dest=hosts.endpoint(hosts.normal(host), port))
             return await _http_reply(writer, 403, "Forbidden", body, blocked=True)
-        upstream = await _open(host, port)
+        upstream = await _open(addresses, port)
         if upstream is None:
             return await _http_reply(writer, 502, "Bad Gateway", f"vx sandbox proxy: cannot reach {host}:{port}\n")
         if method == "CONNECT":
@@ -245,9 +281,10 @@ class Proxy:
         port = int.from_bytes(await reader.readexactly(2), "big")
         if host is None or command != 1:
             return await _socks_reply(writer, 0x08 if host is None else 0x07)
-        if not self._admits(label, host, port):
+        addresses = await self._admit(label, host, port)
+        if addresses is None:
             return await _socks_reply(writer, 0x02)  # connection not allowed by ruleset
-        upstream = await _open(host, port)
+        upstream = await _open(addresses, port)
         if upstream is None:
             return await _socks_reply(writer, 0x05)
         writer.write(b"\x05\x00\x00\x01\x00\x00\x00\x00\x00\x00")
@@ -317,11 +354,25 @@ async def _http_reply(writer: asyncio.StreamWriter, status: int, reason: str, bo
     await writer.drain()
 
 
-async def _open(host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+async def _resolve(host: str, port: int) -> list[str]:
+    """The addresses `host` resolves to, normalised, in resolver order ([] when it does not)."""
+    name = hosts.normal(host)
+    if hosts.is_ip(name):
+        return [name]
     try:
-        return await asyncio.wait_for(asyncio.open_connection(host, port, limit=CHUNK), CONNECT_TIMEOUT_S)
-    except (OSError, TimeoutError, UnicodeError):
-        return None
+        infos = await asyncio.get_running_loop().getaddrinfo(name, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        return []
+    return list(dict.fromkeys(hosts.normal(info[4][0]) for info in infos))
+
+
+async def _open(addresses: Sequence[str], port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+    for address in addresses:
+        try:
+            return await asyncio.wait_for(asyncio.open_connection(address, port, limit=CHUNK), CONNECT_TIMEOUT_S)
+        except (OSError, TimeoutError, UnicodeError):
+            continue
+    return None
 
 
 async def _relay(a_reader: asyncio.StreamReader, a_writer: asyncio.StreamWriter,
@@ -398,12 +449,13 @@ def bridge_prelude(socket_path: Path, port: int = BRIDGE_PORT, socat: str = "soc
             f"unset -f vx_ready; unset vx_bridge vx_l vx_st;")
 
 
-def network_plan(proxy: Proxy, label: str, *, port: int = BRIDGE_PORT, node_options: str = "") -> NetworkPlan:
+def network_plan(proxy: Proxy, label: str, *, port: int = BRIDGE_PORT, node_options: str = "",
+                 allow: Sequence[str] | None = None, deny: Sequence[str] = ()) -> NetworkPlan:
     """Everything a sandboxed task needs to reach the run's proxy as task `label`."""
-    socket_path = proxy.attach(label)
+    socket_path = proxy.attach(label, allow, deny) if allow is not None else proxy.attach(label)
     binds = ("--ro-bind", str(socket_path), str(socket_path), "--ro-bind", str(proxy.preload), str(proxy.preload))
     env = network_env(port, preload=proxy.preload, node_options=node_options,
-                      loopback_granted=proxy.grants_loopback)
+                      loopback_granted=proxy.grants_loopback_to(label))
     return NetworkPlan(binds, bridge_prelude(socket_path, port, socat_path() or "socat"), env)
 
 

@@ -125,20 +125,33 @@ class Session:
             layout.held = []
             _remove_placeholders(free)
 
+    def private_dirs(self) -> list[str]:
+        """vx's own temp directories — this run's and any other run's task dirs (TMPDIRs, traces)
+        and proxy dirs — which no task may see. Under /tmp the sandbox's private /tmp hides them
+        already; elsewhere (`$TMPDIR`, `$XDG_RUNTIME_DIR`) each is covered by a tmpfs."""
+        parents = {os.path.dirname(self._base)} if self._base is not None else set()
+        parents.add(tempfile.gettempdir())  # where the proxy puts its sockets
+        found = []
+        for parent in sorted(p for p in parents if not _at_or_under(os.path.realpath(p), "/tmp")):
+            try:
+                names = os.listdir(parent)
+            except OSError:
+                continue
+            found += [os.path.join(parent, n) for n in sorted(names) if n.startswith(("vx-sandbox-", "vx-net-"))]
+        return found
+
     def bridge(self, spec: SandboxSpec) -> Bridge | None:
-        """Start the run's proxy on first use (the union of every task's hosts, SB-08) and
-        attach this task to it; None when the proxy cannot be had (the task stays offline)."""
+        """Start the run's proxy on first use and attach this task to it with its own allow and
+        deny patterns (SB-08); None when the proxy cannot be had (the task stays offline)."""
         try:
             from vx.sandbox import proxy as netproxy
         except ImportError:
             return None
         if self._proxy is None:
-            allow = sorted({h for s in self._specs if isinstance(s.config.network, tuple) for h in s.config.network}
-                           | set(spec.config.network))
-            deny = sorted({h for s in [*self._specs, spec] for h in s.config.deny_network})
             self._proxy = netproxy.Proxy()
-            self._proxy.start(allow, deny)
-        plan = netproxy.network_plan(self._proxy, spec.task, node_options=self._environ.get("NODE_OPTIONS", ""))
+            self._proxy.start([])  # every task is attached with its own policy below
+        plan = netproxy.network_plan(self._proxy, spec.task, node_options=self._environ.get("NODE_OPTIONS", ""),
+                                     allow=list(spec.config.network), deny=list(spec.config.deny_network))
         return Bridge(tuple(plan.bwrap_args), plan.prelude, dict(plan.env))
 
     def network_violations(self, spec: SandboxSpec) -> list[Violation]:
@@ -176,8 +189,11 @@ def _temp_parent(environ: Mapping[str, str]) -> str | None:
 
 async def run_sandboxed(session: Session, spec: SandboxSpec, command: str, *, cwd: Path, env: Mapping[str, str],
                         timeout_ms: int | None, on_output: Callable[[LogChunk], None],
-                        table: executor.ProcessTable) -> Outcome:
-    """Run `command` sandboxed to the end; never raises for the task (like executor.execute)."""
+                        table: executor.ProcessTable, on_note: Callable[[str], None] | None = None) -> Outcome:
+    """Run `command` sandboxed to the end; never raises for the task (like executor.execute).
+
+    `on_note` hears what must be said before the task runs (a write grant that will fail); without
+    it those notes come back in the Outcome with the rest."""
     cap = session.probed or await asyncio.to_thread(lambda: session.capability)  # the probe spawns: once, off the loop
     if not cap.available:
         return _unavailable(cap.problem or "", cap.hint)
@@ -189,6 +205,10 @@ async def run_sandboxed(session: Session, spec: SandboxSpec, command: str, *, cw
     except OSError as exc:  # a write grant vx could not create, a temp dir it could not make
         return Outcome(ProcessResult(exit_code=1, duration_ms=0.0, spawn_error=f"cannot prepare the sandbox: {exc}"))
     notes = _pre_notes(session, spec, attempt.layout, cap)
+    if on_note is not None:
+        for note in notes:
+            on_note(note)
+        notes = ()
     try:
         proc = await attempt.run(command, cwd, env, timeout_ms, on_output, table)
         if attempt.strace_failed(proc):  # SB-13: once more; a second failure fails the task, never a blind pass
@@ -202,6 +222,10 @@ async def run_sandboxed(session: Session, spec: SandboxSpec, command: str, *, cw
                 proc = replace(proc, exit_code=proc.exit_code or 1,
                                spawn_error=f"the sandbox's tracer failed twice: {_complaint(proc, 'strace: ')}")
         report = await asyncio.to_thread(attempt.judge) if cap.traced and proc.spawn_error is None else Report()
+        if not report.whole and not proc.aborted:  # SB-13: a trace cut short or emptied fails, never passes
+            proc = replace(proc, exit_code=proc.exit_code or 1,
+                           spawn_error="the sandbox's trace is incomplete (the task's start or bwrap's exit is "
+                                       "missing from it), so what the task touched is unknown")
     finally:
         attempt.close()
     created = [v for v in _created_config(spec, attempt) if v not in report.violations]
@@ -253,11 +277,14 @@ def _pre_notes(session: Session, spec: SandboxSpec, layout: Layout, cap: Capabil
         notes += session.once("untraced", f"sandbox: tasks are enforced but untraced ({cap.untraced}), so no "
                                           f"violations are reported; {_STRACE_HINT}")
     for grant in layout.mountless:
+        if grant.base == spec.project or not _at_or_under(grant.base, spec.project):  # never advise `./**`
+            advice = "have the tool write into a directory of its own and grant that, or under its TMPDIR"
+        else:
+            advice = f"grant the directory instead: {spec.grant_text(grant.base)}/"
         notes += session.once(f"mountless:{spec.task}:{grant.text}",
                               f"{spec.task}: the write grant {grant.text} matches nothing yet, and a read-only "
                               f"mount holds its directory, so a file the task creates under it will fail with "
-                              f"\"Read-only file system\"; grant the directory instead: "
-                              f"{spec.grant_text(grant.base)}/**")
+                              f"\"Read-only file system\"; {advice}")
     return notes
 
 
@@ -271,12 +298,13 @@ class _Attempt:
         self.session, self.spec, self.layout, self.cap = session, spec, layout, cap
         self.dir = session.task_dir(spec.task)
         self.tmpdir = str(self.dir / "tmp")
-        self.trace_fd = os.open(self.dir, os.O_TMPFILE | os.O_RDWR, 0o600) if cap.traced else None
+        self.trace = str(self.dir / "trace") if cap.traced else None  # strace writes it; nothing inside sees it
         self.seccomp_fd = _seccomp_fd(spec)
         self.kept: list[trace.Access] = []
         self.status = _Status()
         self.cwd = spec.project
         self.ports: ports.HostBridge | None = None
+        self.tracer_done = True  # False: the tracer was still writing when vx stopped waiting
 
     async def run(self, command: str, cwd: Path, env: Mapping[str, str], timeout_ms: int | None,
                   on_output: Callable[[LogChunk], None], table: executor.ProcessTable) -> ProcessResult:
@@ -288,7 +316,10 @@ class _Attempt:
             return ProcessResult(exit_code=1, duration_ms=0.0, spawn_error=str(exc))
         argv = self.argv(command, bridge, port_plan)
         passed = (self.status.write_fd,) + ((self.seccomp_fd,) if self.seccomp_fd is not None else ())
-        launch = executor.Launch(argv, stdin=self.trace_fd, pass_fds=passed,
+        # strace's tracer (a detached grandchild) keeps this pipe's write end until it exits: its
+        # EOF says the trace is written to the end, which bwrap's own exit does not.
+        done_r, done_w = os.pipe() if self.trace is not None else (None, None)
+        launch = executor.Launch(argv, pass_fds=passed + ((done_w,) if done_w is not None else ()),
                                  polite_group=lambda: self.status.child_pid)
         self.status.watch()
         try:
@@ -296,7 +327,12 @@ class _Attempt:
                                           on_output=on_output, table=table, launch=launch)
         finally:
             self.status.finish()
-        if self.status.child_pid is None and proc.spawn_error is None and not proc.aborted:
+            if done_w is not None:
+                os.close(done_w)
+        if done_r is not None:
+            self.tracer_done = await _closed(done_r, _TRACER_WAIT_S)
+        if self.status.child_pid is None and proc.spawn_error is None and not proc.aborted \
+                and not self.strace_failed(proc):
             proc = replace(proc, spawn_error=f"the sandbox could not start: {_bwrap_complaint(proc)}")
         return proc
 
@@ -312,14 +348,15 @@ class _Attempt:
         spec = self.spec
         argv = mounts.bwrap_argv(self.cap.bwrap or "bwrap", spec, self.layout, tmpdir=self.tmpdir,
                                  status_fd=self.status.write_fd, share_net=spec.config.network is True,
-                                 seccomp_fd=self.seccomp_fd)
+                                 seccomp_fd=self.seccomp_fd, private=self.session.private_dirs())
         binds = (bridge.bwrap_args if bridge else ()) + (port_plan.bwrap_args if port_plan else ())
         argv[argv.index("--chdir"):argv.index("--chdir")] = list(binds)
         prelude = (bridge.prelude if bridge else "") + (port_plan.prelude if port_plan else "")
         if prelude:
             argv += [SHELL, "-c", prelude + ' exec "$@"', "vx-net"]
-        if self.trace_fd is not None:
-            argv += trace.strace_argv(self.cap.strace or "strace")
+            argv += _late_filter(spec)  # the bridges have their unix sockets; the task gets none
+        if self.trace is not None:
+            argv[:0] = trace.strace_argv(self.cap.strace or "strace", self.trace)
         return argv + [SHELL, "-c", command]
 
     def env(self, env: Mapping[str, str], bridge: Bridge | None) -> dict[str, str]:
@@ -334,30 +371,38 @@ class _Attempt:
         return out
 
     def strace_failed(self, proc: ProcessResult) -> bool:
-        """strace never got the task going: it said why on stderr and traced no `execve` (SB-13).
+        """strace never got the sandbox going: it said why on stderr and traced no `execve` (SB-13).
 
-        A task that fails on its own always leaves the shim's execve in the trace first."""
-        if self.trace_fd is None or proc.exit_code == 0 or proc.aborted or proc.spawn_error is not None:
+        A sandbox that fails on its own always leaves bwrap's execve in the trace first."""
+        if self.trace is None or proc.exit_code == 0 or proc.aborted or proc.spawn_error is not None:
             return False
         if _complaint(proc, "strace: ") is None:
             return False
-        os.lseek(self.trace_fd, 0, os.SEEK_SET)
-        return b"execve(" not in os.read(self.trace_fd, 4096)
+        try:
+            with open(self.trace, "rb") as head:
+                return b"execve(" not in head.read(4096)
+        except FileNotFoundError:
+            return True
 
     def judge(self) -> Report:
-        assert self.trace_fd is not None
-        os.lseek(self.trace_fd, 0, os.SEEK_SET)
-        with open(os.dup(self.trace_fd), encoding="ascii", errors="surrogateescape") as lines:
-            accesses = trace.TraceParser(self.cwd).feed(lines)
+        assert self.trace is not None
+        try:
+            lines = open(self.trace, encoding="ascii", errors="surrogateescape")
+        except FileNotFoundError:
+            lines = open(os.devnull, encoding="ascii")
+        with lines:
+            parser = trace.TraceParser(self.cwd, sandbox=True)
+            accesses = parser.feed(lines)
             if self.session.keep_accesses:
                 accesses = self.kept = list(accesses)
-            return judge(accesses, self.spec, self.layout, self.tmpdir)
+            report = judge(accesses, self.spec, self.layout, self.tmpdir)
+        report.whole = parser.started and parser.ended and self.tracer_done
+        return report
 
     def close(self) -> None:
-        for fd in (self.trace_fd, self.seccomp_fd):
-            if fd is not None:
-                os.close(fd)
-        self.trace_fd = self.seccomp_fd = None
+        if self.seccomp_fd is not None:
+            os.close(self.seccomp_fd)
+        self.seccomp_fd = None
         if self.ports is not None:
             self.ports.stop()
             self.ports = None
@@ -413,11 +458,51 @@ class _Status:
                 pass
 
 
-def _seccomp_fd(spec: SandboxSpec) -> int | None:
-    """An fd holding the AF_UNIX filter, unless the task may use unix sockets (SB-09).
+_TRACER_WAIT_S = 30.0  # once bwrap is gone nothing is left to trace: strace ends at once, this is a fuse
 
-    A task with network hosts or bridged ports needs them itself: its bridges are unix sockets."""
-    program = None if spec.config.unix_sockets or _hosts(spec) or _ports(spec) else seccomp.unix_socket_filter()
+
+async def _closed(fd: int, timeout_s: float) -> bool:
+    """Wait until every write end of the pipe `fd` reads from is closed (then close `fd`); False on timeout."""
+    loop = asyncio.get_running_loop()
+    ended = loop.create_future()
+    os.set_blocking(fd, False)
+
+    def readable() -> None:
+        try:
+            while data := os.read(fd, 4096):
+                del data
+        except BlockingIOError:
+            return
+        except OSError:
+            pass
+        if not ended.done():
+            ended.set_result(True)
+
+    loop.add_reader(fd, readable)
+    try:
+        return await asyncio.wait_for(ended, timeout_s)
+    except TimeoutError:
+        return False
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)
+
+
+def _late_filter(spec: SandboxSpec) -> list[str]:
+    """For a task with network hosts or bridged ports: the command prefix that installs the AF_UNIX
+    filter once the bridges (which are unix sockets) have started, for the task alone (SB-09)."""
+    program = seccomp.unix_socket_filter(unix_sockets=bool(spec.config.unix_sockets))
+    return seccomp.exec_argv(program) if program is not None else []
+
+
+def _seccomp_fd(spec: SandboxSpec) -> int | None:
+    """An fd holding the sandbox's filter for bwrap (without its AF_UNIX rule when the task may
+    use unix sockets, SB-09).
+
+    A task with network hosts or bridged ports gets it later (`_late_filter`): its bridges are
+    unix sockets, started inside before the task."""
+    program = None if _hosts(spec) or _ports(spec) else \
+        seccomp.unix_socket_filter(unix_sockets=bool(spec.config.unix_sockets))
     if program is None:
         return None
     fd = os.memfd_create("vx-seccomp", os.MFD_CLOEXEC)

@@ -1,10 +1,18 @@
 """Trace what a sandboxed task touched: the strace command line, and a streaming parser.
 
-strace runs *inside* the sandbox (no pid-namespace translation, no bwrap noise) with
-`-DD` so that a background child can never hold the run open, `--seccomp-bpf` so that only
-the listed syscalls stop, `-y` so that fds and `AT_FDCWD` carry their paths, and `-xx` so
-that every string and decoration is pure `\\xHH` — no quote, `<` or `) = ` can hide in a
+strace runs *outside* the sandbox and traces bwrap and everything under it, so the tracer and
+its trace file are out of the task's reach: not in its pid namespace (no `/proc/<pid>/fd`, no
+`kill`, no `PTRACE_ATTACH` — every process inside already has strace as its tracer), and no fd
+of the trace is inherited (strace opens the file itself, close-on-exec). `-DD` so that a
+background child can never hold the run open, `--seccomp-bpf` so that only the listed syscalls
+stop, `-y` so that fds and `AT_FDCWD` carry their paths (as the sandbox sees them), and `-xx`
+so that every string and decoration is pure `\\xHH` — no quote, `<` or `) = ` can hide in a
 path, which keeps a regex parser safe (sandbox.md §4.8, §4.9, pitfalls 12-22).
+
+bwrap's own set-up (its mkdirs and opens under `/newroot`) is traced too and dropped: with
+`sandbox=True` the parser counts nothing before the first `execve` of a process other than
+bwrap, and nothing afterwards from the processes that were there before it (bwrap and its pid
+1). It also says whether the trace is whole: the task started, and bwrap's exit is in it.
 
 The parser keeps O(1) state per pid: the text of an unfinished call, and the cwd, which
 legacy calls (`mkdir`, `rename`, `chdir` without a dirfd) resolve against and which a
@@ -27,26 +35,26 @@ SYSCALLS = (
     "link", "linkat", "symlink", "symlinkat", "chdir", "fchdir",
     "clone", "clone3", "fork", "vfork", "io_uring_setup",
 )  # fmt: skip
-# The trace reaches strace as its stdin (fd 0): bwrap passes stdin straight through, and the
-# shim then points the task's stdin at /dev/null (EX-10), so the task never sees the trace.
-TRACE_PATH = "/proc/self/fd/0"
-SHIM = ["/bin/sh", "-c", 'exec 0</dev/null; exec "$@"', "vx-task"]
+# Traced in the sandbox only: a tool that stats before it opens (`cp`, node's `require`,
+# `test -f`) never opens a file the sandbox hid; its refused lookup is what shows the missing grant.
+LOOKUPS = ("stat", "lstat", "newfstatat", "statx", "access", "faccessat", "faccessat2", "readlink", "readlinkat")
 
 
-def strace_argv(strace: str) -> list[str]:
-    """The strace prefix that traces the command after it, writing to TRACE_PATH."""
+def strace_argv(strace: str, output: str) -> list[str]:
+    """The strace prefix that traces the command after it (bwrap), writing to `output`."""
     return [
-        strace, "-DD", "-f", "-qq", "-y", "-xx", "--seccomp-bpf", "-e", "signal=none",
-        "-e", "trace=" + ",".join(SYSCALLS),
+        strace, "-DD", "-f", "-q", "-y", "-xx", "--seccomp-bpf", "-e", "signal=none",
+        "-e", "trace=" + ",".join(SYSCALLS + LOOKUPS),
         "-e", "inject=io_uring_setup:error=ENOSYS",  # io_uring file ops are invisible to ptrace (pitfall 22)
-        "-o", TRACE_PATH, "--", *SHIM,
+        "-o", output, "--",
     ]  # fmt: skip
 
 
 class Access(Struct, frozen=True):
     """One file access the task made, resolved to an absolute path.
 
-    `kind` is read, write, exec, list (a directory opened to enumerate) or probe (O_PATH);
+    `kind` is read, write, rdwr (opened O_RDWR: a write that may also read), exec, list (a
+    directory opened to enumerate), probe (O_PATH) or lookup (a refused stat, access or readlink);
     `path` is what was asked for, lexically normalised; `real` the path the kernel opened
     (from `-y`) when the call succeeded and said so; `errno` is None on success.
     """
@@ -144,16 +152,48 @@ def _tokens(args: str) -> list[tuple[str, str]]:
 class TraceParser:
     """Turn strace lines into Accesses, one line at a time, tracking each pid's cwd."""
 
-    def __init__(self, cwd: str) -> None:
+    def __init__(self, cwd: str, *, sandbox: bool = False) -> None:
         self.initial_cwd = cwd
         self._cwd: dict[int, str] = {}
         self._pending: dict[int, str] = {}
         self.lines = 0
+        self._setup: set[int] | None = set() if sandbox else None  # bwrap's own pids (sandbox traces)
+        self.root: int | None = None  # the first pid traced: bwrap
+        self.started = not sandbox  # the task's first exec was traced
+        self.ended = not sandbox  # bwrap's own exit was traced: the trace is whole
 
     def feed(self, lines: Iterable[str]) -> Iterator[Access]:
-        for line in lines:
+        line = self.line if self._setup is None else self._sandbox_line
+        for text in lines:
             self.lines += 1
-            yield from self.line(line)
+            yield from line(text)
+
+    def _sandbox_line(self, line: str) -> list[Access]:
+        """One line of a sandbox's trace: bwrap's set-up dropped, the start and the end noted."""
+        match = _LINE.match(line)
+        if match is None:
+            return []
+        pid = int(match.group(1))
+        setup = self._setup
+        assert setup is not None
+        if self.root is None:
+            self.root = pid
+        if pid == self.root:
+            if " +++ exited with " in line or " +++ killed by " in line:
+                self.ended = True
+            self.line(line)  # cwd tracking only
+            return []
+        if not self.started:
+            found = self.line(line)
+            if "execve" in line and line.rstrip().endswith(" = 0"):
+                self.started = True  # the sandbox's first command: from here on, the task
+                setup.discard(pid)
+                return found
+            setup.add(pid)
+            return []
+        if pid in setup:
+            return []
+        return self.line(line)
 
     def line(self, line: str) -> list[Access]:
         fast = _OPENAT.match(line)
@@ -247,6 +287,8 @@ def _pairs(tokens: list[tuple[str, str]]) -> list[tuple[tuple[str, str] | None, 
 def _open_kind(args: str) -> str:
     """read, write, probe or list, from an open call's flags (or its whole argument text)."""
     flags = set(_FLAG.findall(args))
+    if "O_RDWR" in flags and "O_TRUNC" not in flags:
+        return "rdwr"  # written, and read too: `--verify` counts it as an input
     if flags & _WRITE_FLAGS:
         return "write"
     if "O_PATH" in flags:
@@ -303,6 +345,17 @@ def _on_symlink(p: TraceParser, call: _Call, tokens) -> list[Access]:
     return [p._access(call, "write", p._at(call, dirfd if call.name == "symlinkat" else None, link))]
 
 
+def _on_lookup(p: TraceParser, call: _Call, tokens) -> list[Access]:
+    """stat/access/readlink and their *at forms: only a refused one matters (a probe of a hidden file)."""
+    if call.errno is None:
+        return []
+    pairs = _pairs(tokens)
+    if not pairs or not pairs[0][1]:
+        return []
+    dirfd, path = pairs[0]
+    return [p._access(call, "lookup", p._at(call, dirfd, path))]
+
+
 def _on_chdir(p: TraceParser, call: _Call, tokens) -> list[Access]:
     if call.errno is None:
         if call.name == "fchdir":
@@ -331,6 +384,9 @@ _HANDLERS = {
     "link": _on_two(None), "linkat": _on_two(None),
     "symlink": _on_symlink, "symlinkat": _on_symlink,
     "chdir": _on_chdir, "fchdir": _on_chdir,
+    "stat": _on_lookup, "lstat": _on_lookup, "newfstatat": _on_lookup, "statx": _on_lookup,
+    "access": _on_lookup, "faccessat": _on_lookup, "faccessat2": _on_lookup,
+    "readlink": _on_lookup, "readlinkat": _on_lookup,
     "clone": _on_fork, "clone3": _on_fork, "fork": _on_fork, "vfork": _on_fork,
 }  # fmt: skip
 

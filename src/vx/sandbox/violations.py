@@ -36,6 +36,7 @@ class Report(Struct):
     violations: list[Violation] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     refused_outside: list[str] = field(default_factory=list)  # shown only when the task failed
+    whole: bool = True  # False: the trace lacks the task's start or bwrap's exit (never a pass)
 
     def failure_hints(self, spec: SandboxSpec) -> list[str]:
         """The hint for writes refused outside the project, a few paths named (seed 0.0.217)."""
@@ -81,8 +82,10 @@ class Judge:
             return
         if _under(path, self.tmpdir):
             return
-        if access.kind == "write":
+        if access.kind in ("write", "rdwr"):
             self._write(access.path, access, found, refused)
+        elif access.kind == "lookup":
+            self._lookup(path, access, found)
         else:
             self._read(path, access, found, notes)
 
@@ -100,6 +103,8 @@ class Judge:
             return
         if _covered(path, spec.writes) or _covered(path, self.layout.scratch) or _covered(path, spec.ignore_write):
             return
+        if access.syscall.startswith("mkdir") and any(_under(g.base, path) for g in self.layout.scratch):
+            return  # the directory a scratch glob (`build/.*.tmp/**`) needs before it can match
         if _under(path, spec.project) and not self._other_project(path):
             hint = f'allow.write "{spec.grant_text(path)}"'
         else:
@@ -121,6 +126,18 @@ class Judge:
         hint = self._read_hint(path)
         if hint is not None and self.is_file(path):
             found.setdefault(("read", path), Violation("read", spec.rel(path), hint))
+
+    def _lookup(self, path: str, access: Access, found: dict) -> None:
+        """A refused stat/access/readlink of an existing file of the task's own project that a
+        read grant would allow: the tool saw ENOENT and may never open it (it reports nothing)."""
+        spec = self.spec
+        if access.errno not in ("ENOENT", "EACCES") or not _under(path, spec.project) or self._other_project(path):
+            return
+        if _covered(path, self.readable) or _covered(path, spec.ignore_read) or _under_any(path, self.deps):
+            return
+        if _under_any(path, spec.walls) or not self.is_file(path):
+            return
+        found.setdefault(("read", path), Violation("read", spec.rel(path), f'allow.read "{spec.grant_text(path)}"'))
 
     def _read_hint(self, path: str) -> str | None:
         """The grant (or edge) that would allow a read, or None when the path is not reported."""

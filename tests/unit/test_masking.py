@@ -1,0 +1,44 @@
+"""EX-04: which values are secret, and the streaming masker (split values, both streams)."""
+
+from __future__ import annotations
+
+import itertools
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from vx.masking import Masker, mask_log, secrets_of
+from vx.model import LogChunk
+
+
+def test_names_lengths_suffixes_and_declared_names():
+    env = {"NPM_TOKEN": "abcdef", "API_KEY": "short", "SECRET_FILE": "/run/secret-file", "MY_PASSWD": "pw-123456",
+           "PLAIN": "visible-value", "DB": "x", "AWS_Credential": "cred-value"}
+    assert set(secrets_of(env)) == {b"abcdef", b"pw-123456", b"cred-value"}
+    assert b"x" in secrets_of(env, declared=["DB"]) and b"visible-value" not in secrets_of(env, declared=["DB"])
+
+
+def test_a_multi_line_value_is_masked_line_by_line_and_quoted_spellings_too():
+    secrets = secrets_of({"GH_TOKEN": "line-one-xx\nline-two-yy", "Q_SECRET": "it's a secret"})
+    out = mask_log([LogChunk(1, b"line-two-yy alone; 'it'\"'\"'s a secret' quoted\n")], secrets)
+    assert b"".join(c.data for c in out) == b"*** alone; *** quoted\n"
+
+
+def test_a_value_split_across_chunks_and_interleaved_with_the_other_stream_is_caught():
+    masker = Masker(secrets_of({"NPM_TOKEN": "s3cr3t-value"}))
+    pieces = [masker.feed(LogChunk(1, b"token=s3cr")), masker.feed(LogChunk(2, b"warn\n")),
+              masker.feed(LogChunk(1, b"3t-value done\n")), masker.feed(LogChunk(1, b"ends with s3c"))]
+    pieces += masker.flush()
+    assert [(c.stream, c.data) for c in pieces if c is not None] == [
+        (1, b"token="), (2, b"warn\n"), (1, b"*** done\n"), (1, b"ends with "), (1, b"s3c")]
+
+
+@given(st.binary(max_size=60), st.lists(st.integers(min_value=0, max_value=80), max_size=6))
+def test_any_chunking_masks_like_the_whole(text, cuts):
+    secrets = secrets_of({"A_TOKEN": "abcabd-x", "B_KEY": "zz-abc-zz"})
+    data = text + b"abcabd-x" + text + b"zz-abc-zz"
+    bounds = sorted({min(c, len(data)) for c in cuts} | {0, len(data)})
+    chunks = [LogChunk(1, data[a:b]) for a, b in itertools.pairwise(bounds) if b > a]
+    whole = b"".join(c.data for c in mask_log([LogChunk(1, data)], secrets))
+    assert b"".join(c.data for c in mask_log(chunks, secrets)) == whole
+    assert b"abcabd-x" not in whole and b"zz-abc-zz" not in whole
