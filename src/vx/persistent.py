@@ -44,8 +44,9 @@ class Server:
 
     def __init__(self, child: executor._Child, stdin_w: int, ready_when: str | None,
                  on_output: Callable[[LogChunk], None], started_at: float,
-                 on_crash: Callable[[str], None] = lambda words: None) -> None:
+                 on_crash: Callable[[str], None] = lambda words: None, secrets: tuple[bytes, ...] = ()) -> None:
         loop = asyncio.get_running_loop()
+        self._secrets = secrets
         self.child, self.started_at = child, started_at
         self.released = False  # vx stopped it: its end is no failure
         self.words = ""  # how it ended: `exited with code 1`
@@ -63,6 +64,11 @@ class Server:
 
     @property
     def log(self) -> tuple[LogChunk, ...]:
+        """The tail of its log, secrets masked (EX-04)."""
+        if self._secrets:
+            from vx import masking
+
+            return masking.mask_log(self.capture.chunks, self._secrets)
         return tuple(self.capture.chunks)
 
     @property
@@ -133,7 +139,7 @@ class Server:
 
 def start(command: str, cwd: Path, env: Mapping[str, str], table: executor.ProcessTable, ready_when: str | None,
           on_output: Callable[[LogChunk], None], started_at: float,
-          on_crash: Callable[[str], None] = lambda words: None) -> Server:
+          on_crash: Callable[[str], None] = lambda words: None, secrets: tuple[bytes, ...] = ()) -> Server:
     """Start the task's shell with a held stdin pipe; OSError or ValueError when it cannot start."""
     stdin_r, stdin_w = os.pipe()
     try:
@@ -143,7 +149,7 @@ def start(command: str, cwd: Path, env: Mapping[str, str], table: executor.Proce
         raise
     finally:
         _close(stdin_r)
-    return Server(executor._Child.adopt(popen, table), stdin_w, ready_when, on_output, started_at, on_crash)
+    return Server(executor._Child.adopt(popen, table), stdin_w, ready_when, on_output, started_at, on_crash, secrets)
 
 
 def exit_words(code: int, sig: int | None) -> str:

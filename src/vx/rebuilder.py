@@ -146,12 +146,22 @@ async def _serve(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> TaskResult:
     `ctx.servers`. Its slot is held only until then: a server that waits for requests is no work."""
     from vx import persistent
 
+    secrets = masking.secrets_of(plan.env, node.config.exec.env.secret)  # EX-04, as for any task
+    masker = masking.Masker(secrets) if secrets else None
+
     def on_output(chunk: LogChunk) -> None:
-        ctx.emit(TaskOutput(node.id, chunk))
+        if masker is not None:
+            chunk = masker.feed(chunk)  # type: ignore[assignment]
+        if chunk is not None:
+            ctx.emit(TaskOutput(node.id, chunk))
 
     def failed(reason: str, log=(), duration_ms: float = 0.0, aborted: bool = False) -> TaskResult:
         status = Status.ABORTED if aborted else Status.FAILED
         ctx.tainted[node.id] = f"{node.id} {status.value}"
+        if masker is not None:
+            for rest in masker.flush():
+                ctx.emit(TaskOutput(node.id, rest))
+            reason = masking.mask_text(reason, secrets)  # the log is masked by the server
         return TaskResult(node.id, status, CacheStatus.NO_CACHE, key=plan.key, reason=reason, log=tuple(log),
                           command=plan.command, attempts=1, persistent=True, duration_ms=duration_ms,
                           exit_code=None if aborted else 1)
@@ -167,7 +177,7 @@ async def _serve(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> TaskResult:
             server = persistent.start(plan.command or "", ctx.root / node.project_dir, plan.env, ctx.table,
                                       node.config.exec.persistent.ready_when, on_output, started,
                                       lambda words: ctx.emit(Notice(f"{node.id} {words} after it was ready",
-                                                                    id=node.id)))
+                                                                    id=node.id)), tuple(secrets))
         except (OSError, ValueError) as exc:
             return failed(f"not ready: {executor._spawn_error(exc, ctx.root / node.project_dir)}")
         ctx.servers[node.id] = server
@@ -333,7 +343,7 @@ async def _run_once(ctx: RunContext, node: TaskNode, plan: TaskPlan, launch: exe
         if chunk is not None:
             ctx.emit(TaskOutput(node.id, chunk))
 
-    proc, violations = await _run_process(ctx, node, plan, launch, started, on_output)
+    proc, violations = await _run_process(ctx, node, plan, launch, started, on_output, terminal)
     if masker is None:
         return proc, violations
     for rest in masker.flush():
@@ -343,7 +353,7 @@ async def _run_once(ctx: RunContext, node: TaskNode, plan: TaskPlan, launch: exe
 
 
 async def _run_process(ctx: RunContext, node: TaskNode, plan: TaskPlan, launch: executor.Launch | None, started,
-                       on_output) -> tuple[ProcessResult, tuple[Violation, ...]]:
+                       on_output, terminal: bool = False) -> tuple[ProcessResult, tuple[Violation, ...]]:
     cwd = ctx.root / node.project_dir
     if plan.sandbox is None:
         # A cached task's outputs are read next: nothing it started may still be writing (docs/caching.md § Save).

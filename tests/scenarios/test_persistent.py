@@ -429,3 +429,14 @@ def test_ex08_the_turbo_example_builds_then_serves_each_package_until_ctrl_c(tmp
     run.signal(signal.SIGINT)
     assert run.finish() == 130, run.err
     assert "Traceback" not in run.err
+
+
+def test_ex04_a_servers_secret_is_masked_live_and_in_its_failure_frame(repo):
+    """A server's output is masked like any task's: streamed lines and the tail of a failed one."""
+    token = "canary-srv-5e1b9d"
+    command = "echo \"token $MY_TOKEN\"; exit 2"
+    workspace(repo, {"api": {"tasks": {"serve": {"exec": {
+        "command": command, "persistent": {"readyWhen": "never"}, "env": {"passThrough": ["MY_TOKEN"]}}}}}})
+    res = repo.vx("run", "serve", cwd="packages/api", env={"MY_TOKEN": token}, timeout=WAIT_S)
+    assert res.code == 1, res.out + res.err
+    assert "token ***" in res.out and token not in res.out + res.err + json.dumps(res.summary)
