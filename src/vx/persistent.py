@@ -242,6 +242,9 @@ async def foreground(summary: RunSummary, kept: tuple[TaskId, ...], servers: Map
     finally:
         stopping.cancel()
     if stopped_by:
+        running = sum(1 for tid in kept if not servers[tid].ended.done())
+        if running:
+            emit(Notice(f"stopping {running} server{'' if running == 1 else 's'}", level="info"))
         return replace(summary, exit_code=signal_exits[stopped_by[0]], interrupted=True)
     first = next(tid for tid in kept if servers[tid].ended.done())
     server, rest = servers[first], [tid for tid in kept if tid != first and not servers[tid].ended.done()]
