@@ -251,8 +251,9 @@ def test_ex07_a_ready_when_that_never_matches_fails_the_task_and_stops_it(repo):
         "web": {"deps": ["api"], "tasks": {"e2e": {"exec": {"command": "node ../../probe.js api"},
                                                    "dependsOn": ["api#serve"]}}},
     })
-    res = repo.vx("run", "e2e", cwd="packages/web", timeout=WAIT_S)
+    res = repo.vx("run", "e2e", cwd="packages/web", env={"VX_READY_NOTICE_MS": "0"}, timeout=WAIT_S)
     assert res.code == 1, res.out + res.err
+    assert "api#serve: still waiting for a line matching /NEVER PRINTED/ (exec.persistent.readyWhen)" in res.err
     serve = res.task("api#serve")
     assert serve["status"] == "failed"
     assert "not ready: timed out after 1500 ms waiting for a line matching /NEVER PRINTED/" in serve["reason"]
