@@ -6,7 +6,8 @@ workspace afresh (a broken config fails that cycle and watching goes on), and a 
 nothing that matters changed is replayed from its receipt in milliseconds. The watcher
 (`watchfiles`: inotify, or polling with `VX_WATCH_POLL=1`) looks at the whole workspace and
 judges each event by content, not by the event: a path whose bytes and mode are what they were
-when last judged is no edit. Never a trigger: `.git`, `node_modules`, `.vx`, the tasks' declared
+when last judged is no edit; a path reported through a link (`node_modules/<package>/…`) is the
+file it links to. Never a trigger: `.git`, `node_modules`, `.vx`, the tasks' declared
 outputs, gitignored paths (one `git check-ignore` per batch), `*~` and `*.tsbuildinfo`. Writes
 that land during a cycle are judged after it. A probe file proves the watcher delivers before
 "watching" is printed. Ctrl-C tears the cycle down, prints "vx watch: stopped" and exits 0.
@@ -173,6 +174,10 @@ class Judge:
         return [rel for rel in candidates if self._changed(rel, rel in clean)]
 
     def _rel(self, path: str) -> str | None:
+        """The workspace path an event is about, read through links: after `npm install` each
+        package is also `node_modules/<name>`, and inotify may report its files by that name."""
+        if "node_modules" in path:
+            path = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
         rel = os.path.relpath(path, self.root)
         return None if rel.startswith("..") else rel
 

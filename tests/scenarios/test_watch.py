@@ -163,3 +163,19 @@ def test_cli73_an_edit_during_a_cycle_and_sigterm_mid_cycle(ws, watch):
     os.kill(w.proc.pid, signal.SIGTERM)  # the watcher alone, as a supervisor would
     assert w.proc.wait(timeout=30) == 0 and "vx watch: stopped" in w.err
     assert time.monotonic() - started < 1.4  # the cycle's run was stopped, not waited out
+
+
+@pytest.mark.parametrize("poll", [False, True])
+def test_cli71_an_edit_to_a_package_linked_into_node_modules_runs_again(ws, watch, poll):
+    """After `npm install` every workspace package is linked into node_modules; the watcher may
+    report an edit through the link (`node_modules/a/src/a.js`): it is the package's file."""
+    (ws.root / "node_modules").mkdir()
+    for name in ("a", "b"):
+        os.symlink(f"../packages/{name}", ws.root / "node_modules" / name)
+    w = watch("build", "--all", env={"VX_WATCH_POLL": "1"} if poll else None)
+    w.wait_for("watching")
+    (ws.root / "packages/a/src/a.js").write_text("A2;")
+    w.wait_for("vx watch: packages/a/src/a.js changed")
+    w.wait_for("2 tasks", count=2)
+    assert built(ws, "b") == "B;" and built(ws, "a") == "A2;"
+    assert w.ctrl_c() == 0
