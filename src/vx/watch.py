@@ -9,7 +9,9 @@ judges each event by content, not by the event: a path whose bytes and mode are 
 when last judged is no edit; a path reported through a link (`node_modules/<package>/…`) is the
 file it links to. Never a trigger: `.git`, `node_modules`, `.vx`, the tasks' declared
 outputs, gitignored paths (one `git check-ignore` per batch), `*~` and `*.tsbuildinfo`. Writes
-that land during a cycle are judged after it. A probe file proves the watcher delivers before
+that land during a cycle are judged after it; a file written during a cycle that started the next
+one, and written again during that one, is a task rewriting its own input: said once, and no
+longer a trigger. A probe file proves the watcher delivers before
 "watching" is printed. Ctrl-C tears the cycle down, prints "vx watch: stopped" and exits 0.
 """
 
@@ -68,18 +70,27 @@ def watch_verb(rest: list[str], parsed, env: Mapping[str, str], say) -> int:
                                    yield_on_timeout=True, rust_timeout=1000, raise_interrupt=True)
         _await_probe(root, changes, say)  # armed before the first cycle: its edits are judged after it
         judge.arm()
-        cycles.run()
+        previous, window = (0, 0), _timed(cycles)
         say(f"vx watch: watching {root} (Ctrl-C to stop)")
         for batch in changes:
             edited = judge.edits(path for _change, path in batch)
+            edited = [rel for rel in edited if not judge.rewritten(rel, window, previous, say)]
             if edited and not stop.is_set():
                 say(f"vx watch: {_shown(edited, root)} changed")
-                cycles.run()
+                previous, window = window, _timed(cycles)
                 judge.refresh()
     except KeyboardInterrupt:
         pass
     say("vx watch: stopped")
     return 0
+
+
+def _timed(cycles: Cycles) -> tuple[int, int]:
+    """Run one cycle; the wall-clock window it ran in, in ns (the unit of st_mtime_ns), closed
+    before its process is reaped: a write made once it is gone is never taken for its own."""
+    started = time.time_ns()
+    cycles.run()
+    return started, cycles.ended_ns
 
 
 class Cycles:
@@ -89,10 +100,13 @@ class Cycles:
     def __init__(self, argv: list[str]) -> None:
         self.argv = argv
         self.child: subprocess.Popen | None = None
+        self.ended_ns = 0  # when the last cycle's process exited (before it was reaped)
 
     def run(self) -> int:
         self.child = subprocess.Popen(self.argv)
         try:
+            os.waitid(os.P_PID, self.child.pid, os.WEXITED | os.WNOWAIT)  # exited, still a zombie
+            self.ended_ns = time.time_ns()
             return self.child.wait()
         except KeyboardInterrupt:
             try:
@@ -146,6 +160,9 @@ class Judge:
         self.armed_ns = time.time_ns()
         self.outputs: dict[str, GlobSet] = {}
         self.prefix = _git_prefix(self.root)  # the workspace inside its repository ("" at the top)
+        self.mtimes: dict[str, int] = {}  # st_mtime_ns of each path as last judged
+        self.by_run: dict[str, tuple[int, int]] = {}  # path -> the window of the cycle that last wrote it
+        self.looping: set[str] = set()  # paths every run rewrites: no longer triggers
         self.refresh()
 
     def arm(self) -> None:
@@ -172,6 +189,23 @@ class Judge:
         candidates = [rel for rel in candidates if rel not in ignored]
         clean = _git_clean(self.root, [rel for rel in candidates if rel not in self.states], self.prefix)
         return [rel for rel in candidates if self._changed(rel, rel in clean)]
+
+    def rewritten(self, rel: str, window: tuple[int, int], previous: tuple[int, int], say) -> bool:
+        """Whether an edit is a run rewriting its own input, again: written while the last cycle
+        ran (`window`), and while the one before it ran (`previous`) too. Without this, a task
+        that stamps a file among its inputs would start a run after every run, forever."""
+        if not window[0] <= self.mtimes.get(rel, -1) <= window[1]:
+            self.looping.discard(rel)  # written between runs: a person's edit, a trigger again
+            return False
+        if rel in self.looping:
+            return True
+        if self.by_run.get(rel) == previous:
+            self.looping.add(rel)
+            say(f"vx watch: {rel} is rewritten by every run (a task writes into an input); its changes "
+                "no longer start a run — declare it in the task's cache.outputs or move it out of the inputs")
+            return True
+        self.by_run[rel] = window
+        return False
 
     def _rel(self, path: str) -> str | None:
         """The workspace path an event is about, read through links: after `npm install` each
@@ -203,6 +237,7 @@ class Judge:
             with open(path, "rb") as f:
                 state = (st.st_mode, xxhash.xxh3_64_hexdigest(f.read()))
             fresh = st.st_mtime_ns >= self.armed_ns or st.st_ctime_ns >= self.armed_ns
+            self.mtimes[rel] = st.st_mtime_ns
         except IsADirectoryError:
             return False
         except OSError:

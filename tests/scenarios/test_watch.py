@@ -179,3 +179,35 @@ def test_cli71_an_edit_to_a_package_linked_into_node_modules_runs_again(ws, watc
     w.wait_for("2 tasks", count=2)
     assert built(ws, "b") == "B;" and built(ws, "a") == "A2;"
     assert w.ctrl_c() == 0
+
+
+def idle(w: Watcher, timeout: float = 60) -> None:
+    """Wait until the watcher runs no cycle: it has no child process (reaped, so its run is over)."""
+    children = f"/proc/{w.proc.pid}/task/{w.proc.pid}/children"
+    deadline = time.monotonic() + timeout
+    while open(children).read().strip():
+        assert time.monotonic() < deadline, f"a cycle never ended:\n{w.err}"
+        time.sleep(0.02)
+
+
+def test_cli72_a_task_that_rewrites_its_own_input_does_not_rerun_forever(repo, watch):
+    """`gen` stamps src/stamp.js (an input of a's build) with a new value on every run: the
+    first cycle's stamp starts one more cycle, the second's is named as a loop and ignored from
+    then on, while a real edit still runs again."""
+    gen = {"exec": {"command": "node -e \"require('fs').writeFileSync('src/stamp.js', '// ' + Date.now() + Math.random())\""}}
+    ws = repo.write(npm_workspace({"a": {"tasks": {"gen": gen, "build": build_task(deps=["gen"])},
+                                         "files": {"src/a.js": "A;", "src/stamp.js": "// 0"}}})).commit()
+    w = Watcher(ws, "build", "--all")
+    try:
+        w.wait_for("watching")
+        w.wait_for("vx watch: packages/a/src/stamp.js is rewritten by every run", timeout=60)
+        for n, text in enumerate(("A2;", "A3;", "A4;"), start=1):  # each edit between two runs
+            idle(w)
+            (ws.root / "packages/a/src/a.js").write_text(text)
+            w.wait_for("vx watch: packages/a/src/a.js changed", count=n)
+        # each of those cycles stamped the file again, and the stamp was judged before the next edit
+        assert w.err.count("vx watch: packages/a/src/stamp.js changed") == 1, w.err
+        assert w.err.count("is rewritten by every run") == 1, w.err
+        assert w.ctrl_c() == 0
+    finally:
+        w.close()
