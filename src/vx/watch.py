@@ -6,7 +6,8 @@ workspace afresh (a broken config fails that cycle and watching goes on), and a 
 nothing that matters changed is replayed from its receipt in milliseconds. The watcher
 (`watchfiles`: inotify, or polling with `VX_WATCH_POLL=1`) looks at the whole workspace and
 judges each event by content, not by the event: a path whose bytes and mode are what they were
-when last judged is no edit; a path reported through a link (`node_modules/<package>/…`) is the
+when last judged is no edit, and an edit inside a project the run's graph does not hold is none
+either (CLI-70; `--affected` watches every project); a path reported through a link (`node_modules/<package>/…`) is the
 file it links to. Never a trigger: `.git`, `node_modules`, `.vx`, the tasks' declared
 outputs, gitignored paths (one `git check-ignore` per batch), `*~` and `*.tsbuildinfo`. Writes
 that land during a cycle are judged after it; a file written during a cycle that started the next
@@ -55,7 +56,7 @@ def watch_verb(rest: list[str], parsed, env: Mapping[str, str], say) -> int:
     from vx import workspace
 
     root = workspace.discover(Path(os.getcwd())).root
-    judge = Judge(root, env)
+    judge = Judge(root, env, parsed)
     cycles = Cycles([sys.executable, "-m", "vx", "run", *rest])
     stop = threading.Event()
 
@@ -153,9 +154,12 @@ def _await_probe(root: Path, changes, say) -> None:
 class Judge:
     """Decides whether a reported path is an edit a run could see (CLI-71)."""
 
-    def __init__(self, root: Path, env: Mapping[str, str]) -> None:
+    def __init__(self, root: Path, env: Mapping[str, str], parsed=None) -> None:
         self.root = str(root)
         self.env = env
+        self.parsed = parsed  # the run's selection: edits in projects it cannot reach are no trigger
+        self.packages: dict[str, str] = {}  # project dir -> package name
+        self.reach: frozenset[str] | None = None  # project dirs in the run's graph; None: every one
         self.states: dict[str, tuple[int, str] | None] = {}
         self.armed_ns = time.time_ns()
         self.outputs: dict[str, GlobSet] = {}
@@ -181,10 +185,45 @@ class Judge:
         self.outputs = {ws.packages[name].dir: GlobSet([g for t in cfg.tasks.values() if t.cache
                                                          for g in t.cache.output_files])
                         for name, cfg in configs.items()}
+        self.packages = {pkg.dir: name for name, pkg in ws.packages.items() if pkg.dir}
+        self.reach = self._reach(ws, configs)
+
+    def _reach(self, ws, configs) -> frozenset[str] | None:
+        """The project dirs the run's graph holds (CLI-70). A project outside it enters only
+        through an edit to one inside it or to the root (a dependency, a `pkg#task`, turbo.json),
+        which is watched. None — watch every project — for `--affected`, whose graph depends on
+        the edits themselves, or when the selection does not resolve (the cycle will say why)."""
+        if self.parsed is None or self.parsed.affected is not None:
+            return None
+        from vx import run
+        from vx.errors import VxError
+        from vx.graph import Selection, build_graph
+        from vx.plan import package_of
+
+        cwd = Path(os.getcwd())
+        try:
+            cwd_pkg = package_of(ws, cwd)
+            req = run.RunRequest(cwd=cwd, names=tuple(self.parsed.names), all=self.parsed.all,
+                                 filters=tuple(self.parsed.filters))
+            projects = run._filtered(req, ws, configs, cwd_pkg) if req.filters else None
+            graph = build_graph(ws, configs, Selection(req.names, cwd_pkg, req.all, projects))
+        except VxError:
+            return None
+        return frozenset(node.project_dir for node in graph.nodes.values())
+
+    def _unreached(self, rel: str) -> bool:
+        """Inside a project the run's graph does not hold (the deepest project dir wins)."""
+        if self.reach is None:
+            return False
+        best = ""
+        for directory in self.packages:
+            if (rel == directory or rel.startswith(directory + "/")) and len(directory) > len(best):
+                best = directory
+        return bool(best) and best not in self.reach
 
     def edits(self, paths: Iterable[str]) -> list[str]:
         candidates = sorted({rel for rel in (self._rel(p) for p in paths) if rel and not self._never(rel)})
-        candidates = [rel for rel in candidates if not self._is_output(rel)]
+        candidates = [rel for rel in candidates if not self._is_output(rel) and not self._unreached(rel)]
         ignored = _git_ignored(self.root, candidates)
         candidates = [rel for rel in candidates if rel not in ignored]
         clean = _git_clean(self.root, [rel for rel in candidates if rel not in self.states], self.prefix)

@@ -211,3 +211,22 @@ def test_cli72_a_task_that_rewrites_its_own_input_does_not_rerun_forever(repo, w
         assert w.ctrl_c() == 0
     finally:
         w.close()
+
+
+def test_cli70_an_edit_in_a_project_the_selection_cannot_reach_runs_nothing(repo, watch):
+    """`vx watch build -F b...` reaches a and b: an edit in c (outside the graph) is no trigger."""
+    ws = repo.write(npm_workspace({
+        "a": {"tasks": {"build": build_task()}, "files": {"src/a.js": "A;"}},
+        "b": {"deps": ["a"], "tasks": {"build": build_task()}, "files": {"src/b.js": "B;"}},
+        "c": {"tasks": {"build": build_task()}, "files": {"src/c.js": "C;"}},
+    })).commit()
+    w = Watcher(ws, "build", "-F", "b...")
+    try:
+        w.wait_for("watching")
+        (ws.root / "packages/c/src/c.js").write_text("C2;")
+        (ws.root / "packages/a/src/a.js").write_text("A2;")
+        w.wait_for("vx watch: packages/a/src/a.js changed")
+        assert "packages/c" not in w.err and "and 1 more" not in w.err, w.err
+        assert w.ctrl_c() == 0
+    finally:
+        w.close()
