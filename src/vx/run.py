@@ -130,8 +130,11 @@ def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: 
         concurrency = environment.parse_concurrency(req.concurrency, cpus)
     else:
         concurrency = ws_config.concurrency or cpus
+    # Broad: a selection across projects. `vx run web#build` at the root names its tasks one by
+    # one: what the user asked for streams as it would from web's own directory.
+    named = bool(req.names) and all("#" in name for name in req.names)
     broad = (req.all or bool(req.filters)
-             or (cwd_pkg == ROOT_PROJECT and any(t.package != ROOT_PROJECT for t in graph.requested)))
+             or (cwd_pkg == ROOT_PROJECT and not named and any(t.package != ROOT_PROJECT for t in graph.requested)))
     return Prepared(ws, graph, plans, index, store, hits, concurrency, broad, cache_dir, policy, remote,
                     frozenset(remote_hits),
                     tuple((m, "warning") for m in cache.notices) + (((affected_notice, "info"),) if affected_notice else ()),

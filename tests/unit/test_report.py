@@ -286,6 +286,7 @@ def test_cli_52_broad_prints_one_row_per_executed_task_and_hits_are_silent():
     assert stderr == [
         "⏺  2.50s ok      miss       app#build",
         "⏺  1m05s ok      no-cache   web#build",
+        "vx: 1 successful task's output is not shown; --output-logs=full shows it",  # app's; web printed nothing
         "",
         rule("3 tasks · 1 cached (33%) · wall 1m06s"),
         "3 tasks · 1 cached (33%) · wall 1m06s",

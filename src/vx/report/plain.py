@@ -191,6 +191,7 @@ class PlainReporter:
         self._servers: dict[TaskId, LineSplitter] = {}  # persistent tasks: output as `id │ line` (EX-08)
         self._server_width = 0
         self._terminal: set[TaskId] = set()  # interactive tasks that had the terminal (EX-09)
+        self._hidden = 0  # successful tasks with a log that only a row (or nothing) stood for
 
     def __call__(self, event: Event) -> None:
         getattr(self, _HANDLERS[type(event)])(event)
@@ -264,6 +265,9 @@ class PlainReporter:
         if self._not_run:
             self.sink.lines("err", [frames.not_run_row(self._not_run, self.palette)])
         self._replay_failures()
+        if self._hidden:  # say how to see what a row stood for (a log with warnings, say)
+            noun = "task's output is" if self._hidden == 1 else "tasks' output is"
+            self.sink.lines("err", [f"vx: {self._hidden} successful {noun} not shown; --output-logs=full shows it"])
         wall_ms = (summary.ended_at - summary.started_at) * 1000
         self.sink.separate("err")
         self.sink.lines("err", frames.footer(results, wall_ms, self.version, self.palette))
@@ -287,6 +291,8 @@ class PlainReporter:
             self.sink.lines("err", [frames.task_row(result, self.palette)])
             return
         shape = self.shape_of(result)
+        if shape == "row" and result.status is Status.SUCCESS and result.log:
+            self._hidden += 1
         if shape == "frame":
             self.sink.lines("out", self._frame(result))
         elif shape in ("row", "row+replay"):
