@@ -46,7 +46,9 @@ def test_ws19_implicit_build_is_reached_not_selected_and_shown(repo):
     assert "implicit" not in plan["tasks"][1]
     # A bare name never selects it: from inside `types`, `build` is no task of that project.
     inside = repo.vx("run", "build", cwd="packages/types")
-    assert inside.code == 2 and "has no task `build`" in inside.err
+    assert inside.code == 2 and "has no task `build` (no `build` script or task)" in inside.err
+    named = repo.vx("run", "types#test")  # one that no package has, named: who has it, or that nobody does
+    assert named.code == 2 and "package `types` has no task `test` (no `test` script or task)" in named.err
     assert repo.vx("run", "build", "--all").statuses() == {"app#build": ("success", "miss")}
     # `pkg#build` reaches it, and `vx why` names the file that moved its key.
     assert repo.vx("run", "types#build").code == 0
