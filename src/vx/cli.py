@@ -69,6 +69,10 @@ options:
   --framework-inference B   true (default) | false: whether a turbo.json task keys and passes
                             its framework's variables (NEXT_PUBLIC_*, VITE_*, …), as turbo's flag
 
+turbo and Nx spellings: --dry-run, -p/--projects a,b (a list), --parallel=N, --skip-nx-cache,
+pkg:task (said as pkg#task); --remote-only, --base, --env-mode, --log-prefix, --log-order and
+--only are refused with what to write instead.
+
 exit: 0 all tasks ok · 1 a task failed, was skipped or aborted · 2 usage or config error
       130 / 143 / 129 interrupted by SIGINT / SIGTERM / SIGHUP
 """
@@ -160,9 +164,26 @@ RUN_FLAGS = {
 }
 FLAG_ALIASES = {"--dry-run": "--dry", "--parallel": "--concurrency", "--skip-nx-cache": "--force", "-F": "--filter",
                 "--projects": "--filter", "-p": "--filter"}
+# Flags turbo and Nx users type that vx spells otherwise or does not have: what to write instead.
+FOREIGN_FLAGS = {
+    "--remote-only": "turbo's --remote-only is `--cache=local:,remote:rw` (no local layer)",
+    "--base": "Nx's --base is the ref of `--affected=<ref>` (default: the workspace's affectedBase)",
+    "--head": "`--affected` compares with the working tree, uncommitted edits included",
+    "--env-mode": "vx's environment is always strict: a task sees only the variables it declares "
+                  "(exec.env.passThrough, cache.inputs.env) and a few system ones",
+    "--log-prefix": "vx frames each task's output (`┌─ id`) and prefixes a server's lines (`id │`); "
+                    "`--output-logs` chooses whose output is shown",
+    "--log-order": "vx streams the one task you ask for and prints every other task's output whole, "
+                   "in one frame each; `--output-logs` chooses whose",
+    "--only": "not in vx: a task's dependsOn always runs first (cache hits cost next to nothing); "
+              "name the task and its dependencies are restored",
+    "--exclude-dependencies": "not in vx: a task's dependsOn always runs first (cache hits cost next to "
+                              "nothing); name the task and its dependencies are restored",
+    "--output-style": "`--output-logs` (full, new-only, errors-only, hash-only, none)",
+}
 CONTINUE_ALIASES = {"dependencies-successful": "deps-ok", "": "always"}
 FOREIGN_VERBS = {"build": "run build", "test": "run test", "lint": "run lint", "run-many": "run --all",
-                 "exec": "run", "ls": "run --dry", "graph": "run --dry"}
+                 "exec": "run", "ls": "run --dry", "graph": "run --dry", "affected": "run TASK --affected"}
 
 
 class RunArgs:
@@ -320,6 +341,13 @@ def parse_run(tokens: Sequence[str]) -> RunArgs:
             out.names.append(tok)
             continue
         name, eq, value = tok.partition("=")
+        if name in FOREIGN_FLAGS:
+            raise UsageError(f"unknown flag `{name}` for `vx run`", hint=FOREIGN_FLAGS[name])
+        if name == "--parallel" and not eq and (i + 1 >= len(tokens) or not tokens[i + 1].isdigit()):
+            raise UsageError("`--parallel` (turbo's: ignore dependsOn) is not in vx",
+                             hint="vx runs in parallel whatever its dependencies allow; "
+                                  "`--concurrency N` sets how many at once (Nx's --parallel=N)")
+        listed = name in ("-p", "--projects")  # Nx's comma list of projects
         name = FLAG_ALIASES.get(name, name)
         if name not in RUN_FLAGS:
             near = did_you_mean(name, RUN_FLAGS)
@@ -339,7 +367,9 @@ def parse_run(tokens: Sequence[str]) -> RunArgs:
                 value = tokens[next(it)]
             if value == "":
                 raise UsageError(f"`{name}` needs a value", hint=f"write `{name}=VALUE`")
-            if kind == "list":
+            if kind == "list" and listed:
+                getattr(out, dest).extend(part for part in value.split(",") if part)
+            elif kind == "list":
                 getattr(out, dest).append(value)
             else:
                 setattr(out, dest, value)

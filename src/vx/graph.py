@@ -61,10 +61,13 @@ def _resolve_one(ws: Workspace, configs: Mapping[str, ProjectConfig], sel: Selec
     if not holders:
         _refuse_not_runnable(configs, name)
         scripted = [p for p, pkg in sorted(ws.packages.items()) if name in pkg.scripts]
+        pkg, colon, task = name.partition(":")
+        nx = bool(colon) and pkg in ws.packages and task_of(configs, pkg, task) is not None
         raise UnknownTaskError(
             f"no project declares a task named `{name}`",
             facts=(f"a package.json script in: {', '.join(scripted[:8])}",) if scripted else (),
-            hint=("`vx init` turns package.json scripts into vx tasks (vx.config.json per package)" if scripted
+            hint=(f"`{name}` is Nx's spelling of a project's task; in vx it is `{pkg}#{task}`" if nx
+                  else "`vx init` turns package.json scripts into vx tasks (vx.config.json per package)" if scripted
                   else suggestion(name, _all_task_names(configs), noun="tasks")),
         )
     if sel.projects is not None:
