@@ -8,7 +8,8 @@ declares; an uncached task for any change in its project. A requested task runs 
 anything its `dependsOn` reaches, is a seed. A root fingerprint file (a lockfile, the workspace
 config, the root turbo.json) selects everything.
 
-The base: the ref given, else the workspace's `affectedBase`, else `origin/HEAD`, else the first
+The base: the ref given, else the workspace's `affectedBase`, else on a GitHub pull request
+`origin/$GITHUB_BASE_REF`, else `origin/HEAD`, else the first
 of `origin/main`, `origin/master`, `main`, `master` that exists and is not the branch checked out,
 else `HEAD~1`.
 """
@@ -39,8 +40,9 @@ def check_ref(ref: str) -> str:
     return ref
 
 
-def base_ref(root: str, given: str | None, configured: str | None) -> str:
-    """CLI-42: the ref given, the workspace's `affectedBase`, then the usual suspects, then HEAD~1."""
+def base_ref(root: str, given: str | None, configured: str | None, env: Mapping[str, str] | None = None) -> str:
+    """CLI-42: the ref given, the workspace's `affectedBase`, a GitHub pull request's base branch
+    (`GITHUB_BASE_REF`), then the usual suspects, then HEAD~1."""
     if not _git(root, ["rev-parse", "--git-dir"], "HEAD", quiet=True).strip():
         raise UsageError(f"--affected compares git commits, and {root} is not in a git repository",
                          hint="run it in a clone, or name the projects with --filter instead")
@@ -48,6 +50,15 @@ def base_ref(root: str, given: str | None, configured: str | None) -> str:
         return check_ref(given)
     if configured:
         return check_ref(configured)
+    pull = (env or {}).get("GITHUB_BASE_REF", "")
+    if pull:
+        ref = check_ref(f"origin/{pull}")
+        if not _resolves(root, ref):
+            raise UsageError(f"--affected: this is a pull request into `{pull}` (GITHUB_BASE_REF), and {ref} "
+                             "is not in this clone",
+                             hint=f"fetch it first: `git fetch --no-tags origin {pull}:refs/remotes/origin/{pull}` "
+                                  "(or `fetch-depth: 0` in actions/checkout)")
+        return ref
     if _resolves(root, "origin/HEAD"):
         return "origin/HEAD"
     current = _git(root, ["rev-parse", "--abbrev-ref", "HEAD"], "HEAD", quiet=True).strip()
@@ -63,7 +74,9 @@ def base_ref(root: str, given: str | None, configured: str | None) -> str:
 def changed_paths(root: str, ref: str, flag: str = "--affected") -> list[str]:
     """Workspace-relative paths changed since the merge-base of `ref` and HEAD, untracked included;
     git's commands go to the receipt, so a replay sees a new change."""
-    base = _git(root, ["merge-base", ref, "HEAD"], ref, flag=flag).strip()
+    base = _git(root, ["merge-base", ref, "HEAD"], ref, quiet=True, flag=flag).strip()
+    if not base:
+        _no_merge_base(root, ref, flag)
     paths = _git(root, ["diff", "--name-only", "--no-renames", "--relative", "-z", base], ref, flag=flag).split("\0")
     paths += _git(root, ["ls-files", "--others", "--exclude-standard", "-z"], ref, flag=flag).split("\0")
     return sorted({p for p in paths if p})
@@ -151,6 +164,20 @@ def reached(graph: TaskGraph, seeded: set[TaskId] | None) -> list[TaskId]:
 
 
 # ---------------------------------------------------------------- git
+
+
+def _no_merge_base(root: str, ref: str, flag: str) -> None:
+    """Say why `ref` and HEAD share no commit, and what to fetch: in a shallow clone (CI's
+    default) the history that joins them is simply not here."""
+    if not _resolves(root, ref):
+        _git(root, ["rev-parse", "--verify", f"{ref}^{{commit}}"], ref, flag=flag)  # raises, naming the ref
+    shallow = _git(root, ["rev-parse", "--is-shallow-repository"], ref, quiet=True, flag=flag).strip() == "true"
+    if shallow:
+        raise UsageError(f"{flag}: `{ref}` and HEAD share no commit in this shallow clone",
+                         hint="fetch the history that joins them: `git fetch --deepen=200` (or `--unshallow`; "
+                              "`fetch-depth: 0` in actions/checkout)")
+    raise UsageError(f"{flag}: `{ref}` and HEAD share no commit (unrelated histories)",
+                     hint="name a base on this branch's history: --affected=<ref>")
 
 
 def _resolves(root: str, ref: str) -> bool:

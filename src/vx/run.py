@@ -93,7 +93,7 @@ def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: 
             graph = build_graph(ws, configs, Selection(req.names, cwd_pkg, req.all or req.affected is not None,
                                                        projects))
             if req.affected is not None:
-                graph, affected_notice = _affected(req, ws, ws_config, configs, graph, cwd_pkg)
+                graph, affected_notice = _affected(req, ws, ws_config, configs, graph, cwd_pkg, host_env)
             additive = refuse_overlaps(graph.nodes, configs, ws_config.exclusive_outputs)
         _refuse_group_only_args(graph, req)
     except BaseException:
@@ -142,12 +142,12 @@ def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: 
 
 
 def _affected(req: RunRequest, ws: Workspace, ws_config, configs, graph: TaskGraph,
-              cwd_pkg: str) -> tuple[TaskGraph, str | None]:
+              cwd_pkg: str, host_env: Mapping[str, str]) -> tuple[TaskGraph, str | None]:
     """Only the requested tasks a change since the base reaches (CLI-41); the notice when none is."""
     from vx import affected
 
     root = str(ws.root)
-    ref = affected.base_ref(root, req.affected, ws_config.affected_base)
+    ref = affected.base_ref(root, req.affected, ws_config.affected_base, host_env)
     keep = affected.reached(graph, affected.seeds(ws, configs, affected.changed_paths(root, ref)))
     if not keep:
         return build_graph(ws, configs, Selection((), cwd_pkg)), f"nothing affected since {ref}"
