@@ -104,15 +104,17 @@ node_modules, .git, .vx. A failing cycle or a broken config keeps watching. Ctrl
 `--dry`, `--graph` and `--summarize` are refused.
 """
 
-INIT_HELP = """usage: vx init [--dry] [--force]
+INIT_HELP = """usage: vx init [--dry] [--force] [--cache]
 
 Writes a vx.config.json beside each package.json, from its scripts: each script a task running
 it (npm's pre/post hooks folded in), `build` after its dependencies' builds, `test` and
 `typecheck` after the package's own build, and for each build the cache block to turn on, as a
-comment with the output directories its tooling suggests. Long-running scripts (dev, start,
-serve, watch, preview) and root scripts that run the members are left out. Existing configs are
-kept (`--force` replaces them); `--dry` prints what it would write. In a Turborepo repository vx
-already runs turbo.json unchanged, so `vx init` there needs `--force`.
+comment with the output directories its tooling suggests (`--cache`: written on). Long-running
+scripts (dev, start, serve, watch, preview, a watcher) become persistent tasks. A root script
+that runs one script in every member (`npm run build --workspaces`, `turbo run build`) is no
+task: in the root package.json it becomes `vx run build`. Existing configs are kept (`--force`
+replaces them); `--dry` prints what it would write. In a Turborepo repository vx already runs
+turbo.json unchanged, so `vx init` there needs `--force`.
 """
 
 WHY_HELP = """usage: vx why PKG#TASK [--format=json]
