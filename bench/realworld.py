@@ -37,10 +37,11 @@ from tools import TOOL_ENV, Tool, turbo_tool, version_of, vx_tool  # noqa: E402
 SCENARIOS = ("cold", "warm", "restore", "edit")
 REMOVE: list[str] = []  # --remove
 ENV = {k: v for k, v in os.environ.items() if k not in ("CI", "VX_TIMING", "VX_CACHE_DIR")}  # PATH set in main
-# Removes the gitignored outputs but not the install nor the caches: `-e '!…'` turns those back
-# into "not ignored", which `-X` then leaves alone.
-CLEAN_OUTPUTS = ["git", "clean", "-fdXq", *(f"-e!{p}" for p in ("node_modules/", "**/node_modules/", ".vx/",
-                                                                 ".turbo/", "**/.turbo/"))]
+# Removes the gitignored outputs but not the install nor the caches. Each kept directory is
+# un-ignored together with everything below it (`!**/x/**`): un-ignoring only the directory would
+# let git descend into it and delete every ignored `dist` of the installed packages.
+CLEAN_OUTPUTS = ["git", "clean", "-fdXq", *(f"-e!{p}" for d in ("node_modules", ".vx", ".turbo")
+                                            for p in (d, f"**/{d}/**"))]
 
 
 def copies(checkout: Path, work: Path, fresh: bool) -> dict[str, Path]:

@@ -6,7 +6,9 @@ declared inputs (`cache.inputs.files` in its project, `workspaceFiles` anywhere)
 project whose `package.json` or config changed, or which holds a changed path no cached task of it
 declares; an uncached task for any change in its project. A requested task runs when it, or
 anything its `dependsOn` reaches, is a seed. A root fingerprint file (a lockfile, the workspace
-config, the root turbo.json) selects everything.
+config, the root turbo.json) selects everything — but a lockfile vx reads per project (vx.lockfile):
+its change seeds every task of the projects whose share of it moved, the base's lockfile read
+from git.
 
 The base: the ref given, else the workspace's `affectedBase`, else on a GitHub pull request
 `origin/$GITHUB_BASE_REF`, else `origin/HEAD`, else the first
@@ -74,24 +76,42 @@ def base_ref(root: str, given: str | None, configured: str | None, env: Mapping[
 def changed_paths(root: str, ref: str, flag: str = "--affected") -> list[str]:
     """Workspace-relative paths changed since the merge-base of `ref` and HEAD, untracked included;
     git's commands go to the receipt, so a replay sees a new change."""
-    base = _git(root, ["merge-base", ref, "HEAD"], ref, quiet=True, flag=flag).strip()
-    if not base:
-        _no_merge_base(root, ref, flag)
+    base = merge_base(root, ref, flag)
     paths = _git(root, ["diff", "--name-only", "--no-renames", "--relative", "-z", base], ref, flag=flag).split("\0")
     paths += _git(root, ["ls-files", "--others", "--exclude-standard", "-z"], ref, flag=flag).split("\0")
     return sorted({p for p in paths if p})
 
 
+def merge_base(root: str, ref: str, flag: str = "--affected") -> str:
+    """The commit `ref` and HEAD share; when there is none, why, and what to fetch (a shallow clone)."""
+    base = _git(root, ["merge-base", ref, "HEAD"], ref, quiet=True, flag=flag).strip()
+    if not base:
+        _no_merge_base(root, ref, flag)
+    return base
+
+
 # ---------------------------------------------------------------- seeds
 
 
-def seeds(ws: Workspace, configs: Mapping[str, ProjectConfig], paths: Iterable[str]) -> set[TaskId] | None:
-    """The tasks the change seeds; None when it reaches everything (a root fingerprint file)."""
+def seeds(ws: Workspace, configs: Mapping[str, ProjectConfig], paths: Iterable[str],
+          base: str | None = None) -> set[TaskId] | None:
+    """The tasks the change seeds; None when it reaches everything (a root fingerprint file).
+    With `base` (the merge-base), a changed lockfile seeds only the projects its change reaches."""
+    from vx import lockfile
+
     paths = list(paths)
-    if any(p in FINGERPRINT_FILES or p in _WORKSPACE_FILES for p in paths):
-        return None
-    by_project_paths = by_project(ws, paths)
-    out: set[TaskId] = set()
+    moved: set[str] = set()
+    for p in paths:
+        if p in lockfile.LOCKFILES and base is not None:
+            dirs = _lock_moved(ws, p, base)
+            if dirs is None:
+                return None
+            moved |= dirs
+        elif p in FINGERPRINT_FILES or p in _WORKSPACE_FILES:
+            return None
+    by_project_paths = by_project(ws, [p for p in paths if p not in lockfile.LOCKFILES])
+    out: set[TaskId] = {TaskId(name, task) for name, pkg in ws.packages.items() if pkg.dir in moved
+                        and name in configs for task in configs[name].tasks}
     for project, rels in by_project_paths.items():
         out |= _project_seeds(project, configs[project], rels)
     for name, config in configs.items():  # workspaceFiles reach across projects
@@ -106,6 +126,26 @@ def seeds(ws: Workspace, configs: Mapping[str, ProjectConfig], paths: Iterable[s
                 if any(globs.matches(p) for p in paths):
                     out.add(TaskId(name, task))
     return out
+
+
+def _lock_moved(ws: Workspace, name: str, base: str) -> set[str] | None:
+    """The project dirs whose share of lockfile `name` differs between `base` and the worktree;
+    None when that cannot be told (the base had none, or either side does not parse)."""
+    from vx import lockfile
+    from vx.errors import VxError
+
+    root = str(ws.root)
+    old = _git(root, ["show", f"{base}:./{name}"], base, quiet=True)
+    if not old:
+        return None
+    projects = {p.dir: {"name": p.name, "manifest": ""} for p in ws.packages.values()}
+    try:
+        with open(os.path.join(root, name), encoding="utf-8") as f:
+            new = f.read()
+        before, after = lockfile.of_text(root, name, old, projects), lockfile.of_text(root, name, new, projects)
+    except (OSError, UnicodeDecodeError, VxError):
+        return None
+    return {d for d in projects if before[d].digest != after[d].digest}
 
 
 def by_project(ws: Workspace, paths: list[str]) -> dict[str, list[str]]:

@@ -127,6 +127,9 @@ def _task_path(path: str | None, project_dir_abs: Path | str, root: Path | str) 
     return os.pathsep.join([*bins, path if path else os.defpath])
 
 
+task_path = _task_path  # the PATH a task (or a runtime probe) runs with
+
+
 # ---------------------------------------------------------------- concurrency
 
 

@@ -229,6 +229,8 @@ class _Child:
         self.popen.returncode = _STATUS_UNKNOWN if status is None else os.waitstatus_to_exitcode(status)
         aborted = self.table.stopping
         self.table._discard(self)
+        if not _killpg_probe(self.pid):  # members that outlive the shell (or their zombies) stay the warden's
+            spawn.released(self.pid)
         if not self.exited.done():
             self.exited.set_result((status, rusage, aborted))
 

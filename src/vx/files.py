@@ -702,8 +702,9 @@ def fingerprint_paths(root: Path, index: FileIndex) -> list[str]:
     return names
 
 
-def fingerprint(root: Path, index: FileIndex) -> str:
-    """xxh3-64 hex of the root lockfiles and install settings present (KEY-04), in a fixed order.
+def fingerprint(root: Path, index: FileIndex, skip: Sequence[str] = ()) -> str:
+    """xxh3-64 hex of the root lockfiles and install settings present (KEY-04), in a fixed order;
+    `skip` names the lockfiles keyed per project instead (vx.lockfile), which EX-19 still re-checks.
 
     Each file contributes `name NUL identity NUL`, the identity being the index OID when git
     vouches for it, so a clean lockfile is never read.
@@ -713,6 +714,8 @@ def fingerprint(root: Path, index: FileIndex) -> str:
     h = xxhash.xxh3_64()
     index.fingerprinted = fingerprint_paths(root, index)
     for name in index.fingerprinted:
+        if name in skip:
+            continue
         ident = index.identity(name)
         if ident:
             h.update(f"{name}\0{ident}\0".encode("utf-8", "surrogateescape"))

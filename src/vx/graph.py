@@ -63,9 +63,16 @@ def _resolve_one(ws: Workspace, configs: Mapping[str, ProjectConfig], sel: Selec
         scripted = [p for p, pkg in sorted(ws.packages.items()) if name in pkg.scripts]
         pkg, colon, task = name.partition(":")
         nx = bool(colon) and pkg in ws.packages and task_of(configs, pkg, task) is not None
+        empty = ws.empty_member_globs
+        facts = (f"a package.json script in: {', '.join(scripted[:8])}",) if scripted else ()
+        if empty:
+            globs = ", ".join(f"`{g}`" for g in empty)
+            plural = len(empty) > 1
+            facts += (f"member glob{'s' if plural else ''} {globs} in {ws.member_globs_file} match"
+                      + ("" if plural else "es") + " no directory with a package.json",)
         raise UnknownTaskError(
             f"no project declares a task named `{name}`",
-            facts=(f"a package.json script in: {', '.join(scripted[:8])}",) if scripted else (),
+            facts=facts,
             hint=(f"`{name}` is Nx's spelling of a project's task; in vx it is `{pkg}#{task}`" if nx
                   else "`vx init` turns package.json scripts into vx tasks (vx.config.json per package)" if scripted
                   else suggestion(name, _all_task_names(configs), noun="tasks")),

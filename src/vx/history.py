@@ -101,8 +101,15 @@ def _encode(record: HashRecord) -> str:
         "fingerprint": record.fingerprint, "package": record.package_json, "config": record.config,
         "args": _digest("\0".join(record.forward_args)) if record.forward_args else None,  # may hold a secret
         "env": {name: None if value is None else _digest(value) for name, value in record.env},
-        "upstream": dict(record.upstream), "files": dict(record.files),
+        "upstream": dict(record.upstream), "files": dict(record.files), "lockfile": _lockfile_parts(record.lockfile),
+        "runtime": {label: _digest(value) for label, value in record.runtime},
     }, separators=(",", ":"))
+
+
+def _lockfile_parts(folded) -> dict[str, str]:
+    from vx.lockfile import why_parts
+
+    return why_parts(folded)
 
 
 def _digest(value: str) -> str:
@@ -130,7 +137,8 @@ def differences(old: Mapping, new: Mapping) -> list[tuple[str, str]]:
     """(kind, what) for each component that differs, in fold order; files by path."""
     out: list[tuple[str, str]] = []
     if old["fingerprint"] != new["fingerprint"]:
-        out.append(("workspace", "the lockfiles or install settings (or the vx version)"))
+        moved = _lockfile_moves(old["lockfile"], new["lockfile"]) if "lockfile" in old and "lockfile" in new else []
+        out += moved or [("workspace", "the lockfiles or install settings (or the vx version)")]
     if old["package"] != new["package"]:
         out.append(("package", "package.json"))
     if old["config"] != new["config"]:
@@ -140,6 +148,10 @@ def differences(old: Mapping, new: Mapping) -> list[tuple[str, str]]:
     for name in sorted(set(old["env"]) | set(new["env"])):
         if old["env"].get(name, "absent") != new["env"].get(name, "absent"):
             out.append(("env", name))
+    old_rt, new_rt = old.get("runtime", {}), new.get("runtime", {})
+    for label in sorted(set(old_rt) | set(new_rt)):
+        if old_rt.get(label, "absent") != new_rt.get(label, "absent"):
+            out.append(_runtime_kind(label))
     for task in sorted(set(old["upstream"]) | set(new["upstream"])):
         if old["upstream"].get(task) != new["upstream"].get(task):
             out.append(("upstream", task))
@@ -148,6 +160,22 @@ def differences(old: Mapping, new: Mapping) -> list[tuple[str, str]]:
     out += [("file", f"{path} (removed)") for path in sorted(set(of) - set(nf))]
     out += [("file", path) for path in sorted(set(of) & set(nf)) if of[path] != nf[path]]
     return out
+
+
+def _runtime_kind(label: str) -> tuple[str, str]:
+    """`node` -> the Node version; `runtime:<command>:stdout` -> (runtime, `<command>` (stdout))."""
+    if ":" not in label:
+        return ("runtime", "the Node version on the task's PATH (node -v)")
+    kind, _, rest = label.partition(":")
+    command, _, stream = rest.rpartition(":")
+    return (kind, f"{command} ({stream})")
+
+
+def _lockfile_moves(old: Mapping, new: Mapping) -> list[tuple[str, str]]:
+    """The dependencies whose resolution moved in the project's share of the lockfile (PL-06)."""
+    out = [("lockfile", f"{label} (added)") for label in sorted(set(new) - set(old))]
+    out += [("lockfile", f"{label} (removed)") for label in sorted(set(old) - set(new))]
+    return out + [("lockfile", label) for label in sorted(set(old) & set(new)) if old[label] != new[label]]
 
 
 # ---------------------------------------------------------------- vx why

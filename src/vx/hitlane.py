@@ -189,8 +189,11 @@ class _Lane:
         extracted = self._extract(pool, restores)
         seconds = (time.perf_counter() - t0) / max(1, len(restores))
         for h, got in zip(restores, extracted):
+            if isinstance(got, tuple) and got and got[0] == "refused":
+                self.dead.add(h.tid)  # the workspace refused a write: the walk's restore reports it, failing the task
+                continue
             try:
-                log = self.local.finish_restore(h.entry, _raise_refused(got), seconds)
+                log = self.local.finish_restore(h.entry, got, seconds)
             except DamagedEntry as exc:
                 self.emit(Notice(f"cache entry for {h.tid} cannot be restored ({exc.reason}); running the task instead",
                                  id=h.tid))
@@ -214,12 +217,6 @@ class _Lane:
         return [results[h.entry.key] for h in restores]
 
 
-def _raise_refused(got: Any) -> Any:
-    if isinstance(got, tuple) and got and got[0] == "refused":
-        from vx.errors import EnvironmentFailure
-
-        raise EnvironmentFailure(got[1], facts=got[2], hint=got[3])
-    return got
 
 
 _PENDING_LOG = TaskResult(TaskId("", ""), Status.SUCCESS, CacheStatus.UP_TO_DATE)

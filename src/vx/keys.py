@@ -34,6 +34,8 @@ def task_key(record: HashRecord) -> str:
     state = _fold(state, "env", _env_text(record.env))
     state = _fold(state, "upstream", "".join(f"{tid}\0{key}\0" for tid, key in record.upstream))
     state = _fold(state, "files", "".join(f"{path}\0{ident}\0" for path, ident in record.files))
+    if record.runtime:  # KEY-08; absent from records made before it, so their keys stand
+        state = _fold(state, "runtime", "".join(f"{label}\0{len(value)}\0{value}\0" for label, value in record.runtime))
     return f"{state:016x}"
 
 

@@ -45,6 +45,8 @@ class Workspace(Struct, frozen=True):
     manager: str  # npm | pnpm | yarn | bun
     packages: Mapping[str, Package]  # by name; the root project is under ROOT_PROJECT
     member_globs: tuple[str, ...] = ()
+    member_globs_file: str = ""  # where the member globs are written (package.json or pnpm-workspace.yaml)
+    empty_member_globs: tuple[str, ...] = ()  # positive globs under which no package.json was found
 
     def package_at(self, rel_dir: str) -> Package | None:
         """The deepest package whose dir contains rel_dir."""
@@ -113,6 +115,8 @@ class CacheConfig(Struct, frozen=True):
     output_workspace_files: tuple[str, ...] = ()
     input_env: tuple[str, ...] = ()
     input_tasks: tuple[str, ...] | None = None  # None means ('*', '^*')
+    input_runtime: tuple[str, ...] = ()  # probes run in the project dir (KEY-08)
+    input_ws_runtime: tuple[str, ...] = ()  # probes run at the root, once per run
     # A turbo.json task (TL-05): its globs are turbo's, and only `input_reach` (its explicit
     # inputs, `$TURBO_DEFAULT$` aside) reaches files git ignores; None: every input glob does.
     turbo_globs: bool = False
@@ -244,6 +248,12 @@ class HashRecord(Struct, frozen=True):
     env: tuple[tuple[str, str | None], ...]  # (name, value); None = unset
     upstream: tuple[tuple[str, str], ...]  # (task id, key), sorted by key
     files: tuple[tuple[str, str], ...]
+    # What `fingerprint` folded of the lockfile, for `vx why` only (not folded again): per root
+    # lockfile, its name and the project's vx.lockfile.Closure (shared, not copied, per task).
+    lockfile: tuple[tuple[str, object], ...] = ()
+    # KEY-08: the Node version on the task's PATH, then each runtime probe's stdout and stderr,
+    # as (label, value); folded after the files, and only when present.
+    runtime: tuple[tuple[str, str], ...] = ()
 
 
 # ---------------------------------------------------------------- outcomes

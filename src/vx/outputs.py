@@ -6,6 +6,7 @@ wipe removes files and links (never a link's target) and prunes the directories 
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from pathlib import Path
@@ -99,17 +100,66 @@ def wipe_outputs(
     removed = walk_outputs(root, project_dir, globs, workspace_globs, nested=nested)
     if owns is not None:  # what the globs match but the task may not own is never deleted
         removed = [p for p in removed if owns(p)]
-    for path in removed:
-        try:
-            os.unlink(os.path.join(root, path))
-        except FileNotFoundError:
-            continue
-        except OSError as e:
-            raise EnvironmentFailure(f"cannot remove output {path}", facts=(str(e),),
-                                     hint="check the permissions of the file and its directory") from None
-    keep = _kept_dirs(project_dir, globs, workspace_globs)
-    _prune_empty_dirs(root, removed, keep)
+    if not removed:
+        return removed
+    beneath = _Beneath(str(root))
+    try:
+        for path in removed:
+            try:
+                beneath.remove(path, os.unlink)
+            except (FileNotFoundError, _Moved):
+                continue
+            except OSError as e:
+                raise EnvironmentFailure(f"cannot remove output {path}", facts=(str(e),),
+                                         hint="check the permissions of the file and its directory") from None
+        _prune_empty_dirs(beneath, removed, _kept_dirs(project_dir, globs, workspace_globs))
+    finally:
+        beneath.close()
     return removed
+
+
+class _Moved(Exception):
+    """A directory on the way is no longer a directory (a link now): what was walked is not there."""
+
+
+class _Beneath:
+    """Removes paths under the root through directory descriptors, each component opened
+    `O_NOFOLLOW|O_DIRECTORY` from its parent's: a directory swapped for a symlink during the wipe
+    can never make an unlink land outside the workspace (as restores write: store.unpacking.Dirs).
+    Paths come sorted, so only the current directory's chain is kept open."""
+
+    _FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+    def __init__(self, root: str):
+        self.root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        self.chain: list[tuple[str, int]] = []  # (name, fd) of each component of the current directory
+
+    def remove(self, rel: str, fn: Callable[..., None]) -> None:
+        parent, _, name = rel.rpartition("/")
+        fn(name, dir_fd=self._dir(parent.split("/") if parent else []))
+
+    def _dir(self, parts: list[str]) -> int:
+        keep = 0
+        while keep < len(self.chain) and keep < len(parts) and self.chain[keep][0] == parts[keep]:
+            keep += 1
+        for _, fd in self.chain[keep:]:
+            os.close(fd)
+        del self.chain[keep:]
+        fd = self.chain[-1][1] if self.chain else self.root_fd
+        for name in parts[keep:]:
+            try:
+                fd = os.open(name, self._FLAGS, dir_fd=fd)
+            except OSError as e:
+                if e.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise _Moved from None
+                raise
+            self.chain.append((name, fd))
+        return fd
+
+    def close(self) -> None:
+        for _, fd in self.chain:
+            os.close(fd)
+        os.close(self.root_fd)
 
 
 def _kept_dirs(project_dir: str, globs: GlobSet | None, workspace_globs: GlobSet | None) -> set[str]:
@@ -120,7 +170,7 @@ def _kept_dirs(project_dir: str, globs: GlobSet | None, workspace_globs: GlobSet
     return keep
 
 
-def _prune_empty_dirs(root: Path, removed: Iterable[str], keep: set[str]) -> None:
+def _prune_empty_dirs(beneath: _Beneath, removed: Iterable[str], keep: set[str]) -> None:
     """rmdir the now-empty ancestors of removed files, deepest first, stopping at `keep`."""
     dirs: set[str] = set()
     for path in removed:
@@ -128,8 +178,8 @@ def _prune_empty_dirs(root: Path, removed: Iterable[str], keep: set[str]) -> Non
         while d and d not in keep and d not in dirs:
             dirs.add(d)
             d = d.rpartition("/")[0]
-    for d in sorted(dirs, key=lambda x: x.count("/"), reverse=True):
+    for d in sorted(dirs, key=lambda x: (-x.count("/"), x)):
         try:
-            os.rmdir(os.path.join(root, d))
-        except OSError:
+            beneath.remove(d, os.rmdir)
+        except (OSError, _Moved):
             pass  # not empty (or already gone): some other file still lives there

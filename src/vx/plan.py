@@ -56,6 +56,16 @@ class OutputSpec:
             return []
         return [p for p in walk_outputs(root, self.project_dir, self.globs, self.ws_globs, seen=seen) if self.owns(p)]
 
+    def walk_for_save(self, root: Path) -> tuple[list[str], list[str]]:
+        """What the globs match now: what the task owns, and what it may not keep (`owns`). The
+        second withholds the save: dropping those files would make a hit that lacks them."""
+        owned: list[str] = []
+        disowned: list[str] = []
+        if self.declares_files:
+            for p in walk_outputs(root, self.project_dir, self.globs, self.ws_globs):
+                (owned if self.owns(p) else disowned).append(p)
+        return owned, disowned
+
     def state(self, root: Path) -> tuple[list[str], dict[str, bool]]:
         """Where the outputs live and what walking them reads: the absolute glob roots, and each
         path the walk listed (True) or probed (False) — what a receipt keeps per task."""
@@ -122,6 +132,14 @@ class AdditiveOutputs(OutputSpec):
         self.removed = tuple(sorted(p for p in self._stamps if p not in present))
         return [p for p in files if self._stamps.get(p) != _stamp(root, p)]
 
+    def walk_for_save(self, root: Path) -> tuple[list[str], list[str]]:
+        owned, disowned = super().walk_for_save(root)
+        if self._stamps is None:
+            return owned, disowned
+        self.removed = tuple(sorted(set(self._stamps) - set(owned) - set(disowned)))
+        changed = [p for p in owned if self._stamps.get(p) != _stamp(root, p)]
+        return changed, [p for p in disowned if self._stamps.get(p) != _stamp(root, p)]
+
 
 def _stamp(root: Path, rel: str) -> tuple[int, ...]:
     try:
@@ -146,22 +164,31 @@ def make_plans(ws: Workspace, graph: TaskGraph, index: files.FileIndex, opts: Ru
                host_env: Mapping[str, str], additive: frozenset[TaskId] = frozenset()) -> dict[TaskId, TaskPlan]:
     """Plan every node in topological order, so upstream keys exist before they are folded;
     `additive` tasks add to their upstream's outputs (LC-18)."""
-    fingerprint = files.fingerprint(ws.root, index)
+    from vx import lockfile
+
+    memo_dir = str(opts.cache_dir / "lockfiles") if opts.cache_dir is not None else None
+    settings = files.fingerprint(ws.root, index, skip=lockfile.LOCKFILES)
+    fingerprints = lockfile.fingerprints(ws.root, ws.packages.values(), index, settings, memo_dir)
+    from vx.toolchain import Toolchain
+
+    tools = Toolchain(str(opts.cache_dir) if opts.cache_dir is not None else None, str(ws.root))
     nested = _nested_dirs(ws)
     members = frozenset(p.dir for p in ws.packages.values())
     default_timeout = _default_timeout(opts, host_env)
     plans: dict[TaskId, TaskPlan] = {}
     for tid in graph.order:
         node = graph.nodes[tid]
+        fingerprint = fingerprints.get(node.project_dir) or fingerprints[""]
         if node.is_group and node.config.cache is None:
             plans[tid] = _group_plan(node, plans)
         elif node.is_group:
             plans[tid] = _keyed_group_plan(node, index, host_env, fingerprint, nested.get(node.project_dir, ()), plans)
         else:
             plans[tid] = _task_plan(ws, node, index, opts, host_env, fingerprint, nested.get(node.project_dir, ()),
-                                    plans, default_timeout, members, tid in additive)
+                                    plans, default_timeout, members, tid in additive, tools)
             if node.config.exec.sandbox is not None:
                 plans[tid] = _with_sandbox(ws, graph, node, plans[tid], opts, host_env)
+    tools.save()
     return plans
 
 
@@ -186,7 +213,7 @@ def _group_plan(node: TaskNode, plans: Mapping[TaskId, TaskPlan]) -> TaskPlan:
     return TaskPlan(key=key, inputs=None, command=None, env={}, timeout_ms=None, retries=0, outputs=None)
 
 
-def _keyed_group_plan(node: TaskNode, index, host_env, fingerprint: str, nested: tuple[str, ...],
+def _keyed_group_plan(node: TaskNode, index, host_env, fingerprint: tuple, nested: tuple[str, ...],
                       plans: Mapping[TaskId, TaskPlan]) -> TaskPlan:
     """An implicit group (WS-19, a turbo task without its script): it runs nothing, and its key
     folds its project's files as a task's would, so its dependants' keys move with them."""
@@ -198,25 +225,27 @@ def _keyed_group_plan(node: TaskNode, index, host_env, fingerprint: str, nested:
     return TaskPlan(keys.task_key(record), inputs, None, {}, None, 0, None, record=record)
 
 
-def _record(node: TaskNode, index, fingerprint: str, plans: Mapping[TaskId, TaskPlan], inputs,
-            forward: tuple[str, ...], env: tuple) -> HashRecord:
+def _record(node: TaskNode, index, fingerprint: tuple, plans: Mapping[TaskId, TaskPlan], inputs,
+            forward: tuple[str, ...], env: tuple, runtime: tuple = ()) -> HashRecord:
     cfg = node.config
     upstream = keys.select_upstream(node.id, node.deps, cfg.cache.input_tasks if cfg.cache else None)
     return HashRecord(
         task_id=str(node.id),
-        fingerprint=fingerprint,
+        fingerprint=fingerprint[0],
         package_json=index.identity(_join(node.project_dir, "package.json")),
         config=cfg.canonical,
         forward_args=forward,
         env=env,
         upstream=tuple(sorted(((str(d), plans[d].key) for d in upstream), key=lambda p: (p[1], p[0]))),
         files=inputs.files,
+        lockfile=fingerprint[1],
+        runtime=runtime,
     )
 
 
-def _task_plan(ws, node: TaskNode, index, opts: RunOptions, host_env, fingerprint: str, nested: tuple[str, ...],
+def _task_plan(ws, node: TaskNode, index, opts: RunOptions, host_env, fingerprint: tuple, nested: tuple[str, ...],
                plans: Mapping[TaskId, TaskPlan], default_timeout: int | None,
-               members: frozenset[str] = frozenset(), additive: bool = False) -> TaskPlan:
+               members: frozenset[str] = frozenset(), additive: bool = False, tools=None) -> TaskPlan:
     cfg = node.config
     assert cfg.exec is not None
     query = _input_query(node, nested)
@@ -232,8 +261,9 @@ def _task_plan(ws, node: TaskNode, index, opts: RunOptions, host_env, fingerprin
                                define=cfg.exec.env.define,
                                project_dir_abs=os.path.join(root, node.project_dir) if node.project_dir else root,
                                root=root, workspace_id=root, task_id=str(node.id))
+    runtime = _runtime(node, tools, env["PATH"], root, host_env) if tools is not None else ()
     record = _record(node, index, fingerprint, plans, inputs, forward,
-                     environment.keyed(declared, inferred, env, host_env))
+                     environment.keyed(declared, inferred, env, host_env), runtime)
     outputs = None
     if cfg.cache is not None:
         spec = AdditiveOutputs if additive else OutputSpec
@@ -244,6 +274,23 @@ def _task_plan(ws, node: TaskNode, index, opts: RunOptions, host_env, fingerprin
     hint = pkg.framework if pkg is not None and cfg.cache is not None and not cfg.exec.env.framework else ""
     return TaskPlan(keys.task_key(record), inputs, command, env, timeout, retries, outputs, record=record,
                     framework=hint)
+
+
+def _runtime(node: TaskNode, tools, task_path: str, root: str, host_env) -> tuple[tuple[str, str], ...]:
+    """KEY-08: the Node version the task's PATH leads to, then its declared probes' outputs."""
+    out = [("node", tools.node(task_path))]
+    cache = node.config.cache
+    if cache is None or not (cache.input_runtime or cache.input_ws_runtime):
+        return tuple(out)
+    task, here = str(node.id), os.path.join(root, node.project_dir) if node.project_dir else root
+    for cmd in cache.input_runtime:
+        stdout, stderr = tools.probe(task, here, cmd, task_path)
+        out += [(f"runtime:{cmd}:stdout", stdout), (f"runtime:{cmd}:stderr", stderr)]
+    root_path = environment.task_path(host_env.get("PATH"), root, root)
+    for cmd in cache.input_ws_runtime:
+        stdout, stderr = tools.probe(task, root, cmd, root_path)
+        out += [(f"ws-runtime:{cmd}:stdout", stdout), (f"ws-runtime:{cmd}:stderr", stderr)]
+    return tuple(out)
 
 
 def _input_query(node: TaskNode, nested: tuple[str, ...]) -> InputQuery:

@@ -114,6 +114,7 @@ async def _try_hit(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> TaskResul
     current = await asyncio.to_thread(outputs.walk, ctx.root)
     if ctx.store.is_up_to_date(entry, current):
         return _hit(node, plan, entry, ctx.store.log_of(entry), CacheStatus.UP_TO_DATE, started)
+    from vx.errors import EnvironmentFailure
     from vx.store.local import DamagedEntry
 
     async with ctx.restore_slots:
@@ -123,6 +124,11 @@ async def _try_hit(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> TaskResul
             ctx.emit(Notice(f"cache entry for {node.id} cannot be restored ({exc.reason}); running the task instead",
                             id=node.id))
             return None
+        except EnvironmentFailure as exc:  # the workspace refused the write (a full disk): this task fails
+            why = "; ".join((exc.message, *exc.facts, *((exc.hint,) if exc.hint else ())))
+            ctx.emit(Notice(f"{node.id}: restore failed: {why}", id=node.id))
+            return TaskResult(node.id, Status.FAILED, served, key=plan.key, reason=f"restore failed: {exc.message}",
+                              duration_ms=(time.monotonic() - started) * 1000, command=plan.command)
     ctx.emit(CacheRestored(node.id, served))
     return _hit(node, plan, entry, log, served, started)
 
@@ -408,23 +414,37 @@ async def _save(ctx: RunContext, node: TaskNode, plan: TaskPlan, proc: ProcessRe
     if moved:
         ctx.emit(Notice(f"{node.id}: not saved to the cache: input changed while it ran: {moved}", id=node.id))
         return False, f"not saved: input changed while it ran: {moved}"
-    files = await asyncio.to_thread(outputs.walk, ctx.root)
+    files, disowned = await asyncio.to_thread(outputs.walk_for_save, ctx.root)
+    if disowned:
+        why = (f"output {disowned[0]}{f' (and {len(disowned) - 1} more)' if len(disowned) > 1 else ''} is not the "
+               "task's to keep: outputs never include .git, .vx, an unnamed node_modules, another project's files "
+               "or the task's own inputs")
+        ctx.emit(Notice(f"{node.id}: not saved to the cache: {why}", id=node.id))
+        return False, f"not saved: {why}"
     removed = getattr(outputs, "removed", ())
     if removed:  # a task adding to its upstream's outputs deleted one (LC-18): a restore could not
         ctx.emit(Notice(f"{node.id}: not saved to the cache: it removed {removed[0]}, which it adds to", id=node.id))
         return False, f"not saved: it removed {removed[0]}"
     if not files and outputs.declares_files:
-        ctx.emit(Notice(f"{node.id}: cache.outputs matched no files ({', '.join(outputs.patterns)})", id=node.id))
+        declared = (*outputs.patterns, *(outputs.ws_globs.patterns if outputs.ws_globs is not None else ()))
+        ctx.emit(Notice(f"{node.id}: cache.outputs matched no files ({', '.join(declared)})", id=node.id))
     try:
         await asyncio.to_thread(ctx.store.save, plan.key, task_id=str(node.id), command=plan.command or "",
                                 log=proc.log, files=files, duration_ms=proc.duration_ms, cpu_ms=proc.cpu_ms,
                                 peak_rss_bytes=proc.peak_rss_bytes)
     except Exception as exc:  # a refused output or a full disk is a warning, never a failed build
+        from vx.errors import EnvironmentFailure
         from vx.store.archive import ArchiveError
+        from vx.store.local import CacheFull
 
-        if not isinstance(exc, (ArchiveError, OSError)):
+        if not isinstance(exc, (ArchiveError, OSError, EnvironmentFailure)):
             raise
-        ctx.emit(Notice(f"{node.id}: not saved to the cache: {exc}", id=node.id))
+        if isinstance(exc, CacheFull):  # one warning a run: every later save would say the same
+            if exc.first:
+                ctx.emit(Notice(f"{node.id}: not saved to the cache: {exc.message}; {exc.hint} "
+                                "(later saves that find the disk full are dropped silently)", id=node.id))
+        else:
+            ctx.emit(Notice(f"{node.id}: not saved to the cache: {exc}", id=node.id))
         return False, f"not saved: {exc}"
     return True, None
 

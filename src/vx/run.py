@@ -111,11 +111,17 @@ def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: 
                        env=host_env)
     policy = CachePolicy(read=cache.axes.reads, write=cache.axes.writes)
     store, hits, remote, remote_hits = None, {}, None, frozenset()
+    off: tuple[tuple[str, str], ...] = ()
     if policy.read or policy.write:
         with stages("open cache"):
-            from vx.store.local import LocalStore
+            from vx.store.local import CacheFull, LocalStore
 
-            store = LocalStore(cache_dir, ws.root)
+            try:
+                store = LocalStore(cache_dir, ws.root)
+            except CacheFull as exc:  # a full disk costs the cache, never the build
+                off = ((f"the cache is off for this run: {exc.message} ({cache_dir}); {exc.hint}", "warning"),)
+                policy = CachePolicy(read=False, write=False)
+    if store is not None:
         if cache.axes.local_read:
             with stages("probe"):
                 hits = store.probe(p.key for t, p in plans.items() if p.outputs is not None)
@@ -137,7 +143,8 @@ def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: 
              or (cwd_pkg == ROOT_PROJECT and not named and any(t.package != ROOT_PROJECT for t in graph.requested)))
     return Prepared(ws, graph, plans, index, store, hits, concurrency, broad, cache_dir, policy, remote,
                     frozenset(remote_hits),
-                    tuple((m, "warning") for m in cache.notices) + (((affected_notice, "info"),) if affected_notice else ()),
+                    tuple((m, "warning") for m in cache.notices) + off
+                    + (((affected_notice, "info"),) if affected_notice else ()),
                     ws_config.cache_retention, configs)
 
 
@@ -148,7 +155,8 @@ def _affected(req: RunRequest, ws: Workspace, ws_config, configs, graph: TaskGra
 
     root = str(ws.root)
     ref = affected.base_ref(root, req.affected, ws_config.affected_base, host_env)
-    keep = affected.reached(graph, affected.seeds(ws, configs, affected.changed_paths(root, ref)))
+    paths = affected.changed_paths(root, ref)
+    keep = affected.reached(graph, affected.seeds(ws, configs, paths, affected.merge_base(root, ref)))
     if not keep:
         return build_graph(ws, configs, Selection((), cwd_pkg)), f"nothing affected since {ref}"
     if len(keep) == len(graph.requested):
@@ -327,6 +335,8 @@ def receipt_tasks(prep: Prepared, summary: RunSummary, started_ns: int) -> list[
     if any(n.config.exec is not None and (n.config.exec.persistent is not None or n.config.exec.interactive)
            for n in prep.graph.nodes.values()):
         return None  # a server or a prompt must start on every run: nothing of it is in any receipt
+    if any(len(getattr(p.record, "runtime", ())) > 1 for p in prep.plans.values()):
+        return None  # a runtime probe (KEY-08) may answer differently with no file changed: plan again
     hit = (CacheStatus.UP_TO_DATE, CacheStatus.LOCAL)
     if not all(r.status is Status.SUCCESS and r.cache in hit and prep.plans[r.id].outputs is not None
                and prep.plans[r.id].key in prep.hits for r in summary.results):

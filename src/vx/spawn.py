@@ -4,13 +4,40 @@ process group (EX-11), stdin at EOF (EX-10), stdout and stderr piped. A launch (
 
 Apart from the executor, which owns the process from here on, because a run's first commands
 start before asyncio is loaded (docs/optimizations.md #25): this module needs no event loop.
+
+Tasks die with vx, however vx ends (a SIGKILL included): the first start also starts a
+*warden*, a tiny `sh` in its own session that reads "+ group" and "- group" lines from a
+pipe only vx holds. When vx is gone the pipe reads EOF, and the warden sends SIGTERM, then
+after `WARDEN_GRACE_S` SIGKILL, to every task group still listed. Why not PR_SET_PDEATHSIG: it
+reaches only the direct child (a task's `npm` or `node` grandchildren live on), fires when the
+spawning *thread* exits, and needs a `preexec_fn`, which costs Popen its fast vfork path.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 SHELL = "/bin/sh"
+WARDEN_GRACE_S = 2
+
+# Groups arrive as "+ pgid" and leave as "- pgid" (removed without forking); at EOF each
+# listed group gets SIGTERM, then SIGKILL. Terminal signals are ignored: only vx's end ends it.
+_WARDEN = """trap '' INT TERM HUP QUIT
+g=' '
+while read -r op id; do
+  case $op in
+    +) g="$g$id " ;;
+    -) case $g in *" $id "*) g="${g%% $id *} ${g#* $id }" ;; esac ;;
+  esac
+done
+[ "$g" = ' ' ] && exit 0
+for p in $g; do kill -s TERM -- "-$p" 2>/dev/null; done
+sleep GRACE
+for p in $g; do kill -s KILL -- "-$p" 2>/dev/null; done
+""".replace("GRACE", str(WARDEN_GRACE_S))
+
+_warden_fd = -1
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -25,7 +52,9 @@ def start(command: str, cwd: Path, env: Mapping[str, str], launch=None, *, stdin
     the task has vx's own stdin, stdout and stderr (an interactive task on a TTY, EX-09)."""
     if stdin is None:
         stdin = launch.stdin if launch and launch.stdin is not None else subprocess.DEVNULL
-    return subprocess.Popen(
+    if _warden_fd < 0:
+        _start_warden()
+    popen = subprocess.Popen(
         list(launch.argv) if launch else ["sh", "-c", command],
         executable=None if launch else SHELL,
         cwd=cwd,
@@ -36,3 +65,33 @@ def start(command: str, cwd: Path, env: Mapping[str, str], launch=None, *, stdin
         start_new_session=True,
         pass_fds=tuple(launch.pass_fds) if launch else (),
     )
+    _tell(f"+ {popen.pid}\n")
+    return popen
+
+
+def released(pgid: int) -> None:
+    """The task's group is gone (its shell reaped, no member left): the warden forgets it, so a
+    later group with the same number is never signalled."""
+    _tell(f"- {pgid}\n")
+
+
+def _start_warden() -> None:
+    global _warden_fd
+    try:
+        warden = subprocess.Popen([SHELL, "-c", _WARDEN], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, start_new_session=True)
+    except OSError:
+        _warden_fd = -2  # no warden: tasks then outlive a killed vx, as before; never asked again
+        return
+    _warden_fd = os.dup(warden.stdin.fileno())  # O_CLOEXEC is not kept by dup: set it again
+    os.set_inheritable(_warden_fd, False)
+    warden.stdin.close()
+    warden.returncode = 0  # never waited for: it outlives this process by design
+
+
+def _tell(line: str) -> None:
+    if _warden_fd >= 0:
+        try:
+            os.write(_warden_fd, line.encode())  # a line is far below PIPE_BUF: written whole
+        except OSError:
+            pass

@@ -34,7 +34,8 @@ def discover(cwd: Path) -> Workspace:
     for here in (root.dir, *root.dir.parents):  # `resolve` below: a link on the way would move the root
         witness.probed(str(here))
     globs = root.member_globs()
-    dirs = _member_dirs(str(root.dir), globs)
+    expanded: dict[str, list[str]] = {}
+    dirs = _member_dirs(str(root.dir), globs, expanded)
     manifests = {rel: m for rel in dirs if (m := _read_manifest(root.dir, rel)) is not None}
     manager = _manager(root)
     packages = _packages(root, manifests, _linker(root, manager))
@@ -43,6 +44,8 @@ def discover(cwd: Path) -> Workspace:
         manager=manager,
         packages=packages,
         member_globs=tuple(g.text for g in globs),
+        member_globs_file=root.globs_file if globs else "",
+        empty_member_globs=tuple(g for g, found in expanded.items() if not any(d in manifests for d in found)),
     )
 
 
@@ -257,13 +260,17 @@ def _segment_matches(segment: str | re.Pattern[str], name: str) -> bool:
     return segment == name if isinstance(segment, str) else segment.match(name) is not None
 
 
-def _member_dirs(root: str, globs: list[MemberGlob]) -> list[str]:
-    """Expand the positive globs against the tree, then take the `!` entries back."""
+def _member_dirs(root: str, globs: list[MemberGlob], expanded: dict[str, list[str]] | None = None) -> list[str]:
+    """Expand the positive globs against the tree, then take the `!` entries back. `expanded`,
+    when given, receives each positive glob's own expansion (to name a glob that found nothing)."""
     listing = _Listing(root)
     found: dict[str, None] = {}
     for glob in globs:
         if not glob.negated and glob.segments:
-            found.update(dict.fromkeys(_expand(glob.segments, listing)))
+            dirs = _expand(glob.segments, listing)
+            found.update(dict.fromkeys(dirs))
+            if expanded is not None:
+                expanded[glob.text] = dirs
     negations = [g for g in globs if g.negated]
     return sorted(rel for rel in found
                   if rel and not any(g.matches(rel.split("/")) for g in negations))
@@ -361,7 +368,9 @@ def _read_json(root: Path, rel: str) -> dict[str, Any] | None:
         raise ConfigError(f"invalid JSON: {getattr(exc, 'msg', exc)}", file=rel, field=where,
                           hint="package.json must be strict JSON") from None
     if not isinstance(value, dict):
-        raise ConfigError("package.json must hold an object", file=rel)
+        kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(value), "a number")
+        raise ConfigError(f"package.json must hold an object, not {kind}", file=rel,
+                          hint='a package.json is one JSON object, such as {"name": "app", "version": "1.0.0"}')
     return value
 
 

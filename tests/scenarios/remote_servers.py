@@ -205,7 +205,7 @@ class _FaultHandler(BaseHTTPRequestHandler):
         if length:
             self.rfile.read(length)
         body = b'{"message":"boom"}'
-        self.send_response(500)
+        self.send_response(int(self.server.mode))
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         if self.command != "HEAD":
@@ -215,7 +215,7 @@ class _FaultHandler(BaseHTTPRequestHandler):
 
 
 class FaultServer(ThreadingHTTPServer):
-    """`mode="500"` answers 500 to everything; `mode="stall"` accepts and never answers."""
+    """`mode="500"` (or another status) answers it to everything; `mode="stall"` accepts and never answers."""
 
     daemon_threads = True
 

@@ -64,6 +64,20 @@ def test_server_dies_mid_run(repo, tmp_path):
         server.kill()
 
 
+def test_item13_a_501_is_not_retried_and_says_no_retries(repo):
+    """Item 13: 501 is not a status worth retrying; the warning once claimed "after 2 retries"."""
+    server = FaultServer("501")
+    try:
+        repo.write(shop_files({"turbo": {"team": "t"}, "upload": "always"})).commit()
+        res = repo.vx("run", "build", "--all", env=turbo_env(server.url))
+        assert_built_anyway(repo, res)
+        artifacts = [r for r in server.seen if not r.startswith("GET /v8/artifacts/status")]
+        assert len(artifacts) == len(set(artifacts)), server.seen  # each asked once
+        assert "answered 501" in res.err and "retries" not in res.err, res.err
+    finally:
+        server.close()
+
+
 def test_500_on_every_call_is_retried_twice_then_the_breaker_opens(repo):  # C.19, C.20
     server = FaultServer("500")
     try:

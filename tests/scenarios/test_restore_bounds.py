@@ -11,7 +11,6 @@ import sqlite3
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 from conftest import build_task, npm_workspace
@@ -46,14 +45,16 @@ def only_key(repo) -> str:
     return art.name.split(".")[0]
 
 
-WIDE = {"files": ["dist/**"], "workspaceFiles": ["**/pre-commit", "**/receipts/*", "**/*.js"]}
+WIDE = {"files": ["dist/**"], "workspaceFiles": ["**/pre-commit", "**/receipts/*", "**/left-pad/*.js", "**/index.js"]}
 
 
-def wide_workspace(repo) -> None:
+def wide_workspace(repo, outputs=WIDE) -> None:
+    """Output globs wide enough to match what the hostile artifacts plant (nothing they match
+    exists when the task saves)."""
     task = build_task(deps=())
-    task["cache"]["outputs"] = WIDE
+    task["cache"]["outputs"] = outputs
     repo.write(npm_workspace({"app": {"tasks": {"build": task}, "files": {"src/a.js": "A;"}},
-                              "other": {"files": {"src/index.js": "OTHER;"}}})).commit()
+                              "other": {"files": {"src/main.js": "OTHER;"}}})).commit()
 
 
 @pytest.mark.parametrize("hostile", [
@@ -126,9 +127,9 @@ print(swaps)
 @pytest.mark.skipif(os.uname().machine != "x86_64", reason="the racer calls renameat2 by its x86-64 number")
 def test_item2_a_directory_swapped_for_a_symlink_mid_restore_never_redirects_a_write(repo, tmp_path):
     """Item 2: a process keeps exchanging `dist/sub` with a symlink to a directory outside the
-    workspace (renameat2 RENAME_EXCHANGE) while 4,000 files are restored into it. Whatever the
-    interleaving, nothing is ever written outside: every write goes through a directory
-    descriptor opened without following links."""
+    workspace (renameat2 RENAME_EXCHANGE) while its 4,000 stale files are wiped and restored.
+    Whatever the interleaving, nothing outside is ever written or removed: every unlink and
+    write goes through a directory descriptor opened without following links."""
     gen = ("node -e \"const fs=require('fs');if(!fs.existsSync('../../allow'))process.exit(3);"
            "fs.mkdirSync('dist/sub',{recursive:true});"
            "for(let i=0;i<4000;i++)fs.writeFileSync('dist/sub/f'+i+'.txt',String(i))\"")
@@ -138,10 +139,12 @@ def test_item2_a_directory_swapped_for_a_symlink_mid_restore_never_redirects_a_w
     assert repo.vx("run", "build", "--all").code == 0
     (repo.root / "allow").unlink()  # a miss now fails the task: only the restore may write dist
     dist = repo.root / "packages/app/dist"
-    shutil.rmtree(dist)
-    dist.mkdir()
+    (dist / "sub/f0.txt").write_text("stale")  # not up to date: the restore wipes, then writes
     outside, stop = tmp_path / "outside", tmp_path / "stop"
     outside.mkdir()
+    for i in range(4000):  # what an unlink through the swapped directory would delete
+        (outside / f"f{i}.txt").write_text("outside")
+    before = sorted(os.listdir(outside))
     racer = subprocess.Popen([sys.executable, "-c", RACER, str(dist), str(outside), str(stop), "3000000"],
                              stdout=subprocess.PIPE, text=True)
     try:
@@ -153,7 +156,8 @@ def test_item2_a_directory_swapped_for_a_symlink_mid_restore_never_redirects_a_w
         swaps = racer.communicate(timeout=120)[0]
     assert "Traceback" not in res.err, res.err
     assert int(swaps) > 0  # the race really ran
-    assert sorted(os.listdir(outside)) == []
+    assert sorted(os.listdir(outside)) == before  # nothing removed there, nothing added
+    assert all((outside / name).read_text() == "outside" for name in before)  # nothing written
 
 
 @pytest.mark.parametrize("bad", [
@@ -177,3 +181,17 @@ def test_item3_a_member_the_file_system_cannot_hold_is_a_damaged_entry(repo, bad
     assert sorted(p.name for p in (repo.root / "packages/app/dist").iterdir()) == ["out.js"]
     again = repo.vx("run", "build", "--all")
     assert again.code == 0 and again.task("app#build")["cache"] == "up-to-date", again.err
+
+
+def test_item1_an_output_glob_reaching_an_input_withholds_the_save_and_never_wipes_it(repo):
+    """Item 1: `workspaceFiles: ["**/*.js"]` matches the task's own sources and another project's.
+    The wipe before the run deletes neither, and the save is withheld with a warning naming the
+    file rather than dropping it silently (a hit would then lack it)."""
+    wide_workspace(repo, {"files": ["dist/**"], "workspaceFiles": ["**/*.js"]})
+    res = repo.vx("run", "build", "--all")
+    assert res.code == 0, res.err
+    assert (repo.root / "packages/app/src/a.js").read_text() == "A;"
+    assert (repo.root / "packages/other/src/main.js").read_text() == "OTHER;"
+    assert "not saved to the cache: output packages/" in res.err, res.err
+    assert res.task("app#build")["cache"] == "miss"
+    assert not list((repo.root / ".vx" / "cache").glob("*.tar.zst"))

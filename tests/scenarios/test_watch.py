@@ -25,7 +25,8 @@ class Watcher:
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                      text=True, start_new_session=True)
         self.err = ""
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
 
     def _read(self) -> None:
         for line in self.proc.stderr:
@@ -40,7 +41,11 @@ class Watcher:
 
     def ctrl_c(self) -> int:
         os.killpg(self.proc.pid, signal.SIGINT)
-        return self.proc.wait(timeout=30)
+        code = self.proc.wait(timeout=30)
+        # The last lines may still be in the pipe when the process is reaped: read them all
+        # (the reader ends at EOF, once every process holding the pipe is gone).
+        self._reader.join(timeout=30)
+        return code
 
     def close(self) -> None:
         if self.proc.poll() is None:

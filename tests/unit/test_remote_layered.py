@@ -148,3 +148,44 @@ def test_remote_only_writes_pack_a_temp_that_is_gone_after_the_upload(tmp_path):
     assert len(remote.puts) == 1
     assert not [p for p in (tmp_path / "cache").iterdir() if p.name not in (".gitignore", "cache.db",
                                                                              "cache.db-wal", "cache.db-shm")]
+
+
+class HostileRemote(MemoryRemote):
+    """Every GET streams 600 KiB (under the 1 MiB per-artifact bound), then all meet at a barrier:
+    at that moment every download in flight has handed the store what it will hold."""
+
+    def __init__(self, keys, parties):
+        super().__init__({k: b"" for k in keys})
+        self.settings = RemoteSettings(kind="turbo", url="http://127.0.0.1:9", max_artifact_bytes=1 << 20)
+        self.barrier = threading.Barrier(parties, timeout=30)
+        self.accepted = []  # bytes each GET could write into its temp file
+
+    def get(self, key, sink):
+        written = 0
+        try:
+            for _ in range(6):
+                sink.write(b"\0" * (100 << 10))
+                written += 100 << 10
+        finally:
+            with self.lock:
+                self.accepted.append(written)
+            self.barrier.wait()
+        return Found(written, 1.0)
+
+
+def test_item4_downloads_in_flight_share_one_temp_bound(tmp_path):
+    """Item 4: FETCH_WORKERS downloads of a hostile server, each under the per-artifact bound,
+    once held that bound times FETCH_WORKERS in temp files. Together they now stay within one
+    bound: past it a download stops and is a miss, and its temp file goes."""
+    keys = [f"{i:016x}" for i in range(FETCH_WORKERS)]
+    remote = HostileRemote(keys, FETCH_WORKERS)
+    layered = store(tmp_path, remote)
+    layered.prefetch({k: WANT for k in keys})
+
+    async def all_fetched():
+        return [await layered.fetched(k) for k in keys]
+
+    assert asyncio.run(all_fetched()) == [None] * FETCH_WORKERS  # not artifacts: misses either way
+    assert sum(remote.accepted) <= 1 << 20, remote.accepted
+    layered.close()
+    assert not list((tmp_path / "cache").glob("*.tmp"))

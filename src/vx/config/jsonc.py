@@ -49,8 +49,35 @@ def loads(text: str, file: str) -> Any:
     raise _refusal(problem, file, plain) from None
 
 
+MAX_DEPTH = 200  # arrays and objects inside one another: far past any real config
+
+
 def _decode(text: str) -> Any:
-    return json.loads(text, object_pairs_hook=_unique_object, parse_constant=_no_constant)
+    try:
+        value = json.loads(text, object_pairs_hook=_unique_object, parse_constant=_no_constant)
+        deep = _too_deep(value)
+    except RecursionError:
+        deep = True
+    if deep:
+        raise _Problem(f"nested more than {MAX_DEPTH} levels deep", 0,
+                       hint="a config is a few levels of objects and arrays; check for a generated or broken file")
+    return value
+
+
+def _too_deep(value: Any) -> bool:
+    """Whether arrays/objects nest past MAX_DEPTH, walked without recursion (the checks after
+    decoding recurse, and a RecursionError there would be a crash)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = item.values()
+        elif not isinstance(item, list):
+            continue
+        if depth > MAX_DEPTH:
+            return True
+        stack.extend((v, depth + 1) for v in item if isinstance(v, (dict, list)))
+    return False
 
 
 def _blank_comment(m: re.Match[str]) -> str:

@@ -42,6 +42,12 @@ def _read_jsonc(path: str, source: str) -> Loaded:
     except UnicodeDecodeError as exc:
         raise ConfigError(f"not UTF-8 text (byte {exc.start})", file=source,
                           hint="save the config as UTF-8") from None
+    except IsADirectoryError:
+        raise ConfigError("is a directory, not a config file", file=source,
+                          hint="rename or remove the directory; a config is a file") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot be read: {exc.strerror}", file=source,
+                          hint="check the file's permissions") from None
     return Loaded(text, lambda: jsonc.loads(text, source))
 
 

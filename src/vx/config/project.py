@@ -105,11 +105,7 @@ CACHE = Level("cache", frozenset({"inputs", "outputs"}))
 
 INPUTS = Level(
     "cache.inputs",
-    frozenset({"files", "workspaceFiles", "env", "tasks"}),
-    unsupported={
-        "runtime": "list the files or env the probe reads instead",
-        "workspaceRuntime": "list the files or env the probe reads instead",
-    },
+    frozenset({"files", "workspaceFiles", "env", "tasks", "runtime", "workspaceRuntime"}),
 )
 
 OUTPUTS = Level("cache.outputs", frozenset({"files", "workspaceFiles"}))
@@ -406,6 +402,14 @@ def _env_names(value: Any, at: At) -> tuple[str, ...]:
     return names
 
 
+def _commands(value: Any, at: At) -> tuple[str, ...]:
+    commands = _strings(value, at, "shell commands")
+    for i, command in enumerate(commands):
+        if not command.strip():
+            at.item(i).refuse("a runtime input is an empty command", hint="e.g. \"node -v\" or \"tsc -v\"")
+    return commands
+
+
 def _env_hint(name: str) -> str:
     if name.startswith("!"):
         return f"`!` is turbo's exclusion from a wildcard; vx lists names, so leave {name[1:]} out"
@@ -481,6 +485,8 @@ def _cache_config(inputs: dict[str, Any], outputs: dict[str, Any], at: At,
         output_workspace_files=output_ws,
         input_env=_optional(inputs, "env", in_at, _env_names),
         input_tasks=tasks,
+        input_runtime=_optional(inputs, "runtime", in_at, _commands),
+        input_ws_runtime=_optional(inputs, "workspaceRuntime", in_at, _commands),
     )
 
 

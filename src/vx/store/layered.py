@@ -34,7 +34,7 @@ from vx.store import archive, packing, unpacking
 from vx.store.ingest import ingest
 from vx.store.local import DamagedEntry, Entry, LocalStore
 from vx.store.policy import CacheAxes
-from vx.store.remote import BAD_RESPONSE, RemoteFailure, RemoteLayer
+from vx.store.remote import BAD_RESPONSE, TOO_LARGE, RemoteFailure, RemoteLayer
 from vx.store.remote.health import Health, Say
 
 FETCH_WORKERS = 8
@@ -59,6 +59,42 @@ class Downloaded(Struct, frozen=True):
     duration_ms: float | None = None  # how long the run that uploaded it took, when the server says
 
 
+class _TempBudget:
+    """The temp space every download in flight may hold together, counted as bytes arrive.
+
+    Why: the per-artifact bound alone lets FETCH_WORKERS concurrent downloads from a hostile or
+    broken server fill that many times the bound before each is refused. A download that would
+    pass the shared bound stops there and is a miss; its bytes are given back when its temp
+    file goes (deleted, or renamed into the store)."""
+
+    def __init__(self, limit: int):
+        self.limit, self.used = limit, 0
+        self._lock = threading.Lock()
+        self._held: dict[Path, int] = {}
+
+    def take(self, path: Path, n: int) -> None:
+        with self._lock:
+            if self.used + n > self.limit:
+                raise RemoteFailure(TOO_LARGE, f"downloads in flight reached their {self.limit} byte temp bound")
+            self.used += n
+            self._held[path] = self._held.get(path, 0) + n
+
+    def give_back(self, path: Path) -> None:
+        with self._lock:
+            self.used -= self._held.pop(path, 0)
+
+
+class _BudgetedSink:
+    """A download's temp file whose every write is first taken from the shared budget."""
+
+    def __init__(self, raw, path: Path, budget: _TempBudget):
+        self._raw, self._path, self._budget = raw, path, budget
+
+    def write(self, data: bytes) -> int:
+        self._budget.take(self._path, len(data))
+        return self._raw.write(data)
+
+
 class LayeredStore:
     """The LocalStore's face (probe, is_up_to_date, log_of, restore, save, close) over two layers."""
 
@@ -73,6 +109,7 @@ class LayeredStore:
         self._upload_pool: ThreadPoolExecutor | None = None
         self._status_answer: Future[bool] | None = None
         self.wanted: dict[str, Wanted] = {}  # set by the run: the keys it would download
+        self._budget = _TempBudget(remote.settings.max_artifact_bytes)
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # ------------------------------------------------------------ lifecycle
@@ -176,8 +213,8 @@ class LayeredStore:
         return None
 
     def _download(self, key: str, want: Wanted, temp: Path) -> Entry | Downloaded | None:
-        with open(temp, "wb") as sink:
-            found = self.remote.get(key, sink)
+        with open(temp, "wb") as raw:
+            found = self.remote.get(key, _BudgetedSink(raw, temp, self._budget))
         self.health.succeeded()
         if found is None:
             self.health.count("misses")
@@ -193,6 +230,7 @@ class LayeredStore:
                                  duration_ms=found.duration_ms or 0.0, checked=checked, size_bytes=size)
         with self._lock:
             self._temps.discard(temp)  # renamed into the store: no longer ours to remove
+        self._budget.give_back(temp)
         return entry
 
     # ------------------------------------------------------------ the local store's face
@@ -318,6 +356,7 @@ class LayeredStore:
         with self._lock:
             self._temps.discard(path)
         _unlink(path)
+        self._budget.give_back(path)
 
 
 def _unlink(path: Path) -> None:

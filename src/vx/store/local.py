@@ -59,6 +59,27 @@ _FILES_WITH_STAMPS = (
 _ENTRY_COLUMNS = "hash, task_id, command, duration_ms, size_bytes, created_at, cpu_ms, peak_rss_bytes, crc"
 
 
+class CacheFull(EnvironmentFailure):
+    """The cache's disk is full (or failing): what could not be written is dropped, the build
+    goes on. `first` is True for the first of a run, the one that is reported."""
+
+    first = True
+
+
+_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+_SQLITE_FULL, _SQLITE_IOERR = 13, 10
+_PRUNE_HINT = "free some space, or prune the cache with `vx cache prune --max-size …`"
+
+
+def _sqlite_full(e: BaseException) -> bool:
+    """A database error that is the disk's: full, or an I/O error (what a full disk gives WAL's shm)."""
+    code = getattr(e, "sqlite_errorcode", None)
+    if code is None:
+        text = str(e)
+        return "disk is full" in text or "disk I/O error" in text
+    return code & 0xFF in (_SQLITE_FULL, _SQLITE_IOERR)
+
+
 class DamagedEntry(Exception):
     """The artifact behind a hit failed a check; the caller treats it as a miss (LC-12)."""
 
@@ -143,6 +164,7 @@ class LocalStore:
         self._accessed: set[str] = set()
         self._fresh: dict[str, dict[str, tuple[int, int]]] = {}
         self._stamps_due: dict[str, dict[str, tuple[int, int]]] = {}  # restored this run, written at close
+        self._full_seen = False  # a save found the disk full: later ones are not reported again
         self.spans: dict[str, list[float]] = {"save": [], "restore": []}  # seconds per call, for VX_TIMING
         _prepare_dir(self.cache_dir)
         self._db = self._connect()
@@ -154,6 +176,7 @@ class LocalStore:
         import sqlite3
 
         path = self.cache_dir / DB_NAME
+        fresh, db = not path.exists(), None
         try:
             db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=5.0)
             for pragma in rows.CONNECTION_PRAGMAS:
@@ -161,6 +184,13 @@ class LocalStore:
             db.execute("PRAGMA journal_mode=WAL")  # persistent in the file: the replay need not set it
             _ensure_schema(db)
         except sqlite3.Error as e:
+            if db is not None:
+                db.close()
+            if fresh:  # made by this failed open: leave no index without tables behind
+                for suffix in ("", "-wal", "-shm"):
+                    _quiet_unlink(f"{path}{suffix}")
+            if _sqlite_full(e):
+                raise CacheFull(f"cannot open the cache index: {e}", facts=(f"path: {path}",), hint=_PRUNE_HINT) from None
             raise EnvironmentFailure(
                 f"cannot open the cache index: {e}", facts=(f"path: {path}",),
                 hint="check the cache directory's permissions and free space, or pass --cache-dir",
@@ -184,10 +214,16 @@ class LocalStore:
                 self._flush()
 
     def _flush(self) -> None:
+        import sqlite3
+
         if self._accessed or self._stamps_due:
-            with _transaction(self._db, immediate=True):
-                self._touch(list(self._accessed))
-                self._write_due_stamps()
+            try:
+                with _transaction(self._db, immediate=True):
+                    self._touch(list(self._accessed))
+                    self._write_due_stamps()
+            except sqlite3.Error as e:  # a full disk loses only the stamps: those outputs restore again
+                if not _sqlite_full(e):
+                    raise
             self._accessed = set()
 
     def _touch(self, keys: list[str]) -> None:
@@ -444,11 +480,15 @@ class LocalStore:
         """
         t0 = time.perf_counter()
         kept = bound_log(log)
-        packed = self._pack(key, kept, files, cpu_ms, peak_rss_bytes)
-        info, now = packed.info, time.time()
-        row = (key, task_id, command, duration_ms, info.size_bytes, now, cpu_ms, peak_rss_bytes, info.crc, now)
-        with self._lock:
-            self._install(packed, row, archive.encode_log(kept))
+        try:
+            packed = self._pack(key, kept, files, cpu_ms, peak_rss_bytes)
+            info, now = packed.info, time.time()
+            row = (key, task_id, command, duration_ms, info.size_bytes, now, cpu_ms, peak_rss_bytes, info.crc, now)
+            with self._lock:
+                self._install(packed, row, archive.encode_log(kept))
+        except CacheFull as e:
+            e.first, self._full_seen = not self._full_seen, True
+            raise
         self._fresh[key] = {path: (ino, ctime) for path, ino, ctime in info.stamps}
         self.spans["save"].append(time.perf_counter() - t0)  # list.append: safe from any thread
         return info.size_bytes
@@ -515,6 +555,8 @@ class LocalStore:
         The previous artifact is kept through a hard link rather than moved aside, so a
         concurrent probe never sees the path missing.
         """
+        import sqlite3
+
         final, backup, replaced = self.artifact(packed.key), None, False
         try:
             with _transaction(self._db, immediate=True):
@@ -522,12 +564,15 @@ class LocalStore:
                 os.replace(packed.temp, final)
                 replaced = True
                 self._write_rows(packed, row, log_blob)
-        except BaseException:
+        except BaseException as e:
             _quiet_unlink(packed.temp)
             if replaced and backup is not None:
                 os.replace(backup, final)
             elif replaced:
                 _quiet_unlink(final)
+            if isinstance(e, sqlite3.Error) and _sqlite_full(e):
+                raise CacheFull(f"cannot write to the cache index: {e}", facts=(f"path: {self.cache_dir}",),
+                                hint=_PRUNE_HINT) from None
             raise
         if backup is not None:
             _quiet_unlink(backup)
@@ -601,19 +646,27 @@ def _prepare_dir(path: Path) -> None:
     except FileExistsError:
         created = False
     except OSError as e:
-        raise _unwritable(path, e.strerror) from None
+        raise _unwritable(path, e) from None
     if not path.is_dir():
         raise _unwritable(path, "not a directory")
     if created:
         try:
             (path / ".gitignore").write_text("*\n")
         except OSError as e:
-            raise _unwritable(path, e.strerror) from None
+            import shutil
+
+            shutil.rmtree(path, ignore_errors=True)  # made again, with its .gitignore, by the next run
+            raise _unwritable(path, e) from None
     if not os.access(path, os.W_OK | os.X_OK):
         raise _unwritable(path, "permission denied")
 
 
-def _unwritable(path: Path, why: str | None) -> EnvironmentFailure:
+def _unwritable(path: Path, why: str | OSError) -> EnvironmentFailure:
+    if isinstance(why, OSError):
+        if why.errno in _FULL_ERRNOS:
+            return CacheFull(f"the cache directory cannot be made: {why.strerror}", facts=(f"path: {path}",),
+                             hint=_PRUNE_HINT)
+        why = why.strerror
     return EnvironmentFailure(
         f"the cache directory is not writable: {why}",
         facts=(f"path: {path}",),
@@ -623,11 +676,11 @@ def _unwritable(path: Path, why: str | None) -> EnvironmentFailure:
 
 def _disk_failure(e: OSError, cache_dir: Path) -> EnvironmentFailure:
     """Name a failed cache write in one line (LC-17)."""
+    if e.errno in _FULL_ERRNOS:
+        return CacheFull(f"cannot write to the cache: {e.strerror}", facts=(f"path: {cache_dir}",), hint=_PRUNE_HINT)
     hint = None
     if e.errno in (errno.EMFILE, errno.ENFILE):
         hint = "too many open files; raise the limit with `ulimit -n 4096`"
-    elif e.errno == errno.ENOSPC:
-        hint = "free some space, or prune the cache with `vx cache prune`"
     return EnvironmentFailure(f"cannot write to the cache: {e.strerror}", facts=(f"path: {cache_dir}",), hint=hint)
 
 

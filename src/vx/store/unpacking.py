@@ -234,9 +234,9 @@ class Dirs:
     wherever it has been moved. Each component is opened `O_NOFOLLOW|O_DIRECTORY` relative to
     its parent's descriptor. A caller restoring many artifacts shares one (parents they share
     are opened once); at most `LIMIT` stay open, then all but the root are closed and reopened
-    on demand (the same checked walk)."""
+    on demand (the same checked walk): restore threads each hold one, under `ulimit -n` 1024."""
 
-    LIMIT = 256
+    LIMIT = 64
 
     def __init__(self, root: str):
         self.root = root

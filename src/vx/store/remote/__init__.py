@@ -139,10 +139,10 @@ def _nx_by_env(env: Mapping[str, str]) -> bool:
 
 
 def _common(cfg: RemoteCacheConfig | None, env: Mapping[str, str]) -> dict:
-    timeout = _seconds(env.get("TURBO_REMOTE_CACHE_TIMEOUT"))
+    timeout = _seconds(env, "TURBO_REMOTE_CACHE_TIMEOUT")
     if timeout is None:
         timeout = cfg.timeout_ms / 1000 if cfg is not None and cfg.timeout_ms else DEFAULT_TIMEOUT_S
-    upload_timeout = _seconds(env.get("TURBO_REMOTE_CACHE_UPLOAD_TIMEOUT")) or max(DEFAULT_UPLOAD_TIMEOUT_S, timeout)
+    upload_timeout = _seconds(env, "TURBO_REMOTE_CACHE_UPLOAD_TIMEOUT") or max(DEFAULT_UPLOAD_TIMEOUT_S, timeout)
     return {
         "timeout_s": timeout,
         "upload_timeout_s": upload_timeout,
@@ -203,12 +203,23 @@ def open_layer(settings: RemoteSettings) -> RemoteLayer:
     return TurboLayer(settings)
 
 
-def _seconds(text: str | None) -> float | None:
+MAX_TIMEOUT_S = 2**31 // 1000  # what a socket timeout can hold (milliseconds in a C int)
+
+
+def _seconds(env: Mapping[str, str], name: str) -> float | None:
+    """A timeout variable in seconds; unset, empty or 0 is the default. A value no socket can
+    wait (inf, nan, or past MAX_TIMEOUT_S) is refused rather than crashing mid-run."""
+    text = env.get(name)
     try:
         value = float(text) if text else None
     except ValueError:
         return None
-    return value if value and value > 0 else None
+    if value is not None and not 0 <= value <= MAX_TIMEOUT_S:  # nan fails both comparisons
+        from vx.errors import UsageError
+
+        raise UsageError(f"{name}={text} is not a timeout vx can wait",
+                         hint=f"give seconds from 1 to {MAX_TIMEOUT_S}, such as 30 (0 or unset keeps the default)")
+    return value or None
 
 
 def _truthy(text: str | None) -> bool:

@@ -69,7 +69,11 @@ class Reply(Struct):
                 raise RemoteFailure(TOO_LARGE, f"the artifact is over the {limit} byte bound")
             if on_chunk is not None:
                 on_chunk(chunk)
-            sink.write(chunk)
+            try:
+                sink.write(chunk)
+            except BaseException:  # the sink refused (the temp budget, a full disk): drop the connection
+                self.close(reuse=False)
+                raise
         if length is not None and total != length:
             self.close(reuse=False)
             raise RemoteFailure(BAD_RESPONSE, f"the body ended after {total} of {length} bytes")
@@ -199,7 +203,7 @@ class Wire:
             wait = _backoff(attempt, reply.header("retry-after"))
             reply.close()
             time.sleep(wait)
-        return _classified(reply, method)
+        return _classified(reply, method, attempt)
 
     def _attempt(self, method: str, path: str, headers: Mapping[str, str], body: BinaryIO | None, size: int,
                  timeout: float) -> Reply:
@@ -266,7 +270,7 @@ class Wire:
         return conn.getresponse()
 
 
-def _classified(reply: Reply, method: str) -> Reply:
+def _classified(reply: Reply, method: str, retries: int = 0) -> Reply:
     """Pass through what callers decide on (2xx, 404, 409); turn the rest into a failure."""
     status = reply.status
     if 200 <= status < 300 or status in (404, 409):
@@ -277,7 +281,8 @@ def _classified(reply: Reply, method: str) -> Reply:
     if status == 413:
         raise RemoteFailure(TOO_LARGE, "the server refused the body as too large (413)", status=status)
     if status >= 500 or status == 429:
-        raise RemoteFailure(SERVER_ERROR, f"{method} answered {status} after {MAX_RETRIES} retries", status=status)
+        tries = f" after {retries} {'retry' if retries == 1 else 'retries'}" if retries else ""
+        raise RemoteFailure(SERVER_ERROR, f"{method} answered {status}{tries}", status=status)
     raise RemoteFailure(BAD_RESPONSE, f"{method} answered {status}", status=status)
 
 
