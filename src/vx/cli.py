@@ -128,7 +128,8 @@ SHOW_HELP = """usage: vx show [PROJECT | PROJECT#TASK | TASK] [--format text|jso
 
 Prints the configs as vx resolved them — from vx.config files, configs written as code, or a
 Turborepo repository's turbo.json — each task as its key folds it. Without a name: one row per
-project with its tasks and config file. Nx's `vx show projects` and `vx show project NAME` work too.
+project with its workspace dependencies, tasks and config file. Nx's `vx show projects` and
+`vx show project NAME` work too, and `vx ls` is `vx show` (turbo's `ls`).
 """
 
 COMPLETIONS_HELP = """usage: vx completions bash|zsh|fish
@@ -185,7 +186,7 @@ FOREIGN_FLAGS = {
 }
 CONTINUE_ALIASES = {"dependencies-successful": "deps-ok", "": "always"}
 FOREIGN_VERBS = {"build": "run build", "test": "run test", "lint": "run lint", "run-many": "run --all",
-                 "exec": "run", "ls": "run --dry", "graph": "run --dry", "affected": "run TASK --affected"}
+                 "exec": "run", "graph": "run --dry", "affected": "run TASK --affected"}
 
 
 class RunArgs:
@@ -285,7 +286,7 @@ def _dispatch(args: list[str]) -> int:
         from vx.history import why_verb
 
         return why_verb(rest, os.environ, WHY_HELP)
-    if verb == "show":
+    if verb in ("show", "ls"):  # `ls`: turbo's name for the listing
         from vx.show import show_verb
 
         return show_verb(rest, os.environ, SHOW_HELP)
