@@ -313,9 +313,10 @@ def _help(rest: list[str]) -> int:
     if not rest:
         print(HELP, end="")
         return EXIT_OK
-    if rest[0] not in VERB_HELP:
-        raise _unknown_verb(rest[0])
-    print(VERB_HELP[rest[0]], end="")
+    verb = "show" if rest[0] == "ls" else rest[0]
+    if verb not in VERB_HELP:
+        raise _unknown_verb(verb)
+    print(VERB_HELP[verb], end="")
     return EXIT_OK
 
 
@@ -324,6 +325,10 @@ def _unknown_verb(verb: str) -> UsageError:
         return UsageError(f"`{verb}` is not a vx verb", hint=f"try `vx {FOREIGN_VERBS[verb]}`")
     if "#" in verb:
         return UsageError(f"`{verb}` is not a vx verb", hint=f"try `vx run {verb}`")
+    if verb == "prune":  # turbo's; not `vx run`, the nearest spelling
+        return UsageError("`vx prune` is not in vx yet",
+                          hint="for a Docker image, `npx turbo prune <package> --docker` writes out/json and "
+                               "out/full; vx runs in the pruned workspace as it is")
     near = did_you_mean(verb, VERB_HELP)
     return UsageError(f"unknown verb `{verb}`", hint=f"did you mean `vx {near}`?" if near else "see `vx help`")
 

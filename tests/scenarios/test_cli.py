@@ -181,3 +181,6 @@ def test_issue17_nx_spellings_that_vx_reads_or_names(repo):
     assert nx.code == 2 and "in vx it is `app#build`" in nx.err, nx.err
     verb = repo.vx("affected", "-t", "test")
     assert verb.code == 2 and "vx run TASK --affected" in verb.err, verb.err
+    prune = repo.vx("prune", "app")
+    assert prune.code == 2 and "turbo prune" in prune.err and "did you mean" not in prune.err, prune.err
+    assert repo.vx("help", "ls").out == repo.vx("help", "show").out
