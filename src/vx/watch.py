@@ -57,6 +57,10 @@ def watch_verb(rest: list[str], parsed, env: Mapping[str, str], say) -> int:
 
     root = workspace.discover(Path(os.getcwd())).root
     judge = Judge(root, env, parsed)
+    if judge.servers:
+        raise UsageError(f"`vx watch` cannot run {judge.servers[0]} again on each edit: it is persistent "
+                         "(exec.persistent) and never ends",
+                         hint="`vx run` it: it serves until Ctrl-C, and a dev server watches its own files")
     cycles = Cycles([sys.executable, "-m", "vx", "run", *rest])
     stop = threading.Event()
 
@@ -160,6 +164,7 @@ class Judge:
         self.parsed = parsed  # the run's selection: edits in projects it cannot reach are no trigger
         self.packages: dict[str, str] = {}  # project dir -> package name
         self.reach: frozenset[str] | None = None  # project dirs in the run's graph; None: every one
+        self.servers: list[str] = []  # persistent tasks in the run's graph: a cycle would never end
         self.states: dict[str, tuple[int, str] | None] = {}
         self.armed_ns = time.time_ns()
         self.outputs: dict[str, GlobSet] = {}
@@ -209,6 +214,8 @@ class Judge:
             graph = build_graph(ws, configs, Selection(req.names, cwd_pkg, req.all, projects))
         except VxError:
             return None
+        self.servers = [str(t) for t, n in graph.nodes.items()
+                        if n.config.exec is not None and n.config.exec.persistent is not None]
         return frozenset(node.project_dir for node in graph.nodes.values())
 
     def _unreached(self, rel: str) -> bool:

@@ -235,3 +235,11 @@ def test_cli70_an_edit_in_a_project_the_selection_cannot_reach_runs_nothing(repo
         assert w.ctrl_c() == 0
     finally:
         w.close()
+
+
+def test_ex08_watching_a_persistent_task_is_refused(repo):
+    """A cycle with a server never ends, so no edit would ever be judged: refused, saying why."""
+    ws = repo.write(npm_workspace({"a": {"tasks": {"dev": {"exec": {"command": "node -e 0",
+                                                                    "persistent": {}}}}}})).commit()
+    res = ws.vx("watch", "dev", "--all", summary=False)
+    assert res.code == 2 and "a#dev" in res.err and "persistent" in res.err, res.err
