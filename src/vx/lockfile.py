@@ -213,10 +213,22 @@ def _yaml_docs(name: str, text: str) -> list[dict]:
     doc: dict = {}
     stack: list[tuple[int, dict]] = [(-1, doc)]
     pending: tuple[int, dict, str] | None = None  # a key whose value is the block below it
+    # A key (or `- item`) whose value started on its own line: a deeper line after it continues
+    # that value — a block scalar (`deprecated: |-` and its paragraphs), a long plain or quoted
+    # scalar folded over lines, a flow mapping broken across lines.
+    scalar: tuple[int, dict, str] | None = None
     for no, line in enumerate(text.split("\n"), 1):
         stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
+        if not stripped or (stripped.startswith("#") and scalar is None):
             continue
+        if scalar is not None:
+            s_indent, s_container, s_key = scalar
+            if len(line) - len(line.lstrip(" ")) > s_indent:
+                s_container[s_key] = f"{s_container[s_key]}\n{stripped}"
+                continue
+            scalar = None
+            if stripped.startswith("#"):
+                continue
         if line.startswith("---"):
             if doc:
                 docs.append(doc)
@@ -239,11 +251,14 @@ def _yaml_docs(name: str, text: str) -> list[dict]:
             _refuse(name, no, "the indentation does not match any block above")
         container = stack[-1][1]
         if stripped.startswith("- ") or stripped == "-":
-            container[f"-{len(container)}"] = _scalar(stripped[1:].strip())
+            item = f"-{len(container)}"
+            container[item] = _scalar(stripped[1:].strip())
+            scalar = (indent, container, item) if ": " not in stripped else None
             continue
         key, rest = _key(name, no, stripped)
         if rest:
             container[key] = _scalar(rest)
+            scalar = (indent, container, key)
         else:
             pending = (indent, container, key)
     if pending is not None:

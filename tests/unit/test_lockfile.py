@@ -148,3 +148,29 @@ def test_pl06_npm_v1_and_unknown_shapes_key_the_whole_file():
 def test_pl06_an_empty_lockfile_resolves_nothing_and_is_no_error():
     got = lockfile.of_text("/nonexistent", "yarn.lock", "\n", PROJECTS)
     assert set(got["packages/a"].parts) == {"importer packages/a"}  # no entry reached: none to reach
+
+
+def test_pl06_multi_line_values_as_pnpm_writes_them():
+    """floating-ui's pnpm-lock.yaml: `deprecated: |-` with paragraphs and a blank line, and a long
+    plain scalar folded over two lines; every run of a repository with such an entry was refused."""
+    text = MAIN.replace("packages:\n", """packages:
+
+  q@1.5.1:
+    resolution: {integrity: sha512-q}
+    deprecated: |-
+      You or someone you depend on is using Q: they can almost certainly migrate
+
+      (For a CapTP with native promises, see @endo/eventual-send)
+
+  old@1.0.0:
+    resolution: {integrity: sha512-old,
+      tarball: https://example.invalid/old.tgz}
+    deprecated: This package is no longer supported. Please use
+      something-else instead.
+""", 1)
+    docs = lockfile._yaml_docs("pnpm-lock.yaml", text)
+    assert docs[0]["packages"]["q@1.5.1"]["deprecated"].startswith("|-\nYou or someone")
+    assert "(For a CapTP" in docs[0]["packages"]["q@1.5.1"]["deprecated"]
+    assert docs[0]["packages"]["old@1.0.0"]["deprecated"].endswith("something-else instead.")
+    assert "tarball" in docs[0]["packages"]["old@1.0.0"]["resolution"]
+    assert set(lockfile.of_text("/nonexistent", "pnpm-lock.yaml", text, PROJECTS)) == {"", "packages/a", "packages/c"}
