@@ -770,3 +770,19 @@ def test_cli_54_terminal_width_never_comes_back_zero():
     from vx.report.console import terminal_width
 
     assert terminal_width(io.StringIO()) > 0
+
+
+def test_cli_54_a_ready_server_is_pinned_as_running_above_the_workers():
+    from vx.events import TaskReady
+
+    reporter, term, clock = console("broad")
+    g = graph([node(LIB, requested=True), node(APP, requested=True)])
+    reporter(RunStarted(g, 4))
+    reporter(TaskStarted(LIB, "vite"))
+    reporter(TaskStarted(APP, "tsc"))
+    clock.now += 1.0
+    reporter(TaskReady(LIB, 1000))
+    clock.now += 0.2
+    reporter.tick()
+    assert screen(term.getvalue())[-4:] == ["─" * 39, "     ▸ lib#build running", "  1.2s app#build",
+                                           "0/2 tasks · 0 cached"]
