@@ -76,6 +76,9 @@ Nx's spellings (an Nx workspace's `project:target[:configuration]` names work to
   --base REF                --affected=REF           --head HEAD  (vx compares with the working tree)
   --parallel N, --skip-nx-cache: --concurrency, --force
 
+turbo's spellings: --dry-run, --parallel=N; --remote-only, --env-mode, --log-prefix, --log-order,
+--only and --exclude-dependencies are refused with what to write instead.
+
 exit: 0 all tasks ok · 1 a task failed, was skipped or aborted · 2 usage or config error
       130 / 143 / 129 interrupted by SIGINT / SIGTERM / SIGHUP
 """
@@ -107,16 +110,18 @@ node_modules, .git, .vx. A failing cycle or a broken config keeps watching. Ctrl
 `--dry`, `--graph` and `--summarize` are refused.
 """
 
-INIT_HELP = """usage: vx init [--dry] [--force]
+INIT_HELP = """usage: vx init [--dry] [--force] [--cache]
 
 Writes a vx.config.json beside each package.json, from its scripts: each script a task running
 it (npm's pre/post hooks folded in), `build` after its dependencies' builds, `test` and
 `typecheck` after the package's own build, and for each build the cache block to turn on, as a
-comment with the output directories its tooling suggests. Long-running scripts (dev, start,
-serve, watch, preview) and root scripts that run the members are left out. Existing configs are
-kept (`--force` replaces them); `--dry` prints what it would write. In a Turborepo repository vx
-already runs turbo.json unchanged, and in an Nx workspace nx.json and project.json, so `vx init`
-there needs `--force`.
+comment with the output directories its tooling suggests (`--cache`: written on). Long-running
+scripts (dev, start, serve, watch, preview, a watcher) become persistent tasks. A root script
+that runs one script in every member (`npm run build --workspaces`, `turbo run build`) is no
+task: in the root package.json it becomes `vx run build`. Existing configs are kept (`--force`
+replaces them); `--dry` prints what it would write. In a Turborepo repository vx already runs
+turbo.json unchanged, and in an Nx workspace nx.json and project.json, so `vx init` there
+needs `--force`.
 """
 
 WHY_HELP = """usage: vx why PKG#TASK [--format=json]
@@ -130,8 +135,9 @@ SHOW_HELP = """usage: vx show [PROJECT | PROJECT#TASK | TASK] [--format text|jso
 
 Prints the configs as vx resolved them — from vx.config files, configs written as code, or a
 Turborepo repository's turbo.json — each task as its key folds it. Without a name: one row per
-project with its tasks and config file. Nx's `vx show projects` and `vx show project NAME` work too;
-in an Nx workspace `vx show project NAME --json` prints the project as `nx show project NAME --json` does.
+project with its workspace dependencies, tasks and config file. Nx's `vx show projects` and
+`vx show project NAME` work too (in an Nx workspace `vx show project NAME --json` prints the
+project as `nx show project NAME --json` does), and `vx ls` is `vx show` (turbo's `ls`).
 """
 
 COMPLETIONS_HELP = """usage: vx completions bash|zsh|fish
@@ -183,9 +189,23 @@ RUN_FLAGS = {
 }
 FLAG_ALIASES = {"--dry-run": "--dry", "--parallel": "--concurrency", "--skip-nx-cache": "--force", "-F": "--filter",
                 "-p": "--projects", "-c": "--configuration", "-t": "--targets", "--target": "--targets"}
+# Flags turbo and Nx users type that vx spells otherwise or does not have: what to write instead.
+FOREIGN_FLAGS = {
+    "--remote-only": "turbo's --remote-only is `--cache=local:,remote:rw` (no local layer)",
+    "--env-mode": "vx's environment is always strict: a task sees only the variables it declares "
+                  "(exec.env.passThrough, cache.inputs.env) and a few system ones",
+    "--log-prefix": "vx frames each task's output (`┌─ id`) and prefixes a server's lines (`id │`); "
+                    "`--output-logs` chooses whose output is shown",
+    "--log-order": "vx streams the one task you ask for and prints every other task's output whole, "
+                   "in one frame each; `--output-logs` chooses whose",
+    "--only": "not in vx: a task's dependsOn always runs first (cache hits cost next to nothing); "
+              "name the task and its dependencies are restored",
+    "--exclude-dependencies": "not in vx: a task's dependsOn always runs first (cache hits cost next to "
+                              "nothing); name the task and its dependencies are restored",
+    "--output-style": "`--output-logs` (full, new-only, errors-only, hash-only, none)",
+}
 CONTINUE_ALIASES = {"dependencies-successful": "deps-ok", "": "always"}
-FOREIGN_VERBS = {"build": "run build", "test": "run test", "lint": "run lint",
-                 "exec": "run", "ls": "run --dry", "graph": "run --dry"}
+FOREIGN_VERBS = {"build": "run build", "test": "run test", "lint": "run lint", "exec": "run", "graph": "run --dry"}
 
 
 class RunArgs:
@@ -301,7 +321,7 @@ def _dispatch(args: list[str]) -> int:
         from vx.history import why_verb
 
         return why_verb(rest, os.environ, WHY_HELP)
-    if verb == "show":
+    if verb in ("show", "ls"):  # `ls`: turbo's name for the listing
         from vx.show import show_verb
 
         return show_verb(rest, os.environ, SHOW_HELP)
@@ -328,9 +348,10 @@ def _help(rest: list[str]) -> int:
     if not rest:
         print(HELP, end="")
         return EXIT_OK
-    if rest[0] not in VERB_HELP:
-        raise _unknown_verb(rest[0])
-    print(VERB_HELP[rest[0]], end="")
+    verb = "show" if rest[0] == "ls" else rest[0]
+    if verb not in VERB_HELP:
+        raise _unknown_verb(verb)
+    print(VERB_HELP[verb], end="")
     return EXIT_OK
 
 
@@ -339,6 +360,10 @@ def _unknown_verb(verb: str) -> UsageError:
         return UsageError(f"`{verb}` is not a vx verb", hint=f"try `vx {FOREIGN_VERBS[verb]}`")
     if "#" in verb:
         return UsageError(f"`{verb}` is not a vx verb", hint=f"try `vx run {verb}`")
+    if verb == "prune":  # turbo's; not `vx run`, the nearest spelling
+        return UsageError("`vx prune` is not in vx yet",
+                          hint="for a Docker image, `npx turbo prune <package> --docker` writes out/json and "
+                               "out/full; vx runs in the pruned workspace as it is")
     near = did_you_mean(verb, VERB_HELP)
     return UsageError(f"unknown verb `{verb}`", hint=f"did you mean `vx {near}`?" if near else "see `vx help`")
 
@@ -359,6 +384,8 @@ def parse_run(tokens: Sequence[str]) -> RunArgs:
             out.names.append(tok)
             continue
         name, eq, value = tok.partition("=")
+        if name in FOREIGN_FLAGS:
+            raise UsageError(f"unknown flag `{name}` for `vx run`", hint=FOREIGN_FLAGS[name])
         if name == "--parallel" and (value in ("true", "false") or not eq and not _next_is_number(tokens, i)):
             if value == "false":  # Nx's `--parallel=false`: one at a time; bare or `true`: the default
                 out.concurrency = "1"
@@ -565,7 +592,8 @@ def _run_request(req, dry: str | None, summarize: str | None, timer_start: float
         profiler = _profiler() if profile is not None else None
         emit = _noting(reporter, noticed)
         summary = run.execute(prep, req, profiler.wrap(emit) if profiler else emit, stages,
-                              launch_for=tracer.launch if tracer else None, observe=tracer.observe if tracer else None)
+                              launch_for=tracer.launch if tracer else None, observe=tracer.observe if tracer else None,
+                              on_graph_end=lock.release)  # kept servers write no cache: another run may start
         if receipted:
             with stages("receipt"):
                 _keep_receipt(argv, req, prep, summary, env, started_ns, flow == "broad" and not noticed)
