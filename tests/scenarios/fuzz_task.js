@@ -7,7 +7,7 @@
 // usage: node ../../tools/build.js <salt> [format] [late]
 const fs = require("fs");
 const path = require("path");
-const { spawn } = require("child_process");
+const { execFileSync, spawn } = require("child_process");
 
 const root = path.resolve(__dirname, "..");
 const salt = process.argv[2];
@@ -15,14 +15,19 @@ const flags = new Set(process.argv.slice(3));
 const pkg = JSON.parse(fs.readFileSync("package.json", "utf8"));
 const name = pkg.name;
 
-// The workspace's .gitignore, as the generator writes it: these directory names anywhere, and
-// *.log and .env files.
-const IGNORED_DIRS = new Set(["node_modules", "dist", ".vx", "tmp"]);
-function ignored(rel) {
+// The workspace's .gitignore, in the forms the generator writes: `name/` (a directory anywhere),
+// `*.ext` and `name` (a file anywhere). A tracked file is never ignored, as git has it.
+const rules = fs.readFileSync(path.join(root, ".gitignore"), "utf8").split("\n").filter(Boolean);
+const IGNORED_DIRS = new Set(rules.filter((r) => r.endsWith("/")).map((r) => r.slice(0, -1)));
+const suffixes = rules.filter((r) => r.startsWith("*")).map((r) => r.slice(1));
+const names = new Set(rules.filter((r) => !r.endsWith("/") && !r.startsWith("*")));
+const tracked = new Set(execFileSync("git", ["ls-files", "-z", "--full-name"], { cwd: root, encoding: "utf8" }).split("\0"));
+function ignored(rel, abs) {
   const parts = rel.split("/");
-  if (parts.slice(0, -1).some((p) => IGNORED_DIRS.has(p)) || IGNORED_DIRS.has(parts[parts.length - 1])) return true;
   const base = parts[parts.length - 1];
-  return base.endsWith(".log") || base === ".env";
+  if (parts.slice(0, -1).some((p) => IGNORED_DIRS.has(p))) return true;
+  if (!(suffixes.some((s) => base.endsWith(s)) || names.has(base))) return false;
+  return !tracked.has(path.relative(root, abs));
 }
 
 // Every file under dir (following symlinks, as a compiler would), project-relative, sorted.
@@ -40,7 +45,7 @@ function walk(dir) {
       let st;
       try { st = fs.statSync(a); } catch { continue; }
       if (st.isDirectory()) { if (!IGNORED_DIRS.has(entry)) go(a, r); }
-      else if (!ignored(r)) out.push(r);
+      else if (!ignored(r, a)) out.push(r);
     }
   })(dir, "");
   return out.sort();

@@ -11,6 +11,7 @@ it now would be needed and what it must leave in dist/.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -31,24 +32,33 @@ GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAM
            "GIT_COMMITTER_EMAIL": "t@t", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null"}
 RACY_S = 0.06  # past vx's 50 ms racy window: an edit just before a run withholds its save (KEY-21)
 
-# Patterns vx is known to get wrong today, each fixed on its own branch. The bounded run leaves
-# them out; VX_FUZZ_FEATURES=all (or a comma list) turns them on as the fixes land.
-KNOWN_OPEN = {
-    "source_only": "a dependency with no build task (source-only): its files are not in dependants' keys (WS-19)",
-    "ignored_input": "a gitignored file named as a literal input (.env): dropped from the key",
+# Patterns the generator can produce besides the plain ones, each behind a switch.
+FEATURES = {
+    "source_only": "a dependency with no build task (source-only) whose sources its dependant reads (WS-19)",
+    "ignored_input": "a gitignored file named as a literal input (.env)",
     "turbo_class": "turbo.json inputs with a character class (src/**/*.[jt]s)",
-    "framework_env": "turbo framework env: NEXT_PUBLIC_* of a Next.js package, keyed and passed",
-    "symlink_dir": "an in-repo symlink to a directory under a task's inputs: its files are not keyed",
-    "late_writer": "a process the task leaves behind writes an output after vx saved",
-    "same_content": "a task that rewrites an input with the same bytes (a formatter): its save is refused",
-    # Found by this fuzzer: a symlink is keyed by its target string, so editing the file it points
-    # at (shared/common.js, outside the task's globs) leaves a hit with the old content.
-    "symlink_file": "an in-repo symlink to a file under a task's inputs: the linked file's content is not keyed",
+    "framework_env": "turbo framework env: NEXT_PUBLIC_* read by the build of a Next.js package",
+    "symlink_dir": "an in-repo symlink to a directory under a task's inputs (src/shared -> shared/)",
+    "symlink_file": "an in-repo symlink to a file under a task's inputs (src/link.js -> shared/common.js)",
+    "late_writer": "a process the task leaves behind that writes an output after vx is done",
+    "same_content": "a task that rewrites an input with the bytes it has (a formatter)",
 }
-FEATURES = tuple(KNOWN_OPEN)
+# The ones vx gets wrong today, each being fixed on its own branch: the bounded run leaves them
+# out (VX_FUZZ_FEATURES=all turns them on). Drop a name here when its fix lands.
+KNOWN_OPEN = {
+    "source_only",  # not in its dependants' keys: editing it is a stale hit
+    "ignored_input",  # dropped from the key: editing .env is a stale hit
+    "turbo_class",  # `[jt]` is taken literally: the class's files are not inputs
+    "framework_env",  # NEXT_PUBLIC_* neither keyed nor passed to the task
+    "symlink_dir",  # keyed by the link's target string: the files under it are not
+    "symlink_file",  # found by this fuzzer: the same for a link to a file — editing its target is a stale hit
+    "late_writer",  # saved before it wrote: the next hit restores outputs without its file
+    "same_content",  # KEY-21 sees the stat change and refuses the save: every run misses
+}
 
-IGNORED_DIRS = {"node_modules", "dist", ".vx", "tmp"}
-GITIGNORE = "node_modules/\ndist/\n.vx/\ntmp/\n*.log\n.env\n"
+IGNORED_DIRS = ("node_modules", "dist", ".vx", "tmp")
+GITIGNORE = ["node_modules/", "dist/", ".vx/", "tmp/", "*.log", ".env"]
+IGNORE_TOGGLES = ("skip.js", "notes.txt", "*.ts")  # rules a mutation adds to or drops from .gitignore
 ENV_NAMES = ("STAGE", "MODE", "NEXT_PUBLIC_API")
 ENV_VALUES = (None, "", "dev", "prod")
 # Project-relative paths the generator may add (gitignored ones included: they must change nothing).
@@ -57,14 +67,6 @@ ADD_SLOTS = ("src/a.js", "src/b.js", "src/sub/deep.js", "src/skip.js", "src/type
 VX_INPUTS = ("src/**", "src/*.js", "src", "src/**/*.{js,ts}", "config/*.json", "README.md", "package.json",
              "!src/skip.js", "notes.txt", "**")
 TURBO_INPUTS = ("$TURBO_DEFAULT$", "src/**", "src/*.js", "README.md", "config/*.json", "!src/skip.js", "**")
-
-
-def ignored(rel: str) -> bool:
-    """The generated .gitignore's rules, as the oracle reads them."""
-    parts = rel.split("/")
-    if any(p in IGNORED_DIRS for p in parts):
-        return True
-    return parts[-1].endswith(".log") or parts[-1] == ".env"
 
 
 # ---------------------------------------------------------------- the case
@@ -91,6 +93,7 @@ class Step:
     b: int = 0
     run: str = "plain"  # summary | plain | dry
     settle: bool = False  # one more plain run after it: a warm run that writes a receipt
+    where: int = 0  # scoped: which project's directory
 
 
 @dataclass(frozen=True)
@@ -117,7 +120,7 @@ def _case(data, features: frozenset[str]) -> Case:
         if turbo and data.draw(st.booleans(), label="default inputs"):
             inputs = None
         else:
-            inputs = tuple(data.draw(st.lists(st.sampled_from(menu), min_size=1, max_size=3, unique=True), label="inputs"))
+            inputs = positive(data.draw(st.lists(st.sampled_from(menu), min_size=1, max_size=3, unique=True), label="inputs"))
         projects.append(Project(
             deps=deps,
             source_only="source_only" in features and i < n - 1 and data.draw(st.booleans(), label="source-only"),
@@ -132,9 +135,11 @@ def _case(data, features: frozenset[str]) -> Case:
                            label="link"),
         ))
     env = data.draw(st.dictionaries(st.sampled_from(ENV_NAMES), st.sampled_from(ENV_VALUES[1:]), max_size=2), label="env")
-    ops = ["edit", "add", "delete", "commit", "env", "touch", "rewrite", "config", "lock", "chmod", "manifest", "noop"]
+    ops = ["edit", "add", "delete", "commit", "env", "touch", "rewrite", "config", "lock", "chmod", "manifest",
+           "ignore", "dep", "revert", "noop"]
     steps = data.draw(st.lists(st.builds(Step, st.sampled_from(ops), st.integers(0, 40), st.integers(0, 40),
-                                         st.sampled_from(("summary", "plain", "dry")), st.booleans()),
+                                         st.sampled_from(("summary", "plain", "dry", "scoped")), st.booleans(),
+                                         st.integers(0, 3)),
                                min_size=1, max_size=6), label="steps")
     return Case(turbo, tuple(projects), tuple(sorted(env.items())), tuple(steps))
 
@@ -143,6 +148,38 @@ def _case(data, features: frozenset[str]) -> Case:
 
 
 class Failure(AssertionError):
+    """A run the oracle disagrees with; one subclass per kind, so hypothesis shrinks each apart."""
+
+
+class StaleHit(Failure):
+    pass
+
+
+class WrongOutput(Failure):  # a task that ran wrote something else than it reads (harness or vx env)
+    pass
+
+
+class UnexpectedHit(Failure):
+    pass
+
+
+class NeedlessMiss(Failure):
+    pass
+
+
+class WithheldSave(Failure):
+    pass
+
+
+class WrongReport(Failure):  # vx's status for a task is not what the task's own run log shows
+    pass
+
+
+class WrongPrediction(Failure):  # --dry=json
+    pass
+
+
+class RunFailed(Failure):
     pass
 
 
@@ -159,6 +196,8 @@ class Workspace:
     indent: int = 2
     saved: set[str] = field(default_factory=set)  # key materials vx has stored
     late_alive: bool = True
+    rules: list[str] = field(default_factory=lambda: list(GITIGNORE))
+    deps: dict[int, tuple[int, ...]] = field(default_factory=dict)
     log: list[str] = field(default_factory=list)
     replays: int = 0
 
@@ -182,14 +221,14 @@ class Workspace:
         (self.root / "tools").mkdir()
         shutil.copy(TASK_SCRIPT, self.root / "tools" / "build.js")
         self._write("package.json", json.dumps({"name": "root", "private": True, "workspaces": ["packages/*"]}))
-        self._write(".gitignore", GITIGNORE)
+        self._write(".gitignore", "\n".join(self.rules) + "\n")
         self._write("package-lock.json", json.dumps({"name": "root", "lockfileVersion": 3, "packages": {}}))
         self._write("README.md", "root\n")
         self._write("shared/common.js", "common\n")
         self.env = dict(self.case.env)
         self.global_def = {"dependsOn": ["^build"], "outputs": ["dist/**"], "inputs": ["src/**"]}
         for i, p in enumerate(self.case.projects):
-            self.salts[i], self.inputs[i], self.envs[i] = 0, p.inputs, p.env
+            self.salts[i], self.inputs[i], self.envs[i], self.deps[i] = 0, p.inputs, p.env, p.deps
             for rel, content in p.files:
                 self._write(f"packages/{self.name(i)}/{rel}", content + "\n")
             if p.link == "file":
@@ -209,6 +248,8 @@ class Workspace:
         path.write_text(text)
 
     def commit(self) -> None:
+        self.committed = copy.deepcopy((self.salts, self.inputs, self.envs, self.global_def, self.indent,
+                                        self.rules, self.deps))
         self.git("add", "-A")
         self.git("commit", "-q", "--allow-empty", "-m", "state")
 
@@ -219,7 +260,7 @@ class Workspace:
 
     def manifest(self, i: int, description: str = "") -> dict:
         p = self.case.projects[i]
-        deps = {self.name(d): "workspace:*" for d in p.deps}
+        deps = {self.name(d): "workspace:*" for d in self.deps[i]}
         if p.framework:
             deps["next"] = "14.2.0"
         data = {"name": self.name(i), "version": "1.0.0", "dependencies": deps}
@@ -338,6 +379,24 @@ class Workspace:
             return f"{self.name(i)}/package.json description d{step.b}"
         if op == "config":
             return self._edit_config(step.a % n, step.b)
+        if op == "ignore":
+            rule = IGNORE_TOGGLES[step.b % len(IGNORE_TOGGLES)]
+            self.rules = [r for r in self.rules if r != rule] if rule in self.rules else self.rules + [rule]
+            self._write(".gitignore", "\n".join(self.rules) + "\n")
+            return f".gitignore {'drops' if rule not in self.rules else 'adds'} {rule}"
+        if op == "dep":
+            i = step.a % n
+            if i == 0:
+                return "nothing (p0 can have no edge)"
+            d = step.b % i
+            self.deps[i] = tuple(sorted(set(self.deps[i]) ^ {d}))
+            self.write_config(i)
+            return f"{self.name(i)} dependencies now {[self.name(x) for x in self.deps[i]]}"
+        if op == "revert":
+            self.git("checkout", "--", ".")
+            (self.salts, self.inputs, self.envs, self.global_def, self.indent, self.rules,
+             self.deps) = copy.deepcopy(self.committed)
+            return "git checkout -- . (tracked files back to HEAD)"
         return "nothing"
 
     def _edit_config(self, i: int, b: int) -> str:
@@ -353,7 +412,7 @@ class Workspace:
         elif what == 2:
             glob = menu[(b // 4) % len(menu)]
             current = list((self.global_def.get("inputs") if shared else self.inputs[i]) or [])
-            new = [g for g in current if g != glob] if glob in current else current + [glob]
+            new = list(positive([g for g in current if g != glob] if glob in current else current + [glob]))
             if shared:
                 self.global_def = {**self.global_def, "inputs": new}
             else:
@@ -375,6 +434,23 @@ class Workspace:
 
     # -- the oracle
 
+    def walk(self, base: Path) -> list[str]:
+        """The non-ignored files under base: .gitignore's rules in the forms the generator writes
+        (`dir/`, `*.ext`, `name`, anywhere), except that a tracked file is never ignored."""
+        dirs = {r[:-1] for r in self.rules if r.endswith("/")}
+        files = [r for r in self.rules if not r.endswith("/")]
+        tracked = set(self.git("ls-files", "-z").split("\0"))
+
+        def ignored(rel: str, abs_path: str) -> bool:
+            parts = rel.split("/")
+            if any(p in dirs for p in parts[:-1]):
+                return True
+            if not any(parts[-1].endswith(r[1:]) if r.startswith("*") else parts[-1] == r for r in files):
+                return False
+            return os.path.relpath(abs_path, self.root) not in tracked
+
+        return walk(base, ignored)
+
     def declared(self, i: int) -> tuple[list[str], list[str], bool]:
         """(input globs, env names, character classes?) as the task declares them."""
         t = self.task(i)
@@ -387,7 +463,7 @@ class Workspace:
         """(path, bytes, kind) of every file project i's build reads, project-relative, sorted."""
         globs, _, classes = self.declared(i)
         base = self.pdir(i)
-        everything = walk(base)
+        everything = self.walk(base)
         chosen = set(select(everything, globs, classes))
         for g in globs:  # a literal input is read even when ignored
             if not g.startswith("!") and not re.search(r"[*?{\[]", g) and (base / g).is_file():
@@ -412,12 +488,12 @@ class Workspace:
         for e, v in self.env_values(i):
             lines.append(f"env {e} unset" if v is None else f"env {e}={v}")
         lines += [f"env {e}={v}" for e, v in self.framework_env(i)]
-        for d in sorted(self.case.projects[i].deps, key=self.name):
+        for d in sorted(self.deps[i], key=self.name):
             if self.built(d):
                 lines += [f"up {self.name(d)}", self.expected(d)]
             else:
                 src = self.pdir(d) / "src"
-                for rel in walk(src):
+                for rel in self.walk(src):
                     lines += [f"src {self.name(d)} {rel}", (src / rel).read_text()]
         return "\n".join(lines) + "\n"
 
@@ -437,48 +513,62 @@ class Workspace:
                       [(p, d.hex(), k) for p, d, k in self.reads(i)], self.env_values(i), self.framework_env(i)]
         else:  # WS-19: an implicit build keyed on every file of the project
             base = self.pdir(i)
-            parts.append([(p, (base / p).read_bytes().hex(), kind(base / p)) for p in walk(base)])
-        parts.append(sorted(self.material(d) for d in self.case.projects[i].deps))
+            parts.append([(p, (base / p).read_bytes().hex(), kind(base / p)) for p in self.walk(base)])
+        parts.append(sorted(self.material(d) for d in self.deps[i]))
         return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
 
     # -- running vx
 
-    def vx(self, *args: str, timing: bool = False) -> subprocess.CompletedProcess:
+    def vx(self, *args: str, timing: bool = False, cwd: str = "") -> subprocess.CompletedProcess:
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("VX_", "CI", "NEXT_PUBLIC_")) and k not in ENV_NAMES}
         env.update({"PYTHONPATH": SRC, "NO_COLOR": "1", **self.env})
         if timing:
             env["VX_TIMING"] = "1"
-        return subprocess.run([sys.executable, "-m", "vx", *args], cwd=self.root, env=env, capture_output=True,
+        return subprocess.run([sys.executable, "-m", "vx", *args], cwd=self.root / cwd, env=env, capture_output=True,
                               text=True, timeout=120, stdin=subprocess.DEVNULL)
 
-    def check_run(self, mode: str, what: str) -> None:
-        """Run `vx run build` in `mode` and hold every task to the oracle."""
+    def upstream(self, i: int) -> set[int]:
+        """i and every project its `^build` reaches, source-only ones passed through."""
+        seen = {i}
+        for d in self.deps[i]:
+            seen |= self.upstream(d)
+        return seen
+
+    def check_run(self, mode: str, what: str, where: int = 0) -> None:
+        """Run `vx run build` in `mode` and hold every task it selects to the oracle: from the
+        root (every project), or, `scoped`, from one project's directory (it and its upstream)."""
         built = [i for i in range(len(self.case.projects)) if self.built(i)]
+        cwd = ""
+        if mode == "scoped":
+            here = built[where % len(built)]
+            cwd = f"packages/{self.name(here)}"
+            built = sorted(self.upstream(here) & set(built))
         materials = {self.name(i): self.material(i) for i in built}
         must_run = {n for n, m in materials.items() if m not in self.saved}
         problems = []
         if mode == "dry":
             proc = self.vx("run", "build", "--dry=json")
             if proc.returncode != 0:
-                raise self.fail(what, f"--dry=json exited {proc.returncode}: {proc.stderr}")
+                raise self.fail(RunFailed, what, f"--dry=json exited {proc.returncode}: {proc.stderr}")
             predicted = {t["project"]: t["predicted"] for t in json.loads(proc.stdout)["tasks"]}
             for n in sorted(materials):
                 want = "miss" if n in must_run else "hit-local"
                 if predicted.get(n) != want:
-                    problems.append(f"--dry=json predicts {predicted.get(n)} for {n}#build, the oracle {want}")
+                    problems.append((WrongPrediction, f"--dry=json predicts {predicted.get(n)} for {n}#build, the oracle {want}"))
         runs_log = self.root.parent / "runs.log"
         runs_log.write_text("")
         summary = self.root.parent / "summary.json"
         summary.unlink(missing_ok=True)
-        args = ["run", "build"] + ([f"--summarize={summary}"] if mode == "summary" else [])
+        summarize = mode in ("summary", "scoped")
+        args = ["run", "build"] + ([f"--summarize={summary}"] if summarize else [])
         time.sleep(RACY_S)
-        proc = self.vx(*args, timing=mode != "summary")
+        proc = self.vx(*args, timing=not summarize, cwd=cwd)
         self.finish_late_writers()
         if proc.returncode != 0:
-            raise self.fail(what, f"vx run build exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+            raise self.fail(RunFailed, what, f"vx run build exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
         ran = set(runs_log.read_text().split())
-        if mode == "summary":
+        if summarize:
             reported = {t["project"] for t in json.loads(summary.read_text())["tasks"] if t["cache"] == "miss"}
         else:
             reported = {line.split()[-1].split("#")[0] for line in proc.stderr.splitlines()
@@ -487,25 +577,27 @@ class Workspace:
                 self.replays += 1
                 event("replayed from a receipt")
         if reported != ran:
-            problems.append(f"vx reports {sorted(reported)} as run, the run log says {sorted(ran)}")
+            problems.append((WrongReport, f"vx reports {sorted(reported)} as run, the run log says {sorted(ran)}"))
         for n in sorted(materials):
             if n in ran and n not in must_run:
-                problems.append(f"needless miss: {n}#build ran, but nothing it declares changed since a saved run")
+                problems.append((NeedlessMiss, f"needless miss: {n}#build ran, but nothing it declares changed since a saved run"))
             if n not in ran and n in must_run:
-                problems.append(f"unexpected hit: {n}#build did not run, but what it declares changed")
+                problems.append((UnexpectedHit, f"unexpected hit: {n}#build did not run, but what it declares changed"))
         for line in proc.stderr.splitlines():
             if "not saved" in line:
-                problems.append(f"vx withheld a save: {line.strip()}")
+                problems.append((WithheldSave, f"vx withheld a save: {line.strip()}"))
         for i in built:
             have = dist_files(self.pdir(i) / "dist")
             want = self.expected_files(i)
             if have != want:
-                stale = "stale hit" if self.name(i) not in ran else "wrong output from a fresh run"
-                problems.append(f"{stale}: {self.name(i)}/dist is {have!r}, running it now gives {want!r}")
+                kind = (StaleHit, "stale hit") if self.name(i) not in ran else (WrongOutput, "wrong output from a run")
+                problems.append((kind[0], f"{kind[1]}: {self.name(i)}/dist is {have!r}, running it now gives {want!r}"))
         replay = " (replayed from a receipt)" if "receipt check" in proc.stderr else ""
-        self.log.append(f"  vx run build{' --summarize' if mode == 'summary' else ''}{replay}: ran {sorted(ran)}")
+        where = f" in {cwd}" if cwd else ""
+        self.log.append(f"  vx run build{' --summarize' if summarize else ''}{where}{replay}: ran {sorted(ran)}")
         if problems:
-            raise self.fail(what, "\n".join(problems) + f"\n--- vx stderr:\n{proc.stderr}")
+            worst = min((p[0] for p in problems), key=SEVERITY.index)
+            raise self.fail(worst, what, "\n".join(p[1] for p in problems) + f"\n--- vx stderr:\n{proc.stderr}")
         self.saved.update(materials[n] for n in ran)
 
     def finish_late_writers(self) -> None:
@@ -526,8 +618,18 @@ class Workspace:
         gate.unlink()
         late_log.unlink(missing_ok=True)
 
-    def fail(self, what: str, message: str) -> Failure:
-        return Failure(f"after {what}:\n{message}\n--- steps:\n" + "\n".join(self.log))
+    def fail(self, kind: type[Failure], what: str, message: str) -> Failure:
+        return kind(f"after {what}:\n{message}\n--- steps:\n" + "\n".join(self.log))
+
+
+SEVERITY = [RunFailed, StaleHit, WrongOutput, UnexpectedHit, NeedlessMiss, WithheldSave, WrongReport, WrongPrediction]
+
+
+def positive(globs: list[str]) -> tuple[str, ...]:
+    """Globs vx accepts: a list of `!` entries alone is refused (it selects nothing)."""
+    if globs and all(g.startswith("!") for g in globs):
+        return ("src/**", *globs)
+    return tuple(globs)
 
 
 def input_menu(turbo: bool, features: frozenset[str]) -> tuple[str, ...]:
@@ -536,8 +638,9 @@ def input_menu(turbo: bool, features: frozenset[str]) -> tuple[str, ...]:
     return VX_INPUTS + ((".env",) if "ignored_input" in features else ())
 
 
-def walk(base: Path) -> list[str]:
-    """Every non-ignored file under base, following symlinks (as a compiler reads), sorted."""
+def walk(base: Path, ignored) -> list[str]:
+    """Every file under base that `ignored(rel, abs)` keeps, following symlinks (as a compiler
+    reads), base-relative, sorted."""
     out: list[str] = []
     seen: set[str] = set()
 
@@ -552,7 +655,7 @@ def walk(base: Path) -> list[str]:
             if os.path.isdir(a):
                 if entry not in IGNORED_DIRS:
                     go(a, r)
-            elif os.path.exists(a) and not ignored(r):
+            elif os.path.exists(a) and not ignored(r, a):
                 out.append(r)
 
     go(str(base), "")

@@ -22,14 +22,14 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 
 import key_fuzz
 
 EXAMPLES = int(os.environ.get("VX_FUZZ_EXAMPLES", "0") or 0)
 _wanted = os.environ.get("VX_FUZZ_FEATURES", "")
 FEATURES = frozenset(key_fuzz.FEATURES if _wanted == "all" else
-                     [f for f in _wanted.split(",") if f] + [f for f in key_fuzz.FEATURES if f not in key_fuzz.KNOWN_OPEN])
+                     {f for f in _wanted.split(",") if f} | (set(key_fuzz.FEATURES) - key_fuzz.KNOWN_OPEN))
 unknown = FEATURES - set(key_fuzz.FEATURES)
 assert not unknown, f"VX_FUZZ_FEATURES: unknown {sorted(unknown)}; known: {', '.join(key_fuzz.FEATURES)}"
 
@@ -40,6 +40,7 @@ FUZZ = settings(
     database=None,
     derandomize=not LONG,  # the bounded run is the same every time; a long run explores
     print_blob=True,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
     suppress_health_check=list(HealthCheck),
 )
 
@@ -59,7 +60,7 @@ def test_key_fuzz_a_hit_is_what_running_the_task_gives_now(case):
         for step in case.steps:
             what = ws.apply(step)
             ws.log.append(f"{what} ({step.run})")
-            ws.check_run(step.run, what)
+            ws.check_run(step.run, what, step.where)
             if step.settle:
                 ws.log.append("again")
                 ws.check_run("plain", f"{what}, then an unchanged repeat")
