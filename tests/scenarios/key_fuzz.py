@@ -58,6 +58,7 @@ KNOWN_OPEN = {
 
 IGNORED_DIRS = ("node_modules", "dist", ".vx", "tmp")
 GITIGNORE = ["node_modules/", "dist/", ".vx/", "tmp/", "*.log", ".env"]
+CONFIG_FILES = ("package.json", "vx.config.json", "turbo.json", "package-lock.json", ".gitignore")
 IGNORE_TOGGLES = ("skip.js", "notes.txt", "*.ts")  # rules a mutation adds to or drops from .gitignore
 ENV_NAMES = ("STAGE", "MODE", "NEXT_PUBLIC_API")
 ENV_VALUES = (None, "", "dev", "prod")
@@ -104,40 +105,38 @@ class Case:
     steps: tuple[Step, ...]
 
 
-def cases(features: frozenset[str]) -> st.SearchStrategy[Case]:
-    return st.builds(_case, st.data(), st.just(features))
-
-
-def _case(data, features: frozenset[str]) -> Case:
-    turbo = data.draw(st.booleans(), label="turbo")
-    n = data.draw(st.integers(2, 4), label="projects")
+@st.composite
+def cases(draw, features: frozenset[str]) -> Case:
+    """A workspace and the mutations to make to it; `features` adds the switched patterns."""
+    turbo = draw(st.booleans(), label="turbo")
+    n = draw(st.integers(2, 4), label="projects")
     menu = input_menu(turbo, features)
     projects = []
     for i in range(n):
-        deps = tuple(sorted(data.draw(st.sets(st.integers(0, i - 1), max_size=2), label="deps"))) if i else ()
-        files = data.draw(st.lists(st.tuples(st.sampled_from(ADD_SLOTS), st.sampled_from(("x", "y", "zz"))),
+        deps = tuple(sorted(draw(st.sets(st.integers(0, i - 1), max_size=2), label="deps"))) if i else ()
+        files = draw(st.lists(st.tuples(st.sampled_from(ADD_SLOTS), st.sampled_from(("x", "y", "zz"))),
                                    min_size=1, max_size=4, unique_by=lambda f: f[0]), label="files")
-        if turbo and data.draw(st.booleans(), label="default inputs"):
+        if turbo and draw(st.booleans(), label="default inputs"):
             inputs = None
         else:
-            inputs = positive(data.draw(st.lists(st.sampled_from(menu), min_size=1, max_size=3, unique=True), label="inputs"))
+            inputs = positive(draw(st.lists(st.sampled_from(menu), min_size=1, max_size=3, unique=True), label="inputs"))
         projects.append(Project(
             deps=deps,
-            source_only="source_only" in features and i < n - 1 and data.draw(st.booleans(), label="source-only"),
+            source_only="source_only" in features and i < n - 1 and draw(st.booleans(), label="source-only"),
             inputs=inputs,
-            env=tuple(data.draw(st.lists(st.sampled_from(ENV_NAMES[:2]), max_size=2, unique=True), label="env")),
+            env=tuple(draw(st.lists(st.sampled_from(ENV_NAMES[:2]), max_size=2, unique=True), label="env")),
             files=tuple(sorted(files)),
-            override=not turbo or data.draw(st.booleans(), label="override"),
-            formatter="same_content" in features and data.draw(st.booleans(), label="formatter"),
-            late="late_writer" in features and data.draw(st.booleans(), label="late"),
-            framework=turbo and "framework_env" in features and data.draw(st.booleans(), label="framework"),
-            link=data.draw(st.sampled_from([None] + [k for k in ("file", "dir") if f"symlink_{k}" in features]),
+            override=not turbo or draw(st.booleans(), label="override"),
+            formatter="same_content" in features and draw(st.booleans(), label="formatter"),
+            late="late_writer" in features and draw(st.booleans(), label="late"),
+            framework=turbo and "framework_env" in features and draw(st.booleans(), label="framework"),
+            link=draw(st.sampled_from([None] + [k for k in ("file", "dir") if f"symlink_{k}" in features]),
                            label="link"),
         ))
-    env = data.draw(st.dictionaries(st.sampled_from(ENV_NAMES), st.sampled_from(ENV_VALUES[1:]), max_size=2), label="env")
+    env = draw(st.dictionaries(st.sampled_from(ENV_NAMES), st.sampled_from(ENV_VALUES[1:]), max_size=2), label="env")
     ops = ["edit", "add", "delete", "commit", "env", "touch", "rewrite", "config", "lock", "chmod", "manifest",
-           "ignore", "dep", "revert", "noop"]
-    steps = data.draw(st.lists(st.builds(Step, st.sampled_from(ops), st.integers(0, 40), st.integers(0, 40),
+           "ignore", "dep", "revert", "tamper", "stage", "intent", "assume", "untrack", "noop"]
+    steps = draw(st.lists(st.builds(Step, st.sampled_from(ops), st.integers(0, 40), st.integers(0, 40),
                                          st.sampled_from(("summary", "plain", "dry", "scoped")), st.booleans(),
                                          st.integers(0, 3)),
                                min_size=1, max_size=6), label="steps")
@@ -316,7 +315,7 @@ class Workspace:
                              and not os.path.islink(os.path.join(dirpath, d)))
             for f in files:
                 rel = os.path.normpath(os.path.join(rel_dir, f))
-                if f not in ("package.json", "vx.config.json", "turbo.json", "package-lock.json", ".gitignore"):
+                if f not in CONFIG_FILES:
                     found.append(rel)
         return sorted(found)
 
@@ -392,12 +391,46 @@ class Workspace:
             self.deps[i] = tuple(sorted(set(self.deps[i]) ^ {d}))
             self.write_config(i)
             return f"{self.name(i)} dependencies now {[self.name(x) for x in self.deps[i]]}"
+        if op == "tamper":  # outputs are not inputs: the next run restores them and runs nothing
+            i = step.a % n
+            dist = self.pdir(i) / "dist"
+            if not dist.is_dir():
+                return f"nothing ({self.name(i)} has no dist/)"
+            if step.b % 3 == 0:
+                (dist / "out.txt").unlink(missing_ok=True)
+                return f"delete {self.name(i)}/dist/out.txt"
+            target = dist / ("out.txt" if step.b % 3 == 1 else "stray.txt")
+            target.write_text("tampered\n")
+            return f"write {self.name(i)}/dist/{target.name}"
+        if op in ("stage", "intent", "assume", "untrack"):
+            return self._git_op(op, step)
         if op == "revert":
             self.git("checkout", "--", ".")
             (self.salts, self.inputs, self.envs, self.global_def, self.indent, self.rules,
              self.deps) = copy.deepcopy(self.committed)
             return "git checkout -- . (tracked files back to HEAD)"
         return "nothing"
+
+    def _git_op(self, op: str, step: Step) -> str:
+        """Index states a file can be in besides clean and untracked: each changes no content."""
+        if op == "stage":
+            self.git("add", "-A")
+            return "git add -A (staged, not committed)"
+        listing = ["ls-files", "-z"] + (["-o", "--exclude-standard"] if op == "intent" else [])
+        files = sorted(f for f in self.git(*listing).split("\0") if f and not f.startswith("tools/")
+                       and os.path.basename(f) not in CONFIG_FILES)
+        if not files:
+            return f"nothing ({op}: no file)"
+        rel = files[step.a % len(files)]
+        if op == "intent":
+            self.git("add", "-N", "--", rel)
+            return f"git add -N {rel}"
+        if op == "untrack":
+            self.git("rm", "-q", "--cached", "--", rel)
+            return f"git rm --cached {rel}"
+        flag = ("--assume-unchanged", "--skip-worktree")[step.b % 2]
+        self.git("update-index", flag, "--", rel)
+        return f"git update-index {flag} {rel}"
 
     def _edit_config(self, i: int, b: int) -> str:
         what = b % 4
