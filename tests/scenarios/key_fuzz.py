@@ -64,7 +64,7 @@ ENV_NAMES = ("STAGE", "MODE", "NEXT_PUBLIC_API")
 ENV_VALUES = (None, "", "dev", "prod")
 # Project-relative paths the generator may add (gitignored ones included: they must change nothing).
 ADD_SLOTS = ("src/a.js", "src/b.js", "src/sub/deep.js", "src/skip.js", "src/types.ts", "src/debug.log",
-             "src/tmp/gen.js", "README.md", "notes.txt", "config/app.json", ".env")
+             "src/tmp/gen.js", "README.md", "notes.txt", "config/app.json", ".env", "src/with space.js", "src/ünï.js")
 VX_INPUTS = ("src/**", "src/*.js", "src", "src/**/*.{js,ts}", "config/*.json", "README.md", "package.json",
              "!src/skip.js", "notes.txt", "**")
 TURBO_INPUTS = ("$TURBO_DEFAULT$", "src/**", "src/*.js", "README.md", "config/*.json", "!src/skip.js", "**")
@@ -84,7 +84,9 @@ class Project:
     formatter: bool = False
     late: bool = False
     framework: bool = False
-    link: str | None = None  # "file" or "dir": src/link.js or src/shared into the root's shared/
+    # "inner": src/alias.js -> a.js, beside it (its target is an input too, or missing: dangling);
+    # "file" or "dir": src/link.js or src/shared, into the root's shared/
+    link: str | None = None
 
 
 @dataclass(frozen=True)
@@ -130,12 +132,12 @@ def cases(draw, features: frozenset[str]) -> Case:
             formatter="same_content" in features and draw(st.booleans(), label="formatter"),
             late="late_writer" in features and draw(st.booleans(), label="late"),
             framework=turbo and "framework_env" in features and draw(st.booleans(), label="framework"),
-            link=draw(st.sampled_from([None] + [k for k in ("file", "dir") if f"symlink_{k}" in features]),
+            link=draw(st.sampled_from([None, "inner"] + [k for k in ("file", "dir") if f"symlink_{k}" in features]),
                            label="link"),
         ))
     env = draw(st.dictionaries(st.sampled_from(ENV_NAMES), st.sampled_from(ENV_VALUES[1:]), max_size=2), label="env")
     ops = ["edit", "add", "delete", "commit", "env", "touch", "rewrite", "config", "lock", "chmod", "manifest",
-           "ignore", "dep", "revert", "tamper", "stage", "intent", "assume", "untrack", "noop"]
+           "ignore", "dep", "revert", "tamper", "stage", "intent", "assume", "untrack", "sneak", "noop"]
     steps = draw(st.lists(st.builds(Step, st.sampled_from(ops), st.integers(0, 40), st.integers(0, 40),
                                          st.sampled_from(("summary", "plain", "dry", "scoped")), st.booleans(),
                                          st.integers(0, 3)),
@@ -194,11 +196,10 @@ class Workspace:
     global_def: dict = field(default_factory=dict)  # turbo: the shared `build`
     indent: int = 2
     saved: set[str] = field(default_factory=set)  # key materials vx has stored
-    late_alive: bool = True
     rules: list[str] = field(default_factory=lambda: list(GITIGNORE))
     deps: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    committed: tuple = ()  # the config state at the last commit, for `git checkout -- .`
     log: list[str] = field(default_factory=list)
-    replays: int = 0
 
     # -- names and files
 
@@ -230,7 +231,10 @@ class Workspace:
             self.salts[i], self.inputs[i], self.envs[i], self.deps[i] = 0, p.inputs, p.env, p.deps
             for rel, content in p.files:
                 self._write(f"packages/{self.name(i)}/{rel}", content + "\n")
-            if p.link == "file":
+            if p.link == "inner":
+                (self.pdir(i) / "src").mkdir(parents=True, exist_ok=True)
+                os.symlink("a.js", self.pdir(i) / "src" / "alias.js")
+            elif p.link == "file":
                 (self.pdir(i) / "src").mkdir(parents=True, exist_ok=True)
                 os.symlink("../../../shared/common.js", self.pdir(i) / "src" / "link.js")
             elif p.link == "dir":
@@ -326,12 +330,21 @@ class Workspace:
         files = self.editable()
         n = len(self.case.projects)
         op = step.op
-        if op in ("edit", "delete", "touch", "rewrite", "chmod") and not files:
+        if op in ("edit", "delete", "touch", "rewrite", "chmod", "sneak") and not files:
             op = "add"
         if op == "edit":
             rel = files[step.a % len(files)]
-            (self.root / rel).write_text(f"edit{step.b}\n")
-            return f"edit {rel} = edit{step.b}"
+            text = f"edit{step.b}\n" if step.b % 8 else ""
+            (self.root / rel).write_text(text)
+            return f"edit {rel} = {text!r}"
+        if op == "sneak":  # new bytes of the same length, the old mtime put back (cp -p, rsync -a): ctime moves
+            rel = files[step.a % len(files)]
+            path = self.root / rel
+            before = path.stat()
+            data = path.read_bytes()
+            path.write_bytes(bytes((c + 1 - 97) % 26 + 97 if 97 <= c < 123 else c for c in data))
+            os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns), follow_symlinks=True)
+            return f"rewrite {rel} to other bytes of its length, mtime kept"
         if op == "add":
             rel = f"packages/{self.name(step.a % n)}/{ADD_SLOTS[step.b % len(ADD_SLOTS)]}"
             self._write(rel, f"add{step.b}\n")
@@ -532,7 +545,7 @@ class Workspace:
 
     def expected_files(self, i: int) -> dict[str, str]:
         files = {"out.txt": self.expected(i)}
-        if self.case.projects[i].late and self.late_alive:
+        if self.case.projects[i].late:
             files["late.txt"] = f"late s{self.salts[i]}\n"
         return files
 
@@ -607,7 +620,6 @@ class Workspace:
             reported = {line.split()[-1].split("#")[0] for line in proc.stderr.splitlines()
                         if line.startswith("⏺") and " miss " in line}
             if "receipt check" in proc.stderr:
-                self.replays += 1
                 event("replayed from a receipt")
         if reported != ran:
             problems.append((WrongReport, f"vx reports {sorted(reported)} as run, the run log says {sorted(ran)}"))
@@ -634,7 +646,8 @@ class Workspace:
         self.saved.update(materials[n] for n in ran)
 
     def finish_late_writers(self) -> None:
-        """Open the gate for processes tasks left behind and wait for each to write or die."""
+        """Open the gate for the processes tasks left behind (late_writer) and wait until each has
+        written its output, so the oracle sees what the task produced in the end."""
         late = [p for p in self.case.projects if p.late]
         if not late:
             return
