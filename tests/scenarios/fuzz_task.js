@@ -44,7 +44,7 @@ function walk(dir) {
       const a = path.join(abs, entry);
       let st;
       try { st = fs.statSync(a); } catch { continue; }
-      if (st.isDirectory()) { if (!IGNORED_DIRS.has(entry)) go(a, r); }
+      if (st.isDirectory()) { if (!IGNORED_DIRS.has(entry) && entry !== ".git") go(a, r); }
       else if (!ignored(r, a)) out.push(r);
     }
   })(dir, "");
@@ -83,15 +83,19 @@ function select(files, globs, classes) {
 }
 
 // What the task declares: its vx.config.json, or (a turbo.json-only workspace) the root turbo.json.
-let globs, envNames, classes = false;
+// Root-relative inputs: vx's inputs.workspaceFiles, turbo's $TURBO_ROOT$/ prefix.
+let globs, envNames, rootGlobs, classes = false;
 if (fs.existsSync("vx.config.json")) {
   const task = JSON.parse(fs.readFileSync("vx.config.json", "utf8")).tasks.build;
   globs = task.cache.inputs.files;
+  rootGlobs = task.cache.inputs.workspaceFiles || [];
   envNames = task.cache.inputs.env || [];
 } else {
   const turbo = JSON.parse(fs.readFileSync(path.join(root, "turbo.json"), "utf8")).tasks;
   const task = turbo[name + "#build"] || turbo.build;
-  globs = (task.inputs || ["**"]).map((g) => (g === "$TURBO_DEFAULT$" ? "**" : g));
+  const all = (task.inputs || ["**"]).map((g) => (g === "$TURBO_DEFAULT$" ? "**" : g));
+  globs = all.filter((g) => !g.startsWith("$TURBO_ROOT$/"));
+  rootGlobs = all.filter((g) => g.startsWith("$TURBO_ROOT$/")).map((g) => g.slice("$TURBO_ROOT$/".length));
   envNames = task.env || [];
   classes = true;
 }
@@ -102,6 +106,9 @@ const all = walk(".");
 const literal = globs.filter((g) => !g.startsWith("!") && !/[*?{[]/.test(g) && fs.existsSync(g) && fs.statSync(g).isFile());
 const chosen = [...new Set([...select(all, globs, classes), ...literal])].sort();
 for (const f of chosen) lines.push(`file ${f}`, fs.readFileSync(f, "utf8"));
+if (rootGlobs.length) {
+  for (const f of select(walk(root), rootGlobs, classes)) lines.push(`ws ${f}`, fs.readFileSync(path.join(root, f), "utf8"));
+}
 for (const e of [...envNames].sort()) lines.push(e in process.env ? `env ${e}=${process.env[e]}` : `env ${e} unset`);
 const deps = pkg.dependencies || {};
 if ("next" in deps) {  // framework env: what Next.js inlines into a build

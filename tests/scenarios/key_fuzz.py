@@ -66,8 +66,10 @@ ENV_VALUES = (None, "", "dev", "prod")
 ADD_SLOTS = ("src/a.js", "src/b.js", "src/sub/deep.js", "src/skip.js", "src/types.ts", "src/debug.log",
              "src/tmp/gen.js", "README.md", "notes.txt", "config/app.json", ".env", "src/with space.js", "src/ünï.js")
 VX_INPUTS = ("src/**", "src/*.js", "src", "src/**/*.{js,ts}", "config/*.json", "README.md", "package.json",
-             "!src/skip.js", "notes.txt", "**")
-TURBO_INPUTS = ("$TURBO_DEFAULT$", "src/**", "src/*.js", "README.md", "config/*.json", "!src/skip.js", "**")
+             "!src/skip.js", "notes.txt", "**", "$TURBO_ROOT$/shared/**")
+TURBO_INPUTS = ("$TURBO_DEFAULT$", "src/**", "src/*.js", "README.md", "config/*.json", "!src/skip.js", "**",
+                "$TURBO_ROOT$/shared/**")
+ROOT_PREFIX = "$TURBO_ROOT$/"  # a root-relative input: turbo's spelling, vx's `inputs.workspaceFiles`
 
 
 # ---------------------------------------------------------------- the case
@@ -284,7 +286,9 @@ class Workspace:
             if self.envs[i]:
                 d["env"] = list(self.envs[i])
             return d
-        inputs = {"files": list(self.inputs[i])}
+        inputs = {"files": [g for g in self.inputs[i] if not g.startswith(ROOT_PREFIX)]}
+        if len(inputs["files"]) < len(self.inputs[i]):
+            inputs["workspaceFiles"] = [g.removeprefix(ROOT_PREFIX) for g in self.inputs[i] if g.startswith(ROOT_PREFIX)]
         if self.envs[i]:
             inputs["env"] = list(self.envs[i])
         t = {"exec": {"command": self.command(i)}, "dependsOn": ["^build"],
@@ -346,7 +350,9 @@ class Workspace:
             os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns), follow_symlinks=True)
             return f"rewrite {rel} to other bytes of its length, mtime kept"
         if op == "add":
-            rel = f"packages/{self.name(step.a % n)}/{ADD_SLOTS[step.b % len(ADD_SLOTS)]}"
+            slot = ADD_SLOTS[step.b % len(ADD_SLOTS)]
+            where = "shared" if step.a % 5 == 4 else f"packages/{self.name(step.a % n)}"  # shared/: the root's
+            rel = f"{where}/{slot}"
             self._write(rel, f"add{step.b}\n")
             return f"add {rel} = add{step.b}"
         if op == "delete":
@@ -497,17 +503,27 @@ class Workspace:
 
         return walk(base, ignored)
 
-    def declared(self, i: int) -> tuple[list[str], list[str], bool]:
-        """(input globs, env names, character classes?) as the task declares them."""
+    def declared(self, i: int) -> tuple[list[str], list[str], bool, list[str]]:
+        """(input globs, env names, character classes?, root-relative globs) as the task declares them."""
         t = self.task(i)
         if self.case.turbo:
             globs = ["**" if g == "$TURBO_DEFAULT$" else g for g in t.get("inputs", ["**"])]
-            return globs, list(t.get("env", [])), True
-        return t["cache"]["inputs"]["files"], t["cache"]["inputs"].get("env", []), False
+            return ([g for g in globs if not g.startswith(ROOT_PREFIX)], list(t.get("env", [])), True,
+                    [g.removeprefix(ROOT_PREFIX) for g in globs if g.startswith(ROOT_PREFIX)])
+        inputs = t["cache"]["inputs"]
+        return inputs["files"], inputs.get("env", []), False, inputs.get("workspaceFiles", [])
+
+    def reads_root(self, i: int) -> list[tuple[str, bytes, str]]:
+        """(path, bytes, kind) of every root-relative input of project i's build, sorted."""
+        _, _, classes, globs = self.declared(i)
+        if not globs:
+            return []
+        return [(rel, (self.root / rel).read_bytes(), kind(self.root / rel))
+                for rel in select(self.walk(self.root), globs, classes)]
 
     def reads(self, i: int) -> list[tuple[str, bytes, str]]:
         """(path, bytes, kind) of every file project i's build reads, project-relative, sorted."""
-        globs, _, classes = self.declared(i)
+        globs, _, classes, _ = self.declared(i)
         base = self.pdir(i)
         everything = self.walk(base)
         chosen = set(select(everything, globs, classes))
@@ -517,7 +533,7 @@ class Workspace:
         return [(rel, (base / rel).read_bytes(), kind(base / rel)) for rel in sorted(chosen)]
 
     def env_values(self, i: int) -> list[tuple[str, str | None]]:
-        _, names, _ = self.declared(i)
+        names = self.declared(i)[1]
         return [(e, self.env.get(e)) for e in sorted(names)]
 
     def framework_env(self, i: int) -> list[tuple[str, str]]:
@@ -531,6 +547,8 @@ class Workspace:
         lines = [f"task {self.name(i)} salt s{self.salts[i]}"]
         for rel, data, _ in self.reads(i):
             lines += [f"file {rel}", data.decode()]
+        for rel, data, _ in self.reads_root(i):
+            lines += [f"ws {rel}", data.decode()]
         for e, v in self.env_values(i):
             lines.append(f"env {e} unset" if v is None else f"env {e}={v}")
         lines += [f"env {e}={v}" for e, v in self.framework_env(i)]
@@ -556,7 +574,8 @@ class Workspace:
         if self.built(i):
             t = self.task(i)
             parts += [json.dumps(t, sort_keys=True),
-                      [(p, d.hex(), k) for p, d, k in self.reads(i)], self.env_values(i), self.framework_env(i)]
+                      [(p, d.hex(), k) for p, d, k in self.reads(i)],
+                      [(p, d.hex(), k) for p, d, k in self.reads_root(i)], self.env_values(i), self.framework_env(i)]
         else:  # WS-19: an implicit build keyed on every file of the project
             base = self.pdir(i)
             parts.append([(p, (base / p).read_bytes().hex(), kind(base / p)) for p in self.walk(base)])
@@ -699,7 +718,7 @@ def walk(base: Path, ignored) -> list[str]:
             r = f"{rel}/{entry}" if rel else entry
             a = os.path.join(abs_dir, entry)
             if os.path.isdir(a):
-                if entry not in IGNORED_DIRS:
+                if entry not in IGNORED_DIRS and entry != ".git":
                     go(a, r)
             elif os.path.exists(a) and not ignored(r, a):
                 out.append(r)

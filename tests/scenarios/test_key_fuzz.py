@@ -35,7 +35,7 @@ assert not unknown, f"VX_FUZZ_FEATURES: unknown {sorted(unknown)}; known: {', '.
 
 LONG = EXAMPLES > 0
 FUZZ = settings(
-    max_examples=EXAMPLES or 12,
+    max_examples=EXAMPLES or 25,
     deadline=None,
     database=None,
     derandomize=not LONG,  # the bounded run is the same every time; a long run explores
