@@ -323,7 +323,7 @@ class Workspace:
                              and not os.path.islink(os.path.join(dirpath, d)))
             for f in files:
                 rel = os.path.normpath(os.path.join(rel_dir, f))
-                if f not in CONFIG_FILES:
+                if f not in CONFIG_FILES and os.path.exists(os.path.join(self.root, rel)):  # not a dangling link
                     found.append(rel)
         return sorted(found)
 
