@@ -138,12 +138,14 @@ def cases(draw, features: frozenset[str]) -> Case:
                            label="link"),
         ))
     env = draw(st.dictionaries(st.sampled_from(ENV_NAMES), st.sampled_from(ENV_VALUES[1:]), max_size=2), label="env")
-    ops = ["edit", "add", "delete", "commit", "env", "touch", "rewrite", "config", "lock", "chmod", "manifest",
-           "ignore", "dep", "revert", "tamper", "stage", "intent", "assume", "untrack", "sneak", "noop"]
+    # The everyday edits are listed twice: they are what most keys turn on.
+    ops = ["edit", "add", "delete", "commit", "env", "config"] * 2 + [
+        "touch", "rewrite", "lock", "chmod", "manifest", "ignore", "dep", "revert", "tamper", "stage", "intent",
+        "assume", "untrack", "sneak", "noop"]
     steps = draw(st.lists(st.builds(Step, st.sampled_from(ops), st.integers(0, 40), st.integers(0, 40),
                                          st.sampled_from(("summary", "plain", "dry", "scoped")), st.booleans(),
                                          st.integers(0, 3)),
-                               min_size=1, max_size=6), label="steps")
+                               min_size=1, max_size=8), label="steps")
     return Case(turbo, tuple(projects), tuple(sorted(env.items())), tuple(steps))
 
 
@@ -424,10 +426,10 @@ class Workspace:
         if op in ("stage", "intent", "assume", "untrack"):
             return self._git_op(op, step)
         if op == "revert":
-            self.git("checkout", "--", ".")
+            self.git("checkout", "HEAD", "--", ".")  # from HEAD: the index may hold staged edits
             (self.salts, self.inputs, self.envs, self.global_def, self.indent, self.rules,
              self.deps) = copy.deepcopy(self.committed)
-            return "git checkout -- . (tracked files back to HEAD)"
+            return "git checkout HEAD -- . (tracked files back to HEAD)"
         return "nothing"
 
     def _git_op(self, op: str, step: Step) -> str:
