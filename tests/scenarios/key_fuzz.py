@@ -694,7 +694,7 @@ SEVERITY = [RunFailed, StaleHit, WrongOutput, UnexpectedHit, NeedlessMiss, Withh
 
 def positive(globs: list[str]) -> tuple[str, ...]:
     """Globs vx accepts: a list of `!` entries alone is refused (it selects nothing)."""
-    if globs and all(g.startswith("!") for g in globs):
+    if any(g.startswith("!") for g in globs) and all(g.startswith(("!", ROOT_PREFIX)) for g in globs):
         return ("src/**", *globs)
     return tuple(globs)
 
