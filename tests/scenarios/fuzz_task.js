@@ -129,11 +129,12 @@ fs.appendFileSync(path.join(root, "..", "runs.log"), name + "\n");
 // A formatter's habit: write an input back with the bytes it already has.
 if (flags.has("format") && chosen.length) fs.writeFileSync(chosen[0], fs.readFileSync(chosen[0]));
 
-// A process the task leaves behind, writing an output once vx is done (the fuzzer opens the gate).
+// A process the task leaves behind, writing an output once vx is done (the fuzzer opens the gate):
+// in the task's process group, or (`detached`) in a session of its own.
 if (flags.has("late")) {
   const late = `const fs=require("fs");const t=Date.now();` +
     `(function w(){if(fs.existsSync(${JSON.stringify(path.join(root, "..", "gate"))})||Date.now()-t>5000){` +
     `fs.writeFileSync("dist/late.txt","late "+${JSON.stringify(salt)}+"\\n");` +
     `fs.appendFileSync(${JSON.stringify(path.join(root, "..", "late.log"))},${JSON.stringify(name)}+"\\n")}else setTimeout(w,5)})()`;
-  spawn(process.execPath, ["-e", late], { detached: true, stdio: "ignore" }).unref();
+  spawn(process.execPath, ["-e", late], { detached: flags.has("detached"), stdio: "ignore" }).unref();
 }
