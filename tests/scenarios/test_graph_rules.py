@@ -388,3 +388,31 @@ def test_tl05_a_persistent_task_some_packages_lack_runs_where_it_is_a_script(rep
     res = repo.vx("run", "dev")
     assert res.code == 0, res.out + res.err
     assert "up" in res.out and res.task("ponyfill#dev")["persistent"], res.out + res.err
+
+
+def test_gr15_turbo_tasks_that_share_outputs_run_as_under_turbo(repo):
+    """floating-ui's turbo.json: `build` writes dist/**, `build:api` adds dist/**/*.d.ts, `prepack`
+    depends on both and nothing orders the two. turbo runs it (it never wipes outputs); vx refused
+    it. Each now adds to the shared dist/, and each restores its own files."""
+    turbo = {"tasks": {"build": {"outputs": ["dist/**"]},
+                       "build:api": {"outputs": ["dist/**/*.d{.ts,.mts}"]},
+                       "prepack": {"dependsOn": ["build", "build:api"], "outputs": []}}}
+    scripts = {"build": "node -e \"require('fs').mkdirSync('dist',{recursive:true});"
+                        "require('fs').writeFileSync('dist/index.js','js')\"",
+               "build:api": "node -e \"require('fs').mkdirSync('dist',{recursive:true});"
+                            "require('fs').writeFileSync('dist/index.d.ts','types')\"",
+               "prepack": "test -f dist/index.js && test -f dist/index.d.ts"}
+    repo.write({"package.json": {"name": "root", "private": True, "workspaces": ["packages/*"]},
+                ".gitignore": "node_modules/\ndist/\n.vx/\n", "turbo.json": turbo,
+                "packages/core/package.json": {"name": "core", "version": "1.0.0", "scripts": scripts},
+                "packages/core/src/index.ts": "export {}\n"}).commit()
+    first = repo.vx("run", "prepack")
+    assert first.code == 0, first.err
+    dist = repo.root / "packages/core/dist"
+    for name in ("index.js", "index.d.ts"):
+        (dist / name).unlink()
+    again = repo.vx("run", "prepack")
+    assert again.code == 0, again.err
+    assert again.statuses()["core#build"][1] in ("local", "up-to-date")
+    assert again.statuses()["core#build:api"][1] in ("local", "up-to-date")
+    assert (dist / "index.js").read_text() == "js" and (dist / "index.d.ts").read_text() == "types"
