@@ -17,6 +17,7 @@ from vx.config.fields import (MAX_TIMEOUT_MS, At, Level, _integer, _keys, _kind,
 from vx.globs import GlobSet, glob_error
 from vx.model import CacheConfig, EnvConfig, ExecConfig, PersistentConfig, ProjectConfig, TaskConfig
 
+MAX_RETRIES = 100  # a failing task retried without end never ends the run
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _PROTECTED_FILES = ("package.json", "vx.config.json", "vx.config.jsonc")
 
@@ -330,7 +331,7 @@ def _exec(value: Any, at: At) -> ExecConfig:
         env=_env(body["env"], at.key("env")) if "env" in body else EnvConfig(),
         timeout_ms=_integer(body["timeout"], at.key("timeout"), 1, MAX_TIMEOUT_MS)
         if "timeout" in body else None,
-        retries=_integer(body["retries"], at.key("retries"), 0) if "retries" in body else None,
+        retries=_integer(body["retries"], at.key("retries"), 0, MAX_RETRIES) if "retries" in body else None,
         sandbox=_sandbox(body["sandbox"], at.key("sandbox")) if "sandbox" in body else None,
         persistent=persistent,
         interactive=interactive,
