@@ -228,7 +228,7 @@ def test_schema_key_is_allowed_everywhere():
     ({"exec": {"command": "x", "timeout": 2**31}}, "tasks.build.exec.timeout", "got 2147483648"),
     ({"exec": {"command": "x", "timeout": 1.5}}, "tasks.build.exec.timeout", "integer, got a number"),
     ({"exec": {"command": "x", "retries": True}}, "tasks.build.exec.retries", "integer, got a boolean"),
-    ({"exec": {"command": "x", "retries": -1}}, "tasks.build.exec.retries", ">= 0"),
+    ({"exec": {"command": "x", "retries": -1}}, "tasks.build.exec.retries", "must be in 0..100, got -1"),
     ({"exec": {"command": "x", "retries": 10**20}}, "tasks.build.exec.retries", "must be in 0..100"),
     ({"exec": "tsc"}, "tasks.build.exec", "got a string"),
     ({"exec": {"command": ["tsc"]}}, "tasks.build.exec.command", "string, got an array"),
