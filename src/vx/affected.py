@@ -10,7 +10,8 @@ config, the root turbo.json) selects everything — but a lockfile vx reads per 
 its change seeds every task of the projects whose share of it moved, the base's lockfile read
 from git.
 
-The base: the ref given, else the workspace's `affectedBase`, else `origin/HEAD`, else the first
+The base: the ref given, else the workspace's `affectedBase`, else on a GitHub pull request
+`origin/$GITHUB_BASE_REF`, else `origin/HEAD`, else the first
 of `origin/main`, `origin/master`, `main`, `master` that exists and is not the branch checked out,
 else `HEAD~1`.
 """
@@ -34,8 +35,9 @@ _PROJECT_FILES = ("package.json", "turbo.json")
 _FALLBACKS = ("origin/main", "origin/master", "main", "master")
 
 
-def base_ref(root: str, given: str | None, configured: str | None) -> str:
-    """CLI-42: the ref given, the workspace's `affectedBase`, then the usual suspects, then HEAD~1."""
+def base_ref(root: str, given: str | None, configured: str | None, env: Mapping[str, str] | None = None) -> str:
+    """CLI-42: the ref given, the workspace's `affectedBase`, a GitHub pull request's base branch
+    (`GITHUB_BASE_REF`), then the usual suspects, then HEAD~1."""
     if not _git(root, ["rev-parse", "--git-dir"], "HEAD", quiet=True).strip():
         raise UsageError(f"--affected compares git commits, and {root} is not in a git repository",
                          hint="run it in a clone, or name the projects with --filter instead")
@@ -43,6 +45,15 @@ def base_ref(root: str, given: str | None, configured: str | None) -> str:
         return check_ref(given)
     if configured:
         return check_ref(configured)
+    pull = (env or {}).get("GITHUB_BASE_REF", "")
+    if pull:
+        ref = check_ref(f"origin/{pull}")
+        if not _resolves(root, ref):
+            raise UsageError(f"--affected: this is a pull request into `{pull}` (GITHUB_BASE_REF), and {ref} "
+                             "is not in this clone",
+                             hint=f"fetch it first: `git fetch --no-tags origin {pull}:refs/remotes/origin/{pull}` "
+                                  "(or `fetch-depth: 0` in actions/checkout)")
+        return ref
     if _resolves(root, "origin/HEAD"):
         return "origin/HEAD"
     current = _git(root, ["rev-parse", "--abbrev-ref", "HEAD"], "HEAD", quiet=True).strip()
@@ -65,7 +76,11 @@ def changed_paths(root: str, ref: str, flag: str = "--affected") -> list[str]:
 
 
 def merge_base(root: str, ref: str, flag: str = "--affected") -> str:
-    return _git(root, ["merge-base", ref, "HEAD"], ref, flag=flag).strip()
+    """The commit `ref` and HEAD share; when there is none, why, and what to fetch (a shallow clone)."""
+    base = _git(root, ["merge-base", ref, "HEAD"], ref, quiet=True, flag=flag).strip()
+    if not base:
+        _no_merge_base(root, ref, flag)
+    return base
 
 
 # ---------------------------------------------------------------- seeds
@@ -182,6 +197,20 @@ def reached(graph: TaskGraph, seeded: set[TaskId] | None) -> list[TaskId]:
 
 
 # ---------------------------------------------------------------- git
+
+
+def _no_merge_base(root: str, ref: str, flag: str) -> None:
+    """Say why `ref` and HEAD share no commit, and what to fetch: in a shallow clone (CI's
+    default) the history that joins them is simply not here."""
+    if not _resolves(root, ref):
+        _git(root, ["rev-parse", "--verify", f"{ref}^{{commit}}"], ref, flag=flag)  # raises, naming the ref
+    shallow = _git(root, ["rev-parse", "--is-shallow-repository"], ref, quiet=True, flag=flag).strip() == "true"
+    if shallow:
+        raise UsageError(f"{flag}: `{ref}` and HEAD share no commit in this shallow clone",
+                         hint="fetch the history that joins them: `git fetch --deepen=200` (or `--unshallow`; "
+                              "`fetch-depth: 0` in actions/checkout)")
+    raise UsageError(f"{flag}: `{ref}` and HEAD share no commit (unrelated histories)",
+                     hint="name a base on this branch's history: --affected=<ref>")
 
 
 def _resolves(root: str, ref: str) -> bool:

@@ -80,6 +80,9 @@ Nx's spellings (an Nx workspace's `project:target[:configuration]` names work to
   --base REF                --affected=REF           --head HEAD  (vx compares with the working tree)
   --parallel N, --skip-nx-cache: --concurrency, --force
 
+turbo's spellings: --dry-run, --parallel=N; --remote-only, --env-mode, --log-prefix, --log-order,
+--only and --exclude-dependencies are refused with what to write instead.
+
 exit: 0 all tasks ok · 1 a task failed, was skipped or aborted · 2 usage or config error
       130 / 143 / 129 interrupted by SIGINT / SIGTERM / SIGHUP
 """
@@ -111,16 +114,18 @@ node_modules, .git, .vx. A failing cycle or a broken config keeps watching. Ctrl
 `--dry`, `--graph` and `--summarize` are refused.
 """
 
-INIT_HELP = """usage: vx init [--dry] [--force]
+INIT_HELP = """usage: vx init [--dry] [--force] [--cache]
 
 Writes a vx.config.json beside each package.json, from its scripts: each script a task running
 it (npm's pre/post hooks folded in), `build` after its dependencies' builds, `test` and
 `typecheck` after the package's own build, and for each build the cache block to turn on, as a
-comment with the output directories its tooling suggests. Long-running scripts (dev, start,
-serve, watch, preview) and root scripts that run the members are left out. Existing configs are
-kept (`--force` replaces them); `--dry` prints what it would write. In a Turborepo repository vx
-already runs turbo.json unchanged, and in an Nx workspace nx.json and project.json, so `vx init`
-there needs `--force`.
+comment with the output directories its tooling suggests (`--cache`: written on). Long-running
+scripts (dev, start, serve, watch, preview, a watcher) become persistent tasks. A root script
+that runs one script in every member (`npm run build --workspaces`, `turbo run build`) is no
+task: in the root package.json it becomes `vx run build`. Existing configs are kept (`--force`
+replaces them); `--dry` prints what it would write. In a Turborepo repository vx already runs
+turbo.json unchanged, and in an Nx workspace nx.json and project.json, so `vx init` there
+needs `--force`.
 """
 
 WHY_HELP = """usage: vx why PKG#TASK [--format=json]
@@ -134,8 +139,9 @@ SHOW_HELP = """usage: vx show [PROJECT | PROJECT#TASK | TASK] [--format text|jso
 
 Prints the configs as vx resolved them — from vx.config files, configs written as code, or a
 Turborepo repository's turbo.json — each task as its key folds it. Without a name: one row per
-project with its tasks and config file. Nx's `vx show projects` and `vx show project NAME` work too;
-in an Nx workspace `vx show project NAME --json` prints the project as `nx show project NAME --json` does.
+project with its workspace dependencies, tasks and config file. Nx's `vx show projects` and
+`vx show project NAME` work too (in an Nx workspace `vx show project NAME --json` prints the
+project as `nx show project NAME --json` does), and `vx ls` is `vx show` (turbo's `ls`).
 """
 
 COMPLETIONS_HELP = """usage: vx completions bash|zsh|fish
@@ -185,11 +191,25 @@ RUN_FLAGS = {
 }
 FLAG_ALIASES = {"--dry-run": "--dry", "--parallel": "--concurrency", "--skip-nx-cache": "--force", "-F": "--filter",
                 "-p": "--projects", "-c": "--configuration", "-t": "--targets", "--target": "--targets"}
-RUN_SHOWN = ("-F", "-t", "-p", "-c", "--parallel", "--skip-nx-cache")  # the aliases RUN_HELP names
+RUN_SHOWN = ("-F", "-t", "-p", "-c", "--parallel", "--skip-nx-cache", "--dry-run")  # the aliases RUN_HELP names
 WATCH_REFUSED = ("--dry", "--graph", "--summarize")  # run flags that make no sense on every change
+# Flags turbo and Nx users type that vx spells otherwise or does not have: what to write instead.
+FOREIGN_FLAGS = {
+    "--remote-only": "turbo's --remote-only is `--cache=local:,remote:rw` (no local layer)",
+    "--env-mode": "vx's environment is always strict: a task sees only the variables it declares "
+                  "(exec.env.passThrough, cache.inputs.env) and a few system ones",
+    "--log-prefix": "vx frames each task's output (`┌─ id`) and prefixes a server's lines (`id │`); "
+                    "`--output-logs` chooses whose output is shown",
+    "--log-order": "vx streams the one task you ask for and prints every other task's output whole, "
+                   "in one frame each; `--output-logs` chooses whose",
+    "--only": "not in vx: a task's dependsOn always runs first (cache hits cost next to nothing); "
+              "name the task and its dependencies are restored",
+    "--exclude-dependencies": "not in vx: a task's dependsOn always runs first (cache hits cost next to "
+                              "nothing); name the task and its dependencies are restored",
+    "--output-style": "`--output-logs` (full, new-only, errors-only, hash-only, none)",
+}
 CONTINUE_ALIASES = {"dependencies-successful": "deps-ok", "": "always"}
-FOREIGN_VERBS = {"build": "run build", "test": "run test", "lint": "run lint",
-                 "exec": "run", "ls": "run --dry", "graph": "run --dry"}
+FOREIGN_VERBS = {"build": "run build", "test": "run test", "lint": "run lint", "exec": "run", "graph": "run --dry"}
 _HELP_FLAG = {"--help": ("flag", "help")}  # for verbs that take -h/--help anywhere on the line
 _HELP_ALIAS = {"-h": "--help"}
 
@@ -217,9 +237,12 @@ VERBS = {
     "run-many": Verb(NX_VERB_HELP, RUN_FLAGS, FLAG_ALIASES, shown=RUN_SHOWN, forwards=True),  # Nx's verbs (TL-04)
     "affected": Verb(NX_VERB_HELP, RUN_FLAGS, FLAG_ALIASES, shown=RUN_SHOWN, forwards=True),
     "watch": Verb(WATCH_HELP, RUN_FLAGS, FLAG_ALIASES, shown=RUN_SHOWN, refused=WATCH_REFUSED, forwards=True),
-    "init": Verb(INIT_HELP, {"--dry": ("flag", "dry"), "--force": ("flag", "force"), **_HELP_FLAG}, _HELP_ALIAS),
+    "init": Verb(INIT_HELP, {"--dry": ("flag", "dry"), "--force": ("flag", "force"), "--cache": ("flag", "cache"),
+                             **_HELP_FLAG}, _HELP_ALIAS),
     "info": Verb(INFO_HELP),
     "show": Verb(SHOW_HELP, {"--format": ("value", "format"), "--json": ("flag", "json"), **_HELP_FLAG}, _HELP_ALIAS),
+    "ls": Verb(SHOW_HELP, {"--format": ("value", "format"), "--json": ("flag", "json"), **_HELP_FLAG},
+               _HELP_ALIAS),  # turbo's name for the listing
     "why": Verb(WHY_HELP, {"--format": ("value", "format"), **_HELP_FLAG}, _HELP_ALIAS),
     "cache": Verb(CACHE_HELP, {"--older-than": ("value", "older_than"), "--max-size": ("value", "max_size"),
                                "--dry-run": ("flag", "dry_run"), "--format": ("value", "format"),
@@ -284,7 +307,13 @@ def _dispatch(args: list[str]) -> int:
         return _verb_cache(rest)
     from vx.args import parse
 
-    tokens = _nx_parallel(rest) if verb.flags is RUN_FLAGS else rest
+    tokens = rest
+    if verb.flags is RUN_FLAGS:
+        tokens = _nx_parallel(rest)
+        for tok in tokens[: tokens.index("--")] if "--" in tokens else tokens:
+            if tok.partition("=")[0] in FOREIGN_FLAGS:  # turbo's or Nx's: say what vx writes instead
+                raise UsageError(f"unknown flag `{tok.partition('=')[0]}` for `vx run`",
+                                 hint=FOREIGN_FLAGS[tok.partition("=")[0]])
     parsed = parse(name, tokens, verb.flags, verb.aliases, verb.forwards)
     if getattr(parsed, "help", False):
         print(verb.help, end="")
@@ -379,16 +408,17 @@ def _verb_completions(rest: list[str]) -> int:
 
 
 _VERB_RUNNERS = {"run": _verb_run, "run-many": _verb_run_many, "affected": _verb_affected, "watch": _verb_watch, "info": _verb_info, "init": _verb_init,
-                 "why": _verb_why, "show": _verb_show}
+                 "why": _verb_why, "show": _verb_show, "ls": _verb_show}
 
 
 def _help(rest: list[str]) -> int:
     if not rest:
         print(HELP, end="")
         return EXIT_OK
-    if rest[0] not in VERB_HELP:
-        raise _unknown_verb(rest[0])
-    print(VERB_HELP[rest[0]], end="")
+    verb = "show" if rest[0] == "ls" else rest[0]
+    if verb not in VERB_HELP:
+        raise _unknown_verb(verb)
+    print(VERB_HELP[verb], end="")
     return EXIT_OK
 
 
@@ -397,6 +427,10 @@ def _unknown_verb(verb: str) -> UsageError:
         return UsageError(f"`{verb}` is not a vx verb", hint=f"try `vx {FOREIGN_VERBS[verb]}`")
     if "#" in verb:
         return UsageError(f"`{verb}` is not a vx verb", hint=f"try `vx run {verb}`")
+    if verb == "prune":  # turbo's; not `vx run`, the nearest spelling
+        return UsageError("`vx prune` is not in vx yet",
+                          hint="for a Docker image, `npx turbo prune <package> --docker` writes out/json and "
+                               "out/full; vx runs in the pruned workspace as it is")
     near = did_you_mean(verb, VERB_HELP)
     return UsageError(f"unknown verb `{verb}`", hint=f"did you mean `vx {near}`?" if near else "see `vx help`")
 
@@ -600,7 +634,8 @@ def _run_request(req, dry: str | None, summarize: str | None, timer_start: float
         profiler = _profiler() if profile is not None else None
         emit = _noting(reporter, noticed)
         summary = run.execute(prep, req, profiler.wrap(emit) if profiler else emit, stages,
-                              launch_for=tracer.launch if tracer else None, observe=tracer.observe if tracer else None)
+                              launch_for=tracer.launch if tracer else None, observe=tracer.observe if tracer else None,
+                              on_graph_end=lock.release)  # kept servers write no cache: another run may start
         if receipted:
             with stages("receipt"):
                 _keep_receipt(argv, req, prep, summary, env, started_ns, flow == "broad" and not noticed)

@@ -18,6 +18,20 @@ class TaskStarted(Struct, frozen=True):
     id: TaskId
     command: str
     attempt: int = 1
+    terminal: bool = False  # an interactive task holds the terminal until its TaskFinished (EX-09)
+
+
+class TaskReady(Struct, frozen=True):
+    """A persistent task is ready (EX-07): its dependants may start; it goes on running."""
+
+    id: TaskId
+    duration_ms: float
+
+
+class ServersKept(Struct, frozen=True):
+    """The graph is done and these persistent tasks stay in the foreground (EX-08)."""
+
+    ids: tuple[TaskId, ...]
 
 
 class TaskOutput(Struct, frozen=True):
@@ -53,7 +67,8 @@ class RunFinished(Struct, frozen=True):
     summary: RunSummary
 
 
-Event = RunStarted | TaskStarted | TaskOutput | TaskRetrying | TaskFinished | CacheRestored | Notice | RunFinished
+Event = (RunStarted | TaskStarted | TaskReady | ServersKept | TaskOutput | TaskRetrying | TaskFinished | CacheRestored
+         | Notice | RunFinished)
 
 
 class PlannedTask(Struct, frozen=True):

@@ -322,9 +322,11 @@ def _killpg_probe(pgid: int) -> bool:
 class _Capture:
     """Collect a child's stdout and stderr chunks in the order they arrive."""
 
-    def __init__(self, popen: subprocess.Popen[bytes], on_output: Callable[[LogChunk], None]):
+    def __init__(self, popen: subprocess.Popen[bytes], on_output: Callable[[LogChunk], None],
+                 keep_bytes: int | None = None):
         self.chunks: list[LogChunk] = []
         self._on_output = on_output
+        self._keep, self._kept = keep_bytes, 0  # a persistent task keeps only its log's tail
         self._error: Exception | None = None
         self._loop = asyncio.get_running_loop()
         assert popen.stdout is not None and popen.stderr is not None  # spawn pipes both
@@ -374,6 +376,10 @@ class _Capture:
 
     def _deliver(self, chunk: LogChunk) -> None:
         self.chunks.append(chunk)
+        if self._keep is not None:
+            self._kept += len(chunk.data)
+            while self._kept > self._keep and len(self.chunks) > 1:
+                self._kept -= len(self.chunks.pop(0).data)
         if self._error is None:
             try:
                 self._on_output(chunk)
@@ -408,6 +414,7 @@ async def execute(
     launch: Launch | None = None,
     started: tuple[_Child, float] | None = None,
     settle_group: bool = False,
+    terminal: bool = False,
 ) -> ProcessResult:
     """Run `sh -c command` to the end and describe how it ended; never raise for the task.
 
@@ -417,7 +424,8 @@ async def execute(
     `started` is (the child, its `time.monotonic()` start) when it was started before the walk:
     its timeout and duration count from then. With `settle_group` (a cached task, whose outputs
     are read next) it returns only once the whole process group is gone: what the shell left
-    running is waited for for the grace, then SIGTERMed, then SIGKILLed after the grace.
+    running is waited for for the grace, then SIGTERMed, then SIGKILLed after the grace. With
+    `terminal` the command has vx's own stdin, stdout and stderr and nothing is captured (EX-09).
     """
     grace_s = (kill_grace_ms() if grace_ms is None else grace_ms) / 1000
     if started is not None:
@@ -425,22 +433,25 @@ async def execute(
     else:
         started_at = time.monotonic()
         try:
-            child = _Child.spawn(command, cwd, env, table, launch)
+            child = _Child.adopt(spawn.start(command, cwd, env, launch, terminal=terminal), table, launch)
         except (OSError, ValueError) as exc:
             error = _spawn_error(exc, cwd, launch.argv[0] if launch else SHELL)
             return ProcessResult(exit_code=127, duration_ms=_ms_since(started_at), spawn_error=error)
-    capture = _Capture(child.popen, on_output)
+    capture = _Capture(child.popen, on_output) if not terminal else None
     stopped = None
     try:
         left_ms = None if timeout_ms is None else timeout_ms - _ms_since(started_at)
         timed_out = await _supervise(child, left_ms, grace_s)
         if settle_group and not timed_out:  # the pipes are still read meanwhile
             stopped = await _settle_group(child, grace_s)
-        await capture.drain(DRAIN_S)
+        if capture is not None:
+            await capture.drain(DRAIN_S)
     finally:
-        capture.close()
-    capture.raise_callback_error()
-    result = _result(child, capture.chunks, timed_out=timed_out, started=started_at)
+        if capture is not None:
+            capture.close()
+    if capture is not None:
+        capture.raise_callback_error()
+    result = _result(child, capture.chunks if capture is not None else [], timed_out=timed_out, started=started_at)
     if stopped is not None:
         from msgspec.structs import replace
 

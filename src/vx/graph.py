@@ -85,6 +85,8 @@ def _resolve_one(ws: Workspace, configs: Mapping[str, ProjectConfig], sel: Selec
     if not holders:
         _refuse_not_runnable(configs, name)
         scripted = [p for p, pkg in sorted(ws.packages.items()) if name in pkg.scripts]
+        pkg, colon, task = name.partition(":")
+        nx = bool(colon) and pkg in ws.packages and task_of(configs, pkg, task) is not None
         empty = ws.empty_member_globs
         facts: tuple[str, ...] = (f"a package.json script in: {', '.join(scripted[:8])}",) if scripted else ()
         if empty:
@@ -95,7 +97,8 @@ def _resolve_one(ws: Workspace, configs: Mapping[str, ProjectConfig], sel: Selec
         raise UnknownTaskError(
             f"no project declares a task named `{name}`",
             facts=facts,
-            hint=("`vx init` turns package.json scripts into vx tasks (vx.config.json per package)" if scripted
+            hint=(f"`{name}` is Nx's spelling of a project's task; in vx it is `{pkg}#{task}`" if nx
+                  else "`vx init` turns package.json scripts into vx tasks (vx.config.json per package)" if scripted
                   else suggestion(name, _all_task_names(configs), noun="tasks")),
         )
     if sel.projects is not None:
@@ -112,7 +115,7 @@ def _resolve_one(ws: Workspace, configs: Mapping[str, ProjectConfig], sel: Selec
         # From the root, a task the root project does not declare means "everywhere" (as in turbo).
         return [TaskId(p, name) for p in holders]
     raise UnknownTaskError(
-        f"project `{sel.cwd_package}` has no task `{name}`",
+        f"project `{sel.cwd_package}` has no task `{name}` (no `{name}` script or task)",
         facts=(f"declared by: {', '.join(holders[:8])}{', …' if len(holders) > 8 else ''}",),
         hint=f"run it everywhere with `vx run {name} --all`, or name one: `vx run {holders[0]}#{name}`",
     )
@@ -136,8 +139,16 @@ def _qualified(ws: Workspace, configs: Mapping[str, ProjectConfig], pkg: str, ta
         _refuse_not_runnable({pkg: configs[pkg]}, task)
     if task_of(configs, pkg, task) is None:
         _refuse_not_runnable({pkg: configs[pkg]}, task)
-        raise UnknownTaskError(f"package `{pkg}` has no task `{task}`",
-                               hint=suggestion(task, configs[pkg].tasks, noun="tasks"))
+        holders = [p for p in sorted(configs) if _declares(configs[p], task)]
+        scripted = [p for p, package in sorted(ws.packages.items()) if task in package.scripts and p not in holders]
+        facts = tuple(line for line in (
+            f"declared by: {', '.join(holders[:8])}{', …' if len(holders) > 8 else ''}" if holders else "",
+            f"a package.json script (no vx task) in: {', '.join(scripted[:8])}" if scripted else "",
+        ) if line)
+        hint = (f"run one that has it: `vx run {holders[0]}#{task}`" if holders
+                else suggestion(task, configs[pkg].tasks, noun="tasks"))
+        raise UnknownTaskError(f"package `{pkg}` has no task `{task}` (no `{task}` script or task)",
+                               facts=facts or (f"no package has a `{task}` task",), hint=hint)
     return TaskId(pkg, task)
 
 

@@ -46,7 +46,7 @@ def settle(graph: TaskGraph, plans: Mapping[TaskId, Any], hits: Mapping[str, Any
     out = _Lane(graph, plans, hits, store, root, emit)
     pending, restores = out.scan(list(graph.order))
     if not restores or stopped():
-        return out.settled  # the warm path: no pool, not even its import
+        return out.finish()  # the warm path: no pool, not even its import
     jobs = {p.key: (out.local, p.outputs, hits[p.key]) for p in plans.values() if p.outputs and p.key in hits}
     _JOBS.update(jobs)  # before any fork: forked workers find their work here by key
     try:
@@ -59,7 +59,7 @@ def settle(graph: TaskGraph, plans: Mapping[TaskId, Any], hits: Mapping[str, Any
     finally:
         for key in jobs:
             _JOBS.pop(key, None)
-    return out.settled
+    return out.finish()
 
 
 # key -> (store, outputs, entry) of every restore this process may run; forked workers inherit it.
@@ -115,6 +115,7 @@ class _Lane:
         self.dead: set[TaskId] = set()  # never settled here: the walk decides them
         self.ancestors: dict = {}  # output-walk ancestor checks, shared: no task runs during a scan
         self.local = getattr(store, "local", store)  # hits are local entries, even behind a remote layer
+        self.lazy: list[TaskId] = []  # persistent tasks nobody asked for, settled for now (GR-18)
 
     def scan(self, pending: list[TaskId]) -> tuple[list[TaskId], list[_Hit]]:
         """One pass in topological order: settle what is current, collect what needs a restore."""
@@ -138,6 +139,13 @@ class _Lane:
         if node.is_group:
             self.settled.results[tid] = TaskResult(tid, Status.SUCCESS, CacheStatus.NO_CACHE, key=plan.key)
             return
+        if node.config.exec.persistent is not None and not node.requested:  # type: ignore[union-attr]  # a task that is not a group has exec
+            # Needed only by its dependants: if each of them is a hit, it is never started. Taken
+            # as settled so they are decided; `finish` takes it back if one of them is not.
+            self.settled.results[tid] = TaskResult(tid, Status.SUCCESS, CacheStatus.NO_CACHE, key=plan.key,
+                                                   persistent=True, reason=_NOT_STARTED)
+            self.lazy.append(tid)
+            return
         entry = self.hits.get(plan.key) if plan.outputs is not None else None
         if entry is None:
             self.dead.add(tid)
@@ -158,6 +166,20 @@ class _Lane:
             self.settled.results[h.tid] = result
             self.emit(TaskFinished(result))
         self.settled.current += len(current)
+
+    def finish(self) -> Settled:
+        """Keep a lazy persistent task settled (never started) only when every dependant was
+        settled; else hand it to the walk. Dependants first: a lazy one not started needs none."""
+        results = self.settled.results
+        dependants: dict[TaskId, list[TaskId]] = {tid: [] for tid in self.lazy}
+        for tid, node in self.graph.nodes.items():
+            for dep in node.deps:
+                if dep in dependants:
+                    dependants[dep].append(tid)
+        for tid in reversed(self.lazy):  # lazy is in topological order
+            if not all(d in results for d in dependants[tid]):
+                del results[tid]
+        return self.settled
 
     def restore_wave(self, pool, restores: list[_Hit]) -> None:
         """Restore one wave in parallel; a damaged artifact is reported and left to the walk."""
@@ -198,6 +220,7 @@ class _Lane:
 
 
 _PENDING_LOG = TaskResult(TaskId("", ""), Status.SUCCESS, CacheStatus.UP_TO_DATE)
+_NOT_STARTED = "not started: every task that needs it was a cache hit"
 
 
 def _logs(store: Any, entries: list[Any]) -> Mapping[str, tuple[LogChunk, ...]]:

@@ -95,12 +95,22 @@ class SandboxConfig(Struct, frozen=True):
     trace: bool | None = None  # `trace`: False enforces without reporting; None follows the workspace's
 
 
+class PersistentConfig(Struct, frozen=True):
+    """`exec.persistent` (EX-07): a task that keeps running (a dev server, a watcher). Its
+    dependants start once it is ready: when a line of its output matches `ready_when`, or at
+    once when there is none."""
+
+    ready_when: str | None = None  # a regular expression, checked at load
+
+
 class ExecConfig(Struct, frozen=True):
     command: str
     env: EnvConfig = EnvConfig()
-    timeout_ms: int | None = None
+    timeout_ms: int | None = None  # for a persistent task: how long it may take to be ready
     retries: int | None = None
     sandbox: SandboxConfig | None = None
+    persistent: PersistentConfig | None = None
+    interactive: bool = False  # EX-09: the terminal's stdin and stdout, alone, when vx runs on one
 
 
 class CacheConfig(Struct, frozen=True):
@@ -331,6 +341,7 @@ class TaskResult(Struct, frozen=True):
     peak_rss_bytes: int | None = None
     violations: tuple[Violation, ...] = ()
     stored_ms: float | None = None  # a hit: how long the run that saved it took (the time it saved)
+    persistent: bool = False  # a persistent task (EX-07): `reason` says how it ended (served, stopped, not started)
 
 
 class RunSummary(Struct, frozen=True):

@@ -32,7 +32,8 @@ def refuse_overlaps(nodes: Mapping[TaskId, TaskNode], configs: Mapping[str, Proj
                     exclusive: bool = True) -> frozenset[TaskId]:
     """Raise a ConfigError naming both tasks when two nodes' declared outputs overlap. With
     `rules.exclusiveOutputs: false`, an overlap an edge orders is allowed: the dependants that add
-    to an upstream's outputs are returned (LC-18)."""
+    to an upstream's outputs are returned (LC-18). Tasks mapped from turbo.json may always overlap,
+    as under turbo: they are returned as adding to the shared outputs."""
     claims: list[_Claim] = []
     taken_back: dict[TaskId, list[str]] = {}
     for tid in nodes:
@@ -59,10 +60,22 @@ def refuse_overlaps(nodes: Mapping[TaskId, TaskNode], configs: Mapping[str, Proj
             if other.task == claim.task or _left_to_others(taken_back.get(claim.task, ()), other.head):
                 continue
             later = _ordered(nodes, upstream, claim.task, other.task)
+            if _turbo(nodes, claim.task) and _turbo(nodes, other.task):
+                # turbo never wipes outputs, so a turbo.json's tasks may share them (floating-ui's
+                # `build` and `build:api` both write dist/): each task adds to what is there — the
+                # later one when an edge orders them, both when none does, as under turbo.
+                additive.update((later,) if later is not None else (claim.task, other.task))
+                continue
             if later is None or exclusive:
                 _refuse(claim, other, configs, later is not None, exclusive)
             additive.add(later)
     return frozenset(additive)
+
+
+def _turbo(nodes: Mapping[TaskId, TaskNode], tid: TaskId) -> bool:
+    """Whether the task is mapped from turbo.json (its globs are turbo's)."""
+    cache = nodes[tid].config.cache
+    return cache is not None and cache.turbo_globs
 
 
 def _ordered(nodes: Mapping[TaskId, TaskNode], memo: dict[TaskId, set[TaskId]], a: TaskId, b: TaskId) -> TaskId | None:

@@ -19,7 +19,7 @@ from msgspec.structs import replace
 
 from vx import executor, masking, verdicts
 from vx.frameworks import unseen as framework_unseen
-from vx.events import CacheRestored, Emit, Notice, TaskFinished, TaskOutput, TaskRetrying, TaskStarted
+from vx.events import CacheRestored, Emit, Notice, TaskFinished, TaskOutput, TaskReady, TaskRetrying, TaskStarted
 from vx.model import (CachePolicy, CacheStatus, LogChunk, ProcessResult, Status, TaskId, TaskNode, TaskPlan,
                       TaskResult, Violation)
 from vx.scheduler import PrioritySlots
@@ -70,6 +70,10 @@ class RunContext(Struct):
     # KEY-20: tasks keyed once ready (True: inputs read again from disk), and how: (node, fresh) -> plan
     late: Mapping[TaskId, bool] = field(default_factory=dict)
     rekey: Callable[[TaskNode, bool], TaskPlan] | None = None
+    # EX-07: the persistent tasks started so far (persistent.Server); the run decides their end
+    servers: dict[TaskId, Any] = field(default_factory=dict)
+    terminal: bool = False  # vx runs on a TTY: an interactive task gets it (EX-09)
+    alone: asyncio.Lock | None = None  # held while an interactive task gathers every slot (GR-19)
     # the executor's `execute` (None: vx.executor.execute); the seam a test's scripted executor fills
     execute: Callable[..., Awaitable[ProcessResult]] | None = None
 
@@ -85,7 +89,12 @@ async def rebuild(ctx: RunContext, node: TaskNode, results: Mapping[TaskId, Task
         ctx.tainted[node.id] = cause
     if node.is_group:
         return TaskResult(node.id, Status.SUCCESS, CacheStatus.NO_CACHE, key=plan.key)
-    result = None
+    if node.config.exec.persistent is not None and not _on_terminal(ctx, node):  # type: ignore[union-attr]  # a task that is not a group has exec
+        served = await _serve(ctx, node, plan)
+        if not served.persistent or served.status is not Status.SUCCESS:
+            ctx.emit(TaskFinished(served))
+        return served
+    result: TaskResult | None = None
     if plan.outputs is not None and ctx.policy.read and ctx.store is not None and ctx.lock_moved is None:
         result = await _try_hit(ctx, node, plan)
     if result is None:
@@ -147,6 +156,70 @@ def _hit(node: TaskNode, plan: TaskPlan, entry: Entry | Downloaded, log, cache: 
     return TaskResult(node.id, Status.SUCCESS, cache, key=plan.key, exit_code=0, log=tuple(log),
                       duration_ms=(time.monotonic() - started) * 1000, command=plan.command,
                       stored_ms=entry.duration_ms)
+
+
+# ---------------------------------------------------------------- persistent tasks
+
+
+async def _serve(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> TaskResult:
+    """Start a persistent task and return once it is ready (EX-07); it goes on running, owned by
+    `ctx.servers`. Its slot is held only until then: a server that waits for requests is no work."""
+    from vx import persistent
+
+    secrets = masking.secrets_of(plan.env, node.config.exec.env.secret)  # type: ignore[union-attr]  # EX-04
+    masker = masking.Masker(secrets) if secrets else None
+
+    def on_output(chunk: LogChunk) -> None:
+        if masker is not None:
+            chunk = masker.feed(chunk)  # type: ignore[assignment]
+        if chunk is not None:
+            ctx.emit(TaskOutput(node.id, chunk))
+
+    def failed(reason: str, log=(), duration_ms: float = 0.0, aborted: bool = False) -> TaskResult:
+        status = Status.ABORTED if aborted else Status.FAILED
+        ctx.tainted[node.id] = f"{node.id} {status.value}"
+        if masker is not None:
+            for rest in masker.flush():
+                ctx.emit(TaskOutput(node.id, rest))
+            reason = str(masking.mask_text(reason, secrets))  # the log is masked by the server
+        return TaskResult(node.id, status, CacheStatus.NO_CACHE, key=plan.key, reason=reason, log=tuple(log),
+                          command=plan.command, attempts=1, persistent=True, duration_ms=duration_ms,
+                          exit_code=None if aborted else 1)
+
+    await ctx.slots.acquire(ctx.priority.get(node.id, 0))
+    try:
+        if ctx.halt is not None and ctx.halt.is_set():
+            return TaskResult(node.id, Status.SKIPPED, CacheStatus.NO_CACHE, key=plan.key,
+                              reason="not run: an earlier task failed (--continue=never)")
+        ctx.emit(TaskStarted(node.id, plan.command or "", 1))
+        started = time.monotonic()
+        try:
+            server = persistent.start(plan.command or "", ctx.root / node.project_dir, plan.env, ctx.table,
+                                      node.config.exec.persistent.ready_when, on_output, started,  # type: ignore[union-attr]
+                                      lambda words: ctx.emit(Notice(f"{node.id} {words} after it was ready",
+                                                                    id=node.id)), tuple(secrets))
+        except (OSError, ValueError) as exc:
+            return failed(f"not ready: {executor._spawn_error(exc, ctx.root / node.project_dir)}")
+        ctx.servers[node.id] = server
+        why = await server.wait_ready(plan.timeout_ms, lambda msg: ctx.emit(Notice(f"{node.id}: {msg}", level="info",
+                                                                                   id=node.id)))
+    finally:
+        ctx.slots.release()
+    duration_ms = (time.monotonic() - started) * 1000
+    if why is not None:
+        if not server.ended.done():
+            await server.ended
+        if ctx.halt_on_failure and ctx.halt is not None and not server.aborted:
+            ctx.halt.set()
+        return failed(f"not ready: {why}", server.log, duration_ms, aborted=server.aborted)
+    ctx.emit(TaskReady(node.id, duration_ms))
+    return TaskResult(node.id, Status.SUCCESS, CacheStatus.NO_CACHE, key=plan.key, reason="ready",
+                      command=plan.command, attempts=1, persistent=True, duration_ms=duration_ms)
+
+
+def _on_terminal(ctx: RunContext, node: TaskNode) -> bool:
+    """An interactive task runs on the terminal when vx has one (EX-09); off a TTY it is a normal task."""
+    return node.config.exec.interactive and ctx.terminal  # type: ignore[union-attr]  # a task that is not a group has exec
 
 
 # ---------------------------------------------------------------- misses
@@ -240,7 +313,11 @@ async def _attempts(ctx: RunContext, node: TaskNode, plan: TaskPlan, *, wipe: bo
     No process (None) when the run halted while this task waited for its slot."""
     total = plan.retries + 1
     elapsed = 0.0
-    if early is None:
+    terminal = _on_terminal(ctx, node)
+    held = 1
+    if early is None and terminal:
+        held = await _acquire_all(ctx, node)
+    elif early is None:
         await ctx.slots.acquire(ctx.priority.get(node.id, 0))
     try:
         if early is None and ctx.halt is not None and ctx.halt.is_set():
@@ -251,9 +328,9 @@ async def _attempts(ctx: RunContext, node: TaskNode, plan: TaskPlan, *, wipe: bo
             else:
                 if wipe and plan.outputs is not None:
                     await asyncio.to_thread(plan.outputs.wipe, ctx.root)
-                ctx.emit(TaskStarted(node.id, plan.command or "", attempt))
-                launch = ctx.launch_for(node, plan, attempt) if ctx.launch_for else None
-                proc, violations = await _run_once(ctx, node, plan, launch)
+                ctx.emit(TaskStarted(node.id, plan.command or "", attempt, terminal=terminal))
+                launch = ctx.launch_for(node, plan, attempt) if ctx.launch_for and not terminal else None
+                proc, violations = await _run_once(ctx, node, plan, launch, terminal=terminal)
             elapsed += proc.duration_ms
             if proc.exit_code == 0 or proc.aborted or attempt == total:
                 break
@@ -262,12 +339,24 @@ async def _attempts(ctx: RunContext, node: TaskNode, plan: TaskPlan, *, wipe: bo
         if ctx.halt_on_failure and ctx.halt is not None and proc.exit_code != 0 and not proc.aborted:
             ctx.halt.set()  # before the slot is handed to a waiter, or it would start
     finally:
-        ctx.slots.release()
+        for _ in range(held):
+            ctx.slots.release()
     return _with_duration(proc, elapsed), attempt, violations
 
 
+async def _acquire_all(ctx: RunContext, node: TaskNode) -> int:
+    """Every slot, so the interactive task runs alone (GR-19); one gatherer at a time, so two
+    interactive tasks never hold half each."""
+    if ctx.alone is None:
+        ctx.alone = asyncio.Lock()
+    async with ctx.alone:
+        for _ in range(ctx.slots.size):
+            await ctx.slots.acquire(ctx.priority.get(node.id, 0))
+    return ctx.slots.size
+
+
 async def _run_once(ctx: RunContext, node: TaskNode, plan: TaskPlan, launch: executor.Launch | None = None,
-                    started=None) -> tuple[ProcessResult, tuple[Violation, ...]]:
+                    started=None, terminal: bool = False) -> tuple[ProcessResult, tuple[Violation, ...]]:
     """One attempt: inside the sandbox when the task declares one (SB-01), else plainly;
     `started` is a first attempt already running (executor.execute)."""
     declared = node.config.exec.env.secret if node.config.exec is not None else ()
@@ -280,7 +369,7 @@ async def _run_once(ctx: RunContext, node: TaskNode, plan: TaskPlan, launch: exe
         if chunk is not None:
             ctx.emit(TaskOutput(node.id, chunk))
 
-    proc, violations = await _run_process(ctx, node, plan, launch, started, on_output)
+    proc, violations = await _run_process(ctx, node, plan, launch, started, on_output, terminal)
     if masker is None:
         return proc, violations
     for rest in masker.flush():
@@ -290,13 +379,13 @@ async def _run_once(ctx: RunContext, node: TaskNode, plan: TaskPlan, launch: exe
 
 
 async def _run_process(ctx: RunContext, node: TaskNode, plan: TaskPlan, launch: executor.Launch | None, started,
-                       on_output) -> tuple[ProcessResult, tuple[Violation, ...]]:
+                       on_output, terminal: bool = False) -> tuple[ProcessResult, tuple[Violation, ...]]:
     cwd = ctx.root / node.project_dir
     if plan.sandbox is None:
         # A cached task's outputs are read next: nothing it started may still be writing (docs/caching.md § Save).
         proc = await (ctx.execute or executor.execute)(plan.command or "", cwd=cwd, env=plan.env, timeout_ms=plan.timeout_ms,
                                       on_output=on_output, table=ctx.table, launch=launch, started=started,
-                                      settle_group=plan.outputs is not None)
+                                      settle_group=plan.outputs is not None, terminal=terminal)
         if proc.stopped_strays is not None:
             ctx.emit(Notice(f"{node.id}: processes it started in the background were still running after it "
                             f"exited; stopped them ({proc.stopped_strays}) before reading its outputs", id=node.id))

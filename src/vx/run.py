@@ -105,7 +105,7 @@ def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: 
             graph = build_graph(ws, configs, Selection(req.names, cwd_pkg, req.all or req.affected is not None,
                                                        projects, req.configuration))
             if req.affected is not None:
-                graph, affected_notice = _affected(req, ws, ws_config, configs, graph, cwd_pkg)
+                graph, affected_notice = _affected(req, ws, ws_config, configs, graph, cwd_pkg, host_env)
             additive = refuse_overlaps(graph.nodes, configs, ws_config.exclusive_outputs)
         _refuse_group_only_args(graph, req)
     except BaseException:
@@ -151,8 +151,11 @@ def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: 
         concurrency = environment.parse_concurrency(req.concurrency, cpus)
     else:
         concurrency = ws_config.concurrency or cpus
+    # Broad: a selection across projects. `vx run web#build` at the root names its tasks one by
+    # one: what the user asked for streams as it would from web's own directory.
+    named = bool(req.names) and all("#" in name for name in req.names)
     broad = (req.all or bool(req.filters)
-             or (cwd_pkg == ROOT_PROJECT and any(t.package != ROOT_PROJECT for t in graph.requested)))
+             or (cwd_pkg == ROOT_PROJECT and not named and any(t.package != ROOT_PROJECT for t in graph.requested)))
     return Prepared(ws, graph, plans, index, store, hits, concurrency, broad, cache_dir, policy, remote,
                     frozenset(remote_hits),
                     tuple((m, "warning") for m in cache.notices) + off
@@ -161,12 +164,12 @@ def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: 
 
 
 def _affected(req: RunRequest, ws: Workspace, ws_config, configs, graph: TaskGraph,
-              cwd_pkg: str) -> tuple[TaskGraph, str | None]:
+              cwd_pkg: str, host_env: Mapping[str, str]) -> tuple[TaskGraph, str | None]:
     """Only the requested tasks a change since the base reaches (CLI-41); the notice when none is."""
     from vx import affected
 
     root = str(ws.root)
-    ref = affected.base_ref(root, req.affected, ws_config.affected_base)
+    ref = affected.base_ref(root, req.affected, ws_config.affected_base, host_env)
     paths = affected.changed_paths(root, ref)
     keep = affected.reached(graph, affected.seeds(ws, configs, paths, affected.merge_base(root, ref)))
     if not keep:
@@ -217,10 +220,13 @@ def _refuse_group_only_args(graph: TaskGraph, req: RunRequest) -> None:
 def dry_plan(prep: Prepared) -> list[PlannedTask]:
     """Predict each task's cache status without executing anything (CLI-36)."""
     rows = []
+    lazy = _not_started(prep)
     for tid in prep.graph.order:
         node, plan = prep.graph.nodes[tid], prep.plans[tid]
         if node.is_group:
             predicted = "group"
+        elif tid in lazy:
+            predicted = "not-started"
         elif plan.outputs is None or prep.store is None:
             predicted = "no-cache"
         elif plan.key in prep.hits:
@@ -235,17 +241,55 @@ def dry_plan(prep: Prepared) -> list[PlannedTask]:
     return rows
 
 
+def _not_started(prep: Prepared) -> set[TaskId]:
+    """The persistent tasks a run would not start (GR-18), as the hit lane decides: nobody asked
+    for them and every dependant settles as a local hit."""
+    nodes = prep.graph.nodes
+    if not prep.hits or not any(n.config.exec is not None and n.config.exec.persistent is not None and not n.requested
+                                for n in nodes.values()):
+        return set()
+    settles: dict[TaskId, bool] = {}
+    lazy: list[TaskId] = []
+    for tid in prep.graph.order:
+        node, plan = nodes[tid], prep.plans[tid]
+        ready = all(settles[d] for d in node.deps)
+        if not node.is_group and node.config.exec.persistent is not None and not node.requested:  # type: ignore[union-attr]  # a task that is not a group has exec
+            lazy.append(tid)
+        elif not node.is_group:
+            ready = ready and plan.outputs is not None and plan.key in prep.hits
+        settles[tid] = ready
+    for tid in reversed(lazy):
+        settles[tid] = settles[tid] and all(settles[c] for c, n in nodes.items() if tid in n.deps)
+    return {tid for tid in lazy if settles[tid]}
+
+
 # ---------------------------------------------------------------- execute
 
 
 def execute(prep: Prepared, req: RunRequest, emit: Emit, stages: Stages, launch_for=None,
-            observe=None) -> RunSummary:
+            observe=None, on_graph_end=None) -> RunSummary:
     """Walk the graph under the run lock; Ctrl-C and SIGTERM tear every task down. `launch_for`
-    may wrap a task's command and `observe` receives sandboxed traces (RunContext), for --verify."""
+    may wrap a task's command and `observe` receives sandboxed traces (RunContext), for --verify.
+    Persistent tasks kept in the foreground (EX-08) run after the summary; `on_graph_end` is
+    called before they are waited for (the CLI releases the run lock: they write no cache)."""
     started = time.time()
     _announce(prep, emit)
     with stages("hit lane"):
         lane, stopped_by = _settle_hits(prep, emit) if req.fast_paths else _no_lane()
+
+    def conclude(results: Mapping[TaskId, TaskResult], stopped_by: int | None) -> RunSummary:
+        with stages("close cache"):
+            _close_store(prep, emit, results)
+        spans = getattr(getattr(prep.store, "local", prep.store), "spans", {})
+        for name in ("restore", "save"):
+            stages.span(name, spans.get(name, ()))
+        ordered = tuple(results[t] for t in prep.graph.order if not prep.graph.nodes[t].is_group)
+        summary = RunSummary(_run_id(), ordered, started, time.time(), _exit_code(ordered, stopped_by),
+                             interrupted=stopped_by is not None)
+        emit(RunFinished(summary))
+        return summary
+
+    summary = None
     if len(lane.results) == len(prep.graph.nodes) and stopped_by is None:
         results = lane.results  # everything was a confirmed hit: no event loop, asyncio never imported
     else:
@@ -258,24 +302,16 @@ def execute(prep: Prepared, req: RunRequest, emit: Emit, stages: Stages, launch_
                 early = _start_first_wave(prep, lane, emit)
             asyncio = _import_asyncio()  # while the first wave runs
             with stages("run graph"):
-                results, stopped_by = asyncio.run(_walk(prep, req, emit, lane, stopped_by, launch_for, observe,
-                                                        early, caught, lockfiles))
+                results, stopped_by, summary = asyncio.run(_walk(prep, req, emit, lane, stopped_by, launch_for,
+                                                                 observe, early, caught, lockfiles,
+                                                                 conclude, on_graph_end))
         except BaseException:
             _stop_early(early)  # only what the walk never adopted
             raise
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-    with stages("close cache"):
-        _close_store(prep, emit, results)
-    spans = getattr(getattr(prep.store, "local", prep.store), "spans", {})
-    for name in ("restore", "save"):
-        stages.span(name, spans.get(name, ()))
-    ordered = tuple(results[t] for t in prep.graph.order if not prep.graph.nodes[t].is_group)
-    summary = RunSummary(_run_id(), ordered, started, time.time(), _exit_code(ordered, stopped_by),
-                         interrupted=stopped_by is not None)
-    emit(RunFinished(summary))
-    return summary
+    return summary if summary is not None else conclude(results, stopped_by)
 
 
 def receipt_tasks(prep: Prepared, summary: RunSummary, started_ns: int) -> list[list] | None:
@@ -287,6 +323,9 @@ def receipt_tasks(prep: Prepared, summary: RunSummary, started_ns: int) -> list[
 
     if summary.exit_code != EXIT_OK or summary.interrupted or prep.remote is not None or prep.store is None:
         return None
+    if any(n.config.exec is not None and (n.config.exec.persistent is not None or n.config.exec.interactive)
+           for n in prep.graph.nodes.values()):
+        return None  # a server or a prompt must start on every run: nothing of it is in any receipt
     if any(len(getattr(p.record, "runtime", ())) > 1 for p in prep.plans.values()):
         return None  # a runtime probe (KEY-08) may answer differently with no file changed: plan again
     local = cast("LocalStore", prep.store)  # a layered store would be prep.remote too
@@ -408,7 +447,10 @@ def _catch_signals(caught: list[int]) -> dict:
 
 async def _walk(prep: Prepared, req: RunRequest, emit: Emit, lane, stopped_early: int | None,
                 launch_for=None, observe=None, early=None,
-                caught=(), lockfiles=None) -> tuple[dict[TaskId, TaskResult], int | None]:
+                caught=(), lockfiles=None, conclude=None,
+                on_graph_end=None) -> tuple[dict[TaskId, TaskResult], int | None, RunSummary | None]:
+    """The walk, then the persistent tasks' end (EX-08): the summary when some were kept in the
+    foreground (it is told before they are waited for), else None and the caller concludes."""
     import asyncio
 
     from vx import executor
@@ -434,22 +476,35 @@ async def _walk(prep: Prepared, req: RunRequest, emit: Emit, lane, stopped_early
                      priority=prep.graph.priority, remote=prep.remote, launch_for=launch_for,
                      observe=observe, halt=asyncio.Event(),
                      halt_on_failure=req.continue_mode == "never", early=adopted, lockfiles=lockfiles,
-                     late=late_tasks(prep.graph) if prep.store is not None else {})  # no cache: keys decide nothing
+                     late=late_tasks(prep.graph) if prep.store is not None else {},  # no cache: keys decide nothing
+                     terminal=os.isatty(0) and os.isatty(1))
     if ctx.late:
         nested = _nested_dirs(prep.ws)
         ctx.rekey = lambda node, fresh: rekeyed(prep.index, node, prep.plans, fresh, nested.get(node.project_dir, ()))
     on_signal = _install_signals(table, stop, stopped_by)
     if caught:  # a signal came while the first wave started or asyncio loaded: act on it now
         on_signal(signal.Signals(caught[0]))
+    summary = None
     try:
         results = await walk(prep.graph, lambda node, res: rebuild(ctx, node, res),
                              continue_mode=req.continue_mode, stop=stop, settled=lane.results, halt=ctx.halt)
+        if ctx.servers:
+            from vx import persistent
+
+            kept = await persistent.release(prep.graph, ctx.servers, results, emit, stopped=bool(stopped_by),
+                                         keep_despite_failures=req.continue_mode == "always")
+            if kept:
+                summary = conclude(results, None)
+                if on_graph_end is not None:
+                    on_graph_end()
+                summary = await persistent.foreground(summary, kept, ctx.servers, emit, stop, stopped_by,
+                                                   SIGNAL_EXITS)
     finally:
         _remove_signals()
         await table.shutdown(_grace_s())
         if ctx.sandbox is not None:  # the network proxy and the sandboxes' temp root (SB-08, SB-15)
             ctx.sandbox.close()
-    return results, (stopped_by[0] if stopped_by else None)
+    return results, (stopped_by[0] if stopped_by else None), summary
 
 
 def _import_asyncio():
@@ -522,6 +577,8 @@ def _start_first_wave(prep: Prepared, lane, emit: Emit) -> dict[TaskId, Early]:
             break
         if node.is_group or plan.sandbox is not None or (plan.outputs is not None and plan.key in prep.hits):
             continue
+        if node.config.exec.persistent is not None or node.config.exec.interactive:  # type: ignore[union-attr]  # a task that is not a group has exec
+            continue  # a held stdin, readiness, or the terminal: the walk starts those
         if any(settled[d].status is not Status.SUCCESS for d in node.deps):
             continue
         outputs = plan.outputs if write else None

@@ -20,7 +20,8 @@ class PrioritySlots:
     """A semaphore whose waiters are served highest priority first (ties: first come)."""
 
     def __init__(self, size: int) -> None:
-        self._free = max(1, size)
+        self.size = max(1, size)
+        self._free = self.size
         self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
         self._tick = itertools.count()
 

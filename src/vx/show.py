@@ -2,8 +2,9 @@
 code (evaluated) or a Turborepo repository's turbo.json (mapped) — so what a key folds is visible.
 
 `vx show` lists the projects; `vx show <project>` its tasks; `vx show <project>#<task>` one task;
-`vx show <task>` that task in every project declaring it. Nx's `show projects` and
-`show project <name>` are understood. `--format json` prints the same as data.
+`vx show <task>` that task in every project declaring it, with each project's workspace
+dependencies. Nx's `show projects` and `show project <name>` are understood, and `vx ls` is
+`vx show` (turbo's `ls`). `--format json` prints the same as data.
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ def _select(names: list[str], ws: Workspace, configs: Mapping[str, ProjectConfig
     if name in ws.packages:
         cfg = configs[name]
         return {"project": name, "dir": ws.packages[name].dir, "source": cfg.source, "tags": list(cfg.tags),
+                "dependencies": list(ws.packages[name].deps),
                 "tasks": {task: _task_data(cfg, task) for task in sorted(cfg.tasks)}}
     holders = {p: _task_data(configs[p], name) for p in sorted(configs) if name in configs[p].tasks}
     if not holders:
@@ -82,8 +84,8 @@ def _project_config(project: str, ws: Workspace, configs) -> ProjectConfig:
 
 
 def _project_row(name: str, ws: Workspace, cfg: ProjectConfig) -> dict:
-    return {"name": name, "dir": ws.packages[name].dir or ".", "tasks": sorted(cfg.tasks), "tags": list(cfg.tags),
-            "source": cfg.source or None}
+    return {"name": name, "dir": ws.packages[name].dir or ".", "dependencies": list(ws.packages[name].deps),
+            "tasks": sorted(cfg.tasks), "tags": list(cfg.tags), "source": cfg.source or None}
 
 
 def _task_data(cfg: ProjectConfig, task: str) -> Any:
@@ -114,6 +116,8 @@ def _pretty(data: dict) -> str:
     lines.append(f"{data['project']}" + (f"  ({data['source']})" if data.get("source") else "  (no config)"))
     if data.get("tags"):
         lines.append(f"  tags: {', '.join(data['tags'])}")
+    if data.get("dependencies"):
+        lines.append(f"  depends on: {', '.join(data['dependencies'])}")
     for task, body in data["tasks"].items():
         lines.append(f"  {task}")
         lines += _fields(body, "    ")
@@ -135,9 +139,10 @@ def _fields(value: Any, indent: str) -> list[str]:
 
 
 def _table(rows: list[dict]) -> str:
-    header = ("PROJECT", "DIR", "TASKS", "CONFIG")
-    body = [(r["name"], r["dir"], ", ".join(r["tasks"]) or "—", r["source"] or "— (none)") for r in rows]
-    widths = [max(len(str(row[i])) for row in [header, *body]) for i in range(3)]
-    lines = ["  ".join(str(cell).ljust(widths[i]) if i < 3 else str(cell) for i, cell in enumerate(row))
+    header = ("PROJECT", "DIR", "DEPENDS ON", "TASKS", "CONFIG")
+    body = [(r["name"], r["dir"], ", ".join(r["dependencies"]) or "—", ", ".join(r["tasks"]) or "—",
+             r["source"] or "— (none)") for r in rows]
+    widths = [max(len(str(row[i])) for row in [header, *body]) for i in range(4)]
+    lines = ["  ".join(str(cell).ljust(widths[i]) if i < 4 else str(cell) for i, cell in enumerate(row))
              for row in [header, *body]]
     return "\n".join(line.rstrip() for line in lines) + "\n"

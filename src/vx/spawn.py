@@ -45,8 +45,13 @@ if TYPE_CHECKING:
     from typing import Mapping
 
 
-def start(command: str, cwd: Path, env: Mapping[str, str], launch=None) -> subprocess.Popen[bytes]:
-    """The started process; OSError or ValueError when it cannot start (the executor says why)."""
+def start(command: str, cwd: Path, env: Mapping[str, str], launch=None, *, stdin: int | None = None,
+          terminal: bool = False) -> subprocess.Popen[bytes]:
+    """The started process; OSError or ValueError when it cannot start (the executor says why).
+    `stdin` is an fd to read instead of EOF (a persistent task's pipe, EX-07); with `terminal`
+    the task has vx's own stdin, stdout and stderr (an interactive task on a TTY, EX-09)."""
+    if stdin is None:
+        stdin = launch.stdin if launch and launch.stdin is not None else subprocess.DEVNULL
     if _warden_fd < 0:
         _start_warden()
     popen = subprocess.Popen(
@@ -54,9 +59,9 @@ def start(command: str, cwd: Path, env: Mapping[str, str], launch=None) -> subpr
         executable=None if launch else SHELL,
         cwd=cwd,
         env=dict(env),
-        stdin=launch.stdin if launch and launch.stdin is not None else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stdin=None if terminal else stdin,
+        stdout=None if terminal else subprocess.PIPE,
+        stderr=None if terminal else subprocess.PIPE,
         start_new_session=True,
         pass_fds=tuple(launch.pass_fds) if launch else (),
     )

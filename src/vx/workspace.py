@@ -281,8 +281,26 @@ def _member_dirs(root: str, globs: list[MemberGlob], expanded: dict[str, list[st
             if expanded is not None:
                 expanded[glob.text] = dirs
     negations = [g for g in globs if g.negated]
-    return sorted(rel for rel in found
-                  if rel and not any(g.matches(rel.split("/")) for g in negations))
+    members = sorted(rel for rel in found
+                     if rel and not any(g.matches(rel.split("/")) for g in negations))
+    for rel in members:
+        _refuse_linked_member(root, rel, listing)
+    return members
+
+
+def _refuse_linked_member(root: str, rel: str, listing: _Listing) -> None:
+    """A member reached through a symlinked directory: its outputs would be walked, wiped and
+    restored through the link, which vx never follows there — a save would hold nothing and a hit
+    restore nothing. Refused, naming the real directory to list instead."""
+    parts = rel.split("/")
+    for i in range(1, len(parts) + 1):
+        here = "/".join(parts[:i])
+        # Wildcard segments were scanned (links noted); a literal one is checked with one lstat.
+        if here in listing.links or (here not in listing.memo and os.path.islink(os.path.join(root, here))):
+            real = os.path.relpath(os.path.realpath(os.path.join(root, rel)), root)
+            raise WorkspaceError(f"workspace member {rel} is reached through the symlink {here} (to {real})",
+                                 hint=f"list the real directory ({real}) in the workspace globs instead, or "
+                                      "replace the link with the directory: vx follows no links for outputs")
 
 
 def _expand(segments: tuple[str | re.Pattern[str], ...], listing: _Listing) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 
@@ -80,3 +81,31 @@ def test_cli41_affected_and_filter_together(ws):
     for p in "bd":
         (ws.root / f"packages/{p}/src/{p}.js").write_text("X;")
     assert ran(ws.vx("run", "build", "--affected", "--filter", "d")) == {"d#build"}
+
+
+def test_issue17_a_github_pull_request_compares_with_its_base_branch(ws):
+    """GITHUB_BASE_REF names the pull request's base: `origin/<it>`; missing, vx says what to fetch."""
+    (ws.root / "packages/d/src/d.js").write_text("D2;")
+    ws.commit("d on the branch")
+    ws.git("update-ref", "refs/remotes/origin/release", "main")  # the base, as a CI checkout fetches it
+    ws.git("update-ref", "refs/remotes/origin/main", "HEAD")  # the default base would see nothing
+    assert "nothing affected since origin/main" in ws.vx("run", "build", "--affected").err
+    assert ran(ws.vx("run", "build", "--affected", env={"GITHUB_BASE_REF": "release"})) == {"d#build"}
+    missing = ws.vx("run", "build", "--affected", env={"GITHUB_BASE_REF": "gone"})
+    assert missing.code == 2 and "git fetch --no-tags origin gone:refs/remotes/origin/gone" in missing.err
+
+
+def test_issue17_a_shallow_clone_says_what_to_fetch(ws, tmp_path):
+    """A depth-1 clone holds the base's tip and HEAD but nothing joining them: exit 2, saying so."""
+    from conftest import Repo
+
+    for n in (1, 2):
+        (ws.root / "packages/d/src/d.js").write_text(f"D{n};")
+        ws.commit(f"d {n}")
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", "--depth", "1", "--no-single-branch", "--branch", "feature",
+                    f"file://{ws.root}", str(clone)], check=True, capture_output=True)
+    res = Repo(clone).vx("run", "build", "--affected=origin/main")
+    assert res.code == 2, res.out + res.err
+    assert "`origin/main` and HEAD share no commit in this shallow clone" in res.err
+    assert "git fetch --deepen" in res.err and "Traceback" not in res.err

@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from conftest import SRC, build_task, npm_workspace
 
 
@@ -151,3 +153,30 @@ def test_asyncio_keeps_its_ssl_when_another_thread_runs():
     )
     proc = py("-c", probe)
     assert proc.stdout.strip() == "True", proc.stderr
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--remote-only"], "`--cache=local:,remote:rw`"),
+    (["--env-mode=loose"], "always strict"),
+    (["--log-prefix=none"], "`--output-logs`"),
+    (["--log-order=grouped"], "`--output-logs`"),
+    (["--only"], "dependsOn always runs first"),
+])
+def test_issue17_flags_turbo_and_nx_users_type_get_what_to_write(repo, args, said):
+    """No misleading did-you-mean (`--remote-only` is not `--report-file`, `--base` not `--cache`)."""
+    repo.write(npm_workspace({"app": {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": "a"}}})).commit()
+    res = repo.vx("run", "build", *args)
+    assert res.code == 2 and said in res.err and "did you mean" not in res.err, res.err
+
+
+def test_issue17_nx_spellings_that_vx_reads_or_names(repo):
+    """`-p a,b` is Nx's list of projects; `app:build` is Nx's `app#build`, in any workspace."""
+    repo.write(npm_workspace({name: {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": name}}
+                              for name in ("app", "lib", "other")})).commit()
+    listed = repo.vx("run", "build", "-p", "app,lib")
+    assert listed.code == 0 and sorted(listed.statuses()) == ["app#build", "lib#build"], listed.err
+    nx = repo.vx("run", "app:build")
+    assert nx.code == 0 and sorted(nx.statuses()) == ["app#build"], nx.err
+    prune = repo.vx("prune", "app")
+    assert prune.code == 2 and "turbo prune" in prune.err and "did you mean" not in prune.err, prune.err
+    assert repo.vx("help", "ls").out == repo.vx("help", "show").out

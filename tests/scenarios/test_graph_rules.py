@@ -46,7 +46,9 @@ def test_ws19_implicit_build_is_reached_not_selected_and_shown(repo):
     assert "implicit" not in plan["tasks"][1]
     # A bare name never selects it: from inside `types`, `build` is no task of that project.
     inside = repo.vx("run", "build", cwd="packages/types")
-    assert inside.code == 2 and "has no task `build`" in inside.err
+    assert inside.code == 2 and "has no task `build` (no `build` script or task)" in inside.err
+    named = repo.vx("run", "types#test")  # one that no package has, named: who has it, or that nobody does
+    assert named.code == 2 and "package `types` has no task `test` (no `test` script or task)" in named.err
     assert repo.vx("run", "build", "--all").statuses() == {"app#build": ("success", "miss")}
     # `pkg#build` reaches it, and `vx why` names the file that moved its key.
     assert repo.vx("run", "types#build").code == 0
@@ -375,12 +377,42 @@ def test_lc18_a_dependant_that_removes_an_upstream_file_saves_nothing(repo):
     assert again.statuses() == {"app#build": ("success", "local"), "app#bundle": ("success", "miss")}
 
 
-def test_tl05_a_persistent_task_some_packages_lack_is_still_refused_by_name(repo):
+def test_tl05_a_persistent_task_some_packages_lack_runs_where_it_is_a_script(repo):
+    """turbo's `persistent` is exec.persistent (EX-07); packages without the script get turbo's no-op."""
     _edge_runtime_shaped(repo)
     turbo = json.loads((repo.root / "turbo.json").read_text())
     turbo["tasks"]["dev"] = {"cache": False, "persistent": True}
     pkg = json.loads((repo.root / "packages/ponyfill/package.json").read_text())
-    pkg["scripts"]["dev"] = "node -e \"setInterval(()=>{},1000)\""
+    pkg["scripts"]["dev"] = "node -e \"console.log('up'); setTimeout(() => {}, 1)\""
     repo.write({"turbo.json": turbo, "packages/ponyfill/package.json": pkg}).commit()
     res = repo.vx("run", "dev")
-    assert res.code == 2 and "`dev` is persistent in turbo.json" in res.err, res.out + res.err
+    assert res.code == 0, res.out + res.err
+    assert "up" in res.out and res.task("ponyfill#dev")["persistent"], res.out + res.err
+
+
+def test_gr15_turbo_tasks_that_share_outputs_run_as_under_turbo(repo):
+    """floating-ui's turbo.json: `build` writes dist/**, `build:api` adds dist/**/*.d.ts, `prepack`
+    depends on both and nothing orders the two. turbo runs it (it never wipes outputs); vx refused
+    it. Each now adds to the shared dist/, and each restores its own files."""
+    turbo = {"tasks": {"build": {"outputs": ["dist/**"]},
+                       "build:api": {"outputs": ["dist/**/*.d{.ts,.mts}"]},
+                       "prepack": {"dependsOn": ["build", "build:api"], "outputs": []}}}
+    scripts = {"build": "node -e \"require('fs').mkdirSync('dist',{recursive:true});"
+                        "require('fs').writeFileSync('dist/index.js','js')\"",
+               "build:api": "node -e \"require('fs').mkdirSync('dist',{recursive:true});"
+                            "require('fs').writeFileSync('dist/index.d.ts','types')\"",
+               "prepack": "test -f dist/index.js && test -f dist/index.d.ts"}
+    repo.write({"package.json": {"name": "root", "private": True, "workspaces": ["packages/*"]},
+                ".gitignore": "node_modules/\ndist/\n.vx/\n", "turbo.json": turbo,
+                "packages/core/package.json": {"name": "core", "version": "1.0.0", "scripts": scripts},
+                "packages/core/src/index.ts": "export {}\n"}).commit()
+    first = repo.vx("run", "prepack")
+    assert first.code == 0, first.err
+    dist = repo.root / "packages/core/dist"
+    for name in ("index.js", "index.d.ts"):
+        (dist / name).unlink()
+    again = repo.vx("run", "prepack")
+    assert again.code == 0, again.err
+    assert again.statuses()["core#build"][1] in ("local", "up-to-date")
+    assert again.statuses()["core#build:api"][1] in ("local", "up-to-date")
+    assert (dist / "index.js").read_text() == "js" and (dist / "index.d.ts").read_text() == "types"

@@ -33,9 +33,14 @@ def test_tl01_scripts_become_tasks_and_run(ws):
     assert '"^build"' in web and "// \"cache\"" in web and '"dist/**"' in web  # caching: a comment to turn on
     lib_text = (ws.root / "packages/lib/vx.config.json").read_text()
     lib = jsonc.loads(lib_text, "lib")["tasks"]
-    assert '"out/**"' in lib_text and set(lib) == {"build", "test"}  # the watcher is out
+    assert '"out/**"' in lib_text and set(lib) == {"build", "test", "dev"}
+    assert lib["dev"]["exec"]["persistent"] == {} and "cache" not in lib["dev"]  # the watcher: persistent
     assert lib["build"]["exec"]["command"].startswith("(\nnode -e 0\n) && (")  # prebuild folded in
-    assert "left out: it keeps running" in result.err and "runs the members" in result.err
+    assert "`dev` is persistent" in result.err and "runs the members" in result.err
+    web_tasks = jsonc.loads(web, "web")["tasks"]
+    assert web_tasks["start"]["exec"]["persistent"] == {} and web_tasks["start"]["dependsOn"] == ["^build"]
+    scripts = json.loads((ws.root / "package.json").read_text())["scripts"]
+    assert scripts["build"] == "vx run build" and scripts["lint"] == "node -e 0"  # npm run build goes through vx
     root = (ws.root / "vx.config.json").read_text()
     assert '"lint"' in root and "turbo run" not in root
     run = ws.vx("run", "test", "typecheck", "--all")
@@ -64,3 +69,21 @@ def test_tl01_a_turborepo_repository_needs_no_init(ws):
 def test_tl01_a_script_that_is_no_task_yet_points_at_vx_init(ws):
     result = ws.vx("run", "build", summary=False)
     assert result.code == 2 and "vx init" in result.err and "a package.json script in: //, lib, web" in result.err
+
+
+def test_issue17_init_maps_a_root_workspaces_script_and_can_write_caching_on(repo):
+    """`npm run build --workspaces` at the root becomes `vx run build`; `--cache` writes each
+    build's cache block on, so the second `vx run build` is served from the cache."""
+    files = npm_workspace({"lib": {}}, root_extra={"scripts": {"build": "npm run build --workspaces"}})
+    files["packages/lib/package.json"]["scripts"] = {"build": WRITE.format(out="dist", name="lib")}
+    files["packages/lib/src/a.js"] = "a"
+    repo.write(files).commit()
+    result = repo.vx("init", "--cache", summary=False)
+    assert result.code == 0, result.err
+    assert json.loads((repo.root / "package.json").read_text())["scripts"]["build"] == "vx run build"
+    assert "`build` now runs `vx run …`" in result.err and "caching on" in result.err
+    lib = jsonc.loads((repo.root / "packages/lib/vx.config.json").read_text(), "lib")["tasks"]
+    assert lib["build"]["cache"]["outputs"]["files"] == ["dist/**"]
+    repo.commit("init")
+    assert repo.vx("run", "build").statuses() == {"lib#build": ("success", "miss")}
+    assert repo.vx("run", "build").statuses() == {"lib#build": ("success", "up-to-date")}

@@ -333,3 +333,14 @@ def test_tl04_ready_when_is_refused_and_parallel_spellings_are_understood(repo):
     for spelling in (["--parallel"], ["--parallel=false"], ["--parallel", "2"], ["--parallel=3"]):
         assert set(statuses(repo.vx("run-many", "-t", "build", *spelling))) == {"@org/a#build", "b#build",
                                                                              "web#build"}, spelling
+
+
+def test_tl04_an_input_projects_field_of_the_wrong_kind_is_refused_not_a_crash(repo):
+    """`{"input": "production", "projects": 5}` crashed the mapping (TypeError) instead of naming it."""
+    nx = json.loads(json.dumps(NX))
+    nx["targetDefaults"]["build"]["inputs"] = [{"input": "production", "projects": 5}]
+    ws = repo.write(nx_workspace(nx=nx)).commit()
+    result = ws.vx("run", "build")
+    assert result.code == 2, result.err
+    assert "`projects` must be a project name or a list of them, got 5" in result.err
+    assert "nx.json, targetDefaults.build.inputs[0].projects" in result.err and "Traceback" not in result.err

@@ -46,3 +46,21 @@ def test_cli33_quiet_modes_still_never_hide_a_failure(ws, mode):
 def test_cli33_an_unknown_mode_is_refused_with_did_you_mean(ws):
     result = ws.vx("run", "build", "--output-logs=errors")
     assert result.code == 2 and "did you mean `errors-only`" in result.err
+
+
+def test_issue17_a_named_task_streams_from_the_root_as_from_its_own_directory(repo):
+    """`vx run app#build` at the root names one task: its log is shown, as from packages/app;
+    a broad run shows rows and says how to see the logs they stand for."""
+    from conftest import npm_workspace
+
+    task = {"exec": {"command": "printf '%s: something to read\\n' warning"}}  # the line is not the command
+    repo.write(npm_workspace({"app": {"tasks": {"build": task}}, "lib": {"tasks": {"build": task}}})).commit()
+    named = repo.vx("run", "app#build")
+    inside = repo.vx("run", "build", cwd="packages/app")
+    assert named.code == inside.code == 0
+    assert "warning: something to read" in named.out and "warning: something to read" in inside.out
+    broad = repo.vx("run", "build")
+    assert "warning: something to read" not in broad.out
+    assert "vx: 2 successful tasks' output is not shown; --output-logs=full shows it" in broad.err
+    full = repo.vx("run", "build", "--output-logs=full")
+    assert full.out.count("warning: something to read") == 2 and "not shown" not in full.err

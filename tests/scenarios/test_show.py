@@ -58,3 +58,16 @@ def test_cli07_a_turbo_repository_shows_the_mapping(repo):
 def test_cli07_unknown_names_get_a_hint(ws, args, said):
     result = ws.vx("show", *args)
     assert result.code == 2 and said in result.err and "Traceback" not in result.err
+
+
+def test_issue17_ls_lists_each_projects_dependencies_and_tasks(ws):
+    """turbo's `ls`: `vx ls` is `vx show`, and each project names its workspace dependencies."""
+    listed = ws.vx("ls")
+    assert listed.code == 0 and listed.out == ws.vx("show").out, listed.err
+    header, *rows = listed.out.splitlines()
+    assert "DEPENDS ON" in header
+    b = next(r for r in rows if r.startswith("b "))
+    assert " a " in b and "build" in b
+    data = json.loads(ws.vx("ls", "--format", "json").out)
+    assert {p["name"]: p["dependencies"] for p in data["projects"]}["b"] == ["a"]
+    assert "depends on: a" in ws.vx("show", "b").out

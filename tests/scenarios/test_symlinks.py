@@ -34,8 +34,9 @@ def build(ws) -> tuple[str, str]:
 
 
 def replayed(ws) -> bool:
-    """Run `vx run app#build` as a user would (no summary: a receipt may serve it); whether it did."""
-    res = ws.vx("run", "app#build", summary=False, env={"VX_TIMING": "1"})
+    """Run `vx run build` as a user would (no summary: a receipt may serve it); whether it did. The
+    broad run: `vx run app#build` streams its one task's output, and only a broad run is receipted."""
+    res = ws.vx("run", "build", summary=False, env={"VX_TIMING": "1"})
     assert res.code == 0, res.err
     return "receipt check" in res.err
 

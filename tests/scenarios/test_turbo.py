@@ -171,12 +171,12 @@ def test_tl05_npm_pre_and_post_hooks_run_around_the_script(repo):
     assert (ws.root / "packages/a/hook.log").read_text().split() == ["pre", "post"]
 
 
-def test_tl05_a_persistent_task_is_refused_by_name(ws):
-    result = ws.vx("run", "dev")
-    assert result.code == 2
-    assert "persistent" in result.err and "turbo.json" in result.err and "Traceback" not in result.err
-    qualified = ws.vx("run", "b#dev")
-    assert qualified.code == 2 and "persistent" in qualified.err
+def test_tl05_a_persistent_task_is_a_persistent_vx_task(ws):
+    """turbo.json `persistent: true` is exec.persistent (EX-07): planned, never cached."""
+    result = ws.vx("run", "b#dev", "--dry=json")
+    assert result.code == 0, result.err
+    planned = {t["id"]: t for t in json.loads(result.out)["tasks"]}
+    assert planned["b#dev"]["predicted"] == "no-cache", planned
 
 
 @pytest.mark.parametrize("mend, field, said", [
@@ -269,3 +269,13 @@ def test_tl05_pnpm_hooks_as_the_real_pnpm_runs_them(repo):
         by_vx = log.read_text().split() if log.exists() else []
         log.unlink(missing_ok=True)
         assert by_vx == by_pnpm == (["pre", "post"] if runs else [])
+
+
+def test_issue17_a_missing_task_says_script_or_task_and_who_has_one(repo):
+    """`vx run a#deploy`: a has no `deploy` script or task; b has the script, but turbo.json does
+    not define it, so it is no task: the refusal says both."""
+    repo.write(turbo_workspace(scripts={"b": {"deploy": "echo deploying"}})).commit()
+    missing = repo.vx("run", "a#deploy")
+    assert missing.code == 2, missing.err
+    assert "package `a` has no task `deploy` (no `deploy` script or task)" in missing.err
+    assert "a package.json script (no vx task) in: b" in missing.err and "Traceback" not in missing.err

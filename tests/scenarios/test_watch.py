@@ -168,3 +168,78 @@ def test_cli73_an_edit_during_a_cycle_and_sigterm_mid_cycle(ws, watch):
     os.kill(w.proc.pid, signal.SIGTERM)  # the watcher alone, as a supervisor would
     assert w.proc.wait(timeout=30) == 0 and "vx watch: stopped" in w.err
     assert time.monotonic() - started < 1.4  # the cycle's run was stopped, not waited out
+
+
+@pytest.mark.parametrize("poll", [False, True])
+def test_cli71_an_edit_to_a_package_linked_into_node_modules_runs_again(ws, watch, poll):
+    """After `npm install` every workspace package is linked into node_modules; the watcher may
+    report an edit through the link (`node_modules/a/src/a.js`): it is the package's file."""
+    (ws.root / "node_modules").mkdir()
+    for name in ("a", "b"):
+        os.symlink(f"../packages/{name}", ws.root / "node_modules" / name)
+    w = watch("build", "--all", env={"VX_WATCH_POLL": "1"} if poll else None)
+    w.wait_for("watching")
+    (ws.root / "packages/a/src/a.js").write_text("A2;")
+    w.wait_for("vx watch: packages/a/src/a.js changed")
+    w.wait_for("2 tasks", count=2)
+    assert built(ws, "b") == "B;" and built(ws, "a") == "A2;"
+    assert w.ctrl_c() == 0
+
+
+def idle(w: Watcher, timeout: float = 60) -> None:
+    """Wait until the watcher runs no cycle: it has no child process (reaped, so its run is over)."""
+    children = f"/proc/{w.proc.pid}/task/{w.proc.pid}/children"
+    deadline = time.monotonic() + timeout
+    while open(children).read().strip():
+        assert time.monotonic() < deadline, f"a cycle never ended:\n{w.err}"
+        time.sleep(0.02)
+
+
+def test_cli72_a_task_that_rewrites_its_own_input_does_not_rerun_forever(repo, watch):
+    """`gen` stamps src/stamp.js (an input of a's build) with a new value on every run: the
+    first cycle's stamp starts one more cycle, the second's is named as a loop and ignored from
+    then on, while a real edit still runs again."""
+    gen = {"exec": {"command": "node -e \"require('fs').writeFileSync('src/stamp.js', '// ' + Date.now() + Math.random())\""}}
+    ws = repo.write(npm_workspace({"a": {"tasks": {"gen": gen, "build": build_task(deps=["gen"])},
+                                         "files": {"src/a.js": "A;", "src/stamp.js": "// 0"}}})).commit()
+    w = Watcher(ws, "build", "--all")
+    try:
+        w.wait_for("watching")
+        w.wait_for("vx watch: packages/a/src/stamp.js is rewritten by every run", timeout=60)
+        for n, text in enumerate(("A2;", "A3;", "A4;"), start=1):  # each edit between two runs
+            idle(w)
+            (ws.root / "packages/a/src/a.js").write_text(text)
+            w.wait_for("vx watch: packages/a/src/a.js changed", count=n)
+        # each of those cycles stamped the file again, and the stamp was judged before the next edit
+        assert w.err.count("vx watch: packages/a/src/stamp.js changed") == 1, w.err
+        assert w.err.count("is rewritten by every run") == 1, w.err
+        assert w.ctrl_c() == 0
+    finally:
+        w.close()
+
+
+def test_cli70_an_edit_in_a_project_the_selection_cannot_reach_runs_nothing(repo, watch):
+    """`vx watch build -F b...` reaches a and b: an edit in c (outside the graph) is no trigger."""
+    ws = repo.write(npm_workspace({
+        "a": {"tasks": {"build": build_task()}, "files": {"src/a.js": "A;"}},
+        "b": {"deps": ["a"], "tasks": {"build": build_task()}, "files": {"src/b.js": "B;"}},
+        "c": {"tasks": {"build": build_task()}, "files": {"src/c.js": "C;"}},
+    })).commit()
+    w = Watcher(ws, "build", "-F", "b...")
+    try:
+        w.wait_for("watching")
+        (ws.root / "packages/c/src/c.js").write_text("C2;")
+        (ws.root / "packages/a/src/a.js").write_text("A2;")
+        w.wait_for("vx watch: packages/a/src/a.js changed")
+        assert "packages/c" not in w.err and "and 1 more" not in w.err, w.err
+        assert w.ctrl_c() == 0
+    finally:
+        w.close()
+
+
+def test_ex08_watching_a_persistent_task_is_refused(repo):
+    """A cycle with a server never ends, so no edit would ever be judged: refused, saying why."""
+    ws = repo.write(npm_workspace({"a": {"tasks": {"dev": {"exec": {"command": "node -e 0",
+                                                                    "persistent": {}}}}}})).commit()
+    res = ws.vx("watch", "dev", "--all", summary=False)
+    assert res.code == 2 and "a#dev" in res.err and "persistent" in res.err, res.err

@@ -80,3 +80,19 @@ def test_nested_vx_run_in_same_workspace_is_refused(repo):  # WS-21
     res = repo.vx("run", "outer", cwd="packages/app")
     assert res.code == 1
     assert "inside a task of the same workspace" in res.out + res.err
+
+
+def test_ws02_a_member_reached_through_a_symlink_is_refused_with_the_real_directory(repo):
+    """`packages/c -> ../real/c`: its outputs were walked through the link, which vx never follows
+    for outputs, so the save held nothing and the next run called the missing outputs up to date."""
+    repo.write(npm_workspace({"a": {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": "a"}}}))
+    real = repo.root / "real/c"
+    (real / "src").mkdir(parents=True)
+    (real / "package.json").write_text('{"name": "c", "version": "1.0.0"}')
+    (real / "src/c.js").write_text("c")
+    (repo.root / "packages/c").symlink_to("../real/c")
+    repo.commit()
+    res = repo.vx("run", "build")
+    assert res.code == 2, res.err
+    assert "workspace member packages/c is reached through the symlink packages/c (to real/c)" in res.err
+    assert "list the real directory (real/c)" in res.err and "Traceback" not in res.err

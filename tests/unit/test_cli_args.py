@@ -7,7 +7,7 @@ import re
 import pytest
 
 from vx.args import parse
-from vx.cli import VERBS
+from vx.cli import FOREIGN_FLAGS, VERBS
 from vx.errors import UsageError
 
 FLAGS = {"--format": ("value", "format"), "--dry": ("optional", "dry"), "--all": ("flag", "all"),
@@ -49,11 +49,18 @@ def test_an_unknown_flag_is_answered_with_the_nearest_one():
     assert caught.value.hint == "did you mean `--format`?"
 
 
+# Flags of other tools a help text quotes (`npm run build --workspaces`): not vx's.
+OTHER_TOOLS_FLAGS = {"init": {"--workspaces"}}
+
+
 @pytest.mark.parametrize("name", sorted(VERBS))
 def test_a_verbs_help_names_exactly_the_flags_it_takes(name):
     """The table is the truth; the help text must agree with it, so neither drifts."""
     verb = VERBS[name]
     named = set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*|-[A-Za-z])\b", verb.help)) - {"--help"}
+    named -= OTHER_TOOLS_FLAGS.get(name, set())
+    if verb.flags is VERBS["run"].flags:
+        named -= set(FOREIGN_FLAGS)  # turbo's and Nx's flags vx answers with what to write instead
     if verb.refused:  # `vx watch [RUN OPTIONS]`: its help names what it refuses of run's flags
         assert named == set(verb.refused) and verb.flags is VERBS["run"].flags
     elif name != "run" and verb.flags is VERBS["run"].flags:  # Nx's verbs: `vx help run` lists them

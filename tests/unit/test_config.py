@@ -161,16 +161,49 @@ def test_ws08_unknown_project_keys(config, field, hint):
     assert "tags, tasks" in err.message
 
 
-@pytest.mark.parametrize("key", ["persistent", "interactive", "remote"])
-def test_reference_exec_keys_are_refused_as_not_supported_yet(key):
-    err = tasks_refusal({"exec": {"command": "x", key: {}}})
-    assert err.field == f"tasks.build.exec.{key}"
+def test_reference_exec_remote_is_refused_as_not_supported_yet():
+    err = tasks_refusal({"exec": {"command": "x", "remote": {}}})
+    assert err.field == "tasks.build.exec.remote"
     assert "not supported yet in this version" in err.message
 
 
-def test_turbo_persistent_on_the_task_points_at_exec_and_says_not_yet():
+def test_ex07_persistent_and_interactive_are_read():
+    config = validate_project({"tasks": {
+        "dev": {"exec": {"command": "vite", "persistent": {"readyWhen": "ready in \\d+"}}},
+        "watch": {"exec": {"command": "tsc -w", "persistent": {}}},
+        "ask": {"exec": {"command": "npm init", "interactive": True}},
+    }}, FILE)
+    assert config.tasks["dev"].exec.persistent.ready_when == "ready in \\d+"
+    assert config.tasks["watch"].exec.persistent.ready_when is None
+    assert config.tasks["ask"].exec.interactive and config.tasks["ask"].exec.persistent is None
+
+
+@pytest.mark.parametrize("exec_, field, words", [
+    ({"persistent": True}, "tasks.build.exec.persistent", "turbo's spelling"),
+    ({"persistent": {"readyWhen": "("}}, "tasks.build.exec.persistent.readyWhen", "not a valid regular expression"),
+    ({"persistent": {"readyWhen": ""}}, "tasks.build.exec.persistent.readyWhen", "is empty"),
+    ({"persistent": {"ready": "x"}}, "tasks.build.exec.persistent.ready", "unknown key"),
+    ({"persistent": {}, "retries": 1}, "tasks.build.exec.retries", "never retried"),
+    ({"persistent": {}, "sandbox": {}}, "tasks.build.exec.sandbox", "not supported yet"),
+    ({"interactive": "yes"}, "tasks.build.exec.interactive", "true or false"),
+    ({"interactive": True, "sandbox": {}}, "tasks.build.exec.sandbox", "real terminal"),
+    ({"interactive": True, "persistent": {"readyWhen": "x"}}, "tasks.build.exec.persistent.readyWhen", "unread"),
+    ({"continuous": True}, "tasks.build.exec.continuous", "unknown key"),
+])
+def test_ex07_ex09_bad_persistent_and_interactive_fields_are_refused(exec_, field, words):
+    err = tasks_refusal({"exec": {"command": "x", **exec_}})
+    assert err.field == field and words in err.message and err.hint
+
+
+def test_ex07_cache_on_a_persistent_task_is_refused():
+    err = tasks_refusal({"exec": {"command": "x", "persistent": {}},
+                         "cache": {"inputs": {"files": []}, "outputs": {"files": []}}})
+    assert err.field == "tasks.build.cache" and "persistent task" in err.message
+
+
+def test_turbo_persistent_on_the_task_points_at_exec():
     err = tasks_refusal(task(persistent=True))
-    assert "not supported yet" in err.message and "exec.persistent" in err.hint
+    assert "exec.persistent" in err.hint
 
 
 @pytest.mark.parametrize("value", [False, True])
@@ -195,7 +228,8 @@ def test_schema_key_is_allowed_everywhere():
     ({"exec": {"command": "x", "timeout": 2**31}}, "tasks.build.exec.timeout", "got 2147483648"),
     ({"exec": {"command": "x", "timeout": 1.5}}, "tasks.build.exec.timeout", "integer, got a number"),
     ({"exec": {"command": "x", "retries": True}}, "tasks.build.exec.retries", "integer, got a boolean"),
-    ({"exec": {"command": "x", "retries": -1}}, "tasks.build.exec.retries", ">= 0"),
+    ({"exec": {"command": "x", "retries": -1}}, "tasks.build.exec.retries", "must be in 0..100, got -1"),
+    ({"exec": {"command": "x", "retries": 10**20}}, "tasks.build.exec.retries", "must be in 0..100"),
     ({"exec": "tsc"}, "tasks.build.exec", "got a string"),
     ({"exec": {"command": ["tsc"]}}, "tasks.build.exec.command", "string, got an array"),
     (task(dependsOn="^build"), "tasks.build.dependsOn", "array of strings, got a string"),

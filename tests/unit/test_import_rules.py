@@ -63,7 +63,7 @@ LAYERS = [  # bottom first: (layer, the modules and packages in it)
     ("process", {"executor"}),
     ("sandbox", {"sandbox"}),
     ("plan", {"graph", "keys", "plan", "filters", "affected", "ownership", "toolchain"}),
-    ("engine", {"scheduler", "rebuilder", "verify"}),
+    ("engine", {"scheduler", "rebuilder", "verify", "persistent"}),
     ("fastpath", {"hitlane", "restores", "replay"}),
     ("pipeline", {"run"}),
     ("cli", CLI),

@@ -286,6 +286,7 @@ def test_cli_52_broad_prints_one_row_per_executed_task_and_hits_are_silent():
     assert stderr == [
         "⏺  2.50s ok      miss       app#build",
         "⏺  1m05s ok      no-cache   web#build",
+        "vx: 1 successful task's output is not shown; --output-logs=full shows it",  # app's; web printed nothing
         "",
         rule("3 tasks · 1 cached (33%) · wall 1m06s"),
         "3 tasks · 1 cached (33%) · wall 1m06s",
@@ -769,3 +770,19 @@ def test_cli_54_terminal_width_never_comes_back_zero():
     from vx.report.console import terminal_width
 
     assert terminal_width(io.StringIO()) > 0
+
+
+def test_cli_54_a_ready_server_is_pinned_as_running_above_the_workers():
+    from vx.events import TaskReady
+
+    reporter, term, clock = console("broad")
+    g = graph([node(LIB, requested=True), node(APP, requested=True)])
+    reporter(RunStarted(g, 4))
+    reporter(TaskStarted(LIB, "vite"))
+    reporter(TaskStarted(APP, "tsc"))
+    clock.now += 1.0
+    reporter(TaskReady(LIB, 1000))
+    clock.now += 0.2
+    reporter.tick()
+    assert screen(term.getvalue())[-4:] == ["─" * 39, "     ▸ lib#build running", "  1.2s app#build",
+                                           "0/2 tasks · 0 cached"]

@@ -115,3 +115,31 @@ def test_priority_slots_bound_and_order():
 
     order, peak = asyncio.run(main())
     assert order == ["high", "mid", "low"] and peak == 1
+
+
+def test_gr19_an_interactive_task_gathers_every_slot_before_it_starts():
+    """It waits for every running task to give its slot back, and a task asking after it waits
+    until it is done: it runs alone."""
+    from types import SimpleNamespace
+
+    from vx.rebuilder import _acquire_all
+
+    async def main() -> None:
+        slots = PrioritySlots(2)
+        ctx = SimpleNamespace(slots=slots, alone=None, priority={})
+        await slots.acquire(0)  # another task is running
+        gather = asyncio.ensure_future(_acquire_all(ctx, SimpleNamespace(id=TaskId("a", "ask"))))
+        for _ in range(20):  # no I/O anywhere: the loop runs everything that can run
+            await asyncio.sleep(0)
+        assert not gather.done()
+        later = asyncio.ensure_future(slots.acquire(0))
+        slots.release()  # the running task ends
+        assert await gather == 2
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not later.done()  # nothing starts beside it
+        slots.release()
+        slots.release()
+        await later
+
+    asyncio.run(main())

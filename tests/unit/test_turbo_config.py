@@ -81,11 +81,12 @@ def test_tl05_npm_hooks_fold_around_the_script_other_managers_do_not():
     assert project(root(build={}), plain, "npm", None, "").tasks["build"].exec.command == "rm -rf dist && tsc -b"
 
 
-def test_tl05_persistent_and_interactive_are_kept_as_not_runnable():
-    config = project(root(dev={"persistent": True}, ask={"interactive": True}), pkg(dev="vite", ask="x"), "npm",
-                     None, "")
-    assert not config.tasks and set(config.not_runnable) == {"dev", "ask"}
-    assert "persistent" in config.not_runnable["dev"]
+def test_tl05_persistent_and_interactive_map_to_exec_and_never_cache():
+    config = project(root(dev={"persistent": True, "outputs": ["x/**"]}, ask={"interactive": True}),
+                     pkg(dev="vite", ask="x"), "npm", None, "")
+    dev, ask = config.tasks["dev"], config.tasks["ask"]
+    assert dev.exec.persistent is not None and dev.exec.persistent.ready_when is None and dev.cache is None
+    assert ask.exec.interactive and ask.cache is None
 
 
 @pytest.mark.parametrize("data, field", [

@@ -737,6 +737,11 @@ def _expand(nx: NxRoot, proj: _Project, entries: list, at: At, files: list, work
             if projects is None or projects == "self":
                 targets = [proj.pkg]
             else:
+                if not (isinstance(projects, str) or isinstance(projects, list)
+                        and all(isinstance(x, str) for x in projects)):
+                    here.key("projects").refuse(f"`projects` must be a project name or a list of them, "
+                                                f"got {json.dumps(projects)}",
+                                                hint='e.g. "projects": "self" or "projects": ["lib-a"]')
                 wanted = [projects] if isinstance(projects, str) else list(projects)
                 targets = [nx.packages[p] for p in wanted if p in nx.packages]
             for pkg in targets:

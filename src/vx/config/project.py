@@ -15,8 +15,9 @@ from typing import Any, Callable
 from vx.config.fields import (MAX_TIMEOUT_MS, At, Level, _integer, _keys, _kind, _nx, _object, _string,
                               _strings, _turbo, _wireit)
 from vx.globs import GlobSet, glob_error
-from vx.model import CacheConfig, EnvConfig, ExecConfig, ProjectConfig, TaskConfig
+from vx.model import CacheConfig, EnvConfig, ExecConfig, PersistentConfig, ProjectConfig, TaskConfig
 
+MAX_RETRIES = 100  # a failing task retried without end never ends the run
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _PROTECTED_FILES = ("package.json", "vx.config.json", "vx.config.jsonc")
 
@@ -29,8 +30,6 @@ def _on_task(key: str) -> str:
 
 
 _NOT_YET = {
-    "persistent": "vx tasks must finish in this version; run long-lived servers outside vx",
-    "interactive": "run commands that read the terminal outside vx for now",
     "remote": "remove `remote`; every task runs locally in this version",
 }
 
@@ -70,18 +69,17 @@ TASK = Level(
         "script": "in vx a task's command is exec.command",
         "cmd": "in vx a task's command is exec.command",
         "cwd": "a task runs in its project directory; write `cd <dir> && …` in exec.command",
-    },
-    unsupported={
-        "persistent": "turbo's `persistent` is exec.persistent in vx, which is not supported yet; "
-        + _NOT_YET["persistent"],
-        "interactive": _NOT_YET["interactive"],
+        "persistent": "in vx it is exec.persistent: `\"exec\": { \"command\": …, \"persistent\": {} }`",
+        "interactive": "in vx it is exec.interactive: `\"exec\": { \"command\": …, \"interactive\": true }`",
+        "continuous": _nx("continuous", "exec.persistent"),
     },
 )
 
 EXEC = Level(
     "exec",
-    frozenset({"command", "env", "timeout", "retries", "sandbox"}),
+    frozenset({"command", "env", "timeout", "retries", "sandbox", "persistent", "interactive"}),
     foreign={
+        "continuous": _nx("continuous", "`persistent`"),
         "cmd": "in vx it is `command`",
         "script": "in vx it is `command`",
         "args": "write the arguments into `command`",
@@ -93,6 +91,10 @@ EXEC = Level(
     },
     unsupported=_NOT_YET,
 )
+
+PERSISTENT = Level("exec.persistent", frozenset({"readyWhen"}),
+                   foreign={"ready": "in vx it is `readyWhen`", "readyPattern": "in vx it is `readyWhen`",
+                            "lineMatches": "in vx it is `readyWhen`"})
 
 ENV = Level(
     "exec.env",
@@ -263,6 +265,11 @@ def _validate_task(name: str, body: dict[str, Any], text: str, at: At) -> TaskCo
         at.refuse(f"task `{name}` has neither `exec` nor `dependsOn`",
                   hint="give it exec.command to run, or dependsOn to make it a group")
     description = _string(body["description"], at.key("description")) if "description" in body else None
+    if "cache" in body and exec_ is not None and (exec_.persistent is not None or exec_.interactive):
+        kind = "persistent" if exec_.persistent is not None else "interactive"
+        at.key("cache").refuse(f"`cache` on {kind} task `{name}`: it is never saved to the cache",
+                               hint="drop `cache`; a task that reads the terminal or never ends runs every "
+                                    "time (cache the build it depends on instead)")
     cache = _cache(body["cache"], at.key("cache"), exec_, depends_on or ()) if "cache" in body else None
     return TaskConfig(name=name, canonical=text, exec=exec_,
                       depends_on=depends_on or (), cache=cache, description=description)
@@ -304,14 +311,59 @@ def _exec(value: Any, at: At) -> ExecConfig:
     _keys(body, at, EXEC)
     if "command" not in body:
         at.refuse("`exec` needs a `command`", hint="the shell command the task runs, e.g. \"tsc -b\"")
+    persistent = _persistent(body["persistent"], at.key("persistent")) if "persistent" in body else None
+    interactive = _interactive(body["interactive"], at.key("interactive")) if "interactive" in body else False
+    if persistent is not None and "retries" in body:
+        at.key("retries").refuse("`retries` on a persistent task: it is never retried",
+                                 hint="drop `retries`; a server that exits is reported, not started again")
+    if persistent is not None and "sandbox" in body:
+        at.key("sandbox").refuse("`sandbox` on a persistent task is not supported yet in this version",
+                                 hint="drop `sandbox` from the server, or run it outside vx; its build can be sandboxed")
+    if interactive and "sandbox" in body:
+        at.key("sandbox").refuse("`sandbox` on an interactive task: it has the real terminal, which no sandbox "
+                                 "can confine", hint="drop `sandbox` or `interactive`")
+    if interactive and persistent is not None and persistent.ready_when is not None:
+        at.key("persistent").key("readyWhen").refuse(
+            "`readyWhen` on an interactive task: its output goes to the terminal, unread by vx",
+            hint="drop `readyWhen`; an interactive persistent task is ready once it starts")
     return ExecConfig(
         command=_command(body["command"], at.key("command")),
         env=_env(body["env"], at.key("env")) if "env" in body else EnvConfig(),
         timeout_ms=_integer(body["timeout"], at.key("timeout"), 1, MAX_TIMEOUT_MS)
         if "timeout" in body else None,
-        retries=_integer(body["retries"], at.key("retries"), 0) if "retries" in body else None,
+        retries=_integer(body["retries"], at.key("retries"), 0, MAX_RETRIES) if "retries" in body else None,
         sandbox=_sandbox(body["sandbox"], at.key("sandbox")) if "sandbox" in body else None,
+        persistent=persistent,
+        interactive=interactive,
     )
+
+
+def _persistent(value: Any, at: At) -> PersistentConfig:
+    """exec.persistent (EX-07): `{}` or `{ "readyWhen": "<regex>" }`, the regex compiled here."""
+    if isinstance(value, bool):
+        at.refuse(f"`persistent: {json.dumps(value)}` is turbo's spelling",
+                  hint='in vx write `"persistent": {}`, or `{ "readyWhen": "listening on" }` to wait for a line')
+    body = _object(value, at, 'an object such as { "readyWhen": "ready in" }')
+    _keys(body, at, PERSISTENT)
+    if "readyWhen" not in body:
+        return PersistentConfig()
+    pattern = _string(body["readyWhen"], at.key("readyWhen"))
+    if not pattern:
+        at.key("readyWhen").refuse("`readyWhen` is empty", hint="a regular expression a line of output matches "
+                                   "once the task is ready, such as \"listening on\"; or drop it")
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        at.key("readyWhen").refuse(f"`readyWhen` is not a valid regular expression: {exc}",
+                                   hint="escape regex characters meant literally, e.g. `\\(ready\\)`")
+    return PersistentConfig(ready_when=pattern)
+
+
+def _interactive(value: Any, at: At) -> bool:
+    if not isinstance(value, bool):
+        at.refuse(f"`interactive` must be true or false, got {_kind(value)}",
+                  hint="`true` gives the task the terminal when vx runs on one")
+    return value
 
 
 def _sandbox(value: Any, at: At):

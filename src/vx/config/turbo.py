@@ -12,8 +12,8 @@ follows turbo 2's semantics (1.x `pipeline` is read as `tasks`):
   workspace files, `globalDependencies` are workspace inputs of every task;
 - `env` keys the task and passes the variables through (turbo's strict mode), `passThroughEnv`
   only passes them; `globalEnv` / `globalPassThroughEnv` apply to every task;
-- `cache: false` never caches; `persistent` and `interactive` tasks cannot run under vx (tasks must
-  finish) and are refused by name when asked for.
+- `cache: false` never caches; `persistent: true` is `exec.persistent: {}` and `interactive: true`
+  is `exec.interactive`, neither cached (turbo never saves a persistent task either).
 
 Each definition is checked here, with the turbo.json field path in every refusal, before the
 mapped task goes through vx's own schema.
@@ -41,7 +41,6 @@ DEFAULT = "$TURBO_DEFAULT$"
 ROOT_PREFIX = "$TURBO_ROOT$/"
 EXTENDS = "$TURBO_EXTENDS$"
 _ENV_PATTERN = re.compile(r"!?[A-Za-z_*][A-Za-z0-9_*]*\Z")
-_NOT_RUNNABLE = "vx tasks must finish; run it with the package manager (`npm run {name}`) outside vx"
 
 # Keys that only shape turbo's own terminal, daemon or cache; vx has its own for each.
 _IGNORED_ROOT = frozenset({"ui", "daemon", "envMode", "cacheDir", "concurrency", "futureFlags",
@@ -284,20 +283,14 @@ def project(turbo: TurboRoot, pkg: Package, manager: str, own: dict | None, own_
 def _mapped(turbo: TurboRoot, pkg: Package, manager: str, own: dict | None, own_source: str) -> ProjectConfig:
     definitions = _definitions(turbo, pkg, own)
     tasks: dict[str, dict] = {}
-    not_runnable: dict[str, str] = {}
     noops: set[str] = set()
     for name, body in definitions.items():
         if name not in pkg.scripts:
-            if body.get("persistent") or body.get("interactive"):
-                continue  # refused by name where it has a script; a no-op would run nothing instead
             # turbo keeps a no-op (`<NONEXISTENT>`): it runs nothing, still waits for its own
             # dependsOn, and its hash folds the package's inputs into its dependants'.
             noops.add(name)
-            tasks[name] = _vx_task(turbo, name, {**body, "cache": True}, "true")
-            continue
-        if body.get("persistent") or body.get("interactive"):
-            kind = "persistent" if body.get("persistent") else "interactive"
-            not_runnable[name] = f"`{name}` is {kind} in turbo.json; " + _NOT_RUNNABLE.format(name=name)
+            plain = {k: v for k, v in body.items() if k not in ("persistent", "interactive")}
+            tasks[name] = _vx_task(turbo, name, {**plain, "cache": True}, "true")
             continue
         tasks[name] = _vx_task(turbo, name, body, with_hooks(pkg, name, manager))
     for body in tasks.values():
@@ -307,7 +300,7 @@ def _mapped(turbo: TurboRoot, pkg: Package, manager: str, own: dict | None, own_
         else:
             body.pop("dependsOn", None)
     source = own_source if own is not None else turbo.source
-    if not tasks and not not_runnable and not (own or {}).get("tags"):
+    if not tasks and not (own or {}).get("tags"):
         return ProjectConfig(source="")
     envs = {name: _take_env(body) for name, body in tasks.items()}
     reach = {name: body.pop("turboReach", None) for name, body in tasks.items()}
@@ -315,7 +308,7 @@ def _mapped(turbo: TurboRoot, pkg: Package, manager: str, own: dict | None, own_
     mapped = {name: _with_env(_with_turbo_globs(task, tasks[name], reach[name]), tasks[name], *envs[name],
                               pkg.framework)
               for name, task in config.tasks.items()}
-    return ProjectConfig(source=config.source, tags=config.tags, not_runnable=not_runnable,
+    return ProjectConfig(source=config.source, tags=config.tags,
                          tasks={name: _as_noop(task) if name in noops else task for name, task in mapped.items()})
 
 
@@ -468,10 +461,15 @@ def _vx_task(turbo: TurboRoot, name: str, body: dict, command: str) -> dict:
     task: dict[str, Any] = {"exec": {"command": command}}
     if passed:
         task["exec"]["env"] = {"passThrough": passed}
+    long_running = bool(body.get("persistent") or body.get("interactive"))
+    if body.get("persistent"):
+        task["exec"]["persistent"] = {}
+    if body.get("interactive"):
+        task["exec"]["interactive"] = True
     deps = [d for d in body.get("dependsOn", ()) if not d.startswith("$")]
     if deps:
         task["dependsOn"] = deps
-    if body.get("cache", True):
+    if body.get("cache", True) and not long_running:
         declared = body.get("inputs") or [DEFAULT]
         files, workspace_files = _split(declared)
         files += list(body.get("dotEnv", ()))

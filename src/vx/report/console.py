@@ -1,7 +1,7 @@
 """Keep a live status region under the scrolling output on a terminal (CLI-54).
 
-The region is a separator, one `<elapsed> <id>` row per running task (no glyph, at most
-min(concurrency, 10)) and a meter. It lives on stderr below everything else: before any line
+The region is a separator, a pinned `▸ id running` row per ready persistent task, one
+`<elapsed> <id>` row per running task (no glyph, at most min(concurrency, 10)) and a meter. It lives on stderr below everything else: before any line
 is printed it is erased, and it is drawn again at most every 30 ms, so a chatty task costs
 one redraw per frame of the terminal, not one per line. It is erased for good before the
 footer. Imported only when a terminal asks for it: this is the one module that uses rich.
@@ -16,7 +16,7 @@ import threading
 import time
 from typing import Callable, TextIO
 
-from vx.events import Event, RunFinished, RunStarted, TaskFinished, TaskStarted
+from vx.events import Event, RunFinished, RunStarted, TaskFinished, TaskReady, TaskStarted
 from vx.model import Status, TaskId, TaskResult
 from vx.report import frames
 from vx.report.frames import Palette
@@ -46,6 +46,7 @@ class LiveRegion:
         self._cell_len, self._set_cell_size = cell_len, set_cell_size
         self.sink, self.palette, self.width = sink, palette, width
         self.running: dict[TaskId, float] = {}
+        self.serving: list[TaskId] = []  # ready persistent tasks, pinned above the workers (EX-07)
         self.slots, self.total, self.done, self.cached, self.failed = 1, 0, 0, 0, 0
         self.active = False
         self.dirty = False
@@ -65,6 +66,7 @@ class LiveRegion:
         """Build the region's rows, each cut to the terminal so none wraps and breaks the erase."""
         room = max(self.width() - 1, 10)
         out = [self.palette.paint("─" * min(room, 60), "dim")]
+        out += [self._server_row(tid, room) for tid in self.serving]
         out += self._worker_rows(now, room)
         out.append(self._meter(room))
         return out
@@ -76,6 +78,13 @@ class LiveRegion:
         if len(shown) < len(order):
             rows.append(self.palette.paint(f"{'':>6} … {len(order) - len(shown)} more", "dim"))
         return rows
+
+    def _server_row(self, tid: TaskId, room: int) -> str:
+        glyph = self.palette.paint(f"{frames.GLYPHS['persistent']:>6}", "ok")
+        name = str(tid)
+        if self._cell_len(name) > room - 15:
+            return f"{glyph} {self._set_cell_size(name, room - 15)} running"
+        return f"{glyph} {self.palette.task_id(tid)} {self.palette.paint('running', 'dim')}"
 
     def _worker_row(self, tid: TaskId, elapsed: float, room: int) -> str:
         clock = self.palette.paint(f"{frames.format_elapsed(elapsed):>6}", "dim")
@@ -122,6 +131,7 @@ class ConsoleReporter(PlainReporter):
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
+        self._held: TaskId | None = None  # the interactive task that has the terminal
         sink.before_write = self.region.hide
 
     def __call__(self, event: Event) -> None:
@@ -137,8 +147,17 @@ class ConsoleReporter(PlainReporter):
             groups = sum(1 for n in event.graph.nodes.values() if n.is_group)
             self.region.begin(len(event.graph.nodes) - groups, event.concurrency)
             self._start_ticker()
+        elif isinstance(event, TaskStarted) and event.terminal:
+            self.region.hide()  # the task has the terminal (EX-09): nothing is drawn over it
+            self.region.active, self._held = False, event.id
         elif isinstance(event, TaskStarted):
             self.region.running.setdefault(event.id, self._clock())
+        elif isinstance(event, TaskReady):
+            self.region.running.pop(event.id, None)  # a ready server is no work in progress: pinned
+            self.region.serving.append(event.id)
+        elif isinstance(event, TaskFinished) and event.result.id == self._held:
+            self.region.active, self._held = True, None
+            self.region.finished(event.result)
         elif isinstance(event, TaskFinished) and self.region.active:
             self.region.finished(event.result)
 

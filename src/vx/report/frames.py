@@ -26,6 +26,7 @@ GLYPHS = {
     "skipped": "⊘",
     "aborted": "✗",
     "not-run": "◌",
+    "persistent": "▸",
 }
 
 _GLYPH_STYLE = {
@@ -37,6 +38,7 @@ _GLYPH_STYLE = {
     "skipped": "dim",
     "aborted": "warn",
     "not-run": "dim",
+    "persistent": "ok",
 }
 
 
@@ -63,6 +65,8 @@ def row_kind(result: TaskResult) -> str:
         return "not-run"
     if result.status is not Status.SUCCESS:
         return result.status.value
+    if result.persistent:
+        return "persistent"
     return "miss" if result.cache is CacheStatus.NO_CACHE else result.cache.value
 
 
@@ -148,7 +152,21 @@ def _row_suffix(result: TaskResult, kind: str) -> str:
         return f" • {failure_detail(result)}"
     if kind == "skipped" and result.blocked_by is not None:
         return f" • blocked by {result.blocked_by}"
+    if kind == "persistent" and result.reason:
+        return f" • {result.reason}"
     return ""
+
+
+def ready_row(tid: TaskId, duration_ms: float, palette: Palette) -> str:
+    """`▸  1.20s ready   web#dev`: a persistent task became ready (EX-07)."""
+    return " ".join((palette.paint(GLYPHS["persistent"], "ok"), palette.paint(f"{format_duration(duration_ms):>6}", "dim"),
+                     palette.paint(f"{'ready':<7}", "ok"), palette.task_id(tid)))
+
+
+def server_line(tid: TaskId, width: int, line: str, palette: Palette) -> str:
+    """`web#dev │ listening on :3000`: one line of a persistent task's output (EX-08)."""
+    pad = " " * max(0, width - len(str(tid)))
+    return f"{palette.task_id(tid)}{pad} {palette.paint('│', 'dim')} {palette.content(line)}"
 
 
 def not_run_row(results: Sequence[TaskResult], palette: Palette) -> str:

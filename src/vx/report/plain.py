@@ -17,8 +17,10 @@ from vx.events import (
     Notice,
     RunFinished,
     RunStarted,
+    ServersKept,
     TaskFinished,
     TaskOutput,
+    TaskReady,
     TaskRetrying,
     TaskStarted,
 )
@@ -186,6 +188,10 @@ class PlainReporter:
         self._reported: set[TaskId] = set()
         self._replay: list[TaskResult] = []
         self._not_run: list[TaskResult] = []
+        self._servers: dict[TaskId, LineSplitter] = {}  # persistent tasks: output as `id │ line` (EX-08)
+        self._server_width = 0
+        self._terminal: set[TaskId] = set()  # interactive tasks that had the terminal (EX-09)
+        self._hidden = 0  # successful tasks with a log that only a row (or nothing) stood for
 
     def __call__(self, event: Event) -> None:
         getattr(self, _HANDLERS[type(event)])(event)
@@ -199,9 +205,17 @@ class PlainReporter:
         graph = event.graph
         self._groups = frozenset(t for t, n in graph.nodes.items() if n.is_group)
         self._focus = focus_of(graph)
+        self._servers = {t: LineSplitter() for t, n in graph.nodes.items()
+                         if n.config.exec is not None and n.config.exec.persistent is not None}
+        self._server_width = max((len(str(t)) for t in self._servers), default=0)
 
     def on_task_started(self, event: TaskStarted) -> None:
         self._commands[event.id] = event.command
+        if event.terminal:
+            self._terminal.add(event.id)  # its output went straight to the terminal: no frame
+            return
+        if event.id in self._servers:
+            return
         if event.attempt == 1 and self._streams_live(event.id):
             self._live, self._splitter = event.id, LineSplitter()
             head = [frames.frame_open(event.id, self.palette)]
@@ -210,6 +224,24 @@ class PlainReporter:
     def on_task_output(self, event: TaskOutput) -> None:
         if event.id == self._live:
             self._print_content(self._splitter.feed(event.chunk))
+        elif event.id in self._servers and self._shows_server(event.id):
+            self._print_server(event.id, self._servers[event.id].feed(event.chunk))
+
+    def on_task_ready(self, event: TaskReady) -> None:
+        self.sink.lines("err", [frames.ready_row(event.id, event.duration_ms, self.palette)])
+
+    def on_servers_kept(self, event: ServersKept) -> None:
+        names = ", ".join(str(t) for t in event.ids)
+        self.sink.lines("err", [f"vx: {names} still running; Ctrl-C stops {'it' if len(event.ids) == 1 else 'them'}"])
+
+    def _shows_server(self, tid: TaskId) -> bool:
+        """A requested server's output streams (`--output-logs` can hush it); a dependency's only in full logs."""
+        if self.flow in ("ci", "full"):
+            return True
+        return self.flow not in ("none", "errors-only") and (self._focus is None or tid in self._focus)
+
+    def _print_server(self, tid: TaskId, lines: list[str]) -> None:
+        self.sink.lines("out", [frames.server_line(tid, self._server_width, line, self.palette) for line in lines])
 
     def on_task_retrying(self, event: TaskRetrying) -> None:
         if event.id == self._live:  # a retry starts a fresh line of output
@@ -233,6 +265,9 @@ class PlainReporter:
         if self._not_run:
             self.sink.lines("err", [frames.not_run_row(self._not_run, self.palette)])
         self._replay_failures()
+        if self._hidden:  # say how to see what a row stood for (a log with warnings, say)
+            noun = "task's output is" if self._hidden == 1 else "tasks' output is"
+            self.sink.lines("err", [f"vx: {self._hidden} successful {noun} not shown; --output-logs=full shows it"])
         wall_ms = (summary.ended_at - summary.started_at) * 1000
         self.sink.separate("err")
         self.sink.lines("err", frames.footer(results, wall_ms, self.version, self.palette))
@@ -246,7 +281,18 @@ class PlainReporter:
         if result.id == self._live:
             self._close_live(result)
             return
+        if result.id in self._servers:
+            if self._shows_server(result.id):
+                self._print_server(result.id, self._servers[result.id].finish())
+            if result.persistent and result.status is Status.SUCCESS:
+                self.sink.lines("err", [frames.task_row(result, self.palette)])
+                return
+        if result.id in self._terminal and result.status is Status.SUCCESS:
+            self.sink.lines("err", [frames.task_row(result, self.palette)])
+            return
         shape = self.shape_of(result)
+        if shape == "row" and result.status is Status.SUCCESS and result.log:
+            self._hidden += 1
         if shape == "frame":
             self.sink.lines("out", self._frame(result))
         elif shape in ("row", "row+replay"):
@@ -291,6 +337,8 @@ class PlainReporter:
 _HANDLERS: Mapping[type, str] = {
     RunStarted: "on_run_started",
     TaskStarted: "on_task_started",
+    TaskReady: "on_task_ready",
+    ServersKept: "on_servers_kept",
     TaskOutput: "on_task_output",
     TaskRetrying: "on_task_retrying",
     TaskFinished: "on_task_finished",

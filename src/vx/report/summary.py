@@ -48,6 +48,9 @@ def task_dict(result: TaskResult) -> dict[str, Any]:
         out["timedOut"] = True
     if result.blocked_by is not None:
         out["blockedBy"] = str(result.blocked_by)
+    if result.persistent:  # EX-07: how the server ended (stopped, serving, not started, not ready)
+        out["persistent"] = True
+        out["reason"] = result.reason or ""
     if result.violations:  # SB-12: what the sandbox caught, with the grant that would allow each
         out["sandboxViolations"] = [{"kind": v.kind, "path": v.path, "grant": v.grant_hint} for v in result.violations]
     return out
