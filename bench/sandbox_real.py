@@ -46,7 +46,7 @@ from sandbox_overhead import CpuMeter, Sandboxed, plain  # noqa: E402
 from vx.model import SandboxConfig  # noqa: E402
 from vx.sandbox import trace  # noqa: E402
 from vx.sandbox.grants import linked_packages, plan_sandbox  # noqa: E402
-from vx.workspace import discover  # noqa: E402
+from vx.workspace.discover import discover  # noqa: E402
 
 
 def spec_for(root: Path, project_rel: str, read: list[str], write: list[str]):

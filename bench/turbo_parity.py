@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "src"))  # this checkout's vx.globs
+sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "src"))  # this checkout's vx.files.globs
 
 from tools import turbo_tool, vx_tool, workspaces  # noqa: E402
 
@@ -50,7 +50,7 @@ def input_differences(turbo_doc: dict, vx_doc: dict) -> dict[str, tuple[list[str
     Normalised: turbo's package-relative paths made workspace-relative; the globalDependencies
     (turbo keys them globally, vx as workspace inputs of each task), the package's package.json
     and turbo.json, and the task's own outputs (never vx inputs, KEY-17) left out of both sides."""
-    from vx.globs import GlobSet
+    from vx.files.globs import GlobSet
 
     global_files = set(turbo_doc.get("globalCacheInputs", {}).get("files") or {})
     vx_tasks = {t["id"]: t for t in vx_doc["tasks"] if t.get("inputs") is not None}

@@ -1,7 +1,7 @@
 """The `vx` command and `python -m vx`.
 
-A `vx run` first tries its receipt (`vx.replay`): a warm run that still holds is finished
-there, before the CLI and the pipeline are even imported. Everything else goes to `vx.cli`.
+A `vx run` first tries its receipt (`vx.fastpath.replay`): a warm run that still holds is finished
+there, before the CLI and the pipeline are even imported. Everything else goes to `vx.cli.main`.
 """
 
 import os
@@ -15,7 +15,7 @@ def entry() -> None:
         print(f"vx {__version__}")
         return
     if len(sys.argv) > 1 and sys.argv[1] == "run":
-        from vx.replay import replay
+        from vx.fastpath.replay import replay
 
         try:
             code = replay(sys.argv[1:])
@@ -27,7 +27,7 @@ def entry() -> None:
             except (BrokenPipeError, ValueError):
                 pass
             os._exit(code)
-    from vx.cli import entry as run_cli
+    from vx.cli.main import entry as run_cli
 
     run_cli()
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Mapping
 from msgspec import Struct, field
 
 if TYPE_CHECKING:  # types only: the model imports nothing of vx at run time
-    from vx.plan import OutputSpec
+    from vx.plan.tasks import OutputSpec
     from vx.sandbox.grants import SandboxSpec
 
 ROOT_PROJECT = "//"
@@ -41,7 +41,7 @@ class Package(Struct, frozen=True):
     deps: tuple[str, ...]  # names of workspace packages it links to, sorted
     manifest_path: str  # workspace-relative path of its package.json
     scripts: Mapping[str, str] = field(default_factory=dict)
-    framework: str = ""  # turbo's slug for the framework its dependencies name (vx.frameworks)
+    framework: str = ""  # turbo's slug for the framework its dependencies name (vx.workspace.frameworks)
 
 
 class Workspace(Struct, frozen=True):
@@ -241,7 +241,7 @@ class TaskPlan(Struct, frozen=True):
     outputs: OutputSpec | None  # globs to walk, wipe and allow (None when the task caches nothing)
     sandbox: SandboxSpec | None = None  # when the task declares exec.sandbox (SB-01)
     record: HashRecord | None = None  # the HashRecord the key was folded from (kept for `vx why`, OBS-06)
-    framework: str = ""  # a vx-config task's package framework (vx.frameworks), for the hint on a miss
+    framework: str = ""  # a vx-config task's package framework (vx.workspace.frameworks), for the hint on a miss
 
 
 class HashRecord(Struct, frozen=True):
@@ -256,7 +256,7 @@ class HashRecord(Struct, frozen=True):
     upstream: tuple[tuple[str, str], ...]  # (task id, key), sorted by key
     files: tuple[tuple[str, str], ...]
     # What `fingerprint` folded of the lockfile, for `vx why` only (not folded again): per root
-    # lockfile, its name and the project's vx.lockfile.Closure (shared, not copied, per task).
+    # lockfile, its name and the project's vx.files.lockfile.Closure (shared, not copied, per task).
     lockfile: tuple[tuple[str, object], ...] = ()
     # KEY-08: the Node version on the task's PATH, then each runtime probe's stdout and stderr,
     # as (label, value); folded after the files, and only when present.

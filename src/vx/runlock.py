@@ -13,7 +13,7 @@ ends (or is killed), and Ctrl-C ends the wait. It polls every POLL_S rather than
 another user's file), say so once and go on unlocked: a lock must never be the reason a build
 fails.
 
-`os`, `fcntl` and xxhash only: a replayed warm run (`vx.receipt`) takes this same lock before it
+`os`, `fcntl` and xxhash only: a replayed warm run (`vx.fastpath.receipt`) takes this same lock before it
 has loaded anything else of vx.
 """
 

@@ -1,7 +1,7 @@
 """The words and colours every vx output shares: the palette, durations and the footer (CLI-55, CLI-58).
 
 Stdlib only, and nothing that pulls `re` or the records in at import: the reporters build on
-it, and so does a replayed warm run (`vx.receipt`), which must print the very same footer
+it, and so does a replayed warm run (`vx.fastpath.receipt`), which must print the very same footer
 without loading the reporters at all.
 """
 

@@ -6,7 +6,7 @@ listed, `probed` for a path whose kind alone mattered (a file, a directory, a li
 A plain module-level table rather than a recorder handed down: the readers sit deep in
 discovery, the config loader, the git listing and the walks, and threading one object through
 all of them would change every signature for a single concern. Stdlib `os` only: the replay
-of a receipt (`vx.receipt`) imports this module before anything else of vx.
+of a receipt (`vx.fastpath.receipt`) imports this module before anything else of vx.
 
 The environment is witnessed the same way: `ReadEnv` is the host environment as a dict that
 remembers every name looked up in it, or that it was read whole.

@@ -110,7 +110,7 @@ def test_a_run_that_executes_a_task_loads_asyncio_without_ssl(repo):
     """asyncio is imported without `ssl` (docs/optimizations.md #23): a run with no remote
     executes its task and never loads TLS."""
     repo.write(npm_workspace({"lib": {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": "A;"}}})).commit()
-    probe = ("import sys, vx.cli; code = vx.cli.main(['run', 'build', '--all']); "
+    probe = ("import sys, vx.cli.main; code = vx.cli.main.main(['run', 'build', '--all']); "
              "print(code, 'asyncio' in sys.modules, 'ssl' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", probe], cwd=repo.root, capture_output=True, text=True,
                           env={"PATH": os.environ["PATH"], "PYTHONPATH": SRC, "HOME": str(repo.root)})
@@ -123,7 +123,7 @@ def test_tls_still_loads_after_asyncio_was_imported_without_it():
     http.client gets the real module, and asyncio's own streams still work (the sandbox proxy's)."""
     probe = (
         "import sys\n"
-        "from vx.run import _import_asyncio\n"
+        "from vx.pipeline import _import_asyncio\n"
         "asyncio = _import_asyncio()\n"
         "assert 'ssl' not in sys.modules and asyncio.base_events.ssl is None\n"
         "import http.client, ssl\n"
@@ -147,7 +147,7 @@ def test_asyncio_keeps_its_ssl_when_another_thread_runs():
     probe = (
         "import sys, threading, time\n"
         "threading.Thread(target=time.sleep, args=(1,), daemon=True).start()\n"
-        "from vx.run import _import_asyncio\n"
+        "from vx.pipeline import _import_asyncio\n"
         "asyncio = _import_asyncio()\n"
         "print(asyncio.base_events.ssl is sys.modules['ssl'])\n"
     )

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import SRC
 
-from vx.cli import RUN_FLAGS
+from vx.cli.main import RUN_FLAGS
 
 
 def completions(shell: str) -> str:

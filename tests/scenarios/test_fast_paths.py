@@ -27,7 +27,7 @@ def connect(path, *a, **k):
     return db
 sqlite3.connect = connect
 import os
-from vx import hitlane
+from vx.fastpath import hitlane
 pools = []
 _pool = hitlane._pool
 def pool(*a):
@@ -36,10 +36,10 @@ def pool(*a):
     return p
 hitlane._pool = pool
 hitlane.FORK_FROM = int(os.environ.get("PROBE_FORK_FROM", hitlane.FORK_FROM))
-from vx.cli import main
+from vx.cli.main import main
 code = main(sys.argv[1:])
 facts = {"code": code, "statements": statements, "asyncio": "asyncio" in sys.modules,
-         "executor": "vx.executor" in sys.modules, "pools": pools}
+         "executor": "vx.engine.executor" in sys.modules, "pools": pools}
 print("\n" + json.dumps(facts))
 """
 

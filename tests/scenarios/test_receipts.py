@@ -426,14 +426,14 @@ def strace(argv: list[str], cwd: Path, trace: Path) -> subprocess.CompletedProce
 def runtime_paths(cwd: Path, tmp: Path) -> tuple[set[str], tuple[str, ...]]:
     """What no receipt needs: whatever the interpreter touches to start and import vx's modules
     (a baseline trace), and everything under its import path."""
-    code = "import sys, vx.run, vx.cli, vx.store.local, sqlite3, xxhash; print(repr(sys.path))"
+    code = "import sys, vx.pipeline, vx.cli.main, vx.store.local, sqlite3, xxhash; print(repr(sys.path))"
     proc = strace([sys.executable, "-c", code], cwd, tmp / "baseline")
     dirs = tuple(os.path.join(os.path.abspath(d), "") for d in eval(proc.stdout) if d)
     return traced_paths(tmp / "baseline", cwd), dirs
 
 
 def vx_own(path: str, root: Path) -> bool:
-    """vx's own cache, receipts, lock and digest seed (vx.receipt.env_digest), the kernel's files,
+    """vx's own cache, receipts, lock and digest seed (vx.fastpath.receipt.env_digest), the kernel's files,
     and git's executable as PATH finds it (PATH is in the receipt, and git's listings are compared
     whole)."""
     path_dirs = [d for d in os.environ.get("PATH", "").split(":") if d]
@@ -561,9 +561,9 @@ def test_a_replay_loads_none_of_the_pipeline(ws):
     baseline = imported("import _sqlite3, errno, fcntl, marshal, stat, xxhash, zlib", ws.root)
     replay = imported("import sys; sys.argv = ['vx', 'run', 'build']; from vx.__main__ import entry; entry()",
                       ws.root)
-    assert "vx.replay" in replay and "vx.cli" not in replay  # replayed, then
-    own = {"vx", "vx.__main__", "vx.replay", "vx.receipt", "vx.witness", "vx.runlock", "vx.stages", "vx.style",
-           "vx.store", "vx.store.rows", "__future__"}
+    assert "vx.fastpath.replay" in replay and "vx.cli.main" not in replay  # replayed, then
+    own = {"vx", "vx.__main__", "vx.fastpath.replay", "vx.fastpath.receipt", "vx.witness", "vx.runlock", "vx.stages", "vx.style",
+           "vx.store", "vx.store.rows", "vx.fastpath", "__future__"}
     assert replay - baseline <= own
 
 
@@ -581,12 +581,12 @@ def test_a_replay_restoring_outputs_loads_the_reader_and_none_of_the_records(ws)
     replay = imported("import sys; sys.argv = ['vx', 'run', 'build']; from vx.__main__ import entry; entry()",
                       ws.root)
     assert all((ws.root / "packages" / p / "dist" / "out.js").is_file() for p in "ab")  # restored, by
-    assert "vx.replay" in replay and "vx.store.unpacking" in replay and "vx.cli" not in replay  # the replay
+    assert "vx.fastpath.replay" in replay and "vx.store.unpacking" in replay and "vx.cli.main" not in replay  # the replay
     assert not {"functools", "collections", "importlib", "warnings", "struct", "types"} & (replay - startup)
-    reader = {"vx.restores", "vx.store.unpacking", "vx.store.archive", "vx.store.zstd", "vx.errors",
+    reader = {"vx.fastpath.restores", "vx.store.unpacking", "vx.store.archive", "vx.store.zstd", "vx.errors",
               "zstandard.backend_c", "_json", "vx.store.rows"}
-    own = {"vx", "vx.__main__", "vx.replay", "vx.receipt", "vx.witness", "vx.runlock", "vx.stages", "vx.style",
-           "vx.store", "__future__"}
+    own = {"vx", "vx.__main__", "vx.fastpath.replay", "vx.fastpath.receipt", "vx.witness", "vx.runlock", "vx.stages", "vx.style",
+           "vx.store", "vx.fastpath", "__future__"}
     assert replay - baseline <= own | reader, sorted(replay - baseline - own - reader)
 
 

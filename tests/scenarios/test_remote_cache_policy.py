@@ -55,7 +55,7 @@ def test_unsafe_remote_settings_turn_the_layer_off_with_one_line(repo):  # C.18,
 
 def test_without_a_remote_nothing_of_it_is_imported(repo):
     repo.write(shop_files(None)).commit()
-    probe = ("import sys, vx.cli; code = vx.cli.main(['run', 'build', '--all']); "
+    probe = ("import sys, vx.cli.main; code = vx.cli.main.main(['run', 'build', '--all']); "
              "print(code, sorted(m for m in sys.modules if m.startswith(('vx.store.remote', 'vx.store.layered', "
              "'vx.store.ingest'))))")
     out = subprocess.run([sys.executable, "-c", probe], cwd=repo.root, capture_output=True, text=True,

@@ -125,7 +125,7 @@ def test_cli73_planning_and_summary_flags_are_refused(ws, flag):
 def test_cli03_without_watchfiles_watch_says_how_to_get_it(ws):
     """watchfiles is the `watch` extra (it would slow every vx start, docs in pyproject.toml)."""
     code = ("import sys; sys.modules['watchfiles'] = None; sys.argv = ['vx', 'watch', 'build']; "
-            "from vx.cli import main; sys.exit(main())")
+            "from vx.cli.main import main; sys.exit(main())")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
     proc = subprocess.run([sys.executable, "-c", code], cwd=ws.root, env={**env, "PYTHONPATH": SRC},
                           capture_output=True, text=True, timeout=60)

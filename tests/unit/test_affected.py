@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from vx.affected import base_ref, reached, seeds
-from vx.listing import check_ref
+from vx.plan.affected import base_ref, reached, seeds
+from vx.files.git import check_ref
 from vx.errors import UsageError
-from vx.graph import Selection, build_graph
+from vx.plan.graph import Selection, build_graph
 from vx.model import CacheConfig, ExecConfig, Package, ProjectConfig, TaskConfig, TaskId, Workspace
 
 

@@ -1,4 +1,4 @@
-"""The one flag parser (vx.args) and the verb table the help texts and completions come from."""
+"""The one flag parser (vx.cli.args) and the verb table the help texts and completions come from."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from vx.args import parse
-from vx.cli import FOREIGN_FLAGS, VERBS
+from vx.cli.args import parse
+from vx.cli.main import FOREIGN_FLAGS, VERBS
 from vx.errors import UsageError
 
 FLAGS = {"--format": ("value", "format"), "--dry": ("optional", "dry"), "--all": ("flag", "all"),

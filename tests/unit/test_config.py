@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from vx.config import jsonc, load_all, load_project, load_workspace
+from vx.config import jsonc
+from vx.config.loader import load_all
+from vx.config.loader import load_project
+from vx.config.loader import load_workspace
 from vx.config.schema import validate_project, validate_workspace
 from vx.errors import ConfigError
 from vx.model import ROOT_PROJECT, Package, Workspace, WorkspaceConfig

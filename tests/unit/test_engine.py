@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from fakes import ListReporter, MemoryStore, ScriptedExecutor, writes
 
-from vx import executor
+from vx.engine import executor
 from vx.events import Notice
 from vx.model import CachePolicy, CacheStatus, Status, TaskId
-from vx.rebuilder import RunContext, rebuild
-from vx.run import RunRequest, prepare
-from vx.scheduler import PrioritySlots, walk
+from vx.engine.rebuilder import RunContext, rebuild
+from vx.pipeline import RunRequest, prepare
+from vx.engine.scheduler import PrioritySlots, walk
 from vx.stages import Stages
 
 LIB, APP = TaskId("lib", "build"), TaskId("app", "build")

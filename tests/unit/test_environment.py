@@ -9,15 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from vx.environment import (
-    ESSENTIAL_ENV,
-    available_cpus,
-    cgroup_cpu_limit,
-    default_concurrency,
-    matching,
-    parse_concurrency,
-    task_env,
-)
+from vx.plan.environment import ESSENTIAL_ENV, available_cpus, cgroup_cpu_limit, default_concurrency, matching, parse_concurrency, task_env
 from vx.errors import UsageError
 
 HOST = {

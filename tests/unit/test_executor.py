@@ -16,14 +16,9 @@ from pathlib import Path
 import pytest
 
 from vx.errors import UsageError
-from vx.executor import (
-    ProcessTable,
-    execute,
-    group_alive,
-    kill_grace_ms,
-)
-from vx.forwarding import forward_args
-from vx.verdicts import exit_hint, failure_label
+from vx.engine.executor import ProcessTable, execute, group_alive, kill_grace_ms
+from vx.plan.forwarding import forward_args
+from vx.engine.verdicts import exit_hint, failure_label
 from vx.model import LogChunk, ProcessResult
 
 ENV = {"PATH": os.environ.get("PATH", os.defpath), "LANG": "C"}

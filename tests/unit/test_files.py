@@ -12,11 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from vx import blobs, files, witness
+from vx import witness
+from vx.files import blobs
+from vx.files import index as files
 from vx.errors import VxError
-from vx.files import FileIndex, fingerprint
-from vx.globs import GlobSet
-from vx.outputs import walk_outputs, wipe_outputs
+from vx.files.index import FileIndex, fingerprint
+from vx.files.globs import GlobSet
+from vx.files.outputs import walk_outputs, wipe_outputs
 
 OLD = 1_600_000_000  # a past mtime: outside every racy window
 
@@ -121,10 +123,10 @@ def test_key12_clean_files_untouched_under_strace(repo):
     """Same proof from the kernel's side: vx's own process makes no syscall on a source file."""
     code = (
         "import sys; sys.path.insert(0, sys.argv[1]);"
-        "from pathlib import Path; from vx.files import FileIndex; from vx.globs import GlobSet;"
+        "from pathlib import Path; from vx.files.index import FileIndex; from vx.files.globs import GlobSet;"
         "print(len(FileIndex.load(Path('.')).inputs('pkg/a', GlobSet(['src/**'])).files))"
     )
-    src = str(Path(files.__file__).parents[1])
+    src = str(Path(files.__file__).parents[2])
     trace = repo.parent / "trace.txt"
     done = subprocess.run(
         ["strace", "-f", "-o", str(trace), "-e", "trace=openat,open,stat,lstat,newfstatat,statx,readlink",
@@ -157,7 +159,7 @@ def test_key12_mode_prefixes(repo):
     os.symlink("util.ts", repo / "pkg/a/src/link2.ts")
     got = ids(FileIndex.load(repo).inputs("pkg/a", GlobSet(["bin", "src/link*"])))
     assert got["pkg/a/bin/run.sh"] == "100755:" + index_oid(repo, "pkg/a/bin/run.sh")
-    # a link to a file: its own blob (the target's path), then the content it leads to (vx.links)
+    # a link to a file: its own blob (the target's path), then the content it leads to (vx.files.links)
     assert got["pkg/a/src/link.ts"] == ("120000:" + index_oid(repo, "pkg/a/src/link.ts") + ">"
                                         + index_oid(repo, "pkg/a/src/index.ts"))
     assert got["pkg/a/bin/new.sh"] == "100755:" + hash_object(repo, "pkg/a/bin/new.sh")
@@ -603,7 +605,7 @@ def stand_in_git(tmp_path, body: str) -> list[str]:
 def test_a_git_no_longer_needed_is_let_finish(tmp_path):
     """A refused run reaps the listing's git by letting it finish, not by a signal that could land
     as git creates .git/index.lock (before its handler is in place) and leave the repo locked."""
-    from vx.listing import let_finish
+    from vx.files.git import let_finish
 
     proc = subprocess.Popen(stand_in_git(tmp_path, "time.sleep(0.3); os.unlink('index.lock')"),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -612,7 +614,7 @@ def test_a_git_no_longer_needed_is_let_finish(tmp_path):
 
 
 def test_a_git_that_will_not_finish_is_stopped_with_a_signal_it_can_clean_up_after(tmp_path, monkeypatch):
-    from vx import listing
+    from vx.files import git as listing
 
     monkeypatch.setattr(listing, "GIT_FINISH_S", 0.3)
     proc = subprocess.Popen(stand_in_git(tmp_path, "time.sleep(30)"), stdout=subprocess.PIPE, stderr=subprocess.PIPE)

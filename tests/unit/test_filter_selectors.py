@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from vx.errors import UsageError
-from vx.filters import parse, select
+from vx.plan.filters import parse, select
 from vx.model import ROOT_PROJECT, Package, ProjectConfig, Workspace
 
 #   @acme/ui <- @acme/web <- @acme/e2e        tools/lint (alone)

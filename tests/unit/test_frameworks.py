@@ -1,7 +1,7 @@
 """turbo's framework table (TL-05): detection order and rule, the variables each bakes in."""
 
-from vx import frameworks
-from vx.environment import inferred, keyed
+from vx.workspace import frameworks
+from vx.plan.environment import inferred, keyed
 
 
 def test_tl05_the_first_framework_in_turbos_order_wins():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from vx.errors import UsageError
-from vx.globs import GlobSet, glob_error, normalise
+from vx.files.globs import GlobSet, glob_error, normalise
 
 # ---------------------------------------------------------------- KEY-16 refusals
 

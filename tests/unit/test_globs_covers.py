@@ -2,7 +2,7 @@
 
 import pytest
 
-from vx.globs import GlobSet
+from vx.files.globs import GlobSet
 
 PATHS = ["src", "src/a.js", "src/b/c.ts", "src/.dot", "src/x", "src/b/.d/e", "lib/a", "package.json",
          "package.json/odd", "a.ts", "x/src/a", ".hidden/a"]

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from vx.errors import ConfigError, CycleError, UnknownTaskError
-from vx.graph import Selection, build_graph
+from vx.plan.graph import Selection, build_graph
 from vx.model import ExecConfig, Package, ProjectConfig, TaskConfig, TaskId, Workspace
 from pathlib import Path
 
@@ -143,7 +143,7 @@ def test_priority_is_exact_transitive_dependent_count():  # GR-08: a diamond cou
 
 
 def checked_graph(ws, cfg, sel):
-    from vx.ownership import refuse_overlaps
+    from vx.plan.ownership import refuse_overlaps
 
     graph = build_graph(ws, cfg, sel)
     refuse_overlaps(graph.nodes, cfg)
@@ -203,7 +203,7 @@ def test_key20_late_tasks_follow_a_same_project_uncached_task_and_what_folds_the
     inputs read again (True); a task that only folds a late key is late without (False); an
     uncached task of another project, or one nothing depends on, makes nothing late."""
     from vx.model import CacheConfig
-    from vx.plan import late_tasks
+    from vx.plan.tasks import late_tasks
 
     def cached(name, deps=()):
         return TaskConfig(name, json.dumps({"n": name}), ExecConfig("true"), tuple(deps), CacheConfig(("src/**",), ("dist/**",)))

@@ -9,43 +9,46 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "vx"
 ALLOWED = {
     "model": set(),
     "errors": set(),
-    "graph": {"model", "errors"},
-    "ownership": {"model", "errors", "globs"},
-    "keys": {"model"},
-    "scheduler": {"model", "events"},
     "events": {"model"},
-    "globs": {"errors"},
-    "workspace": {"model", "errors", "semver", "witness", "frameworks", "nxprojects"},
-    "nxprojects": {"model", "errors", "witness", "config"},  # only in a workspace with nx.json
-    "frameworks": set(),
-    "semver": set(),
-    "verdicts": {"model"},
-    "forwarding": set(),
-    "files": {"model", "errors", "globs", "blobs", "listing", "walk", "witness", "links"},
-    "links": {"witness"},
-    "blobs": {"model", "errors", "globs", "witness"},
-    "listing": {"model", "errors", "globs", "walk", "witness"},
-    "walk": {"model", "errors", "globs", "witness"},
-    "outputs": {"model", "errors", "globs", "walk", "witness"},
-    "executor": {"model", "errors", "spawn"},
-    "spawn": set(),
-    "environment": {"errors", "frameworks"},
+    "plan.graph": {"model", "errors"},
+    "plan.ownership": {"model", "errors", "files.globs"},
+    "plan.keys": {"model"},
+    "plan.forwarding": set(),
+    "plan.environment": {"errors", "workspace.frameworks"},
+    "engine.scheduler": {"model", "events"},
+    "engine.verdicts": {"model"},
+    "engine.executor": {"model", "errors", "engine.spawn"},
+    "engine.spawn": set(),
+    "workspace.discover": {"model", "errors", "workspace.semver", "witness", "workspace.frameworks",
+                           "workspace.nxprojects"},
+    "workspace.nxprojects": {"model", "errors", "witness", "config"},  # only in a workspace with nx.json
+    "workspace.frameworks": set(),
+    "workspace.semver": set(),
+    "files.globs": {"errors"},
+    "files.index": {"model", "errors", "files.globs", "files.blobs", "files.git", "files.tree", "witness",
+                    "files.links"},
+    "files.links": {"witness"},
+    "files.blobs": {"model", "errors", "files.globs", "witness"},
+    "files.git": {"model", "errors", "files.globs", "files.tree", "witness"},
+    "files.tree": {"model", "errors", "files.globs", "witness"},
+    "files.outputs": {"model", "errors", "files.globs", "files.tree", "witness"},
     # Leaves the replay of a receipt loads before anything else: they may import no vx module.
     "witness": set(),
     "style": set(),
     "stages": set(),
     "runlock": set(),
-    "receipt": {"witness"},
-    "restores": {"store", "errors"},  # the reader (store.unpacking) and what it raises
-    "replay": {"receipt", "witness", "style", "stages", "runlock", "restores", "store"},  # store.rows
+    "fastpath.receipt": {"witness"},
+    "fastpath.restores": {"store", "errors"},  # the reader (store.unpacking) and what it raises
+    "fastpath.replay": {"fastpath.receipt", "witness", "style", "stages", "runlock",
+                        "fastpath.restores", "store.rows"},
 }
 # msgspec is the record base everywhere (Struct builds a class in C, ~40x cheaper than a frozen
 # dataclass's generated methods: docs/optimizations.md); it does no I/O, so pure modules may use it.
-PURE_THIRD_PARTY = {"graph": {"msgspec"}, "keys": {"xxhash", "msgspec"}, "model": {"msgspec"},
-                    "errors": {"msgspec"}, "scheduler": {"msgspec"}}
-CLI = {"cli", "args", "__main__", "completions", "show", "info", "init", "watch", "history", "retention"}
-REPORT = {"report", "style", "stages"}  # what renders; the replay's leaves (style, stages) are values
-VALUES = {"model", "events", "errors", "verdicts"}  # what report/ may import besides itself
+PURE_THIRD_PARTY = {"plan.graph": {"msgspec"}, "plan.keys": {"xxhash", "msgspec"}, "model": {"msgspec"},
+                    "errors": {"msgspec"}, "engine.scheduler": {"msgspec"}}
+CLI = {"cli", "__main__"}
+REPORT = {"report"}
+VALUES = {"model", "events", "errors", "engine.verdicts", "style"}  # what report/ may import besides itself
 
 # ---------------------------------------------------------------- the graph and its layers
 # docs/architecture.md describes these. Every import, lazy ones included, points at a leaf, at its
@@ -53,19 +56,19 @@ VALUES = {"model", "events", "errors", "verdicts"}  # what report/ may import be
 
 # Leaves: import no vx module but other leaves (the replay of a receipt loads nothing else), so
 # any layer may use them.
-LEAVES = {"model", "errors", "events", "verdicts", "semver", "frameworks", "forwarding", "witness", "masking", "lockfile",
-          "style", "stages", "runlock", "receipt", "spawn"}
-LAYERS = [  # bottom first: (layer, the modules and packages in it)
+LEAVES = {"model", "errors", "events", "engine.verdicts", "workspace.semver", "workspace.frameworks",
+          "plan.forwarding", "witness", "style", "stages", "runlock",
+          "fastpath.receipt", "engine.spawn", "engine.masking", "files.lockfile"}
+LAYERS = [  # bottom first: (layer, the packages and modules in it)
     ("store", {"store"}),
     ("report", {"report"}),
-    ("files", {"globs", "walk", "blobs", "listing", "links", "files", "outputs", "workspace", "config",
-               "environment", "nxprojects"}),
-    ("process", {"executor"}),
+    ("files", {"files", "workspace", "config"}),
+    ("process", {"engine.executor"}),
     ("sandbox", {"sandbox"}),
-    ("plan", {"graph", "keys", "plan", "filters", "affected", "ownership", "toolchain"}),
-    ("engine", {"scheduler", "rebuilder", "verify", "persistent"}),
-    ("fastpath", {"hitlane", "restores", "replay"}),
-    ("pipeline", {"run"}),
+    ("plan", {"plan"}),
+    ("engine", {"engine"}),
+    ("fastpath", {"fastpath"}),
+    ("pipeline", {"pipeline"}),
     ("cli", CLI),
 ]
 # ---------------------------------------------------------------- (end of the tables)

@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 
-from vx.keys import group_key, select_upstream, task_key
+from vx.plan.keys import group_key, select_upstream, task_key
 from vx import CACHE_VERSION
 from vx.model import HashRecord, TaskId
 

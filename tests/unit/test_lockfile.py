@@ -1,11 +1,11 @@
-"""vx.lockfile: each project's share of a lockfile (PL-05, PL-06). The real package managers' files
+"""vx.files.lockfile: each project's share of a lockfile (PL-05, PL-06). The real package managers' files
 are in tests/scenarios/test_lockfiles.py; here the shapes they cannot be made to write on demand."""
 
 from __future__ import annotations
 
 import pytest
 
-from vx import lockfile
+from vx.files import lockfile
 from vx.errors import ConfigError
 
 PROJECTS = {"": {"name": "root", "manifest": ""}, "packages/a": {"name": "a", "manifest": ""},

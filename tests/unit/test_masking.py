@@ -7,7 +7,7 @@ import itertools
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vx.masking import Masker, mask_log, secrets_of
+from vx.engine.masking import Masker, mask_log, secrets_of
 from vx.model import LogChunk
 
 

@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from vx import receipt, witness
+from vx import witness
+from vx.fastpath import receipt
 
 
 def body_of(path: str) -> dict:
@@ -118,7 +119,7 @@ def test_a_replay_stops_git_with_a_signal_it_can_clean_up_after(tmp_path):
     holding .git/index.lock no chance to remove it, and the user's repository locked."""
     import sys
 
-    from vx import replay
+    from vx.fastpath import replay
 
     lock, ready, git = tmp_path / "index.lock", tmp_path / "ready", tmp_path / "git"
     git.write_text(f"#!{sys.executable}\n"  # a git stand-in: `-C dir` as git takes it, then holds a lock
@@ -170,7 +171,7 @@ def outputs_of(tmp_path, n: int) -> list[str | None]:
 
 
 def test_the_second_extractor_restores_its_share_at_once_and_reports_it(tmp_path):
-    from vx.restores import Helper as _Helper
+    from vx.fastpath.restores import Helper as _Helper
 
     cache, root, tasks = helper_tasks(tmp_path, 3)
     helper = _Helper(cache, root, tasks)
@@ -192,7 +193,7 @@ def test_the_queue_gives_each_restore_to_exactly_one_taker(tmp_path):
     numbers, a number stands for several restores."""
     import marshal
 
-    from vx.restores import Queue as _Queue
+    from vx.fastpath.restores import Queue as _Queue
 
     for n in (8, 1024, 3000):
         tasks = list(range(n))
@@ -214,7 +215,7 @@ def test_the_queue_gives_each_restore_to_exactly_one_taker(tmp_path):
 def test_a_stop_is_heard_between_artifacts_never_within_one(tmp_path):
     """A check failing while the restores run drains the queue: the artifact at hand is finished
     (a restore is all or nothing), and no other is begun."""
-    from vx.restores import Queue as _Queue, extract as _extract
+    from vx.fastpath.restores import Queue as _Queue, extract as _extract
 
     cache, root, tasks = helper_tasks(tmp_path, 3)
     queue = _Queue(tasks)
@@ -230,7 +231,7 @@ def test_a_stop_is_heard_between_artifacts_never_within_one(tmp_path):
 
 
 def test_a_stopped_helper_has_exited_when_stop_returns(tmp_path):
-    from vx.restores import Helper as _Helper
+    from vx.fastpath.restores import Helper as _Helper
 
     cache, root, tasks = helper_tasks(tmp_path, 40)
     helper = _Helper(cache, root, tasks)
@@ -245,7 +246,7 @@ def test_a_stopped_helper_has_exited_when_stop_returns(tmp_path):
 
 
 def test_the_second_extractor_reports_a_refused_artifact(tmp_path):
-    from vx.restores import Helper as _Helper
+    from vx.fastpath.restores import Helper as _Helper
 
     cache, root, tasks = helper_tasks(tmp_path, 2)
     damaged = os.path.join(cache, "k0001.tar.zst")
@@ -261,7 +262,7 @@ def test_env_digests_are_seeded_per_user_outside_the_workspace(tmp_path, monkeyp
     """A short secret cannot be found again from `.vx/` by trying candidates without the seed."""
     import stat as stat_mod
 
-    from vx import receipt as rc
+    from vx.fastpath import receipt as rc
 
     digests = []
     for home in ("one", "two"):

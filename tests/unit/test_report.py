@@ -39,7 +39,12 @@ from vx.model import (
     TaskNode,
     TaskResult,
 )
-from vx.report import VISIBILITY, color_enabled, make_reporter, render_dry, summary_dict, write_summary
+from vx.report.plain import VISIBILITY
+from vx.style import color_enabled
+from vx.report.reporters import make_reporter
+from vx.report.dry import render_dry
+from vx.report.summary import summary_dict
+from vx.report.summary import write_summary
 from vx.report import frames
 from vx.report.console import ConsoleReporter
 from vx.report.frames import Palette
@@ -514,7 +519,7 @@ def test_ex_20_closed_streams_never_raise():
 def test_ex_20_a_real_broken_pipe_is_silent_end_to_end(tmp_path):
     script = (
         "import sys\n"
-        "from vx.report import render_dry\n"
+        "from vx.report.dry import render_dry\n"
         "from vx.events import PlannedTask\nfrom vx.model import TaskId\n"
         "plan = [PlannedTask(TaskId(f'p{i}', 'build'), 'tsc', 'k', 'miss', (), f'p{i}') for i in range(20000)]\n"
         "render_dry(plan, 'text', sys.stdout)\n"

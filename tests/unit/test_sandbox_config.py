@@ -135,7 +135,7 @@ def test_trace_is_a_boolean_or_left_to_the_workspace():  # issue 13, #3's decisi
 
 
 def test_the_workspace_sandbox_trace():
-    from vx.config.workspace import validate_workspace
+    from vx.config.workspace_file import validate_workspace
 
     assert validate_workspace({}, "vx.workspace.json").sandbox_trace is True
     assert validate_workspace({"sandbox": {"trace": False}}, "vx.workspace.json").sandbox_trace is False

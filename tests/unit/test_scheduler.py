@@ -4,7 +4,7 @@ import asyncio
 import json
 
 from vx.model import CacheStatus, ExecConfig, Status, TaskConfig, TaskGraph, TaskId, TaskNode, TaskResult
-from vx.scheduler import PrioritySlots, walk
+from vx.engine.scheduler import PrioritySlots, walk
 
 
 def graph(edges: dict[str, list[str]], priority=None) -> TaskGraph:
@@ -122,7 +122,7 @@ def test_gr19_an_interactive_task_gathers_every_slot_before_it_starts():
     until it is done: it runs alone."""
     from types import SimpleNamespace
 
-    from vx.rebuilder import _acquire_all
+    from vx.engine.rebuilder import _acquire_all
 
     async def main() -> None:
         slots = PrioritySlots(2)

@@ -7,8 +7,7 @@ import pytest
 from vx.errors import UsageError
 from vx.model import TaskId
 from vx.sandbox.trace import Access
-from vx.verify import (Undeclared, Verdict, VerifyReport, _walls, collapse, parse_mode, project_relative, read_paths,
-                       render)
+from vx.engine.verify import Undeclared, Verdict, VerifyReport, _walls, collapse, parse_mode, project_relative, read_paths, render
 
 ROOT = Path("/ws")
 
@@ -95,7 +94,7 @@ def test_render_counts_and_blocks():
 
 def test_item7_a_caret_edge_is_checked_in_the_project_graph_too():
     from vx.model import Package, TaskConfig, TaskGraph, TaskNode
-    from vx.verify import _edge_fix, _Run
+    from vx.engine.verify import _edge_fix, _Run
 
     a, b = TaskId("a", "build"), TaskId("b", "build")
     cfg = TaskConfig("build", "{}")

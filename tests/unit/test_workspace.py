@@ -9,8 +9,8 @@ import pytest
 
 from vx.errors import ConfigError, WorkspaceError
 from vx.model import ROOT_PROJECT
-from vx.semver import satisfies
-from vx.workspace import discover
+from vx.workspace.semver import satisfies
+from vx.workspace.discover import discover
 
 
 def write_tree(root: Path, files: dict[str, object]) -> Path:
@@ -110,7 +110,7 @@ def test_ws01_single_package_repo(tmp_path):
 
 
 def test_ws01_no_root_is_a_workspace_error_with_a_hint(tmp_path, monkeypatch):
-    import vx.workspace as workspace
+    import vx.workspace.discover as workspace
 
     monkeypatch.setattr(workspace, "_candidate", lambda here: None)
     with pytest.raises(WorkspaceError) as err:

@@ -76,7 +76,7 @@ def _key(node: str, files: Mapping[str, str]) -> str:
 def _kept(root: str, key: str, env: Mapping[str, str]) -> dict | None:
     """A kept evaluation that still holds: every file it loaded or read unchanged (or still
     missing), every variable read the same (compared by digest: values are never kept)."""
-    from vx.receipt import env_digest
+    from vx.fastpath.receipt import env_digest
 
     try:
         with open(os.path.join(root, KEEP_DIR, f"{key}.json"), "rb") as f:
@@ -97,7 +97,7 @@ def _run(root: str, node: str, paths: list[str], files: Mapping[str, str], env: 
     a config may print whatever it likes (it goes to vx's stderr)."""
     import tempfile
 
-    from vx.receipt import env_digest
+    from vx.fastpath.receipt import env_digest
 
     started = time.time_ns()
     with tempfile.TemporaryDirectory(prefix="vx-eval-") as scratch:
@@ -139,7 +139,7 @@ def _keep(root: str, key: str, kept: dict) -> None:
     made it fail — a missing transpiler, say — may not be among its files)."""
     if kept.pop("racy") or any("error" in r for r in kept["results"].values()):
         return
-    from vx.receipt import ignored_dir
+    from vx.fastpath.receipt import ignored_dir
 
     directory = os.path.join(root, KEEP_DIR)
     try:

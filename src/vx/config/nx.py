@@ -39,7 +39,7 @@ from vx.config.project import canonical, validate_project
 from vx.config.turbo import with_hooks
 from vx.errors import did_you_mean
 from vx.model import ROOT_PROJECT, Package, ProjectConfig
-from vx.nxprojects import read_json
+from vx.workspace.nxprojects import read_json
 
 NX_FILE = "nx.json"
 _MIGRATE = "write the command it runs as an `nx:run-commands` target, or the task in a vx.config.json"
@@ -858,7 +858,7 @@ def shown_project(ws, name: str) -> dict:
         raise UsageError(f"no project named `{name}`", hint=suggestion(name, ws.packages, noun="projects"))
     nx = find_root(root, ws.packages)
     proj = _project(nx, ws.packages[name])
-    from vx.nxprojects import _own_nx
+    from vx.workspace.nxprojects import _own_nx
 
     own, _source, _field = _own_nx(root, proj.pkg)
     return {"root": proj.pkg.dir or ".", "name": name, "tags": list(proj.tags),

@@ -2,7 +2,7 @@
 
 A task's name, dependsOn, exec (command, env, timeout, retries) and cache (inputs, outputs, their
 globs and task filters), with the micro-syntax of names and dependsOn entries; exec.sandbox is
-validated in `vx.config.sandbox`.
+validated in `vx.config.exec_sandbox`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from vx.config.fields import (MAX_TIMEOUT_MS, At, Level, _integer, _keys, _kind, _nx, _object, _string,
                               _strings, _turbo, _wireit)
-from vx.globs import GlobSet, glob_error
+from vx.files.globs import GlobSet, glob_error
 from vx.model import CacheConfig, EnvConfig, ExecConfig, PersistentConfig, ProjectConfig, TaskConfig
 
 MAX_RETRIES = 100  # a failing task retried without end never ends the run
@@ -368,7 +368,7 @@ def _interactive(value: Any, at: At) -> bool:
 
 def _sandbox(value: Any, at: At):
     """exec.sandbox (SB-01): validated in its own module, loaded only by configs that use it."""
-    from vx.config.sandbox import validate_sandbox
+    from vx.config.exec_sandbox import validate_sandbox
 
     return validate_sandbox(value, at)
 

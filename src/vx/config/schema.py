@@ -8,10 +8,10 @@ for a key another tool spells differently (section 2, WS-08).
 
 The two entry points are here; the parts live by what they own: `vx.config.fields` (the field
 path, kind checks and key levels every refusal goes through), `vx.config.project` (vx.config.json
-and its tasks), `vx.config.sandbox` (exec.sandbox) and `vx.config.workspace` (vx.workspace.json).
+and its tasks), `vx.config.exec_sandbox` (exec.sandbox) and `vx.config.workspace_file` (vx.workspace.json).
 """
 
 from vx.config.project import validate_project
-from vx.config.workspace import validate_workspace
+from vx.config.workspace_file import validate_workspace
 
 __all__ = ["validate_project", "validate_workspace"]

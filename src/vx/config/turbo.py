@@ -33,7 +33,7 @@ from vx.config import jsonc
 from vx.config.fields import At, Level, _keys, _kind, _object, _strings
 from vx.config.project import canonical, depends_on_problem, validate_project
 from vx.errors import ConfigError
-from vx.globs import glob_error
+from vx.files.globs import glob_error
 from vx.model import ROOT_PROJECT, Package, ProjectConfig, RemoteCacheConfig, TaskConfig
 
 FILE_NAMES = ("turbo.json", "turbo.jsonc")

@@ -13,7 +13,7 @@ from typing import Iterable, Sequence
 from vx import style
 from vx.model import CacheStatus, LogChunk, Status, TaskId, TaskResult
 from vx.style import Palette, format_duration, project_rgb, strip_ansi  # noqa: F401 (re-exported)
-from vx.verdicts import signal_name
+from vx.engine.verdicts import signal_name
 
 HITS = (CacheStatus.LOCAL, CacheStatus.REMOTE, CacheStatus.UP_TO_DATE)
 

@@ -7,12 +7,3 @@ grants), `probe` (which tools work here), `runner` (one task, end to end).
 
 Nothing here is imported unless a task declares `exec.sandbox` or `vx info` asks.
 """
-
-from __future__ import annotations
-
-
-def sandbox_status() -> str:
-    """Say what the sandbox can do on this machine, for `vx info`: `bwrap 0.8.0 (traced: strace 6.1)`."""
-    from vx.sandbox.probe import probe
-
-    return probe().status

@@ -22,7 +22,7 @@ from typing import Any, Iterable, Mapping
 from msgspec import Struct, field
 
 from vx.errors import ConfigError
-from vx.globs import GlobSet
+from vx.files.globs import GlobSet
 from vx.model import SandboxConfig
 
 CREDENTIAL_STORES = (
@@ -36,7 +36,7 @@ PROTECTED_NAMES = (".bashrc", ".bash_profile", ".zshrc", ".zprofile", ".profile"
 PROTECTED_GIT = (".git/hooks", ".git/config")
 # What decides how the next run plans, keys and sandboxes tasks: never writable, whatever a write
 # grant holds (a task that rewrote its own vx.config.json would run unsandboxed next time). The
-# lockfiles and install settings are vx.files.FINGERPRINT_FILES (not imported: plan-time cost).
+# lockfiles and install settings are vx.files.index.FINGERPRINT_FILES (not imported: plan-time cost).
 CONFIG_FILES = (
     "vx.config.json", "vx.config.jsonc", "vx.workspace.json", "package.json", "turbo.json", "turbo.jsonc",
     "pnpm-lock.yaml", "package-lock.json", "npm-shrinkwrap.json", "yarn.lock", "bun.lock", "bun.lockb",

@@ -130,3 +130,8 @@ def _namespace_hint(problem: str) -> str:
     if "proc" in problem:
         return "mounting /proc failed (a nested container?): run vx outside the container"
     return INSTALL_BWRAP
+
+
+def sandbox_status() -> str:
+    """Say what the sandbox can do on this machine, for `vx info`: `bwrap 0.8.0 (traced: strace 6.1)`."""
+    return probe().status

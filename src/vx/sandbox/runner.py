@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable, Mapping
 from msgspec import Struct
 from msgspec.structs import replace
 
-from vx import executor
+from vx.engine import executor
 from vx.model import LogChunk, ProcessResult, Violation
 from vx.sandbox import bridges, grants, mounts, ports, seccomp, trace
 from vx.sandbox.grants import Layout, SandboxSpec

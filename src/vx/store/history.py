@@ -1,5 +1,5 @@
 """The key history (OBS-06): each distinct key of a task is kept with the components it was
-folded from, so `vx why TASK` (`vx.history`) can name what changed between the last two.
+folded from, so `vx why TASK` (`vx.cli.why`) can name what changed between the last two.
 
 The components live beside the cache index, in a table of their own in `cache.db` (the store's
 schema gate leaves other tables alone): per task the last `KEEP` keys, each with its record —
@@ -107,13 +107,13 @@ def _encode(record: HashRecord) -> str:
 
 
 def _lockfile_parts(folded) -> dict[str, str]:
-    from vx.lockfile import why_parts
+    from vx.files.lockfile import why_parts
 
     return why_parts(folded)
 
 
 def _digest(value: str) -> str | None:
-    from vx.receipt import env_digest  # seeded per user: see there
+    from vx.fastpath.receipt import env_digest  # seeded per user: see there
 
     return env_digest(value)
 

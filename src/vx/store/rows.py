@@ -1,7 +1,7 @@
 """The index statements a warm run makes, shared by the store and the replay of a receipt.
 
 A fully cached run confirms its rows, touches them (LC-06) and records the stamps of what it
-restored (LC-07). `vx.store.local` does that for the pipeline; `vx.receipt` does it for a
+restored (LC-07). `vx.store.local` does that for the pipeline; `vx.fastpath.receipt` does it for a
 replayed run, which loads neither sqlite3's package nor the store. One text of each statement
 serves both. Stdlib only, no import at all: callers hand in their connection.
 """

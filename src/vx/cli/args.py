@@ -1,0 +1,86 @@
+"""One flag parser for every verb; each verb declares its flags in `vx.cli.main.VERBS`.
+
+A flag takes no value (FLAG), a value (VALUE: `--name v` or `--name=v`), a value only after `=`
+(OPTIONAL: `--dry` alone means the default), or a repeatable value (LIST). Aliases map to the
+flag they stand for (`-F` is `--filter`). An unknown flag is refused with the nearest known one.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from vx.errors import UsageError, did_you_mean
+
+FLAG, VALUE, OPTIONAL, LIST = "flag", "value", "optional", "list"
+Flags = Mapping[str, tuple[str, str]]  # `--name` -> (kind, attribute of Args)
+
+
+class Args:
+    """A parsed line: `names` (the positional words), `forward` (what followed `--`, for a verb
+    that forwards) and one attribute per flag: False / None / [] when it was not given. A plain
+    namespace, so that `vx --version` builds no record type."""
+
+    def __init__(self, flags: Flags) -> None:
+        self.names: list[str] = []
+        self.forward: list[str] = []
+        for kind, dest in flags.values():
+            setattr(self, dest, [] if kind == LIST else False if kind == FLAG else None)
+
+    def __getattr__(self, name: str) -> Any:  # only for the type checker: every dest is set above
+        raise AttributeError(name)
+
+    def __setattr__(self, name: str, value: Any) -> None:  # a verb may settle a flag (run-many: --all)
+        object.__setattr__(self, name, value)
+
+
+def parse(verb: str, tokens: Sequence[str], flags: Flags, aliases: Mapping[str, str] | None = None,
+          forwards: bool = False) -> Args:
+    """Parse the words after `vx <verb>`: optional values only after `=`, unknown flags refused.
+    With `forwards`, everything after `--` is kept as it is."""
+    out = Args(flags)
+    aliases = aliases or {}
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        i += 1
+        if tok == "--" and forwards:
+            out.forward = list(tokens[i:])
+            break
+        if not tok.startswith("-") or tok == "-":
+            out.names.append(tok)
+            continue
+        name, eq, value = tok.partition("=")
+        name = aliases.get(name, name)
+        if name not in flags:
+            near = did_you_mean(name, flags)
+            raise UsageError(f"unknown flag `{name}` for `vx {verb}`",
+                             hint=f"did you mean `{near}`?" if near else f"see `vx help {verb.split()[0]}`")
+        kind, dest = flags[name]
+        if kind == FLAG:
+            if eq:
+                raise UsageError(f"`{name}` takes no value", hint=f"write `{name}` alone")
+            setattr(out, dest, True)
+        elif kind == OPTIONAL:
+            setattr(out, dest, value if eq else "")
+        else:
+            if not eq:
+                if i >= len(tokens) or tokens[i].startswith("-"):
+                    raise UsageError(f"`{name}` needs a value", hint=f"write `{name} VALUE` or `{name}=VALUE`")
+                value = tokens[i]
+                i += 1
+            if value == "":
+                raise UsageError(f"`{name}` needs a value", hint=f"write `{name}=VALUE`")
+            if kind == LIST:
+                getattr(out, dest).append(value)
+            else:
+                setattr(out, dest, value)
+    return out
+
+
+def one_of(flag: str, value: str | None, choices: Sequence[str], default: str) -> str:
+    """A flag's value that must be one of `choices` (`--format text|json`), `default` when absent."""
+    if value is None:
+        return default
+    if value not in choices:
+        raise UsageError(f"{flag}: `{value}` is neither {' nor '.join(choices)}", hint=f"{flag} {choices[-1]}")
+    return value

@@ -1,0 +1,136 @@
+"""How long the local cache keeps what it holds (LC-16): the `vx cache prune` verb, and the
+workspace's `cacheRetention` applied when a run ends.
+
+The verb takes the workspace's run lock first (a run restoring an artifact must not see it
+vanish), opens the cache only if it exists, and prints what went — or, with `--dry-run`, what
+would — as text or JSON. At a run's end the policy costs one aggregate query unless something is
+due; the orphan sweep then runs at most hourly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Mapping
+
+from vx.cli.args import Args, one_of
+from vx.errors import UsageError, did_you_mean
+from vx.store.pruning import Pruned, Retention, parse_duration, parse_size, prune
+
+_OTHER_VERBS = {
+    "clean": "`vx cache prune --max-size 1B` empties it; or delete the cache dir",
+    "clear": "`vx cache prune --max-size 1B` empties it; or delete the cache dir",
+    "gc": "`vx cache prune` sweeps what no row accounts for",
+    "stats": "`vx info` shows the cache dir and its size",
+    "list": "`vx cache prune --dry-run --max-size 1B` lists every entry",
+    "size": "`vx info` shows the cache dir and its size",
+}
+
+
+def refuse_subcommand(word: str) -> UsageError:
+    """`vx cache <word>` for anything but `prune`: what to use instead."""
+    hint = _OTHER_VERBS.get(word) or (f"did you mean `vx cache {near}`?"
+                                      if (near := did_you_mean(word, ["prune"])) else "see `vx help cache`")
+    return UsageError(f"`vx cache {word}` is not a vx command; the subcommand is `prune`", hint=hint)
+
+
+def cache_verb(args: Args, env: Mapping[str, str], say) -> int:
+    """`vx cache prune` with its parsed flags."""
+    retention = Retention(_parsed("--older-than", args.older_than, parse_duration, "45s, 90m, 12h, 30d, 2w"),
+                          _parsed("--max-size", args.max_size, parse_size, "64KB, 500MB, 10G"))
+    fmt = one_of("--format", args.format, ("text", "json"), "text")
+    pruned = _prune_workspace(Path(os.getcwd()), retention, args.cache_dir, args.dry_run, env, say)
+    if pruned is None:
+        return 0
+    sys.stdout.write((_json(pruned) if fmt == "json" else _text(pruned)) + "\n")
+    return 0
+
+
+def _parsed(flag: str, value: str | None, parse, examples: str):
+    if value is None:
+        return None
+    parsed = parse(value)
+    if isinstance(parsed, str):
+        raise UsageError(f"{flag}: {parsed}", hint=f"write a number and a unit: {examples}")
+    return parsed
+
+
+def _prune_workspace(cwd: Path, retention: Retention, cache_flag: str | None, dry_run: bool, env: Mapping[str, str],
+                     say) -> Pruned | None:
+    from vx.config import loader as config
+    from vx.workspace import discover as workspace
+    from vx.store import location
+    from vx.runlock import RunLock
+
+    ws = workspace.discover(cwd)
+    cache_dir = location.cache_dir(cwd, cache_flag, ws, config.load_workspace(ws.root, env), env)
+    if not (cache_dir / "cache.db").exists():
+        say(f"vx: nothing to prune: no cache at {cache_dir}")
+        return None
+    lock = RunLock(lambda message: say(f"vx: {message}"))
+    lock.acquire(ws.root)
+    try:
+        from vx.store.local import LocalStore
+
+        with LocalStore(cache_dir, ws.root) as store:
+            return prune(store, retention, dry_run=dry_run)
+    finally:
+        lock.release()
+
+
+# ---------------------------------------------------------------- at a run's end
+
+
+# ---------------------------------------------------------------- output
+
+
+def _json(p: Pruned) -> str:
+    return json.dumps({
+        "dryRun": p.dry_run,
+        "evicted": [{"key": r.key, "taskId": r.task_id, "bytes": r.size_bytes, "accessedAt": r.accessed_at}
+                    for r in p.evicted],
+        "bytesFreed": p.bytes_freed, "orphans": p.orphans, "orphanBytes": p.orphan_bytes,
+        "phantoms": p.phantoms, "kept": p.kept, "keptBytes": p.kept_bytes,
+    }, indent=2)
+
+
+def _text(p: Pruned) -> str:
+    verb = "would prune" if p.dry_run else "pruned"
+    lines = []
+    if p.dry_run and p.evicted:
+        now = time.time()
+        width = max(len(r.task_id) for r in p.evicted)
+        lines += [f"  {r.task_id:<{width}}  {_bytes(r.size_bytes):>9}  unused {_age(now - r.accessed_at)}"
+                  for r in p.evicted]
+    head = f"{verb} {_count(len(p.evicted), 'entry', 'entries')} ({_bytes(p.bytes_freed)})"
+    parts = [head]
+    if p.orphans:
+        parts.append(f"{'would sweep' if p.dry_run else 'swept'} {_count(p.orphans, 'orphan', 'orphans')} "
+                     f"({_bytes(p.orphan_bytes)})")
+    if p.phantoms:
+        parts.append(f"{_count(p.phantoms, 'row', 'rows')} without an artifact {'to drop' if p.dry_run else 'dropped'}")
+    parts.append(f"kept {_count(p.kept, 'entry', 'entries')} ({_bytes(p.kept_bytes)})")
+    return "\n".join([*lines, " · ".join(parts)])
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def _bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def _age(seconds: float) -> str:
+    for unit, span in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= span:
+            return f"{seconds / span:.0f}{unit}"
+    return f"{max(seconds, 0):.0f}s"

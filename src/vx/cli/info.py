@@ -1,0 +1,104 @@
+"""`vx info`: what vx sees here — versions, workspace, cache, workers, sandbox (CLI-08).
+
+A doctor never fails on what it inspects: each row that cannot be read says why instead.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Callable, Mapping
+
+from vx import __version__
+
+Row = tuple[str, str]
+
+
+def info_rows(cwd: Path, env: Mapping[str, str]) -> list[Row]:
+    """Every row of `vx info`, in display order."""
+    rows: list[Row] = [("vx", __version__), ("python", platform.python_version()),
+                       ("git", _tool_version(["git", "--version"])), ("node", _tool_version(["node", "--version"]))]
+    rows += _guarded("workspace", lambda: _workspace_rows(cwd, env))
+    rows += _guarded("workers", lambda: [("workers", _workers())])
+    rows += _guarded("sandbox", lambda: [("sandbox", _sandbox())])
+    return rows
+
+
+def render(rows: list[Row]) -> str:
+    width = max(len(k) for k, _ in rows)
+    return "".join(f"{k:<{width}}  {v}\n" for k, v in rows)
+
+
+def _guarded(name: str, make: Callable[[], list[Row]]) -> list[Row]:
+    from vx.errors import VxError
+
+    try:
+        return make()
+    except VxError as exc:
+        return [(name, f"unavailable: {exc.message}")]
+    except OSError as exc:
+        return [(name, f"unavailable: {exc.strerror or exc}")]
+
+
+def _tool_version(argv: list[str]) -> str:
+    if shutil.which(argv[0]) is None:
+        return "not found"
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"unavailable: {exc}"
+    return out.removeprefix("git version ")
+
+
+def _workspace_rows(cwd: Path, env: Mapping[str, str]) -> list[Row]:
+    from vx.config import loader as config
+    from vx.workspace import discover as workspace
+    from vx.errors import VxError
+    from vx.store import location
+
+    ws = workspace.discover(cwd)
+    ws_config = config.load_workspace(ws.root, env)
+    rows: list[Row] = [("root", str(ws.root)), ("package manager", ws.manager)]
+    try:
+        configs = config.load_all(ws, env)
+        tasks = sum(len(c.tasks) for c in configs.values())
+        rows.append(("projects", f"{len(ws.packages)} ({tasks} tasks)"))
+    except VxError as exc:
+        rows.append(("projects", f"{len(ws.packages)} (config error: {exc.message})"))
+    cache_dir = location.cache_dir(cwd, None, ws, ws_config, env)
+    rows += [("cache dir", str(cache_dir)), ("cache", _cache_usage(cache_dir))]
+    return rows
+
+
+def _cache_usage(cache_dir: Path) -> str:
+    if not cache_dir.is_dir():
+        return "empty (not created yet)"
+    sizes = [p.stat().st_size for p in cache_dir.glob("*.tar.zst")]
+    return f"{len(sizes)} entries, {_human(sum(sizes))}"
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def _workers() -> str:
+    from vx.plan.environment import default_concurrency
+
+    cpus = os.cpu_count() or 1
+    workers = default_concurrency()
+    return f"{workers}" + ("" if workers == cpus else f" (cgroup quota; {cpus} CPUs)")
+
+
+def _sandbox() -> str:
+    try:
+        from vx.sandbox.probe import sandbox_status
+    except ImportError:
+        return "not built into this version"
+    return sandbox_status()

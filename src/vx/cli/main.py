@@ -1,0 +1,837 @@
+"""The command line: parse, dispatch, render refusals. The only place that exits.
+
+`vx --version` must stay fast, so this module imports nothing heavy at the top; each verb
+imports what it needs when it runs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn, Sequence
+
+if TYPE_CHECKING:
+    from vx.cli.args import Args
+    from vx.events import Notice
+
+from vx import __version__, witness
+from vx.fastpath import receipt
+from vx.errors import EXIT_OK, EXIT_TASK_FAILED, UsageError, VxError, did_you_mean
+
+HELP = """vx — a fast, correct task runner and build cache for JavaScript monorepos
+
+usage: vx <verb> [options]
+
+verbs:
+  run [OPTIONS] [TASK | PKG#TASK …] [-- ARGS]   run tasks and what they depend on
+  run-many -t TASK … [-p P,…] [--exclude P,…]  Nx's spelling of `vx run TASK … --all`
+  affected -t TASK … [--base REF]             Nx's spelling of `vx run TASK … --affected=REF`
+  watch [OPTIONS] TASK …                      run, then run again on every change that matters
+  init [--dry] [--force]                      a vx.config.json per package, from its scripts
+  info                                        what vx sees here: versions, workspace, cache, sandbox
+  show [PROJECT | PROJECT#TASK | TASK]        the configs as vx resolved them (--format json)
+  why PKG#TASK                                what changed between the task's last two keys
+  cache prune [--older-than D] [--max-size S] evict old and least recently used cache entries
+  completions bash|zsh|fish                   a completion script for the shell
+  help [VERB]                                 show help for vx or one verb
+  version                                     print the version (also --version)
+
+`vx help run` lists every flag of `vx run`.
+"""
+
+RUN_HELP = """usage: vx run [OPTIONS] [TASK | PKG#TASK …] [-- ARGS]
+
+Runs the named tasks (and everything they depend on) in the project that holds the current
+directory; from the workspace root, a task the root does not declare runs in every project
+that declares it. Arguments after `--` reach the requested tasks only, and are in their keys.
+
+selection:
+  --all                     every project that declares the task
+  --filter, -F SELECTOR     only these projects (repeatable): name, @scope/*, ./dir, ., //,
+                            tag:x, name... (and its dependencies), ...name (and dependents),
+                            name^... / ...^name (without itself), [ref] (changed since ref),
+                            !name (exclude)
+  --affected[=REF]          only tasks a change since REF reaches (its inputs, or its deps');
+                            REF defaults to affectedBase, origin/HEAD, main or master, HEAD~1
+options:
+  --concurrency N|N%        tasks run at once (default: CPUs, cgroup-aware)
+  --continue[=MODE]         never | deps-ok (default) | always (bare: always)
+  --force                   ignore cache hits, run everything, save the results
+  --no-cache                neither read nor write the cache
+  --cache SPEC              read/write per layer, e.g. local:rw,remote:r (`remote:` = off)
+  --cache-dir PATH          the cache directory (default: <root>/.vx/cache)
+  --timeout MS              default per-task timeout in milliseconds
+  --retry N                 default extra attempts for a failing task
+  --dry[=text|json]         print the plan with predicted cache status; run nothing
+  --graph[=FILE.dot]        the plan as Graphviz DOT, coloured by predicted status; run nothing
+  --output-logs MODE        full | new-only | errors-only | hash-only | none: which task
+                            output to show (default: by flow; failures are never silent)
+  --summarize[=PATH]        write the run summary JSON (default: <cache>/runs/<id>.json)
+  --report[=markdown]       a markdown table of the run on stdout (task, status, cache, time)
+  --report-file PATH        append that table to PATH, e.g. "$GITHUB_STEP_SUMMARY"
+  --profile[=FILE]          a Chrome trace of the run (default: profile.json): one span per task
+  --verify[=inputs]         run every task traced (no cache reads) and fail on files a
+                            cached task read undeclared or wrote outside its outputs
+  --framework-inference B   true (default) | false: whether a turbo.json task keys and passes
+                            its framework's variables (NEXT_PUBLIC_*, VITE_*, …), as turbo's flag
+Nx's spellings (an Nx workspace's `project:target[:configuration]` names work too):
+  -t, --targets T,…         the tasks to run         -p, --projects P,…   --filter each
+  --exclude P,…             --filter !P for each     -c, --configuration C  run each target's C
+  --base REF                --affected=REF           --head HEAD  (vx compares with the working tree)
+  --parallel N, --skip-nx-cache: --concurrency, --force
+
+turbo's spellings: --dry-run, --parallel=N; --remote-only, --env-mode, --log-prefix, --log-order,
+--only and --exclude-dependencies are refused with what to write instead.
+
+exit: 0 all tasks ok · 1 a task failed, was skipped or aborted · 2 usage or config error
+      130 / 143 / 129 interrupted by SIGINT / SIGTERM / SIGHUP
+"""
+
+INFO_HELP = """usage: vx info
+
+Prints what vx sees from here: its version, git and node, the workspace root, package manager,
+projects and tasks (or the config error), the cache dir and its size, workers, and the sandbox.
+"""
+
+CACHE_HELP = """usage: vx cache prune [--older-than DUR] [--max-size SIZE] [--dry-run] [--format text|json]
+                      [--cache-dir PATH]
+
+Evicts local cache entries not used for longer than DUR (30d, 12h, 90m, 45s, 2w), then the least
+recently used until the cache fits in SIZE (10G, 500MB, 64KB; K/M/G/T are powers of 1024), and
+sweeps artifacts and temp files no index row accounts for (an hour old) and rows whose artifact
+is gone. Waits for a `vx run` of the same workspace to finish first.
+
+  --dry-run        say what would go; remove nothing
+  --format json    print {dryRun, evicted, bytesFreed, orphans, orphanBytes, phantoms, kept, keptBytes}
+"""
+
+WATCH_HELP = """usage: vx watch [RUN OPTIONS] TASK [PKG#TASK …] [-- ARGS]
+
+Runs the tasks as `vx run` would, then again each time a file a run could read changes (judged
+by content: a save that changes nothing is no edit). Never a trigger: outputs, gitignored paths,
+node_modules, .git, .vx. A failing cycle or a broken config keeps watching. Ctrl-C stops
+(exit 0). VX_WATCH_POLL=1 polls every 250 ms instead of using the OS's file events.
+`--dry`, `--graph` and `--summarize` are refused.
+"""
+
+INIT_HELP = """usage: vx init [--dry] [--force] [--cache]
+
+Writes a vx.config.json beside each package.json, from its scripts: each script a task running
+it (npm's pre/post hooks folded in), `build` after its dependencies' builds, `test` and
+`typecheck` after the package's own build, and for each build the cache block to turn on, as a
+comment with the output directories its tooling suggests (`--cache`: written on). Long-running
+scripts (dev, start, serve, watch, preview, a watcher) become persistent tasks. A root script
+that runs one script in every member (`npm run build --workspaces`, `turbo run build`) is no
+task: in the root package.json it becomes `vx run build`. Existing configs are kept (`--force`
+replaces them); `--dry` prints what it would write. In a Turborepo repository vx already runs
+turbo.json unchanged, and in an Nx workspace nx.json and project.json, so `vx init` there
+needs `--force`.
+"""
+
+WHY_HELP = """usage: vx why PKG#TASK [--format=json]
+
+Names what changed between the task's last two keys: files (added, removed, edited), declared
+env variables, its declaration, its package.json, the workspace's lockfiles, arguments after
+`--`, and upstream tasks (each with the next `vx why` to ask). Reads the cache's history only.
+"""
+
+SHOW_HELP = """usage: vx show [PROJECT | PROJECT#TASK | TASK] [--format text|json]
+
+Prints the configs as vx resolved them — from vx.config files, configs written as code, or a
+Turborepo repository's turbo.json — each task as its key folds it. Without a name: one row per
+project with its workspace dependencies, tasks and config file. Nx's `vx show projects` and
+`vx show project NAME` work too (in an Nx workspace `vx show project NAME --json` prints the
+project as `nx show project NAME --json` does), and `vx ls` is `vx show` (turbo's `ls`).
+"""
+
+COMPLETIONS_HELP = """usage: vx completions bash|zsh|fish
+
+Prints a completion script for the shell: verbs and every flag each verb's help names.
+  bash: eval "$(vx completions bash)"      zsh: source <(vx completions zsh)
+  fish: vx completions fish | source
+"""
+
+NX_VERB_HELP = """usage: vx run-many -t TASK[,TASK…] [TASK…] [RUN OPTIONS]
+       vx affected -t TASK[,TASK…] [--base REF] [RUN OPTIONS]
+
+Nx's verbs: `run-many` is `vx run … --all`, `affected` is `vx run … --affected[=REF]` (REF from
+--base, else affectedBase, origin/HEAD, main or master, HEAD~1). `vx help run` lists the options.
+"""
+
+# Flags of `vx run` (and `vx watch`): name -> (kind, dest), kinds as in vx.cli.args: flag | value |
+# optional (a value only after `=`) | list (repeatable).
+RUN_FLAGS = {
+    "--all": ("flag", "all"),
+    "--filter": ("list", "filters"),
+    "--output-logs": ("value", "output_logs"),
+    "--affected": ("optional", "affected"),
+    "--concurrency": ("value", "concurrency"),
+    "--continue": ("optional", "continue_mode"),
+    "--force": ("flag", "force"),
+    "--no-cache": ("flag", "no_cache"),
+    "--cache": ("value", "cache"),
+    "--cache-dir": ("value", "cache_dir"),
+    "--timeout": ("value", "timeout"),
+    "--retry": ("value", "retry"),
+    "--dry": ("optional", "dry"),
+    "--graph": ("optional", "graph"),
+    "--summarize": ("optional", "summarize"),
+    "--report": ("optional", "report"),
+    "--profile": ("optional", "profile"),
+    "--report-file": ("value", "report_file"),
+    "--verify": ("optional", "verify"),
+    "--framework-inference": ("value", "framework_inference"),
+    # Nx's spellings (TL-04)
+    "--configuration": ("value", "configuration"),
+    "--exclude": ("list", "exclude"),
+    "--projects": ("list", "projects"),
+    "--targets": ("list", "targets"),
+    "--base": ("value", "base"),
+    "--head": ("value", "head"),
+}
+FLAG_ALIASES = {"--dry-run": "--dry", "--parallel": "--concurrency", "--skip-nx-cache": "--force", "-F": "--filter",
+                "-p": "--projects", "-c": "--configuration", "-t": "--targets", "--target": "--targets"}
+RUN_SHOWN = ("-F", "-t", "-p", "-c", "--parallel", "--skip-nx-cache", "--dry-run")  # the aliases RUN_HELP names
+WATCH_REFUSED = ("--dry", "--graph", "--summarize")  # run flags that make no sense on every change
+# Flags turbo and Nx users type that vx spells otherwise or does not have: what to write instead.
+FOREIGN_FLAGS = {
+    "--remote-only": "turbo's --remote-only is `--cache=local:,remote:rw` (no local layer)",
+    "--env-mode": "vx's environment is always strict: a task sees only the variables it declares "
+                  "(exec.env.passThrough, cache.inputs.env) and a few system ones",
+    "--log-prefix": "vx frames each task's output (`┌─ id`) and prefixes a server's lines (`id │`); "
+                    "`--output-logs` chooses whose output is shown",
+    "--log-order": "vx streams the one task you ask for and prints every other task's output whole, "
+                   "in one frame each; `--output-logs` chooses whose",
+    "--only": "not in vx: a task's dependsOn always runs first (cache hits cost next to nothing); "
+              "name the task and its dependencies are restored",
+    "--exclude-dependencies": "not in vx: a task's dependsOn always runs first (cache hits cost next to "
+                              "nothing); name the task and its dependencies are restored",
+    "--output-style": "`--output-logs` (full, new-only, errors-only, hash-only, none)",
+}
+CONTINUE_ALIASES = {"dependencies-successful": "deps-ok", "": "always"}
+FOREIGN_VERBS = {"build": "run build", "test": "run test", "lint": "run lint", "exec": "run", "graph": "run --dry"}
+_HELP_FLAG = {"--help": ("flag", "help")}  # for verbs that take -h/--help anywhere on the line
+_HELP_ALIAS = {"-h": "--help"}
+
+
+class Verb:
+    """One row of the verb table: its help text, its flags (and their aliases; `shown` are the
+    aliases its help names, which completions offer too), the flags it parses only to refuse,
+    and whether words after `--` are forwarded. `_VERB_RUNNERS` below runs it."""
+
+    __slots__ = ("help", "flags", "aliases", "shown", "refused", "forwards")
+
+    def __init__(self, help: str, flags: dict[str, tuple[str, str]] | None = None,
+                 aliases: dict[str, str] | None = None, shown: tuple[str, ...] = (),
+                 refused: tuple[str, ...] = (), forwards: bool = False):
+        self.help, self.flags, self.aliases = help, flags or {}, aliases or {}
+        self.shown, self.refused, self.forwards = shown, refused, forwards
+
+    def completions(self) -> list[str]:
+        """The flags a shell completes for this verb."""
+        return sorted({*self.flags, *self.shown, "--help"} - set(self.refused))
+
+
+VERBS = {
+    "run": Verb(RUN_HELP, RUN_FLAGS, FLAG_ALIASES, shown=RUN_SHOWN, forwards=True),
+    "run-many": Verb(NX_VERB_HELP, RUN_FLAGS, FLAG_ALIASES, shown=RUN_SHOWN, forwards=True),  # Nx's verbs (TL-04)
+    "affected": Verb(NX_VERB_HELP, RUN_FLAGS, FLAG_ALIASES, shown=RUN_SHOWN, forwards=True),
+    "watch": Verb(WATCH_HELP, RUN_FLAGS, FLAG_ALIASES, shown=RUN_SHOWN, refused=WATCH_REFUSED, forwards=True),
+    "init": Verb(INIT_HELP, {"--dry": ("flag", "dry"), "--force": ("flag", "force"), "--cache": ("flag", "cache"),
+                             **_HELP_FLAG}, _HELP_ALIAS),
+    "info": Verb(INFO_HELP),
+    "show": Verb(SHOW_HELP, {"--format": ("value", "format"), "--json": ("flag", "json"), **_HELP_FLAG}, _HELP_ALIAS),
+    "ls": Verb(SHOW_HELP, {"--format": ("value", "format"), "--json": ("flag", "json"), **_HELP_FLAG},
+               _HELP_ALIAS),  # turbo's name for the listing
+    "why": Verb(WHY_HELP, {"--format": ("value", "format"), **_HELP_FLAG}, _HELP_ALIAS),
+    "cache": Verb(CACHE_HELP, {"--older-than": ("value", "older_than"), "--max-size": ("value", "max_size"),
+                               "--dry-run": ("flag", "dry_run"), "--format": ("value", "format"),
+                               "--cache-dir": ("value", "cache_dir"), **_HELP_FLAG}, _HELP_ALIAS),
+    "completions": Verb(COMPLETIONS_HELP),
+    "help": Verb("usage: vx help [VERB]\n"),
+    "version": Verb("usage: vx version\n"),
+}
+VERB_HELP = {name: verb.help for name, verb in VERBS.items()}
+
+
+def entry() -> NoReturn:
+    """The `vx` command: run `main`, flush, and leave without the interpreter's teardown.
+
+    Everything a run opens is closed before `main` returns — the store (uploads drained), the
+    run lock, the sandbox session, every pool and child — so all the interpreter has left to do
+    at exit is free memory object by object: ~20 ms of CPU after a warm run, a fifth of a
+    10-package one. `main` itself still returns normally for callers in-process."""
+    code = main()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (BrokenPipeError, ValueError):  # the reader went away, or the stream is closed
+            pass
+    os._exit(code)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args in (["--version"], ["version"]):
+        print(f"vx {__version__}")
+        return EXIT_OK
+    try:
+        return _dispatch(args)
+    except VxError as exc:
+        _say(exc.render())
+        return exc.code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as exc:  # an uncaught exception is a bug: say so, and where
+        return _internal_error(exc)
+
+
+def _dispatch(args: list[str]) -> int:
+    if not args or args[0] in ("-h", "--help"):
+        print(HELP, end="")
+        return EXIT_OK if args else EXIT_TASK_FAILED
+    name, rest = args[0], args[1:]
+    verb = VERBS.get(name)
+    if verb is None:
+        raise _unknown_verb(name)
+    if rest[:1] in (["-h"], ["--help"]):
+        print(verb.help, end="")
+        return EXIT_OK
+    if name == "help":
+        return _help(rest)
+    if name == "completions":
+        return _verb_completions(rest)
+    if name == "cache":
+        return _verb_cache(rest)
+    from vx.cli.args import parse
+
+    tokens = rest
+    if verb.flags is RUN_FLAGS:
+        tokens = _nx_parallel(rest)
+        for tok in tokens[: tokens.index("--")] if "--" in tokens else tokens:
+            if tok.partition("=")[0] in FOREIGN_FLAGS:  # turbo's or Nx's: say what vx writes instead
+                raise UsageError(f"unknown flag `{tok.partition('=')[0]}` for `vx run`",
+                                 hint=FOREIGN_FLAGS[tok.partition("=")[0]])
+    parsed = parse(name, tokens, verb.flags, verb.aliases, verb.forwards)
+    if getattr(parsed, "help", False):
+        print(verb.help, end="")
+        return EXIT_OK
+    for flag in verb.refused:
+        if getattr(parsed, verb.flags[flag][1]) is not None:
+            raise UsageError(f"`{flag}` cannot be used with `vx {name}`", hint="watch runs the tasks on every change")
+    return _VERB_RUNNERS[name](parsed, rest, args)
+
+
+def _no_arguments(name: str, parsed) -> None:
+    if parsed.names:
+        raise UsageError(f"`vx {name}` takes no arguments, got `{parsed.names[0]}`", hint=f"see `vx help {name}`")
+
+
+def _verb_run(parsed, rest: list[str], argv: list[str]) -> int:
+    return _run(parsed, argv)
+
+
+def _verb_run_many(parsed, rest: list[str], argv: list[str]) -> int:
+    parsed.all = True  # Nx's `run-many`: `vx run … --all`
+    return _run(parsed, argv)
+
+
+def _verb_affected(parsed, rest: list[str], argv: list[str]) -> int:
+    if parsed.affected is None:  # Nx's `affected`: `vx run … --affected`
+        parsed.affected = ""
+    return _run(parsed, argv)
+
+
+def _verb_watch(parsed, rest: list[str], argv: list[str]) -> int:
+    from vx.cli.watch import watch_verb
+
+    return watch_verb(rest, parsed, os.environ, _say)
+
+
+def _verb_info(parsed, rest: list[str], argv: list[str]) -> int:
+    from vx.cli.info import info_rows, render
+
+    _no_arguments("info", parsed)
+    print(render(info_rows(Path(os.getcwd()), os.environ)), end="")
+    return EXIT_OK
+
+
+def _verb_init(parsed, rest: list[str], argv: list[str]) -> int:
+    from vx.cli.init import init_verb
+
+    _no_arguments("init", parsed)
+    return init_verb(parsed, _say)
+
+
+def _verb_why(parsed, rest: list[str], argv: list[str]) -> int:
+    from vx.cli.why import why_verb
+
+    return why_verb(parsed, os.environ)
+
+
+def _verb_show(parsed, rest: list[str], argv: list[str]) -> int:
+    from vx.cli.show import show_verb
+
+    return show_verb(parsed, os.environ)
+
+
+def _verb_cache(rest: list[str]) -> int:
+    """`vx cache prune …`: the subcommand is a word of its own, then the flags."""
+    from vx.cli.args import parse
+    from vx.cli.cache import cache_verb, refuse_subcommand
+
+    verb = VERBS["cache"]
+    if not rest:
+        print(verb.help, end="")
+        return EXIT_OK
+    if rest[0] != "prune":
+        raise refuse_subcommand(rest[0])
+    parsed = parse("cache prune", rest[1:], verb.flags, verb.aliases)
+    if parsed.help:
+        print(verb.help, end="")
+        return EXIT_OK
+    _no_arguments("cache prune", parsed)
+    return cache_verb(parsed, os.environ, _say)
+
+
+def _verb_completions(rest: list[str]) -> int:
+    from vx.cli.completions import script
+
+    if len(rest) != 1:
+        print(VERBS["completions"].help, end="")
+        return EXIT_OK if rest else 2
+    flags = {name: verb.completions() for name, verb in VERBS.items()}
+    print(script(rest[0], flags), end="")
+    return EXIT_OK
+
+
+_VERB_RUNNERS = {"run": _verb_run, "run-many": _verb_run_many, "affected": _verb_affected, "watch": _verb_watch, "info": _verb_info, "init": _verb_init,
+                 "why": _verb_why, "show": _verb_show, "ls": _verb_show}
+
+
+def _help(rest: list[str]) -> int:
+    if not rest:
+        print(HELP, end="")
+        return EXIT_OK
+    verb = "show" if rest[0] == "ls" else rest[0]
+    if verb not in VERB_HELP:
+        raise _unknown_verb(verb)
+    print(VERB_HELP[verb], end="")
+    return EXIT_OK
+
+
+def _unknown_verb(verb: str) -> UsageError:
+    if verb in FOREIGN_VERBS:
+        return UsageError(f"`{verb}` is not a vx verb", hint=f"try `vx {FOREIGN_VERBS[verb]}`")
+    if "#" in verb:
+        return UsageError(f"`{verb}` is not a vx verb", hint=f"try `vx run {verb}`")
+    if verb == "prune":  # turbo's; not `vx run`, the nearest spelling
+        return UsageError("`vx prune` is not in vx yet",
+                          hint="for a Docker image, `npx turbo prune <package> --docker` writes out/json and "
+                               "out/full; vx runs in the pruned workspace as it is")
+    near = did_you_mean(verb, VERB_HELP)
+    return UsageError(f"unknown verb `{verb}`", hint=f"did you mean `vx {near}`?" if near else "see `vx help`")
+
+
+# ---------------------------------------------------------------- parsing
+
+
+def _nx_flags(args: Args) -> None:
+    """Nx's flags in vx's terms: `-t a,b` names tasks, `-p a,b` and `--exclude a,b` filter projects,
+    `--base` is the ref `--affected` compares with."""
+    for value in args.targets:
+        args.names += [t for t in value.split(",") if t]
+    for value in args.projects:
+        args.filters += [p for p in value.split(",") if p]
+    for value in args.exclude:
+        args.filters += [f"!{p}" for p in value.split(",") if p]
+    if args.head is not None and args.head != "HEAD":
+        raise UsageError(f"`--head={args.head}`: vx compares the base with the working tree",
+                         hint=f"check out {args.head} first, then `vx affected --base=<ref>`")
+    if args.base is not None:
+        if args.affected not in (None, ""):
+            raise UsageError("both `--base` and `--affected=REF`", hint="keep one")
+        args.affected = args.base
+
+
+def _next_is_number(tokens: Sequence[str], i: int) -> bool:
+    return i + 1 < len(tokens) and tokens[i + 1].isdigit()
+
+
+def _nx_parallel(tokens: Sequence[str]) -> list[str]:
+    """Nx's `--parallel`: `--parallel=false` runs one at a time, bare or `=true` is the default;
+    with a number it is `--concurrency` (an alias)."""
+    out: list[str] = []
+    for i, tok in enumerate(tokens):
+        if tok == "--":
+            return out + list(tokens[i:])
+        name, eq, value = tok.partition("=")
+        if name == "--parallel" and (value in ("true", "false") or not eq and not _next_is_number(tokens, i)):
+            if value == "false":
+                out.append("--concurrency=1")
+            continue
+        out.append(tok)
+    return out
+
+
+def _no_task_named() -> UsageError:
+    """Refuse a bare `vx run`, listing the tasks there are to run from here (CLI-02, off a TTY)."""
+    from vx.config import loader as config
+    from vx.workspace import discover as workspace
+    from vx.plan.tasks import package_of
+
+    hint = "e.g. `vx run build`; `vx run build --all` for every project"
+    try:
+        ws = workspace.discover(Path(os.getcwd()))
+        configs = config.load_all(ws)
+    except VxError:
+        return UsageError("name a task to run", hint=hint)
+    here = package_of(ws, Path(os.getcwd()))
+    tasks = sorted(configs[here].tasks) or sorted({t for c in configs.values() for t in c.tasks})
+    if not tasks:
+        return UsageError("name a task to run; no project here declares any task",
+                          hint="add tasks to a vx.config.json (see docs/config.md)")
+    shown = ", ".join(tasks[:20]) + (", …" if len(tasks) > 20 else "")
+    return UsageError("name a task to run", facts=(f"tasks: {shown}",), hint=f"e.g. `vx run {tasks[0]}`")
+
+
+def _framework_inference(text: str | None) -> bool:
+    """`--framework-inference true|false`, turbo's flag: whether a turbo.json task keys and passes
+    its framework's variables (`NEXT_PUBLIC_*`, …). On unless turned off."""
+    if text is None or text.lower() == "true":
+        return True
+    if text.lower() == "false":
+        return False
+    raise UsageError(f"`--framework-inference` takes true or false, got `{text}`",
+                     hint="e.g. `--framework-inference=false`")
+
+
+def _plain_int(flag: str, text: str | None) -> int | None:
+    if text is None:
+        return None
+    if not text.isascii() or not text.isdigit() or len(text) > 15:
+        raise UsageError(f"`{flag}` must be a plain decimal number, got `{text}`", hint=f"e.g. `{flag} 3`")
+    return int(text)
+
+
+def _continue_mode(text: str | None) -> str:
+    if text is None:
+        return "deps-ok"  # the scheduler (and asyncio) load only to check a given mode
+    from vx.engine.scheduler import CONTINUE_MODES
+
+    mode = CONTINUE_ALIASES.get(text, text)
+    if mode not in CONTINUE_MODES:
+        near = did_you_mean(text, CONTINUE_MODES)
+        raise UsageError(f"`--continue={text}` is not a mode",
+                         hint=f"did you mean `--continue={near}`?" if near else "use never, deps-ok or always")
+    return mode
+
+
+def _dry_format(text: str | None) -> str | None:
+    if text is None:
+        return None
+    if text.startswith("graph="):  # --graph[=path], set above
+        return text
+    if text in ("", "text"):
+        return "text"
+    if text == "json":
+        return "json"
+    raise UsageError(f"`--dry={text}` is not a format", hint="use `--dry`, `--dry=text` or `--dry=json`")
+
+
+# ---------------------------------------------------------------- run
+
+
+def _run(args: Args, argv: list[str]) -> int:
+    import time
+
+    from vx.pipeline import RunRequest
+
+    timer_start = time.perf_counter()
+    _nx_flags(args)
+    if not args.names:
+        raise _no_task_named()
+    timeout = _plain_int("--timeout", args.timeout)
+    if timeout is not None and not 1 <= timeout <= 2**31 - 1:
+        raise UsageError(f"`--timeout` must be between 1 and {2**31 - 1} ms, got {timeout}")
+    dry: str | None = args.dry  # --graph plans as a dry run that draws
+    if args.dry is not None and args.summarize is not None:
+        raise UsageError("`--summarize` cannot be combined with `--dry`", hint="a dry run executes nothing to summarise")
+    if args.report not in (None, "", "markdown"):
+        raise UsageError(f"`--report={args.report}` is not a format", hint="--report (or --report=markdown)")
+    if (args.report is not None or args.report_file is not None or args.profile is not None) and \
+            (args.dry is not None or args.graph is not None):
+        raise UsageError("`--report` and `--profile` cannot be combined with `--dry` or `--graph`",
+                         hint="a plan runs nothing to report")
+    if args.graph is not None:
+        if args.summarize is not None or args.dry is not None:
+            raise UsageError("`--graph` cannot be combined with `--dry` or `--summarize`",
+                             hint="`--graph` plans and draws; nothing runs")
+        from vx.report.dry import graph_target
+
+        dry = "graph=" + graph_target(args.graph)
+    verify = _verify_mode(args.verify, dry)
+    if args.filters:
+        from vx.plan.filters import parse
+
+        for text in args.filters:
+            parse(text)  # a malformed filter is refused before anything is read
+    req = RunRequest(
+        cwd=Path(os.getcwd()), names=tuple(args.names), all=args.all, filters=tuple(args.filters),
+        affected=_affected_ref(args.affected),
+        forward_args=tuple(args.forward),
+        concurrency=args.concurrency, continue_mode=_continue_mode(args.continue_mode), no_cache=args.no_cache,
+        force=args.force, cache_dir=args.cache_dir, timeout_ms=timeout, retries=_plain_int("--retry", args.retry),
+        cache_spec=args.cache, dry=dry is not None, verify=verify,
+        framework_inference=_framework_inference(args.framework_inference),
+        configuration=args.configuration,
+        fast_paths=os.environ.get("VX_FASTPATH", "") not in ("0", "false", "no", "off"))
+    report = (args.report is not None, args.report_file)
+    profile = (args.profile or "profile.json") if args.profile is not None else None
+    return _run_request(req, _dry_format(dry), args.summarize, timer_start, argv, _output_logs(args.output_logs),
+                        report, profile)
+
+
+def _affected_ref(value: str | None) -> str | None:
+    """`--affected` ("" : the default base) or `--affected=<ref>`, checked before anything is read."""
+    if value:
+        from vx.files.git import check_ref
+
+        check_ref(value)
+    return value
+
+
+def _run_request(req, dry: str | None, summarize: str | None, timer_start: float, argv: list[str],
+                 output_logs: str | None = None, report: tuple[bool, str | None] = (False, None),
+                 profile: str | None = None) -> int:
+    import time
+
+    from vx import pipeline as run
+    from vx.runlock import RunLock
+    from vx.stages import Stages
+
+    stages = Stages(os.environ.get("VX_TIMING", "") not in ("", "0"), timer_start)
+    env = witness.ReadEnv(os.environ)
+    if dry is not None:
+        return _dry(run.prepare(req, env, stages), dry)
+    receipted = summarize is None and profile is None and not any(report) and not req.verify and receipt.enabled(env)
+    started_ns = time.time_ns()
+    if receipted:
+        witness.watch()
+    if env.get("VX_KILL_GRACE_MS"):  # unset is the default; the executor (and asyncio) load only to check a value
+        from vx.engine.executor import kill_grace_ms
+
+        kill_grace_ms(env)  # a bad VX_KILL_GRACE_MS is refused before anything runs
+    tracer = _input_tracer(env) if req.verify else None
+    reporter, summary = None, None
+    noticed: list[Notice] = []
+    lock = RunLock(lambda msg: _say(f"vx: {msg}"))
+    try:
+        prep = run.prepare(req, env, stages, lock=lock)
+        flow = _flow(prep.broad, env, output_logs)
+        reporter = _reporter(flow, env)
+        profiler = _profiler() if profile is not None else None
+        emit = _noting(reporter, noticed)
+        summary = run.execute(prep, req, profiler.wrap(emit) if profiler else emit, stages,
+                              launch_for=tracer.launch if tracer else None, observe=tracer.observe if tracer else None,
+                              on_graph_end=lock.release)  # kept servers write no cache: another run may start
+        if receipted:
+            with stages("receipt"):
+                _keep_receipt(argv, req, prep, summary, env, started_ns, flow == "broad" and not noticed)
+    finally:
+        if receipted:
+            witness.taken()
+        lock.release()
+        if reporter is not None:
+            reporter.close()  # erase a live status region even on an exception
+        if tracer is not None and summary is None:
+            tracer.close()
+    if summarize is not None:
+        _write_summary(summary, prep, summarize)
+    if any(report):
+        _report(summary, report[1])
+    if profiler is not None and profile is not None:
+        profiler.write(summary, Path(profile))
+        _say(f"vx: profile written to {profile} (open it in chrome://tracing or ui.perfetto.dev)")
+    code = summary.exit_code if tracer is None else _verify_report(tracer, prep, summary)
+    stages.print(sys.stderr)
+    return code
+
+
+def _verify_mode(text: str | None, dry: str | None) -> str | None:
+    if text is None:
+        return None  # vx.engine.verify pulls in the executor and asyncio: not on a plain run's path
+    from vx.engine.verify import parse_mode
+
+    mode = parse_mode(text)
+    if mode is not None and dry is not None:
+        raise UsageError("`--verify` cannot be combined with `--dry`", hint="verifying means running the tasks")
+    return mode
+
+
+def _input_tracer(env: dict[str, str]):
+    from vx.engine.verify import InputTracer, find_strace
+
+    return InputTracer(find_strace(env))
+
+
+def _verify_report(tracer, prep, summary) -> int:
+    """Print --verify's findings to stdout; exit 1 for an undeclared input (a failed run wins)."""
+    from vx.engine.verify import check, render
+
+    try:
+        if summary.interrupted:
+            return summary.exit_code
+        report = check(prep.ws.root, prep.graph, prep.plans, prep.index, tracer, packages=prep.ws.packages,
+                       configs=prep.configs)
+    finally:
+        tracer.close()
+    try:
+        print("\n".join(render(report)), flush=True)
+    except BrokenPipeError:
+        pass
+    return summary.exit_code or report.exit_code
+
+
+def _flow(broad: bool, env: dict[str, str], output_logs: str | None = None) -> str:
+    if output_logs is not None:
+        return output_logs
+    ci = env.get("CI", "").lower() not in ("", "0", "false")
+    return "ci" if ci else ("broad" if broad else "focused")
+
+
+def _output_logs(value: str | None) -> str | None:
+    """`--output-logs`, turbo's values (CLI-33); checked before anything runs."""
+    if value is None:
+        return None
+    from vx.report.plain import OUTPUT_LOGS
+
+    if value in OUTPUT_LOGS:
+        return value
+    near = did_you_mean(value, OUTPUT_LOGS)
+    raise UsageError(f"`--output-logs={value}` is not a choice ({', '.join(OUTPUT_LOGS)})",
+                     hint=f"did you mean `{near}`?" if near else "`errors-only` shows only what failed")
+
+
+def _profiler():
+    from vx.report.profile import Profiler
+
+    return Profiler()
+
+
+def _noting(reporter, noticed: list):
+    """The reporter, noting whether any Notice went by (a run with one has no receipt)."""
+    from vx.events import Notice
+
+    def emit(event) -> None:
+        if isinstance(event, Notice):
+            noticed.append(event)
+        reporter(event)
+
+    return emit
+
+
+def _keep_receipt(argv, req, prep, summary, env, started_ns: int, silent: bool) -> None:
+    """Write this run's receipt when it qualifies (docs/optimizations.md #18), else drop any old one."""
+    from vx.pipeline import receipt_tasks
+
+    noted = witness.taken()
+    tasks = receipt_tasks(prep, summary, started_ns) if silent else None
+    cwd, root = str(req.cwd), str(prep.ws.root)
+    if tasks is None or not receipt.write(argv=argv, cwd=cwd, root=root, cache_dir=str(prep.cache_dir),
+                                          started_ns=started_ns, env=env, noted=noted,
+                                          vouched=prep.index.vouched, tasks=tasks,
+                                          toplevel=str(prep.index.toplevel) if prep.index.toplevel else None):
+        receipt.forget(root, cwd, argv)
+
+
+def _reporter(flow: str, env: dict[str, str]):
+    from vx.style import color_enabled
+    from vx.report.reporters import make_reporter
+
+    ci = flow == "ci"
+    color = color_enabled(env, sys.stderr)
+    live = sys.stderr.isatty() and not ci
+    github = env.get("GITHUB_ACTIONS") == "true" and not live
+    return make_reporter(flow=flow, color=color, live=live, version=__version__, out=sys.stdout, err=sys.stderr,
+                         github=github)
+
+
+def _dry(prep, fmt: str) -> int:
+    from vx.report.dry import graph_dot
+    from vx.report.dry import render_dry
+    from vx.pipeline import dry_plan
+
+    if fmt.startswith("graph="):
+        _write_graph(graph_dot(dry_plan(prep)), fmt[len("graph="):])
+    else:
+        render_dry(dry_plan(prep), fmt, sys.stdout)
+    if prep.store is not None:
+        prep.store.close()
+    notes = list(prep.notices)
+    for message, level in notes + (prep.remote.messages() if prep.remote is not None else []):
+        _say(f"vx: warning: {message}" if level == "warning" else f"vx: {message}")
+    return EXIT_OK
+
+
+def _report(summary, target: str | None) -> None:
+    """`--report` (markdown on stdout) or `--report-file` (appended, e.g. $GITHUB_STEP_SUMMARY)."""
+    from vx.report.summary import append_report
+    from vx.report.summary import markdown
+
+    text = markdown(summary, summary.interrupted)
+    if target:
+        append_report(text, Path(target))
+    else:
+        sys.stdout.write(text)
+
+
+def _write_graph(dot: str, target: str) -> None:
+    """DOT on stdout, or into the file named (CLI-37, CLI-60)."""
+    if not target:
+        sys.stdout.write(dot)
+        return
+    try:
+        Path(target).write_text(dot)
+    except OSError as exc:
+        from vx.errors import EnvironmentFailure
+
+        raise EnvironmentFailure(f"cannot write the graph: {exc.strerror or exc}", facts=(f"path: {target}",),
+                                 hint="name a file in a writable directory") from None
+    _say(f"vx: graph written to {target}")
+
+
+def _write_summary(summary, prep, target: str) -> None:
+    from vx.report.summary import write_summary
+
+    if target:
+        path = Path(target)
+    else:
+        path = Path(prep.cache_dir) / "runs" / f"{summary.run_id}.json"
+    write_summary(summary, path)
+    _say(f"vx: summary written to {path}")
+
+
+# ---------------------------------------------------------------- output
+
+
+def _say(text: str) -> None:
+    try:
+        print(text, file=sys.stderr)
+    except BrokenPipeError:
+        pass
+
+
+def _internal_error(exc: BaseException) -> int:
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
+    _say(f"vx: internal error: {type(exc).__name__}: {exc}{where}")
+    _say("this is a bug in vx; set VX_DEBUG=1 for the full traceback and please report it")
+    if os.environ.get("VX_DEBUG"):
+        traceback.print_exception(exc)
+    return EXIT_TASK_FAILED

@@ -1,0 +1,334 @@
+"""`vx watch TASK… [run flags]` (CLI-03, CLI-70..CLI-73): run, then run again each time a file a
+run could read changes.
+
+Each cycle is a plain `vx run` with the same arguments, in a child process: it reads the
+workspace afresh (a broken config fails that cycle and watching goes on), and a cycle where
+nothing that matters changed is replayed from its receipt in milliseconds. The watcher
+(`watchfiles`: inotify, or polling with `VX_WATCH_POLL=1`) looks at the whole workspace and
+judges each event by content, not by the event: a path whose bytes and mode are what they were
+when last judged is no edit, and an edit inside a project the run's graph does not hold is none
+either (CLI-70; `--affected` watches every project); a path reported through a link (`node_modules/<package>/…`) is the
+file it links to. Never a trigger: `.git`, `node_modules`, `.vx`, the tasks' declared
+outputs, gitignored paths (one `git check-ignore` per batch), `*~` and `*.tsbuildinfo`. Writes
+that land during a cycle are judged after it; a file written during a cycle that started the next
+one, and written again during that one, is a task rewriting its own input: said once, and no
+longer a trigger. A probe file proves the watcher delivers before
+"watching" is printed. Ctrl-C tears the cycle down, prints "vx watch: stopped" and exits 0.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Iterable, Mapping
+
+import xxhash
+
+from vx.errors import UsageError
+from vx.files.globs import GlobSet
+
+PROBE = os.path.join(".vx", "watch-probe")
+_NEVER = ("node_modules", ".git", ".vx")
+_NEVER_SUFFIXES = ("~", ".tsbuildinfo")
+DEBOUNCE_MS = 150
+POLL_MS = 250
+
+
+def watch_verb(rest: list[str], parsed, env: Mapping[str, str], say) -> int:
+    """`parsed` is the `vx run` parse of `rest` (the same flags, less those vx.cli.main refuses)."""
+    if not parsed.names:
+        raise UsageError("name the tasks to watch", hint="e.g. `vx watch build`")
+    try:
+        import watchfiles
+    except ImportError:
+        raise UsageError("`vx watch` needs the watchfiles package, which is not installed",
+                         hint="pip install 'vx[watch]' (or pip install watchfiles)") from None
+
+    from vx.workspace import discover as workspace
+
+    root = workspace.discover(Path(os.getcwd())).root
+    judge = Judge(root, env, parsed)
+    if judge.servers:
+        raise UsageError(f"`vx watch` cannot run {judge.servers[0]} again on each edit: it is persistent "
+                         "(exec.persistent) and never ends",
+                         hint="`vx run` it: it serves until Ctrl-C, and a dev server watches its own files")
+    cycles = Cycles([sys.executable, "-m", "vx", "run", *rest])
+    stop = threading.Event()
+
+    def terminate(*_) -> None:  # a supervisor's stop: end the cycle's run too, then leave
+        stop.set()
+        cycles.forward(signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, terminate)
+    try:
+        changes = watchfiles.watch(root, watch_filter=None, debounce=DEBOUNCE_MS, step=50, stop_event=stop,
+                                   force_polling=env.get("VX_WATCH_POLL") == "1" or None, poll_delay_ms=POLL_MS,
+                                   yield_on_timeout=True, rust_timeout=1000, raise_interrupt=True)
+        _await_probe(root, changes, say)  # armed before the first cycle: its edits are judged after it
+        judge.arm()
+        previous, window = (0, 0), _timed(cycles)
+        say(f"vx watch: watching {root} (Ctrl-C to stop)")
+        for batch in changes:
+            edited = judge.edits(path for _change, path in batch)
+            edited = [rel for rel in edited if not judge.rewritten(rel, window, previous, say)]
+            if edited and not stop.is_set():
+                say(f"vx watch: {_shown(edited, root)} changed")
+                previous, window = window, _timed(cycles)
+                judge.refresh()
+    except KeyboardInterrupt:
+        pass
+    say("vx watch: stopped")
+    return 0
+
+
+def _timed(cycles: Cycles) -> tuple[int, int]:
+    """Run one cycle; the wall-clock window it ran in, in ns (the unit of st_mtime_ns), closed
+    before its process is reaped: a write made once it is gone is never taken for its own."""
+    started = time.time_ns()
+    cycles.run()
+    return started, cycles.ended_ns
+
+
+class Cycles:
+    """Each cycle one `vx run`, in a child. Ctrl-C reaches it through the terminal's process
+    group: wait while it tears its tasks down (never kill it from under them), then stop."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.argv = argv
+        self.child: subprocess.Popen | None = None
+        self.ended_ns = 0  # when the last cycle's process exited (before it was reaped)
+
+    def run(self) -> int:
+        self.child = subprocess.Popen(self.argv)
+        try:
+            os.waitid(os.P_PID, self.child.pid, os.WEXITED | os.WNOWAIT)  # exited, still a zombie
+            self.ended_ns = time.time_ns()
+            return self.child.wait()
+        except KeyboardInterrupt:
+            try:
+                self.child.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.child.terminate()
+                self.child.wait()
+            raise
+        finally:
+            self.child = None
+
+    def forward(self, sig: int) -> None:
+        child = self.child
+        if child is not None and child.poll() is None:
+            child.send_signal(sig)
+
+
+def _await_probe(root: Path, changes, say) -> None:
+    """Write the probe until the watcher reports it: only then is every later edit seen."""
+    probe = root / PROBE
+    probe.parent.mkdir(exist_ok=True)
+    done = threading.Event()
+
+    def poke() -> None:
+        n = 0
+        while not done.is_set():
+            probe.write_text(str(n))
+            n += 1
+            done.wait(0.2)
+
+    threading.Thread(target=poke, daemon=True).start()
+    started = time.monotonic()
+    try:
+        for batch in changes:
+            if any(os.path.abspath(path) == str(probe) for _change, path in batch):
+                break
+            if time.monotonic() - started > 10:
+                say("vx watch: warning: the file watcher reports nothing; set VX_WATCH_POLL=1 to poll instead")
+                break
+    finally:
+        done.set()
+
+
+class Judge:
+    """Decides whether a reported path is an edit a run could see (CLI-71)."""
+
+    def __init__(self, root: Path, env: Mapping[str, str], parsed=None) -> None:
+        self.root = str(root)
+        self.env = env
+        self.parsed = parsed  # the run's selection: edits in projects it cannot reach are no trigger
+        self.packages: dict[str, str] = {}  # project dir -> package name
+        self.reach: frozenset[str] | None = None  # project dirs in the run's graph; None: every one
+        self.servers: list[str] = []  # persistent tasks in the run's graph: a cycle would never end
+        self.states: dict[str, tuple[int, str] | None] = {}
+        self.armed_ns = time.time_ns()
+        self.outputs: dict[str, GlobSet] = {}
+        self.prefix = _git_prefix(self.root)  # the workspace inside its repository ("" at the top)
+        self.mtimes: dict[str, int] = {}  # st_mtime_ns of each path as last judged
+        self.by_run: dict[str, tuple[int, int]] = {}  # path -> the window of the cycle that last wrote it
+        self.looping: set[str] = set()  # paths every run rewrites: no longer triggers
+        self.refresh()
+
+    def arm(self) -> None:
+        self.armed_ns = time.time_ns()
+
+    def refresh(self) -> None:
+        """Re-read the declared outputs (a cycle may have changed a config); keep the last on error."""
+        from vx.config import loader as config
+        from vx.workspace import discover as workspace
+        from vx.errors import VxError
+
+        try:
+            ws = workspace.discover(Path(self.root))
+            configs = config.load_all(ws, self.env)
+        except VxError:
+            return
+        self.outputs = {ws.packages[name].dir: GlobSet([g for t in cfg.tasks.values() if t.cache
+                                                         for g in t.cache.output_files])
+                        for name, cfg in configs.items()}
+        self.packages = {pkg.dir: name for name, pkg in ws.packages.items() if pkg.dir}
+        self.reach = self._reach(ws, configs)
+
+    def _reach(self, ws, configs) -> frozenset[str] | None:
+        """The project dirs the run's graph holds (CLI-70). A project outside it enters only
+        through an edit to one inside it or to the root (a dependency, a `pkg#task`, turbo.json),
+        which is watched. None — watch every project — for `--affected`, whose graph depends on
+        the edits themselves, or when the selection does not resolve (the cycle will say why)."""
+        if self.parsed is None or self.parsed.affected is not None:
+            return None
+        from vx import pipeline as run
+        from vx.errors import VxError
+        from vx.plan.graph import Selection, build_graph
+        from vx.plan.tasks import package_of
+
+        cwd = Path(os.getcwd())
+        try:
+            cwd_pkg = package_of(ws, cwd)
+            req = run.RunRequest(cwd=cwd, names=tuple(self.parsed.names), all=self.parsed.all,
+                                 filters=tuple(self.parsed.filters))
+            projects = run._filtered(req, ws, configs, cwd_pkg) if req.filters else None
+            graph = build_graph(ws, configs, Selection(req.names, cwd_pkg, req.all, projects))
+        except VxError:
+            return None
+        self.servers = [str(t) for t, n in graph.nodes.items()
+                        if n.config.exec is not None and n.config.exec.persistent is not None]
+        return frozenset(node.project_dir for node in graph.nodes.values())
+
+    def _unreached(self, rel: str) -> bool:
+        """Inside a project the run's graph does not hold (the deepest project dir wins)."""
+        if self.reach is None:
+            return False
+        best = ""
+        for directory in self.packages:
+            if (rel == directory or rel.startswith(directory + "/")) and len(directory) > len(best):
+                best = directory
+        return bool(best) and best not in self.reach
+
+    def edits(self, paths: Iterable[str]) -> list[str]:
+        candidates = sorted({rel for rel in (self._rel(p) for p in paths) if rel and not self._never(rel)})
+        candidates = [rel for rel in candidates if not self._is_output(rel) and not self._unreached(rel)]
+        ignored = _git_ignored(self.root, candidates)
+        candidates = [rel for rel in candidates if rel not in ignored]
+        clean = _git_clean(self.root, [rel for rel in candidates if rel not in self.states], self.prefix)
+        return [rel for rel in candidates if self._changed(rel, rel in clean)]
+
+    def rewritten(self, rel: str, window: tuple[int, int], previous: tuple[int, int], say) -> bool:
+        """Whether an edit is a run rewriting its own input, again: written while the last cycle
+        ran (`window`), and while the one before it ran (`previous`) too. Without this, a task
+        that stamps a file among its inputs would start a run after every run, forever."""
+        if not window[0] <= self.mtimes.get(rel, -1) <= window[1]:
+            self.looping.discard(rel)  # written between runs: a person's edit, a trigger again
+            return False
+        if rel in self.looping:
+            return True
+        if self.by_run.get(rel) == previous:
+            self.looping.add(rel)
+            say(f"vx watch: {rel} is rewritten by every run (a task writes into an input); its changes "
+                "no longer start a run — declare it in the task's cache.outputs or move it out of the inputs")
+            return True
+        self.by_run[rel] = window
+        return False
+
+    def _rel(self, path: str) -> str | None:
+        """The workspace path an event is about, read through links: after `npm install` each
+        package is also `node_modules/<name>`, and inotify may report its files by that name."""
+        if "node_modules" in path:
+            path = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+        rel = os.path.relpath(path, self.root)
+        return None if rel.startswith("..") else rel
+
+    def _never(self, rel: str) -> bool:
+        parts = rel.split(os.sep)
+        return any(p in _NEVER for p in parts) or rel.endswith(_NEVER_SUFFIXES)
+
+    def _is_output(self, rel: str) -> bool:
+        for directory, globs in self.outputs.items():
+            if globs and (not directory or rel.startswith(directory + "/")):
+                inner = rel[len(directory) + 1:] if directory else rel
+                if globs.matches(inner):
+                    return True
+        return False
+
+    def _changed(self, rel: str, clean: bool = False) -> bool:
+        """Content state: bytes and mode against the last judged state. A path never judged is no
+        edit when git says it is as committed (a touch); else it counts when modified after
+        arming (or gone)."""
+        path = os.path.join(self.root, rel)
+        try:
+            st = os.stat(path)
+            with open(path, "rb") as f:
+                state = (st.st_mode, xxhash.xxh3_64_hexdigest(f.read()))
+            fresh = st.st_mtime_ns >= self.armed_ns or st.st_ctime_ns >= self.armed_ns
+            self.mtimes[rel] = st.st_mtime_ns
+        except IsADirectoryError:
+            return False
+        except OSError:
+            state, fresh = None, True
+        before = self.states.get(rel, "unseen")
+        self.states[rel] = state
+        if before == "unseen":
+            return fresh and not clean
+        return before != state
+
+
+def _git_ignored(root: str, rels: list[str]) -> set[str]:
+    """Which of `rels` git ignores: one `git check-ignore` for the whole batch."""
+    if not rels:
+        return set()
+    try:
+        proc = subprocess.run(["git", "check-ignore", "--stdin", "-z"], cwd=root, input="\0".join(rels).encode(),
+                              capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return set()
+    return {p for p in proc.stdout.decode(errors="surrogateescape").split("\0") if p}
+
+
+def _git_prefix(root: str) -> str:
+    try:
+        proc = subprocess.run(["git", "rev-parse", "--show-prefix"], cwd=root, capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return proc.stdout.decode(errors="surrogateescape").strip() if proc.returncode == 0 else ""
+
+
+def _git_clean(root: str, rels: list[str], prefix: str = "") -> set[str]:
+    """Which of `rels` git tracks with no change against the index or HEAD (one `git status`,
+    whose porcelain paths are the repository's: `prefix` is the workspace's place in it)."""
+    if not rels:
+        return set()
+    try:
+        proc = subprocess.run(["git", "status", "--porcelain=v1", "-z", "--no-renames", "--untracked-files=all", "--", *rels],
+                              cwd=root, capture_output=True, timeout=30, env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
+        tracked = subprocess.run(["git", "ls-files", "-z", "--", *rels], cwd=root, capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return set()
+    if proc.returncode or tracked.returncode:
+        return set()
+    listed = {entry[3:].removeprefix(prefix) for entry in proc.stdout.decode(errors="surrogateescape").split("\0")
+              if len(entry) > 3}
+    return {p for p in tracked.stdout.decode(errors="surrogateescape").split("\0") if p} - listed
+
+
+def _shown(edited: list[str], root: Path) -> str:
+    return edited[0] + (f" and {len(edited) - 1} more" if len(edited) > 1 else "")

@@ -1,0 +1,108 @@
+"""`vx why TASK`: what moved a task's key between its last two runs, read from the key history
+the store keeps (`vx.store.history`)."""
+
+from __future__ import annotations
+
+import json
+from typing import Mapping
+
+from vx.cli.args import Args, one_of
+from vx.store.history import differences, last_two, unsaved_reason
+
+
+# ---------------------------------------------------------------- vx why
+
+
+def why_verb(args: Args, env: Mapping[str, str]) -> int:
+    import os
+    import sqlite3
+    import sys
+    from pathlib import Path
+
+    from vx.config import loader as config
+    from vx.workspace import discover as workspace
+    from vx.errors import UsageError
+    from vx.store import location
+
+    fmt, names = one_of("--format", args.format, ("text", "json"), "text"), args.names
+    if len(names) != 1:
+        raise UsageError("name one task: `vx why PKG#TASK` (or a task of the project you stand in)",
+                         hint="e.g. `vx why web#build`")
+    cwd = Path(os.getcwd())
+    ws = workspace.discover(cwd)
+    task_id = _task_id(names[0], ws, cwd)
+    cache_dir = location.cache_dir(cwd, None, ws, config.load_workspace(ws.root, env), env)
+    path = cache_dir / "cache.db"
+    rows: list = []
+    unsaved = None
+    if path.exists():
+        db = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+        try:
+            rows = last_two(db, task_id)
+            if not rows and "#" not in names[0]:  # from the root: the one project that has it
+                holders = _holders(db, names[0])
+                if len(holders) > 1:
+                    raise UsageError(f"several projects have a `{names[0]}` task", facts=(f"recorded: {', '.join(holders[:8])}",),
+                                     hint=f"name one: `vx why {holders[0]}`")
+                if holders:
+                    task_id, rows = holders[0], last_two(db, holders[0])
+            unsaved = unsaved_reason(db, task_id, rows[0][0]) if rows else None
+        finally:
+            db.close()
+    verdict = _verdict(task_id, rows)
+    if unsaved:
+        verdict["notSaved"] = unsaved
+    sys.stdout.write(json.dumps(verdict, indent=2) + "\n" if fmt == "json" else _render(verdict))
+    return 0
+
+
+def _holders(db, task: str) -> list[str]:
+    try:
+        rows = db.execute("SELECT DISTINCT task_id FROM key_history WHERE task_id LIKE ? ESCAPE '\\'",
+                          ("%#" + task.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_"),))
+        return sorted(r[0] for r in rows)
+    except Exception:  # no table yet
+        return []
+
+
+def _task_id(name: str, ws, cwd) -> str:
+    from vx.errors import UsageError
+    from vx.plan.tasks import package_of
+
+    if "#" in name:
+        package, _, task = name.rpartition("#")
+        package = package or "//"
+        if package not in ws.packages:
+            from vx.errors import suggestion
+
+            raise UsageError(f"no project named `{package}`", hint=suggestion(package, ws.packages, noun="projects"))
+        return f"{package}#{task}"
+    return f"{package_of(ws, cwd)}#{name}"
+
+
+def _verdict(task_id: str, rows: list) -> dict:
+    if not rows:
+        return {"task": task_id, "verdict": "unrecorded", "differences": []}
+    if len(rows) == 1:
+        return {"task": task_id, "verdict": "first", "key": rows[0][0], "differences": []}
+    (new_key, new_at, new), (old_key, old_at, old) = rows
+    return {"task": task_id, "verdict": "changed", "from": old_key, "to": new_key, "since": old_at, "at": new_at,
+            "differences": [{"kind": kind, "what": what} for kind, what in differences(old, new)]}
+
+
+def _render(v: dict) -> str:
+    task = v["task"]
+    if v["verdict"] == "unrecorded":
+        return (f"{task}: no key recorded yet — run it with the cache on (`vx run {task}`), then ask again;\n"
+                f"  a task id is PKG#TASK, e.g. `vx why web#build`\n")
+    unsaved = f"  {v['notSaved']}\n" if v.get("notSaved") else ""
+    if v["verdict"] == "first":
+        return f"{task}: one key recorded ({v['key']}); nothing to compare it with yet\n" + unsaved
+    lines = [f"{task}: the key changed, {v['from']} → {v['to']}"]
+    width = max(len(d["kind"]) for d in v["differences"]) if v["differences"] else 0
+    for d in v["differences"]:
+        hint = f"  → vx why {d['what']}" if d["kind"] == "upstream" else ""
+        lines.append(f"  {d['kind']:<{width}}  {d['what']}{hint}")
+    if not v["differences"]:
+        lines.append("  (the same components: the vx version or the key's fold changed)")
+    return "\n".join(lines) + "\n" + unsaved

@@ -1,0 +1,325 @@
+"""A fully cached run, remembered: what it read and what it found (docs/optimizations.md #18).
+
+A `vx run` whose every task was a confirmed local hit, shown in the broad flow (where hits are
+silent, so the whole output is the footer), ends by writing a receipt: its command line and
+working directory; each environment variable it looked up, with its value; every path its
+planning read or probed, with its lstat identity (`vx.witness`); the config-file names of each
+project directory it listed; digests of git's three listings; and per task the cache row
+(key, size, crc), the lstat values its outputs must show (LC-07), where those outputs live and
+what walking them reads.
+
+Planning is a function of exactly those facts, so while they hold the keys and the hits are
+the receipt's. `vx.fastpath.replay` checks them before anything else of vx is loaded. This module owns
+the record: writing it, finding it again, and the pure checks of what it says against the
+disk. A receipt is an optimisation, never a source of truth: each fact is checked again, and
+any trouble reading one is only a miss. `VX_REPLAY=0` turns receipts off.
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import stat
+
+from vx import __version__, witness
+
+FORMAT = 3  # 3: env values kept as digests
+RECEIPTS = os.path.join(".vx", "receipts")
+GIT_ENV = ("PATH", "HOME", "XDG_CONFIG_HOME")  # read straight from os.environ by the listing
+KEEP = 32  # receipts per workspace: one per command line and directory, the least recent go first
+
+# A task's outputs as the replay finds them.
+CURRENT, ABSENT, CHANGED = "current", "absent", "changed"
+
+
+def enabled(environ) -> bool:
+    off = ("0", "false", "no", "off")
+    return environ.get("VX_REPLAY", "") not in off and environ.get("VX_FASTPATH", "") not in off
+
+
+def name_of(cwd: str, argv: list[str]) -> str:
+    import xxhash
+
+    return xxhash.xxh3_64_hexdigest("\0".join([__version__, cwd, *argv]).encode("utf-8", "surrogateescape"))
+
+
+# ---------------------------------------------------------------- finding
+
+
+def find(cwd: str, argv: list[str]) -> tuple[str, dict, memoryview] | None:
+    """This command's receipt, under `.vx/receipts` of cwd or of a directory above: its path, its
+    header (checked against this command) and the undecoded body, which can wait until git runs."""
+    name = name_of(cwd, argv)
+    here = cwd
+    while True:
+        path = os.path.join(here, RECEIPTS, name)
+        try:
+            with open(path, "rb") as f:
+                data = memoryview(f.read())
+        except FileNotFoundError:
+            data = None
+        if data is not None:
+            size = int.from_bytes(data[:4], "little")
+            header = marshal.loads(data[4:4 + size])
+            ok = (isinstance(header, dict) and header.get("format") == FORMAT and header.get("vx") == __version__
+                  and header.get("cwd") == cwd and header.get("argv") == argv and header.get("root") == here)
+            return (path, header, data[4 + size:]) if ok else None
+        up = os.path.dirname(here)
+        if up == here:
+            return None
+        here = up
+
+
+# ---------------------------------------------------------------- checks
+
+
+def same_env(header: dict, environ) -> bool:
+    if header["env_whole"] is not None:
+        return header["env_whole"] == {name: env_digest(value) for name, value in environ.items()}
+    return all(env_digest(environ.get(name)) == value for name, value in header["env"].items())
+
+
+def env_digest(value: str | None) -> str | None:
+    """What vx keeps in the workspace of a variable's value (receipts, kept config evaluations,
+    the key history): a digest, never the value — a run may look up a token (TURBO_TOKEN). Seeded
+    with this user's secret seed, kept outside the workspace, so a short secret cannot be found
+    again from `.vx/` by trying every candidate."""
+    import xxhash  # already loaded by the run lock
+
+    if value is None:
+        return None
+    return xxhash.xxh3_64_hexdigest(value.encode("utf-8", "surrogateescape"), seed=_seed())
+
+
+_SEED: list[int] = []
+
+
+def _seed() -> int:
+    """The user's digest seed: 8 random bytes in `$XDG_CACHE_HOME/vx/digest-seed` (owner-only),
+    made on first use; 0 where no such file can be kept."""
+    if not _SEED:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        path = os.path.join(base, "vx", "digest-seed")
+        seed = 0
+        try:
+            with open(path, "rb") as f:
+                seed = int.from_bytes(f.read(8), "little")
+        except OSError:
+            try:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "wb") as f:
+                    data = os.urandom(8)
+                    f.write(data)
+                seed = int.from_bytes(data, "little")
+            except OSError:
+                pass  # another process made it first (read it next time), or nowhere to keep one
+        _SEED.append(seed)
+    return _SEED[0]
+
+
+def paths_hold(body: dict) -> bool:
+    """Every planning path as the receipted run left it: its whole identity where its bytes or
+    entries were used, its kind and inode where only those mattered, still missing where it was;
+    and each listed project directory still holding the same config-file names."""
+    return _hold(body["read"], True) and _hold(body["probed"], False) and _views_hold(body["views"])
+
+
+def _hold(paths: list, whole: bool) -> bool:
+    lstat, identity_of = os.lstat, witness.identity_of
+    for path, want in paths:
+        try:
+            st = lstat(path)
+        except OSError:
+            if want is None:
+                continue
+            return False
+        if want is None or identity_of(st, whole) != want:
+            return False
+    return True
+
+
+def _views_hold(views: list) -> bool:
+    """A listed directory holds when it is unchanged, or else when a fresh listing still shows
+    the same names with the prefix (`dist` deleted beside a vx.config.json changes nothing)."""
+    for directory, want, prefix, names in views:
+        if want is not None and witness.identity(directory, True) == want:
+            continue
+        try:
+            now = sorted(n for n in os.listdir(directory) if n.startswith(prefix))
+        except OSError:
+            return False
+        if now != names:
+            return False
+    return True
+
+
+def output_state(task: list) -> str:
+    """CURRENT when the task's outputs are exactly as the receipt says (files by the up-to-date
+    rule, LC-07; the directories the walk lists unchanged, so nothing was added); ABSENT when none
+    of its output roots exists, so restoring needs no wipe; CHANGED otherwise."""
+    _key, _size, _crc, expected, roots, walked = task
+    if walked is not None and _hold(walked[0], True) and _hold(walked[1], False):
+        output_stat = witness.output_stat
+        try:
+            if all(output_stat(os.lstat(path)) == want for path, want in expected):
+                return CURRENT
+        except OSError:
+            pass
+    for root in roots:
+        try:
+            os.lstat(root)
+            return CHANGED
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return CHANGED
+    return ABSENT if roots else CHANGED
+
+
+def status_digest(data: bytes, outputs: frozenset[bytes] | set[bytes]) -> str:
+    """The digest of `git status` output without the ignored paths at or below a task's output
+    root (`!! packages/a/dist/`): those are the run's outcome, which `output_state` judges, not
+    planning's input — a deleted `dist` must not make git's listing look different."""
+    import xxhash
+
+    h = xxhash.xxh3_128()
+    for record in data.split(b"\0"):
+        if record.startswith(b"!! ") and outputs and _under(record[3:].rstrip(b"/"), outputs):
+            continue
+        h.update(record + b"\0")
+    return h.hexdigest()
+
+
+def _under(path: bytes, roots) -> bool:
+    while True:
+        if path in roots:
+            return True
+        cut = path.rfind(b"/")
+        if cut <= 0:
+            return False
+        path = path[:cut]
+
+
+def racy(paths: list, started_ns: int) -> bool:
+    """Whether a path was changed so close to the run's start that an edit in the same tick
+    could have left its identity as recorded (the racy window, `witness.RACY_NS`)."""
+    return any(ident is not None and witness.racy_times(ident[2], ident[3], started_ns) for _path, ident in paths)
+
+
+# ---------------------------------------------------------------- writing
+
+
+def task_record(key: str, size: int, crc: str, expected: list[tuple[str, tuple]], roots: list[str],
+                walked: dict[str, bool], started_ns: int) -> list:
+    """One task's part of a receipt. The directories its output walk read are kept only outside
+    the racy window; without them the outputs can only be found ABSENT, never CURRENT."""
+    read = [(p, witness.identity(p, True)) for p, whole in sorted(walked.items()) if whole]
+    probed = [(p, witness.identity(p, False)) for p, whole in sorted(walked.items()) if not whole]
+    return [key, size, crc, expected, roots, None if racy(read, started_ns) else [read, probed]]
+
+
+def write(*, argv: list[str], cwd: str, root: str, cache_dir: str, started_ns: int, env: witness.ReadEnv,
+          noted: tuple, vouched, toplevel: str | None, tasks: list[list]) -> bool:
+    """Write the receipt of a run that qualified (the caller decides that); False when a fact
+    cannot be vouched for (a path inside the racy window, say) and nothing was written.
+
+    `vouched(rel)` names the files git vouches for: their bytes are pinned by git's listings,
+    which the replay compares whole, so the receipt need not stat them too. `toplevel` is the git
+    repository's root, against which `git status` spells its paths."""
+    paths_read, commands, views = noted
+    prefix = os.path.join(root, "")
+    read: list[tuple[str, object]] = []
+    probed: list[tuple[str, object]] = []
+    for path, whole in sorted(paths_read.items()):
+        if whole and path.startswith(prefix) and vouched(path[len(prefix):]):
+            continue
+        (read if whole else probed).append((path, witness.identity(path, whole)))
+    if not commands or racy(read, started_ns):
+        return False
+    dirs = [(d, witness.identity(d, True), prefix, names) for d, (prefix, names) in sorted(views.items())]
+    dirs = [(d, None if racy([(d, ident)], started_ns) else ident, p, n) for d, ident, p, n in dirs]
+    header = {
+        "format": FORMAT, "vx": __version__, "cwd": cwd, "argv": list(argv), "root": root, "cache_dir": cache_dir,
+        "env": {name: env_digest(dict.get(env, name)) for name in sorted(env.names | set(GIT_ENV))},  # not noted
+        "env_whole": {name: env_digest(value) for name, value in dict.items(env)} if env.whole else None,
+        "git": _commands(commands, toplevel, tasks), "tasks": len(tasks),
+        "index": None, "touched": started_ns / 1e9,  # the run's close touched every row (LC-06)
+    }
+    body = {"read": read, "probed": probed, "views": dirs, "tasks": tasks}
+    return store(os.path.join(root, RECEIPTS, name_of(cwd, argv)), header, body)
+
+
+def _commands(commands: list, toplevel: str | None, tasks: list[list]) -> list[list]:
+    """Each git command with its exit code and digest; `status` with the output roots (as git
+    spells them) whose ignored paths its digest leaves out."""
+    out = []
+    for argv, code, digest, status in commands:
+        roots = None
+        if status is not None and toplevel is not None:
+            top = os.path.join(toplevel, "")
+            roots = sorted({os.fsencode(r[len(top):]) for task in tasks for r in task[4] if r.startswith(top)})
+            digest = status_digest(status, frozenset(roots))
+        out.append([list(argv), code, digest, roots])
+    return out
+
+
+def ignored_dir(directory: str) -> None:
+    """Make `directory` (and parents) holding a `*` .gitignore, so git never lists what vx keeps
+    there — receipts here, kept config evaluations (`vx.config.evaluation`). Raises OSError."""
+    os.makedirs(directory, exist_ok=True)
+    ignore = os.path.join(directory, ".gitignore")
+    if not os.path.exists(ignore):
+        with open(ignore, "w") as f:
+            f.write("*\n")
+
+
+def store(path: str, header: dict, body: dict | bytes) -> bool:
+    """Write atomically (a rename), beside a `*` .gitignore so git never lists receipts. `body`
+    may be the encoded body as read, when only the header changed."""
+    head = marshal.dumps(header)
+    body = body if isinstance(body, bytes) else marshal.dumps(body)
+    directory = os.path.dirname(path)
+    try:
+        ignored_dir(directory)
+        temp = f"{path}.{os.getpid()}.tmp"
+        with open(temp, "wb") as f:
+            f.write(len(head).to_bytes(4, "little") + head + body)
+        os.replace(temp, path)
+        _prune(directory)
+    except OSError:
+        return False
+    return True
+
+
+def _prune(directory: str) -> None:
+    """Keep the KEEP receipts written or replayed last; older command lines, and receipts of
+    other vx versions (never read again), go."""
+    with os.scandir(directory) as entries:
+        found = [(e.stat().st_mtime_ns, e.path) for e in entries if e.name != ".gitignore" and e.is_file()]
+    if len(found) > KEEP:
+        for _, path in sorted(found)[:len(found) - KEEP]:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+
+def restored(task: list, root: str, files: list[tuple[str, int, int, int]]) -> tuple[list, dict[str, tuple[int, int]]]:
+    """A task's record after its outputs were restored, and their new stamps (ino, ctime_ns):
+    `files` are (workspace-relative path, mode, size, ms mtime) as written. The walked directories
+    were just made, inside the racy window: the record keeps none."""
+    expected, stamps = [], {}
+    for rel, mode, size, mtime_ms in files:
+        st = os.lstat(os.path.join(root, rel))
+        stamps[rel] = (st.st_ino, st.st_ctime_ns)
+        expected.append((os.path.join(root, rel), (stat.S_IFREG | mode, size, mtime_ms, st.st_ino, st.st_ctime_ns)))
+    return [*task[:3], expected, task[4], None], stamps
+
+
+def forget(root: str, cwd: str, argv: list[str]) -> None:
+    """Drop this command's receipt: the run it described no longer holds."""
+    try:
+        os.unlink(os.path.join(root, RECEIPTS, name_of(cwd, argv)))
+    except OSError:
+        pass

@@ -1,0 +1,358 @@
+"""Finish a `vx run` from its receipt, before the CLI and the pipeline are even imported.
+
+The checks, cheapest first, under the run lock (GR-16) like any run: same vx, command line,
+directory and environment values; every planning path and project listing as the receipted run
+left it (`receipt.paths_hold`); git's listings the same byte for byte (git is run again exactly
+as the listing runs it, but without the optional index lock: git, not vx, decides whether the
+tree is clean); every artifact and index row still there. Then the keys and the hits are the
+receipt's, and what remains is the outcome the pipeline would reach: each task's outputs are
+current (nothing to do) or absent (restored from its artifact, as the hit lane would: nothing to
+wipe — while the index and git are checked, by two processes when there are many). The rows are
+touched (LC-06), the restores' stamps written once every check held (LC-07), the receipt brought
+up to date, and the footer printed. Anything else — an output edited, an artifact damaged, a fact
+changed — and this returns None: the pipeline runs as if there were no receipt, which is always
+correct, and writes a fresh one.
+
+It imports `os`, `sys`, `time`, `marshal`, xxhash, sqlite3's C module and vx's leaves; a restore
+adds `vx.fastpath.restores` and the artifact reader on plain values (`unpacking.unpack_plain`, with `json`
+and zstd's C extension), never the records, `pathlib` or `typing`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from vx import __version__, witness
+from vx.fastpath import receipt
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    from vx.fastpath import restores
+
+FORK_FROM = 16  # restores worth forking a second process for
+
+
+def replay(argv: list[str], environ=os.environ, err=sys.stderr) -> int | None:
+    """Finish `vx <argv>` from its receipt and return the exit code, or None to run it in full."""
+    if not receipt.enabled(environ):
+        return None
+    started, cpu = time.perf_counter(), time.process_time()
+    try:
+        header, timing = _holds(argv, environ, err)
+    except Exception:  # a receipt is never a reason to fail: any trouble with one is a miss
+        return None
+    if header is None or timing is None:
+        return None
+    _footer(header, environ, err, (time.perf_counter() - started) * 1000)
+    if environ.get("VX_TIMING", "") not in ("", "0"):
+        _timing(timing, started, cpu, err)
+    return 0
+
+
+def _holds(argv: list[str], environ, err) -> tuple[dict | None, list[tuple[str, float]] | None]:
+    """The receipt's header, and the stage times of finishing from it; None if it does not hold."""
+    found = receipt.find(os.getcwd(), argv)
+    if found is None or not receipt.same_env(found[1], environ):
+        return None, None
+    from vx.runlock import RunLock
+
+    lock = RunLock(lambda message: _say(err, f"vx: {message}"))
+    lock.acquire(found[1]["root"])
+    try:
+        return found[1], _finish(*found, environ)
+    finally:
+        lock.release()
+
+
+def _finish(path: str, header: dict, data: memoryview, environ) -> list[tuple[str, float]] | None:
+    """Check everything while git runs, restoring what is absent meanwhile. The index is read (and
+    written) only when the receipt cannot vouch for it; then in one transaction, committed only
+    when all of it held. The stage times, or None.
+
+    Restores start before the index and git are checked: each writes only into output roots
+    found absent, from an artifact the reader verifies whole, and stamps nothing until every
+    check held. Should one fail, the pipeline finds those outputs unstamped, so never current
+    (LC-07): it wipes and restores or rebuilds them (LC-08) as if this had never run."""
+    import marshal
+
+    marks = [("", time.perf_counter())]  # (stage that ended, when)
+    children, helper = _spawn_git(header["root"], header["git"], environ), None
+    try:
+        body = marshal.loads(data)
+        if not receipt.paths_hold(body):
+            return None
+        states = [receipt.output_state(task) for task in body["tasks"]]
+        if receipt.CHANGED in states or not _artifacts_hold(header, body["tasks"]):
+            return None
+        absent = [task for task, state in zip(body["tasks"], states) if state == receipt.ABSENT]
+        restoring = bool(absent)
+        if restoring:
+            from vx.fastpath import restores
+
+            restores.load_reader()  # before the fork: the helper inherits it
+        if len(absent) >= FORK_FROM:  # both take restores from one queue: whoever is free takes the next
+            helper = restores.Helper(header["cache_dir"], header["root"], absent)
+            absent = helper.share  # type: ignore[assignment]  # a queue the helper shares, read as a list
+        marks.append(("receipt check", time.perf_counter()))
+        if not restoring and _index_vouched(header):
+            if not _git_holds(children, header["git"]):
+                return None
+            return _times(marks, ("git enumeration", time.perf_counter()))
+        before, looked_ns = _index_ids(header["cache_dir"]), time.time_ns()
+        due = restoring or time.time() - header["touched"] >= TOUCH_EVERY_S
+        db = _open_index(header["cache_dir"])
+        if db is None:
+            return None
+        try:
+            if not _rows_hold(db, body["tasks"], touch=due):
+                return None
+            marks.append(("cache touch", time.perf_counter()))
+            done = restores.extract(header["cache_dir"], header["root"], absent) if restoring else {}
+            if restoring:
+                marks.append(("restore", time.perf_counter()))
+            if done is None or not _git_holds(children, header["git"]):
+                return None
+            marks.append(("git enumeration", time.perf_counter()))
+            if restoring and not _restore(header, body, done, helper, db):
+                return None
+            db.execute("COMMIT")
+        finally:
+            db.close()  # an uncommitted touch rolls back
+    finally:
+        _reap(children)
+        if helper is not None:
+            helper.stop()  # having reported, it has exited; else it stops after the artifact at hand
+    unchanged = not due and _index_ids(header["cache_dir"]) == before
+    header["index"] = [before, looked_ns] if unchanged else None
+    if due:
+        header["touched"] = time.time()
+    receipt.store(path, header, body if restoring else bytes(data))
+    return _times(marks, ("stamps", time.perf_counter()) if restoring else None)
+
+
+def _times(marks: list[tuple[str, float]], last: tuple[str, float] | None) -> list[tuple[str, float]]:
+    """The main process's stages in ms: `restore` is its own share; `stamps` waits for the
+    helper's share, stamps both and commits."""
+    marks = marks + [last] if last is not None else marks
+    return [(name, (at - marks[i][1]) * 1000) for i, (name, at) in enumerate(marks[1:])]
+
+
+# ---------------------------------------------------------------- the index
+
+TOUCH_EVERY_S = 3600.0  # a replay refreshes `accessed_at` (LC-06) at most this often
+
+
+def _index_ids(cache_dir: str) -> list:
+    return [witness.identity(os.path.join(cache_dir, name), True) for name in ("cache.db", "cache.db-wal")]
+
+
+def _index_vouched(header: dict) -> bool:
+    """Whether the index is as the last replay confirmed it: neither `cache.db` nor its WAL
+    written since (identities outside the racy window of that look), and the rows touched within
+    the hour. Then every row the receipt names is still there, as it was."""
+    seen = header.get("index")
+    if seen is None or time.time() - header["touched"] >= TOUCH_EVERY_S:
+        return False
+    ids, looked_ns = seen
+    return _index_ids(header["cache_dir"]) == ids and not receipt.racy([("", i) for i in ids], looked_ns)
+
+
+def _artifacts_hold(header: dict, tasks: list) -> bool:
+    prefix = os.path.join(header["cache_dir"], "")
+    for key, size, _crc, *_ in tasks:
+        try:
+            if os.stat(f"{prefix}{key}.tar.zst").st_size != size:
+                return False
+        except OSError:
+            return False
+    return True
+
+
+# ---------------------------------------------------------------- git
+
+
+def _spawn_git(root: str, commands: list, environ) -> list[list[int]]:
+    """Start each noted git command as the listing ran it, stdout to a memfd (three outputs at
+    once cannot fill a pipe and stall), stdin and stderr on /dev/null. `posix_spawnp`, not fork:
+    forking this process copies its page tables and leaves its memory copy-on-write while git
+    starts (~1.5 ms a command here); `-C root` is git's own "as if started in root", which is
+    how the listing runs it (cwd = the root).
+
+    One difference, which changes no output: `GIT_OPTIONAL_LOCKS=0`. `git status` otherwise takes
+    .git/index.lock early to write back refreshed stat data, and a replay that gives up early
+    stops it; git removes the lock on SIGTERM only once its handler is installed, just after the
+    lock file is created, so a signal landing in between would leave the repository locked. The
+    pipeline's own listing, which is never stopped in a normal run, still writes the index back."""
+    if not hasattr(os, "memfd_create"):
+        raise OSError("no memfd")
+    environ = {**environ, "GIT_OPTIONAL_LOCKS": "0"}  # the one difference: see above
+    children: list[list[int]] = []
+    for argv, *_ in commands:
+        out = os.memfd_create("vx-git", os.MFD_CLOEXEC)
+        actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0), (os.POSIX_SPAWN_DUP2, out, 1),
+                   (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0)]
+        try:
+            pid = os.posix_spawnp(argv[0], [argv[0], "-C", root, *argv[1:]], environ, file_actions=actions)
+        except BaseException:
+            os.close(out)
+            _reap(children)
+            raise
+        children.append([pid, out])
+    return children
+
+
+def _git_holds(children: list[list[int]], commands: list) -> bool:
+    import xxhash
+
+    for child, (_argv, code, digest, outputs) in zip(children, commands):
+        pid, out = child
+        _, status = os.waitpid(pid, 0)
+        child[0] = 0  # reaped: its pid may be anyone's now
+        size = os.fstat(out).st_size
+        data = os.pread(out, size, 0) if size else b""
+        got = xxhash.xxh3_128_hexdigest(data) if outputs is None else receipt.status_digest(data, frozenset(outputs))
+        if os.waitstatus_to_exitcode(status) != code or got != digest:
+            return False
+    return True
+
+
+def _reap(children: list[list[int]]) -> None:
+    """Stop and reap what still runs. SIGTERM, never SIGKILL: `git status` may hold
+    .git/index.lock (it writes back refreshed stat data), and only a signal it can catch lets it
+    remove the lock on the way out — a killed one leaves the repository locked for the user."""
+    for pid, out in children:
+        os.close(out)
+        if pid:
+            try:
+                os.kill(pid, 15)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+
+
+def _sqlite():
+    """sqlite3's C module itself: the `sqlite3` package adds only `datetime` adapters (~3 ms of
+    imports) that this replay never uses. The package is the fallback should that ever move."""
+    try:
+        sqlite = _sqlite_module()
+        sqlite.connect, sqlite.Error  # noqa: B018 (both must be there)
+    except (ImportError, AttributeError):
+        import sqlite3 as sqlite
+    return sqlite
+
+
+def _sqlite_module():
+    """`_sqlite3`, loaded without `functools`. Its init takes `functools.lru_cache` for the
+    statement cache; `functools` brings `collections`, `operator`, `reprlib`, ... (~3–5 ms here,
+    most of the index's cost in a replay). While it loads, `functools` is a stand-in whose
+    `lru_cache` builds the very wrapper the real one builds (`_functools._lru_cache_wrapper`, the
+    C cache) — without the `cache_info` tuple type and `update_wrapper`'s copied names, which the
+    module never uses. The stand-in leaves `sys.modules` at once: any later `import functools` is
+    the real one."""
+    if "_sqlite3" in sys.modules or "functools" in sys.modules:
+        import _sqlite3
+
+        return _sqlite3
+    import _functools
+
+    def lru_cache(maxsize=128, typed=False):
+        return lambda function: _functools._lru_cache_wrapper(function, maxsize, typed, tuple)
+
+    stand_in = type(sys)("functools")
+    stand_in.lru_cache = lru_cache
+    sys.modules["functools"] = stand_in
+    try:
+        import _sqlite3
+    finally:
+        if sys.modules.get("functools") is stand_in:
+            del sys.modules["functools"]
+    return _sqlite3
+
+
+def _open_index(cache_dir: str):
+    """The cache index, set up as the store sets it up; None when there is none (connecting
+    must never create one)."""
+    sqlite3 = _sqlite()
+    path = os.path.join(cache_dir, "cache.db")
+    uri = path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
+    try:
+        from vx.store.rows import CONNECTION_PRAGMAS
+
+        db = sqlite3.connect(f"file:{uri}?mode=rw", uri=True, isolation_level=None, timeout=5.0)
+        for pragma in CONNECTION_PRAGMAS:  # as the store sets it up
+            db.execute(pragma)
+        return db
+    except sqlite3.Error:
+        return None
+
+
+def _rows_hold(db, tasks: list, touch: bool) -> bool:
+    """Every hit's row still in the index as it was; with `touch`, `accessed_at` set as the
+    store's close sets it (LC-06). In a transaction the caller commits."""
+    from vx.store import rows
+
+    want = {key: (size, crc) for key, size, crc, *_ in tasks}
+    try:
+        db.execute("BEGIN IMMEDIATE" if touch else "BEGIN")
+        if rows.sizes_and_crcs(db, list(want)) != want:
+            return False
+        if touch:
+            rows.touch(db, list(want), time.time())
+        return True
+    except _sqlite().Error:
+        return False
+
+
+# ---------------------------------------------------------------- restores
+
+
+def _restore(header: dict, body: dict, done: dict, helper: restores.Helper | None, db) -> bool:
+    """Stamp every restored output (LC-07), the helper's share with this process's, and bring
+    the receipt up to date. False when the helper refused an artifact: the pipeline then
+    decides what that task needs."""
+    from vx.store import rows
+
+    root = header["root"]
+    theirs = helper.result() if helper is not None else {}
+    if theirs is None:
+        return False
+    by_key = {task[0]: task for task in body["tasks"]}
+    due = {}
+    for key, files in {**done, **theirs}.items():
+        by_key[key], due[key] = receipt.restored(by_key[key], root, files)
+    rows.write_stamps(db, root, due)
+    body["tasks"] = [by_key[task[0]] for task in body["tasks"]]
+    return True
+
+
+# ---------------------------------------------------------------- output
+
+
+def _footer(header: dict, environ, err, wall_ms: float) -> None:
+    from vx import style
+
+    palette = style.Palette(style.color_enabled(environ, err))
+    lines = style.footer(header["tasks"], header["tasks"], {}, wall_ms, __version__, palette)
+    _say(err, "\n".join(lines))
+
+
+def _timing(rows: list[tuple[str, float]], started: float, cpu: float, err) -> None:
+    from vx.stages import Stages
+
+    stages = Stages(True, started)
+    stages.startup_ms = cpu * 1000  # CPU before the replay began: interpreter, site and imports
+    stages.opened = started
+    stages.rows = rows
+    stages.print(err)
+
+
+def _say(err, text: str) -> None:
+    from vx.style import write
+
+    try:
+        write(err, text + "\n")
+        err.flush()
+    except (BrokenPipeError, ValueError):
+        pass

@@ -1,0 +1,633 @@
+"""One `vx run`, top to bottom: discover, load, graph, plan, probe, walk, summarise.
+
+Reads like the pipeline in ARCHITECTURE.md. It never prints: everything goes out as events.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Mapping, cast
+
+from msgspec import Struct
+
+from vx.config import loader as config
+from vx.workspace import discover as workspace
+from vx.errors import EXIT_OK, EXIT_SIGHUP, EXIT_SIGINT, EXIT_SIGTERM, EXIT_TASK_FAILED, UsageError
+from vx.events import Emit, Notice, PlannedTask, RunFinished, RunStarted, TaskStarted
+from vx.plan.graph import Selection, build_graph
+from vx.plan.ownership import refuse_overlaps
+from vx.model import ROOT_PROJECT, RunSummary, Status, TaskGraph, TaskId, TaskResult, Workspace
+from vx.plan.tasks import RunOptions, make_plans, package_of
+from vx.model import CachePolicy, CacheStatus, TaskPlan
+from vx.runlock import RunLock
+from vx.stages import Stages
+
+if TYPE_CHECKING:
+    import asyncio
+    import subprocess
+
+    from vx.files.index import FileIndex, Snapshot
+    from vx.model import CacheRetention, HashRecord, ProjectConfig
+    from vx.store.layered import LayeredStore
+    from vx.store.local import Entry, LocalStore
+
+    # a first-wave process: (popen, started (monotonic), started_ns, its inputs' snapshot)
+    Early = tuple[subprocess.Popen[bytes], float, int, Snapshot | None]
+
+SIGNAL_EXITS: dict[int, int] = {signal.SIGINT: EXIT_SIGINT, signal.SIGTERM: EXIT_SIGTERM, signal.SIGHUP: EXIT_SIGHUP}
+
+
+class RunRequest(Struct, frozen=True):
+    cwd: Path
+    names: tuple[str, ...]
+    all: bool = False
+    filters: tuple[str, ...] = ()  # `--filter` selectors (CLI-21)
+    affected: str | None = None  # `--affected`: "" for the default base, else the ref (CLI-22)
+    forward_args: tuple[str, ...] = ()
+    concurrency: str | None = None
+    continue_mode: str = "deps-ok"
+    no_cache: bool = False
+    force: bool = False
+    cache_dir: str | None = None
+    timeout_ms: int | None = None
+    retries: int | None = None
+    cache_spec: str | None = None  # `--cache local:rw,remote:r` (CLI-27)
+    dry: bool = False  # planning only: the remote is probed, never downloaded from (RC-04)
+    verify: str | None = None  # --verify=inputs: cached tasks execute traced (no cache reads), saves as usual
+    framework_inference: bool = True  # `--framework-inference=false` (turbo's flag)
+    configuration: str | None = None  # Nx's `--configuration c` (TL-04)
+    fast_paths: bool = True  # VX_FASTPATH=0: no hit lane, no first wave (the result must not change)
+
+
+class Prepared(Struct):
+    """The world read once: workspace, graph, plans and the batched cache probe."""
+
+    ws: Workspace
+    graph: TaskGraph
+    plans: dict[TaskId, TaskPlan]
+    index: FileIndex
+    store: LocalStore | LayeredStore | None
+    hits: Mapping[str, Entry]
+    concurrency: int
+    broad: bool
+    cache_dir: Path
+    policy: CachePolicy = CachePolicy()
+    remote: LayeredStore | None = None  # when a remote layer is on (also `store`)
+    remote_hits: frozenset[str] = frozenset()  # `--dry` only: keys the remote holds
+    notices: tuple[tuple[str, str], ...] = ()  # (message, info | warning)
+    retention: CacheRetention | None = None  # the workspace's cacheRetention
+    configs: Mapping[str, ProjectConfig] = {}  # package -> ProjectConfig, as loaded (--verify speaks each one's file)
+
+
+def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: RunLock | None = None) -> Prepared:
+    """Everything up to (not including) execution; `--dry` stops here. With `lock`, take the run
+    lock as soon as the root is known, so the probe sees what the previous run saved (GR-16)."""
+    from vx.plan import environment
+    from vx.files import index as files
+    from vx.store import location
+
+    with stages("discover"):
+        ws = workspace.discover(req.cwd)
+        _refuse_nested_run(ws, host_env)
+        if lock is not None:
+            lock.acquire(ws.root)
+        pending = files.FileIndex.start(ws.root)  # git lists on the other core while configs load
+    try:
+        with stages("load configs"):
+            ws_config = config.load_workspace(ws.root, host_env)
+            cache_dir = location.cache_dir(req.cwd, req.cache_dir, ws, ws_config, host_env)
+            configs = config.load_all(ws, host_env)
+        affected_notice = None
+        with stages("build graph"):
+            cwd_pkg = package_of(ws, req.cwd)
+            projects = _filtered(req, ws, configs, cwd_pkg) if req.filters else None
+            graph = build_graph(ws, configs, Selection(req.names, cwd_pkg, req.all or req.affected is not None,
+                                                       projects, req.configuration))
+            if req.affected is not None:
+                graph, affected_notice = _affected(req, ws, ws_config, configs, graph, cwd_pkg, host_env)
+            additive = refuse_overlaps(graph.nodes, configs, ws_config.exclusive_outputs)
+        _refuse_group_only_args(graph, req)
+    except BaseException:
+        pending.close()
+        raise
+    with stages("git enumeration"):
+        index = pending.finish(cache_dir / "files.db")
+    with stages("keys"):
+        opts = RunOptions(req.forward_args, req.timeout_ms, req.retries, ws_config.timeout_ms, cache_dir=cache_dir,
+                          framework_inference=req.framework_inference, sandbox_trace=ws_config.sandbox_trace)
+        plans = make_plans(ws, graph, index, opts, host_env, additive)
+    from vx.store.policy import plan_cache
+
+    cache = plan_cache(no_cache=req.no_cache, force=req.force or req.verify is not None, spec=req.cache_spec, cfg=ws_config.remote_cache,
+                       env=host_env)
+    policy = CachePolicy(read=cache.axes.reads, write=cache.axes.writes)
+    store: LocalStore | LayeredStore | None = None
+    hits: dict[str, Entry] = {}
+    remote: LayeredStore | None = None
+    remote_hits: set[str] = set()
+    off: tuple[tuple[str, str], ...] = ()
+    if policy.read or policy.write:
+        with stages("open cache"):
+            from vx.store.local import CacheFull, LocalStore
+
+            try:
+                store = LocalStore(cache_dir, ws.root)
+            except CacheFull as exc:  # a full disk costs the cache, never the build
+                off = ((f"the cache is off for this run: {exc.message} ({cache_dir}); {exc.hint}", "warning"),)
+                policy = CachePolicy(read=False, write=False)
+    if store is not None:
+        if cache.axes.local_read:
+            with stages("probe"):
+                hits = store.probe(p.key for t, p in plans.items() if p.outputs is not None)
+        if cache.remote is not None:
+            with stages("remote probe" if req.dry else "prefetch"):
+                store = remote = _open_remote(store, cache, plans, hits, graph)
+                remote_hits = remote.probe_remote(remote.wanted) if req.dry and cache.axes.remote_read else set()
+                if not req.dry:
+                    remote.prefetch(remote.wanted)
+    cpus = environment.default_concurrency()
+    if req.concurrency is not None:
+        concurrency = environment.parse_concurrency(req.concurrency, cpus)
+    else:
+        concurrency = ws_config.concurrency or cpus
+    # Broad: a selection across projects. `vx run web#build` at the root names its tasks one by
+    # one: what the user asked for streams as it would from web's own directory.
+    named = bool(req.names) and all("#" in name for name in req.names)
+    broad = (req.all or bool(req.filters)
+             or (cwd_pkg == ROOT_PROJECT and not named and any(t.package != ROOT_PROJECT for t in graph.requested)))
+    return Prepared(ws, graph, plans, index, store, hits, concurrency, broad, cache_dir, policy, remote,
+                    frozenset(remote_hits),
+                    tuple((m, "warning") for m in cache.notices) + off
+                    + (((affected_notice, "info"),) if affected_notice else ()),
+                    ws_config.cache_retention, configs)
+
+
+def _affected(req: RunRequest, ws: Workspace, ws_config, configs, graph: TaskGraph,
+              cwd_pkg: str, host_env: Mapping[str, str]) -> tuple[TaskGraph, str | None]:
+    """Only the requested tasks a change since the base reaches (CLI-41); the notice when none is."""
+    from vx.plan import affected
+
+    root = str(ws.root)
+    ref = affected.base_ref(root, req.affected, ws_config.affected_base, host_env)
+    paths = affected.changed_paths(root, ref)
+    keep = affected.reached(graph, affected.seeds(ws, configs, paths, affected.merge_base(root, ref)))
+    if not keep:
+        return build_graph(ws, configs, Selection((), cwd_pkg)), f"nothing affected since {ref}"
+    if len(keep) == len(graph.requested):
+        return graph, None
+    return build_graph(ws, configs, Selection(tuple(f"{t.package}#{t.task}" for t in keep), cwd_pkg)), None
+
+
+def _filtered(req: RunRequest, ws: Workspace, configs, cwd_pkg: str) -> frozenset[str]:
+    """The projects `--filter` selects (CLI-40)."""
+    from vx.plan import filters
+
+    cwd_rel = os.path.relpath(req.cwd, ws.root)
+    return filters.select([filters.parse(t) for t in req.filters], ws, configs, cwd_pkg,
+                          "" if cwd_rel == "." else cwd_rel)
+
+
+def _open_remote(local, cache, plans: Mapping[TaskId, TaskPlan], hits: Mapping[str, object], graph: TaskGraph):
+    """Put the remote layer behind the local store (RC-02); it learns which keys the run wants —
+    not the keys taken up front for tasks keyed late (KEY-20): those download once keyed."""
+    from vx.plan.tasks import late_tasks
+    from vx.store.layered import LayeredStore, wanted_from
+    from vx.store.remote import open_layer
+
+    layered = LayeredStore(local, open_layer(cache.remote), cache.axes)
+    late = late_tasks(graph)
+    layered.wanted = wanted_from({t: p for t, p in plans.items() if t not in late} if late else plans, hits)
+    return layered
+
+
+def _refuse_nested_run(ws: Workspace, host_env: Mapping[str, str]) -> None:
+    """A `vx run` from inside a task of the same workspace would wait on its own lock (WS-21)."""
+    if host_env.get("VX_RUN_WORKSPACE") == str(ws.root):
+        raise UsageError(f"`vx run` inside a task of the same workspace (from {host_env.get('VX_RUN_TASK', '?')})",
+                         hint="make the inner task a dependsOn entry of the outer one instead")
+
+
+def _refuse_group_only_args(graph: TaskGraph, req: RunRequest) -> None:
+    if req.forward_args and all(graph.nodes[t].is_group for t in graph.requested):
+        raise UsageError("arguments after `--` need a task with a command; every requested task is a group",
+                         hint="name a task that has `exec`, or drop the arguments")
+
+
+# ---------------------------------------------------------------- dry
+
+
+def dry_plan(prep: Prepared) -> list[PlannedTask]:
+    """Predict each task's cache status without executing anything (CLI-36)."""
+    rows = []
+    lazy = _not_started(prep)
+    for tid in prep.graph.order:
+        node, plan = prep.graph.nodes[tid], prep.plans[tid]
+        if node.is_group:
+            predicted = "group"
+        elif tid in lazy:
+            predicted = "not-started"
+        elif plan.outputs is None or prep.store is None:
+            predicted = "no-cache"
+        elif plan.key in prep.hits:
+            predicted = "hit-local"
+        else:
+            predicted = "hit-remote" if plan.key in prep.remote_hits else "miss"
+        # A task's files, and a keyed implicit group's (what its dependants' keys fold through it)
+        keyed = plan.outputs is not None or node.config.implicit
+        inputs = plan.inputs.files if plan.inputs is not None and keyed else None
+        rows.append(PlannedTask(tid, plan.command, plan.key, predicted, node.deps, node.project_dir, inputs,
+                                node.config.implicit))
+    return rows
+
+
+def _not_started(prep: Prepared) -> set[TaskId]:
+    """The persistent tasks a run would not start (GR-18), as the hit lane decides: nobody asked
+    for them and every dependant settles as a local hit."""
+    nodes = prep.graph.nodes
+    if not prep.hits or not any(n.config.exec is not None and n.config.exec.persistent is not None and not n.requested
+                                for n in nodes.values()):
+        return set()
+    settles: dict[TaskId, bool] = {}
+    lazy: list[TaskId] = []
+    for tid in prep.graph.order:
+        node, plan = nodes[tid], prep.plans[tid]
+        ready = all(settles[d] for d in node.deps)
+        if not node.is_group and node.config.exec.persistent is not None and not node.requested:  # type: ignore[union-attr]  # a task that is not a group has exec
+            lazy.append(tid)
+        elif not node.is_group:
+            ready = ready and plan.outputs is not None and plan.key in prep.hits
+        settles[tid] = ready
+    for tid in reversed(lazy):
+        settles[tid] = settles[tid] and all(settles[c] for c, n in nodes.items() if tid in n.deps)
+    return {tid for tid in lazy if settles[tid]}
+
+
+# ---------------------------------------------------------------- execute
+
+
+def execute(prep: Prepared, req: RunRequest, emit: Emit, stages: Stages, launch_for=None,
+            observe=None, on_graph_end=None) -> RunSummary:
+    """Walk the graph under the run lock; Ctrl-C and SIGTERM tear every task down. `launch_for`
+    may wrap a task's command and `observe` receives sandboxed traces (RunContext), for --verify.
+    Persistent tasks kept in the foreground (EX-08) run after the summary; `on_graph_end` is
+    called before they are waited for (the CLI releases the run lock: they write no cache)."""
+    started = time.time()
+    _announce(prep, emit)
+    with stages("hit lane"):
+        lane, stopped_by = _settle_hits(prep, emit) if req.fast_paths else _no_lane()
+
+    def conclude(results: Mapping[TaskId, TaskResult], stopped_by: int | None) -> RunSummary:
+        with stages("close cache"):
+            _close_store(prep, emit, results)
+        spans = getattr(getattr(prep.store, "local", prep.store), "spans", {})
+        for name in ("restore", "save"):
+            stages.span(name, spans.get(name, ()))
+        ordered = tuple(results[t] for t in prep.graph.order if not prep.graph.nodes[t].is_group)
+        summary = RunSummary(_run_id(), ordered, started, time.time(), _exit_code(ordered, stopped_by),
+                             interrupted=stopped_by is not None)
+        emit(RunFinished(summary))
+        return summary
+
+    summary = None
+    if len(lane.results) == len(prep.graph.nodes) and stopped_by is None:
+        results = lane.results  # everything was a confirmed hit: no event loop, asyncio never imported
+    else:
+        caught: list[int] = []
+        previous = _catch_signals(caught)  # until the walk's own handlers replace these
+        early: dict = {}
+        try:
+            lockfiles = prep.index.snapshot(None, prep.index.fingerprinted)  # EX-19, before anything runs
+            if stopped_by is None and launch_for is None and req.fast_paths:
+                early = _start_first_wave(prep, lane, emit)
+            asyncio = _import_asyncio()  # while the first wave runs
+            with stages("run graph"):
+                results, stopped_by, summary = asyncio.run(_walk(prep, req, emit, lane, stopped_by, launch_for,
+                                                                 observe, early, caught, lockfiles,
+                                                                 conclude, on_graph_end))
+        except BaseException:
+            _stop_early(early)  # only what the walk never adopted
+            raise
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+    return summary if summary is not None else conclude(results, stopped_by)
+
+
+def receipt_tasks(prep: Prepared, summary: RunSummary, started_ns: int) -> list[list] | None:
+    """Each task's part of a receipt of this run (`vx.fastpath.receipt.task_record`): its cache row, the
+    lstat values its outputs must show, where they live and what walking them reads. None when
+    the run does not qualify: anything but a clean, uninterrupted run of local hits, a remote
+    layer, or a sandboxed task."""
+    from vx.fastpath import receipt
+
+    if summary.exit_code != EXIT_OK or summary.interrupted or prep.remote is not None or prep.store is None:
+        return None
+    if any(n.config.exec is not None and (n.config.exec.persistent is not None or n.config.exec.interactive)
+           for n in prep.graph.nodes.values()):
+        return None  # a server or a prompt must start on every run: nothing of it is in any receipt
+    if any(len(getattr(p.record, "runtime", ())) > 1 for p in prep.plans.values()):
+        return None  # a runtime probe (KEY-08) may answer differently with no file changed: plan again
+    local = cast("LocalStore", prep.store)  # a layered store would be prep.remote too
+    hit = (CacheStatus.UP_TO_DATE, CacheStatus.LOCAL)
+    if not all(r.status is Status.SUCCESS and r.cache in hit and prep.plans[r.id].outputs is not None
+               and prep.plans[r.id].key in prep.hits for r in summary.results):
+        return None  # before any walk: a run with one miss is decided at once
+    if any(plan.sandbox is not None for plan in prep.plans.values()):
+        return None  # planning a sandbox resolves grants against paths no witness notes (SB-04)
+    root = str(prep.ws.root)
+    tasks = []
+    for result in summary.results:
+        plan = prep.plans[result.id]
+        entry = prep.hits[plan.key]
+        expected = local.expected_outputs(entry)
+        if expected is None:
+            return None
+        assert plan.outputs is not None  # all(...) above
+        roots, walked = plan.outputs.state(prep.ws.root)
+        tasks.append(receipt.task_record(entry.key, entry.size_bytes, entry.crc,
+                                         [(os.path.join(root, path), want) for path, want in expected],
+                                         roots, walked, started_ns))
+    return tasks
+
+
+def _run_id() -> str:
+    """A random version-4 UUID, spelled by hand: `import uuid` costs a few ms of every start."""
+    b = bytearray(os.urandom(16))
+    b[6] = (b[6] & 0x0F) | 0x40
+    b[8] = (b[8] & 0x3F) | 0x80
+    h = b.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def _close_store(prep: Prepared, emit: Emit, results: Mapping[TaskId, TaskResult] | None = None) -> None:
+    """Close the store; with a remote layer that drains the uploads and tells the tally (RC-02).
+    Just before the local store closes, new keys' components are kept (`vx why`) and the
+    workspace's `cacheRetention` (LC-16) is applied."""
+
+    def settle(local) -> None:
+        if not prep.policy.write:
+            return  # a read-only cache (`--cache=local:r`) is written nothing, history included
+        _keep_history(local, prep, results or {})
+        if prep.retention is not None:
+            from vx.store.pruning import apply_at_run_end
+
+            apply_at_run_end(local, prep.retention)
+
+    if prep.remote is not None:
+        prep.remote.close(lambda message, level: emit(Notice(message, level=level)), settle)
+    elif prep.store is not None:
+        settle(prep.store)
+        prep.store.close()
+
+
+def _keep_history(local, prep: Prepared, results: Mapping[TaskId, TaskResult]) -> None:
+    """Each new key's components, for `vx why`; a failure here never fails the run. An up-to-date
+    hit is skipped: its outputs were last written under this very key, so the history already has
+    it as the newest — a warm run then asks the history nothing."""
+    import sqlite3
+
+    moved: list[tuple[str, HashRecord]] = []
+    settled: list[tuple[str, HashRecord]] = []
+    for tid, plan in prep.plans.items():
+        if plan.record is not None:
+            fresh = tid in results and results[tid].cache is CacheStatus.UP_TO_DATE
+            (settled if fresh else moved).append((plan.key, plan.record))
+    ran = [r for r in results.values() if r.cache is CacheStatus.MISS and r.status is Status.SUCCESS]
+    withheld = [(str(r.id), r.key, r.reason) for r in ran if not r.saved and r.reason]
+    try:
+        local.keep_history(moved, settled, withheld, [str(r.id) for r in ran if r.saved])
+    except (OSError, sqlite3.Error):
+        pass
+
+
+def _announce(prep: Prepared, emit: Emit) -> None:
+    emit(RunStarted(prep.graph, prep.concurrency))
+    for message, level in prep.notices:
+        emit(Notice(message, level=level))
+    if prep.remote is not None:
+        prep.remote.attach(lambda message, level: emit(Notice(message, level=level)))
+
+
+def _settle_hits(prep: Prepared, emit: Emit):
+    """Settle confirmed local hits before the walk (GR-09); a signal stops it between waves and
+    comes back as the run's stopping signal, so the walk aborts the rest as it would."""
+    from vx.fastpath.hitlane import Settled, settle
+
+    if not (prep.hits and prep.policy.read and prep.store is not None):
+        return Settled(), None
+    caught: list[int] = []
+    previous = _catch_signals(caught)
+    try:
+        lane = settle(prep.graph, prep.plans, prep.hits, prep.store, prep.ws.root, emit, 2 * prep.concurrency,
+                      lambda: bool(caught))
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return lane, (signal.Signals(caught[0]) if caught else None)
+
+
+def _no_lane():
+    """The hit lane switched off: the walk's rebuilder serves every hit."""
+    from vx.fastpath.hitlane import Settled
+
+    return Settled(), None
+
+
+def _catch_signals(caught: list[int]) -> dict:
+    """Note SIGINT/SIGTERM/SIGHUP instead of dying mid-restore (only the main thread can)."""
+    previous = {}
+    for sig in SIGNAL_EXITS:
+        try:
+            previous[sig] = signal.signal(sig, lambda signum, frame: caught.append(signum))
+        except ValueError:  # not the main thread: signals stay as they were
+            break
+    return previous
+
+
+async def _walk(prep: Prepared, req: RunRequest, emit: Emit, lane, stopped_early: int | None,
+                launch_for=None, observe=None, early=None,
+                caught=(), lockfiles=None, conclude=None,
+                on_graph_end=None) -> tuple[dict[TaskId, TaskResult], int | None, RunSummary | None]:
+    """The walk, then the persistent tasks' end (EX-08): the summary when some were kept in the
+    foreground (it is told before they are waited for), else None and the caller concludes."""
+    import asyncio
+
+    from vx.engine import executor
+    from vx.plan.tasks import _nested_dirs, late_tasks, rekeyed
+    from vx.engine.rebuilder import RunContext, rebuild
+    from vx.engine.scheduler import PrioritySlots, walk
+
+    table = executor.ProcessTable()
+    stop = asyncio.Event()
+    stopped_by: list[int] = [stopped_early] if stopped_early is not None else []
+    if stopped_by:
+        stop.set()  # the lane was interrupted: the walk starts nothing and aborts the rest
+    hits = {k: v for k, v in prep.hits.items() if k not in lane.damaged} if lane.damaged else prep.hits
+    slots = PrioritySlots(prep.concurrency)
+    adopted: dict[TaskId, tuple[executor._Child, float, int, Snapshot | None]] = {}
+    for tid in list(early or ()):  # popped as adopted: the caller kills only what is left
+        popen, started_at, started_ns, snapshot = early.pop(tid)
+        adopted[tid] = (executor._Child.adopt(popen, table), started_at, started_ns, snapshot)
+    slots.take(len(adopted))
+    ctx = RunContext(root=prep.ws.root, plans=prep.plans, hits=hits, index=prep.index, store=prep.store,
+                     policy=prep.policy, slots=slots,
+                     restore_slots=asyncio.Semaphore(2 * prep.concurrency), table=table, emit=emit,
+                     priority=prep.graph.priority, remote=prep.remote, launch_for=launch_for,
+                     observe=observe, halt=asyncio.Event(),
+                     halt_on_failure=req.continue_mode == "never", early=adopted, lockfiles=lockfiles,
+                     late=late_tasks(prep.graph) if prep.store is not None else {},  # no cache: keys decide nothing
+                     terminal=os.isatty(0) and os.isatty(1))
+    if ctx.late:
+        nested = _nested_dirs(prep.ws)
+        ctx.rekey = lambda node, fresh: rekeyed(prep.index, node, prep.plans, fresh, nested.get(node.project_dir, ()))
+    on_signal = _install_signals(table, stop, stopped_by)
+    if caught:  # a signal came while the first wave started or asyncio loaded: act on it now
+        on_signal(signal.Signals(caught[0]))
+    summary = None
+    try:
+        results = await walk(prep.graph, lambda node, res: rebuild(ctx, node, res),
+                             continue_mode=req.continue_mode, stop=stop, settled=lane.results, halt=ctx.halt)
+        if ctx.servers:
+            from vx.engine import persistent
+
+            kept = await persistent.release(prep.graph, ctx.servers, results, emit, stopped=bool(stopped_by),
+                                         keep_despite_failures=req.continue_mode == "always")
+            if kept:
+                summary = conclude(results, None)
+                if on_graph_end is not None:
+                    on_graph_end()
+                summary = await persistent.foreground(summary, kept, ctx.servers, emit, stop, stopped_by,
+                                                   SIGNAL_EXITS)
+    finally:
+        _remove_signals()
+        await table.shutdown(_grace_s())
+        if ctx.sandbox is not None:  # the network proxy and the sandboxes' temp root (SB-08, SB-15)
+            ctx.sandbox.close()
+    return results, (stopped_by[0] if stopped_by else None), summary
+
+
+def _import_asyncio():
+    """`import asyncio` without it loading `ssl` (~7 ms of every run that executes a task).
+
+    asyncio imports ssl only to offer TLS on its own transports, and treats a missing module as
+    a Python built without it (`ssl = None` in base_events, selector_events, sslproto). vx never
+    asks asyncio for TLS: the remote cache speaks it through http.client, which imports ssl
+    itself — and can, because the stand-in is taken out again at once. Where ssl or asyncio is
+    already loaded (a remote layer opened first), or another thread runs (it could be importing
+    ssl at that moment), this is a plain import.
+    """
+    import sys
+
+    threading = sys.modules.get("threading")
+    others = threading is not None and threading.active_count() > 1  # one might import ssl meanwhile
+    if others or "asyncio" in sys.modules or "ssl" in sys.modules:
+        import asyncio
+
+        return asyncio
+    sys.modules["ssl"] = None  # type: ignore[assignment]  # `import ssl` now raises ImportError
+    try:
+        import asyncio
+    finally:
+        if "ssl" in sys.modules and sys.modules["ssl"] is None:
+            del sys.modules["ssl"]
+    return asyncio
+
+
+def _install_signals(table, stop: asyncio.Event, stopped_by: list[int]) -> Callable[[int], None]:
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+
+    def on_signal(sig: int) -> None:
+        if stopped_by:  # a second signal: no more grace
+            table.kill_all()
+            os._exit(SIGNAL_EXITS[stopped_by[0]])
+        stopped_by.append(sig)
+        stop.set()
+        table.stopping = True
+        table.terminate_all(sig)
+        loop.call_later(_grace_s(), table.kill_all)
+
+    for sig in SIGNAL_EXITS:
+        loop.add_signal_handler(sig, on_signal, sig)
+    return on_signal
+
+
+def _start_first_wave(prep: Prepared, lane, emit: Emit) -> dict[TaskId, Early]:
+    """Start the commands the walk would start first, before asyncio is loaded, so that loading it
+    (~15 ms) overlaps them (docs/optimizations.md #25). Only plain misses qualify: every
+    dependency settled by the hit lane, no sandbox, no remote layer that might still serve it; at
+    most `concurrency` of them, in the walk's order. Each is prepared as the rebuilder would —
+    its inputs snapshot for KEY-21, outputs wiped (EX-06), its start told — and the walk adopts
+    the processes. {task: (popen, started (monotonic), started_ns, snapshot)}; a command that
+    cannot start is left to the walk, which reports why."""
+    from vx.engine import spawn
+
+    if prep.remote is not None:
+        return {}
+    nodes, settled, write = prep.graph.nodes, lane.results, prep.policy.write and prep.store is not None
+    position = {tid: i for i, tid in enumerate(prep.graph.order)}
+    ready = sorted((t for t, n in nodes.items() if t not in settled and all(d in settled for d in n.deps)),
+                   key=lambda t: (-prep.graph.priority[t], position[t]))
+    early: dict[TaskId, Early] = {}
+    for tid in ready:
+        node, plan = nodes[tid], prep.plans[tid]
+        if len(early) == prep.concurrency:
+            break
+        if node.is_group or plan.sandbox is not None or (plan.outputs is not None and plan.key in prep.hits):
+            continue
+        if node.config.exec.persistent is not None or node.config.exec.interactive:  # type: ignore[union-attr]  # a task that is not a group has exec
+            continue  # a held stdin, readiness, or the terminal: the walk starts those
+        if any(settled[d].status is not Status.SUCCESS for d in node.deps):
+            continue
+        outputs = plan.outputs if write else None
+        snapshot = None
+        if outputs is not None:
+            assert plan.record is not None  # every planned task with outputs has its key's record
+            snapshot = prep.index.task_snapshot(plan.inputs, node.project_dir, plan.record.package_json)
+        started_ns = time.time_ns()
+        if outputs is not None:
+            outputs.wipe(prep.ws.root)
+        started_at = time.monotonic()
+        try:
+            popen = spawn.start(plan.command or "", prep.ws.root / node.project_dir, plan.env)
+        except (OSError, ValueError):
+            continue
+        early[tid] = (popen, started_at, started_ns, snapshot)
+        emit(TaskStarted(tid, plan.command or "", 1))
+    return early
+
+
+def _stop_early(early: dict[TaskId, Early]) -> None:
+    """Kill and reap first-wave processes no walk adopted (the run failed before it could)."""
+    for popen, *_ in early.values():
+        try:
+            os.killpg(popen.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        popen.wait()
+    early.clear()
+
+
+def _remove_signals() -> None:
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    for sig in SIGNAL_EXITS:
+        loop.remove_signal_handler(sig)
+
+
+def _grace_s() -> float:
+    from vx.engine.executor import kill_grace_ms
+
+    return kill_grace_ms() / 1000
+
+
+def _exit_code(results: tuple[TaskResult, ...], stopped_by: int | None) -> int:
+    if stopped_by is not None:
+        return SIGNAL_EXITS[stopped_by]
+    ok = all(r.status is Status.SUCCESS for r in results)
+    return EXIT_OK if ok else EXIT_TASK_FAILED

@@ -1,0 +1,418 @@
+"""Decide everything about every task before anything runs: inputs, key, command, env, outputs.
+
+Keys are static (no early cutoff), so the whole plan is known up front; `--dry` is this module
+with nothing executed, and the store is probed for every key in one batch. The exception is
+`late_tasks` (KEY-20): a task after an uncached task of its own project is keyed again by
+`rekeyed` when it becomes ready.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from msgspec import Struct
+
+from vx import witness
+from vx.plan import environment
+from vx.files import index as files
+from vx.plan import keys
+from vx.files.globs import GlobSet
+from vx.model import ROOT_PROJECT, HashRecord, TaskGraph, TaskId, TaskNode, TaskPlan, Workspace
+from vx.files.outputs import claimable, walk_outputs, wipe_outputs
+
+MAX_TIMEOUT_MS = 2**31 - 1
+
+
+class InputQuery(Struct, frozen=True):
+    """What `files` needs to enumerate (and later re-check) one task's inputs."""
+
+    project_dir: str
+    globs: GlobSet
+    workspace_globs: GlobSet | None
+    excluded: GlobSet | None
+    nested: tuple[str, ...]
+    reach: GlobSet | None = None  # the globs that reach ignored files, when not `globs` itself
+
+
+class OutputSpec:
+    """A cached task's declared outputs: walked to save, wiped before exec/restore, and the
+    only paths a restore may write (LC-08, LC-09). `members` are the dirs of every project:
+    what the globs match is this task's only when `owns` says so (`vx.files.outputs.claimable`)."""
+
+    def __init__(self, project_dir: str, patterns: Sequence[str], ws_patterns: Sequence[str], query: InputQuery,
+                 members: frozenset[str] = frozenset()):
+        self.project_dir = project_dir
+        self.members = members
+        self.patterns = tuple(patterns)
+        self.globs = GlobSet(patterns) if patterns else None
+        self.ws_globs = GlobSet(ws_patterns) if ws_patterns else None
+        self.declares_files = bool(patterns or ws_patterns)
+        self.input_query = query
+        self._prefix = project_dir + "/" if project_dir else ""
+        self._node_modules = any(g is not None and g.names("node_modules") for g in (self.globs, self.ws_globs))
+
+    def walk(self, root: Path, seen: dict | None = None) -> list[str]:
+        if not self.declares_files:
+            return []
+        return [p for p in walk_outputs(root, self.project_dir, self.globs, self.ws_globs, seen=seen) if self.owns(p)]
+
+    def walk_for_save(self, root: Path) -> tuple[list[str], list[str]]:
+        """What the globs match now: what the task owns, and what it may not keep (`owns`). The
+        second withholds the save: dropping those files would make a hit that lacks them."""
+        owned: list[str] = []
+        disowned: list[str] = []
+        if self.declares_files:
+            for p in walk_outputs(root, self.project_dir, self.globs, self.ws_globs):
+                (owned if self.owns(p) else disowned).append(p)
+        return owned, disowned
+
+    def state(self, root: Path) -> tuple[list[str], dict[str, bool]]:
+        """Where the outputs live and what walking them reads: the absolute glob roots, and each
+        path the walk listed (True) or probed (False) — what a receipt keeps per task."""
+        notes = witness.Notes()
+        if self.declares_files:
+            walk_outputs(root, self.project_dir, self.globs, self.ws_globs, notes=notes)
+        base = os.path.join(root, self.project_dir) if self.project_dir else str(root)
+        roots = [os.path.join(base, r) if r else base for r in (self.globs.roots() if self.globs else ())]
+        roots += [os.path.join(root, r) if r else str(root) for r in (self.ws_globs.roots() if self.ws_globs else ())]
+        return roots, notes.table
+
+    def wipe(self, root: Path) -> None:
+        if self.declares_files:
+            wipe_outputs(root, self.project_dir, self.globs, self.ws_globs, owns=self.owns)
+
+    def allows(self, path: str) -> bool:
+        """Whether a restore may write `path`: matched by the output globs, and `owns` it."""
+        if self.ws_globs is not None and self.ws_globs.matches(path):
+            return self.owns(path)
+        prefix = self._prefix
+        return (self.globs is not None and path.startswith(prefix) and self.globs.matches(path[len(prefix):])
+                and self.owns(path))
+
+    def owns(self, path: str) -> bool:
+        """Whether a path the output globs match is this task's to write and wipe: never `.git`,
+        `.vx`, an unnamed `node_modules`, another project's tree, or one of the task's inputs."""
+        return claimable(path, self.project_dir, self.members, self._node_modules) and not self._is_input(path)
+
+    def _is_input(self, path: str) -> bool:
+        """Whether `path` is in the task's input set: what the input globs match, less what the
+        project output globs carve out (KEY-17, as `files.FileIndex.inputs` selects)."""
+        q, prefix = self.input_query, self._prefix
+        if path.startswith(prefix):
+            rel = path[len(prefix):]
+            if q.excluded is not None and q.excluded.match(rel):
+                return False
+            if q.globs.match(rel):
+                return True
+        return q.workspace_globs is not None and q.workspace_globs.match(path) is not None
+
+
+class AdditiveOutputs(OutputSpec):
+    """A dependant that adds to its upstream's outputs (LC-18, `rules.exclusiveOutputs: false`).
+
+    Nothing is wiped before it runs or before a restore — that would delete the upstream's files —
+    so the files under its globs are stamped instead, and it owns (saves) only the files it added or
+    changed. One that removed a file saves nothing: restoring its artifact could not remove it again.
+    """
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self._stamps: dict[str, tuple[int, ...]] | None = None
+        self.removed: tuple[str, ...] = ()
+
+    def wipe(self, root: Path) -> None:
+        self._stamps = {p: _stamp(root, p) for p in super().walk(root)} if self.declares_files else {}
+        self.removed = ()
+
+    def walk(self, root: Path, seen: dict | None = None) -> list[str]:
+        files = super().walk(root, seen)
+        if self._stamps is None:  # a hit's up-to-date check: the whole tree under its globs
+            return files
+        present = set(files)
+        self.removed = tuple(sorted(p for p in self._stamps if p not in present))
+        return [p for p in files if self._stamps.get(p) != _stamp(root, p)]
+
+    def walk_for_save(self, root: Path) -> tuple[list[str], list[str]]:
+        owned, disowned = super().walk_for_save(root)
+        if self._stamps is None:
+            return owned, disowned
+        self.removed = tuple(sorted(set(self._stamps) - set(owned) - set(disowned)))
+        changed = [p for p in owned if self._stamps.get(p) != _stamp(root, p)]
+        return changed, [p for p in disowned if self._stamps.get(p) != _stamp(root, p)]
+
+
+def _stamp(root: Path, rel: str) -> tuple[int, ...]:
+    try:
+        st = os.lstat(os.path.join(root, rel))
+    except OSError:
+        return ()
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_mode)
+
+
+class RunOptions(Struct, frozen=True):
+    """The parts of the command line that shape plans (not the cache policy or the flow)."""
+
+    forward_args: tuple[str, ...] = ()
+    timeout_ms: int | None = None
+    retries: int | None = None
+    workspace_timeout_ms: int | None = None
+    cache_dir: Path | None = None  # a sandbox walls it off when it lies inside the workspace (SB-05)
+    framework_inference: bool = True  # `--framework-inference=false`: a turbo.json task keys no framework variables
+    sandbox_trace: bool = True  # vx.workspace.json `sandbox.trace`, what a task's own `exec.sandbox.trace` overrides
+
+
+def make_plans(ws: Workspace, graph: TaskGraph, index: files.FileIndex, opts: RunOptions,
+               host_env: Mapping[str, str], additive: frozenset[TaskId] = frozenset()) -> dict[TaskId, TaskPlan]:
+    """Plan every node in topological order, so upstream keys exist before they are folded;
+    `additive` tasks add to their upstream's outputs (LC-18)."""
+    from vx.files import lockfile
+
+    memo_dir = str(opts.cache_dir / "lockfiles") if opts.cache_dir is not None else None
+    settings = files.fingerprint(ws.root, index, skip=lockfile.LOCKFILES)
+    fingerprints = lockfile.fingerprints(ws.root, ws.packages.values(), index, settings, memo_dir)
+    from vx.plan.toolchain import Toolchain
+
+    tools = Toolchain(str(opts.cache_dir) if opts.cache_dir is not None else None, str(ws.root))
+    nested = _nested_dirs(ws)
+    members = frozenset(p.dir for p in ws.packages.values())
+    default_timeout = _default_timeout(opts, host_env)
+    plans: dict[TaskId, TaskPlan] = {}
+    for tid in graph.order:
+        node = graph.nodes[tid]
+        fingerprint = fingerprints.get(node.project_dir) or fingerprints[""]
+        if node.is_group and node.config.cache is None:
+            plans[tid] = _group_plan(node, plans)
+        elif node.is_group:
+            plans[tid] = _keyed_group_plan(node, index, host_env, fingerprint, nested.get(node.project_dir, ()), plans)
+        else:
+            plans[tid] = _task_plan(ws, node, index, opts, host_env, fingerprint, nested.get(node.project_dir, ()),
+                                    plans, default_timeout, members, tid in additive, tools)
+            if node.config.exec is not None and node.config.exec.sandbox is not None:
+                plans[tid] = _with_sandbox(ws, graph, node, plans[tid], opts, host_env)
+    tools.save()
+    return plans
+
+
+def _with_sandbox(ws: Workspace, graph: TaskGraph, node: TaskNode, plan: TaskPlan, opts: RunOptions,
+                  host_env: Mapping[str, str]) -> TaskPlan:
+    """Resolve `exec.sandbox` now, so a grant no run could honour is refused before anything runs (SB-04)."""
+    from msgspec.structs import replace
+
+    from vx.sandbox import grants
+
+    cfg = node.config
+    assert cfg.exec is not None and cfg.exec.sandbox is not None  # make_plans asks only then
+    folded = grants.folded_packages(graph.nodes, node.id, keys.select_upstream) if cfg.cache else None
+    spec = grants.plan_sandbox(cfg.exec.sandbox, root=ws.root, project_rel=node.project_dir, task=str(node.id),
+                               task_name=node.id.task, projects={p.dir: p.name for p in ws.packages.values()},
+                               linked=grants.linked_packages(ws.packages, node.id.package), folded=folded,
+                               cache_dir=opts.cache_dir, home=host_env.get("HOME"))
+    traced = cfg.exec.sandbox.trace if cfg.exec.sandbox.trace is not None else opts.sandbox_trace
+    return replace(plan, sandbox=spec if traced else replace(spec, trace=False))
+
+
+def _group_plan(node: TaskNode, plans: Mapping[TaskId, TaskPlan]) -> TaskPlan:
+    key = keys.group_key((str(dep), plans[dep].key) for dep in node.deps)
+    return TaskPlan(key=key, inputs=None, command=None, env={}, timeout_ms=None, retries=0, outputs=None)
+
+
+def _keyed_group_plan(node: TaskNode, index, host_env, fingerprint: tuple, nested: tuple[str, ...],
+                      plans: Mapping[TaskId, TaskPlan]) -> TaskPlan:
+    """An implicit group (WS-19, a turbo task without its script): it runs nothing, and its key
+    folds its project's files as a task's would, so its dependants' keys move with them."""
+    query = _input_query(node, nested)
+    inputs = index.inputs(query.project_dir, query.globs, query.workspace_globs, excluded=query.excluded,
+                          nested=query.nested, reach=query.reach)
+    declared = node.config.cache.input_env if node.config.cache else ()
+    record = _record(node, index, fingerprint, plans, inputs, (), environment.keyed(declared, (), {}, host_env))
+    return TaskPlan(keys.task_key(record), inputs, None, {}, None, 0, None, record=record)
+
+
+def _record(node: TaskNode, index, fingerprint: tuple, plans: Mapping[TaskId, TaskPlan], inputs,
+            forward: tuple[str, ...], env: tuple, runtime: tuple = ()) -> HashRecord:
+    cfg = node.config
+    upstream = keys.select_upstream(node.id, node.deps, cfg.cache.input_tasks if cfg.cache else None)
+    return HashRecord(
+        task_id=str(node.id),
+        fingerprint=fingerprint[0],
+        package_json=index.identity(_join(node.project_dir, "package.json")),
+        config=cfg.canonical,
+        forward_args=forward,
+        env=env,
+        upstream=tuple(sorted(((str(d), plans[d].key) for d in upstream), key=lambda p: (p[1], p[0]))),
+        files=inputs.files,
+        lockfile=fingerprint[1],
+        runtime=runtime,
+    )
+
+
+def _task_plan(ws, node: TaskNode, index, opts: RunOptions, host_env, fingerprint: tuple, nested: tuple[str, ...],
+               plans: Mapping[TaskId, TaskPlan], default_timeout: int | None,
+               members: frozenset[str] = frozenset(), additive: bool = False, tools=None) -> TaskPlan:
+    cfg = node.config
+    assert cfg.exec is not None
+    query = _input_query(node, nested)
+    inputs = index.inputs(query.project_dir, query.globs, query.workspace_globs, excluded=query.excluded,
+                          nested=query.nested, reach=query.reach)
+    forward = opts.forward_args if node.requested else ()
+    command = _forwarded(cfg.exec.command, forward) if forward else cfg.exec.command
+    declared = cfg.cache.input_env if cfg.cache else ()
+    framework = cfg.exec.env.framework if opts.framework_inference else ""
+    inferred = environment.inferred(framework, declared or cfg.exec.env.pass_through, host_env) if framework else ()
+    root = str(ws.root)
+    env = environment.task_env(host=host_env, pass_through=(*cfg.exec.env.pass_through, *inferred),
+                               define=cfg.exec.env.define,
+                               project_dir_abs=os.path.join(root, node.project_dir) if node.project_dir else root,
+                               root=root, workspace_id=root, task_id=str(node.id))
+    runtime = _runtime(node, tools, env["PATH"], root, host_env) if tools is not None else ()
+    record = _record(node, index, fingerprint, plans, inputs, forward,
+                     environment.keyed(declared, inferred, env, host_env), runtime)
+    outputs = None
+    if cfg.cache is not None:
+        spec = AdditiveOutputs if additive else OutputSpec
+        outputs = spec(node.project_dir, cfg.cache.output_files, cfg.cache.output_workspace_files, query, members)
+    timeout = cfg.exec.timeout_ms if cfg.exec.timeout_ms is not None else default_timeout
+    retries = cfg.exec.retries if cfg.exec.retries is not None else (opts.retries or 0)
+    pkg = ws.packages.get(node.id.package)
+    hint = pkg.framework if pkg is not None and cfg.cache is not None and not cfg.exec.env.framework else ""
+    return TaskPlan(keys.task_key(record), inputs, command, env, timeout, retries, outputs, record=record,
+                    framework=hint)
+
+
+def _runtime(node: TaskNode, tools, task_path: str, root: str, host_env) -> tuple[tuple[str, str], ...]:
+    """KEY-08: the Node version the task's PATH leads to, then its declared probes' outputs."""
+    out = [("node", tools.node(task_path))]
+    cache = node.config.cache
+    if cache is None or not (cache.input_runtime or cache.input_ws_runtime):
+        return tuple(out)
+    task, here = str(node.id), os.path.join(root, node.project_dir) if node.project_dir else root
+    for cmd in cache.input_runtime:
+        stdout, stderr = tools.probe(task, here, cmd, task_path)
+        out += [(f"runtime:{cmd}:stdout", stdout), (f"runtime:{cmd}:stderr", stderr)]
+    root_path = environment.task_path(host_env.get("PATH"), root, root)
+    for cmd in cache.input_ws_runtime:
+        stdout, stderr = tools.probe(task, root, cmd, root_path)
+        out += [(f"ws-runtime:{cmd}:stdout", stdout), (f"ws-runtime:{cmd}:stderr", stderr)]
+    return tuple(out)
+
+
+def _input_query(node: TaskNode, nested: tuple[str, ...]) -> InputQuery:
+    cache = node.config.cache
+    if cache is None:  # an uncached task still keys its whole project for its dependants (KEY-20)
+        return InputQuery(node.project_dir, GlobSet(["**"]), None, None, nested)
+    turbo = cache.turbo_globs
+    excluded = GlobSet(cache.output_files, turbo) if cache.output_files else None
+    ws_globs = GlobSet(cache.input_workspace_files, turbo) if cache.input_workspace_files else None
+    globs = GlobSet(cache.input_files, turbo)
+    if not turbo:
+        return InputQuery(node.project_dir, globs, ws_globs, excluded, nested)
+    # turbo's globs see every file below the package, other packages' included: a root task's
+    # `apps/**` reaches into the apps.
+    reach = GlobSet(cache.input_reach, True) if cache.input_reach is not None else globs
+    return InputQuery(node.project_dir, globs, ws_globs, excluded, (), reach)
+
+
+# ---------------------------------------------------------------- late keys (KEY-20)
+
+
+def late_tasks(graph: TaskGraph) -> dict[TaskId, bool]:
+    """The tasks whose key is taken only once they are ready (KEY-20): True for a task with an
+    uncached task of its own project upstream — which may rewrite, add or delete its inputs, so
+    they are read again from disk — and False for one that only folds a late key (downstream of
+    one, groups included). Nothing else is late: the key taken up front stands."""
+    writers: dict[TaskId, frozenset[str]] = {}  # project dirs with an uncached task upstream
+    late: dict[TaskId, bool] = {}
+    none: frozenset[str] = frozenset()
+    folded = {dep for node in graph.nodes.values() for dep in node.deps}
+    for tid in graph.order:
+        node = graph.nodes[tid]
+        above = none
+        for dep in node.deps:
+            d = graph.nodes[dep]
+            above = above | writers[dep] | (frozenset((d.project_dir,)) if _rewriter(d) else none)
+        writers[tid] = above
+        if _rewriter(node) and tid not in folded:
+            continue  # an uncached task nothing depends on: no hit, no save and no dependant read its key
+        if (not node.is_group or node.config.cache is not None) and node.project_dir in above:
+            late[tid] = True  # a task, or an implicit group keyed like one (its project's files)
+        elif any(dep in late for dep in node.deps):
+            late[tid] = False
+    return late
+
+
+def _rewriter(node: TaskNode) -> bool:
+    """An uncached task: nothing says what it writes, so it may write its own project's sources."""
+    return not node.is_group and node.config.cache is None
+
+
+def rekeyed(index: files.FileIndex, node: TaskNode, plans: Mapping[TaskId, TaskPlan], fresh: bool,
+            nested: tuple[str, ...]) -> TaskPlan:
+    """The task's plan keyed now, its dependencies done (KEY-20): upstream keys as they ended up
+    and, when `fresh`, its input files and package.json as they are on disk."""
+    from msgspec.structs import replace
+
+    plan = plans[node.id]
+    if node.is_group and node.config.cache is None:
+        return replace(plan, key=keys.group_key((str(dep), plans[dep].key) for dep in node.deps))
+    cfg = node.config
+    upstream = keys.select_upstream(node.id, node.deps, cfg.cache.input_tasks if cfg.cache else None)
+    assert plan.record is not None  # a task with a key to redo has its record
+    record = replace(plan.record, upstream=tuple(sorted(((str(d), plans[d].key) for d in upstream),
+                                                        key=lambda p: (p[1], p[0]))))
+    inputs = plan.inputs
+    if fresh:
+        query = plan.outputs.input_query if plan.outputs is not None else _input_query(node, nested)
+        inputs = index.fresh_inputs(query)
+        record = replace(record, files=inputs.files,
+                         package_json=index.fresh_identity(_join(node.project_dir, "package.json")))
+    return replace(plan, key=keys.task_key(record), inputs=inputs, record=record)
+
+
+def _nested_dirs(ws: Workspace) -> dict[str, tuple[str, ...]]:
+    """For each project dir, the dirs of projects nested inside it (the root holds all members).
+
+    The dirs under a prefix are one contiguous run of the sorted list, so each is a bisect and
+    a short scan, not a pass over every project (that was O(projects²))."""
+    dirs = sorted({p.dir for p in ws.packages.values()})
+    out: dict[str, tuple[str, ...]] = {}
+    for d in dirs:
+        prefix = d + "/" if d else ""
+        i = bisect.bisect_left(dirs, prefix)
+        j = i
+        while j < len(dirs) and dirs[j].startswith(prefix):
+            j += 1
+        out[d] = tuple(o for o in dirs[i:j] if o != d)
+    return out
+
+
+def _default_timeout(opts: RunOptions, host_env: Mapping[str, str]) -> int | None:
+    if opts.timeout_ms is not None:
+        return opts.timeout_ms
+    raw = host_env.get("VX_TASK_TIMEOUT", "").strip()
+    if raw.isdigit() and int(raw) > 0:
+        return min(int(raw), MAX_TIMEOUT_MS)  # clamped, never refused (8.1)
+    return opts.workspace_timeout_ms
+
+
+def _forwarded(command: str, args: tuple[str, ...]) -> str:
+    from vx.plan.forwarding import forward_args  # only with `--` args
+
+    return forward_args(command, args)
+
+
+def _join(a: str, b: str) -> str:
+    return f"{a}/{b}" if a else b
+
+
+def package_of(ws: Workspace, cwd: Path) -> str:
+    """The name of the project that holds cwd (the deepest member), or the root project."""
+    try:
+        rel = Path(os.path.relpath(cwd, ws.root)).as_posix()
+    except ValueError:
+        return ROOT_PROJECT
+    rel = "" if rel == "." else rel
+    pkg = ws.package_at(rel)
+    return pkg.name if pkg else ROOT_PROJECT
