@@ -38,13 +38,21 @@ class Spread:
         return cls(statistics.median(values), min(values), max(values), len(values))
 
 
-def measure(argv: Sequence[str], cwd: Path, env: Mapping[str, str], stderr_to: Path | None = None) -> Sample:
+def measure(
+    argv: Sequence[str], cwd: Path, env: Mapping[str, str], stderr_to: Path | None = None
+) -> Sample:
     """Run `argv` to completion with stdout discarded; stderr goes to `stderr_to` or nowhere."""
     err = open(stderr_to, "wb") if stderr_to else subprocess.DEVNULL
     try:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(list(argv), cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=err)
+        proc = subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
     finally:

@@ -68,15 +68,27 @@ def timed_bridged(sock: Path, scratch: Path) -> float:
     gate = Gate(scratch / f"gate-{time.perf_counter_ns()}")
     status_r, status_w = os.pipe()
     argv = bwrap(sock, gate_prelude(gate.path) + " true")
-    argv[argv.index("--unshare-all"):argv.index("--unshare-all")] = ["--ro-bind", gate.path, gate.path,
-                                                                       "--json-status-fd", str(status_w)]
+    argv[argv.index("--unshare-all") : argv.index("--unshare-all")] = [
+        "--ro-bind",
+        gate.path,
+        gate.path,
+        "--json-status-fd",
+        str(status_w),
+    ]
     box = subprocess.Popen(argv, pass_fds=(status_w,), stdout=subprocess.DEVNULL)
     os.close(status_w)
     status = os.fdopen(status_r)
-    bridge = InsideBridges(shutil.which("socat") or "socat", shutil.which("nsenter") or "nsenter",
-                           proxy_socket=str(sock), proxy_port=3128, ports=())
+    bridge = InsideBridges(
+        shutil.which("socat") or "socat",
+        shutil.which("nsenter") or "nsenter",
+        proxy_socket=str(sock),
+        proxy_port=3128,
+        ports=(),
+    )
     try:
-        gate.say("go" if bridge.open(json.loads(status.readline())["child-pid"]) is None else "fail")
+        gate.say(
+            "go" if bridge.open(json.loads(status.readline())["child-pid"]) is None else "fail"
+        )
         if box.wait() != 0:
             raise SystemExit("the bridged sandbox failed")
     finally:
@@ -88,14 +100,45 @@ def timed_bridged(sock: Path, scratch: Path) -> float:
 
 
 def bwrap(sock: Path, script: str, *args: str) -> list[str]:
-    return ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-            "--ro-bind", str(sock), str(sock), "--unshare-all", "--cap-drop", "ALL", "--die-with-parent",
-            "--new-session", "--", "/bin/sh", "-c", script, *args]
+    return [
+        "bwrap",
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--tmpfs",
+        "/tmp",
+        "--ro-bind",
+        str(sock),
+        str(sock),
+        "--unshare-all",
+        "--cap-drop",
+        "ALL",
+        "--die-with-parent",
+        "--new-session",
+        "--",
+        "/bin/sh",
+        "-c",
+        script,
+        *args,
+    ]
 
 
 def socat_port(sock: Path) -> tuple[subprocess.Popen, int]:
-    proc = subprocess.Popen(["socat", "-d", "-d", "TCP-LISTEN:0,bind=127.0.0.1,fork,reuseaddr,nodelay", f"UNIX-CONNECT:{sock}"],
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            "socat",
+            "-d",
+            "-d",
+            "TCP-LISTEN:0,bind=127.0.0.1,fork,reuseaddr,nodelay",
+            f"UNIX-CONNECT:{sock}",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     port = int(re.search(r":(\d+)$", proc.stderr.readline().strip()).group(1))
     threading.Thread(target=proc.stderr.read, daemon=True).start()
     return proc, port
@@ -116,7 +159,9 @@ def main(rounds: int) -> None:
         configs = {
             "bwrap sh -c true": bwrap(sock, "true"),
             "+ socat bridge outside, gate (vx)": None,
-            "+ minimal python bridge": bwrap(sock, '/usr/bin/python3 -I -S -c "$0"', MINI_PY_BRIDGE),
+            "+ minimal python bridge": bwrap(
+                sock, '/usr/bin/python3 -I -S -c "$0"', MINI_PY_BRIDGE
+            ),
         }
         bridge, port = socat_port(sock)
         url = f"http://127.0.0.1:{origin}/2"
@@ -128,17 +173,24 @@ def main(rounds: int) -> None:
             "curl via proxy (SOCKS5)": [*curl, "-x", f"socks5h://127.0.0.1:{port}", url],
         }
         big = f"http://127.0.0.1:{origin}/{64 << 20}"
-        transfers = {"64 MiB direct": [*curl, big], "64 MiB via CONNECT": [*curl, "-p", "-x", f"http://127.0.0.1:{port}", big]}
+        transfers = {
+            "64 MiB direct": [*curl, big],
+            "64 MiB via CONNECT": [*curl, "-p", "-x", f"http://127.0.0.1:{port}", big],
+        }
         samples = {name: [] for name in [*configs, *requests, *transfers]}
         for _ in range(rounds):
             for table in (configs, requests, transfers):
                 for name, argv in table.items():
-                    samples[name].append(timed(argv) if argv is not None else timed_bridged(sock, Path(tmp)))
+                    samples[name].append(
+                        timed(argv) if argv is not None else timed_bridged(sock, Path(tmp))
+                    )
         bridge.terminate()
     server.shutdown()
     print(f"fixed cost per sandboxed task (median of {rounds}):")
     for name in configs:
-        report(name, samples[name], None if name.startswith("bwrap") else samples["bwrap sh -c true"])
+        report(
+            name, samples[name], None if name.startswith("bwrap") else samples["bwrap sh -c true"]
+        )
     print("per request, wall (curl process included):")
     for name in requests:
         report(name, samples[name], None if name.endswith("direct") else samples["curl direct"])

@@ -36,9 +36,24 @@ from remote_servers import CANARY, TurboServer  # noqa: E402
 
 def generate(root: Path, packages: int, task_ms: int) -> Path:
     repo = root / "origin"
-    subprocess.run([sys.executable, str(HERE / "gen_monorepo.py"), str(repo), "--packages", str(packages),
-                    "--files-per-package", "10", "--tools", "vx", "--no-devdeps", "--task-ms", str(task_ms)],
-                   check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            sys.executable,
+            str(HERE / "gen_monorepo.py"),
+            str(repo),
+            "--packages",
+            str(packages),
+            "--files-per-package",
+            "10",
+            "--tools",
+            "vx",
+            "--no-devdeps",
+            "--task-ms",
+            str(task_ms),
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     ws = json.loads((repo / "vx.workspace.json").read_text())
     ws["remoteCache"] = {"turbo": {"team": "bench"}}
     (repo / "vx.workspace.json").write_text(json.dumps(ws, indent=2) + "\n")
@@ -55,9 +70,14 @@ def clone(origin: Path, dest: Path) -> Path:
 
 def vx(repo: Path, env: dict[str, str], *args: str) -> float:
     """Wall seconds of one `vx run build --all` process; it must exit 0."""
-    full = {**{k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI", "TURBO_"))}, **env}
+    full = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI", "TURBO_"))},
+        **env,
+    }
     t0 = time.perf_counter()
-    proc = subprocess.run(["vx", "run", "build", "--all", *args], cwd=repo, env=full, capture_output=True, text=True)
+    proc = subprocess.run(
+        ["vx", "run", "build", "--all", *args], cwd=repo, env=full, capture_output=True, text=True
+    )
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         sys.exit(f"vx failed in {repo}:\n{proc.stderr}")
@@ -93,7 +113,9 @@ def main() -> None:
             rows = [one_round(work, origin, server, f"bench-{i}") for i in range(opts.runs)]
         finally:
             server.kill()
-    print(f"| {opts.packages} packages, tasks ~{opts.task_ms} ms, median of {opts.runs} | wall (s) |")
+    print(
+        f"| {opts.packages} packages, tasks ~{opts.task_ms} ms, median of {opts.runs} | wall (s) |"
+    )
     print("|---|---|")
     for name in rows[0]:
         print(f"| {name} | {statistics.median(r[name] for r in rows):.2f} |")

@@ -55,7 +55,11 @@ def stage_table(results: Iterable[Mapping]) -> list[str]:
     names: list[str] = []
     for r in results:
         names += [n for n in r["stages"] if n not in names]
-    head = "| stage (ms, median) | " + " | ".join(f"{r['size']} {r['scenario']}" for r in results) + " |"
+    head = (
+        "| stage (ms, median) | "
+        + " | ".join(f"{r['size']} {r['scenario']}" for r in results)
+        + " |"
+    )
     rows = [head, "| --- |" + " ---: |" * len(results)]
     for name in names:
         cells = [_ms(r["stages"].get(name)) for r in results]
@@ -73,7 +77,7 @@ def parse_stages(stderr: str) -> dict[str, float]:
     lines = stderr.splitlines()
     if "vx timing (ms)" not in lines:
         return out
-    for line in lines[lines.index("vx timing (ms)") + 1:]:
+    for line in lines[lines.index("vx timing (ms)") + 1 :]:
         if not line.startswith("  "):
             break
         name, _, value = line.strip().rpartition(" ")

@@ -50,10 +50,19 @@ def default_scenarios(size: int) -> list[str]:
 # ---------------------------------------------------------------- one scenario
 
 
-def run_scenario(sc: Scenario, size: int, tools: dict[str, Tool], wss: dict[str, Path], runs: int,
-                 concurrency: int, logs: Path) -> dict:
+def run_scenario(
+    sc: Scenario,
+    size: int,
+    tools: dict[str, Tool],
+    wss: dict[str, Path],
+    runs: int,
+    concurrency: int,
+    logs: Path,
+) -> dict:
     """Warm up each tool, then time `runs` alternating runs per tool; return the summary row."""
-    say(f"== m{size} {sc.name}: {sc.warmup} warm-up + {runs} timed runs per tool (load {load_average()})")
+    say(
+        f"== m{size} {sc.name}: {sc.warmup} warm-up + {runs} timed runs per tool (load {load_average()})"
+    )
     for _ in range(sc.warmup):
         for name, tool in tools.items():
             once(sc, tool, wss[name], concurrency, None)
@@ -68,15 +77,27 @@ def run_scenario(sc: Scenario, size: int, tools: dict[str, Tool], wss: dict[str,
             if err is not None:
                 for stage, ms in parse_stages(err.read_text(errors="replace")).items():
                     stages.setdefault(stage, []).append(ms)
-        say(f"   run {i + 1}: " + ", ".join(f"{n} {samples[n][-1].wall_s * 1000:.0f} ms" for n in tools))
+        say(
+            f"   run {i + 1}: "
+            + ", ".join(f"{n} {samples[n][-1].wall_s * 1000:.0f} ms" for n in tools)
+        )
     for name in tools:
         sc.finish(wss[name])
         settle(tools[name], wss[name], concurrency)
     return {
-        "size": size, "scenario": sc.name, "tasks": list(sc.tasks), "what": sc.what, "runs": runs,
+        "size": size,
+        "scenario": sc.name,
+        "tasks": list(sc.tasks),
+        "what": sc.what,
+        "runs": runs,
         "load_after": load_average(),
-        "tools": {n: {**{k: vars(v) for k, v in summarise(samples[n]).items()},
-                      "samples": [vars(s) for s in samples[n]]} for n in tools},
+        "tools": {
+            n: {
+                **{k: vars(v) for k, v in summarise(samples[n]).items()},
+                "samples": [vars(s) for s in samples[n]],
+            }
+            for n in tools
+        },
         "stages": stages,
     }
 
@@ -88,8 +109,10 @@ def once(sc: Scenario, tool: Tool, ws: Path, concurrency: int, err: Path | None)
         env["VX_TIMING"] = "1"
     sample = measure(tool.argv(sc.tasks, concurrency), ws, env, err)
     if sample.exit_code != 0:
-        raise SystemExit(f"{tool.name} failed (exit {sample.exit_code}) in {sc.name} at {ws}"
-                         + (f"; stderr in {err}" if err else ""))
+        raise SystemExit(
+            f"{tool.name} failed (exit {sample.exit_code}) in {sc.name} at {ws}"
+            + (f"; stderr in {err}" if err else "")
+        )
     sc.check(ws)
     return sample
 
@@ -103,13 +126,32 @@ def settle(tool: Tool, ws: Path, concurrency: int) -> None:
 
 
 def machine(tools: dict[str, Tool], ws: Path) -> dict:
-    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                if ln.startswith("model name")), "?")
+    cpu = next(
+        (
+            ln.split(":", 1)[1].strip()
+            for ln in Path("/proc/cpuinfo").read_text().splitlines()
+            if ln.startswith("model name")
+        ),
+        "?",
+    )
     return {
-        "cpus": os.cpu_count(), "cpu": cpu, "kernel": platform.release(), "python": platform.python_version(),
-        "node": _out(["node", "--version"]), "git": _out(["git", "--version"]),
+        "cpus": os.cpu_count(),
+        "cpu": cpu,
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "node": _out(["node", "--version"]),
+        "git": _out(["git", "--version"]),
         "versions": {n: version_of(t, ws) for n, t in tools.items()},
-        "vx_commit": _out(["git", "-C", str(Path(__file__).resolve().parent.parent), "rev-parse", "--short", "HEAD"]),
+        "vx_commit": _out(
+            [
+                "git",
+                "-C",
+                str(Path(__file__).resolve().parent.parent),
+                "rev-parse",
+                "--short",
+                "HEAD",
+            ]
+        ),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }
 
@@ -128,20 +170,41 @@ def bench_size(size: int, args, vx: Tool, logs: Path) -> list[dict]:
     if "cold" not in names:  # whatever state a reused workspace is in, start from a full cache
         for name, tool in tools.items():
             settle(tool, wss[name], args.concurrency)
-    return [run_scenario(SCENARIOS[n], size, tools, wss, runs_for(n, size, args.runs), args.concurrency, logs)
-            for n in ORDER if n in names]
+    return [
+        run_scenario(
+            SCENARIOS[n], size, tools, wss, runs_for(n, size, args.runs), args.concurrency, logs
+        )
+        for n in ORDER
+        if n in names
+    ]
 
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", default="10,100,1000", help="package counts, comma-separated (20 files each)")
-    ap.add_argument("--scenarios", help=f"comma list of {','.join(ORDER)} (default: all below {BIG} packages, "
-                                        f"cold,warm,restore,leaf from {BIG})")
+    ap.add_argument(
+        "--sizes", default="10,100,1000", help="package counts, comma-separated (20 files each)"
+    )
+    ap.add_argument(
+        "--scenarios",
+        help=f"comma list of {','.join(ORDER)} (default: all below {BIG} packages, "
+        f"cold,warm,restore,leaf from {BIG})",
+    )
     ap.add_argument("--runs", type=int, help="timed runs per tool and scenario (default: by size)")
-    ap.add_argument("--concurrency", type=int, default=os.cpu_count() or 2, help="for both tools (default: CPUs)")
-    ap.add_argument("--work", type=Path, default=Path(os.environ.get("VX_BENCH_DIR", "/tmp/vx-bench")),
-                    help="where workspaces, the vx venv and logs live; reused across runs")
-    ap.add_argument("--vx", help="vx command to time (default: pip install of this checkout into WORK/venv)")
+    ap.add_argument(
+        "--concurrency",
+        type=int,
+        default=os.cpu_count() or 2,
+        help="for both tools (default: CPUs)",
+    )
+    ap.add_argument(
+        "--work",
+        type=Path,
+        default=Path(os.environ.get("VX_BENCH_DIR", "/tmp/vx-bench")),
+        help="where workspaces, the vx venv and logs live; reused across runs",
+    )
+    ap.add_argument(
+        "--vx", help="vx command to time (default: pip install of this checkout into WORK/venv)"
+    )
     ap.add_argument("--fresh", action="store_true", help="regenerate the workspaces")
     ap.add_argument("--json", type=Path, help="write every sample here (default WORK/results.json)")
     ap.add_argument("--markdown", type=Path, help="also write the tables here")
@@ -168,9 +231,14 @@ def main(argv=None) -> int:
     started, load = time.time(), load_average()
     results = [row for size in args.sizes for row in bench_size(size, args, vx, logs)]
     first = args.work / f"m{args.sizes[0]}-turbo"
-    info = {"machine": machine({"vx": vx, "turbo": turbo_tool(first)}, first), "load_before": load,
-            "load_after": load_average(), "minutes": round((time.time() - started) / 60, 1),
-            "concurrency": args.concurrency, "results": results}
+    info = {
+        "machine": machine({"vx": vx, "turbo": turbo_tool(first)}, first),
+        "load_before": load,
+        "load_after": load_average(),
+        "minutes": round((time.time() - started) / 60, 1),
+        "concurrency": args.concurrency,
+        "results": results,
+    }
     (args.json or args.work / "results.json").write_text(json.dumps(info, indent=1))
     text = "\n".join(header(info) + [""] + main_table(results) + [""] + stage_table(results)) + "\n"
     print(text)
@@ -181,10 +249,12 @@ def main(argv=None) -> int:
 
 def header(info: dict) -> list[str]:
     m = info["machine"]
-    return [f"{m['date']} · {m['cpus']} CPUs ({m['cpu']}) · Linux {m['kernel']} · Python {m['python']} · "
-            f"node {m['node']} · {m['git']} · {m['versions']['turbo']} (turbo) · {m['versions']['vx']} @ "
-            f"{m['vx_commit']} · concurrency {info['concurrency']} · load {info['load_before']} → "
-            f"{info['load_after']} · {info['minutes']} min"]
+    return [
+        f"{m['date']} · {m['cpus']} CPUs ({m['cpu']}) · Linux {m['kernel']} · Python {m['python']} · "
+        f"node {m['node']} · {m['git']} · {m['versions']['turbo']} (turbo) · {m['versions']['vx']} @ "
+        f"{m['vx_commit']} · concurrency {info['concurrency']} · load {info['load_before']} → "
+        f"{info['load_after']} · {info['minutes']} min"
+    ]
 
 
 if __name__ == "__main__":

@@ -85,8 +85,9 @@ class CpuMeter:
 
 
 async def plain(command: str, cwd: Path, env: dict) -> int:
-    result = await execute(command, cwd=cwd, env=env, timeout_ms=None, on_output=lambda c: None,
-                           table=ProcessTable())
+    result = await execute(
+        command, cwd=cwd, env=env, timeout_ms=None, on_output=lambda c: None, table=ProcessTable()
+    )
     return result.exit_code
 
 
@@ -97,8 +98,16 @@ class Sandboxed:
         self.spec, self.session = spec, Session([spec], environ=environ)
 
     async def __call__(self, command: str, cwd: Path, env: dict) -> int:
-        outcome = await run_sandboxed(self.session, self.spec, command, cwd=cwd, env=env, timeout_ms=None,
-                                      on_output=lambda c: None, table=ProcessTable())
+        outcome = await run_sandboxed(
+            self.session,
+            self.spec,
+            command,
+            cwd=cwd,
+            env=env,
+            timeout_ms=None,
+            on_output=lambda c: None,
+            table=ProcessTable(),
+        )
         if outcome.violations or outcome.process.exit_code:
             raise SystemExit(f"unexpected: {outcome.violations} {outcome.process}")
         return outcome.process.exit_code
@@ -107,11 +116,15 @@ class Sandboxed:
         self.session.close()
 
 
-def measure(variants: dict, command: str, cwd: Path, env: dict, rounds: int, meter: CpuMeter) -> dict:
+def measure(
+    variants: dict, command: str, cwd: Path, env: dict, rounds: int, meter: CpuMeter
+) -> dict:
     return asyncio.run(_measure(variants, command, cwd, env, rounds, meter))
 
 
-async def _measure(variants: dict, command: str, cwd: Path, env: dict, rounds: int, meter: CpuMeter) -> dict:
+async def _measure(
+    variants: dict, command: str, cwd: Path, env: dict, rounds: int, meter: CpuMeter
+) -> dict:
     samples: dict[str, list[tuple[float, float, float]]] = {name: [] for name in variants}
     for name, run in variants.items():  # warm-up (and the probe, which a run pays once)
         await run(command, cwd, env)
@@ -121,10 +134,21 @@ async def _measure(variants: dict, command: str, cwd: Path, env: dict, rounds: i
         for name, run in order:
             cpu0, own0, wall0 = meter.read(), time.process_time(), time.perf_counter()
             await run(command, cwd, env)
-            samples[name].append(((time.perf_counter() - wall0) * 1000, meter.read() - cpu0,
-                                  (time.process_time() - own0) * 1000))
-    return {name: {"wall_ms": statistics.median(x[0] for x in s), "cpu_ms": statistics.median(x[1] for x in s),
-                   "vx_cpu_ms": statistics.median(x[2] for x in s)} for name, s in samples.items()}
+            samples[name].append(
+                (
+                    (time.perf_counter() - wall0) * 1000,
+                    meter.read() - cpu0,
+                    (time.process_time() - own0) * 1000,
+                )
+            )
+    return {
+        name: {
+            "wall_ms": statistics.median(x[0] for x in s),
+            "cpu_ms": statistics.median(x[1] for x in s),
+            "vx_cpu_ms": statistics.median(x[2] for x in s),
+        }
+        for name, s in samples.items()
+    }
 
 
 def main() -> None:
@@ -137,15 +161,30 @@ def main() -> None:
     try:
         project = make_workspace(top)
         config = SandboxConfig(read=("src/**", "task.js", "package.json"), write=("out/",))
-        spec = plan_sandbox(config, root=project.parent, project_rel="pkg", task="pkg#w1", task_name="w1",
-                            projects={"": "root", "pkg": "pkg"}, linked=(), folded=None, cache_dir=None)
+        spec = plan_sandbox(
+            config,
+            root=project.parent,
+            project_rel="pkg",
+            task="pkg#w1",
+            task_name="w1",
+            projects={"": "root", "pkg": "pkg"},
+            linked=(),
+            folded=None,
+            cache_dir=None,
+        )
         env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": os.environ.get("HOME", "/")}
-        variants = {"plain": plain, "bwrap": Sandboxed(spec, {**os.environ, "VX_STRACE": ""}),
-                    "traced": Sandboxed(spec, dict(os.environ))}
+        variants = {
+            "plain": plain,
+            "bwrap": Sandboxed(spec, {**os.environ, "VX_STRACE": ""}),
+            "traced": Sandboxed(spec, dict(os.environ)),
+        }
         try:
-            results = {"fixed (true)": measure(variants, "true", project, env, args.rounds * 2, meter),
-                       "W1 (node, 200 reads, 50 writes)": measure(variants, "node task.js", project, env,
-                                                                  args.rounds, meter)}
+            results = {
+                "fixed (true)": measure(variants, "true", project, env, args.rounds * 2, meter),
+                "W1 (node, 200 reads, 50 writes)": measure(
+                    variants, "node task.js", project, env, args.rounds, meter
+                ),
+            }
         finally:
             for run in variants.values():
                 if isinstance(run, Sandboxed):
@@ -162,11 +201,15 @@ def report(results: dict, cpu: bool) -> None:
     for workload, rows in results.items():
         base = rows["plain"]
         print(f"{workload}")
-        print(f"  {'variant':<8} {'wall ms':>8} {'+ms':>7} {'cpu ms':>8} {'cpu ×':>6} {'of it vx':>9}")
+        print(
+            f"  {'variant':<8} {'wall ms':>8} {'+ms':>7} {'cpu ms':>8} {'cpu ×':>6} {'of it vx':>9}"
+        )
         for name, row in rows.items():
             ratio = row["cpu_ms"] / base["cpu_ms"] if cpu and base["cpu_ms"] else float("nan")
-            print(f"  {name:<8} {row['wall_ms']:8.1f} {row['wall_ms'] - base['wall_ms']:+7.1f} "
-                  f"{row['cpu_ms']:8.1f} {ratio:6.2f} {row['vx_cpu_ms']:9.1f}")
+            print(
+                f"  {name:<8} {row['wall_ms']:8.1f} {row['wall_ms'] - base['wall_ms']:+7.1f} "
+                f"{row['cpu_ms']:8.1f} {ratio:6.2f} {row['vx_cpu_ms']:9.1f}"
+            )
     if not cpu:
         print("(no cpuacct cgroup here: CPU columns are not measured)")
 

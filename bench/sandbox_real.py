@@ -54,9 +54,17 @@ def spec_for(root: Path, project_rel: str, read: list[str], write: list[str]):
     by_dir = {p.dir: p for p in ws.packages.values()}
     name = by_dir[project_rel].name
     config = SandboxConfig(read=tuple(read), write=tuple(write))
-    return plan_sandbox(config, root=ws.root, project_rel=project_rel, task=f"{name}#bench", task_name="bench",
-                        projects={p.dir: p.name for p in ws.packages.values()},
-                        linked=linked_packages(ws.packages, name), folded=None, cache_dir=None)
+    return plan_sandbox(
+        config,
+        root=ws.root,
+        project_rel=project_rel,
+        task=f"{name}#bench",
+        task_name="bench",
+        projects={p.dir: p.name for p in ws.packages.values()},
+        linked=linked_packages(ws.packages, name),
+        folded=None,
+        cache_dir=None,
+    )
 
 
 class TracedV1(Sandboxed):
@@ -68,7 +76,7 @@ class TracedV1(Sandboxed):
         def v1(strace: str, output: str) -> list[str]:
             argv = shipped(strace, output)
             at = argv.index("verbose=none")
-            del argv[at - 1:at + 1]
+            del argv[at - 1 : at + 1]
             return [a + ",readlink,readlinkat" if a.startswith("trace=") else a for a in argv]
 
         trace.strace_argv = v1
@@ -88,8 +96,15 @@ def clean(project: Path, paths: list[str]) -> None:
             target.unlink()
 
 
-async def _measure(variants: dict, command: str, project: Path, env: dict, rounds: int, meter: CpuMeter,
-                   cleaned: list[str]) -> dict:
+async def _measure(
+    variants: dict,
+    command: str,
+    project: Path,
+    env: dict,
+    rounds: int,
+    meter: CpuMeter,
+    cleaned: list[str],
+) -> dict:
     samples: dict[str, list[tuple[float, float, float]]] = {name: [] for name in variants}
     for name, run in variants.items():  # warm-up: the page cache, the probe a run pays once
         clean(project, cleaned)
@@ -101,18 +116,36 @@ async def _measure(variants: dict, command: str, project: Path, env: dict, round
             clean(project, cleaned)
             cpu0, own0, wall0 = meter.read(), time.process_time(), time.perf_counter()
             await run(command, project, env)
-            samples[name].append(((time.perf_counter() - wall0) * 1000, meter.read() - cpu0,
-                                  (time.process_time() - own0) * 1000))
-        print(f"round {index + 1}/{rounds}: " + ", ".join(f"{n} {samples[n][-1][0]:.0f}/{samples[n][-1][1]:.0f} ms"
-                                                           for n in variants), file=sys.stderr, flush=True)
+            samples[name].append(
+                (
+                    (time.perf_counter() - wall0) * 1000,
+                    meter.read() - cpu0,
+                    (time.process_time() - own0) * 1000,
+                )
+            )
+        print(
+            f"round {index + 1}/{rounds}: "
+            + ", ".join(
+                f"{n} {samples[n][-1][0]:.0f}/{samples[n][-1][1]:.0f} ms" for n in variants
+            ),
+            file=sys.stderr,
+            flush=True,
+        )
     return {name: _summary(s) for name, s in samples.items()}
 
 
 def _summary(samples: list[tuple[float, float, float]]) -> dict:
     walls, cpus = [s[0] for s in samples], [s[1] for s in samples]
-    return {"wall_ms": statistics.median(walls), "wall_min": min(walls), "wall_max": max(walls),
-            "cpu_ms": statistics.median(cpus), "cpu_min": min(cpus), "cpu_max": max(cpus),
-            "vx_cpu_ms": statistics.median(s[2] for s in samples), "samples": samples}
+    return {
+        "wall_ms": statistics.median(walls),
+        "wall_min": min(walls),
+        "wall_max": max(walls),
+        "cpu_ms": statistics.median(cpus),
+        "cpu_min": min(cpus),
+        "cpu_max": max(cpus),
+        "vx_cpu_ms": statistics.median(s[2] for s in samples),
+        "samples": samples,
+    }
 
 
 def main() -> None:
@@ -128,22 +161,34 @@ def main() -> None:
     parser.add_argument("--clean", action="append", default=[])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--json", type=Path)
-    parser.add_argument("--v1", action="store_true", help="also run the trace as it was before (traced-v1)")
+    parser.add_argument(
+        "--v1", action="store_true", help="also run the trace as it was before (traced-v1)"
+    )
     args = parser.parse_args(argv[:split])
-    command = " ".join(argv[split + 1:])
+    command = " ".join(argv[split + 1 :])
     root = args.root.resolve()
     project = root / args.project
     spec = spec_for(root, args.project, args.read, args.write)
-    path = os.pathsep.join([str(project / "node_modules" / ".bin"), str(root / "node_modules" / ".bin"),
-                            os.environ.get("PATH", os.defpath)])
+    path = os.pathsep.join(
+        [
+            str(project / "node_modules" / ".bin"),
+            str(root / "node_modules" / ".bin"),
+            os.environ.get("PATH", os.defpath),
+        ]
+    )
     env = {"PATH": path, "HOME": os.environ.get("HOME", "/")}
     meter = CpuMeter()
-    variants = {"plain": plain, "untraced": Sandboxed(spec, {**os.environ, "VX_STRACE": ""}),
-                "traced": Sandboxed(spec, dict(os.environ))}
+    variants = {
+        "plain": plain,
+        "untraced": Sandboxed(spec, {**os.environ, "VX_STRACE": ""}),
+        "traced": Sandboxed(spec, dict(os.environ)),
+    }
     if args.v1:
         variants["traced-v1"] = TracedV1(spec, dict(os.environ))
     try:
-        results = asyncio.run(_measure(variants, command, project, env, args.rounds, meter, args.clean))
+        results = asyncio.run(
+            _measure(variants, command, project, env, args.rounds, meter, args.clean)
+        )
     finally:
         for run in variants.values():
             if isinstance(run, Sandboxed):
@@ -151,17 +196,21 @@ def main() -> None:
         meter.close()
     base = results["plain"]
     print(f"{command}  (in {args.project}, {args.rounds} rounds, medians, min–max)")
-    print(f"  {'variant':<9} {'wall ms':>20} {'wall ×':>7} {'paired':>7} {'cpu ms':>20} {'cpu ×':>6} "
-          f"{'paired':>7} {'of it vx':>9}")
+    print(
+        f"  {'variant':<9} {'wall ms':>20} {'wall ×':>7} {'paired':>7} {'cpu ms':>20} {'cpu ×':>6} "
+        f"{'paired':>7} {'of it vx':>9}"
+    )
     for name, row in results.items():
         pairs = list(zip(row["samples"], base["samples"]))
         wall_paired = statistics.median(s[0] / b[0] for s, b in pairs)
         cpu_paired = statistics.median(s[1] / b[1] for s, b in pairs) if meter.ok else float("nan")
         wall = f"{row['wall_ms']:.0f} ({row['wall_min']:.0f}–{row['wall_max']:.0f})"
         cpu = f"{row['cpu_ms']:.0f} ({row['cpu_min']:.0f}–{row['cpu_max']:.0f})"
-        print(f"  {name:<9} {wall:>20} {row['wall_ms'] / base['wall_ms']:7.2f} {wall_paired:7.2f} {cpu:>20} "
-              f"{row['cpu_ms'] / base['cpu_ms'] if meter.ok else float('nan'):6.2f} {cpu_paired:7.2f} "
-              f"{row['vx_cpu_ms']:9.0f}")
+        print(
+            f"  {name:<9} {wall:>20} {row['wall_ms'] / base['wall_ms']:7.2f} {wall_paired:7.2f} {cpu:>20} "
+            f"{row['cpu_ms'] / base['cpu_ms'] if meter.ok else float('nan'):6.2f} {cpu_paired:7.2f} "
+            f"{row['vx_cpu_ms']:9.0f}"
+        )
     print(f"  load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus")
     if args.json:
         args.json.write_text(json.dumps({"command": command, "results": results}, indent=2) + "\n")

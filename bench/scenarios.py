@@ -35,9 +35,13 @@ class Scenario:
 
     def check(self, ws: Path) -> None:
         """Refuse a run that did not leave every package built (a restore must really restore)."""
-        missing = [p.name for p in (ws / "packages").iterdir() if not (p / "dist" / "index.js").is_file()]
+        missing = [
+            p.name for p in (ws / "packages").iterdir() if not (p / "dist" / "index.js").is_file()
+        ]
         if missing:
-            raise SystemExit(f"{self.name}: {len(missing)} packages have no dist/index.js after the run in {ws}")
+            raise SystemExit(
+                f"{self.name}: {len(missing)} packages have no dist/index.js after the run in {ws}"
+            )
 
     def finish(self, ws: Path) -> None:
         """Put edited files back, so the next scenario starts from the committed tree."""
@@ -45,7 +49,9 @@ class Scenario:
             subprocess.run(["git", "checkout", "-q", "--", self.edited(ws)], cwd=ws, check=True)
 
     def edited(self, ws: Path) -> str:
-        key = "top_file" if self.name == "leaf" else "leaf_file"  # the generator's names: top has no dependants
+        key = (
+            "top_file" if self.name == "leaf" else "leaf_file"
+        )  # the generator's names: top has no dependants
         return meta(ws)[key]
 
 
@@ -56,7 +62,9 @@ SCENARIOS = {
         Scenario("warm", ("build",), 1, "nothing changed, everything cached, outputs in place"),
         Scenario("restore", ("build",), 1, "every dist/ deleted, everything cached"),
         Scenario("leaf", ("build",), 1, "one source file of a top package edited: only it runs"),
-        Scenario("core", ("build",), 0, "one source file of pkg-0000 edited: its dependants cascade"),
+        Scenario(
+            "core", ("build",), 0, "one source file of pkg-0000 edited: its dependants cascade"
+        ),
         Scenario("multi", ("build", "test", "lint"), 1, "`build test lint`, everything cached"),
     )
 }

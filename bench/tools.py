@@ -23,7 +23,10 @@ GENERATOR = BENCH / "gen_monorepo.py"
 FILES_PER_PACKAGE, DEPS, SEED = 20, 4, 1
 
 TOOL_ENV = {  # no telemetry, update checks or colour; CI unset (it changes defaults)
-    "TURBO_TELEMETRY_DISABLED": "1", "TURBO_NO_UPDATE_NOTIFIER": "1", "DO_NOT_TRACK": "1", "NO_COLOR": "1",
+    "TURBO_TELEMETRY_DISABLED": "1",
+    "TURBO_NO_UPDATE_NOTIFIER": "1",
+    "DO_NOT_TRACK": "1",
+    "NO_COLOR": "1",
 }
 
 
@@ -78,12 +81,23 @@ def vx_tool(spec: str | None, work: Path) -> Tool:
         _run([sys.executable, "-m", "venv", str(venv)])
         _run([str(venv / "bin" / "pip"), "install", "-q", str(REPO)])
     else:  # refresh vx itself: the numbers are for the checkout as it is now
-        _run([str(venv / "bin" / "pip"), "install", "-q", "--no-deps", "--force-reinstall", str(REPO)])
+        _run(
+            [
+                str(venv / "bin" / "pip"),
+                "install",
+                "-q",
+                "--no-deps",
+                "--force-reinstall",
+                str(REPO),
+            ]
+        )
     return Tool("vx", (str(venv / "bin" / "vx"),), "vx")
 
 
 def version_of(tool: Tool, ws: Path) -> str:
-    out = subprocess.run([*tool.exe, "--version"], cwd=ws, capture_output=True, text=True, env=tool.env())
+    out = subprocess.run(
+        [*tool.exe, "--version"], cwd=ws, capture_output=True, text=True, env=tool.env()
+    )
     return out.stdout.strip().splitlines()[0] if out.stdout.strip() else "?"
 
 
@@ -98,8 +112,24 @@ def workspaces(work: Path, packages: int, fresh: bool = False) -> dict[str, Path
         return copies
     for path in (base, *copies.values()):
         shutil.rmtree(path, ignore_errors=True)
-    _run([sys.executable, str(GENERATOR), str(base), "-n", str(packages), "-f", str(FILES_PER_PACKAGE),
-          "-d", str(DEPS), "-s", str(SEED), "--tools", "vx,turbo", "--install"])
+    _run(
+        [
+            sys.executable,
+            str(GENERATOR),
+            str(base),
+            "-n",
+            str(packages),
+            "-f",
+            str(FILES_PER_PACKAGE),
+            "-d",
+            str(DEPS),
+            "-s",
+            str(SEED),
+            "--tools",
+            "vx,turbo",
+            "--install",
+        ]
+    )
     for path in copies.values():
         _run(["cp", "-a", str(base), str(path)])
     shutil.rmtree(base)
@@ -115,7 +145,12 @@ def _matches(ws: Path, packages: int) -> bool:
         args = meta(ws)["args"]
     except (OSError, ValueError, KeyError):
         return False
-    want = {"packages": packages, "files_per_package": FILES_PER_PACKAGE, "deps": DEPS, "seed": SEED}
+    want = {
+        "packages": packages,
+        "files_per_package": FILES_PER_PACKAGE,
+        "deps": DEPS,
+        "seed": SEED,
+    }
     return all(args.get(k) == v for k, v in want.items()) and (ws / "node_modules").is_dir()
 
 

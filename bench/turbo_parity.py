@@ -24,17 +24,31 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "src"))  # this checkout's vx.files.globs
+sys.path.insert(
+    1, str(Path(__file__).resolve().parents[1] / "src")
+)  # this checkout's vx.files.globs
 
 from tools import turbo_tool, vx_tool, workspaces  # noqa: E402
 
 
 def dry_docs(ws: Path, tasks: list[str], vx, turbo) -> tuple[dict, dict]:
     """Both tools' `--dry=json` documents for `tasks` in `ws`."""
-    t = subprocess.run([*turbo.exe, "run", *tasks, "--dry=json"], cwd=ws, env=turbo.env(), capture_output=True,
-                       text=True, check=True)
-    v = subprocess.run([*vx.exe, "run", *tasks, "--dry=json"], cwd=ws, env=vx.env(), capture_output=True,
-                       text=True, check=True)
+    t = subprocess.run(
+        [*turbo.exe, "run", *tasks, "--dry=json"],
+        cwd=ws,
+        env=turbo.env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    v = subprocess.run(
+        [*vx.exe, "run", *tasks, "--dry=json"],
+        cwd=ws,
+        env=vx.env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(t.stdout), json.loads(v.stdout)
 
 
@@ -60,7 +74,9 @@ def input_differences(turbo_doc: dict, vx_doc: dict) -> dict[str, tuple[list[str
         if tid not in vx_tasks:
             continue
         outputs = task["resolvedTaskDefinition"].get("outputs") or []
-        own_outputs = GlobSet(outputs, turbo=True) if any(not o.startswith("!") for o in outputs) else None
+        own_outputs = (
+            GlobSet(outputs, turbo=True) if any(not o.startswith("!") for o in outputs) else None
+        )
         prefix = base + "/" if base else ""
 
         def kept(path: str) -> bool:
@@ -68,7 +84,9 @@ def input_differences(turbo_doc: dict, vx_doc: dict) -> dict[str, tuple[list[str
                 return False
             if _NEVER_COMPARED.search(path):
                 return False
-            return not (own_outputs and path.startswith(prefix) and own_outputs.matches(path[len(prefix):]))
+            return not (
+                own_outputs and path.startswith(prefix) and own_outputs.matches(path[len(prefix) :])
+            )
 
         theirs = {os.path.normpath(os.path.join(base, p)) for p in task["inputs"]}
         ours = set(vx_tasks[tid]["inputs"])
@@ -80,7 +98,10 @@ def input_differences(turbo_doc: dict, vx_doc: dict) -> dict[str, tuple[list[str
 
 def graphs(turbo_doc: dict, vx_doc: dict) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
     """Both plans as each task with a command and the commands it waits for."""
-    turbo_graph = {x["taskId"]: (x["command"] == "<NONEXISTENT>", x["dependencies"]) for x in turbo_doc["tasks"]}
+    turbo_graph = {
+        x["taskId"]: (x["command"] == "<NONEXISTENT>", x["dependencies"])
+        for x in turbo_doc["tasks"]
+    }
     vx_graph = {x["id"]: (x["command"] is None, x["deps"]) for x in vx_doc["tasks"]}
     return through_noops(turbo_graph), through_noops(vx_graph)
 
@@ -105,7 +126,9 @@ def main(argv=None) -> int:
     ap.add_argument("--packages", type=int, default=100)
     ap.add_argument("--tasks", nargs="+", default=["build", "test", "lint"])
     ap.add_argument("--work", type=Path, default=Path("/tmp/vx-bench"))
-    ap.add_argument("--vx", help="the vx command (default: installed from this checkout into a venv)")
+    ap.add_argument(
+        "--vx", help="the vx command (default: installed from this checkout into a venv)"
+    )
     ap.add_argument("--inputs", action="store_true", help="compare each task's input files too")
     args = ap.parse_args(argv)
     source = workspaces(args.work, args.packages)["turbo"]
@@ -116,10 +139,15 @@ def main(argv=None) -> int:
         config.unlink(missing_ok=True)
     turbo_doc, vx_doc = dry_docs(ws, args.tasks, vx_tool(args.vx, args.work), turbo_tool(ws))
     turbo_graph, vx_graph = graphs(turbo_doc, vx_doc)
-    only_turbo, only_vx = sorted(set(turbo_graph) - set(vx_graph)), sorted(set(vx_graph) - set(turbo_graph))
+    only_turbo, only_vx = (
+        sorted(set(turbo_graph) - set(vx_graph)),
+        sorted(set(vx_graph) - set(turbo_graph)),
+    )
     edges = sorted(t for t in set(turbo_graph) & set(vx_graph) if turbo_graph[t] != vx_graph[t])
-    print(f"tasks: turbo {len(turbo_graph)}, vx {len(vx_graph)}; only turbo: {len(only_turbo)}, only vx: "
-          f"{len(only_vx)}; different dependencies: {len(edges)}")
+    print(
+        f"tasks: turbo {len(turbo_graph)}, vx {len(vx_graph)}; only turbo: {len(only_turbo)}, only vx: "
+        f"{len(only_vx)}; different dependencies: {len(edges)}"
+    )
     for tid in (only_turbo + only_vx + edges)[:10]:
         print(f"  {tid}: turbo {turbo_graph.get(tid)} vx {vx_graph.get(tid)}")
     files = input_differences(turbo_doc, vx_doc) if args.inputs else {}

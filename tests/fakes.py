@@ -70,8 +70,18 @@ class MemoryStore:
         self.restored.append(entry.key)
         return entry.log
 
-    def save(self, key: str, *, task_id: str, command: str, log: Sequence[LogChunk], files: Sequence[str],
-             duration_ms: float, cpu_ms: float | None = None, peak_rss_bytes: int | None = None) -> int:
+    def save(
+        self,
+        key: str,
+        *,
+        task_id: str,
+        command: str,
+        log: Sequence[LogChunk],
+        files: Sequence[str],
+        duration_ms: float,
+        cpu_ms: float | None = None,
+        peak_rss_bytes: int | None = None,
+    ) -> int:
         data = {path: (self.root / path).read_bytes() for path in files}
         self.entries[key] = MemoryEntry(key, data, tuple(log), duration_ms)
         self.saved.append(key)
@@ -90,8 +100,16 @@ class ScriptedExecutor:
         self.scripts = scripts
         self.ran: list[tuple[str, Path]] = []
 
-    async def __call__(self, command: str, *, cwd: Path, env: Mapping[str, str], timeout_ms: int | None,
-                       on_output: Callable[[LogChunk], None], **_: object) -> ProcessResult:
+    async def __call__(
+        self,
+        command: str,
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        timeout_ms: int | None,
+        on_output: Callable[[LogChunk], None],
+        **_: object,
+    ) -> ProcessResult:
         self.ran.append((command, cwd))
         code = self.scripts[command](cwd)
         chunk = LogChunk(1, f"ran {command}\n".encode())

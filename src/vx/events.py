@@ -67,8 +67,18 @@ class RunFinished(Struct, frozen=True):
     summary: RunSummary
 
 
-Event = (RunStarted | TaskStarted | TaskReady | ServersKept | TaskOutput | TaskRetrying | TaskFinished | CacheRestored
-         | Notice | RunFinished)
+Event = (
+    RunStarted
+    | TaskStarted
+    | TaskReady
+    | ServersKept
+    | TaskOutput
+    | TaskRetrying
+    | TaskFinished
+    | CacheRestored
+    | Notice
+    | RunFinished
+)
 
 
 class PlannedTask(Struct, frozen=True):
@@ -80,7 +90,9 @@ class PlannedTask(Struct, frozen=True):
     predicted: str  # hit-local | miss | no-cache | group
     deps: tuple[TaskId, ...]
     project_dir: str
-    inputs: tuple[tuple[str, str], ...] | None = None  # the files its key folds: (workspace path, identity)
+    inputs: tuple[tuple[str, str], ...] | None = (
+        None  # the files its key folds: (workspace path, identity)
+    )
     implicit: bool = False  # a group vx made, keyed on its project's files (WS-19)
 
 
@@ -89,4 +101,3 @@ class Reporter(Protocol):
 
 
 Emit = Callable[[Event], None]
-

@@ -41,7 +41,9 @@ class Package(Struct, frozen=True):
     deps: tuple[str, ...]  # names of workspace packages it links to, sorted
     manifest_path: str  # workspace-relative path of its package.json
     scripts: Mapping[str, str] = field(default_factory=dict)
-    framework: str = ""  # turbo's slug for the framework its dependencies name (vx.workspace.frameworks)
+    framework: str = (
+        ""  # turbo's slug for the framework its dependencies name (vx.workspace.frameworks)
+    )
 
 
 class Workspace(Struct, frozen=True):
@@ -49,7 +51,9 @@ class Workspace(Struct, frozen=True):
     manager: str  # npm | pnpm | yarn | bun
     packages: Mapping[str, Package]  # by name; the root project is under ROOT_PROJECT
     member_globs: tuple[str, ...] = ()
-    member_globs_file: str = ""  # where the member globs are written (package.json or pnpm-workspace.yaml)
+    member_globs_file: str = (
+        ""  # where the member globs are written (package.json or pnpm-workspace.yaml)
+    )
     empty_member_globs: tuple[str, ...] = ()  # positive globs under which no package.json was found
 
     def package_at(self, rel_dir: str) -> Package | None:
@@ -70,7 +74,9 @@ class EnvConfig(Struct, frozen=True):
     pass_through: tuple[str, ...] = ()
     define: Mapping[str, str] = field(default_factory=dict)
     secret: tuple[str, ...] = ()
-    framework: str = ""  # a turbo.json task's inferred framework: its variables are keyed and passed
+    framework: str = (
+        ""  # a turbo.json task's inferred framework: its variables are keyed and passed
+    )
 
 
 class SandboxConfig(Struct, frozen=True):
@@ -92,7 +98,9 @@ class SandboxConfig(Struct, frozen=True):
     ignore_read: tuple[str, ...] = ()
     ignore_write: tuple[str, ...] = ()
     ignore_network: tuple[str, ...] = ()
-    trace: bool | None = None  # `trace`: False enforces without reporting; None follows the workspace's
+    trace: bool | None = (
+        None  # `trace`: False enforces without reporting; None follows the workspace's
+    )
 
 
 class PersistentConfig(Struct, frozen=True):
@@ -183,8 +191,12 @@ class WorkspaceConfig(Struct, frozen=True):
     remote_cache: RemoteCacheConfig | None = None
     cache_retention: CacheRetention | None = None
     affected_base: str | None = None  # the ref `--affected` compares with by default (CLI-42)
-    exclusive_outputs: bool = True  # `rules.exclusiveOutputs` (WS-12): false allows additive outputs (LC-18)
-    sandbox_trace: bool = True  # `sandbox.trace`: whether sandboxed tasks are traced, unless a task says
+    exclusive_outputs: bool = (
+        True  # `rules.exclusiveOutputs` (WS-12): false allows additive outputs (LC-18)
+    )
+    sandbox_trace: bool = (
+        True  # `sandbox.trace`: whether sandboxed tasks are traced, unless a task says
+    )
 
 
 # ---------------------------------------------------------------- graph
@@ -240,8 +252,12 @@ class TaskPlan(Struct, frozen=True):
     retries: int
     outputs: OutputSpec | None  # globs to walk, wipe and allow (None when the task caches nothing)
     sandbox: SandboxSpec | None = None  # when the task declares exec.sandbox (SB-01)
-    record: HashRecord | None = None  # the HashRecord the key was folded from (kept for `vx why`, OBS-06)
-    framework: str = ""  # a vx-config task's package framework (vx.workspace.frameworks), for the hint on a miss
+    record: HashRecord | None = (
+        None  # the HashRecord the key was folded from (kept for `vx why`, OBS-06)
+    )
+    framework: str = (
+        ""  # a vx-config task's package framework (vx.workspace.frameworks), for the hint on a miss
+    )
 
 
 class HashRecord(Struct, frozen=True):

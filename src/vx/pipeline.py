@@ -14,16 +14,26 @@ from typing import TYPE_CHECKING, Callable, Mapping, cast
 from msgspec import Struct
 
 from vx.config import loader as config
-from vx.workspace import discover as workspace
 from vx.errors import EXIT_OK, EXIT_SIGHUP, EXIT_SIGINT, EXIT_SIGTERM, EXIT_TASK_FAILED, UsageError
 from vx.events import Emit, Notice, PlannedTask, RunFinished, RunStarted, TaskStarted
+from vx.model import (
+    ROOT_PROJECT,
+    CachePolicy,
+    CacheStatus,
+    RunSummary,
+    Status,
+    TaskGraph,
+    TaskId,
+    TaskPlan,
+    TaskResult,
+    Workspace,
+)
 from vx.plan.graph import Selection, build_graph
 from vx.plan.ownership import refuse_overlaps
-from vx.model import ROOT_PROJECT, RunSummary, Status, TaskGraph, TaskId, TaskResult, Workspace
 from vx.plan.tasks import RunOptions, make_plans, package_of
-from vx.model import CachePolicy, CacheStatus, TaskPlan
 from vx.runlock import RunLock
 from vx.stages import Stages
+from vx.workspace import discover as workspace
 
 if TYPE_CHECKING:
     import asyncio
@@ -37,7 +47,11 @@ if TYPE_CHECKING:
     # a first-wave process: (popen, started (monotonic), started_ns, its inputs' snapshot)
     Early = tuple[subprocess.Popen[bytes], float, int, Snapshot | None]
 
-SIGNAL_EXITS: dict[int, int] = {signal.SIGINT: EXIT_SIGINT, signal.SIGTERM: EXIT_SIGTERM, signal.SIGHUP: EXIT_SIGHUP}
+SIGNAL_EXITS: dict[int, int] = {
+    signal.SIGINT: EXIT_SIGINT,
+    signal.SIGTERM: EXIT_SIGTERM,
+    signal.SIGHUP: EXIT_SIGHUP,
+}
 
 
 class RunRequest(Struct, frozen=True):
@@ -56,10 +70,14 @@ class RunRequest(Struct, frozen=True):
     retries: int | None = None
     cache_spec: str | None = None  # `--cache local:rw,remote:r` (CLI-27)
     dry: bool = False  # planning only: the remote is probed, never downloaded from (RC-04)
-    verify: str | None = None  # --verify=inputs: cached tasks execute traced (no cache reads), saves as usual
+    verify: str | None = (
+        None  # --verify=inputs: cached tasks execute traced (no cache reads), saves as usual
+    )
     framework_inference: bool = True  # `--framework-inference=false` (turbo's flag)
     configuration: str | None = None  # Nx's `--configuration c` (TL-04)
-    fast_paths: bool = True  # VX_FASTPATH=0: no hit lane, no first wave (the result must not change)
+    fast_paths: bool = (
+        True  # VX_FASTPATH=0: no hit lane, no first wave (the result must not change)
+    )
 
 
 class Prepared(Struct):
@@ -79,14 +97,18 @@ class Prepared(Struct):
     remote_hits: frozenset[str] = frozenset()  # `--dry` only: keys the remote holds
     notices: tuple[tuple[str, str], ...] = ()  # (message, info | warning)
     retention: CacheRetention | None = None  # the workspace's cacheRetention
-    configs: Mapping[str, ProjectConfig] = {}  # package -> ProjectConfig, as loaded (--verify speaks each one's file)
+    configs: Mapping[
+        str, ProjectConfig
+    ] = {}  # package -> ProjectConfig, as loaded (--verify speaks each one's file)
 
 
-def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: RunLock | None = None) -> Prepared:
+def prepare(
+    req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: RunLock | None = None
+) -> Prepared:
     """Everything up to (not including) execution; `--dry` stops here. With `lock`, take the run
     lock as soon as the root is known, so the probe sees what the previous run saved (GR-16)."""
-    from vx.plan import environment
     from vx.files import index as files
+    from vx.plan import environment
     from vx.store import location
 
     with stages("discover"):
@@ -104,10 +126,21 @@ def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: 
         with stages("build graph"):
             cwd_pkg = package_of(ws, req.cwd)
             projects = _filtered(req, ws, configs, cwd_pkg) if req.filters else None
-            graph = build_graph(ws, configs, Selection(req.names, cwd_pkg, req.all or req.affected is not None,
-                                                       projects, req.configuration))
+            graph = build_graph(
+                ws,
+                configs,
+                Selection(
+                    req.names,
+                    cwd_pkg,
+                    req.all or req.affected is not None,
+                    projects,
+                    req.configuration,
+                ),
+            )
             if req.affected is not None:
-                graph, affected_notice = _affected(req, ws, ws_config, configs, graph, cwd_pkg, host_env)
+                graph, affected_notice = _affected(
+                    req, ws, ws_config, configs, graph, cwd_pkg, host_env
+                )
             additive = refuse_overlaps(graph.nodes, configs, ws_config.exclusive_outputs)
         _refuse_group_only_args(graph, req)
     except BaseException:
@@ -116,13 +149,25 @@ def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: 
     with stages("git enumeration"):
         index = pending.finish(cache_dir / "files.db")
     with stages("keys"):
-        opts = RunOptions(req.forward_args, req.timeout_ms, req.retries, ws_config.timeout_ms, cache_dir=cache_dir,
-                          framework_inference=req.framework_inference, sandbox_trace=ws_config.sandbox_trace)
+        opts = RunOptions(
+            req.forward_args,
+            req.timeout_ms,
+            req.retries,
+            ws_config.timeout_ms,
+            cache_dir=cache_dir,
+            framework_inference=req.framework_inference,
+            sandbox_trace=ws_config.sandbox_trace,
+        )
         plans = make_plans(ws, graph, index, opts, host_env, additive)
     from vx.store.policy import plan_cache
 
-    cache = plan_cache(no_cache=req.no_cache, force=req.force or req.verify is not None, spec=req.cache_spec, cfg=ws_config.remote_cache,
-                       env=host_env)
+    cache = plan_cache(
+        no_cache=req.no_cache,
+        force=req.force or req.verify is not None,
+        spec=req.cache_spec,
+        cfg=ws_config.remote_cache,
+        env=host_env,
+    )
     policy = CachePolicy(read=cache.axes.reads, write=cache.axes.writes)
     store: LocalStore | LayeredStore | None = None
     hits: dict[str, Entry] = {}
@@ -136,7 +181,12 @@ def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: 
             try:
                 store = LocalStore(cache_dir, ws.root)
             except CacheFull as exc:  # a full disk costs the cache, never the build
-                off = ((f"the cache is off for this run: {exc.message} ({cache_dir}); {exc.hint}", "warning"),)
+                off = (
+                    (
+                        f"the cache is off for this run: {exc.message} ({cache_dir}); {exc.hint}",
+                        "warning",
+                    ),
+                )
                 policy = CachePolicy(read=False, write=False)
     if store is not None:
         if cache.axes.local_read:
@@ -145,7 +195,11 @@ def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: 
         if cache.remote is not None:
             with stages("remote probe" if req.dry else "prefetch"):
                 store = remote = _open_remote(store, cache, plans, hits, graph)
-                remote_hits = remote.probe_remote(remote.wanted) if req.dry and cache.axes.remote_read else set()
+                remote_hits = (
+                    remote.probe_remote(remote.wanted)
+                    if req.dry and cache.axes.remote_read
+                    else set()
+                )
                 if not req.dry:
                     remote.prefetch(remote.wanted)
     cpus = environment.default_concurrency()
@@ -156,29 +210,61 @@ def prepare(req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: 
     # Broad: a selection across projects. `vx run web#build` at the root names its tasks one by
     # one: what the user asked for streams as it would from web's own directory.
     named = bool(req.names) and all("#" in name for name in req.names)
-    broad = (req.all or bool(req.filters)
-             or (cwd_pkg == ROOT_PROJECT and not named and any(t.package != ROOT_PROJECT for t in graph.requested)))
-    return Prepared(ws, graph, plans, index, store, hits, concurrency, broad, cache_dir, policy, remote,
-                    frozenset(remote_hits),
-                    tuple((m, "warning") for m in cache.notices) + off
-                    + (((affected_notice, "info"),) if affected_notice else ()),
-                    ws_config.cache_retention, configs)
+    broad = (
+        req.all
+        or bool(req.filters)
+        or (
+            cwd_pkg == ROOT_PROJECT
+            and not named
+            and any(t.package != ROOT_PROJECT for t in graph.requested)
+        )
+    )
+    return Prepared(
+        ws,
+        graph,
+        plans,
+        index,
+        store,
+        hits,
+        concurrency,
+        broad,
+        cache_dir,
+        policy,
+        remote,
+        frozenset(remote_hits),
+        tuple((m, "warning") for m in cache.notices)
+        + off
+        + (((affected_notice, "info"),) if affected_notice else ()),
+        ws_config.cache_retention,
+        configs,
+    )
 
 
-def _affected(req: RunRequest, ws: Workspace, ws_config, configs, graph: TaskGraph,
-              cwd_pkg: str, host_env: Mapping[str, str]) -> tuple[TaskGraph, str | None]:
+def _affected(
+    req: RunRequest,
+    ws: Workspace,
+    ws_config,
+    configs,
+    graph: TaskGraph,
+    cwd_pkg: str,
+    host_env: Mapping[str, str],
+) -> tuple[TaskGraph, str | None]:
     """Only the requested tasks a change since the base reaches (CLI-41); the notice when none is."""
     from vx.plan import affected
 
     root = str(ws.root)
     ref = affected.base_ref(root, req.affected, ws_config.affected_base, host_env)
     paths = affected.changed_paths(root, ref)
-    keep = affected.reached(graph, affected.seeds(ws, configs, paths, affected.merge_base(root, ref)))
+    keep = affected.reached(
+        graph, affected.seeds(ws, configs, paths, affected.merge_base(root, ref))
+    )
     if not keep:
         return build_graph(ws, configs, Selection((), cwd_pkg)), f"nothing affected since {ref}"
     if len(keep) == len(graph.requested):
         return graph, None
-    return build_graph(ws, configs, Selection(tuple(f"{t.package}#{t.task}" for t in keep), cwd_pkg)), None
+    return build_graph(
+        ws, configs, Selection(tuple(f"{t.package}#{t.task}" for t in keep), cwd_pkg)
+    ), None
 
 
 def _filtered(req: RunRequest, ws: Workspace, configs, cwd_pkg: str) -> frozenset[str]:
@@ -186,11 +272,18 @@ def _filtered(req: RunRequest, ws: Workspace, configs, cwd_pkg: str) -> frozense
     from vx.plan import filters
 
     cwd_rel = os.path.relpath(req.cwd, ws.root)
-    return filters.select([filters.parse(t) for t in req.filters], ws, configs, cwd_pkg,
-                          "" if cwd_rel == "." else cwd_rel)
+    return filters.select(
+        [filters.parse(t) for t in req.filters],
+        ws,
+        configs,
+        cwd_pkg,
+        "" if cwd_rel == "." else cwd_rel,
+    )
 
 
-def _open_remote(local, cache, plans: Mapping[TaskId, TaskPlan], hits: Mapping[str, object], graph: TaskGraph):
+def _open_remote(
+    local, cache, plans: Mapping[TaskId, TaskPlan], hits: Mapping[str, object], graph: TaskGraph
+):
     """Put the remote layer behind the local store (RC-02); it learns which keys the run wants —
     not the keys taken up front for tasks keyed late (KEY-20): those download once keyed."""
     from vx.plan.tasks import late_tasks
@@ -199,21 +292,27 @@ def _open_remote(local, cache, plans: Mapping[TaskId, TaskPlan], hits: Mapping[s
 
     layered = LayeredStore(local, open_layer(cache.remote), cache.axes)
     late = late_tasks(graph)
-    layered.wanted = wanted_from({t: p for t, p in plans.items() if t not in late} if late else plans, hits)
+    layered.wanted = wanted_from(
+        {t: p for t, p in plans.items() if t not in late} if late else plans, hits
+    )
     return layered
 
 
 def _refuse_nested_run(ws: Workspace, host_env: Mapping[str, str]) -> None:
     """A `vx run` from inside a task of the same workspace would wait on its own lock (WS-21)."""
     if host_env.get("VX_RUN_WORKSPACE") == str(ws.root):
-        raise UsageError(f"`vx run` inside a task of the same workspace (from {host_env.get('VX_RUN_TASK', '?')})",
-                         hint="make the inner task a dependsOn entry of the outer one instead")
+        raise UsageError(
+            f"`vx run` inside a task of the same workspace (from {host_env.get('VX_RUN_TASK', '?')})",
+            hint="make the inner task a dependsOn entry of the outer one instead",
+        )
 
 
 def _refuse_group_only_args(graph: TaskGraph, req: RunRequest) -> None:
     if req.forward_args and all(graph.nodes[t].is_group for t in graph.requested):
-        raise UsageError("arguments after `--` need a task with a command; every requested task is a group",
-                         hint="name a task that has `exec`, or drop the arguments")
+        raise UsageError(
+            "arguments after `--` need a task with a command; every requested task is a group",
+            hint="name a task that has `exec`, or drop the arguments",
+        )
 
 
 # ---------------------------------------------------------------- dry
@@ -238,8 +337,18 @@ def dry_plan(prep: Prepared) -> list[PlannedTask]:
         # A task's files, and a keyed implicit group's (what its dependants' keys fold through it)
         keyed = plan.outputs is not None or node.config.implicit
         inputs = plan.inputs.files if plan.inputs is not None and keyed else None
-        rows.append(PlannedTask(tid, plan.command, plan.key, predicted, node.deps, node.project_dir, inputs,
-                                node.config.implicit))
+        rows.append(
+            PlannedTask(
+                tid,
+                plan.command,
+                plan.key,
+                predicted,
+                node.deps,
+                node.project_dir,
+                inputs,
+                node.config.implicit,
+            )
+        )
     return rows
 
 
@@ -247,8 +356,10 @@ def _not_started(prep: Prepared) -> set[TaskId]:
     """The persistent tasks a run would not start (GR-18), as the hit lane decides: nobody asked
     for them and every dependant settles as a local hit."""
     nodes = prep.graph.nodes
-    if not prep.hits or not any(n.config.exec is not None and n.config.exec.persistent is not None and not n.requested
-                                for n in nodes.values()):
+    if not prep.hits or not any(
+        n.config.exec is not None and n.config.exec.persistent is not None and not n.requested
+        for n in nodes.values()
+    ):
         return set()
     settles: dict[TaskId, bool] = {}
     lazy: list[TaskId] = []
@@ -268,8 +379,15 @@ def _not_started(prep: Prepared) -> set[TaskId]:
 # ---------------------------------------------------------------- execute
 
 
-def execute(prep: Prepared, req: RunRequest, emit: Emit, stages: Stages, launch_for=None,
-            observe=None, on_graph_end=None) -> RunSummary:
+def execute(
+    prep: Prepared,
+    req: RunRequest,
+    emit: Emit,
+    stages: Stages,
+    launch_for=None,
+    observe=None,
+    on_graph_end=None,
+) -> RunSummary:
     """Walk the graph under the run lock; Ctrl-C and SIGTERM tear every task down. `launch_for`
     may wrap a task's command and `observe` receives sandboxed traces (RunContext), for --verify.
     Persistent tasks kept in the foreground (EX-08) run after the summary; `on_graph_end` is
@@ -286,27 +404,50 @@ def execute(prep: Prepared, req: RunRequest, emit: Emit, stages: Stages, launch_
         for name in ("restore", "save"):
             stages.span(name, spans.get(name, ()))
         ordered = tuple(results[t] for t in prep.graph.order if not prep.graph.nodes[t].is_group)
-        summary = RunSummary(_run_id(), ordered, started, time.time(), _exit_code(ordered, stopped_by),
-                             interrupted=stopped_by is not None)
+        summary = RunSummary(
+            _run_id(),
+            ordered,
+            started,
+            time.time(),
+            _exit_code(ordered, stopped_by),
+            interrupted=stopped_by is not None,
+        )
         emit(RunFinished(summary))
         return summary
 
     summary = None
     if len(lane.results) == len(prep.graph.nodes) and stopped_by is None:
-        results = lane.results  # everything was a confirmed hit: no event loop, asyncio never imported
+        results = (
+            lane.results
+        )  # everything was a confirmed hit: no event loop, asyncio never imported
     else:
         caught: list[int] = []
         previous = _catch_signals(caught)  # until the walk's own handlers replace these
         early: dict = {}
         try:
-            lockfiles = prep.index.snapshot(None, prep.index.fingerprinted)  # EX-19, before anything runs
+            lockfiles = prep.index.snapshot(
+                None, prep.index.fingerprinted
+            )  # EX-19, before anything runs
             if stopped_by is None and launch_for is None and req.fast_paths:
                 early = _start_first_wave(prep, lane, emit)
             asyncio = _import_asyncio()  # while the first wave runs
             with stages("run graph"):
-                results, stopped_by, summary = asyncio.run(_walk(prep, req, emit, lane, stopped_by, launch_for,
-                                                                 observe, early, caught, lockfiles,
-                                                                 conclude, on_graph_end))
+                results, stopped_by, summary = asyncio.run(
+                    _walk(
+                        prep,
+                        req,
+                        emit,
+                        lane,
+                        stopped_by,
+                        launch_for,
+                        observe,
+                        early,
+                        caught,
+                        lockfiles,
+                        conclude,
+                        on_graph_end,
+                    )
+                )
         except BaseException:
             _stop_early(early)  # only what the walk never adopted
             raise
@@ -323,17 +464,32 @@ def receipt_tasks(prep: Prepared, summary: RunSummary, started_ns: int) -> list[
     layer, or a sandboxed task."""
     from vx.fastpath import receipt
 
-    if summary.exit_code != EXIT_OK or summary.interrupted or prep.remote is not None or prep.store is None:
+    if (
+        summary.exit_code != EXIT_OK
+        or summary.interrupted
+        or prep.remote is not None
+        or prep.store is None
+    ):
         return None
-    if any(n.config.exec is not None and (n.config.exec.persistent is not None or n.config.exec.interactive)
-           for n in prep.graph.nodes.values()):
+    if any(
+        n.config.exec is not None
+        and (n.config.exec.persistent is not None or n.config.exec.interactive)
+        for n in prep.graph.nodes.values()
+    ):
         return None  # a server or a prompt must start on every run: nothing of it is in any receipt
     if any(len(getattr(p.record, "runtime", ())) > 1 for p in prep.plans.values()):
-        return None  # a runtime probe (KEY-08) may answer differently with no file changed: plan again
+        return (
+            None  # a runtime probe (KEY-08) may answer differently with no file changed: plan again
+        )
     local = cast("LocalStore", prep.store)  # a layered store would be prep.remote too
     hit = (CacheStatus.UP_TO_DATE, CacheStatus.LOCAL)
-    if not all(r.status is Status.SUCCESS and r.cache in hit and prep.plans[r.id].outputs is not None
-               and prep.plans[r.id].key in prep.hits for r in summary.results):
+    if not all(
+        r.status is Status.SUCCESS
+        and r.cache in hit
+        and prep.plans[r.id].outputs is not None
+        and prep.plans[r.id].key in prep.hits
+        for r in summary.results
+    ):
         return None  # before any walk: a run with one miss is decided at once
     if any(plan.sandbox is not None for plan in prep.plans.values()):
         return None  # planning a sandbox resolves grants against paths no witness notes (SB-04)
@@ -347,9 +503,17 @@ def receipt_tasks(prep: Prepared, summary: RunSummary, started_ns: int) -> list[
             return None
         assert plan.outputs is not None  # all(...) above
         roots, walked = plan.outputs.state(prep.ws.root)
-        tasks.append(receipt.task_record(entry.key, entry.size_bytes, entry.crc,
-                                         [(os.path.join(root, path), want) for path, want in expected],
-                                         roots, walked, started_ns))
+        tasks.append(
+            receipt.task_record(
+                entry.key,
+                entry.size_bytes,
+                entry.crc,
+                [(os.path.join(root, path), want) for path, want in expected],
+                roots,
+                walked,
+                started_ns,
+            )
+        )
     return tasks
 
 
@@ -362,7 +526,9 @@ def _run_id() -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
-def _close_store(prep: Prepared, emit: Emit, results: Mapping[TaskId, TaskResult] | None = None) -> None:
+def _close_store(
+    prep: Prepared, emit: Emit, results: Mapping[TaskId, TaskResult] | None = None
+) -> None:
     """Close the store; with a remote layer that drains the uploads and tells the tally (RC-02).
     Just before the local store closes, new keys' components are kept (`vx why`) and the
     workspace's `cacheRetention` (LC-16) is applied."""
@@ -395,7 +561,9 @@ def _keep_history(local, prep: Prepared, results: Mapping[TaskId, TaskResult]) -
         if plan.record is not None:
             fresh = tid in results and results[tid].cache is CacheStatus.UP_TO_DATE
             (settled if fresh else moved).append((plan.key, plan.record))
-    ran = [r for r in results.values() if r.cache is CacheStatus.MISS and r.status is Status.SUCCESS]
+    ran = [
+        r for r in results.values() if r.cache is CacheStatus.MISS and r.status is Status.SUCCESS
+    ]
     withheld = [(str(r.id), r.key, r.reason) for r in ran if not r.saved and r.reason]
     try:
         local.keep_history(moved, settled, withheld, [str(r.id) for r in ran if r.saved])
@@ -421,8 +589,16 @@ def _settle_hits(prep: Prepared, emit: Emit):
     caught: list[int] = []
     previous = _catch_signals(caught)
     try:
-        lane = settle(prep.graph, prep.plans, prep.hits, prep.store, prep.ws.root, emit, 2 * prep.concurrency,
-                      lambda: bool(caught))
+        lane = settle(
+            prep.graph,
+            prep.plans,
+            prep.hits,
+            prep.store,
+            prep.ws.root,
+            emit,
+            2 * prep.concurrency,
+            lambda: bool(caught),
+        )
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -447,60 +623,103 @@ def _catch_signals(caught: list[int]) -> dict:
     return previous
 
 
-async def _walk(prep: Prepared, req: RunRequest, emit: Emit, lane, stopped_early: int | None,
-                launch_for=None, observe=None, early=None,
-                caught=(), lockfiles=None, conclude=None,
-                on_graph_end=None) -> tuple[dict[TaskId, TaskResult], int | None, RunSummary | None]:
+async def _walk(
+    prep: Prepared,
+    req: RunRequest,
+    emit: Emit,
+    lane,
+    stopped_early: int | None,
+    launch_for=None,
+    observe=None,
+    early=None,
+    caught=(),
+    lockfiles=None,
+    conclude=None,
+    on_graph_end=None,
+) -> tuple[dict[TaskId, TaskResult], int | None, RunSummary | None]:
     """The walk, then the persistent tasks' end (EX-08): the summary when some were kept in the
     foreground (it is told before they are waited for), else None and the caller concludes."""
     import asyncio
 
     from vx.engine import executor
-    from vx.plan.tasks import _nested_dirs, late_tasks, rekeyed
     from vx.engine.rebuilder import RunContext, rebuild
     from vx.engine.scheduler import PrioritySlots, walk
+    from vx.plan.tasks import _nested_dirs, late_tasks, rekeyed
 
     table = executor.ProcessTable()
     stop = asyncio.Event()
     stopped_by: list[int] = [stopped_early] if stopped_early is not None else []
     if stopped_by:
         stop.set()  # the lane was interrupted: the walk starts nothing and aborts the rest
-    hits = {k: v for k, v in prep.hits.items() if k not in lane.damaged} if lane.damaged else prep.hits
+    hits = (
+        {k: v for k, v in prep.hits.items() if k not in lane.damaged} if lane.damaged else prep.hits
+    )
     slots = PrioritySlots(prep.concurrency)
     adopted: dict[TaskId, tuple[executor._Child, float, int, Snapshot | None]] = {}
     for tid in list(early or ()):  # popped as adopted: the caller kills only what is left
         popen, started_at, started_ns, snapshot = early.pop(tid)
         adopted[tid] = (executor._Child.adopt(popen, table), started_at, started_ns, snapshot)
     slots.take(len(adopted))
-    ctx = RunContext(root=prep.ws.root, plans=prep.plans, hits=hits, index=prep.index, store=prep.store,
-                     policy=prep.policy, slots=slots,
-                     restore_slots=asyncio.Semaphore(2 * prep.concurrency), table=table, emit=emit,
-                     priority=prep.graph.priority, remote=prep.remote, launch_for=launch_for,
-                     observe=observe, halt=asyncio.Event(),
-                     halt_on_failure=req.continue_mode == "never", early=adopted, lockfiles=lockfiles,
-                     late=late_tasks(prep.graph) if prep.store is not None else {},  # no cache: keys decide nothing
-                     terminal=os.isatty(0) and os.isatty(1))
+    ctx = RunContext(
+        root=prep.ws.root,
+        plans=prep.plans,
+        hits=hits,
+        index=prep.index,
+        store=prep.store,
+        policy=prep.policy,
+        slots=slots,
+        restore_slots=asyncio.Semaphore(2 * prep.concurrency),
+        table=table,
+        emit=emit,
+        priority=prep.graph.priority,
+        remote=prep.remote,
+        launch_for=launch_for,
+        observe=observe,
+        halt=asyncio.Event(),
+        halt_on_failure=req.continue_mode == "never",
+        early=adopted,
+        lockfiles=lockfiles,
+        late=late_tasks(prep.graph)
+        if prep.store is not None
+        else {},  # no cache: keys decide nothing
+        terminal=os.isatty(0) and os.isatty(1),
+    )
     if ctx.late:
         nested = _nested_dirs(prep.ws)
-        ctx.rekey = lambda node, fresh: rekeyed(prep.index, node, prep.plans, fresh, nested.get(node.project_dir, ()))
+        ctx.rekey = lambda node, fresh: rekeyed(
+            prep.index, node, prep.plans, fresh, nested.get(node.project_dir, ())
+        )
     on_signal = _install_signals(table, stop, stopped_by)
     if caught:  # a signal came while the first wave started or asyncio loaded: act on it now
         on_signal(signal.Signals(caught[0]))
     summary = None
     try:
-        results = await walk(prep.graph, lambda node, res: rebuild(ctx, node, res),
-                             continue_mode=req.continue_mode, stop=stop, settled=lane.results, halt=ctx.halt)
+        results = await walk(
+            prep.graph,
+            lambda node, res: rebuild(ctx, node, res),
+            continue_mode=req.continue_mode,
+            stop=stop,
+            settled=lane.results,
+            halt=ctx.halt,
+        )
         if ctx.servers:
             from vx.engine import persistent
 
-            kept = await persistent.release(prep.graph, ctx.servers, results, emit, stopped=bool(stopped_by),
-                                         keep_despite_failures=req.continue_mode == "always")
+            kept = await persistent.release(
+                prep.graph,
+                ctx.servers,
+                results,
+                emit,
+                stopped=bool(stopped_by),
+                keep_despite_failures=req.continue_mode == "always",
+            )
             if kept:
                 summary = conclude(results, None)
                 if on_graph_end is not None:
                     on_graph_end()
-                summary = await persistent.foreground(summary, kept, ctx.servers, emit, stop, stopped_by,
-                                                   SIGNAL_EXITS)
+                summary = await persistent.foreground(
+                    summary, kept, ctx.servers, emit, stop, stopped_by, SIGNAL_EXITS
+                )
     finally:
         _remove_signals()
         await table.shutdown(_grace_s())
@@ -522,7 +741,9 @@ def _import_asyncio():
     import sys
 
     threading = sys.modules.get("threading")
-    others = threading is not None and threading.active_count() > 1  # one might import ssl meanwhile
+    others = (
+        threading is not None and threading.active_count() > 1
+    )  # one might import ssl meanwhile
     if others or "asyncio" in sys.modules or "ssl" in sys.modules:
         import asyncio
 
@@ -568,16 +789,26 @@ def _start_first_wave(prep: Prepared, lane, emit: Emit) -> dict[TaskId, Early]:
 
     if prep.remote is not None:
         return {}
-    nodes, settled, write = prep.graph.nodes, lane.results, prep.policy.write and prep.store is not None
+    nodes, settled, write = (
+        prep.graph.nodes,
+        lane.results,
+        prep.policy.write and prep.store is not None,
+    )
     position = {tid: i for i, tid in enumerate(prep.graph.order)}
-    ready = sorted((t for t, n in nodes.items() if t not in settled and all(d in settled for d in n.deps)),
-                   key=lambda t: (-prep.graph.priority[t], position[t]))
+    ready = sorted(
+        (t for t, n in nodes.items() if t not in settled and all(d in settled for d in n.deps)),
+        key=lambda t: (-prep.graph.priority[t], position[t]),
+    )
     early: dict[TaskId, Early] = {}
     for tid in ready:
         node, plan = nodes[tid], prep.plans[tid]
         if len(early) == prep.concurrency:
             break
-        if node.is_group or plan.sandbox is not None or (plan.outputs is not None and plan.key in prep.hits):
+        if (
+            node.is_group
+            or plan.sandbox is not None
+            or (plan.outputs is not None and plan.key in prep.hits)
+        ):
             continue
         if node.config.exec.persistent is not None or node.config.exec.interactive:  # type: ignore[union-attr]  # a task that is not a group has exec
             continue  # a held stdin, readiness, or the terminal: the walk starts those
@@ -587,7 +818,9 @@ def _start_first_wave(prep: Prepared, lane, emit: Emit) -> dict[TaskId, Early]:
         snapshot = None
         if outputs is not None:
             assert plan.record is not None  # every planned task with outputs has its key's record
-            snapshot = prep.index.task_snapshot(plan.inputs, node.project_dir, plan.record.package_json)
+            snapshot = prep.index.task_snapshot(
+                plan.inputs, node.project_dir, plan.record.package_json
+            )
         started_ns = time.time_ns()
         if outputs is not None:
             outputs.wipe(prep.ws.root)

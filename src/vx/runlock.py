@@ -38,10 +38,14 @@ class RunLock:
 
     def acquire(self, root) -> None:
         """Block until the workspace's lock is ours (or cannot be had at all)."""
-        digest = xxhash.xxh3_64_hexdigest(str(root).encode())  # xxhash is loaded for the keys anyway; hashlib is not
+        digest = xxhash.xxh3_64_hexdigest(
+            str(root).encode()
+        )  # xxhash is loaded for the keys anyway; hashlib is not
         self.path = os.path.join(_tempdir(), f"vx-run-{digest}.flock")
         try:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+            self._fd = os.open(
+                self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600
+            )
         except OSError as exc:
             self.notify(f"cannot take the run lock ({exc.strerror}); running unlocked")
             return
@@ -73,7 +77,9 @@ class RunLock:
             self.held = False
             try:
                 os.ftruncate(self._fd, 0)
-                fcntl.flock(self._fd, fcntl.LOCK_UN)  # now, even if a forked helper still shares the descriptor
+                fcntl.flock(
+                    self._fd, fcntl.LOCK_UN
+                )  # now, even if a forked helper still shares the descriptor
             except OSError:
                 pass
         self._close()

@@ -17,7 +17,9 @@ class Stages:
     def __init__(self, enabled: bool, started: float | None = None) -> None:
         self.enabled = enabled
         self.started = started if started is not None else time.perf_counter()
-        self.startup_ms = time.process_time() * 1000  # CPU before the pipeline: interpreter, site, imports
+        self.startup_ms = (
+            time.process_time() * 1000
+        )  # CPU before the pipeline: interpreter, site, imports
         self.opened = time.perf_counter()
         self.rows: list[tuple[str, float]] = []
         self.spans: list[tuple[str, int, float]] = []

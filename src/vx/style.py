@@ -89,7 +89,14 @@ def _hsl_to_rgb(hue: float, sat: float, light: float) -> tuple[int, int, int]:
     x = chroma * (1 - abs((hue / 60) % 2 - 1))
     m = light - chroma / 2
     sector = int(hue // 60) % 6
-    r, g, b = [(chroma, x, 0), (x, chroma, 0), (0, chroma, x), (0, x, chroma), (x, 0, chroma), (chroma, 0, x)][sector]
+    r, g, b = [
+        (chroma, x, 0),
+        (x, chroma, 0),
+        (0, chroma, x),
+        (0, x, chroma),
+        (x, 0, chroma),
+        (chroma, 0, x),
+    ][sector]
     return (round((r + m) * 255), round((g + m) * 255), round((b + m) * 255))
 
 
@@ -116,8 +123,9 @@ def write(stream, text: str) -> None:
 TALLIES = (("failed", "fail"), ("skipped", "dim"), ("aborted", "warn"))
 
 
-def footer(tasks: int, cached: int, tallies: dict[str, int], wall_ms: float, version: str,
-           palette: Palette) -> list[str]:
+def footer(
+    tasks: int, cached: int, tallies: dict[str, int], wall_ms: float, version: str, palette: Palette
+) -> list[str]:
     """Build the footer: a `─ vx <ver> ─` rule as wide as the result row under it (CLI-55).
 
     The row counts `12 tasks · 10 cached (83%) · 2 failed · wall 0.41s`."""

@@ -23,9 +23,15 @@ COARSE_RACY_NS = 2_000_000_000  # file systems with whole-second timestamps
 
 Identity = tuple[int, int, int, int, int]  # (mode, size, mtime_ns, ctime_ns, ino)
 
-_table: dict[str, bool] | None = None  # absolute path -> True: bytes or entries used; False: kind only
-_ran: list[tuple[tuple[str, ...], int, str, bytes | None]] | None = None  # (argv, exit code, xxh3 of stdout, status)
-_views: dict[str, tuple[str | tuple[str, ...], list[str]]] | None = None  # directory -> (prefix, the names with it)
+_table: dict[str, bool] | None = (
+    None  # absolute path -> True: bytes or entries used; False: kind only
+)
+_ran: list[tuple[tuple[str, ...], int, str, bytes | None]] | None = (
+    None  # (argv, exit code, xxh3 of stdout, status)
+)
+_views: dict[str, tuple[str | tuple[str, ...], list[str]]] | None = (
+    None  # directory -> (prefix, the names with it)
+)
 
 
 def watch() -> None:

@@ -12,8 +12,13 @@ from pathlib import Path
 import pytest
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
-GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t", "GIT_CONFIG_NOSYSTEM": "1"}
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@t",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@t",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
 
 
 @dataclass
@@ -27,7 +32,9 @@ class Result:
         for t in (self.summary or {}).get("tasks", []):
             if t["id"] == tid:
                 return t
-        raise KeyError(f"{tid} not in summary: {[t['id'] for t in (self.summary or {}).get('tasks', [])]}")
+        raise KeyError(
+            f"{tid} not in summary: {[t['id'] for t in (self.summary or {}).get('tasks', [])]}"
+        )
 
     def statuses(self) -> dict[str, tuple[str, str]]:
         return {t["id"]: (t["status"], t["cache"]) for t in (self.summary or {}).get("tasks", [])}
@@ -47,7 +54,9 @@ class Repo:
 
     def git(self, *args: str) -> str:
         env = {**os.environ, **GIT_ENV}
-        return subprocess.run(["git", *args], cwd=self.root, env=env, check=True, capture_output=True, text=True).stdout
+        return subprocess.run(
+            ["git", *args], cwd=self.root, env=env, check=True, capture_output=True, text=True
+        ).stdout
 
     def commit(self, message: str = "state") -> "Repo":
         if not (self.root / ".git").exists():
@@ -56,18 +65,36 @@ class Repo:
         self.git("commit", "-q", "--allow-empty", "-m", message)
         return self
 
-    def vx(self, *args: str, cwd: str = "", env: dict | None = None, summary: bool = True,
-           timeout: float = 60) -> Result:
+    def vx(
+        self,
+        *args: str,
+        cwd: str = "",
+        env: dict | None = None,
+        summary: bool = True,
+        timeout: float = 60,
+    ) -> Result:
         summary_path = self.root / ".vx" / "test-summary.json"
         summary_path.unlink(missing_ok=True)
         argv = list(args)
-        if summary and argv and argv[0] in ("run", "run-many", "affected") and not any(a.startswith("--dry") for a in argv):
+        if (
+            summary
+            and argv
+            and argv[0] in ("run", "run-many", "affected")
+            and not any(a.startswith("--dry") for a in argv)
+        ):
             cut = argv.index("--") if "--" in argv else len(argv)
             argv.insert(cut, f"--summarize={summary_path}")
         full_env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
         full_env.update({"PYTHONPATH": SRC, "NO_COLOR": "1", **(env or {})})
-        proc = subprocess.run([sys.executable, "-m", "vx", *argv], cwd=self.root / cwd, env=full_env,
-                              capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            [sys.executable, "-m", "vx", *argv],
+            cwd=self.root / cwd,
+            env=full_env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
         data = json.loads(summary_path.read_text()) if summary_path.exists() else None
         return Result(proc.returncode, proc.stdout, proc.stderr, data)
 
@@ -75,12 +102,21 @@ class Repo:
 def npm_workspace(packages: dict[str, dict], root_extra: dict | None = None) -> dict[str, object]:
     """Files of an npm workspace: packages maps a dir name to {deps: [...], tasks: {...}, files: {...}}."""
     files: dict[str, object] = {
-        "package.json": {"name": "root", "private": True, "workspaces": ["packages/*"], **(root_extra or {})},
+        "package.json": {
+            "name": "root",
+            "private": True,
+            "workspaces": ["packages/*"],
+            **(root_extra or {}),
+        },
         ".gitignore": "node_modules/\ndist/\n.vx/\n",
     }
     for name, spec in packages.items():
         deps = {d: "workspace:*" for d in spec.get("deps", [])}
-        files[f"packages/{name}/package.json"] = {"name": name, "version": "1.0.0", "dependencies": deps}
+        files[f"packages/{name}/package.json"] = {
+            "name": name,
+            "version": "1.0.0",
+            "dependencies": deps,
+        }
         if "tasks" in spec:
             files[f"packages/{name}/vx.config.json"] = {"tasks": spec["tasks"]}
         for rel, content in spec.get("files", {}).items():
@@ -90,11 +126,16 @@ def npm_workspace(packages: dict[str, dict], root_extra: dict | None = None) -> 
 
 def build_task(deps=("^build",), command=None, outputs=("dist/**",), inputs=("src/**",)) -> dict:
     """A node build: concatenates src/*.js into dist/out.js, after checking deps are built."""
-    cmd = command or ("node -e \"const fs=require('fs');fs.mkdirSync('dist',{recursive:true});"
-                      "const s=fs.readdirSync('src').sort().map(f=>fs.readFileSync('src/'+f,'utf8')).join('');"
-                      "fs.writeFileSync('dist/out.js',s);console.log('built '+s.length)\"")
-    return {"exec": {"command": cmd}, "dependsOn": list(deps),
-            "cache": {"inputs": {"files": list(inputs)}, "outputs": {"files": list(outputs)}}}
+    cmd = command or (
+        "node -e \"const fs=require('fs');fs.mkdirSync('dist',{recursive:true});"
+        "const s=fs.readdirSync('src').sort().map(f=>fs.readFileSync('src/'+f,'utf8')).join('');"
+        "fs.writeFileSync('dist/out.js',s);console.log('built '+s.length)\""
+    )
+    return {
+        "exec": {"command": cmd},
+        "dependsOn": list(deps),
+        "cache": {"inputs": {"files": list(inputs)}, "outputs": {"files": list(outputs)}},
+    }
 
 
 @pytest.fixture

@@ -28,8 +28,14 @@ from hypothesis import strategies as st
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 TASK_SCRIPT = Path(__file__).with_name("fuzz_task.js")
-GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null"}
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@t",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@t",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+}
 RACY_S = 0.06  # past vx's 50 ms racy window: an edit just before a run withholds its save (KEY-21)
 
 # Patterns the generator can produce besides the plain ones, each behind a switch.
@@ -55,17 +61,55 @@ KNOWN_OPEN = {
 IGNORED_DIRS = ("node_modules", "dist", ".vx", "tmp")
 GITIGNORE = ["node_modules/", "dist/", ".vx/", "tmp/", "*.log", ".env"]
 CONFIG_FILES = ("package.json", "vx.config.json", "turbo.json", "package-lock.json", ".gitignore")
-IGNORE_TOGGLES = ("skip.js", "notes.txt", "*.ts")  # rules a mutation adds to or drops from .gitignore
+IGNORE_TOGGLES = (
+    "skip.js",
+    "notes.txt",
+    "*.ts",
+)  # rules a mutation adds to or drops from .gitignore
 ENV_NAMES = ("STAGE", "MODE", "NEXT_PUBLIC_API")
 ENV_VALUES = (None, "", "dev", "prod")
 # Project-relative paths the generator may add (gitignored ones included: they must change nothing).
-ADD_SLOTS = ("src/a.js", "src/b.js", "src/sub/deep.js", "src/skip.js", "src/types.ts", "src/debug.log",
-             "src/tmp/gen.js", "README.md", "notes.txt", "config/app.json", ".env", "src/with space.js", "src/ünï.js")
-VX_INPUTS = ("src/**", "src/*.js", "src", "src/**/*.{js,ts}", "config/*.json", "README.md", "package.json",
-             "!src/skip.js", "notes.txt", "**", "$TURBO_ROOT$/shared/**")
-TURBO_INPUTS = ("$TURBO_DEFAULT$", "src/**", "src/*.js", "README.md", "config/*.json", "!src/skip.js", "**",
-                "$TURBO_ROOT$/shared/**")
-ROOT_PREFIX = "$TURBO_ROOT$/"  # a root-relative input: turbo's spelling, vx's `inputs.workspaceFiles`
+ADD_SLOTS = (
+    "src/a.js",
+    "src/b.js",
+    "src/sub/deep.js",
+    "src/skip.js",
+    "src/types.ts",
+    "src/debug.log",
+    "src/tmp/gen.js",
+    "README.md",
+    "notes.txt",
+    "config/app.json",
+    ".env",
+    "src/with space.js",
+    "src/ünï.js",
+)
+VX_INPUTS = (
+    "src/**",
+    "src/*.js",
+    "src",
+    "src/**/*.{js,ts}",
+    "config/*.json",
+    "README.md",
+    "package.json",
+    "!src/skip.js",
+    "notes.txt",
+    "**",
+    "$TURBO_ROOT$/shared/**",
+)
+TURBO_INPUTS = (
+    "$TURBO_DEFAULT$",
+    "src/**",
+    "src/*.js",
+    "README.md",
+    "config/*.json",
+    "!src/skip.js",
+    "**",
+    "$TURBO_ROOT$/shared/**",
+)
+ROOT_PREFIX = (
+    "$TURBO_ROOT$/"  # a root-relative input: turbo's spelling, vx's `inputs.workspaceFiles`
+)
 
 
 # ---------------------------------------------------------------- the case
@@ -114,36 +158,98 @@ def cases(draw, features: frozenset[str]) -> Case:
     menu = input_menu(turbo, features)
     projects = []
     for i in range(n):
-        deps = tuple(sorted(draw(st.sets(st.integers(0, i - 1), max_size=2), label="deps"))) if i else ()
-        files = draw(st.lists(st.tuples(st.sampled_from(ADD_SLOTS), st.sampled_from(("x", "y", "zz"))),
-                                   min_size=1, max_size=4, unique_by=lambda f: f[0]), label="files")
+        deps = (
+            tuple(sorted(draw(st.sets(st.integers(0, i - 1), max_size=2), label="deps")))
+            if i
+            else ()
+        )
+        files = draw(
+            st.lists(
+                st.tuples(st.sampled_from(ADD_SLOTS), st.sampled_from(("x", "y", "zz"))),
+                min_size=1,
+                max_size=4,
+                unique_by=lambda f: f[0],
+            ),
+            label="files",
+        )
         if turbo and draw(st.booleans(), label="default inputs"):
             inputs = None
         else:
-            inputs = positive(draw(st.lists(st.sampled_from(menu), min_size=1, max_size=3, unique=True), label="inputs"))
-        projects.append(Project(
-            deps=deps,
-            source_only="source_only" in features and i < n - 1 and draw(st.booleans(), label="source-only"),
-            inputs=inputs,
-            env=tuple(draw(st.lists(st.sampled_from(ENV_NAMES[:2]), max_size=2, unique=True), label="env")),
-            files=tuple(sorted(files)),
-            override=not turbo or draw(st.booleans(), label="override"),
-            formatter="same_content" in features and draw(st.booleans(), label="formatter"),
-            late=(late := "late_writer" in features and draw(st.booleans(), label="late")),
-            detached=late and "detached_writer" in features and draw(st.booleans(), label="detached"),
-            framework=turbo and "framework_env" in features and draw(st.booleans(), label="framework"),
-            link=draw(st.sampled_from([None, "inner"] + [k for k in ("file", "dir") if f"symlink_{k}" in features]),
-                           label="link"),
-        ))
-    env = draw(st.dictionaries(st.sampled_from(ENV_NAMES), st.sampled_from(ENV_VALUES[1:]), max_size=2), label="env")
+            inputs = positive(
+                draw(
+                    st.lists(st.sampled_from(menu), min_size=1, max_size=3, unique=True),
+                    label="inputs",
+                )
+            )
+        projects.append(
+            Project(
+                deps=deps,
+                source_only="source_only" in features
+                and i < n - 1
+                and draw(st.booleans(), label="source-only"),
+                inputs=inputs,
+                env=tuple(
+                    draw(
+                        st.lists(st.sampled_from(ENV_NAMES[:2]), max_size=2, unique=True),
+                        label="env",
+                    )
+                ),
+                files=tuple(sorted(files)),
+                override=not turbo or draw(st.booleans(), label="override"),
+                formatter="same_content" in features and draw(st.booleans(), label="formatter"),
+                late=(late := "late_writer" in features and draw(st.booleans(), label="late")),
+                detached=late
+                and "detached_writer" in features
+                and draw(st.booleans(), label="detached"),
+                framework=turbo
+                and "framework_env" in features
+                and draw(st.booleans(), label="framework"),
+                link=draw(
+                    st.sampled_from(
+                        [None, "inner"] + [k for k in ("file", "dir") if f"symlink_{k}" in features]
+                    ),
+                    label="link",
+                ),
+            )
+        )
+    env = draw(
+        st.dictionaries(st.sampled_from(ENV_NAMES), st.sampled_from(ENV_VALUES[1:]), max_size=2),
+        label="env",
+    )
     # The everyday edits are listed twice: they are what most keys turn on.
     ops = ["edit", "add", "delete", "commit", "env", "config"] * 2 + [
-        "touch", "rewrite", "lock", "chmod", "manifest", "ignore", "dep", "revert", "tamper", "stage", "intent",
-        "assume", "untrack", "sneak", "noop"]
-    steps = draw(st.lists(st.builds(Step, st.sampled_from(ops), st.integers(0, 40), st.integers(0, 40),
-                                         st.sampled_from(("summary", "plain", "dry", "scoped")), st.booleans(),
-                                         st.integers(0, 3)),
-                               min_size=1, max_size=8), label="steps")
+        "touch",
+        "rewrite",
+        "lock",
+        "chmod",
+        "manifest",
+        "ignore",
+        "dep",
+        "revert",
+        "tamper",
+        "stage",
+        "intent",
+        "assume",
+        "untrack",
+        "sneak",
+        "noop",
+    ]
+    steps = draw(
+        st.lists(
+            st.builds(
+                Step,
+                st.sampled_from(ops),
+                st.integers(0, 40),
+                st.integers(0, 40),
+                st.sampled_from(("summary", "plain", "dry", "scoped")),
+                st.booleans(),
+                st.integers(0, 3),
+            ),
+            min_size=1,
+            max_size=8,
+        ),
+        label="steps",
+    )
     return Case(turbo, tuple(projects), tuple(sorted(env.items())), tuple(steps))
 
 
@@ -158,7 +264,9 @@ class StaleHit(Failure):
     pass
 
 
-class WrongOutput(Failure):  # a task that ran wrote something else than it reads (harness or vx env)
+class WrongOutput(
+    Failure
+):  # a task that ran wrote something else than it reads (harness or vx env)
     pass
 
 
@@ -215,16 +323,27 @@ class Workspace:
         return not self.case.projects[i].source_only
 
     def git(self, *args: str) -> str:
-        return subprocess.run(["git", *args], cwd=self.root, env={**os.environ, **GIT_ENV}, check=True,
-                              capture_output=True, text=True).stdout
+        return subprocess.run(
+            ["git", *args],
+            cwd=self.root,
+            env={**os.environ, **GIT_ENV},
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
 
     def create(self) -> None:
         self.root.mkdir(parents=True)
         (self.root / "tools").mkdir()
         shutil.copy(TASK_SCRIPT, self.root / "tools" / "build.js")
-        self._write("package.json", json.dumps({"name": "root", "private": True, "workspaces": ["packages/*"]}))
+        self._write(
+            "package.json",
+            json.dumps({"name": "root", "private": True, "workspaces": ["packages/*"]}),
+        )
         self._write(".gitignore", "\n".join(self.rules) + "\n")
-        self._write("package-lock.json", json.dumps({"name": "root", "lockfileVersion": 3, "packages": {}}))
+        self._write(
+            "package-lock.json", json.dumps({"name": "root", "lockfileVersion": 3, "packages": {}})
+        )
         self._write("README.md", "root\n")
         self._write("shared/common.js", "common\n")
         self.env = dict(self.case.env)
@@ -253,14 +372,27 @@ class Workspace:
         path.write_text(text)
 
     def commit(self) -> None:
-        self.committed = copy.deepcopy((self.salts, self.inputs, self.envs, self.global_def, self.indent,
-                                        self.rules, self.deps))
+        self.committed = copy.deepcopy(
+            (
+                self.salts,
+                self.inputs,
+                self.envs,
+                self.global_def,
+                self.indent,
+                self.rules,
+                self.deps,
+            )
+        )
         self.git("add", "-A")
         self.git("commit", "-q", "--allow-empty", "-m", "state")
 
     def command(self, i: int) -> str:
         p = self.case.projects[i]
-        flags = (" format" if p.formatter else "") + (" late" if p.late else "") + (" detached" if p.detached else "")
+        flags = (
+            (" format" if p.formatter else "")
+            + (" late" if p.late else "")
+            + (" detached" if p.detached else "")
+        )
         return f"node ../../tools/build.js s{self.salts[i]}{flags}"
 
     def manifest(self, i: int, description: str = "") -> dict:
@@ -288,11 +420,16 @@ class Workspace:
             return d
         inputs = {"files": [g for g in self.inputs[i] if not g.startswith(ROOT_PREFIX)]}
         if len(inputs["files"]) < len(self.inputs[i]):
-            inputs["workspaceFiles"] = [g.removeprefix(ROOT_PREFIX) for g in self.inputs[i] if g.startswith(ROOT_PREFIX)]
+            inputs["workspaceFiles"] = [
+                g.removeprefix(ROOT_PREFIX) for g in self.inputs[i] if g.startswith(ROOT_PREFIX)
+            ]
         if self.envs[i]:
             inputs["env"] = list(self.envs[i])
-        t = {"exec": {"command": self.command(i)}, "dependsOn": ["^build"],
-             "cache": {"inputs": inputs, "outputs": {"files": ["dist/**"]}}}
+        t = {
+            "exec": {"command": self.command(i)},
+            "dependsOn": ["^build"],
+            "cache": {"inputs": inputs, "outputs": {"files": ["dist/**"]}},
+        }
         if self.envs[i]:
             t["exec"]["env"] = {"passThrough": list(self.envs[i])}
         return t
@@ -300,10 +437,14 @@ class Workspace:
     def write_config(self, i: int) -> None:
         pkg = self.pdir(i) / "package.json"
         old = json.loads(pkg.read_text()).get("description", "") if pkg.exists() else ""
-        self._write(f"packages/{self.name(i)}/package.json", json.dumps(self.manifest(i, old), indent=2))
+        self._write(
+            f"packages/{self.name(i)}/package.json", json.dumps(self.manifest(i, old), indent=2)
+        )
         if not self.case.turbo and self.built(i):
-            self._write(f"packages/{self.name(i)}/vx.config.json",
-                        json.dumps({"tasks": {"build": self.task(i)}}, indent=self.indent))
+            self._write(
+                f"packages/{self.name(i)}/vx.config.json",
+                json.dumps({"tasks": {"build": self.task(i)}}, indent=self.indent),
+            )
 
     def write_turbo(self) -> None:
         if not self.case.turbo:
@@ -319,11 +460,17 @@ class Workspace:
         found = []
         for dirpath, dirs, files in os.walk(self.root):
             rel_dir = os.path.relpath(dirpath, self.root)
-            dirs[:] = sorted(d for d in dirs if d not in (".git", ".vx", "dist", "node_modules", "tools")
-                             and not os.path.islink(os.path.join(dirpath, d)))
+            dirs[:] = sorted(
+                d
+                for d in dirs
+                if d not in (".git", ".vx", "dist", "node_modules", "tools")
+                and not os.path.islink(os.path.join(dirpath, d))
+            )
             for f in files:
                 rel = os.path.normpath(os.path.join(rel_dir, f))
-                if f not in CONFIG_FILES and os.path.exists(os.path.join(self.root, rel)):  # not a dangling link
+                if f not in CONFIG_FILES and os.path.exists(
+                    os.path.join(self.root, rel)
+                ):  # not a dangling link
                     found.append(rel)
         return sorted(found)
 
@@ -341,7 +488,9 @@ class Workspace:
             text = f"edit{step.b}\n" if step.b % 8 else ""
             (self.root / rel).write_text(text)
             return f"edit {rel} = {text!r}"
-        if op == "sneak":  # new bytes of the same length, the old mtime put back (cp -p, rsync -a): ctime moves
+        if (
+            op == "sneak"
+        ):  # new bytes of the same length, the old mtime put back (cp -p, rsync -a): ctime moves
             rel = files[step.a % len(files)]
             path = self.root / rel
             before = path.stat()
@@ -351,7 +500,9 @@ class Workspace:
             return f"rewrite {rel} to other bytes of its length, mtime kept"
         if op == "add":
             slot = ADD_SLOTS[step.b % len(ADD_SLOTS)]
-            where = "shared" if step.a % 5 == 4 else f"packages/{self.name(step.a % n)}"  # shared/: the root's
+            where = (
+                "shared" if step.a % 5 == 4 else f"packages/{self.name(step.a % n)}"
+            )  # shared/: the root's
             rel = f"{where}/{slot}"
             self._write(rel, f"add{step.b}\n")
             return f"add {rel} = add{step.b}"
@@ -387,19 +538,31 @@ class Workspace:
             path.chmod(mode)
             return f"chmod {oct(mode & 0o777)} {rel}"
         if op == "lock":
-            self._write("package-lock.json", json.dumps({"name": "root", "lockfileVersion": 3,
-                                                         "packages": {"": {"version": f"1.{step.b}.0"}}}))
+            self._write(
+                "package-lock.json",
+                json.dumps(
+                    {
+                        "name": "root",
+                        "lockfileVersion": 3,
+                        "packages": {"": {"version": f"1.{step.b}.0"}},
+                    }
+                ),
+            )
             return f"lockfile version 1.{step.b}.0"
         if op == "manifest":
             i = step.a % n
-            self._write(f"packages/{self.name(i)}/package.json",
-                        json.dumps(self.manifest(i, f"d{step.b}"), indent=2))
+            self._write(
+                f"packages/{self.name(i)}/package.json",
+                json.dumps(self.manifest(i, f"d{step.b}"), indent=2),
+            )
             return f"{self.name(i)}/package.json description d{step.b}"
         if op == "config":
             return self._edit_config(step.a % n, step.b)
         if op == "ignore":
             rule = IGNORE_TOGGLES[step.b % len(IGNORE_TOGGLES)]
-            self.rules = [r for r in self.rules if r != rule] if rule in self.rules else self.rules + [rule]
+            self.rules = (
+                [r for r in self.rules if r != rule] if rule in self.rules else self.rules + [rule]
+            )
             self._write(".gitignore", "\n".join(self.rules) + "\n")
             return f".gitignore {'drops' if rule not in self.rules else 'adds'} {rule}"
         if op == "dep":
@@ -425,8 +588,15 @@ class Workspace:
             return self._git_op(op, step)
         if op == "revert":
             self.git("checkout", "HEAD", "--", ".")  # from HEAD: the index may hold staged edits
-            (self.salts, self.inputs, self.envs, self.global_def, self.indent, self.rules,
-             self.deps) = copy.deepcopy(self.committed)
+            (
+                self.salts,
+                self.inputs,
+                self.envs,
+                self.global_def,
+                self.indent,
+                self.rules,
+                self.deps,
+            ) = copy.deepcopy(self.committed)
             return "git checkout HEAD -- . (tracked files back to HEAD)"
         return "nothing"
 
@@ -436,8 +606,11 @@ class Workspace:
             self.git("add", "-A")
             return "git add -A (staged, not committed)"
         listing = ["ls-files", "-z"] + (["-o", "--exclude-standard"] if op == "intent" else [])
-        files = sorted(f for f in self.git(*listing).split("\0") if f and not f.startswith("tools/")
-                       and os.path.basename(f) not in CONFIG_FILES)
+        files = sorted(
+            f
+            for f in self.git(*listing).split("\0")
+            if f and not f.startswith("tools/") and os.path.basename(f) not in CONFIG_FILES
+        )
         if not files:
             return f"nothing ({op}: no file)"
         rel = files[step.a % len(files)]
@@ -464,7 +637,9 @@ class Workspace:
         elif what == 2:
             glob = menu[(b // 4) % len(menu)]
             current = list((self.global_def.get("inputs") if shared else self.inputs[i]) or [])
-            new = list(positive([g for g in current if g != glob] if glob in current else current + [glob]))
+            new = list(
+                positive([g for g in current if g != glob] if glob in current else current + [glob])
+            )
             if shared:
                 self.global_def = {**self.global_def, "inputs": new}
             else:
@@ -497,7 +672,9 @@ class Workspace:
             parts = rel.split("/")
             if any(p in dirs for p in parts[:-1]):
                 return True
-            if not any(parts[-1].endswith(r[1:]) if r.startswith("*") else parts[-1] == r for r in files):
+            if not any(
+                parts[-1].endswith(r[1:]) if r.startswith("*") else parts[-1] == r for r in files
+            ):
                 return False
             return os.path.relpath(abs_path, self.root) not in tracked
 
@@ -508,8 +685,12 @@ class Workspace:
         t = self.task(i)
         if self.case.turbo:
             globs = ["**" if g == "$TURBO_DEFAULT$" else g for g in t.get("inputs", ["**"])]
-            return ([g for g in globs if not g.startswith(ROOT_PREFIX)], list(t.get("env", [])), True,
-                    [g.removeprefix(ROOT_PREFIX) for g in globs if g.startswith(ROOT_PREFIX)])
+            return (
+                [g for g in globs if not g.startswith(ROOT_PREFIX)],
+                list(t.get("env", [])),
+                True,
+                [g.removeprefix(ROOT_PREFIX) for g in globs if g.startswith(ROOT_PREFIX)],
+            )
         inputs = t["cache"]["inputs"]
         return inputs["files"], inputs.get("env", []), False, inputs.get("workspaceFiles", [])
 
@@ -518,8 +699,10 @@ class Workspace:
         _, _, classes, globs = self.declared(i)
         if not globs:
             return []
-        return [(rel, (self.root / rel).read_bytes(), kind(self.root / rel))
-                for rel in select(self.walk(self.root), globs, classes)]
+        return [
+            (rel, (self.root / rel).read_bytes(), kind(self.root / rel))
+            for rel in select(self.walk(self.root), globs, classes)
+        ]
 
     def reads(self, i: int) -> list[tuple[str, bytes, str]]:
         """(path, bytes, kind) of every file project i's build reads, project-relative, sorted."""
@@ -569,31 +752,50 @@ class Workspace:
 
     def material(self, i: int) -> str:
         """The key as the docs define it, as a digest of what goes in (independent of vx's hashing)."""
-        parts: list = [self.name(i), (self.root / "package-lock.json").read_bytes().hex(),
-                       (self.pdir(i) / "package.json").read_bytes().hex()]
+        parts: list = [
+            self.name(i),
+            (self.root / "package-lock.json").read_bytes().hex(),
+            (self.pdir(i) / "package.json").read_bytes().hex(),
+        ]
         if self.built(i):
             t = self.task(i)
-            parts += [json.dumps(t, sort_keys=True),
-                      [(p, d.hex(), k) for p, d, k in self.reads(i)],
-                      [(p, d.hex(), k) for p, d, k in self.reads_root(i)], self.env_values(i), self.framework_env(i)]
+            parts += [
+                json.dumps(t, sort_keys=True),
+                [(p, d.hex(), k) for p, d, k in self.reads(i)],
+                [(p, d.hex(), k) for p, d, k in self.reads_root(i)],
+                self.env_values(i),
+                self.framework_env(i),
+            ]
         else:  # WS-19: an implicit build keyed on every file of the project
             base = self.pdir(i)
-            parts.append([(p, (base / p).read_bytes().hex(), kind(base / p)) for p in self.walk(base)])
+            parts.append(
+                [(p, (base / p).read_bytes().hex(), kind(base / p)) for p in self.walk(base)]
+            )
         parts.append(sorted(self.material(d) for d in self.deps[i]))
         return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
 
     # -- running vx
 
     def vx(self, *args: str, timing: bool = False, cwd: str = "") -> subprocess.CompletedProcess:
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("VX_", "CI", "NEXT_PUBLIC_")) and k not in ENV_NAMES}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("VX_", "CI", "NEXT_PUBLIC_")) and k not in ENV_NAMES
+        }
         # A short kill grace: a late writer waits on the gate, so vx stops it after the grace whatever
         # its length; a short one only spares the fuzzer's time.
         env.update({"PYTHONPATH": SRC, "NO_COLOR": "1", "VX_KILL_GRACE_MS": "100", **self.env})
         if timing:
             env["VX_TIMING"] = "1"
-        return subprocess.run([sys.executable, "-m", "vx", *args], cwd=self.root / cwd, env=env, capture_output=True,
-                              text=True, timeout=120, stdin=subprocess.DEVNULL)
+        return subprocess.run(
+            [sys.executable, "-m", "vx", *args],
+            cwd=self.root / cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
 
     def upstream(self, i: int) -> set[int]:
         """i and every project its `^build` reaches, source-only ones passed through."""
@@ -617,12 +819,19 @@ class Workspace:
         if mode == "dry":
             proc = self.vx("run", "build", "--dry=json")
             if proc.returncode != 0:
-                raise self.fail(RunFailed, what, f"--dry=json exited {proc.returncode}: {proc.stderr}")
+                raise self.fail(
+                    RunFailed, what, f"--dry=json exited {proc.returncode}: {proc.stderr}"
+                )
             predicted = {t["project"]: t["predicted"] for t in json.loads(proc.stdout)["tasks"]}
             for n in sorted(materials):
                 want = "miss" if n in must_run else "hit-local"
                 if predicted.get(n) != want:
-                    problems.append((WrongPrediction, f"--dry=json predicts {predicted.get(n)} for {n}#build, the oracle {want}"))
+                    problems.append(
+                        (
+                            WrongPrediction,
+                            f"--dry=json predicts {predicted.get(n)} for {n}#build, the oracle {want}",
+                        )
+                    )
         runs_log = self.root.parent / "runs.log"
         runs_log.write_text("")
         summary = self.root.parent / "summary.json"
@@ -633,22 +842,48 @@ class Workspace:
         proc = self.vx(*args, timing=not summarize, cwd=cwd)
         self.finish_late_writers()
         if proc.returncode != 0:
-            raise self.fail(RunFailed, what, f"vx run build exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+            raise self.fail(
+                RunFailed,
+                what,
+                f"vx run build exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}",
+            )
         ran = set(runs_log.read_text().split())
         if summarize:
-            reported = {t["project"] for t in json.loads(summary.read_text())["tasks"] if t["cache"] == "miss"}
+            reported = {
+                t["project"]
+                for t in json.loads(summary.read_text())["tasks"]
+                if t["cache"] == "miss"
+            }
         else:
-            reported = {line.split()[-1].split("#")[0] for line in proc.stderr.splitlines()
-                        if line.startswith("⏺") and " miss " in line}
+            reported = {
+                line.split()[-1].split("#")[0]
+                for line in proc.stderr.splitlines()
+                if line.startswith("⏺") and " miss " in line
+            }
             if "receipt check" in proc.stderr:
                 event("replayed from a receipt")
         if reported != ran:
-            problems.append((WrongReport, f"vx reports {sorted(reported)} as run, the run log says {sorted(ran)}"))
+            problems.append(
+                (
+                    WrongReport,
+                    f"vx reports {sorted(reported)} as run, the run log says {sorted(ran)}",
+                )
+            )
         for n in sorted(materials):
             if n in ran and n not in must_run:
-                problems.append((NeedlessMiss, f"needless miss: {n}#build ran, but nothing it declares changed since a saved run"))
+                problems.append(
+                    (
+                        NeedlessMiss,
+                        f"needless miss: {n}#build ran, but nothing it declares changed since a saved run",
+                    )
+                )
             if n not in ran and n in must_run:
-                problems.append((UnexpectedHit, f"unexpected hit: {n}#build did not run, but what it declares changed"))
+                problems.append(
+                    (
+                        UnexpectedHit,
+                        f"unexpected hit: {n}#build did not run, but what it declares changed",
+                    )
+                )
         for line in proc.stderr.splitlines():
             if "not saved" in line:
                 problems.append((WithheldSave, f"vx withheld a save: {line.strip()}"))
@@ -656,14 +891,27 @@ class Workspace:
             have = dist_files(self.pdir(i) / "dist")
             want = self.expected_files(i)
             if have != want:
-                kind = (StaleHit, "stale hit") if self.name(i) not in ran else (WrongOutput, "wrong output from a run")
-                problems.append((kind[0], f"{kind[1]}: {self.name(i)}/dist is {have!r}, running it now gives {want!r}"))
+                kind = (
+                    (StaleHit, "stale hit")
+                    if self.name(i) not in ran
+                    else (WrongOutput, "wrong output from a run")
+                )
+                problems.append(
+                    (
+                        kind[0],
+                        f"{kind[1]}: {self.name(i)}/dist is {have!r}, running it now gives {want!r}",
+                    )
+                )
         replay = " (replayed from a receipt)" if "receipt check" in proc.stderr else ""
         where = f" in {cwd}" if cwd else ""
-        self.log.append(f"  vx run build{' --summarize' if summarize else ''}{where}{replay}: ran {sorted(ran)}")
+        self.log.append(
+            f"  vx run build{' --summarize' if summarize else ''}{where}{replay}: ran {sorted(ran)}"
+        )
         if problems:
             worst = min((p[0] for p in problems), key=SEVERITY.index)
-            raise self.fail(worst, what, "\n".join(p[1] for p in problems) + f"\n--- vx stderr:\n{proc.stderr}")
+            raise self.fail(
+                worst, what, "\n".join(p[1] for p in problems) + f"\n--- vx stderr:\n{proc.stderr}"
+            )
         self.saved.update(materials[n] for n in ran)
 
     def finish_late_writers(self) -> None:
@@ -677,7 +925,8 @@ class Workspace:
         # Only detached writers can still be alive: vx stopped the others before reading outputs
         # (one that survived would write once the gate opens, and the next check sees its file).
         pending = set((self.root.parent / "runs.log").read_text().split()) & {
-            self.name(i) for i, p in enumerate(self.case.projects) if p.detached}
+            self.name(i) for i, p in enumerate(self.case.projects) if p.detached
+        }
         deadline = time.monotonic() + 30  # a generous bound on an event, not a timing window
         while pending and time.monotonic() < deadline:
             done = set(late_log.read_text().split()) if late_log.exists() else set()
@@ -691,12 +940,23 @@ class Workspace:
         return kind(f"after {what}:\n{message}\n--- steps:\n" + "\n".join(self.log))
 
 
-SEVERITY = [RunFailed, StaleHit, WrongOutput, UnexpectedHit, NeedlessMiss, WithheldSave, WrongReport, WrongPrediction]
+SEVERITY = [
+    RunFailed,
+    StaleHit,
+    WrongOutput,
+    UnexpectedHit,
+    NeedlessMiss,
+    WithheldSave,
+    WrongReport,
+    WrongPrediction,
+]
 
 
 def positive(globs: list[str]) -> tuple[str, ...]:
     """Globs vx accepts: a list of `!` entries alone is refused (it selects nothing)."""
-    if any(g.startswith("!") for g in globs) and all(g.startswith(("!", ROOT_PREFIX)) for g in globs):
+    if any(g.startswith("!") for g in globs) and all(
+        g.startswith(("!", ROOT_PREFIX)) for g in globs
+    ):
         return ("src/**", *globs)
     return tuple(globs)
 
@@ -748,11 +1008,11 @@ def glob_regex(glob: str, classes: bool) -> re.Pattern:
                 out.append("[^/]")
             elif c == "{":
                 k = seg.index("}", j)
-                out.append("(?:" + "|".join(re.escape(a) for a in seg[j + 1:k].split(",")) + ")")
+                out.append("(?:" + "|".join(re.escape(a) for a in seg[j + 1 : k].split(",")) + ")")
                 j = k
             elif c == "[" and classes:
                 k = seg.index("]", j)
-                out.append("[" + seg[j + 1:k] + "]")
+                out.append("[" + seg[j + 1 : k] + "]")
                 j = k
             else:
                 out.append(re.escape(c))
@@ -771,7 +1031,11 @@ def matches(rel: str, glob: str, classes: bool) -> bool:
 def select(files: list[str], globs: list[str], classes: bool) -> list[str]:
     pos = [g for g in globs if not g.startswith("!")]
     neg = [g[1:] for g in globs if g.startswith("!")]
-    return [f for f in files if any(matches(f, g, classes) for g in pos) and not any(matches(f, g, classes) for g in neg)]
+    return [
+        f
+        for f in files
+        if any(matches(f, g, classes) for g in pos) and not any(matches(f, g, classes) for g in neg)
+    ]
 
 
 def kind(path: Path) -> str:
@@ -788,9 +1052,17 @@ def dist_files(dist: Path) -> dict[str, str]:
 
 def describe(case: Case) -> str:
     """The generated workspace in a few lines, for a failure report."""
-    lines = [("turbo.json-only" if case.turbo else "vx.config.json") + f" workspace, env {dict(case.env)}"]
+    lines = [
+        ("turbo.json-only" if case.turbo else "vx.config.json")
+        + f" workspace, env {dict(case.env)}"
+    ]
     for i, p in enumerate(case.projects):
-        lines.append(f"  p{i}: deps {[f'p{d}' for d in p.deps]} inputs {p.inputs} env {list(p.env)} "
-                     f"files {dict(p.files)}" + "".join(f" {k}" for k in ("source_only", "formatter", "late", "framework")
-                                                          if getattr(p, k)) + (f" link={p.link}" if p.link else ""))
+        lines.append(
+            f"  p{i}: deps {[f'p{d}' for d in p.deps]} inputs {p.inputs} env {list(p.env)} "
+            f"files {dict(p.files)}"
+            + "".join(
+                f" {k}" for k in ("source_only", "formatter", "late", "framework") if getattr(p, k)
+            )
+            + (f" link={p.link}" if p.link else "")
+        )
     return "\n".join(lines)

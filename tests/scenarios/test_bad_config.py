@@ -16,21 +16,32 @@ def test_unknown_key_names_file_field_and_did_you_mean(repo):  # WS-08
 
 
 def test_turbo_spelling_points_to_vx_home(repo):  # WS-08
-    repo.write(npm_workspace({"app": {"tasks": {"build": {"exec": {"command": "true"}, "outputs": ["dist/**"]}}}})).commit()
+    repo.write(
+        npm_workspace(
+            {"app": {"tasks": {"build": {"exec": {"command": "true"}, "outputs": ["dist/**"]}}}}
+        )
+    ).commit()
     res = repo.vx("run", "build", "--all")
     assert res.code == 2
     assert "cache.outputs.files" in res.err
 
 
 def test_wrong_type_names_expected_type(repo):
-    repo.write(npm_workspace({"app": {"tasks": {"build": {"exec": {"command": "true", "timeout": "10s"}}}}})).commit()
+    repo.write(
+        npm_workspace(
+            {"app": {"tasks": {"build": {"exec": {"command": "true", "timeout": "10s"}}}}}
+        )
+    ).commit()
     res = repo.vx("run", "build", "--all")
     assert res.code == 2
     assert "tasks.build.exec.timeout" in res.err and "packages/app/vx.config.json" in res.err
 
 
 def test_cycle_prints_the_full_path(repo):  # GR-04
-    tasks = {"a": {"exec": {"command": "true"}, "dependsOn": ["b"]}, "b": {"exec": {"command": "true"}, "dependsOn": ["a"]}}
+    tasks = {
+        "a": {"exec": {"command": "true"}, "dependsOn": ["b"]},
+        "b": {"exec": {"command": "true"}, "dependsOn": ["a"]},
+    }
     repo.write(npm_workspace({"app": {"tasks": tasks}})).commit()
     res = repo.vx("run", "a", cwd="packages/app")
     assert res.code == 2
@@ -55,7 +66,9 @@ def test_duplicate_package_names_name_both_paths(repo):  # WS-03
 
 def test_broken_json_names_line_and_column(repo):
     files = npm_workspace({"app": {}})
-    files["packages/app/vx.config.json"] = '{\n  "tasks": {\n    "build": { "exec": { "command": "true" } }\n    "x": 1\n  }\n}\n'
+    files["packages/app/vx.config.json"] = (
+        '{\n  "tasks": {\n    "build": { "exec": { "command": "true" } }\n    "x": 1\n  }\n}\n'
+    )
     repo.write(files).commit()
     res = repo.vx("run", "build", "--all")
     assert res.code == 2
@@ -70,9 +83,19 @@ def test_unknown_flag_did_you_mean(repo):  # CLI parsing rules
 
 
 def test_no_workspace_is_a_clear_error(tmp_path):
-    import subprocess, sys, os
+    import os
+    import subprocess
+    import sys
+
     from conftest import SRC
+
     env = {**os.environ, "PYTHONPATH": SRC}
-    proc = subprocess.run([sys.executable, "-m", "vx", "run", "build"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "vx", "run", "build"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2
     assert "package.json" in proc.stderr and "Traceback" not in proc.stderr

@@ -10,8 +10,11 @@ from conftest import build_task, npm_workspace
 
 
 def one_package(repo, task=None):
-    repo.write(npm_workspace({"app": {"tasks": {"build": task or build_task(deps=())},
-                                      "files": {"src/a.js": "A;"}}})).commit()
+    repo.write(
+        npm_workspace(
+            {"app": {"tasks": {"build": task or build_task(deps=())}, "files": {"src/a.js": "A;"}}}
+        )
+    ).commit()
 
 
 def assert_clear(res, *words):
@@ -24,8 +27,17 @@ def assert_clear(res, *words):
 @pytest.mark.parametrize("value", ["inf", "nan", "1e12"])
 def test_item9_a_remote_timeout_no_socket_can_wait_is_refused(repo, value):
     one_package(repo)
-    res = repo.vx("run", "build", "--all", env={"TURBO_API": "http://127.0.0.1:9", "TURBO_TOKEN": "t",
-                                                "TURBO_TEAM": "t", "TURBO_REMOTE_CACHE_TIMEOUT": value})
+    res = repo.vx(
+        "run",
+        "build",
+        "--all",
+        env={
+            "TURBO_API": "http://127.0.0.1:9",
+            "TURBO_TOKEN": "t",
+            "TURBO_TEAM": "t",
+            "TURBO_REMOTE_CACHE_TIMEOUT": value,
+        },
+    )
     assert_clear(res, f"TURBO_REMOTE_CACHE_TIMEOUT={value}", "hint")
     assert not (repo.root / "packages/app/dist").exists()
 
@@ -34,20 +46,26 @@ def test_item9_a_directory_named_like_a_config_is_refused(repo):
     one_package(repo)
     (repo.root / "packages/b/vx.config.json").mkdir(parents=True)
     (repo.root / "packages/b/package.json").write_text('{"name": "b"}')
-    assert_clear(repo.vx("run", "build", "--all"), "packages/b/vx.config.json", "is a directory", "hint")
+    assert_clear(
+        repo.vx("run", "build", "--all"), "packages/b/vx.config.json", "is a directory", "hint"
+    )
 
 
 def test_item9_a_config_nested_100000_deep_is_refused(repo):
     one_package(repo)
     deep = "[" * 100_000 + "]" * 100_000
-    (repo.root / "packages/app/vx.config.json").write_text('{"tasks": {"build": {"description": ' + deep + "}}}")
+    (repo.root / "packages/app/vx.config.json").write_text(
+        '{"tasks": {"build": {"description": ' + deep + "}}}"
+    )
     assert_clear(repo.vx("run", "build", "--all"), "packages/app/vx.config.json", "nested", "hint")
 
 
 def test_item11_a_package_json_that_is_an_array_gets_a_hint(repo):
     one_package(repo)
     (repo.root / "packages/app/package.json").write_text("[]")
-    assert_clear(repo.vx("run", "build", "--all"), "packages/app/package.json", "not an array", "hint")
+    assert_clear(
+        repo.vx("run", "build", "--all"), "packages/app/package.json", "not an array", "hint"
+    )
 
 
 def test_item11_a_member_glob_matching_nothing_is_named_with_its_file(repo):

@@ -1,12 +1,19 @@
 """The cache is never a wrong hit: damaged artifacts, inputs edited mid-task, failures (LC-11, LC-12, KEY-21)."""
 
-
 from conftest import build_task, npm_workspace
 
 
 def one_package(repo, command=None):
-    repo.write(npm_workspace({"app": {"tasks": {"build": build_task(deps=(), command=command)},
-                                      "files": {"src/a.js": "A;"}}})).commit()
+    repo.write(
+        npm_workspace(
+            {
+                "app": {
+                    "tasks": {"build": build_task(deps=(), command=command)},
+                    "files": {"src/a.js": "A;"},
+                }
+            }
+        )
+    ).commit()
 
 
 def artifacts(repo):
@@ -41,8 +48,10 @@ def test_truncated_artifact_is_a_miss(repo):  # LC-12
 
 
 def test_input_edited_while_the_task_runs_is_not_saved(repo):  # KEY-21
-    cmd = ("node -e \"const fs=require('fs');fs.appendFileSync('src/a.js','//edited');"
-           "fs.mkdirSync('dist',{recursive:true});fs.writeFileSync('dist/out.js','x')\"")
+    cmd = (
+        "node -e \"const fs=require('fs');fs.appendFileSync('src/a.js','//edited');"
+        "fs.mkdirSync('dist',{recursive:true});fs.writeFileSync('dist/out.js','x')\""
+    )
     one_package(repo, command=cmd)
     res = repo.vx("run", "build", "--all")
     assert res.code == 0
@@ -60,7 +69,10 @@ def test_only_exit_zero_is_cached(repo):  # LC-11
 
 
 def test_log_is_replayed_on_a_hit(repo):  # LC-10
-    one_package(repo, command="echo hello-from-build; echo to-stderr >&2; mkdir -p dist; echo x > dist/out.js")
+    one_package(
+        repo,
+        command="echo hello-from-build; echo to-stderr >&2; mkdir -p dist; echo x > dist/out.js",
+    )
     first = repo.vx("run", "build", cwd="packages/app")
     assert "hello-from-build" in first.out
     second = repo.vx("run", "build", cwd="packages/app")
@@ -90,8 +102,13 @@ def test_cache_dir_flag_holds_the_cache(repo, tmp_path):  # LC-03
 
 
 def test_globs_that_match_nothing_are_named(repo):  # KEY-23
-    task = {"exec": {"command": "true"}, "cache": {"inputs": {"files": ["src/**", "nope/**"]}, "outputs": {"files": ["out/**"]}}}
-    repo.write(npm_workspace({"app": {"tasks": {"build": task}, "files": {"src/a.js": "A;"}}})).commit()
+    task = {
+        "exec": {"command": "true"},
+        "cache": {"inputs": {"files": ["src/**", "nope/**"]}, "outputs": {"files": ["out/**"]}},
+    }
+    repo.write(
+        npm_workspace({"app": {"tasks": {"build": task}, "files": {"src/a.js": "A;"}}})
+    ).commit()
     res = repo.vx("run", "build", "--all")
     assert res.code == 0
     assert "cache.inputs matched no files (nope/**)" in res.err

@@ -12,16 +12,19 @@ import threading
 import time
 
 import pytest
-
 from conftest import SRC, build_task, npm_workspace
 
 
 @pytest.fixture
 def ws(repo):
-    ws = repo.write(npm_workspace({
-        "a": {"tasks": {"build": build_task()}, "files": {"src/a.js": "A;"}},
-        "b": {"tasks": {"build": build_task()}, "files": {"src/b.js": "B;"}},
-    })).commit()
+    ws = repo.write(
+        npm_workspace(
+            {
+                "a": {"tasks": {"build": build_task()}, "files": {"src/a.js": "A;"}},
+                "b": {"tasks": {"build": build_task()}, "files": {"src/b.js": "B;"}},
+            }
+        )
+    ).commit()
     result = ws.vx("run", "build")
     assert result.code == 0, result.err
     return ws
@@ -31,7 +34,9 @@ def age(ws, task_id: str, seconds: float) -> None:
     """Make one entry look unused for `seconds` (what a week without that build would leave)."""
     db = sqlite3.connect(ws.root / ".vx/cache/cache.db")
     with db:
-        db.execute("UPDATE entries SET accessed_at=? WHERE task_id=?", (time.time() - seconds, task_id))
+        db.execute(
+            "UPDATE entries SET accessed_at=? WHERE task_id=?", (time.time() - seconds, task_id)
+        )
     db.close()
 
 
@@ -50,7 +55,10 @@ def test_lc16_older_than_evicts_the_unused_and_the_next_run_rebuilds_it(ws):
     assert result.out.startswith("pruned 1 entry") and "kept 1 entry" in result.out
     assert entries(ws) == ["b#build"]
     again = ws.vx("run", "build")
-    assert again.statuses() == {"a#build": ("success", "miss"), "b#build": ("success", "up-to-date")}
+    assert again.statuses() == {
+        "a#build": ("success", "miss"),
+        "b#build": ("success", "up-to-date"),
+    }
     assert entries(ws) == ["a#build", "b#build"]  # rebuilt and saved again
 
 
@@ -59,20 +67,31 @@ def test_lc16_max_size_goes_least_recently_used_first_and_dry_run_names_without_
     dry = ws.vx("cache", "prune", "--max-size=1B", "--dry-run", "--format", "json")
     assert dry.code == 0, dry.err
     report = json.loads(dry.out)
-    assert report["dryRun"] is True and [e["taskId"] for e in report["evicted"]] == ["a#build", "b#build"]
-    assert report["bytesFreed"] == sum(e["bytes"] for e in report["evicted"]) > 0 and report["kept"] == 0
+    assert report["dryRun"] is True and [e["taskId"] for e in report["evicted"]] == [
+        "a#build",
+        "b#build",
+    ]
+    assert (
+        report["bytesFreed"] == sum(e["bytes"] for e in report["evicted"]) > 0
+        and report["kept"] == 0
+    )
     assert entries(ws) == ["a#build", "b#build"]  # nothing went
     one = ws.vx("cache", "prune", "--max-size", f"{report['evicted'][1]['bytes']}B")
-    assert one.code == 0 and entries(ws) == ["b#build"], one.out + one.err  # the older one went, the newer fits
+    assert one.code == 0 and entries(ws) == ["b#build"], (
+        one.out + one.err
+    )  # the older one went, the newer fits
 
 
-@pytest.mark.parametrize("args, said", [
-    (["--max-size", "10"], "has no unit"),
-    (["--older-than", "0d"], "zero"),
-    (["--older-then", "1d"], "did you mean `--older-than`"),
-    (["--format", "yaml"], "neither text nor json"),
-    (["--max-size"], "needs a value"),
-])
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["--max-size", "10"], "has no unit"),
+        (["--older-than", "0d"], "zero"),
+        (["--older-then", "1d"], "did you mean `--older-than`"),
+        (["--format", "yaml"], "neither text nor json"),
+        (["--max-size"], "needs a value"),
+    ],
+)
 def test_lc16_bad_bounds_are_refused_and_nothing_goes(ws, args, said):
     result = ws.vx("cache", "prune", *args)
     assert result.code == 2 and said in result.err and "Traceback" not in result.err
@@ -87,7 +106,9 @@ def test_cli04_other_cache_subcommands_point_to_the_right_verb(ws):
 
 
 def test_lc16_no_cache_yet_is_nothing_to_prune(repo):
-    ws = repo.write(npm_workspace({"a": {"tasks": {"build": build_task()}, "files": {"src/a.js": "A;"}}})).commit()
+    ws = repo.write(
+        npm_workspace({"a": {"tasks": {"build": build_task()}, "files": {"src/a.js": "A;"}}})
+    ).commit()
     result = ws.vx("cache", "prune", "--max-size", "1G")
     assert result.code == 0 and "nothing to prune" in result.err
     assert not (ws.root / ".vx/cache").exists()  # and made none
@@ -110,17 +131,29 @@ def test_lc16_a_bad_retention_is_refused_with_its_field(ws):
 
 
 def test_lc16_prune_waits_for_a_run_of_the_same_workspace(repo):
-    slow = build_task(command="node -e \"setTimeout(()=>{require('fs').mkdirSync('dist',{recursive:true});"
-                              "require('fs').writeFileSync('dist/out.js','x')}, 1500)\"")
-    ws = repo.write(npm_workspace({"a": {"tasks": {"build": slow}, "files": {"src/a.js": "A;"}}})).commit()
+    slow = build_task(
+        command="node -e \"setTimeout(()=>{require('fs').mkdirSync('dist',{recursive:true});"
+        "require('fs').writeFileSync('dist/out.js','x')}, 1500)\""
+    )
+    ws = repo.write(
+        npm_workspace({"a": {"tasks": {"build": slow}, "files": {"src/a.js": "A;"}}})
+    ).commit()
     assert ws.vx("run", "build").code == 0
     (ws.root / "packages/a/src/a.js").write_text("A2;")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
     env.update({"PYTHONPATH": SRC, "NO_COLOR": "1"})
-    run = subprocess.Popen([sys.executable, "-m", "vx", "run", "build"], cwd=ws.root, env=env,
-                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run = subprocess.Popen(
+        [sys.executable, "-m", "vx", "run", "build"],
+        cwd=ws.root,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     ended: list[float] = []
-    threading.Thread(target=lambda: (run.wait(), ended.append(time.monotonic())), daemon=True).start()
+    threading.Thread(
+        target=lambda: (run.wait(), ended.append(time.monotonic())), daemon=True
+    ).start()
     time.sleep(0.5)  # the run holds the lock, its task still sleeping
     result = ws.vx("cache", "prune", "--max-size", "1B")
     pruned_at = time.monotonic()

@@ -6,17 +6,20 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import build_task, npm_workspace
 
 
 @pytest.fixture
 def ws(repo):
     fail = {"exec": {"command": "node -e \"console.log('::warning::injected'); process.exit(4)\""}}
-    return repo.write(npm_workspace({
-        "a": {"tasks": {"build": build_task(), "check": fail}, "files": {"src/a.js": "A;"}},
-        "b": {"deps": ["a"], "tasks": {"build": build_task()}, "files": {"src/b.js": "B;"}},
-    })).commit()
+    return repo.write(
+        npm_workspace(
+            {
+                "a": {"tasks": {"build": build_task(), "check": fail}, "files": {"src/a.js": "A;"}},
+                "b": {"deps": ["a"], "tasks": {"build": build_task()}, "files": {"src/b.js": "B;"}},
+            }
+        )
+    ).commit()
 
 
 def test_cli57_github_actions_groups_each_frame_and_annotates_the_failure(ws):
@@ -30,13 +33,15 @@ def test_cli57_github_actions_groups_each_frame_and_annotates_the_failure(ws):
     token = token.removeprefix("::stop-commands::")
     closes = [j for j, line in enumerate(lines) if line == f"::{token}::"]
     opened = max(j for j in range(injected) if lines[j] == f"::stop-commands::{token}")
-    assert not any(opened < j < injected for j in closes) and any(j > injected for j in closes)  # fenced
+    assert not any(opened < j < injected for j in closes) and any(
+        j > injected for j in closes
+    )  # fenced
 
 
 def test_obs04_the_markdown_report_lists_failures_first_and_appends_to_a_file(ws):
     result = ws.vx("run", "build", "check", "--all", "--report", summary=False)
     assert result.code == 1
-    table = result.out[result.out.index("**vx run: failed**"):]
+    table = result.out[result.out.index("**vx run: failed**") :]
     rows = [line for line in table.splitlines() if line.startswith("| `")]
     assert rows[0].startswith("| `a#check` | failed")
     assert {row.split("`")[1] for row in rows} == {"a#build", "a#check", "b#build"}
@@ -55,7 +60,9 @@ def test_obs02_hits_say_how_long_they_took_when_saved(ws):
     assert again.code == 0
     tasks = {t["id"]: t for t in again.summary["tasks"]}
     assert all(t["storedMs"] > 0 for t in tasks.values())
-    assert again.summary["savedMs"] == pytest.approx(sum(t["storedMs"] for t in tasks.values()), abs=0.01)
+    assert again.summary["savedMs"] == pytest.approx(
+        sum(t["storedMs"] for t in tasks.values()), abs=0.01
+    )
 
 
 def test_obs03_the_profile_is_a_chrome_trace_with_one_span_per_task(ws):
@@ -68,6 +75,8 @@ def test_obs03_the_profile_is_a_chrome_trace_with_one_span_per_task(ws):
     assert set(spans) == {"a#build", "b#build"} and threads.keys() == {"a", "b"}
     a, b = spans["a#build"], spans["b#build"]
     assert a["tid"] == threads["a"] and a["cat"] == "success" and a["args"]["exitCode"] == 0
-    assert b["ts"] >= a["ts"] + a["dur"] - 1000  # b waited for a (within a millisecond of clock skew)
+    assert (
+        b["ts"] >= a["ts"] + a["dur"] - 1000
+    )  # b waited for a (within a millisecond of clock skew)
     refused = ws.vx("run", "build", "--profile", "--dry", summary=False)
     assert refused.code == 2

@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import SRC, build_task, npm_workspace
 
 
@@ -18,7 +17,11 @@ def py(*args, cwd=None):
 def test_version_imports_nothing_heavy():
     proc = py("-X", "importtime", "-m", "vx", "--version")
     assert proc.returncode == 0 and proc.stdout.startswith("vx ")
-    imported = {line.split("|")[-1].strip().split(".")[0] for line in proc.stderr.splitlines() if "|" in line}
+    imported = {
+        line.split("|")[-1].strip().split(".")[0]
+        for line in proc.stderr.splitlines()
+        if "|" in line
+    }
     assert not imported & {"rich", "zstandard", "sqlite3", "_sqlite3", "xxhash", "yaml", "asyncio"}
 
 
@@ -37,12 +40,25 @@ def test_unknown_verb_and_task_as_verb_hints():
 
 
 def test_dry_json_predicts_and_runs_nothing(repo):  # CLI-36
-    repo.write(npm_workspace({"lib": {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": "A;"}},
-                              "app": {"deps": ["lib"], "tasks": {"build": build_task()}, "files": {"src/b.js": "B;"}}})).commit()
+    repo.write(
+        npm_workspace(
+            {
+                "lib": {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": "A;"}},
+                "app": {
+                    "deps": ["lib"],
+                    "tasks": {"build": build_task()},
+                    "files": {"src/b.js": "B;"},
+                },
+            }
+        )
+    ).commit()
     dry = repo.vx("run", "build", "--all", "--dry=json")
     assert dry.code == 0, dry.err
     plan = json.loads(dry.out)
-    assert {t["id"]: t["predicted"] for t in plan["tasks"]} == {"lib#build": "miss", "app#build": "miss"}
+    assert {t["id"]: t["predicted"] for t in plan["tasks"]} == {
+        "lib#build": "miss",
+        "app#build": "miss",
+    }
     assert not (repo.root / "packages/lib/dist").exists()
     repo.vx("run", "build", "--all")
     again = json.loads(repo.vx("run", "build", "--all", "--dry=json").out)
@@ -52,7 +68,11 @@ def test_dry_json_predicts_and_runs_nothing(repo):  # CLI-36
 
 
 def test_summary_json_shape(repo):  # OBS-02
-    repo.write(npm_workspace({"lib": {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": "A;"}}})).commit()
+    repo.write(
+        npm_workspace(
+            {"lib": {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": "A;"}}}
+        )
+    ).commit()
     res = repo.vx("run", "build", "--all")
     s = res.summary
     assert s["ok"] is True and s["exitCode"] == 0
@@ -63,19 +83,31 @@ def test_summary_json_shape(repo):  # OBS-02
 
 
 def test_footer_counts_tasks_and_cached(repo):  # CLI-55
-    repo.write(npm_workspace({"lib": {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": "A;"}}})).commit()
+    repo.write(
+        npm_workspace(
+            {"lib": {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": "A;"}}}
+        )
+    ).commit()
     repo.vx("run", "build", "--all")
     res = repo.vx("run", "build", "--all")
     assert "1 tasks · 1 cached (100%)" in res.err or "1 task · 1 cached (100%)" in res.err
 
 
 def test_info_reports_workspace_and_cache(repo):  # CLI-08
-    repo.write(npm_workspace({"lib": {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": "A;"}}})).commit()
+    repo.write(
+        npm_workspace(
+            {"lib": {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": "A;"}}}
+        )
+    ).commit()
     repo.vx("run", "build", "--all")
     res = repo.vx("info", summary=False)
     assert res.code == 0, res.err
-    rows = dict(line.split(None, 1) if not line.startswith("package") else ("package manager", line.split("manager", 1)[1].strip())
-                for line in res.out.splitlines())
+    rows = dict(
+        line.split(None, 1)
+        if not line.startswith("package")
+        else ("package manager", line.split("manager", 1)[1].strip())
+        for line in res.out.splitlines()
+    )
     assert rows["root"].strip() == str(repo.root)
     assert rows["projects"].startswith("2 (1 tasks)")
     assert rows["cache"].startswith("1 entries")
@@ -84,11 +116,22 @@ def test_info_reports_workspace_and_cache(repo):  # CLI-08
 def test_info_outside_a_workspace_still_answers(tmp_path):
     proc = py("-m", "vx", "info", cwd=tmp_path)
     assert proc.returncode == 0
-    assert "workspace  unavailable: no workspace root found" in proc.stdout or "unavailable" in proc.stdout
+    assert (
+        "workspace  unavailable: no workspace root found" in proc.stdout
+        or "unavailable" in proc.stdout
+    )
 
 
 def test_bare_run_lists_the_tasks_there_are(repo):  # CLI-02 off a TTY
-    repo.write(npm_workspace({"lib": {"tasks": {"build": build_task(deps=()), "lint": {"exec": {"command": "true"}}}}})).commit()
+    repo.write(
+        npm_workspace(
+            {
+                "lib": {
+                    "tasks": {"build": build_task(deps=()), "lint": {"exec": {"command": "true"}}}
+                }
+            }
+        )
+    ).commit()
     res = repo.vx("run", cwd="packages/lib", summary=False)
     assert res.code == 2
     assert "tasks: build, lint" in res.err and "Traceback" not in res.err
@@ -98,22 +141,46 @@ def test_a_reader_that_stops_early_gets_the_run_s_exit_code_and_no_traceback(rep
     """`vx run … | head`: the closed pipe neither crashes vx nor changes what the run reports."""
     loud = {"exec": {"command": "for i in $(seq 1 20000); do echo line $i; done; exit 3"}}
     repo.write(npm_workspace({"app": {"tasks": {"t": loud}}})).commit()
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}, "PYTHONPATH": SRC}
-    script = f'"{sys.executable}" -m vx run t | head -n 2 >/dev/null; echo "vx=${{PIPESTATUS[0]}}" >&2'
-    proc = subprocess.run(["bash", "-c", script], cwd=repo.root / "packages/app", env=env, capture_output=True,
-                          text=True, timeout=60)
-    assert "vx=1" in proc.stderr, proc.stderr  # a task failed: exit 1 (the task's own 3 is in its frame)
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))},
+        "PYTHONPATH": SRC,
+    }
+    script = (
+        f'"{sys.executable}" -m vx run t | head -n 2 >/dev/null; echo "vx=${{PIPESTATUS[0]}}" >&2'
+    )
+    proc = subprocess.run(
+        ["bash", "-c", script],
+        cwd=repo.root / "packages/app",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "vx=1" in proc.stderr, (
+        proc.stderr
+    )  # a task failed: exit 1 (the task's own 3 is in its frame)
     assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
 
 
 def test_a_run_that_executes_a_task_loads_asyncio_without_ssl(repo):
     """asyncio is imported without `ssl` (docs/optimizations.md #23): a run with no remote
     executes its task and never loads TLS."""
-    repo.write(npm_workspace({"lib": {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": "A;"}}})).commit()
-    probe = ("import sys, vx.cli.main; code = vx.cli.main.main(['run', 'build', '--all']); "
-             "print(code, 'asyncio' in sys.modules, 'ssl' in sys.modules)")
-    proc = subprocess.run([sys.executable, "-c", probe], cwd=repo.root, capture_output=True, text=True,
-                          env={"PATH": os.environ["PATH"], "PYTHONPATH": SRC, "HOME": str(repo.root)})
+    repo.write(
+        npm_workspace(
+            {"lib": {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": "A;"}}}
+        )
+    ).commit()
+    probe = (
+        "import sys, vx.cli.main; code = vx.cli.main.main(['run', 'build', '--all']); "
+        "print(code, 'asyncio' in sys.modules, 'ssl' in sys.modules)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=repo.root,
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": SRC, "HOME": str(repo.root)},
+    )
     assert proc.stdout.strip().splitlines()[-1] == "0 True False", proc.stderr
     assert (repo.root / "packages" / "lib" / "dist" / "out.js").is_file()
 
@@ -155,28 +222,43 @@ def test_asyncio_keeps_its_ssl_when_another_thread_runs():
     assert proc.stdout.strip() == "True", proc.stderr
 
 
-@pytest.mark.parametrize("args, said", [
-    (["--remote-only"], "`--cache=local:,remote:rw`"),
-    (["--env-mode=loose"], "always strict"),
-    (["--log-prefix=none"], "`--output-logs`"),
-    (["--log-order=grouped"], "`--output-logs`"),
-    (["--only"], "dependsOn always runs first"),
-])
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["--remote-only"], "`--cache=local:,remote:rw`"),
+        (["--env-mode=loose"], "always strict"),
+        (["--log-prefix=none"], "`--output-logs`"),
+        (["--log-order=grouped"], "`--output-logs`"),
+        (["--only"], "dependsOn always runs first"),
+    ],
+)
 def test_issue17_flags_turbo_and_nx_users_type_get_what_to_write(repo, args, said):
     """No misleading did-you-mean (`--remote-only` is not `--report-file`, `--base` not `--cache`)."""
-    repo.write(npm_workspace({"app": {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": "a"}}})).commit()
+    repo.write(
+        npm_workspace(
+            {"app": {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": "a"}}}
+        )
+    ).commit()
     res = repo.vx("run", "build", *args)
     assert res.code == 2 and said in res.err and "did you mean" not in res.err, res.err
 
 
 def test_issue17_nx_spellings_that_vx_reads_or_names(repo):
     """`-p a,b` is Nx's list of projects; `app:build` is Nx's `app#build`, in any workspace."""
-    repo.write(npm_workspace({name: {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": name}}
-                              for name in ("app", "lib", "other")})).commit()
+    repo.write(
+        npm_workspace(
+            {
+                name: {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": name}}
+                for name in ("app", "lib", "other")
+            }
+        )
+    ).commit()
     listed = repo.vx("run", "build", "-p", "app,lib")
     assert listed.code == 0 and sorted(listed.statuses()) == ["app#build", "lib#build"], listed.err
     nx = repo.vx("run", "app:build")
     assert nx.code == 0 and sorted(nx.statuses()) == ["app#build"], nx.err
     prune = repo.vx("prune", "app")
-    assert prune.code == 2 and "turbo prune" in prune.err and "did you mean" not in prune.err, prune.err
+    assert prune.code == 2 and "turbo prune" in prune.err and "did you mean" not in prune.err, (
+        prune.err
+    )
     assert repo.vx("help", "ls").out == repo.vx("help", "show").out

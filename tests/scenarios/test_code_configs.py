@@ -9,9 +9,8 @@ import os
 import time
 
 import pytest
-from npm_packages import installed
-
 from conftest import npm_workspace
+from npm_packages import installed
 
 PRESET = """import fs from 'node:fs';
 fs.appendFileSync(new URL('./evaluations.log', import.meta.url), 'x');  // counts evaluations
@@ -23,9 +22,10 @@ export const build = (name) => ({
 
 
 def code_workspace(repo, configs: dict[str, str], extra: dict | None = None):
-    packages = {name: {"files": {"src/index.js": f"export const {name} = 1;\n",
-                                 f"vx.config.{ext}": text}}
-                for name, (ext, text) in configs.items()}
+    packages = {
+        name: {"files": {"src/index.js": f"export const {name} = 1;\n", f"vx.config.{ext}": text}}
+        for name, (ext, text) in configs.items()
+    }
     files = npm_workspace(packages)
     files[".gitignore"] = "node_modules/\ndist/\n.vx/\nevaluations.log\n"
     files["preset.mjs"] = PRESET
@@ -34,7 +34,10 @@ def code_workspace(repo, configs: dict[str, str], extra: dict | None = None):
 
 
 def mjs(name: str) -> tuple[str, str]:
-    return "mjs", f"import {{ build }} from '../../preset.mjs';\nexport default {{ tasks: {{ build: build('{name}') }} }};\n"
+    return (
+        "mjs",
+        f"import {{ build }} from '../../preset.mjs';\nexport default {{ tasks: {{ build: build('{name}') }} }};\n",
+    )
 
 
 def evaluations(ws) -> int:
@@ -43,8 +46,14 @@ def evaluations(ws) -> int:
 
 
 def test_ws05_mjs_configs_evaluate_in_one_batch_and_run(repo):
-    ws = code_workspace(repo, {"a": mjs("a"), "b": ("js", "module.exports = { tasks: { lint: { exec: { command: 'true' } } } };\n"),
-                               "c": mjs("c")})
+    ws = code_workspace(
+        repo,
+        {
+            "a": mjs("a"),
+            "b": ("js", "module.exports = { tasks: { lint: { exec: { command: 'true' } } } };\n"),
+            "c": mjs("c"),
+        },
+    )
     result = ws.vx("run", "build", "lint")
     assert result.code == 0, result.err
     assert set(result.statuses()) == {"a#build", "c#build", "b#lint"}
@@ -66,7 +75,10 @@ def test_ws05_a_kept_evaluation_is_reused_until_a_file_it_loaded_changes(repo):
     (ws.root / "preset.mjs").write_text(preset)  # an imported file, not the config itself
     changed = ws.vx("run", "build")
     assert changed.code == 0 and evaluations(ws) == kept_after + 1
-    assert changed.statuses()["a#build"] == ("success", "miss")  # the evaluated object is what is keyed
+    assert changed.statuses()["a#build"] == (
+        "success",
+        "miss",
+    )  # the evaluated object is what is keyed
     assert (ws.root / "packages/a/dist/out.js").read_text() == "a!"
 
 
@@ -83,22 +95,32 @@ def test_ws05_a_variable_read_at_load_is_part_of_the_evaluation(repo):
 @pytest.fixture
 def typescript(repo):
     """The workspace's own `typescript` (5.x), linked into its node_modules as an install would."""
+
     def link(ws):
         (ws.root / "node_modules").mkdir(exist_ok=True)
         os.symlink(installed("typescript"), ws.root / "node_modules" / "typescript")
         return ws
+
     return link
 
 
 def test_ws05_a_typescript_config_with_types_satisfies_and_a_ts_preset(repo, typescript):
-    config = ("import type { Shape } from '../../shape';\n"
-              "import { lint } from '../../preset-ts';\n"
-              "const config = { tasks: { lint: lint(`node -e \"console.log('ts')\"`) } } satisfies Shape;\n"
-              "export default config;\n")
-    ws = typescript(code_workspace(repo, {"a": ("ts", config)}, extra={
-        "shape.ts": "export type Shape = { tasks: Record<string, unknown> };\n",
-        "preset-ts.ts": "export const lint = (command: string): { exec: { command: string } } => ({ exec: { command } });\n",
-    }))
+    config = (
+        "import type { Shape } from '../../shape';\n"
+        "import { lint } from '../../preset-ts';\n"
+        "const config = { tasks: { lint: lint(`node -e \"console.log('ts')\"`) } } satisfies Shape;\n"
+        "export default config;\n"
+    )
+    ws = typescript(
+        code_workspace(
+            repo,
+            {"a": ("ts", config)},
+            extra={
+                "shape.ts": "export type Shape = { tasks: Record<string, unknown> };\n",
+                "preset-ts.ts": "export const lint = (command: string): { exec: { command: string } } => ({ exec: { command } });\n",
+            },
+        )
+    )
     result = ws.vx("run", "lint")
     assert result.code == 0, result.err
     assert result.statuses() == {"a#lint": ("success", "no-cache")}
@@ -112,18 +134,43 @@ def test_ws05_a_typescript_config_without_a_transpiler_is_refused_with_a_hint(re
 
 
 def test_ws05_a_typescript_syntax_error_names_the_line(repo, typescript):
-    ws = typescript(code_workspace(repo, {"a": ("ts", "const x: number = ;\nexport default {};\n")}))
+    ws = typescript(
+        code_workspace(repo, {"a": ("ts", "const x: number = ;\nexport default {};\n")})
+    )
     result = ws.vx("run", "build")
-    assert result.code == 2 and "packages/a/vx.config.ts:1:" in result.err and "Traceback" not in result.err
+    assert (
+        result.code == 2
+        and "packages/a/vx.config.ts:1:" in result.err
+        and "Traceback" not in result.err
+    )
 
 
-@pytest.mark.parametrize("body, field, said", [
-    ("{ tasks: { build: { exec: { command: () => 'x' } } } }", "tasks.build.exec.command", "a function"),
-    ("{ tasks: { build: { exec: { command: 'x', timeout: Infinity } } } }", "tasks.build.exec.timeout", "Infinity"),
-    ("{ tasks: { build: { dependsOn: ['^build', undefined] } } }", "tasks.build.dependsOn[1]", "undefined"),
-    ("{ tasks: new Map() }", "tasks", "Map object"),
-    ("(() => { const o = { tasks: {} }; o.tasks.self = o; return o; })()", "tasks.self", "cycle"),
-])
+@pytest.mark.parametrize(
+    "body, field, said",
+    [
+        (
+            "{ tasks: { build: { exec: { command: () => 'x' } } } }",
+            "tasks.build.exec.command",
+            "a function",
+        ),
+        (
+            "{ tasks: { build: { exec: { command: 'x', timeout: Infinity } } } }",
+            "tasks.build.exec.timeout",
+            "Infinity",
+        ),
+        (
+            "{ tasks: { build: { dependsOn: ['^build', undefined] } } }",
+            "tasks.build.dependsOn[1]",
+            "undefined",
+        ),
+        ("{ tasks: new Map() }", "tasks", "Map object"),
+        (
+            "(() => { const o = { tasks: {} }; o.tasks.self = o; return o; })()",
+            "tasks.self",
+            "cycle",
+        ),
+    ],
+)
 def test_ws06_what_json_cannot_carry_is_refused_with_its_field(repo, body, field, said):
     ws = code_workspace(repo, {"a": ("mjs", f"export default {body};\n")})
     result = ws.vx("run", "build")
@@ -133,8 +180,16 @@ def test_ws06_what_json_cannot_carry_is_refused_with_its_field(repo, body, field
 
 
 def test_ws06_undefined_properties_mean_absent_and_validation_still_applies(repo):
-    ws = code_workspace(repo, {"a": ("mjs", "export default { tasks: { build: { exec: { command: 'true' }, "
-                                            "description: undefined, dependsOn: undefined, ouputs: 1 } } };\n")})
+    ws = code_workspace(
+        repo,
+        {
+            "a": (
+                "mjs",
+                "export default { tasks: { build: { exec: { command: 'true' }, "
+                "description: undefined, dependsOn: undefined, ouputs: 1 } } };\n",
+            )
+        },
+    )
     result = ws.vx("run", "build")
     assert result.code == 2 and "in: packages/a/vx.config.mjs, tasks.build.ouputs" in result.err
 
@@ -142,7 +197,11 @@ def test_ws06_undefined_properties_mean_absent_and_validation_still_applies(repo
 def test_ws05_a_config_that_throws_is_refused_naming_it(repo):
     ws = code_workspace(repo, {"a": ("mjs", "throw new Error('no secrets file');\n")})
     result = ws.vx("run", "build")
-    assert result.code == 2 and "no secrets file" in result.err and "packages/a/vx.config.mjs" in result.err
+    assert (
+        result.code == 2
+        and "no secrets file" in result.err
+        and "packages/a/vx.config.mjs" in result.err
+    )
     assert "Traceback" not in result.err
 
 
@@ -160,15 +219,19 @@ def test_ws05_editing_a_preset_is_seen_by_a_replay(repo):
 
 
 def test_ws05_a_file_the_config_reads_itself_is_part_of_the_evaluation(repo):
-    config = ("import { readFileSync } from 'node:fs';\n"
-              "const command = readFileSync(new URL('./cmd.txt', import.meta.url), 'utf8').trim();\n"
-              "console.log('loading the config');  // a config may print: it reaches vx's stderr\n"
-              "export default { tasks: { build: { exec: { command } } } };\n")
+    config = (
+        "import { readFileSync } from 'node:fs';\n"
+        "const command = readFileSync(new URL('./cmd.txt', import.meta.url), 'utf8').trim();\n"
+        "console.log('loading the config');  // a config may print: it reaches vx's stderr\n"
+        "export default { tasks: { build: { exec: { command } } } };\n"
+    )
     ws = code_workspace(repo, {"a": ("mjs", config)}, extra={"packages/a/cmd.txt": "echo one\n"})
     first = ws.vx("run", "build", "--dry=json")
     assert first.code == 0 and "loading the config" in first.err, first.err
     time.sleep(0.06)
-    assert json.loads(ws.vx("run", "build", "--dry=json").out)["tasks"][0]["command"] == "echo one"  # kept now
+    assert (
+        json.loads(ws.vx("run", "build", "--dry=json").out)["tasks"][0]["command"] == "echo one"
+    )  # kept now
     (ws.root / "packages/a/cmd.txt").write_text("echo two\n")
     assert json.loads(ws.vx("run", "build", "--dry=json").out)["tasks"][0]["command"] == "echo two"
 

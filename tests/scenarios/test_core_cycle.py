@@ -5,12 +5,24 @@ from conftest import build_task, npm_workspace
 
 
 def make(repo):
-    repo.write(npm_workspace({
-        "base": {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": "A1;"}},
-        "mid": {"deps": ["base"], "tasks": {"build": build_task()}, "files": {"src/m.js": "M;"}},
-        "top": {"deps": ["mid"], "tasks": {"build": build_task()}, "files": {"src/t.js": "T;"}},
-        "other": {"tasks": {"build": build_task(deps=())}, "files": {"src/o.js": "O;"}},
-    })).commit()
+    repo.write(
+        npm_workspace(
+            {
+                "base": {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": "A1;"}},
+                "mid": {
+                    "deps": ["base"],
+                    "tasks": {"build": build_task()},
+                    "files": {"src/m.js": "M;"},
+                },
+                "top": {
+                    "deps": ["mid"],
+                    "tasks": {"build": build_task()},
+                    "files": {"src/t.js": "T;"},
+                },
+                "other": {"tasks": {"build": build_task(deps=())}, "files": {"src/o.js": "O;"}},
+            }
+        )
+    ).commit()
     return repo
 
 
@@ -45,8 +57,10 @@ def test_editing_a_base_source_reruns_it_and_its_dependants_only(repo):
     (repo.root / "packages/base/src/a.js").write_text("A2;")
     res = repo.vx("run", "build", "--all")
     assert res.statuses() == {
-        "base#build": ("success", "miss"), "mid#build": ("success", "miss"),
-        "top#build": ("success", "miss"), "other#build": ("success", "up-to-date"),
+        "base#build": ("success", "miss"),
+        "mid#build": ("success", "miss"),
+        "top#build": ("success", "miss"),
+        "other#build": ("success", "up-to-date"),
     }
     assert (repo.root / "packages/base/dist/out.js").read_text() == "A2;"
 
@@ -63,7 +77,9 @@ def test_editing_back_restores_the_earlier_entry(repo):
     assert (repo.root / "packages/base/dist/out.js").read_text() == "A1;"
 
 
-def test_dependencies_run_first_from_a_package_dir(repo):  # CLI-01: default scope is the cwd's project
+def test_dependencies_run_first_from_a_package_dir(
+    repo,
+):  # CLI-01: default scope is the cwd's project
     make(repo)
     res = repo.vx("run", "build", cwd="packages/top")
     assert res.code == 0, res.err

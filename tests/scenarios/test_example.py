@@ -4,7 +4,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from conftest import Repo
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "basic"
@@ -37,10 +36,14 @@ TURBO_EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "turbo"
 
 def test_the_turbo_example_runs_as_it_is_then_hits(tmp_path):  # TL-05 on our own example
     root = tmp_path / "turbo"
-    shutil.copytree(TURBO_EXAMPLE, root, ignore=shutil.ignore_patterns(".vx", "dist", "node_modules", ".turbo"))
+    shutil.copytree(
+        TURBO_EXAMPLE, root, ignore=shutil.ignore_patterns(".vx", "dist", "node_modules", ".turbo")
+    )
     example = Repo(root).commit("example")
     first = example.vx("run", "test", "lint")
     assert first.code == 0, first.err
-    assert len(first.summary["tasks"]) == 9  # build, test and lint of three packages; no vx config anywhere
+    assert (
+        len(first.summary["tasks"]) == 9
+    )  # build, test and lint of three packages; no vx config anywhere
     second = example.vx("run", "test", "lint")
     assert {t["cache"] for t in second.summary["tasks"]} == {"up-to-date"}

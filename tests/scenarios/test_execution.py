@@ -19,18 +19,35 @@ def test_runs_in_project_dir_with_pipes(repo):  # EX-01
 
 def test_environment_is_isolated(repo):  # EX-03
     cmd = 'echo "secret=${MY_SECRET:-unset} pass=${PASS_ME:-unset} def=$DEFINED run=$VX_RUN_TASK"; echo "$PATH"'
-    tasks_repo(repo, {"env": {"exec": {"command": cmd, "env": {"passThrough": ["PASS_ME"], "define": {"DEFINED": "lit"}}}}})
+    tasks_repo(
+        repo,
+        {
+            "env": {
+                "exec": {
+                    "command": cmd,
+                    "env": {"passThrough": ["PASS_ME"], "define": {"DEFINED": "lit"}},
+                }
+            }
+        },
+    )
     res = repo.vx("run", "env", cwd="packages/app", env={"MY_SECRET": "hunter2", "PASS_ME": "yes"})
     assert res.code == 0, res.err
     assert "secret=unset pass=yes def=lit run=app#env" in res.out
     path_line = [l for l in res.out.splitlines() if "node_modules/.bin" in l][0]
     dirs = path_line.split(":")
-    assert dirs[0].endswith("packages/app/node_modules/.bin") and dirs[1].endswith("ws/node_modules/.bin")
+    assert dirs[0].endswith("packages/app/node_modules/.bin") and dirs[1].endswith(
+        "ws/node_modules/.bin"
+    )
 
 
 def test_forwarded_args_reach_requested_tasks_only(repo):  # EX-02
-    tasks_repo(repo, {"dep": {"exec": {"command": "echo dep-args:"}},
-                      "main": {"exec": {"command": "echo main-args:"}, "dependsOn": ["dep"]}})
+    tasks_repo(
+        repo,
+        {
+            "dep": {"exec": {"command": "echo dep-args:"}},
+            "main": {"exec": {"command": "echo main-args:"}, "dependsOn": ["dep"]},
+        },
+    )
     res = repo.vx("run", "main", "--", "--flag", "two words", cwd="packages/app")
     assert res.code == 0
     assert "main-args: --flag two words" in res.out
@@ -77,20 +94,29 @@ def test_signal_death_is_named(repo):  # EX-14, CLI-59
 
 
 def test_continue_modes(repo):  # GR-10
-    tasks = {"fail": {"exec": {"command": "exit 1"}}, "after": {"exec": {"command": "echo after"}, "dependsOn": ["fail"]},
-             "side": {"exec": {"command": "echo side"}}, "all": {"dependsOn": ["after", "side"]}}
+    tasks = {
+        "fail": {"exec": {"command": "exit 1"}},
+        "after": {"exec": {"command": "echo after"}, "dependsOn": ["fail"]},
+        "side": {"exec": {"command": "echo side"}},
+        "all": {"dependsOn": ["after", "side"]},
+    }
     tasks_repo(repo, tasks)
     default = repo.vx("run", "all", cwd="packages/app")
     assert default.code == 1
-    assert default.task("app#after")["status"] == "skipped" and default.task("app#side")["status"] == "success"
+    assert (
+        default.task("app#after")["status"] == "skipped"
+        and default.task("app#side")["status"] == "success"
+    )
     assert default.task("app#after")["blockedBy"] == "app#fail"
     always = repo.vx("run", "all", "--continue=always", cwd="packages/app")
     assert always.task("app#after")["status"] == "success" and always.code == 1
 
 
 def test_concurrency_bounds_parallel_tasks(repo):  # GR-11
-    cmd = ("mkdir -p ../../.slots; touch ../../.slots/$$; sleep 0.3; ls ../../.slots | wc -l > ../../.peak-$$; "
-           "rm ../../.slots/$$")
+    cmd = (
+        "mkdir -p ../../.slots; touch ../../.slots/$$; sleep 0.3; ls ../../.slots | wc -l > ../../.peak-$$; "
+        "rm ../../.slots/$$"
+    )
     pkgs = {f"p{i}": {"tasks": {"t": {"exec": {"command": cmd}}}} for i in range(4)}
     repo.write(npm_workspace(pkgs)).commit()
     res = repo.vx("run", "t", "--all", "--concurrency", "1")
@@ -106,10 +132,12 @@ def test_bad_concurrency_is_a_usage_error(repo):
 
 
 def test_continue_never_stops_dispatch_after_the_first_failure(repo):  # GR-10
-    tasks = {"fail": {"exec": {"command": "exit 1"}},
-             "later": {"exec": {"command": "touch ran-later"}, "dependsOn": ["gate"]},
-             "gate": {"exec": {"command": "sleep 0.5"}},
-             "all": {"dependsOn": ["fail", "later"]}}
+    tasks = {
+        "fail": {"exec": {"command": "exit 1"}},
+        "later": {"exec": {"command": "touch ran-later"}, "dependsOn": ["gate"]},
+        "gate": {"exec": {"command": "sleep 0.5"}},
+        "all": {"dependsOn": ["fail", "later"]},
+    }
     tasks_repo(repo, tasks)
     res = repo.vx("run", "all", "--continue=never", "--concurrency", "2", cwd="packages/app")
     assert res.code == 1
@@ -121,8 +149,11 @@ def test_continue_never_stops_dispatch_after_the_first_failure(repo):  # GR-10
 def test_continue_never_starts_nothing_that_was_still_waiting_for_a_slot(repo):  # GR-10
     # With one slot, `fail` runs first (two dependants: the highest priority); the siblings were
     # already ready and queued for the slot: none of them may start once it failed.
-    tasks = {"fail": {"exec": {"command": "exit 1"}}, "x": {"exec": {"command": "true"}, "dependsOn": ["fail"]},
-             "all": {"dependsOn": ["x", "a", "b", "c"]}}
+    tasks = {
+        "fail": {"exec": {"command": "exit 1"}},
+        "x": {"exec": {"command": "true"}, "dependsOn": ["fail"]},
+        "all": {"dependsOn": ["x", "a", "b", "c"]},
+    }
     tasks.update({n: {"exec": {"command": f"touch ran-{n}"}} for n in "abc"})
     tasks_repo(repo, tasks)
     res = repo.vx("run", "all", "--continue=never", "--concurrency", "1", cwd="packages/app")

@@ -49,15 +49,29 @@ def chain(n: int) -> dict:
     pkgs = {}
     for i in range(n):
         deps = [f"p{i - 1}"] if i else []
-        pkgs[f"p{i}"] = {"deps": deps, "tasks": {"build": build_task()}, "files": {"src/a.js": f"P{i};"}}
+        pkgs[f"p{i}"] = {
+            "deps": deps,
+            "tasks": {"build": build_task()},
+            "files": {"src/a.js": f"P{i};"},
+        }
     return npm_workspace(pkgs)
 
 
 def probe(repo, *args: str, env: dict | None = None) -> dict:
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}, **(env or {})}
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))},
+        **(env or {}),
+    }
     env.update({"PYTHONPATH": SRC, "NO_COLOR": "1"})
-    proc = subprocess.run([sys.executable, "-c", PROBE, *args], cwd=repo.root, env=env, capture_output=True,
-                          text=True, timeout=120, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, *args],
+        cwd=repo.root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -71,7 +85,9 @@ def test_fully_cached_run_needs_no_event_loop_and_constant_sql(repo):  # LC-06, 
     assert repo.vx("run", "build").code == 0
     small = probe(repo, "run", "build")
     assert small["code"] == 0
-    assert not small["asyncio"] and not small["executor"]  # nothing ran: no loop, no process machinery
+    assert (
+        not small["asyncio"] and not small["executor"]
+    )  # nothing ran: no loop, no process machinery
 
     big = repo.root.parent / "big"
     big.mkdir()
@@ -102,10 +118,14 @@ def test_restores_in_forked_workers_leave_what_threads_leave(repo):  # GR-09, LC
     assert repo.vx("run", "build").code == 0
     expected = {p.name: (p / "dist/out.js").read_text() for p in (repo.root / "packages").iterdir()}
     for pkg in (repo.root / "packages").iterdir():
-        (pkg / "dist/out.js").write_text("stale")  # present but wrong: the worker wipes, then unpacks
+        (pkg / "dist/out.js").write_text(
+            "stale"
+        )  # present but wrong: the worker wipes, then unpacks
     facts = probe(repo, "run", "build", env={"PROBE_FORK_FROM": "1"})
     assert facts["code"] == 0 and facts["pools"] == ["ProcessPoolExecutor"]
-    assert {p.name: (p / "dist/out.js").read_text() for p in (repo.root / "packages").iterdir()} == expected
+    assert {
+        p.name: (p / "dist/out.js").read_text() for p in (repo.root / "packages").iterdir()
+    } == expected
     res = repo.vx("run", "build")  # the stamps written at close make the next run current
     assert set(res.statuses().values()) == {("success", "up-to-date")}
 
@@ -115,9 +135,26 @@ def traced(repo, calls: str) -> str:
     trace = repo.root.parent / "trace"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
     env.update({"PYTHONPATH": SRC, "NO_COLOR": "1"})
-    proc = subprocess.run(["strace", "-f", "-e", f"trace={calls}", "-o", str(trace),
-                           sys.executable, "-m", "vx", "run", "build"], cwd=repo.root, env=env,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            "strace",
+            "-f",
+            "-e",
+            f"trace={calls}",
+            "-o",
+            str(trace),
+            sys.executable,
+            "-m",
+            "vx",
+            "run",
+            "build",
+        ],
+        cwd=repo.root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     return trace.read_text()
 
@@ -125,7 +162,9 @@ def traced(repo, calls: str) -> str:
 def test_warm_run_opens_no_input_and_no_artifact(repo):  # KEY-12, LC-06
     repo.write(chain(3)).commit()
     assert repo.vx("run", "build").code == 0
-    opened = re.findall(r'open(?:at2?)?\((?:[^,]*, )?"([^"]+)"', traced(repo, "open,openat,openat2"))
+    opened = re.findall(
+        r'open(?:at2?)?\((?:[^,]*, )?"([^"]+)"', traced(repo, "open,openat,openat2")
+    )
     root = str(repo.root)
     assert [p for p in opened if p.endswith(".tar.zst")] == []
     assert [p for p in opened if p.startswith(f"{root}/packages/") and "/src/" in p] == []
@@ -133,12 +172,14 @@ def test_warm_run_opens_no_input_and_no_artifact(repo):  # KEY-12, LC-06
 
 
 def test_lane_settles_around_a_miss(repo):  # GR-09, KEY-22
-    files = npm_workspace({
-        "a": {"tasks": {"build": build_task()}, "files": {"src/a.js": "A;"}},
-        "b": {"tasks": {"build": build_task()}, "files": {"src/b.js": "B;"}},
-        "c": {"deps": ["a"], "tasks": {"build": build_task()}, "files": {"src/c.js": "C;"}},
-        "d": {"deps": ["b"], "tasks": {"build": build_task()}, "files": {"src/d.js": "D;"}},
-    })
+    files = npm_workspace(
+        {
+            "a": {"tasks": {"build": build_task()}, "files": {"src/a.js": "A;"}},
+            "b": {"tasks": {"build": build_task()}, "files": {"src/b.js": "B;"}},
+            "c": {"deps": ["a"], "tasks": {"build": build_task()}, "files": {"src/c.js": "C;"}},
+            "d": {"deps": ["b"], "tasks": {"build": build_task()}, "files": {"src/d.js": "D;"}},
+        }
+    )
     repo.write(files).commit()
     assert repo.vx("run", "build").code == 0
     repo.write({"packages/b/src/b.js": "B2;"})
@@ -154,10 +195,12 @@ def test_lane_settles_around_a_miss(repo):  # GR-09, KEY-22
 
 
 def test_damaged_artifact_in_the_lane_runs_and_its_dependant_still_restores(repo):  # LC-12, GR-09
-    files = npm_workspace({
-        "a": {"tasks": {"build": build_task()}, "files": {"src/a.js": "A;"}},
-        "c": {"deps": ["a"], "tasks": {"build": build_task()}, "files": {"src/c.js": "C;"}},
-    })
+    files = npm_workspace(
+        {
+            "a": {"tasks": {"build": build_task()}, "files": {"src/a.js": "A;"}},
+            "c": {"deps": ["a"], "tasks": {"build": build_task()}, "files": {"src/c.js": "C;"}},
+        }
+    )
     repo.write(files).commit()
     assert repo.vx("run", "build").code == 0
     summary = repo.vx("run", "build").summary
@@ -179,9 +222,20 @@ def test_timing_table_names_every_stage(repo):  # OBS-11
     repo.write(chain(2)).commit()
     repo.vx("run", "build")
     res = repo.vx("run", "build", env={"VX_TIMING": "1"})
-    table = res.err[res.err.index("vx timing (ms)"):]
-    for stage in ("startup (cpu)", "discover", "load configs", "build graph", "git enumeration", "keys",
-                  "open cache", "probe", "hit lane", "close cache", "total"):
+    table = res.err[res.err.index("vx timing (ms)") :]
+    for stage in (
+        "startup (cpu)",
+        "discover",
+        "load configs",
+        "build graph",
+        "git enumeration",
+        "keys",
+        "open cache",
+        "probe",
+        "hit lane",
+        "close cache",
+        "total",
+    ):
         assert f"  {stage} " in table, table
     assert "run graph" not in table  # everything settled in the lane: the walk never started
     assert "vx timing" not in repo.vx("run", "build").err
@@ -194,7 +248,11 @@ def test_the_first_wave_starts_before_asyncio_loads(repo):  # docs/optimizations
     repo.write(chain(2)).commit()
     lines = traced(repo, "execve,openat").splitlines()
     shell = next(i for i, line in enumerate(lines) if 'execve("/bin/sh", ["sh", "-c"' in line)
-    loop = next(i for i, line in enumerate(lines) if re.search(r'openat\(.*/asyncio/(__pycache__/)?__init__', line))
+    loop = next(
+        i
+        for i, line in enumerate(lines)
+        if re.search(r"openat\(.*/asyncio/(__pycache__/)?__init__", line)
+    )
     assert shell < loop
     again = repo.vx("run", "build")
     assert again.code == 0 and " 2 cached" in again.err
@@ -224,13 +282,21 @@ def test_the_fast_paths_switched_off_change_no_result(tmp_path):
         for dist in sorted(root.glob("packages/*/dist")):
             shutil.rmtree(dist)
         steps.append(_outcome(repo.vx("run", "build", "--all", env=env)))
-        repo.vx("run", "build", "--all", env=env, summary=False)  # keeps a receipt (a summary would not)
+        repo.vx(
+            "run", "build", "--all", env=env, summary=False
+        )  # keeps a receipt (a summary would not)
         again = repo.vx("run", "build", "--all", env={**env, "VX_TIMING": "1"}, summary=False)
-        outputs = {str(p.relative_to(root)): p.read_text() for p in sorted(root.glob("packages/*/dist/*"))}
+        outputs = {
+            str(p.relative_to(root)): p.read_text() for p in sorted(root.glob("packages/*/dist/*"))
+        }
         runs[name] = (steps, outputs, again.code, "receipt check" in again.err)
     fast, plain = runs["fast"], runs["plain"]
     assert fast[0] == plain[0] and fast[1] == plain[1] and fast[2] == plain[2] == 0
-    assert {cache for step in fast[0][1:] for _, _, cache, _ in step} >= {"local", "up-to-date", "miss"}
+    assert {cache for step in fast[0][1:] for _, _, cache, _ in step} >= {
+        "local",
+        "up-to-date",
+        "miss",
+    }
     assert fast[3] and not plain[3]  # the replay took the fast run's last run, and only that one
 
 

@@ -18,16 +18,23 @@ from pathlib import Path
 import pytest
 from conftest import build_task, npm_workspace
 
-BIG_OUTPUT = ("node -e \"const fs=require('fs');fs.mkdirSync('dist',{recursive:true});"
-              "fs.writeFileSync('dist/big.bin',require('crypto').randomBytes(1000000))\"")
-BIG_LOG = ("node -e \"const fs=require('fs');fs.mkdirSync('dist',{recursive:true});fs.writeFileSync('dist/o.js','o');"
-           "process.stdout.write(require('crypto').randomBytes(1000000).toString('hex'))\"")
+BIG_OUTPUT = (
+    "node -e \"const fs=require('fs');fs.mkdirSync('dist',{recursive:true});"
+    "fs.writeFileSync('dist/big.bin',require('crypto').randomBytes(1000000))\""
+)
+BIG_LOG = (
+    "node -e \"const fs=require('fs');fs.mkdirSync('dist',{recursive:true});fs.writeFileSync('dist/o.js','o');"
+    "process.stdout.write(require('crypto').randomBytes(1000000).toString('hex'))\""
+)
 
 
 def mounted(path: Path, size: str = "20m"):
     path.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True,
-                          check=False)
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+        capture_output=True,
+        check=False,
+    )
     if proc.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here ({proc.stderr.decode().strip() or 'not root'})")
 
@@ -47,10 +54,21 @@ def fill(mount: Path, leave_kib: int) -> Path:
 
 
 def two_packages(repo, command: str) -> None:
-    repo.write(npm_workspace({
-        "lib": {"tasks": {"build": build_task(deps=(), command=command)}, "files": {"src/a.js": "L;"}},
-        "app": {"deps": ["lib"], "tasks": {"build": build_task(command=command)}, "files": {"src/a.js": "A;"}},
-    })).commit()
+    repo.write(
+        npm_workspace(
+            {
+                "lib": {
+                    "tasks": {"build": build_task(deps=(), command=command)},
+                    "files": {"src/a.js": "L;"},
+                },
+                "app": {
+                    "deps": ["lib"],
+                    "tasks": {"build": build_task(command=command)},
+                    "files": {"src/a.js": "A;"},
+                },
+            }
+        )
+    ).commit()
 
 
 def index_agrees(cache: Path) -> None:
@@ -65,12 +83,15 @@ def index_agrees(cache: Path) -> None:
     assert not list(cache.glob(".*.tmp"))
 
 
-@pytest.mark.parametrize("state, leave_kib, command", [
-    ("nothing free: the cache dir cannot be made", 0, BIG_OUTPUT),
-    ("a few KiB: the index cannot open", 16, BIG_OUTPUT),
-    ("room for the index, not the artifact", 200, BIG_OUTPUT),
-    ("room for the artifact, not its index row", 1300, BIG_LOG),
-])
+@pytest.mark.parametrize(
+    "state, leave_kib, command",
+    [
+        ("nothing free: the cache dir cannot be made", 0, BIG_OUTPUT),
+        ("a few KiB: the index cannot open", 16, BIG_OUTPUT),
+        ("room for the index, not the artifact", 200, BIG_OUTPUT),
+        ("room for the artifact, not its index row", 1300, BIG_LOG),
+    ],
+)
 def test_item5_a_full_cache_disk_never_fails_the_build(repo, tmp_path, state, leave_kib, command):
     two_packages(repo, command)
     mount = tmp_path / "cachefs"
@@ -93,7 +114,10 @@ def test_item5_a_full_cache_disk_never_fails_the_build(repo, tmp_path, state, le
         assert again.code == 0 and "warning" not in again.err, again.err
         index_agrees(cache)
         third = repo.vx("run", "build", "--all", "--cache-dir", str(cache))
-        assert set(third.statuses().values()) <= {("success", "up-to-date"), ("success", "local")}, third.statuses()
+        assert set(third.statuses().values()) <= {
+            ("success", "up-to-date"),
+            ("success", "local"),
+        }, third.statuses()
     finally:
         unmount(mount)
 
@@ -102,11 +126,20 @@ def test_item5_a_full_workspace_disk_during_a_restore_fails_that_task_only(repo,
     """docs' dist is a full tmpfs (the filler beside its outputs, `dist/sub/**`): its restore fails,
     clearly, as that task's failure; lib, beside it, restores and the run finishes (exit 1, not 2)."""
     docs = BIG_OUTPUT.replace("'dist'", "'dist/sub'").replace("dist/big.bin", "dist/sub/big.bin")
-    repo.write(npm_workspace({
-        "lib": {"tasks": {"build": build_task(deps=(), command=BIG_OUTPUT)}, "files": {"src/a.js": "L;"}},
-        "docs": {"tasks": {"build": build_task(deps=(), command=docs, outputs=("dist/sub/**",))},
-                 "files": {"src/a.js": "D;"}},
-    })).commit()
+    repo.write(
+        npm_workspace(
+            {
+                "lib": {
+                    "tasks": {"build": build_task(deps=(), command=BIG_OUTPUT)},
+                    "files": {"src/a.js": "L;"},
+                },
+                "docs": {
+                    "tasks": {"build": build_task(deps=(), command=docs, outputs=("dist/sub/**",))},
+                    "files": {"src/a.js": "D;"},
+                },
+            }
+        )
+    ).commit()
     assert repo.vx("run", "build", "--all").code == 0
     dist = repo.root / "packages/docs/dist"
     shutil.rmtree(dist)
@@ -117,9 +150,15 @@ def test_item5_a_full_workspace_disk_during_a_restore_fails_that_task_only(repo,
         res = repo.vx("run", "build", "--all")
         assert res.code == 1, res.err
         assert res.task("docs#build")["status"] == "failed"
-        assert "docs#build > failed (restore failed: cannot restore packages/docs/dist/sub/big.bin: No space" in res.out
+        assert (
+            "docs#build > failed (restore failed: cannot restore packages/docs/dist/sub/big.bin: No space"
+            in res.out
+        )
         assert "No space left on device" in res.err and "docs#build" in res.err, res.err
-        assert res.task("lib#build")["status"] == "success" and res.task("lib#build")["cache"] == "local"
+        assert (
+            res.task("lib#build")["status"] == "success"
+            and res.task("lib#build")["cache"] == "local"
+        )
         assert (repo.root / "packages/lib/dist/big.bin").stat().st_size == 1000000
         assert "Traceback" not in res.err and "internal error" not in res.err
     finally:

@@ -8,11 +8,18 @@ from conftest import build_task, npm_workspace
 
 
 def test_cli37_the_graph_is_dot_with_status_colours_and_edges_and_runs_nothing(repo):
-    ws = repo.write(npm_workspace({
-        "a": {"tasks": {"build": build_task()}, "files": {"src/a.js": "A;"}},
-        "b": {"deps": ["a"], "tasks": {"build": build_task(), "all": {"dependsOn": ["build"]}},
-              "files": {"src/b.js": "B;"}},
-    })).commit()
+    ws = repo.write(
+        npm_workspace(
+            {
+                "a": {"tasks": {"build": build_task()}, "files": {"src/a.js": "A;"}},
+                "b": {
+                    "deps": ["a"],
+                    "tasks": {"build": build_task(), "all": {"dependsOn": ["build"]}},
+                    "files": {"src/b.js": "B;"},
+                },
+            }
+        )
+    ).commit()
     assert ws.vx("run", "build", "--all").code == 0
     (ws.root / "packages/b/src/b.js").write_text("B2;")
     result = ws.vx("run", "all", "--all", "--graph", summary=False)
@@ -26,7 +33,9 @@ def test_cli37_the_graph_is_dot_with_status_colours_and_edges_and_runs_nothing(r
 
 
 def test_cli37_a_file_must_be_dot_and_is_written(repo):
-    ws = repo.write(npm_workspace({"a": {"tasks": {"build": build_task()}, "files": {"src/a.js": "A;"}}})).commit()
+    ws = repo.write(
+        npm_workspace({"a": {"tasks": {"build": build_task()}, "files": {"src/a.js": "A;"}}})
+    ).commit()
     refused = ws.vx("run", "build", "--graph=plan.svg", summary=False)
     assert refused.code == 2 and ".dot or .gv" in refused.err
     written = ws.vx("run", "build", "--graph=plan.dot", summary=False)

@@ -10,15 +10,25 @@ from conftest import build_task, npm_workspace
 
 # Reads the dependency's sources straight from its directory, as a bundler reading a source-only
 # package does: the output changes with them.
-BUNDLE = ("node -e \"const fs=require('fs');fs.mkdirSync('dist',{recursive:true});"
-          "fs.writeFileSync('dist/out.js',fs.readFileSync('src/app.ts','utf8')+fs.readFileSync('../types/src/a.ts','utf8'))\"")
+BUNDLE = (
+    "node -e \"const fs=require('fs');fs.mkdirSync('dist',{recursive:true});"
+    "fs.writeFileSync('dist/out.js',fs.readFileSync('src/app.ts','utf8')+fs.readFileSync('../types/src/a.ts','utf8'))\""
+)
 
 
 def _source_only(repo):
-    return repo.write(npm_workspace({
-        "types": {"files": {"src/a.ts": "export type A = 1;\n"}},
-        "app": {"deps": ["types"], "tasks": {"build": build_task(command=BUNDLE)}, "files": {"src/app.ts": "app;\n"}},
-    })).commit()
+    return repo.write(
+        npm_workspace(
+            {
+                "types": {"files": {"src/a.ts": "export type A = 1;\n"}},
+                "app": {
+                    "deps": ["types"],
+                    "tasks": {"build": build_task(command=BUNDLE)},
+                    "files": {"src/app.ts": "app;\n"},
+                },
+            }
+        )
+    ).commit()
 
 
 def test_ws19_source_only_package_is_keyed(repo):
@@ -38,7 +48,9 @@ def test_ws19_source_only_package_is_keyed(repo):
 
 def test_ws19_implicit_build_is_reached_not_selected_and_shown(repo):
     _source_only(repo)
-    plan = json.loads(repo.vx("run", "build", "--dry=json").out)  # from the root: every declared build
+    plan = json.loads(
+        repo.vx("run", "build", "--dry=json").out
+    )  # from the root: every declared build
     assert [t["id"] for t in plan["tasks"]] == ["types#build", "app#build"]
     types = plan["tasks"][0]
     assert types["predicted"] == "group" and types["implicit"] is True and types["command"] is None
@@ -47,8 +59,13 @@ def test_ws19_implicit_build_is_reached_not_selected_and_shown(repo):
     # A bare name never selects it: from inside `types`, `build` is no task of that project.
     inside = repo.vx("run", "build", cwd="packages/types")
     assert inside.code == 2 and "has no task `build` (no `build` script or task)" in inside.err
-    named = repo.vx("run", "types#test")  # one that no package has, named: who has it, or that nobody does
-    assert named.code == 2 and "package `types` has no task `test` (no `test` script or task)" in named.err
+    named = repo.vx(
+        "run", "types#test"
+    )  # one that no package has, named: who has it, or that nobody does
+    assert (
+        named.code == 2
+        and "package `types` has no task `test` (no `test` script or task)" in named.err
+    )
     assert repo.vx("run", "build", "--all").statuses() == {"app#build": ("success", "miss")}
     # `pkg#build` reaches it, and `vx why` names the file that moved its key.
     assert repo.vx("run", "types#build").code == 0
@@ -82,10 +99,20 @@ def _pnpm_install(repo, tmp_path):
     """The real pnpm writes the lockfile (resolving only metadata; nothing is installed)."""
     import subprocess
 
-    env = {**__import__("os").environ, "npm_config_store_dir": str(tmp_path / "store"),
-           "npm_config_cache_dir": str(tmp_path / "cache"), "CI": "1"}
-    subprocess.run([_pnpm(), "install", "--lockfile-only", "--ignore-scripts"], cwd=repo.root, env=env,
-                   check=True, capture_output=True, timeout=300)
+    env = {
+        **__import__("os").environ,
+        "npm_config_store_dir": str(tmp_path / "store"),
+        "npm_config_cache_dir": str(tmp_path / "cache"),
+        "CI": "1",
+    }
+    subprocess.run(
+        [_pnpm(), "install", "--lockfile-only", "--ignore-scripts"],
+        cwd=repo.root,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
 
 
 def _pnpm_workspace(repo, npmrc=None):
@@ -100,8 +127,11 @@ def _pnpm_workspace(repo, npmrc=None):
         "packages/lib/package.json": {"name": "lib", "version": "1.0.0"},
         "packages/lib/vx.config.json": {"tasks": {"build": build_task(deps=())}},
         "packages/lib/src/a.js": "L;",
-        "packages/app/package.json": {"name": "app", "version": "1.0.0",
-                                      "dependencies": {"is-number": "^7.0.0", "lib": "workspace:*"}},
+        "packages/app/package.json": {
+            "name": "app",
+            "version": "1.0.0",
+            "dependencies": {"is-number": "^7.0.0", "lib": "workspace:*"},
+        },
         "packages/app/vx.config.json": {"tasks": {"build": build_task()}},
         "packages/app/src/a.js": "A;",
     }
@@ -139,7 +169,9 @@ def test_ws20_pnpm_without_a_lockfile_follows_the_version_default(repo):
     _pnpm_workspace(repo).commit()  # pnpm 9 (packageManager): ranges do not link
     assert _app_deps(repo) == ["lib#build"]
     pkg = json.loads((repo.root / "package.json").read_text())
-    repo.write({"package.json": {**pkg, "packageManager": "pnpm@8.15.9"}}).commit()  # pnpm 8 linked them
+    repo.write(
+        {"package.json": {**pkg, "packageManager": "pnpm@8.15.9"}}
+    ).commit()  # pnpm 8 linked them
     assert _app_deps(repo) == ["is-number#build", "lib#build"]
 
 
@@ -151,30 +183,77 @@ def test_gr15_overlapping_outputs_are_refused_at_graph_build(repo):
     upstream built, and their restores would undo each other. Refused before anything runs."""
     make_lib = "mkdir -p dist && echo lib > dist/lib.js"
     bundle = "test -f dist/lib.js && cat dist/lib.js > dist/bundle.js"
-    repo.write(npm_workspace({"app": {"tasks": {
-        "build": {"exec": {"command": make_lib},
-                  "cache": {"inputs": {"files": ["src/**"]}, "outputs": {"files": ["dist/**"]}}},
-        "bundle": {"exec": {"command": bundle}, "dependsOn": ["build"],
-                   "cache": {"inputs": {"files": ["src/**"]}, "outputs": {"files": ["./dist/**"]}}},
-    }, "files": {"src/a.js": "A;"}}})).commit()
+    repo.write(
+        npm_workspace(
+            {
+                "app": {
+                    "tasks": {
+                        "build": {
+                            "exec": {"command": make_lib},
+                            "cache": {
+                                "inputs": {"files": ["src/**"]},
+                                "outputs": {"files": ["dist/**"]},
+                            },
+                        },
+                        "bundle": {
+                            "exec": {"command": bundle},
+                            "dependsOn": ["build"],
+                            "cache": {
+                                "inputs": {"files": ["src/**"]},
+                                "outputs": {"files": ["./dist/**"]},
+                            },
+                        },
+                    },
+                    "files": {"src/a.js": "A;"},
+                }
+            }
+        )
+    ).commit()
     res = repo.vx("run", "app#bundle")
     assert res.code == 2, res.out + res.err
-    assert "`app#build` and `app#bundle` declare overlapping outputs: `dist/**` and `./dist/**`" in res.err
+    assert (
+        "`app#build` and `app#bundle` declare overlapping outputs: `dist/**` and `./dist/**`"
+        in res.err
+    )
     assert "in: packages/app/vx.config.json, tasks.bundle.cache.outputs.files" in res.err
     assert "hint:" in res.err and "Traceback" not in res.err
     assert not (repo.root / "packages/app/dist").exists()  # nothing ran
 
 
 def test_gr15_disjoint_or_taken_back_outputs_run(repo):
-    repo.write(npm_workspace({"app": {"tasks": {
-        "build": {"exec": {"command": "mkdir -p dist/types && echo js > dist/a.js"},
-                  "cache": {"inputs": {"files": ["src/**"]}, "outputs": {"files": ["dist/**", "!dist/types/**"]}}},
-        "types": {"exec": {"command": "mkdir -p dist/types && echo t > dist/types/a.d.ts"}, "dependsOn": ["build"],
-                  "cache": {"inputs": {"files": ["src/**"]}, "outputs": {"files": ["dist/types/**"]}}},
-    }, "files": {"src/a.js": "A;"}}})).commit()
+    repo.write(
+        npm_workspace(
+            {
+                "app": {
+                    "tasks": {
+                        "build": {
+                            "exec": {"command": "mkdir -p dist/types && echo js > dist/a.js"},
+                            "cache": {
+                                "inputs": {"files": ["src/**"]},
+                                "outputs": {"files": ["dist/**", "!dist/types/**"]},
+                            },
+                        },
+                        "types": {
+                            "exec": {
+                                "command": "mkdir -p dist/types && echo t > dist/types/a.d.ts"
+                            },
+                            "dependsOn": ["build"],
+                            "cache": {
+                                "inputs": {"files": ["src/**"]},
+                                "outputs": {"files": ["dist/types/**"]},
+                            },
+                        },
+                    },
+                    "files": {"src/a.js": "A;"},
+                }
+            }
+        )
+    ).commit()
     res = repo.vx("run", "app#types")
     assert res.code == 0, res.err
-    assert (repo.root / "packages/app/dist/a.js").exists() and (repo.root / "packages/app/dist/types/a.d.ts").exists()
+    assert (repo.root / "packages/app/dist/a.js").exists() and (
+        repo.root / "packages/app/dist/types/a.d.ts"
+    ).exists()
 
 
 # ---------------------------------------------------------------- TL-05: turbo's tasks without a script
@@ -183,28 +262,53 @@ def test_gr15_disjoint_or_taken_back_outputs_run(repo):
 def _edge_runtime_shaped(repo):
     """vercel/edge-runtime's shape: ponyfill's tests need jest-environment built, and ponyfill has
     no build script of its own; `types` is source only (no scripts at all)."""
-    make = ("node -e \"const fs=require('fs');fs.mkdirSync('dist',{recursive:true});"
-            "fs.writeFileSync('dist/index.js',fs.readFileSync('src/index.js','utf8'))\"")
+    make = (
+        "node -e \"const fs=require('fs');fs.mkdirSync('dist',{recursive:true});"
+        "fs.writeFileSync('dist/index.js',fs.readFileSync('src/index.js','utf8'))\""
+    )
     needs = "node -e \"require('fs').readFileSync('../jest-environment/dist/index.js');console.log('tested')\""
-    bundle = ("node -e \"const fs=require('fs');fs.mkdirSync('dist',{recursive:true});"
-              "fs.writeFileSync('dist/out.js',fs.readFileSync('../types/src/a.ts','utf8'))\"")
-    return repo.write({
-        "package.json": {"name": "root", "private": True, "workspaces": ["packages/*"],
-                         "packageManager": "npm@10.8.2"},
-        ".gitignore": "node_modules/\ndist/\n.vx/\n.turbo/\n",
-        "turbo.json": {"tasks": {"build": {"dependsOn": ["^build"], "outputs": ["dist/**"]},
-                                 "test": {"dependsOn": ["build"]}}},
-        "packages/jest-environment/package.json": {"name": "jest-environment", "version": "1.0.0",
-                                                   "scripts": {"build": make}},
-        "packages/jest-environment/src/index.js": "module.exports = 1;\n",
-        "packages/ponyfill/package.json": {"name": "ponyfill", "version": "1.0.0", "scripts": {"test": needs},
-                                           "devDependencies": {"jest-environment": "*"}},
-        "packages/ponyfill/src/index.js": "P;\n",
-        "packages/types/package.json": {"name": "types", "version": "1.0.0"},
-        "packages/types/src/a.ts": "export type A = 1;\n",
-        "packages/app/package.json": {"name": "app", "version": "1.0.0", "scripts": {"build": bundle},
-                                      "dependencies": {"types": "*"}},
-    }).commit()
+    bundle = (
+        "node -e \"const fs=require('fs');fs.mkdirSync('dist',{recursive:true});"
+        "fs.writeFileSync('dist/out.js',fs.readFileSync('../types/src/a.ts','utf8'))\""
+    )
+    return repo.write(
+        {
+            "package.json": {
+                "name": "root",
+                "private": True,
+                "workspaces": ["packages/*"],
+                "packageManager": "npm@10.8.2",
+            },
+            ".gitignore": "node_modules/\ndist/\n.vx/\n.turbo/\n",
+            "turbo.json": {
+                "tasks": {
+                    "build": {"dependsOn": ["^build"], "outputs": ["dist/**"]},
+                    "test": {"dependsOn": ["build"]},
+                }
+            },
+            "packages/jest-environment/package.json": {
+                "name": "jest-environment",
+                "version": "1.0.0",
+                "scripts": {"build": make},
+            },
+            "packages/jest-environment/src/index.js": "module.exports = 1;\n",
+            "packages/ponyfill/package.json": {
+                "name": "ponyfill",
+                "version": "1.0.0",
+                "scripts": {"test": needs},
+                "devDependencies": {"jest-environment": "*"},
+            },
+            "packages/ponyfill/src/index.js": "P;\n",
+            "packages/types/package.json": {"name": "types", "version": "1.0.0"},
+            "packages/types/src/a.ts": "export type A = 1;\n",
+            "packages/app/package.json": {
+                "name": "app",
+                "version": "1.0.0",
+                "scripts": {"build": bundle},
+                "dependencies": {"types": "*"},
+            },
+        }
+    ).commit()
 
 
 def _turbo_plan(repo, *tasks) -> dict[str, tuple[bool, list[str]]]:
@@ -214,22 +318,40 @@ def _turbo_plan(repo, *tasks) -> dict[str, tuple[bool, list[str]]]:
     from npm_packages import installed
 
     turbo = installed("turbo").parent / ".bin" / "turbo"
-    env = {**os.environ, "TURBO_TELEMETRY_DISABLED": "1", "DO_NOT_TRACK": "1", "TURBO_NO_UPDATE_NOTIFIER": "1"}
-    out = subprocess.run([str(turbo), "run", *tasks, "--dry=json"], cwd=repo.root, env=env, capture_output=True,
-                         text=True, check=True, timeout=120).stdout
-    plan = json.loads(out[out.index("{"):])
-    return {t["taskId"]: (t["command"] == "<NONEXISTENT>", sorted(t["dependencies"])) for t in plan["tasks"]}
+    env = {
+        **os.environ,
+        "TURBO_TELEMETRY_DISABLED": "1",
+        "DO_NOT_TRACK": "1",
+        "TURBO_NO_UPDATE_NOTIFIER": "1",
+    }
+    out = subprocess.run(
+        [str(turbo), "run", *tasks, "--dry=json"],
+        cwd=repo.root,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
+    plan = json.loads(out[out.index("{") :])
+    return {
+        t["taskId"]: (t["command"] == "<NONEXISTENT>", sorted(t["dependencies"]))
+        for t in plan["tasks"]
+    }
 
 
 def _vx_plan(repo, *tasks) -> dict[str, tuple[bool, list[str]]]:
     res = repo.vx("run", *tasks, "--dry=json")
     assert res.code == 0, res.err
-    return {t["id"]: (t["command"] is None, sorted(t["deps"])) for t in json.loads(res.out)["tasks"]}
+    return {
+        t["id"]: (t["command"] is None, sorted(t["deps"])) for t in json.loads(res.out)["tasks"]
+    }
 
 
 def _through_noops(plan: dict[str, tuple[bool, list[str]]]) -> dict[str, set[str]]:
     """Each task with a command and the commands it waits for, no-ops looked through: what runs
     in which order (bench/turbo_parity.py compares the same)."""
+
     def real(tid, seen):
         out = set()
         for dep in plan[tid][1]:
@@ -237,6 +359,7 @@ def _through_noops(plan: dict[str, tuple[bool, list[str]]]) -> dict[str, set[str
                 seen.add(dep)
                 out |= real(dep, seen) if plan[dep][0] else {dep}
         return out
+
     return {tid: real(tid, set()) for tid, (noop, _deps) in plan.items() if not noop}
 
 
@@ -247,8 +370,11 @@ def test_tl05_a_task_without_its_script_still_pulls_in_its_dependencies(repo):
     res = repo.vx("run", "test")
     assert res.code == 0, res.out + res.err
     # app's no-op `test` waits for app#build, so turbo builds app too; vx runs what turbo runs.
-    assert res.statuses() == {"jest-environment#build": ("success", "miss"), "ponyfill#test": ("success", "miss"),
-                              "app#build": ("success", "miss")}
+    assert res.statuses() == {
+        "jest-environment#build": ("success", "miss"),
+        "ponyfill#test": ("success", "miss"),
+        "app#build": ("success", "miss"),
+    }
 
 
 def test_tl05_the_plan_is_turbos(repo):
@@ -277,30 +403,55 @@ def test_tl05_ws19_a_package_without_scripts_keys_its_dependants(repo):
 def test_gr01_name_star_and_caret_name_star_depends_on(repo):
     """`build.*` is every other task of the project named `build.<x>`; `^gen.*` the matching tasks
     of the nearest dependencies that have any. Validated at load, and the graph takes them."""
+
     def echo(word):
         return {"exec": {"command": f"echo {word}"}}
-    repo.write(npm_workspace({
-        "lib": {"tasks": {"gen.types": echo("types"), "gen.docs": echo("docs"), "other": echo("other")}},
-        "mid": {"deps": ["lib"]},
-        "app": {"deps": ["mid"], "tasks": {
-            "build": {"dependsOn": ["build.*"]},
-            "build.js": {**echo("js"), "dependsOn": ["^gen.*"]},
-            "build.css": echo("css"),
-        }},
-    })).commit()
+
+    repo.write(
+        npm_workspace(
+            {
+                "lib": {
+                    "tasks": {
+                        "gen.types": echo("types"),
+                        "gen.docs": echo("docs"),
+                        "other": echo("other"),
+                    }
+                },
+                "mid": {"deps": ["lib"]},
+                "app": {
+                    "deps": ["mid"],
+                    "tasks": {
+                        "build": {"dependsOn": ["build.*"]},
+                        "build.js": {**echo("js"), "dependsOn": ["^gen.*"]},
+                        "build.css": echo("css"),
+                    },
+                },
+            }
+        )
+    ).commit()
     res = repo.vx("run", "app#build")
     assert res.code == 0, res.err
     assert set(res.statuses()) == {"app#build.js", "app#build.css", "lib#gen.types", "lib#gen.docs"}
-    plan = {t["id"]: t["deps"] for t in json.loads(repo.vx("run", "app#build", "--dry=json").out)["tasks"]}
+    plan = {
+        t["id"]: t["deps"]
+        for t in json.loads(repo.vx("run", "app#build", "--dry=json").out)["tasks"]
+    }
     assert plan["app#build"] == ["app#build.css", "app#build.js"]
     assert plan["app#build.js"] == ["lib#gen.docs", "lib#gen.types"]  # through mid, which has none
 
 
 def test_gr01_a_star_anywhere_else_is_refused_at_load(repo):
-    repo.write(npm_workspace({"app": {"tasks": {"build": {"exec": {"command": "true"}, "dependsOn": ["bu*ld"]}}}})).commit()
+    repo.write(
+        npm_workspace(
+            {"app": {"tasks": {"build": {"exec": {"command": "true"}, "dependsOn": ["bu*ld"]}}}}
+        )
+    ).commit()
     res = repo.vx("run", "app#build")
     assert res.code == 2 and "Traceback" not in res.err
-    assert 'dependsOn entry "bu*ld"' in res.err and "in: packages/app/vx.config.json, tasks.build.dependsOn[0]" in res.err
+    assert (
+        'dependsOn entry "bu*ld"' in res.err
+        and "in: packages/app/vx.config.json, tasks.build.dependsOn[0]" in res.err
+    )
     assert "hint:" in res.err
 
 
@@ -308,10 +459,21 @@ def test_gr01_a_star_anywhere_else_is_refused_at_load(repo):
 
 
 def test_gr04_a_task_depending_on_itself_is_a_cycle(repo):
-    repo.write(npm_workspace({"app": {"tasks": {
-        "build": {"exec": {"command": "echo built"}, "dependsOn": ["^build", "build"]},
-        "test": {"exec": {"command": "echo tested"}, "dependsOn": ["app#test"]},
-    }}})).commit()
+    repo.write(
+        npm_workspace(
+            {
+                "app": {
+                    "tasks": {
+                        "build": {
+                            "exec": {"command": "echo built"},
+                            "dependsOn": ["^build", "build"],
+                        },
+                        "test": {"exec": {"command": "echo tested"}, "dependsOn": ["app#test"]},
+                    }
+                }
+            }
+        )
+    ).commit()
     for task, index in (("build", 1), ("test", 0)):
         res = repo.vx("run", f"app#{task}")
         assert res.code == 2, res.out + res.err
@@ -326,12 +488,35 @@ def test_gr04_a_task_depending_on_itself_is_a_cycle(repo):
 def _additive(repo, exclusive=False, bundle_deps=("build",)):
     make_lib = "mkdir -p dist && cat src/a.js > dist/lib.js"
     bundle = "test -f dist/lib.js && (cat dist/lib.js; echo bundled) > dist/bundle.js"
-    return repo.write({**npm_workspace({"app": {"tasks": {
-        "build": {"exec": {"command": make_lib},
-                  "cache": {"inputs": {"files": ["src/**"]}, "outputs": {"files": ["dist/**"]}}},
-        "bundle": {"exec": {"command": bundle}, "dependsOn": list(bundle_deps),
-                   "cache": {"inputs": {"files": ["src/**"]}, "outputs": {"files": ["dist/**"]}}},
-    }, "files": {"src/a.js": "A;\n"}}}), "vx.workspace.json": {"rules": {"exclusiveOutputs": exclusive}}}).commit()
+    return repo.write(
+        {
+            **npm_workspace(
+                {
+                    "app": {
+                        "tasks": {
+                            "build": {
+                                "exec": {"command": make_lib},
+                                "cache": {
+                                    "inputs": {"files": ["src/**"]},
+                                    "outputs": {"files": ["dist/**"]},
+                                },
+                            },
+                            "bundle": {
+                                "exec": {"command": bundle},
+                                "dependsOn": list(bundle_deps),
+                                "cache": {
+                                    "inputs": {"files": ["src/**"]},
+                                    "outputs": {"files": ["dist/**"]},
+                                },
+                            },
+                        },
+                        "files": {"src/a.js": "A;\n"},
+                    }
+                }
+            ),
+            "vx.workspace.json": {"rules": {"exclusiveOutputs": exclusive}},
+        }
+    ).commit()
 
 
 def test_ws12_exclusive_outputs_off_lets_a_dependant_add_to_its_upstreams(repo):
@@ -341,19 +526,27 @@ def test_ws12_exclusive_outputs_off_lets_a_dependant_add_to_its_upstreams(repo):
     dist = repo.root / "packages/app/dist"
     first = repo.vx("run", "app#bundle")
     assert first.code == 0, first.out + first.err
-    assert (dist / "lib.js").read_text() == "A;\n" and (dist / "bundle.js").read_text() == "A;\nbundled\n"
+    assert (dist / "lib.js").read_text() == "A;\n" and (
+        dist / "bundle.js"
+    ).read_text() == "A;\nbundled\n"
     import shutil
+
     shutil.rmtree(dist)
     again = repo.vx("run", "app#bundle")
     assert again.code == 0, again.err
-    assert again.statuses() == {"app#build": ("success", "local"), "app#bundle": ("success", "local")}
+    assert again.statuses() == {
+        "app#build": ("success", "local"),
+        "app#bundle": ("success", "local"),
+    }
     assert sorted(p.name for p in dist.iterdir()) == ["bundle.js", "lib.js"]
     assert (dist / "bundle.js").read_text() == "A;\nbundled\n"
     # The upstream alone rebuilt (its wipe takes the bundle), then the bundle restored beside it.
     (repo.root / "packages/app/src/a.js").write_text("B;\n")
     third = repo.vx("run", "app#bundle")
     assert third.statuses() == {"app#build": ("success", "miss"), "app#bundle": ("success", "miss")}
-    assert (dist / "lib.js").read_text() == "B;\n" and (dist / "bundle.js").read_text() == "B;\nbundled\n"
+    assert (dist / "lib.js").read_text() == "B;\n" and (
+        dist / "bundle.js"
+    ).read_text() == "B;\nbundled\n"
 
 
 def test_ws12_unordered_overlaps_stay_refused_and_the_default_hints_at_the_rule(repo):
@@ -374,7 +567,10 @@ def test_lc18_a_dependant_that_removes_an_upstream_file_saves_nothing(repo):
     assert res.code == 0, res.err
     assert "app#bundle: not saved to the cache: it removed packages/app/dist/lib.js" in res.err
     again = repo.vx("run", "app#bundle")  # nothing was saved: it runs again, after build's restore
-    assert again.statuses() == {"app#build": ("success", "local"), "app#bundle": ("success", "miss")}
+    assert again.statuses() == {
+        "app#build": ("success", "local"),
+        "app#bundle": ("success", "miss"),
+    }
 
 
 def test_tl05_a_persistent_task_some_packages_lack_runs_where_it_is_a_script(repo):
@@ -394,18 +590,29 @@ def test_gr15_turbo_tasks_that_share_outputs_run_as_under_turbo(repo):
     """floating-ui's turbo.json: `build` writes dist/**, `build:api` adds dist/**/*.d.ts, `prepack`
     depends on both and nothing orders the two. turbo runs it (it never wipes outputs); vx refused
     it. Each now adds to the shared dist/, and each restores its own files."""
-    turbo = {"tasks": {"build": {"outputs": ["dist/**"]},
-                       "build:api": {"outputs": ["dist/**/*.d{.ts,.mts}"]},
-                       "prepack": {"dependsOn": ["build", "build:api"], "outputs": []}}}
-    scripts = {"build": "node -e \"require('fs').mkdirSync('dist',{recursive:true});"
-                        "require('fs').writeFileSync('dist/index.js','js')\"",
-               "build:api": "node -e \"require('fs').mkdirSync('dist',{recursive:true});"
-                            "require('fs').writeFileSync('dist/index.d.ts','types')\"",
-               "prepack": "test -f dist/index.js && test -f dist/index.d.ts"}
-    repo.write({"package.json": {"name": "root", "private": True, "workspaces": ["packages/*"]},
-                ".gitignore": "node_modules/\ndist/\n.vx/\n", "turbo.json": turbo,
-                "packages/core/package.json": {"name": "core", "version": "1.0.0", "scripts": scripts},
-                "packages/core/src/index.ts": "export {}\n"}).commit()
+    turbo = {
+        "tasks": {
+            "build": {"outputs": ["dist/**"]},
+            "build:api": {"outputs": ["dist/**/*.d{.ts,.mts}"]},
+            "prepack": {"dependsOn": ["build", "build:api"], "outputs": []},
+        }
+    }
+    scripts = {
+        "build": "node -e \"require('fs').mkdirSync('dist',{recursive:true});"
+        "require('fs').writeFileSync('dist/index.js','js')\"",
+        "build:api": "node -e \"require('fs').mkdirSync('dist',{recursive:true});"
+        "require('fs').writeFileSync('dist/index.d.ts','types')\"",
+        "prepack": "test -f dist/index.js && test -f dist/index.d.ts",
+    }
+    repo.write(
+        {
+            "package.json": {"name": "root", "private": True, "workspaces": ["packages/*"]},
+            ".gitignore": "node_modules/\ndist/\n.vx/\n",
+            "turbo.json": turbo,
+            "packages/core/package.json": {"name": "core", "version": "1.0.0", "scripts": scripts},
+            "packages/core/src/index.ts": "export {}\n",
+        }
+    ).commit()
     first = repo.vx("run", "prepack")
     assert first.code == 0, first.err
     dist = repo.root / "packages/core/dist"

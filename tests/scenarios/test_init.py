@@ -5,24 +5,33 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import npm_workspace
 
 from vx.config import jsonc
 
-WRITE = ("node -e \"require('fs').mkdirSync('{out}',{{recursive:true}});"
-         "require('fs').writeFileSync('{out}/x.js','{name}')\"")
+WRITE = (
+    "node -e \"require('fs').mkdirSync('{out}',{{recursive:true}});"
+    "require('fs').writeFileSync('{out}/x.js','{name}')\""
+)
 
 
 @pytest.fixture
 def ws(repo):
-    files = npm_workspace({"lib": {}, "web": {"deps": ["lib"]}},
-                          root_extra={"scripts": {"build": "turbo run build", "lint": "node -e 0"}})
+    files = npm_workspace(
+        {"lib": {}, "web": {"deps": ["lib"]}},
+        root_extra={"scripts": {"build": "turbo run build", "lint": "node -e 0"}},
+    )
     files["packages/lib/package.json"]["scripts"] = {
-        "build": WRITE.format(out="out", name="lib") + " -- --outDir out", "prebuild": "node -e 0",
-        "test": "node -e \"require('fs').accessSync('out/x.js')\"", "dev": "tsc -w"}
-    files["packages/web/package.json"]["scripts"] = {"build": WRITE.format(out="dist", name="web"),
-                                                     "start": "node server.js", "typecheck": "node -e 0"}
+        "build": WRITE.format(out="out", name="lib") + " -- --outDir out",
+        "prebuild": "node -e 0",
+        "test": "node -e \"require('fs').accessSync('out/x.js')\"",
+        "dev": "tsc -w",
+    }
+    files["packages/web/package.json"]["scripts"] = {
+        "build": WRITE.format(out="dist", name="web"),
+        "start": "node server.js",
+        "typecheck": "node -e 0",
+    }
     return repo.write(files).commit()
 
 
@@ -30,17 +39,25 @@ def test_tl01_scripts_become_tasks_and_run(ws):
     result = ws.vx("init", summary=False)
     assert result.code == 0, result.err
     web = (ws.root / "packages/web/vx.config.json").read_text()
-    assert '"^build"' in web and "// \"cache\"" in web and '"dist/**"' in web  # caching: a comment to turn on
+    assert (
+        '"^build"' in web and '// "cache"' in web and '"dist/**"' in web
+    )  # caching: a comment to turn on
     lib_text = (ws.root / "packages/lib/vx.config.json").read_text()
     lib = jsonc.loads(lib_text, "lib")["tasks"]
     assert '"out/**"' in lib_text and set(lib) == {"build", "test", "dev"}
-    assert lib["dev"]["exec"]["persistent"] == {} and "cache" not in lib["dev"]  # the watcher: persistent
+    assert (
+        lib["dev"]["exec"]["persistent"] == {} and "cache" not in lib["dev"]
+    )  # the watcher: persistent
     assert lib["build"]["exec"]["command"].startswith("(\nnode -e 0\n) && (")  # prebuild folded in
     assert "`dev` is persistent" in result.err and "runs the members" in result.err
     web_tasks = jsonc.loads(web, "web")["tasks"]
-    assert web_tasks["start"]["exec"]["persistent"] == {} and web_tasks["start"]["dependsOn"] == ["^build"]
+    assert web_tasks["start"]["exec"]["persistent"] == {} and web_tasks["start"]["dependsOn"] == [
+        "^build"
+    ]
     scripts = json.loads((ws.root / "package.json").read_text())["scripts"]
-    assert scripts["build"] == "vx run build" and scripts["lint"] == "node -e 0"  # npm run build goes through vx
+    assert (
+        scripts["build"] == "vx run build" and scripts["lint"] == "node -e 0"
+    )  # npm run build goes through vx
     root = (ws.root / "vx.config.json").read_text()
     assert '"lint"' in root and "turbo run" not in root
     run = ws.vx("run", "test", "typecheck", "--all")
@@ -54,7 +71,9 @@ def test_tl01_existing_configs_are_kept_unless_forced_and_dry_writes_nothing(ws)
     assert not (ws.root / "packages/web/vx.config.json").exists()
     (ws.root / "packages/web/vx.config.json").write_text(json.dumps({"tasks": {}}))
     kept = ws.vx("init", summary=False)
-    assert "kept" in kept.err and json.loads((ws.root / "packages/web/vx.config.json").read_text()) == {"tasks": {}}
+    assert "kept" in kept.err and json.loads(
+        (ws.root / "packages/web/vx.config.json").read_text()
+    ) == {"tasks": {}}
     forced = ws.vx("init", "--force", summary=False)
     assert forced.code == 0 and "build" in (ws.root / "packages/web/vx.config.json").read_text()
 
@@ -68,19 +87,27 @@ def test_tl01_a_turborepo_repository_needs_no_init(ws):
 
 def test_tl01_a_script_that_is_no_task_yet_points_at_vx_init(ws):
     result = ws.vx("run", "build", summary=False)
-    assert result.code == 2 and "vx init" in result.err and "a package.json script in: //, lib, web" in result.err
+    assert (
+        result.code == 2
+        and "vx init" in result.err
+        and "a package.json script in: //, lib, web" in result.err
+    )
 
 
 def test_issue17_init_maps_a_root_workspaces_script_and_can_write_caching_on(repo):
     """`npm run build --workspaces` at the root becomes `vx run build`; `--cache` writes each
     build's cache block on, so the second `vx run build` is served from the cache."""
-    files = npm_workspace({"lib": {}}, root_extra={"scripts": {"build": "npm run build --workspaces"}})
+    files = npm_workspace(
+        {"lib": {}}, root_extra={"scripts": {"build": "npm run build --workspaces"}}
+    )
     files["packages/lib/package.json"]["scripts"] = {"build": WRITE.format(out="dist", name="lib")}
     files["packages/lib/src/a.js"] = "a"
     repo.write(files).commit()
     result = repo.vx("init", "--cache", summary=False)
     assert result.code == 0, result.err
-    assert json.loads((repo.root / "package.json").read_text())["scripts"]["build"] == "vx run build"
+    assert (
+        json.loads((repo.root / "package.json").read_text())["scripts"]["build"] == "vx run build"
+    )
     assert "`build` now runs `vx run …`" in result.err and "caching on" in result.err
     lib = jsonc.loads((repo.root / "packages/lib/vx.config.json").read_text(), "lib")["tasks"]
     assert lib["build"]["cache"]["outputs"]["files"] == ["dist/**"]

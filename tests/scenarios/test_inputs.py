@@ -9,8 +9,10 @@ from conftest import build_task, npm_workspace
 from test_turbo import turbo_workspace
 
 # Reads .env (gitignored) into dist, so a stale hit would be visible in the output too.
-ENV_BUILD = ("node -e \"const fs=require('fs');fs.mkdirSync('dist',{recursive:true});"
-             "fs.writeFileSync('dist/env.txt',fs.readFileSync('.env','utf8'))\"")
+ENV_BUILD = (
+    "node -e \"const fs=require('fs');fs.mkdirSync('dist',{recursive:true});"
+    "fs.writeFileSync('dist/env.txt',fs.readFileSync('.env','utf8'))\""
+)
 
 
 def caches(result) -> dict[str, str]:
@@ -33,8 +35,12 @@ def turbo_repo(repo, tasks: dict, scripts: dict | None = None, extra: dict | Non
 
 def test_key18_turbo_default_plus_dot_env_keys_a_gitignored_env(repo):
     """turbo's documented `"inputs": ["$TURBO_DEFAULT$", ".env*"]`: the ignored `.env` is keyed."""
-    turbo_repo(repo, {"build": {"inputs": ["$TURBO_DEFAULT$", ".env*"], "outputs": ["dist/**"]}},
-               scripts={"a": {"build": ENV_BUILD}}, extra={"packages/a/.env": "API=1\n"})
+    turbo_repo(
+        repo,
+        {"build": {"inputs": ["$TURBO_DEFAULT$", ".env*"], "outputs": ["dist/**"]}},
+        scripts={"a": {"build": ENV_BUILD}},
+        extra={"packages/a/.env": "API=1\n"},
+    )
     assert caches(repo.vx("run", "build", "-F", "a"))["a#build"] == "miss"
     assert caches(repo.vx("run", "build", "-F", "a"))["a#build"] == "up-to-date"
     (repo.root / "packages/a/.env").write_text("API=2\n")
@@ -61,8 +67,12 @@ def test_key18_a_vx_config_naming_a_gitignored_env_keys_it(repo):
 def test_key18_a_bare_double_star_keeps_to_what_git_lists(repo):
     """`**` alone reaches no ignored file: a tool's cache file beside the sources (`.eslintcache`)
     must not re-key the task on every run."""
-    lint = {"exec": {"command": "node -e \"require('fs').writeFileSync('.eslintcache', String(Date.now()))\""},
-            "cache": {"inputs": {"files": ["**"]}, "outputs": {"files": []}}}
+    lint = {
+        "exec": {
+            "command": "node -e \"require('fs').writeFileSync('.eslintcache', String(Date.now()))\""
+        },
+        "cache": {"inputs": {"files": ["**"]}, "outputs": {"files": []}},
+    }
     files = npm_workspace({"a": {"tasks": {"lint": lint}, "files": {"src/a.js": "A;"}}})
     files[".gitignore"] += ".eslintcache\n"
     repo.write(files).commit()
@@ -75,8 +85,11 @@ def test_key18_turbo_inputs_naming_gitignored_build_outputs_key_them(repo):
     """floating-ui's `publint`: `"inputs": ["dist/**"]`, the dist the build wrote (gitignored).
     A changed dist is a miss, as under turbo, and no "matched no files" is said."""
     publint = "node -e \"console.log(require('fs').readFileSync('dist/out.js','utf8'))\""
-    turbo_repo(repo, {"build": {"outputs": ["dist/**"]}, "publint": {"inputs": ["dist/**"]}},
-               scripts={"a": {"publint": publint}})
+    turbo_repo(
+        repo,
+        {"build": {"outputs": ["dist/**"]}, "publint": {"inputs": ["dist/**"]}},
+        scripts={"a": {"publint": publint}},
+    )
     assert caches(repo.vx("run", "build", "-F", "a"))["a#build"] == "miss"
     first = repo.vx("run", "publint", "-F", "a")
     assert caches(first)["a#publint"] == "miss" and "matched no files" not in first.err
@@ -92,20 +105,33 @@ def test_key18_inputs_a_dependency_writes_during_the_run_are_never_saved_stale(r
     that save rather than cache a key planned without them; no "matched no files" is said, since
     the glob matches by the time the task runs."""
     publint = "node -e \"console.log(require('fs').readFileSync('dist/out.js','utf8'))\""
-    turbo_repo(repo, {"build": {"outputs": ["dist/**"]}, "publint": {"dependsOn": ["build"], "inputs": ["dist/**"]}},
-               scripts={"a": {"publint": publint}})
+    turbo_repo(
+        repo,
+        {
+            "build": {"outputs": ["dist/**"]},
+            "publint": {"dependsOn": ["build"], "inputs": ["dist/**"]},
+        },
+        scripts={"a": {"publint": publint}},
+    )
     first = repo.vx("run", "publint", "-F", "a")
     assert caches(first)["a#publint"] == "miss" and "matched no files" not in first.err
     assert "not saved to the cache: input changed while it ran: packages/a/dist/" in first.err
-    assert caches(repo.vx("run", "publint", "-F", "a"))["a#publint"] == "miss"  # the build a hit: saved
+    assert (
+        caches(repo.vx("run", "publint", "-F", "a"))["a#publint"] == "miss"
+    )  # the build a hit: saved
     assert caches(repo.vx("run", "publint", "-F", "a"))["a#publint"] == "up-to-date"
 
 
 def test_key18_an_ignored_input_changed_while_the_task_ran_withholds_the_save(repo):
     """KEY-21 covers ignored inputs: a task that rewrites the `.env` it reads is not saved."""
     command = "node -e \"require('fs').appendFileSync('.env','X=1\\n')\""
-    task = {"exec": {"command": command}, "cache": {"inputs": {"files": ["src/**", ".env"]}, "outputs": {"files": []}}}
-    files = npm_workspace({"a": {"tasks": {"gen": task}, "files": {"src/a.js": "A;", ".env": "A=1\n"}}})
+    task = {
+        "exec": {"command": command},
+        "cache": {"inputs": {"files": ["src/**", ".env"]}, "outputs": {"files": []}},
+    }
+    files = npm_workspace(
+        {"a": {"tasks": {"gen": task}, "files": {"src/a.js": "A;", ".env": "A=1\n"}}}
+    )
     files[".gitignore"] += ".env\n"
     repo.write(files).commit()
     result = repo.vx("run", "gen")
@@ -116,7 +142,10 @@ def test_key18_an_ignored_input_changed_while_the_task_ran_withholds_the_save(re
 def test_key18_a_new_ignored_file_in_a_walked_ignored_dir_withholds_the_save(repo):
     """The re-check re-walks the ignored dirs the globs reach: a file appearing there counts."""
     command = "node -e \"require('fs').writeFileSync('gen/late.js','L;')\""
-    task = {"exec": {"command": command}, "cache": {"inputs": {"files": ["gen/**"]}, "outputs": {"files": []}}}
+    task = {
+        "exec": {"command": command},
+        "cache": {"inputs": {"files": ["gen/**"]}, "outputs": {"files": []}},
+    }
     files = npm_workspace({"a": {"tasks": {"gen": task}, "files": {"gen/early.js": "E;"}}})
     files[".gitignore"] += "gen/\n"
     repo.write(files).commit()
@@ -126,16 +155,29 @@ def test_key18_a_new_ignored_file_in_a_walked_ignored_dir_withholds_the_save(rep
 
 
 def test_key18_turbo_character_classes_and_braces_match_as_in_turbo(repo):
-    turbo_repo(repo, {"lint": {"inputs": ["src/**/*.[jt]s", "{conf,cfg}/*.json", "!src/skip.ts"]}},
-               extra={"packages/a/src/x.ts": "x\n", "packages/a/src/y.tsx": "y\n", "packages/a/src/skip.ts": "s\n",
-                      "packages/a/conf/a.json": "{}", "packages/a/cfg/b.json": "{}", "packages/a/other/c.json": "{}"})
+    turbo_repo(
+        repo,
+        {"lint": {"inputs": ["src/**/*.[jt]s", "{conf,cfg}/*.json", "!src/skip.ts"]}},
+        extra={
+            "packages/a/src/x.ts": "x\n",
+            "packages/a/src/y.tsx": "y\n",
+            "packages/a/src/skip.ts": "s\n",
+            "packages/a/conf/a.json": "{}",
+            "packages/a/cfg/b.json": "{}",
+            "packages/a/other/c.json": "{}",
+        },
+    )
     first = repo.vx("run", "lint", "-F", "a")
     assert caches(first)["a#lint"] == "miss" and "matched no files" not in first.err
     (repo.root / "packages/a/src/x.ts").write_text("x2\n")
     assert caches(repo.vx("run", "lint", "-F", "a"))["a#lint"] == "miss"
     got = dry_inputs(repo, "lint")["a#lint"]
-    assert got == ["packages/a/cfg/b.json", "packages/a/conf/a.json", "packages/a/src/index.js",
-                   "packages/a/src/x.ts"]
+    assert got == [
+        "packages/a/cfg/b.json",
+        "packages/a/conf/a.json",
+        "packages/a/src/index.js",
+        "packages/a/src/x.ts",
+    ]
 
 
 def test_key18_a_turbo_root_task_reaches_into_the_packages(repo):

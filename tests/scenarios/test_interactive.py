@@ -12,7 +12,6 @@ import time
 import uuid
 
 import pytest
-
 from conftest import SRC, Repo
 
 WAIT_S = 90
@@ -22,16 +21,25 @@ OTHER = "echo other-start >> ../../order.log; echo other-end >> ../../order.log"
 
 
 def workspace(repo: Repo) -> Repo:
-    return repo.write({
-        "package.json": {"name": "root", "private": True, "workspaces": ["packages/*"]},
-        ".gitignore": "node_modules/\n.vx/\norder.log\ncode.txt\n",
-        "packages/app/package.json": {"name": "app", "version": "1.0.0"},
-        "packages/app/vx.config.json": {"tasks": {
-            "ask": {"exec": {"command": "echo ask-start >> ../../order.log; " + ASK, "interactive": True}},
-            "other": {"exec": {"command": OTHER}},
-            "both": {"dependsOn": ["ask", "other"]},
-        }},
-    }).commit()
+    return repo.write(
+        {
+            "package.json": {"name": "root", "private": True, "workspaces": ["packages/*"]},
+            ".gitignore": "node_modules/\n.vx/\norder.log\ncode.txt\n",
+            "packages/app/package.json": {"name": "app", "version": "1.0.0"},
+            "packages/app/vx.config.json": {
+                "tasks": {
+                    "ask": {
+                        "exec": {
+                            "command": "echo ask-start >> ../../order.log; " + ASK,
+                            "interactive": True,
+                        }
+                    },
+                    "other": {"exec": {"command": OTHER}},
+                    "both": {"dependsOn": ["ask", "other"]},
+                }
+            },
+        }
+    ).commit()
 
 
 def test_ex09_off_a_tty_an_interactive_task_runs_as_a_normal_task(repo):
@@ -49,7 +57,9 @@ class Pane:
         self._tmux("new-session", "-d", "-x", "120", "-y", "40", "-c", cwd, command)
 
     def _tmux(self, *args: str) -> str:
-        return subprocess.run(["tmux", "-L", self.socket, *args], check=True, capture_output=True, text=True).stdout
+        return subprocess.run(
+            ["tmux", "-L", self.socket, *args], check=True, capture_output=True, text=True
+        ).stdout
 
     def text(self) -> str:
         return self._tmux("capture-pane", "-p", "-J", "-S", "-200")
@@ -115,23 +125,32 @@ def test_ex09_on_a_tty_an_interactive_task_reads_the_terminal_and_runs_alone(rep
     p.wait_for("hello world")
     assert wait_for_file(repo.root / "code.txt", p) == "0", p.text()
     order = (repo.root / "order.log").read_text().split()
-    assert order in (["ask-start", "ask-end", "other-start", "other-end"],
-                     ["other-start", "other-end", "ask-start", "ask-end"]), order
+    assert order in (
+        ["ask-start", "ask-end", "other-start", "other-end"],
+        ["other-start", "other-end", "ask-start", "ask-end"],
+    ), order
     assert "Traceback" not in p.text()
 
 
 def test_ex08_a_server_in_a_terminal_streams_and_ctrl_c_stops_it(repo, pane):
     """`vx run dev` on a real terminal (the live status region on): the server's lines, the
     footer, and Ctrl-C ends it with exit 130."""
-    server = ("node -e \"require('http').createServer((q, s) => s.end('hi')).listen(0, '127.0.0.1', function () "
-              "{ console.log('listening on ' + this.address().port) })\"")
-    repo.write({
-        "package.json": {"name": "root", "private": True, "workspaces": ["packages/*"]},
-        ".gitignore": "node_modules/\n.vx/\ncode.txt\n",
-        "packages/web/package.json": {"name": "web", "version": "1.0.0"},
-        "packages/web/vx.config.json": {"tasks": {"dev": {"exec": {"command": server,
-                                                                   "persistent": {"readyWhen": "listening"}}}}},
-    }).commit()
+    server = (
+        "node -e \"require('http').createServer((q, s) => s.end('hi')).listen(0, '127.0.0.1', function () "
+        "{ console.log('listening on ' + this.address().port) })\""
+    )
+    repo.write(
+        {
+            "package.json": {"name": "root", "private": True, "workspaces": ["packages/*"]},
+            ".gitignore": "node_modules/\n.vx/\ncode.txt\n",
+            "packages/web/package.json": {"name": "web", "version": "1.0.0"},
+            "packages/web/vx.config.json": {
+                "tasks": {
+                    "dev": {"exec": {"command": server, "persistent": {"readyWhen": "listening"}}}
+                }
+            },
+        }
+    ).commit()
     p = pane(vx_in_shell(repo, "run", "dev"), repo.root / "packages" / "web")
     p.wait_for("web#dev still running; Ctrl-C stops it")
     assert "web#dev │ listening on" in p.text()

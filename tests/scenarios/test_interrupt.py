@@ -10,10 +10,20 @@ from conftest import SRC, npm_workspace
 
 
 def start(repo, *args):
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("VX_")}, "PYTHONPATH": SRC, "NO_COLOR": "1",
-           "VX_KILL_GRACE_MS": "1000"}
-    return subprocess.Popen([sys.executable, "-m", "vx", "run", *args], cwd=repo.root, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("VX_")},
+        "PYTHONPATH": SRC,
+        "NO_COLOR": "1",
+        "VX_KILL_GRACE_MS": "1000",
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "vx", "run", *args],
+        cwd=repo.root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def wait_for(path, timeout=15.0):
@@ -40,11 +50,21 @@ def alive(pid):
 
 def make(repo, n=2):
     # Each task starts a grandchild that ignores SIGTERM, records both pids, then waits.
-    cmd = ("sh -c 'trap \"\" TERM; sleep 60' & echo $$ $! >> ../../pids; "
-           "mkdir -p dist; echo partial > dist/out.js; wait")
-    pkgs = {f"p{i}": {"tasks": {"build": {"exec": {"command": cmd},
-                                           "cache": {"inputs": {"files": []}, "outputs": {"files": ["dist/**"]}}}}}
-            for i in range(n)}
+    cmd = (
+        "sh -c 'trap \"\" TERM; sleep 60' & echo $$ $! >> ../../pids; "
+        "mkdir -p dist; echo partial > dist/out.js; wait"
+    )
+    pkgs = {
+        f"p{i}": {
+            "tasks": {
+                "build": {
+                    "exec": {"command": cmd},
+                    "cache": {"inputs": {"files": []}, "outputs": {"files": ["dist/**"]}},
+                }
+            }
+        }
+        for i in range(n)
+    }
     repo.write(npm_workspace(pkgs)).commit()
 
 
@@ -53,7 +73,10 @@ def test_ctrl_c_kills_every_process_group_within_3s(repo):
     proc = start(repo, "build", "--all", "--concurrency", "2")
     pids_file = repo.root / "pids"
     deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and len(pids_file.read_text().split() if pids_file.exists() else []) < 4:
+    while (
+        time.monotonic() < deadline
+        and len(pids_file.read_text().split() if pids_file.exists() else []) < 4
+    ):
         time.sleep(0.02)
     pids = [int(p) for p in pids_file.read_text().split()]
     assert len(pids) == 4
@@ -78,7 +101,7 @@ def test_sigterm_exits_143(repo):
     assert proc.returncode == 143
 
 
-SLOW_ASYNCIO = '''
+SLOW_ASYNCIO = """
 import os, sys, time
 class SlowAsyncio:  # holds the run between starting its first wave and loading asyncio
     def find_spec(self, name, path=None, target=None):
@@ -87,7 +110,7 @@ class SlowAsyncio:  # holds the run between starting its first wave and loading 
             time.sleep(3)
         return None
 sys.meta_path.insert(0, SlowAsyncio())
-'''
+"""
 
 
 def test_ctrl_c_while_the_first_wave_runs_before_the_walk_stops_it(repo, tmp_path):
@@ -98,13 +121,35 @@ def test_ctrl_c_while_the_first_wave_runs_before_the_walk_stops_it(repo, tmp_pat
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(SLOW_ASYNCIO)
     cmd = "echo $$ > ../../pid; sleep 30; echo done > ../../finished"
-    repo.write(npm_workspace({"p0": {"tasks": {"build": {"exec": {"command": cmd},
-                                                          "cache": {"inputs": {"files": []}, "outputs": {"files": []}}}}}})).commit()
+    repo.write(
+        npm_workspace(
+            {
+                "p0": {
+                    "tasks": {
+                        "build": {
+                            "exec": {"command": cmd},
+                            "cache": {"inputs": {"files": []}, "outputs": {"files": []}},
+                        }
+                    }
+                }
+            }
+        )
+    ).commit()
     gap = tmp_path / "in-gap"
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("VX_")}, "PYTHONPATH": f"{hook}:{SRC}",
-           "NO_COLOR": "1", "VX_TEST_IN_GAP": str(gap)}  # no VX_KILL_GRACE_MS: checking it loads asyncio
-    proc = subprocess.Popen([sys.executable, "-m", "vx", "run", "build", "--all"], cwd=repo.root, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("VX_")},
+        "PYTHONPATH": f"{hook}:{SRC}",
+        "NO_COLOR": "1",
+        "VX_TEST_IN_GAP": str(gap),
+    }  # no VX_KILL_GRACE_MS: checking it loads asyncio
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vx", "run", "build", "--all"],
+        cwd=repo.root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     (pid,) = [int(p) for p in wait_for(repo.root / "pid")]
     deadline = time.monotonic() + 15
     while not gap.exists() and time.monotonic() < deadline:

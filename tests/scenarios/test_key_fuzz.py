@@ -21,17 +21,21 @@ import os
 import tempfile
 from pathlib import Path
 
+import key_fuzz
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
-import key_fuzz
-
 EXAMPLES = int(os.environ.get("VX_FUZZ_EXAMPLES", "0") or 0)
 _wanted = os.environ.get("VX_FUZZ_FEATURES", "")
-FEATURES = frozenset(key_fuzz.FEATURES if _wanted == "all" else
-                     {f for f in _wanted.split(",") if f} | (set(key_fuzz.FEATURES) - key_fuzz.KNOWN_OPEN))
+FEATURES = frozenset(
+    key_fuzz.FEATURES
+    if _wanted == "all"
+    else {f for f in _wanted.split(",") if f} | (set(key_fuzz.FEATURES) - key_fuzz.KNOWN_OPEN)
+)
 unknown = FEATURES - set(key_fuzz.FEATURES)
-assert not unknown, f"VX_FUZZ_FEATURES: unknown {sorted(unknown)}; known: {', '.join(key_fuzz.FEATURES)}"
+assert not unknown, (
+    f"VX_FUZZ_FEATURES: unknown {sorted(unknown)}; known: {', '.join(key_fuzz.FEATURES)}"
+)
 
 LONG = EXAMPLES > 0
 FUZZ = settings(

@@ -15,11 +15,15 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import build_task
 
 MANAGERS = ("npm", "pnpm", "pnpm@8", "pnpm@7", "yarn", "berry", "bun")
-LOCKFILE = {"npm": "package-lock.json", "yarn": "yarn.lock", "berry": "yarn.lock", "bun": "bun.lock"}
+LOCKFILE = {
+    "npm": "package-lock.json",
+    "yarn": "yarn.lock",
+    "berry": "yarn.lock",
+    "bun": "bun.lock",
+}
 
 
 def _lockfile(pm: str) -> str:
@@ -30,18 +34,50 @@ def _install(pm: str, root: Path, tmp: Path) -> None:
     """The package manager's own install, writing the lockfile (and node_modules where it must)."""
     from npm_packages import installed
 
-    env = {**os.environ, "COREPACK_ENABLE_STRICT": "0", "npm_config_manage_package_manager_versions": "false",
-           "YARN_ENABLE_TELEMETRY": "0", "YARN_GLOBAL_FOLDER": str(tmp / "berry"), "YARN_ENABLE_GLOBAL_CACHE": "1",
-           "BUN_INSTALL_CACHE_DIR": str(tmp / "bun-cache"), "npm_config_store_dir": str(tmp / "pnpm-store")}
+    env = {
+        **os.environ,
+        "COREPACK_ENABLE_STRICT": "0",
+        "npm_config_manage_package_manager_versions": "false",
+        "YARN_ENABLE_TELEMETRY": "0",
+        "YARN_GLOBAL_FOLDER": str(tmp / "berry"),
+        "YARN_ENABLE_GLOBAL_CACHE": "1",
+        "BUN_INSTALL_CACHE_DIR": str(tmp / "bun-cache"),
+        "npm_config_store_dir": str(tmp / "pnpm-store"),
+    }
     if pm == "npm":
-        argv = ["npm", "install", "--package-lock-only", "--no-audit", "--no-fund", "--loglevel=error"]
+        argv = [
+            "npm",
+            "install",
+            "--package-lock-only",
+            "--no-audit",
+            "--no-fund",
+            "--loglevel=error",
+        ]
     elif pm.startswith("pnpm"):
-        argv = ["node", str(installed(pm) / "bin" / "pnpm.cjs"), "install", "--lockfile-only", "--reporter=silent"]
+        argv = [
+            "node",
+            str(installed(pm) / "bin" / "pnpm.cjs"),
+            "install",
+            "--lockfile-only",
+            "--reporter=silent",
+        ]
     elif pm == "yarn":
-        argv = ["node", str(installed("yarn") / "bin" / "yarn.js"), "install", "--silent", "--ignore-scripts",
-                "--no-progress", "--non-interactive"]
+        argv = [
+            "node",
+            str(installed("yarn") / "bin" / "yarn.js"),
+            "install",
+            "--silent",
+            "--ignore-scripts",
+            "--no-progress",
+            "--non-interactive",
+        ]
     elif pm == "berry":
-        argv = ["node", str(installed("@yarnpkg/cli-dist") / "bin" / "yarn.js"), "install", "--mode=update-lockfile"]
+        argv = [
+            "node",
+            str(installed("@yarnpkg/cli-dist") / "bin" / "yarn.js"),
+            "install",
+            "--mode=update-lockfile",
+        ]
     else:
         argv = [str(installed("bun") / "bin" / "bun.exe"), "install", "--lockfile-only"]
     proc = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=600)
@@ -52,8 +88,13 @@ def _install(pm: str, root: Path, tmp: Path) -> None:
 def _workspace(repo, pm: str, tmp: Path):
     link = "workspace:*" if pm in ("pnpm", "pnpm@8", "pnpm@7", "berry", "bun") else "1.0.0"
     files: dict[str, object] = {
-        "package.json": {"name": "root", "version": "1.0.0", "private": True, "workspaces": ["packages/*"],
-                         "devDependencies": {"kind-of": "6.0.3"}},
+        "package.json": {
+            "name": "root",
+            "version": "1.0.0",
+            "private": True,
+            "workspaces": ["packages/*"],
+            "devDependencies": {"kind-of": "6.0.3"},
+        },
         ".gitignore": "node_modules/\ndist/\n.vx/\n.yarn/\n.pnp.*\n",
     }
     if pm.startswith("pnpm"):
@@ -63,7 +104,11 @@ def _workspace(repo, pm: str, tmp: Path):
         files["yarn.lock"] = ""
     deps = {"a": {"is-odd": "^3.0.1"}, "b": {"a": link}, "c": {}, "d": {"c": link}}
     for name, dependencies in deps.items():
-        files[f"packages/{name}/package.json"] = {"name": name, "version": "1.0.0", "dependencies": dependencies}
+        files[f"packages/{name}/package.json"] = {
+            "name": name,
+            "version": "1.0.0",
+            "dependencies": dependencies,
+        }
         files[f"packages/{name}/vx.config.json"] = {"tasks": {"build": build_task()}}
         files[f"packages/{name}/src/{name}.js"] = f"{name.upper()};"
     ws = repo.write(files)
@@ -99,19 +144,41 @@ def test_pl06_a_new_dependency_of_a_leaf_misses_only_it_and_its_dependants(repo,
 
 
 @pytest.mark.parametrize("pm", ("npm", "pnpm"))
-def test_pl06_the_package_managers_own_add_command_misses_only_the_leaf_and_its_dependants(repo, tmp_path, pm):
+def test_pl06_the_package_managers_own_add_command_misses_only_the_leaf_and_its_dependants(
+    repo, tmp_path, pm
+):
     """`npm i is-number -w c`, `pnpm add is-number --filter c`: the manager edits the manifest too."""
     from npm_packages import installed
 
     ws = _workspace(repo, pm, tmp_path)
     assert ws.vx("run", "build").code == 0
     if pm == "npm":
-        argv = ["npm", "install", "is-number@^7.0.0", "-w", "c", "--package-lock-only", "--no-audit", "--no-fund"]
+        argv = [
+            "npm",
+            "install",
+            "is-number@^7.0.0",
+            "-w",
+            "c",
+            "--package-lock-only",
+            "--no-audit",
+            "--no-fund",
+        ]
     else:
-        argv = ["node", str(installed("pnpm") / "bin" / "pnpm.cjs"), "add", "is-number@^7.0.0", "--filter", "c",
-                "--lockfile-only", "--reporter=silent"]
-    env = {**os.environ, "npm_config_manage_package_manager_versions": "false",
-           "npm_config_store_dir": str(tmp_path / "pnpm-store")}
+        argv = [
+            "node",
+            str(installed("pnpm") / "bin" / "pnpm.cjs"),
+            "add",
+            "is-number@^7.0.0",
+            "--filter",
+            "c",
+            "--lockfile-only",
+            "--reporter=silent",
+        ]
+    env = {
+        **os.environ,
+        "npm_config_manage_package_manager_versions": "false",
+        "npm_config_store_dir": str(tmp_path / "pnpm-store"),
+    }
     proc = subprocess.run(argv, cwd=ws.root, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert "is-number" in (ws.root / "packages/c/package.json").read_text()
@@ -140,7 +207,9 @@ def test_pl06_a_root_dependency_moves_every_project(repo, tmp_path):
     data["devDependencies"]["is-number"] = "^7.0.0"
     (ws.root / "package.json").write_text(json.dumps(data, indent=2))
     _install("npm", ws.root, tmp_path)
-    assert set(_statuses(ws.vx("run", "build")).values()) == {"miss"}  # the root importer is everyone's
+    assert set(_statuses(ws.vx("run", "build")).values()) == {
+        "miss"
+    }  # the root importer is everyone's
 
 
 def test_pl06_an_unreadable_lockfile_refuses_the_run_naming_file_and_line(repo, tmp_path):
@@ -172,10 +241,14 @@ def test_pl06_a_binary_bun_lockb_is_keyed_whole(repo, tmp_path):
 def test_pl05_the_digests_are_memoised_by_the_lockfile_identity(repo, tmp_path):
     ws = _workspace(repo, "pnpm", tmp_path)
     assert ws.vx("run", "build").code == 0
-    assert not list((ws.root / ".vx").rglob("lockfiles/*.json"))  # the cache dir is the store's to make first
+    assert not list(
+        (ws.root / ".vx").rglob("lockfiles/*.json")
+    )  # the cache dir is the store's to make first
     assert ws.vx("run", "build", env={"VX_REPLAY": "0"}).code == 0
     assert len(list((ws.root / ".vx").rglob("lockfiles/*.json"))) == 1
-    (ws.root / "packages/a/src/a.js").write_text("A2;")  # planned again (no receipt): the memo answers
+    (ws.root / "packages/a/src/a.js").write_text(
+        "A2;"
+    )  # planned again (no receipt): the memo answers
     got = _statuses(ws.vx("run", "build"))
     assert got["a#build"] == "miss" and got["c#build"] in ("local", "up-to-date")
     assert len(list((ws.root / ".vx").rglob("lockfiles/*.json"))) == 1

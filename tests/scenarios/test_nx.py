@@ -25,8 +25,12 @@ NX = {
         "production": ["default", "!{projectRoot}/**/*.md"],
     },
     "targetDefaults": {
-        "build": {"dependsOn": ["^build"], "inputs": ["production", "^production"],
-                  "outputs": ["{projectRoot}/dist"], "cache": True},
+        "build": {
+            "dependsOn": ["^build"],
+            "inputs": ["production", "^production"],
+            "outputs": ["{projectRoot}/dist"],
+            "cache": True,
+        },
     },
 }
 
@@ -39,27 +43,49 @@ def nx_workspace(nx=None, extra=None) -> dict[str, object]:
         ".gitignore": "node_modules/\ndist/\n.vx/\n",
         "nx.json": nx if nx is not None else NX,
         "tools/build.js": BUILD,
-        "libs/a/package.json": {"name": "@org/a", "version": "1.0.0", "private": True,
-                                "scripts": {"build": "node ../../tools/build.js .",
-                                            "prebuild": "mkdir -p dist && echo pre > dist/pre.txt"}},
+        "libs/a/package.json": {
+            "name": "@org/a",
+            "version": "1.0.0",
+            "private": True,
+            "scripts": {
+                "build": "node ../../tools/build.js .",
+                "prebuild": "mkdir -p dist && echo pre > dist/pre.txt",
+            },
+        },
         "libs/a/src/index.js": "a1;",
         "libs/a/README.md": "# a\n",
         "libs/b/project.json": {
-            "implicitDependencies": ["@org/a"], "tags": ["scope:shared"],
-            "targets": {"build": {"executor": "nx:run-commands", "dependsOn": ["^build"],
-                                  "options": {"command": "node tools/build.js libs/b libs/a"}}}},
-        "libs/b/src/index.js": "b1;",
-        "apps/web/package.json": {"name": "web-pkg", "version": "1.0.0", "private": True,
-                                  "dependencies": {}},
-        "apps/web/project.json": {
-            "name": "web", "implicitDependencies": ["b"],
+            "implicitDependencies": ["@org/a"],
+            "tags": ["scope:shared"],
             "targets": {
-                "build": {"command": "node tools/build.js apps/web libs/b", "dependsOn": ["^build"],
-                          "configurations": {"production": {"env": {"MODE": "prod"}}}},
+                "build": {
+                    "executor": "nx:run-commands",
+                    "dependsOn": ["^build"],
+                    "options": {"command": "node tools/build.js libs/b libs/a"},
+                }
+            },
+        },
+        "libs/b/src/index.js": "b1;",
+        "apps/web/package.json": {
+            "name": "web-pkg",
+            "version": "1.0.0",
+            "private": True,
+            "dependencies": {},
+        },
+        "apps/web/project.json": {
+            "name": "web",
+            "implicitDependencies": ["b"],
+            "targets": {
+                "build": {
+                    "command": "node tools/build.js apps/web libs/b",
+                    "dependsOn": ["^build"],
+                    "configurations": {"production": {"env": {"MODE": "prod"}}},
+                },
                 "lint": {"executor": "@nx/eslint:lint"},
                 "serve": {"command": "node -e 'setInterval(()=>{},1000)'", "continuous": True},
                 "e2e": {"command": "echo e2e", "dependsOn": ["lint"]},
-            }},
+            },
+        },
         "apps/web/src/main.js": "web1;",
     }
     files.update(extra or {})
@@ -92,10 +118,14 @@ def test_tl04_named_inputs_negations_and_dependencies_production_files(ws):
     statuses(ws.vx("run", "build", "--all"))
     (ws.root / "libs/a/README.md").write_text("# a, edited\n")  # `!{projectRoot}/**/*.md`
     assert set(statuses(ws.vx("run", "build", "--all")).values()) == {"up-to-date"}
-    (ws.root / "libs/a/src/index.js").write_text("a2;")  # a's production: a and, by ^production, b and web
+    (ws.root / "libs/a/src/index.js").write_text(
+        "a2;"
+    )  # a's production: a and, by ^production, b and web
     got = statuses(ws.vx("run", "build", "--all"))
     assert got == {"@org/a#build": "miss", "b#build": "miss", "web#build": "miss"}
-    (ws.root / "tools/build.js").write_text(BUILD + "\n// touched\n")  # sharedGlobals: {workspaceRoot}/tools
+    (ws.root / "tools/build.js").write_text(
+        BUILD + "\n// touched\n"
+    )  # sharedGlobals: {workspaceRoot}/tools
     assert set(statuses(ws.vx("run", "build", "--all")).values()) == {"miss"}
 
 
@@ -122,12 +152,16 @@ def test_tl04_an_executor_vx_cannot_run_is_refused_naming_file_and_field(ws):
 
 def test_tl04_an_unrunnable_target_is_refused_not_skipped_in_a_run_everywhere(repo):
     files = nx_workspace()
-    files["libs/b/project.json"]["targets"]["build"] = {"executor": "@nx/js:tsc",
-                                                        "options": {"outputPath": "dist/libs/b"}}
+    files["libs/b/project.json"]["targets"]["build"] = {
+        "executor": "@nx/js:tsc",
+        "options": {"outputPath": "dist/libs/b"},
+    }
     repo.write(files).commit()
     result = repo.vx("run", "build", "--all")
     assert result.code == 2
-    assert "libs/b/project.json, targets.build.executor" in result.err and "@nx/js:tsc" in result.err
+    assert (
+        "libs/b/project.json, targets.build.executor" in result.err and "@nx/js:tsc" in result.err
+    )
     reached = repo.vx("run", "web:build")  # through ^build: refused, never bridged over
     assert reached.code == 2 and "@nx/js:tsc" in reached.err
 
@@ -141,7 +175,11 @@ def test_tl04_configurations_and_the_configuration_flag(ws):
     assert (ws.root / "apps/web/dist/out.txt").read_text() == "web1;prod\n"
     flag = statuses(ws.vx("run", "build", "--all", "--configuration=production"))
     # web has the configuration, the others run their default one
-    assert flag == {"@org/a#build": "up-to-date", "b#build": "up-to-date", "web#build:production": "up-to-date"}
+    assert flag == {
+        "@org/a#build": "up-to-date",
+        "b#build": "up-to-date",
+        "web#build:production": "up-to-date",
+    }
 
 
 def test_tl04_cache_false_always_runs(repo):
@@ -162,35 +200,56 @@ def test_tl04_target_defaults_by_executor_come_before_by_name(repo):
     # b's build is an nx:run-commands target: the executor's defaults apply, not build's (no ^build)
     result = repo.vx("run", "b:build")
     assert result.code == 1 and "unbuilt libs/a" in result.out + result.err
-    assert statuses(repo.vx("run", "@org/a:build")) == {"@org/a#build": "miss"}  # a script: build's defaults
+    assert statuses(repo.vx("run", "@org/a:build")) == {
+        "@org/a#build": "miss"
+    }  # a script: build's defaults
     assert statuses(repo.vx("run", "b:build")) == {"b#build": "miss"}
     assert statuses(repo.vx("run", "b:build")) == {"b#build": "up-to-date"}
 
 
 def test_tl04_run_commands_commands_parallel_cwd_args_env_file_and_env_inputs(repo):
-    target = {"executor": "nx:run-commands", "cache": True,
-              "inputs": ["default", {"env": "NX_TEST_FLAVOUR"}], "outputs": ["{projectRoot}/out"],
-              "options": {"cwd": "libs/c", "parallel": False, "envFile": "libs/c/.env.build",
-                          "args": "--name=vx", "commands": [
-                              {"command": "mkdir -p out", "forwardAllArgs": False},
-                              "node -e \"require('fs').writeFileSync('out/one.txt', process.argv[1] + ' ' + process.env.GREETING)\""
+    target = {
+        "executor": "nx:run-commands",
+        "cache": True,
+        "inputs": ["default", {"env": "NX_TEST_FLAVOUR"}],
+        "outputs": ["{projectRoot}/out"],
+        "options": {
+            "cwd": "libs/c",
+            "parallel": False,
+            "envFile": "libs/c/.env.build",
+            "args": "--name=vx",
+            "commands": [
+                {"command": "mkdir -p out", "forwardAllArgs": False},
+                "node -e \"require('fs').writeFileSync('out/one.txt', process.argv[1] + ' ' + process.env.GREETING)\""
                 " {args.name}",
-                              {"command": "sh -c 'printf %s \"$*\" > out/two.txt' two", "forwardAllArgs": True},
-                          ]}}
-    files = nx_workspace(extra={"libs/c/project.json": {"targets": {"gen": target}}, "libs/c/.env.build": "GREETING=hello\n"})
+                {"command": "sh -c 'printf %s \"$*\" > out/two.txt' two", "forwardAllArgs": True},
+            ],
+        },
+    }
+    files = nx_workspace(
+        extra={
+            "libs/c/project.json": {"targets": {"gen": target}},
+            "libs/c/.env.build": "GREETING=hello\n",
+        }
+    )
     repo.write(files).commit()
     assert statuses(repo.vx("run", "c:gen")) == {"c#gen": "miss"}
     assert (repo.root / "libs/c/out/one.txt").read_text() == "vx hello"
     assert (repo.root / "libs/c/out/two.txt").read_text() == "--name=vx"
     assert statuses(repo.vx("run", "c:gen")) == {"c#gen": "up-to-date"}
-    assert statuses(repo.vx("run", "c:gen", env={"NX_TEST_FLAVOUR": "x"})) == {"c#gen": "miss"}  # { env }
+    assert statuses(repo.vx("run", "c:gen", env={"NX_TEST_FLAVOUR": "x"})) == {
+        "c#gen": "miss"
+    }  # { env }
     (repo.root / "libs/c/.env.build").write_text("GREETING=bye\n")  # the envFile is an input
     assert statuses(repo.vx("run", "c:gen", env={"NX_TEST_FLAVOUR": "x"})) == {"c#gen": "miss"}
     assert (repo.root / "libs/c/out/one.txt").read_text() == "vx bye"
 
 
 def test_tl04_parallel_commands_all_run_and_any_failure_fails(repo):
-    target = {"executor": "nx:run-commands", "options": {"commands": ["touch libs/d/one", "touch libs/d/two && exit 4"]}}
+    target = {
+        "executor": "nx:run-commands",
+        "options": {"commands": ["touch libs/d/one", "touch libs/d/two && exit 4"]},
+    }
     repo.write(nx_workspace(extra={"libs/d/project.json": {"targets": {"both": target}}})).commit()
     result = repo.vx("run", "d:both")
     assert result.code == 1
@@ -198,10 +257,22 @@ def test_tl04_parallel_commands_all_run_and_any_failure_fails(repo):
 
 
 def test_tl04_depends_on_object_forms_and_tags(repo):
-    files = nx_workspace(extra={"libs/e/project.json": {"targets": {"check": {
-        "command": "echo check", "dependsOn": [{"target": "build", "projects": ["b"]},
-                                               {"target": "build", "dependencies": True}]}},
-        "implicitDependencies": ["@org/a"]}})
+    files = nx_workspace(
+        extra={
+            "libs/e/project.json": {
+                "targets": {
+                    "check": {
+                        "command": "echo check",
+                        "dependsOn": [
+                            {"target": "build", "projects": ["b"]},
+                            {"target": "build", "dependencies": True},
+                        ],
+                    }
+                },
+                "implicitDependencies": ["@org/a"],
+            }
+        }
+    )
     repo.write(files).commit()
     got = statuses(repo.vx("run", "e:check"))
     assert set(got) == {"b#build", "@org/a#build", "e#check"}
@@ -218,7 +289,11 @@ def test_tl04_nx_cli_habits(ws):
     assert skip == {"@org/a#build": "miss", "b#build": "miss"}
     (ws.root / "libs/b/src/index.js").write_text("b2;")
     affected = statuses(ws.vx("affected", "-t", "build", "--base=HEAD"))
-    assert affected == {"@org/a#build": "up-to-date", "b#build": "miss", "web#build": "miss"}  # a: b's dependency
+    assert affected == {
+        "@org/a#build": "up-to-date",
+        "b#build": "miss",
+        "web#build": "miss",
+    }  # a: b's dependency
     head = ws.vx("affected", "-t", "build", "--head=main~1")
     assert head.code == 2 and "--head" in head.err
 
@@ -233,7 +308,9 @@ def test_tl04_a_misspelt_target_field_is_refused(repo):
 
 
 def test_tl04_a_vx_config_wins_for_its_project(ws):
-    ws.write({"libs/b/vx.config.json": {"tasks": {"build": {"exec": {"command": "echo own > own.txt"}}}}}).commit()
+    ws.write(
+        {"libs/b/vx.config.json": {"tasks": {"build": {"exec": {"command": "echo own > own.txt"}}}}}
+    ).commit()
     result = ws.vx("run", "b:build")
     assert statuses(result) == {"b#build": "no-cache"}
     assert (ws.root / "libs/b/own.txt").read_text() == "own\n"
@@ -256,11 +333,16 @@ def test_tl04_a_refusal_from_a_target_default_names_nx_json(repo):
 
 def test_tl04_a_script_target_is_named_by_its_script(repo):
     files = nx_workspace()
-    files["libs/a/project.json"] = {"targets": {"build": {"executor": "nx:run-script", "options": {"script": "bundle"}}}}
+    files["libs/a/project.json"] = {
+        "targets": {"build": {"executor": "nx:run-script", "options": {"script": "bundle"}}}
+    }
     repo.write(files).commit()
     result = repo.vx("run", "@org/a:build")
     assert result.code == 2
-    assert "in: libs/a/project.json, targets.build.options.script" in result.err and "`bundle`" in result.err
+    assert (
+        "in: libs/a/project.json, targets.build.options.script" in result.err
+        and "`bundle`" in result.err
+    )
 
 
 def test_tl04_the_nx_example_runs_warm_restores_and_misses_on_an_edit(repo):
@@ -268,20 +350,37 @@ def test_tl04_the_nx_example_runs_warm_restores_and_misses_on_an_edit(repo):
     from pathlib import Path
 
     example = Path(__file__).resolve().parents[2] / "examples" / "nx"
-    shutil.copytree(example, repo.root, dirs_exist_ok=True, ignore=shutil.ignore_patterns("node_modules", ".vx", ".nx", "dist"))
+    shutil.copytree(
+        example,
+        repo.root,
+        dirs_exist_ok=True,
+        ignore=shutil.ignore_patterns("node_modules", ".vx", ".nx", "dist"),
+    )
     repo.commit()
     first = statuses(repo.vx("run-many", "-t", "build", "test", "lint"))
     assert len(first) == 9 and set(first.values()) == {"miss"}
-    assert set(statuses(repo.vx("run-many", "-t", "build", "test", "lint")).values()) == {"up-to-date"}
+    assert set(statuses(repo.vx("run-many", "-t", "build", "test", "lint")).values()) == {
+        "up-to-date"
+    }
     shutil.rmtree(repo.root / "libs/core/dist")
     restored = statuses(repo.vx("run", "app:build"))
     assert restored["core#build"] == "local" and (repo.root / "libs/core/dist/index.js").is_file()
-    (repo.root / "libs/core/README.md").write_text("# core, edited\n")  # not production: builds hold
+    (repo.root / "libs/core/README.md").write_text(
+        "# core, edited\n"
+    )  # not production: builds hold
     assert set(statuses(repo.vx("run", "app:build")).values()) == {"up-to-date"}
-    (repo.root / "libs/utils/src/math.js").write_text("exports.add = (a, b) => b + a;\nexports.check = () => exports.add(2, 3) === 5;\n")
+    (repo.root / "libs/utils/src/math.js").write_text(
+        "exports.add = (a, b) => b + a;\nexports.check = () => exports.add(2, 3) === 5;\n"
+    )
     edited = statuses(repo.vx("run-many", "-t", "build", "test"))
-    assert {t for t, c in edited.items() if c == "miss"} == {"utils#build", "core#build", "app#build", "utils#test",
-                                                            "core#test", "app#test"}
+    assert {t for t, c in edited.items() if c == "miss"} == {
+        "utils#build",
+        "core#build",
+        "app#build",
+        "utils#test",
+        "core#test",
+        "app#test",
+    }
     serve = repo.vx("run", "app:serve")
     assert serve.code == 2 and "apps/app/project.json, targets.serve.continuous" in serve.err
 
@@ -296,6 +395,7 @@ def test_tl04_a_remembered_cached_run_sees_nx_edits(ws):
     """A fully cached run is replayed from its receipt only while what planning read holds: an
     edited project.json or nx.json, or a new project.json, is a new plan (no `--summarize`: a run
     that writes a summary keeps no receipt)."""
+
     def missed(result) -> set[str]:
         assert result.code == 0, result.err
         return {line.split()[-1] for line in result.err.splitlines() if " miss " in line}
@@ -313,26 +413,41 @@ def test_tl04_a_remembered_cached_run_sees_nx_edits(ws):
     assert missed(ws.vx("run", "build", "--all", summary=False)) == {"b#build", "web#build"}
     remembered()
     nx = json.loads(json.dumps(NX))
-    nx["namedInputs"]["production"].append("!{projectRoot}/src/**/*.txt")  # a new default: every key moves
+    nx["namedInputs"]["production"].append(
+        "!{projectRoot}/src/**/*.txt"
+    )  # a new default: every key moves
     (ws.root / "nx.json").write_text(json.dumps(nx))
-    assert missed(ws.vx("run", "build", "--all", summary=False)) == {"@org/a#build", "b#build", "web#build"}
+    assert missed(ws.vx("run", "build", "--all", summary=False)) == {
+        "@org/a#build",
+        "b#build",
+        "web#build",
+    }
     remembered()
-    ws.write({"libs/deep/x/project.json": {"targets": {"build": {"command": "mkdir -p libs/deep/x/dist",
-                                                                 "cache": True}}}})
+    ws.write(
+        {
+            "libs/deep/x/project.json": {
+                "targets": {"build": {"command": "mkdir -p libs/deep/x/dist", "cache": True}}
+            }
+        }
+    )
     assert missed(ws.vx("run", "build", "--all", summary=False)) == {"x#build"}
 
 
 def test_tl04_ready_when_is_refused_and_parallel_spellings_are_understood(repo):
     files = nx_workspace()
     files["libs/b/project.json"]["targets"]["start"] = {
-        "executor": "nx:run-commands", "options": {"commands": ["node -e 'setInterval(()=>{},1000)'"],
-                                                   "readyWhen": "listening"}}
+        "executor": "nx:run-commands",
+        "options": {"commands": ["node -e 'setInterval(()=>{},1000)'"], "readyWhen": "listening"},
+    }
     repo.write(files).commit()
     result = repo.vx("run", "b:start")
     assert result.code == 2 and "libs/b/project.json, targets.start.options.readyWhen" in result.err
     for spelling in (["--parallel"], ["--parallel=false"], ["--parallel", "2"], ["--parallel=3"]):
-        assert set(statuses(repo.vx("run-many", "-t", "build", *spelling))) == {"@org/a#build", "b#build",
-                                                                             "web#build"}, spelling
+        assert set(statuses(repo.vx("run-many", "-t", "build", *spelling))) == {
+            "@org/a#build",
+            "b#build",
+            "web#build",
+        }, spelling
 
 
 def test_tl04_an_input_projects_field_of_the_wrong_kind_is_refused_not_a_crash(repo):
@@ -343,4 +458,7 @@ def test_tl04_an_input_projects_field_of_the_wrong_kind_is_refused_not_a_crash(r
     result = ws.vx("run", "build")
     assert result.code == 2, result.err
     assert "`projects` must be a project name or a list of them, got 5" in result.err
-    assert "nx.json, targetDefaults.build.inputs[0].projects" in result.err and "Traceback" not in result.err
+    assert (
+        "nx.json, targetDefaults.build.inputs[0].projects" in result.err
+        and "Traceback" not in result.err
+    )

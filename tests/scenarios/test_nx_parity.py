@@ -22,8 +22,15 @@ from npm_packages import installed
 
 HERE = Path(__file__).resolve().parent
 CORPUS = sorted((HERE / "nx_corpus").glob("*.json"))
-OFFLINE = {"NX_DAEMON": "false", "NX_NO_CLOUD": "true", "NX_TUI": "false", "NX_SKIP_NX_CACHE": "true",
-           "NX_VERBOSE_LOGGING": "false", "DO_NOT_TRACK": "1", "NO_COLOR": "1"}
+OFFLINE = {
+    "NX_DAEMON": "false",
+    "NX_NO_CLOUD": "true",
+    "NX_TUI": "false",
+    "NX_SKIP_NX_CACHE": "true",
+    "NX_VERBOSE_LOGGING": "false",
+    "DO_NOT_TRACK": "1",
+    "NO_COLOR": "1",
+}
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +43,15 @@ def nx_package() -> Path:
 
 def nx(repo, nx_package: Path, *args: str) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI", "NX_"))}
-    proc = subprocess.run(["node", str(nx_package / "bin" / "nx.js"), *args], cwd=repo.root, env={**env, **OFFLINE},
-                          capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        ["node", str(nx_package / "bin" / "nx.js"), *args],
+        cwd=repo.root,
+        env={**env, **OFFLINE},
+        capture_output=True,
+        text=True,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
 
@@ -59,10 +73,18 @@ def nx_graph(repo, nx_package: Path, tasks: list[str], out: Path) -> dict[str, l
         target = task["target"]
         plain[tid] = f"{target['project']}:{target['target']}"
         if target.get("configuration"):
-            project = json.loads(nx(repo, nx_package, "show", "project", target["project"], "--json"))
-            if project["targets"][target["target"]].get("defaultConfiguration") != target["configuration"]:
+            project = json.loads(
+                nx(repo, nx_package, "show", "project", target["project"], "--json")
+            )
+            if (
+                project["targets"][target["target"]].get("defaultConfiguration")
+                != target["configuration"]
+            ):
                 plain[tid] += f":{target['configuration']}"
-    graph = {plain[tid]: sorted(plain[d] for d in deps) for tid, deps in doc["tasks"]["dependencies"].items()}
+    graph = {
+        plain[tid]: sorted(plain[d] for d in deps)
+        for tid, deps in doc["tasks"]["dependencies"].items()
+    }
     doc["tasks"]["tasks"] = {plain[tid]: task for tid, task in doc["tasks"]["tasks"].items()}
     doc["plain"] = plain
     return graph, doc
@@ -77,10 +99,15 @@ def vx_graph(repo, tasks: list[str]) -> tuple[dict[str, list[str]], dict[str, st
 
     def through(tid: str) -> list[str]:
         row = rows[tid]
-        return [d for dep in row["deps"] for d in (through(dep) if rows[dep].get("implicit") else [dep])]
+        return [
+            d for dep in row["deps"] for d in (through(dep) if rows[dep].get("implicit") else [dep])
+        ]
 
-    graph = {tid.replace("#", ":"): sorted({d.replace("#", ":") for d in through(tid)})
-             for tid, row in rows.items() if not row.get("implicit")}
+    graph = {
+        tid.replace("#", ":"): sorted({d.replace("#", ":") for d in through(tid)})
+        for tid, row in rows.items()
+        if not row.get("implicit")
+    }
     return graph, {tid.replace("#", ":"): row["dir"] for tid, row in rows.items()}
 
 
@@ -90,7 +117,9 @@ def nx_resolved(repo, nx_package: Path, doc: dict) -> dict[str, tuple[bool, list
     static sources (docs/config.md)."""
     out = {}
     for tid, task in doc["tasks"]["tasks"].items():
-        project = json.loads(nx(repo, nx_package, "show", "project", task["target"]["project"], "--json"))
+        project = json.loads(
+            nx(repo, nx_package, "show", "project", task["target"]["project"], "--json")
+        )
         target = project["targets"][task["target"]["target"]]
         public = posixpath.join(project["root"], "public")
         out[tid] = (bool(target.get("cache")), sorted(o for o in task["outputs"] if o != public))
@@ -98,15 +127,32 @@ def nx_resolved(repo, nx_package: Path, doc: dict) -> dict[str, tuple[bool, list
 
 
 NX_EVERYWHERE = {".gitignore", "nx.json"}
-TARGET_FIELDS = ("executor", "options", "configurations", "defaultConfiguration", "dependsOn", "inputs", "outputs",
-                 "cache", "continuous", "parallelism")
+TARGET_FIELDS = (
+    "executor",
+    "options",
+    "configurations",
+    "defaultConfiguration",
+    "dependsOn",
+    "inputs",
+    "outputs",
+    "cache",
+    "continuous",
+    "parallelism",
+)
 
 
 def shown(doc: dict) -> dict:
     """A project as `show project NAME --json` prints it, in the fields vx resolves (not Nx's metadata)."""
-    return {"root": doc["root"], "name": doc["name"], "tags": sorted(doc.get("tags", [])),
-            "implicitDependencies": doc.get("implicitDependencies", []),
-            "targets": {t: {k: body[k] for k in TARGET_FIELDS if k in body} for t, body in doc["targets"].items()}}
+    return {
+        "root": doc["root"],
+        "name": doc["name"],
+        "tags": sorted(doc.get("tags", [])),
+        "implicitDependencies": doc.get("implicitDependencies", []),
+        "targets": {
+            t: {k: body[k] for k in TARGET_FIELDS if k in body}
+            for t, body in doc["targets"].items()
+        },
+    }
 
 
 def same_projects(repo, nx_package: Path, names) -> None:
@@ -120,11 +166,22 @@ def same_projects(repo, nx_package: Path, names) -> None:
 
 def nx_files(repo, tasks: list[str], plain: dict[str, str]) -> dict[str, list[str]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI", "NX_"))}
-    proc = subprocess.run(["node", str(HERE / "nx_hash_plan.js"), *tasks], cwd=repo.root, env={**env, **OFFLINE},
-                          capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        ["node", str(HERE / "nx_hash_plan.js"), *tasks],
+        cwd=repo.root,
+        env={**env, **OFFLINE},
+        capture_output=True,
+        text=True,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode == 0, proc.stderr
-    return {plain.get(tid, tid): sorted(e[5:] for e in plan if e.startswith("file:") and e[5:] not in NX_EVERYWHERE)
-            for tid, plan in json.loads(proc.stdout).items()}
+    return {
+        plain.get(tid, tid): sorted(
+            e[5:] for e in plan if e.startswith("file:") and e[5:] not in NX_EVERYWHERE
+        )
+        for tid, plan in json.loads(proc.stdout).items()
+    }
 
 
 def vx_files(repo, tasks: list[str], cached) -> dict[str, list[str]]:
@@ -136,9 +193,13 @@ def vx_files(repo, tasks: list[str], cached) -> dict[str, list[str]]:
 
     def files(tid: str) -> set[str]:
         row = rows[tid]
-        return set(row["inputs"] or ()).union(*(files(d) for d in row["deps"] if rows[d].get("implicit")))
+        return set(row["inputs"] or ()).union(
+            *(files(d) for d in row["deps"] if rows[d].get("implicit"))
+        )
 
-    return {tid.replace("#", ":"): sorted(files(tid)) for tid in rows if tid.replace("#", ":") in cached}
+    return {
+        tid.replace("#", ":"): sorted(files(tid)) for tid in rows if tid.replace("#", ":") in cached
+    }
 
 
 def vx_resolved(repo, ids, dirs: dict[str, str]) -> dict[str, tuple[bool, list[str]]]:
@@ -165,11 +226,19 @@ def test_tl04_each_task_graph_is_the_one_nx_plans(repo, tmp_path, nx_package, sh
     assert len(theirs) >= len(spec["tasks"])  # a parity over nothing proves nothing
     assert ours == theirs
     cached = nx_resolved(repo, nx_package, doc)
-    assert vx_resolved(repo, cached, dirs) == {tid: (c, o) if c else (False, []) for tid, (c, o) in cached.items()}
-    same_projects(repo, nx_package, {t["target"]["project"] for t in doc["tasks"]["tasks"].values()})
+    assert vx_resolved(repo, cached, dirs) == {
+        tid: (c, o) if c else (False, []) for tid, (c, o) in cached.items()
+    }
+    same_projects(
+        repo, nx_package, {t["target"]["project"] for t in doc["tasks"]["tasks"].values()}
+    )
     keyed = {tid for tid, (c, _o) in cached.items() if c}
     assert keyed  # a parity over nothing proves nothing
-    theirs_files = {tid: files for tid, files in nx_files(repo, spec["tasks"], doc["plain"]).items() if tid in keyed}
+    theirs_files = {
+        tid: files
+        for tid, files in nx_files(repo, spec["tasks"], doc["plain"]).items()
+        if tid in keyed
+    }
     assert vx_files(repo, spec["tasks"], keyed) == theirs_files
 
 
@@ -179,9 +248,23 @@ def test_tl04_a_generated_nx_monorepo_plans_what_nx_plans(tmp_path, nx_package):
     from conftest import SRC, Repo
 
     root = tmp_path / "gen"
-    subprocess.run([sys.executable, str(HERE.parents[1] / "bench" / "gen_monorepo.py"), str(root), "-n", "8", "-f", "3",
-                    "--tools", "nx", "--no-devdeps"], check=True, capture_output=True,
-                   env={**os.environ, "PYTHONPATH": SRC})
+    subprocess.run(
+        [
+            sys.executable,
+            str(HERE.parents[1] / "bench" / "gen_monorepo.py"),
+            str(root),
+            "-n",
+            "8",
+            "-f",
+            "3",
+            "--tools",
+            "nx",
+            "--no-devdeps",
+        ],
+        check=True,
+        capture_output=True,
+        env={**os.environ, "PYTHONPATH": SRC},
+    )
     repo = Repo(root)
     (root / "node_modules").mkdir(exist_ok=True)
     if not (root / "node_modules" / "nx").exists():
@@ -203,8 +286,12 @@ def test_tl04_a_generated_nx_monorepo_plans_what_nx_plans(tmp_path, nx_package):
 def test_tl04_the_nx_example_plans_and_hashes_what_nx_does(repo, tmp_path, nx_package):
     import shutil
 
-    shutil.copytree(HERE.parents[1] / "examples" / "nx", repo.root, dirs_exist_ok=True,
-                    ignore=shutil.ignore_patterns("node_modules", ".vx", ".nx", "dist"))
+    shutil.copytree(
+        HERE.parents[1] / "examples" / "nx",
+        repo.root,
+        dirs_exist_ok=True,
+        ignore=shutil.ignore_patterns("node_modules", ".vx", ".nx", "dist"),
+    )
     (repo.root / "node_modules").mkdir()
     (repo.root / "node_modules" / "nx").symlink_to(nx_package)
     repo.commit()
@@ -215,5 +302,7 @@ def test_tl04_the_nx_example_plans_and_hashes_what_nx_does(repo, tmp_path, nx_pa
     assert ours == theirs
     cached = nx_resolved(repo, nx_package, doc)
     assert vx_resolved(repo, cached, dirs) == cached
-    same_projects(repo, nx_package, {t["target"]["project"] for t in doc["tasks"]["tasks"].values()})
+    same_projects(
+        repo, nx_package, {t["target"]["project"] for t in doc["tasks"]["tasks"].values()}
+    )
     assert vx_files(repo, tasks, set(cached)) == nx_files(repo, tasks, doc["plain"])

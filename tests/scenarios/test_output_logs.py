@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import build_task, npm_workspace
 
 SAY = "node -e \"console.log('said by {name}')\""
@@ -12,12 +11,24 @@ SAY = "node -e \"console.log('said by {name}')\""
 @pytest.fixture
 def ws(repo):
     fail = {"exec": {"command": "node -e \"console.log('broken here'); process.exit(3)\""}}
-    return repo.write(npm_workspace({
-        "a": {"tasks": {"build": build_task(command=SAY.format(name="a"), outputs=()), "check": fail},
-              "files": {"src/a.js": "A;"}},
-        "b": {"deps": ["a"], "tasks": {"build": build_task(command=SAY.format(name="b"), outputs=())},
-              "files": {"src/b.js": "B;"}},
-    })).commit()
+    return repo.write(
+        npm_workspace(
+            {
+                "a": {
+                    "tasks": {
+                        "build": build_task(command=SAY.format(name="a"), outputs=()),
+                        "check": fail,
+                    },
+                    "files": {"src/a.js": "A;"},
+                },
+                "b": {
+                    "deps": ["a"],
+                    "tasks": {"build": build_task(command=SAY.format(name="b"), outputs=())},
+                    "files": {"src/b.js": "B;"},
+                },
+            }
+        )
+    ).commit()
 
 
 def test_cli33_full_frames_every_task_even_hits_and_new_only_frames_only_misses(ws):
@@ -53,8 +64,12 @@ def test_issue17_a_named_task_streams_from_the_root_as_from_its_own_directory(re
     a broad run shows rows and says how to see the logs they stand for."""
     from conftest import npm_workspace
 
-    task = {"exec": {"command": "printf '%s: something to read\\n' warning"}}  # the line is not the command
-    repo.write(npm_workspace({"app": {"tasks": {"build": task}}, "lib": {"tasks": {"build": task}}})).commit()
+    task = {
+        "exec": {"command": "printf '%s: something to read\\n' warning"}
+    }  # the line is not the command
+    repo.write(
+        npm_workspace({"app": {"tasks": {"build": task}}, "lib": {"tasks": {"build": task}}})
+    ).commit()
     named = repo.vx("run", "app#build")
     inside = repo.vx("run", "build", cwd="packages/app")
     assert named.code == inside.code == 0

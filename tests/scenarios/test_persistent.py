@@ -16,7 +16,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from conftest import SRC, Repo
 
 WAIT_S = 90  # only ever reached when something is broken
@@ -53,9 +52,17 @@ http.get('http://127.0.0.1:' + port + '/', res => {
 """
 
 
-def serve_task(name: str, ready: str | None = "listening on", deps=(), mode: str = "", **exec_extra) -> dict:
+def serve_task(
+    name: str, ready: str | None = "listening on", deps=(), mode: str = "", **exec_extra
+) -> dict:
     persistent = {"readyWhen": ready} if ready else {}
-    task = {"exec": {"command": f"node ../../server.js {name} {mode}".strip(), "persistent": persistent, **exec_extra}}
+    task = {
+        "exec": {
+            "command": f"node ../../server.js {name} {mode}".strip(),
+            "persistent": persistent,
+            **exec_extra,
+        }
+    }
     if deps:
         task["dependsOn"] = list(deps)
     return task
@@ -70,7 +77,11 @@ def workspace(repo: Repo, packages: dict[str, dict]) -> Repo:
     }
     for name, spec in packages.items():
         deps = {d: "*" for d in spec.get("deps", ())}
-        files[f"packages/{name}/package.json"] = {"name": name, "version": "1.0.0", "dependencies": deps}
+        files[f"packages/{name}/package.json"] = {
+            "name": name,
+            "version": "1.0.0",
+            "dependencies": deps,
+        }
         files[f"packages/{name}/vx.config.json"] = {"tasks": spec["tasks"]}
         for rel, content in spec.get("files", {}).items():
             files[f"packages/{name}/{rel}"] = content
@@ -109,9 +120,16 @@ class Live:
     def __init__(self, repo: Repo, *args: str, cwd: str = "", env: dict | None = None):
         full_env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
         full_env.update({"PYTHONPATH": SRC, "NO_COLOR": "1", **(env or {})})
-        self.proc = subprocess.Popen([sys.executable, "-m", "vx", *args], cwd=repo.root / cwd, env=full_env,
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "vx", *args],
+            cwd=repo.root / cwd,
+            env=full_env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         self.lines: queue.Queue[tuple[str, str | None]] = queue.Queue()
         self.seen: dict[str, list[str]] = {"out": [], "err": []}
         self._open = 2
@@ -154,8 +172,12 @@ class Live:
             checked = len(lines)
             if not self._take(deadline):
                 self.proc.wait(WAIT_S)
-                pytest.fail(f"vx ended (exit {self.proc.returncode}) before {text!r}:\n"
-                            + "\n".join(self.out) + "\n" + self.err)
+                pytest.fail(
+                    f"vx ended (exit {self.proc.returncode}) before {text!r}:\n"
+                    + "\n".join(self.out)
+                    + "\n"
+                    + self.err
+                )
 
     def signal(self, sig: int) -> None:
         os.kill(self.proc.pid, sig)
@@ -206,35 +228,64 @@ def test_ex07_dependants_start_once_the_server_is_ready_and_it_is_stopped_after(
     """`e2e` reads the server's port file (written just before the ready line) and requests it:
     it passes only when it starts after the server is ready. The server was not requested, so it
     is stopped once the graph is done, and nothing of it survives the run."""
-    workspace(repo, {
-        "api": {"tasks": {"serve": serve_task("api")}},
-        "web": {"deps": ["api"], "tasks": {"e2e": {"exec": {"command": "node ../../probe.js api"},
-                                                   "dependsOn": ["api#serve"]}}},
-    })
+    workspace(
+        repo,
+        {
+            "api": {"tasks": {"serve": serve_task("api")}},
+            "web": {
+                "deps": ["api"],
+                "tasks": {
+                    "e2e": {
+                        "exec": {"command": "node ../../probe.js api"},
+                        "dependsOn": ["api#serve"],
+                    }
+                },
+            },
+        },
+    )
     res = repo.vx("run", "e2e", cwd="packages/web", timeout=WAIT_S)
     assert res.code == 0, res.out + res.err
     assert "probe: hello from api" in res.out
     serve = res.task("api#serve")
-    assert serve["status"] == "success" and "stopped at the end of the run" in serve["reason"], serve
+    assert serve["status"] == "success" and "stopped at the end of the run" in serve["reason"], (
+        serve
+    )
     assert gone(pid_in(repo, "api"))
     assert starts(repo) == ["api"]
 
 
 def test_gr18_a_server_only_cache_hits_need_is_never_started(repo):
     """Second run: `e2e` is a hit, so the server it depends on is not started at all."""
-    workspace(repo, {
-        "api": {"tasks": {"serve": serve_task("api")}},
-        "web": {"deps": ["api"], "files": {"src/a.js": "1"},
-                "tasks": {"e2e": {"exec": {"command": "mkdir -p dist && node ../../probe.js api > dist/probe.txt"},
-                                  "dependsOn": ["api#serve"],
-                                  "cache": {"inputs": {"files": ["src/**"]}, "outputs": {"files": ["dist/**"]}}}}},
-    })
+    workspace(
+        repo,
+        {
+            "api": {"tasks": {"serve": serve_task("api")}},
+            "web": {
+                "deps": ["api"],
+                "files": {"src/a.js": "1"},
+                "tasks": {
+                    "e2e": {
+                        "exec": {
+                            "command": "mkdir -p dist && node ../../probe.js api > dist/probe.txt"
+                        },
+                        "dependsOn": ["api#serve"],
+                        "cache": {
+                            "inputs": {"files": ["src/**"]},
+                            "outputs": {"files": ["dist/**"]},
+                        },
+                    }
+                },
+            },
+        },
+    )
     first = repo.vx("run", "e2e", cwd="packages/web", timeout=WAIT_S)
     assert first.code == 0, first.out + first.err
     assert starts(repo) == ["api"]
     dry = repo.vx("run", "e2e", "--dry=json", cwd="packages/web")
     assert {t["id"]: t["predicted"] for t in json.loads(dry.out)["tasks"]} == {
-        "api#serve": "not-started", "web#e2e": "hit-local"}, dry.out + dry.err
+        "api#serve": "not-started",
+        "web#e2e": "hit-local",
+    }, dry.out + dry.err
     second = repo.vx("run", "e2e", cwd="packages/web", timeout=WAIT_S)
     assert second.code == 0, second.out + second.err
     assert second.task("web#e2e")["cache"] in ("up-to-date", "local")
@@ -246,25 +297,54 @@ def test_gr18_a_server_only_cache_hits_need_is_never_started(repo):
 
 
 def test_ex07_a_ready_when_that_never_matches_fails_the_task_and_stops_it(repo):
-    workspace(repo, {
-        "api": {"tasks": {"serve": serve_task("api", ready="NEVER PRINTED", timeout=1500)}},
-        "web": {"deps": ["api"], "tasks": {"e2e": {"exec": {"command": "node ../../probe.js api"},
-                                                   "dependsOn": ["api#serve"]}}},
-    })
+    workspace(
+        repo,
+        {
+            "api": {"tasks": {"serve": serve_task("api", ready="NEVER PRINTED", timeout=1500)}},
+            "web": {
+                "deps": ["api"],
+                "tasks": {
+                    "e2e": {
+                        "exec": {"command": "node ../../probe.js api"},
+                        "dependsOn": ["api#serve"],
+                    }
+                },
+            },
+        },
+    )
     res = repo.vx("run", "e2e", cwd="packages/web", env={"VX_READY_NOTICE_MS": "0"}, timeout=WAIT_S)
     assert res.code == 1, res.out + res.err
-    assert "api#serve: still waiting for a line matching /NEVER PRINTED/ (exec.persistent.readyWhen)" in res.err
+    assert (
+        "api#serve: still waiting for a line matching /NEVER PRINTED/ (exec.persistent.readyWhen)"
+        in res.err
+    )
     serve = res.task("api#serve")
     assert serve["status"] == "failed"
-    assert "not ready: timed out after 1500 ms waiting for a line matching /NEVER PRINTED/" in serve["reason"]
+    assert (
+        "not ready: timed out after 1500 ms waiting for a line matching /NEVER PRINTED/"
+        in serve["reason"]
+    )
     assert res.task("web#e2e")["status"] == "skipped"
     assert "api listening on" in res.out  # its log is in the failure's frame
     assert gone(pid_in(repo, "api"))
 
 
 def test_ex07_a_server_that_exits_before_it_is_ready_fails_not_ready(repo):
-    workspace(repo, {"api": {"tasks": {"serve": {"exec": {
-        "command": "node -e \"console.log('booting'); process.exit(3)\"", "persistent": {"readyWhen": "ready"}}}}}})
+    workspace(
+        repo,
+        {
+            "api": {
+                "tasks": {
+                    "serve": {
+                        "exec": {
+                            "command": "node -e \"console.log('booting'); process.exit(3)\"",
+                            "persistent": {"readyWhen": "ready"},
+                        }
+                    }
+                }
+            }
+        },
+    )
     res = repo.vx("run", "serve", cwd="packages/api", timeout=WAIT_S)
     assert res.code == 1, res.out + res.err
     assert res.task("api#serve")["reason"] == "not ready: exited with code 3"
@@ -273,13 +353,28 @@ def test_ex07_a_server_that_exits_before_it_is_ready_fails_not_ready(repo):
 
 def test_ex07_a_ready_line_with_colour_codes_and_no_newline_counts(repo):
     """ANSI escapes are stripped and the trailing partial line is tested too."""
-    command = ("node -e \"require('fs').writeFileSync('pid.txt', String(process.pid)); "
-               "process.stdout.write('\\x1b[32mREADY\\x1b[0m at last'); setInterval(() => {}, 1000)\"")
-    workspace(repo, {
-        "api": {"tasks": {"serve": {"exec": {"command": command, "persistent": {"readyWhen": "^READY at"}}}}},
-        "web": {"deps": ["api"], "tasks": {"after": {"exec": {"command": "echo dependant ran"},
-                                                     "dependsOn": ["api#serve"]}}},
-    })
+    command = (
+        "node -e \"require('fs').writeFileSync('pid.txt', String(process.pid)); "
+        "process.stdout.write('\\x1b[32mREADY\\x1b[0m at last'); setInterval(() => {}, 1000)\""
+    )
+    workspace(
+        repo,
+        {
+            "api": {
+                "tasks": {
+                    "serve": {
+                        "exec": {"command": command, "persistent": {"readyWhen": "^READY at"}}
+                    }
+                }
+            },
+            "web": {
+                "deps": ["api"],
+                "tasks": {
+                    "after": {"exec": {"command": "echo dependant ran"}, "dependsOn": ["api#serve"]}
+                },
+            },
+        },
+    )
     res = repo.vx("run", "after", cwd="packages/web", timeout=WAIT_S)
     assert res.code == 0, res.out + res.err
     assert "dependant ran" in res.out
@@ -290,13 +385,24 @@ def test_ex07_a_ready_line_with_colour_codes_and_no_newline_counts(repo):
 
 
 def two_servers(repo: Repo, mode: str = "") -> Repo:
-    lib_build = {"exec": {"command": "mkdir -p dist && echo built > dist/out.txt && echo lib built"},
-                 "cache": {"inputs": {"files": ["src/**"]}, "outputs": {"files": ["dist/**"]}}}
-    return workspace(repo, {
-        "lib": {"files": {"src/a.js": "1"}, "tasks": {"build": lib_build}},
-        "api": {"deps": ["lib"], "tasks": {"dev": serve_task("api", deps=["^build"], mode=mode)}},
-        "web": {"deps": ["lib"], "tasks": {"dev": serve_task("web", deps=["^build"], mode=mode)}},
-    })
+    lib_build = {
+        "exec": {"command": "mkdir -p dist && echo built > dist/out.txt && echo lib built"},
+        "cache": {"inputs": {"files": ["src/**"]}, "outputs": {"files": ["dist/**"]}},
+    }
+    return workspace(
+        repo,
+        {
+            "lib": {"files": {"src/a.js": "1"}, "tasks": {"build": lib_build}},
+            "api": {
+                "deps": ["lib"],
+                "tasks": {"dev": serve_task("api", deps=["^build"], mode=mode)},
+            },
+            "web": {
+                "deps": ["lib"],
+                "tasks": {"dev": serve_task("web", deps=["^build"], mode=mode)},
+            },
+        },
+    )
 
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
@@ -307,16 +413,23 @@ def test_ex08_servers_stay_in_the_foreground_until_a_signal_tears_them_down(repo
     two_servers(repo)
     for attempt in range(2):
         run = live(repo, "run", "dev")
-        ports = {name: port_of(run.wait_for(f"{name}#dev │ {name} listening on")) for name in ("api", "web")}
+        ports = {
+            name: port_of(run.wait_for(f"{name}#dev │ {name} listening on"))
+            for name in ("api", "web")
+        }
         for name, port in ports.items():
             assert get(port) == f"hello from {name}\n"
         pids = [pid_in(repo, "api"), pid_in(repo, "web")]
-        run.wait_for("api#dev, web#dev still running; Ctrl-C stops them", "err")  # after the summary
+        run.wait_for(
+            "api#dev, web#dev still running; Ctrl-C stops them", "err"
+        )  # after the summary
         run.signal(sig)
         assert run.finish() == code, "\n".join(run.out) + run.err
         assert all(gone(pid) for pid in pids)
         assert all(refused(port) for port in ports.values())
-        assert ("lib#build" in run.err) == (attempt == 0), run.err  # built once, then a hit (silent)
+        assert ("lib#build" in run.err) == (attempt == 0), (
+            run.err
+        )  # built once, then a hit (silent)
     assert sorted(starts(repo)) == ["api", "api", "web", "web"]
 
 
@@ -348,16 +461,31 @@ def test_ex08_a_server_that_crashes_after_ready_stops_the_others_and_fails_the_r
 
 def test_ex08_a_server_that_exits_cleanly_ends_the_foreground_with_exit_0(repo):
     command = "node -e \"console.log('up'); setTimeout(() => console.log('bye'), 1)\""
-    workspace(repo, {"api": {"tasks": {"dev": {"exec": {"command": command, "persistent": {"readyWhen": "up"}}}}}})
+    workspace(
+        repo,
+        {
+            "api": {
+                "tasks": {"dev": {"exec": {"command": command, "persistent": {"readyWhen": "up"}}}}
+            }
+        },
+    )
     res = repo.vx("run", "dev", cwd="packages/api", timeout=WAIT_S)
     assert res.code == 0, res.out + res.err
     assert "api#dev │ bye" in res.out
 
 
 def test_ex08_nothing_is_kept_when_another_task_failed(repo):
-    workspace(repo, {
-        "api": {"tasks": {"dev": serve_task("api"), "lint": {"exec": {"command": "echo bad; exit 4"}}}},
-    })
+    workspace(
+        repo,
+        {
+            "api": {
+                "tasks": {
+                    "dev": serve_task("api"),
+                    "lint": {"exec": {"command": "echo bad; exit 4"}},
+                }
+            },
+        },
+    )
     res = repo.vx("run", "dev", "lint", cwd="packages/api", timeout=WAIT_S)
     assert res.code == 1, res.out + res.err
     assert "still running" not in res.err
@@ -369,17 +497,30 @@ def test_ex08_nothing_is_kept_when_another_task_failed(repo):
 
 def test_ex07_turbo_dev_builds_its_dependencies_then_serves(repo, live):
     """turbo.json `dev: {persistent: true, dependsOn: ["^build"]}`: vx builds, then serves."""
-    repo.write({
-        "package.json": {"name": "root", "private": True, "workspaces": ["packages/*"]},
-        ".gitignore": "node_modules/\ndist/\n.vx/\nlogs/\nport.txt\npid.txt\n",
-        "server.js": SERVER,
-        "turbo.json": {"tasks": {"build": {"dependsOn": ["^build"], "outputs": ["dist/**"]},
-                                 "dev": {"cache": False, "persistent": True, "dependsOn": ["^build"]}}},
-        "packages/ui/package.json": {"name": "ui", "version": "1.0.0", "scripts": {
-            "build": "mkdir -p dist && echo ui > dist/ui.txt && echo ui built"}},
-        "packages/app/package.json": {"name": "app", "version": "1.0.0", "dependencies": {"ui": "*"},
-                                      "scripts": {"dev": "cat ../ui/dist/ui.txt && node ../../server.js app"}},
-    }).commit()
+    repo.write(
+        {
+            "package.json": {"name": "root", "private": True, "workspaces": ["packages/*"]},
+            ".gitignore": "node_modules/\ndist/\n.vx/\nlogs/\nport.txt\npid.txt\n",
+            "server.js": SERVER,
+            "turbo.json": {
+                "tasks": {
+                    "build": {"dependsOn": ["^build"], "outputs": ["dist/**"]},
+                    "dev": {"cache": False, "persistent": True, "dependsOn": ["^build"]},
+                }
+            },
+            "packages/ui/package.json": {
+                "name": "ui",
+                "version": "1.0.0",
+                "scripts": {"build": "mkdir -p dist && echo ui > dist/ui.txt && echo ui built"},
+            },
+            "packages/app/package.json": {
+                "name": "app",
+                "version": "1.0.0",
+                "dependencies": {"ui": "*"},
+                "scripts": {"dev": "cat ../ui/dist/ui.txt && node ../../server.js app"},
+            },
+        }
+    ).commit()
     run = live(repo, "run", "dev")
     run.wait_for("app#dev │ ui")  # the dependency's build ran first
     port = port_of(run.wait_for("app#dev │ app listening on"))
@@ -393,13 +534,29 @@ def test_ex07_turbo_dev_builds_its_dependencies_then_serves(repo, live):
 # ---------------------------------------------------------------- config
 
 
-@pytest.mark.parametrize("exec_extra, field, words", [
-    ({"persistent": {}}, "tasks.dev.cache", "`cache` on persistent task `dev`"),
-    ({"interactive": True}, "tasks.dev.cache", "`cache` on interactive task `dev`"),
-])
-def test_ex07_cache_on_a_persistent_or_interactive_task_is_refused_at_load(repo, exec_extra, field, words):
-    workspace(repo, {"api": {"tasks": {"dev": {"exec": {"command": "node server.js", **exec_extra},
-                                               "cache": {"inputs": {"files": []}, "outputs": {"files": []}}}}}})
+@pytest.mark.parametrize(
+    "exec_extra, field, words",
+    [
+        ({"persistent": {}}, "tasks.dev.cache", "`cache` on persistent task `dev`"),
+        ({"interactive": True}, "tasks.dev.cache", "`cache` on interactive task `dev`"),
+    ],
+)
+def test_ex07_cache_on_a_persistent_or_interactive_task_is_refused_at_load(
+    repo, exec_extra, field, words
+):
+    workspace(
+        repo,
+        {
+            "api": {
+                "tasks": {
+                    "dev": {
+                        "exec": {"command": "node server.js", **exec_extra},
+                        "cache": {"inputs": {"files": []}, "outputs": {"files": []}},
+                    }
+                }
+            }
+        },
+    )
     res = repo.vx("run", "dev", cwd="packages/api")
     assert res.code == 2, res.out + res.err
     assert words in res.err and "packages/api/vx.config.json" in res.err and field in res.err
@@ -407,9 +564,18 @@ def test_ex07_cache_on_a_persistent_or_interactive_task_is_refused_at_load(repo,
 
 
 def test_ex07_a_bad_ready_when_is_refused_at_load(repo):
-    workspace(repo, {"api": {"tasks": {"dev": {"exec": {"command": "x", "persistent": {"readyWhen": "(open"}}}}}})
+    workspace(
+        repo,
+        {
+            "api": {
+                "tasks": {"dev": {"exec": {"command": "x", "persistent": {"readyWhen": "(open"}}}}
+            }
+        },
+    )
     res = repo.vx("run", "dev", cwd="packages/api")
-    assert res.code == 2 and "not a valid regular expression" in res.err and "readyWhen" in res.err, res.err
+    assert (
+        res.code == 2 and "not a valid regular expression" in res.err and "readyWhen" in res.err
+    ), res.err
 
 
 def test_ex08_the_turbo_example_builds_then_serves_each_package_until_ctrl_c(tmp_path, live):
@@ -418,7 +584,9 @@ def test_ex08_the_turbo_example_builds_then_serves_each_package_until_ctrl_c(tmp
 
     root = tmp_path / "turbo"
     example = Path(__file__).resolve().parents[2] / "examples" / "turbo"
-    shutil.copytree(example, root, ignore=shutil.ignore_patterns(".vx", "dist", "node_modules", ".turbo"))
+    shutil.copytree(
+        example, root, ignore=shutil.ignore_patterns(".vx", "dist", "node_modules", ".turbo")
+    )
     repo = Repo(root).commit("example")
     run = live(repo, "run", "dev")
     for name in ("app", "core", "utils"):
@@ -426,7 +594,9 @@ def test_ex08_the_turbo_example_builds_then_serves_each_package_until_ctrl_c(tmp
         assert line.startswith(f"@turbo/{name}#dev") and " │ " in line
         assert get(int(line.rsplit(":", 1)[1])) == f"hello from @turbo/{name}\n"
     run.wait_for("still running; Ctrl-C stops them", "err")
-    assert "@turbo/core#build" in run.err and "@turbo/utils#build" in run.err  # app's ^build, and core's
+    assert (
+        "@turbo/core#build" in run.err and "@turbo/utils#build" in run.err
+    )  # app's ^build, and core's
     run.signal(signal.SIGINT)
     assert run.finish() == 130, run.err
     assert "Traceback" not in run.err
@@ -435,9 +605,23 @@ def test_ex08_the_turbo_example_builds_then_serves_each_package_until_ctrl_c(tmp
 def test_ex04_a_servers_secret_is_masked_live_and_in_its_failure_frame(repo):
     """A server's output is masked like any task's: streamed lines and the tail of a failed one."""
     token = "canary-srv-5e1b9d"
-    command = "echo \"token $MY_TOKEN\"; exit 2"
-    workspace(repo, {"api": {"tasks": {"serve": {"exec": {
-        "command": command, "persistent": {"readyWhen": "never"}, "env": {"passThrough": ["MY_TOKEN"]}}}}}})
+    command = 'echo "token $MY_TOKEN"; exit 2'
+    workspace(
+        repo,
+        {
+            "api": {
+                "tasks": {
+                    "serve": {
+                        "exec": {
+                            "command": command,
+                            "persistent": {"readyWhen": "never"},
+                            "env": {"passThrough": ["MY_TOKEN"]},
+                        }
+                    }
+                }
+            }
+        },
+    )
     res = repo.vx("run", "serve", cwd="packages/api", env={"MY_TOKEN": token}, timeout=WAIT_S)
     assert res.code == 1, res.out + res.err
     assert "token ***" in res.out and token not in res.out + res.err + json.dumps(res.summary)

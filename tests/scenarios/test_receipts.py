@@ -36,7 +36,9 @@ def workspace(repo, extra_env_task: bool = False):
 
 def run(repo, *args, env=None, cwd=""):
     """`vx run build` (or `args`) from the root, timed; (result, replayed)."""
-    result = repo.vx("run", *(args or ("build",)), summary=False, cwd=cwd, env={"VX_TIMING": "1", **(env or {})})
+    result = repo.vx(
+        "run", *(args or ("build",)), summary=False, cwd=cwd, env={"VX_TIMING": "1", **(env or {})}
+    )
     replayed = "receipt check" in result.err
     assert replayed != ("discover" in result.err), result.err
     return result, replayed
@@ -77,7 +79,9 @@ def test_a_warm_broad_run_replays_with_the_same_footer(ws):
     full = settle(ws)
     again, replayed = run(ws)
     assert replayed and again.code == 0
-    assert footer(again.err) == footer(full.err) and footer(again.err)[1].startswith("2 tasks · 2 cached (100%)")
+    assert footer(again.err) == footer(full.err) and footer(again.err)[1].startswith(
+        "2 tasks · 2 cached (100%)"
+    )
     assert again.out == full.out == ""
     assert (ws.root / ".vx" / "receipts" / ".gitignore").read_text() == "*\n"
 
@@ -90,9 +94,9 @@ def receipt_file(ws) -> Path:
 def rewrite_header(ws, **fields) -> None:
     data = receipt_file(ws).read_bytes()
     size = int.from_bytes(data[:4], "little")
-    header = marshal.loads(data[4:4 + size]) | fields
+    header = marshal.loads(data[4 : 4 + size]) | fields
     head = marshal.dumps(header)
-    receipt_file(ws).write_bytes(len(head).to_bytes(4, "little") + head + data[4 + size:])
+    receipt_file(ws).write_bytes(len(head).to_bytes(4, "little") + head + data[4 + size :])
 
 
 def accessed(ws) -> list[float]:
@@ -154,12 +158,16 @@ def edit_manifest(ws):
     pkg.write_text(pkg.read_text().replace('"1.0.0"', '"1.0.1"'))
 
 
-@pytest.mark.parametrize("change, reran", [
-    (edit_tracked_input, {"a#build", "b#build"}),
-    (add_untracked_input, {"b#build"}),
-    (edit_config, {"a#build", "b#build"}),
-    (edit_manifest, {"b#build"}),
-], ids=["tracked-input", "untracked-input", "config", "manifest"])
+@pytest.mark.parametrize(
+    "change, reran",
+    [
+        (edit_tracked_input, {"a#build", "b#build"}),
+        (add_untracked_input, {"b#build"}),
+        (edit_config, {"a#build", "b#build"}),
+        (edit_manifest, {"b#build"}),
+    ],
+    ids=["tracked-input", "untracked-input", "config", "manifest"],
+)
 def test_a_changed_input_runs_the_pipeline_and_the_tasks(ws, change, reran):
     settle(ws)
     change(ws)
@@ -170,7 +178,13 @@ def test_a_changed_input_runs_the_pipeline_and_the_tasks(ws, change, reran):
 
 def executed(err: str) -> set[str]:
     """The tasks the broad flow shows as executed: one `⏺ id` row each."""
-    return {word for line in err.splitlines() if line.startswith("⏺ ") for word in line.split() if "#" in word}
+    return {
+        word
+        for line in err.splitlines()
+        if line.startswith("⏺ ")
+        for word in line.split()
+        if "#" in word
+    }
 
 
 def test_a_dirty_file_edited_again_is_not_replayed(ws):
@@ -239,7 +253,9 @@ def test_deleted_outputs_are_restored_by_the_replay(ws):
     result, replayed = run(ws)
     assert replayed and result.code == 0 and "restore" in result.err
     assert (ws.root / "packages/b/dist/out.js").read_text() == "B;C;"
-    after, replayed = run(ws)  # the restored directories are too new to vouch for: the pipeline looks
+    after, replayed = run(
+        ws
+    )  # the restored directories are too new to vouch for: the pipeline looks
     assert not replayed and after.code == 0 and executed(after.err) == set()
     _, replayed = run(ws)
     assert replayed
@@ -262,20 +278,29 @@ def test_a_damaged_artifact_met_by_a_replayed_restore_runs_the_task(ws):
 def test_many_restores_share_two_processes(repo):
     import shutil
 
-    pkgs = {f"p{i:02d}": {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": f"P{i};"}} for i in range(20)}
+    pkgs = {
+        f"p{i:02d}": {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": f"P{i};"}}
+        for i in range(20)
+    }
     ws = repo.write(npm_workspace(pkgs)).commit()
     settle(ws)
     for i in range(20):
         shutil.rmtree(ws.root / "packages" / f"p{i:02d}" / "dist")
     result, replayed = run(ws)
     assert replayed and result.code == 0
-    assert all((ws.root / "packages" / f"p{i:02d}" / "dist/out.js").read_text() == f"P{i};" for i in range(20))
+    assert all(
+        (ws.root / "packages" / f"p{i:02d}" / "dist/out.js").read_text() == f"P{i};"
+        for i in range(20)
+    )
     after, _ = run(ws)
     assert after.code == 0 and executed(after.err) == set()
 
 
 def many(repo, n=20):
-    pkgs = {f"p{i:02d}": {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": f"P{i};"}} for i in range(n)}
+    pkgs = {
+        f"p{i:02d}": {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": f"P{i};"}}
+        for i in range(n)
+    }
     ws = repo.write(npm_workspace(pkgs)).commit()
     settle(ws)
     for i in range(n):
@@ -303,7 +328,10 @@ def test_a_damaged_artifact_in_either_share_of_a_two_process_restore_runs_the_ta
     artifact.write_bytes(bytes(data))
     result, replayed = run(ws)
     assert not replayed and result.code == 0 and executed(result.err) == {task}
-    assert all((ws.root / "packages" / f"p{i:02d}" / "dist/out.js").read_text() == f"P{i};" for i in range(20))
+    assert all(
+        (ws.root / "packages" / f"p{i:02d}" / "dist/out.js").read_text() == f"P{i};"
+        for i in range(20)
+    )
 
 
 def test_a_check_failing_after_the_helper_started_leaves_it_nothing_to_do(repo):
@@ -313,7 +341,10 @@ def test_a_check_failing_after_the_helper_started_leaves_it_nothing_to_do(repo):
     drop_row(ws, "p19#build")
     result, replayed = run(ws)
     assert not replayed and result.code == 0 and executed(result.err) == {"p19#build"}
-    assert all((ws.root / "packages" / f"p{i:02d}" / "dist/out.js").read_text() == f"P{i};" for i in range(20))
+    assert all(
+        (ws.root / "packages" / f"p{i:02d}" / "dist/out.js").read_text() == f"P{i};"
+        for i in range(20)
+    )
 
 
 def test_a_missing_artifact_is_never_replayed(ws):
@@ -373,10 +404,18 @@ def vx_env() -> dict[str, str]:
 def hold_lock(ws, seconds: float) -> subprocess.Popen:
     """Another process holding the workspace's run lock for `seconds` (GR-16)."""
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from vx.runlock import RunLock; lock = RunLock(print); "
-         f"lock.acquire(sys.argv[1]); print('held', flush=True); time.sleep({seconds}); lock.release(); "
-         "print(time.time(), flush=True)",
-         str(ws.root)], env=vx_env(), stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from vx.runlock import RunLock; lock = RunLock(print); "
+            f"lock.acquire(sys.argv[1]); print('held', flush=True); time.sleep({seconds}); lock.release(); "
+            "print(time.time(), flush=True)",
+            str(ws.root),
+        ],
+        env=vx_env(),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert holder.stdout.readline().strip() == "held"
     return holder
 
@@ -419,8 +458,14 @@ def traced_paths(trace: Path, cwd: Path) -> set[str]:
 
 
 def strace(argv: list[str], cwd: Path, trace: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(["strace", "-qq", "-y", "-e", f"trace={STRACE_CALLS}", "-o", str(trace), *argv],
-                          cwd=cwd, env=vx_env(), capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        ["strace", "-qq", "-y", "-e", f"trace={STRACE_CALLS}", "-o", str(trace), *argv],
+        cwd=cwd,
+        env=vx_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def runtime_paths(cwd: Path, tmp: Path) -> tuple[set[str], tuple[str, ...]]:
@@ -437,11 +482,26 @@ def vx_own(path: str, root: Path) -> bool:
     and git's executable as PATH finds it (PATH is in the receipt, and git's listings are compared
     whole)."""
     path_dirs = [d for d in os.environ.get("PATH", "").split(":") if d]
-    seed_dir = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "vx")
-    return (path.startswith(("/dev/", "/proc/", "/sys/", "pipe:", tempfile.gettempdir() + "/vx-run-",
-                             seed_dir + "/", str(root / ".vx") + "/"))
-            or path == seed_dir or "/.vx/receipts/" in path
-            or os.path.dirname(path) in path_dirs or path in (tempfile.gettempdir(), str(root / ".vx")))
+    seed_dir = os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "vx"
+    )
+    return (
+        path.startswith(
+            (
+                "/dev/",
+                "/proc/",
+                "/sys/",
+                "pipe:",
+                tempfile.gettempdir() + "/vx-run-",
+                seed_dir + "/",
+                str(root / ".vx") + "/",
+            )
+        )
+        or path == seed_dir
+        or "/.vx/receipts/" in path
+        or os.path.dirname(path) in path_dirs
+        or path in (tempfile.gettempdir(), str(root / ".vx"))
+    )
 
 
 def rich(repo):
@@ -451,11 +511,21 @@ def rich(repo):
     task["cache"]["inputs"]["workspaceFiles"] = ["scripts/*.js"]
     pkgs = {
         "a": {"tasks": {"build": task}, "files": {"src/a.js": "A;"}},
-        "b": {"deps": ["a"], "tasks": {"build": task}, "files": {"src/b.js": "B;", "inner/package.json": "{}"}},
+        "b": {
+            "deps": ["a"],
+            "tasks": {"build": task},
+            "files": {"src/b.js": "B;", "inner/package.json": "{}"},
+        },
     }
     files = npm_workspace(pkgs)
-    files.update({"pnpm-workspace.yaml": "packages:\n  - packages/*\n", "vx.workspace.json": {"concurrency": 2},
-                  ".gitattributes": "*.png binary\n", "scripts/build.js": "// shared\n"})
+    files.update(
+        {
+            "pnpm-workspace.yaml": "packages:\n  - packages/*\n",
+            "vx.workspace.json": {"concurrency": 2},
+            ".gitattributes": "*.png binary\n",
+            "scripts/build.js": "// shared\n",
+        }
+    )
     repo.write(files).commit()
     (repo.root / "packages/a/src/a.js").write_text("A2;")
     (repo.root / "packages/b/src/untracked.js").write_text("U;")
@@ -467,7 +537,10 @@ def with_ignored_inputs(repo):
     reaches (walked), beside the usual sources."""
     task = build_task(inputs=("src/**", ".env", "gen/**"))
     pkgs = {
-        "a": {"tasks": {"build": task}, "files": {"src/a.js": "A;", ".env": "A=1\n", "gen/g.js": "G;"}},
+        "a": {
+            "tasks": {"build": task},
+            "files": {"src/a.js": "A;", ".env": "A=1\n", "gen/g.js": "G;"},
+        },
         "b": {"deps": ["a"], "tasks": {"build": task}, "files": {"src/b.js": "B;"}},
     }
     files = npm_workspace(pkgs)
@@ -480,8 +553,10 @@ def with_linked_inputs(repo):
     """Inputs behind symlinks (KEY-12): a directory link in the workspace and a dirty file behind
     it, and a file linked from outside the workspace."""
     task = build_task(inputs=("src/**", "lib/**", "conf.js"))
-    pkgs = {"a": {"tasks": {"build": task}, "files": {"src/a.js": "A;"}},
-            "b": {"deps": ["a"], "tasks": {"build": build_task()}, "files": {"src/b.js": "B;"}}}
+    pkgs = {
+        "a": {"tasks": {"build": task}, "files": {"src/a.js": "A;"}},
+        "b": {"deps": ["a"], "tasks": {"build": build_task()}, "files": {"src/b.js": "B;"}},
+    }
     files = npm_workspace(pkgs)
     files.update({"shared/x.js": "X;", "shared/y.js": "Y;"})
     repo.write(files)
@@ -516,7 +591,12 @@ def test_key18_a_changed_ignored_input_is_never_replayed(repo, change):
 def test_a_receipt_covers_every_path_its_run_read(repo, tmp_path, shape):
     """Whatever the run that writes a receipt looked at on disk — file, directory listing or mere
     existence, in the workspace or above it — the receipt checks again (strace is the witness)."""
-    ws = {"plain": workspace, "rich": rich, "ignored": with_ignored_inputs, "linked": with_linked_inputs}[shape](repo)
+    ws = {
+        "plain": workspace,
+        "rich": rich,
+        "ignored": with_ignored_inputs,
+        "linked": with_linked_inputs,
+    }[shape](repo)
     run(ws)
     time.sleep(0.06)
     trace = tmp_path / "trace"
@@ -525,32 +605,61 @@ def test_a_receipt_covers_every_path_its_run_read(repo, tmp_path, shape):
     (written,) = [p for p in (ws.root / ".vx" / "receipts").iterdir() if p.name != ".gitignore"]
     data = written.read_bytes()
     size = int.from_bytes(data[:4], "little")
-    body = marshal.loads(data[4 + size:])
+    body = marshal.loads(data[4 + size :])
     dirty = {line[3:] for line in ws.git("status", "--porcelain").splitlines()}
-    vouched = set(ws.git("ls-files").split()) - dirty  # git's listings pin these: the receipt compares them whole
+    vouched = (
+        set(ws.git("ls-files").split()) - dirty
+    )  # git's listings pin these: the receipt compares them whole
     outputs = [path for task in body["tasks"] for path, _ in task[3]]
     walked = [path for task in body["tasks"] for part in (task[5] or ()) for path, _ in part]
-    checked = ({path for path, _ in body["read"] + body["probed"]} | {view[0] for view in body["views"]}
-               | set(outputs) | set(walked) | {str(ws.root / rel) for rel in vouched})
+    checked = (
+        {path for path, _ in body["read"] + body["probed"]}
+        | {view[0] for view in body["views"]}
+        | set(outputs)
+        | set(walked)
+        | {str(ws.root / rel) for rel in vouched}
+    )
     seen = traced_paths(trace, ws.root)
-    assert str(ws.root / "packages/a/vx.config.json") in seen and str(ws.root / "packages/b/dist") in seen
+    assert (
+        str(ws.root / "packages/a/vx.config.json") in seen
+        and str(ws.root / "packages/b/dist") in seen
+    )
     if shape == "rich":
-        assert {str(ws.root / p) for p in ("packages/a/src/a.js", "packages/b/src/untracked.js")} <= checked
+        assert {
+            str(ws.root / p) for p in ("packages/a/src/a.js", "packages/b/src/untracked.js")
+        } <= checked
     if shape == "linked":  # the links themselves, the dirty file behind one, the file outside
-        assert {str(ws.root / p) for p in ("packages/a/lib", "packages/a/conf.js", "shared/y.js")} <= checked
+        assert {
+            str(ws.root / p) for p in ("packages/a/lib", "packages/a/conf.js", "shared/y.js")
+        } <= checked
         assert str(ws.root.parent / "outside-conf.js") in checked
     if shape == "ignored":  # read, so stat'ed by every replay: git vouches for none of them
-        assert {str(ws.root / p) for p in ("packages/a/.env", "packages/a/gen/g.js", "packages/a/gen")} <= checked
+        assert {
+            str(ws.root / p) for p in ("packages/a/.env", "packages/a/gen/g.js", "packages/a/gen")
+        } <= checked
     baseline, import_dirs = runtime_paths(ws.root, tmp_path)
-    unchecked = sorted(p for p in seen - checked - baseline
-                       if not p.startswith(import_dirs) and not vx_own(p, ws.root))
+    unchecked = sorted(
+        p
+        for p in seen - checked - baseline
+        if not p.startswith(import_dirs) and not vx_own(p, ws.root)
+    )
     assert unchecked == []
 
 
 def imported(code: str, cwd: Path) -> set[str]:
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", code], cwd=cwd, env=vx_env(),
-                          capture_output=True, text=True, timeout=60)
-    return {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", code],
+        cwd=cwd,
+        env=vx_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return {
+        line.split("|")[-1].strip()
+        for line in proc.stderr.splitlines()
+        if line.startswith("import time:")
+    }
 
 
 def test_a_replay_loads_none_of_the_pipeline(ws):
@@ -559,11 +668,25 @@ def test_a_replay_loads_none_of_the_pipeline(ws):
     itself imports `functools`)."""
     settle(ws)
     baseline = imported("import _sqlite3, errno, fcntl, marshal, stat, xxhash, zlib", ws.root)
-    replay = imported("import sys; sys.argv = ['vx', 'run', 'build']; from vx.__main__ import entry; entry()",
-                      ws.root)
+    replay = imported(
+        "import sys; sys.argv = ['vx', 'run', 'build']; from vx.__main__ import entry; entry()",
+        ws.root,
+    )
     assert "vx.fastpath.replay" in replay and "vx.cli.main" not in replay  # replayed, then
-    own = {"vx", "vx.__main__", "vx.fastpath.replay", "vx.fastpath.receipt", "vx.witness", "vx.runlock", "vx.stages", "vx.style",
-           "vx.store", "vx.store.rows", "vx.fastpath", "__future__"}
+    own = {
+        "vx",
+        "vx.__main__",
+        "vx.fastpath.replay",
+        "vx.fastpath.receipt",
+        "vx.witness",
+        "vx.runlock",
+        "vx.stages",
+        "vx.style",
+        "vx.store",
+        "vx.store.rows",
+        "vx.fastpath",
+        "__future__",
+    }
     assert replay - baseline <= own
 
 
@@ -578,15 +701,44 @@ def test_a_replay_restoring_outputs_loads_the_reader_and_none_of_the_records(ws)
     baseline = imported("import _sqlite3, errno, fcntl, marshal, stat, xxhash, zlib", ws.root)
     for dist in ws.root.glob("packages/*/dist"):
         shutil.rmtree(dist)
-    replay = imported("import sys; sys.argv = ['vx', 'run', 'build']; from vx.__main__ import entry; entry()",
-                      ws.root)
-    assert all((ws.root / "packages" / p / "dist" / "out.js").is_file() for p in "ab")  # restored, by
-    assert "vx.fastpath.replay" in replay and "vx.store.unpacking" in replay and "vx.cli.main" not in replay  # the replay
-    assert not {"functools", "collections", "importlib", "warnings", "struct", "types"} & (replay - startup)
-    reader = {"vx.fastpath.restores", "vx.store.unpacking", "vx.store.archive", "vx.store.zstd", "vx.errors",
-              "zstandard.backend_c", "_json", "vx.store.rows"}
-    own = {"vx", "vx.__main__", "vx.fastpath.replay", "vx.fastpath.receipt", "vx.witness", "vx.runlock", "vx.stages", "vx.style",
-           "vx.store", "vx.fastpath", "__future__"}
+    replay = imported(
+        "import sys; sys.argv = ['vx', 'run', 'build']; from vx.__main__ import entry; entry()",
+        ws.root,
+    )
+    assert all(
+        (ws.root / "packages" / p / "dist" / "out.js").is_file() for p in "ab"
+    )  # restored, by
+    assert (
+        "vx.fastpath.replay" in replay
+        and "vx.store.unpacking" in replay
+        and "vx.cli.main" not in replay
+    )  # the replay
+    assert not {"functools", "collections", "importlib", "warnings", "struct", "types"} & (
+        replay - startup
+    )
+    reader = {
+        "vx.fastpath.restores",
+        "vx.store.unpacking",
+        "vx.store.archive",
+        "vx.store.zstd",
+        "vx.errors",
+        "zstandard.backend_c",
+        "_json",
+        "vx.store.rows",
+    }
+    own = {
+        "vx",
+        "vx.__main__",
+        "vx.fastpath.replay",
+        "vx.fastpath.receipt",
+        "vx.witness",
+        "vx.runlock",
+        "vx.stages",
+        "vx.style",
+        "vx.store",
+        "vx.fastpath",
+        "__future__",
+    }
     assert replay - baseline <= own | reader, sorted(replay - baseline - own - reader)
 
 
@@ -595,12 +747,15 @@ def test_a_run_with_a_sandboxed_task_writes_no_receipt(repo):
     notes, so such a run is never replayed: a grant gone bad must still be refused."""
     task = build_task()
     task["exec"]["sandbox"] = {"allow": {"read": ["src/**"], "write": ["dist/"]}}
-    ws = repo.write(npm_workspace({"a": {"tasks": {"build": task}, "files": {"src/a.js": "A;"}}})).commit()
+    ws = repo.write(
+        npm_workspace({"a": {"tasks": {"build": task}, "files": {"src/a.js": "A;"}}})
+    ).commit()
     for _ in range(3):
         result, replayed = run(ws)
         assert result.code == 0 and not replayed, result.err
     assert not (ws.root / ".vx" / "receipts").exists() or not any(
-        p.name != ".gitignore" for p in (ws.root / ".vx" / "receipts").iterdir())
+        p.name != ".gitignore" for p in (ws.root / ".vx" / "receipts").iterdir()
+    )
 
 
 def test_ctrl_c_during_a_replay_exits_130_without_a_traceback(ws):
@@ -610,8 +765,14 @@ def test_ctrl_c_during_a_replay_exits_130_without_a_traceback(ws):
     settle(ws)
     holder = hold_lock(ws, 30)
     try:
-        replay = subprocess.Popen([sys.executable, "-m", "vx", "run", "build"], cwd=ws.root, env=vx_env(),
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        replay = subprocess.Popen(
+            [sys.executable, "-m", "vx", "run", "build"],
+            cwd=ws.root,
+            env=vx_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         time.sleep(0.5)  # long enough to be waiting for the lock (it polls every 50 ms)
         replay.send_signal(signal.SIGINT)
         out, err = replay.communicate(timeout=30)
@@ -629,7 +790,8 @@ def test_a_replay_runs_git_without_the_optional_index_lock(ws, tmp_path):
     bin_dir, log = tmp_path / "bin", tmp_path / "git.log"
     bin_dir.mkdir()
     (bin_dir / "git").write_text(
-        f'#!/bin/sh\necho "${{GIT_OPTIONAL_LOCKS:-unset}} $*" >> {log}\nexec {shutil.which("git")} "$@"\n')
+        f'#!/bin/sh\necho "${{GIT_OPTIONAL_LOCKS:-unset}} $*" >> {log}\nexec {shutil.which("git")} "$@"\n'
+    )
     (bin_dir / "git").chmod(0o755)
     env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
     settle(ws, env=env)

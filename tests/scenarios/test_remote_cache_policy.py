@@ -10,8 +10,12 @@ from remote_servers import CANARY, shop_files
 
 def test_cache_spec_is_checked_before_anything_runs(repo):  # CLI-27
     repo.write(shop_files(None)).commit()
-    for spec, needle in (("--cache=", "needs a value"), ("--cache=local:x", "cannot read"),
-                         ("--cache=disk:rw", "cannot read"), ("--cache=local:r,local:w", "twice")):
+    for spec, needle in (
+        ("--cache=", "needs a value"),
+        ("--cache=local:x", "cannot read"),
+        ("--cache=disk:rw", "cannot read"),
+        ("--cache=local:r,local:w", "twice"),
+    ):
         res = repo.vx("run", "build", "--all", spec)
         assert res.code == 2 and needle in res.err, (spec, res.err)
         assert not (repo.root / "packages/lib/dist").exists()
@@ -42,9 +46,18 @@ def test_a_token_in_the_config_file_is_refused(repo):  # C.24
 def test_unsafe_remote_settings_turn_the_layer_off_with_one_line(repo):  # C.18, C.24
     repo.write(shop_files({"turbo": {"team": "t", "signature": True}})).commit()
     cases = (
-        ({"TURBO_API": "http://127.0.0.1:9", "TURBO_TOKEN": CANARY}, "TURBO_REMOTE_CACHE_SIGNATURE_KEY is not set"),
-        ({"TURBO_API": "http://cache.example.invalid", "TURBO_TOKEN": CANARY,
-          "TURBO_REMOTE_CACHE_SIGNATURE_KEY": "k"}, "would travel in clear text"),
+        (
+            {"TURBO_API": "http://127.0.0.1:9", "TURBO_TOKEN": CANARY},
+            "TURBO_REMOTE_CACHE_SIGNATURE_KEY is not set",
+        ),
+        (
+            {
+                "TURBO_API": "http://cache.example.invalid",
+                "TURBO_TOKEN": CANARY,
+                "TURBO_REMOTE_CACHE_SIGNATURE_KEY": "k",
+            },
+            "would travel in clear text",
+        ),
     )
     for env, needle in cases:
         res = repo.vx("run", "build", "--all", "--force", env=env)
@@ -55,9 +68,16 @@ def test_unsafe_remote_settings_turn_the_layer_off_with_one_line(repo):  # C.18,
 
 def test_without_a_remote_nothing_of_it_is_imported(repo):
     repo.write(shop_files(None)).commit()
-    probe = ("import sys, vx.cli.main; code = vx.cli.main.main(['run', 'build', '--all']); "
-             "print(code, sorted(m for m in sys.modules if m.startswith(('vx.store.remote', 'vx.store.layered', "
-             "'vx.store.ingest'))))")
-    out = subprocess.run([sys.executable, "-c", probe], cwd=repo.root, capture_output=True, text=True,
-                         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": SRC, "HOME": str(repo.root)}).stdout
+    probe = (
+        "import sys, vx.cli.main; code = vx.cli.main.main(['run', 'build', '--all']); "
+        "print(code, sorted(m for m in sys.modules if m.startswith(('vx.store.remote', 'vx.store.layered', "
+        "'vx.store.ingest'))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=repo.root,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": SRC, "HOME": str(repo.root)},
+    ).stdout
     assert out.strip().splitlines()[-1] == "0 []"

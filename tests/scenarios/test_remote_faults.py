@@ -11,12 +11,25 @@ import tarfile
 
 import zstandard
 from remote_servers import (
-    CANARY, SIGNING_KEY, FaultServer, TurboServer, assert_secret_kept, clone, free_port, outputs, put_raw,
-    shop_files, strays,
+    CANARY,
+    SIGNING_KEY,
+    FaultServer,
+    TurboServer,
+    assert_secret_kept,
+    clone,
+    free_port,
+    outputs,
+    put_raw,
+    shop_files,
+    strays,
 )
 
-EXPECTED = {"packages/lib/dist/out.js": b"LIB;", "packages/ui/dist/out.js": b"UI;",
-            "packages/app/dist/out.js": b"APP;", "packages/docs/dist/out.js": b"DOCS;"}
+EXPECTED = {
+    "packages/lib/dist/out.js": b"LIB;",
+    "packages/ui/dist/out.js": b"UI;",
+    "packages/app/dist/out.js": b"APP;",
+    "packages/docs/dist/out.js": b"DOCS;",
+}
 
 
 def turbo_env(url: str, team: str = "t", token: str = CANARY) -> dict[str, str]:
@@ -53,11 +66,15 @@ def test_server_dies_mid_run(repo, tmp_path):
         from conftest import build_task
 
         cmd = kill + build_task()["exec"]["command"]
-        repo.write(shop_files({"turbo": {"team": "t"}, "upload": "always"}, build_command=cmd)).commit()
+        repo.write(
+            shop_files({"turbo": {"team": "t"}, "upload": "always"}, build_command=cmd)
+        ).commit()
         res = repo.vx("run", "build", "--all", env=turbo_env(server.url))
         assert server.proc.wait(timeout=10) == -9  # the first task really killed it
         assert_built_anyway(repo, res)
-        assert "failures: unreachable ×" in res.err  # downloads in flight or uploads, whichever met the corpse
+        assert (
+            "failures: unreachable ×" in res.err
+        )  # downloads in flight or uploads, whichever met the corpse
         again = clone(repo, tmp_path / "b").vx("run", "build", "--all", env=turbo_env(server.url))
         assert again.code == 0 and set(again.statuses().values()) == {("success", "miss")}
     finally:
@@ -85,10 +102,16 @@ def test_500_on_every_call_is_retried_twice_then_the_breaker_opens(repo):  # C.1
         res = repo.vx("run", "build", "--all", env=turbo_env(server.url))
         assert_built_anyway(repo, res)
         artifacts = [r for r in server.seen if not r.startswith("GET /v8/artifacts/status")]
-        assert len(artifacts) == 4 * 3 and all(r.startswith("GET ") for r in artifacts), server.seen  # 2 retries each
-        assert len(server.seen) - len(artifacts) <= 3  # at most one status check, retried, before the breaker
+        assert len(artifacts) == 4 * 3 and all(r.startswith("GET ") for r in artifacts), (
+            server.seen
+        )  # 2 retries each
+        assert (
+            len(server.seen) - len(artifacts) <= 3
+        )  # at most one status check, retried, before the breaker
         assert res.err.count("answered 500") == 1
-        assert "failures: server error ×" in res.err and not [r for r in server.seen if r.startswith("PUT")]
+        assert "failures: server error ×" in res.err and not [
+            r for r in server.seen if r.startswith("PUT")
+        ]
     finally:
         server.close()
 
@@ -96,7 +119,9 @@ def test_500_on_every_call_is_retried_twice_then_the_breaker_opens(repo):  # C.1
 def test_slow_server_past_the_timeout(repo):  # C.21
     server = FaultServer("stall")
     try:
-        repo.write(shop_files({"turbo": {"team": "t"}, "upload": "always", "timeout": 1000})).commit()
+        repo.write(
+            shop_files({"turbo": {"team": "t"}, "upload": "always", "timeout": 1000})
+        ).commit()
         res = repo.vx("run", "build", "--all", env=turbo_env(server.url))
         assert_built_anyway(repo, res)
         assert res.err.count("no answer in 1 s") == 1
@@ -109,7 +134,9 @@ def test_slow_server_past_the_timeout(repo):  # C.21
 def test_wrong_token_turns_the_layer_off_with_one_line(repo, turbo_server):
     wrong = "vxcanary-wrong-token-0000"
     repo.write(shop_files({"turbo": {"team": "wrong-token"}, "upload": "always"})).commit()
-    res = repo.vx("run", "build", "--all", env=turbo_env(turbo_server.url, "wrong-token", token=wrong))
+    res = repo.vx(
+        "run", "build", "--all", env=turbo_env(turbo_server.url, "wrong-token", token=wrong)
+    )
     assert_built_anyway(repo, res)
     assert res.err.count("answered 401") == 1 and "the remote cache is off for this run" in res.err
     assert wrong not in res.out + res.err
@@ -118,7 +145,9 @@ def test_wrong_token_turns_the_layer_off_with_one_line(repo, turbo_server):
 
 
 def test_tampered_artifact_with_signing_on_is_a_miss(repo, tmp_path, signed_server, team):  # C.18
-    repo.write(shop_files({"turbo": {"team": team, "signature": True}, "upload": "always"})).commit()
+    repo.write(
+        shop_files({"turbo": {"team": team, "signature": True}, "upload": "always"})
+    ).commit()
     env = {**turbo_env(signed_server.url, team), "TURBO_REMOTE_CACHE_SIGNATURE_KEY": SIGNING_KEY}
     assert repo.vx("run", "build", "--all", env=env).code == 0
     lib_key = keys_of(repo, env)["lib#build"]
@@ -139,20 +168,32 @@ def hostile_artifact(key: str, name: str) -> bytes:
     """A zstd tar whose one output entry tries to leave the workspace."""
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.USTAR_FORMAT) as tar:
-        for entry, data in (("log", b""), (name, b"pwned"),
-                            (".vx-meta.json", json.dumps({"key": key, "version": "vx-py-cache-v1",
-                                                          "files": {name[8:]: [420, 0]}}).encode())):
+        for entry, data in (
+            ("log", b""),
+            (name, b"pwned"),
+            (
+                ".vx-meta.json",
+                json.dumps(
+                    {"key": key, "version": "vx-py-cache-v1", "files": {name[8:]: [420, 0]}}
+                ).encode(),
+            ),
+        ):
             info = tarfile.TarInfo(entry)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     return zstandard.ZstdCompressor().compress(raw.getvalue())
 
 
-def test_artifact_with_a_dotdot_entry_is_refused_and_writes_nothing(repo, tmp_path, turbo_server, team):  # RC-05
+def test_artifact_with_a_dotdot_entry_is_refused_and_writes_nothing(
+    repo, tmp_path, turbo_server, team
+):  # RC-05
     repo.write(shop_files({"turbo": {"team": team}})).commit()
     env = turbo_env(turbo_server.url, team)
     keys = keys_of(repo, env)
-    for tid, name in (("lib#build", "outputs/packages/lib/../../../evil.txt"), ("docs#build", "outputs/../evil.txt")):
+    for tid, name in (
+        ("lib#build", "outputs/packages/lib/../../../evil.txt"),
+        ("docs#build", "outputs/../evil.txt"),
+    ):
         assert put_raw(turbo_server.url, team, keys[tid], hostile_artifact(keys[tid], name)) == 200
     res = repo.vx("run", "build", "--all", env=env)
     assert_built_anyway(repo, res)
@@ -162,7 +203,9 @@ def test_artifact_with_a_dotdot_entry_is_refused_and_writes_nothing(repo, tmp_pa
 
 
 def test_oversized_artifact_is_not_downloaded(repo, tmp_path, turbo_server, team):  # RC-05
-    repo.write(shop_files({"turbo": {"team": team}, "upload": "always", "maxArtifactSize": 64})).commit()
+    repo.write(
+        shop_files({"turbo": {"team": team}, "upload": "always", "maxArtifactSize": 64})
+    ).commit()
     env = turbo_env(turbo_server.url, team)
     assert repo.vx("run", "build", "--all", env=env).code == 0
     other = clone(repo, tmp_path / "b")

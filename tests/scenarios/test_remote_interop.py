@@ -15,8 +15,14 @@ def turbo_get(url: str, path: str, method: str = "GET") -> tuple[int, dict, byte
     """A request shaped like turbo's own client: bearer token, slug query, turbo user agent."""
     parts = urlsplit(url)
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
-    conn.request(method, path, headers={"Authorization": f"Bearer {CANARY}",
-                                        "User-Agent": "turbo 2.5.0 1.86.0 linux x86_64"})
+    conn.request(
+        method,
+        path,
+        headers={
+            "Authorization": f"Bearer {CANARY}",
+            "User-Agent": "turbo 2.5.0 1.86.0 linux x86_64",
+        },
+    )
     res = conn.getresponse()
     body = res.read()
     conn.close()
@@ -24,7 +30,9 @@ def turbo_get(url: str, path: str, method: str = "GET") -> tuple[int, dict, byte
 
 
 def local_artifacts(repo) -> dict[str, bytes]:
-    return {p.name.split(".")[0]: p.read_bytes() for p in (repo.root / ".vx/cache").glob("*.tar.zst")}
+    return {
+        p.name.split(".")[0]: p.read_bytes() for p in (repo.root / ".vx/cache").glob("*.tar.zst")
+    }
 
 
 def test_an_artifact_vx_wrote_reads_back_through_the_turbo_api(repo, turbo_server, team):
@@ -36,7 +44,9 @@ def test_an_artifact_vx_wrote_reads_back_through_the_turbo_api(repo, turbo_serve
         status, _, fetched = turbo_get(turbo_server.url, f"/v8/artifacts/{key}?slug={team}")
         assert status == 200 and fetched == body
         # A standard zstd-compressed ustar: turbo's container. The entries are vx's own layout.
-        tar = tarfile.open(fileobj=io.BytesIO(zstandard.ZstdDecompressor().decompressobj().decompress(fetched)))
+        tar = tarfile.open(
+            fileobj=io.BytesIO(zstandard.ZstdDecompressor().decompressobj().decompress(fetched))
+        )
         names = tar.getnames()
         assert names[0] == "log" and names[-2:] == [".vx-meta.json", ".vx-sum"]
         assert all(n.startswith("outputs/packages/") for n in names[1:-2])
@@ -44,7 +54,9 @@ def test_an_artifact_vx_wrote_reads_back_through_the_turbo_api(repo, turbo_serve
 
 
 def test_uploads_carry_turbos_signature_tag(repo, signed_server, team):
-    repo.write(shop_files({"turbo": {"team": team, "signature": True}, "upload": "always"})).commit()
+    repo.write(
+        shop_files({"turbo": {"team": team, "signature": True}, "upload": "always"})
+    ).commit()
     env = {**signed_server.env(team), "TURBO_REMOTE_CACHE_SIGNATURE_KEY": SIGNING_KEY}
     res = repo.vx("run", "build", "--all", env=env)
     assert res.code == 0, res.err
@@ -57,8 +69,12 @@ def test_uploads_carry_turbos_signature_tag(repo, signed_server, team):
 def test_vx_restores_an_artifact_another_client_signed(repo, tmp_path, signed_server, team):
     repo.write(shop_files({"turbo": {"team": team, "signature": True}})).commit()
     env = {**signed_server.env(team), "TURBO_REMOTE_CACHE_SIGNATURE_KEY": SIGNING_KEY}
-    assert repo.vx("run", "build", "--all", env=env).code == 0  # off CI: read-only, nothing uploaded
-    for key, body in local_artifacts(repo).items():  # another client uploads, tagging with node's HMAC
+    assert (
+        repo.vx("run", "build", "--all", env=env).code == 0
+    )  # off CI: read-only, nothing uploaded
+    for key, body in local_artifacts(
+        repo
+    ).items():  # another client uploads, tagging with node's HMAC
         assert put_raw(signed_server.url, team, key, body, tag=node_tag(key, "", body)) == 200
     other = clone(repo, tmp_path / "b")
     res = other.vx("run", "build", "--all", env=env)

@@ -15,8 +15,11 @@ def nx():
 
 
 def nx_env(server, token=CANARY) -> dict[str, str]:
-    return {"NX_SELF_HOSTED_REMOTE_CACHE_SERVER": server.url, "NX_SELF_HOSTED_REMOTE_CACHE_ACCESS_TOKEN": token,
-            "CI": "1"}
+    return {
+        "NX_SELF_HOSTED_REMOTE_CACHE_SERVER": server.url,
+        "NX_SELF_HOSTED_REMOTE_CACHE_ACCESS_TOKEN": token,
+        "CI": "1",
+    }
 
 
 def test_nx_server_shared_by_two_clones(repo, tmp_path, nx):
@@ -24,7 +27,9 @@ def test_nx_server_shared_by_two_clones(repo, tmp_path, nx):
     cold = repo.vx("run", "build", "--all", env=nx_env(nx))
     assert cold.code == 0, cold.err
     assert len(nx.records) == 4
-    assert {p.name.split(".")[0]: p.read_bytes() for p in (repo.root / ".vx/cache").glob("*.tar.zst")} == nx.records
+    assert {
+        p.name.split(".")[0]: p.read_bytes() for p in (repo.root / ".vx/cache").glob("*.tar.zst")
+    } == nx.records
     other = clone(repo, tmp_path / "b")
     warm = other.vx("run", "build", "--all", env=nx_env(nx))
     assert warm.code == 0, warm.err

@@ -31,16 +31,22 @@ def test_the_server_holds_the_local_artifact_byte_for_byte(repo, tmp_path, turbo
     a, b = two_clones(repo, tmp_path, turbo_server, team, upload="always")
     env = turbo_server.env(team)
     assert a.vx("run", "build", "--all", env=env).code == 0  # upload: always
-    local_a = {p.name.split(".")[0]: p.read_bytes() for p in (a.root / ".vx/cache").glob("*.tar.zst")}
+    local_a = {
+        p.name.split(".")[0]: p.read_bytes() for p in (a.root / ".vx/cache").glob("*.tar.zst")
+    }
     assert len(local_a) == 4
     for key, body in local_a.items():
         assert turbo_server.artifact(team, key).read_bytes() == body
     assert b.vx("run", "build", "--all", env=env).code == 0
-    local_b = {p.name.split(".")[0]: p.read_bytes() for p in (b.root / ".vx/cache").glob("*.tar.zst")}
+    local_b = {
+        p.name.split(".")[0]: p.read_bytes() for p in (b.root / ".vx/cache").glob("*.tar.zst")
+    }
     assert local_b == local_a  # downloaded bytes are adopted verbatim
 
 
-def test_a_remote_hit_is_local_next_time_and_asks_the_server_nothing(repo, tmp_path, turbo_server, team):
+def test_a_remote_hit_is_local_next_time_and_asks_the_server_nothing(
+    repo, tmp_path, turbo_server, team
+):
     a, b = two_clones(repo, tmp_path, turbo_server, team, upload="always")
     env = turbo_server.env(team)
     a.vx("run", "build", "--all", env=env)
@@ -52,7 +58,9 @@ def test_a_remote_hit_is_local_next_time_and_asks_the_server_nothing(repo, tmp_p
     assert "remote cache" not in again.err  # nothing to tally when the remote was never needed
 
 
-def test_off_ci_the_remote_is_read_only_by_default(repo, tmp_path, turbo_server, team):  # LC-15, RC-06
+def test_off_ci_the_remote_is_read_only_by_default(
+    repo, tmp_path, turbo_server, team
+):  # LC-15, RC-06
     a, _ = two_clones(repo, tmp_path, turbo_server, team)
     res = a.vx("run", "build", "--all", env=turbo_server.env(team))
     assert res.code == 0, res.err
@@ -70,7 +78,9 @@ def test_remote_off_by_flag_sends_nothing(repo, tmp_path, turbo_server, team):  
     assert set(res.statuses().values()) == {("success", "miss")}
 
 
-def test_remote_only_layers_keep_nothing_locally(repo, tmp_path, turbo_server, team):  # LC-15, RC-01
+def test_remote_only_layers_keep_nothing_locally(
+    repo, tmp_path, turbo_server, team
+):  # LC-15, RC-01
     a, b = two_clones(repo, tmp_path, turbo_server, team)
     env = turbo_server.env(team)
     up = a.vx("run", "build", "--all", "--cache=local:,remote:rw", env=env)

@@ -15,11 +15,17 @@ def test_one_thread_downloads_twice_over_one_kept_alive_connection():
     try:
         server.records.update({"a" * 16: b"A" * 1000, "b" * 16: b"B" * 70_000})
         layer = NxLayer(RemoteSettings(kind="nx", url=server.url, token=CANARY))
-        for key, body in (("a" * 16, b"A" * 1000), ("b" * 16, b"B" * 70_000), ("a" * 16, b"A" * 1000)):
+        for key, body in (
+            ("a" * 16, b"A" * 1000),
+            ("b" * 16, b"B" * 70_000),
+            ("a" * 16, b"A" * 1000),
+        ):
             sink = io.BytesIO()
             assert layer.get(key, sink) is not None
             assert sink.getvalue() == body
-        assert layer.get("c" * 16, io.BytesIO()) is None  # and a 404 after them, on the same connection
+        assert (
+            layer.get("c" * 16, io.BytesIO()) is None
+        )  # and a 404 after them, on the same connection
         layer.close()
     finally:
         server.close()

@@ -44,7 +44,10 @@ def only_key(repo) -> str:
     return art.name.split(".")[0]
 
 
-WIDE = {"files": ["dist/**"], "workspaceFiles": ["**/pre-commit", "**/receipts/*", "**/left-pad/*.js", "**/index.js"]}
+WIDE = {
+    "files": ["dist/**"],
+    "workspaceFiles": ["**/pre-commit", "**/receipts/*", "**/left-pad/*.js", "**/index.js"],
+}
 
 
 def wide_workspace(repo, outputs=WIDE) -> None:
@@ -52,16 +55,25 @@ def wide_workspace(repo, outputs=WIDE) -> None:
     exists when the task saves)."""
     task = build_task(deps=())
     task["cache"]["outputs"] = outputs
-    repo.write(npm_workspace({"app": {"tasks": {"build": task}, "files": {"src/a.js": "A;"}},
-                              "other": {"files": {"src/main.js": "OTHER;"}}})).commit()
+    repo.write(
+        npm_workspace(
+            {
+                "app": {"tasks": {"build": task}, "files": {"src/a.js": "A;"}},
+                "other": {"files": {"src/main.js": "OTHER;"}},
+            }
+        )
+    ).commit()
 
 
-@pytest.mark.parametrize("hostile", [
-    ".git/hooks/pre-commit",
-    ".vx/receipts/planted.js",
-    "packages/app/node_modules/left-pad/index.js",
-    "packages/other/src/index.js",
-])
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        ".git/hooks/pre-commit",
+        ".vx/receipts/planted.js",
+        "packages/app/node_modules/left-pad/index.js",
+        "packages/other/src/index.js",
+    ],
+)
 def test_item1_a_restore_refuses_members_the_task_cannot_own(repo, hostile):
     """Item 1: the output globs match these paths, but a restore never writes .git, .vx, an
     unnamed node_modules or another project's sources: the entry is a miss, with a warning
@@ -69,7 +81,11 @@ def test_item1_a_restore_refuses_members_the_task_cannot_own(repo, hostile):
     wide_workspace(repo)
     assert repo.vx("run", "build", "--all").code == 0
     before = (repo.root / hostile).read_bytes() if (repo.root / hostile).exists() else None
-    plant(repo, only_key(repo), {"packages/app/dist/out.js": b"A;", hostile: b"#!/bin/sh\necho pwned\n"})
+    plant(
+        repo,
+        only_key(repo),
+        {"packages/app/dist/out.js": b"A;", hostile: b"#!/bin/sh\necho pwned\n"},
+    )
     (repo.root / "packages/app/dist/out.js").unlink()
     res = repo.vx("run", "build", "--all")
     assert res.code == 0, res.err
@@ -81,18 +97,25 @@ def test_item1_a_restore_refuses_members_the_task_cannot_own(repo, hostile):
     assert (repo.root / "packages/app/dist/out.js").read_text() == "A;"
 
 
-@pytest.mark.parametrize("outputs, field", [
-    ({"files": ["dist/**"], "workspaceFiles": [".git/**"]}, "cache.outputs.workspaceFiles[0]"),
-    ({"files": ["dist/**", ".vx/**"]}, "cache.outputs.files[1]"),
-    ({"files": ["src/**"]}, "cache.outputs.files[0]"),
-    ({"files": ["dist/**"], "workspaceFiles": ["**"]}, "cache.outputs.workspaceFiles[0]"),
-])
-def test_item1_outputs_that_could_take_what_is_not_the_tasks_are_refused_at_load(repo, outputs, field):
+@pytest.mark.parametrize(
+    "outputs, field",
+    [
+        ({"files": ["dist/**"], "workspaceFiles": [".git/**"]}, "cache.outputs.workspaceFiles[0]"),
+        ({"files": ["dist/**", ".vx/**"]}, "cache.outputs.files[1]"),
+        ({"files": ["src/**"]}, "cache.outputs.files[0]"),
+        ({"files": ["dist/**"], "workspaceFiles": ["**"]}, "cache.outputs.workspaceFiles[0]"),
+    ],
+)
+def test_item1_outputs_that_could_take_what_is_not_the_tasks_are_refused_at_load(
+    repo, outputs, field
+):
     """Item 1: `.git`, `.vx`, the task's own inputs (`src/**` with inputs `src/**`) and the whole
     workspace are refused when the config loads: file, field, hint, exit 2, nothing run."""
     task = build_task(deps=())
     task["cache"]["outputs"] = outputs
-    repo.write(npm_workspace({"app": {"tasks": {"build": task}, "files": {"src/a.js": "A;"}}})).commit()
+    repo.write(
+        npm_workspace({"app": {"tasks": {"build": task}, "files": {"src/a.js": "A;"}}})
+    ).commit()
     res = repo.vx("run", "build", "--all")
     assert res.code == 2, res.err
     assert "packages/app/vx.config.json" in res.err and field in res.err, res.err
@@ -123,17 +146,31 @@ print(swaps)
 """
 
 
-@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the racer calls renameat2 by its x86-64 number")
-def test_item2_a_directory_swapped_for_a_symlink_mid_restore_never_redirects_a_write(repo, tmp_path):
+@pytest.mark.skipif(
+    os.uname().machine != "x86_64", reason="the racer calls renameat2 by its x86-64 number"
+)
+def test_item2_a_directory_swapped_for_a_symlink_mid_restore_never_redirects_a_write(
+    repo, tmp_path
+):
     """Item 2: a process keeps exchanging `dist/sub` with a symlink to a directory outside the
     workspace (renameat2 RENAME_EXCHANGE) while its 4,000 stale files are wiped and restored.
     Whatever the interleaving, nothing outside is ever written or removed: every unlink and
     write goes through a directory descriptor opened without following links."""
-    gen = ("node -e \"const fs=require('fs');if(!fs.existsSync('../../allow'))process.exit(3);"
-           "fs.mkdirSync('dist/sub',{recursive:true});"
-           "for(let i=0;i<4000;i++)fs.writeFileSync('dist/sub/f'+i+'.txt',String(i))\"")
-    repo.write(npm_workspace({"app": {"tasks": {"build": build_task(deps=(), command=gen)},
-                                      "files": {"src/a.js": "A;"}}})).commit()
+    gen = (
+        "node -e \"const fs=require('fs');if(!fs.existsSync('../../allow'))process.exit(3);"
+        "fs.mkdirSync('dist/sub',{recursive:true});"
+        "for(let i=0;i<4000;i++)fs.writeFileSync('dist/sub/f'+i+'.txt',String(i))\""
+    )
+    repo.write(
+        npm_workspace(
+            {
+                "app": {
+                    "tasks": {"build": build_task(deps=(), command=gen)},
+                    "files": {"src/a.js": "A;"},
+                }
+            }
+        )
+    ).commit()
     (repo.root / "allow").write_text("")
     assert repo.vx("run", "build", "--all").code == 0
     (repo.root / "allow").unlink()  # a miss now fails the task: only the restore may write dist
@@ -144,8 +181,11 @@ def test_item2_a_directory_swapped_for_a_symlink_mid_restore_never_redirects_a_w
     for i in range(4000):  # what an unlink through the swapped directory would delete
         (outside / f"f{i}.txt").write_text("outside")
     before = sorted(os.listdir(outside))
-    racer = subprocess.Popen([sys.executable, "-c", RACER, str(dist), str(outside), str(stop), "3000000"],
-                             stdout=subprocess.PIPE, text=True)
+    racer = subprocess.Popen(
+        [sys.executable, "-c", RACER, str(dist), str(outside), str(stop), "3000000"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         while not (tmp_path / "racer-ready").exists() and racer.poll() is None:
             time.sleep(0.01)
@@ -159,14 +199,21 @@ def test_item2_a_directory_swapped_for_a_symlink_mid_restore_never_redirects_a_w
     assert all((outside / name).read_text() == "outside" for name in before)  # nothing written
 
 
-@pytest.mark.parametrize("bad", [
-    "packages/app/dist/" + "n" * 300 + ".js",                       # a name no file system here holds
-    "packages/app/dist/" + "/".join(["d" * 200] * 21) + "/deep.js",  # a path past PATH_MAX
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "packages/app/dist/" + "n" * 300 + ".js",  # a name no file system here holds
+        "packages/app/dist/" + "/".join(["d" * 200] * 21) + "/deep.js",  # a path past PATH_MAX
+    ],
+)
 def test_item3_a_member_the_file_system_cannot_hold_is_a_damaged_entry(repo, bad):
     """Item 3: one such member once made every later run exit 2. Now the entry is refused and
     dropped with one warning, the task runs, the run goes on — and the next run is a plain hit."""
-    repo.write(npm_workspace({"app": {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": "A;"}}})).commit()
+    repo.write(
+        npm_workspace(
+            {"app": {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": "A;"}}}
+        )
+    ).commit()
     assert repo.vx("run", "build", "--all").code == 0
     key = only_key(repo)
     plant(repo, key, {"packages/app/dist/out.js": b"A;", bad: b"x"})

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 
 import pytest
-
 from conftest import build_task, npm_workspace
 
 
@@ -13,12 +12,16 @@ from conftest import build_task, npm_workspace
 def ws(repo):
     """a <- b <- c (c depends on b depends on a), and d alone; d also has a `lint`."""
     lint = {"exec": {"command": "node -e \"console.log('lint')\""}}
-    return repo.write(npm_workspace({
-        "a": {"tasks": {"build": build_task()}, "files": {"src/a.js": "A;"}},
-        "b": {"deps": ["a"], "tasks": {"build": build_task()}, "files": {"src/b.js": "B;"}},
-        "c": {"deps": ["b"], "tasks": {"build": build_task()}, "files": {"src/c.js": "C;"}},
-        "d": {"tasks": {"build": build_task(), "lint": lint}, "files": {"src/d.js": "D;"}},
-    })).commit()
+    return repo.write(
+        npm_workspace(
+            {
+                "a": {"tasks": {"build": build_task()}, "files": {"src/a.js": "A;"}},
+                "b": {"deps": ["a"], "tasks": {"build": build_task()}, "files": {"src/b.js": "B;"}},
+                "c": {"deps": ["b"], "tasks": {"build": build_task()}, "files": {"src/c.js": "C;"}},
+                "d": {"tasks": {"build": build_task(), "lint": lint}, "files": {"src/d.js": "D;"}},
+            }
+        )
+    ).commit()
 
 
 def ran(result) -> set[str]:
@@ -27,29 +30,48 @@ def ran(result) -> set[str]:
 
 
 def test_cli21_a_filter_selects_projects_and_their_task_dependencies_come_along(ws):
-    assert ran(ws.vx("run", "build", "--filter", "b")) == {"a#build", "b#build"}  # a#build via ^build
+    assert ran(ws.vx("run", "build", "--filter", "b")) == {
+        "a#build",
+        "b#build",
+    }  # a#build via ^build
     assert ran(ws.vx("run", "build", "-F", "...b")) == {"a#build", "b#build", "c#build"}
-    assert ran(ws.vx("run", "build", "--filter=./packages/*", "--filter=!c", "--filter=!d")) == {"a#build", "b#build"}
+    assert ran(ws.vx("run", "build", "--filter=./packages/*", "--filter=!c", "--filter=!d")) == {
+        "a#build",
+        "b#build",
+    }
 
 
 def test_cli40_changed_since_a_ref_takes_uncommitted_and_untracked_files(ws):
     (ws.root / "packages/c/src/c.js").write_text("C2;")
     (ws.root / "packages/d/src/new.js").write_text("N;")
-    assert ran(ws.vx("run", "build", "--filter=[HEAD]")) == {"a#build", "b#build", "c#build", "d#build"}
+    assert ran(ws.vx("run", "build", "--filter=[HEAD]")) == {
+        "a#build",
+        "b#build",
+        "c#build",
+        "d#build",
+    }
     ws.commit("c and d")
     (ws.root / "packages/b/src/b.js").write_text("B2;")
     assert ran(ws.vx("run", "build", "--filter=[HEAD]")) == {"a#build", "b#build"}
     assert ran(ws.vx("run", "build", "--filter=...[HEAD]")) == {"a#build", "b#build", "c#build"}
-    assert ran(ws.vx("run", "build", "--filter=[HEAD~1]")) == {"a#build", "b#build", "c#build", "d#build"}
+    assert ran(ws.vx("run", "build", "--filter=[HEAD~1]")) == {
+        "a#build",
+        "b#build",
+        "c#build",
+        "d#build",
+    }
 
 
-@pytest.mark.parametrize("args, said", [
-    (["--filter", "e"], "selects no project"),
-    (["--filter", "bb"], "did you mean `b`"),
-    (["--filter", "b", "--filter", "!b"], "removed every selected project"),
-    (["--filter", "[no-such-ref]"], "cannot compare with `no-such-ref`"),
-    (["--filter", "web^"], "cannot read"),
-])
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["--filter", "e"], "selects no project"),
+        (["--filter", "bb"], "did you mean `b`"),
+        (["--filter", "b", "--filter", "!b"], "removed every selected project"),
+        (["--filter", "[no-such-ref]"], "cannot compare with `no-such-ref`"),
+        (["--filter", "web^"], "cannot read"),
+    ],
+)
 def test_cli40_a_filter_that_cannot_select_refuses_the_run(ws, args, said):
     result = ws.vx("run", "build", *args)
     assert result.code == 2 and said in result.err and "Traceback" not in result.err, result.err

@@ -15,8 +15,16 @@ def test_concurrent_runs_take_turns(repo):
     env = {**os.environ, "PYTHONPATH": SRC, "NO_COLOR": "1"}
     procs = []
     for _ in range(2):
-        procs.append(subprocess.Popen([sys.executable, "-m", "vx", "run", "t"], cwd=repo.root / "packages/app",
-                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "vx", "run", "t"],
+                cwd=repo.root / "packages/app",
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
         time.sleep(0.2)
     outs = [p.communicate(timeout=30) for p in procs]
     assert [p.returncode for p in procs] == [0, 0]
@@ -24,7 +32,9 @@ def test_concurrent_runs_take_turns(repo):
     assert "waiting for another vx run" in outs[1][1]
 
 
-def test_item8_a_lock_left_by_a_dead_run_whose_pid_now_belongs_to_a_live_process_never_blocks(repo, tmp_path):
+def test_item8_a_lock_left_by_a_dead_run_whose_pid_now_belongs_to_a_live_process_never_blocks(
+    repo, tmp_path
+):
     """Item 8: a lock is the kernel's (flock), dropped with its holder; what a dead run left behind
     in TMPDIR — its lock naming a pid that a live, unrelated process now has — is not a holder."""
     import xxhash
@@ -32,7 +42,9 @@ def test_item8_a_lock_left_by_a_dead_run_whose_pid_now_belongs_to_a_live_process
     repo.write(npm_workspace({"app": {"tasks": {"t": {"exec": {"command": "echo ran"}}}}})).commit()
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    stranger = subprocess.Popen(["sleep", "300"])  # the live process that "reused" the dead run's pid
+    stranger = subprocess.Popen(
+        ["sleep", "300"]
+    )  # the live process that "reused" the dead run's pid
     try:
         digest = xxhash.xxh3_64_hexdigest(str(repo.root).encode())
         old = tmp / f"vx-run-{digest}.lock"  # the directory lock earlier versions left
@@ -40,8 +52,15 @@ def test_item8_a_lock_left_by_a_dead_run_whose_pid_now_belongs_to_a_live_process
         (old / "pid").write_text(str(stranger.pid))
         (tmp / f"vx-run-{digest}.flock").write_text(str(stranger.pid))
         env = {**os.environ, "PYTHONPATH": SRC, "NO_COLOR": "1", "TMPDIR": str(tmp)}
-        proc = subprocess.run([sys.executable, "-m", "vx", "run", "t"], cwd=repo.root / "packages/app", env=env,
-                              capture_output=True, text=True, timeout=120, check=False)
+        proc = subprocess.run(
+            [sys.executable, "-m", "vx", "run", "t"],
+            cwd=repo.root / "packages/app",
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         assert proc.returncode == 0, proc.stderr
         assert "waiting for another vx run" not in proc.stderr
     finally:
@@ -52,18 +71,38 @@ def test_item8_a_lock_left_by_a_dead_run_whose_pid_now_belongs_to_a_live_process
 def test_item8_a_killed_holder_frees_the_lock_at_once(repo, tmp_path):
     """The holder SIGKILLed mid-task: the next run takes the lock without reclaiming anything."""
     started = tmp_path / "started"
-    repo.write(npm_workspace({"app": {"tasks": {"t": {"exec": {"command": f"touch {started}; sleep 300"}}}}})).commit()
+    repo.write(
+        npm_workspace(
+            {"app": {"tasks": {"t": {"exec": {"command": f"touch {started}; sleep 300"}}}}}
+        )
+    ).commit()
     env = {**os.environ, "PYTHONPATH": SRC, "NO_COLOR": "1", "TMPDIR": str(tmp_path)}
-    holder = subprocess.Popen([sys.executable, "-m", "vx", "run", "t"], cwd=repo.root / "packages/app", env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    holder = subprocess.Popen(
+        [sys.executable, "-m", "vx", "run", "t"],
+        cwd=repo.root / "packages/app",
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 60
     while not started.exists():
-        assert time.monotonic() < deadline and holder.poll() is None, "the holder never started its task"
+        assert time.monotonic() < deadline and holder.poll() is None, (
+            "the holder never started its task"
+        )
         time.sleep(0.05)
     holder.kill()
     holder.wait()
-    repo.write({"packages/app/vx.config.json": {"tasks": {"t": {"exec": {"command": "echo second"}}}}})
-    proc = subprocess.run([sys.executable, "-m", "vx", "run", "t"], cwd=repo.root / "packages/app", env=env,
-                          capture_output=True, text=True, timeout=120, check=False)
+    repo.write(
+        {"packages/app/vx.config.json": {"tasks": {"t": {"exec": {"command": "echo second"}}}}}
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "vx", "run", "t"],
+        cwd=repo.root / "packages/app",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "second" in proc.stdout

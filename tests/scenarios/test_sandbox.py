@@ -12,15 +12,21 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import SRC, npm_workspace
 
-pytestmark = pytest.mark.skipif(any(shutil.which(t) is None for t in ("bwrap", "strace", "node")),
-                                reason="bwrap, strace and node are installed by dev/test")
+pytestmark = pytest.mark.skipif(
+    any(shutil.which(t) is None for t in ("bwrap", "strace", "node")),
+    reason="bwrap, strace and node are installed by dev/test",
+)
 
 
 def sandboxed(command: str, read=(), write=(), cache=None, **more) -> dict:
-    task = {"exec": {"command": command, "sandbox": {"allow": {"read": list(read), "write": list(write)}, **more}}}
+    task = {
+        "exec": {
+            "command": command,
+            "sandbox": {"allow": {"read": list(read), "write": list(write)}, **more},
+        }
+    }
     if cache:
         task["cache"] = {"inputs": {"files": ["src/**"]}, "outputs": {"files": list(cache)}}
     return task
@@ -29,11 +35,19 @@ def sandboxed(command: str, read=(), write=(), cache=None, **more) -> dict:
 def violation_lines(out: str) -> list[str]:
     lines = out.splitlines()
     starts = [i for i, line in enumerate(lines) if "SANDBOX VIOLATIONS" in line]
-    return [line for i in starts for line in lines[i + 1:] if line.startswith("│")] if starts else []
+    return (
+        [line for i in starts for line in lines[i + 1 :] if line.startswith("│")] if starts else []
+    )
 
 
 def app(repo, tasks: dict, files: dict | None = None, **pkgs) -> None:
-    packages = {"app": {"tasks": tasks, "files": {"src/a.js": "a\n", **(files or {})}, "deps": pkgs.pop("deps", [])}}
+    packages = {
+        "app": {
+            "tasks": tasks,
+            "files": {"src/a.js": "a\n", **(files or {})},
+            "deps": pkgs.pop("deps", []),
+        }
+    }
     packages.update(pkgs)
     repo.write(npm_workspace(packages)).commit()
 
@@ -43,20 +57,35 @@ def app(repo, tasks: dict, files: dict | None = None, **pkgs) -> None:
 
 def test_reading_a_linked_sibling_the_key_does_not_fold_names_the_missing_edge(repo):  # SB-07
     lib = {"files": {"src/index.js": "lib\n"}, "tasks": {"build": {"exec": {"command": "true"}}}}
-    app(repo, {"build": sandboxed("cat src/a.js ../lib/src/index.js || true", read=["src/**"], cache=["dist/**"])},
-        deps=["lib"], lib=lib)
+    app(
+        repo,
+        {
+            "build": sandboxed(
+                "cat src/a.js ../lib/src/index.js || true", read=["src/**"], cache=["dist/**"]
+            )
+        },
+        deps=["lib"],
+        lib=lib,
+    )
     res = repo.vx("run", "build", cwd="packages/app")
     assert res.code == 1
     assert violation_lines(res.out) == [
         '│ read  packages/lib/src/index.js  → dependsOn "lib#<task>": the key folds no task of lib, '
-        'so the sandbox withholds it']
+        "so the sandbox withholds it"
+    ]
     assert "failed (exit 1, 1 sandbox violation)" in res.out
-    assert res.task("app#build")["sandboxViolations"] == [{
-        "kind": "read", "path": "packages/lib/src/index.js",
-        "grant": 'dependsOn "lib#<task>": the key folds no task of lib, so the sandbox withholds it'}]
+    assert res.task("app#build")["sandboxViolations"] == [
+        {
+            "kind": "read",
+            "path": "packages/lib/src/index.js",
+            "grant": 'dependsOn "lib#<task>": the key folds no task of lib, so the sandbox withholds it',
+        }
+    ]
 
 
-def test_reading_an_unlinked_sibling_names_the_read_grant_and_a_folded_one_is_granted(repo):  # SB-05, SB-07
+def test_reading_an_unlinked_sibling_names_the_read_grant_and_a_folded_one_is_granted(
+    repo,
+):  # SB-05, SB-07
     lib = {"files": {"src/index.js": "lib\n"}, "tasks": {"build": {"exec": {"command": "true"}}}}
     other = {"files": {"x.js": "x\n"}}
     cmd = "cat ../lib/src/index.js && (cat ../other/x.js || true)"
@@ -80,25 +109,37 @@ def test_writing_beside_the_outputs_is_a_violation_and_nothing_is_cached(repo): 
     assert again.task("app#build")["cache"] == "miss"  # a task with violations is never cached
 
 
-def test_a_child_that_cds_and_reads_a_relative_path_is_resolved_against_its_own_cwd(repo):  # pitfall 14
+def test_a_child_that_cds_and_reads_a_relative_path_is_resolved_against_its_own_cwd(
+    repo,
+):  # pitfall 14
     cmd = "mkdir -p out && (cd src && cat ../fixtures/data.json ../../../package.json 2>&1; cd .. ; true)"
-    app(repo, {"t": sandboxed(cmd, read=["src/**"], write=["out/"])}, files={"fixtures/data.json": "{}"})
+    app(
+        repo,
+        {"t": sandboxed(cmd, read=["src/**"], write=["out/"])},
+        files={"fixtures/data.json": "{}"},
+    )
     res = repo.vx("run", "t", cwd="packages/app")
-    assert violation_lines(res.out) == ['│ read  packages/app/fixtures/data.json  → allow.read "fixtures/data.json"']
+    assert violation_lines(res.out) == [
+        '│ read  packages/app/fixtures/data.json  → allow.read "fixtures/data.json"'
+    ]
 
 
 def test_a_node_read_through_io_uring_is_still_seen(repo):  # pitfall 22
     script = "require('fs').readFile('data.txt', (e, d) => console.log(e ? e.code : String(d)))"
-    cmd = f"UV_USE_IO_URING=1 node -e \"{script}\""
+    cmd = f'UV_USE_IO_URING=1 node -e "{script}"'
     app(repo, {"t": sandboxed(cmd, read=["src/**", "package.json"])}, files={"data.txt": "hello"})
     res = repo.vx("run", "t", cwd="packages/app")
     assert "ENOENT" in res.out
     assert violation_lines(res.out) == ['│ read  packages/app/data.txt  → allow.read "data.txt"']
 
 
-def test_a_write_under_a_glob_that_matched_nothing_lands_in_scratch_without_violation(repo):  # seed 0.0.217
-    cmd = "mkdir .0123456789abcdef-00000000.tmp && echo rt > .0123456789abcdef-00000000.tmp/f && " \
-          "cat .0123456789abcdef-00000000.tmp/f"
+def test_a_write_under_a_glob_that_matched_nothing_lands_in_scratch_without_violation(
+    repo,
+):  # seed 0.0.217
+    cmd = (
+        "mkdir .0123456789abcdef-00000000.tmp && echo rt > .0123456789abcdef-00000000.tmp/f && "
+        "cat .0123456789abcdef-00000000.tmp/f"
+    )
     app(repo, {"t": sandboxed(cmd, read=["src/**"], write=[".*.tmp/**", "dist/"])})
     res = repo.vx("run", "t", cwd="packages/app")
     assert res.code == 0, res.out + res.err
@@ -135,19 +176,25 @@ def test_credential_stores_are_hidden_and_named_in_a_note(repo, tmp_path):  # SB
     assert "readable\n" in res.out  # the rest of HOME stays readable
     assert "PRIVATE-KEY" not in res.out + res.err and "NPM-TOKEN" not in res.out + res.err
     assert violation_lines(res.out) == []  # outside the workspace: a note, not a violation
-    assert ('vx: app#t: the sandbox hid ~/.ssh/id_rsa, a credential store (SB-06); if the task needs it, '
-            'grant it: allow.read "~/.ssh/id_rsa"') in res.err
+    assert (
+        "vx: app#t: the sandbox hid ~/.ssh/id_rsa, a credential store (SB-06); if the task needs it, "
+        'grant it: allow.read "~/.ssh/id_rsa"'
+    ) in res.err
 
 
-def test_a_failure_after_a_write_refused_outside_the_project_gets_the_grant_hint(repo, tmp_path):  # SB-12
+def test_a_failure_after_a_write_refused_outside_the_project_gets_the_grant_hint(
+    repo, tmp_path
+):  # SB-12
     home = fake_home(tmp_path)
     (home / ".cache" / "tool").mkdir(parents=True)
     app(repo, {"t": sandboxed("echo x > ~/.cache/tool/blob || exit 3")})
     res = repo.vx("run", "t", cwd="packages/app", env={"HOME": str(home)})
     assert res.code == 1 and "failed (exit 3)" in res.out
-    assert ("vx: app#t: the sandbox refused writes outside the project, which are not reported as violations: "
-            "~/.cache/tool/blob. If the task needs one, grant its directory, e.g. "
-            '`allow: { write: ["~/.cache/tool/"] }`') in res.err
+    assert (
+        "vx: app#t: the sandbox refused writes outside the project, which are not reported as violations: "
+        "~/.cache/tool/blob. If the task needs one, grant its directory, e.g. "
+        '`allow: { write: ["~/.cache/tool/"] }`'
+    ) in res.err
     granted = sandboxed("echo x > ~/.cache/tool/blob", write=["~/.cache/tool/"])
     app(repo, {"t": granted})
     assert repo.vx("run", "t", cwd="packages/app", env={"HOME": str(home)}).code == 0
@@ -155,7 +202,9 @@ def test_a_failure_after_a_write_refused_outside_the_project_gets_the_grant_hint
 
 
 def test_a_secret_in_vx_environment_is_not_readable_inside(repo):  # EX-03, SB-15
-    cmd = "env; cat /proc/1/environ; for f in /proc/[0-9]*/environ; do cat $f; done 2>/dev/null; true"
+    cmd = (
+        "env; cat /proc/1/environ; for f in /proc/[0-9]*/environ; do cat $f; done 2>/dev/null; true"
+    )
     app(repo, {"t": sandboxed(cmd)})
     res = repo.vx("run", "t", cwd="packages/app", env={"MY_SECRET": "hunter2-secret"})
     assert res.code == 0, res.out + res.err
@@ -163,23 +212,38 @@ def test_a_secret_in_vx_environment_is_not_readable_inside(repo):  # EX-03, SB-1
 
 
 def test_tiocsti_cannot_push_input_into_vx_terminal(repo):  # pitfall 24
-    probe = ("import fcntl, os, termios\n"
-             "for name in ('/dev/tty', 0, 1, 2):\n"
-             "    try:\n"
-             "        fd = os.open(name, os.O_RDWR) if isinstance(name, str) else name\n"
-             "        for c in b'echo pwned\\n': fcntl.ioctl(fd, termios.TIOCSTI, bytes([c]))\n"
-             "        print(name, 'INJECTED')\n"
-             "    except OSError as e:\n"
-             "        print(name, 'refused', e.errno)\n")
+    probe = (
+        "import fcntl, os, termios\n"
+        "for name in ('/dev/tty', 0, 1, 2):\n"
+        "    try:\n"
+        "        fd = os.open(name, os.O_RDWR) if isinstance(name, str) else name\n"
+        "        for c in b'echo pwned\\n': fcntl.ioctl(fd, termios.TIOCSTI, bytes([c]))\n"
+        "        print(name, 'INJECTED')\n"
+        "    except OSError as e:\n"
+        "        print(name, 'refused', e.errno)\n"
+    )
     app(repo, {"t": sandboxed("python3 tiocsti.py")}, files={"tiocsti.py": probe})
     (repo.root / "packages/app/vx.config.json").write_text(
         '{"tasks": {"t": {"exec": {"command": "python3 tiocsti.py", '
-        '"sandbox": {"allow": {"read": ["tiocsti.py"]}}}}}}')
+        '"sandbox": {"allow": {"read": ["tiocsti.py"]}}}}}}'
+    )
     repo.commit()
     master, slave = pty.openpty()
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("VX_")}, "PYTHONPATH": SRC, "NO_COLOR": "1"}
-    proc = subprocess.run([sys.executable, "-m", "vx", "run", "t"], cwd=repo.root / "packages/app", env=env, stdin=slave,
-                          capture_output=True, text=True, timeout=60, start_new_session=True)
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("VX_")},
+        "PYTHONPATH": SRC,
+        "NO_COLOR": "1",
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "vx", "run", "t"],
+        cwd=repo.root / "packages/app",
+        env=env,
+        stdin=slave,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        start_new_session=True,
+    )
     os.set_blocking(slave, False)
     try:
         pending = os.read(slave, 1000)
@@ -187,14 +251,18 @@ def test_tiocsti_cannot_push_input_into_vx_terminal(repo):  # pitfall 24
         pending = b""
     os.close(master)
     os.close(slave)
-    assert "INJECTED" not in proc.stdout and proc.stdout.count("refused") == 4, proc.stdout + proc.stderr
+    assert "INJECTED" not in proc.stdout and proc.stdout.count("refused") == 4, (
+        proc.stdout + proc.stderr
+    )
     assert b"pwned" not in pending
 
 
 # ---------------------------------------------------------------- processes
 
 
-def test_a_background_child_that_outlives_the_shell_neither_hangs_nor_survives(repo):  # SB-15, pitfall 18
+def test_a_background_child_that_outlives_the_shell_neither_hangs_nor_survives(
+    repo,
+):  # SB-15, pitfall 18
     app(repo, {"t": sandboxed("(sleep 987.25 &) ; sleep 987.5 & echo started")})
     started = time.monotonic()
     res = repo.vx("run", "t", cwd="packages/app", timeout=30)
@@ -247,7 +315,9 @@ def test_a_cache_hit_never_arms_the_sandbox(repo):  # SB-01
     app(repo, {"build": sandboxed(cmd, read=["src/**"], write=["dist/"], cache=["dist/**"])})
     assert repo.vx("run", "build", cwd="packages/app").code == 0
     (repo.root / "packages/app/dist/o.js").unlink()
-    res = repo.vx("run", "build", cwd="packages/app", env={"VX_BWRAP": ""})  # no sandbox: only a hit can succeed
+    res = repo.vx(
+        "run", "build", cwd="packages/app", env={"VX_BWRAP": ""}
+    )  # no sandbox: only a hit can succeed
     assert res.code == 0 and res.task("app#build")["cache"] == "local"
 
 
@@ -257,9 +327,11 @@ def test_a_cache_hit_never_arms_the_sandbox(repo):  # SB-01
 def test_a_write_grant_into_a_nested_project_is_refused_before_anything_runs(repo):  # SB-04
     repo.write(npm_workspace({"app": {"tasks": {}}})).commit()
     (repo.root / "package.json").write_text(
-        '{"name": "root", "private": true, "workspaces": ["packages/*"]}')
+        '{"name": "root", "private": true, "workspaces": ["packages/*"]}'
+    )
     (repo.root / "vx.config.json").write_text(
-        '{"tasks": {"t": {"exec": {"command": "echo ran", "sandbox": {"allow": {"write": ["packages/app/dist/"]}}}}}}')
+        '{"tasks": {"t": {"exec": {"command": "echo ran", "sandbox": {"allow": {"write": ["packages/app/dist/"]}}}}}}'
+    )
     repo.commit()
     res = repo.vx("run", "//#t")
     assert res.code == 2 and "ran" not in res.out
@@ -268,13 +340,25 @@ def test_a_write_grant_into_a_nested_project_is_refused_before_anything_runs(rep
 
 
 def test_ctrl_c_reaches_the_task_inside_and_nothing_survives(repo):  # EX-11, issue item 6
-    cmd = ("trap 'echo int > state/got; exit 4' INT TERM; sh -c 'trap \"\" INT TERM; sleep 61.75' & "
-           "echo ready > state/ready; wait")
+    cmd = (
+        "trap 'echo int > state/got; exit 4' INT TERM; sh -c 'trap \"\" INT TERM; sleep 61.75' & "
+        "echo ready > state/ready; wait"
+    )
     app(repo, {"t": sandboxed(cmd, write=["state/"])})
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("VX_")}, "PYTHONPATH": SRC, "NO_COLOR": "1",
-           "VX_KILL_GRACE_MS": "1000"}
-    proc = subprocess.Popen([sys.executable, "-m", "vx", "run", "t"], cwd=repo.root / "packages/app", env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("VX_")},
+        "PYTHONPATH": SRC,
+        "NO_COLOR": "1",
+        "VX_KILL_GRACE_MS": "1000",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vx", "run", "t"],
+        cwd=repo.root / "packages/app",
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     ready = repo.root / "packages/app/state/ready"
     deadline = time.monotonic() + 20
     while not (ready.exists() and ready.read_text()) and time.monotonic() < deadline:
@@ -284,7 +368,9 @@ def test_ctrl_c_reaches_the_task_inside_and_nothing_survives(repo):  # EX-11, is
     out, err = proc.communicate(timeout=15)
     assert proc.returncode == 130, out + err
     assert time.monotonic() - started < 5
-    assert (repo.root / "packages/app/state/got").read_text() == "int\n"  # the polite signal reached the trap
+    assert (
+        repo.root / "packages/app/state/got"
+    ).read_text() == "int\n"  # the polite signal reached the trap
     assert not [p for p in _cmdlines() if "61.75" in p]
 
 
@@ -293,12 +379,18 @@ def test_unix_sockets_are_refused_unless_granted(repo):  # SB-09
     granted = sandboxed(cmd)
     granted["exec"]["sandbox"]["allow"]["unixSockets"] = True
     app(repo, {"t": sandboxed(cmd), "u": granted})
-    assert "PermissionError: [Errno 1] Operation not permitted" in repo.vx("run", "t", cwd="packages/app").out
+    assert (
+        "PermissionError: [Errno 1] Operation not permitted"
+        in repo.vx("run", "t", cwd="packages/app").out
+    )
     assert "unix ok" in repo.vx("run", "u", cwd="packages/app").out
 
 
 def test_require_of_a_linked_package_through_node_modules(repo):  # SB-07, npm-style links
-    lib = {"files": {"index.js": "module.exports = 'from lib';\n"}, "tasks": {"build": {"exec": {"command": "true"}}}}
+    lib = {
+        "files": {"index.js": "module.exports = 'from lib';\n"},
+        "tasks": {"build": {"exec": {"command": "true"}}},
+    }
     withheld = sandboxed("node -e \"console.log(require('lib'))\"", cache=["dist/**"])
     folded = sandboxed("node -e \"console.log(require('lib'))\"", cache=["dist/**"])
     folded["dependsOn"] = ["^build"]
@@ -310,15 +402,24 @@ def test_require_of_a_linked_package_through_node_modules(repo):  # SB-07, npm-s
     assert res.code == 1 and "Cannot find module 'lib'" in res.out
     assert violation_lines(res.out) == [
         '│ read  packages/lib/package.json  → dependsOn "lib#<task>": the key folds no task of lib, '
-        'so the sandbox withholds it']
+        "so the sandbox withholds it"
+    ]
     res = repo.vx("run", "folded", cwd="packages/app")
     assert res.code == 0 and "from lib" in res.out, res.out + res.err
 
 
 def test_a_write_grant_vx_cannot_create_fails_the_task_with_the_reason(repo):  # SB-04
-    app(repo, {"t": sandboxed("echo did-run", write=["blocked/sub/"])}, files={"blocked": "a file, not a directory"})
+    app(
+        repo,
+        {"t": sandboxed("echo did-run", write=["blocked/sub/"])},
+        files={"blocked": "a file, not a directory"},
+    )
     res = repo.vx("run", "t", cwd="packages/app")
-    assert res.code == 1 and "\ndid-run" not in res.out and "failed (exit 1, could not start)" in res.out
+    assert (
+        res.code == 1
+        and "\ndid-run" not in res.out
+        and "failed (exit 1, could not start)" in res.out
+    )
     assert "cannot prepare the sandbox:" in res.err and "blocked/sub" in res.err
 
 
@@ -331,22 +432,33 @@ def failing_strace(tmp_path: Path, times: str) -> str:
     outside the sandbox, in the task's directory, as strace does."""
     (tmp_path / "bin").mkdir()
     wrapper = tmp_path / "bin" / "strace"
-    mark = 'if [ -e out/.failed ]; then exec "$STRACE" "$@"; fi; : > out/.failed; ' if times == "once" else ""
-    wrapper.write_text(f'#!/bin/sh\nSTRACE={shutil.which("strace")}\n'
-                       f'case " $* " in *" -DD "*) {mark}'
-                       'echo "strace: ptrace(PTRACE_SEIZE, 2): Operation not permitted" >&2; exit 1;; esac\n'
-                       'exec "$STRACE" "$@"\n')
+    mark = (
+        'if [ -e out/.failed ]; then exec "$STRACE" "$@"; fi; : > out/.failed; '
+        if times == "once"
+        else ""
+    )
+    wrapper.write_text(
+        f"#!/bin/sh\nSTRACE={shutil.which('strace')}\n"
+        f'case " $* " in *" -DD "*) {mark}'
+        'echo "strace: ptrace(PTRACE_SEIZE, 2): Operation not permitted" >&2; exit 1;; esac\n'
+        'exec "$STRACE" "$@"\n'
+    )
     wrapper.chmod(0o755)
     return str(wrapper)
 
 
 def test_an_attempt_whose_tracer_failed_is_retried_once_and_still_judged(repo, tmp_path):  # SB-13
     strace = failing_strace(tmp_path, "once")
-    app(repo, {"t": sandboxed("cat fixture.json; echo ran > out/ran.txt", write=["out/"])},
-        files={"fixture.json": "{}"})
+    app(
+        repo,
+        {"t": sandboxed("cat fixture.json; echo ran > out/ran.txt", write=["out/"])},
+        files={"fixture.json": "{}"},
+    )
     res = repo.vx("run", "t", cwd="packages/app", env={"VX_STRACE": strace})
     assert res.code == 1, res.out + res.err  # the retry ran, was traced, and its read was judged
-    assert violation_lines(res.out) == ['│ read  packages/app/fixture.json  → allow.read "fixture.json"']
+    assert violation_lines(res.out) == [
+        '│ read  packages/app/fixture.json  → allow.read "fixture.json"'
+    ]
     assert (repo.root / "packages/app/out/ran.txt").read_text() == "ran\n"
 
 
@@ -355,5 +467,7 @@ def test_a_tracer_that_fails_twice_fails_the_task_with_what_it_said(repo, tmp_pa
     app(repo, {"t": sandboxed("echo ran > out/ran.txt", write=["out/"])})
     res = repo.vx("run", "t", cwd="packages/app", env={"VX_STRACE": strace})
     assert res.code == 1 and not (repo.root / "packages/app/out/ran.txt").exists()
-    assert ("the sandbox's tracer failed twice: strace: ptrace(PTRACE_SEIZE, 2): Operation not permitted"
-            in res.out + res.err)
+    assert (
+        "the sandbox's tracer failed twice: strace: ptrace(PTRACE_SEIZE, 2): Operation not permitted"
+        in res.out + res.err
+    )

@@ -12,15 +12,21 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 from conftest import SRC, npm_workspace
 
-pytestmark = pytest.mark.skipif(any(shutil.which(t) is None for t in ("bwrap", "strace", "node")),
-                                reason="bwrap, strace and node are installed by dev/test")
+pytestmark = pytest.mark.skipif(
+    any(shutil.which(t) is None for t in ("bwrap", "strace", "node")),
+    reason="bwrap, strace and node are installed by dev/test",
+)
 
 
 def sandboxed(command: str, read=(), write=(), cache=None, **allow) -> dict:
-    task = {"exec": {"command": command, "sandbox": {"allow": {"read": list(read), "write": list(write), **allow}}}}
+    task = {
+        "exec": {
+            "command": command,
+            "sandbox": {"allow": {"read": list(read), "write": list(write), **allow}},
+        }
+    }
     if cache:
         task["cache"] = {"inputs": {"files": ["src/**"]}, "outputs": {"files": list(cache)}}
     return task
@@ -29,11 +35,19 @@ def sandboxed(command: str, read=(), write=(), cache=None, **allow) -> dict:
 def violation_lines(out: str) -> list[str]:
     lines = out.splitlines()
     starts = [i for i, line in enumerate(lines) if "SANDBOX VIOLATIONS" in line]
-    return [line for i in starts for line in lines[i + 1:] if line.startswith("│")] if starts else []
+    return (
+        [line for i in starts for line in lines[i + 1 :] if line.startswith("│")] if starts else []
+    )
 
 
 def app(repo, tasks: dict, files: dict | None = None, **pkgs) -> None:
-    packages = {"app": {"tasks": tasks, "files": {"src/a.js": "a\n", **(files or {})}, "deps": pkgs.pop("deps", [])}}
+    packages = {
+        "app": {
+            "tasks": tasks,
+            "files": {"src/a.js": "a\n", **(files or {})},
+            "deps": pkgs.pop("deps", []),
+        }
+    }
     packages.update(pkgs)
     repo.write(npm_workspace(packages)).commit()
 
@@ -67,16 +81,30 @@ def build_i386_client(tmp_path: Path, sock: str, out: Path) -> str:
         pytest.skip("needs gcc on x86-64 to build an i386 system-call probe")
     src = tmp_path / "client.c"
     src.write_text(I386_CLIENT)
-    common = ["-static", "-nostdlib", "-fno-stack-protector", "-fno-pie", "-no-pie", "-O1", f'-DSOCK_PATH="{sock}"']
+    common = [
+        "-static",
+        "-nostdlib",
+        "-fno-stack-protector",
+        "-fno-pie",
+        "-no-pie",
+        "-O1",
+        f'-DSOCK_PATH="{sock}"',
+    ]
     for flavour in (["-m32"], ["-m64"]):
-        built = subprocess.run(["gcc", *flavour, *common, str(src), "-o", str(out)], capture_output=True)
+        built = subprocess.run(
+            ["gcc", *flavour, *common, str(src), "-o", str(out)], capture_output=True
+        )
         if built.returncode == 0:
             return flavour[0]
-    pytest.skip(f"gcc builds neither a 32-bit nor an int-0x80 x86-64 binary: {built.stderr.decode()[-300:]}")
+    pytest.skip(
+        f"gcc builds neither a 32-bit nor an int-0x80 x86-64 binary: {built.stderr.decode()[-300:]}"
+    )
 
 
 def test_item1_an_i386_syscall_cannot_open_a_unix_socket_to_a_host_daemon(repo, tmp_path):  # SB-09
-    home = Path(tempfile.mkdtemp(prefix="vx-daemon-", dir="/var/tmp"))  # outside /tmp: visible inside
+    home = Path(
+        tempfile.mkdtemp(prefix="vx-daemon-", dir="/var/tmp")
+    )  # outside /tmp: visible inside
     try:
         sock = str(home / "daemon.sock")
         daemon = socket.socket(socket.AF_UNIX)
@@ -97,11 +125,16 @@ def test_item1_an_i386_syscall_cannot_open_a_unix_socket_to_a_host_daemon(repo, 
 
 # ---------------------------------------------------------------- 2. a grant over the task's own config
 
-def test_item2_a_file_glob_at_the_project_root_cannot_rewrite_config_manifest_lockfile_or_read_grants(repo):
+
+def test_item2_a_file_glob_at_the_project_root_cannot_rewrite_config_manifest_lockfile_or_read_grants(
+    repo,
+):
     # allow.write ["*.tsbuildinfo"] binds the project directory: the task's own config, its
     # package.json and its read grants must stay read-only, and a new config file must not stay.
-    attack = ("for f in vx.config.json package.json src/a.js; do (echo '{}' > $f) 2>/dev/null && echo wrote $f; done; "
-              "echo '{}' > vx.config.jsonc && echo created vx.config.jsonc; echo x > a.tsbuildinfo; true")
+    attack = (
+        "for f in vx.config.json package.json src/a.js; do (echo '{}' > $f) 2>/dev/null && echo wrote $f; done; "
+        "echo '{}' > vx.config.jsonc && echo created vx.config.jsonc; echo x > a.tsbuildinfo; true"
+    )
     app(repo, {"t": sandboxed(attack, read=["src/**"], write=["*.tsbuildinfo"])})
     config = (repo.root / "packages/app/vx.config.json").read_text()
     manifest = (repo.root / "packages/app/package.json").read_text()
@@ -111,12 +144,14 @@ def test_item2_a_file_glob_at_the_project_root_cannot_rewrite_config_manifest_lo
     assert (repo.root / "packages/app/package.json").read_text() == manifest
     assert (repo.root / "packages/app/src/a.js").read_text() == "a\n"
     assert not (repo.root / "packages/app/vx.config.jsonc").exists()  # created, then removed
-    assert (repo.root / "packages/app/a.tsbuildinfo").read_text() == "x\n"  # the grant itself still works
+    assert (
+        repo.root / "packages/app/a.tsbuildinfo"
+    ).read_text() == "x\n"  # the grant itself still works
     assert res.code == 1
     none = "none: a task never writes vx config files, package.json, lockfiles or install settings"
     assert violation_lines(res.out) == [
         f"│ write packages/app/package.json  → {none}",
-        "│ write packages/app/src/a.js  → allow.write \"src/a.js\"",
+        '│ write packages/app/src/a.js  → allow.write "src/a.js"',
         f"│ write packages/app/vx.config.json  → {none}",
         f"│ write packages/app/vx.config.jsonc  → {none}",
     ]
@@ -132,31 +167,51 @@ def test_item2_a_write_grant_that_names_a_manifest_is_refused_before_anything_ru
 
 # ---------------------------------------------------------------- 3. output links to what the task may not read
 
-def test_item3_an_output_link_to_a_file_the_task_could_not_read_is_never_saved_or_restored(repo):  # LC-08
+
+def test_item3_an_output_link_to_a_file_the_task_could_not_read_is_never_saved_or_restored(
+    repo,
+):  # LC-08
     cmd = "mkdir -p dist && echo ok > dist/ok.js && ln -sf ../../other/secret.txt dist/leak"
-    app(repo, {"build": sandboxed(cmd, read=["src/**"], write=["dist/"], cache=["dist/**"])},
-        other={"files": {"secret.txt": "TOPSECRET\n"}})
+    app(
+        repo,
+        {"build": sandboxed(cmd, read=["src/**"], write=["dist/"], cache=["dist/**"])},
+        other={"files": {"secret.txt": "TOPSECRET\n"}},
+    )
     first = repo.vx("run", "build", cwd="packages/app")
     assert first.code == 0, first.out + first.err
     second = repo.vx("run", "build", cwd="packages/app")
     leak = repo.root / "packages/app/dist/leak"
-    assert leak.is_symlink() and os.readlink(leak) == "../../other/secret.txt"  # never restored as the secret
+    assert (
+        leak.is_symlink() and os.readlink(leak) == "../../other/secret.txt"
+    )  # never restored as the secret
     assert second.task("app#build")["cache"] == "miss"  # nothing was saved, so nothing is restored
-    assert "not saved to the cache: refused output packages/app/dist/leak: a symlink to packages/other/secret.txt, " \
-           "which is not one of the task's outputs" in first.out + first.err
+    assert (
+        "not saved to the cache: refused output packages/app/dist/leak: a symlink to packages/other/secret.txt, "
+        "which is not one of the task's outputs" in first.out + first.err
+    )
 
 
 # ---------------------------------------------------------------- 4. a created grant under a concurrent task
+
 
 def test_item4_a_write_grant_vx_created_lives_until_the_last_task_using_it_ends(repo):  # SB-04
     # `a` creates gen/ (b starts only once a runs), then ends while `b` still has to write gen/
     # (b waits for `c`, which runs only after a ended): the empty gen/ must survive a's end.
     tasks = {
-        "a": sandboxed("touch sync/a-started; until [ -e sync/b-started ]; do sleep 0.01; done",
-                       write=["gen/", "sync/"]),
-        "after-a-started": sandboxed("until [ -e sync/a-started ]; do sleep 0.01; done", write=["sync/"]),
-        "b": {**sandboxed("touch sync/b-started; until [ -e sync/c-ran ]; do sleep 0.01; done; echo x > gen/out",
-                          write=["gen/", "sync/"]), "dependsOn": ["after-a-started"]},
+        "a": sandboxed(
+            "touch sync/a-started; until [ -e sync/b-started ]; do sleep 0.01; done",
+            write=["gen/", "sync/"],
+        ),
+        "after-a-started": sandboxed(
+            "until [ -e sync/a-started ]; do sleep 0.01; done", write=["sync/"]
+        ),
+        "b": {
+            **sandboxed(
+                "touch sync/b-started; until [ -e sync/c-ran ]; do sleep 0.01; done; echo x > gen/out",
+                write=["gen/", "sync/"],
+            ),
+            "dependsOn": ["after-a-started"],
+        },
         "c": {**sandboxed("touch sync/c-ran", write=["sync/"]), "dependsOn": ["a"]},
         "all": {"dependsOn": ["a", "b", "c"]},
     }
@@ -168,23 +223,33 @@ def test_item4_a_write_grant_vx_created_lives_until_the_last_task_using_it_ends(
 
 # ---------------------------------------------------------------- 5. the task erasing its own trace
 
-PTRACE_PROBE = ("import ctypes, os\n"
-                "libc = ctypes.CDLL(None, use_errno=True)\n"
-                "for pid in sorted(int(p) for p in os.listdir('/proc') if p.isdigit() and int(p) != os.getpid()):\n"
-                "    comm = open(f'/proc/{pid}/comm').read().strip()\n"
-                "    r = libc.ptrace(16, pid, 0, 0)\n"  # PTRACE_ATTACH
-                "    print('ptrace', comm, 'attached' if r == 0 else os.strerror(ctypes.get_errno()))\n")
+PTRACE_PROBE = (
+    "import ctypes, os\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "for pid in sorted(int(p) for p in os.listdir('/proc') if p.isdigit() and int(p) != os.getpid()):\n"
+    "    comm = open(f'/proc/{pid}/comm').read().strip()\n"
+    "    r = libc.ptrace(16, pid, 0, 0)\n"  # PTRACE_ATTACH
+    "    print('ptrace', comm, 'attached' if r == 0 else os.strerror(ctypes.get_errno()))\n"
+)
 
 
 def test_item5_the_task_cannot_empty_its_trace_or_ptrace_the_sandbox(repo):  # SB-13
     # Read an ungranted file, then try every way back to the trace: bwrap's pid 1 and every fd
     # of every process in view, and ptrace of each of them. The read must still be reported.
-    cmd = ("cat fixture.json 2>/dev/null; for f in /proc/1/fd/0 /proc/[0-9]*/fd/[0-9]*; do "
-           "(: > \"$f\") 2>/dev/null; done; "
-           f"python3 -c \"{PTRACE_PROBE}\"; ls /proc/*/comm | xargs cat | sort -u | tr '\\n' ' '; echo")
-    app(repo, {"t": sandboxed(cmd, read=["src/**"], cache=["dist/**"])}, files={"fixture.json": "{}"})
+    cmd = (
+        "cat fixture.json 2>/dev/null; for f in /proc/1/fd/0 /proc/[0-9]*/fd/[0-9]*; do "
+        '(: > "$f") 2>/dev/null; done; '
+        f"python3 -c \"{PTRACE_PROBE}\"; ls /proc/*/comm | xargs cat | sort -u | tr '\\n' ' '; echo"
+    )
+    app(
+        repo,
+        {"t": sandboxed(cmd, read=["src/**"], cache=["dist/**"])},
+        files={"fixture.json": "{}"},
+    )
     res = repo.vx("run", "t", cwd="packages/app")
-    assert violation_lines(res.out) == ['│ read  packages/app/fixture.json  → allow.read "fixture.json"'], res.out
+    assert violation_lines(res.out) == [
+        '│ read  packages/app/fixture.json  → allow.read "fixture.json"'
+    ], res.out
     assert res.code == 1
     probes = [line for line in res.out.splitlines() if line.startswith("ptrace ")]
     assert probes and all(not line.endswith("attached") for line in probes), res.out
@@ -195,10 +260,12 @@ def test_item5_the_task_cannot_empty_its_trace_or_ptrace_the_sandbox(repo):  # S
 def test_item5_an_emptied_trace_fails_the_task_instead_of_passing_it(repo, tmp_path):  # SB-13
     (tmp_path / "bin").mkdir()
     wrapper = tmp_path / "bin" / "strace"  # the real strace, then the trace emptied behind it
-    wrapper.write_text(f'#!/bin/sh\nreal={shutil.which("strace")}\n'
-                       'case " $* " in *" -DD "*) ;; *) exec "$real" "$@";; esac\n'
-                       'out=; prev=; for a in "$@"; do [ "$prev" = -o ] && out=$a; prev=$a; done\n'
-                       '"$real" "$@"; rc=$?; : > "$out"; exit $rc\n')
+    wrapper.write_text(
+        f"#!/bin/sh\nreal={shutil.which('strace')}\n"
+        'case " $* " in *" -DD "*) ;; *) exec "$real" "$@";; esac\n'
+        'out=; prev=; for a in "$@"; do [ "$prev" = -o ] && out=$a; prev=$a; done\n'
+        '"$real" "$@"; rc=$?; : > "$out"; exit $rc\n'
+    )
     wrapper.chmod(0o755)
     app(repo, {"t": sandboxed("echo ran", cache=["dist/**"])})
     res = repo.vx("run", "t", cwd="packages/app", env={"VX_STRACE": str(wrapper)})
@@ -208,17 +275,25 @@ def test_item5_an_emptied_trace_fails_the_task_instead_of_passing_it(repo, tmp_p
 
 # ---------------------------------------------------------------- 6. other tasks' temp dirs, the cache dir
 
+
 def test_item6_a_task_sees_neither_another_tasks_temp_dir_nor_an_outside_cache_dir(repo):  # SB-15
-    outside = Path(tempfile.mkdtemp(prefix="vx-tmpdir-", dir="/var/tmp"))  # TMPDIR outside /tmp: visible
+    outside = Path(
+        tempfile.mkdtemp(prefix="vx-tmpdir-", dir="/var/tmp")
+    )  # TMPDIR outside /tmp: visible
     try:
         cache = outside / "cache"
         tasks = {
-            "a": sandboxed("echo TOP\"\"SECRET > \"$TMPDIR/secret\"; touch sync/a-wrote; "
-                           "until [ -e sync/b-done ]; do sleep 0.01; done", write=["sync/"]),
-            "b": sandboxed(f"until [ -e sync/a-wrote ]; do sleep 0.01; done; "
-                           f"find {outside} -name secret 2>/dev/null | xargs cat 2>/dev/null; "
-                           f"find {cache} -type f 2>/dev/null | wc -l | sed 's/^/cache files: /'; touch sync/b-done",
-                           write=["sync/"]),
+            "a": sandboxed(
+                'echo TOP""SECRET > "$TMPDIR/secret"; touch sync/a-wrote; '
+                "until [ -e sync/b-done ]; do sleep 0.01; done",
+                write=["sync/"],
+            ),
+            "b": sandboxed(
+                f"until [ -e sync/a-wrote ]; do sleep 0.01; done; "
+                f"find {outside} -name secret 2>/dev/null | xargs cat 2>/dev/null; "
+                f"find {cache} -type f 2>/dev/null | wc -l | sed 's/^/cache files: /'; touch sync/b-done",
+                write=["sync/"],
+            ),
             "all": {"dependsOn": ["a", "b"]},
             "c": sandboxed("echo c", cache=["dist/**"]),
         }
@@ -235,6 +310,7 @@ def test_item6_a_task_sees_neither_another_tasks_temp_dir_nor_an_outside_cache_d
 
 
 # ---------------------------------------------------------------- 7. network: per task, by address, no unix sockets
+
 
 @pytest.fixture
 def origin():
@@ -259,33 +335,57 @@ def origin():
     server.server_close()
 
 
-needs_network_tools = pytest.mark.skipif(any(shutil.which(t) is None for t in ("socat", "curl")),
-                                         reason="socat and curl are installed by dev/test")
+needs_network_tools = pytest.mark.skipif(
+    any(shutil.which(t) is None for t in ("socat", "curl")),
+    reason="socat and curl are installed by dev/test",
+)
 
 
 @needs_network_tools
 def test_item7_a_task_reaches_only_its_own_hosts_not_another_tasks(repo, origin):  # SB-08
-    curl = f"curl -sS --noproxy '' http://127.0.0.1:{origin}/"  # through the proxy, even for loopback
-    tasks = {"a": sandboxed(f"{curl}a; echo", network=["127.0.0.1"]),
-             "b": sandboxed(f"{curl}b; echo; exit 0", network=["registry.npmjs.org"]),
-             "all": {"dependsOn": ["a", "b"]}}
+    curl = (
+        f"curl -sS --noproxy '' http://127.0.0.1:{origin}/"  # through the proxy, even for loopback
+    )
+    tasks = {
+        "a": sandboxed(f"{curl}a; echo", network=["127.0.0.1"]),
+        "b": sandboxed(f"{curl}b; echo; exit 0", network=["registry.npmjs.org"]),
+        "all": {"dependsOn": ["a", "b"]},
+    }
     app(repo, tasks)
     res = repo.vx("run", "all", "--continue", cwd="packages/app")
     assert "hello /a" in res.out and "hello /b" not in res.out, res.out
     assert res.task("app#a").get("sandboxViolations", []) == []
     assert res.task("app#b")["sandboxViolations"] == [
-        {"kind": "network", "path": f"127.0.0.1:{origin}", "grant": 'allow.network "127.0.0.1"'}]
+        {"kind": "network", "path": f"127.0.0.1:{origin}", "grant": 'allow.network "127.0.0.1"'}
+    ]
 
 
 @needs_network_tools
 def test_item7_a_denied_address_is_denied_whatever_name_reaches_it(repo, origin):  # SB-08
     cmd = f"curl -sS http://localhost:{origin}/by-name; echo; exit 0"
-    app(repo, {"t": {"exec": {"command": cmd, "sandbox": {"allow": {"network": ["localhost"]},
-                                                          "deny": {"network": ["127.0.0.1"]}}}}})
+    app(
+        repo,
+        {
+            "t": {
+                "exec": {
+                    "command": cmd,
+                    "sandbox": {
+                        "allow": {"network": ["localhost"]},
+                        "deny": {"network": ["127.0.0.1"]},
+                    },
+                }
+            }
+        },
+    )
     res = repo.vx("run", "t", cwd="packages/app")
     assert "hello /by-name" not in res.out, res.out
     assert res.task("app#t")["sandboxViolations"] == [
-        {"kind": "network", "path": f"localhost:{origin}", "grant": 'denied by deny.network "127.0.0.1"'}]
+        {
+            "kind": "network",
+            "path": f"localhost:{origin}",
+            "grant": 'denied by deny.network "127.0.0.1"',
+        }
+    ]
 
 
 @needs_network_tools
@@ -298,7 +398,7 @@ def test_item7_a_task_with_network_hosts_still_cannot_open_a_unix_socket(repo, o
         daemon.listen(4)
         daemon.setblocking(False)
         probe = f"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{sock}'); print('connected')"
-        cmd = f"curl -sS http://127.0.0.1:{origin}/net; echo; python3 -c \"{probe}\" 2>&1 | tail -1"
+        cmd = f'curl -sS http://127.0.0.1:{origin}/net; echo; python3 -c "{probe}" 2>&1 | tail -1'
         app(repo, {"t": sandboxed(cmd, network=["127.0.0.1"])})
         res = repo.vx("run", "t", cwd="packages/app")
         assert "hello /net" in res.out, res.out + res.err  # the bridge still works
@@ -312,12 +412,15 @@ def test_item7_a_task_with_network_hosts_still_cannot_open_a_unix_socket(repo, o
 
 # ---------------------------------------------------------------- 8. refused lookups
 
+
 def test_item8_a_tool_that_stats_before_it_opens_still_names_the_missing_grant(repo):  # SB-05
     # cp and `test -f` stat first, node's require stats its candidates: none of them opens the
     # hidden file, so only the refused lookup can show what was missing.
-    cmd = ("test -f fixture.json || echo 'no fixture'; cp data/in.txt /dev/null 2>/dev/null; "
-           "node -e \"try { require('./lib/helper.js') } catch (e) { console.log(e.code) }\"; "
-           "test -f not-there.json; true")
+    cmd = (
+        "test -f fixture.json || echo 'no fixture'; cp data/in.txt /dev/null 2>/dev/null; "
+        "node -e \"try { require('./lib/helper.js') } catch (e) { console.log(e.code) }\"; "
+        "test -f not-there.json; true"
+    )
     files = {"fixture.json": "{}", "data/in.txt": "x", "lib/helper.js": "module.exports = 1\n"}
     app(repo, {"t": sandboxed(cmd, read=["src/**", "package.json"])}, files=files)
     res = repo.vx("run", "t", cwd="packages/app")
@@ -331,31 +434,51 @@ def test_item8_a_tool_that_stats_before_it_opens_still_names_the_missing_grant(r
 
 # ---------------------------------------------------------------- 9. smaller ones
 
+
 def test_item9_verify_counts_a_read_through_a_read_write_open(repo):  # LG-03
-    script = "import os; f = open('config.txt', 'r+'); data = f.read(); os.makedirs('dist', exist_ok=True); " \
-             "open('dist/out.txt', 'w').write(data)"
-    task = {"exec": {"command": f"python3 -c \"{script}\""},
-            "cache": {"inputs": {"files": ["src/**"]}, "outputs": {"files": ["dist/**"]}}}
+    script = (
+        "import os; f = open('config.txt', 'r+'); data = f.read(); os.makedirs('dist', exist_ok=True); "
+        "open('dist/out.txt', 'w').write(data)"
+    )
+    task = {
+        "exec": {"command": f'python3 -c "{script}"'},
+        "cache": {"inputs": {"files": ["src/**"]}, "outputs": {"files": ["dist/**"]}},
+    }
     app(repo, {"build": task}, files={"config.txt": "v1\n"})
     res = repo.vx("run", "app#build", "--verify=inputs")
     assert res.code == 1, res.out + res.err
     assert '  config.txt  add cache.inputs.files: ["config.txt"]' in res.out.splitlines(), res.out
 
 
-def test_item9_the_matches_nothing_warning_comes_before_the_task_and_never_advises_the_whole_project(repo):
+def test_item9_the_matches_nothing_warning_comes_before_the_task_and_never_advises_the_whole_project(
+    repo,
+):
     cmd = "echo task-ran; mkdir .0123456789abcdef-00000000.tmp 2>&1 | tail -1; true"
     app(repo, {"t": sandboxed(cmd, read=["."], write=[".*.tmp/**"])})
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
     env.update({"PYTHONPATH": SRC, "NO_COLOR": "1"})
-    both = subprocess.run([sys.executable, "-m", "vx", "run", "t"], cwd=repo.root / "packages/app", env=env,
-                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, timeout=60).stdout  # one pipe: the order vx wrote in
-    warning = next(line for line in both.splitlines() if "the write grant .*.tmp/** matches nothing yet" in line)
+    both = subprocess.run(
+        [sys.executable, "-m", "vx", "run", "t"],
+        cwd=repo.root / "packages/app",
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=60,
+    ).stdout  # one pipe: the order vx wrote in
+    warning = next(
+        line
+        for line in both.splitlines()
+        if "the write grant .*.tmp/** matches nothing yet" in line
+    )
     assert both.index(warning) < both.index("\ntask-ran"), both
     assert "./**" not in warning and "grant that, or under its TMPDIR" in warning
 
 
-def test_item9_a_scratch_glob_under_a_missing_directory_needs_no_grant_for_its_parent(repo):  # seed 0.0.217
+def test_item9_a_scratch_glob_under_a_missing_directory_needs_no_grant_for_its_parent(
+    repo,
+):  # seed 0.0.217
     cmd = "mkdir -p build/.0123456789abcdef-00000000.tmp && echo x > build/.0123456789abcdef-00000000.tmp/f"
     app(repo, {"t": sandboxed(cmd, read=["src/**"], write=["build/.*.tmp/**", "dist/"])})
     res = repo.vx("run", "t", cwd="packages/app")
@@ -363,11 +486,15 @@ def test_item9_a_scratch_glob_under_a_missing_directory_needs_no_grant_for_its_p
     assert violation_lines(res.out) == []
 
 
-def test_item9_an_outside_write_grant_without_a_slash_is_a_directory_and_its_parent_stays_read_only(repo, tmp_path):
+def test_item9_an_outside_write_grant_without_a_slash_is_a_directory_and_its_parent_stays_read_only(
+    repo, tmp_path
+):
     home = tmp_path / "home"
     (home / ".cache").mkdir(parents=True)
-    cmd = ("echo blob > ~/.cache/tool/blob && echo in-tool; "
-           "(echo x > ~/.cache/beside) 2>/dev/null || echo parent-read-only")
+    cmd = (
+        "echo blob > ~/.cache/tool/blob && echo in-tool; "
+        "(echo x > ~/.cache/beside) 2>/dev/null || echo parent-read-only"
+    )
     app(repo, {"t": sandboxed(cmd, write=["~/.cache/tool"])})
     res = repo.vx("run", "t", cwd="packages/app", env={"HOME": str(home)})
     assert "in-tool" in res.out and "parent-read-only" in res.out, res.out + res.err
@@ -376,8 +503,10 @@ def test_item9_an_outside_write_grant_without_a_slash_is_a_directory_and_its_par
 
 
 def test_item9_bun_temp_dirs_with_any_characters_are_never_inputs(repo):  # KEY-17
-    task = {"exec": {"command": "mkdir -p dist && echo o > dist/o"},
-            "cache": {"inputs": {"files": ["**"]}, "outputs": {"files": ["dist/**"]}}}
+    task = {
+        "exec": {"command": "mkdir -p dist && echo o > dist/o"},
+        "cache": {"inputs": {"files": ["**"]}, "outputs": {"files": ["dist/**"]}},
+    }
     app(repo, {"build": task})
     assert repo.vx("run", "build", cwd="packages/app").code == 0
     temp = repo.root / "packages/app/.zZ_9zZ_9zZ_9zZ_9-zZ_9zZ_9.tmp"
@@ -389,7 +518,7 @@ def test_item9_bun_temp_dirs_with_any_characters_are_never_inputs(repo):  # KEY-
 def test_item2_a_package_json_inside_an_output_directory_is_a_plain_output(repo):
     # Bundlers write dist/package.json ({"type": "module"}): only the project's and the root's
     # own config files are protected, not files of those names under a write grant.
-    cmd = "mkdir -p dist && echo '{\"type\": \"module\"}' > dist/package.json"
+    cmd = 'mkdir -p dist && echo \'{"type": "module"}\' > dist/package.json'
     app(repo, {"t": sandboxed(cmd, write=["dist/"])})
     for _ in range(2):  # the second run rewrites the file the first left
         res = repo.vx("run", "t", cwd="packages/app")
@@ -419,19 +548,28 @@ for pid in sorted(int(p) for p in os.listdir('/proc') if p.isdigit() and int(p) 
 
 
 @needs_network_tools
-def test_item7_no_process_in_a_networked_tasks_view_is_outside_its_filter(repo, origin):  # SB-08, SB-09
+def test_item7_no_process_in_a_networked_tasks_view_is_outside_its_filter(
+    repo, origin
+):  # SB-08, SB-09
     # The bridges (socat) and bwrap's pid 1 once ran in the task's pid namespace without the
     # filter: writing their memory would have been a way to a unix socket.
-    cmd = (f"curl -sS http://127.0.0.1:{origin}/net; echo; python3 probe.py; "
-           "cat /proc/[0-9]*/comm | sort -u | tr '\\n' ' '; echo")
-    app(repo, {"t": sandboxed(cmd, read=["probe.py"], network=["127.0.0.1"], localBinding=[free_port()])},
-        files={"probe.py": MEM_PROBE})
+    cmd = (
+        f"curl -sS http://127.0.0.1:{origin}/net; echo; python3 probe.py; "
+        "cat /proc/[0-9]*/comm | sort -u | tr '\\n' ' '; echo"
+    )
+    app(
+        repo,
+        {"t": sandboxed(cmd, read=["probe.py"], network=["127.0.0.1"], localBinding=[free_port()])},
+        files={"probe.py": MEM_PROBE},
+    )
     res = repo.vx("run", "t", cwd="packages/app")
     assert "hello /net" in res.out, res.out + res.err  # the bridge still works
     probes = [line for line in res.out.splitlines() if line.startswith("probe ")]
     assert probes, res.out  # bwrap's pid 1 at least is in view
     assert not [line for line in probes if "UNFILTERED" in line], res.out
-    assert "socat" not in res.out.splitlines()[-4], res.out  # the bridges are not in the task's view
+    assert "socat" not in res.out.splitlines()[-4], (
+        res.out
+    )  # the bridges are not in the task's view
 
 
 def free_port() -> int:

@@ -13,11 +13,12 @@ import time
 import urllib.request
 
 import pytest
-
 from conftest import SRC, npm_workspace
 
-pytestmark = pytest.mark.skipif(any(shutil.which(t) is None for t in ("bwrap", "socat", "curl", "node")),
-                                reason="bwrap, socat, curl and node are installed by dev/test")
+pytestmark = pytest.mark.skipif(
+    any(shutil.which(t) is None for t in ("bwrap", "socat", "curl", "node")),
+    reason="bwrap, socat, curl and node are installed by dev/test",
+)
 
 
 class _Origin(http.server.BaseHTTPRequestHandler):
@@ -49,7 +50,7 @@ def sandboxed(command: str, network, **more) -> dict:
 def frame_violations(out: str) -> list[str]:
     lines = out.splitlines()
     start = next(i for i, line in enumerate(lines) if "SANDBOX VIOLATIONS" in line)
-    return [line for line in lines[start + 1:] if line.startswith("│")]
+    return [line for line in lines[start + 1 :] if line.startswith("│")]
 
 
 def test_curl_reaches_a_listed_host_and_an_unlisted_one_is_a_violation(repo, origin):
@@ -59,40 +60,89 @@ def test_curl_reaches_a_listed_host_and_an_unlisted_one_is_a_violation(repo, ori
     assert res.code == 1, res.err
     assert "hello /listed" in res.out and "CONNECT tunnel failed, response 403" in res.out
     assert res.task("app#fetch")["sandboxViolations"] == [
-        {"kind": "network", "path": "unlisted.example.org:80", "grant": 'allow.network "unlisted.example.org"'}]
-    assert frame_violations(res.out) == ['│ network unlisted.example.org:80  → allow.network "unlisted.example.org"']
+        {
+            "kind": "network",
+            "path": "unlisted.example.org:80",
+            "grant": 'allow.network "unlisted.example.org"',
+        }
+    ]
+    assert frame_violations(res.out) == [
+        '│ network unlisted.example.org:80  → allow.network "unlisted.example.org"'
+    ]
 
 
 def test_node_fetch_goes_through_the_proxy_on_every_node_version(repo, origin):
-    script = (f"fetch('http://127.0.0.1:{origin}/node').then(r=>r.text()).then(console.log);"
-              "fetch('http://blocked.example.net:8080/').catch(e=>console.log('refused:', e.cause.message))")
-    repo.write(npm_workspace({"app": {"tasks": {"fetch": sandboxed(f'node -e "{script}"', ["127.0.0.1"])}}})).commit()
+    script = (
+        f"fetch('http://127.0.0.1:{origin}/node').then(r=>r.text()).then(console.log);"
+        "fetch('http://blocked.example.net:8080/').catch(e=>console.log('refused:', e.cause.message))"
+    )
+    repo.write(
+        npm_workspace(
+            {"app": {"tasks": {"fetch": sandboxed(f'node -e "{script}"', ["127.0.0.1"])}}}
+        )
+    ).commit()
     res = repo.vx("run", "app#fetch")
-    assert "hello /node" in res.out and "refused: the vx sandbox proxy refused blocked.example.net:8080" in res.out
-    assert [v["path"] for v in res.task("app#fetch")["sandboxViolations"]] == ["blocked.example.net:8080"]
+    assert (
+        "hello /node" in res.out
+        and "refused: the vx sandbox proxy refused blocked.example.net:8080" in res.out
+    )
+    assert [v["path"] for v in res.task("app#fetch")["sandboxViolations"]] == [
+        "blocked.example.net:8080"
+    ]
 
 
 def test_refusals_belong_to_the_task_that_asked_and_ignore_silences_them(repo, origin):
     asks = "curl -sS http://asked.example.org/; exit 0"
-    repo.write(npm_workspace({
-        "a": {"tasks": {"net": sandboxed(asks, ["127.0.0.1"])}},
-        "b": {"tasks": {"net": sandboxed(f"curl -sS http://127.0.0.1:{origin}/b", ["127.0.0.1"])}},
-        "c": {"tasks": {"net": sandboxed(asks, ["127.0.0.1"], ignore={"network": ["ASKED.example.org:80"]})}},
-    })).commit()
+    repo.write(
+        npm_workspace(
+            {
+                "a": {"tasks": {"net": sandboxed(asks, ["127.0.0.1"])}},
+                "b": {
+                    "tasks": {
+                        "net": sandboxed(f"curl -sS http://127.0.0.1:{origin}/b", ["127.0.0.1"])
+                    }
+                },
+                "c": {
+                    "tasks": {
+                        "net": sandboxed(
+                            asks, ["127.0.0.1"], ignore={"network": ["ASKED.example.org:80"]}
+                        )
+                    }
+                },
+            }
+        )
+    ).commit()
     res = repo.vx("run", "net", "--all")
-    assert res.statuses() == {"a#net": ("failed", "no-cache"), "b#net": ("success", "no-cache"),
-                              "c#net": ("success", "no-cache")}, res.out
+    assert res.statuses() == {
+        "a#net": ("failed", "no-cache"),
+        "b#net": ("success", "no-cache"),
+        "c#net": ("success", "no-cache"),
+    }, res.out
     assert [v["path"] for v in res.task("a#net")["sandboxViolations"]] == ["asked.example.org:80"]
 
 
 def test_a_deny_pattern_wins_over_the_allow_list(repo, origin):
     cmd = f"curl -sS -o /dev/null -w '%{{http_code}}' http://localhost:{origin}/; exit 0"
-    repo.write(npm_workspace({"app": {"tasks": {"fetch": sandboxed(cmd, ["localhost"],
-                                                                   deny={"network": ["localhost"]})}}})).commit()
+    repo.write(
+        npm_workspace(
+            {
+                "app": {
+                    "tasks": {
+                        "fetch": sandboxed(cmd, ["localhost"], deny={"network": ["localhost"]})
+                    }
+                }
+            }
+        )
+    ).commit()
     res = repo.vx("run", "app#fetch")
     assert "403" in res.out
     assert res.task("app#fetch")["sandboxViolations"] == [
-        {"kind": "network", "path": f"localhost:{origin}", "grant": 'denied by deny.network "localhost"'}]
+        {
+            "kind": "network",
+            "path": f"localhost:{origin}",
+            "grant": 'denied by deny.network "localhost"',
+        }
+    ]
 
 
 # ---------------------------------------------------------------- allow.localBinding ports (SB-09)
@@ -118,20 +168,39 @@ def free_port() -> int:
 
 
 def serving(port: int, command: str, **allow) -> dict:
-    grants = {"read": ["package.json", "src/**"], "write": ["out/"], "localBinding": [port], **allow}
+    grants = {
+        "read": ["package.json", "src/**"],
+        "write": ["out/"],
+        "localBinding": [port],
+        **allow,
+    }
     return {"exec": {"command": command, "sandbox": {"allow": grants}}}
 
 
 def test_a_listed_port_is_bridged_out_to_the_host_while_the_task_runs(repo):
     port = free_port()
     files = {"src/serve.js": SERVE_JS}
-    repo.write(npm_workspace({"app": {"tasks": {"serve": serving(port, f"node src/serve.js {port}")},
-                                      "files": files}})).commit()
+    repo.write(
+        npm_workspace(
+            {
+                "app": {
+                    "tasks": {"serve": serving(port, f"node src/serve.js {port}")},
+                    "files": files,
+                }
+            }
+        )
+    ).commit()
     out = repo.root / "packages/app/out"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
-    proc = subprocess.Popen([sys.executable, "-m", "vx", "run", "serve"], cwd=repo.root / "packages/app",
-                            env={**env, "PYTHONPATH": SRC, "NO_COLOR": "1"}, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vx", "run", "serve"],
+        cwd=repo.root / "packages/app",
+        env={**env, "PYTHONPATH": SRC, "NO_COLOR": "1"},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 20
         while not (out / "ready").exists():
@@ -152,8 +221,12 @@ def test_a_listed_port_taken_on_the_host_fails_the_task_before_it_starts(repo):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        repo.write(npm_workspace({"app": {"tasks": {"t": serving(port, "echo ran > out/ran.txt")}}})).commit()
+        repo.write(
+            npm_workspace({"app": {"tasks": {"t": serving(port, "echo ran > out/ran.txt")}}})
+        ).commit()
         res = repo.vx("run", "t", cwd="packages/app")
     assert res.code == 1 and not (repo.root / "packages/app/out/ran.txt").exists()
-    assert (f"allow.localBinding port {port} cannot be bridged to the host: 127.0.0.1:{port} is already taken"
-            in res.out + res.err)
+    assert (
+        f"allow.localBinding port {port} cannot be bridged to the host: 127.0.0.1:{port} is already taken"
+        in res.out + res.err
+    )

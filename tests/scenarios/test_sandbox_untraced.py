@@ -7,14 +7,15 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from conftest import npm_workspace
 
-pytestmark = pytest.mark.skipif(any(shutil.which(t) is None for t in ("bwrap", "strace")),
-                                reason="bwrap and strace are installed by dev/test")
+pytestmark = pytest.mark.skipif(
+    any(shutil.which(t) is None for t in ("bwrap", "strace")),
+    reason="bwrap and strace are installed by dev/test",
+)
 
 # Reads an ungranted file (refused whether traced or not), then says whether it got it.
-PEEK = "cat fixture.json 2>/dev/null && echo GOT\"\"-IT || echo re\"\"fused"  # the echo of the command holds neither word
+PEEK = 'cat fixture.json 2>/dev/null && echo GOT""-IT || echo re""fused'  # the echo of the command holds neither word
 
 
 def marking_strace(tmp_path: Path) -> tuple[str, Path]:
@@ -22,8 +23,10 @@ def marking_strace(tmp_path: Path) -> tuple[str, Path]:
     marks = tmp_path / "traced"
     marks.mkdir()
     wrapper = tmp_path / "strace"
-    wrapper.write_text(f'#!/bin/sh\ncase " $* " in *" -DD "*) touch "{marks}/$$";; esac\n'
-                       f'exec {shutil.which("strace")} "$@"\n')
+    wrapper.write_text(
+        f'#!/bin/sh\ncase " $* " in *" -DD "*) touch "{marks}/$$";; esac\n'
+        f'exec {shutil.which("strace")} "$@"\n'
+    )
     wrapper.chmod(0o755)
     return str(wrapper), marks
 
@@ -32,12 +35,16 @@ def task(trace: bool | None = None) -> dict:
     sandbox: dict = {"allow": {"read": ["src/**"]}}
     if trace is not None:
         sandbox["trace"] = trace
-    return {"exec": {"command": PEEK, "sandbox": sandbox},
-            "cache": {"inputs": {"files": ["src/**"]}, "outputs": {"files": []}}}
+    return {
+        "exec": {"command": PEEK, "sandbox": sandbox},
+        "cache": {"inputs": {"files": ["src/**"]}, "outputs": {"files": []}},
+    }
 
 
 def write(repo, tasks: dict, workspace: dict | None = None) -> None:
-    files = npm_workspace({"app": {"tasks": tasks, "files": {"src/a.js": "a\n", "fixture.json": "{}"}}})
+    files = npm_workspace(
+        {"app": {"tasks": tasks, "files": {"src/a.js": "a\n", "fixture.json": "{}"}}}
+    )
     if workspace is not None:
         files["vx.workspace.json"] = workspace
     repo.write(files).commit()
@@ -52,26 +59,34 @@ def test_item13_trace_false_enforces_and_nothing_traces_the_task(repo, tmp_path)
     assert res.task("app#t").get("sandboxViolations", []) == []
     assert list(marks.iterdir()) == []  # strace never ran for the task
     assert "untraced" not in res.out + res.err  # chosen, not a machine without strace: no note
-    assert repo.vx("run", "t", cwd="packages/app", env={"VX_STRACE": strace}).task("app#t")["cache"] in ("hit", "up-to-date")  # cached as a traced pass is
+    assert repo.vx("run", "t", cwd="packages/app", env={"VX_STRACE": strace}).task("app#t")[
+        "cache"
+    ] in ("hit", "up-to-date")  # cached as a traced pass is
 
 
 def test_item13_the_workspace_turns_tracing_off_and_a_task_turns_it_back_on(repo, tmp_path):
     strace, marks = marking_strace(tmp_path)
-    write(repo, {"quiet": task(), "loud": task(trace=True)}, workspace={"sandbox": {"trace": False}})
+    write(
+        repo, {"quiet": task(), "loud": task(trace=True)}, workspace={"sandbox": {"trace": False}}
+    )
     quiet = repo.vx("run", "quiet", cwd="packages/app", env={"VX_STRACE": strace})
     assert quiet.code == 0 and "refused" in quiet.out, quiet.out + quiet.err
     assert list(marks.iterdir()) == []
     loud = repo.vx("run", "loud", cwd="packages/app", env={"VX_STRACE": strace})
     assert loud.code == 1, loud.out + loud.err
     assert loud.task("app#loud")["sandboxViolations"] == [
-        {"kind": "read", "path": "packages/app/fixture.json", "grant": 'allow.read "fixture.json"'}]
+        {"kind": "read", "path": "packages/app/fixture.json", "grant": 'allow.read "fixture.json"'}
+    ]
     assert len(list(marks.iterdir())) == 1
 
 
 def test_item13_verify_names_the_tasks_it_could_not_trace(repo):  # LG-03
     write(repo, {"t": task(trace=False)})
     res = repo.vx("run", "t", "--verify", cwd="packages/app")
-    assert "verify: not traced (sandbox.trace is false, so what they read is unknown): app#t" in res.out, res.out
+    assert (
+        "verify: not traced (sandbox.trace is false, so what they read is unknown): app#t"
+        in res.out
+    ), res.out
     assert res.code == 0
 
 
@@ -79,4 +94,6 @@ def test_item13_a_trace_that_is_not_a_boolean_is_refused_with_where(repo):
     write(repo, {"t": task()}, workspace={"sandbox": {"trace": "off"}})
     res = repo.vx("run", "t", cwd="packages/app")
     assert res.code == 2, res.out + res.err
-    assert "vx.workspace.json" in res.err and "sandbox.trace" in res.err and "true or false" in res.err
+    assert (
+        "vx.workspace.json" in res.err and "sandbox.trace" in res.err and "true or false" in res.err
+    )

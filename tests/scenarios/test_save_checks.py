@@ -6,8 +6,10 @@ import time
 
 from conftest import build_task, npm_workspace
 
-COPY = ("node -e \"const fs=require('fs');fs.mkdirSync('dist',{recursive:true});"
-        "fs.writeFileSync('dist/out.js',fs.readFileSync('src/a.js'))\"")
+COPY = (
+    "node -e \"const fs=require('fs');fs.mkdirSync('dist',{recursive:true});"
+    "fs.writeFileSync('dist/out.js',fs.readFileSync('src/a.js'))\""
+)
 
 
 def artifacts(repo):
@@ -17,16 +19,27 @@ def artifacts(repo):
 def test_key21_same_bytes_rewrite_keeps_the_task_and_its_dependants_cached(repo):
     """Item 1 (edge-runtime's primitives build): a build regenerates a tracked input with the
     bytes it already had; the task and everything downstream are saved and hit next time."""
-    regen = ("node -e \"const fs=require('fs');const p='load/package.json';const b=fs.readFileSync(p);"
-             "fs.unlinkSync(p);fs.writeFileSync(p,b);fs.mkdirSync('dist',{recursive:true});"
-             "fs.writeFileSync('dist/out.js',b)\"")
+    regen = (
+        "node -e \"const fs=require('fs');const p='load/package.json';const b=fs.readFileSync(p);"
+        "fs.unlinkSync(p);fs.writeFileSync(p,b);fs.mkdirSync('dist',{recursive:true});"
+        "fs.writeFileSync('dist/out.js',b)\""
+    )
     prim = build_task(deps=(), command=regen, inputs=("load/**", "src/**"))
-    repo.write(npm_workspace({
-        "primitives": {"tasks": {"build": prim}, "files": {"load/package.json": '{"name": "load"}\n',
-                                                           "src/a.js": "P;"}},
-        "runtime": {"deps": ["primitives"], "tasks": {"build": build_task(command=COPY)},
-                    "files": {"src/a.js": "R;"}},
-    })).commit()
+    repo.write(
+        npm_workspace(
+            {
+                "primitives": {
+                    "tasks": {"build": prim},
+                    "files": {"load/package.json": '{"name": "load"}\n', "src/a.js": "P;"},
+                },
+                "runtime": {
+                    "deps": ["primitives"],
+                    "tasks": {"build": build_task(command=COPY)},
+                    "files": {"src/a.js": "R;"},
+                },
+            }
+        )
+    ).commit()
     first = repo.vx("run", "build", "--all")
     assert first.code == 0, first.err
     assert "not saved" not in first.err
@@ -40,8 +53,16 @@ def test_key21_fresh_checkout_inside_the_racy_window_still_saves(repo):
     """Item 5: a file written just before `vx run` (a fresh clone, a test's setup) has an mtime
     inside the re-check's racy window; nothing edits it while the task runs, so it is saved. The
     mtime is set ahead of the clock, so it lands in the window whatever the machine's speed."""
-    repo.write(npm_workspace({"docs": {"tasks": {"build": build_task(deps=(), command=COPY)},
-                                       "files": {"src/a.js": "DOCS;"}}})).commit()
+    repo.write(
+        npm_workspace(
+            {
+                "docs": {
+                    "tasks": {"build": build_task(deps=(), command=COPY)},
+                    "files": {"src/a.js": "DOCS;"},
+                }
+            }
+        )
+    ).commit()
     ahead = time.time_ns() + 3600 * 10**9
     os.utime(repo.root / "packages/docs/src/a.js", ns=(ahead, ahead))
     res = repo.vx("run", "build", "--all")
@@ -55,10 +76,20 @@ def test_key21_fresh_checkout_inside_the_racy_window_still_saves(repo):
 
 def test_key21_real_edit_inside_the_racy_window_is_still_refused(repo):
     """Item 5's other half: the same racy file, edited by the task while it runs, is not saved."""
-    edit = ("node -e \"const fs=require('fs');fs.appendFileSync('src/a.js','//edited');"
-            "fs.mkdirSync('dist',{recursive:true});fs.writeFileSync('dist/out.js','x')\"")
-    repo.write(npm_workspace({"docs": {"tasks": {"build": build_task(deps=(), command=edit)},
-                                       "files": {"src/a.js": "DOCS;"}}})).commit()
+    edit = (
+        "node -e \"const fs=require('fs');fs.appendFileSync('src/a.js','//edited');"
+        "fs.mkdirSync('dist',{recursive:true});fs.writeFileSync('dist/out.js','x')\""
+    )
+    repo.write(
+        npm_workspace(
+            {
+                "docs": {
+                    "tasks": {"build": build_task(deps=(), command=edit)},
+                    "files": {"src/a.js": "DOCS;"},
+                }
+            }
+        )
+    ).commit()
     ahead = time.time_ns() + 3600 * 10**9
     os.utime(repo.root / "packages/docs/src/a.js", ns=(ahead, ahead))
     res = repo.vx("run", "build", "--all")
@@ -70,15 +101,29 @@ def test_key21_real_edit_inside_the_racy_window_is_still_refused(repo):
 def test_key21_unsaved_dependants_say_why_in_the_run_and_in_vx_why(repo):
     """Item 2: every task that is not saved says why, once: the one whose input moved, and each
     dependant, naming the upstream task at the root of it; `vx why` repeats it until a save."""
-    edit = ("node -e \"const fs=require('fs');if(process.env.EDIT)fs.appendFileSync('src/a.js','//e');"
-            "fs.mkdirSync('dist',{recursive:true});fs.writeFileSync('dist/out.js','a')\"")
+    edit = (
+        "node -e \"const fs=require('fs');if(process.env.EDIT)fs.appendFileSync('src/a.js','//e');"
+        "fs.mkdirSync('dist',{recursive:true});fs.writeFileSync('dist/out.js','a')\""
+    )
     a = build_task(deps=(), command=edit)
     a["exec"]["env"] = {"passThrough": ["EDIT"]}
-    repo.write(npm_workspace({
-        "a": {"tasks": {"build": a}, "files": {"src/a.js": "A;"}},
-        "b": {"deps": ["a"], "tasks": {"build": build_task(command=COPY)}, "files": {"src/a.js": "B;"}},
-        "c": {"deps": ["b"], "tasks": {"build": build_task(command=COPY)}, "files": {"src/a.js": "C;"}},
-    })).commit()
+    repo.write(
+        npm_workspace(
+            {
+                "a": {"tasks": {"build": a}, "files": {"src/a.js": "A;"}},
+                "b": {
+                    "deps": ["a"],
+                    "tasks": {"build": build_task(command=COPY)},
+                    "files": {"src/a.js": "B;"},
+                },
+                "c": {
+                    "deps": ["b"],
+                    "tasks": {"build": build_task(command=COPY)},
+                    "files": {"src/a.js": "C;"},
+                },
+            }
+        )
+    ).commit()
     res = repo.vx("run", "build", "--all", env={"EDIT": "1"})
     assert res.code == 0, res.err
     root = "a#build was not saved (input changed while it ran: packages/a/src/a.js)"
@@ -87,7 +132,10 @@ def test_key21_unsaved_dependants_say_why_in_the_run_and_in_vx_why(repo):
     assert artifacts(repo) == []
     why = repo.vx("why", "c#build", summary=False)
     assert why.code == 0 and f"not saved: upstream {root}" in why.out, why.out
-    assert "input changed while it ran: packages/a/src/a.js" in repo.vx("why", "a#build", summary=False).out
+    assert (
+        "input changed while it ran: packages/a/src/a.js"
+        in repo.vx("why", "a#build", summary=False).out
+    )
     repo.git("checkout", "--", "packages/a/src/a.js")
     saved = repo.vx("run", "build", "--all")
     assert saved.code == 0 and "not saved" not in saved.err, saved.err
@@ -98,13 +146,25 @@ def test_ex11_background_writer_is_stopped_before_the_outputs_are_read(repo):
     """Item 3: a task that exits 0 while a process it started still runs. The writer blocks on a
     FIFO nobody opens, and writes dist/late.txt when it is stopped: vx must stop it (and say so)
     before it reads the outputs, so the saved entry holds exactly what is on disk."""
-    cmd = ("rm -f gate && mkfifo gate && mkdir -p dist && echo early > dist/a.txt && "
-           "(trap 'echo late > dist/late.txt; exit 0' TERM; cat gate) >/dev/null 2>&1 & exit 0")
-    repo.write(npm_workspace({"app": {"tasks": {"build": build_task(deps=(), command=cmd)},
-                                      "files": {"src/a.js": "A;"}}})).commit()
+    cmd = (
+        "rm -f gate && mkfifo gate && mkdir -p dist && echo early > dist/a.txt && "
+        "(trap 'echo late > dist/late.txt; exit 0' TERM; cat gate) >/dev/null 2>&1 & exit 0"
+    )
+    repo.write(
+        npm_workspace(
+            {
+                "app": {
+                    "tasks": {"build": build_task(deps=(), command=cmd)},
+                    "files": {"src/a.js": "A;"},
+                }
+            }
+        )
+    ).commit()
     res = repo.vx("run", "build", "--all", env={"VX_KILL_GRACE_MS": "100"})
     assert res.code == 0, res.err
-    assert "app#build: processes it started in the background were still running" in res.err, res.err
+    assert "app#build: processes it started in the background were still running" in res.err, (
+        res.err
+    )
     dist = repo.root / "packages/app/dist"
     on_disk = {p.name: p.read_text() for p in dist.iterdir()}
     assert on_disk == {"a.txt": "early\n", "late.txt": "late\n"}
@@ -119,12 +179,24 @@ def test_ex19_lockfile_rewritten_mid_run_stops_hits_and_saves(repo):
     """Item 4 (EX-19): a root install task rewrites package-lock.json mid-run. Every key of the run
     was taken on the old lockfile, so a later task is neither restored from nor saved under it,
     and a line names the file."""
-    install = {"exec": {"command": "if [ -n \"$LOCK\" ]; then printf '%s\\n' \"$LOCK\" > package-lock.json; fi",
-                        "env": {"passThrough": ["LOCK"]}}}
-    lock_copy = ("node -e \"const fs=require('fs');fs.mkdirSync('dist',{recursive:true});"
-                 "fs.writeFileSync('dist/out.js',fs.readFileSync('../../package-lock.json'))\"")
-    files = npm_workspace({"app": {"tasks": {"build": build_task(deps=("//#install",), command=lock_copy)},
-                                   "files": {"src/a.js": "A;"}}})
+    install = {
+        "exec": {
+            "command": 'if [ -n "$LOCK" ]; then printf \'%s\\n\' "$LOCK" > package-lock.json; fi',
+            "env": {"passThrough": ["LOCK"]},
+        }
+    }
+    lock_copy = (
+        "node -e \"const fs=require('fs');fs.mkdirSync('dist',{recursive:true});"
+        "fs.writeFileSync('dist/out.js',fs.readFileSync('../../package-lock.json'))\""
+    )
+    files = npm_workspace(
+        {
+            "app": {
+                "tasks": {"build": build_task(deps=("//#install",), command=lock_copy)},
+                "files": {"src/a.js": "A;"},
+            }
+        }
+    )
     files["vx.config.json"] = {"tasks": {"install": install}}
     files["package-lock.json"] = '{"v": 1}\n'
     repo.write(files).commit()
@@ -142,13 +214,27 @@ def test_ex19_lockfile_rewritten_mid_run_stops_hits_and_saves(repo):
 
 def _generator_project(repo):
     """app: an uncached `gen` that rewrites src/gen.js from $V, then a cached `build` of src/."""
-    gen = {"exec": {"command": "node -e \"require('fs').writeFileSync('src/gen.js','GEN'+process.env.V+';')\"",
-                    "env": {"passThrough": ["V"]}}}
-    repo.write(npm_workspace({
-        "app": {"tasks": {"gen": gen, "build": build_task(deps=("gen",))},
-                "files": {"src/a.js": "A;", "src/gen.js": "GEN0;"}},
-        "web": {"deps": ["app"], "tasks": {"build": build_task()}, "files": {"src/w.js": "W;"}},
-    })).commit()
+    gen = {
+        "exec": {
+            "command": "node -e \"require('fs').writeFileSync('src/gen.js','GEN'+process.env.V+';')\"",
+            "env": {"passThrough": ["V"]},
+        }
+    }
+    repo.write(
+        npm_workspace(
+            {
+                "app": {
+                    "tasks": {"gen": gen, "build": build_task(deps=("gen",))},
+                    "files": {"src/a.js": "A;", "src/gen.js": "GEN0;"},
+                },
+                "web": {
+                    "deps": ["app"],
+                    "tasks": {"build": build_task()},
+                    "files": {"src/w.js": "W;"},
+                },
+            }
+        )
+    ).commit()
 
 
 def test_key20_task_after_a_same_project_rewriter_is_keyed_late_and_saved(repo):

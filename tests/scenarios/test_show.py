@@ -5,17 +5,20 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import build_task, npm_workspace
 
 
 @pytest.fixture
 def ws(repo):
-    return repo.write(npm_workspace({
-        "a": {"tasks": {"build": build_task(), "lint": {"exec": {"command": "eslint ."}}}},
-        "b": {"deps": ["a"], "tasks": {"build": build_task()}},
-        "c": {},  # no config
-    })).commit()
+    return repo.write(
+        npm_workspace(
+            {
+                "a": {"tasks": {"build": build_task(), "lint": {"exec": {"command": "eslint ."}}}},
+                "b": {"deps": ["a"], "tasks": {"build": build_task()}},
+                "c": {},  # no config
+            }
+        )
+    ).commit()
 
 
 def test_cli07_projects_are_listed_with_their_tasks_and_config(ws):
@@ -29,10 +32,17 @@ def test_cli07_projects_are_listed_with_their_tasks_and_config(ws):
 
 def test_cli07_a_project_a_task_and_a_task_everywhere(ws):
     project = ws.vx("show", "a")
-    assert project.code == 0 and "command: eslint ." in project.out and "dependsOn: ^build" in project.out
+    assert (
+        project.code == 0
+        and "command: eslint ." in project.out
+        and "dependsOn: ^build" in project.out
+    )
     one = json.loads(ws.vx("show", "a#lint", "--format", "json").out)
-    assert one == {"project": "a", "source": "packages/a/vx.config.json",
-                   "tasks": {"lint": {"exec": {"command": "eslint ."}}}}
+    assert one == {
+        "project": "a",
+        "source": "packages/a/vx.config.json",
+        "tasks": {"lint": {"exec": {"command": "eslint ."}}},
+    }
     everywhere = json.loads(ws.vx("show", "build", "--format=json").out)
     assert set(everywhere["projects"]) == {"a", "b"}
     assert everywhere["projects"]["b"]["cache"]["outputs"]["files"] == ["dist/**"]
@@ -40,21 +50,33 @@ def test_cli07_a_project_a_task_and_a_task_everywhere(ws):
 
 
 def test_cli07_a_turbo_repository_shows_the_mapping(repo):
-    ws = repo.write({
-        "package.json": {"name": "root", "private": True, "workspaces": ["packages/*"]},
-        "turbo.json": {"tasks": {"build": {"dependsOn": ["^build"], "outputs": ["dist/**"]}}},
-        "packages/a/package.json": {"name": "a", "scripts": {"build": "tsc -b"}},
-    }).commit()
+    ws = repo.write(
+        {
+            "package.json": {"name": "root", "private": True, "workspaces": ["packages/*"]},
+            "turbo.json": {"tasks": {"build": {"dependsOn": ["^build"], "outputs": ["dist/**"]}}},
+            "packages/a/package.json": {"name": "a", "scripts": {"build": "tsc -b"}},
+        }
+    ).commit()
     data = json.loads(ws.vx("show", "a#build", "--format=json").out)
     assert data["source"] == "turbo.json"
-    assert data["tasks"]["build"] == {"exec": {"command": "tsc -b"}, "dependsOn": ["^build"],
-                                      "cache": {"inputs": {"files": ["**"]}, "outputs": {"files": ["dist/**"]}},
-                                      "turboGlobs": {"onDisk": []}}  # `$TURBO_DEFAULT$` alone: git's view
+    assert data["tasks"]["build"] == {
+        "exec": {"command": "tsc -b"},
+        "dependsOn": ["^build"],
+        "cache": {"inputs": {"files": ["**"]}, "outputs": {"files": ["dist/**"]}},
+        "turboGlobs": {"onDisk": []},
+    }  # `$TURBO_DEFAULT$` alone: git's view
 
 
-@pytest.mark.parametrize("args, said", [(["bild"], "did you mean `build`"), (["a#bild"], "did you mean `build`"),
-                                        (["x#build"], "no project named `x`"), (["a", "b"], "takes one"),
-                                        (["--format=yaml"], "neither text nor json")])
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["bild"], "did you mean `build`"),
+        (["a#bild"], "did you mean `build`"),
+        (["x#build"], "no project named `x`"),
+        (["a", "b"], "takes one"),
+        (["--format=yaml"], "neither text nor json"),
+    ],
+)
 def test_cli07_unknown_names_get_a_hint(ws, args, said):
     result = ws.vx("show", *args)
     assert result.code == 2 and said in result.err and "Traceback" not in result.err

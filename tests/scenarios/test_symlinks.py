@@ -12,14 +12,18 @@ import shutil
 import pytest
 from conftest import npm_workspace
 
-CONCAT = ("node -e \"const fs=require('fs');const s=fs.readdirSync('lib').filter(f=>f.endsWith('.js')).sort()"
-          ".map(f=>fs.readFileSync('lib/'+f,'utf8')).join('');fs.mkdirSync('dist',{recursive:true});"
-          "fs.writeFileSync('dist/out.js',s)\"")
+CONCAT = (
+    "node -e \"const fs=require('fs');const s=fs.readdirSync('lib').filter(f=>f.endsWith('.js')).sort()"
+    ".map(f=>fs.readFileSync('lib/'+f,'utf8')).join('');fs.mkdirSync('dist',{recursive:true});"
+    "fs.writeFileSync('dist/out.js',s)\""
+)
 
 
 def linked(repo, command=CONCAT, link="../../shared", inputs=("lib/**",)):
-    task = {"exec": {"command": command},
-            "cache": {"inputs": {"files": list(inputs)}, "outputs": {"files": ["dist/**"]}}}
+    task = {
+        "exec": {"command": command},
+        "cache": {"inputs": {"files": list(inputs)}, "outputs": {"files": ["dist/**"]}},
+    }
     files = npm_workspace({"app": {"tasks": {"build": task}, "files": {"src/a.js": "A;"}}})
     files["shared/x.js"] = "X1;"
     repo.write(files)
@@ -58,7 +62,9 @@ def test_key12_an_edit_behind_a_symlinked_input_directory_is_a_miss(repo):
     assert not replayed(ws) and (ws.root / "packages/app/dist/out.js").read_text() == "X3;Y;"
     replayed(ws)
     assert replayed(ws)
-    (ws.root / "shared/x.js").write_text("X4;")  # dirty twice: git's listing reads the same, the stat does not
+    (ws.root / "shared/x.js").write_text(
+        "X4;"
+    )  # dirty twice: git's listing reads the same, the stat does not
     assert not replayed(ws) and (ws.root / "packages/app/dist/out.js").read_text() == "X4;Y;"
 
 
@@ -68,7 +74,9 @@ def test_key12_the_inputs_seen_through_the_link_are_keyed_by_path_and_content(re
     assert dry.code == 0, dry.err
     inputs = json.loads(dry.out)["tasks"][0]["inputs"]
     blob = ws.git("rev-parse", "HEAD:shared/x.js").strip()
-    assert inputs["packages/app/lib/x.js"] == blob and inputs["packages/app/lib"].startswith("120000:")
+    assert inputs["packages/app/lib/x.js"] == blob and inputs["packages/app/lib"].startswith(
+        "120000:"
+    )
     assert build(ws)[0] == "miss"
     # retargeting the link to another directory with the same bytes under another name re-keys
     (ws.root / "other").mkdir()
@@ -79,16 +87,25 @@ def test_key12_the_inputs_seen_through_the_link_are_keyed_by_path_and_content(re
 
 
 def test_key21_a_task_that_edits_an_input_through_the_link_is_not_saved(repo):
-    ws = linked(repo, command=CONCAT.replace("fs.writeFileSync('dist/out.js',s)",
-                                             "fs.writeFileSync('dist/out.js',s);fs.appendFileSync('lib/x.js','//')"))
+    ws = linked(
+        repo,
+        command=CONCAT.replace(
+            "fs.writeFileSync('dist/out.js',s)",
+            "fs.writeFileSync('dist/out.js',s);fs.appendFileSync('lib/x.js','//')",
+        ),
+    )
     res = ws.vx("run", "app#build")
     assert res.code == 0, res.err
     assert "input changed while it ran: packages/app/lib/x.js" in res.err
 
 
 def test_key12_a_symlinked_file_is_keyed_by_what_it_leads_to(repo):
-    ws = linked(repo, command="node -e \"require('fs').mkdirSync('dist',{recursive:true});"
-                              "require('fs').copyFileSync('conf.js','dist/out.js')\"", inputs=("conf.js",))
+    ws = linked(
+        repo,
+        command="node -e \"require('fs').mkdirSync('dist',{recursive:true});"
+        "require('fs').copyFileSync('conf.js','dist/out.js')\"",
+        inputs=("conf.js",),
+    )
     os.symlink("../../shared/x.js", ws.root / "packages/app/conf.js")
     ws.commit("conf")
     assert build(ws) == ("miss", "X1;")
@@ -103,11 +120,19 @@ def test_key12_an_input_directory_linked_out_of_the_workspace_is_refused_by_name
     ws = linked(repo, link=str(outside))
     res = ws.vx("run", "app#build")
     assert res.code == 2
-    assert f"input packages/app/lib is a symlink to {outside}, a directory outside the workspace" in res.err
+    assert (
+        f"input packages/app/lib is a symlink to {outside}, a directory outside the workspace"
+        in res.err
+    )
     assert "`!lib`" in res.err and "Traceback" not in res.err
     # taken out of the inputs, the task runs
-    task = {"exec": {"command": CONCAT}, "cache": {"inputs": {"files": ["src/**", "!lib", "!lib/**"]},
-                                                  "outputs": {"files": ["dist/**"]}}}
+    task = {
+        "exec": {"command": CONCAT},
+        "cache": {
+            "inputs": {"files": ["src/**", "!lib", "!lib/**"]},
+            "outputs": {"files": ["dist/**"]},
+        },
+    }
     ws.write({"packages/app/vx.config.json": {"tasks": {"build": task}}}).commit()
     ok = ws.vx("run", "app#build")
     assert ok.code == 0, ok.err
@@ -121,11 +146,17 @@ def test_key12_verify_counts_a_read_through_the_link_as_the_declared_input(repo)
     assert res.out.splitlines()[-1] == "verify: every traced task declared what it read (1 task)"
 
 
-def test_key12_a_file_linked_from_outside_is_keyed_by_content_and_a_receipt_rechecks_it(repo, tmp_path):
+def test_key12_a_file_linked_from_outside_is_keyed_by_content_and_a_receipt_rechecks_it(
+    repo, tmp_path
+):
     outside = tmp_path / "conf.js"
     outside.write_text("O1;")
-    ws = linked(repo, command="node -e \"require('fs').mkdirSync('dist',{recursive:true});"
-                              "require('fs').copyFileSync('conf.js','dist/out.js')\"", inputs=("conf.js",))
+    ws = linked(
+        repo,
+        command="node -e \"require('fs').mkdirSync('dist',{recursive:true});"
+        "require('fs').copyFileSync('conf.js','dist/out.js')\"",
+        inputs=("conf.js",),
+    )
     os.symlink(outside, ws.root / "packages/app/conf.js")
     ws.commit("conf")
     assert build(ws) == ("miss", "O1;")
@@ -136,7 +167,9 @@ def test_key12_a_file_linked_from_outside_is_keyed_by_content_and_a_receipt_rech
     assert not replayed(ws) and (ws.root / "packages/app/dist/out.js").read_text() == "O2;"
 
 
-@pytest.mark.skipif(any(shutil.which(t) is None for t in ("bwrap", "strace")), reason="bwrap and strace: dev/test")
+@pytest.mark.skipif(
+    any(shutil.which(t) is None for t in ("bwrap", "strace")), reason="bwrap and strace: dev/test"
+)
 def test_sb03_a_read_grant_through_an_in_repo_link_is_readable_in_the_sandbox(repo):
     ws = linked(repo, command="cat lib/x.js > dist/out.js")
     task = json.loads((ws.root / "packages/app/vx.config.json").read_text())

@@ -10,7 +10,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from conftest import build_task, npm_workspace
 
 
@@ -20,14 +19,22 @@ def _misses(result) -> set[str]:
 
 
 def _workspace(repo, extra_cache=None):
-    tasks = {"build": build_task(command="node -e \"require('fs').mkdirSync('dist',{recursive:true});"
-                                         "require('fs').writeFileSync('dist/v.txt',process.version)\"")}
+    tasks = {
+        "build": build_task(
+            command="node -e \"require('fs').mkdirSync('dist',{recursive:true});"
+            "require('fs').writeFileSync('dist/v.txt',process.version)\""
+        )
+    }
     if extra_cache:
         tasks["build"]["cache"]["inputs"].update(extra_cache)
-    return repo.write(npm_workspace({
-        "a": {"tasks": tasks, "files": {"src/a.js": "A;"}},
-        "b": {"deps": ["a"], "tasks": tasks, "files": {"src/b.js": "B;"}},
-    })).commit()
+    return repo.write(
+        npm_workspace(
+            {
+                "a": {"tasks": tasks, "files": {"src/a.js": "A;"}},
+                "b": {"deps": ["a"], "tasks": tasks, "files": {"src/b.js": "B;"}},
+            }
+        )
+    ).commit()
 
 
 @pytest.fixture
@@ -59,11 +66,15 @@ def test_key08_a_node_switch_misses_every_task_and_switching_back_hits(repo, nod
     assert _misses(ws.vx("run", "build", env={"PATH": _path(current)})) == {"a#build", "b#build"}
     assert _misses(ws.vx("run", "build", env={"PATH": _path(current)})) == set()
     assert _misses(ws.vx("run", "build", env={"PATH": _path(v18)})) == {"a#build", "b#build"}
-    assert (ws.root / "packages/a/dist/v.txt").read_text().startswith("v18.")  # it did run under Node 18
+    assert (
+        (ws.root / "packages/a/dist/v.txt").read_text().startswith("v18.")
+    )  # it did run under Node 18
     why = ws.vx("why", "a#build")
     assert "runtime" in why.out and "Node version" in why.out, why.out
     assert _misses(ws.vx("run", "build", env={"PATH": _path(current)})) == set()
-    assert not (ws.root / "packages/a/dist/v.txt").read_text().startswith("v18.")  # restored, not v18's
+    assert (
+        not (ws.root / "packages/a/dist/v.txt").read_text().startswith("v18.")
+    )  # restored, not v18's
 
 
 def test_key08_a_symlink_repointed_in_place_misses_too(repo, nodes, tmp_path):
@@ -103,8 +114,9 @@ def test_key08_workspace_runtime_runs_once_per_run_at_the_root(repo):
     assert (ws.root / "probes.log").read_text() == "ran\nran\n"  # every run asks again (no receipt)
 
 
-@pytest.mark.parametrize("probe, says", [("echo oops >&2; exit 3", "exited with 3"),
-                                         ("printf '\\377'", "not UTF-8")])
+@pytest.mark.parametrize(
+    "probe, says", [("echo oops >&2; exit 3", "exited with 3"), ("printf '\\377'", "not UTF-8")]
+)
 def test_key08_a_failing_probe_refuses_the_run(repo, probe, says):
     ws = _workspace(repo, {"runtime": [probe]})
     result = ws.vx("run", "build")

@@ -28,7 +28,11 @@ TURBO = {
     "$schema": "https://turborepo.com/schema.json",
     "globalDependencies": ["scripts/**"],
     "tasks": {
-        "build": {"dependsOn": ["^build"], "inputs": ["$TURBO_DEFAULT$", "!README.md"], "outputs": ["dist/**"]},
+        "build": {
+            "dependsOn": ["^build"],
+            "inputs": ["$TURBO_DEFAULT$", "!README.md"],
+            "outputs": ["dist/**"],
+        },
         "test": {"dependsOn": ["build"], "outputs": []},
         "lint": {},
         "dev": {"cache": False, "persistent": True},
@@ -41,20 +45,34 @@ def turbo_workspace(turbo=None, scripts=None, extra=None) -> dict[str, object]:
     """npm workspace a <- b <- c (c depends on b depends on a), turbo.json and scripts only."""
     scripts = scripts or {}
     files: dict[str, object] = {
-        "package.json": {"name": "root", "private": True, "workspaces": ["packages/*"],
-                         "scripts": {"build": "turbo run build", "check": "node -e \"console.log('root check')\""}},
+        "package.json": {
+            "name": "root",
+            "private": True,
+            "workspaces": ["packages/*"],
+            "scripts": {
+                "build": "turbo run build",
+                "check": "node -e \"console.log('root check')\"",
+            },
+        },
         ".gitignore": "node_modules/\ndist/\n.vx/\n",
         "turbo.json": turbo if turbo is not None else TURBO,
         "scripts/build.js": BUILD,
     }
     deps = {"a": [], "b": ["a"], "c": ["b"]}
     for name, on in deps.items():
-        own = {"build": "node ../../scripts/build.js", "dev": "node -e \"setInterval(()=>{},1000)\"",
-               **({"test": f"node -e \"console.log('test {name}')\""} if name != "c" else {}),
-               **({"lint": "node -e \"console.log('lint')\""} if name == "a" else {}),
-               **scripts.get(name, {})}
-        files[f"packages/{name}/package.json"] = {"name": name, "version": "1.0.0",
-                                                  "dependencies": {d: "*" for d in on}, "scripts": own}
+        own = {
+            "build": "node ../../scripts/build.js",
+            "dev": 'node -e "setInterval(()=>{},1000)"',
+            **({"test": f"node -e \"console.log('test {name}')\""} if name != "c" else {}),
+            **({"lint": "node -e \"console.log('lint')\""} if name == "a" else {}),
+            **scripts.get(name, {}),
+        }
+        files[f"packages/{name}/package.json"] = {
+            "name": name,
+            "version": "1.0.0",
+            "dependencies": {d: "*" for d in on},
+            "scripts": own,
+        }
         files[f"packages/{name}/src/index.js"] = f"export const {name} = 1;\n"
         files[f"packages/{name}/README.md"] = f"# {name}\n"
     files.update(extra or {})
@@ -74,13 +92,17 @@ def statuses(result) -> dict[str, str]:
 def test_tl05_a_turbo_repo_builds_in_dependency_order_and_caches(ws):
     first = ws.vx("run", "build")
     assert statuses(first) == {"a#build": "miss", "b#build": "miss", "c#build": "miss"}
-    assert (ws.root / "packages/c/dist/out.js").read_text() == "export const c = 1;\n"  # b and a were built first
+    assert (
+        ws.root / "packages/c/dist/out.js"
+    ).read_text() == "export const c = 1;\n"  # b and a were built first
     for name in "abc":
         (ws.root / f"packages/{name}/dist/out.js").unlink()
     again = ws.vx("run", "build")
     assert set(statuses(again).values()) == {"local"}
     assert (ws.root / "packages/a/dist/out.js").is_file()
-    assert "turbo run build" not in first.out + first.err  # the root's own `build` script is not a turbo task
+    assert (
+        "turbo run build" not in first.out + first.err
+    )  # the root's own `build` script is not a turbo task
 
 
 def test_tl05_tasks_run_only_where_a_script_exists_and_same_package_deps_hold(ws):
@@ -99,9 +121,13 @@ def test_tl05_root_tasks_are_only_the_double_slash_ones(ws):
 
 def test_tl05_inputs_default_and_negations_and_global_dependencies(ws):
     statuses(ws.vx("run", "build"))
-    (ws.root / "packages/a/README.md").write_text("# a, edited\n")  # `!README.md`: not an input of build
+    (ws.root / "packages/a/README.md").write_text(
+        "# a, edited\n"
+    )  # `!README.md`: not an input of build
     assert set(statuses(ws.vx("run", "build")).values()) == {"up-to-date"}
-    (ws.root / "packages/a/notes.txt").write_text("new\n")  # $TURBO_DEFAULT$: every other package file
+    (ws.root / "packages/a/notes.txt").write_text(
+        "new\n"
+    )  # $TURBO_DEFAULT$: every other package file
     got = statuses(ws.vx("run", "build"))
     assert got["a#build"] == "miss" and got["c#build"] == "miss"  # and its dependants
     (ws.root / "scripts/build.js").write_text(BUILD + "\n// touched\n")  # globalDependencies
@@ -129,21 +155,37 @@ def test_tl05_env_patterns_key_the_task_and_reach_it_and_nothing_else_does(repo)
     statuses(first)
     seen = json.loads((ws.root / "packages/a/dist/env.json").read_text())
     assert seen == ["API_URL", "NEXT_PUBLIC_A"]  # matched and passed through; the rest stays out
-    assert set(statuses(ws.vx("run", "build", env={**env, "NEXT_PUBLIC_SECRET": "changed", "SECRET_TOKEN": "u"})).values()) \
-        == {"up-to-date"}  # excluded and unlisted values are not keyed
-    assert set(statuses(ws.vx("run", "build", env={**env, "NEXT_PUBLIC_B": "new"})).values()) == {"miss"}
-    assert set(statuses(ws.vx("run", "build", env={**env, "NEXT_PUBLIC_B": "new", "API_URL": "two"})).values()) == {"miss"}
+    assert set(
+        statuses(
+            ws.vx("run", "build", env={**env, "NEXT_PUBLIC_SECRET": "changed", "SECRET_TOKEN": "u"})
+        ).values()
+    ) == {"up-to-date"}  # excluded and unlisted values are not keyed
+    assert set(statuses(ws.vx("run", "build", env={**env, "NEXT_PUBLIC_B": "new"})).values()) == {
+        "miss"
+    }
+    assert set(
+        statuses(
+            ws.vx("run", "build", env={**env, "NEXT_PUBLIC_B": "new", "API_URL": "two"})
+        ).values()
+    ) == {"miss"}
 
 
 def test_tl05_package_overrides_pkg_hash_task_and_own_turbo_json(repo):
     turbo = json.loads(json.dumps(TURBO))
     turbo["tasks"]["b#build"] = {"dependsOn": ["^build"], "outputs": ["dist/**"], "cache": False}
-    own = {"extends": ["//"], "tasks": {"build": {"outputs": ["$TURBO_EXTENDS$", "types/**"],
-                                                  "inputs": ["src/**"]}}}
-    types = ("node ../../scripts/build.js && node -e \"require('fs').mkdirSync('types',{recursive:true});"
-             "require('fs').writeFileSync('types/c.d.ts','export {}')\"")
-    ws = repo.write(turbo_workspace(turbo, scripts={"c": {"build": types}},
-                                    extra={"packages/c/turbo.json": own})).commit()
+    own = {
+        "extends": ["//"],
+        "tasks": {"build": {"outputs": ["$TURBO_EXTENDS$", "types/**"], "inputs": ["src/**"]}},
+    }
+    types = (
+        "node ../../scripts/build.js && node -e \"require('fs').mkdirSync('types',{recursive:true});"
+        "require('fs').writeFileSync('types/c.d.ts','export {}')\""
+    )
+    ws = repo.write(
+        turbo_workspace(
+            turbo, scripts={"c": {"build": types}}, extra={"packages/c/turbo.json": own}
+        )
+    ).commit()
     statuses(ws.vx("run", "build"))
     again = statuses(ws.vx("run", "build"))
     assert again["b#build"] == "no-cache" and again["a#build"] == "up-to-date"
@@ -155,10 +197,26 @@ def test_tl05_package_overrides_pkg_hash_task_and_own_turbo_json(repo):
 
 
 def test_tl05_a_vx_config_wins_over_turbo_json(repo):
-    ws = repo.write(turbo_workspace(extra={"packages/a/vx.config.json": {"tasks": {"build": {
-        "exec": {"command": "node -e \"require('fs').mkdirSync('dist',{recursive:true});"
-                            "require('fs').writeFileSync('dist/out.js','native')\""},
-        "cache": {"inputs": {"files": ["src/**"]}, "outputs": {"files": ["dist/**"]}}}}}})).commit()
+    ws = repo.write(
+        turbo_workspace(
+            extra={
+                "packages/a/vx.config.json": {
+                    "tasks": {
+                        "build": {
+                            "exec": {
+                                "command": "node -e \"require('fs').mkdirSync('dist',{recursive:true});"
+                                "require('fs').writeFileSync('dist/out.js','native')\""
+                            },
+                            "cache": {
+                                "inputs": {"files": ["src/**"]},
+                                "outputs": {"files": ["dist/**"]},
+                            },
+                        }
+                    }
+                }
+            }
+        )
+    ).commit()
     statuses(ws.vx("run", "build"))
     assert (ws.root / "packages/a/dist/out.js").read_text() == "native"
     assert (ws.root / "packages/b/dist/out.js").read_text() == "export const b = 1;\n"
@@ -179,27 +237,56 @@ def test_tl05_a_persistent_task_is_a_persistent_vx_task(ws):
     assert planned["b#dev"]["predicted"] == "no-cache", planned
 
 
-@pytest.mark.parametrize("mend, field, said", [
-    (lambda t: t["tasks"]["build"].update(ouputs=["dist/**"]), "tasks.build.ouputs", "did you mean `outputs`"),
-    (lambda t: t["tasks"]["build"].update(cache="yes"), "tasks.build.cache", "true or false"),
-    (lambda t: t["tasks"]["build"].update(dependsOn=["^"]), "tasks.build.dependsOn[0]", "dependsOn entry"),
-    (lambda t: t["tasks"]["build"].update(env=["NOT-A-NAME"]), "tasks.build.env[0]", "not an env var name"),
-    (lambda t: t.update(globalEnvv=["X"]), "globalEnvv", "did you mean `globalEnv`"),
-    (lambda t: t["tasks"]["build"].update(outputs=["$TURBO_EXTENDS$"]), "tasks.build.outputs", "nothing to extend"),
-])
+@pytest.mark.parametrize(
+    "mend, field, said",
+    [
+        (
+            lambda t: t["tasks"]["build"].update(ouputs=["dist/**"]),
+            "tasks.build.ouputs",
+            "did you mean `outputs`",
+        ),
+        (lambda t: t["tasks"]["build"].update(cache="yes"), "tasks.build.cache", "true or false"),
+        (
+            lambda t: t["tasks"]["build"].update(dependsOn=["^"]),
+            "tasks.build.dependsOn[0]",
+            "dependsOn entry",
+        ),
+        (
+            lambda t: t["tasks"]["build"].update(env=["NOT-A-NAME"]),
+            "tasks.build.env[0]",
+            "not an env var name",
+        ),
+        (lambda t: t.update(globalEnvv=["X"]), "globalEnvv", "did you mean `globalEnv`"),
+        (
+            lambda t: t["tasks"]["build"].update(outputs=["$TURBO_EXTENDS$"]),
+            "tasks.build.outputs",
+            "nothing to extend",
+        ),
+    ],
+)
 def test_tl05_a_bad_turbo_json_is_refused_with_file_field_and_hint(repo, mend, field, said):
     turbo = json.loads(json.dumps(TURBO))
     mend(turbo)
     ws = repo.write(turbo_workspace(turbo)).commit()
     result = ws.vx("run", "build")
     assert result.code == 2, result.err
-    assert f"in: turbo.json, {field}" in result.err and said in result.err and "Traceback" not in result.err
+    assert (
+        f"in: turbo.json, {field}" in result.err
+        and said in result.err
+        and "Traceback" not in result.err
+    )
 
 
 def test_tl05_a_package_turbo_json_must_extend_the_root(repo):
-    ws = repo.write(turbo_workspace(extra={"packages/b/turbo.json": {"tasks": {"build": {}}}})).commit()
+    ws = repo.write(
+        turbo_workspace(extra={"packages/b/turbo.json": {"tasks": {"build": {}}}})
+    ).commit()
     result = ws.vx("run", "build")
-    assert result.code == 2 and "in: packages/b/turbo.json, extends" in result.err and '["//"]' in result.err
+    assert (
+        result.code == 2
+        and "in: packages/b/turbo.json, extends" in result.err
+        and '["//"]' in result.err
+    )
 
 
 def test_tl05_editing_turbo_json_or_adding_a_package_one_is_seen_by_a_replay(ws):
@@ -210,8 +297,11 @@ def test_tl05_editing_turbo_json_or_adding_a_package_one_is_seen_by_a_replay(ws)
         time.sleep(0.06)  # past the racy window of what the run wrote
     replay = ws.vx("run", "build", summary=False, env={"VX_TIMING": "1"})
     assert replay.code == 0 and "receipt check" in replay.err, replay.err
-    (ws.root / "packages/b/turbo.json").write_text(json.dumps(
-        {"extends": ["//"], "tasks": {"build": {"outputs": ["$TURBO_EXTENDS$", "types/**"]}}}))
+    (ws.root / "packages/b/turbo.json").write_text(
+        json.dumps(
+            {"extends": ["//"], "tasks": {"build": {"outputs": ["$TURBO_EXTENDS$", "types/**"]}}}
+        )
+    )
     changed = ws.vx("run", "build", env={"VX_TIMING": "1"})
     assert changed.code == 0 and "discover" in changed.err, changed.err
     assert statuses(changed)["b#build"] == "miss"
@@ -220,8 +310,14 @@ def test_tl05_editing_turbo_json_or_adding_a_package_one_is_seen_by_a_replay(ws)
 def _pnpm_turbo_workspace(root_fields: dict, extra: dict) -> dict[str, object]:
     """turbo_workspace as a pnpm workspace (pnpm-workspace.yaml, workspace: specs), package `a`
     with edge-runtime's hooks: `prebuild` wipes dist, `postbuild` leaves a mark."""
-    files = turbo_workspace(scripts={"a": {"prebuild": "rm -rf dist && echo pre >> ../../hooks.log",
-                                           "postbuild": "echo post >> ../../hooks.log"}})
+    files = turbo_workspace(
+        scripts={
+            "a": {
+                "prebuild": "rm -rf dist && echo pre >> ../../hooks.log",
+                "postbuild": "echo post >> ../../hooks.log",
+            }
+        }
+    )
     files["package.json"] = {**files["package.json"], **root_fields}
     files["package.json"].pop("workspaces")
     files["pnpm-workspace.yaml"] = "packages:\n  - 'packages/*'\n"
@@ -230,16 +326,26 @@ def _pnpm_turbo_workspace(root_fields: dict, extra: dict) -> dict[str, object]:
     return files
 
 
-@pytest.mark.parametrize("root_fields, extra, runs", [
-    ({"packageManager": "pnpm@9.15.9"}, {}, True),  # on by default from pnpm 9
-    ({"packageManager": "pnpm@9.15.9"}, {".npmrc": "enable-pre-post-scripts=false\n"}, False),
-    ({"packageManager": "pnpm@8.4.0"}, {}, False),  # off by default before pnpm 9
-    ({"packageManager": "pnpm@8.4.0"}, {".npmrc": "enable-pre-post-scripts=true\n"}, True),  # edge-runtime
-    ({}, {"pnpm-lock.yaml": "lockfileVersion: '6.0'\n"}, False),  # the lockfile tells pnpm 8
-    ({}, {"pnpm-lock.yaml": "lockfileVersion: '9.0'\n"}, True),
-    ({"packageManager": "pnpm@10.0.0"}, {"pnpm-workspace.yaml": "packages:\n  - 'packages/*'\n"
-                                                                "enablePrePostScripts: false\n"}, False),
-])
+@pytest.mark.parametrize(
+    "root_fields, extra, runs",
+    [
+        ({"packageManager": "pnpm@9.15.9"}, {}, True),  # on by default from pnpm 9
+        ({"packageManager": "pnpm@9.15.9"}, {".npmrc": "enable-pre-post-scripts=false\n"}, False),
+        ({"packageManager": "pnpm@8.4.0"}, {}, False),  # off by default before pnpm 9
+        (
+            {"packageManager": "pnpm@8.4.0"},
+            {".npmrc": "enable-pre-post-scripts=true\n"},
+            True,
+        ),  # edge-runtime
+        ({}, {"pnpm-lock.yaml": "lockfileVersion: '6.0'\n"}, False),  # the lockfile tells pnpm 8
+        ({}, {"pnpm-lock.yaml": "lockfileVersion: '9.0'\n"}, True),
+        (
+            {"packageManager": "pnpm@10.0.0"},
+            {"pnpm-workspace.yaml": "packages:\n  - 'packages/*'\nenablePrePostScripts: false\n"},
+            False,
+        ),
+    ],
+)
 def test_tl05_pnpm_hooks_follow_its_version_and_settings(repo, root_fields, extra, runs):
     ws = repo.write(_pnpm_turbo_workspace(root_fields, extra)).commit()
     stale = ws.root / "packages/a/dist/stale.js"
@@ -249,7 +355,9 @@ def test_tl05_pnpm_hooks_follow_its_version_and_settings(repo, root_fields, extr
     assert result.code == 0, result.err
     log = ws.root / "hooks.log"
     assert (log.read_text().split() if log.exists() else []) == (["pre", "post"] if runs else [])
-    assert stale.exists() is not runs  # edge-runtime's `prebuild: rm -rf dist` wipes what vx did not
+    assert (
+        stale.exists() is not runs
+    )  # edge-runtime's `prebuild: rm -rf dist` wipes what vx did not
 
 
 def test_tl05_pnpm_hooks_as_the_real_pnpm_runs_them(repo):
@@ -259,10 +367,21 @@ def test_tl05_pnpm_hooks_as_the_real_pnpm_runs_them(repo):
 
     pnpm = installed("pnpm").parent / ".bin" / "pnpm"
     for npmrc, runs in (("", True), ("enable-pre-post-scripts=false\n", False)):
-        ws = repo.write(_pnpm_turbo_workspace({"packageManager": "pnpm@9.15.9"}, {".npmrc": npmrc})).commit()
+        ws = repo.write(
+            _pnpm_turbo_workspace({"packageManager": "pnpm@9.15.9"}, {".npmrc": npmrc})
+        ).commit()
         log = ws.root / "hooks.log"
-        subprocess.run([str(pnpm), "run", "build"], cwd=ws.root / "packages/a", check=True, capture_output=True,
-                       env={**os.environ, "COREPACK_ENABLE_STRICT": "0", "npm_config_manage_package_manager_versions": "false"})
+        subprocess.run(
+            [str(pnpm), "run", "build"],
+            cwd=ws.root / "packages/a",
+            check=True,
+            capture_output=True,
+            env={
+                **os.environ,
+                "COREPACK_ENABLE_STRICT": "0",
+                "npm_config_manage_package_manager_versions": "false",
+            },
+        )
         by_pnpm = log.read_text().split() if log.exists() else []
         log.unlink(missing_ok=True)
         assert ws.vx("run", "a#build", "--no-cache").code == 0
@@ -278,4 +397,6 @@ def test_issue17_a_missing_task_says_script_or_task_and_who_has_one(repo):
     missing = repo.vx("run", "a#deploy")
     assert missing.code == 2, missing.err
     assert "package `a` has no task `deploy` (no `deploy` script or task)" in missing.err
-    assert "a package.json script (no vx task) in: b" in missing.err and "Traceback" not in missing.err
+    assert (
+        "a package.json script (no vx task) in: b" in missing.err and "Traceback" not in missing.err
+    )

@@ -24,7 +24,12 @@ sys.path.insert(0, str(REPO / "bench"))
 from turbo_parity import input_differences  # noqa: E402
 
 CORPUS = sorted((HERE / "turbo_corpus").glob("*.json"))
-QUIET = {"TURBO_TELEMETRY_DISABLED": "1", "TURBO_NO_UPDATE_NOTIFIER": "1", "DO_NOT_TRACK": "1", "NO_COLOR": "1"}
+QUIET = {
+    "TURBO_TELEMETRY_DISABLED": "1",
+    "TURBO_NO_UPDATE_NOTIFIER": "1",
+    "DO_NOT_TRACK": "1",
+    "NO_COLOR": "1",
+}
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +44,14 @@ def turbo_bin() -> str:
 
 def dry(repo, turbo_bin: str, tasks: list[str]) -> tuple[dict, dict]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI", "TURBO_"))}
-    t = subprocess.run([turbo_bin, "run", *tasks, "--dry=json"], cwd=repo.root, env={**env, **QUIET},
-                       capture_output=True, text=True, timeout=120)
+    t = subprocess.run(
+        [turbo_bin, "run", *tasks, "--dry=json"],
+        cwd=repo.root,
+        env={**env, **QUIET},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert t.returncode == 0, t.stderr
     v = repo.vx("run", *tasks, "--dry=json")
     assert v.code == 0, v.err
@@ -70,8 +81,12 @@ def test_tl05_key18_each_task_hashes_the_files_turbo_hashes(repo, turbo_bin, sha
 
 
 def test_tl05_key18_the_turbo_example_hashes_what_turbo_hashes(repo, turbo_bin):
-    shutil.copytree(REPO / "examples" / "turbo", repo.root, dirs_exist_ok=True,
-                    ignore=shutil.ignore_patterns("node_modules", ".vx", ".turbo", "dist"))
+    shutil.copytree(
+        REPO / "examples" / "turbo",
+        repo.root,
+        dirs_exist_ok=True,
+        ignore=shutil.ignore_patterns("node_modules", ".vx", ".turbo", "dist"),
+    )
     manifest = json.loads((repo.root / "package.json").read_text())
     manifest.setdefault("packageManager", "npm@11.19.1")  # turbo 2 refuses a workspace without one
     (repo.root / "package.json").write_text(json.dumps(manifest))
@@ -87,9 +102,23 @@ def test_tl05_key18_a_generated_monorepo_hashes_what_turbo_hashes(tmp_path, turb
     from conftest import Repo
 
     root = tmp_path / "gen"
-    subprocess.run([sys.executable, str(REPO / "bench" / "gen_monorepo.py"), str(root), "-n", "8", "-f", "3",
-                    "--tools", "turbo", "--no-devdeps"], check=True, capture_output=True, env={**os.environ,
-                                                                                               "PYTHONPATH": SRC})
+    subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "bench" / "gen_monorepo.py"),
+            str(root),
+            "-n",
+            "8",
+            "-f",
+            "3",
+            "--tools",
+            "turbo",
+            "--no-devdeps",
+        ],
+        check=True,
+        capture_output=True,
+        env={**os.environ, "PYTHONPATH": SRC},
+    )
     repo = Repo(root)
     for name in ("pkg-0001", "pkg-0005"):  # built outputs (ignored) and an untracked source
         (root / "packages" / name / "dist").mkdir()

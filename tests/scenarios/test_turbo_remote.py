@@ -8,16 +8,20 @@ import json
 
 from remote_servers import CANARY, clone
 
-BUILD = ("node -e \"const fs=require('fs');fs.mkdirSync('dist',{recursive:true});"
-         "fs.writeFileSync('dist/out.js',fs.readFileSync('src/index.js','utf8'))\"")
+BUILD = (
+    "node -e \"const fs=require('fs');fs.mkdirSync('dist',{recursive:true});"
+    "fs.writeFileSync('dist/out.js',fs.readFileSync('src/index.js','utf8'))\""
+)
 
 
 def turbo_repo(repo, remote: dict | None, link: dict | None = None):
     files: dict[str, object] = {
         "package.json": {"name": "root", "private": True, "workspaces": ["packages/*"]},
         ".gitignore": "node_modules/\ndist/\n.vx/\n",
-        "turbo.json": {"tasks": {"build": {"dependsOn": ["^build"], "outputs": ["dist/**"]}},
-                       **({"remoteCache": remote} if remote is not None else {})},
+        "turbo.json": {
+            "tasks": {"build": {"dependsOn": ["^build"], "outputs": ["dist/**"]}},
+            **({"remoteCache": remote} if remote is not None else {}),
+        },
     }
     for name in ("a", "b"):
         files[f"packages/{name}/package.json"] = {"name": name, "scripts": {"build": BUILD}}
@@ -45,10 +49,18 @@ def test_rc13_without_a_token_or_when_disabled_there_is_no_remote(repo, turbo_se
     ws = turbo_repo(repo, {"apiUrl": turbo_server.url, "teamSlug": team})
     plain = ws.vx("run", "build", env={"CI": "true"})
     assert plain.code == 0 and "remote" not in plain.err.lower()
-    (ws.root / "turbo.json").write_text(json.dumps({"tasks": {"build": {"outputs": ["dist/**"]}},
-                                                    "remoteCache": {"enabled": False, "apiUrl": "http://127.0.0.1:9"}}))
+    (ws.root / "turbo.json").write_text(
+        json.dumps(
+            {
+                "tasks": {"build": {"outputs": ["dist/**"]}},
+                "remoteCache": {"enabled": False, "apiUrl": "http://127.0.0.1:9"},
+            }
+        )
+    )
     off = ws.vx("run", "build", env={"TURBO_TOKEN": CANARY, "CI": "true"})
-    assert off.code == 0 and "remote" not in off.err.lower(), off.err  # port 9 would have been a warning
+    assert off.code == 0 and "remote" not in off.err.lower(), (
+        off.err
+    )  # port 9 would have been a warning
 
 
 def test_rc13_a_bad_remote_cache_field_is_refused_with_its_field(repo):

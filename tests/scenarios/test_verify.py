@@ -7,29 +7,37 @@ import shutil
 import subprocess
 
 import pytest
-
 from conftest import npm_workspace
 
-pytestmark = pytest.mark.skipif(shutil.which("strace") is None, reason="strace is installed by dev/test")
+pytestmark = pytest.mark.skipif(
+    shutil.which("strace") is None, reason="strace is installed by dev/test"
+)
 
 
 def node(script: str) -> str:
-    return "node -e \"const fs=require('fs');" + script + "\""
+    return "node -e \"const fs=require('fs');" + script + '"'
 
 
 WRITE_OUT = "fs.mkdirSync('dist',{recursive:true});fs.writeFileSync('dist/out.js',s);"
 
 
-def cached(command: str, inputs=("src/**",), workspace_files=(), deps=(), outputs=("dist/**",)) -> dict:
+def cached(
+    command: str, inputs=("src/**",), workspace_files=(), deps=(), outputs=("dist/**",)
+) -> dict:
     ins = {"files": list(inputs)}
     if workspace_files:
         ins["workspaceFiles"] = list(workspace_files)
-    return {"exec": {"command": command}, "dependsOn": list(deps),
-            "cache": {"inputs": ins, "outputs": {"files": list(outputs)}}}
+    return {
+        "exec": {"command": command},
+        "dependsOn": list(deps),
+        "cache": {"inputs": ins, "outputs": {"files": list(outputs)}},
+    }
 
 
-APP_READS_SHARED = node("const s=fs.readFileSync('src/a.js','utf8')+fs.readFileSync('../shared/x.js','utf8');"
-                        + WRITE_OUT)
+APP_READS_SHARED = node(
+    "const s=fs.readFileSync('src/a.js','utf8')+fs.readFileSync('../shared/x.js','utf8');"
+    + WRITE_OUT
+)
 
 
 def workspace(repo, app_task: dict, extra: dict | None = None):
@@ -67,33 +75,56 @@ def test_a_correct_declaration_passes_and_the_cache_is_not_read(repo):
 
 
 def test_dependency_outputs_and_own_writes_are_covered_and_ignored_files_are_not_inputs(repo):
-    lib_build = cached(node("fs.mkdirSync('dist',{recursive:true});fs.writeFileSync('dist/lib.js','L;')"))
-    app = cached(node("fs.mkdirSync('tmp',{recursive:true});fs.writeFileSync('tmp/scratch','x');"
-                      "const s=fs.readFileSync('tmp/scratch','utf8')+fs.readFileSync('../lib/dist/lib.js','utf8')"
-                      "+fs.readFileSync('.env.local','utf8')+fs.readFileSync('src/a.js','utf8');"
-                      "fs.unlinkSync('tmp/scratch');" + WRITE_OUT),  # a scratch file it removes is no output
-                 deps=("^build",))
+    lib_build = cached(
+        node("fs.mkdirSync('dist',{recursive:true});fs.writeFileSync('dist/lib.js','L;')")
+    )
+    app = cached(
+        node(
+            "fs.mkdirSync('tmp',{recursive:true});fs.writeFileSync('tmp/scratch','x');"
+            "const s=fs.readFileSync('tmp/scratch','utf8')+fs.readFileSync('../lib/dist/lib.js','utf8')"
+            "+fs.readFileSync('.env.local','utf8')+fs.readFileSync('src/a.js','utf8');"
+            "fs.unlinkSync('tmp/scratch');" + WRITE_OUT
+        ),  # a scratch file it removes is no output
+        deps=("^build",),
+    )
     workspace(repo, app, {"lib": {"tasks": {"build": lib_build}, "files": {"src/l.js": "L"}}})
-    repo.write({"packages/app/package.json": {"name": "app", "version": "1.0.0",
-                                              "dependencies": {"lib": "workspace:*"}},
-                ".gitignore": "node_modules/\ndist/\n.vx/\ntmp/\n.env.local\n",
-                "packages/app/.env.local": "SECRET=1"}).commit()
+    repo.write(
+        {
+            "packages/app/package.json": {
+                "name": "app",
+                "version": "1.0.0",
+                "dependencies": {"lib": "workspace:*"},
+            },
+            ".gitignore": "node_modules/\ndist/\n.vx/\ntmp/\n.env.local\n",
+            "packages/app/.env.local": "SECRET=1",
+        }
+    ).commit()
     res = repo.vx("run", "app#build", "--verify=inputs")
     assert res.code == 0, res.out + res.err
     assert res.out.splitlines()[-1] == "verify: every traced task declared what it read (2 tasks)"
 
 
 def test_each_task_gets_its_own_block_with_a_producer_hint(repo):
-    gen = cached(node("fs.mkdirSync('dist',{recursive:true});fs.writeFileSync('dist/gen.js','G;')"),
-                 inputs=("src/**",))
-    app = cached(node("const s=fs.readFileSync('config.json','utf8')+fs.readFileSync('../gen/dist/gen.js','utf8');"
-                      + WRITE_OUT), deps=("gen#build",), inputs=("src/**",))
-    app["cache"]["inputs"]["tasks"] = []  # gen#build's key is not folded: its outputs are not covered
+    gen = cached(
+        node("fs.mkdirSync('dist',{recursive:true});fs.writeFileSync('dist/gen.js','G;')"),
+        inputs=("src/**",),
+    )
+    app = cached(
+        node(
+            "const s=fs.readFileSync('config.json','utf8')+fs.readFileSync('../gen/dist/gen.js','utf8');"
+            + WRITE_OUT
+        ),
+        deps=("gen#build",),
+        inputs=("src/**",),
+    )
+    app["cache"]["inputs"][
+        "tasks"
+    ] = []  # gen#build's key is not folded: its outputs are not covered
     workspace(repo, app, {"gen": {"tasks": {"build": gen}, "files": {"src/g.js": "g"}}})
     repo.write({"packages/app/config.json": "{}"}).commit()
     res = repo.vx("run", "app#build", "--verify=inputs")
     assert res.code == 1, res.err
-    block = res.out[res.out.index("app#build read"):].splitlines()
+    block = res.out[res.out.index("app#build read") :].splitlines()
     assert block[:3] == [
         "app#build read 2 undeclared inputs:",
         '  config.json         add cache.inputs.files: ["config.json"]',
@@ -113,13 +144,22 @@ def test_verify_refuses_other_modes_and_dry(repo):
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap is installed by dev/test")
 def test_a_sandboxed_task_is_verified_from_its_sandbox_trace(repo):
     # config.json is granted to the sandbox (no violation) but not declared to the cache
-    task = cached(node("const s=fs.readFileSync('src/a.js','utf8')+fs.readFileSync('config.json','utf8');" + WRITE_OUT))
-    task["exec"]["sandbox"] = {"allow": {"read": ["src/**", "config.json", "package.json"], "write": ["dist/**"]}}
+    task = cached(
+        node(
+            "const s=fs.readFileSync('src/a.js','utf8')+fs.readFileSync('config.json','utf8');"
+            + WRITE_OUT
+        )
+    )
+    task["exec"]["sandbox"] = {
+        "allow": {"read": ["src/**", "config.json", "package.json"], "write": ["dist/**"]}
+    }
     workspace(repo, task)
     repo.write({"packages/app/config.json": "{}"}).commit()
     res = repo.vx("run", "app#build", "--verify=inputs")
     assert res.code == 1, res.out + res.err
-    assert res.task("app#build")["status"] == "success" and "sandboxViolations" not in res.task("app#build")
+    assert res.task("app#build")["status"] == "success" and "sandboxViolations" not in res.task(
+        "app#build"
+    )
     assert res.out.splitlines()[-4:] == [
         "app#build read 1 undeclared input:",
         '  config.json  add cache.inputs.files: ["config.json"]',
@@ -131,32 +171,48 @@ def test_a_sandboxed_task_is_verified_from_its_sandbox_trace(repo):
 def test_concurrent_tasks_keep_their_own_traces(repo):
     # two launches before either strace started once shared a trace file name
     reads = lambda f: cached(node(f"const s=fs.readFileSync('{f}','utf8');" + WRITE_OUT))  # noqa: E731
-    repo.write(npm_workspace({
-        "a": {"tasks": {"build": reads("a.txt")}, "files": {"a.txt": "a", "src/k": "k"}},
-        "b": {"tasks": {"build": reads("b.txt")}, "files": {"b.txt": "b", "src/k": "k"}},
-    })).commit()
+    repo.write(
+        npm_workspace(
+            {
+                "a": {"tasks": {"build": reads("a.txt")}, "files": {"a.txt": "a", "src/k": "k"}},
+                "b": {"tasks": {"build": reads("b.txt")}, "files": {"b.txt": "b", "src/k": "k"}},
+            }
+        )
+    ).commit()
     res = repo.vx("run", "build", "--all", "--verify", "--concurrency", "2")
     assert res.code == 1, res.err
     assert [line for line in res.out.splitlines() if "add " in line] == [
-        '  a.txt  add cache.inputs.files: ["a.txt"]', '  b.txt  add cache.inputs.files: ["b.txt"]']
+        '  a.txt  add cache.inputs.files: ["a.txt"]',
+        '  b.txt  add cache.inputs.files: ["b.txt"]',
+    ]
 
 
 # ---------------------------------------------------------------- vercel/edge-runtime's shape (item 5)
 
 # primitives' build bundles dist/ (declared) and writes types/*.d.ts from type-definitions/ (not
 # declared; gitignored by the package); vm's build type-checks against them through node_modules.
-PRIMITIVES_BUILD = ("const fs=require('fs');fs.mkdirSync('dist',{recursive:true});fs.mkdirSync('types',{recursive:true});"
-                    "for (const f of fs.readdirSync('type-definitions')) "
-                    "fs.writeFileSync('types/'+f,fs.readFileSync('type-definitions/'+f));"
-                    "fs.writeFileSync('dist/index.js','module.exports={}');")
-VM_BUILD = ("const fs=require('fs');const t=fs.readFileSync(require.resolve('@edge-runtime/primitives/types/index.d.ts'));"
-            "fs.mkdirSync('dist',{recursive:true});fs.writeFileSync('dist/index.js',fs.readFileSync('src/index.ts'));")
-RUNTIME_BUILD = "node -e \"require('fs').writeFileSync('src/version.ts','export const VERSION = 1')\""
+PRIMITIVES_BUILD = (
+    "const fs=require('fs');fs.mkdirSync('dist',{recursive:true});fs.mkdirSync('types',{recursive:true});"
+    "for (const f of fs.readdirSync('type-definitions')) "
+    "fs.writeFileSync('types/'+f,fs.readFileSync('type-definitions/'+f));"
+    "fs.writeFileSync('dist/index.js','module.exports={}');"
+)
+VM_BUILD = (
+    "const fs=require('fs');const t=fs.readFileSync(require.resolve('@edge-runtime/primitives/types/index.d.ts'));"
+    "fs.mkdirSync('dist',{recursive:true});fs.writeFileSync('dist/index.js',fs.readFileSync('src/index.ts'));"
+)
+RUNTIME_BUILD = (
+    "node -e \"require('fs').writeFileSync('src/version.ts','export const VERSION = 1')\""
+)
 EDGE_TURBO = {
     "globalEnv": ["RUNNER_OS", "NODE_VERSION"],
     "tasks": {
         "build": {"outputs": ["dist/**"], "dependsOn": ["^build"]},
-        "edge-runtime#build": {"cache": False, "dependsOn": ["^build"], "outputs": ["src/version.ts"]},
+        "edge-runtime#build": {
+            "cache": False,
+            "dependsOn": ["^build"],
+            "outputs": ["src/version.ts"],
+        },
         "@edge-runtime/primitives#build": {"dependsOn": ["^build"], "outputs": ["dist/**"]},
         "lint": {"outputs": []},
         "test": {"cache": False, "dependsOn": ["build"], "outputs": []},
@@ -166,26 +222,45 @@ EDGE_TURBO = {
 
 def edge_runtime(repo):
     def manifest(name, scripts, deps=()):
-        return {"name": name, "version": "1.0.0", "scripts": scripts, "dependencies": {d: "workspace:*" for d in deps}}
+        return {
+            "name": name,
+            "version": "1.0.0",
+            "scripts": scripts,
+            "dependencies": {d: "workspace:*" for d in deps},
+        }
 
-    repo.write({
-        "package.json": {"name": "edge-runtime-monorepo", "private": True, "workspaces": ["packages/*"]},
-        ".gitignore": "node_modules\n.vx\npackages/*/dist\npackages/runtime/src/version.ts\n",
-        "turbo.json": EDGE_TURBO,
-        "packages/primitives/package.json": manifest("@edge-runtime/primitives", {"build": "node scripts/build.js"}),
-        "packages/primitives/.gitignore": "types\nload\n",
-        "packages/primitives/scripts/build.js": PRIMITIVES_BUILD,
-        "packages/primitives/type-definitions/index.d.ts": "export * from './fetch'",
-        "packages/primitives/type-definitions/fetch.d.ts": "export declare const fetch: unknown",
-        "packages/vm/package.json": manifest("@edge-runtime/vm", {"build": "node scripts/build.js"},
-                                             ["@edge-runtime/primitives"]),
-        "packages/vm/scripts/build.js": VM_BUILD,
-        "packages/vm/src/index.ts": "export {}",
-        "packages/runtime/package.json": manifest("edge-runtime", {
-            "build": RUNTIME_BUILD,
-            "lint": "node -e \"require('fs').readFileSync('src/version.ts')\""}, ["@edge-runtime/vm"]),
-        "packages/runtime/src/index.ts": "export * from './version'",
-    }).commit()
+    repo.write(
+        {
+            "package.json": {
+                "name": "edge-runtime-monorepo",
+                "private": True,
+                "workspaces": ["packages/*"],
+            },
+            ".gitignore": "node_modules\n.vx\npackages/*/dist\npackages/runtime/src/version.ts\n",
+            "turbo.json": EDGE_TURBO,
+            "packages/primitives/package.json": manifest(
+                "@edge-runtime/primitives", {"build": "node scripts/build.js"}
+            ),
+            "packages/primitives/.gitignore": "types\nload\n",
+            "packages/primitives/scripts/build.js": PRIMITIVES_BUILD,
+            "packages/primitives/type-definitions/index.d.ts": "export * from './fetch'",
+            "packages/primitives/type-definitions/fetch.d.ts": "export declare const fetch: unknown",
+            "packages/vm/package.json": manifest(
+                "@edge-runtime/vm", {"build": "node scripts/build.js"}, ["@edge-runtime/primitives"]
+            ),
+            "packages/vm/scripts/build.js": VM_BUILD,
+            "packages/vm/src/index.ts": "export {}",
+            "packages/runtime/package.json": manifest(
+                "edge-runtime",
+                {
+                    "build": RUNTIME_BUILD,
+                    "lint": "node -e \"require('fs').readFileSync('src/version.ts')\"",
+                },
+                ["@edge-runtime/vm"],
+            ),
+            "packages/runtime/src/index.ts": "export * from './version'",
+        }
+    ).commit()
     links = repo.root / "node_modules" / "@edge-runtime"
     links.mkdir(parents=True)
     for name in ("primitives", "vm"):  # what `pnpm install` links
@@ -198,7 +273,7 @@ def test_item5_an_undeclared_output_a_dependant_reads_is_named_with_the_producer
     res = repo.vx("run", "@edge-runtime/vm#build", "--verify=inputs")
     assert res.code == 1, res.out + res.err
     where = 'turbo.json tasks["@edge-runtime/primitives#build"]'
-    out = res.out[res.out.index("@edge-runtime/primitives#build wrote"):].splitlines()
+    out = res.out[res.out.index("@edge-runtime/primitives#build wrote") :].splitlines()
     assert out == [
         "@edge-runtime/primitives#build wrote 2 undeclared outputs:",
         f'  types/** (2 files)  add "types/**" to {where} "outputs"',
@@ -228,7 +303,7 @@ def test_item5_a_cache_false_tasks_writes_are_traced_for_its_cached_readers(repo
     assert repo.vx("run", "edge-runtime#build").code == 0
     res = repo.vx("run", "edge-runtime#build", "edge-runtime#lint", "--verify=inputs")
     assert res.code == 1, res.out + res.err
-    block = res.out[res.out.index("edge-runtime#lint read"):].splitlines()
+    block = res.out[res.out.index("edge-runtime#lint read") :].splitlines()
     assert block[:3] == [
         "edge-runtime#lint read 1 undeclared input:",
         '  src/version.ts  add "build" to turbo.json tasks.lint "dependsOn" (edge-runtime#build writes it, uncached)',
@@ -242,18 +317,31 @@ def test_item5_a_cache_false_tasks_writes_are_traced_for_its_cached_readers(repo
 
 # `tsc -b`-like: dom's test project references react-dom's, so dom#typecheck reads react-dom's
 # out-tsc when an earlier build left it; react-dom#typecheck depends on dom#typecheck (^typecheck).
-TYPECHECK = ("const fs=require('fs');let s='';for (const f of fs.readdirSync('src')) s+=fs.readFileSync('src/'+f);"
-             "s+=fs.readFileSync('tsconfig.json');const ref=process.argv[2];"
-             "if (ref && fs.existsSync(ref)) s+=fs.readFileSync(ref);"
-             "fs.mkdirSync('out-tsc',{recursive:true});fs.writeFileSync('out-tsc/index.d.ts',s);")
+TYPECHECK = (
+    "const fs=require('fs');let s='';for (const f of fs.readdirSync('src')) s+=fs.readFileSync('src/'+f);"
+    "s+=fs.readFileSync('tsconfig.json');const ref=process.argv[2];"
+    "if (ref && fs.existsSync(ref)) s+=fs.readFileSync(ref);"
+    "fs.mkdirSync('out-tsc',{recursive:true});fs.writeFileSync('out-tsc/index.d.ts',s);"
+)
 FLOATING_TURBO = {
     "globalDependencies": ["./config/scripts/build-api.mjs"],
     "tasks": {
-        "build": {"dependsOn": ["^build"], "outputs": ["dist/**"],
-                  "inputs": ["packages/**/src/**", "packages/**/package.json", "packages/**/tsconfig.json",
-                             "packages/**/rollup.config.mjs", "packages/**/vite.config.ts"]},
-        "typecheck": {"dependsOn": ["^typecheck"], "outputs": ["out-tsc/**"],
-                      "inputs": ["src/**", "test/**", "tsconfig.json", "tsconfig.*.json"]},
+        "build": {
+            "dependsOn": ["^build"],
+            "outputs": ["dist/**"],
+            "inputs": [
+                "packages/**/src/**",
+                "packages/**/package.json",
+                "packages/**/tsconfig.json",
+                "packages/**/rollup.config.mjs",
+                "packages/**/vite.config.ts",
+            ],
+        },
+        "typecheck": {
+            "dependsOn": ["^typecheck"],
+            "outputs": ["out-tsc/**"],
+            "inputs": ["src/**", "test/**", "tsconfig.json", "tsconfig.*.json"],
+        },
         "lint": {"cache": False},
     },
 }
@@ -261,24 +349,37 @@ FLOATING_TURBO = {
 
 def floating_ui(repo, build=None, sources=3, typecheck=None):
     def manifest(name, deps=(), **scripts):
-        return {"name": name, "version": "1.0.0", "scripts": {"typecheck": "node ../../node_modules/tsc.js", **scripts},
-                "dependencies": {d: "workspace:^" for d in deps}}
+        return {
+            "name": name,
+            "version": "1.0.0",
+            "scripts": {"typecheck": "node ../../node_modules/tsc.js", **scripts},
+            "dependencies": {d: "workspace:^" for d in deps},
+        }
 
     files = {
-        "package.json": {"name": "@floating-ui/monorepo", "private": True, "workspaces": ["./packages/*", "config"]},
+        "package.json": {
+            "name": "@floating-ui/monorepo",
+            "private": True,
+            "workspaces": ["./packages/*", "config"],
+        },
         ".gitignore": "node_modules\ndist\nout-tsc\n.vx\n",
         "turbo.json": FLOATING_TURBO,
         "config/package.json": {"name": "config", "private": True, "version": "0.0.0"},
         "node_modules/tsc.js": TYPECHECK,  # tsc, as installed (gitignored)
         "config/scripts/build-api.mjs": "export {}",
-        "packages/dom/package.json": manifest("@floating-ui/dom", (), build=build or "node ../../config/build.js"),
+        "packages/dom/package.json": manifest(
+            "@floating-ui/dom", (), build=build or "node ../../config/build.js"
+        ),
         "packages/dom/tsconfig.json": "{}",
-        "packages/react-dom/package.json": manifest("@floating-ui/react-dom", ("@floating-ui/dom",)),
+        "packages/react-dom/package.json": manifest(
+            "@floating-ui/react-dom", ("@floating-ui/dom",)
+        ),
         "packages/react-dom/tsconfig.json": "{}",
         "packages/react-dom/src/index.ts": "export * from '@floating-ui/dom'",
     }
-    files["packages/dom/package.json"]["scripts"]["typecheck"] = typecheck or \
-        "node ../../node_modules/tsc.js ../react-dom/out-tsc/index.d.ts"
+    files["packages/dom/package.json"]["scripts"]["typecheck"] = (
+        typecheck or "node ../../node_modules/tsc.js ../react-dom/out-tsc/index.d.ts"
+    )
     for i in range(sources):
         files[f"packages/dom/src/m{i}.ts"] = f"export const m{i} = {i}"
     repo.write(files).commit()
@@ -287,7 +388,9 @@ def floating_ui(repo, build=None, sources=3, typecheck=None):
 
 def test_item7_verify_never_suggests_an_edge_that_closes_a_cycle(repo):
     floating_ui(repo)
-    assert repo.vx("run", "typecheck").code == 0  # an earlier build leaves react-dom's out-tsc behind
+    assert (
+        repo.vx("run", "typecheck").code == 0
+    )  # an earlier build leaves react-dom's out-tsc behind
     res = repo.vx("run", "typecheck", "--verify=inputs")
     assert res.code == 1, res.out + res.err
     assert res.out.splitlines()[-4:] == [
@@ -303,8 +406,10 @@ def test_item7_verify_never_suggests_an_edge_that_closes_a_cycle(repo):
 
 def test_item5_a_write_into_another_tasks_declared_outputs_is_named_not_declared_twice(repo):
     # `tsc -b` in dom builds the react-dom project its tests reference: react-dom#typecheck's outputs
-    build_ref = ("node -e \"const fs=require('fs');fs.mkdirSync('../react-dom/out-tsc/lib',{recursive:true});"
-                 "fs.writeFileSync('../react-dom/out-tsc/lib/index.d.ts','R')\" && node ../../node_modules/tsc.js")
+    build_ref = (
+        "node -e \"const fs=require('fs');fs.mkdirSync('../react-dom/out-tsc/lib',{recursive:true});"
+        "fs.writeFileSync('../react-dom/out-tsc/lib/index.d.ts','R')\" && node ../../node_modules/tsc.js"
+    )
     floating_ui(repo, typecheck=build_ref)
     res = repo.vx("run", "@floating-ui/dom#typecheck", "--verify=inputs")
     assert res.code == 1, res.out + res.err
@@ -319,28 +424,41 @@ def test_item5_a_write_into_another_tasks_declared_outputs_is_named_not_declared
 
 # rollup -c: every source of the package, its tsconfig and rollup config, and the shared config
 # package's sources and base tsconfig (which every package's build reads)
-ROLLUP = ("const fs=require('fs'),path=require('path');const walk=d=>fs.readdirSync(d,{withFileTypes:true})"
-          ".flatMap(e=>e.isDirectory()?walk(path.join(d,e.name)):[path.join(d,e.name)]);"
-          "let s='';for (const f of [...walk('src'),'tsconfig.json','rollup.config.mjs',...walk('../../config/src'),"
-          "'../../config/tsconfig.base.json']) s+=fs.readFileSync(f);"
-          "fs.mkdirSync('dist',{recursive:true});fs.writeFileSync('dist/index.mjs',s);")
+ROLLUP = (
+    "const fs=require('fs'),path=require('path');const walk=d=>fs.readdirSync(d,{withFileTypes:true})"
+    ".flatMap(e=>e.isDirectory()?walk(path.join(d,e.name)):[path.join(d,e.name)]);"
+    "let s='';for (const f of [...walk('src'),'tsconfig.json','rollup.config.mjs',...walk('../../config/src'),"
+    "'../../config/tsconfig.base.json']) s+=fs.readFileSync(f);"
+    "fs.mkdirSync('dist',{recursive:true});fs.writeFileSync('dist/index.mjs',s);"
+)
 
 
 def test_item6_turbo_advice_is_turbo_json_text_with_the_fewest_globs(repo):
     floating_ui(repo, build="node ../../node_modules/rollup.js", sources=12)
-    extra = {"node_modules/rollup.js": ROLLUP,
-             "config/src/index.mts": "export {}", "config/src/defineRollupConfig.mts": "export {}",
-             "config/src/utils/outputFormat.mts": "export {}", "config/tsconfig.base.json": "{}",
-             "packages/react-dom/rollup.config.mjs": "export default {}",
-             "packages/dom/rollup.config.mjs": "export default {}", "packages/dom/vite.config.mts": "unread"}
+    extra = {
+        "node_modules/rollup.js": ROLLUP,
+        "config/src/index.mts": "export {}",
+        "config/src/defineRollupConfig.mts": "export {}",
+        "config/src/utils/outputFormat.mts": "export {}",
+        "config/tsconfig.base.json": "{}",
+        "packages/react-dom/rollup.config.mjs": "export default {}",
+        "packages/dom/rollup.config.mjs": "export default {}",
+        "packages/dom/vite.config.mts": "unread",
+    }
     extra.update({f"packages/dom/src/platform/p{i}.ts": "p" for i in range(12)})
     repo.write(extra)
-    manifest = repo.root / "packages/react-dom/package.json"  # react-dom builds with the same script
-    manifest.write_text(manifest.read_text().replace('"typecheck":', '"build": "node ../../node_modules/rollup.js", "typecheck":'))
+    manifest = (
+        repo.root / "packages/react-dom/package.json"
+    )  # react-dom builds with the same script
+    manifest.write_text(
+        manifest.read_text().replace(
+            '"typecheck":', '"build": "node ../../node_modules/rollup.js", "typecheck":'
+        )
+    )
     repo.commit()
     res = repo.vx("run", "build", "--verify=inputs")
     assert res.code == 1, res.out + res.err
-    dom = res.out[res.out.index("@floating-ui/dom#build read"):].split("\n\n")[0].splitlines()
+    dom = res.out[res.out.index("@floating-ui/dom#build read") :].split("\n\n")[0].splitlines()
     where = "turbo.json tasks.build"
     relative = "turbo inputs are package-relative"
     assert dom == [
@@ -352,26 +470,32 @@ def test_item6_turbo_advice_is_turbo_json_text_with_the_fewest_globs(repo):
         f'  rollup.config.mjs                add "rollup.config.mjs" to {where} "inputs" '
         f'(in place of "packages/**/rollup.config.mjs": {relative})',
         '  ../../config/src/** (3 files)    add "config/src/**" to turbo.json "globalDependencies" '
-        '(tasks of several packages read it)',
+        "(tasks of several packages read it)",
         '  ../../config/tsconfig.base.json  add "config/tsconfig.base.json" to turbo.json "globalDependencies" '
-        '(tasks of several packages read it)',
+        "(tasks of several packages read it)",
         f'  "packages/**/package.json" in {where} "inputs" matches nothing: {relative}; "package.json" here, '
         'or "$TURBO_ROOT$/packages/**/package.json" for root-relative',
         f'  {where} with these fixes: "inputs": ["src/**", "package.json", "tsconfig.json", "rollup.config.mjs", '
         '"packages/**/vite.config.ts"]',
     ]
-    assert res.out.splitlines()[-2] == ('turbo.json with these fixes: "globalDependencies": '
-                                        '["./config/scripts/build-api.mjs", "config/src/**", "config/tsconfig.base.json"]')
+    assert res.out.splitlines()[-2] == (
+        'turbo.json with these fixes: "globalDependencies": '
+        '["./config/scripts/build-api.mjs", "config/src/**", "config/tsconfig.base.json"]'
+    )
     assert "cache.inputs" not in res.out and "workspaceFiles" not in res.out
     # turbo itself hashes none of the package's sources for the declared globs, and all of them for
     # the suggested ones; with both fixes pasted, verify passes
     assert turbo_inputs(repo, "@floating-ui/dom#build") == ["package.json"]
     turbo = json.loads(json.dumps(FLOATING_TURBO))
     turbo["tasks"]["build"]["inputs"] = json.loads(dom[-1].split('"inputs": ', 1)[1])
-    turbo["globalDependencies"] = json.loads(res.out.splitlines()[-2].split('"globalDependencies": ', 1)[1])
+    turbo["globalDependencies"] = json.loads(
+        res.out.splitlines()[-2].split('"globalDependencies": ', 1)[1]
+    )
     repo.write({"turbo.json": turbo}).commit()
     hashed = turbo_inputs(repo, "@floating-ui/dom#build")
-    assert {"tsconfig.json", "rollup.config.mjs", "src/m0.ts", "src/platform/p11.ts"} <= set(hashed) and len(hashed) == 27
+    assert {"tsconfig.json", "rollup.config.mjs", "src/m0.ts", "src/platform/p11.ts"} <= set(
+        hashed
+    ) and len(hashed) == 27
     fixed = repo.vx("run", "build", "--verify=inputs")
     assert fixed.code == 0, fixed.out + fixed.err
 
@@ -381,24 +505,43 @@ def turbo_inputs(repo, task: str) -> list[str]:
     from npm_packages import installed
 
     turbo = installed("turbo").parent / ".bin" / "turbo"
-    if not (repo.root / "package-lock.json").exists():  # turbo wants a package manager and its lockfile
+    if not (
+        repo.root / "package-lock.json"
+    ).exists():  # turbo wants a package manager and its lockfile
         manifest = json.loads((repo.root / "package.json").read_text())
-        repo.write({"package.json": {**manifest, "packageManager": "npm@10.9.0"},
-                    "package-lock.json": {"lockfileVersion": 3, "packages": {}}}).commit()
-    out = subprocess.run([str(turbo), "run", "build", "--dry=json"], cwd=repo.root, capture_output=True, text=True,
-                         env={**os.environ, "TURBO_TELEMETRY_DISABLED": "1", "DO_NOT_TRACK": "1"}, timeout=120)
+        repo.write(
+            {
+                "package.json": {**manifest, "packageManager": "npm@10.9.0"},
+                "package-lock.json": {"lockfileVersion": 3, "packages": {}},
+            }
+        ).commit()
+    out = subprocess.run(
+        [str(turbo), "run", "build", "--dry=json"],
+        cwd=repo.root,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TURBO_TELEMETRY_DISABLED": "1", "DO_NOT_TRACK": "1"},
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     return sorted(next(t for t in json.loads(out.stdout)["tasks"] if t["taskId"] == task)["inputs"])
 
 
 def test_item6_vx_tasks_get_vx_config_text_with_the_fewest_globs(repo):
     # a root-relative glob in `files` matches nothing; every source and a scratch report left behind
-    reads = ("for (const f of ['a.js','lib/b.js','lib/c.js']) fs.readFileSync('src/'+f);"
-             "fs.mkdirSync('reports',{recursive:true});fs.writeFileSync('reports/size.txt','1');"
-             "fs.writeFileSync('reports/deps.txt','2');const s='';")
+    reads = (
+        "for (const f of ['a.js','lib/b.js','lib/c.js']) fs.readFileSync('src/'+f);"
+        "fs.mkdirSync('reports',{recursive:true});fs.writeFileSync('reports/size.txt','1');"
+        "fs.writeFileSync('reports/deps.txt','2');const s='';"
+    )
     workspace(repo, cached(node(reads + WRITE_OUT), inputs=("packages/app/src/**",)))
-    repo.write({".gitignore": "node_modules/\ndist/\n.vx/\nreports/\n", "packages/app/src/lib/b.js": "B",
-                "packages/app/src/lib/c.js": "C"}).commit()
+    repo.write(
+        {
+            ".gitignore": "node_modules/\ndist/\n.vx/\nreports/\n",
+            "packages/app/src/lib/b.js": "B",
+            "packages/app/src/lib/c.js": "C",
+        }
+    ).commit()
     res = repo.vx("run", "app#build", "--verify")
     assert res.code == 1, res.out + res.err
     assert res.out.splitlines()[-6:] == [

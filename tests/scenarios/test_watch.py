@@ -10,7 +10,6 @@ import threading
 import time
 
 import pytest
-
 from conftest import SRC, build_task, npm_workspace
 
 
@@ -21,9 +20,16 @@ class Watcher:
     def __init__(self, ws, *args: str, env: dict | None = None):
         full = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
         full.update({"PYTHONPATH": SRC, "NO_COLOR": "1", **(env or {})})
-        self.proc = subprocess.Popen([sys.executable, "-m", "vx", "watch", *args], cwd=ws.root, env=full,
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                     text=True, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "vx", "watch", *args],
+            cwd=ws.root,
+            env=full,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         self.err = ""
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -63,10 +69,14 @@ def built(ws, name: str) -> str | None:
 
 @pytest.fixture
 def ws(repo):
-    return repo.write(npm_workspace({
-        "a": {"tasks": {"build": build_task()}, "files": {"src/a.js": "A;"}},
-        "b": {"deps": ["a"], "tasks": {"build": build_task()}, "files": {"src/b.js": "B;"}},
-    })).commit()
+    return repo.write(
+        npm_workspace(
+            {
+                "a": {"tasks": {"build": build_task()}, "files": {"src/a.js": "A;"}},
+                "b": {"deps": ["a"], "tasks": {"build": build_task()}, "files": {"src/b.js": "B;"}},
+            }
+        )
+    ).commit()
 
 
 @pytest.fixture
@@ -76,6 +86,7 @@ def watch(ws):
     def start(*args, env=None):
         started.append(Watcher(ws, *args, env=env))
         return started[-1]
+
     yield start
     for w in started:
         w.close()
@@ -124,12 +135,24 @@ def test_cli73_planning_and_summary_flags_are_refused(ws, flag):
 
 def test_cli03_without_watchfiles_watch_says_how_to_get_it(ws):
     """watchfiles is the `watch` extra (it would slow every vx start, docs in pyproject.toml)."""
-    code = ("import sys; sys.modules['watchfiles'] = None; sys.argv = ['vx', 'watch', 'build']; "
-            "from vx.cli.main import main; sys.exit(main())")
+    code = (
+        "import sys; sys.modules['watchfiles'] = None; sys.argv = ['vx', 'watch', 'build']; "
+        "from vx.cli.main import main; sys.exit(main())"
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ws.root, env={**env, "PYTHONPATH": SRC},
-                          capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2 and "pip install 'vx[watch]'" in proc.stderr and "Traceback" not in proc.stderr
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ws.root,
+        env={**env, "PYTHONPATH": SRC},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (
+        proc.returncode == 2
+        and "pip install 'vx[watch]'" in proc.stderr
+        and "Traceback" not in proc.stderr
+    )
 
 
 def test_cli71_a_workspace_inside_a_larger_repository_sees_its_first_edit(repo, tmp_path):
@@ -137,8 +160,14 @@ def test_cli71_a_workspace_inside_a_larger_repository_sees_its_first_edit(repo, 
     from conftest import Repo
 
     top = Repo(repo.root)
-    top.write({f"ws/{k}": v for k, v in npm_workspace({
-        "a": {"tasks": {"build": build_task()}, "files": {"src/a.js": "A;"}}}).items()}).commit()
+    top.write(
+        {
+            f"ws/{k}": v
+            for k, v in npm_workspace(
+                {"a": {"tasks": {"build": build_task()}, "files": {"src/a.js": "A;"}}}
+            ).items()
+        }
+    ).commit()
     ws = Repo(repo.root / "ws")
     w = Watcher(ws, "build", "--all")
     try:
@@ -151,8 +180,10 @@ def test_cli71_a_workspace_inside_a_larger_repository_sees_its_first_edit(repo, 
 
 
 def test_cli73_an_edit_during_a_cycle_and_sigterm_mid_cycle(ws, watch):
-    slow = build_task(command="node -e \"setTimeout(()=>{require('fs').mkdirSync('dist',{recursive:true});"
-                              "require('fs').writeFileSync('dist/out.js',require('fs').readFileSync('src/a.js'))},1500)\"")
+    slow = build_task(
+        command="node -e \"setTimeout(()=>{require('fs').mkdirSync('dist',{recursive:true});"
+        "require('fs').writeFileSync('dist/out.js',require('fs').readFileSync('src/a.js'))},1500)\""
+    )
     config = ws.root / "packages/a/vx.config.json"
     config.write_text(__import__("json").dumps({"tasks": {"build": slow}}))
     ws.commit("slow")
@@ -199,9 +230,21 @@ def test_cli72_a_task_that_rewrites_its_own_input_does_not_rerun_forever(repo, w
     """`gen` stamps src/stamp.js (an input of a's build) with a new value on every run: the
     first cycle's stamp starts one more cycle, the second's is named as a loop and ignored from
     then on, while a real edit still runs again."""
-    gen = {"exec": {"command": "node -e \"require('fs').writeFileSync('src/stamp.js', '// ' + Date.now() + Math.random())\""}}
-    ws = repo.write(npm_workspace({"a": {"tasks": {"gen": gen, "build": build_task(deps=["gen"])},
-                                         "files": {"src/a.js": "A;", "src/stamp.js": "// 0"}}})).commit()
+    gen = {
+        "exec": {
+            "command": "node -e \"require('fs').writeFileSync('src/stamp.js', '// ' + Date.now() + Math.random())\""
+        }
+    }
+    ws = repo.write(
+        npm_workspace(
+            {
+                "a": {
+                    "tasks": {"gen": gen, "build": build_task(deps=["gen"])},
+                    "files": {"src/a.js": "A;", "src/stamp.js": "// 0"},
+                }
+            }
+        )
+    ).commit()
     w = Watcher(ws, "build", "--all")
     try:
         w.wait_for("watching")
@@ -220,11 +263,15 @@ def test_cli72_a_task_that_rewrites_its_own_input_does_not_rerun_forever(repo, w
 
 def test_cli70_an_edit_in_a_project_the_selection_cannot_reach_runs_nothing(repo, watch):
     """`vx watch build -F b...` reaches a and b: an edit in c (outside the graph) is no trigger."""
-    ws = repo.write(npm_workspace({
-        "a": {"tasks": {"build": build_task()}, "files": {"src/a.js": "A;"}},
-        "b": {"deps": ["a"], "tasks": {"build": build_task()}, "files": {"src/b.js": "B;"}},
-        "c": {"tasks": {"build": build_task()}, "files": {"src/c.js": "C;"}},
-    })).commit()
+    ws = repo.write(
+        npm_workspace(
+            {
+                "a": {"tasks": {"build": build_task()}, "files": {"src/a.js": "A;"}},
+                "b": {"deps": ["a"], "tasks": {"build": build_task()}, "files": {"src/b.js": "B;"}},
+                "c": {"tasks": {"build": build_task()}, "files": {"src/c.js": "C;"}},
+            }
+        )
+    ).commit()
     w = Watcher(ws, "build", "-F", "b...")
     try:
         w.wait_for("watching")
@@ -239,7 +286,10 @@ def test_cli70_an_edit_in_a_project_the_selection_cannot_reach_runs_nothing(repo
 
 def test_ex08_watching_a_persistent_task_is_refused(repo):
     """A cycle with a server never ends, so no edit would ever be judged: refused, saying why."""
-    ws = repo.write(npm_workspace({"a": {"tasks": {"dev": {"exec": {"command": "node -e 0",
-                                                                    "persistent": {}}}}}})).commit()
+    ws = repo.write(
+        npm_workspace(
+            {"a": {"tasks": {"dev": {"exec": {"command": "node -e 0", "persistent": {}}}}}}
+        )
+    ).commit()
     res = ws.vx("watch", "dev", "--all", summary=False)
     assert res.code == 2 and "a#dev" in res.err and "persistent" in res.err, res.err

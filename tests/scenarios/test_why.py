@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import build_task, npm_workspace
 
 
@@ -13,10 +12,18 @@ from conftest import build_task, npm_workspace
 def ws(repo):
     lib = build_task()
     lib["cache"]["inputs"]["env"] = ["API_URL"]
-    return repo.write(npm_workspace({
-        "lib": {"tasks": {"build": lib}, "files": {"src/lib.js": "L;"}},
-        "app": {"deps": ["lib"], "tasks": {"build": build_task()}, "files": {"src/app.js": "A;"}},
-    })).commit()
+    return repo.write(
+        npm_workspace(
+            {
+                "lib": {"tasks": {"build": lib}, "files": {"src/lib.js": "L;"}},
+                "app": {
+                    "deps": ["lib"],
+                    "tasks": {"build": build_task()},
+                    "files": {"src/app.js": "A;"},
+                },
+            }
+        )
+    ).commit()
 
 
 def why(ws, *args, cwd=""):
@@ -30,7 +37,11 @@ def test_obs06_an_edited_file_is_named_and_the_dependant_points_upstream(ws):
     (ws.root / "packages/lib/src/more.js").write_text("M;")
     assert ws.vx("run", "app#build").code == 0
     lib = why(ws, "lib#build")
-    assert lib.code == 0 and "packages/lib/src/lib.js" in lib.out and "packages/lib/src/more.js (added)" in lib.out
+    assert (
+        lib.code == 0
+        and "packages/lib/src/lib.js" in lib.out
+        and "packages/lib/src/more.js (added)" in lib.out
+    )
     app = why(ws, "build", cwd="packages/app")  # a task of the project you stand in
     assert "upstream  lib#build  → vx why lib#build" in app.out
 
@@ -39,7 +50,9 @@ def test_obs06_an_env_change_is_named_without_its_value(ws):
     assert ws.vx("run", "lib#build", env={"API_URL": "https://one"}).code == 0
     assert ws.vx("run", "lib#build", env={"API_URL": "https://two"}).code == 0
     data = json.loads(why(ws, "lib#build", "--format=json").out)
-    assert data["verdict"] == "changed" and data["differences"] == [{"kind": "env", "what": "API_URL"}]
+    assert data["verdict"] == "changed" and data["differences"] == [
+        {"kind": "env", "what": "API_URL"}
+    ]
     assert "https://" not in (ws.root / ".vx/cache/cache.db").read_bytes().decode("latin-1")
 
 

@@ -8,16 +8,21 @@ from pathlib import Path
 
 import pytest
 
-from vx.plan.affected import base_ref, reached, seeds
-from vx.files.git import check_ref
 from vx.errors import UsageError
-from vx.plan.graph import Selection, build_graph
+from vx.files.git import check_ref
 from vx.model import CacheConfig, ExecConfig, Package, ProjectConfig, TaskConfig, TaskId, Workspace
+from vx.plan.affected import base_ref, reached, seeds
+from vx.plan.graph import Selection, build_graph
 
 
 def cached(name, deps=(), inputs=("src/**",), outputs=("dist/**",), workspace_files=()):
-    return TaskConfig(name, name, ExecConfig("true"), tuple(deps),
-                      CacheConfig(tuple(inputs), tuple(outputs), input_workspace_files=tuple(workspace_files)))
+    return TaskConfig(
+        name,
+        name,
+        ExecConfig("true"),
+        tuple(deps),
+        CacheConfig(tuple(inputs), tuple(outputs), input_workspace_files=tuple(workspace_files)),
+    )
 
 
 def uncached(name, deps=()):
@@ -25,17 +30,26 @@ def uncached(name, deps=()):
 
 
 #   a <- b <- c
-WS = Workspace(Path("/ws"), "npm", {
-    "//": Package("//", "", (), "package.json"),
-    "a": Package("a", "packages/a", (), "packages/a/package.json"),
-    "b": Package("b", "packages/b", ("a",), "packages/b/package.json"),
-    "c": Package("c", "packages/c", ("b",), "packages/c/package.json"),
-})
+WS = Workspace(
+    Path("/ws"),
+    "npm",
+    {
+        "//": Package("//", "", (), "package.json"),
+        "a": Package("a", "packages/a", (), "packages/a/package.json"),
+        "b": Package("b", "packages/b", ("a",), "packages/b/package.json"),
+        "c": Package("c", "packages/c", ("b",), "packages/c/package.json"),
+    },
+)
 CONFIGS = {
     "//": ProjectConfig(""),
     "a": ProjectConfig("x", {"build": cached("build"), "dev": uncached("dev")}),
-    "b": ProjectConfig("x", {"build": cached("build", ["^build"], workspace_files=["scripts/build.js"]),
-                             "lint": cached("lint", inputs=["src/**", ".eslintrc"], outputs=[])}),
+    "b": ProjectConfig(
+        "x",
+        {
+            "build": cached("build", ["^build"], workspace_files=["scripts/build.js"]),
+            "lint": cached("lint", inputs=["src/**", ".eslintrc"], outputs=[]),
+        },
+    ),
     "c": ProjectConfig("x", {"build": cached("build", ["^build"])}),
 }
 
@@ -44,19 +58,33 @@ def ids(*names: str) -> set[TaskId]:
     return {TaskId(*n.split("#")) for n in names}
 
 
-@pytest.mark.parametrize("paths, seeded", [
-    (["packages/a/src/x.js"], ids("a#build", "a#dev")),  # its input, and any change for the uncached
-    (["packages/b/.eslintrc"], ids("b#lint")),  # only the task that declares it
-    (["packages/a/README.md"], ids("a#build", "a#dev")),  # no cached task declares it: all of a
-    (["packages/b/package.json"], ids("b#build", "b#lint")),
-    (["scripts/build.js"], ids("b#build", "//#build")),  # a workspaceFiles input, across projects
-    (["docs/notes.md"], ids("//#build")),  # the root declares no task: only its implicit build (WS-19)
-])
+@pytest.mark.parametrize(
+    "paths, seeded",
+    [
+        (
+            ["packages/a/src/x.js"],
+            ids("a#build", "a#dev"),
+        ),  # its input, and any change for the uncached
+        (["packages/b/.eslintrc"], ids("b#lint")),  # only the task that declares it
+        (["packages/a/README.md"], ids("a#build", "a#dev")),  # no cached task declares it: all of a
+        (["packages/b/package.json"], ids("b#build", "b#lint")),
+        (
+            ["scripts/build.js"],
+            ids("b#build", "//#build"),
+        ),  # a workspaceFiles input, across projects
+        (
+            ["docs/notes.md"],
+            ids("//#build"),
+        ),  # the root declares no task: only its implicit build (WS-19)
+    ],
+)
 def test_cli41_seeds(paths, seeded):
     assert seeds(WS, CONFIGS, paths) == seeded
 
 
-@pytest.mark.parametrize("path", ["package-lock.json", "pnpm-lock.yaml", "vx.workspace.json", "turbo.json"])
+@pytest.mark.parametrize(
+    "path", ["package-lock.json", "pnpm-lock.yaml", "vx.workspace.json", "turbo.json"]
+)
 def test_cli41_a_root_fingerprint_file_reaches_everything(path):
     assert seeds(WS, CONFIGS, [path]) is None
 
@@ -76,8 +104,12 @@ def test_cli42_refs_that_are_no_refs_are_refused(ref):
 
 
 def git(root: Path, *args: str) -> None:
-    subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=root, check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["git", "-c", "user.email=t@t", "-c", "user.name=t", *args],
+        cwd=root,
+        check=True,
+        capture_output=True,
+    )
 
 
 def test_cli42_outside_a_repository_says_so(tmp_path):

@@ -26,7 +26,9 @@ def _named() -> set[str]:
 def test_every_module_the_page_names_exists():
     missing = sorted(m for m in _named() if not (SRC / m).is_file())
     text = DOC.read_text()
-    missing += sorted(m for m in NAMED.findall(text) if m.startswith("tests/") and not (ROOT / m).is_file())
+    missing += sorted(
+        m for m in NAMED.findall(text) if m.startswith("tests/") and not (ROOT / m).is_file()
+    )
     assert not missing, f"docs/architecture.md names modules that do not exist: {missing}"
 
 
@@ -41,5 +43,7 @@ def test_package_inits_hold_nothing_but_a_docstring():
         if rel in WITH_CODE:
             continue
         body = ast.parse(path.read_text()).body
-        code = [n for n in body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
+        code = [
+            n for n in body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))
+        ]
         assert not code, f"src/vx/{rel} holds code: importing a module of its folder would run it"

@@ -17,9 +17,8 @@ import pytest
 import zstandard
 
 from vx import CACHE_VERSION
-from vx.model import LogChunk
+from vx.model import LogChunk, OutputFile
 from vx.store import archive, unpacking
-from vx.model import OutputFile
 from vx.store.archive import ArchiveError
 from vx.store.packing import pack
 from vx.store.unpacking import check, unpack
@@ -27,7 +26,9 @@ from vx.store.unpacking import check, unpack
 ALL = lambda path: True  # noqa: E731 - the `allowed` predicate that admits every output
 
 
-def write(root: Path, rel: str, data: bytes = b"x", mode: int | None = None, mtime_ms: int | None = None) -> Path:
+def write(
+    root: Path, rel: str, data: bytes = b"x", mode: int | None = None, mtime_ms: int | None = None
+) -> Path:
     path = root / rel
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
@@ -45,7 +46,9 @@ def snapshot(root: Path) -> dict[str, object]:
         for name in dirs + files:
             path = Path(dirpath) / name
             rel = str(path.relative_to(root))
-            seen[rel] = "link" if path.is_symlink() else "dir" if path.is_dir() else path.read_bytes()
+            seen[rel] = (
+                "link" if path.is_symlink() else "dir" if path.is_dir() else path.read_bytes()
+            )
     return seen
 
 
@@ -74,14 +77,25 @@ def _tar_entry(tar: tarfile.TarFile, name: str, body: bytes, **info_fields) -> N
     tar.addfile(info, io.BytesIO(body) if info.isreg() else None)
 
 
-def craft(entries, *, key: str = "k1", sum_value: str | None = None, after_sum=(), meta_files=None,
-          meta_body: bytes | None = None) -> bytes:
+def craft(
+    entries,
+    *,
+    key: str = "k1",
+    sum_value: str | None = None,
+    after_sum=(),
+    meta_files=None,
+    meta_body: bytes | None = None,
+) -> bytes:
     """A zstd tar of (name, body[, TarInfo fields]) plus meta and a correct sum unless told otherwise."""
     entries = list(entries)
     files = meta_files
     if files is None:
         files = {n[len("outputs/") :]: [0o644, 0] for n, *_ in entries if n.startswith("outputs/")}
-    meta = meta_body if meta_body is not None else json.dumps({"version": CACHE_VERSION, "key": key, "files": files}).encode()
+    meta = (
+        meta_body
+        if meta_body is not None
+        else json.dumps({"version": CACHE_VERSION, "key": key, "files": files}).encode()
+    )
     entries.append((".vx-meta.json", meta))
     crc = 0
     for name, body, *_ in entries:
@@ -96,7 +110,15 @@ def craft(entries, *, key: str = "k1", sum_value: str | None = None, after_sum=(
     return zstandard.ZstdCompressor().compress(buf.getvalue())
 
 
-def refused(tmp_path: Path, blob: bytes, match: str, *, key: str = "k1", allowed=ALL, root: Path | None = None):
+def refused(
+    tmp_path: Path,
+    blob: bytes,
+    match: str,
+    *,
+    key: str = "k1",
+    allowed=ALL,
+    root: Path | None = None,
+):
     """Unpack `blob` into a prepared root and assert it is refused with the root untouched."""
     root = root or tmp_path / "dest"
     root.mkdir(exist_ok=True)
@@ -121,7 +143,12 @@ def test_round_trip_restores_bytes_modes_mtimes_and_log_order_lc09(tmp_path, out
     write(ws, "dist/secret", b"s", 0o000, -31_536_000_000)  # mode 000, 1969
     write(ws, "dist/future.txt", b"f", 0o600, 8_800_000_000_000)  # after 2242
     rels = ["dist/a.js", "dist/bin/cli", "dist/secret", "dist/future.txt"]
-    log = [LogChunk(1, b"out 1\n"), LogChunk(2, b"err\n"), LogChunk(1, b""), LogChunk(1, b"out 2\n")]
+    log = [
+        LogChunk(1, b"out 1\n"),
+        LogChunk(2, b"err\n"),
+        LogChunk(1, b""),
+        LogChunk(1, b"out 2\n"),
+    ]
     info = pack(tmp_path / "a.tar.zst", key="k1", log=log, files=[(r, ws / r) for r in rels])
 
     got = unpack(tmp_path / "a.tar.zst", key="k1", allowed=ALL, root=out)
@@ -133,7 +160,10 @@ def test_round_trip_restores_bytes_modes_mtimes_and_log_order_lc09(tmp_path, out
         st = os.lstat(out / f.path)
         assert (out / f.path).read_bytes() == (ws / f.path).read_bytes()
         assert (st.st_mode & 0o777, st.st_mtime_ns // 10**6) == (f.mode, f.mtime_ms)
-    assert {f.path: (f.mode, f.mtime_ms) for f in got.files}["dist/secret"] == (0o000, -31_536_000_000)
+    assert {f.path: (f.mode, f.mtime_ms) for f in got.files}["dist/secret"] == (
+        0o000,
+        -31_536_000_000,
+    )
 
 
 def test_big_file_and_long_unicode_name_stream_through_pax(tmp_path, out):
@@ -150,7 +180,11 @@ def test_big_file_and_long_unicode_name_stream_through_pax(tmp_path, out):
 def test_standard_tar_reads_our_archives(tmp_path):
     ws = tmp_path / "ws"
     write(ws, "dist/a.js", b"a")
-    raw = zstandard.ZstdDecompressor().stream_reader(pack_ws(tmp_path, ws, ["dist/a.js"]).open("rb")).read()
+    raw = (
+        zstandard.ZstdDecompressor()
+        .stream_reader(pack_ws(tmp_path, ws, ["dist/a.js"]).open("rb"))
+        .read()
+    )
     with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
         assert tar.getnames() == ["log", "outputs/dist/a.js", ".vx-meta.json", ".vx-sum"]
 
@@ -159,11 +193,22 @@ def test_meta_carries_version_key_files_and_extra(tmp_path):
     ws = tmp_path / "ws"
     write(ws, "a.txt", b"a", 0o640, 5)
     dest = tmp_path / "m.tar.zst"
-    pack(dest, key="kk", log=[], files=[("a.txt", ws / "a.txt")], meta={"exec": {"cpuMs": 1}, "key": "forged"})
+    pack(
+        dest,
+        key="kk",
+        log=[],
+        files=[("a.txt", ws / "a.txt")],
+        meta={"exec": {"cpuMs": 1}, "key": "forged"},
+    )
     raw = zstandard.ZstdDecompressor().stream_reader(dest.open("rb")).read()
     with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
         meta = json.loads(tar.extractfile(".vx-meta.json").read())
-    assert meta == {"version": CACHE_VERSION, "key": "kk", "files": {"a.txt": [0o640, 5]}, "exec": {"cpuMs": 1}}
+    assert meta == {
+        "version": CACHE_VERSION,
+        "key": "kk",
+        "files": {"a.txt": [0o640, 5]},
+        "exec": {"cpuMs": 1},
+    }
 
 
 def test_restore_replaces_an_existing_file_and_a_symlink_at_the_output_path(tmp_path, out):
@@ -188,14 +233,18 @@ def test_symlinked_output_is_stored_as_its_target_bytes_lc08(tmp_path, out):
     os.symlink("real.js", ws / "dist/link.js")
     files = [("dist/link.js", ws / "dist/link.js"), ("dist/real.js", ws / "dist/real.js")]
     info = pack(tmp_path / "s.tar.zst", key="k1", log=[], files=files)
-    assert [s[0] for s in info.stamps] == ["dist/real.js"]  # a link never counts as a current output
+    assert [s[0] for s in info.stamps] == [
+        "dist/real.js"
+    ]  # a link never counts as a current output
     unpack(tmp_path / "s.tar.zst", key="k1", allowed=ALL, root=out)
     assert not (out / "dist/link.js").is_symlink()
     assert (out / "dist/link.js").read_bytes() == b"real bytes"
     assert os.lstat(out / "dist/link.js").st_mode & 0o777 == 0o755
 
 
-def test_a_symlinked_output_is_followed_only_to_another_output_lc08(tmp_path):  # sandbox escapes item 3
+def test_a_symlinked_output_is_followed_only_to_another_output_lc08(
+    tmp_path,
+):  # sandbox escapes item 3
     ws = tmp_path / "ws"
     write(ws, "packages/other/secret.txt", b"secret")
     write(ws, "packages/app/src/a.js", b"a")
@@ -204,7 +253,12 @@ def test_a_symlinked_output_is_followed_only_to_another_output_lc08(tmp_path):  
         (ws / "packages/app/dist/leak").unlink(missing_ok=True)
         os.symlink(target, ws / "packages/app/dist/leak")
         with pytest.raises(ArchiveError, match="which is not one of the task's outputs") as err:
-            pack(tmp_path / "x.tar.zst", key="k1", log=[], files=[("packages/app/dist/leak", ws / "packages/app/dist/leak")])
+            pack(
+                tmp_path / "x.tar.zst",
+                key="k1",
+                log=[],
+                files=[("packages/app/dist/leak", ws / "packages/app/dist/leak")],
+            )
         assert "packages/app/dist/leak" in err.value.message
 
 
@@ -261,8 +315,14 @@ def test_refuses_backslash_and_empty_components(tmp_path, name):
 
 
 def test_refuses_nul_in_a_pax_path(tmp_path):
-    refused(tmp_path, craft([("outputs/a.txt", b"a", {"pax_headers": {"path": "outputs/a\x00b"}})],
-                            meta_files={"a\x00b": [0o644, 0]}), "NUL")
+    refused(
+        tmp_path,
+        craft(
+            [("outputs/a.txt", b"a", {"pax_headers": {"path": "outputs/a\x00b"}})],
+            meta_files={"a\x00b": [0o644, 0]},
+        ),
+        "NUL",
+    )
 
 
 def test_refuses_names_the_task_does_not_own(tmp_path):
@@ -275,7 +335,12 @@ def test_refuses_a_symlinked_parent_directory_and_writes_nothing_through_it(tmp_
     root.mkdir()
     outside.mkdir()
     os.symlink(outside, root / "dist")
-    refused(tmp_path, craft([("outputs/new/ok.txt", b"ok"), ("outputs/dist/a.js", b"evil")]), "is a symlink", root=root)
+    refused(
+        tmp_path,
+        craft([("outputs/new/ok.txt", b"ok"), ("outputs/dist/a.js", b"evil")]),
+        "is a symlink",
+        root=root,
+    )
     assert list(outside.iterdir()) == []
     assert not (root / "new").exists()  # the directory made for the first entry is gone again
 
@@ -283,7 +348,12 @@ def test_refuses_a_symlinked_parent_directory_and_writes_nothing_through_it(tmp_
 def test_refuses_a_wrong_key(tmp_path):
     ws = tmp_path / "ws"
     write(ws, "a.txt")
-    refused(tmp_path, pack_ws(tmp_path, ws, ["a.txt"], key="k1").read_bytes(), "records key 'k1'", key="k2")
+    refused(
+        tmp_path,
+        pack_ws(tmp_path, ws, ["a.txt"], key="k1").read_bytes(),
+        "records key 'k1'",
+        key="k2",
+    )
 
 
 def test_refuses_a_bad_sum(tmp_path):
@@ -294,13 +364,19 @@ def test_refuses_a_missing_sum(tmp_path):
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
         _tar_entry(tar, "outputs/a.txt", b"a")
-    refused(tmp_path, zstandard.ZstdCompressor().compress(buf.getvalue()), "checksum entry is missing")
+    refused(
+        tmp_path, zstandard.ZstdCompressor().compress(buf.getvalue()), "checksum entry is missing"
+    )
 
 
 def test_refuses_a_flipped_body_byte(tmp_path):
     ws = tmp_path / "ws"
     write(ws, "a.txt", b"A" * 5000)
-    raw = zstandard.ZstdDecompressor().stream_reader(pack_ws(tmp_path, ws, ["a.txt"]).open("rb")).read()
+    raw = (
+        zstandard.ZstdDecompressor()
+        .stream_reader(pack_ws(tmp_path, ws, ["a.txt"]).open("rb"))
+        .read()
+    )
     at = raw.index(b"A" * 100)
     tampered = raw[:at] + b"B" + raw[at + 1 :]
     refused(tmp_path, zstandard.ZstdCompressor().compress(tampered), "checksum mismatch")
@@ -344,12 +420,22 @@ def test_refuses_trailing_garbage(tmp_path):
 def test_refuses_data_after_the_end_of_the_tar(tmp_path):
     ws = tmp_path / "ws"
     write(ws, "a.txt")
-    raw = zstandard.ZstdDecompressor().stream_reader(pack_ws(tmp_path, ws, ["a.txt"]).open("rb")).read()
-    refused(tmp_path, zstandard.ZstdCompressor().compress(raw + b"\x01" + bytes(511)), "after the end")
+    raw = (
+        zstandard.ZstdDecompressor()
+        .stream_reader(pack_ws(tmp_path, ws, ["a.txt"]).open("rb"))
+        .read()
+    )
+    refused(
+        tmp_path, zstandard.ZstdCompressor().compress(raw + b"\x01" + bytes(511)), "after the end"
+    )
 
 
 def test_refuses_an_entry_after_the_sum(tmp_path):
-    refused(tmp_path, craft([("outputs/a.txt", b"a")], after_sum=[("outputs/b.txt", b"b")]), "follows the checksum")
+    refused(
+        tmp_path,
+        craft([("outputs/a.txt", b"a")], after_sum=[("outputs/b.txt", b"b")]),
+        "follows the checksum",
+    )
 
 
 def test_refuses_an_oversize_entry_declared_by_a_crafted_pax_size(tmp_path):
@@ -358,7 +444,11 @@ def test_refuses_an_oversize_entry_declared_by_a_crafted_pax_size(tmp_path):
 
 
 def test_refuses_a_non_integer_pax_size(tmp_path):
-    refused(tmp_path, craft([("outputs/a.txt", b"a", {"pax_headers": {"size": "12abc"}})]), "not a non-negative integer")
+    refused(
+        tmp_path,
+        craft([("outputs/a.txt", b"a", {"pax_headers": {"size": "12abc"}})]),
+        "not a non-negative integer",
+    )
 
 
 def test_refuses_a_pax_header_over_one_mib(tmp_path):
@@ -376,7 +466,11 @@ def test_refuses_past_the_decompressed_ceiling_while_streaming(tmp_path, monkeyp
 
 @pytest.mark.parametrize(
     "fields",
-    [{"type": tarfile.SYMTYPE, "linkname": "/etc/passwd"}, {"type": tarfile.DIRTYPE}, {"type": tarfile.LNKTYPE, "linkname": "x"}],
+    [
+        {"type": tarfile.SYMTYPE, "linkname": "/etc/passwd"},
+        {"type": tarfile.DIRTYPE},
+        {"type": tarfile.LNKTYPE, "linkname": "x"},
+    ],
     ids=["symlink", "directory", "hardlink"],
 )
 def test_refuses_non_regular_entries(tmp_path, fields):
@@ -384,7 +478,11 @@ def test_refuses_non_regular_entries(tmp_path, fields):
 
 
 def test_refuses_outputs_the_meta_does_not_record(tmp_path):
-    refused(tmp_path, craft([("outputs/a.txt", b"a")], meta_files={"a.txt": [420, 0], "b.txt": [420, 0]}), "disagree")
+    refused(
+        tmp_path,
+        craft([("outputs/a.txt", b"a")], meta_files={"a.txt": [420, 0], "b.txt": [420, 0]}),
+        "disagree",
+    )
 
 
 def test_refuses_duplicate_and_unknown_entries(tmp_path):
@@ -392,10 +490,27 @@ def test_refuses_duplicate_and_unknown_entries(tmp_path):
     refused(tmp_path, craft([("stdout", b"a")]), "unexpected entry")
 
 
-@pytest.mark.parametrize("body", [
-    b'{"version": 1', b'{"files": {}} {"files": {}}', b"\xef\xbb\xbf{}", b"\xff\xfe{}", b"[" * 100_000,
-    b'{"files": {"a": "\x01"}}', b"",
-], ids=["cut", "two values", "utf-8 bom", "not utf-8", "nested past the stack", "control char", "empty"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"version": 1',
+        b'{"files": {}} {"files": {}}',
+        b"\xef\xbb\xbf{}",
+        b"\xff\xfe{}",
+        b"[" * 100_000,
+        b'{"files": {"a": "\x01"}}',
+        b"",
+    ],
+    ids=[
+        "cut",
+        "two values",
+        "utf-8 bom",
+        "not utf-8",
+        "nested past the stack",
+        "control char",
+        "empty",
+    ],
+)
 def test_refuses_meta_that_is_not_one_json_value(tmp_path, body):
     """Whatever json.loads refuses, the reader refuses as a damaged artifact — nesting too deep
     for the parser's stack included — and leaves the workspace as it was."""
@@ -404,18 +519,28 @@ def test_refuses_meta_that_is_not_one_json_value(tmp_path, body):
 
 def test_meta_is_read_as_json_loads_reads_it(tmp_path, out):
     """Whitespace around the value, escapes and every JSON type parse as `json.loads` parses them."""
-    meta = {"version": CACHE_VERSION, "key": "k1", "files": {"a.txt": [0o640, 5]},
-            "exec": {"cpuMs": 1.5e2, "note": "\u00e9\n", "none": None, "ok": True, "list": [-1, 0.0]}}
+    meta = {
+        "version": CACHE_VERSION,
+        "key": "k1",
+        "files": {"a.txt": [0o640, 5]},
+        "exec": {"cpuMs": 1.5e2, "note": "\u00e9\n", "none": None, "ok": True, "list": [-1, 0.0]},
+    }
     body = b" \n\t" + json.dumps(meta, indent=2).encode() + b"\r\n "
     src = tmp_path / "m.tar.zst"
     src.write_bytes(craft([("outputs/a.txt", b"a")], meta_body=body))
     checked = check(src, key="k1", allowed=ALL)
     assert dict(checked.meta) == json.loads(body)
-    assert [(f.path, f.mode, f.mtime_ms) for f in unpack(src, key="k1", allowed=ALL, root=out).files] == [("a.txt", 0o640, 5)]
+    assert [
+        (f.path, f.mode, f.mtime_ms) for f in unpack(src, key="k1", allowed=ALL, root=out).files
+    ] == [("a.txt", 0o640, 5)]
 
 
 def test_refuses_bad_mode_in_meta(tmp_path):
-    refused(tmp_path, craft([("outputs/a.txt", b"a")], meta_files={"a.txt": ["644", 0]}), "bad mode/mtime")
+    refused(
+        tmp_path,
+        craft([("outputs/a.txt", b"a")], meta_files={"a.txt": ["644", 0]}),
+        "bad mode/mtime",
+    )
 
 
 def test_refuses_a_directory_in_the_way(tmp_path):

@@ -10,8 +10,12 @@ from vx.cli.args import parse
 from vx.cli.main import FOREIGN_FLAGS, VERBS
 from vx.errors import UsageError
 
-FLAGS = {"--format": ("value", "format"), "--dry": ("optional", "dry"), "--all": ("flag", "all"),
-         "--filter": ("list", "filters")}
+FLAGS = {
+    "--format": ("value", "format"),
+    "--dry": ("optional", "dry"),
+    "--all": ("flag", "all"),
+    "--filter": ("list", "filters"),
+}
 
 
 @pytest.mark.parametrize("tokens", [["--format", "json"], ["--format=json"]])
@@ -20,23 +24,41 @@ def test_a_value_is_taken_with_a_space_or_an_equals_sign(tokens):
 
 
 def test_flags_take_their_kind_of_value_and_the_rest_are_names():
-    args = parse("run", ["build", "--all", "--dry", "-F", "a", "--filter=b", "--", "--all", "x"], FLAGS,
-                 {"-F": "--filter"}, forwards=True)
-    assert (args.names, args.all, args.dry, args.filters, args.forward) == (["build"], True, "", ["a", "b"],
-                                                                          ["--all", "x"])
+    args = parse(
+        "run",
+        ["build", "--all", "--dry", "-F", "a", "--filter=b", "--", "--all", "x"],
+        FLAGS,
+        {"-F": "--filter"},
+        forwards=True,
+    )
+    assert (args.names, args.all, args.dry, args.filters, args.forward) == (
+        ["build"],
+        True,
+        "",
+        ["a", "b"],
+        ["--all", "x"],
+    )
     assert parse("run", ["--dry=json"], FLAGS).dry == "json"
     untouched = parse("run", [], FLAGS)
-    assert (untouched.all, untouched.dry, untouched.filters, untouched.format) == (False, None, [], None)
+    assert (untouched.all, untouched.dry, untouched.filters, untouched.format) == (
+        False,
+        None,
+        [],
+        None,
+    )
 
 
-@pytest.mark.parametrize("tokens, message", [
-    (["--formt", "json"], "unknown flag `--formt` for `vx show`"),
-    (["--format"], "`--format` needs a value"),
-    (["--format", "--all"], "`--format` needs a value"),
-    (["--format="], "`--format` needs a value"),
-    (["--all=yes"], "`--all` takes no value"),
-    (["--", "x"], "unknown flag `--` for `vx show`"),  # only a verb that forwards takes `--`
-])
+@pytest.mark.parametrize(
+    "tokens, message",
+    [
+        (["--formt", "json"], "unknown flag `--formt` for `vx show`"),
+        (["--format"], "`--format` needs a value"),
+        (["--format", "--all"], "`--format` needs a value"),
+        (["--format="], "`--format` needs a value"),
+        (["--all=yes"], "`--all` takes no value"),
+        (["--", "x"], "unknown flag `--` for `vx show`"),  # only a verb that forwards takes `--`
+    ],
+)
 def test_bad_flags_are_refused_by_name(tokens, message):
     with pytest.raises(UsageError) as caught:
         parse("show", tokens, FLAGS)
@@ -71,6 +93,9 @@ def test_a_verbs_help_names_exactly_the_flags_it_takes(name):
 
 def test_completions_offer_the_table_less_what_a_verb_refuses():
     assert "--dry" in VERBS["run"].completions() and "--dry" not in VERBS["watch"].completions()
-    assert set(VERBS["watch"].completions()) == set(VERBS["run"].completions()) - {"--dry", "--graph",
-                                                                                    "--summarize"}
+    assert set(VERBS["watch"].completions()) == set(VERBS["run"].completions()) - {
+        "--dry",
+        "--graph",
+        "--summarize",
+    }
     assert VERBS["why"].completions() == ["--format", "--help"]

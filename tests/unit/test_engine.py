@@ -13,19 +13,22 @@ import pytest
 from fakes import ListReporter, MemoryStore, ScriptedExecutor, writes
 
 from vx.engine import executor
+from vx.engine.rebuilder import RunContext, rebuild
+from vx.engine.scheduler import PrioritySlots, walk
 from vx.events import Notice
 from vx.model import CachePolicy, CacheStatus, Status, TaskId
-from vx.engine.rebuilder import RunContext, rebuild
 from vx.pipeline import RunRequest, prepare
-from vx.engine.scheduler import PrioritySlots, walk
 from vx.stages import Stages
 
 LIB, APP = TaskId("lib", "build"), TaskId("app", "build")
 
 
 def _task(command: str, deps: list[str]) -> dict:
-    return {"exec": {"command": command}, "dependsOn": deps,
-            "cache": {"inputs": {"files": ["src/**"]}, "outputs": {"files": ["dist/**"]}}}
+    return {
+        "exec": {"command": command},
+        "dependsOn": deps,
+        "cache": {"inputs": {"files": ["src/**"]}, "outputs": {"files": ["dist/**"]}},
+    }
 
 
 @pytest.fixture
@@ -34,10 +37,15 @@ def ws(tmp_path: Path) -> Path:
     files = {
         "package.json": {"name": "root", "private": True, "workspaces": ["packages/*"]},
         "packages/lib/package.json": {"name": "lib", "version": "1.0.0"},
-        "packages/lib/vx.config.json": {"tasks": {"build": _task("build-lib", []),
-                                                  "lint": {"exec": {"command": "lint-lib"}}}},
+        "packages/lib/vx.config.json": {
+            "tasks": {"build": _task("build-lib", []), "lint": {"exec": {"command": "lint-lib"}}}
+        },
         "packages/lib/src/a.js": "A;",
-        "packages/app/package.json": {"name": "app", "version": "1.0.0", "dependencies": {"lib": "*"}},
+        "packages/app/package.json": {
+            "name": "app",
+            "version": "1.0.0",
+            "dependencies": {"lib": "*"},
+        },
         "packages/app/vx.config.json": {"tasks": {"build": _task("build-app", ["^build"])}},
         "packages/app/src/b.js": "B;",
         "README.md": "readme",
@@ -54,7 +62,11 @@ def _env() -> dict[str, str]:
 
 
 def _plan(root: Path, *names: str):
-    return prepare(RunRequest(cwd=root, names=names or ("build",), all=True, no_cache=True), _env(), Stages(False))
+    return prepare(
+        RunRequest(cwd=root, names=names or ("build",), all=True, no_cache=True),
+        _env(),
+        Stages(False),
+    )
 
 
 def _walk(root: Path, store: MemoryStore, scripts: dict, reporter: ListReporter | None = None):
@@ -63,10 +75,20 @@ def _walk(root: Path, store: MemoryStore, scripts: dict, reporter: ListReporter 
     emit = reporter if reporter is not None else ListReporter()
 
     async def go():
-        ctx = RunContext(root=prep.ws.root, plans=dict(prep.plans),
-                         hits=store.probe(p.key for p in prep.plans.values()), index=prep.index, store=store,
-                         policy=CachePolicy(), slots=PrioritySlots(2), restore_slots=asyncio.Semaphore(2),
-                         table=executor.ProcessTable(), emit=emit, priority=prep.graph.priority, execute=ran)
+        ctx = RunContext(
+            root=prep.ws.root,
+            plans=dict(prep.plans),
+            hits=store.probe(p.key for p in prep.plans.values()),
+            index=prep.index,
+            store=store,
+            policy=CachePolicy(),
+            slots=PrioritySlots(2),
+            restore_slots=asyncio.Semaphore(2),
+            table=executor.ProcessTable(),
+            emit=emit,
+            priority=prep.graph.priority,
+            execute=ran,
+        )
         return await walk(prep.graph, lambda node, done: rebuild(ctx, node, done))
 
     return asyncio.run(go()), ran
@@ -82,7 +104,9 @@ def test_plan_keys_are_stable_and_move_with_an_input_and_downstream(ws):
     first, again = _plan(ws), _plan(ws)
     assert {t: p.key for t, p in first.plans.items()} == {t: p.key for t, p in again.plans.items()}
     (ws / "README.md").write_text("edited")  # no task's input
-    assert {t: p.key for t, p in _plan(ws).plans.items()} == {t: p.key for t, p in first.plans.items()}
+    assert {t: p.key for t, p in _plan(ws).plans.items()} == {
+        t: p.key for t, p in first.plans.items()
+    }
     (ws / "packages/lib/src/a.js").write_text("A2;")
     edited = _plan(ws)
     assert edited.plans[LIB].key != first.plans[LIB].key
@@ -103,14 +127,19 @@ def test_engine_a_cold_walk_runs_upstream_first_and_saves_each_result(ws):
     store = MemoryStore(ws)
     results, ran = _walk(ws, store, BUILDS)
     assert [command for command, _ in ran.ran] == ["build-lib", "build-app"]
-    assert all(r.status is Status.SUCCESS and r.cache is CacheStatus.MISS and r.saved for r in results.values())
+    assert all(
+        r.status is Status.SUCCESS and r.cache is CacheStatus.MISS and r.saved
+        for r in results.values()
+    )
     assert sorted(store.saved) == sorted(r.key for r in results.values())
     assert store.entries[results[LIB].key].files == {"packages/lib/dist/lib.js": b"lib"}
 
 
 def test_engine_a_failure_is_not_saved_and_blocks_its_dependant(ws):
     store = MemoryStore(ws)
-    results, ran = _walk(ws, store, {**BUILDS, "build-lib": writes({"dist/lib.js": "half"}, code=1)})
+    results, ran = _walk(
+        ws, store, {**BUILDS, "build-lib": writes({"dist/lib.js": "half"}, code=1)}
+    )
     assert results[LIB].status is Status.FAILED and not results[LIB].saved
     assert results[APP].status is Status.SKIPPED and results[APP].blocked_by == LIB
     assert [command for command, _ in ran.ran] == ["build-lib"] and store.saved == []
@@ -144,5 +173,7 @@ def test_hit_a_damaged_entry_runs_the_task_and_says_why(ws):
     store.damaged.add(first[LIB].key)
     reporter = ListReporter()
     results, ran = _walk(ws, store, BUILDS, reporter)
-    assert [command for command, _ in ran.ran] == ["build-lib"] and results[LIB].cache is CacheStatus.MISS
+    assert [command for command, _ in ran.ran] == ["build-lib"] and results[
+        LIB
+    ].cache is CacheStatus.MISS
     assert any("cannot be restored (damaged in memory)" in n.message for n in reporter.of(Notice))

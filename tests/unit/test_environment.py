@@ -9,8 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from vx.plan.environment import ESSENTIAL_ENV, available_cpus, cgroup_cpu_limit, default_concurrency, matching, parse_concurrency, task_env
 from vx.errors import UsageError
+from vx.plan.environment import (
+    ESSENTIAL_ENV,
+    available_cpus,
+    cgroup_cpu_limit,
+    default_concurrency,
+    matching,
+    parse_concurrency,
+    task_env,
+)
 
 HOST = {
     "PATH": "/usr/bin:/bin",
@@ -24,8 +32,15 @@ HOST = {
 
 
 def env_for(host=HOST, pass_through=(), define=None, project="/ws/apps/web", root="/ws"):
-    return task_env(host=host, pass_through=pass_through, define=define or {},
-                    project_dir_abs=Path(project), root=Path(root), workspace_id="/ws", task_id="web#build")
+    return task_env(
+        host=host,
+        pass_through=pass_through,
+        define=define or {},
+        project_dir_abs=Path(project),
+        root=Path(root),
+        workspace_id="/ws",
+        task_id="web#build",
+    )
 
 
 # ---------------------------------------------------------------- EX-03
@@ -40,22 +55,41 @@ def test_tl05_plain_names_are_kept_as_given_without_reading_the_host():
 
 
 def test_tl05_patterns_match_host_names_sorted_and_exclusions_take_back():
-    host = {"NEXT_PUBLIC_B": "1", "NEXT_PUBLIC_A": "2", "NEXT_PUBLIC_SECRET": "3", "NEXT": "4", "API_URL": "5"}
-    assert matching(("API_URL", "NEXT_PUBLIC_*", "!NEXT_PUBLIC_SECRET"), host) == \
-        ("API_URL", "NEXT_PUBLIC_A", "NEXT_PUBLIC_B")
-    assert matching(("*_URL", "UNSET"), host) == ("UNSET", "API_URL")  # a plain name stays, set or not
-    assert matching(("N*T",), host) == ("NEXT", "NEXT_PUBLIC_SECRET")  # `*` spans any run; the whole name matches
+    host = {
+        "NEXT_PUBLIC_B": "1",
+        "NEXT_PUBLIC_A": "2",
+        "NEXT_PUBLIC_SECRET": "3",
+        "NEXT": "4",
+        "API_URL": "5",
+    }
+    assert matching(("API_URL", "NEXT_PUBLIC_*", "!NEXT_PUBLIC_SECRET"), host) == (
+        "API_URL",
+        "NEXT_PUBLIC_A",
+        "NEXT_PUBLIC_B",
+    )
+    assert matching(("*_URL", "UNSET"), host) == (
+        "UNSET",
+        "API_URL",
+    )  # a plain name stays, set or not
+    assert matching(("N*T",), host) == (
+        "NEXT",
+        "NEXT_PUBLIC_SECRET",
+    )  # `*` spans any run; the whole name matches
 
 
 def test_tl05_pass_through_patterns_reach_the_task():
-    env = env_for(host={**HOST, "NEXT_PUBLIC_X": "x", "NEXT_PRIVATE": "p"}, pass_through=("NEXT_PUBLIC_*",))
+    env = env_for(
+        host={**HOST, "NEXT_PUBLIC_X": "x", "NEXT_PRIVATE": "p"}, pass_through=("NEXT_PUBLIC_*",)
+    )
     assert env["NEXT_PUBLIC_X"] == "x" and "NEXT_PRIVATE" not in env
 
 
 def test_ex03_only_the_allowlist_reaches_the_task():
     env = env_for()
     assert "AWS_SECRET_ACCESS_KEY" not in env and "NPM_TOKEN" not in env and "API_URL" not in env
-    assert env["HOME"] == "/home/me" and env["LANG"] == "C.UTF-8" and "CI" not in env  # CI only when declared
+    assert (
+        env["HOME"] == "/home/me" and env["LANG"] == "C.UTF-8" and "CI" not in env
+    )  # CI only when declared
     assert set(env) == {"PATH", "HOME", "LANG", "FORCE_COLOR", "VX_RUN_WORKSPACE", "VX_RUN_TASK"}
 
 
@@ -66,7 +100,9 @@ def test_ex03_pass_through_takes_only_host_values_that_exist():
 
 
 def test_ex03_define_is_the_top_layer():
-    env = env_for(pass_through=("API_URL",), define={"API_URL": "https://defined", "HOME": "/elsewhere"})
+    env = env_for(
+        pass_through=("API_URL",), define={"API_URL": "https://defined", "HOME": "/elsewhere"}
+    )
     assert env["API_URL"] == "https://defined" and env["HOME"] == "/elsewhere"
 
 
@@ -106,8 +142,10 @@ def test_ex03_vx_run_variables_name_the_workspace_and_task():
 
 
 def test_ex03_the_allowlist_is_the_documented_one():
-    documented = ("PATH HOME SHELL USER LOGNAME TMPDIR TEMP TMP LANG LC_ALL LC_CTYPE TERM COLORTERM "
-                  "FORCE_COLOR NO_COLOR NODE_OPTIONS COREPACK_HOME PNPM_HOME").split()
+    documented = (
+        "PATH HOME SHELL USER LOGNAME TMPDIR TEMP TMP LANG LC_ALL LC_CTYPE TERM COLORTERM "
+        "FORCE_COLOR NO_COLOR NODE_OPTIONS COREPACK_HOME PNPM_HOME"
+    ).split()
     assert list(ESSENTIAL_ENV) == documented
 
 
@@ -116,13 +154,25 @@ def test_ex03_the_allowlist_is_the_documented_one():
 
 @pytest.mark.parametrize(
     "text, cpus, expected",
-    [("4", 2, 4), ("1", 8, 1), ("08", 2, 8), ("50%", 8, 4), ("100%", 6, 6), ("200%", 3, 6), ("1%", 2, 1), ("33%", 10, 3)],
+    [
+        ("4", 2, 4),
+        ("1", 8, 1),
+        ("08", 2, 8),
+        ("50%", 8, 4),
+        ("100%", 6, 6),
+        ("200%", 3, 6),
+        ("1%", 2, 1),
+        ("33%", 10, 3),
+    ],
 )
 def test_gr11_parse_concurrency(text, cpus, expected):
     assert parse_concurrency(text, cpus) == expected
 
 
-@pytest.mark.parametrize("text", ["0", "0%", "0x10", "1e3", "2.7", "+4", "-1", "-50%", "", " 4", "4 ", "1_0", "٣", "4%%", "%"])
+@pytest.mark.parametrize(
+    "text",
+    ["0", "0%", "0x10", "1e3", "2.7", "+4", "-1", "-50%", "", " 4", "4 ", "1_0", "٣", "4%%", "%"],
+)
 def test_gr11_parse_concurrency_refuses_anything_but_plain_decimal(text):
     with pytest.raises(UsageError) as refused:
         parse_concurrency(text, 4)
@@ -137,7 +187,9 @@ def write(path: Path, text: str) -> None:
     path.write_text(text)
 
 
-def fake_v2(tmp_path: Path, proc_line: str, quotas: dict[str, str], *, hybrid=False) -> tuple[Path, Path]:
+def fake_v2(
+    tmp_path: Path, proc_line: str, quotas: dict[str, str], *, hybrid=False
+) -> tuple[Path, Path]:
     root = tmp_path / "sys"
     mount = root / "unified" if hybrid else root
     write(mount / "cgroup.controllers", "cpu memory\n")
@@ -149,7 +201,9 @@ def fake_v2(tmp_path: Path, proc_line: str, quotas: dict[str, str], *, hybrid=Fa
 
 
 def test_gr11_v2_quota_of_an_ancestor_caps_the_cpu_count(tmp_path):
-    root, proc = fake_v2(tmp_path, "0::/a/b", {"": "max 100000", "a": "150000 100000", "a/b": "max 100000"})
+    root, proc = fake_v2(
+        tmp_path, "0::/a/b", {"": "max 100000", "a": "150000 100000", "a/b": "max 100000"}
+    )
     assert cgroup_cpu_limit(cgroup_root=root, proc_cgroup=proc) == 1.5
     assert default_concurrency(cpus=8, cgroup_root=root, proc_cgroup=proc) == 1
 
@@ -172,7 +226,9 @@ def test_gr11_v2_no_quota_leaves_the_cpu_count(tmp_path):
 
 def test_gr11_v2_container_path_is_trimmed_to_the_mounted_subtree(tmp_path):
     # Without a cgroup namespace the path names the host hierarchy; the mount shows our subtree.
-    root, proc = fake_v2(tmp_path, "0::/kubepods/pod1/ctr", {"": "200000 100000", "ctr": "max 100000"})
+    root, proc = fake_v2(
+        tmp_path, "0::/kubepods/pod1/ctr", {"": "200000 100000", "ctr": "max 100000"}
+    )
     assert default_concurrency(cpus=8, cgroup_root=root, proc_cgroup=proc) == 2
 
 

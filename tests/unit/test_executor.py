@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from vx.errors import UsageError
 from vx.engine.executor import ProcessTable, execute, group_alive, kill_grace_ms
-from vx.plan.forwarding import forward_args
 from vx.engine.verdicts import exit_hint, failure_label
+from vx.errors import UsageError
 from vx.model import LogChunk, ProcessResult
+from vx.plan.forwarding import forward_args
 
 ENV = {"PATH": os.environ.get("PATH", os.defpath), "LANG": "C"}
 GRACE_MS = 300
@@ -45,11 +45,20 @@ class Recorder:
             self.react(chunk)
 
 
-async def run(command: str, cwd: Path, *, timeout_ms=None, table=None, on_output=None, grace_ms=GRACE_MS):
+async def run(
+    command: str, cwd: Path, *, timeout_ms=None, table=None, on_output=None, grace_ms=GRACE_MS
+):
     table = ProcessTable() if table is None else table
     on_output = on_output or (lambda chunk: None)
-    return await execute(command, cwd=cwd, env=ENV, timeout_ms=timeout_ms, on_output=on_output,
-                         table=table, grace_ms=grace_ms)
+    return await execute(
+        command,
+        cwd=cwd,
+        env=ENV,
+        timeout_ms=timeout_ms,
+        on_output=on_output,
+        table=table,
+        grace_ms=grace_ms,
+    )
 
 
 def bounded(awaitable, seconds: float = 5.0):
@@ -125,7 +134,12 @@ def test_chunks_arrive_in_order_across_stdout_and_stderr(tmp_path):
 
 @pytest.mark.parametrize(
     "command, code, sig",
-    [("true", 0, None), ("exit 3", 3, None), ("kill -TERM $$", 143, 15), ("kill -SEGV $$", 139, 11)],
+    [
+        ("true", 0, None),
+        ("exit 3", 3, None),
+        ("kill -TERM $$", 143, 15),
+        ("kill -SEGV $$", 139, 11),
+    ],
 )
 def test_exit_codes_and_signal_deaths_are_128_plus_n(tmp_path, command, code, sig):
     result = asyncio.run(run(command, tmp_path))
@@ -177,8 +191,9 @@ def test_ex05_timeout_terms_the_whole_group_including_a_grandchild(tmp_path):
         table = ProcessTable()
         recorder = Recorder(table)
         recorder.word = b"\n"
-        return recorder, await run(command, tmp_path, timeout_ms=200, table=table, on_output=recorder,
-                                   grace_ms=1500)
+        return recorder, await run(
+            command, tmp_path, timeout_ms=200, table=table, on_output=recorder, grace_ms=1500
+        )
 
     recorder, result = asyncio.run(main())
     assert (result.timed_out, result.exit_code, result.signal) == (True, 143, 15)
@@ -193,8 +208,14 @@ def test_ex05_a_shell_ignoring_term_is_killed_after_the_grace_137(tmp_path):
     async def main():
         table = ProcessTable()
         recorder = Recorder(table)
-        return recorder, await run("trap '' TERM; echo ready; sleep 30", tmp_path, timeout_ms=100,
-                                   table=table, on_output=recorder, grace_ms=200)
+        return recorder, await run(
+            "trap '' TERM; echo ready; sleep 30",
+            tmp_path,
+            timeout_ms=100,
+            table=table,
+            on_output=recorder,
+            grace_ms=200,
+        )
 
     recorder, result = asyncio.run(main())
     assert (result.timed_out, result.exit_code, result.signal) == (True, 137, 9)
@@ -227,7 +248,9 @@ def test_trio_discipline_cancellation_kills_the_group_and_reaps_the_shell(tmp_pa
     async def main():
         table = ProcessTable()
         recorder = Recorder(table)
-        task = asyncio.create_task(run("echo ready; sleep 30", tmp_path, table=table, on_output=recorder))
+        task = asyncio.create_task(
+            run("echo ready; sleep 30", tmp_path, table=table, on_output=recorder)
+        )
         await bounded(recorder.seen.wait())
         started = time.monotonic()
         task.cancel()
@@ -247,8 +270,15 @@ def test_a_second_cancel_kills_at_once(tmp_path):
     async def main():
         table = ProcessTable()
         recorder = Recorder(table)
-        task = asyncio.create_task(run("trap '' TERM; echo ready; sleep 30", tmp_path, table=table,
-                                       on_output=recorder, grace_ms=10_000))
+        task = asyncio.create_task(
+            run(
+                "trap '' TERM; echo ready; sleep 30",
+                tmp_path,
+                table=table,
+                on_output=recorder,
+                grace_ms=10_000,
+            )
+        )
         await bounded(recorder.seen.wait())
         started = time.monotonic()
         task.cancel()
@@ -265,13 +295,19 @@ def test_a_second_cancel_kills_at_once(tmp_path):
 
 
 def test_ex11_shutdown_stops_every_group_within_3s_and_marks_them_aborted(tmp_path):
-    commands = ["echo ready; sleep 30", "trap '' TERM; echo ready; sleep 30", "echo ready; sleep 30 & wait"]
+    commands = [
+        "echo ready; sleep 30",
+        "trap '' TERM; echo ready; sleep 30",
+        "echo ready; sleep 30 & wait",
+    ]
 
     async def main():
         table = ProcessTable()
         recorders = [Recorder(table) for _ in commands]
-        tasks = [asyncio.create_task(run(c, tmp_path, table=table, on_output=r))
-                 for c, r in zip(commands, recorders)]
+        tasks = [
+            asyncio.create_task(run(c, tmp_path, table=table, on_output=r))
+            for c, r in zip(commands, recorders)
+        ]
         for recorder in recorders:
             await bounded(recorder.seen.wait())
         pgids = set(table.pgids)
@@ -293,7 +329,9 @@ def test_ex16_aborted_only_while_the_run_is_stopping(tmp_path):
         table = ProcessTable()
         before = await run("kill -TERM $$", tmp_path, table=table)
         recorder = Recorder(table)
-        task = asyncio.create_task(run("echo ready; sleep 30", tmp_path, table=table, on_output=recorder))
+        task = asyncio.create_task(
+            run("echo ready; sleep 30", tmp_path, table=table, on_output=recorder)
+        )
         await bounded(recorder.seen.wait())
         table.terminate_all(signal.SIGHUP)  # forwarded as SIGTERM
         return before, await bounded(task)
@@ -327,7 +365,9 @@ def test_group_alive_sees_a_running_group_and_not_a_dead_one(tmp_path):
     async def main():
         table = ProcessTable()
         recorder = Recorder(table)
-        task = asyncio.create_task(run("echo ready; sleep 30", tmp_path, table=table, on_output=recorder))
+        task = asyncio.create_task(
+            run("echo ready; sleep 30", tmp_path, table=table, on_output=recorder)
+        )
         await bounded(recorder.seen.wait())
         alive_before = group_alive(recorder.pgid)
         table.kill_all()
@@ -384,7 +424,10 @@ def test_ex14_126_suggests_chmod(tmp_path):
     (tmp_path / "build.sh").write_text("echo hi\n")
     result = asyncio.run(run("./build.sh", tmp_path))
     assert result.exit_code == 126
-    assert exit_hint(result, "./build.sh", [], cwd=tmp_path) == "`./build.sh` is not executable: run `chmod +x ./build.sh`"
+    assert (
+        exit_hint(result, "./build.sh", [], cwd=tmp_path)
+        == "`./build.sh` is not executable: run `chmod +x ./build.sh`"
+    )
 
 
 def test_ex14_signal_deaths_name_the_signal_and_cause(tmp_path):
@@ -415,8 +458,16 @@ def test_plain_failures_have_no_hint_and_a_plain_label():
         ("tsc  # compile", ["-p", "x"], "tsc -p x  # compile"),
         ("echo '#a' \"# b\" c#d $# ${#x}", ["z"], "echo '#a' \"# b\" c#d $# ${#x} z"),
         ("build\ntest # all\n", ["--ci"], "build\ntest --ci # all\n"),
-        ("cat <<EOF > out.txt\nhello # not a comment\nEOF", ["x y"], "cat <<EOF > out.txt 'x y'\nhello # not a comment\nEOF"),
-        ("cat <<-'END'\n\tbody\n\tEND\necho done", ["q"], "cat <<-'END'\n\tbody\n\tEND\necho done q"),
+        (
+            "cat <<EOF > out.txt\nhello # not a comment\nEOF",
+            ["x y"],
+            "cat <<EOF > out.txt 'x y'\nhello # not a comment\nEOF",
+        ),
+        (
+            "cat <<-'END'\n\tbody\n\tEND\necho done",
+            ["q"],
+            "cat <<-'END'\n\tbody\n\tEND\necho done q",
+        ),
         ("lint\n# a closing comment", ["--fix"], "lint --fix\n# a closing comment"),
         ("tsc", [], "tsc"),
     ],
@@ -443,18 +494,31 @@ def test_reaping_without_pidfd_falls_back_to_a_waiting_thread(tmp_path, monkeypa
 
 def test_ex14_127_for_a_script_that_does_not_exist(tmp_path):
     result = asyncio.run(run("./nope.sh --x", tmp_path))
-    assert exit_hint(result, "./nope.sh --x", [], cwd=tmp_path) == f"`./nope.sh` does not exist in {tmp_path}"
+    assert (
+        exit_hint(result, "./nope.sh --x", [], cwd=tmp_path)
+        == f"`./nope.sh` does not exist in {tmp_path}"
+    )
     assert "interpreter" in exit_hint(result, "./nope.sh --x", [])
 
 
 def test_settle_group_waits_for_a_background_child_that_ends_by_itself(tmp_path):
     """Item 3: with settle_group, a child that outlives the shell is waited for (its output is
     still read) and nothing is stopped. It spins until the shell is reaped, then writes and exits."""
-    command = "p=$$; (while kill -0 $p 2>/dev/null; do :; done; echo late > late.txt; echo bg) & exit 0"
+    command = (
+        "p=$$; (while kill -0 $p 2>/dev/null; do :; done; echo late > late.txt; echo bg) & exit 0"
+    )
 
     async def main():
-        return await execute(command, cwd=tmp_path, env=ENV, timeout_ms=None, on_output=lambda c: None,
-                             table=ProcessTable(), grace_ms=60_000, settle_group=True)
+        return await execute(
+            command,
+            cwd=tmp_path,
+            env=ENV,
+            timeout_ms=None,
+            on_output=lambda c: None,
+            table=ProcessTable(),
+            grace_ms=60_000,
+            settle_group=True,
+        )
 
     result = asyncio.run(bounded(main(), 30))
     assert result.exit_code == 0 and result.stopped_strays is None
@@ -468,11 +532,21 @@ def test_settle_group_stops_a_child_that_does_not_end_term_then_kill(tmp_path):
     os.mkfifo(tmp_path / "gate")
 
     async def main(command):
-        return await execute(command, cwd=tmp_path, env=ENV, timeout_ms=None, on_output=lambda c: None,
-                             table=ProcessTable(), grace_ms=GRACE_MS, settle_group=True)
+        return await execute(
+            command,
+            cwd=tmp_path,
+            env=ENV,
+            timeout_ms=None,
+            on_output=lambda c: None,
+            table=ProcessTable(),
+            grace_ms=GRACE_MS,
+            settle_group=True,
+        )
 
     termed = asyncio.run(bounded(main("(cat gate) >/dev/null 2>&1 & echo $!; exit 0")))
     assert termed.exit_code == 0 and termed.stopped_strays == "SIGTERM"
     assert not running(int(stdout(termed)))
-    killed = asyncio.run(bounded(main("(trap '' TERM; cat gate) >/dev/null 2>&1 & echo $!; exit 0")))
+    killed = asyncio.run(
+        bounded(main("(trap '' TERM; cat gate) >/dev/null 2>&1 & echo $!; exit 0"))
+    )
     assert killed.stopped_strays == "SIGKILL" and not running(int(stdout(killed)))

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from vx import witness
+from vx.errors import VxError
 from vx.files import blobs
 from vx.files import index as files
-from vx.errors import VxError
-from vx.files.index import FileIndex, fingerprint
 from vx.files.globs import GlobSet
+from vx.files.index import FileIndex, fingerprint
 from vx.files.outputs import walk_outputs, wipe_outputs
 
 OLD = 1_600_000_000  # a past mtime: outside every racy window
@@ -35,10 +35,14 @@ def _git_identity(monkeypatch):
 
 
 def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
+    return subprocess.run(
+        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True
+    ).stdout
 
 
-def write(root: Path, rel: str, text: str = "x\n", *, mode: int | None = None, old: bool = True) -> Path:
+def write(
+    root: Path, rel: str, text: str = "x\n", *, mode: int | None = None, old: bool = True
+) -> Path:
     path = root / rel
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
@@ -76,15 +80,18 @@ ALL = GlobSet(["**"])
 
 @pytest.fixture
 def repo(tmp_path) -> Path:
-    return make_repo(tmp_path / "ws", {
-        "package.json": '{"name":"root"}\n',
-        "pkg/a/package.json": '{"name":"a"}\n',
-        "pkg/a/src/index.ts": "export const a = 1\n",
-        "pkg/a/src/util.ts": "export const u = 2\n",
-        "pkg/b/package.json": '{"name":"b"}\n',
-        "pkg/b/src/index.ts": "export const b = 1\n",
-        "scripts/build.js": "console.log('build')\n",
-    })
+    return make_repo(
+        tmp_path / "ws",
+        {
+            "package.json": '{"name":"root"}\n',
+            "pkg/a/package.json": '{"name":"a"}\n',
+            "pkg/a/src/index.ts": "export const a = 1\n",
+            "pkg/a/src/util.ts": "export const u = 2\n",
+            "pkg/b/package.json": '{"name":"b"}\n',
+            "pkg/b/src/index.ts": "export const b = 1\n",
+            "scripts/build.js": "console.log('build')\n",
+        },
+    )
 
 
 # ---------------------------------------------------------------- KEY-12 identities
@@ -104,6 +111,7 @@ def test_key12_clean_files_are_never_opened_or_stated(repo, monkeypatch):
             if isinstance(path, (str, bytes, os.PathLike)) and "src" in os.fsdecode(path):
                 touched.append(os.fsdecode(path))
             return real(path, *args, **kwargs)
+
         return wrapper
 
     for name in ("stat", "lstat", "open", "scandir", "readlink"):
@@ -129,8 +137,21 @@ def test_key12_clean_files_untouched_under_strace(repo):
     src = str(Path(files.__file__).parents[2])
     trace = repo.parent / "trace.txt"
     done = subprocess.run(
-        ["strace", "-f", "-o", str(trace), "-e", "trace=openat,open,stat,lstat,newfstatat,statx,readlink",
-         sys.executable, "-c", code, src], cwd=repo, capture_output=True, text=True,
+        [
+            "strace",
+            "-f",
+            "-o",
+            str(trace),
+            "-e",
+            "trace=openat,open,stat,lstat,newfstatat,statx,readlink",
+            sys.executable,
+            "-c",
+            code,
+            src,
+        ],
+        cwd=repo,
+        capture_output=True,
+        text=True,
     )
     if done.returncode != 0 and "ptrace" in done.stderr:
         pytest.skip("ptrace not permitted here")
@@ -160,11 +181,16 @@ def test_key12_mode_prefixes(repo):
     got = ids(FileIndex.load(repo).inputs("pkg/a", GlobSet(["bin", "src/link*"])))
     assert got["pkg/a/bin/run.sh"] == "100755:" + index_oid(repo, "pkg/a/bin/run.sh")
     # a link to a file: its own blob (the target's path), then the content it leads to (vx.files.links)
-    assert got["pkg/a/src/link.ts"] == ("120000:" + index_oid(repo, "pkg/a/src/link.ts") + ">"
-                                        + index_oid(repo, "pkg/a/src/index.ts"))
+    assert got["pkg/a/src/link.ts"] == (
+        "120000:"
+        + index_oid(repo, "pkg/a/src/link.ts")
+        + ">"
+        + index_oid(repo, "pkg/a/src/index.ts")
+    )
     assert got["pkg/a/bin/new.sh"] == "100755:" + hash_object(repo, "pkg/a/bin/new.sh")
-    assert got["pkg/a/src/link2.ts"] == ("120000:" + blobs.blob_oid(b"util.ts") + ">"
-                                         + index_oid(repo, "pkg/a/src/util.ts"))
+    assert got["pkg/a/src/link2.ts"] == (
+        "120000:" + blobs.blob_oid(b"util.ts") + ">" + index_oid(repo, "pkg/a/src/util.ts")
+    )
 
 
 def test_key12_deleted_tracked_file_is_gone(repo):
@@ -182,13 +208,17 @@ def test_key12_sha256_repo_hashes_with_sha256(tmp_path):
 
 
 def test_key12_memo_spares_a_second_read(repo, monkeypatch):
-    monkeypatch.setattr(witness, "RACY_NS", 0)  # the file's ctime is "now"; don't wait out the window
+    monkeypatch.setattr(
+        witness, "RACY_NS", 0
+    )  # the file's ctime is "now"; don't wait out the window
     write(repo, "pkg/a/src/new.ts", "n\n")
     memo = repo / ".vx" / "memo.db"
     first = FileIndex.load(repo, memo).inputs("pkg/a", GlobSet(["src/**"]))
     hashed: list[int] = []
     real = files._hash_open_file
-    monkeypatch.setattr(files, "_hash_open_file", lambda f, size, algo: hashed.append(size) or real(f, size, algo))
+    monkeypatch.setattr(
+        files, "_hash_open_file", lambda f, size, algo: hashed.append(size) or real(f, size, algo)
+    )
     second = FileIndex.load(repo, memo).inputs("pkg/a", GlobSet(["src/**"]))
     assert second == first and hashed == []
 
@@ -244,7 +274,9 @@ def test_key14_conflicted_file_is_hashed_from_disk(repo):
 
 def test_key14_eol_attribute_distrusts_the_index(tmp_path):
     """With `eol=crlf` the worktree bytes differ from the blob while git calls the file clean."""
-    repo = make_repo(tmp_path / "ws", {".gitattributes": "*.txt text eol=crlf\n", "a.txt": "one\ntwo\n"})
+    repo = make_repo(
+        tmp_path / "ws", {".gitattributes": "*.txt text eol=crlf\n", "a.txt": "one\ntwo\n"}
+    )
     (repo / "a.txt").unlink()
     git(repo, "checkout", "--", "a.txt")
     assert git(repo, "status", "--porcelain") == ""
@@ -253,11 +285,15 @@ def test_key14_eol_attribute_distrusts_the_index(tmp_path):
 
 
 def test_key14_harmless_attributes_keep_the_fast_path(tmp_path, monkeypatch):
-    repo = make_repo(tmp_path / "ws", {".gitattributes": "*.png binary\n*.md -text linguist-documentation\n",
-                                       "a.txt": "a\n"})
+    repo = make_repo(
+        tmp_path / "ws",
+        {".gitattributes": "*.png binary\n*.md -text linguist-documentation\n", "a.txt": "a\n"},
+    )
     reads: list[str] = []
     real = os.lstat
-    monkeypatch.setattr(os, "lstat", lambda p, *a, **k: reads.append(os.fsdecode(p)) or real(p, *a, **k))
+    monkeypatch.setattr(
+        os, "lstat", lambda p, *a, **k: reads.append(os.fsdecode(p)) or real(p, *a, **k)
+    )
     got = ids(FileIndex.load(repo).inputs("", GlobSet(["a.txt"])))
     assert got == {"a.txt": index_oid(repo, "a.txt")}
     assert not any(r.endswith("a.txt") for r in reads)
@@ -291,12 +327,20 @@ def test_key17_untracked_node_modules_excluded_tracked_kept(repo):
 
 
 def test_key17_builtin_exclusions(repo):
-    for rel in ("pkg/a/tsconfig.tsbuildinfo", "pkg/a/vx-lock.json", "pkg/a/app.bun-build",
-                "pkg/a/.0123456789abcdef-01234567.tmp/x.js", "pkg/a/.vx/state", "pkg/a/keep.ts"):
+    for rel in (
+        "pkg/a/tsconfig.tsbuildinfo",
+        "pkg/a/vx-lock.json",
+        "pkg/a/app.bun-build",
+        "pkg/a/.0123456789abcdef-01234567.tmp/x.js",
+        "pkg/a/.vx/state",
+        "pkg/a/keep.ts",
+    ):
         write(repo, rel)
     got = ids(FileIndex.load(repo).inputs("pkg/a", ALL))
     assert "pkg/a/keep.ts" in got
-    assert not any(k in p for p in got for k in ("tsbuildinfo", "vx-lock", "bun-build", ".tmp/", ".vx/"))
+    assert not any(
+        k in p for p in got for k in ("tsbuildinfo", "vx-lock", "bun-build", ".tmp/", ".vx/")
+    )
 
 
 def test_key17_nested_project_is_excluded(repo):
@@ -307,7 +351,9 @@ def test_key17_nested_project_is_excluded(repo):
 def test_key17_own_outputs_excluded_but_taken_back_output_stays(repo):
     write(repo, "pkg/a/dist/a.js")
     write(repo, "pkg/a/dist/keep.d.ts")
-    got = ids(FileIndex.load(repo).inputs("pkg/a", ALL, excluded=GlobSet(["dist/**", "!dist/keep.d.ts"])))
+    got = ids(
+        FileIndex.load(repo).inputs("pkg/a", ALL, excluded=GlobSet(["dist/**", "!dist/keep.d.ts"]))
+    )
     assert "pkg/a/dist/keep.d.ts" in got and "pkg/a/dist/a.js" not in got
 
 
@@ -328,25 +374,38 @@ def test_key16_globs_over_the_index(repo):
 
 
 def test_key19_workspace_globs_are_root_relative(repo):
-    got = ids(FileIndex.load(repo).inputs("pkg/a", GlobSet(["src/index.ts"]), GlobSet(["scripts/*.js"])))
+    got = ids(
+        FileIndex.load(repo).inputs("pkg/a", GlobSet(["src/index.ts"]), GlobSet(["scripts/*.js"]))
+    )
     assert set(got) == {"pkg/a/src/index.ts", "scripts/build.js"}
 
 
 def test_key23_unmatched_globs(repo):
-    got = FileIndex.load(repo).inputs("pkg/a", GlobSet(["src/**", "docs/**", "!src/x"]), GlobSet(["nope/*"]))
+    got = FileIndex.load(repo).inputs(
+        "pkg/a", GlobSet(["src/**", "docs/**", "!src/x"]), GlobSet(["nope/*"])
+    )
     assert got.unmatched_globs == ("docs/**", "nope/*")
 
 
 def test_workspace_root_below_the_repo_root(tmp_path):
-    repo = make_repo(tmp_path / "repo", {"README.md": "r\n", "apps/ws/package.json": "{}\n",
-                                         "apps/ws/pkg/a/src/x.ts": "x\n", "apps/other/y.ts": "y\n"})
+    repo = make_repo(
+        tmp_path / "repo",
+        {
+            "README.md": "r\n",
+            "apps/ws/package.json": "{}\n",
+            "apps/ws/pkg/a/src/x.ts": "x\n",
+            "apps/other/y.ts": "y\n",
+        },
+    )
     write(repo, "apps/ws/pkg/a/src/dirty.ts", "d\n")
     ws = repo / "apps" / "ws"
     index = FileIndex.load(ws)
     got = ids(index.inputs("", ALL))
-    assert got == {"package.json": index_oid(repo, "apps/ws/package.json"),
-                   "pkg/a/src/x.ts": index_oid(repo, "apps/ws/pkg/a/src/x.ts"),
-                   "pkg/a/src/dirty.ts": hash_object(repo, "apps/ws/pkg/a/src/dirty.ts")}
+    assert got == {
+        "package.json": index_oid(repo, "apps/ws/package.json"),
+        "pkg/a/src/x.ts": index_oid(repo, "apps/ws/pkg/a/src/x.ts"),
+        "pkg/a/src/dirty.ts": hash_object(repo, "apps/ws/pkg/a/src/dirty.ts"),
+    }
     assert index.identity("package.json") == index_oid(repo, "apps/ws/package.json")
 
 
@@ -392,7 +451,9 @@ def test_key04_fingerprint_tracks_lockfiles(repo, monkeypatch):
     git(repo, "commit", "-qm", "lock")
     reads: list[str] = []
     real = builtins.open
-    monkeypatch.setattr(builtins, "open", lambda p, *a, **k: reads.append(str(p)) or real(p, *a, **k))
+    monkeypatch.setattr(
+        builtins, "open", lambda p, *a, **k: reads.append(str(p)) or real(p, *a, **k)
+    )
     first = fingerprint(repo, FileIndex.load(repo))
     assert len(first) == 16 and not any("package-lock" in r for r in reads)
     assert fingerprint(repo, FileIndex.load(repo)) == first
@@ -404,7 +465,11 @@ def test_key04_fingerprint_tracks_lockfiles(repo, monkeypatch):
 
 
 def test_key04_bun_patch_files_are_folded(repo):
-    write(repo, "bun.lock", '{"lockfileVersion": 1, "patchedDependencies": {"left-pad@1.0.0": "patches/lp.patch"}}\n')
+    write(
+        repo,
+        "bun.lock",
+        '{"lockfileVersion": 1, "patchedDependencies": {"left-pad@1.0.0": "patches/lp.patch"}}\n',
+    )
     write(repo, "patches/lp.patch", "one\n")
     first = fingerprint(repo, FileIndex.load(repo))
     write(repo, "patches/lp.patch", "two\n")
@@ -511,7 +576,13 @@ def test_key21_extra_paths_are_checked_against_their_planned_identity(repo, sett
 
 def test_key21_accepts_an_input_query(repo, settled):
     class Query:
-        project_dir, globs, workspace_globs, excluded, nested = "pkg/a", GlobSet(["src/**"]), None, None, ()
+        project_dir, globs, workspace_globs, excluded, nested = (
+            "pkg/a",
+            GlobSet(["src/**"]),
+            None,
+            None,
+            (),
+        )
 
     index = FileIndex.load(repo)
     snap = index.snapshot(index.inputs("pkg/a", Query.globs))
@@ -524,8 +595,13 @@ def test_key21_accepts_an_input_query(repo, settled):
 
 
 def test_walk_outputs_matches_only_declared_files(repo):
-    for rel in ("pkg/a/dist/a.js", "pkg/a/dist/sub/b.js", "pkg/a/dist/c.map", "pkg/a/node_modules/x/y.js",
-                "pkg/a/nested/dist/z.js"):
+    for rel in (
+        "pkg/a/dist/a.js",
+        "pkg/a/dist/sub/b.js",
+        "pkg/a/dist/c.map",
+        "pkg/a/node_modules/x/y.js",
+        "pkg/a/nested/dist/z.js",
+    ):
         write(repo, rel)
     got = walk_outputs(repo, "pkg/a", GlobSet(["dist/**/*.js", "**/y.js"]), nested=["pkg/a/nested"])
     assert got == ["pkg/a/dist/a.js", "pkg/a/dist/sub/b.js"]
@@ -563,15 +639,23 @@ def test_wipe_never_touches_git_or_vx(repo):
 def test_key12_small_dirty_files_hash_without_openssl_and_like_git(tmp_path, monkeypatch):
     """The first few small files of a run hash with the interpreter's own sha1 (loading OpenSSL
     costs more than hashing them); past the budget, hashlib's. Both give git's blob ids."""
-    monkeypatch.delitem(sys.modules, "hashlib", raising=False)  # as in a run that has not loaded it yet
+    monkeypatch.delitem(
+        sys.modules, "hashlib", raising=False
+    )  # as in a run that has not loaded it yet
     monkeypatch.setattr(blobs, "_builtin_left", 1000)
     small, big = tmp_path / "small", tmp_path / "big"
     small.write_bytes(b"a" * 600)
     big.write_bytes(os.urandom(5000))
     kinds = []
-    for path in (small, big, small):  # within the budget, over it, and what is left of it is too little
+    for path in (
+        small,
+        big,
+        small,
+    ):  # within the budget, over it, and what is left of it is too little
         kinds.append(type(blobs._new_hash("sha1", path.stat().st_size)).__module__)
-        git = subprocess.run(["git", "hash-object", str(path)], capture_output=True, text=True).stdout.strip()
+        git = subprocess.run(
+            ["git", "hash-object", str(path)], capture_output=True, text=True
+        ).stdout.strip()
         with open(path, "rb") as f:
             assert blobs._hash_open_file(f, path.stat().st_size, "sha1") == git
     assert kinds[0] == "_sha1" and kinds[1:] == ["_hashlib", "_hashlib"]
@@ -595,9 +679,11 @@ def test_git_is_found_on_path_as_shutil_which_finds_it(tmp_path, monkeypatch):
 def stand_in_git(tmp_path, body: str) -> list[str]:
     """A git stand-in: a Python script that holds `index.lock` in tmp_path while it works."""
     script = tmp_path / "git"
-    script.write_text(f"#!{sys.executable}\nimport os, signal, sys, time\nos.chdir({str(tmp_path)!r})\n"
-                      "signal.signal(signal.SIGTERM, lambda *a: (os.unlink('index.lock'), sys.exit(143)))\n"
-                      f"open('index.lock', 'w').close()\n{body}\n")
+    script.write_text(
+        f"#!{sys.executable}\nimport os, signal, sys, time\nos.chdir({str(tmp_path)!r})\n"
+        "signal.signal(signal.SIGTERM, lambda *a: (os.unlink('index.lock'), sys.exit(143)))\n"
+        f"open('index.lock', 'w').close()\n{body}\n"
+    )
     script.chmod(0o755)
     return [str(script)]
 
@@ -607,17 +693,24 @@ def test_a_git_no_longer_needed_is_let_finish(tmp_path):
     as git creates .git/index.lock (before its handler is in place) and leave the repo locked."""
     from vx.files.git import let_finish
 
-    proc = subprocess.Popen(stand_in_git(tmp_path, "time.sleep(0.3); os.unlink('index.lock')"),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        stand_in_git(tmp_path, "time.sleep(0.3); os.unlink('index.lock')"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     let_finish(proc)
     assert proc.returncode == 0 and not (tmp_path / "index.lock").exists()
 
 
-def test_a_git_that_will_not_finish_is_stopped_with_a_signal_it_can_clean_up_after(tmp_path, monkeypatch):
+def test_a_git_that_will_not_finish_is_stopped_with_a_signal_it_can_clean_up_after(
+    tmp_path, monkeypatch
+):
     from vx.files import git as listing
 
     monkeypatch.setattr(listing, "GIT_FINISH_S", 0.3)
-    proc = subprocess.Popen(stand_in_git(tmp_path, "time.sleep(30)"), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        stand_in_git(tmp_path, "time.sleep(30)"), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     deadline = time.monotonic() + 10
     while not (tmp_path / "index.lock").exists() and time.monotonic() < deadline:
         time.sleep(0.01)

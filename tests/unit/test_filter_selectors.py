@@ -7,42 +7,60 @@ from pathlib import Path
 import pytest
 
 from vx.errors import UsageError
-from vx.plan.filters import parse, select
 from vx.model import ROOT_PROJECT, Package, ProjectConfig, Workspace
+from vx.plan.filters import parse, select
 
 #   @acme/ui <- @acme/web <- @acme/e2e        tools/lint (alone)
 #   @acme/ui <- @acme/docs
-DIRS = {ROOT_PROJECT: "", "@acme/ui": "packages/ui", "@acme/web": "apps/web", "@acme/docs": "apps/docs",
-        "@acme/e2e": "apps/web/e2e", "lint": "tools/lint"}
+DIRS = {
+    ROOT_PROJECT: "",
+    "@acme/ui": "packages/ui",
+    "@acme/web": "apps/web",
+    "@acme/docs": "apps/docs",
+    "@acme/e2e": "apps/web/e2e",
+    "lint": "tools/lint",
+}
 DEPS = {"@acme/web": ("@acme/ui",), "@acme/docs": ("@acme/ui",), "@acme/e2e": ("@acme/web",)}
-WS = Workspace(Path("/ws"), "npm", {n: Package(n, d, DEPS.get(n, ()), f"{d}/package.json".lstrip("/"))
-                                    for n, d in DIRS.items()})
-CONFIGS = {n: ProjectConfig(source="x", tags=("frontend",) if n.startswith("@acme/w") else ()) for n in DIRS}
+WS = Workspace(
+    Path("/ws"),
+    "npm",
+    {n: Package(n, d, DEPS.get(n, ()), f"{d}/package.json".lstrip("/")) for n, d in DIRS.items()},
+)
+CONFIGS = {
+    n: ProjectConfig(source="x", tags=("frontend",) if n.startswith("@acme/w") else ())
+    for n in DIRS
+}
 
 
 def sel(*texts: str, cwd: str = ROOT_PROJECT, cwd_rel: str = "") -> set[str]:
     return set(select([parse(t) for t in texts], WS, CONFIGS, cwd, cwd_rel))
 
 
-@pytest.mark.parametrize("texts, chosen", [
-    (["@acme/web"], {"@acme/web"}),
-    (["web"], {"@acme/web"}),  # scope-less: the one package with that name
-    (["@acme/*"], {"@acme/ui", "@acme/web", "@acme/docs", "@acme/e2e"}),
-    (["./apps"], {"@acme/web", "@acme/docs", "@acme/e2e"}),
-    (["{apps/web}"], {"@acme/web", "@acme/e2e"}),  # the package there and those under it
-    (["./apps/*"], {"@acme/web", "@acme/docs"}),  # `*` stays within one directory
-    (["./apps/**"], {"@acme/web", "@acme/docs", "@acme/e2e"}),
-    (["//"], {ROOT_PROJECT}),
-    (["tag:front*"], {"@acme/web"}),
-    (["web..."], {"@acme/web", "@acme/ui"}),
-    (["web^..."], {"@acme/ui"}),
-    (["...ui"], {"@acme/ui", "@acme/web", "@acme/docs", "@acme/e2e"}),
-    (["...^ui"], {"@acme/web", "@acme/docs", "@acme/e2e"}),
-    (["...web..."], {"@acme/web", "@acme/ui", "@acme/e2e"}),
-    (["@acme/*", "!docs", "!e2e"], {"@acme/ui", "@acme/web"}),
-    (["!@acme/*"], {"lint"}),  # excludes alone start from every package (the root project only by `//`)
-    (["lint", "docs"], {"lint", "@acme/docs"}),
-])
+@pytest.mark.parametrize(
+    "texts, chosen",
+    [
+        (["@acme/web"], {"@acme/web"}),
+        (["web"], {"@acme/web"}),  # scope-less: the one package with that name
+        (["@acme/*"], {"@acme/ui", "@acme/web", "@acme/docs", "@acme/e2e"}),
+        (["./apps"], {"@acme/web", "@acme/docs", "@acme/e2e"}),
+        (["{apps/web}"], {"@acme/web", "@acme/e2e"}),  # the package there and those under it
+        (["./apps/*"], {"@acme/web", "@acme/docs"}),  # `*` stays within one directory
+        (["./apps/**"], {"@acme/web", "@acme/docs", "@acme/e2e"}),
+        (["//"], {ROOT_PROJECT}),
+        (["tag:front*"], {"@acme/web"}),
+        (["web..."], {"@acme/web", "@acme/ui"}),
+        (["web^..."], {"@acme/ui"}),
+        (["...ui"], {"@acme/ui", "@acme/web", "@acme/docs", "@acme/e2e"}),
+        (["...^ui"], {"@acme/web", "@acme/docs", "@acme/e2e"}),
+        (["...web..."], {"@acme/web", "@acme/ui", "@acme/e2e"}),
+        (["@acme/*", "!docs", "!e2e"], {"@acme/ui", "@acme/web"}),
+        (
+            ["!@acme/*"],
+            {"lint"},
+        ),  # excludes alone start from every package (the root project only by `//`)
+        (["lint", "docs"], {"lint", "@acme/docs"}),
+    ],
+)
 def test_cli40_forms(texts, chosen):
     assert sel(*texts) == chosen
 
@@ -61,10 +79,15 @@ def test_cli40_a_filter_that_selects_nothing_refuses_with_did_you_mean():
 def test_cli40_excludes_that_remove_everything_are_named():
     with pytest.raises(UsageError) as caught:
         sel("web", "!@acme/*")
-    assert "!@acme/*" in caught.value.message and "removed every selected project" in caught.value.message
+    assert (
+        "!@acme/*" in caught.value.message
+        and "removed every selected project" in caught.value.message
+    )
 
 
-@pytest.mark.parametrize("text", ["", "...", "web^", "a...b...c", "[-x]", "[a..b]", "[main:file]", "!!web"])
+@pytest.mark.parametrize(
+    "text", ["", "...", "web^", "a...b...c", "[-x]", "[a..b]", "[main:file]", "!!web"]
+)
 def test_cli40_malformed_filters_are_refused(text):
     with pytest.raises(UsageError):
         parse(text)

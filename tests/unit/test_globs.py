@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import pytest
 
 from vx.errors import UsageError
@@ -61,7 +60,18 @@ def test_key16_brace_explosion_is_refused():
 
 @pytest.mark.parametrize(
     "pattern",
-    ["src/**", "!dist", "./a//b/", "{a,b}", "{a,{b,c}}", "[id].tsx", "app/(group)/page.tsx", "!./(g)/x", "**", "a?c"],
+    [
+        "src/**",
+        "!dist",
+        "./a//b/",
+        "{a,b}",
+        "{a,{b,c}}",
+        "[id].tsx",
+        "app/(group)/page.tsx",
+        "!./(g)/x",
+        "**",
+        "a?c",
+    ],
 )
 def test_key16_accepted(pattern):
     assert glob_error(pattern) is None
@@ -69,8 +79,15 @@ def test_key16_accepted(pattern):
 
 @pytest.mark.parametrize(
     ("raw", "norm"),
-    [("./src/a.ts", "src/a.ts"), ("src/./a", "src/a"), ("src//a", "src/a"), ("dist/", "dist"),
-     ("!./dist/", "!dist"), ("a/**/**/b", "a/**/b"), ("././x", "x")],
+    [
+        ("./src/a.ts", "src/a.ts"),
+        ("src/./a", "src/a"),
+        ("src//a", "src/a"),
+        ("dist/", "dist"),
+        ("!./dist/", "!dist"),
+        ("a/**/**/b", "a/**/b"),
+        ("././x", "x"),
+    ],
 )
 def test_key16_normalise(raw, norm):
     assert normalise(raw) == norm
@@ -146,7 +163,10 @@ def test_empty_set_matches_nothing():
 
 
 def test_roots_are_literal_heads_deduplicated():
-    assert GlobSet(["src/**/*.ts", "src/x/*.js", "package.json", "!lib"]).roots() == ("package.json", "src")
+    assert GlobSet(["src/**/*.ts", "src/x/*.js", "package.json", "!lib"]).roots() == (
+        "package.json",
+        "src",
+    )
     assert GlobSet(["{a,b/c}/*.js"]).roots() == ("a", "b/c")
     assert GlobSet(["*.ts", "src/**"]).roots() == ("",)
 
@@ -186,38 +206,46 @@ def test_matching_a_large_listing_is_exact():
 # ---------------------------------------------------------------- turbo's globs, ignored files (KEY-18)
 
 
-@pytest.mark.parametrize("pattern, path, turbo, vx", [
-    ("src/**/*.[jt]s", "src/a/b.ts", True, False),
-    ("src/**/*.[jt]s", "src/a/b.css", False, False),
-    ("src/[!a]*.ts", "src/b.ts", True, False),
-    ("src/[!a]*.ts", "src/a.ts", False, False),
-    ("src/[^a]*.ts", "src/b.ts", True, False),
-    ("src/[id].tsx", "src/[id].tsx", False, True),  # vx's `[` is literal: Next.js routes
-    ("src/[id].tsx", "src/i.tsx", True, False),
-    ("a[/]b", "a/b", False, False),  # a class never spans a directory
-    ("{conf,cfg}/*.[jt]son", "cfg/x.json", True, False),
-])
+@pytest.mark.parametrize(
+    "pattern, path, turbo, vx",
+    [
+        ("src/**/*.[jt]s", "src/a/b.ts", True, False),
+        ("src/**/*.[jt]s", "src/a/b.css", False, False),
+        ("src/[!a]*.ts", "src/b.ts", True, False),
+        ("src/[!a]*.ts", "src/a.ts", False, False),
+        ("src/[^a]*.ts", "src/b.ts", True, False),
+        ("src/[id].tsx", "src/[id].tsx", False, True),  # vx's `[` is literal: Next.js routes
+        ("src/[id].tsx", "src/i.tsx", True, False),
+        ("a[/]b", "a/b", False, False),  # a class never spans a directory
+        ("{conf,cfg}/*.[jt]son", "cfg/x.json", True, False),
+    ],
+)
 def test_key18_turbo_globs_have_character_classes_vx_globs_do_not(pattern, path, turbo, vx):
     assert GlobSet([pattern], turbo=True).matches(path) is turbo
     assert GlobSet([pattern]).matches(path) is vx
 
 
-@pytest.mark.parametrize("patterns, entry, reached", [
-    (["**"], ".env", False),
-    (["**"], "dist", False),
-    (["src/**"], "src/generated", False),
-    (["**/*.ts"], "src/x.ts", False),
-    ([".env*"], ".env", True),
-    ([".env"], ".env", True),
-    (["config/*.local"], "config/db.local", True),
-    (["dist/**"], "dist", True),
-    (["dist/esm/*.js"], "dist", True),
-    (["src/generated/**"], "src/generated", True),
-    (["dist/**"], "coverage", False),
-    (["*/**"], "node_modules", False),  # node_modules only when spelt
-    (["node_modules/x/**"], "node_modules", True),
-])
-def test_key18_an_ignored_entry_is_reached_by_the_glob_part_before_its_first_double_star(patterns, entry, reached):
+@pytest.mark.parametrize(
+    "patterns, entry, reached",
+    [
+        (["**"], ".env", False),
+        (["**"], "dist", False),
+        (["src/**"], "src/generated", False),
+        (["**/*.ts"], "src/x.ts", False),
+        ([".env*"], ".env", True),
+        ([".env"], ".env", True),
+        (["config/*.local"], "config/db.local", True),
+        (["dist/**"], "dist", True),
+        (["dist/esm/*.js"], "dist", True),
+        (["src/generated/**"], "src/generated", True),
+        (["dist/**"], "coverage", False),
+        (["*/**"], "node_modules", False),  # node_modules only when spelt
+        (["node_modules/x/**"], "node_modules", True),
+    ],
+)
+def test_key18_an_ignored_entry_is_reached_by_the_glob_part_before_its_first_double_star(
+    patterns, entry, reached
+):
     assert (GlobSet(patterns).toward(entry) is not None) is reached
 
 

@@ -4,11 +4,35 @@ import pytest
 
 from vx.files.globs import GlobSet
 
-PATHS = ["src", "src/a.js", "src/b/c.ts", "src/.dot", "src/x", "src/b/.d/e", "lib/a", "package.json",
-         "package.json/odd", "a.ts", "x/src/a", ".hidden/a"]
+PATHS = [
+    "src",
+    "src/a.js",
+    "src/b/c.ts",
+    "src/.dot",
+    "src/x",
+    "src/b/.d/e",
+    "lib/a",
+    "package.json",
+    "package.json/odd",
+    "a.ts",
+    "x/src/a",
+    ".hidden/a",
+]
 ROOTS = ["", "src", "src/b", "lib", "package.json", ".hidden", "s", "x"]
-PATTERNS = [["src/**"], ["src/**", "package.json"], ["src/*.js"], ["**"], ["**/*.ts"], ["src"],
-            ["src/**", "!src/x"], ["{src,lib}/**"], ["src/**/x"], ["s*/**"], [".hidden/**"], ["src/**/*"]]
+PATTERNS = [
+    ["src/**"],
+    ["src/**", "package.json"],
+    ["src/*.js"],
+    ["**"],
+    ["**/*.ts"],
+    ["src"],
+    ["src/**", "!src/x"],
+    ["{src,lib}/**"],
+    ["src/**/x"],
+    ["s*/**"],
+    [".hidden/**"],
+    ["src/**/*"],
+]
 
 
 @pytest.mark.parametrize("patterns", PATTERNS, ids=lambda p: ",".join(p))

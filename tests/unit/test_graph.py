@@ -1,13 +1,13 @@
 """Task graph: dependsOn forms, the ^ frontier, groups, cycles, selection (GR-01..GR-06, GR-08)."""
 
 import json
+from pathlib import Path
 
 import pytest
 
 from vx.errors import ConfigError, CycleError, UnknownTaskError
-from vx.plan.graph import Selection, build_graph
 from vx.model import ExecConfig, Package, ProjectConfig, TaskConfig, TaskId, Workspace
-from pathlib import Path
+from vx.plan.graph import Selection, build_graph
 
 
 def task(name, command="true", deps=()):
@@ -18,12 +18,17 @@ def task(name, command="true", deps=()):
 def workspace(edges: dict[str, list[str]]):
     pkgs = {"//": Package("//", "", tuple(), "package.json")}
     for name, deps in edges.items():
-        pkgs[name] = Package(name, f"packages/{name}", tuple(sorted(deps)), f"packages/{name}/package.json")
+        pkgs[name] = Package(
+            name, f"packages/{name}", tuple(sorted(deps)), f"packages/{name}/package.json"
+        )
     return Workspace(Path("/ws"), "npm", pkgs)
 
 
 def configs(spec: dict[str, list[TaskConfig]]):
-    out = {name: ProjectConfig(f"packages/{name}/vx.config.json", {t.name: t for t in tasks}) for name, tasks in spec.items()}
+    out = {
+        name: ProjectConfig(f"packages/{name}/vx.config.json", {t.name: t for t in tasks})
+        for name, tasks in spec.items()
+    }
     out.setdefault("//", ProjectConfig(""))
     return out
 
@@ -38,7 +43,9 @@ def test_caret_frontier_stops_at_nearest_holder_and_bridges_gaps():  # GR-02
 
 def test_ws19_a_project_without_build_has_an_implicit_keyed_one():
     ws = workspace({"app": ["mid"], "mid": ["lib"], "lib": []})
-    cfg = configs({"app": [task("build", deps=["^build"])], "mid": [task("lint")], "lib": [task("build")]})
+    cfg = configs(
+        {"app": [task("build", deps=["^build"])], "mid": [task("lint")], "lib": [task("build")]}
+    )
     g = build_graph(ws, cfg, Selection(("build",), "app"))
     mid = g.nodes[TaskId("mid", "build")]
     assert g.nodes[TaskId("app", "build")].deps == (TaskId("mid", "build"),)
@@ -50,7 +57,9 @@ def test_ws19_a_project_without_build_has_an_implicit_keyed_one():
 
 def test_frontier_takes_only_nearest_holder():  # GR-02: the holder owns deeper ordering
     ws = workspace({"app": ["mid"], "mid": ["lib"], "lib": []})
-    cfg = configs({"app": [task("build", deps=["^build"])], "mid": [task("build")], "lib": [task("build")]})
+    cfg = configs(
+        {"app": [task("build", deps=["^build"])], "mid": [task("build")], "lib": [task("build")]}
+    )
     g = build_graph(ws, cfg, Selection(("build",), "app"))
     assert g.nodes[TaskId("app", "build")].deps == (TaskId("mid", "build"),)
     assert TaskId("lib", "build") not in g.nodes
@@ -70,12 +79,17 @@ def test_qualified_and_root_forms():  # GR-01
     cfg = configs({"app": [task("build", deps=["lib#gen", "//#setup"])], "lib": [task("gen")]})
     cfg["//"] = ProjectConfig("vx.config.json", {"setup": task("setup")})
     g = build_graph(ws, cfg, Selection(("app#build",), "//"))
-    assert set(g.nodes[TaskId("app", "build")].deps) == {TaskId("lib", "gen"), TaskId("//", "setup")}
+    assert set(g.nodes[TaskId("app", "build")].deps) == {
+        TaskId("lib", "gen"),
+        TaskId("//", "setup"),
+    }
 
 
 def test_group_task_is_transparent_node():  # GR-03
     ws = workspace({"app": []})
-    cfg = configs({"app": [task("check", command=None, deps=["lint", "test"]), task("lint"), task("test")]})
+    cfg = configs(
+        {"app": [task("check", command=None, deps=["lint", "test"]), task("lint"), task("test")]}
+    )
     g = build_graph(ws, cfg, Selection(("check",), "app"))
     assert g.nodes[TaskId("app", "check")].is_group
     assert g.order[-1] == TaskId("app", "check")
@@ -93,9 +107,9 @@ def test_cycle_is_refused_with_full_path():  # GR-04
 def test_deep_chain_has_no_recursion_limit():  # GR-04
     n = 5000
     ws = workspace({"app": []})
-    tasks = [task(f"t{i}", deps=[f"t{i+1}"] if i + 1 < n else []) for i in range(n)]
+    tasks = [task(f"t{i}", deps=[f"t{i + 1}"] if i + 1 < n else []) for i in range(n)]
     g = build_graph(ws, configs({"app": tasks}), Selection(("t0",), "app"))
-    assert len(g.order) == n and g.order[0] == TaskId("app", f"t{n-1}")
+    assert len(g.order) == n and g.order[0] == TaskId("app", f"t{n - 1}")
 
 
 def test_unknown_task_did_you_mean():  # GR-06
@@ -124,7 +138,12 @@ def test_root_cwd_and_all_select_every_holder():  # CLI-20
 
 def test_multi_task_runs_share_one_graph():  # GR-05
     ws = workspace({"app": ["lib"], "lib": []})
-    cfg = configs({"app": [task("build", deps=["^build"]), task("test", deps=["build"])], "lib": [task("build")]})
+    cfg = configs(
+        {
+            "app": [task("build", deps=["^build"]), task("test", deps=["build"])],
+            "lib": [task("build")],
+        }
+    )
     g = build_graph(ws, cfg, Selection(("build", "test"), "app"))
     assert len(g.nodes) == 3
     assert set(g.requested) == {TaskId("app", "build"), TaskId("app", "test")}
@@ -153,23 +172,31 @@ def checked_graph(ws, cfg, sel):
 def cached(name, outputs, deps=(), ws_outputs=()):
     from vx.model import CacheConfig
 
-    return TaskConfig(name, json.dumps({"n": name, "o": outputs}), ExecConfig("true"), tuple(deps),
-                      CacheConfig(("src/**",), tuple(outputs), output_workspace_files=tuple(ws_outputs)))
+    return TaskConfig(
+        name,
+        json.dumps({"n": name, "o": outputs}),
+        ExecConfig("true"),
+        tuple(deps),
+        CacheConfig(("src/**",), tuple(outputs), output_workspace_files=tuple(ws_outputs)),
+    )
 
 
-@pytest.mark.parametrize("a,b,overlap", [
-    (["dist/**"], ["dist/**"], True),
-    (["dist"], ["dist/x.js"], True),  # a literal is the file or its whole tree
-    (["dist/**"], ["dist/*.js"], True),  # a wildcard whose head lies in the tree
-    (["./dist//"], ["dist/sub/**"], True),  # spellings are normalised
-    (["{dist,out}/**"], ["out/a.js"], True),
-    (["dist/*"], ["dist/sub/**"], False),  # only possibly: let through
-    (["dist/*.js"], ["dist/*.js"], True),  # the same wildcard pattern
-    (["dist/*.js"], ["dist/*.css"], False),
-    (["dist/**", "!dist/types/**"], ["dist/types/**"], False),  # taken back for the other
-    (["dist/**"], ["lib/**"], False),
-    ([], ["dist/**"], False),
-])
+@pytest.mark.parametrize(
+    "a,b,overlap",
+    [
+        (["dist/**"], ["dist/**"], True),
+        (["dist"], ["dist/x.js"], True),  # a literal is the file or its whole tree
+        (["dist/**"], ["dist/*.js"], True),  # a wildcard whose head lies in the tree
+        (["./dist//"], ["dist/sub/**"], True),  # spellings are normalised
+        (["{dist,out}/**"], ["out/a.js"], True),
+        (["dist/*"], ["dist/sub/**"], False),  # only possibly: let through
+        (["dist/*.js"], ["dist/*.js"], True),  # the same wildcard pattern
+        (["dist/*.js"], ["dist/*.css"], False),
+        (["dist/**", "!dist/types/**"], ["dist/types/**"], False),  # taken back for the other
+        (["dist/**"], ["lib/**"], False),
+        ([], ["dist/**"], False),
+    ],
+)
 def test_gr15_output_overlaps(a, b, overlap):
     ws = workspace({"app": []})
     cfg = configs({"app": [cached("one", a), cached("two", b, deps=["one"])]})
@@ -184,11 +211,19 @@ def test_gr15_output_overlaps(a, b, overlap):
 
 def test_gr15_workspace_outputs_meet_every_projects():
     ws = workspace({"app": [], "web": []})
-    cfg = configs({"app": [cached("build", [], ws_outputs=["packages/web/dist/**"])], "web": [cached("build", ["dist"])]})
+    cfg = configs(
+        {
+            "app": [cached("build", [], ws_outputs=["packages/web/dist/**"])],
+            "web": [cached("build", ["dist"])],
+        }
+    )
     with pytest.raises(ConfigError) as err:
         checked_graph(ws, cfg, Selection(("build",), "//"))
     assert "`app#build` and `web#build`" in err.value.message
-    assert err.value.field == "tasks.build.cache.outputs.files" and err.value.file == "packages/web/vx.config.json"
+    assert (
+        err.value.field == "tasks.build.cache.outputs.files"
+        and err.value.file == "packages/web/vx.config.json"
+    )
     assert "(declared in packages/app/vx.config.json)" in err.value.message
 
 
@@ -206,15 +241,27 @@ def test_key20_late_tasks_follow_a_same_project_uncached_task_and_what_folds_the
     from vx.plan.tasks import late_tasks
 
     def cached(name, deps=()):
-        return TaskConfig(name, json.dumps({"n": name}), ExecConfig("true"), tuple(deps), CacheConfig(("src/**",), ("dist/**",)))
+        return TaskConfig(
+            name,
+            json.dumps({"n": name}),
+            ExecConfig("true"),
+            tuple(deps),
+            CacheConfig(("src/**",), ("dist/**",)),
+        )
 
     ws = workspace({"app": ["lib"], "lib": [], "web": ["app"]})
-    cfg = configs({
-        "lib": [task("gen"), cached("build", deps=["gen"])],
-        "app": [cached("build", deps=["^build", "lib#gen"]), task("lint")],
-        "web": [cached("build", deps=["^build"]), task("check", command=None, deps=["build"])],
-    })
+    cfg = configs(
+        {
+            "lib": [task("gen"), cached("build", deps=["gen"])],
+            "app": [cached("build", deps=["^build", "lib#gen"]), task("lint")],
+            "web": [cached("build", deps=["^build"]), task("check", command=None, deps=["build"])],
+        }
+    )
     g = build_graph(ws, cfg, Selection(("build", "lint", "check"), "//", all=True))
     late = late_tasks(g)
-    assert late == {TaskId("lib", "build"): True, TaskId("app", "build"): False,
-                    TaskId("web", "build"): False, TaskId("web", "check"): False}
+    assert late == {
+        TaskId("lib", "build"): True,
+        TaskId("app", "build"): False,
+        TaskId("web", "build"): False,
+        TaskId("web", "check"): False,
+    }

@@ -5,14 +5,27 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from vx.store.history import KEEP, differences, last_two, record_keys
 from vx.model import HashRecord
+from vx.store.history import KEEP, differences, last_two, record_keys
 
 
-def rec(files=(("src/a.js", "1"),), env=(("API", "secret-value"),), upstream=(), config="{}",
-        args=("--token=arg-secret",)) -> HashRecord:
-    return HashRecord(task_id="a#build", fingerprint="fp", package_json="pkg", config=config, forward_args=args,
-                      env=env, upstream=upstream, files=files)
+def rec(
+    files=(("src/a.js", "1"),),
+    env=(("API", "secret-value"),),
+    upstream=(),
+    config="{}",
+    args=("--token=arg-secret",),
+) -> HashRecord:
+    return HashRecord(
+        task_id="a#build",
+        fingerprint="fp",
+        package_json="pkg",
+        config=config,
+        forward_args=args,
+        env=env,
+        upstream=upstream,
+        files=files,
+    )
 
 
 def db():
@@ -35,16 +48,34 @@ def test_obs06_only_the_last_keys_are_kept_and_env_values_never_are():
         record_keys(d, [(f"k{i}", rec(files=(("src/a.js", str(i)),)))])
     assert d.execute("SELECT COUNT(*) FROM key_history").fetchone()[0] == KEEP
     stored = d.execute("SELECT record FROM key_history").fetchall()
-    assert all("secret-value" not in r[0] and "arg-secret" not in r[0] for r in stored)  # digests only
+    assert all(
+        "secret-value" not in r[0] and "arg-secret" not in r[0] for r in stored
+    )  # digests only
     assert json.loads(stored[0][0])["env"]["API"] != "secret-value"
 
 
 def test_obs06_differences_name_each_component_in_fold_order():
-    old = json.loads(json.dumps({"fingerprint": "f", "package": "p", "config": "c", "args": None,
-                                 "env": {"A": "1", "B": None}, "upstream": {"lib#build": "x"},
-                                 "files": {"src/a.js": "1", "src/gone.js": "1"}}))
-    new = dict(old, package="p2", args="3f2a", env={"A": "2", "B": None},
-               upstream={"lib#build": "y"}, files={"src/a.js": "9", "src/new.js": "1"})
+    old = json.loads(
+        json.dumps(
+            {
+                "fingerprint": "f",
+                "package": "p",
+                "config": "c",
+                "args": None,
+                "env": {"A": "1", "B": None},
+                "upstream": {"lib#build": "x"},
+                "files": {"src/a.js": "1", "src/gone.js": "1"},
+            }
+        )
+    )
+    new = dict(
+        old,
+        package="p2",
+        args="3f2a",
+        env={"A": "2", "B": None},
+        upstream={"lib#build": "y"},
+        files={"src/a.js": "9", "src/new.js": "1"},
+    )
     assert differences(old, new) == [
         ("package", "package.json"),
         ("forward", "the arguments after `--`"),

@@ -19,14 +19,33 @@ ALLOWED = {
     "engine.verdicts": {"model"},
     "engine.executor": {"model", "errors", "engine.spawn"},
     "engine.spawn": set(),
-    "workspace.discover": {"model", "errors", "workspace.semver", "witness", "workspace.frameworks",
-                           "workspace.nxprojects"},
-    "workspace.nxprojects": {"model", "errors", "witness", "config"},  # only in a workspace with nx.json
+    "workspace.discover": {
+        "model",
+        "errors",
+        "workspace.semver",
+        "witness",
+        "workspace.frameworks",
+        "workspace.nxprojects",
+    },
+    "workspace.nxprojects": {
+        "model",
+        "errors",
+        "witness",
+        "config",
+    },  # only in a workspace with nx.json
     "workspace.frameworks": set(),
     "workspace.semver": set(),
     "files.globs": {"errors"},
-    "files.index": {"model", "errors", "files.globs", "files.blobs", "files.git", "files.tree", "witness",
-                    "files.links"},
+    "files.index": {
+        "model",
+        "errors",
+        "files.globs",
+        "files.blobs",
+        "files.git",
+        "files.tree",
+        "witness",
+        "files.links",
+    },
     "files.links": {"witness"},
     "files.blobs": {"model", "errors", "files.globs", "witness"},
     "files.git": {"model", "errors", "files.globs", "files.tree", "witness"},
@@ -39,16 +58,34 @@ ALLOWED = {
     "runlock": set(),
     "fastpath.receipt": {"witness"},
     "fastpath.restores": {"store", "errors"},  # the reader (store.unpacking) and what it raises
-    "fastpath.replay": {"fastpath.receipt", "witness", "style", "stages", "runlock",
-                        "fastpath.restores", "store.rows"},
+    "fastpath.replay": {
+        "fastpath.receipt",
+        "witness",
+        "style",
+        "stages",
+        "runlock",
+        "fastpath.restores",
+        "store.rows",
+    },
 }
 # msgspec is the record base everywhere (Struct builds a class in C, ~40x cheaper than a frozen
 # dataclass's generated methods: docs/optimizations.md); it does no I/O, so pure modules may use it.
-PURE_THIRD_PARTY = {"plan.graph": {"msgspec"}, "plan.keys": {"xxhash", "msgspec"}, "model": {"msgspec"},
-                    "errors": {"msgspec"}, "engine.scheduler": {"msgspec"}}
+PURE_THIRD_PARTY = {
+    "plan.graph": {"msgspec"},
+    "plan.keys": {"xxhash", "msgspec"},
+    "model": {"msgspec"},
+    "errors": {"msgspec"},
+    "engine.scheduler": {"msgspec"},
+}
 CLI = {"cli", "__main__"}
 REPORT = {"report"}
-VALUES = {"model", "events", "errors", "engine.verdicts", "style"}  # what report/ may import besides itself
+VALUES = {
+    "model",
+    "events",
+    "errors",
+    "engine.verdicts",
+    "style",
+}  # what report/ may import besides itself
 
 # ---------------------------------------------------------------- the graph and its layers
 # docs/architecture.md describes these. Every import, lazy ones included, points at a leaf, at its
@@ -56,9 +93,23 @@ VALUES = {"model", "events", "errors", "engine.verdicts", "style"}  # what repor
 
 # Leaves: import no vx module but other leaves (the replay of a receipt loads nothing else), so
 # any layer may use them.
-LEAVES = {"model", "errors", "events", "engine.verdicts", "workspace.semver", "workspace.frameworks",
-          "plan.forwarding", "witness", "style", "stages", "runlock",
-          "fastpath.receipt", "engine.spawn", "engine.masking", "files.lockfile"}
+LEAVES = {
+    "model",
+    "errors",
+    "events",
+    "engine.verdicts",
+    "workspace.semver",
+    "workspace.frameworks",
+    "plan.forwarding",
+    "witness",
+    "style",
+    "stages",
+    "runlock",
+    "fastpath.receipt",
+    "engine.spawn",
+    "engine.masking",
+    "files.lockfile",
+}
 LAYERS = [  # bottom first: (layer, the packages and modules in it)
     ("store", {"store"}),
     ("report", {"report"}),
@@ -95,7 +146,8 @@ def _runtime_nodes(tree: ast.AST):
 
 def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def imports_of(path: Path) -> set[str]:
@@ -107,8 +159,10 @@ def imports_of(path: Path) -> set[str]:
         if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "vx":
             base = node.module[3:]
             # `from vx.pkg import mod` imports the module; `from vx.mod import name`, the module
-            out |= {f"{base}.{a.name}".strip(".") if f"{base}.{a.name}".strip(".") in modules else base
-                    for a in node.names}
+            out |= {
+                f"{base}.{a.name}".strip(".") if f"{base}.{a.name}".strip(".") in modules else base
+                for a in node.names
+            }
         elif isinstance(node, ast.Import):
             out |= {a.name[3:] for a in node.names if a.name.startswith("vx.")}
     return {m for m in out if m and m not in ("__version__", "CACHE_VERSION")}
@@ -262,8 +316,13 @@ def _layer(module: str) -> int | None:
 
 
 def test_every_module_has_a_layer():
-    unplaced = sorted(m for m in import_graph() if m != "vx" and m.removeprefix("vx.") not in LEAVES
-                      and _layer(m.removeprefix("vx.")) is None)
+    unplaced = sorted(
+        m
+        for m in import_graph()
+        if m != "vx"
+        and m.removeprefix("vx.") not in LEAVES
+        and _layer(m.removeprefix("vx.")) is None
+    )
     assert not unplaced, f"add these to LAYERS (and docs/architecture.md): {unplaced}"
 
 

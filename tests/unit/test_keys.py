@@ -3,17 +3,24 @@
 import json
 from pathlib import Path
 
-from vx.plan.keys import group_key, select_upstream, task_key
 from vx import CACHE_VERSION
 from vx.model import HashRecord, TaskId
+from vx.plan.keys import group_key, select_upstream, task_key
 
 GOLDEN = Path(__file__).parents[1] / "golden" / "keys.json"
 
 
 def record(**over):
-    base = dict(task_id="app#build", fingerprint="f" * 16, package_json="100644:abc", config='{"exec":{}}',
-                forward_args=(), env=(("API_URL", "https://x"),), upstream=(("lib#build", "0123456789abcdef"),),
-                files=(("packages/app/src/a.js", "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"),))
+    base = dict(
+        task_id="app#build",
+        fingerprint="f" * 16,
+        package_json="100644:abc",
+        config='{"exec":{}}',
+        forward_args=(),
+        env=(("API_URL", "https://x"),),
+        upstream=(("lib#build", "0123456789abcdef"),),
+        files=(("packages/app/src/a.js", "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"),),
+    )
     base.update(over)
     return HashRecord(**base)
 
@@ -35,9 +42,17 @@ def test_key_is_16_hex_and_deterministic():
 def test_every_component_moves_the_key():
     base = task_key(record())
     variants = [
-        record(task_id="app#test"), record(fingerprint="0" * 16), record(package_json=""), record(config="{}"),
-        record(forward_args=("--x",)), record(env=(("API_URL", "https://y"),)), record(upstream=()),
-        record(files=()), record(files=(("packages/app/src/a.js", "100755:e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"),)),
+        record(task_id="app#test"),
+        record(fingerprint="0" * 16),
+        record(package_json=""),
+        record(config="{}"),
+        record(forward_args=("--x",)),
+        record(env=(("API_URL", "https://y"),)),
+        record(upstream=()),
+        record(files=()),
+        record(
+            files=(("packages/app/src/a.js", "100755:e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"),)
+        ),
     ]
     keys = {task_key(v) for v in variants}
     assert base not in keys and len(keys) == len(variants)
@@ -69,5 +84,7 @@ def test_inputs_tasks_filter_last_match_wins():  # KEY-10
     assert select_upstream(owner, deps, None) == deps
     assert select_upstream(owner, deps, []) == []
     assert select_upstream(owner, deps, ["*"]) == [TaskId("app", "build")]
-    assert select_upstream(owner, deps, ["^*", "!^gen"]) == [TaskId("lib", "build"), ]
+    assert select_upstream(owner, deps, ["^*", "!^gen"]) == [
+        TaskId("lib", "build"),
+    ]
     assert select_upstream(owner, deps, ["lib#*", "!lib#build"]) == [TaskId("lib", "gen")]

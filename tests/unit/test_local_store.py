@@ -31,7 +31,9 @@ def build(ws: Path, rels=OUTPUTS) -> None:
 
 
 def save(store: LocalStore, key: str = "k1", rels=OUTPUTS, log=LOG) -> int:
-    return store.save(key, task_id="web#build", command="tsc", log=log, files=rels, duration_ms=12.5, cpu_ms=3.0)
+    return store.save(
+        key, task_id="web#build", command="tsc", log=log, files=rels, duration_ms=12.5, cpu_ms=3.0
+    )
 
 
 def wipe(ws: Path) -> None:
@@ -61,14 +63,21 @@ def test_save_then_probe_is_a_hit_with_rows_and_log_lc05_lc06(store, ws):
     assert list(hit) == ["k1"]
     entry = hit["k1"]
     assert size == entry.size_bytes == store.artifact("k1").stat().st_size
-    assert (entry.task_id, entry.command, entry.duration_ms, entry.cpu_ms) == ("web#build", "tsc", 12.5, 3.0)
+    assert (entry.task_id, entry.command, entry.duration_ms, entry.cpu_ms) == (
+        "web#build",
+        "tsc",
+        12.5,
+        3.0,
+    )
     assert [f.path for f in entry.files] == sorted(OUTPUTS)
     assert store.log_of(entry) == LOG
 
 
 def test_probe_never_opens_the_artifact_lc06(store, ws, monkeypatch):
     save(store)
-    monkeypatch.setattr(local.unpacking, "unpack", lambda *a, **k: pytest.fail("probe opened an artifact"))
+    monkeypatch.setattr(
+        local.unpacking, "unpack", lambda *a, **k: pytest.fail("probe opened an artifact")
+    )
     assert "k1" in store.probe(["k1"])
 
 
@@ -107,7 +116,9 @@ def test_save_refuses_a_symlink_to_a_directory_and_leaves_no_temp(store, ws):
     with pytest.raises(ArchiveError, match="dist/dirlink"):
         save(store, rels=["dist/dirlink"])
     assert store.probe(["k1"]) == {}
-    assert sorted(p.name for p in store.cache_dir.iterdir() if not p.name.startswith("cache.db")) == [".gitignore"]
+    assert sorted(
+        p.name for p in store.cache_dir.iterdir() if not p.name.startswith("cache.db")
+    ) == [".gitignore"]
 
 
 def test_a_failed_commit_takes_the_artifact_back_out_lc05(store, ws, monkeypatch):
@@ -119,7 +130,9 @@ def test_a_failed_commit_takes_the_artifact_back_out_lc05(store, ws, monkeypatch
         raise sqlite3.OperationalError("disk I/O error")
 
     monkeypatch.setattr(store, "_write_rows", broken)
-    with pytest.raises(CacheFull):  # the disk's trouble: the save is dropped, the build goes on (item 5)
+    with pytest.raises(
+        CacheFull
+    ):  # the disk's trouble: the save is dropped, the build goes on (item 5)
         save(store, key="k1")
     with pytest.raises(CacheFull):
         save(store, key="k2")
@@ -157,7 +170,10 @@ def test_concurrent_saves_from_threads_all_land(tmp_path, ws):
 def test_two_stores_on_one_cache_dir_save_concurrently(tmp_path, ws):
     first, second = LocalStore(tmp_path / "cache", ws), LocalStore(tmp_path / "cache", ws)
     with first, second:
-        threads = [threading.Thread(target=save, args=(s, f"k{i}")) for i, s in enumerate([first, second] * 4)]
+        threads = [
+            threading.Thread(target=save, args=(s, f"k{i}"))
+            for i, s in enumerate([first, second] * 4)
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -225,7 +241,9 @@ def test_another_workspace_without_stamps_is_not_current_until_restored(tmp_path
         assert not there.is_up_to_date(entry, OUTPUTS)
         assert there.restore(entry, ALL) == LOG
         assert there.is_up_to_date(entry, OUTPUTS)
-    assert store.is_up_to_date(store.probe(["k1"])["k1"], OUTPUTS)  # the first workspace's stamps stand
+    assert store.is_up_to_date(
+        store.probe(["k1"])["k1"], OUTPUTS
+    )  # the first workspace's stamps stand
 
 
 # ---------------------------------------------------------------- restore and damage (LC-09, LC-12)
@@ -325,7 +343,9 @@ def test_a_schema_mismatch_resets_the_index_silently_and_keeps_artifacts_lc14(tm
         store._db.execute("CREATE TABLE runs (id INTEGER)")  # another module's table survives
     with LocalStore(tmp_path / "cache", ws) as store:
         assert store.probe(["k1"]) == {}
-        assert store._db.execute("SELECT version FROM schema_meta").fetchall() == [(local.SCHEMA_VERSION,)]
+        assert store._db.execute("SELECT version FROM schema_meta").fetchall() == [
+            (local.SCHEMA_VERSION,)
+        ]
         assert store._db.execute("SELECT count(*) FROM runs").fetchone() == (0,)
         assert store.artifact("k1").exists()
         save(store)

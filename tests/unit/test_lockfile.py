@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from vx.files import lockfile
 from vx.errors import ConfigError
+from vx.files import lockfile
 
-PROJECTS = {"": {"name": "root", "manifest": ""}, "packages/a": {"name": "a", "manifest": ""},
-            "packages/c": {"name": "c", "manifest": ""}}
+PROJECTS = {
+    "": {"name": "root", "manifest": ""},
+    "packages/a": {"name": "a", "manifest": ""},
+    "packages/c": {"name": "c", "manifest": ""},
+}
 
 MAIN = """lockfileVersion: '9.0'
 
@@ -89,12 +92,19 @@ snapshots:
 
 
 def _digests(text: str) -> dict[str, str]:
-    return {d: c.digest for d, c in lockfile.of_text("/nonexistent", "pnpm-lock.yaml", text, PROJECTS).items()}
+    return {
+        d: c.digest
+        for d, c in lockfile.of_text("/nonexistent", "pnpm-lock.yaml", text, PROJECTS).items()
+    }
 
 
 def test_pl06_pnpm_v9_closure_reaches_through_snapshots():
     got = lockfile.of_text("/nonexistent", "pnpm-lock.yaml", MAIN, PROJECTS)
-    assert set(got["packages/a"].parts) == {"importer packages/a", "is-odd@3.0.1", "is-number@6.0.0"}
+    assert set(got["packages/a"].parts) == {
+        "importer packages/a",
+        "is-odd@3.0.1",
+        "is-number@6.0.0",
+    }
     assert set(got["packages/c"].parts) == {"importer packages/c", "is-number@7.0.0"}
     bumped = MAIN.replace("sha512-seven", "sha512-seven2")  # same version, another tarball
     before, after = _digests(MAIN), _digests(bumped)
@@ -103,7 +113,9 @@ def test_pl06_pnpm_v9_closure_reaches_through_snapshots():
 
 def test_pl06_pnpm_multi_document_keys_the_main_document_per_project_and_the_rest_whole():
     multi = MANAGER_DOC + MAIN
-    assert _digests(multi)["packages/a"] != _digests(MAIN)["packages/a"]  # the manager document is everyone's
+    assert (
+        _digests(multi)["packages/a"] != _digests(MAIN)["packages/a"]
+    )  # the manager document is everyone's
     moved = _digests(multi.replace("sha512-seven", "sha512-x"))
     assert [d for d, v in _digests(multi).items() if moved[d] != v] == ["packages/c"]
     other = _digests(multi.replace("sha512-pnpm", "sha512-other"))
@@ -116,20 +128,31 @@ def test_pl05_the_memo_answers_without_the_file(tmp_path):
     first = lockfile.closures(str(tmp_path), "pnpm-lock.yaml", "oid1", PROJECTS, str(memo))
     (tmp_path / "pnpm-lock.yaml").unlink()
     again = lockfile.closures(str(tmp_path), "pnpm-lock.yaml", "oid1", PROJECTS, str(memo))
-    assert {d: (c.digest, c.parts) for d, c in again.items()} == {d: (c.digest, c.parts) for d, c in first.items()}
-    with pytest.raises(ConfigError):  # another identity is not the memo's: the file is read (and is gone)
+    assert {d: (c.digest, c.parts) for d, c in again.items()} == {
+        d: (c.digest, c.parts) for d, c in first.items()
+    }
+    with pytest.raises(
+        ConfigError
+    ):  # another identity is not the memo's: the file is read (and is gone)
         lockfile.closures(str(tmp_path), "pnpm-lock.yaml", "oid2", PROJECTS, str(memo))
 
 
 def _line_of(text: str, needle: str) -> int:
-    return text[:text.index(needle)].count("\n") + 1
+    return text[: text.index(needle)].count("\n") + 1
 
 
-@pytest.mark.parametrize("bad, at", [
-    (MAIN.replace("  packages/a:", "\tpackages/a:"), "\tpackages/a:"),
-    (MAIN.replace("  is-odd@3.0.1:\n    resolution", "  'is-odd@3.0.1:\n    resolution"), "  'is-odd"),
-    (MAIN.replace("lockfileVersion: '9.0'\n", ""), ""),
-], ids=["tab", "unclosed-quote", "no-version"])
+@pytest.mark.parametrize(
+    "bad, at",
+    [
+        (MAIN.replace("  packages/a:", "\tpackages/a:"), "\tpackages/a:"),
+        (
+            MAIN.replace("  is-odd@3.0.1:\n    resolution", "  'is-odd@3.0.1:\n    resolution"),
+            "  'is-odd",
+        ),
+        (MAIN.replace("lockfileVersion: '9.0'\n", ""), ""),
+    ],
+    ids=["tab", "unclosed-quote", "no-version"],
+)
 def test_pl06_an_unreadable_lockfile_names_its_line(bad, at):
     line = _line_of(bad, at)
     with pytest.raises(ConfigError) as err:
@@ -141,19 +164,25 @@ def test_pl06_npm_v1_and_unknown_shapes_key_the_whole_file():
     text = '{"lockfileVersion": 1, "dependencies": {"x": {"version": "1.0.0"}}}'
     got = lockfile.of_text("/nonexistent", "package-lock.json", text, PROJECTS)
     assert len({c.digest for c in got.values()}) == 1
-    other = lockfile.of_text("/nonexistent", "package-lock.json", text.replace("1.0.0", "1.0.1"), PROJECTS)
+    other = lockfile.of_text(
+        "/nonexistent", "package-lock.json", text.replace("1.0.0", "1.0.1"), PROJECTS
+    )
     assert all(other[d].digest != got[d].digest for d in got)
 
 
 def test_pl06_an_empty_lockfile_resolves_nothing_and_is_no_error():
     got = lockfile.of_text("/nonexistent", "yarn.lock", "\n", PROJECTS)
-    assert set(got["packages/a"].parts) == {"importer packages/a"}  # no entry reached: none to reach
+    assert set(got["packages/a"].parts) == {
+        "importer packages/a"
+    }  # no entry reached: none to reach
 
 
 def test_pl06_multi_line_values_as_pnpm_writes_them():
     """floating-ui's pnpm-lock.yaml: `deprecated: |-` with paragraphs and a blank line, and a long
     plain scalar folded over two lines; every run of a repository with such an entry was refused."""
-    text = MAIN.replace("packages:\n", """packages:
+    text = MAIN.replace(
+        "packages:\n",
+        """packages:
 
   q@1.5.1:
     resolution: {integrity: sha512-q}
@@ -167,10 +196,16 @@ def test_pl06_multi_line_values_as_pnpm_writes_them():
       tarball: https://example.invalid/old.tgz}
     deprecated: This package is no longer supported. Please use
       something-else instead.
-""", 1)
+""",
+        1,
+    )
     docs = lockfile._yaml_docs("pnpm-lock.yaml", text)
     assert docs[0]["packages"]["q@1.5.1"]["deprecated"].startswith("|-\nYou or someone")
     assert "(For a CapTP" in docs[0]["packages"]["q@1.5.1"]["deprecated"]
     assert docs[0]["packages"]["old@1.0.0"]["deprecated"].endswith("something-else instead.")
     assert "tarball" in docs[0]["packages"]["old@1.0.0"]["resolution"]
-    assert set(lockfile.of_text("/nonexistent", "pnpm-lock.yaml", text, PROJECTS)) == {"", "packages/a", "packages/c"}
+    assert set(lockfile.of_text("/nonexistent", "pnpm-lock.yaml", text, PROJECTS)) == {
+        "",
+        "packages/a",
+        "packages/c",
+    }

@@ -12,10 +12,19 @@ from vx.model import LogChunk
 
 
 def test_names_lengths_suffixes_and_declared_names():
-    env = {"NPM_TOKEN": "abcdef", "API_KEY": "short", "SECRET_FILE": "/run/secret-file", "MY_PASSWD": "pw-123456",
-           "PLAIN": "visible-value", "DB": "x", "AWS_Credential": "cred-value"}
+    env = {
+        "NPM_TOKEN": "abcdef",
+        "API_KEY": "short",
+        "SECRET_FILE": "/run/secret-file",
+        "MY_PASSWD": "pw-123456",
+        "PLAIN": "visible-value",
+        "DB": "x",
+        "AWS_Credential": "cred-value",
+    }
     assert set(secrets_of(env)) == {b"abcdef", b"pw-123456", b"cred-value"}
-    assert b"x" in secrets_of(env, declared=["DB"]) and b"visible-value" not in secrets_of(env, declared=["DB"])
+    assert b"x" in secrets_of(env, declared=["DB"]) and b"visible-value" not in secrets_of(
+        env, declared=["DB"]
+    )
 
 
 def test_a_multi_line_value_is_masked_line_by_line_and_quoted_spellings_too():
@@ -26,11 +35,20 @@ def test_a_multi_line_value_is_masked_line_by_line_and_quoted_spellings_too():
 
 def test_a_value_split_across_chunks_and_interleaved_with_the_other_stream_is_caught():
     masker = Masker(secrets_of({"NPM_TOKEN": "s3cr3t-value"}))
-    pieces = [masker.feed(LogChunk(1, b"token=s3cr")), masker.feed(LogChunk(2, b"warn\n")),
-              masker.feed(LogChunk(1, b"3t-value done\n")), masker.feed(LogChunk(1, b"ends with s3c"))]
+    pieces = [
+        masker.feed(LogChunk(1, b"token=s3cr")),
+        masker.feed(LogChunk(2, b"warn\n")),
+        masker.feed(LogChunk(1, b"3t-value done\n")),
+        masker.feed(LogChunk(1, b"ends with s3c")),
+    ]
     pieces += masker.flush()
     assert [(c.stream, c.data) for c in pieces if c is not None] == [
-        (1, b"token="), (2, b"warn\n"), (1, b"*** done\n"), (1, b"ends with "), (1, b"s3c")]
+        (1, b"token="),
+        (2, b"warn\n"),
+        (1, b"*** done\n"),
+        (1, b"ends with "),
+        (1, b"s3c"),
+    ]
 
 
 @given(st.binary(max_size=60), st.lists(st.integers(min_value=0, max_value=80), max_size=6))

@@ -24,37 +24,45 @@ from vx.sandbox import hosts
 from vx.sandbox.bridges import Gate, InsideBridges, gate_prelude, nsenter_path
 from vx.sandbox.proxy import BRIDGE_PORT, Proxy, network_env, network_plan
 
-pytestmark = pytest.mark.skipif(shutil.which("socat") is None or shutil.which("curl") is None,
-                                reason="socat and curl are installed by dev/test")
+pytestmark = pytest.mark.skipif(
+    shutil.which("socat") is None or shutil.which("curl") is None,
+    reason="socat and curl are installed by dev/test",
+)
 
 
 # ---------------------------------------------------------------- patterns (pure)
 
 
-@pytest.mark.parametrize("text, host, wildcard, port", [
-    ("registry.npmjs.org", "registry.npmjs.org", False, None),
-    ("*.Example.COM:443", "example.com", True, 443),
-    ("localhost:8080", "localhost", False, 8080),
-    ("127.0.0.1", "127.0.0.1", False, None),
-    ("[::1]:9000", "::1", False, 9000),
-    ("example.com.", "example.com", False, None),
-])
+@pytest.mark.parametrize(
+    "text, host, wildcard, port",
+    [
+        ("registry.npmjs.org", "registry.npmjs.org", False, None),
+        ("*.Example.COM:443", "example.com", True, 443),
+        ("localhost:8080", "localhost", False, 8080),
+        ("127.0.0.1", "127.0.0.1", False, None),
+        ("[::1]:9000", "::1", False, 9000),
+        ("example.com.", "example.com", False, None),
+    ],
+)
 def test_pattern_forms(text, host, wildcard, port):
     pattern = hosts.parse(text)
     assert (pattern.host, pattern.wildcard, pattern.port) == (host, wildcard, port)
 
 
-@pytest.mark.parametrize("text, words", [
-    ("https://example.com/x", "has a scheme"),
-    ("*", "every host"),
-    ("*.com", "top-level domain"),
-    ("intranet", "no dot"),
-    ("example.com/api", "has a path"),
-    ("example.com:99999", "bad port"),
-    ("ex*ample.com", "leading `*.`"),
-    ("::1", "bare IPv6"),
-    ("", "not a host pattern"),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("https://example.com/x", "has a scheme"),
+        ("*", "every host"),
+        ("*.com", "top-level domain"),
+        ("intranet", "no dot"),
+        ("example.com/api", "has a path"),
+        ("example.com:99999", "bad port"),
+        ("ex*ample.com", "leading `*.`"),
+        ("::1", "bare IPv6"),
+        ("", "not a host pattern"),
+    ],
+)
 def test_bad_patterns_are_refused_with_a_reason(text, words):
     problem = hosts.problem(text)
     assert problem is not None and words in problem[0], problem
@@ -115,13 +123,24 @@ class Bridge:
     """socat on an ephemeral loopback port, relaying to one of the proxy's sockets."""
 
     def __init__(self, sock: Path):
-        self.proc = subprocess.Popen(["socat", "-d", "-d", "TCP-LISTEN:0,bind=127.0.0.1,fork,reuseaddr,nodelay",
-                                      f"UNIX-CONNECT:{sock}"], stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [
+                "socat",
+                "-d",
+                "-d",
+                "TCP-LISTEN:0,bind=127.0.0.1,fork,reuseaddr,nodelay",
+                f"UNIX-CONNECT:{sock}",
+            ],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         line = self.proc.stderr.readline()
         match = re.search(r"listening on .*:(\d+)$", line.strip())
         assert match, line
         self.port = int(match.group(1))
-        threading.Thread(target=self.proc.stderr.read, daemon=True).start()  # never let its log block it
+        threading.Thread(
+            target=self.proc.stderr.read, daemon=True
+        ).start()  # never let its log block it
 
     def close(self) -> None:
         self.proc.terminate()
@@ -146,8 +165,12 @@ def proxy(tmp_path):
 
 
 def curl(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["curl", "-sS", "--max-time", "10", "--noproxy", "", *args],
-                          capture_output=True, text=True, timeout=20)
+    return subprocess.run(
+        ["curl", "-sS", "--max-time", "10", "--noproxy", "", *args],
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
 
 
 def test_plain_http_connect_and_socks5_reach_an_allowed_host(proxy, origin):
@@ -164,11 +187,25 @@ def test_plain_http_connect_and_socks5_reach_an_allowed_host(proxy, origin):
 
 def test_request_bodies_and_large_responses_pass_through(proxy, origin):
     port = proxy.bridge()
-    posted = curl("-x", f"http://127.0.0.1:{port}", "--data-binary", "payload", f"http://127.0.0.1:{origin}/p")
+    posted = curl(
+        "-x", f"http://127.0.0.1:{port}", "--data-binary", "payload", f"http://127.0.0.1:{origin}/p"
+    )
     assert posted.stdout.startswith("POST /p payload"), posted
     size = 3 * 1024 * 1024 + 17
-    big = subprocess.run(["curl", "-sS", "--noproxy", "", "-p", "-x", f"http://127.0.0.1:{port}",
-                          f"http://127.0.0.1:{origin}/big/{size}"], capture_output=True, timeout=20)
+    big = subprocess.run(
+        [
+            "curl",
+            "-sS",
+            "--noproxy",
+            "",
+            "-p",
+            "-x",
+            f"http://127.0.0.1:{port}",
+            f"http://127.0.0.1:{origin}/big/{size}",
+        ],
+        capture_output=True,
+        timeout=20,
+    )
     assert big.returncode == 0 and len(big.stdout) == size
 
 
@@ -183,14 +220,18 @@ def test_an_unlisted_host_is_refused_and_recorded(proxy):
     assert proxy.violations("app#build") == [
         Violation("network", "unlisted.example.org:8080", 'allow.network "unlisted.example.org"'),
         Violation("network", "unlisted.example.org:443", 'allow.network "unlisted.example.org"'),
-        Violation("network", "denied.example.com:80", 'denied by deny.network "denied.example.com"'),
+        Violation(
+            "network", "denied.example.com:80", 'denied by deny.network "denied.example.com"'
+        ),
     ]
 
 
 def test_refusals_belong_to_the_socket_they_came_through_and_ignore_silences(proxy):
     a, b = proxy.bridge("a#t"), proxy.bridge("b#t")
     curl("-x", f"http://127.0.0.1:{a}", "http://one.example.org/")
-    curl("-x", f"http://127.0.0.1:{a}", "http://One.Example.org/again")  # same endpoint: one violation
+    curl(
+        "-x", f"http://127.0.0.1:{a}", "http://One.Example.org/again"
+    )  # same endpoint: one violation
     curl("-x", f"http://127.0.0.1:{b}", "http://two.example.org/")
     assert [v.path for v in proxy.violations("a#t")] == ["one.example.org:80"]
     assert [v.path for v in proxy.violations("b#t")] == ["two.example.org:80"]
@@ -201,7 +242,9 @@ def test_refusals_belong_to_the_socket_they_came_through_and_ignore_silences(pro
 def test_a_port_restricted_pattern_refuses_other_ports(proxy, origin):
     port = proxy.bridge()
     refused = curl("-x", f"http://127.0.0.1:{port}", f"http://localhost:{origin}/")
-    assert "localhost" in refused.stdout and [v.path for v in proxy.violations()] == [f"localhost:{origin}"]
+    assert "localhost" in refused.stdout and [v.path for v in proxy.violations()] == [
+        f"localhost:{origin}"
+    ]
 
 
 def test_nonsense_and_origin_form_requests_get_400_and_no_violation(proxy):
@@ -234,7 +277,12 @@ def test_private_directory_and_cleanup(tmp_path):
 
 def test_network_env_points_every_client_at_the_bridge(tmp_path):
     env = network_env(3128, preload=Path("/t/p.cjs"), node_options="--max-old-space-size=512")
-    assert env["HTTPS_PROXY"] == env["http_proxy"] == env["npm_config_https_proxy"] == "http://127.0.0.1:3128"
+    assert (
+        env["HTTPS_PROXY"]
+        == env["http_proxy"]
+        == env["npm_config_https_proxy"]
+        == "http://127.0.0.1:3128"
+    )
     assert env["ALL_PROXY"] == "socks5h://127.0.0.1:3128"
     assert env["NO_PROXY"] == "localhost,127.0.0.1,::1" and env["NODE_USE_ENV_PROXY"] == "1"
     assert env["NODE_OPTIONS"] == "--max-old-space-size=512 --require=/t/p.cjs"
@@ -242,27 +290,65 @@ def test_network_env_points_every_client_at_the_bridge(tmp_path):
     assert "NODE_OPTIONS" not in network_env(9)
 
 
-@pytest.mark.skipif(any(shutil.which(t) is None for t in ("bwrap", "socat", "curl")) or nsenter_path() is None,
-                    reason="bwrap, socat, curl and nsenter are installed by dev/test")
+@pytest.mark.skipif(
+    any(shutil.which(t) is None for t in ("bwrap", "socat", "curl")) or nsenter_path() is None,
+    reason="bwrap, socat, curl and nsenter are installed by dev/test",
+)
 def test_the_bridge_runs_outside_the_sandbox_in_its_network_namespace(proxy, origin, tmp_path):
     plan = network_plan(proxy, "box#t")
     assert plan.env["HTTP_PROXY"] == f"http://127.0.0.1:{BRIDGE_PORT}"
     assert plan.socket not in plan.bwrap_args  # the proxy's socket is never mounted in
     gate = Gate(tmp_path / "gate")
-    script = (gate_prelude(gate.path) + f" curl -sS http://127.0.0.1:{origin}/inside; echo; "
-              "curl -sS http://outside.example.org/; echo; cat /proc/[0-9]*/comm | tr '\\n' ' '; exit 0")
+    script = (
+        gate_prelude(gate.path) + f" curl -sS http://127.0.0.1:{origin}/inside; echo; "
+        "curl -sS http://outside.example.org/; echo; cat /proc/[0-9]*/comm | tr '\\n' ' '; exit 0"
+    )
     status_r, status_w = os.pipe()
-    argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-            *plan.bwrap_args, "--ro-bind", gate.path, gate.path, "--unshare-all", "--cap-drop", "ALL",
-            "--die-with-parent", "--new-session", "--json-status-fd", str(status_w),
-            "--clearenv", "--setenv", "PATH", "/usr/bin:/bin",
-            *[x for k, v in plan.env.items() for x in ("--setenv", k, v)], "--", "/bin/sh", "-c", script]
-    box = subprocess.Popen(argv, pass_fds=(status_w,), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    argv = [
+        "bwrap",
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--tmpfs",
+        "/tmp",
+        *plan.bwrap_args,
+        "--ro-bind",
+        gate.path,
+        gate.path,
+        "--unshare-all",
+        "--cap-drop",
+        "ALL",
+        "--die-with-parent",
+        "--new-session",
+        "--json-status-fd",
+        str(status_w),
+        "--clearenv",
+        "--setenv",
+        "PATH",
+        "/usr/bin:/bin",
+        *[x for k, v in plan.env.items() for x in ("--setenv", k, v)],
+        "--",
+        "/bin/sh",
+        "-c",
+        script,
+    ]
+    box = subprocess.Popen(
+        argv, pass_fds=(status_w,), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     os.close(status_w)
     status = os.fdopen(status_r)  # open until bwrap has written its exit status too
     pid = json.loads(status.readline())["child-pid"]
-    bridge = InsideBridges(shutil.which("socat"), nsenter_path(), proxy_socket=plan.socket, proxy_port=BRIDGE_PORT,
-                           ports=())
+    bridge = InsideBridges(
+        shutil.which("socat"),
+        nsenter_path(),
+        proxy_socket=plan.socket,
+        proxy_port=BRIDGE_PORT,
+        ports=(),
+    )
     try:
         assert bridge.open(pid) is None
         gate.say("go")
@@ -274,7 +360,9 @@ def test_the_bridge_runs_outside_the_sandbox_in_its_network_namespace(proxy, ori
     assert box.returncode == 0, err
     lines = out.splitlines()
     assert lines[0] == "GET /inside |None"
-    assert "bwrap" in lines[-1] and "socat" not in lines[-1]  # the bridge is not in the sandbox's view
+    assert (
+        "bwrap" in lines[-1] and "socat" not in lines[-1]
+    )  # the bridge is not in the sandbox's view
     assert [v.path for v in proxy.violations("box#t")] == ["outside.example.org:80"]
 
 
@@ -293,8 +381,11 @@ def test_the_gate_fails_loudly_when_the_bridge_did_not_start(tmp_path):
 def _node_major() -> int:
     if shutil.which("node") is None:
         return 0
-    return int(subprocess.run(["node", "-p", "process.versions.node"], capture_output=True, text=True)
-               .stdout.split(".")[0])
+    return int(
+        subprocess.run(
+            ["node", "-p", "process.versions.node"], capture_output=True, text=True
+        ).stdout.split(".")[0]
+    )
 
 
 NODE_FETCH = """
@@ -309,8 +400,19 @@ const go = async (url) => { try { const r = await fetch(url); out.push(r.status 
 def test_node_fetch_goes_through_the_preload(proxy, origin, tmp_path):
     port = proxy.bridge("node#t")
     env = {**os.environ, **network_env(port, preload=proxy.preload), "NO_PROXY": ""}
-    done = subprocess.run(["node", "-e", NODE_FETCH, f"http://127.0.0.1:{origin}/fetched",
-                           "http://blocked.example.org/"], env=env, capture_output=True, text=True, timeout=30)
+    done = subprocess.run(
+        [
+            "node",
+            "-e",
+            NODE_FETCH,
+            f"http://127.0.0.1:{origin}/fetched",
+            "http://blocked.example.org/",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert json.loads(done.stdout) == [
         "200 GET /fetched |None",
         "error the vx sandbox proxy refused blocked.example.org:80 (HTTP 403)",
@@ -319,15 +421,36 @@ def test_node_fetch_goes_through_the_preload(proxy, origin, tmp_path):
     assert [v.path for v in proxy.violations("node#t")] == ["blocked.example.org:80"]
 
 
-@pytest.mark.skipif(not 18 <= _node_major() < 22 or shutil.which("openssl") is None,
-                    reason="the preload path is for Node < 22.21; the TLS origin needs openssl")
+@pytest.mark.skipif(
+    not 18 <= _node_major() < 22 or shutil.which("openssl") is None,
+    reason="the preload path is for Node < 22.21; the TLS origin needs openssl",
+)
 def test_node_fetch_https_tunnels_and_verifies_tls(proxy, tmp_path):
     import ssl
 
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
-                    "-addext", "subjectAltName=DNS:localhost", "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Origin)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
@@ -337,10 +460,18 @@ def test_node_fetch_https_tunnels_and_verifies_tls(proxy, tmp_path):
         p = Proxy(tmp_path)
         p.start([f"localhost:{server.server_address[1]}"])
         bridge = Bridge(p.attach(""))
-        env = {**os.environ, **network_env(bridge.port, preload=p.preload, loopback_granted=True),
-               "NODE_EXTRA_CA_CERTS": str(cert)}
-        done = subprocess.run(["node", "-e", NODE_FETCH, f"https://localhost:{server.server_address[1]}/tls"],
-                              env=env, capture_output=True, text=True, timeout=30)
+        env = {
+            **os.environ,
+            **network_env(bridge.port, preload=p.preload, loopback_granted=True),
+            "NODE_EXTRA_CA_CERTS": str(cert),
+        }
+        done = subprocess.run(
+            ["node", "-e", NODE_FETCH, f"https://localhost:{server.server_address[1]}/tls"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         bridge.close()
         p.stop()
     finally:

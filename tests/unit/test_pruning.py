@@ -15,24 +15,41 @@ from vx.store.local import LocalStore
 from vx.store.pruning import SWEEP_MIN_AGE_S, Row, choose, due, parse_duration, parse_size, prune
 
 
-@pytest.mark.parametrize("text, seconds", [("45s", 45), ("90m", 5400), ("12h", 43200), ("30d", 2592000),
-                                           ("2w", 1209600), ("1.5h", 5400)])
+@pytest.mark.parametrize(
+    "text, seconds",
+    [("45s", 45), ("90m", 5400), ("12h", 43200), ("30d", 2592000), ("2w", 1209600), ("1.5h", 5400)],
+)
 def test_lc16_durations(text, seconds):
     assert parse_duration(text) == seconds
 
 
-@pytest.mark.parametrize("text, said", [("0d", "zero"), ("30", "no duration"), ("1y", "no duration"), ("", "no duration")])
+@pytest.mark.parametrize(
+    "text, said",
+    [("0d", "zero"), ("30", "no duration"), ("1y", "no duration"), ("", "no duration")],
+)
 def test_lc16_bad_durations_say_why(text, said):
     assert said in parse_duration(text)
 
 
-@pytest.mark.parametrize("text, size", [("64KB", 64 << 10), ("500MB", 500 << 20), ("10G", 10 << 30), ("2GiB", 2 << 30),
-                                        ("1024B", 1024), ("1.5k", 1536), ("1T", 1 << 40)])
+@pytest.mark.parametrize(
+    "text, size",
+    [
+        ("64KB", 64 << 10),
+        ("500MB", 500 << 20),
+        ("10G", 10 << 30),
+        ("2GiB", 2 << 30),
+        ("1024B", 1024),
+        ("1.5k", 1536),
+        ("1T", 1 << 40),
+    ],
+)
 def test_lc16_sizes_are_powers_of_1024(text, size):
     assert parse_size(text) == size
 
 
-@pytest.mark.parametrize("text, said", [("10", "no unit"), ("0MB", "zero"), ("ten MB", "no size"), ("5 PB", "no size")])
+@pytest.mark.parametrize(
+    "text, said", [("10", "no unit"), ("0MB", "zero"), ("ten MB", "no size"), ("5 PB", "no size")]
+)
 def test_lc16_bad_sizes_say_why(text, said):
     assert said in parse_size(text)
 
@@ -43,7 +60,12 @@ def rows(*specs) -> list[Row]:
 
 def test_lc16_age_goes_first_then_the_least_recently_used_until_it_fits():
     now = 10_000.0
-    table = rows(("old", 10, now - 5000), ("mid", 40, now - 300), ("new", 30, now - 10), ("newer", 20, now - 1))
+    table = rows(
+        ("old", 10, now - 5000),
+        ("mid", 40, now - 300),
+        ("new", 30, now - 10),
+        ("newer", 20, now - 1),
+    )
     evicted, kept = choose(table, CacheRetention(older_than_s=3600, max_bytes=55), now)
     assert [r.key for r in evicted] == ["old", "mid"] and [r.key for r in kept] == ["new", "newer"]
     evicted, kept = choose(table, CacheRetention(max_bytes=100), now)
@@ -59,7 +81,14 @@ def filled(tmp_path: Path):
     store = LocalStore(tmp_path / "cache", ws)
     for i, key in enumerate(("k1", "k2", "k3")):
         (ws / "dist" / f"{key}.js").write_text("x" * (1000 * (i + 1)))
-        store.save(key, task_id=f"p{i}#build", command="c", log=(), files=[f"dist/{key}.js"], duration_ms=1.0)
+        store.save(
+            key,
+            task_id=f"p{i}#build",
+            command="c",
+            log=(),
+            files=[f"dist/{key}.js"],
+            duration_ms=1.0,
+        )
     store.close()
     db = sqlite3.connect(tmp_path / "cache" / "cache.db")
     now = time.time()
@@ -93,11 +122,16 @@ def test_lc16_the_sweep_takes_old_orphans_and_temps_and_drops_rows_without_artif
     for name in ("orphan.tar.zst", ".k9.abc.tmp", ".k8.tar.zst.1-2.old"):
         (cache / name).write_bytes(b"z" * 100)
         os.utime(cache / name, (old, old))
-    (cache / "young.tar.zst").write_bytes(b"being saved right now")  # a save in flight: its row comes next
+    (cache / "young.tar.zst").write_bytes(
+        b"being saved right now"
+    )  # a save in flight: its row comes next
     (cache / "k2.tar.zst").unlink()  # a phantom row
     with LocalStore(cache, ws) as store:
         pruned = prune(store, CacheRetention(), dry_run=False)
         assert (pruned.orphans, pruned.orphan_bytes, pruned.phantoms) == (3, 300, 1)
         assert [r[0] for r in sorted(store.entry_rows())] == ["k1", "k3"]
-    assert sorted(p.name for p in cache.iterdir() if p.name.endswith((".zst", ".tmp", ".old"))) == \
-        ["k1.tar.zst", "k3.tar.zst", "young.tar.zst"]
+    assert sorted(p.name for p in cache.iterdir() if p.name.endswith((".zst", ".tmp", ".old"))) == [
+        "k1.tar.zst",
+        "k3.tar.zst",
+        "young.tar.zst",
+    ]

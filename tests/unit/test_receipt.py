@@ -21,7 +21,9 @@ def test_a_path_changed_inside_the_racy_window_of_the_run_start_is_racy(tmp_path
     f.write_text("{}")
     read = body_of(str(f))["read"]
     assert receipt.racy(read, time.time_ns())
-    assert not receipt.racy(read, time.time_ns() + 2 * witness.RACY_NS)  # a run that started well after
+    assert not receipt.racy(
+        read, time.time_ns() + 2 * witness.RACY_NS
+    )  # a run that started well after
 
 
 def test_whole_second_timestamps_widen_the_window():
@@ -79,7 +81,11 @@ def test_the_witness_notes_only_while_watching():
     witness.probed("/b")
     witness.listed("/d", "vx.config", ["package.json", "vx.config.json", "src"])
     paths, commands, views = witness.taken()
-    assert paths == {"/a": True, "/b": False} and commands == [] and views == {"/d": ("vx.config", ["vx.config.json"])}
+    assert (
+        paths == {"/a": True, "/b": False}
+        and commands == []
+        and views == {"/d": ("vx.config", ["vx.config.json"])}
+    )
     witness.read("/y")
     assert witness.taken() == ({}, [], {})
 
@@ -88,7 +94,11 @@ def test_a_listed_directory_holds_while_its_config_names_stay(tmp_path):
     d = tmp_path / "pkg"
     d.mkdir()
     (d / "vx.config.json").write_text("{}")
-    held = {"read": [], "probed": [], "views": [(str(d), witness.identity(str(d), True), "vx.config", ["vx.config.json"])]}
+    held = {
+        "read": [],
+        "probed": [],
+        "views": [(str(d), witness.identity(str(d), True), "vx.config", ["vx.config.json"])],
+    }
     assert receipt.paths_hold(held)
     (d / "dist").mkdir()  # the listing changed, not its config names
     assert receipt.paths_hold(held)
@@ -111,7 +121,9 @@ def test_outputs_are_current_absent_or_changed(tmp_path):
         f.unlink()
     dist.rmdir()
     assert receipt.output_state(task) == receipt.ABSENT
-    assert receipt.output_state(["k", 1, "c", [], [], None]) == receipt.CHANGED  # no root: never absent
+    assert (
+        receipt.output_state(["k", 1, "c", [], [], None]) == receipt.CHANGED
+    )  # no root: never absent
 
 
 def test_a_replay_stops_git_with_a_signal_it_can_clean_up_after(tmp_path):
@@ -122,13 +134,17 @@ def test_a_replay_stops_git_with_a_signal_it_can_clean_up_after(tmp_path):
     from vx.fastpath import replay
 
     lock, ready, git = tmp_path / "index.lock", tmp_path / "ready", tmp_path / "git"
-    git.write_text(f"#!{sys.executable}\n"  # a git stand-in: `-C dir` as git takes it, then holds a lock
-                   "import os, signal, sys, time\n"
-                   "assert sys.argv[1] == '-C'; os.chdir(sys.argv[2])\n"
-                   "signal.signal(signal.SIGTERM, lambda *a: (os.unlink('index.lock'), sys.exit(1)))\n"
-                   "open('index.lock', 'w').close(); open('ready', 'w').close(); time.sleep(30)\n")
+    git.write_text(
+        f"#!{sys.executable}\n"  # a git stand-in: `-C dir` as git takes it, then holds a lock
+        "import os, signal, sys, time\n"
+        "assert sys.argv[1] == '-C'; os.chdir(sys.argv[2])\n"
+        "signal.signal(signal.SIGTERM, lambda *a: (os.unlink('index.lock'), sys.exit(1)))\n"
+        "open('index.lock', 'w').close(); open('ready', 'w').close(); time.sleep(30)\n"
+    )
     git.chmod(0o755)
-    children = replay._spawn_git(str(tmp_path), [[[str(git), "status"], 0, "", None]], dict(os.environ))
+    children = replay._spawn_git(
+        str(tmp_path), [[[str(git), "status"], 0, "", None]], dict(os.environ)
+    )
     deadline = time.monotonic() + 10
     while not ready.exists() and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -158,7 +174,9 @@ def helper_tasks(tmp_path, n: int) -> tuple[str, str, list]:
         out.parent.mkdir(parents=True)
         out.write_text(f"P{i};")
         key = f"k{i:04d}"
-        info = packing.pack(cache / f"{key}.tar.zst", key=key, log=[], files=[(f"p{i}/dist/out.js", out)])
+        info = packing.pack(
+            cache / f"{key}.tar.zst", key=key, log=[], files=[(f"p{i}/dist/out.js", out)]
+        )
         tasks.append([key, info.size_bytes, info.crc, [(str(out), None)], [], None])
         out.unlink()
     return str(cache), str(root), tasks
@@ -215,7 +233,8 @@ def test_the_queue_gives_each_restore_to_exactly_one_taker(tmp_path):
 def test_a_stop_is_heard_between_artifacts_never_within_one(tmp_path):
     """A check failing while the restores run drains the queue: the artifact at hand is finished
     (a restore is all or nothing), and no other is begun."""
-    from vx.fastpath.restores import Queue as _Queue, extract as _extract
+    from vx.fastpath.restores import Queue as _Queue
+    from vx.fastpath.restores import extract as _extract
 
     cache, root, tasks = helper_tasks(tmp_path, 3)
     queue = _Queue(tasks)
@@ -274,4 +293,6 @@ def test_env_digests_are_seeded_per_user_outside_the_workspace(tmp_path, monkeyp
     assert digests[0] != digests[1] and "1234" not in digests[0]
     monkeypatch.setattr(rc, "_SEED", [])
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "one"))
-    assert rc.env_digest("1234") == digests[0] and rc.env_digest(None) is None  # read again, same seed
+    assert (
+        rc.env_digest("1234") == digests[0] and rc.env_digest(None) is None
+    )  # read again, same seed

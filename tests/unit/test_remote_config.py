@@ -18,16 +18,38 @@ def refusal(value) -> ConfigError:
 
 
 def test_turbo_and_nx_shapes():
-    assert remote({"turbo": {"apiUrl": "https://c.example", "team": "web", "teamId": "team_1", "signature": True},
-                   "upload": "always", "timeout": 5000, "maxArtifactSize": 1000}) == RemoteCacheConfig(
-        kind="turbo", url="https://c.example", team="web", team_id="team_1", signature=True, upload="always",
-        timeout_ms=5000, max_artifact_bytes=1000)
-    assert remote({"nx": {"url": "https://nx.example"}}) == RemoteCacheConfig(kind="nx", url="https://nx.example")
+    assert remote(
+        {
+            "turbo": {
+                "apiUrl": "https://c.example",
+                "team": "web",
+                "teamId": "team_1",
+                "signature": True,
+            },
+            "upload": "always",
+            "timeout": 5000,
+            "maxArtifactSize": 1000,
+        }
+    ) == RemoteCacheConfig(
+        kind="turbo",
+        url="https://c.example",
+        team="web",
+        team_id="team_1",
+        signature=True,
+        upload="always",
+        timeout_ms=5000,
+        max_artifact_bytes=1000,
+    )
+    assert remote({"nx": {"url": "https://nx.example"}}) == RemoteCacheConfig(
+        kind="nx", url="https://nx.example"
+    )
     assert remote({"turbo": {}}) == RemoteCacheConfig(kind="turbo")
 
 
-@pytest.mark.parametrize("where", [{"turbo": {"token": "s"}}, {"nx": {"accessToken": "s"}},
-                                   {"turbo": {}, "signatureKey": "s"}])
+@pytest.mark.parametrize(
+    "where",
+    [{"turbo": {"token": "s"}}, {"nx": {"accessToken": "s"}}, {"turbo": {}, "signatureKey": "s"}],
+)
 def test_secrets_are_refused_with_the_env_to_use(where):
     err = refusal(where)
     assert "must not be written in a config file" in err.message and "TURBO_TOKEN" in err.hint
@@ -44,9 +66,14 @@ def test_turbo_json_spellings_point_home():
     assert "not supported yet" in refusal({"turbo": {}, "preflight": True}).message
 
 
-@pytest.mark.parametrize("value,field", [({"turbo": {}, "upload": "sometimes"}, "remoteCache.upload"),
-                                         ({"turbo": {"signature": "yes"}}, "remoteCache.turbo.signature"),
-                                         ({"turbo": {}, "timeout": 0}, "remoteCache.timeout"),
-                                         ({"nx": {"url": 3}}, "remoteCache.nx.url")])
+@pytest.mark.parametrize(
+    "value,field",
+    [
+        ({"turbo": {}, "upload": "sometimes"}, "remoteCache.upload"),
+        ({"turbo": {"signature": "yes"}}, "remoteCache.turbo.signature"),
+        ({"turbo": {}, "timeout": 0}, "remoteCache.timeout"),
+        ({"nx": {"url": 3}}, "remoteCache.nx.url"),
+    ],
+)
 def test_bad_values_name_their_field(value, field):
     assert refusal(value).field == field

@@ -25,7 +25,9 @@ def test_each_class_is_said_once_and_counted():
         health.failed("GET", "abc", RemoteFailure(REJECTED, "bad sum"), "treated as a miss")
         health.succeeded()
     health.failed("GET", "abd", RemoteFailure(TIMEOUT, "slow"), "treated as a miss")
-    assert len(said) == 2 and "GET abc at http://127.0.0.1:9: bad sum; treated as a miss" in said[0][1]
+    assert (
+        len(said) == 2 and "GET abc at http://127.0.0.1:9: bad sum; treated as a miss" in said[0][1]
+    )
     line, level = health.tally()
     assert level == "warning" and "rejected artifact ×3" in line and "timeout ×1" in line
 
@@ -53,7 +55,9 @@ def test_a_success_resets_the_streak():
 
 def test_401_turns_everything_off_403_on_put_only_uploads():
     health, _, said = make()
-    health.failed("PUT", "k", RemoteFailure(REFUSED, "PUT answered 403", status=403), "not uploaded")
+    health.failed(
+        "PUT", "k", RemoteFailure(REFUSED, "PUT answered 403", status=403), "not uploaded"
+    )
     assert health.allows(writing=False) and not health.allows(writing=True)
     assert "uploads are off for this run" in said[-1][1]
     health.failed("GET", "k", RemoteFailure(REFUSED, "GET answered 401", status=401), "miss")

@@ -32,7 +32,11 @@ def in_dist(path):
 
 
 def _entries(names, key=KEY):
-    meta = {"key": key, "version": CACHE_VERSION, "files": {n[len("outputs/"):]: [420, 0] for n in names}}
+    meta = {
+        "key": key,
+        "version": CACHE_VERSION,
+        "files": {n[len("outputs/") :]: [420, 0] for n in names},
+    }
     return [("log", b""), *((n, b"x") for n in names), (".vx-meta.json", json.dumps(meta).encode())]
 
 
@@ -75,7 +79,9 @@ def test_an_output_outside_the_declared_outputs_is_refused(tmp_path):
     assert "not a declared output" in rejected(path)
 
 
-@pytest.mark.parametrize("name", ["outputs/../x", "outputs/packages/a/dist/../../../../x", "outputs//etc/passwd"])
+@pytest.mark.parametrize(
+    "name", ["outputs/../x", "outputs/packages/a/dist/../../../../x", "outputs//etc/passwd"]
+)
 def test_escaping_names_are_refused(tmp_path, name):
     assert "refused entry name" in rejected(handmade(tmp_path, [name]), allowed=lambda p: True)
 

@@ -60,8 +60,12 @@ def artifact(tmp_path: Path, key: str) -> bytes:
     root = tmp_path / "src-ws"
     (root / "dist").mkdir(parents=True, exist_ok=True)
     (root / "dist/out.js").write_text(f"built {key}")
-    packing.pack(tmp_path / "a.tar.zst", key=key, log=[LogChunk(1, b"ok\n")], files=[("dist/out.js",
-                                                                                     root / "dist/out.js")])
+    packing.pack(
+        tmp_path / "a.tar.zst",
+        key=key,
+        log=[LogChunk(1, b"ok\n")],
+        files=[("dist/out.js", root / "dist/out.js")],
+    )
     return (tmp_path / "a.tar.zst").read_bytes()
 
 
@@ -116,14 +120,18 @@ def test_a_hit_is_adopted_verbatim_and_restores(tmp_path):
 
 def test_local_writes_off_keeps_the_download_out_of_the_store(tmp_path):
     key = "00000000000000bb"
-    layered = store(tmp_path, MemoryRemote({key: artifact(tmp_path, key)}), CacheAxes(True, False, True, False))
+    layered = store(
+        tmp_path, MemoryRemote({key: artifact(tmp_path, key)}), CacheAxes(True, False, True, False)
+    )
     layered.prefetch({key: WANT})
     got = asyncio.run(layered.fetched(key))
     assert isinstance(got, Downloaded) and got.path.exists()
     layered.restore(got, WANT.allowed)
     assert not got.path.exists() and (tmp_path / "ws/dist/out.js").exists()
     layered.close()
-    assert not list((tmp_path / "cache").glob("*.tar.zst")) and not list((tmp_path / "cache").glob(".*tmp"))
+    assert not list((tmp_path / "cache").glob("*.tar.zst")) and not list(
+        (tmp_path / "cache").glob(".*tmp")
+    )
 
 
 def test_saves_upload_the_local_bytes_and_close_drains(tmp_path):
@@ -134,7 +142,7 @@ def test_saves_upload_the_local_bytes_and_close_drains(tmp_path):
     fields = dict(task_id="a#b", command="c", log=(), files=["dist/out.js"], duration_ms=5.0)
     layered.save("00000000000000cc", **fields)
     layered.close()
-    (key, body, size), = remote.puts
+    ((key, body, size),) = remote.puts
     assert body == (tmp_path / "cache/00000000000000cc.tar.zst").read_bytes() and size == len(body)
 
 
@@ -143,11 +151,21 @@ def test_remote_only_writes_pack_a_temp_that_is_gone_after_the_upload(tmp_path):
     layered = store(tmp_path, remote, CacheAxes(False, False, True, True))
     (tmp_path / "ws/dist").mkdir(parents=True)
     (tmp_path / "ws/dist/out.js").write_text("x")
-    layered.save("00000000000000dd", task_id="a#b", command="c", log=(), files=["dist/out.js"], duration_ms=5.0)
+    layered.save(
+        "00000000000000dd",
+        task_id="a#b",
+        command="c",
+        log=(),
+        files=["dist/out.js"],
+        duration_ms=5.0,
+    )
     layered.close()
     assert len(remote.puts) == 1
-    assert not [p for p in (tmp_path / "cache").iterdir() if p.name not in (".gitignore", "cache.db",
-                                                                             "cache.db-wal", "cache.db-shm")]
+    assert not [
+        p
+        for p in (tmp_path / "cache").iterdir()
+        if p.name not in (".gitignore", "cache.db", "cache.db-wal", "cache.db-shm")
+    ]
 
 
 class HostileRemote(MemoryRemote):
@@ -156,7 +174,9 @@ class HostileRemote(MemoryRemote):
 
     def __init__(self, keys, parties):
         super().__init__({k: b"" for k in keys})
-        self.settings = RemoteSettings(kind="turbo", url="http://127.0.0.1:9", max_artifact_bytes=1 << 20)
+        self.settings = RemoteSettings(
+            kind="turbo", url="http://127.0.0.1:9", max_artifact_bytes=1 << 20
+        )
         self.barrier = threading.Barrier(parties, timeout=30)
         self.accepted = []  # bytes each GET could write into its temp file
 

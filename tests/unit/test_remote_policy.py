@@ -10,8 +10,13 @@ TURBO = RemoteCacheConfig(kind="turbo", url="http://127.0.0.1:1", team="t")
 
 
 def plan(spec=None, cfg=TURBO, env=None, **flags):
-    return plan_cache(no_cache=flags.get("no_cache", False), force=flags.get("force", False), spec=spec, cfg=cfg,
-                      env=env or {})
+    return plan_cache(
+        no_cache=flags.get("no_cache", False),
+        force=flags.get("force", False),
+        spec=spec,
+        cfg=cfg,
+        env=env or {},
+    )
 
 
 def test_spec_sets_each_named_layer_exactly():
@@ -20,7 +25,9 @@ def test_spec_sets_each_named_layer_exactly():
     assert parse_spec(" local:w ") == {"local": (False, True)}
 
 
-@pytest.mark.parametrize("bad", ["", " ", "local", "local:x", "cloud:rw", "local:rr", "local:r,local:w", "local:rw,"])
+@pytest.mark.parametrize(
+    "bad", ["", " ", "local", "local:x", "cloud:rw", "local:rr", "local:r,local:w", "local:rw,"]
+)
 def test_bad_specs_are_refused(bad):
     with pytest.raises(UsageError):
         parse_spec(bad)
@@ -28,7 +35,9 @@ def test_bad_specs_are_refused(bad):
 
 def test_without_a_remote_only_the_local_axes_exist():
     got = plan(cfg=None)
-    assert got.axes == CacheAxes(True, True, False, False) and got.remote is None and got.notices == ()
+    assert (
+        got.axes == CacheAxes(True, True, False, False) and got.remote is None and got.notices == ()
+    )
 
 
 def test_remote_reads_everywhere_and_writes_on_ci_by_default():
@@ -57,11 +66,17 @@ def test_read_only_env_keeps_uploads_off():
 
 def test_naming_a_missing_remote_says_so():
     got = plan(cfg=None, spec="remote:r")
-    assert not got.axes.remote and len(got.notices) == 1 and "no remote cache is configured" in got.notices[0]
+    assert (
+        not got.axes.remote
+        and len(got.notices) == 1
+        and "no remote cache is configured" in got.notices[0]
+    )
 
 
 def test_an_unusable_remote_is_off_with_its_reason():
     signed = RemoteCacheConfig(kind="turbo", url="http://127.0.0.1:1", signature=True)
     got = plan(cfg=signed)
     assert got.remote is None and not got.axes.remote
-    assert got.notices == ("remote cache off: signatures are on but TURBO_REMOTE_CACHE_SIGNATURE_KEY is not set",)
+    assert got.notices == (
+        "remote cache off: signatures are on but TURBO_REMOTE_CACHE_SIGNATURE_KEY is not set",
+    )

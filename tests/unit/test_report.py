@@ -39,18 +39,21 @@ from vx.model import (
     TaskNode,
     TaskResult,
 )
-from vx.report.plain import VISIBILITY
-from vx.style import color_enabled
-from vx.report.reporters import make_reporter
-from vx.report.dry import render_dry
-from vx.report.summary import summary_dict
-from vx.report.summary import write_summary
 from vx.report import frames
 from vx.report.console import ConsoleReporter
+from vx.report.dry import render_dry
 from vx.report.frames import Palette
-from vx.report.plain import Sink
+from vx.report.plain import VISIBILITY, Sink
+from vx.report.reporters import make_reporter
+from vx.report.summary import summary_dict, write_summary
+from vx.style import color_enabled
 
-LIB, APP, WEB, ALL = TaskId("lib", "build"), TaskId("app", "build"), TaskId("web", "build"), TaskId("//", "all")
+LIB, APP, WEB, ALL = (
+    TaskId("lib", "build"),
+    TaskId("app", "build"),
+    TaskId("web", "build"),
+    TaskId("//", "all"),
+)
 ESC = "\x1b"
 
 
@@ -64,7 +67,12 @@ def node(tid: TaskId, deps=(), *, group=False, requested=False) -> TaskNode:
 
 def graph(nodes: list[TaskNode]) -> TaskGraph:
     ids = tuple(n.id for n in nodes)
-    return TaskGraph({n.id: n for n in nodes}, ids, {t: 0 for t in ids}, tuple(n.id for n in nodes if n.requested))
+    return TaskGraph(
+        {n.id: n for n in nodes},
+        ids,
+        {t: 0 for t in ids},
+        tuple(n.id for n in nodes if n.requested),
+    )
 
 
 def out(tid: TaskId, text: str, stream: int = 1) -> LogChunk:
@@ -72,21 +80,48 @@ def out(tid: TaskId, text: str, stream: int = 1) -> LogChunk:
 
 
 def ok(tid, ms=1200.0, cache=CacheStatus.MISS, log=(), command="tsc") -> TaskResult:
-    return TaskResult(tid, Status.SUCCESS, cache, key=f"key-{tid.package}", duration_ms=ms, exit_code=0,
-                      log=tuple(log), command=command, attempts=0 if cache in frames.HITS else 1)
+    return TaskResult(
+        tid,
+        Status.SUCCESS,
+        cache,
+        key=f"key-{tid.package}",
+        duration_ms=ms,
+        exit_code=0,
+        log=tuple(log),
+        command=command,
+        attempts=0 if cache in frames.HITS else 1,
+    )
 
 
 def failed(tid, ms=410.0, code=1, log=(), **kw) -> TaskResult:
-    return TaskResult(tid, Status.FAILED, CacheStatus.MISS, key=f"key-{tid.package}", duration_ms=ms,
-                      exit_code=code, log=tuple(log), command="vite build", attempts=1, **kw)
+    return TaskResult(
+        tid,
+        Status.FAILED,
+        CacheStatus.MISS,
+        key=f"key-{tid.package}",
+        duration_ms=ms,
+        exit_code=code,
+        log=tuple(log),
+        command="vite build",
+        attempts=1,
+        **kw,
+    )
 
 
 def skipped(tid, blocker) -> TaskResult:
-    return TaskResult(tid, Status.SKIPPED, CacheStatus.NO_CACHE, blocked_by=blocker, reason=f"blocked by {blocker}")
+    return TaskResult(
+        tid,
+        Status.SKIPPED,
+        CacheStatus.NO_CACHE,
+        blocked_by=blocker,
+        reason=f"blocked by {blocker}",
+    )
 
 
 def not_run(tid) -> TaskResult:
-    return TaskResult(tid, Status.ABORTED, CacheStatus.NO_CACHE, reason="not run: the run was stopped")
+    return TaskResult(
+        tid, Status.ABORTED, CacheStatus.NO_CACHE, reason="not run: the run was stopped"
+    )
 
 
 def summary(results, code=0, wall=0.41) -> RunSummary:
@@ -109,7 +144,9 @@ def rule(row: str) -> str:
 
 
 def executed_events(tid, result, chunks, command="tsc"):
-    return [TaskStarted(tid, command)] + [TaskOutput(tid, c) for c in chunks] + [TaskFinished(result)]
+    return (
+        [TaskStarted(tid, command)] + [TaskOutput(tid, c) for c in chunks] + [TaskFinished(result)]
+    )
 
 
 # The two-task run most tests share: lib#build (a dependency) then app#build (requested).
@@ -123,7 +160,11 @@ def two_task_run(app_result, lib_result=None):
     events = [RunStarted(G2, 2)] + executed_events(LIB, lib_result, LIB_LOG)
     if lib_result.status is Status.SUCCESS:
         events += executed_events(APP, app_result, app_result.log, "vite build")
-    return events + [RunFinished(summary([lib_result, app_result], code=int(app_result.status is not Status.SUCCESS)))]
+    return events + [
+        RunFinished(
+            summary([lib_result, app_result], code=int(app_result.status is not Status.SUCCESS))
+        )
+    ]
 
 
 # ---------------------------------------------------------------- CLI-51 matrix
@@ -131,25 +172,79 @@ def two_task_run(app_result, lib_result=None):
 
 def test_cli_51_visibility_matrix_is_pinned():
     assert VISIBILITY == {
-        "focused:requested": {"executed": "frame", "hit": "frame", "failed": "frame",
-                              "skipped": "row", "aborted": "frame", "not-run": "fold"},
-        "focused:dependency": {"executed": "silent", "hit": "silent", "failed": "row+replay",
-                               "skipped": "silent", "aborted": "row", "not-run": "fold"},
-        "broad": {"executed": "row", "hit": "silent", "failed": "row+replay",
-                  "skipped": "row", "aborted": "row", "not-run": "fold"},
-        "ci": {"executed": "frame", "hit": "frame", "failed": "frame",
-               "skipped": "row", "aborted": "frame", "not-run": "fold"},
+        "focused:requested": {
+            "executed": "frame",
+            "hit": "frame",
+            "failed": "frame",
+            "skipped": "row",
+            "aborted": "frame",
+            "not-run": "fold",
+        },
+        "focused:dependency": {
+            "executed": "silent",
+            "hit": "silent",
+            "failed": "row+replay",
+            "skipped": "silent",
+            "aborted": "row",
+            "not-run": "fold",
+        },
+        "broad": {
+            "executed": "row",
+            "hit": "silent",
+            "failed": "row+replay",
+            "skipped": "row",
+            "aborted": "row",
+            "not-run": "fold",
+        },
+        "ci": {
+            "executed": "frame",
+            "hit": "frame",
+            "failed": "frame",
+            "skipped": "row",
+            "aborted": "frame",
+            "not-run": "fold",
+        },
         # --output-logs (CLI-33): turbo's names
-        "full": {"executed": "frame", "hit": "frame", "failed": "frame",
-                 "skipped": "row", "aborted": "frame", "not-run": "fold"},
-        "new-only": {"executed": "frame", "hit": "row", "failed": "frame",
-                     "skipped": "row", "aborted": "frame", "not-run": "fold"},
-        "errors-only": {"executed": "silent", "hit": "silent", "failed": "frame",
-                        "skipped": "row", "aborted": "row", "not-run": "fold"},
-        "hash-only": {"executed": "row", "hit": "row", "failed": "row+replay",
-                      "skipped": "row", "aborted": "row", "not-run": "fold"},
-        "none": {"executed": "silent", "hit": "silent", "failed": "row+replay",
-                 "skipped": "silent", "aborted": "row", "not-run": "fold"},
+        "full": {
+            "executed": "frame",
+            "hit": "frame",
+            "failed": "frame",
+            "skipped": "row",
+            "aborted": "frame",
+            "not-run": "fold",
+        },
+        "new-only": {
+            "executed": "frame",
+            "hit": "row",
+            "failed": "frame",
+            "skipped": "row",
+            "aborted": "frame",
+            "not-run": "fold",
+        },
+        "errors-only": {
+            "executed": "silent",
+            "hit": "silent",
+            "failed": "frame",
+            "skipped": "row",
+            "aborted": "row",
+            "not-run": "fold",
+        },
+        "hash-only": {
+            "executed": "row",
+            "hit": "row",
+            "failed": "row+replay",
+            "skipped": "row",
+            "aborted": "row",
+            "not-run": "fold",
+        },
+        "none": {
+            "executed": "silent",
+            "hit": "silent",
+            "failed": "row+replay",
+            "skipped": "silent",
+            "aborted": "row",
+            "not-run": "fold",
+        },
     }
 
 
@@ -192,8 +287,11 @@ def test_cli_53_utf8_split_across_chunks_is_decoded_whole():
 def test_cli_50_focused_dependency_failure_is_one_row_then_its_frame_before_the_footer():
     lib_fail = failed(LIB, log=(out(LIB, "TS2322: bad type\n"),))
     app_skip = skipped(APP, LIB)
-    events = [RunStarted(G2, 2), *executed_events(LIB, lib_fail, lib_fail.log),
-              RunFinished(summary([lib_fail, app_skip], code=1))]
+    events = [
+        RunStarted(G2, 2),
+        *executed_events(LIB, lib_fail, lib_fail.log),
+        RunFinished(summary([lib_fail, app_skip], code=1)),
+    ]
     stdout, stderr = run("focused", events)
     assert stderr == [
         "◼  0.41s failed  miss       lib#build • exit 1",
@@ -220,9 +318,14 @@ def test_cli_50_focused_failure_of_the_requested_task_is_framed_once_not_replaye
 
 def test_lc_10_focused_cache_hit_replays_its_stored_log_labelled_with_the_cache_status():
     hit = ok(APP, 12, CacheStatus.LOCAL, log=APP_LOG, command="vite build")
-    events = [RunStarted(G2, 2), CacheRestored(LIB, CacheStatus.LOCAL), TaskFinished(ok(LIB, 3, CacheStatus.LOCAL)),
-              CacheRestored(APP, CacheStatus.LOCAL), TaskFinished(hit),
-              RunFinished(summary([ok(LIB, 3, CacheStatus.LOCAL), hit]))]
+    events = [
+        RunStarted(G2, 2),
+        CacheRestored(LIB, CacheStatus.LOCAL),
+        TaskFinished(ok(LIB, 3, CacheStatus.LOCAL)),
+        CacheRestored(APP, CacheStatus.LOCAL),
+        TaskFinished(hit),
+        RunFinished(summary([ok(LIB, 3, CacheStatus.LOCAL), hit])),
+    ]
     stdout, stderr = run("focused", events)
     assert stdout == [
         "┌─ app#build > cached (local)",
@@ -237,9 +340,17 @@ def test_lc_10_focused_cache_hit_replays_its_stored_log_labelled_with_the_cache_
 def test_cli_53_several_requested_tasks_are_buffered_and_framed_whole():
     g = graph([node(LIB, requested=True), node(APP, requested=True)])
     lib_r, app_r = ok(LIB, log=LIB_LOG), ok(APP, 300, log=APP_LOG, command="vite build")
-    events = [RunStarted(g, 2), TaskStarted(LIB, "tsc"), TaskStarted(APP, "vite build"),
-              TaskOutput(APP, APP_LOG[0]), TaskOutput(LIB, LIB_LOG[0]), TaskOutput(APP, APP_LOG[1]),
-              TaskFinished(lib_r), TaskFinished(app_r), RunFinished(summary([lib_r, app_r]))]
+    events = [
+        RunStarted(g, 2),
+        TaskStarted(LIB, "tsc"),
+        TaskStarted(APP, "vite build"),
+        TaskOutput(APP, APP_LOG[0]),
+        TaskOutput(LIB, LIB_LOG[0]),
+        TaskOutput(APP, APP_LOG[1]),
+        TaskFinished(lib_r),
+        TaskFinished(app_r),
+        RunFinished(summary([lib_r, app_r])),
+    ]
     stdout, _ = run("focused", events)
     assert stdout == [
         "┌─ lib#build > ok",
@@ -259,7 +370,11 @@ def test_cli_53_several_requested_tasks_are_buffered_and_framed_whole():
 def test_gr_03_a_requested_group_is_a_transparent_folder_for_its_one_task():
     g = graph([node(LIB), node(ALL, [LIB], group=True, requested=True)])
     lib_r = ok(LIB, log=LIB_LOG)
-    events = [RunStarted(g, 1), *executed_events(LIB, lib_r, LIB_LOG), RunFinished(summary([lib_r]))]
+    events = [
+        RunStarted(g, 1),
+        *executed_events(LIB, lib_r, LIB_LOG),
+        RunFinished(summary([lib_r])),
+    ]
     stdout, stderr = run("focused", events)
     assert stdout[:3] == ["┌─ lib#build", "$ tsc", "lib: compiled"]
     assert stderr[-1] == "1 task · 0 cached (0%) · wall 0.41s"
@@ -268,10 +383,17 @@ def test_gr_03_a_requested_group_is_a_transparent_folder_for_its_one_task():
 def test_cli_53_retry_is_announced_and_the_live_frame_keeps_both_attempts():
     first, second = out(APP, "flaky "), out(APP, "passed\n")
     result = ok(APP, 900, log=(second,), command="vite build")
-    events = [RunStarted(G2, 2), TaskFinished(ok(LIB, 3, CacheStatus.UP_TO_DATE)),
-              TaskStarted(APP, "vite build"), TaskOutput(APP, first),
-              TaskRetrying(APP, 2, 3, "exit 1"), TaskStarted(APP, "vite build", 2), TaskOutput(APP, second),
-              TaskFinished(result), RunFinished(summary([ok(LIB, 3, CacheStatus.UP_TO_DATE), result]))]
+    events = [
+        RunStarted(G2, 2),
+        TaskFinished(ok(LIB, 3, CacheStatus.UP_TO_DATE)),
+        TaskStarted(APP, "vite build"),
+        TaskOutput(APP, first),
+        TaskRetrying(APP, 2, 3, "exit 1"),
+        TaskStarted(APP, "vite build", 2),
+        TaskOutput(APP, second),
+        TaskFinished(result),
+        RunFinished(summary([ok(LIB, 3, CacheStatus.UP_TO_DATE), result])),
+    ]
     stdout, stderr = run("focused", events)
     assert stdout[:4] == ["┌─ app#build", "$ vite build", "flaky ", "passed"]
     assert stderr[0] == "vx: retrying app#build (attempt 2/3) after exit 1"
@@ -284,39 +406,63 @@ def test_cli_52_broad_prints_one_row_per_executed_task_and_hits_are_silent():
     g = graph([node(LIB, requested=True), node(APP, requested=True), node(WEB, requested=True)])
     lib_r, app_r = ok(LIB, 3, CacheStatus.LOCAL, log=LIB_LOG), ok(APP, 2500, log=APP_LOG)
     web_r = ok(WEB, 65_000, CacheStatus.NO_CACHE)
-    events = [RunStarted(g, 4), TaskFinished(lib_r), *executed_events(APP, app_r, APP_LOG),
-              *executed_events(WEB, web_r, ()), RunFinished(summary([lib_r, app_r, web_r], wall=66.5))]
+    events = [
+        RunStarted(g, 4),
+        TaskFinished(lib_r),
+        *executed_events(APP, app_r, APP_LOG),
+        *executed_events(WEB, web_r, ()),
+        RunFinished(summary([lib_r, app_r, web_r], wall=66.5)),
+    ]
     stdout, stderr = run("broad", events)
     assert stdout == []
-    assert stderr == [
-        "⏺  2.50s ok      miss       app#build",
-        "⏺  1m05s ok      no-cache   web#build",
-        "vx: 1 successful task's output is not shown; --output-logs=full shows it",  # app's; web printed nothing
-        "",
-        rule("3 tasks · 1 cached (33%) · wall 1m06s"),
-        "3 tasks · 1 cached (33%) · wall 1m06s",
-    ]
+    assert (
+        stderr
+        == [
+            "⏺  2.50s ok      miss       app#build",
+            "⏺  1m05s ok      no-cache   web#build",
+            "vx: 1 successful task's output is not shown; --output-logs=full shows it",  # app's; web printed nothing
+            "",
+            rule("3 tasks · 1 cached (33%) · wall 1m06s"),
+            "3 tasks · 1 cached (33%) · wall 1m06s",
+        ]
+    )
 
 
 def test_cli_51_broad_failure_is_a_row_at_once_and_a_whole_frame_replayed_before_the_footer():
     g = graph([node(LIB, requested=True), node(APP, [LIB], requested=True)])
     lib_r = failed(LIB, log=(out(LIB, "boom\n", 2),))
-    events = [RunStarted(g, 2), *executed_events(LIB, lib_r, lib_r.log, "vite build"),
-              RunFinished(summary([lib_r, skipped(APP, LIB)], code=1))]
+    events = [
+        RunStarted(g, 2),
+        *executed_events(LIB, lib_r, lib_r.log, "vite build"),
+        RunFinished(summary([lib_r, skipped(APP, LIB)], code=1)),
+    ]
     stdout, stderr = run("broad", events)
-    assert stderr[:2] == ["◼  0.41s failed  miss       lib#build • exit 1",
-                          "⊘        skipped            app#build • blocked by lib#build"]
-    assert stdout == ["", "┌─ lib#build > failed (exit 1)", "$ vite build", "boom",
-                      "└─ lib#build ── (0.41s) failed (exit 1)", ""]
+    assert stderr[:2] == [
+        "◼  0.41s failed  miss       lib#build • exit 1",
+        "⊘        skipped            app#build • blocked by lib#build",
+    ]
+    assert stdout == [
+        "",
+        "┌─ lib#build > failed (exit 1)",
+        "$ vite build",
+        "boom",
+        "└─ lib#build ── (0.41s) failed (exit 1)",
+        "",
+    ]
 
 
 def test_cli_51_broad_failure_on_one_terminal_reads_rows_then_frame_then_footer():
     g = graph([node(LIB, requested=True), node(APP, [LIB], requested=True)])
     lib_r = failed(LIB, log=(out(LIB, "boom\n", 2),))
     term = io.StringIO()
-    reporter = make_reporter(flow="broad", color=False, live=False, version="0.1.0", out=term, err=term)
-    for event in [RunStarted(g, 2), *executed_events(LIB, lib_r, lib_r.log, "vite build"),
-                  RunFinished(summary([lib_r, skipped(APP, LIB)], code=1))]:
+    reporter = make_reporter(
+        flow="broad", color=False, live=False, version="0.1.0", out=term, err=term
+    )
+    for event in [
+        RunStarted(g, 2),
+        *executed_events(LIB, lib_r, lib_r.log, "vite build"),
+        RunFinished(summary([lib_r, skipped(APP, LIB)], code=1)),
+    ]:
         reporter(event)
     row = "2 tasks · 0 cached (0%) · 1 failed · 1 skipped · wall 0.41s"
     assert term.getvalue().split("\n") == [
@@ -336,17 +482,30 @@ def test_cli_51_broad_failure_on_one_terminal_reads_rows_then_frame_then_footer(
 
 def test_cli_56_tasks_never_reached_after_a_stop_fold_into_one_line():
     g = graph([node(LIB, requested=True), node(APP, requested=True), node(WEB, requested=True)])
-    lib_r = TaskResult(LIB, Status.ABORTED, CacheStatus.MISS, duration_ms=300, exit_code=143, attempts=1)
-    events = [RunStarted(g, 1), TaskStarted(LIB, "tsc"), TaskFinished(lib_r),
-              RunFinished(summary([lib_r, not_run(APP), not_run(WEB)], code=130))]
+    lib_r = TaskResult(
+        LIB, Status.ABORTED, CacheStatus.MISS, duration_ms=300, exit_code=143, attempts=1
+    )
+    events = [
+        RunStarted(g, 1),
+        TaskStarted(LIB, "tsc"),
+        TaskFinished(lib_r),
+        RunFinished(summary([lib_r, not_run(APP), not_run(WEB)], code=130)),
+    ]
     _, stderr = run("broad", events)
-    assert stderr[:2] == ["✗  0.30s aborted miss       lib#build", "◌ 2 tasks not run • the run was stopped"]
+    assert stderr[:2] == [
+        "✗  0.30s aborted miss       lib#build",
+        "◌ 2 tasks not run • the run was stopped",
+    ]
     assert stderr[-1] == "3 tasks · 0 cached (0%) · 3 aborted · wall 0.41s"
 
 
 def test_cli_56_skipped_without_a_blocker_counts_as_not_run():
-    r = TaskResult(APP, Status.SKIPPED, CacheStatus.NO_CACHE,
-                   reason="not run: an earlier task failed (--continue=never)")
+    r = TaskResult(
+        APP,
+        Status.SKIPPED,
+        CacheStatus.NO_CACHE,
+        reason="not run: an earlier task failed (--continue=never)",
+    )
     _, stderr = run("broad", [RunStarted(G2, 1), RunFinished(summary([r], code=1))])
     assert stderr[0] == "◌ 1 task not run • an earlier task failed (--continue=never)"
 
@@ -358,23 +517,35 @@ def test_cli_57_github_actions_groups_frames_fences_output_and_annotates_failure
     lib_r = ok(LIB, 4, CacheStatus.LOCAL, log=(out(LIB, "::set-output name=x::pwned\n"),))
     app_r = failed(APP, code=2, log=(out(APP, "boom\n"),))
     o, e = io.StringIO(), io.StringIO()
-    reporter = make_reporter(flow="ci", color=False, live=False, version="0.1.0", out=o, err=e, github=True)
-    for event in [RunStarted(G2, 2), TaskFinished(lib_r), TaskStarted(APP, "vite build"), TaskFinished(app_r),
-                  RunFinished(summary([lib_r, app_r], code=1))]:
+    reporter = make_reporter(
+        flow="ci", color=False, live=False, version="0.1.0", out=o, err=e, github=True
+    )
+    for event in [
+        RunStarted(G2, 2),
+        TaskFinished(lib_r),
+        TaskStarted(APP, "vite build"),
+        TaskFinished(app_r),
+        RunFinished(summary([lib_r, app_r], code=1)),
+    ]:
         reporter(event)
     lines = o.getvalue().split("\n")
     token = lines[1].removeprefix("::stop-commands::")
     assert len(token) == 16 and lines[0] == "::group::lib#build (cached (local) 0.0s)"
     fence = lines.index(f"::{token}::")
-    assert lines.index("::set-output name=x::pwned") < fence  # the task's text sits inside the fence
+    assert (
+        lines.index("::set-output name=x::pwned") < fence
+    )  # the task's text sits inside the fence
     assert lines[fence + 1] == "::endgroup::"
-    rest = lines[fence + 2:]
+    rest = lines[fence + 2 :]
     assert not any(line.startswith("::group::") for line in rest)  # a failure stays expanded
     assert "::error title=app#build::app#build failed (exit 2)" in rest and "boom" in rest
 
 
 def test_cli_57_without_github_actions_there_are_no_workflow_commands():
-    stdout, _ = run("ci", [RunStarted(G2, 2), TaskFinished(ok(LIB, log=LIB_LOG)), RunFinished(summary([ok(LIB)]))])
+    stdout, _ = run(
+        "ci",
+        [RunStarted(G2, 2), TaskFinished(ok(LIB, log=LIB_LOG)), RunFinished(summary([ok(LIB)]))],
+    )
     assert not any(line.startswith("::") for line in stdout)
 
 
@@ -384,9 +555,16 @@ def test_cli_57_without_github_actions_there_are_no_workflow_commands():
 def test_cli_50_ci_frames_every_task_whole_when_it_ends_hits_included():
     lib_r = ok(LIB, 4, CacheStatus.REMOTE, log=LIB_LOG)
     app_r = ok(APP, 800, log=APP_LOG, command="vite build")
-    events = [RunStarted(G2, 2), TaskFinished(lib_r), TaskStarted(APP, "vite build"), TaskOutput(APP, APP_LOG[0]),
-              Notice("remote cache is slow"), TaskOutput(APP, APP_LOG[1]), TaskFinished(app_r),
-              RunFinished(summary([lib_r, app_r]))]
+    events = [
+        RunStarted(G2, 2),
+        TaskFinished(lib_r),
+        TaskStarted(APP, "vite build"),
+        TaskOutput(APP, APP_LOG[0]),
+        Notice("remote cache is slow"),
+        TaskOutput(APP, APP_LOG[1]),
+        TaskFinished(app_r),
+        RunFinished(summary([lib_r, app_r])),
+    ]
     stdout, stderr = run("ci", events)
     assert stdout == [
         "┌─ lib#build > cached (remote)",
@@ -407,27 +585,37 @@ def test_cli_50_ci_frames_every_task_whole_when_it_ends_hits_included():
 
 
 def test_notices_go_to_stderr_with_their_level():
-    stdout, stderr = run("broad", [Notice("entry damaged"), Notice("waiting for the lock", level="info")])
+    stdout, stderr = run(
+        "broad", [Notice("entry damaged"), Notice("waiting for the lock", level="info")]
+    )
     assert stdout == [] and stderr == ["vx: warning: entry damaged", "vx: waiting for the lock"]
 
 
-@pytest.mark.parametrize("result, label", [
-    (failed(APP, code=1), "failed (exit 1)"),
-    (failed(APP, code=137), "failed (exit 137, 128 + SIGKILL)"),
-    (failed(APP, code=143, timed_out=True), "failed (timed out, exit 143)"),
-    (failed(APP, code=1, reason="failed (exit 1, 2 sandbox violations)"), "failed (exit 1, 2 sandbox violations)"),
-    (failed(APP, code=None, reason="could not start"), "failed (could not start)"),
-    (ok(APP, cache=CacheStatus.UP_TO_DATE), "up-to-date"),
-    (ok(APP, cache=CacheStatus.REMOTE), "cached (remote)"),
-    (ok(APP, cache=CacheStatus.NO_CACHE), "ok"),
-    (not_run(APP), "not run"),
-])
+@pytest.mark.parametrize(
+    "result, label",
+    [
+        (failed(APP, code=1), "failed (exit 1)"),
+        (failed(APP, code=137), "failed (exit 137, 128 + SIGKILL)"),
+        (failed(APP, code=143, timed_out=True), "failed (timed out, exit 143)"),
+        (
+            failed(APP, code=1, reason="failed (exit 1, 2 sandbox violations)"),
+            "failed (exit 1, 2 sandbox violations)",
+        ),
+        (failed(APP, code=None, reason="could not start"), "failed (could not start)"),
+        (ok(APP, cache=CacheStatus.UP_TO_DATE), "up-to-date"),
+        (ok(APP, cache=CacheStatus.REMOTE), "cached (remote)"),
+        (ok(APP, cache=CacheStatus.NO_CACHE), "ok"),
+        (not_run(APP), "not run"),
+    ],
+)
 def test_cli_59_labels_name_the_reason(result, label):
     assert frames.outcome_label(result) == label
 
 
-@pytest.mark.parametrize("ms, text", [(0, "0.00s"), (410, "0.41s"), (59_999, "60.00s"), (62_000, "1m02s"),
-                                      (3_900_000, "1h05m")])
+@pytest.mark.parametrize(
+    "ms, text",
+    [(0, "0.00s"), (410, "0.41s"), (59_999, "60.00s"), (62_000, "1m02s"), (3_900_000, "1h05m")],
+)
 def test_durations(ms, text):
     assert frames.format_duration(ms) == text
 
@@ -469,17 +657,20 @@ class Tty(io.StringIO):
         return True
 
 
-@pytest.mark.parametrize("env, tty, want", [
-    ({}, True, True),
-    ({}, False, False),
-    ({"NO_COLOR": "1"}, True, False),
-    ({"NO_COLOR": ""}, True, True),
-    ({"NO_COLOR": "1", "FORCE_COLOR": "1"}, True, False),
-    ({"FORCE_COLOR": "0"}, True, False),
-    ({"FORCE_COLOR": "false"}, True, False),
-    ({"FORCE_COLOR": "1"}, False, True),
-    ({"FORCE_COLOR": "3"}, False, True),
-])
+@pytest.mark.parametrize(
+    "env, tty, want",
+    [
+        ({}, True, True),
+        ({}, False, False),
+        ({"NO_COLOR": "1"}, True, False),
+        ({"NO_COLOR": ""}, True, True),
+        ({"NO_COLOR": "1", "FORCE_COLOR": "1"}, True, False),
+        ({"FORCE_COLOR": "0"}, True, False),
+        ({"FORCE_COLOR": "false"}, True, False),
+        ({"FORCE_COLOR": "1"}, False, True),
+        ({"FORCE_COLOR": "3"}, False, True),
+    ],
+)
 def test_cli_58_color_enabled(env, tty, want):
     assert color_enabled(env, Tty() if tty else io.StringIO()) is want
 
@@ -500,7 +691,9 @@ class BrokenPipe(io.StringIO):
 
 def test_ex_20_broken_stdout_goes_quiet_and_stderr_keeps_the_footer():
     err = io.StringIO()
-    reporter = make_reporter(flow="ci", color=False, live=False, version="0.1.0", out=BrokenPipe(), err=err)
+    reporter = make_reporter(
+        flow="ci", color=False, live=False, version="0.1.0", out=BrokenPipe(), err=err
+    )
     for event in two_task_run(failed(APP, log=APP_LOG)):
         reporter(event)
     assert err.getvalue().endswith("2 tasks · 0 cached (0%) · 1 failed · wall 0.41s\n")
@@ -526,8 +719,14 @@ def test_ex_20_a_real_broken_pipe_is_silent_end_to_end(tmp_path):
         "sys.stderr.write('done\\n')\n"
     )
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
-    proc = subprocess.run(f"{sys.executable} -c \"$SCRIPT\" | head -n 1", shell=True, capture_output=True,
-                          text=True, env={**env, "SCRIPT": script}, timeout=30)
+    proc = subprocess.run(
+        f'{sys.executable} -c "$SCRIPT" | head -n 1',
+        shell=True,
+        capture_output=True,
+        text=True,
+        env={**env, "SCRIPT": script},
+        timeout=30,
+    )
     assert proc.stdout.startswith("TASK")
     assert proc.stderr == "done\n"
 
@@ -543,7 +742,9 @@ def test_other_os_errors_are_not_swallowed():
 
 def test_unknown_flow_is_refused():
     with pytest.raises(ValueError):
-        make_reporter(flow="tui", color=False, live=False, version="0", out=io.StringIO(), err=io.StringIO())
+        make_reporter(
+            flow="tui", color=False, live=False, version="0", out=io.StringIO(), err=io.StringIO()
+        )
 
 
 # ---------------------------------------------------------------- live console (CLI-54)
@@ -561,7 +762,7 @@ def screen(text: str) -> list[str]:
         elif token.endswith("A"):
             row -= int(token[2:-1] or 1)
         elif token == "\x1b[J":
-            del rows[row + 1:]
+            del rows[row + 1 :]
             rows[row] = ""
         elif token != "\r" and not token.startswith("\x1b[?"):
             rows[row] += token
@@ -579,8 +780,15 @@ class Clock:
 def console(flow="focused", tick_s=None):
     term, clock = io.StringIO(), Clock()
     palette, sink = Palette(False), Sink(term, term)
-    reporter = ConsoleReporter(flow=flow, palette=palette, version="0.1.0", sink=sink, width=lambda: 40,
-                               clock=clock, tick_s=tick_s)
+    reporter = ConsoleReporter(
+        flow=flow,
+        palette=palette,
+        version="0.1.0",
+        sink=sink,
+        width=lambda: 40,
+        clock=clock,
+        tick_s=tick_s,
+    )
     return reporter, term, clock
 
 
@@ -593,12 +801,21 @@ def test_cli_54_worker_rows_tick_and_are_erased_before_the_footer():
     reporter(TaskStarted(APP, "vite build"))
     clock.now += 1.2
     reporter.tick()
-    assert screen(term.getvalue()) == ["─" * 39, "  1.2s lib#build", "  1.2s app#build", "0/2 tasks · 0 cached"]
+    assert screen(term.getvalue()) == [
+        "─" * 39,
+        "  1.2s lib#build",
+        "  1.2s app#build",
+        "0/2 tasks · 0 cached",
+    ]
     clock.now += 0.1
     lib_r = ok(LIB, 1300)
     reporter(TaskFinished(lib_r))
-    assert screen(term.getvalue()) == ["⏺  1.30s ok      miss       lib#build", "─" * 39, "  1.3s app#build",
-                                       "1/2 tasks · 0 cached"]
+    assert screen(term.getvalue()) == [
+        "⏺  1.30s ok      miss       lib#build",
+        "─" * 39,
+        "  1.3s app#build",
+        "1/2 tasks · 0 cached",
+    ]
     clock.now += 0.5
     app_r = ok(APP, 1800)
     reporter(TaskFinished(app_r))
@@ -616,7 +833,9 @@ def test_cli_54_redraws_are_coalesced_under_a_30ms_floor():
     reporter, term, clock = console("focused")
     reporter(RunStarted(G2, 2))
     reporter(TaskStarted(APP, "vite build"))
-    for i in range(50):  # fifty lines within 5 ms: printed at once, the region drawn once more later
+    for i in range(
+        50
+    ):  # fifty lines within 5 ms: printed at once, the region drawn once more later
         clock.now += 0.0001
         reporter(TaskOutput(APP, out(APP, f"line {i}\n")))
     draws = term.getvalue().count("\x1b[?2026h")
@@ -624,7 +843,13 @@ def test_cli_54_redraws_are_coalesced_under_a_30ms_floor():
     clock.now += 0.031
     reporter.tick()
     assert term.getvalue().count("\x1b[?2026h") == draws + 1
-    assert screen(term.getvalue())[-5:] == ["line 48", "line 49", "─" * 39, "  0.0s app#build", "0/2 tasks · 0 cached"]
+    assert screen(term.getvalue())[-5:] == [
+        "line 48",
+        "line 49",
+        "─" * 39,
+        "  0.0s app#build",
+        "0/2 tasks · 0 cached",
+    ]
 
 
 def test_cli_54_long_ids_are_cut_to_the_terminal_so_rows_never_wrap():
@@ -646,8 +871,9 @@ def test_cli_54_the_ticker_thread_redraws_and_stops_on_close():
             return term.write(text)
 
     sink = Sink(Watch(), Watch())
-    reporter = ConsoleReporter(flow="broad", palette=Palette(False), version="0", sink=sink, width=lambda: 40,
-                               tick_s=0.01)
+    reporter = ConsoleReporter(
+        flow="broad", palette=Palette(False), version="0", sink=sink, width=lambda: 40, tick_s=0.01
+    )
     reporter(RunStarted(G2, 2))
     reporter(TaskStarted(APP, "vite build"))
     assert drawn.wait(5)
@@ -665,9 +891,13 @@ def test_live_reporter_is_built_only_when_asked():
 
 
 def test_importing_vx_report_does_not_import_rich():
-    code = "import sys, vx.report; print(sorted(m for m in sys.modules if m.split('.')[0] == 'rich'))"
+    code = (
+        "import sys, vx.report; print(sorted(m for m in sys.modules if m.split('.')[0] == 'rich'))"
+    )
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=30)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=30
+    )
     assert proc.stdout.strip() == "[]", proc.stderr
 
 
@@ -676,25 +906,77 @@ def test_importing_vx_report_does_not_import_rich():
 
 def test_obs_02_summary_shape():
     lib_r = ok(LIB, 3, CacheStatus.LOCAL)
-    app_r = TaskResult(APP, Status.FAILED, CacheStatus.MISS, key="k2", duration_ms=410.5, exit_code=143,
-                       attempts=2, timed_out=True, cpu_ms=120.25, peak_rss_bytes=5_000_000)
+    app_r = TaskResult(
+        APP,
+        Status.FAILED,
+        CacheStatus.MISS,
+        key="k2",
+        duration_ms=410.5,
+        exit_code=143,
+        attempts=2,
+        timed_out=True,
+        cpu_ms=120.25,
+        peak_rss_bytes=5_000_000,
+    )
     web_r = skipped(WEB, APP)
     doc = summary_dict(RunSummary("run-1", (lib_r, app_r, web_r), 1700000000.0, 1700000001.5, 1))
     assert {k: doc[k] for k in ("runId", "ok", "exitCode", "startedAt", "endedAt", "totalMs")} == {
-        "runId": "run-1", "ok": False, "exitCode": 1, "startedAt": "2023-11-14T22:13:20.000Z",
-        "endedAt": "2023-11-14T22:13:21.500Z", "totalMs": 1500.0,
+        "runId": "run-1",
+        "ok": False,
+        "exitCode": 1,
+        "startedAt": "2023-11-14T22:13:20.000Z",
+        "endedAt": "2023-11-14T22:13:21.500Z",
+        "totalMs": 1500.0,
     }
     assert doc["tasks"] == [
-        {"id": "lib#build", "project": "lib", "task": "build", "status": "success", "cache": "local",
-         "exitCode": 0, "durationMs": 3.0, "hash": "key-lib", "attempts": 0},
-        {"id": "app#build", "project": "app", "task": "build", "status": "failed", "cache": "miss",
-         "exitCode": 143, "durationMs": 410.5, "hash": "k2", "attempts": 2, "cpuMs": 120.25,
-         "peakRssBytes": 5_000_000, "timedOut": True},
-        {"id": "web#build", "project": "web", "task": "build", "status": "skipped", "cache": "no-cache",
-         "exitCode": None, "durationMs": 0.0, "hash": None, "attempts": 0, "blockedBy": "app#build"},
+        {
+            "id": "lib#build",
+            "project": "lib",
+            "task": "build",
+            "status": "success",
+            "cache": "local",
+            "exitCode": 0,
+            "durationMs": 3.0,
+            "hash": "key-lib",
+            "attempts": 0,
+        },
+        {
+            "id": "app#build",
+            "project": "app",
+            "task": "build",
+            "status": "failed",
+            "cache": "miss",
+            "exitCode": 143,
+            "durationMs": 410.5,
+            "hash": "k2",
+            "attempts": 2,
+            "cpuMs": 120.25,
+            "peakRssBytes": 5_000_000,
+            "timedOut": True,
+        },
+        {
+            "id": "web#build",
+            "project": "web",
+            "task": "build",
+            "status": "skipped",
+            "cache": "no-cache",
+            "exitCode": None,
+            "durationMs": 0.0,
+            "hash": None,
+            "attempts": 0,
+            "blockedBy": "app#build",
+        },
     ]
-    assert doc["summary"] == {"successful": 1, "failed": 1, "skipped": 1, "aborted": 0, "cachedLocal": 1,
-                              "cachedRemote": 0, "upToDate": 0, "total": 3}
+    assert doc["summary"] == {
+        "successful": 1,
+        "failed": 1,
+        "skipped": 1,
+        "aborted": 0,
+        "cachedLocal": 1,
+        "cachedRemote": 0,
+        "upToDate": 0,
+        "total": 3,
+    }
     assert json.loads(json.dumps(doc)) == doc
 
 
@@ -760,10 +1042,20 @@ def test_cli_36_cli_60_dry_json_is_the_only_thing_on_stdout():
     buf = io.StringIO()
     render_dry(PLAN, "json", buf)
     doc = json.loads(buf.getvalue())
-    assert doc["tasks"][1] == {"id": "app#build", "project": "app", "task": "build", "predicted": "miss",
-                               "key": "d4e5f6", "command": "vite build", "deps": ["lib#build"], "dir": "apps/app",
-                               "inputs": None}
-    assert doc["tasks"][3]["command"] is None and [t["id"] for t in doc["tasks"]] == [str(t.id) for t in PLAN]
+    assert doc["tasks"][1] == {
+        "id": "app#build",
+        "project": "app",
+        "task": "build",
+        "predicted": "miss",
+        "key": "d4e5f6",
+        "command": "vite build",
+        "deps": ["lib#build"],
+        "dir": "apps/app",
+        "inputs": None,
+    }
+    assert doc["tasks"][3]["command"] is None and [t["id"] for t in doc["tasks"]] == [
+        str(t.id) for t in PLAN
+    ]
 
 
 def test_cli_36_unknown_dry_format_is_a_usage_error():
@@ -789,5 +1081,9 @@ def test_cli_54_a_ready_server_is_pinned_as_running_above_the_workers():
     reporter(TaskReady(LIB, 1000))
     clock.now += 0.2
     reporter.tick()
-    assert screen(term.getvalue())[-4:] == ["─" * 39, "     ▸ lib#build running", "  1.2s app#build",
-                                           "0/2 tasks · 0 cached"]
+    assert screen(term.getvalue())[-4:] == [
+        "─" * 39,
+        "     ▸ lib#build running",
+        "  1.2s app#build",
+        "0/2 tasks · 0 cached",
+    ]

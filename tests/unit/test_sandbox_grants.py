@@ -19,31 +19,42 @@ def one(text: str):
     return grant
 
 
-@pytest.mark.parametrize("text, base, pattern, directory", [
-    ("src/**", "/w/packages/app/src", None, True),  # SB-03: dir/** is dir
-    ("src/**/*", "/w/packages/app/src", None, True),
-    ("dist/", "/w/packages/app/dist", None, True),
-    (".", "/w/packages/app", None, True),
-    ("tsconfig.json", "/w/packages/app/tsconfig.json", None, False),
-    ("../../tsconfig.base.json", "/w/tsconfig.base.json", None, False),
-    ("~/.cache/tool/", "/home/u/.cache/tool", None, True),
-    ("/opt/sdk/**", "/opt/sdk", None, True),
-    ("src/**/*.ts", "/w/packages/app/src", "**/*.ts", False),
-    ("*.tsbuildinfo", "/w/packages/app", "*.tsbuildinfo", False),
-])
+@pytest.mark.parametrize(
+    "text, base, pattern, directory",
+    [
+        ("src/**", "/w/packages/app/src", None, True),  # SB-03: dir/** is dir
+        ("src/**/*", "/w/packages/app/src", None, True),
+        ("dist/", "/w/packages/app/dist", None, True),
+        (".", "/w/packages/app", None, True),
+        ("tsconfig.json", "/w/packages/app/tsconfig.json", None, False),
+        ("../../tsconfig.base.json", "/w/tsconfig.base.json", None, False),
+        ("~/.cache/tool/", "/home/u/.cache/tool", None, True),
+        ("/opt/sdk/**", "/opt/sdk", None, True),
+        ("src/**/*.ts", "/w/packages/app/src", "**/*.ts", False),
+        ("*.tsbuildinfo", "/w/packages/app", "*.tsbuildinfo", False),
+    ],
+)
 def test_resolve(text, base, pattern, directory):
     grant = one(text)
-    assert (grant.base, grant.pattern.patterns[0] if grant.pattern else None, grant.directory) == \
-        (base, pattern, directory)
+    assert (grant.base, grant.pattern.patterns[0] if grant.pattern else None, grant.directory) == (
+        base,
+        pattern,
+        directory,
+    )
 
 
 def test_braces_make_one_grant_per_alternative():
-    assert [g.base for g in resolve("{src,test}/**", P, HOME, realpath=False)] == [f"{P}/src", f"{P}/test"]
+    assert [g.base for g in resolve("{src,test}/**", P, HOME, realpath=False)] == [
+        f"{P}/src",
+        f"{P}/test",
+    ]
 
 
 def test_coverage_of_literals_globs_and_directory_globs():
     assert one("src/**").covers(f"{P}/src/a/b.js") and not one("src/**").covers(f"{P}/srcx")
-    assert one("tsconfig.json").covers(f"{P}/tsconfig.json") and not one("tsconfig.json").covers(f"{P}/x")
+    assert one("tsconfig.json").covers(f"{P}/tsconfig.json") and not one("tsconfig.json").covers(
+        f"{P}/x"
+    )
     ts = one("src/**/*.ts")
     assert ts.covers(f"{P}/src/a/b.ts") and not ts.covers(f"{P}/src/a/b.json")
     tmp = one(".*.tmp/**")
@@ -52,18 +63,39 @@ def test_coverage_of_literals_globs_and_directory_globs():
 
 def workspace(tmp_path: Path) -> Path:
     root = tmp_path / "w"
-    for d in ("packages/app/src", "packages/app/e2e/fixture", "packages/lib/src", "packages/ui", ".git", ".vx"):
+    for d in (
+        "packages/app/src",
+        "packages/app/e2e/fixture",
+        "packages/lib/src",
+        "packages/ui",
+        ".git",
+        ".vx",
+    ):
         (root / d).mkdir(parents=True)
     return root
 
 
-PROJECTS = {"": "root", "packages/app": "app", "packages/app/e2e/fixture": "fixture",
-            "packages/lib": "lib", "packages/ui": "ui"}
+PROJECTS = {
+    "": "root",
+    "packages/app": "app",
+    "packages/app/e2e/fixture": "fixture",
+    "packages/lib": "lib",
+    "packages/ui": "ui",
+}
 
 
 def plan(root: Path, config: SandboxConfig, **kw):
-    args = dict(root=root, project_rel="packages/app", task="app#build", task_name="build", projects=PROJECTS,
-                linked=["lib", "ui"], folded=None, cache_dir=root / ".vx" / "cache", home=str(root.parent / "home"))
+    args = dict(
+        root=root,
+        project_rel="packages/app",
+        task="app#build",
+        task_name="build",
+        projects=PROJECTS,
+        linked=["lib", "ui"],
+        folded=None,
+        cache_dir=root / ".vx" / "cache",
+        home=str(root.parent / "home"),
+    )
     args.update(kw)
     return plan_sandbox(config, **args)
 
@@ -72,7 +104,13 @@ def test_walls_are_other_projects_git_and_vx(tmp_path):  # SB-05
     root = workspace(tmp_path)
     spec = plan(root, SandboxConfig())
     assert {os.path.relpath(w, root) for w in spec.walls} == {
-        ".git", ".vx", ".vx/cache", "packages/app/e2e/fixture", "packages/lib", "packages/ui"}
+        ".git",
+        ".vx",
+        ".vx/cache",
+        "packages/app/e2e/fixture",
+        "packages/lib",
+        "packages/ui",
+    }
 
 
 def test_a_cached_task_gets_only_the_linked_packages_its_key_folds(tmp_path):  # SB-07
@@ -80,46 +118,71 @@ def test_a_cached_task_gets_only_the_linked_packages_its_key_folds(tmp_path):  #
     spec = plan(root, SandboxConfig(), folded=["lib"])
     assert spec.linked == (str(root / "packages/lib"),)
     assert spec.withheld == {str(root / "packages/ui"): "ui"}
-    assert plan(root, SandboxConfig()).linked == (str(root / "packages/lib"), str(root / "packages/ui"))
+    assert plan(root, SandboxConfig()).linked == (
+        str(root / "packages/lib"),
+        str(root / "packages/ui"),
+    )
 
 
-@pytest.mark.parametrize("grant, words", [
-    ("e2e/fixture/out/", "would make packages/app/e2e/fixture writable"),
-    ("link/", "leaves the project"),
-])
+@pytest.mark.parametrize(
+    "grant, words",
+    [
+        ("e2e/fixture/out/", "would make packages/app/e2e/fixture writable"),
+        ("link/", "leaves the project"),
+    ],
+)
 def test_write_grants_into_walls_or_through_links_out_are_refused(tmp_path, grant, words):  # SB-04
     root = workspace(tmp_path)
     (root / "packages/app/link").symlink_to(root / "packages/lib")
     with pytest.raises(ConfigError) as err:
         plan(root, SandboxConfig(write=(grant,)))
-    assert words in err.value.message and err.value.field == "tasks.build.exec.sandbox.allow.write[0]"
+    assert (
+        words in err.value.message and err.value.field == "tasks.build.exec.sandbox.allow.write[0]"
+    )
     assert err.value.file == "packages/app/vx.config.json"
 
 
 def test_expand_creates_write_grants_and_records_placeholders(tmp_path):  # SB-04
     root = workspace(tmp_path)
-    spec = plan(root, SandboxConfig(read=("src/**", "missing.json"), write=("dist/", "out/stats.json")))
+    spec = plan(
+        root, SandboxConfig(read=("src/**", "missing.json"), write=("dist/", "out/stats.json"))
+    )
     layout = expand(spec)
     app = root / "packages/app"
     assert (app / "dist").is_dir() and (app / "out/stats.json").is_file()
-    assert set(layout.placeholders) == {str(app / "dist"), str(app / "out"), str(app / "out/stats.json")}
+    assert set(layout.placeholders) == {
+        str(app / "dist"),
+        str(app / "out"),
+        str(app / "out/stats.json"),
+    }
     assert str(app / "src") in layout.ro and str(app / "missing.json") not in layout.ro
-    assert set(layout.rw) == {str(app / "dist"), str(app / "out")}  # a file grant widens to its directory
+    assert set(layout.rw) == {
+        str(app / "dist"),
+        str(app / "out"),
+    }  # a file grant widens to its directory
 
 
-def test_a_directory_glob_that_matched_nothing_is_scratch_unless_a_read_bind_holds_it(tmp_path):  # seed 0.0.217
+def test_a_directory_glob_that_matched_nothing_is_scratch_unless_a_read_bind_holds_it(
+    tmp_path,
+):  # seed 0.0.217
     root = workspace(tmp_path)
-    assert [g.text for g in expand(plan(root, SandboxConfig(write=(".*.tmp/**",)))).scratch] == [".*.tmp/**"]
+    assert [g.text for g in expand(plan(root, SandboxConfig(write=(".*.tmp/**",)))).scratch] == [
+        ".*.tmp/**"
+    ]
     held = expand(plan(root, SandboxConfig(read=(".",), write=(".*.tmp/**",))))
     assert held.scratch == [] and [g.text for g in held.mountless] == [".*.tmp/**"]
     (root / "packages/app/.ab.tmp").mkdir()
-    assert expand(plan(root, SandboxConfig(write=(".*.tmp/**",)))).rw == [str(root / "packages/app/.ab.tmp")]
+    assert expand(plan(root, SandboxConfig(write=(".*.tmp/**",)))).rw == [
+        str(root / "packages/app/.ab.tmp")
+    ]
 
 
 def test_walls_apply_only_inside_a_bind(tmp_path):  # SB-05
     root = workspace(tmp_path)
     assert expand(plan(root, SandboxConfig(read=("src/**",)))).walls == []
-    assert expand(plan(root, SandboxConfig(read=(".",)))).walls == [str(root / "packages/app/e2e/fixture")]
+    assert expand(plan(root, SandboxConfig(read=(".",)))).walls == [
+        str(root / "packages/app/e2e/fixture")
+    ]
 
 
 def test_credential_stores_are_hidden_unless_granted(tmp_path):  # SB-06
@@ -128,7 +191,9 @@ def test_credential_stores_are_hidden_unless_granted(tmp_path):  # SB-06
     (home / ".ssh").mkdir(parents=True)
     (home / ".npmrc").write_text("t")
     layout = expand(plan(root, SandboxConfig()))
-    assert layout.hidden_dirs == [str(home / ".ssh")] and layout.hidden_files == [str(home / ".npmrc")]
+    assert layout.hidden_dirs == [str(home / ".ssh")] and layout.hidden_files == [
+        str(home / ".npmrc")
+    ]
     assert expand(plan(root, SandboxConfig(read=("~/.ssh/known_hosts",)))).hidden_dirs == []
 
 
@@ -153,7 +218,11 @@ def test_linked_packages_are_transitive():
 class Node:
     def __init__(self, tid, deps, group=False, tasks=None):
         self.id, self.deps, self.is_group = tid, deps, group
-        self.config = type("C", (), {"cache": type("K", (), {"input_tasks": tasks})() if tasks is not None else None})
+        self.config = type(
+            "C",
+            (),
+            {"cache": type("K", (), {"input_tasks": tasks})() if tasks is not None else None},
+        )
 
 
 class Tid(tuple):
@@ -163,7 +232,12 @@ class Tid(tuple):
 
 
 def test_folded_packages_follow_the_key_through_groups_and_filters():
-    a, b, g, c = Tid(("app", "build")), Tid(("ui", "build")), Tid(("app", "all")), Tid(("core", "build"))
+    a, b, g, c = (
+        Tid(("app", "build")),
+        Tid(("ui", "build")),
+        Tid(("app", "all")),
+        Tid(("core", "build")),
+    )
     nodes = {a: Node(a, [g]), g: Node(g, [b], group=True), b: Node(b, [c]), c: Node(c, [])}
     select = lambda owner, deps, pats: list(deps)  # noqa: E731  (keys.select_upstream with the default filter)
     assert folded_packages(nodes, a, select) == {"app", "ui", "core"}

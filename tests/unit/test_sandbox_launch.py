@@ -14,8 +14,16 @@ ENV = {"PATH": os.environ.get("PATH", os.defpath), "LANG": "C"}
 
 def run(command: str, cwd: Path, launch: Launch, *, timeout_ms=None, table=None):
     table = table or ProcessTable()
-    coro = execute(command, cwd=cwd, env=ENV, timeout_ms=timeout_ms, on_output=lambda c: None,
-                   table=table, grace_ms=2000, launch=launch)
+    coro = execute(
+        command,
+        cwd=cwd,
+        env=ENV,
+        timeout_ms=timeout_ms,
+        on_output=lambda c: None,
+        table=table,
+        grace_ms=2000,
+        launch=launch,
+    )
     return asyncio.run(asyncio.wait_for(coro, 10))
 
 
@@ -34,8 +42,15 @@ def test_launch_stdin_and_passed_fds(tmp_path):
     stdin = os.open(src, os.O_RDONLY)
     read, write = os.pipe()
     try:
-        result = run("", tmp_path, Launch(argv=["sh", "-c", f"cat; echo passed > /proc/self/fd/{write}"], stdin=stdin,
-                                          pass_fds=(write,)))
+        result = run(
+            "",
+            tmp_path,
+            Launch(
+                argv=["sh", "-c", f"cat; echo passed > /proc/self/fd/{write}"],
+                stdin=stdin,
+                pass_fds=(write,),
+            ),
+        )
         os.close(write)
         assert out(result) == b"from stdin\n" and os.read(read, 100) == b"passed\n"
     finally:
@@ -48,7 +63,8 @@ def test_polite_signals_go_to_the_launch_group_and_sigkill_to_ours(tmp_path):
     # launch's polite_group lets SIGTERM reach its trap before the timeout's SIGKILL.
     pidfile = tmp_path / "inner.pid"
     (tmp_path / "inner.sh").write_text(
-        f"trap 'echo got-term; exit 3' TERM; echo $$ > {pidfile}; while :; do sleep 0.05; done\n")
+        f"trap 'echo got-term; exit 3' TERM; echo $$ > {pidfile}; while :; do sleep 0.05; done\n"
+    )
     script = "setsid sh inner.sh & wait"
 
     def group():
@@ -56,6 +72,8 @@ def test_polite_signals_go_to_the_launch_group_and_sigkill_to_ours(tmp_path):
         return int(text) if text else None
 
     started = time.monotonic()
-    result = run("", tmp_path, Launch(argv=["sh", "-c", script], polite_group=group), timeout_ms=500)
+    result = run(
+        "", tmp_path, Launch(argv=["sh", "-c", script], polite_group=group), timeout_ms=500
+    )
     assert result.timed_out and b"got-term" in out(result)
     assert time.monotonic() - started < 2.0  # the trap ended it, not the 2 s grace

@@ -67,7 +67,10 @@ def test_unfinished_and_resumed_calls_interleave_across_pids_and_padding():
         "10 <... openat resumed>)               = -1 ENOENT (No such file or directory)",
     ]
     got = parse(lines, CWD)
-    assert [(a.pid, a.path, a.errno) for a in got] == [(11, "/w/pkg/b.js", None), (10, "/w/pkg/a.js", "ENOENT")]
+    assert [(a.pid, a.path, a.errno) for a in got] == [
+        (11, "/w/pkg/b.js", None),
+        (10, "/w/pkg/a.js", "ENOENT"),
+    ]
 
 
 def test_legacy_calls_resolve_against_a_tracked_cwd_inherited_through_clone():
@@ -85,7 +88,10 @@ def test_legacy_calls_resolve_against_a_tracked_cwd_inherited_through_clone():
     ]
     got = parse(lines, CWD)
     assert [(a.kind, a.path) for a in got] == [
-        ("write", "/w/dist"), ("write", "/w/dist/q"), ("write", "/w/pkg/src/old.js")]
+        ("write", "/w/dist"),
+        ("write", "/w/dist/q"),
+        ("write", "/w/pkg/src/old.js"),
+    ]
 
 
 def test_rename_removes_the_old_and_writes_the_new_and_at_calls_use_their_dirfds():
@@ -98,22 +104,28 @@ def test_rename_removes_the_old_and_writes_the_new_and_at_calls_use_their_dirfds
     ]
     got = parse(lines, CWD)
     assert [(a.kind, a.path, a.errno) for a in got] == [
-        ("write", "/w/pkg/dist/t.tmp", None), ("write", "/w/pkg/dist/o.js", None),
-        ("write", "/w/pkg/a", "EXDEV"), ("write", "/tmp/b", "EXDEV"),
-        ("write", "/w/pkg/dist/sub/q", None), ("write", "/w/pkg/lnk", None),
+        ("write", "/w/pkg/dist/t.tmp", None),
+        ("write", "/w/pkg/dist/o.js", None),
+        ("write", "/w/pkg/a", "EXDEV"),
+        ("write", "/tmp/b", "EXDEV"),
+        ("write", "/w/pkg/dist/sub/q", None),
+        ("write", "/w/pkg/lnk", None),
         ("exec", "/usr/bin/node", None),
     ]
 
 
-@pytest.mark.parametrize("line", [
-    "4 +++ killed by SIGKILL +++",
-    "4 +++ exited with 0 +++",
-    "4 --- SIGCHLD {si_signo=SIGCHLD} ---",
-    "4 io_uring_setup(256, {flags=0}) = -1 ENOSYS (Function not implemented) (INJECTED)",
-    f"4 openat({fd(CWD)}, {q('a')}, O_RDONLY) = ?",
-    f"4 openat({fd(CWD)}, {q('a')}, O_RDONLY) = -1 ERESTARTSYS (To be restarted if SA_RESTART is set)",
-    "garbage",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "4 +++ killed by SIGKILL +++",
+        "4 +++ exited with 0 +++",
+        "4 --- SIGCHLD {si_signo=SIGCHLD} ---",
+        "4 io_uring_setup(256, {flags=0}) = -1 ENOSYS (Function not implemented) (INJECTED)",
+        f"4 openat({fd(CWD)}, {q('a')}, O_RDONLY) = ?",
+        f"4 openat({fd(CWD)}, {q('a')}, O_RDONLY) = -1 ERESTARTSYS (To be restarted if SA_RESTART is set)",
+        "garbage",
+    ],
+)
 def test_noise_yields_nothing(line):
     assert parse([line], CWD) == []
 
@@ -131,7 +143,9 @@ def test_real_strace_over_a_shell_that_cds_and_makes_dirs(tmp_path):
     (tmp_path / "src" / "a.js").write_text("x")
     trace = tmp_path.parent / "trace"
     script = "(cd src && cat a.js >/dev/null); mkdir -p out/q; echo y > out/q/f; cat missing 2>/dev/null; true"
-    subprocess.run(strace_argv("strace", str(trace)) + ["/bin/sh", "-c", script], cwd=tmp_path, check=True)
+    subprocess.run(
+        strace_argv("strace", str(trace)) + ["/bin/sh", "-c", script], cwd=tmp_path, check=True
+    )
     text = trace.read_text()
     got = {(a.kind, a.path, a.errno) for a in parse(text.splitlines(), str(tmp_path))}
     assert ("read", f"{tmp_path}/src/a.js", None) in got
@@ -149,13 +163,20 @@ def test_the_openat_fast_path_agrees_with_the_general_parser(tmp_path, monkeypat
     (tmp_path / "a b").mkdir()
     (tmp_path / "a b" / "é.js").write_text("x")
     trace = tmp_path.parent / "trace"
-    script = ("cat 'a b/é.js' missing './a b/é.js' 'a b/../a b//é.js' .hidden 2>/dev/null; "
-              "ls 'a b' >/dev/null; echo y > out.txt; true")  # plain names, and ones that need normpath
-    subprocess.run(strace_argv("strace", str(trace)) + ["/bin/sh", "-c", script], cwd=tmp_path, check=True)
+    script = (
+        "cat 'a b/é.js' missing './a b/é.js' 'a b/../a b//é.js' .hidden 2>/dev/null; "
+        "ls 'a b' >/dev/null; echo y > out.txt; true"
+    )  # plain names, and ones that need normpath
+    subprocess.run(
+        strace_argv("strace", str(trace)) + ["/bin/sh", "-c", script], cwd=tmp_path, check=True
+    )
     lines = trace.read_text().splitlines()
     fast = parse(lines, str(tmp_path))
     assert any(trace_module._OPENAT.match(line) for line in lines)
     monkeypatch.setattr(trace_module, "_OPENAT", re.compile(r"(?!)"))
     assert parse(lines, str(tmp_path)) == fast
     paths = [(a.kind, a.path) for a in fast]
-    assert paths.count(("read", f"{tmp_path}/a b/é.js")) == 3 and ("read", f"{tmp_path}/.hidden") in paths
+    assert (
+        paths.count(("read", f"{tmp_path}/a b/é.js")) == 3
+        and ("read", f"{tmp_path}/.hidden") in paths
+    )

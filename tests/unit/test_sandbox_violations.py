@@ -8,8 +8,16 @@ from vx.sandbox.trace import Access
 from vx.sandbox.violations import Judge
 
 P, ROOT, HOME, TMP = "/w/packages/app", "/w", "/home/u", "/tmp/vx/t-1/tmp"
-HOST = {f"{P}/src/a.js", f"{P}/fixture.json", f"{P}/package.json", "/w/packages/lib/src/index.js",
-        "/w/packages/ui/x.js", "/w/package.json", "/w/.git/config", f"{P}/nested/src/n.js"}
+HOST = {
+    f"{P}/src/a.js",
+    f"{P}/fixture.json",
+    f"{P}/package.json",
+    "/w/packages/lib/src/index.js",
+    "/w/packages/ui/x.js",
+    "/w/package.json",
+    "/w/.git/config",
+    f"{P}/nested/src/n.js",
+}
 
 
 LINKS = {"/w/node_modules/lib/src/index.js": "/w/packages/lib/src/index.js"}
@@ -20,15 +28,32 @@ def grants(*texts):
 
 
 def make_spec(read=("src/**",), write=("dist/",), ignore_read=(), ignore_write=(), withheld=None):
-    return SandboxSpec("app#t", "packages/app/vx.config.json", ROOT, P, HOME, SandboxConfig(),
-                       grants(*read), grants(*write), ("/w/.git", "/w/.vx", "/w/packages/lib", "/w/packages/ui",
-                                                        f"{P}/nested"),
-                       {"/w": "root", "/w/packages/lib": "lib", "/w/packages/ui": "ui", f"{P}/nested": "nested"},
-                       (), withheld or {}, grants(*ignore_read), grants(*ignore_write))
+    return SandboxSpec(
+        "app#t",
+        "packages/app/vx.config.json",
+        ROOT,
+        P,
+        HOME,
+        SandboxConfig(),
+        grants(*read),
+        grants(*write),
+        ("/w/.git", "/w/.vx", "/w/packages/lib", "/w/packages/ui", f"{P}/nested"),
+        {"/w": "root", "/w/packages/lib": "lib", "/w/packages/ui": "ui", f"{P}/nested": "nested"},
+        (),
+        withheld or {},
+        grants(*ignore_read),
+        grants(*ignore_write),
+    )
 
 
 def judge(accesses, **kw):
-    return Judge(make_spec(**kw), Layout(), TMP, is_file=HOST.__contains__, realpath=lambda p: LINKS.get(p, p)).judge(accesses)
+    return Judge(
+        make_spec(**kw),
+        Layout(),
+        TMP,
+        is_file=HOST.__contains__,
+        realpath=lambda p: LINKS.get(p, p),
+    ).judge(accesses)
 
 
 def read(path, errno="ENOENT"):
@@ -40,14 +65,29 @@ def write(path, errno=None):
 
 
 def test_reads_inside_the_project_outside_grants_of_existing_files_count():
-    report = judge([read(f"{P}/src/a.js", None), read(f"{P}/fixture.json"), read(f"{P}/nope.json"),
-                    read(f"{P}/fixture.json")])
-    assert report.violations == [Violation("read", "packages/app/fixture.json", 'allow.read "fixture.json"')]
+    report = judge(
+        [
+            read(f"{P}/src/a.js", None),
+            read(f"{P}/fixture.json"),
+            read(f"{P}/nope.json"),
+            read(f"{P}/fixture.json"),
+        ]
+    )
+    assert report.violations == [
+        Violation("read", "packages/app/fixture.json", 'allow.read "fixture.json"')
+    ]
 
 
 def test_writes_in_the_workspace_outside_write_grants_count_wherever_they_landed():
-    report = judge([write(f"{P}/dist/o.js"), write(f"{P}/out.txt"), write(f"{P}/ro.txt", "EROFS"),
-                    write("/w/packages/ui/dist/x", "EROFS"), write(f"{TMP}/scratch")])
+    report = judge(
+        [
+            write(f"{P}/dist/o.js"),
+            write(f"{P}/out.txt"),
+            write(f"{P}/ro.txt", "EROFS"),
+            write("/w/packages/ui/dist/x", "EROFS"),
+            write(f"{TMP}/scratch"),
+        ]
+    )
     assert report.violations == [
         Violation("write", "packages/app/out.txt", 'allow.write "out.txt"'),
         Violation("write", "packages/app/ro.txt", 'allow.write "ro.txt"'),
@@ -56,25 +96,44 @@ def test_writes_in_the_workspace_outside_write_grants_count_wherever_they_landed
 
 
 def test_walls_root_files_and_the_outside_are_not_counted():
-    report = judge([read("/w/.git/config"), read("/w/package.json"), read("/etc/passwd", None),
-                    Access(1, "list", "openat", f"{P}/fixture.json", "ENOENT"), read("pipe:[12]")])
+    report = judge(
+        [
+            read("/w/.git/config"),
+            read("/w/package.json"),
+            read("/etc/passwd", None),
+            Access(1, "list", "openat", f"{P}/fixture.json", "ENOENT"),
+            read("pipe:[12]"),
+        ]
+    )
     assert report.violations == [] and report.refused_outside == []
 
 
 def test_siblings_nested_projects_and_withheld_linked_packages():  # SB-07
-    report = judge([read("/w/packages/ui/x.js"), read(f"{P}/nested/src/n.js"), read("/w/packages/lib/src/index.js")],
-                   withheld={"/w/packages/lib": "lib"})
+    report = judge(
+        [
+            read("/w/packages/ui/x.js"),
+            read(f"{P}/nested/src/n.js"),
+            read("/w/packages/lib/src/index.js"),
+        ],
+        withheld={"/w/packages/lib": "lib"},
+    )
     assert report.violations == [
         Violation("read", "packages/app/nested/src/n.js", 'allow.read "nested/src/n.js"'),
-        Violation("read", "packages/lib/src/index.js",
-                  'dependsOn "lib#<task>": the key folds no task of lib, so the sandbox withholds it'),
+        Violation(
+            "read",
+            "packages/lib/src/index.js",
+            'dependsOn "lib#<task>": the key folds no task of lib, so the sandbox withholds it',
+        ),
         Violation("read", "packages/ui/x.js", 'allow.read "../ui/x.js"'),
     ]
 
 
 def test_ignore_silences_matching_paths():  # SB-10
-    report = judge([read(f"{P}/fixture.json"), write(f"{P}/node_modules/.cache/x")],
-                   ignore_read=("*.json",), ignore_write=("node_modules/.cache/**",))
+    report = judge(
+        [read(f"{P}/fixture.json"), write(f"{P}/node_modules/.cache/x")],
+        ignore_read=("*.json",),
+        ignore_write=("node_modules/.cache/**",),
+    )
     assert report.violations == []
 
 
@@ -86,9 +145,17 @@ def test_a_path_written_and_read_back_counts_once_as_a_write():
 def test_refused_writes_outside_become_a_hint_for_a_failed_task():  # SB-12, seed 0.0.217
     spec = make_spec()
     report = Judge(spec, Layout(), TMP, is_file=HOST.__contains__).judge(
-        [write("/home/u/.cache/t/a", "EROFS"), write("/home/u/.cache/t/b", "EROFS"), write("/tmp/ok"),
-         write("/dev/null")])
-    assert report.violations == [] and report.refused_outside == ["/home/u/.cache/t/a", "/home/u/.cache/t/b"]
+        [
+            write("/home/u/.cache/t/a", "EROFS"),
+            write("/home/u/.cache/t/b", "EROFS"),
+            write("/tmp/ok"),
+            write("/dev/null"),
+        ]
+    )
+    assert report.violations == [] and report.refused_outside == [
+        "/home/u/.cache/t/a",
+        "/home/u/.cache/t/b",
+    ]
     (hint,) = report.failure_hints(spec)
     assert "~/.cache/t/a, ~/.cache/t/b" in hint and '`allow: { write: ["~/.cache/t/"] }`' in hint
 

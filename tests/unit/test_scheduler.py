@@ -3,8 +3,17 @@
 import asyncio
 import json
 
-from vx.model import CacheStatus, ExecConfig, Status, TaskConfig, TaskGraph, TaskId, TaskNode, TaskResult
 from vx.engine.scheduler import PrioritySlots, walk
+from vx.model import (
+    CacheStatus,
+    ExecConfig,
+    Status,
+    TaskConfig,
+    TaskGraph,
+    TaskId,
+    TaskNode,
+    TaskResult,
+)
 
 
 def graph(edges: dict[str, list[str]], priority=None) -> TaskGraph:
@@ -38,6 +47,7 @@ def fake_rebuild(fail=(), log=None):
         await asyncio.sleep(0)
         status = Status.FAILED if node.id.task in fail else Status.SUCCESS
         return TaskResult(node.id, status, CacheStatus.MISS)
+
     return rebuild
 
 

@@ -10,8 +10,13 @@ from vx.model import ROOT_PROJECT, Package
 
 
 def pkg(name="web", **scripts) -> Package:
-    return Package(name=name, dir="" if name == ROOT_PROJECT else f"apps/{name}", deps=(), manifest_path="package.json",
-                   scripts=scripts or {"build": "tsc -b"})
+    return Package(
+        name=name,
+        dir="" if name == ROOT_PROJECT else f"apps/{name}",
+        deps=(),
+        manifest_path="package.json",
+        scripts=scripts or {"build": "tsc -b"},
+    )
 
 
 def root(**tasks) -> TurboRoot:
@@ -19,15 +24,24 @@ def root(**tasks) -> TurboRoot:
 
 
 def test_tl05_a_definition_becomes_a_task_running_the_script():
-    task = project(root(build={"dependsOn": ["^build"], "outputs": ["dist/**"]}), pkg(), "npm", None, "").tasks["build"]
+    task = project(
+        root(build={"dependsOn": ["^build"], "outputs": ["dist/**"]}), pkg(), "npm", None, ""
+    ).tasks["build"]
     assert task.exec.command == "tsc -b" and task.depends_on == ("^build",)
     assert task.cache.input_files == ("**",) and task.cache.output_files == ("dist/**",)
 
 
 def test_tl05_no_script_is_a_keyed_noop_and_deps_on_undefined_tasks_drop():
-    config = project(root(build={"dependsOn": ["codegen", "^build"]}, lint={"dependsOn": ["build"]}), pkg(),
-                     "npm", None, "")
-    assert set(config.tasks) == {"build", "lint"} and config.tasks["build"].depends_on == ("^build",)
+    config = project(
+        root(build={"dependsOn": ["codegen", "^build"]}, lint={"dependsOn": ["build"]}),
+        pkg(),
+        "npm",
+        None,
+        "",
+    )
+    assert set(config.tasks) == {"build", "lint"} and config.tasks["build"].depends_on == (
+        "^build",
+    )
     lint = config.tasks["lint"]  # no script: turbo's no-op, which still waits for its dependsOn
     assert lint.is_group and lint.implicit and lint.depends_on == ("build",)
     assert lint.cache.input_files == ("**",)  # keyed on the package's files, as turbo hashes it
@@ -35,13 +49,22 @@ def test_tl05_no_script_is_a_keyed_noop_and_deps_on_undefined_tasks_drop():
 
 def test_tl05_root_project_takes_only_double_slash_definitions():
     turbo = root(build={}, **{"//#check": {"cache": False}})
-    config = project(turbo, pkg(ROOT_PROJECT, build="turbo run build", check="eslint ."), "npm", None, "")
+    config = project(
+        turbo, pkg(ROOT_PROJECT, build="turbo run build", check="eslint ."), "npm", None, ""
+    )
     assert set(config.tasks) == {"check"} and config.tasks["check"].cache is None
 
 
 def test_tl05_pkg_hash_replaces_and_a_package_file_merges_field_by_field():
-    turbo = root(build={"outputs": ["dist/**"], "inputs": ["src/**"]}, **{"web#build": {"outputs": ["out/**"]}})
-    own = {"tasks": {"build": {"outputs": ["$TURBO_EXTENDS$", "types/**"]}}, "tags": ["ui"], "text": "(its text)"}
+    turbo = root(
+        build={"outputs": ["dist/**"], "inputs": ["src/**"]},
+        **{"web#build": {"outputs": ["out/**"]}},
+    )
+    own = {
+        "tasks": {"build": {"outputs": ["$TURBO_EXTENDS$", "types/**"]}},
+        "tags": ["ui"],
+        "text": "(its text)",
+    }
     config = project(turbo, pkg(), "npm", own, "apps/web/turbo.json")
     task = config.tasks["build"]
     assert task.cache.output_files == ("out/**", "types/**")
@@ -50,9 +73,18 @@ def test_tl05_pkg_hash_replaces_and_a_package_file_merges_field_by_field():
 
 
 def test_tl05_turbo_root_globs_and_global_dependencies_are_workspace_files():
-    turbo = _checked_root({"globalDependencies": [".env"], "tasks": {"build": {
-        "inputs": ["$TURBO_DEFAULT$", "$TURBO_ROOT$/tsconfig.base.json", "!README.md"],
-        "outputs": ["dist/**", "$TURBO_ROOT$/coverage/web/**"]}}}, "turbo.json")
+    turbo = _checked_root(
+        {
+            "globalDependencies": [".env"],
+            "tasks": {
+                "build": {
+                    "inputs": ["$TURBO_DEFAULT$", "$TURBO_ROOT$/tsconfig.base.json", "!README.md"],
+                    "outputs": ["dist/**", "$TURBO_ROOT$/coverage/web/**"],
+                }
+            },
+        },
+        "turbo.json",
+    )
     cache = project(turbo, pkg(), "npm", None, "").tasks["build"].cache
     assert cache.input_files == ("**", "!README.md")
     assert cache.input_workspace_files == (".env", "tsconfig.base.json")
@@ -60,44 +92,94 @@ def test_tl05_turbo_root_globs_and_global_dependencies_are_workspace_files():
 
 
 def test_tl05_env_lists_key_and_pass_and_fold_into_the_declaration():
-    turbo = _checked_root({"globalEnv": ["CI_SHA"], "globalPassThroughEnv": ["AWS_*"], "tasks": {"build": {
-        "env": ["NEXT_PUBLIC_*", "!NEXT_PUBLIC_SECRET"], "passThroughEnv": ["HOME_DIR"],
-        "dependsOn": ["$LEGACY"]}}}, "turbo.json")
+    turbo = _checked_root(
+        {
+            "globalEnv": ["CI_SHA"],
+            "globalPassThroughEnv": ["AWS_*"],
+            "tasks": {
+                "build": {
+                    "env": ["NEXT_PUBLIC_*", "!NEXT_PUBLIC_SECRET"],
+                    "passThroughEnv": ["HOME_DIR"],
+                    "dependsOn": ["$LEGACY"],
+                }
+            },
+        },
+        "turbo.json",
+    )
     task = project(turbo, pkg(), "npm", None, "").tasks["build"]
     assert task.cache.input_env == ("CI_SHA", "NEXT_PUBLIC_*", "!NEXT_PUBLIC_SECRET", "LEGACY")
-    assert task.exec.env.pass_through == ("CI_SHA", "NEXT_PUBLIC_*", "!NEXT_PUBLIC_SECRET", "LEGACY", "AWS_*", "HOME_DIR")
+    assert task.exec.env.pass_through == (
+        "CI_SHA",
+        "NEXT_PUBLIC_*",
+        "!NEXT_PUBLIC_SECRET",
+        "LEGACY",
+        "AWS_*",
+        "HOME_DIR",
+    )
     plain = project(root(build={}), pkg(), "npm", None, "").tasks["build"]
-    assert "NEXT_PUBLIC_*" in task.canonical and task.canonical != plain.canonical  # the key sees the lists
+    assert (
+        "NEXT_PUBLIC_*" in task.canonical and task.canonical != plain.canonical
+    )  # the key sees the lists
 
 
 def test_tl05_npm_hooks_fold_around_the_script_other_managers_do_not():
     web = pkg(build="tsc -b # types", prebuild="rm -rf dist", postbuild="echo done")
     npm = project(root(build={}), web, "npm", None, "").tasks["build"].exec.command
-    assert npm == "(\nrm -rf dist\n) && (\ntsc -b # types\n) && (\necho done\n)"  # the comment cannot eat a `)`
-    assert project(root(build={}), web, "pnpm", None, "").tasks["build"].exec.command == "tsc -b # types"
-    assert project(root(build={}), web, "yarn-classic", None, "").tasks["build"].exec.command.startswith("(\nrm")
-    assert project(root(build={}), web, "yarn", None, "").tasks["build"].exec.command == "tsc -b # types"
+    assert (
+        npm == "(\nrm -rf dist\n) && (\ntsc -b # types\n) && (\necho done\n)"
+    )  # the comment cannot eat a `)`
+    assert (
+        project(root(build={}), web, "pnpm", None, "").tasks["build"].exec.command
+        == "tsc -b # types"
+    )
+    assert (
+        project(root(build={}), web, "yarn-classic", None, "")
+        .tasks["build"]
+        .exec.command.startswith("(\nrm")
+    )
+    assert (
+        project(root(build={}), web, "yarn", None, "").tasks["build"].exec.command
+        == "tsc -b # types"
+    )
     plain = pkg(build="tsc -b", prebuild="rm -rf dist")
-    assert project(root(build={}), plain, "npm", None, "").tasks["build"].exec.command == "rm -rf dist && tsc -b"
+    assert (
+        project(root(build={}), plain, "npm", None, "").tasks["build"].exec.command
+        == "rm -rf dist && tsc -b"
+    )
 
 
 def test_tl05_persistent_and_interactive_map_to_exec_and_never_cache():
-    config = project(root(dev={"persistent": True, "outputs": ["x/**"]}, ask={"interactive": True}),
-                     pkg(dev="vite", ask="x"), "npm", None, "")
+    config = project(
+        root(dev={"persistent": True, "outputs": ["x/**"]}, ask={"interactive": True}),
+        pkg(dev="vite", ask="x"),
+        "npm",
+        None,
+        "",
+    )
     dev, ask = config.tasks["dev"], config.tasks["ask"]
-    assert dev.exec.persistent is not None and dev.exec.persistent.ready_when is None and dev.cache is None
+    assert (
+        dev.exec.persistent is not None
+        and dev.exec.persistent.ready_when is None
+        and dev.cache is None
+    )
     assert ask.exec.interactive and ask.cache is None
 
 
-@pytest.mark.parametrize("data, field", [
-    ({"tasks": {"build": {"outputs": "dist/**"}}}, "tasks.build.outputs"),
-    ({"tasks": {"build": {"outputs": ["dist/**", "!!dist/x"]}}}, "tasks.build.outputs[1]"),
-    ({"tasks": {"build": {"inputs": ["$TURBO_ROOT$/{workspaceRoot}/x"]}}}, "tasks.build.inputs[0]"),
-    ({"tasks": {"build": {"inputs": ["!README.md"]}}}, "tasks.build.inputs"),
-    ({"tasks": [], "pipeline": {}}, "pipeline"),
-    ({"tasks": {"#build": {}}}, "tasks.#build"),
-    ({"tasks": {"build": {"exec": {"command": "x"}}}}, "tasks.build.exec"),
-])
+@pytest.mark.parametrize(
+    "data, field",
+    [
+        ({"tasks": {"build": {"outputs": "dist/**"}}}, "tasks.build.outputs"),
+        ({"tasks": {"build": {"outputs": ["dist/**", "!!dist/x"]}}}, "tasks.build.outputs[1]"),
+        (
+            {"tasks": {"build": {"inputs": ["$TURBO_ROOT$/{workspaceRoot}/x"]}}},
+            "tasks.build.inputs[0]",
+        ),
+        ({"tasks": {"build": {"inputs": ["!README.md"]}}}, "tasks.build.inputs"),
+        ({"tasks": [], "pipeline": {}}, "pipeline"),
+        ({"tasks": {"#build": {}}}, "tasks.#build"),
+        ({"tasks": {"build": {"exec": {"command": "x"}}}}, "tasks.build.exec"),
+    ],
+)
 def test_tl05_refusals_name_the_turbo_field(data, field):
     with pytest.raises(ConfigError) as caught:
         _checked_root(data, "turbo.json")
@@ -120,7 +202,9 @@ def test_tl05_pnpm_runs_hooks_from_9_on_or_as_its_settings_say(tmp_path):
     assert hook_manager("pnpm", tmp_path) == "pnpm"
     (tmp_path / ".npmrc").write_text("registry=x\n enable-pre-post-scripts = true\n")
     assert hook_manager("pnpm", tmp_path) == "pnpm-hooks"
-    (tmp_path / ".npmrc").write_text("enable-pre-post-scripts=true\nenable-pre-post-scripts=false\n")
+    (tmp_path / ".npmrc").write_text(
+        "enable-pre-post-scripts=true\nenable-pre-post-scripts=false\n"
+    )
     assert hook_manager("pnpm", tmp_path) == "pnpm"  # the last one wins, as in any .npmrc
     (tmp_path / "package.json").write_text("{}")
     (tmp_path / ".npmrc").unlink()

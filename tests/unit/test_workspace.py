@@ -9,8 +9,8 @@ import pytest
 
 from vx.errors import ConfigError, WorkspaceError
 from vx.model import ROOT_PROJECT
-from vx.workspace.semver import satisfies
 from vx.workspace.discover import discover
+from vx.workspace.semver import satisfies
 
 
 def write_tree(root: Path, files: dict[str, object]) -> Path:
@@ -27,8 +27,11 @@ def pkg(name: str, version: str = "1.0.0", **fields: object) -> dict[str, object
 
 
 def npm_repo(tmp_path: Path, members: dict[str, dict], globs: object = ("packages/*",)) -> Path:
-    files: dict[str, object] = {"package.json": {"name": "root", "workspaces": list(globs)}
-                                if isinstance(globs, tuple) else {"name": "root", "workspaces": globs}}
+    files: dict[str, object] = {
+        "package.json": {"name": "root", "workspaces": list(globs)}
+        if isinstance(globs, tuple)
+        else {"name": "root", "workspaces": globs}
+    }
     files.update({f"{d}/package.json": m for d, m in members.items()})
     return write_tree(tmp_path, files)
 
@@ -55,12 +58,15 @@ def test_ws01_yarn_workspaces_packages_object(tmp_path):
 
 
 def test_ws01_pnpm_workspace_yaml(tmp_path):
-    write_tree(tmp_path, {
-        "pnpm-workspace.yaml": "packages:\n  - 'packages/*'\n  - apps/**\n",
-        "package.json": {"name": "root"},
-        "packages/a/package.json": pkg("a"),
-        "apps/x/y/package.json": pkg("y"),
-    })
+    write_tree(
+        tmp_path,
+        {
+            "pnpm-workspace.yaml": "packages:\n  - 'packages/*'\n  - apps/**\n",
+            "package.json": {"name": "root"},
+            "packages/a/package.json": pkg("a"),
+            "apps/x/y/package.json": pkg("y"),
+        },
+    )
     ws = discover(tmp_path / "apps/x/y")
     assert ws.root == tmp_path.resolve()
     assert ws.manager == "pnpm"
@@ -76,12 +82,15 @@ def test_ws01_broken_pnpm_workspace_yaml_is_a_config_error(tmp_path, yaml_text):
 
 
 def test_ws01_pnpm_workspace_yaml_stops_the_walk(tmp_path):
-    write_tree(tmp_path, {
-        "package.json": {"name": "outer", "workspaces": ["inner", "inner/*"]},
-        "inner/pnpm-workspace.yaml": "packages: []\n",
-        "inner/package.json": {"name": "inner"},
-        "inner/tool/x.js": "",
-    })
+    write_tree(
+        tmp_path,
+        {
+            "package.json": {"name": "outer", "workspaces": ["inner", "inner/*"]},
+            "inner/pnpm-workspace.yaml": "packages: []\n",
+            "inner/package.json": {"name": "inner"},
+            "inner/tool/x.js": "",
+        },
+    )
     ws = discover(tmp_path / "inner/tool")  # the outer root would claim `inner`
     assert ws.root == (tmp_path / "inner").resolve()
     assert sorted(ws.packages) == [ROOT_PROJECT]
@@ -105,7 +114,11 @@ def test_ws01_single_package_repo(tmp_path):
     ws = discover(tmp_path / "src")
     assert list(ws.packages) == [ROOT_PROJECT]
     root = ws.packages[ROOT_PROJECT]
-    assert (root.dir, root.manifest_path, dict(root.scripts)) == ("", "package.json", {"build": "tsc"})
+    assert (root.dir, root.manifest_path, dict(root.scripts)) == (
+        "",
+        "package.json",
+        {"build": "tsc"},
+    )
     assert ws.member_globs == ()
 
 
@@ -123,24 +136,41 @@ def test_ws01_no_root_is_a_workspace_error_with_a_hint(tmp_path, monkeypatch):
 
 
 def test_ws02_bang_excludes_a_member_and_its_tree(tmp_path):
-    npm_repo(tmp_path, {"packages/a": pkg("a"), "packages/legacy": pkg("legacy"),
-                        "packages/legacy/sub": pkg("sub")},
-             globs=("packages/**", "!packages/legacy"))
+    npm_repo(
+        tmp_path,
+        {
+            "packages/a": pkg("a"),
+            "packages/legacy": pkg("legacy"),
+            "packages/legacy/sub": pkg("sub"),
+        },
+        globs=("packages/**", "!packages/legacy"),
+    )
     assert sorted(discover(tmp_path).packages) == [ROOT_PROJECT, "a"]
 
 
 def test_ws02_spellings_are_normalised(tmp_path):
-    npm_repo(tmp_path, {"packages/a": pkg("a"), "libs/b": pkg("b")},
-             globs=("./packages/*/", "libs//b", "!./packages/zzz"))
+    npm_repo(
+        tmp_path,
+        {"packages/a": pkg("a"), "libs/b": pkg("b")},
+        globs=("./packages/*/", "libs//b", "!./packages/zzz"),
+    )
     ws = discover(tmp_path)
     assert sorted(ws.packages) == [ROOT_PROJECT, "a", "b"]
     assert ws.member_globs == ("packages/*", "libs/b", "!packages/zzz")
 
 
 def test_ws02_braces_and_double_star_and_node_modules_skipped(tmp_path):
-    npm_repo(tmp_path, {"apps/web": pkg("web"), "libs/ui": pkg("ui"), "other/no": pkg("no"),
-                        "libs/ui/node_modules/dep": pkg("dep"), "libs/.hidden": pkg("hidden")},
-             globs=("{apps,libs}/**",))
+    npm_repo(
+        tmp_path,
+        {
+            "apps/web": pkg("web"),
+            "libs/ui": pkg("ui"),
+            "other/no": pkg("no"),
+            "libs/ui/node_modules/dep": pkg("dep"),
+            "libs/.hidden": pkg("hidden"),
+        },
+        globs=("{apps,libs}/**",),
+    )
     assert sorted(discover(tmp_path).packages) == [ROOT_PROJECT, "ui", "web"]
 
 
@@ -226,20 +256,42 @@ def test_ws04_root_project_is_present_as_double_slash(tmp_path):
 
 
 def deps_of(tmp_path: Path, spec: str, version: str = "2.0.0", field: str = "dependencies"):
-    npm_repo(tmp_path, {"packages/lib": pkg("lib", version),
-                        "packages/app": pkg("app", **{field: {"lib": spec, "react": "^18"}})})
+    npm_repo(
+        tmp_path,
+        {
+            "packages/lib": pkg("lib", version),
+            "packages/app": pkg("app", **{field: {"lib": spec, "react": "^18"}}),
+        },
+    )
     return discover(tmp_path).packages["app"].deps
 
 
-@pytest.mark.parametrize("spec", ["workspace:*", "workspace:^", "workspace:~", "workspace:^2.0.0",
-                                  "*", "", "^2", "~2.0.0", ">=1", "2.0.0", "2.x", "file:../lib",
-                                  "link:../lib"])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "workspace:*",
+        "workspace:^",
+        "workspace:~",
+        "workspace:^2.0.0",
+        "*",
+        "",
+        "^2",
+        "~2.0.0",
+        ">=1",
+        "2.0.0",
+        "2.x",
+        "file:../lib",
+        "link:../lib",
+    ],
+)
 def test_ws20_linked_specs_are_edges(tmp_path, spec):
     assert deps_of(tmp_path, spec) == ("lib",)
 
 
-@pytest.mark.parametrize("spec", ["^1", "~1.2.0", "<2", "1.x", "latest", "npm:other@^2",
-                                  "file:../elsewhere", "github:user/lib"])
+@pytest.mark.parametrize(
+    "spec",
+    ["^1", "~1.2.0", "<2", "1.x", "latest", "npm:other@^2", "file:../elsewhere", "github:user/lib"],
+)
 def test_ws20_registry_specs_are_not_edges(tmp_path, spec):
     assert deps_of(tmp_path, spec) == ()
 
@@ -250,37 +302,67 @@ def test_ws20_every_dependency_field_counts(tmp_path, field):
 
 
 def test_ws20_workspace_alias_links_the_named_package(tmp_path):
-    npm_repo(tmp_path, {"packages/lib": pkg("@scope/lib"),
-                        "packages/app": pkg("app", dependencies={"alias": "workspace:@scope/lib@*"})})
+    npm_repo(
+        tmp_path,
+        {
+            "packages/lib": pkg("@scope/lib"),
+            "packages/app": pkg("app", dependencies={"alias": "workspace:@scope/lib@*"}),
+        },
+    )
     assert discover(tmp_path).packages["app"].deps == ("@scope/lib",)
 
 
 def test_ws20_peer_dependency_closing_a_cycle_is_dropped(tmp_path):
-    npm_repo(tmp_path, {
-        "packages/core": pkg("core", peerDependencies={"plugin": "*", "extra": "*"}),
-        "packages/plugin": pkg("plugin", dependencies={"core": "*"}),
-        "packages/extra": pkg("extra"),
-    })
+    npm_repo(
+        tmp_path,
+        {
+            "packages/core": pkg("core", peerDependencies={"plugin": "*", "extra": "*"}),
+            "packages/plugin": pkg("plugin", dependencies={"core": "*"}),
+            "packages/extra": pkg("extra"),
+        },
+    )
     packages = discover(tmp_path).packages
     assert packages["plugin"].deps == ("core",)
     assert packages["core"].deps == ("extra",)  # the peer edge to plugin would close a cycle
 
 
 def test_ws20_deps_are_sorted_and_self_reference_ignored(tmp_path):
-    npm_repo(tmp_path, {"packages/z": pkg("z"), "packages/b": pkg("b"),
-                        "packages/a": pkg("a", dependencies={"z": "*", "b": "*", "a": "*"})})
+    npm_repo(
+        tmp_path,
+        {
+            "packages/z": pkg("z"),
+            "packages/b": pkg("b"),
+            "packages/a": pkg("a", dependencies={"z": "*", "b": "*", "a": "*"}),
+        },
+    )
     assert discover(tmp_path).packages["a"].deps == ("b", "z")
 
 
-@pytest.mark.parametrize("version,spec,ok", [
-    ("2.0.0", "^1", False), ("1.5.0", "^1", True), ("1.2.9", "~1.2.0", True),
-    ("1.3.0", "~1.2.0", False), ("0.2.5", "^0.2.1", True), ("0.3.0", "^0.2.1", False),
-    ("0.0.4", "^0.0.3", False), ("1.2.3", ">=1.0.0 <2", True), ("2.0.0", ">=1.0.0 <2", False),
-    ("2.1.0", "1.x || 2.x", True), ("1.4.9", "1.0.0 - 1.4", True), ("1.5.0", "1.0.0 - 1.4", False),
-    ("1.0.0-beta.2", "^1.0.0-beta.1", True), ("1.0.1-beta", "^1.0.0", False),
-    ("1.2.3", "=1.2.3", True), ("1.2.3", "1.2.4", False), ("2.0.0", ">1", True),
-    ("1.9.0", ">1", False), ("1.2.3", "latest", False), ("1.2.3", "*", True),
-])
+@pytest.mark.parametrize(
+    "version,spec,ok",
+    [
+        ("2.0.0", "^1", False),
+        ("1.5.0", "^1", True),
+        ("1.2.9", "~1.2.0", True),
+        ("1.3.0", "~1.2.0", False),
+        ("0.2.5", "^0.2.1", True),
+        ("0.3.0", "^0.2.1", False),
+        ("0.0.4", "^0.0.3", False),
+        ("1.2.3", ">=1.0.0 <2", True),
+        ("2.0.0", ">=1.0.0 <2", False),
+        ("2.1.0", "1.x || 2.x", True),
+        ("1.4.9", "1.0.0 - 1.4", True),
+        ("1.5.0", "1.0.0 - 1.4", False),
+        ("1.0.0-beta.2", "^1.0.0-beta.1", True),
+        ("1.0.1-beta", "^1.0.0", False),
+        ("1.2.3", "=1.2.3", True),
+        ("1.2.3", "1.2.4", False),
+        ("2.0.0", ">1", True),
+        ("1.9.0", ">1", False),
+        ("1.2.3", "latest", False),
+        ("1.2.3", "*", True),
+    ],
+)
 def test_ws20_semver_range_check(version, spec, ok):
     assert satisfies(version, spec) is ok
 
@@ -288,10 +370,16 @@ def test_ws20_semver_range_check(version, spec, ok):
 # ---------------------------------------------------------------- package manager
 
 
-@pytest.mark.parametrize("files,manager", [
-    ({"pnpm-lock.yaml": ""}, "pnpm"), ({"yarn.lock": ""}, "yarn"), ({"bun.lockb": ""}, "bun"),
-    ({"bun.lock": ""}, "bun"), ({}, "npm"),
-])
+@pytest.mark.parametrize(
+    "files,manager",
+    [
+        ({"pnpm-lock.yaml": ""}, "pnpm"),
+        ({"yarn.lock": ""}, "yarn"),
+        ({"bun.lockb": ""}, "bun"),
+        ({"bun.lock": ""}, "bun"),
+        ({}, "npm"),
+    ],
+)
 def test_manager_from_lockfile(tmp_path, files, manager):
     npm_repo(tmp_path, {"packages/a": pkg("a")})
     write_tree(tmp_path, files)
@@ -299,8 +387,10 @@ def test_manager_from_lockfile(tmp_path, files, manager):
 
 
 def test_manager_from_package_manager_field_wins(tmp_path):
-    write_tree(tmp_path, {"package.json": {"name": "r", "packageManager": "yarn@4.1.0"},
-                          "pnpm-lock.yaml": ""})
+    write_tree(
+        tmp_path,
+        {"package.json": {"name": "r", "packageManager": "yarn@4.1.0"}, "pnpm-lock.yaml": ""},
+    )
     assert discover(tmp_path).manager == "yarn"
 
 
@@ -308,9 +398,15 @@ def test_manager_from_package_manager_field_wins(tmp_path):
 
 
 def pnpm_repo(tmp_path: Path, files: dict):
-    write_tree(tmp_path, {"package.json": {"name": "root", "private": True},
-                          "pnpm-workspace.yaml": "packages:\n  - 'packages/*'\n",
-                          "packages/lib/package.json": pkg("@scope/lib", "1.0.0"), **files})
+    write_tree(
+        tmp_path,
+        {
+            "package.json": {"name": "root", "private": True},
+            "pnpm-workspace.yaml": "packages:\n  - 'packages/*'\n",
+            "packages/lib/package.json": pkg("@scope/lib", "1.0.0"),
+            **files,
+        },
+    )
     return discover(tmp_path).packages["app"].deps
 
 
@@ -344,36 +440,68 @@ importers:
 """
 
 
-@pytest.mark.parametrize("lock,deps", [
-    (LOCK_9 % ("^1.0.0", "1.0.0"), ()),  # pnpm installed the registry's
-    (LOCK_9 % ("^1.0.0", "link:../lib"), ("@scope/lib",)),
-    (LOCK_9 % ("^0.9.0", "link:../lib"), ()),  # stale: the manifest's spec changed since; pnpm 9's rule
-    (LOCK_5 % "link:../lib", ("@scope/lib",)),
-    (LOCK_5 % "1.0.0", ()),
-])
+@pytest.mark.parametrize(
+    "lock,deps",
+    [
+        (LOCK_9 % ("^1.0.0", "1.0.0"), ()),  # pnpm installed the registry's
+        (LOCK_9 % ("^1.0.0", "link:../lib"), ("@scope/lib",)),
+        (
+            LOCK_9 % ("^0.9.0", "link:../lib"),
+            (),
+        ),  # stale: the manifest's spec changed since; pnpm 9's rule
+        (LOCK_5 % "link:../lib", ("@scope/lib",)),
+        (LOCK_5 % "1.0.0", ()),
+    ],
+)
 def test_ws20_pnpm_lockfile_importers_decide(tmp_path, lock, deps):
     app = pkg("app", dependencies={"@scope/lib": "^1.0.0"})
     assert pnpm_repo(tmp_path, {"packages/app/package.json": app, "pnpm-lock.yaml": lock}) == deps
 
 
-@pytest.mark.parametrize("files,deps", [
-    ({}, ()),  # pnpm 9 and later: only workspace:, link:, file:
-    ({".npmrc": "link-workspace-packages = true\n"}, ("@scope/lib",)),
-    ({".npmrc": "link-workspace-packages=deep\n"}, ("@scope/lib",)),
-    ({".npmrc": "link-workspace-packages=false\n", "package.json": {"name": "r", "packageManager": "pnpm@8.1.0"}}, ()),
-    ({"package.json": {"name": "r", "packageManager": "pnpm@8.1.0"}}, ("@scope/lib",)),  # pnpm 8's default
-    ({"pnpm-lock.yaml": "lockfileVersion: '6.0'\n"}, ("@scope/lib",)),  # written by pnpm 8
-    ({"pnpm-workspace.yaml": "packages:\n  - 'packages/*'\nlinkWorkspacePackages: true\n"}, ("@scope/lib",)),
-    ({"pnpm-workspace.yaml": "packages:\n  - 'packages/*'\nlinkWorkspacePackages: true\n",
-      "package.json": {"name": "r", "packageManager": "pnpm@9.15.9"}}, ()),  # pnpm 9 reads only .npmrc
-])
+@pytest.mark.parametrize(
+    "files,deps",
+    [
+        ({}, ()),  # pnpm 9 and later: only workspace:, link:, file:
+        ({".npmrc": "link-workspace-packages = true\n"}, ("@scope/lib",)),
+        ({".npmrc": "link-workspace-packages=deep\n"}, ("@scope/lib",)),
+        (
+            {
+                ".npmrc": "link-workspace-packages=false\n",
+                "package.json": {"name": "r", "packageManager": "pnpm@8.1.0"},
+            },
+            (),
+        ),
+        (
+            {"package.json": {"name": "r", "packageManager": "pnpm@8.1.0"}},
+            ("@scope/lib",),
+        ),  # pnpm 8's default
+        ({"pnpm-lock.yaml": "lockfileVersion: '6.0'\n"}, ("@scope/lib",)),  # written by pnpm 8
+        (
+            {"pnpm-workspace.yaml": "packages:\n  - 'packages/*'\nlinkWorkspacePackages: true\n"},
+            ("@scope/lib",),
+        ),
+        (
+            {
+                "pnpm-workspace.yaml": "packages:\n  - 'packages/*'\nlinkWorkspacePackages: true\n",
+                "package.json": {"name": "r", "packageManager": "pnpm@9.15.9"},
+            },
+            (),
+        ),  # pnpm 9 reads only .npmrc
+    ],
+)
 def test_ws20_pnpm_link_workspace_packages_setting(tmp_path, files, deps):
     app = pkg("app", dependencies={"@scope/lib": "^1.0.0", "x": "workspace:*"})
     write_tree(tmp_path, {"packages/x/package.json": pkg("x")})
-    assert pnpm_repo(tmp_path, {"packages/app/package.json": app, **files}) == tuple(sorted({"x", *deps}))
+    assert pnpm_repo(tmp_path, {"packages/app/package.json": app, **files}) == tuple(
+        sorted({"x", *deps})
+    )
 
 
-def test_ws20_a_file_spec_is_an_edge_whatever_pnpm_locked(tmp_path):  # pnpm may inject a `file:` member
+def test_ws20_a_file_spec_is_an_edge_whatever_pnpm_locked(
+    tmp_path,
+):  # pnpm may inject a `file:` member
     app = pkg("app", dependencies={"@scope/lib": "file:../lib"})
     lock = LOCK_9 % ("file:../lib", "file:packages/lib")
-    assert pnpm_repo(tmp_path, {"packages/app/package.json": app, "pnpm-lock.yaml": lock}) == ("@scope/lib",)
+    assert pnpm_repo(tmp_path, {"packages/app/package.json": app, "pnpm-lock.yaml": lock}) == (
+        "@scope/lib",
+    )

@@ -29,12 +29,19 @@ class Args:
     def __getattr__(self, name: str) -> Any:  # only for the type checker: every dest is set above
         raise AttributeError(name)
 
-    def __setattr__(self, name: str, value: Any) -> None:  # a verb may settle a flag (run-many: --all)
+    def __setattr__(
+        self, name: str, value: Any
+    ) -> None:  # a verb may settle a flag (run-many: --all)
         object.__setattr__(self, name, value)
 
 
-def parse(verb: str, tokens: Sequence[str], flags: Flags, aliases: Mapping[str, str] | None = None,
-          forwards: bool = False) -> Args:
+def parse(
+    verb: str,
+    tokens: Sequence[str],
+    flags: Flags,
+    aliases: Mapping[str, str] | None = None,
+    forwards: bool = False,
+) -> Args:
     """Parse the words after `vx <verb>`: optional values only after `=`, unknown flags refused.
     With `forwards`, everything after `--` is kept as it is."""
     out = Args(flags)
@@ -53,8 +60,10 @@ def parse(verb: str, tokens: Sequence[str], flags: Flags, aliases: Mapping[str, 
         name = aliases.get(name, name)
         if name not in flags:
             near = did_you_mean(name, flags)
-            raise UsageError(f"unknown flag `{name}` for `vx {verb}`",
-                             hint=f"did you mean `{near}`?" if near else f"see `vx help {verb.split()[0]}`")
+            raise UsageError(
+                f"unknown flag `{name}` for `vx {verb}`",
+                hint=f"did you mean `{near}`?" if near else f"see `vx help {verb.split()[0]}`",
+            )
         kind, dest = flags[name]
         if kind == FLAG:
             if eq:
@@ -65,7 +74,9 @@ def parse(verb: str, tokens: Sequence[str], flags: Flags, aliases: Mapping[str, 
         else:
             if not eq:
                 if i >= len(tokens) or tokens[i].startswith("-"):
-                    raise UsageError(f"`{name}` needs a value", hint=f"write `{name} VALUE` or `{name}=VALUE`")
+                    raise UsageError(
+                        f"`{name}` needs a value", hint=f"write `{name} VALUE` or `{name}=VALUE`"
+                    )
                 value = tokens[i]
                 i += 1
             if value == "":
@@ -82,5 +93,7 @@ def one_of(flag: str, value: str | None, choices: Sequence[str], default: str) -
     if value is None:
         return default
     if value not in choices:
-        raise UsageError(f"{flag}: `{value}` is neither {' nor '.join(choices)}", hint=f"{flag} {choices[-1]}")
+        raise UsageError(
+            f"{flag}: `{value}` is neither {' nor '.join(choices)}", hint=f"{flag} {choices[-1]}"
+        )
     return value

@@ -32,15 +32,22 @@ _OTHER_VERBS = {
 
 def refuse_subcommand(word: str) -> UsageError:
     """`vx cache <word>` for anything but `prune`: what to use instead."""
-    hint = _OTHER_VERBS.get(word) or (f"did you mean `vx cache {near}`?"
-                                      if (near := did_you_mean(word, ["prune"])) else "see `vx help cache`")
-    return UsageError(f"`vx cache {word}` is not a vx command; the subcommand is `prune`", hint=hint)
+    hint = _OTHER_VERBS.get(word) or (
+        f"did you mean `vx cache {near}`?"
+        if (near := did_you_mean(word, ["prune"]))
+        else "see `vx help cache`"
+    )
+    return UsageError(
+        f"`vx cache {word}` is not a vx command; the subcommand is `prune`", hint=hint
+    )
 
 
 def cache_verb(args: Args, env: Mapping[str, str], say) -> int:
     """`vx cache prune` with its parsed flags."""
-    retention = Retention(_parsed("--older-than", args.older_than, parse_duration, "45s, 90m, 12h, 30d, 2w"),
-                          _parsed("--max-size", args.max_size, parse_size, "64KB, 500MB, 10G"))
+    retention = Retention(
+        _parsed("--older-than", args.older_than, parse_duration, "45s, 90m, 12h, 30d, 2w"),
+        _parsed("--max-size", args.max_size, parse_size, "64KB, 500MB, 10G"),
+    )
     fmt = one_of("--format", args.format, ("text", "json"), "text")
     pruned = _prune_workspace(Path(os.getcwd()), retention, args.cache_dir, args.dry_run, env, say)
     if pruned is None:
@@ -58,12 +65,18 @@ def _parsed(flag: str, value: str | None, parse, examples: str):
     return parsed
 
 
-def _prune_workspace(cwd: Path, retention: Retention, cache_flag: str | None, dry_run: bool, env: Mapping[str, str],
-                     say) -> Pruned | None:
+def _prune_workspace(
+    cwd: Path,
+    retention: Retention,
+    cache_flag: str | None,
+    dry_run: bool,
+    env: Mapping[str, str],
+    say,
+) -> Pruned | None:
     from vx.config import loader as config
-    from vx.workspace import discover as workspace
-    from vx.store import location
     from vx.runlock import RunLock
+    from vx.store import location
+    from vx.workspace import discover as workspace
 
     ws = workspace.discover(cwd)
     cache_dir = location.cache_dir(cwd, cache_flag, ws, config.load_workspace(ws.root, env), env)
@@ -88,13 +101,27 @@ def _prune_workspace(cwd: Path, retention: Retention, cache_flag: str | None, dr
 
 
 def _json(p: Pruned) -> str:
-    return json.dumps({
-        "dryRun": p.dry_run,
-        "evicted": [{"key": r.key, "taskId": r.task_id, "bytes": r.size_bytes, "accessedAt": r.accessed_at}
-                    for r in p.evicted],
-        "bytesFreed": p.bytes_freed, "orphans": p.orphans, "orphanBytes": p.orphan_bytes,
-        "phantoms": p.phantoms, "kept": p.kept, "keptBytes": p.kept_bytes,
-    }, indent=2)
+    return json.dumps(
+        {
+            "dryRun": p.dry_run,
+            "evicted": [
+                {
+                    "key": r.key,
+                    "taskId": r.task_id,
+                    "bytes": r.size_bytes,
+                    "accessedAt": r.accessed_at,
+                }
+                for r in p.evicted
+            ],
+            "bytesFreed": p.bytes_freed,
+            "orphans": p.orphans,
+            "orphanBytes": p.orphan_bytes,
+            "phantoms": p.phantoms,
+            "kept": p.kept,
+            "keptBytes": p.kept_bytes,
+        },
+        indent=2,
+    )
 
 
 def _text(p: Pruned) -> str:
@@ -103,15 +130,21 @@ def _text(p: Pruned) -> str:
     if p.dry_run and p.evicted:
         now = time.time()
         width = max(len(r.task_id) for r in p.evicted)
-        lines += [f"  {r.task_id:<{width}}  {_bytes(r.size_bytes):>9}  unused {_age(now - r.accessed_at)}"
-                  for r in p.evicted]
+        lines += [
+            f"  {r.task_id:<{width}}  {_bytes(r.size_bytes):>9}  unused {_age(now - r.accessed_at)}"
+            for r in p.evicted
+        ]
     head = f"{verb} {_count(len(p.evicted), 'entry', 'entries')} ({_bytes(p.bytes_freed)})"
     parts = [head]
     if p.orphans:
-        parts.append(f"{'would sweep' if p.dry_run else 'swept'} {_count(p.orphans, 'orphan', 'orphans')} "
-                     f"({_bytes(p.orphan_bytes)})")
+        parts.append(
+            f"{'would sweep' if p.dry_run else 'swept'} {_count(p.orphans, 'orphan', 'orphans')} "
+            f"({_bytes(p.orphan_bytes)})"
+        )
     if p.phantoms:
-        parts.append(f"{_count(p.phantoms, 'row', 'rows')} without an artifact {'to drop' if p.dry_run else 'dropped'}")
+        parts.append(
+            f"{_count(p.phantoms, 'row', 'rows')} without an artifact {'to drop' if p.dry_run else 'dropped'}"
+        )
     parts.append(f"kept {_count(p.kept, 'entry', 'entries')} ({_bytes(p.kept_bytes)})")
     return "\n".join([*lines, " · ".join(parts)])
 

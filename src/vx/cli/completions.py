@@ -15,7 +15,9 @@ SHELLS = ("bash", "zsh", "fish")
 def script(shell: str, flags: Mapping[str, list[str]]) -> str:
     """The script for `shell`; `flags` maps each verb to the flags it completes."""
     if shell not in SHELLS:
-        raise UsageError(f"`{shell}` is not a shell vx completes", hint=f"one of: {', '.join(SHELLS)}")
+        raise UsageError(
+            f"`{shell}` is not a shell vx completes", hint=f"one of: {', '.join(SHELLS)}"
+        )
     verbs = sorted(flags)
     return {"bash": _bash, "zsh": _zsh, "fish": _fish}[shell](verbs, flags)
 
@@ -67,9 +69,11 @@ compdef _vx vx
 
 
 def _fish(verbs: list[str], flags: Mapping[str, list[str]]) -> str:
-    lines = ["# vx completions for fish: vx completions fish | source",
-             "complete -c vx -f",
-             f"complete -c vx -n __fish_use_subcommand -a '{' '.join(verbs)}'"]
+    lines = [
+        "# vx completions for fish: vx completions fish | source",
+        "complete -c vx -f",
+        f"complete -c vx -n __fish_use_subcommand -a '{' '.join(verbs)}'",
+    ]
     for verb in verbs:
         for flag in flags[verb]:
             option = f"-l {flag[2:]}" if flag.startswith("--") else f"-s {flag[1:]}"

@@ -19,8 +19,12 @@ Row = tuple[str, str]
 
 def info_rows(cwd: Path, env: Mapping[str, str]) -> list[Row]:
     """Every row of `vx info`, in display order."""
-    rows: list[Row] = [("vx", __version__), ("python", platform.python_version()),
-                       ("git", _tool_version(["git", "--version"])), ("node", _tool_version(["node", "--version"]))]
+    rows: list[Row] = [
+        ("vx", __version__),
+        ("python", platform.python_version()),
+        ("git", _tool_version(["git", "--version"])),
+        ("node", _tool_version(["node", "--version"])),
+    ]
     rows += _guarded("workspace", lambda: _workspace_rows(cwd, env))
     rows += _guarded("workers", lambda: [("workers", _workers())])
     rows += _guarded("sandbox", lambda: [("sandbox", _sandbox())])
@@ -55,9 +59,9 @@ def _tool_version(argv: list[str]) -> str:
 
 def _workspace_rows(cwd: Path, env: Mapping[str, str]) -> list[Row]:
     from vx.config import loader as config
-    from vx.workspace import discover as workspace
     from vx.errors import VxError
     from vx.store import location
+    from vx.workspace import discover as workspace
 
     ws = workspace.discover(cwd)
     ws_config = config.load_workspace(ws.root, env)

@@ -22,22 +22,30 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from vx.config.turbo import hook_manager, with_hooks
 from vx.cli.args import Args
+from vx.config.turbo import hook_manager, with_hooks
 from vx.model import ROOT_PROJECT, Package, Workspace
 
 LONG_RUNNING = re.compile(r"^(dev|start|serve|watch|preview)(:|$)")
 WATCHING = re.compile(r"(--watch\b|\s-w\b|\bnodemon\b|\bvite(\s+dev)?\s*$|\bnext dev\b|\bserve\b)")
 # `--workspaces` and `-ws` start with no word character, so they cannot sit behind a `\b`.
-RUNS_MEMBERS = re.compile(r"\b(vx run|turbo run|turbo\s+\w+|lerna|nx (run|run-many|affected)|"
-                          r"pnpm (-r|--recursive)|yarn workspaces)\b|(^|\s)(--workspaces?|-ws)(\s|=|$)")
+RUNS_MEMBERS = re.compile(
+    r"\b(vx run|turbo run|turbo\s+\w+|lerna|nx (run|run-many|affected)|"
+    r"pnpm (-r|--recursive)|yarn workspaces)\b|(^|\s)(--workspaces?|-ws)(\s|=|$)"
+)
 CHECKS_BUILD = re.compile(r"^(test|typecheck|type-check|e2e)(:|$)")
 TASK_NAME = re.compile(r"^[^\s#*^!][^\s#*]*$")
 # Output directories a package's tooling suggests, by what its build script or manifest names.
-_OUTPUTS = (("next", [".next/**", "!.next/cache/**"]), ("nuxt", [".nuxt/**", ".output/**"]),
-            ("remix", ["build/**", "public/build/**"]), ("react-scripts", ["build/**"]),
-            ("docusaurus", ["build/**"]), ("gatsby", ["public/**", ".cache/**"]),
-            ("storybook", ["storybook-static/**"]), ("astro", ["dist/**"]))
+_OUTPUTS = (
+    ("next", [".next/**", "!.next/cache/**"]),
+    ("nuxt", [".nuxt/**", ".output/**"]),
+    ("remix", ["build/**", "public/build/**"]),
+    ("react-scripts", ["build/**"]),
+    ("docusaurus", ["build/**"]),
+    ("gatsby", ["public/**", ".cache/**"]),
+    ("storybook", ["storybook-static/**"]),
+    ("astro", ["dist/**"]),
+)
 
 
 def init_verb(args: Args, say) -> int:
@@ -47,12 +55,18 @@ def init_verb(args: Args, say) -> int:
     ws = workspace.discover(Path(os.getcwd()))
     turbo = any((ws.root / name).exists() for name in ("turbo.json", "turbo.jsonc"))
     if turbo and not args.force:
-        say("vx init: this is a Turborepo repository: vx runs turbo.json as it is (see `vx show`); "
-            "`vx init --force` writes vx.config.json files instead")
+        say(
+            "vx init: this is a Turborepo repository: vx runs turbo.json as it is (see `vx show`); "
+            "`vx init --force` writes vx.config.json files instead"
+        )
         return 0
-    if (ws.root / "nx.json").exists() and not args.force:  # TL-04: its configs would hide the targets
-        say("vx init: this is an Nx workspace: vx runs nx.json, project.json and package.json targets as they are "
-            "(see `vx show`); `vx init --force` writes vx.config.json files from the scripts instead")
+    if (
+        ws.root / "nx.json"
+    ).exists() and not args.force:  # TL-04: its configs would hide the targets
+        say(
+            "vx init: this is an Nx workspace: vx runs nx.json, project.json and package.json targets as they are "
+            "(see `vx show`); `vx init --force` writes vx.config.json files from the scripts instead"
+        )
         return 0
     plans = {name: plan(ws, pkg) for name, pkg in sorted(ws.packages.items())}
     written = 0
@@ -76,24 +90,34 @@ def init_verb(args: Args, say) -> int:
                 old.unlink()
             target.write_text(text)
         written += 1
-        say(f"  {shown}: {', '.join(config['tasks'])}" + (f" ({'; '.join(notes)})" if notes else ""))
+        say(
+            f"  {shown}: {', '.join(config['tasks'])}" + (f" ({'; '.join(notes)})" if notes else "")
+        )
     mapped = _map_root_scripts(ws, dry=args.dry)
     if mapped:
-        say(f"  package.json: {', '.join(f'`{name}`' for name in mapped)} "
-            f"{'would run' if args.dry else 'now runs'} `vx run …` (it ran every member itself)")
+        say(
+            f"  package.json: {', '.join(f'`{name}`' for name in mapped)} "
+            f"{'would run' if args.dry else 'now runs'} `vx run …` (it ran every member itself)"
+        )
     verb = "would write" if args.dry else "wrote"
     if args.cache:
-        say(f"vx init: {verb} {written} config file(s) with caching on for each build; check each build's "
-            "cache.inputs and cache.outputs, then `vx run build`")
+        say(
+            f"vx init: {verb} {written} config file(s) with caching on for each build; check each build's "
+            "cache.inputs and cache.outputs, then `vx run build`"
+        )
     else:
-        say(f"vx init: {verb} {written} config file(s); next: turn on caching in each build (the commented "
-            "cache block, or `vx init --force --cache` to write it on), then `vx run build`")
+        say(
+            f"vx init: {verb} {written} config file(s); next: turn on caching in each build (the commented "
+            "cache block, or `vx init --force --cache` to write it on), then `vx run build`"
+        )
     return 0
 
 
-_MEMBER_SCRIPT = re.compile(r"^\s*(?:npm run (\S+) (?:--workspaces|-ws)|turbo run (\S+)|turbo (build|test|lint|dev)"
-                            r"|pnpm (?:-r|--recursive) (?:run )?(\S+)|yarn workspaces (?:foreach (?:-A |--all )?)?run (\S+)"
-                            r"|lerna run (\S+))\s*$")
+_MEMBER_SCRIPT = re.compile(
+    r"^\s*(?:npm run (\S+) (?:--workspaces|-ws)|turbo run (\S+)|turbo (build|test|lint|dev)"
+    r"|pnpm (?:-r|--recursive) (?:run )?(\S+)|yarn workspaces (?:foreach (?:-A |--all )?)?run (\S+)"
+    r"|lerna run (\S+))\s*$"
+)
 
 
 def _map_root_scripts(ws: Workspace, dry: bool) -> list[str]:
@@ -128,7 +152,10 @@ def plan(ws: Workspace, pkg: Package) -> tuple[dict, list[str]]:
     notes: list[str] = []
     scripts = pkg.scripts
     for name, script in scripts.items():
-        if name.startswith(("pre", "post")) and name[3 if name.startswith("pre") else 4:] in scripts:
+        if (
+            name.startswith(("pre", "post"))
+            and name[3 if name.startswith("pre") else 4 :] in scripts
+        ):
             continue  # npm's hooks run with their script: folded into it below
         if not TASK_NAME.match(name):
             notes.append(f"`{name}` skipped: not a task name")
@@ -188,11 +215,17 @@ def render(config: dict, cache: bool = False) -> str:
             lines[-1] += ","
             block = {"inputs": {"files": ["src/**", "package.json"]}, "outputs": {"files": outputs}}
             if cache:
-                lines.append("      // TODO: check that these name what the build reads and writes:")
+                lines.append(
+                    "      // TODO: check that these name what the build reads and writes:"
+                )
                 lines.append(f'      "cache": {json.dumps(block)}')
             else:
-                lines.append("      // TODO: name what the build reads and writes, then uncomment to cache it:")
-                lines += ["      // " + line for line in f'"cache": {json.dumps(block)}'.splitlines()]
+                lines.append(
+                    "      // TODO: name what the build reads and writes, then uncomment to cache it:"
+                )
+                lines += [
+                    "      // " + line for line in f'"cache": {json.dumps(block)}'.splitlines()
+                ]
         lines.append("    " + body[-1] + ("," if i < len(names) - 1 else ""))
     lines += ["  }", "}"]
     return "\n".join(lines) + "\n"

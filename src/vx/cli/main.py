@@ -16,8 +16,8 @@ if TYPE_CHECKING:
     from vx.events import Notice
 
 from vx import __version__, witness
-from vx.fastpath import receipt
 from vx.errors import EXIT_OK, EXIT_TASK_FAILED, UsageError, VxError, did_you_mean
+from vx.fastpath import receipt
 
 HELP = """vx — a fast, correct task runner and build cache for JavaScript monorepos
 
@@ -190,27 +190,49 @@ RUN_FLAGS = {
     "--base": ("value", "base"),
     "--head": ("value", "head"),
 }
-FLAG_ALIASES = {"--dry-run": "--dry", "--parallel": "--concurrency", "--skip-nx-cache": "--force", "-F": "--filter",
-                "-p": "--projects", "-c": "--configuration", "-t": "--targets", "--target": "--targets"}
-RUN_SHOWN = ("-F", "-t", "-p", "-c", "--parallel", "--skip-nx-cache", "--dry-run")  # the aliases RUN_HELP names
+FLAG_ALIASES = {
+    "--dry-run": "--dry",
+    "--parallel": "--concurrency",
+    "--skip-nx-cache": "--force",
+    "-F": "--filter",
+    "-p": "--projects",
+    "-c": "--configuration",
+    "-t": "--targets",
+    "--target": "--targets",
+}
+RUN_SHOWN = (
+    "-F",
+    "-t",
+    "-p",
+    "-c",
+    "--parallel",
+    "--skip-nx-cache",
+    "--dry-run",
+)  # the aliases RUN_HELP names
 WATCH_REFUSED = ("--dry", "--graph", "--summarize")  # run flags that make no sense on every change
 # Flags turbo and Nx users type that vx spells otherwise or does not have: what to write instead.
 FOREIGN_FLAGS = {
     "--remote-only": "turbo's --remote-only is `--cache=local:,remote:rw` (no local layer)",
     "--env-mode": "vx's environment is always strict: a task sees only the variables it declares "
-                  "(exec.env.passThrough, cache.inputs.env) and a few system ones",
+    "(exec.env.passThrough, cache.inputs.env) and a few system ones",
     "--log-prefix": "vx frames each task's output (`┌─ id`) and prefixes a server's lines (`id │`); "
-                    "`--output-logs` chooses whose output is shown",
+    "`--output-logs` chooses whose output is shown",
     "--log-order": "vx streams the one task you ask for and prints every other task's output whole, "
-                   "in one frame each; `--output-logs` chooses whose",
+    "in one frame each; `--output-logs` chooses whose",
     "--only": "not in vx: a task's dependsOn always runs first (cache hits cost next to nothing); "
-              "name the task and its dependencies are restored",
+    "name the task and its dependencies are restored",
     "--exclude-dependencies": "not in vx: a task's dependsOn always runs first (cache hits cost next to "
-                              "nothing); name the task and its dependencies are restored",
+    "nothing); name the task and its dependencies are restored",
     "--output-style": "`--output-logs` (full, new-only, errors-only, hash-only, none)",
 }
 CONTINUE_ALIASES = {"dependencies-successful": "deps-ok", "": "always"}
-FOREIGN_VERBS = {"build": "run build", "test": "run test", "lint": "run lint", "exec": "run", "graph": "run --dry"}
+FOREIGN_VERBS = {
+    "build": "run build",
+    "test": "run test",
+    "lint": "run lint",
+    "exec": "run",
+    "graph": "run --dry",
+}
 _HELP_FLAG = {"--help": ("flag", "help")}  # for verbs that take -h/--help anywhere on the line
 _HELP_ALIAS = {"-h": "--help"}
 
@@ -222,9 +244,15 @@ class Verb:
 
     __slots__ = ("help", "flags", "aliases", "shown", "refused", "forwards")
 
-    def __init__(self, help: str, flags: dict[str, tuple[str, str]] | None = None,
-                 aliases: dict[str, str] | None = None, shown: tuple[str, ...] = (),
-                 refused: tuple[str, ...] = (), forwards: bool = False):
+    def __init__(
+        self,
+        help: str,
+        flags: dict[str, tuple[str, str]] | None = None,
+        aliases: dict[str, str] | None = None,
+        shown: tuple[str, ...] = (),
+        refused: tuple[str, ...] = (),
+        forwards: bool = False,
+    ):
         self.help, self.flags, self.aliases = help, flags or {}, aliases or {}
         self.shown, self.refused, self.forwards = shown, refused, forwards
 
@@ -235,19 +263,47 @@ class Verb:
 
 VERBS = {
     "run": Verb(RUN_HELP, RUN_FLAGS, FLAG_ALIASES, shown=RUN_SHOWN, forwards=True),
-    "run-many": Verb(NX_VERB_HELP, RUN_FLAGS, FLAG_ALIASES, shown=RUN_SHOWN, forwards=True),  # Nx's verbs (TL-04)
+    "run-many": Verb(
+        NX_VERB_HELP, RUN_FLAGS, FLAG_ALIASES, shown=RUN_SHOWN, forwards=True
+    ),  # Nx's verbs (TL-04)
     "affected": Verb(NX_VERB_HELP, RUN_FLAGS, FLAG_ALIASES, shown=RUN_SHOWN, forwards=True),
-    "watch": Verb(WATCH_HELP, RUN_FLAGS, FLAG_ALIASES, shown=RUN_SHOWN, refused=WATCH_REFUSED, forwards=True),
-    "init": Verb(INIT_HELP, {"--dry": ("flag", "dry"), "--force": ("flag", "force"), "--cache": ("flag", "cache"),
-                             **_HELP_FLAG}, _HELP_ALIAS),
+    "watch": Verb(
+        WATCH_HELP, RUN_FLAGS, FLAG_ALIASES, shown=RUN_SHOWN, refused=WATCH_REFUSED, forwards=True
+    ),
+    "init": Verb(
+        INIT_HELP,
+        {
+            "--dry": ("flag", "dry"),
+            "--force": ("flag", "force"),
+            "--cache": ("flag", "cache"),
+            **_HELP_FLAG,
+        },
+        _HELP_ALIAS,
+    ),
     "info": Verb(INFO_HELP),
-    "show": Verb(SHOW_HELP, {"--format": ("value", "format"), "--json": ("flag", "json"), **_HELP_FLAG}, _HELP_ALIAS),
-    "ls": Verb(SHOW_HELP, {"--format": ("value", "format"), "--json": ("flag", "json"), **_HELP_FLAG},
-               _HELP_ALIAS),  # turbo's name for the listing
+    "show": Verb(
+        SHOW_HELP,
+        {"--format": ("value", "format"), "--json": ("flag", "json"), **_HELP_FLAG},
+        _HELP_ALIAS,
+    ),
+    "ls": Verb(
+        SHOW_HELP,
+        {"--format": ("value", "format"), "--json": ("flag", "json"), **_HELP_FLAG},
+        _HELP_ALIAS,
+    ),  # turbo's name for the listing
     "why": Verb(WHY_HELP, {"--format": ("value", "format"), **_HELP_FLAG}, _HELP_ALIAS),
-    "cache": Verb(CACHE_HELP, {"--older-than": ("value", "older_than"), "--max-size": ("value", "max_size"),
-                               "--dry-run": ("flag", "dry_run"), "--format": ("value", "format"),
-                               "--cache-dir": ("value", "cache_dir"), **_HELP_FLAG}, _HELP_ALIAS),
+    "cache": Verb(
+        CACHE_HELP,
+        {
+            "--older-than": ("value", "older_than"),
+            "--max-size": ("value", "max_size"),
+            "--dry-run": ("flag", "dry_run"),
+            "--format": ("value", "format"),
+            "--cache-dir": ("value", "cache_dir"),
+            **_HELP_FLAG,
+        },
+        _HELP_ALIAS,
+    ),
     "completions": Verb(COMPLETIONS_HELP),
     "help": Verb("usage: vx help [VERB]\n"),
     "version": Verb("usage: vx version\n"),
@@ -312,22 +368,31 @@ def _dispatch(args: list[str]) -> int:
     if verb.flags is RUN_FLAGS:
         tokens = _nx_parallel(rest)
         for tok in tokens[: tokens.index("--")] if "--" in tokens else tokens:
-            if tok.partition("=")[0] in FOREIGN_FLAGS:  # turbo's or Nx's: say what vx writes instead
-                raise UsageError(f"unknown flag `{tok.partition('=')[0]}` for `vx run`",
-                                 hint=FOREIGN_FLAGS[tok.partition("=")[0]])
+            if (
+                tok.partition("=")[0] in FOREIGN_FLAGS
+            ):  # turbo's or Nx's: say what vx writes instead
+                raise UsageError(
+                    f"unknown flag `{tok.partition('=')[0]}` for `vx run`",
+                    hint=FOREIGN_FLAGS[tok.partition("=")[0]],
+                )
     parsed = parse(name, tokens, verb.flags, verb.aliases, verb.forwards)
     if getattr(parsed, "help", False):
         print(verb.help, end="")
         return EXIT_OK
     for flag in verb.refused:
         if getattr(parsed, verb.flags[flag][1]) is not None:
-            raise UsageError(f"`{flag}` cannot be used with `vx {name}`", hint="watch runs the tasks on every change")
+            raise UsageError(
+                f"`{flag}` cannot be used with `vx {name}`",
+                hint="watch runs the tasks on every change",
+            )
     return _VERB_RUNNERS[name](parsed, rest, args)
 
 
 def _no_arguments(name: str, parsed) -> None:
     if parsed.names:
-        raise UsageError(f"`vx {name}` takes no arguments, got `{parsed.names[0]}`", hint=f"see `vx help {name}`")
+        raise UsageError(
+            f"`vx {name}` takes no arguments, got `{parsed.names[0]}`", hint=f"see `vx help {name}`"
+        )
 
 
 def _verb_run(parsed, rest: list[str], argv: list[str]) -> int:
@@ -408,8 +473,17 @@ def _verb_completions(rest: list[str]) -> int:
     return EXIT_OK
 
 
-_VERB_RUNNERS = {"run": _verb_run, "run-many": _verb_run_many, "affected": _verb_affected, "watch": _verb_watch, "info": _verb_info, "init": _verb_init,
-                 "why": _verb_why, "show": _verb_show, "ls": _verb_show}
+_VERB_RUNNERS = {
+    "run": _verb_run,
+    "run-many": _verb_run_many,
+    "affected": _verb_affected,
+    "watch": _verb_watch,
+    "info": _verb_info,
+    "init": _verb_init,
+    "why": _verb_why,
+    "show": _verb_show,
+    "ls": _verb_show,
+}
 
 
 def _help(rest: list[str]) -> int:
@@ -429,11 +503,15 @@ def _unknown_verb(verb: str) -> UsageError:
     if "#" in verb:
         return UsageError(f"`{verb}` is not a vx verb", hint=f"try `vx run {verb}`")
     if verb == "prune":  # turbo's; not `vx run`, the nearest spelling
-        return UsageError("`vx prune` is not in vx yet",
-                          hint="for a Docker image, `npx turbo prune <package> --docker` writes out/json and "
-                               "out/full; vx runs in the pruned workspace as it is")
+        return UsageError(
+            "`vx prune` is not in vx yet",
+            hint="for a Docker image, `npx turbo prune <package> --docker` writes out/json and "
+            "out/full; vx runs in the pruned workspace as it is",
+        )
     near = did_you_mean(verb, VERB_HELP)
-    return UsageError(f"unknown verb `{verb}`", hint=f"did you mean `vx {near}`?" if near else "see `vx help`")
+    return UsageError(
+        f"unknown verb `{verb}`", hint=f"did you mean `vx {near}`?" if near else "see `vx help`"
+    )
 
 
 # ---------------------------------------------------------------- parsing
@@ -449,8 +527,10 @@ def _nx_flags(args: Args) -> None:
     for value in args.exclude:
         args.filters += [f"!{p}" for p in value.split(",") if p]
     if args.head is not None and args.head != "HEAD":
-        raise UsageError(f"`--head={args.head}`: vx compares the base with the working tree",
-                         hint=f"check out {args.head} first, then `vx affected --base=<ref>`")
+        raise UsageError(
+            f"`--head={args.head}`: vx compares the base with the working tree",
+            hint=f"check out {args.head} first, then `vx affected --base=<ref>`",
+        )
     if args.base is not None:
         if args.affected not in (None, ""):
             raise UsageError("both `--base` and `--affected=REF`", hint="keep one")
@@ -469,7 +549,9 @@ def _nx_parallel(tokens: Sequence[str]) -> list[str]:
         if tok == "--":
             return out + list(tokens[i:])
         name, eq, value = tok.partition("=")
-        if name == "--parallel" and (value in ("true", "false") or not eq and not _next_is_number(tokens, i)):
+        if name == "--parallel" and (
+            value in ("true", "false") or not eq and not _next_is_number(tokens, i)
+        ):
             if value == "false":
                 out.append("--concurrency=1")
             continue
@@ -480,8 +562,8 @@ def _nx_parallel(tokens: Sequence[str]) -> list[str]:
 def _no_task_named() -> UsageError:
     """Refuse a bare `vx run`, listing the tasks there are to run from here (CLI-02, off a TTY)."""
     from vx.config import loader as config
-    from vx.workspace import discover as workspace
     from vx.plan.tasks import package_of
+    from vx.workspace import discover as workspace
 
     hint = "e.g. `vx run build`; `vx run build --all` for every project"
     try:
@@ -492,10 +574,14 @@ def _no_task_named() -> UsageError:
     here = package_of(ws, Path(os.getcwd()))
     tasks = sorted(configs[here].tasks) or sorted({t for c in configs.values() for t in c.tasks})
     if not tasks:
-        return UsageError("name a task to run; no project here declares any task",
-                          hint="add tasks to a vx.config.json (see docs/config.md)")
+        return UsageError(
+            "name a task to run; no project here declares any task",
+            hint="add tasks to a vx.config.json (see docs/config.md)",
+        )
     shown = ", ".join(tasks[:20]) + (", …" if len(tasks) > 20 else "")
-    return UsageError("name a task to run", facts=(f"tasks: {shown}",), hint=f"e.g. `vx run {tasks[0]}`")
+    return UsageError(
+        "name a task to run", facts=(f"tasks: {shown}",), hint=f"e.g. `vx run {tasks[0]}`"
+    )
 
 
 def _framework_inference(text: str | None) -> bool:
@@ -505,15 +591,19 @@ def _framework_inference(text: str | None) -> bool:
         return True
     if text.lower() == "false":
         return False
-    raise UsageError(f"`--framework-inference` takes true or false, got `{text}`",
-                     hint="e.g. `--framework-inference=false`")
+    raise UsageError(
+        f"`--framework-inference` takes true or false, got `{text}`",
+        hint="e.g. `--framework-inference=false`",
+    )
 
 
 def _plain_int(flag: str, text: str | None) -> int | None:
     if text is None:
         return None
     if not text.isascii() or not text.isdigit() or len(text) > 15:
-        raise UsageError(f"`{flag}` must be a plain decimal number, got `{text}`", hint=f"e.g. `{flag} 3`")
+        raise UsageError(
+            f"`{flag}` must be a plain decimal number, got `{text}`", hint=f"e.g. `{flag} 3`"
+        )
     return int(text)
 
 
@@ -525,8 +615,10 @@ def _continue_mode(text: str | None) -> str:
     mode = CONTINUE_ALIASES.get(text, text)
     if mode not in CONTINUE_MODES:
         near = did_you_mean(text, CONTINUE_MODES)
-        raise UsageError(f"`--continue={text}` is not a mode",
-                         hint=f"did you mean `--continue={near}`?" if near else "use never, deps-ok or always")
+        raise UsageError(
+            f"`--continue={text}` is not a mode",
+            hint=f"did you mean `--continue={near}`?" if near else "use never, deps-ok or always",
+        )
     return mode
 
 
@@ -539,7 +631,9 @@ def _dry_format(text: str | None) -> str | None:
         return "text"
     if text == "json":
         return "json"
-    raise UsageError(f"`--dry={text}` is not a format", hint="use `--dry`, `--dry=text` or `--dry=json`")
+    raise UsageError(
+        f"`--dry={text}` is not a format", hint="use `--dry`, `--dry=text` or `--dry=json`"
+    )
 
 
 # ---------------------------------------------------------------- run
@@ -559,17 +653,27 @@ def _run(args: Args, argv: list[str]) -> int:
         raise UsageError(f"`--timeout` must be between 1 and {2**31 - 1} ms, got {timeout}")
     dry: str | None = args.dry  # --graph plans as a dry run that draws
     if args.dry is not None and args.summarize is not None:
-        raise UsageError("`--summarize` cannot be combined with `--dry`", hint="a dry run executes nothing to summarise")
+        raise UsageError(
+            "`--summarize` cannot be combined with `--dry`",
+            hint="a dry run executes nothing to summarise",
+        )
     if args.report not in (None, "", "markdown"):
-        raise UsageError(f"`--report={args.report}` is not a format", hint="--report (or --report=markdown)")
-    if (args.report is not None or args.report_file is not None or args.profile is not None) and \
-            (args.dry is not None or args.graph is not None):
-        raise UsageError("`--report` and `--profile` cannot be combined with `--dry` or `--graph`",
-                         hint="a plan runs nothing to report")
+        raise UsageError(
+            f"`--report={args.report}` is not a format", hint="--report (or --report=markdown)"
+        )
+    if (args.report is not None or args.report_file is not None or args.profile is not None) and (
+        args.dry is not None or args.graph is not None
+    ):
+        raise UsageError(
+            "`--report` and `--profile` cannot be combined with `--dry` or `--graph`",
+            hint="a plan runs nothing to report",
+        )
     if args.graph is not None:
         if args.summarize is not None or args.dry is not None:
-            raise UsageError("`--graph` cannot be combined with `--dry` or `--summarize`",
-                             hint="`--graph` plans and draws; nothing runs")
+            raise UsageError(
+                "`--graph` cannot be combined with `--dry` or `--summarize`",
+                hint="`--graph` plans and draws; nothing runs",
+            )
         from vx.report.dry import graph_target
 
         dry = "graph=" + graph_target(args.graph)
@@ -580,19 +684,38 @@ def _run(args: Args, argv: list[str]) -> int:
         for text in args.filters:
             parse(text)  # a malformed filter is refused before anything is read
     req = RunRequest(
-        cwd=Path(os.getcwd()), names=tuple(args.names), all=args.all, filters=tuple(args.filters),
+        cwd=Path(os.getcwd()),
+        names=tuple(args.names),
+        all=args.all,
+        filters=tuple(args.filters),
         affected=_affected_ref(args.affected),
         forward_args=tuple(args.forward),
-        concurrency=args.concurrency, continue_mode=_continue_mode(args.continue_mode), no_cache=args.no_cache,
-        force=args.force, cache_dir=args.cache_dir, timeout_ms=timeout, retries=_plain_int("--retry", args.retry),
-        cache_spec=args.cache, dry=dry is not None, verify=verify,
+        concurrency=args.concurrency,
+        continue_mode=_continue_mode(args.continue_mode),
+        no_cache=args.no_cache,
+        force=args.force,
+        cache_dir=args.cache_dir,
+        timeout_ms=timeout,
+        retries=_plain_int("--retry", args.retry),
+        cache_spec=args.cache,
+        dry=dry is not None,
+        verify=verify,
         framework_inference=_framework_inference(args.framework_inference),
         configuration=args.configuration,
-        fast_paths=os.environ.get("VX_FASTPATH", "") not in ("0", "false", "no", "off"))
+        fast_paths=os.environ.get("VX_FASTPATH", "") not in ("0", "false", "no", "off"),
+    )
     report = (args.report is not None, args.report_file)
     profile = (args.profile or "profile.json") if args.profile is not None else None
-    return _run_request(req, _dry_format(dry), args.summarize, timer_start, argv, _output_logs(args.output_logs),
-                        report, profile)
+    return _run_request(
+        req,
+        _dry_format(dry),
+        args.summarize,
+        timer_start,
+        argv,
+        _output_logs(args.output_logs),
+        report,
+        profile,
+    )
 
 
 def _affected_ref(value: str | None) -> str | None:
@@ -604,9 +727,16 @@ def _affected_ref(value: str | None) -> str | None:
     return value
 
 
-def _run_request(req, dry: str | None, summarize: str | None, timer_start: float, argv: list[str],
-                 output_logs: str | None = None, report: tuple[bool, str | None] = (False, None),
-                 profile: str | None = None) -> int:
+def _run_request(
+    req,
+    dry: str | None,
+    summarize: str | None,
+    timer_start: float,
+    argv: list[str],
+    output_logs: str | None = None,
+    report: tuple[bool, str | None] = (False, None),
+    profile: str | None = None,
+) -> int:
     import time
 
     from vx import pipeline as run
@@ -617,11 +747,19 @@ def _run_request(req, dry: str | None, summarize: str | None, timer_start: float
     env = witness.ReadEnv(os.environ)
     if dry is not None:
         return _dry(run.prepare(req, env, stages), dry)
-    receipted = summarize is None and profile is None and not any(report) and not req.verify and receipt.enabled(env)
+    receipted = (
+        summarize is None
+        and profile is None
+        and not any(report)
+        and not req.verify
+        and receipt.enabled(env)
+    )
     started_ns = time.time_ns()
     if receipted:
         witness.watch()
-    if env.get("VX_KILL_GRACE_MS"):  # unset is the default; the executor (and asyncio) load only to check a value
+    if env.get(
+        "VX_KILL_GRACE_MS"
+    ):  # unset is the default; the executor (and asyncio) load only to check a value
         from vx.engine.executor import kill_grace_ms
 
         kill_grace_ms(env)  # a bad VX_KILL_GRACE_MS is refused before anything runs
@@ -635,12 +773,20 @@ def _run_request(req, dry: str | None, summarize: str | None, timer_start: float
         reporter = _reporter(flow, env)
         profiler = _profiler() if profile is not None else None
         emit = _noting(reporter, noticed)
-        summary = run.execute(prep, req, profiler.wrap(emit) if profiler else emit, stages,
-                              launch_for=tracer.launch if tracer else None, observe=tracer.observe if tracer else None,
-                              on_graph_end=lock.release)  # kept servers write no cache: another run may start
+        summary = run.execute(
+            prep,
+            req,
+            profiler.wrap(emit) if profiler else emit,
+            stages,
+            launch_for=tracer.launch if tracer else None,
+            observe=tracer.observe if tracer else None,
+            on_graph_end=lock.release,
+        )  # kept servers write no cache: another run may start
         if receipted:
             with stages("receipt"):
-                _keep_receipt(argv, req, prep, summary, env, started_ns, flow == "broad" and not noticed)
+                _keep_receipt(
+                    argv, req, prep, summary, env, started_ns, flow == "broad" and not noticed
+                )
     finally:
         if receipted:
             witness.taken()
@@ -668,7 +814,9 @@ def _verify_mode(text: str | None, dry: str | None) -> str | None:
 
     mode = parse_mode(text)
     if mode is not None and dry is not None:
-        raise UsageError("`--verify` cannot be combined with `--dry`", hint="verifying means running the tasks")
+        raise UsageError(
+            "`--verify` cannot be combined with `--dry`", hint="verifying means running the tasks"
+        )
     return mode
 
 
@@ -685,8 +833,15 @@ def _verify_report(tracer, prep, summary) -> int:
     try:
         if summary.interrupted:
             return summary.exit_code
-        report = check(prep.ws.root, prep.graph, prep.plans, prep.index, tracer, packages=prep.ws.packages,
-                       configs=prep.configs)
+        report = check(
+            prep.ws.root,
+            prep.graph,
+            prep.plans,
+            prep.index,
+            tracer,
+            packages=prep.ws.packages,
+            configs=prep.configs,
+        )
     finally:
         tracer.close()
     try:
@@ -712,8 +867,10 @@ def _output_logs(value: str | None) -> str | None:
     if value in OUTPUT_LOGS:
         return value
     near = did_you_mean(value, OUTPUT_LOGS)
-    raise UsageError(f"`--output-logs={value}` is not a choice ({', '.join(OUTPUT_LOGS)})",
-                     hint=f"did you mean `{near}`?" if near else "`errors-only` shows only what failed")
+    raise UsageError(
+        f"`--output-logs={value}` is not a choice ({', '.join(OUTPUT_LOGS)})",
+        hint=f"did you mean `{near}`?" if near else "`errors-only` shows only what failed",
+    )
 
 
 def _profiler():
@@ -741,32 +898,46 @@ def _keep_receipt(argv, req, prep, summary, env, started_ns: int, silent: bool) 
     noted = witness.taken()
     tasks = receipt_tasks(prep, summary, started_ns) if silent else None
     cwd, root = str(req.cwd), str(prep.ws.root)
-    if tasks is None or not receipt.write(argv=argv, cwd=cwd, root=root, cache_dir=str(prep.cache_dir),
-                                          started_ns=started_ns, env=env, noted=noted,
-                                          vouched=prep.index.vouched, tasks=tasks,
-                                          toplevel=str(prep.index.toplevel) if prep.index.toplevel else None):
+    if tasks is None or not receipt.write(
+        argv=argv,
+        cwd=cwd,
+        root=root,
+        cache_dir=str(prep.cache_dir),
+        started_ns=started_ns,
+        env=env,
+        noted=noted,
+        vouched=prep.index.vouched,
+        tasks=tasks,
+        toplevel=str(prep.index.toplevel) if prep.index.toplevel else None,
+    ):
         receipt.forget(root, cwd, argv)
 
 
 def _reporter(flow: str, env: dict[str, str]):
-    from vx.style import color_enabled
     from vx.report.reporters import make_reporter
+    from vx.style import color_enabled
 
     ci = flow == "ci"
     color = color_enabled(env, sys.stderr)
     live = sys.stderr.isatty() and not ci
     github = env.get("GITHUB_ACTIONS") == "true" and not live
-    return make_reporter(flow=flow, color=color, live=live, version=__version__, out=sys.stdout, err=sys.stderr,
-                         github=github)
+    return make_reporter(
+        flow=flow,
+        color=color,
+        live=live,
+        version=__version__,
+        out=sys.stdout,
+        err=sys.stderr,
+        github=github,
+    )
 
 
 def _dry(prep, fmt: str) -> int:
-    from vx.report.dry import graph_dot
-    from vx.report.dry import render_dry
     from vx.pipeline import dry_plan
+    from vx.report.dry import graph_dot, render_dry
 
     if fmt.startswith("graph="):
-        _write_graph(graph_dot(dry_plan(prep)), fmt[len("graph="):])
+        _write_graph(graph_dot(dry_plan(prep)), fmt[len("graph=") :])
     else:
         render_dry(dry_plan(prep), fmt, sys.stdout)
     if prep.store is not None:
@@ -779,8 +950,7 @@ def _dry(prep, fmt: str) -> int:
 
 def _report(summary, target: str | None) -> None:
     """`--report` (markdown on stdout) or `--report-file` (appended, e.g. $GITHUB_STEP_SUMMARY)."""
-    from vx.report.summary import append_report
-    from vx.report.summary import markdown
+    from vx.report.summary import append_report, markdown
 
     text = markdown(summary, summary.interrupted)
     if target:
@@ -799,8 +969,11 @@ def _write_graph(dot: str, target: str) -> None:
     except OSError as exc:
         from vx.errors import EnvironmentFailure
 
-        raise EnvironmentFailure(f"cannot write the graph: {exc.strerror or exc}", facts=(f"path: {target}",),
-                                 hint="name a file in a writable directory") from None
+        raise EnvironmentFailure(
+            f"cannot write the graph: {exc.strerror or exc}",
+            facts=(f"path: {target}",),
+            hint="name a file in a writable directory",
+        ) from None
     _say(f"vx: graph written to {target}")
 
 

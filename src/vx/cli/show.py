@@ -27,8 +27,10 @@ def show_verb(args: Args, env: Mapping[str, str]) -> int:
     fmt = one_of("--format", args.format, ("text", "json"), "text")
     if args.json:  # Nx's `nx show project NAME --json`
         if args.names[:1] != ["project"]:
-            raise UsageError("`--json` is Nx's flag of `show project NAME`",
-                             hint="`vx show --format json` for vx's view")
+            raise UsageError(
+                "`--json` is Nx's flag of `show project NAME`",
+                hint="`vx show --format json` for vx's view",
+            )
         fmt = "nx"
     names = _names(args.names)
     ws = workspace.discover(Path(os.getcwd()))
@@ -48,10 +50,15 @@ def _names(names: list[str]) -> list[str]:
         names = names[1:]
     elif names[:1] == ["project"]:
         if len(names) != 2:
-            raise UsageError("`vx show project` needs one project name", hint="e.g. `vx show project web`")
+            raise UsageError(
+                "`vx show project` needs one project name", hint="e.g. `vx show project web`"
+            )
         names = names[1:]
     if len(names) > 1:
-        raise UsageError(f"`vx show` takes one project or task, got {len(names)}", hint="e.g. `vx show web#build`")
+        raise UsageError(
+            f"`vx show` takes one project or task, got {len(names)}",
+            hint="e.g. `vx show web#build`",
+        )
     return names
 
 
@@ -64,29 +71,48 @@ def _select(names: list[str], ws: Workspace, configs: Mapping[str, ProjectConfig
         project = project or ROOT_PROJECT
         cfg = _project_config(project, ws, configs)
         if task not in cfg.tasks:
-            raise UsageError(f"project `{project}` has no task `{task}`", hint=suggestion(task, cfg.tasks, noun="tasks"))
+            raise UsageError(
+                f"project `{project}` has no task `{task}`",
+                hint=suggestion(task, cfg.tasks, noun="tasks"),
+            )
         return {"project": project, "source": cfg.source, "tasks": {task: _task_data(cfg, task)}}
     if name in ws.packages:
         cfg = configs[name]
-        return {"project": name, "dir": ws.packages[name].dir, "source": cfg.source, "tags": list(cfg.tags),
-                "dependencies": list(ws.packages[name].deps),
-                "tasks": {task: _task_data(cfg, task) for task in sorted(cfg.tasks)}}
+        return {
+            "project": name,
+            "dir": ws.packages[name].dir,
+            "source": cfg.source,
+            "tags": list(cfg.tags),
+            "dependencies": list(ws.packages[name].deps),
+            "tasks": {task: _task_data(cfg, task) for task in sorted(cfg.tasks)},
+        }
     holders = {p: _task_data(configs[p], name) for p in sorted(configs) if name in configs[p].tasks}
     if not holders:
         everything = set(ws.packages) | {t for c in configs.values() for t in c.tasks}
-        raise UsageError(f"`{name}` is neither a project nor a task", hint=suggestion(name, everything, noun="names"))
+        raise UsageError(
+            f"`{name}` is neither a project nor a task",
+            hint=suggestion(name, everything, noun="names"),
+        )
     return {"task": name, "projects": holders}
 
 
 def _project_config(project: str, ws: Workspace, configs) -> ProjectConfig:
     if project not in ws.packages:
-        raise UsageError(f"no project named `{project}`", hint=suggestion(project, ws.packages, noun="projects"))
+        raise UsageError(
+            f"no project named `{project}`", hint=suggestion(project, ws.packages, noun="projects")
+        )
     return configs[project]
 
 
 def _project_row(name: str, ws: Workspace, cfg: ProjectConfig) -> dict:
-    return {"name": name, "dir": ws.packages[name].dir or ".", "dependencies": list(ws.packages[name].deps),
-            "tasks": sorted(cfg.tasks), "tags": list(cfg.tags), "source": cfg.source or None}
+    return {
+        "name": name,
+        "dir": ws.packages[name].dir or ".",
+        "dependencies": list(ws.packages[name].deps),
+        "tasks": sorted(cfg.tasks),
+        "tags": list(cfg.tags),
+        "source": cfg.source or None,
+    }
 
 
 def _task_data(cfg: ProjectConfig, task: str) -> Any:
@@ -97,8 +123,10 @@ def _task_data(cfg: ProjectConfig, task: str) -> Any:
     if config.exec is not None and config.exec.env.framework:
         from vx.workspace import frameworks
 
-        data["inferredEnv"] = {"framework": config.exec.env.framework,
-                               "variables": list(frameworks.env_patterns(config.exec.env.framework, {}))}
+        data["inferredEnv"] = {
+            "framework": config.exec.env.framework,
+            "variables": list(frameworks.env_patterns(config.exec.env.framework, {})),
+        }
     return data
 
 
@@ -114,7 +142,9 @@ def _pretty(data: dict) -> str:
             lines.append(f"{project}#{data['task']}")
             lines += _fields(body, "  ")
         return "\n".join(lines) + "\n"
-    lines.append(f"{data['project']}" + (f"  ({data['source']})" if data.get("source") else "  (no config)"))
+    lines.append(
+        f"{data['project']}" + (f"  ({data['source']})" if data.get("source") else "  (no config)")
+    )
     if data.get("tags"):
         lines.append(f"  tags: {', '.join(data['tags'])}")
     if data.get("dependencies"):
@@ -133,7 +163,9 @@ def _fields(value: Any, indent: str) -> list[str]:
             out.append(f"{indent}{key}:")
             out += _fields(item, indent + "  ")
         elif isinstance(item, list):
-            out.append(f"{indent}{key}: {', '.join(json.dumps(v) if not isinstance(v, str) else v for v in item) or '[]'}")
+            out.append(
+                f"{indent}{key}: {', '.join(json.dumps(v) if not isinstance(v, str) else v for v in item) or '[]'}"
+            )
         else:
             out.append(f"{indent}{key}: {item}")
     return out
@@ -141,9 +173,19 @@ def _fields(value: Any, indent: str) -> list[str]:
 
 def _table(rows: list[dict]) -> str:
     header = ("PROJECT", "DIR", "DEPENDS ON", "TASKS", "CONFIG")
-    body = [(r["name"], r["dir"], ", ".join(r["dependencies"]) or "—", ", ".join(r["tasks"]) or "—",
-             r["source"] or "— (none)") for r in rows]
+    body = [
+        (
+            r["name"],
+            r["dir"],
+            ", ".join(r["dependencies"]) or "—",
+            ", ".join(r["tasks"]) or "—",
+            r["source"] or "— (none)",
+        )
+        for r in rows
+    ]
     widths = [max(len(str(row[i])) for row in [header, *body]) for i in range(4)]
-    lines = ["  ".join(str(cell).ljust(widths[i]) if i < 4 else str(cell) for i, cell in enumerate(row))
-             for row in [header, *body]]
+    lines = [
+        "  ".join(str(cell).ljust(widths[i]) if i < 4 else str(cell) for i, cell in enumerate(row))
+        for row in [header, *body]
+    ]
     return "\n".join(line.rstrip() for line in lines) + "\n"

@@ -46,17 +46,21 @@ def watch_verb(rest: list[str], parsed, env: Mapping[str, str], say) -> int:
     try:
         import watchfiles
     except ImportError:
-        raise UsageError("`vx watch` needs the watchfiles package, which is not installed",
-                         hint="pip install 'vx[watch]' (or pip install watchfiles)") from None
+        raise UsageError(
+            "`vx watch` needs the watchfiles package, which is not installed",
+            hint="pip install 'vx[watch]' (or pip install watchfiles)",
+        ) from None
 
     from vx.workspace import discover as workspace
 
     root = workspace.discover(Path(os.getcwd())).root
     judge = Judge(root, env, parsed)
     if judge.servers:
-        raise UsageError(f"`vx watch` cannot run {judge.servers[0]} again on each edit: it is persistent "
-                         "(exec.persistent) and never ends",
-                         hint="`vx run` it: it serves until Ctrl-C, and a dev server watches its own files")
+        raise UsageError(
+            f"`vx watch` cannot run {judge.servers[0]} again on each edit: it is persistent "
+            "(exec.persistent) and never ends",
+            hint="`vx run` it: it serves until Ctrl-C, and a dev server watches its own files",
+        )
     cycles = Cycles([sys.executable, "-m", "vx", "run", *rest])
     stop = threading.Event()
 
@@ -66,10 +70,21 @@ def watch_verb(rest: list[str], parsed, env: Mapping[str, str], say) -> int:
 
     signal.signal(signal.SIGTERM, terminate)
     try:
-        changes = watchfiles.watch(root, watch_filter=None, debounce=DEBOUNCE_MS, step=50, stop_event=stop,
-                                   force_polling=env.get("VX_WATCH_POLL") == "1" or None, poll_delay_ms=POLL_MS,
-                                   yield_on_timeout=True, rust_timeout=1000, raise_interrupt=True)
-        _await_probe(root, changes, say)  # armed before the first cycle: its edits are judged after it
+        changes = watchfiles.watch(
+            root,
+            watch_filter=None,
+            debounce=DEBOUNCE_MS,
+            step=50,
+            stop_event=stop,
+            force_polling=env.get("VX_WATCH_POLL") == "1" or None,
+            poll_delay_ms=POLL_MS,
+            yield_on_timeout=True,
+            rust_timeout=1000,
+            raise_interrupt=True,
+        )
+        _await_probe(
+            root, changes, say
+        )  # armed before the first cycle: its edits are judged after it
         judge.arm()
         previous, window = (0, 0), _timed(cycles)
         say(f"vx watch: watching {root} (Ctrl-C to stop)")
@@ -145,7 +160,9 @@ def _await_probe(root: Path, changes, say) -> None:
             if any(os.path.abspath(path) == str(probe) for _change, path in batch):
                 break
             if time.monotonic() - started > 10:
-                say("vx watch: warning: the file watcher reports nothing; set VX_WATCH_POLL=1 to poll instead")
+                say(
+                    "vx watch: warning: the file watcher reports nothing; set VX_WATCH_POLL=1 to poll instead"
+                )
                 break
     finally:
         done.set()
@@ -157,7 +174,9 @@ class Judge:
     def __init__(self, root: Path, env: Mapping[str, str], parsed=None) -> None:
         self.root = str(root)
         self.env = env
-        self.parsed = parsed  # the run's selection: edits in projects it cannot reach are no trigger
+        self.parsed = (
+            parsed  # the run's selection: edits in projects it cannot reach are no trigger
+        )
         self.packages: dict[str, str] = {}  # project dir -> package name
         self.reach: frozenset[str] | None = None  # project dirs in the run's graph; None: every one
         self.servers: list[str] = []  # persistent tasks in the run's graph: a cycle would never end
@@ -166,7 +185,9 @@ class Judge:
         self.outputs: dict[str, GlobSet] = {}
         self.prefix = _git_prefix(self.root)  # the workspace inside its repository ("" at the top)
         self.mtimes: dict[str, int] = {}  # st_mtime_ns of each path as last judged
-        self.by_run: dict[str, tuple[int, int]] = {}  # path -> the window of the cycle that last wrote it
+        self.by_run: dict[
+            str, tuple[int, int]
+        ] = {}  # path -> the window of the cycle that last wrote it
         self.looping: set[str] = set()  # paths every run rewrites: no longer triggers
         self.refresh()
 
@@ -176,17 +197,20 @@ class Judge:
     def refresh(self) -> None:
         """Re-read the declared outputs (a cycle may have changed a config); keep the last on error."""
         from vx.config import loader as config
-        from vx.workspace import discover as workspace
         from vx.errors import VxError
+        from vx.workspace import discover as workspace
 
         try:
             ws = workspace.discover(Path(self.root))
             configs = config.load_all(ws, self.env)
         except VxError:
             return
-        self.outputs = {ws.packages[name].dir: GlobSet([g for t in cfg.tasks.values() if t.cache
-                                                         for g in t.cache.output_files])
-                        for name, cfg in configs.items()}
+        self.outputs = {
+            ws.packages[name].dir: GlobSet(
+                [g for t in cfg.tasks.values() if t.cache for g in t.cache.output_files]
+            )
+            for name, cfg in configs.items()
+        }
         self.packages = {pkg.dir: name for name, pkg in ws.packages.items() if pkg.dir}
         self.reach = self._reach(ws, configs)
 
@@ -205,14 +229,21 @@ class Judge:
         cwd = Path(os.getcwd())
         try:
             cwd_pkg = package_of(ws, cwd)
-            req = run.RunRequest(cwd=cwd, names=tuple(self.parsed.names), all=self.parsed.all,
-                                 filters=tuple(self.parsed.filters))
+            req = run.RunRequest(
+                cwd=cwd,
+                names=tuple(self.parsed.names),
+                all=self.parsed.all,
+                filters=tuple(self.parsed.filters),
+            )
             projects = run._filtered(req, ws, configs, cwd_pkg) if req.filters else None
             graph = build_graph(ws, configs, Selection(req.names, cwd_pkg, req.all, projects))
         except VxError:
             return None
-        self.servers = [str(t) for t, n in graph.nodes.items()
-                        if n.config.exec is not None and n.config.exec.persistent is not None]
+        self.servers = [
+            str(t)
+            for t, n in graph.nodes.items()
+            if n.config.exec is not None and n.config.exec.persistent is not None
+        ]
         return frozenset(node.project_dir for node in graph.nodes.values())
 
     def _unreached(self, rel: str) -> bool:
@@ -226,11 +257,17 @@ class Judge:
         return bool(best) and best not in self.reach
 
     def edits(self, paths: Iterable[str]) -> list[str]:
-        candidates = sorted({rel for rel in (self._rel(p) for p in paths) if rel and not self._never(rel)})
-        candidates = [rel for rel in candidates if not self._is_output(rel) and not self._unreached(rel)]
+        candidates = sorted(
+            {rel for rel in (self._rel(p) for p in paths) if rel and not self._never(rel)}
+        )
+        candidates = [
+            rel for rel in candidates if not self._is_output(rel) and not self._unreached(rel)
+        ]
         ignored = _git_ignored(self.root, candidates)
         candidates = [rel for rel in candidates if rel not in ignored]
-        clean = _git_clean(self.root, [rel for rel in candidates if rel not in self.states], self.prefix)
+        clean = _git_clean(
+            self.root, [rel for rel in candidates if rel not in self.states], self.prefix
+        )
         return [rel for rel in candidates if self._changed(rel, rel in clean)]
 
     def rewritten(self, rel: str, window: tuple[int, int], previous: tuple[int, int], say) -> bool:
@@ -244,8 +281,10 @@ class Judge:
             return True
         if self.by_run.get(rel) == previous:
             self.looping.add(rel)
-            say(f"vx watch: {rel} is rewritten by every run (a task writes into an input); its changes "
-                "no longer start a run — declare it in the task's cache.outputs or move it out of the inputs")
+            say(
+                f"vx watch: {rel} is rewritten by every run (a task writes into an input); its changes "
+                "no longer start a run — declare it in the task's cache.outputs or move it out of the inputs"
+            )
             return True
         self.by_run[rel] = window
         return False
@@ -265,7 +304,7 @@ class Judge:
     def _is_output(self, rel: str) -> bool:
         for directory, globs in self.outputs.items():
             if globs and (not directory or rel.startswith(directory + "/")):
-                inner = rel[len(directory) + 1:] if directory else rel
+                inner = rel[len(directory) + 1 :] if directory else rel
                 if globs.matches(inner):
                     return True
         return False
@@ -297,8 +336,13 @@ def _git_ignored(root: str, rels: list[str]) -> set[str]:
     if not rels:
         return set()
     try:
-        proc = subprocess.run(["git", "check-ignore", "--stdin", "-z"], cwd=root, input="\0".join(rels).encode(),
-                              capture_output=True, timeout=30)
+        proc = subprocess.run(
+            ["git", "check-ignore", "--stdin", "-z"],
+            cwd=root,
+            input="\0".join(rels).encode(),
+            capture_output=True,
+            timeout=30,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return set()
     return {p for p in proc.stdout.decode(errors="surrogateescape").split("\0") if p}
@@ -306,7 +350,9 @@ def _git_ignored(root: str, rels: list[str]) -> set[str]:
 
 def _git_prefix(root: str) -> str:
     try:
-        proc = subprocess.run(["git", "rev-parse", "--show-prefix"], cwd=root, capture_output=True, timeout=30)
+        proc = subprocess.run(
+            ["git", "rev-parse", "--show-prefix"], cwd=root, capture_output=True, timeout=30
+        )
     except (OSError, subprocess.TimeoutExpired):
         return ""
     return proc.stdout.decode(errors="surrogateescape").strip() if proc.returncode == 0 else ""
@@ -318,15 +364,34 @@ def _git_clean(root: str, rels: list[str], prefix: str = "") -> set[str]:
     if not rels:
         return set()
     try:
-        proc = subprocess.run(["git", "status", "--porcelain=v1", "-z", "--no-renames", "--untracked-files=all", "--", *rels],
-                              cwd=root, capture_output=True, timeout=30, env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
-        tracked = subprocess.run(["git", "ls-files", "-z", "--", *rels], cwd=root, capture_output=True, timeout=30)
+        proc = subprocess.run(
+            [
+                "git",
+                "status",
+                "--porcelain=v1",
+                "-z",
+                "--no-renames",
+                "--untracked-files=all",
+                "--",
+                *rels,
+            ],
+            cwd=root,
+            capture_output=True,
+            timeout=30,
+            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
+        )
+        tracked = subprocess.run(
+            ["git", "ls-files", "-z", "--", *rels], cwd=root, capture_output=True, timeout=30
+        )
     except (OSError, subprocess.TimeoutExpired):
         return set()
     if proc.returncode or tracked.returncode:
         return set()
-    listed = {entry[3:].removeprefix(prefix) for entry in proc.stdout.decode(errors="surrogateescape").split("\0")
-              if len(entry) > 3}
+    listed = {
+        entry[3:].removeprefix(prefix)
+        for entry in proc.stdout.decode(errors="surrogateescape").split("\0")
+        if len(entry) > 3
+    }
     return {p for p in tracked.stdout.decode(errors="surrogateescape").split("\0") if p} - listed
 
 

@@ -9,7 +9,6 @@ from typing import Mapping
 from vx.cli.args import Args, one_of
 from vx.store.history import differences, last_two, unsaved_reason
 
-
 # ---------------------------------------------------------------- vx why
 
 
@@ -20,14 +19,16 @@ def why_verb(args: Args, env: Mapping[str, str]) -> int:
     from pathlib import Path
 
     from vx.config import loader as config
-    from vx.workspace import discover as workspace
     from vx.errors import UsageError
     from vx.store import location
+    from vx.workspace import discover as workspace
 
     fmt, names = one_of("--format", args.format, ("text", "json"), "text"), args.names
     if len(names) != 1:
-        raise UsageError("name one task: `vx why PKG#TASK` (or a task of the project you stand in)",
-                         hint="e.g. `vx why web#build`")
+        raise UsageError(
+            "name one task: `vx why PKG#TASK` (or a task of the project you stand in)",
+            hint="e.g. `vx why web#build`",
+        )
     cwd = Path(os.getcwd())
     ws = workspace.discover(cwd)
     task_id = _task_id(names[0], ws, cwd)
@@ -42,8 +43,11 @@ def why_verb(args: Args, env: Mapping[str, str]) -> int:
             if not rows and "#" not in names[0]:  # from the root: the one project that has it
                 holders = _holders(db, names[0])
                 if len(holders) > 1:
-                    raise UsageError(f"several projects have a `{names[0]}` task", facts=(f"recorded: {', '.join(holders[:8])}",),
-                                     hint=f"name one: `vx why {holders[0]}`")
+                    raise UsageError(
+                        f"several projects have a `{names[0]}` task",
+                        facts=(f"recorded: {', '.join(holders[:8])}",),
+                        hint=f"name one: `vx why {holders[0]}`",
+                    )
                 if holders:
                     task_id, rows = holders[0], last_two(db, holders[0])
             unsaved = unsaved_reason(db, task_id, rows[0][0]) if rows else None
@@ -58,8 +62,10 @@ def why_verb(args: Args, env: Mapping[str, str]) -> int:
 
 def _holders(db, task: str) -> list[str]:
     try:
-        rows = db.execute("SELECT DISTINCT task_id FROM key_history WHERE task_id LIKE ? ESCAPE '\\'",
-                          ("%#" + task.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_"),))
+        rows = db.execute(
+            "SELECT DISTINCT task_id FROM key_history WHERE task_id LIKE ? ESCAPE '\\'",
+            ("%#" + task.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_"),),
+        )
         return sorted(r[0] for r in rows)
     except Exception:  # no table yet
         return []
@@ -75,7 +81,10 @@ def _task_id(name: str, ws, cwd) -> str:
         if package not in ws.packages:
             from vx.errors import suggestion
 
-            raise UsageError(f"no project named `{package}`", hint=suggestion(package, ws.packages, noun="projects"))
+            raise UsageError(
+                f"no project named `{package}`",
+                hint=suggestion(package, ws.packages, noun="projects"),
+            )
         return f"{package}#{task}"
     return f"{package_of(ws, cwd)}#{name}"
 
@@ -86,15 +95,24 @@ def _verdict(task_id: str, rows: list) -> dict:
     if len(rows) == 1:
         return {"task": task_id, "verdict": "first", "key": rows[0][0], "differences": []}
     (new_key, new_at, new), (old_key, old_at, old) = rows
-    return {"task": task_id, "verdict": "changed", "from": old_key, "to": new_key, "since": old_at, "at": new_at,
-            "differences": [{"kind": kind, "what": what} for kind, what in differences(old, new)]}
+    return {
+        "task": task_id,
+        "verdict": "changed",
+        "from": old_key,
+        "to": new_key,
+        "since": old_at,
+        "at": new_at,
+        "differences": [{"kind": kind, "what": what} for kind, what in differences(old, new)],
+    }
 
 
 def _render(v: dict) -> str:
     task = v["task"]
     if v["verdict"] == "unrecorded":
-        return (f"{task}: no key recorded yet — run it with the cache on (`vx run {task}`), then ask again;\n"
-                f"  a task id is PKG#TASK, e.g. `vx why web#build`\n")
+        return (
+            f"{task}: no key recorded yet — run it with the cache on (`vx run {task}`), then ask again;\n"
+            f"  a task id is PKG#TASK, e.g. `vx why web#build`\n"
+        )
     unsaved = f"  {v['notSaved']}\n" if v.get("notSaved") else ""
     if v["verdict"] == "first":
         return f"{task}: one key recorded ({v['key']}); nothing to compare it with yet\n" + unsaved

@@ -46,16 +46,23 @@ def evaluate(root: str, files: Mapping[str, str], env: Mapping[str, str]) -> dic
     for path in sorted(files):
         problem = results[path].get("error")
         if problem:
-            raise ConfigError(problem["message"], file=files[path], field=problem.get("field") or "",
-                              hint=problem.get("hint"))
+            raise ConfigError(
+                problem["message"],
+                file=files[path],
+                field=problem.get("field") or "",
+                hint=problem.get("hint"),
+            )
     return {path: results[path]["value"] for path in files}
 
 
 def _node(env: Mapping[str, str], source: str) -> str:
     node = shutil.which("node", path=env.get("PATH") or os.defpath)
     if node is None:
-        raise ConfigError("a config written as code needs Node.js, and `node` is not on PATH", file=source,
-                          hint="install Node.js (20 or newer), or write the config as vx.config.json")
+        raise ConfigError(
+            "a config written as code needs Node.js, and `node` is not on PATH",
+            file=source,
+            hint="install Node.js (20 or newer), or write the config as vx.config.json",
+        )
     return node
 
 
@@ -89,10 +96,16 @@ def _kept(root: str, key: str, env: Mapping[str, str]) -> dict | None:
         now = witness.identity(path, True)
         if (list(now) if now is not None else None) != identity:
             return None
-    return kept if all(env_digest(env.get(name)) == value for name, value in kept["env"].items()) else None
+    return (
+        kept
+        if all(env_digest(env.get(name)) == value for name, value in kept["env"].items())
+        else None
+    )
 
 
-def _run(root: str, node: str, paths: list[str], files: Mapping[str, str], env: Mapping[str, str]) -> dict:
+def _run(
+    root: str, node: str, paths: list[str], files: Mapping[str, str], env: Mapping[str, str]
+) -> dict:
     """One Node process for every code config. The answer comes back through a file, not stdout:
     a config may print whatever it likes (it goes to vx's stderr)."""
     import tempfile
@@ -104,25 +117,49 @@ def _run(root: str, node: str, paths: list[str], files: Mapping[str, str], env: 
         answer = os.path.join(scratch, "answer.json")
         request = json.dumps({"root": root, "files": paths, "answer": answer})
         try:
-            proc = subprocess.run([node, os.path.join(_HERE, "evaluate.mjs")], input=request.encode(), cwd=root,
-                                  env=dict(os.environ) if isinstance(env, witness.ReadEnv) else dict(env),
-                                  stdout=_stderr_fd(), stderr=subprocess.PIPE, timeout=TIMEOUT_S)
+            proc = subprocess.run(
+                [node, os.path.join(_HERE, "evaluate.mjs")],
+                input=request.encode(),
+                cwd=root,
+                env=dict(os.environ) if isinstance(env, witness.ReadEnv) else dict(env),
+                stdout=_stderr_fd(),
+                stderr=subprocess.PIPE,
+                timeout=TIMEOUT_S,
+            )
         except subprocess.TimeoutExpired:
-            raise ConfigError(f"evaluating the config files took longer than {TIMEOUT_S} s", file=files[paths[0]],
-                              hint="a config must not wait on the network or a prompt; compute less at load") from None
+            raise ConfigError(
+                f"evaluating the config files took longer than {TIMEOUT_S} s",
+                file=files[paths[0]],
+                hint="a config must not wait on the network or a prompt; compute less at load",
+            ) from None
         try:
             with open(answer, "rb") as f:
                 out = json.loads(f.read())
         except (OSError, ValueError):
-            detail = proc.stderr.decode(errors="replace").strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
-            raise ConfigError(f"Node could not evaluate the config files: {detail[0]}", file=files[paths[0]],
-                              hint="`node --version` must be 20.6 or newer (module hooks)") from None
-    deps = [[path, list(ident) if (ident := witness.identity(path, True)) is not None else None]
-            for path in out["deps"]]
-    racy = any(ident is not None and witness.racy_times(ident[2], ident[3], started) for _path, ident in deps)
-    return {"format": FORMAT, "results": out["results"], "deps": deps,
-            "racy": racy or out["envWhole"],  # a config that read the whole environment is never kept
-            "env": {name: env_digest(env.get(name)) for name in out["env"]}, "envWhole": out["envWhole"]}
+            detail = proc.stderr.decode(errors="replace").strip().splitlines()[-1:] or [
+                f"exit code {proc.returncode}"
+            ]
+            raise ConfigError(
+                f"Node could not evaluate the config files: {detail[0]}",
+                file=files[paths[0]],
+                hint="`node --version` must be 20.6 or newer (module hooks)",
+            ) from None
+    deps = [
+        [path, list(ident) if (ident := witness.identity(path, True)) is not None else None]
+        for path in out["deps"]
+    ]
+    racy = any(
+        ident is not None and witness.racy_times(ident[2], ident[3], started)
+        for _path, ident in deps
+    )
+    return {
+        "format": FORMAT,
+        "results": out["results"],
+        "deps": deps,
+        "racy": racy or out["envWhole"],  # a config that read the whole environment is never kept
+        "env": {name: env_digest(env.get(name)) for name in out["env"]},
+        "envWhole": out["envWhole"],
+    }
 
 
 def _stderr_fd():
@@ -154,7 +191,9 @@ def _keep(root: str, key: str, kept: dict) -> None:
 
 
 def _prune(directory: str) -> None:
-    entries = sorted((e.stat().st_mtime, e.path) for e in os.scandir(directory) if e.name.endswith(".json"))
+    entries = sorted(
+        (e.stat().st_mtime, e.path) for e in os.scandir(directory) if e.name.endswith(".json")
+    )
     for _mtime, path in entries[:-KEEP]:
         try:
             os.unlink(path)

@@ -40,12 +40,20 @@ ALLOW = Level(
     unsupported={"systemInfo": _MACOS_ONLY, "machLookup": _MACOS_ONLY},
 )
 
-DENY = Level("exec.sandbox.deny", frozenset({"network"}),
-             foreign={"read": "reads are denied by default: grant only what the task needs",
-                      "write": "writes are denied by default: grant only what the task needs"})
+DENY = Level(
+    "exec.sandbox.deny",
+    frozenset({"network"}),
+    foreign={
+        "read": "reads are denied by default: grant only what the task needs",
+        "write": "writes are denied by default: grant only what the task needs",
+    },
+)
 
-IGNORE = Level("exec.sandbox.ignore", frozenset({"read", "write", "network"}),
-               unsupported={"systemInfo": _MACOS_ONLY})
+IGNORE = Level(
+    "exec.sandbox.ignore",
+    frozenset({"read", "write", "network"}),
+    unsupported={"systemInfo": _MACOS_ONLY},
+)
 
 _LABEL = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\Z")
 _IPV4 = re.compile(r"(?:\d{1,3}\.){3}\d{1,3}\Z")
@@ -88,7 +96,9 @@ def _level(body: dict[str, Any], key: str, at: At, level: Level) -> dict[str, An
 
 def _flag(value: Any, at: At) -> bool:
     if not isinstance(value, bool):
-        at.refuse(f"`{at.field}` must be true or false, got {_kind(value)}", hint="write true or false")
+        at.refuse(
+            f"`{at.field}` must be true or false, got {_kind(value)}", hint="write true or false"
+        )
     return value
 
 
@@ -121,8 +131,10 @@ def _outside_problem(path: str) -> str | None:
         return "`~user` is not understood; write `~/…` for your home or an absolute path"
     body = path[:-3] if path.endswith("/**") else path
     if _WILD.search(body):
-        return (f"glob characters in a path outside the project; grant the directory instead, "
-                f"e.g. `{_static_dir(body)}/`")
+        return (
+            f"glob characters in a path outside the project; grant the directory instead, "
+            f"e.g. `{_static_dir(body)}/`"
+        )
     if ".." in body.split("/"):
         return "`..` in an absolute path; write the path it means"
     return None
@@ -145,13 +157,17 @@ def _relative_problem(path: str) -> str | None:
 def _write_problem(path: str) -> str | None:
     """A write grant stays in its project and never opens a wall (SB-04)."""
     if path.startswith("../") or path == "..":
-        return ("leaves the project; a task writes only inside its own project — "
-                "let the project that owns the path write it")
+        return (
+            "leaves the project; a task writes only inside its own project — "
+            "let the project that owns the path write it"
+        )
     segments = path.split("/")
     for wall in _WALLS:
         if wall in segments:
-            return (f"would make `{wall}` writable; vx never lets a task write the repository "
-                    "or its own directory")
+            return (
+                f"would make `{wall}` writable; vx never lets a task write the repository "
+                "or its own directory"
+            )
     return None
 
 
@@ -160,7 +176,9 @@ def _ignore_paths(value: Any, at: At) -> tuple[str, ...]:
     paths = _strings(value, at, "paths or globs")
     for i, path in enumerate(paths):
         if "\0" in path or "\\" in path:
-            at.item(i).refuse(f"pattern `{path}` holds a NUL or a backslash", hint="write `/`-separated paths")
+            at.item(i).refuse(
+                f"pattern `{path}` holds a NUL or a backslash", hint="write `/`-separated paths"
+            )
     return paths
 
 
@@ -199,14 +217,18 @@ def _hosts(value: Any, at: At, *, deny: bool) -> tuple[str, ...]:
 def host_problem(pattern: str, *, deny: bool = False) -> str | None:
     """Why `pattern` is no host pattern (`example.com`, `*.example.com`, `host:port`), or None."""
     if "://" in pattern:
-        return f"has a scheme; write the host alone, e.g. `{pattern.split('://', 1)[1].split('/')[0]}`"
+        return (
+            f"has a scheme; write the host alone, e.g. `{pattern.split('://', 1)[1].split('/')[0]}`"
+        )
     if "/" in pattern:
         return "has a path; a pattern names a host, not a URL"
     host, port_problem = _split_port(pattern)
     if port_problem:
         return port_problem
     if host == "*":
-        return None if deny else "allows every host; write `allow.network: true` for the whole network"
+        return (
+            None if deny else "allows every host; write `allow.network: true` for the whole network"
+        )
     return _host_name_problem(host.lower())
 
 
@@ -227,8 +249,11 @@ def _host_name_problem(host: str) -> str | None:
     if not all(_LABEL.match(label) for label in labels):
         return "is not a host name; names are letters, digits, `-` and dots, with an optional leading `*.`"
     if len(labels) < 2:
-        return ("is too broad: a wildcard over a top-level domain" if wildcard
-                else "has no dot; name the whole host, e.g. `registry.npmjs.org`")
+        return (
+            "is too broad: a wildcard over a top-level domain"
+            if wildcard
+            else "has no dot; name the whole host, e.g. `registry.npmjs.org`"
+        )
     return None
 
 
@@ -238,8 +263,10 @@ def _ignore_hosts(value: Any, at: At) -> tuple[str, ...]:
     for i, entry in enumerate(entries):
         host, port_problem = _split_port(entry)
         if port_problem or not host or "/" in entry:
-            at.item(i).refuse(f"`{entry}` is no `host:port` entry",
-                              hint="write the host and port a refused request named, e.g. `example.com:443`")
+            at.item(i).refuse(
+                f"`{entry}` is no `host:port` entry",
+                hint="write the host and port a refused request named, e.g. `example.com:443`",
+            )
     return tuple(e.lower() for e in entries)
 
 
@@ -252,8 +279,10 @@ def _sockets(value: Any, at: At) -> bool | tuple[str, ...]:
     paths = _strings(value, at, "socket paths")
     for i, path in enumerate(paths):
         if not path.startswith(("/", "~/")):
-            at.item(i).refuse(f"socket `{path}` is not an absolute path",
-                              hint="name the socket file, e.g. `/var/run/docker.sock`")
+            at.item(i).refuse(
+                f"socket `{path}` is not an absolute path",
+                hint="name the socket file, e.g. `/var/run/docker.sock`",
+            )
     return paths
 
 
@@ -261,9 +290,13 @@ def _ports(value: Any, at: At) -> bool | tuple[int, ...]:
     if isinstance(value, bool):
         return value
     if not isinstance(value, list):
-        at.refuse(f"`{at.field}` must be true, false or an array of ports, got {_kind(value)}",
-                  hint="write e.g. [3000, 5173]")
+        at.refuse(
+            f"`{at.field}` must be true, false or an array of ports, got {_kind(value)}",
+            hint="write e.g. [3000, 5173]",
+        )
     for i, port in enumerate(value):
         if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
-            at.item(i).refuse(f"`{at.field}` holds `{port}`, which is no port", hint="ports are 1..65535")
+            at.item(i).refuse(
+                f"`{at.field}` holds `{port}`, which is no port", hint="ports are 1..65535"
+            )
     return tuple(value)

@@ -69,28 +69,36 @@ def _kind(value: Any) -> str:
 
 def _object(value: Any, at: At, what: str = "an object") -> dict[str, Any]:
     if not isinstance(value, dict):
-        at.refuse(f"`{at.field or 'config'}` must be {what}, got {_kind(value)}",
-                  hint="write a JSON object `{ ... }` here")
+        at.refuse(
+            f"`{at.field or 'config'}` must be {what}, got {_kind(value)}",
+            hint="write a JSON object `{ ... }` here",
+        )
     return value
 
 
 def _string(value: Any, at: At) -> str:
     if not isinstance(value, str):
-        at.refuse(f"`{at.field}` must be a string, got {_kind(value)}",
-                  hint="write the value in double quotes")
+        at.refuse(
+            f"`{at.field}` must be a string, got {_kind(value)}",
+            hint="write the value in double quotes",
+        )
     return value
 
 
 def _strings(value: Any, at: At, noun: str = "strings") -> tuple[str, ...]:
     """An array of non-empty strings, each refusal pointing at its index."""
     if not isinstance(value, list):
-        at.refuse(f"`{at.field}` must be an array of {noun}, got {_kind(value)}",
-                  hint=f"write a JSON array, e.g. [{_example(value)}]")
+        at.refuse(
+            f"`{at.field}` must be an array of {noun}, got {_kind(value)}",
+            hint=f"write a JSON array, e.g. [{_example(value)}]",
+        )
     for i, item in enumerate(value):
         if not isinstance(item, str) or not item:
             got = "an empty string" if item == "" else _kind(item)
-            at.item(i).refuse(f"`{at.field}` must hold non-empty {noun}, got {got}",
-                              hint="remove the entry, or write it as a non-empty string")
+            at.item(i).refuse(
+                f"`{at.field}` must hold non-empty {noun}, got {got}",
+                hint="remove the entry, or write it as a non-empty string",
+            )
     return tuple(value)
 
 
@@ -101,8 +109,10 @@ def _example(value: Any) -> str:
 def _integer(value: Any, at: At, low: int, high: int | None = None) -> int:
     """An int in [low, high]; JSON's `true` is not 1 and `1.0` is not an integer here."""
     if isinstance(value, bool) or not isinstance(value, int):
-        at.refuse(f"`{at.field}` must be an integer, got {_kind(value)}",
-                  hint=f"write a whole number without quotes, e.g. {max(low, 1) * 1000 if high else low}")
+        at.refuse(
+            f"`{at.field}` must be an integer, got {_kind(value)}",
+            hint=f"write a whole number without quotes, e.g. {max(low, 1) * 1000 if high else low}",
+        )
     if value < low or (high is not None and value > high):
         span = f"{low}..{high}" if high is not None else f">= {low}"
         at.refuse(f"`{at.field}` must be in {span}, got {value}", hint=_range_hint(low, high))
@@ -155,4 +165,3 @@ def _nx(key: str, home: str) -> str:
 
 def _wireit(key: str, home: str) -> str:
     return f"`{key}` is wireit's spelling; in vx it is {home}"
-

@@ -16,8 +16,8 @@ from vx.errors import ConfigError
 
 # A string is matched first so `//` and `/*` inside one are never read as comments.
 _STRING = r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"'
-_COMMENT = re.compile(_STRING + r'|//[^\n]*|/\*(?:.*?\*/|.*)', re.DOTALL)
-_TRAILING_COMMA = re.compile(_STRING + r'|,(?=\s*[\]}])')
+_COMMENT = re.compile(_STRING + r"|//[^\n]*|/\*(?:.*?\*/|.*)", re.DOTALL)
+_TRAILING_COMMA = re.compile(_STRING + r"|,(?=\s*[\]}])")
 
 
 class _Problem(Exception):
@@ -59,8 +59,11 @@ def _decode(text: str) -> Any:
     except RecursionError:
         deep = True
     if deep:
-        raise _Problem(f"nested more than {MAX_DEPTH} levels deep", 0,
-                       hint="a config is a few levels of objects and arrays; check for a generated or broken file")
+        raise _Problem(
+            f"nested more than {MAX_DEPTH} levels deep",
+            0,
+            hint="a config is a few levels of objects and arrays; check for a generated or broken file",
+        )
     return value
 
 
@@ -114,8 +117,11 @@ _DUPLICATE_HINT = "a key may appear once per object; keep one of them"
 
 
 def _no_constant(name: str) -> NoReturn:
-    raise _Problem(f"`{name}` is not JSON data", -1,
-                   hint="config values must be plain JSON; write a number or a string")
+    raise _Problem(
+        f"`{name}` is not JSON data",
+        -1,
+        hint="config values must be plain JSON; write a number or a string",
+    )
 
 
 def _locate(problem: _Problem, text: str) -> int:

@@ -41,20 +41,28 @@ def _read_jsonc(path: str, source: str) -> Loaded:
         with open(path, "rb") as f:
             text = f.read().decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"not UTF-8 text (byte {exc.start})", file=source,
-                          hint="save the config as UTF-8") from None
+        raise ConfigError(
+            f"not UTF-8 text (byte {exc.start})", file=source, hint="save the config as UTF-8"
+        ) from None
     except IsADirectoryError:
-        raise ConfigError("is a directory, not a config file", file=source,
-                          hint="rename or remove the directory; a config is a file") from None
+        raise ConfigError(
+            "is a directory, not a config file",
+            file=source,
+            hint="rename or remove the directory; a config is a file",
+        ) from None
     except OSError as exc:
-        raise ConfigError(f"cannot be read: {exc.strerror}", file=source,
-                          hint="check the file's permissions") from None
+        raise ConfigError(
+            f"cannot be read: {exc.strerror}", file=source, hint="check the file's permissions"
+        ) from None
     return Loaded(text, lambda: jsonc.loads(text, source))
 
 
 def _refuse_cts(path: str, source: str) -> NoReturn:
-    raise ConfigError("a CommonJS TypeScript config (.cts) is not supported", file=source,
-                      hint="write it as vx.config.ts (an ES module), vx.config.cjs or vx.config.json")
+    raise ConfigError(
+        "a CommonJS TypeScript config (.cts) is not supported",
+        file=source,
+        hint="write it as vx.config.ts (an ES module), vx.config.cjs or vx.config.json",
+    )
 
 
 # One row per extension a config file may have; code configs (WS-05) are evaluated by Node in one
@@ -80,7 +88,9 @@ _PROJECT_MEMO: dict[str, ProjectConfig] = {}
 _PROJECT_MEMO_LIMIT = 4096
 
 
-def _config_file(directory: str, stem: str, rel_dir: str, also: str | None = None) -> tuple[str, str] | None:
+def _config_file(
+    directory: str, stem: str, rel_dir: str, also: str | None = None
+) -> tuple[str, str] | None:
     """The one `stem.<ext>` file in `directory` that a loader reads, and its extension; a receipt
     also keeps whether the file named `also` is there (a package's turbo.json)."""
     try:
@@ -89,20 +99,28 @@ def _config_file(directory: str, stem: str, rel_dir: str, also: str | None = Non
         witness.read(directory)  # missing: the receipt keeps that
         return None
     witness.listed(directory, (stem, also) if also else stem, names)
-    found = sorted(n for n in names if n.startswith(stem) and n[len(stem):] in LOADERS)
+    found = sorted(n for n in names if n.startswith(stem) and n[len(stem) :] in LOADERS)
     if len(found) > 1:
         shown = ", ".join(_rel(rel_dir, n) for n in found)
-        raise ConfigError(f"more than one config file: {shown}", file=_rel(rel_dir, found[0]),
-                          hint="keep one; vx would not know which to read")
-    return (os.path.join(directory, found[0]), found[0][len(stem):]) if found else None
+        raise ConfigError(
+            f"more than one config file: {shown}",
+            file=_rel(rel_dir, found[0]),
+            hint="keep one; vx would not know which to read",
+        )
+    return (os.path.join(directory, found[0]), found[0][len(stem) :]) if found else None
 
 
 def _rel(rel_dir: str, name: str) -> str:
     return f"{rel_dir}/{name}" if rel_dir else name
 
 
-def load_project(workspace_root: Path, pkg: Package, turbo: TurboRoot | None = None,
-                 manager: str = "npm", env: Mapping[str, str] | None = None) -> ProjectConfig:
+def load_project(
+    workspace_root: Path,
+    pkg: Package,
+    turbo: TurboRoot | None = None,
+    manager: str = "npm",
+    env: Mapping[str, str] | None = None,
+) -> ProjectConfig:
     """The project config beside `pkg`'s package.json; else, in a Turborepo repository (`turbo`),
     its tasks as turbo would run them (TL-05); else empty (source "")."""
     found = _locate(str(workspace_root), pkg, turbo)
@@ -124,9 +142,16 @@ def load_all(ws: Workspace, env: Mapping[str, str] | None = None) -> dict[str, P
 
         manager = hook_manager(ws.manager, root)
     if nx is not None:
-        return {name: _from_nx(nx, pkg, manager) if found[name] is None
-                else _project(root, pkg, found[name], values, None, manager) for name, pkg in ws.packages.items()}
-    return {name: _project(root, pkg, found[name], values, turbo, manager) for name, pkg in ws.packages.items()}
+        return {
+            name: _from_nx(nx, pkg, manager)
+            if found[name] is None
+            else _project(root, pkg, found[name], values, None, manager)
+            for name, pkg in ws.packages.items()
+        }
+    return {
+        name: _project(root, pkg, found[name], values, turbo, manager)
+        for name, pkg in ws.packages.items()
+    }
 
 
 def _nx_root(root: str, ws: Workspace) -> NxRoot | None:
@@ -157,7 +182,9 @@ def load_workspace(root: Path, env: Mapping[str, str] | None = None) -> Workspac
         found = Found(path, ext, os.path.basename(path))
         values = _evaluate(str(root), [found], env)
         config = validate_workspace(_decoded(found, values), found.source)
-    if config.remote_cache is None and (env.get("TURBO_TOKEN") or env.get("VERCEL_ARTIFACTS_TOKEN")):
+    if config.remote_cache is None and (
+        env.get("TURBO_TOKEN") or env.get("VERCEL_ARTIFACTS_TOKEN")
+    ):
         remote = _turbo_remote(str(root))
         if remote is not None:
             config = replace(config, remote_cache=remote)
@@ -176,7 +203,12 @@ def _turbo_remote(root: str):
         return base
     if base is None:
         return link
-    return replace(base, url=link.url or base.url, team=link.team or base.team, team_id=link.team_id or base.team_id)
+    return replace(
+        base,
+        url=link.url or base.url,
+        team=link.team or base.team,
+        team_id=link.team_id or base.team_id,
+    )
 
 
 # turbo.FILE_NAMES, spelled again so that a workspace without a turbo.json never loads turbo.py
@@ -198,7 +230,9 @@ def _turbo_root(root: str) -> TurboRoot | None:
 
 def _locate(root: str, pkg: Package, turbo: TurboRoot | None) -> Found | None:
     directory = os.path.join(root, pkg.dir) if pkg.dir else root
-    located = _config_file(directory, "vx.config", pkg.dir, also="turbo.json" if turbo and pkg.dir else None)
+    located = _config_file(
+        directory, "vx.config", pkg.dir, also="turbo.json" if turbo and pkg.dir else None
+    )
     if located is None:
         return None
     path, ext = located
@@ -220,8 +254,14 @@ def _decoded(found: Found, values: Mapping[str, Any]) -> Any:
     return values[found.path] if loader is None else loader(found.path, found.source).decode()
 
 
-def _project(root: str, pkg: Package, found: Found | None, values: Mapping[str, Any], turbo: TurboRoot | None,
-             manager: str) -> ProjectConfig:
+def _project(
+    root: str,
+    pkg: Package,
+    found: Found | None,
+    values: Mapping[str, Any],
+    turbo: TurboRoot | None,
+    manager: str,
+) -> ProjectConfig:
     if found is None:
         if turbo is None:
             return ProjectConfig(source="")

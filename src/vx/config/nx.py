@@ -42,28 +42,98 @@ from vx.model import ROOT_PROJECT, Package, ProjectConfig
 from vx.workspace.nxprojects import read_json
 
 NX_FILE = "nx.json"
-_MIGRATE = "write the command it runs as an `nx:run-commands` target, or the task in a vx.config.json"
+_MIGRATE = (
+    "write the command it runs as an `nx:run-commands` target, or the task in a vx.config.json"
+)
 _GLOB_CHARS = re.compile(r"[*?\[{]")
 
 # nx.json keys vx maps; every other key shapes Nx's own cloud, daemon, generators or terminal.
 _ROOT_MAPPED = ("targetDefaults", "namedInputs", "tasksRunnerOptions", "implicitDependencies")
-TARGET = Level("an Nx target", frozenset({"executor", "command", "options", "configurations", "defaultConfiguration",
-                                         "dependsOn", "inputs", "outputs", "cache", "continuous", "parallelism",
-                                         "metadata", "syncGenerators"}),
-               foreign={"script": "a package.json script becomes a target of its name; in project.json write "
-                                  '"executor": "nx:run-script", "options": {"script": …}',
-                        "exec": "in Nx a target's command is `command` (or options.command)"})
-PROJECT = Level("project.json", frozenset({"name", "root", "sourceRoot", "projectType", "targets", "tags",
-                                           "implicitDependencies", "namedInputs", "generators", "metadata",
-                                           "release", "$schema"}))
-PACKAGE_NX = Level("package.json `nx`", frozenset({"name", "root", "sourceRoot", "projectType", "targets", "tags",
-                                                   "implicitDependencies", "namedInputs", "includedScripts",
-                                                   "metadata", "release"}))
+TARGET = Level(
+    "an Nx target",
+    frozenset(
+        {
+            "executor",
+            "command",
+            "options",
+            "configurations",
+            "defaultConfiguration",
+            "dependsOn",
+            "inputs",
+            "outputs",
+            "cache",
+            "continuous",
+            "parallelism",
+            "metadata",
+            "syncGenerators",
+        }
+    ),
+    foreign={
+        "script": "a package.json script becomes a target of its name; in project.json write "
+        '"executor": "nx:run-script", "options": {"script": …}',
+        "exec": "in Nx a target's command is `command` (or options.command)",
+    },
+)
+PROJECT = Level(
+    "project.json",
+    frozenset(
+        {
+            "name",
+            "root",
+            "sourceRoot",
+            "projectType",
+            "targets",
+            "tags",
+            "implicitDependencies",
+            "namedInputs",
+            "generators",
+            "metadata",
+            "release",
+            "$schema",
+        }
+    ),
+)
+PACKAGE_NX = Level(
+    "package.json `nx`",
+    frozenset(
+        {
+            "name",
+            "root",
+            "sourceRoot",
+            "projectType",
+            "targets",
+            "tags",
+            "implicitDependencies",
+            "namedInputs",
+            "includedScripts",
+            "metadata",
+            "release",
+        }
+    ),
+)
 DEPENDS = Level("a dependsOn entry", frozenset({"target", "projects", "dependencies", "params"}))
 # Options of nx:run-commands that are not passed on as `--name=value` arguments.
-_RUN_COMMANDS_OPTIONS = frozenset({"command", "commands", "color", "no-color", "parallel", "no-parallel", "readyWhen",
-                                   "cwd", "args", "envFile", "__unparsed__", "env", "usePty", "streamOutput",
-                                   "verbose", "forwardAllArgs", "tty"})
+_RUN_COMMANDS_OPTIONS = frozenset(
+    {
+        "command",
+        "commands",
+        "color",
+        "no-color",
+        "parallel",
+        "no-parallel",
+        "readyWhen",
+        "cwd",
+        "args",
+        "envFile",
+        "__unparsed__",
+        "env",
+        "usePty",
+        "streamOutput",
+        "verbose",
+        "forwardAllArgs",
+        "tty",
+    }
+)
 
 
 class NxRoot(Struct, frozen=True):
@@ -84,7 +154,9 @@ class _Project(Struct, frozen=True):
     pkg: Package
     targets: Mapping[str, dict]  # merged: scripts < package.json nx.targets < project.json targets
     sources: Mapping[str, tuple[str, str]]  # target name -> the file and field that last defined it
-    defaulted: Mapping[str, tuple[str, frozenset[str]]]  # target name -> its targetDefaults key, the fields it gave
+    defaulted: Mapping[
+        str, tuple[str, frozenset[str]]
+    ]  # target name -> its targetDefaults key, the fields it gave
     named_inputs: Mapping[str, list]
     named_source: str
     tags: tuple[str, ...]
@@ -106,10 +178,16 @@ def find_root(root: str, packages: Mapping[str, Package]) -> NxRoot:
         _check_target(body, at.key("targetDefaults").key(name))
     named = _named_inputs(obj.get("namedInputs", {}), at.key("namedInputs"))
     runner = obj.get("tasksRunnerOptions", {})
-    ops = (((runner or {}).get("default") or {}).get("options") or {}).get("cacheableOperations") \
-        if isinstance(runner, dict) else None
-    cacheable = frozenset(_strings(ops, at.key("tasksRunnerOptions.default.options.cacheableOperations"))) \
-        if ops is not None else None
+    ops = (
+        (((runner or {}).get("default") or {}).get("options") or {}).get("cacheableOperations")
+        if isinstance(runner, dict)
+        else None
+    )
+    cacheable = (
+        frozenset(_strings(ops, at.key("tasksRunnerOptions.default.options.cacheableOperations")))
+        if ops is not None
+        else None
+    )
     return NxRoot(NX_FILE, root, defaults, named, cacheable, packages)
 
 
@@ -117,8 +195,10 @@ def _named_inputs(value: Any, at: At) -> dict[str, list]:
     obj = _object(value, at)
     for name, entries in obj.items():
         if not isinstance(entries, list):
-            at.key(name).refuse(f"`{at.key(name).field}` must be an array of inputs, got {_kind(entries)}",
-                                hint='e.g. "production": ["default", "!{projectRoot}/**/*.spec.ts"]')
+            at.key(name).refuse(
+                f"`{at.key(name).field}` must be an array of inputs, got {_kind(entries)}",
+                hint='e.g. "production": ["default", "!{projectRoot}/**/*.spec.ts"]',
+            )
     return obj
 
 
@@ -127,11 +207,15 @@ def _check_target(body: Any, at: At) -> dict:
     for key in obj:
         if key not in TARGET.allowed:
             near = did_you_mean(key, TARGET.allowed)
-            at.key(key).refuse(f"unknown key `{key}` in an Nx target",
-                               hint=TARGET.foreign.get(key) or (f"did you mean `{near}`?" if near else None))
+            at.key(key).refuse(
+                f"unknown key `{key}` in an Nx target",
+                hint=TARGET.foreign.get(key) or (f"did you mean `{near}`?" if near else None),
+            )
     if "command" in obj and "executor" in obj:
-        at.key("command").refuse("a target with both `command` and `executor`",
-                                 hint="`command` is short for the nx:run-commands executor; keep one")
+        at.key("command").refuse(
+            "a target with both `command` and `executor`",
+            hint="`command` is short for the nx:run-commands executor; keep one",
+        )
     for key in ("cache", "continuous", "parallelism"):
         if key in obj and not isinstance(obj[key], bool):
             at.key(key).refuse(f"`{key}` must be true or false, got {_kind(obj[key])}")
@@ -145,8 +229,9 @@ def _check_target(body: Any, at: At) -> dict:
     if "inputs" in obj and not isinstance(obj["inputs"], list):
         at.key("inputs").refuse(f"`inputs` must be an array, got {_kind(obj['inputs'])}")
     if "dependsOn" in obj and not isinstance(obj["dependsOn"], list):
-        at.key("dependsOn").refuse(f"`dependsOn` must be an array, got {_kind(obj['dependsOn'])}",
-                                   hint='e.g. ["^build"]')
+        at.key("dependsOn").refuse(
+            f"`dependsOn` must be an array, got {_kind(obj['dependsOn'])}", hint='e.g. ["^build"]'
+        )
     return obj
 
 
@@ -175,32 +260,52 @@ def _project(nx: NxRoot, pkg: Package) -> _Project:
         for key in block:
             if key not in PACKAGE_NX.allowed:
                 near = did_you_mean(key, PACKAGE_NX.allowed)
-                block_at.key(key).refuse(f"unknown key `{key}` in package.json `nx`",
-                                         hint=f"did you mean `{near}`?" if near else None)
+                block_at.key(key).refuse(
+                    f"unknown key `{key}` in package.json `nx`",
+                    hint=f"did you mean `{near}`?" if near else None,
+                )
         included = block.get("includedScripts")
         scripts = pkg.scripts if pkg.name != ROOT_PROJECT or "nx" in manifest else {}
         for script in scripts:
             if included is None or script in included:
                 targets[script] = {"executor": "nx:run-script", "options": {"script": script}}
                 sources[script] = (manifest_source, f"scripts.{script}")
-        _merge_targets(targets, sources, block.get("targets", {}), block_at.key("targets"), manifest_source,
-                       "nx.targets")
+        _merge_targets(
+            targets,
+            sources,
+            block.get("targets", {}),
+            block_at.key("targets"),
+            manifest_source,
+            "nx.targets",
+        )
         tags += _strings(block.get("tags", []), block_at.key("tags"), "tags")
         if block.get("namedInputs"):
-            named, named_source = _named_inputs(block["namedInputs"], block_at.key("namedInputs")), manifest_source
+            named, named_source = (
+                _named_inputs(block["namedInputs"], block_at.key("namedInputs")),
+                manifest_source,
+            )
         if own is not None:
             at = At(own_source)
             own = _object(own, at)
             for key in own:
                 if key not in PROJECT.allowed:
                     near = did_you_mean(key, PROJECT.allowed)
-                    at.key(key).refuse(f"unknown key `{key}` in project.json",
-                                       hint=f"did you mean `{near}`?" if near else None)
-            _merge_targets(targets, sources, own.get("targets", {}), at.key("targets"), own_source, "targets")
+                    at.key(key).refuse(
+                        f"unknown key `{key}` in project.json",
+                        hint=f"did you mean `{near}`?" if near else None,
+                    )
+            _merge_targets(
+                targets, sources, own.get("targets", {}), at.key("targets"), own_source, "targets"
+            )
             tags += _strings(own.get("tags", []), at.key("tags"), "tags")
             if own.get("namedInputs"):
-                named, named_source = _named_inputs(own["namedInputs"], at.key("namedInputs")), own_source
-        if manifest and pkg.name != ROOT_PROJECT:  # as Nx tags a package: first, by whether it is published
+                named, named_source = (
+                    _named_inputs(own["namedInputs"], at.key("namedInputs")),
+                    own_source,
+                )
+        if (
+            manifest and pkg.name != ROOT_PROJECT
+        ):  # as Nx tags a package: first, by whether it is published
             tags.insert(0, "npm:private" if manifest.get("private") else "npm:public")
     defaulted = {}
     for name in list(targets):
@@ -210,9 +315,20 @@ def _project(nx: NxRoot, pkg: Package) -> _Project:
             targets[name] = _with_defaults(before, nx.target_defaults[default], pkg)
             defaulted[name] = (default, frozenset(k for k in targets[name] if k not in before))
         if not targets[name].get("executor"):
-            targets[name] = {**targets[name], "executor": "nx:noop"}  # as Nx names a target that runs nothing
-    found = _Project(pkg, targets, sources, defaulted, named, named_source, tuple(dict.fromkeys(tags)),
-                     own_source if own is not None else manifest_source)
+            targets[name] = {
+                **targets[name],
+                "executor": "nx:noop",
+            }  # as Nx names a target that runs nothing
+    found = _Project(
+        pkg,
+        targets,
+        sources,
+        defaulted,
+        named,
+        named_source,
+        tuple(dict.fromkeys(tags)),
+        own_source if own is not None else manifest_source,
+    )
     nx.memo[pkg.dir] = found
     return found
 
@@ -227,7 +343,9 @@ def _sugar(target: dict) -> dict:
     return out
 
 
-def _merge_targets(targets: dict, sources: dict, value: Any, at: At, source: str, prefix: str) -> None:
+def _merge_targets(
+    targets: dict, sources: dict, value: Any, at: At, source: str, prefix: str
+) -> None:
     for name, body in _object(value, at).items():
         target = _sugar(_check_target(body, at.key(name)))
         base = targets.get(name)
@@ -251,7 +369,14 @@ def _compatible(a: dict, b: dict) -> bool:
 def _merged(target: dict, base: dict) -> dict:
     """`target` over `base` (Nx's mergeTargetConfigurations)."""
     same = _compatible(base, target)
-    out = {**({k: v for k, v in base.items() if k not in ("options", "configurations")} if same else {}), **target}
+    out = {
+        **(
+            {k: v for k, v in base.items() if k not in ("options", "configurations")}
+            if same
+            else {}
+        ),
+        **target,
+    }
     if "options" in target or (same and "options" in base):
         out["options"] = {**(base.get("options", {}) if same else {}), **target.get("options", {})}
     if "configurations" in target or (same and "configurations" in base):
@@ -293,8 +418,12 @@ def _with_defaults(target: dict, defaults: dict, pkg: Package) -> dict:
 def _tokens(value: Any, pkg: Package) -> Any:
     """`{projectRoot}`, `{projectName}` and `{workspaceRoot}` in option values, as Nx resolves them."""
     if isinstance(value, str):
-        return (value.replace("{projectRoot}", pkg.dir or ".").replace("{projectName}", _nx_name(pkg))
-                .replace("{workspaceRoot}/", "").replace("{workspaceRoot}", "."))
+        return (
+            value.replace("{projectRoot}", pkg.dir or ".")
+            .replace("{projectName}", _nx_name(pkg))
+            .replace("{workspaceRoot}/", "")
+            .replace("{workspaceRoot}", ".")
+        )
     if isinstance(value, list):
         return [_tokens(v, pkg) for v in value]
     if isinstance(value, dict):
@@ -326,7 +455,9 @@ def project(nx: NxRoot, pkg: Package, manager: str) -> ProjectConfig:
         options = target.get("options", {})
         configurations = target.get("configurations", {})
         default = target.get("defaultConfiguration")
-        variants = [(name, {**options, **configurations.get(default, {})} if default else options, default)]
+        variants = [
+            (name, {**options, **configurations.get(default, {})} if default else options, default)
+        ]
         variants += [(f"{name}:{c}", {**options, **over}, c) for c, over in configurations.items()]
         for task_name, opts, configuration in variants:
             try:
@@ -353,8 +484,15 @@ def project(nx: NxRoot, pkg: Package, manager: str) -> ProjectConfig:
             except _Refused as exc:  # a dependant's `^name` reaches it: refused there, naming this
                 refused[GROUP + input_name] = exc.why
     for body in tasks.values():
-        deps = [d for d in body.get("dependsOn", ()) if "#" in d or d in tasks or d.startswith("^" + GROUP)
-                or d.startswith("^") and _anywhere(nx, d[1:])]
+        deps = [
+            d
+            for d in body.get("dependsOn", ())
+            if "#" in d
+            or d in tasks
+            or d.startswith("^" + GROUP)
+            or d.startswith("^")
+            and _anywhere(nx, d[1:])
+        ]
         if deps:
             body["dependsOn"] = deps
         else:
@@ -368,10 +506,15 @@ def project(nx: NxRoot, pkg: Package, manager: str) -> ProjectConfig:
 
     for name, task in config.tasks.items():
         if envs[name] and task.cache is not None:
-            task = replace(task, cache=replace(task.cache, input_env=tuple(envs[name])),
-                           canonical=canonical({**tasks[name], "nxEnv": envs[name]}))
+            task = replace(
+                task,
+                cache=replace(task.cache, input_env=tuple(envs[name])),
+                canonical=canonical({**tasks[name], "nxEnv": envs[name]}),
+            )
         if name.startswith(GROUP):  # runs nothing; keyed on the project's files of the named input
-            task = replace(task, exec=None, implicit=True, canonical='{"implicit":true,' + task.canonical[1:])
+            task = replace(
+                task, exec=None, implicit=True, canonical='{"implicit":true,' + task.canonical[1:]
+            )
         mapped[name] = task
     return ProjectConfig(source=config.source, tasks=mapped, tags=config.tags, not_runnable=refused)
 
@@ -382,12 +525,17 @@ GROUP = "nx-inputs."  # `nx-inputs.production`: a project's `production` files, 
 def _input_group(nx: NxRoot, proj: _Project, name: str) -> dict:
     """The group a dependant's `^name` reaches: keyed on this project's `name` files and, through
     its own `^`, on every dependency's, as Nx hashes `^name` over all transitive dependencies."""
-    files, workspace, env, _groups = _inputs(nx, proj, {"inputs": [name]}, At(NX_FILE).key("namedInputs").key(name))
+    files, workspace, env, _groups = _inputs(
+        nx, proj, {"inputs": [name]}, At(NX_FILE).key("namedInputs").key(name)
+    )
     inputs: dict[str, Any] = {"files": files}
     if workspace:
         inputs["workspaceFiles"] = workspace
-    group: dict[str, Any] = {"exec": {"command": "true"}, "dependsOn": [f"^{GROUP}{name}"],
-                             "cache": {"inputs": inputs, "outputs": {"files": []}}}
+    group: dict[str, Any] = {
+        "exec": {"command": "true"},
+        "dependsOn": [f"^{GROUP}{name}"],
+        "cache": {"inputs": inputs, "outputs": {"files": []}},
+    }
     if env:
         group["nxEnv"] = env
     return group
@@ -404,9 +552,15 @@ def _caret_names(nx: NxRoot) -> list[str]:
         for entry in entries if isinstance(entries, list) else ():
             if isinstance(entry, str) and entry.startswith("^"):
                 found.add(entry[1:])
-            elif isinstance(entry, dict) and entry.get("dependencies") and isinstance(entry.get("input"), str):
+            elif (
+                isinstance(entry, dict)
+                and entry.get("dependencies")
+                and isinstance(entry.get("input"), str)
+            ):
                 found.add(entry["input"])
-            elif isinstance(entry, str) and entry not in seen and not ("{" in entry or "/" in entry):
+            elif (
+                isinstance(entry, str) and entry not in seen and not ("{" in entry or "/" in entry)
+            ):
                 seen.add(entry)
                 walk(proj, _named(nx, proj, entry) or [])
 
@@ -426,45 +580,74 @@ def _anywhere(nx: NxRoot, name: str) -> bool:
     key = ("anywhere", name)
     if key not in nx.memo:
         base, _, configuration = name.partition(":")
-        nx.memo[key] = any(base in (t := _project(nx, pkg).targets) and
-                           (not configuration or configuration in t[base].get("configurations", {}))
-                           for pkg in nx.packages.values())
+        nx.memo[key] = any(
+            base in (t := _project(nx, pkg).targets)
+            and (not configuration or configuration in t[base].get("configurations", {}))
+            for pkg in nx.packages.values()
+        )
     return nx.memo[key]
 
 
-def _task(nx: NxRoot, proj: _Project, name: str, target: dict, options: dict, configuration: str | None,
-          manager: str) -> dict:
+def _task(
+    nx: NxRoot,
+    proj: _Project,
+    name: str,
+    target: dict,
+    options: dict,
+    configuration: str | None,
+    manager: str,
+) -> dict:
     source, field_path = proj.sources[name]
     own_at = At(source).key(field_path)
     default_key, given = proj.defaulted.get(name, ("", frozenset()))
 
     def at_of(key: str) -> At:
         """Where the target's `key` was written: its own file, or the nx.json target default it came from."""
-        return At(NX_FILE).key("targetDefaults").key(default_key).key(key) if key in given else own_at.key(key)
+        return (
+            At(NX_FILE).key("targetDefaults").key(default_key).key(key)
+            if key in given
+            else own_at.key(key)
+        )
 
     executor = target.get("executor")
     if target.get("continuous"):
         where = at_of("continuous")
-        raise _Refused(f"`{name}` is continuous in Nx (a server or watcher)", where.file, where.field,
-                       "vx tasks must finish; run it outside vx")
+        raise _Refused(
+            f"`{name}` is continuous in Nx (a server or watcher)",
+            where.file,
+            where.field,
+            "vx tasks must finish; run it outside vx",
+        )
     task: dict[str, Any] = {}
     if executor == "nx:run-commands":
         if options.get("readyWhen"):
             where = at_of("options").key("readyWhen")
-            raise _Refused(f"`{name}` waits for `readyWhen`: it starts something that keeps running",
-                           where.file, where.field, "vx tasks must finish; run it outside vx")
+            raise _Refused(
+                f"`{name}` waits for `readyWhen`: it starts something that keeps running",
+                where.file,
+                where.field,
+                "vx tasks must finish; run it outside vx",
+            )
         task["exec"] = _run_commands(proj, options, at_of("options"))
     elif executor == "nx:run-script":
         script = options.get("script", name)
         if script not in proj.pkg.scripts:
             where = at_of("options").key("script")
-            raise _Refused(f"`{name}` runs the package.json script `{script}`, which the package lacks",
-                           where.file, where.field, "add the script, or fix the name")
+            raise _Refused(
+                f"`{name}` runs the package.json script `{script}`, which the package lacks",
+                where.file,
+                where.field,
+                "add the script, or fix the name",
+            )
         task["exec"] = {"command": with_hooks(proj.pkg, script, manager)}
     elif executor not in (None, "nx:noop"):
         where = at_of("executor")
-        raise _Refused(f"`{name}` runs the executor `{executor}`, which vx cannot run", where.file, where.field,
-                       _MIGRATE)
+        raise _Refused(
+            f"`{name}` runs the executor `{executor}`, which vx cannot run",
+            where.file,
+            where.field,
+            _MIGRATE,
+        )
     deps = _depends_on(nx, proj, target.get("dependsOn", []), at_of("dependsOn"), configuration)
     if deps:
         task["dependsOn"] = deps
@@ -507,7 +690,9 @@ def _run_commands(proj: _Project, options: dict, at: At) -> dict:
         entries = [{"command": options["command"]}]
     elif "commands" in options:
         if not isinstance(options["commands"], list) or not options["commands"]:
-            at.key("commands").refuse("`commands` must be a non-empty array", hint='e.g. ["tsc -b", "vite build"]')
+            at.key("commands").refuse(
+                "`commands` must be a non-empty array", hint='e.g. ["tsc -b", "vite build"]'
+            )
         entries = []
         for i, c in enumerate(options["commands"]):
             if isinstance(c, str):
@@ -515,29 +700,44 @@ def _run_commands(proj: _Project, options: dict, at: At) -> dict:
             elif isinstance(c, dict) and isinstance(c.get("command"), str):
                 entries.append(c)
             else:
-                at.key("commands").item(i).refuse("each entry must be a command string or {\"command\": …}")
+                at.key("commands").item(i).refuse(
+                    'each entry must be a command string or {"command": …}'
+                )
     else:
-        at.refuse("an nx:run-commands target needs `command` or `commands`", hint='e.g. "command": "tsc -b"')
+        at.refuse(
+            "an nx:run-commands target needs `command` or `commands`",
+            hint='e.g. "command": "tsc -b"',
+        )
     pkg = proj.pkg
     args = options.get("args", "")
     if isinstance(args, list):
         args = " ".join(map(str, args))
     if not isinstance(args, str):
-        at.key("args").refuse(f"`args` must be a string, got {_kind(args)}", hint='e.g. "args": "--verbose"')
+        at.key("args").refuse(
+            f"`args` must be a string, got {_kind(args)}", hint='e.g. "args": "--verbose"'
+        )
     parsed = _parsed_args(args)
-    unknown = [f"--{k}={v}" for k, v in options.items()
-               if k not in _RUN_COMMANDS_OPTIONS and not isinstance(v, (dict, list))
-               and parsed.get(k, v) == v]
+    unknown = [
+        f"--{k}={v}"
+        for k, v in options.items()
+        if k not in _RUN_COMMANDS_OPTIONS
+        and not isinstance(v, (dict, list))
+        and parsed.get(k, v) == v
+    ]
     cwd = options.get("cwd")
     if cwd is not None and not isinstance(cwd, str):
         at.key("cwd").refuse(f"`cwd` must be a string, got {_kind(cwd)}")
     where = posixpath.normpath(_tokens(cwd, pkg)) if cwd else "."
     if posixpath.isabs(where) or where.startswith(".."):
-        at.key("cwd").refuse(f"`cwd` {cwd!r} is outside the workspace", hint="vx runs tasks inside the workspace")
+        at.key("cwd").refuse(
+            f"`cwd` {cwd!r} is outside the workspace", hint="vx runs tasks inside the workspace"
+        )
     commands = []
     for entry in entries:
         # {workspaceRoot} is the root's absolute path to Nx; here the same place, from the command's cwd.
-        text = _tokens(entry["command"].replace("{workspaceRoot}", posixpath.relpath(".", where)), pkg)
+        text = _tokens(
+            entry["command"].replace("{workspaceRoot}", posixpath.relpath(".", where)), pkg
+        )
         forward = entry.get("forwardAllArgs", options.get("forwardAllArgs", True))
         if "{args." in text:
             text = re.sub(r"{args\.([^}]+)}", lambda m: parsed.get(m.group(1), ""), text)
@@ -556,7 +756,9 @@ def _run_commands(proj: _Project, options: dict, at: At) -> dict:
         body = f"{starts}s=0\n{waits}exit $s"
     else:
         body = " && ".join(f"(\n{c}\n)" for c in commands)
-    prefix = "" if hop == "." else f"cd {shlex.quote(hop)} || exit 1\n"  # a line of its own: `&` would take it along
+    prefix = (
+        "" if hop == "." else f"cd {shlex.quote(hop)} || exit 1\n"
+    )  # a line of its own: `&` would take it along
     out: dict[str, Any] = {}
     env_file = options.get("envFile")
     if env_file is not None:
@@ -564,7 +766,9 @@ def _run_commands(proj: _Project, options: dict, at: At) -> dict:
             at.key("envFile").refuse(f"`envFile` must be a string, got {_kind(env_file)}")
         ws_rel = posixpath.normpath(_tokens(env_file, pkg))
         from_here = posixpath.relpath(ws_rel, where)
-        from_here = shlex.quote(from_here if from_here.startswith("../") else "./" + from_here)  # `.` searches PATH
+        from_here = shlex.quote(
+            from_here if from_here.startswith("../") else "./" + from_here
+        )  # `.` searches PATH
         # Loaded as Nx loads it: its variables exported to every command; a missing file is no error.
         prefix = prefix + f"if [ -f {from_here} ]; then set -a; . {from_here}; set +a; fi\n"
         out["nxEnvFile"] = ws_rel
@@ -573,10 +777,18 @@ def _run_commands(proj: _Project, options: dict, at: At) -> dict:
     if env is not None:
         env = _object(env, at.key("env"))
         for key, value in env.items():
-            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key) or isinstance(value, (dict, list)) or value is None:
-                at.key("env").key(key).refuse(f"`{key}`: an env entry is a NAME and a string value",
-                                              hint='e.g. "env": {"NODE_ENV": "production"}')
-        out["env"] = {"define": {k: v if isinstance(v, str) else json.dumps(v) for k, v in env.items()}}
+            if (
+                not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key)
+                or isinstance(value, (dict, list))
+                or value is None
+            ):
+                at.key("env").key(key).refuse(
+                    f"`{key}`: an env entry is a NAME and a string value",
+                    hint='e.g. "env": {"NODE_ENV": "production"}',
+                )
+        out["env"] = {
+            "define": {k: v if isinstance(v, str) else json.dumps(v) for k, v in env.items()}
+        }
     return out
 
 
@@ -593,7 +805,11 @@ def _parsed_args(args: str) -> dict[str, str]:
         if word.startswith("--"):
             key, eq, value = word[2:].partition("=")
             if not eq:
-                value = words[i + 1] if i + 1 < len(words) and not words[i + 1].startswith("-") else "true"
+                value = (
+                    words[i + 1]
+                    if i + 1 < len(words) and not words[i + 1].startswith("-")
+                    else "true"
+                )
                 i += 0 if value == "true" else 1
             out[key] = value
         i += 1
@@ -603,7 +819,9 @@ def _parsed_args(args: str) -> dict[str, str]:
 # ---------------------------------------------------------------- dependsOn
 
 
-def _depends_on(nx: NxRoot, proj: _Project, entries: list, at: At, configuration: str | None) -> list[str]:
+def _depends_on(
+    nx: NxRoot, proj: _Project, entries: list, at: At, configuration: str | None
+) -> list[str]:
     """`build`, `^build`, `proj:build` and `{target, projects | dependencies, params}` as vx entries;
     with a configuration, a same-project target that has it is run with it."""
     out: list[str] = []
@@ -613,10 +831,13 @@ def _depends_on(nx: NxRoot, proj: _Project, entries: list, at: At, configuration
         if isinstance(entry, str):
             if _GLOB_CHARS.search(entry):  # Nx's target-name globs: `build-*`, `^build-*`
                 caret = "^" if entry.startswith("^") else ""
-                pattern = entry[len(caret):]
+                pattern = entry[len(caret) :]
                 pool = _all_targets(nx) if caret else proj.targets
-                out += [caret + _configured(proj, t, None if caret else configuration)
-                        for t in sorted(pool) if fnmatch.fnmatchcase(t, pattern)]
+                out += [
+                    caret + _configured(proj, t, None if caret else configuration)
+                    for t in sorted(pool)
+                    if fnmatch.fnmatchcase(t, pattern)
+                ]
             elif entry.startswith("^"):
                 out.append(entry)
             elif ":" in entry and entry.split(":", 1)[0] in nx.packages:
@@ -625,24 +846,32 @@ def _depends_on(nx: NxRoot, proj: _Project, entries: list, at: At, configuration
             else:
                 out.append(_configured(proj, entry, configuration))
             continue
-        obj = _object(entry, here, "a target name or {\"target\": …}")
+        obj = _object(entry, here, 'a target name or {"target": …}')
         for key in obj:
             if key not in DEPENDS.allowed:
                 near = did_you_mean(key, DEPENDS.allowed)
-                here.key(key).refuse(f"unknown key `{key}` in a dependsOn entry",
-                                     hint=f"did you mean `{near}`?" if near
-                                     else "keys: target, projects, dependencies, params")
+                here.key(key).refuse(
+                    f"unknown key `{key}` in a dependsOn entry",
+                    hint=f"did you mean `{near}`?"
+                    if near
+                    else "keys: target, projects, dependencies, params",
+                )
         target = obj.get("target")  # type: ignore[assignment]  # checked to be a string just below
         if not isinstance(target, str) or not target:
-            here.key("target").refuse("a dependsOn object needs a `target` string", hint='e.g. {"target": "build"}')
+            here.key("target").refuse(
+                "a dependsOn object needs a `target` string", hint='e.g. {"target": "build"}'
+            )
         projects = obj.get("projects")
         if obj.get("dependencies") or projects == "dependencies":
             out.append(f"^{target}")
         elif projects is None or projects == "self":
             out.append(_configured(proj, target, configuration))
         else:
-            wanted = [projects] if isinstance(projects, str) else list(_strings(projects, here.key("projects"),
-                                                                               "project names"))
+            wanted = (
+                [projects]
+                if isinstance(projects, str)
+                else list(_strings(projects, here.key("projects"), "project names"))
+            )
             for pattern in wanted:
                 if pattern.startswith("tag:"):
                     matched = [n for n in names if pattern[4:] in _project(nx, nx.packages[n]).tags]
@@ -651,8 +880,9 @@ def _depends_on(nx: NxRoot, proj: _Project, entries: list, at: At, configuration
                 elif pattern in nx.packages:
                     matched = [pattern]
                 else:
-                    here.key("projects").refuse(f"`{pattern}` names no project",
-                                                hint=f"projects: {', '.join(names[:12])}")
+                    here.key("projects").refuse(
+                        f"`{pattern}` names no project", hint=f"projects: {', '.join(names[:12])}"
+                    )
                 out += [f"{n}#{target}" for n in matched]
     return list(dict.fromkeys(out))
 
@@ -664,7 +894,9 @@ def _all_targets(nx: NxRoot) -> set[str]:
 
 
 def _configured(proj: _Project, target: str, configuration: str | None) -> str:
-    if configuration and configuration in (proj.targets.get(target) or {}).get("configurations", {}):
+    if configuration and configuration in (proj.targets.get(target) or {}).get(
+        "configurations", {}
+    ):
         return f"{target}:{configuration}"
     return target
 
@@ -672,7 +904,9 @@ def _configured(proj: _Project, target: str, configuration: str | None) -> str:
 # ---------------------------------------------------------------- inputs and outputs
 
 
-def _inputs(nx: NxRoot, proj: _Project, target: dict, at: At) -> tuple[list[str], list[str], list[str], list[str]]:
+def _inputs(
+    nx: NxRoot, proj: _Project, target: dict, at: At
+) -> tuple[list[str], list[str], list[str], list[str]]:
     """A target's `inputs` (default `["default", "^default"]`) as project files, workspace files, env,
     and the dependencies' input groups its `^name` entries reach."""
     entries = target.get("inputs")
@@ -698,15 +932,28 @@ def _named(nx: NxRoot, proj: _Project, name: str) -> list | None:
     return ["{projectRoot}/**/*"] if name == "default" else None
 
 
-def _expand(nx: NxRoot, proj: _Project, entries: list, at: At, files: list, workspace: list, env: list,
-            seen: tuple, own: bool, groups: list) -> None:
+def _expand(
+    nx: NxRoot,
+    proj: _Project,
+    entries: list,
+    at: At,
+    files: list,
+    workspace: list,
+    env: list,
+    seen: tuple,
+    own: bool,
+    groups: list,
+) -> None:
     """Entries into `files` (project-relative, only for the task's own project) and `workspace`."""
     for i, entry in enumerate(entries):
         here = at.item(i)
         if isinstance(entry, str):
             if entry.startswith("^"):
                 if _named(nx, proj, entry[1:]) is None:
-                    here.refuse(f"`{entry[1:]}` is no named input", hint="define it in nx.json `namedInputs`")
+                    here.refuse(
+                        f"`{entry[1:]}` is no named input",
+                        hint="define it in nx.json `namedInputs`",
+                    )
                 groups.append(f"^{GROUP}{entry[1:]}")
             elif "{" in entry or "/" in entry or _GLOB_CHARS.search(entry):
                 _fileset(proj, entry, here, files, workspace, own)
@@ -715,13 +962,18 @@ def _expand(nx: NxRoot, proj: _Project, entries: list, at: At, files: list, work
             continue
         obj = _object(entry, here, "an input (a name, a fileset or an object)")
         if "env" in obj:
-            if not isinstance(obj["env"], str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", obj["env"]):
+            if not isinstance(obj["env"], str) or not re.fullmatch(
+                r"[A-Za-z_][A-Za-z0-9_]*", obj["env"]
+            ):
                 here.key("env").refuse(f"`env` must name an env var, got {obj['env']!r}")
             env.append(obj["env"])
         elif "runtime" in obj:
-            raise _Refused(f"a `runtime` input (`{obj['runtime']}`): vx does not run probe commands to key a task",
-                           here.file, here.field + ".runtime",
-                           "key what the probe reads instead: an { \"env\": … } input or a file")
+            raise _Refused(
+                f"a `runtime` input (`{obj['runtime']}`): vx does not run probe commands to key a task",
+                here.file,
+                here.field + ".runtime",
+                'key what the probe reads instead: an { "env": … } input or a file',
+            )
         elif "fileset" in obj:
             _fileset(proj, obj["fileset"], here.key("fileset"), files, workspace, own)
         elif "externalDependencies" in obj or "dependentTasksOutputFiles" in obj:
@@ -737,33 +989,73 @@ def _expand(nx: NxRoot, proj: _Project, entries: list, at: At, files: list, work
             if projects is None or projects == "self":
                 targets = [proj.pkg]
             else:
-                if not (isinstance(projects, str) or isinstance(projects, list)
-                        and all(isinstance(x, str) for x in projects)):
-                    here.key("projects").refuse(f"`projects` must be a project name or a list of them, "
-                                                f"got {json.dumps(projects)}",
-                                                hint='e.g. "projects": "self" or "projects": ["lib-a"]')
+                if not (
+                    isinstance(projects, str)
+                    or isinstance(projects, list)
+                    and all(isinstance(x, str) for x in projects)
+                ):
+                    here.key("projects").refuse(
+                        f"`projects` must be a project name or a list of them, "
+                        f"got {json.dumps(projects)}",
+                        hint='e.g. "projects": "self" or "projects": ["lib-a"]',
+                    )
                 wanted = [projects] if isinstance(projects, str) else list(projects)
                 targets = [nx.packages[p] for p in wanted if p in nx.packages]
             for pkg in targets:
                 other = _project(nx, pkg)
-                _named_into(nx, other, name, here, files, workspace, env, seen, own=own and other is proj,
-                            groups=groups)
+                _named_into(
+                    nx,
+                    other,
+                    name,
+                    here,
+                    files,
+                    workspace,
+                    env,
+                    seen,
+                    own=own and other is proj,
+                    groups=groups,
+                )
         else:
-            here.refuse(f"unknown input {json.dumps(obj)}",
-                        hint="inputs are named inputs, filesets, {env}, {runtime}, {externalDependencies}, "
-                             "{dependentTasksOutputFiles}, {input, projects}")
+            here.refuse(
+                f"unknown input {json.dumps(obj)}",
+                hint="inputs are named inputs, filesets, {env}, {runtime}, {externalDependencies}, "
+                "{dependentTasksOutputFiles}, {input, projects}",
+            )
 
 
-def _named_into(nx: NxRoot, proj: _Project, name: str, at: At, files: list, workspace: list, env: list,
-                seen: tuple, own: bool, groups: list) -> None:
+def _named_into(
+    nx: NxRoot,
+    proj: _Project,
+    name: str,
+    at: At,
+    files: list,
+    workspace: list,
+    env: list,
+    seen: tuple,
+    own: bool,
+    groups: list,
+) -> None:
     entries = _named(nx, proj, name)
     if entries is None:
-        at.refuse(f"`{name}` is no named input", hint="define it in nx.json `namedInputs`, or write a fileset "
-                                                      "such as \"{projectRoot}/src/**/*\"")
+        at.refuse(
+            f"`{name}` is no named input",
+            hint="define it in nx.json `namedInputs`, or write a fileset "
+            'such as "{projectRoot}/src/**/*"',
+        )
     if (proj.pkg.dir, name) in seen:
         at.refuse(f"named input `{name}` includes itself", hint="remove the cycle from namedInputs")
-    _expand(nx, proj, entries, At(proj.named_source if name in proj.named_inputs else NX_FILE).key(
-        f"namedInputs.{name}"), files, workspace, env, (*seen, (proj.pkg.dir, name)), own, groups)
+    _expand(
+        nx,
+        proj,
+        entries,
+        At(proj.named_source if name in proj.named_inputs else NX_FILE).key(f"namedInputs.{name}"),
+        files,
+        workspace,
+        env,
+        (*seen, (proj.pkg.dir, name)),
+        own,
+        groups,
+    )
 
 
 def _fileset(proj: _Project, pattern: Any, at: At, files: list, workspace: list, own: bool) -> None:
@@ -775,19 +1067,23 @@ def _fileset(proj: _Project, pattern: Any, at: At, files: list, workspace: list,
     pkg = proj.pkg
     body = body.replace("{projectName}", pkg.name)
     if body.startswith("{projectRoot}"):
-        rest = body[len("{projectRoot}"):].lstrip("/") or "**"
+        rest = body[len("{projectRoot}") :].lstrip("/") or "**"
         if own:
             files.append(bang + rest)
         else:
             workspace.append(bang + (posixpath.join(pkg.dir, rest) if pkg.dir else rest))
     elif body.startswith("{workspaceRoot}"):
-        workspace.append(bang + (body[len("{workspaceRoot}"):].lstrip("/") or "**"))
+        workspace.append(bang + (body[len("{workspaceRoot}") :].lstrip("/") or "**"))
     else:
-        at.refuse(f"fileset `{pattern}` starts with neither {{projectRoot}} nor {{workspaceRoot}}",
-                  hint='write it as "{projectRoot}/…" or "{workspaceRoot}/…"')
+        at.refuse(
+            f"fileset `{pattern}` starts with neither {{projectRoot}} nor {{workspaceRoot}}",
+            hint='write it as "{projectRoot}/…" or "{workspaceRoot}/…"',
+        )
 
 
-def _outputs(proj: _Project, name: str, target: dict, options: dict, at: At) -> tuple[list[str], list[str]]:
+def _outputs(
+    proj: _Project, name: str, target: dict, options: dict, at: At
+) -> tuple[list[str], list[str]]:
     """`outputs` with `{projectRoot}`, `{workspaceRoot}` and `{options.x}` resolved, split into the
     project's and the workspace's; without `outputs`, Nx's fallbacks (options.outputPath; a build's dist)."""
     pkg = proj.pkg
@@ -803,15 +1099,18 @@ def _outputs(proj: _Project, name: str, target: dict, options: dict, at: At) -> 
     elif name in ("build", "prepare"):
         # Nx's own fallback, but for `{projectRoot}/public`: vx wipes outputs before a run, and
         # `public/` is an app's static sources far more often than a build's output.
-        paths += [posixpath.join("dist", pkg.dir) if pkg.dir else "dist", posixpath.join(pkg.dir, "dist"),
-                  posixpath.join(pkg.dir, "build")]
+        paths += [
+            posixpath.join("dist", pkg.dir) if pkg.dir else "dist",
+            posixpath.join(pkg.dir, "dist"),
+            posixpath.join(pkg.dir, "build"),
+        ]
     own, workspace = [], []
     for path in paths:
         negated = path.startswith("!")
         body = posixpath.normpath(path[1:] if negated else path)
         bang = "!" if negated else ""
         if pkg.dir == "" or body == pkg.dir or body.startswith(pkg.dir + "/"):
-            rel = body[len(pkg.dir):].lstrip("/") if pkg.dir else body
+            rel = body[len(pkg.dir) :].lstrip("/") if pkg.dir else body
             own.append(bang + (rel or "**"))
         else:
             workspace.append(bang + body)
@@ -834,8 +1133,13 @@ def _interpolate_output(output: str, pkg: Package, options: dict, at: At) -> str
     if "{" in text and re.search(r"{(projectRoot|workspaceRoot)}", text):
         at.refuse(f"output `{output}`: {{workspaceRoot}} and {{projectRoot}} go only at its start")
     if text.startswith("/") or posixpath.normpath(text).startswith(".."):
-        at.refuse(f"output `{output}` is outside the workspace", hint="outputs are paths inside the workspace")
-    return posixpath.normpath(text) if not text.startswith("!") else "!" + posixpath.normpath(text[1:])
+        at.refuse(
+            f"output `{output}` is outside the workspace",
+            hint="outputs are paths inside the workspace",
+        )
+    return (
+        posixpath.normpath(text) if not text.startswith("!") else "!" + posixpath.normpath(text[1:])
+    )
 
 
 def _unique(items) -> list[str]:
@@ -852,19 +1156,35 @@ def shown_project(ws, name: str) -> dict:
 
     root = str(ws.root)
     if not os.path.lexists(os.path.join(root, NX_FILE)):
-        raise UsageError("`--json` shows an Nx project; this workspace has no nx.json",
-                         hint="`vx show NAME --format json` for vx's view")
+        raise UsageError(
+            "`--json` shows an Nx project; this workspace has no nx.json",
+            hint="`vx show NAME --format json` for vx's view",
+        )
     if name not in ws.packages or name == ROOT_PROJECT:
-        raise UsageError(f"no project named `{name}`", hint=suggestion(name, ws.packages, noun="projects"))
+        raise UsageError(
+            f"no project named `{name}`", hint=suggestion(name, ws.packages, noun="projects")
+        )
     nx = find_root(root, ws.packages)
     proj = _project(nx, ws.packages[name])
     from vx.workspace.nxprojects import _own_nx
 
     own, _source, _field = _own_nx(root, proj.pkg)
-    return {"root": proj.pkg.dir or ".", "name": name, "tags": list(proj.tags),
-            "implicitDependencies": [d for d in own.get("implicitDependencies", [])  # an unknown `!name` passed over
-                                     if not (d.startswith("!") and d[1:] not in ws.packages)],
-            "targets": {t: {**body, "options": body.get("options", {}),
-                            "configurations": body.get("configurations", {}),
-                            "parallelism": body.get("parallelism", True)}
-                        for t, body in proj.targets.items()}}
+    return {
+        "root": proj.pkg.dir or ".",
+        "name": name,
+        "tags": list(proj.tags),
+        "implicitDependencies": [
+            d
+            for d in own.get("implicitDependencies", [])  # an unknown `!name` passed over
+            if not (d.startswith("!") and d[1:] not in ws.packages)
+        ],
+        "targets": {
+            t: {
+                **body,
+                "options": body.get("options", {}),
+                "configurations": body.get("configurations", {}),
+                "parallelism": body.get("parallelism", True),
+            }
+            for t, body in proj.targets.items()
+        },
+    }

@@ -12,8 +12,20 @@ import json
 import re
 from typing import Any, Callable
 
-from vx.config.fields import (MAX_TIMEOUT_MS, At, Level, _integer, _keys, _kind, _nx, _object, _string,
-                              _strings, _turbo, _wireit)
+from vx.config.fields import (
+    MAX_TIMEOUT_MS,
+    At,
+    Level,
+    _integer,
+    _keys,
+    _kind,
+    _nx,
+    _object,
+    _string,
+    _strings,
+    _turbo,
+    _wireit,
+)
 from vx.files.globs import GlobSet, glob_error
 from vx.model import CacheConfig, EnvConfig, ExecConfig, PersistentConfig, ProjectConfig, TaskConfig
 
@@ -69,8 +81,8 @@ TASK = Level(
         "script": "in vx a task's command is exec.command",
         "cmd": "in vx a task's command is exec.command",
         "cwd": "a task runs in its project directory; write `cd <dir> && …` in exec.command",
-        "persistent": "in vx it is exec.persistent: `\"exec\": { \"command\": …, \"persistent\": {} }`",
-        "interactive": "in vx it is exec.interactive: `\"exec\": { \"command\": …, \"interactive\": true }`",
+        "persistent": 'in vx it is exec.persistent: `"exec": { "command": …, "persistent": {} }`',
+        "interactive": 'in vx it is exec.interactive: `"exec": { "command": …, "interactive": true }`',
         "continuous": _nx("continuous", "exec.persistent"),
     },
 )
@@ -92,9 +104,15 @@ EXEC = Level(
     unsupported=_NOT_YET,
 )
 
-PERSISTENT = Level("exec.persistent", frozenset({"readyWhen"}),
-                   foreign={"ready": "in vx it is `readyWhen`", "readyPattern": "in vx it is `readyWhen`",
-                            "lineMatches": "in vx it is `readyWhen`"})
+PERSISTENT = Level(
+    "exec.persistent",
+    frozenset({"readyWhen"}),
+    foreign={
+        "ready": "in vx it is `readyWhen`",
+        "readyPattern": "in vx it is `readyWhen`",
+        "lineMatches": "in vx it is `readyWhen`",
+    },
+)
 
 ENV = Level(
     "exec.env",
@@ -178,9 +196,11 @@ def _globs(value: Any, at: At) -> tuple[str, ...]:
             reason, _, hint = problem.partition("; ")
             at.item(i).refuse(f"glob `{pattern}`: {reason}", hint=hint or _GLOB_HINT)
     if globs and all(g.startswith("!") for g in globs):
-        at.refuse("every entry is a `!` negation, which selects nothing",
-                  hint=f"a `!` entry only takes back what a positive glob matched, e.g. "
-                  f"[\"**\", {json.dumps(globs[0])}]")
+        at.refuse(
+            "every entry is a `!` negation, which selects nothing",
+            hint=f"a `!` entry only takes back what a positive glob matched, e.g. "
+            f'["**", {json.dumps(globs[0])}]',
+        )
     return globs
 
 
@@ -215,8 +235,11 @@ def validate_project(data: Any, file: str) -> ProjectConfig:
     tasks = _object(obj.get("tasks", {}), tasks_at, "an object keyed by task name")
     return ProjectConfig(
         source=file,
-        tasks={name: _task(name, body, tasks_at.key(name))
-               for name, body in tasks.items() if name != "$schema"},
+        tasks={
+            name: _task(name, body, tasks_at.key(name))
+            for name, body in tasks.items()
+            if name != "$schema"
+        },
         tags=tags,
     )
 
@@ -226,8 +249,10 @@ def _tags(value: Any, at: At) -> tuple[str, ...]:
     tags = _strings(value, at, "tags")
     for i, tag in enumerate(tags):
         if "*" in tag or tag.endswith("...") or re.search(r"\[.*\]", tag) or tag != tag.strip():
-            at.item(i).refuse(f"tag `{tag}` looks like a filter pattern, not a label",
-                              hint="a tag is a plain word such as `frontend`")
+            at.item(i).refuse(
+                f"tag `{tag}` looks like a filter pattern, not a label",
+                hint="a tag is a plain word such as `frontend`",
+            )
     return tags
 
 
@@ -256,30 +281,55 @@ def _task(name: str, value: Any, at: At) -> TaskConfig:
 def _validate_task(name: str, body: dict[str, Any], text: str, at: At) -> TaskConfig:
     why = task_name_problem(name)
     if why:
-        at.refuse(f"task name {json.dumps(name)} {why}",
-                  hint="dependsOn, cache.inputs.tasks and the CLI could not name it; rename it")
+        at.refuse(
+            f"task name {json.dumps(name)} {why}",
+            hint="dependsOn, cache.inputs.tasks and the CLI could not name it; rename it",
+        )
     _keys(body, at, TASK)
     exec_ = _exec(body["exec"], at.key("exec")) if "exec" in body else None
-    depends_on = _depends_on(body["dependsOn"], at.key("dependsOn")) if "dependsOn" in body else None
+    depends_on = (
+        _depends_on(body["dependsOn"], at.key("dependsOn")) if "dependsOn" in body else None
+    )
     if exec_ is None and depends_on is None:
-        at.refuse(f"task `{name}` has neither `exec` nor `dependsOn`",
-                  hint="give it exec.command to run, or dependsOn to make it a group")
-    description = _string(body["description"], at.key("description")) if "description" in body else None
-    if "cache" in body and exec_ is not None and (exec_.persistent is not None or exec_.interactive):
+        at.refuse(
+            f"task `{name}` has neither `exec` nor `dependsOn`",
+            hint="give it exec.command to run, or dependsOn to make it a group",
+        )
+    description = (
+        _string(body["description"], at.key("description")) if "description" in body else None
+    )
+    if (
+        "cache" in body
+        and exec_ is not None
+        and (exec_.persistent is not None or exec_.interactive)
+    ):
         kind = "persistent" if exec_.persistent is not None else "interactive"
-        at.key("cache").refuse(f"`cache` on {kind} task `{name}`: it is never saved to the cache",
-                               hint="drop `cache`; a task that reads the terminal or never ends runs every "
-                                    "time (cache the build it depends on instead)")
-    cache = _cache(body["cache"], at.key("cache"), exec_, depends_on or ()) if "cache" in body else None
-    return TaskConfig(name=name, canonical=text, exec=exec_,
-                      depends_on=depends_on or (), cache=cache, description=description)
+        at.key("cache").refuse(
+            f"`cache` on {kind} task `{name}`: it is never saved to the cache",
+            hint="drop `cache`; a task that reads the terminal or never ends runs every "
+            "time (cache the build it depends on instead)",
+        )
+    cache = (
+        _cache(body["cache"], at.key("cache"), exec_, depends_on or ()) if "cache" in body else None
+    )
+    return TaskConfig(
+        name=name,
+        canonical=text,
+        exec=exec_,
+        depends_on=depends_on or (),
+        cache=cache,
+        description=description,
+    )
 
 
 def canonical(task: dict[str, Any]) -> str:
     """The declaration as sorted compact JSON: what the key folds (KEY-06); `$schema` is not."""
     text = json.dumps(task, sort_keys=True, separators=(",", ":"))
-    return json.dumps(_without_schema(task), sort_keys=True, separators=(",", ":")) \
-        if '"$schema"' in text else text
+    return (
+        json.dumps(_without_schema(task), sort_keys=True, separators=(",", ":"))
+        if '"$schema"' in text
+        else text
+    )
 
 
 def _without_schema(value: Any) -> Any:
@@ -290,8 +340,10 @@ def _without_schema(value: Any) -> Any:
 
 def _depends_on(value: Any, at: At) -> tuple[str, ...]:
     if not isinstance(value, list):
-        at.refuse(f"`{at.field}` must be an array of strings, got {_kind(value)}",
-                  hint="entries are `name`, `^name`, `pkg#name` or `//#name`")
+        at.refuse(
+            f"`{at.field}` must be an array of strings, got {_kind(value)}",
+            hint="entries are `name`, `^name`, `pkg#name` or `//#name`",
+        )
     for i, entry in enumerate(value):
         why = "is not a string" if not isinstance(entry, str) else depends_on_problem(entry)
         if why:
@@ -299,8 +351,10 @@ def _depends_on(value: Any, at: At) -> tuple[str, ...]:
     return tuple(value)
 
 
-_DEPENDS_HINT = ("entries are `name` (this project), `^name` (its dependencies), `pkg#name`, "
-                 "`//#name` (the root project), or `name.*`")
+_DEPENDS_HINT = (
+    "entries are `name` (this project), `^name` (its dependencies), `pkg#name`, "
+    "`//#name` (the root project), or `name.*`"
+)
 
 
 # ---------------------------------------------------------------- exec
@@ -310,28 +364,43 @@ def _exec(value: Any, at: At) -> ExecConfig:
     body = _object(value, at, "an object with a `command` string")
     _keys(body, at, EXEC)
     if "command" not in body:
-        at.refuse("`exec` needs a `command`", hint="the shell command the task runs, e.g. \"tsc -b\"")
-    persistent = _persistent(body["persistent"], at.key("persistent")) if "persistent" in body else None
-    interactive = _interactive(body["interactive"], at.key("interactive")) if "interactive" in body else False
+        at.refuse("`exec` needs a `command`", hint='the shell command the task runs, e.g. "tsc -b"')
+    persistent = (
+        _persistent(body["persistent"], at.key("persistent")) if "persistent" in body else None
+    )
+    interactive = (
+        _interactive(body["interactive"], at.key("interactive")) if "interactive" in body else False
+    )
     if persistent is not None and "retries" in body:
-        at.key("retries").refuse("`retries` on a persistent task: it is never retried",
-                                 hint="drop `retries`; a server that exits is reported, not started again")
+        at.key("retries").refuse(
+            "`retries` on a persistent task: it is never retried",
+            hint="drop `retries`; a server that exits is reported, not started again",
+        )
     if persistent is not None and "sandbox" in body:
-        at.key("sandbox").refuse("`sandbox` on a persistent task is not supported yet in this version",
-                                 hint="drop `sandbox` from the server, or run it outside vx; its build can be sandboxed")
+        at.key("sandbox").refuse(
+            "`sandbox` on a persistent task is not supported yet in this version",
+            hint="drop `sandbox` from the server, or run it outside vx; its build can be sandboxed",
+        )
     if interactive and "sandbox" in body:
-        at.key("sandbox").refuse("`sandbox` on an interactive task: it has the real terminal, which no sandbox "
-                                 "can confine", hint="drop `sandbox` or `interactive`")
+        at.key("sandbox").refuse(
+            "`sandbox` on an interactive task: it has the real terminal, which no sandbox "
+            "can confine",
+            hint="drop `sandbox` or `interactive`",
+        )
     if interactive and persistent is not None and persistent.ready_when is not None:
         at.key("persistent").key("readyWhen").refuse(
             "`readyWhen` on an interactive task: its output goes to the terminal, unread by vx",
-            hint="drop `readyWhen`; an interactive persistent task is ready once it starts")
+            hint="drop `readyWhen`; an interactive persistent task is ready once it starts",
+        )
     return ExecConfig(
         command=_command(body["command"], at.key("command")),
         env=_env(body["env"], at.key("env")) if "env" in body else EnvConfig(),
         timeout_ms=_integer(body["timeout"], at.key("timeout"), 1, MAX_TIMEOUT_MS)
-        if "timeout" in body else None,
-        retries=_integer(body["retries"], at.key("retries"), 0, MAX_RETRIES) if "retries" in body else None,
+        if "timeout" in body
+        else None,
+        retries=_integer(body["retries"], at.key("retries"), 0, MAX_RETRIES)
+        if "retries" in body
+        else None,
         sandbox=_sandbox(body["sandbox"], at.key("sandbox")) if "sandbox" in body else None,
         persistent=persistent,
         interactive=interactive,
@@ -341,28 +410,37 @@ def _exec(value: Any, at: At) -> ExecConfig:
 def _persistent(value: Any, at: At) -> PersistentConfig:
     """exec.persistent (EX-07): `{}` or `{ "readyWhen": "<regex>" }`, the regex compiled here."""
     if isinstance(value, bool):
-        at.refuse(f"`persistent: {json.dumps(value)}` is turbo's spelling",
-                  hint='in vx write `"persistent": {}`, or `{ "readyWhen": "listening on" }` to wait for a line')
+        at.refuse(
+            f"`persistent: {json.dumps(value)}` is turbo's spelling",
+            hint='in vx write `"persistent": {}`, or `{ "readyWhen": "listening on" }` to wait for a line',
+        )
     body = _object(value, at, 'an object such as { "readyWhen": "ready in" }')
     _keys(body, at, PERSISTENT)
     if "readyWhen" not in body:
         return PersistentConfig()
     pattern = _string(body["readyWhen"], at.key("readyWhen"))
     if not pattern:
-        at.key("readyWhen").refuse("`readyWhen` is empty", hint="a regular expression a line of output matches "
-                                   "once the task is ready, such as \"listening on\"; or drop it")
+        at.key("readyWhen").refuse(
+            "`readyWhen` is empty",
+            hint="a regular expression a line of output matches "
+            'once the task is ready, such as "listening on"; or drop it',
+        )
     try:
         re.compile(pattern)
     except re.error as exc:
-        at.key("readyWhen").refuse(f"`readyWhen` is not a valid regular expression: {exc}",
-                                   hint="escape regex characters meant literally, e.g. `\\(ready\\)`")
+        at.key("readyWhen").refuse(
+            f"`readyWhen` is not a valid regular expression: {exc}",
+            hint="escape regex characters meant literally, e.g. `\\(ready\\)`",
+        )
     return PersistentConfig(ready_when=pattern)
 
 
 def _interactive(value: Any, at: At) -> bool:
     if not isinstance(value, bool):
-        at.refuse(f"`interactive` must be true or false, got {_kind(value)}",
-                  hint="`true` gives the task the terminal when vx runs on one")
+        at.refuse(
+            f"`interactive` must be true or false, got {_kind(value)}",
+            hint="`true` gives the task the terminal when vx runs on one",
+        )
     return value
 
 
@@ -378,8 +456,10 @@ def _command(value: Any, at: At) -> str:
     if not command.strip():
         at.refuse("`exec.command` is empty", hint="write the shell command the task runs")
     if "\0" in command:
-        at.refuse("`exec.command` holds a NUL, which no command line can carry",
-                  hint="remove the NUL character (\\u0000) from the command")
+        at.refuse(
+            "`exec.command` holds a NUL, which no command line can carry",
+            hint="remove the NUL character (\\u0000) from the command",
+        )
     return command
 
 
@@ -389,7 +469,8 @@ def _env(value: Any, at: At) -> EnvConfig:
     define = _define(body["define"], at.key("define")) if "define" in body else {}
     return EnvConfig(
         pass_through=_env_names(body["passThrough"], at.key("passThrough"))
-        if "passThrough" in body else (),
+        if "passThrough" in body
+        else (),
         define=define,
         secret=_env_names(body["secret"], at.key("secret")) if "secret" in body else (),
     )
@@ -407,7 +488,9 @@ def _commands(value: Any, at: At) -> tuple[str, ...]:
     commands = _strings(value, at, "shell commands")
     for i, command in enumerate(commands):
         if not command.strip():
-            at.item(i).refuse("a runtime input is an empty command", hint="e.g. \"node -v\" or \"tsc -v\"")
+            at.item(i).refuse(
+                "a runtime input is an empty command", hint='e.g. "node -v" or "tsc -v"'
+            )
     return commands
 
 
@@ -426,41 +509,51 @@ def _define(value: Any, at: At) -> dict[str, str]:
         if not _ENV_NAME.match(name):
             at.key(name).refuse(f"`{name}` is not an env var name", hint=_env_hint(name))
         if not isinstance(text, str) or "\0" in text:
-            at.key(name).refuse(f"`{at.key(name).field}` must be a string without NUL, "
-                                f"got {_kind(text)}", hint="write the value as a JSON string")
+            at.key(name).refuse(
+                f"`{at.key(name).field}` must be a string without NUL, got {_kind(text)}",
+                hint="write the value as a JSON string",
+            )
     return dict(body)
 
 
 # ---------------------------------------------------------------- cache
 
 
-def _cache(value: Any, at: At, exec_: ExecConfig | None, depends_on: tuple[str, ...]) -> CacheConfig:
+def _cache(
+    value: Any, at: At, exec_: ExecConfig | None, depends_on: tuple[str, ...]
+) -> CacheConfig:
     if isinstance(value, bool):
         at.refuse(f"`cache: {json.dumps(value)}` is turbo's spelling", hint=_CACHE_BOOL_HINT)
     if exec_ is None:
-        at.refuse("`cache` on a group task: a group runs nothing, so there is nothing to cache",
-                  hint="move `cache` to the task with `exec`, or drop it")
+        at.refuse(
+            "`cache` on a group task: a group runs nothing, so there is nothing to cache",
+            hint="move `cache` to the task with `exec`, or drop it",
+        )
     body = _object(value, at, "an object with `inputs` and `outputs`")
     _keys(body, at, CACHE)
     for part in ("inputs", "outputs"):
         if part not in body:
-            at.refuse(f"`cache` needs both `inputs` and `outputs` (missing `{part}`)",
-                      hint=_CACHE_SHAPE)
+            at.refuse(
+                f"`cache` needs both `inputs` and `outputs` (missing `{part}`)", hint=_CACHE_SHAPE
+            )
     inputs = _part(body["inputs"], at.key("inputs"), INPUTS)
     outputs = _part(body["outputs"], at.key("outputs"), OUTPUTS)
     return _cache_config(inputs, outputs, at, depends_on)
 
 
 _CACHE_SHAPE = 'cache: { "inputs": { "files": ["src/**"] }, "outputs": { "files": ["dist/**"] } }'
-_CACHE_BOOL_HINT = ("in vx a task caches only when it declares "
-                    + _CACHE_SHAPE + "; without `cache` it always runs")
+_CACHE_BOOL_HINT = (
+    "in vx a task caches only when it declares " + _CACHE_SHAPE + "; without `cache` it always runs"
+)
 
 
 def _part(value: Any, at: At, level: Level) -> dict[str, Any]:
     """cache.inputs / cache.outputs: an object that must name `files` (`[]` is valid)."""
     if isinstance(value, list):
-        at.refuse(f"`{at.field}` must be an object, got an array",
-                  hint=f"did you mean `{{ \"files\": {json.dumps(value)} }}`?")
+        at.refuse(
+            f"`{at.field}` must be an object, got an array",
+            hint=f'did you mean `{{ "files": {json.dumps(value)} }}`?',
+        )
     body = _object(value, at)
     _keys(body, at, level)
     if "files" not in body:
@@ -468,8 +561,9 @@ def _part(value: Any, at: At, level: Level) -> dict[str, Any]:
     return body
 
 
-def _cache_config(inputs: dict[str, Any], outputs: dict[str, Any], at: At,
-                  depends_on: tuple[str, ...]) -> CacheConfig:
+def _cache_config(
+    inputs: dict[str, Any], outputs: dict[str, Any], at: At, depends_on: tuple[str, ...]
+) -> CacheConfig:
     in_at, out_at = at.key("inputs"), at.key("outputs")
     output_files = _globs(outputs["files"], out_at.key("files"))
     _refuse_own_files(output_files, out_at.key("files"))
@@ -478,7 +572,9 @@ def _cache_config(inputs: dict[str, Any], outputs: dict[str, Any], at: At,
     input_ws = _optional(inputs, "workspaceFiles", in_at, _globs)
     _refuse_foreign(output_files, input_files, out_at.key("files"))
     _refuse_foreign(output_ws, input_ws, out_at.key("workspaceFiles"), workspace=True)
-    tasks = _input_tasks(inputs["tasks"], in_at.key("tasks"), depends_on) if "tasks" in inputs else None
+    tasks = (
+        _input_tasks(inputs["tasks"], in_at.key("tasks"), depends_on) if "tasks" in inputs else None
+    )
     return CacheConfig(
         input_files=input_files,
         output_files=output_files,
@@ -491,8 +587,9 @@ def _cache_config(inputs: dict[str, Any], outputs: dict[str, Any], at: At,
     )
 
 
-def _optional(body: dict[str, Any], key: str, at: At,
-              check: Callable[[Any, At], tuple[str, ...]]) -> tuple[str, ...]:
+def _optional(
+    body: dict[str, Any], key: str, at: At, check: Callable[[Any, At], tuple[str, ...]]
+) -> tuple[str, ...]:
     return check(body[key], at.key(key)) if key in body else ()
 
 
@@ -503,12 +600,16 @@ def _refuse_own_files(globs: tuple[str, ...], at: At) -> None:
             continue
         for name in _PROTECTED_FILES:
             if covers_top_file(pattern, name):
-                at.item(i).refuse(f"output `{pattern}` covers the project's own {name}",
-                                  hint="outputs are deleted before the task runs; name the "
-                                  "directory it writes, such as \"dist/**\"")
+                at.item(i).refuse(
+                    f"output `{pattern}` covers the project's own {name}",
+                    hint="outputs are deleted before the task runs; name the "
+                    'directory it writes, such as "dist/**"',
+                )
 
 
-def _refuse_foreign(globs: tuple[str, ...], inputs: tuple[str, ...], at: At, *, workspace: bool = False) -> None:
+def _refuse_foreign(
+    globs: tuple[str, ...], inputs: tuple[str, ...], at: At, *, workspace: bool = False
+) -> None:
     """Outputs are what a restore may write: never `.git` or `.vx` (a planted hook would run on
     the next commit), never the workspace's manifests, never a whole input glob's tree."""
     covering = GlobSet(inputs).roots() if inputs else ()
@@ -518,19 +619,25 @@ def _refuse_foreign(globs: tuple[str, ...], inputs: tuple[str, ...], at: At, *, 
         one = GlobSet([pattern])
         for word in _NEVER_OUTPUT:
             if one.names(word):
-                at.item(i).refuse(f"output `{pattern}` enters `{word}`",
-                                  hint="outputs never include `.git` or `.vx`; name the directory the task writes")
+                at.item(i).refuse(
+                    f"output `{pattern}` enters `{word}`",
+                    hint="outputs never include `.git` or `.vx`; name the directory the task writes",
+                )
         if workspace:
             for name in _ROOT_FILES:
                 if covers_top_file(pattern, name):
-                    at.item(i).refuse(f"output `{pattern}` covers the workspace's own {name}",
-                                      hint="outputs are deleted before the task runs and written by a restore; "
-                                      "name the directory the task writes, such as \"dist/**\"")
+                    at.item(i).refuse(
+                        f"output `{pattern}` covers the workspace's own {name}",
+                        hint="outputs are deleted before the task runs and written by a restore; "
+                        'name the directory the task writes, such as "dist/**"',
+                    )
         for root in covering:
             if one.covers(root):
-                at.item(i).refuse(f"output `{pattern}` covers every input under `{root or '.'}`",
-                                  hint="outputs are deleted before the task runs and written by a restore, so "
-                                  "they never include the task's inputs; name the directory the task writes")
+                at.item(i).refuse(
+                    f"output `{pattern}` covers every input under `{root or '.'}`",
+                    hint="outputs are deleted before the task runs and written by a restore, so "
+                    "they never include the task's inputs; name the directory the task writes",
+                )
 
 
 _NEVER_OUTPUT = (".git", ".vx")
@@ -545,11 +652,13 @@ def _input_tasks(value: Any, at: At, depends_on: tuple[str, ...]) -> tuple[str, 
         if why:
             at.item(i).refuse(f"`{entry}` {why}", hint=_FILTER_HINT)
         if not _named_by(entry, depends_on):
-            at.item(i).refuse(f"`{entry}` names no task in dependsOn "
-                              f"({', '.join(depends_on) or 'none declared'})",
-                              hint="`name` is this project's task, `^name` its dependencies', "
-                              "`pkg#name` one package's; an entry no dependsOn reaches matches "
-                              "nothing. Fix it, or use [] to decouple on purpose")
+            at.item(i).refuse(
+                f"`{entry}` names no task in dependsOn "
+                f"({', '.join(depends_on) or 'none declared'})",
+                hint="`name` is this project's task, `^name` its dependencies', "
+                "`pkg#name` one package's; an entry no dependsOn reaches matches "
+                "nothing. Fix it, or use [] to decouple on purpose",
+            )
     return entries
 
 
@@ -586,4 +695,3 @@ def _named_by(entry: str, depends_on: tuple[str, ...]) -> bool:
         elif form == dep_form or "cross" in (form, dep_form):
             return True
     return False
-

@@ -43,25 +43,88 @@ EXTENDS = "$TURBO_EXTENDS$"
 _ENV_PATTERN = re.compile(r"!?[A-Za-z_*][A-Za-z0-9_*]*\Z")
 
 # Keys that only shape turbo's own terminal, daemon or cache; vx has its own for each.
-_IGNORED_ROOT = frozenset({"ui", "daemon", "envMode", "cacheDir", "concurrency", "futureFlags",
-                           "dangerouslyDisablePackageManagerCheck", "noUpdateNotifier", "boundaries",
-                           "experimentalSpaces", "globalDotEnv", "cacheMaxAge"})
-ROOT = Level("turbo.json", frozenset({"tasks", "pipeline", "globalDependencies", "globalEnv",
-                                      "globalPassThroughEnv", "remoteCache"}) | _IGNORED_ROOT,
-             foreign={"extends": "only a package's own turbo.json extends the root one"})
-PACKAGE = Level("a package's turbo.json", frozenset({"extends", "tasks", "tags", "boundaries"}),
-                foreign={k: "set it in the root turbo.json" for k in
-                         ("globalDependencies", "globalEnv", "globalPassThroughEnv", "pipeline")})
-TASK = Level("a turbo.json task", frozenset({"dependsOn", "inputs", "outputs", "cache", "env", "passThroughEnv",
-                                             "persistent", "interactive", "interruptible", "outputLogs",
-                                             "outputMode", "dotEnv", "with"}),
-             foreign={"exec": "a turbo.json task runs the package.json script of the same name; "
-                              "write vx tasks in a vx.config.json instead",
-                      "command": "a turbo.json task runs the package.json script of the same name"})
+_IGNORED_ROOT = frozenset(
+    {
+        "ui",
+        "daemon",
+        "envMode",
+        "cacheDir",
+        "concurrency",
+        "futureFlags",
+        "dangerouslyDisablePackageManagerCheck",
+        "noUpdateNotifier",
+        "boundaries",
+        "experimentalSpaces",
+        "globalDotEnv",
+        "cacheMaxAge",
+    }
+)
+ROOT = Level(
+    "turbo.json",
+    frozenset(
+        {
+            "tasks",
+            "pipeline",
+            "globalDependencies",
+            "globalEnv",
+            "globalPassThroughEnv",
+            "remoteCache",
+        }
+    )
+    | _IGNORED_ROOT,
+    foreign={"extends": "only a package's own turbo.json extends the root one"},
+)
+PACKAGE = Level(
+    "a package's turbo.json",
+    frozenset({"extends", "tasks", "tags", "boundaries"}),
+    foreign={
+        k: "set it in the root turbo.json"
+        for k in ("globalDependencies", "globalEnv", "globalPassThroughEnv", "pipeline")
+    },
+)
+TASK = Level(
+    "a turbo.json task",
+    frozenset(
+        {
+            "dependsOn",
+            "inputs",
+            "outputs",
+            "cache",
+            "env",
+            "passThroughEnv",
+            "persistent",
+            "interactive",
+            "interruptible",
+            "outputLogs",
+            "outputMode",
+            "dotEnv",
+            "with",
+        }
+    ),
+    foreign={
+        "exec": "a turbo.json task runs the package.json script of the same name; "
+        "write vx tasks in a vx.config.json instead",
+        "command": "a turbo.json task runs the package.json script of the same name",
+    },
+)
 
 
-REMOTE = Level("turbo.json remoteCache", frozenset({"enabled", "signature", "preflight", "timeout", "uploadTimeout",
-                                                    "apiUrl", "loginUrl", "teamId", "teamSlug"}))
+REMOTE = Level(
+    "turbo.json remoteCache",
+    frozenset(
+        {
+            "enabled",
+            "signature",
+            "preflight",
+            "timeout",
+            "uploadTimeout",
+            "apiUrl",
+            "loginUrl",
+            "teamId",
+            "teamSlug",
+        }
+    ),
+)
 
 
 class TurboRoot(Struct, frozen=True):
@@ -94,8 +157,11 @@ def find_root(root: str) -> TurboRoot | None:
     if not found:
         return None
     if len(found) > 1:
-        raise ConfigError("both turbo.json and turbo.jsonc exist", file=found[0][0],
-                          hint="keep one; turbo and vx would not know which to read")
+        raise ConfigError(
+            "both turbo.json and turbo.jsonc exist",
+            file=found[0][0],
+            hint="keep one; turbo and vx would not know which to read",
+        )
     source, text = found[0]
     return _checked_root(jsonc.loads(text, source), source)
 
@@ -112,10 +178,15 @@ def linked(root: str) -> RemoteCacheConfig | None:
         return None  # turbo's own file: a damaged one is turbo's to complain about
     if not isinstance(obj, dict):
         return None
-    fields = {k: obj.get(k) if isinstance(obj.get(k), str) else None for k in ("teamid", "apiurl", "teamslug")}
+    fields = {
+        k: obj.get(k) if isinstance(obj.get(k), str) else None
+        for k in ("teamid", "apiurl", "teamslug")
+    }
     if not any(fields.values()):
         return None
-    return RemoteCacheConfig(kind="turbo", url=fields["apiurl"], team=fields["teamslug"], team_id=fields["teamid"])
+    return RemoteCacheConfig(
+        kind="turbo", url=fields["apiurl"], team=fields["teamslug"], team_id=fields["teamid"]
+    )
 
 
 def read_package(directory: str, source: str) -> dict | None:
@@ -128,13 +199,17 @@ def read_package(directory: str, source: str) -> dict | None:
     _keys(obj, at, PACKAGE)
     extends = obj.get("extends")
     if not isinstance(extends, list) or "//" not in extends:
-        at.key("extends").refuse("a package's turbo.json must extend the root one",
-                                 hint='write "extends": ["//"]')
+        at.key("extends").refuse(
+            "a package's turbo.json must extend the root one", hint='write "extends": ["//"]'
+        )
     tasks = _object(obj.get("tasks", {}), at.key("tasks"))
     for name, body in tasks.items():
         if "#" in name:
-            at.key("tasks").key(name).refuse(f"task `{name}` names a package; a package's turbo.json "
-                                             "configures only its own tasks", hint=f"write `{name.split('#')[-1]}`")
+            at.key("tasks").key(name).refuse(
+                f"task `{name}` names a package; a package's turbo.json "
+                "configures only its own tasks",
+                hint=f"write `{name.split('#')[-1]}`",
+            )
         _check_task(body, at.key("tasks").key(name), package_level=True)
     tags = _strings(obj["tags"], at.key("tags"), "tags") if "tags" in obj else ()
     return {"tasks": tasks, "tags": list(tags), "text": text}
@@ -151,7 +226,9 @@ def _read(path: str, source: str) -> str | None:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"not UTF-8 text (byte {exc.start})", file=source, hint="save it as UTF-8") from None
+        raise ConfigError(
+            f"not UTF-8 text (byte {exc.start})", file=source, hint="save it as UTF-8"
+        ) from None
 
 
 # ---------------------------------------------------------------- checks
@@ -162,19 +239,26 @@ def _checked_root(data: Any, source: str) -> TurboRoot:
     obj = _object(data, at)
     _keys(obj, at, ROOT)
     if "tasks" in obj and "pipeline" in obj:
-        at.key("pipeline").refuse("both `tasks` and `pipeline`", hint="`pipeline` is turbo 1's name for `tasks`; keep one")
+        at.key("pipeline").refuse(
+            "both `tasks` and `pipeline`", hint="`pipeline` is turbo 1's name for `tasks`; keep one"
+        )
     key = "tasks" if "tasks" in obj else "pipeline"
     tasks = _object(obj.get(key, {}), at.key(key))
     for name, body in tasks.items():
         _check_task_name(name, at.key(key).key(name))
         _check_task(body, at.key(key).key(name), package_level=False)
     return TurboRoot(
-        source=source, tasks=tasks, named=frozenset(n.rpartition("#")[0] for n in tasks if "#" in n),
+        source=source,
+        tasks=tasks,
+        named=frozenset(n.rpartition("#")[0] for n in tasks if "#" in n),
         remote_cache=_remote(obj.get("remoteCache"), at.key("remoteCache")),
-        remote_off=isinstance(obj.get("remoteCache"), dict) and obj["remoteCache"].get("enabled") is False,
+        remote_off=isinstance(obj.get("remoteCache"), dict)
+        and obj["remoteCache"].get("enabled") is False,
         global_inputs=_globs(obj.get("globalDependencies", []), at.key("globalDependencies")),
         global_env=_env(obj.get("globalEnv", []), at.key("globalEnv")),
-        global_pass_through=_env(obj.get("globalPassThroughEnv", []), at.key("globalPassThroughEnv")),
+        global_pass_through=_env(
+            obj.get("globalPassThroughEnv", []), at.key("globalPassThroughEnv")
+        ),
     )
 
 
@@ -189,19 +273,29 @@ def _remote(value: Any, at: At) -> RemoteCacheConfig | None:
     _kinds(obj, at, bool, ("enabled", "signature", "preflight"))
     _kinds(obj, at, str, ("apiUrl", "teamId", "teamSlug", "loginUrl"))
     timeout = obj.get("timeout")
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0
+    ):
         at.key("timeout").refuse("`timeout` must be a positive number of seconds")
     if obj.get("enabled") is False:
         return None
-    return RemoteCacheConfig(kind="turbo", url=obj.get("apiUrl"), team=obj.get("teamSlug"), team_id=obj.get("teamId"),
-                             signature=obj.get("signature"), timeout_ms=int(timeout * 1000) if timeout else None)
+    return RemoteCacheConfig(
+        kind="turbo",
+        url=obj.get("apiUrl"),
+        team=obj.get("teamSlug"),
+        team_id=obj.get("teamId"),
+        signature=obj.get("signature"),
+        timeout_ms=int(timeout * 1000) if timeout else None,
+    )
 
 
 def _check_task_name(name: str, at: At) -> None:
     package, _, task = name.rpartition("#")
     if not task or task.strip() != task or "*" in task or (name.count("#") and not package):
-        at.refuse(f"task name {name!r} is neither `name` nor `package#name`",
-                  hint="root tasks are written `//#name`")
+        at.refuse(
+            f"task name {name!r} is neither `name` nor `package#name`",
+            hint="root tasks are written `//#name`",
+        )
 
 
 def _check_task(body: Any, at: At, *, package_level: bool) -> None:
@@ -213,8 +307,10 @@ def _check_task(body: Any, at: At, *, package_level: bool) -> None:
         for i, entry in enumerate(_strings(obj["dependsOn"], at.key("dependsOn"), "task names")):
             why = None if entry.startswith("$") or entry == EXTENDS else depends_on_problem(entry)
             if why:
-                at.key("dependsOn").item(i).refuse(f"dependsOn entry {entry!r} {why}",
-                                                   hint="entries are `name`, `^name`, `pkg#name` or `//#name`")
+                at.key("dependsOn").item(i).refuse(
+                    f"dependsOn entry {entry!r} {why}",
+                    hint="entries are `name`, `^name`, `pkg#name` or `//#name`",
+                )
     for key in ("inputs", "outputs", "dotEnv"):
         if key in obj:
             _globs(obj[key], at.key(key))
@@ -226,8 +322,10 @@ def _check_task(body: Any, at: At, *, package_level: bool) -> None:
     if not package_level:
         for key, value in obj.items():
             if isinstance(value, list) and EXTENDS in value:
-                at.key(key).refuse(f"`{EXTENDS}` in the root turbo.json: there is nothing to extend",
-                                     hint="it belongs in a package's own turbo.json")
+                at.key(key).refuse(
+                    f"`{EXTENDS}` in the root turbo.json: there is nothing to extend",
+                    hint="it belongs in a package's own turbo.json",
+                )
 
 
 def _kinds(obj: dict, at: At, kind: type, keys: tuple[str, ...]) -> None:
@@ -244,15 +342,17 @@ def _globs(value: Any, at: At) -> tuple[str, ...]:
         if pattern in (DEFAULT, EXTENDS):
             continue
         negation = "!" if pattern.startswith("!") else ""
-        body = pattern[len(negation):]
-        body = body[len(ROOT_PREFIX):] if body.startswith(ROOT_PREFIX) else body
+        body = pattern[len(negation) :]
+        body = body[len(ROOT_PREFIX) :] if body.startswith(ROOT_PREFIX) else body
         problem = glob_error(negation + body)
         if problem:
             reason, _, hint = problem.partition("; ")
             at.item(i).refuse(f"glob `{pattern}`: {reason}", hint=hint or None)
     if globs and all(g.startswith("!") for g in globs):
-        at.refuse("every entry is a `!` negation, which selects nothing",
-                  hint=f'a negation takes back from what the others select, e.g. ["{DEFAULT}", "{globs[0]}"]')
+        at.refuse(
+            "every entry is a `!` negation, which selects nothing",
+            hint=f'a negation takes back from what the others select, e.g. ["{DEFAULT}", "{globs[0]}"]',
+        )
     return globs
 
 
@@ -260,19 +360,28 @@ def _env(value: Any, at: At) -> tuple[str, ...]:
     names = _strings(value, at, "env var names")
     for i, name in enumerate(names):
         if name != EXTENDS and not _ENV_PATTERN.match(name):
-            at.item(i).refuse(f"`{name}` is not an env var name or pattern",
-                              hint="names match [A-Za-z_][A-Za-z0-9_]*, `*` matches any run, `!` excludes")
+            at.item(i).refuse(
+                f"`{name}` is not an env var name or pattern",
+                hint="names match [A-Za-z_][A-Za-z0-9_]*, `*` matches any run, `!` excludes",
+            )
     return names
 
 
 # ---------------------------------------------------------------- one package's tasks
 
 
-def project(turbo: TurboRoot, pkg: Package, manager: str, own: dict | None, own_source: str) -> ProjectConfig:
+def project(
+    turbo: TurboRoot, pkg: Package, manager: str, own: dict | None, own_source: str
+) -> ProjectConfig:
     """`pkg`'s tasks as turbo would run them; an empty config when none applies."""
     named = pkg.name == ROOT_PROJECT or pkg.name in turbo.named
-    memo_key = (manager, tuple(sorted(pkg.scripts.items())), own["text"] if own else None, pkg.name if named else None,
-                pkg.framework)
+    memo_key = (
+        manager,
+        tuple(sorted(pkg.scripts.items())),
+        own["text"] if own else None,
+        pkg.name if named else None,
+        pkg.framework,
+    )
     known = turbo.memo.get(memo_key)
     if known is None:
         known = turbo.memo[memo_key] = _mapped(turbo, pkg, manager, own, own_source)
@@ -280,7 +389,9 @@ def project(turbo: TurboRoot, pkg: Package, manager: str, own: dict | None, own_
     return known if not known.source or known.source == source else replace(known, source=source)
 
 
-def _mapped(turbo: TurboRoot, pkg: Package, manager: str, own: dict | None, own_source: str) -> ProjectConfig:
+def _mapped(
+    turbo: TurboRoot, pkg: Package, manager: str, own: dict | None, own_source: str
+) -> ProjectConfig:
     definitions = _definitions(turbo, pkg, own)
     tasks: dict[str, dict] = {}
     noops: set[str] = set()
@@ -305,11 +416,20 @@ def _mapped(turbo: TurboRoot, pkg: Package, manager: str, own: dict | None, own_
     envs = {name: _take_env(body) for name, body in tasks.items()}
     reach = {name: body.pop("turboReach", None) for name, body in tasks.items()}
     config = validate_project({"tasks": tasks, "tags": (own or {}).get("tags", [])}, source)
-    mapped = {name: _with_env(_with_turbo_globs(task, tasks[name], reach[name]), tasks[name], *envs[name],
-                              pkg.framework)
-              for name, task in config.tasks.items()}
-    return ProjectConfig(source=config.source, tags=config.tags,
-                         tasks={name: _as_noop(task) if name in noops else task for name, task in mapped.items()})
+    mapped = {
+        name: _with_env(
+            _with_turbo_globs(task, tasks[name], reach[name]),
+            tasks[name],
+            *envs[name],
+            pkg.framework,
+        )
+        for name, task in config.tasks.items()
+    }
+    return ProjectConfig(
+        source=config.source,
+        tags=config.tags,
+        tasks={name: _as_noop(task) if name in noops else task for name, task in mapped.items()},
+    )
 
 
 def _with_turbo_globs(task: TaskConfig, body: dict, reach: list[str] | None) -> TaskConfig:
@@ -319,13 +439,17 @@ def _with_turbo_globs(task: TaskConfig, body: dict, reach: list[str] | None) -> 
         return task
     # Shown by `vx show` as folded: the globs matched on disk, gitignored files included.
     body["turboGlobs"] = {"onDisk": list(task.cache.input_files) if reach is None else reach}
-    cache = replace(task.cache, turbo_globs=True, input_reach=tuple(reach) if reach is not None else None)
+    cache = replace(
+        task.cache, turbo_globs=True, input_reach=tuple(reach) if reach is not None else None
+    )
     return replace(task, cache=cache, canonical=canonical(body))
 
 
 def _as_noop(task: TaskConfig) -> TaskConfig:
     """A definition whose script the package lacks, as an implicit group keyed on its inputs."""
-    return replace(task, exec=None, implicit=True, canonical='{"implicit":true,' + task.canonical[1:])
+    return replace(
+        task, exec=None, implicit=True, canonical='{"implicit":true,' + task.canonical[1:]
+    )
 
 
 def _take_env(task: dict) -> tuple[list[str], list[str]]:
@@ -336,7 +460,9 @@ def _take_env(task: dict) -> tuple[list[str], list[str]]:
     return keyed, env.get("passThrough", [])
 
 
-def _with_env(task: TaskConfig, body: dict, keyed: list[str], passed: list[str], framework: str) -> TaskConfig:
+def _with_env(
+    task: TaskConfig, body: dict, keyed: list[str], passed: list[str], framework: str
+) -> TaskConfig:
     """`task` with turbo's env lists back in, and in the declaration the key folds (KEY-06).
 
     `framework` is the one turbo infers for the package: its variables (`NEXT_PUBLIC_*`, …) are
@@ -345,7 +471,9 @@ def _with_env(task: TaskConfig, body: dict, keyed: list[str], passed: list[str],
     if not keyed and not passed and not framework:
         return task
     assert task.exec is not None  # _vx_task gives every task its command
-    exec_ = replace(task.exec, env=replace(task.exec.env, pass_through=tuple(passed), framework=framework))
+    exec_ = replace(
+        task.exec, env=replace(task.exec.env, pass_through=tuple(passed), framework=framework)
+    )
     if not keyed and not passed:
         return replace(task, exec=exec_)
     declared = {**body, "turboEnv": {"keyed": keyed, "passThrough": passed}}
@@ -359,7 +487,7 @@ def _definitions(turbo: TurboRoot, pkg: Package, own: dict | None) -> dict[str, 
     prefix = f"{pkg.name}#"
     for name, body in turbo.tasks.items():
         if name.startswith(prefix):
-            out[name[len(prefix):]] = body  # replaces the generic one, whatever the order
+            out[name[len(prefix) :]] = body  # replaces the generic one, whatever the order
         elif "#" not in name and pkg.name != ROOT_PROJECT:
             out.setdefault(name, body)
     for name, body in (own or {}).get("tasks", {}).items():
@@ -421,7 +549,9 @@ def _pnpm_major(root: str) -> int | None:
     declared = re.search(r'"packageManager"\s*:\s*"pnpm@(\d+)', manifest)
     if declared:
         return int(declared.group(1))
-    lockfile = _LOCKFILE_VERSION.search(_read_text(os.path.join(root, "pnpm-lock.yaml"), head=200) or "")
+    lockfile = _LOCKFILE_VERSION.search(
+        _read_text(os.path.join(root, "pnpm-lock.yaml"), head=200) or ""
+    )
     if lockfile:
         # Format 6 is pnpm 8's (and late 7's), 5 older ones'; 9 is written by 9 and 10 alike.
         return None if int(lockfile.group(1)) >= 9 else 8
@@ -453,6 +583,7 @@ def with_hooks(pkg: Package, name: str, manager: str) -> str:
 
 _SHELL_LIST = re.compile(r"[;&|#\n]")
 
+
 def _vx_task(turbo: TurboRoot, name: str, body: dict, command: str) -> dict:
     """One definition in vx's schema."""
     env_deps = [d[1:] for d in body.get("dependsOn", ()) if d.startswith("$")]
@@ -474,7 +605,9 @@ def _vx_task(turbo: TurboRoot, name: str, body: dict, command: str) -> dict:
         files, workspace_files = _split(declared)
         files += list(body.get("dotEnv", ()))
         if DEFAULT in declared:  # git's view for the default; the rest as turbo's walk finds them
-            task["turboReach"] = _split([g for g in declared if g != DEFAULT])[0] + list(body.get("dotEnv", ()))
+            task["turboReach"] = _split([g for g in declared if g != DEFAULT])[0] + list(
+                body.get("dotEnv", ())
+            )
         outputs, workspace_outputs = _split(body.get("outputs", []))
         inputs: dict[str, Any] = {"files": files}
         if workspace_files or turbo.global_inputs:
@@ -496,7 +629,7 @@ def _split(globs) -> tuple[list[str], list[str]]:
         if body == DEFAULT:
             package.append("**")
         elif body.startswith(ROOT_PREFIX):
-            workspace.append(("!" if negated else "") + body[len(ROOT_PREFIX):])
+            workspace.append(("!" if negated else "") + body[len(ROOT_PREFIX) :])
         else:
             package.append(pattern)
     return package, workspace

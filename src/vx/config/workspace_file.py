@@ -6,9 +6,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from vx.config.fields import MAX_TIMEOUT_MS, At, Level, _integer, _keys, _kind, _nx, _object, _string, _turbo
+from vx.config.fields import (
+    MAX_TIMEOUT_MS,
+    At,
+    Level,
+    _integer,
+    _keys,
+    _kind,
+    _nx,
+    _object,
+    _string,
+    _turbo,
+)
 from vx.model import CacheRetention, RemoteCacheConfig, WorkspaceConfig
-
 
 # ---------------------------------------------------------------- object levels
 
@@ -17,8 +27,18 @@ _NOT_YET_WS = "remove it; the defaults apply in this version"
 
 WORKSPACE = Level(
     "the workspace config",
-    frozenset({"concurrency", "cacheDir", "timeout", "remoteCache", "cacheRetention", "affectedBase", "rules",
-               "sandbox"}),
+    frozenset(
+        {
+            "concurrency",
+            "cacheDir",
+            "timeout",
+            "remoteCache",
+            "cacheRetention",
+            "affectedBase",
+            "rules",
+            "sandbox",
+        }
+    ),
     foreign={
         "pipeline": _turbo("pipeline", "each package's vx.config.json `tasks`"),
         "tasks": "tasks live in each package's vx.config.json",
@@ -31,16 +51,25 @@ WORKSPACE = Level(
         "packages": "members are read from package.json `workspaces` or pnpm-workspace.yaml",
         "workspaces": "members are read from package.json `workspaces` or pnpm-workspace.yaml",
     },
-    unsupported={k: _NOT_YET_WS for k in
-                 ("plugins", "cacheScope")},
+    unsupported={k: _NOT_YET_WS for k in ("plugins", "cacheScope")},
 )
 
-RULES = Level("rules", frozenset({"exclusiveOutputs"}),
-              unsupported={"upfrontKeys": "remove it; every key is known before anything runs in this version"})
+RULES = Level(
+    "rules",
+    frozenset({"exclusiveOutputs"}),
+    unsupported={
+        "upfrontKeys": "remove it; every key is known before anything runs in this version"
+    },
+)
 
-SANDBOX = Level("sandbox", frozenset({"trace"}),
-                foreign={k: "grants are per task: exec.sandbox.allow in the package's vx.config.json"
-                         for k in ("allow", "deny", "ignore")})
+SANDBOX = Level(
+    "sandbox",
+    frozenset({"trace"}),
+    foreign={
+        k: "grants are per task: exec.sandbox.allow in the package's vx.config.json"
+        for k in ("allow", "deny", "ignore")
+    },
+)
 
 
 # ---------------------------------------------------------------- workspace config
@@ -57,15 +86,27 @@ def validate_workspace(data: Any, file: str) -> WorkspaceConfig:
     return WorkspaceConfig(
         source=file,
         concurrency=_integer(obj["concurrency"], at.key("concurrency"), 1)
-        if "concurrency" in obj else None,
+        if "concurrency" in obj
+        else None,
         cache_dir=cache_dir,
         timeout_ms=_integer(obj["timeout"], at.key("timeout"), 1, MAX_TIMEOUT_MS)
-        if "timeout" in obj else None,
-        remote_cache=_remote_cache(obj["remoteCache"], at.key("remoteCache")) if "remoteCache" in obj else None,
-        cache_retention=_retention(obj["cacheRetention"], at.key("cacheRetention")) if "cacheRetention" in obj else None,
-        affected_base=_affected_base(obj["affectedBase"], at.key("affectedBase")) if "affectedBase" in obj else None,
-        exclusive_outputs=_exclusive_outputs(obj["rules"], at.key("rules")) if "rules" in obj else True,
-        sandbox_trace=_sandbox_trace(obj["sandbox"], at.key("sandbox")) if "sandbox" in obj else True,
+        if "timeout" in obj
+        else None,
+        remote_cache=_remote_cache(obj["remoteCache"], at.key("remoteCache"))
+        if "remoteCache" in obj
+        else None,
+        cache_retention=_retention(obj["cacheRetention"], at.key("cacheRetention"))
+        if "cacheRetention" in obj
+        else None,
+        affected_base=_affected_base(obj["affectedBase"], at.key("affectedBase"))
+        if "affectedBase" in obj
+        else None,
+        exclusive_outputs=_exclusive_outputs(obj["rules"], at.key("rules"))
+        if "rules" in obj
+        else True,
+        sandbox_trace=_sandbox_trace(obj["sandbox"], at.key("sandbox"))
+        if "sandbox" in obj
+        else True,
     )
 
 
@@ -75,8 +116,10 @@ def _sandbox_trace(value: Any, at: At) -> bool:
     _keys(obj, at, SANDBOX)
     flag = obj.get("trace", True)
     if not isinstance(flag, bool):
-        at.key("trace").refuse(f"`trace` must be true or false, got {_kind(flag)}",
-                               hint='e.g. "sandbox": {"trace": false}')
+        at.key("trace").refuse(
+            f"`trace` must be true or false, got {_kind(flag)}",
+            hint='e.g. "sandbox": {"trace": false}',
+        )
     return flag
 
 
@@ -86,14 +129,16 @@ def _exclusive_outputs(value: Any, at: At) -> bool:
     _keys(obj, at, RULES)
     flag = obj.get("exclusiveOutputs", True)
     if not isinstance(flag, bool):
-        at.key("exclusiveOutputs").refuse(f"`exclusiveOutputs` must be true or false, got {_kind(flag)}",
-                                          hint='e.g. "rules": {"exclusiveOutputs": false}')
+        at.key("exclusiveOutputs").refuse(
+            f"`exclusiveOutputs` must be true or false, got {_kind(flag)}",
+            hint='e.g. "rules": {"exclusiveOutputs": false}',
+        )
     return flag
 
 
 def _affected_base(value: Any, at: At) -> str:
-    from vx.files.git import check_ref
     from vx.errors import UsageError
+    from vx.files.git import check_ref
 
     ref = _string(value, at)
     try:
@@ -104,9 +149,16 @@ def _affected_base(value: Any, at: At) -> str:
 
 # ---------------------------------------------------------------- cacheRetention (LC-16)
 
-RETENTION = Level("cacheRetention", frozenset({"olderThan", "maxSize"}),
-                  foreign={"maxAge": "in vx it is `olderThan`", "ttl": "in vx it is `olderThan`",
-                           "size": "in vx it is `maxSize`", "maxBytes": "in vx it is `maxSize` (e.g. \"10G\")"})
+RETENTION = Level(
+    "cacheRetention",
+    frozenset({"olderThan", "maxSize"}),
+    foreign={
+        "maxAge": "in vx it is `olderThan`",
+        "ttl": "in vx it is `olderThan`",
+        "size": "in vx it is `maxSize`",
+        "maxBytes": 'in vx it is `maxSize` (e.g. "10G")',
+    },
+)
 
 
 def _retention(value: Any, at: At) -> CacheRetention:
@@ -116,14 +168,21 @@ def _retention(value: Any, at: At) -> CacheRetention:
     obj = _object(value, at)
     _keys(obj, at, RETENTION)
     if not {"olderThan", "maxSize"} & set(obj):
-        at.refuse("`cacheRetention` bounds nothing", hint='e.g. "cacheRetention": {"olderThan": "30d", "maxSize": "10G"}')
+        at.refuse(
+            "`cacheRetention` bounds nothing",
+            hint='e.g. "cacheRetention": {"olderThan": "30d", "maxSize": "10G"}',
+        )
     out: dict[str, Any] = {}
-    for key, parse, dest, example in (("olderThan", parse_duration, "older_than_s", "30d, 12h, 90m"),
-                                      ("maxSize", parse_size, "max_bytes", "10G, 500MB, 64KB")):
+    for key, parse, dest, example in (
+        ("olderThan", parse_duration, "older_than_s", "30d, 12h, 90m"),
+        ("maxSize", parse_size, "max_bytes", "10G, 500MB, 64KB"),
+    ):
         if key in obj:
             parsed = parse(_string(obj[key], at.key(key)))
             if isinstance(parsed, str):
-                at.key(key).refuse(f"`{key}`: {parsed}", hint=f"write a number and a unit: {example}")
+                at.key(key).refuse(
+                    f"`{key}`: {parsed}", hint=f"write a number and a unit: {example}"
+                )
             out[dest] = parsed
     return CacheRetention(**out)
 
@@ -134,14 +193,26 @@ _TURBO_HOME = "remoteCache.turbo"
 REMOTE_CACHE = Level(
     "remoteCache",
     frozenset({"turbo", "nx", "upload", "timeout", "maxArtifactSize"}),
-    foreign={k: f"in vx it is {_TURBO_HOME}.{v}" for k, v in
-             (("apiUrl", "apiUrl"), ("teamId", "teamId"), ("teamSlug", "team"), ("signature", "signature"))},
-    unsupported={"preflight": "remove it; vx sends no preflight in this version",
-                 "uploadTimeout": "remove it; set TURBO_REMOTE_CACHE_UPLOAD_TIMEOUT (seconds) instead",
-                 "enabled": "remove it; `--cache=remote:` turns the remote off for a run"},
+    foreign={
+        k: f"in vx it is {_TURBO_HOME}.{v}"
+        for k, v in (
+            ("apiUrl", "apiUrl"),
+            ("teamId", "teamId"),
+            ("teamSlug", "team"),
+            ("signature", "signature"),
+        )
+    },
+    unsupported={
+        "preflight": "remove it; vx sends no preflight in this version",
+        "uploadTimeout": "remove it; set TURBO_REMOTE_CACHE_UPLOAD_TIMEOUT (seconds) instead",
+        "enabled": "remove it; `--cache=remote:` turns the remote off for a run",
+    },
 )
-TURBO_REMOTE = Level(f"{_TURBO_HOME}", frozenset({"apiUrl", "team", "teamId", "signature"}),
-                     foreign={"teamSlug": "in vx it is `team`"})
+TURBO_REMOTE = Level(
+    f"{_TURBO_HOME}",
+    frozenset({"apiUrl", "team", "teamId", "signature"}),
+    foreign={"teamSlug": "in vx it is `team`"},
+)
 NX_REMOTE = Level("remoteCache.nx", frozenset({"url"}))
 UPLOAD_MODES = ("ci", "always", "never")
 _SECRET_KEYS = ("token", "accessToken", "signatureKey")
@@ -153,39 +224,56 @@ def _remote_cache(value: Any, at: At) -> RemoteCacheConfig:
     _keys(obj, at, REMOTE_CACHE)
     kinds = [k for k in ("turbo", "nx") if k in obj]
     if len(kinds) != 1:
-        at.refuse("`remoteCache` needs exactly one of `turbo` or `nx`",
-                  hint='e.g. "remoteCache": {"turbo": {"apiUrl": "https://cache.example.com", "team": "web"}}')
+        at.refuse(
+            "`remoteCache` needs exactly one of `turbo` or `nx`",
+            hint='e.g. "remoteCache": {"turbo": {"apiUrl": "https://cache.example.com", "team": "web"}}',
+        )
     wire = _remote_wire(kinds[0], obj[kinds[0]], at.key(kinds[0]))
     upload = _string(obj.get("upload", "ci"), at.key("upload"))
     if upload not in UPLOAD_MODES:
-        at.key("upload").refuse(f"`upload` must be one of {', '.join(UPLOAD_MODES)}, got {upload!r}",
-                                hint="`ci` uploads only when CI is set (the default)")
+        at.key("upload").refuse(
+            f"`upload` must be one of {', '.join(UPLOAD_MODES)}, got {upload!r}",
+            hint="`ci` uploads only when CI is set (the default)",
+        )
     return RemoteCacheConfig(
-        **wire, upload=upload,
-        timeout_ms=_integer(obj["timeout"], at.key("timeout"), 1, MAX_TIMEOUT_MS) if "timeout" in obj else None,
+        **wire,
+        upload=upload,
+        timeout_ms=_integer(obj["timeout"], at.key("timeout"), 1, MAX_TIMEOUT_MS)
+        if "timeout" in obj
+        else None,
         max_artifact_bytes=_integer(obj["maxArtifactSize"], at.key("maxArtifactSize"), 1)
-        if "maxArtifactSize" in obj else None,
+        if "maxArtifactSize" in obj
+        else None,
     )
 
 
 def _remote_wire(kind: str, value: Any, at: At) -> dict[str, Any]:
     obj = _no_secrets(_object(value, at), at)
     _keys(obj, at, TURBO_REMOTE if kind == "turbo" else NX_REMOTE)
-    strings = {k: _string(v, at.key(k)) for k, v in obj.items() if k != "signature" and k != "$schema"}
+    strings = {
+        k: _string(v, at.key(k)) for k, v in obj.items() if k != "signature" and k != "$schema"
+    }
     if kind == "nx":
         return {"kind": "nx", "url": strings.get("url")}
     signature = obj.get("signature")
     if signature is not None and not isinstance(signature, bool):
         at.key("signature").refuse(f"`signature` must be true or false, got {_kind(signature)}")
-    return {"kind": "turbo", "url": strings.get("apiUrl"), "team": strings.get("team"),
-            "team_id": strings.get("teamId"), "signature": signature}
+    return {
+        "kind": "turbo",
+        "url": strings.get("apiUrl"),
+        "team": strings.get("team"),
+        "team_id": strings.get("teamId"),
+        "signature": signature,
+    }
 
 
 def _no_secrets(obj: dict[str, Any], at: At) -> dict[str, Any]:
     """Refuse a token or key written into a config file: it would be committed and shared."""
     for key in _SECRET_KEYS:
         if key in obj:
-            at.key(key).refuse(f"`{key}` must not be written in a config file",
-                               hint="set TURBO_TOKEN, NX_SELF_HOSTED_REMOTE_CACHE_ACCESS_TOKEN or "
-                                    "TURBO_REMOTE_CACHE_SIGNATURE_KEY in the environment instead")
+            at.key(key).refuse(
+                f"`{key}` must not be written in a config file",
+                hint="set TURBO_TOKEN, NX_SELF_HOSTED_REMOTE_CACHE_ACCESS_TOKEN or "
+                "TURBO_REMOTE_CACHE_SIGNATURE_KEY in the environment instead",
+            )
     return obj

@@ -28,9 +28,10 @@ from typing import IO, Callable, Mapping, Sequence
 from msgspec import Struct
 
 from vx.engine import spawn
+from vx.engine.spawn import SHELL
 from vx.errors import UsageError
 from vx.model import LogChunk, ProcessResult
-from vx.engine.spawn import SHELL
+
 DRAIN_S = 0.25  # EX-12: how long the pipes are read after the shell exits
 DEFAULT_KILL_GRACE_MS = 2000  # EX-11: SIGTERM -> SIGKILL
 REAP_AFTER_KILL_S = 5.0  # a SIGKILLed process in uninterruptible sleep may take a while
@@ -189,13 +190,21 @@ class _Child:
         self.launch: Launch | None = None
 
     @classmethod
-    def spawn(cls, command: str, cwd: Path, env: Mapping[str, str], table: ProcessTable,
-              launch: Launch | None = None) -> _Child:
+    def spawn(
+        cls,
+        command: str,
+        cwd: Path,
+        env: Mapping[str, str],
+        table: ProcessTable,
+        launch: Launch | None = None,
+    ) -> _Child:
         """Start `sh -c command` (or the launch's argv) in a new session, register it and watch for its exit."""
         return cls.adopt(spawn.start(command, cwd, env, launch), table, launch)
 
     @classmethod
-    def adopt(cls, popen: subprocess.Popen[bytes], table: ProcessTable, launch: Launch | None = None) -> _Child:
+    def adopt(
+        cls, popen: subprocess.Popen[bytes], table: ProcessTable, launch: Launch | None = None
+    ) -> _Child:
         """Own a process started by `spawn.start` (now, or before the loop existed): register it
         and watch for its exit. A process that already exited is a readable pidfd at once."""
         child = cls(popen, table)
@@ -213,7 +222,9 @@ class _Child:
         if self.exited.done() and not group_alive(self.pid):
             return  # the number may already belong to someone else
         polite = self.launch.polite_group() if self.launch and self.launch.polite_group else None
-        _killpg(polite if polite and sig != signal.SIGKILL and not self.exited.done() else self.pid, sig)
+        _killpg(
+            polite if polite and sig != signal.SIGKILL and not self.exited.done() else self.pid, sig
+        )
         if sig == signal.SIGKILL and not self.exited.done():
             self.killed = True
 
@@ -226,10 +237,14 @@ class _Child:
 
     def _on_exit(self, status: int | None, rusage: object) -> None:
         # Popen must never reap or warn about a pid we already reaped (it could be reused).
-        self.popen.returncode = _STATUS_UNKNOWN if status is None else os.waitstatus_to_exitcode(status)
+        self.popen.returncode = (
+            _STATUS_UNKNOWN if status is None else os.waitstatus_to_exitcode(status)
+        )
         aborted = self.table.stopping
         self.table._discard(self)
-        if not _killpg_probe(self.pid):  # members that outlive the shell (or their zombies) stay the warden's
+        if not _killpg_probe(
+            self.pid
+        ):  # members that outlive the shell (or their zombies) stay the warden's
             spawn.released(self.pid)
         if not self.exited.done():
             self.exited.set_result((status, rusage, aborted))
@@ -248,7 +263,9 @@ def _watch_exit(pid: int, on_exit: Callable[[int | None, object], None]) -> None
         loop.remove_reader(pidfd)
         os.close(pidfd)
         reaped = _reap(pid, os.WNOHANG)
-        if reaped is _NOT_YET:  # a traced child (the sandbox's strace) is waitable only once its tracer saw the exit
+        if (
+            reaped is _NOT_YET
+        ):  # a traced child (the sandbox's strace) is waitable only once its tracer saw the exit
             threading.Thread(target=_wait_in_thread, args=(pid, loop, on_exit), daemon=True).start()
             return
         on_exit(*reaped)
@@ -322,8 +339,12 @@ def _killpg_probe(pgid: int) -> bool:
 class _Capture:
     """Collect a child's stdout and stderr chunks in the order they arrive."""
 
-    def __init__(self, popen: subprocess.Popen[bytes], on_output: Callable[[LogChunk], None],
-                 keep_bytes: int | None = None):
+    def __init__(
+        self,
+        popen: subprocess.Popen[bytes],
+        on_output: Callable[[LogChunk], None],
+        keep_bytes: int | None = None,
+    ):
         self.chunks: list[LogChunk] = []
         self._on_output = on_output
         self._keep, self._kept = keep_bytes, 0  # a persistent task keeps only its log's tail
@@ -433,10 +454,14 @@ async def execute(
     else:
         started_at = time.monotonic()
         try:
-            child = _Child.adopt(spawn.start(command, cwd, env, launch, terminal=terminal), table, launch)
+            child = _Child.adopt(
+                spawn.start(command, cwd, env, launch, terminal=terminal), table, launch
+            )
         except (OSError, ValueError) as exc:
             error = _spawn_error(exc, cwd, launch.argv[0] if launch else SHELL)
-            return ProcessResult(exit_code=127, duration_ms=_ms_since(started_at), spawn_error=error)
+            return ProcessResult(
+                exit_code=127, duration_ms=_ms_since(started_at), spawn_error=error
+            )
     capture = _Capture(child.popen, on_output) if not terminal else None
     stopped = None
     try:
@@ -451,7 +476,12 @@ async def execute(
             capture.close()
     if capture is not None:
         capture.raise_callback_error()
-    result = _result(child, capture.chunks if capture is not None else [], timed_out=timed_out, started=started_at)
+    result = _result(
+        child,
+        capture.chunks if capture is not None else [],
+        timed_out=timed_out,
+        started=started_at,
+    )
     if stopped is not None:
         from msgspec.structs import replace
 
@@ -540,7 +570,9 @@ async def _stop_despite_cancel(child: _Child, grace_s: float) -> None:
             child.signal(signal.SIGKILL)
 
 
-def _result(child: _Child, chunks: list[LogChunk], *, timed_out: bool, started: float) -> ProcessResult:
+def _result(
+    child: _Child, chunks: list[LogChunk], *, timed_out: bool, started: float
+) -> ProcessResult:
     status, rusage, aborted = child.exited.result()
     exit_code, sig = _verdict(status)
     if timed_out:  # EX-05: the label is the overrun, whatever the shell made of the signal

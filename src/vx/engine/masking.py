@@ -58,7 +58,9 @@ def mask_bytes(data: bytes, secrets: Sequence[bytes]) -> bytes:
 def mask_text(text: str | None, secrets: Sequence[bytes]) -> str | None:
     if text is None or not secrets:
         return text
-    return mask_bytes(text.encode("utf-8", "surrogateescape"), secrets).decode("utf-8", "surrogateescape")
+    return mask_bytes(text.encode("utf-8", "surrogateescape"), secrets).decode(
+        "utf-8", "surrogateescape"
+    )
 
 
 class Masker:

@@ -18,8 +18,7 @@ from typing import Callable, Mapping
 
 from msgspec.structs import replace
 
-from vx.engine import executor
-from vx.engine import spawn
+from vx.engine import executor, spawn
 from vx.errors import EXIT_TASK_FAILED
 from vx.events import Emit, Notice, ServersKept
 from vx.model import LogChunk, RunSummary, Status, TaskGraph, TaskId, TaskResult
@@ -43,9 +42,16 @@ class Server:
     its exit code once the shell is reaped and its pipes are drained.
     """
 
-    def __init__(self, child: executor._Child, stdin_w: int, ready_when: str | None,
-                 on_output: Callable[[LogChunk], None], started_at: float,
-                 on_crash: Callable[[str], None] = lambda words: None, secrets: tuple[bytes, ...] = ()) -> None:
+    def __init__(
+        self,
+        child: executor._Child,
+        stdin_w: int,
+        ready_when: str | None,
+        on_output: Callable[[LogChunk], None],
+        started_at: float,
+        on_crash: Callable[[str], None] = lambda words: None,
+        secrets: tuple[bytes, ...] = (),
+    ) -> None:
         loop = asyncio.get_running_loop()
         self._secrets = secrets
         self.child, self.started_at = child, started_at
@@ -122,20 +128,27 @@ class Server:
 
             def still_waiting() -> None:
                 if not self.ready.done():
-                    notice(f"still waiting for a line matching /{pattern.pattern.decode()}/ "
-                           "(exec.persistent.readyWhen)")
+                    notice(
+                        f"still waiting for a line matching /{pattern.pattern.decode()}/ "
+                        "(exec.persistent.readyWhen)"
+                    )
 
             told = loop.call_later(ready_notice_ms() / 1000, still_waiting)
         try:
-            done, _ = await asyncio.wait({self.ready}, timeout=None if timeout_ms is None else timeout_ms / 1000)
+            done, _ = await asyncio.wait(
+                {self.ready}, timeout=None if timeout_ms is None else timeout_ms / 1000
+            )
         finally:
             if told is not None:
                 told.cancel()
         if done:
             return self.ready.result()
         await self.stop(executor.kill_grace_ms() / 1000)
-        return f"timed out after {timeout_ms} ms waiting for a line matching /{self._pattern.pattern.decode()}/" \
-            if self._pattern is not None else f"timed out after {timeout_ms} ms"
+        return (
+            f"timed out after {timeout_ms} ms waiting for a line matching /{self._pattern.pattern.decode()}/"
+            if self._pattern is not None
+            else f"timed out after {timeout_ms} ms"
+        )
 
     async def stop(self, grace_s: float) -> int:
         """SIGTERM its group, SIGKILL what is left after the grace; its exit code once reaped."""
@@ -145,9 +158,17 @@ class Server:
         return await asyncio.shield(self.ended)
 
 
-def start(command: str, cwd: Path, env: Mapping[str, str], table: executor.ProcessTable, ready_when: str | None,
-          on_output: Callable[[LogChunk], None], started_at: float,
-          on_crash: Callable[[str], None] = lambda words: None, secrets: tuple[bytes, ...] = ()) -> Server:
+def start(
+    command: str,
+    cwd: Path,
+    env: Mapping[str, str],
+    table: executor.ProcessTable,
+    ready_when: str | None,
+    on_output: Callable[[LogChunk], None],
+    started_at: float,
+    on_crash: Callable[[str], None] = lambda words: None,
+    secrets: tuple[bytes, ...] = (),
+) -> Server:
     """Start the task's shell with a held stdin pipe; OSError or ValueError when it cannot start."""
     stdin_r, stdin_w = os.pipe()
     try:
@@ -157,7 +178,15 @@ def start(command: str, cwd: Path, env: Mapping[str, str], table: executor.Proce
         raise
     finally:
         _close(stdin_r)
-    return Server(executor._Child.adopt(popen, table), stdin_w, ready_when, on_output, started_at, on_crash, secrets)
+    return Server(
+        executor._Child.adopt(popen, table),
+        stdin_w,
+        ready_when,
+        on_output,
+        started_at,
+        on_crash,
+        secrets,
+    )
 
 
 def exit_words(code: int, sig: int | None) -> str:
@@ -179,8 +208,15 @@ def _close(fd: int) -> None:
 # ---------------------------------------------------------------- the end of the graph (EX-08)
 
 
-async def release(graph: TaskGraph, servers: Mapping[TaskId, Server], results: dict[TaskId, TaskResult],
-                  emit: Emit, *, stopped: bool, keep_despite_failures: bool) -> tuple[TaskId, ...]:
+async def release(
+    graph: TaskGraph,
+    servers: Mapping[TaskId, Server],
+    results: dict[TaskId, TaskResult],
+    emit: Emit,
+    *,
+    stopped: bool,
+    keep_despite_failures: bool,
+) -> tuple[TaskId, ...]:
     """Decide, once the graph is done, which persistent tasks stay in the foreground: the requested
     ones still running, with the persistent tasks they depend on — none after a stop, or when
     anything failed (unless `--continue=always`). Stop the rest; write every server's result."""
@@ -193,8 +229,13 @@ async def release(graph: TaskGraph, servers: Mapping[TaskId, Server], results: d
     await asyncio.gather(*(servers[tid].stop(executor.kill_grace_ms() / 1000) for tid in others))
     for tid in others:
         if results[tid].status is Status.SUCCESS:
-            results[tid] = replace(results[tid], status=Status.ABORTED, reason="stopped: the run was interrupted") \
-                if stopped else replace(results[tid], reason="stopped at the end of the run")
+            results[tid] = (
+                replace(
+                    results[tid], status=Status.ABORTED, reason="stopped: the run was interrupted"
+                )
+                if stopped
+                else replace(results[tid], reason="stopped at the end of the run")
+            )
     for tid in keep:
         results[tid] = replace(results[tid], reason="serving")
     return keep
@@ -202,6 +243,7 @@ async def release(graph: TaskGraph, servers: Mapping[TaskId, Server], results: d
 
 def _kept(graph: TaskGraph, servers: Mapping[TaskId, Server]) -> tuple[TaskId, ...]:
     """Requested persistent tasks still running, and every running persistent task upstream of one."""
+
     def running(tid: TaskId) -> bool:
         return tid in servers and not servers[tid].ended.done()
 
@@ -233,12 +275,24 @@ def _ended(result: TaskResult, server: Server) -> TaskResult:
         return replace(result, status=Status.ABORTED, reason="stopped: the run was interrupted")
     if code == 0:
         return replace(result, reason=server.words, exit_code=0)
-    return replace(result, status=Status.FAILED, exit_code=code, log=server.log,
-                   reason=f"{server.words} after it was ready")
+    return replace(
+        result,
+        status=Status.FAILED,
+        exit_code=code,
+        log=server.log,
+        reason=f"{server.words} after it was ready",
+    )
 
 
-async def foreground(summary: RunSummary, kept: tuple[TaskId, ...], servers: Mapping[TaskId, Server], emit: Emit,
-                     stop: asyncio.Event, stopped_by: list[int], signal_exits: Mapping[int, int]) -> RunSummary:
+async def foreground(
+    summary: RunSummary,
+    kept: tuple[TaskId, ...],
+    servers: Mapping[TaskId, Server],
+    emit: Emit,
+    stop: asyncio.Event,
+    stopped_by: list[int],
+    signal_exits: Mapping[int, int],
+) -> RunSummary:
     """Keep the servers in the foreground until the first one ends or the run is stopped (Ctrl-C,
     SIGTERM: the run's handlers signal every group); then stop the others. The run's summary, its
     exit code 1 when that first one failed."""
@@ -255,7 +309,10 @@ async def foreground(summary: RunSummary, kept: tuple[TaskId, ...], servers: Map
             emit(Notice(f"stopping {running} server{'' if running == 1 else 's'}", level="info"))
         return replace(summary, exit_code=signal_exits[stopped_by[0]], interrupted=True)
     first = next(tid for tid in kept if servers[tid].ended.done())
-    server, rest = servers[first], [tid for tid in kept if tid != first and not servers[tid].ended.done()]
+    server, rest = (
+        servers[first],
+        [tid for tid in kept if tid != first and not servers[tid].ended.done()],
+    )
     code = server.ended.result()
     also = f"; stopping {len(rest)} other{'' if len(rest) == 1 else 's'}" if rest else ""
     emit(Notice(f"{first} {server.words}{also}", level="warning" if code else "info", id=first))
@@ -264,4 +321,6 @@ async def foreground(summary: RunSummary, kept: tuple[TaskId, ...], servers: Map
         return replace(summary, exit_code=signal_exits[stopped_by[0]], interrupted=True)
     ended = _ended(next(r for r in summary.results if r.id == first), server)
     results = tuple(ended if r.id == first else r for r in summary.results)
-    return replace(summary, results=results, exit_code=EXIT_TASK_FAILED if code else summary.exit_code)
+    return replace(
+        summary, results=results, exit_code=EXIT_TASK_FAILED if code else summary.exit_code
+    )

@@ -17,21 +17,37 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 from msgspec import Struct, field
 from msgspec.structs import replace
 
-from vx.engine import executor
-from vx.engine import masking
-from vx.engine import verdicts
-from vx.workspace.frameworks import unseen as framework_unseen
-from vx.events import CacheRestored, Emit, Notice, TaskFinished, TaskOutput, TaskReady, TaskRetrying, TaskStarted
-from vx.model import (CachePolicy, CacheStatus, LogChunk, ProcessResult, Status, TaskId, TaskNode, TaskPlan,
-                      TaskResult, Violation)
+from vx.engine import executor, masking, verdicts
 from vx.engine.scheduler import PrioritySlots
+from vx.events import (
+    CacheRestored,
+    Emit,
+    Notice,
+    TaskFinished,
+    TaskOutput,
+    TaskReady,
+    TaskRetrying,
+    TaskStarted,
+)
+from vx.model import (
+    CachePolicy,
+    CacheStatus,
+    LogChunk,
+    ProcessResult,
+    Status,
+    TaskId,
+    TaskNode,
+    TaskPlan,
+    TaskResult,
+    Violation,
+)
+from vx.workspace.frameworks import unseen as framework_unseen
 
 if TYPE_CHECKING:  # types only: a cached run never loads the store's or the sandbox's modules here
     from vx.files.index import FileIndex, Snapshot
-    from vx.sandbox.runner import Session
-    from vx.store.layered import LayeredStore
     from vx.plan.tasks import OutputSpec
-    from vx.store.layered import Downloaded
+    from vx.sandbox.runner import Session
+    from vx.store.layered import Downloaded, LayeredStore
     from vx.store.local import Entry
     from vx.store.protocol import Store
 
@@ -61,10 +77,14 @@ class RunContext(Struct):
     # set by the scheduler when no new command may start (`--continue=never` after a failure):
     # tasks already dispatched but still waiting for a slot must not start either (GR-10)
     halt: asyncio.Event | None = None
-    halt_on_failure: bool = False  # `--continue=never`: a failure sets `halt` before its slot passes on
+    halt_on_failure: bool = (
+        False  # `--continue=never`: a failure sets `halt` before its slot passes on
+    )
     # task -> (its first attempt's child, started at (monotonic), started_ns, input snapshot): the
     # first wave, started before the loop existed with its slot taken (run._start_first_wave)
-    early: dict[TaskId, tuple[executor._Child, float, int, Snapshot | None]] = field(default_factory=dict)
+    early: dict[TaskId, tuple[executor._Child, float, int, Snapshot | None]] = field(
+        default_factory=dict
+    )
     # EX-19: the fingerprint files as the walk began (files.Snapshot), re-checked after each task;
     # once one moved (`lock_moved` names it) every key of the run is stale: no hit, no save
     lockfiles: Snapshot | None = None
@@ -80,10 +100,14 @@ class RunContext(Struct):
     execute: Callable[..., Awaitable[ProcessResult]] | None = None
 
 
-async def rebuild(ctx: RunContext, node: TaskNode, results: Mapping[TaskId, TaskResult]) -> TaskResult:
+async def rebuild(
+    ctx: RunContext, node: TaskNode, results: Mapping[TaskId, TaskResult]
+) -> TaskResult:
     """Take the task to a finished result; reported through ctx.emit."""
     plan = ctx.plans[node.id]
-    if node.id in ctx.late and ctx.rekey is not None:  # its dependencies are done: key it now (KEY-20)
+    if (
+        node.id in ctx.late and ctx.rekey is not None
+    ):  # its dependencies are done: key it now (KEY-20)
         plan = await asyncio.to_thread(ctx.rekey, node, ctx.late[node.id])
         ctx.plans[node.id] = plan  # type: ignore[index]  # the run's own dict: dependants fold this key
     cause = _upstream_cause(ctx, node, results)
@@ -97,7 +121,12 @@ async def rebuild(ctx: RunContext, node: TaskNode, results: Mapping[TaskId, Task
             ctx.emit(TaskFinished(served))
         return served
     result: TaskResult | None = None
-    if plan.outputs is not None and ctx.policy.read and ctx.store is not None and ctx.lock_moved is None:
+    if (
+        plan.outputs is not None
+        and ctx.policy.read
+        and ctx.store is not None
+        and ctx.lock_moved is None
+    ):
         result = await _try_hit(ctx, node, plan)
     if result is None:
         result = await _execute_and_save(ctx, node, plan)
@@ -117,7 +146,9 @@ async def _try_hit(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> TaskResul
     late = node.id in ctx.late  # keyed just now: the run's batched probe never saw this key
     if entry is None and late:
         entry = (await asyncio.to_thread(store.probe, [plan.key])).get(plan.key)
-    if entry is None and ctx.remote is not None:  # local first, then the prefetched download (RC-02)
+    if (
+        entry is None and ctx.remote is not None
+    ):  # local first, then the prefetched download (RC-02)
         if late:
             from vx.store.layered import wanted_from
 
@@ -136,28 +167,58 @@ async def _try_hit(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> TaskResul
         try:
             log = await asyncio.to_thread(_restore, ctx, entry, outputs)
         except DamagedEntry as exc:
-            ctx.emit(Notice(f"cache entry for {node.id} cannot be restored ({exc.reason}); running the task instead",
-                            id=node.id))
+            ctx.emit(
+                Notice(
+                    f"cache entry for {node.id} cannot be restored ({exc.reason}); running the task instead",
+                    id=node.id,
+                )
+            )
             return None
-        except EnvironmentFailure as exc:  # the workspace refused the write (a full disk): this task fails
+        except (
+            EnvironmentFailure
+        ) as exc:  # the workspace refused the write (a full disk): this task fails
             why = "; ".join((exc.message, *exc.facts, *((exc.hint,) if exc.hint else ())))
             ctx.emit(Notice(f"{node.id}: restore failed: {why}", id=node.id))
-            return TaskResult(node.id, Status.FAILED, served, key=plan.key, reason=f"restore failed: {exc.message}",
-                              duration_ms=(time.monotonic() - started) * 1000, command=plan.command)
+            return TaskResult(
+                node.id,
+                Status.FAILED,
+                served,
+                key=plan.key,
+                reason=f"restore failed: {exc.message}",
+                duration_ms=(time.monotonic() - started) * 1000,
+                command=plan.command,
+            )
     ctx.emit(CacheRestored(node.id, served))
     return _hit(node, plan, entry, log, served, started)
 
 
-def _restore(ctx: RunContext, entry: Entry | Downloaded, outputs: OutputSpec) -> tuple[LogChunk, ...]:
+def _restore(
+    ctx: RunContext, entry: Entry | Downloaded, outputs: OutputSpec
+) -> tuple[LogChunk, ...]:
     assert ctx.store is not None
     outputs.wipe(ctx.root)
     return ctx.store.restore(entry, outputs.allows)
 
 
-def _hit(node: TaskNode, plan: TaskPlan, entry: Entry | Downloaded, log, cache: CacheStatus, started: float) -> TaskResult:
-    return TaskResult(node.id, Status.SUCCESS, cache, key=plan.key, exit_code=0, log=tuple(log),
-                      duration_ms=(time.monotonic() - started) * 1000, command=plan.command,
-                      stored_ms=entry.duration_ms)
+def _hit(
+    node: TaskNode,
+    plan: TaskPlan,
+    entry: Entry | Downloaded,
+    log,
+    cache: CacheStatus,
+    started: float,
+) -> TaskResult:
+    return TaskResult(
+        node.id,
+        Status.SUCCESS,
+        cache,
+        key=plan.key,
+        exit_code=0,
+        log=tuple(log),
+        duration_ms=(time.monotonic() - started) * 1000,
+        command=plan.command,
+        stored_ms=entry.duration_ms,
+    )
 
 
 # ---------------------------------------------------------------- persistent tasks
@@ -184,27 +245,51 @@ async def _serve(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> TaskResult:
             for rest in masker.flush():
                 ctx.emit(TaskOutput(node.id, rest))
             reason = str(masking.mask_text(reason, secrets))  # the log is masked by the server
-        return TaskResult(node.id, status, CacheStatus.NO_CACHE, key=plan.key, reason=reason, log=tuple(log),
-                          command=plan.command, attempts=1, persistent=True, duration_ms=duration_ms,
-                          exit_code=None if aborted else 1)
+        return TaskResult(
+            node.id,
+            status,
+            CacheStatus.NO_CACHE,
+            key=plan.key,
+            reason=reason,
+            log=tuple(log),
+            command=plan.command,
+            attempts=1,
+            persistent=True,
+            duration_ms=duration_ms,
+            exit_code=None if aborted else 1,
+        )
 
     await ctx.slots.acquire(ctx.priority.get(node.id, 0))
     try:
         if ctx.halt is not None and ctx.halt.is_set():
-            return TaskResult(node.id, Status.SKIPPED, CacheStatus.NO_CACHE, key=plan.key,
-                              reason="not run: an earlier task failed (--continue=never)")
+            return TaskResult(
+                node.id,
+                Status.SKIPPED,
+                CacheStatus.NO_CACHE,
+                key=plan.key,
+                reason="not run: an earlier task failed (--continue=never)",
+            )
         ctx.emit(TaskStarted(node.id, plan.command or "", 1))
         started = time.monotonic()
         try:
-            server = persistent.start(plan.command or "", ctx.root / node.project_dir, plan.env, ctx.table,
-                                      node.config.exec.persistent.ready_when, on_output, started,  # type: ignore[union-attr]
-                                      lambda words: ctx.emit(Notice(f"{node.id} {words} after it was ready",
-                                                                    id=node.id)), tuple(secrets))
+            server = persistent.start(
+                plan.command or "",
+                ctx.root / node.project_dir,
+                plan.env,
+                ctx.table,
+                node.config.exec.persistent.ready_when,  # type: ignore[union-attr]  # a served task has exec
+                on_output,
+                started,
+                lambda words: ctx.emit(Notice(f"{node.id} {words} after it was ready", id=node.id)),
+                tuple(secrets),
+            )
         except (OSError, ValueError) as exc:
             return failed(f"not ready: {executor._spawn_error(exc, ctx.root / node.project_dir)}")
         ctx.servers[node.id] = server
-        why = await server.wait_ready(plan.timeout_ms, lambda msg: ctx.emit(Notice(f"{node.id}: {msg}", level="info",
-                                                                                   id=node.id)))
+        why = await server.wait_ready(
+            plan.timeout_ms,
+            lambda msg: ctx.emit(Notice(f"{node.id}: {msg}", level="info", id=node.id)),
+        )
     finally:
         ctx.slots.release()
     duration_ms = (time.monotonic() - started) * 1000
@@ -215,8 +300,17 @@ async def _serve(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> TaskResult:
             ctx.halt.set()
         return failed(f"not ready: {why}", server.log, duration_ms, aborted=server.aborted)
     ctx.emit(TaskReady(node.id, duration_ms))
-    return TaskResult(node.id, Status.SUCCESS, CacheStatus.NO_CACHE, key=plan.key, reason="ready",
-                      command=plan.command, attempts=1, persistent=True, duration_ms=duration_ms)
+    return TaskResult(
+        node.id,
+        Status.SUCCESS,
+        CacheStatus.NO_CACHE,
+        key=plan.key,
+        reason="ready",
+        command=plan.command,
+        attempts=1,
+        persistent=True,
+        duration_ms=duration_ms,
+    )
 
 
 def _on_terminal(ctx: RunContext, node: TaskNode) -> bool:
@@ -237,13 +331,20 @@ async def _execute_and_save(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> 
     elif write:
         assert plan.record is not None  # every planned task with outputs has its key's record
         snapshot = ctx.index.task_snapshot(plan.inputs, node.project_dir, plan.record.package_json)
-    if plan.outputs is not None and plan.inputs is not None and plan.inputs.unmatched_globs:  # KEY-23
+    if (
+        plan.outputs is not None and plan.inputs is not None and plan.inputs.unmatched_globs
+    ):  # KEY-23
         # Asked again now: an upstream task of this run may have written what a glob names
         # (a dependency's gitignored dist); the re-check then withholds the save and says why.
-        unmatched = await asyncio.to_thread(ctx.index.unmatched_now, plan.outputs.input_query,
-                                            plan.inputs.unmatched_globs)
+        unmatched = await asyncio.to_thread(
+            ctx.index.unmatched_now, plan.outputs.input_query, plan.inputs.unmatched_globs
+        )
         if unmatched:
-            ctx.emit(Notice(f"{node.id}: cache.inputs matched no files ({', '.join(unmatched)})", id=node.id))
+            ctx.emit(
+                Notice(
+                    f"{node.id}: cache.inputs matched no files ({', '.join(unmatched)})", id=node.id
+                )
+            )
     if plan.framework:
         unseen = framework_unseen(plan.framework, plan.env, os.environ)
         if unseen:
@@ -252,8 +353,13 @@ async def _execute_and_save(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> 
         started_ns = time.time_ns()
     proc, attempts, violations = await _attempts(ctx, node, plan, wipe=write, early=early)
     if proc is None:
-        return TaskResult(node.id, Status.SKIPPED, CacheStatus.NO_CACHE, key=plan.key,
-                          reason="not run: an earlier task failed (--continue=never)")
+        return TaskResult(
+            node.id,
+            Status.SKIPPED,
+            CacheStatus.NO_CACHE,
+            key=plan.key,
+            reason="not run: an earlier task failed (--continue=never)",
+        )
     await _check_lockfiles(ctx, node)
     status = _status_of(proc)
     cache = CacheStatus.MISS if cached else CacheStatus.NO_CACHE
@@ -265,17 +371,34 @@ async def _execute_and_save(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> 
         taints = not (reason or "").startswith(_STORE_REFUSED)
     elif status is Status.FAILED:
         reason = _failure_label(proc, violations)
-        hint = verdicts.exit_hint(proc, plan.command or "", _path_dirs(plan.env), cwd=ctx.root / node.project_dir)
+        hint = verdicts.exit_hint(
+            proc, plan.command or "", _path_dirs(plan.env), cwd=ctx.root / node.project_dir
+        )
         if hint:
             ctx.emit(Notice(hint, level="info", id=node.id))
     if status is not Status.SUCCESS:
         ctx.tainted[node.id] = f"{node.id} {status.value}"
     elif write and not saved and taints and node.id not in ctx.tainted:
-        ctx.tainted[node.id] = f"{node.id} was not saved ({(reason or '').removeprefix('not saved: ')})"
-    return TaskResult(node.id, status, cache, key=plan.key, duration_ms=proc.duration_ms, exit_code=proc.exit_code,
-                      log=proc.log, reason=reason, command=plan.command, saved=saved, attempts=attempts,
-                      timed_out=proc.timed_out, cpu_ms=proc.cpu_ms, peak_rss_bytes=proc.peak_rss_bytes,
-                      violations=violations)
+        ctx.tainted[node.id] = (
+            f"{node.id} was not saved ({(reason or '').removeprefix('not saved: ')})"
+        )
+    return TaskResult(
+        node.id,
+        status,
+        cache,
+        key=plan.key,
+        duration_ms=proc.duration_ms,
+        exit_code=proc.exit_code,
+        log=proc.log,
+        reason=reason,
+        command=plan.command,
+        saved=saved,
+        attempts=attempts,
+        timed_out=proc.timed_out,
+        cpu_ms=proc.cpu_ms,
+        peak_rss_bytes=proc.peak_rss_bytes,
+        violations=violations,
+    )
 
 
 async def _check_lockfiles(ctx: RunContext, node: TaskNode) -> None:
@@ -287,11 +410,18 @@ async def _check_lockfiles(ctx: RunContext, node: TaskNode) -> None:
     moved = await asyncio.to_thread(ctx.index.changed_files, ctx.lockfiles)
     if moved is not None and ctx.lock_moved is None:
         ctx.lock_moved = moved
-        ctx.emit(Notice(f"{moved} changed during the run (after {node.id} ran): nothing keyed on it as it was "
-                        "is restored or saved for the rest of the run", id=node.id))
+        ctx.emit(
+            Notice(
+                f"{moved} changed during the run (after {node.id} ran): nothing keyed on it as it was "
+                "is restored or saved for the rest of the run",
+                id=node.id,
+            )
+        )
 
 
-def _upstream_cause(ctx: RunContext, node: TaskNode, results: Mapping[TaskId, TaskResult]) -> str | None:
+def _upstream_cause(
+    ctx: RunContext, node: TaskNode, results: Mapping[TaskId, TaskResult]
+) -> str | None:
     """Why this task may not save because of a dependency: the first one's root cause, or None."""
     for dep in node.deps:
         if dep in ctx.tainted:
@@ -307,8 +437,9 @@ def _status_of(proc: ProcessResult) -> Status:
     return Status.SUCCESS if proc.exit_code == 0 else Status.FAILED
 
 
-async def _attempts(ctx: RunContext, node: TaskNode, plan: TaskPlan, *, wipe: bool,
-                    early=None) -> tuple[ProcessResult | None, int, tuple[Violation, ...]]:
+async def _attempts(
+    ctx: RunContext, node: TaskNode, plan: TaskPlan, *, wipe: bool, early=None
+) -> tuple[ProcessResult | None, int, tuple[Violation, ...]]:
     """Run the command, retrying per exec.retries; each attempt re-cleans outputs (EX-06).
     An `early` first attempt already runs: its slot is taken, its outputs wiped, its start told.
 
@@ -331,14 +462,21 @@ async def _attempts(ctx: RunContext, node: TaskNode, plan: TaskPlan, *, wipe: bo
                 if wipe and plan.outputs is not None:
                     await asyncio.to_thread(plan.outputs.wipe, ctx.root)
                 ctx.emit(TaskStarted(node.id, plan.command or "", attempt, terminal=terminal))
-                launch = ctx.launch_for(node, plan, attempt) if ctx.launch_for and not terminal else None
+                launch = (
+                    ctx.launch_for(node, plan, attempt) if ctx.launch_for and not terminal else None
+                )
                 proc, violations = await _run_once(ctx, node, plan, launch, terminal=terminal)
             elapsed += proc.duration_ms
             if proc.exit_code == 0 or proc.aborted or attempt == total:
                 break
             after = "a timeout" if proc.timed_out else f"exit {proc.exit_code}"
             ctx.emit(TaskRetrying(node.id, attempt + 1, total, after))
-        if ctx.halt_on_failure and ctx.halt is not None and proc.exit_code != 0 and not proc.aborted:
+        if (
+            ctx.halt_on_failure
+            and ctx.halt is not None
+            and proc.exit_code != 0
+            and not proc.aborted
+        ):
             ctx.halt.set()  # before the slot is handed to a waiter, or it would start
     finally:
         for _ in range(held):
@@ -357,8 +495,14 @@ async def _acquire_all(ctx: RunContext, node: TaskNode) -> int:
     return ctx.slots.size
 
 
-async def _run_once(ctx: RunContext, node: TaskNode, plan: TaskPlan, launch: executor.Launch | None = None,
-                    started=None, terminal: bool = False) -> tuple[ProcessResult, tuple[Violation, ...]]:
+async def _run_once(
+    ctx: RunContext,
+    node: TaskNode,
+    plan: TaskPlan,
+    launch: executor.Launch | None = None,
+    started=None,
+    terminal: bool = False,
+) -> tuple[ProcessResult, tuple[Violation, ...]]:
     """One attempt: inside the sandbox when the task declares one (SB-01), else plainly;
     `started` is a first attempt already running (executor.execute)."""
     declared = node.config.exec.env.secret if node.config.exec is not None else ()
@@ -376,30 +520,62 @@ async def _run_once(ctx: RunContext, node: TaskNode, plan: TaskPlan, launch: exe
         return proc, violations
     for rest in masker.flush():
         ctx.emit(TaskOutput(node.id, rest))
-    return replace(proc, log=masking.mask_log(proc.log, secrets),
-                   spawn_error=masking.mask_text(proc.spawn_error, secrets)), violations
+    return replace(
+        proc,
+        log=masking.mask_log(proc.log, secrets),
+        spawn_error=masking.mask_text(proc.spawn_error, secrets),
+    ), violations
 
 
-async def _run_process(ctx: RunContext, node: TaskNode, plan: TaskPlan, launch: executor.Launch | None, started,
-                       on_output, terminal: bool = False) -> tuple[ProcessResult, tuple[Violation, ...]]:
+async def _run_process(
+    ctx: RunContext,
+    node: TaskNode,
+    plan: TaskPlan,
+    launch: executor.Launch | None,
+    started,
+    on_output,
+    terminal: bool = False,
+) -> tuple[ProcessResult, tuple[Violation, ...]]:
     cwd = ctx.root / node.project_dir
     if plan.sandbox is None:
         # A cached task's outputs are read next: nothing it started may still be writing (docs/caching.md § Save).
-        proc = await (ctx.execute or executor.execute)(plan.command or "", cwd=cwd, env=plan.env, timeout_ms=plan.timeout_ms,
-                                      on_output=on_output, table=ctx.table, launch=launch, started=started,
-                                      settle_group=plan.outputs is not None, terminal=terminal)
+        proc = await (ctx.execute or executor.execute)(
+            plan.command or "",
+            cwd=cwd,
+            env=plan.env,
+            timeout_ms=plan.timeout_ms,
+            on_output=on_output,
+            table=ctx.table,
+            launch=launch,
+            started=started,
+            settle_group=plan.outputs is not None,
+            terminal=terminal,
+        )
         if proc.stopped_strays is not None:
-            ctx.emit(Notice(f"{node.id}: processes it started in the background were still running after it "
-                            f"exited; stopped them ({proc.stopped_strays}) before reading its outputs", id=node.id))
+            ctx.emit(
+                Notice(
+                    f"{node.id}: processes it started in the background were still running after it "
+                    f"exited; stopped them ({proc.stopped_strays}) before reading its outputs",
+                    id=node.id,
+                )
+            )
         return proc, ()
     from vx.sandbox.runner import Session, run_sandboxed
 
     if ctx.sandbox is None:
         ctx.sandbox = Session(p.sandbox for p in ctx.plans.values() if p.sandbox is not None)
         ctx.sandbox.keep_accesses = ctx.observe is not None
-    outcome = await run_sandboxed(ctx.sandbox, plan.sandbox, plan.command or "", cwd=cwd, env=plan.env,
-                                  timeout_ms=plan.timeout_ms, on_output=on_output, table=ctx.table,
-                                  on_note=lambda note: ctx.emit(Notice(note, level="info", id=node.id)))
+    outcome = await run_sandboxed(
+        ctx.sandbox,
+        plan.sandbox,
+        plan.command or "",
+        cwd=cwd,
+        env=plan.env,
+        timeout_ms=plan.timeout_ms,
+        on_output=on_output,
+        table=ctx.table,
+        on_note=lambda note: ctx.emit(Notice(note, level="info", id=node.id)),
+    )
     if ctx.observe is not None and outcome.accesses:  # untraced: --verify says so
         ctx.observe(node.id, outcome.accesses)
     for note in outcome.notes + outcome.failure_hints:
@@ -420,8 +596,9 @@ def _with_duration(proc: ProcessResult, total_ms: float) -> ProcessResult:
     return replace(proc, duration_ms=total_ms)
 
 
-async def _save(ctx: RunContext, node: TaskNode, plan: TaskPlan, proc: ProcessResult, snapshot,
-                started_ns: int) -> tuple[bool, str | None]:
+async def _save(
+    ctx: RunContext, node: TaskNode, plan: TaskPlan, proc: ProcessResult, snapshot, started_ns: int
+) -> tuple[bool, str | None]:
     """Save the result unless an input moved while the task ran (KEY-21) or upstream was not saved."""
     if ctx.lock_moved is not None:
         why = f"{ctx.lock_moved} changed during the run"
@@ -433,28 +610,55 @@ async def _save(ctx: RunContext, node: TaskNode, plan: TaskPlan, proc: ProcessRe
         return False, f"not saved: {cause}"
     outputs, store = plan.outputs, ctx.store
     assert outputs is not None and store is not None  # `write` held both
-    moved = await asyncio.to_thread(ctx.index.changed_since, snapshot, outputs.input_query, started_ns)
+    moved = await asyncio.to_thread(
+        ctx.index.changed_since, snapshot, outputs.input_query, started_ns
+    )
     if moved:
-        ctx.emit(Notice(f"{node.id}: not saved to the cache: input changed while it ran: {moved}", id=node.id))
+        ctx.emit(
+            Notice(
+                f"{node.id}: not saved to the cache: input changed while it ran: {moved}",
+                id=node.id,
+            )
+        )
         return False, f"not saved: input changed while it ran: {moved}"
     files, disowned = await asyncio.to_thread(outputs.walk_for_save, ctx.root)
     if disowned:
-        why = (f"output {disowned[0]}{f' (and {len(disowned) - 1} more)' if len(disowned) > 1 else ''} is not the "
-               "task's to keep: outputs never include .git, .vx, an unnamed node_modules, another project's files "
-               "or the task's own inputs")
+        why = (
+            f"output {disowned[0]}{f' (and {len(disowned) - 1} more)' if len(disowned) > 1 else ''} is not the "
+            "task's to keep: outputs never include .git, .vx, an unnamed node_modules, another project's files "
+            "or the task's own inputs"
+        )
         ctx.emit(Notice(f"{node.id}: not saved to the cache: {why}", id=node.id))
         return False, f"not saved: {why}"
     removed = getattr(outputs, "removed", ())
     if removed:  # a task adding to its upstream's outputs deleted one (LC-18): a restore could not
-        ctx.emit(Notice(f"{node.id}: not saved to the cache: it removed {removed[0]}, which it adds to", id=node.id))
+        ctx.emit(
+            Notice(
+                f"{node.id}: not saved to the cache: it removed {removed[0]}, which it adds to",
+                id=node.id,
+            )
+        )
         return False, f"not saved: it removed {removed[0]}"
     if not files and outputs.declares_files:
-        declared = (*outputs.patterns, *(outputs.ws_globs.patterns if outputs.ws_globs is not None else ()))
-        ctx.emit(Notice(f"{node.id}: cache.outputs matched no files ({', '.join(declared)})", id=node.id))
+        declared = (
+            *outputs.patterns,
+            *(outputs.ws_globs.patterns if outputs.ws_globs is not None else ()),
+        )
+        ctx.emit(
+            Notice(f"{node.id}: cache.outputs matched no files ({', '.join(declared)})", id=node.id)
+        )
     try:
-        await asyncio.to_thread(store.save, plan.key, task_id=str(node.id), command=plan.command or "",
-                                log=proc.log, files=files, duration_ms=proc.duration_ms, cpu_ms=proc.cpu_ms,
-                                peak_rss_bytes=proc.peak_rss_bytes)
+        await asyncio.to_thread(
+            store.save,
+            plan.key,
+            task_id=str(node.id),
+            command=plan.command or "",
+            log=proc.log,
+            files=files,
+            duration_ms=proc.duration_ms,
+            cpu_ms=proc.cpu_ms,
+            peak_rss_bytes=proc.peak_rss_bytes,
+        )
     except Exception as exc:  # a refused output or a full disk is a warning, never a failed build
         from vx.errors import EnvironmentFailure
         from vx.store.archive import ArchiveError
@@ -464,8 +668,13 @@ async def _save(ctx: RunContext, node: TaskNode, plan: TaskPlan, proc: ProcessRe
             raise
         if isinstance(exc, CacheFull):  # one warning a run: every later save would say the same
             if exc.first:
-                ctx.emit(Notice(f"{node.id}: not saved to the cache: {exc.message}; {exc.hint} "
-                                "(later saves that find the disk full are dropped silently)", id=node.id))
+                ctx.emit(
+                    Notice(
+                        f"{node.id}: not saved to the cache: {exc.message}; {exc.hint} "
+                        "(later saves that find the disk full are dropped silently)",
+                        id=node.id,
+                    )
+                )
         else:
             ctx.emit(Notice(f"{node.id}: not saved to the cache: {exc}", id=node.id))
         return False, f"{_STORE_REFUSED}{exc}"

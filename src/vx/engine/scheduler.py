@@ -63,13 +63,20 @@ def _blocked(node: TaskNode, results: Mapping[TaskId, TaskResult]) -> TaskId | N
 
 
 def _skipped(node: TaskNode, blocker: TaskId, reason: str) -> TaskResult:
-    return TaskResult(node.id, Status.SKIPPED, CacheStatus.NO_CACHE, blocked_by=blocker, reason=reason)
+    return TaskResult(
+        node.id, Status.SKIPPED, CacheStatus.NO_CACHE, blocked_by=blocker, reason=reason
+    )
 
 
-async def walk(graph: TaskGraph, rebuild: Rebuild, *, continue_mode: str = "deps-ok",
-               stop: asyncio.Event | None = None,
-               settled: Mapping[TaskId, TaskResult] | None = None,
-               halt: asyncio.Event | None = None) -> dict[TaskId, TaskResult]:
+async def walk(
+    graph: TaskGraph,
+    rebuild: Rebuild,
+    *,
+    continue_mode: str = "deps-ok",
+    stop: asyncio.Event | None = None,
+    settled: Mapping[TaskId, TaskResult] | None = None,
+    halt: asyncio.Event | None = None,
+) -> dict[TaskId, TaskResult]:
     """Run every node once its dependencies are done; return every node's result.
 
     `settled` nodes are already finished (the hit lane's work): they are never rebuilt, and
@@ -79,7 +86,9 @@ async def walk(graph: TaskGraph, rebuild: Rebuild, *, continue_mode: str = "deps
     """
     nodes = graph.nodes
     results: dict[TaskId, TaskResult] = dict(settled or {})
-    waiting = {tid: sum(d not in results for d in n.deps) for tid, n in nodes.items() if tid not in results}
+    waiting = {
+        tid: sum(d not in results for d in n.deps) for tid, n in nodes.items() if tid not in results
+    }
     dependants: dict[TaskId, list[TaskId]] = {tid: [] for tid in nodes}
     for tid in waiting:
         for dep in nodes[tid].deps:
@@ -119,13 +128,21 @@ async def walk(graph: TaskGraph, rebuild: Rebuild, *, continue_mode: str = "deps
     return _close_unfinished(graph, results, stopped=bool(stop and stop.is_set()))
 
 
-def _close_unfinished(graph: TaskGraph, results: dict[TaskId, TaskResult], *, stopped: bool) -> dict[TaskId, TaskResult]:
+def _close_unfinished(
+    graph: TaskGraph, results: dict[TaskId, TaskResult], *, stopped: bool
+) -> dict[TaskId, TaskResult]:
     """Nodes never started: aborted when the run was stopped, else skipped after `--continue=never`."""
     for tid in graph.order:
         if tid not in results:
             if stopped:
-                results[tid] = TaskResult(tid, Status.ABORTED, CacheStatus.NO_CACHE, reason="not run: the run was stopped")
+                results[tid] = TaskResult(
+                    tid, Status.ABORTED, CacheStatus.NO_CACHE, reason="not run: the run was stopped"
+                )
             else:
-                results[tid] = TaskResult(tid, Status.SKIPPED, CacheStatus.NO_CACHE,
-                                          reason="not run: an earlier task failed (--continue=never)")
+                results[tid] = TaskResult(
+                    tid,
+                    Status.SKIPPED,
+                    CacheStatus.NO_CACHE,
+                    reason="not run: an earlier task failed (--continue=never)",
+                )
     return results

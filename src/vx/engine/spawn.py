@@ -45,8 +45,15 @@ if TYPE_CHECKING:
     from typing import Mapping
 
 
-def start(command: str, cwd: Path, env: Mapping[str, str], launch=None, *, stdin: int | None = None,
-          terminal: bool = False) -> subprocess.Popen[bytes]:
+def start(
+    command: str,
+    cwd: Path,
+    env: Mapping[str, str],
+    launch=None,
+    *,
+    stdin: int | None = None,
+    terminal: bool = False,
+) -> subprocess.Popen[bytes]:
     """The started process; OSError or ValueError when it cannot start (the executor says why).
     `stdin` is an fd to read instead of EOF (a persistent task's pipe, EX-07); with `terminal`
     the task has vx's own stdin, stdout and stderr (an interactive task on a TTY, EX-09)."""
@@ -78,8 +85,13 @@ def released(pgid: int) -> None:
 def _start_warden() -> None:
     global _warden_fd
     try:
-        warden = subprocess.Popen([SHELL, "-c", _WARDEN], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL, start_new_session=True)
+        warden = subprocess.Popen(
+            [SHELL, "-c", _WARDEN],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     except OSError:
         _warden_fd = -2  # no warden: tasks then outlive a killed vx, as before; never asked again
         return

@@ -106,10 +106,14 @@ def _first_word(command: str) -> str:
 
 def _not_found_hint(word: str, path_dirs: Sequence[str], cwd: Path | None) -> str:
     if "\r" in word:
-        return (f"`{word.strip()}` ends in a carriage return: the script has Windows (CRLF) line endings; "
-                "convert it to LF")
+        return (
+            f"`{word.strip()}` ends in a carriage return: the script has Windows (CRLF) line endings; "
+            "convert it to LF"
+        )
     if "/" not in word:
-        shown = list(path_dirs[:_MAX_DIRS_SHOWN]) + (["…"] if len(path_dirs) > _MAX_DIRS_SHOWN else [])
+        shown = list(path_dirs[:_MAX_DIRS_SHOWN]) + (
+            ["…"] if len(path_dirs) > _MAX_DIRS_SHOWN else []
+        )
         return f"`{word}` was not found on PATH (searched {', '.join(shown)}); is it installed?"
     script = (cwd / word) if cwd is not None else None
     if script is not None and script.is_file():
@@ -136,7 +140,11 @@ def _not_executable_hint(stderr: str, command: str, cwd: Path | None) -> str:
     for line in stderr.splitlines():
         if "bad interpreter" in line:
             crlf = "^M" in line or "\r" in line
-            return "the script has Windows (CRLF) line endings; convert it to LF" if crlf else line.strip()
+            return (
+                "the script has Windows (CRLF) line endings; convert it to LF"
+                if crlf
+                else line.strip()
+            )
         if "Exec format error" in line:
             return "it is not a program for this machine, or a script without a `#!` line"
     word = next(_words_denied(stderr), _first_word(command))
@@ -149,5 +157,3 @@ def _words_denied(stderr: str) -> Iterator[str]:
     for line in stderr.splitlines():
         if line.rstrip().endswith("Permission denied") and ": " in line:
             yield line.split(": ")[-2]
-
-

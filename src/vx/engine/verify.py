@@ -34,12 +34,12 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 from msgspec import Struct
 from msgspec.structs import replace
 
-from vx.plan import keys
-from vx.errors import EnvironmentFailure, UsageError
 from vx.engine.executor import Launch
-from vx.files.index import FINGERPRINT_FILES, _never_input
+from vx.errors import EnvironmentFailure, UsageError
 from vx.files.globs import GlobSet
+from vx.files.index import FINGERPRINT_FILES, _never_input
 from vx.model import TaskGraph, TaskId, TaskNode
+from vx.plan import keys
 
 if TYPE_CHECKING:
     from vx.config.turbo import TurboRoot
@@ -73,7 +73,9 @@ class Verdict(Struct, frozen=True):
 class VerifyReport(Struct, frozen=True):
     verdicts: tuple[Verdict, ...]  # one per traced task, in graph order
     untraced: tuple[TaskId, ...] = ()  # cached tasks that did not execute (skipped, aborted)
-    unobserved: tuple[TaskId, ...] = ()  # sandboxed tasks with `sandbox.trace: false`: they ran, untraced
+    unobserved: tuple[
+        TaskId, ...
+    ] = ()  # sandboxed tasks with `sandbox.trace: false`: they ran, untraced
     notes: tuple[str, ...] = ()  # run-wide fixes (turbo.json's globalDependencies)
 
     @property
@@ -114,13 +116,18 @@ def find_strace(env: Mapping[str, str]) -> str:
     hint = "install strace (Debian/Ubuntu: `apt-get install strace`); --verify=inputs observes tasks with it"
     if strace is None:
         raise EnvironmentFailure("`--verify=inputs` needs strace, which is not on PATH", hint=hint)
-    probe = subprocess.run([strace, "-f", "--seccomp-bpf", "-qq", "-o", "/dev/null", "--", "/bin/true"],
-                           capture_output=True, text=True)
+    probe = subprocess.run(
+        [strace, "-f", "--seccomp-bpf", "-qq", "-o", "/dev/null", "--", "/bin/true"],
+        capture_output=True,
+        text=True,
+    )
     if probe.returncode != 0:
         reason = (probe.stderr.strip().splitlines() or [f"exit {probe.returncode}"])[-1]
-        raise EnvironmentFailure(f"`--verify=inputs` cannot trace: {reason}",
-                                 hint="strace needs ptrace (in a container: --cap-add SYS_PTRACE) and "
-                                      "seccomp-bpf (strace >= 5.3)")
+        raise EnvironmentFailure(
+            f"`--verify=inputs` cannot trace: {reason}",
+            hint="strace needs ptrace (in a container: --cap-add SYS_PTRACE) and "
+            "seccomp-bpf (strace >= 5.3)",
+        )
     return strace
 
 
@@ -185,9 +192,16 @@ def strace_prefix(strace: str, output: Path) -> list[str]:
 # ---------------------------------------------------------------- checking
 
 
-def check(root: Path, graph: TaskGraph, plans: Mapping[TaskId, TaskPlan], index, tracer: InputTracer,
-          extra: Mapping[TaskId, list] | None = None, packages: Mapping[str, object] | None = None,
-          configs: Mapping[str, object] | None = None) -> VerifyReport:
+def check(
+    root: Path,
+    graph: TaskGraph,
+    plans: Mapping[TaskId, TaskPlan],
+    index,
+    tracer: InputTracer,
+    extra: Mapping[TaskId, list] | None = None,
+    packages: Mapping[str, object] | None = None,
+    configs: Mapping[str, object] | None = None,
+) -> VerifyReport:
     """Compare each traced task's reads with what its key covers, and its writes with its declared
     outputs; `extra` holds accesses of tasks traced elsewhere (sandboxed ones), keyed like the
     tracer's. Uncached tasks are traced too: what they write, cached readers may read."""
@@ -210,13 +224,31 @@ def check(root: Path, graph: TaskGraph, plans: Mapping[TaskId, TaskPlan], index,
     run = _Run(root, graph, plans, index, packages or {}, configs or {})
     for tid, accesses in traced.items():
         run.writes[tid] = written_paths(accesses, root, index)
-    reads = {tid: read_paths(accesses, root) for tid, accesses in traced.items() if plans[tid].outputs is not None}
-    found = {tid: list(_undeclared(root, graph, plans, index, graph.nodes[tid], paths, run))
-             for tid, paths in reads.items()}
+    reads = {
+        tid: read_paths(accesses, root)
+        for tid, accesses in traced.items()
+        if plans[tid].outputs is not None
+    }
+    found = {
+        tid: list(_undeclared(root, graph, plans, index, graph.nodes[tid], paths, run))
+        for tid, paths in reads.items()
+    }
     run.count_shared(found)
-    verdicts = [_with_env(_verdict(run, graph.nodes[tid], reads[tid], found[tid]), graph.nodes[tid], plans[tid],
-                          traced[tid]) for tid in reads]
-    return VerifyReport(tuple(verdicts), tuple(untraced), unobserved=tuple(unobserved), notes=tuple(run.global_notes()))
+    verdicts = [
+        _with_env(
+            _verdict(run, graph.nodes[tid], reads[tid], found[tid]),
+            graph.nodes[tid],
+            plans[tid],
+            traced[tid],
+        )
+        for tid in reads
+    ]
+    return VerifyReport(
+        tuple(verdicts),
+        tuple(untraced),
+        unobserved=tuple(unobserved),
+        notes=tuple(run.global_notes()),
+    )
 
 
 def _with_env(verdict: Verdict, node: TaskNode, plan, accesses) -> Verdict:
@@ -226,8 +258,12 @@ def _with_env(verdict: Verdict, node: TaskNode, plan, accesses) -> Verdict:
         return verdict
     found: tuple[Undeclared, ...] = ()
     if any(a.ok and a.kind == "read" and _ENVIRON.search(a.path) for a in accesses):
-        found = tuple(Undeclared(f"${name}", f"${name}", f'cache.inputs.env: ["{name}"] (it read /proc/self/environ)')
-                      for name in unkeyed)
+        found = tuple(
+            Undeclared(
+                f"${name}", f"${name}", f'cache.inputs.env: ["{name}"] (it read /proc/self/environ)'
+            )
+            for name in unkeyed
+        )
     return replace(verdict, undeclared=verdict.undeclared + found, unkeyed=unkeyed)
 
 
@@ -263,18 +299,22 @@ def read_paths(accesses: Iterable, root: Path) -> list[str]:
 def _relative(path: str, root: Path) -> str | None:
     base = str(root)
     if path.startswith(base + "/"):
-        return path[len(base) + 1:]
+        return path[len(base) + 1 :]
     return None
 
 
-def _undeclared(root: Path, graph: TaskGraph, plans, index, node: TaskNode, reads: list[str], run: _Run):
+def _undeclared(
+    root: Path, graph: TaskGraph, plans, index, node: TaskNode, reads: list[str], run: _Run
+):
     """The reads no part of the key covers, as (kind, path, producer): a candidate input (git lists
     it, KEY-17 allows it), another task's declared output (kind "task"), or a file another traced
     task wrote without declaring it (kind "written"); either output usually gitignored, so only
     the producer's declaration and a task edge cover it."""
     closure = key_closure(graph, node.id)
     covered = _covered_files(graph, plans, node, closure)
-    covered.update([index.real_path(p) for p in covered])  # an input seen through a link is read at its target
+    covered.update(
+        [index.real_path(p) for p in covered]
+    )  # an input seen through a link is read at its target
     outputs = [plans[t].outputs for t in (node.id, *closure) if plans[t].outputs is not None]
     for path in reads:
         if path in covered or any(o.allows(path) for o in outputs):
@@ -348,8 +388,10 @@ def _join(a: str, b: str) -> str:
 # Writes that are no task's outcome: tools' own caches (babel-loader's and terser's
 # node_modules/.cache, vite's deps, Next's, Parcel's, Angular's, eslint's, turbo's and Nx's stores).
 # A restore need not bring them back, and a reader of one reads a cache, not a build.
-_TOOL_CACHES = re.compile(r"(?:^|/)(?:node_modules/\.cache|node_modules/\.vite(?:-temp)?|\.turbo|\.nx|\.cache"
-                          r"|\.next/cache|\.parcel-cache|\.angular/cache)/|(?:^|/)\.(?:eslint|stylelint)cache$")
+_TOOL_CACHES = re.compile(
+    r"(?:^|/)(?:node_modules/\.cache|node_modules/\.vite(?:-temp)?|\.turbo|\.nx|\.cache"
+    r"|\.next/cache|\.parcel-cache|\.angular/cache)/|(?:^|/)\.(?:eslint|stylelint)cache$"
+)
 LARGE = 8  # this many undeclared reads in one top directory are suggested as its `dir/**`
 
 
@@ -363,9 +405,17 @@ def written_paths(accesses: Iterable, root: Path, index) -> list[str]:
             seen[access.path] = None
     out: dict[str, None] = {}
     for path in seen:
-        rel = _relative(os.path.realpath(path), root)  # through a node_modules link, the package's file
-        if (rel is None or rel in out or _never_input(rel, ()) or _TOOL_CACHES.search(rel)
-                or index.tracked(rel) or not os.path.isfile(os.path.join(root, rel))):
+        rel = _relative(
+            os.path.realpath(path), root
+        )  # through a node_modules link, the package's file
+        if (
+            rel is None
+            or rel in out
+            or _never_input(rel, ())
+            or _TOOL_CACHES.search(rel)
+            or index.tracked(rel)
+            or not os.path.isfile(os.path.join(root, rel))
+        ):
             continue
         out[rel] = None
     return list(out)
@@ -384,7 +434,9 @@ class _Run:
         self._outputs: dict[TaskId, list] = {}
         self._turbo: TurboRoot | None = None
         self._declared: list | None = None  # every config's cached tasks' output globs, for owner()
-        self.shared: dict[str, set[str]] = {}  # outside file -> packages of turbo tasks that read it undeclared
+        self.shared: dict[
+            str, set[str]
+        ] = {}  # outside file -> packages of turbo tasks that read it undeclared
         self.globals: dict[str, None] = {}  # globalDependencies entries suggested
 
     @property
@@ -395,7 +447,9 @@ class _Run:
 
     def nested(self, node: TaskNode) -> set[str]:
         base = node.project_dir
-        return {d for d in self.project_dirs if d != base and (base == "" or d.startswith(base + "/"))}
+        return {
+            d for d in self.project_dirs if d != base and (base == "" or d.startswith(base + "/"))
+        }
 
     def owner(self, path: str, tid: TaskId) -> TaskId | None:
         """A task (not `tid`) that declares `path` among its outputs: of this run, else of any
@@ -409,13 +463,29 @@ class _Run:
                 pkg = self.packages.get(name)
                 for task in getattr(cfg, "tasks", {}).values():
                     cache = task.cache
-                    if pkg is not None and cache is not None and (cache.output_files or cache.output_workspace_files):
+                    if (
+                        pkg is not None
+                        and cache is not None
+                        and (cache.output_files or cache.output_workspace_files)
+                    ):
                         globs = GlobSet(cache.output_files) if cache.output_files else None
-                        wide = GlobSet(cache.output_workspace_files) if cache.output_workspace_files else None
-                        self._declared.append((TaskId(name, task.name), _base(pkg.dir), globs, wide))
+                        wide = (
+                            GlobSet(cache.output_workspace_files)
+                            if cache.output_workspace_files
+                            else None
+                        )
+                        self._declared.append(
+                            (TaskId(name, task.name), _base(pkg.dir), globs, wide)
+                        )
         for other, prefix, globs, wide in self._declared:
-            if other != tid and ((wide is not None and wide.matches(path)) or (
-                    globs is not None and path.startswith(prefix) and globs.matches(path[len(prefix):]))):
+            if other != tid and (
+                (wide is not None and wide.matches(path))
+                or (
+                    globs is not None
+                    and path.startswith(prefix)
+                    and globs.matches(path[len(prefix) :])
+                )
+            ):
                 return other
         return None
 
@@ -443,13 +513,18 @@ class _Run:
 
     def _make_dialect(self, tid: TaskId):
         source = getattr(self.configs.get(tid.package), "source", "")
-        if os.path.basename(source) in ("turbo.json", "turbo.jsonc") and tid.package in self.packages:
+        if (
+            os.path.basename(source) in ("turbo.json", "turbo.jsonc")
+            and tid.package in self.packages
+        ):
             from vx.config import turbo
 
             if self._turbo is None:
                 self._turbo = turbo.find_root(str(self.root))
             if self._turbo is not None:
-                return _Turbo.of(self._turbo, self.root, self.packages[tid.package], tid.task, source)
+                return _Turbo.of(
+                    self._turbo, self.root, self.packages[tid.package], tid.task, source
+                )
         return _VX
 
     def output_groups(self, tid: TaskId) -> list[tuple[str, bool, list[str]]]:
@@ -462,7 +537,7 @@ class _Run:
         if not self.globals or self._turbo is None:
             return []
         merged = list(dict.fromkeys([*self._turbo.global_inputs, *self.globals]))
-        return [f"{self._turbo.source} with these fixes: \"globalDependencies\": {_json(merged)}"]
+        return [f'{self._turbo.source} with these fixes: "globalDependencies": {_json(merged)}']
 
 
 def _output_groups(run: _Run, node: TaskNode) -> list[tuple[str, bool, list[str]]]:
@@ -473,7 +548,9 @@ def _output_groups(run: _Run, node: TaskNode) -> list[tuple[str, bool, list[str]
     undeclared = [p for p in mine if not plan.outputs.allows(p)]
     written = set(mine)
 
-    def whole(d: str) -> bool:  # every file now under `d` is one this task wrote: safe to wipe as an output
+    def whole(
+        d: str,
+    ) -> bool:  # every file now under `d` is one this task wrote: safe to wipe as an output
         for top, _dirs, names in os.walk(os.path.join(run.root, d)):
             if any(_relative(os.path.join(top, n), run.root) not in written for n in names):
                 return False
@@ -482,16 +559,25 @@ def _output_groups(run: _Run, node: TaskNode) -> list[tuple[str, bool, list[str]
     nested = run.nested(node)
     groups = []
     owners = {p: run.owner(p, node.id) for p in undeclared}
-    for owner in dict.fromkeys(owners.values()):  # another task's declared outputs apart: a different finding
+    for owner in dict.fromkeys(
+        owners.values()
+    ):  # another task's declared outputs apart: a different finding
         paths = [p for p in undeclared if owners[p] == owner]
         own = [p for p in paths if _inside(p, node.project_dir, nested)]
         other = [p for p in paths if p not in set(own)]
-        groups += [(e, False, m) for e, m, _ in collapse(own, node.project_dir, whole, _walls(nested))]
-        groups += [(e, True, m) for e, m, _ in collapse(other, "", whole, _walls(run.project_dirs, strict=True))]
+        groups += [
+            (e, False, m) for e, m, _ in collapse(own, node.project_dir, whole, _walls(nested))
+        ]
+        groups += [
+            (e, True, m)
+            for e, m, _ in collapse(other, "", whole, _walls(run.project_dirs, strict=True))
+        ]
     return groups
 
 
-def collapse(paths: list[str], base: str, whole, blocked, listed=None) -> list[tuple[str, list[str], int | None]]:
+def collapse(
+    paths: list[str], base: str, whole, blocked, listed=None
+) -> list[tuple[str, list[str], int | None]]:
     """The fewest entries covering `paths` (all below `base`), relative to `base`, in the order of
     `paths`: a directory's `dir/**` where every file under it qualifies (`whole`) and it holds two
     or more of `paths`; with `listed`, also a top directory holding LARGE or more of them, with its
@@ -501,7 +587,7 @@ def collapse(paths: list[str], base: str, whole, blocked, listed=None) -> list[t
     trees: dict[str, list[str]] = {}
     singles: list[str] = []
     for path in paths:
-        parts = path[len(prefix):].split("/")[:-1]
+        parts = path[len(prefix) :].split("/")[:-1]
         best = None
         for i in range(1, len(parts) + 1):  # the highest directory that qualifies
             d = prefix + "/".join(parts[:i])
@@ -516,20 +602,20 @@ def collapse(paths: list[str], base: str, whole, blocked, listed=None) -> list[t
     out: list[tuple[str, list[str], int | None]] = []
     for d, members in trees.items():
         if len(members) >= 2:
-            out.append((d[len(prefix):] + "/**", members, None))
+            out.append((d[len(prefix) :] + "/**", members, None))
         else:
             singles += members
     if listed is not None:
         tops: dict[str, list[str]] = {}
         for path in singles:
-            rel = path[len(prefix):]
+            rel = path[len(prefix) :]
             if "/" in rel and not blocked(prefix + rel.split("/")[0]):
                 tops.setdefault(rel.split("/")[0], []).append(path)
         for top, members in tops.items():
             if len(members) >= LARGE:
                 out.append((top + "/**", members, len(listed(prefix + top))))
                 singles = [p for p in singles if p not in set(members)]
-    out += [(p[len(prefix):], [p], None) for p in singles]
+    out += [(p[len(prefix) :], [p], None) for p in singles]
     first = {p: i for i, p in enumerate(paths)}
     return sorted(out, key=lambda entry: min(first[p] for p in entry[1]))
 
@@ -562,15 +648,26 @@ def _verdict(run: _Run, node: TaskNode, reads: list[str], found: list) -> Verdic
     corrections = _corrections(run, node)
     inputs = [p for kind, p, _ in found if kind == "input"]
     lines, entries, used = _input_lines(run, node, dialect, inputs, set(reads), corrections)
-    notes = [dialect.glob_note(wrong, right) for wrong, right in corrections.items() if wrong not in used]
+    notes = [
+        dialect.glob_note(wrong, right) for wrong, right in corrections.items() if wrong not in used
+    ]
     for kind, path, producer in found:
         if kind == "task":
-            fix = _edge_fix(run, node, producer, path) or _task_fix_for(dialect, node, producer, run)
+            fix = _edge_fix(run, node, producer, path) or _task_fix_for(
+                dialect, node, producer, run
+            )
         elif kind == "written":
             fix = _written_fix(run, node, producer, path)
         else:
             continue
-        lines.append(([path], Undeclared(path, _shown(path, node.project_dir), fix, add=not fix.startswith("no edge:"))))
+        lines.append(
+            (
+                [path],
+                Undeclared(
+                    path, _shown(path, node.project_dir), fix, add=not fix.startswith("no edge:")
+                ),
+            )
+        )
     lines.sort(key=lambda line: min(order[p] for p in line[0]))
     outputs = []
     for entry, wide, members in run.output_groups(node.id):
@@ -579,8 +676,10 @@ def _verdict(run: _Run, node: TaskNode, reads: list[str], found: list) -> Verdic
         shown = f"{shown}/** ({_plural(len(members), 'file')})" if entry.endswith("/**") else shown
         owner = run.owner(members[0], node.id)
         if owner is not None:  # tsc -b building a referenced project: another task's output
-            fix = (f"no output of its own: {owner} declares it; let one task write it (two writers "
-                   "restore each other's copy)")
+            fix = (
+                f"no output of its own: {owner} declares it; let one task write it (two writers "
+                "restore each other's copy)"
+            )
             outputs.append(Undeclared(path, shown, fix, len(members), add=False))
         else:
             outputs.append(Undeclared(path, shown, dialect.output_fix(entry, wide), len(members)))
@@ -589,8 +688,14 @@ def _verdict(run: _Run, node: TaskNode, reads: list[str], found: list) -> Verdic
     return Verdict(node.id, tuple(u for _, u in lines), tuple(outputs), tuple(notes))
 
 
-def _input_lines(run: _Run, node: TaskNode, dialect, inputs: list[str], seen: set[str],
-                 corrections: Mapping[str, str | None]) -> tuple[list, list, set[str]]:
+def _input_lines(
+    run: _Run,
+    node: TaskNode,
+    dialect,
+    inputs: list[str],
+    seen: set[str],
+    corrections: Mapping[str, str | None],
+) -> tuple[list, list, set[str]]:
     """Lines for undeclared candidate inputs: files a corrected glob would take, then the fewest
     `dir/**` and files inside the project, then files outside it (for turbo, `globalDependencies`
     when tasks of two or more packages read them). Also the entries suggested, as (entry as the
@@ -604,27 +709,53 @@ def _input_lines(run: _Run, node: TaskNode, dialect, inputs: list[str], seen: se
         if right is None:
             continue
         globs = GlobSet([right])
-        members = [p for p in own if globs.matches(p[len(prefix):])]
+        members = [p for p in own if globs.matches(p[len(prefix) :])]
         if members:
             used.add(wrong)
             own = [p for p in own if p not in set(members)]
-            lines.append((members, _line(node, prefix + right, len(members),
-                                         dialect.input_fix(right, False, instead=wrong))))
+            lines.append(
+                (
+                    members,
+                    _line(
+                        node,
+                        prefix + right,
+                        len(members),
+                        dialect.input_fix(right, False, instead=wrong),
+                    ),
+                )
+            )
             entries.append((right, False, False))
 
     def whole(d: str) -> bool:
         files = run.index.listed_under(d)
         return bool(files) and all(f in seen for f in files)
 
-    for entry, members, total in collapse(own, node.project_dir, whole, _walls(nested), run.index.listed_under):
-        lines.append((members, _line(node, prefix + entry, len(members), dialect.input_fix(entry, False), total)))
+    for entry, members, total in collapse(
+        own, node.project_dir, whole, _walls(nested), run.index.listed_under
+    ):
+        lines.append(
+            (
+                members,
+                _line(node, prefix + entry, len(members), dialect.input_fix(entry, False), total),
+            )
+        )
         entries.append((entry, False, False))
-    for entry, members, total in collapse(other, "", whole, _walls(run.project_dirs, strict=True),
-                                          run.index.listed_under):
-        shared = isinstance(dialect, _Turbo) and all(len(run.shared.get(p, ())) >= 2 for p in members)
+    for entry, members, total in collapse(
+        other, "", whole, _walls(run.project_dirs, strict=True), run.index.listed_under
+    ):
+        shared = isinstance(dialect, _Turbo) and all(
+            len(run.shared.get(p, ())) >= 2 for p in members
+        )
         if shared:
             run.globals[entry] = None
-        lines.append((members, _line(node, entry, len(members), dialect.input_fix(entry, True, shared=shared), total)))
+        lines.append(
+            (
+                members,
+                _line(
+                    node, entry, len(members), dialect.input_fix(entry, True, shared=shared), total
+                ),
+            )
+        )
         entries.append((entry, True, shared))
     return lines, entries, used
 
@@ -663,7 +794,9 @@ def project_relative(glob: str, project_dir: str) -> str | None:
     i = j = 0
     while j < len(dirs) and i < len(segs) - 1:
         if segs[i] == "**":
-            return "/".join(segs[i + 1:]) if i + 1 < len(segs) else None  # `**` takes the rest of the dir
+            return (
+                "/".join(segs[i + 1 :]) if i + 1 < len(segs) else None
+            )  # `**` takes the rest of the dir
         if not fnmatch.fnmatchcase(dirs[j], segs[i]):
             return None
         i, j = i + 1, j + 1
@@ -673,13 +806,20 @@ def project_relative(glob: str, project_dir: str) -> str | None:
 def _edge_fix(run: _Run, node: TaskNode, producer: TaskId, path: str) -> str | None:
     """What to say instead of an edge that would close a cycle (GR: the graph stays acyclic)."""
     caret = _caret(run, node, producer)
-    if not (_reaches(run.graph, producer, node.id)
-            or (caret and _package_reaches(run.packages, producer.package, node.id.package))):
+    if not (
+        _reaches(run.graph, producer, node.id)
+        or (caret and _package_reaches(run.packages, producer.package, node.id.package))
+    ):
         return None
-    text = (f"no edge: {producer} outputs it and depends on this task (dependsOn would close a cycle), so this "
-            "read is of an earlier build; move the read out of this task")
+    text = (
+        f"no edge: {producer} outputs it and depends on this task (dependsOn would close a cycle), so this "
+        "read is of an earlier build; move the read out of this task"
+    )
     if run.index.could_be_input(path):
-        return text + f", or declare it an input ({run.dialect(node.id).input_fix(path, True)}) if that is intended"
+        return (
+            text
+            + f", or declare it an input ({run.dialect(node.id).input_fix(path, True)}) if that is intended"
+        )
     return text + " (a gitignored file cannot be an input)"
 
 
@@ -690,18 +830,24 @@ def _task_fix_for(dialect, node: TaskNode, producer: TaskId, run: _Run) -> str:
 def _written_fix(run: _Run, node: TaskNode, producer: TaskId, path: str) -> str:
     """The producer's outputs (it wrote the file without declaring it), and the edge when its key
     does not fold into this one's."""
-    entry, wide = next(((e, w) for e, w, members in run.output_groups(producer) if path in members),
-                       (path, True))
+    entry, wide = next(
+        ((e, w) for e, w, members in run.output_groups(producer) if path in members), (path, True)
+    )
     edge = None
     if producer not in key_closure(run.graph, node.id):
         edge = _edge_fix(run, node, producer, path)
         if edge is not None:
             return edge  # a cycle: no declaration makes this read sound
         edge = _task_fix_for(run.dialect(node.id), node, producer, run)
-    if run.plans[producer].outputs is None:  # uncached: it always runs, only an edge orders and folds it
+    if (
+        run.plans[producer].outputs is None
+    ):  # uncached: it always runs, only an edge orders and folds it
         assert edge is not None  # _undeclared skips an uncached writer the key already folds
         return edge.replace(" outputs it)", " writes it, uncached)")
-    fix = run.dialect(producer).output_fix(entry, wide, owner=producer) + f" ({producer} writes it undeclared)"
+    fix = (
+        run.dialect(producer).output_fix(entry, wide, owner=producer)
+        + f" ({producer} writes it undeclared)"
+    )
     return fix if edge is None else f"{fix}; and {edge}"
 
 
@@ -766,10 +912,14 @@ class _Vx:
     @staticmethod
     def glob_note(glob: str, right: str | None) -> str:
         if right is None:
-            return (f'"{glob}" in cache.inputs.files matches nothing: files globs are project-relative; '
-                    "cache.inputs.workspaceFiles takes it from the root")
-        return (f'"{glob}" in cache.inputs.files matches nothing: files globs are project-relative; '
-                f'"{right}" here, or cache.inputs.workspaceFiles for a root-relative glob')
+            return (
+                f'"{glob}" in cache.inputs.files matches nothing: files globs are project-relative; '
+                "cache.inputs.workspaceFiles takes it from the root"
+            )
+        return (
+            f'"{glob}" in cache.inputs.files matches nothing: files globs are project-relative; '
+            f'"{right}" here, or cache.inputs.workspaceFiles for a root-relative glob'
+        )
 
     @staticmethod
     def merged(added, corrections, outputs) -> list[str]:
@@ -794,13 +944,17 @@ class _Turbo:
         if own is not None and task in own["tasks"]:
             return cls(turbo, source, _task_key(task), body)
         qualified = f"{pkg.name}#{task}"
-        return cls(turbo, turbo.source, _task_key(qualified if qualified in turbo.tasks else task), body)
+        return cls(
+            turbo, turbo.source, _task_key(qualified if qualified in turbo.tasks else task), body
+        )
 
     @property
     def where(self) -> str:
         return f"{self.file} {self.key}"
 
-    def input_fix(self, entry: str, wide: bool, instead: str | None = None, shared: bool = False) -> str:
+    def input_fix(
+        self, entry: str, wide: bool, instead: str | None = None, shared: bool = False
+    ) -> str:
         if shared:
             return f'"{entry}" to {self.turbo.source} "globalDependencies" (tasks of several packages read it)'
         text = f'"{"$TURBO_ROOT$/" if wide else ""}{entry}" to {self.where} "inputs"'
@@ -812,23 +966,41 @@ class _Turbo:
         return f'"{"$TURBO_ROOT$/" if wide else ""}{entry}" to {self.where} "outputs"'
 
     def edge_fix(self, node: TaskNode, producer: TaskId, caret: bool) -> str:
-        dep = f"^{producer.task}" if caret else producer.task if producer.package == node.id.package else str(producer)
+        dep = (
+            f"^{producer.task}"
+            if caret
+            else producer.task
+            if producer.package == node.id.package
+            else str(producer)
+        )
         return f'"{dep}" to {self.where} "dependsOn" ({producer} outputs it)'
 
     def glob_note(self, glob: str, right: str | None) -> str:
         if right is None:
-            return (f'"{glob}" in {self.where} "inputs" matches nothing: turbo inputs are package-relative; '
-                    f'"$TURBO_ROOT$/{glob}" matches from the root')
-        return (f'"{glob}" in {self.where} "inputs" matches nothing: turbo inputs are package-relative; '
-                f'"{right}" here, or "$TURBO_ROOT$/{glob}" for root-relative')
+            return (
+                f'"{glob}" in {self.where} "inputs" matches nothing: turbo inputs are package-relative; '
+                f'"$TURBO_ROOT$/{glob}" matches from the root'
+            )
+        return (
+            f'"{glob}" in {self.where} "inputs" matches nothing: turbo inputs are package-relative; '
+            f'"{right}" here, or "$TURBO_ROOT$/{glob}" for root-relative'
+        )
 
     def merged(self, entries: list, corrections: Mapping[str, str | None], outputs) -> list[str]:
         """The definition's whole lists with every fix of the block, to paste."""
         out = []
-        added = [("$TURBO_ROOT$/" if wide else "") + entry for entry, wide, shared in entries if not shared]
+        added = [
+            ("$TURBO_ROOT$/" if wide else "") + entry
+            for entry, wide, shared in entries
+            if not shared
+        ]
         if added:
-            declared = [corrections.get(g) or g for g in self.body.get("inputs") or ["$TURBO_DEFAULT$"]]
-            out.append(f'{self.where} with these fixes: "inputs": {_json(list(dict.fromkeys([*declared, *added])))}')
+            declared = [
+                corrections.get(g) or g for g in self.body.get("inputs") or ["$TURBO_DEFAULT$"]
+            ]
+            out.append(
+                f'{self.where} with these fixes: "inputs": {_json(list(dict.fromkeys([*declared, *added])))}'
+            )
         if outputs:
             entries = [("$TURBO_ROOT$/" if wide else "") + e for e, wide, _ in outputs]
             merged = list(dict.fromkeys([*self.body.get("outputs", []), *entries]))
@@ -849,30 +1021,44 @@ def render(report: VerifyReport) -> list[str]:
     for verdict in report.verdicts:
         if verdict.undeclared or verdict.outputs:
             lines += _block(verdict)
-    lines += [_unkeyed_note(v) for v in report.verdicts
-              if v.unkeyed and not any(u.path.startswith("$") for u in v.undeclared)]
+    lines += [
+        _unkeyed_note(v)
+        for v in report.verdicts
+        if v.unkeyed and not any(u.path.startswith("$") for u in v.undeclared)
+    ]
     lines += report.notes
     traced = len(report.verdicts)
     if report.count:
         tasks = sum(1 for v in report.verdicts if v.undeclared or v.outputs)
-        what = ", ".join(part for part in (
-            _plural(report.inputs, "undeclared input") if report.inputs else "",
-            _plural(report.written, "undeclared output") if report.written else "") if part)
+        what = ", ".join(
+            part
+            for part in (
+                _plural(report.inputs, "undeclared input") if report.inputs else "",
+                _plural(report.written, "undeclared output") if report.written else "",
+            )
+            if part
+        )
         lines.append(f"verify: {what} in {tasks} of {_plural(traced, 'traced task')}")
     else:
         lines.append(f"verify: every traced task declared what it read ({_plural(traced, 'task')})")
     if report.untraced:
-        lines.append(f"verify: not traced (did not run): {', '.join(str(t) for t in report.untraced)}")
+        lines.append(
+            f"verify: not traced (did not run): {', '.join(str(t) for t in report.untraced)}"
+        )
     if report.unobserved:
-        lines.append(f"verify: not traced (sandbox.trace is false, so what they read is unknown): "
-                     f"{', '.join(str(t) for t in report.unobserved)}")
+        lines.append(
+            f"verify: not traced (sandbox.trace is false, so what they read is unknown): "
+            f"{', '.join(str(t) for t in report.unobserved)}"
+        )
     return lines
 
 
 def _block(verdict: Verdict) -> list[str]:
     lines: list[str] = []
-    for items, verb, noun in ((verdict.undeclared, "read", "undeclared input"),
-                              (verdict.outputs, "wrote", "undeclared output")):
+    for items, verb, noun in (
+        (verdict.undeclared, "read", "undeclared input"),
+        (verdict.outputs, "wrote", "undeclared output"),
+    ):
         if items:
             lines.append(f"{verdict.id} {verb} {_plural(sum(u.count for u in items), noun)}:")
             width = max(len(u.shown) for u in items)
@@ -883,8 +1069,10 @@ def _block(verdict: Verdict) -> list[str]:
 
 def _unkeyed_note(verdict: Verdict) -> str:
     names = ", ".join(verdict.unkeyed)
-    return (f"note: {verdict.id} gets {names} (passThrough) outside its key; a read of a variable is not "
-            f"visible to the trace — if it shapes the output, list it in cache.inputs.env")
+    return (
+        f"note: {verdict.id} gets {names} (passThrough) outside its key; a read of a variable is not "
+        f"visible to the trace — if it shapes the output, list it in cache.inputs.env"
+    )
 
 
 def _plural(n: int, noun: str) -> str:

@@ -40,17 +40,31 @@ class _Hit(Struct, frozen=True):
     stale: bool  # outputs were present (but not the entry's): a restore wipes them first
 
 
-def settle(graph: TaskGraph, plans: Mapping[TaskId, Any], hits: Mapping[str, Any], store: Any, root: Path,
-           emit: Emit, width: int, stopped: Callable[[], bool] = lambda: False) -> Settled:
+def settle(
+    graph: TaskGraph,
+    plans: Mapping[TaskId, Any],
+    hits: Mapping[str, Any],
+    store: Any,
+    root: Path,
+    emit: Emit,
+    width: int,
+    stopped: Callable[[], bool] = lambda: False,
+) -> Settled:
     """Settle, wave by wave, every task whose key is a local hit and whose dependencies are settled."""
     out = _Lane(graph, plans, hits, store, root, emit)
     pending, restores = out.scan(list(graph.order))
     if not restores or stopped():
         return out.finish()  # the warm path: no pool, not even its import
-    jobs = {p.key: (out.local, p.outputs, hits[p.key]) for p in plans.values() if p.outputs and p.key in hits}
+    jobs = {
+        p.key: (out.local, p.outputs, hits[p.key])
+        for p in plans.values()
+        if p.outputs and p.key in hits
+    }
     _JOBS.update(jobs)  # before any fork: forked workers find their work here by key
     try:
-        with _pool(width, len(jobs), sum(entry.size_bytes for _, _, entry in jobs.values())) as pool:
+        with _pool(
+            width, len(jobs), sum(entry.size_bytes for _, _, entry in jobs.values())
+        ) as pool:
             while restores:
                 out.restore_wave(pool, restores)
                 if not pending or stopped():
@@ -76,12 +90,16 @@ def _pool(width: int, jobs: int, size_bytes: int):
     spend their time in zstd and in writes, which release it."""
     import threading
 
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cpus = (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    )
     if jobs >= FORK_FROM and cpus > 1 and threading.active_count() == 1 and hasattr(os, "fork"):
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        return ProcessPoolExecutor(max_workers=min(cpus, max(1, width)), mp_context=multiprocessing.get_context("fork"))
+        return ProcessPoolExecutor(
+            max_workers=min(cpus, max(1, width)), mp_context=multiprocessing.get_context("fork")
+        )
     from concurrent.futures import ThreadPoolExecutor
 
     threads = max(1, min(width, size_bytes // BYTES_PER_THREAD))
@@ -110,11 +128,20 @@ def _extract_many(work: list[tuple[str, bool]], root: Path) -> list[Any]:
 
 class _Lane:
     def __init__(self, graph: TaskGraph, plans, hits, store, root: Path, emit: Emit):
-        self.graph, self.plans, self.hits, self.store, self.root, self.emit = graph, plans, hits, store, root, emit
+        self.graph, self.plans, self.hits, self.store, self.root, self.emit = (
+            graph,
+            plans,
+            hits,
+            store,
+            root,
+            emit,
+        )
         self.settled = Settled()
         self.dead: set[TaskId] = set()  # never settled here: the walk decides them
         self.ancestors: dict = {}  # output-walk ancestor checks, shared: no task runs during a scan
-        self.local = getattr(store, "local", store)  # hits are local entries, even behind a remote layer
+        self.local = getattr(
+            store, "local", store
+        )  # hits are local entries, even behind a remote layer
         self.lazy: list[TaskId] = []  # persistent tasks nobody asked for, settled for now (GR-18)
 
     def scan(self, pending: list[TaskId]) -> tuple[list[TaskId], list[_Hit]]:
@@ -137,13 +164,21 @@ class _Lane:
     def _decide(self, tid: TaskId, current: list[_Hit], restores: list[_Hit]) -> None:
         node, plan = self.graph.nodes[tid], self.plans[tid]
         if node.is_group:
-            self.settled.results[tid] = TaskResult(tid, Status.SUCCESS, CacheStatus.NO_CACHE, key=plan.key)
+            self.settled.results[tid] = TaskResult(
+                tid, Status.SUCCESS, CacheStatus.NO_CACHE, key=plan.key
+            )
             return
         if node.config.exec.persistent is not None and not node.requested:  # type: ignore[union-attr]  # a task that is not a group has exec
             # Needed only by its dependants: if each of them is a hit, it is never started. Taken
             # as settled so they are decided; `finish` takes it back if one of them is not.
-            self.settled.results[tid] = TaskResult(tid, Status.SUCCESS, CacheStatus.NO_CACHE, key=plan.key,
-                                                   persistent=True, reason=_NOT_STARTED)
+            self.settled.results[tid] = TaskResult(
+                tid,
+                Status.SUCCESS,
+                CacheStatus.NO_CACHE,
+                key=plan.key,
+                persistent=True,
+                reason=_NOT_STARTED,
+            )
             self.lazy.append(tid)
             return
         entry = self.hits.get(plan.key) if plan.outputs is not None else None
@@ -153,7 +188,9 @@ class _Lane:
         present = plan.outputs.walk(self.root, self.ancestors)
         hit = _Hit(tid, plan, entry, time.monotonic(), bool(present))
         if self.store.is_up_to_date(entry, present):
-            self.settled.results[tid] = _PENDING_LOG  # a placeholder: dependants may settle in this pass
+            self.settled.results[tid] = (
+                _PENDING_LOG  # a placeholder: dependants may settle in this pass
+            )
             current.append(hit)
         else:
             restores.append(hit)
@@ -190,13 +227,19 @@ class _Lane:
         seconds = (time.perf_counter() - t0) / max(1, len(restores))
         for h, got in zip(restores, extracted):
             if isinstance(got, tuple) and got and got[0] == "refused":
-                self.dead.add(h.tid)  # the workspace refused a write: the walk's restore reports it, failing the task
+                self.dead.add(
+                    h.tid
+                )  # the workspace refused a write: the walk's restore reports it, failing the task
                 continue
             try:
                 log = self.local.finish_restore(h.entry, got, seconds)
             except DamagedEntry as exc:
-                self.emit(Notice(f"cache entry for {h.tid} cannot be restored ({exc.reason}); running the task instead",
-                                 id=h.tid))
+                self.emit(
+                    Notice(
+                        f"cache entry for {h.tid} cannot be restored ({exc.reason}); running the task instead",
+                        id=h.tid,
+                    )
+                )
                 self.settled.damaged.add(h.entry.key)
                 self.dead.add(h.tid)
                 continue
@@ -217,8 +260,6 @@ class _Lane:
         return [results[h.entry.key] for h in restores]
 
 
-
-
 _PENDING_LOG = TaskResult(TaskId("", ""), Status.SUCCESS, CacheStatus.UP_TO_DATE)
 _NOT_STARTED = "not started: every task that needs it was a cache hit"
 
@@ -234,6 +275,14 @@ def _logs(store: Any, entries: list[Any]) -> Mapping[str, tuple[LogChunk, ...]]:
 
 
 def _result(h: _Hit, log, cache: CacheStatus) -> TaskResult:
-    return TaskResult(h.tid, Status.SUCCESS, cache, key=h.plan.key, exit_code=0, log=tuple(log),
-                      duration_ms=(time.monotonic() - h.started) * 1000, command=h.plan.command,
-                      stored_ms=h.entry.duration_ms)
+    return TaskResult(
+        h.tid,
+        Status.SUCCESS,
+        cache,
+        key=h.plan.key,
+        exit_code=0,
+        log=tuple(log),
+        duration_ms=(time.monotonic() - h.started) * 1000,
+        command=h.plan.command,
+        stored_ms=h.entry.duration_ms,
+    )

@@ -40,7 +40,9 @@ def enabled(environ) -> bool:
 def name_of(cwd: str, argv: list[str]) -> str:
     import xxhash
 
-    return xxhash.xxh3_64_hexdigest("\0".join([__version__, cwd, *argv]).encode("utf-8", "surrogateescape"))
+    return xxhash.xxh3_64_hexdigest(
+        "\0".join([__version__, cwd, *argv]).encode("utf-8", "surrogateescape")
+    )
 
 
 # ---------------------------------------------------------------- finding
@@ -60,10 +62,16 @@ def find(cwd: str, argv: list[str]) -> tuple[str, dict, memoryview] | None:
             data = None
         if data is not None:
             size = int.from_bytes(data[:4], "little")
-            header = marshal.loads(data[4:4 + size])
-            ok = (isinstance(header, dict) and header.get("format") == FORMAT and header.get("vx") == __version__
-                  and header.get("cwd") == cwd and header.get("argv") == argv and header.get("root") == here)
-            return (path, header, data[4 + size:]) if ok else None
+            header = marshal.loads(data[4 : 4 + size])
+            ok = (
+                isinstance(header, dict)
+                and header.get("format") == FORMAT
+                and header.get("vx") == __version__
+                and header.get("cwd") == cwd
+                and header.get("argv") == argv
+                and header.get("root") == here
+            )
+            return (path, header, data[4 + size :]) if ok else None
         up = os.path.dirname(here)
         if up == here:
             return None
@@ -204,14 +212,24 @@ def _under(path: bytes, roots) -> bool:
 def racy(paths: list, started_ns: int) -> bool:
     """Whether a path was changed so close to the run's start that an edit in the same tick
     could have left its identity as recorded (the racy window, `witness.RACY_NS`)."""
-    return any(ident is not None and witness.racy_times(ident[2], ident[3], started_ns) for _path, ident in paths)
+    return any(
+        ident is not None and witness.racy_times(ident[2], ident[3], started_ns)
+        for _path, ident in paths
+    )
 
 
 # ---------------------------------------------------------------- writing
 
 
-def task_record(key: str, size: int, crc: str, expected: list[tuple[str, tuple]], roots: list[str],
-                walked: dict[str, bool], started_ns: int) -> list:
+def task_record(
+    key: str,
+    size: int,
+    crc: str,
+    expected: list[tuple[str, tuple]],
+    roots: list[str],
+    walked: dict[str, bool],
+    started_ns: int,
+) -> list:
     """One task's part of a receipt. The directories its output walk read are kept only outside
     the racy window; without them the outputs can only be found ABSENT, never CURRENT."""
     read = [(p, witness.identity(p, True)) for p, whole in sorted(walked.items()) if whole]
@@ -219,8 +237,19 @@ def task_record(key: str, size: int, crc: str, expected: list[tuple[str, tuple]]
     return [key, size, crc, expected, roots, None if racy(read, started_ns) else [read, probed]]
 
 
-def write(*, argv: list[str], cwd: str, root: str, cache_dir: str, started_ns: int, env: witness.ReadEnv,
-          noted: tuple, vouched, toplevel: str | None, tasks: list[list]) -> bool:
+def write(
+    *,
+    argv: list[str],
+    cwd: str,
+    root: str,
+    cache_dir: str,
+    started_ns: int,
+    env: witness.ReadEnv,
+    noted: tuple,
+    vouched,
+    toplevel: str | None,
+    tasks: list[list],
+) -> bool:
     """Write the receipt of a run that qualified (the caller decides that); False when a fact
     cannot be vouched for (a path inside the racy window, say) and nothing was written.
 
@@ -232,19 +261,33 @@ def write(*, argv: list[str], cwd: str, root: str, cache_dir: str, started_ns: i
     read: list[tuple[str, object]] = []
     probed: list[tuple[str, object]] = []
     for path, whole in sorted(paths_read.items()):
-        if whole and path.startswith(prefix) and vouched(path[len(prefix):]):
+        if whole and path.startswith(prefix) and vouched(path[len(prefix) :]):
             continue
         (read if whole else probed).append((path, witness.identity(path, whole)))
     if not commands or racy(read, started_ns):
         return False
-    dirs = [(d, witness.identity(d, True), prefix, names) for d, (prefix, names) in sorted(views.items())]
+    dirs = [
+        (d, witness.identity(d, True), prefix, names)
+        for d, (prefix, names) in sorted(views.items())
+    ]
     dirs = [(d, None if racy([(d, ident)], started_ns) else ident, p, n) for d, ident, p, n in dirs]
     header = {
-        "format": FORMAT, "vx": __version__, "cwd": cwd, "argv": list(argv), "root": root, "cache_dir": cache_dir,
-        "env": {name: env_digest(dict.get(env, name)) for name in sorted(env.names | set(GIT_ENV))},  # not noted
-        "env_whole": {name: env_digest(value) for name, value in dict.items(env)} if env.whole else None,
-        "git": _commands(commands, toplevel, tasks), "tasks": len(tasks),
-        "index": None, "touched": started_ns / 1e9,  # the run's close touched every row (LC-06)
+        "format": FORMAT,
+        "vx": __version__,
+        "cwd": cwd,
+        "argv": list(argv),
+        "root": root,
+        "cache_dir": cache_dir,
+        "env": {
+            name: env_digest(dict.get(env, name)) for name in sorted(env.names | set(GIT_ENV))
+        },  # not noted
+        "env_whole": {name: env_digest(value) for name, value in dict.items(env)}
+        if env.whole
+        else None,
+        "git": _commands(commands, toplevel, tasks),
+        "tasks": len(tasks),
+        "index": None,
+        "touched": started_ns / 1e9,  # the run's close touched every row (LC-06)
     }
     body = {"read": read, "probed": probed, "views": dirs, "tasks": tasks}
     return store(os.path.join(root, RECEIPTS, name_of(cwd, argv)), header, body)
@@ -258,7 +301,9 @@ def _commands(commands: list, toplevel: str | None, tasks: list[list]) -> list[l
         roots = None
         if status is not None and toplevel is not None:
             top = os.path.join(toplevel, "")
-            roots = sorted({os.fsencode(r[len(top):]) for task in tasks for r in task[4] if r.startswith(top)})
+            roots = sorted(
+                {os.fsencode(r[len(top) :]) for task in tasks for r in task[4] if r.startswith(top)}
+            )
             digest = status_digest(status, frozenset(roots))
         out.append([list(argv), code, digest, roots])
     return out
@@ -296,16 +341,22 @@ def _prune(directory: str) -> None:
     """Keep the KEEP receipts written or replayed last; older command lines, and receipts of
     other vx versions (never read again), go."""
     with os.scandir(directory) as entries:
-        found = [(e.stat().st_mtime_ns, e.path) for e in entries if e.name != ".gitignore" and e.is_file()]
+        found = [
+            (e.stat().st_mtime_ns, e.path)
+            for e in entries
+            if e.name != ".gitignore" and e.is_file()
+        ]
     if len(found) > KEEP:
-        for _, path in sorted(found)[:len(found) - KEEP]:
+        for _, path in sorted(found)[: len(found) - KEEP]:
             try:
                 os.unlink(path)
             except OSError:
                 pass
 
 
-def restored(task: list, root: str, files: list[tuple[str, int, int, int]]) -> tuple[list, dict[str, tuple[int, int]]]:
+def restored(
+    task: list, root: str, files: list[tuple[str, int, int, int]]
+) -> tuple[list, dict[str, tuple[int, int]]]:
     """A task's record after its outputs were restored, and their new stamps (ino, ctime_ns):
     `files` are (workspace-relative path, mode, size, ms mtime) as written. The walked directories
     were just made, inside the racy window: the record keeps none."""
@@ -313,7 +364,12 @@ def restored(task: list, root: str, files: list[tuple[str, int, int, int]]) -> t
     for rel, mode, size, mtime_ms in files:
         st = os.lstat(os.path.join(root, rel))
         stamps[rel] = (st.st_ino, st.st_ctime_ns)
-        expected.append((os.path.join(root, rel), (stat.S_IFREG | mode, size, mtime_ms, st.st_ino, st.st_ctime_ns)))
+        expected.append(
+            (
+                os.path.join(root, rel),
+                (stat.S_IFREG | mode, size, mtime_ms, st.st_ino, st.st_ctime_ns),
+            )
+        )
     return [*task[:3], expected, task[4], None], stamps
 
 

@@ -92,7 +92,9 @@ def _finish(path: str, header: dict, data: memoryview, environ) -> list[tuple[st
             from vx.fastpath import restores
 
             restores.load_reader()  # before the fork: the helper inherits it
-        if len(absent) >= FORK_FROM:  # both take restores from one queue: whoever is free takes the next
+        if (
+            len(absent) >= FORK_FROM
+        ):  # both take restores from one queue: whoever is free takes the next
             helper = restores.Helper(header["cache_dir"], header["root"], absent)
             absent = helper.share  # type: ignore[assignment]  # a queue the helper shares, read as a list
         marks.append(("receipt check", time.perf_counter()))
@@ -109,7 +111,9 @@ def _finish(path: str, header: dict, data: memoryview, environ) -> list[tuple[st
             if not _rows_hold(db, body["tasks"], touch=due):
                 return None
             marks.append(("cache touch", time.perf_counter()))
-            done = restores.extract(header["cache_dir"], header["root"], absent) if restoring else {}
+            done = (
+                restores.extract(header["cache_dir"], header["root"], absent) if restoring else {}
+            )
             if restoring:
                 marks.append(("restore", time.perf_counter()))
             if done is None or not _git_holds(children, header["git"]):
@@ -132,7 +136,9 @@ def _finish(path: str, header: dict, data: memoryview, environ) -> list[tuple[st
     return _times(marks, ("stamps", time.perf_counter()) if restoring else None)
 
 
-def _times(marks: list[tuple[str, float]], last: tuple[str, float] | None) -> list[tuple[str, float]]:
+def _times(
+    marks: list[tuple[str, float]], last: tuple[str, float] | None
+) -> list[tuple[str, float]]:
     """The main process's stages in ms: `restore` is its own share; `stamps` waits for the
     helper's share, stamps both and commits."""
     marks = marks + [last] if last is not None else marks
@@ -145,7 +151,10 @@ TOUCH_EVERY_S = 3600.0  # a replay refreshes `accessed_at` (LC-06) at most this 
 
 
 def _index_ids(cache_dir: str) -> list:
-    return [witness.identity(os.path.join(cache_dir, name), True) for name in ("cache.db", "cache.db-wal")]
+    return [
+        witness.identity(os.path.join(cache_dir, name), True)
+        for name in ("cache.db", "cache.db-wal")
+    ]
 
 
 def _index_vouched(header: dict) -> bool:
@@ -156,7 +165,9 @@ def _index_vouched(header: dict) -> bool:
     if seen is None or time.time() - header["touched"] >= TOUCH_EVERY_S:
         return False
     ids, looked_ns = seen
-    return _index_ids(header["cache_dir"]) == ids and not receipt.racy([("", i) for i in ids], looked_ns)
+    return _index_ids(header["cache_dir"]) == ids and not receipt.racy(
+        [("", i) for i in ids], looked_ns
+    )
 
 
 def _artifacts_hold(header: dict, tasks: list) -> bool:
@@ -191,10 +202,15 @@ def _spawn_git(root: str, commands: list, environ) -> list[list[int]]:
     children: list[list[int]] = []
     for argv, *_ in commands:
         out = os.memfd_create("vx-git", os.MFD_CLOEXEC)
-        actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0), (os.POSIX_SPAWN_DUP2, out, 1),
-                   (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0)]
+        actions = [
+            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_DUP2, out, 1),
+            (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+        ]
         try:
-            pid = os.posix_spawnp(argv[0], [argv[0], "-C", root, *argv[1:]], environ, file_actions=actions)
+            pid = os.posix_spawnp(
+                argv[0], [argv[0], "-C", root, *argv[1:]], environ, file_actions=actions
+            )
         except BaseException:
             os.close(out)
             _reap(children)
@@ -212,7 +228,11 @@ def _git_holds(children: list[list[int]], commands: list) -> bool:
         child[0] = 0  # reaped: its pid may be anyone's now
         size = os.fstat(out).st_size
         data = os.pread(out, size, 0) if size else b""
-        got = xxhash.xxh3_128_hexdigest(data) if outputs is None else receipt.status_digest(data, frozenset(outputs))
+        got = (
+            xxhash.xxh3_128_hexdigest(data)
+            if outputs is None
+            else receipt.status_digest(data, frozenset(outputs))
+        )
         if os.waitstatus_to_exitcode(status) != code or got != digest:
             return False
     return True

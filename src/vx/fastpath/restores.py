@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 
-PIPE_BUF = 4096  # the numbers are written before anyone reads: at most a page, the least a pipe holds
+PIPE_BUF = (
+    4096  # the numbers are written before anyone reads: at most a page, the least a pipe holds
+)
 
 
 class Queue:
@@ -20,7 +22,9 @@ class Queue:
     it is "stop": the other process finds it empty after the artifact at hand."""
 
     def __init__(self, tasks: list):
-        per = max(1, -(-len(tasks) // (PIPE_BUF // 4)))  # tasks a number stands for: all numbers fit in one pipe
+        per = max(
+            1, -(-len(tasks) // (PIPE_BUF // 4))
+        )  # tasks a number stands for: all numbers fit in one pipe
         self.tasks, self.per = tasks, per
         self.fd, fill = os.pipe()
         try:
@@ -31,7 +35,7 @@ class Queue:
     def __iter__(self):
         while number := os.read(self.fd, 4):
             i = int.from_bytes(number, "little") * self.per
-            yield from self.tasks[i:i + self.per]
+            yield from self.tasks[i : i + self.per]
 
     def drain(self) -> None:
         while os.read(self.fd, PIPE_BUF):
@@ -121,10 +125,15 @@ def extract(cache_dir: str, root: str, tasks) -> dict | None:
         return None
     try:
         for key, _size, _crc, expected, _roots, _walked in tasks:
-            allowed = frozenset(p[len(prefix):] for p, _ in expected)
+            allowed = frozenset(p[len(prefix) :] for p, _ in expected)
             try:
-                _log, files = unpack(os.path.join(cache_dir, f"{key}.tar.zst"), key=key, allowed=allowed.__contains__,
-                                     root=root, dirs=dirs)
+                _log, files = unpack(
+                    os.path.join(cache_dir, f"{key}.tar.zst"),
+                    key=key,
+                    allowed=allowed.__contains__,
+                    root=root,
+                    dirs=dirs,
+                )
             except refused:
                 return None
             done[key] = [(path, mode, size, mtime_ms) for path, size, mode, mtime_ms in files]

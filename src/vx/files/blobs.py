@@ -12,7 +12,6 @@ import sys
 import threading
 from pathlib import Path
 
-
 Stat = tuple[int, int, int, int]  # (mtime_ns, size, ctime_ns, ino)
 
 
@@ -136,7 +135,9 @@ class _BlobMemo:
         try:
             db = self._connect()
             with db:
-                db.executemany("INSERT OR REPLACE INTO file_blob_memo VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+                db.executemany(
+                    "INSERT OR REPLACE INTO file_blob_memo VALUES (?, ?, ?, ?, ?, ?, ?)", rows
+                )
             db.close()
         except (sqlite3.Error, OSError):
             self._path = None

@@ -35,14 +35,24 @@ class _Listing(Struct):
     ignored_files: frozenset[str]
     algo: str = "sha1"
     git: bool = True
-    links: tuple[str, ...] = ()  # candidate paths that may be symlinks (vx.files.links follows them)
+    links: tuple[
+        str, ...
+    ] = ()  # candidate paths that may be symlinks (vx.files.links follows them)
 
 
 def check_ref(ref: str) -> str:
     """A ref vx will hand to git: no option, no range, no `^x`, no `ref:path`."""
-    if not ref or ref.startswith(("-", "^")) or ".." in ref or ":" in ref or any(c.isspace() for c in ref):
-        raise UsageError(f"--affected={ref}: not a ref vx will compare against",
-                         hint="name a branch, tag or commit, e.g. --affected=origin/main")
+    if (
+        not ref
+        or ref.startswith(("-", "^"))
+        or ".." in ref
+        or ":" in ref
+        or any(c.isspace() for c in ref)
+    ):
+        raise UsageError(
+            f"--affected={ref}: not a ref vx will compare against",
+            hint="name a branch, tag or commit, e.g. --affected=origin/main",
+        )
     return ref
 
 
@@ -79,8 +89,11 @@ def _spawn_git(cwd: Path, args: Sequence[str]) -> subprocess.Popen:
     # for the user. With them off, files committed in the same second as written stay "racy" and
     # git re-reads every one of them on every run, which costs the warm path its zero reads.
     return subprocess.Popen(
-        ["git", *args], cwd=cwd,
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        ["git", *args],
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
 
 
@@ -97,7 +110,8 @@ def _collect(proc: subprocess.Popen, what: str, root: Path, required: bool = Tru
             hint = f"trust the repository: git config --global --add safe.directory {root}"
         raise EnvironmentFailure(
             f"git could not list the workspace files ({what})",
-            facts=(f"in: {root}", *(message[:3] or [f"exit {proc.returncode}"])), hint=hint,
+            facts=(f"in: {root}", *(message[:3] or [f"exit {proc.returncode}"])),
+            hint=hint,
         )
     return out.decode("utf-8", "surrogateescape")
 
@@ -106,13 +120,26 @@ def _spawn_git_listing(root: Path) -> tuple[subprocess.Popen, ...]:
     """Spawn the three listings at once (KEY-13); `_run_git_listing` reads them."""
     return (
         _spawn_git(root, ["ls-files", "-s", "-v", "-z"]),
-        _spawn_git(root, ["status", "--porcelain=v1", "-z", "-uall", "--ignored=matching", "--no-renames",
-                          "--", "."]),
+        _spawn_git(
+            root,
+            [
+                "status",
+                "--porcelain=v1",
+                "-z",
+                "-uall",
+                "--ignored=matching",
+                "--no-renames",
+                "--",
+                ".",
+            ],
+        ),
         _spawn_git(root, ["config", "-z", "--list"]),
     )
 
 
-def _run_git_listing(root: Path, procs: tuple[subprocess.Popen, ...] | None = None) -> tuple[str, str, str]:
+def _run_git_listing(
+    root: Path, procs: tuple[subprocess.Popen, ...] | None = None
+) -> tuple[str, str, str]:
     """Read the three listings (spawning them first unless `procs` already runs them)."""
     procs = procs or _spawn_git_listing(root)
     try:
@@ -187,7 +214,7 @@ def _parse_status(text: str, prefix: str) -> _Status:
             st.workspace_ignored = True
         if len(record) < 4 or not record.startswith(prefix, 3):
             continue
-        xy, path = record[:2], record[3 + cut:]
+        xy, path = record[:2], record[3 + cut :]
         if xy == "??":
             (st.untracked_dirs if path.endswith("/") else st.untracked).append(path.rstrip("/"))
         elif xy == "!!":
@@ -238,7 +265,9 @@ def _file_risky(path: Path) -> bool:
         return True
 
 
-def _attribute_files(root: Path, toplevel: Path, config: dict[str, str], paths: Iterable[str]) -> list[Path]:
+def _attribute_files(
+    root: Path, toplevel: Path, config: dict[str, str], paths: Iterable[str]
+) -> list[Path]:
     """Every attributes file that could apply: in-tree, above the workspace, repo, global, system."""
     files = [root / p for p in paths if p == ".gitattributes" or p.endswith("/.gitattributes")]
     d = root
@@ -247,12 +276,16 @@ def _attribute_files(root: Path, toplevel: Path, config: dict[str, str], paths: 
         files.append(d / ".gitattributes")
     files.append(_git_dir(toplevel) / "info" / "attributes")
     xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
-    files.append(Path(os.path.expanduser(config.get("core.attributesfile", f"{xdg}/git/attributes"))))
+    files.append(
+        Path(os.path.expanduser(config.get("core.attributesfile", f"{xdg}/git/attributes")))
+    )
     files.append(Path("/etc/gitattributes"))
     return files
 
 
-def _filters_possible(root: Path, toplevel: Path, config: dict[str, str], paths: Iterable[str]) -> bool:
+def _filters_possible(
+    root: Path, toplevel: Path, config: dict[str, str], paths: Iterable[str]
+) -> bool:
     """Whether git might not be vouching for worktree bytes at all (KEY-14), so trust nothing.
 
     A clean filter or eol conversion means the index blob is not the worktree bytes; weakened
@@ -267,7 +300,9 @@ def _filters_possible(root: Path, toplevel: Path, config: dict[str, str], paths:
     return any(_file_risky(f) for f in _attribute_files(root, toplevel, config, paths))
 
 
-def _git_listing(root: Path, toplevel: Path, procs: tuple[subprocess.Popen, ...] | None = None) -> _Listing:
+def _git_listing(
+    root: Path, toplevel: Path, procs: tuple[subprocess.Popen, ...] | None = None
+) -> _Listing:
     """Turn one bulk enumeration into sorted candidates and trusted identities."""
     ls, status_text, config_text = _run_git_listing(root, procs)
     prefix = root.relative_to(toplevel).as_posix()
@@ -289,12 +324,23 @@ def _git_listing(root: Path, toplevel: Path, procs: tuple[subprocess.Popen, ...]
     algo = "sha256" if config.get("extensions.objectformat") == "sha256" else "sha1"
     # A tracked link is known by its mode; an untracked or changed path may have become one.
     known = set(links)
-    maybe = [p for p in links if p not in st.deleted] + [p for p in (*st.dirty, *untracked) if p not in known]
-    return _Listing(paths, trusted, frozenset(untracked), frozenset(st.ignored_dirs),
-                    frozenset(st.ignored_files), algo, links=tuple(maybe))
+    maybe = [p for p in links if p not in st.deleted] + [
+        p for p in (*st.dirty, *untracked) if p not in known
+    ]
+    return _Listing(
+        paths,
+        trusted,
+        frozenset(untracked),
+        frozenset(st.ignored_dirs),
+        frozenset(st.ignored_files),
+        algo,
+        links=tuple(maybe),
+    )
 
 
 def _walk_listing(root: Path) -> _Listing:
     """No git: every file under the root is a candidate, hashed from disk."""
     paths = sorted(_walk_files(root, "", _not_skipped))
-    return _Listing(paths, {}, frozenset(paths), frozenset(), frozenset(), git=False, links=tuple(paths))
+    return _Listing(
+        paths, {}, frozenset(paths), frozenset(), frozenset(), git=False, links=tuple(paths)
+    )

@@ -44,7 +44,9 @@ def glob_error(pattern: str) -> str | None:
     if not pattern:
         return "an empty glob names nothing; remove it"
     if pattern.startswith("!!"):
-        return f"double negation `{pattern}` is ambiguous; write `{pattern[2:]}` or `!{pattern[2:]}`"
+        return (
+            f"double negation `{pattern}` is ambiguous; write `{pattern[2:]}` or `!{pattern[2:]}`"
+        )
     if pattern.startswith("!("):
         return _extglob_error(pattern)
     body = pattern[1:] if pattern.startswith("!") else pattern
@@ -62,13 +64,19 @@ def _foreign_error(body: str) -> str | None:
     if "$TURBO_DEFAULT$" in body:
         return "`$TURBO_DEFAULT$` is Turborepo syntax; list the files instead, e.g. `**/*` for the whole project"
     if body.startswith("$TURBO_ROOT$"):
-        return "`$TURBO_ROOT$` is Turborepo syntax; put root-relative globs in `inputs.workspaceFiles`"
+        return (
+            "`$TURBO_ROOT$` is Turborepo syntax; put root-relative globs in `inputs.workspaceFiles`"
+        )
     if "{projectRoot}" in body or "{workspaceRoot}" in body:
-        return ("`{projectRoot}`/`{workspaceRoot}` are Nx tokens; globs are already project-relative"
-                " (use `inputs.workspaceFiles` for root paths)")
+        return (
+            "`{projectRoot}`/`{workspaceRoot}` are Nx tokens; globs are already project-relative"
+            " (use `inputs.workspaceFiles` for root paths)"
+        )
     if body.startswith("^"):
-        return ("`^named` inputs are Nx syntax; vx has no named inputs, list the globs"
-                " (share them with a config preset)")
+        return (
+            "`^named` inputs are Nx syntax; vx has no named inputs, list the globs"
+            " (share them with a config preset)"
+        )
     return None
 
 
@@ -91,8 +99,10 @@ def _extglob_error(body: str) -> str | None:
     """Refuse extglob, whose meaning differs between engines."""
     for opener in _EXTGLOB:
         if opener in body:
-            return (f"extglob `{opener}…)` is not supported; write alternatives as braces, e.g. `{{a,b}}`"
-                    " (to negate a path starting with `(`, write `!./(…`)")
+            return (
+                f"extglob `{opener}…)` is not supported; write alternatives as braces, e.g. `{{a,b}}`"
+                " (to negate a path starting with `(`, write `!./(…`)"
+            )
     return None
 
 
@@ -145,7 +155,7 @@ def _expand(body: str) -> list[str]:
     end, options = _brace_group(body, start)
     if end < 0:
         return [body]
-    tails = _expand(body[end + 1:])
+    tails = _expand(body[end + 1 :])
     out: list[str] = []
     for option in options:
         for head in _expand(option):
@@ -211,7 +221,7 @@ def _segment_regex(seg: str, classes: bool = False) -> str:
             out.append("[^/]")
         elif ch == "[" and classes and _class_end(seg, i) > 0:
             end = _class_end(seg, i)
-            out.append(_class_regex(seg[i + 1:end]))
+            out.append(_class_regex(seg[i + 1 : end]))
             i = end
         else:
             out.append(re.escape(ch))
@@ -272,14 +282,22 @@ def _alternatives(body: str, classes: bool = False) -> tuple[_Alternative, ...]:
 def spans(pattern: str) -> tuple[tuple[str, str, bool], ...]:
     """Each brace-free alternative of a non-negated pattern as (its text, its literal head, whether
     it spans that head's whole tree: a literal, or `head/**`): what an overlap check compares (GR-15)."""
-    return tuple((a.text, a.head, a.literal or a.segments[len(a.head.split("/")) if a.head else 0:] == ("**",))
-                 for a in _alternatives(normalise(pattern)))
+    return tuple(
+        (
+            a.text,
+            a.head,
+            a.literal or a.segments[len(a.head.split("/")) if a.head else 0 :] == ("**",),
+        )
+        for a in _alternatives(normalise(pattern))
+    )
 
 
 @functools.lru_cache(maxsize=4096)
 def _pattern_matcher(body: str, classes: bool = False):
     """One pattern (or one segment) on its own: for per-pattern questions, not set matching."""
-    return re.compile("(?s:" + "|".join(a.regex for a in _alternatives(body, classes)) + ")").fullmatch
+    return re.compile(
+        "(?s:" + "|".join(a.regex for a in _alternatives(body, classes)) + ")"
+    ).fullmatch
 
 
 def _union(positive: Sequence[_Alternative], negative: Sequence[_Alternative]):
@@ -362,7 +380,9 @@ def _covers_tree(alt: _Alternative, dir_segs: Sequence[str]) -> bool:
     if not segs or segs[-1] != "**" or "**" in segs[:-1]:
         return False
     head = segs[:-1]
-    return len(dir_segs) >= len(head) and all(_segments_match(p, n, alt.classes) for p, n in zip(head, dir_segs))
+    return len(dir_segs) >= len(head) and all(
+        _segments_match(p, n, alt.classes) for p, n in zip(head, dir_segs)
+    )
 
 
 class _Compiled(Struct, frozen=True):
@@ -389,7 +409,9 @@ def _compile_set(patterns: tuple[str, ...], classes: bool = False) -> _Compiled:
             positive.append((pattern, norm))
             pos_alts += _alternatives(norm, classes)
     roots = _dedupe_roots(a.head for a in pos_alts)
-    return _Compiled(tuple(positive), tuple(pos_alts), tuple(neg_alts), _union(pos_alts, neg_alts), roots)
+    return _Compiled(
+        tuple(positive), tuple(pos_alts), tuple(neg_alts), _union(pos_alts, neg_alts), roots
+    )
 
 
 # ---------------------------------------------------------------- the set
@@ -451,7 +473,11 @@ class GlobSet:
         paths = list(rel_paths)
         if paths and len(self._c.positive) == 1:
             return ()  # every path in the set matched the only positive pattern
-        return tuple(w for w, norm in self._c.positive if not any(map(_pattern_matcher(norm, self.turbo), paths)))
+        return tuple(
+            w
+            for w, norm in self._c.positive
+            if not any(map(_pattern_matcher(norm, self.turbo), paths))
+        )
 
 
 @functools.lru_cache(maxsize=4096)

@@ -29,17 +29,32 @@ from typing import Iterator, Sequence
 from msgspec import Struct
 
 from vx import witness
+from vx.errors import ConfigError, EnvironmentFailure
 from vx.files import links
 from vx.files.blobs import Stat, _BlobMemo, _hash_open_file, _stat_key, blob_oid
-from vx.errors import ConfigError, EnvironmentFailure
+from vx.files.git import (
+    _git_listing,
+    _Listing,
+    _repo_root,
+    _spawn_git_listing,
+    _walk_listing,
+    let_finish,
+)
 from vx.files.globs import GlobSet
-from vx.files.git import _git_listing, _Listing, _repo_root, _spawn_git_listing, _walk_listing, let_finish
-from vx.model import InputSet
 from vx.files.tree import _WALK_SKIP, _base, _root_path, _symlinked_ancestor, _under, _walk_files
+from vx.model import InputSet
 
 FINGERPRINT_FILES = (
-    "pnpm-lock.yaml", "package-lock.json", "npm-shrinkwrap.json", "yarn.lock", "bun.lock",
-    "bun.lockb", "pnpm-workspace.yaml", ".yarnrc.yml", ".npmrc", "bunfig.toml",
+    "pnpm-lock.yaml",
+    "package-lock.json",
+    "npm-shrinkwrap.json",
+    "yarn.lock",
+    "bun.lock",
+    "bun.lockb",
+    "pnpm-workspace.yaml",
+    ".yarnrc.yml",
+    ".npmrc",
+    "bunfig.toml",
 )
 
 # KEY-17: never inputs, whatever the globs say.
@@ -119,17 +134,26 @@ class FileIndex:
         self._paths = [p for p in listing.paths if not _never_input(p, listing.untracked)]
         self._memo = _BlobMemo(memo_path, listing.algo)
         self._identities: dict[str, str | None] = {}
-        self._ignored: list[str] | None = None  # git's ignored files and dirs, sorted, when first asked
+        self._ignored: list[str] | None = (
+            None  # git's ignored files and dirs, sorted, when first asked
+        )
         self._ignored_heads: set[str] = set()
-        self._ignored_below: dict[str, list[str]] = {}  # a project base -> what is ignored at or below it
+        self._ignored_below: dict[
+            str, list[str]
+        ] = {}  # a project base -> what is ignored at or below it
         self._wide: dict[tuple, list[str]] = {}  # workspace globs -> the paths they select
         self._reached: set[str] = set()  # ignored files some task's globs reached
         self.toplevel: Path | None = None  # the git repository's root, when git listed
-        self.fingerprinted: list[str] = []  # the paths `fingerprint` folded: re-checked after tasks (EX-19)
+        self.fingerprinted: list[
+            str
+        ] = []  # the paths `fingerprint` folded: re-checked after tasks (EX-19)
         # Symlinks followed for keys (vx.files.links): the paths seen through a directory link join the
         # candidates, each an alias of the real path whose identity it takes.
-        self._links = links.find(root, [p for p in listing.links if not _never_input(p, listing.untracked)]) \
-            if listing.links else links.Links()
+        self._links = (
+            links.find(root, [p for p in listing.links if not _never_input(p, listing.untracked)])
+            if listing.links
+            else links.Links()
+        )
         self._alias: dict[str, str] = {}
         if self._links.dirs:
             self._alias = links.aliases(self._links, self._paths, self._below)
@@ -198,7 +222,11 @@ class FileIndex:
 
     def _followed(self, link: str, fresh: bool = False) -> str | None:
         """A link to a file: its own identity and that of the content it leads to."""
-        own = self._hash_from_disk(link) if fresh else (self._l.trusted.get(link) or self._hash_from_disk(link))
+        own = (
+            self._hash_from_disk(link)
+            if fresh
+            else (self._l.trusted.get(link) or self._hash_from_disk(link))
+        )
         target = self._links.files[link]
         content = self._hash_from_disk(target) if fresh else self._identity(target)
         return f"{own}>{content}" if own and content else own
@@ -227,8 +255,11 @@ class FileIndex:
         except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError as e:
-            raise EnvironmentFailure(f"cannot read input file {path}", facts=(str(e),),
-                                     hint="check the file's permissions") from None
+            raise EnvironmentFailure(
+                f"cannot read input file {path}",
+                facts=(str(e),),
+                hint="check the file's permissions",
+            ) from None
         return oid
 
     def _regular_oid(self, path: str, abs_path: str) -> str:
@@ -252,7 +283,9 @@ class FileIndex:
             return [(0, len(paths))]
         i = bisect.bisect_left(paths, path)
         own = [(i, i + 1)] if i < len(paths) and paths[i] == path else []
-        return own + [(bisect.bisect_left(paths, path + "/"), bisect.bisect_left(paths, path + "0"))]
+        return own + [
+            (bisect.bisect_left(paths, path + "/"), bisect.bisect_left(paths, path + "0"))
+        ]
 
     def _candidates(self, base: str, roots: Sequence[str], skip: Sequence[str]) -> list[str]:
         """Listed paths under the glob roots, minus the `skip` subtrees (nested projects)."""
@@ -269,7 +302,7 @@ class FileIndex:
         """KEY-17: a task's own outputs are never its inputs (a `!` taken-back output stays one)."""
         if excluded is None or not path.startswith(base):
             return True
-        return not excluded.match(path[len(base):])
+        return not excluded.match(path[len(base) :])
 
     def inputs(
         self,
@@ -299,10 +332,16 @@ class FileIndex:
         if workspace_globs:
             # Shared by every task (turbo's globalDependencies): selected once per run, since a
             # glob like `**/.env.*local` walks each ignored directory it can reach.
-            memo = (workspace_globs.patterns, workspace_globs.turbo, excluded_workspace and excluded_workspace.patterns)
+            memo = (
+                workspace_globs.patterns,
+                workspace_globs.turbo,
+                excluded_workspace and excluded_workspace.patterns,
+            )
             chosen = self._wide.get(memo)
             if chosen is None:
-                chosen = self._wide[memo] = self._select("", workspace_globs, (), excluded_workspace, workspace_globs)
+                chosen = self._wide[memo] = self._select(
+                    "", workspace_globs, (), excluded_workspace, workspace_globs
+                )
             wide = [p for p in chosen if self._not_output(p, base, excluded)]
         ids = self._identities_of(own + wide if wide else own)
         # KEY-23: a pattern whose only matches vanished before they were hashed matched nothing.
@@ -316,8 +355,11 @@ class FileIndex:
         """A link out of the workspace that the globs reach cannot be keyed: refused, by name."""
         cut = len(base)
         for link, target in self._links.outside.items():
-            if link.startswith(base) and not _under(link, frozenset(nested)) and \
-                    (globs.match(link[cut:]) or globs.could_match_under(link[cut:])):
+            if (
+                link.startswith(base)
+                and not _under(link, frozenset(nested))
+                and (globs.match(link[cut:]) or globs.could_match_under(link[cut:]))
+            ):
                 message, hint = links.refusal(link, link[cut:], target)
                 raise ConfigError(message, file=link, hint=hint)
 
@@ -333,21 +375,31 @@ class FileIndex:
             self._memo.flush()
         return ids
 
-    def _select(self, base: str, globs: GlobSet, nested: Sequence[str], excluded: GlobSet | None,
-                reach: GlobSet | None = None) -> list[str]:
+    def _select(
+        self,
+        base: str,
+        globs: GlobSet,
+        nested: Sequence[str],
+        excluded: GlobSet | None,
+        reach: GlobSet | None = None,
+    ) -> list[str]:
         """Listed paths matching `globs` below `base`, and the ignored files `reach` reaches, minus
         the task's outputs (every candidate is below `base`, so the output globs match the cut path
         directly)."""
         match, cut = globs.match, len(base)
         chosen: list[str] = []
-        for root in globs.roots():  # a root the globs cover whole (`src` of `src/**`) needs no matching
+        for (
+            root
+        ) in globs.roots():  # a root the globs cover whole (`src` of `src/**`) needs no matching
             found = self._candidates(base, (root,), nested)
             chosen += found if globs.covers(root) else [p for p in found if match(p[cut:])]
         if reach and (self._l.ignored_files or self._l.ignored_dirs):
             ignored = self._ignored_inputs(base, reach, nested)
             if ignored:
                 self._reached.update(ignored)
-                chosen = list(dict.fromkeys(chosen + ignored))  # a tracked file in an ignored dir comes twice
+                chosen = list(
+                    dict.fromkeys(chosen + ignored)
+                )  # a tracked file in an ignored dir comes twice
         if excluded and _overlap(globs.roots(), excluded.roots()):
             out = excluded.match
             chosen = [p for p in chosen if not out(p[cut:])]
@@ -373,18 +425,24 @@ class FileIndex:
             up = start.rpartition("/")[0]
             while up not in heads:  # the nearest directory above with something ignored at or below
                 up = up.rpartition("/")[0]
-            return [up] if up in dirs else []  # the ignored dir holding `start` (git reports the outermost)
+            return (
+                [up] if up in dirs else []
+            )  # the ignored dir holding `start` (git reports the outermost)
         found = self._ignored
         return [p for lo, hi in self._range(start, found) for p in found[lo:hi]]
 
-    def _ignored_inputs(self, base: str, reach: GlobSet, nested: Sequence[str], present: bool = False) -> list[str]:
+    def _ignored_inputs(
+        self, base: str, reach: GlobSet, nested: Sequence[str], present: bool = False
+    ) -> list[str]:
         """The ignored files `reach` reaches below `base`: those git names one by one, and the
         files of an ignored directory some glob reaches — only such a directory is walked, pruned
         by the globs. `present` keeps only files on disk now (for the re-check)."""
         cut, dirs = len(base), self._l.ignored_dirs
         out: list[str] = []
         nested_set = frozenset(nested)
-        if base:  # what is ignored in a project is few paths (its dist, a .env): ask the globs of each
+        if (
+            base
+        ):  # what is ignored in a project is few paths (its dist, a .env): ask the globs of each
             below = self._ignored_below.get(base)
             if below is None:
                 below = self._ignored_below[base] = self._ignored_entries(base[:-1])
@@ -397,30 +455,49 @@ class FileIndex:
             start = _root_path(base, root)
             for entry in self._ignored_entries(start):
                 rel = entry[cut:]
-                if not rel or not entry.startswith(base) or _under(entry, nested_set) or _never_input(entry, ()):
+                if (
+                    not rel
+                    or not entry.startswith(base)
+                    or _under(entry, nested_set)
+                    or _never_input(entry, ())
+                ):
                     continue
                 part = reach.toward(rel)
                 if part is None:
                     continue
                 if entry not in dirs:
-                    if part.match(rel) and (not present or os.path.lexists(os.path.join(self.root, entry))):
+                    if part.match(rel) and (
+                        not present or os.path.lexists(os.path.join(self.root, entry))
+                    ):
                         out.append(entry)
                     continue
-                out += self._walk_ignored(start if len(start) > len(entry) else entry, part, cut, nested_set)
+                out += self._walk_ignored(
+                    start if len(start) > len(entry) else entry, part, cut, nested_set
+                )
         return out
 
-    def _walk_ignored(self, start: str, part: GlobSet, cut: int, nested: frozenset[str]) -> list[str]:
+    def _walk_ignored(
+        self, start: str, part: GlobSet, cut: int, nested: frozenset[str]
+    ) -> list[str]:
         if _symlinked_ancestor(self.root, start):
             return []
         into_modules = part.names("node_modules")
 
         def descend(rel: str) -> bool:
             name = rel.rpartition("/")[2]
-            if name in (".git", ".vx") or (name == "node_modules" and not into_modules) or _under(rel, nested):
+            if (
+                name in (".git", ".vx")
+                or (name == "node_modules" and not into_modules)
+                or _under(rel, nested)
+            ):
                 return False
             return part.could_match_under(rel[cut:])
 
-        return [p for p in _walk_files(self.root, start, descend) if part.match(p[cut:]) and not _never_input(p, ())]
+        return [
+            p
+            for p in _walk_files(self.root, start, descend)
+            if part.match(p[cut:]) and not _never_input(p, ())
+        ]
 
     def _reaches(self, path: str, entry: str, query) -> bool:
         """Whether a new ignored `path`, ignored as `entry` (itself or its outermost ignored
@@ -428,18 +505,24 @@ class FileIndex:
         base, reach, ws_reach = query
         for b, globs in ((base, reach), ("", ws_reach)):
             if globs and entry.startswith(b) and entry != b.rstrip("/"):
-                part = globs.toward(entry[len(b):])
-                if part is not None and part.match(path[len(b):]):
+                part = globs.toward(entry[len(b) :])
+                if part is not None and part.match(path[len(b) :]):
                     return True
         return False
 
     def unmatched_now(self, query, patterns: Sequence[str]) -> tuple[str, ...]:
         """Of `patterns`, unmatched when the run was planned, those that still match no file on
         disk: an upstream task may have written what they name since (KEY-23)."""
-        found = self._walk_inputs(query.project_dir, query.globs, query.workspace_globs, query.excluded,
-                                  query.nested, query.reach)
+        found = self._walk_inputs(
+            query.project_dir,
+            query.globs,
+            query.workspace_globs,
+            query.excluded,
+            query.nested,
+            query.reach,
+        )
         base = _base(query.project_dir)
-        still = set(query.globs.unmatched([p[len(base):] for p in found if p.startswith(base)]))
+        still = set(query.globs.unmatched([p[len(base) :] for p in found if p.startswith(base)]))
         if query.workspace_globs:
             still |= set(query.workspace_globs.unmatched(found))
         return tuple(p for p in patterns if p in still)
@@ -451,7 +534,9 @@ class FileIndex:
         identities planning read already) before a task runs."""
         files = list(inputs.files) if inputs is not None else []
         if self._links.files:  # what a file link leads to is re-checked too
-            files += [(t, self.identity(t)) for t in (self._links.files.get(p) for p, _ in files) if t]
+            files += [
+                (t, self.identity(t)) for t in (self._links.files.get(p) for p, _ in files) if t
+            ]
         files += [(p, self.identity(p)) for p in extra]
         stats: list[tuple[str, Stat | None]] = []
         for path, _ in files:
@@ -497,17 +582,27 @@ class FileIndex:
             q = project_dir
             started_ns = globs if started_ns is None else started_ns
             project_dir, globs, workspace_globs, excluded, nested, reach = (
-                q.project_dir, q.globs, q.workspace_globs, q.excluded, q.nested, getattr(q, "reach", None))
+                q.project_dir,
+                q.globs,
+                q.workspace_globs,
+                q.excluded,
+                q.nested,
+                getattr(q, "reach", None),
+            )
         since = self.started_ns if started_ns is None else min(started_ns, self.started_ns)
         changed = self._first_changed(snapshot, since)
         if changed is not None:
             return changed
         known = {p for p, _ in snapshot.stats}
         now = self._walk_inputs(project_dir, globs, workspace_globs, excluded, nested, reach)
-        return self._first_not_ignored(sorted(now - known), (_base(project_dir), globs if reach is None else reach,
-                                                              workspace_globs))
+        return self._first_not_ignored(
+            sorted(now - known),
+            (_base(project_dir), globs if reach is None else reach, workspace_globs),
+        )
 
-    def task_snapshot(self, inputs: InputSet | None, project_dir: str, package_json: str) -> Snapshot:
+    def task_snapshot(
+        self, inputs: InputSet | None, project_dir: str, package_json: str
+    ) -> Snapshot:
         """A task's snapshot: its inputs, its package.json (`package_json` is the identity its key
         used) and the files the fingerprint folded (EX-19), each of which its key also used."""
         path = f"{project_dir}/package.json" if project_dir else "package.json"
@@ -524,13 +619,19 @@ class FileIndex:
         files since git listed them. `query` carries what `changed_since` takes."""
         q, base = query, _base(query.project_dir)
         reach = getattr(q, "reach", None)
-        found = self._walk_inputs(q.project_dir, q.globs, q.workspace_globs, q.excluded, q.nested, reach)
-        kept = self._not_ignored(sorted(found), (base, q.globs if reach is None else reach, q.workspace_globs))
+        found = self._walk_inputs(
+            q.project_dir, q.globs, q.workspace_globs, q.excluded, q.nested, reach
+        )
+        kept = self._not_ignored(
+            sorted(found), (base, q.globs if reach is None else reach, q.workspace_globs)
+        )
         hashed = {p: self._hash_from_disk(p) for p in kept}
         self._memo.flush()
         ids = {p: oid for p, oid in hashed.items() if oid is not None}
         present = [p for p in kept if p in ids]
-        unmatched = q.globs.unmatched([p[len(base):] for p in present if p.startswith(base)])  # as unmatched_now
+        unmatched = q.globs.unmatched(
+            [p[len(base) :] for p in present if p.startswith(base)]
+        )  # as unmatched_now
         if q.workspace_globs:
             unmatched += q.workspace_globs.unmatched(present)
         return InputSet(tuple((p, ids[p]) for p in present), unmatched)
@@ -557,7 +658,11 @@ class FileIndex:
                 if before is not None and not (idents and idents[i] == ""):
                     return path
                 continue
-            if before is None or _stat_key(st) != before or max(st.st_mtime_ns, st.st_ctime_ns) >= limit:
+            if (
+                before is None
+                or _stat_key(st) != before
+                or max(st.st_mtime_ns, st.st_ctime_ns) >= limit
+            ):
                 # Touched, or inside the racy window: only its bytes can tell. A file rewritten with
                 # the bytes the key used (a build that regenerates a tracked file, a checkout just
                 # before the run) is unchanged; without the key's identity it counts as changed.
@@ -575,7 +680,9 @@ class FileIndex:
         except EnvironmentFailure:
             return None
 
-    def _walk_inputs(self, project_dir, globs, workspace_globs, excluded, nested, reach=None) -> set[str]:
+    def _walk_inputs(
+        self, project_dir, globs, workspace_globs, excluded, nested, reach=None
+    ) -> set[str]:
         """What `inputs` would choose from the file system as it is now (no git)."""
         base = _base(project_dir)
         reach = globs if reach is None else reach
@@ -585,13 +692,18 @@ class FileIndex:
             walked += self._walk_matching("", workspace_globs, ())
         if self._l.ignored_files or self._l.ignored_dirs:
             if reach:
-                found.update(p for p in self._ignored_inputs(base, reach, nested, present=True)
-                             if self._not_output(p, base, excluded))
+                found.update(
+                    p
+                    for p in self._ignored_inputs(base, reach, nested, present=True)
+                    if self._not_output(p, base, excluded)
+                )
             if workspace_globs:
                 found.update(self._ignored_inputs("", workspace_globs, (), present=True))
         for path in walked:
             untracked = path in self._l.untracked or path not in self._path_set
-            if not _never_input(path, (path,) if untracked else ()) and self._not_output(path, base, excluded):
+            if not _never_input(path, (path,) if untracked else ()) and self._not_output(
+                path, base, excluded
+            ):
                 found.add(path)
         return found
 
@@ -608,19 +720,39 @@ class FileIndex:
 
         for root in globs.roots():
             start = _root_path(base, root)
-            if _under(start, ignored_dirs) or _under(start, inner) or _symlinked_ancestor(self.root, start):
+            if (
+                _under(start, ignored_dirs)
+                or _under(start, inner)
+                or _symlinked_ancestor(self.root, start)
+            ):
                 continue
             for path in _walk_files(self.root, start, descend):
-                if path not in ignored_files and not _under(path, ignored_dirs) and globs.match(path[cut:]):
+                if (
+                    path not in ignored_files
+                    and not _under(path, ignored_dirs)
+                    and globs.match(path[cut:])
+                ):
                     yield path
+
         def into(rel: str) -> bool:
             return rel.rpartition("/")[2] not in _WALK_SKIP and not _under(rel, ignored_dirs)
 
-        for link, target in self._links.dirs.items():  # what a directory link leads to, seen through it
-            if link.startswith(base) and not _under(link, inner) and globs.could_match_under(link[cut:]):
+        for (
+            link,
+            target,
+        ) in self._links.dirs.items():  # what a directory link leads to, seen through it
+            if (
+                link.startswith(base)
+                and not _under(link, inner)
+                and globs.could_match_under(link[cut:])
+            ):
                 for real in _walk_files(self.root, target, into):
-                    path = link + real[len(target):]
-                    if real not in ignored_files and not _under(real, ignored_dirs) and globs.match(path[cut:]):
+                    path = link + real[len(target) :]
+                    if (
+                        real not in ignored_files
+                        and not _under(real, ignored_dirs)
+                        and globs.match(path[cut:])
+                    ):
                         yield path
 
     def _first_not_ignored(self, new: list[str], query=None) -> str | None:
@@ -643,13 +775,20 @@ class FileIndex:
             dirs = self._check_ignore(ancestors) if ancestors else set()
             for p in ignored:
                 entries[p] = next((p[:i] for i in _slashes(p) if dirs is None or p[:i] in dirs), p)
-        return [p for p in new if p not in ignored or (query is not None and self._reaches(p, entries[p], query))]
+        return [
+            p
+            for p in new
+            if p not in ignored or (query is not None and self._reaches(p, entries[p], query))
+        ]
 
     def _check_ignore(self, paths: list[str]) -> set[str] | None:
         """Which of `paths` git ignores; None when git failed."""
         proc = subprocess.run(
-            ["git", "check-ignore", "--stdin", "-z"], cwd=self.root, input="\0".join(paths).encode() + b"\0",
-            capture_output=True, env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
+            ["git", "check-ignore", "--stdin", "-z"],
+            cwd=self.root,
+            input="\0".join(paths).encode() + b"\0",
+            capture_output=True,
+            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
         )
         if proc.returncode not in (0, 1):
             return None
@@ -662,8 +801,11 @@ def _slashes(path: str) -> list[int]:
 
 def _overlap(roots: Sequence[str], others: Sequence[str]) -> bool:
     """Whether a path could lie under one of `roots` and one of `others` (glob roots: literal heads)."""
-    return any(a == b or not a or not b or a.startswith(b + "/") or b.startswith(a + "/")
-               for a in roots for b in others)
+    return any(
+        a == b or not a or not b or a.startswith(b + "/") or b.startswith(a + "/")
+        for a in roots
+        for b in others
+    )
 
 
 def _subtract(lo: int, hi: int, holes: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -52,7 +52,7 @@ def find(root: Path, candidates: Iterable[str]) -> Links:
             continue  # dangling: keyed as the link alone
         witness.probed(real)
         inside = real == top or real.startswith(top + "/")
-        target = real[len(top) + 1:] if inside and real != top else ("" if inside else real)
+        target = real[len(top) + 1 :] if inside and real != top else ("" if inside else real)
         if stat.S_ISREG(st.st_mode):
             out.files[rel] = target if inside else real
         elif not stat.S_ISDIR(st.st_mode):
@@ -79,7 +79,9 @@ def aliases(links: Links, paths: list[str], span) -> dict[str, str]:
 def refusal(link: str, shown: str, target: str) -> tuple[str, str]:
     """The message and hint for inputs that reach `link` (`shown` as the task's globs see it), a
     link out of the workspace."""
-    return (f"input {link} is a symlink to {target}, a directory outside the workspace: vx keys "
-            f"only what the workspace holds",
-            f"move or copy it into the workspace (or make it a package and depend on it), or leave it "
-            f"out of cache.inputs with `!{shown}` and `!{shown}/**`")
+    return (
+        f"input {link} is a symlink to {target}, a directory outside the workspace: vx keys "
+        f"only what the workspace holds",
+        f"move or copy it into the workspace (or make it a package and depend on it), or leave it "
+        f"out of cache.inputs with `!{shown}` and `!{shown}/**`",
+    )

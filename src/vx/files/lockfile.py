@@ -94,11 +94,17 @@ def _canon(value) -> str:
 # ---------------------------------------------------------------- entry point
 
 
-def closures(root: str, name: str, ident: str, projects: dict[str, dict], memo_dir: str | None) -> dict[str, Closure]:
+def closures(
+    root: str, name: str, ident: str, projects: dict[str, dict], memo_dir: str | None
+) -> dict[str, Closure]:
     """Each project dir's closure in lockfile `name` (whose identity is `ident`). `projects` maps
     a project dir to `{"name": …, "manifest": identity}`; yarn classic also reads the manifests."""
-    yarn_classic = name == "yarn.lock"  # either flavour: berry ignores the manifests' part of the key
-    shape = _canon(sorted((d, p["name"], p["manifest"] if yarn_classic else "") for d, p in projects.items()))
+    yarn_classic = (
+        name == "yarn.lock"
+    )  # either flavour: berry ignores the manifests' part of the key
+    shape = _canon(
+        sorted((d, p["name"], p["manifest"] if yarn_classic else "") for d, p in projects.items())
+    )
     memo_key = f"{name}-{ident}-{_short(shape)}{_short(shape[::-1])}"
     memo = _memo_read(memo_dir, memo_key)
     if memo is not None:
@@ -109,14 +115,20 @@ def closures(root: str, name: str, ident: str, projects: dict[str, dict], memo_d
         with open(path, "rb") as f:
             raw = f.read()
     except OSError as exc:
-        raise ConfigError(f"cannot read the lockfile: {exc.strerror}", file=name,
-                          hint="check its permissions, or delete it and install again") from None
+        raise ConfigError(
+            f"cannot read the lockfile: {exc.strerror}",
+            file=name,
+            hint="check its permissions, or delete it and install again",
+        ) from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = raw[:exc.start].count(b"\n") + 1
-        raise ConfigError("the lockfile is not UTF-8 text", file=f"{name}:{line}",
-                          hint="reinstall to rewrite it (e.g. `npm install`, `pnpm install`)") from None
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError(
+            "the lockfile is not UTF-8 text",
+            file=f"{name}:{line}",
+            hint="reinstall to rewrite it (e.g. `npm install`, `pnpm install`)",
+        ) from None
     out = of_text(root, name, text, projects)
     _memo_write(memo_dir, memo_key, out)
     return out
@@ -164,8 +176,11 @@ class _Graph:
             self._root_digest = self._fold(xxhash.xxh3_64(), sorted(self._root)).hexdigest()
         own = sorted(self._reach([f"i:{project_dir}"], set(self._root)) - self._root)
         h = xxhash.xxh3_64()
-        h.update(f"global\0{len(self.global_part)}\0{self.global_part}\0root\0{self._root_digest}\0"
-                 .encode("utf-8", "surrogateescape"))
+        h.update(
+            f"global\0{len(self.global_part)}\0{self.global_part}\0root\0{self._root_digest}\0".encode(
+                "utf-8", "surrogateescape"
+            )
+        )
         parts: dict[str, str] = {}
         self._fold(h, own, parts)
         return Closure(h.hexdigest(), self._root_digest, parts)
@@ -200,8 +215,11 @@ class _Graph:
 
 
 def _refuse(name: str, line: int, what: str) -> NoReturn:
-    raise ConfigError(f"cannot read the lockfile: {what}", file=f"{name}:{line}",
-                      hint="was it edited by hand or cut short? reinstall to rewrite it")
+    raise ConfigError(
+        f"cannot read the lockfile: {what}",
+        file=f"{name}:{line}",
+        hint="was it edited by hand or cut short? reinstall to rewrite it",
+    )
 
 
 # ---------------------------------------------------------------- a block-YAML subset
@@ -240,7 +258,7 @@ def _yaml_docs(name: str, text: str) -> list[dict]:
             stack[0] = (-1, doc)
             continue
         indent = len(line) - len(line.lstrip(" "))
-        if "\t" in line[:indent + 1]:
+        if "\t" in line[: indent + 1]:
             _refuse(name, no, "a tab in the indentation")
         if pending is not None:
             p_indent, parent, key = pending
@@ -277,7 +295,7 @@ def _key(name: str, no: int, s: str) -> tuple[str, str]:
         q, i, out = s[0], 1, []
         while i < len(s):
             c = s[i]
-            if q == "'" and c == "'" and s[i + 1:i + 2] == "'":
+            if q == "'" and c == "'" and s[i + 1 : i + 2] == "'":
                 out.append("'")
                 i += 2
                 continue
@@ -291,20 +309,24 @@ def _key(name: str, no: int, s: str) -> tuple[str, str]:
             i += 1
         else:
             _refuse(name, no, "a quoted key is not closed")
-        after = s[i + 1:]
+        after = s[i + 1 :]
         if not after.startswith(":"):
             _refuse(name, no, "a quoted key is not followed by `:`")
         return "".join(out), after[1:].strip()
     m = _PLAIN_KEY.match(s)
     if m is None:
         _refuse(name, no, f"expected `key: value`, found `{s[:60]}`")
-    return m.group(1), s[m.end():].strip()
+    return m.group(1), s[m.end() :].strip()
 
 
 def _scalar(s: str) -> str:
     if len(s) >= 2 and s[0] == s[-1] and s[0] in "'\"":
         body = s[1:-1]
-        return body.replace("''", "'") if s[0] == "'" else body.replace('\\"', '"').replace("\\\\", "\\")
+        return (
+            body.replace("''", "'")
+            if s[0] == "'"
+            else body.replace('\\"', '"').replace("\\\\", "\\")
+        )
     return s
 
 
@@ -317,14 +339,23 @@ _DEP_FIELDS = ("dependencies", "devDependencies", "optionalDependencies")
 
 def _pnpm(name: str, text: str) -> _Graph:
     docs = _yaml_docs(name, text)
-    main = next((d for d in reversed(docs) if "importers" in d or "packages" in d or "dependencies" in d),
-                docs[-1] if docs else {})
+    main = next(
+        (d for d in reversed(docs) if "importers" in d or "packages" in d or "dependencies" in d),
+        docs[-1] if docs else {},
+    )
     others = [d for d in docs if d is not main]
     version = str(main.get("lockfileVersion", ""))
     if not version:
         _refuse(name, 1, "no `lockfileVersion`")
     major = version.split(".")[0]
-    graph = _Graph(_canon([others, {k: v for k, v in main.items() if k not in ("importers", "packages", "snapshots")}]))
+    graph = _Graph(
+        _canon(
+            [
+                others,
+                {k: v for k, v in main.items() if k not in ("importers", "packages", "snapshots")},
+            ]
+        )
+    )
     importers = main.get("importers")
     if not isinstance(importers, dict):  # a single-project lockfile: its root holds the importer
         importers = {".": {k: main[k] for k in (*_DEP_FIELDS, "specifiers") if k in main}}
@@ -345,13 +376,17 @@ def _pnpm(name: str, text: str) -> _Graph:
 
     def refs(block, at_dir: str | None) -> list[str]:
         out = []
-        for field in _DEP_FIELDS:  # peers are resolved into `dependencies` (ranges in `peerDependencies`)
+        for (
+            field
+        ) in _DEP_FIELDS:  # peers are resolved into `dependencies` (ranges in `peerDependencies`)
             deps = block.get(field)
             if not isinstance(deps, dict):
                 continue
             for dep, ref in deps.items():
                 ref = ref.get("version", "") if isinstance(ref, dict) else str(ref)
-                if ref.startswith("link:"):  # a workspace package (from a package entry: left to its importer)
+                if ref.startswith(
+                    "link:"
+                ):  # a workspace package (from a package entry: left to its importer)
                     if at_dir is not None:
                         out.append("i:" + _norm_dir(os.path.join(at_dir, ref[5:])))
                 elif ref:
@@ -425,13 +460,19 @@ def _npm(name: str, text: str) -> _Graph:
             return "i:" + _norm_dir(meta["resolved"])
         return "e:" + loc
 
-    importers = {loc for loc, meta in packages.items()
-                 if "node_modules/" not in f"/{loc}" and isinstance(meta, dict)}
+    importers = {
+        loc
+        for loc, meta in packages.items()
+        if "node_modules/" not in f"/{loc}" and isinstance(meta, dict)
+    }
     for loc, meta in packages.items():
         if not isinstance(meta, dict):
-            _refuse(name, 1, f"`packages[\"{loc}\"]` is not an object")
-        fields = (*_DEP_FIELDS, "peerDependencies") if loc in importers else \
-            ("dependencies", "optionalDependencies", "peerDependencies")
+            _refuse(name, 1, f'`packages["{loc}"]` is not an object')
+        fields = (
+            (*_DEP_FIELDS, "peerDependencies")
+            if loc in importers
+            else ("dependencies", "optionalDependencies", "peerDependencies")
+        )
         out = []
         for field in fields:
             deps = meta.get(field)
@@ -504,7 +545,7 @@ def _bun(name: str, text: str) -> _Graph:
         graph.edges["i:" + d] = refs(block, [block["name"]] if d and block.get("name") else [])
     for key, entry in packages.items():
         if not isinstance(entry, list):
-            _refuse(name, 1, f"`packages[\"{key}\"]` is not an array")
+            _refuse(name, 1, f'`packages["{key}"]` is not an array')
         graph.entries[key] = _canon(entry)
         graph.labels["e:" + key] = str(entry[0]) if entry else key
         meta = next((e for e in entry[1:] if isinstance(e, dict)), {})
@@ -595,14 +636,23 @@ def _yarn_classic(name: str, text: str, root: str, projects: dict[str, dict]) ->
     for key, body in entries.items():
         graph.entries[key] = "\n".join(body)
         first = key.split(",")[0].strip().strip('"')
-        version = next((b.split()[1].strip('"') for b in body if b.startswith("  version ") and len(b.split()) > 1), "")
-        dep_name = first[:first.index("@", 1)] if "@" in first[1:] else first
+        version = next(
+            (
+                b.split()[1].strip('"')
+                for b in body
+                if b.startswith("  version ") and len(b.split()) > 1
+            ),
+            "",
+        )
+        dep_name = first[: first.index("@", 1)] if "@" in first[1:] else first
         graph.entries[key] = dep_name + "\n" + graph.entries[key]
         graph.labels["e:" + key] = f"{dep_name}@{version}"
         graph.edges["e:" + key] = [n for n in (node_for(d, r) for d, r in dep_lines(body)) if n]
     for d in projects:
         manifest = _manifest(root, d)
-        graph.importers[d] = _canon({f: manifest.get(f) for f in (*_DEP_FIELDS, "peerDependencies", "resolutions")})
+        graph.importers[d] = _canon(
+            {f: manifest.get(f) for f in (*_DEP_FIELDS, "peerDependencies", "resolutions")}
+        )
         out = []
         for field in _DEP_FIELDS:
             deps = manifest.get(field)
@@ -651,18 +701,23 @@ def _memo_write(memo_dir: str | None, key: str, out: dict[str, Closure]) -> None
         return  # the store makes the cache dir (with its .gitignore): the next run writes the memo
     try:
         os.makedirs(memo_dir, mode=0o700, exist_ok=True)
-        for suffix, body in ((".parts", {d: c.parts for d, c in out.items()}),
-                             (".json", {d: [c.digest, c.root] for d, c in out.items()})):
+        for suffix, body in (
+            (".parts", {d: c.parts for d, c in out.items()}),
+            (".json", {d: [c.digest, c.root] for d, c in out.items()}),
+        ):
             tmp = os.path.join(memo_dir, f".{key}{suffix}.{os.getpid()}.tmp")
             with open(tmp, "wb") as f:
                 f.write(msgspec.json.encode(body))
             os.replace(tmp, os.path.join(memo_dir, key + suffix))
-        old = sorted((e for e in os.scandir(memo_dir) if e.name.endswith(".json")),
-                     key=lambda e: e.stat().st_mtime_ns, reverse=True)
+        old = sorted(
+            (e for e in os.scandir(memo_dir) if e.name.endswith(".json")),
+            key=lambda e: e.stat().st_mtime_ns,
+            reverse=True,
+        )
         for e in old[MEMO_KEEP:]:
             os.unlink(e.path)
             try:
-                os.unlink(e.path[:-len(".json")] + ".parts")
+                os.unlink(e.path[: -len(".json")] + ".parts")
             except OSError:
                 pass
     except OSError:
@@ -678,8 +733,10 @@ def fingerprints(root, packages, index, settings: str, memo_dir) -> dict[str, tu
     `vx why`, the `(lockfile name, Closure)` pairs it folded. `packages` are the workspace's members."""
     found = [(name, ident) for name in LOCKFILES if (ident := index.identity(name))]
     yarn = any(name == "yarn.lock" for name, _ in found)  # only yarn classic reads the manifests
-    projects = {p.dir: {"name": p.name, "manifest": index.identity(p.manifest_path) if yarn else ""}
-                for p in packages}
+    projects = {
+        p.dir: {"name": p.name, "manifest": index.identity(p.manifest_path) if yarn else ""}
+        for p in packages
+    }
     per = [(name, closures(str(root), name, ident, projects, memo_dir)) for name, ident in found]
     head = f"settings\0{settings}\0".encode()
     out = {}

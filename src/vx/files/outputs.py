@@ -47,15 +47,25 @@ def _output_descend(base: str, globs: GlobSet, nested: Sequence[str]) -> Callabl
 
     def descend(rel: str) -> bool:
         name = rel.rpartition("/")[2]
-        if name in (".git", ".vx") or (name == "node_modules" and not allow_nm) or _under(rel, inner):
+        if (
+            name in (".git", ".vx")
+            or (name == "node_modules" and not allow_nm)
+            or _under(rel, inner)
+        ):
             return False
         return globs.could_match_under(rel[cut:])
 
     return descend
 
 
-def _walk_output_set(root: Path, base: str, globs: GlobSet, nested: Sequence[str],
-                     seen: dict[str, bool | None] | None, notes) -> set[str]:
+def _walk_output_set(
+    root: Path,
+    base: str,
+    globs: GlobSet,
+    nested: Sequence[str],
+    seen: dict[str, bool | None] | None,
+    notes,
+) -> set[str]:
     found = set()
     cut = len(base)
     descend = _output_descend(base, globs, nested)
@@ -70,8 +80,14 @@ def _walk_output_set(root: Path, base: str, globs: GlobSet, nested: Sequence[str
 
 
 def walk_outputs(
-    root: Path, project_dir: str, globs: GlobSet | None, workspace_globs: GlobSet | None = None,
-    *, nested: Sequence[str] = (), seen: dict[str, bool | None] | None = None, notes=witness.UNNOTED,
+    root: Path,
+    project_dir: str,
+    globs: GlobSet | None,
+    workspace_globs: GlobSet | None = None,
+    *,
+    nested: Sequence[str] = (),
+    seen: dict[str, bool | None] | None = None,
+    notes=witness.UNNOTED,
 ) -> list[str]:
     """The files and symlinks that now match a task's declared outputs, sorted (LC-08).
 
@@ -80,15 +96,22 @@ def walk_outputs(
     `seen` shares ancestor checks across a batch of walks (the hit lane's). What the walk
     reads is no planning input: `notes` (by default, nobody) hears of it.
     """
-    found = _walk_output_set(root, _base(project_dir), globs, nested, seen, notes) if globs else set()
+    found = (
+        _walk_output_set(root, _base(project_dir), globs, nested, seen, notes) if globs else set()
+    )
     if workspace_globs:
         found |= _walk_output_set(root, "", workspace_globs, (), seen, notes)
     return sorted(found)
 
 
 def wipe_outputs(
-    root: Path, project_dir: str, globs: GlobSet | None, workspace_globs: GlobSet | None = None,
-    *, nested: Sequence[str] = (), owns: Callable[[str], bool] | None = None,
+    root: Path,
+    project_dir: str,
+    globs: GlobSet | None,
+    workspace_globs: GlobSet | None = None,
+    *,
+    nested: Sequence[str] = (),
+    owns: Callable[[str], bool] | None = None,
 ) -> list[str]:
     """Remove every current output (files and links, never a link's target); return what went.
 
@@ -110,8 +133,11 @@ def wipe_outputs(
             except (FileNotFoundError, _Moved):
                 continue
             except OSError as e:
-                raise EnvironmentFailure(f"cannot remove output {path}", facts=(str(e),),
-                                         hint="check the permissions of the file and its directory") from None
+                raise EnvironmentFailure(
+                    f"cannot remove output {path}",
+                    facts=(str(e),),
+                    hint="check the permissions of the file and its directory",
+                ) from None
         _prune_empty_dirs(beneath, removed, _kept_dirs(project_dir, globs, workspace_globs))
     finally:
         beneath.close()
@@ -132,7 +158,9 @@ class _Beneath:
 
     def __init__(self, root: str):
         self.root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        self.chain: list[tuple[str, int]] = []  # (name, fd) of each component of the current directory
+        self.chain: list[
+            tuple[str, int]
+        ] = []  # (name, fd) of each component of the current directory
 
     def remove(self, rel: str, fn: Callable[..., None]) -> None:
         parent, _, name = rel.rpartition("/")
@@ -162,9 +190,13 @@ class _Beneath:
         os.close(self.root_fd)
 
 
-def _kept_dirs(project_dir: str, globs: GlobSet | None, workspace_globs: GlobSet | None) -> set[str]:
+def _kept_dirs(
+    project_dir: str, globs: GlobSet | None, workspace_globs: GlobSet | None
+) -> set[str]:
     base = _base(project_dir)
-    keep = {"", project_dir} | {_root_path(base, r) for r in (globs.wildcard_roots() if globs else ())}
+    keep = {"", project_dir} | {
+        _root_path(base, r) for r in (globs.wildcard_roots() if globs else ())
+    }
     if workspace_globs:
         keep |= set(workspace_globs.wildcard_roots())
     return keep

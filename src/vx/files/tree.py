@@ -59,7 +59,9 @@ def _is_file_or_link(mode: int) -> bool:
     return stat.S_ISREG(mode) or stat.S_ISLNK(mode)
 
 
-def _symlinked_ancestor(root: Path, rel: str, seen: dict[str, bool | None] | None = None, notes=witness) -> str | None:
+def _symlinked_ancestor(
+    root: Path, rel: str, seen: dict[str, bool | None] | None = None, notes=witness
+) -> str | None:
     """The first directory on the way to `rel` that is a symlink (a walk must not pass it).
 
     `seen` remembers each ancestor's answer (True: a link, None: missing) across the walks of
@@ -67,7 +69,11 @@ def _symlinked_ancestor(root: Path, rel: str, seen: dict[str, bool | None] | Non
     parts = rel.split("/")[:-1]
     for i in range(1, len(parts) + 1):
         head = "/".join(parts[:i])
-        link = seen.get(head, False) if seen is not None and head in seen else _is_link(root, head, notes)
+        link = (
+            seen.get(head, False)
+            if seen is not None and head in seen
+            else _is_link(root, head, notes)
+        )
         if seen is not None:
             seen[head] = link
         if link is None:

@@ -24,23 +24,36 @@ from typing import Iterable, Mapping
 
 from vx import witness
 from vx.errors import UsageError
-from vx.files.index import FINGERPRINT_FILES
-from vx.files.globs import GlobSet
 from vx.files.git import check_ref
+from vx.files.globs import GlobSet
+from vx.files.index import FINGERPRINT_FILES
 from vx.model import ROOT_PROJECT, ProjectConfig, TaskGraph, TaskId, Workspace
 
-_WORKSPACE_FILES = ("vx.workspace.json", "vx.workspace.jsonc", "vx.workspace.ts", "vx.workspace.mts",
-                    "vx.workspace.js", "vx.workspace.mjs", "turbo.json", "turbo.jsonc", "package.json")
+_WORKSPACE_FILES = (
+    "vx.workspace.json",
+    "vx.workspace.jsonc",
+    "vx.workspace.ts",
+    "vx.workspace.mts",
+    "vx.workspace.js",
+    "vx.workspace.mjs",
+    "turbo.json",
+    "turbo.jsonc",
+    "package.json",
+)
 _PROJECT_FILES = ("package.json", "turbo.json")
 _FALLBACKS = ("origin/main", "origin/master", "main", "master")
 
 
-def base_ref(root: str, given: str | None, configured: str | None, env: Mapping[str, str] | None = None) -> str:
+def base_ref(
+    root: str, given: str | None, configured: str | None, env: Mapping[str, str] | None = None
+) -> str:
     """CLI-42: the ref given, the workspace's `affectedBase`, a GitHub pull request's base branch
     (`GITHUB_BASE_REF`), then the usual suspects, then HEAD~1."""
     if not _git(root, ["rev-parse", "--git-dir"], "HEAD", quiet=True).strip():
-        raise UsageError(f"--affected compares git commits, and {root} is not in a git repository",
-                         hint="run it in a clone, or name the projects with --filter instead")
+        raise UsageError(
+            f"--affected compares git commits, and {root} is not in a git repository",
+            hint="run it in a clone, or name the projects with --filter instead",
+        )
     if given:
         return check_ref(given)
     if configured:
@@ -49,10 +62,12 @@ def base_ref(root: str, given: str | None, configured: str | None, env: Mapping[
     if pull:
         ref = check_ref(f"origin/{pull}")
         if not _resolves(root, ref):
-            raise UsageError(f"--affected: this is a pull request into `{pull}` (GITHUB_BASE_REF), and {ref} "
-                             "is not in this clone",
-                             hint=f"fetch it first: `git fetch --no-tags origin {pull}:refs/remotes/origin/{pull}` "
-                                  "(or `fetch-depth: 0` in actions/checkout)")
+            raise UsageError(
+                f"--affected: this is a pull request into `{pull}` (GITHUB_BASE_REF), and {ref} "
+                "is not in this clone",
+                hint=f"fetch it first: `git fetch --no-tags origin {pull}:refs/remotes/origin/{pull}` "
+                "(or `fetch-depth: 0` in actions/checkout)",
+            )
         return ref
     if _resolves(root, "origin/HEAD"):
         return "origin/HEAD"
@@ -62,16 +77,22 @@ def base_ref(root: str, given: str | None, configured: str | None, env: Mapping[
             return ref
     if _resolves(root, "HEAD~1"):
         return "HEAD~1"
-    raise UsageError("--affected: no base to compare with (no origin/HEAD, main or master, and HEAD has no parent)",
-                     hint="name one: --affected=<ref>; in a shallow clone, `git fetch --unshallow` first")
+    raise UsageError(
+        "--affected: no base to compare with (no origin/HEAD, main or master, and HEAD has no parent)",
+        hint="name one: --affected=<ref>; in a shallow clone, `git fetch --unshallow` first",
+    )
 
 
 def changed_paths(root: str, ref: str, flag: str = "--affected") -> list[str]:
     """Workspace-relative paths changed since the merge-base of `ref` and HEAD, untracked included;
     git's commands go to the receipt, so a replay sees a new change."""
     base = merge_base(root, ref, flag)
-    paths = _git(root, ["diff", "--name-only", "--no-renames", "--relative", "-z", base], ref, flag=flag).split("\0")
-    paths += _git(root, ["ls-files", "--others", "--exclude-standard", "-z"], ref, flag=flag).split("\0")
+    paths = _git(
+        root, ["diff", "--name-only", "--no-renames", "--relative", "-z", base], ref, flag=flag
+    ).split("\0")
+    paths += _git(root, ["ls-files", "--others", "--exclude-standard", "-z"], ref, flag=flag).split(
+        "\0"
+    )
     return sorted({p for p in paths if p})
 
 
@@ -86,8 +107,12 @@ def merge_base(root: str, ref: str, flag: str = "--affected") -> str:
 # ---------------------------------------------------------------- seeds
 
 
-def seeds(ws: Workspace, configs: Mapping[str, ProjectConfig], paths: Iterable[str],
-          base: str | None = None) -> set[TaskId] | None:
+def seeds(
+    ws: Workspace,
+    configs: Mapping[str, ProjectConfig],
+    paths: Iterable[str],
+    base: str | None = None,
+) -> set[TaskId] | None:
     """The tasks the change seeds; None when it reaches everything (a root fingerprint file).
     With `base` (the merge-base), a changed lockfile seeds only the projects its change reaches."""
     from vx.files import lockfile
@@ -103,8 +128,12 @@ def seeds(ws: Workspace, configs: Mapping[str, ProjectConfig], paths: Iterable[s
         elif p in FINGERPRINT_FILES or p in _WORKSPACE_FILES:
             return None
     by_project_paths = by_project(ws, [p for p in paths if p not in lockfile.LOCKFILES])
-    out: set[TaskId] = {TaskId(name, task) for name, pkg in ws.packages.items() if pkg.dir in moved
-                        and name in configs for task in configs[name].tasks}
+    out: set[TaskId] = {
+        TaskId(name, task)
+        for name, pkg in ws.packages.items()
+        if pkg.dir in moved and name in configs
+        for task in configs[name].tasks
+    }
     for project, rels in by_project_paths.items():
         out |= _project_seeds(project, configs[project], rels)
     for name, config in configs.items():  # workspaceFiles reach across projects
@@ -114,7 +143,12 @@ def seeds(ws: Workspace, configs: Mapping[str, ProjectConfig], paths: Iterable[s
                 if any(globs.matches(p) for p in paths):
                     out.add(TaskId(name, task))
             # A turbo.json root task's globs reach into every package (`apps/**`), as turbo's do.
-            if name == ROOT_PROJECT and cfg.cache is not None and cfg.cache.turbo_globs and cfg.exec is not None:
+            if (
+                name == ROOT_PROJECT
+                and cfg.cache is not None
+                and cfg.cache.turbo_globs
+                and cfg.exec is not None
+            ):
                 globs = GlobSet(cfg.cache.input_files, True)
                 if any(globs.matches(p) for p in paths):
                     out.add(TaskId(name, task))
@@ -124,8 +158,8 @@ def seeds(ws: Workspace, configs: Mapping[str, ProjectConfig], paths: Iterable[s
 def _lock_moved(ws: Workspace, name: str, base: str) -> set[str] | None:
     """The project dirs whose share of lockfile `name` differs between `base` and the worktree;
     None when that cannot be told (the base had none, or either side does not parse)."""
-    from vx.files import lockfile
     from vx.errors import VxError
+    from vx.files import lockfile
 
     root = str(ws.root)
     old = _git(root, ["show", f"{base}:./{name}"], base, quiet=True)
@@ -135,7 +169,10 @@ def _lock_moved(ws: Workspace, name: str, base: str) -> set[str] | None:
     try:
         with open(os.path.join(root, name), encoding="utf-8") as f:
             new = f.read()
-        before, after = lockfile.of_text(root, name, old, projects), lockfile.of_text(root, name, new, projects)
+        before, after = (
+            lockfile.of_text(root, name, old, projects),
+            lockfile.of_text(root, name, new, projects),
+        )
     except (OSError, UnicodeDecodeError, VxError):
         return None
     return {d for d in projects if before[d].digest != after[d].digest}
@@ -151,7 +188,7 @@ def by_project(ws: Workspace, paths: list[str]) -> dict[str, list[str]]:
                 out.setdefault(name, []).append(path)
                 break
             if path.startswith(d + "/"):
-                out.setdefault(name, []).append(path[len(d) + 1:])
+                out.setdefault(name, []).append(path[len(d) + 1 :])
                 break
     return out
 
@@ -172,12 +209,20 @@ def _declared_seeds(project: str, config: ProjectConfig, rels: list[str]) -> set
         return every
     out: set[TaskId] = set()
     undeclared = False
-    cached = {name: (GlobSet(cfg.cache.input_files, cfg.cache.turbo_globs),
-                     GlobSet(cfg.cache.output_files, cfg.cache.turbo_globs))
-              for name, cfg in tasks.items() if cfg.cache is not None}
+    cached = {
+        name: (
+            GlobSet(cfg.cache.input_files, cfg.cache.turbo_globs),
+            GlobSet(cfg.cache.output_files, cfg.cache.turbo_globs),
+        )
+        for name, cfg in tasks.items()
+        if cfg.cache is not None
+    }
     for rel in rels:
-        takers = {name for name, (inputs, outputs) in cached.items()
-                  if inputs.matches(rel) and not (outputs and outputs.matches(rel))}
+        takers = {
+            name
+            for name, (inputs, outputs) in cached.items()
+            if inputs.matches(rel) and not (outputs and outputs.matches(rel))
+        }
         out |= {TaskId(project, name) for name in takers}
         undeclared = undeclared or not takers
     if undeclared and project != ROOT_PROJECT:
@@ -203,30 +248,54 @@ def _no_merge_base(root: str, ref: str, flag: str) -> None:
     """Say why `ref` and HEAD share no commit, and what to fetch: in a shallow clone (CI's
     default) the history that joins them is simply not here."""
     if not _resolves(root, ref):
-        _git(root, ["rev-parse", "--verify", f"{ref}^{{commit}}"], ref, flag=flag)  # raises, naming the ref
-    shallow = _git(root, ["rev-parse", "--is-shallow-repository"], ref, quiet=True, flag=flag).strip() == "true"
+        _git(
+            root, ["rev-parse", "--verify", f"{ref}^{{commit}}"], ref, flag=flag
+        )  # raises, naming the ref
+    shallow = (
+        _git(root, ["rev-parse", "--is-shallow-repository"], ref, quiet=True, flag=flag).strip()
+        == "true"
+    )
     if shallow:
-        raise UsageError(f"{flag}: `{ref}` and HEAD share no commit in this shallow clone",
-                         hint="fetch the history that joins them: `git fetch --deepen=200` (or `--unshallow`; "
-                              "`fetch-depth: 0` in actions/checkout)")
-    raise UsageError(f"{flag}: `{ref}` and HEAD share no commit (unrelated histories)",
-                     hint="name a base on this branch's history: --affected=<ref>")
+        raise UsageError(
+            f"{flag}: `{ref}` and HEAD share no commit in this shallow clone",
+            hint="fetch the history that joins them: `git fetch --deepen=200` (or `--unshallow`; "
+            "`fetch-depth: 0` in actions/checkout)",
+        )
+    raise UsageError(
+        f"{flag}: `{ref}` and HEAD share no commit (unrelated histories)",
+        hint="name a base on this branch's history: --affected=<ref>",
+    )
 
 
 def _resolves(root: str, ref: str) -> bool:
-    return bool(_git(root, ["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], ref, quiet=True).strip())
+    return bool(
+        _git(
+            root, ["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], ref, quiet=True
+        ).strip()
+    )
 
 
-def _git(root: str, args: list[str], ref: str, quiet: bool = False, flag: str = "--affected") -> str:
+def _git(
+    root: str, args: list[str], ref: str, quiet: bool = False, flag: str = "--affected"
+) -> str:
     argv = ["git", *args]
     try:
-        proc = subprocess.run(argv, cwd=root, capture_output=True, timeout=60,
-                              env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
+        proc = subprocess.run(
+            argv,
+            cwd=root,
+            capture_output=True,
+            timeout=60,
+            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
+        )
     except FileNotFoundError:
-        raise UsageError(f"vx requires git for {flag}, and `git` is not on PATH", hint="install git") from None
+        raise UsageError(
+            f"vx requires git for {flag}, and `git` is not on PATH", hint="install git"
+        ) from None
     witness.ran(argv, proc.returncode, proc.stdout)
     if proc.returncode != 0 and not quiet:
         detail = proc.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no detail"]
-        raise UsageError(f"{flag}: cannot compare with `{ref}`: {detail[0]}",
-                         hint="is it a ref of this repository? a shallow clone may need `git fetch --unshallow`")
+        raise UsageError(
+            f"{flag}: cannot compare with `{ref}`: {detail[0]}",
+            hint="is it a ref of this repository? a shallow clone may need `git fetch --unshallow`",
+        )
     return proc.stdout.decode("utf-8", errors="surrogateescape") if proc.returncode == 0 else ""

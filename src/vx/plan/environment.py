@@ -65,8 +65,12 @@ def task_env(
     return env
 
 
-def keyed(declared: Iterable[str], inferred: Iterable[str], env: Mapping[str, str],
-          host: Mapping[str, str]) -> tuple[tuple[str, str | None], ...]:
+def keyed(
+    declared: Iterable[str],
+    inferred: Iterable[str],
+    env: Mapping[str, str],
+    host: Mapping[str, str],
+) -> tuple[tuple[str, str | None], ...]:
     """What the key folds of the environment (KEY-07): `cache.inputs.env` by host value (unset
     folds as the bare name), the framework's inferred variables, then each of KEYED_ENV that
     reaches the task (`env`), unless already declared."""
@@ -206,7 +210,9 @@ def _cgroup_entries(text: str) -> Iterator[tuple[str, str, str]]:
 
 def _v2_limits(cgroup_root: Path, path: str) -> list[float]:
     """Read `cpu.max` from the cgroup and every ancestor up to the v2 mount."""
-    mount = cgroup_root if (cgroup_root / "cgroup.controllers").exists() else cgroup_root / "unified"
+    mount = (
+        cgroup_root if (cgroup_root / "cgroup.controllers").exists() else cgroup_root / "unified"
+    )
     limits = (_read_cpu_max(d / "cpu.max") for d in _lineage(mount, path))
     return [limit for limit in limits if limit is not None]
 
@@ -244,7 +250,9 @@ def _read_cpu_max(file: Path) -> float | None:
 
 def _read_cfs(directory: Path) -> float | None:
     """Parse v1 CFS quota and period; a quota of -1 is unlimited."""
-    return _ratio(_read_text(directory / "cpu.cfs_quota_us"), _read_text(directory / "cpu.cfs_period_us"))
+    return _ratio(
+        _read_text(directory / "cpu.cfs_quota_us"), _read_text(directory / "cpu.cfs_period_us")
+    )
 
 
 def _ratio(quota: str, period: str) -> float | None:

@@ -20,14 +20,18 @@ from msgspec import Struct
 from vx.errors import UsageError, suggestion
 from vx.model import ROOT_PROJECT, ProjectConfig, Workspace
 
-_FORM_HINT = ("forms: name, @scope/*, ./dir, {dir}, ., //, tag:x, name..., ...name, name^..., ...^name, "
-              "[ref], name[ref], !name")
+_FORM_HINT = (
+    "forms: name, @scope/*, ./dir, {dir}, ., //, tag:x, name..., ...name, name^..., ...^name, "
+    "[ref], name[ref], !name"
+)
 
 
 class Filter(Struct, frozen=True):
     text: str
     exclude: bool = False
-    base: str = ""  # the selector proper: a name glob, a dir, `tag:…`, `.`, `//`, or "" (only a ref)
+    base: str = (
+        ""  # the selector proper: a name glob, a dir, `tag:…`, `.`, `//`, or "" (only a ref)
+    )
     dependencies: bool = False  # `<p>...`
     dependents: bool = False  # `...<p>`
     keep_match: bool = True  # False with `^`: the walked ones only
@@ -44,8 +48,10 @@ def parse(text: str) -> Filter:
     if m:
         body, since = m.group(1), m.group(2)
         if not since or since.startswith(("-", "^")) or ".." in since or ":" in since:
-            raise UsageError(f"--filter {text}: `[{since}]` is not a git ref vx will compare against",
-                             hint="write a branch, tag or commit, e.g. [origin/main] or [HEAD~1]")
+            raise UsageError(
+                f"--filter {text}: `[{since}]` is not a git ref vx will compare against",
+                hint="write a branch, tag or commit, e.g. [origin/main] or [HEAD~1]",
+            )
     dependents = body.startswith("...")
     body = body[3:] if dependents else body
     dependencies = body.endswith("...")
@@ -65,8 +71,13 @@ def parse(text: str) -> Filter:
 # ---------------------------------------------------------------- selecting
 
 
-def select(filters: Iterable[Filter], ws: Workspace, configs: Mapping[str, ProjectConfig], cwd_package: str,
-           cwd_rel: str) -> frozenset[str]:
+def select(
+    filters: Iterable[Filter],
+    ws: Workspace,
+    configs: Mapping[str, ProjectConfig],
+    cwd_package: str,
+    cwd_rel: str,
+) -> frozenset[str]:
     """The projects the filters select (includes unioned, then excludes removed)."""
     filters = list(filters)
     includes = [f for f in filters if not f.exclude]
@@ -82,8 +93,10 @@ def select(filters: Iterable[Filter], ws: Workspace, configs: Mapping[str, Proje
             chosen -= _one(f, ws, configs, cwd_package, cwd_rel)
     if not chosen:
         removed = ", ".join("!" + f.text.lstrip("!") for f in filters if f.exclude)
-        raise UsageError(f"the excludes {removed} removed every selected project ({len(before)})",
-                         hint="narrow the excludes, or drop them")
+        raise UsageError(
+            f"the excludes {removed} removed every selected project ({len(before)})",
+            hint="narrow the excludes, or drop them",
+        )
     return frozenset(chosen)
 
 
@@ -107,14 +120,18 @@ def _matched(f: Filter, ws: Workspace, configs, cwd_package: str, cwd_rel: str) 
         return {ROOT_PROJECT}
     if base.startswith("tag:"):
         pattern = _glob(base[4:])
-        return {name for name, cfg in configs.items() if any(pattern.fullmatch(t) for t in cfg.tags)}
+        return {
+            name for name, cfg in configs.items() if any(pattern.fullmatch(t) for t in cfg.tags)
+        }
     if base.startswith(("./", "../")) or (base.startswith("{") and base.endswith("}")):
         return _by_dir(base.strip("{}"), ws, cwd_rel)
     pattern = _glob(base)
     named = {name for name in ws.packages if name != ROOT_PROJECT and pattern.fullmatch(name)}
     if named or "/" in base or "*" in base:
         return named
-    scoped = [name for name in ws.packages if name.rpartition("/")[2] == base and name.startswith("@")]
+    scoped = [
+        name for name in ws.packages if name.rpartition("/")[2] == base and name.startswith("@")
+    ]
     return set(scoped) if len(scoped) == 1 else set()
 
 
@@ -128,12 +145,18 @@ def _by_dir(spec: str, ws: Workspace, cwd_rel: str) -> set[str]:
         pattern = _dir_glob(rel)
         return {name for name, pkg in ws.packages.items() if pkg.dir and pattern.fullmatch(pkg.dir)}
     prefix = rel + "/" if rel else ""
-    return {name for name, pkg in ws.packages.items() if pkg.dir == rel or (pkg.dir + "/").startswith(prefix)}
+    return {
+        name
+        for name, pkg in ws.packages.items()
+        if pkg.dir == rel or (pkg.dir + "/").startswith(prefix)
+    }
 
 
 def _glob(text: str) -> re.Pattern:
     """A name glob: `*` matches any run (slashes too, as pnpm's do), `?` one character."""
-    return re.compile("".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in text))
+    return re.compile(
+        "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in text)
+    )
 
 
 def _dir_glob(text: str) -> re.Pattern:
@@ -164,9 +187,15 @@ def _walk(start: set[str], edges: Mapping[str, Iterable[str]]) -> set[str]:
 
 def _nothing_hint(includes: list[Filter], ws: Workspace) -> str:
     for f in includes:
-        if f.base and not f.base.startswith(("./", "../", "{", "tag:", "[")) and f.base not in (".", "//") \
-                and "*" not in f.base:
-            near = suggestion(f.base, [n for n in ws.packages if n != ROOT_PROJECT], noun="packages")
+        if (
+            f.base
+            and not f.base.startswith(("./", "../", "{", "tag:", "["))
+            and f.base not in (".", "//")
+            and "*" not in f.base
+        ):
+            near = suggestion(
+                f.base, [n for n in ws.packages if n != ROOT_PROJECT], noun="packages"
+            )
             if near:
                 return near
     if any(f.since is not None for f in includes):

@@ -30,7 +30,7 @@ def forward_args(command: str, args: Sequence[str]) -> str:
     line = lines[target]
     cut, _ = _scan_line(line)
     code = line[:cut].rstrip()
-    lines[target] = f"{code} {quoted}{line[len(code):]}"
+    lines[target] = f"{code} {quoted}{line[len(code) :]}"
     return "\n".join(lines)
 
 
@@ -44,7 +44,9 @@ def _last_code_line(lines: Sequence[str]) -> int | None:
         pending += heredocs
         i += 1
         for delimiter, strip_tabs in pending:  # skip each body, in order
-            while i < len(lines) and (lines[i].lstrip("\t") if strip_tabs else lines[i]) != delimiter:
+            while (
+                i < len(lines) and (lines[i].lstrip("\t") if strip_tabs else lines[i]) != delimiter
+            ):
                 i += 1
             i += 1
         pending = []

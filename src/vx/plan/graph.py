@@ -9,8 +9,16 @@ from typing import Iterable, Mapping, Sequence
 from msgspec import Struct
 
 from vx.errors import ConfigError, CycleError, UnknownTaskError, suggestion
-from vx.model import (ROOT_PROJECT, CacheConfig, ProjectConfig, TaskConfig, TaskGraph, TaskId, TaskNode,
-                      Workspace)
+from vx.model import (
+    ROOT_PROJECT,
+    CacheConfig,
+    ProjectConfig,
+    TaskConfig,
+    TaskGraph,
+    TaskId,
+    TaskNode,
+    Workspace,
+)
 
 IMPLICIT_BUILD = "build"
 
@@ -21,8 +29,12 @@ class Selection(Struct, frozen=True):
     names: tuple[str, ...]
     cwd_package: str
     all: bool = False
-    projects: frozenset[str] | None = None  # `--filter`: the requested tasks run in these projects only
-    configuration: str | None = None  # Nx's `--configuration c`: a target's `c` variant (`build:c`) where it has one
+    projects: frozenset[str] | None = (
+        None  # `--filter`: the requested tasks run in these projects only
+    )
+    configuration: str | None = (
+        None  # Nx's `--configuration c`: a target's `c` variant (`build:c`) where it has one
+    )
 
 
 def build_graph(ws: Workspace, configs: Mapping[str, ProjectConfig], sel: Selection) -> TaskGraph:
@@ -48,7 +60,9 @@ def build_graph(ws: Workspace, configs: Mapping[str, ProjectConfig], sel: Select
 # ---------------------------------------------------------------- selection
 
 
-def _resolve_requested(ws: Workspace, configs: Mapping[str, ProjectConfig], sel: Selection) -> list[TaskId]:
+def _resolve_requested(
+    ws: Workspace, configs: Mapping[str, ProjectConfig], sel: Selection
+) -> list[TaskId]:
     out: dict[TaskId, None] = {}  # ordered and deduplicated in O(1) per task
     for name in sel.names:
         found = _resolve_one(ws, configs, sel, _nx_spelling(ws, configs, name))
@@ -64,7 +78,9 @@ def _nx_spelling(ws: Workspace, configs: Mapping[str, ProjectConfig], name: str)
     if "#" in name or ":" not in name:
         return name
     project, _, rest = name.partition(":")
-    if project not in ws.packages or any(name in c.tasks or name in c.not_runnable for c in configs.values()):
+    if project not in ws.packages or any(
+        name in c.tasks or name in c.not_runnable for c in configs.values()
+    ):
         return name
     return f"{project}#{rest}"
 
@@ -77,7 +93,9 @@ def _configured(configs: Mapping[str, ProjectConfig], tid: TaskId, configuration
     return TaskId(tid.package, variant) if variant in known.tasks else tid
 
 
-def _resolve_one(ws: Workspace, configs: Mapping[str, ProjectConfig], sel: Selection, name: str) -> list[TaskId]:
+def _resolve_one(
+    ws: Workspace, configs: Mapping[str, ProjectConfig], sel: Selection, name: str
+) -> list[TaskId]:
     if "#" in name:
         pkg, _, task = name.rpartition("#")
         return [_qualified(ws, configs, pkg or ROOT_PROJECT, task, name)]
@@ -88,23 +106,36 @@ def _resolve_one(ws: Workspace, configs: Mapping[str, ProjectConfig], sel: Selec
         pkg, colon, task = name.partition(":")
         nx = bool(colon) and pkg in ws.packages and task_of(configs, pkg, task) is not None
         empty = ws.empty_member_globs
-        facts: tuple[str, ...] = (f"a package.json script in: {', '.join(scripted[:8])}",) if scripted else ()
+        facts: tuple[str, ...] = (
+            (f"a package.json script in: {', '.join(scripted[:8])}",) if scripted else ()
+        )
         if empty:
             globs = ", ".join(f"`{g}`" for g in empty)
             plural = len(empty) > 1
-            facts += (f"member glob{'s' if plural else ''} {globs} in {ws.member_globs_file} match"
-                      + ("" if plural else "es") + " no directory with a package.json",)
+            facts += (
+                f"member glob{'s' if plural else ''} {globs} in {ws.member_globs_file} match"
+                + ("" if plural else "es")
+                + " no directory with a package.json",
+            )
         raise UnknownTaskError(
             f"no project declares a task named `{name}`",
             facts=facts,
-            hint=(f"`{name}` is Nx's spelling of a project's task; in vx it is `{pkg}#{task}`" if nx
-                  else "`vx init` turns package.json scripts into vx tasks (vx.config.json per package)" if scripted
-                  else suggestion(name, _all_task_names(configs), noun="tasks")),
+            hint=(
+                f"`{name}` is Nx's spelling of a project's task; in vx it is `{pkg}#{task}`"
+                if nx
+                else "`vx init` turns package.json scripts into vx tasks (vx.config.json per package)"
+                if scripted
+                else suggestion(name, _all_task_names(configs), noun="tasks")
+            ),
         )
     if sel.projects is not None:
         _refuse_nx_refusals(configs, name, sel.projects)
         return _filtered_holders(holders, sel.projects, name)
-    if sel.all or sel.cwd_package == ROOT_PROJECT and not _declares(configs.get(ROOT_PROJECT, ProjectConfig("")), name):
+    if (
+        sel.all
+        or sel.cwd_package == ROOT_PROJECT
+        and not _declares(configs.get(ROOT_PROJECT, ProjectConfig("")), name)
+    ):
         _refuse_nx_refusals(configs, name, configs)
     if sel.all:
         return [TaskId(p, name) for p in holders]
@@ -126,29 +157,56 @@ def _filtered_holders(holders: list[str], projects: frozenset[str], name: str) -
     chosen = [p for p in holders if p in projects]
     if not chosen:
         shown = ", ".join(sorted(projects)[:8]) + (", …" if len(projects) > 8 else "")
-        raise UnknownTaskError(f"no project the filter selects declares `{name}`",
-                               facts=(f"selected: {shown}", f"declared by: {', '.join(holders[:8])}"),
-                               hint="widen the filter, e.g. with `...` for the dependencies")
+        raise UnknownTaskError(
+            f"no project the filter selects declares `{name}`",
+            facts=(f"selected: {shown}", f"declared by: {', '.join(holders[:8])}"),
+            hint="widen the filter, e.g. with `...` for the dependencies",
+        )
     return [TaskId(p, name) for p in chosen]
 
 
-def _qualified(ws: Workspace, configs: Mapping[str, ProjectConfig], pkg: str, task: str, text: str) -> TaskId:
+def _qualified(
+    ws: Workspace, configs: Mapping[str, ProjectConfig], pkg: str, task: str, text: str
+) -> TaskId:
     if pkg not in ws.packages:
-        raise UnknownTaskError(f"no package named `{pkg}` (in `{text}`)", hint=suggestion(pkg, ws.packages, noun="packages"))
-    if isinstance(configs[pkg].not_runnable.get(task), tuple):  # an Nx target: refused, never the implicit build
+        raise UnknownTaskError(
+            f"no package named `{pkg}` (in `{text}`)",
+            hint=suggestion(pkg, ws.packages, noun="packages"),
+        )
+    if isinstance(
+        configs[pkg].not_runnable.get(task), tuple
+    ):  # an Nx target: refused, never the implicit build
         _refuse_not_runnable({pkg: configs[pkg]}, task)
     if task_of(configs, pkg, task) is None:
         _refuse_not_runnable({pkg: configs[pkg]}, task)
         holders = [p for p in sorted(configs) if _declares(configs[p], task)]
-        scripted = [p for p, package in sorted(ws.packages.items()) if task in package.scripts and p not in holders]
-        facts = tuple(line for line in (
-            f"declared by: {', '.join(holders[:8])}{', …' if len(holders) > 8 else ''}" if holders else "",
-            f"a package.json script (no vx task) in: {', '.join(scripted[:8])}" if scripted else "",
-        ) if line)
-        hint = (f"run one that has it: `vx run {holders[0]}#{task}`" if holders
-                else suggestion(task, configs[pkg].tasks, noun="tasks"))
-        raise UnknownTaskError(f"package `{pkg}` has no task `{task}` (no `{task}` script or task)",
-                               facts=facts or (f"no package has a `{task}` task",), hint=hint)
+        scripted = [
+            p
+            for p, package in sorted(ws.packages.items())
+            if task in package.scripts and p not in holders
+        ]
+        facts = tuple(
+            line
+            for line in (
+                f"declared by: {', '.join(holders[:8])}{', …' if len(holders) > 8 else ''}"
+                if holders
+                else "",
+                f"a package.json script (no vx task) in: {', '.join(scripted[:8])}"
+                if scripted
+                else "",
+            )
+            if line
+        )
+        hint = (
+            f"run one that has it: `vx run {holders[0]}#{task}`"
+            if holders
+            else suggestion(task, configs[pkg].tasks, noun="tasks")
+        )
+        raise UnknownTaskError(
+            f"package `{pkg}` has no task `{task}` (no `{task}` script or task)",
+            facts=facts or (f"no package has a `{task}` task",),
+            hint=hint,
+        )
     return TaskId(pkg, task)
 
 
@@ -171,10 +229,22 @@ def implicit_build(config: ProjectConfig) -> TaskConfig:
     """WS-19: a project without `build` has one, a group of `^build` keyed on the project's files,
     so a dependant's key moves when a source-only package is edited. Its other tasks' declared
     outputs are left out: they are made by those tasks, and the key is taken before anything runs."""
-    made = sorted({g for t in config.tasks.values() if t.cache is not None and t.exec is not None
-                   for g in t.cache.output_files if not g.startswith("!")})
-    return TaskConfig(name=IMPLICIT_BUILD, canonical='{"dependsOn":["^build"],"implicit":true}',
-                      depends_on=("^build",), cache=CacheConfig(("**",), tuple(made)), implicit=True)
+    made = sorted(
+        {
+            g
+            for t in config.tasks.values()
+            if t.cache is not None and t.exec is not None
+            for g in t.cache.output_files
+            if not g.startswith("!")
+        }
+    )
+    return TaskConfig(
+        name=IMPLICIT_BUILD,
+        canonical='{"dependsOn":["^build"],"implicit":true}',
+        depends_on=("^build",),
+        cache=CacheConfig(("**",), tuple(made)),
+        implicit=True,
+    )
 
 
 def _refuse_not_runnable(configs: Mapping[str, ProjectConfig], name: str) -> None:
@@ -185,8 +255,12 @@ def _refuse_not_runnable(configs: Mapping[str, ProjectConfig], name: str) -> Non
             message, file, field, hint = why
             raise ConfigError(message, file=file, field=field, hint=hint)
         if why:
-            raise ConfigError(why, file=configs[pkg].source, field=f"tasks.{name}",
-                              hint="leave it out of `vx run`; vx runs the tasks that finish")
+            raise ConfigError(
+                why,
+                file=configs[pkg].source,
+                field=f"tasks.{name}",
+                hint="leave it out of `vx run`; vx runs the tasks that finish",
+            )
 
 
 def _refuse_nx_refusals(configs: Mapping[str, ProjectConfig], name: str, scope) -> None:
@@ -205,7 +279,11 @@ def _all_task_names(configs: Mapping[str, ProjectConfig]) -> set[str]:
 
 
 def _expand_depends_on(
-    ws: Workspace, configs: Mapping[str, ProjectConfig], tid: TaskId, task: TaskConfig, declared: set[str]
+    ws: Workspace,
+    configs: Mapping[str, ProjectConfig],
+    tid: TaskId,
+    task: TaskConfig,
+    declared: set[str],
 ) -> tuple[TaskId, ...]:
     out: dict[TaskId, None] = {}
     source = configs[tid.package].source
@@ -213,46 +291,71 @@ def _expand_depends_on(
         field = f"tasks.{tid.task}.dependsOn[{i}]"
         for dep in _expand_entry(ws, configs, tid, entry, source, field, declared):
             if dep == tid:  # only a written name reaches the task itself; `^` and `.*` never do
-                raise CycleError(f"`{tid}` depends on itself", facts=(f"in: {source}, {field}", f"{tid} -> {tid}"),
-                                 hint=f"remove `{entry}` from its dependsOn; for the task in dependencies, "
-                                      f"write `^{tid.task}`")
+                raise CycleError(
+                    f"`{tid}` depends on itself",
+                    facts=(f"in: {source}, {field}", f"{tid} -> {tid}"),
+                    hint=f"remove `{entry}` from its dependsOn; for the task in dependencies, "
+                    f"write `^{tid.task}`",
+                )
             out[dep] = None
     return tuple(out)
 
 
-def _expand_entry(ws, configs, tid: TaskId, entry: str, source: str, field: str,
-                  declared: set[str]) -> Iterable[TaskId]:
+def _expand_entry(
+    ws, configs, tid: TaskId, entry: str, source: str, field: str, declared: set[str]
+) -> Iterable[TaskId]:
     if entry.startswith("^"):
         return _frontier(ws, configs, tid.package, entry[1:], source, field, declared)
     if "#" in entry:
         pkg, _, name = entry.rpartition("#")
         pkg = pkg or ROOT_PROJECT
         if pkg not in ws.packages:
-            raise ConfigError(f"`{entry}` names an unknown package `{pkg}`", file=source, field=field,
-                              hint=suggestion(pkg, ws.packages, noun="packages"))
+            raise ConfigError(
+                f"`{entry}` names an unknown package `{pkg}`",
+                file=source,
+                field=field,
+                hint=suggestion(pkg, ws.packages, noun="packages"),
+            )
         if name.endswith(".*"):
             return [TaskId(pkg, t) for t in _matching(configs[pkg], name)]
         if task_of(configs, pkg, name) is None:
-            raise ConfigError(f"`{entry}`: package `{pkg}` has no task `{name}`", file=source, field=field,
-                              hint=suggestion(name, configs[pkg].tasks, noun="tasks"))
+            raise ConfigError(
+                f"`{entry}`: package `{pkg}` has no task `{name}`",
+                file=source,
+                field=field,
+                hint=suggestion(name, configs[pkg].tasks, noun="tasks"),
+            )
         return [TaskId(pkg, name)]
     tasks = configs[tid.package].tasks
     if entry.endswith(".*"):  # every other task of the project named `stem.<something>` (GR-01)
-        return [TaskId(tid.package, t) for t in _matching(configs[tid.package], entry) if t != tid.task]
+        return [
+            TaskId(tid.package, t) for t in _matching(configs[tid.package], entry) if t != tid.task
+        ]
     if task_of(configs, tid.package, entry) is None:
-        raise ConfigError(f"`{entry}` is not a task of this project", file=source, field=field,
-                          hint=suggestion(entry, tasks, noun="tasks") or f"for the task in dependencies, write `^{entry}`")
+        raise ConfigError(
+            f"`{entry}` is not a task of this project",
+            file=source,
+            field=field,
+            hint=suggestion(entry, tasks, noun="tasks")
+            or f"for the task in dependencies, write `^{entry}`",
+        )
     return [TaskId(tid.package, entry)]
 
 
-def _frontier(ws, configs, package: str, name: str, source: str, field: str, declared: set[str]) -> list[TaskId]:
+def _frontier(
+    ws, configs, package: str, name: str, source: str, field: str, declared: set[str]
+) -> list[TaskId]:
     """The nearest holders of `name` among the package's dependencies (GR-02, sparse bridging);
     for `name.*`, each nearest dependency with a matching task gives all of its matches."""
     if name.endswith(".*"):
         return _pattern_frontier(ws, configs, package, name)
     if name not in declared and name != IMPLICIT_BUILD:
-        raise ConfigError(f"`^{name}`: no project in the workspace declares a task `{name}`", file=source, field=field,
-                          hint=suggestion(name, declared, noun="tasks"))
+        raise ConfigError(
+            f"`^{name}`: no project in the workspace declares a task `{name}`",
+            file=source,
+            field=field,
+            hint=suggestion(name, declared, noun="tasks"),
+        )
     found: list[TaskId] = []
     seen: set[str] = {package}
     stack = list(reversed(ws.packages[package].deps))
@@ -261,7 +364,9 @@ def _frontier(ws, configs, package: str, name: str, source: str, field: str, dec
         if dep in seen:
             continue
         seen.add(dep)
-        if isinstance(configs[dep].not_runnable.get(name), tuple):  # an Nx target: refused, never bridged
+        if isinstance(
+            configs[dep].not_runnable.get(name), tuple
+        ):  # an Nx target: refused, never bridged
             _refuse_not_runnable({dep: configs[dep]}, name)
         if name in configs[dep].tasks or name == IMPLICIT_BUILD:  # every project has a build
             found.append(TaskId(dep, name))
@@ -325,8 +430,10 @@ def _topological_order(nodes: Mapping[TaskId, TaskNode]) -> tuple[TaskId, ...]:
     return tuple(order)
 
 
-def _cycle_error(nodes: Mapping[TaskId, TaskNode], path: Sequence[TaskId], back_to: TaskId) -> CycleError:
-    cycle = list(path[path.index(back_to):]) + [back_to]
+def _cycle_error(
+    nodes: Mapping[TaskId, TaskNode], path: Sequence[TaskId], back_to: TaskId
+) -> CycleError:
+    cycle = list(path[path.index(back_to) :]) + [back_to]
     return CycleError(
         "the task graph has a cycle",
         facts=(" -> ".join(str(t) for t in cycle),),
@@ -334,7 +441,9 @@ def _cycle_error(nodes: Mapping[TaskId, TaskNode], path: Sequence[TaskId], back_
     )
 
 
-def _dependent_counts(nodes: Mapping[TaskId, TaskNode], order: Sequence[TaskId]) -> dict[TaskId, int]:
+def _dependent_counts(
+    nodes: Mapping[TaskId, TaskNode], order: Sequence[TaskId]
+) -> dict[TaskId, int]:
     """Exact transitive-dependent counts, as bitset popcounts (diamonds never double-count)."""
     index = {tid: i for i, tid in enumerate(order)}
     below: dict[TaskId, int] = {tid: 0 for tid in order}

@@ -35,7 +35,11 @@ def task_key(record: HashRecord) -> str:
     state = _fold(state, "upstream", "".join(f"{tid}\0{key}\0" for tid, key in record.upstream))
     state = _fold(state, "files", "".join(f"{path}\0{ident}\0" for path, ident in record.files))
     if record.runtime:  # KEY-08; absent from records made before it, so their keys stand
-        state = _fold(state, "runtime", "".join(f"{label}\0{len(value)}\0{value}\0" for label, value in record.runtime))
+        state = _fold(
+            state,
+            "runtime",
+            "".join(f"{label}\0{len(value)}\0{value}\0" for label, value in record.runtime),
+        )
     return f"{state:016x}"
 
 
@@ -58,7 +62,9 @@ def group_key(upstream: Iterable[tuple[str, str]]) -> str:
 DEFAULT_TASK_FILTER = ("*", "^*")
 
 
-def select_upstream(owner: TaskId, deps: Sequence[TaskId], patterns: Sequence[str] | None) -> list[TaskId]:
+def select_upstream(
+    owner: TaskId, deps: Sequence[TaskId], patterns: Sequence[str] | None
+) -> list[TaskId]:
     """The upstream tasks whose keys fold into `owner`'s key; the last matching pattern wins."""
     if patterns is None:  # the default `*` and `^*` together select every dependency
         return list(deps)

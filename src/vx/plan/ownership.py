@@ -28,8 +28,9 @@ class _Claim(NamedTuple):  # a tuple: a thousand-project run makes thousands, on
     workspace: bool  # from outputs.workspaceFiles
 
 
-def refuse_overlaps(nodes: Mapping[TaskId, TaskNode], configs: Mapping[str, ProjectConfig],
-                    exclusive: bool = True) -> frozenset[TaskId]:
+def refuse_overlaps(
+    nodes: Mapping[TaskId, TaskNode], configs: Mapping[str, ProjectConfig], exclusive: bool = True
+) -> frozenset[TaskId]:
     """Raise a ConfigError naming both tasks when two nodes' declared outputs overlap. With
     `rules.exclusiveOutputs: false`, an overlap an edge orders is allowed: the dependants that add
     to an upstream's outputs are returned (LC-18). Tasks mapped from turbo.json may always overlap,
@@ -41,15 +42,20 @@ def refuse_overlaps(nodes: Mapping[TaskId, TaskNode], configs: Mapping[str, Proj
         if cfg.exec is None or cfg.cache is None:
             continue  # groups (implicit ones too) own no outputs
         base = nodes[tid].project_dir
-        for patterns, root, workspace in ((cfg.cache.output_files, base, False),
-                                          (cfg.cache.output_workspace_files, "", True)):
+        for patterns, root, workspace in (
+            (cfg.cache.output_files, base, False),
+            (cfg.cache.output_workspace_files, "", True),
+        ):
             for pattern in patterns:
                 if pattern.startswith("!"):
                     taken_back.setdefault(tid, []).extend(
-                        _join(root, head) for _text, head, tree in spans(pattern[1:]) if tree)
+                        _join(root, head) for _text, head, tree in spans(pattern[1:]) if tree
+                    )
                     continue
                 for text, head, tree in spans(pattern):
-                    claims.append(_Claim(_join(root, head), tree, _join(root, text), tid, pattern, workspace))
+                    claims.append(
+                        _Claim(_join(root, head), tree, _join(root, text), tid, pattern, workspace)
+                    )
     if len(claims) < 2:
         return frozenset()
     claims.sort()
@@ -57,7 +63,9 @@ def refuse_overlaps(nodes: Mapping[TaskId, TaskNode], configs: Mapping[str, Proj
     upstream: dict[TaskId, set[TaskId]] = {}
     for i, claim in enumerate(claims):
         for other in _inside(claims, i):
-            if other.task == claim.task or _left_to_others(taken_back.get(claim.task, ()), other.head):
+            if other.task == claim.task or _left_to_others(
+                taken_back.get(claim.task, ()), other.head
+            ):
                 continue
             later = _ordered(nodes, upstream, claim.task, other.task)
             if _turbo(nodes, claim.task) and _turbo(nodes, other.task):
@@ -78,7 +86,9 @@ def _turbo(nodes: Mapping[TaskId, TaskNode], tid: TaskId) -> bool:
     return cache is not None and cache.turbo_globs
 
 
-def _ordered(nodes: Mapping[TaskId, TaskNode], memo: dict[TaskId, set[TaskId]], a: TaskId, b: TaskId) -> TaskId | None:
+def _ordered(
+    nodes: Mapping[TaskId, TaskNode], memo: dict[TaskId, set[TaskId]], a: TaskId, b: TaskId
+) -> TaskId | None:
     """The one of `a` and `b` that an edge orders after the other, or None when none does."""
     if a in _upstream(nodes, memo, b):
         return b
@@ -98,7 +108,7 @@ def _inside(claims: list[_Claim], i: int):
             yield claims[j]
         j -= 1
     below = head + "/"
-    for other in claims[i + 1:] if not head and claim.tree else ():
+    for other in claims[i + 1 :] if not head and claim.tree else ():
         yield other  # the workspace's whole tree
     j = i + 1
     while head and j < len(claims) and claims[j].head.startswith(head):
@@ -115,29 +125,45 @@ def _left_to_others(taken_back, head: str) -> bool:
     return any(head == t or head.startswith(t + "/") or not t for t in taken_back)
 
 
-def _refuse(claim: _Claim, other: _Claim, configs: Mapping[str, ProjectConfig], ordered: bool,
-            exclusive: bool) -> NoReturn:
+def _refuse(
+    claim: _Claim,
+    other: _Claim,
+    configs: Mapping[str, ProjectConfig],
+    ordered: bool,
+    exclusive: bool,
+) -> NoReturn:
     first, second = sorted((claim, other), key=lambda c: c.task)
     source = configs[second.task.package].source
     other_source = configs[first.task.package].source
     where = f" (declared in {other_source})" if other_source != source else ""
-    why = ("the dependant's wipe before it runs deletes what its upstream made"
-           if ordered else "each wipes and restores the other's files")
-    hint = (f"give each task its own outputs (e.g. `{_own_dir(second)}`), or take the overlap back from "
-            f"one of them with a `!` entry")
+    why = (
+        "the dependant's wipe before it runs deletes what its upstream made"
+        if ordered
+        else "each wipes and restores the other's files"
+    )
+    hint = (
+        f"give each task its own outputs (e.g. `{_own_dir(second)}`), or take the overlap back from "
+        f"one of them with a `!` entry"
+    )
     if ordered and exclusive:
         hint += '; or let the dependant add to them: "rules": {"exclusiveOutputs": false} in vx.workspace.json'
     elif not exclusive:
         hint += "; with exclusiveOutputs off, tasks may share outputs only when one depends on the other"
     raise ConfigError(
         f"`{first.task}` and `{second.task}` declare overlapping outputs: `{first.pattern}`{where} and "
-        f"`{second.pattern}`; {why}", file=source, field=_field(source, second), hint=hint)
+        f"`{second.pattern}`; {why}",
+        file=source,
+        field=_field(source, second),
+        hint=hint,
+    )
 
 
 def _field(source: str, claim: _Claim) -> str:
     if source.endswith(("turbo.json", "turbo.jsonc")):
         return f"tasks.{claim.task.task}.outputs"
-    return f"tasks.{claim.task.task}.cache.outputs.{'workspaceFiles' if claim.workspace else 'files'}"
+    return (
+        f"tasks.{claim.task.task}.cache.outputs.{'workspaceFiles' if claim.workspace else 'files'}"
+    )
 
 
 def _own_dir(claim: _Claim) -> str:
@@ -145,7 +171,9 @@ def _own_dir(claim: _Claim) -> str:
     return f"{top}/{claim.task.task}/**"
 
 
-def _upstream(nodes: Mapping[TaskId, TaskNode], memo: dict[TaskId, set[TaskId]], tid: TaskId) -> set[TaskId]:
+def _upstream(
+    nodes: Mapping[TaskId, TaskNode], memo: dict[TaskId, set[TaskId]], tid: TaskId
+) -> set[TaskId]:
     if tid in memo:
         return memo[tid]
     seen = memo[tid] = set()

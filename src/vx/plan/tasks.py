@@ -16,12 +16,11 @@ from typing import Mapping, Sequence
 from msgspec import Struct
 
 from vx import witness
-from vx.plan import environment
 from vx.files import index as files
-from vx.plan import keys
 from vx.files.globs import GlobSet
-from vx.model import ROOT_PROJECT, HashRecord, TaskGraph, TaskId, TaskNode, TaskPlan, Workspace
 from vx.files.outputs import claimable, walk_outputs, wipe_outputs
+from vx.model import ROOT_PROJECT, HashRecord, TaskGraph, TaskId, TaskNode, TaskPlan, Workspace
+from vx.plan import environment, keys
 
 MAX_TIMEOUT_MS = 2**31 - 1
 
@@ -42,8 +41,14 @@ class OutputSpec:
     only paths a restore may write (LC-08, LC-09). `members` are the dirs of every project:
     what the globs match is this task's only when `owns` says so (`vx.files.outputs.claimable`)."""
 
-    def __init__(self, project_dir: str, patterns: Sequence[str], ws_patterns: Sequence[str], query: InputQuery,
-                 members: frozenset[str] = frozenset()):
+    def __init__(
+        self,
+        project_dir: str,
+        patterns: Sequence[str],
+        ws_patterns: Sequence[str],
+        query: InputQuery,
+        members: frozenset[str] = frozenset(),
+    ):
         self.project_dir = project_dir
         self.members = members
         self.patterns = tuple(patterns)
@@ -52,12 +57,18 @@ class OutputSpec:
         self.declares_files = bool(patterns or ws_patterns)
         self.input_query = query
         self._prefix = project_dir + "/" if project_dir else ""
-        self._node_modules = any(g is not None and g.names("node_modules") for g in (self.globs, self.ws_globs))
+        self._node_modules = any(
+            g is not None and g.names("node_modules") for g in (self.globs, self.ws_globs)
+        )
 
     def walk(self, root: Path, seen: dict | None = None) -> list[str]:
         if not self.declares_files:
             return []
-        return [p for p in walk_outputs(root, self.project_dir, self.globs, self.ws_globs, seen=seen) if self.owns(p)]
+        return [
+            p
+            for p in walk_outputs(root, self.project_dir, self.globs, self.ws_globs, seen=seen)
+            if self.owns(p)
+        ]
 
     def walk_for_save(self, root: Path) -> tuple[list[str], list[str]]:
         """What the globs match now: what the task owns, and what it may not keep (`owns`). The
@@ -76,8 +87,13 @@ class OutputSpec:
         if self.declares_files:
             walk_outputs(root, self.project_dir, self.globs, self.ws_globs, notes=notes)
         base = os.path.join(root, self.project_dir) if self.project_dir else str(root)
-        roots = [os.path.join(base, r) if r else base for r in (self.globs.roots() if self.globs else ())]
-        roots += [os.path.join(root, r) if r else str(root) for r in (self.ws_globs.roots() if self.ws_globs else ())]
+        roots = [
+            os.path.join(base, r) if r else base for r in (self.globs.roots() if self.globs else ())
+        ]
+        roots += [
+            os.path.join(root, r) if r else str(root)
+            for r in (self.ws_globs.roots() if self.ws_globs else ())
+        ]
         return roots, notes.table
 
     def wipe(self, root: Path) -> None:
@@ -89,20 +105,26 @@ class OutputSpec:
         if self.ws_globs is not None and self.ws_globs.matches(path):
             return self.owns(path)
         prefix = self._prefix
-        return (self.globs is not None and path.startswith(prefix) and self.globs.matches(path[len(prefix):])
-                and self.owns(path))
+        return (
+            self.globs is not None
+            and path.startswith(prefix)
+            and self.globs.matches(path[len(prefix) :])
+            and self.owns(path)
+        )
 
     def owns(self, path: str) -> bool:
         """Whether a path the output globs match is this task's to write and wipe: never `.git`,
         `.vx`, an unnamed `node_modules`, another project's tree, or one of the task's inputs."""
-        return claimable(path, self.project_dir, self.members, self._node_modules) and not self._is_input(path)
+        return claimable(
+            path, self.project_dir, self.members, self._node_modules
+        ) and not self._is_input(path)
 
     def _is_input(self, path: str) -> bool:
         """Whether `path` is in the task's input set: what the input globs match, less what the
         project output globs carve out (KEY-17, as `files.FileIndex.inputs` selects)."""
         q, prefix = self.input_query, self._prefix
         if path.startswith(prefix):
-            rel = path[len(prefix):]
+            rel = path[len(prefix) :]
             if q.excluded is not None and q.excluded.match(rel):
                 return False
             if q.globs.match(rel):
@@ -124,7 +146,9 @@ class AdditiveOutputs(OutputSpec):
         self.removed: tuple[str, ...] = ()
 
     def wipe(self, root: Path) -> None:
-        self._stamps = {p: _stamp(root, p) for p in super().walk(root)} if self.declares_files else {}
+        self._stamps = (
+            {p: _stamp(root, p) for p in super().walk(root)} if self.declares_files else {}
+        )
         self.removed = ()
 
     def walk(self, root: Path, seen: dict | None = None) -> list[str]:
@@ -159,13 +183,25 @@ class RunOptions(Struct, frozen=True):
     timeout_ms: int | None = None
     retries: int | None = None
     workspace_timeout_ms: int | None = None
-    cache_dir: Path | None = None  # a sandbox walls it off when it lies inside the workspace (SB-05)
-    framework_inference: bool = True  # `--framework-inference=false`: a turbo.json task keys no framework variables
-    sandbox_trace: bool = True  # vx.workspace.json `sandbox.trace`, what a task's own `exec.sandbox.trace` overrides
+    cache_dir: Path | None = (
+        None  # a sandbox walls it off when it lies inside the workspace (SB-05)
+    )
+    framework_inference: bool = (
+        True  # `--framework-inference=false`: a turbo.json task keys no framework variables
+    )
+    sandbox_trace: bool = (
+        True  # vx.workspace.json `sandbox.trace`, what a task's own `exec.sandbox.trace` overrides
+    )
 
 
-def make_plans(ws: Workspace, graph: TaskGraph, index: files.FileIndex, opts: RunOptions,
-               host_env: Mapping[str, str], additive: frozenset[TaskId] = frozenset()) -> dict[TaskId, TaskPlan]:
+def make_plans(
+    ws: Workspace,
+    graph: TaskGraph,
+    index: files.FileIndex,
+    opts: RunOptions,
+    host_env: Mapping[str, str],
+    additive: frozenset[TaskId] = frozenset(),
+) -> dict[TaskId, TaskPlan]:
     """Plan every node in topological order, so upstream keys exist before they are folded;
     `additive` tasks add to their upstream's outputs (LC-18)."""
     from vx.files import lockfile
@@ -186,18 +222,38 @@ def make_plans(ws: Workspace, graph: TaskGraph, index: files.FileIndex, opts: Ru
         if node.is_group and node.config.cache is None:
             plans[tid] = _group_plan(node, plans)
         elif node.is_group:
-            plans[tid] = _keyed_group_plan(node, index, host_env, fingerprint, nested.get(node.project_dir, ()), plans)
+            plans[tid] = _keyed_group_plan(
+                node, index, host_env, fingerprint, nested.get(node.project_dir, ()), plans
+            )
         else:
-            plans[tid] = _task_plan(ws, node, index, opts, host_env, fingerprint, nested.get(node.project_dir, ()),
-                                    plans, default_timeout, members, tid in additive, tools)
+            plans[tid] = _task_plan(
+                ws,
+                node,
+                index,
+                opts,
+                host_env,
+                fingerprint,
+                nested.get(node.project_dir, ()),
+                plans,
+                default_timeout,
+                members,
+                tid in additive,
+                tools,
+            )
             if node.config.exec is not None and node.config.exec.sandbox is not None:
                 plans[tid] = _with_sandbox(ws, graph, node, plans[tid], opts, host_env)
     tools.save()
     return plans
 
 
-def _with_sandbox(ws: Workspace, graph: TaskGraph, node: TaskNode, plan: TaskPlan, opts: RunOptions,
-                  host_env: Mapping[str, str]) -> TaskPlan:
+def _with_sandbox(
+    ws: Workspace,
+    graph: TaskGraph,
+    node: TaskNode,
+    plan: TaskPlan,
+    opts: RunOptions,
+    host_env: Mapping[str, str],
+) -> TaskPlan:
     """Resolve `exec.sandbox` now, so a grant no run could honour is refused before anything runs (SB-04)."""
     from msgspec.structs import replace
 
@@ -205,36 +261,72 @@ def _with_sandbox(ws: Workspace, graph: TaskGraph, node: TaskNode, plan: TaskPla
 
     cfg = node.config
     assert cfg.exec is not None and cfg.exec.sandbox is not None  # make_plans asks only then
-    folded = grants.folded_packages(graph.nodes, node.id, keys.select_upstream) if cfg.cache else None
-    spec = grants.plan_sandbox(cfg.exec.sandbox, root=ws.root, project_rel=node.project_dir, task=str(node.id),
-                               task_name=node.id.task, projects={p.dir: p.name for p in ws.packages.values()},
-                               linked=grants.linked_packages(ws.packages, node.id.package), folded=folded,
-                               cache_dir=opts.cache_dir, home=host_env.get("HOME"))
+    folded = (
+        grants.folded_packages(graph.nodes, node.id, keys.select_upstream) if cfg.cache else None
+    )
+    spec = grants.plan_sandbox(
+        cfg.exec.sandbox,
+        root=ws.root,
+        project_rel=node.project_dir,
+        task=str(node.id),
+        task_name=node.id.task,
+        projects={p.dir: p.name for p in ws.packages.values()},
+        linked=grants.linked_packages(ws.packages, node.id.package),
+        folded=folded,
+        cache_dir=opts.cache_dir,
+        home=host_env.get("HOME"),
+    )
     traced = cfg.exec.sandbox.trace if cfg.exec.sandbox.trace is not None else opts.sandbox_trace
     return replace(plan, sandbox=spec if traced else replace(spec, trace=False))
 
 
 def _group_plan(node: TaskNode, plans: Mapping[TaskId, TaskPlan]) -> TaskPlan:
     key = keys.group_key((str(dep), plans[dep].key) for dep in node.deps)
-    return TaskPlan(key=key, inputs=None, command=None, env={}, timeout_ms=None, retries=0, outputs=None)
+    return TaskPlan(
+        key=key, inputs=None, command=None, env={}, timeout_ms=None, retries=0, outputs=None
+    )
 
 
-def _keyed_group_plan(node: TaskNode, index, host_env, fingerprint: tuple, nested: tuple[str, ...],
-                      plans: Mapping[TaskId, TaskPlan]) -> TaskPlan:
+def _keyed_group_plan(
+    node: TaskNode,
+    index,
+    host_env,
+    fingerprint: tuple,
+    nested: tuple[str, ...],
+    plans: Mapping[TaskId, TaskPlan],
+) -> TaskPlan:
     """An implicit group (WS-19, a turbo task without its script): it runs nothing, and its key
     folds its project's files as a task's would, so its dependants' keys move with them."""
     query = _input_query(node, nested)
-    inputs = index.inputs(query.project_dir, query.globs, query.workspace_globs, excluded=query.excluded,
-                          nested=query.nested, reach=query.reach)
+    inputs = index.inputs(
+        query.project_dir,
+        query.globs,
+        query.workspace_globs,
+        excluded=query.excluded,
+        nested=query.nested,
+        reach=query.reach,
+    )
     declared = node.config.cache.input_env if node.config.cache else ()
-    record = _record(node, index, fingerprint, plans, inputs, (), environment.keyed(declared, (), {}, host_env))
+    record = _record(
+        node, index, fingerprint, plans, inputs, (), environment.keyed(declared, (), {}, host_env)
+    )
     return TaskPlan(keys.task_key(record), inputs, None, {}, None, 0, None, record=record)
 
 
-def _record(node: TaskNode, index, fingerprint: tuple, plans: Mapping[TaskId, TaskPlan], inputs,
-            forward: tuple[str, ...], env: tuple, runtime: tuple = ()) -> HashRecord:
+def _record(
+    node: TaskNode,
+    index,
+    fingerprint: tuple,
+    plans: Mapping[TaskId, TaskPlan],
+    inputs,
+    forward: tuple[str, ...],
+    env: tuple,
+    runtime: tuple = (),
+) -> HashRecord:
     cfg = node.config
-    upstream = keys.select_upstream(node.id, node.deps, cfg.cache.input_tasks if cfg.cache else None)
+    upstream = keys.select_upstream(
+        node.id, node.deps, cfg.cache.input_tasks if cfg.cache else None
+    )
     return HashRecord(
         task_id=str(node.id),
         fingerprint=fingerprint[0],
@@ -242,47 +334,104 @@ def _record(node: TaskNode, index, fingerprint: tuple, plans: Mapping[TaskId, Ta
         config=cfg.canonical,
         forward_args=forward,
         env=env,
-        upstream=tuple(sorted(((str(d), plans[d].key) for d in upstream), key=lambda p: (p[1], p[0]))),
+        upstream=tuple(
+            sorted(((str(d), plans[d].key) for d in upstream), key=lambda p: (p[1], p[0]))
+        ),
         files=inputs.files,
         lockfile=fingerprint[1],
         runtime=runtime,
     )
 
 
-def _task_plan(ws, node: TaskNode, index, opts: RunOptions, host_env, fingerprint: tuple, nested: tuple[str, ...],
-               plans: Mapping[TaskId, TaskPlan], default_timeout: int | None,
-               members: frozenset[str] = frozenset(), additive: bool = False, tools=None) -> TaskPlan:
+def _task_plan(
+    ws,
+    node: TaskNode,
+    index,
+    opts: RunOptions,
+    host_env,
+    fingerprint: tuple,
+    nested: tuple[str, ...],
+    plans: Mapping[TaskId, TaskPlan],
+    default_timeout: int | None,
+    members: frozenset[str] = frozenset(),
+    additive: bool = False,
+    tools=None,
+) -> TaskPlan:
     cfg = node.config
     assert cfg.exec is not None
     query = _input_query(node, nested)
-    inputs = index.inputs(query.project_dir, query.globs, query.workspace_globs, excluded=query.excluded,
-                          nested=query.nested, reach=query.reach)
+    inputs = index.inputs(
+        query.project_dir,
+        query.globs,
+        query.workspace_globs,
+        excluded=query.excluded,
+        nested=query.nested,
+        reach=query.reach,
+    )
     forward = opts.forward_args if node.requested else ()
     command = _forwarded(cfg.exec.command, forward) if forward else cfg.exec.command
     declared = cfg.cache.input_env if cfg.cache else ()
     framework = cfg.exec.env.framework if opts.framework_inference else ""
-    inferred = environment.inferred(framework, declared or cfg.exec.env.pass_through, host_env) if framework else ()
+    inferred = (
+        environment.inferred(framework, declared or cfg.exec.env.pass_through, host_env)
+        if framework
+        else ()
+    )
     root = str(ws.root)
-    env = environment.task_env(host=host_env, pass_through=(*cfg.exec.env.pass_through, *inferred),
-                               define=cfg.exec.env.define,
-                               project_dir_abs=os.path.join(root, node.project_dir) if node.project_dir else root,
-                               root=root, workspace_id=root, task_id=str(node.id))
+    env = environment.task_env(
+        host=host_env,
+        pass_through=(*cfg.exec.env.pass_through, *inferred),
+        define=cfg.exec.env.define,
+        project_dir_abs=os.path.join(root, node.project_dir) if node.project_dir else root,
+        root=root,
+        workspace_id=root,
+        task_id=str(node.id),
+    )
     runtime = _runtime(node, tools, env["PATH"], root, host_env) if tools is not None else ()
-    record = _record(node, index, fingerprint, plans, inputs, forward,
-                     environment.keyed(declared, inferred, env, host_env), runtime)
+    record = _record(
+        node,
+        index,
+        fingerprint,
+        plans,
+        inputs,
+        forward,
+        environment.keyed(declared, inferred, env, host_env),
+        runtime,
+    )
     outputs = None
     if cfg.cache is not None:
         spec = AdditiveOutputs if additive else OutputSpec
-        outputs = spec(node.project_dir, cfg.cache.output_files, cfg.cache.output_workspace_files, query, members)
+        outputs = spec(
+            node.project_dir,
+            cfg.cache.output_files,
+            cfg.cache.output_workspace_files,
+            query,
+            members,
+        )
     timeout = cfg.exec.timeout_ms if cfg.exec.timeout_ms is not None else default_timeout
     retries = cfg.exec.retries if cfg.exec.retries is not None else (opts.retries or 0)
     pkg = ws.packages.get(node.id.package)
-    hint = pkg.framework if pkg is not None and cfg.cache is not None and not cfg.exec.env.framework else ""
-    return TaskPlan(keys.task_key(record), inputs, command, env, timeout, retries, outputs, record=record,
-                    framework=hint)
+    hint = (
+        pkg.framework
+        if pkg is not None and cfg.cache is not None and not cfg.exec.env.framework
+        else ""
+    )
+    return TaskPlan(
+        keys.task_key(record),
+        inputs,
+        command,
+        env,
+        timeout,
+        retries,
+        outputs,
+        record=record,
+        framework=hint,
+    )
 
 
-def _runtime(node: TaskNode, tools, task_path: str, root: str, host_env) -> tuple[tuple[str, str], ...]:
+def _runtime(
+    node: TaskNode, tools, task_path: str, root: str, host_env
+) -> tuple[tuple[str, str], ...]:
     """KEY-08: the Node version the task's PATH leads to, then its declared probes' outputs."""
     out = [("node", tools.node(task_path))]
     cache = node.config.cache
@@ -348,8 +497,13 @@ def _rewriter(node: TaskNode) -> bool:
     return not node.is_group and node.config.cache is None
 
 
-def rekeyed(index: files.FileIndex, node: TaskNode, plans: Mapping[TaskId, TaskPlan], fresh: bool,
-            nested: tuple[str, ...]) -> TaskPlan:
+def rekeyed(
+    index: files.FileIndex,
+    node: TaskNode,
+    plans: Mapping[TaskId, TaskPlan],
+    fresh: bool,
+    nested: tuple[str, ...],
+) -> TaskPlan:
     """The task's plan keyed now, its dependencies done (KEY-20): upstream keys as they ended up
     and, when `fresh`, its input files and package.json as they are on disk."""
     from msgspec.structs import replace
@@ -358,16 +512,25 @@ def rekeyed(index: files.FileIndex, node: TaskNode, plans: Mapping[TaskId, TaskP
     if node.is_group and node.config.cache is None:
         return replace(plan, key=keys.group_key((str(dep), plans[dep].key) for dep in node.deps))
     cfg = node.config
-    upstream = keys.select_upstream(node.id, node.deps, cfg.cache.input_tasks if cfg.cache else None)
+    upstream = keys.select_upstream(
+        node.id, node.deps, cfg.cache.input_tasks if cfg.cache else None
+    )
     assert plan.record is not None  # a task with a key to redo has its record
-    record = replace(plan.record, upstream=tuple(sorted(((str(d), plans[d].key) for d in upstream),
-                                                        key=lambda p: (p[1], p[0]))))
+    record = replace(
+        plan.record,
+        upstream=tuple(
+            sorted(((str(d), plans[d].key) for d in upstream), key=lambda p: (p[1], p[0]))
+        ),
+    )
     inputs = plan.inputs
     if fresh:
         query = plan.outputs.input_query if plan.outputs is not None else _input_query(node, nested)
         inputs = index.fresh_inputs(query)
-        record = replace(record, files=inputs.files,
-                         package_json=index.fresh_identity(_join(node.project_dir, "package.json")))
+        record = replace(
+            record,
+            files=inputs.files,
+            package_json=index.fresh_identity(_join(node.project_dir, "package.json")),
+        )
     return replace(plan, key=keys.task_key(record), inputs=inputs, record=record)
 
 

@@ -35,8 +35,12 @@ class Toolchain:
         self._dirty = False
         self._in_dir: dict[str, str | None] = {}  # PATH directory -> its executable `node`, or None
         self._version: dict[str, str] = {}  # node path -> version
-        self._by_path: dict[str, str] = {}  # a PATH value (or a tail of one) -> the version it leads to
-        self._probes: dict[tuple[str, str], tuple[str, str]] = {}  # (dir, command) -> (stdout, stderr)
+        self._by_path: dict[
+            str, str
+        ] = {}  # a PATH value (or a tail of one) -> the version it leads to
+        self._probes: dict[
+            tuple[str, str], tuple[str, str]
+        ] = {}  # (dir, command) -> (stdout, stderr)
 
     # ------------------------------------------------------------ node
 
@@ -47,7 +51,9 @@ class Toolchain:
         if version is None:
             head, sep, rest = path_value.partition(os.pathsep)
             found = self._node_in(head or os.curdir)
-            version = self._of(found) if found is not None else (self.node(rest) if sep else "absent")
+            version = (
+                self._of(found) if found is not None else (self.node(rest) if sep else "absent")
+            )
             self._by_path[path_value] = version
         return version
 
@@ -92,7 +98,9 @@ class Toolchain:
         import subprocess
 
         try:
-            proc = subprocess.run([path, "-v"], capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+            proc = subprocess.run(
+                [path, "-v"], capture_output=True, timeout=60, stdin=subprocess.DEVNULL
+            )
             version = proc.stdout.decode("utf-8", "replace").strip() if proc.returncode == 0 else ""
         except (OSError, subprocess.SubprocessError):
             version = ""
@@ -146,18 +154,30 @@ class Toolchain:
 
         env = {**os.environ, "PATH": path_value}
         try:
-            proc = subprocess.run(["sh", "-c", command], cwd=directory, env=env, capture_output=True,
-                                  timeout=300, stdin=subprocess.DEVNULL)
+            proc = subprocess.run(
+                ["sh", "-c", command],
+                cwd=directory,
+                env=env,
+                capture_output=True,
+                timeout=300,
+                stdin=subprocess.DEVNULL,
+            )
         except (OSError, subprocess.SubprocessError) as exc:
-            raise EnvironmentFailure(f"{task}: the runtime input `{command}` could not run: {exc}",
-                                     hint="it runs with `sh -c` in the project directory") from None
+            raise EnvironmentFailure(
+                f"{task}: the runtime input `{command}` could not run: {exc}",
+                hint="it runs with `sh -c` in the project directory",
+            ) from None
         if proc.returncode != 0:
             tail = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-3:]
-            raise EnvironmentFailure(f"{task}: the runtime input `{command}` exited with {proc.returncode}",
-                                     facts=[f"stderr: {line}" for line in tail],
-                                     hint="a key cannot be taken on a failed probe: fix the command or drop it")
+            raise EnvironmentFailure(
+                f"{task}: the runtime input `{command}` exited with {proc.returncode}",
+                facts=[f"stderr: {line}" for line in tail],
+                hint="a key cannot be taken on a failed probe: fix the command or drop it",
+            )
         try:
             return proc.stdout.decode("utf-8").strip(), proc.stderr.decode("utf-8").strip()
         except UnicodeDecodeError:
-            raise EnvironmentFailure(f"{task}: the runtime input `{command}` printed bytes that are not UTF-8",
-                                     hint="key a text probe (e.g. a version), or pipe it through a hash") from None
+            raise EnvironmentFailure(
+                f"{task}: the runtime input `{command}` printed bytes that are not UTF-8",
+                hint="key a text probe (e.g. a version), or pipe it through a hash",
+            ) from None

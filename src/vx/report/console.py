@@ -1,10 +1,11 @@
 """Keep a live status region under the scrolling output on a terminal (CLI-54).
 
-The region is a separator, a pinned `▸ id running` row per ready persistent task, one
-`<elapsed> <id>` row per running task (no glyph, at most min(concurrency, 10)) and a meter. It lives on stderr below everything else: before any line
-is printed it is erased, and it is drawn again at most every 30 ms, so a chatty task costs
-one redraw per frame of the terminal, not one per line. It is erased for good before the
-footer. Imported only when a terminal asks for it: this is the one module that uses rich.
+The region is a separator, a pinned `▸ id running` row per ready persistent task, one `<elapsed>
+<id>` row per running task (no glyph, at most min(concurrency, 10)) and a meter. It lives on
+stderr below everything else: before any line is printed it is erased, and it is drawn again at
+most every 30 ms, so a chatty task costs one redraw per frame of the terminal, not one per line.
+It is erased for good before the footer. Imported only when a terminal asks for it: this is the
+one module that uses rich.
 """
 
 from __future__ import annotations
@@ -97,7 +98,9 @@ class LiveRegion:
         text = f"{self.done}/{self.total} tasks · {self.cached} cached"
         if self.failed:
             text += f" · {self.failed} failed"
-        return self.palette.paint(self._set_cell_size(text, room) if self._cell_len(text) > room else text, "dim")
+        return self.palette.paint(
+            self._set_cell_size(text, room) if self._cell_len(text) > room else text, "dim"
+        )
 
     def draw(self, now: float) -> None:
         """Replace the region on screen with its current rows in one write."""
@@ -121,9 +124,17 @@ class LiveRegion:
 class ConsoleReporter(PlainReporter):
     """Report like the plain reporter, plus a live region drawn from events and a ticking thread."""
 
-    def __init__(self, *, flow: str, palette: Palette, version: str, sink: Sink,
-                 width: Callable[[], int], clock: Callable[[], float] = time.monotonic,
-                 tick_s: float | None = REDRAW_FLOOR_S) -> None:
+    def __init__(
+        self,
+        *,
+        flow: str,
+        palette: Palette,
+        version: str,
+        sink: Sink,
+        width: Callable[[], int],
+        clock: Callable[[], float] = time.monotonic,
+        tick_s: float | None = REDRAW_FLOOR_S,
+    ) -> None:
         super().__init__(flow=flow, palette=palette, version=version, sink=sink)
         self.region = LiveRegion(sink, palette, width)
         self._clock = clock
@@ -176,7 +187,11 @@ class ConsoleReporter(PlainReporter):
         with self._lock:
             region, now = self.region, self._clock()
             stale = region.running and now - region.last_draw >= TICK_S
-            if region.active and (region.dirty or stale) and now - region.last_draw >= REDRAW_FLOOR_S:
+            if (
+                region.active
+                and (region.dirty or stale)
+                and now - region.last_draw >= REDRAW_FLOOR_S
+            ):
                 region.draw(now)
 
     def close(self) -> None:

@@ -45,8 +45,10 @@ def dry_json(plan: Sequence[PlannedTask]) -> str:
 
 def dry_table(plan: Sequence[PlannedTask]) -> list[str]:
     """Align columns: task, predicted status, key, command; then the count line."""
-    rows = [_HEADER] + [(str(t.id), t.predicted, t.key or "-", t.command or ("(implicit)" if t.implicit else "-"))
-                        for t in plan]
+    rows = [_HEADER] + [
+        (str(t.id), t.predicted, t.key or "-", t.command or ("(implicit)" if t.implicit else "-"))
+        for t in plan
+    ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(_HEADER) - 1)]
     lines = ["  ".join([*(cell.ljust(w) for cell, w in zip(row, widths)), row[-1]]) for row in rows]
     return lines + [count_line(plan)]
@@ -57,7 +59,9 @@ def count_line(plan: Sequence[PlannedTask]) -> str:
     tally = Counter(t.predicted for t in plan)
     groups = tally.pop("group", 0)
     total = sum(tally.values())
-    order = [s for s in _PREDICTED_ORDER if s in tally] + [s for s in tally if s not in _PREDICTED_ORDER]
+    order = [s for s in _PREDICTED_ORDER if s in tally] + [
+        s for s in tally if s not in _PREDICTED_ORDER
+    ]
     parts = [f"{total} {'task' if total == 1 else 'tasks'}"] + [f"{tally[s]} {s}" for s in order]
     if groups:
         parts.append(f"{groups} {'group' if groups == 1 else 'groups'}")
@@ -67,7 +71,9 @@ def count_line(plan: Sequence[PlannedTask]) -> str:
 def render_dry(plan: Sequence[PlannedTask], fmt: str, out: TextIO) -> None:
     """Write the plan to `out` (stdout): nothing else belongs there under `--dry` (CLI-60)."""
     if fmt not in DRY_FORMATS:
-        raise UsageError(f"unknown --dry format `{fmt}`", hint="use --dry, --dry=text or --dry=json")
+        raise UsageError(
+            f"unknown --dry format `{fmt}`", hint="use --dry, --dry=text or --dry=json"
+        )
     sink = Sink(out, out)  # a closed pipe (`--dry | head`) is not an error (EX-20)
     if fmt == "json":
         sink.raw("out", dry_json(plan))
@@ -79,17 +85,28 @@ def render_dry(plan: Sequence[PlannedTask], fmt: str, out: TextIO) -> None:
 
 GRAPH_EXTENSIONS = (".dot", ".gv")
 # Fill colours by predicted status; white for anything else (not started).
-_FILL = {"hit-local": "palegreen", "hit-remote": "lightskyblue", "miss": "orange", "no-cache": "lightgray",
-         "group": "violet"}
+_FILL = {
+    "hit-local": "palegreen",
+    "hit-remote": "lightskyblue",
+    "miss": "orange",
+    "no-cache": "lightgray",
+    "group": "violet",
+}
 
 
 def graph_dot(plan: Sequence[PlannedTask]) -> str:
     """The plan as a Graphviz digraph, each task filled by its predicted status, an edge from each
     task to what it depends on."""
-    lines = ["digraph vx {", "  rankdir=LR;", '  node [shape=box, style="rounded,filled", fontname="monospace"];']
+    lines = [
+        "digraph vx {",
+        "  rankdir=LR;",
+        '  node [shape=box, style="rounded,filled", fontname="monospace"];',
+    ]
     for task in plan:
         colour = _FILL.get(task.predicted, "white")
-        lines.append(f'  {_quoted(str(task.id))} [fillcolor="{colour}", tooltip={_quoted(task.predicted)}];')
+        lines.append(
+            f'  {_quoted(str(task.id))} [fillcolor="{colour}", tooltip={_quoted(task.predicted)}];'
+        )
     for task in plan:
         lines += [f"  {_quoted(str(task.id))} -> {_quoted(str(dep))};" for dep in task.deps]
     lines.append("}")
@@ -103,6 +120,8 @@ def _quoted(text: str) -> str:
 def graph_target(value: str) -> str:
     """`--graph=<path>`: a DOT file; any other extension is refused (vx draws no images itself)."""
     if value and not value.endswith(GRAPH_EXTENSIONS):
-        raise UsageError(f"`--graph={value}`: vx writes Graphviz DOT, so the file must end in .dot or .gv",
-                         hint="write --graph=plan.dot, then e.g. `dot -Tsvg plan.dot -o plan.svg`")
+        raise UsageError(
+            f"`--graph={value}`: vx writes Graphviz DOT, so the file must end in .dot or .gv",
+            hint="write --graph=plan.dot, then e.g. `dot -Tsvg plan.dot -o plan.svg`",
+        )
     return value

@@ -11,9 +11,9 @@ import codecs
 from typing import Iterable, Sequence
 
 from vx import style
+from vx.engine.verdicts import signal_name
 from vx.model import CacheStatus, LogChunk, Status, TaskId, TaskResult
 from vx.style import Palette, format_duration, project_rgb, strip_ansi  # noqa: F401 (re-exported)
-from vx.engine.verdicts import signal_name
 
 HITS = (CacheStatus.LOCAL, CacheStatus.REMOTE, CacheStatus.UP_TO_DATE)
 
@@ -79,7 +79,7 @@ def failure_detail(result: TaskResult) -> str:
     if result.reason:
         reason = result.reason
         if reason.startswith("failed (") and reason.endswith(")"):
-            return reason[len("failed ("):-1]
+            return reason[len("failed (") : -1]
         return reason
     return _exit_words(result.exit_code, result.timed_out)
 
@@ -159,8 +159,14 @@ def _row_suffix(result: TaskResult, kind: str) -> str:
 
 def ready_row(tid: TaskId, duration_ms: float, palette: Palette) -> str:
     """`▸  1.20s ready   web#dev`: a persistent task became ready (EX-07)."""
-    return " ".join((palette.paint(GLYPHS["persistent"], "ok"), palette.paint(f"{format_duration(duration_ms):>6}", "dim"),
-                     palette.paint(f"{'ready':<7}", "ok"), palette.task_id(tid)))
+    return " ".join(
+        (
+            palette.paint(GLYPHS["persistent"], "ok"),
+            palette.paint(f"{format_duration(duration_ms):>6}", "dim"),
+            palette.paint(f"{'ready':<7}", "ok"),
+            palette.task_id(tid),
+        )
+    )
 
 
 def server_line(tid: TaskId, width: int, line: str, palette: Palette) -> str:
@@ -181,10 +187,16 @@ def not_run_row(results: Sequence[TaskResult], palette: Palette) -> str:
 # ---------------------------------------------------------------- frames
 
 
-def frame_open(tid: TaskId, palette: Palette, outcome: str | None = None, style: str = "dim") -> str:
+def frame_open(
+    tid: TaskId, palette: Palette, outcome: str | None = None, style: str = "dim"
+) -> str:
     """Open a frame `┌─ id > outcome`; a live frame opens before its outcome is known (`┌─ id`)."""
     head = f"{palette.paint('┌─', 'dim')} {palette.task_id(tid)}"
-    return head if outcome is None else f"{head} {palette.paint('>', 'dim')} {palette.paint(outcome, style)}"
+    return (
+        head
+        if outcome is None
+        else f"{head} {palette.paint('>', 'dim')} {palette.paint(outcome, style)}"
+    )
 
 
 def frame_command(command: str, palette: Palette) -> str:
@@ -200,7 +212,11 @@ def frame_close(result: TaskResult, palette: Palette) -> str:
 
 def executed(result: TaskResult) -> bool:
     """Tell whether the command ran in this run (hits and skips show no `$ command`)."""
-    return result.cache not in HITS and not never_started(result) and result.status is not Status.SKIPPED
+    return (
+        result.cache not in HITS
+        and not never_started(result)
+        and result.status is not Status.SKIPPED
+    )
 
 
 def frame(result: TaskResult, palette: Palette, command: str | None = None) -> list[str]:
@@ -226,8 +242,10 @@ def sandbox_section(result: TaskResult, palette: Palette) -> list[str]:
         return []
     bar = palette.paint("│", "dim")
     head = f"{palette.paint('├─', 'dim')} {palette.paint(f'SANDBOX VIOLATIONS ({len(result.violations)})', 'fail')}"
-    return [head] + [f"{bar} {v.kind:<5} {v.path}  {palette.paint('→', 'dim')} {v.grant_hint}"
-                     for v in result.violations]
+    return [head] + [
+        f"{bar} {v.kind:<5} {v.path}  {palette.paint('→', 'dim')} {v.grant_hint}"
+        for v in result.violations
+    ]
 
 
 # ---------------------------------------------------------------- logs
@@ -277,11 +295,15 @@ def log_lines(chunks: Iterable[LogChunk]) -> list[str]:
 # ---------------------------------------------------------------- footer
 
 
-def footer(results: Sequence[TaskResult], wall_ms: float, version: str, palette: Palette) -> list[str]:
+def footer(
+    results: Sequence[TaskResult], wall_ms: float, version: str, palette: Palette
+) -> list[str]:
     """Build the footer: a `─ vx <ver> ─` rule as wide as the result row under it (CLI-55)."""
     cached = sum(1 for r in results if r.status is Status.SUCCESS and r.cache in HITS)
-    tallies = {status.value: sum(1 for r in results if r.status is status)
-               for status in (Status.FAILED, Status.SKIPPED, Status.ABORTED)}
+    tallies = {
+        status.value: sum(1 for r in results if r.status is status)
+        for status in (Status.FAILED, Status.SKIPPED, Status.ABORTED)
+    }
     return style.footer(len(results), cached, tallies, wall_ms, version, palette)
 
 
@@ -293,11 +315,20 @@ def github_frame(result: TaskResult, lines: list[str], token: str) -> list[str]:
     fenced by `::stop-commands::` so a task's output can never issue workflow commands."""
     failed = result.status is not Status.SUCCESS
     seconds = format_elapsed(result.duration_ms / 1000)
-    head = [] if failed else [f"::group::{_gh_escape(str(result.id))} ({outcome_label(result)} {seconds})"]
+    head = (
+        []
+        if failed
+        else [f"::group::{_gh_escape(str(result.id))} ({outcome_label(result)} {seconds})"]
+    )
     fenced = [f"::stop-commands::{token}", *lines, f"::{token}::"]
     if failed:
-        detail = _gh_escape(failure_detail(result) if not never_started(result) else result.status.value)
-        return [*fenced, f"::error title={_gh_escape(str(result.id), prop=True)}::{result.id} failed ({detail})"]
+        detail = _gh_escape(
+            failure_detail(result) if not never_started(result) else result.status.value
+        )
+        return [
+            *fenced,
+            f"::error title={_gh_escape(str(result.id), prop=True)}::{result.id} failed ({detail})",
+        ]
     return [*head, *fenced, "::endgroup::"]
 
 

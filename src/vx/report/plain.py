@@ -11,6 +11,7 @@ import errno
 import os
 from typing import Callable, Mapping, TextIO
 
+from vx import style
 from vx.events import (
     CacheRestored,
     Event,
@@ -25,50 +26,83 @@ from vx.events import (
     TaskStarted,
 )
 from vx.model import Status, TaskGraph, TaskId, TaskResult
-from vx import style
 from vx.report import frames
 from vx.report.frames import LineSplitter, Palette
 
 FLOWS = ("focused", "broad", "ci", "full", "new-only", "errors-only", "hash-only", "none")
-OUTPUT_LOGS = FLOWS[3:]  # `--output-logs`, turbo's names: beats the flow the run would take (CLI-33)
+OUTPUT_LOGS = FLOWS[
+    3:
+]  # `--output-logs`, turbo's names: beats the flow the run would take (CLI-33)
 
 # Columns: the flow, split by role in the focused flow. Shapes: silent, row, frame,
 # row+replay (one line at once, the whole frame before the footer) and fold (counted on one
 # `not run` line). A failure is never silent and its frame is printed exactly once (CLI-51).
 _EVERY_FRAME: Mapping[str, str] = {
-    "executed": "frame", "hit": "frame", "failed": "frame",
-    "skipped": "row", "aborted": "frame", "not-run": "fold",
+    "executed": "frame",
+    "hit": "frame",
+    "failed": "frame",
+    "skipped": "row",
+    "aborted": "frame",
+    "not-run": "fold",
 }
 VISIBILITY: Mapping[str, Mapping[str, str]] = {
     "focused:requested": {
-        "executed": "frame", "hit": "frame", "failed": "frame",
-        "skipped": "row", "aborted": "frame", "not-run": "fold",
+        "executed": "frame",
+        "hit": "frame",
+        "failed": "frame",
+        "skipped": "row",
+        "aborted": "frame",
+        "not-run": "fold",
     },
     "focused:dependency": {
-        "executed": "silent", "hit": "silent", "failed": "row+replay",
-        "skipped": "silent", "aborted": "row", "not-run": "fold",
+        "executed": "silent",
+        "hit": "silent",
+        "failed": "row+replay",
+        "skipped": "silent",
+        "aborted": "row",
+        "not-run": "fold",
     },
     "broad": {
-        "executed": "row", "hit": "silent", "failed": "row+replay",
-        "skipped": "row", "aborted": "row", "not-run": "fold",
+        "executed": "row",
+        "hit": "silent",
+        "failed": "row+replay",
+        "skipped": "row",
+        "aborted": "row",
+        "not-run": "fold",
     },
     "ci": _EVERY_FRAME,
     "full": _EVERY_FRAME,  # --output-logs=full: what CI shows, anywhere
     "new-only": {
-        "executed": "frame", "hit": "row", "failed": "frame",
-        "skipped": "row", "aborted": "frame", "not-run": "fold",
+        "executed": "frame",
+        "hit": "row",
+        "failed": "frame",
+        "skipped": "row",
+        "aborted": "frame",
+        "not-run": "fold",
     },
     "errors-only": {
-        "executed": "silent", "hit": "silent", "failed": "frame",
-        "skipped": "row", "aborted": "row", "not-run": "fold",
+        "executed": "silent",
+        "hit": "silent",
+        "failed": "frame",
+        "skipped": "row",
+        "aborted": "row",
+        "not-run": "fold",
     },
     "hash-only": {
-        "executed": "row", "hit": "row", "failed": "row+replay",
-        "skipped": "row", "aborted": "row", "not-run": "fold",
+        "executed": "row",
+        "hit": "row",
+        "failed": "row+replay",
+        "skipped": "row",
+        "aborted": "row",
+        "not-run": "fold",
     },
     "none": {
-        "executed": "silent", "hit": "silent", "failed": "row+replay",
-        "skipped": "silent", "aborted": "row", "not-run": "fold",
+        "executed": "silent",
+        "hit": "silent",
+        "failed": "row+replay",
+        "skipped": "silent",
+        "aborted": "row",
+        "not-run": "fold",
     },
 }
 
@@ -174,21 +208,27 @@ def focus_of(graph: TaskGraph) -> frozenset[TaskId]:
 class PlainReporter:
     """Turn events into rows, frames and a footer on plain streams (CLI-50..56)."""
 
-    def __init__(self, *, flow: str, palette: Palette, version: str, sink: Sink, github: bool = False) -> None:
+    def __init__(
+        self, *, flow: str, palette: Palette, version: str, sink: Sink, github: bool = False
+    ) -> None:
         if flow not in FLOWS:
             raise ValueError(f"unknown output flow {flow!r}; expected one of {FLOWS}")
         self.flow, self.palette, self.version, self.sink = flow, palette, version, sink
         # On GitHub Actions, frames fold into ::group:: blocks fenced by a per-run token (CLI-57).
         self._github_token = os.urandom(8).hex() if github else None
         self._groups: frozenset[TaskId] = frozenset()
-        self._focus: frozenset[TaskId] | None = None  # None until RunStarted: treat all as requested
+        self._focus: frozenset[TaskId] | None = (
+            None  # None until RunStarted: treat all as requested
+        )
         self._commands: dict[TaskId, str] = {}
         self._live: TaskId | None = None  # the task whose frame streams as it runs
         self._splitter = LineSplitter()
         self._reported: set[TaskId] = set()
         self._replay: list[TaskResult] = []
         self._not_run: list[TaskResult] = []
-        self._servers: dict[TaskId, LineSplitter] = {}  # persistent tasks: output as `id │ line` (EX-08)
+        self._servers: dict[
+            TaskId, LineSplitter
+        ] = {}  # persistent tasks: output as `id │ line` (EX-08)
         self._server_width = 0
         self._terminal: set[TaskId] = set()  # interactive tasks that had the terminal (EX-09)
         self._hidden = 0  # successful tasks with a log that only a row (or nothing) stood for
@@ -205,8 +245,11 @@ class PlainReporter:
         graph = event.graph
         self._groups = frozenset(t for t, n in graph.nodes.items() if n.is_group)
         self._focus = focus_of(graph)
-        self._servers = {t: LineSplitter() for t, n in graph.nodes.items()
-                         if n.config.exec is not None and n.config.exec.persistent is not None}
+        self._servers = {
+            t: LineSplitter()
+            for t, n in graph.nodes.items()
+            if n.config.exec is not None and n.config.exec.persistent is not None
+        }
         self._server_width = max((len(str(t)) for t in self._servers), default=0)
 
     def on_task_started(self, event: TaskStarted) -> None:
@@ -219,7 +262,11 @@ class PlainReporter:
         if event.attempt == 1 and self._streams_live(event.id):
             self._live, self._splitter = event.id, LineSplitter()
             head = [frames.frame_open(event.id, self.palette)]
-            self.sink.lines("out", head + ([frames.frame_command(event.command, self.palette)] if event.command else []))
+            self.sink.lines(
+                "out",
+                head
+                + ([frames.frame_command(event.command, self.palette)] if event.command else []),
+            )
 
     def on_task_output(self, event: TaskOutput) -> None:
         if event.id == self._live:
@@ -232,16 +279,24 @@ class PlainReporter:
 
     def on_servers_kept(self, event: ServersKept) -> None:
         names = ", ".join(str(t) for t in event.ids)
-        self.sink.lines("err", [f"vx: {names} still running; Ctrl-C stops {'it' if len(event.ids) == 1 else 'them'}"])
+        self.sink.lines(
+            "err",
+            [f"vx: {names} still running; Ctrl-C stops {'it' if len(event.ids) == 1 else 'them'}"],
+        )
 
     def _shows_server(self, tid: TaskId) -> bool:
         """A requested server's output streams (`--output-logs` can hush it); a dependency's only in full logs."""
         if self.flow in ("ci", "full"):
             return True
-        return self.flow not in ("none", "errors-only") and (self._focus is None or tid in self._focus)
+        return self.flow not in ("none", "errors-only") and (
+            self._focus is None or tid in self._focus
+        )
 
     def _print_server(self, tid: TaskId, lines: list[str]) -> None:
-        self.sink.lines("out", [frames.server_line(tid, self._server_width, line, self.palette) for line in lines])
+        self.sink.lines(
+            "out",
+            [frames.server_line(tid, self._server_width, line, self.palette) for line in lines],
+        )
 
     def on_task_retrying(self, event: TaskRetrying) -> None:
         if event.id == self._live:  # a retry starts a fresh line of output
@@ -267,7 +322,10 @@ class PlainReporter:
         self._replay_failures()
         if self._hidden:  # say how to see what a row stood for (a log with warnings, say)
             noun = "task's output is" if self._hidden == 1 else "tasks' output is"
-            self.sink.lines("err", [f"vx: {self._hidden} successful {noun} not shown; --output-logs=full shows it"])
+            self.sink.lines(
+                "err",
+                [f"vx: {self._hidden} successful {noun} not shown; --output-logs=full shows it"],
+            )
         wall_ms = (summary.ended_at - summary.started_at) * 1000
         self.sink.separate("err")
         self.sink.lines("err", frames.footer(results, wall_ms, self.version, self.palette))
@@ -316,7 +374,11 @@ class PlainReporter:
 
     def _close_live(self, result: TaskResult) -> None:
         self._print_content(self._splitter.finish())
-        self.sink.lines("out", frames.sandbox_section(result, self.palette) + [frames.frame_close(result, self.palette), ""])
+        self.sink.lines(
+            "out",
+            frames.sandbox_section(result, self.palette)
+            + [frames.frame_close(result, self.palette), ""],
+        )
         self._live = None
 
     def _print_content(self, lines: list[str]) -> None:
@@ -330,7 +392,9 @@ class PlainReporter:
 
     def _frame(self, result: TaskResult) -> list[str]:
         lines = frames.frame(result, self.palette, self._commands.get(result.id))
-        return frames.github_frame(result, lines, self._github_token) if self._github_token else lines
+        return (
+            frames.github_frame(result, lines, self._github_token) if self._github_token else lines
+        )
 
 
 # Looked up by name so the live console's overrides are the ones called.

@@ -32,13 +32,16 @@ class Profiler:
             elif isinstance(event, TaskFinished):
                 self.ended[event.result.id] = now
             emit(event)
+
         return observed
 
     def trace(self, summary: RunSummary) -> dict:
         projects = sorted({r.id.package for r in summary.results})
         tid = {name: i + 1 for i, name in enumerate(projects)}
-        events = [{"ph": "M", "name": "thread_name", "pid": 1, "tid": tid[name], "args": {"name": name}}
-                  for name in projects]
+        events = [
+            {"ph": "M", "name": "thread_name", "pid": 1, "tid": tid[name], "args": {"name": name}}
+            for name in projects
+        ]
         for r in summary.results:
             end = self.ended.get(r.id)
             if end is None:
@@ -49,13 +52,30 @@ class Profiler:
                 args["cpuMs"] = round(r.cpu_ms, 3)
             if r.peak_rss_bytes is not None:
                 args["peakRssBytes"] = r.peak_rss_bytes
-            events.append({"name": str(r.id), "cat": r.status.value, "ph": "X", "pid": 1, "tid": tid[r.id.package],
-                           "ts": round(start * 1e6), "dur": max(round((end - start) * 1e6), 1), "args": args})
-        return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": {"runId": summary.run_id}}
+            events.append(
+                {
+                    "name": str(r.id),
+                    "cat": r.status.value,
+                    "ph": "X",
+                    "pid": 1,
+                    "tid": tid[r.id.package],
+                    "ts": round(start * 1e6),
+                    "dur": max(round((end - start) * 1e6), 1),
+                    "args": args,
+                }
+            )
+        return {
+            "traceEvents": events,
+            "displayTimeUnit": "ms",
+            "otherData": {"runId": summary.run_id},
+        }
 
     def write(self, summary: RunSummary, path: Path) -> None:
         try:
             path.write_text(json.dumps(self.trace(summary)))
         except OSError as exc:
-            raise EnvironmentFailure("cannot write the profile", facts=(f"path: {path}", f"cause: {exc.strerror or exc}"),
-                                     hint="pass --profile=<path> in a writable directory") from None
+            raise EnvironmentFailure(
+                "cannot write the profile",
+                facts=(f"path: {path}", f"cause: {exc.strerror or exc}"),
+                hint="pass --profile=<path> in a writable directory",
+            ) from None

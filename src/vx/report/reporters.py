@@ -12,8 +12,16 @@ from vx.report.plain import PlainReporter, Sink
 from vx.style import Palette
 
 
-def make_reporter(*, flow: str, color: bool, live: bool, version: str, out: TextIO, err: TextIO,
-                  github: bool = False) -> Reporter:
+def make_reporter(
+    *,
+    flow: str,
+    color: bool,
+    live: bool,
+    version: str,
+    out: TextIO,
+    err: TextIO,
+    github: bool = False,
+) -> Reporter:
     """Build the reporter for one run: a live console on a terminal, plain lines elsewhere.
 
     `flow` is focused (no selection flag), broad (`--all`) or ci (a truthy CI); `live` should
@@ -25,4 +33,6 @@ def make_reporter(*, flow: str, color: bool, live: bool, version: str, out: Text
         return PlainReporter(flow=flow, palette=palette, version=version, sink=sink, github=github)
     from vx.report.console import ConsoleReporter, terminal_width
 
-    return ConsoleReporter(flow=flow, palette=palette, version=version, sink=sink, width=lambda: terminal_width(err))
+    return ConsoleReporter(
+        flow=flow, palette=palette, version=version, sink=sink, width=lambda: terminal_width(err)
+    )

@@ -52,7 +52,9 @@ def task_dict(result: TaskResult) -> dict[str, Any]:
         out["persistent"] = True
         out["reason"] = result.reason or ""
     if result.violations:  # SB-12: what the sandbox caught, with the grant that would allow each
-        out["sandboxViolations"] = [{"kind": v.kind, "path": v.path, "grant": v.grant_hint} for v in result.violations]
+        out["sandboxViolations"] = [
+            {"kind": v.kind, "path": v.path, "grant": v.grant_hint} for v in result.violations
+        ]
     return out
 
 
@@ -140,11 +142,15 @@ def markdown(summary: RunSummary, interrupted: bool = False) -> str:
     saved = sum(r.stored_ms or 0.0 for r in summary.results)
     verdict = "interrupted" if interrupted else ("ok" if summary.exit_code == 0 else "failed")
     cached = c["cachedLocal"] + c["cachedRemote"] + c["upToDate"]
-    head = (f"**vx run: {verdict}** · {c['total']} tasks · {cached} cached · {c['failed']} failed · "
-            f"{_seconds(spent)} total · {_seconds(saved)} saved")
+    head = (
+        f"**vx run: {verdict}** · {c['total']} tasks · {cached} cached · {c['failed']} failed · "
+        f"{_seconds(spent)} total · {_seconds(saved)} saved"
+    )
     rows = ["| Task | Status | Cache | Duration |", "|---|---|---|---|"]
-    rows += [f"| `{_cell(str(r.id))}` | {r.status.value} | {r.cache.value} | {_seconds(r.duration_ms)} |"
-             for r in sorted(summary.results, key=_failures_first)]
+    rows += [
+        f"| `{_cell(str(r.id))}` | {r.status.value} | {r.cache.value} | {_seconds(r.duration_ms)} |"
+        for r in sorted(summary.results, key=_failures_first)
+    ]
     return "\n".join([head, "", *rows]) + "\n"
 
 
@@ -169,5 +175,8 @@ def append_report(text: str, path: Path) -> None:
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(text)
     except OSError as exc:
-        raise EnvironmentFailure("cannot write the report", facts=(f"path: {path}", f"cause: {exc.strerror or exc}"),
-                                 hint="pass --report-file=<path> in a writable directory") from None
+        raise EnvironmentFailure(
+            "cannot write the report",
+            facts=(f"path: {path}", f"cause: {exc.strerror or exc}"),
+            hint="pass --report-file=<path> in a writable directory",
+        ) from None

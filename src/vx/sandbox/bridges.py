@@ -36,8 +36,15 @@ NSENTER_HINT = "install util-linux's nsenter (apt install util-linux)"
 class InsideBridges:
     """One attempt's socats in the sandbox's network namespace; `stop()` ends them."""
 
-    def __init__(self, socat: str, nsenter: str, *, proxy_socket: str | None, proxy_port: int,
-                 ports: tuple[tuple[int, Path], ...]) -> None:
+    def __init__(
+        self,
+        socat: str,
+        nsenter: str,
+        *,
+        proxy_socket: str | None,
+        proxy_port: int,
+        ports: tuple[tuple[int, Path], ...],
+    ) -> None:
         self.socat, self.nsenter = socat, nsenter
         self.proxy_socket, self.proxy_port, self.ports = proxy_socket, proxy_port, ports
         self._procs: list[subprocess.Popen] = []
@@ -59,9 +66,14 @@ class InsideBridges:
             if os.fstat(owner).st_ino != os.stat("/proc/self/ns/user").st_ino:
                 enter += [f"--user=/proc/self/fd/{owner}", "--preserve-credentials"]
             if self.proxy_socket is not None:
-                listen = f"TCP4-LISTEN:{self.proxy_port},reuseaddr,fork,nodelay"  # only `lo` is there
-                self._spawn(enter + ["--", self.socat, listen, "UNIX-CONNECT:" + _socat_path(self.proxy_socket)],
-                            fds)
+                listen = (
+                    f"TCP4-LISTEN:{self.proxy_port},reuseaddr,fork,nodelay"  # only `lo` is there
+                )
+                self._spawn(
+                    enter
+                    + ["--", self.socat, listen, "UNIX-CONNECT:" + _socat_path(self.proxy_socket)],
+                    fds,
+                )
             for port, sock in self.ports:
                 listen = "UNIX-LISTEN:" + _socat_path(str(sock)) + ",fork,unlink-early"
                 self._spawn(enter + ["--", self.socat, listen, f"TCP:127.0.0.1:{port}"], fds)
@@ -83,8 +95,16 @@ class InsideBridges:
         return None
 
     def _spawn(self, argv: list[str], fds: list[int]) -> None:
-        self._procs.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                            stderr=subprocess.DEVNULL, start_new_session=True, pass_fds=fds))
+        self._procs.append(
+            subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                pass_fds=fds,
+            )
+        )
 
     def _ready(self, pid: int) -> bool:
         for _port, sock in self.ports:
@@ -115,8 +135,10 @@ def nsenter_path() -> str | None:
 
 def gate_prelude(fifo: str) -> str:
     """Shell text run inside before the task: wait for vx's word that the bridges listen."""
-    return (f"read -r vx_go < {shlex.quote(fifo)}; [ \"$vx_go\" = go ] || {{ echo 'vx: the sandbox network "
-            f"bridge did not start' >&2; exit {GATE_FAILED}; }}; unset vx_go;")
+    return (
+        f'read -r vx_go < {shlex.quote(fifo)}; [ "$vx_go" = go ] || {{ echo \'vx: the sandbox network '
+        f"bridge did not start' >&2; exit {GATE_FAILED}; }}; unset vx_go;"
+    )
 
 
 class Gate:
@@ -144,7 +166,10 @@ def _listening(pid: int, port: int) -> bool:
     try:
         with open(f"/proc/{pid}/net/tcp", encoding="ascii") as table:
             next(table, None)
-            return any(f[1].endswith(suffix) and f[3] == _TCP_LISTEN for f in (line.split() for line in table))
+            return any(
+                f[1].endswith(suffix) and f[3] == _TCP_LISTEN
+                for f in (line.split() for line in table)
+            )
     except OSError:
         return False
 

@@ -26,13 +26,42 @@ from vx.files.globs import GlobSet
 from vx.model import SandboxConfig
 
 CREDENTIAL_STORES = (
-    ".ssh", ".gnupg", ".aws", ".azure", ".kube", ".config/gcloud", ".config/gh", ".config/hub",
-    ".docker/config.json", ".netrc", ".git-credentials", ".npmrc", ".yarnrc.yml", ".pypirc",
-    ".bunfig.toml", ".cargo/credentials", ".cargo/credentials.toml", ".gem/credentials",
-    ".config/containers/auth.json", ".terraform.d/credentials.tfrc.json", ".vault-token", ".pgpass",
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".kube",
+    ".config/gcloud",
+    ".config/gh",
+    ".config/hub",
+    ".docker/config.json",
+    ".netrc",
+    ".git-credentials",
+    ".npmrc",
+    ".yarnrc.yml",
+    ".pypirc",
+    ".bunfig.toml",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".gem/credentials",
+    ".config/containers/auth.json",
+    ".terraform.d/credentials.tfrc.json",
+    ".vault-token",
+    ".pgpass",
 )  # fmt: skip  (SB-06, relative to HOME)
-PROTECTED_NAMES = (".bashrc", ".bash_profile", ".zshrc", ".zprofile", ".profile", ".gitconfig",
-                   ".gitmodules", ".mcp.json", ".ripgreprc", ".vscode", ".idea")  # SB-11
+PROTECTED_NAMES = (
+    ".bashrc",
+    ".bash_profile",
+    ".zshrc",
+    ".zprofile",
+    ".profile",
+    ".gitconfig",
+    ".gitmodules",
+    ".mcp.json",
+    ".ripgreprc",
+    ".vscode",
+    ".idea",
+)  # SB-11
 PROTECTED_GIT = (".git/hooks", ".git/config")
 # What decides how the next run plans, keys and sandboxes tasks: never writable, whatever a write
 # grant holds (a task that rewrote its own vx.config.json would run unsandboxed next time). The
@@ -75,7 +104,7 @@ class Grant(Struct, frozen=True):
             return False
         if self.pattern is None:
             return True
-        rel = path[len(self.base) + 1:] if self.base != "/" else path[1:]
+        rel = path[len(self.base) + 1 :] if self.base != "/" else path[1:]
         parts = rel.split("/")
         return any(self.pattern.matches("/".join(parts[: i + 1])) for i in range(len(parts)))
 
@@ -97,21 +126,26 @@ class SandboxSpec(Struct, frozen=True):
     withheld: Mapping[str, str]  # linked package dir -> name, withheld from a cached task (SB-07)
     ignore_read: tuple[Grant, ...] = ()
     ignore_write: tuple[Grant, ...] = ()
-    private: tuple[str, ...] = ()  # hidden outside the workspace: a cache dir there (every task's artifacts)
+    private: tuple[
+        str, ...
+    ] = ()  # hidden outside the workspace: a cache dir there (every task's artifacts)
     trace: bool = True  # False (`sandbox.trace: false`): enforced, never traced, nothing reported
 
     @property
     def git_granted(self) -> bool:
-        return any(g.base == self.root + "/.git" or g.base.startswith(self.root + "/.git/") for g in self.reads)
+        return any(
+            g.base == self.root + "/.git" or g.base.startswith(self.root + "/.git/")
+            for g in self.reads
+        )
 
     def rel(self, path: str) -> str:
         """Spell `path` for a report: workspace-relative inside the workspace, `~/…` at home."""
         if path == self.root:
             return "."
         if path.startswith(self.root + "/"):
-            return path[len(self.root) + 1:]
+            return path[len(self.root) + 1 :]
         if self.home and path.startswith(self.home + "/"):
-            return "~/" + path[len(self.home) + 1:]
+            return "~/" + path[len(self.home) + 1 :]
         return path
 
     def grant_text(self, path: str) -> str:
@@ -119,20 +153,30 @@ class SandboxSpec(Struct, frozen=True):
         if path == self.project:
             return "."
         if path.startswith(self.project + "/"):
-            return path[len(self.project) + 1:]
+            return path[len(self.project) + 1 :]
         if path.startswith(self.root + "/"):
             return os.path.relpath(path, self.project)
         if self.home and path.startswith(self.home + "/"):
-            return "~/" + path[len(self.home) + 1:]
+            return "~/" + path[len(self.home) + 1 :]
         return path
 
 
 # ---------------------------------------------------------------- plan time
 
 
-def plan_sandbox(config: SandboxConfig, *, root: Path, project_rel: str, task: str, task_name: str,
-                 projects: Mapping[str, str], linked: Iterable[str], folded: Iterable[str] | None,
-                 cache_dir: Path | None, home: str | None = None) -> SandboxSpec:
+def plan_sandbox(
+    config: SandboxConfig,
+    *,
+    root: Path,
+    project_rel: str,
+    task: str,
+    task_name: str,
+    projects: Mapping[str, str],
+    linked: Iterable[str],
+    folded: Iterable[str] | None,
+    cache_dir: Path | None,
+    home: str | None = None,
+) -> SandboxSpec:
     """Resolve a task's sandbox against its workspace; refuse what no run could honour (SB-04).
 
     `projects` maps every project's workspace-relative dir to its package name; `linked` names
@@ -154,12 +198,28 @@ def plan_sandbox(config: SandboxConfig, *, root: Path, project_rel: str, task: s
     granted, withheld = _dependency_grant(project, dirs, linked, folded)
     cache = os.path.realpath(cache_dir) if cache_dir is not None else None
     private = (cache,) if cache is not None and not _at_or_under(cache, real_root) else ()
-    return SandboxSpec(task, source, real_root, project, home, config, reads, writes, walls, others, granted,
-                       withheld, _resolve_all(config.ignore_read, project, home, strict=False),
-                       _resolve_all(config.ignore_write, project, home, strict=False), private)
+    return SandboxSpec(
+        task,
+        source,
+        real_root,
+        project,
+        home,
+        config,
+        reads,
+        writes,
+        walls,
+        others,
+        granted,
+        withheld,
+        _resolve_all(config.ignore_read, project, home, strict=False),
+        _resolve_all(config.ignore_write, project, home, strict=False),
+        private,
+    )
 
 
-def _resolve_all(texts: Iterable[str], project: str, home: str, *, strict: bool = True) -> tuple[Grant, ...]:
+def _resolve_all(
+    texts: Iterable[str], project: str, home: str, *, strict: bool = True
+) -> tuple[Grant, ...]:
     return tuple(g for text in texts for g in resolve(text, project, home, realpath=strict))
 
 
@@ -170,11 +230,21 @@ def resolve(text: str, project: str, home: str, *, realpath: bool = True) -> lis
         directory = alternative.endswith("/") or alternative in (".", "..")
         body, collapsed = _collapse(alternative.rstrip("/") or "/")
         static, pattern = (body, None) if body.startswith(("/", "~")) else _split_static(body)
-        written = _absolute(static, project, home)  # split first: the project's own path may hold a `*`
+        written = _absolute(
+            static, project, home
+        )  # split first: the project's own path may hold a `*`
         base = os.path.realpath(written) if realpath else written
         glob = GlobSet([pattern]) if pattern else None
-        out.append(Grant(text, base, glob, directory or collapsed, dir_glob=collapsed and glob is not None,
-                         lexical=written if base != written else ""))
+        out.append(
+            Grant(
+                text,
+                base,
+                glob,
+                directory or collapsed,
+                dir_glob=collapsed and glob is not None,
+                lexical=written if base != written else "",
+            )
+        )
     return out
 
 
@@ -183,7 +253,7 @@ def _braces(text: str) -> list[str]:
     match = _BRACE.search(text)
     if match is None:
         return [text]
-    head, tail = text[: match.start()], text[match.end():]
+    head, tail = text[: match.start()], text[match.end() :]
     return [alt for option in match.group(1).split(",") for alt in _braces(head + option + tail)]
 
 
@@ -223,44 +293,75 @@ def _walls(root: str, others: Mapping[str, str], cache_dir: Path | None) -> tupl
     return tuple(sorted(walls))
 
 
-def _refuse_writes(texts: Iterable[str], writes: tuple[Grant, ...], project: str, walls: tuple[str, ...],
-                   root: str, source: str, field: str) -> None:
+def _refuse_writes(
+    texts: Iterable[str],
+    writes: tuple[Grant, ...],
+    project: str,
+    walls: tuple[str, ...],
+    root: str,
+    source: str,
+    field: str,
+) -> None:
     """A write grant stays in its project (links included) and opens no wall (SB-04)."""
     index = {text: i for i, text in enumerate(texts)}
     for grant in writes:
         where = f"{field}[{index.get(grant.text, 0)}]"
         inside_workspace = grant.base == root or grant.base.startswith(root + "/")
         if inside_workspace and not _at_or_under(grant.base, project):
-            raise ConfigError(f"write grant `{grant.text}` leaves the project (it resolves to {grant.base})",
-                              file=source, field=where,
-                              hint="a task writes only inside its own project; a link there may point "
-                                   "elsewhere — grant the project's own directory instead")
+            raise ConfigError(
+                f"write grant `{grant.text}` leaves the project (it resolves to {grant.base})",
+                file=source,
+                field=where,
+                hint="a task writes only inside its own project; a link there may point "
+                "elsewhere — grant the project's own directory instead",
+            )
         for wall in walls:
             if _at_or_under(grant.base, wall):
-                raise ConfigError(f"write grant `{grant.text}` would make {os.path.relpath(wall, root)} writable",
-                                  file=source, field=where,
-                                  hint="nested projects, .git, .vx and the cache dir stay read-only; "
-                                       "let the project that owns the path write it")
+                raise ConfigError(
+                    f"write grant `{grant.text}` would make {os.path.relpath(wall, root)} writable",
+                    file=source,
+                    field=where,
+                    hint="nested projects, .git, .vx and the cache dir stay read-only; "
+                    "let the project that owns the path write it",
+                )
 
 
-def _refuse_config_writes(texts: Iterable[str], writes: tuple[Grant, ...], project: str, root: str, source: str,
-                          field: str) -> None:
+def _refuse_config_writes(
+    texts: Iterable[str],
+    writes: tuple[Grant, ...],
+    project: str,
+    root: str,
+    source: str,
+    field: str,
+) -> None:
     """A write grant never names a config file, manifest or lockfile of its project or the root
     (`package.json`, `*.json`); a directory grant that holds them gets them read-only (`expand`)."""
     index = {text: i for i, text in enumerate(texts)}
     for grant in writes:
         for top in {project, root}:
-            named = next((n for n in CONFIG_FILES if grant.covers(f"{top}/{n}") and
-                          (grant.pattern is not None or grant.base == f"{top}/{n}")), None)
+            named = next(
+                (
+                    n
+                    for n in CONFIG_FILES
+                    if grant.covers(f"{top}/{n}")
+                    and (grant.pattern is not None or grant.base == f"{top}/{n}")
+                ),
+                None,
+            )
             if named is not None:
-                raise ConfigError(f"write grant `{grant.text}` would make {os.path.relpath(f'{top}/{named}', root)} "
-                                  f"writable", file=source, field=f"{field}[{index.get(grant.text, 0)}]",
-                                  hint="vx config files, package.json, lockfiles and install settings are never "
-                                       "writable by a task; grant the files the task writes, e.g. `*.tsbuildinfo`")
+                raise ConfigError(
+                    f"write grant `{grant.text}` would make {os.path.relpath(f'{top}/{named}', root)} "
+                    f"writable",
+                    file=source,
+                    field=f"{field}[{index.get(grant.text, 0)}]",
+                    hint="vx config files, package.json, lockfiles and install settings are never "
+                    "writable by a task; grant the files the task writes, e.g. `*.tsbuildinfo`",
+                )
 
 
-def _dependency_grant(project: str, dirs: Mapping[str, str], linked: Iterable[str],
-                      folded: Iterable[str] | None) -> tuple[tuple[str, ...], dict[str, str]]:
+def _dependency_grant(
+    project: str, dirs: Mapping[str, str], linked: Iterable[str], folded: Iterable[str] | None
+) -> tuple[tuple[str, ...], dict[str, str]]:
     """The linked workspace packages granted, and those withheld from a cached task (SB-07).
 
     Never a link back to the task's own project or a directory holding it: following one
@@ -298,11 +399,21 @@ class Layout(Struct):
     hidden_dirs: list[str] = field(default_factory=list)  # credential stores (dirs)
     hidden_files: list[str] = field(default_factory=list)  # credential stores (files)
     protected: list[str] = field(default_factory=list)  # config files kept read-only in rw binds
-    pinned: list[str] = field(default_factory=list)  # read-only grants inside rw binds: kept read-only
-    unborn: list[str] = field(default_factory=list)  # config files absent at the top of rw binds: watched
-    placeholders: list[str] = field(default_factory=list)  # created for write grants; removed if unwritten
-    held: list[str] = field(default_factory=list)  # created paths (by this or a concurrent attempt) in use
-    scratch: list[Grant] = field(default_factory=list)  # write globs that matched nothing: in the anchor
+    pinned: list[str] = field(
+        default_factory=list
+    )  # read-only grants inside rw binds: kept read-only
+    unborn: list[str] = field(
+        default_factory=list
+    )  # config files absent at the top of rw binds: watched
+    placeholders: list[str] = field(
+        default_factory=list
+    )  # created for write grants; removed if unwritten
+    held: list[str] = field(
+        default_factory=list
+    )  # created paths (by this or a concurrent attempt) in use
+    scratch: list[Grant] = field(
+        default_factory=list
+    )  # write globs that matched nothing: in the anchor
     mountless: list[Grant] = field(default_factory=list)  # …and ones a read-only bind holds: warned
     # (path, target) of each workspace symlink a read grant was written through (`lib/**` where
     # `lib -> ../../shared`): made again inside, so the path the task uses leads to the bound target
@@ -318,7 +429,9 @@ def expand(spec: SandboxSpec) -> Layout:
     for grant in spec.reads:
         _bind_read(grant, layout)
         if grant.lexical and os.path.exists(grant.base):
-            layout.links += [link for link in _links_on_way(grant.lexical, spec.root) if link not in layout.links]
+            layout.links += [
+                link for link in _links_on_way(grant.lexical, spec.root) if link not in layout.links
+            ]
     for grant in spec.writes:
         _bind_write(grant, spec, layout)
     _sort_pending(spec, layout)
@@ -333,8 +446,12 @@ def expand(spec: SandboxSpec) -> Layout:
 def dependency_paths(spec: SandboxSpec) -> tuple[str, ...]:
     """What core grants every task (SB-07): node_modules, the linked packages, and the project's
     own package.json, which every key folds (node reads it to know a script's module type)."""
-    return (f"{spec.root}/node_modules", f"{spec.project}/node_modules", f"{spec.project}/package.json",
-            *spec.linked)
+    return (
+        f"{spec.root}/node_modules",
+        f"{spec.project}/node_modules",
+        f"{spec.project}/package.json",
+        *spec.linked,
+    )
 
 
 def _bind_read(grant: Grant, layout: Layout) -> None:
@@ -353,12 +470,19 @@ def _links_on_way(path: str, root: str) -> list[tuple[str, str]]:
         parts = at.split("/")
         for i in range(2, len(parts) + 1):
             head = "/".join(parts[:i])
-            if not _at_or_under(head, root) or head == root or head in seen or not os.path.islink(head):
+            if (
+                not _at_or_under(head, root)
+                or head == root
+                or head in seen
+                or not os.path.islink(head)
+            ):
                 continue
             seen.add(head)
             target = os.readlink(head)
             out.append((head, target))
-            pending.append(os.path.normpath(os.path.join(os.path.dirname(head), target, *parts[i:])))
+            pending.append(
+                os.path.normpath(os.path.join(os.path.dirname(head), target, *parts[i:]))
+            )
             break
     return out
 
@@ -391,7 +515,11 @@ def _matching_dirs(grant: Grant) -> list[str]:
     assert grant.pattern is not None
     text = grant.pattern.patterns[0]
     depth = _GLOB_DEPTH if "**" in text else text.count("/") + 1
-    return [d for d in _subdirs(grant.base, depth) if grant.pattern.matches(os.path.relpath(d, grant.base))]
+    return [
+        d
+        for d in _subdirs(grant.base, depth)
+        if grant.pattern.matches(os.path.relpath(d, grant.base))
+    ]
 
 
 def _subdirs(top: str, depth: int) -> list[str]:
@@ -404,7 +532,11 @@ def _subdirs(top: str, depth: int) -> list[str]:
                 entries = list(os.scandir(directory))
             except OSError:
                 continue
-            below += [e.path for e in entries if e.is_dir(follow_symlinks=False) and e.name != "node_modules"]
+            below += [
+                e.path
+                for e in entries
+                if e.is_dir(follow_symlinks=False) and e.name != "node_modules"
+            ]
         found += below
         level = below
     return found
@@ -468,7 +600,9 @@ def _protect(spec: SandboxSpec, layout: Layout) -> None:
     tops = [t for t in layout.rw if os.path.isdir(t)]
     for top in tops:
         for directory in [top, *_subdirs(top, _PROTECT_DEPTH)][:_PROTECT_DIRS_CAP]:
-            layout.protected.extend(p for p in (os.path.join(directory, n) for n in names) if os.path.lexists(p))
+            layout.protected.extend(
+                p for p in (os.path.join(directory, n) for n in names) if os.path.lexists(p)
+            )
     whole = CONFIG_FILES + (".vx",) + (() if spec.config.git_config else (".git",))
     for directory in dict.fromkeys((spec.project, spec.root)):
         for path in (os.path.join(directory, n) for n in whole):

@@ -44,21 +44,29 @@ def parse(text: str, *, deny: bool = False) -> HostPattern:
     """Parse one pattern; raise PatternError naming the problem (a scheme, `*.com`, …)."""
     raw = text.strip()
     if raw != text or not raw:
-        raise PatternError(f"`{text}` is not a host pattern", "e.g. \"registry.npmjs.org\" or \"*.example.com:443\"")
+        raise PatternError(
+            f"`{text}` is not a host pattern", 'e.g. "registry.npmjs.org" or "*.example.com:443"'
+        )
     if "://" in raw:
         host = raw.split("://", 1)[1].split("/", 1)[0]
-        raise PatternError(f"`{text}` has a scheme", f"write the host alone, e.g. \"{host}\"")
+        raise PatternError(f"`{text}` has a scheme", f'write the host alone, e.g. "{host}"')
     if raw == "*":
         if deny:
             return HostPattern(raw, "")
-        raise PatternError("`*` would allow every host", "use `allow.network: true` for the host's whole network")
+        raise PatternError(
+            "`*` would allow every host", "use `allow.network: true` for the host's whole network"
+        )
     if "/" in raw:
-        raise PatternError(f"`{text}` has a path", f"write the host alone, e.g. \"{raw.split('/', 1)[0]}\"")
+        raise PatternError(
+            f"`{text}` has a path", f'write the host alone, e.g. "{raw.split("/", 1)[0]}"'
+        )
     host, port = _split_port(raw)
     wildcard = host.startswith("*.")
     if wildcard and ("." not in host[2:].rstrip(".") or _is_ip(host[2:])):
-        raise PatternError(f"`{text}` would match a whole top-level domain",
-                           f"name the domain, e.g. \"*.example{host[1:]}\"")
+        raise PatternError(
+            f"`{text}` would match a whole top-level domain",
+            f'name the domain, e.g. "*.example{host[1:]}"',
+        )
     return HostPattern(raw, _normal_host(host[2:] if wildcard else host, text), wildcard, port)
 
 
@@ -79,20 +87,28 @@ def _split_port(raw: str) -> tuple[str, int | None]:
     if raw.startswith("["):
         close = raw.find("]")
         if close < 0:
-            raise PatternError(f"`{raw}` has an unclosed `[`", "write an IPv6 address as \"[::1]\" or \"[::1]:8080\"")
-        host, rest = raw[: close + 1], raw[close + 1:]
+            raise PatternError(
+                f"`{raw}` has an unclosed `[`", 'write an IPv6 address as "[::1]" or "[::1]:8080"'
+            )
+        host, rest = raw[: close + 1], raw[close + 1 :]
         if rest and not rest.startswith(":"):
-            raise PatternError(f"`{raw}` is not a host pattern", "write an IPv6 address as \"[::1]:8080\"")
+            raise PatternError(
+                f"`{raw}` is not a host pattern", 'write an IPv6 address as "[::1]:8080"'
+            )
         return host, _port(rest[1:], raw) if rest else None
     if raw.count(":") > 1:
-        raise PatternError(f"`{raw}` looks like a bare IPv6 address", f"write it in brackets: \"[{raw}]\"")
+        raise PatternError(
+            f"`{raw}` looks like a bare IPv6 address", f'write it in brackets: "[{raw}]"'
+        )
     host, colon, port = raw.partition(":")
     return host, _port(port, raw) if colon else None
 
 
 def _port(text: str, raw: str) -> int:
     if not _PORT.match(text) or not 1 <= int(text) <= 65535:
-        raise PatternError(f"`{raw}` has a bad port", "a port is a number from 1 to 65535, e.g. \"example.com:443\"")
+        raise PatternError(
+            f"`{raw}` has a bad port", 'a port is a number from 1 to 65535, e.g. "example.com:443"'
+        )
     return int(text)
 
 
@@ -100,17 +116,21 @@ def _normal_host(host: str, text: str) -> str:
     name = host.lower().rstrip(".")
     if name.startswith("[") and name.endswith("]"):
         if not _is_ip(name[1:-1]):
-            raise PatternError(f"`{text}` is not an IPv6 address", "e.g. \"[::1]:8080\"")
+            raise PatternError(f"`{text}` is not an IPv6 address", 'e.g. "[::1]:8080"')
         return str(ipaddress.ip_address(name[1:-1]))
     if _is_ip(name) or name == "localhost":
         return name
     if "*" in name:
-        raise PatternError(f"`{text}` has a `*` that is not a leading `*.`", "e.g. \"*.example.com\"")
+        raise PatternError(f"`{text}` has a `*` that is not a leading `*.`", 'e.g. "*.example.com"')
     if "." not in name:
-        raise PatternError(f"`{text}` is not a domain name (no dot)",
-                           f"write the full name, e.g. \"{name}.example.com\", or \"localhost\"")
+        raise PatternError(
+            f"`{text}` is not a domain name (no dot)",
+            f'write the full name, e.g. "{name}.example.com", or "localhost"',
+        )
     if not all(_LABEL.match(label) for label in name.split(".")):
-        raise PatternError(f"`{text}` is not a valid host name", "letters, digits, `-` and `.` only")
+        raise PatternError(
+            f"`{text}` is not a valid host name", "letters, digits, `-` and `.` only"
+        )
     return name
 
 

@@ -23,25 +23,55 @@ class Node(Struct, frozen=True):
     kind: str  # ro | rw | wall | pin (read-only even inside rw)
 
 
-def bwrap_argv(bwrap: str, spec: SandboxSpec, layout: Layout, *, tmpdir: str, status_fd: int,
-               share_net: bool = False, sockets: Sequence[str] = (), seccomp_fd: int | None = None,
-               private: Sequence[str] = ()) -> list[str]:
+def bwrap_argv(
+    bwrap: str,
+    spec: SandboxSpec,
+    layout: Layout,
+    *,
+    tmpdir: str,
+    status_fd: int,
+    share_net: bool = False,
+    sockets: Sequence[str] = (),
+    seccomp_fd: int | None = None,
+    private: Sequence[str] = (),
+) -> list[str]:
     """The whole bwrap prefix for one attempt; the command to run inside follows it."""
-    argv = [bwrap, *PROCESS_FLAGS, *(["--share-net"] if share_net else []), "--json-status-fd", str(status_fd)]
+    argv = [
+        bwrap,
+        *PROCESS_FLAGS,
+        *(["--share-net"] if share_net else []),
+        "--json-status-fd",
+        str(status_fd),
+    ]
     argv += ["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []
     argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     if _under(spec.home, "/tmp") and not _under(spec.home, spec.root):
-        argv += ["--ro-bind", spec.home, spec.home]  # HOME stays readable when it lives in /tmp (CI)
+        argv += [
+            "--ro-bind",
+            spec.home,
+            spec.home,
+        ]  # HOME stays readable when it lives in /tmp (CI)
     argv += _hidden(layout)
     argv += ["--tmpfs", spec.root, "--dir", spec.project]
     argv += tree_ops(layout)
     # A link a read grant was written through, where no bind brought it in already: made again so
     # the path the task uses leads to the bound target (links come outermost first).
     binds = [*layout.ro, *layout.rw]
-    argv += [op for path, target in layout.links if not any(_under(path, b) for b in binds)
-             for op in ("--symlink", target, path)]
-    argv += [op for path in layout.protected if not _walled(path, layout) for op in ("--ro-bind", path, path)]
-    argv += [op for path in private for op in ("--tmpfs", path)]  # vx's temp dirs: every task's, every run's
+    argv += [
+        op
+        for path, target in layout.links
+        if not any(_under(path, b) for b in binds)
+        for op in ("--symlink", target, path)
+    ]
+    argv += [
+        op
+        for path in layout.protected
+        if not _walled(path, layout)
+        for op in ("--ro-bind", path, path)
+    ]
+    argv += [
+        op for path in private for op in ("--tmpfs", path)
+    ]  # vx's temp dirs: every task's, every run's
     argv += ["--bind", tmpdir, tmpdir]
     argv += [op for path in sockets for op in ("--bind", path, path)]
     return argv + ["--chdir", spec.project, "--"]
@@ -68,7 +98,11 @@ def tree_ops(layout: Layout) -> list[str]:
         parent = stack[-1] if stack else None
         if _covered(node, parent):
             continue
-        ops += ["--tmpfs", node.path] if node.kind == "wall" else [_BIND[node.kind], node.path, node.path]
+        ops += (
+            ["--tmpfs", node.path]
+            if node.kind == "wall"
+            else [_BIND[node.kind], node.path, node.path]
+        )
         stack.append(node)
     while stack:
         _close(stack.pop(), ops)
@@ -81,7 +115,12 @@ _BIND = {"ro": "--ro-bind", "rw": "--bind", "pin": "--ro-bind"}
 def _nodes(layout: Layout) -> list[Node]:
     """One node per path (a write bind wins over a read bind of the same path), in tree order."""
     kinds: dict[str, str] = {}
-    for kind, paths in (("ro", layout.ro), ("rw", layout.rw), ("pin", layout.pinned), ("wall", layout.walls)):
+    for kind, paths in (
+        ("ro", layout.ro),
+        ("rw", layout.rw),
+        ("pin", layout.pinned),
+        ("wall", layout.walls),
+    ):
         for path in paths:
             if kinds.get(path) != "wall":
                 kinds[path] = kind

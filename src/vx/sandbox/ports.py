@@ -53,7 +53,9 @@ class HostBridge:
         deadline = time.monotonic() + _READY_S
         for port, proc in zip(self.ports, self._procs):
             while not _listening(port):
-                if proc.poll() is not None or time.monotonic() > deadline:  # lost a race for the port
+                if (
+                    proc.poll() is not None or time.monotonic() > deadline
+                ):  # lost a race for the port
                     self.stop()
                     raise PortError(_taken(port))
                 time.sleep(0.005)
@@ -62,8 +64,13 @@ class HostBridge:
     def _listen(self, port: int) -> subprocess.Popen:
         target = "UNIX-CONNECT:" + _socat_path(self.directory / f"{port}.sock")
         argv = [self.socat, f"TCP-LISTEN:{port},bind=127.0.0.1,reuseaddr,fork", target]
-        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True)
+        return subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
 
     def stop(self) -> None:
         """End every listener and the connections it forked (each socat leads its own group)."""
@@ -96,7 +103,10 @@ def _listening(port: int) -> bool:
         try:
             with open(table_path, encoding="ascii") as table:
                 next(table, None)
-                if any(f[1].endswith(suffix) and f[3] == _TCP_LISTEN for f in (line.split() for line in table)):
+                if any(
+                    f[1].endswith(suffix) and f[3] == _TCP_LISTEN
+                    for f in (line.split() for line in table)
+                ):
                     return True
         except OSError:
             continue
@@ -104,5 +114,7 @@ def _listening(port: int) -> bool:
 
 
 def _taken(port: int) -> str:
-    return (f"allow.localBinding port {port} cannot be bridged to the host: 127.0.0.1:{port} is already "
-            f"taken on this machine; stop what listens there, or list another port")
+    return (
+        f"allow.localBinding port {port} cannot be bridged to the host: 127.0.0.1:{port} is already "
+        f"taken on this machine; stop what listens there, or list another port"
+    )

@@ -16,11 +16,25 @@ from typing import Mapping
 
 from msgspec import Struct
 
-INSTALL_BWRAP = "install bubblewrap (apt install bubblewrap / dnf install bubblewrap / pacman -S bubblewrap)"
+INSTALL_BWRAP = (
+    "install bubblewrap (apt install bubblewrap / dnf install bubblewrap / pacman -S bubblewrap)"
+)
 INSTALL_STRACE = "install strace >= 5.3 (apt install strace) to have violations reported"
 _PROBE_TIMEOUT_S = 5.0
-_SMOKE = ["--unshare-all", "--die-with-parent", "--cap-drop", "ALL", "--ro-bind", "/", "/",
-          "--dev", "/dev", "--proc", "/proc", "--"]
+_SMOKE = [
+    "--unshare-all",
+    "--die-with-parent",
+    "--cap-drop",
+    "ALL",
+    "--ro-bind",
+    "/",
+    "/",
+    "--dev",
+    "/dev",
+    "--proc",
+    "/proc",
+    "--",
+]
 
 
 class Capability(Struct, frozen=True):
@@ -76,12 +90,29 @@ def _probe(bwrap_override: str | None, strace_override: str | None, path: str) -
 def _with_strace(bwrap: str, version: str, strace: str) -> Capability:
     strace_version = _version([strace, "-V"], r"version\s+(\d+(?:\.\d+)+)")
     if _numbers(strace_version) < (5, 3):
-        return Capability(bwrap, version, strace, strace_version,
-                          untraced=f"strace {strace_version or '?'} is older than 5.3 (no --seccomp-bpf)")
-    check = [strace, "-f", "-qq", "--seccomp-bpf", "-e", "trace=openat", "-o", "/dev/null", "/bin/true"]
+        return Capability(
+            bwrap,
+            version,
+            strace,
+            strace_version,
+            untraced=f"strace {strace_version or '?'} is older than 5.3 (no --seccomp-bpf)",
+        )
+    check = [
+        strace,
+        "-f",
+        "-qq",
+        "--seccomp-bpf",
+        "-e",
+        "trace=openat",
+        "-o",
+        "/dev/null",
+        "/bin/true",
+    ]
     problem = _smoke(bwrap, check)
     if problem:
-        return Capability(bwrap, version, strace, strace_version, untraced=f"strace cannot trace here: {problem}")
+        return Capability(
+            bwrap, version, strace, strace_version, untraced=f"strace cannot trace here: {problem}"
+        )
     return Capability(bwrap, version, strace, strace_version)
 
 
@@ -93,7 +124,9 @@ def _find(name: str, override: str | None, path: str) -> str | None:
 
 def _version(argv: list[str], pattern: str) -> str:
     try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=_PROBE_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        out = subprocess.run(
+            argv, capture_output=True, text=True, timeout=_PROBE_TIMEOUT_S, stdin=subprocess.DEVNULL
+        )
     except (OSError, subprocess.TimeoutExpired):
         return ""
     match = re.search(pattern, out.stdout + out.stderr)
@@ -107,8 +140,13 @@ def _numbers(version: str) -> tuple[int, ...]:
 def _smoke(bwrap: str, command: list[str]) -> str | None:
     """Run `command` in a minimal sandbox; the first line bwrap (or the command) complained with."""
     try:
-        out = subprocess.run([bwrap, *_SMOKE, *command], capture_output=True, text=True,
-                             timeout=_PROBE_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        out = subprocess.run(
+            [bwrap, *_SMOKE, *command],
+            capture_output=True,
+            text=True,
+            timeout=_PROBE_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired:
         return f"`{os.path.basename(command[0])}` in a sandbox did not finish within {_PROBE_TIMEOUT_S:.0f} s"
     except OSError as exc:
@@ -122,11 +160,15 @@ def _smoke(bwrap: str, command: list[str]) -> str | None:
 def _namespace_hint(problem: str) -> str:
     """Map what bwrap said to the fix (sandbox.md §4.2, pitfall 3)."""
     if "uid map" in problem:
-        return ("unprivileged user namespaces are restricted (Ubuntu >= 23.10 AppArmor): allow them "
-                "with `sysctl kernel.apparmor_restrict_unprivileged_userns=0` or an AppArmor profile for bwrap")
+        return (
+            "unprivileged user namespaces are restricted (Ubuntu >= 23.10 AppArmor): allow them "
+            "with `sysctl kernel.apparmor_restrict_unprivileged_userns=0` or an AppArmor profile for bwrap"
+        )
     if "Operation not permitted" in problem or "No permissions" in problem:
-        return ("this machine (often a container) refuses new namespaces: run the container with a "
-                "seccomp profile that allows user namespaces, or run vx outside it")
+        return (
+            "this machine (often a container) refuses new namespaces: run the container with a "
+            "seccomp profile that allows user namespaces, or run vx outside it"
+        )
     if "proc" in problem:
         return "mounting /proc failed (a nested container?): run vx outside the container"
     return INSTALL_BWRAP

@@ -36,7 +36,15 @@ CHUNK = 64 * 1024  # per read; writes wait for drain, so a connection buffers O(
 CONNECT_TIMEOUT_S = 15.0
 SOCKET_PATH_MAX = 107  # sun_path is 108 bytes with the NUL
 REFUSED_BODY = "vx sandbox: network access to {dest} is not granted (exec.sandbox.allow.network)\n"
-_HOP_HEADERS = {"connection", "keep-alive", "proxy-connection", "proxy-authorization", "te", "trailer", "upgrade"}
+_HOP_HEADERS = {
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "upgrade",
+}
 
 
 class ProxyError(RuntimeError):
@@ -87,7 +95,9 @@ class Proxy:
         self._thread.start()
         return self.attach("")
 
-    def attach(self, label: str, allow: Sequence[str] | None = None, deny: Sequence[str] = ()) -> Path:
+    def attach(
+        self, label: str, allow: Sequence[str] | None = None, deny: Sequence[str] = ()
+    ) -> Path:
         """A socket of its own for `label` (a task id); refusals through it are that task's.
 
         With `allow`, that task's connections are judged by its own patterns alone, never by
@@ -172,10 +182,14 @@ class Proxy:
                 seen[dest] = Violation("network", dest, _grant_hint(refusal))
         return list(seen.values())
 
-    def _refuse(self, label: str, host: str, port: int, denied: hosts.HostPattern | None = None) -> None:
+    def _refuse(
+        self, label: str, host: str, port: int, denied: hosts.HostPattern | None = None
+    ) -> None:
         denied = denied or self._filter_for(label).denied_by(host, port)
         with self._lock:
-            self._refusals.append(Refusal(label, hosts.normal(host), port, denied.text if denied else None))
+            self._refusals.append(
+                Refusal(label, hosts.normal(host), port, denied.text if denied else None)
+            )
 
     # ------------------------------------------------------------ serving (on the proxy's loop)
 
@@ -204,7 +218,9 @@ class Proxy:
         if self._connections:
             await asyncio.wait(list(self._connections), timeout=5)
 
-    async def _serve(self, label: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(
+        self, label: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         try:
             first = await reader.readexactly(1)
             if first == b"\x05":
@@ -229,9 +245,12 @@ class Proxy:
         addresses = await _resolve(host, port)
         for pattern in judge.deny:
             hit = any(pattern.matches(a, port) for a in addresses) or (
-                not pattern.wildcard and pattern.host and not hosts.is_ip(pattern.host)
+                not pattern.wildcard
+                and pattern.host
+                and not hosts.is_ip(pattern.host)
                 and (pattern.port is None or pattern.port == port)
-                and set(addresses) & await self._resolved_deny(pattern.host))
+                and set(addresses) & await self._resolved_deny(pattern.host)
+            )
             if hit:
                 self._refuse(label, host, port, pattern)
                 return None
@@ -244,15 +263,20 @@ class Proxy:
 
     # ------------------------------------------------------------ HTTP
 
-    async def _http(self, label: str, first: bytes, reader: asyncio.StreamReader,
-                    writer: asyncio.StreamWriter) -> None:
+    async def _http(
+        self, label: str, first: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         try:
             head = first + await reader.readuntil(b"\r\n\r\n")
         except asyncio.LimitOverrunError:
-            return await _http_reply(writer, 431, "Request Header Fields Too Large", "request head too large\n")
+            return await _http_reply(
+                writer, 431, "Request Header Fields Too Large", "request head too large\n"
+            )
         request = _parse_head(head)
         if request is None:
-            return await _http_reply(writer, 400, "Bad Request", "vx sandbox proxy: not a proxy request\n")
+            return await _http_reply(
+                writer, 400, "Bad Request", "vx sandbox proxy: not a proxy request\n"
+            )
         method, host, port, forward = request
         addresses = await self._admit(label, host, port)
         if addresses is None:
@@ -260,7 +284,9 @@ class Proxy:
             return await _http_reply(writer, 403, "Forbidden", body, blocked=True)
         upstream = await _open(addresses, port)
         if upstream is None:
-            return await _http_reply(writer, 502, "Bad Gateway", f"vx sandbox proxy: cannot reach {host}:{port}\n")
+            return await _http_reply(
+                writer, 502, "Bad Gateway", f"vx sandbox proxy: cannot reach {host}:{port}\n"
+            )
         if method == "CONNECT":
             writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
         else:
@@ -269,7 +295,9 @@ class Proxy:
 
     # ------------------------------------------------------------ SOCKS5
 
-    async def _socks(self, label: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _socks(
+        self, label: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         methods = await reader.readexactly((await reader.readexactly(1))[0])
         if 0 not in methods:  # we only speak "no authentication"
             writer.write(b"\x05\xff")
@@ -293,9 +321,9 @@ class Proxy:
 def _grant_hint(refusal: Refusal) -> str:
     """`allow.network "host"` (the frame's grant column), or the deny pattern that refused."""
     if refusal.denied_by is not None:
-        return f"denied by deny.network \"{refusal.denied_by}\""
+        return f'denied by deny.network "{refusal.denied_by}"'
     host = f"[{refusal.host}]" if ":" in refusal.host else refusal.host
-    return f"allow.network \"{host}\""
+    return f'allow.network "{host}"'
 
 
 def _parse_head(head: bytes) -> tuple[str, str, int, bytes] | None:
@@ -344,12 +372,18 @@ async def _socks_reply(writer: asyncio.StreamWriter, code: int) -> None:
     await writer.drain()
 
 
-async def _http_reply(writer: asyncio.StreamWriter, status: int, reason: str, body: str,
-                      blocked: bool = False) -> None:
+async def _http_reply(
+    writer: asyncio.StreamWriter, status: int, reason: str, body: str, blocked: bool = False
+) -> None:
     data = body.encode()
     extra = "X-Proxy-Error: blocked-by-allowlist\r\n" if blocked else ""
-    writer.write((f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\n{extra}"
-                  f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n").encode() + data)
+    writer.write(
+        (
+            f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\n{extra}"
+            f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n"
+        ).encode()
+        + data
+    )
     await writer.drain()
 
 
@@ -365,17 +399,25 @@ async def _resolve(host: str, port: int) -> list[str]:
     return list(dict.fromkeys(hosts.normal(str(info[4][0])) for info in infos))
 
 
-async def _open(addresses: Sequence[str], port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+async def _open(
+    addresses: Sequence[str], port: int
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
     for address in addresses:
         try:
-            return await asyncio.wait_for(asyncio.open_connection(address, port, limit=CHUNK), CONNECT_TIMEOUT_S)
+            return await asyncio.wait_for(
+                asyncio.open_connection(address, port, limit=CHUNK), CONNECT_TIMEOUT_S
+            )
         except (OSError, TimeoutError, UnicodeError):
             continue
     return None
 
 
-async def _relay(a_reader: asyncio.StreamReader, a_writer: asyncio.StreamWriter,
-                 b_reader: asyncio.StreamReader, b_writer: asyncio.StreamWriter) -> None:
+async def _relay(
+    a_reader: asyncio.StreamReader,
+    a_writer: asyncio.StreamWriter,
+    b_reader: asyncio.StreamReader,
+    b_writer: asyncio.StreamWriter,
+) -> None:
     """Pump both ways until both sides are done; a reset on either side ends both."""
     try:
         async with asyncio.TaskGroup() as group:
@@ -411,21 +453,39 @@ class NetworkPlan(Struct, frozen=True):
     env: Mapping[str, str]
 
 
-def network_env(port: int = BRIDGE_PORT, *, preload: Path | None = None, node_options: str = "",
-                loopback_granted: bool = False) -> dict[str, str]:
+def network_env(
+    port: int = BRIDGE_PORT,
+    *,
+    preload: Path | None = None,
+    node_options: str = "",
+    loopback_granted: bool = False,
+) -> dict[str, str]:
     """The proxy variables a task sees: HTTP(S) for most clients, socks5h for ALL_PROXY users,
     npm/yarn spellings, Node's NODE_USE_ENV_PROXY (Node >= 22.21 / 24) and, for older Node,
     a `--require` of the fetch preload appended to the task's own NODE_OPTIONS."""
     http = f"http://127.0.0.1:{port}"
     socks = f"socks5h://127.0.0.1:{port}"
     no_proxy = "" if loopback_granted else ",".join(hosts.LOOPBACK)
-    env = {"HTTP_PROXY": http, "HTTPS_PROXY": http, "http_proxy": http, "https_proxy": http,
-           "ALL_PROXY": socks, "all_proxy": socks, "NO_PROXY": no_proxy, "no_proxy": no_proxy,
-           "npm_config_proxy": http, "npm_config_https_proxy": http,
-           "YARN_HTTP_PROXY": http, "YARN_HTTPS_PROXY": http,
-           "NODE_USE_ENV_PROXY": "1", "VX_PROXY_PORT": str(port)}
+    env = {
+        "HTTP_PROXY": http,
+        "HTTPS_PROXY": http,
+        "http_proxy": http,
+        "https_proxy": http,
+        "ALL_PROXY": socks,
+        "all_proxy": socks,
+        "NO_PROXY": no_proxy,
+        "no_proxy": no_proxy,
+        "npm_config_proxy": http,
+        "npm_config_https_proxy": http,
+        "YARN_HTTP_PROXY": http,
+        "YARN_HTTPS_PROXY": http,
+        "NODE_USE_ENV_PROXY": "1",
+        "VX_PROXY_PORT": str(port),
+    }
     if preload is not None:
-        env["NODE_OPTIONS"] = " ".join(filter(None, [node_options, f"--require={_node_quote(str(preload))}"]))
+        env["NODE_OPTIONS"] = " ".join(
+            filter(None, [node_options, f"--require={_node_quote(str(preload))}"])
+        )
     return env
 
 
@@ -433,13 +493,24 @@ def _node_quote(path: str) -> str:
     return f'"{path}"' if any(c in path for c in " \"'\\") else path
 
 
-def network_plan(proxy: Proxy, label: str, *, port: int = BRIDGE_PORT, node_options: str = "",
-                 allow: Sequence[str] | None = None, deny: Sequence[str] = ()) -> NetworkPlan:
+def network_plan(
+    proxy: Proxy,
+    label: str,
+    *,
+    port: int = BRIDGE_PORT,
+    node_options: str = "",
+    allow: Sequence[str] | None = None,
+    deny: Sequence[str] = (),
+) -> NetworkPlan:
     """Everything a sandboxed task needs to reach the run's proxy as task `label`."""
     socket_path = proxy.attach(label, allow, deny) if allow is not None else proxy.attach(label)
     binds = ("--ro-bind", str(proxy.preload), str(proxy.preload))
-    env = network_env(port, preload=proxy.preload, node_options=node_options,
-                      loopback_granted=proxy.grants_loopback_to(label))
+    env = network_env(
+        port,
+        preload=proxy.preload,
+        node_options=node_options,
+        loopback_granted=proxy.grants_loopback_to(label),
+    )
     return NetworkPlan(binds, str(socket_path), env)
 
 

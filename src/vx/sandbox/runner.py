@@ -46,7 +46,9 @@ class Outcome(Struct, frozen=True):
     violations: tuple[Violation, ...] = ()
     notes: tuple[str, ...] = ()
     failure_hints: tuple[str, ...] = ()
-    accesses: tuple[trace.Access, ...] = ()  # the whole trace, kept only when Session.keep_accesses (--verify)
+    accesses: tuple[
+        trace.Access, ...
+    ] = ()  # the whole trace, kept only when Session.keep_accesses (--verify)
 
 
 class Bridge(Struct, frozen=True):
@@ -61,7 +63,9 @@ class Bridge(Struct, frozen=True):
 class Session:
     """Per-run sandbox state; `close()` stops the proxy and removes the run's temp root."""
 
-    def __init__(self, specs: Iterable[SandboxSpec] = (), environ: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, specs: Iterable[SandboxSpec] = (), environ: Mapping[str, str] | None = None
+    ) -> None:
         self._specs = list(specs)
         self._environ = dict(os.environ if environ is None else environ)
         self._capability: Capability | None = None
@@ -95,7 +99,9 @@ class Session:
     def task_dir(self, task: str) -> Path:
         """A fresh 0700 directory for one attempt, with `tmp/` as the task's TMPDIR (SB-15)."""
         if self._base is None:
-            self._base = Path(tempfile.mkdtemp(prefix="vx-sandbox-", dir=_temp_parent(self._environ)))
+            self._base = Path(
+                tempfile.mkdtemp(prefix="vx-sandbox-", dir=_temp_parent(self._environ))
+            )
         self._count += 1
         path = self._base / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', task)}-{self._count}"
         (path / "tmp").mkdir(parents=True, mode=0o700)
@@ -104,7 +110,9 @@ class Session:
 
     def expand(self, spec: SandboxSpec) -> Layout:
         """`grants.expand`, holding every created write-grant path this attempt's binds touch."""
-        with self._made_lock:  # expand and hold as one step: a path made now is held before anyone looks
+        with (
+            self._made_lock
+        ):  # expand and hold as one step: a path made now is held before anyone looks
             layout = grants.expand(spec)
             for path in layout.placeholders:
                 self._made.setdefault(path, 0)
@@ -138,7 +146,11 @@ class Session:
                 names = os.listdir(parent)
             except OSError:
                 continue
-            found += [os.path.join(parent, n) for n in sorted(names) if n.startswith(("vx-sandbox-", "vx-net-"))]
+            found += [
+                os.path.join(parent, n)
+                for n in sorted(names)
+                if n.startswith(("vx-sandbox-", "vx-net-"))
+            ]
         return found
 
     def bridge(self, spec: SandboxSpec) -> Bridge | None:
@@ -151,8 +163,13 @@ class Session:
         if self._proxy is None:
             self._proxy = netproxy.Proxy()
             self._proxy.start([])  # every task is attached with its own policy below
-        plan = netproxy.network_plan(self._proxy, spec.task, node_options=self._environ.get("NODE_OPTIONS", ""),
-                                     allow=list(_hosts(spec)), deny=list(spec.config.deny_network))
+        plan = netproxy.network_plan(
+            self._proxy,
+            spec.task,
+            node_options=self._environ.get("NODE_OPTIONS", ""),
+            allow=list(_hosts(spec)),
+            deny=list(spec.config.deny_network),
+        )
         return Bridge(tuple(plan.bwrap_args), plan.socket, netproxy.BRIDGE_PORT, dict(plan.env))
 
     def network_violations(self, spec: SandboxSpec) -> list[Violation]:
@@ -172,7 +189,9 @@ class Session:
 
 def _related(path: str, layout: Layout) -> bool:
     """Whether an attempt's write binds hold `path` or lie inside it."""
-    return any(_at_or_under(path, b) or _at_or_under(b, path) for b in (*layout.rw, *layout.placeholders))
+    return any(
+        _at_or_under(path, b) or _at_or_under(b, path) for b in (*layout.rw, *layout.placeholders)
+    )
 
 
 def _at_or_under(path: str, top: str) -> bool:
@@ -188,9 +207,18 @@ def _temp_parent(environ: Mapping[str, str]) -> str | None:
 # ---------------------------------------------------------------- one attempt
 
 
-async def run_sandboxed(session: Session, spec: SandboxSpec, command: str, *, cwd: Path, env: Mapping[str, str],
-                        timeout_ms: int | None, on_output: Callable[[LogChunk], None],
-                        table: executor.ProcessTable, on_note: Callable[[str], None] | None = None) -> Outcome:
+async def run_sandboxed(
+    session: Session,
+    spec: SandboxSpec,
+    command: str,
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout_ms: int | None,
+    on_output: Callable[[LogChunk], None],
+    table: executor.ProcessTable,
+    on_note: Callable[[str], None] | None = None,
+) -> Outcome:
     """Run `command` sandboxed to the end; never raises for the task (like executor.execute).
 
     `on_note` hears what must be said before the task runs (a write grant that will fail); without
@@ -201,15 +229,23 @@ async def run_sandboxed(session: Session, spec: SandboxSpec, command: str, *, cw
     if not cap.available:
         return _unavailable(cap.problem or "", cap.hint)
     if (_hosts(spec) or _ports(spec)) and shutil.which("socat") is None:
-        return _unavailable("socat not found (it bridges the sandbox to the network proxy and to bridged ports)",
-                            _SOCAT_HINT)
+        return _unavailable(
+            "socat not found (it bridges the sandbox to the network proxy and to bridged ports)",
+            _SOCAT_HINT,
+        )
     if (_hosts(spec) or _ports(spec)) and bridges.nsenter_path() is None:
-        return _unavailable("nsenter not found (it starts the network bridges in the sandbox's network namespace)",
-                            bridges.NSENTER_HINT)
+        return _unavailable(
+            "nsenter not found (it starts the network bridges in the sandbox's network namespace)",
+            bridges.NSENTER_HINT,
+        )
     try:
         attempt = await _prepare(session, spec, cap)
     except OSError as exc:  # a write grant vx could not create, a temp dir it could not make
-        return Outcome(ProcessResult(exit_code=1, duration_ms=0.0, spawn_error=f"cannot prepare the sandbox: {exc}"))
+        return Outcome(
+            ProcessResult(
+                exit_code=1, duration_ms=0.0, spawn_error=f"cannot prepare the sandbox: {exc}"
+            )
+        )
     notes = _pre_notes(session, spec, attempt.layout, cap)
     if on_note is not None:
         for note in notes:
@@ -217,29 +253,45 @@ async def run_sandboxed(session: Session, spec: SandboxSpec, command: str, *, cw
         notes = ()
     try:
         proc = await attempt.run(command, cwd, env, timeout_ms, on_output, table)
-        if attempt.strace_failed(proc):  # SB-13: once more; a second failure fails the task, never a blind pass
+        if attempt.strace_failed(
+            proc
+        ):  # SB-13: once more; a second failure fails the task, never a blind pass
             attempt.close()
             try:
                 attempt = await _prepare(session, spec, cap)
             except OSError as exc:
-                return Outcome(replace(proc, spawn_error=f"cannot prepare the sandbox again: {exc}"))
+                return Outcome(
+                    replace(proc, spawn_error=f"cannot prepare the sandbox again: {exc}")
+                )
             proc = await attempt.run(command, cwd, env, timeout_ms, on_output, table)
             if attempt.strace_failed(proc):
-                proc = replace(proc, exit_code=proc.exit_code or 1,
-                               spawn_error=f"the sandbox's tracer failed twice: {_complaint(proc, 'strace: ')}")
+                proc = replace(
+                    proc,
+                    exit_code=proc.exit_code or 1,
+                    spawn_error=f"the sandbox's tracer failed twice: {_complaint(proc, 'strace: ')}",
+                )
         traced = attempt.trace is not None and proc.spawn_error is None
         report = await asyncio.to_thread(attempt.judge) if traced else Report()
-        if not report.whole and not proc.aborted:  # SB-13: a trace cut short or emptied fails, never passes
-            proc = replace(proc, exit_code=proc.exit_code or 1,
-                           spawn_error="the sandbox's trace is incomplete (the task's start or bwrap's exit is "
-                                       "missing from it), so what the task touched is unknown")
+        if (
+            not report.whole and not proc.aborted
+        ):  # SB-13: a trace cut short or emptied fails, never passes
+            proc = replace(
+                proc,
+                exit_code=proc.exit_code or 1,
+                spawn_error="the sandbox's trace is incomplete (the task's start or bwrap's exit is "
+                "missing from it), so what the task touched is unknown",
+            )
     finally:
         attempt.close()
     created = [v for v in _created_config(spec, attempt) if v not in report.violations]
     violations = tuple(report.violations) + tuple(session.network_violations(spec)) + tuple(created)
     failed = violations or proc.exit_code != 0
-    proc = replace(proc, exit_code=1 if violations and proc.exit_code == 0 else proc.exit_code,
-                   cpu_ms=None, peak_rss_bytes=None)  # the pid namespace hides the task's rusage (SB-20)
+    proc = replace(
+        proc,
+        exit_code=1 if violations and proc.exit_code == 0 else proc.exit_code,
+        cpu_ms=None,
+        peak_rss_bytes=None,
+    )  # the pid namespace hides the task's rusage (SB-20)
     hints = tuple(report.failure_hints(spec)) if failed else ()
     return Outcome(proc, violations, notes + tuple(report.notes), hints, tuple(attempt.kept))
 
@@ -252,14 +304,22 @@ async def _prepare(session: Session, spec: SandboxSpec, cap: Capability) -> _Att
 def _created_config(spec: SandboxSpec, attempt: _Attempt) -> tuple[Violation, ...]:
     """A config file, manifest or lockfile the task created inside a write grant: removed, and a
     violation (an existing one is mounted read-only; a new one cannot be)."""
-    return tuple(Violation("write", spec.rel(path), "none: a task never writes vx config files, package.json, "
-                                                   "lockfiles or install settings")
-                 for path in grants.created_config(attempt.layout))
+    return tuple(
+        Violation(
+            "write",
+            spec.rel(path),
+            "none: a task never writes vx config files, package.json, "
+            "lockfiles or install settings",
+        )
+        for path in grants.created_config(attempt.layout)
+    )
 
 
 def _unavailable(problem: str, hint: str | None) -> Outcome:
     """No bwrap (or one that cannot make namespaces): the task fails, never runs unsandboxed (SB-01)."""
-    error = f"sandbox not available: {problem}; {hint}" if hint else f"sandbox not available: {problem}"
+    error = (
+        f"sandbox not available: {problem}; {hint}" if hint else f"sandbox not available: {problem}"
+    )
     return Outcome(ProcessResult(exit_code=1, duration_ms=0.0, spawn_error=error))
 
 
@@ -278,20 +338,29 @@ def _ports(spec: SandboxSpec) -> tuple[int, ...]:
 _SOCAT_HINT = "install socat (apt install socat)"
 
 
-def _pre_notes(session: Session, spec: SandboxSpec, layout: Layout, cap: Capability) -> tuple[str, ...]:
+def _pre_notes(
+    session: Session, spec: SandboxSpec, layout: Layout, cap: Capability
+) -> tuple[str, ...]:
     notes: tuple[str, ...] = ()
     if not cap.traced and spec.trace:
-        notes += session.once("untraced", f"sandbox: tasks are enforced but untraced ({cap.untraced}), so no "
-                                          f"violations are reported; {_STRACE_HINT}")
+        notes += session.once(
+            "untraced",
+            f"sandbox: tasks are enforced but untraced ({cap.untraced}), so no "
+            f"violations are reported; {_STRACE_HINT}",
+        )
     for grant in layout.mountless:
-        if grant.base == spec.project or not _at_or_under(grant.base, spec.project):  # never advise `./**`
+        if grant.base == spec.project or not _at_or_under(
+            grant.base, spec.project
+        ):  # never advise `./**`
             advice = "have the tool write into a directory of its own and grant that, or under its TMPDIR"
         else:
             advice = f"grant the directory instead: {spec.grant_text(grant.base)}/"
-        notes += session.once(f"mountless:{spec.task}:{grant.text}",
-                              f"{spec.task}: the write grant {grant.text} matches nothing yet, and a read-only "
-                              f"mount holds its directory, so a file the task creates under it will fail with "
-                              f"\"Read-only file system\"; {advice}")
+        notes += session.once(
+            f"mountless:{spec.task}:{grant.text}",
+            f"{spec.task}: the write grant {grant.text} matches nothing yet, and a read-only "
+            f"mount holds its directory, so a file the task creates under it will fail with "
+            f'"Read-only file system"; {advice}',
+        )
     return notes
 
 
@@ -301,7 +370,9 @@ _STRACE_HINT = "install strace >= 5.3 (apt install strace) to have them reported
 class _Attempt:
     """The moving parts of one attempt: task dir, trace file, status pipe, the bwrap argv."""
 
-    def __init__(self, session: Session, spec: SandboxSpec, layout: Layout, cap: Capability) -> None:
+    def __init__(
+        self, session: Session, spec: SandboxSpec, layout: Layout, cap: Capability
+    ) -> None:
         self.session, self.spec, self.layout, self.cap = session, spec, layout, cap
         self.dir = session.task_dir(spec.task)
         self.tmpdir = str(self.dir / "tmp")
@@ -312,13 +383,22 @@ class _Attempt:
         self.status = _Status()
         self.cwd = spec.project
         self.ports: ports.HostBridge | None = None
-        self.inside: bridges.InsideBridges | None = None  # the bridges in the sandbox's network namespace
+        self.inside: bridges.InsideBridges | None = (
+            None  # the bridges in the sandbox's network namespace
+        )
         self.gate: bridges.Gate | None = None
         self._opening: asyncio.Future | None = None
         self.tracer_done = True  # False: the tracer was still writing when vx stopped waiting
 
-    async def run(self, command: str, cwd: Path, env: Mapping[str, str], timeout_ms: int | None,
-                  on_output: Callable[[LogChunk], None], table: executor.ProcessTable) -> ProcessResult:
+    async def run(
+        self,
+        command: str,
+        cwd: Path,
+        env: Mapping[str, str],
+        timeout_ms: int | None,
+        on_output: Callable[[LogChunk], None],
+        table: executor.ProcessTable,
+    ) -> ProcessResult:
         self.cwd = str(cwd)
         bridge = self.session.bridge(self.spec) if _hosts(self.spec) else None
         try:
@@ -328,21 +408,36 @@ class _Attempt:
         if bridge is not None or port_plan is not None:
             self.gate = bridges.Gate(self.dir / "gate")
             self.inside = bridges.InsideBridges(
-                shutil.which("socat") or "socat", bridges.nsenter_path() or "nsenter",
-                proxy_socket=bridge.socket if bridge else None, proxy_port=bridge.port if bridge else 0,
-                ports=port_plan.inside if port_plan else ())
+                shutil.which("socat") or "socat",
+                bridges.nsenter_path() or "nsenter",
+                proxy_socket=bridge.socket if bridge else None,
+                proxy_port=bridge.port if bridge else 0,
+                ports=port_plan.inside if port_plan else (),
+            )
             self.status.on_child = self._open_bridges
         argv = self.argv(command, bridge)
-        passed = (self.status.write_fd,) + ((self.seccomp_fd,) if self.seccomp_fd is not None else ())
+        passed = (self.status.write_fd,) + (
+            (self.seccomp_fd,) if self.seccomp_fd is not None else ()
+        )
         # strace's tracer (a detached grandchild) keeps this pipe's write end until it exits: its
         # EOF says the trace is written to the end, which bwrap's own exit does not.
         done_r, done_w = os.pipe() if self.trace is not None else (None, None)
-        launch = executor.Launch(argv, pass_fds=passed + ((done_w,) if done_w is not None else ()),
-                                 polite_group=lambda: self.status.child_pid)
+        launch = executor.Launch(
+            argv,
+            pass_fds=passed + ((done_w,) if done_w is not None else ()),
+            polite_group=lambda: self.status.child_pid,
+        )
         self.status.watch()
         try:
-            proc = await executor.execute(command, cwd=cwd, env=self.env(env, bridge), timeout_ms=timeout_ms,
-                                          on_output=on_output, table=table, launch=launch)
+            proc = await executor.execute(
+                command,
+                cwd=cwd,
+                env=self.env(env, bridge),
+                timeout_ms=timeout_ms,
+                on_output=on_output,
+                table=table,
+                launch=launch,
+            )
         finally:
             self.status.finish()
             if done_w is not None:
@@ -353,9 +448,15 @@ class _Attempt:
                 await self._opening
         if done_r is not None:
             self.tracer_done = await _closed(done_r, _TRACER_WAIT_S)
-        if self.status.child_pid is None and proc.spawn_error is None and not proc.aborted \
-                and not self.strace_failed(proc):
-            proc = replace(proc, spawn_error=f"the sandbox could not start: {_bwrap_complaint(proc)}")
+        if (
+            self.status.child_pid is None
+            and proc.spawn_error is None
+            and not proc.aborted
+            and not self.strace_failed(proc)
+        ):
+            proc = replace(
+                proc, spawn_error=f"the sandbox could not start: {_bwrap_complaint(proc)}"
+            )
         return proc
 
     def _open_bridges(self, pid: int) -> None:
@@ -380,13 +481,20 @@ class _Attempt:
     def argv(self, command: str, bridge: Bridge | None) -> list[str]:
         """[strace …] bwrap …, then [the bridges' gate], then `sh -c command`."""
         spec = self.spec
-        argv = mounts.bwrap_argv(self.cap.bwrap or "bwrap", spec, self.layout, tmpdir=self.tmpdir,
-                                 status_fd=self.status.write_fd, share_net=spec.config.network is True,
-                                 seccomp_fd=self.seccomp_fd, private=self.session.private_dirs())
+        argv = mounts.bwrap_argv(
+            self.cap.bwrap or "bwrap",
+            spec,
+            self.layout,
+            tmpdir=self.tmpdir,
+            status_fd=self.status.write_fd,
+            share_net=spec.config.network is True,
+            seccomp_fd=self.seccomp_fd,
+            private=self.session.private_dirs(),
+        )
         binds = list(bridge.bwrap_args if bridge else ())
         if self.gate is not None:
             binds += ["--ro-bind", self.gate.path, self.gate.path]
-        argv[argv.index("--chdir"):argv.index("--chdir")] = binds
+        argv[argv.index("--chdir") : argv.index("--chdir")] = binds
         if self.gate is not None:  # the task starts once its bridges listen, outside the sandbox
             argv += [SHELL, "-c", bridges.gate_prelude(self.gate.path) + ' exec "$@"', "vx-net"]
         if self.trace is not None:
@@ -396,8 +504,15 @@ class _Attempt:
     def env(self, env: Mapping[str, str], bridge: Bridge | None) -> dict[str, str]:
         """The task's env with the runtime's variables over it (SB-15, SB-19)."""
         out = dict(env)
-        out.update({"TMPDIR": self.tmpdir, "TMP": self.tmpdir, "TEMP": self.tmpdir,
-                    "UV_USE_IO_URING": "0", "VX_SANDBOX": "1"})
+        out.update(
+            {
+                "TMPDIR": self.tmpdir,
+                "TMP": self.tmpdir,
+                "TEMP": self.tmpdir,
+                "UV_USE_IO_URING": "0",
+                "VX_SANDBOX": "1",
+            }
+        )
         if self.spec.git_granted:
             out["GIT_DISCOVERY_ACROSS_FILESYSTEM"] = "1"
         if bridge is not None:
@@ -408,7 +523,12 @@ class _Attempt:
         """strace never got the sandbox going: it said why on stderr and traced no `execve` (SB-13).
 
         A sandbox that fails on its own always leaves bwrap's execve in the trace first."""
-        if self.trace is None or proc.exit_code == 0 or proc.aborted or proc.spawn_error is not None:
+        if (
+            self.trace is None
+            or proc.exit_code == 0
+            or proc.aborted
+            or proc.spawn_error is not None
+        ):
             return False
         if _complaint(proc, "strace: ") is None:
             return False
@@ -502,7 +622,9 @@ class _Status:
                 pass
 
 
-_TRACER_WAIT_S = 30.0  # once bwrap is gone nothing is left to trace: strace ends at once, this is a fuse
+_TRACER_WAIT_S = (
+    30.0  # once bwrap is gone nothing is left to trace: strace ends at once, this is a fuse
+)
 
 
 async def _closed(fd: int, timeout_s: float) -> bool:

@@ -54,8 +54,14 @@ def _assemble(program: list[tuple]) -> bytes:
             continue
         code, jt, jf, k = entry
         index += 1
-        out.append(_op(code, at[jt] - index if isinstance(jt, str) else jt,
-                       at[jf] - index if isinstance(jf, str) else jf, k))
+        out.append(
+            _op(
+                code,
+                at[jt] - index if isinstance(jt, str) else jt,
+                at[jf] - index if isinstance(jf, str) else jf,
+                k,
+            )
+        )
     return b"".join(out)
 
 
@@ -67,7 +73,9 @@ def unix_socket_filter(machine: str | None = None, *, unix_sockets: bool = False
     if found is None:
         return None
     arch, socket_nr, ptrace_nr, vm_read, vm_write = found
-    socket_nr = 0xFFFFFFFF if unix_sockets else socket_nr  # a number no call has: the rule never fires
+    socket_nr = (
+        0xFFFFFFFF if unix_sockets else socket_nr
+    )  # a number no call has: the rule never fires
     return _assemble([
         (_LD_W_ABS, 0, 0, 4),                          # A = seccomp_data.arch
         (_JEQ_K, 0, "kill", arch),                     # a foreign ABI (i386, arm32)

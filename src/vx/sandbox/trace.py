@@ -79,11 +79,15 @@ class Access(Struct, frozen=True):
 _LINE = re.compile(r"\s*(\d+)\s+(.*)")
 _RESUMED = re.compile(r"<\.\.\. \w+ resumed>\s?(.*)")
 _CALL = re.compile(r"(\w+)\((.*)")
-_TOKEN = re.compile(r'(AT_FDCWD|-?\d+)<([^<>]*)>|"([^"]*)"')  # -xx: no quote or angle bracket inside
+_TOKEN = re.compile(
+    r'(AT_FDCWD|-?\d+)<([^<>]*)>|"([^"]*)"'
+)  # -xx: no quote or angle bracket inside
 _FLAG = re.compile(r"\bO_[A-Z]+\b")
 _DECORATED = re.compile(r"-?\d+<([^<>]*)>")
-_OPENAT = re.compile(r'\s*(\d+)\s+openat\(AT_FDCWD<([^<>]*)>, "([^"]*)", ([A-Z_|]+)(?:, \d+)?\)\s+= '
-                     r'(?:\d+<([^<>]*)>\s*$|-1 ([A-Z]+) \([^()]*\)\s*$)')
+_OPENAT = re.compile(
+    r'\s*(\d+)\s+openat\(AT_FDCWD<([^<>]*)>, "([^"]*)", ([A-Z_|]+)(?:, \d+)?\)\s+= '
+    r"(?:\d+<([^<>]*)>\s*$|-1 ([A-Z]+) \([^()]*\)\s*$)"
+)
 _HEX = re.compile(r"\\x([0-9a-f]{2})")
 _UNFINISHED = " <unfinished ...>"
 _NOT_FINAL = ("ERESTARTSYS", "ERESTARTNOINTR", "ERESTARTNOHAND", "ERESTART_RESTARTBLOCK", "EINTR")
@@ -94,9 +98,13 @@ def _decode(text: str) -> str:
     """Decode strace's `-xx` escapes back to a file-system path (undecodable bytes kept)."""
     if "\\x" not in text:
         return text
-    if len(text) % 4 == 0 and text.count("\\x") == len(text) // 4:  # all escapes: the -xx norm, and fast
+    if (
+        len(text) % 4 == 0 and text.count("\\x") == len(text) // 4
+    ):  # all escapes: the -xx norm, and fast
         try:
-            return bytes.fromhex(text.replace("\\x", "")).decode("utf-8", "surrogateescape")  # os.fsdecode
+            return bytes.fromhex(text.replace("\\x", "")).decode(
+                "utf-8", "surrogateescape"
+            )  # os.fsdecode
         except ValueError:
             pass
     return os.fsdecode(_HEX.sub(lambda m: chr(int(m.group(1), 16)), text).encode("latin-1"))
@@ -124,7 +132,7 @@ def _split_call(pid: int, text: str) -> _Call | None:
     if match is None:
         return None
     cut = text.rfind(" = ")  # strace pads short calls: `vfork()       = 8`
-    head, result = text[:cut].rstrip(), text[cut + 3:]
+    head, result = text[:cut].rstrip(), text[cut + 3 :]
     if cut < 0 or not head.endswith(")") or "(INJECTED)" in result:
         return None
     head = head[:-1]
@@ -136,7 +144,7 @@ def _split_call(pid: int, text: str) -> _Call | None:
         return None
     decoration = _DECORATED.match(ret)
     ret_path = unhex(decoration.group(1)) if decoration else None
-    return _Call(pid, match.group(1), head[len(match.group(1)) + 1:], ret, errno, ret_path)
+    return _Call(pid, match.group(1), head[len(match.group(1)) + 1 :], ret, errno, ret_path)
 
 
 def _tokens(args: str) -> list[tuple[str, str]]:
@@ -145,7 +153,9 @@ def _tokens(args: str) -> list[tuple[str, str]]:
     Four at most (renameat's two pairs): execve's argv strings are never needed."""
     out = []
     for m in itertools.islice(_TOKEN.finditer(args), 4):
-        out.append(("fd", unhex(m.group(2))) if m.group(1) is not None else ("str", unhex(m.group(3))))
+        out.append(
+            ("fd", unhex(m.group(2))) if m.group(1) is not None else ("str", unhex(m.group(3)))
+        )
     return out
 
 
@@ -160,7 +170,9 @@ class TraceParser:
         self._cwd: dict[int, str] = {}
         self._pending: dict[int, str] = {}
         self.lines = 0
-        self._setup: set[int] | None = set() if sandbox else None  # bwrap's own pids (sandbox traces)
+        self._setup: set[int] | None = (
+            set() if sandbox else None
+        )  # bwrap's own pids (sandbox traces)
         self.root: int | None = None  # the first pid traced: bwrap
         self.started = not sandbox  # the task's first exec was traced
         self.ended = not sandbox  # bwrap's own exit was traced: the trace is whole
@@ -257,11 +269,17 @@ class TraceParser:
         """Resolve `path` against a decorated dirfd, or the pid's cwd (legacy calls)."""
         if path.startswith("/"):
             return os.path.normpath(path)
-        base = dirfd[1] if dirfd and dirfd[0] == "fd" and dirfd[1].startswith("/") else self.cwd(call.pid)
+        base = (
+            dirfd[1]
+            if dirfd and dirfd[0] == "fd" and dirfd[1].startswith("/")
+            else self.cwd(call.pid)
+        )
         return os.path.normpath(os.path.join(base, path)) if path else base
 
     def _access(self, call: _Call, kind: str, path: str, real: str | None = None) -> Access:
-        return Access(call.pid, kind, call.name, path, call.errno, real if call.errno is None else None)
+        return Access(
+            call.pid, kind, call.name, path, call.errno, real if call.errno is None else None
+        )
 
 
 def _plain(rel: str) -> bool:
@@ -286,7 +304,9 @@ def _pairs(tokens: list[tuple[str, str]]) -> list[tuple[tuple[str, str] | None, 
     return out
 
 
-@functools.lru_cache(maxsize=256)  # a tool uses a handful of flag sets, `O_RDONLY|O_CLOEXEC` over and over
+@functools.lru_cache(
+    maxsize=256
+)  # a tool uses a handful of flag sets, `O_RDONLY|O_CLOEXEC` over and over
 def _open_kind(args: str) -> str:
     """read, write, probe or list, from an open call's flags (or its whole argument text)."""
     flags = set(_FLAG.findall(args))
@@ -318,7 +338,9 @@ def _on_single(kind: str):
         dirfd, path = pairs[0]
         if call.errno == "EEXIST" and call.name.startswith("mkdir"):
             return []  # the directory was there already: nothing was written
-        return [p._access(call, kind, p._at(call, dirfd if call.name.endswith("at") else None, path))]
+        return [
+            p._access(call, kind, p._at(call, dirfd if call.name.endswith("at") else None, path))
+        ]
 
     return handle
 
@@ -345,7 +367,9 @@ def _on_symlink(p: TraceParser, call: _Call, tokens) -> list[Access]:
     if len(pairs) < 2:
         return []
     dirfd, link = pairs[1]
-    return [p._access(call, "write", p._at(call, dirfd if call.name == "symlinkat" else None, link))]
+    return [
+        p._access(call, "write", p._at(call, dirfd if call.name == "symlinkat" else None, link))
+    ]
 
 
 def _on_lookup(p: TraceParser, call: _Call, tokens) -> list[Access]:

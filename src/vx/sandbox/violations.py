@@ -22,7 +22,14 @@ from typing import Callable, Iterable
 from msgspec import Struct, field
 
 from vx.model import Violation
-from vx.sandbox.grants import CONFIG_FILES, CREDENTIAL_STORES, Grant, Layout, SandboxSpec, dependency_paths
+from vx.sandbox.grants import (
+    CONFIG_FILES,
+    CREDENTIAL_STORES,
+    Grant,
+    Layout,
+    SandboxSpec,
+    dependency_paths,
+)
 from vx.sandbox.trace import Access
 
 _PSEUDO = ("/proc", "/dev", "/sys")
@@ -46,21 +53,38 @@ class Report(Struct):
         shown = ", ".join(spec.rel(p) for p in paths[:_SHOWN_OUTSIDE])
         more = f" and {len(paths) - _SHOWN_OUTSIDE} more" if len(paths) > _SHOWN_OUTSIDE else ""
         grant = spec.grant_text(os.path.dirname(paths[0])) + "/"
-        return [f"{spec.task}: the sandbox refused writes outside the project, which are not reported as "
-                f"violations: {shown}{more}. If the task needs one, grant its directory, e.g. "
-                f"`allow: {{ write: [\"{grant}\"] }}`"]
+        return [
+            f"{spec.task}: the sandbox refused writes outside the project, which are not reported as "
+            f"violations: {shown}{more}. If the task needs one, grant its directory, e.g. "
+            f'`allow: {{ write: ["{grant}"] }}`'
+        ]
 
 
 class Judge:
     """Classify accesses for one task and one layout; `is_file` and `realpath` look at the host."""
 
-    def __init__(self, spec: SandboxSpec, layout: Layout, tmpdir: str,
-                 is_file: Callable[[str], bool] = os.path.isfile,
-                 realpath: Callable[[str], str] = os.path.realpath) -> None:
-        self.spec, self.layout, self.tmpdir, self.is_file, self.realpath = spec, layout, tmpdir, is_file, realpath
+    def __init__(
+        self,
+        spec: SandboxSpec,
+        layout: Layout,
+        tmpdir: str,
+        is_file: Callable[[str], bool] = os.path.isfile,
+        realpath: Callable[[str], str] = os.path.realpath,
+    ) -> None:
+        self.spec, self.layout, self.tmpdir, self.is_file, self.realpath = (
+            spec,
+            layout,
+            tmpdir,
+            is_file,
+            realpath,
+        )
         self.readable = (*spec.reads, *spec.writes)
         self.deps = dependency_paths(spec)
-        self.stores = tuple(f"{spec.home}/{rel}" for rel in CREDENTIAL_STORES) if spec.home not in ("", "/") else ()
+        self.stores = (
+            tuple(f"{spec.home}/{rel}" for rel in CREDENTIAL_STORES)
+            if spec.home not in ("", "/")
+            else ()
+        )
 
     def judge(self, accesses: Iterable[Access]) -> Report:
         report = Report()
@@ -70,15 +94,21 @@ class Judge:
         for access in accesses:
             self._one(access, found, notes, refused)
         written = {path for kind, path in found if kind == "write"}
-        report.violations = sorted((v for (k, p), v in found.items() if k == "write" or p not in written),
-                                   key=lambda v: (v.kind, v.path))
+        report.violations = sorted(
+            (v for (k, p), v in found.items() if k == "write" or p not in written),
+            key=lambda v: (v.kind, v.path),
+        )
         report.notes = list(notes.values())
         report.refused_outside = list(refused)
         return report
 
     def _one(self, access: Access, found: dict, notes: dict, refused: dict) -> None:
         path = access.real or access.path
-        if access.kind in ("probe", "list") or not path.startswith("/") or _under_any(path, _PSEUDO):
+        if (
+            access.kind in ("probe", "list")
+            or not path.startswith("/")
+            or _under_any(path, _PSEUDO)
+        ):
             return
         if _under(path, self.tmpdir):
             return
@@ -97,13 +127,22 @@ class Judge:
             if access.errno in _REFUSED and not _covered(path, spec.ignore_write):
                 refused.setdefault(path, None)
             return
-        if os.path.basename(path) in CONFIG_FILES and os.path.dirname(path) in (spec.project, spec.root):
+        if os.path.basename(path) in CONFIG_FILES and os.path.dirname(path) in (
+            spec.project,
+            spec.root,
+        ):
             hint = "none: a task never writes vx config files, package.json, lockfiles or install settings"
             found.setdefault(("write", path), Violation("write", spec.rel(path), hint))
             return
-        if _covered(path, spec.writes) or _covered(path, self.layout.scratch) or _covered(path, spec.ignore_write):
+        if (
+            _covered(path, spec.writes)
+            or _covered(path, self.layout.scratch)
+            or _covered(path, spec.ignore_write)
+        ):
             return
-        if access.syscall.startswith("mkdir") and any(_under(g.base, path) for g in self.layout.scratch):
+        if access.syscall.startswith("mkdir") and any(
+            _under(g.base, path) for g in self.layout.scratch
+        ):
             return  # the directory a scratch glob (`build/.*.tmp/**`) needs before it can match
         if _under(path, spec.project) and not self._other_project(path):
             hint = f'allow.write "{spec.grant_text(path)}"'
@@ -119,9 +158,15 @@ class Judge:
             if not _covered(access.path, self.readable):
                 self._credential_note(access.path, notes)
             return
-        if not access.ok:  # where the host would have taken it: a link in node_modules to a withheld package
+        if (
+            not access.ok
+        ):  # where the host would have taken it: a link in node_modules to a withheld package
             path = self.realpath(path)
-        if _covered(path, self.readable) or _covered(path, spec.ignore_read) or _under_any(path, self.deps):
+        if (
+            _covered(path, self.readable)
+            or _covered(path, spec.ignore_read)
+            or _under_any(path, self.deps)
+        ):
             return
         hint = self._read_hint(path)
         if hint is not None and self.is_file(path):
@@ -131,13 +176,24 @@ class Judge:
         """A refused stat/access/readlink of an existing file of the task's own project that a
         read grant would allow: the tool saw ENOENT and may never open it (it reports nothing)."""
         spec = self.spec
-        if access.errno not in ("ENOENT", "EACCES") or not _under(path, spec.project) or self._other_project(path):
+        if (
+            access.errno not in ("ENOENT", "EACCES")
+            or not _under(path, spec.project)
+            or self._other_project(path)
+        ):
             return
-        if _covered(path, self.readable) or _covered(path, spec.ignore_read) or _under_any(path, self.deps):
+        if (
+            _covered(path, self.readable)
+            or _covered(path, spec.ignore_read)
+            or _under_any(path, self.deps)
+        ):
             return
         if _under_any(path, spec.walls) or not self.is_file(path):
             return
-        found.setdefault(("read", path), Violation("read", spec.rel(path), f'allow.read "{spec.grant_text(path)}"'))
+        found.setdefault(
+            ("read", path),
+            Violation("read", spec.rel(path), f'allow.read "{spec.grant_text(path)}"'),
+        )
 
     def _read_hint(self, path: str) -> str | None:
         """The grant (or edge) that would allow a read, or None when the path is not reported."""
@@ -167,8 +223,11 @@ class Judge:
         for store in self.stores:
             if _under(path, store) and os.path.lexists(store):
                 text = self.spec.grant_text(path)
-                notes.setdefault(store, f"{self.spec.task}: the sandbox hid {text}, a credential store (SB-06); "
-                                        f"if the task needs it, grant it: allow.read \"{text}\"")
+                notes.setdefault(
+                    store,
+                    f"{self.spec.task}: the sandbox hid {text}, a credential store (SB-06); "
+                    f'if the task needs it, grant it: allow.read "{text}"',
+                )
                 return
 
 

@@ -85,11 +85,15 @@ def check_name(rel: str) -> str:
     The same rule guards both directions: what we would never extract, we never pack.
     """
     if not rel or rel.startswith("/") or "\\" in rel or "\x00" in rel:
-        raise ArchiveError(f"refused entry name {rel!r}: absolute, empty, or has a backslash or NUL")
+        raise ArchiveError(
+            f"refused entry name {rel!r}: absolute, empty, or has a backslash or NUL"
+        )
     parts = rel.split("/")
     if any(p in ("", ".", "..") for p in parts):
         raise ArchiveError(f"refused entry name {rel!r}: empty, `.` or `..` component")
     if len(rel.encode()) >= PATH_MAX or any(len(p.encode()) > NAME_MAX for p in parts):
-        raise ArchiveError(f"refused entry name {rel[:80]!r}…: longer than a file system holds "
-                           f"({NAME_MAX} bytes a name, {PATH_MAX} a path)")
+        raise ArchiveError(
+            f"refused entry name {rel[:80]!r}…: longer than a file system holds "
+            f"({NAME_MAX} bytes a name, {PATH_MAX} a path)"
+        )
     return rel

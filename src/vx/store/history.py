@@ -17,15 +17,21 @@ from typing import Iterable, Mapping
 from vx.model import HashRecord
 from vx.store.rows import chunked, marks
 
-TABLE = ("CREATE TABLE IF NOT EXISTS key_history (task_id TEXT NOT NULL, key TEXT NOT NULL,"
-         " recorded_at REAL NOT NULL, record TEXT NOT NULL, PRIMARY KEY (task_id, key)) WITHOUT ROWID")
+TABLE = (
+    "CREATE TABLE IF NOT EXISTS key_history (task_id TEXT NOT NULL, key TEXT NOT NULL,"
+    " recorded_at REAL NOT NULL, record TEXT NOT NULL, PRIMARY KEY (task_id, key)) WITHOUT ROWID"
+)
 KEEP = 8
 # The last run's word on a task that ran and was not saved, while its key is still the newest.
-UNSAVED = ("CREATE TABLE IF NOT EXISTS key_unsaved (task_id TEXT PRIMARY KEY, key TEXT NOT NULL,"
-           " reason TEXT NOT NULL, recorded_at REAL NOT NULL) WITHOUT ROWID")
+UNSAVED = (
+    "CREATE TABLE IF NOT EXISTS key_unsaved (task_id TEXT PRIMARY KEY, key TEXT NOT NULL,"
+    " reason TEXT NOT NULL, recorded_at REAL NOT NULL) WITHOUT ROWID"
+)
 
 
-def record_keys(db, records: Iterable[tuple[str, HashRecord]], settled: Iterable[tuple[str, HashRecord]] = ()) -> int:
+def record_keys(
+    db, records: Iterable[tuple[str, HashRecord]], settled: Iterable[tuple[str, HashRecord]] = ()
+) -> int:
     """Keep `records` ((key, record) pairs) whose key is not already the task's newest: a new key
     is inserted, a key seen before (a change reverted) becomes the newest again. `settled` (the
     up-to-date hits, whose keys the history already has) is kept only into an empty history — the
@@ -40,7 +46,9 @@ def record_keys(db, records: Iterable[tuple[str, HashRecord]], settled: Iterable
     newest: dict[str, tuple[float, str]] = {}
     for batch in chunked(sorted({task for task, _key in wanted})):
         for task, key, at in db.execute(
-                f"SELECT task_id, key, recorded_at FROM key_history WHERE task_id IN ({marks(len(batch))})", batch):
+            f"SELECT task_id, key, recorded_at FROM key_history WHERE task_id IN ({marks(len(batch))})",
+            batch,
+        ):
             seen.add((task, key))
             newest[task] = max(newest.get(task, (at, key)), (at, key))
     moved = [(task, key) for task, key in wanted if newest.get(task, (0.0, None))[1] != key]
@@ -49,14 +57,19 @@ def record_keys(db, records: Iterable[tuple[str, HashRecord]], settled: Iterable
     now = time.time()
     db.execute("BEGIN IMMEDIATE")
     try:
-        db.executemany("UPDATE key_history SET recorded_at=? WHERE task_id=? AND key=?",
-                       [(now, t, k) for t, k in moved if (t, k) in seen])
-        db.executemany("INSERT INTO key_history VALUES (?,?,?,?)",
-                       [(t, k, now, _encode(wanted[(t, k)])) for t, k in moved if (t, k) not in seen])
+        db.executemany(
+            "UPDATE key_history SET recorded_at=? WHERE task_id=? AND key=?",
+            [(now, t, k) for t, k in moved if (t, k) in seen],
+        )
+        db.executemany(
+            "INSERT INTO key_history VALUES (?,?,?,?)",
+            [(t, k, now, _encode(wanted[(t, k)])) for t, k in moved if (t, k) not in seen],
+        )
         db.executemany(
             "DELETE FROM key_history WHERE task_id=? AND key NOT IN "
             "(SELECT key FROM key_history WHERE task_id=? ORDER BY recorded_at DESC LIMIT ?)",
-            [(t, t, KEEP) for t in sorted({t for t, _k in moved})])
+            [(t, t, KEEP) for t in sorted({t for t, _k in moved})],
+        )
         db.execute("COMMIT")
     except BaseException:
         db.execute("ROLLBACK")
@@ -75,8 +88,10 @@ def record_unsaved(db, withheld: Iterable[tuple[str, str, str]], saved: Iterable
     db.execute("BEGIN IMMEDIATE")
     try:
         db.executemany("DELETE FROM key_unsaved WHERE task_id=?", forgotten)
-        db.executemany("INSERT OR REPLACE INTO key_unsaved VALUES (?,?,?,?)",
-                       [(task, key, reason, now) for task, key, reason in withheld])
+        db.executemany(
+            "INSERT OR REPLACE INTO key_unsaved VALUES (?,?,?,?)",
+            [(task, key, reason, now) for task, key, reason in withheld],
+        )
         db.execute("COMMIT")
     except BaseException:
         db.execute("ROLLBACK")
@@ -87,8 +102,11 @@ def unsaved_reason(db, task_id: str, key: str) -> str | None:
     """Why the task's `key` was not saved by the last run that ran it; None when it was, or when
     an entry for it exists by now (another run or a remote saved it)."""
     try:
-        row = db.execute("SELECT reason FROM key_unsaved WHERE task_id=? AND key=?"
-                         " AND NOT EXISTS (SELECT 1 FROM entries WHERE hash=?)", (task_id, key, key)).fetchone()
+        row = db.execute(
+            "SELECT reason FROM key_unsaved WHERE task_id=? AND key=?"
+            " AND NOT EXISTS (SELECT 1 FROM entries WHERE hash=?)",
+            (task_id, key, key),
+        ).fetchone()
     except Exception as exc:  # sqlite3.OperationalError: no table yet
         if "no such table" in str(exc):
             return None
@@ -97,13 +115,22 @@ def unsaved_reason(db, task_id: str, key: str) -> str | None:
 
 
 def _encode(record: HashRecord) -> str:
-    return json.dumps({
-        "fingerprint": record.fingerprint, "package": record.package_json, "config": record.config,
-        "args": _digest("\0".join(record.forward_args)) if record.forward_args else None,  # may hold a secret
-        "env": {name: None if value is None else _digest(value) for name, value in record.env},
-        "upstream": dict(record.upstream), "files": dict(record.files), "lockfile": _lockfile_parts(record.lockfile),
-        "runtime": {label: _digest(value) for label, value in record.runtime},
-    }, separators=(",", ":"))
+    return json.dumps(
+        {
+            "fingerprint": record.fingerprint,
+            "package": record.package_json,
+            "config": record.config,
+            "args": _digest("\0".join(record.forward_args))
+            if record.forward_args
+            else None,  # may hold a secret
+            "env": {name: None if value is None else _digest(value) for name, value in record.env},
+            "upstream": dict(record.upstream),
+            "files": dict(record.files),
+            "lockfile": _lockfile_parts(record.lockfile),
+            "runtime": {label: _digest(value) for label, value in record.runtime},
+        },
+        separators=(",", ":"),
+    )
 
 
 def _lockfile_parts(folded) -> dict[str, str]:
@@ -121,8 +148,11 @@ def _digest(value: str) -> str | None:
 def last_two(db, task_id: str) -> list[tuple[str, float, dict]]:
     """The task's two most recent keys, newest first: (key, recorded_at, components)."""
     try:
-        rows = db.execute("SELECT key, recorded_at, record FROM key_history WHERE task_id=? "
-                          "ORDER BY recorded_at DESC LIMIT 2", (task_id,)).fetchall()
+        rows = db.execute(
+            "SELECT key, recorded_at, record FROM key_history WHERE task_id=? "
+            "ORDER BY recorded_at DESC LIMIT 2",
+            (task_id,),
+        ).fetchall()
     except Exception as exc:  # sqlite3.OperationalError: no table yet, nothing recorded
         if "no such table" in str(exc):
             return []
@@ -137,7 +167,11 @@ def differences(old: Mapping, new: Mapping) -> list[tuple[str, str]]:
     """(kind, what) for each component that differs, in fold order; files by path."""
     out: list[tuple[str, str]] = []
     if old["fingerprint"] != new["fingerprint"]:
-        moved = _lockfile_moves(old["lockfile"], new["lockfile"]) if "lockfile" in old and "lockfile" in new else []
+        moved = (
+            _lockfile_moves(old["lockfile"], new["lockfile"])
+            if "lockfile" in old and "lockfile" in new
+            else []
+        )
         out += moved or [("workspace", "the lockfiles or install settings (or the vx version)")]
     if old["package"] != new["package"]:
         out.append(("package", "package.json"))
@@ -175,4 +209,6 @@ def _lockfile_moves(old: Mapping, new: Mapping) -> list[tuple[str, str]]:
     """The dependencies whose resolution moved in the project's share of the lockfile (PL-06)."""
     out = [("lockfile", f"{label} (added)") for label in sorted(set(new) - set(old))]
     out += [("lockfile", f"{label} (removed)") for label in sorted(set(old) - set(new))]
-    return out + [("lockfile", label) for label in sorted(set(old) & set(new)) if old[label] != new[label]]
+    return out + [
+        ("lockfile", label) for label in sorted(set(old) & set(new)) if old[label] != new[label]
+    ]

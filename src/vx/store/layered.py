@@ -75,7 +75,9 @@ class _TempBudget:
     def take(self, path: Path, n: int) -> None:
         with self._lock:
             if self.used + n > self.limit:
-                raise RemoteFailure(TOO_LARGE, f"downloads in flight reached their {self.limit} byte temp bound")
+                raise RemoteFailure(
+                    TOO_LARGE, f"downloads in flight reached their {self.limit} byte temp bound"
+                )
             self.used += n
             self._held[path] = self._held.get(path, 0) + n
 
@@ -127,7 +129,9 @@ class LayeredStore:
         """Warnings nobody heard yet (a `--dry` run has no reporter attached)."""
         return self.health.drain()
 
-    def close(self, say: Say | None = None, settle: Callable[[LocalStore], None] | None = None) -> None:
+    def close(
+        self, say: Say | None = None, settle: Callable[[LocalStore], None] | None = None
+    ) -> None:
         """Drain the uploads, stop the pools, tell the tally, `settle` the local store (retention:
         only once nothing is still uploading from it), close it."""
         wait(list(self._uploads))
@@ -149,10 +153,14 @@ class LayeredStore:
         with self._lock:
             if kind == "fetch":
                 if self._fetch_pool is None:
-                    self._fetch_pool = ThreadPoolExecutor(FETCH_WORKERS, thread_name_prefix="vx-remote-get")
+                    self._fetch_pool = ThreadPoolExecutor(
+                        FETCH_WORKERS, thread_name_prefix="vx-remote-get"
+                    )
                 return self._fetch_pool
             if self._upload_pool is None:
-                self._upload_pool = ThreadPoolExecutor(UPLOAD_WORKERS, thread_name_prefix="vx-remote-put")
+                self._upload_pool = ThreadPoolExecutor(
+                    UPLOAD_WORKERS, thread_name_prefix="vx-remote-put"
+                )
             return self._upload_pool
 
     # ------------------------------------------------------------ planning probes (RC-04)
@@ -189,7 +197,9 @@ class LayeredStore:
 
     async def fetched(self, key: str) -> Entry | Downloaded | None:
         """The remote hit for `key` once its download is proven, or None for a miss."""
-        if self._loop is None:  # the walk's loop: from now on pool threads wake it to deliver warnings
+        if (
+            self._loop is None
+        ):  # the walk's loop: from now on pool threads wake it to deliver warnings
             self._loop = asyncio.get_running_loop()
             self.health.flush()
         future = self._fetches.get(key)
@@ -208,7 +218,9 @@ class LayeredStore:
         except RemoteFailure as failure:
             self.health.failed("GET", key, failure, "treated as a miss")
         except _LOCAL_TROUBLE as exc:
-            self.health.failed("GET", key, RemoteFailure("local store", _local_why(exc)), "treated as a miss")
+            self.health.failed(
+                "GET", key, RemoteFailure("local store", _local_why(exc)), "treated as a miss"
+            )
         self._forget(temp)
         return None
 
@@ -226,8 +238,15 @@ class LayeredStore:
         self.health.count("bytes_down", size)
         if not self.axes.local_write:
             return Downloaded(key, temp, checked, found.duration_ms)
-        entry = self.local.adopt(temp, key, task_id=want.task_id, command=want.command,
-                                 duration_ms=found.duration_ms or 0.0, checked=checked, size_bytes=size)
+        entry = self.local.adopt(
+            temp,
+            key,
+            task_id=want.task_id,
+            command=want.command,
+            duration_ms=found.duration_ms or 0.0,
+            checked=checked,
+            size_bytes=size,
+        )
         with self._lock:
             self._temps.discard(temp)  # renamed into the store: no longer ours to remove
         self._budget.give_back(temp)
@@ -249,8 +268,9 @@ class LayeredStore:
         if not isinstance(entry, Downloaded):
             return self.local.restore(entry, allowed)
         try:
-            return unpacking.unpack(entry.path, key=entry.key, allowed=self.local.guard(allowed),
-                                    root=self.local.root).log
+            return unpacking.unpack(
+                entry.path, key=entry.key, allowed=self.local.guard(allowed), root=self.local.root
+            ).log
         except archive.ArchiveError as exc:
             raise DamagedEntry(exc.message) from None
         finally:
@@ -268,8 +288,12 @@ class LayeredStore:
         if temp is None:
             return 0
         try:
-            info = packing.pack(temp, key=key, log=fields["log"], files=[(p, self.local.root / p)
-                                                                          for p in fields["files"]])
+            info = packing.pack(
+                temp,
+                key=key,
+                log=fields["log"],
+                files=[(p, self.local.root / p) for p in fields["files"]],
+            )
         except BaseException:
             self._forget(temp)
             raise
@@ -280,7 +304,9 @@ class LayeredStore:
 
     def _queue_upload(self, key: str, path: Path, duration_ms: float, *, owned: bool) -> None:
         if self.axes.remote_write and self.health.allows(writing=True):
-            self._uploads.append(self._pool("upload").submit(self._upload, key, path, duration_ms, owned))
+            self._uploads.append(
+                self._pool("upload").submit(self._upload, key, path, duration_ms, owned)
+            )
         elif owned:
             self._forget(path)
 
@@ -301,7 +327,9 @@ class LayeredStore:
             self.health.failed("PUT", key, failure, "not uploaded (the local cache has it)")
             return
         except OSError as exc:
-            self.health.failed("PUT", key, RemoteFailure("local store", _local_why(exc)), "not uploaded")
+            self.health.failed(
+                "PUT", key, RemoteFailure("local store", _local_why(exc)), "not uploaded"
+            )
             return
         self.health.succeeded()
         self.health.count("uploads")
@@ -344,7 +372,9 @@ class LayeredStore:
     def _temp(self, key: str) -> Path | None:
         """A fresh temp file in the cache dir (named like the local store's, so sweeps find it)."""
         try:
-            fd, name = tempfile.mkstemp(prefix=f".{key}.", suffix=".remote.tmp", dir=self.local.cache_dir)
+            fd, name = tempfile.mkstemp(
+                prefix=f".{key}.", suffix=".remote.tmp", dir=self.local.cache_dir
+            )
         except OSError as exc:
             self.health.failed("GET", key, RemoteFailure("local store", _local_why(exc)), "skipped")
             return None

@@ -56,7 +56,9 @@ _FILES_WITH_STAMPS = (
     " LEFT JOIN output_stamps s ON s.hash = f.hash AND s.root = ? AND s.path = f.path"
     " WHERE f.hash IN ({marks}) ORDER BY f.hash, f.path"
 )
-_ENTRY_COLUMNS = "hash, task_id, command, duration_ms, size_bytes, created_at, cpu_ms, peak_rss_bytes, crc"
+_ENTRY_COLUMNS = (
+    "hash, task_id, command, duration_ms, size_bytes, created_at, cpu_ms, peak_rss_bytes, crc"
+)
 
 
 class CacheFull(EnvironmentFailure):
@@ -163,9 +165,14 @@ class LocalStore:
         self._lock = threading.Lock()
         self._accessed: set[str] = set()
         self._fresh: dict[str, dict[str, tuple[int, int]]] = {}
-        self._stamps_due: dict[str, dict[str, tuple[int, int]]] = {}  # restored this run, written at close
+        self._stamps_due: dict[
+            str, dict[str, tuple[int, int]]
+        ] = {}  # restored this run, written at close
         self._full_seen = False  # a save found the disk full: later ones are not reported again
-        self.spans: dict[str, list[float]] = {"save": [], "restore": []}  # seconds per call, for VX_TIMING
+        self.spans: dict[str, list[float]] = {
+            "save": [],
+            "restore": [],
+        }  # seconds per call, for VX_TIMING
         _prepare_dir(self.cache_dir)
         self._db = self._connect()
 
@@ -181,7 +188,9 @@ class LocalStore:
             db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=5.0)
             for pragma in rows.CONNECTION_PRAGMAS:
                 db.execute(pragma)
-            db.execute("PRAGMA journal_mode=WAL")  # persistent in the file: the replay need not set it
+            db.execute(
+                "PRAGMA journal_mode=WAL"
+            )  # persistent in the file: the replay need not set it
             _ensure_schema(db)
         except sqlite3.Error as e:
             if db is not None:
@@ -190,9 +199,12 @@ class LocalStore:
                 for suffix in ("", "-wal", "-shm"):
                     _quiet_unlink(f"{path}{suffix}")
             if _sqlite_full(e):
-                raise CacheFull(f"cannot open the cache index: {e}", facts=(f"path: {path}",), hint=_PRUNE_HINT) from None
+                raise CacheFull(
+                    f"cannot open the cache index: {e}", facts=(f"path: {path}",), hint=_PRUNE_HINT
+                ) from None
             raise EnvironmentFailure(
-                f"cannot open the cache index: {e}", facts=(f"path: {path}",),
+                f"cannot open the cache index: {e}",
+                facts=(f"path: {path}",),
                 hint="check the cache directory's permissions and free space, or pass --cache-dir",
             ) from None
         return db
@@ -221,7 +233,9 @@ class LocalStore:
                 with _transaction(self._db, immediate=True):
                     self._touch(list(self._accessed))
                     self._write_due_stamps()
-            except sqlite3.Error as e:  # a full disk loses only the stamps: those outputs restore again
+            except (
+                sqlite3.Error
+            ) as e:  # a full disk loses only the stamps: those outputs restore again
                 if not _sqlite_full(e):
                     raise
             self._accessed = set()
@@ -260,7 +274,9 @@ class LocalStore:
         for row in rows:
             if sizes[row[0]] == row[4]:
                 files, stamps = outputs.get(row[0], empty)
-                hits[row[0]] = Entry(row[0], row[1], row[2], tuple(files), *row[3:], stamps=tuple(stamps))  # type: ignore[misc]  # row[3:] ends at crc
+                hits[row[0]] = Entry(
+                    row[0], row[1], row[2], tuple(files), *row[3:], stamps=tuple(stamps)
+                )  # type: ignore[misc]  # row[3:] ends at crc
         gone = [(row[0], row[8]) for row in rows if sizes[row[0]] is None]
         if gone:
             self._drop(gone)
@@ -280,7 +296,9 @@ class LocalStore:
         outputs: dict[str, tuple[list[OutputFile], list]] = {}
         for batch in chunked(keys):
             qs = marks(len(batch))
-            found += self._db.execute(f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE hash IN ({qs})", batch)
+            found += self._db.execute(
+                f"SELECT {_ENTRY_COLUMNS} FROM entries WHERE hash IN ({qs})", batch
+            )
             for h, path, size, mode, mtime_ms, ino, ctime_ns in self._db.execute(
                 _FILES_WITH_STAMPS.format(marks=qs), (self._root_key, *batch)
             ):
@@ -292,7 +310,9 @@ class LocalStore:
     def log_of(self, entry: Entry) -> tuple[LogChunk, ...]:
         """The entry's log from its row, so a hit replays without opening the artifact (LC-10)."""
         with self._lock:
-            row = self._db.execute("SELECT log FROM entry_log WHERE hash=?", (entry.key,)).fetchone()
+            row = self._db.execute(
+                "SELECT log FROM entry_log WHERE hash=?", (entry.key,)
+            ).fetchone()
         return archive.decode_log(row[0]) if row else ()
 
     def logs_of(self, entries: Sequence[Entry]) -> dict[str, tuple[LogChunk, ...]]:
@@ -333,7 +353,9 @@ class LocalStore:
                 return False
         return True
 
-    def expected_outputs(self, entry: Entry) -> list[tuple[str, tuple[int, int, int, int, int]]] | None:
+    def expected_outputs(
+        self, entry: Entry
+    ) -> list[tuple[str, tuple[int, int, int, int, int]]] | None:
         """Each output file of `entry` with the lstat values (`witness.output_stat`) it must show to
         be current: the saved size, mode and ms mtime, and this workspace's stamp — one taken by a
         restore in this run if there was one. None when a file has no stamp (never current)."""
@@ -371,8 +393,9 @@ class LocalStore:
         """The file half of `restore`: unpack, or say why the artifact is damaged. It never touches
         the index, so a forked restore worker may run it (the hit lane's process pool)."""
         try:
-            return unpacking.unpack(self.artifact(entry.key), key=entry.key, allowed=self.guard(allowed),
-                                    root=self.root)
+            return unpacking.unpack(
+                self.artifact(entry.key), key=entry.key, allowed=self.guard(allowed), root=self.root
+            )
         except FileNotFoundError:
             return "the artifact vanished since the lookup"
         except ArchiveError as e:
@@ -380,7 +403,9 @@ class LocalStore:
         except OSError as e:
             return f"unreadable artifact: {e.strerror}"
 
-    def finish_restore(self, entry: Entry, extracted: unpacking.Unpacked | str, seconds: float) -> tuple[LogChunk, ...]:
+    def finish_restore(
+        self, entry: Entry, extracted: unpacking.Unpacked | str, seconds: float
+    ) -> tuple[LogChunk, ...]:
         """The index half of `restore`: stamp what was written, or drop a damaged entry and raise."""
         if isinstance(extracted, str):
             self._drop([(entry.key, entry.crc)])
@@ -416,13 +441,16 @@ class LocalStore:
     def entry_rows(self) -> list[tuple[str, str, int, float, str]]:
         """Every entry as (key, task id, artifact bytes, accessed_at, crc)."""
         with self._lock:
-            return list(self._db.execute("SELECT hash, task_id, size_bytes, accessed_at, crc FROM entries"))
+            return list(
+                self._db.execute("SELECT hash, task_id, size_bytes, accessed_at, crc FROM entries")
+            )
 
     def entry_summary(self) -> tuple[int, int, float | None]:
         """(entries, their bytes, the oldest accessed_at): whether a retention is due, in one query."""
         with self._lock:
             count, total, oldest = self._db.execute(
-                "SELECT COUNT(*), COALESCE(SUM(size_bytes), 0), MIN(accessed_at) FROM entries").fetchone()
+                "SELECT COUNT(*), COALESCE(SUM(size_bytes), 0), MIN(accessed_at) FROM entries"
+            ).fetchone()
         return count, total, oldest
 
     def keep_history(self, records, settled=(), withheld=(), saved=()) -> None:
@@ -450,7 +478,9 @@ class LocalStore:
                 return
             with _transaction(self._db, immediate=True):
                 delete = "DELETE FROM entries WHERE hash=? AND crc=?"
-                dropped = [(key,) for key, crc in entries if self._db.execute(delete, (key, crc)).rowcount]
+                dropped = [
+                    (key,) for key, crc in entries if self._db.execute(delete, (key, crc)).rowcount
+                ]
                 for table in _CHILD_TABLES:
                     self._db.executemany(f"DELETE FROM {table} WHERE hash=?", dropped)
         for (key,) in dropped:
@@ -483,7 +513,18 @@ class LocalStore:
         try:
             packed = self._pack(key, kept, files, cpu_ms, peak_rss_bytes)
             info, now = packed.info, time.time()
-            row = (key, task_id, command, duration_ms, info.size_bytes, now, cpu_ms, peak_rss_bytes, info.crc, now)
+            row = (
+                key,
+                task_id,
+                command,
+                duration_ms,
+                info.size_bytes,
+                now,
+                cpu_ms,
+                peak_rss_bytes,
+                info.crc,
+                now,
+            )
             with self._lock:
                 self._install(packed, row, archive.encode_log(kept))
         except CacheFull as e:
@@ -493,8 +534,17 @@ class LocalStore:
         self.spans["save"].append(time.perf_counter() - t0)  # list.append: safe from any thread
         return info.size_bytes
 
-    def adopt(self, temp: Path, key: str, *, task_id: str, command: str, duration_ms: float,
-              checked: unpacking.Checked, size_bytes: int) -> Entry:
+    def adopt(
+        self,
+        temp: Path,
+        key: str,
+        *,
+        task_id: str,
+        command: str,
+        duration_ms: float,
+        checked: unpacking.Checked,
+        size_bytes: int,
+    ) -> Entry:
         """Index an artifact that arrived from elsewhere (a remote hit) as if it was saved here.
 
         Why: the downloaded bytes become the local record unchanged, so the next run hits
@@ -511,8 +561,19 @@ class LocalStore:
         with self._lock:
             self._install(_Packed(temp, key, info), row, archive.encode_log(kept))
         self._fresh.pop(key, None)
-        return Entry(key, task_id, command, checked.files, duration_ms, size_bytes, now, cpu, rss, checked.crc,
-                     stamps=(None,) * len(checked.files))
+        return Entry(
+            key,
+            task_id,
+            command,
+            checked.files,
+            duration_ms,
+            size_bytes,
+            now,
+            cpu,
+            rss,
+            checked.crc,
+            stamps=(None,) * len(checked.files),
+        )
 
     def _pack(self, key: str, log, files: Sequence[str], cpu_ms, peak_rss_bytes) -> "_Packed":
         """Pack into a fresh temp file in the cache dir; any failure removes it."""
@@ -520,11 +581,15 @@ class LocalStore:
         inside = self.guard(lambda _path: True)
         for path in files:
             if not inside(path):
-                raise ArchiveError(f"refused output {path}: it lies inside the cache directory",
-                                   hint="declare outputs that leave the cache directory out")
+                raise ArchiveError(
+                    f"refused output {path}: it lies inside the cache directory",
+                    hint="declare outputs that leave the cache directory out",
+                )
         temp = self._temp(key)
         try:
-            info = packing.pack(temp, key=key, log=log, files=[(p, self.root / p) for p in files], meta=meta)
+            info = packing.pack(
+                temp, key=key, log=log, files=[(p, self.root / p) for p in files], meta=meta
+            )
         except ArchiveError:
             _quiet_unlink(temp)
             raise
@@ -572,8 +637,11 @@ class LocalStore:
             elif replaced:
                 _quiet_unlink(final)
             if isinstance(e, sqlite3.Error) and _sqlite_full(e):
-                raise CacheFull(f"cannot write to the cache index: {e}", facts=(f"path: {self.cache_dir}",),
-                                hint=_PRUNE_HINT) from None
+                raise CacheFull(
+                    f"cannot write to the cache index: {e}",
+                    facts=(f"path: {self.cache_dir}",),
+                    hint=_PRUNE_HINT,
+                ) from None
             raise
         if backup is not None:
             _quiet_unlink(backup)
@@ -581,7 +649,10 @@ class LocalStore:
     def _write_rows(self, packed: "_Packed", row: tuple, log_blob: bytes) -> None:
         key, info = packed.key, packed.info
         db = self._db
-        db.execute(f"INSERT OR REPLACE INTO entries ({_ENTRY_COLUMNS}, accessed_at) VALUES ({marks(10)})", row)
+        db.execute(
+            f"INSERT OR REPLACE INTO entries ({_ENTRY_COLUMNS}, accessed_at) VALUES ({marks(10)})",
+            row,
+        )
         db.execute("INSERT OR REPLACE INTO entry_log VALUES (?,?)", (key, log_blob))
         db.execute("DELETE FROM output_files WHERE hash=?", (key,))
         db.executemany(
@@ -656,7 +727,9 @@ def _prepare_dir(path: Path) -> None:
         except OSError as e:
             import shutil
 
-            shutil.rmtree(path, ignore_errors=True)  # made again, with its .gitignore, by the next run
+            shutil.rmtree(
+                path, ignore_errors=True
+            )  # made again, with its .gitignore, by the next run
             raise _unwritable(path, e) from None
     if not os.access(path, os.W_OK | os.X_OK):
         raise _unwritable(path, "permission denied")
@@ -665,8 +738,11 @@ def _prepare_dir(path: Path) -> None:
 def _unwritable(path: Path, why: str | OSError) -> EnvironmentFailure:
     if isinstance(why, OSError):
         if why.errno in _FULL_ERRNOS:
-            return CacheFull(f"the cache directory cannot be made: {why.strerror}", facts=(f"path: {path}",),
-                             hint=_PRUNE_HINT)
+            return CacheFull(
+                f"the cache directory cannot be made: {why.strerror}",
+                facts=(f"path: {path}",),
+                hint=_PRUNE_HINT,
+            )
         why = why.strerror or str(why)
     return EnvironmentFailure(
         f"the cache directory is not writable: {why}",
@@ -678,11 +754,17 @@ def _unwritable(path: Path, why: str | OSError) -> EnvironmentFailure:
 def _disk_failure(e: OSError, cache_dir: Path) -> EnvironmentFailure:
     """Name a failed cache write in one line (LC-17)."""
     if e.errno in _FULL_ERRNOS:
-        return CacheFull(f"cannot write to the cache: {e.strerror}", facts=(f"path: {cache_dir}",), hint=_PRUNE_HINT)
+        return CacheFull(
+            f"cannot write to the cache: {e.strerror}",
+            facts=(f"path: {cache_dir}",),
+            hint=_PRUNE_HINT,
+        )
     hint = None
     if e.errno in (errno.EMFILE, errno.ENFILE):
         hint = "too many open files; raise the limit with `ulimit -n 4096`"
-    return EnvironmentFailure(f"cannot write to the cache: {e.strerror}", facts=(f"path: {cache_dir}",), hint=hint)
+    return EnvironmentFailure(
+        f"cannot write to the cache: {e.strerror}", facts=(f"path: {cache_dir}",), hint=hint
+    )
 
 
 def _inside(path: str, root: str) -> str | None:

@@ -12,13 +12,22 @@ if TYPE_CHECKING:
     from vx.model import Workspace, WorkspaceConfig
 
 
-def cache_dir(cwd: Path, flag: str | None, ws: Workspace, ws_config: WorkspaceConfig,
-              host_env: Mapping[str, str]) -> Path:
+def cache_dir(
+    cwd: Path,
+    flag: str | None,
+    ws: Workspace,
+    ws_config: WorkspaceConfig,
+    host_env: Mapping[str, str],
+) -> Path:
     """flag (cwd-relative) > workspace `cacheDir` > VX_CACHE_DIR > `<root>/.vx/cache`."""
     if flag:
         path, source, field = (cwd / flag), "--cache-dir", ""
     elif ws_config.cache_dir:
-        path, source, field = (ws.root / Path(ws_config.cache_dir).expanduser()), ws_config.source, "cacheDir"
+        path, source, field = (
+            (ws.root / Path(ws_config.cache_dir).expanduser()),
+            ws_config.source,
+            "cacheDir",
+        )
     elif host_env.get("VX_CACHE_DIR"):
         path, source, field = Path(host_env["VX_CACHE_DIR"]).expanduser(), "VX_CACHE_DIR", ""
     else:

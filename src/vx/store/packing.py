@@ -39,6 +39,7 @@ from vx.store.zstd import codec
 if TYPE_CHECKING:
     from io import FileIO
 
+
 class PackInfo(Struct, frozen=True):
     """What `pack` wrote. `stamps` are (path, ino, ctime_ns) of the regular files packed
     (none for symlinked outputs, whose link can never count as current)."""
@@ -116,7 +117,9 @@ class _TarWriter:
         while left:
             n = src.readinto(view[: min(len(view), left)])
             if not n:
-                raise ArchiveError(f"output changed while it was being saved: {name[len(OUTPUTS):]}")
+                raise ArchiveError(
+                    f"output changed while it was being saved: {name[len(OUTPUTS) :]}"
+                )
             self._body(view[:n])
             left -= n
         self._out.write(bytes(-size % BLOCK))
@@ -172,9 +175,11 @@ def _refuse_link(rel: str, src: Path, real_root: str, outputs: _Outputs) -> None
     if not _within(real, real_root):
         raise ArchiveError(f"refused output {rel}: a symlink pointing outside the workspace")
     if real not in outputs.real():
-        raise ArchiveError(f"refused output {rel}: a symlink to {os.path.relpath(real, real_root)}, which is not "
-                           f"one of the task's outputs",
-                           hint="a saved link is followed only to another output; copy the file instead")
+        raise ArchiveError(
+            f"refused output {rel}: a symlink to {os.path.relpath(real, real_root)}, which is not "
+            f"one of the task's outputs",
+            hint="a saved link is followed only to another output; copy the file instead",
+        )
 
 
 class _Outputs:
@@ -187,8 +192,10 @@ class _Outputs:
     def real(self) -> set[str]:
         if self._real is None:
             # where each output itself is (its last component not followed: a link names its own place)
-            self._real = {os.path.join(os.path.realpath(os.path.dirname(src)), os.path.basename(src))
-                          for _rel, src in self._files}
+            self._real = {
+                os.path.join(os.path.realpath(os.path.dirname(src)), os.path.basename(src))
+                for _rel, src in self._files
+            }
         return self._real
 
 
@@ -207,7 +214,9 @@ def _open_output(rel: str, src: Path, real_roots: dict[Path, str], outputs: _Out
         if via_link:
             _refuse_link(rel, src, real_root, outputs)
         elif not _within(os.path.realpath(src), real_root):
-            raise ArchiveError(f"refused output {rel}: reached through a symlink outside the workspace")
+            raise ArchiveError(
+                f"refused output {rel}: reached through a symlink outside the workspace"
+            )
         handle = open(src, "rb", buffering=0)
     except FileNotFoundError:
         raise ArchiveError(f"output vanished before it could be saved: {rel}") from None
@@ -254,7 +263,9 @@ def pack(
     real_roots: dict[Path, str] = {}
     stored, stamps = [], []
     with open(dest, "wb") as raw:
-        with zstd.ZstdCompressor(level=3, write_checksum=True).stream_writer(raw, closefd=False) as z:
+        with zstd.ZstdCompressor(level=3, write_checksum=True).stream_writer(
+            raw, closefd=False
+        ) as z:
             tar = _TarWriter(z)
             tar.add_bytes(LOG_ENTRY, encode_log(log))
             outputs = _Outputs(files)

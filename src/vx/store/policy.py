@@ -22,7 +22,12 @@ from vx.errors import UsageError
 from vx.model import RemoteCacheConfig
 
 LAYERS = ("local", "remote")
-_REMOTE_ENV = ("TURBO_API", "TURBO_TOKEN", "VERCEL_ARTIFACTS_TOKEN", "NX_SELF_HOSTED_REMOTE_CACHE_SERVER")
+_REMOTE_ENV = (
+    "TURBO_API",
+    "TURBO_TOKEN",
+    "VERCEL_ARTIFACTS_TOKEN",
+    "NX_SELF_HOSTED_REMOTE_CACHE_SERVER",
+)
 
 
 class CacheAxes(Struct, frozen=True):
@@ -59,17 +64,30 @@ def parse_spec(text: str) -> dict[str, tuple[bool, bool]]:
     out: dict[str, tuple[bool, bool]] = {}
     for item in text.split(","):
         layer, colon, modes = item.strip().partition(":")
-        if layer not in LAYERS or not colon or set(modes) - {"r", "w"} or len(set(modes)) != len(modes):
-            raise UsageError(f"`--cache={text}`: cannot read `{item.strip()}`",
-                             hint="write a comma list of local:[r][w] and remote:[r][w], e.g. local:rw,remote:r")
+        if (
+            layer not in LAYERS
+            or not colon
+            or set(modes) - {"r", "w"}
+            or len(set(modes)) != len(modes)
+        ):
+            raise UsageError(
+                f"`--cache={text}`: cannot read `{item.strip()}`",
+                hint="write a comma list of local:[r][w] and remote:[r][w], e.g. local:rw,remote:r",
+            )
         if layer in out:
             raise UsageError(f"`--cache={text}` names `{layer}` twice", hint="name each layer once")
         out[layer] = ("r" in modes, "w" in modes)
     return out
 
 
-def plan_cache(*, no_cache: bool, force: bool, spec: str | None, cfg: RemoteCacheConfig | None,
-               env: Mapping[str, str]) -> CachePlan:
+def plan_cache(
+    *,
+    no_cache: bool,
+    force: bool,
+    spec: str | None,
+    cfg: RemoteCacheConfig | None,
+    env: Mapping[str, str],
+) -> CachePlan:
     """Resolve the run's axes (LC-15) and, only when a remote is asked for, its settings."""
     named = parse_spec(spec) if spec is not None else {}
     notices: list[str] = []
@@ -80,8 +98,10 @@ def plan_cache(*, no_cache: bool, force: bool, spec: str | None, cfg: RemoteCach
     axes = CacheAxes(*named.get("local", (True, True)), *named.get("remote", default_remote))
     if settings is None and (axes.remote_read or axes.remote_write):
         if not notices:
-            notices.append("`--cache` names the remote layer, but no remote cache is configured "
-                           "(remoteCache in vx.workspace.json, or TURBO_API / NX_SELF_HOSTED_REMOTE_CACHE_SERVER)")
+            notices.append(
+                "`--cache` names the remote layer, but no remote cache is configured "
+                "(remoteCache in vx.workspace.json, or TURBO_API / NX_SELF_HOSTED_REMOTE_CACHE_SERVER)"
+            )
         axes = replace(axes, remote_read=False, remote_write=False)
     if settings is not None and settings.read_only:
         axes = replace(axes, remote_write=False)
@@ -92,7 +112,9 @@ def plan_cache(*, no_cache: bool, force: bool, spec: str | None, cfg: RemoteCach
     return CachePlan(axes, settings if axes.remote else None, tuple(notices))
 
 
-def _remote(cfg: RemoteCacheConfig | None, env: Mapping[str, str]) -> tuple[Any, tuple[bool, bool], str | None]:
+def _remote(
+    cfg: RemoteCacheConfig | None, env: Mapping[str, str]
+) -> tuple[Any, tuple[bool, bool], str | None]:
     from vx.store import remote
 
     if not remote.configured(cfg, env):

@@ -83,7 +83,7 @@ def choose(rows: Iterable[Row], retention: Retention, now: float) -> tuple[list[
     ordered = sorted(rows, key=lambda r: (r.accessed_at, r.key))
     cutoff = now - retention.older_than_s if retention.older_than_s is not None else None
     evicted = [r for r in ordered if cutoff is not None and r.accessed_at < cutoff]
-    kept = ordered[len(evicted):]
+    kept = ordered[len(evicted) :]
     if retention.max_bytes is not None:
         total = sum(r.size_bytes for r in kept)
         cut = 0
@@ -97,12 +97,18 @@ def choose(rows: Iterable[Row], retention: Retention, now: float) -> tuple[list[
 def due(summary: tuple[int, int, float | None], retention: Retention, now: float) -> bool:
     """Whether `(count, total bytes, oldest accessed_at)` holds anything `retention` would evict."""
     _count, total, oldest = summary
-    if retention.older_than_s is not None and oldest is not None and oldest < now - retention.older_than_s:
+    if (
+        retention.older_than_s is not None
+        and oldest is not None
+        and oldest < now - retention.older_than_s
+    ):
         return True
     return retention.max_bytes is not None and total > retention.max_bytes
 
 
-def prune(store, retention: Retention, *, dry_run: bool, sweep: bool = True, now: float | None = None) -> Pruned:
+def prune(
+    store, retention: Retention, *, dry_run: bool, sweep: bool = True, now: float | None = None
+) -> Pruned:
     """Evict what `retention` says from `store` (a LocalStore) and, with `sweep`, clear orphans."""
     now = time.time() if now is None else now
     rows = [Row(*r) for r in store.entry_rows()]
@@ -110,9 +116,18 @@ def prune(store, retention: Retention, *, dry_run: bool, sweep: bool = True, now
     if not dry_run and evicted:
         store.evict([(r.key, r.crc) for r in evicted])
     indexed = {r.key: r.crc for r in (rows if dry_run else kept)}
-    orphans, orphan_bytes, phantoms = sweep_dir(store, indexed, dry_run, now) if sweep else (0, 0, 0)
-    return Pruned(dry_run, tuple(evicted), orphans, orphan_bytes, phantoms, len(kept),
-                  sum(r.size_bytes for r in kept))
+    orphans, orphan_bytes, phantoms = (
+        sweep_dir(store, indexed, dry_run, now) if sweep else (0, 0, 0)
+    )
+    return Pruned(
+        dry_run,
+        tuple(evicted),
+        orphans,
+        orphan_bytes,
+        phantoms,
+        len(kept),
+        sum(r.size_bytes for r in kept),
+    )
 
 
 def sweep_dir(store, known: dict[str, str], dry_run: bool, now: float) -> tuple[int, int, int]:
@@ -121,7 +136,11 @@ def sweep_dir(store, known: dict[str, str], dry_run: bool, now: float) -> tuple[
     orphans, orphan_bytes, present = 0, 0, set()
     for entry in _listing(store.cache_dir):
         name = entry.name
-        key = name[:-len(".tar.zst")] if name.endswith(".tar.zst") and not name.startswith(".") else None
+        key = (
+            name[: -len(".tar.zst")]
+            if name.endswith(".tar.zst") and not name.startswith(".")
+            else None
+        )
         if key is not None:
             present.add(key)
             if key in known:
@@ -139,7 +158,9 @@ def sweep_dir(store, known: dict[str, str], dry_run: bool, now: float) -> tuple[
             _unlink(entry.path)
     phantoms = sorted(set(known) - present)
     if phantoms and not dry_run:
-        store.evict([(key, known[key]) for key in phantoms])  # by (key, crc): a re-save meanwhile stays
+        store.evict(
+            [(key, known[key]) for key in phantoms]
+        )  # by (key, crc): a re-save meanwhile stays
     return orphans, orphan_bytes, len(phantoms)
 
 

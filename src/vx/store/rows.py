@@ -19,7 +19,7 @@ CONNECTION_PRAGMAS = ("PRAGMA busy_timeout=5000", "PRAGMA synchronous=NORMAL")
 
 
 def chunked(items: Sequence[Any]) -> list[Any]:
-    return [items[i:i + SQL_BATCH] for i in range(0, len(items), SQL_BATCH)]
+    return [items[i : i + SQL_BATCH] for i in range(0, len(items), SQL_BATCH)]
 
 
 def marks(n: int) -> str:
@@ -30,8 +30,9 @@ def sizes_and_crcs(db, keys: list[str]) -> dict[str, tuple[int, str]]:
     """Each key's (size_bytes, crc) as the index holds it; absent keys are left out."""
     out = {}
     for batch in chunked(keys):
-        for key, size, crc in db.execute(f"SELECT hash, size_bytes, crc FROM entries WHERE hash IN ({marks(len(batch))})",
-                                         batch):
+        for key, size, crc in db.execute(
+            f"SELECT hash, size_bytes, crc FROM entries WHERE hash IN ({marks(len(batch))})", batch
+        ):
             out[key] = (size, crc)
     return out
 
@@ -39,13 +40,23 @@ def sizes_and_crcs(db, keys: list[str]) -> dict[str, tuple[int, str]]:
 def touch(db, keys: list[str], now: float) -> None:
     """Set `accessed_at` (LC-06): one statement per IN-list batch, not one per key."""
     for batch in chunked(keys):
-        db.execute(f"UPDATE entries SET accessed_at=? WHERE hash IN ({marks(len(batch))})", (now, *batch))
+        db.execute(
+            f"UPDATE entries SET accessed_at=? WHERE hash IN ({marks(len(batch))})", (now, *batch)
+        )
 
 
 def write_stamps(db, root: str, due: dict[str, dict[str, tuple[int, int]]]) -> None:
     """Replace this workspace's stamps (ino, ctime_ns) of each key's outputs (LC-07)."""
     for batch in chunked(list(due)):
-        db.execute(f"DELETE FROM output_stamps WHERE root=? AND hash IN ({marks(len(batch))})", (root, *batch))
-    db.executemany("INSERT INTO output_stamps VALUES (?,?,?,?,?)",
-                   [(key, root, path, ino, ctime) for key, stamps in due.items()
-                    for path, (ino, ctime) in stamps.items()])
+        db.execute(
+            f"DELETE FROM output_stamps WHERE root=? AND hash IN ({marks(len(batch))})",
+            (root, *batch),
+        )
+    db.executemany(
+        "INSERT INTO output_stamps VALUES (?,?,?,?,?)",
+        [
+            (key, root, path, ino, ctime)
+            for key, stamps in due.items()
+            for path, (ino, ctime) in stamps.items()
+        ],
+    )

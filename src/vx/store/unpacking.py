@@ -108,7 +108,9 @@ class _Inflow:
 
     def reserve(self, n: int, what: str) -> None:
         if self.total + n > MAX_UNPACKED:
-            raise ArchiveError(f"artifact too large: {what} goes past the {MAX_UNPACKED} byte ceiling")
+            raise ArchiveError(
+                f"artifact too large: {what} goes past the {MAX_UNPACKED} byte ceiling"
+            )
 
     def read(self, n: int) -> bytes:
         if self.total + n > MAX_UNPACKED:
@@ -153,8 +155,12 @@ def _parse_header(block: bytes) -> tuple[bytes, int, bytes, int]:
     if stored != sum(block[:148]) + 8 * 0x20 + sum(block[156:]):
         raise ArchiveError("corrupt artifact: tar header checksum mismatch")
     name, prefix = block[:100].split(b"\0", 1)[0], block[345:500].split(b"\0", 1)[0]
-    return ((prefix + b"/" + name if prefix else name), _number(block[124:136], "size"), block[156:157],
-            _number(block[100:108], "mode"))
+    return (
+        (prefix + b"/" + name if prefix else name),
+        _number(block[124:136], "size"),
+        block[156:157],
+        _number(block[100:108], "mode"),
+    )
 
 
 def _parse_pax(body: bytes) -> dict[str, str]:
@@ -196,7 +202,9 @@ def _next_entry(inflow: _Inflow) -> tuple[str, int, int] | None:
             pax.update(_parse_pax(_read_body(inflow, size, summed=False)))
             continue
         if typeflag not in (b"0", b"\0"):
-            raise ArchiveError(f"refused artifact: non-regular entry {raw_name!r} (type {typeflag!r})")
+            raise ArchiveError(
+                f"refused artifact: non-regular entry {raw_name!r} (type {typeflag!r})"
+            )
         return _entry_name(raw_name, pax), _pax_size(pax["size"]) if "size" in pax else size, mode
 
 
@@ -221,7 +229,9 @@ def _temp_name() -> str:
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-_CANNOT_HOLD = frozenset((errno.ENAMETOOLONG, errno.EILSEQ, errno.EINVAL, errno.EFBIG, errno.EOVERFLOW))
+_CANNOT_HOLD = frozenset(
+    (errno.ENAMETOOLONG, errno.EILSEQ, errno.EINVAL, errno.EFBIG, errno.EOVERFLOW)
+)
 
 
 class Dirs:
@@ -280,8 +290,10 @@ class Dirs:
                 except OSError:
                     link = False
                 if link:
-                    raise ArchiveError(f"refused entry {entry}: parent {rel} is a symlink",
-                                       hint="a restore never writes through a link; remove the link and run again") from None
+                    raise ArchiveError(
+                        f"refused entry {entry}: parent {rel} is a symlink",
+                        hint="a restore never writes through a link; remove the link and run again",
+                    ) from None
                 raise ArchiveError(f"refused entry {entry}: {rel} is not a directory") from None
             _refused_by_machine(entry, os.path.join(self.root, rel), e)
 
@@ -314,7 +326,9 @@ class _Extraction:
     def __init__(self, root: str, dirs: Dirs | None = None):
         self.root = root
         self._root_bytes = len(root.encode())
-        self.temps: dict[str, tuple[str, str]] = {}  # rel -> (its dir, the name written: final or a temp)
+        self.temps: dict[
+            str, tuple[str, str]
+        ] = {}  # rel -> (its dir, the name written: final or a temp)
         self.sizes: dict[str, int] = {}
         self.modes: dict[str, int] = {}  # the mode applied while writing (the header's)
         self.dirs = dirs if dirs is not None else Dirs(root)
@@ -323,8 +337,12 @@ class _Extraction:
 
     def write(self, rel: str, inflow: _Inflow, size: int, mode: int = 0o644) -> None:
         """Stream one output body into place, or beside a file that is in the way."""
-        if self._root_bytes + len(rel.encode()) + 2 > PATH_MAX:  # restorable by descriptor, but no tool could open it
-            raise ArchiveError(f"refused entry {rel[:80]}…: its path in this workspace is longer than {PATH_MAX} bytes")
+        if (
+            self._root_bytes + len(rel.encode()) + 2 > PATH_MAX
+        ):  # restorable by descriptor, but no tool could open it
+            raise ArchiveError(
+                f"refused entry {rel[:80]}…: its path in this workspace is longer than {PATH_MAX} bytes"
+            )
         parent, _, name = rel.rpartition("/")
         dfd = self.dirs.fd(parent, self._dirs_made, rel)
         inflow.reserve(size, f"entry {rel}")
@@ -336,7 +354,7 @@ class _Extraction:
                 data = memoryview(inflow.body(min(CHUNK, left)))
                 left -= len(data)
                 while data:
-                    data = data[self._guarded(rel, os.write, fd, data):]
+                    data = data[self._guarded(rel, os.write, fd, data) :]
             self.modes[rel] = mode & _MODE_MASK
             self._guarded(rel, os.fchmod, fd, mode & _MODE_MASK)
         finally:
@@ -370,7 +388,9 @@ class _Extraction:
             parent, written = self.temps[rel]
             dfd, ns = dirs.fd(parent, None, rel), mtime_ms * 10**6
             if self.modes.get(rel) != mode:  # the meta overrides the header: rare, by descriptor
-                fd = self._guarded(rel, os.open, written, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
+                fd = self._guarded(
+                    rel, os.open, written, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd
+                )
                 try:
                     self._guarded(rel, os.fchmod, fd, mode & _MODE_MASK)
                 finally:
@@ -417,8 +437,12 @@ def _refused_by_machine(rel: str, path: str, e: OSError) -> NoReturn:
     fault (damaged: a miss, the run goes on); anything else — a full disk, permissions — is the
     machine's, and fails the task that restores."""
     if e.errno in _CANNOT_HOLD:
-        raise ArchiveError(f"refused entry {rel}: the file system cannot hold it ({e.strerror})") from None
-    raise EnvironmentFailure(f"cannot restore {rel}: {e.strerror}", facts=(f"path: {path}",)) from None
+        raise ArchiveError(
+            f"refused entry {rel}: the file system cannot hold it ({e.strerror})"
+        ) from None
+    raise EnvironmentFailure(
+        f"cannot restore {rel}: {e.strerror}", facts=(f"path: {path}",)
+    ) from None
 
 
 class _Read:
@@ -432,7 +456,9 @@ class _Read:
         self.sum_ok = False
 
 
-def _read_entries(inflow: _Inflow, extraction: _Extraction, allowed: Callable[[str], bool]) -> _Read:
+def _read_entries(
+    inflow: _Inflow, extraction: _Extraction, allowed: Callable[[str], bool]
+) -> _Read:
     """Walk the archive once: stream outputs into temps, keep log and meta, check the sum."""
     seen: set[str] = set()
     found = _Read()
@@ -464,7 +490,13 @@ def _check_sum(inflow: _Inflow, size: int) -> None:
 
 
 def _read_one(
-    name: str, size: int, mode: int, inflow: _Inflow, extraction: _Extraction, allowed: Callable[[str], bool], found: _Read
+    name: str,
+    size: int,
+    mode: int,
+    inflow: _Inflow,
+    extraction: _Extraction,
+    allowed: Callable[[str], bool],
+    found: _Read,
 ) -> None:
     """Handle one entry before the sum: an output to a temp file, or the log, or the meta."""
     if name.startswith(OUTPUTS):
@@ -500,7 +532,11 @@ class _JsonSettings:
     strict = True
     object_hook = object_pairs_hook = None
     parse_float, parse_int = float, int
-    parse_constant = {"-Infinity": float("-inf"), "Infinity": float("inf"), "NaN": float("nan")}.__getitem__
+    parse_constant = {
+        "-Infinity": float("-inf"),
+        "Infinity": float("inf"),
+        "NaN": float("nan"),
+    }.__getitem__
 
 
 _JSON_SPACE = " \t\n\r"  # JSON's whitespace, exactly what json.decoder skips around a value
@@ -545,13 +581,17 @@ def _verify(found: _Read, extraction: _Extraction, key: str) -> tuple[File, ...]
     if meta is None:
         raise ArchiveError("damaged artifact: .vx-meta.json is missing")
     if meta.get("version") != CACHE_VERSION:
-        raise ArchiveError(f"refused artifact: container version {meta.get('version')!r} is not {CACHE_VERSION}")
+        raise ArchiveError(
+            f"refused artifact: container version {meta.get('version')!r} is not {CACHE_VERSION}"
+        )
     if meta.get("key") != key:
         raise ArchiveError(f"refused artifact: it records key {meta.get('key')!r}, not {key}")
     recorded = meta["files"]
     if set(recorded) != set(extraction.sizes):
         missing = sorted(set(recorded) ^ set(extraction.sizes))
-        raise ArchiveError(f"damaged artifact: outputs and meta disagree on {', '.join(missing[:3])}")
+        raise ArchiveError(
+            f"damaged artifact: outputs and meta disagree on {', '.join(missing[:3])}"
+        )
     return tuple(_recorded(rel, size, recorded[rel]) for rel, size in extraction.sizes.items())
 
 
@@ -567,7 +607,9 @@ def _frame_reader(fd: int):
     source: bytes | BinaryIO
     if size <= WHOLE_READ:
         whole = os.read(fd, size + 1)
-        while 0 < len(whole) < size:  # a regular file reads short only at its end, or cut by a signal
+        while (
+            0 < len(whole) < size
+        ):  # a regular file reads short only at its end, or cut by a signal
             if not (more := os.read(fd, size + 1 - len(whole))):
                 break
             whole += more
@@ -575,12 +617,17 @@ def _frame_reader(fd: int):
     else:
         source, end = open(fd, "rb", closefd=False), _frame_end(lambda n, pos: os.pread(fd, n, pos))
     if end != size:
-        raise ArchiveError("truncated artifact" if end > size else "refused artifact: trailing data after the zstd frame")
+        raise ArchiveError(
+            "truncated artifact"
+            if end > size
+            else "refused artifact: trailing data after the zstd frame"
+        )
     return codec().ZstdDecompressor().stream_reader(source, read_across_frames=False, closefd=False)
 
 
-def unpack_plain(src: str, *, key: str, allowed: Callable[[str], bool], root: str,
-                 dirs: Dirs | None = None) -> tuple[tuple[Frame, ...], tuple[File, ...]]:
+def unpack_plain(
+    src: str, *, key: str, allowed: Callable[[str], bool], root: str, dirs: Dirs | None = None
+) -> tuple[tuple[Frame, ...], tuple[File, ...]]:
     """Validate the artifact at `src` and extract its outputs under `root`, all or nothing; return
     its log as (stream, bytes) frames and its outputs as (path, size, mode, mtime_ms). `dirs`, when
     given, is a `Dirs` of `root` shared by a caller restoring many artifacts (the parents they
@@ -613,7 +660,9 @@ def unpack(src: Path, *, key: str, allowed: Callable[[str], bool], root: Path) -
     return Unpacked(*_records(log, files))
 
 
-def _records(log: tuple[Frame, ...], files: tuple[File, ...]) -> tuple[tuple[LogChunk, ...], tuple[OutputFile, ...]]:
+def _records(
+    log: tuple[Frame, ...], files: tuple[File, ...]
+) -> tuple[tuple[LogChunk, ...], tuple[OutputFile, ...]]:
     from vx.model import LogChunk, OutputFile
 
     return tuple(LogChunk(*frame) for frame in log), tuple(OutputFile(*f) for f in files)
@@ -627,7 +676,13 @@ class Checked:
 
     __slots__ = ("files", "log", "meta", "crc")
 
-    def __init__(self, files: tuple[OutputFile, ...], log: tuple[LogChunk, ...], meta: Mapping[str, object], crc: str):
+    def __init__(
+        self,
+        files: tuple[OutputFile, ...],
+        log: tuple[LogChunk, ...],
+        meta: Mapping[str, object],
+        crc: str,
+    ):
         self.files, self.log, self.meta, self.crc = files, log, meta, crc
 
 

@@ -17,7 +17,9 @@ from _thread import allocate_lock
 EXTENSION = "zstandard.backend_c"
 
 
-_loading = allocate_lock()  # two first uses on two threads must not load two modules (two ZstdErrors)
+_loading = (
+    allocate_lock()
+)  # two first uses on two threads must not load two modules (two ZstdErrors)
 
 
 def codec():
@@ -61,9 +63,22 @@ def _machinery() -> tuple:
     from the import system's own modules, which are always loaded: the `importlib` package's
     `__init__` imports `warnings` (~1 ms a replay need not pay)."""
     try:
-        external, bootstrap = sys.modules["_frozen_importlib_external"], sys.modules["_frozen_importlib"]
-        return external.EXTENSION_SUFFIXES, external.ExtensionFileLoader, bootstrap.ModuleSpec, external.PathFinder
+        external, bootstrap = (
+            sys.modules["_frozen_importlib_external"],
+            sys.modules["_frozen_importlib"],
+        )
+        return (
+            external.EXTENSION_SUFFIXES,
+            external.ExtensionFileLoader,
+            bootstrap.ModuleSpec,
+            external.PathFinder,
+        )
     except (KeyError, AttributeError):
-        from importlib.machinery import EXTENSION_SUFFIXES, ExtensionFileLoader, ModuleSpec, PathFinder
+        from importlib.machinery import (
+            EXTENSION_SUFFIXES,
+            ExtensionFileLoader,
+            ModuleSpec,
+            PathFinder,
+        )
 
         return EXTENSION_SUFFIXES, ExtensionFileLoader, ModuleSpec, PathFinder

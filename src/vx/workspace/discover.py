@@ -17,22 +17,29 @@ from typing import Any, Iterator, cast
 from msgspec import Struct
 
 from vx import witness
-from vx.workspace import frameworks
 from vx.errors import ConfigError, WorkspaceError
 from vx.model import ROOT_PROJECT, Package, Workspace
+from vx.workspace import frameworks
 from vx.workspace.semver import satisfies
 
 _DEP_FIELDS = ("dependencies", "devDependencies", "optionalDependencies")
 _MANAGERS = ("npm", "pnpm", "yarn", "bun")
-_LOCKFILES = (("pnpm-lock.yaml", "pnpm"), ("yarn.lock", "yarn"), ("bun.lock", "bun"),
-              ("bun.lockb", "bun"))
+_LOCKFILES = (
+    ("pnpm-lock.yaml", "pnpm"),
+    ("yarn.lock", "yarn"),
+    ("bun.lock", "bun"),
+    ("bun.lockb", "bun"),
+)
 _EXTGLOB = re.compile(r"[!@+*?]\(")
 
 
 def discover(cwd: Path) -> Workspace:
     """The workspace that holds `cwd`, with every member package and the root as `//`."""
     root = _find_root(Path(os.path.abspath(cwd)))
-    for here in (root.dir, *root.dir.parents):  # `resolve` below: a link on the way would move the root
+    for here in (
+        root.dir,
+        *root.dir.parents,
+    ):  # `resolve` below: a link on the way would move the root
         witness.probed(str(here))
     globs = root.member_globs()
     expanded: dict[str, list[str]] = {}
@@ -55,7 +62,9 @@ def discover(cwd: Path) -> Workspace:
         packages=packages,
         member_globs=tuple(g.text for g in globs),
         member_globs_file=root.globs_file if globs else "",
-        empty_member_globs=tuple(g for g, found in expanded.items() if not any(d in manifests for d in found)),
+        empty_member_globs=tuple(
+            g for g, found in expanded.items() if not any(d in manifests for d in found)
+        ),
     )
 
 
@@ -73,8 +82,10 @@ class _Root(Struct, frozen=True):
     pnpm: bool
 
     def member_globs(self) -> list[MemberGlob]:
-        return [MemberGlob.parse(g, self.globs_file, f"{self.globs_field}[{i}]")
-                for i, g in enumerate(self.globs)]
+        return [
+            MemberGlob.parse(g, self.globs_file, f"{self.globs_field}[{i}]")
+            for i, g in enumerate(self.globs)
+        ]
 
 
 def _find_root(start: Path) -> _Root:
@@ -124,11 +135,18 @@ def _pnpm_globs(text: str, file: str) -> tuple[str, ...]:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(f"invalid YAML: {getattr(exc, 'problem', exc)}", file=file,
-                          field=where, hint="pnpm-workspace.yaml lists `packages:` globs") from None
+        raise ConfigError(
+            f"invalid YAML: {getattr(exc, 'problem', exc)}",
+            file=file,
+            field=where,
+            hint="pnpm-workspace.yaml lists `packages:` globs",
+        ) from None
     if not isinstance(data, dict):
-        raise ConfigError("pnpm-workspace.yaml must be a mapping", file=file,
-                          hint="write `packages:` followed by a list of globs")
+        raise ConfigError(
+            "pnpm-workspace.yaml must be a mapping",
+            file=file,
+            hint="write `packages:` followed by a list of globs",
+        )
     return _glob_list(data.get("packages", []), file, "packages")
 
 
@@ -145,8 +163,12 @@ def _manifest_globs(manifest: dict[str, Any]) -> tuple[tuple[str, ...], str]:
 
 def _glob_list(value: Any, file: str, field: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(g, str) for g in value):
-        raise ConfigError(f"`{field}` must be an array of glob strings", file=file, field=field,
-                          hint='e.g. ["packages/*", "apps/*"]')
+        raise ConfigError(
+            f"`{field}` must be an array of glob strings",
+            file=file,
+            field=field,
+            hint='e.g. ["packages/*", "apps/*"]',
+        )
     return tuple(value)
 
 
@@ -207,12 +229,19 @@ def _normalise(raw: str, file: str, field: str) -> str:
 
 def _refuse_member_glob(raw: str, body: str, file: str, field: str) -> None:
     if _EXTGLOB.search(body):
-        raise ConfigError(f"member glob `{raw}` is an extglob, which vx does not read",
-                          file=file, field=field, hint=_extglob_rewrite(body))
+        raise ConfigError(
+            f"member glob `{raw}` is an extglob, which vx does not read",
+            file=file,
+            field=field,
+            hint=_extglob_rewrite(body),
+        )
     if body.startswith("/") or ".." in body.split("/") or "\\" in body:
-        raise ConfigError(f"member glob `{raw}` reaches outside the workspace root",
-                          file=file, field=field,
-                          hint="members live under the root; move the package inside it")
+        raise ConfigError(
+            f"member glob `{raw}` reaches outside the workspace root",
+            file=file,
+            field=field,
+            hint="members live under the root; move the package inside it",
+        )
 
 
 def _extglob_rewrite(body: str) -> str:
@@ -241,13 +270,17 @@ def _segment_regex(text: str) -> str:
             out += "[^/]*"
         elif c == "?":
             out += "[^/]"
-        elif c == "[" and "]" in text[i + 2:]:
+        elif c == "[" and "]" in text[i + 2 :]:
             end = text.index("]", i + 2)
-            out += "[" + text[i + 1:end].replace("!", "^", 1 if text[i + 1] == "!" else 0) + "]"
+            out += "[" + text[i + 1 : end].replace("!", "^", 1 if text[i + 1] == "!" else 0) + "]"
             i = end
         elif c == "{" and "}" in text[i:]:
             end = text.index("}", i)
-            out += "(?:" + "|".join(_segment_regex(a) if a else "" for a in text[i + 1:end].split(",")) + ")"
+            out += (
+                "(?:"
+                + "|".join(_segment_regex(a) if a else "" for a in text[i + 1 : end].split(","))
+                + ")"
+            )
             i = end
         else:
             out += re.escape(c)
@@ -270,7 +303,9 @@ def _segment_matches(segment: str | re.Pattern[str], name: str) -> bool:
     return segment == name if isinstance(segment, str) else segment.match(name) is not None
 
 
-def _member_dirs(root: str, globs: list[MemberGlob], expanded: dict[str, list[str]] | None = None) -> list[str]:
+def _member_dirs(
+    root: str, globs: list[MemberGlob], expanded: dict[str, list[str]] | None = None
+) -> list[str]:
     """Expand the positive globs against the tree, then take the `!` entries back. `expanded`,
     when given, receives each positive glob's own expansion (to name a glob that found nothing)."""
     listing = _Listing(root)
@@ -282,8 +317,9 @@ def _member_dirs(root: str, globs: list[MemberGlob], expanded: dict[str, list[st
             if expanded is not None:
                 expanded[glob.text] = dirs
     negations = [g for g in globs if g.negated]
-    members = sorted(rel for rel in found
-                     if rel and not any(g.matches(rel.split("/")) for g in negations))
+    members = sorted(
+        rel for rel in found if rel and not any(g.matches(rel.split("/")) for g in negations)
+    )
     for rel in members:
         _refuse_linked_member(root, rel, listing)
     return members
@@ -297,11 +333,15 @@ def _refuse_linked_member(root: str, rel: str, listing: _Listing) -> None:
     for i in range(1, len(parts) + 1):
         here = "/".join(parts[:i])
         # Wildcard segments were scanned (links noted); a literal one is checked with one lstat.
-        if here in listing.links or (here not in listing.memo and os.path.islink(os.path.join(root, here))):
+        if here in listing.links or (
+            here not in listing.memo and os.path.islink(os.path.join(root, here))
+        ):
             real = os.path.relpath(os.path.realpath(os.path.join(root, rel)), root)
-            raise WorkspaceError(f"workspace member {rel} is reached through the symlink {here} (to {real})",
-                                 hint=f"list the real directory ({real}) in the workspace globs instead, or "
-                                      "replace the link with the directory: vx follows no links for outputs")
+            raise WorkspaceError(
+                f"workspace member {rel} is reached through the symlink {here} (to {real})",
+                hint=f"list the real directory ({real}) in the workspace globs instead, or "
+                "replace the link with the directory: vx follows no links for outputs",
+            )
 
 
 def _expand(segments: tuple[str | re.Pattern[str], ...], listing: _Listing) -> list[str]:
@@ -312,8 +352,9 @@ def _expand(segments: tuple[str | re.Pattern[str], ...], listing: _Listing) -> l
         elif isinstance(segment, str):
             frontier = [_join(rel, segment) for rel in frontier if segment != "node_modules"]
         else:
-            frontier = [_join(rel, n) for rel in frontier for n in listing.subdirs(rel)
-                        if segment.match(n)]
+            frontier = [
+                _join(rel, n) for rel in frontier for n in listing.subdirs(rel) if segment.match(n)
+            ]
     return frontier
 
 
@@ -394,12 +435,21 @@ def _read_json(root: Path, rel: str) -> dict[str, Any] | None:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         bad = exc if isinstance(exc, json.JSONDecodeError) else None
         where = f"line {bad.lineno}, column {bad.colno}" if bad else ""
-        raise ConfigError(f"invalid JSON: {bad.msg if bad else exc}", file=rel, field=where,
-                          hint="package.json must be strict JSON") from None
+        raise ConfigError(
+            f"invalid JSON: {bad.msg if bad else exc}",
+            file=rel,
+            field=where,
+            hint="package.json must be strict JSON",
+        ) from None
     if not isinstance(value, dict):
-        kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(value), "a number")
-        raise ConfigError(f"package.json must hold an object, not {kind}", file=rel,
-                          hint='a package.json is one JSON object, such as {"name": "app", "version": "1.0.0"}')
+        kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
+            type(value), "a number"
+        )
+        raise ConfigError(
+            f"package.json must hold an object, not {kind}",
+            file=rel,
+            hint='a package.json is one JSON object, such as {"name": "app", "version": "1.0.0"}',
+        )
     return value
 
 
@@ -434,8 +484,9 @@ def _is_nx(root: Path) -> bool:
     return False
 
 
-def _nx_packages(root: str, packages: dict[str, Package], renamed: dict[str, str],
-                 paths: dict[str, str]) -> dict[str, Package]:
+def _nx_packages(
+    root: str, packages: dict[str, Package], renamed: dict[str, str], paths: dict[str, str]
+) -> dict[str, Package]:
     """Nx's names (a project.json `name` over package.json's) and `implicitDependencies` applied."""
     from msgspec.structs import replace
 
@@ -445,24 +496,43 @@ def _nx_packages(root: str, packages: dict[str, Package], renamed: dict[str, str
         names = {n: renamed.get(p.dir, n) for n, p in packages.items()}
         for rel, name in renamed.items():
             if list(names.values()).count(name) > 1:
-                raise ConfigError(f"two projects are named `{name}`", file=f"{rel}/project.json", field="name",
-                                  hint="project names must be unique in a workspace; rename one")
-        packages = {names[n]: replace(p, name=names[n], deps=tuple(sorted(names.get(d, d) for d in p.deps)))
-                    for n, p in packages.items()}
+                raise ConfigError(
+                    f"two projects are named `{name}`",
+                    file=f"{rel}/project.json",
+                    field="name",
+                    hint="project names must be unique in a workspace; rename one",
+                )
+        packages = {
+            names[n]: replace(p, name=names[n], deps=tuple(sorted(names.get(d, d) for d in p.deps)))
+            for n, p in packages.items()
+        }
     implicit = implicit_dependencies(root, packages, paths)
     return {n: replace(p, deps=implicit[n]) if n in implicit else p for n, p in packages.items()}
 
 
-def _packages(root: _Root, manifests: dict[str, dict[str, Any]], linker: _Linker,
-              paths: dict[str, str] | None = None) -> dict[str, Package]:
+def _packages(
+    root: _Root,
+    manifests: dict[str, dict[str, Any]],
+    linker: _Linker,
+    paths: dict[str, str] | None = None,
+) -> dict[str, Package]:
     members = [_member(rel, m, (paths or {}).get(rel)) for rel, m in manifests.items()]
-    root_member = _Member(ROOT_PROJECT, "", root.manifest or {},
-                          "package.json" if root.manifest is not None else "")
+    root_member = _Member(
+        ROOT_PROJECT, "", root.manifest or {}, "package.json" if root.manifest is not None else ""
+    )
     by_name = _unique_names(members, root.manifest)
     deps = _package_edges([root_member, *members], by_name, linker)
-    return {m.name: Package(name=m.name, dir=m.dir, deps=deps[m.name], manifest_path=m.manifest_path,
-                            scripts=_scripts(m.manifest), framework=frameworks.detect(m.manifest, by_name))
-            for m in (root_member, *members)}
+    return {
+        m.name: Package(
+            name=m.name,
+            dir=m.dir,
+            deps=deps[m.name],
+            manifest_path=m.manifest_path,
+            scripts=_scripts(m.manifest),
+            framework=frameworks.detect(m.manifest, by_name),
+        )
+        for m in (root_member, *members)
+    }
 
 
 def _member(rel: str, manifest: dict[str, Any], path: str | None = None) -> _Member:
@@ -470,8 +540,12 @@ def _member(rel: str, manifest: dict[str, Any], path: str | None = None) -> _Mem
     name = manifest.get("name")
     problem = _name_problem(name)
     if problem:
-        raise ConfigError(f"package name {json.dumps(name)} {problem}", file=path, field="name",
-                          hint="every workspace member needs a plain string `name`")
+        raise ConfigError(
+            f"package name {json.dumps(name)} {problem}",
+            file=path,
+            field="name",
+            hint="every workspace member needs a plain string `name`",
+        )
     return _Member(cast(str, name), rel, manifest, path)  # _name_problem: a plain string
 
 
@@ -485,7 +559,9 @@ def _name_problem(name: Any) -> str | None:
     return None
 
 
-def _unique_names(members: list[_Member], root_manifest: dict[str, Any] | None) -> dict[str, _Member]:
+def _unique_names(
+    members: list[_Member], root_manifest: dict[str, Any] | None
+) -> dict[str, _Member]:
     """Members by name; two with one name is an error naming both manifests (WS-03)."""
     by_name: dict[str, _Member] = {}
     root_name = (root_manifest or {}).get("name")
@@ -494,9 +570,12 @@ def _unique_names(members: list[_Member], root_manifest: dict[str, Any] | None) 
         if other is None and m.name == root_name:
             other = _Member(m.name, "", root_manifest or {}, "package.json")
         if other is not None:
-            raise ConfigError(f"two packages are named `{m.name}`: {other.manifest_path} and "
-                              f"{m.manifest_path}", file=m.manifest_path, field="name",
-                              hint="package names must be unique in a workspace; rename one")
+            raise ConfigError(
+                f"two packages are named `{m.name}`: {other.manifest_path} and {m.manifest_path}",
+                file=m.manifest_path,
+                field="name",
+                hint="package names must be unique in a workspace; rename one",
+            )
         by_name[m.name] = m
     return by_name
 
@@ -522,18 +601,23 @@ class _Linker(Struct, frozen=True):
     locked: dict[str, dict[str, tuple[str | None, str]]] = {}
 
 
-def _package_edges(members: list[_Member], by_name: dict[str, _Member],
-                   linker: _Linker) -> dict[str, tuple[str, ...]]:
+def _package_edges(
+    members: list[_Member], by_name: dict[str, _Member], linker: _Linker
+) -> dict[str, tuple[str, ...]]:
     """Direct workspace deps per package (WS-20); a peer edge that closes a cycle is dropped."""
     edges = {m.name: set(_linked(m, _DEP_FIELDS, by_name, linker)) for m in members}
     for m in sorted(members, key=lambda m: m.name):
-        for target in sorted(set(_linked(m, ("peerDependencies",), by_name, linker)) - edges[m.name]):
+        for target in sorted(
+            set(_linked(m, ("peerDependencies",), by_name, linker)) - edges[m.name]
+        ):
             if not _reaches(edges, target, m.name):
                 edges[m.name].add(target)
     return {name: tuple(sorted(targets)) for name, targets in edges.items()}
 
 
-def _linked(m: _Member, fields: tuple[str, ...], by_name: dict[str, _Member], linker: _Linker) -> Iterator[str]:
+def _linked(
+    m: _Member, fields: tuple[str, ...], by_name: dict[str, _Member], linker: _Linker
+) -> Iterator[str]:
     """Names of workspace packages the package manager would link for these fields."""
     locked = linker.locked.get(m.dir or ".", {})
     for field in fields:
@@ -541,22 +625,38 @@ def _linked(m: _Member, fields: tuple[str, ...], by_name: dict[str, _Member], li
         if not isinstance(specs, dict):
             continue
         for dep, spec in specs.items():
-            target = _link_target(m, dep, spec, by_name, linker.ranges, locked.get(dep)) \
-                if isinstance(spec, str) else None
+            target = (
+                _link_target(m, dep, spec, by_name, linker.ranges, locked.get(dep))
+                if isinstance(spec, str)
+                else None
+            )
             if target is not None and target != m.name:
                 yield target
 
 
-def _link_target(m: _Member, dep: str, spec: str, by_name: dict[str, _Member], ranges: bool,
-                 locked: tuple[str | None, str] | None) -> str | None:
+def _link_target(
+    m: _Member,
+    dep: str,
+    spec: str,
+    by_name: dict[str, _Member],
+    ranges: bool,
+    locked: tuple[str | None, str] | None,
+) -> str | None:
     spec = spec.strip()
     if spec.startswith("workspace:"):
-        return _workspace_protocol(dep, spec[len("workspace:"):], by_name)
-    if spec.startswith(("file:", "link:")):  # pnpm copies a `file:` member in (injected): still its build
+        return _workspace_protocol(dep, spec[len("workspace:") :], by_name)
+    if spec.startswith(
+        ("file:", "link:")
+    ):  # pnpm copies a `file:` member in (injected): still its build
         return _member_at(m, spec.split(":", 1)[1], by_name)
-    if locked is not None and locked[0] in (None, spec):  # a plain range, installed from this very spec
+    if locked is not None and locked[0] in (
+        None,
+        spec,
+    ):  # a plain range, installed from this very spec
         version = locked[1]
-        return _member_at(m, version[len("link:"):], by_name) if version.startswith("link:") else None
+        return (
+            _member_at(m, version[len("link:") :], by_name) if version.startswith("link:") else None
+        )
     target = by_name.get(dep)
     if target is None or not ranges:
         return None
@@ -577,7 +677,9 @@ def _linker(root: _Root, manager: str) -> _Linker:
     lock_text = _read_text(root.dir / "pnpm-lock.yaml")
     major = _pnpm_major(root.manifest, lock_text)
     setting = _npmrc_setting(_read_text(root.dir / ".npmrc"))
-    if setting is None and (major is None or major >= 10):  # pnpm 10 reads settings from the yaml too
+    if setting is None and (
+        major is None or major >= 10
+    ):  # pnpm 10 reads settings from the yaml too
         setting = _yaml_setting(_read_text(root.dir / "pnpm-workspace.yaml"))
     ranges = setting if setting is not None else (major is not None and major < 9)
     return _Linker(ranges=ranges, locked=_lock_importers(lock_text) if lock_text else {})
@@ -622,7 +724,7 @@ def _lock_importers(text: str) -> dict[str, dict[str, tuple[str | None, str]]]:
     specifiers: dict[str, dict[str, str]] = {}
     importer = section = dep = None
     spec: str | None = None
-    for line in text[start + 1:].splitlines()[1:]:
+    for line in text[start + 1 :].splitlines()[1:]:
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):
             continue

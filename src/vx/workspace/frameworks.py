@@ -42,7 +42,9 @@ TABLE: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...], tuple[tuple[str, 
 _BY_SLUG = {row[0]: row for row in TABLE}
 _DETECTING = frozenset(dep for row in TABLE for dep in row[2])
 DEP_FIELDS = ("dependencies", "devDependencies", "optionalDependencies")
-VENDOR_KEY = "TURBO_CI_VENDOR_ENV_KEY"  # a CI vendor's own prefix (Vercel's NEXT_PUBLIC_VERCEL_), left out
+VENDOR_KEY = (
+    "TURBO_CI_VENDOR_ENV_KEY"  # a CI vendor's own prefix (Vercel's NEXT_PUBLIC_VERCEL_), left out
+)
 
 
 def detect(manifest: Mapping, workspace_names: Iterable[str] | Mapping = ()) -> str:
@@ -94,6 +96,8 @@ def unseen(slug: str, env: Mapping[str, str], host: Mapping[str, str]) -> str:
     if not names:
         return ""
     shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-    return (f"{shown} set but not given to the task: {slug} builds {'/'.join(patterns)} in; to use "
-            f"{'it' if len(names) == 1 else 'them'}, list {'it' if len(names) == 1 else 'each'} in "
-            f"exec.env.passThrough and cache.inputs.env")
+    return (
+        f"{shown} set but not given to the task: {slug} builds {'/'.join(patterns)} in; to use "
+        f"{'it' if len(names) == 1 else 'them'}, list {'it' if len(names) == 1 else 'each'} in "
+        f"exec.env.passThrough and cache.inputs.env"
+    )

@@ -31,12 +31,15 @@ def read_json(path: str, source: str) -> Any:
     except FileNotFoundError:
         return None
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"not UTF-8 text (byte {exc.start})", file=source, hint="save it as UTF-8") from None
+        raise ConfigError(
+            f"not UTF-8 text (byte {exc.start})", file=source, hint="save it as UTF-8"
+        ) from None
     return jsonc.loads(text, source)
 
 
-def members(root: str, manifests: dict[str, dict], globbed: set[str]) -> tuple[dict[str, dict], dict[str, str],
-                                                                               dict[str, str]]:
+def members(
+    root: str, manifests: dict[str, dict], globbed: set[str]
+) -> tuple[dict[str, dict], dict[str, str], dict[str, str]]:
     """Nx's projects: the workspace's package.json members plus every project.json directory.
 
     Returns the manifests by directory (a project.json-only project gets `{"name": …}`), the file
@@ -77,7 +80,11 @@ def _project_json_dirs(root: str) -> list[str]:
             if entry.name == "project.json" and entry.is_file():
                 found.append(rel)
         for entry in sorted(entries, key=lambda e: e.name):
-            if entry.is_dir(follow_symlinks=False) and entry.name not in skip and not entry.name.startswith("."):
+            if (
+                entry.is_dir(follow_symlinks=False)
+                and entry.name not in skip
+                and not entry.name.startswith(".")
+            ):
                 walk(f"{rel}/{entry.name}" if rel else entry.name)
 
     walk("")
@@ -96,12 +103,19 @@ def _ignored_names(root: str) -> set[str]:
         return names
     for line in lines:
         word = line.strip().strip("/")
-        if word and not line.startswith(("#", "!")) and not _GLOB_CHARS.search(word) and "/" not in word:
+        if (
+            word
+            and not line.startswith(("#", "!"))
+            and not _GLOB_CHARS.search(word)
+            and "/" not in word
+        ):
             names.add(word)
     return names
 
 
-def implicit_dependencies(root: str, packages: Mapping[str, Package], paths: Mapping[str, str]) -> dict[str, tuple]:
+def implicit_dependencies(
+    root: str, packages: Mapping[str, Package], paths: Mapping[str, str]
+) -> dict[str, tuple]:
     """Each project's deps with its `implicitDependencies` applied: names and globs add, `!name` takes away."""
     out: dict[str, tuple] = {}
     names = sorted(n for n in packages if n != ROOT_PROJECT)
@@ -117,11 +131,18 @@ def implicit_dependencies(root: str, packages: Mapping[str, Package], paths: Map
         for i, entry in enumerate(_strings(entries, at, "project names")):
             negated = entry.startswith("!")
             pattern = entry[1:] if negated else entry
-            matched = [n for n in names if fnmatch.fnmatchcase(n, pattern)] if _GLOB_CHARS.search(pattern) \
+            matched = (
+                [n for n in names if fnmatch.fnmatchcase(n, pattern)]
+                if _GLOB_CHARS.search(pattern)
                 else [pattern]
-            if not negated and not _GLOB_CHARS.search(pattern) and pattern not in packages:  # Nx passes over a `!` one
-                at.item(i).refuse(f"implicitDependencies entry `{entry}` names no project",
-                                  hint=f"projects: {', '.join(names[:12])}")
+            )
+            if (
+                not negated and not _GLOB_CHARS.search(pattern) and pattern not in packages
+            ):  # Nx passes over a `!` one
+                at.item(i).refuse(
+                    f"implicitDependencies entry `{entry}` names no project",
+                    hint=f"projects: {', '.join(names[:12])}",
+                )
             deps = deps - set(matched) if negated else deps | (set(matched) - {name})
         out[name] = tuple(sorted(deps))
     return out

@@ -11,8 +11,10 @@ import re
 from typing import Iterable, Iterator
 
 _VERSION = re.compile(r"v?(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?\Z")
-_PARTIAL = re.compile(r"v?([xX*]|\d+)(?:\.([xX*]|\d+))?(?:\.([xX*]|\d+))?"
-                      r"(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?\Z")
+_PARTIAL = re.compile(
+    r"v?([xX*]|\d+)(?:\.([xX*]|\d+))?(?:\.([xX*]|\d+))?"
+    r"(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?\Z"
+)
 _COMPARATOR = re.compile(r"(\^|~>?|>=|<=|>|<|=)?\s*([^\s^~<>=]+)")
 
 Key = tuple  # (major, minor, patch, is_release, prerelease identifiers)
@@ -37,7 +39,9 @@ def satisfies(version: str, spec: str) -> bool:
 
 
 def _key(numbers: Iterable[str], pre: str | None) -> Key:
-    ids = tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in pre.split(".")) if pre else ()
+    ids = (
+        tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in pre.split(".")) if pre else ()
+    )
     return (*map(int, numbers), 0 if pre else 1, ids)
 
 
@@ -54,8 +58,13 @@ def _hyphen(text: str) -> str:
 
 
 def _compare(key: Key, op: str, bound: Key) -> bool:
-    return {">=": key >= bound, ">": key > bound, "<": key < bound, "<=": key <= bound,
-            "=": key == bound}[op]
+    return {
+        ">=": key >= bound,
+        ">": key > bound,
+        "<": key < bound,
+        "<=": key <= bound,
+        "=": key == bound,
+    }[op]
 
 
 def _bounds(text: str) -> Iterator[tuple[str, Key]]:

@@ -18,9 +18,24 @@ from msgspec import Struct
 
 from vx.model import RemoteCacheConfig
 from vx.store.remote.layer import (  # noqa: F401  # the seam's types, re-exported: where callers look
-    BAD_RESPONSE, DEFAULT_MAX_ARTIFACT_BYTES, DEFAULT_TIMEOUT_S, DEFAULT_TURBO_API, DEFAULT_UPLOAD_TIMEOUT_S, LOOPBACK_HOSTS, REFUSED, REJECTED, SERVER_ERROR, TIMEOUT, TOO_LARGE, UNREACHABLE, Found, RemoteFailure, RemoteLayer, RemoteSettings, checked_key,
+    BAD_RESPONSE,
+    DEFAULT_MAX_ARTIFACT_BYTES,
+    DEFAULT_TIMEOUT_S,
+    DEFAULT_TURBO_API,
+    DEFAULT_UPLOAD_TIMEOUT_S,
+    LOOPBACK_HOSTS,
+    REFUSED,
+    REJECTED,
+    SERVER_ERROR,
+    TIMEOUT,
+    TOO_LARGE,
+    UNREACHABLE,
+    Found,
+    RemoteFailure,
+    RemoteLayer,
+    RemoteSettings,
+    checked_key,
 )
-
 
 
 class Resolution(Struct, frozen=True):
@@ -41,7 +56,10 @@ def configured(cfg: RemoteCacheConfig | None, env: Mapping[str, str]) -> bool:
     if env.get("TURBO_API") or env.get("NX_SELF_HOSTED_REMOTE_CACHE_SERVER"):
         return True
     token = env.get("TURBO_TOKEN") or env.get("VERCEL_ARTIFACTS_TOKEN")
-    return bool(token and (env.get("TURBO_TEAM") or env.get("TURBO_TEAMID") or env.get("VERCEL_ARTIFACTS_OWNER")))
+    return bool(
+        token
+        and (env.get("TURBO_TEAM") or env.get("TURBO_TEAMID") or env.get("VERCEL_ARTIFACTS_OWNER"))
+    )
 
 
 def resolve(cfg: RemoteCacheConfig | None, env: Mapping[str, str]) -> Resolution:
@@ -53,19 +71,26 @@ def resolve(cfg: RemoteCacheConfig | None, env: Mapping[str, str]) -> Resolution
 
 
 def _nx_by_env(env: Mapping[str, str]) -> bool:
-    return bool(env.get("NX_SELF_HOSTED_REMOTE_CACHE_SERVER")) and not any(env.get(n) for n in TURBO_ENV)
+    return bool(env.get("NX_SELF_HOSTED_REMOTE_CACHE_SERVER")) and not any(
+        env.get(n) for n in TURBO_ENV
+    )
 
 
 def _common(cfg: RemoteCacheConfig | None, env: Mapping[str, str]) -> dict:
     timeout = _seconds(env, "TURBO_REMOTE_CACHE_TIMEOUT")
     if timeout is None:
         timeout = cfg.timeout_ms / 1000 if cfg is not None and cfg.timeout_ms else DEFAULT_TIMEOUT_S
-    upload_timeout = _seconds(env, "TURBO_REMOTE_CACHE_UPLOAD_TIMEOUT") or max(DEFAULT_UPLOAD_TIMEOUT_S, timeout)
+    upload_timeout = _seconds(env, "TURBO_REMOTE_CACHE_UPLOAD_TIMEOUT") or max(
+        DEFAULT_UPLOAD_TIMEOUT_S, timeout
+    )
     return {
         "timeout_s": timeout,
         "upload_timeout_s": upload_timeout,
-        "max_artifact_bytes": (cfg.max_artifact_bytes if cfg is not None and cfg.max_artifact_bytes
-                               else DEFAULT_MAX_ARTIFACT_BYTES),
+        "max_artifact_bytes": (
+            cfg.max_artifact_bytes
+            if cfg is not None and cfg.max_artifact_bytes
+            else DEFAULT_MAX_ARTIFACT_BYTES
+        ),
         "upload": cfg.upload if cfg is not None else "ci",
         "read_only": _truthy(env.get("TURBO_REMOTE_CACHE_READ_ONLY")),
         "ci_vendor": _ci_vendor(env),
@@ -75,14 +100,20 @@ def _common(cfg: RemoteCacheConfig | None, env: Mapping[str, str]) -> dict:
 def _turbo(cfg: RemoteCacheConfig | None, env: Mapping[str, str]) -> RemoteSettings:
     mine = cfg if cfg is not None and cfg.kind == "turbo" else None
     key = env.get("TURBO_REMOTE_CACHE_SIGNATURE_KEY") or None
-    signature = mine.signature if mine is not None and mine.signature is not None else key is not None
+    signature = (
+        mine.signature if mine is not None and mine.signature is not None else key is not None
+    )
     return RemoteSettings(
         kind="turbo",
         url=(env.get("TURBO_API") or (mine.url if mine else None) or DEFAULT_TURBO_API).rstrip("/"),
         token=env.get("TURBO_TOKEN") or env.get("VERCEL_ARTIFACTS_TOKEN") or None,
         team=env.get("TURBO_TEAM") or (mine.team if mine else None) or None,
-        team_id=(env.get("TURBO_TEAMID") or env.get("VERCEL_ARTIFACTS_OWNER") or (mine.team_id if mine else None)
-                 or None),
+        team_id=(
+            env.get("TURBO_TEAMID")
+            or env.get("VERCEL_ARTIFACTS_OWNER")
+            or (mine.team_id if mine else None)
+            or None
+        ),
         signature=signature,
         signature_key=key.encode() if key else None,
         **_common(cfg, env),
@@ -90,16 +121,28 @@ def _turbo(cfg: RemoteCacheConfig | None, env: Mapping[str, str]) -> RemoteSetti
 
 
 def _nx(cfg: RemoteCacheConfig | None, env: Mapping[str, str]) -> RemoteSettings:
-    url = env.get("NX_SELF_HOSTED_REMOTE_CACHE_SERVER") or (cfg.url if cfg is not None else None) or ""
-    return RemoteSettings(kind="nx", url=url.rstrip("/"),
-                          token=env.get("NX_SELF_HOSTED_REMOTE_CACHE_ACCESS_TOKEN") or None, **_common(cfg, env))
+    url = (
+        env.get("NX_SELF_HOSTED_REMOTE_CACHE_SERVER")
+        or (cfg.url if cfg is not None else None)
+        or ""
+    )
+    return RemoteSettings(
+        kind="nx",
+        url=url.rstrip("/"),
+        token=env.get("NX_SELF_HOSTED_REMOTE_CACHE_ACCESS_TOKEN") or None,
+        **_common(cfg, env),
+    )
 
 
 def _problem(s: RemoteSettings) -> str | None:
     """Why this layer cannot be used safely, in one line, or None."""
     parts = urlsplit(s.url) if s.url else None
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-        where = "NX_SELF_HOSTED_REMOTE_CACHE_SERVER or remoteCache.nx.url" if s.kind == "nx" else "TURBO_API"
+        where = (
+            "NX_SELF_HOSTED_REMOTE_CACHE_SERVER or remoteCache.nx.url"
+            if s.kind == "nx"
+            else "TURBO_API"
+        )
         return f"remote cache off: no usable server URL (set {where} to an http(s) URL)"
     if parts.username or parts.password:
         return "remote cache off: the server URL carries credentials; pass the token in the environment instead"
@@ -135,8 +178,10 @@ def _seconds(env: Mapping[str, str], name: str) -> float | None:
     if value is not None and not 0 <= value <= MAX_TIMEOUT_S:  # nan fails both comparisons
         from vx.errors import UsageError
 
-        raise UsageError(f"{name}={text} is not a timeout vx can wait",
-                         hint=f"give seconds from 1 to {MAX_TIMEOUT_S}, such as 30 (0 or unset keeps the default)")
+        raise UsageError(
+            f"{name}={text} is not a timeout vx can wait",
+            hint=f"give seconds from 1 to {MAX_TIMEOUT_S}, such as 30 (0 or unset keeps the default)",
+        )
     return value or None
 
 
@@ -146,8 +191,14 @@ def _truthy(text: str | None) -> bool:
 
 def _ci_vendor(env: Mapping[str, str]) -> str | None:
     """The `x-artifact-client-ci` value turbo sends: a vendor name, only in CI."""
-    for name, vendor in (("GITHUB_ACTIONS", "github-actions"), ("GITLAB_CI", "gitlab"), ("CIRCLECI", "circleci"),
-                         ("BUILDKITE", "buildkite"), ("VERCEL", "vercel"), ("JENKINS_URL", "jenkins")):
+    for name, vendor in (
+        ("GITHUB_ACTIONS", "github-actions"),
+        ("GITLAB_CI", "gitlab"),
+        ("CIRCLECI", "circleci"),
+        ("BUILDKITE", "buildkite"),
+        ("VERCEL", "vercel"),
+        ("JENKINS_URL", "jenkins"),
+    ):
         if env.get(name):
             return vendor
     return "ci" if _truthy(env.get("CI")) else None

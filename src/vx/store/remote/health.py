@@ -116,11 +116,15 @@ class Health:
         if failure.kind == REFUSED:
             self._refused(op, failure)
         elif first:
-            self.tell(f"remote cache: {op} {key} at {self.endpoint}: {failure.detail}; {consequence} "
-                       f"(further `{failure.kind}` failures are counted at the end)")
+            self.tell(
+                f"remote cache: {op} {key} at {self.endpoint}: {failure.detail}; {consequence} "
+                f"(further `{failure.kind}` failures are counted at the end)"
+            )
         if tripped:
-            self.tell(f"remote cache: {self.endpoint} failed {BREAKER_AFTER} times in a row; "
-                       f"not asking it again for {BREAKER_OPEN_S:g} s")
+            self.tell(
+                f"remote cache: {self.endpoint} failed {BREAKER_AFTER} times in a row; "
+                f"not asking it again for {BREAKER_OPEN_S:g} s"
+            )
 
     def _trip(self, failure: RemoteFailure) -> bool:
         if failure.kind not in _TRANSPORT:
@@ -141,8 +145,10 @@ class Health:
                 self.reads_on = False
         if was_on:
             what = "uploads are off" if writes_only else "the remote cache is off"
-            self.tell(f"remote cache: {self.endpoint} refused {op}: {failure.detail}; {what} for this run "
-                       "(check TURBO_TOKEN / NX_SELF_HOSTED_REMOTE_CACHE_ACCESS_TOKEN and its permissions)")
+            self.tell(
+                f"remote cache: {self.endpoint} refused {op}: {failure.detail}; {what} for this run "
+                "(check TURBO_TOKEN / NX_SELF_HOSTED_REMOTE_CACHE_ACCESS_TOKEN and its permissions)"
+            )
 
     # ------------------------------------------------------------ the end
 
@@ -151,13 +157,18 @@ class Health:
         c = self.counts
         if not (c or self.failures):
             return None
-        parts = [f"{c['hits']} hit{'s' * (c['hits'] != 1)}", f"{c['misses']} miss{'es' * (c['misses'] != 1)}",
-                 f"{c['uploads']} upload{'s' * (c['uploads'] != 1)}"]
+        parts = [
+            f"{c['hits']} hit{'s' * (c['hits'] != 1)}",
+            f"{c['misses']} miss{'es' * (c['misses'] != 1)}",
+            f"{c['uploads']} upload{'s' * (c['uploads'] != 1)}",
+        ]
         if c["bytes_down"] or c["bytes_up"]:
             parts.append(f"{_size(c['bytes_down'])} down, {_size(c['bytes_up'])} up")
         line = f"remote cache ({self.endpoint}): " + ", ".join(parts)
         if self.failures:
-            line += "; failures: " + ", ".join(f"{kind} ×{n}" for kind, n in sorted(self.failures.items()))
+            line += "; failures: " + ", ".join(
+                f"{kind} ×{n}" for kind, n in sorted(self.failures.items())
+            )
         if c["skipped"]:
             line += f"; {c['skipped']} request{'s' * (c['skipped'] != 1)} skipped while the breaker was open"
         return line, "warning" if self.failures else "info"

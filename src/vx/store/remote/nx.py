@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from typing import BinaryIO
 
-from vx.store.remote.layer import BAD_RESPONSE, Found, RemoteFailure, RemoteSettings, Sink, checked_key
+from vx.store.remote.layer import (
+    BAD_RESPONSE,
+    Found,
+    RemoteFailure,
+    RemoteSettings,
+    Sink,
+    checked_key,
+)
 from vx.store.remote.wire import Wire
 
 
@@ -38,8 +45,14 @@ class NxLayer:
 
     def put(self, key: str, src: BinaryIO, size: int, duration_ms: float) -> None:
         """PUT the bytes; 409 means another writer stored the key first, which is as good."""
-        reply = self.wire.call("PUT", self._path(key), headers={"Content-Type": "application/octet-stream"},
-                               body=src, size=size, timeout_s=self.settings.upload_timeout_s)
+        reply = self.wire.call(
+            "PUT",
+            self._path(key),
+            headers={"Content-Type": "application/octet-stream"},
+            body=src,
+            size=size,
+            timeout_s=self.settings.upload_timeout_s,
+        )
         reply.close()
         if reply.status == 404:
             raise RemoteFailure(BAD_RESPONSE, "PUT answered 404")

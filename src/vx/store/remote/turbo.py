@@ -15,7 +15,14 @@ import hmac
 from typing import BinaryIO
 
 from vx.store.remote.layer import (
-    BAD_RESPONSE, REFUSED, REJECTED, Found, RemoteFailure, RemoteSettings, Sink, checked_key,
+    BAD_RESPONSE,
+    REFUSED,
+    REJECTED,
+    Found,
+    RemoteFailure,
+    RemoteSettings,
+    Sink,
+    checked_key,
 )
 from vx.store.remote.wire import CHUNK, Reply, Wire
 
@@ -71,7 +78,9 @@ class TurboLayer:
         mac = self._verifier(key, reply)
         size = reply.read_into(sink, self.settings.max_artifact_bytes, mac.update if mac else None)
         if mac is not None and not hmac.compare_digest(_tag_bytes(reply), mac.digest()):
-            raise RemoteFailure(REJECTED, "its x-artifact-tag does not match the body (signature check)")
+            raise RemoteFailure(
+                REJECTED, "its x-artifact-tag does not match the body (signature check)"
+            )
         return Found(size, _found(reply).duration_ms)
 
     def _verifier(self, key: str, reply: Reply) -> "hmac.HMAC | None":
@@ -85,13 +94,24 @@ class TurboLayer:
 
     def put(self, key: str, src: BinaryIO, size: int, duration_ms: float) -> None:
         """PUT the bytes of `src` (exactly `size`), signed when signatures are on; any 2xx is done."""
-        headers = {"Content-Type": "application/octet-stream", "x-artifact-duration": str(int(duration_ms))}
+        headers = {
+            "Content-Type": "application/octet-stream",
+            "x-artifact-duration": str(int(duration_ms)),
+        }
         if self.settings.signature and self.settings.signature_key:
-            headers["x-artifact-tag"] = artifact_tag(key, self.settings.team_id, src, self.settings.signature_key)
+            headers["x-artifact-tag"] = artifact_tag(
+                key, self.settings.team_id, src, self.settings.signature_key
+            )
         if self.settings.ci_vendor:
             headers["x-artifact-client-ci"] = self.settings.ci_vendor
-        reply = self.wire.call("PUT", self._path(key), headers=headers, body=src, size=size,
-                               timeout_s=self.settings.upload_timeout_s)
+        reply = self.wire.call(
+            "PUT",
+            self._path(key),
+            headers=headers,
+            body=src,
+            size=size,
+            timeout_s=self.settings.upload_timeout_s,
+        )
         reply.close()
         if reply.status == 404:
             raise RemoteFailure(BAD_RESPONSE, "PUT answered 404")
@@ -107,7 +127,7 @@ class TurboLayer:
         except (ValueError, AttributeError):
             value = None
         if not isinstance(value, str):
-            raise RemoteFailure(BAD_RESPONSE, "the status answer is not {\"status\": …}")
+            raise RemoteFailure(BAD_RESPONSE, 'the status answer is not {"status": …}')
         if value != "enabled" and value in ("disabled", "over_limit", "paused"):
             raise RemoteFailure(REFUSED, f"the server says remote caching is {value}")
         return value
@@ -119,8 +139,10 @@ class TurboLayer:
 def _found(reply: Reply) -> Found:
     length = reply.header("content-length")
     duration = reply.header("x-artifact-duration")
-    return Found(int(length) if length and length.isdigit() else None,
-                 float(duration) if duration and duration.replace(".", "", 1).isdigit() else None)
+    return Found(
+        int(length) if length and length.isdigit() else None,
+        float(duration) if duration and duration.replace(".", "", 1).isdigit() else None,
+    )
 
 
 def _tag_bytes(reply: Reply) -> bytes:

@@ -27,7 +27,15 @@ from msgspec import Struct
 
 from vx import __version__
 from vx.store.remote.layer import (
-    BAD_RESPONSE, REFUSED, SERVER_ERROR, TIMEOUT, TOO_LARGE, UNREACHABLE, RemoteFailure, RemoteSettings, Sink,
+    BAD_RESPONSE,
+    REFUSED,
+    SERVER_ERROR,
+    TIMEOUT,
+    TOO_LARGE,
+    UNREACHABLE,
+    RemoteFailure,
+    RemoteSettings,
+    Sink,
 )
 
 CHUNK = 256 << 10
@@ -55,12 +63,16 @@ class Reply(Struct):
     def header(self, name: str) -> str | None:
         return self.headers.get(name.lower())
 
-    def read_into(self, sink: Sink, limit: int, on_chunk: Callable[[bytes], None] | None = None) -> int:
+    def read_into(
+        self, sink: Sink, limit: int, on_chunk: Callable[[bytes], None] | None = None
+    ) -> int:
         """Stream the body into `sink`, refusing more than `limit` bytes or a rate too slow to finish."""
         length = _content_length(self)
         if length is not None and length > limit:
             self.close(reuse=False)
-            raise RemoteFailure(TOO_LARGE, f"the artifact is {length} bytes, over the {limit} byte bound")
+            raise RemoteFailure(
+                TOO_LARGE, f"the artifact is {length} bytes, over the {limit} byte bound"
+            )
         total = 0
         while chunk := self._chunk():
             total += len(chunk)
@@ -71,7 +83,9 @@ class Reply(Struct):
                 on_chunk(chunk)
             try:
                 sink.write(chunk)
-            except BaseException:  # the sink refused (the temp budget, a full disk): drop the connection
+            except (
+                BaseException
+            ):  # the sink refused (the temp budget, a full disk): drop the connection
                 self.close(reuse=False)
                 raise
         if length is not None and total != length:
@@ -110,7 +124,9 @@ class Reply(Struct):
             raise RemoteFailure(TIMEOUT, f"no data for {self.timeout_s:g} s") from None
         except (OSError, http.client.HTTPException) as exc:
             self.close(reuse=False)
-            raise RemoteFailure(BAD_RESPONSE, f"the connection broke mid-body ({type(exc).__name__})") from None
+            raise RemoteFailure(
+                BAD_RESPONSE, f"the connection broke mid-body ({type(exc).__name__})"
+            ) from None
         self.received += len(data)
         return data
 
@@ -156,8 +172,9 @@ class Wire:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             if self._https:
-                conn = http.client.HTTPSConnection(self._host, self._port, timeout=CONNECT_TIMEOUT_S,
-                                                   context=self._context)
+                conn = http.client.HTTPSConnection(
+                    self._host, self._port, timeout=CONNECT_TIMEOUT_S, context=self._context
+                )
             else:
                 conn = http.client.HTTPConnection(self._host, self._port, timeout=CONNECT_TIMEOUT_S)
             self._local.conn = conn
@@ -188,8 +205,16 @@ class Wire:
 
     # ------------------------------------------------------------ requests
 
-    def call(self, method: str, path: str, *, headers: Mapping[str, str] = {}, body: BinaryIO | None = None,
-             size: int = 0, timeout_s: float | None = None) -> Reply:
+    def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        headers: Mapping[str, str] = {},
+        body: BinaryIO | None = None,
+        size: int = 0,
+        timeout_s: float | None = None,
+    ) -> Reply:
         """Send one request (retrying as the module says); return 2xx, 404 and 409 replies.
 
         Every other outcome raises RemoteFailure with its class; the body of a returned reply
@@ -205,10 +230,19 @@ class Wire:
             time.sleep(wait)
         return _classified(reply, method, attempt)
 
-    def _attempt(self, method: str, path: str, headers: Mapping[str, str], body: BinaryIO | None, size: int,
-                 timeout: float) -> Reply:
+    def _attempt(
+        self,
+        method: str,
+        path: str,
+        headers: Mapping[str, str],
+        body: BinaryIO | None,
+        size: int,
+        timeout: float,
+    ) -> Reply:
         """One exchange; a reused connection the server had closed is retried once, fresh."""
-        reused = getattr(self._local, "used", False) and getattr(self._local, "conn", None) is not None
+        reused = (
+            getattr(self._local, "used", False) and getattr(self._local, "conn", None) is not None
+        )
         try:
             return self._exchange(method, path, headers, body, size, timeout)
         except _IDLE_CLOSED:
@@ -221,8 +255,15 @@ class Wire:
             self.drop()
             raise RemoteFailure(UNREACHABLE, "the server closed the connection") from None
 
-    def _exchange(self, method: str, path: str, headers: Mapping[str, str], body: BinaryIO | None, size: int,
-                  timeout: float) -> Reply:
+    def _exchange(
+        self,
+        method: str,
+        path: str,
+        headers: Mapping[str, str],
+        body: BinaryIO | None,
+        size: int,
+        timeout: float,
+    ) -> Reply:
         conn = self._connection()
         started = time.monotonic()
         all_headers = {"User-Agent": f"vx {__version__}", **self._auth, **headers}
@@ -254,8 +295,14 @@ class Wire:
             conn.connect()
         conn.sock.settimeout(timeout)
 
-    def _send(self, conn: http.client.HTTPConnection, method: str, path: str, body, headers: Mapping[str, str]
-              ) -> http.client.HTTPResponse:
+    def _send(
+        self,
+        conn: http.client.HTTPConnection,
+        method: str,
+        path: str,
+        body,
+        headers: Mapping[str, str],
+    ) -> http.client.HTTPResponse:
         """Send and read the status; a server that answered early (413) and hung up mid-body is heard."""
         fresh = not getattr(self._local, "used", False)
         try:
@@ -279,7 +326,9 @@ def _classified(reply: Reply, method: str, retries: int = 0) -> Reply:
     if status in (401, 403):
         raise RemoteFailure(REFUSED, f"{method} answered {status}", status=status)
     if status == 413:
-        raise RemoteFailure(TOO_LARGE, "the server refused the body as too large (413)", status=status)
+        raise RemoteFailure(
+            TOO_LARGE, "the server refused the body as too large (413)", status=status
+        )
     if status >= 500 or status == 429:
         tries = f" after {retries} {'retry' if retries == 1 else 'retries'}" if retries else ""
         raise RemoteFailure(SERVER_ERROR, f"{method} answered {status}{tries}", status=status)
