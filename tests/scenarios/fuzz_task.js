@@ -33,21 +33,22 @@ function ignored(rel, abs) {
 // Every file under dir (following symlinks, as a compiler would), project-relative, sorted.
 function walk(dir) {
   const out = [];
-  const seen = new Set();
-  (function go(abs, rel) {
+  // Only the directories above guard against a link cycle: one walked through a link elsewhere
+  // is still walked where it really is.
+  (function go(abs, rel, above) {
     let real;
     try { real = fs.realpathSync(abs); } catch { return; }
-    if (seen.has(real)) return;
-    seen.add(real);
+    if (above.has(real)) return;
+    const below = new Set(above).add(real);
     for (const entry of fs.readdirSync(abs).sort()) {
       const r = rel ? rel + "/" + entry : entry;
       const a = path.join(abs, entry);
       let st;
       try { st = fs.statSync(a); } catch { continue; }
-      if (st.isDirectory()) { if (!IGNORED_DIRS.has(entry) && entry !== ".git") go(a, r); }
+      if (st.isDirectory()) { if (!IGNORED_DIRS.has(entry) && entry !== ".git") go(a, r, below); }
       else if (!ignored(r, a)) out.push(r);
     }
-  })(dir, "");
+  })(dir, "", new Set());
   return out.sort();
 }
 

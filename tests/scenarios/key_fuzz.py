@@ -971,23 +971,23 @@ def walk(base: Path, ignored) -> list[str]:
     """Every file under base that `ignored(rel, abs)` keeps, following symlinks (as a compiler
     reads), base-relative, sorted."""
     out: list[str] = []
-    seen: set[str] = set()
 
-    def go(abs_dir: str, rel: str) -> None:
+    # Only the directories above guard against a link cycle: a directory already walked through a
+    # link elsewhere (packages/p1/src/shared -> shared) is still walked where it really is.
+    def go(abs_dir: str, rel: str, above: frozenset[str]) -> None:
         real = os.path.realpath(abs_dir)
-        if real in seen or not os.path.isdir(abs_dir):
+        if real in above or not os.path.isdir(abs_dir):
             return
-        seen.add(real)
         for entry in sorted(os.listdir(abs_dir)):
             r = f"{rel}/{entry}" if rel else entry
             a = os.path.join(abs_dir, entry)
             if os.path.isdir(a):
                 if entry not in IGNORED_DIRS and entry != ".git":
-                    go(a, r)
+                    go(a, r, above | {real})
             elif os.path.exists(a) and not ignored(r, a):
                 out.append(r)
 
-    go(str(base), "")
+    go(str(base), "", frozenset())
     return sorted(out)
 
 

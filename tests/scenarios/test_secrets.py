@@ -93,3 +93,44 @@ def test_ex04_no_secret_reaches_anything_vx_writes(repo, tmp_path, sandboxed):
     assert (
         repo.root / "packages/app/dist/out.txt"
     ).read_text() == "built\n"  # the task itself saw the values
+
+
+def test_ex04_no_secret_reaches_the_remote_store_a_summary_a_profile_or_a_report(
+    repo, tmp_path, turbo_server, team
+):
+    """The canary once more with everything that writes switched on: uploads to a real
+    turborepo-remote-cache server (its storage is grepped), a summary, a profile and a report."""
+    command = 'echo "token: $MY_TOKEN"; echo "quoted: \'$MY_TOKEN\'" >&2; mkdir -p dist && echo ok > dist/out.txt'
+    task = {
+        "exec": {"command": command, "env": {"passThrough": ["MY_TOKEN"]}},
+        "cache": {"inputs": {"files": ["src/**"]}, "outputs": {"files": ["dist/**"]}},
+    }
+    repo.write(
+        npm_workspace({"app": {"tasks": {"build": task}, "files": {"src/a.js": "a"}}})
+    ).commit()
+    cache, out = tmp_path / "cache", tmp_path / "out"
+    out.mkdir()
+    env = {**turbo_server.env(team), "MY_TOKEN": TOKEN, "VX_CACHE_DIR": str(cache)}
+    run = repo.vx(
+        "run",
+        "build",
+        "--cache=local:rw,remote:rw",
+        f"--summarize={out / 'summary.json'}",
+        f"--profile={out / 'profile.json'}",
+        f"--report-file={out / 'report.md'}",
+        env=env,
+    )
+    assert run.code == 0, run.out + run.err
+    assert any(team in r for r in turbo_server.requests("PUT")), "nothing was uploaded"
+    (repo.root / "packages/app/dist/out.txt").unlink()
+    pulled = repo.vx(
+        "run", "build", "--cache=remote:r", env={**env, "VX_CACHE_DIR": str(tmp_path / "empty")}
+    )
+    assert pulled.code == 0 and pulled.task("app#build")["cache"] == "remote", (
+        pulled.err
+    )  # its log replayed
+    shown = [("vx output", (r.out + r.err).encode()) for r in (run, pulled)]
+    for where, blob in shown + _everything_written(
+        repo.root / ".vx", cache, tmp_path / "empty", out, turbo_server.storage
+    ):
+        assert TOKEN.encode() not in blob, f"the token was found in {where}"

@@ -224,19 +224,27 @@ def _hit(
 # ---------------------------------------------------------------- persistent tasks
 
 
+def _masked_output(ctx: RunContext, node: TaskNode, plan: TaskPlan):
+    """The task's secret values, their masker (None when it has none) and the output callback
+    that emits each chunk masked (EX-04)."""
+    declared = node.config.exec.env.secret if node.config.exec is not None else ()
+    secrets = masking.secrets_of(plan.env, declared)
+    masker = masking.Masker(secrets) if secrets else None
+
+    def on_output(chunk: LogChunk) -> None:
+        masked = masker.feed(chunk) if masker is not None else chunk
+        if masked is not None:
+            ctx.emit(TaskOutput(node.id, masked))
+
+    return secrets, masker, on_output
+
+
 async def _serve(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> TaskResult:
     """Start a persistent task and return once it is ready (EX-07); it goes on running, owned by
     `ctx.servers`. Its slot is held only until then: a server that waits for requests is no work."""
     from vx.engine import persistent
 
-    secrets = masking.secrets_of(plan.env, node.config.exec.env.secret)  # type: ignore[union-attr]  # EX-04
-    masker = masking.Masker(secrets) if secrets else None
-
-    def on_output(chunk: LogChunk) -> None:
-        if masker is not None:
-            chunk = masker.feed(chunk)  # type: ignore[assignment]
-        if chunk is not None:
-            ctx.emit(TaskOutput(node.id, chunk))
+    secrets, masker, on_output = _masked_output(ctx, node, plan)  # EX-04, as for any task
 
     def failed(reason: str, log=(), duration_ms: float = 0.0, aborted: bool = False) -> TaskResult:
         status = Status.ABORTED if aborted else Status.FAILED
@@ -505,15 +513,7 @@ async def _run_once(
 ) -> tuple[ProcessResult, tuple[Violation, ...]]:
     """One attempt: inside the sandbox when the task declares one (SB-01), else plainly;
     `started` is a first attempt already running (executor.execute)."""
-    declared = node.config.exec.env.secret if node.config.exec is not None else ()
-    secrets = masking.secrets_of(plan.env, declared)  # EX-04
-    masker = masking.Masker(secrets) if secrets else None
-
-    def on_output(chunk: LogChunk) -> None:
-        if masker is not None:
-            chunk = masker.feed(chunk)  # type: ignore[assignment]
-        if chunk is not None:
-            ctx.emit(TaskOutput(node.id, chunk))
+    secrets, masker, on_output = _masked_output(ctx, node, plan)  # EX-04
 
     proc, violations = await _run_process(ctx, node, plan, launch, started, on_output, terminal)
     if masker is None:
