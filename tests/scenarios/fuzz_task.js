@@ -30,8 +30,10 @@ function ignored(rel, abs) {
   return !tracked.has(path.relative(root, abs));
 }
 
-// Every file under dir (following symlinks, as a compiler would), project-relative, sorted.
-function walk(dir) {
+// Every file under dir (following symlinks, as a compiler would), project-relative, sorted;
+// `onDisk`: gitignored ones too (turbo's explicit globs), but never node_modules, .vx or dist.
+const ON_DISK_SKIP = new Set(["node_modules", ".vx", "dist"]);
+function walk(dir, onDisk = false) {
   const out = [];
   // Only the directories above guard against a link cycle: one walked through a link elsewhere
   // is still walked where it really is.
@@ -45,8 +47,9 @@ function walk(dir) {
       const a = path.join(abs, entry);
       let st;
       try { st = fs.statSync(a); } catch { continue; }
-      if (st.isDirectory()) { if (!IGNORED_DIRS.has(entry) && entry !== ".git") go(a, r, below); }
-      else if (!ignored(r, a)) out.push(r);
+      const skip = onDisk ? ON_DISK_SKIP : IGNORED_DIRS;
+      if (st.isDirectory()) { if (!skip.has(entry) && entry !== ".git") go(a, r, below); }
+      else if (onDisk || !ignored(r, a)) out.push(r);
     }
   })(dir, "", new Set());
   return out.sort();
@@ -85,7 +88,7 @@ function select(files, globs, classes) {
 
 // What the task declares: its vx.config.json, or (a turbo.json-only workspace) the root turbo.json.
 // Root-relative inputs: vx's inputs.workspaceFiles, turbo's $TURBO_ROOT$/ prefix.
-let globs, envNames, rootGlobs, classes = false;
+let globs, envNames, rootGlobs, classes = false, explicit = [];
 if (fs.existsSync("vx.config.json")) {
   const task = JSON.parse(fs.readFileSync("vx.config.json", "utf8")).tasks.build;
   globs = task.cache.inputs.files;
@@ -99,16 +102,20 @@ if (fs.existsSync("vx.config.json")) {
   rootGlobs = all.filter((g) => g.startsWith("$TURBO_ROOT$/")).map((g) => g.slice("$TURBO_ROOT$/".length));
   envNames = task.env || [];
   classes = true;
+  explicit = (task.inputs || []).filter((g) => g !== "$TURBO_DEFAULT$" && !g.startsWith("$TURBO_ROOT$/"));
 }
 
 const lines = [`task ${name} salt ${salt}`];
 const all = walk(".");
 // A literal input names its file even when git ignores it (a declared .env is read).
 const literal = globs.filter((g) => !g.startsWith("!") && !/[*?{[]/.test(g) && fs.existsSync(g) && fs.statSync(g).isFile());
-const chosen = [...new Set([...select(all, globs, classes), ...literal])].sort();
+// turbo: every glob but $TURBO_DEFAULT$ matches the files on disk, gitignored ones included.
+const turboOnDisk = explicit.some((g) => !g.startsWith("!"))
+  ? select(walk(".", true), [...explicit, ...globs.filter((g) => g.startsWith("!"))], classes) : [];
+const chosen = [...new Set([...select(all, globs, classes), ...literal, ...turboOnDisk])].sort();
 for (const f of chosen) lines.push(`file ${f}`, fs.readFileSync(f, "utf8"));
 if (rootGlobs.length) {
-  for (const f of select(walk(root), rootGlobs, classes)) lines.push(`ws ${f}`, fs.readFileSync(path.join(root, f), "utf8"));
+  for (const f of select(walk(root, classes), rootGlobs, classes)) lines.push(`ws ${f}`, fs.readFileSync(path.join(root, f), "utf8"));
 }
 for (const e of [...envNames].sort()) lines.push(e in process.env ? `env ${e}=${process.env[e]}` : `env ${e} unset`);
 const deps = pkg.dependencies || {};

@@ -699,9 +699,14 @@ class Workspace:
         _, _, classes, globs = self.declared(i)
         if not globs:
             return []
+        # turbo's $TURBO_ROOT$/ globs are explicit: they match the files on disk, ignored ones too
+        if classes:
+            files = walk(self.root, lambda _r, _a: False, skip=("node_modules", ".vx", "dist"))
+        else:
+            files = self.walk(self.root)
         return [
             (rel, (self.root / rel).read_bytes(), kind(self.root / rel))
-            for rel in select(self.walk(self.root), globs, classes)
+            for rel in select(files, globs, classes)
         ]
 
     def reads(self, i: int) -> list[tuple[str, bytes, str]]:
@@ -710,6 +715,15 @@ class Workspace:
         base = self.pdir(i)
         everything = self.walk(base)
         chosen = set(select(everything, globs, classes))
+        if (
+            self.case.turbo
+        ):  # turbo's globs but $TURBO_DEFAULT$ match the files on disk, ignored ones too
+            raw = [g for g in self.task(i).get("inputs") or [] if not g.startswith(ROOT_PREFIX)]
+            explicit = [g for g in raw if g != "$TURBO_DEFAULT$"]
+            if any(not g.startswith("!") for g in explicit):
+                on_disk = walk(base, lambda _rel, _abs: False, skip=("node_modules", ".vx", "dist"))
+                taken_back = [g for g in raw if g.startswith("!")]
+                chosen |= set(select(on_disk, explicit + taken_back, classes))
         for g in globs:  # a literal input is read even when ignored
             if not g.startswith("!") and not re.search(r"[*?{\[]", g) and (base / g).is_file():
                 chosen.add(g)
@@ -967,7 +981,7 @@ def input_menu(turbo: bool, features: frozenset[str]) -> tuple[str, ...]:
     return VX_INPUTS + ((".env",) if "ignored_input" in features else ())
 
 
-def walk(base: Path, ignored) -> list[str]:
+def walk(base: Path, ignored, skip: tuple[str, ...] = IGNORED_DIRS) -> list[str]:
     """Every file under base that `ignored(rel, abs)` keeps, following symlinks (as a compiler
     reads), base-relative, sorted."""
     out: list[str] = []
@@ -982,7 +996,7 @@ def walk(base: Path, ignored) -> list[str]:
             r = f"{rel}/{entry}" if rel else entry
             a = os.path.join(abs_dir, entry)
             if os.path.isdir(a):
-                if entry not in IGNORED_DIRS and entry != ".git":
+                if entry not in skip and entry != ".git":
                     go(a, r, above | {real})
             elif os.path.exists(a) and not ignored(r, a):
                 out.append(r)
