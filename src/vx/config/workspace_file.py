@@ -112,27 +112,23 @@ def validate_workspace(data: Any, file: str) -> WorkspaceConfig:
 
 def _sandbox_trace(value: Any, at: At) -> bool:
     """`sandbox.trace`: false runs every sandboxed task enforced but untraced, unless the task says otherwise."""
-    obj = _object(value, at)
-    _keys(obj, at, SANDBOX)
-    flag = obj.get("trace", True)
-    if not isinstance(flag, bool):
-        at.key("trace").refuse(
-            f"`trace` must be true or false, got {_kind(flag)}",
-            hint='e.g. "sandbox": {"trace": false}',
-        )
-    return flag
+    return _switch(value, at, SANDBOX, "trace", 'e.g. "sandbox": {"trace": false}')
 
 
 def _exclusive_outputs(value: Any, at: At) -> bool:
     """`rules.exclusiveOutputs` (WS-12): false lets a dependant add to its upstream's outputs (LC-18)."""
+    return _switch(
+        value, at, RULES, "exclusiveOutputs", 'e.g. "rules": {"exclusiveOutputs": false}'
+    )
+
+
+def _switch(value: Any, at: At, level, name: str, hint: str) -> bool:
+    """The one boolean `name` of an object at `level` (true when absent)."""
     obj = _object(value, at)
-    _keys(obj, at, RULES)
-    flag = obj.get("exclusiveOutputs", True)
+    _keys(obj, at, level)
+    flag = obj.get(name, True)
     if not isinstance(flag, bool):
-        at.key("exclusiveOutputs").refuse(
-            f"`exclusiveOutputs` must be true or false, got {_kind(flag)}",
-            hint='e.g. "rules": {"exclusiveOutputs": false}',
-        )
+        at.key(name).refuse(f"`{name}` must be true or false, got {_kind(flag)}", hint=hint)
     return flag
 
 
