@@ -541,12 +541,16 @@ async def _stop_group(child: _Child, grace_s: float) -> None:
     if not await _exited_within(child, deadline - time.monotonic()):
         child.signal(signal.SIGKILL)
         await _exited_within(child, None)
-    await _sweep(child, deadline)
+    if not await _group_gone_by(child, deadline):
+        child.signal(signal.SIGKILL)
+        await _group_gone_by(child, time.monotonic() + REAP_AFTER_KILL_S)
 
 
-async def _sweep(child: _Child, deadline: float) -> None:
-    """SIGKILL what is left of the group when the grace ends: a grandchild may ignore SIGTERM.
+async def _group_gone_by(child: _Child, deadline: float) -> bool:
+    """Wait until no member of the group runs, or the deadline passes; True when it is gone.
 
+    A grandchild may ignore SIGTERM, and a SIGKILLed one still runs until its exit path ends
+    (kill(2) returns before): vx returns only once nothing the task started can still write.
     There is no event for the death of processes that are not our children, so this polls,
     and only on the stop path.
     """
@@ -554,10 +558,10 @@ async def _sweep(child: _Child, deadline: float) -> None:
     while group_alive(child.pid):
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            child.signal(signal.SIGKILL)
-            return
+            return False
         await asyncio.sleep(min(delay, remaining))
         delay = min(delay * 2, 0.1)
+    return True
 
 
 async def _stop_despite_cancel(child: _Child, grace_s: float) -> None:
