@@ -39,13 +39,15 @@ if TYPE_CHECKING:
     import asyncio
     import subprocess
 
+    from vx.engine.incremental import Kept
     from vx.files.index import FileIndex, Snapshot
     from vx.model import CacheRetention, HashRecord, ProjectConfig
     from vx.store.layered import LayeredStore
     from vx.store.local import Entry, LocalStore
 
-    # a first-wave process: (popen, started (monotonic), started_ns, its inputs' snapshot)
-    Early = tuple[subprocess.Popen[bytes], float, int, Snapshot | None]
+    # a first-wave process: (popen, started (monotonic), started_ns, its inputs' snapshot, the
+    # outputs kept for an incremental tool)
+    Early = tuple[subprocess.Popen[bytes], float, int, Snapshot | None, Kept | None]
 
 SIGNAL_EXITS: dict[int, int] = {
     signal.SIGINT: EXIT_SIGINT,
@@ -655,10 +657,16 @@ async def _walk(
         {k: v for k, v in prep.hits.items() if k not in lane.damaged} if lane.damaged else prep.hits
     )
     slots = PrioritySlots(prep.concurrency)
-    adopted: dict[TaskId, tuple[executor._Child, float, int, Snapshot | None]] = {}
+    adopted: dict[TaskId, tuple[executor._Child, float, int, Snapshot | None, Kept | None]] = {}
     for tid in list(early or ()):  # popped as adopted: the caller kills only what is left
-        popen, started_at, started_ns, snapshot = early.pop(tid)
-        adopted[tid] = (executor._Child.adopt(popen, table), started_at, started_ns, snapshot)
+        popen, started_at, started_ns, snapshot, kept = early.pop(tid)
+        adopted[tid] = (
+            executor._Child.adopt(popen, table),
+            started_at,
+            started_ns,
+            snapshot,
+            kept,
+        )
     slots.take(len(adopted))
     ctx = RunContext(
         root=prep.ws.root,
@@ -782,7 +790,8 @@ def _start_first_wave(prep: Prepared, lane, emit: Emit) -> dict[TaskId, Early]:
     (~15 ms) overlaps them (docs/optimizations.md #25). Only plain misses qualify: every
     dependency settled by the hit lane, no sandbox, no remote layer that might still serve it; at
     most `concurrency` of them, in the walk's order. Each is prepared as the rebuilder would —
-    its inputs snapshot for KEY-21, outputs wiped (EX-06), its start told — and the walk adopts
+    its inputs snapshot for KEY-21, outputs wiped (EX-06) or kept for an incremental tool, its
+    start told — and the walk adopts
     the processes. {task: (popen, started (monotonic), started_ns, snapshot)}; a command that
     cannot start is left to the walk, which reports why."""
     from vx.engine import spawn
@@ -822,14 +831,17 @@ def _start_first_wave(prep: Prepared, lane, emit: Emit) -> dict[TaskId, Early]:
                 plan.inputs, node.project_dir, plan.record.package_json
             )
         started_ns = time.time_ns()
+        kept = None
         if outputs is not None:
-            outputs.wipe(prep.ws.root)
+            from vx.engine import incremental
+
+            kept = incremental.prepare(prep.ws.root, outputs, prep.store, str(tid))
         started_at = time.monotonic()
         try:
             popen = spawn.start(plan.command or "", prep.ws.root / node.project_dir, plan.env)
         except (OSError, ValueError):
             continue
-        early[tid] = (popen, started_at, started_ns, snapshot)
+        early[tid] = (popen, started_at, started_ns, snapshot, kept)
         emit(TaskStarted(tid, plan.command or "", 1))
     return early
 

@@ -353,6 +353,27 @@ class LocalStore:
                 return False
         return True
 
+    def entry_on_disk(self, task_id: str, current: Collection[str]) -> Entry | None:
+        """The entry of `task_id` the workspace holds exactly (the up-to-date check against its
+        newest few entries), or None: what a miss may keep incremental state from. Off the warm
+        path; touches nothing."""
+        with self._lock:
+            keys = [
+                row[0]
+                for row in self._db.execute(
+                    "SELECT hash FROM entries WHERE task_id=? ORDER BY accessed_at DESC LIMIT 8",
+                    (task_id,),
+                )
+            ]
+            rows, outputs = self._select(keys)
+        empty: tuple[list, list] = ([], [])
+        for row in rows:
+            files, stamps = outputs.get(row[0], empty)
+            entry = Entry(row[0], row[1], row[2], tuple(files), *row[3:], stamps=tuple(stamps))  # type: ignore[misc]  # row[3:] ends at crc
+            if self.is_up_to_date(entry, current):
+                return entry
+        return None
+
     def expected_outputs(
         self, entry: Entry
     ) -> list[tuple[str, tuple[int, int, int, int, int]]] | None:
