@@ -218,3 +218,67 @@ def test_incr_restored_outputs_are_kept_for_the_next_edit(ws):
     assert emitted(run, "lib") >= {"dist/src/c.js"}
     assert "dist/src/a.js" not in emitted(run, "lib")
     same_as_clean(outputs(ws, "lib"), clean_build(ws, "lib"))
+
+
+def test_incr_a_cache_taken_out_of_the_outputs_is_neither_wiped_nor_saved(repo):
+    """As turbo advises for Next.js: `.next/**` with `!.next/cache/**` keeps the tool's cache
+    across a miss's wipe and out of the entry (docs/caching.md § Incremental tools)."""
+    command = (
+        "node -e \"const fs=require('fs');fs.mkdirSync('.next/cache',{recursive:true});"
+        "const runs=fs.existsSync('.next/cache/runs')?fs.readFileSync('.next/cache/runs','utf8'):'';"
+        "fs.writeFileSync('.next/cache/runs',runs+'x');"
+        "fs.writeFileSync('.next/page.js',fs.readFileSync('src/page.js'))\""
+    )
+    task = {
+        "exec": {"command": command},
+        "cache": {
+            "inputs": {"files": ["src/**"]},
+            "outputs": {"files": [".next/**", "!.next/cache/**"]},
+        },
+    }
+    repo.write(
+        npm_workspace({"web": {"tasks": {"build": task}, "files": {"src/page.js": "1;"}}})
+    ).commit()
+    web = repo.root / "packages/web"
+    assert repo.vx("run", "build").code == 0
+    (web / "src/page.js").write_text("2;")
+    assert repo.vx("run", "build").statuses()["web#build"] == ("success", "miss")
+    assert (web / ".next/cache/runs").read_text() == "xx"  # not wiped before the second run
+    shutil.rmtree(web / ".next")
+    restored = repo.vx("run", "build")
+    assert restored.statuses()["web#build"] == ("success", "local")
+    assert (web / ".next/page.js").read_text() == "2;"
+    assert not (web / ".next/cache").exists()  # not in the entry
+
+
+def test_incr_an_emit_root_that_moves_leaves_no_output_behind(repo):
+    """Without `composite` or `rootDir`, tsc roots its emit at the sources' common directory: a
+    first file outside `src` moves `dist/a.js` to `dist/src/a.js`, and tsc leaves the old one. A
+    kept run whose common directory moved is built again on wiped outputs."""
+    config = {
+        "compilerOptions": {"incremental": True, "outDir": "dist", "target": "ES2020"},
+        "include": ["src", "extra"],
+    }
+    task = tsc_task(f"{TSC} -p tsconfig.json", deps=())
+    task["cache"]["inputs"]["files"].append("extra/**")
+    repo.write(
+        npm_workspace(
+            {
+                "lib": {
+                    "tasks": {"build": task},
+                    "files": {"tsconfig.json": config, "src/a.ts": "export const a = 1;\n"},
+                }
+            }
+        )
+    ).commit()
+    (repo.root / "node_modules").mkdir(exist_ok=True)
+    os.symlink(installed("typescript"), repo.root / "node_modules" / "typescript")
+    assert build(repo).code == 0
+    dist = repo.root / "packages/lib/dist"
+    assert (dist / "a.js").exists()
+    (repo.root / "packages/lib/extra").mkdir()
+    (repo.root / "packages/lib/extra/b.ts").write_text("export const b = 2;\n")
+    run = build(repo)
+    assert run.code == 0, run.err
+    assert "common directory moved" in run.err
+    assert (dist / "src/a.js").exists() and not (dist / "a.js").exists()

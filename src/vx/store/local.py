@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 SCHEMA_VERSION = "py-2"
 DB_NAME = "cache.db"
 LOG_HALF = 8 << 20  # LC-10: keep the first and the last 8 MiB of a task's log
+_TOUCHED_READ = 16  # touched outputs a miss compares by content before it wipes instead
 
 _TABLES = {
     "entries": "CREATE TABLE entries (hash TEXT PRIMARY KEY, task_id TEXT NOT NULL,"
@@ -367,12 +368,49 @@ class LocalStore:
             ]
             rows, outputs = self._select(keys)
         empty: tuple[list, list] = ([], [])
+        present = set(current)
         for row in rows:
             files, stamps = outputs.get(row[0], empty)
             entry = Entry(row[0], row[1], row[2], tuple(files), *row[3:], stamps=tuple(stamps))  # type: ignore[misc]  # row[3:] ends at crc
-            if self.is_up_to_date(entry, current):
+            if len(present) != len(entry.files) or any(f.path not in present for f in files):
+                continue
+            if self._holds(entry):
                 return entry
         return None
+
+    def _holds(self, entry: Entry) -> bool:
+        """Whether each output file on disk is the entry's: current by its stamp, or — a file
+        another tool touched (`tsc -b` updates the timestamps of the projects it references) —
+        the same size and mode and, read back from the artifact, the same bytes."""
+        touched = []
+        for f, stamp in zip(entry.files, entry.stamps):
+            try:
+                st = os.lstat(self._root_prefix + f.path)
+            except OSError:
+                return False
+            if stamp is not None and output_stat(st) == (
+                stat.S_IFREG | f.mode,
+                f.size,
+                f.mtime_ms,
+                *stamp,
+            ):
+                continue
+            if st.st_mode != stat.S_IFREG | f.mode or st.st_size != f.size:
+                return False
+            touched.append(f.path)
+        if not touched:
+            return True
+        if len(touched) > _TOUCHED_READ:
+            return False
+        try:
+            saved = unpacking.read_outputs(self.artifact(entry.key), set(touched))
+            for path in touched:
+                with open(self._root_prefix + path, "rb") as disk:
+                    if saved.get(path) != disk.read():
+                        return False
+        except (OSError, ArchiveError):
+            return False
+        return True
 
     def expected_outputs(
         self, entry: Entry
