@@ -835,7 +835,10 @@ def _start_first_wave(prep: Prepared, lane, emit: Emit) -> dict[TaskId, Early]:
         if outputs is not None:
             from vx.engine import incremental
 
-            kept = incremental.prepare(prep.ws.root, outputs, prep.store, str(tid))
+            if prep.policy.read:  # --force builds from wiped outputs
+                kept = incremental.prepare(prep.ws.root, outputs, prep.store, str(tid))
+            else:
+                outputs.wipe(prep.ws.root)
         started_at = time.monotonic()
         try:
             popen = spawn.start(plan.command or "", prep.ws.root / node.project_dir, plan.env)

@@ -282,3 +282,25 @@ def test_incr_an_emit_root_that_moves_leaves_no_output_behind(repo):
     assert run.code == 0, run.err
     assert "common directory moved" in run.err
     assert (dist / "src/a.js").exists() and not (dist / "a.js").exists()
+
+
+def test_incr_a_touched_build_info_is_still_kept_but_changed_bytes_are_not(ws):
+    """`tsc -b` updates the timestamps of the projects it references (another task's outputs):
+    a build info touched with its bytes unchanged is still the entry's, and the next miss stays
+    incremental. An output rewritten with other bytes of the same size is not: wiped, rebuilt."""
+    assert build(ws).code == 0
+    info = ws.root / "packages/lib/dist/tsconfig.tsbuildinfo"
+    os.utime(info, ns=(info.stat().st_atime_ns, info.stat().st_mtime_ns + 5_000_000_000))
+    (ws.root / "packages/lib/src/a.ts").write_text("export const a: number = 4;\n")
+    touched = build(ws)
+    assert touched.code == 0, touched.err
+    assert "dist/src/c.js" not in emitted(touched, "lib")  # kept
+    same_as_clean(outputs(ws, "lib"), clean_build(ws, "lib"))
+
+    c = ws.root / "packages/lib/dist/src/c.js"
+    c.write_bytes(c.read_bytes().replace(b"'c'", b"'x'"))  # same size, other bytes
+    (ws.root / "packages/lib/src/a.ts").write_text("export const a: number = 5;\n")
+    changed = build(ws)
+    assert changed.code == 0, changed.err
+    assert "dist/src/c.js" in emitted(changed, "lib")  # wiped: from scratch
+    same_as_clean(outputs(ws, "lib"), clean_build(ws, "lib"))

@@ -474,11 +474,11 @@ async def _attempts(
                 proc, violations = await _run_once(ctx, node, plan, started=(early[0], early[1]))
             else:
                 kept = None
-                if wipe and plan.outputs is not None and attempt == 1:
+                if wipe and plan.outputs is not None and attempt == 1 and ctx.policy.read:
                     kept = await asyncio.to_thread(
                         incremental.prepare, ctx.root, plan.outputs, ctx.store, str(node.id)
                     )
-                elif wipe and plan.outputs is not None:  # a retry starts clean (EX-06)
+                elif wipe and plan.outputs is not None:  # a retry or --force starts clean (EX-06)
                     await asyncio.to_thread(plan.outputs.wipe, ctx.root)
                 ctx.emit(TaskStarted(node.id, plan.command or "", attempt, terminal=terminal))
                 launch = (
