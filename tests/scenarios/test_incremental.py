@@ -304,3 +304,11 @@ def test_incr_a_touched_build_info_is_still_kept_but_changed_bytes_are_not(ws):
     assert changed.code == 0, changed.err
     assert "dist/src/c.js" in emitted(changed, "lib")  # wiped: from scratch
     same_as_clean(outputs(ws, "lib"), clean_build(ws, "lib"))
+
+
+def test_incr_force_builds_from_wiped_outputs(ws):
+    assert build(ws).code == 0
+    (ws.root / "packages/lib/src/a.ts").write_text("export const a: number = 6;\n")
+    forced = ws.vx("run", "build", "--all", "--force", "--output-logs=full")
+    assert forced.code == 0, forced.err
+    assert "dist/src/c.js" in emitted(forced, "lib")
