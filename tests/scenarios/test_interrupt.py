@@ -26,7 +26,7 @@ def start(repo, *args):
     )
 
 
-def wait_for(path, timeout=15.0):
+def wait_for(path, timeout=120.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if path.exists() and path.read_text().strip():
@@ -72,7 +72,7 @@ def test_ctrl_c_kills_every_process_group_within_3s(repo):
     make(repo)
     proc = start(repo, "build", "--all", "--concurrency", "2")
     pids_file = repo.root / "pids"
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 120
     while (
         time.monotonic() < deadline
         and len(pids_file.read_text().split() if pids_file.exists() else []) < 4
@@ -82,7 +82,7 @@ def test_ctrl_c_kills_every_process_group_within_3s(repo):
     assert len(pids) == 4
     t0 = time.monotonic()
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=10)
+    out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     deadline = t0 + 3
     while time.monotonic() < deadline and any(alive(p) for p in pids):
@@ -97,7 +97,7 @@ def test_sigterm_exits_143(repo):
     proc = start(repo, "build", "--all")
     wait_for(repo.root / "pids")
     proc.send_signal(signal.SIGTERM)
-    proc.communicate(timeout=10)
+    proc.communicate(timeout=60)
     assert proc.returncode == 143
 
 
@@ -151,12 +151,12 @@ def test_ctrl_c_while_the_first_wave_runs_before_the_walk_stops_it(repo, tmp_pat
         text=True,
     )
     (pid,) = [int(p) for p in wait_for(repo.root / "pid")]
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 120
     while not gap.exists() and time.monotonic() < deadline:
         time.sleep(0.02)
     assert gap.exists() and alive(pid)  # the task runs, and asyncio is not loaded yet
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=20)
+    out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert not alive(pid) and not (repo.root / "finished").exists()
     assert "Traceback" not in err and list((repo.root / ".vx" / "cache").glob("*.tar.zst")) == []
