@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from conftest import SRC, npm_workspace
 
@@ -106,8 +107,11 @@ import os, sys, time
 class SlowAsyncio:  # holds the run between starting its first wave and loading asyncio
     def find_spec(self, name, path=None, target=None):
         if name == "asyncio" and os.environ.get("VX_TEST_IN_GAP"):
-            open(os.environ.pop("VX_TEST_IN_GAP"), "w").close()
-            time.sleep(3)
+            gap = os.environ.pop("VX_TEST_IN_GAP")
+            open(gap, "w").close()
+            deadline = time.monotonic() + 120
+            while not os.path.exists(gap + ".go") and time.monotonic() < deadline:
+                time.sleep(0.01)  # until the test has sent its Ctrl-C
         return None
 sys.meta_path.insert(0, SlowAsyncio())
 """
@@ -156,6 +160,7 @@ def test_ctrl_c_while_the_first_wave_runs_before_the_walk_stops_it(repo, tmp_pat
         time.sleep(0.02)
     assert gap.exists() and alive(pid)  # the task runs, and asyncio is not loaded yet
     proc.send_signal(signal.SIGINT)
+    Path(f"{gap}.go").touch()
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert not alive(pid) and not (repo.root / "finished").exists()
