@@ -37,6 +37,7 @@ _run_dir = ""  # the run's cgroup, parent of one cgroup per task
 _seq = 0
 _cgroups: dict[int, str] = {}  # a task shell's pid -> its cgroup directory
 _marks: dict[int, str] = {}  # a task shell's pid -> its VX_RUN_TASK (subreaper mode)
+_run_marks: set[str] = set()  # every mark of the run, for its end (subreaper mode)
 _orphans: set[int] = set()  # orphans seen alive: ours to reap once they die (subreaper mode)
 _V2_MOUNTS = ("/sys/fs/cgroup", "/sys/fs/cgroup/unified")  # unified: the v1/v2 hybrid layout
 
@@ -88,12 +89,13 @@ def bind(pid: int, path: str, env: Mapping[str, str]) -> None:
         _cgroups[pid] = path
     elif _mode == SUBREAPER and env.get("VX_RUN_TASK"):
         _marks[pid] = env["VX_RUN_TASK"]
+        _run_marks.add(env["VX_RUN_TASK"])
 
 
 def forget(pid: int, path: str = "") -> None:
     """The task whose shell was `pid` is over and nothing of it runs (or it never started, and
-    `path` is the cgroup made for it): drop its cgroup."""
-    _marks.pop(pid, None)
+    `path` is the cgroup made for it): drop its cgroup. A mark stays for the run: a subreaper
+    cannot cheaply tell whether the task left orphans, so a cached task's settling asks later."""
     path = _cgroups.pop(pid, path)
     if path:
         _remove(path)
@@ -103,8 +105,13 @@ def tracked(pid: int) -> bool:
     return pid in _cgroups or pid in _marks
 
 
-def alive(pid: int) -> bool:
-    """Whether a process the task (shell `pid`) started, outside its process group, still runs."""
+def alive(pid: int, thorough: bool = True) -> bool:
+    """Whether a process the task (shell `pid`) started, outside its process group, still runs.
+
+    With a cgroup this is one read. A subreaper has to look through /proc, so the check after
+    every task's exit (`thorough=False`) leaves that to the end of the run (orphans()); a cached
+    task's settling, whose outputs are read next, and the stop paths ask in full.
+    """
     path = _cgroups.get(pid)
     if path is not None:
         try:
@@ -112,7 +119,18 @@ def alive(pid: int) -> bool:
                 return b"populated 1" in file.read()
         except OSError:
             return False
-    return bool(_marks.get(pid)) and bool(_strays(pid))
+    return thorough and bool(_marks.get(pid)) and bool(_strays({_marks[pid]}, pid))
+
+
+def orphans() -> list[int]:
+    """Subreaper mode: every process any task of the run left outside its group that still runs
+    (one look through /proc, at the end of the run; none when nothing was orphaned)."""
+    return _strays(_run_marks, 0) if _run_marks else []
+
+
+def signal_orphans(sig: int) -> None:
+    for member in orphans():
+        _kill(member, sig)
 
 
 def signal_all(pid: int, sig: int) -> None:
@@ -128,7 +146,7 @@ def signal_all(pid: int, sig: int) -> None:
             _write(path + "/cgroup.freeze", b"0")  # a frozen process still dies of SIGKILL
         return
     if _marks.get(pid):
-        for member in _strays(pid):
+        for member in _strays({_marks[pid]}, pid):
             _kill(member, sig)
 
 
@@ -143,17 +161,19 @@ def _members(path: str) -> list[int]:
     return pids
 
 
-def _strays(pid: int) -> list[int]:
-    """Subreaper mode: the running processes of the task whose shell is `pid` (or was, once
-    reaped): its descendants, and vx's orphaned children that carry the task's mark, with theirs.
-    Orphans seen here are reaped once dead, so that no zombie stays vx's child."""
-    mark = _marks.get(pid)
+def _strays(marks: set[str], pid: int) -> list[int]:
+    """Subreaper mode: the running processes that descend from the task shell `pid` (0: none),
+    or from vx's orphaned children whose mark is in `marks`. Orphans seen here are reaped once
+    dead, so that no zombie stays vx's child."""
+    if pid == 0 or not _running(pid):
+        if _orphaned(marks) is False:
+            return []  # vx's children, listed by the kernel, hold no orphan of these tasks
     table = _process_table()
     me = os.getpid()
     shells = set(_marks) | set(_cgroups)
     roots = {pid} if pid in table else set()
     for other, (ppid, _, _) in table.items():
-        if ppid == me and other not in shells and _mark_of(other) == mark:
+        if ppid == me and other not in shells and _mark_of(other) in marks:
             roots.add(other)
             _orphans.add(other)
     children: dict[int, list[int]] = {}
@@ -168,6 +188,31 @@ def _strays(pid: int) -> list[int]:
     found.discard(pid)  # the shell itself is the executor's
     _reap_orphans()
     return [p for p in found if table[p][2] not in "ZX"]
+
+
+def _orphaned(marks: set[str]) -> bool | None:
+    """Whether one of vx's children carries a mark in `marks` and is no task shell; None when the
+    kernel does not list children (CONFIG_PROC_CHILDREN), and only /proc as a whole can tell."""
+    kids = []
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/children", "rb") as file:
+                kids += [int(word) for word in file.read().split()]
+    except FileNotFoundError:
+        return None
+    except OSError:
+        pass
+    shells = set(_marks) | set(_cgroups)
+    return any(kid not in shells and _mark_of(kid) in marks for kid in kids)
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            stat = file.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2 :][:1] not in (b"Z", b"X")
 
 
 def _reap_orphans() -> None:

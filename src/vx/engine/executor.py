@@ -105,6 +105,7 @@ class ProcessTable:
         for child in list(self._live.values()):
             child.signal(signal.SIGKILL)
         self._signal_lingering(signal.SIGKILL)
+        descendants.signal_orphans(signal.SIGKILL)
 
     async def shutdown(self, grace_s: float) -> None:
         """Terminate every group, wait up to `grace_s` for them to end, kill the rest."""
@@ -115,6 +116,17 @@ class ProcessTable:
             await self._wait_empty(REAP_AFTER_KILL_S)
             await self._wait_lingering(time.monotonic() + REAP_AFTER_KILL_S)
         self._signal_lingering(0)  # forgets what is gone
+        await self._stop_orphans(grace_s)
+
+    async def _stop_orphans(self, grace_s: float) -> None:
+        """A subreaper's orphans (what tasks left outside their groups) end with the run too."""
+        for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, REAP_AFTER_KILL_S)):
+            if not descendants.orphans():
+                return
+            descendants.signal_orphans(sig)
+            deadline = time.monotonic() + wait_s
+            while descendants.orphans() and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
 
     async def _wait_lingering(self, deadline: float) -> bool:
         while any(child.running() for child in self._lingering.values()):
@@ -243,7 +255,7 @@ class _Child:
 
     def present(self) -> bool:
         """Like running(), but one kill(2) in the usual case; a zombie in the group counts."""
-        return _killpg_probe(self.pid) or descendants.alive(self.pid)
+        return _killpg_probe(self.pid) or descendants.alive(self.pid, thorough=False)
 
     def release(self) -> None:
         """Nothing of the task is left: the warden forgets its group, its cgroup goes."""
@@ -514,10 +526,11 @@ async def _settle_group(child: _Child, grace_s: float) -> str | None:
     after its outputs are read; stop what is left after the grace. None when nothing had to be
     stopped, else the signal it took. There is no event for the death of processes that are not
     our children, so this polls, and only when the shell left some behind."""
-    if not child.present() or not child.running():
+    in_group = _killpg_probe(child.pid) and group_alive(child.pid)
+    if not in_group and not descendants.alive(child.pid):
         if child.table._lingering.pop(child.pid, None) is not None:
             child.release()
-        return None  # the usual case: one failed kill(2) (and one read with a cgroup)
+        return None  # the usual case: one failed kill(2), and one read with a cgroup
     stopped = None
     for sig in (None, signal.SIGTERM, signal.SIGKILL):
         if sig is not None:
