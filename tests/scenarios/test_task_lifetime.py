@@ -189,7 +189,7 @@ def test_item7_detached_writer_is_stopped_before_the_save(repo, tracking):
     the outputs, so the entry is exactly what is on disk and nothing lands after the save."""
     cmd = (
         "mkdir -p dist && echo early > dist/a.txt && "
-        "setsid sh -c 'trap \"echo late > dist/late.txt; exit 0\" TERM; "
+        'setsid sh -c \'trap "echo late > dist/late.txt; exit 0" TERM; '
         "echo $$ > ../../term.pid; while :; do sleep 0.05; done' >/dev/null 2>&1 & "
         "setsid sh -c 'echo $$ > ../../detached.pid; "
         "while [ ! -e ../../gate ]; do sleep 0.01; done; echo gated > dist/gated.txt; "
@@ -198,7 +198,12 @@ def test_item7_detached_writer_is_stopped_before_the_save(repo, tracking):
     )
     repo.write(
         npm_workspace(
-            {"app": {"tasks": {"build": build_task(deps=(), command=cmd)}, "files": {"src/a.js": "A;"}}}
+            {
+                "app": {
+                    "tasks": {"build": build_task(deps=(), command=cmd)},
+                    "files": {"src/a.js": "A;"},
+                }
+            }
         )
     ).commit()
     res = repo.vx("run", "build", "--all", env=tracking)

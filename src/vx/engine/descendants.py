@@ -101,10 +101,6 @@ def forget(pid: int, path: str = "") -> None:
         _remove(path)
 
 
-def tracked(pid: int) -> bool:
-    return pid in _cgroups or pid in _marks
-
-
 def alive(pid: int, thorough: bool = True) -> bool:
     """Whether a process the task (shell `pid`) started, outside its process group, still runs.
 
@@ -134,20 +130,30 @@ def signal_orphans(sig: int) -> None:
 
 
 def signal_all(pid: int, sig: int) -> None:
-    """Send `sig` to every process of the task (shell `pid`), detached ones included."""
+    """Send `sig` to the processes of the task (shell `pid`) that left its process group; SIGKILL
+    to all of them. The caller signals the group itself: a polite signal arrives once."""
     path = _cgroups.get(pid)
     if path is not None:
         if sig == signal.SIGKILL and _write(path + "/cgroup.kill", b"1"):
             return
         frozen = sig == signal.SIGKILL and _write(path + "/cgroup.freeze", b"1")
         for member in _members(path):  # no member can fork meanwhile when frozen
-            _kill(member, sig)
+            if sig == signal.SIGKILL or _pgid(member) != pid:
+                _kill(member, sig)
         if frozen:
             _write(path + "/cgroup.freeze", b"0")  # a frozen process still dies of SIGKILL
         return
     if _marks.get(pid):
         for member in _strays({_marks[pid]}, pid):
-            _kill(member, sig)
+            if sig == signal.SIGKILL or _pgid(member) != pid:
+                _kill(member, sig)
+
+
+def _pgid(pid: int) -> int:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return 0
 
 
 def _members(path: str) -> list[int]:
@@ -228,7 +234,7 @@ def _reap_orphans() -> None:
 
 def _process_table() -> dict[int, tuple[int, int, str]]:
     """pid -> (ppid, pgid, state) for every process in /proc."""
-    table = {}
+    table: dict[int, tuple[int, int, str]] = {}
     try:
         entries = os.listdir("/proc")
     except OSError:

@@ -70,7 +70,8 @@ class ProcessTable:
     process group once (EX-11), and the run may not end while a group it started lives.
     A group leaves the live set when its shell is reaped; if members remain (a background
     child that outlived its shell), the group lingers until the run shuts down, so that no
-    process a task started survives the run.
+    process a task started survives the run. "Members" include what left the group on purpose
+    (`setsid`): engine/descendants.py finds those, by cgroup or as vx's orphans.
     """
 
     def __init__(self) -> None:
@@ -276,7 +277,9 @@ class _Child:
         )
         aborted = self.table.stopping
         self.table._discard(self)
-        if not self.present():  # members that outlive the shell (or their zombies) stay the warden's
+        if (
+            not self.present()
+        ):  # members that outlive the shell (or their zombies) stay the warden's
             self.release()
         if not self.exited.done():
             self.exited.set_result((status, rusage, aborted))
@@ -579,7 +582,7 @@ async def _stop_group(child: _Child, grace_s: float) -> None:
     if not await _exited_within(child, deadline - time.monotonic()):
         child.signal(signal.SIGKILL)
         await _exited_within(child, None)
-    elif child.present():  # the shell is gone: what it left outside its group gets SIGTERM too
+    else:  # the shell is gone: what it left outside its group gets SIGTERM too
         descendants.signal_all(child.pid, signal.SIGTERM)
     if not await _group_gone_by(child, deadline):
         child.signal(signal.SIGKILL)
