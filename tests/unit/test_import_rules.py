@@ -17,8 +17,9 @@ ALLOWED = {
     "plan.environment": {"errors", "workspace.frameworks"},
     "engine.scheduler": {"model", "events"},
     "engine.verdicts": {"model"},
-    "engine.executor": {"model", "errors", "engine.spawn"},
-    "engine.spawn": set(),
+    "engine.executor": {"model", "errors", "engine.spawn", "engine.descendants"},
+    "engine.spawn": {"engine.descendants"},
+    "engine.descendants": set(),
     "workspace.discover": {
         "model",
         "errors",
@@ -107,6 +108,7 @@ LEAVES = {
     "runlock",
     "fastpath.receipt",
     "engine.spawn",
+    "engine.descendants",
     "engine.masking",
     "files.lockfile",
 }
