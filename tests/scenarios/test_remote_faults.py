@@ -9,6 +9,7 @@ import io
 import json
 import tarfile
 
+import pytest
 import zstandard
 from remote_servers import (
     CANARY,
@@ -184,9 +185,10 @@ def hostile_artifact(key: str, name: str) -> bytes:
     return zstandard.ZstdCompressor().compress(raw.getvalue())
 
 
+@pytest.mark.feature("RC-05")
 def test_artifact_with_a_dotdot_entry_is_refused_and_writes_nothing(
     repo, tmp_path, turbo_server, team
-):  # RC-05
+):
     repo.write(shop_files({"turbo": {"team": team}})).commit()
     env = turbo_env(turbo_server.url, team)
     keys = keys_of(repo, env)
@@ -202,7 +204,8 @@ def test_artifact_with_a_dotdot_entry_is_refused_and_writes_nothing(
     assert not list(tmp_path.rglob("evil.txt"))
 
 
-def test_oversized_artifact_is_not_downloaded(repo, tmp_path, turbo_server, team):  # RC-05
+@pytest.mark.feature("RC-05")
+def test_oversized_artifact_is_not_downloaded(repo, tmp_path, turbo_server, team):
     repo.write(
         shop_files({"turbo": {"team": team}, "upload": "always", "maxArtifactSize": 64})
     ).commit()

@@ -136,7 +136,8 @@ def refused(
 # ---------------------------------------------------------------- round trips
 
 
-def test_round_trip_restores_bytes_modes_mtimes_and_log_order_lc09(tmp_path, out):
+@pytest.mark.feature("LC-09")
+def test_round_trip_restores_bytes_modes_mtimes_and_log_order(tmp_path, out):
     ws = tmp_path / "ws"
     write(ws, "dist/a.js", b"console.log(1)\n", 0o644, 1_700_000_000_123)
     write(ws, "dist/bin/cli", b"#!/bin/sh\n", 0o755, 0)
@@ -227,7 +228,8 @@ def test_restore_replaces_an_existing_file_and_a_symlink_at_the_output_path(tmp_
 # ---------------------------------------------------------------- symlinked outputs at save (LC-08)
 
 
-def test_symlinked_output_is_stored_as_its_target_bytes_lc08(tmp_path, out):
+@pytest.mark.feature("LC-08")
+def test_symlinked_output_is_stored_as_its_target_bytes(tmp_path, out):
     ws = tmp_path / "ws"
     write(ws, "dist/real.js", b"real bytes", 0o755)
     os.symlink("real.js", ws / "dist/link.js")
@@ -242,7 +244,8 @@ def test_symlinked_output_is_stored_as_its_target_bytes_lc08(tmp_path, out):
     assert os.lstat(out / "dist/link.js").st_mode & 0o777 == 0o755
 
 
-def test_a_symlinked_output_is_followed_only_to_another_output_lc08(
+@pytest.mark.feature("LC-08")
+def test_a_symlinked_output_is_followed_only_to_another_output(
     tmp_path,
 ):  # sandbox escapes item 3
     ws = tmp_path / "ws"
@@ -262,6 +265,7 @@ def test_a_symlinked_output_is_followed_only_to_another_output_lc08(
         assert "packages/app/dist/leak" in err.value.message
 
 
+@pytest.mark.feature("LC-08")
 @pytest.mark.parametrize(
     "make_link, match",
     [
@@ -271,7 +275,7 @@ def test_a_symlinked_output_is_followed_only_to_another_output_lc08(
     ],
     ids=["to-directory", "dangling", "outside-root"],
 )
-def test_refused_symlinked_outputs_name_the_path_lc08(tmp_path, make_link, match):
+def test_refused_symlinked_outputs_name_the_path(tmp_path, make_link, match):
     ws = tmp_path / "ws"
     (ws / "somedir").mkdir(parents=True)
     (tmp_path / "outside.txt").write_bytes(b"o")

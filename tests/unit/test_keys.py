@@ -3,6 +3,8 @@
 import json
 from pathlib import Path
 
+import pytest
+
 from vx import CACHE_VERSION
 from vx.model import HashRecord, TaskId
 from vx.plan.keys import group_key, select_upstream, task_key
@@ -58,7 +60,8 @@ def test_every_component_moves_the_key():
     assert base not in keys and len(keys) == len(variants)
 
 
-def test_unset_empty_and_unlisted_env_differ():  # KEY-07
+@pytest.mark.feature("KEY-07")
+def test_unset_empty_and_unlisted_env_differ():
     unset = task_key(record(env=(("A", None),)))
     empty = task_key(record(env=(("A", ""),)))
     unlisted = task_key(record(env=()))
@@ -74,11 +77,13 @@ def test_boundaries_are_unambiguous():
     assert f1 != f2
 
 
-def test_group_key_is_order_independent():  # GR-03
+@pytest.mark.feature("GR-03")
+def test_group_key_is_order_independent():
     assert group_key([("a#x", "1"), ("b#y", "2")]) == group_key([("b#y", "2"), ("a#x", "1")])
 
 
-def test_inputs_tasks_filter_last_match_wins():  # KEY-10
+@pytest.mark.feature("KEY-10")
+def test_inputs_tasks_filter_last_match_wins():
     owner = TaskId("app", "test")
     deps = [TaskId("app", "build"), TaskId("lib", "build"), TaskId("lib", "gen")]
     assert select_upstream(owner, deps, None) == deps
