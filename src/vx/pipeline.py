@@ -729,7 +729,8 @@ async def _walk(
 
 
 def _import_asyncio():
-    """`import asyncio` without it loading `ssl` (~7 ms of every run that executes a task).
+    """`import asyncio` without it loading `ssl`, paid by every run that executes a task
+    (docs/optimizations.md #24).
 
     asyncio imports ssl only to offer TLS on its own transports, and treats a missing module as
     a Python built without it (`ssl = None` in base_events, selector_events, sslproto). vx never
@@ -779,7 +780,7 @@ def _install_signals(table, stop: asyncio.Event, stopped_by: list[int]) -> Calla
 
 def _start_first_wave(prep: Prepared, lane, emit: Emit) -> dict[TaskId, Early]:
     """Start the commands the walk would start first, before asyncio is loaded, so that loading it
-    (~15 ms) overlaps them (docs/optimizations.md #25). Only plain misses qualify: every
+    overlaps them (docs/optimizations.md #25). Only plain misses qualify: every
     dependency settled by the hit lane, no sandbox, no remote layer that might still serve it; at
     most `concurrency` of them, in the walk's order. Each is prepared as the rebuilder would —
     its inputs snapshot for KEY-21, outputs wiped (EX-06), its start told — and the walk adopts

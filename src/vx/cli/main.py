@@ -316,8 +316,8 @@ def entry() -> NoReturn:
 
     Everything a run opens is closed before `main` returns — the store (uploads drained), the
     run lock, the sandbox session, every pool and child — so all the interpreter has left to do
-    at exit is free memory object by object: ~20 ms of CPU after a warm run, a fifth of a
-    10-package one. `main` itself still returns normally for callers in-process."""
+    at exit is free memory object by object (docs/optimizations.md #17). `main` itself still
+    returns normally for callers in-process."""
     code = main()
     for stream in (sys.stdout, sys.stderr):
         try:

@@ -78,7 +78,7 @@ def settle(
 
 # key -> (store, outputs, entry) of every restore this process may run; forked workers inherit it.
 _JOBS: dict[str, tuple[Any, Any, Any]] = {}
-FORK_FROM = 128  # restores that pay for forking workers (~10 ms each)
+FORK_FROM = 128  # restores that pay for forking workers (docs/optimizations.md #7)
 BYTES_PER_THREAD = 4 << 20  # compressed artifact bytes that keep one more restore thread busy
 
 
@@ -86,7 +86,7 @@ def _pool(width: int, jobs: int, size_bytes: int):
     """Worker processes when there are enough restores and nothing else runs threads (a fork
     copies only the forking thread); otherwise threads, as many as the bytes to inflate keep
     busy. Small artifacts are Python work under the GIL: a second thread only adds lock
-    handoffs (100 one-file restores: ~50 ms on one thread, ~80 ms on four), while big ones
+    handoffs (docs/optimizations.md #7), while big ones
     spend their time in zstd and in writes, which release it."""
     import threading
 

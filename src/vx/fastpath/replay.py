@@ -188,7 +188,7 @@ def _spawn_git(root: str, commands: list, environ) -> list[list[int]]:
     """Start each noted git command as the listing ran it, stdout to a memfd (three outputs at
     once cannot fill a pipe and stall), stdin and stderr on /dev/null. `posix_spawnp`, not fork:
     forking this process copies its page tables and leaves its memory copy-on-write while git
-    starts (~1.5 ms a command here); `-C root` is git's own "as if started in root", which is
+    starts (docs/optimizations.md #23); `-C root` is git's own "as if started in root", which is
     how the listing runs it (cwd = the root).
 
     One difference, which changes no output: `GIT_OPTIONAL_LOCKS=0`. `git status` otherwise takes
@@ -253,8 +253,9 @@ def _reap(children: list[list[int]]) -> None:
 
 
 def _sqlite():
-    """sqlite3's C module itself: the `sqlite3` package adds only `datetime` adapters (~3 ms of
-    imports) that this replay never uses. The package is the fallback should that ever move."""
+    """sqlite3's C module itself: the `sqlite3` package adds only `datetime` adapters, imports
+    this replay never uses (docs/optimizations.md #26). The package is the fallback should that
+    ever move."""
     try:
         sqlite = _sqlite_module()
         sqlite.connect, sqlite.Error  # noqa: B018 (both must be there)
@@ -265,12 +266,12 @@ def _sqlite():
 
 def _sqlite_module():
     """`_sqlite3`, loaded without `functools`. Its init takes `functools.lru_cache` for the
-    statement cache; `functools` brings `collections`, `operator`, `reprlib`, ... (~3–5 ms here,
-    most of the index's cost in a replay). While it loads, `functools` is a stand-in whose
-    `lru_cache` builds the very wrapper the real one builds (`_functools._lru_cache_wrapper`, the
-    C cache) — without the `cache_info` tuple type and `update_wrapper`'s copied names, which the
-    module never uses. The stand-in leaves `sys.modules` at once: any later `import functools` is
-    the real one."""
+    statement cache; `functools` brings `collections`, `operator`, `reprlib`, ... (most of the
+    index's cost in a replay: docs/optimizations.md #26). While it loads, `functools` is a
+    stand-in whose `lru_cache` builds the very wrapper the real one builds
+    (`_functools._lru_cache_wrapper`, the C cache) — without the `cache_info` tuple type and
+    `update_wrapper`'s copied names, which the module never uses. The stand-in leaves
+    `sys.modules` at once: any later `import functools` is the real one."""
     if "_sqlite3" in sys.modules or "functools" in sys.modules:
         import _sqlite3
 

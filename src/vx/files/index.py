@@ -870,7 +870,7 @@ def fingerprint(root: Path, index: FileIndex, skip: Sequence[str] = ()) -> str:
 
 def _on_path(program: str) -> bool:
     """Whether PATH holds an executable `program`: what `shutil.which` answers, without importing
-    shutil, whose archive support loads bz2 and lzma (~1.5 ms of every run)."""
+    shutil, whose archive support loads bz2 and lzma (docs/optimizations.md #24)."""
     search = os.environ.get("PATH")
     if search is None:
         search = os.confstr("CS_PATH") or os.defpath

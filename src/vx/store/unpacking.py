@@ -7,7 +7,7 @@ as it was. `check` runs the same reader with nothing written (RC-05).
 
 The reader works on plain values (`unpack_plain`): it imports no records, no `pathlib`, no
 `typing`, and the codec without the zstandard package's `__init__`, so a replay restoring
-outputs pays ~1 ms to load it rather than ~35 (docs/optimizations.md #22). `unpack` and
+outputs loads little to read one (docs/optimizations.md #22). `unpack` and
 `check` build the pipeline's records from what it returns.
 """
 
@@ -545,8 +545,9 @@ _scan_json: Callable[[str, int], tuple[Any, int]] | None = None
 
 def _json_value(text: str):
     """`json.loads(text)` through the C scanner `json.loads` itself uses (`_json`), without
-    `json.decoder`, whose regexes cost a replay `re` (~7 ms). Raises ValueError or StopIteration
-    (no value) like the scanner does; falls back to `json.loads` where `_json` is missing."""
+    `json.decoder`, whose regexes cost a replay `re` (docs/optimizations.md #22). Raises
+    ValueError or StopIteration (no value) like the scanner does; falls back to `json.loads`
+    where `_json` is missing."""
     global _scan_json
     if _scan_json is None:
         try:
