@@ -6,6 +6,8 @@
 
 A test named `test_ex05_stop_reaches_the_group` (or `test_stop_reaches_the_group_ex05`, or a def
 line ending in `# EX-05`) becomes `test_stop_reaches_the_group` under `@pytest.mark.feature("EX-05")`.
+A module-level test with no ID of its own, under a section comment naming IDs
+(`# ------ timeouts (EX-05)`), is marked with those; the section comment stays.
 Other text naming an old test name (docs, tests, code) is rewritten to the new name. Running it
 again changes nothing; run it after merging branches that add ID-prefixed tests.
 
@@ -31,21 +33,22 @@ FEATURES = ROOT / "docs" / "features.md"
 
 FAMILIES = ("ws", "gr", "ex", "key", "lc", "rc", "sb", "cli", "obs", "tl", "pl")
 _FAMILY = "|".join(FAMILIES)
-# `ex05` in a name: a family and two or more digits, between underscores.
-NAME_ID = re.compile(rf"(?:{_FAMILY})\d{{2,}}")
-PREFIX = re.compile(rf"^test_((?:(?:{_FAMILY})\d{{2,}}_)+)(.+)$")
-SUFFIX = re.compile(rf"^(test_.+?)((?:_(?:{_FAMILY})\d{{2,}})+)$")
+# `ex05` or `ex_05` in a name: a family and two or more digits, between underscores.
+NAME_ID = rf"(?:{_FAMILY})_?\d{{2,}}"
+PREFIX = re.compile(rf"^test_((?:{NAME_ID}_)+)(.+)$")
+SUFFIX = re.compile(rf"^(test_.+?)((?:_{NAME_ID})+)$")
 # `EX-05` in prose.
 TEXT_ID = re.compile(rf"\b(?:{_FAMILY.upper()})-\d{{2,}}\b")
 # A trailing comment on a def's last signature line.
 COMMENT = re.compile(r"^(?P<code>.*?:)(?P<gap>\s+)#\s*(?P<text>.*)$")
+SECTION = re.compile(r"^# -{8,}")
 MARKER = re.compile(r"^(?P<indent>\s*)@pytest\.mark\.feature\((?P<args>[^)]*)\)\s*$")
 TEXT_SUFFIXES = {".py", ".md", ".toml", ".txt", ".sh", ""}
 
 
 def spelled(token: str) -> str:
     """`ex05` -> `EX-05`."""
-    m = re.match(r"([a-z]+)(\d+)", token)
+    m = re.match(r"([a-z]+)_?(\d+)", token)
     assert m is not None
     return f"{m[1].upper()}-{m[2]}"
 
@@ -55,11 +58,11 @@ def split_name(name: str) -> tuple[str, list[str]]:
     ids: list[str] = []
     m = PREFIX.match(name)
     if m:
-        ids += [spelled(t) for t in m[1].split("_") if t]
+        ids += [spelled(t) for t in re.findall(NAME_ID, m[1])]
         name = "test_" + m[2]
     m = SUFFIX.match(name)
     if m:
-        ids += [spelled(t) for t in m[2].split("_") if t]
+        ids += [spelled(t) for t in re.findall(NAME_ID, m[2])]
         name = m[1]
     return name, ids
 
@@ -72,6 +75,17 @@ def comment_ids(text: str) -> tuple[list[str], str]:
     rest = re.sub(r"\(\s*\)", "", rest).strip()
     rest = re.sub(r"\s*,\s*,", ",", rest)
     return ids, rest
+
+
+def section_ids(lines: list[str]) -> dict[int, list[str]]:
+    """The IDs of the section comment (`# ------ KEY-21 ...`) each line of the module is under."""
+    found: dict[int, list[str]] = {}
+    current: list[str] = []
+    for number, line in enumerate(lines, 1):
+        if SECTION.match(line):
+            current = TEXT_ID.findall(line)
+        found[number] = current
+    return found
 
 
 def signature_colons(text: str) -> dict[int, int]:
@@ -123,6 +137,7 @@ def convert(path: Path, renames: dict[str, str], problems: list[str]) -> str | N
     tree = ast.parse(text)
     colons = signature_colons(text)
     edits: list[tuple[int, int, list[str]]] = []  # (first line index, end index, replacement)
+    sections = section_ids(lines)
     for node, names in test_defs(tree):
         new_name, ids = split_name(node.name)
         last_sig = colons[node.lineno]  # 1-based line of the def's closing `:`
@@ -133,6 +148,11 @@ def convert(path: Path, renames: dict[str, str], problems: list[str]) -> str | N
             more, rest = comment_ids(cm["text"])
             ids += more
             new_sig = cm["code"] + (f"  # {rest}" if rest else "") + "\n"
+        first = (node.decorator_list[0].lineno if node.decorator_list else node.lineno) - 1
+        section = sections.get(node.lineno, []) if node.col_offset == 0 else []
+        own = set(ids) | {i for k in range(first, node.lineno - 1) for i in marked_ids(lines[k])}
+        if section and not own:
+            ids += section  # a test the section's IDs describe, having none of its own
         if not ids:
             continue
         if new_name != node.name:
@@ -173,6 +193,8 @@ def convert(path: Path, renames: dict[str, str], problems: list[str]) -> str | N
     for first, end, block in sorted(edits, reverse=True):
         lines[first:end] = block
     out = "".join(lines)
+    if out == text:
+        return None
     if not re.search(r"^import pytest$", out, re.M):
         out = add_import(out)
     return out

@@ -50,6 +50,7 @@ def keys_of(repo, env) -> dict[str, str]:
     return {t["id"]: t["key"] for t in plan["tasks"]}
 
 
+@pytest.mark.feature("RC-02")
 def test_server_down_at_start(repo):
     repo.write(shop_files({"turbo": {"team": "t"}, "upload": "always"})).commit()
     res = repo.vx("run", "build", "--all", env=turbo_env(f"http://127.0.0.1:{free_port()}"))
@@ -58,6 +59,7 @@ def test_server_down_at_start(repo):
     assert "failures: unreachable ×" in res.err
 
 
+@pytest.mark.feature("RC-02")
 def test_server_dies_mid_run(repo, tmp_path):
     server = TurboServer(tmp_path / "srv", token=CANARY)
     try:
@@ -134,6 +136,7 @@ def test_slow_server_past_the_timeout(repo):  # C.21
         server.close()
 
 
+@pytest.mark.feature("RC-02")
 def test_wrong_token_turns_the_layer_off_with_one_line(repo, turbo_server):
     wrong = "vxcanary-wrong-token-0000"
     repo.write(shop_files({"turbo": {"team": "wrong-token"}, "upload": "always"})).commit()
@@ -220,6 +223,7 @@ def test_oversized_artifact_is_not_downloaded(repo, tmp_path, turbo_server, team
     assert "too large ×4" in res.err
 
 
+@pytest.mark.feature("RC-02")
 def test_upload_refused_as_too_large_keeps_the_local_cache(repo, tmp_path):  # C.19 (413)
     server = TurboServer(tmp_path / "srv", token=CANARY, body_limit=64)
     try:

@@ -227,6 +227,7 @@ def test_unknown_project_keys(config, field, hint):
     assert "tags, tasks" in err.message
 
 
+@pytest.mark.feature("WS-08")
 def test_reference_exec_remote_is_refused_as_not_supported_yet():
     err = tasks_refusal({"exec": {"command": "x", "remote": {}}})
     assert err.field == "tasks.build.exec.remote"
@@ -290,11 +291,13 @@ def test_cache_on_a_persistent_task_is_refused():
     assert err.field == "tasks.build.cache" and "persistent task" in err.message
 
 
+@pytest.mark.feature("WS-08")
 def test_turbo_persistent_on_the_task_points_at_exec():
     err = tasks_refusal(task(persistent=True))
     assert "exec.persistent" in err.hint
 
 
+@pytest.mark.feature("WS-08")
 @pytest.mark.parametrize("value", [False, True])
 def test_turbo_cache_boolean_refused_with_vx_shape(value):
     err = tasks_refusal(task(cache=value))
@@ -302,6 +305,7 @@ def test_turbo_cache_boolean_refused_with_vx_shape(value):
     assert "outputs" in err.hint
 
 
+@pytest.mark.feature("WS-08")
 def test_schema_key_is_allowed_everywhere():
     config = validate_project(
         {"$schema": "x", "tasks": {"$schema": "x", "b": cached(**{"$schema": "x"})}}, FILE

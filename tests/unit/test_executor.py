@@ -454,6 +454,7 @@ def test_signal_deaths_name_the_signal_and_cause(tmp_path):
         assert word in hint
 
 
+@pytest.mark.feature("EX-14")
 def test_plain_failures_have_no_hint_and_a_plain_label():
     result = ProcessResult(exit_code=1, duration_ms=1)
     assert exit_hint(result, "x", []) is None
@@ -500,6 +501,7 @@ def test_forwarded_args_reach_the_command_verbatim(tmp_path):
     assert stdout(result) == b"a b|it's|$HOME|*|"
 
 
+@pytest.mark.feature("EX-02")
 def test_reaping_without_pidfd_falls_back_to_a_waiting_thread(tmp_path, monkeypatch):
     # Older kernels and macOS have no pidfd_open; the wait then runs in a thread.
     monkeypatch.delattr(os, "pidfd_open", raising=False)
@@ -519,6 +521,7 @@ def test_127_for_a_script_that_does_not_exist(tmp_path):
     assert "interpreter" in exit_hint(result, "./nope.sh --x", [])
 
 
+@pytest.mark.feature("EX-02")
 def test_settle_group_waits_for_a_background_child_that_ends_by_itself(tmp_path):
     """Item 3: with settle_group, a child that outlives the shell is waited for (its output is
     still read) and nothing is stopped. It spins until the shell is reaped, then writes and exits."""
@@ -544,6 +547,7 @@ def test_settle_group_waits_for_a_background_child_that_ends_by_itself(tmp_path)
     assert stdout(result) == b"bg\n" and b"250 ms" not in stderr(result)
 
 
+@pytest.mark.feature("EX-02")
 def test_settle_group_stops_a_child_that_does_not_end_term_then_kill(tmp_path):
     """Item 3: a child blocked forever is SIGTERMed after the grace; one ignoring SIGTERM is KILLed."""
     (tmp_path / "gate").unlink(missing_ok=True)

@@ -410,6 +410,7 @@ def test_unmatched_globs(repo):
     assert got.unmatched_globs == ("docs/**", "nope/*")
 
 
+@pytest.mark.feature("KEY-16")
 def test_workspace_root_below_the_repo_root(tmp_path):
     repo = make_repo(
         tmp_path / "repo",
@@ -432,6 +433,7 @@ def test_workspace_root_below_the_repo_root(tmp_path):
     assert index.identity("package.json") == index_oid(repo, "apps/ws/package.json")
 
 
+@pytest.mark.feature("KEY-16")
 def test_no_git_walk_gives_git_identities(repo, tmp_path):
     write(repo, "pkg/a/node_modules/dep/index.js")
     plain = tmp_path / "plain"
@@ -442,6 +444,7 @@ def test_no_git_walk_gives_git_identities(repo, tmp_path):
     assert ids(without.inputs("", ALL)) == with_git
 
 
+@pytest.mark.feature("KEY-16")
 def test_workspace_inside_a_gitignored_dir_is_walked(tmp_path):
     """Git would call every file ignored (no inputs, so stale hits); hash the tree instead."""
     repo = make_repo(tmp_path / "repo", {".gitignore": "tmp/\n"})
@@ -451,6 +454,7 @@ def test_workspace_inside_a_gitignored_dir_is_walked(tmp_path):
     assert ids(index.inputs("", ALL)) == {"src/a.ts": blobs.blob_oid(b"a\n")}
 
 
+@pytest.mark.feature("KEY-16")
 def test_broken_repo_is_a_plain_refusal(tmp_path):
     ws = tmp_path / "ws"
     (ws / ".git").mkdir(parents=True)
@@ -630,6 +634,7 @@ def test_accepts_an_input_query(repo, settled):
 # ---------------------------------------------------------------- outputs (LC-08)
 
 
+@pytest.mark.feature("LC-08")
 def test_walk_outputs_matches_only_declared_files(repo):
     for rel in (
         "pkg/a/dist/a.js",
@@ -645,6 +650,7 @@ def test_walk_outputs_matches_only_declared_files(repo):
     assert walk_outputs(repo, "pkg/a", None, GlobSet(["pkg/a/dist/*.map"])) == ["pkg/a/dist/c.map"]
 
 
+@pytest.mark.feature("LC-08")
 def test_wipe_outputs_prunes_but_keeps_the_wildcard_root(repo):
     for rel in ("pkg/a/dist/a.js", "pkg/a/dist/sub/deep/b.js", "pkg/a/types/x.d.ts"):
         write(repo, rel)
@@ -655,6 +661,7 @@ def test_wipe_outputs_prunes_but_keeps_the_wildcard_root(repo):
     assert (repo / "pkg/a/src/index.ts").exists()
 
 
+@pytest.mark.feature("LC-08")
 def test_wipe_never_follows_a_symlink_out_of_the_project(repo, tmp_path):
     outside = tmp_path / "outside"
     write(outside, "precious.js")
@@ -666,6 +673,7 @@ def test_wipe_never_follows_a_symlink_out_of_the_project(repo, tmp_path):
     assert not (repo / "pkg/a/dist").is_symlink()
 
 
+@pytest.mark.feature("LC-08")
 def test_wipe_never_touches_git_or_vx(repo):
     write(repo, ".vx/cache/x")
     removed = wipe_outputs(repo, "", GlobSet(["**/*", "!pkg", "!scripts", "!package.json"]))
@@ -698,6 +706,7 @@ def test_small_dirty_files_hash_without_openssl_and_like_git(tmp_path, monkeypat
     assert kinds[0] == "_sha1" and kinds[1:] == ["_hashlib", "_hashlib"]
 
 
+@pytest.mark.feature("LC-08")
 def test_git_is_found_on_path_as_shutil_which_finds_it(tmp_path, monkeypatch):
     """The listing asks PATH for git without importing shutil; it answers as `shutil.which`."""
     bin_dir, not_exec, a_dir = tmp_path / "bin", tmp_path / "noexec", tmp_path / "dir"
@@ -725,6 +734,7 @@ def stand_in_git(tmp_path, body: str) -> list[str]:
     return [str(script)]
 
 
+@pytest.mark.feature("LC-08")
 def test_a_git_no_longer_needed_is_let_finish(tmp_path, monkeypatch):
     """A refused run reaps the listing's git by letting it finish, not by a signal that could land
     as git creates .git/index.lock (before its handler is in place) and leave the repo locked."""
@@ -742,6 +752,7 @@ def test_a_git_no_longer_needed_is_let_finish(tmp_path, monkeypatch):
     assert proc.returncode == 0 and not (tmp_path / "index.lock").exists()
 
 
+@pytest.mark.feature("LC-08")
 def test_a_git_that_will_not_finish_is_stopped_with_a_signal_it_can_clean_up_after(
     tmp_path, monkeypatch
 ):

@@ -27,6 +27,7 @@ def record(**over):
     return HashRecord(**base)
 
 
+@pytest.mark.feature("KEY-03")
 def test_golden_keys_are_pinned():
     """Changing the fold must be a deliberate CACHE_VERSION bump: update tests/golden/keys.json with it."""
     golden = json.loads(GOLDEN.read_text())
@@ -35,12 +36,14 @@ def test_golden_keys_are_pinned():
     assert group_key([("a#x", "1"), ("b#y", "2")]) == golden["group"]
 
 
+@pytest.mark.feature("KEY-02")
 def test_key_is_16_hex_and_deterministic():
     k = task_key(record())
     assert len(k) == 16 and int(k, 16) >= 0
     assert k == task_key(record())
 
 
+@pytest.mark.feature("KEY-02")
 def test_every_component_moves_the_key():
     base = task_key(record())
     variants = [
@@ -68,6 +71,7 @@ def test_unset_empty_and_unlisted_env_differ():
     assert len({unset, empty, unlisted}) == 3
 
 
+@pytest.mark.feature("KEY-02")
 def test_boundaries_are_unambiguous():
     a = task_key(record(forward_args=("a b",)))
     b = task_key(record(forward_args=("a", "b")))

@@ -189,6 +189,7 @@ def test_two_stores_on_one_cache_dir_save_concurrently(tmp_path, ws):
 # ---------------------------------------------------------------- up to date (LC-07)
 
 
+@pytest.mark.feature("LC-07")
 def test_up_to_date_right_after_save_and_in_a_new_run(tmp_path, store, ws):
     save(store)
     assert store.is_up_to_date(store.probe(["k1"])["k1"], OUTPUTS)
@@ -197,6 +198,7 @@ def test_up_to_date_right_after_save_and_in_a_new_run(tmp_path, store, ws):
         assert reopened.is_up_to_date(reopened.probe(["k1"])["k1"], set(OUTPUTS))
 
 
+@pytest.mark.feature("LC-07")
 def test_not_up_to_date_after_touch(store, ws):
     save(store)
     entry = store.probe(["k1"])["k1"]
@@ -204,6 +206,7 @@ def test_not_up_to_date_after_touch(store, ws):
     assert not store.is_up_to_date(entry, OUTPUTS)
 
 
+@pytest.mark.feature("LC-07")
 def test_not_up_to_date_after_a_same_size_edit_with_mtime_forged_back(store, ws):
     save(store)
     entry = store.probe(["k1"])["k1"]
@@ -214,6 +217,7 @@ def test_not_up_to_date_after_a_same_size_edit_with_mtime_forged_back(store, ws)
     assert not store.is_up_to_date(entry, OUTPUTS)  # the ctime stamp catches it
 
 
+@pytest.mark.feature("LC-07")
 def test_not_up_to_date_after_a_chmod(store, ws):
     save(store)
     entry = store.probe(["k1"])["k1"]
@@ -221,6 +225,7 @@ def test_not_up_to_date_after_a_chmod(store, ws):
     assert not store.is_up_to_date(entry, OUTPUTS)
 
 
+@pytest.mark.feature("LC-07")
 def test_not_up_to_date_with_an_extra_or_a_deleted_file(store, ws):
     save(store)
     entry = store.probe(["k1"])["k1"]
@@ -230,6 +235,7 @@ def test_not_up_to_date_with_an_extra_or_a_deleted_file(store, ws):
     assert not store.is_up_to_date(entry, OUTPUTS)  # a stale listing still fails the lstat
 
 
+@pytest.mark.feature("LC-07")
 def test_a_symlinked_output_is_never_current(store, ws):
     os.rename(ws / "dist/a.js", ws / "dist/real.js")
     os.symlink("real.js", ws / "dist/a.js")
@@ -237,6 +243,7 @@ def test_a_symlinked_output_is_never_current(store, ws):
     assert not store.is_up_to_date(store.probe(["k1"])["k1"], OUTPUTS)
 
 
+@pytest.mark.feature("LC-07")
 def test_another_workspace_without_stamps_is_not_current_until_restored(tmp_path, store, ws):
     save(store)
     other = tmp_path / "other"
@@ -254,6 +261,7 @@ def test_another_workspace_without_stamps_is_not_current_until_restored(tmp_path
 # ---------------------------------------------------------------- restore and damage (LC-09, LC-12)
 
 
+@pytest.mark.feature("LC-09", "LC-12")
 def test_restore_brings_back_files_and_stamps_them(tmp_path, store, ws):
     os.chmod(ws / "dist/a.js", 0o751)
     save(store)
@@ -284,6 +292,7 @@ def test_a_damaged_artifact_raises_and_drops_the_entry(store, ws):
     assert not store.artifact("k1").exists()
 
 
+@pytest.mark.feature("LC-09", "LC-12")
 def test_an_artifact_pruned_after_the_probe_is_a_damaged_entry(store, ws):
     save(store)
     entry = store.probe(["k1"])["k1"]
@@ -292,6 +301,7 @@ def test_an_artifact_pruned_after_the_probe_is_a_damaged_entry(store, ws):
         store.restore(entry, ALL)
 
 
+@pytest.mark.feature("LC-09", "LC-12")
 def test_a_refused_name_is_a_damaged_entry(store, ws):
     save(store)
     entry = store.probe(["k1"])["k1"]
@@ -303,6 +313,7 @@ def test_a_refused_name_is_a_damaged_entry(store, ws):
 # ---------------------------------------------------------------- log bound (LC-10)
 
 
+@pytest.mark.feature("LC-10")
 def test_the_stored_log_keeps_head_and_tail_and_names_the_cut(store, ws, monkeypatch):
     monkeypatch.setattr(local, "LOG_HALF", 10)
     log = (LogChunk(1, b"0123456789ab"), LogChunk(2, b"middle" * 5), LogChunk(1, b"tail-end-xyz"))
@@ -313,6 +324,7 @@ def test_the_stored_log_keeps_head_and_tail_and_names_the_cut(store, ws, monkeyp
     assert len(kept) == 3 and kept[1].stream == 2 and b"34 bytes of output cut" in kept[1].data
 
 
+@pytest.mark.feature("LC-10")
 def test_bound_log_does_not_split_utf8_and_passes_short_logs_through():
     short = (LogChunk(1, b"ok"),)
     assert bound_log(short, half=10) == short
