@@ -218,7 +218,8 @@ def test_multi_line_values_as_pnpm_writes_them():
     }
 
 
-def test_pl06_a_blank_line_inside_a_block_scalar_is_kept_and_none_outside():
+@pytest.mark.feature("PL-06")
+def test_a_blank_line_inside_a_block_scalar_is_kept_and_none_outside():
     """Two lockfiles that differ only by a paragraph break inside a value read differently; the
     blank lines pnpm writes between entries stay out of the values around them."""
     text = MAIN.replace(
@@ -232,8 +233,9 @@ def test_pl06_a_blank_line_inside_a_block_scalar_is_kept_and_none_outside():
     assert packages["r@1.0.0"]["resolution"] == "{integrity: sha512-r}"
 
 
+@pytest.mark.feature("PL-06")
 @pytest.mark.parametrize("name", ["pnpm-lock.yaml", "package-lock.json"])
-def test_pl06_a_lockfile_saved_with_a_bom_reads_as_without(name):
+def test_a_lockfile_saved_with_a_bom_reads_as_without(name):
     npm = '{"lockfileVersion": 3, "packages": {"": {"name": "r"}, "packages/a": {"name": "a"}}}'
     text = MAIN if name == "pnpm-lock.yaml" else npm
     plain = lockfile.of_text("/nonexistent", name, text, PROJECTS)
