@@ -20,6 +20,7 @@ import re
 import sys
 import tokenize
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "vx"
@@ -30,9 +31,20 @@ ONE = rf"{ID}(?:\s*(?:\.\.|–|-)\s*(?:{FAMILY}-)?\d{{2,}})?"
 LIST = rf"{ONE}(?:(?:\s*[,;/]\s*|\s+and\s+|\s+)(?:{ONE}))*"
 ANY_ID = re.compile(rf"\b{ID}\b")
 
-RULES = [
-    # ` (KEY-12, LC-07)` before punctuation or the end: the whole group goes.
-    (re.compile(rf"[ \t]*\(\s*{LIST}\s*\)"), ""),
+
+def _whole_group(m: re.Match) -> str:
+    """A group that opened a line leaves its punctuation on the line before."""
+    if "\n" in m["pre"]:
+        return m["punct"] + m["pre"]
+    return m["punct"] + m["post"]
+
+
+RULES: list[tuple[re.Pattern[str], Any]] = [
+    # ` (KEY-12, LC-07)`: the whole group goes.
+    (
+        re.compile(rf"(?P<pre>\n[ \t]*|[ \t]*)\(\s*{LIST}\s*\)(?P<punct>[.,:;]?)(?P<post>[ \t]*)"),
+        _whole_group,
+    ),
     # `(KEY-12, text)` and `(KEY-12: text)`: the IDs and their separator go.
     (re.compile(rf"\(\s*{LIST}\s*[,;:]\s*"), "("),
     # `(text, KEY-12)` and `(text; KEY-12)`.

@@ -1,6 +1,8 @@
-"""Code comments say why; measured times live in docs/optimizations.md (house review)."""
+"""Code comments say why: measured times live in docs/optimizations.md, feature IDs in test
+markers and docs/features.md (house review)."""
 
 import ast
+import importlib.util
 import io
 import re
 import tokenize
@@ -35,4 +37,24 @@ def test_no_comment_or_docstring_quotes_a_measured_time():
     assert not found, (
         "measured times go to docs/optimizations.md; the comment keeps the why and the entry's "
         "number:\n" + "\n".join(found)
+    )
+
+
+def test_no_comment_or_docstring_cites_a_feature_id():
+    """IDs live in test markers and docs/features.md; in code they point nowhere a reader is."""
+    spec = importlib.util.spec_from_file_location(
+        "strip", SRC.parents[1] / "dev/strip_feature_ids.py"
+    )
+    assert spec is not None and spec.loader is not None
+    strip = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(strip)
+    found = [
+        line
+        for path in sorted(SRC.rglob("*"))
+        if path.suffix in (".py", ".mjs") and path.is_file()
+        for line in strip.leftovers(path, path.read_text())
+    ]
+    assert not found, (
+        "say it in words (docs/features.md has the ID); `python3 dev/strip_feature_ids.py` drops "
+        "parenthesised ones:\n" + "\n".join(found)
     )

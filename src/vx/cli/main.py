@@ -182,7 +182,7 @@ RUN_FLAGS = {
     "--report-file": ("value", "report_file"),
     "--verify": ("optional", "verify"),
     "--framework-inference": ("value", "framework_inference"),
-    # Nx's spellings (TL-04)
+    # Nx's spellings
     "--configuration": ("value", "configuration"),
     "--exclude": ("list", "exclude"),
     "--projects": ("list", "projects"),
@@ -265,7 +265,7 @@ VERBS = {
     "run": Verb(RUN_HELP, RUN_FLAGS, FLAG_ALIASES, shown=RUN_SHOWN, forwards=True),
     "run-many": Verb(
         NX_VERB_HELP, RUN_FLAGS, FLAG_ALIASES, shown=RUN_SHOWN, forwards=True
-    ),  # Nx's verbs (TL-04)
+    ),  # Nx's verbs
     "affected": Verb(NX_VERB_HELP, RUN_FLAGS, FLAG_ALIASES, shown=RUN_SHOWN, forwards=True),
     "watch": Verb(
         WATCH_HELP, RUN_FLAGS, FLAG_ALIASES, shown=RUN_SHOWN, refused=WATCH_REFUSED, forwards=True
@@ -560,7 +560,7 @@ def _nx_parallel(tokens: Sequence[str]) -> list[str]:
 
 
 def _no_task_named() -> UsageError:
-    """Refuse a bare `vx run`, listing the tasks there are to run from here (CLI-02, off a TTY)."""
+    """Refuse a bare `vx run`, listing the tasks there are to run from here (off a TTY)."""
     from vx.config import loader as config
     from vx.plan.tasks import package_of
     from vx.workspace import discover as workspace
@@ -859,7 +859,7 @@ def _flow(broad: bool, env: dict[str, str], output_logs: str | None = None) -> s
 
 
 def _output_logs(value: str | None) -> str | None:
-    """`--output-logs`, turbo's values (CLI-33); checked before anything runs."""
+    """`--output-logs`, turbo's values; checked before anything runs."""
     if value is None:
         return None
     from vx.report.plain import OUTPUT_LOGS
@@ -960,7 +960,7 @@ def _report(summary, target: str | None) -> None:
 
 
 def _write_graph(dot: str, target: str) -> None:
-    """DOT on stdout, or into the file named (CLI-37, CLI-60)."""
+    """DOT on stdout, or into the file named."""
     if not target:
         sys.stdout.write(dot)
         return

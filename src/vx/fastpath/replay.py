@@ -1,6 +1,6 @@
 """Finish a `vx run` from its receipt, before the CLI and the pipeline are even imported.
 
-The checks, cheapest first, under the run lock (GR-16) like any run: same vx, command line,
+The checks, cheapest first, under the run lock like any run: same vx, command line,
 directory and environment values; every planning path and project listing as the receipted run
 left it (`receipt.paths_hold`); git's listings the same byte for byte (git is run again exactly
 as the listing runs it, but without the optional index lock: git, not vx, decides whether the
@@ -8,7 +8,7 @@ tree is clean); every artifact and index row still there. Then the keys and the 
 receipt's, and what remains is the outcome the pipeline would reach: each task's outputs are
 current (nothing to do) or absent (restored from its artifact, as the hit lane would: nothing to
 wipe — while the index and git are checked, by two processes when there are many). The rows are
-touched (LC-06), the restores' stamps written once every check held (LC-07), the receipt brought
+touched, the restores' stamps written once every check held, the receipt brought
 up to date, and the footer printed. Anything else — an output edited, an artifact damaged, a fact
 changed — and this returns None: the pipeline runs as if there were no receipt, which is always
 correct, and writes a fresh one.
@@ -73,8 +73,8 @@ def _finish(path: str, header: dict, data: memoryview, environ) -> list[tuple[st
 
     Restores start before the index and git are checked: each writes only into output roots
     found absent, from an artifact the reader verifies whole, and stamps nothing until every
-    check held. Should one fail, the pipeline finds those outputs unstamped, so never current
-    (LC-07): it wipes and restores or rebuilds them (LC-08) as if this had never run."""
+    check held. Should one fail, the pipeline finds those outputs unstamped, so never current:
+    it wipes and restores or rebuilds them as if this had never run."""
     import marshal
 
     marks = [("", time.perf_counter())]  # (stage that ended, when)
@@ -147,7 +147,7 @@ def _times(
 
 # ---------------------------------------------------------------- the index
 
-TOUCH_EVERY_S = 3600.0  # a replay refreshes `accessed_at` (LC-06) at most this often
+TOUCH_EVERY_S = 3600.0  # a replay refreshes `accessed_at` at most this often
 
 
 def _index_ids(cache_dir: str) -> list:
@@ -311,7 +311,7 @@ def _open_index(cache_dir: str):
 
 def _rows_hold(db, tasks: list, touch: bool) -> bool:
     """Every hit's row still in the index as it was; with `touch`, `accessed_at` set as the
-    store's close sets it (LC-06). In a transaction the caller commits."""
+    store's close sets it. In a transaction the caller commits."""
     from vx.store import rows
 
     want = {key: (size, crc) for key, size, crc, *_ in tasks}
@@ -330,7 +330,7 @@ def _rows_hold(db, tasks: list, touch: bool) -> bool:
 
 
 def _restore(header: dict, body: dict, done: dict, helper: restores.Helper | None, db) -> bool:
-    """Stamp every restored output (LC-07), the helper's share with this process's, and bring
+    """Stamp every restored output, the helper's share with this process's, and bring
     the receipt up to date. False when the helper refused an artifact: the pipeline then
     decides what that task needs."""
     from vx.store import rows

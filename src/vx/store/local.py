@@ -1,9 +1,9 @@
-"""The local cache store: a SQLite index plus one `<key>.tar.zst` artifact per entry (LC-01).
+"""The local cache store: a SQLite index plus one `<key>.tar.zst` artifact per entry.
 
 The index answers the warm path alone: `probe` and `is_up_to_date` are pure SQL plus
 lstat, and a hit replays its log from the row, so a fully cached run never opens an
 artifact. The artifact is the record: `restore` re-validates it completely and keeps nothing
-of one that fails, and a damaged one is dropped and becomes a miss (LC-12).
+of one that fails, and a damaged one is dropped and becomes a miss.
 
 `sqlite3` is imported when a store opens, never at import time.
 """
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 SCHEMA_VERSION = "py-2"
 DB_NAME = "cache.db"
-LOG_HALF = 8 << 20  # LC-10: keep the first and the last 8 MiB of a task's log
+LOG_HALF = 8 << 20  # keep the first and the last 8 MiB of a task's log
 
 _TABLES = {
     "entries": "CREATE TABLE entries (hash TEXT PRIMARY KEY, task_id TEXT NOT NULL,"
@@ -83,7 +83,7 @@ def _sqlite_full(e: BaseException) -> bool:
 
 
 class DamagedEntry(Exception):
-    """The artifact behind a hit failed a check; the caller treats it as a miss (LC-12)."""
+    """The artifact behind a hit failed a check; the caller treats it as a miss."""
 
     def __init__(self, reason: str):
         super().__init__(reason)
@@ -111,7 +111,7 @@ class Entry(Struct, frozen=True):
 
 
 def bound_log(log: Sequence[LogChunk], half: int | None = None) -> tuple[LogChunk, ...]:
-    """Keep the first and last `half` bytes of the log, with a note naming the cut (LC-10)."""
+    """Keep the first and last `half` bytes of the log, with a note naming the cut."""
     half = LOG_HALF if half is None else half
     total = sum(len(c.data) for c in log)
     if total <= 2 * half:
@@ -179,7 +179,7 @@ class LocalStore:
     # ------------------------------------------------------------ lifecycle
 
     def _connect(self) -> "sqlite3.Connection":
-        """Open the index with WAL and a busy timeout; reset it silently on a schema mismatch (LC-14)."""
+        """Open the index with WAL and a busy timeout; reset it silently on a schema mismatch."""
         import sqlite3
 
         path = self.cache_dir / DB_NAME
@@ -210,7 +210,7 @@ class LocalStore:
         return db
 
     def close(self) -> None:
-        """Write the batched `accessed_at` updates (LC-06) and the restores' stamps (LC-07) in one
+        """Write the batched `accessed_at` updates and the restores' stamps in one
         transaction, a statement per IN-list batch rather than per task, and close the connection."""
         with self._lock:
             if self._db is None:
@@ -259,7 +259,7 @@ class LocalStore:
     # ------------------------------------------------------------ probe
 
     def probe(self, keys: Iterable[str]) -> dict[str, Entry]:
-        """Return the entries among `keys` whose artifact exists; pure SQL plus one stat per hit (LC-06).
+        """Return the entries among `keys` whose artifact exists; pure SQL plus one stat per hit.
 
         The stat happens under the lock so an in-flight save in another thread is never
         mistaken for a torn artifact. A missing artifact drops its row; a size that
@@ -308,7 +308,7 @@ class LocalStore:
         return found, outputs
 
     def log_of(self, entry: Entry) -> tuple[LogChunk, ...]:
-        """The entry's log from its row, so a hit replays without opening the artifact (LC-10)."""
+        """The entry's log from its row, so a hit replays without opening the artifact."""
         with self._lock:
             row = self._db.execute(
                 "SELECT log FROM entry_log WHERE hash=?", (entry.key,)
@@ -330,7 +330,7 @@ class LocalStore:
     # ------------------------------------------------------------ up to date
 
     def is_up_to_date(self, entry: Entry, current: Collection[str]) -> bool:
-        """True when the workspace already holds exactly the entry's outputs (LC-07).
+        """True when the workspace already holds exactly the entry's outputs.
 
         Same file set, and each file matches on size, mode, ms mtime and the (ino, ctime)
         stamped here after the last save or restore; only lstat, never a read. This is on
@@ -376,7 +376,7 @@ class LocalStore:
         """Extract the entry's outputs, stamp them, and return its log.
 
         Raises DamagedEntry (after dropping the entry) when the artifact fails any check or
-        vanished since the probe (LC-12); a workspace that refuses writes raises
+        vanished since the probe; a workspace that refuses writes raises
         EnvironmentFailure instead, since that is not the artifact's fault.
         """
         t0 = time.perf_counter()
@@ -415,7 +415,7 @@ class LocalStore:
         return extracted.log
 
     def _stamp(self, key: str, paths: Sequence[str]) -> None:
-        """Record (ino, ctime_ns) of the files just written (LC-07): in memory for this run at once,
+        """Record (ino, ctime_ns) of the files just written: in memory for this run at once,
         in the index at `close` with every other restore's. A crash before then loses only the
         stamps, and a file without a stamp is never current, so the next run restores it again."""
         stamps = {}
@@ -436,7 +436,7 @@ class LocalStore:
             [(key, self._root_key, path, ino, ctime) for path, (ino, ctime) in stamps.items()],
         )
 
-    # ------------------------------------------------------------ pruning (LC-16, vx.store.pruning)
+    # ------------------------------------------------------------ pruning (vx.store.pruning)
 
     def entry_rows(self) -> list[tuple[str, str, int, float, str]]:
         """Every entry as (key, task id, artifact bytes, accessed_at, crc)."""
@@ -455,7 +455,7 @@ class LocalStore:
 
     def keep_history(self, records, settled=(), withheld=(), saved=()) -> None:
         """Keep the components of keys not seen before, and why tasks that ran were not saved,
-        for `vx why` (OBS-06, `vx.store.history`)."""
+        for `vx why` (`vx.store.history`)."""
         from vx.store.history import record_keys, record_unsaved
 
         with self._lock:
@@ -502,7 +502,7 @@ class LocalStore:
         cpu_ms: float | None = None,
         peak_rss_bytes: int | None = None,
     ) -> int:
-        """Pack the outputs and index them atomically; return the artifact's size (LC-05).
+        """Pack the outputs and index them atomically; return the artifact's size.
 
         Packing happens outside the lock into a unique temp file; then one BEGIN IMMEDIATE
         transaction renames it into place and writes the rows. A failed commit puts the
@@ -692,7 +692,7 @@ def _schema_version(db: "sqlite3.Connection") -> str | None:
 
 
 def _ensure_schema(db: "sqlite3.Connection") -> None:
-    """Create the tables, or drop and recreate ours when the version differs (LC-14).
+    """Create the tables, or drop and recreate ours when the version differs.
 
     Artifacts are kept; only the index is rebuilt. Tables other modules keep in the same
     database are left alone.
@@ -711,7 +711,7 @@ def _ensure_schema(db: "sqlite3.Connection") -> None:
 
 
 def _prepare_dir(path: Path) -> None:
-    """Make the cache dir (with a `*` .gitignore when vx creates it) or say why not (LC-03, LC-17)."""
+    """Make the cache dir (with a `*` .gitignore when vx creates it) or say why not."""
     try:
         path.mkdir(parents=True)
         created = True
@@ -752,7 +752,7 @@ def _unwritable(path: Path, why: str | OSError) -> EnvironmentFailure:
 
 
 def _disk_failure(e: OSError, cache_dir: Path) -> EnvironmentFailure:
-    """Name a failed cache write in one line (LC-17)."""
+    """Name a failed cache write in one line."""
     if e.errno in _FULL_ERRNOS:
         return CacheFull(
             f"cannot write to the cache: {e.strerror}",
@@ -774,7 +774,7 @@ def _inside(path: str, root: str) -> str | None:
 
 
 def _keep_previous(final: Path) -> Path | None:
-    """Hard-link an existing artifact aside so a failed re-save can put it back (LC-05)."""
+    """Hard-link an existing artifact aside so a failed re-save can put it back."""
     backup = final.with_name(f".{final.name}.{os.getpid()}-{threading.get_ident()}.old")
     _quiet_unlink(backup)
     try:

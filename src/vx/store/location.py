@@ -1,4 +1,4 @@
-"""Where the local cache lives (LC-03): one answer for `vx run` and every verb that reads the cache."""
+"""Where the local cache lives: one answer for `vx run` and every verb that reads the cache."""
 
 from __future__ import annotations
 
