@@ -410,8 +410,8 @@ class Workspace:
     def task(self, i: int) -> dict:
         """The declaration as written: vx.config.json's build, or the turbo.json definition."""
         if self.case.turbo:
-            if not self.case.projects[i].override:
-                return self.global_def
+            if not self.case.projects[i].override or not self.built(i):
+                return self.global_def  # a source-only package gets no `pN#build` of its own
             d = {"dependsOn": ["^build"], "outputs": ["dist/**"]}
             if self.inputs[i] is not None:
                 d["inputs"] = list(self.inputs[i])
@@ -627,7 +627,7 @@ class Workspace:
     def _edit_config(self, i: int, b: int) -> str:
         what = b % 4
         menu = input_menu(self.case.turbo, self.features)
-        shared = self.case.turbo and not self.case.projects[i].override
+        shared = self.case.turbo and (not self.case.projects[i].override or not self.built(i))
         if what == 0:
             self.indent = 4 if self.indent == 2 else 2
             desc = "reformat every config"
@@ -771,7 +771,11 @@ class Workspace:
             (self.root / "package-lock.json").read_bytes().hex(),
             (self.pdir(i) / "package.json").read_bytes().hex(),
         ]
-        if self.built(i):
+        # turbo keys a package's task whose script it lacks (`<NONEXISTENT>` in --dry=json) as
+        # any other: by the definition that applies (the shared `build`), its globs matched as
+        # turbo matches them (gitignored files too), its env and framework variables — so a
+        # source-only package under turbo.json is keyed on its inputs, not on all of its files.
+        if self.built(i) or self.case.turbo:
             t = self.task(i)
             parts += [
                 json.dumps(t, sort_keys=True),
