@@ -752,10 +752,12 @@ class Workspace:
         for d in sorted(self.deps[i], key=self.name):
             if self.built(d):
                 lines += [f"up {self.name(d)}", self.expected(d)]
-            else:
+            else:  # under turbo.json, only the sources its no-op's definition picks (fuzz_task.js)
                 src = self.pdir(d) / "src"
+                keyed = {r for r, _, _ in self.reads(d)} if self.case.turbo else None
                 for rel in self.walk(src):
-                    lines += [f"src {self.name(d)} {rel}", (src / rel).read_text()]
+                    if keyed is None or f"src/{rel}" in keyed:
+                        lines += [f"src {self.name(d)} {rel}", (src / rel).read_text()]
         return "\n".join(lines) + "\n"
 
     def expected_files(self, i: int) -> dict[str, str]:
