@@ -149,6 +149,35 @@ def test_framework_inference_off_keys_and_passes_none_of_it(repo):
     assert bad.code == 2 and "--framework-inference" in bad.err
 
 
+@pytest.mark.feature("TL-05", "KEY-12")
+def test_a_next_package_without_build_keys_its_framework_variables_as_turbo_does(repo):
+    """Issue 12 (fuzzer): turbo hashes a task whose script the package lacks (`<NONEXISTENT>`)
+    with its framework's variables, and its dependants fold that hash; vx's implicit group for
+    it keyed none of them, so `app` hit where turbo misses after NEXT_PUBLIC_API changed."""
+    files = turbo_framework_workspace()
+    del files["packages/web/package.json"]["scripts"]  # a Next package with nothing to build
+    files["packages/lib/package.json"]["dependencies"] = {"web": "*"}
+    files["turbo.json"]["tasks"]["build"]["dependsOn"] = ["^build"]
+    ws = repo.write(files).commit()
+    one, two = {"NEXT_PUBLIC_API": "one"}, {"NEXT_PUBLIC_API": "two"}
+
+    t1, t2 = turbo_dry(ws, one), turbo_dry(ws, two)
+    assert t1["web"]["inferred"] == ["NEXT_PUBLIC_API"]
+    assert t1["web"]["hash"] != t2["web"]["hash"] and t1["lib"]["hash"] != t2["lib"]["hash"]
+    off = [turbo_dry(ws, e, "--framework-inference=false")["lib"]["hash"] for e in (one, two)]
+    assert off[0] == off[1]
+
+    k1, k2 = vx_keys(ws, one), vx_keys(ws, two)
+    assert (k1["web"] != k2["web"], k1["lib"] != k2["lib"]) == (True, True)
+    off = [vx_keys(ws, e, "--framework-inference=false")["lib"] for e in (one, two)]
+    assert off[0] == off[1]
+
+    first = ws.vx("run", "build", env=one)
+    assert first.code == 0, first.err
+    again = ws.vx("run", "build", env=two)
+    assert again.statuses()["lib#build"][1] == "miss", again.err
+
+
 @pytest.mark.feature("TL-05")
 def test_a_ci_vendor_prefix_is_left_out_of_the_inferred_variables(repo):
     ws = repo.write(turbo_framework_workspace()).commit()

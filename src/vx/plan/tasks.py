@@ -221,7 +221,13 @@ def make_plans(
             plans[tid] = _group_plan(node, plans)
         elif node.is_group:
             plans[tid] = _keyed_group_plan(
-                node, index, host_env, fingerprint, nested.get(node.project_dir, ()), plans
+                node,
+                index,
+                host_env,
+                fingerprint,
+                nested.get(node.project_dir, ()),
+                plans,
+                _group_framework(ws, node, opts),
             )
         else:
             plans[tid] = _task_plan(
@@ -292,9 +298,11 @@ def _keyed_group_plan(
     fingerprint: tuple,
     nested: tuple[str, ...],
     plans: Mapping[TaskId, TaskPlan],
+    framework: str = "",
 ) -> TaskPlan:
     """An implicit group (a turbo task without its script): it runs nothing, and its key
-    folds its project's files as a task's would, so its dependants' keys move with them."""
+    folds its project's files as a task's would, so its dependants' keys move with them;
+    `framework`'s variables too (turbo keys them for a task whose script the package lacks)."""
     query = _input_query(node, nested)
     inputs = index.inputs(
         query.project_dir,
@@ -305,10 +313,27 @@ def _keyed_group_plan(
         reach=query.reach,
     )
     declared = node.config.cache.input_env if node.config.cache else ()
+    inferred = environment.inferred(framework, declared, host_env) if framework else ()
     record = _record(
-        node, index, fingerprint, plans, inputs, (), environment.keyed(declared, (), {}, host_env)
+        node,
+        index,
+        fingerprint,
+        plans,
+        inputs,
+        (),
+        environment.keyed(declared, inferred, {}, host_env),
     )
     return TaskPlan(keys.task_key(record), inputs, None, {}, None, 0, None, record=record)
+
+
+def _group_framework(ws: Workspace, node: TaskNode, opts: RunOptions) -> str:
+    """The framework a turbo.json task without its script keys the variables of: its package's,
+    as for the task the script would make (vx's own implicit `build` infers none)."""
+    cache = node.config.cache
+    if cache is None or not cache.turbo_globs or not opts.framework_inference:
+        return ""
+    pkg = ws.packages.get(node.id.package)
+    return pkg.framework if pkg is not None else ""
 
 
 def _record(
