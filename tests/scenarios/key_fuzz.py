@@ -52,11 +52,7 @@ FEATURES = {
 }
 # The ones vx gets wrong today: the bounded run leaves them
 # out (VX_FUZZ_FEATURES=all turns them on). Drop a name here when its fix lands.
-KNOWN_OPEN = {
-    # Outside a sandbox vx stops what a task leaves in its process group (late_writer), not what
-    # leaves the group on purpose: a detached writer still lands its file after the save.
-    "detached_writer",
-}
+KNOWN_OPEN: set[str] = set()
 
 IGNORED_DIRS = ("node_modules", "dist", ".vx", "tmp")
 GITIGNORE = ["node_modules/", "dist/", ".vx/", "tmp/", "*.log", ".env"]
@@ -761,10 +757,7 @@ class Workspace:
         return "\n".join(lines) + "\n"
 
     def expected_files(self, i: int) -> dict[str, str]:
-        files = {"out.txt": self.expected(i)}
-        if self.case.projects[i].detached:  # vx stops a writer left in the group before the save
-            files["late.txt"] = f"late s{self.salts[i]}\n"
-        return files
+        return {"out.txt": self.expected(i)}  # vx stops every late writer before the save
 
     def material(self, i: int) -> str:
         """The key as the docs define it, as a digest of what goes in (independent of vx's hashing)."""
@@ -935,24 +928,15 @@ class Workspace:
         self.saved.update(materials[n] for n in ran)
 
     def finish_late_writers(self) -> None:
-        """Open the gate for the processes tasks left behind (late_writer) and wait until each has
-        written its output, so the oracle sees what the task produced in the end."""
+        """Open the gate for the processes tasks left behind (late_writer): vx stopped each before
+        the save, so none writes, and the oracle expects no late file."""
         late = [p for p in self.case.projects if p.late]
         if not late:
             return
         gate, late_log = self.root.parent / "gate", self.root.parent / "late.log"
         gate.write_text("")
-        # Only detached writers can still be alive: vx stopped the others before reading outputs
-        # (one that survived would write once the gate opens, and the next check sees its file).
-        pending = set((self.root.parent / "runs.log").read_text().split()) & {
-            self.name(i) for i, p in enumerate(self.case.projects) if p.detached
-        }
-        deadline = time.monotonic() + 30  # a generous bound on an event, not a timing window
-        while pending and time.monotonic() < deadline:
-            done = set(late_log.read_text().split()) if late_log.exists() else set()
-            if pending <= done:
-                break
-            time.sleep(0.01)
+        # vx stopped every writer before reading outputs, detached ones too (one that survived
+        # would write once the gate opens, and the next check sees its file).
         gate.unlink()
         late_log.unlink(missing_ok=True)
 
