@@ -174,9 +174,7 @@ def _index_vouched(header: dict) -> bool:
     if seen is None or time.time() - header["touched"] >= TOUCH_EVERY_S:
         return False
     ids, looked_ns = seen
-    return _index_ids(header) == ids and not receipt.racy(
-        [("", i) for i in ids], looked_ns
-    )
+    return _index_ids(header) == ids and not receipt.racy([("", i) for i in ids], looked_ns)
 
 
 def _artifacts_hold(header: dict, tasks: list) -> bool:

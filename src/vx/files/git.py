@@ -19,7 +19,6 @@ from msgspec import Struct
 from vx import witness
 from vx.errors import EnvironmentFailure, UsageError
 from vx.files.tree import _not_skipped, _walk_files
-from vx.store.shared import remote_urls
 
 _MODE_PREFIX = {"100755": "100755:", "120000": "120000:"}
 _CLEAN_FILTER_ATTRS = frozenset({"text", "eol", "crlf", "ident", "filter", "working-tree-encoding"})
@@ -39,7 +38,7 @@ class _Listing(Struct):
     links: tuple[
         str, ...
     ] = ()  # candidate paths that may be symlinks (vx.files.links follows them)
-    remotes: tuple[str, ...] = ()  # the remotes' URLs, preferred first (the shared store's id)
+    remotes: tuple[tuple[str, str], ...] = ()  # (name, URL) of each remote: the shared store's id
 
 
 def check_ref(ref: str) -> str:
@@ -337,7 +336,11 @@ def _git_listing(
         frozenset(st.ignored_files),
         algo,
         links=tuple(maybe),
-        remotes=remote_urls(config),
+        remotes=tuple(
+            (key[7:-4], value)
+            for key, value in config.items()
+            if key.startswith("remote.") and key.endswith(".url")
+        ),
     )
 
 

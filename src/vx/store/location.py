@@ -58,7 +58,7 @@ def store_dir(
     cache_dir: Path,
     root: Path,
     toplevel: Path | None,
-    remotes: Sequence[str],
+    remotes: Sequence[tuple[str, str]],
     host_env: Mapping[str, str],
 ) -> tuple[Path, str | None]:
     """Where entries and artifacts live: the shared store, else `cache_dir` itself; and the note
@@ -66,15 +66,16 @@ def store_dir(
     from vx.store import shared
 
     home = host_env.get("HOME") or os.path.expanduser("~")
-    found, note = shared.store_dir(root, toplevel, remotes, cache_dir, None if home == "~" else home)
+    found, note = shared.store_dir(
+        root, toplevel, remotes, cache_dir, None if home == "~" else home
+    )
     return (found if found is not None else cache_dir), note
 
 
-def git_facts(root: Path) -> tuple[Path | None, tuple[str, ...]]:
-    """(the git top level, the remotes' URLs) for a verb that lists no files (`vx cache prune`)."""
+def git_facts(root: Path) -> tuple[Path | None, tuple[tuple[str, str], ...]]:
+    """(the git top level, each remote's name and URL) for a verb that lists no files (`vx cache
+    prune`, `vx info`); a run takes them from its own listing."""
     import subprocess
-
-    from vx.store import shared
 
     def git(*args: str) -> str:
         try:
@@ -88,12 +89,12 @@ def git_facts(root: Path) -> tuple[Path | None, tuple[str, ...]]:
     top = next((d for d in (root, *root.parents) if (d / ".git").exists()), None)
     if top is None:
         return None, ()
-    config = {}
-    for record in git("config", "-z", "--list").split("\0"):
+    remotes = []
+    for record in git("config", "-z", "--get-regexp", r"^remote\..*\.url$").split("\0"):
         key, _, value = record.partition("\n")
         if key:
-            config[key.lower()] = value
-    return top, shared.remote_urls(config)
+            remotes.append((key[7:-4], value))
+    return top, tuple(remotes)
 
 
 def store_of(

@@ -23,7 +23,7 @@ import re
 import stat
 import subprocess
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Sequence
 
 STORE_DB = "store.db"
 _PREFERRED = ("origin", "upstream", "base")
@@ -32,15 +32,14 @@ _SCP = re.compile(r"^(?:[^@/]+@)?([^:/]+):(.*)$")  # [user@]host:path, git's scp
 _ROOT_MEMO = "repo-id"  # the root commit, found once per workspace (a spawn the warm path skips)
 
 
-def remote_urls(config: Mapping[str, str]) -> tuple[str, ...]:
-    """The remotes' URLs from `git config --list` (lower-cased keys), most preferred first."""
-    urls = {
-        key[len("remote.") : -len(".url")]: value
-        for key, value in config.items()
-        if key.startswith("remote.") and key.endswith(".url") and value.strip()
-    }
-    ordered = [urls[name] for name in _PREFERRED if name in urls]
-    return tuple(ordered + [url for name, url in urls.items() if name not in _PREFERRED])
+def preferred_remote(remotes: Sequence[tuple[str, str]]) -> str | None:
+    """The URL of the remote that names the repository: `origin`, `upstream`, `base`, else the
+    first `git config` lists."""
+    urls = {name.lower(): url for name, url in remotes if url.strip()}
+    for name in _PREFERRED:
+        if name in urls:
+            return urls[name]
+    return next(iter(urls.values()), None)
 
 
 def normalise_remote(url: str, toplevel: Path) -> str:
@@ -62,7 +61,8 @@ def normalise_remote(url: str, toplevel: Path) -> str:
 
 
 def _local(path: str, toplevel: Path) -> str:
-    return "file:" + _bare(os.path.realpath(os.path.join(toplevel, os.path.expanduser(path))))
+    real = os.path.realpath(os.path.join(toplevel, os.path.expanduser(path)))
+    return "file:/" + _bare(real)
 
 
 def _bare(path: str) -> str:
@@ -88,10 +88,11 @@ def _sha256():
     return sha256
 
 
-def identity(toplevel: Path, remotes: Sequence[str], memo_dir: Path) -> str | None:
+def identity(toplevel: Path, remotes: Sequence[tuple[str, str]], memo_dir: Path) -> str | None:
     """The repository's identity: its preferred remote, else its root commit, else None."""
-    if remotes:
-        return normalise_remote(remotes[0], toplevel)
+    url = preferred_remote(remotes)
+    if url is not None:
+        return normalise_remote(url, toplevel)
     memo = memo_dir / _ROOT_MEMO
     try:
         known = memo.read_text().strip()
@@ -119,7 +120,11 @@ def identity(toplevel: Path, remotes: Sequence[str], memo_dir: Path) -> str | No
 
 
 def store_dir(
-    root: Path, toplevel: Path | None, remotes: Sequence[str], memo_dir: Path, home: str | None
+    root: Path,
+    toplevel: Path | None,
+    remotes: Sequence[tuple[str, str]],
+    memo_dir: Path,
+    home: str | None,
 ) -> tuple[Path | None, str | None]:
     """(the shared store's directory, made and checked, or None; a note when the home is unsafe)."""
     if toplevel is None:
