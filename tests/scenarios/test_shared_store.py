@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import sqlite3
 import stat
 import subprocess
@@ -291,3 +292,34 @@ def test_lc02_cache_prune_sees_the_shared_store(repo, tmp_path):
     for dist in (repo.root / "packages").glob("*/dist"):
         subprocess.run(["rm", "-rf", str(dist)], check=True)
     assert set(caches(repo.vx("run", "build", env=shared(home))).values()) == {"miss"}
+
+
+@pytest.mark.skipif(
+    any(shutil.which(t) is None for t in ("bwrap", "strace", "node")),
+    reason="bwrap, strace and node are installed by dev/test",
+)
+def test_lc02_a_sandboxed_task_sees_the_shared_store_empty(repo, tmp_path):
+    """The shared store lies outside the workspace, in the home a sandbox leaves readable: a
+    sandboxed task sees it as an empty directory (SB-15), so it can neither read another
+    workspace's artifacts nor plant one."""
+    home = home_of(tmp_path)
+    task = {
+        "exec": {"command": "echo built", "sandbox": {"allow": {"read": [], "write": []}}},
+        "cache": {"inputs": {"files": ["src/**"]}, "outputs": {"files": ["dist/**"]}},
+    }
+    chain(repo)
+    assert repo.vx("run", "build", env=shared(home)).code == 0  # the store holds entries
+    [store] = stores(home)
+    assert artifacts(store)
+    look = {
+        "exec": {
+            "command": f"find {store} -type f 2>/dev/null | wc -l | sed 's/^/store files: /'",
+            "sandbox": {"allow": {"read": [], "write": []}},
+        }
+    }
+    repo.write(
+        {"packages/a/vx.config.json": {"tasks": {"build": build_task(), "t": task, "look": look}}}
+    ).commit()
+    res = repo.vx("run", "look", cwd="packages/a", env=shared(home))
+    assert res.code == 0, res.out + res.err
+    assert "store files: 0" in res.out, res.out
