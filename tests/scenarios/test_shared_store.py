@@ -323,3 +323,25 @@ def test_lc02_a_sandboxed_task_sees_the_shared_store_empty(repo, tmp_path):
     res = repo.vx("run", "look", cwd="packages/a", env=shared(home))
     assert res.code == 0, res.out + res.err
     assert "store files: 0" in res.out, res.out
+
+
+def test_lc02_vx_why_reads_the_shared_store(repo, tmp_path):
+    """`vx why` says why a task was not saved until an entry for its key exists, and with a
+    shared store that entry is in the store, not in the workspace's index."""
+    home = home_of(tmp_path)
+    edit = (
+        "node -e \"const fs=require('fs');if(process.env.EDIT)fs.appendFileSync('src/index.js','//');"
+        "fs.mkdirSync('dist',{recursive:true});fs.writeFileSync('dist/out.js','a')\""
+    )
+    task = build_task(deps=(), command=edit)
+    task["exec"]["env"] = {"passThrough": ["EDIT"]}
+    files = {"src/index.js": "A;"}
+    repo.write(npm_workspace({"a": {"tasks": {"build": task}, "files": files}})).commit()
+    assert repo.vx("run", "build", env={**shared(home), "EDIT": "1"}).code == 0
+    why = repo.vx("why", "a#build", summary=False, env=shared(home))
+    assert why.code == 0, why.err
+    assert "input changed while it ran: packages/a/src/index.js" in why.out, why.out
+    repo.git("checkout", "--", "packages/a/src/index.js")
+    assert repo.vx("run", "build", env=shared(home)).code == 0
+    why = repo.vx("why", "a#build", summary=False, env=shared(home))
+    assert "not saved" not in why.out, why.out
