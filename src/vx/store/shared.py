@@ -174,13 +174,18 @@ def _private_dir(path: Path) -> str | None:
     """Make `path` 0700 if missing; None when it is a directory of this user's that only they can
     write (read bits for others are taken away), else why not."""
     try:
-        os.mkdir(path, 0o700)
-    except FileExistsError:
-        pass
-    except OSError as e:
-        return f"{path} cannot be made ({e.strerror})"
-    try:
         st = os.lstat(path)
+    except FileNotFoundError:
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:  # another run made it meanwhile
+            pass
+        except OSError as e:
+            return f"{path} cannot be made ({e.strerror})"
+        try:
+            st = os.lstat(path)
+        except OSError as e:
+            return f"{path} cannot be read ({e.strerror})"
     except OSError as e:
         return f"{path} cannot be read ({e.strerror})"
     if stat.S_ISLNK(st.st_mode):
