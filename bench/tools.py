@@ -35,6 +35,9 @@ class Tool:
     name: str
     exe: tuple[str, ...]  # the command up to (not including) `run`
     flavour: str  # "vx" | "turbo"
+    # vx's HOME: the repository's shared store lives under it (~/.vx/<id>), so a cold start
+    # empties it and the bench never reads or fills the user's own
+    home: Path | None = None
 
     def argv(self, tasks: Sequence[str], concurrency: int) -> list[str]:
         if self.flavour == "turbo":
@@ -46,6 +49,8 @@ class Tool:
         caches = [".vx"] if self.flavour == "vx" else [".turbo", "node_modules/.cache/turbo"]
         for rel in caches:
             shutil.rmtree(ws / rel, ignore_errors=True)
+        if self.home is not None:
+            shutil.rmtree(self.home / ".vx", ignore_errors=True)
         for pkg in (ws / "packages").iterdir():
             shutil.rmtree(pkg / "dist", ignore_errors=True)
             if self.flavour == "turbo":
@@ -54,6 +59,9 @@ class Tool:
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in ("CI", "VX_TIMING", "VX_CACHE_DIR")}
         env.update(TOOL_ENV)
+        if self.home is not None:
+            self.home.mkdir(mode=0o700, parents=True, exist_ok=True)
+            env["HOME"] = str(self.home)
         return env
 
 
@@ -74,8 +82,9 @@ def vx_tool(spec: str | None, work: Path) -> Tool:
     development interpreter here has an editable install, a site hook that imports certifi
     at every start and PYTHONDONTWRITEBYTECODE=1; `--vx vx` measures that instead.
     """
+    home = work / "vx-home"
     if spec:
-        return Tool("vx", tuple(spec.split()), "vx")
+        return Tool("vx", tuple(spec.split()), "vx", home)
     venv = work / "venv"
     if not (venv / "bin" / "python").exists():
         _run([sys.executable, "-m", "venv", str(venv)])
@@ -91,7 +100,7 @@ def vx_tool(spec: str | None, work: Path) -> Tool:
                 str(REPO),
             ]
         )
-    return Tool("vx", (str(venv / "bin" / "vx"),), "vx")
+    return Tool("vx", (str(venv / "bin" / "vx"),), "vx", home)
 
 
 def version_of(tool: Tool, ws: Path) -> str:

@@ -1,3 +1,4 @@
+import os
 import sys
 from pathlib import Path
 
@@ -29,3 +30,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         (keep if chosen else drop).append(item)
     config.hook.pytest_deselected(items=drop)
     items[:] = keep
+
+
+# Every test's workspace keeps its own cache, as a named cache dir does: the repository's shared
+# store under ~/.vx (LC-02) would be this user's real one, and repositories made in the same second
+# by different tests can share a root commit. The harnesses pass this one VX_ variable through;
+# tests of the shared store set HOME and VX_SHARED_STORE themselves.
+os.environ["VX_SHARED_STORE"] = "0"

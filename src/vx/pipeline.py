@@ -93,6 +93,7 @@ class Prepared(Struct):
     broad: bool
     cache_dir: Path
     policy: CachePolicy = CachePolicy()
+    store_dir: Path | None = None  # entries and artifacts, when not in cache_dir
     remote: LayeredStore | None = None  # when a remote layer is on (also `store`)
     remote_hits: frozenset[str] = frozenset()  # `--dry` only: keys the remote holds
     notices: tuple[tuple[str, str], ...] = ()  # (message, info | warning)
@@ -148,6 +149,11 @@ def prepare(
         raise
     with stages("git enumeration"):
         index = pending.finish(cache_dir / "files.db")
+    store_dir, store_note = cache_dir, None
+    if location.shares(req.cache_dir, ws_config, host_env):
+        store_dir, store_note = location.store_dir(
+            cache_dir, ws.root, index.toplevel, index.remotes, host_env
+        )
     with stages("keys"):
         opts = RunOptions(
             req.forward_args,
@@ -155,6 +161,7 @@ def prepare(
             req.retries,
             ws_config.timeout_ms,
             cache_dir=cache_dir,
+            store_dir=store_dir,
             framework_inference=req.framework_inference,
             sandbox_trace=ws_config.sandbox_trace,
         )
@@ -179,7 +186,7 @@ def prepare(
             from vx.store.local import CacheFull, LocalStore
 
             try:
-                store = LocalStore(cache_dir, ws.root)
+                store = LocalStore(cache_dir, ws.root, store_dir)
             except CacheFull as exc:  # a full disk costs the cache, never the build
                 off = (
                     (
@@ -230,9 +237,11 @@ def prepare(
         broad,
         cache_dir,
         policy,
+        store_dir,
         remote,
         frozenset(remote_hits),
         tuple((m, "warning") for m in cache.notices)
+        + (((store_note, "warning"),) if store_note else ())
         + off
         + (((affected_notice, "info"),) if affected_notice else ()),
         ws_config.cache_retention,

@@ -793,7 +793,8 @@ class Workspace:
         env = {
             k: v
             for k, v in os.environ.items()
-            if not k.startswith(("VX_", "CI", "NEXT_PUBLIC_")) and k not in ENV_NAMES
+            if (not k.startswith(("VX_", "CI", "NEXT_PUBLIC_")) or k == "VX_SHARED_STORE")
+            and k not in ENV_NAMES
         }
         # A short kill grace: a late writer waits on the gate, so vx stops it after the grace whatever
         # its length; a short one only spares the fuzzer's time.

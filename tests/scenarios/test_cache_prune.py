@@ -153,7 +153,11 @@ def test_prune_waits_for_a_run_of_the_same_workspace(repo):
     release.unlink()
     marks.unlink()
     (ws.root / "packages/a/src/a.js").write_text("A2;")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
+    }
     env.update({"PYTHONPATH": SRC, "NO_COLOR": "1"})
     run = subprocess.Popen(
         [sys.executable, "-m", "vx", "run", "build"],

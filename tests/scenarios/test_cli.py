@@ -147,7 +147,11 @@ def test_a_reader_that_stops_early_gets_the_run_s_exit_code_and_no_traceback(rep
     loud = {"exec": {"command": "for i in $(seq 1 20000); do echo line $i; done; exit 3"}}
     repo.write(npm_workspace({"app": {"tasks": {"t": loud}}})).commit()
     env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))},
+        **{
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
+        },
         "PYTHONPATH": SRC,
     }
     script = (

@@ -60,7 +60,11 @@ def chain(n: int) -> dict:
 
 def probe(repo, *args: str, env: dict | None = None) -> dict:
     env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))},
+        **{
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
+        },
         **(env or {}),
     }
     env.update({"PYTHONPATH": SRC, "NO_COLOR": "1"})
@@ -137,7 +141,11 @@ def test_restores_in_forked_workers_leave_what_threads_leave(repo):
 def traced(repo, calls: str) -> str:
     """`vx run build` under strace (children too), as a user runs it; the trace's text."""
     trace = repo.root.parent / "trace"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
+    }
     env.update({"PYTHONPATH": SRC, "NO_COLOR": "1"})
     proc = subprocess.run(
         [

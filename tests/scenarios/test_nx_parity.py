@@ -42,7 +42,11 @@ def nx_package() -> Path:
 
 
 def nx(repo, nx_package: Path, *args: str) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI", "NX_"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("VX_", "CI", "NX_")) or k == "VX_SHARED_STORE"
+    }
     proc = subprocess.run(
         ["node", str(nx_package / "bin" / "nx.js"), *args],
         cwd=repo.root,
@@ -165,7 +169,11 @@ def same_projects(repo, nx_package: Path, names) -> None:
 
 
 def nx_files(repo, tasks: list[str], plain: dict[str, str]) -> dict[str, list[str]]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI", "NX_"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("VX_", "CI", "NX_")) or k == "VX_SHARED_STORE"
+    }
     proc = subprocess.run(
         ["node", str(HERE / "nx_hash_plan.js"), *tasks],
         cwd=repo.root,

@@ -118,7 +118,11 @@ class Live:
     """`vx` running in the background: its stdout and stderr lines as they come, signals, its exit code."""
 
     def __init__(self, repo: Repo, *args: str, cwd: str = "", env: dict | None = None):
-        full_env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
+        full_env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
+        }
         full_env.update({"PYTHONPATH": SRC, "NO_COLOR": "1", **(env or {})})
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "vx", *args],

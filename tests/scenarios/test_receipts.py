@@ -396,7 +396,11 @@ def test_a_damaged_receipt_is_a_miss_not_an_error(ws, garbage):
 
 
 def vx_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
+    }
     env.update({"PYTHONPATH": SRC, "NO_COLOR": "1"})
     return env
 

@@ -235,7 +235,9 @@ def test_tiocsti_cannot_push_input_into_vx_terminal(repo):  # pitfall 24
     repo.commit()
     master, slave = pty.openpty()
     env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("VX_")},
+        **{
+            k: v for k, v in os.environ.items() if not k.startswith("VX_") or k == "VX_SHARED_STORE"
+        },
         "PYTHONPATH": SRC,
         "NO_COLOR": "1",
     }
@@ -358,7 +360,9 @@ def test_ctrl_c_reaches_the_task_inside_and_nothing_survives(repo):  # issue ite
     )
     app(repo, {"t": sandboxed(cmd, write=["state/"])})
     env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("VX_")},
+        **{
+            k: v for k, v in os.environ.items() if not k.startswith("VX_") or k == "VX_SHARED_STORE"
+        },
         "PYTHONPATH": SRC,
         "NO_COLOR": "1",
         "VX_KILL_GRACE_MS": "1000",

@@ -465,7 +465,11 @@ def test_item9_the_matches_nothing_warning_comes_before_the_task_and_never_advis
 ):
     cmd = "echo task-ran; mkdir .0123456789abcdef-00000000.tmp 2>&1 | tail -1; true"
     app(repo, {"t": sandboxed(cmd, read=["."], write=[".*.tmp/**"])})
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
+    }
     env.update({"PYTHONPATH": SRC, "NO_COLOR": "1"})
     both = subprocess.run(
         [sys.executable, "-m", "vx", "run", "t"],

@@ -192,7 +192,11 @@ def test_a_listed_port_is_bridged_out_to_the_host_while_the_task_runs(repo):
         )
     ).commit()
     out = repo.root / "packages/app/out"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
+    }
     proc = subprocess.Popen(
         [sys.executable, "-m", "vx", "run", "serve"],
         cwd=repo.root / "packages/app",

@@ -43,7 +43,11 @@ def turbo_bin() -> str:
 
 
 def dry(repo, turbo_bin: str, tasks: list[str]) -> tuple[dict, dict]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI", "TURBO_"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("VX_", "CI", "TURBO_")) or k == "VX_SHARED_STORE"
+    }
     t = subprocess.run(
         [turbo_bin, "run", *tasks, "--dry=json"],
         cwd=repo.root,

@@ -19,7 +19,11 @@ class Watcher:
     cycle too), its stderr collected as it comes."""
 
     def __init__(self, ws, *args: str, env: dict | None = None):
-        full = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
+        full = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
+        }
         full.update({"PYTHONPATH": SRC, "NO_COLOR": "1", **(env or {})})
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "vx", "watch", *args],
@@ -160,7 +164,11 @@ def test_without_watchfiles_watch_says_how_to_get_it(ws):
         "import sys; sys.modules['watchfiles'] = None; sys.argv = ['vx', 'watch', 'build']; "
         "from vx.cli.main import main; sys.exit(main())"
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
+    }
     proc = subprocess.run(
         [sys.executable, "-c", code],
         cwd=ws.root,

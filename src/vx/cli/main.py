@@ -903,6 +903,7 @@ def _keep_receipt(argv, req, prep, summary, env, started_ns: int, silent: bool) 
         cwd=cwd,
         root=root,
         cache_dir=str(prep.cache_dir),
+        store_dir=str(prep.store_dir or prep.cache_dir),
         started_ns=started_ns,
         env=env,
         noted=noted,

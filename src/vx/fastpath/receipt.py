@@ -23,7 +23,7 @@ import stat
 
 from vx import __version__, witness
 
-FORMAT = 3  # 3: env values kept as digests
+FORMAT = 4  # 3: env values kept as digests; 4: the store dir
 RECEIPTS = os.path.join(".vx", "receipts")
 GIT_ENV = ("PATH", "HOME", "XDG_CONFIG_HOME")  # read straight from os.environ by the listing
 KEEP = 32  # receipts per workspace: one per command line and directory, the least recent go first
@@ -243,6 +243,7 @@ def write(
     cwd: str,
     root: str,
     cache_dir: str,
+    store_dir: str,
     started_ns: int,
     env: witness.ReadEnv,
     noted: tuple,
@@ -278,6 +279,7 @@ def write(
         "argv": list(argv),
         "root": root,
         "cache_dir": cache_dir,
+        "store_dir": store_dir,  # entries and artifacts: cache_dir, or the shared store
         "env": {
             name: env_digest(dict.get(env, name)) for name in sorted(env.names | set(GIT_ENV))
         },  # not noted

@@ -95,16 +95,16 @@ def _finish(path: str, header: dict, data: memoryview, environ) -> list[tuple[st
         if (
             len(absent) >= FORK_FROM
         ):  # both take restores from one queue: whoever is free takes the next
-            helper = restores.Helper(header["cache_dir"], header["root"], absent)
+            helper = restores.Helper(header["store_dir"], header["root"], absent)
             absent = helper.share  # type: ignore[assignment]  # a queue the helper shares, read as a list
         marks.append(("receipt check", time.perf_counter()))
         if not restoring and _index_vouched(header):
             if not _git_holds(children, header["git"]):
                 return None
             return _times(marks, ("git enumeration", time.perf_counter()))
-        before, looked_ns = _index_ids(header["cache_dir"]), time.time_ns()
+        before, looked_ns = _index_ids(header), time.time_ns()
         due = restoring or time.time() - header["touched"] >= TOUCH_EVERY_S
-        db = _open_index(header["cache_dir"])
+        db = _open_index(header)
         if db is None:
             return None
         try:
@@ -112,7 +112,7 @@ def _finish(path: str, header: dict, data: memoryview, environ) -> list[tuple[st
                 return None
             marks.append(("cache touch", time.perf_counter()))
             done = (
-                restores.extract(header["cache_dir"], header["root"], absent) if restoring else {}
+                restores.extract(header["store_dir"], header["root"], absent) if restoring else {}
             )
             if restoring:
                 marks.append(("restore", time.perf_counter()))
@@ -128,7 +128,7 @@ def _finish(path: str, header: dict, data: memoryview, environ) -> list[tuple[st
         _reap(children)
         if helper is not None:
             helper.stop()  # having reported, it has exited; else it stops after the artifact at hand
-    unchanged = not due and _index_ids(header["cache_dir"]) == before
+    unchanged = not due and _index_ids(header) == before
     header["index"] = [before, looked_ns] if unchanged else None
     if due:
         header["touched"] = time.time()
@@ -150,11 +150,20 @@ def _times(
 TOUCH_EVERY_S = 3600.0  # a replay refreshes `accessed_at` at most this often
 
 
-def _index_ids(cache_dir: str) -> list:
-    return [
+def _index_ids(header: dict) -> list:
+    """The identities of the index files: the workspace's, and a shared store's, which
+    another workspace of the repository may have written since."""
+    cache_dir, store_dir = header["cache_dir"], header["store_dir"]
+    ids = [
         witness.identity(os.path.join(cache_dir, name), True)
         for name in ("cache.db", "cache.db-wal")
     ]
+    if store_dir != cache_dir:
+        ids += [
+            witness.identity(os.path.join(store_dir, name), True)
+            for name in ("store.db", "store.db-wal")
+        ]
+    return ids
 
 
 def _index_vouched(header: dict) -> bool:
@@ -165,13 +174,11 @@ def _index_vouched(header: dict) -> bool:
     if seen is None or time.time() - header["touched"] >= TOUCH_EVERY_S:
         return False
     ids, looked_ns = seen
-    return _index_ids(header["cache_dir"]) == ids and not receipt.racy(
-        [("", i) for i in ids], looked_ns
-    )
+    return _index_ids(header) == ids and not receipt.racy([("", i) for i in ids], looked_ns)
 
 
 def _artifacts_hold(header: dict, tasks: list) -> bool:
-    prefix = os.path.join(header["cache_dir"], "")
+    prefix = os.path.join(header["store_dir"], "")
     for key, size, _crc, *_ in tasks:
         try:
             if os.stat(f"{prefix}{key}.tar.zst").st_size != size:
@@ -292,21 +299,32 @@ def _sqlite_module():
     return _sqlite3
 
 
-def _open_index(cache_dir: str):
-    """The cache index, set up as the store sets it up; None when there is none (connecting
-    must never create one)."""
+def _open_index(header: dict):
+    """The cache index (with a shared store's attached), set up as the store sets it up; None
+    when there is none (connecting must never create one)."""
     sqlite3 = _sqlite()
-    path = os.path.join(cache_dir, "cache.db")
-    uri = path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
+    cache_dir, store_dir = header["cache_dir"], header["store_dir"]
+    db = None
     try:
-        from vx.store.rows import CONNECTION_PRAGMAS
+        from vx.store import rows
 
-        db = sqlite3.connect(f"file:{uri}?mode=rw", uri=True, isolation_level=None, timeout=5.0)
-        for pragma in CONNECTION_PRAGMAS:  # as the store sets it up
+        db = sqlite3.connect(
+            _uri(os.path.join(cache_dir, "cache.db")), uri=True, isolation_level=None, timeout=5.0
+        )
+        for pragma in rows.CONNECTION_PRAGMAS:  # as the store sets it up
             db.execute(pragma)
+        if store_dir != cache_dir:
+            rows.attach_store(db, _uri(os.path.join(store_dir, "store.db")))
         return db
     except sqlite3.Error:
+        if db is not None:
+            db.close()
         return None
+
+
+def _uri(path: str) -> str:
+    """An existing database's file, read-write: `mode=rw` never creates one."""
+    return "file:" + path.replace("%", "%25").replace("?", "%3f").replace("#", "%23") + "?mode=rw"
 
 
 def _rows_hold(db, tasks: list, touch: bool) -> bool:

@@ -38,6 +38,7 @@ class _Listing(Struct):
     links: tuple[
         str, ...
     ] = ()  # candidate paths that may be symlinks (vx.files.links follows them)
+    remotes: tuple[tuple[str, str], ...] = ()  # (name, URL) of each remote: the shared store's id
 
 
 def check_ref(ref: str) -> str:
@@ -335,6 +336,11 @@ def _git_listing(
         frozenset(st.ignored_files),
         algo,
         links=tuple(maybe),
+        remotes=tuple(
+            (key[7:-4], value)
+            for key, value in config.items()
+            if key.startswith("remote.") and key.endswith(".url")
+        ),
     )
 
 

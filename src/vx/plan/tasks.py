@@ -183,7 +183,9 @@ class RunOptions(Struct, frozen=True):
     timeout_ms: int | None = None
     retries: int | None = None
     workspace_timeout_ms: int | None = None
-    cache_dir: Path | None = None  # a sandbox walls it off when it lies inside the workspace
+    cache_dir: Path | None = None  # the workspace's: memos (lockfile shares, toolchains)
+    # entries and artifacts: a sandbox walls them off; else in cache_dir
+    store_dir: Path | None = None
     framework_inference: bool = (
         True  # `--framework-inference=false`: a turbo.json task keys no framework variables
     )
@@ -277,7 +279,7 @@ def _with_sandbox(
         projects={p.dir: p.name for p in ws.packages.values()},
         linked=grants.linked_packages(ws.packages, node.id.package),
         folded=folded,
-        cache_dir=opts.cache_dir,
+        cache_dir=opts.store_dir if opts.store_dir is not None else opts.cache_dir,
         home=host_env.get("HOME"),
     )
     traced = cfg.exec.sandbox.trace if cfg.exec.sandbox.trace is not None else opts.sandbox_trace

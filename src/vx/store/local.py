@@ -32,7 +32,11 @@ if TYPE_CHECKING:
     import sqlite3
 
 SCHEMA_VERSION = "py-2"
+# A workspace's index beside a shared store holds only the stamps: its own version, so a
+# workspace that moves between the two layouts never reads entries left in the other.
+SPLIT_VERSION = SCHEMA_VERSION + "-stamps"
 DB_NAME = "cache.db"
+STORE_DB = "store.db"  # the shared store's index (vx.store.shared)
 LOG_HALF = 8 << 20  # keep the first and the last 8 MiB of a task's log
 
 _TABLES = {
@@ -51,6 +55,7 @@ _TABLES = {
     " PRIMARY KEY (hash, root, path)) WITHOUT ROWID",
 }
 _CHILD_TABLES = ("entry_log", "output_files", "output_stamps")
+_STORE_TABLES = ("entries", "entry_log", "output_files")  # what a shared store's index holds
 _FILES_WITH_STAMPS = (
     "SELECT f.hash, f.path, f.size, f.mode, f.mtime_ms, s.ino, s.ctime_ns FROM output_files f"
     " LEFT JOIN output_stamps s ON s.hash = f.hash AND s.root = ? AND s.path = f.path"
@@ -155,8 +160,13 @@ class LocalStore:
     connection holds `_lock`; packing and extracting happen outside it.
     """
 
-    def __init__(self, cache_dir: Path, root: Path):
-        self.cache_dir = Path(cache_dir)
+    def __init__(self, cache_dir: Path, root: Path, store_dir: Path | None = None):
+        # `cache_dir` is where the artifacts live (and the temp files a save or a download
+        # renames into them); `index_dir` the workspace's own. They differ only with a shared
+        # store, whose index `store.db` the workspace's `cache.db` attaches.
+        self.index_dir = Path(cache_dir)
+        self.cache_dir = Path(store_dir) if store_dir is not None else self.index_dir
+        self.shared = self.cache_dir != self.index_dir
         self.root = Path(root)
         self._root_key = str(self.root)
         self._root_prefix = os.path.join(self._root_key, "")
@@ -173,7 +183,9 @@ class LocalStore:
             "save": [],
             "restore": [],
         }  # seconds per call, for VX_TIMING
-        _prepare_dir(self.cache_dir)
+        _prepare_dir(self.index_dir)
+        if self.shared:
+            _prepare_dir(self.cache_dir)
         self._db = self._connect()
 
     # ------------------------------------------------------------ lifecycle
@@ -182,22 +194,30 @@ class LocalStore:
         """Open the index with WAL and a busy timeout; reset it silently on a schema mismatch."""
         import sqlite3
 
-        path = self.cache_dir / DB_NAME
-        fresh, db = not path.exists(), None
+        path = self.index_dir / DB_NAME
+        store = self.cache_dir / STORE_DB
+        fresh = [p for p in ((path, store) if self.shared else (path,)) if not p.exists()]
+        db = None
         try:
             db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=5.0)
             for pragma in rows.CONNECTION_PRAGMAS:
                 db.execute(pragma)
-            db.execute(
-                "PRAGMA journal_mode=WAL"
-            )  # persistent in the file: the replay need not set it
-            _ensure_schema(db)
+            # journal_mode is persistent in the file: the replay need not set it
+            db.execute("PRAGMA journal_mode=WAL")
+            if self.shared:
+                rows.attach_store(db, str(store))
+                db.execute("PRAGMA store.journal_mode=WAL")
+                _ensure_schema(db, "store", _STORE_TABLES, SCHEMA_VERSION)
+                if _ensure_schema(db, "main", ("output_stamps",), SPLIT_VERSION):
+                    self._forget_local_artifacts()
+            else:
+                _ensure_schema(db, "main", tuple(_TABLES), SCHEMA_VERSION)
         except sqlite3.Error as e:
             if db is not None:
                 db.close()
-            if fresh:  # made by this failed open: leave no index without tables behind
+            for made in fresh:  # made by this failed open: leave no index without tables behind
                 for suffix in ("", "-wal", "-shm"):
-                    _quiet_unlink(f"{path}{suffix}")
+                    _quiet_unlink(f"{made}{suffix}")
             if _sqlite_full(e):
                 raise CacheFull(
                     f"cannot open the cache index: {e}", facts=(f"path: {path}",), hint=_PRUNE_HINT
@@ -255,6 +275,17 @@ class LocalStore:
 
     def artifact(self, key: str) -> Path:
         return self.cache_dir / f"{key}.tar.zst"
+
+    def _forget_local_artifacts(self) -> None:
+        """The workspace's index moved to the split layout: the artifacts it held in its own dir
+        (the old layout's) have no row any more, so they go rather than fill the disk unseen."""
+        try:
+            with os.scandir(self.index_dir) as it:
+                for entry in it:
+                    if entry.name.endswith(".tar.zst") and entry.is_file(follow_symlinks=False):
+                        _quiet_unlink(entry.path)
+        except OSError:
+            pass
 
     # ------------------------------------------------------------ probe
 
@@ -681,33 +712,37 @@ def _transaction(db: "sqlite3.Connection", *, immediate: bool = False) -> Iterat
         raise
 
 
-def _schema_version(db: "sqlite3.Connection") -> str | None:
+def _schema_version(db: "sqlite3.Connection", schema: str) -> str | None:
     import sqlite3
 
     try:
-        row = db.execute("SELECT version FROM schema_meta").fetchone()
+        row = db.execute(f"SELECT version FROM {schema}.schema_meta").fetchone()
     except sqlite3.OperationalError:  # no table yet
         return None
     return row[0] if row else None
 
 
-def _ensure_schema(db: "sqlite3.Connection") -> None:
-    """Create the tables, or drop and recreate ours when the version differs.
-
-    Artifacts are kept; only the index is rebuilt. Tables other modules keep in the same
-    database are left alone.
-    """
-    if _schema_version(db) == SCHEMA_VERSION:
-        return
+def _ensure_schema(
+    db: "sqlite3.Connection", schema: str, tables: Sequence[str], version: str
+) -> bool:
+    """Create `tables` in `schema`, or drop and recreate ours when the version differs;
+    True when it did. Artifacts are kept; only the index is rebuilt. Tables other modules keep
+    in the same database are left alone, and every table of ours that `tables` does not name is
+    dropped: unqualified names find `main` first, so a stale `entries` there would hide the
+    attached store's."""
+    if _schema_version(db, schema) == version:
+        return False
     with _transaction(db, immediate=True):
-        if _schema_version(db) == SCHEMA_VERSION:  # another process won the race
-            return
-        for table, create in _TABLES.items():
-            db.execute(f"DROP TABLE IF EXISTS {table}")
-            db.execute(create)
-        db.execute("CREATE TABLE IF NOT EXISTS schema_meta (version TEXT NOT NULL)")
-        db.execute("DELETE FROM schema_meta")
-        db.execute("INSERT INTO schema_meta VALUES (?)", (SCHEMA_VERSION,))
+        if _schema_version(db, schema) == version:  # another process won the race
+            return False
+        for table in _TABLES:
+            db.execute(f"DROP TABLE IF EXISTS {schema}.{table}")
+        for table in tables:
+            db.execute(_TABLES[table].replace("CREATE TABLE ", f"CREATE TABLE {schema}.", 1))
+        db.execute(f"CREATE TABLE IF NOT EXISTS {schema}.schema_meta (version TEXT NOT NULL)")
+        db.execute(f"DELETE FROM {schema}.schema_meta")
+        db.execute(f"INSERT INTO {schema}.schema_meta VALUES (?)", (version,))
+    return True
 
 
 def _prepare_dir(path: Path) -> None:

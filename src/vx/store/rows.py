@@ -18,6 +18,15 @@ SQL_BATCH = 800  # IN-lists stay under 900 bound parameters (old SQLite caps at 
 CONNECTION_PRAGMAS = ("PRAGMA busy_timeout=5000", "PRAGMA synchronous=NORMAL")
 
 
+def attach_store(db, path: str) -> None:
+    """Attach a shared store's index as `store`, set up as the workspace's own; unqualified
+    names then find its tables (`entries`, `entry_log`, `output_files`), which `main` lacks."""
+    db.execute("ATTACH DATABASE ? AS store", (path,))
+    for pragma in CONNECTION_PRAGMAS:
+        if pragma.startswith("PRAGMA synchronous"):
+            db.execute(pragma.replace("PRAGMA ", "PRAGMA store.", 1))
+
+
 def chunked(items: Sequence[Any]) -> list[Any]:
     return [items[i : i + SQL_BATCH] for i in range(0, len(items), SQL_BATCH)]
 
