@@ -1,0 +1,255 @@
+"""A lockfile cut down to a pruned workspace (`vx prune`): the root importer, the kept projects'
+importers and every entry they reach — nothing else — in the manager's own format, so that
+`npm ci`, `pnpm install --frozen-lockfile`, `yarn install --frozen-lockfile` / `--immutable` and
+`bun install --frozen-lockfile` accept it.
+
+The closure is the one each project's cache key folds (vx.files.lockfile). The text is the
+original's, with whole entries left out (npm's JSON is re-serialised as npm writes it): yarn
+berry and bun compare the lockfile they would write with the one on disk, byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from vx.errors import ConfigError
+from vx.files.lockfile import _PEERS, _berry_node, _Graph, _key, _norm_dir, _parse, _yaml_docs
+
+
+class Subset:
+    """The pruned lockfile's text, and the importers (project dirs) its kept ones reach."""
+
+    __slots__ = ("text", "reached")
+
+    def __init__(self, text: str, reached: set[str]):
+        self.text, self.reached = text, reached
+
+
+def subset(name: str, text: str, root: str, projects: dict[str, dict], keep: set[str]) -> Subset:
+    """Lockfile `name` (holding `text`) cut to the root and the project dirs in `keep`.
+    `projects` are all the workspace's, as vx.files.lockfile.closures takes them."""
+    if not text.strip():
+        return Subset(text, set())
+    graph = _parse(name, text, root, projects)
+    if graph.whole:
+        raise ConfigError(
+            "vx cannot prune this lockfile: it is npm's lockfileVersion 1, which has no table of "
+            "installed locations",
+            file=name,
+            hint="`npm install --lockfile-version 3` rewrites it in the current format",
+        )
+    dirs = keep | {""}
+    reach = graph._reach([f"i:{d}" for d in sorted(dirs)], set())
+    reached = {n[2:] for n in reach if n.startswith("i:")}
+    if name == "pnpm-lock.yaml":
+        out = _pnpm(text, reach, dirs)
+    elif name in ("package-lock.json", "npm-shrinkwrap.json"):
+        out = _npm(text, reach, dirs)
+    elif name == "bun.lock":
+        out = _bun(text, reach, dirs)
+    elif text.lstrip().startswith("#") and "yarn lockfile v1" in text[:400]:
+        out = _yarn_classic(text, reach)
+    else:
+        out = _berry(name, text, graph, reach, dirs)
+    return Subset(out, reached)
+
+
+# ---------------------------------------------------------------- npm
+
+
+def _npm(text: str, reach: set[str], dirs: set[str]) -> str:
+    data = json.loads(text)
+    packages = data["packages"]
+    kept: dict[str, object] = {}
+    for loc, meta in packages.items():
+        if "node_modules/" not in f"/{loc}":  # an importer: a workspace package (or an outside one)
+            keep = loc in dirs
+        elif isinstance(meta, dict) and meta.get("link"):  # node_modules/a -> packages/a
+            keep = _norm_dir(str(meta.get("resolved", ""))) in dirs
+        else:
+            keep = f"e:{loc}" in reach
+        if keep:
+            kept[loc] = meta
+    data["packages"] = kept
+    if isinstance(data.get("dependencies"), dict):  # lockfileVersion 2 keeps npm 6's tree too
+        data["dependencies"] = _npm_legacy(data["dependencies"], "", kept)
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+def _npm_legacy(tree: dict, at: str, kept: dict) -> dict:
+    """npm 6's nested `dependencies`, holding only what `packages` kept at the same location."""
+    out = {}
+    for dep, meta in tree.items():
+        loc = f"{at}node_modules/{dep}"
+        if loc not in kept:
+            continue
+        if isinstance(meta, dict) and isinstance(meta.get("dependencies"), dict):
+            meta = {**meta, "dependencies": _npm_legacy(meta["dependencies"], loc + "/", kept)}
+        out[dep] = meta
+    return out
+
+
+# ---------------------------------------------------------------- the line-wise formats
+
+
+def _chunks(lines: list[str], starts) -> list[tuple[str | None, list[str]]]:
+    """`lines` cut where `starts(line)` names a key: (key, its lines), the lines before any
+    key under None. A chunk's trailing blank lines stay with it, so a dropped entry takes its
+    separator along."""
+    out: list[tuple[str | None, list[str]]] = [(None, [])]
+    for line in lines:
+        key = starts(line)
+        if key is not None:
+            out.append((key, []))
+        out[-1][1].append(line)
+    return out
+
+
+def _pnpm(text: str, reach: set[str], dirs: set[str]) -> str:
+    entries = {n[2:] for n in reach if n.startswith("e:")}
+    bases = {_PEERS.sub("", e) for e in entries}  # v9: `packages` holds each snapshot's base
+    lines = text.split("\n")
+    docs = _pnpm_documents(lines)
+    main = max((i for i, d in enumerate(docs) if _pnpm_main(d)), default=len(docs) - 1)
+    out: list[str] = []
+    for i, doc in enumerate(docs):
+        out += _pnpm_document(doc, entries, bases, dirs) if i == main else doc
+    return "\n".join(out)
+
+
+def _pnpm_documents(lines: list[str]) -> list[list[str]]:
+    docs: list[list[str]] = [[]]
+    for line in lines:
+        if line.startswith("---") and docs[-1]:
+            docs.append([])
+        docs[-1].append(line)
+    return docs
+
+
+def _pnpm_main(doc: list[str]) -> bool:
+    return any(line.startswith(("importers:", "packages:", "dependencies:")) for line in doc)
+
+
+def _pnpm_document(doc: list[str], entries: set[str], bases: set[str], dirs: set[str]) -> list[str]:
+    v9_snapshots = any(line.startswith("snapshots:") for line in doc)
+    out: list[str] = []
+    section = ""
+    keep = True
+    for no, line in enumerate(doc, 1):
+        if line and not line[0].isspace() and not line.startswith("#"):
+            section, keep = line.split(":", 1)[0], True
+        elif section in ("importers", "packages", "snapshots") and line.startswith("  "):
+            if line[2:3] not in (" ", "#", ""):  # an entry's key line
+                key = _key("pnpm-lock.yaml", no, line.strip())[0]
+                if section == "importers":
+                    keep = ("" if key == "." else key) in dirs
+                elif section == "snapshots" or not v9_snapshots:
+                    keep = key in entries
+                else:
+                    keep = key in bases
+        if keep:
+            out.append(line)
+    return out
+
+
+def _yarn_classic(text: str, reach: set[str]) -> str:
+    def starts(line: str) -> str | None:
+        if line.strip() and not line[0].isspace() and not line.startswith("#"):
+            return line.strip()[:-1]
+        return None
+
+    out: list[str] = []
+    for key, lines in _chunks(text.split("\n"), starts):
+        if key is None or f"e:{key}" in reach:
+            out += lines
+    return "\n".join(out)
+
+
+def _berry(name: str, text: str, graph: _Graph, reach: set[str], dirs: set[str]) -> str:
+    data = _yaml_docs(name, text)[0]
+    # The descriptors the kept entries ask for: yarn writes an entry's key as the descriptors
+    # that resolved to it, so one only a pruned package used must go from the key too.
+    wanted: set[str] = set()
+    for key, block in data.items():
+        node = _berry_node(key, block)
+        if key == "__metadata" or not (node in reach or node[2:] in dirs and node[0] == "i"):
+            continue
+        for field in ("dependencies", "peerDependencies", "optionalDependencies"):
+            deps = block.get(field) if isinstance(block, dict) else None
+            for dep, rng in deps.items() if isinstance(deps, dict) else ():
+                wanted |= {f"{dep}@{rng}", f"{dep}@npm:{rng}"}
+
+    def starts(line: str) -> str | None:
+        if line.strip() and not line[0].isspace() and not line.startswith("#"):
+            return line
+        return None
+
+    out: list[str] = []
+    for no, (head, lines) in enumerate(_chunks(text.split("\n"), starts)):
+        if head is None:
+            out += lines
+            continue
+        key = _key(name, no, head.strip())[0]
+        if key == "__metadata":
+            out += lines
+            continue
+        block = data.get(key)
+        node = _berry_node(key, block)
+        if node.startswith("i:"):
+            own = node[2:] in dirs
+        else:
+            own = node in reach
+        if not own:
+            continue
+        descriptors = [d.strip() for d in key.split(",")]
+        kept = [d for d in descriptors if d in wanted or _is_own_workspace(d, node)]
+        if kept != descriptors:
+            lines = [json.dumps(", ".join(kept or descriptors[:1])) + ":", *lines[1:]]
+        out += lines
+    return "\n".join(out)
+
+
+def _is_own_workspace(descriptor: str, node: str) -> bool:
+    """`a@workspace:packages/a` for the workspace at packages/a (and `root@workspace:.`)."""
+    if not node.startswith("i:") or "@workspace:" not in descriptor:
+        return False
+    return _norm_dir(descriptor.split("@workspace:", 1)[1]) == node[2:]
+
+
+_BUN_KEY = re.compile(r'^    ("(?:[^"\\]|\\.)*"):')
+
+
+def _bun(text: str, reach: set[str], dirs: set[str]) -> str:
+    """bun.lock's two tables hold one entry per 4-space-indented key; an entry of `workspaces`
+    spans lines up to its closing brace, one of `packages` is one line."""
+    section = ""
+    out: list[str] = []
+    keep = True
+    for line in text.split("\n"):
+        if line.startswith('  "'):
+            section, keep = json.loads(line.strip().split(":", 1)[0]), True
+        elif line.startswith("  }"):
+            section, keep = "", True
+        elif (m := _BUN_KEY.match(line)) and section in ("workspaces", "packages"):
+            key = json.loads(m.group(1))
+            if section == "workspaces":
+                keep = key in dirs
+            else:
+                spec = _first_string(line[m.end() :].strip().lstrip("[").strip())
+                if "@workspace:" in spec:
+                    keep = _norm_dir(spec.split("@workspace:", 1)[1]) in dirs
+                else:
+                    keep = f"e:{key}" in reach
+        if keep:
+            out.append(line)
+    return "\n".join(out)
+
+
+def _first_string(text: str) -> str:
+    """The JSON string `text` starts with ("" when it starts with none)."""
+    try:
+        value, _ = json.JSONDecoder().raw_decode(text)
+    except ValueError:
+        return ""
+    return value if isinstance(value, str) else ""

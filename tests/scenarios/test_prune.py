@@ -1,0 +1,173 @@
+"""`vx prune PKG --docker` (issue #17's `vx prune` item, turbo's prune): a partial workspace for one
+package whose install layer (`out/json`) installs offline with the manager's frozen flag from the
+pruned lockfile, and whose full source (`out/full`) then builds with `vx run build`.
+
+The workspace: app -> lib (workspace) and is-odd (-> is-number@6); other -> lib and is-number@7;
+the root with kind-of. Pruning for app keeps app, lib and their entries: other and is-number@7
+are gone from the tree and from the lockfile. Real package managers write the lockfiles and
+fill their caches first; the pruned install then runs from those caches alone.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import build_task
+
+LOCKFILE = {
+    "npm": "package-lock.json",
+    "yarn": "yarn.lock",
+    "berry": "yarn.lock",
+    "bun": "bun.lock",
+}
+
+
+def _lockfile(pm: str) -> str:
+    return LOCKFILE.get(pm, "pnpm-lock.yaml")
+
+
+def _env(tmp: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "COREPACK_ENABLE_STRICT": "0",
+        "npm_config_manage_package_manager_versions": "false",
+        "npm_config_cache": str(tmp / "npm-cache"),
+        # a lockfile with each tarball's URL: without it (a machine's npmrc may say so) npm ci
+        # asks the registry for metadata the first install did not cache
+        "npm_config_omit_lockfile_registry_resolved": "false",
+        "npm_config_store_dir": str(tmp / "pnpm-store"),
+        "YARN_CACHE_FOLDER": str(tmp / "yarn-cache"),
+        "YARN_ENABLE_TELEMETRY": "0",
+        "YARN_GLOBAL_FOLDER": str(tmp / "berry"),
+        "YARN_ENABLE_GLOBAL_CACHE": "1",
+        "BUN_INSTALL_CACHE_DIR": str(tmp / "bun-cache"),
+    }
+
+
+def _manager(pm: str) -> list[str]:
+    from npm_packages import installed
+
+    if pm == "npm":
+        return ["npm"]
+    if pm == "pnpm":
+        return ["node", str(installed("pnpm") / "bin" / "pnpm.cjs")]
+    if pm == "yarn":
+        return ["node", str(installed("yarn") / "bin" / "yarn.js")]
+    if pm == "berry":
+        return ["node", str(installed("@yarnpkg/cli-dist") / "bin" / "yarn.js")]
+    return [str(installed("bun") / "bin" / "bun.exe")]
+
+
+def _install(pm: str, cwd: Path, tmp: Path, frozen: bool) -> subprocess.CompletedProcess:
+    """The manager's install: online the first time (it fills the cache and writes the lockfile),
+    then `frozen`: offline from the cache, the lockfile as it is."""
+    env = _env(tmp)
+    flags = {
+        "npm": (
+            ["install", "--no-audit", "--no-fund"],
+            ["ci", "--offline", "--no-audit", "--no-fund"],
+        ),
+        "pnpm": (["install"], ["install", "--frozen-lockfile", "--offline"]),
+        "yarn": (
+            ["install", "--non-interactive", "--no-progress"],
+            ["install", "--frozen-lockfile", "--offline", "--non-interactive", "--no-progress"],
+        ),
+        "berry": (["install"], ["install", "--immutable"]),
+        "bun": (["install"], ["install", "--frozen-lockfile"]),
+    }[pm]
+    if pm == "berry" and frozen:
+        env["YARN_ENABLE_OFFLINE_MODE"] = "1"
+    argv = _manager(pm) + flags[1 if frozen else 0]
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def _workspace(repo, pm: str, tmp: Path):
+    link = "workspace:*" if pm in ("pnpm", "berry", "bun") else "1.0.0"
+    files: dict[str, object] = {
+        "package.json": {
+            "name": "root",
+            "version": "1.0.0",
+            "private": True,
+            "workspaces": ["packages/*"],
+            "devDependencies": {"kind-of": "6.0.3"},
+        },
+        ".gitignore": "node_modules/\ndist/\n.vx/\n.yarn/\n.pnp.*\nout/\n",
+    }
+    if pm == "pnpm":
+        files["pnpm-workspace.yaml"] = "packages:\n  - packages/*\n"
+    if pm == "berry":
+        files[".yarnrc.yml"] = "nodeLinker: node-modules\nenableTelemetry: false\n"
+        files["yarn.lock"] = ""
+    # app's build needs is-odd installed, and lib built first (build_task's ^build)
+    needs = "require('is-odd');require('fs').statSync('../lib/dist/out.js');"
+    deps = {
+        "app": ({"lib": link, "is-odd": "^3.0.1"}, needs),
+        "lib": ({}, ""),
+        "other": ({"lib": link, "is-number": "^7.0.0"}, ""),
+    }
+    for name, (dependencies, check) in deps.items():
+        files[f"packages/{name}/package.json"] = {
+            "name": name,
+            "version": "1.0.0",
+            "dependencies": dependencies,
+        }
+        command = (
+            f"node -e \"{check}const fs=require('fs');fs.mkdirSync('dist',{{recursive:true}});"
+            f"fs.writeFileSync('dist/out.js',fs.readFileSync('src/{name}.js','utf8'))\""
+        )
+        files[f"packages/{name}/vx.config.json"] = {"tasks": {"build": build_task(command=command)}}
+        files[f"packages/{name}/src/{name}.js"] = f"{name.upper()};"
+    ws = repo.write(files)
+    proc = _install(pm, ws.root, tmp, frozen=False)
+    assert proc.returncode == 0, f"{pm}: {proc.stdout}\n{proc.stderr}"
+    return ws.commit()
+
+
+def _tree(root: Path) -> set[str]:
+    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("pm", ("npm", "pnpm", "yarn", "berry", "bun"))
+def test_issue17_prune_docker_installs_frozen_offline_and_builds(repo, tmp_path, pm):
+    ws = _workspace(repo, pm, tmp_path)
+    lock_before = (ws.root / _lockfile(pm)).read_text()
+    assert "7.0.0" in lock_before  # what pruning must drop (and `other`: yarn 1 lists no workspace)
+    assert pm == "yarn" or "other" in lock_before
+
+    pruned = ws.vx("prune", "app", "--docker")
+    assert pruned.code == 0, pruned.err
+    assert "Added app" in pruned.out and "Added lib" in pruned.out and "other" not in pruned.out
+    out = ws.root / "out"
+    json_files, full_files = _tree(out / "json"), _tree(out / "full")
+    lockfile = _lockfile(pm)
+    assert {
+        "package.json",
+        "packages/app/package.json",
+        "packages/lib/package.json",
+        lockfile,
+    } <= json_files
+    assert not any(f.startswith("packages/other") for f in json_files | full_files)
+    assert "packages/app/src/app.js" in full_files and "packages/lib/vx.config.json" in full_files
+    assert not any("node_modules" in f or f.startswith(".git/") for f in full_files)
+    assert "packages/app/src/app.js" not in json_files
+    lock = (out / lockfile).read_text()
+    assert lock == (out / "json" / lockfile).read_text() == (out / "full" / lockfile).read_text()
+    # the lockfile holds nothing outside the closure: not `other`, not is-number@7
+    assert "is-odd" in lock and "kind-of" in lock
+    assert "7.0.0" not in lock and "packages/other" not in lock, lock
+
+    # a container-like clean dir: the install layer, then the full source over it
+    clean = tmp_path / "clean"
+    shutil.copytree(out / "json", clean)
+    installed = _install(pm, clean, tmp_path, frozen=True)
+    assert installed.returncode == 0, f"{pm}: {installed.stdout}\n{installed.stderr}"
+    assert (clean / lockfile).read_text() == lock  # the frozen install left it as it was
+    shutil.copytree(out / "full", clean, dirs_exist_ok=True)
+    build = repo.__class__(clean).vx("run", "build")
+    assert build.code == 0, build.err
+    assert sorted(build.statuses()) == ["app#build", "lib#build"]
+    assert (clean / "packages/app/dist/out.js").read_text() == "APP;"
