@@ -471,7 +471,7 @@ def _verb_show(parsed, rest: list[str], argv: list[str]) -> int:
 def _verb_prune(parsed, rest: list[str], argv: list[str]) -> int:
     from vx.cli.prune import prune_verb
 
-    return prune_verb(parsed, _say)
+    return prune_verb(parsed)
 
 
 def _verb_cache(rest: list[str]) -> int:

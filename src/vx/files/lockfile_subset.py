@@ -11,10 +11,21 @@ berry and bun compare the lockfile they would write with the one on disk, byte f
 from __future__ import annotations
 
 import json
+import os
 import re
 
 from vx.errors import ConfigError
-from vx.files.lockfile import _PEERS, _berry_node, _Graph, _key, _norm_dir, _parse, _yaml_docs
+from vx.files.lockfile import (
+    _PEERS,
+    LOCKFILES,
+    _berry_node,
+    _Graph,
+    _key,
+    _norm_dir,
+    _parse,
+    _yaml_docs,
+)
+from vx.model import ROOT_PROJECT, Workspace
 
 
 class Subset:
@@ -53,6 +64,51 @@ def subset(name: str, text: str, root: str, projects: dict[str, dict], keep: set
     else:
         out = _berry(name, text, graph, reach, dirs)
     return Subset(out, reached)
+
+
+def prune_lockfiles(ws: Workspace, keep: set[str]) -> tuple[dict[str, str], set[str]]:
+    """Each root lockfile present, cut to the packages named in `keep` (and the root); and the
+    workspace packages the lockfiles link those to that `keep` lacks (the caller keeps them too,
+    then cuts again)."""
+    root = str(ws.root)
+    present = [name for name in LOCKFILES if os.path.isfile(os.path.join(root, name))]
+    if not present and os.path.isfile(os.path.join(root, "bun.lockb")):
+        raise ConfigError(
+            "vx cannot prune bun's binary lockfile",
+            file="bun.lockb",
+            hint="`bun install --save-text-lockfile` writes the text bun.lock vx reads (bun 1.2 "
+            "writes it by default); then delete bun.lockb",
+        )
+    projects = {p.dir: {"name": p.name, "manifest": ""} for p in ws.packages.values()}
+    by_dir = {p.dir: n for n, p in ws.packages.items()}
+    dirs = {ws.packages[n].dir for n in keep}
+    out: dict[str, str] = {}
+    more: set[str] = set()
+    for name in present:
+        cut = subset(name, _read_text(root, name), root, projects, dirs)
+        outside = sorted(d for d in cut.reached if d not in by_dir)
+        if outside:
+            raise ConfigError(
+                f"the kept packages depend on `{outside[0]}`, which is no workspace package",
+                file=name,
+                hint="a pruned workspace holds only workspace packages; make it one, or "
+                "depend on a published version",
+            )
+        more |= {by_dir[d] for d in cut.reached} - keep - {ROOT_PROJECT}
+        out[name] = cut.text
+    return out, more
+
+
+def _read_text(root: str, name: str) -> str:
+    try:
+        with open(os.path.join(root, name), "rb") as f:
+            return f.read().decode("utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read the lockfile: {exc.strerror}", file=name) from None
+    except UnicodeDecodeError:
+        raise ConfigError(
+            "the lockfile is not UTF-8 text", file=name, hint="reinstall to rewrite it"
+        ) from None
 
 
 # ---------------------------------------------------------------- npm
