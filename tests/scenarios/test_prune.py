@@ -107,7 +107,8 @@ def _workspace(repo, pm: str, tmp: Path):
     deps = {
         "app": ({"lib": link, "is-odd": "^3.0.1"}, needs),
         "lib": ({}, ""),
-        "other": ({"lib": link, "is-number": "^7.0.0"}, ""),
+        # is-odd@3.0.1 resolves as app's ^3.0.1 does: yarn lists both in one entry's key
+        "other": ({"lib": link, "is-number": "^7.0.0", "is-odd": "3.0.1"}, ""),
     }
     for name, (dependencies, check) in deps.items():
         files[f"packages/{name}/package.json"] = {
@@ -125,6 +126,12 @@ def _workspace(repo, pm: str, tmp: Path):
     proc = _install(pm, ws.root, tmp, frozen=False)
     assert proc.returncode == 0, f"{pm}: {proc.stdout}\n{proc.stderr}"
     return ws.commit()
+
+
+def _descriptors(yarn_lock: str) -> set[str]:
+    """The descriptors the entries' keys list, in either yarn's lockfile."""
+    keys = [line[:-1] for line in yarn_lock.split("\n") if line[:1] not in ("", " ", "#")]
+    return {d.strip().strip('"') for key in keys for d in key.split(",")}
 
 
 def _tree(root: Path) -> set[str]:
@@ -159,6 +166,12 @@ def test_issue17_prune_docker_installs_frozen_offline_and_builds(repo, tmp_path,
     # the lockfile holds nothing outside the closure: not `other`, not is-number@7
     assert "is-odd" in lock and "kind-of" in lock
     assert "7.0.0" not in lock and "packages/other" not in lock, lock
+    if pm in ("yarn", "berry"):  # and not other's descriptor in is-odd's key
+        exact = "is-odd@3.0.1" if pm == "yarn" else "is-odd@npm:3.0.1"
+        assert exact in _descriptors(lock_before)
+        assert exact not in _descriptors(lock) and "is-odd@npm:^3.0.1".replace(
+            "npm:", "" if pm == "yarn" else "npm:"
+        ) in _descriptors(lock), lock
 
     # a container-like clean dir: the install layer, then the full source over it
     clean = tmp_path / "clean"
@@ -171,3 +184,113 @@ def test_issue17_prune_docker_installs_frozen_offline_and_builds(repo, tmp_path,
     assert build.code == 0, build.err
     assert sorted(build.statuses()) == ["app#build", "lib#build"]
     assert (clean / "packages/app/dist/out.js").read_text() == "APP;"
+
+
+def _small(repo, extra: dict | None = None):
+    """An npm workspace without installs: app -> lib, other alone."""
+    files: dict[str, object] = {
+        "package.json": {"name": "root", "private": True, "workspaces": ["packages/*"]},
+        ".gitignore": "node_modules/\n",
+    }
+    for name, deps in (("app", {"lib": "1.0.0"}), ("lib", {}), ("other", {})):
+        files[f"packages/{name}/package.json"] = {
+            "name": name,
+            "version": "1.0.0",
+            "dependencies": deps,
+        }
+        files[f"packages/{name}/src/{name}.js"] = name
+    files.update(extra or {})
+    return repo.write(files).commit()
+
+
+def _everything(root: Path) -> set[str]:
+    return {p.relative_to(root).as_posix() for p in root.rglob("*")}
+
+
+def test_issue17_prune_without_docker_is_one_tree_and_names_its_packages(repo):
+    ws = _small(repo, {"turbo.json": {"tasks": {"build": {}}}, "tsconfig.base.json": "{}"})
+    pruned = ws.vx("prune", "app", "--out-dir", "dist/pruned")
+    assert pruned.code == 0, pruned.err
+    assert pruned.out.splitlines() == [
+        "Generating pruned monorepo for app in dist/pruned",
+        " - Added app",
+        " - Added lib",
+        " - no lockfile at the workspace root: none written",
+    ]
+    assert _tree(ws.root / "dist/pruned") == {
+        ".gitignore",
+        "package.json",
+        "turbo.json",
+        "tsconfig.base.json",
+        "packages/app/package.json",
+        "packages/app/src/app.js",
+        "packages/lib/package.json",
+        "packages/lib/src/lib.js",
+    }
+    again = ws.vx("prune", "app", "--out-dir", "dist/pruned")  # never over an earlier output
+    assert again.code == 2 and "already exists and is not empty" in again.err, again.err
+    assert "--out-dir" in again.err
+
+
+@pytest.mark.parametrize(
+    "case",
+    ("unknown-package", "npm-v1", "bun-binary", "links-outside"),
+)
+def test_issue17_prune_refuses_what_it_cannot_cut_and_writes_nothing(repo, case):
+    extra: dict[str, object] = {}
+    target, expect = "app", ""
+    if case == "unknown-package":
+        target, expect = "ap", "no package named `ap`"
+    elif case == "npm-v1":
+        extra["package-lock.json"] = {"name": "root", "lockfileVersion": 1, "dependencies": {}}
+        expect = "lockfileVersion 1"
+    elif case == "bun-binary":
+        extra["bun.lockb"] = "\x00binary"
+        expect = "binary lockfile"
+    else:  # a lockfile whose link leaves the workspace: never followed, refused
+        extra["package-lock.json"] = {
+            "name": "root",
+            "lockfileVersion": 3,
+            "packages": {
+                "": {"name": "root", "workspaces": ["packages/*"]},
+                "packages/app": {"version": "1.0.0", "dependencies": {"evil": "1.0.0"}},
+                "node_modules/evil": {"resolved": "../../etc", "link": True},
+                "../../etc": {"name": "evil", "version": "1.0.0"},
+            },
+        }
+        expect = "depend on `../../etc`, which is no workspace package"
+    ws = _small(repo, extra)
+    before = _everything(ws.root.parent)
+    result = ws.vx("prune", target, "--docker")
+    assert result.code == 2, result.err
+    assert expect in result.err and "hint:" in result.err, result.err
+    if case != "unknown-package":
+        assert "in: " in result.err  # the file it could not cut
+    assert _everything(ws.root.parent) == before
+
+
+def test_issue17_prune_writes_only_inside_the_out_dir_for_hostile_names_and_links(repo, tmp_path):
+    """A package named `../../etc`, and links in a kept package that point out of the workspace:
+    the copy is keyed by the package's dir, and a link is copied as a link, never followed."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_text("s")
+    ws = _small(repo)
+    (ws.root / "packages/evil").mkdir()
+    (ws.root / "packages/evil/package.json").write_text('{"name": "../../etc", "version": "1.0.0"}')
+    (ws.root / "packages/evil/a.js").write_text("a")
+    os.symlink(str(outside), ws.root / "packages/evil/to-outside")
+    os.symlink("../../../outside/secret", ws.root / "packages/evil/secret")
+    ws.commit()
+    before = _everything(tmp_path)
+    result = ws.vx("prune", "../../etc", "--docker")
+    assert result.code == 0, result.err
+    assert " - Added ../../etc" in result.out
+    made = _everything(tmp_path) - before
+    assert made and all(p == "ws/out" or p.startswith("ws/out/") for p in made), made
+    full = ws.root / "out/full/packages/evil"
+    assert os.readlink(full / "to-outside") == str(outside)
+    assert os.readlink(full / "secret") == "../../../outside/secret"
+    assert (full / "a.js").read_text() == "a"
+    assert sorted(p.name for p in outside.iterdir()) == ["secret"]
+    assert not (ws.root / "out/full/packages/app").exists()

@@ -16,11 +16,13 @@ import re
 
 from vx.errors import ConfigError
 from vx.files.lockfile import (
+    _DEP_FIELDS,
     _PEERS,
     LOCKFILES,
     _berry_node,
     _Graph,
     _key,
+    _manifest,
     _norm_dir,
     _parse,
     _yaml_docs,
@@ -60,7 +62,7 @@ def subset(name: str, text: str, root: str, projects: dict[str, dict], keep: set
     elif name == "bun.lock":
         out = _bun(text, reach, dirs)
     elif text.lstrip().startswith("#") and "yarn lockfile v1" in text[:400]:
-        out = _yarn_classic(text, reach)
+        out = _yarn_classic(text, reach, root, dirs)
     else:
         out = _berry(name, text, graph, reach, dirs)
     return Subset(out, reached)
@@ -209,16 +211,38 @@ def _pnpm_document(doc: list[str], entries: set[str], bases: set[str], dirs: set
     return out
 
 
-def _yarn_classic(text: str, reach: set[str]) -> str:
+def _yarn_classic(text: str, reach: set[str], root: str, dirs: set[str]) -> str:
     def starts(line: str) -> str | None:
         if line.strip() and not line[0].isspace() and not line.startswith("#"):
             return line.strip()[:-1]
         return None
 
+    chunks = [(k, lines) for k, lines in _chunks(text.split("\n"), starts)]
+    kept = [(k, lines) for k, lines in chunks if k is None or f"e:{k}" in reach]
+    # As berry's, an entry's key lists the descriptors that resolved to it: keep those asked for.
+    wanted: set[str] = set()
+    for d in dirs:
+        manifest = _manifest(root, d)
+        for field in (*_DEP_FIELDS, "peerDependencies"):
+            deps = manifest.get(field)
+            for dep, rng in deps.items() if isinstance(deps, dict) else ():
+                wanted.add(f"{dep}@{rng}")
+    for _, lines in kept[1:]:
+        inside = False
+        for line in lines[1:]:
+            if line.startswith("  ") and not line.startswith("    "):
+                inside = line.strip() in ("dependencies:", "optionalDependencies:")
+            elif inside and line.strip():
+                dep, _, rng = line.strip().partition(" ")
+                wanted.add(f"{dep.strip(chr(34))}@{rng.strip(chr(34))}")
     out: list[str] = []
-    for key, lines in _chunks(text.split("\n"), starts):
-        if key is None or f"e:{key}" in reach:
-            out += lines
+    for key, lines in kept:
+        if key is not None:
+            parts = [p.strip() for p in key.split(",")]
+            asked = [p for p in parts if p.strip('"') in wanted]
+            if asked and asked != parts:
+                lines = [", ".join(asked) + ":", *lines[1:]]
+        out += lines
     return "\n".join(out)
 
 
