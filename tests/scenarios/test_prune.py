@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import build_task
 
+# pnpm 9 writes lockfile v9, pnpm 8 v6 and pnpm 7 v5.4
 LOCKFILE = {
     "npm": "package-lock.json",
     "yarn": "yarn.lock",
@@ -53,8 +54,8 @@ def _manager(pm: str) -> list[str]:
 
     if pm == "npm":
         return ["npm"]
-    if pm == "pnpm":
-        return ["node", str(installed("pnpm") / "bin" / "pnpm.cjs")]
+    if pm.startswith("pnpm"):
+        return ["node", str(installed(pm) / "bin" / "pnpm.cjs")]
     if pm == "yarn":
         return ["node", str(installed("yarn") / "bin" / "yarn.js")]
     if pm == "berry":
@@ -78,7 +79,7 @@ def _install(pm: str, cwd: Path, tmp: Path, frozen: bool) -> subprocess.Complete
         ),
         "berry": (["install"], ["install", "--immutable"]),
         "bun": (["install"], ["install", "--frozen-lockfile"]),
-    }[pm]
+    }[pm.split("@")[0]]
     if pm == "berry" and frozen:
         env["YARN_ENABLE_OFFLINE_MODE"] = "1"
     argv = _manager(pm) + flags[1 if frozen else 0]
@@ -86,7 +87,7 @@ def _install(pm: str, cwd: Path, tmp: Path, frozen: bool) -> subprocess.Complete
 
 
 def _workspace(repo, pm: str, tmp: Path):
-    link = "workspace:*" if pm in ("pnpm", "berry", "bun") else "1.0.0"
+    link = "1.0.0" if pm in ("npm", "yarn") else "workspace:*"
     files: dict[str, object] = {
         "package.json": {
             "name": "root",
@@ -97,7 +98,7 @@ def _workspace(repo, pm: str, tmp: Path):
         },
         ".gitignore": "node_modules/\ndist/\n.vx/\n.yarn/\n.pnp.*\nout/\n",
     }
-    if pm == "pnpm":
+    if pm.startswith("pnpm"):
         files["pnpm-workspace.yaml"] = "packages:\n  - packages/*\n"
     if pm == "berry":
         files[".yarnrc.yml"] = "nodeLinker: node-modules\nenableTelemetry: false\n"
@@ -138,7 +139,7 @@ def _tree(root: Path) -> set[str]:
     return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
 
 
-@pytest.mark.parametrize("pm", ("npm", "pnpm", "yarn", "berry", "bun"))
+@pytest.mark.parametrize("pm", ("npm", "pnpm", "pnpm@8", "pnpm@7", "yarn", "berry", "bun"))
 def test_issue17_prune_docker_installs_frozen_offline_and_builds(repo, tmp_path, pm):
     ws = _workspace(repo, pm, tmp_path)
     lock_before = (ws.root / _lockfile(pm)).read_text()
