@@ -10,6 +10,7 @@ fill their caches first; the pruned install then runs from those caches alone.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -86,7 +87,7 @@ def _install(pm: str, cwd: Path, tmp: Path, frozen: bool) -> subprocess.Complete
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 
-def _workspace(repo, pm: str, tmp: Path):
+def _workspace(repo, pm: str, tmp: Path, root_extra: dict | None = None, files=None):
     link = "1.0.0" if pm in ("npm", "yarn") else "workspace:*"
     files: dict[str, object] = {
         "package.json": {
@@ -95,8 +96,10 @@ def _workspace(repo, pm: str, tmp: Path):
             "private": True,
             "workspaces": ["packages/*"],
             "devDependencies": {"kind-of": "6.0.3"},
+            **(root_extra or {}),
         },
         ".gitignore": "node_modules/\ndist/\n.vx/\n.yarn/\n.pnp.*\nout/\n",
+        **(files or {}),
     }
     if pm.startswith("pnpm"):
         files["pnpm-workspace.yaml"] = "packages:\n  - packages/*\n"
@@ -295,3 +298,45 @@ def test_issue17_prune_writes_only_inside_the_out_dir_for_hostile_names_and_link
     assert (full / "a.js").read_text() == "a"
     assert sorted(p.name for p in outside.iterdir()) == ["secret"]
     assert not (ws.root / "out/full/packages/app").exists()
+
+
+def _patch(file: str, body: str) -> str:
+    return (
+        f"diff --git a/{file} b/{file}\nnew file mode 100644\nindex 0000000..1111111\n"
+        f"--- /dev/null\n+++ b/{file}\n@@ -0,0 +1 @@\n+{body}\n"
+    )
+
+
+def test_issue17_prune_keeps_only_the_pnpm_patches_of_kept_packages(repo, tmp_path):
+    """pnpm refuses an install whose patchedDependencies name a package it does not install: the
+    pruned root package.json and lockfile keep the patches of what the closure installs."""
+    patches = {
+        "is-odd@3.0.1": _patch("extra.js", "module.exports = 'odd';"),
+        "is-number@7.0.0": _patch("extra.js", "module.exports = 'seven';"),
+    }
+    ws = _workspace(
+        repo,
+        "pnpm",
+        tmp_path,
+        root_extra={"pnpm": {"patchedDependencies": {k: f"patches/{k}.patch" for k in patches}}},
+        files={f"patches/{k}.patch": v for k, v in patches.items()},
+    )
+    assert "is-number@7.0.0" in (ws.root / "pnpm-lock.yaml").read_text()
+    assert ws.vx("prune", "app", "--docker").code == 0
+    out = ws.root / "out"
+    manifest = json.loads((out / "json/package.json").read_text())
+    assert manifest["pnpm"]["patchedDependencies"] == {"is-odd@3.0.1": "patches/is-odd@3.0.1.patch"}
+    assert (out / "full/package.json").read_text() == (out / "json/package.json").read_text()
+    lock = (out / "pnpm-lock.yaml").read_text()
+    assert "is-odd@3.0.1" in lock and "7.0.0" not in lock, lock
+    clean = tmp_path / "clean"
+    shutil.copytree(out / "json", clean)
+    installed = _install("pnpm", clean, tmp_path, frozen=True)
+    assert installed.returncode == 0, f"{installed.stdout}\n{installed.stderr}"
+    odd = subprocess.run(
+        ["node", "-p", "require('is-odd/extra.js')"],
+        cwd=clean / "packages/app",
+        capture_output=True,
+        text=True,
+    )
+    assert odd.stdout.strip() == "odd", odd.stderr  # the kept patch applied

@@ -13,11 +13,15 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from vx.cli.args import Args
 from vx.errors import UsageError, suggestion
 from vx.files.lockfile import LOCKFILES
 from vx.model import ROOT_PROJECT, Workspace
+
+if TYPE_CHECKING:
+    from vx.files.lockfile_subset import Pruned
 
 # Root files an install reads besides the manifests and the lockfile: they go into `json/` too.
 INSTALL_FILES = (
@@ -46,19 +50,19 @@ def prune_verb(args: Args) -> int:
     out = subset.out_dir(root, args.out_dir or "out")
     keep = _closure(ws, targets)
     while True:  # a link only the lockfile shows (a manifest range vx did not match) joins too
-        lockfiles, more = prune_lockfiles(ws, keep)
-        if not more:
+        pruned = prune_lockfiles(ws, keep)
+        if not pruned.more:
             break
-        keep = _closure(ws, [*keep, *more])
+        keep = _closure(ws, [*keep, *pruned.more])
     files = subset.listing(ws.root)
     members = {p.dir for n, p in ws.packages.items() if n != ROOT_PROJECT}
     kept_dirs = {ws.packages[n].dir for n in keep}
-    plan = _plan(ws, files, kept_dirs, members - kept_dirs, lockfiles, args.docker)
+    plan = _plan(ws, files, kept_dirs, members - kept_dirs, pruned, args.docker)
     subset.write_tree(root, out, plan)
     shown = os.path.relpath(out) if out.startswith(os.getcwd() + os.sep) else out
     lines = [f"Generating pruned monorepo for {', '.join(targets)} in {shown}"]
     lines += [f" - Added {name}" for name in sorted(keep)]
-    if not lockfiles:
+    if not pruned.lockfiles:
         lines.append(" - no lockfile at the workspace root: none written")
     sys.stdout.write("\n".join(lines) + "\n")
     return 0
@@ -92,8 +96,8 @@ def _plan(
     ws: Workspace,
     files: list[str],
     kept: set[str],
-    pruned: set[str],
-    lockfiles: dict[str, str],
+    dropped: set[str],
+    pruned: Pruned,
     docker: bool,
 ) -> dict[str, str | bytes]:
     """Out-dir-relative path -> the source file (workspace-relative) or the bytes to write."""
@@ -114,16 +118,19 @@ def _plan(
             if json_dir is not None:
                 plan[json_dir + rel] = rel
             continue
-        home = max((d for d in (*kept, *pruned) if d and _under(rel, d)), key=len, default=None)
-        if home is None or home in pruned:
+        home = max((d for d in (*kept, *dropped) if d and _under(rel, d)), key=len, default=None)
+        if home is None or home in dropped:
             continue  # outside every member, or in a package the target does not need
         plan[full + rel] = rel
         if json_dir is not None and rel in manifests:
             plan[json_dir + rel] = rel
-    for name, text in lockfiles.items():
+    for name, text in pruned.lockfiles.items():
         data = text.encode("utf-8")
         plan[full + name] = data
         if json_dir is not None:
             plan[json_dir + name] = data
             plan[name] = data
+    if pruned.manifest is not None:  # the root package.json, its pnpm patches cut too
+        for at in (full, json_dir) if json_dir is not None else (full,):
+            plan[at + "package.json"] = pruned.manifest
     return plan

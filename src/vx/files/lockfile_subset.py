@@ -31,17 +31,37 @@ from vx.model import ROOT_PROJECT, Workspace
 
 
 class Subset:
-    """The pruned lockfile's text, and the importers (project dirs) its kept ones reach."""
+    """The pruned lockfile's text, the importers (project dirs) its kept ones reach, and the
+    patches it no longer lists (pnpm's `patchedDependencies` keys)."""
 
-    __slots__ = ("text", "reached")
+    __slots__ = ("text", "reached", "unpatched")
 
-    def __init__(self, text: str, reached: set[str]):
-        self.text, self.reached = text, reached
+    def __init__(self, text: str, reached: set[str], unpatched: set[str] | None = None):
+        self.text, self.reached, self.unpatched = text, reached, unpatched or set()
 
 
-def subset(name: str, text: str, root: str, projects: dict[str, dict], keep: set[str]) -> Subset:
+class Pruned:
+    """What `vx prune` writes of the install: each lockfile's text, the root package.json when
+    its patches had to follow the lockfile's (else None), and the workspace packages the
+    lockfiles link the kept ones to that were not kept."""
+
+    __slots__ = ("lockfiles", "manifest", "more")
+
+    def __init__(self, lockfiles: dict[str, str], manifest: bytes | None, more: set[str]):
+        self.lockfiles, self.manifest, self.more = lockfiles, manifest, more
+
+
+def subset(
+    name: str,
+    text: str,
+    root: str,
+    projects: dict[str, dict],
+    keep: set[str],
+    patches: frozenset[str] = frozenset(),
+) -> Subset:
     """Lockfile `name` (holding `text`) cut to the root and the project dirs in `keep`.
-    `projects` are all the workspace's, as vx.files.lockfile.closures takes them."""
+    `projects` are all the workspace's, as vx.files.lockfile.closures takes them; `patches` are
+    the pnpm patches the root package.json declares, which may go with the packages they patch."""
     if not text.strip():
         return Subset(text, set())
     graph = _parse(name, text, root, projects)
@@ -56,8 +76,10 @@ def subset(name: str, text: str, root: str, projects: dict[str, dict], keep: set
     reach = graph._reach([f"i:{d}" for d in sorted(dirs)], set())
     reached = {n[2:] for n in reach if n.startswith("i:")}
     if name == "pnpm-lock.yaml":
-        out = _pnpm(text, reach, dirs)
-    elif name in ("package-lock.json", "npm-shrinkwrap.json"):
+        labels = {graph.labels[n] for n in reach if n in graph.labels}
+        unpatched = {k for k in patches if not _patches_any(k, labels)}
+        return Subset(_pnpm(text, reach, dirs, unpatched), reached, unpatched)
+    if name in ("package-lock.json", "npm-shrinkwrap.json"):
         out = _npm(text, reach, dirs)
     elif name == "bun.lock":
         out = _bun(text, reach, dirs)
@@ -68,9 +90,21 @@ def subset(name: str, text: str, root: str, projects: dict[str, dict], keep: set
     return Subset(out, reached)
 
 
-def prune_lockfiles(ws: Workspace, keep: set[str]) -> tuple[dict[str, str], set[str]]:
-    """Each root lockfile present, cut to the packages named in `keep` (and the root); and the
-    workspace packages the lockfiles link those to that `keep` lacks (the caller keeps them too,
+def _patches_any(key: str, labels: set[str]) -> bool:
+    """Whether pnpm's patch key (`name@version`, or a bare `name` for every version) names an
+    installed `name@version`; a key with a range is kept (it is not read here)."""
+    at = key.find("@", 1)
+    if at < 0:
+        return any(label.rpartition("@")[0] == key for label in labels)
+    if any(c in key[at + 1 :] for c in "^~<>=*| x"):
+        return True
+    return key in labels
+
+
+def prune_lockfiles(ws: Workspace, keep: set[str]) -> Pruned:
+    """Each root lockfile present, cut to the packages named in `keep` (and the root); the root
+    package.json without the pnpm patches of packages no longer installed; and the workspace
+    packages the lockfiles link the kept ones to that `keep` lacks (the caller keeps them too,
     then cuts again)."""
     root = str(ws.root)
     present = [name for name in LOCKFILES if os.path.isfile(os.path.join(root, name))]
@@ -84,10 +118,15 @@ def prune_lockfiles(ws: Workspace, keep: set[str]) -> tuple[dict[str, str], set[
     projects = {p.dir: {"name": p.name, "manifest": ""} for p in ws.packages.values()}
     by_dir = {p.dir: n for n, p in ws.packages.items()}
     dirs = {ws.packages[n].dir for n in keep}
+    manifest_text = _read_text(root, "package.json") if "pnpm-lock.yaml" in present else ""
+    manifest = _json_object(manifest_text)
+    declared = manifest.get("pnpm", {}).get("patchedDependencies") if manifest else None
+    patches = frozenset(declared) if isinstance(declared, dict) else frozenset()
     out: dict[str, str] = {}
     more: set[str] = set()
+    rewritten: bytes | None = None
     for name in present:
-        cut = subset(name, _read_text(root, name), root, projects, dirs)
+        cut = subset(name, _read_text(root, name), root, projects, dirs, patches)
         outside = sorted(d for d in cut.reached if d not in by_dir)
         if outside:
             raise ConfigError(
@@ -98,7 +137,31 @@ def prune_lockfiles(ws: Workspace, keep: set[str]) -> tuple[dict[str, str], set[
             )
         more |= {by_dir[d] for d in cut.reached} - keep - {ROOT_PROJECT}
         out[name] = cut.text
-    return out, more
+        if cut.unpatched and isinstance(declared, dict):
+            # pnpm compares the lockfile's patches with the manifest's: both lose the same ones
+            for key in cut.unpatched:
+                declared.pop(key, None)
+            rewritten = (
+                json.dumps(manifest, indent=_indent(manifest_text), ensure_ascii=False) + "\n"
+            ).encode()
+    return Pruned(out, rewritten, more)
+
+
+def _json_object(text: str) -> dict:
+    try:
+        data = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _indent(text: str) -> int | str:
+    """The indentation a JSON file is written with (its first indented line's), 2 by default."""
+    for line in text.split("\n")[1:]:
+        if line.strip():
+            lead = line[: len(line) - len(line.lstrip())]
+            return lead if lead.startswith("\t") else len(lead) or 2
+    return 2
 
 
 def _read_text(root: str, name: str) -> str:
@@ -164,7 +227,7 @@ def _chunks(lines: list[str], starts) -> list[tuple[str | None, list[str]]]:
     return out
 
 
-def _pnpm(text: str, reach: set[str], dirs: set[str]) -> str:
+def _pnpm(text: str, reach: set[str], dirs: set[str], unpatched: set[str]) -> str:
     entries = {n[2:] for n in reach if n.startswith("e:")}
     bases = {_PEERS.sub("", e) for e in entries}  # v9: `packages` holds each snapshot's base
     lines = text.split("\n")
@@ -172,8 +235,11 @@ def _pnpm(text: str, reach: set[str], dirs: set[str]) -> str:
     main = max((i for i, d in enumerate(docs) if _pnpm_main(d)), default=len(docs) - 1)
     out: list[str] = []
     for i, doc in enumerate(docs):
-        out += _pnpm_document(doc, entries, bases, dirs) if i == main else doc
+        out += _pnpm_document(doc, entries, bases, dirs, unpatched) if i == main else doc
     return "\n".join(out)
+
+
+_PNPM_TABLES = ("importers", "packages", "snapshots", "patchedDependencies")
 
 
 def _pnpm_documents(lines: list[str]) -> list[list[str]]:
@@ -189,7 +255,9 @@ def _pnpm_main(doc: list[str]) -> bool:
     return any(line.startswith(("importers:", "packages:", "dependencies:")) for line in doc)
 
 
-def _pnpm_document(doc: list[str], entries: set[str], bases: set[str], dirs: set[str]) -> list[str]:
+def _pnpm_document(
+    doc: list[str], entries: set[str], bases: set[str], dirs: set[str], unpatched: set[str]
+) -> list[str]:
     v9_snapshots = any(line.startswith("snapshots:") for line in doc)
     out: list[str] = []
     section = ""
@@ -197,10 +265,12 @@ def _pnpm_document(doc: list[str], entries: set[str], bases: set[str], dirs: set
     for no, line in enumerate(doc, 1):
         if line and not line[0].isspace() and not line.startswith("#"):
             section, keep = line.split(":", 1)[0], True
-        elif section in ("importers", "packages", "snapshots") and line.startswith("  "):
+        elif section in _PNPM_TABLES and line.startswith("  "):
             if line[2:3] not in (" ", "#", ""):  # an entry's key line
                 key = _key("pnpm-lock.yaml", no, line.strip())[0]
-                if section == "importers":
+                if section == "patchedDependencies":
+                    keep = key not in unpatched
+                elif section == "importers":
                     keep = ("" if key == "." else key) in dirs
                 elif section == "snapshots" or not v9_snapshots:
                     keep = key in entries
