@@ -340,3 +340,33 @@ def test_issue17_prune_keeps_only_the_pnpm_patches_of_kept_packages(repo, tmp_pa
         text=True,
     )
     assert odd.stdout.strip() == "odd", odd.stderr  # the kept patch applied
+
+
+def test_issue17_prune_copies_what_git_lists_or_the_tree_outside_git(repo, tmp_path):
+    """In a repository: tracked and untracked-but-not-ignored files; outside one (or in a
+    directory an outer repository ignores): every file but node_modules, .git and .vx."""
+    ws = _small(repo, {".gitignore": "node_modules/\n*.log\n"})
+    for rel in (
+        "packages/app/debug.log",
+        "packages/app/node_modules/x/i.js",
+        "packages/app/new.js",
+    ):
+        (ws.root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws.root / rel).write_text("x")
+    assert ws.vx("prune", "app").code == 0
+    copied = _tree(ws.root / "out")
+    assert "packages/app/new.js" in copied and "packages/app/src/app.js" in copied
+    assert (
+        "packages/app/debug.log" not in copied and "packages/app/node_modules/x/i.js" not in copied
+    )
+
+    outer = tmp_path / "outer"  # a repository that ignores the directory the workspace is in
+    outer.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=outer, check=True)
+    (outer / ".gitignore").write_text("inner/\n")
+    shutil.copytree(ws.root, outer / "inner", ignore=shutil.ignore_patterns(".git", "out"))
+    inner = repo.__class__(outer / "inner")
+    assert inner.vx("prune", "app").code == 0
+    copied = _tree(outer / "inner/out")
+    assert "packages/app/debug.log" in copied and "packages/app/src/app.js" in copied
+    assert "packages/app/node_modules/x/i.js" not in copied

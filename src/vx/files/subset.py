@@ -49,7 +49,9 @@ def listing(root: Path) -> list[str]:
             cwd=root,
             capture_output=True,
         )
-    if proc is not None and proc.returncode == 0:
+    # git vouches for the workspace only if it lists the root's own manifest: inside a directory
+    # an outer repository ignores, it lists nothing, and the tree is walked instead
+    if proc is not None and proc.returncode == 0 and _lists_root(proc.stdout, root):
         for raw in proc.stdout.split(b"\0"):
             rel = os.fsdecode(raw)
             if not rel:
@@ -63,6 +65,15 @@ def listing(root: Path) -> list[str]:
     else:  # not a git repository (or no git): the tree as it is
         paths.update(_walk_files(root, "", _descend))
     return sorted(p for p in paths if not _NEVER_COPIED.intersection(p.split("/")))
+
+
+def _lists_root(out: bytes, root: Path) -> bool:
+    names = set(out.split(b"\0"))
+    return any(
+        name in names
+        for name in (b"package.json", b"pnpm-workspace.yaml")
+        if (root / name.decode()).exists()
+    )
 
 
 def _descend(rel: str) -> bool:
