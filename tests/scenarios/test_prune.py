@@ -370,3 +370,16 @@ def test_issue17_prune_copies_what_git_lists_or_the_tree_outside_git(repo, tmp_p
     copied = _tree(outer / "inner/out")
     assert "packages/app/debug.log" in copied and "packages/app/src/app.js" in copied
     assert "packages/app/node_modules/x/i.js" not in copied
+
+
+def test_issue17_prune_and_cache_prune_point_at_each_other(repo):
+    """`vx prune` is turbo's prune; evicting cache entries is `vx cache prune`. Each help names the
+    other, and turbo's line typed under the cache's verb is answered with the right one."""
+    ws = _small(repo)
+    mixed = ws.vx("cache", "prune", "app", "--docker")
+    assert mixed.code == 2 and "`vx prune app --docker`" in mixed.err, mixed.err
+    assert not (ws.root / "out").exists()
+    assert "vx cache prune" in ws.vx("help", "prune").out
+    assert "vx prune PKG" in ws.vx("cache", "prune", "--help").out
+    bare = ws.vx("prune")
+    assert bare.code == 2 and "needs the package" in bare.err, bare.err

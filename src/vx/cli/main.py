@@ -105,6 +105,8 @@ is gone. Waits for a `vx run` of the same workspace to finish first.
 
   --dry-run        say what would go; remove nothing
   --format json    print {dryRun, evicted, bytesFreed, orphans, orphanBytes, phantoms, kept, keptBytes}
+
+(turbo's prune, a partial workspace for one package, is `vx prune PKG`.)
 """
 
 WATCH_HELP = """usage: vx watch [RUN OPTIONS] TASK [PKG#TASK …] [-- ARGS]
@@ -158,6 +160,7 @@ or empty. (Evicting cache entries is `vx cache prune`.)
   --docker         out/json: the manifests, lockfile and install configs (for the install
                    layer); out/full: the whole pruned workspace; the lockfile also in out/
   --out-dir DIR    where to write, relative to the workspace root (default: out)
+  --scope PKG      turbo 1's spelling of a package to keep
 """
 
 COMPLETIONS_HELP = """usage: vx completions bash|zsh|fish
@@ -485,11 +488,19 @@ def _verb_cache(rest: list[str]) -> int:
         return EXIT_OK
     if rest[0] != "prune":
         raise refuse_subcommand(rest[0])
-    parsed = parse("cache prune", rest[1:], verb.flags, verb.aliases)
+    docker = "--docker" in rest[1:]  # turbo's `prune app --docker`, under the cache's verb
+    parsed = parse(
+        "cache prune", [w for w in rest[1:] if w != "--docker"], verb.flags, verb.aliases
+    )
     if parsed.help:
         print(verb.help, end="")
         return EXIT_OK
-    _no_arguments("cache prune", parsed)
+    if parsed.names or docker:
+        raise UsageError(
+            "`vx cache prune` evicts cache entries and takes no package",
+            hint=f"`vx prune {parsed.names[0] if parsed.names else 'PKG'} --docker` writes a "
+            "partial workspace for a package, as turbo's prune does",
+        )
     return cache_verb(parsed, os.environ, _say)
 
 
