@@ -307,32 +307,38 @@ def _patch(file: str, body: str) -> str:
     )
 
 
-def test_issue17_prune_keeps_only_the_pnpm_patches_of_kept_packages(repo, tmp_path):
-    """pnpm refuses an install whose patchedDependencies name a package it does not install: the
-    pruned root package.json and lockfile keep the patches of what the closure installs."""
+@pytest.mark.parametrize("pm", ("pnpm", "bun"))
+def test_issue17_prune_keeps_only_the_patches_of_kept_packages(repo, tmp_path, pm):
+    """pnpm and bun compare the lockfile's patches with the root package.json's, and pnpm 10
+    refuses a patch of a package it does not install: the pruned manifest and lockfile keep the
+    patches of what the closure installs, and the kept one still applies."""
     patches = {
         "is-odd@3.0.1": _patch("extra.js", "module.exports = 'odd';"),
         "is-number@7.0.0": _patch("extra.js", "module.exports = 'seven';"),
     }
+    declared = {"patchedDependencies": {k: f"patches/{k}.patch" for k in patches}}
     ws = _workspace(
         repo,
-        "pnpm",
+        pm,
         tmp_path,
-        root_extra={"pnpm": {"patchedDependencies": {k: f"patches/{k}.patch" for k in patches}}},
+        root_extra={"pnpm": declared} if pm == "pnpm" else declared,
         files={f"patches/{k}.patch": v for k, v in patches.items()},
     )
-    assert "is-number@7.0.0" in (ws.root / "pnpm-lock.yaml").read_text()
+    assert "is-number@7.0.0" in (ws.root / _lockfile(pm)).read_text()
     assert ws.vx("prune", "app", "--docker").code == 0
     out = ws.root / "out"
     manifest = json.loads((out / "json/package.json").read_text())
-    assert manifest["pnpm"]["patchedDependencies"] == {"is-odd@3.0.1": "patches/is-odd@3.0.1.patch"}
+    kept = manifest["pnpm"] if pm == "pnpm" else manifest
+    assert kept["patchedDependencies"] == {"is-odd@3.0.1": "patches/is-odd@3.0.1.patch"}
     assert (out / "full/package.json").read_text() == (out / "json/package.json").read_text()
-    lock = (out / "pnpm-lock.yaml").read_text()
+    assert (out / "json/patches/is-odd@3.0.1.patch").exists()
+    lock = (out / _lockfile(pm)).read_text()
     assert "is-odd@3.0.1" in lock and "7.0.0" not in lock, lock
     clean = tmp_path / "clean"
     shutil.copytree(out / "json", clean)
-    installed = _install("pnpm", clean, tmp_path, frozen=True)
+    installed = _install(pm, clean, tmp_path, frozen=True)
     assert installed.returncode == 0, f"{installed.stdout}\n{installed.stderr}"
+    assert (clean / _lockfile(pm)).read_text() == lock
     odd = subprocess.run(
         ["node", "-p", "require('is-odd/extra.js')"],
         cwd=clean / "packages/app",

@@ -75,14 +75,14 @@ def subset(
     dirs = keep | {""}
     reach = graph._reach([f"i:{d}" for d in sorted(dirs)], set())
     reached = {n[2:] for n in reach if n.startswith("i:")}
+    labels = {graph.labels[n] for n in reach if n in graph.labels}
+    unpatched = {k for k in patches if not _patches_any(k, labels)}
     if name == "pnpm-lock.yaml":
-        labels = {graph.labels[n] for n in reach if n in graph.labels}
-        unpatched = {k for k in patches if not _patches_any(k, labels)}
         return Subset(_pnpm(text, reach, dirs, unpatched), reached, unpatched)
+    if name == "bun.lock":
+        return Subset(_bun(text, reach, dirs, unpatched), reached, unpatched)
     if name in ("package-lock.json", "npm-shrinkwrap.json"):
         out = _npm(text, reach, dirs)
-    elif name == "bun.lock":
-        out = _bun(text, reach, dirs)
     elif text.lstrip().startswith("#") and "yarn lockfile v1" in text[:400]:
         out = _yarn_classic(text, reach, root, dirs)
     else:
@@ -118,14 +118,15 @@ def prune_lockfiles(ws: Workspace, keep: set[str]) -> Pruned:
     projects = {p.dir: {"name": p.name, "manifest": ""} for p in ws.packages.values()}
     by_dir = {p.dir: n for n, p in ws.packages.items()}
     dirs = {ws.packages[n].dir for n in keep}
-    manifest_text = _read_text(root, "package.json") if "pnpm-lock.yaml" in present else ""
+    patching = {"pnpm-lock.yaml", "bun.lock"}.intersection(present)
+    manifest_text = _read_text(root, "package.json") if patching else ""
     manifest = _json_object(manifest_text)
-    declared = manifest.get("pnpm", {}).get("patchedDependencies") if manifest else None
-    patches = frozenset(declared) if isinstance(declared, dict) else frozenset()
     out: dict[str, str] = {}
     more: set[str] = set()
     rewritten: bytes | None = None
     for name in present:
+        declared = _declared_patches(manifest, name)
+        patches = frozenset(declared or ())
         cut = subset(name, _read_text(root, name), root, projects, dirs, patches)
         outside = sorted(d for d in cut.reached if d not in by_dir)
         if outside:
@@ -137,14 +138,24 @@ def prune_lockfiles(ws: Workspace, keep: set[str]) -> Pruned:
             )
         more |= {by_dir[d] for d in cut.reached} - keep - {ROOT_PROJECT}
         out[name] = cut.text
-        if cut.unpatched and isinstance(declared, dict):
-            # pnpm compares the lockfile's patches with the manifest's: both lose the same ones
+        if cut.unpatched and declared is not None:
+            # pnpm and bun compare the lockfile's patches with the manifest's: both lose the same
             for key in cut.unpatched:
                 declared.pop(key, None)
             rewritten = (
                 json.dumps(manifest, indent=_indent(manifest_text), ensure_ascii=False) + "\n"
             ).encode()
     return Pruned(out, rewritten, more)
+
+
+def _declared_patches(manifest: dict, lockfile: str) -> dict | None:
+    """The root package.json's patches for the manager of `lockfile`: pnpm's
+    `pnpm.patchedDependencies`, bun's `patchedDependencies`; None for the others."""
+    holder = manifest.get("pnpm") if lockfile == "pnpm-lock.yaml" else manifest
+    if lockfile not in ("pnpm-lock.yaml", "bun.lock") or not isinstance(holder, dict):
+        return None
+    field = holder.get("patchedDependencies")
+    return field if isinstance(field, dict) else None
 
 
 def _json_object(text: str) -> dict:
@@ -367,12 +378,13 @@ def _is_own_workspace(descriptor: str, node: str) -> bool:
     return _norm_dir(descriptor.split("@workspace:", 1)[1]) == node[2:]
 
 
+_BUN_TABLES = ("workspaces", "packages", "patchedDependencies")
 _BUN_KEY = re.compile(r'^    ("(?:[^"\\]|\\.)*"):')
 
 
-def _bun(text: str, reach: set[str], dirs: set[str]) -> str:
-    """bun.lock's two tables hold one entry per 4-space-indented key; an entry of `workspaces`
-    spans lines up to its closing brace, one of `packages` is one line."""
+def _bun(text: str, reach: set[str], dirs: set[str], unpatched: set[str]) -> str:
+    """bun.lock's tables hold one entry per 4-space-indented key; an entry of `workspaces` spans
+    lines up to its closing brace, one of `packages` or `patchedDependencies` is one line."""
     section = ""
     out: list[str] = []
     keep = True
@@ -381,9 +393,11 @@ def _bun(text: str, reach: set[str], dirs: set[str]) -> str:
             section, keep = json.loads(line.strip().split(":", 1)[0]), True
         elif line.startswith("  }"):
             section, keep = "", True
-        elif (m := _BUN_KEY.match(line)) and section in ("workspaces", "packages"):
+        elif (m := _BUN_KEY.match(line)) and section in _BUN_TABLES:
             key = json.loads(m.group(1))
-            if section == "workspaces":
+            if section == "patchedDependencies":
+                keep = key not in unpatched
+            elif section == "workspaces":
                 keep = key in dirs
             else:
                 spec = _first_string(line[m.end() :].strip().lstrip("[").strip())
