@@ -177,6 +177,11 @@ def test_issue17_prune_docker_installs_frozen_offline_and_builds(repo, tmp_path,
             "npm:", "" if pm == "yarn" else "npm:"
         ) in _descriptors(lock), lock
 
+    # everything kept: the manager's own file, byte for byte (the cut leaves its format alone)
+    whole = ws.vx("prune", "app", "other", "--out-dir", "whole")
+    assert whole.code == 0, whole.err
+    assert (ws.root / "whole" / lockfile).read_text() == lock_before
+
     # a container-like clean dir: the install layer, then the full source over it
     clean = tmp_path / "clean"
     shutil.copytree(out / "json", clean)
