@@ -266,8 +266,4 @@ def test_issue17_nx_spellings_that_vx_reads_or_names(repo):
     assert listed.code == 0 and sorted(listed.statuses()) == ["app#build", "lib#build"], listed.err
     nx = repo.vx("run", "app:build")
     assert nx.code == 0 and sorted(nx.statuses()) == ["app#build"], nx.err
-    prune = repo.vx("prune", "app")
-    assert prune.code == 2 and "turbo prune" in prune.err and "did you mean" not in prune.err, (
-        prune.err
-    )
     assert repo.vx("help", "ls").out == repo.vx("help", "show").out

@@ -32,6 +32,7 @@ verbs:
   info                                        what vx sees here: versions, workspace, cache, sandbox
   show [PROJECT | PROJECT#TASK | TASK]        the configs as vx resolved them (--format json)
   why PKG#TASK                                what changed between the task's last two keys
+  prune PKG … [--docker] [--out-dir DIR]      a partial workspace for PKG, its lockfile cut to it
   cache prune [--older-than D] [--max-size S] evict old and least recently used cache entries
   completions bash|zsh|fish                   a completion script for the shell
   help [VERB]                                 show help for vx or one verb
@@ -104,6 +105,8 @@ is gone. Waits for a `vx run` of the same workspace to finish first.
 
   --dry-run        say what would go; remove nothing
   --format json    print {dryRun, evicted, bytesFreed, orphans, orphanBytes, phantoms, kept, keptBytes}
+
+(turbo's prune, a partial workspace for one package, is `vx prune PKG`.)
 """
 
 WATCH_HELP = """usage: vx watch [RUN OPTIONS] TASK [PKG#TASK …] [-- ARGS]
@@ -143,6 +146,21 @@ Turborepo repository's turbo.json — each task as its key folds it. Without a n
 project with its workspace dependencies, tasks and config file. Nx's `vx show projects` and
 `vx show project NAME` work too (in an Nx workspace `vx show project NAME --json` prints the
 project as `nx show project NAME --json` does), and `vx ls` is `vx show` (turbo's `ls`).
+"""
+
+PRUNE_HELP = """usage: vx prune PKG [PKG …] [--docker] [--out-dir DIR]
+
+Writes a partial workspace for the packages named (turbo's `prune`): them and every workspace
+package they depend on, the root's files (package.json, the vx, turbo and package manager
+configs), and the lockfile cut to what those packages install — npm, pnpm, yarn (classic and
+berry) and bun's text lockfile, each in its own format, so a frozen install accepts it.
+Only what git lists is copied (never node_modules or ignored files). The out dir must be new
+or empty. (Evicting cache entries is `vx cache prune`.)
+
+  --docker         out/json: the manifests, lockfile and install configs (for the install
+                   layer); out/full: the whole pruned workspace; the lockfile also in out/
+  --out-dir DIR    where to write, relative to the workspace root (default: out)
+  --scope PKG      turbo 1's spelling of a package to keep
 """
 
 COMPLETIONS_HELP = """usage: vx completions bash|zsh|fish
@@ -304,6 +322,16 @@ VERBS = {
         },
         _HELP_ALIAS,
     ),
+    "prune": Verb(
+        PRUNE_HELP,
+        {
+            "--docker": ("flag", "docker"),
+            "--out-dir": ("value", "out_dir"),
+            "--scope": ("list", "scope"),  # turbo 1's spelling of the package
+            **_HELP_FLAG,
+        },
+        _HELP_ALIAS,
+    ),
     "completions": Verb(COMPLETIONS_HELP),
     "help": Verb("usage: vx help [VERB]\n"),
     "version": Verb("usage: vx version\n"),
@@ -443,6 +471,12 @@ def _verb_show(parsed, rest: list[str], argv: list[str]) -> int:
     return show_verb(parsed, os.environ)
 
 
+def _verb_prune(parsed, rest: list[str], argv: list[str]) -> int:
+    from vx.cli.prune import prune_verb
+
+    return prune_verb(parsed)
+
+
 def _verb_cache(rest: list[str]) -> int:
     """`vx cache prune …`: the subcommand is a word of its own, then the flags."""
     from vx.cli.args import parse
@@ -454,11 +488,19 @@ def _verb_cache(rest: list[str]) -> int:
         return EXIT_OK
     if rest[0] != "prune":
         raise refuse_subcommand(rest[0])
-    parsed = parse("cache prune", rest[1:], verb.flags, verb.aliases)
+    docker = "--docker" in rest[1:]  # turbo's `prune app --docker`, under the cache's verb
+    parsed = parse(
+        "cache prune", [w for w in rest[1:] if w != "--docker"], verb.flags, verb.aliases
+    )
     if parsed.help:
         print(verb.help, end="")
         return EXIT_OK
-    _no_arguments("cache prune", parsed)
+    if parsed.names or docker:
+        raise UsageError(
+            "`vx cache prune` evicts cache entries and takes no package",
+            hint=f"`vx prune {parsed.names[0] if parsed.names else 'PKG'} --docker` writes a "
+            "partial workspace for a package, as turbo's prune does",
+        )
     return cache_verb(parsed, os.environ, _say)
 
 
@@ -483,6 +525,7 @@ _VERB_RUNNERS = {
     "why": _verb_why,
     "show": _verb_show,
     "ls": _verb_show,
+    "prune": _verb_prune,
 }
 
 
@@ -502,12 +545,6 @@ def _unknown_verb(verb: str) -> UsageError:
         return UsageError(f"`{verb}` is not a vx verb", hint=f"try `vx {FOREIGN_VERBS[verb]}`")
     if "#" in verb:
         return UsageError(f"`{verb}` is not a vx verb", hint=f"try `vx run {verb}`")
-    if verb == "prune":  # turbo's; not `vx run`, the nearest spelling
-        return UsageError(
-            "`vx prune` is not in vx yet",
-            hint="for a Docker image, `npx turbo prune <package> --docker` writes out/json and "
-            "out/full; vx runs in the pruned workspace as it is",
-        )
     near = did_you_mean(verb, VERB_HELP)
     return UsageError(
         f"unknown verb `{verb}`", hint=f"did you mean `vx {near}`?" if near else "see `vx help`"
