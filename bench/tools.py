@@ -131,7 +131,11 @@ def version_of(tool: Tool, ws: Path) -> str:
     out = subprocess.run(
         [*tool.exe, "--version"], cwd=ws, capture_output=True, text=True, env=tool.env()
     )
-    return out.stdout.strip().splitlines()[0] if out.stdout.strip() else "?"
+    lines = out.stdout.strip().splitlines()
+    if tool.flavour == "nx":  # "Nx Version:" then "- Local: v21.6.4"
+        local = [ln.split("Local:", 1)[1].strip() for ln in lines if "Local:" in ln]
+        return f"nx {local[0]}" if local else "?"
+    return lines[0] if lines else "?"
 
 
 # ---------------------------------------------------------------- workspaces
