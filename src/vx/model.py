@@ -197,6 +197,7 @@ class WorkspaceConfig(Struct, frozen=True):
     sandbox_trace: bool = (
         True  # `sandbox.trace`: whether sandboxed tasks are traced, unless a task says
     )
+    migrated: str | None = None  # `migrated`: turbo | nx — that tool's files give no tasks (TL-02)
 
 
 # ---------------------------------------------------------------- graph
