@@ -169,7 +169,15 @@ def workspaces(
             f"vx,{against}",
             *(["--tool-version", f"nx={NX_VERSION}"] if against == "nx" else []),
             "--install",
-        ]
+        ],
+        # No auto gc after the generator's commit of thousands of files: it would pack objects in
+        # the background while `cp` copies them (a 1,000-package copy failed so).
+        env={
+            **os.environ,
+            "GIT_CONFIG_COUNT": "1",
+            "GIT_CONFIG_KEY_0": "gc.auto",
+            "GIT_CONFIG_VALUE_0": "0",
+        },
     )
     for path in copies.values():
         _run(["cp", "-a", str(base), str(path)])
@@ -195,6 +203,6 @@ def _matches(ws: Path, packages: int) -> bool:
     return all(args.get(k) == v for k, v in want.items()) and (ws / "node_modules").is_dir()
 
 
-def _run(argv: Sequence[str]) -> None:
+def _run(argv: Sequence[str], env: dict[str, str] | None = None) -> None:
     print("+ " + " ".join(argv), file=sys.stderr, flush=True)
-    subprocess.run(list(argv), check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(list(argv), check=True, stdout=subprocess.DEVNULL, env=env)
