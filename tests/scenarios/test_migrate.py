@@ -105,9 +105,8 @@ def test_tl02_a_migrated_repo_reads_no_turbo_json(tmp_path):
 
 
 def test_tl02_unmappable_turbo_fields_are_todo_comments_with_the_reason(repo):
-    files = npm_workspace(
-        {"web": {"scripts": {"build": "node -e 1"}, "dependencies": {}}},
-    )
+    files = npm_workspace({"web": {}})
+    files["packages/web/package.json"] = {"name": "web", "scripts": {"build": "node -e 1"}}
     files["turbo.json"] = {
         "ui": "tui",
         "tasks": {
@@ -141,7 +140,7 @@ def test_tl02_unmappable_turbo_fields_are_todo_comments_with_the_reason(repo):
         after["web#build"],
         live["web#build"],
     )
-    assert (deps, command) == (deps0, command0)
+    assert (deps, command) == (deps0, command0) == ([], "node -e 1")
     assert "packages/web/src/a.js" in inputs0 and "packages/web/src/a.js" not in inputs
 
 
@@ -187,3 +186,18 @@ def test_tl02_format_ts_writes_configs_and_a_preset_that_plan_the_same(tmp_path,
     repo.commit("migrated")
     after = plan(repo, "build", "test", "lint", written=True)
     assert after == live
+
+
+def test_tl02_a_root_task_keeps_the_files_its_turbo_globs_reached(repo):
+    """turbo's globs of a `//#` task see into the packages; vx's project-relative globs of the
+    root stop at them, so migrate writes them as workspace files."""
+    files = npm_workspace({"web": {}}, root_extra={"scripts": {"check": "node -e 1"}})
+    files["packages/web/package.json"] = {"name": "web", "scripts": {"build": "node -e 1"}}
+    files["turbo.json"] = {"tasks": {"//#check": {"outputs": []}, "build": {"outputs": []}}}
+    files["packages/web/src/a.js"] = "1\n"
+    repo.write(files).commit()
+    live = plan(repo, "//#check", written=False)
+    assert "packages/web/src/a.js" in live["//#check"][3]
+    assert repo.vx("migrate").code == 0
+    repo.commit("migrated")
+    assert plan(repo, "//#check", written=True) == live

@@ -31,7 +31,11 @@ def migrate_verb(args: Args, say) -> int:
         for name, pkg in sorted(ws.packages.items())
         if migration.has_tasks(pkg, configs[name])
     }
-    preset = migration.preset_of(chosen.values()) if fmt == "ts" else {}
+    preset = (
+        migration.preset_of((ws.packages[name], c) for name, c in chosen.items())
+        if fmt == "ts"
+        else {}
+    )
     files: list[migration.Written] = []
     for name, config in chosen.items():
         pkg = ws.packages[name]

@@ -121,15 +121,16 @@ def live_configs(ws: Workspace, tool: str) -> dict[str, ProjectConfig]:
     return out
 
 
-def entries(config: ProjectConfig) -> list[Entry]:
-    """The project's tasks in vx's schema, in the mapping's order; then the ones vx cannot run."""
-    out = [_entry(name, task) for name, task in config.tasks.items()]
+def entries(config: ProjectConfig, root: bool = False) -> list[Entry]:
+    """The project's tasks in vx's schema, in the mapping's order; then the ones vx cannot run.
+    `root`: the root project's, whose turbo globs reach into every package."""
+    out = [_entry(name, task, root) for name, task in config.tasks.items()]
     for name, why in config.not_runnable.items():
         out.append(_refused(name, why))
     return out
 
 
-def _entry(name: str, task: TaskConfig) -> Entry:
+def _entry(name: str, task: TaskConfig, root: bool = False) -> Entry:
     declared = json.loads(task.canonical)
     extras = {k: declared.pop(k) for k in _MAPPED_EXTRAS if k in declared}
     # In the order docs/config.md shows a task (the canonical text's keys are sorted).
@@ -159,6 +160,21 @@ def _entry(name: str, task: TaskConfig) -> Entry:
                 "variables; vx names variables one by one: list the ones this task reads in "
                 "cache.inputs.env (and exec.env.passThrough)"
             )
+    if (
+        root
+        and task.cache is not None
+        and task.cache.turbo_globs
+        and body["cache"]["inputs"]["files"]
+    ):
+        # turbo's globs of a root task see into the packages; vx's project-relative globs of the
+        # root stop at them, its workspace files do not.
+        inputs = body["cache"]["inputs"]
+        # (`!` takes paths back wherever it stands, so the global files may lead.)
+        inputs["workspaceFiles"] = [*inputs.get("workspaceFiles", []), *inputs.pop("files")]
+        body["cache"]["inputs"] = {"files": [], **inputs}
+        notes.append(
+            "inputs as workspaceFiles: turbo's globs of a root task reach into the packages"
+        )
     if extras.get("nxEnv") and "cache" in body:
         body["cache"]["inputs"]["env"] = list(extras["nxEnv"])
     if task.exec is not None and task.exec.env.framework:
@@ -221,7 +237,7 @@ def project_file(
         else "nx.json, project.json and package.json"
     )
     head = [f"// Written by `vx migrate` from {origin}: the tasks vx ran from them."]
-    items = entries(config)
+    items = entries(config, pkg.name == ROOT_PROJECT)
     if fmt == "ts":
         depth = pkg.dir.count("/") + 1 if pkg.dir else 0
         rel = "./" if depth == 0 else "../" * depth
@@ -247,12 +263,12 @@ def project_file(
     return "\n".join(lines) + "\n"
 
 
-def preset_of(configs: Iterable[ProjectConfig]) -> dict[str, list[str]]:
+def preset_of(configs: Iterable[tuple[Package, ProjectConfig]]) -> dict[str, list[str]]:
     """What is global: the lists every cached task starts with (turbo's globalDependencies and
     globalEnv, Nx's sharedGlobals), by the name `vx-preset.ts` exports them under."""
     lists: dict[str, list[list[str]]] = {"workspaceFiles": [], "env": [], "passThrough": []}
-    for config in configs:
-        for e in entries(config):
+    for pkg, config in configs:
+        for e in entries(config, pkg.name == ROOT_PROJECT):
             for name, value in _lists(e.body):
                 lists[name].append(value)
     out = {}
