@@ -201,3 +201,16 @@ def test_tl02_a_root_task_keeps_the_files_its_turbo_globs_reached(repo):
     assert repo.vx("migrate").code == 0
     repo.commit("migrated")
     assert plan(repo, "//#check", written=True) == live
+
+
+def test_tl02_nothing_to_migrate_and_a_code_workspace_file_are_said(tmp_path, repo):
+    repo.write(npm_workspace({"web": {}})).commit()
+    res = repo.vx("migrate")
+    assert res.code == 2 and "nothing to migrate: no turbo.json or nx.json" in res.err
+    turbo = example(tmp_path, "turbo")
+    assert turbo.vx("migrate", "--from", "nx").code == 2
+    (turbo.root / "vx.workspace.mjs").write_text("export default {};\n")
+    res = turbo.vx("migrate")
+    assert res.code == 0, res.err
+    assert 'vx.workspace.mjs: add `migrated: "turbo"` to it' in res.err
+    assert not (turbo.root / "vx.workspace.json").exists()  # two workspace files would be refused

@@ -50,7 +50,10 @@ def migrate_verb(args: Args, say) -> int:
                 os.path.lexists(os.path.join(root, "vx-preset.ts")),
             )
         )
-    ws_path, ws_text, ws_there = migration.workspace_file(root, tool)
+    ws_path, ws_text = migration.workspace_file(root, tool)
+    ws_note = f'{ws_path}: add `migrated: "{tool}"` to it (vx migrate edits no code)'
+    if ws_text is not None:
+        files.append(migration.Written(ws_path, ws_text))
     clashes = [f for f in files if f.replaces]
     if clashes and not args.force and not args.dry:
         first = clashes[0].path
@@ -62,9 +65,11 @@ def migrate_verb(args: Args, say) -> int:
             hint="`vx migrate --force` replaces it; `vx migrate --dry` prints what it would write",
         )
     if args.dry:
-        for f in [*files, migration.Written(ws_path, ws_text, ws_there)]:
+        for f in files:
             sys.stdout.write(f"// ── {f.path}\n{f.text}\n")
-        say(f"vx migrate: would write {len(files) + 1} file(s) from {_origin(tool)}")
+        if ws_text is None:
+            say(f"  {ws_note}")
+        say(f"vx migrate: would write {len(files)} file(s) from {_origin(tool)}")
         return EXIT_OK
     for f in files:
         if f.path.endswith(("vx.config.json", "vx.config.ts")):
@@ -73,14 +78,11 @@ def migrate_verb(args: Args, say) -> int:
         with open(os.path.join(root, f.path), "w", encoding="utf-8") as out:
             out.write(f.text)
         say(f"  {f.path}")
-    with open(os.path.join(root, ws_path), "w", encoding="utf-8") as out:
-        out.write(ws_text)
-    say(f"  {ws_path}: `migrated: {tool}`")
-    todos = sum(f.text.count(migration.TODO + ":") for f in files) + ws_text.count(
-        migration.TODO + ":"
-    )
+    if ws_text is None:
+        say(f"  {ws_note}")
+    todos = sum(f.text.count(migration.TODO + ":") for f in files)
     say(
-        f"vx migrate: wrote {len(files) + 1} file(s) from {_origin(tool)}"
+        f"vx migrate: wrote {len(files)} file(s) from {_origin(tool)}"
         + (f"; {todos} {migration.TODO} to resolve (grep for it)" if todos else "")
         + "; next: `vx run build --dry` to check, then `vx run build`"
     )

@@ -19,7 +19,7 @@ from typing import Any, Iterable
 from msgspec import Struct
 
 from vx.config import jsonc
-from vx.errors import ConfigError
+from vx.errors import UsageError
 from vx.model import ROOT_PROJECT, Package, ProjectConfig, TaskConfig, Workspace
 
 TODO = "TODO(vx-migrate)"
@@ -82,19 +82,17 @@ def detect(root: str, wanted: str | None) -> str:
     if wanted is not None:
         if not found[wanted]:
             name = "turbo.json" if wanted == "turbo" else "nx.json"
-            raise ConfigError(
-                f"--from {wanted}: there is no {name} at the workspace root",
-                file=name,
-                hint="run `vx migrate` at the root of a Turborepo or Nx workspace",
+            raise UsageError(
+                f"--from {wanted}: there is no {name} at the workspace root ({root})",
+                hint="run `vx migrate` in a Turborepo or Nx workspace",
             )
         return wanted
     if has_turbo:
         return "turbo"
     if has_nx:
         return "nx"
-    raise ConfigError(
-        "there is nothing to migrate: no turbo.json or nx.json at the workspace root",
-        file="turbo.json",
+    raise UsageError(
+        f"there is nothing to migrate: no turbo.json or nx.json at the workspace root ({root})",
         hint="`vx init` writes vx configs from the package.json scripts",
     )
 
@@ -347,31 +345,41 @@ def _ts(value: Any, preset: dict[str, list[str]], indent: str, key: str = "") ->
     return json.dumps(value)
 
 
-def workspace_file(root: str, tool: str) -> tuple[str, str, bool]:
-    """vx.workspace.json with `migrated` set (a file already there keeps its text, the field added),
-    and a TODO for each field of turbo.json or nx.json vx does not use. Returns (path, text,
-    whether the file was there)."""
-    unused = _unused(root, tool)
-    todos = [f"// {TODO}: {where}" for where in unused]
-    path = os.path.join(root, "vx.workspace.json")
+def workspace_file(root: str, tool: str) -> tuple[str, str | None]:
+    """The root vx.workspace file with `migrated` set — a JSON one already there keeps its text,
+    the field added — and a TODO for each field of turbo.json or nx.json vx does not use.
+    Returns its path and text; no text for a code file (vx migrate edits no code)."""
+    from vx.config.loader import LOADERS
+
+    names = sorted(
+        n for n in os.listdir(root) if n.startswith("vx.workspace") and n[12:] in LOADERS
+    )
+    name = names[0] if names else "vx.workspace.json"
+    todos = [f"// {TODO}: {where}" for where in _unused(root, tool)]
     field = f'"migrated": "{tool}"'
     why = (
         f"  // vx reads no {'turbo.json' if tool == 'turbo' else 'nx.json or project.json targets'} "
         "for tasks: every project's vx.config says them (remove this to go back)"
     )
-    if os.path.lexists(path):
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-        data = jsonc.loads(text, "vx.workspace.json")
-        if isinstance(data, dict) and data.get("migrated") == tool:
-            return "vx.workspace.json", text, True
-        brace = text.index("{")
-        rest = text[brace + 1 :]
-        sep = "," if rest.strip() and not rest.strip().startswith("}") else ""
-        new = text[:brace] + "{\n" + why + "\n  " + field + sep + rest
-        return "vx.workspace.json", "\n".join([*todos, new]) if todos else new, True
-    text = "\n".join([*todos, "{", why, f"  {field}", "}"]) + "\n"
-    return "vx.workspace.json", text, False
+    if not names:
+        return name, "\n".join([*todos, "{", why, f"  {field}", "}"]) + "\n"
+    if not name.endswith((".json", ".jsonc")):
+        return name, None
+    with open(os.path.join(root, name), encoding="utf-8") as f:
+        text = f.read()
+    data = jsonc.loads(text, name)
+    if isinstance(data, dict) and "migrated" in data:
+        if data["migrated"] != tool:
+            raise UsageError(
+                f"{name} says `migrated: {json.dumps(data['migrated'])}`; this is --from {tool}",
+                hint=f"remove `migrated` from {name} to migrate again",
+            )
+        return name, text
+    brace = text.index("{")
+    rest = text[brace + 1 :]
+    sep = "," if rest.strip() and not rest.strip().startswith("}") else ""
+    new = text[:brace] + "{\n" + why + "\n  " + field + sep + rest
+    return name, "\n".join([*todos, new]) if todos else new
 
 
 def _unused(root: str, tool: str) -> list[str]:
