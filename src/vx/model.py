@@ -161,6 +161,19 @@ class ProjectConfig(Struct, frozen=True):
     tags: tuple[str, ...] = ()
     # task name -> why vx cannot run it (turbo's persistent); an Nx target's is (message, file, field, hint)
     not_runnable: Mapping[str, str | tuple[str, str, str, str]] = field(default_factory=dict)
+    # A mapped task's fields as the user wrote them (an Nx target): `tasks.build.dependsOn` ->
+    # (`libs/a/project.json`, `targets.build.dependsOn`), so a refusal names the user's file.
+    origins: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+
+    def located(self, path: str) -> tuple[str, str]:
+        """The file and field a refusal of `path` (`tasks.build.cache.outputs.files[0]`) names:
+        the nearest written origin of a mapped task, else this config's file and `path`."""
+        key = path
+        while self.origins and key:
+            if key in self.origins:
+                return self.origins[key]
+            key = key[: max(key.rfind("."), key.rfind("["), 0)]
+        return self.source, path
 
 
 class RemoteCacheConfig(Struct, frozen=True):
@@ -195,6 +208,7 @@ class WorkspaceConfig(Struct, frozen=True):
     sandbox_trace: bool = (
         True  # `sandbox.trace`: whether sandboxed tasks are traced, unless a task says
     )
+    migrated: str | None = None  # `migrated`: turbo | nx — that tool's files give no tasks
 
 
 # ---------------------------------------------------------------- graph

@@ -483,3 +483,74 @@ def test_an_input_projects_field_of_the_wrong_kind_is_refused_not_a_crash(repo):
         "nx.json, targetDefaults.build.inputs[0].projects" in result.err
         and "Traceback" not in result.err
     )
+
+
+@pytest.mark.feature("TL-04")
+@pytest.mark.parametrize(
+    "change, where",
+    [
+        (  # validated when the config loads: an output covering the project's package.json
+            {
+                "apps/web/project.json": {
+                    "name": "web",
+                    "targets": {
+                        "build": {
+                            "command": "true",
+                            "cache": True,
+                            "outputs": ["{projectRoot}/package.json"],
+                        }
+                    },
+                }
+            },
+            "in: apps/web/project.json, targets.build.outputs",
+        ),
+        (  # the same, given by a target default
+            {
+                "nx.json": {
+                    **NX,
+                    "targetDefaults": {
+                        "build": {"cache": True, "outputs": ["{projectRoot}/package.json"]}
+                    },
+                }
+            },
+            "in: nx.json, targetDefaults.build.outputs",
+        ),
+        (  # checked when the graph is built: a target that names itself
+            {
+                "apps/web/project.json": {
+                    "name": "web",
+                    "targets": {"build": {"command": "true", "dependsOn": ["build"]}},
+                }
+            },
+            "in: apps/web/project.json, targets.build.dependsOn",
+        ),
+        (  # checked when the run is planned: two targets writing one directory
+            {
+                "apps/web/project.json": {
+                    "name": "web",
+                    "targets": {
+                        "build": {
+                            "command": "true",
+                            "cache": True,
+                            "outputs": ["{projectRoot}/dist"],
+                        },
+                        "pack": {
+                            "command": "true",
+                            "cache": True,
+                            "outputs": ["{projectRoot}/dist"],
+                        },
+                    },
+                }
+            },
+            "in: apps/web/project.json, targets.pack.outputs",
+        ),
+    ],
+)
+def test_a_mapped_refusal_names_the_nx_file_and_field_not_the_vx_one(repo, change, where):
+    """Reviewer finding (issue 18): a refusal of what a target maps to named `tasks.build.
+    cache.outputs.files[0]` in project.json, a field the user never wrote."""
+    repo.write(nx_workspace(extra=change)).commit()
+    result = repo.vx("run", "web:build", "web:pack" if "pack" in where else "web:build")
+    assert result.code == 2, result.out + result.err
+    assert where in result.err, result.err
+    assert "tasks." not in result.err and "Traceback" not in result.err

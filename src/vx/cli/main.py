@@ -29,6 +29,7 @@ verbs:
   affected -t TASK … [--base REF]             Nx's spelling of `vx run TASK … --affected=REF`
   watch [OPTIONS] TASK …                      run, then run again on every change that matters
   init [--dry] [--force]                      a vx.config.json per package, from its scripts
+  migrate [--from turbo|nx] [--dry] [--force] vx configs written from turbo.json or Nx's targets
   info                                        what vx sees here: versions, workspace, cache, sandbox
   show [PROJECT | PROJECT#TASK | TASK]        the configs as vx resolved them (--format json)
   why PKG#TASK                                what changed between the task's last two keys
@@ -130,6 +131,18 @@ task: in the root package.json it becomes `vx run build`. Existing configs are k
 replaces them); `--dry` prints what it would write. In a Turborepo repository vx already runs
 turbo.json unchanged, and in an Nx workspace nx.json and project.json, so `vx init` there
 needs `--force`.
+"""
+
+MIGRATE_HELP = """usage: vx migrate [--from turbo|nx] [--dry] [--force] [--format json|ts]
+
+Writes a vx.config.json (JSON with comments) beside each project that has tasks, holding the
+tasks vx runs today from turbo.json, or from nx.json and the project targets: the same tasks,
+dependencies, inputs and outputs, so `vx run build --dry=json` plans the same. Whatever has no
+vx field is a `TODO(vx-migrate)` comment saying why (a target executor vx cannot run is a task
+that fails saying so). vx.workspace.json gets `"migrated": "turbo"` (or "nx"): from then on vx
+reads tasks from the vx configs only. `--from` picks the tool where both files exist (default:
+turbo.json). `--format ts` writes vx.config.ts files and a vx-preset.ts with the global lists.
+An existing vx.config is refused (exit 2) unless `--force`; `--dry` prints the files instead.
 """
 
 WHY_HELP = """usage: vx why PKG#TASK [--format=json]
@@ -298,6 +311,17 @@ VERBS = {
         },
         _HELP_ALIAS,
     ),
+    "migrate": Verb(
+        MIGRATE_HELP,
+        {
+            "--from": ("value", "source"),
+            "--dry": ("flag", "dry"),
+            "--force": ("flag", "force"),
+            "--format": ("value", "format"),
+            **_HELP_FLAG,
+        },
+        _HELP_ALIAS,
+    ),
     "info": Verb(INFO_HELP),
     "show": Verb(
         SHOW_HELP,
@@ -459,6 +483,13 @@ def _verb_init(parsed, rest: list[str], argv: list[str]) -> int:
     return init_verb(parsed, _say)
 
 
+def _verb_migrate(parsed, rest: list[str], argv: list[str]) -> int:
+    from vx.cli.migrate import migrate_verb
+
+    _no_arguments("migrate", parsed)
+    return migrate_verb(parsed, _say)
+
+
 def _verb_why(parsed, rest: list[str], argv: list[str]) -> int:
     from vx.cli.why import why_verb
 
@@ -522,6 +553,7 @@ _VERB_RUNNERS = {
     "watch": _verb_watch,
     "info": _verb_info,
     "init": _verb_init,
+    "migrate": _verb_migrate,
     "why": _verb_why,
     "show": _verb_show,
     "ls": _verb_show,

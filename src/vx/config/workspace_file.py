@@ -4,6 +4,7 @@ affectedBase, rules) into a WorkspaceConfig; a remote cache's token or key is re
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from vx.config.fields import (
@@ -37,6 +38,7 @@ WORKSPACE = Level(
             "affectedBase",
             "rules",
             "sandbox",
+            "migrated",
         }
     ),
     foreign={
@@ -107,7 +109,18 @@ def validate_workspace(data: Any, file: str) -> WorkspaceConfig:
         sandbox_trace=_sandbox_trace(obj["sandbox"], at.key("sandbox"))
         if "sandbox" in obj
         else True,
+        migrated=_migrated(obj["migrated"], at.key("migrated")) if "migrated" in obj else None,
     )
+
+
+def _migrated(value: Any, at: At) -> str:
+    """`migrated`: the tool `vx migrate` wrote the configs from; its files no longer give tasks."""
+    if value not in ("turbo", "nx"):
+        at.refuse(
+            f'`migrated` must be "turbo" or "nx", got {json.dumps(value)}',
+            hint="`vx migrate` writes it; remove it to have vx read turbo.json or nx.json again",
+        )
+    return value
 
 
 def _sandbox_trace(value: Any, at: At) -> bool:

@@ -286,9 +286,8 @@ def _expand_depends_on(
     declared: set[str],
 ) -> tuple[TaskId, ...]:
     out: dict[TaskId, None] = {}
-    source = configs[tid.package].source
     for i, entry in enumerate(task.depends_on):
-        field = f"tasks.{tid.task}.dependsOn[{i}]"
+        source, field = configs[tid.package].located(f"tasks.{tid.task}.dependsOn[{i}]")
         for dep in _expand_entry(ws, configs, tid, entry, source, field, declared):
             if dep == tid:  # only a written name reaches the task itself; `^` and `.*` never do
                 raise CycleError(

@@ -133,8 +133,12 @@ def _refuse(
     exclusive: bool,
 ) -> NoReturn:
     first, second = sorted((claim, other), key=lambda c: c.task)
-    source = configs[second.task.package].source
-    other_source = configs[first.task.package].source
+    source, field = configs[second.task.package].located(
+        _field(configs[second.task.package].source, second)
+    )
+    other_source = configs[first.task.package].located(
+        _field(configs[first.task.package].source, first)
+    )[0]
     where = f" (declared in {other_source})" if other_source != source else ""
     why = (
         "the dependant's wipe before it runs deletes what its upstream made"
@@ -153,7 +157,7 @@ def _refuse(
         f"`{first.task}` and `{second.task}` declare overlapping outputs: `{first.pattern}`{where} and "
         f"`{second.pattern}`; {why}",
         file=source,
-        field=_field(source, second),
+        field=field,
         hint=hint,
     )
 
