@@ -623,7 +623,13 @@ def test_the_codec_is_loaded_once_however_many_threads_ask_first():
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    src = str(
+        Path(__file__).resolve().parents[2] / "src"
+    )  # this checkout's vx, not an installed one
+    env = {**os.environ, "PYTHONPATH": src}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env
+    )
     assert proc.stdout.strip() == "1", proc.stderr
 
 

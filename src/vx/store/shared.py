@@ -77,7 +77,7 @@ def store_id(identity: str, subpath: str) -> str:
 
 
 def _sha256():
-    """The interpreter's own sha256 (OpenSSL's hashlib costs ~10 ms to load on a warm run)."""
+    """The interpreter's own sha256: hashlib loads OpenSSL, which a warm run otherwise never pays for."""
     try:
         from _sha2 import sha256  # type: ignore[import-not-found]  # Python 3.12+
     except ImportError:
