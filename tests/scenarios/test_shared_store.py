@@ -345,3 +345,19 @@ def test_lc02_vx_why_reads_the_shared_store(repo, tmp_path):
     assert repo.vx("run", "build", env=shared(home)).code == 0
     why = repo.vx("why", "a#build", summary=False, env=shared(home))
     assert "not saved" not in why.out, why.out
+
+
+def test_lc02_a_receipt_is_not_replayed_from_a_store_others_can_write(repo, tmp_path):
+    """A replayed run reads the shared store's artifacts by path: once a level of the store is
+    writable by others, the receipt no longer vouches for it, and the run goes through the
+    pipeline, which keeps the cache in the workspace and says why."""
+    home = home_of(tmp_path)
+    chain(repo)
+    for _ in range(2):  # a build, then a run of hits that writes the receipt
+        assert repo.vx("run", "build", env=shared(home), summary=False).code == 0
+    assert list((repo.root / ".vx" / "receipts").iterdir())
+    [store] = stores(home)
+    os.chmod(store.parent, 0o777)
+    res = repo.vx("run", "build", env=shared(home), summary=False)
+    assert res.code == 0, res.err
+    assert "the shared cache store is off" in res.err, res.err
