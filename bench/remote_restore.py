@@ -20,10 +20,10 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -84,7 +84,7 @@ def bench_size(size: int, args, vx: Tool, server: TurboServer, logs: Path) -> di
     wss = workspaces(args.work, size, fresh=args.fresh)
     tools = {"vx": vx, "turbo": turbo_tool(wss["turbo"])}
     say(f"== m{size}: upload (load {load_average()})")
-    for name, tool in tools.items():
+    for name, tool in tools.items() if not args.reuse_uploads else ():
         fresh_clone(tool, wss[name])
         env = remote_env(tool, server, upload=True)
         wall, _cpu, tasks, cached = run(
@@ -152,19 +152,27 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--vx", help="vx command to time (default: pip install of this checkout)")
     ap.add_argument("--fresh", action="store_true", help="regenerate the workspaces")
+    ap.add_argument(
+        "--reuse-uploads",
+        action="store_true",
+        help="skip the cold builds: the server's storage (WORK/remote-cache) already holds both"
+        " tools' artifacts for this vx from an earlier run",
+    )
     args = ap.parse_args(argv)
     args.work = args.work.resolve()
     logs = args.work / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     vx = vx_tool(args.vx, args.work)
     load = load_average()
-    with tempfile.TemporaryDirectory(prefix="vx-remote-restore-") as tmp:
-        server = TurboServer(Path(tmp), token=CANARY)
-        try:
-            sizes = [int(s) for s in args.sizes.split(",")]
-            rows = [bench_size(size, args, vx, server, logs) for size in sizes]
-        finally:
-            server.kill()
+    storage = args.work / "remote-cache"  # kept: --reuse-uploads restores from it again
+    if not args.reuse_uploads:
+        shutil.rmtree(storage, ignore_errors=True)
+    server = TurboServer(storage, token=CANARY)
+    try:
+        sizes = [int(s) for s in args.sizes.split(",")]
+        rows = [bench_size(size, args, vx, server, logs) for size in sizes]
+    finally:
+        server.kill()
     versions = rows[0]["versions"]
     print(
         f"{time.strftime('%Y-%m-%d')} · {os.cpu_count()} CPUs · {versions['vx']} · "

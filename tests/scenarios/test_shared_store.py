@@ -355,3 +355,38 @@ def test_vx_why_reads_the_shared_store(repo, tmp_path):
     assert repo.vx("run", "build", env=shared(home)).code == 0
     why = repo.vx("why", "a#build", summary=False, env=shared(home))
     assert "not saved" not in why.out, why.out
+
+
+def test_lc02_a_receipt_is_not_replayed_from_a_store_others_can_write(repo, tmp_path):
+    """A replayed run reads the shared store's artifacts by path: once a level of the store is
+    writable by others, the receipt no longer vouches for it, and the run goes through the
+    pipeline, which keeps the cache in the workspace and says why."""
+    home = home_of(tmp_path)
+    chain(repo)
+    for _ in range(2):  # a build, then a run of hits that writes the receipt
+        assert repo.vx("run", "build", env=shared(home), summary=False).code == 0
+    assert list((repo.root / ".vx" / "receipts").iterdir())
+    [store] = stores(home)
+    os.chmod(store.parent, 0o777)
+    res = repo.vx("run", "build", env=shared(home), summary=False)
+    assert res.code == 0, res.err
+    assert "the shared cache store is off" in res.err, res.err
+
+
+def test_lc02_a_workspace_moves_between_its_own_cache_and_the_shared_store(repo, tmp_path):
+    """The workspace's index has a layout of its own when it sits beside a shared store: moving
+    to the store resets it (its old artifacts go, no row names them), moving back resets it
+    again — never a hit on an entry the other layout left, never an error."""
+    home = home_of(tmp_path)
+    chain(repo)
+    alone = {"HOME": str(home), "VX_SHARED_STORE": "0"}
+    assert set(caches(repo.vx("run", "build", env=alone)).values()) == {"miss"}
+    local = repo.root / ".vx" / "cache"
+    assert len(artifacts(local)) == len(PACKAGES)
+    res = repo.vx("run", "build", env=shared(home))
+    assert res.code == 0, res.err
+    assert set(caches(res).values()) == {"miss"} and artifacts(local) == []
+    res = repo.vx("run", "build", env=alone)
+    assert res.code == 0, res.err
+    assert set(caches(res).values()) == {"miss"}
+    assert set(caches(repo.vx("run", "build", env=shared(home))).values()) <= HITS

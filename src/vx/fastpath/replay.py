@@ -21,6 +21,7 @@ and zstd's C extension), never the records, `pathlib` or `typing`.
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import time
 
@@ -84,7 +85,11 @@ def _finish(path: str, header: dict, data: memoryview, environ) -> list[tuple[st
         if not receipt.paths_hold(body):
             return None
         states = [receipt.output_state(task) for task in body["tasks"]]
-        if receipt.CHANGED in states or not _artifacts_hold(header, body["tasks"]):
+        if (
+            receipt.CHANGED in states
+            or not _store_private(header)
+            or not _artifacts_hold(header, body["tasks"])
+        ):
             return None
         absent = [task for task, state in zip(body["tasks"], states) if state == receipt.ABSENT]
         restoring = bool(absent)
@@ -175,6 +180,28 @@ def _index_vouched(header: dict) -> bool:
         return False
     ids, looked_ns = seen
     return _index_ids(header) == ids and not receipt.racy([("", i) for i in ids], looked_ns)
+
+
+def _store_private(header: dict) -> bool:
+    """A shared store's three levels (`~/.vx`, `<id>`, `cache`) are still directories of this
+    user's that nobody else can write, as the run that wrote the receipt found them (LC-02):
+    a replay reads its artifacts by path."""
+    store_dir = header["store_dir"]
+    if store_dir == header["cache_dir"]:
+        return True
+    uid = os.getuid()
+    for path in (
+        store_dir,
+        os.path.dirname(store_dir),
+        os.path.dirname(os.path.dirname(store_dir)),
+    ):
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return False
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid or st.st_mode & 0o077:
+            return False
+    return True
 
 
 def _artifacts_hold(header: dict, tasks: list) -> bool:
