@@ -98,12 +98,14 @@ function declaration(dir, pkgName) {
       envNames: task.cache.inputs.env || [], classes: false, explicit: [] };
   }
   const task = turboTasks[pkgName + "#build"] || turboTasks.build;
-  const all = (task.inputs || ["**"]).map((g) => (g === "$TURBO_DEFAULT$" ? "**" : g));
+  // `"inputs": []` is turbo's default set, as no `inputs` is
+  const inputs = task.inputs && task.inputs.length ? task.inputs : ["$TURBO_DEFAULT$"];
+  const all = inputs.map((g) => (g === "$TURBO_DEFAULT$" ? "**" : g));
   return {
     globs: all.filter((g) => !g.startsWith("$TURBO_ROOT$/")),
     rootGlobs: all.filter((g) => g.startsWith("$TURBO_ROOT$/")).map((g) => g.slice("$TURBO_ROOT$/".length)),
     envNames: task.env || [], classes: true,
-    explicit: (task.inputs || []).filter((g) => g !== "$TURBO_DEFAULT$" && !g.startsWith("$TURBO_ROOT$/")),
+    explicit: inputs.filter((g) => g !== "$TURBO_DEFAULT$" && !g.startsWith("$TURBO_ROOT$/")),
   };
 }
 
