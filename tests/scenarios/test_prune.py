@@ -102,7 +102,7 @@ def _workspace(repo, pm: str, tmp: Path, root_extra: dict | None = None, files=N
         **(files or {}),
     }
     if pm.startswith("pnpm"):
-        files["pnpm-workspace.yaml"] = "packages:\n  - packages/*\n"
+        files.setdefault("pnpm-workspace.yaml", "packages:\n  - packages/*\n")
     if pm == "berry":
         files[".yarnrc.yml"] = "nodeLinker: node-modules\nenableTelemetry: false\n"
         files["yarn.lock"] = ""
@@ -199,6 +199,33 @@ def test_issue17_prune_docker_installs_frozen_offline_and_builds(repo, tmp_path,
     assert build.code == 0, build.err
     assert sorted(build.statuses()) == ["app#build", "lib#build"]
     assert (clean / "packages/app/dist/out.js").read_text() == "APP;"
+
+
+@pytest.mark.parametrize("pm", ("npm", "pnpm", "yarn", "berry", "bun"))
+def test_issue17_prune_drops_the_plain_member_paths_of_left_out_packages(repo, tmp_path, pm):
+    """Members listed one by one: bun refuses a workspace entry whose directory is gone, so the
+    pruned root package.json (npm's lockfile root, pnpm-workspace.yaml) lists only kept ones."""
+    members = ["packages/app", "./packages/lib/", "packages/other"]
+    files = {}
+    if pm == "pnpm":
+        files["pnpm-workspace.yaml"] = "packages:\n" + "".join(f"  - '{d}'\n" for d in members)
+    ws = _workspace(repo, pm, tmp_path, root_extra={"workspaces": members}, files=files)
+    assert ws.vx("prune", "app", "--docker").code == 0
+    out = ws.root / "out"
+    kept = ["packages/app", "./packages/lib/"]
+    assert json.loads((out / "json/package.json").read_text())["workspaces"] == kept
+    if pm == "npm":
+        lock = json.loads((out / "package-lock.json").read_text())
+        assert lock["packages"][""]["workspaces"] == kept
+    if pm == "pnpm":
+        assert (out / "json/pnpm-workspace.yaml").read_text() == (
+            "packages:\n  - 'packages/app'\n  - './packages/lib/'\n"
+        )
+    clean = tmp_path / "clean"
+    shutil.copytree(out / "json", clean)
+    installed = _install(pm, clean, tmp_path, frozen=True)
+    assert installed.returncode == 0, f"{pm}: {installed.stdout}\n{installed.stderr}"
+    assert (clean / _lockfile(pm)).read_text() == (out / _lockfile(pm)).read_text()
 
 
 def _small(repo, extra: dict | None = None):
