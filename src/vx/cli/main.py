@@ -29,6 +29,7 @@ verbs:
   affected -t TASK … [--base REF]             Nx's spelling of `vx run TASK … --affected=REF`
   watch [OPTIONS] TASK …                      run, then run again on every change that matters
   init [--dry] [--force]                      a vx.config.json per package, from its scripts
+  migrate [--from turbo|nx] [--dry] [--force] vx configs written from turbo.json or Nx's targets
   info                                        what vx sees here: versions, workspace, cache, sandbox
   show [PROJECT | PROJECT#TASK | TASK]        the configs as vx resolved them (--format json)
   why PKG#TASK                                what changed between the task's last two keys
@@ -132,6 +133,18 @@ turbo.json unchanged, and in an Nx workspace nx.json and project.json, so `vx in
 needs `--force`.
 """
 
+MIGRATE_HELP = """usage: vx migrate [--from turbo|nx] [--dry] [--force] [--format json|ts]
+
+Writes a vx.config.json (JSON with comments) beside each project that has tasks, holding the
+tasks vx runs today from turbo.json, or from nx.json and the project targets: the same tasks,
+dependencies, inputs and outputs, so `vx run build --dry=json` plans the same. Whatever has no
+vx field is a `TODO(vx-migrate)` comment saying why (a target executor vx cannot run is a task
+that fails saying so). vx.workspace.json gets `"migrated": "turbo"` (or "nx"): from then on vx
+reads tasks from the vx configs only. `--from` picks the tool where both files exist (default:
+turbo.json). `--format ts` writes vx.config.ts files and a vx-preset.ts with the global lists.
+An existing vx.config is refused (exit 2) unless `--force`; `--dry` prints the files instead.
+"""
+
 WHY_HELP = """usage: vx why PKG#TASK [--format=json]
 
 Names what changed between the task's last two keys: files (added, removed, edited), declared
@@ -200,7 +213,7 @@ RUN_FLAGS = {
     "--report-file": ("value", "report_file"),
     "--verify": ("optional", "verify"),
     "--framework-inference": ("value", "framework_inference"),
-    # Nx's spellings (TL-04)
+    # Nx's spellings
     "--configuration": ("value", "configuration"),
     "--exclude": ("list", "exclude"),
     "--projects": ("list", "projects"),
@@ -283,7 +296,7 @@ VERBS = {
     "run": Verb(RUN_HELP, RUN_FLAGS, FLAG_ALIASES, shown=RUN_SHOWN, forwards=True),
     "run-many": Verb(
         NX_VERB_HELP, RUN_FLAGS, FLAG_ALIASES, shown=RUN_SHOWN, forwards=True
-    ),  # Nx's verbs (TL-04)
+    ),  # Nx's verbs
     "affected": Verb(NX_VERB_HELP, RUN_FLAGS, FLAG_ALIASES, shown=RUN_SHOWN, forwards=True),
     "watch": Verb(
         WATCH_HELP, RUN_FLAGS, FLAG_ALIASES, shown=RUN_SHOWN, refused=WATCH_REFUSED, forwards=True
@@ -294,6 +307,17 @@ VERBS = {
             "--dry": ("flag", "dry"),
             "--force": ("flag", "force"),
             "--cache": ("flag", "cache"),
+            **_HELP_FLAG,
+        },
+        _HELP_ALIAS,
+    ),
+    "migrate": Verb(
+        MIGRATE_HELP,
+        {
+            "--from": ("value", "source"),
+            "--dry": ("flag", "dry"),
+            "--force": ("flag", "force"),
+            "--format": ("value", "format"),
             **_HELP_FLAG,
         },
         _HELP_ALIAS,
@@ -344,8 +368,8 @@ def entry() -> NoReturn:
 
     Everything a run opens is closed before `main` returns — the store (uploads drained), the
     run lock, the sandbox session, every pool and child — so all the interpreter has left to do
-    at exit is free memory object by object: ~20 ms of CPU after a warm run, a fifth of a
-    10-package one. `main` itself still returns normally for callers in-process."""
+    at exit is free memory object by object (docs/optimizations.md #17). `main` itself still
+    returns normally for callers in-process."""
     code = main()
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -459,6 +483,13 @@ def _verb_init(parsed, rest: list[str], argv: list[str]) -> int:
     return init_verb(parsed, _say)
 
 
+def _verb_migrate(parsed, rest: list[str], argv: list[str]) -> int:
+    from vx.cli.migrate import migrate_verb
+
+    _no_arguments("migrate", parsed)
+    return migrate_verb(parsed, _say)
+
+
 def _verb_why(parsed, rest: list[str], argv: list[str]) -> int:
     from vx.cli.why import why_verb
 
@@ -522,6 +553,7 @@ _VERB_RUNNERS = {
     "watch": _verb_watch,
     "info": _verb_info,
     "init": _verb_init,
+    "migrate": _verb_migrate,
     "why": _verb_why,
     "show": _verb_show,
     "ls": _verb_show,
@@ -597,7 +629,7 @@ def _nx_parallel(tokens: Sequence[str]) -> list[str]:
 
 
 def _no_task_named() -> UsageError:
-    """Refuse a bare `vx run`, listing the tasks there are to run from here (CLI-02, off a TTY)."""
+    """Refuse a bare `vx run`, listing the tasks there are to run from here (off a TTY)."""
     from vx.config import loader as config
     from vx.plan.tasks import package_of
     from vx.workspace import discover as workspace
@@ -896,7 +928,7 @@ def _flow(broad: bool, env: dict[str, str], output_logs: str | None = None) -> s
 
 
 def _output_logs(value: str | None) -> str | None:
-    """`--output-logs`, turbo's values (CLI-33); checked before anything runs."""
+    """`--output-logs`, turbo's values; checked before anything runs."""
     if value is None:
         return None
     from vx.report.plain import OUTPUT_LOGS
@@ -940,6 +972,7 @@ def _keep_receipt(argv, req, prep, summary, env, started_ns: int, silent: bool) 
         cwd=cwd,
         root=root,
         cache_dir=str(prep.cache_dir),
+        store_dir=str(prep.store_dir or prep.cache_dir),
         started_ns=started_ns,
         env=env,
         noted=noted,
@@ -997,7 +1030,7 @@ def _report(summary, target: str | None) -> None:
 
 
 def _write_graph(dot: str, target: str) -> None:
-    """DOT on stdout, or into the file named (CLI-37, CLI-60)."""
+    """DOT on stdout, or into the file named."""
     if not target:
         sys.stdout.write(dot)
         return
