@@ -102,17 +102,21 @@ def _workspace(repo, pm: str, tmp: Path, root_extra: dict | None = None, files=N
         **(files or {}),
     }
     if pm.startswith("pnpm"):
-        files["pnpm-workspace.yaml"] = "packages:\n  - packages/*\n"
+        files.setdefault("pnpm-workspace.yaml", "packages:\n  - packages/*\n")
     if pm == "berry":
         files[".yarnrc.yml"] = "nodeLinker: node-modules\nenableTelemetry: false\n"
         files["yarn.lock"] = ""
     # app's build needs is-odd installed, and lib built first (build_task's ^build)
-    needs = "require('is-odd');require('fs').statSync('../lib/dist/out.js');"
+    needs = "require('is-odd');require('@tootallnate/once');require('fs').statSync('../lib/dist/out.js');"
     deps = {
-        "app": ({"lib": link, "is-odd": "^3.0.1"}, needs),
+        "app": ({"lib": link, "is-odd": "^3.0.1", "@tootallnate/once": "^2.0.0"}, needs),
         "lib": ({}, ""),
-        # is-odd@3.0.1 resolves as app's ^3.0.1 does: yarn lists both in one entry's key
-        "other": ({"lib": link, "is-number": "^7.0.0", "is-odd": "3.0.1"}, ""),
+        # is-odd@3.0.1 resolves as app's ^3.0.1 does: yarn lists both in one entry's key; a
+        # scoped package in two majors: app's 2.0.0 stays, other's 1.1.2 goes
+        "other": (
+            {"lib": link, "is-number": "^7.0.0", "is-odd": "3.0.1", "@tootallnate/once": "1.1.2"},
+            "",
+        ),
     }
     for name, (dependencies, check) in deps.items():
         files[f"packages/{name}/package.json"] = {
@@ -146,7 +150,8 @@ def _tree(root: Path) -> set[str]:
 def test_issue17_prune_docker_installs_frozen_offline_and_builds(repo, tmp_path, pm):
     ws = _workspace(repo, pm, tmp_path)
     lock_before = (ws.root / _lockfile(pm)).read_text()
-    assert "7.0.0" in lock_before  # what pruning must drop (and `other`: yarn 1 lists no workspace)
+    # what pruning must drop (and `other`: yarn 1 lists no workspace)
+    assert "7.0.0" in lock_before and "1.1.2" in lock_before
     assert pm == "yarn" or "other" in lock_before
 
     pruned = ws.vx("prune", "app", "--docker")
@@ -169,7 +174,8 @@ def test_issue17_prune_docker_installs_frozen_offline_and_builds(repo, tmp_path,
     assert lock == (out / "json" / lockfile).read_text() == (out / "full" / lockfile).read_text()
     # the lockfile holds nothing outside the closure: not `other`, not is-number@7
     assert "is-odd" in lock and "kind-of" in lock
-    assert "7.0.0" not in lock and "packages/other" not in lock, lock
+    assert "7.0.0" not in lock and "1.1.2" not in lock and "packages/other" not in lock, lock
+    assert "@tootallnate/once" in lock and "2.0.0" in lock
     if pm in ("yarn", "berry"):  # and not other's descriptor in is-odd's key
         exact = "is-odd@3.0.1" if pm == "yarn" else "is-odd@npm:3.0.1"
         assert exact in _descriptors(lock_before)
@@ -193,6 +199,33 @@ def test_issue17_prune_docker_installs_frozen_offline_and_builds(repo, tmp_path,
     assert build.code == 0, build.err
     assert sorted(build.statuses()) == ["app#build", "lib#build"]
     assert (clean / "packages/app/dist/out.js").read_text() == "APP;"
+
+
+@pytest.mark.parametrize("pm", ("npm", "pnpm", "yarn", "berry", "bun"))
+def test_issue17_prune_drops_the_plain_member_paths_of_left_out_packages(repo, tmp_path, pm):
+    """Members listed one by one: bun refuses a workspace entry whose directory is gone, so the
+    pruned root package.json (npm's lockfile root, pnpm-workspace.yaml) lists only kept ones."""
+    members = ["packages/app", "./packages/lib/", "packages/other"]
+    files = {}
+    if pm == "pnpm":
+        files["pnpm-workspace.yaml"] = "packages:\n" + "".join(f"  - '{d}'\n" for d in members)
+    ws = _workspace(repo, pm, tmp_path, root_extra={"workspaces": members}, files=files)
+    assert ws.vx("prune", "app", "--docker").code == 0
+    out = ws.root / "out"
+    kept = ["packages/app", "./packages/lib/"]
+    assert json.loads((out / "json/package.json").read_text())["workspaces"] == kept
+    if pm == "npm":
+        lock = json.loads((out / "package-lock.json").read_text())
+        assert lock["packages"][""]["workspaces"] == kept
+    if pm == "pnpm":
+        assert (out / "json/pnpm-workspace.yaml").read_text() == (
+            "packages:\n  - 'packages/app'\n  - './packages/lib/'\n"
+        )
+    clean = tmp_path / "clean"
+    shutil.copytree(out / "json", clean)
+    installed = _install(pm, clean, tmp_path, frozen=True)
+    assert installed.returncode == 0, f"{pm}: {installed.stdout}\n{installed.stderr}"
+    assert (clean / _lockfile(pm)).read_text() == (out / _lockfile(pm)).read_text()
 
 
 def _small(repo, extra: dict | None = None):

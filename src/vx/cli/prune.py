@@ -130,7 +130,7 @@ def _plan(
         if json_dir is not None:
             plan[json_dir + name] = data
             plan[name] = data
-    if pruned.manifest is not None:  # the root package.json, its pnpm patches cut too
+    for name, data in pruned.files.items():  # root files the cut changed (package.json, …)
         for at in (full, json_dir) if json_dir is not None else (full,):
-            plan[at + "package.json"] = pruned.manifest
+            plan[at + name] = data
     return plan

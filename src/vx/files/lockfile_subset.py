@@ -25,6 +25,7 @@ from vx.files.lockfile import (
     _manifest,
     _norm_dir,
     _parse,
+    _scalar,
     _yaml_docs,
 )
 from vx.model import ROOT_PROJECT, Workspace
@@ -41,14 +42,14 @@ class Subset:
 
 
 class Pruned:
-    """What `vx prune` writes of the install: each lockfile's text, the root package.json when
-    its patches had to follow the lockfile's (else None), and the workspace packages the
-    lockfiles link the kept ones to that were not kept."""
+    """What `vx prune` writes of the install: each lockfile's text, the root files that had to
+    change with it (package.json, pnpm-workspace.yaml: by name, their new bytes), and the
+    workspace packages the lockfiles link the kept ones to that were not kept."""
 
-    __slots__ = ("lockfiles", "manifest", "more")
+    __slots__ = ("lockfiles", "files", "more")
 
-    def __init__(self, lockfiles: dict[str, str], manifest: bytes | None, more: set[str]):
-        self.lockfiles, self.manifest, self.more = lockfiles, manifest, more
+    def __init__(self, lockfiles: dict[str, str], files: dict[str, bytes], more: set[str]):
+        self.lockfiles, self.files, self.more = lockfiles, files, more
 
 
 def subset(
@@ -58,10 +59,12 @@ def subset(
     projects: dict[str, dict],
     keep: set[str],
     patches: frozenset[str] = frozenset(),
+    dropped: frozenset[str] | set[str] = frozenset(),
 ) -> Subset:
     """Lockfile `name` (holding `text`) cut to the root and the project dirs in `keep`.
     `projects` are all the workspace's, as vx.files.lockfile.closures takes them; `patches` are
-    the pnpm patches the root package.json declares, which may go with the packages they patch."""
+    the pnpm or bun patches the root package.json declares, which may go with the packages they
+    patch; `dropped` the member dirs left out, whose plain paths leave npm's root `workspaces`."""
     if not text.strip():
         return Subset(text, set())
     graph = _parse(name, text, root, projects)
@@ -82,7 +85,7 @@ def subset(
     if name == "bun.lock":
         return Subset(_bun(text, reach, dirs, unpatched), reached, unpatched)
     if name in ("package-lock.json", "npm-shrinkwrap.json"):
-        out = _npm(text, reach, dirs)
+        out = _npm(text, reach, dirs, set(dropped))
     elif text.lstrip().startswith("#") and "yarn lockfile v1" in text[:400]:
         out = _yarn_classic(text, reach, root, dirs)
     else:
@@ -103,9 +106,13 @@ def _patches_any(key: str, labels: set[str]) -> bool:
 
 def prune_lockfiles(ws: Workspace, keep: set[str]) -> Pruned:
     """Each root lockfile present, cut to the packages named in `keep` (and the root); the root
-    package.json without the pnpm patches of packages no longer installed; and the workspace
-    packages the lockfiles link the kept ones to that `keep` lacks (the caller keeps them too,
-    then cuts again)."""
+    files that must follow (below); and the workspace packages the lockfiles link the kept ones
+    to that `keep` lacks (the caller keeps them too, then cuts again).
+
+    The root package.json loses the patches of packages no longer installed (pnpm and bun
+    compare them with the lockfile's), and it and pnpm-workspace.yaml lose each member entry
+    written as a plain path to a package left out: bun refuses a workspace that is not there.
+    A glob stays as written — matching nothing more is no error to any manager."""
     root = str(ws.root)
     present = [name for name in LOCKFILES if os.path.isfile(os.path.join(root, name))]
     if not present and os.path.isfile(os.path.join(root, "bun.lockb")):
@@ -118,16 +125,16 @@ def prune_lockfiles(ws: Workspace, keep: set[str]) -> Pruned:
     projects = {p.dir: {"name": p.name, "manifest": ""} for p in ws.packages.values()}
     by_dir = {p.dir: n for n, p in ws.packages.items()}
     dirs = {ws.packages[n].dir for n in keep}
-    patching = {"pnpm-lock.yaml", "bun.lock"}.intersection(present)
-    manifest_text = _read_text(root, "package.json") if patching else ""
+    dropped = {p.dir for n, p in ws.packages.items() if n != ROOT_PROJECT} - dirs
+    manifest_text = _read_optional(root, "package.json")
     manifest = _json_object(manifest_text)
+    changed = _cut_members(manifest, dropped)
     out: dict[str, str] = {}
     more: set[str] = set()
-    rewritten: bytes | None = None
     for name in present:
         declared = _declared_patches(manifest, name)
         patches = frozenset(declared or ())
-        cut = subset(name, _read_text(root, name), root, projects, dirs, patches)
+        cut = subset(name, _read_text(root, name), root, projects, dirs, patches, dropped)
         outside = sorted(d for d in cut.reached if d not in by_dir)
         if outside:
             raise ConfigError(
@@ -139,13 +146,63 @@ def prune_lockfiles(ws: Workspace, keep: set[str]) -> Pruned:
         more |= {by_dir[d] for d in cut.reached} - keep - {ROOT_PROJECT}
         out[name] = cut.text
         if cut.unpatched and declared is not None:
-            # pnpm and bun compare the lockfile's patches with the manifest's: both lose the same
             for key in cut.unpatched:
                 declared.pop(key, None)
-            rewritten = (
-                json.dumps(manifest, indent=_indent(manifest_text), ensure_ascii=False) + "\n"
-            ).encode()
-    return Pruned(out, rewritten, more)
+            changed = True
+    files: dict[str, bytes] = {}
+    if changed:
+        text = json.dumps(manifest, indent=_indent(manifest_text), ensure_ascii=False) + "\n"
+        files["package.json"] = text.encode()
+    yaml_text = _read_optional(root, "pnpm-workspace.yaml")
+    yaml_cut = _cut_pnpm_members(yaml_text, dropped) if yaml_text else yaml_text
+    if yaml_cut != yaml_text:
+        files["pnpm-workspace.yaml"] = yaml_cut.encode()
+    return Pruned(out, files, more)
+
+
+def _literal(entry) -> str | None:
+    """A member entry written as a plain path (`packages/app`, `./apps/web/`), normalised; None
+    for a glob or an exclusion."""
+    if not isinstance(entry, str) or entry.startswith("!") or any(c in entry for c in "*?[]{}"):
+        return None
+    return _norm_dir(entry.strip())
+
+
+def _without_literals(entries: list, dropped: set[str]) -> list:
+    return [e for e in entries if _literal(e) not in dropped]
+
+
+def _cut_members(manifest: dict, dropped: set[str]) -> bool:
+    """`workspaces` (a list, or yarn's `{packages: [...]}`) without the plain paths to dropped
+    packages, in place; whether anything went."""
+    field = manifest.get("workspaces")
+    holder, key = (manifest, "workspaces") if isinstance(field, list) else (field, "packages")
+    entries = holder.get(key) if isinstance(holder, dict) else None
+    if not isinstance(entries, list):
+        return False
+    kept = _without_literals(entries, dropped)
+    if len(kept) == len(entries):
+        return False
+    holder[key] = kept  # type: ignore[index]
+    return True
+
+
+def _cut_pnpm_members(text: str, dropped: set[str]) -> str:
+    """pnpm-workspace.yaml without the `packages:` items that are plain paths to dropped ones."""
+    out, inside = [], False
+    for line in text.split("\n"):
+        if line and not line[0].isspace() and not line.startswith("#"):
+            inside = line.split(":", 1)[0].strip() == "packages"
+        elif inside and line.strip().startswith("- "):
+            item = _scalar(line.strip()[2:].split(" #", 1)[0].strip())
+            if _literal(item) in dropped:
+                continue
+        out.append(line)
+    return "\n".join(out)
+
+
+def _read_optional(root: str, name: str) -> str:
+    return _read_text(root, name) if os.path.isfile(os.path.join(root, name)) else ""
 
 
 def _declared_patches(manifest: dict, lockfile: str) -> dict | None:
@@ -190,7 +247,7 @@ def _read_text(root: str, name: str) -> str:
 # ---------------------------------------------------------------- npm
 
 
-def _npm(text: str, reach: set[str], dirs: set[str]) -> str:
+def _npm(text: str, reach: set[str], dirs: set[str], dropped: set[str]) -> str:
     data = json.loads(text)
     packages = data["packages"]
     kept: dict[str, object] = {}
@@ -204,6 +261,9 @@ def _npm(text: str, reach: set[str], dirs: set[str]) -> str:
         if keep:
             kept[loc] = meta
     data["packages"] = kept
+    root_meta = kept.get("")
+    if isinstance(root_meta, dict):  # the root's copy of package.json's `workspaces` follows it
+        _cut_members(root_meta, dropped)
     if isinstance(data.get("dependencies"), dict):  # lockfileVersion 2 keeps npm 6's tree too
         data["dependencies"] = _npm_legacy(data["dependencies"], "", kept)
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
