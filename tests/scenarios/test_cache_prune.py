@@ -8,11 +8,10 @@ import os
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
-from conftest import SRC, build_task, npm_workspace
+from conftest import SRC, Stderr, build_task, npm_workspace
 
 
 @pytest.fixture
@@ -131,14 +130,20 @@ def test_lc16_a_bad_retention_is_refused_with_its_field(ws):
 
 
 def test_lc16_prune_waits_for_a_run_of_the_same_workspace(repo):
+    # The task marks its start and ends once the test releases it (no timing to guess).
+    marks, release = repo.root.parent / "started", repo.root.parent / "release"
     slow = build_task(
-        command="node -e \"setTimeout(()=>{require('fs').mkdirSync('dist',{recursive:true});"
-        "require('fs').writeFileSync('dist/out.js','x')}, 1500)\""
+        command=f"node -e \"const fs=require('fs');fs.writeFileSync('{marks}','');"
+        f"(function wait(){{if(!fs.existsSync('{release}'))return setTimeout(wait,20);"
+        "fs.mkdirSync('dist',{recursive:true});fs.writeFileSync('dist/out.js','x')})()\""
     )
     ws = repo.write(
         npm_workspace({"a": {"tasks": {"build": slow}, "files": {"src/a.js": "A;"}}})
     ).commit()
+    release.touch()
     assert ws.vx("run", "build").code == 0
+    release.unlink()
+    marks.unlink()
     (ws.root / "packages/a/src/a.js").write_text("A2;")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
     env.update({"PYTHONPATH": SRC, "NO_COLOR": "1"})
@@ -150,15 +155,25 @@ def test_lc16_prune_waits_for_a_run_of_the_same_workspace(repo):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    ended: list[float] = []
-    threading.Thread(
-        target=lambda: (run.wait(), ended.append(time.monotonic())), daemon=True
-    ).start()
-    time.sleep(0.5)  # the run holds the lock, its task still sleeping
-    result = ws.vx("cache", "prune", "--max-size", "1B")
-    pruned_at = time.monotonic()
-    assert result.code == 0, result.err
-    run.wait(timeout=30)
-    time.sleep(0.05)
-    assert ended and pruned_at >= ended[0]  # it waited for the run, then emptied the cache
-    assert entries(ws) == []
+    deadline = time.monotonic() + 120
+    while not marks.exists():  # the run holds the lock: its task runs
+        assert time.monotonic() < deadline and run.poll() is None
+        time.sleep(0.02)
+    prune = Stderr(
+        subprocess.Popen(
+            [sys.executable, "-m", "vx", "cache", "prune", "--max-size", "1B"],
+            cwd=ws.root,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    )
+    prune.wait_for("waiting for another vx run")
+    assert run.poll() is None  # the run still holds the lock
+    release.touch()
+    assert run.wait(timeout=120) == 0
+    err = prune.finish()
+    assert prune.proc.returncode == 0, err
+    assert entries(ws) == []  # it waited for the run, then emptied the cache (the run's too)

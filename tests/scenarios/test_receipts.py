@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import SRC, build_task, npm_workspace
+from conftest import SRC, Stderr, build_task, npm_workspace
 
 
 def workspace(repo, extra_env_task: bool = False):
@@ -763,19 +763,20 @@ def test_ctrl_c_during_a_replay_exits_130_without_a_traceback(ws):
     import signal
 
     settle(ws)
-    holder = hold_lock(ws, 30)
+    holder = hold_lock(ws, 600)
     try:
         replay = subprocess.Popen(
             [sys.executable, "-m", "vx", "run", "build"],
             cwd=ws.root,
             env=vx_env(),
-            stdout=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
         )
-        time.sleep(0.5)  # long enough to be waiting for the lock (it polls every 50 ms)
+        stderr = Stderr(replay)
+        stderr.wait_for("waiting for another vx run")  # the replay is waiting for the lock now
         replay.send_signal(signal.SIGINT)
-        out, err = replay.communicate(timeout=30)
+        err = stderr.finish()
     finally:
         holder.kill()
         holder.wait()

@@ -120,12 +120,14 @@ def test_slow_server_past_the_timeout(repo):  # C.21
     server = FaultServer("stall")
     try:
         repo.write(
-            shop_files({"turbo": {"team": "t"}, "upload": "always", "timeout": 1000})
+            shop_files({"turbo": {"team": "t"}, "upload": "always", "timeout": 3000})
         ).commit()
         res = repo.vx("run", "build", "--all", env=turbo_env(server.url))
         assert_built_anyway(repo, res)
-        assert res.err.count("no answer in 1 s") == 1
-        assert res.summary["totalMs"] < 8000  # about one timeout, not one per task
+        assert res.err.count("no answer in 3 s") == 1
+        # One timeout per run, not one per task: no lookup went out after the first had timed
+        # out (asked together, or held back by the breaker) — arrival order, not the run's wall.
+        assert server.arrived and max(server.arrived) - min(server.arrived) < 3.0, server.seen
         assert not [r for r in server.seen if r.startswith("PUT")]  # the breaker kept uploads off
     finally:
         server.close()

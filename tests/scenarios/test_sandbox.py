@@ -265,9 +265,9 @@ def test_a_background_child_that_outlives_the_shell_neither_hangs_nor_survives(
 ):  # SB-15, pitfall 18
     app(repo, {"t": sandboxed("(sleep 987.25 &) ; sleep 987.5 & echo started")})
     started = time.monotonic()
-    res = repo.vx("run", "t", cwd="packages/app", timeout=30)
+    res = repo.vx("run", "t", cwd="packages/app", timeout=600)
     assert res.code == 0 and "started" in res.out
-    assert time.monotonic() - started < 15
+    assert time.monotonic() - started < 600  # neither background sleep (987 s) was waited for
     assert not [p for p in _cmdlines() if "987.25" in p or "987.5" in p]
 
 
@@ -360,14 +360,14 @@ def test_ctrl_c_reaches_the_task_inside_and_nothing_survives(repo):  # EX-11, is
         text=True,
     )
     ready = repo.root / "packages/app/state/ready"
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 120
     while not (ready.exists() and ready.read_text()) and time.monotonic() < deadline:
         time.sleep(0.02)
     started = time.monotonic()
     proc.send_signal(2)
-    out, err = proc.communicate(timeout=15)
+    out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, out + err
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 45  # the 1 s grace, not the ignoring child's 61.75 s
     assert (
         repo.root / "packages/app/state/got"
     ).read_text() == "int\n"  # the polite signal reached the trap

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from conftest import SRC, build_task, npm_workspace
@@ -107,13 +108,22 @@ def test_cli03_an_edit_runs_again_and_outputs_or_a_touch_do_not(ws, watch, poll)
     (ws.root / "packages/a/src/a.js").write_text("A2;")
     w.wait_for("vx watch: packages/a/src/a.js changed")
     w.wait_for("2 tasks", count=2)  # the second cycle's footer
-    time.sleep(0.3)
-    cycles = w.err.count("─ vx ")
-    (ws.root / "packages/a/dist/out.js").write_text("hand-edited output")  # an output: no trigger
-    os.utime(ws.root / "packages/b/src/b.js")  # a touch: same bytes, no edit
-    (ws.root / "packages/b/notes~").write_text("editor backup")
-    time.sleep(1.5)
-    assert w.err.count("─ vx ") == cycles, w.err
+    # mtimes set ahead, so that a polling watcher (which compares them to the second) sees each
+    ahead = time.time() + 5
+    output = ws.root / "packages/a/dist/out.js"
+    output.write_text("hand-edited output")  # an output: no trigger
+    backup = ws.root / "packages/b/notes~"
+    backup.write_text("editor backup")
+    for path in (output, ws.root / "packages/b/src/b.js", backup):  # b.js: a touch, same bytes
+        os.utime(path, (ahead, ahead))
+    # Then a real edit: events arrive in order, so had any of the three started a run, it would
+    # show as a cycle before this edit's or among this cycle's "changed" paths.
+    source = ws.root / "packages/a/src/a.js"
+    source.write_text("A3;")
+    os.utime(source, (ahead + 5, ahead + 5))
+    w.wait_for("2 tasks", count=3)
+    changed = [line for line in w.err.splitlines() if line.endswith(" changed")]
+    assert changed == ["vx watch: packages/a/src/a.js changed"] * 2, w.err
     assert w.ctrl_c() == 0 and "vx watch: stopped" in w.err
 
 
@@ -187,25 +197,40 @@ def test_cli71_a_workspace_inside_a_larger_repository_sees_its_first_edit(repo, 
 
 
 def test_cli73_an_edit_during_a_cycle_and_sigterm_mid_cycle(ws, watch):
+    # Run n of the task marks its start, then builds once `release<n>` exists (or fails after
+    # two minutes): the test knows when a cycle runs and decides when it ends, no sleeps.
+    marks, release = ws.root.parent / "marks", ws.root.parent / "release"
     slow = build_task(
-        command="node -e \"setTimeout(()=>{require('fs').mkdirSync('dist',{recursive:true});"
-        "require('fs').writeFileSync('dist/out.js',require('fs').readFileSync('src/a.js'))},1500)\""
+        command=f"node -e \"const fs=require('fs');fs.appendFileSync('{marks}','x');"
+        f"const go=fs.statSync('{marks}').size,t=Date.now();(function wait(){{"
+        f"if(fs.existsSync('{release}'+go)){{fs.mkdirSync('dist',{{recursive:true}});"
+        "fs.writeFileSync('dist/out.js',fs.readFileSync('src/a.js'))}"
+        'else if(Date.now()-t>120000)process.exit(1);else setTimeout(wait,20)})()"'
     )
     config = ws.root / "packages/a/vx.config.json"
     config.write_text(__import__("json").dumps({"tasks": {"build": slow}}))
     ws.commit("slow")
+    Path(f"{release}1").touch()  # the first run, before watching starts, ends at once
+
+    def started(n: int) -> None:
+        deadline = time.monotonic() + 120
+        while not (marks.exists() and marks.stat().st_size >= n):
+            assert time.monotonic() < deadline, w.err
+            time.sleep(0.02)
+
     w = watch("a#build")
     w.wait_for("watching")
     (ws.root / "packages/a/src/a.js").write_text("A2;")
     w.wait_for("vx watch: packages/a/src/a.js changed")
-    time.sleep(0.3)  # the cycle's task is sleeping now
+    started(2)  # the cycle's task is waiting now
     (ws.root / "packages/a/src/a.js").write_text("A3;")  # lands during the cycle: judged after it
+    Path(f"{release}2").touch()
     w.wait_for("vx watch: packages/a/src/a.js changed", count=2)
-    time.sleep(0.3)  # the third cycle's task is sleeping now
-    started = time.monotonic()
+    started(3)  # the third cycle's task is waiting, for a release that never comes
+    begun = time.monotonic()
     os.kill(w.proc.pid, signal.SIGTERM)  # the watcher alone, as a supervisor would
-    assert w.proc.wait(timeout=30) == 0 and "vx watch: stopped" in w.err
-    assert time.monotonic() - started < 1.4  # the cycle's run was stopped, not waited out
+    assert w.proc.wait(timeout=60) == 0 and "vx watch: stopped" in w.err
+    assert time.monotonic() - begun < 60  # the cycle's run was stopped, not waited out (120 s)
 
 
 @pytest.mark.parametrize("poll", [False, True])

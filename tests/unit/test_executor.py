@@ -61,8 +61,9 @@ async def run(
     )
 
 
-def bounded(awaitable, seconds: float = 5.0):
-    """Fail a test fast instead of hanging when a signal or an output never arrives."""
+def bounded(awaitable, seconds: float = 60.0):
+    """Fail a test instead of hanging when a signal or an output never arrives (generous: the
+    suite runs on a loaded machine, and this bounds a hang, it measures nothing)."""
     return asyncio.wait_for(awaitable, seconds)
 
 
@@ -185,19 +186,19 @@ def test_output_callback_error_is_raised_after_the_child_is_reaped(tmp_path):
 
 
 def test_ex05_timeout_terms_the_whole_group_including_a_grandchild(tmp_path):
-    command = "sh -c 'sleep 30 & echo $!; wait'; :"
+    command = "sh -c 'sleep 300 & echo $!; wait'; :"
 
     async def main():
         table = ProcessTable()
         recorder = Recorder(table)
         recorder.word = b"\n"
         return recorder, await run(
-            command, tmp_path, timeout_ms=200, table=table, on_output=recorder, grace_ms=1500
+            command, tmp_path, timeout_ms=200, table=table, on_output=recorder, grace_ms=60_000
         )
 
     recorder, result = asyncio.run(main())
     assert (result.timed_out, result.exit_code, result.signal) == (True, 143, 15)
-    assert result.duration_ms < 200 + 1500  # TERM sufficed: no wait for the grace
+    assert result.duration_ms < 30_000  # TERM sufficed: no wait for the minute's grace
     grandchild = int(stdout(result))
     assert not running(grandchild)
     assert recorder.pgid is not None and not group_running(recorder.pgid)
@@ -229,14 +230,14 @@ def test_ex12_background_child_holding_stdout_does_not_hold_the_task(tmp_path):
         table = ProcessTable()
         recorder = Recorder(table)
         started = time.monotonic()
-        result = await run("sleep 5 & echo $$", tmp_path, table=table, on_output=recorder)
+        result = await run("sleep 120 & echo $$", tmp_path, table=table, on_output=recorder)
         return recorder, result, time.monotonic() - started
 
     recorder, result, elapsed = asyncio.run(main())
     pgid = int(result.log[0].data)  # the shell's pid is its group's id
     try:
         assert result.exit_code == 0
-        assert 0.2 <= elapsed < 1.0  # the 250 ms drain, not the 5 s sleep
+        assert 0.2 <= elapsed < 60  # the 250 ms drain, not the 120 s sleep
         assert result.log[-1].stream == 2 and b"250 ms" in result.log[-1].data
         assert recorder.chunks[-1] == result.log[-1]  # the note is delivered live too
         assert group_running(pgid)  # the background child was left alone, only cut off
@@ -249,17 +250,17 @@ def test_trio_discipline_cancellation_kills_the_group_and_reaps_the_shell(tmp_pa
         table = ProcessTable()
         recorder = Recorder(table)
         task = asyncio.create_task(
-            run("echo ready; sleep 30", tmp_path, table=table, on_output=recorder)
+            run("echo ready; sleep 120", tmp_path, table=table, on_output=recorder, grace_ms=90_000)
         )
         await bounded(recorder.seen.wait())
         started = time.monotonic()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
-            await bounded(task)
+            await bounded(task, 60)
         return table, recorder.pgid, time.monotonic() - started
 
     table, pgid, elapsed = asyncio.run(main())
-    assert elapsed < GRACE_MS / 1000 + 0.5
+    assert elapsed < 45  # SIGTERM ended it: neither the 90 s grace nor the 120 s sleep
     assert table.pgids == ()
     assert not group_running(pgid)
     with pytest.raises(ChildProcessError):  # already reaped by execute()
@@ -272,11 +273,11 @@ def test_a_second_cancel_kills_at_once(tmp_path):
         recorder = Recorder(table)
         task = asyncio.create_task(
             run(
-                "trap '' TERM; echo ready; sleep 30",
+                "trap '' TERM; echo ready; sleep 600",
                 tmp_path,
                 table=table,
                 on_output=recorder,
-                grace_ms=10_000,
+                grace_ms=120_000,
             )
         )
         await bounded(recorder.seen.wait())
@@ -290,15 +291,15 @@ def test_a_second_cancel_kills_at_once(tmp_path):
         return recorder.pgid, time.monotonic() - started
 
     pgid, elapsed = asyncio.run(main())
-    assert elapsed < 2.0  # far below the 10 s grace
+    assert elapsed < 60  # far below the 120 s grace
     assert not group_running(pgid)
 
 
 def test_ex11_shutdown_stops_every_group_within_3s_and_marks_them_aborted(tmp_path):
     commands = [
-        "echo ready; sleep 30",
-        "trap '' TERM; echo ready; sleep 30",
-        "echo ready; sleep 30 & wait",
+        "echo ready; sleep 600",
+        "trap '' TERM; echo ready; sleep 600",
+        "echo ready; sleep 600 & wait",
     ]
 
     async def main():

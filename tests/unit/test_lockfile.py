@@ -209,3 +209,26 @@ def test_pl06_multi_line_values_as_pnpm_writes_them():
         "packages/a",
         "packages/c",
     }
+
+
+def test_pl06_a_blank_line_inside_a_block_scalar_is_kept_and_none_outside():
+    """Two lockfiles that differ only by a paragraph break inside a value read differently; the
+    blank lines pnpm writes between entries stay out of the values around them."""
+    text = MAIN.replace(
+        "packages:\n",
+        "packages:\n\n  q@1.5.1:\n    resolution: {integrity: sha512-q}\n    deprecated: |-\n"
+        "      first\n\n      second\n\n  r@1.0.0:\n    resolution: {integrity: sha512-r}\n\n",
+        1,
+    )
+    packages = lockfile._yaml_docs("pnpm-lock.yaml", text)[0]["packages"]
+    assert packages["q@1.5.1"]["deprecated"] == "|-\nfirst\n\nsecond"
+    assert packages["r@1.0.0"]["resolution"] == "{integrity: sha512-r}"
+
+
+@pytest.mark.parametrize("name", ["pnpm-lock.yaml", "package-lock.json"])
+def test_pl06_a_lockfile_saved_with_a_bom_reads_as_without(name):
+    npm = '{"lockfileVersion": 3, "packages": {"": {"name": "r"}, "packages/a": {"name": "a"}}}'
+    text = MAIN if name == "pnpm-lock.yaml" else npm
+    plain = lockfile.of_text("/nonexistent", name, text, PROJECTS)
+    bom = lockfile.of_text("/nonexistent", name, "\ufeff" + text, PROJECTS)  # refused before
+    assert {d: c.digest for d, c in bom.items()} == {d: c.digest for d, c in plain.items()}

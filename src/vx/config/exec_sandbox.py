@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from vx.config.fields import At, Level, _keys, _kind, _object, _strings
+from vx.config.fields import At, Level, _boolean, _keys, _kind, _object, _strings
 from vx.files.globs import glob_error
 from vx.model import SandboxConfig
 
@@ -76,13 +76,13 @@ def validate_sandbox(value: Any, at: At) -> SandboxConfig:
         network=_network(allow.get("network", False), a_at.key("network")),
         unix_sockets=_sockets(allow.get("unixSockets", False), a_at.key("unixSockets")),
         local_binding=_ports(allow.get("localBinding", False), a_at.key("localBinding")),
-        pty=_flag(allow.get("pty", False), a_at.key("pty")),
-        git_config=_flag(allow.get("gitConfig", False), a_at.key("gitConfig")),
+        pty=_boolean(allow.get("pty", False), a_at.key("pty")),
+        git_config=_boolean(allow.get("gitConfig", False), a_at.key("gitConfig")),
         deny_network=_hosts(deny.get("network", []), at.key("deny").key("network"), deny=True),
         ignore_read=_ignore_paths(ignore.get("read", []), i_at.key("read")),
         ignore_write=_ignore_paths(ignore.get("write", []), i_at.key("write")),
         ignore_network=_ignore_hosts(ignore.get("network", []), i_at.key("network")),
-        trace=_flag(body["trace"], at.key("trace")) if "trace" in body else None,
+        trace=_boolean(body["trace"], at.key("trace")) if "trace" in body else None,
     )
 
 
@@ -92,14 +92,6 @@ def _level(body: dict[str, Any], key: str, at: At, level: Level) -> dict[str, An
     obj = _object(body[key], at.key(key))
     _keys(obj, at.key(key), level)
     return obj
-
-
-def _flag(value: Any, at: At) -> bool:
-    if not isinstance(value, bool):
-        at.refuse(
-            f"`{at.field}` must be true or false, got {_kind(value)}", hint="write true or false"
-        )
-    return value
 
 
 # ---------------------------------------------------------------- paths

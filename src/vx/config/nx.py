@@ -34,7 +34,7 @@ from typing import Any, Mapping
 
 from msgspec import Struct, field
 
-from vx.config.fields import At, Level, _kind, _object, _strings
+from vx.config.fields import At, Level, _boolean, _kind, _object, _strings
 from vx.config.project import canonical, validate_project
 from vx.config.turbo import with_hooks
 from vx.errors import ConfigError, did_you_mean
@@ -217,8 +217,8 @@ def _check_target(body: Any, at: At) -> dict:
             hint="`command` is short for the nx:run-commands executor; keep one",
         )
     for key in ("cache", "continuous", "parallelism"):
-        if key in obj and not isinstance(obj[key], bool):
-            at.key(key).refuse(f"`{key}` must be true or false, got {_kind(obj[key])}")
+        if key in obj:
+            _boolean(obj[key], at.key(key))
     for key in ("options", "configurations"):
         if key in obj:
             _object(obj[key], at.key(key))

@@ -16,6 +16,7 @@ from vx.config.fields import (
     MAX_TIMEOUT_MS,
     At,
     Level,
+    _boolean,
     _integer,
     _keys,
     _kind,
@@ -436,12 +437,7 @@ def _persistent(value: Any, at: At) -> PersistentConfig:
 
 
 def _interactive(value: Any, at: At) -> bool:
-    if not isinstance(value, bool):
-        at.refuse(
-            f"`interactive` must be true or false, got {_kind(value)}",
-            hint="`true` gives the task the terminal when vx runs on one",
-        )
-    return value
+    return _boolean(value, at, hint="`true` gives the task the terminal when vx runs on one")
 
 
 def _sandbox(value: Any, at: At):

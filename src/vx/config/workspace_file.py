@@ -11,9 +11,9 @@ from vx.config.fields import (
     MAX_TIMEOUT_MS,
     At,
     Level,
+    _boolean,
     _integer,
     _keys,
-    _kind,
     _nx,
     _object,
     _string,
@@ -139,10 +139,7 @@ def _switch(value: Any, at: At, level, name: str, hint: str) -> bool:
     """The one boolean `name` of an object at `level` (true when absent)."""
     obj = _object(value, at)
     _keys(obj, at, level)
-    flag = obj.get(name, True)
-    if not isinstance(flag, bool):
-        at.key(name).refuse(f"`{name}` must be true or false, got {_kind(flag)}", hint=hint)
-    return flag
+    return _boolean(obj.get(name, True), at.key(name), hint=hint)
 
 
 def _affected_base(value: Any, at: At) -> str:
@@ -265,8 +262,8 @@ def _remote_wire(kind: str, value: Any, at: At) -> dict[str, Any]:
     if kind == "nx":
         return {"kind": "nx", "url": strings.get("url")}
     signature = obj.get("signature")
-    if signature is not None and not isinstance(signature, bool):
-        at.key("signature").refuse(f"`signature` must be true or false, got {_kind(signature)}")
+    if signature is not None:
+        _boolean(signature, at.key("signature"))
     return {
         "kind": "turbo",
         "url": strings.get("apiUrl"),
