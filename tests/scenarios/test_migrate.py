@@ -13,6 +13,8 @@ from conftest import Repo, npm_workspace
 from npm_packages import installed
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+HERE = Path(__file__).resolve().parent
+CORPUS = sorted([*(HERE / "turbo_corpus").glob("*.json"), *(HERE / "nx_corpus").glob("*.json")])
 WRITTEN = ("vx.config.json", "vx.config.ts", "vx.workspace.json", "vx-preset.ts")
 
 
@@ -40,7 +42,7 @@ def plan(repo: Repo, *tasks: str, written: bool) -> dict:
             mine = {p for p in inputs if os.path.basename(p) in WRITTEN}
             assert not mine or written, mine
             inputs = {p: v for p, v in inputs.items() if p not in mine}
-        command = "true" if row.get("implicit") and not written else row["command"]
+        command = "true" if row.get("implicit") else row["command"]
         out[row["id"]] = (row["deps"], row["dir"], command, inputs)
     return out
 
@@ -103,7 +105,10 @@ def test_a_migrated_repo_reads_no_turbo_json(tmp_path):
     repo.commit("edited")
     shown = plan(repo, "build", written=True)
     assert set(shown) == {"@turbo/core#build", "@turbo/app#build", "@turbo/utils#build"}
-    assert shown["@turbo/utils#build"][2] is None  # vx's implicit build: utils has no config now
+    # vx's implicit build (shown as `true` by plan()): utils has no config now, and turbo.json's
+    # build of it, which would run its script, is not read
+    assert shown["@turbo/utils#build"][2] == "true"
+    assert shown["@turbo/core#build"][2] == "node ../../scripts/task.js build"
     assert repo.vx("run", "extra", "--dry=json").code == 2  # no project declares it
 
 
@@ -116,13 +121,14 @@ def test_unmappable_turbo_fields_are_todo_comments_with_the_reason(repo):
         "tasks": {
             "build": {
                 "env": ["NEXT_PUBLIC_*", "API_URL"],
-                "inputs": ["src/*.[jt]s"],
+                "inputs": ["src/*.[jt]s", "lib/[!_]*.js"],
                 "outputs": ["dist/**"],
                 "outputLogs": "new-only",
             }
         },
     }
     files["packages/web/src/a.js"] = "1\n"
+    files["packages/web/lib/b.js"] = "1\n"
     repo.write(files).commit()
     live = plan(repo, "build", written=False)
     res = repo.vx("migrate")
@@ -130,14 +136,17 @@ def test_unmappable_turbo_fields_are_todo_comments_with_the_reason(repo):
     text = (repo.root / "packages/web/vx.config.json").read_text()
     todos = [line for line in text.splitlines() if "TODO(vx-migrate)" in line]
     assert any("NEXT_PUBLIC_*" in t and "cache.inputs.env" in t for t in todos), todos
-    assert any("src/*.[jt]s" in t and "character class" in t for t in todos), todos
+    # a class is written as braces, which match the same names; a negated one cannot be
+    assert '"src/*.{j,t}s"' in text
+    assert any("lib/[!_]*.js" in t and "character class" in t for t in todos), todos
+    assert not any("src/*.[jt]s" in t for t in todos), todos
     assert '"env": ["API_URL"]' in text  # a plain name is mapped, not a TODO
     ws = (repo.root / "vx.workspace.json").read_text()
     assert "TODO(vx-migrate): turbo.json `ui` is not migrated" in ws
     assert "turbo.json tasks.build.outputLogs is not migrated" in ws
     repo.commit("migrated")
-    # The character class matched src/a.js under turbo, and `[` is literal to vx: the plans part
-    # exactly where the TODO says (the input), nowhere else.
+    # The negated class matched lib/b.js under turbo, and `[` is literal to vx: the plans part
+    # exactly where the TODO says (that input), nowhere else.
     after = plan(repo, "build", written=True)
     assert after.keys() == live.keys()
     (deps, _, command, inputs), (deps0, _, command0, inputs0) = (
@@ -145,7 +154,8 @@ def test_unmappable_turbo_fields_are_todo_comments_with_the_reason(repo):
         live["web#build"],
     )
     assert (deps, command) == (deps0, command0) == ([], "node -e 1")
-    assert "packages/web/src/a.js" in inputs0 and "packages/web/src/a.js" not in inputs
+    assert {"packages/web/src/a.js", "packages/web/lib/b.js"} <= set(inputs0)
+    assert set(inputs0) - set(inputs) == {"packages/web/lib/b.js"}
 
 
 @pytest.mark.feature("TL-02")
@@ -222,3 +232,37 @@ def test_nothing_to_migrate_and_a_code_workspace_file_are_said(tmp_path, repo):
     assert res.code == 0, res.err
     assert 'vx.workspace.mjs: add `migrated: "turbo"` to it' in res.err
     assert not (turbo.root / "vx.workspace.json").exists()  # two workspace files would be refused
+
+
+@pytest.mark.parametrize("shape", CORPUS, ids=[f"{p.parent.name}-{p.stem}" for p in CORPUS])
+def test_tl02_tl04_the_parity_corpora_migrate_to_the_same_plan(repo, shape):
+    """turbo.json and Nx shapes from public repositories (the parity corpora): the migrated plan
+    is the live one, but for the files git ignores that turbo's explicit globs reach (`apps/**`
+    over an ignored `apps/docs/.env`): vx's globs reach those only where the part before `**`
+    names them (docs/config.md, `vx migrate`)."""
+    spec = json.loads(shape.read_text())
+    repo.write(spec["files"])
+    if spec.get("force_add"):
+        repo.git("init", "-q", "-b", "main")
+        repo.git("add", "-f", *spec["force_add"])
+    repo.commit()
+    for path in spec.get("delete", ()):
+        (repo.root / path).unlink()
+    repo.write(spec.get("untracked", {}))
+    tasks = spec["tasks"]
+    live = plan(repo, *tasks, written=False)
+    res = repo.vx("migrate")
+    assert res.code == 0, res.err
+    after = plan(repo, *tasks, written=True)
+    assert after.keys() == live.keys()
+    for tid, (deps, where, command, inputs) in live.items():
+        deps2, where2, command2, inputs2 = after[tid]
+        assert (deps2, where2, command2) == (deps, where, command), tid
+        assert (inputs is None) == (inputs2 is None), tid
+        if inputs is None:
+            continue
+        assert set(inputs2) <= set(inputs), tid
+        gone = sorted(set(inputs) - set(inputs2))
+        if gone:  # each is ignored by git
+            ignored = repo.git("check-ignore", "--no-index", *gone).split()
+            assert sorted(ignored) == gone, (tid, gone)

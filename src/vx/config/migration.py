@@ -181,16 +181,65 @@ def _entry(name: str, task: TaskConfig, root: bool = False) -> Entry:
             "and passed its variables (NEXT_PUBLIC_*, VITE_*, …); list the ones the build reads in "
             "cache.inputs.env and exec.env.passThrough"
         )
-    if task.cache is not None and task.cache.turbo_globs:
-        classes = [
-            g for g in (*task.cache.input_files, *task.cache.output_files) if "[" in g and "]" in g
-        ]
-        if classes:
+    if task.cache is not None and task.cache.turbo_globs and "cache" in body:
+        left = _classes_as_braces(body["cache"])
+        if left:
             todos.append(
-                f"turbo matches {', '.join(classes)} with a character class; vx reads `[` as "
-                "itself: write one glob per alternative"
+                f"turbo matches {', '.join(left)} with a character class; vx reads `[` as "
+                "itself: write the alternatives as {a,b}"
             )
     return Entry(name, body, tuple(todos), tuple(notes))
+
+
+_CLASS = re.compile(r"\[([^\]]*)\]")
+
+
+def _classes_as_braces(cache: dict) -> list[str]:
+    """turbo's character classes (`*.[jt]s`, `[a-c]*`), in place as the braces vx has (`*.{j,t}s`),
+    which match the same names; the globs where a class cannot be written so (negated, or inside
+    braces) are returned, left as they are."""
+    left = []
+    for side in ("inputs", "outputs"):
+        for key in ("files", "workspaceFiles"):
+            globs = cache.get(side, {}).get(key)
+            for i, glob in enumerate(globs or ()):
+                if "[" not in glob:
+                    continue
+                written = _CLASS.sub(_braces, glob)
+                if "[" in written or _inside_braces(glob):
+                    left.append(glob)
+                else:
+                    globs[i] = written
+    return left
+
+
+def _braces(m: re.Match) -> str:
+    body = m.group(1)
+    if not body or body[0] in "!^" or any(c in body for c in "{},*?/\\"):
+        return m.group(0)  # kept: the caller sees the `[` and leaves a TODO
+    chars: list[str] = []
+    i = 0
+    while i < len(body):
+        if i + 2 < len(body) and body[i + 1] == "-":
+            chars += [chr(c) for c in range(ord(body[i]), ord(body[i + 2]) + 1)]
+            i += 3
+        else:
+            chars.append(body[i])
+            i += 1
+    chars = list(dict.fromkeys(chars))
+    return chars[0] if len(chars) == 1 else "{" + ",".join(chars) + "}"
+
+
+def _inside_braces(glob: str) -> bool:
+    depth = 0
+    for c in glob:
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+        elif c == "[" and depth:
+            return True
+    return False
 
 
 def _refused(name: str, why: str | tuple[str, str, str, str]) -> Entry:
