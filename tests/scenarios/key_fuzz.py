@@ -406,8 +406,8 @@ class Workspace:
     def task(self, i: int) -> dict:
         """The declaration as written: vx.config.json's build, or the turbo.json definition."""
         if self.case.turbo:
-            if not self.case.projects[i].override:
-                return self.global_def
+            if not self.case.projects[i].override or not self.built(i):
+                return self.global_def  # a source-only package gets no `pN#build` of its own
             d = {"dependsOn": ["^build"], "outputs": ["dist/**"]}
             if self.inputs[i] is not None:
                 d["inputs"] = list(self.inputs[i])
@@ -623,7 +623,7 @@ class Workspace:
     def _edit_config(self, i: int, b: int) -> str:
         what = b % 4
         menu = input_menu(self.case.turbo, self.features)
-        shared = self.case.turbo and not self.case.projects[i].override
+        shared = self.case.turbo and (not self.case.projects[i].override or not self.built(i))
         if what == 0:
             self.indent = 4 if self.indent == 2 else 2
             desc = "reformat every config"
@@ -680,7 +680,8 @@ class Workspace:
         """(input globs, env names, character classes?, root-relative globs) as the task declares them."""
         t = self.task(i)
         if self.case.turbo:
-            globs = ["**" if g == "$TURBO_DEFAULT$" else g for g in t.get("inputs", ["**"])]
+            # `"inputs": []` is turbo's default set, as no `inputs` (turbo 2.11 --dry=json, measured)
+            globs = ["**" if g == "$TURBO_DEFAULT$" else g for g in t.get("inputs") or ["**"]]
             return (
                 [g for g in globs if not g.startswith(ROOT_PREFIX)],
                 list(t.get("env", [])),
@@ -748,10 +749,12 @@ class Workspace:
         for d in sorted(self.deps[i], key=self.name):
             if self.built(d):
                 lines += [f"up {self.name(d)}", self.expected(d)]
-            else:
+            else:  # under turbo.json, only the sources its no-op's definition picks (fuzz_task.js)
                 src = self.pdir(d) / "src"
+                keyed = {r for r, _, _ in self.reads(d)} if self.case.turbo else None
                 for rel in self.walk(src):
-                    lines += [f"src {self.name(d)} {rel}", (src / rel).read_text()]
+                    if keyed is None or f"src/{rel}" in keyed:
+                        lines += [f"src {self.name(d)} {rel}", (src / rel).read_text()]
         return "\n".join(lines) + "\n"
 
     def expected_files(self, i: int) -> dict[str, str]:
@@ -764,7 +767,11 @@ class Workspace:
             (self.root / "package-lock.json").read_bytes().hex(),
             (self.pdir(i) / "package.json").read_bytes().hex(),
         ]
-        if self.built(i):
+        # turbo keys a package's task whose script it lacks (`<NONEXISTENT>` in --dry=json) as
+        # any other: by the definition that applies (the shared `build`), its globs matched as
+        # turbo matches them (gitignored files too), its env and framework variables — so a
+        # source-only package under turbo.json is keyed on its inputs, not on all of its files.
+        if self.built(i) or self.case.turbo:
             t = self.task(i)
             parts += [
                 json.dumps(t, sort_keys=True),
@@ -787,7 +794,8 @@ class Workspace:
         env = {
             k: v
             for k, v in os.environ.items()
-            if not k.startswith(("VX_", "CI", "NEXT_PUBLIC_")) and k not in ENV_NAMES
+            if (not k.startswith(("VX_", "CI", "NEXT_PUBLIC_")) or k == "VX_SHARED_STORE")
+            and k not in ENV_NAMES
         }
         # A short kill grace: a late writer waits on the gate, so vx stops it after the grace whatever
         # its length; a short one only spares the fuzzer's time.

@@ -43,7 +43,11 @@ def test_item6_sigkill_of_vx_ends_every_task_and_its_children(repo):
             {name: {"tasks": {"serve": {"exec": {"command": HANG}}}} for name in ("a", "b")}
         )
     ).commit()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
+    }
     env.update({"PYTHONPATH": SRC, "NO_COLOR": "1"})
     vx = subprocess.Popen(
         [sys.executable, "-m", "vx", "run", "serve", "--all"],

@@ -116,7 +116,7 @@ LAYERS = [  # bottom first: (layer, the packages and modules in it)
     ("store", {"store"}),
     ("report", {"report"}),
     ("files", {"files", "workspace", "config"}),
-    ("process", {"engine.executor"}),
+    ("process", {"engine.executor", "engine.descendants"}),
     ("sandbox", {"sandbox"}),
     ("plan", {"plan"}),
     ("engine", {"engine"}),

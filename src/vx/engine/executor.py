@@ -1,9 +1,9 @@
 """Run one task command as a real process, and own it until it is reaped.
 
-A task is `sh -c <command>` in the project dir (EX-01), in its own session and process
-group (EX-11), with stdin at EOF (EX-10) and stdout/stderr read concurrently, in arrival
+A task is `sh -c <command>` in the project dir, in its own session and process
+group, with stdin at EOF and stdout/stderr read concurrently, in arrival
 order. The shell is reaped with `wait4`, the only call that also returns the rusage of
-the child tree (EX-13). asyncio's child watchers reap with `waitpid` and throw that away,
+the child tree. asyncio's child watchers reap with `waitpid` and throw that away,
 and reaping twice races, so vx spawns with `subprocess.Popen`, watches the exit through a
 pidfd (a waiting thread where pidfds are missing) and reaps the pid itself.
 
@@ -32,8 +32,8 @@ from vx.engine.spawn import SHELL
 from vx.errors import UsageError
 from vx.model import LogChunk, ProcessResult
 
-DRAIN_S = 0.25  # EX-12: how long the pipes are read after the shell exits
-DEFAULT_KILL_GRACE_MS = 2000  # EX-11: SIGTERM -> SIGKILL
+DRAIN_S = 0.25  # how long the pipes are read after the shell exits
+DEFAULT_KILL_GRACE_MS = 2000  # SIGTERM -> SIGKILL
 REAP_AFTER_KILL_S = 5.0  # a SIGKILLed process in uninterruptible sleep may take a while
 _READ_SIZE = 1 << 16
 _CUT_NOTE = (
@@ -45,7 +45,7 @@ _STATUS_UNKNOWN = 255  # someone else reaped the shell; its verdict is lost
 
 
 def kill_grace_ms(environ: Mapping[str, str] = os.environ) -> int:
-    """Read `VX_KILL_GRACE_MS`, the SIGTERM-to-SIGKILL grace (EX-11); 2000 when unset.
+    """Read `VX_KILL_GRACE_MS`, the SIGTERM-to-SIGKILL grace; 2000 when unset.
 
     The CLI should call this once up front, so a bad value is refused before anything runs.
     """
@@ -67,7 +67,7 @@ class ProcessTable:
     """Hold the live process groups of one run, so that a stop reaches every one of them.
 
     Why a table: the signal that stops vx arrives once, but must reach each task's own
-    process group once (EX-11), and the run may not end while a group it started lives.
+    process group once, and the run may not end while a group it started lives.
     A group leaves the live set when its shell is reaped; if members remain (a background
     child that outlived its shell), the group lingers until the run shuts down, so that no
     process a task started survives the run. "Members" include what left the group on purpose
@@ -75,7 +75,7 @@ class ProcessTable:
     """
 
     def __init__(self) -> None:
-        self.stopping = False  # set: a process that ends now is `aborted` (EX-16)
+        self.stopping = False  # set: a process that ends now is `aborted`
         self._live: dict[int, _Child] = {}
         self._lingering: dict[int, _Child] = {}
         self._signalled: set[int] = set()
@@ -392,7 +392,7 @@ class _Capture:
             self._loop.add_reader(pipe.fileno(), self._read, stream)
 
     async def drain(self, within_s: float) -> None:
-        """Read for `within_s` more after the shell exits, then cut the pipes with a note (EX-12).
+        """Read for `within_s` more after the shell exits, then cut the pipes with a note.
 
         A backgrounded child that inherited the pipes would otherwise hold the task open
         for as long as it lives.
@@ -480,7 +480,7 @@ async def execute(
     its timeout and duration count from then. With `settle_group` (a cached task, whose outputs
     are read next) it returns only once the whole process group is gone: what the shell left
     running is waited for for the grace, then SIGTERMed, then SIGKILLed after the grace. With
-    `terminal` the command has vx's own stdin, stdout and stderr and nothing is captured (EX-09).
+    `terminal` the command has vx's own stdin, stdout and stderr and nothing is captured.
     """
     grace_s = (kill_grace_ms() if grace_ms is None else grace_ms) / 1000
     if started is not None:
@@ -556,7 +556,7 @@ async def _settle_group(child: _Child, grace_s: float) -> str | None:
 
 
 async def _supervise(child: _Child, timeout_ms: float | None, grace_s: float) -> bool:
-    """Wait for the shell; stop its group on overrun or cancellation. True on a timeout (EX-05)."""
+    """Wait for the shell; stop its group on overrun or cancellation. True on a timeout."""
     try:
         if await _exited_within(child, None if timeout_ms is None else timeout_ms / 1000):
             return False
@@ -621,7 +621,7 @@ def _result(
 ) -> ProcessResult:
     status, rusage, aborted = child.exited.result()
     exit_code, sig = _verdict(status)
-    if timed_out:  # EX-05: the label is the overrun, whatever the shell made of the signal
+    if timed_out:  # the label is the overrun, whatever the shell made of the signal
         sig = signal.SIGKILL if child.killed else signal.SIGTERM
         exit_code = 128 + sig
     return ProcessResult(
@@ -651,7 +651,7 @@ def _cpu_ms(rusage: object) -> float | None:
 
 
 def _peak_rss(rusage: object, own_rss: int) -> int | None:
-    """Report the tree's peak RSS only when it beats vx's own footprint (EX-13).
+    """Report the tree's peak RSS only when it beats vx's own footprint.
 
     Why: Popen uses vfork, and Linux charges the parent's resident set to the child at
     exec, so a peak at or below vx's own size is vx's, not the task's.

@@ -1,5 +1,5 @@
-"""Start a task's process: `sh -c <command>` in the project dir (EX-01), in its own session and
-process group (EX-11), stdin at EOF (EX-10), stdout and stderr piped. A launch (the sandbox's or
+"""Start a task's process: `sh -c <command>` in the project dir, in its own session and
+process group, stdin at EOF, stdout and stderr piped. A launch (the sandbox's or
 --verify's wrapper) runs its argv instead, with its own stdin and kept descriptors.
 
 Apart from the executor, which owns the process from here on, because a run's first commands
@@ -68,8 +68,8 @@ def start(
     terminal: bool = False,
 ) -> subprocess.Popen[bytes]:
     """The started process; OSError or ValueError when it cannot start (the executor says why).
-    `stdin` is an fd to read instead of EOF (a persistent task's pipe, EX-07); with `terminal`
-    the task has vx's own stdin, stdout and stderr (an interactive task on a TTY, EX-09)."""
+    `stdin` is an fd to read instead of EOF (a persistent task's pipe); with `terminal`
+    the task has vx's own stdin, stdout and stderr (an interactive task on a TTY)."""
     if stdin is None:
         stdin = launch.stdin if launch and launch.stdin is not None else subprocess.DEVNULL
     if _warden_fd < 0:
