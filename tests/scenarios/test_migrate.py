@@ -234,8 +234,9 @@ def test_nothing_to_migrate_and_a_code_workspace_file_are_said(tmp_path, repo):
     assert not (turbo.root / "vx.workspace.json").exists()  # two workspace files would be refused
 
 
+@pytest.mark.feature("TL-02", "TL-04")
 @pytest.mark.parametrize("shape", CORPUS, ids=[f"{p.parent.name}-{p.stem}" for p in CORPUS])
-def test_tl02_tl04_the_parity_corpora_migrate_to_the_same_plan(repo, shape):
+def test_the_parity_corpora_migrate_to_the_same_plan(repo, shape):
     """turbo.json and Nx shapes from public repositories (the parity corpora): the migrated plan
     is the live one, but for the files git ignores that turbo's explicit globs reach (`apps/**`
     over an ignored `apps/docs/.env`): vx's globs reach those only where the part before `**`

@@ -357,7 +357,8 @@ def test_vx_why_reads_the_shared_store(repo, tmp_path):
     assert "not saved" not in why.out, why.out
 
 
-def test_lc02_a_receipt_is_not_replayed_from_a_store_others_can_write(repo, tmp_path):
+@pytest.mark.feature("LC-02")
+def test_a_receipt_is_not_replayed_from_a_store_others_can_write(repo, tmp_path):
     """A replayed run reads the shared store's artifacts by path: once a level of the store is
     writable by others, the receipt no longer vouches for it, and the run goes through the
     pipeline, which keeps the cache in the workspace and says why."""
@@ -373,7 +374,8 @@ def test_lc02_a_receipt_is_not_replayed_from_a_store_others_can_write(repo, tmp_
     assert "the shared cache store is off" in res.err, res.err
 
 
-def test_lc02_a_workspace_moves_between_its_own_cache_and_the_shared_store(repo, tmp_path):
+@pytest.mark.feature("LC-02")
+def test_a_workspace_moves_between_its_own_cache_and_the_shared_store(repo, tmp_path):
     """The workspace's index has a layout of its own when it sits beside a shared store: moving
     to the store resets it (its old artifacts go, no row names them), moving back resets it
     again — never a hit on an entry the other layout left, never an error."""

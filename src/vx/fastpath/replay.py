@@ -184,7 +184,7 @@ def _index_vouched(header: dict) -> bool:
 
 def _store_private(header: dict) -> bool:
     """A shared store's three levels (`~/.vx`, `<id>`, `cache`) are still directories of this
-    user's that nobody else can write, as the run that wrote the receipt found them (LC-02):
+    user's that nobody else can write, as the run that wrote the receipt found them:
     a replay reads its artifacts by path."""
     store_dir = header["store_dir"]
     if store_dir == header["cache_dir"]:
