@@ -125,6 +125,7 @@ def same_as_clean(got: dict[str, bytes], clean: dict[str, bytes]) -> None:
             assert got[name] == clean[name], name
 
 
+@pytest.mark.feature("EX-06")
 def test_incr_tsc_edit_reemits_only_the_changed_file_and_equals_a_clean_build(ws):
     first = build(ws)
     assert first.code == 0, first.err
@@ -153,6 +154,7 @@ def test_incr_tsc_edit_reemits_only_the_changed_file_and_equals_a_clean_build(ws
         same_as_clean(outputs(ws, project), clean_build(ws, project))
 
 
+@pytest.mark.feature("EX-06")
 def test_incr_a_removed_source_leaves_no_output_in_the_entry(ws):
     """tsc keeps `c.js` when `c.ts` goes (it never deletes an output); the kept run is caught and
     built again from wiped outputs, so neither the workspace nor the entry holds `c.js`."""
@@ -171,6 +173,7 @@ def test_incr_a_removed_source_leaves_no_output_in_the_entry(ws):
     same_as_clean(outputs(ws, "lib"), clean_build(ws, "lib"))
 
 
+@pytest.mark.feature("EX-06")
 def test_incr_another_tools_leftover_is_not_kept(ws):
     """A task that runs tsc and a bundler naming its chunk by content: after an edit the old chunk
     is no program's output, so the run is repeated on wiped outputs and the entry lacks it."""
@@ -191,6 +194,7 @@ def test_incr_another_tools_leftover_is_not_kept(ws):
     assert len(now) == 1 and now != old
 
 
+@pytest.mark.feature("EX-06")
 def test_incr_outputs_changed_by_hand_are_wiped_not_kept(ws):
     """The tsc -b + clean pitfall: an output gone while the build info stays says "up to date" and
     tsc would emit nothing; outputs that are not exactly an entry are wiped with their state."""
@@ -203,6 +207,7 @@ def test_incr_outputs_changed_by_hand_are_wiped_not_kept(ws):
     same_as_clean(outputs(ws, "lib"), clean_build(ws, "lib"))
 
 
+@pytest.mark.feature("EX-06")
 def test_incr_restored_outputs_are_kept_for_the_next_edit(ws):
     """Hit, restore, then edit: a restore writes an entry's outputs with the build info saved with
     them, so the next miss is incremental and still a clean build's outputs."""
@@ -220,6 +225,7 @@ def test_incr_restored_outputs_are_kept_for_the_next_edit(ws):
     same_as_clean(outputs(ws, "lib"), clean_build(ws, "lib"))
 
 
+@pytest.mark.feature("EX-06")
 def test_incr_a_cache_taken_out_of_the_outputs_is_neither_wiped_nor_saved(repo):
     """As turbo advises for Next.js: `.next/**` with `!.next/cache/**` keeps the tool's cache
     across a miss's wipe and out of the entry (docs/caching.md § Incremental tools)."""
@@ -251,6 +257,7 @@ def test_incr_a_cache_taken_out_of_the_outputs_is_neither_wiped_nor_saved(repo):
     assert not (web / ".next/cache").exists()  # not in the entry
 
 
+@pytest.mark.feature("EX-06")
 def test_incr_an_emit_root_that_moves_leaves_no_output_behind(repo):
     """Without `composite` or `rootDir`, tsc roots its emit at the sources' common directory: a
     first file outside `src` moves `dist/a.js` to `dist/src/a.js`, and tsc leaves the old one. A
@@ -284,6 +291,7 @@ def test_incr_an_emit_root_that_moves_leaves_no_output_behind(repo):
     assert (dist / "src/a.js").exists() and not (dist / "a.js").exists()
 
 
+@pytest.mark.feature("EX-06")
 def test_incr_a_touched_build_info_is_still_kept_but_changed_bytes_are_not(ws):
     """`tsc -b` updates the timestamps of the projects it references (another task's outputs):
     a build info touched with its bytes unchanged is still the entry's, and the next miss stays
@@ -306,6 +314,7 @@ def test_incr_a_touched_build_info_is_still_kept_but_changed_bytes_are_not(ws):
     same_as_clean(outputs(ws, "lib"), clean_build(ws, "lib"))
 
 
+@pytest.mark.feature("EX-06")
 def test_incr_force_builds_from_wiped_outputs(ws):
     assert build(ws).code == 0
     (ws.root / "packages/lib/src/a.ts").write_text("export const a: number = 6;\n")
