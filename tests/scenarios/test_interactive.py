@@ -156,3 +156,64 @@ def test_ex08_a_server_in_a_terminal_streams_and_ctrl_c_stops_it(repo, pane):
     assert "web#dev │ listening on" in p.text()
     p.keys("C-c")
     assert wait_for_file(repo.root / "code.txt", p) == "130", p.text()
+
+
+def terminal_holder(repo: Repo) -> Repo:
+    """`repl` is persistent and interactive; every task writes a marker when it starts."""
+    mark = 'touch "../../ran-$VX_RUN_TASK"; '
+    return repo.write(
+        {
+            "package.json": {"name": "root", "private": True, "workspaces": ["packages/*"]},
+            ".gitignore": "node_modules/\n.vx/\nran-*\n",
+            "packages/app/package.json": {"name": "app", "version": "1.0.0"},
+            "packages/app/vx.config.json": {
+                "tasks": {
+                    "prep": {"exec": {"command": mark + "echo prep"}},
+                    "repl": {
+                        "exec": {
+                            "command": mark + "printf 'q? '",  # exits at once off a TTY
+                            "interactive": True,
+                            "persistent": {},
+                        },
+                        "dependsOn": ["prep"],
+                    },
+                    "repl2": {
+                        "exec": {"command": mark + "read y", "interactive": True, "persistent": {}}
+                    },
+                    "use": {"exec": {"command": mark + "echo use"}, "dependsOn": ["together"]},
+                    "together": {"dependsOn": ["repl"]},
+                    "two": {"dependsOn": ["repl", "repl2"]},
+                }
+            },
+        }
+    ).commit()
+
+
+@pytest.mark.parametrize(
+    "task, words",
+    [
+        ("use", ["`app#together` depends on `app#repl`", "tasks.together.dependsOn"]),
+        ("two", ["`app#repl` and `app#repl2` are both", "tasks.repl2.exec.interactive"]),
+    ],
+)
+def test_gr19_a_task_after_a_terminal_holder_is_refused_before_anything_runs(repo, task, words):
+    """GR-19: a persistent interactive task holds the terminal until the run ends, so a task that
+    waits for it (here through a group) could never start, and two cannot share the terminal.
+    The run is refused with exit 2 before any task starts, even the dependency `prep`."""
+    terminal_holder(repo)
+    res = repo.vx("run", task, cwd="packages/app")
+    assert res.code == 2, res.out + res.err
+    for word in words:
+        assert word in res.err, res.err
+    assert "in: packages/app/vx.config.json" in res.err and "hint:" in res.err, res.err
+    assert "Traceback" not in res.err
+    assert not list(repo.root.glob("ran-*")), "a task started before the refusal"
+
+
+def test_gr19_a_terminal_holder_alone_still_runs(repo):
+    """The refusal is of the shape only: the holder with its own dependency runs (off a TTY it is
+    a normal persistent task)."""
+    terminal_holder(repo)
+    res = repo.vx("run", "repl", cwd="packages/app")
+    assert (repo.root / "ran-app#prep").exists() and (repo.root / "ran-app#repl").exists(), res.err
+    assert "error:" not in res.err, res.err

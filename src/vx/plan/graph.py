@@ -54,6 +54,7 @@ def build_graph(ws: Workspace, configs: Mapping[str, ProjectConfig], sel: Select
         nodes[tid] = TaskNode(tid, task, ws.packages[tid.package].dir, deps, tid in wanted)
         pending.extend(d for d in deps if d not in nodes)
     order = _topological_order(nodes)
+    _refuse_terminal_holders(nodes, configs)
     return TaskGraph(nodes, order, _dependent_counts(nodes, order), tuple(requested))
 
 
@@ -397,6 +398,52 @@ def _matching(config: ProjectConfig, pattern: str) -> list[str]:
     pattern that matches nothing is legal (GR-02)."""
     prefix = pattern[:-1]
     return sorted(t for t in config.tasks if t.startswith(prefix) and len(t) > len(prefix))
+
+
+# ---------------------------------------------------------------- terminal
+
+
+def _refuse_terminal_holders(
+    nodes: Mapping[TaskId, TaskNode], configs: Mapping[str, ProjectConfig]
+) -> None:
+    """A task both persistent and interactive holds the terminal until the run ends (GR-19): a
+    task after it could never start, and two of them cannot both hold it. Refused before anything
+    runs, on or off a terminal, so a config's meaning does not depend on where it runs."""
+    holders = sorted(
+        tid
+        for tid, n in nodes.items()
+        if n.config.exec is not None
+        and n.config.exec.interactive
+        and n.config.exec.persistent is not None
+    )
+    if not holders:
+        return
+    if len(holders) > 1:
+        raise ConfigError(
+            f"`{holders[0]}` and `{holders[1]}` are both persistent and interactive: each holds "
+            "the terminal until the run ends, and one run has one terminal",
+            file=configs[holders[1].package].source or "package.json",
+            field=f"tasks.{holders[1].task}.exec.interactive",
+            hint="run them in separate `vx run`s, or make one of them not interactive",
+        )
+    held = holders[0]
+    for tid in sorted(nodes):
+        if held in nodes[tid].deps and _runs_after(nodes, tid):
+            raise ConfigError(
+                f"`{tid}` depends on `{held}`, which is persistent and interactive: it holds the "
+                f"terminal until the run ends, so `{tid}` could never start",
+                file=configs[tid.package].source or "package.json",
+                field=f"tasks.{tid.task}.dependsOn",
+                hint=f"drop `{held}` from its dependsOn, or make `{held}` persistent only "
+                "(with a readyWhen) so that dependants start once it is ready",
+            )
+
+
+def _runs_after(nodes: Mapping[TaskId, TaskNode], tid: TaskId) -> bool:
+    """Whether `tid` is a task with a command, or a group that such a task waits for."""
+    if not nodes[tid].is_group:
+        return True
+    return any(tid in n.deps and _runs_after(nodes, d) for d, n in nodes.items())
 
 
 # ---------------------------------------------------------------- order
