@@ -78,6 +78,7 @@ class RunRequest(Struct, frozen=True):
     fast_paths: bool = (
         True  # VX_FASTPATH=0: no hit lane, no first wave (the result must not change)
     )
+    lend_terminal: bool = True  # an interactive task may have vx's terminal; not under --ui=tui
 
 
 class Prepared(Struct):
@@ -682,7 +683,7 @@ async def _walk(
         late=late_tasks(prep.graph)
         if prep.store is not None
         else {},  # no cache: keys decide nothing
-        terminal=os.isatty(0) and os.isatty(1),
+        terminal=req.lend_terminal and os.isatty(0) and os.isatty(1),
     )
     if ctx.late:
         nested = _nested_dirs(prep.ws)

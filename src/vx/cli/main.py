@@ -75,6 +75,8 @@ options:
                             cached task read undeclared or wrote outside its outputs
   --framework-inference B   true (default) | false: whether a turbo.json task keys and passes
                             its framework's variables (NEXT_PUBLIC_*, VITE_*, …), as turbo's flag
+  --ui stream|tui           stream (default): rows and frames; tui: a split view on a terminal,
+                            the task list and the selected task's output (j/k, q quits)
 Nx's spellings (an Nx workspace's `project:target[:configuration]` names work too):
   -t, --targets T,…         the tasks to run         -p, --projects P,…   --filter each
   --exclude P,…             --filter !P for each     -c, --configuration C  run each target's C
@@ -182,6 +184,7 @@ RUN_FLAGS = {
     "--report-file": ("value", "report_file"),
     "--verify": ("optional", "verify"),
     "--framework-inference": ("value", "framework_inference"),
+    "--ui": ("value", "ui"),
     # Nx's spellings (TL-04)
     "--configuration": ("value", "configuration"),
     "--exclude": ("list", "exclude"),
@@ -209,7 +212,12 @@ RUN_SHOWN = (
     "--skip-nx-cache",
     "--dry-run",
 )  # the aliases RUN_HELP names
-WATCH_REFUSED = ("--dry", "--graph", "--summarize")  # run flags that make no sense on every change
+WATCH_REFUSED = (
+    "--dry",
+    "--graph",
+    "--summarize",
+    "--ui",
+)  # run flags that make no sense on every change
 # Flags turbo and Nx users type that vx spells otherwise or does not have: what to write instead.
 FOREIGN_FLAGS = {
     "--remote-only": "turbo's --remote-only is `--cache=local:,remote:rw` (no local layer)",
@@ -678,6 +686,7 @@ def _run(args: Args, argv: list[str]) -> int:
 
         dry = "graph=" + graph_target(args.graph)
     verify = _verify_mode(args.verify, dry)
+    tui = _tui(args.ui, dry is not None)
     if args.filters:
         from vx.plan.filters import parse
 
@@ -703,6 +712,7 @@ def _run(args: Args, argv: list[str]) -> int:
         framework_inference=_framework_inference(args.framework_inference),
         configuration=args.configuration,
         fast_paths=os.environ.get("VX_FASTPATH", "") not in ("0", "false", "no", "off"),
+        lend_terminal=not tui,
     )
     report = (args.report is not None, args.report_file)
     profile = (args.profile or "profile.json") if args.profile is not None else None
@@ -715,7 +725,28 @@ def _run(args: Args, argv: list[str]) -> int:
         _output_logs(args.output_logs),
         report,
         profile,
+        tui,
     )
+
+
+def _tui(value: str | None, dry: bool) -> bool:
+    """`--ui=tui` (turbo's flag): the split view when vx has a terminal; off one, the stream."""
+    from vx.cli.args import one_of
+
+    if one_of("--ui", value, ("stream", "tui"), "stream") == "stream" or dry:
+        return False
+    ci = os.environ.get("CI", "").lower() not in ("", "0", "false")
+    if ci or not (sys.stdin.isatty() and sys.stdout.isatty()):
+        _say("vx: --ui=tui needs a terminal (stdin and stdout); streaming the output instead")
+        return False
+    from vx.report.tui import available
+
+    if not available():
+        raise UsageError(
+            "`--ui=tui` needs the textual package, which is not installed",
+            hint="pip install 'vx[tui]' (or textual), or drop `--ui=tui`",
+        )
+    return True
 
 
 def _affected_ref(value: str | None) -> str | None:
@@ -736,6 +767,7 @@ def _run_request(
     output_logs: str | None = None,
     report: tuple[bool, str | None] = (False, None),
     profile: str | None = None,
+    tui: bool = False,
 ) -> int:
     import time
 
@@ -752,6 +784,7 @@ def _run_request(
         and profile is None
         and not any(report)
         and not req.verify
+        and not tui  # a receipt prints as the stream does
         and receipt.enabled(env)
     )
     started_ns = time.time_ns()
@@ -770,7 +803,7 @@ def _run_request(
     try:
         prep = run.prepare(req, env, stages, lock=lock)
         flow = _flow(prep.broad, env, output_logs)
-        reporter = _reporter(flow, env)
+        reporter = _tui_reporter(env) if tui else _reporter(flow, env)
         profiler = _profiler() if profile is not None else None
         emit = _noting(reporter, noticed)
         summary = run.execute(
@@ -929,6 +962,15 @@ def _reporter(flow: str, env: dict[str, str]):
         out=sys.stdout,
         err=sys.stderr,
         github=github,
+    )
+
+
+def _tui_reporter(env: dict[str, str]):
+    from vx.report.tui import TuiReporter
+    from vx.style import color_enabled
+
+    return TuiReporter(
+        version=__version__, out=sys.stdout, err=sys.stderr, color=color_enabled(env, sys.stderr)
     )
 
 

@@ -1,0 +1,88 @@
+"""`--ui=tui` (issue 17, "Live view"): a split view on a real terminal, a tmux pane — the task list,
+the selected task's output, j/k and the arrows to select, q to quit; the run's exit code is the
+exit code. Off a terminal the stream output with one note. Every wait is on what the pane shows
+or a file appearing (terminal.py), never on time passing."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from conftest import Repo
+from terminal import pane_fixture, vx_in_shell, wait_for_file  # noqa: F401 (the `pane` fixture)
+
+
+def two_builds(repo: Repo, app_command: str = "echo app-says-hi; exit 3") -> Repo:
+    return repo.write(
+        {
+            "package.json": {"name": "root", "private": True, "workspaces": ["packages/*"]},
+            ".gitignore": "node_modules/\n.vx/\ncode.txt\npid.txt\n",
+            "packages/lib/package.json": {"name": "lib", "version": "1.0.0"},
+            "packages/lib/vx.config.json": {
+                "tasks": {"build": {"exec": {"command": "echo lib-says-hello; echo lib-line-2"}}}
+            },
+            "packages/app/package.json": {
+                "name": "app",
+                "version": "1.0.0",
+                "dependencies": {"lib": "1.0.0"},
+            },
+            "packages/app/vx.config.json": {
+                "tasks": {"build": {"exec": {"command": app_command}, "dependsOn": ["^build"]}}
+            },
+        }
+    ).commit()
+
+
+def test_tui_lists_tasks_shows_the_selected_output_and_keeps_the_exit_code(repo, pane):
+    """The list holds both tasks, the first selected with its output on the right; j/k and the
+    arrows move the selection and the right pane follows; q after the run closes the view, the
+    scrollback gets the rows, the failure's frame and the footer, and vx exits 1 (app failed)."""
+    two_builds(repo)
+    p = pane(vx_in_shell(repo, "run", "build", "--ui=tui"), repo.root)
+    shown = p.wait_for("run over: exit 1")
+    assert "lib#build" in shown and "app#build" in shown, shown
+    shown = p.wait_for("output: lib#build")
+    assert "lib-says-hello" in shown and "app-says-hi" not in shown, shown
+    p.keys("j")
+    shown = p.wait_for("output: app#build")
+    assert "app-says-hi" in shown and "lib-says-hello" not in shown, shown
+    p.keys("k")
+    p.wait_for("output: lib#build")
+    p.keys("Down")
+    p.wait_for("output: app#build")
+    p.keys("q")
+    assert wait_for_file(repo.root / "code.txt", p) == "1", p.text()
+    after = p.text()
+    assert "output: app#build" not in after, after  # the view is gone
+    assert "2 tasks" in after and "1 failed" in after, after
+    assert "app-says-hi" in after, after  # the failure's frame, whole, in the scrollback
+    assert "Traceback" not in after, after
+
+
+def test_tui_q_during_the_run_tears_the_tasks_down_as_ctrl_c(repo, pane):
+    """q while a task runs stops the run as Ctrl-C does: the task's process is gone when vx
+    returns, and the exit code is 130."""
+    two_builds(repo, app_command="echo $$ > ../../pid.txt; echo app-waiting; exec sleep 600")
+    p = pane(vx_in_shell(repo, "run", "build", "--ui=tui"), repo.root)
+    pid = int(wait_for_file(repo.root / "pid.txt", p))
+    p.wait_for("app#build  running")
+    p.keys("q")
+    assert wait_for_file(repo.root / "code.txt", p) == "130", p.text()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    assert "Traceback" not in p.text()
+
+
+def test_tui_off_a_terminal_streams_with_one_note(repo):
+    """No terminal (a pipe, CI): the stream output, as without the flag, and one note saying so."""
+    two_builds(repo, app_command="echo app-says-hi")
+    res = repo.vx("run", "build", "--ui=tui")
+    assert res.code == 0, res.out + res.err
+    assert res.err.count("--ui=tui needs a terminal") == 1, res.err
+    assert "2 tasks" in res.err, res.err
+
+
+def test_tui_an_unknown_ui_is_refused(repo):
+    two_builds(repo)
+    res = repo.vx("run", "build", "--ui=web")
+    assert res.code == 2 and "--ui" in res.err and "stream" in res.err, res.err
