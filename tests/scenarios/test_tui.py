@@ -6,9 +6,11 @@ or a file appearing (terminal.py), never on time passing."""
 from __future__ import annotations
 
 import os
+import shlex
+import sys
 
 import pytest
-from conftest import Repo
+from conftest import SRC, Repo
 from terminal import pane_fixture, vx_in_shell, wait_for_file  # noqa: F401 (the `pane` fixture)
 
 
@@ -59,14 +61,15 @@ def test_tui_lists_tasks_shows_the_selected_output_and_keeps_the_exit_code(repo,
     assert "Traceback" not in after, after
 
 
-def test_tui_q_during_the_run_tears_the_tasks_down_as_ctrl_c(repo, pane):
-    """q while a task runs stops the run as Ctrl-C does: the task's process is gone when vx
-    returns, and the exit code is 130."""
+@pytest.mark.parametrize("key", ["q", "C-c"])
+def test_tui_q_during_the_run_tears_the_tasks_down_as_ctrl_c(repo, pane, key):
+    """q or Ctrl-C while a task runs stops the run as Ctrl-C on the stream does: the task's
+    process is gone when vx returns, and the exit code is 130."""
     two_builds(repo, app_command="echo $$ > ../../pid.txt; echo app-waiting; exec sleep 600")
     p = pane(vx_in_shell(repo, "run", "build", "--ui=tui"), repo.root)
     pid = int(wait_for_file(repo.root / "pid.txt", p))
     p.wait_for("app#build  running")
-    p.keys("q")
+    p.keys(key)
     assert wait_for_file(repo.root / "code.txt", p) == "130", p.text()
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
@@ -86,3 +89,21 @@ def test_tui_an_unknown_ui_is_refused(repo):
     two_builds(repo)
     res = repo.vx("run", "build", "--ui=web")
     assert res.code == 2 and "--ui" in res.err and "stream" in res.err, res.err
+
+
+def test_tui_without_textual_is_refused_before_anything_runs(repo, pane):
+    """On a terminal without the textual package: exit 2 with the install hint, nothing run."""
+    two_builds(repo, app_command="touch ../../ran.txt")
+    code = repo.root / "code.txt"
+    script = (
+        "import sys; sys.modules['textual'] = None; from vx.cli.main import main; "
+        "raise SystemExit(main(['run', 'build', '--ui=tui']))"
+    )
+    line = (
+        f"env -u CI PYTHONPATH={shlex.quote(SRC)} NO_COLOR=1 {shlex.quote(sys.executable)} "
+        f"-c {shlex.quote(script)}; echo $? > {code}.tmp && mv {code}.tmp {code}; sleep 600"
+    )
+    p = pane(line, repo.root)
+    assert wait_for_file(code, p) == "2", p.text()
+    assert "pip install 'vx[tui]'" in p.text(), p.text()
+    assert not (repo.root / "ran.txt").exists()

@@ -39,7 +39,7 @@ from vx.events import (
 from vx.model import Status, TaskId, TaskResult
 from vx.report import frames
 from vx.report.plain import PlainReporter, Sink
-from vx.style import Palette, strip_ansi
+from vx.style import Palette, format_duration, strip_ansi
 
 _DONE = object()  # the writer's last item
 
@@ -48,7 +48,10 @@ def available() -> bool:
     """Whether the view's library is installed (found, not imported: that costs ~150 ms)."""
     from importlib.util import find_spec
 
-    return find_spec("textual") is not None
+    try:
+        return find_spec("textual") is not None
+    except ValueError:  # a stand-in in sys.modules without a spec: as good as missing
+        return False
 
 
 class TuiReporter:
@@ -121,7 +124,10 @@ class TuiReporter:
         if isinstance(event, TaskRetrying):
             return ["retry", str(event.id), f"retrying (attempt {event.attempt}/{event.total})"]
         if isinstance(event, TaskFinished):
-            return ["done", str(event.result.id), *_outcome(event.result)]
+            result = event.result
+            # A cache hit's output never streamed: the view shows what the cache replays.
+            log = "" if result.id in self._decoders else "\n".join(frames.log_lines(result.log))
+            return ["done", str(result.id), *_outcome(result), log]
         if isinstance(event, CacheRestored):
             return ["restored", str(event.id), event.cache.value]
         if isinstance(event, Notice):
@@ -159,4 +165,7 @@ def _outcome(result: TaskResult) -> tuple[str, str]:
     kind = frames.row_kind(result)
     if result.persistent and result.status is Status.SUCCESS:
         return kind, result.reason or "served"
-    return kind, frames.outcome_label(result)
+    words = frames.outcome_label(result)
+    if kind in ("skipped", "not-run"):
+        return kind, words
+    return kind, f"{words} · {format_duration(result.duration_ms)}"

@@ -36,6 +36,7 @@ _COLOURS = {
     "persistent": "green",
     "running": "yellow",
     "ready": "green",
+    "serving": "green",
     "waiting": "bright_black",
 }
 _RUNNING, _WAITING = "●", "·"
@@ -59,10 +60,8 @@ class TaskRow:
         return parts
 
     def flush(self) -> list[str]:
-        if not self.partial:
-            return []
-        rest, self.partial = [self.partial], ""
-        self.lines.extend(rest)
+        """End a partial last line; the lines added."""
+        rest, self.partial = ([self.partial] if self.partial else []), ""
         return rest
 
     def prompt(self) -> Text:
@@ -153,11 +152,14 @@ class RunView(App):
         elif kind == "done":
             row = self._rows.get(message[1])
             if row is not None:
-                self._write(row, row.flush())
-                self._set(message[1], message[2], GLYPHS.get(message[2], "?"), message[3])
+                self._output(row.id, row.flush() + (message[4].split("\n") if message[4] else []))
+                kind = (
+                    "serving" if message[3] == "serving" else message[2]
+                )  # kept in the foreground
+                self._set(message[1], kind, GLYPHS.get(message[2], "?"), message[3])
         elif kind == "kept":
             for tid in message[1]:
-                self._set(tid, "persistent", GLYPHS["persistent"], "serving")
+                self._set(tid, "serving", GLYPHS["persistent"], "serving")
         elif kind == "notice":
             self._notices.append(message[1])
         elif kind == "summary":
@@ -201,15 +203,16 @@ class RunView(App):
 
     def _draw_status(self) -> None:
         states = [r.kind for r in self._rows.values()]
-        running = states.count("running")
-        done = sum(1 for s in states if s not in ("running", "waiting", "ready"))
+        running, serving = states.count("running"), states.count("serving")
+        done = sum(1 for s in states if s not in ("running", "waiting", "ready", "serving"))
         if self._run_over:
             head = f"run over: exit {self._exit_code} · q quits"
         elif self._stop_asked:
             head = "stopping the run… (q again: at once)"
         else:
             elapsed = time.monotonic() - self._begun
-            head = f"{running} running · {done}/{len(states)} done · {elapsed:.0f}s · q stops"
+            busy = f"{running} running" + (f" · {serving} serving" if serving else "")
+            head = f"{busy} · {done}/{len(states)} done · {elapsed:.0f}s · q stops"
         parts = [head] + ([self._summary] if self._summary else []) + self._notices[-1:]
         for status in self.query("#status").results(Static):  # none once the view is torn down
             status.update(Text(" · ".join(parts)))
