@@ -229,7 +229,6 @@ def test_asyncio_keeps_its_ssl_when_another_thread_runs():
         (["--env-mode=loose"], "always strict"),
         (["--log-prefix=none"], "`--output-logs`"),
         (["--log-order=grouped"], "`--output-logs`"),
-        (["--only"], "dependsOn always runs first"),
     ],
 )
 def test_issue17_flags_turbo_and_nx_users_type_get_what_to_write(repo, args, said):

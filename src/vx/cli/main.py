@@ -75,6 +75,10 @@ options:
                             cached task read undeclared or wrote outside its outputs
   --framework-inference B   true (default) | false: whether a turbo.json task keys and passes
                             its framework's variables (NEXT_PUBLIC_*, VITE_*, …), as turbo's flag
+  --only                    run the named tasks, not their dependencies (turbo's --only; Nx's
+                            --exclude-task-dependencies); they are still keyed: a task whose
+                            dependency did not run may hit, but is never saved
+  --exclude-dependencies[=T,…]  --only for the dependencies named T only (bare: all of them)
   --ui stream|tui           stream (default): rows and frames; tui: a split view on a terminal,
                             the task list and the selected task's output (j/k, q quits)
 Nx's spellings (an Nx workspace's `project:target[:configuration]` names work too):
@@ -83,8 +87,8 @@ Nx's spellings (an Nx workspace's `project:target[:configuration]` names work to
   --base REF                --affected=REF           --head HEAD  (vx compares with the working tree)
   --parallel N, --skip-nx-cache: --concurrency, --force
 
-turbo's spellings: --dry-run, --parallel=N; --remote-only, --env-mode, --log-prefix, --log-order,
---only and --exclude-dependencies are refused with what to write instead.
+turbo's spellings: --dry-run, --parallel=N, --only; --remote-only, --env-mode, --log-prefix and
+--log-order are refused with what to write instead.
 
 exit: 0 all tasks ok · 1 a task failed, was skipped or aborted · 2 usage or config error
       130 / 143 / 129 interrupted by SIGINT / SIGTERM / SIGHUP
@@ -114,7 +118,7 @@ Runs the tasks as `vx run` would, then again each time a file a run could read c
 by content: a save that changes nothing is no edit). Never a trigger: outputs, gitignored paths,
 node_modules, .git, .vx. A failing cycle or a broken config keeps watching. Ctrl-C stops
 (exit 0). VX_WATCH_POLL=1 polls every 250 ms instead of using the OS's file events.
-`--dry`, `--graph` and `--summarize` are refused.
+`--dry`, `--graph`, `--summarize` and `--ui` are refused.
 """
 
 INIT_HELP = """usage: vx init [--dry] [--force] [--cache]
@@ -185,6 +189,8 @@ RUN_FLAGS = {
     "--verify": ("optional", "verify"),
     "--framework-inference": ("value", "framework_inference"),
     "--ui": ("value", "ui"),
+    "--exclude-dependencies": ("optional", "exclude_deps"),
+    "--only": ("flag", "only"),
     # Nx's spellings (TL-04)
     "--configuration": ("value", "configuration"),
     "--exclude": ("list", "exclude"),
@@ -202,6 +208,7 @@ FLAG_ALIASES = {
     "-c": "--configuration",
     "-t": "--targets",
     "--target": "--targets",
+    "--exclude-task-dependencies": "--only",  # Nx's spelling
 }
 RUN_SHOWN = (
     "-F",
@@ -211,6 +218,7 @@ RUN_SHOWN = (
     "--parallel",
     "--skip-nx-cache",
     "--dry-run",
+    "--exclude-task-dependencies",
 )  # the aliases RUN_HELP names
 WATCH_REFUSED = (
     "--dry",
@@ -227,10 +235,6 @@ FOREIGN_FLAGS = {
     "`--output-logs` chooses whose output is shown",
     "--log-order": "vx streams the one task you ask for and prints every other task's output whole, "
     "in one frame each; `--output-logs` chooses whose",
-    "--only": "not in vx: a task's dependsOn always runs first (cache hits cost next to nothing); "
-    "name the task and its dependencies are restored",
-    "--exclude-dependencies": "not in vx: a task's dependsOn always runs first (cache hits cost next to "
-    "nothing); name the task and its dependencies are restored",
     "--output-style": "`--output-logs` (full, new-only, errors-only, hash-only, none)",
 }
 CONTINUE_ALIASES = {"dependencies-successful": "deps-ok", "": "always"}
@@ -713,6 +717,7 @@ def _run(args: Args, argv: list[str]) -> int:
         configuration=args.configuration,
         fast_paths=os.environ.get("VX_FASTPATH", "") not in ("0", "false", "no", "off"),
         lend_terminal=not tui,
+        exclude_deps=_exclude_deps(args, argv),
     )
     report = (args.report is not None, args.report_file)
     profile = (args.profile or "profile.json") if args.profile is not None else None
@@ -727,6 +732,26 @@ def _run(args: Args, argv: list[str]) -> int:
         profile,
         tui,
     )
+
+
+def _exclude_deps(args: Args, argv: list[str]) -> tuple[str, ...] | None:
+    """`--only`, `--exclude-dependencies` (every edge) or `--exclude-dependencies=a,b` (edges to
+    tasks named a or b); an empty `=` is refused (CLI-23)."""
+    if args.exclude_deps is None:
+        return () if args.only else None
+    if args.exclude_deps == "" and "--exclude-dependencies=" in argv[: _forwarded_at(argv)]:
+        raise UsageError(
+            "`--exclude-dependencies=` names no task",
+            hint="`--exclude-dependencies` alone drops every dependency; `=build,lint` only those",
+        )
+    names = tuple(n.strip() for n in args.exclude_deps.split(",") if n.strip())
+    if args.exclude_deps and not names:
+        raise UsageError(f"`--exclude-dependencies={args.exclude_deps}` names no task")
+    return names
+
+
+def _forwarded_at(argv: list[str]) -> int:
+    return argv.index("--") if "--" in argv else len(argv)
 
 
 def _tui(value: str | None, dry: bool) -> bool:

@@ -400,6 +400,62 @@ def _matching(config: ProjectConfig, pattern: str) -> list[str]:
     return sorted(t for t in config.tasks if t.startswith(prefix) and len(t) > len(prefix))
 
 
+# ---------------------------------------------------------------- --only (GR-07)
+
+
+class Schedule(Struct, frozen=True):
+    """The graph `--exclude-dependencies` leaves to run, and for each task that lost an edge the
+    dependency it no longer waits for (it may hit, never save: that dependency's outputs on disk
+    are whatever they were)."""
+
+    graph: TaskGraph
+    cut: Mapping[TaskId, TaskId]
+
+
+def exclude_dependencies(graph: TaskGraph, names: frozenset[str] | None) -> Schedule:
+    """Drop dependency edges from the schedule (GR-07, turbo's `--only`): every edge of a task
+    (None) or only the edges to tasks named in `names`. Keys are taken on the whole graph
+    before this; a group's edges stay (its members are what it asks for), and so does an edge
+    to a task the run schedules anyway."""
+    nodes = graph.nodes
+
+    def kept(node: TaskNode, dep: TaskId) -> bool:
+        return (
+            node.is_group or nodes[dep].requested or (names is not None and dep.task not in names)
+        )
+
+    scheduled: set[TaskId] = set()
+    pending = list(graph.requested)
+    while pending:
+        tid = pending.pop()
+        if tid in scheduled:
+            continue
+        scheduled.add(tid)
+        pending.extend(d for d in nodes[tid].deps if kept(nodes[tid], d))
+    out: dict[TaskId, TaskNode] = {}
+    cut: dict[TaskId, TaskId] = {}
+    for tid in scheduled:
+        node = nodes[tid]
+        deps = tuple(d for d in node.deps if d in scheduled)
+        if len(deps) < len(node.deps):
+            cut[tid] = next(d for d in node.deps if d not in scheduled)
+            node = TaskNode(node.id, node.config, node.project_dir, deps, node.requested)
+        out[tid] = node
+    order = tuple(t for t in graph.order if t in scheduled)
+    return Schedule(TaskGraph(out, order, _dependent_counts(out, order), graph.requested), cut)
+
+
+def refuse_unknown_exclusions(graph: TaskGraph, names: frozenset[str]) -> None:
+    """`--exclude-dependencies=NAME` for a name no dependency in the run has is a typo, said so."""
+    present = {d.task for n in graph.nodes.values() for d in n.deps}
+    for name in sorted(names - present):
+        raise UnknownTaskError(
+            f"`--exclude-dependencies={name}`: no task of this run depends on a `{name}` task",
+            hint=suggestion(name, present, noun="dependencies")
+            or "name dependency tasks, e.g. `--exclude-dependencies=build`",
+        )
+
+
 # ---------------------------------------------------------------- terminal
 
 
