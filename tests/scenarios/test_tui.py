@@ -79,10 +79,13 @@ def test_tui_q_during_the_run_tears_the_tasks_down_as_ctrl_c(repo, pane, key):
 def test_tui_off_a_terminal_streams_with_one_note(repo):
     """No terminal (a pipe, CI): the stream output, as without the flag, and one note saying so."""
     two_builds(repo, app_command="echo app-says-hi")
-    res = repo.vx("run", "build", "--ui=tui")
+    res = repo.vx("run", "build", "--ui=tui", env={"PYTHONPROFILEIMPORTTIME": "1"})
     assert res.code == 0, res.out + res.err
     assert res.err.count("--ui=tui needs a terminal") == 1, res.err
     assert "2 tasks" in res.err, res.err
+    imported = {line.split("|")[-1].strip() for line in res.err.splitlines() if "|" in line}
+    # only the view's own process imports textual
+    assert "vx.pipeline" in imported and "textual" not in imported
 
 
 def test_tui_an_unknown_ui_is_refused(repo):
