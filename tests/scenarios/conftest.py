@@ -84,7 +84,11 @@ class Repo:
         ):
             cut = argv.index("--") if "--" in argv else len(argv)
             argv.insert(cut, f"--summarize={summary_path}")
-        full_env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
+        full_env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
+        }
         full_env.update({"PYTHONPATH": SRC, "NO_COLOR": "1", **(env or {})})
         proc = subprocess.run(
             [sys.executable, "-m", "vx", *argv],
@@ -97,6 +101,37 @@ class Repo:
         )
         data = json.loads(summary_path.read_text()) if summary_path.exists() else None
         return Result(proc.returncode, proc.stdout, proc.stderr, data)
+
+
+class Stderr:
+    """A started process's stderr, read as it comes, so a test can wait for a line it prints
+    (an event) instead of sleeping for a time that should be enough."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        import threading
+
+        self.proc, self.text = proc, ""
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stderr:
+            self.text += line
+
+    def wait_for(self, text: str, timeout: float = 120) -> None:
+        import time
+
+        deadline = time.monotonic() + timeout
+        while text not in self.text:
+            assert time.monotonic() < deadline, f"no {text!r} in:\n{self.text}"
+            assert self.proc.poll() is None or self._reader.is_alive(), self.text
+            time.sleep(0.02)
+
+    def finish(self, timeout: float = 120) -> str:
+        """Wait for the process to end and its stderr to be read to the end; all of it."""
+        self.proc.wait(timeout=timeout)
+        self._reader.join(timeout=timeout)
+        return self.text
 
 
 def npm_workspace(packages: dict[str, dict], root_extra: dict | None = None) -> dict[str, object]:

@@ -221,6 +221,7 @@ class _FaultHandler(BaseHTTPRequestHandler):
 
     def _any(self) -> None:
         self.server.seen.append(f"{self.command} {self.path}")
+        self.server.arrived.append(time.monotonic())
         if self.server.mode == "stall":
             self.server.release.wait(self.server.stall_cap_s)  # answer nothing until the test ends
             return
@@ -250,6 +251,7 @@ class FaultServer(ThreadingHTTPServer):
         self.mode, self.stall_cap_s = mode, stall_cap_s
         self.release = threading.Event()
         self.seen: list[str] = []
+        self.arrived: list[float] = []  # time.monotonic() of each request in `seen`
         self.url = f"http://127.0.0.1:{self.server_address[1]}"
         threading.Thread(target=self.serve_forever, daemon=True).start()
 

@@ -145,7 +145,7 @@ def test_a_replay_stops_git_with_a_signal_it_can_clean_up_after(tmp_path):
     children = replay._spawn_git(
         str(tmp_path), [[[str(git), "status"], 0, "", None]], dict(os.environ)
     )
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 120
     while not ready.exists() and time.monotonic() < deadline:
         time.sleep(0.01)
     assert lock.exists()

@@ -21,10 +21,10 @@ def run(command: str, cwd: Path, launch: Launch, *, timeout_ms=None, table=None)
         timeout_ms=timeout_ms,
         on_output=lambda c: None,
         table=table,
-        grace_ms=2000,
+        grace_ms=120_000,  # a stop that needs the grace shows as minutes, not as a near miss
         launch=launch,
     )
-    return asyncio.run(asyncio.wait_for(coro, 10))
+    return asyncio.run(asyncio.wait_for(coro, 300))
 
 
 def out(result) -> bytes:
@@ -73,7 +73,7 @@ def test_polite_signals_go_to_the_launch_group_and_sigkill_to_ours(tmp_path):
 
     started = time.monotonic()
     result = run(
-        "", tmp_path, Launch(argv=["sh", "-c", script], polite_group=group), timeout_ms=500
-    )
+        "", tmp_path, Launch(argv=["sh", "-c", script], polite_group=group), timeout_ms=5000
+    )  # the timeout leaves the inner shell time to write its pid, even on a loaded machine
     assert result.timed_out and b"got-term" in out(result)
-    assert time.monotonic() - started < 2.0  # the trap ended it, not the 2 s grace
+    assert time.monotonic() - started < 60  # the trap ended it, not the 120 s grace

@@ -1,4 +1,4 @@
-"""Validate `exec.sandbox` (SB-01..SB-10, schema 2.5) into a SandboxConfig, or refuse with where and why.
+"""Validate `exec.sandbox` (schema 2.5) into a SandboxConfig, or refuse with where and why.
 
 Only what the text alone can tell is checked here: shapes, path grammar, host patterns. What
 needs the workspace (a write grant reaching a nested project or the cache dir, a link that
@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from vx.config.fields import At, Level, _keys, _kind, _object, _strings
+from vx.config.fields import At, Level, _boolean, _keys, _kind, _object, _strings
 from vx.files.globs import glob_error
 from vx.model import SandboxConfig
 
@@ -76,13 +76,13 @@ def validate_sandbox(value: Any, at: At) -> SandboxConfig:
         network=_network(allow.get("network", False), a_at.key("network")),
         unix_sockets=_sockets(allow.get("unixSockets", False), a_at.key("unixSockets")),
         local_binding=_ports(allow.get("localBinding", False), a_at.key("localBinding")),
-        pty=_flag(allow.get("pty", False), a_at.key("pty")),
-        git_config=_flag(allow.get("gitConfig", False), a_at.key("gitConfig")),
+        pty=_boolean(allow.get("pty", False), a_at.key("pty")),
+        git_config=_boolean(allow.get("gitConfig", False), a_at.key("gitConfig")),
         deny_network=_hosts(deny.get("network", []), at.key("deny").key("network"), deny=True),
         ignore_read=_ignore_paths(ignore.get("read", []), i_at.key("read")),
         ignore_write=_ignore_paths(ignore.get("write", []), i_at.key("write")),
         ignore_network=_ignore_hosts(ignore.get("network", []), i_at.key("network")),
-        trace=_flag(body["trace"], at.key("trace")) if "trace" in body else None,
+        trace=_boolean(body["trace"], at.key("trace")) if "trace" in body else None,
     )
 
 
@@ -94,19 +94,11 @@ def _level(body: dict[str, Any], key: str, at: At, level: Level) -> dict[str, An
     return obj
 
 
-def _flag(value: Any, at: At) -> bool:
-    if not isinstance(value, bool):
-        at.refuse(
-            f"`{at.field}` must be true or false, got {_kind(value)}", hint="write true or false"
-        )
-    return value
-
-
 # ---------------------------------------------------------------- paths
 
 
 def _paths(value: Any, at: At, *, write: bool) -> tuple[str, ...]:
-    """Grants: project-relative globs or paths, absolute paths, or `~` paths (SB-03)."""
+    """Grants: project-relative globs or paths, absolute paths, or `~` paths."""
     paths = _strings(value, at, "paths or globs")
     for i, path in enumerate(paths):
         problem = _path_problem(path) or (_write_problem(path) if write else None)
@@ -141,7 +133,7 @@ def _outside_problem(path: str) -> str | None:
 
 
 def _relative_problem(path: str) -> str | None:
-    """A relative grant may climb out with leading `../`; the rest is a vx glob (KEY-16)."""
+    """A relative grant may climb out with leading `../`; the rest is a vx glob."""
     rest = _without_climb(path)
     if ".." in rest.split("/"):
         return "`..` after the start of a path; write the path it means, e.g. `../shared/x`"
@@ -155,7 +147,7 @@ def _relative_problem(path: str) -> str | None:
 
 
 def _write_problem(path: str) -> str | None:
-    """A write grant stays in its project and never opens a wall (SB-04)."""
+    """A write grant stays in its project and never opens a wall."""
     if path.startswith("../") or path == "..":
         return (
             "leaves the project; a task writes only inside its own project — "
@@ -172,7 +164,7 @@ def _write_problem(path: str) -> str | None:
 
 
 def _ignore_paths(value: Any, at: At) -> tuple[str, ...]:
-    """ignore.read / ignore.write: like grants, and globs are fine anywhere (SB-10)."""
+    """ignore.read / ignore.write: like grants, and globs are fine anywhere."""
     paths = _strings(value, at, "paths or globs")
     for i, path in enumerate(paths):
         if "\0" in path or "\\" in path:
@@ -198,7 +190,7 @@ def _static_dir(path: str) -> str:
 
 
 def _network(value: Any, at: At) -> bool | tuple[str, ...]:
-    """`true` (the host's network) or host patterns for the run's proxy (SB-08)."""
+    """`true` (the host's network) or host patterns for the run's proxy."""
     if isinstance(value, bool):
         return True if value else ()
     return _hosts(value, at, deny=False)
@@ -258,7 +250,7 @@ def _host_name_problem(host: str) -> str | None:
 
 
 def _ignore_hosts(value: Any, at: At) -> tuple[str, ...]:
-    """ignore.network: `host:port` entries, case-insensitive (SB-10)."""
+    """ignore.network: `host:port` entries, case-insensitive."""
     entries = _strings(value, at, "`host:port` entries")
     for i, entry in enumerate(entries):
         host, port_problem = _split_port(entry)

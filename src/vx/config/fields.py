@@ -85,6 +85,12 @@ def _string(value: Any, at: At) -> str:
     return value
 
 
+def _boolean(value: Any, at: At, hint: str = "write true or false") -> bool:
+    if not isinstance(value, bool):
+        at.refuse(f"`{at.field}` must be true or false, got {_kind(value)}", hint=hint)
+    return value
+
+
 def _strings(value: Any, at: At, noun: str = "strings") -> tuple[str, ...]:
     """An array of non-empty strings, each refusal pointing at its index."""
     if not isinstance(value, list):

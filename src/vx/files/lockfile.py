@@ -1,4 +1,4 @@
-"""Each project's share of the lockfile (PL-05, PL-06): its dependency closure, not the whole file.
+"""Each project's share of the lockfile: its dependency closure, not the whole file.
 
 A project's digest folds the lockfile's global part (everything but the per-package entries and
 importers: the format version, settings, overrides, patches, a pnpm file's other documents), the
@@ -141,6 +141,7 @@ def of_text(root: str, name: str, text: str, projects: dict[str, dict]) -> dict[
 
 
 def _parse(name: str, text: str, root: str, projects: dict[str, dict]) -> _Graph:
+    text = text.removeprefix("\ufeff")  # a BOM an editor saved is no part of the lockfile
     if not text.strip():  # an empty lockfile (yarn's marker of a project root before any install)
         return _Graph("")
     if name == "pnpm-lock.yaml":
@@ -239,14 +240,19 @@ def _yaml_docs(name: str, text: str) -> list[dict]:
     # that value — a block scalar (`deprecated: |-` and its paragraphs), a long plain or quoted
     # scalar folded over lines, a flow mapping broken across lines.
     scalar: tuple[int, dict, str] | None = None
+    blanks = 0  # blank lines since the last one: kept in a value they fall inside of
     for no, line in enumerate(text.split("\n"), 1):
         stripped = line.strip()
-        if not stripped or (stripped.startswith("#") and scalar is None):
+        if not stripped:
+            blanks += 1
+            continue
+        gap, blanks = "\n" * blanks, 0
+        if stripped.startswith("#") and scalar is None:
             continue
         if scalar is not None:
             s_indent, s_container, s_key = scalar
             if len(line) - len(line.lstrip(" ")) > s_indent:
-                s_container[s_key] = f"{s_container[s_key]}\n{stripped}"
+                s_container[s_key] = f"{s_container[s_key]}\n{gap}{stripped}"
                 continue
             scalar = None
             if stripped.startswith("#"):
@@ -728,7 +734,7 @@ def _memo_write(memo_dir: str | None, key: str, out: dict[str, Closure]) -> None
 
 
 def fingerprints(root, packages, index, settings: str, memo_dir) -> dict[str, tuple[str, tuple]]:
-    """Each project dir's workspace fingerprint (KEY-04 with PL-06): the install settings'
+    """Each project dir's workspace fingerprint, per-project lockfile shares in: the install settings'
     digest `settings`, then each root lockfile present as that project's closure; and, for
     `vx why`, the `(lockfile name, Closure)` pairs it folded. `packages` are the workspace's members."""
     found = [(name, ident) for name in LOCKFILES if (ident := index.identity(name))]

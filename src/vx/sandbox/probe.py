@@ -1,4 +1,4 @@
-"""Find out, once per process, whether this machine can host the sandbox and trace it (SB-01, SB-13).
+"""Find out, once per process, whether this machine can host the sandbox and trace it.
 
 bwrap missing or refused is fatal for a sandboxed task (it never runs unsandboxed); strace
 missing or refused only means "untraced": enforced, but nothing reported (sandbox.md §4.2).

@@ -2,8 +2,8 @@
 byte, bounded retries, and one classification of what went wrong.
 
 Built on `http.client` rather than httpx: the calls are four verbs on one host, the stdlib
-costs ~30 ms to import against httpx's several times that (paid only when a remote is
-configured, but on every such run), and streaming bodies with an exact `Content-Length`, a
+is several times cheaper to import (paid only when a remote is configured, but on every such
+run: docs/optimizations.md #28), and streaming bodies with an exact `Content-Length`, a
 running HMAC and a byte ceiling is plainest with the socket-level reads http.client gives.
 
 Retries (reliability C.19): only 429 and 5xx other than 501, at most twice, with jittered
