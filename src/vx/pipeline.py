@@ -79,7 +79,7 @@ class RunRequest(Struct, frozen=True):
         True  # VX_FASTPATH=0: no hit lane, no first wave (the result must not change)
     )
     lend_terminal: bool = True  # an interactive task may have vx's terminal; not under --ui=tui
-    # `--exclude-dependencies[=names]` / `--only` (GR-07): None off, () every edge, else task names
+    # `--exclude-dependencies[=names]` / `--only`: None off, () every edge, else task names
     exclude_deps: tuple[str, ...] | None = None
 
 
@@ -104,7 +104,7 @@ class Prepared(Struct):
     configs: Mapping[
         str, ProjectConfig
     ] = {}  # package -> ProjectConfig, as loaded (--verify speaks each one's file)
-    # `--exclude-dependencies` (GR-07): the whole graph the keys were taken on (`graph` is what
+    # `--exclude-dependencies`: the whole graph the keys were taken on (`graph` is what
     # runs), and each task that lost an edge -> the dependency it no longer waits for
     keyed_graph: TaskGraph | None = None
     cut: Mapping[TaskId, TaskId] = {}
@@ -757,7 +757,7 @@ async def _walk(
 
 
 def _late(prep: Prepared) -> dict[TaskId, bool]:
-    """The tasks that run keyed late (KEY-20), judged on the graph their keys fold."""
+    """The tasks that run keyed late, judged on the graph their keys fold."""
     from vx.plan.tasks import late_tasks
 
     if prep.keyed_graph is None:

@@ -5,6 +5,7 @@ schedules anyway stay."""
 
 from __future__ import annotations
 
+import pytest
 from conftest import Repo, build_task, npm_workspace
 
 NOT_SAVED = "not saved to the cache: upstream lib#build was not run (--exclude-dependencies)"
@@ -32,7 +33,8 @@ def workspace(repo: Repo) -> Repo:
     ).commit()
 
 
-def test_gr07_only_runs_the_named_task_and_never_saves_it(repo):
+@pytest.mark.feature("GR-07")
+def test_only_runs_the_named_task_and_never_saves_it(repo):
     workspace(repo)
     res = repo.vx("run", "app#build", "--only")
     assert res.code == 0, res.err
@@ -43,7 +45,8 @@ def test_gr07_only_runs_the_named_task_and_never_saves_it(repo):
     assert again.statuses() == {"app#build": ("success", "miss")}, again.err  # nothing was saved
 
 
-def test_gr07_a_task_whose_dependency_did_not_run_may_hit(repo):
+@pytest.mark.feature("GR-07")
+def test_a_task_whose_dependency_did_not_run_may_hit(repo):
     """Keys fold every dependency, run or not: after a full run, `--only` is a hit; after an
     edit of app it runs, unsaved, and the next full run is a miss for app, a hit for lib."""
     workspace(repo)
@@ -60,7 +63,8 @@ def test_gr07_a_task_whose_dependency_did_not_run_may_hit(repo):
     }, full.err
 
 
-def test_gr07_exclude_dependencies_with_names_drops_only_those_edges(repo):
+@pytest.mark.feature("GR-07")
+def test_exclude_dependencies_with_names_drops_only_those_edges(repo):
     workspace(repo)
     res = repo.vx("run", "test", "--exclude-dependencies=build", cwd="packages/app")
     assert res.code == 0, res.err
@@ -68,7 +72,8 @@ def test_gr07_exclude_dependencies_with_names_drops_only_those_edges(repo):
     assert "app#test: not saved to the cache: upstream app#build was not run" in res.err
 
 
-def test_gr07_a_groups_edges_and_edges_to_requested_tasks_stay(repo):
+@pytest.mark.feature("GR-07")
+def test_a_groups_edges_and_edges_to_requested_tasks_stay(repo):
     workspace(repo)
     group = repo.vx("run", "check", "--only", cwd="packages/app")
     assert group.code == 0 and sorted(group.statuses()) == ["app#test"], group.err
@@ -80,7 +85,8 @@ def test_gr07_a_groups_edges_and_edges_to_requested_tasks_stay(repo):
     assert "app#test: " + NOT_SAVED in both.err, both.err
 
 
-def test_gr07_nx_spelling_and_bad_values(repo):
+@pytest.mark.feature("GR-07")
+def test_nx_spelling_and_bad_values(repo):
     workspace(repo)
     nx = repo.vx("run", "app#build", "--exclude-task-dependencies")
     assert nx.statuses() == {"app#build": ("success", "miss")}, nx.err

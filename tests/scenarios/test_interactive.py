@@ -118,6 +118,7 @@ def terminal_holder(repo: Repo) -> Repo:
     ).commit()
 
 
+@pytest.mark.feature("GR-19")
 @pytest.mark.parametrize(
     "task, words",
     [
@@ -125,7 +126,7 @@ def terminal_holder(repo: Repo) -> Repo:
         ("two", ["`app#repl` and `app#repl2` are both", "tasks.repl2.exec.interactive"]),
     ],
 )
-def test_gr19_a_task_after_a_terminal_holder_is_refused_before_anything_runs(repo, task, words):
+def test_a_task_after_a_terminal_holder_is_refused_before_anything_runs(repo, task, words):
     """GR-19: a persistent interactive task holds the terminal until the run ends, so a task that
     waits for it (here through a group) could never start, and two cannot share the terminal.
     The run is refused with exit 2 before any task starts, even the dependency `prep`."""
@@ -139,7 +140,8 @@ def test_gr19_a_task_after_a_terminal_holder_is_refused_before_anything_runs(rep
     assert not list(repo.root.glob("ran-*")), "a task started before the refusal"
 
 
-def test_gr19_a_terminal_holder_alone_still_runs(repo):
+@pytest.mark.feature("GR-19")
+def test_a_terminal_holder_alone_still_runs(repo):
     """The refusal is of the shape only: the holder with its own dependency runs (off a TTY it is
     a normal persistent task)."""
     terminal_holder(repo)

@@ -805,7 +805,7 @@ def _run(args: Args, argv: list[str]) -> int:
 
 def _exclude_deps(args: Args, argv: list[str]) -> tuple[str, ...] | None:
     """`--only`, `--exclude-dependencies` (every edge) or `--exclude-dependencies=a,b` (edges to
-    tasks named a or b); an empty `=` is refused (CLI-23)."""
+    tasks named a or b); an empty `=` is refused."""
     if args.exclude_deps is None:
         return () if args.only else None
     if args.exclude_deps == "" and "--exclude-dependencies=" in argv[: _forwarded_at(argv)]:

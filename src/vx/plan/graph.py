@@ -399,7 +399,7 @@ def _matching(config: ProjectConfig, pattern: str) -> list[str]:
     return sorted(t for t in config.tasks if t.startswith(prefix) and len(t) > len(prefix))
 
 
-# ---------------------------------------------------------------- --only (GR-07)
+# ---------------------------------------------------------------- --only
 
 
 class Schedule(Struct, frozen=True):
@@ -412,7 +412,7 @@ class Schedule(Struct, frozen=True):
 
 
 def exclude_dependencies(graph: TaskGraph, names: frozenset[str] | None) -> Schedule:
-    """Drop dependency edges from the schedule (GR-07, turbo's `--only`): every edge of a task
+    """Drop dependency edges from the schedule (turbo's `--only`): every edge of a task
     (None) or only the edges to tasks named in `names`. Keys are taken on the whole graph
     before this; a group's edges stay (its members are what it asks for), and so does an edge
     to a task the run schedules anyway."""
@@ -461,7 +461,7 @@ def refuse_unknown_exclusions(graph: TaskGraph, names: frozenset[str]) -> None:
 def _refuse_terminal_holders(
     nodes: Mapping[TaskId, TaskNode], configs: Mapping[str, ProjectConfig]
 ) -> None:
-    """A task both persistent and interactive holds the terminal until the run ends (GR-19): a
+    """A task both persistent and interactive holds the terminal until the run ends: a
     task after it could never start, and two of them cannot both hold it. Refused before anything
     runs, on or off a terminal, so a config's meaning does not depend on where it runs."""
     holders = sorted(

@@ -45,7 +45,7 @@ _DONE = object()  # the writer's last item
 
 
 def available() -> bool:
-    """Whether the view's library is installed (found, not imported: that costs ~150 ms)."""
+    """Whether the view's library is installed: found, not imported (vx never imports it)."""
     from importlib.util import find_spec
 
     try:
