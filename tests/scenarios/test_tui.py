@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import SRC, Repo
@@ -74,6 +76,23 @@ def test_tui_q_during_the_run_tears_the_tasks_down_as_ctrl_c(repo, pane, key):
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
     assert "Traceback" not in p.text()
+
+
+def test_tui_sigterm_to_vx_closes_the_view_by_itself(repo, pane):
+    """A run stopped from outside (SIGTERM to vx) tears its tasks down and closes the view
+    without waiting for a key: exit 143, the terminal given back."""
+    two_builds(repo, app_command="echo $$ > ../../pid.txt; exec sleep 600")
+    p = pane(vx_in_shell(repo, "run", "build", "--ui=tui"), repo.root)
+    task = int(wait_for_file(repo.root / "pid.txt", p))
+    p.wait_for("app#build  running")
+    shell = int(p._tmux("list-panes", "-F", "#{pane_pid}").split()[0])
+    children = Path(f"/proc/{shell}/task/{shell}/children").read_text().split()
+    assert len(children) == 1, children  # `env … python -m vx` (env execs python)
+    os.kill(int(children[0]), signal.SIGTERM)
+    assert wait_for_file(repo.root / "code.txt", p) == "143", p.text()
+    with pytest.raises(ProcessLookupError):
+        os.kill(task, 0)
+    assert "output: " not in p.text() and "Traceback" not in p.text(), p.text()
 
 
 def test_tui_off_a_terminal_streams_with_one_note(repo):

@@ -909,6 +909,8 @@ def _run_request(
             observe=tracer.observe if tracer else None,
             on_graph_end=lock.release,
         )  # kept servers write no cache: another run may start
+        if tui:
+            reporter.outcome(summary.exit_code, summary.interrupted)
         if receipted:
             with stages("receipt"):
                 _keep_receipt(

@@ -62,6 +62,7 @@ class TuiReporter:
         self._version, self._out, self._err, self._color = version, out, err, color
         self._decoders: dict[TaskId, codecs.IncrementalDecoder] = {}
         self._exit: int | None = None
+        self._leave = True  # close the view by itself: the run was interrupted or never ended
         read, write = os.pipe()
         src = str(Path(__file__).resolve().parents[2])  # the view imports this same vx
         env = dict(os.environ)
@@ -83,9 +84,14 @@ class TuiReporter:
         if message is not None:
             self._queue.put(message)
 
+    def outcome(self, exit_code: int, interrupted: bool) -> None:
+        """How the run ended. A run stopped by a signal (SIGTERM, or `q` in the view) closes the
+        view; one that ended by itself leaves it open until the user quits."""
+        self._exit, self._leave = exit_code, interrupted
+
     def close(self) -> None:
         """Tell the view the run is over, wait for the user to close it, then print the outcome."""
-        self._queue.put(["closed", self._exit])
+        self._queue.put(["closed", self._exit, self._leave])
         self._queue.put(_DONE)
         # A `q` pressed as the run ended sends SIGINT once more: the run is over, nothing to stop.
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -99,6 +99,7 @@ class RunView(App):
         self._exit_code: int | None = None
         self._run_over = False  # vx said the run is over
         self._stop_asked = False
+        self._vx = os.getppid()  # the run this view draws
         self._notices: list[str] = []
 
     def compose(self) -> ComposeResult:
@@ -120,8 +121,8 @@ class RunView(App):
         with os.fdopen(self._events_fd, "rb") as events:
             for line in events:
                 self.call_from_thread(self.on_vx, decode(line))
-        # vx closed the pipe (it ended, or it was killed): either way the run is over.
-        self.call_from_thread(self.on_vx, ["closed", self._exit_code])
+        if not self._run_over:  # vx went away without a word (killed): give the terminal back
+            self.call_from_thread(self.on_vx, ["closed", self._exit_code, True])
 
     # ------------------------------------------------------------ messages from vx
 
@@ -168,7 +169,7 @@ class RunView(App):
             if message[1] is not None:
                 self._exit_code = message[1]
             self._run_over = True
-            if self._stop_asked:
+            if self._stop_asked or (len(message) > 2 and message[2]):
                 self.exit()
                 return
         self._draw_status()
@@ -234,7 +235,8 @@ class RunView(App):
             self.exit()
             return
         self._stop_asked = True  # vx tears the tasks down as for Ctrl-C; a second press: at once
-        os.kill(os.getppid(), signal.SIGINT)
+        if os.getppid() == self._vx:  # never a signal to whoever adopted an orphaned view
+            os.kill(self._vx, signal.SIGINT)
         self._draw_status()
 
 
