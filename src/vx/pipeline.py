@@ -523,12 +523,9 @@ def receipt_tasks(prep: Prepared, summary: RunSummary, started_ns: int) -> list[
 
 
 def _run_id() -> str:
-    """A random version-4 UUID, spelled by hand: `import uuid` costs a few ms of every start."""
-    b = bytearray(os.urandom(16))
-    b[6] = (b[6] & 0x0F) | 0x40
-    b[8] = (b[8] & 0x3F) | 0x80
-    h = b.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    from vx.store.runs import run_id
+
+    return run_id()
 
 
 def _close_store(
@@ -574,6 +571,130 @@ def _keep_history(local, prep: Prepared, results: Mapping[TaskId, TaskResult]) -
         local.keep_history(moved, settled, withheld, [str(r.id) for r in ran if r.saved])
     except (OSError, sqlite3.Error):
         pass
+
+
+FAILURE_LOG_HALF = 1 << 20  # a kept failure log holds its first and last MiB
+
+
+def keep_failure_logs(prep: Prepared, summary: RunSummary) -> dict[TaskId, str]:
+    """Each failed task's whole output (bounded: the first and last MiB) in the cache's `logs/`;
+    where each went. A failure to write one is left out, never a failed run."""
+    from vx.store.local import bound_log
+    from vx.store.runs import keep_log
+
+    if summary.interrupted:
+        return {}
+    out: dict[TaskId, str] = {}
+    for r in summary.results:
+        if r.status is Status.FAILED and r.log:
+            data = b"".join(c.data for c in bound_log(r.log, FAILURE_LOG_HALF))
+            try:
+                out[r.id] = keep_log(str(prep.cache_dir), summary.run_id, str(r.id), data)
+            except OSError:
+                pass
+    return out
+
+
+def record_run(
+    prep: Prepared, req: RunRequest, summary: RunSummary, argv: list[str], logs: Mapping[TaskId, str]
+) -> None:
+    """Keep the run in the history (`vx.store.runs`, read by `vx last`): nothing for a run a
+    signal stopped, and no row for an aborted task (groups are not in the summary). `logs` are
+    the kept failure logs. A failure here never fails the run."""
+    import platform
+    import shlex
+    import sqlite3
+
+    from vx import __version__
+    from vx.store import runs
+
+    if summary.interrupted:
+        return
+    rows = []
+    for r in summary.results:
+        if r.status is Status.ABORTED:
+            continue
+        rows.append(
+            [
+                summary.run_id,
+                r.id.package,
+                r.id.task,
+                r.key or "",
+                _history_status(r),
+                r.cache.value,
+                r.exit_code,
+                r.duration_ms,
+                r.cpu_ms,
+                r.peak_rss_bytes,
+                r.attempts,
+                int(r.timed_out),
+                int(r.saved),
+                int(r.cache in (CacheStatus.LOCAL, CacheStatus.REMOTE)),
+                str(r.blocked_by) if r.blocked_by is not None else None,
+                r.reason,
+                len(r.violations),
+                logs.get(r.id),
+            ]
+        )
+    count = {c: sum(1 for r in summary.results if r.cache is c) for c in CacheStatus}
+    hits = count[CacheStatus.LOCAL] + count[CacheStatus.REMOTE] + count[CacheStatus.UP_TO_DATE]
+    uname = os.uname()
+    invocation = invocation_row(
+        summary.run_id,
+        shlex.join(["vx", *argv]),
+        str(req.cwd),
+        list(req.names),
+        _policy_text(prep),
+        prep.concurrency,
+        summary.started_at,
+        summary.ended_at,
+        len(rows),
+        sum(1 for r in summary.results if r.status is Status.FAILED),
+        hits,
+        count[CacheStatus.LOCAL],
+        count[CacheStatus.REMOTE],
+        count[CacheStatus.UP_TO_DATE],
+        summary.exit_code,
+        False,
+        (uname.nodename, uname.sysname.lower(), platform.machine(), __version__),
+    )
+    try:
+        runs.record(str(prep.cache_dir), invocation, rows)
+    except (OSError, sqlite3.Error):
+        pass
+
+
+def invocation_row(
+    run_id, command, cwd, names, policy, concurrency, started, ended, tasks, failed, hits,
+    local, remote, up_to_date, exit_code, replayed, host
+) -> list:  # fmt: skip
+    """An `invocations` row in column order (`vx.store.runs.INVOCATION_COLUMNS`)."""
+    import json
+
+    return [
+        run_id, command, cwd, json.dumps(names), policy, concurrency, started, ended,
+        (ended - started) * 1000, tasks, failed, hits, local, remote, up_to_date, exit_code,
+        int(exit_code == 0), int(replayed), *host,
+    ]  # fmt: skip
+
+
+def _history_status(r: TaskResult) -> str:
+    """The reference's status words: a hit is `cache-hit` (`cache-hit-remote` from a remote)."""
+    if r.status is Status.SUCCESS and r.cache in (CacheStatus.LOCAL, CacheStatus.UP_TO_DATE):
+        return "cache-hit"
+    if r.status is Status.SUCCESS and r.cache is CacheStatus.REMOTE:
+        return "cache-hit-remote"
+    return r.status.value
+
+
+def _policy_text(prep: Prepared) -> str:
+    """`lR,lW,rR,rW` with the letters of what is off left out (`lR,lW` with no remote)."""
+    parts = ["lR"] if prep.policy.read else []
+    parts += ["lW"] if prep.policy.write else []
+    axes = prep.remote.axes if prep.remote is not None else None
+    parts += ["rR"] if axes is not None and axes.remote_read else []
+    parts += ["rW"] if axes is not None and axes.remote_write else []
+    return ",".join(parts)
 
 
 def _announce(prep: Prepared, emit: Emit) -> None:

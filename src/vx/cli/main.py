@@ -851,6 +851,11 @@ def _run_request(
             observe=tracer.observe if tracer else None,
             on_graph_end=lock.release,
         )  # kept servers write no cache: another run may start
+        with stages("history"):
+            logs = run.keep_failure_logs(prep, summary)
+            run.record_run(prep, req, summary, argv, logs)
+        for tid, path in logs.items():
+            _say(f"vx: {tid} failed; its full log: {path}")
         if receipted:
             with stages("receipt"):
                 _keep_receipt(
