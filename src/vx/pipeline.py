@@ -664,6 +664,28 @@ def record_run(
         pass
 
 
+def replay_history(prep: Prepared, req: RunRequest, summary: RunSummary, argv: list[str]) -> list:
+    """What a replay of this run records (`vx.fastpath.replay`): the invocation's fixed fields
+    (command, cwd, requested tasks, cache policy, concurrency, host) and each task's
+    (project, task, key); the replay fills in its own id, times and counts."""
+    import json
+    import platform
+    import shlex
+
+    from vx import __version__
+
+    uname = os.uname()
+    fixed = [
+        shlex.join(["vx", *argv]),
+        str(req.cwd),
+        json.dumps(list(req.names)),
+        _policy_text(prep),
+        prep.concurrency,
+        [uname.nodename, uname.sysname.lower(), platform.machine(), __version__],
+    ]
+    return [fixed, [[r.id.package, r.id.task, r.key or ""] for r in summary.results]]
+
+
 def invocation_row(
     run_id, command, cwd, names, policy, concurrency, started, ended, tasks, failed, hits,
     local, remote, up_to_date, exit_code, replayed, host

@@ -967,6 +967,7 @@ def _noting(reporter, noticed: list):
 
 def _keep_receipt(argv, req, prep, summary, env, started_ns: int, silent: bool) -> None:
     """Write this run's receipt when it qualifies (docs/optimizations.md #18), else drop any old one."""
+    from vx import pipeline as run
     from vx.pipeline import receipt_tasks
 
     noted = witness.taken()
@@ -984,6 +985,7 @@ def _keep_receipt(argv, req, prep, summary, env, started_ns: int, silent: bool) 
         vouched=prep.index.vouched,
         tasks=tasks,
         toplevel=str(prep.index.toplevel) if prep.index.toplevel else None,
+        history=run.replay_history(prep, req, summary, argv),
     ):
         receipt.forget(root, cwd, argv)
 
