@@ -33,6 +33,7 @@ verbs:
   info                                        what vx sees here: versions, workspace, cache, sandbox
   show [PROJECT | PROJECT#TASK | TASK]        the configs as vx resolved them (--format json)
   why PKG#TASK                                what changed between the task's last two keys
+  last [RUNID] [--list[=N]] [--failed]        what the latest run did, and how to re-run what failed
   prune PKG … [--docker] [--out-dir DIR]      a partial workspace for PKG, its lockfile cut to it
   cache prune [--older-than D] [--max-size S] evict old and least recently used cache entries
   completions bash|zsh|fish                   a completion script for the shell
@@ -150,6 +151,17 @@ WHY_HELP = """usage: vx why PKG#TASK [--format=json]
 Names what changed between the task's last two keys: files (added, removed, edited), declared
 env variables, its declaration, its package.json, the workspace's lockfiles, arguments after
 `--`, and upstream tasks (each with the next `vx why` to ask). Reads the cache's history only.
+"""
+
+LAST_HELP = """usage: vx last [RUNID] [--list[=N]] [--failed] [--log PKG#TASK] [--format text|json]
+                [--cache-dir DIR]
+
+Shows the latest recorded run (or the one whose id starts RUNID): its verdict, command, time and
+counts, then each task, failures first, with its reason, time, CPU parallelism and peak RSS, and
+ends with the command that re-runs what failed. A task whose key has both passed and failed on
+record, or that passed on a retry, is marked flaky. `--failed` picks the latest failed run;
+`--list[=N]` lists the last N runs (default 10) by their shortest unique id prefixes;
+`--log PKG#TASK` prints a failed task's kept log. Reads the run history in the cache only.
 """
 
 SHOW_HELP = """usage: vx show [PROJECT | PROJECT#TASK | TASK] [--format text|json]
@@ -334,6 +346,18 @@ VERBS = {
         _HELP_ALIAS,
     ),  # turbo's name for the listing
     "why": Verb(WHY_HELP, {"--format": ("value", "format"), **_HELP_FLAG}, _HELP_ALIAS),
+    "last": Verb(
+        LAST_HELP,
+        {
+            "--list": ("optional", "list"),
+            "--failed": ("flag", "failed"),
+            "--log": ("value", "log"),
+            "--format": ("value", "format"),
+            "--cache-dir": ("value", "cache_dir"),
+            **_HELP_FLAG,
+        },
+        _HELP_ALIAS,
+    ),
     "cache": Verb(
         CACHE_HELP,
         {
@@ -496,6 +520,12 @@ def _verb_why(parsed, rest: list[str], argv: list[str]) -> int:
     return why_verb(parsed, os.environ)
 
 
+def _verb_last(parsed, rest: list[str], argv: list[str]) -> int:
+    from vx.cli.last import last_verb
+
+    return last_verb(parsed, os.environ)
+
+
 def _verb_show(parsed, rest: list[str], argv: list[str]) -> int:
     from vx.cli.show import show_verb
 
@@ -555,6 +585,7 @@ _VERB_RUNNERS = {
     "init": _verb_init,
     "migrate": _verb_migrate,
     "why": _verb_why,
+    "last": _verb_last,
     "show": _verb_show,
     "ls": _verb_show,
     "prune": _verb_prune,

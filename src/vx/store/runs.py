@@ -256,8 +256,15 @@ def task_rows(db, run: str) -> list[dict]:
 
 def flaky(db, rows: Sequence[dict]) -> set[tuple[str, str]]:
     """The (project, task) of `rows` whose key has both passed and failed on record (the partial
-    index on failed rows answers the failed side)."""
-    keys = sorted({r["hash"] for r in rows if r["hash"] and r["status"] in ("success", "failed")})
+    index on failed rows answers the failed side). Only cached tasks are judged: an uncached
+    task's key says nothing about its inputs."""
+    keys = sorted(
+        {
+            r["hash"]
+            for r in rows
+            if r["hash"] and r["cache"] != "no-cache" and r["status"] in ("success", "failed")
+        }
+    )
     if not keys:
         return set()
     marks = ",".join("?" * len(keys))
