@@ -602,7 +602,6 @@ def record_run(
     signal stopped, and no row for an aborted task (groups are not in the summary). `logs` are
     the kept failure logs. A failure here never fails the run."""
     import platform
-    import shlex
     import sqlite3
 
     from vx import __version__
@@ -641,7 +640,7 @@ def record_run(
     uname = os.uname()
     invocation = invocation_row(
         summary.run_id,
-        shlex.join(["vx", *argv]),
+        runs.shell_line(["vx", *argv]),
         str(req.cwd),
         list(req.names),
         _policy_text(prep),
@@ -670,13 +669,13 @@ def replay_history(prep: Prepared, req: RunRequest, summary: RunSummary, argv: l
     (project, task, key); the replay fills in its own id, times and counts."""
     import json
     import platform
-    import shlex
 
     from vx import __version__
+    from vx.store import runs
 
     uname = os.uname()
     fixed = [
-        shlex.join(["vx", *argv]),
+        runs.shell_line(["vx", *argv]),
         str(req.cwd),
         json.dumps(list(req.names)),
         _policy_text(prep),

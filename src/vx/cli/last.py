@@ -190,12 +190,7 @@ def _report(run: dict, rows: list[dict], flaky: set[tuple[str, str]]) -> dict:
 
 
 def _rerun(ids: list[str]) -> str:
-    """`vx run` with the ids, quoted only where a shell needs it (`#` inside a word does not)."""
-    import re
-    import shlex
-
-    plain = re.compile(r"[\w@%+=:,./-][\w@%+=:,./#-]*")
-    return " ".join(["vx", "run", *(i if plain.fullmatch(i) else shlex.quote(i) for i in ids)])
+    return runs.shell_line(["vx", "run", *ids])
 
 
 def _text(report: dict) -> list[str]:

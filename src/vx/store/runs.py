@@ -100,6 +100,16 @@ def run_id(now_ns: int | None = None) -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
+def shell_line(words: Sequence[str]) -> str:
+    """The words as a shell line, quoted only where a shell needs it (`#` inside a word, as in
+    `app#build`, does not)."""
+    import re
+    import shlex
+
+    plain = re.compile(r"[\w@%+=:,./-][\w@%+=:,./#-]*")
+    return " ".join(w if plain.fullmatch(w) else shlex.quote(w) for w in words)
+
+
 def append_pending(cache_dir: str, invocation: Sequence[Any], rows: Sequence[Sequence[Any]]) -> None:
     """Append one run (an invocation row and its task rows, in column order) to `runs.pending`,
     as one length-prefixed `marshal` record in one `write`. Raises OSError."""
