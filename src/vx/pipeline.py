@@ -596,7 +596,11 @@ def keep_failure_logs(prep: Prepared, summary: RunSummary) -> dict[TaskId, str]:
 
 
 def record_run(
-    prep: Prepared, req: RunRequest, summary: RunSummary, argv: list[str], logs: Mapping[TaskId, str]
+    prep: Prepared,
+    req: RunRequest,
+    summary: RunSummary,
+    argv: list[str],
+    logs: Mapping[TaskId, str],
 ) -> None:
     """Keep the run in the history (`vx.store.runs`, read by `vx last`): nothing for a run a
     signal stopped, and no row for an aborted task (groups are not in the summary). `logs` are

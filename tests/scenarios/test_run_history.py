@@ -12,8 +12,14 @@ import time
 import pytest
 from conftest import SRC, npm_workspace
 
-OK = "node -e \"require('fs').mkdirSync('dist',{recursive:true});require('fs').writeFileSync('dist/o','x');console.log('built')\""
-FAIL = "node -e \"console.log('first line');for(let i=0;i<3000;i++)console.log('noise '+i);console.error('the real error');process.exit(3)\""
+OK = (
+    "node -e \"require('fs').mkdirSync('dist',{recursive:true});"
+    "require('fs').writeFileSync('dist/o','x');console.log('built')\""
+)
+FAIL = (
+    "node -e \"console.log('first line');for(let i=0;i<3000;i++)console.log('noise '+i);"
+    "console.error('the real error');process.exit(3)\""
+)
 
 
 def cached(command, deps=()):
@@ -46,9 +52,7 @@ def history(repo):
     db = sqlite3.connect(repo.root / ".vx" / "cache" / "runs.db")
     try:
         db.row_factory = sqlite3.Row
-        invocations = [
-            dict(r) for r in db.execute("SELECT * FROM invocations ORDER BY started_at")
-        ]
+        invocations = [dict(r) for r in db.execute("SELECT * FROM invocations ORDER BY started_at")]
         rows = [dict(r) for r in db.execute("SELECT * FROM runs ORDER BY id")]
     finally:
         db.close()
@@ -124,7 +128,14 @@ def test_a_run_stopped_by_a_signal_records_nothing(repo):
     hang = "node -e \"require('fs').writeFileSync('../../started','1');setInterval(()=>{},1000)\""
     repo.write(
         npm_workspace(
-            {"a": {"tasks": {"serve": {"exec": {"command": hang}}, "quick": {"exec": {"command": "node -e 0"}}}}}
+            {
+                "a": {
+                    "tasks": {
+                        "serve": {"exec": {"command": hang}},
+                        "quick": {"exec": {"command": "node -e 0"}},
+                    }
+                }
+            }
         )
     ).commit()
     assert repo.vx("run", "a#quick").code == 0  # a run that ends is recorded

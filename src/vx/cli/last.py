@@ -96,7 +96,9 @@ def _pick(db, prefix: str | None, failed: bool) -> dict | None:
     if failed:
         found = [r for r in found if not r["exit_ok"]]
     if not found:
-        raise UsageError(f"no recorded run has an id starting `{prefix}`", hint="see `vx last --list`")
+        raise UsageError(
+            f"no recorded run has an id starting `{prefix}`", hint="see `vx last --list`"
+        )
     if len(found) > 1:
         raise UsageError(
             f"`{prefix}` starts {len(found)} run ids",
@@ -134,7 +136,9 @@ def _unique_width(ids: list[str], least: int = 8) -> int:
 def _log(run: dict, rows: list[dict], name: str) -> int:
     wanted = name if "#" in name else None
     found = [
-        r for r in rows if (f"{r['project']}#{r['task']}" == wanted) or (not wanted and r["task"] == name)
+        r
+        for r in rows
+        if (f"{r['project']}#{r['task']}" == wanted) or (not wanted and r["task"] == name)
     ]
     if not found:
         raise UsageError(
@@ -180,9 +184,9 @@ def _report(run: dict, rows: list[dict], flaky: set[tuple[str, str]]) -> dict:
     for r in sorted(rows, key=lambda r: order.get(r["status"], 5)):
         task = {"id": f"{r['project']}#{r['task']}", **r}
         task["timed_out"], task["cached"] = bool(r["timed_out"]), bool(r["cached"])
-        task["restored"], task["flaky"] = bool(r["restored"]), (r["project"], r["task"]) in flaky or (
-            r["status"] == "success" and r["attempts"] > 1  # passed on a retry
-        )
+        retried = r["status"] == "success" and r["attempts"] > 1  # passed on a retry
+        task["restored"] = bool(r["restored"])
+        task["flaky"] = (r["project"], r["task"]) in flaky or retried
         tasks.append(task)
     redo = [t["id"] for t in tasks if t["status"] in ("failed", "skipped")]
     rerun = _rerun(redo) if redo else None

@@ -110,14 +110,18 @@ def shell_line(words: Sequence[str]) -> str:
     return " ".join(w if plain.fullmatch(w) else shlex.quote(w) for w in words)
 
 
-def append_pending(cache_dir: str, invocation: Sequence[Any], rows: Sequence[Sequence[Any]]) -> None:
+def append_pending(
+    cache_dir: str, invocation: Sequence[Any], rows: Sequence[Sequence[Any]]
+) -> None:
     """Append one run (an invocation row and its task rows, in column order) to `runs.pending`,
     as one length-prefixed `marshal` record in one `write`. Raises OSError."""
     import marshal
 
     data = marshal.dumps([list(invocation), [list(r) for r in rows]])
     fd = os.open(
-        os.path.join(cache_dir, PENDING), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600
+        os.path.join(cache_dir, PENDING),
+        os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC,
+        0o600,
     )
     try:
         os.write(fd, len(data).to_bytes(4, "little") + data)
