@@ -605,7 +605,6 @@ def record_run(
     """Keep the run in the history (`vx.store.runs`, read by `vx last`): nothing for a run a
     signal stopped, and no row for an aborted task (groups are not in the summary). `logs` are
     the kept failure logs. A failure here never fails the run."""
-    import platform
     import sqlite3
 
     from vx import __version__
@@ -659,7 +658,7 @@ def record_run(
         count[CacheStatus.UP_TO_DATE],
         summary.exit_code,
         False,
-        (uname.nodename, uname.sysname.lower(), platform.machine(), __version__),
+        (uname.nodename, uname.sysname.lower(), uname.machine, __version__),
     )
     try:
         runs.record(str(prep.cache_dir), invocation, rows)
@@ -672,7 +671,6 @@ def replay_history(prep: Prepared, req: RunRequest, summary: RunSummary, argv: l
     (command, cwd, requested tasks, cache policy, concurrency, host) and each task's
     (project, task, key); the replay fills in its own id, times and counts."""
     import json
-    import platform
 
     from vx import __version__
     from vx.store import runs
@@ -684,7 +682,7 @@ def replay_history(prep: Prepared, req: RunRequest, summary: RunSummary, argv: l
         json.dumps(list(req.names)),
         _policy_text(prep),
         prep.concurrency,
-        [uname.nodename, uname.sysname.lower(), platform.machine(), __version__],
+        [uname.nodename, uname.sysname.lower(), uname.machine, __version__],
     ]
     return [fixed, [[r.id.package, r.id.task, r.key or ""] for r in summary.results]]
 

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 DB_NAME = "runs.db"
 PENDING = "runs.pending"
 SCHEMA = "1"
+FOLD_AT = 1 << 20  # a pending file this big is folded by the replay that grew it
 KEEP_RUNS = 1000  # invocations kept; older ones and their task rows go
 
 INVOCATION_COLUMNS = (
@@ -114,7 +115,8 @@ def append_pending(
     cache_dir: str, invocation: Sequence[Any], rows: Sequence[Sequence[Any]]
 ) -> None:
     """Append one run (an invocation row and its task rows, in column order) to `runs.pending`,
-    as one length-prefixed `marshal` record in one `write`. Raises OSError."""
+    as one length-prefixed `marshal` record in one `write`; past FOLD_AT bytes, fold the file
+    into the database, so it stays bounded however long replays go on. Raises OSError."""
     import marshal
 
     data = marshal.dumps([list(invocation), [list(r) for r in rows]])
@@ -125,8 +127,14 @@ def append_pending(
     )
     try:
         os.write(fd, len(data).to_bytes(4, "little") + data)
+        size = os.fstat(fd).st_size
     finally:
         os.close(fd)
+    if size > FOLD_AT:  # rare: a run of replays with no pipeline run between folds them here
+        try:
+            record(cache_dir, None)
+        except Exception:  # sqlite3.Error: the file stays for the next run that records
+            pass
 
 
 def _pending(path: str) -> list:
@@ -153,6 +161,7 @@ def _pending(path: str) -> list:
 
 def connect(cache_dir: str, create: bool = True):
     """The history database, its tables made; None when there is none and `create` is off.
+    A damaged file (an OS crash can leave one: see `_open`) is dropped and started afresh.
     Raises sqlite3.Error / OSError."""
     import sqlite3
 
@@ -161,18 +170,40 @@ def connect(cache_dir: str, create: bool = True):
         return None
     if create:
         os.makedirs(cache_dir, exist_ok=True)
+    try:
+        return _open(path)
+    except sqlite3.DatabaseError as exc:
+        if isinstance(exc, sqlite3.OperationalError):  # locked, unreadable: not damage
+            raise
+        for suffix in ("", "-wal", "-shm"):
+            try:
+                os.unlink(path + suffix)
+            except FileNotFoundError:
+                pass
+        return _open(path)
+
+
+def _open(path: str):
+    """The database with WAL and no fsync: a commit and the checkpoint at close each cost a sync
+    otherwise, on every run. The price is that an OS crash or power loss may lose the last runs
+    or damage the file, which `connect` then starts afresh: the history is a record, never
+    something a run's correctness rests on."""
+    import sqlite3
+
     db = sqlite3.connect(path, isolation_level=None, timeout=5.0)
     try:
         db.execute("PRAGMA busy_timeout=5000")
         db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute("PRAGMA synchronous=OFF")
         version = db.execute("PRAGMA user_version").fetchone()[0]
         if version != int(SCHEMA):  # no migrations: a history of another shape starts afresh
+            db.execute("BEGIN IMMEDIATE")
             db.execute("DROP TABLE IF EXISTS runs")
             db.execute("DROP TABLE IF EXISTS invocations")
-            db.execute(f"PRAGMA user_version={int(SCHEMA)}")
-        for statement in DDL:
-            db.execute(statement)
+            for statement in DDL:
+                db.execute(statement)
+            db.execute(f"PRAGMA user_version={int(SCHEMA)}")  # set last: the tables are there
+            db.execute("COMMIT")
     except BaseException:
         db.close()
         raise
@@ -200,16 +231,7 @@ def record(
         db.execute("BEGIN IMMEDIATE")
         try:
             _insert(db, runs)
-            db.execute(
-                "DELETE FROM runs WHERE run_id IN (SELECT run_id FROM invocations"
-                " ORDER BY started_at DESC LIMIT -1 OFFSET ?)",
-                (KEEP_RUNS,),
-            )
-            db.execute(
-                "DELETE FROM invocations WHERE run_id IN (SELECT run_id FROM invocations"
-                " ORDER BY started_at DESC LIMIT -1 OFFSET ?)",
-                (KEEP_RUNS,),
-            )
+            _drop_oldest(db)
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
@@ -218,6 +240,20 @@ def record(
             os.unlink(taken)
     finally:
         db.close()
+
+
+def _drop_oldest(db) -> None:
+    """Drop the runs past the newest KEEP_RUNS; one index step when there are none."""
+    (cut,) = db.execute(
+        "SELECT COALESCE((SELECT started_at FROM invocations ORDER BY started_at DESC"
+        " LIMIT 1 OFFSET ?), -1)",
+        (KEEP_RUNS - 1,),
+    ).fetchone()
+    if cut < 0:
+        return
+    old = "SELECT run_id FROM invocations WHERE started_at < ?"
+    db.execute(f"DELETE FROM runs WHERE run_id IN ({old})", (cut,))
+    db.execute(f"DELETE FROM invocations WHERE run_id IN ({old})", (cut,))
 
 
 def _insert(db, runs: list) -> None:

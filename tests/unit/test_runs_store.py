@@ -51,3 +51,15 @@ def test_pending_runs_fold_in_and_a_torn_record_is_left_out(tmp_path):
 def test_shell_line_quotes_only_what_a_shell_needs():
     assert runs.shell_line(["vx", "run", "app#test", "//#lint"]) == "vx run app#test //#lint"
     assert runs.shell_line(["vx", "run", "#x", "a b"]) == "vx run '#x' 'a b'"
+
+
+def test_a_damaged_history_starts_afresh(tmp_path):
+    (tmp_path / runs.DB_NAME).write_bytes(b"not a database, as an OS crash may leave it" * 100)
+    inv = ["id2", "vx run build", "/w", '["build"]', "lR,lW", 2, 1.0, 2.0, 1000.0]
+    inv += [0, 0, 0, 0, 0, 0, 0, 1, 0, "h", "linux", "x86_64", "0"]
+    runs.record(str(tmp_path), inv, [])
+    db = runs.connect(str(tmp_path), create=False)
+    try:
+        assert [r["run_id"] for r in runs.invocations(db, 5)] == ["id2"]
+    finally:
+        db.close()
