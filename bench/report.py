@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import statistics
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 # Issue 4's targets: the vx/turbo ratio of median wall time, per scenario (None: no target).
 TARGETS = {"warm": 0.5, "restore": 0.5, "leaf": 0.7, "core": 0.7, "cold": 0.5, "multi": None}
@@ -43,6 +43,34 @@ def main_table(results: Iterable[Mapping]) -> list[str]:
             f"| {verdict(r['scenario'], r['size'], ratio)} | {seconds(vx['cpu_s']['median'])} "
             f"| {seconds(tb['cpu_s']['median'])} | {cpu_ratio:.2f} | {vx['rss_mib']['median']:.0f} MiB "
             f"| {tb['rss_mib']['median']:.0f} MiB |"
+        )
+    return rows
+
+
+def versus_table(results: Iterable[Mapping], others: Sequence[str]) -> list[str]:
+    """vx beside each of `others` (Nx with its daemon off and on): wall, the ratio, and CPU."""
+    head = (
+        "| size | scenario | vx wall | "
+        + " | ".join(f"{o} wall | **vx/{o}**" for o in others)
+        + " | vx CPU | "
+        + " | ".join(f"{o} CPU" for o in others)
+        + " |"
+    )
+    rows = [
+        head,
+        "| ---: | --- | ---: |" + " ---: | ---: |" * len(others) + " ---: |" * (1 + len(others)),
+    ]
+    for r in results:
+        vx = r["tools"]["vx"]
+        cells = [
+            f"{spread(r['tools'][o]['wall_s'])} | "
+            f"**{vx['wall_s']['median'] / r['tools'][o]['wall_s']['median']:.2f}**"
+            for o in others
+        ]
+        cpus = [seconds(r["tools"][o]["cpu_s"]["median"]) for o in others]
+        rows.append(
+            f"| {r['size']} | {r['scenario']} | {spread(vx['wall_s'])} | {' | '.join(cells)} "
+            f"| {seconds(vx['cpu_s']['median'])} | {' | '.join(cpus)} |"
         )
     return rows
 

@@ -4,12 +4,15 @@
     python bench/run.py --sizes 100                  # the docs' m100 rows, ~5 minutes
     python bench/run.py                              # sizes 10, 100, 1000 (~30 minutes)
     python bench/run.py --sizes 1000 --scenarios warm,restore,leaf
+    python bench/run.py --against nx --sizes 100,1000 --scenarios warm,restore,leaf
 
 For each size, `gen_monorepo.py` writes one workspace with both tools' configs (same
 commands, same cached outputs; turbo installed from npm into it), copied once per tool.
 Then, scenario by scenario, each tool gets its warm-up runs and the timed runs alternate
 vx, turbo, turbo, vx, ... so load on the machine falls on both. Every vx run has
-VX_TIMING=1 and its stage table is kept. Results: a Markdown table on stdout (also written
+VX_TIMING=1 and its stage table is kept. `--against nx` times Nx instead (nx 21.6.4 from npm, in
+its own copy), its daemon off and on (NX_DAEMON=false/true) as two tools sharing that copy
+and its cache, interleaved with vx in the same way. Results: a Markdown table on stdout (also written
 to --markdown) and every sample in --json.
 """
 
@@ -27,9 +30,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from measure import load_average, measure, summarise  # noqa: E402
-from report import main_table, parse_stages, stage_table  # noqa: E402
+from report import main_table, parse_stages, stage_table, versus_table  # noqa: E402
 from scenarios import ORDER, SCENARIOS, Scenario  # noqa: E402
-from tools import Tool, turbo_tool, version_of, vx_tool, workspaces  # noqa: E402
+from tools import (  # noqa: E402
+    Tool,
+    nx_tool,
+    stop_daemon,
+    turbo_tool,
+    version_of,
+    vx_tool,
+    workspaces,
+)
 
 BIG = 1000  # from here on core and multi are opt-in: turbo needs 10+ minutes for each
 
@@ -163,20 +174,36 @@ def _out(argv: list[str]) -> str:
         return "?"
 
 
+def incumbents(against: str, wss: dict[str, Path]) -> tuple[dict[str, Tool], dict[str, Path]]:
+    """The tools vx is timed against, and the copy each runs in (Nx's two modes share one)."""
+    if against == "turbo":
+        return {"turbo": turbo_tool(wss["turbo"])}, {"turbo": wss["turbo"]}
+    nx = wss["nx"]
+    return {"nx": nx_tool(nx, daemon=False), "nx-daemon": nx_tool(nx, daemon=True)}, {
+        "nx": nx,
+        "nx-daemon": nx,
+    }
+
+
 def bench_size(size: int, args, vx: Tool, logs: Path) -> list[dict]:
-    wss = workspaces(args.work, size, fresh=args.fresh)
-    tools = {"vx": vx, "turbo": turbo_tool(wss["turbo"])}
+    copies = workspaces(args.work, size, fresh=args.fresh, against=args.against)
+    others, other_wss = incumbents(args.against, copies)
+    tools, wss = {"vx": vx, **others}, {"vx": copies["vx"], **other_wss}
     names = args.scenarios or default_scenarios(size)
     if "cold" not in names:  # whatever state a reused workspace is in, start from a full cache
         for name, tool in tools.items():
             settle(tool, wss[name], args.concurrency)
-    return [
-        run_scenario(
-            SCENARIOS[n], size, tools, wss, runs_for(n, size, args.runs), args.concurrency, logs
-        )
-        for n in ORDER
-        if n in names
-    ]
+    try:
+        return [
+            run_scenario(
+                SCENARIOS[n], size, tools, wss, runs_for(n, size, args.runs), args.concurrency, logs
+            )
+            for n in ORDER
+            if n in names
+        ]
+    finally:
+        for name, tool in tools.items():
+            stop_daemon(tool, wss[name])
 
 
 def parse_args(argv=None):
@@ -206,6 +233,12 @@ def parse_args(argv=None):
         "--vx", help="vx command to time (default: pip install of this checkout into WORK/venv)"
     )
     ap.add_argument("--fresh", action="store_true", help="regenerate the workspaces")
+    ap.add_argument(
+        "--against",
+        choices=("turbo", "nx"),
+        default="turbo",
+        help="the incumbent timed beside vx (nx: its daemon off and on)",
+    )
     ap.add_argument("--json", type=Path, help="write every sample here (default WORK/results.json)")
     ap.add_argument("--markdown", type=Path, help="also write the tables here")
     args = ap.parse_args(argv)
@@ -230,9 +263,11 @@ def main(argv=None) -> int:
     vx = vx_tool(args.vx, args.work)
     started, load = time.time(), load_average()
     results = [row for size in args.sizes for row in bench_size(size, args, vx, logs)]
-    first = args.work / f"m{args.sizes[0]}-turbo"
+    copies = workspaces(args.work, args.sizes[0], against=args.against)
+    first = copies[args.against]
     info = {
-        "machine": machine({"vx": vx, "turbo": turbo_tool(first)}, first),
+        "against": args.against,
+        "machine": machine({"vx": vx, **incumbents(args.against, copies)[0]}, first),
         "load_before": load,
         "load_after": load_average(),
         "minutes": round((time.time() - started) / 60, 1),
@@ -240,7 +275,12 @@ def main(argv=None) -> int:
         "results": results,
     }
     (args.json or args.work / "results.json").write_text(json.dumps(info, indent=1))
-    text = "\n".join(header(info) + [""] + main_table(results) + [""] + stage_table(results)) + "\n"
+    table = (
+        main_table(results)
+        if args.against == "turbo"
+        else versus_table(results, ("nx", "nx-daemon"))
+    )
+    text = "\n".join(header(info) + [""] + table + [""] + stage_table(results)) + "\n"
     print(text)
     if args.markdown:
         args.markdown.write_text(text)
@@ -251,7 +291,9 @@ def header(info: dict) -> list[str]:
     m = info["machine"]
     return [
         f"{m['date']} · {m['cpus']} CPUs ({m['cpu']}) · Linux {m['kernel']} · Python {m['python']} · "
-        f"node {m['node']} · {m['git']} · {m['versions']['turbo']} (turbo) · {m['versions']['vx']} @ "
+        f"node {m['node']} · {m['git']} · "
+        + "".join(f"{v} ({n}) · " for n, v in m["versions"].items() if n != "vx")
+        + f"{m['versions']['vx']} @ "
         f"{m['vx_commit']} · concurrency {info['concurrency']} · load {info['load_before']} → "
         f"{info['load_after']} · {info['minutes']} min"
     ]

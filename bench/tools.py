@@ -27,26 +27,38 @@ TOOL_ENV = {  # no telemetry, update checks or colour; CI unset (it changes defa
     "TURBO_NO_UPDATE_NOTIFIER": "1",
     "DO_NOT_TRACK": "1",
     "NO_COLOR": "1",
+    "NX_NO_CLOUD": "true",
+    "NX_TUI": "false",
 }
+NX_VERSION = "21.6.4"  # the Nx the scenario tests pin (tests/scenarios/npm_packages.py)
 
 
 @dataclass(frozen=True)
 class Tool:
     name: str
     exe: tuple[str, ...]  # the command up to (not including) `run`
-    flavour: str  # "vx" | "turbo"
+    flavour: str  # "vx" | "turbo" | "nx"
+    daemon: bool = False  # nx: NX_DAEMON=true (the daemon keeps the project graph between runs)
     # vx's HOME: the repository's shared store lives under it (~/.vx/<id>), so a cold start
     # empties it and the bench never reads or fills the user's own
     home: Path | None = None
 
     def argv(self, tasks: Sequence[str], concurrency: int) -> list[str]:
+        if self.flavour == "nx":
+            return [*self.exe, "run-many", "-t", *tasks, f"--parallel={concurrency}"]
         if self.flavour == "turbo":
             return [*self.exe, "run", *tasks, f"--concurrency={concurrency}"]
         return [*self.exe, "run", *tasks, "--concurrency", str(concurrency)]
 
     def clean(self, ws: Path) -> None:
         """Empty the tool's cache and delete every output: a cold start."""
-        caches = [".vx"] if self.flavour == "vx" else [".turbo", "node_modules/.cache/turbo"]
+        caches = {
+            "vx": [".vx"],
+            "turbo": [".turbo", "node_modules/.cache/turbo"],
+            "nx": [".nx"],
+        }[self.flavour]
+        if self.flavour == "nx":  # a daemon would keep the old graph and cache state
+            subprocess.run([*self.exe, "daemon", "--stop"], cwd=ws, env=self.env(), check=False)
         for rel in caches:
             shutil.rmtree(ws / rel, ignore_errors=True)
         if self.home is not None:
@@ -62,6 +74,8 @@ class Tool:
         if self.home is not None:
             self.home.mkdir(mode=0o700, parents=True, exist_ok=True)
             env["HOME"] = str(self.home)
+        if self.flavour == "nx":
+            env["NX_DAEMON"] = "true" if self.daemon else "false"
         return env
 
 
@@ -73,6 +87,25 @@ def turbo_tool(ws: Path) -> Tool:
     native = sorted((ws / "node_modules" / "@turbo").glob("*/bin/turbo"))
     exe = native[0] if native else ws / "node_modules" / ".bin" / "turbo"
     return Tool("turbo", (str(exe),), "turbo")
+
+
+def nx_tool(ws: Path, daemon: bool) -> Tool:
+    """Nx from the workspace's node_modules, with its daemon on or off (NX_DAEMON)."""
+    exe = ws / "node_modules" / ".bin" / "nx"
+    return Tool("nx-daemon" if daemon else "nx", (str(exe),), "nx", daemon)
+
+
+def stop_daemon(tool: Tool, ws: Path) -> None:
+    """Stop the Nx daemon a run started in `ws` (it outlives the run)."""
+    if tool.daemon:
+        subprocess.run(
+            [*tool.exe, "daemon", "--stop"],
+            cwd=ws,
+            env=tool.env(),
+            check=False,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
 
 
 def vx_tool(spec: str | None, work: Path) -> Tool:
@@ -107,16 +140,23 @@ def version_of(tool: Tool, ws: Path) -> str:
     out = subprocess.run(
         [*tool.exe, "--version"], cwd=ws, capture_output=True, text=True, env=tool.env()
     )
-    return out.stdout.strip().splitlines()[0] if out.stdout.strip() else "?"
+    lines = out.stdout.strip().splitlines()
+    if tool.flavour == "nx":  # "Nx Version:" then "- Local: v21.6.4"
+        local = [ln.split("Local:", 1)[1].strip() for ln in lines if "Local:" in ln]
+        return f"nx {local[0]}" if local else "?"
+    return lines[0] if lines else "?"
 
 
 # ---------------------------------------------------------------- workspaces
 
 
-def workspaces(work: Path, packages: int, fresh: bool = False) -> dict[str, Path]:
-    """Generate (or reuse) the size's workspace and its per-tool copies: {"vx": path, "turbo": path}."""
-    base = work / f"m{packages}"
-    copies = {name: work / f"m{packages}-{name}" for name in ("vx", "turbo")}
+def workspaces(
+    work: Path, packages: int, fresh: bool = False, against: str = "turbo"
+) -> dict[str, Path]:
+    """Generate (or reuse) the size's workspace and its per-tool copies: {"vx": path, "turbo": path}
+    (against Nx: {"vx": path, "nx": path} under WORK/nx, nx.json beside the vx configs)."""
+    base = work / f"m{packages}" if against == "turbo" else work / "nx" / f"m{packages}"
+    copies = {name: base.with_name(f"{base.name}-{name}") for name in ("vx", against)}
     if not fresh and all(_matches(p, packages) for p in copies.values()):
         return copies
     for path in (base, *copies.values()):
@@ -135,9 +175,18 @@ def workspaces(work: Path, packages: int, fresh: bool = False) -> dict[str, Path
             "-s",
             str(SEED),
             "--tools",
-            "vx,turbo",
+            f"vx,{against}",
+            *(["--tool-version", f"nx={NX_VERSION}"] if against == "nx" else []),
             "--install",
-        ]
+        ],
+        # No auto gc after the generator's commit of thousands of files: it would pack objects in
+        # the background while `cp` copies them (a 1,000-package copy failed so).
+        env={
+            **os.environ,
+            "GIT_CONFIG_COUNT": "1",
+            "GIT_CONFIG_KEY_0": "gc.auto",
+            "GIT_CONFIG_VALUE_0": "0",
+        },
     )
     for path in copies.values():
         _run(["cp", "-a", str(base), str(path)])
@@ -163,6 +212,6 @@ def _matches(ws: Path, packages: int) -> bool:
     return all(args.get(k) == v for k, v in want.items()) and (ws / "node_modules").is_dir()
 
 
-def _run(argv: Sequence[str]) -> None:
+def _run(argv: Sequence[str], env: dict[str, str] | None = None) -> None:
     print("+ " + " ".join(argv), file=sys.stderr, flush=True)
-    subprocess.run(list(argv), check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(list(argv), check=True, stdout=subprocess.DEVNULL, env=env)

@@ -42,7 +42,8 @@ def workspace(repo: Repo) -> Repo:
     ).commit()
 
 
-def test_ex09_off_a_tty_an_interactive_task_runs_as_a_normal_task(repo):
+@pytest.mark.feature("EX-09")
+def test_off_a_tty_an_interactive_task_runs_as_a_normal_task(repo):
     workspace(repo)
     res = repo.vx("run", "ask", cwd="packages/app")  # stdin is /dev/null: `read` sees EOF
     assert res.code == 0, res.out + res.err
@@ -115,7 +116,8 @@ def wait_for_file(path, pane: Pane) -> str:
     return path.read_text().strip()
 
 
-def test_ex09_on_a_tty_an_interactive_task_reads_the_terminal_and_runs_alone(repo, pane):
+@pytest.mark.feature("EX-09")
+def test_on_a_tty_an_interactive_task_reads_the_terminal_and_runs_alone(repo, pane):
     """`both` asks for `ask` (interactive) and `other`: the prompt is on the real terminal, the
     answer typed there reaches the task, and `other` never runs while `ask` does (GR-19)."""
     workspace(repo)
@@ -132,7 +134,8 @@ def test_ex09_on_a_tty_an_interactive_task_reads_the_terminal_and_runs_alone(rep
     assert "Traceback" not in p.text()
 
 
-def test_ex08_a_server_in_a_terminal_streams_and_ctrl_c_stops_it(repo, pane):
+@pytest.mark.feature("EX-08")
+def test_a_server_in_a_terminal_streams_and_ctrl_c_stops_it(repo, pane):
     """`vx run dev` on a real terminal (the live status region on): the server's lines, the
     footer, and Ctrl-C ends it with exit 130."""
     server = (

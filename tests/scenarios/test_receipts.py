@@ -573,8 +573,9 @@ def with_linked_inputs(repo):
     return repo
 
 
+@pytest.mark.feature("KEY-18")
 @pytest.mark.parametrize("change", ["edit-env", "edit-gen", "add-gen"])
-def test_key18_a_changed_ignored_input_is_never_replayed(repo, change):
+def test_a_changed_ignored_input_is_never_replayed(repo, change):
     """A receipt vouches for an ignored input only by its own stat: git's listings pin nothing."""
     ws = with_ignored_inputs(repo)
     settle(ws)

@@ -89,7 +89,8 @@ def outputs(repo: Repo) -> dict[str, bytes]:
     return {p: (repo.root / "packages" / p / "dist" / "out.js").read_bytes() for p in PACKAGES}
 
 
-def test_lc02_a_second_worktrees_first_build_is_all_hits(repo, tmp_path):
+@pytest.mark.feature("LC-02")
+def test_a_second_worktrees_first_build_is_all_hits(repo, tmp_path):
     """Two `git worktree`s of one repository (no remote: the id comes from the root commit): the
     second's first `vx run build` restores every task from what the first saved, and writes no
     artifact of its own."""
@@ -112,7 +113,8 @@ def test_lc02_a_second_worktrees_first_build_is_all_hits(repo, tmp_path):
     assert caches(again) == {f"{p}#build": "up-to-date" for p in PACKAGES}
 
 
-def test_lc02_clones_with_one_remote_share_and_another_remote_does_not(repo, tmp_path):
+@pytest.mark.feature("LC-02")
+def test_clones_with_one_remote_share_and_another_remote_does_not(repo, tmp_path):
     """Two clones whose `origin` spells one repository two ways (scp-like ssh and https, case and
     `.git` aside) share a store; a clone of another remote gets its own."""
     home = home_of(tmp_path)
@@ -130,7 +132,8 @@ def test_lc02_clones_with_one_remote_share_and_another_remote_does_not(repo, tmp
     assert len(stores(home)) == 2
 
 
-def test_lc02_every_level_of_the_store_is_private(repo, tmp_path):
+@pytest.mark.feature("LC-02")
+def test_every_level_of_the_store_is_private(repo, tmp_path):
     """~/.vx, ~/.vx/<id> and its cache dir are 0700 — a ~/.vx left readable by others is tightened."""
     home = home_of(tmp_path)
     (home / ".vx").mkdir(mode=0o755)
@@ -142,8 +145,9 @@ def test_lc02_every_level_of_the_store_is_private(repo, tmp_path):
         assert stat.S_IMODE(os.lstat(level).st_mode) == 0o700, level
 
 
+@pytest.mark.feature("LC-02")
 @pytest.mark.parametrize("unsafe", ["home writable by others", "~/.vx a symlink", "id dir 0770"])
-def test_lc02_an_unsafe_home_keeps_the_cache_in_the_workspace(repo, tmp_path, unsafe):
+def test_an_unsafe_home_keeps_the_cache_in_the_workspace(repo, tmp_path, unsafe):
     """A home others can write, or a level of the store that is a symlink or writable by others:
     the run says so once, keeps its cache in .vx/cache, and puts nothing in the store."""
     home = home_of(tmp_path)
@@ -169,7 +173,8 @@ def test_lc02_an_unsafe_home_keeps_the_cache_in_the_workspace(repo, tmp_path, un
     assert set(caches(warm).values()) == {"up-to-date"}
 
 
-def test_lc02_a_named_cache_dir_or_the_switch_still_wins(repo, tmp_path):
+@pytest.mark.feature("LC-02")
+def test_a_named_cache_dir_or_the_switch_still_wins(repo, tmp_path):
     """`VX_CACHE_DIR` (like `cacheDir` and `--cache-dir`) holds everything and shares nothing, and
     `VX_SHARED_STORE=0` keeps the cache in .vx/cache: neither touches ~/.vx."""
     home = home_of(tmp_path)
@@ -213,7 +218,8 @@ def tree(root: Path) -> dict[str, tuple[int, int, bytes]]:
     return out
 
 
-def test_lc02_an_entry_of_the_shared_store_writes_only_into_the_workspace_that_runs(repo, tmp_path):
+@pytest.mark.feature("LC-02")
+def test_an_entry_of_the_shared_store_writes_only_into_the_workspace_that_runs(repo, tmp_path):
     """A restore from the shared store writes into the worktree that runs and nowhere else: the
     first worktree's files are untouched by the second's restores, and an entry whose members
     climb into the other worktree (`../`, or its absolute path) is a miss with a warning."""
@@ -242,7 +248,8 @@ def test_lc02_an_entry_of_the_shared_store_writes_only_into_the_workspace_that_r
         assert not list(tmp_path.rglob("evil.js")), hostile
 
 
-def test_lc02_worktrees_building_at_once_share_one_consistent_store(repo, tmp_path):
+@pytest.mark.feature("LC-02")
+def test_worktrees_building_at_once_share_one_consistent_store(repo, tmp_path):
     """Two worktrees save the same entries at the same time: both runs succeed, the store holds one
     row and one artifact per key, and afterwards each worktree's run is all hits."""
     home = home_of(tmp_path)
@@ -276,7 +283,8 @@ def test_lc02_worktrees_building_at_once_share_one_consistent_store(repo, tmp_pa
         assert set(caches(r.vx("run", "build", env=shared(home))).values()) <= HITS
 
 
-def test_lc02_cache_prune_sees_the_shared_store(repo, tmp_path):
+@pytest.mark.feature("LC-02")
+def test_cache_prune_sees_the_shared_store(repo, tmp_path):
     """`vx cache prune` in one worktree prunes the repository's store: what it evicts is gone for
     the other worktree too, and `vx info` names the store."""
     home = home_of(tmp_path)
@@ -294,11 +302,12 @@ def test_lc02_cache_prune_sees_the_shared_store(repo, tmp_path):
     assert set(caches(repo.vx("run", "build", env=shared(home))).values()) == {"miss"}
 
 
+@pytest.mark.feature("LC-02")
 @pytest.mark.skipif(
     any(shutil.which(t) is None for t in ("bwrap", "strace", "node")),
     reason="bwrap, strace and node are installed by dev/test",
 )
-def test_lc02_a_sandboxed_task_sees_the_shared_store_empty(repo, tmp_path):
+def test_a_sandboxed_task_sees_the_shared_store_empty(repo, tmp_path):
     """The shared store lies outside the workspace, in the home a sandbox leaves readable: a
     sandboxed task sees it as an empty directory (SB-15), so it can neither read another
     workspace's artifacts nor plant one."""
@@ -325,7 +334,8 @@ def test_lc02_a_sandboxed_task_sees_the_shared_store_empty(repo, tmp_path):
     assert "store files: 0" in res.out, res.out
 
 
-def test_lc02_vx_why_reads_the_shared_store(repo, tmp_path):
+@pytest.mark.feature("LC-02")
+def test_vx_why_reads_the_shared_store(repo, tmp_path):
     """`vx why` says why a task was not saved until an entry for its key exists, and with a
     shared store that entry is in the store, not in the workspace's index."""
     home = home_of(tmp_path)
@@ -347,7 +357,8 @@ def test_lc02_vx_why_reads_the_shared_store(repo, tmp_path):
     assert "not saved" not in why.out, why.out
 
 
-def test_lc02_a_receipt_is_not_replayed_from_a_store_others_can_write(repo, tmp_path):
+@pytest.mark.feature("LC-02")
+def test_a_receipt_is_not_replayed_from_a_store_others_can_write(repo, tmp_path):
     """A replayed run reads the shared store's artifacts by path: once a level of the store is
     writable by others, the receipt no longer vouches for it, and the run goes through the
     pipeline, which keeps the cache in the workspace and says why."""
@@ -363,7 +374,8 @@ def test_lc02_a_receipt_is_not_replayed_from_a_store_others_can_write(repo, tmp_
     assert "the shared cache store is off" in res.err, res.err
 
 
-def test_lc02_a_workspace_moves_between_its_own_cache_and_the_shared_store(repo, tmp_path):
+@pytest.mark.feature("LC-02")
+def test_a_workspace_moves_between_its_own_cache_and_the_shared_store(repo, tmp_path):
     """The workspace's index has a layout of its own when it sits beside a shared store: moving
     to the store resets it (its old artifacts go, no row names them), moving back resets it
     again — never a hit on an entry the other layout left, never an error."""

@@ -68,8 +68,9 @@ def compared(turbo_doc: dict, vx_doc: dict) -> int:
     return len(ours & {t["taskId"] for t in turbo_doc["tasks"]})
 
 
+@pytest.mark.feature("TL-05", "KEY-18")
 @pytest.mark.parametrize("shape", CORPUS, ids=[p.stem for p in CORPUS])
-def test_tl05_key18_each_task_hashes_the_files_turbo_hashes(repo, turbo_bin, shape):
+def test_each_task_hashes_the_files_turbo_hashes(repo, turbo_bin, shape):
     spec = json.loads(shape.read_text())
     repo.write(spec["files"])
     if spec.get("force_add"):  # tracked though ignored
@@ -84,7 +85,8 @@ def test_tl05_key18_each_task_hashes_the_files_turbo_hashes(repo, turbo_bin, sha
     assert input_differences(turbo_doc, vx_doc) == {}
 
 
-def test_tl05_key18_the_turbo_example_hashes_what_turbo_hashes(repo, turbo_bin):
+@pytest.mark.feature("TL-05", "KEY-18")
+def test_the_turbo_example_hashes_what_turbo_hashes(repo, turbo_bin):
     shutil.copytree(
         REPO / "examples" / "turbo",
         repo.root,
@@ -102,7 +104,8 @@ def test_tl05_key18_the_turbo_example_hashes_what_turbo_hashes(repo, turbo_bin):
     assert input_differences(turbo_doc, vx_doc) == {}
 
 
-def test_tl05_key18_a_generated_monorepo_hashes_what_turbo_hashes(tmp_path, turbo_bin):
+@pytest.mark.feature("TL-05", "KEY-18")
+def test_a_generated_monorepo_hashes_what_turbo_hashes(tmp_path, turbo_bin):
     from conftest import Repo
 
     root = tmp_path / "gen"

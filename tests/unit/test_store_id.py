@@ -11,6 +11,7 @@ from vx.store.shared import normalise_remote, preferred_remote, store_id
 TOP = Path("/work/repo")
 
 
+@pytest.mark.feature("LC-02")
 @pytest.mark.parametrize(
     "url",
     [
@@ -25,11 +26,12 @@ TOP = Path("/work/repo")
         "github.com:acme/shop.git",
     ],
 )
-def test_lc02_every_spelling_of_one_remote_is_one_repository(url):
+def test_every_spelling_of_one_remote_is_one_repository(url):
     assert normalise_remote(url, TOP) == "github.com/acme/shop"
 
 
-def test_lc02_other_repositories_and_hosts_differ():
+@pytest.mark.feature("LC-02")
+def test_other_repositories_and_hosts_differ():
     names = {
         normalise_remote(u, TOP)
         for u in (
@@ -42,7 +44,8 @@ def test_lc02_other_repositories_and_hosts_differ():
     assert len(names) == 4
 
 
-def test_lc02_a_local_remote_is_its_real_path(tmp_path):
+@pytest.mark.feature("LC-02")
+def test_a_local_remote_is_its_real_path(tmp_path):
     origin = tmp_path / "Origin.git"
     origin.mkdir()
     (tmp_path / "link").symlink_to(origin)
@@ -52,7 +55,8 @@ def test_lc02_a_local_remote_is_its_real_path(tmp_path):
     assert normalise_remote("../Origin.git", tmp_path / "clone") == want
 
 
-def test_lc02_origin_then_upstream_then_base_then_the_first():
+@pytest.mark.feature("LC-02")
+def test_origin_then_upstream_then_base_then_the_first():
     assert preferred_remote([("fork", "f"), ("upstream", "u"), ("origin", "o")]) == "o"
     assert preferred_remote([("fork", "f"), ("base", "b"), ("upstream", "u")]) == "u"
     assert preferred_remote([("fork", "f"), ("base", "b")]) == "b"
@@ -60,7 +64,8 @@ def test_lc02_origin_then_upstream_then_base_then_the_first():
     assert preferred_remote([("origin", "  ")]) is None
 
 
-def test_lc02_the_id_is_16_hex_and_folds_the_workspace_path():
+@pytest.mark.feature("LC-02")
+def test_the_id_is_16_hex_and_folds_the_workspace_path():
     a, b = store_id("github.com/acme/shop", ""), store_id("github.com/acme/shop", "apps/web")
     assert len(a) == 16 and int(a, 16) >= 0 and a != b
     assert store_id("github.com/acme/shop", "") == a

@@ -1,4 +1,4 @@
-"""How long the local cache keeps what it holds (LC-16): the `vx cache prune` verb, and the
+"""How long the local cache keeps what it holds: the `vx cache prune` verb, and the
 workspace's `cacheRetention` applied when a run ends.
 
 The verb takes the workspace's run lock first (a run restoring an artifact must not see it

@@ -1,4 +1,4 @@
-"""`vx info`: what vx sees here — versions, workspace, cache, workers, sandbox (CLI-08).
+"""`vx info`: what vx sees here — versions, workspace, cache, workers, sandbox.
 
 A doctor never fails on what it inspects: each row that cannot be read says why instead.
 """

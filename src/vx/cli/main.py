@@ -29,9 +29,11 @@ verbs:
   affected -t TASK … [--base REF]             Nx's spelling of `vx run TASK … --affected=REF`
   watch [OPTIONS] TASK …                      run, then run again on every change that matters
   init [--dry] [--force]                      a vx.config.json per package, from its scripts
+  migrate [--from turbo|nx] [--dry] [--force] vx configs written from turbo.json or Nx's targets
   info                                        what vx sees here: versions, workspace, cache, sandbox
   show [PROJECT | PROJECT#TASK | TASK]        the configs as vx resolved them (--format json)
   why PKG#TASK                                what changed between the task's last two keys
+  prune PKG … [--docker] [--out-dir DIR]      a partial workspace for PKG, its lockfile cut to it
   cache prune [--older-than D] [--max-size S] evict old and least recently used cache entries
   completions bash|zsh|fish                   a completion script for the shell
   help [VERB]                                 show help for vx or one verb
@@ -104,6 +106,8 @@ is gone. Waits for a `vx run` of the same workspace to finish first.
 
   --dry-run        say what would go; remove nothing
   --format json    print {dryRun, evicted, bytesFreed, orphans, orphanBytes, phantoms, kept, keptBytes}
+
+(turbo's prune, a partial workspace for one package, is `vx prune PKG`.)
 """
 
 WATCH_HELP = """usage: vx watch [RUN OPTIONS] TASK [PKG#TASK …] [-- ARGS]
@@ -129,6 +133,18 @@ turbo.json unchanged, and in an Nx workspace nx.json and project.json, so `vx in
 needs `--force`.
 """
 
+MIGRATE_HELP = """usage: vx migrate [--from turbo|nx] [--dry] [--force] [--format json|ts]
+
+Writes a vx.config.json (JSON with comments) beside each project that has tasks, holding the
+tasks vx runs today from turbo.json, or from nx.json and the project targets: the same tasks,
+dependencies, inputs and outputs, so `vx run build --dry=json` plans the same. Whatever has no
+vx field is a `TODO(vx-migrate)` comment saying why (a target executor vx cannot run is a task
+that fails saying so). vx.workspace.json gets `"migrated": "turbo"` (or "nx"): from then on vx
+reads tasks from the vx configs only. `--from` picks the tool where both files exist (default:
+turbo.json). `--format ts` writes vx.config.ts files and a vx-preset.ts with the global lists.
+An existing vx.config is refused (exit 2) unless `--force`; `--dry` prints the files instead.
+"""
+
 WHY_HELP = """usage: vx why PKG#TASK [--format=json]
 
 Names what changed between the task's last two keys: files (added, removed, edited), declared
@@ -143,6 +159,21 @@ Turborepo repository's turbo.json — each task as its key folds it. Without a n
 project with its workspace dependencies, tasks and config file. Nx's `vx show projects` and
 `vx show project NAME` work too (in an Nx workspace `vx show project NAME --json` prints the
 project as `nx show project NAME --json` does), and `vx ls` is `vx show` (turbo's `ls`).
+"""
+
+PRUNE_HELP = """usage: vx prune PKG [PKG …] [--docker] [--out-dir DIR]
+
+Writes a partial workspace for the packages named (turbo's `prune`): them and every workspace
+package they depend on, the root's files (package.json, the vx, turbo and package manager
+configs), and the lockfile cut to what those packages install — npm, pnpm, yarn (classic and
+berry) and bun's text lockfile, each in its own format, so a frozen install accepts it.
+Only what git lists is copied (never node_modules or ignored files). The out dir must be new
+or empty. (Evicting cache entries is `vx cache prune`.)
+
+  --docker         out/json: the manifests, lockfile and install configs (for the install
+                   layer); out/full: the whole pruned workspace; the lockfile also in out/
+  --out-dir DIR    where to write, relative to the workspace root (default: out)
+  --scope PKG      turbo 1's spelling of a package to keep
 """
 
 COMPLETIONS_HELP = """usage: vx completions bash|zsh|fish
@@ -182,7 +213,7 @@ RUN_FLAGS = {
     "--report-file": ("value", "report_file"),
     "--verify": ("optional", "verify"),
     "--framework-inference": ("value", "framework_inference"),
-    # Nx's spellings (TL-04)
+    # Nx's spellings
     "--configuration": ("value", "configuration"),
     "--exclude": ("list", "exclude"),
     "--projects": ("list", "projects"),
@@ -265,7 +296,7 @@ VERBS = {
     "run": Verb(RUN_HELP, RUN_FLAGS, FLAG_ALIASES, shown=RUN_SHOWN, forwards=True),
     "run-many": Verb(
         NX_VERB_HELP, RUN_FLAGS, FLAG_ALIASES, shown=RUN_SHOWN, forwards=True
-    ),  # Nx's verbs (TL-04)
+    ),  # Nx's verbs
     "affected": Verb(NX_VERB_HELP, RUN_FLAGS, FLAG_ALIASES, shown=RUN_SHOWN, forwards=True),
     "watch": Verb(
         WATCH_HELP, RUN_FLAGS, FLAG_ALIASES, shown=RUN_SHOWN, refused=WATCH_REFUSED, forwards=True
@@ -276,6 +307,17 @@ VERBS = {
             "--dry": ("flag", "dry"),
             "--force": ("flag", "force"),
             "--cache": ("flag", "cache"),
+            **_HELP_FLAG,
+        },
+        _HELP_ALIAS,
+    ),
+    "migrate": Verb(
+        MIGRATE_HELP,
+        {
+            "--from": ("value", "source"),
+            "--dry": ("flag", "dry"),
+            "--force": ("flag", "force"),
+            "--format": ("value", "format"),
             **_HELP_FLAG,
         },
         _HELP_ALIAS,
@@ -304,6 +346,16 @@ VERBS = {
         },
         _HELP_ALIAS,
     ),
+    "prune": Verb(
+        PRUNE_HELP,
+        {
+            "--docker": ("flag", "docker"),
+            "--out-dir": ("value", "out_dir"),
+            "--scope": ("list", "scope"),  # turbo 1's spelling of the package
+            **_HELP_FLAG,
+        },
+        _HELP_ALIAS,
+    ),
     "completions": Verb(COMPLETIONS_HELP),
     "help": Verb("usage: vx help [VERB]\n"),
     "version": Verb("usage: vx version\n"),
@@ -316,8 +368,8 @@ def entry() -> NoReturn:
 
     Everything a run opens is closed before `main` returns — the store (uploads drained), the
     run lock, the sandbox session, every pool and child — so all the interpreter has left to do
-    at exit is free memory object by object: ~20 ms of CPU after a warm run, a fifth of a
-    10-package one. `main` itself still returns normally for callers in-process."""
+    at exit is free memory object by object (docs/optimizations.md #17). `main` itself still
+    returns normally for callers in-process."""
     code = main()
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -431,6 +483,13 @@ def _verb_init(parsed, rest: list[str], argv: list[str]) -> int:
     return init_verb(parsed, _say)
 
 
+def _verb_migrate(parsed, rest: list[str], argv: list[str]) -> int:
+    from vx.cli.migrate import migrate_verb
+
+    _no_arguments("migrate", parsed)
+    return migrate_verb(parsed, _say)
+
+
 def _verb_why(parsed, rest: list[str], argv: list[str]) -> int:
     from vx.cli.why import why_verb
 
@@ -441,6 +500,12 @@ def _verb_show(parsed, rest: list[str], argv: list[str]) -> int:
     from vx.cli.show import show_verb
 
     return show_verb(parsed, os.environ)
+
+
+def _verb_prune(parsed, rest: list[str], argv: list[str]) -> int:
+    from vx.cli.prune import prune_verb
+
+    return prune_verb(parsed)
 
 
 def _verb_cache(rest: list[str]) -> int:
@@ -454,11 +519,19 @@ def _verb_cache(rest: list[str]) -> int:
         return EXIT_OK
     if rest[0] != "prune":
         raise refuse_subcommand(rest[0])
-    parsed = parse("cache prune", rest[1:], verb.flags, verb.aliases)
+    docker = "--docker" in rest[1:]  # turbo's `prune app --docker`, under the cache's verb
+    parsed = parse(
+        "cache prune", [w for w in rest[1:] if w != "--docker"], verb.flags, verb.aliases
+    )
     if parsed.help:
         print(verb.help, end="")
         return EXIT_OK
-    _no_arguments("cache prune", parsed)
+    if parsed.names or docker:
+        raise UsageError(
+            "`vx cache prune` evicts cache entries and takes no package",
+            hint=f"`vx prune {parsed.names[0] if parsed.names else 'PKG'} --docker` writes a "
+            "partial workspace for a package, as turbo's prune does",
+        )
     return cache_verb(parsed, os.environ, _say)
 
 
@@ -480,9 +553,11 @@ _VERB_RUNNERS = {
     "watch": _verb_watch,
     "info": _verb_info,
     "init": _verb_init,
+    "migrate": _verb_migrate,
     "why": _verb_why,
     "show": _verb_show,
     "ls": _verb_show,
+    "prune": _verb_prune,
 }
 
 
@@ -502,12 +577,6 @@ def _unknown_verb(verb: str) -> UsageError:
         return UsageError(f"`{verb}` is not a vx verb", hint=f"try `vx {FOREIGN_VERBS[verb]}`")
     if "#" in verb:
         return UsageError(f"`{verb}` is not a vx verb", hint=f"try `vx run {verb}`")
-    if verb == "prune":  # turbo's; not `vx run`, the nearest spelling
-        return UsageError(
-            "`vx prune` is not in vx yet",
-            hint="for a Docker image, `npx turbo prune <package> --docker` writes out/json and "
-            "out/full; vx runs in the pruned workspace as it is",
-        )
     near = did_you_mean(verb, VERB_HELP)
     return UsageError(
         f"unknown verb `{verb}`", hint=f"did you mean `vx {near}`?" if near else "see `vx help`"
@@ -560,7 +629,7 @@ def _nx_parallel(tokens: Sequence[str]) -> list[str]:
 
 
 def _no_task_named() -> UsageError:
-    """Refuse a bare `vx run`, listing the tasks there are to run from here (CLI-02, off a TTY)."""
+    """Refuse a bare `vx run`, listing the tasks there are to run from here (off a TTY)."""
     from vx.config import loader as config
     from vx.plan.tasks import package_of
     from vx.workspace import discover as workspace
@@ -859,7 +928,7 @@ def _flow(broad: bool, env: dict[str, str], output_logs: str | None = None) -> s
 
 
 def _output_logs(value: str | None) -> str | None:
-    """`--output-logs`, turbo's values (CLI-33); checked before anything runs."""
+    """`--output-logs`, turbo's values; checked before anything runs."""
     if value is None:
         return None
     from vx.report.plain import OUTPUT_LOGS
@@ -961,7 +1030,7 @@ def _report(summary, target: str | None) -> None:
 
 
 def _write_graph(dot: str, target: str) -> None:
-    """DOT on stdout, or into the file named (CLI-37, CLI-60)."""
+    """DOT on stdout, or into the file named."""
     if not target:
         sys.stdout.write(dot)
         return

@@ -1,4 +1,4 @@
-"""An Nx workspace run as it is (TL-04): nx.json, each project's project.json and package.json
+"""An Nx workspace run as it is: nx.json, each project's project.json and package.json
 (its scripts and `nx` block) become vx tasks, with nothing written.
 
 Only projects without a vx.config of their own are mapped; a vx.config always wins. The mapping
@@ -37,7 +37,7 @@ from msgspec import Struct, field
 from vx.config.fields import At, Level, _boolean, _kind, _object, _strings
 from vx.config.project import canonical, validate_project
 from vx.config.turbo import with_hooks
-from vx.errors import did_you_mean
+from vx.errors import ConfigError, did_you_mean
 from vx.model import ROOT_PROJECT, Package, ProjectConfig
 from vx.workspace.nxprojects import read_json
 
@@ -500,7 +500,12 @@ def project(nx: NxRoot, pkg: Package, manager: str) -> ProjectConfig:
     if not tasks and not refused and not proj.tags:
         return ProjectConfig(source="")
     envs = {name: body.pop("nxEnv", []) for name, body in tasks.items()}
-    config = validate_project({"tasks": tasks, "tags": list(proj.tags)}, proj.source)
+    origins = _origins(nx, proj, tasks)
+    try:
+        config = validate_project({"tasks": tasks, "tags": list(proj.tags)}, proj.source)
+    except ConfigError as exc:  # name the target's field, not the vx field it maps to
+        file, where = ProjectConfig(source=exc.file, origins=origins).located(exc.field)
+        raise ConfigError(exc.message, file=file, field=where, hint=exc.hint) from None
     mapped = {}
     from msgspec.structs import replace
 
@@ -516,7 +521,53 @@ def project(nx: NxRoot, pkg: Package, manager: str) -> ProjectConfig:
                 task, exec=None, implicit=True, canonical='{"implicit":true,' + task.canonical[1:]
             )
         mapped[name] = task
-    return ProjectConfig(source=config.source, tasks=mapped, tags=config.tags, not_runnable=refused)
+    return ProjectConfig(
+        source=config.source,
+        tasks=mapped,
+        tags=config.tags,
+        not_runnable=refused,
+        origins=origins,
+    )
+
+
+# A mapped task's vx fields and the target field each comes from ("": the target itself).
+_TARGET_FIELDS = (
+    ("", ""),
+    ("dependsOn", "dependsOn"),
+    ("cache", "cache"),
+    ("cache.inputs", "inputs"),
+    ("cache.outputs", "outputs"),
+    ("exec", ""),
+)
+
+
+def _origins(nx: NxRoot, proj: _Project, tasks: Mapping[str, dict]) -> dict[str, tuple[str, str]]:
+    """Where each task's fields were written: its target in project.json (or package.json), or
+    the nx.json target default that gave the field; an input group's named input."""
+    out: dict[str, tuple[str, str]] = {}
+    for name in tasks:
+        if name.startswith(GROUP):
+            named = name[len(GROUP) :]
+            own = named in proj.named_inputs
+            out[f"tasks.{name}"] = (
+                proj.named_source if own else NX_FILE,
+                f"namedInputs.{named}",
+            )
+            continue
+        target = name if name in proj.targets else name.rpartition(":")[0]
+        if target not in proj.sources:
+            continue
+        source, path = proj.sources[target]
+        default_key, given = proj.defaulted.get(target, ("", frozenset()))
+        for vx_field, nx_field in _TARGET_FIELDS:
+            key = f"tasks.{name}.{vx_field}" if vx_field else f"tasks.{name}"
+            if nx_field in given:
+                out[key] = (NX_FILE, f"targetDefaults.{default_key}.{nx_field}")
+            elif nx_field and not path.startswith("scripts."):
+                out[key] = (source, f"{path}.{nx_field}")
+            else:  # a script, or the target as a whole
+                out[key] = (source, path)
+    return out
 
 
 GROUP = "nx-inputs."  # `nx-inputs.production`: a project's `production` files, for its dependants' `^production`

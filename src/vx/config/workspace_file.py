@@ -4,6 +4,7 @@ affectedBase, rules) into a WorkspaceConfig; a remote cache's token or key is re
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from vx.config.fields import (
@@ -37,6 +38,7 @@ WORKSPACE = Level(
             "affectedBase",
             "rules",
             "sandbox",
+            "migrated",
         }
     ),
     foreign={
@@ -76,7 +78,7 @@ SANDBOX = Level(
 
 
 def validate_workspace(data: Any, file: str) -> WorkspaceConfig:
-    """Turn a decoded vx.workspace.json into a WorkspaceConfig (WS-11)."""
+    """Turn a decoded vx.workspace.json into a WorkspaceConfig."""
     at = At(file)
     obj = _object(data, at)
     _keys(obj, at, WORKSPACE)
@@ -107,7 +109,18 @@ def validate_workspace(data: Any, file: str) -> WorkspaceConfig:
         sandbox_trace=_sandbox_trace(obj["sandbox"], at.key("sandbox"))
         if "sandbox" in obj
         else True,
+        migrated=_migrated(obj["migrated"], at.key("migrated")) if "migrated" in obj else None,
     )
+
+
+def _migrated(value: Any, at: At) -> str:
+    """`migrated`: the tool `vx migrate` wrote the configs from; its files no longer give tasks."""
+    if value not in ("turbo", "nx"):
+        at.refuse(
+            f'`migrated` must be "turbo" or "nx", got {json.dumps(value)}',
+            hint="`vx migrate` writes it; remove it to have vx read turbo.json or nx.json again",
+        )
+    return value
 
 
 def _sandbox_trace(value: Any, at: At) -> bool:
@@ -116,7 +129,7 @@ def _sandbox_trace(value: Any, at: At) -> bool:
 
 
 def _exclusive_outputs(value: Any, at: At) -> bool:
-    """`rules.exclusiveOutputs` (WS-12): false lets a dependant add to its upstream's outputs (LC-18)."""
+    """`rules.exclusiveOutputs`: false lets a dependant add to its upstream's outputs."""
     return _switch(
         value, at, RULES, "exclusiveOutputs", 'e.g. "rules": {"exclusiveOutputs": false}'
     )
@@ -140,7 +153,7 @@ def _affected_base(value: Any, at: At) -> str:
         at.refuse(f"`affectedBase` {ref!r} is not a ref vx will compare against", hint=exc.hint)
 
 
-# ---------------------------------------------------------------- cacheRetention (LC-16)
+# ---------------------------------------------------------------- cacheRetention
 
 RETENTION = Level(
     "cacheRetention",
@@ -180,7 +193,7 @@ def _retention(value: Any, at: At) -> CacheRetention:
     return CacheRetention(**out)
 
 
-# ---------------------------------------------------------------- remoteCache (RC-13, RC-14)
+# ---------------------------------------------------------------- remoteCache
 
 _TURBO_HOME = "remoteCache.turbo"
 REMOTE_CACHE = Level(

@@ -1,6 +1,6 @@
 """Finish a `vx run` from its receipt, before the CLI and the pipeline are even imported.
 
-The checks, cheapest first, under the run lock (GR-16) like any run: same vx, command line,
+The checks, cheapest first, under the run lock like any run: same vx, command line,
 directory and environment values; every planning path and project listing as the receipted run
 left it (`receipt.paths_hold`); git's listings the same byte for byte (git is run again exactly
 as the listing runs it, but without the optional index lock: git, not vx, decides whether the
@@ -8,7 +8,7 @@ tree is clean); every artifact and index row still there. Then the keys and the 
 receipt's, and what remains is the outcome the pipeline would reach: each task's outputs are
 current (nothing to do) or absent (restored from its artifact, as the hit lane would: nothing to
 wipe — while the index and git are checked, by two processes when there are many). The rows are
-touched (LC-06), the restores' stamps written once every check held (LC-07), the receipt brought
+touched, the restores' stamps written once every check held, the receipt brought
 up to date, and the footer printed. Anything else — an output edited, an artifact damaged, a fact
 changed — and this returns None: the pipeline runs as if there were no receipt, which is always
 correct, and writes a fresh one.
@@ -74,8 +74,8 @@ def _finish(path: str, header: dict, data: memoryview, environ) -> list[tuple[st
 
     Restores start before the index and git are checked: each writes only into output roots
     found absent, from an artifact the reader verifies whole, and stamps nothing until every
-    check held. Should one fail, the pipeline finds those outputs unstamped, so never current
-    (LC-07): it wipes and restores or rebuilds them (LC-08) as if this had never run."""
+    check held. Should one fail, the pipeline finds those outputs unstamped, so never current:
+    it wipes and restores or rebuilds them as if this had never run."""
     import marshal
 
     marks = [("", time.perf_counter())]  # (stage that ended, when)
@@ -152,11 +152,11 @@ def _times(
 
 # ---------------------------------------------------------------- the index
 
-TOUCH_EVERY_S = 3600.0  # a replay refreshes `accessed_at` (LC-06) at most this often
+TOUCH_EVERY_S = 3600.0  # a replay refreshes `accessed_at` at most this often
 
 
 def _index_ids(header: dict) -> list:
-    """The identities of the index files: the workspace's, and a shared store's (LC-02), which
+    """The identities of the index files: the workspace's, and a shared store's, which
     another workspace of the repository may have written since."""
     cache_dir, store_dir = header["cache_dir"], header["store_dir"]
     ids = [
@@ -184,7 +184,7 @@ def _index_vouched(header: dict) -> bool:
 
 def _store_private(header: dict) -> bool:
     """A shared store's three levels (`~/.vx`, `<id>`, `cache`) are still directories of this
-    user's that nobody else can write, as the run that wrote the receipt found them (LC-02):
+    user's that nobody else can write, as the run that wrote the receipt found them:
     a replay reads its artifacts by path."""
     store_dir = header["store_dir"]
     if store_dir == header["cache_dir"]:
@@ -222,7 +222,7 @@ def _spawn_git(root: str, commands: list, environ) -> list[list[int]]:
     """Start each noted git command as the listing ran it, stdout to a memfd (three outputs at
     once cannot fill a pipe and stall), stdin and stderr on /dev/null. `posix_spawnp`, not fork:
     forking this process copies its page tables and leaves its memory copy-on-write while git
-    starts (~1.5 ms a command here); `-C root` is git's own "as if started in root", which is
+    starts (docs/optimizations.md #23); `-C root` is git's own "as if started in root", which is
     how the listing runs it (cwd = the root).
 
     One difference, which changes no output: `GIT_OPTIONAL_LOCKS=0`. `git status` otherwise takes
@@ -287,8 +287,9 @@ def _reap(children: list[list[int]]) -> None:
 
 
 def _sqlite():
-    """sqlite3's C module itself: the `sqlite3` package adds only `datetime` adapters (~3 ms of
-    imports) that this replay never uses. The package is the fallback should that ever move."""
+    """sqlite3's C module itself: the `sqlite3` package adds only `datetime` adapters, imports
+    this replay never uses (docs/optimizations.md #26). The package is the fallback should that
+    ever move."""
     try:
         sqlite = _sqlite_module()
         sqlite.connect, sqlite.Error  # noqa: B018 (both must be there)
@@ -299,12 +300,12 @@ def _sqlite():
 
 def _sqlite_module():
     """`_sqlite3`, loaded without `functools`. Its init takes `functools.lru_cache` for the
-    statement cache; `functools` brings `collections`, `operator`, `reprlib`, ... (~3–5 ms here,
-    most of the index's cost in a replay). While it loads, `functools` is a stand-in whose
-    `lru_cache` builds the very wrapper the real one builds (`_functools._lru_cache_wrapper`, the
-    C cache) — without the `cache_info` tuple type and `update_wrapper`'s copied names, which the
-    module never uses. The stand-in leaves `sys.modules` at once: any later `import functools` is
-    the real one."""
+    statement cache; `functools` brings `collections`, `operator`, `reprlib`, ... (most of the
+    index's cost in a replay: docs/optimizations.md #26). While it loads, `functools` is a
+    stand-in whose `lru_cache` builds the very wrapper the real one builds
+    (`_functools._lru_cache_wrapper`, the C cache) — without the `cache_info` tuple type and
+    `update_wrapper`'s copied names, which the module never uses. The stand-in leaves
+    `sys.modules` at once: any later `import functools` is the real one."""
     if "_sqlite3" in sys.modules or "functools" in sys.modules:
         import _sqlite3
 
@@ -355,7 +356,7 @@ def _uri(path: str) -> str:
 
 def _rows_hold(db, tasks: list, touch: bool) -> bool:
     """Every hit's row still in the index as it was; with `touch`, `accessed_at` set as the
-    store's close sets it (LC-06). In a transaction the caller commits."""
+    store's close sets it. In a transaction the caller commits."""
     from vx.store import rows
 
     want = {key: (size, crc) for key, size, crc, *_ in tasks}
@@ -374,7 +375,7 @@ def _rows_hold(db, tasks: list, touch: bool) -> bool:
 
 
 def _restore(header: dict, body: dict, done: dict, helper: restores.Helper | None, db) -> bool:
-    """Stamp every restored output (LC-07), the helper's share with this process's, and bring
+    """Stamp every restored output, the helper's share with this process's, and bring
     the receipt up to date. False when the helper refused an artifact: the pipeline then
     decides what that task needs."""
     from vx.store import rows

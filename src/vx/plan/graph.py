@@ -1,5 +1,5 @@
 """Build the task graph from declared configs: dependsOn micro-syntax, the `^` frontier, groups,
-cycles and priorities (GR-01..GR-06, GR-08). Pure: values in, values out.
+cycles and priorities. Pure: values in, values out.
 """
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ def _resolve_one(
 
 
 def _filtered_holders(holders: list[str], projects: frozenset[str], name: str) -> list[TaskId]:
-    """With `--filter`, the task in every selected project that declares it (CLI-21)."""
+    """With `--filter`, the task in every selected project that declares it."""
     chosen = [p for p in holders if p in projects]
     if not chosen:
         shown = ", ".join(sorted(projects)[:8]) + (", …" if len(projects) > 8 else "")
@@ -211,7 +211,7 @@ def _qualified(
 
 
 def _declares(config: ProjectConfig, name: str) -> bool:
-    """Whether a bare `name` selects the project's task. The implicit `build` (WS-19) is only
+    """Whether a bare `name` selects the project's task. The implicit `build` is only
     reached; a turbo.json task without its script is selected, as turbo runs its no-op."""
     return name in config.tasks
 
@@ -226,7 +226,7 @@ def task_of(configs: Mapping[str, ProjectConfig], pkg: str, name: str) -> TaskCo
 
 
 def implicit_build(config: ProjectConfig) -> TaskConfig:
-    """WS-19: a project without `build` has one, a group of `^build` keyed on the project's files,
+    """A project without `build` has one, a group of `^build` keyed on the project's files,
     so a dependant's key moves when a source-only package is edited. Its other tasks' declared
     outputs are left out: they are made by those tasks, and the key is taken before anything runs."""
     made = sorted(
@@ -286,9 +286,8 @@ def _expand_depends_on(
     declared: set[str],
 ) -> tuple[TaskId, ...]:
     out: dict[TaskId, None] = {}
-    source = configs[tid.package].source
     for i, entry in enumerate(task.depends_on):
-        field = f"tasks.{tid.task}.dependsOn[{i}]"
+        source, field = configs[tid.package].located(f"tasks.{tid.task}.dependsOn[{i}]")
         for dep in _expand_entry(ws, configs, tid, entry, source, field, declared):
             if dep == tid:  # only a written name reaches the task itself; `^` and `.*` never do
                 raise CycleError(
@@ -327,7 +326,7 @@ def _expand_entry(
             )
         return [TaskId(pkg, name)]
     tasks = configs[tid.package].tasks
-    if entry.endswith(".*"):  # every other task of the project named `stem.<something>` (GR-01)
+    if entry.endswith(".*"):  # every other task of the project named `stem.<something>`
         return [
             TaskId(tid.package, t) for t in _matching(configs[tid.package], entry) if t != tid.task
         ]
@@ -345,7 +344,7 @@ def _expand_entry(
 def _frontier(
     ws, configs, package: str, name: str, source: str, field: str, declared: set[str]
 ) -> list[TaskId]:
-    """The nearest holders of `name` among the package's dependencies (GR-02, sparse bridging);
+    """The nearest holders of `name` among the package's dependencies (sparse bridging);
     for `name.*`, each nearest dependency with a matching task gives all of its matches."""
     if name.endswith(".*"):
         return _pattern_frontier(ws, configs, package, name)
@@ -394,7 +393,7 @@ def _pattern_frontier(ws, configs, package: str, pattern: str) -> list[TaskId]:
 
 def _matching(config: ProjectConfig, pattern: str) -> list[str]:
     """The project's declared tasks `name.*` matches: `name.` and at least one more character. A
-    pattern that matches nothing is legal (GR-02)."""
+    pattern that matches nothing is legal."""
     prefix = pattern[:-1]
     return sorted(t for t in config.tasks if t.startswith(prefix) and len(t) > len(prefix))
 
@@ -403,7 +402,7 @@ def _matching(config: ProjectConfig, pattern: str) -> list[str]:
 
 
 def _topological_order(nodes: Mapping[TaskId, TaskNode]) -> tuple[TaskId, ...]:
-    """Dependencies first; an iterative DFS so deep graphs never hit a recursion limit (GR-04)."""
+    """Dependencies first; an iterative DFS so deep graphs never hit a recursion limit."""
     state: dict[TaskId, int] = {}  # 1 = on the stack, 2 = done
     order: list[TaskId] = []
     for start in sorted(nodes):

@@ -1,4 +1,4 @@
-"""Where the local cache lives (LC-03): one answer for `vx run` and every verb that reads the cache."""
+"""Where the local cache lives: one answer for `vx run` and every verb that reads the cache."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def _refuse_inside_sources(path: Path, ws: Workspace, source: str, field: str) -
 
 
 def shares(flag: str | None, ws_config: WorkspaceConfig, host_env: Mapping[str, str]) -> bool:
-    """Whether entries go to the repository's shared store (LC-02): no cache dir is named (a named
+    """Whether entries go to the repository's shared store: no cache dir is named (a named
     one holds everything and shares nothing) and `VX_SHARED_STORE=0` does not turn it off."""
     named = flag or ws_config.cache_dir or host_env.get("VX_CACHE_DIR")
     return not named and host_env.get("VX_SHARED_STORE") != "0"

@@ -1,4 +1,4 @@
-"""The shared store of one repository (LC-02): where its entries and artifacts live, so that every
+"""The shared store of one repository: where its entries and artifacts live, so that every
 worktree and clone of the repository hits what any of them saved.
 
 `~/.vx/<id>/cache/` holds `store.db` (entries, logs, output files) and the `*.tar.zst`
@@ -77,7 +77,7 @@ def store_id(identity: str, subpath: str) -> str:
 
 
 def _sha256():
-    """The interpreter's own sha256 (OpenSSL's hashlib costs ~10 ms to load on a warm run)."""
+    """The interpreter's own sha256: hashlib loads OpenSSL, which a warm run otherwise never pays for."""
     try:
         from _sha2 import sha256  # type: ignore[import-not-found]  # Python 3.12+
     except ImportError:

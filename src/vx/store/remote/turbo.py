@@ -1,4 +1,4 @@
-"""Turborepo's remote cache API, `/v8/artifacts` (RC-13; anchors-features § b).
+"""Turborepo's remote cache API, `/v8/artifacts` (docs/remote-cache.md).
 
 HEAD probes, GET streams down, PUT streams up with `Content-Length` and
 `x-artifact-duration`; the team goes in every query as turbo sends it (`teamId` only when the
