@@ -78,14 +78,20 @@ options:
                             cached task read undeclared or wrote outside its outputs
   --framework-inference B   true (default) | false: whether a turbo.json task keys and passes
                             its framework's variables (NEXT_PUBLIC_*, VITE_*, …), as turbo's flag
+  --only                    run the named tasks, not their dependencies (turbo's --only; Nx's
+                            --exclude-task-dependencies); they are still keyed: a task whose
+                            dependency did not run may hit, but is never saved
+  --exclude-dependencies[=T,…]  --only for the dependencies named T only (bare: all of them)
+  --ui stream|tui           stream (default): rows and frames; tui: a split view on a terminal,
+                            the task list and the selected task's output (j/k, q quits)
 Nx's spellings (an Nx workspace's `project:target[:configuration]` names work too):
   -t, --targets T,…         the tasks to run         -p, --projects P,…   --filter each
   --exclude P,…             --filter !P for each     -c, --configuration C  run each target's C
   --base REF                --affected=REF           --head HEAD  (vx compares with the working tree)
   --parallel N, --skip-nx-cache: --concurrency, --force
 
-turbo's spellings: --dry-run, --parallel=N; --remote-only, --env-mode, --log-prefix, --log-order,
---only and --exclude-dependencies are refused with what to write instead.
+turbo's spellings: --dry-run, --parallel=N, --only; --remote-only, --env-mode, --log-prefix and
+--log-order are refused with what to write instead.
 
 exit: 0 all tasks ok · 1 a task failed, was skipped or aborted · 2 usage or config error
       130 / 143 / 129 interrupted by SIGINT / SIGTERM / SIGHUP
@@ -117,7 +123,7 @@ Runs the tasks as `vx run` would, then again each time a file a run could read c
 by content: a save that changes nothing is no edit). Never a trigger: outputs, gitignored paths,
 node_modules, .git, .vx. A failing cycle or a broken config keeps watching. Ctrl-C stops
 (exit 0). VX_WATCH_POLL=1 polls every 250 ms instead of using the OS's file events.
-`--dry`, `--graph` and `--summarize` are refused.
+`--dry`, `--graph`, `--summarize` and `--ui` are refused.
 """
 
 INIT_HELP = """usage: vx init [--dry] [--force] [--cache]
@@ -225,6 +231,9 @@ RUN_FLAGS = {
     "--report-file": ("value", "report_file"),
     "--verify": ("optional", "verify"),
     "--framework-inference": ("value", "framework_inference"),
+    "--ui": ("value", "ui"),
+    "--exclude-dependencies": ("optional", "exclude_deps"),
+    "--only": ("flag", "only"),
     # Nx's spellings
     "--configuration": ("value", "configuration"),
     "--exclude": ("list", "exclude"),
@@ -242,6 +251,7 @@ FLAG_ALIASES = {
     "-c": "--configuration",
     "-t": "--targets",
     "--target": "--targets",
+    "--exclude-task-dependencies": "--only",  # Nx's spelling
 }
 RUN_SHOWN = (
     "-F",
@@ -251,8 +261,14 @@ RUN_SHOWN = (
     "--parallel",
     "--skip-nx-cache",
     "--dry-run",
+    "--exclude-task-dependencies",
 )  # the aliases RUN_HELP names
-WATCH_REFUSED = ("--dry", "--graph", "--summarize")  # run flags that make no sense on every change
+WATCH_REFUSED = (
+    "--dry",
+    "--graph",
+    "--summarize",
+    "--ui",
+)  # run flags that make no sense on every change
 # Flags turbo and Nx users type that vx spells otherwise or does not have: what to write instead.
 FOREIGN_FLAGS = {
     "--remote-only": "turbo's --remote-only is `--cache=local:,remote:rw` (no local layer)",
@@ -262,10 +278,6 @@ FOREIGN_FLAGS = {
     "`--output-logs` chooses whose output is shown",
     "--log-order": "vx streams the one task you ask for and prints every other task's output whole, "
     "in one frame each; `--output-logs` chooses whose",
-    "--only": "not in vx: a task's dependsOn always runs first (cache hits cost next to nothing); "
-    "name the task and its dependencies are restored",
-    "--exclude-dependencies": "not in vx: a task's dependsOn always runs first (cache hits cost next to "
-    "nothing); name the task and its dependencies are restored",
     "--output-style": "`--output-logs` (full, new-only, errors-only, hash-only, none)",
 }
 CONTINUE_ALIASES = {"dependencies-successful": "deps-ok", "": "always"}
@@ -778,6 +790,7 @@ def _run(args: Args, argv: list[str]) -> int:
 
         dry = "graph=" + graph_target(args.graph)
     verify = _verify_mode(args.verify, dry)
+    tui = _tui(args.ui, dry is not None)
     if args.filters:
         from vx.plan.filters import parse
 
@@ -803,6 +816,8 @@ def _run(args: Args, argv: list[str]) -> int:
         framework_inference=_framework_inference(args.framework_inference),
         configuration=args.configuration,
         fast_paths=os.environ.get("VX_FASTPATH", "") not in ("0", "false", "no", "off"),
+        lend_terminal=not tui,
+        exclude_deps=_exclude_deps(args, argv),
     )
     report = (args.report is not None, args.report_file)
     profile = (args.profile or "profile.json") if args.profile is not None else None
@@ -815,7 +830,48 @@ def _run(args: Args, argv: list[str]) -> int:
         _output_logs(args.output_logs),
         report,
         profile,
+        tui,
     )
+
+
+def _exclude_deps(args: Args, argv: list[str]) -> tuple[str, ...] | None:
+    """`--only`, `--exclude-dependencies` (every edge) or `--exclude-dependencies=a,b` (edges to
+    tasks named a or b); an empty `=` is refused."""
+    if args.exclude_deps is None:
+        return () if args.only else None
+    if args.exclude_deps == "" and "--exclude-dependencies=" in argv[: _forwarded_at(argv)]:
+        raise UsageError(
+            "`--exclude-dependencies=` names no task",
+            hint="`--exclude-dependencies` alone drops every dependency; `=build,lint` only those",
+        )
+    names = tuple(n.strip() for n in args.exclude_deps.split(",") if n.strip())
+    if args.exclude_deps and not names:
+        raise UsageError(f"`--exclude-dependencies={args.exclude_deps}` names no task")
+    return names
+
+
+def _forwarded_at(argv: list[str]) -> int:
+    return argv.index("--") if "--" in argv else len(argv)
+
+
+def _tui(value: str | None, dry: bool) -> bool:
+    """`--ui=tui` (turbo's flag): the split view when vx has a terminal; off one, the stream."""
+    from vx.cli.args import one_of
+
+    if one_of("--ui", value, ("stream", "tui"), "stream") == "stream" or dry:
+        return False
+    ci = os.environ.get("CI", "").lower() not in ("", "0", "false")
+    if ci or not (sys.stdin.isatty() and sys.stdout.isatty()):
+        _say("vx: --ui=tui needs a terminal (stdin and stdout); streaming the output instead")
+        return False
+    from vx.report.tui import available
+
+    if not available():
+        raise UsageError(
+            "`--ui=tui` needs the textual package, which is not installed",
+            hint="pip install 'vx[tui]' (or textual), or drop `--ui=tui`",
+        )
+    return True
 
 
 def _affected_ref(value: str | None) -> str | None:
@@ -836,6 +892,7 @@ def _run_request(
     output_logs: str | None = None,
     report: tuple[bool, str | None] = (False, None),
     profile: str | None = None,
+    tui: bool = False,
 ) -> int:
     import time
 
@@ -852,6 +909,7 @@ def _run_request(
         and profile is None
         and not any(report)
         and not req.verify
+        and not tui  # a receipt prints as the stream does
         and receipt.enabled(env)
     )
     started_ns = time.time_ns()
@@ -865,12 +923,13 @@ def _run_request(
         kill_grace_ms(env)  # a bad VX_KILL_GRACE_MS is refused before anything runs
     tracer = _input_tracer(env) if req.verify else None
     reporter, summary = None, None
+    logs: dict = {}
     noticed: list[Notice] = []
     lock = RunLock(lambda msg: _say(f"vx: {msg}"))
     try:
         prep = run.prepare(req, env, stages, lock=lock)
         flow = _flow(prep.broad, env, output_logs)
-        reporter = _reporter(flow, env)
+        reporter = _tui_reporter(env) if tui else _reporter(flow, env)
         profiler = _profiler() if profile is not None else None
         emit = _noting(reporter, noticed)
         summary = run.execute(
@@ -885,8 +944,8 @@ def _run_request(
         with stages("history"):
             logs = run.keep_failure_logs(prep, summary)
             run.record_run(prep, req, summary, argv, logs)
-        for tid, path in logs.items():
-            _say(f"vx: {tid} failed; its full log: {path}")
+        if tui:
+            reporter.outcome(summary.exit_code, summary.interrupted)
         if receipted:
             with stages("receipt"):
                 _keep_receipt(
@@ -900,6 +959,8 @@ def _run_request(
             reporter.close()  # erase a live status region even on an exception
         if tracer is not None and summary is None:
             tracer.close()
+    for tid, path in logs.items():  # after the reporter closed: a live region is gone by now
+        _say(f"vx: {tid} failed; its full log: {path}")
     if summarize is not None:
         _write_summary(summary, prep, summarize)
     if any(report):
@@ -1037,6 +1098,15 @@ def _reporter(flow: str, env: dict[str, str]):
         out=sys.stdout,
         err=sys.stderr,
         github=github,
+    )
+
+
+def _tui_reporter(env: dict[str, str]):
+    from vx.report.tui import TuiReporter
+    from vx.style import color_enabled
+
+    return TuiReporter(
+        version=__version__, out=sys.stdout, err=sys.stderr, color=color_enabled(env, sys.stderr)
     )
 
 

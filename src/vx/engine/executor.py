@@ -277,9 +277,8 @@ class _Child:
         )
         aborted = self.table.stopping
         self.table._discard(self)
-        if (
-            not self.present()
-        ):  # members that outlive the shell (or their zombies) stay the warden's
+        # members that outlive the shell (or their zombies) stay the warden's
+        if not self.present():
             self.release()
         if not self.exited.done():
             self.exited.set_result((status, rusage, aborted))

@@ -75,16 +75,20 @@ def start(
     if _warden_fd < 0:
         _start_warden()
     cgroup = descendants.new_cgroup()
+    if launch and cgroup and not os.access(launch.argv[0], os.X_OK):
+        descendants.forget(0, cgroup)  # a wrapper found on PATH: Popen's lookup and error stay
+        cgroup = ""
     enter = descendants.entry_words(cgroup)
-    if launch and enter and os.access(launch.argv[0], os.X_OK):
-        # the shell moves itself, then becomes the wrapper (same pid, same fds)
+    if launch is None:
+        argv = ["sh", "-c", enter + command]
+    elif enter:  # the shell moves itself, then becomes the wrapper (same pid, same fds)
         argv = [SHELL, "-c", enter + 'exec "$@"', "sh", *launch.argv]
-    elif launch:
-        argv, enter = list(launch.argv), ""
+    else:
+        argv = list(launch.argv)
     try:
         popen = subprocess.Popen(
-            list(argv) if launch else ["sh", "-c", enter + command],
-            executable=None if launch and not enter else SHELL,
+            argv,
+            executable=SHELL if launch is None or enter else None,
             cwd=cwd,
             env=dict(env),
             stdin=None if terminal else stdin,
