@@ -39,6 +39,9 @@ class Tool:
     exe: tuple[str, ...]  # the command up to (not including) `run`
     flavour: str  # "vx" | "turbo" | "nx"
     daemon: bool = False  # nx: NX_DAEMON=true (the daemon keeps the project graph between runs)
+    # vx's HOME: the repository's shared store lives under it (~/.vx/<id>), so a cold start
+    # empties it and the bench never reads or fills the user's own
+    home: Path | None = None
 
     def argv(self, tasks: Sequence[str], concurrency: int) -> list[str]:
         if self.flavour == "nx":
@@ -58,6 +61,8 @@ class Tool:
             subprocess.run([*self.exe, "daemon", "--stop"], cwd=ws, env=self.env(), check=False)
         for rel in caches:
             shutil.rmtree(ws / rel, ignore_errors=True)
+        if self.home is not None:
+            shutil.rmtree(self.home / ".vx", ignore_errors=True)
         for pkg in (ws / "packages").iterdir():
             shutil.rmtree(pkg / "dist", ignore_errors=True)
             if self.flavour == "turbo":
@@ -66,6 +71,9 @@ class Tool:
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in ("CI", "VX_TIMING", "VX_CACHE_DIR")}
         env.update(TOOL_ENV)
+        if self.home is not None:
+            self.home.mkdir(mode=0o700, parents=True, exist_ok=True)
+            env["HOME"] = str(self.home)
         if self.flavour == "nx":
             env["NX_DAEMON"] = "true" if self.daemon else "false"
         return env
@@ -107,8 +115,9 @@ def vx_tool(spec: str | None, work: Path) -> Tool:
     development interpreter here has an editable install, a site hook that imports certifi
     at every start and PYTHONDONTWRITEBYTECODE=1; `--vx vx` measures that instead.
     """
+    home = work / "vx-home"
     if spec:
-        return Tool("vx", tuple(spec.split()), "vx")
+        return Tool("vx", tuple(spec.split()), "vx", home)
     venv = work / "venv"
     if not (venv / "bin" / "python").exists():
         _run([sys.executable, "-m", "venv", str(venv)])
@@ -124,7 +133,7 @@ def vx_tool(spec: str | None, work: Path) -> Tool:
                 str(REPO),
             ]
         )
-    return Tool("vx", (str(venv / "bin" / "vx"),), "vx")
+    return Tool("vx", (str(venv / "bin" / "vx"),), "vx", home)
 
 
 def version_of(tool: Tool, ws: Path) -> str:

@@ -6,9 +6,7 @@ signal. A failed task is a result, never an exception.
 
 from __future__ import annotations
 
-TYPE_CHECKING = (
-    False  # `typing` costs a replay ~4 ms it never needs; the names are annotations only
-)
+TYPE_CHECKING = False  # annotations only: a replay never needs `typing` (docs/optimizations.md #22)
 if TYPE_CHECKING:
     from typing import Iterable, Sequence
 

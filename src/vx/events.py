@@ -18,18 +18,18 @@ class TaskStarted(Struct, frozen=True):
     id: TaskId
     command: str
     attempt: int = 1
-    terminal: bool = False  # an interactive task holds the terminal until its TaskFinished (EX-09)
+    terminal: bool = False  # an interactive task holds the terminal until its TaskFinished
 
 
 class TaskReady(Struct, frozen=True):
-    """A persistent task is ready (EX-07): its dependants may start; it goes on running."""
+    """A persistent task is ready: its dependants may start; it goes on running."""
 
     id: TaskId
     duration_ms: float
 
 
 class ServersKept(Struct, frozen=True):
-    """The graph is done and these persistent tasks stay in the foreground (EX-08)."""
+    """The graph is done and these persistent tasks stay in the foreground."""
 
     ids: tuple[TaskId, ...]
 
@@ -93,7 +93,7 @@ class PlannedTask(Struct, frozen=True):
     inputs: tuple[tuple[str, str], ...] | None = (
         None  # the files its key folds: (workspace path, identity)
     )
-    implicit: bool = False  # a group vx made, keyed on its project's files (WS-19)
+    implicit: bool = False  # a group vx made, keyed on its project's files
 
 
 class Reporter(Protocol):

@@ -80,7 +80,7 @@ class EnvConfig(Struct, frozen=True):
 
 
 class SandboxConfig(Struct, frozen=True):
-    """`exec.sandbox` as declared (SB-01..SB-21): the task's whole permission surface.
+    """`exec.sandbox` as declared: the task's whole permission surface.
 
     Paths stay as written (project-relative, absolute or `~`); the sandbox resolves them
     against the project when the task starts. `network` is True (the host's network), or
@@ -104,7 +104,7 @@ class SandboxConfig(Struct, frozen=True):
 
 
 class PersistentConfig(Struct, frozen=True):
-    """`exec.persistent` (EX-07): a task that keeps running (a dev server, a watcher). Its
+    """`exec.persistent`: a task that keeps running (a dev server, a watcher). Its
     dependants start once it is ready: when a line of its output matches `ready_when`, or at
     once when there is none."""
 
@@ -118,7 +118,7 @@ class ExecConfig(Struct, frozen=True):
     retries: int | None = None
     sandbox: SandboxConfig | None = None
     persistent: PersistentConfig | None = None
-    interactive: bool = False  # EX-09: the terminal's stdin and stdout, alone, when vx runs on one
+    interactive: bool = False  # the terminal's stdin and stdout, alone, when vx runs on one
 
 
 class CacheConfig(Struct, frozen=True):
@@ -128,9 +128,9 @@ class CacheConfig(Struct, frozen=True):
     output_workspace_files: tuple[str, ...] = ()
     input_env: tuple[str, ...] = ()
     input_tasks: tuple[str, ...] | None = None  # None means ('*', '^*')
-    input_runtime: tuple[str, ...] = ()  # probes run in the project dir (KEY-08)
+    input_runtime: tuple[str, ...] = ()  # probes run in the project dir
     input_ws_runtime: tuple[str, ...] = ()  # probes run at the root, once per run
-    # A turbo.json task (TL-05): its globs are turbo's, and only `input_reach` (its explicit
+    # A turbo.json task: its globs are turbo's, and only `input_reach` (its explicit
     # inputs, `$TURBO_DEFAULT$` aside) reaches files git ignores; None: every input glob does.
     turbo_globs: bool = False
     input_reach: tuple[str, ...] | None = None
@@ -138,7 +138,7 @@ class CacheConfig(Struct, frozen=True):
 
 class TaskConfig(Struct, frozen=True):
     """One task as declared. `canonical` is the JSON text of the declaration (sorted keys),
-    which is what the key folds (KEY-06)."""
+    which is what the key folds."""
 
     name: str
     canonical: str
@@ -146,7 +146,7 @@ class TaskConfig(Struct, frozen=True):
     depends_on: tuple[str, ...] = ()
     cache: CacheConfig | None = None  # on a group only when `implicit`: the files its key folds
     description: str | None = None
-    # Made by vx, not declared: a project's missing `build` (WS-19) or a turbo.json task whose script
+    # Made by vx, not declared: a project's missing `build` or a turbo.json task whose script
     # the package lacks. A group keyed on its project's files; a bare task name never selects it.
     implicit: bool = False
 
@@ -177,7 +177,7 @@ class ProjectConfig(Struct, frozen=True):
 
 
 class RemoteCacheConfig(Struct, frozen=True):
-    """Workspace `remoteCache` (RC-13, RC-14). Never a token: those come from the environment."""
+    """Workspace `remoteCache`. Never a token: those come from the environment."""
 
     kind: str  # turbo | nx
     url: str | None = None  # turbo `apiUrl`, nx `url`
@@ -190,7 +190,7 @@ class RemoteCacheConfig(Struct, frozen=True):
 
 
 class CacheRetention(Struct, frozen=True):
-    """How long the local cache keeps entries (LC-16): unused for longer than, and at most this much."""
+    """How long the local cache keeps entries: unused for longer than, and at most this much."""
 
     older_than_s: float | None = None
     max_bytes: int | None = None
@@ -203,14 +203,12 @@ class WorkspaceConfig(Struct, frozen=True):
     timeout_ms: int | None = None
     remote_cache: RemoteCacheConfig | None = None
     cache_retention: CacheRetention | None = None
-    affected_base: str | None = None  # the ref `--affected` compares with by default (CLI-42)
-    exclusive_outputs: bool = (
-        True  # `rules.exclusiveOutputs` (WS-12): false allows additive outputs (LC-18)
-    )
+    affected_base: str | None = None  # the ref `--affected` compares with by default
+    exclusive_outputs: bool = True  # `rules.exclusiveOutputs`: false allows additive outputs
     sandbox_trace: bool = (
         True  # `sandbox.trace`: whether sandboxed tasks are traced, unless a task says
     )
-    migrated: str | None = None  # `migrated`: turbo | nx — that tool's files give no tasks (TL-02)
+    migrated: str | None = None  # `migrated`: turbo | nx — that tool's files give no tasks
 
 
 # ---------------------------------------------------------------- graph
@@ -231,7 +229,7 @@ class TaskNode(Struct, frozen=True):
 class TaskGraph(Struct, frozen=True):
     nodes: Mapping[TaskId, TaskNode]
     order: tuple[TaskId, ...]  # a topological order (dependencies first)
-    priority: Mapping[TaskId, int]  # count of transitive dependents (GR-08)
+    priority: Mapping[TaskId, int]  # count of transitive dependents
     requested: tuple[TaskId, ...]
 
 
@@ -246,7 +244,7 @@ class InputSet(Struct, frozen=True):
 
 
 class CachePolicy(Struct, frozen=True):
-    """The local axes of LC-15: `--no-cache` turns both off, `--force` turns reads off."""
+    """The local cache axes: `--no-cache` turns both off, `--force` turns reads off."""
 
     read: bool = True
     write: bool = True
@@ -265,10 +263,8 @@ class TaskPlan(Struct, frozen=True):
     timeout_ms: int | None
     retries: int
     outputs: OutputSpec | None  # globs to walk, wipe and allow (None when the task caches nothing)
-    sandbox: SandboxSpec | None = None  # when the task declares exec.sandbox (SB-01)
-    record: HashRecord | None = (
-        None  # the HashRecord the key was folded from (kept for `vx why`, OBS-06)
-    )
+    sandbox: SandboxSpec | None = None  # when the task declares exec.sandbox
+    record: HashRecord | None = None  # the HashRecord the key was folded from (kept for `vx why`)
     framework: str = (
         ""  # a vx-config task's package framework (vx.workspace.frameworks), for the hint on a miss
     )
@@ -288,7 +284,7 @@ class HashRecord(Struct, frozen=True):
     # What `fingerprint` folded of the lockfile, for `vx why` only (not folded again): per root
     # lockfile, its name and the project's vx.files.lockfile.Closure (shared, not copied, per task).
     lockfile: tuple[tuple[str, object], ...] = ()
-    # KEY-08: the Node version on the task's PATH, then each runtime probe's stdout and stderr,
+    # the Node version on the task's PATH, then each runtime probe's stdout and stderr,
     # as (label, value); folded after the files, and only when present.
     runtime: tuple[tuple[str, str], ...] = ()
 
@@ -332,7 +328,7 @@ class ProcessResult(Struct, frozen=True):
     duration_ms: float
     log: tuple[LogChunk, ...] = ()
     timed_out: bool = False
-    aborted: bool = False  # ended because the run is stopping (EX-16)
+    aborted: bool = False  # ended because the run is stopping
     signal: int | None = None
     cpu_ms: float | None = None
     peak_rss_bytes: int | None = None
@@ -342,7 +338,7 @@ class ProcessResult(Struct, frozen=True):
 
 
 class Violation(Struct, frozen=True):
-    """One access a sandboxed task made outside its grants (SB-10, SB-12).
+    """One access a sandboxed task made outside its grants.
 
     `kind` is read, write or network; `path` is workspace-relative (absolute outside it,
     `host:port` for network); `grant_hint` is the grant that would allow it, as config text.
@@ -371,7 +367,7 @@ class TaskResult(Struct, frozen=True):
     peak_rss_bytes: int | None = None
     violations: tuple[Violation, ...] = ()
     stored_ms: float | None = None  # a hit: how long the run that saved it took (the time it saved)
-    persistent: bool = False  # a persistent task (EX-07): `reason` says how it ended (served, stopped, not started)
+    persistent: bool = False  # a persistent task's `reason`: served, stopped or not started
 
 
 class RunSummary(Struct, frozen=True):

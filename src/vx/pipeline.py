@@ -58,8 +58,8 @@ class RunRequest(Struct, frozen=True):
     cwd: Path
     names: tuple[str, ...]
     all: bool = False
-    filters: tuple[str, ...] = ()  # `--filter` selectors (CLI-21)
-    affected: str | None = None  # `--affected`: "" for the default base, else the ref (CLI-22)
+    filters: tuple[str, ...] = ()  # `--filter` selectors
+    affected: str | None = None  # `--affected`: "" for the default base, else the ref
     forward_args: tuple[str, ...] = ()
     concurrency: str | None = None
     continue_mode: str = "deps-ok"
@@ -68,16 +68,19 @@ class RunRequest(Struct, frozen=True):
     cache_dir: str | None = None
     timeout_ms: int | None = None
     retries: int | None = None
-    cache_spec: str | None = None  # `--cache local:rw,remote:r` (CLI-27)
-    dry: bool = False  # planning only: the remote is probed, never downloaded from (RC-04)
+    cache_spec: str | None = None  # `--cache local:rw,remote:r`
+    dry: bool = False  # planning only: the remote is probed, never downloaded from
     verify: str | None = (
         None  # --verify=inputs: cached tasks execute traced (no cache reads), saves as usual
     )
     framework_inference: bool = True  # `--framework-inference=false` (turbo's flag)
-    configuration: str | None = None  # Nx's `--configuration c` (TL-04)
+    configuration: str | None = None  # Nx's `--configuration c`
     fast_paths: bool = (
         True  # VX_FASTPATH=0: no hit lane, no first wave (the result must not change)
     )
+    lend_terminal: bool = True  # an interactive task may have vx's terminal; not under --ui=tui
+    # `--exclude-dependencies[=names]` / `--only`: None off, () every edge, else task names
+    exclude_deps: tuple[str, ...] | None = None
 
 
 class Prepared(Struct):
@@ -93,6 +96,7 @@ class Prepared(Struct):
     broad: bool
     cache_dir: Path
     policy: CachePolicy = CachePolicy()
+    store_dir: Path | None = None  # entries and artifacts, when not in cache_dir
     remote: LayeredStore | None = None  # when a remote layer is on (also `store`)
     remote_hits: frozenset[str] = frozenset()  # `--dry` only: keys the remote holds
     notices: tuple[tuple[str, str], ...] = ()  # (message, info | warning)
@@ -100,13 +104,17 @@ class Prepared(Struct):
     configs: Mapping[
         str, ProjectConfig
     ] = {}  # package -> ProjectConfig, as loaded (--verify speaks each one's file)
+    # `--exclude-dependencies`: the whole graph the keys were taken on (`graph` is what
+    # runs), and each task that lost an edge -> the dependency it no longer waits for
+    keyed_graph: TaskGraph | None = None
+    cut: Mapping[TaskId, TaskId] = {}
 
 
 def prepare(
     req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: RunLock | None = None
 ) -> Prepared:
     """Everything up to (not including) execution; `--dry` stops here. With `lock`, take the run
-    lock as soon as the root is known, so the probe sees what the previous run saved (GR-16)."""
+    lock as soon as the root is known, so the probe sees what the previous run saved."""
     from vx.files import index as files
     from vx.plan import environment
     from vx.store import location
@@ -143,11 +151,20 @@ def prepare(
                 )
             additive = refuse_overlaps(graph.nodes, configs, ws_config.exclusive_outputs)
         _refuse_group_only_args(graph, req)
+        if req.exclude_deps:
+            from vx.plan.graph import refuse_unknown_exclusions
+
+            refuse_unknown_exclusions(graph, frozenset(req.exclude_deps))
     except BaseException:
         pending.close()
         raise
     with stages("git enumeration"):
         index = pending.finish(cache_dir / "files.db")
+    store_dir, store_note = cache_dir, None
+    if location.shares(req.cache_dir, ws_config, host_env):
+        store_dir, store_note = location.store_dir(
+            cache_dir, ws.root, index.toplevel, index.remotes, host_env
+        )
     with stages("keys"):
         opts = RunOptions(
             req.forward_args,
@@ -155,10 +172,20 @@ def prepare(
             req.retries,
             ws_config.timeout_ms,
             cache_dir=cache_dir,
+            store_dir=store_dir,
             framework_inference=req.framework_inference,
             sandbox_trace=ws_config.sandbox_trace,
         )
         plans = make_plans(ws, graph, index, opts, host_env, additive)
+    keyed_graph: TaskGraph | None = None
+    cut: Mapping[TaskId, TaskId] = {}
+    run_plans = plans
+    if req.exclude_deps is not None:  # keyed on the whole graph above; only the rest runs
+        from vx.plan.graph import exclude_dependencies
+
+        schedule = exclude_dependencies(graph, frozenset(req.exclude_deps) or None)
+        keyed_graph, graph, cut = graph, schedule.graph, schedule.cut
+        run_plans = {t: p for t, p in plans.items() if t in graph.nodes}
     from vx.store.policy import plan_cache
 
     cache = plan_cache(
@@ -179,7 +206,7 @@ def prepare(
             from vx.store.local import CacheFull, LocalStore
 
             try:
-                store = LocalStore(cache_dir, ws.root)
+                store = LocalStore(cache_dir, ws.root, store_dir)
             except CacheFull as exc:  # a full disk costs the cache, never the build
                 off = (
                     (
@@ -191,10 +218,10 @@ def prepare(
     if store is not None:
         if cache.axes.local_read:
             with stages("probe"):
-                hits = store.probe(p.key for t, p in plans.items() if p.outputs is not None)
+                hits = store.probe(p.key for t, p in run_plans.items() if p.outputs is not None)
         if cache.remote is not None:
             with stages("remote probe" if req.dry else "prefetch"):
-                store = remote = _open_remote(store, cache, plans, hits, graph)
+                store = remote = _open_remote(store, cache, run_plans, hits, keyed_graph or graph)
                 remote_hits = (
                     remote.probe_remote(remote.wanted)
                     if req.dry and cache.axes.remote_read
@@ -230,13 +257,17 @@ def prepare(
         broad,
         cache_dir,
         policy,
+        store_dir,
         remote,
         frozenset(remote_hits),
         tuple((m, "warning") for m in cache.notices)
+        + (((store_note, "warning"),) if store_note else ())
         + off
         + (((affected_notice, "info"),) if affected_notice else ()),
         ws_config.cache_retention,
         configs,
+        keyed_graph,
+        cut,
     )
 
 
@@ -249,7 +280,7 @@ def _affected(
     cwd_pkg: str,
     host_env: Mapping[str, str],
 ) -> tuple[TaskGraph, str | None]:
-    """Only the requested tasks a change since the base reaches (CLI-41); the notice when none is."""
+    """Only the requested tasks a change since the base reaches; the notice when none is."""
     from vx.plan import affected
 
     root = str(ws.root)
@@ -268,7 +299,7 @@ def _affected(
 
 
 def _filtered(req: RunRequest, ws: Workspace, configs, cwd_pkg: str) -> frozenset[str]:
-    """The projects `--filter` selects (CLI-40)."""
+    """The projects `--filter` selects."""
     from vx.plan import filters
 
     cwd_rel = os.path.relpath(req.cwd, ws.root)
@@ -284,8 +315,8 @@ def _filtered(req: RunRequest, ws: Workspace, configs, cwd_pkg: str) -> frozense
 def _open_remote(
     local, cache, plans: Mapping[TaskId, TaskPlan], hits: Mapping[str, object], graph: TaskGraph
 ):
-    """Put the remote layer behind the local store (RC-02); it learns which keys the run wants —
-    not the keys taken up front for tasks keyed late (KEY-20): those download once keyed."""
+    """Put the remote layer behind the local store; it learns which keys the run wants —
+    not the keys taken up front for tasks keyed late: those download once keyed."""
     from vx.plan.tasks import late_tasks
     from vx.store.layered import LayeredStore, wanted_from
     from vx.store.remote import open_layer
@@ -299,7 +330,7 @@ def _open_remote(
 
 
 def _refuse_nested_run(ws: Workspace, host_env: Mapping[str, str]) -> None:
-    """A `vx run` from inside a task of the same workspace would wait on its own lock (WS-21)."""
+    """A `vx run` from inside a task of the same workspace would wait on its own lock."""
     if host_env.get("VX_RUN_WORKSPACE") == str(ws.root):
         raise UsageError(
             f"`vx run` inside a task of the same workspace (from {host_env.get('VX_RUN_TASK', '?')})",
@@ -319,7 +350,7 @@ def _refuse_group_only_args(graph: TaskGraph, req: RunRequest) -> None:
 
 
 def dry_plan(prep: Prepared) -> list[PlannedTask]:
-    """Predict each task's cache status without executing anything (CLI-36)."""
+    """Predict each task's cache status without executing anything."""
     rows = []
     lazy = _not_started(prep)
     for tid in prep.graph.order:
@@ -353,7 +384,7 @@ def dry_plan(prep: Prepared) -> list[PlannedTask]:
 
 
 def _not_started(prep: Prepared) -> set[TaskId]:
-    """The persistent tasks a run would not start (GR-18), as the hit lane decides: nobody asked
+    """The persistent tasks a run would not start, as the hit lane decides: nobody asked
     for them and every dependant settles as a local hit."""
     nodes = prep.graph.nodes
     if not prep.hits or not any(
@@ -390,7 +421,7 @@ def execute(
 ) -> RunSummary:
     """Walk the graph under the run lock; Ctrl-C and SIGTERM tear every task down. `launch_for`
     may wrap a task's command and `observe` receives sandboxed traces (RunContext), for --verify.
-    Persistent tasks kept in the foreground (EX-08) run after the summary; `on_graph_end` is
+    Persistent tasks kept in the foreground run after the summary; `on_graph_end` is
     called before they are waited for (the CLI releases the run lock: they write no cache)."""
     started = time.time()
     _announce(prep, emit)
@@ -425,9 +456,7 @@ def execute(
         previous = _catch_signals(caught)  # until the walk's own handlers replace these
         early: dict = {}
         try:
-            lockfiles = prep.index.snapshot(
-                None, prep.index.fingerprinted
-            )  # EX-19, before anything runs
+            lockfiles = prep.index.snapshot(None, prep.index.fingerprinted)  # before anything runs
             if stopped_by is None and launch_for is None and req.fast_paths:
                 early = _start_first_wave(prep, lane, emit)
             asyncio = _import_asyncio()  # while the first wave runs
@@ -478,9 +507,7 @@ def receipt_tasks(prep: Prepared, summary: RunSummary, started_ns: int) -> list[
     ):
         return None  # a server or a prompt must start on every run: nothing of it is in any receipt
     if any(len(getattr(p.record, "runtime", ())) > 1 for p in prep.plans.values()):
-        return (
-            None  # a runtime probe (KEY-08) may answer differently with no file changed: plan again
-        )
+        return None  # a runtime probe may answer differently with no file changed: plan again
     local = cast("LocalStore", prep.store)  # a layered store would be prep.remote too
     hit = (CacheStatus.UP_TO_DATE, CacheStatus.LOCAL)
     if not all(
@@ -492,7 +519,7 @@ def receipt_tasks(prep: Prepared, summary: RunSummary, started_ns: int) -> list[
     ):
         return None  # before any walk: a run with one miss is decided at once
     if any(plan.sandbox is not None for plan in prep.plans.values()):
-        return None  # planning a sandbox resolves grants against paths no witness notes (SB-04)
+        return None  # planning a sandbox resolves grants against paths no witness notes
     root = str(prep.ws.root)
     tasks = []
     for result in summary.results:
@@ -529,9 +556,9 @@ def _run_id() -> str:
 def _close_store(
     prep: Prepared, emit: Emit, results: Mapping[TaskId, TaskResult] | None = None
 ) -> None:
-    """Close the store; with a remote layer that drains the uploads and tells the tally (RC-02).
+    """Close the store; with a remote layer that drains the uploads and tells the tally.
     Just before the local store closes, new keys' components are kept (`vx why`) and the
-    workspace's `cacheRetention` (LC-16) is applied."""
+    workspace's `cacheRetention` is applied."""
 
     def settle(local) -> None:
         if not prep.policy.write:
@@ -580,7 +607,7 @@ def _announce(prep: Prepared, emit: Emit) -> None:
 
 
 def _settle_hits(prep: Prepared, emit: Emit):
-    """Settle confirmed local hits before the walk (GR-09); a signal stops it between waves and
+    """Settle confirmed local hits before the walk; a signal stops it between waves and
     comes back as the run's stopping signal, so the walk aborts the rest as it would."""
     from vx.fastpath.hitlane import Settled, settle
 
@@ -637,14 +664,14 @@ async def _walk(
     conclude=None,
     on_graph_end=None,
 ) -> tuple[dict[TaskId, TaskResult], int | None, RunSummary | None]:
-    """The walk, then the persistent tasks' end (EX-08): the summary when some were kept in the
+    """The walk, then the persistent tasks' end: the summary when some were kept in the
     foreground (it is told before they are waited for), else None and the caller concludes."""
     import asyncio
 
     from vx.engine import executor
     from vx.engine.rebuilder import RunContext, rebuild
     from vx.engine.scheduler import PrioritySlots, walk
-    from vx.plan.tasks import _nested_dirs, late_tasks, rekeyed
+    from vx.plan.tasks import _nested_dirs, rekeyed
 
     table = executor.ProcessTable()
     stop = asyncio.Event()
@@ -679,15 +706,16 @@ async def _walk(
         halt_on_failure=req.continue_mode == "never",
         early=adopted,
         lockfiles=lockfiles,
-        late=late_tasks(prep.graph)
-        if prep.store is not None
-        else {},  # no cache: keys decide nothing
-        terminal=os.isatty(0) and os.isatty(1),
+        late=_late(prep) if prep.store is not None else {},  # no cache: keys decide nothing
+        # `--exclude-dependencies`: a task whose dependency does not run may hit, never save
+        tainted={t: f"{dep} was not run (--exclude-dependencies)" for t, dep in prep.cut.items()},
+        terminal=req.lend_terminal and os.isatty(0) and os.isatty(1),
     )
     if ctx.late:
         nested = _nested_dirs(prep.ws)
+        keyed = prep.keyed_graph or prep.graph  # a key folds every dependency, run or not
         ctx.rekey = lambda node, fresh: rekeyed(
-            prep.index, node, prep.plans, fresh, nested.get(node.project_dir, ())
+            prep.index, keyed.nodes[node.id], prep.plans, fresh, nested.get(node.project_dir, ())
         )
     on_signal = _install_signals(table, stop, stopped_by)
     if caught:  # a signal came while the first wave started or asyncio loaded: act on it now
@@ -723,13 +751,23 @@ async def _walk(
     finally:
         _remove_signals()
         await table.shutdown(_grace_s())
-        if ctx.sandbox is not None:  # the network proxy and the sandboxes' temp root (SB-08, SB-15)
+        if ctx.sandbox is not None:  # the network proxy and the sandboxes' temp root
             ctx.sandbox.close()
     return results, (stopped_by[0] if stopped_by else None), summary
 
 
+def _late(prep: Prepared) -> dict[TaskId, bool]:
+    """The tasks that run keyed late, judged on the graph their keys fold."""
+    from vx.plan.tasks import late_tasks
+
+    if prep.keyed_graph is None:
+        return late_tasks(prep.graph)
+    return {t: v for t, v in late_tasks(prep.keyed_graph).items() if t in prep.graph.nodes}
+
+
 def _import_asyncio():
-    """`import asyncio` without it loading `ssl` (~7 ms of every run that executes a task).
+    """`import asyncio` without it loading `ssl`, paid by every run that executes a task
+    (docs/optimizations.md #24).
 
     asyncio imports ssl only to offer TLS on its own transports, and treats a missing module as
     a Python built without it (`ssl = None` in base_events, selector_events, sslproto). vx never
@@ -779,10 +817,10 @@ def _install_signals(table, stop: asyncio.Event, stopped_by: list[int]) -> Calla
 
 def _start_first_wave(prep: Prepared, lane, emit: Emit) -> dict[TaskId, Early]:
     """Start the commands the walk would start first, before asyncio is loaded, so that loading it
-    (~15 ms) overlaps them (docs/optimizations.md #25). Only plain misses qualify: every
+    overlaps them (docs/optimizations.md #25). Only plain misses qualify: every
     dependency settled by the hit lane, no sandbox, no remote layer that might still serve it; at
     most `concurrency` of them, in the walk's order. Each is prepared as the rebuilder would —
-    its inputs snapshot for KEY-21, outputs wiped (EX-06), its start told — and the walk adopts
+    its inputs snapshot for the save's re-check, outputs wiped, its start told — and the walk adopts
     the processes. {task: (popen, started (monotonic), started_ns, snapshot)}; a command that
     cannot start is left to the walk, which reports why."""
     from vx.engine import spawn

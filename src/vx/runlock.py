@@ -1,4 +1,4 @@
-"""Two `vx run`s on one workspace take turns (GR-16).
+"""Two `vx run`s on one workspace take turns.
 
 The lock is an `flock` on a file under TMPDIR named for the workspace root. The kernel drops it
 when the holder's process ends, however it ends, so there is no stale lock to detect and

@@ -1,4 +1,4 @@
-"""Time the stages of a run for `VX_TIMING=1` (OBS-11): a table on stderr, nothing otherwise.
+"""Time the stages of a run for `VX_TIMING=1`: a table on stderr, nothing otherwise.
 
 The first row is start-up: the CPU the process spent before the pipeline began (the
 interpreter, site hooks and imports; CPU because the start of the process has no wall clock

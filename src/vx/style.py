@@ -1,4 +1,4 @@
-"""The words and colours every vx output shares: the palette, durations and the footer (CLI-55, CLI-58).
+"""The words and colours every vx output shares: the palette, durations and the footer.
 
 Stdlib only, and nothing that pulls `re` or the records in at import: the reporters build on
 it, and so does a replayed warm run (`vx.fastpath.receipt`), which must print the very same footer
@@ -14,7 +14,7 @@ _RGB = {
     "fail": (240, 85, 85),
     "hit": (95, 170, 255),
     "warn": (230, 190, 80),
-    "task": (255, 121, 198),  # the task half of an id is pink (CLI-58)
+    "task": (255, 121, 198),  # the task half of an id is pink
 }
 _SGR = {"dim": "2", "bold": "1"}
 
@@ -25,7 +25,7 @@ _ansi = None  # compiled on first use: `re` costs a replayed run more than its w
 
 
 def strip_ansi(text: str) -> str:
-    """Drop terminal escape sequences; plain output must not carry a tool's colours (CLI-58)."""
+    """Drop terminal escape sequences; plain output must not carry a tool's colours."""
     global _ansi
     if _ansi is None:
         import re
@@ -35,7 +35,7 @@ def strip_ansi(text: str) -> str:
 
 
 def color_enabled(env, stream: object) -> bool:
-    """Decide colour as CLI-58 says: NO_COLOR, then FORCE_COLOR, then whether it is a terminal."""
+    """Decide colour: NO_COLOR, then FORCE_COLOR, then whether it is a terminal."""
     if env.get("NO_COLOR"):
         return False
     force = env.get("FORCE_COLOR")
@@ -48,7 +48,7 @@ def color_enabled(env, stream: object) -> bool:
 
 
 class Palette:
-    """Paint text in truecolour, or leave it alone when colour is off (CLI-58)."""
+    """Paint text in truecolour, or leave it alone when colour is off."""
 
     def __init__(self, color: bool) -> None:
         self.color = color
@@ -126,7 +126,7 @@ TALLIES = (("failed", "fail"), ("skipped", "dim"), ("aborted", "warn"))
 def footer(
     tasks: int, cached: int, tallies: dict[str, int], wall_ms: float, version: str, palette: Palette
 ) -> list[str]:
-    """Build the footer: a `─ vx <ver> ─` rule as wide as the result row under it (CLI-55).
+    """Build the footer: a `─ vx <ver> ─` rule as wide as the result row under it.
 
     The row counts `12 tasks · 10 cached (83%) · 2 failed · wall 0.41s`."""
     parts = [(f"{tasks} {'task' if tasks == 1 else 'tasks'}", "bold")]

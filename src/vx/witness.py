@@ -130,7 +130,7 @@ def racy_times(mtime_ns: int, ctime_ns: int, now_ns: int) -> bool:
 
 
 def output_stat(st: os.stat_result) -> tuple[int, int, int, int, int]:
-    """What the up-to-date rule (LC-07) compares of an output file: (mode, size, ms mtime, ino, ctime)."""
+    """What the up-to-date rule compares of an output file: (mode, size, ms mtime, ino, ctime)."""
     return (st.st_mode, st.st_size, st.st_mtime_ns // 1_000_000, st.st_ino, st.st_ctime_ns)
 
 

@@ -84,7 +84,11 @@ class Repo:
         ):
             cut = argv.index("--") if "--" in argv else len(argv)
             argv.insert(cut, f"--summarize={summary_path}")
-        full_env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
+        full_env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
+        }
         full_env.update({"PYTHONPATH": SRC, "NO_COLOR": "1", **(env or {})})
         proc = subprocess.run(
             [sys.executable, "-m", "vx", *argv],

@@ -86,33 +86,43 @@ function select(files, globs, classes) {
   return files.filter((f) => pos.some((g) => matches(f, g, classes)) && !neg.some((g) => matches(f, g, classes)));
 }
 
-// What the task declares: its vx.config.json, or (a turbo.json-only workspace) the root turbo.json.
-// Root-relative inputs: vx's inputs.workspaceFiles, turbo's $TURBO_ROOT$/ prefix.
-let globs, envNames, rootGlobs, classes = false, explicit = [];
-if (fs.existsSync("vx.config.json")) {
-  const task = JSON.parse(fs.readFileSync("vx.config.json", "utf8")).tasks.build;
-  globs = task.cache.inputs.files;
-  rootGlobs = task.cache.inputs.workspaceFiles || [];
-  envNames = task.cache.inputs.env || [];
-} else {
-  const turbo = JSON.parse(fs.readFileSync(path.join(root, "turbo.json"), "utf8")).tasks;
-  const task = turbo[name + "#build"] || turbo.build;
-  const all = (task.inputs || ["**"]).map((g) => (g === "$TURBO_DEFAULT$" ? "**" : g));
-  globs = all.filter((g) => !g.startsWith("$TURBO_ROOT$/"));
-  rootGlobs = all.filter((g) => g.startsWith("$TURBO_ROOT$/")).map((g) => g.slice("$TURBO_ROOT$/".length));
-  envNames = task.env || [];
-  classes = true;
-  explicit = (task.inputs || []).filter((g) => g !== "$TURBO_DEFAULT$" && !g.startsWith("$TURBO_ROOT$/"));
+// What a task declares: its vx.config.json, or (a turbo.json-only workspace) the root turbo.json's
+// definition for the package (`pN#build`, else the shared `build`). Root-relative inputs: vx's
+// inputs.workspaceFiles, turbo's $TURBO_ROOT$/ prefix.
+const turboTasks = fs.existsSync(path.join(root, "turbo.json"))
+  ? JSON.parse(fs.readFileSync(path.join(root, "turbo.json"), "utf8")).tasks : null;
+function declaration(dir, pkgName) {
+  if (fs.existsSync(path.join(dir, "vx.config.json"))) {
+    const task = JSON.parse(fs.readFileSync(path.join(dir, "vx.config.json"), "utf8")).tasks.build;
+    return { globs: task.cache.inputs.files, rootGlobs: task.cache.inputs.workspaceFiles || [],
+      envNames: task.cache.inputs.env || [], classes: false, explicit: [] };
+  }
+  const task = turboTasks[pkgName + "#build"] || turboTasks.build;
+  // `"inputs": []` is turbo's default set, as no `inputs` is
+  const inputs = task.inputs && task.inputs.length ? task.inputs : ["$TURBO_DEFAULT$"];
+  const all = inputs.map((g) => (g === "$TURBO_DEFAULT$" ? "**" : g));
+  return {
+    globs: all.filter((g) => !g.startsWith("$TURBO_ROOT$/")),
+    rootGlobs: all.filter((g) => g.startsWith("$TURBO_ROOT$/")).map((g) => g.slice("$TURBO_ROOT$/".length)),
+    envNames: task.env || [], classes: true,
+    explicit: inputs.filter((g) => g !== "$TURBO_DEFAULT$" && !g.startsWith("$TURBO_ROOT$/")),
+  };
 }
 
+// The project-relative files a declaration's globs pick in dir.
+function picked(dir, d) {
+  const at = (f) => path.join(dir, f);
+  // A literal input names its file even when git ignores it (a declared .env is read).
+  const literal = d.globs.filter((g) => !g.startsWith("!") && !/[*?{[]/.test(g) && fs.existsSync(at(g)) && fs.statSync(at(g)).isFile());
+  // turbo: every glob but $TURBO_DEFAULT$ matches the files on disk, gitignored ones included.
+  const turboOnDisk = d.explicit.some((g) => !g.startsWith("!"))
+    ? select(walk(dir, true), [...d.explicit, ...d.globs.filter((g) => g.startsWith("!"))], d.classes) : [];
+  return [...new Set([...select(walk(dir), d.globs, d.classes), ...literal, ...turboOnDisk])].sort();
+}
+
+const { rootGlobs, envNames, classes } = declaration(".", name);
 const lines = [`task ${name} salt ${salt}`];
-const all = walk(".");
-// A literal input names its file even when git ignores it (a declared .env is read).
-const literal = globs.filter((g) => !g.startsWith("!") && !/[*?{[]/.test(g) && fs.existsSync(g) && fs.statSync(g).isFile());
-// turbo: every glob but $TURBO_DEFAULT$ matches the files on disk, gitignored ones included.
-const turboOnDisk = explicit.some((g) => !g.startsWith("!"))
-  ? select(walk(".", true), [...explicit, ...globs.filter((g) => g.startsWith("!"))], classes) : [];
-const chosen = [...new Set([...select(all, globs, classes), ...literal, ...turboOnDisk])].sort();
+const chosen = picked(".", declaration(".", name));
 for (const f of chosen) lines.push(`file ${f}`, fs.readFileSync(f, "utf8"));
 if (rootGlobs.length) {
   for (const f of select(walk(root, classes), rootGlobs, classes)) lines.push(`ws ${f}`, fs.readFileSync(path.join(root, f), "utf8"));
@@ -128,7 +138,15 @@ for (const dep of Object.keys(deps).sort()) {
   const depPkg = JSON.parse(fs.readFileSync(path.join(dir, "package.json"), "utf8"));
   const built = fs.existsSync(path.join(dir, "vx.config.json")) || (depPkg.scripts && depPkg.scripts.build);
   if (built) lines.push(`up ${dep}`, fs.readFileSync(path.join(dir, "dist", "out.txt"), "utf8"));
-  else for (const f of select(walk(path.join(dir, "src")), ["**"], false)) lines.push(`src ${dep} ${f}`, fs.readFileSync(path.join(dir, "src", f), "utf8"));
+  else {
+    // A source-only dependency's sources (src/, as git sees them): under turbo.json only those its
+    // no-op's definition picks — turbo keys that task by them, and reading more is an undeclared
+    // read turbo serves stale as well; vx's implicit build keys every file of the project.
+    const keyed = turboTasks ? new Set(picked(dir, declaration(dir, dep))) : null;
+    for (const f of walk(path.join(dir, "src"))) {
+      if (!keyed || keyed.has("src/" + f)) lines.push(`src ${dep} ${f}`, fs.readFileSync(path.join(dir, "src", f), "utf8"));
+    }
+  }
 }
 fs.mkdirSync("dist", { recursive: true });
 fs.writeFileSync("dist/out.txt", lines.join("\n") + "\n");

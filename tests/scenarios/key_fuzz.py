@@ -52,11 +52,7 @@ FEATURES = {
 }
 # The ones vx gets wrong today: the bounded run leaves them
 # out (VX_FUZZ_FEATURES=all turns them on). Drop a name here when its fix lands.
-KNOWN_OPEN = {
-    # Outside a sandbox vx stops what a task leaves in its process group (late_writer), not what
-    # leaves the group on purpose: a detached writer still lands its file after the save.
-    "detached_writer",
-}
+KNOWN_OPEN: set[str] = set()
 
 IGNORED_DIRS = ("node_modules", "dist", ".vx", "tmp")
 GITIGNORE = ["node_modules/", "dist/", ".vx/", "tmp/", "*.log", ".env"]
@@ -410,8 +406,8 @@ class Workspace:
     def task(self, i: int) -> dict:
         """The declaration as written: vx.config.json's build, or the turbo.json definition."""
         if self.case.turbo:
-            if not self.case.projects[i].override:
-                return self.global_def
+            if not self.case.projects[i].override or not self.built(i):
+                return self.global_def  # a source-only package gets no `pN#build` of its own
             d = {"dependsOn": ["^build"], "outputs": ["dist/**"]}
             if self.inputs[i] is not None:
                 d["inputs"] = list(self.inputs[i])
@@ -627,7 +623,7 @@ class Workspace:
     def _edit_config(self, i: int, b: int) -> str:
         what = b % 4
         menu = input_menu(self.case.turbo, self.features)
-        shared = self.case.turbo and not self.case.projects[i].override
+        shared = self.case.turbo and (not self.case.projects[i].override or not self.built(i))
         if what == 0:
             self.indent = 4 if self.indent == 2 else 2
             desc = "reformat every config"
@@ -684,7 +680,8 @@ class Workspace:
         """(input globs, env names, character classes?, root-relative globs) as the task declares them."""
         t = self.task(i)
         if self.case.turbo:
-            globs = ["**" if g == "$TURBO_DEFAULT$" else g for g in t.get("inputs", ["**"])]
+            # `"inputs": []` is turbo's default set, as no `inputs` (turbo 2.11 --dry=json, measured)
+            globs = ["**" if g == "$TURBO_DEFAULT$" else g for g in t.get("inputs") or ["**"]]
             return (
                 [g for g in globs if not g.startswith(ROOT_PREFIX)],
                 list(t.get("env", [])),
@@ -752,17 +749,16 @@ class Workspace:
         for d in sorted(self.deps[i], key=self.name):
             if self.built(d):
                 lines += [f"up {self.name(d)}", self.expected(d)]
-            else:
+            else:  # under turbo.json, only the sources its no-op's definition picks (fuzz_task.js)
                 src = self.pdir(d) / "src"
+                keyed = {r for r, _, _ in self.reads(d)} if self.case.turbo else None
                 for rel in self.walk(src):
-                    lines += [f"src {self.name(d)} {rel}", (src / rel).read_text()]
+                    if keyed is None or f"src/{rel}" in keyed:
+                        lines += [f"src {self.name(d)} {rel}", (src / rel).read_text()]
         return "\n".join(lines) + "\n"
 
     def expected_files(self, i: int) -> dict[str, str]:
-        files = {"out.txt": self.expected(i)}
-        if self.case.projects[i].detached:  # vx stops a writer left in the group before the save
-            files["late.txt"] = f"late s{self.salts[i]}\n"
-        return files
+        return {"out.txt": self.expected(i)}  # vx stops every late writer before the save
 
     def material(self, i: int) -> str:
         """The key as the docs define it, as a digest of what goes in (independent of vx's hashing)."""
@@ -771,7 +767,11 @@ class Workspace:
             (self.root / "package-lock.json").read_bytes().hex(),
             (self.pdir(i) / "package.json").read_bytes().hex(),
         ]
-        if self.built(i):
+        # turbo keys a package's task whose script it lacks (`<NONEXISTENT>` in --dry=json) as
+        # any other: by the definition that applies (the shared `build`), its globs matched as
+        # turbo matches them (gitignored files too), its env and framework variables — so a
+        # source-only package under turbo.json is keyed on its inputs, not on all of its files.
+        if self.built(i) or self.case.turbo:
             t = self.task(i)
             parts += [
                 json.dumps(t, sort_keys=True),
@@ -794,7 +794,8 @@ class Workspace:
         env = {
             k: v
             for k, v in os.environ.items()
-            if not k.startswith(("VX_", "CI", "NEXT_PUBLIC_")) and k not in ENV_NAMES
+            if (not k.startswith(("VX_", "CI", "NEXT_PUBLIC_")) or k == "VX_SHARED_STORE")
+            and k not in ENV_NAMES
         }
         # A short kill grace: a late writer waits on the gate, so vx stops it after the grace whatever
         # its length; a short one only spares the fuzzer's time.
@@ -929,24 +930,15 @@ class Workspace:
         self.saved.update(materials[n] for n in ran)
 
     def finish_late_writers(self) -> None:
-        """Open the gate for the processes tasks left behind (late_writer) and wait until each has
-        written its output, so the oracle sees what the task produced in the end."""
+        """Open the gate for the processes tasks left behind (late_writer): vx stopped each before
+        the save, so none writes, and the oracle expects no late file."""
         late = [p for p in self.case.projects if p.late]
         if not late:
             return
         gate, late_log = self.root.parent / "gate", self.root.parent / "late.log"
         gate.write_text("")
-        # Only detached writers can still be alive: vx stopped the others before reading outputs
-        # (one that survived would write once the gate opens, and the next check sees its file).
-        pending = set((self.root.parent / "runs.log").read_text().split()) & {
-            self.name(i) for i, p in enumerate(self.case.projects) if p.detached
-        }
-        deadline = time.monotonic() + 30  # a generous bound on an event, not a timing window
-        while pending and time.monotonic() < deadline:
-            done = set(late_log.read_text().split()) if late_log.exists() else set()
-            if pending <= done:
-                break
-            time.sleep(0.01)
+        # vx stopped every writer before reading outputs, detached ones too (one that survived
+        # would write once the gate opens, and the next check sees its file).
         gate.unlink()
         late_log.unlink(missing_ok=True)
 

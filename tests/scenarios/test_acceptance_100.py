@@ -65,7 +65,9 @@ def test_warm_run_is_up_to_date_and_opens_no_source_file(mono):
     trace = repo.root.parent / "trace.txt"
     summary = repo.root / ".vx" / "warm.json"
     env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("VX_")},
+        **{
+            k: v for k, v in os.environ.items() if not k.startswith("VX_") or k == "VX_SHARED_STORE"
+        },
         "PYTHONPATH": SRC,
         "NO_COLOR": "1",
     }

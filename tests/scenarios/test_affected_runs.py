@@ -35,7 +35,8 @@ def ran(result) -> set[str]:
     return set(result.statuses())
 
 
-def test_cli41_a_change_runs_the_tasks_it_reaches_and_their_dependencies(ws):
+@pytest.mark.feature("CLI-41")
+def test_a_change_runs_the_tasks_it_reaches_and_their_dependencies(ws):
     (ws.root / "packages/b/src/b.js").write_text("B2;")
     got = ran(ws.vx("run", "build", "--affected"))  # the base: main, the branch this one left
     assert got == {
@@ -46,30 +47,35 @@ def test_cli41_a_change_runs_the_tasks_it_reaches_and_their_dependencies(ws):
     assert "d#build" not in got
 
 
-def test_cli41_committed_changes_on_the_branch_count_and_the_ref_can_be_named(ws):
+@pytest.mark.feature("CLI-41")
+def test_committed_changes_on_the_branch_count_and_the_ref_can_be_named(ws):
     (ws.root / "packages/d/src/d.js").write_text("D2;")
     ws.commit("d on the branch")
     assert ran(ws.vx("run", "build", "--affected=main")) == {"d#build"}
     assert "nothing affected since HEAD" in ws.vx("run", "build", "--affected=HEAD").err
 
 
-def test_cli41_a_file_no_cached_task_declares_reaches_every_task_of_its_project(ws):
+@pytest.mark.feature("CLI-41")
+def test_a_file_no_cached_task_declares_reaches_every_task_of_its_project(ws):
     (ws.root / "packages/d/README.md").write_text("# d, edited\n")  # build's inputs are src/** only
     assert ran(ws.vx("run", "build", "--affected")) == {"d#build"}
 
 
-def test_cli41_a_lockfile_change_reaches_everything(ws):
+@pytest.mark.feature("CLI-41")
+def test_a_lockfile_change_reaches_everything(ws):
     (ws.root / "package-lock.json").write_text("{}\n")
     assert ran(ws.vx("run", "build", "--affected")) == {"a#build", "b#build", "c#build", "d#build"}
 
 
-def test_cli42_nothing_affected_exits_0_and_says_so(ws):
+@pytest.mark.feature("CLI-42")
+def test_nothing_affected_exits_0_and_says_so(ws):
     result = ws.vx("run", "build", "--affected")
     assert result.code == 0 and "nothing affected since main" in result.err
     assert ran(result) == set()
 
 
-def test_cli42_affected_base_from_the_workspace_config(ws):
+@pytest.mark.feature("CLI-42")
+def test_affected_base_from_the_workspace_config(ws):
     (ws.root / "vx.workspace.json").write_text(json.dumps({"affectedBase": "release"}))
     ws.commit("the base named")  # a workspace config change would reach everything
     ws.git("branch", "release")
@@ -80,15 +86,17 @@ def test_cli42_affected_base_from_the_workspace_config(ws):
     assert {t["id"] for t in plan["tasks"]} == {"a#build", "b#build", "c#build"}
 
 
+@pytest.mark.feature("CLI-42")
 @pytest.mark.parametrize(
     "ref, said", [("no-such-branch", "cannot compare with `no-such-branch`"), ("-rf", "not a ref")]
 )
-def test_cli42_a_bad_ref_is_refused(ws, ref, said):
+def test_a_bad_ref_is_refused(ws, ref, said):
     result = ws.vx("run", "build", f"--affected={ref}")
     assert result.code == 2 and said in result.err and "Traceback" not in result.err
 
 
-def test_cli41_affected_and_filter_together(ws):
+@pytest.mark.feature("CLI-41")
+def test_affected_and_filter_together(ws):
     for p in "bd":
         (ws.root / f"packages/{p}/src/{p}.js").write_text("X;")
     assert ran(ws.vx("run", "build", "--affected", "--filter", "d")) == {"d#build"}

@@ -1,9 +1,11 @@
 """Bad config is refused with exit 2, naming the file, the field and a hint (WS-03, WS-08, GR-04, GR-06)."""
 
+import pytest
 from conftest import build_task, npm_workspace
 
 
-def test_unknown_key_names_file_field_and_did_you_mean(repo):  # WS-08
+@pytest.mark.feature("WS-08")
+def test_unknown_key_names_file_field_and_did_you_mean(repo):
     task = build_task(deps=())
     task["dependOn"] = []
     repo.write(npm_workspace({"app": {"tasks": {"build": task}}})).commit()
@@ -15,7 +17,8 @@ def test_unknown_key_names_file_field_and_did_you_mean(repo):  # WS-08
     assert "Traceback" not in res.err
 
 
-def test_turbo_spelling_points_to_vx_home(repo):  # WS-08
+@pytest.mark.feature("WS-08")
+def test_turbo_spelling_points_to_vx_home(repo):
     repo.write(
         npm_workspace(
             {"app": {"tasks": {"build": {"exec": {"command": "true"}, "outputs": ["dist/**"]}}}}
@@ -37,7 +40,8 @@ def test_wrong_type_names_expected_type(repo):
     assert "tasks.build.exec.timeout" in res.err and "packages/app/vx.config.json" in res.err
 
 
-def test_cycle_prints_the_full_path(repo):  # GR-04
+@pytest.mark.feature("GR-04")
+def test_cycle_prints_the_full_path(repo):
     tasks = {
         "a": {"exec": {"command": "true"}, "dependsOn": ["b"]},
         "b": {"exec": {"command": "true"}, "dependsOn": ["a"]},
@@ -48,14 +52,16 @@ def test_cycle_prints_the_full_path(repo):  # GR-04
     assert "app#a -> app#b -> app#a" in res.err
 
 
-def test_unknown_task_did_you_mean(repo):  # GR-06
+@pytest.mark.feature("GR-06")
+def test_unknown_task_did_you_mean(repo):
     repo.write(npm_workspace({"app": {"tasks": {"build": build_task(deps=())}}})).commit()
     res = repo.vx("run", "biuld", "--all")
     assert res.code == 2
     assert "did you mean `build`" in res.err
 
 
-def test_duplicate_package_names_name_both_paths(repo):  # WS-03
+@pytest.mark.feature("WS-03")
+def test_duplicate_package_names_name_both_paths(repo):
     files = npm_workspace({"one": {}, "two": {}})
     files["packages/two/package.json"] = {"name": "one", "version": "1.0.0"}
     repo.write(files).commit()

@@ -1,5 +1,6 @@
 """The cache is never a wrong hit: damaged artifacts, inputs edited mid-task, failures (LC-11, LC-12, KEY-21)."""
 
+import pytest
 from conftest import build_task, npm_workspace
 
 
@@ -20,7 +21,8 @@ def artifacts(repo):
     return sorted((repo.root / ".vx" / "cache").glob("*.tar.zst"))
 
 
-def test_corrupted_artifact_is_a_miss_with_one_warning(repo):  # LC-12
+@pytest.mark.feature("LC-12")
+def test_corrupted_artifact_is_a_miss_with_one_warning(repo):
     one_package(repo)
     assert repo.vx("run", "build", "--all").code == 0
     [art] = artifacts(repo)
@@ -37,7 +39,8 @@ def test_corrupted_artifact_is_a_miss_with_one_warning(repo):  # LC-12
     assert repo.vx("run", "build", "--all").task("app#build")["cache"] == "up-to-date"
 
 
-def test_truncated_artifact_is_a_miss(repo):  # LC-12
+@pytest.mark.feature("LC-12")
+def test_truncated_artifact_is_a_miss(repo):
     one_package(repo)
     repo.vx("run", "build", "--all")
     [art] = artifacts(repo)
@@ -47,7 +50,8 @@ def test_truncated_artifact_is_a_miss(repo):  # LC-12
     assert res.code == 0 and res.task("app#build")["cache"] == "miss"
 
 
-def test_input_edited_while_the_task_runs_is_not_saved(repo):  # KEY-21
+@pytest.mark.feature("KEY-21")
+def test_input_edited_while_the_task_runs_is_not_saved(repo):
     cmd = (
         "node -e \"const fs=require('fs');fs.appendFileSync('src/a.js','//edited');"
         "fs.mkdirSync('dist',{recursive:true});fs.writeFileSync('dist/out.js','x')\""
@@ -59,7 +63,8 @@ def test_input_edited_while_the_task_runs_is_not_saved(repo):  # KEY-21
     assert artifacts(repo) == []
 
 
-def test_only_exit_zero_is_cached(repo):  # LC-11
+@pytest.mark.feature("LC-11")
+def test_only_exit_zero_is_cached(repo):
     one_package(repo, command="echo nope; exit 3")
     res = repo.vx("run", "build", "--all")
     assert res.code == 1
@@ -68,7 +73,8 @@ def test_only_exit_zero_is_cached(repo):  # LC-11
     assert repo.vx("run", "build", "--all").task("app#build")["cache"] == "miss"
 
 
-def test_log_is_replayed_on_a_hit(repo):  # LC-10
+@pytest.mark.feature("LC-10")
+def test_log_is_replayed_on_a_hit(repo):
     one_package(
         repo,
         command="echo hello-from-build; echo to-stderr >&2; mkdir -p dist; echo x > dist/out.js",
@@ -80,7 +86,8 @@ def test_log_is_replayed_on_a_hit(repo):  # LC-10
     assert "hello-from-build" in second.out
 
 
-def test_force_runs_and_saves_no_cache_neither_reads_nor_writes(repo):  # LC-15
+@pytest.mark.feature("LC-15")
+def test_force_runs_and_saves_no_cache_neither_reads_nor_writes(repo):
     one_package(repo)
     repo.vx("run", "build", "--all")
     forced = repo.vx("run", "build", "--all", "--force")
@@ -92,7 +99,8 @@ def test_force_runs_and_saves_no_cache_neither_reads_nor_writes(repo):  # LC-15
     assert artifacts(repo) == []
 
 
-def test_cache_dir_flag_holds_the_cache(repo, tmp_path):  # LC-03
+@pytest.mark.feature("LC-03")
+def test_cache_dir_flag_holds_the_cache(repo, tmp_path):
     one_package(repo)
     elsewhere = tmp_path / "cachehere"
     res = repo.vx("run", "build", "--all", "--cache-dir", str(elsewhere))
@@ -101,7 +109,8 @@ def test_cache_dir_flag_holds_the_cache(repo, tmp_path):  # LC-03
     assert (elsewhere / ".gitignore").read_text().strip() == "*"
 
 
-def test_globs_that_match_nothing_are_named(repo):  # KEY-23
+@pytest.mark.feature("KEY-23")
+def test_globs_that_match_nothing_are_named(repo):
     task = {
         "exec": {"command": "true"},
         "cache": {"inputs": {"files": ["src/**", "nope/**"]}, "outputs": {"files": ["out/**"]}},
@@ -115,7 +124,8 @@ def test_globs_that_match_nothing_are_named(repo):  # KEY-23
     assert "cache.outputs matched no files (out/**)" in res.err
 
 
-def test_unusable_cache_dir_fails_before_any_task(repo, tmp_path):  # LC-17
+@pytest.mark.feature("LC-17")
+def test_unusable_cache_dir_fails_before_any_task(repo, tmp_path):
     one_package(repo, command="touch ../../ran; mkdir -p dist; echo x > dist/out.js")
     blocker = tmp_path / "a-file"
     blocker.write_text("")

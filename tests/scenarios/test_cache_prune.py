@@ -47,7 +47,8 @@ def entries(ws) -> list[str]:
         db.close()
 
 
-def test_lc16_older_than_evicts_the_unused_and_the_next_run_rebuilds_it(ws):
+@pytest.mark.feature("LC-16")
+def test_older_than_evicts_the_unused_and_the_next_run_rebuilds_it(ws):
     age(ws, "a#build", 3 * 86400)
     result = ws.vx("cache", "prune", "--older-than", "2d")
     assert result.code == 0, result.err
@@ -61,7 +62,8 @@ def test_lc16_older_than_evicts_the_unused_and_the_next_run_rebuilds_it(ws):
     assert entries(ws) == ["a#build", "b#build"]  # rebuilt and saved again
 
 
-def test_lc16_max_size_goes_least_recently_used_first_and_dry_run_names_without_removing(ws):
+@pytest.mark.feature("LC-16")
+def test_max_size_goes_least_recently_used_first_and_dry_run_names_without_removing(ws):
     age(ws, "a#build", 60)
     dry = ws.vx("cache", "prune", "--max-size=1B", "--dry-run", "--format", "json")
     assert dry.code == 0, dry.err
@@ -81,6 +83,7 @@ def test_lc16_max_size_goes_least_recently_used_first_and_dry_run_names_without_
     )  # the older one went, the newer fits
 
 
+@pytest.mark.feature("LC-16")
 @pytest.mark.parametrize(
     "args, said",
     [
@@ -91,20 +94,22 @@ def test_lc16_max_size_goes_least_recently_used_first_and_dry_run_names_without_
         (["--max-size"], "needs a value"),
     ],
 )
-def test_lc16_bad_bounds_are_refused_and_nothing_goes(ws, args, said):
+def test_bad_bounds_are_refused_and_nothing_goes(ws, args, said):
     result = ws.vx("cache", "prune", *args)
     assert result.code == 2 and said in result.err and "Traceback" not in result.err
     assert entries(ws) == ["a#build", "b#build"]
 
 
-def test_cli04_other_cache_subcommands_point_to_the_right_verb(ws):
+@pytest.mark.feature("CLI-04")
+def test_other_cache_subcommands_point_to_the_right_verb(ws):
     result = ws.vx("cache", "clean")
     assert result.code == 2 and "vx cache prune --max-size 1B" in result.err
     stats = ws.vx("cache", "stats")
     assert stats.code == 2 and "vx info" in stats.err
 
 
-def test_lc16_no_cache_yet_is_nothing_to_prune(repo):
+@pytest.mark.feature("LC-16")
+def test_no_cache_yet_is_nothing_to_prune(repo):
     ws = repo.write(
         npm_workspace({"a": {"tasks": {"build": build_task()}, "files": {"src/a.js": "A;"}}})
     ).commit()
@@ -113,7 +118,8 @@ def test_lc16_no_cache_yet_is_nothing_to_prune(repo):
     assert not (ws.root / ".vx/cache").exists()  # and made none
 
 
-def test_lc16_workspace_retention_prunes_at_the_end_of_a_run(ws):
+@pytest.mark.feature("LC-16")
+def test_workspace_retention_prunes_at_the_end_of_a_run(ws):
     (ws.root / "vx.workspace.json").write_text(json.dumps({"cacheRetention": {"olderThan": "1d"}}))
     ws.commit()
     age(ws, "a#build", 3 * 86400)
@@ -123,13 +129,15 @@ def test_lc16_workspace_retention_prunes_at_the_end_of_a_run(ws):
     assert (ws.root / ".vx/cache/.vx-swept").exists()  # the hourly sweep ran too
 
 
-def test_lc16_a_bad_retention_is_refused_with_its_field(ws):
+@pytest.mark.feature("LC-16")
+def test_a_bad_retention_is_refused_with_its_field(ws):
     (ws.root / "vx.workspace.json").write_text(json.dumps({"cacheRetention": {"maxSize": "10"}}))
     result = ws.vx("run", "build")
     assert result.code == 2 and "in: vx.workspace.json, cacheRetention.maxSize" in result.err
 
 
-def test_lc16_prune_waits_for_a_run_of_the_same_workspace(repo):
+@pytest.mark.feature("LC-16")
+def test_prune_waits_for_a_run_of_the_same_workspace(repo):
     # The task marks its start and ends once the test releases it (no timing to guess).
     marks, release = repo.root.parent / "started", repo.root.parent / "release"
     slow = build_task(
@@ -145,7 +153,11 @@ def test_lc16_prune_waits_for_a_run_of_the_same_workspace(repo):
     release.unlink()
     marks.unlink()
     (ws.root / "packages/a/src/a.js").write_text("A2;")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
+    }
     env.update({"PYTHONPATH": SRC, "NO_COLOR": "1"})
     run = subprocess.Popen(
         [sys.executable, "-m", "vx", "run", "build"],

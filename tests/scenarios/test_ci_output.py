@@ -22,7 +22,8 @@ def ws(repo):
     ).commit()
 
 
-def test_cli57_github_actions_groups_each_frame_and_annotates_the_failure(ws):
+@pytest.mark.feature("CLI-57")
+def test_github_actions_groups_each_frame_and_annotates_the_failure(ws):
     result = ws.vx("run", "build", "check", "--all", env={"GITHUB_ACTIONS": "true", "CI": "true"})
     assert result.code == 1
     lines = result.out.splitlines()
@@ -38,7 +39,8 @@ def test_cli57_github_actions_groups_each_frame_and_annotates_the_failure(ws):
     )  # fenced
 
 
-def test_obs04_the_markdown_report_lists_failures_first_and_appends_to_a_file(ws):
+@pytest.mark.feature("OBS-04")
+def test_the_markdown_report_lists_failures_first_and_appends_to_a_file(ws):
     result = ws.vx("run", "build", "check", "--all", "--report", summary=False)
     assert result.code == 1
     table = result.out[result.out.index("**vx run: failed**") :]
@@ -54,7 +56,8 @@ def test_obs04_the_markdown_report_lists_failures_first_and_appends_to_a_file(ws
     assert heads[-1].startswith("**vx run: ok** · 2 tasks · 2 cached")  # the second run: all hits
 
 
-def test_obs02_hits_say_how_long_they_took_when_saved(ws):
+@pytest.mark.feature("OBS-02")
+def test_hits_say_how_long_they_took_when_saved(ws):
     assert ws.vx("run", "build", "--all").code == 0
     again = ws.vx("run", "build", "--all")
     assert again.code == 0
@@ -65,7 +68,8 @@ def test_obs02_hits_say_how_long_they_took_when_saved(ws):
     )
 
 
-def test_obs03_the_profile_is_a_chrome_trace_with_one_span_per_task(ws):
+@pytest.mark.feature("OBS-03")
+def test_the_profile_is_a_chrome_trace_with_one_span_per_task(ws):
     target = ws.root / "trace.json"
     result = ws.vx("run", "build", "--all", f"--profile={target}", summary=False)
     assert result.code == 0, result.err

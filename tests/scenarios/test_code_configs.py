@@ -45,7 +45,8 @@ def evaluations(ws) -> int:
     return len(path.read_text()) if path.exists() else 0
 
 
-def test_ws05_mjs_configs_evaluate_in_one_batch_and_run(repo):
+@pytest.mark.feature("WS-05")
+def test_mjs_configs_evaluate_in_one_batch_and_run(repo):
     ws = code_workspace(
         repo,
         {
@@ -63,7 +64,8 @@ def test_ws05_mjs_configs_evaluate_in_one_batch_and_run(repo):
     assert len(kept) == 1 and len(json.loads(kept[0].read_text())["results"]) == 3
 
 
-def test_ws05_a_kept_evaluation_is_reused_until_a_file_it_loaded_changes(repo):
+@pytest.mark.feature("WS-05")
+def test_a_kept_evaluation_is_reused_until_a_file_it_loaded_changes(repo):
     ws = code_workspace(repo, {"a": mjs("a")})
     assert ws.vx("run", "build").code == 0
     time.sleep(0.06)  # past the racy window: the evaluation is kept from here on
@@ -82,7 +84,8 @@ def test_ws05_a_kept_evaluation_is_reused_until_a_file_it_loaded_changes(repo):
     assert (ws.root / "packages/a/dist/out.js").read_text() == "a!"
 
 
-def test_ws05_a_variable_read_at_load_is_part_of_the_evaluation(repo):
+@pytest.mark.feature("WS-05")
+def test_a_variable_read_at_load_is_part_of_the_evaluation(repo):
     config = "export default { tasks: { build: { exec: { command: 'echo ' + (process.env.FLAVOUR ?? 'plain') } } } };\n"
     ws = code_workspace(repo, {"a": ("mjs", config)})
     plain = ws.vx("run", "build", "--dry=json")
@@ -104,7 +107,8 @@ def typescript(repo):
     return link
 
 
-def test_ws05_a_typescript_config_with_types_satisfies_and_a_ts_preset(repo, typescript):
+@pytest.mark.feature("WS-05")
+def test_a_typescript_config_with_types_satisfies_and_a_ts_preset(repo, typescript):
     config = (
         "import type { Shape } from '../../shape';\n"
         "import { lint } from '../../preset-ts';\n"
@@ -126,14 +130,16 @@ def test_ws05_a_typescript_config_with_types_satisfies_and_a_ts_preset(repo, typ
     assert result.statuses() == {"a#lint": ("success", "no-cache")}
 
 
-def test_ws05_a_typescript_config_without_a_transpiler_is_refused_with_a_hint(repo):
+@pytest.mark.feature("WS-05")
+def test_a_typescript_config_without_a_transpiler_is_refused_with_a_hint(repo):
     ws = code_workspace(repo, {"a": ("ts", "export default { tasks: {} } satisfies object;\n")})
     result = ws.vx("run", "build")
     assert result.code == 2 and "Traceback" not in result.err
     assert "in: packages/a/vx.config.ts" in result.err and "typescript" in result.err
 
 
-def test_ws05_a_typescript_syntax_error_names_the_line(repo, typescript):
+@pytest.mark.feature("WS-05")
+def test_a_typescript_syntax_error_names_the_line(repo, typescript):
     ws = typescript(
         code_workspace(repo, {"a": ("ts", "const x: number = ;\nexport default {};\n")})
     )
@@ -145,6 +151,7 @@ def test_ws05_a_typescript_syntax_error_names_the_line(repo, typescript):
     )
 
 
+@pytest.mark.feature("WS-06")
 @pytest.mark.parametrize(
     "body, field, said",
     [
@@ -171,7 +178,7 @@ def test_ws05_a_typescript_syntax_error_names_the_line(repo, typescript):
         ),
     ],
 )
-def test_ws06_what_json_cannot_carry_is_refused_with_its_field(repo, body, field, said):
+def test_what_json_cannot_carry_is_refused_with_its_field(repo, body, field, said):
     ws = code_workspace(repo, {"a": ("mjs", f"export default {body};\n")})
     result = ws.vx("run", "build")
     assert result.code == 2, result.err
@@ -179,7 +186,8 @@ def test_ws06_what_json_cannot_carry_is_refused_with_its_field(repo, body, field
     assert "Traceback" not in result.err
 
 
-def test_ws06_undefined_properties_mean_absent_and_validation_still_applies(repo):
+@pytest.mark.feature("WS-06")
+def test_undefined_properties_mean_absent_and_validation_still_applies(repo):
     ws = code_workspace(
         repo,
         {
@@ -194,7 +202,8 @@ def test_ws06_undefined_properties_mean_absent_and_validation_still_applies(repo
     assert result.code == 2 and "in: packages/a/vx.config.mjs, tasks.build.ouputs" in result.err
 
 
-def test_ws05_a_config_that_throws_is_refused_naming_it(repo):
+@pytest.mark.feature("WS-05")
+def test_a_config_that_throws_is_refused_naming_it(repo):
     ws = code_workspace(repo, {"a": ("mjs", "throw new Error('no secrets file');\n")})
     result = ws.vx("run", "build")
     assert (
@@ -205,7 +214,8 @@ def test_ws05_a_config_that_throws_is_refused_naming_it(repo):
     assert "Traceback" not in result.err
 
 
-def test_ws05_editing_a_preset_is_seen_by_a_replay(repo):
+@pytest.mark.feature("WS-05")
+def test_editing_a_preset_is_seen_by_a_replay(repo):
     """A replay (receipt) holds only while every file planning read holds: a config's imports count."""
     ws = code_workspace(repo, {"a": mjs("a")})
     for _ in range(2):  # the first builds, the second writes the receipt
@@ -218,7 +228,8 @@ def test_ws05_editing_a_preset_is_seen_by_a_replay(repo):
     assert changed.code == 0 and "discover" in changed.err, changed.err
 
 
-def test_ws05_a_file_the_config_reads_itself_is_part_of_the_evaluation(repo):
+@pytest.mark.feature("WS-05")
+def test_a_file_the_config_reads_itself_is_part_of_the_evaluation(repo):
     config = (
         "import { readFileSync } from 'node:fs';\n"
         "const command = readFileSync(new URL('./cmd.txt', import.meta.url), 'utf8').trim();\n"
@@ -236,7 +247,8 @@ def test_ws05_a_file_the_config_reads_itself_is_part_of_the_evaluation(repo):
     assert json.loads(ws.vx("run", "build", "--dry=json").out)["tasks"][0]["command"] == "echo two"
 
 
-def test_ws05_a_kept_evaluation_holds_digests_not_values_and_none_that_read_the_whole_env(repo):
+@pytest.mark.feature("WS-05")
+def test_a_kept_evaluation_holds_digests_not_values_and_none_that_read_the_whole_env(repo):
     named = "export default { tasks: { build: { exec: { command: 'echo ' + process.env.MY_TOKEN.length } } } };\n"
     ws = code_workspace(repo, {"a": ("mjs", named)})
     for _ in range(2):

@@ -42,27 +42,31 @@ def complete(words: list[str]) -> list[str]:
     return proc.stdout.split()
 
 
-def test_cli12_bash_completes_verbs_and_each_verbs_flags():
+@pytest.mark.feature("CLI-12")
+def test_bash_completes_verbs_and_each_verbs_flags():
     assert complete(["vx", "w"]) == ["watch", "why"]
     assert complete(["vx", "run", "--fi"]) == ["--filter"]
     assert "--dry" not in complete(["vx", "watch", "--d"])  # refused by watch, so not offered
 
 
-def test_cli12_every_run_flag_is_in_the_help_and_so_completed():
+@pytest.mark.feature("CLI-12")
+def test_every_run_flag_is_in_the_help_and_so_completed():
     offered = complete(["vx", "run", "-"])
     assert set(RUN_FLAGS) <= set(offered), set(RUN_FLAGS) - set(offered)
 
 
+@pytest.mark.feature("CLI-12")
 @pytest.mark.parametrize(
     "shell, marker, flag",
     [("zsh", "compdef _vx vx", "--filter"), ("fish", "complete -c vx", "-l filter")],
 )
-def test_cli12_zsh_and_fish_scripts(shell, marker, flag):
+def test_zsh_and_fish_scripts(shell, marker, flag):
     text = completions(shell)
     assert marker in text and flag in text
 
 
-def test_cli12_an_unknown_shell_is_refused():
+@pytest.mark.feature("CLI-12")
+def test_an_unknown_shell_is_refused():
     proc = subprocess.run(
         [sys.executable, "-m", "vx", "completions", "tcsh"],
         capture_output=True,

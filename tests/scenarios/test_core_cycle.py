@@ -1,6 +1,7 @@
 """The core promise on a small graph: run in order, hit when nothing changed, restore what was
 deleted, re-run exactly what an edit reaches (EX-01, KEY-12, LC-07, LC-09, GR-02)."""
 
+import pytest
 from conftest import build_task, npm_workspace
 
 
@@ -77,9 +78,10 @@ def test_editing_back_restores_the_earlier_entry(repo):
     assert (repo.root / "packages/base/dist/out.js").read_text() == "A1;"
 
 
+@pytest.mark.feature("CLI-01")
 def test_dependencies_run_first_from_a_package_dir(
     repo,
-):  # CLI-01: default scope is the cwd's project
+):  # default scope is the cwd's project
     make(repo)
     res = repo.vx("run", "build", cwd="packages/top")
     assert res.code == 0, res.err
@@ -87,7 +89,8 @@ def test_dependencies_run_first_from_a_package_dir(
     assert not (repo.root / "packages/other/dist").exists()
 
 
-def test_stale_output_files_are_wiped_before_exec(repo):  # LC-08
+@pytest.mark.feature("LC-08")
+def test_stale_output_files_are_wiped_before_exec(repo):
     make(repo)
     repo.vx("run", "build", "--all")
     stray = repo.root / "packages/base/dist/stale.js"
@@ -97,7 +100,8 @@ def test_stale_output_files_are_wiped_before_exec(repo):  # LC-08
     assert not stray.exists()
 
 
-def test_a_new_untracked_input_changes_the_key(repo):  # KEY-12: untracked files are inputs
+@pytest.mark.feature("KEY-12")
+def test_a_new_untracked_input_changes_the_key(repo):  # untracked files are inputs
     make(repo)
     repo.vx("run", "build", "--all")
     (repo.root / "packages/other/src/new.js").write_text("N;")

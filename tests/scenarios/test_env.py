@@ -90,7 +90,8 @@ def seen(ws, name: str) -> dict[str, str]:
     return json.loads((ws.root / f"packages/{name}/dist/env.json").read_text())
 
 
-def test_tl05_framework_inference_keys_and_passes_what_turbo_infers(repo):
+@pytest.mark.feature("TL-05")
+def test_framework_inference_keys_and_passes_what_turbo_infers(repo):
     ws = repo.write(turbo_framework_workspace()).commit()
     one = {"NEXT_PUBLIC_API": "one", "NEXT_PUBLIC_SECRET": "s", "VITE_MODE": "one"}
     two = {**one, "NEXT_PUBLIC_API": "two", "VITE_MODE": "two"}
@@ -127,7 +128,8 @@ def test_tl05_framework_inference_keys_and_passes_what_turbo_infers(repo):
     assert seen(ws, "web")["NEXT_PUBLIC_API"] == "two"
 
 
-def test_tl05_framework_inference_off_keys_and_passes_none_of_it(repo):
+@pytest.mark.feature("TL-05")
+def test_framework_inference_off_keys_and_passes_none_of_it(repo):
     ws = repo.write(turbo_framework_workspace()).commit()
     one, two = {"NEXT_PUBLIC_API": "one"}, {"NEXT_PUBLIC_API": "two"}
     t1, t2 = (
@@ -147,7 +149,37 @@ def test_tl05_framework_inference_off_keys_and_passes_none_of_it(repo):
     assert bad.code == 2 and "--framework-inference" in bad.err
 
 
-def test_tl05_a_ci_vendor_prefix_is_left_out_of_the_inferred_variables(repo):
+@pytest.mark.feature("TL-05", "KEY-12")
+def test_a_next_package_without_build_keys_its_framework_variables_as_turbo_does(repo):
+    """Issue 12 (fuzzer): turbo hashes a task whose script the package lacks (`<NONEXISTENT>`)
+    with its framework's variables, and its dependants fold that hash; vx's implicit group for
+    it keyed none of them, so `app` hit where turbo misses after NEXT_PUBLIC_API changed."""
+    files = turbo_framework_workspace()
+    del files["packages/web/package.json"]["scripts"]  # a Next package with nothing to build
+    files["packages/lib/package.json"]["dependencies"] = {"web": "*"}
+    files["turbo.json"]["tasks"]["build"]["dependsOn"] = ["^build"]
+    ws = repo.write(files).commit()
+    one, two = {"NEXT_PUBLIC_API": "one"}, {"NEXT_PUBLIC_API": "two"}
+
+    t1, t2 = turbo_dry(ws, one), turbo_dry(ws, two)
+    assert t1["web"]["inferred"] == ["NEXT_PUBLIC_API"]
+    assert t1["web"]["hash"] != t2["web"]["hash"] and t1["lib"]["hash"] != t2["lib"]["hash"]
+    off = [turbo_dry(ws, e, "--framework-inference=false")["lib"]["hash"] for e in (one, two)]
+    assert off[0] == off[1]
+
+    k1, k2 = vx_keys(ws, one), vx_keys(ws, two)
+    assert (k1["web"] != k2["web"], k1["lib"] != k2["lib"]) == (True, True)
+    off = [vx_keys(ws, e, "--framework-inference=false")["lib"] for e in (one, two)]
+    assert off[0] == off[1]
+
+    first = ws.vx("run", "build", env=one)
+    assert first.code == 0, first.err
+    again = ws.vx("run", "build", env=two)
+    assert again.statuses()["lib#build"][1] == "miss", again.err
+
+
+@pytest.mark.feature("TL-05")
+def test_a_ci_vendor_prefix_is_left_out_of_the_inferred_variables(repo):
     ws = repo.write(turbo_framework_workspace()).commit()
     base = {"TURBO_CI_VENDOR_ENV_KEY": "NEXT_PUBLIC_VERCEL_", "NEXT_PUBLIC_API": "x"}
     assert (
@@ -189,7 +221,8 @@ def built(ws, env: dict[str, str]) -> tuple[str, dict]:
     )
 
 
-def test_key07_a_passed_node_env_is_keyed_so_a_dev_build_never_replays_production(repo):
+@pytest.mark.feature("KEY-07")
+def test_a_passed_node_env_is_keyed_so_a_dev_build_never_replays_production(repo):
     ws = mode_workspace(repo)
     cache, seen_env = built(ws, {"NODE_ENV": "production"})
     assert (cache, seen_env["NODE_ENV"]) == ("miss", "production")
@@ -199,7 +232,8 @@ def test_key07_a_passed_node_env_is_keyed_so_a_dev_build_never_replays_productio
     assert built(ws, {"NODE_ENV": "development"})[1]["NODE_ENV"] == "development"
 
 
-def test_key07_node_options_and_lang_are_keyed_and_ci_is_not_passed_undeclared(repo):
+@pytest.mark.feature("KEY-07")
+def test_node_options_and_lang_are_keyed_and_ci_is_not_passed_undeclared(repo):
     ws = mode_workspace(repo, pass_through=())
     base = {"LANG": "C.UTF-8", "NODE_OPTIONS": "--no-warnings"}
     assert built(ws, base)[0] == "miss"
@@ -215,8 +249,9 @@ def test_key07_node_options_and_lang_are_keyed_and_ci_is_not_passed_undeclared(r
     assert built(declared, {**base, "CI": "1"})[0] == "miss"
 
 
+@pytest.mark.feature("KEY-07")
 @pytest.mark.skipif(shutil.which("strace") is None, reason="strace is installed by dev/test")
-def test_key07_verify_names_unkeyed_variables_a_task_read_through_proc_environ(repo):
+def test_verify_names_unkeyed_variables_a_task_read_through_proc_environ(repo):
     reads_all = (
         "node -e \"const fs=require('fs');const e=fs.readFileSync('/proc/self/environ','utf8');"
         "fs.mkdirSync('dist',{recursive:true});fs.writeFileSync('dist/out.txt',String(e.length))\""
@@ -241,7 +276,8 @@ def test_key07_verify_names_unkeyed_variables_a_task_read_through_proc_environ(r
     assert "note: app#build gets AWS_REGION (passThrough) outside its key" in res.out
 
 
-def test_tl05_a_vx_config_task_in_a_next_package_is_told_about_public_variables_it_was_not_given(
+@pytest.mark.feature("TL-05")
+def test_a_vx_config_task_in_a_next_package_is_told_about_public_variables_it_was_not_given(
     repo,
 ):
     task = {
@@ -265,7 +301,8 @@ def test_tl05_a_vx_config_task_in_a_next_package_is_told_about_public_variables_
     assert seen(ws, "web")["NEXT_PUBLIC_API"] == "x"
 
 
-def test_tl05_vx_show_names_the_inferred_framework_and_its_variables(repo):
+@pytest.mark.feature("TL-05")
+def test_vx_show_names_the_inferred_framework_and_its_variables(repo):
     ws = repo.write(turbo_framework_workspace()).commit()
     shown = ws.vx("show", "web#build", "--format=json")
     assert shown.code == 0, shown.err

@@ -34,7 +34,8 @@ def test_every_task_declares_what_it_reads(example):  # LG-03 on our own example
 TURBO_EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "turbo"
 
 
-def test_the_turbo_example_runs_as_it_is_then_hits(tmp_path):  # TL-05 on our own example
+@pytest.mark.feature("TL-05")
+def test_the_turbo_example_runs_as_it_is_then_hits(tmp_path):  # on our own example
     root = tmp_path / "turbo"
     shutil.copytree(
         TURBO_EXAMPLE, root, ignore=shutil.ignore_patterns(".vx", "dist", "node_modules", ".turbo")

@@ -1,6 +1,7 @@
 """Running commands: sh -c in the project dir, env isolation, args, timeouts, retries, hints,
 --continue modes (EX-01..EX-03, EX-05, EX-06, EX-10, EX-14, GR-10)."""
 
+import pytest
 from conftest import npm_workspace
 
 
@@ -10,14 +11,16 @@ def tasks_repo(repo, tasks, extra_pkgs=None):
     repo.write(npm_workspace(pkgs)).commit()
 
 
-def test_runs_in_project_dir_with_pipes(repo):  # EX-01
+@pytest.mark.feature("EX-01")
+def test_runs_in_project_dir_with_pipes(repo):
     tasks_repo(repo, {"where": {"exec": {"command": "pwd | sed 's,.*/,,' && echo piped"}}})
     res = repo.vx("run", "where", cwd="packages/app")
     assert res.code == 0
     assert "app\n" in res.out and "piped" in res.out
 
 
-def test_environment_is_isolated(repo):  # EX-03
+@pytest.mark.feature("EX-03")
+def test_environment_is_isolated(repo):
     cmd = 'echo "secret=${MY_SECRET:-unset} pass=${PASS_ME:-unset} def=$DEFINED run=$VX_RUN_TASK"; echo "$PATH"'
     tasks_repo(
         repo,
@@ -40,7 +43,8 @@ def test_environment_is_isolated(repo):  # EX-03
     )
 
 
-def test_forwarded_args_reach_requested_tasks_only(repo):  # EX-02
+@pytest.mark.feature("EX-02")
+def test_forwarded_args_reach_requested_tasks_only(repo):
     tasks_repo(
         repo,
         {
@@ -54,13 +58,15 @@ def test_forwarded_args_reach_requested_tasks_only(repo):  # EX-02
     assert "dep-args:\n" in res.out or "dep-args: --flag" not in res.out
 
 
-def test_stdin_is_closed(repo):  # EX-10
+@pytest.mark.feature("EX-10")
+def test_stdin_is_closed(repo):
     tasks_repo(repo, {"read": {"exec": {"command": "cat; echo done-reading"}}})
     res = repo.vx("run", "read", cwd="packages/app", timeout=20)
     assert res.code == 0 and "done-reading" in res.out
 
 
-def test_timeout_fails_with_143(repo):  # EX-05
+@pytest.mark.feature("EX-05")
+def test_timeout_fails_with_143(repo):
     tasks_repo(repo, {"slow": {"exec": {"command": "sleep 30", "timeout": 300}}})
     res = repo.vx("run", "slow", cwd="packages/app", timeout=20)
     assert res.code == 1
@@ -68,7 +74,8 @@ def test_timeout_fails_with_143(repo):  # EX-05
     assert t["status"] == "failed" and t["exitCode"] == 143 and t.get("timedOut") is True
 
 
-def test_retries_rerun_until_success(repo):  # EX-06
+@pytest.mark.feature("EX-06")
+def test_retries_rerun_until_success(repo):
     cmd = "n=$(cat .count 2>/dev/null || echo 0); n=$((n+1)); echo $n > .count; [ $n -ge 3 ]"
     tasks_repo(repo, {"flaky": {"exec": {"command": cmd, "retries": 2}}})
     res = repo.vx("run", "flaky", cwd="packages/app")
@@ -77,7 +84,8 @@ def test_retries_rerun_until_success(repo):  # EX-06
     assert "retrying app#flaky (attempt 2/3) after exit 1" in res.out + res.err
 
 
-def test_missing_command_gets_a_127_hint(repo):  # EX-14
+@pytest.mark.feature("EX-14")
+def test_missing_command_gets_a_127_hint(repo):
     tasks_repo(repo, {"bad": {"exec": {"command": "definitely-not-a-command-xyz --go"}}})
     res = repo.vx("run", "bad", cwd="packages/app")
     assert res.code == 1
@@ -85,7 +93,8 @@ def test_missing_command_gets_a_127_hint(repo):  # EX-14
     assert "definitely-not-a-command-xyz" in res.err
 
 
-def test_signal_death_is_named(repo):  # EX-14, CLI-59
+@pytest.mark.feature("EX-14", "CLI-59")
+def test_signal_death_is_named(repo):
     tasks_repo(repo, {"boom": {"exec": {"command": "kill -SEGV $$"}}})
     res = repo.vx("run", "boom", cwd="packages/app")
     assert res.code == 1
@@ -93,7 +102,8 @@ def test_signal_death_is_named(repo):  # EX-14, CLI-59
     assert "SIGSEGV" in res.out + res.err
 
 
-def test_continue_modes(repo):  # GR-10
+@pytest.mark.feature("GR-10")
+def test_continue_modes(repo):
     tasks = {
         "fail": {"exec": {"command": "exit 1"}},
         "after": {"exec": {"command": "echo after"}, "dependsOn": ["fail"]},
@@ -112,7 +122,8 @@ def test_continue_modes(repo):  # GR-10
     assert always.task("app#after")["status"] == "success" and always.code == 1
 
 
-def test_concurrency_bounds_parallel_tasks(repo):  # GR-11
+@pytest.mark.feature("GR-11")
+def test_concurrency_bounds_parallel_tasks(repo):
     cmd = (
         "mkdir -p ../../.slots; touch ../../.slots/$$; sleep 0.3; ls ../../.slots | wc -l > ../../.peak-$$; "
         "rm ../../.slots/$$"
@@ -131,7 +142,8 @@ def test_bad_concurrency_is_a_usage_error(repo):
     assert res.code == 2 and "0x10" in res.err
 
 
-def test_continue_never_stops_dispatch_after_the_first_failure(repo):  # GR-10
+@pytest.mark.feature("GR-10")
+def test_continue_never_stops_dispatch_after_the_first_failure(repo):
     tasks = {
         "fail": {"exec": {"command": "exit 1"}},
         "later": {"exec": {"command": "touch ran-later"}, "dependsOn": ["gate"]},
@@ -146,7 +158,8 @@ def test_continue_never_stops_dispatch_after_the_first_failure(repo):  # GR-10
     assert not (repo.root / "packages/app/ran-later").exists()
 
 
-def test_continue_never_starts_nothing_that_was_still_waiting_for_a_slot(repo):  # GR-10
+@pytest.mark.feature("GR-10")
+def test_continue_never_starts_nothing_that_was_still_waiting_for_a_slot(repo):
     # With one slot, `fail` runs first (two dependants: the highest priority); the siblings were
     # already ready and queued for the slot: none of them may start once it failed.
     tasks = {

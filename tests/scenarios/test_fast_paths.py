@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 
+import pytest
 from conftest import SRC, build_task, npm_workspace
 
 # Runs vx in-process so the probe can count what it did; prints one JSON line of facts last.
@@ -59,7 +60,11 @@ def chain(n: int) -> dict:
 
 def probe(repo, *args: str, env: dict | None = None) -> dict:
     env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))},
+        **{
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
+        },
         **(env or {}),
     }
     env.update({"PYTHONPATH": SRC, "NO_COLOR": "1"})
@@ -80,7 +85,8 @@ def writes(facts: dict) -> int:
     return sum(s in ("INSERT", "UPDATE", "DELETE", "REPLACE") for s in facts["statements"])
 
 
-def test_fully_cached_run_needs_no_event_loop_and_constant_sql(repo):  # LC-06, GR-09
+@pytest.mark.feature("LC-06", "GR-09")
+def test_fully_cached_run_needs_no_event_loop_and_constant_sql(repo):
     repo.write(chain(4)).commit()
     assert repo.vx("run", "build").code == 0
     small = probe(repo, "run", "build")
@@ -99,7 +105,8 @@ def test_fully_cached_run_needs_no_event_loop_and_constant_sql(repo):  # LC-06, 
     assert len(large["statements"]) == len(small["statements"]) <= 16, large["statements"]
 
 
-def test_a_restore_costs_a_bounded_number_of_statements(repo):  # LC-07, LC-16
+@pytest.mark.feature("LC-07", "LC-16")
+def test_a_restore_costs_a_bounded_number_of_statements(repo):
     repo.write(chain(12)).commit()
     assert repo.vx("run", "build").code == 0
     for pkg in (repo.root / "packages").iterdir():
@@ -113,7 +120,8 @@ def test_a_restore_costs_a_bounded_number_of_statements(repo):  # LC-07, LC-16
     assert all((repo.root / f"packages/p{i}/dist/out.js").is_file() for i in range(12))
 
 
-def test_restores_in_forked_workers_leave_what_threads_leave(repo):  # GR-09, LC-07
+@pytest.mark.feature("GR-09", "LC-07")
+def test_restores_in_forked_workers_leave_what_threads_leave(repo):
     repo.write(chain(6)).commit()
     assert repo.vx("run", "build").code == 0
     expected = {p.name: (p / "dist/out.js").read_text() for p in (repo.root / "packages").iterdir()}
@@ -133,7 +141,11 @@ def test_restores_in_forked_workers_leave_what_threads_leave(repo):  # GR-09, LC
 def traced(repo, calls: str) -> str:
     """`vx run build` under strace (children too), as a user runs it; the trace's text."""
     trace = repo.root.parent / "trace"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
+    }
     env.update({"PYTHONPATH": SRC, "NO_COLOR": "1"})
     proc = subprocess.run(
         [
@@ -159,7 +171,8 @@ def traced(repo, calls: str) -> str:
     return trace.read_text()
 
 
-def test_warm_run_opens_no_input_and_no_artifact(repo):  # KEY-12, LC-06
+@pytest.mark.feature("KEY-12", "LC-06")
+def test_warm_run_opens_no_input_and_no_artifact(repo):
     repo.write(chain(3)).commit()
     assert repo.vx("run", "build").code == 0
     opened = re.findall(
@@ -171,7 +184,8 @@ def test_warm_run_opens_no_input_and_no_artifact(repo):  # KEY-12, LC-06
     assert [p for p in opened if "/dist/" in p] == []  # outputs are stat'ed, never read
 
 
-def test_lane_settles_around_a_miss(repo):  # GR-09, KEY-22
+@pytest.mark.feature("GR-09", "KEY-22")
+def test_lane_settles_around_a_miss(repo):
     files = npm_workspace(
         {
             "a": {"tasks": {"build": build_task()}, "files": {"src/a.js": "A;"}},
@@ -194,7 +208,8 @@ def test_lane_settles_around_a_miss(repo):  # GR-09, KEY-22
     }
 
 
-def test_damaged_artifact_in_the_lane_runs_and_its_dependant_still_restores(repo):  # LC-12, GR-09
+@pytest.mark.feature("LC-12", "GR-09")
+def test_damaged_artifact_in_the_lane_runs_and_its_dependant_still_restores(repo):
     files = npm_workspace(
         {
             "a": {"tasks": {"build": build_task()}, "files": {"src/a.js": "A;"}},
@@ -218,7 +233,8 @@ def test_damaged_artifact_in_the_lane_runs_and_its_dependant_still_restores(repo
     assert (repo.root / "packages/c/dist/out.js").read_text() == "C;"
 
 
-def test_timing_table_names_every_stage(repo):  # OBS-11
+@pytest.mark.feature("OBS-11")
+def test_timing_table_names_every_stage(repo):
     repo.write(chain(2)).commit()
     repo.vx("run", "build")
     res = repo.vx("run", "build", env={"VX_TIMING": "1"})

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from conftest import build_task, npm_workspace
 
 
-def test_cli37_the_graph_is_dot_with_status_colours_and_edges_and_runs_nothing(repo):
+@pytest.mark.feature("CLI-37")
+def test_the_graph_is_dot_with_status_colours_and_edges_and_runs_nothing(repo):
     ws = repo.write(
         npm_workspace(
             {
@@ -32,7 +34,8 @@ def test_cli37_the_graph_is_dot_with_status_colours_and_edges_and_runs_nothing(r
     assert (ws.root / "packages/b/dist/out.js").read_text() == "B;"  # nothing ran
 
 
-def test_cli37_a_file_must_be_dot_and_is_written(repo):
+@pytest.mark.feature("CLI-37")
+def test_a_file_must_be_dot_and_is_written(repo):
     ws = repo.write(
         npm_workspace({"a": {"tasks": {"build": build_task()}, "files": {"src/a.js": "A;"}}})
     ).commit()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from conftest import build_task, npm_workspace
 
 # Reads the dependency's sources straight from its directory, as a bundler reading a source-only
@@ -31,7 +32,8 @@ def _source_only(repo):
     ).commit()
 
 
-def test_ws19_source_only_package_is_keyed(repo):
+@pytest.mark.feature("WS-19")
+def test_source_only_package_is_keyed(repo):
     """An edit to a dependency that declares no `build` is a miss for the dependant, not a hit
     with the old output."""
     _source_only(repo)
@@ -46,7 +48,8 @@ def test_ws19_source_only_package_is_keyed(repo):
     assert third.task("app#build")["cache"] == "up-to-date"
 
 
-def test_ws19_implicit_build_is_reached_not_selected_and_shown(repo):
+@pytest.mark.feature("WS-19")
+def test_implicit_build_is_reached_not_selected_and_shown(repo):
     _source_only(repo)
     plan = json.loads(
         repo.vx("run", "build", "--dry=json").out
@@ -75,7 +78,8 @@ def test_ws19_implicit_build_is_reached_not_selected_and_shown(repo):
     assert why.code == 0 and "packages/types/src/a.ts" in why.out, why.out + why.err
 
 
-def test_ws19_affected_reaches_through_a_source_only_package(repo):
+@pytest.mark.feature("WS-19")
+def test_affected_reaches_through_a_source_only_package(repo):
     """`--affected`: an edit in a package with no `build` reaches its dependants' builds."""
     _source_only(repo)
     repo.git("branch", "base")
@@ -146,7 +150,8 @@ def _app_deps(repo):
     return {t["id"]: t["deps"] for t in json.loads(res.out)["tasks"]}["app#build"]
 
 
-def test_ws20_pnpm9_links_a_range_only_as_its_lockfile_says(repo, tmp_path):
+@pytest.mark.feature("WS-20")
+def test_pnpm9_links_a_range_only_as_its_lockfile_says(repo, tmp_path):
     """pnpm 9 links a workspace package for `workspace:` specs, not for a range the member
     satisfies: no edge (and no extra miss) where pnpm installed the registry's package."""
     _pnpm_workspace(repo)
@@ -157,7 +162,8 @@ def test_ws20_pnpm9_links_a_range_only_as_its_lockfile_says(repo, tmp_path):
     assert _app_deps(repo) == ["lib#build"]
 
 
-def test_ws20_pnpm_link_workspace_packages_true_links_ranges(repo, tmp_path):
+@pytest.mark.feature("WS-20")
+def test_pnpm_link_workspace_packages_true_links_ranges(repo, tmp_path):
     _pnpm_workspace(repo, npmrc="link-workspace-packages=true\n")
     _pnpm_install(repo, tmp_path)
     assert "version: link:../is-number" in (repo.root / "pnpm-lock.yaml").read_text()
@@ -165,7 +171,8 @@ def test_ws20_pnpm_link_workspace_packages_true_links_ranges(repo, tmp_path):
     assert _app_deps(repo) == ["is-number#build", "lib#build"]
 
 
-def test_ws20_pnpm_without_a_lockfile_follows_the_version_default(repo):
+@pytest.mark.feature("WS-20")
+def test_pnpm_without_a_lockfile_follows_the_version_default(repo):
     _pnpm_workspace(repo).commit()  # pnpm 9 (packageManager): ranges do not link
     assert _app_deps(repo) == ["lib#build"]
     pkg = json.loads((repo.root / "package.json").read_text())
@@ -178,7 +185,8 @@ def test_ws20_pnpm_without_a_lockfile_follows_the_version_default(repo):
 # ---------------------------------------------------------------- GR-15 / WS-12: one owner per output
 
 
-def test_gr15_overlapping_outputs_are_refused_at_graph_build(repo):
+@pytest.mark.feature("GR-15")
+def test_overlapping_outputs_are_refused_at_graph_build(repo):
     """Two tasks of one project declaring `dist/**`: the dependant's wipe would delete what the
     upstream built, and their restores would undo each other. Refused before anything runs."""
     make_lib = "mkdir -p dist && echo lib > dist/lib.js"
@@ -220,7 +228,8 @@ def test_gr15_overlapping_outputs_are_refused_at_graph_build(repo):
     assert not (repo.root / "packages/app/dist").exists()  # nothing ran
 
 
-def test_gr15_disjoint_or_taken_back_outputs_run(repo):
+@pytest.mark.feature("GR-15")
+def test_disjoint_or_taken_back_outputs_run(repo):
     repo.write(
         npm_workspace(
             {
@@ -363,7 +372,8 @@ def _through_noops(plan: dict[str, tuple[bool, list[str]]]) -> dict[str, set[str
     return {tid: real(tid, set()) for tid, (noop, _deps) in plan.items() if not noop}
 
 
-def test_tl05_a_task_without_its_script_still_pulls_in_its_dependencies(repo):
+@pytest.mark.feature("TL-05")
+def test_a_task_without_its_script_still_pulls_in_its_dependencies(repo):
     """`ponyfill#test` dependsOn `build`, which ponyfill has no script for: turbo keeps a no-op
     `ponyfill#build` that waits for `^build`, so jest-environment is built before the test."""
     _edge_runtime_shaped(repo)
@@ -377,7 +387,8 @@ def test_tl05_a_task_without_its_script_still_pulls_in_its_dependencies(repo):
     }
 
 
-def test_tl05_the_plan_is_turbos(repo):
+@pytest.mark.feature("TL-05")
+def test_the_plan_is_turbos(repo):
     """The same graph as the real turbo's `--dry=json`: the same commands wait for the same
     commands, and every no-op vx keeps is turbo's, with turbo's dependencies."""
     _edge_runtime_shaped(repo)
@@ -387,7 +398,8 @@ def test_tl05_the_plan_is_turbos(repo):
         assert all(turbo[t] == vx[t] for t, (noop, _d) in vx.items() if noop), (tasks, turbo, vx)
 
 
-def test_tl05_ws19_a_package_without_scripts_keys_its_dependants(repo):
+@pytest.mark.feature("TL-05", "WS-19")
+def test_a_package_without_scripts_keys_its_dependants(repo):
     """`types` has no build script: its no-op build still folds its files into app#build's key."""
     _edge_runtime_shaped(repo)
     assert repo.vx("run", "app#build").code == 0
@@ -400,7 +412,8 @@ def test_tl05_ws19_a_package_without_scripts_keys_its_dependants(repo):
 # ---------------------------------------------------------------- GR-01: `name.*` and `^name.*`
 
 
-def test_gr01_name_star_and_caret_name_star_depends_on(repo):
+@pytest.mark.feature("GR-01")
+def test_name_star_and_caret_name_star_depends_on(repo):
     """`build.*` is every other task of the project named `build.<x>`; `^gen.*` the matching tasks
     of the nearest dependencies that have any. Validated at load, and the graph takes them."""
 
@@ -440,7 +453,8 @@ def test_gr01_name_star_and_caret_name_star_depends_on(repo):
     assert plan["app#build.js"] == ["lib#gen.docs", "lib#gen.types"]  # through mid, which has none
 
 
-def test_gr01_a_star_anywhere_else_is_refused_at_load(repo):
+@pytest.mark.feature("GR-01")
+def test_a_star_anywhere_else_is_refused_at_load(repo):
     repo.write(
         npm_workspace(
             {"app": {"tasks": {"build": {"exec": {"command": "true"}, "dependsOn": ["bu*ld"]}}}}
@@ -458,7 +472,8 @@ def test_gr01_a_star_anywhere_else_is_refused_at_load(repo):
 # ---------------------------------------------------------------- GR-04: a task waiting for itself
 
 
-def test_gr04_a_task_depending_on_itself_is_a_cycle(repo):
+@pytest.mark.feature("GR-04")
+def test_a_task_depending_on_itself_is_a_cycle(repo):
     repo.write(
         npm_workspace(
             {
@@ -519,7 +534,8 @@ def _additive(repo, exclusive=False, bundle_deps=("build",)):
     ).commit()
 
 
-def test_ws12_exclusive_outputs_off_lets_a_dependant_add_to_its_upstreams(repo):
+@pytest.mark.feature("WS-12")
+def test_exclusive_outputs_off_lets_a_dependant_add_to_its_upstreams(repo):
     """With `rules.exclusiveOutputs: false` and an edge between them, the dependant keeps the
     upstream's files, owns only what it added, and restores of the two compose."""
     _additive(repo)
@@ -549,7 +565,8 @@ def test_ws12_exclusive_outputs_off_lets_a_dependant_add_to_its_upstreams(repo):
     ).read_text() == "B;\nbundled\n"
 
 
-def test_ws12_unordered_overlaps_stay_refused_and_the_default_hints_at_the_rule(repo):
+@pytest.mark.feature("WS-12")
+def test_unordered_overlaps_stay_refused_and_the_default_hints_at_the_rule(repo):
     _additive(repo, exclusive=False, bundle_deps=())
     res = repo.vx("run", "app#bundle", "app#build")
     assert res.code == 2 and "only when one depends on the other" in res.err, res.err
@@ -558,7 +575,8 @@ def test_ws12_unordered_overlaps_stay_refused_and_the_default_hints_at_the_rule(
     assert res.code == 2 and '"exclusiveOutputs": false' in res.err, res.err
 
 
-def test_lc18_a_dependant_that_removes_an_upstream_file_saves_nothing(repo):
+@pytest.mark.feature("LC-18")
+def test_a_dependant_that_removes_an_upstream_file_saves_nothing(repo):
     _additive(repo)
     cfg = json.loads((repo.root / "packages/app/vx.config.json").read_text())
     cfg["tasks"]["bundle"]["exec"]["command"] = "cat dist/lib.js > dist/bundle.js && rm dist/lib.js"
@@ -573,7 +591,8 @@ def test_lc18_a_dependant_that_removes_an_upstream_file_saves_nothing(repo):
     }
 
 
-def test_tl05_a_persistent_task_some_packages_lack_runs_where_it_is_a_script(repo):
+@pytest.mark.feature("TL-05")
+def test_a_persistent_task_some_packages_lack_runs_where_it_is_a_script(repo):
     """turbo's `persistent` is exec.persistent (EX-07); packages without the script get turbo's no-op."""
     _edge_runtime_shaped(repo)
     turbo = json.loads((repo.root / "turbo.json").read_text())
@@ -586,7 +605,8 @@ def test_tl05_a_persistent_task_some_packages_lack_runs_where_it_is_a_script(rep
     assert "up" in res.out and res.task("ponyfill#dev")["persistent"], res.out + res.err
 
 
-def test_gr15_turbo_tasks_that_share_outputs_run_as_under_turbo(repo):
+@pytest.mark.feature("GR-15")
+def test_turbo_tasks_that_share_outputs_run_as_under_turbo(repo):
     """floating-ui's turbo.json: `build` writes dist/**, `build:api` adds dist/**/*.d.ts, `prepack`
     depends on both and nothing orders the two. turbo runs it (it never wipes outputs); vx refused
     it. Each now adds to the shared dist/, and each restores its own files."""

@@ -35,7 +35,8 @@ def ws(repo):
     return repo.write(files).commit()
 
 
-def test_tl01_scripts_become_tasks_and_run(ws):
+@pytest.mark.feature("TL-01")
+def test_scripts_become_tasks_and_run(ws):
     result = ws.vx("init", summary=False)
     assert result.code == 0, result.err
     web = (ws.root / "packages/web/vx.config.json").read_text()
@@ -65,7 +66,8 @@ def test_tl01_scripts_become_tasks_and_run(ws):
     assert set(run.statuses()) == {"lib#build", "lib#test", "web#build", "web#typecheck"}
 
 
-def test_tl01_existing_configs_are_kept_unless_forced_and_dry_writes_nothing(ws):
+@pytest.mark.feature("TL-01")
+def test_existing_configs_are_kept_unless_forced_and_dry_writes_nothing(ws):
     dry = ws.vx("init", "--dry", summary=False)
     assert dry.code == 0 and "// packages/web/vx.config.json" in dry.out
     assert not (ws.root / "packages/web/vx.config.json").exists()
@@ -78,14 +80,16 @@ def test_tl01_existing_configs_are_kept_unless_forced_and_dry_writes_nothing(ws)
     assert forced.code == 0 and "build" in (ws.root / "packages/web/vx.config.json").read_text()
 
 
-def test_tl01_a_turborepo_repository_needs_no_init(ws):
+@pytest.mark.feature("TL-01")
+def test_a_turborepo_repository_needs_no_init(ws):
     (ws.root / "turbo.json").write_text(json.dumps({"tasks": {"build": {}}}))
     result = ws.vx("init", summary=False)
     assert result.code == 0 and "runs turbo.json as it is" in result.err
     assert not (ws.root / "packages/web/vx.config.json").exists()
 
 
-def test_tl01_a_script_that_is_no_task_yet_points_at_vx_init(ws):
+@pytest.mark.feature("TL-01")
+def test_a_script_that_is_no_task_yet_points_at_vx_init(ws):
     result = ws.vx("run", "build", summary=False)
     assert (
         result.code == 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from conftest import build_task, npm_workspace
 from test_turbo import turbo_workspace
 
@@ -33,7 +34,8 @@ def turbo_repo(repo, tasks: dict, scripts: dict | None = None, extra: dict | Non
     return repo.write(files).commit()
 
 
-def test_key18_turbo_default_plus_dot_env_keys_a_gitignored_env(repo):
+@pytest.mark.feature("KEY-18")
+def test_turbo_default_plus_dot_env_keys_a_gitignored_env(repo):
     """turbo's documented `"inputs": ["$TURBO_DEFAULT$", ".env*"]`: the ignored `.env` is keyed."""
     turbo_repo(
         repo,
@@ -51,7 +53,8 @@ def test_key18_turbo_default_plus_dot_env_keys_a_gitignored_env(repo):
     assert "packages/a/.env" in dry_inputs(repo, "build")["a#build"]
 
 
-def test_key18_a_vx_config_naming_a_gitignored_env_keys_it(repo):
+@pytest.mark.feature("KEY-18")
+def test_a_vx_config_naming_a_gitignored_env_keys_it(repo):
     task = build_task(deps=(), command=ENV_BUILD, inputs=("src/**", ".env"))
     files = npm_workspace({"a": {"tasks": {"build": task}, "files": {"src/a.js": "A;"}}})
     files[".gitignore"] += ".env\n"
@@ -64,7 +67,8 @@ def test_key18_a_vx_config_naming_a_gitignored_env_keys_it(repo):
     assert (repo.root / "packages/a/dist/env.txt").read_text() == "API=2\n"
 
 
-def test_key18_a_bare_double_star_keeps_to_what_git_lists(repo):
+@pytest.mark.feature("KEY-18")
+def test_a_bare_double_star_keeps_to_what_git_lists(repo):
     """`**` alone reaches no ignored file: a tool's cache file beside the sources (`.eslintcache`)
     must not re-key the task on every run."""
     lint = {
@@ -81,7 +85,8 @@ def test_key18_a_bare_double_star_keeps_to_what_git_lists(repo):
     assert "packages/a/.eslintcache" not in dry_inputs(repo, "lint")["a#lint"]
 
 
-def test_key18_turbo_inputs_naming_gitignored_build_outputs_key_them(repo):
+@pytest.mark.feature("KEY-18")
+def test_turbo_inputs_naming_gitignored_build_outputs_key_them(repo):
     """floating-ui's `publint`: `"inputs": ["dist/**"]`, the dist the build wrote (gitignored).
     A changed dist is a miss, as under turbo, and no "matched no files" is said."""
     publint = "node -e \"console.log(require('fs').readFileSync('dist/out.js','utf8'))\""
@@ -99,7 +104,8 @@ def test_key18_turbo_inputs_naming_gitignored_build_outputs_key_them(repo):
     assert caches(again)["a#publint"] == "miss"
 
 
-def test_key18_inputs_a_dependency_writes_during_the_run_are_never_saved_stale(repo):
+@pytest.mark.feature("KEY-18")
+def test_inputs_a_dependency_writes_during_the_run_are_never_saved_stale(repo):
     """Keys are planned before anything runs: an input glob naming what an upstream task of the
     same run writes (`dist/**` after `build`) sees the files only then. The re-check withholds
     that save rather than cache a key planned without them; no "matched no files" is said, since
@@ -122,7 +128,8 @@ def test_key18_inputs_a_dependency_writes_during_the_run_are_never_saved_stale(r
     assert caches(repo.vx("run", "publint", "-F", "a"))["a#publint"] == "up-to-date"
 
 
-def test_key18_an_ignored_input_changed_while_the_task_ran_withholds_the_save(repo):
+@pytest.mark.feature("KEY-18")
+def test_an_ignored_input_changed_while_the_task_ran_withholds_the_save(repo):
     """KEY-21 covers ignored inputs: a task that rewrites the `.env` it reads is not saved."""
     command = "node -e \"require('fs').appendFileSync('.env','X=1\\n')\""
     task = {
@@ -139,7 +146,8 @@ def test_key18_an_ignored_input_changed_while_the_task_ran_withholds_the_save(re
     assert "input changed while it ran: packages/a/.env" in result.err
 
 
-def test_key18_a_new_ignored_file_in_a_walked_ignored_dir_withholds_the_save(repo):
+@pytest.mark.feature("KEY-18")
+def test_a_new_ignored_file_in_a_walked_ignored_dir_withholds_the_save(repo):
     """The re-check re-walks the ignored dirs the globs reach: a file appearing there counts."""
     command = "node -e \"require('fs').writeFileSync('gen/late.js','L;')\""
     task = {
@@ -154,7 +162,8 @@ def test_key18_a_new_ignored_file_in_a_walked_ignored_dir_withholds_the_save(rep
     assert "input changed while it ran: packages/a/gen/late.js" in result.err
 
 
-def test_key18_turbo_character_classes_and_braces_match_as_in_turbo(repo):
+@pytest.mark.feature("KEY-18")
+def test_turbo_character_classes_and_braces_match_as_in_turbo(repo):
     turbo_repo(
         repo,
         {"lint": {"inputs": ["src/**/*.[jt]s", "{conf,cfg}/*.json", "!src/skip.ts"]}},
@@ -180,7 +189,8 @@ def test_key18_turbo_character_classes_and_braces_match_as_in_turbo(repo):
     ]
 
 
-def test_key18_a_turbo_root_task_reaches_into_the_packages(repo):
+@pytest.mark.feature("KEY-18")
+def test_a_turbo_root_task_reaches_into_the_packages(repo):
     """`//#format:check` with `"inputs": ["packages/**"]` keys the packages' files, as turbo does."""
     turbo_repo(repo, {"//#format:check": {"inputs": ["packages/**/*.js", "!**/node_modules/**"]}})
     manifest = json.loads((repo.root / "package.json").read_text())
@@ -195,7 +205,8 @@ def test_key18_a_turbo_root_task_reaches_into_the_packages(repo):
     assert got == [f"packages/{n}/src/index.js" for n in "abc"]
 
 
-def test_key18_affected_reaches_a_turbo_root_task_through_its_package_globs(repo):
+@pytest.mark.feature("KEY-18")
+def test_affected_reaches_a_turbo_root_task_through_its_package_globs(repo):
     """`--affected` seeds `//#format:check` when a package file its `packages/**` inputs name changes."""
     turbo_repo(repo, {"//#format:check": {"inputs": ["packages/**/*.js"]}, "lint": {}})
     manifest = json.loads((repo.root / "package.json").read_text())

@@ -12,7 +12,9 @@ from conftest import SRC, npm_workspace
 
 def start(repo, *args):
     env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("VX_")},
+        **{
+            k: v for k, v in os.environ.items() if not k.startswith("VX_") or k == "VX_SHARED_STORE"
+        },
         "PYTHONPATH": SRC,
         "NO_COLOR": "1",
         "VX_KILL_GRACE_MS": "1000",
@@ -141,7 +143,9 @@ def test_ctrl_c_while_the_first_wave_runs_before_the_walk_stops_it(repo, tmp_pat
     ).commit()
     gap = tmp_path / "in-gap"
     env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("VX_")},
+        **{
+            k: v for k, v in os.environ.items() if not k.startswith("VX_") or k == "VX_SHARED_STORE"
+        },
         "PYTHONPATH": f"{hook}:{SRC}",
         "NO_COLOR": "1",
         "VX_TEST_IN_GAP": str(gap),

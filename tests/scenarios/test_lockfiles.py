@@ -131,8 +131,9 @@ def _statuses(result) -> dict[str, str]:
     return {tid: cache for tid, (_status, cache) in result.statuses().items()}
 
 
+@pytest.mark.feature("PL-06")
 @pytest.mark.parametrize("pm", MANAGERS)
-def test_pl06_a_new_dependency_of_a_leaf_misses_only_it_and_its_dependants(repo, tmp_path, pm):
+def test_a_new_dependency_of_a_leaf_misses_only_it_and_its_dependants(repo, tmp_path, pm):
     ws = _workspace(repo, pm, tmp_path)
     assert set(_statuses(ws.vx("run", "build")).values()) == {"miss"}
     assert set(_statuses(ws.vx("run", "build")).values()) <= {"local", "up-to-date"}
@@ -143,8 +144,9 @@ def test_pl06_a_new_dependency_of_a_leaf_misses_only_it_and_its_dependants(repo,
     assert why.code == 0 and "is-number" in why.out and "7.0.0" in why.out, why.out
 
 
+@pytest.mark.feature("PL-06")
 @pytest.mark.parametrize("pm", ("npm", "pnpm"))
-def test_pl06_the_package_managers_own_add_command_misses_only_the_leaf_and_its_dependants(
+def test_the_package_managers_own_add_command_misses_only_the_leaf_and_its_dependants(
     repo, tmp_path, pm
 ):
     """`npm i is-number -w c`, `pnpm add is-number --filter c`: the manager edits the manifest too."""
@@ -186,8 +188,9 @@ def test_pl06_the_package_managers_own_add_command_misses_only_the_leaf_and_its_
     assert {t for t, c in got.items() if c == "miss"} == {"c#build", "d#build"}, got
 
 
+@pytest.mark.feature("PL-05")
 @pytest.mark.parametrize("pm", ("npm", "pnpm"))
-def test_pl05_affected_follows_the_projects_whose_share_of_the_lockfile_moved(repo, tmp_path, pm):
+def test_affected_follows_the_projects_whose_share_of_the_lockfile_moved(repo, tmp_path, pm):
     ws = _workspace(repo, pm, tmp_path)
     ws.git("checkout", "-q", "-b", "feature")
     manifest = ws.root / "packages/c/package.json"
@@ -200,7 +203,8 @@ def test_pl05_affected_follows_the_projects_whose_share_of_the_lockfile_moved(re
     assert set(_statuses(ws.vx("run", "build", "--affected=HEAD"))) == {"c#build", "d#build"}
 
 
-def test_pl06_a_root_dependency_moves_every_project(repo, tmp_path):
+@pytest.mark.feature("PL-06")
+def test_a_root_dependency_moves_every_project(repo, tmp_path):
     ws = _workspace(repo, "npm", tmp_path)
     assert ws.vx("run", "build").code == 0
     data = json.loads((ws.root / "package.json").read_text())
@@ -212,7 +216,8 @@ def test_pl06_a_root_dependency_moves_every_project(repo, tmp_path):
     }  # the root importer is everyone's
 
 
-def test_pl06_an_unreadable_lockfile_refuses_the_run_naming_file_and_line(repo, tmp_path):
+@pytest.mark.feature("PL-06")
+def test_an_unreadable_lockfile_refuses_the_run_naming_file_and_line(repo, tmp_path):
     ws = _workspace(repo, "pnpm", tmp_path)
     lock = ws.root / "pnpm-lock.yaml"
     lines = lock.read_text().split("\n")
@@ -227,7 +232,8 @@ def test_pl06_an_unreadable_lockfile_refuses_the_run_naming_file_and_line(repo, 
     assert result.code == 2 and "package-lock.json:2" in result.err, result.err
 
 
-def test_pl06_a_binary_bun_lockb_is_keyed_whole(repo, tmp_path):
+@pytest.mark.feature("PL-06")
+def test_a_binary_bun_lockb_is_keyed_whole(repo, tmp_path):
     """bun's old binary lockfile is not read: any change to it misses every project."""
     ws = _workspace(repo, "npm", tmp_path)
     (ws.root / "package-lock.json").unlink()
@@ -238,7 +244,8 @@ def test_pl06_a_binary_bun_lockb_is_keyed_whole(repo, tmp_path):
     assert set(_statuses(ws.vx("run", "build")).values()) == {"miss"}
 
 
-def test_pl05_the_digests_are_memoised_by_the_lockfile_identity(repo, tmp_path):
+@pytest.mark.feature("PL-05")
+def test_the_digests_are_memoised_by_the_lockfile_identity(repo, tmp_path):
     ws = _workspace(repo, "pnpm", tmp_path)
     assert ws.vx("run", "build").code == 0
     assert not list(

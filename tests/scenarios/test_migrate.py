@@ -47,7 +47,8 @@ def plan(repo: Repo, *tasks: str, written: bool) -> dict:
     return out
 
 
-def test_tl02_the_turbo_example_migrates_to_the_same_plan_and_runs_from_its_configs(tmp_path):
+@pytest.mark.feature("TL-02")
+def test_the_turbo_example_migrates_to_the_same_plan_and_runs_from_its_configs(tmp_path):
     repo = example(tmp_path, "turbo")
     live = {tasks: plan(repo, *tasks, written=False) for tasks in (("build",), ("test", "lint"))}
     res = repo.vx("migrate")
@@ -66,7 +67,8 @@ def test_tl02_the_turbo_example_migrates_to_the_same_plan_and_runs_from_its_conf
     assert {t["cache"] for t in warm.summary["tasks"]} == {"up-to-date"}
 
 
-def test_tl04_the_nx_example_migrates_to_the_same_plan_and_an_unrunnable_target_is_a_todo(
+@pytest.mark.feature("TL-04")
+def test_the_nx_example_migrates_to_the_same_plan_and_an_unrunnable_target_is_a_todo(
     tmp_path,
 ):
     repo = example(tmp_path, "nx")
@@ -91,7 +93,8 @@ def test_tl04_the_nx_example_migrates_to_the_same_plan_and_an_unrunnable_target_
     assert "TODO(vx-migrate): serve is not migrated" in serve.out + serve.err
 
 
-def test_tl02_a_migrated_repo_reads_no_turbo_json(tmp_path):
+@pytest.mark.feature("TL-02")
+def test_a_migrated_repo_reads_no_turbo_json(tmp_path):
     """`migrated` in vx.workspace.json: a turbo.json edit no longer changes what vx runs, and a
     package without a vx.config gets no tasks from it."""
     repo = example(tmp_path, "turbo")
@@ -109,7 +112,8 @@ def test_tl02_a_migrated_repo_reads_no_turbo_json(tmp_path):
     assert repo.vx("run", "extra", "--dry=json").code == 2  # no project declares it
 
 
-def test_tl02_unmappable_turbo_fields_are_todo_comments_with_the_reason(repo):
+@pytest.mark.feature("TL-02")
+def test_unmappable_turbo_fields_are_todo_comments_with_the_reason(repo):
     files = npm_workspace({"web": {}})
     files["packages/web/package.json"] = {"name": "web", "scripts": {"build": "node -e 1"}}
     files["turbo.json"] = {
@@ -154,7 +158,8 @@ def test_tl02_unmappable_turbo_fields_are_todo_comments_with_the_reason(repo):
     assert set(inputs0) - set(inputs) == {"packages/web/lib/b.js"}
 
 
-def test_tl02_an_existing_vx_config_is_refused_without_force(tmp_path):
+@pytest.mark.feature("TL-02")
+def test_an_existing_vx_config_is_refused_without_force(tmp_path):
     repo = example(tmp_path, "turbo")
     mine = repo.root / "packages" / "core" / "vx.config.json"
     mine.write_text('{"tasks": {"build": {"exec": {"command": "true"}}}}\n')
@@ -183,7 +188,8 @@ def typescript():
     return link
 
 
-def test_tl02_format_ts_writes_configs_and_a_preset_that_plan_the_same(tmp_path, typescript):
+@pytest.mark.feature("TL-02")
+def test_format_ts_writes_configs_and_a_preset_that_plan_the_same(tmp_path, typescript):
     repo = example(tmp_path, "turbo")
     typescript(repo)
     live = plan(repo, "build", "test", "lint", written=False)
@@ -198,7 +204,8 @@ def test_tl02_format_ts_writes_configs_and_a_preset_that_plan_the_same(tmp_path,
     assert after == live
 
 
-def test_tl02_a_root_task_keeps_the_files_its_turbo_globs_reached(repo):
+@pytest.mark.feature("TL-02")
+def test_a_root_task_keeps_the_files_its_turbo_globs_reached(repo):
     """turbo's globs of a `//#` task see into the packages; vx's project-relative globs of the
     root stop at them, so migrate writes them as workspace files."""
     files = npm_workspace({"web": {}}, root_extra={"scripts": {"check": "node -e 1"}})
@@ -213,7 +220,8 @@ def test_tl02_a_root_task_keeps_the_files_its_turbo_globs_reached(repo):
     assert plan(repo, "//#check", written=True) == live
 
 
-def test_tl02_nothing_to_migrate_and_a_code_workspace_file_are_said(tmp_path, repo):
+@pytest.mark.feature("TL-02")
+def test_nothing_to_migrate_and_a_code_workspace_file_are_said(tmp_path, repo):
     repo.write(npm_workspace({"web": {}})).commit()
     res = repo.vx("migrate")
     assert res.code == 2 and "nothing to migrate: no turbo.json or nx.json" in res.err
@@ -226,8 +234,9 @@ def test_tl02_nothing_to_migrate_and_a_code_workspace_file_are_said(tmp_path, re
     assert not (turbo.root / "vx.workspace.json").exists()  # two workspace files would be refused
 
 
+@pytest.mark.feature("TL-02", "TL-04")
 @pytest.mark.parametrize("shape", CORPUS, ids=[f"{p.parent.name}-{p.stem}" for p in CORPUS])
-def test_tl02_tl04_the_parity_corpora_migrate_to_the_same_plan(repo, shape):
+def test_the_parity_corpora_migrate_to_the_same_plan(repo, shape):
     """turbo.json and Nx shapes from public repositories (the parity corpora): the migrated plan
     is the live one, but for the files git ignores that turbo's explicit globs reach (`apps/**`
     over an ignored `apps/docs/.env`): vx's globs reach those only where the part before `**`

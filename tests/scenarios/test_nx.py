@@ -102,7 +102,8 @@ def statuses(result) -> dict[str, str]:
     return {tid: cache for tid, (_status, cache) in result.statuses().items()}
 
 
-def test_tl04_nx_projects_build_in_order_cache_and_restore(ws):
+@pytest.mark.feature("TL-04")
+def test_nx_projects_build_in_order_cache_and_restore(ws):
     first = ws.vx("run", "web:build")
     assert statuses(first) == {"@org/a#build": "miss", "b#build": "miss", "web#build": "miss"}
     assert (ws.root / "libs/a/dist/pre.txt").is_file()  # npm runs prebuild before build, so does vx
@@ -114,7 +115,8 @@ def test_tl04_nx_projects_build_in_order_cache_and_restore(ws):
     assert (ws.root / "libs/b/dist/out.txt").read_text() == "b1;\n"
 
 
-def test_tl04_named_inputs_negations_and_dependencies_production_files(ws):
+@pytest.mark.feature("TL-04")
+def test_named_inputs_negations_and_dependencies_production_files(ws):
     statuses(ws.vx("run", "build", "--all"))
     (ws.root / "libs/a/README.md").write_text("# a, edited\n")  # `!{projectRoot}/**/*.md`
     assert set(statuses(ws.vx("run", "build", "--all")).values()) == {"up-to-date"}
@@ -129,7 +131,8 @@ def test_tl04_named_inputs_negations_and_dependencies_production_files(ws):
     assert set(statuses(ws.vx("run", "build", "--all")).values()) == {"miss"}
 
 
-def test_tl04_an_edit_to_a_project_json_target_is_a_miss(ws):
+@pytest.mark.feature("TL-04")
+def test_an_edit_to_a_project_json_target_is_a_miss(ws):
     statuses(ws.vx("run", "build", "--all"))
     project = json.loads((ws.root / "libs/b/project.json").read_text())
     project["targets"]["build"]["options"]["command"] += " && echo again"
@@ -138,7 +141,8 @@ def test_tl04_an_edit_to_a_project_json_target_is_a_miss(ws):
     assert got["b#build"] == "miss" and got["@org/a#build"] == "up-to-date"
 
 
-def test_tl04_an_executor_vx_cannot_run_is_refused_naming_file_and_field(ws):
+@pytest.mark.feature("TL-04")
+def test_an_executor_vx_cannot_run_is_refused_naming_file_and_field(ws):
     result = ws.vx("run", "web:lint")
     assert result.code == 2
     assert "@nx/eslint:lint" in result.err
@@ -150,7 +154,8 @@ def test_tl04_an_executor_vx_cannot_run_is_refused_naming_file_and_field(ws):
     assert continuous.code == 2 and "targets.serve.continuous" in continuous.err
 
 
-def test_tl04_an_unrunnable_target_is_refused_not_skipped_in_a_run_everywhere(repo):
+@pytest.mark.feature("TL-04")
+def test_an_unrunnable_target_is_refused_not_skipped_in_a_run_everywhere(repo):
     files = nx_workspace()
     files["libs/b/project.json"]["targets"]["build"] = {
         "executor": "@nx/js:tsc",
@@ -166,7 +171,8 @@ def test_tl04_an_unrunnable_target_is_refused_not_skipped_in_a_run_everywhere(re
     assert reached.code == 2 and "@nx/js:tsc" in reached.err
 
 
-def test_tl04_configurations_and_the_configuration_flag(ws):
+@pytest.mark.feature("TL-04")
+def test_configurations_and_the_configuration_flag(ws):
     plain = statuses(ws.vx("run", "web:build"))
     assert plain["web#build"] == "miss"
     assert (ws.root / "apps/web/dist/out.txt").read_text() == "web1;\n"
@@ -182,7 +188,8 @@ def test_tl04_configurations_and_the_configuration_flag(ws):
     }
 
 
-def test_tl04_cache_false_always_runs(repo):
+@pytest.mark.feature("TL-04")
+def test_cache_false_always_runs(repo):
     files = nx_workspace()
     files["libs/b/project.json"]["targets"]["build"]["cache"] = False
     repo.write(files).commit()
@@ -191,7 +198,8 @@ def test_tl04_cache_false_always_runs(repo):
     assert again == {"@org/a#build": "up-to-date", "b#build": "no-cache"}
 
 
-def test_tl04_target_defaults_by_executor_come_before_by_name(repo):
+@pytest.mark.feature("TL-04")
+def test_target_defaults_by_executor_come_before_by_name(repo):
     nx = json.loads(json.dumps(NX))
     nx["targetDefaults"]["nx:run-commands"] = {"cache": True, "outputs": ["{projectRoot}/dist"]}
     files = nx_workspace(nx)
@@ -207,7 +215,8 @@ def test_tl04_target_defaults_by_executor_come_before_by_name(repo):
     assert statuses(repo.vx("run", "b:build")) == {"b#build": "up-to-date"}
 
 
-def test_tl04_run_commands_commands_parallel_cwd_args_env_file_and_env_inputs(repo):
+@pytest.mark.feature("TL-04")
+def test_run_commands_commands_parallel_cwd_args_env_file_and_env_inputs(repo):
     target = {
         "executor": "nx:run-commands",
         "cache": True,
@@ -245,7 +254,8 @@ def test_tl04_run_commands_commands_parallel_cwd_args_env_file_and_env_inputs(re
     assert (repo.root / "libs/c/out/one.txt").read_text() == "vx bye"
 
 
-def test_tl04_parallel_commands_all_run_and_any_failure_fails(repo):
+@pytest.mark.feature("TL-04")
+def test_parallel_commands_all_run_and_any_failure_fails(repo):
     target = {
         "executor": "nx:run-commands",
         "options": {"commands": ["touch libs/d/one", "touch libs/d/two && exit 4"]},
@@ -256,7 +266,8 @@ def test_tl04_parallel_commands_all_run_and_any_failure_fails(repo):
     assert (repo.root / "libs/d/one").exists() and (repo.root / "libs/d/two").exists()
 
 
-def test_tl04_depends_on_object_forms_and_tags(repo):
+@pytest.mark.feature("TL-04")
+def test_depends_on_object_forms_and_tags(repo):
     files = nx_workspace(
         extra={
             "libs/e/project.json": {
@@ -280,7 +291,8 @@ def test_tl04_depends_on_object_forms_and_tags(repo):
     assert set(tagged) == {"b#build", "@org/a#build"}
 
 
-def test_tl04_nx_cli_habits(ws):
+@pytest.mark.feature("TL-04")
+def test_nx_cli_habits(ws):
     many = statuses(ws.vx("run-many", "-t", "build", "--exclude", "web"))
     assert set(many) == {"@org/a#build", "b#build"}
     only = statuses(ws.vx("run-many", "--targets=build", "-p", "b"))
@@ -298,7 +310,8 @@ def test_tl04_nx_cli_habits(ws):
     assert head.code == 2 and "--head" in head.err
 
 
-def test_tl04_a_misspelt_target_field_is_refused(repo):
+@pytest.mark.feature("TL-04")
+def test_a_misspelt_target_field_is_refused(repo):
     files = nx_workspace()
     files["libs/b/project.json"]["targets"]["build"]["ouputs"] = ["{projectRoot}/dist"]
     repo.write(files).commit()
@@ -307,7 +320,8 @@ def test_tl04_a_misspelt_target_field_is_refused(repo):
     assert "libs/b/project.json, targets.build.ouputs" in result.err and "outputs" in result.err
 
 
-def test_tl04_a_vx_config_wins_for_its_project(ws):
+@pytest.mark.feature("TL-04")
+def test_a_vx_config_wins_for_its_project(ws):
     ws.write(
         {"libs/b/vx.config.json": {"tasks": {"build": {"exec": {"command": "echo own > own.txt"}}}}}
     ).commit()
@@ -316,7 +330,8 @@ def test_tl04_a_vx_config_wins_for_its_project(ws):
     assert (ws.root / "libs/b/own.txt").read_text() == "own\n"
 
 
-def test_tl04_a_refusal_from_a_target_default_names_nx_json(repo):
+@pytest.mark.feature("TL-04")
+def test_a_refusal_from_a_target_default_names_nx_json(repo):
     nx = json.loads(json.dumps(NX))
     nx["targetDefaults"]["build"]["inputs"] = ["production", {"runtime": "node -v"}]
     repo.write(nx_workspace(nx)).commit()
@@ -331,7 +346,8 @@ def test_tl04_a_refusal_from_a_target_default_names_nx_json(repo):
     assert "Traceback" not in bad.err
 
 
-def test_tl04_a_script_target_is_named_by_its_script(repo):
+@pytest.mark.feature("TL-04")
+def test_a_script_target_is_named_by_its_script(repo):
     files = nx_workspace()
     files["libs/a/project.json"] = {
         "targets": {"build": {"executor": "nx:run-script", "options": {"script": "bundle"}}}
@@ -345,7 +361,8 @@ def test_tl04_a_script_target_is_named_by_its_script(repo):
     )
 
 
-def test_tl04_the_nx_example_runs_warm_restores_and_misses_on_an_edit(repo):
+@pytest.mark.feature("TL-04")
+def test_the_nx_example_runs_warm_restores_and_misses_on_an_edit(repo):
     import shutil
     from pathlib import Path
 
@@ -385,13 +402,15 @@ def test_tl04_the_nx_example_runs_warm_restores_and_misses_on_an_edit(repo):
     assert serve.code == 2 and "apps/app/project.json, targets.serve.continuous" in serve.err
 
 
-def test_tl04_vx_init_leaves_an_nx_workspace_as_it_is(ws):
+@pytest.mark.feature("TL-04")
+def test_vx_init_leaves_an_nx_workspace_as_it_is(ws):
     result = ws.vx("init")
     assert result.code == 0 and "Nx workspace" in result.err + result.out
     assert not list(ws.root.glob("**/vx.config.json"))
 
 
-def test_tl04_a_remembered_cached_run_sees_nx_edits(ws):
+@pytest.mark.feature("TL-04")
+def test_a_remembered_cached_run_sees_nx_edits(ws):
     """A fully cached run is replayed from its receipt only while what planning read holds: an
     edited project.json or nx.json, or a new project.json, is a new plan (no `--summarize`: a run
     that writes a summary keeps no receipt)."""
@@ -433,7 +452,8 @@ def test_tl04_a_remembered_cached_run_sees_nx_edits(ws):
     assert missed(ws.vx("run", "build", "--all", summary=False)) == {"x#build"}
 
 
-def test_tl04_ready_when_is_refused_and_parallel_spellings_are_understood(repo):
+@pytest.mark.feature("TL-04")
+def test_ready_when_is_refused_and_parallel_spellings_are_understood(repo):
     files = nx_workspace()
     files["libs/b/project.json"]["targets"]["start"] = {
         "executor": "nx:run-commands",
@@ -450,7 +470,8 @@ def test_tl04_ready_when_is_refused_and_parallel_spellings_are_understood(repo):
         }, spelling
 
 
-def test_tl04_an_input_projects_field_of_the_wrong_kind_is_refused_not_a_crash(repo):
+@pytest.mark.feature("TL-04")
+def test_an_input_projects_field_of_the_wrong_kind_is_refused_not_a_crash(repo):
     """`{"input": "production", "projects": 5}` crashed the mapping (TypeError) instead of naming it."""
     nx = json.loads(json.dumps(NX))
     nx["targetDefaults"]["build"]["inputs"] = [{"input": "production", "projects": 5}]
@@ -464,6 +485,7 @@ def test_tl04_an_input_projects_field_of_the_wrong_kind_is_refused_not_a_crash(r
     )
 
 
+@pytest.mark.feature("TL-04")
 @pytest.mark.parametrize(
     "change, where",
     [
@@ -524,7 +546,7 @@ def test_tl04_an_input_projects_field_of_the_wrong_kind_is_refused_not_a_crash(r
         ),
     ],
 )
-def test_tl04_a_mapped_refusal_names_the_nx_file_and_field_not_the_vx_one(repo, change, where):
+def test_a_mapped_refusal_names_the_nx_file_and_field_not_the_vx_one(repo, change, where):
     """Reviewer finding (issue 18): a refusal of what a target maps to named `tasks.build.
     cache.outputs.files[0]` in project.json, a field the user never wrote."""
     repo.write(nx_workspace(extra=change)).commit()

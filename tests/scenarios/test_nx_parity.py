@@ -42,7 +42,11 @@ def nx_package() -> Path:
 
 
 def nx(repo, nx_package: Path, *args: str) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI", "NX_"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("VX_", "CI", "NX_")) or k == "VX_SHARED_STORE"
+    }
     proc = subprocess.run(
         ["node", str(nx_package / "bin" / "nx.js"), *args],
         cwd=repo.root,
@@ -165,7 +169,11 @@ def same_projects(repo, nx_package: Path, names) -> None:
 
 
 def nx_files(repo, tasks: list[str], plain: dict[str, str]) -> dict[str, list[str]]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI", "NX_"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("VX_", "CI", "NX_")) or k == "VX_SHARED_STORE"
+    }
     proc = subprocess.run(
         ["node", str(HERE / "nx_hash_plan.js"), *tasks],
         cwd=repo.root,
@@ -217,8 +225,9 @@ def vx_resolved(repo, ids, dirs: dict[str, str]) -> dict[str, tuple[bool, list[s
     return out
 
 
+@pytest.mark.feature("TL-04")
 @pytest.mark.parametrize("shape", CORPUS, ids=[p.stem for p in CORPUS])
-def test_tl04_each_task_graph_is_the_one_nx_plans(repo, tmp_path, nx_package, shape):
+def test_each_task_graph_is_the_one_nx_plans(repo, tmp_path, nx_package, shape):
     spec = json.loads(shape.read_text())
     workspace(repo, nx_package, spec)
     theirs, doc = nx_graph(repo, nx_package, spec["tasks"], tmp_path / "graph.json")
@@ -242,7 +251,8 @@ def test_tl04_each_task_graph_is_the_one_nx_plans(repo, tmp_path, nx_package, sh
     assert vx_files(repo, spec["tasks"], keyed) == theirs_files
 
 
-def test_tl04_a_generated_nx_monorepo_plans_what_nx_plans(tmp_path, nx_package):
+@pytest.mark.feature("TL-04")
+def test_a_generated_nx_monorepo_plans_what_nx_plans(tmp_path, nx_package):
     import sys
 
     from conftest import SRC, Repo
@@ -283,7 +293,8 @@ def test_tl04_a_generated_nx_monorepo_plans_what_nx_plans(tmp_path, nx_package):
     assert vx_files(repo, tasks, keyed) == nx_files(repo, tasks, doc["plain"])
 
 
-def test_tl04_the_nx_example_plans_and_hashes_what_nx_does(repo, tmp_path, nx_package):
+@pytest.mark.feature("TL-04")
+def test_the_nx_example_plans_and_hashes_what_nx_does(repo, tmp_path, nx_package):
     import shutil
 
     shutil.copytree(

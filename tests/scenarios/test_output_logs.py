@@ -31,7 +31,8 @@ def ws(repo):
     ).commit()
 
 
-def test_cli33_full_frames_every_task_even_hits_and_new_only_frames_only_misses(ws):
+@pytest.mark.feature("CLI-33")
+def test_full_frames_every_task_even_hits_and_new_only_frames_only_misses(ws):
     assert ws.vx("run", "build", "--all").code == 0
     full = ws.vx("run", "build", "--all", "--output-logs=full")
     assert "said by a" in full.out and "said by b" in full.out  # replayed from the cache
@@ -41,20 +42,23 @@ def test_cli33_full_frames_every_task_even_hits_and_new_only_frames_only_misses(
     assert "a#build" in new.err  # the hit is one row
 
 
-def test_cli33_errors_only_shows_the_failure_and_nothing_of_what_went_well(ws):
+@pytest.mark.feature("CLI-33")
+def test_errors_only_shows_the_failure_and_nothing_of_what_went_well(ws):
     result = ws.vx("run", "build", "check", "--all", "--output-logs=errors-only")
     assert result.code == 1
     assert "broken here" in result.out and "said by" not in result.out + result.err
 
 
+@pytest.mark.feature("CLI-33")
 @pytest.mark.parametrize("mode", ["hash-only", "none"])
-def test_cli33_quiet_modes_still_never_hide_a_failure(ws, mode):
+def test_quiet_modes_still_never_hide_a_failure(ws, mode):
     result = ws.vx("run", "build", "check", "--all", f"--output-logs={mode}")
     assert result.code == 1 and "said by" not in result.out
     assert "broken here" in result.out + result.err  # replayed at the end
 
 
-def test_cli33_an_unknown_mode_is_refused_with_did_you_mean(ws):
+@pytest.mark.feature("CLI-33")
+def test_an_unknown_mode_is_refused_with_did_you_mean(ws):
     result = ws.vx("run", "build", "--output-logs=errors")
     assert result.code == 2 and "did you mean `errors-only`" in result.err
 

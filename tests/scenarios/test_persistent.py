@@ -118,7 +118,11 @@ class Live:
     """`vx` running in the background: its stdout and stderr lines as they come, signals, its exit code."""
 
     def __init__(self, repo: Repo, *args: str, cwd: str = "", env: dict | None = None):
-        full_env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
+        full_env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
+        }
         full_env.update({"PYTHONPATH": SRC, "NO_COLOR": "1", **(env or {})})
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "vx", *args],
@@ -224,7 +228,8 @@ def pid_in(repo: Repo, pkg: str) -> int:
 # ---------------------------------------------------------------- readiness and dependants
 
 
-def test_ex07_dependants_start_once_the_server_is_ready_and_it_is_stopped_after(repo):
+@pytest.mark.feature("EX-07")
+def test_dependants_start_once_the_server_is_ready_and_it_is_stopped_after(repo):
     """`e2e` reads the server's port file (written just before the ready line) and requests it:
     it passes only when it starts after the server is ready. The server was not requested, so it
     is stopped once the graph is done, and nothing of it survives the run."""
@@ -254,7 +259,8 @@ def test_ex07_dependants_start_once_the_server_is_ready_and_it_is_stopped_after(
     assert starts(repo) == ["api"]
 
 
-def test_gr18_a_server_only_cache_hits_need_is_never_started(repo):
+@pytest.mark.feature("GR-18")
+def test_a_server_only_cache_hits_need_is_never_started(repo):
     """Second run: `e2e` is a hit, so the server it depends on is not started at all."""
     workspace(
         repo,
@@ -296,7 +302,8 @@ def test_gr18_a_server_only_cache_hits_need_is_never_started(repo):
     assert third.code == 0 and starts(repo) == ["api", "api"], third.out + third.err
 
 
-def test_ex07_a_ready_when_that_never_matches_fails_the_task_and_stops_it(repo):
+@pytest.mark.feature("EX-07")
+def test_a_ready_when_that_never_matches_fails_the_task_and_stops_it(repo):
     workspace(
         repo,
         {
@@ -329,7 +336,8 @@ def test_ex07_a_ready_when_that_never_matches_fails_the_task_and_stops_it(repo):
     assert gone(pid_in(repo, "api"))
 
 
-def test_ex07_a_server_that_exits_before_it_is_ready_fails_not_ready(repo):
+@pytest.mark.feature("EX-07")
+def test_a_server_that_exits_before_it_is_ready_fails_not_ready(repo):
     workspace(
         repo,
         {
@@ -351,7 +359,8 @@ def test_ex07_a_server_that_exits_before_it_is_ready_fails_not_ready(repo):
     assert "booting" in res.out
 
 
-def test_ex07_a_ready_line_with_colour_codes_and_no_newline_counts(repo):
+@pytest.mark.feature("EX-07")
+def test_a_ready_line_with_colour_codes_and_no_newline_counts(repo):
     """ANSI escapes are stripped and the trailing partial line is tested too."""
     command = (
         "node -e \"require('fs').writeFileSync('pid.txt', String(process.pid)); "
@@ -405,8 +414,9 @@ def two_servers(repo: Repo, mode: str = "") -> Repo:
     )
 
 
+@pytest.mark.feature("EX-08")
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_ex08_servers_stay_in_the_foreground_until_a_signal_tears_them_down(repo, live, sig, code):
+def test_servers_stay_in_the_foreground_until_a_signal_tears_them_down(repo, live, sig, code):
     """`vx run dev` at the root: both servers are served, each line as `id │ line`, after the
     summary; Ctrl-C (or SIGTERM) stops both process groups and nothing survives. Run twice: the
     second run must start the servers again (a run with servers is never replayed)."""
@@ -433,7 +443,8 @@ def test_ex08_servers_stay_in_the_foreground_until_a_signal_tears_them_down(repo
     assert sorted(starts(repo)) == ["api", "api", "web", "web"]
 
 
-def test_ex11_a_server_that_ignores_sigterm_is_killed_after_the_grace(repo, live):
+@pytest.mark.feature("EX-11")
+def test_a_server_that_ignores_sigterm_is_killed_after_the_grace(repo, live):
     two_servers(repo, mode="stubborn")
     run = live(repo, "run", "dev", env={"VX_KILL_GRACE_MS": "300"})
     run.wait_for("api#dev │ api listening on")
@@ -445,7 +456,8 @@ def test_ex11_a_server_that_ignores_sigterm_is_killed_after_the_grace(repo, live
     assert all(gone(pid) for pid in pids)
 
 
-def test_ex08_a_server_that_crashes_after_ready_stops_the_others_and_fails_the_run(repo, live):
+@pytest.mark.feature("EX-08")
+def test_a_server_that_crashes_after_ready_stops_the_others_and_fails_the_run(repo, live):
     two_servers(repo)
     run = live(repo, "run", "dev")
     api = port_of(run.wait_for("api#dev │ api listening on"))
@@ -459,7 +471,8 @@ def test_ex08_a_server_that_crashes_after_ready_stops_the_others_and_fails_the_r
     assert gone(web_pid) and gone(pid_in(repo, "api"))
 
 
-def test_ex08_a_server_that_exits_cleanly_ends_the_foreground_with_exit_0(repo):
+@pytest.mark.feature("EX-08")
+def test_a_server_that_exits_cleanly_ends_the_foreground_with_exit_0(repo):
     command = "node -e \"console.log('up'); setTimeout(() => console.log('bye'), 1)\""
     workspace(
         repo,
@@ -474,7 +487,8 @@ def test_ex08_a_server_that_exits_cleanly_ends_the_foreground_with_exit_0(repo):
     assert "api#dev │ bye" in res.out
 
 
-def test_ex08_nothing_is_kept_when_another_task_failed(repo):
+@pytest.mark.feature("EX-08")
+def test_nothing_is_kept_when_another_task_failed(repo):
     workspace(
         repo,
         {
@@ -495,7 +509,8 @@ def test_ex08_nothing_is_kept_when_another_task_failed(repo):
 # ---------------------------------------------------------------- turbo.json
 
 
-def test_ex07_turbo_dev_builds_its_dependencies_then_serves(repo, live):
+@pytest.mark.feature("EX-07")
+def test_turbo_dev_builds_its_dependencies_then_serves(repo, live):
     """turbo.json `dev: {persistent: true, dependsOn: ["^build"]}`: vx builds, then serves."""
     repo.write(
         {
@@ -534,6 +549,7 @@ def test_ex07_turbo_dev_builds_its_dependencies_then_serves(repo, live):
 # ---------------------------------------------------------------- config
 
 
+@pytest.mark.feature("EX-07")
 @pytest.mark.parametrize(
     "exec_extra, field, words",
     [
@@ -541,7 +557,7 @@ def test_ex07_turbo_dev_builds_its_dependencies_then_serves(repo, live):
         ({"interactive": True}, "tasks.dev.cache", "`cache` on interactive task `dev`"),
     ],
 )
-def test_ex07_cache_on_a_persistent_or_interactive_task_is_refused_at_load(
+def test_cache_on_a_persistent_or_interactive_task_is_refused_at_load(
     repo, exec_extra, field, words
 ):
     workspace(
@@ -563,7 +579,8 @@ def test_ex07_cache_on_a_persistent_or_interactive_task_is_refused_at_load(
     assert "hint:" in res.err and "Traceback" not in res.err
 
 
-def test_ex07_a_bad_ready_when_is_refused_at_load(repo):
+@pytest.mark.feature("EX-07")
+def test_a_bad_ready_when_is_refused_at_load(repo):
     workspace(
         repo,
         {
@@ -578,7 +595,8 @@ def test_ex07_a_bad_ready_when_is_refused_at_load(repo):
     ), res.err
 
 
-def test_ex08_the_turbo_example_builds_then_serves_each_package_until_ctrl_c(tmp_path, live):
+@pytest.mark.feature("EX-08")
+def test_the_turbo_example_builds_then_serves_each_package_until_ctrl_c(tmp_path, live):
     """`vx run dev` on examples/turbo: every package's dev server, after its dependencies' builds."""
     import shutil
 
@@ -602,7 +620,8 @@ def test_ex08_the_turbo_example_builds_then_serves_each_package_until_ctrl_c(tmp
     assert "Traceback" not in run.err
 
 
-def test_ex04_a_servers_secret_is_masked_live_and_in_its_failure_frame(repo):
+@pytest.mark.feature("EX-04")
+def test_a_servers_secret_is_masked_live_and_in_its_failure_frame(repo):
     """A server's output is masked like any task's: streamed lines and the tail of a failed one."""
     token = "canary-srv-5e1b9d"
     command = 'echo "token $MY_TOKEN"; exit 2'

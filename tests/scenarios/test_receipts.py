@@ -396,7 +396,11 @@ def test_a_damaged_receipt_is_a_miss_not_an_error(ws, garbage):
 
 
 def vx_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
+    }
     env.update({"PYTHONPATH": SRC, "NO_COLOR": "1"})
     return env
 
@@ -569,8 +573,9 @@ def with_linked_inputs(repo):
     return repo
 
 
+@pytest.mark.feature("KEY-18")
 @pytest.mark.parametrize("change", ["edit-env", "edit-gen", "add-gen"])
-def test_key18_a_changed_ignored_input_is_never_replayed(repo, change):
+def test_a_changed_ignored_input_is_never_replayed(repo, change):
     """A receipt vouches for an ignored input only by its own stat: git's listings pin nothing."""
     ws = with_ignored_inputs(repo)
     settle(ws)

@@ -4,11 +4,13 @@ and the refusals that keep a token safe (LC-15, RC-13, reliability C.24)."""
 import subprocess
 import sys
 
+import pytest
 from conftest import SRC
 from remote_servers import CANARY, shop_files
 
 
-def test_cache_spec_is_checked_before_anything_runs(repo):  # CLI-27
+@pytest.mark.feature("CLI-27")
+def test_cache_spec_is_checked_before_anything_runs(repo):
     repo.write(shop_files(None)).commit()
     for spec, needle in (
         ("--cache=", "needs a value"),
@@ -21,14 +23,16 @@ def test_cache_spec_is_checked_before_anything_runs(repo):  # CLI-27
         assert not (repo.root / "packages/lib/dist").exists()
 
 
-def test_naming_a_remote_that_is_not_configured_says_so_once(repo):  # CLI-27
+@pytest.mark.feature("CLI-27")
+def test_naming_a_remote_that_is_not_configured_says_so_once(repo):
     repo.write(shop_files(None)).commit()
     res = repo.vx("run", "build", "--all", "--cache=local:rw,remote:rw")
     assert res.code == 0, res.err
     assert res.err.count("no remote cache is configured") == 1
 
 
-def test_local_read_only_reads_but_writes_nothing(repo):  # LC-15
+@pytest.mark.feature("LC-15")
+def test_local_read_only_reads_but_writes_nothing(repo):
     repo.write(shop_files(None)).commit()
     res = repo.vx("run", "build", "--all", "--cache=local:r")
     assert res.code == 0, res.err

@@ -9,6 +9,7 @@ import io
 import json
 import tarfile
 
+import pytest
 import zstandard
 from remote_servers import (
     CANARY,
@@ -49,6 +50,7 @@ def keys_of(repo, env) -> dict[str, str]:
     return {t["id"]: t["key"] for t in plan["tasks"]}
 
 
+@pytest.mark.feature("RC-02")
 def test_server_down_at_start(repo):
     repo.write(shop_files({"turbo": {"team": "t"}, "upload": "always"})).commit()
     res = repo.vx("run", "build", "--all", env=turbo_env(f"http://127.0.0.1:{free_port()}"))
@@ -57,6 +59,7 @@ def test_server_down_at_start(repo):
     assert "failures: unreachable ×" in res.err
 
 
+@pytest.mark.feature("RC-02")
 def test_server_dies_mid_run(repo, tmp_path):
     server = TurboServer(tmp_path / "srv", token=CANARY)
     try:
@@ -133,6 +136,7 @@ def test_slow_server_past_the_timeout(repo):  # C.21
         server.close()
 
 
+@pytest.mark.feature("RC-02")
 def test_wrong_token_turns_the_layer_off_with_one_line(repo, turbo_server):
     wrong = "vxcanary-wrong-token-0000"
     repo.write(shop_files({"turbo": {"team": "wrong-token"}, "upload": "always"})).commit()
@@ -186,9 +190,10 @@ def hostile_artifact(key: str, name: str) -> bytes:
     return zstandard.ZstdCompressor().compress(raw.getvalue())
 
 
+@pytest.mark.feature("RC-05")
 def test_artifact_with_a_dotdot_entry_is_refused_and_writes_nothing(
     repo, tmp_path, turbo_server, team
-):  # RC-05
+):
     repo.write(shop_files({"turbo": {"team": team}})).commit()
     env = turbo_env(turbo_server.url, team)
     keys = keys_of(repo, env)
@@ -204,7 +209,8 @@ def test_artifact_with_a_dotdot_entry_is_refused_and_writes_nothing(
     assert not list(tmp_path.rglob("evil.txt"))
 
 
-def test_oversized_artifact_is_not_downloaded(repo, tmp_path, turbo_server, team):  # RC-05
+@pytest.mark.feature("RC-05")
+def test_oversized_artifact_is_not_downloaded(repo, tmp_path, turbo_server, team):
     repo.write(
         shop_files({"turbo": {"team": team}, "upload": "always", "maxArtifactSize": 64})
     ).commit()
@@ -217,6 +223,7 @@ def test_oversized_artifact_is_not_downloaded(repo, tmp_path, turbo_server, team
     assert "too large ×4" in res.err
 
 
+@pytest.mark.feature("RC-02")
 def test_upload_refused_as_too_large_keeps_the_local_cache(repo, tmp_path):  # C.19 (413)
     server = TurboServer(tmp_path / "srv", token=CANARY, body_limit=64)
     try:

@@ -7,6 +7,7 @@ import json
 import tarfile
 from urllib.parse import urlsplit
 
+import pytest
 import zstandard
 from remote_servers import CANARY, SIGNING_KEY, clone, node_tag, put_raw, shop_files
 
@@ -82,7 +83,8 @@ def test_vx_restores_an_artifact_another_client_signed(repo, tmp_path, signed_se
     assert set(res.statuses().values()) == {("success", "remote")}
 
 
-def test_dry_only_probes_the_remote(repo, tmp_path, turbo_server, team):  # RC-04
+@pytest.mark.feature("RC-04")
+def test_dry_only_probes_the_remote(repo, tmp_path, turbo_server, team):
     repo.write(shop_files({"turbo": {"team": team}, "upload": "always"})).commit()
     assert repo.vx("run", "build", "--all", env=turbo_server.env(team)).code == 0
     other = clone(repo, tmp_path / "b")

@@ -22,6 +22,7 @@ def nx_env(server, token=CANARY) -> dict[str, str]:
     }
 
 
+@pytest.mark.feature("RC-14")
 def test_nx_server_shared_by_two_clones(repo, tmp_path, nx):
     repo.write(shop_files({"nx": {}})).commit()
     cold = repo.vx("run", "build", "--all", env=nx_env(nx))
@@ -38,6 +39,7 @@ def test_nx_server_shared_by_two_clones(repo, tmp_path, nx):
     assert_secret_kept(other, warm)
 
 
+@pytest.mark.feature("RC-14")
 def test_env_alone_selects_nx(repo, nx):
     repo.write(shop_files(None)).commit()
     res = repo.vx("run", "build", "--all", env=nx_env(nx))
@@ -45,6 +47,7 @@ def test_env_alone_selects_nx(repo, nx):
     assert len(nx.records) == 4
 
 
+@pytest.mark.feature("RC-14")
 def test_409_on_a_re_put_counts_as_done(repo, nx):
     repo.write(shop_files({"nx": {}})).commit()
     assert repo.vx("run", "build", "--all", env=nx_env(nx)).code == 0
@@ -54,6 +57,7 @@ def test_409_on_a_re_put_counts_as_done(repo, nx):
     assert "warning" not in again.err and "4 uploads" in again.err
 
 
+@pytest.mark.feature("RC-14")
 def test_read_only_token_reads_and_turns_uploads_off_once(repo, tmp_path, nx):
     repo.write(shop_files({"nx": {}})).commit()
     assert repo.vx("run", "build", "--all", env=nx_env(nx)).code == 0

@@ -1,6 +1,7 @@
 """Two checkouts share one real turborepo-remote-cache server: what one built, the other restores
 byte for byte (RC-02, RC-03, RC-13), and the bytes on the server are the local artifact's."""
 
+import pytest
 from remote_servers import assert_secret_kept, clone, outputs, shop_files, strays
 
 
@@ -58,9 +59,8 @@ def test_a_remote_hit_is_local_next_time_and_asks_the_server_nothing(
     assert "remote cache" not in again.err  # nothing to tally when the remote was never needed
 
 
-def test_off_ci_the_remote_is_read_only_by_default(
-    repo, tmp_path, turbo_server, team
-):  # LC-15, RC-06
+@pytest.mark.feature("LC-15", "RC-06")
+def test_off_ci_the_remote_is_read_only_by_default(repo, tmp_path, turbo_server, team):
     a, _ = two_clones(repo, tmp_path, turbo_server, team)
     res = a.vx("run", "build", "--all", env=turbo_server.env(team))
     assert res.code == 0, res.err
@@ -70,7 +70,8 @@ def test_off_ci_the_remote_is_read_only_by_default(
     assert len([r for r in turbo_server.requests("PUT") if team in r]) == 4
 
 
-def test_remote_off_by_flag_sends_nothing(repo, tmp_path, turbo_server, team):  # CLI-27
+@pytest.mark.feature("CLI-27")
+def test_remote_off_by_flag_sends_nothing(repo, tmp_path, turbo_server, team):
     a, _ = two_clones(repo, tmp_path, turbo_server, team, upload="always")
     res = a.vx("run", "build", "--all", "--cache=remote:", env=turbo_server.env(team))
     assert res.code == 0, res.err
@@ -78,9 +79,8 @@ def test_remote_off_by_flag_sends_nothing(repo, tmp_path, turbo_server, team):  
     assert set(res.statuses().values()) == {("success", "miss")}
 
 
-def test_remote_only_layers_keep_nothing_locally(
-    repo, tmp_path, turbo_server, team
-):  # LC-15, RC-01
+@pytest.mark.feature("LC-15", "RC-01")
+def test_remote_only_layers_keep_nothing_locally(repo, tmp_path, turbo_server, team):
     a, b = two_clones(repo, tmp_path, turbo_server, team)
     env = turbo_server.env(team)
     up = a.vx("run", "build", "--all", "--cache=local:,remote:rw", env=env)

@@ -29,7 +29,8 @@ def ran(result) -> set[str]:
     return set(result.statuses())
 
 
-def test_cli21_a_filter_selects_projects_and_their_task_dependencies_come_along(ws):
+@pytest.mark.feature("CLI-21")
+def test_a_filter_selects_projects_and_their_task_dependencies_come_along(ws):
     assert ran(ws.vx("run", "build", "--filter", "b")) == {
         "a#build",
         "b#build",
@@ -41,7 +42,8 @@ def test_cli21_a_filter_selects_projects_and_their_task_dependencies_come_along(
     }
 
 
-def test_cli40_changed_since_a_ref_takes_uncommitted_and_untracked_files(ws):
+@pytest.mark.feature("CLI-40")
+def test_changed_since_a_ref_takes_uncommitted_and_untracked_files(ws):
     (ws.root / "packages/c/src/c.js").write_text("C2;")
     (ws.root / "packages/d/src/new.js").write_text("N;")
     assert ran(ws.vx("run", "build", "--filter=[HEAD]")) == {
@@ -62,6 +64,7 @@ def test_cli40_changed_since_a_ref_takes_uncommitted_and_untracked_files(ws):
     }
 
 
+@pytest.mark.feature("CLI-40")
 @pytest.mark.parametrize(
     "args, said",
     [
@@ -72,18 +75,20 @@ def test_cli40_changed_since_a_ref_takes_uncommitted_and_untracked_files(ws):
         (["--filter", "web^"], "cannot read"),
     ],
 )
-def test_cli40_a_filter_that_cannot_select_refuses_the_run(ws, args, said):
+def test_a_filter_that_cannot_select_refuses_the_run(ws, args, said):
     result = ws.vx("run", "build", *args)
     assert result.code == 2 and said in result.err and "Traceback" not in result.err, result.err
 
 
-def test_gr06_no_selected_project_declares_the_task(ws):
+@pytest.mark.feature("GR-06")
+def test_no_selected_project_declares_the_task(ws):
     result = ws.vx("run", "lint", "--filter", "a")
     assert result.code == 2 and "no project the filter selects declares `lint`" in result.err
     assert "declared by: d" in result.err
 
 
-def test_cli40_a_replay_of_a_changed_since_run_sees_a_new_change(ws):
+@pytest.mark.feature("CLI-40")
+def test_a_replay_of_a_changed_since_run_sees_a_new_change(ws):
     (ws.root / "packages/b/src/b.js").write_text("B2;")
     for _ in range(2):  # the first builds, the second writes the receipt
         assert ws.vx("run", "build", "--filter=[HEAD]", summary=False).code == 0

@@ -5,9 +5,11 @@ import subprocess
 import sys
 import time
 
+import pytest
 from conftest import SRC, Stderr, npm_workspace
 
 
+@pytest.mark.feature("GR-16")
 def test_concurrent_runs_take_turns(repo):
     # Each run appends start/end marks; overlapping runs would interleave them. A task ends once
     # the test releases it, so the first still runs when the second is seen waiting.
@@ -45,6 +47,7 @@ def test_concurrent_runs_take_turns(repo):
     assert "waiting for another vx run" not in first.text
 
 
+@pytest.mark.feature("GR-16")
 def test_item8_a_lock_left_by_a_dead_run_whose_pid_now_belongs_to_a_live_process_never_blocks(
     repo, tmp_path
 ):
@@ -81,6 +84,7 @@ def test_item8_a_lock_left_by_a_dead_run_whose_pid_now_belongs_to_a_live_process
         stranger.wait()
 
 
+@pytest.mark.feature("GR-16")
 def test_item8_a_killed_holder_frees_the_lock_at_once(repo, tmp_path):
     """The holder SIGKILLed mid-task: the next run takes the lock without reclaiming anything."""
     started = tmp_path / "started"

@@ -55,7 +55,8 @@ def app(repo, tasks: dict, files: dict | None = None, **pkgs) -> None:
 # ---------------------------------------------------------------- reads and writes
 
 
-def test_reading_a_linked_sibling_the_key_does_not_fold_names_the_missing_edge(repo):  # SB-07
+@pytest.mark.feature("SB-07")
+def test_reading_a_linked_sibling_the_key_does_not_fold_names_the_missing_edge(repo):
     lib = {"files": {"src/index.js": "lib\n"}, "tasks": {"build": {"exec": {"command": "true"}}}}
     app(
         repo,
@@ -83,9 +84,10 @@ def test_reading_a_linked_sibling_the_key_does_not_fold_names_the_missing_edge(r
     ]
 
 
+@pytest.mark.feature("SB-05", "SB-07")
 def test_reading_an_unlinked_sibling_names_the_read_grant_and_a_folded_one_is_granted(
     repo,
-):  # SB-05, SB-07
+):
     lib = {"files": {"src/index.js": "lib\n"}, "tasks": {"build": {"exec": {"command": "true"}}}}
     other = {"files": {"x.js": "x\n"}}
     cmd = "cat ../lib/src/index.js && (cat ../other/x.js || true)"
@@ -97,7 +99,8 @@ def test_reading_an_unlinked_sibling_names_the_read_grant_and_a_folded_one_is_gr
     assert violation_lines(res.out) == ['│ read  packages/other/x.js  → allow.read "../other/x.js"']
 
 
-def test_writing_beside_the_outputs_is_a_violation_and_nothing_is_cached(repo):  # SB-12
+@pytest.mark.feature("SB-12")
+def test_writing_beside_the_outputs_is_a_violation_and_nothing_is_cached(repo):
     cmd = "mkdir -p dist && echo out > dist/o.js && echo log > build.log"
     app(repo, {"build": sandboxed(cmd, read=["src/**"], write=["dist/"], cache=["dist/**"])})
     res = repo.vx("run", "build", cwd="packages/app")
@@ -147,7 +150,8 @@ def test_a_write_under_a_glob_that_matched_nothing_lands_in_scratch_without_viol
     assert not list((repo.root / "packages/app").glob(".*.tmp"))
 
 
-def test_write_grants_are_created_and_unwritten_placeholders_removed(repo):  # SB-04
+@pytest.mark.feature("SB-04")
+def test_write_grants_are_created_and_unwritten_placeholders_removed(repo):
     app(repo, {"t": sandboxed("echo x > gen/out.txt", write=["gen/", "stats.json"])})
     res = repo.vx("run", "t", cwd="packages/app")
     assert res.code == 0, res.out + res.err
@@ -167,7 +171,8 @@ def fake_home(tmp_path: Path) -> Path:
     return home
 
 
-def test_credential_stores_are_hidden_and_named_in_a_note(repo, tmp_path):  # SB-06
+@pytest.mark.feature("SB-06")
+def test_credential_stores_are_hidden_and_named_in_a_note(repo, tmp_path):
     home = fake_home(tmp_path)
     cmd = "cat ~/notes.txt; cat ~/.ssh/id_rsa; cat ~/.npmrc; true"
     app(repo, {"t": sandboxed(cmd)})
@@ -182,9 +187,8 @@ def test_credential_stores_are_hidden_and_named_in_a_note(repo, tmp_path):  # SB
     ) in res.err
 
 
-def test_a_failure_after_a_write_refused_outside_the_project_gets_the_grant_hint(
-    repo, tmp_path
-):  # SB-12
+@pytest.mark.feature("SB-12")
+def test_a_failure_after_a_write_refused_outside_the_project_gets_the_grant_hint(repo, tmp_path):
     home = fake_home(tmp_path)
     (home / ".cache" / "tool").mkdir(parents=True)
     app(repo, {"t": sandboxed("echo x > ~/.cache/tool/blob || exit 3")})
@@ -201,7 +205,8 @@ def test_a_failure_after_a_write_refused_outside_the_project_gets_the_grant_hint
     assert (home / ".cache/tool/blob").read_text() == "x\n"
 
 
-def test_a_secret_in_vx_environment_is_not_readable_inside(repo):  # EX-03, SB-15
+@pytest.mark.feature("EX-03", "SB-15")
+def test_a_secret_in_vx_environment_is_not_readable_inside(repo):
     cmd = (
         "env; cat /proc/1/environ; for f in /proc/[0-9]*/environ; do cat $f; done 2>/dev/null; true"
     )
@@ -230,7 +235,9 @@ def test_tiocsti_cannot_push_input_into_vx_terminal(repo):  # pitfall 24
     repo.commit()
     master, slave = pty.openpty()
     env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("VX_")},
+        **{
+            k: v for k, v in os.environ.items() if not k.startswith("VX_") or k == "VX_SHARED_STORE"
+        },
         "PYTHONPATH": SRC,
         "NO_COLOR": "1",
     }
@@ -260,9 +267,10 @@ def test_tiocsti_cannot_push_input_into_vx_terminal(repo):  # pitfall 24
 # ---------------------------------------------------------------- processes
 
 
+@pytest.mark.feature("SB-15")
 def test_a_background_child_that_outlives_the_shell_neither_hangs_nor_survives(
     repo,
-):  # SB-15, pitfall 18
+):  # pitfall 18
     app(repo, {"t": sandboxed("(sleep 987.25 &) ; sleep 987.5 & echo started")})
     started = time.monotonic()
     res = repo.vx("run", "t", cwd="packages/app", timeout=600)
@@ -281,7 +289,8 @@ def _cmdlines() -> list[str]:
     return out
 
 
-def test_a_timeout_reaches_the_task_politely_inside_the_sandbox(repo):  # EX-05, SB-15
+@pytest.mark.feature("EX-05", "SB-15")
+def test_a_timeout_reaches_the_task_politely_inside_the_sandbox(repo):
     cmd = "trap 'echo got-term; exit 3' TERM; echo ready; while :; do sleep 0.05; done"
     task = sandboxed(cmd)
     task["exec"]["timeout"] = 800
@@ -294,14 +303,16 @@ def test_a_timeout_reaches_the_task_politely_inside_the_sandbox(repo):  # EX-05,
 # ---------------------------------------------------------------- availability
 
 
-def test_without_bwrap_the_task_fails_and_never_runs_unsandboxed(repo):  # SB-01, SB-13
+@pytest.mark.feature("SB-01", "SB-13")
+def test_without_bwrap_the_task_fails_and_never_runs_unsandboxed(repo):
     app(repo, {"t": sandboxed("echo ran > ran.txt")})
     res = repo.vx("run", "t", cwd="packages/app", env={"VX_BWRAP": ""})
     assert res.code == 1 and not (repo.root / "packages/app/ran.txt").exists()
     assert "vx: sandbox not available: bwrap not found; install bubblewrap" in res.err
 
 
-def test_without_strace_it_enforces_reports_nothing_and_says_so_once(repo):  # SB-13
+@pytest.mark.feature("SB-13")
+def test_without_strace_it_enforces_reports_nothing_and_says_so_once(repo):
     tasks = {"a": sandboxed("cat fixture.json || true"), "b": sandboxed("cat fixture.json || true")}
     app(repo, tasks, files={"fixture.json": "SECRET-FIXTURE"})
     res = repo.vx("run", "app#a", "app#b", env={"VX_STRACE": ""})
@@ -310,7 +321,8 @@ def test_without_strace_it_enforces_reports_nothing_and_says_so_once(repo):  # S
     assert res.err.count("untraced (strace not found)") == 1
 
 
-def test_a_cache_hit_never_arms_the_sandbox(repo):  # SB-01
+@pytest.mark.feature("SB-01")
+def test_a_cache_hit_never_arms_the_sandbox(repo):
     cmd = "mkdir -p dist && cat src/a.js > dist/o.js"
     app(repo, {"build": sandboxed(cmd, read=["src/**"], write=["dist/"], cache=["dist/**"])})
     assert repo.vx("run", "build", cwd="packages/app").code == 0
@@ -324,7 +336,8 @@ def test_a_cache_hit_never_arms_the_sandbox(repo):  # SB-01
 # ---------------------------------------------------------------- refusals before the run
 
 
-def test_a_write_grant_into_a_nested_project_is_refused_before_anything_runs(repo):  # SB-04
+@pytest.mark.feature("SB-04")
+def test_a_write_grant_into_a_nested_project_is_refused_before_anything_runs(repo):
     repo.write(npm_workspace({"app": {"tasks": {}}})).commit()
     (repo.root / "package.json").write_text(
         '{"name": "root", "private": true, "workspaces": ["packages/*"]}'
@@ -339,14 +352,17 @@ def test_a_write_grant_into_a_nested_project_is_refused_before_anything_runs(rep
     assert "in: vx.config.json, tasks.t.exec.sandbox.allow.write[0]" in res.err
 
 
-def test_ctrl_c_reaches_the_task_inside_and_nothing_survives(repo):  # EX-11, issue item 6
+@pytest.mark.feature("EX-11")
+def test_ctrl_c_reaches_the_task_inside_and_nothing_survives(repo):  # issue item 6
     cmd = (
         "trap 'echo int > state/got; exit 4' INT TERM; sh -c 'trap \"\" INT TERM; sleep 61.75' & "
         "echo ready > state/ready; wait"
     )
     app(repo, {"t": sandboxed(cmd, write=["state/"])})
     env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("VX_")},
+        **{
+            k: v for k, v in os.environ.items() if not k.startswith("VX_") or k == "VX_SHARED_STORE"
+        },
         "PYTHONPATH": SRC,
         "NO_COLOR": "1",
         "VX_KILL_GRACE_MS": "1000",
@@ -374,7 +390,8 @@ def test_ctrl_c_reaches_the_task_inside_and_nothing_survives(repo):  # EX-11, is
     assert not [p for p in _cmdlines() if "61.75" in p]
 
 
-def test_unix_sockets_are_refused_unless_granted(repo):  # SB-09
+@pytest.mark.feature("SB-09")
+def test_unix_sockets_are_refused_unless_granted(repo):
     cmd = "python3 -c \"import socket; socket.socket(socket.AF_UNIX); print('unix ok')\" 2>&1 | tail -1"
     granted = sandboxed(cmd)
     granted["exec"]["sandbox"]["allow"]["unixSockets"] = True
@@ -386,7 +403,8 @@ def test_unix_sockets_are_refused_unless_granted(repo):  # SB-09
     assert "unix ok" in repo.vx("run", "u", cwd="packages/app").out
 
 
-def test_require_of_a_linked_package_through_node_modules(repo):  # SB-07, npm-style links
+@pytest.mark.feature("SB-07")
+def test_require_of_a_linked_package_through_node_modules(repo):  # npm-style links
     lib = {
         "files": {"index.js": "module.exports = 'from lib';\n"},
         "tasks": {"build": {"exec": {"command": "true"}}},
@@ -408,7 +426,8 @@ def test_require_of_a_linked_package_through_node_modules(repo):  # SB-07, npm-s
     assert res.code == 0 and "from lib" in res.out, res.out + res.err
 
 
-def test_a_write_grant_vx_cannot_create_fails_the_task_with_the_reason(repo):  # SB-04
+@pytest.mark.feature("SB-04")
+def test_a_write_grant_vx_cannot_create_fails_the_task_with_the_reason(repo):
     app(
         repo,
         {"t": sandboxed("echo did-run", write=["blocked/sub/"])},
@@ -447,7 +466,8 @@ def failing_strace(tmp_path: Path, times: str) -> str:
     return str(wrapper)
 
 
-def test_an_attempt_whose_tracer_failed_is_retried_once_and_still_judged(repo, tmp_path):  # SB-13
+@pytest.mark.feature("SB-13")
+def test_an_attempt_whose_tracer_failed_is_retried_once_and_still_judged(repo, tmp_path):
     strace = failing_strace(tmp_path, "once")
     app(
         repo,
@@ -462,7 +482,8 @@ def test_an_attempt_whose_tracer_failed_is_retried_once_and_still_judged(repo, t
     assert (repo.root / "packages/app/out/ran.txt").read_text() == "ran\n"
 
 
-def test_a_tracer_that_fails_twice_fails_the_task_with_what_it_said(repo, tmp_path):  # SB-13
+@pytest.mark.feature("SB-13")
+def test_a_tracer_that_fails_twice_fails_the_task_with_what_it_said(repo, tmp_path):
     strace = failing_strace(tmp_path, "always")
     app(repo, {"t": sandboxed("echo ran > out/ran.txt", write=["out/"])})
     res = repo.vx("run", "t", cwd="packages/app", env={"VX_STRACE": strace})

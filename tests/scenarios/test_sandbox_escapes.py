@@ -101,7 +101,8 @@ def build_i386_client(tmp_path: Path, sock: str, out: Path) -> str:
     )
 
 
-def test_item1_an_i386_syscall_cannot_open_a_unix_socket_to_a_host_daemon(repo, tmp_path):  # SB-09
+@pytest.mark.feature("SB-09")
+def test_item1_an_i386_syscall_cannot_open_a_unix_socket_to_a_host_daemon(repo, tmp_path):
     home = Path(
         tempfile.mkdtemp(prefix="vx-daemon-", dir="/var/tmp")
     )  # outside /tmp: visible inside
@@ -168,9 +169,10 @@ def test_item2_a_write_grant_that_names_a_manifest_is_refused_before_anything_ru
 # ---------------------------------------------------------------- 3. output links to what the task may not read
 
 
+@pytest.mark.feature("LC-08")
 def test_item3_an_output_link_to_a_file_the_task_could_not_read_is_never_saved_or_restored(
     repo,
-):  # LC-08
+):
     cmd = "mkdir -p dist && echo ok > dist/ok.js && ln -sf ../../other/secret.txt dist/leak"
     app(
         repo,
@@ -194,7 +196,8 @@ def test_item3_an_output_link_to_a_file_the_task_could_not_read_is_never_saved_o
 # ---------------------------------------------------------------- 4. a created grant under a concurrent task
 
 
-def test_item4_a_write_grant_vx_created_lives_until_the_last_task_using_it_ends(repo):  # SB-04
+@pytest.mark.feature("SB-04")
+def test_item4_a_write_grant_vx_created_lives_until_the_last_task_using_it_ends(repo):
     # `a` creates gen/ (b starts only once a runs), then ends while `b` still has to write gen/
     # (b waits for `c`, which runs only after a ended): the empty gen/ must survive a's end.
     tasks = {
@@ -233,7 +236,8 @@ PTRACE_PROBE = (
 )
 
 
-def test_item5_the_task_cannot_empty_its_trace_or_ptrace_the_sandbox(repo):  # SB-13
+@pytest.mark.feature("SB-13")
+def test_item5_the_task_cannot_empty_its_trace_or_ptrace_the_sandbox(repo):
     # Read an ungranted file, then try every way back to the trace: bwrap's pid 1 and every fd
     # of every process in view, and ptrace of each of them. The read must still be reported.
     cmd = (
@@ -257,7 +261,8 @@ def test_item5_the_task_cannot_empty_its_trace_or_ptrace_the_sandbox(repo):  # S
     assert repo.vx("run", "t", cwd="packages/app").task("app#t")["cache"] == "miss"
 
 
-def test_item5_an_emptied_trace_fails_the_task_instead_of_passing_it(repo, tmp_path):  # SB-13
+@pytest.mark.feature("SB-13")
+def test_item5_an_emptied_trace_fails_the_task_instead_of_passing_it(repo, tmp_path):
     (tmp_path / "bin").mkdir()
     wrapper = tmp_path / "bin" / "strace"  # the real strace, then the trace emptied behind it
     wrapper.write_text(
@@ -276,7 +281,8 @@ def test_item5_an_emptied_trace_fails_the_task_instead_of_passing_it(repo, tmp_p
 # ---------------------------------------------------------------- 6. other tasks' temp dirs, the cache dir
 
 
-def test_item6_a_task_sees_neither_another_tasks_temp_dir_nor_an_outside_cache_dir(repo):  # SB-15
+@pytest.mark.feature("SB-15")
+def test_item6_a_task_sees_neither_another_tasks_temp_dir_nor_an_outside_cache_dir(repo):
     outside = Path(
         tempfile.mkdtemp(prefix="vx-tmpdir-", dir="/var/tmp")
     )  # TMPDIR outside /tmp: visible
@@ -341,8 +347,9 @@ needs_network_tools = pytest.mark.skipif(
 )
 
 
+@pytest.mark.feature("SB-08")
 @needs_network_tools
-def test_item7_a_task_reaches_only_its_own_hosts_not_another_tasks(repo, origin):  # SB-08
+def test_item7_a_task_reaches_only_its_own_hosts_not_another_tasks(repo, origin):
     curl = (
         f"curl -sS --noproxy '' http://127.0.0.1:{origin}/"  # through the proxy, even for loopback
     )
@@ -360,8 +367,9 @@ def test_item7_a_task_reaches_only_its_own_hosts_not_another_tasks(repo, origin)
     ]
 
 
+@pytest.mark.feature("SB-08")
 @needs_network_tools
-def test_item7_a_denied_address_is_denied_whatever_name_reaches_it(repo, origin):  # SB-08
+def test_item7_a_denied_address_is_denied_whatever_name_reaches_it(repo, origin):
     cmd = f"curl -sS http://localhost:{origin}/by-name; echo; exit 0"
     app(
         repo,
@@ -388,8 +396,9 @@ def test_item7_a_denied_address_is_denied_whatever_name_reaches_it(repo, origin)
     ]
 
 
+@pytest.mark.feature("SB-09")
 @needs_network_tools
-def test_item7_a_task_with_network_hosts_still_cannot_open_a_unix_socket(repo, origin):  # SB-09
+def test_item7_a_task_with_network_hosts_still_cannot_open_a_unix_socket(repo, origin):
     home = Path(tempfile.mkdtemp(prefix="vx-daemon-", dir="/var/tmp"))
     try:
         sock = str(home / "daemon.sock")
@@ -413,7 +422,8 @@ def test_item7_a_task_with_network_hosts_still_cannot_open_a_unix_socket(repo, o
 # ---------------------------------------------------------------- 8. refused lookups
 
 
-def test_item8_a_tool_that_stats_before_it_opens_still_names_the_missing_grant(repo):  # SB-05
+@pytest.mark.feature("SB-05")
+def test_item8_a_tool_that_stats_before_it_opens_still_names_the_missing_grant(repo):
     # cp and `test -f` stat first, node's require stats its candidates: none of them opens the
     # hidden file, so only the refused lookup can show what was missing.
     cmd = (
@@ -455,7 +465,11 @@ def test_item9_the_matches_nothing_warning_comes_before_the_task_and_never_advis
 ):
     cmd = "echo task-ran; mkdir .0123456789abcdef-00000000.tmp 2>&1 | tail -1; true"
     app(repo, {"t": sandboxed(cmd, read=["."], write=[".*.tmp/**"])})
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
+    }
     env.update({"PYTHONPATH": SRC, "NO_COLOR": "1"})
     both = subprocess.run(
         [sys.executable, "-m", "vx", "run", "t"],
@@ -502,7 +516,8 @@ def test_item9_an_outside_write_grant_without_a_slash_is_a_directory_and_its_par
     assert not (home / ".cache/beside").exists()
 
 
-def test_item9_bun_temp_dirs_with_any_characters_are_never_inputs(repo):  # KEY-17
+@pytest.mark.feature("KEY-17")
+def test_item9_bun_temp_dirs_with_any_characters_are_never_inputs(repo):
     task = {
         "exec": {"command": "mkdir -p dist && echo o > dist/o"},
         "cache": {"inputs": {"files": ["**"]}, "outputs": {"files": ["dist/**"]}},
@@ -547,10 +562,9 @@ for pid in sorted(int(p) for p in os.listdir('/proc') if p.isdigit() and int(p) 
 """
 
 
+@pytest.mark.feature("SB-08", "SB-09")
 @needs_network_tools
-def test_item7_no_process_in_a_networked_tasks_view_is_outside_its_filter(
-    repo, origin
-):  # SB-08, SB-09
+def test_item7_no_process_in_a_networked_tasks_view_is_outside_its_filter(repo, origin):
     # The bridges (socat) and bwrap's pid 1 once ran in the task's pid namespace without the
     # filter: writing their memory would have been a way to a unix socket.
     cmd = (

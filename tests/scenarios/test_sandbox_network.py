@@ -177,6 +177,7 @@ def serving(port: int, command: str, **allow) -> dict:
     return {"exec": {"command": command, "sandbox": {"allow": grants}}}
 
 
+@pytest.mark.feature("SB-09")
 def test_a_listed_port_is_bridged_out_to_the_host_while_the_task_runs(repo):
     port = free_port()
     files = {"src/serve.js": SERVE_JS}
@@ -191,7 +192,11 @@ def test_a_listed_port_is_bridged_out_to_the_host_while_the_task_runs(repo):
         )
     ).commit()
     out = repo.root / "packages/app/out"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
+    }
     proc = subprocess.Popen(
         [sys.executable, "-m", "vx", "run", "serve"],
         cwd=repo.root / "packages/app",
@@ -216,6 +221,7 @@ def test_a_listed_port_is_bridged_out_to_the_host_while_the_task_runs(repo):
         assert s.connect_ex(("127.0.0.1", port)) != 0
 
 
+@pytest.mark.feature("SB-09")
 def test_a_listed_port_taken_on_the_host_fails_the_task_before_it_starts(repo):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

@@ -4,6 +4,7 @@ lockfiles (EX-19), processes a task left behind, and what an unsaved task says a
 import os
 import time
 
+import pytest
 from conftest import build_task, npm_workspace
 
 COPY = (
@@ -16,7 +17,8 @@ def artifacts(repo):
     return sorted((repo.root / ".vx" / "cache").glob("*.tar.zst"))
 
 
-def test_key21_same_bytes_rewrite_keeps_the_task_and_its_dependants_cached(repo):
+@pytest.mark.feature("KEY-21")
+def test_same_bytes_rewrite_keeps_the_task_and_its_dependants_cached(repo):
     """Item 1 (edge-runtime's primitives build): a build regenerates a tracked input with the
     bytes it already had; the task and everything downstream are saved and hit next time."""
     regen = (
@@ -49,7 +51,8 @@ def test_key21_same_bytes_rewrite_keeps_the_task_and_its_dependants_cached(repo)
     assert set(again.statuses().values()) == {("success", "up-to-date")}
 
 
-def test_key21_fresh_checkout_inside_the_racy_window_still_saves(repo):
+@pytest.mark.feature("KEY-21")
+def test_fresh_checkout_inside_the_racy_window_still_saves(repo):
     """Item 5: a file written just before `vx run` (a fresh clone, a test's setup) has an mtime
     inside the re-check's racy window; nothing edits it while the task runs, so it is saved. The
     mtime is set ahead of the clock, so it lands in the window whatever the machine's speed."""
@@ -74,7 +77,8 @@ def test_key21_fresh_checkout_inside_the_racy_window_still_saves(repo):
     assert again.statuses()["docs#build"] == ("success", "local")
 
 
-def test_key21_real_edit_inside_the_racy_window_is_still_refused(repo):
+@pytest.mark.feature("KEY-21")
+def test_real_edit_inside_the_racy_window_is_still_refused(repo):
     """Item 5's other half: the same racy file, edited by the task while it runs, is not saved."""
     edit = (
         "node -e \"const fs=require('fs');fs.appendFileSync('src/a.js','//edited');"
@@ -98,7 +102,8 @@ def test_key21_real_edit_inside_the_racy_window_is_still_refused(repo):
     assert artifacts(repo) == []
 
 
-def test_key21_unsaved_dependants_say_why_in_the_run_and_in_vx_why(repo):
+@pytest.mark.feature("KEY-21")
+def test_unsaved_dependants_say_why_in_the_run_and_in_vx_why(repo):
     """Item 2: every task that is not saved says why, once: the one whose input moved, and each
     dependant, naming the upstream task at the root of it; `vx why` repeats it until a save."""
     edit = (
@@ -142,7 +147,8 @@ def test_key21_unsaved_dependants_say_why_in_the_run_and_in_vx_why(repo):
     assert "not saved" not in repo.vx("why", "c#build", summary=False).out
 
 
-def test_ex11_background_writer_is_stopped_before_the_outputs_are_read(repo):
+@pytest.mark.feature("EX-11")
+def test_background_writer_is_stopped_before_the_outputs_are_read(repo):
     """Item 3: a task that exits 0 while a process it started still runs. The writer blocks on a
     FIFO nobody opens, and writes dist/late.txt when it is stopped: vx must stop it (and say so)
     before it reads the outputs, so the saved entry holds exactly what is on disk."""
@@ -175,7 +181,8 @@ def test_ex11_background_writer_is_stopped_before_the_outputs_are_read(repo):
     assert {p.name: p.read_text() for p in dist.iterdir()} == on_disk
 
 
-def test_ex19_lockfile_rewritten_mid_run_stops_hits_and_saves(repo):
+@pytest.mark.feature("EX-19")
+def test_lockfile_rewritten_mid_run_stops_hits_and_saves(repo):
     """Item 4 (EX-19): a root install task rewrites package-lock.json mid-run. Every key of the run
     was taken on the old lockfile, so a later task is neither restored from nor saved under it,
     and a line names the file."""
@@ -237,7 +244,8 @@ def _generator_project(repo):
     ).commit()
 
 
-def test_key20_task_after_a_same_project_rewriter_is_keyed_late_and_saved(repo):
+@pytest.mark.feature("KEY-20")
+def test_task_after_a_same_project_rewriter_is_keyed_late_and_saved(repo):
     """Item 6 (KEY-20): `gen` (no cache) rewrites its own project's sources before `build` of the
     same project. build is keyed once gen ran, on what gen wrote: saved on the first run, and so
     is web#build downstream (which folds build's key). gen's own key folds its project as it was
@@ -256,7 +264,8 @@ def test_key20_task_after_a_same_project_rewriter_is_keyed_late_and_saved(repo):
     assert again.statuses()["web#build"] == ("success", "up-to-date")
 
 
-def test_key20_key_taken_before_the_rewrite_is_never_a_hit(repo):
+@pytest.mark.feature("KEY-20")
+def test_key_taken_before_the_rewrite_is_never_a_hit(repo):
     """KEY-20's correctness half: the worktree holds what gen wrote last time, a hit under the
     key taken up front; gen now writes something else, and build must run on that."""
     _generator_project(repo)

@@ -43,8 +43,9 @@ def _everything_written(*roots) -> list[tuple[str, bytes]]:
     return found
 
 
+@pytest.mark.feature("EX-04")
 @pytest.mark.parametrize("sandboxed", [False, True], ids=["plain", "sandboxed"])
-def test_ex04_no_secret_reaches_anything_vx_writes(repo, tmp_path, sandboxed):
+def test_no_secret_reaches_anything_vx_writes(repo, tmp_path, sandboxed):
     if sandboxed:
         import shutil
 
@@ -95,7 +96,8 @@ def test_ex04_no_secret_reaches_anything_vx_writes(repo, tmp_path, sandboxed):
     ).read_text() == "built\n"  # the task itself saw the values
 
 
-def test_ex04_no_secret_reaches_the_remote_store_a_summary_a_profile_or_a_report(
+@pytest.mark.feature("EX-04")
+def test_no_secret_reaches_the_remote_store_a_summary_a_profile_or_a_report(
     repo, tmp_path, turbo_server, team
 ):
     """The canary once more with everything that writes switched on: uploads to a real

@@ -21,7 +21,8 @@ def ws(repo):
     ).commit()
 
 
-def test_cli07_projects_are_listed_with_their_tasks_and_config(ws):
+@pytest.mark.feature("CLI-07")
+def test_projects_are_listed_with_their_tasks_and_config(ws):
     result = ws.vx("show")
     assert result.code == 0, result.err
     rows = {line.split()[0]: line for line in result.out.splitlines()[1:]}
@@ -30,7 +31,8 @@ def test_cli07_projects_are_listed_with_their_tasks_and_config(ws):
     assert ws.vx("show", "projects").out == result.out  # Nx's spelling
 
 
-def test_cli07_a_project_a_task_and_a_task_everywhere(ws):
+@pytest.mark.feature("CLI-07")
+def test_a_project_a_task_and_a_task_everywhere(ws):
     project = ws.vx("show", "a")
     assert (
         project.code == 0
@@ -49,7 +51,8 @@ def test_cli07_a_project_a_task_and_a_task_everywhere(ws):
     assert json.loads(ws.vx("show", "project", "b", "--format=json").out)["project"] == "b"
 
 
-def test_cli07_a_turbo_repository_shows_the_mapping(repo):
+@pytest.mark.feature("CLI-07")
+def test_a_turbo_repository_shows_the_mapping(repo):
     ws = repo.write(
         {
             "package.json": {"name": "root", "private": True, "workspaces": ["packages/*"]},
@@ -67,6 +70,7 @@ def test_cli07_a_turbo_repository_shows_the_mapping(repo):
     }  # `$TURBO_DEFAULT$` alone: git's view
 
 
+@pytest.mark.feature("CLI-07")
 @pytest.mark.parametrize(
     "args, said",
     [
@@ -77,7 +81,7 @@ def test_cli07_a_turbo_repository_shows_the_mapping(repo):
         (["--format=yaml"], "neither text nor json"),
     ],
 )
-def test_cli07_unknown_names_get_a_hint(ws, args, said):
+def test_unknown_names_get_a_hint(ws, args, said):
     result = ws.vx("show", *args)
     assert result.code == 2 and said in result.err and "Traceback" not in result.err
 

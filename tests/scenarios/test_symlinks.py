@@ -45,7 +45,8 @@ def replayed(ws) -> bool:
     return "receipt check" in res.err
 
 
-def test_key12_an_edit_behind_a_symlinked_input_directory_is_a_miss(repo):
+@pytest.mark.feature("KEY-12")
+def test_an_edit_behind_a_symlinked_input_directory_is_a_miss(repo):
     ws = linked(repo)
     assert build(ws) == ("miss", "X1;")
     (ws.root / "shared/x.js").write_text("X2;")  # dirty, through the link
@@ -68,7 +69,8 @@ def test_key12_an_edit_behind_a_symlinked_input_directory_is_a_miss(repo):
     assert not replayed(ws) and (ws.root / "packages/app/dist/out.js").read_text() == "X4;Y;"
 
 
-def test_key12_the_inputs_seen_through_the_link_are_keyed_by_path_and_content(repo):
+@pytest.mark.feature("KEY-12")
+def test_the_inputs_seen_through_the_link_are_keyed_by_path_and_content(repo):
     ws = linked(repo)
     dry = ws.vx("run", "app#build", "--dry=json")
     assert dry.code == 0, dry.err
@@ -86,7 +88,8 @@ def test_key12_the_inputs_seen_through_the_link_are_keyed_by_path_and_content(re
     assert build(ws)[0] == "miss"
 
 
-def test_key21_a_task_that_edits_an_input_through_the_link_is_not_saved(repo):
+@pytest.mark.feature("KEY-21")
+def test_a_task_that_edits_an_input_through_the_link_is_not_saved(repo):
     ws = linked(
         repo,
         command=CONCAT.replace(
@@ -99,7 +102,8 @@ def test_key21_a_task_that_edits_an_input_through_the_link_is_not_saved(repo):
     assert "input changed while it ran: packages/app/lib/x.js" in res.err
 
 
-def test_key12_a_symlinked_file_is_keyed_by_what_it_leads_to(repo):
+@pytest.mark.feature("KEY-12")
+def test_a_symlinked_file_is_keyed_by_what_it_leads_to(repo):
     ws = linked(
         repo,
         command="node -e \"require('fs').mkdirSync('dist',{recursive:true});"
@@ -113,7 +117,8 @@ def test_key12_a_symlinked_file_is_keyed_by_what_it_leads_to(repo):
     assert build(ws) == ("miss", "X2;")
 
 
-def test_key12_an_input_directory_linked_out_of_the_workspace_is_refused_by_name(repo, tmp_path):
+@pytest.mark.feature("KEY-12")
+def test_an_input_directory_linked_out_of_the_workspace_is_refused_by_name(repo, tmp_path):
     outside = tmp_path / "elsewhere"
     outside.mkdir()
     (outside / "x.js").write_text("O;")
@@ -138,17 +143,17 @@ def test_key12_an_input_directory_linked_out_of_the_workspace_is_refused_by_name
     assert ok.code == 0, ok.err
 
 
+@pytest.mark.feature("KEY-12")
 @pytest.mark.skipif(shutil.which("strace") is None, reason="strace is installed by dev/test")
-def test_key12_verify_counts_a_read_through_the_link_as_the_declared_input(repo):
+def test_verify_counts_a_read_through_the_link_as_the_declared_input(repo):
     ws = linked(repo)
     res = ws.vx("run", "app#build", "--verify=inputs")
     assert res.code == 0, res.out + res.err
     assert res.out.splitlines()[-1] == "verify: every traced task declared what it read (1 task)"
 
 
-def test_key12_a_file_linked_from_outside_is_keyed_by_content_and_a_receipt_rechecks_it(
-    repo, tmp_path
-):
+@pytest.mark.feature("KEY-12")
+def test_a_file_linked_from_outside_is_keyed_by_content_and_a_receipt_rechecks_it(repo, tmp_path):
     outside = tmp_path / "conf.js"
     outside.write_text("O1;")
     ws = linked(
@@ -167,10 +172,11 @@ def test_key12_a_file_linked_from_outside_is_keyed_by_content_and_a_receipt_rech
     assert not replayed(ws) and (ws.root / "packages/app/dist/out.js").read_text() == "O2;"
 
 
+@pytest.mark.feature("SB-03")
 @pytest.mark.skipif(
     any(shutil.which(t) is None for t in ("bwrap", "strace")), reason="bwrap and strace: dev/test"
 )
-def test_sb03_a_read_grant_through_an_in_repo_link_is_readable_in_the_sandbox(repo):
+def test_a_read_grant_through_an_in_repo_link_is_readable_in_the_sandbox(repo):
     ws = linked(repo, command="cat lib/x.js > dist/out.js")
     task = json.loads((ws.root / "packages/app/vx.config.json").read_text())
     task["tasks"]["build"]["exec"]["sandbox"] = {"allow": {"read": ["lib/**"], "write": ["dist/"]}}

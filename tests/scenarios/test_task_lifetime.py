@@ -1,4 +1,6 @@
-"""Tasks die with vx (item 6): a SIGKILLed vx leaves no task running, its grandchildren included."""
+"""Tasks die with vx (item 6): a SIGKILLed vx leaves no task running, its grandchildren included.
+Nothing a task started outlives it (item 7), also a process that left its process group (`setsid`):
+with a cgroup per task where cgroup v2 is writable, else with vx as a child subreaper."""
 
 from __future__ import annotations
 
@@ -8,7 +10,8 @@ import subprocess
 import sys
 import time
 
-from conftest import SRC, npm_workspace
+import pytest
+from conftest import SRC, build_task, npm_workspace
 
 HANG = (
     "node -e \"require('child_process').spawn(process.execPath,['-e',"
@@ -40,7 +43,11 @@ def test_item6_sigkill_of_vx_ends_every_task_and_its_children(repo):
             {name: {"tasks": {"serve": {"exec": {"command": HANG}}}} for name in ("a", "b")}
         )
     ).commit()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
+    }
     env.update({"PYTHONPATH": SRC, "NO_COLOR": "1"})
     vx = subprocess.Popen(
         [sys.executable, "-m", "vx", "run", "serve", "--all"],
@@ -70,3 +77,156 @@ def test_item6_sigkill_of_vx_ends_every_task_and_its_children(repo):
         for pid in pids:
             if running(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+# ---------------------------------------------------------------- item 7: detached descendants
+
+# A process that leaves the task's session and process group, then lives on: its pid in detached.pid
+# (at the workspace root) before the task goes on, so it surely started.
+DETACH = (
+    "setsid sh -c 'echo $$ > ../../detached.pid; exec sleep 1000' & "
+    "while [ ! -s ../../detached.pid ]; do sleep 0.01; done"
+)
+
+
+def cgroup_v2_writable() -> bool:
+    """Whether this process may make a cgroup below its own in a v2 hierarchy (as vx would)."""
+    try:
+        own = next(l[3:].strip() for l in open("/proc/self/cgroup") if l.startswith("0::"))
+    except (OSError, StopIteration):
+        return False
+    for mount in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
+        if os.path.exists(f"{mount}/cgroup.controllers"):
+            probe = f"{mount}{own.rstrip('/')}/vx-test-{os.getpid()}"
+            try:
+                os.mkdir(probe)
+                os.rmdir(probe)
+            except OSError:
+                return False
+            return os.access(f"{mount}{own.rstrip('/')}/cgroup.procs", os.W_OK)
+    return False
+
+
+@pytest.fixture(params=["cgroup", "subreaper"])
+def tracking(request) -> dict:
+    """Run vx both ways: a cgroup per task (where this machine allows it), and the subreaper."""
+    if request.param == "cgroup" and not cgroup_v2_writable():
+        pytest.skip("no writable cgroup v2 hierarchy here")
+    return {"VX_TEST_TRACKING": request.param, "VX_KILL_GRACE_MS": "200"}
+
+
+def detached_pid(repo) -> int:
+    path = repo.root / "detached.pid"
+    assert path.exists() and path.read_text().strip(), "the task never started its detached process"
+    return int(path.read_text())
+
+
+def in_own_cgroup(pid: int) -> bool:
+    with open(f"/proc/{pid}/cgroup") as f:
+        return any(l.startswith("0::") and "/vx-" in l for l in f)
+
+
+def one_task(repo, task: dict) -> None:
+    repo.write(npm_workspace({"app": {"tasks": {"serve": task}}})).commit()
+
+
+def test_item7_setsid_grandchild_is_gone_when_vx_returns(repo, tracking):
+    one_task(repo, {"exec": {"command": DETACH}})
+    res = repo.vx("run", "serve", "--all", env=tracking)
+    assert res.code == 0, res.err
+    pid = detached_pid(repo)
+    try:
+        assert not running(pid), "a detached process the task started outlived the run"
+    finally:
+        if running(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_item7_setsid_grandchild_is_gone_after_a_timeout(repo, tracking):
+    one_task(repo, {"exec": {"command": DETACH + "; sleep 1000", "timeout": 3000}})
+    res = repo.vx("run", "serve", "--all", env=tracking)
+    pid = detached_pid(repo)
+    try:
+        assert res.code == 1 and res.task("app#serve").get("timedOut") is True, res.err
+        assert not running(pid), "a detached process outlived its task's timeout"
+    finally:
+        if running(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_item7_setsid_grandchild_is_gone_after_ctrl_c(repo, tracking):
+    one_task(repo, {"exec": {"command": DETACH + "; echo ready > ../../ready; sleep 1000"}})
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
+    env.update({"PYTHONPATH": SRC, "NO_COLOR": "1", **tracking})
+    vx = subprocess.Popen(
+        [sys.executable, "-m", "vx", "run", "serve", "--all"],
+        cwd=repo.root,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    pid = 0
+    try:
+        wait_for((repo.root / "ready").exists, "the task to start its detached process")
+        pid = detached_pid(repo)
+        assert running(pid)
+        if tracking["VX_TEST_TRACKING"] == "cgroup":
+            assert in_own_cgroup(pid), "the task did not run in a cgroup of its own"
+        vx.send_signal(signal.SIGINT)
+        _, err = vx.communicate(timeout=60)
+        assert vx.returncode == 130, err
+        assert not running(pid), "a detached process survived Ctrl-C"
+        assert "Traceback" not in err
+    finally:
+        if vx.poll() is None:
+            vx.kill()
+            vx.wait()
+        if pid and running(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_item7_detached_writer_is_stopped_before_the_save(repo, tracking):
+    """A cached task leaves a writer in a session of its own: one that writes an output on SIGTERM,
+    one that waits for a gate the test opens only after vx returned. vx stops both before it reads
+    the outputs, so the entry is exactly what is on disk and nothing lands after the save."""
+    cmd = (
+        "mkdir -p dist && echo early > dist/a.txt && "
+        'setsid sh -c \'trap "echo late > dist/late.txt; exit 0" TERM; '
+        "echo $$ > ../../term.pid; while :; do sleep 0.05; done' >/dev/null 2>&1 & "
+        "setsid sh -c 'echo $$ > ../../detached.pid; "
+        "while [ ! -e ../../gate ]; do sleep 0.01; done; echo gated > dist/gated.txt; "
+        "echo done > ../../gated.done' >/dev/null 2>&1 & "
+        "while [ ! -s ../../detached.pid ] || [ ! -s ../../term.pid ]; do sleep 0.01; done"
+    )
+    repo.write(
+        npm_workspace(
+            {
+                "app": {
+                    "tasks": {"build": build_task(deps=(), command=cmd)},
+                    "files": {"src/a.js": "A;"},
+                }
+            }
+        )
+    ).commit()
+    res = repo.vx("run", "build", "--all", env=tracking)
+    pids = [detached_pid(repo), int((repo.root / "term.pid").read_text())]
+    try:
+        assert res.code == 0, res.err
+        assert not any(running(p) for p in pids), "a detached writer outlived the task"
+        assert "app#build: processes it started in the background were still running" in res.err
+        (repo.root / "gate").write_text("")  # a writer still alive would now write gated.txt
+        dist = repo.root / "packages/app/dist"
+        on_disk = {p.name: p.read_text() for p in dist.iterdir()}
+        assert on_disk == {"a.txt": "early\n", "late.txt": "late\n"}
+        for p in dist.iterdir():
+            p.unlink()
+        again = repo.vx("run", "build", "--all")
+        assert again.statuses()["app#build"] == ("success", "local")
+        assert {p.name: p.read_text() for p in dist.iterdir()} == on_disk
+        assert not (repo.root / "gated.done").exists()
+    finally:
+        for p in pids:
+            if running(p):
+                os.kill(p, signal.SIGKILL)

@@ -60,7 +60,8 @@ def _path(bin_dir: Path) -> str:
     return f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
 
 
-def test_key08_a_node_switch_misses_every_task_and_switching_back_hits(repo, nodes):
+@pytest.mark.feature("KEY-08")
+def test_a_node_switch_misses_every_task_and_switching_back_hits(repo, nodes):
     current, v18 = nodes
     ws = _workspace(repo)
     assert _misses(ws.vx("run", "build", env={"PATH": _path(current)})) == {"a#build", "b#build"}
@@ -77,7 +78,8 @@ def test_key08_a_node_switch_misses_every_task_and_switching_back_hits(repo, nod
     )  # restored, not v18's
 
 
-def test_key08_a_symlink_repointed_in_place_misses_too(repo, nodes, tmp_path):
+@pytest.mark.feature("KEY-08")
+def test_a_symlink_repointed_in_place_misses_too(repo, nodes, tmp_path):
     """`n`-style: the same PATH, its `node` link replaced. A receipt written before must not hold."""
     current, v18 = nodes
     ws = _workspace(repo)
@@ -92,7 +94,8 @@ def test_key08_a_symlink_repointed_in_place_misses_too(repo, nodes, tmp_path):
     assert _misses(ws.vx("run", "build", env=env)) == {"a#build", "b#build"}
 
 
-def test_key08_runtime_probes_fold_their_output(repo):
+@pytest.mark.feature("KEY-08")
+def test_runtime_probes_fold_their_output(repo):
     ws = _workspace(repo, {"runtime": ["cat ../../tool-version"]})
     (ws.root / "tool-version").write_text("1.0\n")
     assert _misses(ws.vx("run", "build")) == {"a#build", "b#build"}
@@ -105,7 +108,8 @@ def test_key08_runtime_probes_fold_their_output(repo):
     assert _misses(ws.vx("run", "build")) == set()
 
 
-def test_key08_workspace_runtime_runs_once_per_run_at_the_root(repo):
+@pytest.mark.feature("KEY-08")
+def test_workspace_runtime_runs_once_per_run_at_the_root(repo):
     ws = _workspace(repo, {"workspaceRuntime": ["echo ran >> probes.log; cat tool-version"]})
     (ws.root / "tool-version").write_text("1.0")
     assert _misses(ws.vx("run", "build")) == {"a#build", "b#build"}
@@ -114,10 +118,11 @@ def test_key08_workspace_runtime_runs_once_per_run_at_the_root(repo):
     assert (ws.root / "probes.log").read_text() == "ran\nran\n"  # every run asks again (no receipt)
 
 
+@pytest.mark.feature("KEY-08")
 @pytest.mark.parametrize(
     "probe, says", [("echo oops >&2; exit 3", "exited with 3"), ("printf '\\377'", "not UTF-8")]
 )
-def test_key08_a_failing_probe_refuses_the_run(repo, probe, says):
+def test_a_failing_probe_refuses_the_run(repo, probe, says):
     ws = _workspace(repo, {"runtime": [probe]})
     result = ws.vx("run", "build")
     assert result.code == 2, result.err

@@ -89,7 +89,8 @@ def statuses(result) -> dict[str, str]:
     return {tid: cache for tid, (_status, cache) in result.statuses().items()}
 
 
-def test_tl05_a_turbo_repo_builds_in_dependency_order_and_caches(ws):
+@pytest.mark.feature("TL-05")
+def test_a_turbo_repo_builds_in_dependency_order_and_caches(ws):
     first = ws.vx("run", "build")
     assert statuses(first) == {"a#build": "miss", "b#build": "miss", "c#build": "miss"}
     assert (
@@ -105,7 +106,8 @@ def test_tl05_a_turbo_repo_builds_in_dependency_order_and_caches(ws):
     )  # the root's own `build` script is not a turbo task
 
 
-def test_tl05_tasks_run_only_where_a_script_exists_and_same_package_deps_hold(ws):
+@pytest.mark.feature("TL-05")
+def test_tasks_run_only_where_a_script_exists_and_same_package_deps_hold(ws):
     result = ws.vx("run", "test", "lint")
     got = statuses(result)
     # c has no test script: its c#test is turbo's no-op, which still waits for c#build (a group,
@@ -113,13 +115,15 @@ def test_tl05_tasks_run_only_where_a_script_exists_and_same_package_deps_hold(ws
     assert set(got) == {"a#build", "b#build", "c#build", "a#test", "b#test", "a#lint"}
 
 
-def test_tl05_root_tasks_are_only_the_double_slash_ones(ws):
+@pytest.mark.feature("TL-05")
+def test_root_tasks_are_only_the_double_slash_ones(ws):
     result = ws.vx("run", "check")
     assert statuses(result) == {"//#check": "no-cache"}
     assert "root check" in result.out + result.err
 
 
-def test_tl05_inputs_default_and_negations_and_global_dependencies(ws):
+@pytest.mark.feature("TL-05")
+def test_inputs_default_and_negations_and_global_dependencies(ws):
     statuses(ws.vx("run", "build"))
     (ws.root / "packages/a/README.md").write_text(
         "# a, edited\n"
@@ -134,7 +138,8 @@ def test_tl05_inputs_default_and_negations_and_global_dependencies(ws):
     assert set(statuses(ws.vx("run", "build")).values()) == {"miss"}
 
 
-def test_tl05_a_changed_script_or_definition_is_a_miss(ws):
+@pytest.mark.feature("TL-05")
+def test_a_changed_script_or_definition_is_a_miss(ws):
     statuses(ws.vx("run", "build"))
     manifest = json.loads((ws.root / "packages/b/package.json").read_text())
     manifest["scripts"]["build"] = "node ../../scripts/build.js && echo extra"
@@ -146,7 +151,8 @@ def test_tl05_a_changed_script_or_definition_is_a_miss(ws):
     assert set(statuses(ws.vx("run", "build")).values()) == {"miss"}
 
 
-def test_tl05_env_patterns_key_the_task_and_reach_it_and_nothing_else_does(repo):
+@pytest.mark.feature("TL-05")
+def test_env_patterns_key_the_task_and_reach_it_and_nothing_else_does(repo):
     turbo = json.loads(json.dumps(TURBO))
     turbo["tasks"]["build"]["env"] = ["API_URL", "NEXT_PUBLIC_*", "!NEXT_PUBLIC_SECRET"]
     ws = repo.write(turbo_workspace(turbo)).commit()
@@ -170,7 +176,8 @@ def test_tl05_env_patterns_key_the_task_and_reach_it_and_nothing_else_does(repo)
     ) == {"miss"}
 
 
-def test_tl05_package_overrides_pkg_hash_task_and_own_turbo_json(repo):
+@pytest.mark.feature("TL-05")
+def test_package_overrides_pkg_hash_task_and_own_turbo_json(repo):
     turbo = json.loads(json.dumps(TURBO))
     turbo["tasks"]["b#build"] = {"dependsOn": ["^build"], "outputs": ["dist/**"], "cache": False}
     own = {
@@ -196,7 +203,8 @@ def test_tl05_package_overrides_pkg_hash_task_and_own_turbo_json(repo):
     assert (ws.root / "packages/c/types/c.d.ts").read_text() == "export {}"
 
 
-def test_tl05_a_vx_config_wins_over_turbo_json(repo):
+@pytest.mark.feature("TL-05")
+def test_a_vx_config_wins_over_turbo_json(repo):
     ws = repo.write(
         turbo_workspace(
             extra={
@@ -222,14 +230,16 @@ def test_tl05_a_vx_config_wins_over_turbo_json(repo):
     assert (ws.root / "packages/b/dist/out.js").read_text() == "export const b = 1;\n"
 
 
-def test_tl05_npm_pre_and_post_hooks_run_around_the_script(repo):
+@pytest.mark.feature("TL-05")
+def test_npm_pre_and_post_hooks_run_around_the_script(repo):
     hooks = {"prebuild": "echo pre > hook.log", "postbuild": "echo post >> hook.log"}
     ws = repo.write(turbo_workspace(scripts={"a": hooks})).commit()
     statuses(ws.vx("run", "a#build"))
     assert (ws.root / "packages/a/hook.log").read_text().split() == ["pre", "post"]
 
 
-def test_tl05_a_persistent_task_is_a_persistent_vx_task(ws):
+@pytest.mark.feature("TL-05")
+def test_a_persistent_task_is_a_persistent_vx_task(ws):
     """turbo.json `persistent: true` is exec.persistent (EX-07): planned, never cached."""
     result = ws.vx("run", "b#dev", "--dry=json")
     assert result.code == 0, result.err
@@ -237,6 +247,7 @@ def test_tl05_a_persistent_task_is_a_persistent_vx_task(ws):
     assert planned["b#dev"]["predicted"] == "no-cache", planned
 
 
+@pytest.mark.feature("TL-05")
 @pytest.mark.parametrize(
     "mend, field, said",
     [
@@ -264,7 +275,7 @@ def test_tl05_a_persistent_task_is_a_persistent_vx_task(ws):
         ),
     ],
 )
-def test_tl05_a_bad_turbo_json_is_refused_with_file_field_and_hint(repo, mend, field, said):
+def test_a_bad_turbo_json_is_refused_with_file_field_and_hint(repo, mend, field, said):
     turbo = json.loads(json.dumps(TURBO))
     mend(turbo)
     ws = repo.write(turbo_workspace(turbo)).commit()
@@ -277,7 +288,8 @@ def test_tl05_a_bad_turbo_json_is_refused_with_file_field_and_hint(repo, mend, f
     )
 
 
-def test_tl05_a_package_turbo_json_must_extend_the_root(repo):
+@pytest.mark.feature("TL-05")
+def test_a_package_turbo_json_must_extend_the_root(repo):
     ws = repo.write(
         turbo_workspace(extra={"packages/b/turbo.json": {"tasks": {"build": {}}}})
     ).commit()
@@ -289,7 +301,8 @@ def test_tl05_a_package_turbo_json_must_extend_the_root(repo):
     )
 
 
-def test_tl05_editing_turbo_json_or_adding_a_package_one_is_seen_by_a_replay(ws):
+@pytest.mark.feature("TL-05")
+def test_editing_turbo_json_or_adding_a_package_one_is_seen_by_a_replay(ws):
     """A replayed run (a receipt) holds only while every file planning read holds: turbo.json is one,
     and so is whether a package has a turbo.json of its own."""
     for _ in range(2):  # the first builds, the second writes the receipt
@@ -326,6 +339,7 @@ def _pnpm_turbo_workspace(root_fields: dict, extra: dict) -> dict[str, object]:
     return files
 
 
+@pytest.mark.feature("TL-05")
 @pytest.mark.parametrize(
     "root_fields, extra, runs",
     [
@@ -346,7 +360,7 @@ def _pnpm_turbo_workspace(root_fields: dict, extra: dict) -> dict[str, object]:
         ),
     ],
 )
-def test_tl05_pnpm_hooks_follow_its_version_and_settings(repo, root_fields, extra, runs):
+def test_pnpm_hooks_follow_its_version_and_settings(repo, root_fields, extra, runs):
     ws = repo.write(_pnpm_turbo_workspace(root_fields, extra)).commit()
     stale = ws.root / "packages/a/dist/stale.js"
     stale.parent.mkdir(parents=True)
@@ -360,7 +374,8 @@ def test_tl05_pnpm_hooks_follow_its_version_and_settings(repo, root_fields, extr
     )  # edge-runtime's `prebuild: rm -rf dist` wipes what vx did not
 
 
-def test_tl05_pnpm_hooks_as_the_real_pnpm_runs_them(repo):
+@pytest.mark.feature("TL-05")
+def test_pnpm_hooks_as_the_real_pnpm_runs_them(repo):
     """The same workspace under pnpm 9 itself (`pnpm run build` in the package), with and without
     the .npmrc setting: vx folds the hooks exactly when pnpm runs them."""
     from npm_packages import installed

@@ -43,7 +43,11 @@ def turbo_bin() -> str:
 
 
 def dry(repo, turbo_bin: str, tasks: list[str]) -> tuple[dict, dict]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI", "TURBO_"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("VX_", "CI", "TURBO_")) or k == "VX_SHARED_STORE"
+    }
     t = subprocess.run(
         [turbo_bin, "run", *tasks, "--dry=json"],
         cwd=repo.root,
@@ -64,8 +68,9 @@ def compared(turbo_doc: dict, vx_doc: dict) -> int:
     return len(ours & {t["taskId"] for t in turbo_doc["tasks"]})
 
 
+@pytest.mark.feature("TL-05", "KEY-18")
 @pytest.mark.parametrize("shape", CORPUS, ids=[p.stem for p in CORPUS])
-def test_tl05_key18_each_task_hashes_the_files_turbo_hashes(repo, turbo_bin, shape):
+def test_each_task_hashes_the_files_turbo_hashes(repo, turbo_bin, shape):
     spec = json.loads(shape.read_text())
     repo.write(spec["files"])
     if spec.get("force_add"):  # tracked though ignored
@@ -80,7 +85,8 @@ def test_tl05_key18_each_task_hashes_the_files_turbo_hashes(repo, turbo_bin, sha
     assert input_differences(turbo_doc, vx_doc) == {}
 
 
-def test_tl05_key18_the_turbo_example_hashes_what_turbo_hashes(repo, turbo_bin):
+@pytest.mark.feature("TL-05", "KEY-18")
+def test_the_turbo_example_hashes_what_turbo_hashes(repo, turbo_bin):
     shutil.copytree(
         REPO / "examples" / "turbo",
         repo.root,
@@ -98,7 +104,8 @@ def test_tl05_key18_the_turbo_example_hashes_what_turbo_hashes(repo, turbo_bin):
     assert input_differences(turbo_doc, vx_doc) == {}
 
 
-def test_tl05_key18_a_generated_monorepo_hashes_what_turbo_hashes(tmp_path, turbo_bin):
+@pytest.mark.feature("TL-05", "KEY-18")
+def test_a_generated_monorepo_hashes_what_turbo_hashes(tmp_path, turbo_bin):
     from conftest import Repo
 
     root = tmp_path / "gen"

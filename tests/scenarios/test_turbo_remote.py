@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from remote_servers import CANARY, clone
 
 BUILD = (
@@ -31,7 +32,8 @@ def turbo_repo(repo, remote: dict | None, link: dict | None = None):
     return repo.write(files).commit()
 
 
-def test_rc13_turbo_json_and_turbo_link_point_vx_at_the_remote(repo, tmp_path, turbo_server, team):
+@pytest.mark.feature("RC-13")
+def test_turbo_json_and_turbo_link_point_vx_at_the_remote(repo, tmp_path, turbo_server, team):
     ws = turbo_repo(repo, {"apiUrl": turbo_server.url}, link={"teamslug": team})
     env = {"TURBO_TOKEN": CANARY, "CI": "true"}
     first = ws.vx("run", "build", env=env)
@@ -45,7 +47,8 @@ def test_rc13_turbo_json_and_turbo_link_point_vx_at_the_remote(repo, tmp_path, t
     assert (other.root / "packages/a/dist/out.js").read_text() == "export const a = 1;\n"
 
 
-def test_rc13_without_a_token_or_when_disabled_there_is_no_remote(repo, turbo_server, team):
+@pytest.mark.feature("RC-13")
+def test_without_a_token_or_when_disabled_there_is_no_remote(repo, turbo_server, team):
     ws = turbo_repo(repo, {"apiUrl": turbo_server.url, "teamSlug": team})
     plain = ws.vx("run", "build", env={"CI": "true"})
     assert plain.code == 0 and "remote" not in plain.err.lower()
@@ -63,7 +66,8 @@ def test_rc13_without_a_token_or_when_disabled_there_is_no_remote(repo, turbo_se
     )  # port 9 would have been a warning
 
 
-def test_rc13_a_bad_remote_cache_field_is_refused_with_its_field(repo):
+@pytest.mark.feature("RC-13")
+def test_a_bad_remote_cache_field_is_refused_with_its_field(repo):
     ws = turbo_repo(repo, {"enabled": "yes"})
     result = ws.vx("run", "build", env={"TURBO_TOKEN": "t"})
     assert result.code == 2 and "in: turbo.json, remoteCache.enabled" in result.err

@@ -19,7 +19,11 @@ class Watcher:
     cycle too), its stderr collected as it comes."""
 
     def __init__(self, ws, *args: str, env: dict | None = None):
-        full = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
+        full = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
+        }
         full.update({"PYTHONPATH": SRC, "NO_COLOR": "1", **(env or {})})
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "vx", "watch", *args],
@@ -100,8 +104,9 @@ def watch(ws):
         w.close()
 
 
+@pytest.mark.feature("CLI-03")
 @pytest.mark.parametrize("poll", [False, True])
-def test_cli03_an_edit_runs_again_and_outputs_or_a_touch_do_not(ws, watch, poll):
+def test_an_edit_runs_again_and_outputs_or_a_touch_do_not(ws, watch, poll):
     w = watch("build", "--all", env={"VX_WATCH_POLL": "1"} if poll else None)
     w.wait_for("watching")
     assert (ws.root / "packages/b/dist/out.js").read_text() == "B;"
@@ -127,7 +132,8 @@ def test_cli03_an_edit_runs_again_and_outputs_or_a_touch_do_not(ws, watch, poll)
     assert w.ctrl_c() == 0 and "vx watch: stopped" in w.err
 
 
-def test_cli73_a_broken_config_fails_that_cycle_and_watching_goes_on(ws, watch):
+@pytest.mark.feature("CLI-73")
+def test_a_broken_config_fails_that_cycle_and_watching_goes_on(ws, watch):
     w = watch("build", "--all")
     w.wait_for("watching")
     config = ws.root / "packages/a/vx.config.json"
@@ -144,19 +150,25 @@ def test_cli73_a_broken_config_fails_that_cycle_and_watching_goes_on(ws, watch):
     assert w.ctrl_c() == 0
 
 
+@pytest.mark.feature("CLI-73")
 @pytest.mark.parametrize("flag", ["--dry", "--graph", "--summarize"])
-def test_cli73_planning_and_summary_flags_are_refused(ws, flag):
+def test_planning_and_summary_flags_are_refused(ws, flag):
     result = ws.vx("watch", "build", flag, summary=False)
     assert result.code == 2 and "cannot be used with `vx watch`" in result.err
 
 
-def test_cli03_without_watchfiles_watch_says_how_to_get_it(ws):
+@pytest.mark.feature("CLI-03")
+def test_without_watchfiles_watch_says_how_to_get_it(ws):
     """watchfiles is the `watch` extra (it would slow every vx start, docs in pyproject.toml)."""
     code = (
         "import sys; sys.modules['watchfiles'] = None; sys.argv = ['vx', 'watch', 'build']; "
         "from vx.cli.main import main; sys.exit(main())"
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
+    }
     proc = subprocess.run(
         [sys.executable, "-c", code],
         cwd=ws.root,
@@ -172,7 +184,8 @@ def test_cli03_without_watchfiles_watch_says_how_to_get_it(ws):
     )
 
 
-def test_cli71_a_workspace_inside_a_larger_repository_sees_its_first_edit(repo, tmp_path):
+@pytest.mark.feature("CLI-71")
+def test_a_workspace_inside_a_larger_repository_sees_its_first_edit(repo, tmp_path):
     """git status spells paths from the repository's top: the workspace is a subdirectory here."""
     from conftest import Repo
 
@@ -196,7 +209,8 @@ def test_cli71_a_workspace_inside_a_larger_repository_sees_its_first_edit(repo, 
         w.close()
 
 
-def test_cli73_an_edit_during_a_cycle_and_sigterm_mid_cycle(ws, watch):
+@pytest.mark.feature("CLI-73")
+def test_an_edit_during_a_cycle_and_sigterm_mid_cycle(ws, watch):
     # Run n of the task marks its start, then builds once `release<n>` exists (or fails after
     # two minutes): the test knows when a cycle runs and decides when it ends, no sleeps.
     marks, release = ws.root.parent / "marks", ws.root.parent / "release"
@@ -233,8 +247,9 @@ def test_cli73_an_edit_during_a_cycle_and_sigterm_mid_cycle(ws, watch):
     assert time.monotonic() - begun < 60  # the cycle's run was stopped, not waited out (120 s)
 
 
+@pytest.mark.feature("CLI-71")
 @pytest.mark.parametrize("poll", [False, True])
-def test_cli71_an_edit_to_a_package_linked_into_node_modules_runs_again(ws, watch, poll):
+def test_an_edit_to_a_package_linked_into_node_modules_runs_again(ws, watch, poll):
     """After `npm install` every workspace package is linked into node_modules; the watcher may
     report an edit through the link (`node_modules/a/src/a.js`): it is the package's file."""
     (ws.root / "node_modules").mkdir()
@@ -258,7 +273,8 @@ def idle(w: Watcher, timeout: float = 60) -> None:
         time.sleep(0.02)
 
 
-def test_cli72_a_task_that_rewrites_its_own_input_does_not_rerun_forever(repo, watch):
+@pytest.mark.feature("CLI-72")
+def test_a_task_that_rewrites_its_own_input_does_not_rerun_forever(repo, watch):
     """`gen` stamps src/stamp.js (an input of a's build) with a new value on every run: the
     first cycle's stamp starts one more cycle, the second's is named as a loop and ignored from
     then on, while a real edit still runs again."""
@@ -293,7 +309,8 @@ def test_cli72_a_task_that_rewrites_its_own_input_does_not_rerun_forever(repo, w
         w.close()
 
 
-def test_cli70_an_edit_in_a_project_the_selection_cannot_reach_runs_nothing(repo, watch):
+@pytest.mark.feature("CLI-70")
+def test_an_edit_in_a_project_the_selection_cannot_reach_runs_nothing(repo, watch):
     """`vx watch build -F b...` reaches a and b: an edit in c (outside the graph) is no trigger."""
     ws = repo.write(
         npm_workspace(
@@ -316,7 +333,8 @@ def test_cli70_an_edit_in_a_project_the_selection_cannot_reach_runs_nothing(repo
         w.close()
 
 
-def test_ex08_watching_a_persistent_task_is_refused(repo):
+@pytest.mark.feature("EX-08")
+def test_watching_a_persistent_task_is_refused(repo):
     """A cycle with a server never ends, so no edit would ever be judged: refused, saying why."""
     ws = repo.write(
         npm_workspace(

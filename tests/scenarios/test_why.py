@@ -30,7 +30,8 @@ def why(ws, *args, cwd=""):
     return ws.vx("why", *args, cwd=cwd, summary=False)
 
 
-def test_obs06_an_edited_file_is_named_and_the_dependant_points_upstream(ws):
+@pytest.mark.feature("OBS-06")
+def test_an_edited_file_is_named_and_the_dependant_points_upstream(ws):
     assert ws.vx("run", "app#build").code == 0
     assert "nothing to compare" in why(ws, "lib#build").out
     (ws.root / "packages/lib/src/lib.js").write_text("L2;")
@@ -46,7 +47,8 @@ def test_obs06_an_edited_file_is_named_and_the_dependant_points_upstream(ws):
     assert "upstream  lib#build  → vx why lib#build" in app.out
 
 
-def test_obs06_an_env_change_is_named_without_its_value(ws):
+@pytest.mark.feature("OBS-06")
+def test_an_env_change_is_named_without_its_value(ws):
     assert ws.vx("run", "lib#build", env={"API_URL": "https://one"}).code == 0
     assert ws.vx("run", "lib#build", env={"API_URL": "https://two"}).code == 0
     data = json.loads(why(ws, "lib#build", "--format=json").out)
@@ -56,7 +58,8 @@ def test_obs06_an_env_change_is_named_without_its_value(ws):
     assert "https://" not in (ws.root / ".vx/cache/cache.db").read_bytes().decode("latin-1")
 
 
-def test_obs06_unknown_or_unrecorded_tasks_say_so(ws):
+@pytest.mark.feature("OBS-06")
+def test_unknown_or_unrecorded_tasks_say_so(ws):
     assert "no key recorded yet" in why(ws, "lib#build").out
     bad = why(ws, "nolib#build")
     assert bad.code == 2 and "did you mean `lib`" in bad.err

@@ -1,12 +1,14 @@
 """Workspace shapes vx runs in: npm/yarn arrays, pnpm yaml, single-package repos, the root
 project, no git at all (WS-01, WS-02, WS-04, WS-20, WS-21)."""
 
+import pytest
 from conftest import build_task, npm_workspace
 
 NODE_BUILD = build_task(deps=("^build",))
 
 
-def test_pnpm_workspace_with_excludes(repo):  # WS-02
+@pytest.mark.feature("WS-02")
+def test_pnpm_workspace_with_excludes(repo):
     repo.write(
         {
             "package.json": {"name": "root", "private": True},
@@ -31,9 +33,10 @@ def test_pnpm_workspace_with_excludes(repo):  # WS-02
     assert set(res.statuses()) == {"a#build", "b#build"}
 
 
+@pytest.mark.feature("WS-20")
 def test_yarn_packages_object_and_semver_edges(
     repo,
-):  # WS-20: ^1 beside a local 2.0.0 is not an edge
+):  # ^1 beside a local 2.0.0 is not an edge
     repo.write(
         {
             "package.json": {
@@ -68,7 +71,8 @@ def test_yarn_packages_object_and_semver_edges(
     assert set(res.statuses()) == {"old#build"}
 
 
-def test_single_package_repo(repo):  # WS-01: a bare package.json is a workspace of one
+@pytest.mark.feature("WS-01")
+def test_single_package_repo(repo):  # a bare package.json is a workspace of one
     repo.write(
         {
             "package.json": {"name": "solo", "version": "1.0.0"},
@@ -84,7 +88,8 @@ def test_single_package_repo(repo):  # WS-01: a bare package.json is a workspace
     assert repo.vx("run", "build").task("//#build")["cache"] == "up-to-date"
 
 
-def test_root_project_task_by_name(repo):  # WS-04
+@pytest.mark.feature("WS-04")
+def test_root_project_task_by_name(repo):
     files = npm_workspace(
         {"app": {"tasks": {"build": {"exec": {"command": "echo app"}, "dependsOn": ["//#setup"]}}}}
     )
@@ -95,7 +100,8 @@ def test_root_project_task_by_name(repo):  # WS-04
     assert set(res.statuses()) == {"//#setup", "app#build"}
 
 
-def test_works_outside_git(repo):  # KEY-12: walk + memo when there is no repository
+@pytest.mark.feature("KEY-12")
+def test_works_outside_git(repo):  # walk + memo when there is no repository
     repo.write(
         npm_workspace(
             {"app": {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": "A;"}}}
@@ -110,7 +116,8 @@ def test_works_outside_git(repo):  # KEY-12: walk + memo when there is no reposi
     assert (repo.root / "packages/app/dist/out.js").read_text() == "B;"
 
 
-def test_nested_vx_run_in_same_workspace_is_refused(repo):  # WS-21
+@pytest.mark.feature("WS-21")
+def test_nested_vx_run_in_same_workspace_is_refused(repo):
     import sys
 
     from conftest import SRC
@@ -133,7 +140,8 @@ def test_nested_vx_run_in_same_workspace_is_refused(repo):  # WS-21
     assert "inside a task of the same workspace" in res.out + res.err
 
 
-def test_ws02_a_member_reached_through_a_symlink_is_refused_with_the_real_directory(repo):
+@pytest.mark.feature("WS-02")
+def test_a_member_reached_through_a_symlink_is_refused_with_the_real_directory(repo):
     """`packages/c -> ../real/c`: its outputs were walked through the link, which vx never follows
     for outputs, so the save held nothing and the next run called the missing outputs up to date."""
     repo.write(

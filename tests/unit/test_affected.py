@@ -58,6 +58,7 @@ def ids(*names: str) -> set[TaskId]:
     return {TaskId(*n.split("#")) for n in names}
 
 
+@pytest.mark.feature("CLI-41")
 @pytest.mark.parametrize(
     "paths, seeded",
     [
@@ -78,18 +79,20 @@ def ids(*names: str) -> set[TaskId]:
         ),  # the root declares no task: only its implicit build (WS-19)
     ],
 )
-def test_cli41_seeds(paths, seeded):
+def test_seeds(paths, seeded):
     assert seeds(WS, CONFIGS, paths) == seeded
 
 
+@pytest.mark.feature("CLI-41")
 @pytest.mark.parametrize(
     "path", ["package-lock.json", "pnpm-lock.yaml", "vx.workspace.json", "turbo.json"]
 )
-def test_cli41_a_root_fingerprint_file_reaches_everything(path):
+def test_a_root_fingerprint_file_reaches_everything(path):
     assert seeds(WS, CONFIGS, [path]) is None
 
 
-def test_cli41_a_requested_task_runs_when_its_closure_holds_a_seed():
+@pytest.mark.feature("CLI-41")
+def test_a_requested_task_runs_when_its_closure_holds_a_seed():
     graph = build_graph(WS, CONFIGS, Selection(("build",), "//", all=True))
     assert set(reached(graph, ids("a#build"))) == ids("a#build", "b#build", "c#build")
     assert set(reached(graph, ids("c#build"))) == ids("c#build")
@@ -97,8 +100,9 @@ def test_cli41_a_requested_task_runs_when_its_closure_holds_a_seed():
     assert set(reached(graph, None)) == ids("a#build", "b#build", "c#build")
 
 
+@pytest.mark.feature("CLI-42")
 @pytest.mark.parametrize("ref", ["-x", "^main", "a..b", "main:path", "has space", ""])
-def test_cli42_refs_that_are_no_refs_are_refused(ref):
+def test_refs_that_are_no_refs_are_refused(ref):
     with pytest.raises(UsageError):
         check_ref(ref)
 
@@ -112,13 +116,15 @@ def git(root: Path, *args: str) -> None:
     )
 
 
-def test_cli42_outside_a_repository_says_so(tmp_path):
+@pytest.mark.feature("CLI-42")
+def test_outside_a_repository_says_so(tmp_path):
     with pytest.raises(UsageError) as caught:
         base_ref(str(tmp_path), "main", None)
     assert "not in a git repository" in caught.value.message
 
 
-def test_cli42_base_resolution_order(tmp_path):
+@pytest.mark.feature("CLI-42")
+def test_base_resolution_order(tmp_path):
     git(tmp_path, "init", "-q", "-b", "main")
     git(tmp_path, "commit", "-q", "--allow-empty", "-m", "one")
     with pytest.raises(UsageError):

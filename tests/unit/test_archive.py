@@ -136,7 +136,8 @@ def refused(
 # ---------------------------------------------------------------- round trips
 
 
-def test_round_trip_restores_bytes_modes_mtimes_and_log_order_lc09(tmp_path, out):
+@pytest.mark.feature("LC-09")
+def test_round_trip_restores_bytes_modes_mtimes_and_log_order(tmp_path, out):
     ws = tmp_path / "ws"
     write(ws, "dist/a.js", b"console.log(1)\n", 0o644, 1_700_000_000_123)
     write(ws, "dist/bin/cli", b"#!/bin/sh\n", 0o755, 0)
@@ -227,7 +228,8 @@ def test_restore_replaces_an_existing_file_and_a_symlink_at_the_output_path(tmp_
 # ---------------------------------------------------------------- symlinked outputs at save (LC-08)
 
 
-def test_symlinked_output_is_stored_as_its_target_bytes_lc08(tmp_path, out):
+@pytest.mark.feature("LC-08")
+def test_symlinked_output_is_stored_as_its_target_bytes(tmp_path, out):
     ws = tmp_path / "ws"
     write(ws, "dist/real.js", b"real bytes", 0o755)
     os.symlink("real.js", ws / "dist/link.js")
@@ -242,7 +244,8 @@ def test_symlinked_output_is_stored_as_its_target_bytes_lc08(tmp_path, out):
     assert os.lstat(out / "dist/link.js").st_mode & 0o777 == 0o755
 
 
-def test_a_symlinked_output_is_followed_only_to_another_output_lc08(
+@pytest.mark.feature("LC-08")
+def test_a_symlinked_output_is_followed_only_to_another_output(
     tmp_path,
 ):  # sandbox escapes item 3
     ws = tmp_path / "ws"
@@ -262,6 +265,7 @@ def test_a_symlinked_output_is_followed_only_to_another_output_lc08(
         assert "packages/app/dist/leak" in err.value.message
 
 
+@pytest.mark.feature("LC-08")
 @pytest.mark.parametrize(
     "make_link, match",
     [
@@ -271,7 +275,7 @@ def test_a_symlinked_output_is_followed_only_to_another_output_lc08(
     ],
     ids=["to-directory", "dangling", "outside-root"],
 )
-def test_refused_symlinked_outputs_name_the_path_lc08(tmp_path, make_link, match):
+def test_refused_symlinked_outputs_name_the_path(tmp_path, make_link, match):
     ws = tmp_path / "ws"
     (ws / "somedir").mkdir(parents=True)
     (tmp_path / "outside.txt").write_bytes(b"o")
@@ -281,6 +285,7 @@ def test_refused_symlinked_outputs_name_the_path_lc08(tmp_path, make_link, match
     assert "out" in err.value.message
 
 
+@pytest.mark.feature("LC-08")
 def test_output_reached_through_a_parent_link_out_of_the_workspace_is_refused(tmp_path):
     ws, elsewhere = tmp_path / "ws", tmp_path / "elsewhere"
     write(elsewhere, "a.js", b"a")
@@ -290,6 +295,7 @@ def test_output_reached_through_a_parent_link_out_of_the_workspace_is_refused(tm
         pack(tmp_path / "x.tar.zst", key="k1", log=[], files=[("dist/a.js", ws / "dist/a.js")])
 
 
+@pytest.mark.feature("LC-08")
 def test_pack_refuses_unclean_names_it_could_never_restore(tmp_path):
     ws = tmp_path / "ws"
     write(ws, "a\\b", b"x")
@@ -300,20 +306,24 @@ def test_pack_refuses_unclean_names_it_could_never_restore(tmp_path):
 # ---------------------------------------------------------------- refusals (LC-09, LC-12)
 
 
+@pytest.mark.feature("LC-09", "LC-12")
 def test_refuses_dotdot_entry(tmp_path):
     refused(tmp_path, craft([("outputs/../evil.txt", b"e")]), r"`\.` or `\.\.`")
     assert not (tmp_path / "evil.txt").exists()
 
 
+@pytest.mark.feature("LC-09", "LC-12")
 def test_refuses_absolute_entry(tmp_path):
     refused(tmp_path, craft([("outputs//tmp/evil.txt", b"e")]), "absolute")
 
 
+@pytest.mark.feature("LC-09", "LC-12")
 @pytest.mark.parametrize("name", ["outputs/a\\b.txt", "outputs/a/./b.txt", "outputs/a//b.txt"])
 def test_refuses_backslash_and_empty_components(tmp_path, name):
     refused(tmp_path, craft([(name, b"e")]), "refused entry name")
 
 
+@pytest.mark.feature("LC-09", "LC-12")
 def test_refuses_nul_in_a_pax_path(tmp_path):
     refused(
         tmp_path,
@@ -325,11 +335,13 @@ def test_refuses_nul_in_a_pax_path(tmp_path):
     )
 
 
+@pytest.mark.feature("LC-09", "LC-12")
 def test_refuses_names_the_task_does_not_own(tmp_path):
     blob = craft([("outputs/dist/a.js", b"a"), ("outputs/src/index.ts", b"evil")])
     refused(tmp_path, blob, "not a declared output", allowed=lambda p: p.startswith("dist/"))
 
 
+@pytest.mark.feature("LC-09", "LC-12")
 def test_refuses_a_symlinked_parent_directory_and_writes_nothing_through_it(tmp_path):
     root, outside = tmp_path / "dest", tmp_path / "outside"
     root.mkdir()
@@ -345,6 +357,7 @@ def test_refuses_a_symlinked_parent_directory_and_writes_nothing_through_it(tmp_
     assert not (root / "new").exists()  # the directory made for the first entry is gone again
 
 
+@pytest.mark.feature("LC-09", "LC-12")
 def test_refuses_a_wrong_key(tmp_path):
     ws = tmp_path / "ws"
     write(ws, "a.txt")
@@ -356,10 +369,12 @@ def test_refuses_a_wrong_key(tmp_path):
     )
 
 
+@pytest.mark.feature("LC-09", "LC-12")
 def test_refuses_a_bad_sum(tmp_path):
     refused(tmp_path, craft([("outputs/a.txt", b"a")], sum_value="00000000"), "checksum mismatch")
 
 
+@pytest.mark.feature("LC-09", "LC-12")
 def test_refuses_a_missing_sum(tmp_path):
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
@@ -369,6 +384,7 @@ def test_refuses_a_missing_sum(tmp_path):
     )
 
 
+@pytest.mark.feature("LC-09", "LC-12")
 def test_refuses_a_flipped_body_byte(tmp_path):
     ws = tmp_path / "ws"
     write(ws, "a.txt", b"A" * 5000)
@@ -382,6 +398,7 @@ def test_refuses_a_flipped_body_byte(tmp_path):
     refused(tmp_path, zstandard.ZstdCompressor().compress(tampered), "checksum mismatch")
 
 
+@pytest.mark.feature("LC-09", "LC-12")
 def test_refuses_a_truncated_file(tmp_path):
     ws = tmp_path / "ws"
     write(ws, "a.bin", os.urandom(20_000))
@@ -390,6 +407,7 @@ def test_refuses_a_truncated_file(tmp_path):
         refused(tmp_path, blob[:cut], "truncated|not a zstd")
 
 
+@pytest.mark.feature("LC-09", "LC-12")
 def test_an_artifact_too_big_to_read_whole_is_streamed_and_refused_alike(tmp_path, out):
     """Past WHOLE_READ the artifact is streamed from the file (the frame walked with `pread`)
     instead of read whole: the same bytes restore, and the same damage is refused."""
@@ -409,6 +427,7 @@ def test_an_artifact_too_big_to_read_whole_is_streamed_and_refused_alike(tmp_pat
     assert (out / "big.bin").read_bytes() == big
 
 
+@pytest.mark.feature("LC-09", "LC-12")
 def test_refuses_trailing_garbage(tmp_path):
     ws = tmp_path / "ws"
     write(ws, "a.txt")
@@ -417,6 +436,7 @@ def test_refuses_trailing_garbage(tmp_path):
     refused(tmp_path, blob + zstandard.ZstdCompressor().compress(b"second frame"), "trailing data")
 
 
+@pytest.mark.feature("LC-09", "LC-12")
 def test_refuses_data_after_the_end_of_the_tar(tmp_path):
     ws = tmp_path / "ws"
     write(ws, "a.txt")
@@ -430,6 +450,7 @@ def test_refuses_data_after_the_end_of_the_tar(tmp_path):
     )
 
 
+@pytest.mark.feature("LC-09", "LC-12")
 def test_refuses_an_entry_after_the_sum(tmp_path):
     refused(
         tmp_path,
@@ -438,11 +459,13 @@ def test_refuses_an_entry_after_the_sum(tmp_path):
     )
 
 
+@pytest.mark.feature("LC-09", "LC-12")
 def test_refuses_an_oversize_entry_declared_by_a_crafted_pax_size(tmp_path):
     blob = craft([("outputs/a.txt", b"small", {"pax_headers": {"size": str(3 << 30)}})])
     refused(tmp_path, blob, "too large")
 
 
+@pytest.mark.feature("LC-09", "LC-12")
 def test_refuses_a_non_integer_pax_size(tmp_path):
     refused(
         tmp_path,
@@ -451,11 +474,13 @@ def test_refuses_a_non_integer_pax_size(tmp_path):
     )
 
 
+@pytest.mark.feature("LC-09", "LC-12")
 def test_refuses_a_pax_header_over_one_mib(tmp_path):
     long_path = "outputs/" + "a/" * (600 << 10) + "x"
     refused(tmp_path, craft([(long_path, b"a")], meta_files={}), "over 1 MiB")
 
 
+@pytest.mark.feature("LC-09", "LC-12")
 def test_refuses_past_the_decompressed_ceiling_while_streaming(tmp_path, monkeypatch):
     ws = tmp_path / "ws"
     write(ws, "zeros.bin", bytes(300_000))  # compresses to almost nothing: a small bomb
@@ -464,6 +489,7 @@ def test_refuses_past_the_decompressed_ceiling_while_streaming(tmp_path, monkeyp
     refused(tmp_path, blob, "too large")
 
 
+@pytest.mark.feature("LC-09", "LC-12")
 @pytest.mark.parametrize(
     "fields",
     [
@@ -477,6 +503,7 @@ def test_refuses_non_regular_entries(tmp_path, fields):
     refused(tmp_path, craft([("outputs/a", b"", fields)], meta_files={}), "non-regular entry")
 
 
+@pytest.mark.feature("LC-09", "LC-12")
 def test_refuses_outputs_the_meta_does_not_record(tmp_path):
     refused(
         tmp_path,
@@ -485,11 +512,13 @@ def test_refuses_outputs_the_meta_does_not_record(tmp_path):
     )
 
 
+@pytest.mark.feature("LC-09", "LC-12")
 def test_refuses_duplicate_and_unknown_entries(tmp_path):
     refused(tmp_path, craft([("outputs/a.txt", b"a"), ("outputs/a.txt", b"b")]), "duplicate")
     refused(tmp_path, craft([("stdout", b"a")]), "unexpected entry")
 
 
+@pytest.mark.feature("LC-09", "LC-12")
 @pytest.mark.parametrize(
     "body",
     [
@@ -517,6 +546,7 @@ def test_refuses_meta_that_is_not_one_json_value(tmp_path, body):
     refused(tmp_path, craft([("outputs/a.txt", b"a")], meta_body=body), "not JSON")
 
 
+@pytest.mark.feature("LC-09", "LC-12")
 def test_meta_is_read_as_json_loads_reads_it(tmp_path, out):
     """Whitespace around the value, escapes and every JSON type parse as `json.loads` parses them."""
     meta = {
@@ -535,6 +565,7 @@ def test_meta_is_read_as_json_loads_reads_it(tmp_path, out):
     ] == [("a.txt", 0o640, 5)]
 
 
+@pytest.mark.feature("LC-09", "LC-12")
 def test_refuses_bad_mode_in_meta(tmp_path):
     refused(
         tmp_path,
@@ -543,6 +574,7 @@ def test_refuses_bad_mode_in_meta(tmp_path):
     )
 
 
+@pytest.mark.feature("LC-09", "LC-12")
 def test_refuses_a_directory_in_the_way(tmp_path):
     root = tmp_path / "dest"
     (root / "a.txt").mkdir(parents=True)
@@ -591,7 +623,13 @@ def test_the_codec_is_loaded_once_however_many_threads_ask_first():
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    src = str(
+        Path(__file__).resolve().parents[2] / "src"
+    )  # this checkout's vx, not an installed one
+    env = {**os.environ, "PYTHONPATH": src}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env
+    )
     assert proc.stdout.strip() == "1", proc.stderr
 
 

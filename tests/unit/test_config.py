@@ -158,6 +158,7 @@ def test_empty_config_and_absent_input_tasks_defaults():
 # ---------------------------------------------------------------- WS-08 unknown keys
 
 
+@pytest.mark.feature("WS-08")
 @pytest.mark.parametrize(
     "body,field,hint",
     [
@@ -203,12 +204,13 @@ def test_empty_config_and_absent_input_tasks_defaults():
         ),
     ],
 )
-def test_ws08_unknown_task_keys_name_the_vx_home(body, field, hint):
+def test_unknown_task_keys_name_the_vx_home(body, field, hint):
     err = tasks_refusal(body)
     assert err.field == field
     assert "allowed:" in err.message and hint in err.hint
 
 
+@pytest.mark.feature("WS-08")
 @pytest.mark.parametrize(
     "config,field,hint",
     [
@@ -219,19 +221,21 @@ def test_ws08_unknown_task_keys_name_the_vx_home(body, field, hint):
         ({"task": {}}, "task", "did you mean `tasks`?"),
     ],
 )
-def test_ws08_unknown_project_keys(config, field, hint):
+def test_unknown_project_keys(config, field, hint):
     err = refusal(config)
     assert err.field == field and hint in err.hint
     assert "tags, tasks" in err.message
 
 
+@pytest.mark.feature("WS-08")
 def test_reference_exec_remote_is_refused_as_not_supported_yet():
     err = tasks_refusal({"exec": {"command": "x", "remote": {}}})
     assert err.field == "tasks.build.exec.remote"
     assert "not supported yet in this version" in err.message
 
 
-def test_ex07_persistent_and_interactive_are_read():
+@pytest.mark.feature("EX-07")
+def test_persistent_and_interactive_are_read():
     config = validate_project(
         {
             "tasks": {
@@ -247,6 +251,7 @@ def test_ex07_persistent_and_interactive_are_read():
     assert config.tasks["ask"].exec.interactive and config.tasks["ask"].exec.persistent is None
 
 
+@pytest.mark.feature("EX-07", "EX-09")
 @pytest.mark.parametrize(
     "exec_, field, words",
     [
@@ -270,12 +275,13 @@ def test_ex07_persistent_and_interactive_are_read():
         ({"continuous": True}, "tasks.build.exec.continuous", "unknown key"),
     ],
 )
-def test_ex07_ex09_bad_persistent_and_interactive_fields_are_refused(exec_, field, words):
+def test_bad_persistent_and_interactive_fields_are_refused(exec_, field, words):
     err = tasks_refusal({"exec": {"command": "x", **exec_}})
     assert err.field == field and words in err.message and err.hint
 
 
-def test_ex07_cache_on_a_persistent_task_is_refused():
+@pytest.mark.feature("EX-07")
+def test_cache_on_a_persistent_task_is_refused():
     err = tasks_refusal(
         {
             "exec": {"command": "x", "persistent": {}},
@@ -285,11 +291,13 @@ def test_ex07_cache_on_a_persistent_task_is_refused():
     assert err.field == "tasks.build.cache" and "persistent task" in err.message
 
 
+@pytest.mark.feature("WS-08")
 def test_turbo_persistent_on_the_task_points_at_exec():
     err = tasks_refusal(task(persistent=True))
     assert "exec.persistent" in err.hint
 
 
+@pytest.mark.feature("WS-08")
 @pytest.mark.parametrize("value", [False, True])
 def test_turbo_cache_boolean_refused_with_vx_shape(value):
     err = tasks_refusal(task(cache=value))
@@ -297,6 +305,7 @@ def test_turbo_cache_boolean_refused_with_vx_shape(value):
     assert "outputs" in err.hint
 
 
+@pytest.mark.feature("WS-08")
 def test_schema_key_is_allowed_everywhere():
     config = validate_project(
         {"$schema": "x", "tasks": {"$schema": "x", "b": cached(**{"$schema": "x"})}}, FILE
@@ -375,21 +384,24 @@ def test_tasks_must_be_an_object_and_timeout_hint_explains_the_limit():
 # ---------------------------------------------------------------- WS-09 / GR-01 names
 
 
+@pytest.mark.feature("WS-09")
 @pytest.mark.parametrize("name", ["", " build", "build ", "a#b", "b*", "^b", "!b"])
-def test_ws09_task_names_refused(name):
+def test_task_names_refused(name):
     err = tasks_refusal(task(), name=name)
     assert err.field == f"tasks.{name}" and "task name" in err.message
 
 
+@pytest.mark.feature("GR-01")
 @pytest.mark.parametrize(
     "entry", ["*", "^*", "!build", "", "^pkg#build", "#build", "pkg#", "a*b", " build", 3]
 )
-def test_gr01_bad_depends_on_entries(entry):
+def test_bad_depends_on_entries(entry):
     err = tasks_refusal(task(dependsOn=["ok", entry]))
     assert err.field == "tasks.build.dependsOn[1]" and "dependsOn entry" in err.message
 
 
-def test_gr01_star_entries_point_at_inputs_tasks():
+@pytest.mark.feature("GR-01")
+def test_star_entries_point_at_inputs_tasks():
     assert "cache.inputs.tasks" in tasks_refusal(task(dependsOn=["^*"])).message
 
 
@@ -459,6 +471,7 @@ def test_cache_needs_both_input_and_output_files(cache, field):
     assert tasks_refusal(task(cache=cache)).field == field
 
 
+@pytest.mark.feature("KEY-16")
 @pytest.mark.parametrize(
     "inputs,outputs,field",
     [
@@ -475,7 +488,7 @@ def test_cache_needs_both_input_and_output_files(cache, field):
         ({"files": ["src/**", ""]}, None, "tasks.build.cache.inputs.files[1]"),
     ],
 )
-def test_key16_invalid_globs_refused_via_glob_error(inputs, outputs, field):
+def test_invalid_globs_refused_via_glob_error(inputs, outputs, field):
     assert tasks_refusal(cached(inputs=inputs, outputs=outputs)).field == field
 
 
@@ -501,6 +514,7 @@ def test_outputs_not_covering_own_files_and_negations_pass():
     assert built.tasks["b"].cache.output_files[1] == "*.tsbuildinfo"
 
 
+@pytest.mark.feature("KEY-10")
 @pytest.mark.parametrize(
     "depends_on,entry",
     [
@@ -511,7 +525,7 @@ def test_outputs_not_covering_own_files_and_negations_pass():
         (["ui#build"], "web#build"),
     ],
 )
-def test_key10_exact_input_task_not_named_by_depends_on_refused(depends_on, entry):
+def test_exact_input_task_not_named_by_depends_on_refused(depends_on, entry):
     err = tasks_refusal(cached(inputs={"files": [], "tasks": [entry]}, dependsOn=depends_on))
     assert (
         err.field == "tasks.build.cache.inputs.tasks[0]"
@@ -519,6 +533,7 @@ def test_key10_exact_input_task_not_named_by_depends_on_refused(depends_on, entr
     )
 
 
+@pytest.mark.feature("KEY-10")
 @pytest.mark.parametrize(
     "depends_on,entries",
     [
@@ -531,35 +546,39 @@ def test_key10_exact_input_task_not_named_by_depends_on_refused(depends_on, entr
         ([], []),
     ],
 )
-def test_key10_input_task_filters_accepted(depends_on, entries):
+def test_input_task_filters_accepted(depends_on, entries):
     body = cached(inputs={"files": [], "tasks": entries}, dependsOn=depends_on)
     assert validate_project({"tasks": {"b": body}}, FILE).tasks["b"].cache.input_tasks == tuple(
         entries
     )
 
 
+@pytest.mark.feature("KEY-10")
 @pytest.mark.parametrize("entry", ["", "!", "^", "#x", "x#"])
-def test_key10_malformed_input_task_filters(entry):
+def test_malformed_input_task_filters(entry):
     err = tasks_refusal(cached(inputs={"files": [], "tasks": [entry]}))
     assert err.field.startswith("tasks.build.cache.inputs.tasks")
 
 
+@pytest.mark.feature("WS-10")
 @pytest.mark.parametrize("tags", [["a*"], ["web..."], ["x[ref]"], [""], "frontend"])
-def test_ws10_tags_are_labels_not_patterns(tags):
+def test_tags_are_labels_not_patterns(tags):
     assert refusal({"tags": tags}).field.startswith("tags")
 
 
 # ---------------------------------------------------------------- WS-11 workspace config
 
 
-def test_ws11_workspace_config_fields():
+@pytest.mark.feature("WS-11")
+def test_workspace_config_fields():
     config = validate_workspace(
         {"concurrency": 4, "cacheDir": "~/.cache/vx", "timeout": 1000}, "vx.workspace.json"
     )
     assert config == WorkspaceConfig("vx.workspace.json", 4, "~/.cache/vx", 1000)
 
 
-def test_ws12_rules_exclusive_outputs():
+@pytest.mark.feature("WS-12")
+def test_rules_exclusive_outputs():
     assert validate_workspace({}, "vx.workspace.json").exclusive_outputs is True
     assert (
         validate_workspace(
@@ -569,6 +588,7 @@ def test_ws12_rules_exclusive_outputs():
     )
 
 
+@pytest.mark.feature("WS-11")
 @pytest.mark.parametrize(
     "data,field,words",
     [
@@ -590,12 +610,13 @@ def test_ws12_rules_exclusive_outputs():
         ({"pipeline": {}}, "pipeline", "unknown key"),
     ],
 )
-def test_ws11_workspace_refusals(data, field, words):
+def test_workspace_refusals(data, field, words):
     err = refusal(data, validate_workspace)
     assert err.field == field and words in err.message
 
 
-def test_ws11_foreign_workspace_key_hints():
+@pytest.mark.feature("WS-11")
+def test_foreign_workspace_key_hints():
     assert "`cacheDir`" in refusal({"cacheDirectory": ".c"}, validate_workspace).hint
     assert "vx.config.json" in refusal({"pipeline": {}}, validate_workspace).hint
 

@@ -58,7 +58,9 @@ def ws(tmp_path: Path) -> Path:
 
 
 def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("VX_")}
+    return {
+        k: v for k, v in os.environ.items() if not k.startswith("VX_") or k == "VX_SHARED_STORE"
+    }
 
 
 def _plan(root: Path, *names: str):

@@ -46,7 +46,8 @@ def env_for(host=HOST, pass_through=(), define=None, project="/ws/apps/web", roo
 # ---------------------------------------------------------------- EX-03
 
 
-def test_tl05_plain_names_are_kept_as_given_without_reading_the_host():
+@pytest.mark.feature("TL-05")
+def test_plain_names_are_kept_as_given_without_reading_the_host():
     class Untouchable(dict):
         def __iter__(self):
             raise AssertionError("a plain list must not read the whole environment")
@@ -54,7 +55,8 @@ def test_tl05_plain_names_are_kept_as_given_without_reading_the_host():
     assert matching(("B", "A", "MISSING"), Untouchable(HOST)) == ("B", "A", "MISSING")
 
 
-def test_tl05_patterns_match_host_names_sorted_and_exclusions_take_back():
+@pytest.mark.feature("TL-05")
+def test_patterns_match_host_names_sorted_and_exclusions_take_back():
     host = {
         "NEXT_PUBLIC_B": "1",
         "NEXT_PUBLIC_A": "2",
@@ -77,14 +79,16 @@ def test_tl05_patterns_match_host_names_sorted_and_exclusions_take_back():
     )  # `*` spans any run; the whole name matches
 
 
-def test_tl05_pass_through_patterns_reach_the_task():
+@pytest.mark.feature("TL-05")
+def test_pass_through_patterns_reach_the_task():
     env = env_for(
         host={**HOST, "NEXT_PUBLIC_X": "x", "NEXT_PRIVATE": "p"}, pass_through=("NEXT_PUBLIC_*",)
     )
     assert env["NEXT_PUBLIC_X"] == "x" and "NEXT_PRIVATE" not in env
 
 
-def test_ex03_only_the_allowlist_reaches_the_task():
+@pytest.mark.feature("EX-03")
+def test_only_the_allowlist_reaches_the_task():
     env = env_for()
     assert "AWS_SECRET_ACCESS_KEY" not in env and "NPM_TOKEN" not in env and "API_URL" not in env
     assert (
@@ -93,35 +97,41 @@ def test_ex03_only_the_allowlist_reaches_the_task():
     assert set(env) == {"PATH", "HOME", "LANG", "FORCE_COLOR", "VX_RUN_WORKSPACE", "VX_RUN_TASK"}
 
 
-def test_ex03_pass_through_takes_only_host_values_that_exist():
+@pytest.mark.feature("EX-03")
+def test_pass_through_takes_only_host_values_that_exist():
     env = env_for(pass_through=("API_URL", "NOT_SET_ANYWHERE"))
     assert env["API_URL"] == "https://host"
     assert "NOT_SET_ANYWHERE" not in env
 
 
-def test_ex03_define_is_the_top_layer():
+@pytest.mark.feature("EX-03")
+def test_define_is_the_top_layer():
     env = env_for(
         pass_through=("API_URL",), define={"API_URL": "https://defined", "HOME": "/elsewhere"}
     )
     assert env["API_URL"] == "https://defined" and env["HOME"] == "/elsewhere"
 
 
-def test_ex03_path_is_prefixed_with_project_then_root_bins():
+@pytest.mark.feature("EX-03")
+def test_path_is_prefixed_with_project_then_root_bins():
     env = env_for()
     assert env["PATH"] == "/ws/apps/web/node_modules/.bin:/ws/node_modules/.bin:/usr/bin:/bin"
 
 
-def test_ex03_root_bin_appears_once_when_the_project_is_the_root():
+@pytest.mark.feature("EX-03")
+def test_root_bin_appears_once_when_the_project_is_the_root():
     env = env_for(project="/ws", root="/ws")
     assert env["PATH"] == "/ws/node_modules/.bin:/usr/bin:/bin"
 
 
-def test_ex03_a_host_without_path_still_gets_a_usable_one():
+@pytest.mark.feature("EX-03")
+def test_a_host_without_path_still_gets_a_usable_one():
     env = env_for(host={"HOME": "/h"})
     assert env["PATH"].startswith("/ws/apps/web/node_modules/.bin:/ws/node_modules/.bin:")
     assert env["PATH"].split(":")[2:] != [""]
 
 
+@pytest.mark.feature("EX-03")
 @pytest.mark.parametrize(
     "host_extra, define, expected",
     [
@@ -131,17 +141,19 @@ def test_ex03_a_host_without_path_still_gets_a_usable_one():
         ({}, {"FORCE_COLOR": "3"}, {"FORCE_COLOR": "3"}),
     ],
 )
-def test_ex03_force_color_unless_a_colour_variable_reaches_the_task(host_extra, define, expected):
+def test_force_color_unless_a_colour_variable_reaches_the_task(host_extra, define, expected):
     env = env_for(host={**HOST, **host_extra}, define=define)
     assert {k: env[k] for k in ("FORCE_COLOR", "NO_COLOR") if k in env} == expected
 
 
-def test_ex03_vx_run_variables_name_the_workspace_and_task():
+@pytest.mark.feature("EX-03")
+def test_vx_run_variables_name_the_workspace_and_task():
     env = env_for(define={"VX_RUN_TASK": "spoofed"})
     assert (env["VX_RUN_WORKSPACE"], env["VX_RUN_TASK"]) == ("/ws", "web#build")
 
 
-def test_ex03_the_allowlist_is_the_documented_one():
+@pytest.mark.feature("EX-03")
+def test_the_allowlist_is_the_documented_one():
     documented = (
         "PATH HOME SHELL USER LOGNAME TMPDIR TEMP TMP LANG LC_ALL LC_CTYPE TERM COLORTERM "
         "FORCE_COLOR NO_COLOR NODE_OPTIONS COREPACK_HOME PNPM_HOME"
@@ -152,6 +164,7 @@ def test_ex03_the_allowlist_is_the_documented_one():
 # ---------------------------------------------------------------- GR-11: the flag
 
 
+@pytest.mark.feature("GR-11")
 @pytest.mark.parametrize(
     "text, cpus, expected",
     [
@@ -165,15 +178,16 @@ def test_ex03_the_allowlist_is_the_documented_one():
         ("33%", 10, 3),
     ],
 )
-def test_gr11_parse_concurrency(text, cpus, expected):
+def test_parse_concurrency(text, cpus, expected):
     assert parse_concurrency(text, cpus) == expected
 
 
+@pytest.mark.feature("GR-11")
 @pytest.mark.parametrize(
     "text",
     ["0", "0%", "0x10", "1e3", "2.7", "+4", "-1", "-50%", "", " 4", "4 ", "1_0", "٣", "4%%", "%"],
 )
-def test_gr11_parse_concurrency_refuses_anything_but_plain_decimal(text):
+def test_parse_concurrency_refuses_anything_but_plain_decimal(text):
     with pytest.raises(UsageError) as refused:
         parse_concurrency(text, 4)
     assert refused.value.hint and "50%" in refused.value.hint
@@ -200,7 +214,8 @@ def fake_v2(
     return root, proc
 
 
-def test_gr11_v2_quota_of_an_ancestor_caps_the_cpu_count(tmp_path):
+@pytest.mark.feature("GR-11")
+def test_v2_quota_of_an_ancestor_caps_the_cpu_count(tmp_path):
     root, proc = fake_v2(
         tmp_path, "0::/a/b", {"": "max 100000", "a": "150000 100000", "a/b": "max 100000"}
     )
@@ -208,23 +223,27 @@ def test_gr11_v2_quota_of_an_ancestor_caps_the_cpu_count(tmp_path):
     assert default_concurrency(cpus=8, cgroup_root=root, proc_cgroup=proc) == 1
 
 
-def test_gr11_v2_takes_the_tightest_quota_on_the_way_up(tmp_path):
+@pytest.mark.feature("GR-11")
+def test_v2_takes_the_tightest_quota_on_the_way_up(tmp_path):
     root, proc = fake_v2(tmp_path, "0::/a/b", {"a": "400000 100000", "a/b": "300000 100000"})
     assert default_concurrency(cpus=16, cgroup_root=root, proc_cgroup=proc) == 3
 
 
-def test_gr11_v2_quota_never_goes_below_one(tmp_path):
+@pytest.mark.feature("GR-11")
+def test_v2_quota_never_goes_below_one(tmp_path):
     root, proc = fake_v2(tmp_path, "0::/job", {"job": "20000 100000"})
     assert default_concurrency(cpus=4, cgroup_root=root, proc_cgroup=proc) == 1
 
 
-def test_gr11_v2_no_quota_leaves_the_cpu_count(tmp_path):
+@pytest.mark.feature("GR-11")
+def test_v2_no_quota_leaves_the_cpu_count(tmp_path):
     root, proc = fake_v2(tmp_path, "0::/a", {"a": "max 100000"})
     assert cgroup_cpu_limit(cgroup_root=root, proc_cgroup=proc) is None
     assert default_concurrency(cpus=6, cgroup_root=root, proc_cgroup=proc) == 6
 
 
-def test_gr11_v2_container_path_is_trimmed_to_the_mounted_subtree(tmp_path):
+@pytest.mark.feature("GR-11")
+def test_v2_container_path_is_trimmed_to_the_mounted_subtree(tmp_path):
     # Without a cgroup namespace the path names the host hierarchy; the mount shows our subtree.
     root, proc = fake_v2(
         tmp_path, "0::/kubepods/pod1/ctr", {"": "200000 100000", "ctr": "max 100000"}
@@ -232,12 +251,14 @@ def test_gr11_v2_container_path_is_trimmed_to_the_mounted_subtree(tmp_path):
     assert default_concurrency(cpus=8, cgroup_root=root, proc_cgroup=proc) == 2
 
 
-def test_gr11_v2_hybrid_layout_under_unified(tmp_path):
+@pytest.mark.feature("GR-11")
+def test_v2_hybrid_layout_under_unified(tmp_path):
     root, proc = fake_v2(tmp_path, "0::/svc", {"svc": "300000 100000"}, hybrid=True)
     assert default_concurrency(cpus=8, cgroup_root=root, proc_cgroup=proc) == 3
 
 
-def test_gr11_v1_cfs_quota_with_ancestors(tmp_path):
+@pytest.mark.feature("GR-11")
+def test_v1_cfs_quota_with_ancestors(tmp_path):
     root = tmp_path / "sys"
     cpu = root / "cpu,cpuacct"
     write(cpu / "cpu.cfs_quota_us", "-1")
@@ -252,7 +273,8 @@ def test_gr11_v1_cfs_quota_with_ancestors(tmp_path):
     assert default_concurrency(cpus=8, cgroup_root=root, proc_cgroup=proc) == 2
 
 
-def test_gr11_v1_separate_cpu_mount(tmp_path):
+@pytest.mark.feature("GR-11")
+def test_v1_separate_cpu_mount(tmp_path):
     root = tmp_path / "sys"
     write(root / "cpu" / "cpu.cfs_quota_us", "300000")
     write(root / "cpu" / "cpu.cfs_period_us", "100000")
@@ -261,12 +283,14 @@ def test_gr11_v1_separate_cpu_mount(tmp_path):
     assert default_concurrency(cpus=8, cgroup_root=root, proc_cgroup=proc) == 3
 
 
-def test_gr11_no_cgroup_information_means_the_cpu_count(tmp_path):
+@pytest.mark.feature("GR-11")
+def test_no_cgroup_information_means_the_cpu_count(tmp_path):
     missing = tmp_path / "nowhere"
     assert cgroup_cpu_limit(cgroup_root=missing, proc_cgroup=missing / "cgroup") is None
     assert default_concurrency(cpus=5, cgroup_root=missing, proc_cgroup=missing / "cgroup") == 5
     assert default_concurrency(cpus=0, cgroup_root=missing, proc_cgroup=missing / "cgroup") == 1
 
 
-def test_gr11_this_machine_has_a_sane_default():
+@pytest.mark.feature("GR-11")
+def test_this_machine_has_a_sane_default():
     assert 1 <= default_concurrency() <= available_cpus()

@@ -103,7 +103,8 @@ def stderr(result: ProcessResult) -> bytes:
 # ---------------------------------------------------------------- running and output
 
 
-def test_ex01_command_runs_as_sh_c_in_cwd_with_pipes_and_and(tmp_path):
+@pytest.mark.feature("EX-01")
+def test_command_runs_as_sh_c_in_cwd_with_pipes_and_and(tmp_path):
     result = asyncio.run(run("pwd; echo abc | tr a x && echo ok", tmp_path))
     assert result.exit_code == 0 and result.signal is None and not result.timed_out
     assert stdout(result) == f"{tmp_path}\nxbc\nok\n".encode()
@@ -148,13 +149,15 @@ def test_exit_codes_and_signal_deaths_are_128_plus_n(tmp_path, command, code, si
     assert not result.aborted
 
 
-def test_ex10_stdin_is_at_eof(tmp_path):
+@pytest.mark.feature("EX-10")
+def test_stdin_is_at_eof(tmp_path):
     result = asyncio.run(run("cat; echo after-cat", tmp_path, timeout_ms=2000))
     assert not result.timed_out
     assert stdout(result) == b"after-cat\n"
 
 
-def test_ex13_cpu_and_peak_rss_of_the_child(tmp_path):
+@pytest.mark.feature("EX-13")
+def test_cpu_and_peak_rss_of_the_child(tmp_path):
     allocate = f"{sys.executable} -c \"b = b'x' * (200 << 20); sum(range(300000))\""
     result = asyncio.run(run(allocate, tmp_path))
     assert result.exit_code == 0
@@ -162,7 +165,8 @@ def test_ex13_cpu_and_peak_rss_of_the_child(tmp_path):
     assert result.peak_rss_bytes is not None and result.peak_rss_bytes >= 200 << 20
 
 
-def test_ex13_peak_rss_at_or_below_vx_footprint_is_not_reported(tmp_path):
+@pytest.mark.feature("EX-13")
+def test_peak_rss_at_or_below_vx_footprint_is_not_reported(tmp_path):
     # vfork charges vx's own resident set to the child at exec; `true` never beats it.
     result = asyncio.run(run("true", tmp_path))
     assert result.peak_rss_bytes is None
@@ -185,7 +189,8 @@ def test_output_callback_error_is_raised_after_the_child_is_reaped(tmp_path):
 # ---------------------------------------------------------------- timeouts, groups, drain
 
 
-def test_ex05_timeout_terms_the_whole_group_including_a_grandchild(tmp_path):
+@pytest.mark.feature("EX-05")
+def test_timeout_terms_the_whole_group_including_a_grandchild(tmp_path):
     command = "sh -c 'sleep 300 & echo $!; wait'; :"
 
     async def main():
@@ -205,7 +210,8 @@ def test_ex05_timeout_terms_the_whole_group_including_a_grandchild(tmp_path):
     assert failure_label(result) == "failed (timed out, exit 143)"
 
 
-def test_ex05_a_shell_ignoring_term_is_killed_after_the_grace_137(tmp_path):
+@pytest.mark.feature("EX-05")
+def test_a_shell_ignoring_term_is_killed_after_the_grace_137(tmp_path):
     async def main():
         table = ProcessTable()
         recorder = Recorder(table)
@@ -225,7 +231,8 @@ def test_ex05_a_shell_ignoring_term_is_killed_after_the_grace_137(tmp_path):
     assert failure_label(result) == "failed (timed out, exit 137)"
 
 
-def test_ex12_background_child_holding_stdout_does_not_hold_the_task(tmp_path):
+@pytest.mark.feature("EX-12")
+def test_background_child_holding_stdout_does_not_hold_the_task(tmp_path):
     async def main():
         table = ProcessTable()
         recorder = Recorder(table)
@@ -295,7 +302,8 @@ def test_a_second_cancel_kills_at_once(tmp_path):
     assert not group_running(pgid)
 
 
-def test_ex11_shutdown_stops_every_group_within_3s_and_marks_them_aborted(tmp_path):
+@pytest.mark.feature("EX-11")
+def test_shutdown_stops_every_group_within_3s_and_marks_them_aborted(tmp_path):
     commands = [
         "echo ready; sleep 600",
         "trap '' TERM; echo ready; sleep 600",
@@ -325,7 +333,8 @@ def test_ex11_shutdown_stops_every_group_within_3s_and_marks_them_aborted(tmp_pa
     assert failure_label(results[0]) == "aborted (exit 143, 128 + SIGTERM)"
 
 
-def test_ex16_aborted_only_while_the_run_is_stopping(tmp_path):
+@pytest.mark.feature("EX-16")
+def test_aborted_only_while_the_run_is_stopping(tmp_path):
     async def main():
         table = ProcessTable()
         before = await run("kill -TERM $$", tmp_path, table=table)
@@ -396,14 +405,16 @@ def test_kill_grace_comes_from_the_environment():
 # ---------------------------------------------------------------- hints (EX-14)
 
 
-def test_ex14_127_names_the_missing_word_and_the_dirs_searched(tmp_path):
+@pytest.mark.feature("EX-14")
+def test_127_names_the_missing_word_and_the_dirs_searched(tmp_path):
     result = asyncio.run(run("FOO=1 vx-no-such-tool --flag", tmp_path))
     hint = exit_hint(result, "FOO=1 vx-no-such-tool --flag", ["/a/node_modules/.bin", "/usr/bin"])
     assert result.exit_code == 127
     assert "`vx-no-such-tool`" in hint and "/a/node_modules/.bin, /usr/bin" in hint
 
 
-def test_ex14_127_for_a_script_whose_interpreter_is_missing(tmp_path):
+@pytest.mark.feature("EX-14")
+def test_127_for_a_script_whose_interpreter_is_missing(tmp_path):
     script = tmp_path / "run.sh"
     script.write_text("#!/vx/no/such/interp\necho hi\n")
     script.chmod(0o755)
@@ -412,7 +423,8 @@ def test_ex14_127_for_a_script_whose_interpreter_is_missing(tmp_path):
     assert "`/vx/no/such/interp`" in exit_hint(result, "./run.sh", [], cwd=tmp_path)
 
 
-def test_ex14_127_for_a_script_with_crlf_line_endings(tmp_path):
+@pytest.mark.feature("EX-14")
+def test_127_for_a_script_with_crlf_line_endings(tmp_path):
     script = tmp_path / "run.sh"
     script.write_bytes(b"#!/bin/sh\r\necho hi\r\n")
     script.chmod(0o755)
@@ -421,7 +433,8 @@ def test_ex14_127_for_a_script_with_crlf_line_endings(tmp_path):
     assert "CRLF" in exit_hint(result, "./run.sh", [], cwd=tmp_path)
 
 
-def test_ex14_126_suggests_chmod(tmp_path):
+@pytest.mark.feature("EX-14")
+def test_126_suggests_chmod(tmp_path):
     (tmp_path / "build.sh").write_text("echo hi\n")
     result = asyncio.run(run("./build.sh", tmp_path))
     assert result.exit_code == 126
@@ -431,7 +444,8 @@ def test_ex14_126_suggests_chmod(tmp_path):
     )
 
 
-def test_ex14_signal_deaths_name_the_signal_and_cause(tmp_path):
+@pytest.mark.feature("EX-14")
+def test_signal_deaths_name_the_signal_and_cause(tmp_path):
     result = asyncio.run(run("kill -KILL $$", tmp_path))
     assert failure_label(result) == "failed (exit 137, 128 + SIGKILL)"
     assert "SIGKILL" in exit_hint(result, "x", []) and "out-of-memory" in exit_hint(result, "x", [])
@@ -440,6 +454,7 @@ def test_ex14_signal_deaths_name_the_signal_and_cause(tmp_path):
         assert word in hint
 
 
+@pytest.mark.feature("EX-14")
 def test_plain_failures_have_no_hint_and_a_plain_label():
     result = ProcessResult(exit_code=1, duration_ms=1)
     assert exit_hint(result, "x", []) is None
@@ -450,6 +465,7 @@ def test_plain_failures_have_no_hint_and_a_plain_label():
 # ---------------------------------------------------------------- argument forwarding (EX-02)
 
 
+@pytest.mark.feature("EX-02")
 @pytest.mark.parametrize(
     "command, args, expected",
     [
@@ -473,17 +489,19 @@ def test_plain_failures_have_no_hint_and_a_plain_label():
         ("tsc", [], "tsc"),
     ],
 )
-def test_ex02_forward_args(command, args, expected):
+def test_forward_args(command, args, expected):
     assert forward_args(command, args) == expected
 
 
-def test_ex02_forwarded_args_reach_the_command_verbatim(tmp_path):
+@pytest.mark.feature("EX-02")
+def test_forwarded_args_reach_the_command_verbatim(tmp_path):
     args = ["a b", "it's", "$HOME", "*"]
     command = forward_args("printf '%s|' # show each arg", args)
     result = asyncio.run(run(command, tmp_path))
     assert stdout(result) == b"a b|it's|$HOME|*|"
 
 
+@pytest.mark.feature("EX-02")
 def test_reaping_without_pidfd_falls_back_to_a_waiting_thread(tmp_path, monkeypatch):
     # Older kernels and macOS have no pidfd_open; the wait then runs in a thread.
     monkeypatch.delattr(os, "pidfd_open", raising=False)
@@ -493,7 +511,8 @@ def test_reaping_without_pidfd_falls_back_to_a_waiting_thread(tmp_path, monkeypa
     assert (timed.timed_out, timed.exit_code) == (True, 143)
 
 
-def test_ex14_127_for_a_script_that_does_not_exist(tmp_path):
+@pytest.mark.feature("EX-14")
+def test_127_for_a_script_that_does_not_exist(tmp_path):
     result = asyncio.run(run("./nope.sh --x", tmp_path))
     assert (
         exit_hint(result, "./nope.sh --x", [], cwd=tmp_path)
@@ -502,6 +521,7 @@ def test_ex14_127_for_a_script_that_does_not_exist(tmp_path):
     assert "interpreter" in exit_hint(result, "./nope.sh --x", [])
 
 
+@pytest.mark.feature("EX-02")
 def test_settle_group_waits_for_a_background_child_that_ends_by_itself(tmp_path):
     """Item 3: with settle_group, a child that outlives the shell is waited for (its output is
     still read) and nothing is stopped. It spins until the shell is reaped, then writes and exits."""
@@ -527,6 +547,7 @@ def test_settle_group_waits_for_a_background_child_that_ends_by_itself(tmp_path)
     assert stdout(result) == b"bg\n" and b"250 ms" not in stderr(result)
 
 
+@pytest.mark.feature("EX-02")
 def test_settle_group_stops_a_child_that_does_not_end_term_then_kill(tmp_path):
     """Item 3: a child blocked forever is SIGTERMed after the grace; one ignoring SIGTERM is KILLed."""
     (tmp_path / "gate").unlink(missing_ok=True)
@@ -553,7 +574,8 @@ def test_settle_group_stops_a_child_that_does_not_end_term_then_kill(tmp_path):
     assert killed.stopped_strays == "SIGKILL" and not running(int(stdout(killed)))
 
 
-def test_ex05_a_killed_grandchild_slow_to_exit_is_gone_when_the_stop_returns(tmp_path):
+@pytest.mark.feature("EX-05")
+def test_a_killed_grandchild_slow_to_exit_is_gone_when_the_stop_returns(tmp_path):
     # Freeing a gigabyte of touched memory makes a SIGKILLed process's exit take a while:
     # kill(2) returns at once, so a stop that returns on the signal leaves it running.
     script = (

@@ -97,12 +97,14 @@ def repo(tmp_path) -> Path:
 # ---------------------------------------------------------------- KEY-12 identities
 
 
-def test_key12_clean_tracked_file_is_its_index_oid(repo):
+@pytest.mark.feature("KEY-12")
+def test_clean_tracked_file_is_its_index_oid(repo):
     got = ids(FileIndex.load(repo).inputs("pkg/a", GlobSet(["src/**"])))
     assert got == {p: index_oid(repo, p) for p in ("pkg/a/src/index.ts", "pkg/a/src/util.ts")}
 
 
-def test_key12_clean_files_are_never_opened_or_stated(repo, monkeypatch):
+@pytest.mark.feature("KEY-12")
+def test_clean_files_are_never_opened_or_stated(repo, monkeypatch):
     """The hot path: a warm key reads git's listing, not one source file."""
     touched: list[str] = []
 
@@ -126,8 +128,9 @@ def test_key12_clean_files_are_never_opened_or_stated(repo, monkeypatch):
     assert any(t.endswith("src/util.ts") for t in touched)
 
 
+@pytest.mark.feature("KEY-12")
 @pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
-def test_key12_clean_files_untouched_under_strace(repo):
+def test_clean_files_untouched_under_strace(repo):
     """Same proof from the kernel's side: vx's own process makes no syscall on a source file."""
     code = (
         "import sys; sys.path.insert(0, sys.argv[1]);"
@@ -162,7 +165,8 @@ def test_key12_clean_files_untouched_under_strace(repo):
     assert mine == []
 
 
-def test_key12_dirty_and_untracked_hash_like_git(repo):
+@pytest.mark.feature("KEY-12")
+def test_dirty_and_untracked_hash_like_git(repo):
     write(repo, "pkg/a/src/index.ts", "export const a = 42\n")
     write(repo, "pkg/a/src/new.ts", "export const n = 0\n")
     got = ids(FileIndex.load(repo).inputs("pkg/a", GlobSet(["src/**"])))
@@ -171,7 +175,8 @@ def test_key12_dirty_and_untracked_hash_like_git(repo):
     assert got["pkg/a/src/index.ts"] != index_oid(repo, "pkg/a/src/index.ts")
 
 
-def test_key12_mode_prefixes(repo):
+@pytest.mark.feature("KEY-12")
+def test_mode_prefixes(repo):
     write(repo, "pkg/a/bin/run.sh", "#!/bin/sh\n", mode=0o755)
     os.symlink("index.ts", repo / "pkg/a/src/link.ts")
     git(repo, "add", "-A")
@@ -193,13 +198,15 @@ def test_key12_mode_prefixes(repo):
     )
 
 
-def test_key12_deleted_tracked_file_is_gone(repo):
+@pytest.mark.feature("KEY-12")
+def test_deleted_tracked_file_is_gone(repo):
     (repo / "pkg/a/src/util.ts").unlink()
     got = ids(FileIndex.load(repo).inputs("pkg/a", GlobSet(["src/**"])))
     assert list(got) == ["pkg/a/src/index.ts"]
 
 
-def test_key12_sha256_repo_hashes_with_sha256(tmp_path):
+@pytest.mark.feature("KEY-12")
+def test_sha256_repo_hashes_with_sha256(tmp_path):
     repo = make_repo(tmp_path / "ws", {"a.txt": "a\n"}, init_args=("--object-format=sha256",))
     write(repo, "b.txt", "b\n")
     got = ids(FileIndex.load(repo).inputs("", ALL))
@@ -207,7 +214,8 @@ def test_key12_sha256_repo_hashes_with_sha256(tmp_path):
     assert len(got["b.txt"]) == 64
 
 
-def test_key12_memo_spares_a_second_read(repo, monkeypatch):
+@pytest.mark.feature("KEY-12")
+def test_memo_spares_a_second_read(repo, monkeypatch):
     monkeypatch.setattr(
         witness, "RACY_NS", 0
     )  # the file's ctime is "now"; don't wait out the window
@@ -223,7 +231,8 @@ def test_key12_memo_spares_a_second_read(repo, monkeypatch):
     assert second == first and hashed == []
 
 
-def test_key12_racy_file_is_not_memoised(repo, monkeypatch):
+@pytest.mark.feature("KEY-12")
+def test_racy_file_is_not_memoised(repo, monkeypatch):
     # The window made wide: on a loaded machine more than 50 ms can pass between the write and the
     # hash, and the file is then rightly memoised; the rule is what is tested, not the clock.
     monkeypatch.setattr(witness, "RACY_NS", 3_600_000_000_000)
@@ -236,7 +245,8 @@ def test_key12_racy_file_is_not_memoised(repo, monkeypatch):
     assert ("pkg/a/src/new.ts",) not in rows
 
 
-def test_key12_memo_is_not_fooled_by_an_edit(repo, monkeypatch):
+@pytest.mark.feature("KEY-12")
+def test_memo_is_not_fooled_by_an_edit(repo, monkeypatch):
     monkeypatch.setattr(witness, "RACY_NS", 0)
     memo = repo / ".vx" / "memo.db"
     write(repo, "pkg/a/src/new.ts", "one\n")
@@ -250,7 +260,8 @@ def test_key12_memo_is_not_fooled_by_an_edit(repo, monkeypatch):
 # ---------------------------------------------------------------- KEY-14 trust
 
 
-def test_key14_assume_unchanged_and_skip_worktree_are_hashed_from_disk(repo):
+@pytest.mark.feature("KEY-14")
+def test_assume_unchanged_and_skip_worktree_are_hashed_from_disk(repo):
     git(repo, "update-index", "--assume-unchanged", "pkg/a/src/index.ts")
     git(repo, "update-index", "--skip-worktree", "pkg/a/src/util.ts")
     write(repo, "pkg/a/src/index.ts", "changed behind git's back\n")
@@ -260,7 +271,8 @@ def test_key14_assume_unchanged_and_skip_worktree_are_hashed_from_disk(repo):
         assert got[rel] == hash_object(repo, rel) != index_oid(repo, rel)
 
 
-def test_key14_conflicted_file_is_hashed_from_disk(repo):
+@pytest.mark.feature("KEY-14")
+def test_conflicted_file_is_hashed_from_disk(repo):
     git(repo, "checkout", "-qb", "other")
     write(repo, "pkg/a/src/index.ts", "theirs\n")
     git(repo, "commit", "-qam", "theirs")
@@ -272,7 +284,8 @@ def test_key14_conflicted_file_is_hashed_from_disk(repo):
     assert got == {"pkg/a/src/index.ts": hash_object(repo, "pkg/a/src/index.ts")}
 
 
-def test_key14_eol_attribute_distrusts_the_index(tmp_path):
+@pytest.mark.feature("KEY-14")
+def test_eol_attribute_distrusts_the_index(tmp_path):
     """With `eol=crlf` the worktree bytes differ from the blob while git calls the file clean."""
     repo = make_repo(
         tmp_path / "ws", {".gitattributes": "*.txt text eol=crlf\n", "a.txt": "one\ntwo\n"}
@@ -284,7 +297,8 @@ def test_key14_eol_attribute_distrusts_the_index(tmp_path):
     assert got["a.txt"] == hash_object(repo, "a.txt") != index_oid(repo, "a.txt")
 
 
-def test_key14_harmless_attributes_keep_the_fast_path(tmp_path, monkeypatch):
+@pytest.mark.feature("KEY-14")
+def test_harmless_attributes_keep_the_fast_path(tmp_path, monkeypatch):
     repo = make_repo(
         tmp_path / "ws",
         {".gitattributes": "*.png binary\n*.md -text linguist-documentation\n", "a.txt": "a\n"},
@@ -299,7 +313,8 @@ def test_key14_harmless_attributes_keep_the_fast_path(tmp_path, monkeypatch):
     assert not any(r.endswith("a.txt") for r in reads)
 
 
-def test_key14_autocrlf_distrusts_the_index(repo, monkeypatch):
+@pytest.mark.feature("KEY-14")
+def test_autocrlf_distrusts_the_index(repo, monkeypatch):
     git(repo, "config", "core.autocrlf", "input")
     write(repo, "pkg/a/src/index.ts", "export const a = 1\r\n")
     got = ids(FileIndex.load(repo).inputs("pkg/a", GlobSet(["src/index.ts"])))
@@ -309,7 +324,8 @@ def test_key14_autocrlf_distrusts_the_index(repo, monkeypatch):
 # ---------------------------------------------------------------- KEY-17 exclusions
 
 
-def test_key17_gitignored_files_and_dirs_are_excluded(repo):
+@pytest.mark.feature("KEY-17")
+def test_gitignored_files_and_dirs_are_excluded(repo):
     write(repo, ".gitignore", "*.log\ndist/\n")
     write(repo, "pkg/a/debug.log", "log\n")
     write(repo, "pkg/a/dist/out.js", "out\n")
@@ -317,7 +333,8 @@ def test_key17_gitignored_files_and_dirs_are_excluded(repo):
     assert set(got) == {"pkg/a/package.json", "pkg/a/src/index.ts", "pkg/a/src/util.ts"}
 
 
-def test_key17_untracked_node_modules_excluded_tracked_kept(repo):
+@pytest.mark.feature("KEY-17")
+def test_untracked_node_modules_excluded_tracked_kept(repo):
     write(repo, "pkg/a/node_modules/tracked/index.js", "t\n")
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "vendored")
@@ -326,7 +343,8 @@ def test_key17_untracked_node_modules_excluded_tracked_kept(repo):
     assert list(got) == ["pkg/a/node_modules/tracked/index.js"]
 
 
-def test_key17_builtin_exclusions(repo):
+@pytest.mark.feature("KEY-17")
+def test_builtin_exclusions(repo):
     for rel in (
         "pkg/a/tsconfig.tsbuildinfo",
         "pkg/a/vx-lock.json",
@@ -343,12 +361,14 @@ def test_key17_builtin_exclusions(repo):
     )
 
 
-def test_key17_nested_project_is_excluded(repo):
+@pytest.mark.feature("KEY-17")
+def test_nested_project_is_excluded(repo):
     got = ids(FileIndex.load(repo).inputs("", ALL, nested=["pkg/a", "pkg/b"]))
     assert set(got) == {"package.json", "scripts/build.js"}
 
 
-def test_key17_own_outputs_excluded_but_taken_back_output_stays(repo):
+@pytest.mark.feature("KEY-17")
+def test_own_outputs_excluded_but_taken_back_output_stays(repo):
     write(repo, "pkg/a/dist/a.js")
     write(repo, "pkg/a/dist/keep.d.ts")
     got = ids(
@@ -360,7 +380,8 @@ def test_key17_own_outputs_excluded_but_taken_back_output_stays(repo):
 # ---------------------------------------------------------------- KEY-16 globs over the index
 
 
-def test_key16_globs_over_the_index(repo):
+@pytest.mark.feature("KEY-16")
+def test_globs_over_the_index(repo):
     write(repo, "pkg/a/pages/[id].tsx")
     write(repo, "pkg/a/pages/i.tsx")
     index = FileIndex.load(repo)
@@ -373,20 +394,23 @@ def test_key16_globs_over_the_index(repo):
     assert sel("*.json") == ["pkg/a/package.json"]
 
 
-def test_key19_workspace_globs_are_root_relative(repo):
+@pytest.mark.feature("KEY-19")
+def test_workspace_globs_are_root_relative(repo):
     got = ids(
         FileIndex.load(repo).inputs("pkg/a", GlobSet(["src/index.ts"]), GlobSet(["scripts/*.js"]))
     )
     assert set(got) == {"pkg/a/src/index.ts", "scripts/build.js"}
 
 
-def test_key23_unmatched_globs(repo):
+@pytest.mark.feature("KEY-23")
+def test_unmatched_globs(repo):
     got = FileIndex.load(repo).inputs(
         "pkg/a", GlobSet(["src/**", "docs/**", "!src/x"]), GlobSet(["nope/*"])
     )
     assert got.unmatched_globs == ("docs/**", "nope/*")
 
 
+@pytest.mark.feature("KEY-16")
 def test_workspace_root_below_the_repo_root(tmp_path):
     repo = make_repo(
         tmp_path / "repo",
@@ -409,6 +433,7 @@ def test_workspace_root_below_the_repo_root(tmp_path):
     assert index.identity("package.json") == index_oid(repo, "apps/ws/package.json")
 
 
+@pytest.mark.feature("KEY-16")
 def test_no_git_walk_gives_git_identities(repo, tmp_path):
     write(repo, "pkg/a/node_modules/dep/index.js")
     plain = tmp_path / "plain"
@@ -419,6 +444,7 @@ def test_no_git_walk_gives_git_identities(repo, tmp_path):
     assert ids(without.inputs("", ALL)) == with_git
 
 
+@pytest.mark.feature("KEY-16")
 def test_workspace_inside_a_gitignored_dir_is_walked(tmp_path):
     """Git would call every file ignored (no inputs, so stale hits); hash the tree instead."""
     repo = make_repo(tmp_path / "repo", {".gitignore": "tmp/\n"})
@@ -428,6 +454,7 @@ def test_workspace_inside_a_gitignored_dir_is_walked(tmp_path):
     assert ids(index.inputs("", ALL)) == {"src/a.ts": blobs.blob_oid(b"a\n")}
 
 
+@pytest.mark.feature("KEY-16")
 def test_broken_repo_is_a_plain_refusal(tmp_path):
     ws = tmp_path / "ws"
     (ws / ".git").mkdir(parents=True)
@@ -439,13 +466,15 @@ def test_broken_repo_is_a_plain_refusal(tmp_path):
 # ---------------------------------------------------------------- KEY-04 / KEY-05
 
 
-def test_key05_identity_of_package_json(repo):
+@pytest.mark.feature("KEY-05")
+def test_identity_of_package_json(repo):
     index = FileIndex.load(repo)
     assert index.identity("pkg/a/package.json") == index_oid(repo, "pkg/a/package.json")
     assert index.identity("pkg/zzz/package.json") == ""
 
 
-def test_key04_fingerprint_tracks_lockfiles(repo, monkeypatch):
+@pytest.mark.feature("KEY-04")
+def test_fingerprint_tracks_lockfiles(repo, monkeypatch):
     write(repo, "package-lock.json", "{}\n")
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "lock")
@@ -464,7 +493,8 @@ def test_key04_fingerprint_tracks_lockfiles(repo, monkeypatch):
     assert len({first, second, third}) == 3
 
 
-def test_key04_bun_patch_files_are_folded(repo):
+@pytest.mark.feature("KEY-04")
+def test_bun_patch_files_are_folded(repo):
     write(
         repo,
         "bun.lock",
@@ -489,27 +519,31 @@ def _recheck(index, snap, project="pkg/a", globs=GlobSet(["src/**"])):
     return index.changed_since(snap, project, globs, None, None, (), time.time_ns())
 
 
-def test_key21_clean_inputs_report_nothing(repo, settled):
+@pytest.mark.feature("KEY-21")
+def test_clean_inputs_report_nothing(repo, settled):
     index = FileIndex.load(repo)
     snap = index.snapshot(index.inputs("pkg/a", GlobSet(["src/**"])))
     assert _recheck(index, snap) is None
 
 
-def test_key21_edit_during_the_run_is_caught(repo, settled):
+@pytest.mark.feature("KEY-21")
+def test_edit_during_the_run_is_caught(repo, settled):
     index = FileIndex.load(repo)
     snap = index.snapshot(index.inputs("pkg/a", GlobSet(["src/**"])))
     write(repo, "pkg/a/src/util.ts", "edited\n", old=False)
     assert _recheck(index, snap) == "pkg/a/src/util.ts"
 
 
-def test_key21_edit_with_mtime_forged_back_is_caught(repo, settled):
+@pytest.mark.feature("KEY-21")
+def test_edit_with_mtime_forged_back_is_caught(repo, settled):
     index = FileIndex.load(repo)
     snap = index.snapshot(index.inputs("pkg/a", GlobSet(["src/**"])))
     write(repo, "pkg/a/src/util.ts", "same size?\n")  # utime'd back to OLD; ctime is now
     assert _recheck(index, snap) == "pkg/a/src/util.ts"
 
 
-def test_key21_edit_before_the_snapshot_is_caught(repo, settled):
+@pytest.mark.feature("KEY-21")
+def test_edit_before_the_snapshot_is_caught(repo, settled):
     """Edited after git listed it but before the snapshot: the stat alone would look unchanged."""
     index = FileIndex.load(repo)
     inputs = index.inputs("pkg/a", GlobSet(["src/**"]))
@@ -518,7 +552,8 @@ def test_key21_edit_before_the_snapshot_is_caught(repo, settled):
     assert _recheck(index, snap) == "pkg/a/src/index.ts"
 
 
-def test_key21_new_file_is_caught_but_not_a_new_ignored_one(repo, settled):
+@pytest.mark.feature("KEY-21")
+def test_new_file_is_caught_but_not_a_new_ignored_one(repo, settled):
     write(repo, ".gitignore", "*.log\n")
     index = FileIndex.load(repo)
     snap = index.snapshot(index.inputs("pkg/a", GlobSet(["src/**"])))
@@ -529,14 +564,16 @@ def test_key21_new_file_is_caught_but_not_a_new_ignored_one(repo, settled):
     assert _recheck(index, snap) == "pkg/a/src/deep/new.ts"
 
 
-def test_key21_deletion_is_caught(repo, settled):
+@pytest.mark.feature("KEY-21")
+def test_deletion_is_caught(repo, settled):
     index = FileIndex.load(repo)
     snap = index.snapshot(index.inputs("pkg/a", GlobSet(["src/**"])))
     (repo / "pkg/a/src/index.ts").unlink()
     assert _recheck(index, snap) == "pkg/a/src/index.ts"
 
 
-def test_key21_file_written_just_before_the_run_is_rehashed_not_refused(repo):
+@pytest.mark.feature("KEY-21")
+def test_file_written_just_before_the_run_is_rehashed_not_refused(repo):
     """Inside the racy window the stat cannot vouch for a file, so its bytes are asked: the same
     bytes the key used are unchanged, other bytes (a same-tick edit) are caught."""
     write(repo, "pkg/a/src/util.ts", "fresh\n", old=False)
@@ -550,7 +587,8 @@ def test_key21_file_written_just_before_the_run_is_rehashed_not_refused(repo):
     assert _recheck(index, snap, globs=GlobSet(["src/util.ts"])) == "pkg/a/src/util.ts"
 
 
-def test_key21_rewrite_with_the_same_bytes_is_unchanged(repo, settled):
+@pytest.mark.feature("KEY-21")
+def test_rewrite_with_the_same_bytes_is_unchanged(repo, settled):
     """A build that regenerates a tracked input with identical bytes (item 1) keeps its save."""
     index = FileIndex.load(repo)
     snap = index.snapshot(index.inputs("pkg/a", GlobSet(["src/**"])))
@@ -561,7 +599,8 @@ def test_key21_rewrite_with_the_same_bytes_is_unchanged(repo, settled):
     assert _recheck(index, snap) is None
 
 
-def test_key21_extra_paths_are_checked_against_their_planned_identity(repo, settled):
+@pytest.mark.feature("KEY-21")
+def test_extra_paths_are_checked_against_their_planned_identity(repo, settled):
     """EX-19: a lockfile is re-checked like an input, against the identity the fingerprint used."""
     write(repo, "package-lock.json", "{}\n")
     index = FileIndex.load(repo)
@@ -574,7 +613,8 @@ def test_key21_extra_paths_are_checked_against_their_planned_identity(repo, sett
     assert index.changed_files(snap) == "yarn.lock"
 
 
-def test_key21_accepts_an_input_query(repo, settled):
+@pytest.mark.feature("KEY-21")
+def test_accepts_an_input_query(repo, settled):
     class Query:
         project_dir, globs, workspace_globs, excluded, nested = (
             "pkg/a",
@@ -594,6 +634,7 @@ def test_key21_accepts_an_input_query(repo, settled):
 # ---------------------------------------------------------------- outputs (LC-08)
 
 
+@pytest.mark.feature("LC-08")
 def test_walk_outputs_matches_only_declared_files(repo):
     for rel in (
         "pkg/a/dist/a.js",
@@ -609,6 +650,7 @@ def test_walk_outputs_matches_only_declared_files(repo):
     assert walk_outputs(repo, "pkg/a", None, GlobSet(["pkg/a/dist/*.map"])) == ["pkg/a/dist/c.map"]
 
 
+@pytest.mark.feature("LC-08")
 def test_wipe_outputs_prunes_but_keeps_the_wildcard_root(repo):
     for rel in ("pkg/a/dist/a.js", "pkg/a/dist/sub/deep/b.js", "pkg/a/types/x.d.ts"):
         write(repo, rel)
@@ -619,6 +661,7 @@ def test_wipe_outputs_prunes_but_keeps_the_wildcard_root(repo):
     assert (repo / "pkg/a/src/index.ts").exists()
 
 
+@pytest.mark.feature("LC-08")
 def test_wipe_never_follows_a_symlink_out_of_the_project(repo, tmp_path):
     outside = tmp_path / "outside"
     write(outside, "precious.js")
@@ -630,13 +673,15 @@ def test_wipe_never_follows_a_symlink_out_of_the_project(repo, tmp_path):
     assert not (repo / "pkg/a/dist").is_symlink()
 
 
+@pytest.mark.feature("LC-08")
 def test_wipe_never_touches_git_or_vx(repo):
     write(repo, ".vx/cache/x")
     removed = wipe_outputs(repo, "", GlobSet(["**/*", "!pkg", "!scripts", "!package.json"]))
     assert removed == [] and (repo / ".git" / "HEAD").exists() and (repo / ".vx/cache/x").exists()
 
 
-def test_key12_small_dirty_files_hash_without_openssl_and_like_git(tmp_path, monkeypatch):
+@pytest.mark.feature("KEY-12")
+def test_small_dirty_files_hash_without_openssl_and_like_git(tmp_path, monkeypatch):
     """The first few small files of a run hash with the interpreter's own sha1 (loading OpenSSL
     costs more than hashing them); past the budget, hashlib's. Both give git's blob ids."""
     monkeypatch.delitem(
@@ -661,6 +706,7 @@ def test_key12_small_dirty_files_hash_without_openssl_and_like_git(tmp_path, mon
     assert kinds[0] == "_sha1" and kinds[1:] == ["_hashlib", "_hashlib"]
 
 
+@pytest.mark.feature("LC-08")
 def test_git_is_found_on_path_as_shutil_which_finds_it(tmp_path, monkeypatch):
     """The listing asks PATH for git without importing shutil; it answers as `shutil.which`."""
     bin_dir, not_exec, a_dir = tmp_path / "bin", tmp_path / "noexec", tmp_path / "dir"
@@ -688,6 +734,7 @@ def stand_in_git(tmp_path, body: str) -> list[str]:
     return [str(script)]
 
 
+@pytest.mark.feature("LC-08")
 def test_a_git_no_longer_needed_is_let_finish(tmp_path, monkeypatch):
     """A refused run reaps the listing's git by letting it finish, not by a signal that could land
     as git creates .git/index.lock (before its handler is in place) and leave the repo locked."""
@@ -705,6 +752,7 @@ def test_a_git_no_longer_needed_is_let_finish(tmp_path, monkeypatch):
     assert proc.returncode == 0 and not (tmp_path / "index.lock").exists()
 
 
+@pytest.mark.feature("LC-08")
 def test_a_git_that_will_not_finish_is_stopped_with_a_signal_it_can_clean_up_after(
     tmp_path, monkeypatch
 ):

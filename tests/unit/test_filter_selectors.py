@@ -36,6 +36,7 @@ def sel(*texts: str, cwd: str = ROOT_PROJECT, cwd_rel: str = "") -> set[str]:
     return set(select([parse(t) for t in texts], WS, CONFIGS, cwd, cwd_rel))
 
 
+@pytest.mark.feature("CLI-40")
 @pytest.mark.parametrize(
     "texts, chosen",
     [
@@ -61,22 +62,25 @@ def sel(*texts: str, cwd: str = ROOT_PROJECT, cwd_rel: str = "") -> set[str]:
         (["lint", "docs"], {"lint", "@acme/docs"}),
     ],
 )
-def test_cli40_forms(texts, chosen):
+def test_forms(texts, chosen):
     assert sel(*texts) == chosen
 
 
-def test_cli40_dot_and_relative_dirs_follow_the_cwd():
+@pytest.mark.feature("CLI-40")
+def test_dot_and_relative_dirs_follow_the_cwd():
     assert sel(".", cwd="@acme/docs", cwd_rel="apps/docs") == {"@acme/docs"}
     assert sel("../web", cwd="@acme/docs", cwd_rel="apps/docs") == {"@acme/web", "@acme/e2e"}
 
 
-def test_cli40_a_filter_that_selects_nothing_refuses_with_did_you_mean():
+@pytest.mark.feature("CLI-40")
+def test_a_filter_that_selects_nothing_refuses_with_did_you_mean():
     with pytest.raises(UsageError) as caught:
         sel("@acme/wbe")
     assert "selects no project" in caught.value.message and "@acme/web" in caught.value.hint
 
 
-def test_cli40_excludes_that_remove_everything_are_named():
+@pytest.mark.feature("CLI-40")
+def test_excludes_that_remove_everything_are_named():
     with pytest.raises(UsageError) as caught:
         sel("web", "!@acme/*")
     assert (
@@ -85,15 +89,17 @@ def test_cli40_excludes_that_remove_everything_are_named():
     )
 
 
+@pytest.mark.feature("CLI-40")
 @pytest.mark.parametrize(
     "text", ["", "...", "web^", "a...b...c", "[-x]", "[a..b]", "[main:file]", "!!web"]
 )
-def test_cli40_malformed_filters_are_refused(text):
+def test_malformed_filters_are_refused(text):
     with pytest.raises(UsageError):
         parse(text)
 
 
-def test_cli40_refs_parse_with_and_without_a_selector():
+@pytest.mark.feature("CLI-40")
+def test_refs_parse_with_and_without_a_selector():
     assert parse("[origin/main]").since == "origin/main" and parse("[origin/main]").base == ""
     f = parse("...web...[HEAD~1]")
     assert (f.base, f.dependencies, f.dependents, f.since) == ("web", True, True, "HEAD~1")

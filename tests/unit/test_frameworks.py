@@ -1,16 +1,20 @@
 """turbo's framework table (TL-05): detection order and rule, the variables each bakes in."""
 
+import pytest
+
 from vx.plan.environment import inferred, keyed
 from vx.workspace import frameworks
 
 
-def test_tl05_the_first_framework_in_turbos_order_wins():
+@pytest.mark.feature("TL-05")
+def test_the_first_framework_in_turbos_order_wins():
     assert frameworks.detect({"dependencies": {"blitz": "1", "next": "1"}}) == "blitzjs"
     assert frameworks.detect({"devDependencies": {"next": "1"}}) == "nextjs"
     assert frameworks.detect({"dependencies": {"@sveltejs/kit": "1", "vite": "1"}}) == "sveltekit"
 
 
-def test_tl05_all_needs_every_dependency_and_some_any():
+@pytest.mark.feature("TL-05")
+def test_all_needs_every_dependency_and_some_any():
     assert frameworks.detect({"dependencies": {"solid-js": "1"}}) == ""
     assert (
         frameworks.detect({"dependencies": {"solid-js": "1", "solid-start": "1"}}) == "solidstart"
@@ -19,13 +23,15 @@ def test_tl05_all_needs_every_dependency_and_some_any():
     assert frameworks.detect({"dependencies": {"react-dev-utils": "1"}}) == "create-react-app"
 
 
-def test_tl05_a_workspace_package_of_that_name_and_peer_dependencies_do_not_count():
+@pytest.mark.feature("TL-05")
+def test_a_workspace_package_of_that_name_and_peer_dependencies_do_not_count():
     assert frameworks.detect({"dependencies": {"next": "workspace:*"}}, {"next": object()}) == ""
     assert frameworks.detect({"peerDependencies": {"next": "1"}}) == ""
     assert frameworks.detect({"dependencies": "not a map"}) == ""
 
 
-def test_tl05_conditionals_and_the_ci_vendor_prefix():
+@pytest.mark.feature("TL-05")
+def test_conditionals_and_the_ci_vendor_prefix():
     assert "VERCEL_DEPLOYMENT_ID" not in frameworks.env_patterns("nextjs", {})
     assert "VERCEL_DEPLOYMENT_ID" in frameworks.env_patterns(
         "nextjs", {"VERCEL_SKEW_PROTECTION_ENABLED": "1"}
@@ -42,7 +48,8 @@ def test_tl05_conditionals_and_the_ci_vendor_prefix():
     assert inferred("vite", (), host) == ("VITE_X",)
 
 
-def test_key07_keyed_folds_declared_then_inferred_then_what_reaches_the_task():
+@pytest.mark.feature("KEY-07")
+def test_keyed_folds_declared_then_inferred_then_what_reaches_the_task():
     host = {
         "API": "1",
         "NEXT_PUBLIC_A": "a",
@@ -67,7 +74,8 @@ def test_key07_keyed_folds_declared_then_inferred_then_what_reaches_the_task():
     )  # once
 
 
-def test_key07_a_heap_size_alone_folds_as_an_empty_node_options():
+@pytest.mark.feature("KEY-07")
+def test_a_heap_size_alone_folds_as_an_empty_node_options():
     assert keyed((), (), {"NODE_OPTIONS": "--max-old-space-size=8192"}, {}) == (
         ("NODE_OPTIONS", ""),
     )

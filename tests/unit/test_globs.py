@@ -10,6 +10,7 @@ from vx.files.globs import GlobSet, glob_error, normalise
 # ---------------------------------------------------------------- KEY-16 refusals
 
 
+@pytest.mark.feature("KEY-16")
 @pytest.mark.parametrize(
     ("pattern", "says"),
     [
@@ -41,23 +42,26 @@ from vx.files.globs import GlobSet, glob_error, normalise
         ("!", "negates nothing"),
     ],
 )
-def test_key16_refusals_carry_a_reason_and_hint(pattern, says):
+def test_refusals_carry_a_reason_and_hint(pattern, says):
     reason = glob_error(pattern)
     assert reason is not None and says in reason
     with pytest.raises(UsageError):
         GlobSet([pattern])
 
 
-def test_key16_refusal_hints_point_somewhere():
+@pytest.mark.feature("KEY-16")
+def test_refusal_hints_point_somewhere():
     assert "**/*" in glob_error("$TURBO_DEFAULT$")
     assert "{a,b}" in glob_error("@(a|b)")
     assert "write `x` or `!x`" in glob_error("!!x")
 
 
-def test_key16_brace_explosion_is_refused():
+@pytest.mark.feature("KEY-16")
+def test_brace_explosion_is_refused():
     assert "alternatives" in glob_error("{a,b}" * 9)
 
 
+@pytest.mark.feature("KEY-16")
 @pytest.mark.parametrize(
     "pattern",
     [
@@ -73,10 +77,11 @@ def test_key16_brace_explosion_is_refused():
         "a?c",
     ],
 )
-def test_key16_accepted(pattern):
+def test_accepted(pattern):
     assert glob_error(pattern) is None
 
 
+@pytest.mark.feature("KEY-16")
 @pytest.mark.parametrize(
     ("raw", "norm"),
     [
@@ -89,11 +94,12 @@ def test_key16_accepted(pattern):
         ("././x", "x"),
     ],
 )
-def test_key16_normalise(raw, norm):
+def test_normalise(raw, norm):
     assert normalise(raw) == norm
 
 
-def test_key16_spellings_match_alike():
+@pytest.mark.feature("KEY-16")
+def test_spellings_match_alike():
     assert GlobSet(["./src//"]).matches("src/a.ts")
     assert GlobSet(["src/"]).matches("src/a.ts")
 
@@ -101,14 +107,16 @@ def test_key16_spellings_match_alike():
 # ---------------------------------------------------------------- matching
 
 
-def test_key16_literal_is_file_or_tree():
+@pytest.mark.feature("KEY-16")
+def test_literal_is_file_or_tree():
     g = GlobSet(["src", "package.json"])
     assert g.matches("src") and g.matches("src/a.ts") and g.matches("src/x/y/z.ts")
     assert g.matches("package.json")
     assert not g.matches("srcx/a.ts") and not g.matches("src.ts") and not g.matches("package.jsonx")
 
 
-def test_key16_star_stays_in_segment_and_doublestar_spans_zero_or_more():
+@pytest.mark.feature("KEY-16")
+def test_star_stays_in_segment_and_doublestar_spans_zero_or_more():
     g = GlobSet(["src/*.ts"])
     assert g.matches("src/a.ts") and not g.matches("src/x/a.ts")
     d = GlobSet(["src/**/*.ts"])
@@ -118,35 +126,41 @@ def test_key16_star_stays_in_segment_and_doublestar_spans_zero_or_more():
     assert GlobSet(["a/**/b"]).matches("a/b") and GlobSet(["a/**/b"]).matches("a/x/y/b")
 
 
-def test_key16_question_mark_is_one_character():
+@pytest.mark.feature("KEY-16")
+def test_question_mark_is_one_character():
     g = GlobSet(["a?.ts"])
     assert g.matches("ab.ts") and not g.matches("a.ts") and not g.matches("a/.ts")
 
 
-def test_key16_braces_nest():
+@pytest.mark.feature("KEY-16")
+def test_braces_nest():
     g = GlobSet(["{src,lib/{a,b}}/*.js"])
     assert g.matches("src/x.js") and g.matches("lib/a/x.js") and g.matches("lib/b/x.js")
     assert not g.matches("lib/c/x.js")
 
 
-def test_key16_bracket_is_literal():
+@pytest.mark.feature("KEY-16")
+def test_bracket_is_literal():
     g = GlobSet(["pages/[id].tsx"])
     assert g.matches("pages/[id].tsx")
     assert not g.matches("pages/i.tsx") and not g.matches("pages/d.tsx")
 
 
-def test_key16_negation_applies_wherever_it_sits():
+@pytest.mark.feature("KEY-16")
+def test_negation_applies_wherever_it_sits():
     for patterns in (["src/**", "!src/gen/**"], ["!src/gen/**", "src/**"]):
         g = GlobSet(patterns)
         assert g.matches("src/a.ts") and not g.matches("src/gen/a.ts")
 
 
-def test_key16_negated_literal_takes_back_a_tree():
+@pytest.mark.feature("KEY-16")
+def test_negated_literal_takes_back_a_tree():
     g = GlobSet(["**/*", "!fixtures"])
     assert g.matches("src/a.ts") and not g.matches("fixtures/x/y.json") and g.matches("fixturesx")
 
 
-def test_key16_wildcards_match_dotfiles():
+@pytest.mark.feature("KEY-16")
+def test_wildcards_match_dotfiles():
     assert GlobSet(["src/**"]).matches("src/.env") and GlobSet(["*"]).matches(".eslintrc")
 
 
@@ -189,7 +203,8 @@ def test_names_detects_a_named_segment():
     assert not GlobSet(["**/*"]).names("node_modules")
 
 
-def test_key23_unmatched_lists_positive_patterns_as_written():
+@pytest.mark.feature("KEY-23")
+def test_unmatched_lists_positive_patterns_as_written():
     g = GlobSet(["./src/**", "docs/*.md", "!src/gen"])
     assert g.unmatched(["src/a.ts"]) == ("docs/*.md",)
     assert GlobSet(["src/**"]).unmatched([]) == ("src/**",)
@@ -206,6 +221,7 @@ def test_matching_a_large_listing_is_exact():
 # ---------------------------------------------------------------- turbo's globs, ignored files (KEY-18)
 
 
+@pytest.mark.feature("KEY-18")
 @pytest.mark.parametrize(
     "pattern, path, turbo, vx",
     [
@@ -220,11 +236,12 @@ def test_matching_a_large_listing_is_exact():
         ("{conf,cfg}/*.[jt]son", "cfg/x.json", True, False),
     ],
 )
-def test_key18_turbo_globs_have_character_classes_vx_globs_do_not(pattern, path, turbo, vx):
+def test_turbo_globs_have_character_classes_vx_globs_do_not(pattern, path, turbo, vx):
     assert GlobSet([pattern], turbo=True).matches(path) is turbo
     assert GlobSet([pattern]).matches(path) is vx
 
 
+@pytest.mark.feature("KEY-18")
 @pytest.mark.parametrize(
     "patterns, entry, reached",
     [
@@ -243,18 +260,20 @@ def test_key18_turbo_globs_have_character_classes_vx_globs_do_not(pattern, path,
         (["node_modules/x/**"], "node_modules", True),
     ],
 )
-def test_key18_an_ignored_entry_is_reached_by_the_glob_part_before_its_first_double_star(
+def test_an_ignored_entry_is_reached_by_the_glob_part_before_its_first_double_star(
     patterns, entry, reached
 ):
     assert (GlobSet(patterns).toward(entry) is not None) is reached
 
 
-def test_key18_turbo_globs_reach_every_ignored_entry_but_node_modules():
+@pytest.mark.feature("KEY-18")
+def test_turbo_globs_reach_every_ignored_entry_but_node_modules():
     assert GlobSet(["**"], turbo=True).toward("dist") is not None
     assert GlobSet(["src/**"], turbo=True).toward("src/generated") is not None
     assert GlobSet(["**"], turbo=True).toward("node_modules") is None
 
 
-def test_key18_toward_keeps_only_the_reaching_patterns_and_every_negation():
+@pytest.mark.feature("KEY-18")
+def test_toward_keeps_only_the_reaching_patterns_and_every_negation():
     part = GlobSet(["**", "dist/x.js", "!dist/y.js"]).toward("dist")
     assert part is not None and part.matches("dist/x.js") and not part.matches("dist/z.js")

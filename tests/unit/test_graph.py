@@ -33,7 +33,8 @@ def configs(spec: dict[str, list[TaskConfig]]):
     return out
 
 
-def test_caret_frontier_stops_at_nearest_holder_and_bridges_gaps():  # GR-02
+@pytest.mark.feature("GR-02")
+def test_caret_frontier_stops_at_nearest_holder_and_bridges_gaps():
     ws = workspace({"app": ["mid"], "mid": ["lib"], "lib": []})
     cfg = configs({"app": [task("gen", deps=["^gen"])], "mid": [], "lib": [task("gen")]})
     g = build_graph(ws, cfg, Selection(("gen",), "app"))
@@ -41,7 +42,8 @@ def test_caret_frontier_stops_at_nearest_holder_and_bridges_gaps():  # GR-02
     assert g.order == (TaskId("lib", "gen"), TaskId("app", "gen"))
 
 
-def test_ws19_a_project_without_build_has_an_implicit_keyed_one():
+@pytest.mark.feature("WS-19")
+def test_a_project_without_build_has_an_implicit_keyed_one():
     ws = workspace({"app": ["mid"], "mid": ["lib"], "lib": []})
     cfg = configs(
         {"app": [task("build", deps=["^build"])], "mid": [task("lint")], "lib": [task("build")]}
@@ -55,7 +57,8 @@ def test_ws19_a_project_without_build_has_an_implicit_keyed_one():
     assert set(everywhere.requested) == {TaskId("app", "build"), TaskId("lib", "build")}
 
 
-def test_frontier_takes_only_nearest_holder():  # GR-02: the holder owns deeper ordering
+@pytest.mark.feature("GR-02")
+def test_frontier_takes_only_nearest_holder():  # the holder owns deeper ordering
     ws = workspace({"app": ["mid"], "mid": ["lib"], "lib": []})
     cfg = configs(
         {"app": [task("build", deps=["^build"])], "mid": [task("build")], "lib": [task("build")]}
@@ -65,7 +68,8 @@ def test_frontier_takes_only_nearest_holder():  # GR-02: the holder owns deeper 
     assert TaskId("lib", "build") not in g.nodes
 
 
-def test_caret_name_no_project_declares_is_a_typo():  # GR-02
+@pytest.mark.feature("GR-02")
+def test_caret_name_no_project_declares_is_a_typo():
     ws = workspace({"app": []})
     cfg = configs({"app": [task("build", deps=["^biuld"])]})
     with pytest.raises(ConfigError) as err:
@@ -74,7 +78,8 @@ def test_caret_name_no_project_declares_is_a_typo():  # GR-02
     assert "packages/app/vx.config.json" in err.value.render()
 
 
-def test_qualified_and_root_forms():  # GR-01
+@pytest.mark.feature("GR-01")
+def test_qualified_and_root_forms():
     ws = workspace({"app": [], "lib": []})
     cfg = configs({"app": [task("build", deps=["lib#gen", "//#setup"])], "lib": [task("gen")]})
     cfg["//"] = ProjectConfig("vx.config.json", {"setup": task("setup")})
@@ -85,7 +90,8 @@ def test_qualified_and_root_forms():  # GR-01
     }
 
 
-def test_group_task_is_transparent_node():  # GR-03
+@pytest.mark.feature("GR-03")
+def test_group_task_is_transparent_node():
     ws = workspace({"app": []})
     cfg = configs(
         {"app": [task("check", command=None, deps=["lint", "test"]), task("lint"), task("test")]}
@@ -95,7 +101,8 @@ def test_group_task_is_transparent_node():  # GR-03
     assert g.order[-1] == TaskId("app", "check")
 
 
-def test_cycle_is_refused_with_full_path():  # GR-04
+@pytest.mark.feature("GR-04")
+def test_cycle_is_refused_with_full_path():
     ws = workspace({"app": []})
     cfg = configs({"app": [task("a", deps=["b"]), task("b", deps=["c"]), task("c", deps=["a"])]})
     with pytest.raises(CycleError) as err:
@@ -104,7 +111,8 @@ def test_cycle_is_refused_with_full_path():  # GR-04
     assert "app#a -> app#b -> app#c -> app#a" in text
 
 
-def test_deep_chain_has_no_recursion_limit():  # GR-04
+@pytest.mark.feature("GR-04")
+def test_deep_chain_has_no_recursion_limit():
     n = 5000
     ws = workspace({"app": []})
     tasks = [task(f"t{i}", deps=[f"t{i + 1}"] if i + 1 < n else []) for i in range(n)]
@@ -112,7 +120,8 @@ def test_deep_chain_has_no_recursion_limit():  # GR-04
     assert len(g.order) == n and g.order[0] == TaskId("app", f"t{n - 1}")
 
 
-def test_unknown_task_did_you_mean():  # GR-06
+@pytest.mark.feature("GR-06")
+def test_unknown_task_did_you_mean():
     ws = workspace({"app": []})
     cfg = configs({"app": [task("build")]})
     with pytest.raises(UnknownTaskError) as err:
@@ -120,7 +129,8 @@ def test_unknown_task_did_you_mean():  # GR-06
     assert "did you mean `build`" in err.value.render()
 
 
-def test_task_missing_in_cwd_project_hints_all():  # CLI-01
+@pytest.mark.feature("CLI-01")
+def test_task_missing_in_cwd_project_hints_all():
     ws = workspace({"app": [], "lib": []})
     cfg = configs({"app": [], "lib": [task("build")]})
     with pytest.raises(UnknownTaskError) as err:
@@ -128,7 +138,8 @@ def test_task_missing_in_cwd_project_hints_all():  # CLI-01
     assert "--all" in err.value.render()
 
 
-def test_root_cwd_and_all_select_every_holder():  # CLI-20
+@pytest.mark.feature("CLI-20")
+def test_root_cwd_and_all_select_every_holder():
     ws = workspace({"app": ["lib"], "lib": [], "docs": []})
     cfg = configs({"app": [task("build")], "lib": [task("build")], "docs": []})
     for sel in (Selection(("build",), "//"), Selection(("build",), "app", all=True)):
@@ -136,7 +147,8 @@ def test_root_cwd_and_all_select_every_holder():  # CLI-20
         assert set(g.requested) == {TaskId("app", "build"), TaskId("lib", "build")}
 
 
-def test_multi_task_runs_share_one_graph():  # GR-05
+@pytest.mark.feature("GR-05")
+def test_multi_task_runs_share_one_graph():
     ws = workspace({"app": ["lib"], "lib": []})
     cfg = configs(
         {
@@ -149,7 +161,8 @@ def test_multi_task_runs_share_one_graph():  # GR-05
     assert set(g.requested) == {TaskId("app", "build"), TaskId("app", "test")}
 
 
-def test_priority_is_exact_transitive_dependent_count():  # GR-08: a diamond counts once
+@pytest.mark.feature("GR-08")
+def test_priority_is_exact_transitive_dependent_count():  # a diamond counts once
     ws = workspace({"top": ["l", "r"], "l": ["base"], "r": ["base"], "base": []})
     cfg = configs({p: [task("build", deps=["^build"])] for p in ("top", "l", "r", "base")})
     g = build_graph(ws, cfg, Selection(("top#build",), "//"))
@@ -181,6 +194,7 @@ def cached(name, outputs, deps=(), ws_outputs=()):
     )
 
 
+@pytest.mark.feature("GR-15")
 @pytest.mark.parametrize(
     "a,b,overlap",
     [
@@ -197,7 +211,7 @@ def cached(name, outputs, deps=(), ws_outputs=()):
         ([], ["dist/**"], False),
     ],
 )
-def test_gr15_output_overlaps(a, b, overlap):
+def test_output_overlaps(a, b, overlap):
     ws = workspace({"app": []})
     cfg = configs({"app": [cached("one", a), cached("two", b, deps=["one"])]})
     if not overlap:
@@ -209,7 +223,8 @@ def test_gr15_output_overlaps(a, b, overlap):
     assert err.value.field == "tasks.two.cache.outputs.files"
 
 
-def test_gr15_workspace_outputs_meet_every_projects():
+@pytest.mark.feature("GR-15")
+def test_workspace_outputs_meet_every_projects():
     ws = workspace({"app": [], "web": []})
     cfg = configs(
         {
@@ -227,13 +242,15 @@ def test_gr15_workspace_outputs_meet_every_projects():
     assert "(declared in packages/app/vx.config.json)" in err.value.message
 
 
-def test_gr15_tasks_outside_the_graph_are_not_compared():
+@pytest.mark.feature("GR-15")
+def test_tasks_outside_the_graph_are_not_compared():
     ws = workspace({"app": []})
     cfg = configs({"app": [cached("one", ["dist/**"]), cached("two", ["dist/**"])]})
     assert set(checked_graph(ws, cfg, Selection(("one",), "app")).nodes) == {TaskId("app", "one")}
 
 
-def test_key20_late_tasks_follow_a_same_project_uncached_task_and_what_folds_them():
+@pytest.mark.feature("KEY-20")
+def test_late_tasks_follow_a_same_project_uncached_task_and_what_folds_them():
     """KEY-20: a cached task after an uncached task of its own project is keyed late with its
     inputs read again (True); a task that only folds a late key is late without (False); an
     uncached task of another project, or one nothing depends on, makes nothing late."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import sqlite3
 
+import pytest
+
 from vx.model import HashRecord
 from vx.store.history import KEEP, differences, last_two, record_keys
 
@@ -32,7 +34,8 @@ def db():
     return sqlite3.connect(":memory:", isolation_level=None)
 
 
-def test_obs06_a_run_whose_keys_did_not_move_writes_nothing_and_a_revert_is_newest_again():
+@pytest.mark.feature("OBS-06")
+def test_a_run_whose_keys_did_not_move_writes_nothing_and_a_revert_is_newest_again():
     d = db()
     assert record_keys(d, [("k1", rec())]) == 1
     assert record_keys(d, [("k1", rec())]) == 0  # the warm run
@@ -42,7 +45,8 @@ def test_obs06_a_run_whose_keys_did_not_move_writes_nothing_and_a_revert_is_newe
     assert d.execute("SELECT COUNT(*) FROM key_history").fetchone()[0] == 2
 
 
-def test_obs06_only_the_last_keys_are_kept_and_env_values_never_are():
+@pytest.mark.feature("OBS-06")
+def test_only_the_last_keys_are_kept_and_env_values_never_are():
     d = db()
     for i in range(KEEP + 3):
         record_keys(d, [(f"k{i}", rec(files=(("src/a.js", str(i)),)))])
@@ -54,7 +58,8 @@ def test_obs06_only_the_last_keys_are_kept_and_env_values_never_are():
     assert json.loads(stored[0][0])["env"]["API"] != "secret-value"
 
 
-def test_obs06_differences_name_each_component_in_fold_order():
+@pytest.mark.feature("OBS-06")
+def test_differences_name_each_component_in_fold_order():
     old = json.loads(
         json.dumps(
             {
@@ -87,7 +92,8 @@ def test_obs06_differences_name_each_component_in_fold_order():
     ]
 
 
-def test_obs06_up_to_date_hits_seed_only_an_empty_history():
+@pytest.mark.feature("OBS-06")
+def test_up_to_date_hits_seed_only_an_empty_history():
     d = db()
     assert record_keys(d, [], settled=[("k1", rec())]) == 1  # the first run that keeps a history
     assert record_keys(d, [], settled=[("k9", rec(files=(("src/a.js", "9"),)))]) == 0  # never after

@@ -17,8 +17,9 @@ ALLOWED = {
     "plan.environment": {"errors", "workspace.frameworks"},
     "engine.scheduler": {"model", "events"},
     "engine.verdicts": {"model"},
-    "engine.executor": {"model", "errors", "engine.spawn"},
-    "engine.spawn": set(),
+    "engine.executor": {"model", "errors", "engine.spawn", "engine.descendants"},
+    "engine.spawn": {"engine.descendants"},
+    "engine.descendants": set(),
     "workspace.discover": {
         "model",
         "errors",
@@ -107,6 +108,7 @@ LEAVES = {
     "runlock",
     "fastpath.receipt",
     "engine.spawn",
+    "engine.descendants",
     "engine.masking",
     "files.lockfile",
 }
@@ -114,7 +116,7 @@ LAYERS = [  # bottom first: (layer, the packages and modules in it)
     ("store", {"store"}),
     ("report", {"report"}),
     ("files", {"files", "workspace", "config"}),
-    ("process", {"engine.executor"}),
+    ("process", {"engine.executor", "engine.descendants"}),
     ("sandbox", {"sandbox"}),
     ("plan", {"plan"}),
     ("engine", {"engine"}),

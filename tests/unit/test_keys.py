@@ -3,6 +3,8 @@
 import json
 from pathlib import Path
 
+import pytest
+
 from vx import CACHE_VERSION
 from vx.model import HashRecord, TaskId
 from vx.plan.keys import group_key, select_upstream, task_key
@@ -25,6 +27,7 @@ def record(**over):
     return HashRecord(**base)
 
 
+@pytest.mark.feature("KEY-03")
 def test_golden_keys_are_pinned():
     """Changing the fold must be a deliberate CACHE_VERSION bump: update tests/golden/keys.json with it."""
     golden = json.loads(GOLDEN.read_text())
@@ -33,12 +36,14 @@ def test_golden_keys_are_pinned():
     assert group_key([("a#x", "1"), ("b#y", "2")]) == golden["group"]
 
 
+@pytest.mark.feature("KEY-02")
 def test_key_is_16_hex_and_deterministic():
     k = task_key(record())
     assert len(k) == 16 and int(k, 16) >= 0
     assert k == task_key(record())
 
 
+@pytest.mark.feature("KEY-02")
 def test_every_component_moves_the_key():
     base = task_key(record())
     variants = [
@@ -58,13 +63,15 @@ def test_every_component_moves_the_key():
     assert base not in keys and len(keys) == len(variants)
 
 
-def test_unset_empty_and_unlisted_env_differ():  # KEY-07
+@pytest.mark.feature("KEY-07")
+def test_unset_empty_and_unlisted_env_differ():
     unset = task_key(record(env=(("A", None),)))
     empty = task_key(record(env=(("A", ""),)))
     unlisted = task_key(record(env=()))
     assert len({unset, empty, unlisted}) == 3
 
 
+@pytest.mark.feature("KEY-02")
 def test_boundaries_are_unambiguous():
     a = task_key(record(forward_args=("a b",)))
     b = task_key(record(forward_args=("a", "b")))
@@ -74,11 +81,13 @@ def test_boundaries_are_unambiguous():
     assert f1 != f2
 
 
-def test_group_key_is_order_independent():  # GR-03
+@pytest.mark.feature("GR-03")
+def test_group_key_is_order_independent():
     assert group_key([("a#x", "1"), ("b#y", "2")]) == group_key([("b#y", "2"), ("a#x", "1")])
 
 
-def test_inputs_tasks_filter_last_match_wins():  # KEY-10
+@pytest.mark.feature("KEY-10")
+def test_inputs_tasks_filter_last_match_wins():
     owner = TaskId("app", "test")
     deps = [TaskId("app", "build"), TaskId("lib", "build"), TaskId("lib", "gen")]
     assert select_upstream(owner, deps, None) == deps

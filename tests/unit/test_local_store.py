@@ -57,7 +57,8 @@ def store(tmp_path: Path, ws: Path):
 # ---------------------------------------------------------------- save and probe
 
 
-def test_save_then_probe_is_a_hit_with_rows_and_log_lc05_lc06(store, ws):
+@pytest.mark.feature("LC-05", "LC-06")
+def test_save_then_probe_is_a_hit_with_rows_and_log(store, ws):
     size = save(store)
     hit = store.probe(["k1", "nope"])
     assert list(hit) == ["k1"]
@@ -73,7 +74,8 @@ def test_save_then_probe_is_a_hit_with_rows_and_log_lc05_lc06(store, ws):
     assert store.log_of(entry) == LOG
 
 
-def test_probe_never_opens_the_artifact_lc06(store, ws, monkeypatch):
+@pytest.mark.feature("LC-06")
+def test_probe_never_opens_the_artifact(store, ws, monkeypatch):
     save(store)
     monkeypatch.setattr(
         local.unpacking, "unpack", lambda *a, **k: pytest.fail("probe opened an artifact")
@@ -87,14 +89,16 @@ def test_probe_batches_past_the_parameter_limit(store, ws):
     assert list(store.probe(keys)) == ["k1"]
 
 
-def test_probe_drops_a_vanished_artifact_lc12(store, ws):
+@pytest.mark.feature("LC-12")
+def test_probe_drops_a_vanished_artifact(store, ws):
     save(store)
     store.artifact("k1").unlink()
     assert store.probe(["k1"]) == {}
     assert store._db.execute("SELECT count(*) FROM entries").fetchone() == (0,)
 
 
-def test_probe_treats_a_torn_artifact_as_a_miss_lc12(store, ws):
+@pytest.mark.feature("LC-12")
+def test_probe_treats_a_torn_artifact_as_a_miss(store, ws):
     save(store)
     with store.artifact("k1").open("ab") as f:
         f.write(b"torn")
@@ -121,7 +125,8 @@ def test_save_refuses_a_symlink_to_a_directory_and_leaves_no_temp(store, ws):
     ) == [".gitignore"]
 
 
-def test_a_failed_commit_takes_the_artifact_back_out_lc05(store, ws, monkeypatch):
+@pytest.mark.feature("LC-05")
+def test_a_failed_commit_takes_the_artifact_back_out(store, ws, monkeypatch):
     save(store)
     before = store.artifact("k1").read_bytes()
     (ws / "dist/a.js").write_bytes(b"changed")
@@ -184,6 +189,7 @@ def test_two_stores_on_one_cache_dir_save_concurrently(tmp_path, ws):
 # ---------------------------------------------------------------- up to date (LC-07)
 
 
+@pytest.mark.feature("LC-07")
 def test_up_to_date_right_after_save_and_in_a_new_run(tmp_path, store, ws):
     save(store)
     assert store.is_up_to_date(store.probe(["k1"])["k1"], OUTPUTS)
@@ -192,6 +198,7 @@ def test_up_to_date_right_after_save_and_in_a_new_run(tmp_path, store, ws):
         assert reopened.is_up_to_date(reopened.probe(["k1"])["k1"], set(OUTPUTS))
 
 
+@pytest.mark.feature("LC-07")
 def test_not_up_to_date_after_touch(store, ws):
     save(store)
     entry = store.probe(["k1"])["k1"]
@@ -199,6 +206,7 @@ def test_not_up_to_date_after_touch(store, ws):
     assert not store.is_up_to_date(entry, OUTPUTS)
 
 
+@pytest.mark.feature("LC-07")
 def test_not_up_to_date_after_a_same_size_edit_with_mtime_forged_back(store, ws):
     save(store)
     entry = store.probe(["k1"])["k1"]
@@ -209,6 +217,7 @@ def test_not_up_to_date_after_a_same_size_edit_with_mtime_forged_back(store, ws)
     assert not store.is_up_to_date(entry, OUTPUTS)  # the ctime stamp catches it
 
 
+@pytest.mark.feature("LC-07")
 def test_not_up_to_date_after_a_chmod(store, ws):
     save(store)
     entry = store.probe(["k1"])["k1"]
@@ -216,6 +225,7 @@ def test_not_up_to_date_after_a_chmod(store, ws):
     assert not store.is_up_to_date(entry, OUTPUTS)
 
 
+@pytest.mark.feature("LC-07")
 def test_not_up_to_date_with_an_extra_or_a_deleted_file(store, ws):
     save(store)
     entry = store.probe(["k1"])["k1"]
@@ -225,6 +235,7 @@ def test_not_up_to_date_with_an_extra_or_a_deleted_file(store, ws):
     assert not store.is_up_to_date(entry, OUTPUTS)  # a stale listing still fails the lstat
 
 
+@pytest.mark.feature("LC-07")
 def test_a_symlinked_output_is_never_current(store, ws):
     os.rename(ws / "dist/a.js", ws / "dist/real.js")
     os.symlink("real.js", ws / "dist/a.js")
@@ -232,6 +243,7 @@ def test_a_symlinked_output_is_never_current(store, ws):
     assert not store.is_up_to_date(store.probe(["k1"])["k1"], OUTPUTS)
 
 
+@pytest.mark.feature("LC-07")
 def test_another_workspace_without_stamps_is_not_current_until_restored(tmp_path, store, ws):
     save(store)
     other = tmp_path / "other"
@@ -249,6 +261,7 @@ def test_another_workspace_without_stamps_is_not_current_until_restored(tmp_path
 # ---------------------------------------------------------------- restore and damage (LC-09, LC-12)
 
 
+@pytest.mark.feature("LC-09", "LC-12")
 def test_restore_brings_back_files_and_stamps_them(tmp_path, store, ws):
     os.chmod(ws / "dist/a.js", 0o751)
     save(store)
@@ -263,7 +276,8 @@ def test_restore_brings_back_files_and_stamps_them(tmp_path, store, ws):
         assert reopened.is_up_to_date(reopened.probe(["k1"])["k1"], OUTPUTS)
 
 
-def test_a_damaged_artifact_raises_and_drops_the_entry_lc12(store, ws):
+@pytest.mark.feature("LC-12")
+def test_a_damaged_artifact_raises_and_drops_the_entry(store, ws):
     save(store)
     entry = store.probe(["k1"])["k1"]
     data = bytearray(store.artifact("k1").read_bytes())
@@ -278,6 +292,7 @@ def test_a_damaged_artifact_raises_and_drops_the_entry_lc12(store, ws):
     assert not store.artifact("k1").exists()
 
 
+@pytest.mark.feature("LC-09", "LC-12")
 def test_an_artifact_pruned_after_the_probe_is_a_damaged_entry(store, ws):
     save(store)
     entry = store.probe(["k1"])["k1"]
@@ -286,6 +301,7 @@ def test_an_artifact_pruned_after_the_probe_is_a_damaged_entry(store, ws):
         store.restore(entry, ALL)
 
 
+@pytest.mark.feature("LC-09", "LC-12")
 def test_a_refused_name_is_a_damaged_entry(store, ws):
     save(store)
     entry = store.probe(["k1"])["k1"]
@@ -297,6 +313,7 @@ def test_a_refused_name_is_a_damaged_entry(store, ws):
 # ---------------------------------------------------------------- log bound (LC-10)
 
 
+@pytest.mark.feature("LC-10")
 def test_the_stored_log_keeps_head_and_tail_and_names_the_cut(store, ws, monkeypatch):
     monkeypatch.setattr(local, "LOG_HALF", 10)
     log = (LogChunk(1, b"0123456789ab"), LogChunk(2, b"middle" * 5), LogChunk(1, b"tail-end-xyz"))
@@ -307,6 +324,7 @@ def test_the_stored_log_keeps_head_and_tail_and_names_the_cut(store, ws, monkeyp
     assert len(kept) == 3 and kept[1].stream == 2 and b"34 bytes of output cut" in kept[1].data
 
 
+@pytest.mark.feature("LC-10")
 def test_bound_log_does_not_split_utf8_and_passes_short_logs_through():
     short = (LogChunk(1, b"ok"),)
     assert bound_log(short, half=10) == short
@@ -317,7 +335,8 @@ def test_bound_log_does_not_split_utf8_and_passes_short_logs_through():
 # ---------------------------------------------------------------- the directory and schema (LC-03, LC-14, LC-17)
 
 
-def test_vx_writes_a_gitignore_only_into_a_directory_it_creates_lc03(tmp_path, ws):
+@pytest.mark.feature("LC-03")
+def test_vx_writes_a_gitignore_only_into_a_directory_it_creates(tmp_path, ws):
     with LocalStore(tmp_path / "new/cache", ws):
         pass
     assert (tmp_path / "new/cache/.gitignore").read_text() == "*\n"
@@ -327,7 +346,8 @@ def test_vx_writes_a_gitignore_only_into_a_directory_it_creates_lc03(tmp_path, w
     assert not (tmp_path / "mine/.gitignore").exists()
 
 
-def test_an_unwritable_cache_dir_is_an_environment_failure_naming_it_lc17(tmp_path, ws):
+@pytest.mark.feature("LC-17")
+def test_an_unwritable_cache_dir_is_an_environment_failure_naming_it(tmp_path, ws):
     (tmp_path / "file").write_text("not a directory")
     with pytest.raises(EnvironmentFailure) as err:
         LocalStore(tmp_path / "file/cache", ws)
@@ -336,7 +356,8 @@ def test_an_unwritable_cache_dir_is_an_environment_failure_naming_it_lc17(tmp_pa
         LocalStore(tmp_path / "file", ws)
 
 
-def test_a_schema_mismatch_resets_the_index_silently_and_keeps_artifacts_lc14(tmp_path, ws):
+@pytest.mark.feature("LC-14")
+def test_a_schema_mismatch_resets_the_index_silently_and_keeps_artifacts(tmp_path, ws):
     with LocalStore(tmp_path / "cache", ws) as store:
         save(store)
         store._db.execute("UPDATE schema_meta SET version='v0-old'")
@@ -352,7 +373,8 @@ def test_a_schema_mismatch_resets_the_index_silently_and_keeps_artifacts_lc14(tm
         assert "k1" in store.probe(["k1"])
 
 
-def test_close_records_access_times_for_hits_lc06(tmp_path, store, ws):
+@pytest.mark.feature("LC-06")
+def test_close_records_access_times_for_hits(tmp_path, store, ws):
     save(store)
     store._db.execute("UPDATE entries SET accessed_at=0")
     store.probe(["k1"])

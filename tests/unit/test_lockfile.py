@@ -98,7 +98,8 @@ def _digests(text: str) -> dict[str, str]:
     }
 
 
-def test_pl06_pnpm_v9_closure_reaches_through_snapshots():
+@pytest.mark.feature("PL-06")
+def test_pnpm_v9_closure_reaches_through_snapshots():
     got = lockfile.of_text("/nonexistent", "pnpm-lock.yaml", MAIN, PROJECTS)
     assert set(got["packages/a"].parts) == {
         "importer packages/a",
@@ -111,7 +112,8 @@ def test_pl06_pnpm_v9_closure_reaches_through_snapshots():
     assert [d for d in before if before[d] != after[d]] == ["packages/c"]
 
 
-def test_pl06_pnpm_multi_document_keys_the_main_document_per_project_and_the_rest_whole():
+@pytest.mark.feature("PL-06")
+def test_pnpm_multi_document_keys_the_main_document_per_project_and_the_rest_whole():
     multi = MANAGER_DOC + MAIN
     assert (
         _digests(multi)["packages/a"] != _digests(MAIN)["packages/a"]
@@ -122,7 +124,8 @@ def test_pl06_pnpm_multi_document_keys_the_main_document_per_project_and_the_res
     assert all(other[d] != v for d, v in _digests(multi).items())
 
 
-def test_pl05_the_memo_answers_without_the_file(tmp_path):
+@pytest.mark.feature("PL-05")
+def test_the_memo_answers_without_the_file(tmp_path):
     (tmp_path / "pnpm-lock.yaml").write_text(MAIN)
     memo = tmp_path / "memo"
     first = lockfile.closures(str(tmp_path), "pnpm-lock.yaml", "oid1", PROJECTS, str(memo))
@@ -141,6 +144,7 @@ def _line_of(text: str, needle: str) -> int:
     return text[: text.index(needle)].count("\n") + 1
 
 
+@pytest.mark.feature("PL-06")
 @pytest.mark.parametrize(
     "bad, at",
     [
@@ -153,14 +157,15 @@ def _line_of(text: str, needle: str) -> int:
     ],
     ids=["tab", "unclosed-quote", "no-version"],
 )
-def test_pl06_an_unreadable_lockfile_names_its_line(bad, at):
+def test_an_unreadable_lockfile_names_its_line(bad, at):
     line = _line_of(bad, at)
     with pytest.raises(ConfigError) as err:
         lockfile.of_text("/nonexistent", "pnpm-lock.yaml", bad, PROJECTS)
     assert err.value.file == f"pnpm-lock.yaml:{line}", err.value.render()
 
 
-def test_pl06_npm_v1_and_unknown_shapes_key_the_whole_file():
+@pytest.mark.feature("PL-06")
+def test_npm_v1_and_unknown_shapes_key_the_whole_file():
     text = '{"lockfileVersion": 1, "dependencies": {"x": {"version": "1.0.0"}}}'
     got = lockfile.of_text("/nonexistent", "package-lock.json", text, PROJECTS)
     assert len({c.digest for c in got.values()}) == 1
@@ -170,14 +175,16 @@ def test_pl06_npm_v1_and_unknown_shapes_key_the_whole_file():
     assert all(other[d].digest != got[d].digest for d in got)
 
 
-def test_pl06_an_empty_lockfile_resolves_nothing_and_is_no_error():
+@pytest.mark.feature("PL-06")
+def test_an_empty_lockfile_resolves_nothing_and_is_no_error():
     got = lockfile.of_text("/nonexistent", "yarn.lock", "\n", PROJECTS)
     assert set(got["packages/a"].parts) == {
         "importer packages/a"
     }  # no entry reached: none to reach
 
 
-def test_pl06_multi_line_values_as_pnpm_writes_them():
+@pytest.mark.feature("PL-06")
+def test_multi_line_values_as_pnpm_writes_them():
     """floating-ui's pnpm-lock.yaml: `deprecated: |-` with paragraphs and a blank line, and a long
     plain scalar folded over two lines; every run of a repository with such an entry was refused."""
     text = MAIN.replace(
@@ -211,7 +218,8 @@ def test_pl06_multi_line_values_as_pnpm_writes_them():
     }
 
 
-def test_pl06_a_blank_line_inside_a_block_scalar_is_kept_and_none_outside():
+@pytest.mark.feature("PL-06")
+def test_a_blank_line_inside_a_block_scalar_is_kept_and_none_outside():
     """Two lockfiles that differ only by a paragraph break inside a value read differently; the
     blank lines pnpm writes between entries stay out of the values around them."""
     text = MAIN.replace(
@@ -225,8 +233,9 @@ def test_pl06_a_blank_line_inside_a_block_scalar_is_kept_and_none_outside():
     assert packages["r@1.0.0"]["resolution"] == "{integrity: sha512-r}"
 
 
+@pytest.mark.feature("PL-06")
 @pytest.mark.parametrize("name", ["pnpm-lock.yaml", "package-lock.json"])
-def test_pl06_a_lockfile_saved_with_a_bom_reads_as_without(name):
+def test_a_lockfile_saved_with_a_bom_reads_as_without(name):
     npm = '{"lockfileVersion": 3, "packages": {"": {"name": "r"}, "packages/a": {"name": "a"}}}'
     text = MAIN if name == "pnpm-lock.yaml" else npm
     plain = lockfile.of_text("/nonexistent", name, text, PROJECTS)

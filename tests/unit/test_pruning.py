@@ -15,22 +15,25 @@ from vx.store.local import LocalStore
 from vx.store.pruning import SWEEP_MIN_AGE_S, Row, choose, due, parse_duration, parse_size, prune
 
 
+@pytest.mark.feature("LC-16")
 @pytest.mark.parametrize(
     "text, seconds",
     [("45s", 45), ("90m", 5400), ("12h", 43200), ("30d", 2592000), ("2w", 1209600), ("1.5h", 5400)],
 )
-def test_lc16_durations(text, seconds):
+def test_durations(text, seconds):
     assert parse_duration(text) == seconds
 
 
+@pytest.mark.feature("LC-16")
 @pytest.mark.parametrize(
     "text, said",
     [("0d", "zero"), ("30", "no duration"), ("1y", "no duration"), ("", "no duration")],
 )
-def test_lc16_bad_durations_say_why(text, said):
+def test_bad_durations_say_why(text, said):
     assert said in parse_duration(text)
 
 
+@pytest.mark.feature("LC-16")
 @pytest.mark.parametrize(
     "text, size",
     [
@@ -43,14 +46,15 @@ def test_lc16_bad_durations_say_why(text, said):
         ("1T", 1 << 40),
     ],
 )
-def test_lc16_sizes_are_powers_of_1024(text, size):
+def test_sizes_are_powers_of_1024(text, size):
     assert parse_size(text) == size
 
 
+@pytest.mark.feature("LC-16")
 @pytest.mark.parametrize(
     "text, said", [("10", "no unit"), ("0MB", "zero"), ("ten MB", "no size"), ("5 PB", "no size")]
 )
-def test_lc16_bad_sizes_say_why(text, said):
+def test_bad_sizes_say_why(text, said):
     assert said in parse_size(text)
 
 
@@ -58,7 +62,8 @@ def rows(*specs) -> list[Row]:
     return [Row(key, f"{key}#build", size, accessed, "crc") for key, size, accessed in specs]
 
 
-def test_lc16_age_goes_first_then_the_least_recently_used_until_it_fits():
+@pytest.mark.feature("LC-16")
+def test_age_goes_first_then_the_least_recently_used_until_it_fits():
     now = 10_000.0
     table = rows(
         ("old", 10, now - 5000),
@@ -99,7 +104,8 @@ def filled(tmp_path: Path):
     yield tmp_path / "cache", ws
 
 
-def test_lc16_prune_evicts_rows_and_artifacts_together(filled):
+@pytest.mark.feature("LC-16")
+def test_prune_evicts_rows_and_artifacts_together(filled):
     cache, ws = filled
     with LocalStore(cache, ws) as store:
         pruned = prune(store, CacheRetention(older_than_s=86400), dry_run=False)
@@ -108,7 +114,8 @@ def test_lc16_prune_evicts_rows_and_artifacts_together(filled):
     assert not (cache / "k1.tar.zst").exists() and (cache / "k2.tar.zst").exists()
 
 
-def test_lc16_a_dry_run_removes_nothing(filled):
+@pytest.mark.feature("LC-16")
+def test_a_dry_run_removes_nothing(filled):
     cache, ws = filled
     with LocalStore(cache, ws) as store:
         pruned = prune(store, CacheRetention(max_bytes=1), dry_run=True)
@@ -116,7 +123,8 @@ def test_lc16_a_dry_run_removes_nothing(filled):
         assert set(store.probe(["k1", "k2", "k3"])) == {"k1", "k2", "k3"}
 
 
-def test_lc16_the_sweep_takes_old_orphans_and_temps_and_drops_rows_without_artifacts(filled):
+@pytest.mark.feature("LC-16")
+def test_the_sweep_takes_old_orphans_and_temps_and_drops_rows_without_artifacts(filled):
     cache, ws = filled
     old = time.time() - SWEEP_MIN_AGE_S - 60
     for name in ("orphan.tar.zst", ".k9.abc.tmp", ".k8.tar.zst.1-2.old"):

@@ -1,5 +1,7 @@
 """One warning per failure class, a breaker against dead servers, refused credentials (RC-02)."""
 
+import pytest
+
 from vx.store.remote import REFUSED, REJECTED, SERVER_ERROR, TIMEOUT, UNREACHABLE, RemoteFailure
 from vx.store.remote.health import BREAKER_AFTER, BREAKER_OPEN_S, Health
 
@@ -19,6 +21,7 @@ def make():
     return health, clock, said
 
 
+@pytest.mark.feature("RC-02")
 def test_each_class_is_said_once_and_counted():
     health, _, said = make()
     for _ in range(3):
@@ -32,6 +35,7 @@ def test_each_class_is_said_once_and_counted():
     assert level == "warning" and "rejected artifact ×3" in line and "timeout ×1" in line
 
 
+@pytest.mark.feature("RC-02")
 def test_breaker_opens_after_consecutive_transport_failures_then_half_opens():
     health, clock, said = make()
     for kind in (UNREACHABLE, TIMEOUT, SERVER_ERROR)[:BREAKER_AFTER]:
@@ -45,6 +49,7 @@ def test_breaker_opens_after_consecutive_transport_failures_then_half_opens():
     assert not health.allows(writing=False)  # and one failure re-opens it
 
 
+@pytest.mark.feature("RC-02")
 def test_a_success_resets_the_streak():
     health, _, _ = make()
     for _ in range(5):
@@ -53,6 +58,7 @@ def test_a_success_resets_the_streak():
     assert health.allows(writing=False)
 
 
+@pytest.mark.feature("RC-02")
 def test_401_turns_everything_off_403_on_put_only_uploads():
     health, _, said = make()
     health.failed(

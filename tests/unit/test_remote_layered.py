@@ -6,6 +6,8 @@ import asyncio
 import threading
 from pathlib import Path
 
+import pytest
+
 from vx.model import LogChunk
 from vx.store import packing
 from vx.store.layered import FETCH_WORKERS, Downloaded, LayeredStore, Wanted
@@ -78,6 +80,7 @@ def store(tmp_path, remote, axes=CacheAxes(True, True, True, True)):
 WANT = Wanted("app#build", "build", lambda p: p.startswith("dist/"))
 
 
+@pytest.mark.feature("RC-03")
 def test_every_get_is_in_flight_before_any_is_awaited(tmp_path):
     keys = [f"{i:016x}" for i in range(3)]
     gate = threading.Event()
@@ -92,6 +95,7 @@ def test_every_get_is_in_flight_before_any_is_awaited(tmp_path):
     layered.close()
 
 
+@pytest.mark.feature("RC-03")
 def test_the_download_pool_is_bounded(tmp_path):
     keys = [f"{i:016x}" for i in range(3 * FETCH_WORKERS)]
     gate = threading.Event()
@@ -105,6 +109,7 @@ def test_the_download_pool_is_bounded(tmp_path):
     assert remote.peak == FETCH_WORKERS and len(remote.gets) == len(keys)
 
 
+@pytest.mark.feature("RC-03")
 def test_a_hit_is_adopted_verbatim_and_restores(tmp_path):
     key = "00000000000000aa"
     body = artifact(tmp_path, key)

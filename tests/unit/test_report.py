@@ -170,7 +170,8 @@ def two_task_run(app_result, lib_result=None):
 # ---------------------------------------------------------------- CLI-51 matrix
 
 
-def test_cli_51_visibility_matrix_is_pinned():
+@pytest.mark.feature("CLI-51")
+def test_visibility_matrix_is_pinned():
     assert VISIBILITY == {
         "focused:requested": {
             "executed": "frame",
@@ -248,14 +249,16 @@ def test_cli_51_visibility_matrix_is_pinned():
     }
 
 
-def test_cli_51_failures_are_never_silent_in_any_flow():
+@pytest.mark.feature("CLI-51")
+def test_failures_are_never_silent_in_any_flow():
     assert all(column["failed"] != "silent" for column in VISIBILITY.values())
 
 
 # ---------------------------------------------------------------- focused (CLI-50, CLI-53)
 
 
-def test_cli_50_focused_streams_the_requested_task_in_a_live_frame_and_keeps_deps_silent():
+@pytest.mark.feature("CLI-50")
+def test_focused_streams_the_requested_task_in_a_live_frame_and_keeps_deps_silent():
     stdout, stderr = run("focused", two_task_run(ok(APP, 2500, log=APP_LOG, command="vite build")))
     assert stdout == [
         "┌─ app#build",
@@ -271,20 +274,23 @@ def test_cli_50_focused_streams_the_requested_task_in_a_live_frame_and_keeps_dep
     ]
 
 
-def test_cli_53_live_frame_joins_lines_split_across_chunks_and_flushes_the_last_partial():
+@pytest.mark.feature("CLI-53")
+def test_live_frame_joins_lines_split_across_chunks_and_flushes_the_last_partial():
     chunks = (out(APP, "hel"), out(APP, "lo\nwor"), out(APP, "ld"))
     stdout, _ = run("focused", two_task_run(ok(APP, 100, log=chunks)))
     assert stdout[2:5] == ["hello", "world", "└─ app#build ── (0.10s) ok"]
 
 
-def test_cli_53_utf8_split_across_chunks_is_decoded_whole():
+@pytest.mark.feature("CLI-53")
+def test_utf8_split_across_chunks_is_decoded_whole():
     snow = "☃".encode()
     chunks = (LogChunk(1, b"a" + snow[:1]), LogChunk(1, snow[1:] + b"b\n"))
     stdout, _ = run("focused", two_task_run(ok(APP, 100, log=chunks)))
     assert stdout[2] == "a☃b"
 
 
-def test_cli_50_focused_dependency_failure_is_one_row_then_its_frame_before_the_footer():
+@pytest.mark.feature("CLI-50")
+def test_focused_dependency_failure_is_one_row_then_its_frame_before_the_footer():
     lib_fail = failed(LIB, log=(out(LIB, "TS2322: bad type\n"),))
     app_skip = skipped(APP, LIB)
     events = [
@@ -309,14 +315,16 @@ def test_cli_50_focused_dependency_failure_is_one_row_then_its_frame_before_the_
     ]
 
 
-def test_cli_50_focused_failure_of_the_requested_task_is_framed_once_not_replayed():
+@pytest.mark.feature("CLI-50")
+def test_focused_failure_of_the_requested_task_is_framed_once_not_replayed():
     stdout, stderr = run("focused", two_task_run(failed(APP, log=APP_LOG)))
     assert stdout.count("┌─ app#build") == 1 and "└─ app#build ── (0.41s) failed (exit 1)" in stdout
     assert not any(line.startswith("┌─ app#build >") for line in stdout)
     assert stderr[-1] == "2 tasks · 0 cached (0%) · 1 failed · wall 0.41s"
 
 
-def test_lc_10_focused_cache_hit_replays_its_stored_log_labelled_with_the_cache_status():
+@pytest.mark.feature("LC-10")
+def test_focused_cache_hit_replays_its_stored_log_labelled_with_the_cache_status():
     hit = ok(APP, 12, CacheStatus.LOCAL, log=APP_LOG, command="vite build")
     events = [
         RunStarted(G2, 2),
@@ -337,7 +345,8 @@ def test_lc_10_focused_cache_hit_replays_its_stored_log_labelled_with_the_cache_
     assert stderr[-1] == "2 tasks · 2 cached (100%) · wall 0.41s"
 
 
-def test_cli_53_several_requested_tasks_are_buffered_and_framed_whole():
+@pytest.mark.feature("CLI-53")
+def test_several_requested_tasks_are_buffered_and_framed_whole():
     g = graph([node(LIB, requested=True), node(APP, requested=True)])
     lib_r, app_r = ok(LIB, log=LIB_LOG), ok(APP, 300, log=APP_LOG, command="vite build")
     events = [
@@ -367,7 +376,8 @@ def test_cli_53_several_requested_tasks_are_buffered_and_framed_whole():
     ]
 
 
-def test_gr_03_a_requested_group_is_a_transparent_folder_for_its_one_task():
+@pytest.mark.feature("GR-03")
+def test_a_requested_group_is_a_transparent_folder_for_its_one_task():
     g = graph([node(LIB), node(ALL, [LIB], group=True, requested=True)])
     lib_r = ok(LIB, log=LIB_LOG)
     events = [
@@ -380,7 +390,8 @@ def test_gr_03_a_requested_group_is_a_transparent_folder_for_its_one_task():
     assert stderr[-1] == "1 task · 0 cached (0%) · wall 0.41s"
 
 
-def test_cli_53_retry_is_announced_and_the_live_frame_keeps_both_attempts():
+@pytest.mark.feature("CLI-53")
+def test_retry_is_announced_and_the_live_frame_keeps_both_attempts():
     first, second = out(APP, "flaky "), out(APP, "passed\n")
     result = ok(APP, 900, log=(second,), command="vite build")
     events = [
@@ -402,7 +413,8 @@ def test_cli_53_retry_is_announced_and_the_live_frame_keeps_both_attempts():
 # ---------------------------------------------------------------- broad (CLI-50, CLI-52, CLI-56)
 
 
-def test_cli_52_broad_prints_one_row_per_executed_task_and_hits_are_silent():
+@pytest.mark.feature("CLI-52")
+def test_broad_prints_one_row_per_executed_task_and_hits_are_silent():
     g = graph([node(LIB, requested=True), node(APP, requested=True), node(WEB, requested=True)])
     lib_r, app_r = ok(LIB, 3, CacheStatus.LOCAL, log=LIB_LOG), ok(APP, 2500, log=APP_LOG)
     web_r = ok(WEB, 65_000, CacheStatus.NO_CACHE)
@@ -428,7 +440,8 @@ def test_cli_52_broad_prints_one_row_per_executed_task_and_hits_are_silent():
     )
 
 
-def test_cli_51_broad_failure_is_a_row_at_once_and_a_whole_frame_replayed_before_the_footer():
+@pytest.mark.feature("CLI-51")
+def test_broad_failure_is_a_row_at_once_and_a_whole_frame_replayed_before_the_footer():
     g = graph([node(LIB, requested=True), node(APP, [LIB], requested=True)])
     lib_r = failed(LIB, log=(out(LIB, "boom\n", 2),))
     events = [
@@ -451,7 +464,8 @@ def test_cli_51_broad_failure_is_a_row_at_once_and_a_whole_frame_replayed_before
     ]
 
 
-def test_cli_51_broad_failure_on_one_terminal_reads_rows_then_frame_then_footer():
+@pytest.mark.feature("CLI-51")
+def test_broad_failure_on_one_terminal_reads_rows_then_frame_then_footer():
     g = graph([node(LIB, requested=True), node(APP, [LIB], requested=True)])
     lib_r = failed(LIB, log=(out(LIB, "boom\n", 2),))
     term = io.StringIO()
@@ -480,7 +494,8 @@ def test_cli_51_broad_failure_on_one_terminal_reads_rows_then_frame_then_footer(
     ]
 
 
-def test_cli_56_tasks_never_reached_after_a_stop_fold_into_one_line():
+@pytest.mark.feature("CLI-56")
+def test_tasks_never_reached_after_a_stop_fold_into_one_line():
     g = graph([node(LIB, requested=True), node(APP, requested=True), node(WEB, requested=True)])
     lib_r = TaskResult(
         LIB, Status.ABORTED, CacheStatus.MISS, duration_ms=300, exit_code=143, attempts=1
@@ -499,7 +514,8 @@ def test_cli_56_tasks_never_reached_after_a_stop_fold_into_one_line():
     assert stderr[-1] == "3 tasks · 0 cached (0%) · 3 aborted · wall 0.41s"
 
 
-def test_cli_56_skipped_without_a_blocker_counts_as_not_run():
+@pytest.mark.feature("CLI-56")
+def test_skipped_without_a_blocker_counts_as_not_run():
     r = TaskResult(
         APP,
         Status.SKIPPED,
@@ -513,7 +529,8 @@ def test_cli_56_skipped_without_a_blocker_counts_as_not_run():
 # ---------------------------------------------------------------- GitHub Actions (CLI-57)
 
 
-def test_cli_57_github_actions_groups_frames_fences_output_and_annotates_failures():
+@pytest.mark.feature("CLI-57")
+def test_github_actions_groups_frames_fences_output_and_annotates_failures():
     lib_r = ok(LIB, 4, CacheStatus.LOCAL, log=(out(LIB, "::set-output name=x::pwned\n"),))
     app_r = failed(APP, code=2, log=(out(APP, "boom\n"),))
     o, e = io.StringIO(), io.StringIO()
@@ -541,7 +558,8 @@ def test_cli_57_github_actions_groups_frames_fences_output_and_annotates_failure
     assert "::error title=app#build::app#build failed (exit 2)" in rest and "boom" in rest
 
 
-def test_cli_57_without_github_actions_there_are_no_workflow_commands():
+@pytest.mark.feature("CLI-57")
+def test_without_github_actions_there_are_no_workflow_commands():
     stdout, _ = run(
         "ci",
         [RunStarted(G2, 2), TaskFinished(ok(LIB, log=LIB_LOG)), RunFinished(summary([ok(LIB)]))],
@@ -552,7 +570,8 @@ def test_cli_57_without_github_actions_there_are_no_workflow_commands():
 # ---------------------------------------------------------------- ci (CLI-50)
 
 
-def test_cli_50_ci_frames_every_task_whole_when_it_ends_hits_included():
+@pytest.mark.feature("CLI-50")
+def test_ci_frames_every_task_whole_when_it_ends_hits_included():
     lib_r = ok(LIB, 4, CacheStatus.REMOTE, log=LIB_LOG)
     app_r = ok(APP, 800, log=APP_LOG, command="vite build")
     events = [
@@ -584,6 +603,7 @@ def test_cli_50_ci_frames_every_task_whole_when_it_ends_hits_included():
 # ---------------------------------------------------------------- notices, labels (CLI-59)
 
 
+@pytest.mark.feature("CLI-59")
 def test_notices_go_to_stderr_with_their_level():
     stdout, stderr = run(
         "broad", [Notice("entry damaged"), Notice("waiting for the lock", level="info")]
@@ -591,6 +611,7 @@ def test_notices_go_to_stderr_with_their_level():
     assert stdout == [] and stderr == ["vx: warning: entry damaged", "vx: waiting for the lock"]
 
 
+@pytest.mark.feature("CLI-59")
 @pytest.mark.parametrize(
     "result, label",
     [
@@ -608,10 +629,11 @@ def test_notices_go_to_stderr_with_their_level():
         (not_run(APP), "not run"),
     ],
 )
-def test_cli_59_labels_name_the_reason(result, label):
+def test_labels_name_the_reason(result, label):
     assert frames.outcome_label(result) == label
 
 
+@pytest.mark.feature("CLI-59")
 @pytest.mark.parametrize(
     "ms, text",
     [(0, "0.00s"), (410, "0.41s"), (59_999, "60.00s"), (62_000, "1m02s"), (3_900_000, "1h05m")],
@@ -620,7 +642,8 @@ def test_durations(ms, text):
     assert frames.format_duration(ms) == text
 
 
-def test_cli_55_footer_counts_cache_and_failures():
+@pytest.mark.feature("CLI-55")
+def test_footer_counts_cache_and_failures():
     results = [ok(TaskId(f"p{i}", "build"), cache=CacheStatus.LOCAL) for i in range(10)]
     results += [failed(TaskId("x", "build")), failed(TaskId("y", "build"))]
     rule, row = frames.footer(results, 410, "0.1.0", Palette(False))
@@ -631,14 +654,16 @@ def test_cli_55_footer_counts_cache_and_failures():
 # ---------------------------------------------------------------- colour (CLI-58)
 
 
-def test_cli_58_colour_off_writes_no_escape_and_strips_task_escapes():
+@pytest.mark.feature("CLI-58")
+def test_colour_off_writes_no_escape_and_strips_task_escapes():
     coloured = (LogChunk(1, b"\x1b[32mgreen\x1b[0m \x1b]8;;http://x\x07link\x1b]8;;\x07\n"),)
     stdout, stderr = run("ci", two_task_run(ok(APP, log=coloured), ok(LIB, log=coloured)))
     assert ESC not in "\n".join(stdout + stderr)
     assert stdout.count("green link") == 2
 
 
-def test_cli_58_colour_on_paints_vx_and_keeps_task_escapes():
+@pytest.mark.feature("CLI-58")
+def test_colour_on_paints_vx_and_keeps_task_escapes():
     coloured = (LogChunk(1, b"\x1b[32mgreen\x1b[0m\n"),)
     stdout, stderr = run("focused", two_task_run(ok(APP, log=coloured)), color=True)
     assert "\x1b[32mgreen\x1b[0m" in stdout
@@ -647,7 +672,8 @@ def test_cli_58_colour_on_paints_vx_and_keeps_task_escapes():
     assert frames.strip_ansi(stderr[-1]) == "2 tasks · 0 cached (0%) · wall 0.41s"
 
 
-def test_cli_58_project_hue_is_stable():
+@pytest.mark.feature("CLI-58")
+def test_project_hue_is_stable():
     assert frames.project_rgb("web") == frames.project_rgb("web")
     assert frames.project_rgb("web") != frames.project_rgb("api")
 
@@ -657,6 +683,7 @@ class Tty(io.StringIO):
         return True
 
 
+@pytest.mark.feature("CLI-58")
 @pytest.mark.parametrize(
     "env, tty, want",
     [
@@ -671,11 +698,12 @@ class Tty(io.StringIO):
         ({"FORCE_COLOR": "3"}, False, True),
     ],
 )
-def test_cli_58_color_enabled(env, tty, want):
+def test_color_enabled(env, tty, want):
     assert color_enabled(env, Tty() if tty else io.StringIO()) is want
 
 
-def test_cli_58_color_enabled_on_a_closed_stream_is_off():
+@pytest.mark.feature("CLI-58")
+def test_color_enabled_on_a_closed_stream_is_off():
     stream = io.StringIO()
     stream.close()
     assert color_enabled({}, stream) is False
@@ -689,7 +717,8 @@ class BrokenPipe(io.StringIO):
         raise BrokenPipeError(32, "Broken pipe")
 
 
-def test_ex_20_broken_stdout_goes_quiet_and_stderr_keeps_the_footer():
+@pytest.mark.feature("EX-20")
+def test_broken_stdout_goes_quiet_and_stderr_keeps_the_footer():
     err = io.StringIO()
     reporter = make_reporter(
         flow="ci", color=False, live=False, version="0.1.0", out=BrokenPipe(), err=err
@@ -699,7 +728,8 @@ def test_ex_20_broken_stdout_goes_quiet_and_stderr_keeps_the_footer():
     assert err.getvalue().endswith("2 tasks · 0 cached (0%) · 1 failed · wall 0.41s\n")
 
 
-def test_ex_20_closed_streams_never_raise():
+@pytest.mark.feature("EX-20")
+def test_closed_streams_never_raise():
     o, e = io.StringIO(), io.StringIO()
     reporter = make_reporter(flow="broad", color=False, live=False, version="0.1.0", out=o, err=e)
     o.close()
@@ -709,7 +739,8 @@ def test_ex_20_closed_streams_never_raise():
     assert o.closed and e.closed
 
 
-def test_ex_20_a_real_broken_pipe_is_silent_end_to_end(tmp_path):
+@pytest.mark.feature("EX-20")
+def test_a_real_broken_pipe_is_silent_end_to_end(tmp_path):
     script = (
         "import sys\n"
         "from vx.report.dry import render_dry\n"
@@ -731,6 +762,7 @@ def test_ex_20_a_real_broken_pipe_is_silent_end_to_end(tmp_path):
     assert proc.stderr == "done\n"
 
 
+@pytest.mark.feature("EX-20")
 def test_other_os_errors_are_not_swallowed():
     class Full(io.StringIO):
         def write(self, text):
@@ -740,6 +772,7 @@ def test_other_os_errors_are_not_swallowed():
         Sink(Full(), io.StringIO()).lines("out", ["x"])
 
 
+@pytest.mark.feature("EX-20")
 def test_unknown_flow_is_refused():
     with pytest.raises(ValueError):
         make_reporter(
@@ -792,7 +825,8 @@ def console(flow="focused", tick_s=None):
     return reporter, term, clock
 
 
-def test_cli_54_worker_rows_tick_and_are_erased_before_the_footer():
+@pytest.mark.feature("CLI-54")
+def test_worker_rows_tick_and_are_erased_before_the_footer():
     reporter, term, clock = console("broad")
     g = graph([node(LIB, requested=True), node(APP, requested=True), node(ALL, [LIB], group=True)])
     reporter(RunStarted(g, 4))
@@ -829,7 +863,8 @@ def test_cli_54_worker_rows_tick_and_are_erased_before_the_footer():
     ]
 
 
-def test_cli_54_redraws_are_coalesced_under_a_30ms_floor():
+@pytest.mark.feature("CLI-54")
+def test_redraws_are_coalesced_under_a_30ms_floor():
     reporter, term, clock = console("focused")
     reporter(RunStarted(G2, 2))
     reporter(TaskStarted(APP, "vite build"))
@@ -852,7 +887,8 @@ def test_cli_54_redraws_are_coalesced_under_a_30ms_floor():
     ]
 
 
-def test_cli_54_long_ids_are_cut_to_the_terminal_so_rows_never_wrap():
+@pytest.mark.feature("CLI-54")
+def test_long_ids_are_cut_to_the_terminal_so_rows_never_wrap():
     reporter, term, clock = console("broad")
     long_id = TaskId("@scope/" + "x" * 80, "build")
     reporter(RunStarted(graph([node(long_id, requested=True)]), 1))
@@ -860,7 +896,8 @@ def test_cli_54_long_ids_are_cut_to_the_terminal_so_rows_never_wrap():
     assert all(len(row) <= 39 for row in screen(term.getvalue()))
 
 
-def test_cli_54_the_ticker_thread_redraws_and_stops_on_close():
+@pytest.mark.feature("CLI-54")
+def test_the_ticker_thread_redraws_and_stops_on_close():
     term = io.StringIO()
     drawn = threading.Event()
 
@@ -884,12 +921,14 @@ def test_cli_54_the_ticker_thread_redraws_and_stops_on_close():
     assert screen(term.getvalue()) == []
 
 
+@pytest.mark.feature("CLI-54")
 def test_live_reporter_is_built_only_when_asked():
     kwargs = dict(flow="focused", color=False, version="0", out=io.StringIO(), err=io.StringIO())
     assert isinstance(make_reporter(live=True, **kwargs), ConsoleReporter)
     assert not isinstance(make_reporter(live=False, **kwargs), ConsoleReporter)
 
 
+@pytest.mark.feature("CLI-54")
 def test_importing_vx_report_does_not_import_rich():
     code = (
         "import sys, vx.report; print(sorted(m for m in sys.modules if m.split('.')[0] == 'rich'))"
@@ -904,7 +943,8 @@ def test_importing_vx_report_does_not_import_rich():
 # ---------------------------------------------------------------- summary (OBS-02)
 
 
-def test_obs_02_summary_shape():
+@pytest.mark.feature("OBS-02")
+def test_summary_shape():
     lib_r = ok(LIB, 3, CacheStatus.LOCAL)
     app_r = TaskResult(
         APP,
@@ -980,7 +1020,8 @@ def test_obs_02_summary_shape():
     assert json.loads(json.dumps(doc)) == doc
 
 
-def test_obs_02_write_summary_is_atomic_and_creates_parents(tmp_path):
+@pytest.mark.feature("OBS-02")
+def test_write_summary_is_atomic_and_creates_parents(tmp_path):
     target = tmp_path / "cache" / "runs" / "run-1.json"
     write_summary(summary([ok(LIB)]), target)
     write_summary(summary([ok(LIB), ok(APP)]), target)  # replaced whole, never appended
@@ -988,7 +1029,8 @@ def test_obs_02_write_summary_is_atomic_and_creates_parents(tmp_path):
     assert [p.name for p in target.parent.iterdir()] == ["run-1.json"]
 
 
-def test_obs_02_a_summary_to_a_device_or_fifo_is_written_through_never_renamed_over(tmp_path):
+@pytest.mark.feature("OBS-02")
+def test_a_summary_to_a_device_or_fifo_is_written_through_never_renamed_over(tmp_path):
     """`--summarize=/dev/null` once replaced the machine's /dev/null with a file (as root, a
     rename over a device succeeds). A FIFO stands in for the device here."""
     import stat
@@ -1006,7 +1048,8 @@ def test_obs_02_a_summary_to_a_device_or_fifo_is_written_through_never_renamed_o
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]  # and no temp file beside it
 
 
-def test_obs_02_unwritable_summary_is_a_vx_error_with_a_hint(tmp_path):
+@pytest.mark.feature("OBS-02")
+def test_unwritable_summary_is_a_vx_error_with_a_hint(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
     with pytest.raises(EnvironmentFailure) as info:
@@ -1024,7 +1067,8 @@ PLAN = [
 ]
 
 
-def test_cli_36_dry_text_table():
+@pytest.mark.feature("CLI-36")
+def test_dry_text_table():
     buf = io.StringIO()
     render_dry(PLAN, "text", buf)
     assert buf.getvalue().split("\n") == [
@@ -1038,7 +1082,8 @@ def test_cli_36_dry_text_table():
     ]
 
 
-def test_cli_36_cli_60_dry_json_is_the_only_thing_on_stdout():
+@pytest.mark.feature("CLI-36", "CLI-60")
+def test_dry_json_is_the_only_thing_on_stdout():
     buf = io.StringIO()
     render_dry(PLAN, "json", buf)
     doc = json.loads(buf.getvalue())
@@ -1058,18 +1103,21 @@ def test_cli_36_cli_60_dry_json_is_the_only_thing_on_stdout():
     ]
 
 
-def test_cli_36_unknown_dry_format_is_a_usage_error():
+@pytest.mark.feature("CLI-36")
+def test_unknown_dry_format_is_a_usage_error():
     with pytest.raises(UsageError):
         render_dry(PLAN, "yaml", io.StringIO())
 
 
-def test_cli_54_terminal_width_never_comes_back_zero():
+@pytest.mark.feature("CLI-54")
+def test_terminal_width_never_comes_back_zero():
     from vx.report.console import terminal_width
 
     assert terminal_width(io.StringIO()) > 0
 
 
-def test_cli_54_a_ready_server_is_pinned_as_running_above_the_workers():
+@pytest.mark.feature("CLI-54")
+def test_a_ready_server_is_pinned_as_running_above_the_workers():
     from vx.events import TaskReady
 
     reporter, term, clock = console("broad")

@@ -29,7 +29,8 @@ def refusal(sandbox: object) -> ConfigError:
     return err.value
 
 
-def test_empty_sandbox_is_the_baseline():  # SB-02
+@pytest.mark.feature("SB-02")
+def test_empty_sandbox_is_the_baseline():
     assert load({}) == SandboxConfig()
 
 
@@ -61,11 +62,13 @@ def test_full_shape_is_read_into_the_model():
     assert cfg.ignore_network == ("example.com:443",)
 
 
-def test_network_true_and_false():  # SB-08
+@pytest.mark.feature("SB-08")
+def test_network_true_and_false():
     assert load({"allow": {"network": True}}).network is True
     assert load({"allow": {"network": False}}).network == ()
 
 
+@pytest.mark.feature("SB-08")
 @pytest.mark.parametrize(
     "host, words",
     [
@@ -78,7 +81,7 @@ def test_network_true_and_false():  # SB-08
         ("example.com:99999", "a port is a number"),
     ],
 )
-def test_bad_host_patterns_are_refused(host, words):  # SB-08
+def test_bad_host_patterns_are_refused(host, words):
     err = refusal({"allow": {"network": [host]}})
     assert err.field == "tasks.build.exec.sandbox.allow.network[0]"
     assert words in err.message + err.hint
@@ -91,6 +94,7 @@ def test_deny_network_accepts_star_and_localhost():
     )
 
 
+@pytest.mark.feature("SB-04")
 @pytest.mark.parametrize(
     "grant, field, words",
     [
@@ -101,12 +105,13 @@ def test_deny_network_accepts_star_and_localhost():
         ("src/../../x", "write[0]", "`..` after the start"),
     ],
 )
-def test_write_grants_stay_home_and_off_the_walls(grant, field, words):  # SB-04
+def test_write_grants_stay_home_and_off_the_walls(grant, field, words):
     err = refusal({"allow": {"write": [grant]}})
     assert err.field == f"tasks.build.exec.sandbox.allow.{field}"
     assert words in err.message
 
 
+@pytest.mark.feature("SB-03", "SB-18")
 @pytest.mark.parametrize(
     "grant, words",
     [
@@ -118,7 +123,7 @@ def test_write_grants_stay_home_and_off_the_walls(grant, field, words):  # SB-04
         ("/opt/../etc", "`..` in an absolute path"),
     ],
 )
-def test_bad_grant_paths_are_refused(grant, words):  # SB-03, SB-18
+def test_bad_grant_paths_are_refused(grant, words):
     err = refusal({"allow": {"read": [grant]}})
     assert err.field == "tasks.build.exec.sandbox.allow.read[0]"
     assert words in err.message
@@ -129,7 +134,8 @@ def test_glob_outside_the_project_hints_the_directory():
     assert "`/opt/sdk/`" in err.hint
 
 
-def test_read_grants_may_climb_to_workspace_files_and_end_in_globstar():  # SB-03
+@pytest.mark.feature("SB-03")
+def test_read_grants_may_climb_to_workspace_files_and_end_in_globstar():
     assert (
         load({"allow": {"read": ["../../tsconfig.base.json", ".", "~/.cache/tool/**"]}}).read[1]
         == "."

@@ -100,7 +100,8 @@ def plan(root: Path, config: SandboxConfig, **kw):
     return plan_sandbox(config, **args)
 
 
-def test_walls_are_other_projects_git_and_vx(tmp_path):  # SB-05
+@pytest.mark.feature("SB-05")
+def test_walls_are_other_projects_git_and_vx(tmp_path):
     root = workspace(tmp_path)
     spec = plan(root, SandboxConfig())
     assert {os.path.relpath(w, root) for w in spec.walls} == {
@@ -113,7 +114,8 @@ def test_walls_are_other_projects_git_and_vx(tmp_path):  # SB-05
     }
 
 
-def test_a_cached_task_gets_only_the_linked_packages_its_key_folds(tmp_path):  # SB-07
+@pytest.mark.feature("SB-07")
+def test_a_cached_task_gets_only_the_linked_packages_its_key_folds(tmp_path):
     root = workspace(tmp_path)
     spec = plan(root, SandboxConfig(), folded=["lib"])
     assert spec.linked == (str(root / "packages/lib"),)
@@ -124,6 +126,7 @@ def test_a_cached_task_gets_only_the_linked_packages_its_key_folds(tmp_path):  #
     )
 
 
+@pytest.mark.feature("SB-04")
 @pytest.mark.parametrize(
     "grant, words",
     [
@@ -131,7 +134,7 @@ def test_a_cached_task_gets_only_the_linked_packages_its_key_folds(tmp_path):  #
         ("link/", "leaves the project"),
     ],
 )
-def test_write_grants_into_walls_or_through_links_out_are_refused(tmp_path, grant, words):  # SB-04
+def test_write_grants_into_walls_or_through_links_out_are_refused(tmp_path, grant, words):
     root = workspace(tmp_path)
     (root / "packages/app/link").symlink_to(root / "packages/lib")
     with pytest.raises(ConfigError) as err:
@@ -142,7 +145,8 @@ def test_write_grants_into_walls_or_through_links_out_are_refused(tmp_path, gran
     assert err.value.file == "packages/app/vx.config.json"
 
 
-def test_expand_creates_write_grants_and_records_placeholders(tmp_path):  # SB-04
+@pytest.mark.feature("SB-04")
+def test_expand_creates_write_grants_and_records_placeholders(tmp_path):
     root = workspace(tmp_path)
     spec = plan(
         root, SandboxConfig(read=("src/**", "missing.json"), write=("dist/", "out/stats.json"))
@@ -177,7 +181,8 @@ def test_a_directory_glob_that_matched_nothing_is_scratch_unless_a_read_bind_hol
     ]
 
 
-def test_walls_apply_only_inside_a_bind(tmp_path):  # SB-05
+@pytest.mark.feature("SB-05")
+def test_walls_apply_only_inside_a_bind(tmp_path):
     root = workspace(tmp_path)
     assert expand(plan(root, SandboxConfig(read=("src/**",)))).walls == []
     assert expand(plan(root, SandboxConfig(read=(".",)))).walls == [
@@ -185,7 +190,8 @@ def test_walls_apply_only_inside_a_bind(tmp_path):  # SB-05
     ]
 
 
-def test_credential_stores_are_hidden_unless_granted(tmp_path):  # SB-06
+@pytest.mark.feature("SB-06")
+def test_credential_stores_are_hidden_unless_granted(tmp_path):
     root = workspace(tmp_path)
     home = tmp_path / "home"
     (home / ".ssh").mkdir(parents=True)
@@ -197,7 +203,8 @@ def test_credential_stores_are_hidden_unless_granted(tmp_path):  # SB-06
     assert expand(plan(root, SandboxConfig(read=("~/.ssh/known_hosts",)))).hidden_dirs == []
 
 
-def test_protected_config_files_inside_write_grants_stay_read_only(tmp_path):  # SB-11
+@pytest.mark.feature("SB-11")
+def test_protected_config_files_inside_write_grants_stay_read_only(tmp_path):
     root = workspace(tmp_path)
     (root / "packages/app/dist/sub").mkdir(parents=True)
     (root / "packages/app/dist/sub/.bashrc").write_text("x")
@@ -244,6 +251,7 @@ def test_folded_packages_follow_the_key_through_groups_and_filters():
     assert folded_packages(nodes, a, lambda owner, deps, pats: []) == set()
 
 
-def test_a_project_path_with_glob_characters_stays_literal():  # SB-18: no refusal needed on Linux
+@pytest.mark.feature("SB-18")
+def test_a_project_path_with_glob_characters_stays_literal():  # no refusal needed on Linux
     (grant,) = resolve("src/*.ts", "/w/odd*[dir]", HOME, realpath=False)
     assert grant.base == "/w/odd*[dir]/src" and grant.covers("/w/odd*[dir]/src/a.ts")

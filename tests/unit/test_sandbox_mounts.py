@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from vx.model import SandboxConfig
 from vx.sandbox.grants import Layout, SandboxSpec
 from vx.sandbox.mounts import bwrap_argv, tree_ops
@@ -141,7 +143,8 @@ def test_home_under_tmp_stays_readable_and_net_can_be_shared():
     )
 
 
-def test_the_unix_socket_filter_is_handed_to_bwrap_when_asked():  # SB-09
+@pytest.mark.feature("SB-09")
+def test_the_unix_socket_filter_is_handed_to_bwrap_when_asked():
     argv = bwrap_argv("bwrap", spec(), Layout(), tmpdir="/tmp/t", status_fd=4, seccomp_fd=7)
     assert argv[argv.index("--seccomp") + 1] == "7"
     assert "--seccomp" not in bwrap_argv("bwrap", spec(), Layout(), tmpdir="/tmp/t", status_fd=4)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from vx.model import SandboxConfig, Violation
 from vx.sandbox.grants import Layout, SandboxSpec, resolve
 from vx.sandbox.trace import Access
@@ -108,7 +110,8 @@ def test_walls_root_files_and_the_outside_are_not_counted():
     assert report.violations == [] and report.refused_outside == []
 
 
-def test_siblings_nested_projects_and_withheld_linked_packages():  # SB-07
+@pytest.mark.feature("SB-07")
+def test_siblings_nested_projects_and_withheld_linked_packages():
     report = judge(
         [
             read("/w/packages/ui/x.js"),
@@ -128,7 +131,8 @@ def test_siblings_nested_projects_and_withheld_linked_packages():  # SB-07
     ]
 
 
-def test_ignore_silences_matching_paths():  # SB-10
+@pytest.mark.feature("SB-10")
+def test_ignore_silences_matching_paths():
     report = judge(
         [read(f"{P}/fixture.json"), write(f"{P}/node_modules/.cache/x")],
         ignore_read=("*.json",),
@@ -142,7 +146,8 @@ def test_a_path_written_and_read_back_counts_once_as_a_write():
     assert [v.kind for v in report.violations] == ["write"]
 
 
-def test_refused_writes_outside_become_a_hint_for_a_failed_task():  # SB-12, seed 0.0.217
+@pytest.mark.feature("SB-12")
+def test_refused_writes_outside_become_a_hint_for_a_failed_task():  # seed 0.0.217
     spec = make_spec()
     report = Judge(spec, Layout(), TMP, is_file=HOST.__contains__).judge(
         [
@@ -167,11 +172,13 @@ def test_scratch_globs_cover_their_writes():
     assert report.violations == []
 
 
-def test_the_project_package_json_and_node_modules_are_always_readable():  # SB-07; every key folds package.json
+@pytest.mark.feature("SB-07")
+def test_the_project_package_json_and_node_modules_are_always_readable():  # every key folds package.json
     report = judge([read(f"{P}/package.json"), read("/w/node_modules/x/index.js", None)], read=())
     assert report.violations == []
 
 
-def test_a_failed_read_through_a_node_modules_link_is_judged_where_the_link_points():  # SB-07
+@pytest.mark.feature("SB-07")
+def test_a_failed_read_through_a_node_modules_link_is_judged_where_the_link_points():
     report = judge([read("/w/node_modules/lib/src/index.js")], withheld={"/w/packages/lib": "lib"})
     assert [v.path for v in report.violations] == ["packages/lib/src/index.js"]

@@ -3,6 +3,8 @@
 import asyncio
 import json
 
+import pytest
+
 from vx.engine.scheduler import PrioritySlots, walk
 from vx.model import (
     CacheStatus,
@@ -61,14 +63,16 @@ def test_dependencies_finish_before_dependants():
     assert all(r.status is Status.SUCCESS for r in res.values())
 
 
-def test_ready_tasks_start_by_priority():  # GR-08
+@pytest.mark.feature("GR-08")
+def test_ready_tasks_start_by_priority():
     log = []
     g = graph({"low": [], "high": [], "mid": []}, priority={"high": 5, "mid": 2})
     run(g, rebuild=fake_rebuild(log=log))
     assert log == ["high", "mid", "low"]
 
 
-def test_deps_ok_skips_dependants_and_names_root_failure():  # GR-10, CLI-56
+@pytest.mark.feature("GR-10", "CLI-56")
+def test_deps_ok_skips_dependants_and_names_root_failure():
     g = graph({"a": [], "b": ["a"], "c": ["b"], "side": []})
     res = run(g, rebuild=fake_rebuild(fail={"a"}))
     assert res[TaskId("p", "b")].status is Status.SKIPPED
@@ -76,20 +80,23 @@ def test_deps_ok_skips_dependants_and_names_root_failure():  # GR-10, CLI-56
     assert res[TaskId("p", "side")].status is Status.SUCCESS
 
 
-def test_always_runs_dependants():  # GR-10
+@pytest.mark.feature("GR-10")
+def test_always_runs_dependants():
     g = graph({"a": [], "b": ["a"]})
     res = run(g, rebuild=fake_rebuild(fail={"a"}), continue_mode="always")
     assert res[TaskId("p", "b")].status is Status.SUCCESS
 
 
-def test_never_stops_dispatch_after_first_failure():  # GR-10
+@pytest.mark.feature("GR-10")
+def test_never_stops_dispatch_after_first_failure():
     g = graph({"a": [], "x": [], "b": ["x"]}, priority={"a": 9})
     res = run(g, rebuild=fake_rebuild(fail={"a"}), continue_mode="never")
     assert res[TaskId("p", "b")].status is Status.SKIPPED
     assert "--continue=never" in res[TaskId("p", "b")].reason
 
 
-def test_stop_event_aborts_unstarted():  # EX-16
+@pytest.mark.feature("EX-16")
+def test_stop_event_aborts_unstarted():
     g = graph({"a": [], "b": ["a"]})
     stop = asyncio.Event()
 
@@ -127,7 +134,8 @@ def test_priority_slots_bound_and_order():
     assert order == ["high", "mid", "low"] and peak == 1
 
 
-def test_gr19_an_interactive_task_gathers_every_slot_before_it_starts():
+@pytest.mark.feature("GR-19")
+def test_an_interactive_task_gathers_every_slot_before_it_starts():
     """It waits for every running task to give its slot back, and a task asking after it waits
     until it is done: it runs alone."""
     from types import SimpleNamespace

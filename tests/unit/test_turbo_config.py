@@ -23,7 +23,8 @@ def root(**tasks) -> TurboRoot:
     return _checked_root({"tasks": tasks}, "turbo.json")
 
 
-def test_tl05_a_definition_becomes_a_task_running_the_script():
+@pytest.mark.feature("TL-05")
+def test_a_definition_becomes_a_task_running_the_script():
     task = project(
         root(build={"dependsOn": ["^build"], "outputs": ["dist/**"]}), pkg(), "npm", None, ""
     ).tasks["build"]
@@ -31,7 +32,8 @@ def test_tl05_a_definition_becomes_a_task_running_the_script():
     assert task.cache.input_files == ("**",) and task.cache.output_files == ("dist/**",)
 
 
-def test_tl05_no_script_is_a_keyed_noop_and_deps_on_undefined_tasks_drop():
+@pytest.mark.feature("TL-05")
+def test_no_script_is_a_keyed_noop_and_deps_on_undefined_tasks_drop():
     config = project(
         root(build={"dependsOn": ["codegen", "^build"]}, lint={"dependsOn": ["build"]}),
         pkg(),
@@ -47,7 +49,8 @@ def test_tl05_no_script_is_a_keyed_noop_and_deps_on_undefined_tasks_drop():
     assert lint.cache.input_files == ("**",)  # keyed on the package's files, as turbo hashes it
 
 
-def test_tl05_root_project_takes_only_double_slash_definitions():
+@pytest.mark.feature("TL-05")
+def test_root_project_takes_only_double_slash_definitions():
     turbo = root(build={}, **{"//#check": {"cache": False}})
     config = project(
         turbo, pkg(ROOT_PROJECT, build="turbo run build", check="eslint ."), "npm", None, ""
@@ -55,7 +58,8 @@ def test_tl05_root_project_takes_only_double_slash_definitions():
     assert set(config.tasks) == {"check"} and config.tasks["check"].cache is None
 
 
-def test_tl05_pkg_hash_replaces_and_a_package_file_merges_field_by_field():
+@pytest.mark.feature("TL-05")
+def test_pkg_hash_replaces_and_a_package_file_merges_field_by_field():
     turbo = root(
         build={"outputs": ["dist/**"], "inputs": ["src/**"]},
         **{"web#build": {"outputs": ["out/**"]}},
@@ -72,7 +76,8 @@ def test_tl05_pkg_hash_replaces_and_a_package_file_merges_field_by_field():
     assert config.source == "apps/web/turbo.json" and config.tags == ("ui",)
 
 
-def test_tl05_turbo_root_globs_and_global_dependencies_are_workspace_files():
+@pytest.mark.feature("TL-05")
+def test_turbo_root_globs_and_global_dependencies_are_workspace_files():
     turbo = _checked_root(
         {
             "globalDependencies": [".env"],
@@ -91,7 +96,8 @@ def test_tl05_turbo_root_globs_and_global_dependencies_are_workspace_files():
     assert cache.output_workspace_files == ("coverage/web/**",)
 
 
-def test_tl05_env_lists_key_and_pass_and_fold_into_the_declaration():
+@pytest.mark.feature("TL-05")
+def test_env_lists_key_and_pass_and_fold_into_the_declaration():
     turbo = _checked_root(
         {
             "globalEnv": ["CI_SHA"],
@@ -122,7 +128,8 @@ def test_tl05_env_lists_key_and_pass_and_fold_into_the_declaration():
     )  # the key sees the lists
 
 
-def test_tl05_npm_hooks_fold_around_the_script_other_managers_do_not():
+@pytest.mark.feature("TL-05")
+def test_npm_hooks_fold_around_the_script_other_managers_do_not():
     web = pkg(build="tsc -b # types", prebuild="rm -rf dist", postbuild="echo done")
     npm = project(root(build={}), web, "npm", None, "").tasks["build"].exec.command
     assert (
@@ -148,7 +155,8 @@ def test_tl05_npm_hooks_fold_around_the_script_other_managers_do_not():
     )
 
 
-def test_tl05_persistent_and_interactive_map_to_exec_and_never_cache():
+@pytest.mark.feature("TL-05")
+def test_persistent_and_interactive_map_to_exec_and_never_cache():
     config = project(
         root(dev={"persistent": True, "outputs": ["x/**"]}, ask={"interactive": True}),
         pkg(dev="vite", ask="x"),
@@ -165,6 +173,7 @@ def test_tl05_persistent_and_interactive_map_to_exec_and_never_cache():
     assert ask.exec.interactive and ask.cache is None
 
 
+@pytest.mark.feature("TL-05")
 @pytest.mark.parametrize(
     "data, field",
     [
@@ -180,13 +189,14 @@ def test_tl05_persistent_and_interactive_map_to_exec_and_never_cache():
         ({"tasks": {"build": {"exec": {"command": "x"}}}}, "tasks.build.exec"),
     ],
 )
-def test_tl05_refusals_name_the_turbo_field(data, field):
+def test_refusals_name_the_turbo_field(data, field):
     with pytest.raises(ConfigError) as caught:
         _checked_root(data, "turbo.json")
     assert caught.value.file == "turbo.json" and caught.value.field == field
 
 
-def test_tl05_yarn_1_runs_hooks_yarn_2_does_not(tmp_path):
+@pytest.mark.feature("TL-05")
+def test_yarn_1_runs_hooks_yarn_2_does_not(tmp_path):
     from vx.config.turbo import hook_manager
 
     assert hook_manager("yarn", tmp_path) == "yarn-classic"
@@ -194,7 +204,8 @@ def test_tl05_yarn_1_runs_hooks_yarn_2_does_not(tmp_path):
     assert hook_manager("yarn", tmp_path) == "yarn"
 
 
-def test_tl05_pnpm_runs_hooks_from_9_on_or_as_its_settings_say(tmp_path):
+@pytest.mark.feature("TL-05")
+def test_pnpm_runs_hooks_from_9_on_or_as_its_settings_say(tmp_path):
     from vx.config.turbo import hook_manager
 
     assert hook_manager("pnpm", tmp_path) == "pnpm-hooks"  # no version to tell: today's pnpm

@@ -39,7 +39,8 @@ def npm_repo(tmp_path: Path, members: dict[str, dict], globs: object = ("package
 # ---------------------------------------------------------------- WS-01 root discovery
 
 
-def test_ws01_npm_workspaces_found_from_inside_a_member(tmp_path):
+@pytest.mark.feature("WS-01")
+def test_npm_workspaces_found_from_inside_a_member(tmp_path):
     npm_repo(tmp_path, {"packages/a": pkg("a"), "packages/b": pkg("b")})
     (tmp_path / "packages/a/src/deep").mkdir(parents=True)
     ws = discover(tmp_path / "packages/a/src/deep")
@@ -50,14 +51,16 @@ def test_ws01_npm_workspaces_found_from_inside_a_member(tmp_path):
     assert ws.member_globs == ("packages/*",)
 
 
-def test_ws01_yarn_workspaces_packages_object(tmp_path):
+@pytest.mark.feature("WS-01")
+def test_yarn_workspaces_packages_object(tmp_path):
     npm_repo(tmp_path, {"apps/web": pkg("web")}, globs={"packages": ["apps/*"]})
     ws = discover(tmp_path / "apps/web")
     assert ws.root == tmp_path.resolve()
     assert "web" in ws.packages
 
 
-def test_ws01_pnpm_workspace_yaml(tmp_path):
+@pytest.mark.feature("WS-01")
+def test_pnpm_workspace_yaml(tmp_path):
     write_tree(
         tmp_path,
         {
@@ -73,15 +76,17 @@ def test_ws01_pnpm_workspace_yaml(tmp_path):
     assert ws.packages["y"].dir == "apps/x/y"
 
 
+@pytest.mark.feature("WS-01")
 @pytest.mark.parametrize("yaml_text", ["packages: [unclosed\n", "packages: packages/*\n", "- a\n"])
-def test_ws01_broken_pnpm_workspace_yaml_is_a_config_error(tmp_path, yaml_text):
+def test_broken_pnpm_workspace_yaml_is_a_config_error(tmp_path, yaml_text):
     write_tree(tmp_path, {"pnpm-workspace.yaml": yaml_text, "package.json": {"name": "r"}})
     with pytest.raises(ConfigError) as err:
         discover(tmp_path)
     assert err.value.file == "pnpm-workspace.yaml" and err.value.hint
 
 
-def test_ws01_pnpm_workspace_yaml_stops_the_walk(tmp_path):
+@pytest.mark.feature("WS-01")
+def test_pnpm_workspace_yaml_stops_the_walk(tmp_path):
     write_tree(
         tmp_path,
         {
@@ -96,20 +101,23 @@ def test_ws01_pnpm_workspace_yaml_stops_the_walk(tmp_path):
     assert sorted(ws.packages) == [ROOT_PROJECT]
 
 
-def test_ws01_unclaimed_nested_package_is_its_own_root(tmp_path):
+@pytest.mark.feature("WS-01")
+def test_unclaimed_nested_package_is_its_own_root(tmp_path):
     npm_repo(tmp_path, {"packages/a": pkg("a"), "tools/x": pkg("x")})
     ws = discover(tmp_path / "tools/x")
     assert ws.root == (tmp_path / "tools/x").resolve()
     assert list(ws.packages) == [ROOT_PROJECT]
 
 
-def test_ws01_plain_subdirectory_of_the_root_belongs_to_the_root(tmp_path):
+@pytest.mark.feature("WS-01")
+def test_plain_subdirectory_of_the_root_belongs_to_the_root(tmp_path):
     npm_repo(tmp_path, {"packages/a": pkg("a")})
     (tmp_path / "scripts").mkdir()
     assert discover(tmp_path / "scripts").root == tmp_path.resolve()
 
 
-def test_ws01_single_package_repo(tmp_path):
+@pytest.mark.feature("WS-01")
+def test_single_package_repo(tmp_path):
     write_tree(tmp_path, {"package.json": pkg("solo", scripts={"build": "tsc"}), "src/x.ts": ""})
     ws = discover(tmp_path / "src")
     assert list(ws.packages) == [ROOT_PROJECT]
@@ -122,7 +130,8 @@ def test_ws01_single_package_repo(tmp_path):
     assert ws.member_globs == ()
 
 
-def test_ws01_no_root_is_a_workspace_error_with_a_hint(tmp_path, monkeypatch):
+@pytest.mark.feature("WS-01")
+def test_no_root_is_a_workspace_error_with_a_hint(tmp_path, monkeypatch):
     import vx.workspace.discover as workspace
 
     monkeypatch.setattr(workspace, "_candidate", lambda here: None)
@@ -135,7 +144,8 @@ def test_ws01_no_root_is_a_workspace_error_with_a_hint(tmp_path, monkeypatch):
 # ---------------------------------------------------------------- WS-02 member globs
 
 
-def test_ws02_bang_excludes_a_member_and_its_tree(tmp_path):
+@pytest.mark.feature("WS-02")
+def test_bang_excludes_a_member_and_its_tree(tmp_path):
     npm_repo(
         tmp_path,
         {
@@ -148,7 +158,8 @@ def test_ws02_bang_excludes_a_member_and_its_tree(tmp_path):
     assert sorted(discover(tmp_path).packages) == [ROOT_PROJECT, "a"]
 
 
-def test_ws02_spellings_are_normalised(tmp_path):
+@pytest.mark.feature("WS-02")
+def test_spellings_are_normalised(tmp_path):
     npm_repo(
         tmp_path,
         {"packages/a": pkg("a"), "libs/b": pkg("b")},
@@ -159,7 +170,8 @@ def test_ws02_spellings_are_normalised(tmp_path):
     assert ws.member_globs == ("packages/*", "libs/b", "!packages/zzz")
 
 
-def test_ws02_braces_and_double_star_and_node_modules_skipped(tmp_path):
+@pytest.mark.feature("WS-02")
+def test_braces_and_double_star_and_node_modules_skipped(tmp_path):
     npm_repo(
         tmp_path,
         {
@@ -174,13 +186,15 @@ def test_ws02_braces_and_double_star_and_node_modules_skipped(tmp_path):
     assert sorted(discover(tmp_path).packages) == [ROOT_PROJECT, "ui", "web"]
 
 
-def test_ws02_directory_without_package_json_is_not_a_member(tmp_path):
+@pytest.mark.feature("WS-02")
+def test_directory_without_package_json_is_not_a_member(tmp_path):
     npm_repo(tmp_path, {"packages/a": pkg("a")})
     (tmp_path / "packages/empty").mkdir()
     assert sorted(discover(tmp_path).packages) == [ROOT_PROJECT, "a"]
 
 
-def test_ws02_extglob_refused_with_a_rewrite(tmp_path):
+@pytest.mark.feature("WS-02")
+def test_extglob_refused_with_a_rewrite(tmp_path):
     npm_repo(tmp_path, {"packages/a": pkg("a")}, globs=("packages/!(legacy|old)",))
     with pytest.raises(ConfigError) as err:
         discover(tmp_path)
@@ -189,7 +203,8 @@ def test_ws02_extglob_refused_with_a_rewrite(tmp_path):
     assert '"packages/*", "!packages/legacy", "!packages/old"' in text
 
 
-def test_ws02_member_outside_the_root_refused(tmp_path):
+@pytest.mark.feature("WS-02")
+def test_member_outside_the_root_refused(tmp_path):
     npm_repo(tmp_path / "repo", {"packages/a": pkg("a")}, globs=("../elsewhere/*",))
     with pytest.raises(ConfigError) as err:
         discover(tmp_path / "repo")
@@ -197,7 +212,8 @@ def test_ws02_member_outside_the_root_refused(tmp_path):
     assert err.value.field == "workspaces[0]"
 
 
-def test_ws02_workspaces_must_be_a_glob_list(tmp_path):
+@pytest.mark.feature("WS-02")
+def test_workspaces_must_be_a_glob_list(tmp_path):
     write_tree(tmp_path, {"package.json": {"name": "r", "workspaces": "packages/*"}})
     with pytest.raises(ConfigError) as err:
         discover(tmp_path)
@@ -207,7 +223,8 @@ def test_ws02_workspaces_must_be_a_glob_list(tmp_path):
 # ---------------------------------------------------------------- WS-03 / WS-04 projects
 
 
-def test_ws03_duplicate_names_name_both_manifests(tmp_path):
+@pytest.mark.feature("WS-03")
+def test_duplicate_names_name_both_manifests(tmp_path):
     npm_repo(tmp_path, {"packages/a": pkg("same"), "packages/b": pkg("same")})
     with pytest.raises(ConfigError) as err:
         discover(tmp_path)
@@ -216,15 +233,17 @@ def test_ws03_duplicate_names_name_both_manifests(tmp_path):
     assert err.value.hint
 
 
-def test_ws03_member_named_like_the_root_is_a_duplicate(tmp_path):
+@pytest.mark.feature("WS-03")
+def test_member_named_like_the_root_is_a_duplicate(tmp_path):
     npm_repo(tmp_path, {"packages/a": pkg("root")})
     with pytest.raises(ConfigError) as err:
         discover(tmp_path)
     assert "package.json and packages/a/package.json" in err.value.message
 
 
+@pytest.mark.feature("WS-03")
 @pytest.mark.parametrize("name", [None, 42, "a#b", " padded", "trail ", ""])
-def test_ws03_bad_package_names_refused(tmp_path, name):
+def test_bad_package_names_refused(tmp_path, name):
     member = {"version": "1.0.0"} if name is None else {"name": name, "version": "1.0.0"}
     npm_repo(tmp_path, {"packages/a": member})
     with pytest.raises(ConfigError) as err:
@@ -233,7 +252,8 @@ def test_ws03_bad_package_names_refused(tmp_path, name):
     assert err.value.hint
 
 
-def test_ws03_broken_manifest_names_file_line_and_column(tmp_path):
+@pytest.mark.feature("WS-03")
+def test_broken_manifest_names_file_line_and_column(tmp_path):
     npm_repo(tmp_path, {"packages/a": pkg("a")})
     (tmp_path / "packages/a/package.json").write_text('{\n  "name": "a",\n}')
     with pytest.raises(ConfigError) as err:
@@ -242,7 +262,8 @@ def test_ws03_broken_manifest_names_file_line_and_column(tmp_path):
     assert err.value.field.startswith("line 3")
 
 
-def test_ws04_root_project_is_present_as_double_slash(tmp_path):
+@pytest.mark.feature("WS-04")
+def test_root_project_is_present_as_double_slash(tmp_path):
     npm_repo(tmp_path, {"packages/a": pkg("a")})
     root_manifest = json.loads((tmp_path / "package.json").read_text())
     root_manifest.update(devDependencies={"a": "*"}, scripts={"lint": "eslint ."})
@@ -266,6 +287,7 @@ def deps_of(tmp_path: Path, spec: str, version: str = "2.0.0", field: str = "dep
     return discover(tmp_path).packages["app"].deps
 
 
+@pytest.mark.feature("WS-20")
 @pytest.mark.parametrize(
     "spec",
     [
@@ -284,24 +306,27 @@ def deps_of(tmp_path: Path, spec: str, version: str = "2.0.0", field: str = "dep
         "link:../lib",
     ],
 )
-def test_ws20_linked_specs_are_edges(tmp_path, spec):
+def test_linked_specs_are_edges(tmp_path, spec):
     assert deps_of(tmp_path, spec) == ("lib",)
 
 
+@pytest.mark.feature("WS-20")
 @pytest.mark.parametrize(
     "spec",
     ["^1", "~1.2.0", "<2", "1.x", "latest", "npm:other@^2", "file:../elsewhere", "github:user/lib"],
 )
-def test_ws20_registry_specs_are_not_edges(tmp_path, spec):
+def test_registry_specs_are_not_edges(tmp_path, spec):
     assert deps_of(tmp_path, spec) == ()
 
 
+@pytest.mark.feature("WS-20")
 @pytest.mark.parametrize("field", ["devDependencies", "optionalDependencies", "peerDependencies"])
-def test_ws20_every_dependency_field_counts(tmp_path, field):
+def test_every_dependency_field_counts(tmp_path, field):
     assert deps_of(tmp_path, "workspace:*", field=field) == ("lib",)
 
 
-def test_ws20_workspace_alias_links_the_named_package(tmp_path):
+@pytest.mark.feature("WS-20")
+def test_workspace_alias_links_the_named_package(tmp_path):
     npm_repo(
         tmp_path,
         {
@@ -312,7 +337,8 @@ def test_ws20_workspace_alias_links_the_named_package(tmp_path):
     assert discover(tmp_path).packages["app"].deps == ("@scope/lib",)
 
 
-def test_ws20_peer_dependency_closing_a_cycle_is_dropped(tmp_path):
+@pytest.mark.feature("WS-20")
+def test_peer_dependency_closing_a_cycle_is_dropped(tmp_path):
     npm_repo(
         tmp_path,
         {
@@ -326,7 +352,8 @@ def test_ws20_peer_dependency_closing_a_cycle_is_dropped(tmp_path):
     assert packages["core"].deps == ("extra",)  # the peer edge to plugin would close a cycle
 
 
-def test_ws20_deps_are_sorted_and_self_reference_ignored(tmp_path):
+@pytest.mark.feature("WS-20")
+def test_deps_are_sorted_and_self_reference_ignored(tmp_path):
     npm_repo(
         tmp_path,
         {
@@ -338,6 +365,7 @@ def test_ws20_deps_are_sorted_and_self_reference_ignored(tmp_path):
     assert discover(tmp_path).packages["a"].deps == ("b", "z")
 
 
+@pytest.mark.feature("WS-20")
 @pytest.mark.parametrize(
     "version,spec,ok",
     [
@@ -363,7 +391,7 @@ def test_ws20_deps_are_sorted_and_self_reference_ignored(tmp_path):
         ("1.2.3", "*", True),
     ],
 )
-def test_ws20_semver_range_check(version, spec, ok):
+def test_semver_range_check(version, spec, ok):
     assert satisfies(version, spec) is ok
 
 
@@ -440,6 +468,7 @@ importers:
 """
 
 
+@pytest.mark.feature("WS-20")
 @pytest.mark.parametrize(
     "lock,deps",
     [
@@ -453,11 +482,12 @@ importers:
         (LOCK_5 % "1.0.0", ()),
     ],
 )
-def test_ws20_pnpm_lockfile_importers_decide(tmp_path, lock, deps):
+def test_pnpm_lockfile_importers_decide(tmp_path, lock, deps):
     app = pkg("app", dependencies={"@scope/lib": "^1.0.0"})
     assert pnpm_repo(tmp_path, {"packages/app/package.json": app, "pnpm-lock.yaml": lock}) == deps
 
 
+@pytest.mark.feature("WS-20")
 @pytest.mark.parametrize(
     "files,deps",
     [
@@ -489,7 +519,7 @@ def test_ws20_pnpm_lockfile_importers_decide(tmp_path, lock, deps):
         ),  # pnpm 9 reads only .npmrc
     ],
 )
-def test_ws20_pnpm_link_workspace_packages_setting(tmp_path, files, deps):
+def test_pnpm_link_workspace_packages_setting(tmp_path, files, deps):
     app = pkg("app", dependencies={"@scope/lib": "^1.0.0", "x": "workspace:*"})
     write_tree(tmp_path, {"packages/x/package.json": pkg("x")})
     assert pnpm_repo(tmp_path, {"packages/app/package.json": app, **files}) == tuple(
@@ -497,7 +527,8 @@ def test_ws20_pnpm_link_workspace_packages_setting(tmp_path, files, deps):
     )
 
 
-def test_ws20_a_file_spec_is_an_edge_whatever_pnpm_locked(
+@pytest.mark.feature("WS-20")
+def test_a_file_spec_is_an_edge_whatever_pnpm_locked(
     tmp_path,
 ):  # pnpm may inject a `file:` member
     app = pkg("app", dependencies={"@scope/lib": "file:../lib"})

@@ -1,4 +1,4 @@
-"""How long the local cache keeps what it holds (LC-16): the `vx cache prune` verb, and the
+"""How long the local cache keeps what it holds: the `vx cache prune` verb, and the
 workspace's `cacheRetention` applied when a run ends.
 
 The verb takes the workspace's run lock first (a run restoring an artifact must not see it
@@ -79,16 +79,21 @@ def _prune_workspace(
     from vx.workspace import discover as workspace
 
     ws = workspace.discover(cwd)
-    cache_dir = location.cache_dir(cwd, cache_flag, ws, config.load_workspace(ws.root, env), env)
-    if not (cache_dir / "cache.db").exists():
-        say(f"vx: nothing to prune: no cache at {cache_dir}")
+    cache_dir, store_dir, note = location.store_of(
+        cwd, cache_flag, ws, config.load_workspace(ws.root, env), env
+    )
+    if note:
+        say(f"vx: warning: {note}")
+    index = store_dir / "store.db" if store_dir != cache_dir else cache_dir / "cache.db"
+    if not index.exists():
+        say(f"vx: nothing to prune: no cache at {store_dir}")
         return None
     lock = RunLock(lambda message: say(f"vx: {message}"))
     lock.acquire(ws.root)
     try:
         from vx.store.local import LocalStore
 
-        with LocalStore(cache_dir, ws.root) as store:
+        with LocalStore(cache_dir, ws.root, store_dir) as store:
             return prune(store, retention, dry_run=dry_run)
     finally:
         lock.release()

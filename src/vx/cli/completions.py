@@ -1,4 +1,4 @@
-"""`vx completions bash|zsh|fish` (CLI-12): a completion script for the shell, derived from vx's
+"""`vx completions bash|zsh|fish`: a completion script for the shell, derived from vx's
 verb table (`vx.cli.main.VERBS`) — every verb, and every flag it declares — so it never falls behind.
 Task names are not completed (they depend on the directory and would need a vx start per TAB).
 """

@@ -1,4 +1,4 @@
-"""`vx info`: what vx sees here — versions, workspace, cache, workers, sandbox (CLI-08).
+"""`vx info`: what vx sees here — versions, workspace, cache, workers, sandbox.
 
 A doctor never fails on what it inspects: each row that cannot be read says why instead.
 """
@@ -72,8 +72,11 @@ def _workspace_rows(cwd: Path, env: Mapping[str, str]) -> list[Row]:
         rows.append(("projects", f"{len(ws.packages)} ({tasks} tasks)"))
     except VxError as exc:
         rows.append(("projects", f"{len(ws.packages)} (config error: {exc.message})"))
-    cache_dir = location.cache_dir(cwd, None, ws, ws_config, env)
-    rows += [("cache dir", str(cache_dir)), ("cache", _cache_usage(cache_dir))]
+    cache_dir, store_dir, _note = location.store_of(cwd, None, ws, ws_config, env)
+    rows.append(("cache dir", str(cache_dir)))
+    if store_dir != cache_dir:
+        rows.append(("shared store", str(store_dir)))
+    rows.append(("cache", _cache_usage(store_dir)))
     return rows
 
 

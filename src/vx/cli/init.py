@@ -1,4 +1,4 @@
-"""`vx init [--dry] [--force]`: a vx.config.json per package, from its package.json scripts (TL-01).
+"""`vx init [--dry] [--force]`: a vx.config.json per package, from its package.json scripts.
 
 Each script becomes a task running it. `build` depends on the dependencies' builds (`^build`);
 `test`, `typecheck`, `lint`-like scripts that check built code depend on the package's own `build`.
@@ -6,7 +6,7 @@ Caching is left for the user to turn on — vx caches a task only when it names 
 writes, and a wrong guess serves stale output — so each `build` gets the cache block as a comment
 with the output directories this package's tooling suggests (`--cache` writes it uncommented).
 Long-running scripts (`dev`, `start`, `serve`, `watch`, `preview`, or a command that watches)
-become persistent tasks (EX-07), after the dependencies' builds. Root scripts that run the
+become persistent tasks, after the dependencies' builds. Root scripts that run the
 members (`turbo run`, `npm run … --workspaces`, `lerna`, `nx`) are no root task; in the root
 package.json they become `vx run <name>`, so `npm run build` goes through vx too. An existing
 vx.config is kept unless `--force`. In a Turborepo repository vx already runs turbo.json as it is;
@@ -60,9 +60,7 @@ def init_verb(args: Args, say) -> int:
             "`vx init --force` writes vx.config.json files instead"
         )
         return 0
-    if (
-        ws.root / "nx.json"
-    ).exists() and not args.force:  # TL-04: its configs would hide the targets
+    if (ws.root / "nx.json").exists() and not args.force:  # its configs would hide the targets
         say(
             "vx init: this is an Nx workspace: vx runs nx.json, project.json and package.json targets as they are "
             "(see `vx show`); `vx init --force` writes vx.config.json files from the scripts instead"
@@ -183,7 +181,7 @@ def _task(ws: Workspace, pkg: Package, name: str, command: str) -> dict:
 
 
 def _persistent(ws: Workspace, pkg: Package, task: dict) -> dict:
-    """A server or watcher (EX-07): ready once started, after the dependencies' builds; never cached."""
+    """A server or watcher: ready once started, after the dependencies' builds; never cached."""
     out: dict[str, Any] = {"exec": {**task["exec"], "persistent": {}}}
     if any("build" in ws.packages[d].scripts for d in pkg.deps if d in ws.packages):
         out["dependsOn"] = ["^build"]

@@ -33,6 +33,7 @@ verbs:
   info                                        what vx sees here: versions, workspace, cache, sandbox
   show [PROJECT | PROJECT#TASK | TASK]        the configs as vx resolved them (--format json)
   why PKG#TASK                                what changed between the task's last two keys
+  prune PKG … [--docker] [--out-dir DIR]      a partial workspace for PKG, its lockfile cut to it
   cache prune [--older-than D] [--max-size S] evict old and least recently used cache entries
   completions bash|zsh|fish                   a completion script for the shell
   help [VERB]                                 show help for vx or one verb
@@ -76,14 +77,20 @@ options:
                             cached task read undeclared or wrote outside its outputs
   --framework-inference B   true (default) | false: whether a turbo.json task keys and passes
                             its framework's variables (NEXT_PUBLIC_*, VITE_*, …), as turbo's flag
+  --only                    run the named tasks, not their dependencies (turbo's --only; Nx's
+                            --exclude-task-dependencies); they are still keyed: a task whose
+                            dependency did not run may hit, but is never saved
+  --exclude-dependencies[=T,…]  --only for the dependencies named T only (bare: all of them)
+  --ui stream|tui           stream (default): rows and frames; tui: a split view on a terminal,
+                            the task list and the selected task's output (j/k, q quits)
 Nx's spellings (an Nx workspace's `project:target[:configuration]` names work too):
   -t, --targets T,…         the tasks to run         -p, --projects P,…   --filter each
   --exclude P,…             --filter !P for each     -c, --configuration C  run each target's C
   --base REF                --affected=REF           --head HEAD  (vx compares with the working tree)
   --parallel N, --skip-nx-cache: --concurrency, --force
 
-turbo's spellings: --dry-run, --parallel=N; --remote-only, --env-mode, --log-prefix, --log-order,
---only and --exclude-dependencies are refused with what to write instead.
+turbo's spellings: --dry-run, --parallel=N, --only; --remote-only, --env-mode, --log-prefix and
+--log-order are refused with what to write instead.
 
 exit: 0 all tasks ok · 1 a task failed, was skipped or aborted · 2 usage or config error
       130 / 143 / 129 interrupted by SIGINT / SIGTERM / SIGHUP
@@ -105,6 +112,8 @@ is gone. Waits for a `vx run` of the same workspace to finish first.
 
   --dry-run        say what would go; remove nothing
   --format json    print {dryRun, evicted, bytesFreed, orphans, orphanBytes, phantoms, kept, keptBytes}
+
+(turbo's prune, a partial workspace for one package, is `vx prune PKG`.)
 """
 
 WATCH_HELP = """usage: vx watch [RUN OPTIONS] TASK [PKG#TASK …] [-- ARGS]
@@ -113,7 +122,7 @@ Runs the tasks as `vx run` would, then again each time a file a run could read c
 by content: a save that changes nothing is no edit). Never a trigger: outputs, gitignored paths,
 node_modules, .git, .vx. A failing cycle or a broken config keeps watching. Ctrl-C stops
 (exit 0). VX_WATCH_POLL=1 polls every 250 ms instead of using the OS's file events.
-`--dry`, `--graph` and `--summarize` are refused.
+`--dry`, `--graph`, `--summarize` and `--ui` are refused.
 """
 
 INIT_HELP = """usage: vx init [--dry] [--force] [--cache]
@@ -158,6 +167,21 @@ project with its workspace dependencies, tasks and config file. Nx's `vx show pr
 project as `nx show project NAME --json` does), and `vx ls` is `vx show` (turbo's `ls`).
 """
 
+PRUNE_HELP = """usage: vx prune PKG [PKG …] [--docker] [--out-dir DIR]
+
+Writes a partial workspace for the packages named (turbo's `prune`): them and every workspace
+package they depend on, the root's files (package.json, the vx, turbo and package manager
+configs), and the lockfile cut to what those packages install — npm, pnpm, yarn (classic and
+berry) and bun's text lockfile, each in its own format, so a frozen install accepts it.
+Only what git lists is copied (never node_modules or ignored files). The out dir must be new
+or empty. (Evicting cache entries is `vx cache prune`.)
+
+  --docker         out/json: the manifests, lockfile and install configs (for the install
+                   layer); out/full: the whole pruned workspace; the lockfile also in out/
+  --out-dir DIR    where to write, relative to the workspace root (default: out)
+  --scope PKG      turbo 1's spelling of a package to keep
+"""
+
 COMPLETIONS_HELP = """usage: vx completions bash|zsh|fish
 
 Prints a completion script for the shell: verbs and every flag each verb's help names.
@@ -195,7 +219,10 @@ RUN_FLAGS = {
     "--report-file": ("value", "report_file"),
     "--verify": ("optional", "verify"),
     "--framework-inference": ("value", "framework_inference"),
-    # Nx's spellings (TL-04)
+    "--ui": ("value", "ui"),
+    "--exclude-dependencies": ("optional", "exclude_deps"),
+    "--only": ("flag", "only"),
+    # Nx's spellings
     "--configuration": ("value", "configuration"),
     "--exclude": ("list", "exclude"),
     "--projects": ("list", "projects"),
@@ -212,6 +239,7 @@ FLAG_ALIASES = {
     "-c": "--configuration",
     "-t": "--targets",
     "--target": "--targets",
+    "--exclude-task-dependencies": "--only",  # Nx's spelling
 }
 RUN_SHOWN = (
     "-F",
@@ -221,8 +249,14 @@ RUN_SHOWN = (
     "--parallel",
     "--skip-nx-cache",
     "--dry-run",
+    "--exclude-task-dependencies",
 )  # the aliases RUN_HELP names
-WATCH_REFUSED = ("--dry", "--graph", "--summarize")  # run flags that make no sense on every change
+WATCH_REFUSED = (
+    "--dry",
+    "--graph",
+    "--summarize",
+    "--ui",
+)  # run flags that make no sense on every change
 # Flags turbo and Nx users type that vx spells otherwise or does not have: what to write instead.
 FOREIGN_FLAGS = {
     "--remote-only": "turbo's --remote-only is `--cache=local:,remote:rw` (no local layer)",
@@ -232,10 +266,6 @@ FOREIGN_FLAGS = {
     "`--output-logs` chooses whose output is shown",
     "--log-order": "vx streams the one task you ask for and prints every other task's output whole, "
     "in one frame each; `--output-logs` chooses whose",
-    "--only": "not in vx: a task's dependsOn always runs first (cache hits cost next to nothing); "
-    "name the task and its dependencies are restored",
-    "--exclude-dependencies": "not in vx: a task's dependsOn always runs first (cache hits cost next to "
-    "nothing); name the task and its dependencies are restored",
     "--output-style": "`--output-logs` (full, new-only, errors-only, hash-only, none)",
 }
 CONTINUE_ALIASES = {"dependencies-successful": "deps-ok", "": "always"}
@@ -278,7 +308,7 @@ VERBS = {
     "run": Verb(RUN_HELP, RUN_FLAGS, FLAG_ALIASES, shown=RUN_SHOWN, forwards=True),
     "run-many": Verb(
         NX_VERB_HELP, RUN_FLAGS, FLAG_ALIASES, shown=RUN_SHOWN, forwards=True
-    ),  # Nx's verbs (TL-04)
+    ),  # Nx's verbs
     "affected": Verb(NX_VERB_HELP, RUN_FLAGS, FLAG_ALIASES, shown=RUN_SHOWN, forwards=True),
     "watch": Verb(
         WATCH_HELP, RUN_FLAGS, FLAG_ALIASES, shown=RUN_SHOWN, refused=WATCH_REFUSED, forwards=True
@@ -328,6 +358,16 @@ VERBS = {
         },
         _HELP_ALIAS,
     ),
+    "prune": Verb(
+        PRUNE_HELP,
+        {
+            "--docker": ("flag", "docker"),
+            "--out-dir": ("value", "out_dir"),
+            "--scope": ("list", "scope"),  # turbo 1's spelling of the package
+            **_HELP_FLAG,
+        },
+        _HELP_ALIAS,
+    ),
     "completions": Verb(COMPLETIONS_HELP),
     "help": Verb("usage: vx help [VERB]\n"),
     "version": Verb("usage: vx version\n"),
@@ -340,8 +380,8 @@ def entry() -> NoReturn:
 
     Everything a run opens is closed before `main` returns — the store (uploads drained), the
     run lock, the sandbox session, every pool and child — so all the interpreter has left to do
-    at exit is free memory object by object: ~20 ms of CPU after a warm run, a fifth of a
-    10-package one. `main` itself still returns normally for callers in-process."""
+    at exit is free memory object by object (docs/optimizations.md #17). `main` itself still
+    returns normally for callers in-process."""
     code = main()
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -474,6 +514,12 @@ def _verb_show(parsed, rest: list[str], argv: list[str]) -> int:
     return show_verb(parsed, os.environ)
 
 
+def _verb_prune(parsed, rest: list[str], argv: list[str]) -> int:
+    from vx.cli.prune import prune_verb
+
+    return prune_verb(parsed)
+
+
 def _verb_cache(rest: list[str]) -> int:
     """`vx cache prune …`: the subcommand is a word of its own, then the flags."""
     from vx.cli.args import parse
@@ -485,11 +531,19 @@ def _verb_cache(rest: list[str]) -> int:
         return EXIT_OK
     if rest[0] != "prune":
         raise refuse_subcommand(rest[0])
-    parsed = parse("cache prune", rest[1:], verb.flags, verb.aliases)
+    docker = "--docker" in rest[1:]  # turbo's `prune app --docker`, under the cache's verb
+    parsed = parse(
+        "cache prune", [w for w in rest[1:] if w != "--docker"], verb.flags, verb.aliases
+    )
     if parsed.help:
         print(verb.help, end="")
         return EXIT_OK
-    _no_arguments("cache prune", parsed)
+    if parsed.names or docker:
+        raise UsageError(
+            "`vx cache prune` evicts cache entries and takes no package",
+            hint=f"`vx prune {parsed.names[0] if parsed.names else 'PKG'} --docker` writes a "
+            "partial workspace for a package, as turbo's prune does",
+        )
     return cache_verb(parsed, os.environ, _say)
 
 
@@ -515,6 +569,7 @@ _VERB_RUNNERS = {
     "why": _verb_why,
     "show": _verb_show,
     "ls": _verb_show,
+    "prune": _verb_prune,
 }
 
 
@@ -534,12 +589,6 @@ def _unknown_verb(verb: str) -> UsageError:
         return UsageError(f"`{verb}` is not a vx verb", hint=f"try `vx {FOREIGN_VERBS[verb]}`")
     if "#" in verb:
         return UsageError(f"`{verb}` is not a vx verb", hint=f"try `vx run {verb}`")
-    if verb == "prune":  # turbo's; not `vx run`, the nearest spelling
-        return UsageError(
-            "`vx prune` is not in vx yet",
-            hint="for a Docker image, `npx turbo prune <package> --docker` writes out/json and "
-            "out/full; vx runs in the pruned workspace as it is",
-        )
     near = did_you_mean(verb, VERB_HELP)
     return UsageError(
         f"unknown verb `{verb}`", hint=f"did you mean `vx {near}`?" if near else "see `vx help`"
@@ -592,7 +641,7 @@ def _nx_parallel(tokens: Sequence[str]) -> list[str]:
 
 
 def _no_task_named() -> UsageError:
-    """Refuse a bare `vx run`, listing the tasks there are to run from here (CLI-02, off a TTY)."""
+    """Refuse a bare `vx run`, listing the tasks there are to run from here (off a TTY)."""
     from vx.config import loader as config
     from vx.plan.tasks import package_of
     from vx.workspace import discover as workspace
@@ -710,6 +759,7 @@ def _run(args: Args, argv: list[str]) -> int:
 
         dry = "graph=" + graph_target(args.graph)
     verify = _verify_mode(args.verify, dry)
+    tui = _tui(args.ui, dry is not None)
     if args.filters:
         from vx.plan.filters import parse
 
@@ -735,6 +785,8 @@ def _run(args: Args, argv: list[str]) -> int:
         framework_inference=_framework_inference(args.framework_inference),
         configuration=args.configuration,
         fast_paths=os.environ.get("VX_FASTPATH", "") not in ("0", "false", "no", "off"),
+        lend_terminal=not tui,
+        exclude_deps=_exclude_deps(args, argv),
     )
     report = (args.report is not None, args.report_file)
     profile = (args.profile or "profile.json") if args.profile is not None else None
@@ -747,7 +799,48 @@ def _run(args: Args, argv: list[str]) -> int:
         _output_logs(args.output_logs),
         report,
         profile,
+        tui,
     )
+
+
+def _exclude_deps(args: Args, argv: list[str]) -> tuple[str, ...] | None:
+    """`--only`, `--exclude-dependencies` (every edge) or `--exclude-dependencies=a,b` (edges to
+    tasks named a or b); an empty `=` is refused."""
+    if args.exclude_deps is None:
+        return () if args.only else None
+    if args.exclude_deps == "" and "--exclude-dependencies=" in argv[: _forwarded_at(argv)]:
+        raise UsageError(
+            "`--exclude-dependencies=` names no task",
+            hint="`--exclude-dependencies` alone drops every dependency; `=build,lint` only those",
+        )
+    names = tuple(n.strip() for n in args.exclude_deps.split(",") if n.strip())
+    if args.exclude_deps and not names:
+        raise UsageError(f"`--exclude-dependencies={args.exclude_deps}` names no task")
+    return names
+
+
+def _forwarded_at(argv: list[str]) -> int:
+    return argv.index("--") if "--" in argv else len(argv)
+
+
+def _tui(value: str | None, dry: bool) -> bool:
+    """`--ui=tui` (turbo's flag): the split view when vx has a terminal; off one, the stream."""
+    from vx.cli.args import one_of
+
+    if one_of("--ui", value, ("stream", "tui"), "stream") == "stream" or dry:
+        return False
+    ci = os.environ.get("CI", "").lower() not in ("", "0", "false")
+    if ci or not (sys.stdin.isatty() and sys.stdout.isatty()):
+        _say("vx: --ui=tui needs a terminal (stdin and stdout); streaming the output instead")
+        return False
+    from vx.report.tui import available
+
+    if not available():
+        raise UsageError(
+            "`--ui=tui` needs the textual package, which is not installed",
+            hint="pip install 'vx[tui]' (or textual), or drop `--ui=tui`",
+        )
+    return True
 
 
 def _affected_ref(value: str | None) -> str | None:
@@ -768,6 +861,7 @@ def _run_request(
     output_logs: str | None = None,
     report: tuple[bool, str | None] = (False, None),
     profile: str | None = None,
+    tui: bool = False,
 ) -> int:
     import time
 
@@ -784,6 +878,7 @@ def _run_request(
         and profile is None
         and not any(report)
         and not req.verify
+        and not tui  # a receipt prints as the stream does
         and receipt.enabled(env)
     )
     started_ns = time.time_ns()
@@ -802,7 +897,7 @@ def _run_request(
     try:
         prep = run.prepare(req, env, stages, lock=lock)
         flow = _flow(prep.broad, env, output_logs)
-        reporter = _reporter(flow, env)
+        reporter = _tui_reporter(env) if tui else _reporter(flow, env)
         profiler = _profiler() if profile is not None else None
         emit = _noting(reporter, noticed)
         summary = run.execute(
@@ -814,6 +909,8 @@ def _run_request(
             observe=tracer.observe if tracer else None,
             on_graph_end=lock.release,
         )  # kept servers write no cache: another run may start
+        if tui:
+            reporter.outcome(summary.exit_code, summary.interrupted)
         if receipted:
             with stages("receipt"):
                 _keep_receipt(
@@ -891,7 +988,7 @@ def _flow(broad: bool, env: dict[str, str], output_logs: str | None = None) -> s
 
 
 def _output_logs(value: str | None) -> str | None:
-    """`--output-logs`, turbo's values (CLI-33); checked before anything runs."""
+    """`--output-logs`, turbo's values; checked before anything runs."""
     if value is None:
         return None
     from vx.report.plain import OUTPUT_LOGS
@@ -935,6 +1032,7 @@ def _keep_receipt(argv, req, prep, summary, env, started_ns: int, silent: bool) 
         cwd=cwd,
         root=root,
         cache_dir=str(prep.cache_dir),
+        store_dir=str(prep.store_dir or prep.cache_dir),
         started_ns=started_ns,
         env=env,
         noted=noted,
@@ -961,6 +1059,15 @@ def _reporter(flow: str, env: dict[str, str]):
         out=sys.stdout,
         err=sys.stderr,
         github=github,
+    )
+
+
+def _tui_reporter(env: dict[str, str]):
+    from vx.report.tui import TuiReporter
+    from vx.style import color_enabled
+
+    return TuiReporter(
+        version=__version__, out=sys.stdout, err=sys.stderr, color=color_enabled(env, sys.stderr)
     )
 
 
@@ -992,7 +1099,7 @@ def _report(summary, target: str | None) -> None:
 
 
 def _write_graph(dot: str, target: str) -> None:
-    """DOT on stdout, or into the file named (CLI-37, CLI-60)."""
+    """DOT on stdout, or into the file named."""
     if not target:
         sys.stdout.write(dot)
         return

@@ -1,4 +1,4 @@
-"""`vx migrate [--from turbo|nx] [--dry] [--force] [--format json|ts]` (TL-02, TL-04).
+"""`vx migrate [--from turbo|nx] [--dry] [--force] [--format json|ts]`.
 
 Writes a vx config per project from what the live mapping of turbo.json or Nx gives it
 (`vx.config.migration`), a `vx-preset.ts` for the global lists with `--format ts`, and

@@ -1,4 +1,4 @@
-"""`vx show`: the configs as vx resolved them (CLI-07) — from vx.config files, configs written as
+"""`vx show`: the configs as vx resolved them — from vx.config files, configs written as
 code (evaluated) or a Turborepo repository's turbo.json (mapped) — so what a key folds is visible.
 
 `vx show` lists the projects; `vx show <project>` its tasks; `vx show <project>#<task>` one task;
@@ -116,8 +116,8 @@ def _project_row(name: str, ws: Workspace, cfg: ProjectConfig) -> dict:
 
 
 def _task_data(cfg: ProjectConfig, task: str) -> Any:
-    """The declaration as resolved: what the key folds (KEY-06), and the framework whose variables
-    a turbo.json task keys besides (TL-05)."""
+    """The declaration as resolved: what the key folds, and the framework whose variables
+    a turbo.json task keys besides."""
     data = json.loads(cfg.tasks[task].canonical)
     config = cfg.tasks[task]
     if config.exec is not None and config.exec.env.framework:

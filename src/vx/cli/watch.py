@@ -1,4 +1,4 @@
-"""`vx watch TASK… [run flags]` (CLI-03, CLI-70..CLI-73): run, then run again each time a file a
+"""`vx watch TASK… [run flags]`: run, then run again each time a file a
 run could read changes.
 
 Each cycle is a plain `vx run` with the same arguments, in a child process: it reads the
@@ -7,7 +7,7 @@ nothing that matters changed is replayed from its receipt in milliseconds. The w
 (`watchfiles`: inotify, or polling with `VX_WATCH_POLL=1`) looks at the whole workspace and
 judges each event by content, not by the event: a path whose bytes and mode are what they were
 when last judged is no edit, and an edit inside a project the run's graph does not hold is none
-either (CLI-70; `--affected` watches every project); a path reported through a link (`node_modules/<package>/…`) is the
+either (`--affected` watches every project); a path reported through a link (`node_modules/<package>/…`) is the
 file it links to. Never a trigger: `.git`, `node_modules`, `.vx`, the tasks' declared
 outputs, gitignored paths (one `git check-ignore` per batch), `*~` and `*.tsbuildinfo`. Writes
 that land during a cycle are judged after it; a file written during a cycle that started the next
@@ -169,7 +169,7 @@ def _await_probe(root: Path, changes, say) -> None:
 
 
 class Judge:
-    """Decides whether a reported path is an edit a run could see (CLI-71)."""
+    """Decides whether a reported path is an edit a run could see."""
 
     def __init__(self, root: Path, env: Mapping[str, str], parsed=None) -> None:
         self.root = str(root)
@@ -215,7 +215,7 @@ class Judge:
         self.reach = self._reach(ws, configs)
 
     def _reach(self, ws, configs) -> frozenset[str] | None:
-        """The project dirs the run's graph holds (CLI-70). A project outside it enters only
+        """The project dirs the run's graph holds. A project outside it enters only
         through an edit to one inside it or to the root (a dependency, a `pkg#task`, turbo.json),
         which is watched. None — watch every project — for `--affected`, whose graph depends on
         the edits themselves, or when the selection does not resolve (the cycle will say why)."""

@@ -32,13 +32,17 @@ def why_verb(args: Args, env: Mapping[str, str]) -> int:
     cwd = Path(os.getcwd())
     ws = workspace.discover(cwd)
     task_id = _task_id(names[0], ws, cwd)
-    cache_dir = location.cache_dir(cwd, None, ws, config.load_workspace(ws.root, env), env)
-    path = cache_dir / "cache.db"
+    cache_dir, store_dir, _note = location.store_of(
+        cwd, None, ws, config.load_workspace(ws.root, env), env
+    )
+    path, store = cache_dir / "cache.db", store_dir / "store.db"
     rows: list = []
     unsaved = None
     if path.exists():
         db = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
         try:
+            if store_dir != cache_dir and store.exists():  # whether an entry exists by now
+                db.execute("ATTACH DATABASE ? AS store", (f"{store.as_uri()}?mode=ro",))
             rows = last_two(db, task_id)
             if not rows and "#" not in names[0]:  # from the root: the one project that has it
                 holders = _holders(db, names[0])

@@ -1,4 +1,4 @@
-// Evaluates vx.config.{js,mjs,cjs,ts,mts} modules for vx (WS-05, WS-06): every config of a run in
+// Evaluates vx.config.{js,mjs,cjs,ts,mts} modules for vx: every config of a run in
 // one Node process, the repository's own Node.
 //
 // stdin:  {"root": "/abs/workspace", "files": ["/abs/.../vx.config.ts", ...], "answer": "/tmp/…/answer.json"}
@@ -55,7 +55,7 @@ function at(path, key) {
   return typeof key === 'number' ? `${path}[${key}]` : path ? `${path}.${key}` : key;
 }
 
-// WS-06: a project config is JSON data. Refuse what JSON cannot carry instead of dropping it.
+// A project config is JSON data. Refuse what JSON cannot carry instead of dropping it.
 function plain(value, path, seen) {
   if (value === null || typeof value === 'string' || typeof value === 'boolean') return value;
   const where = path || 'the default export';

@@ -1,9 +1,9 @@
 """Config files written as code — vx.config.{js,mjs,cjs,ts,mts} — evaluated by the workspace's own
-Node (WS-05), every one of a run in one process, and kept until something they read changes.
+Node, every one of a run in one process, and kept until something they read changes.
 
 `evaluate.mjs` imports each module with loader hooks that transpile TypeScript (the workspace's
-`typescript` or `esbuild`) and report every file loaded, checks the default export is JSON data
-(WS-06), and says which environment variables the configs read. The evaluated objects are kept in
+`typescript` or `esbuild`) and report every file loaded, checks the default export is JSON data,
+and says which environment variables the configs read. The evaluated objects are kept in
 `<root>/.vx/configs/`, under a key of the config files' contents and the Node binary; a kept
 evaluation is used only while every file it loaded has the same identity (mode, size, mtime, ctime,
 inode) and every variable it read has the same value, so an edited preset or a changed variable

@@ -1,4 +1,4 @@
-"""Validate `exec.sandbox` (SB-01..SB-10, schema 2.5) into a SandboxConfig, or refuse with where and why.
+"""Validate `exec.sandbox` into a SandboxConfig, or refuse with where and why.
 
 Only what the text alone can tell is checked here: shapes, path grammar, host patterns. What
 needs the workspace (a write grant reaching a nested project or the cache dir, a link that
@@ -98,7 +98,7 @@ def _level(body: dict[str, Any], key: str, at: At, level: Level) -> dict[str, An
 
 
 def _paths(value: Any, at: At, *, write: bool) -> tuple[str, ...]:
-    """Grants: project-relative globs or paths, absolute paths, or `~` paths (SB-03)."""
+    """Grants: project-relative globs or paths, absolute paths, or `~` paths."""
     paths = _strings(value, at, "paths or globs")
     for i, path in enumerate(paths):
         problem = _path_problem(path) or (_write_problem(path) if write else None)
@@ -133,7 +133,7 @@ def _outside_problem(path: str) -> str | None:
 
 
 def _relative_problem(path: str) -> str | None:
-    """A relative grant may climb out with leading `../`; the rest is a vx glob (KEY-16)."""
+    """A relative grant may climb out with leading `../`; the rest is a vx glob."""
     rest = _without_climb(path)
     if ".." in rest.split("/"):
         return "`..` after the start of a path; write the path it means, e.g. `../shared/x`"
@@ -147,7 +147,7 @@ def _relative_problem(path: str) -> str | None:
 
 
 def _write_problem(path: str) -> str | None:
-    """A write grant stays in its project and never opens a wall (SB-04)."""
+    """A write grant stays in its project and never opens a wall."""
     if path.startswith("../") or path == "..":
         return (
             "leaves the project; a task writes only inside its own project — "
@@ -164,7 +164,7 @@ def _write_problem(path: str) -> str | None:
 
 
 def _ignore_paths(value: Any, at: At) -> tuple[str, ...]:
-    """ignore.read / ignore.write: like grants, and globs are fine anywhere (SB-10)."""
+    """ignore.read / ignore.write: like grants, and globs are fine anywhere."""
     paths = _strings(value, at, "paths or globs")
     for i, path in enumerate(paths):
         if "\0" in path or "\\" in path:
@@ -190,7 +190,7 @@ def _static_dir(path: str) -> str:
 
 
 def _network(value: Any, at: At) -> bool | tuple[str, ...]:
-    """`true` (the host's network) or host patterns for the run's proxy (SB-08)."""
+    """`true` (the host's network) or host patterns for the run's proxy."""
     if isinstance(value, bool):
         return True if value else ()
     return _hosts(value, at, deny=False)
@@ -250,7 +250,7 @@ def _host_name_problem(host: str) -> str | None:
 
 
 def _ignore_hosts(value: Any, at: At) -> tuple[str, ...]:
-    """ignore.network: `host:port` entries, case-insensitive (SB-10)."""
+    """ignore.network: `host:port` entries, case-insensitive."""
     entries = _strings(value, at, "`host:port` entries")
     for i, entry in enumerate(entries):
         host, port_problem = _split_port(entry)

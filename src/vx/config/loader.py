@@ -1,7 +1,7 @@
 """Find and read each project's vx.config and the root vx.workspace file.
 
 Loaders are a table keyed by extension: JSON (with comments) is read here; code configs
-(`.ts`, `.mts`, `.js`, `.mjs`, `.cjs`, WS-05) are evaluated by the workspace's Node, every one of a
+(`.ts`, `.mts`, `.js`, `.mjs`, `.cjs`) are evaluated by the workspace's Node, every one of a
 run in one process (`vx.config.evaluation`). A package directory is listed once instead of
 probing eight names, because a thousand projects times eight stats is most of a cold start.
 """
@@ -65,7 +65,7 @@ def _refuse_cts(path: str, source: str) -> NoReturn:
     )
 
 
-# One row per extension a config file may have; code configs (WS-05) are evaluated by Node in one
+# One row per extension a config file may have; code configs are evaluated by Node in one
 # batch (`vx.config.evaluation`), so their row is None here.
 LOADERS: dict[str, Callable[[str, str], Loaded] | None] = {
     ".json": _read_jsonc,
@@ -122,7 +122,7 @@ def load_project(
     env: Mapping[str, str] | None = None,
 ) -> ProjectConfig:
     """The project config beside `pkg`'s package.json; else, in a Turborepo repository (`turbo`),
-    its tasks as turbo would run them (TL-05); else empty (source "")."""
+    its tasks as turbo would run them; else empty (source "")."""
     found = _locate(str(workspace_root), pkg, turbo)
     values = _evaluate(str(workspace_root), [found], env)
     return _project(str(workspace_root), pkg, found, values, turbo, manager)
@@ -157,12 +157,12 @@ def load_all(ws: Workspace, env: Mapping[str, str] | None = None) -> dict[str, P
 
 
 def _migrated(root: Path, env: Mapping[str, str] | None) -> bool:
-    """Whether vx.workspace says `migrated` (TL-02): read only where a turbo.json or nx.json is."""
+    """Whether vx.workspace says `migrated`: read only where a turbo.json or nx.json is."""
     return load_workspace(root, env, remote=False).migrated is not None
 
 
 def _nx_root(root: str, ws: Workspace) -> NxRoot | None:
-    """nx.json, read only where there is one (TL-04); a turbo.json, where both are, wins."""
+    """nx.json, read only where there is one; a turbo.json, where both are, wins."""
     path = os.path.join(root, "nx.json")
     if not os.path.lexists(path):
         witness.probed(path)  # a receipt keeps that there is none
@@ -181,8 +181,8 @@ def _from_nx(nx: NxRoot, pkg: Package, manager: str) -> ProjectConfig:
 def load_workspace(
     root: Path, env: Mapping[str, str] | None = None, remote: bool = True
 ) -> WorkspaceConfig:
-    """The root vx.workspace file (WS-11), or the defaults when there is none; without a
-    `remoteCache` of its own, a Turborepo repository's remote cache (RC-13) unless `migrated`."""
+    """The root vx.workspace file, or the defaults when there is none; without a
+    `remoteCache` of its own, a Turborepo repository's remote cache unless `migrated`."""
     env = os.environ if env is None else env
     located = _config_file(str(root), "vx.workspace", "")
     config = WorkspaceConfig()

@@ -1,4 +1,4 @@
-"""`vx migrate` (TL-02, TL-04): the live mapping of turbo.json or Nx, written as vx configs.
+"""`vx migrate`: the live mapping of turbo.json or Nx, written as vx configs.
 
 Nothing is derived here: each project's tasks are what the live mapping (`vx.config.turbo`,
 `vx.config.nx`) makes of them, and a task's declaration is the vx-schema object the mapping

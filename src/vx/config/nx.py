@@ -1,4 +1,4 @@
-"""An Nx workspace run as it is (TL-04): nx.json, each project's project.json and package.json
+"""An Nx workspace run as it is: nx.json, each project's project.json and package.json
 (its scripts and `nx` block) become vx tasks, with nothing written.
 
 Only projects without a vx.config of their own are mapped; a vx.config always wins. The mapping

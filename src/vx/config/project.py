@@ -135,7 +135,7 @@ OUTPUTS = Level("cache.outputs", frozenset({"files", "workspaceFiles"}))
 
 
 def task_name_problem(name: str) -> str | None:
-    """Why `name` cannot name a task (WS-09), or None: dependsOn and the CLI must reach it."""
+    """Why `name` cannot name a task, or None: dependsOn and the CLI must reach it."""
     if not name.strip():
         return "is empty"
     if name.strip() != name:
@@ -150,7 +150,7 @@ def task_name_problem(name: str) -> str | None:
 
 
 def depends_on_problem(entry: str) -> str | None:
-    """Why `entry` is no dependsOn form (GR-01), or None.
+    """Why `entry` is no dependsOn form, or None.
 
     Forms: `name`, `^name`, `pkg#name`, `//#name`, `name.*`, `^name.*`.
     """
@@ -174,7 +174,7 @@ def _task_half_problem(body: str) -> str | None:
 
 
 def _filter_problem(entry: str) -> str | None:
-    """Why `entry` is no cache.inputs.tasks form (KEY-10), or None."""
+    """Why `entry` is no cache.inputs.tasks form, or None."""
     body = entry[1:] if entry.startswith("!") else entry
     body = body[1:] if body.startswith("^") else body
     if not body or body.strip() != body or body.startswith(("!", "^")):
@@ -189,7 +189,7 @@ def _filter_problem(entry: str) -> str | None:
 
 
 def _globs(value: Any, at: At) -> tuple[str, ...]:
-    """An array of valid globs (KEY-16) that selects something when it is non-empty."""
+    """An array of valid globs that selects something when it is non-empty."""
     globs = _strings(value, at, "glob strings")
     for i, pattern in enumerate(globs):
         problem = _glob_error(pattern)
@@ -246,7 +246,7 @@ def validate_project(data: Any, file: str) -> ProjectConfig:
 
 
 def _tags(value: Any, at: At) -> tuple[str, ...]:
-    """Labels for `--filter tag:` (WS-10): plain words, never patterns."""
+    """Labels for `--filter tag:`: plain words, never patterns."""
     tags = _strings(value, at, "tags")
     for i, tag in enumerate(tags):
         if "*" in tag or tag.endswith("...") or re.search(r"\[.*\]", tag) or tag != tag.strip():
@@ -324,7 +324,7 @@ def _validate_task(name: str, body: dict[str, Any], text: str, at: At) -> TaskCo
 
 
 def canonical(task: dict[str, Any]) -> str:
-    """The declaration as sorted compact JSON: what the key folds (KEY-06); `$schema` is not."""
+    """The declaration as sorted compact JSON: what the key folds; `$schema` is not."""
     text = json.dumps(task, sort_keys=True, separators=(",", ":"))
     return (
         json.dumps(_without_schema(task), sort_keys=True, separators=(",", ":"))
@@ -409,7 +409,7 @@ def _exec(value: Any, at: At) -> ExecConfig:
 
 
 def _persistent(value: Any, at: At) -> PersistentConfig:
-    """exec.persistent (EX-07): `{}` or `{ "readyWhen": "<regex>" }`, the regex compiled here."""
+    """exec.persistent: `{}` or `{ "readyWhen": "<regex>" }`, the regex compiled here."""
     if isinstance(value, bool):
         at.refuse(
             f"`persistent: {json.dumps(value)}` is turbo's spelling",
@@ -441,7 +441,7 @@ def _interactive(value: Any, at: At) -> bool:
 
 
 def _sandbox(value: Any, at: At):
-    """exec.sandbox (SB-01): validated in its own module, loaded only by configs that use it."""
+    """exec.sandbox: validated in its own module, loaded only by configs that use it."""
     from vx.config.exec_sandbox import validate_sandbox
 
     return validate_sandbox(value, at)
@@ -641,7 +641,7 @@ _ROOT_FILES = ("package.json", "vx.workspace.json", "pnpm-workspace.yaml")
 
 
 def _input_tasks(value: Any, at: At, depends_on: tuple[str, ...]) -> tuple[str, ...]:
-    """cache.inputs.tasks (KEY-10); an exact entry must be one dependsOn can reach."""
+    """cache.inputs.tasks; an exact entry must be one dependsOn can reach."""
     entries = _strings(value, at, "task filters")
     for i, entry in enumerate(entries):
         why = _filter_problem(entry)

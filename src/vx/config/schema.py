@@ -4,7 +4,7 @@ Every object level refuses a key it does not know: a typo in a key field (`ouput
 `workspaceFile`) would otherwise load, hash as if never written and serve a stale hit.
 Each refusal is a ConfigError naming the file, the field path
 (`tasks.build.cache.inputs.files[2]`) and a hint — the nearest spelling, or vx's home
-for a key another tool spells differently (section 2, WS-08).
+for a key another tool spells differently (section 2).
 
 The two entry points are here; the parts live by what they own: `vx.config.fields` (the field
 path, kind checks and key levels every refusal goes through), `vx.config.project` (vx.config.json

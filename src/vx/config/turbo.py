@@ -1,4 +1,4 @@
-"""A Turborepo repository run as it is (TL-05): turbo.json's task definitions and each package's
+"""A Turborepo repository run as it is: turbo.json's task definitions and each package's
 package.json scripts become vx tasks, with nothing written.
 
 Only packages without a vx.config of their own are mapped; a vx.config always wins. The mapping
@@ -136,7 +136,7 @@ class TurboRoot(Struct, frozen=True):
     global_env: tuple[str, ...] = ()
     global_pass_through: tuple[str, ...] = ()
     named: frozenset[str] = frozenset()  # packages some `pkg#name` definition names
-    remote_cache: RemoteCacheConfig | None = None  # `remoteCache` (RC-13)
+    remote_cache: RemoteCacheConfig | None = None  # `remoteCache`
     remote_off: bool = False  # `remoteCache.enabled: false`: no remote, whatever `turbo link` wrote
     # Generated and copy-pasted packages share scripts and turbo.json texts: each distinct
     # (manager, scripts, own file, name when it matters) is mapped and validated once.
@@ -263,7 +263,7 @@ def _checked_root(data: Any, source: str) -> TurboRoot:
 
 
 def _remote(value: Any, at: At) -> RemoteCacheConfig | None:
-    """turbo.json `remoteCache` as vx's turbo remote (RC-13); None when absent or off (`enabled:
+    """turbo.json `remoteCache` as vx's turbo remote; None when absent or off (`enabled:
     false`). The token never comes from a file: TURBO_TOKEN, as for turbo in CI. vx's upload policy
     stays its own (uploads from CI only unless vx.workspace.json says otherwise)."""
     if value is None:
@@ -463,7 +463,7 @@ def _take_env(task: dict) -> tuple[list[str], list[str]]:
 def _with_env(
     task: TaskConfig, body: dict, keyed: list[str], passed: list[str], framework: str
 ) -> TaskConfig:
-    """`task` with turbo's env lists back in, and in the declaration the key folds (KEY-06).
+    """`task` with turbo's env lists back in, and in the declaration the key folds.
 
     `framework` is the one turbo infers for the package: its variables (`NEXT_PUBLIC_*`, …) are
     matched against the host when the task is planned, then keyed and passed as turbo does, unless

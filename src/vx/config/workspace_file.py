@@ -78,7 +78,7 @@ SANDBOX = Level(
 
 
 def validate_workspace(data: Any, file: str) -> WorkspaceConfig:
-    """Turn a decoded vx.workspace.json into a WorkspaceConfig (WS-11)."""
+    """Turn a decoded vx.workspace.json into a WorkspaceConfig."""
     at = At(file)
     obj = _object(data, at)
     _keys(obj, at, WORKSPACE)
@@ -129,7 +129,7 @@ def _sandbox_trace(value: Any, at: At) -> bool:
 
 
 def _exclusive_outputs(value: Any, at: At) -> bool:
-    """`rules.exclusiveOutputs` (WS-12): false lets a dependant add to its upstream's outputs (LC-18)."""
+    """`rules.exclusiveOutputs`: false lets a dependant add to its upstream's outputs."""
     return _switch(
         value, at, RULES, "exclusiveOutputs", 'e.g. "rules": {"exclusiveOutputs": false}'
     )
@@ -153,7 +153,7 @@ def _affected_base(value: Any, at: At) -> str:
         at.refuse(f"`affectedBase` {ref!r} is not a ref vx will compare against", hint=exc.hint)
 
 
-# ---------------------------------------------------------------- cacheRetention (LC-16)
+# ---------------------------------------------------------------- cacheRetention
 
 RETENTION = Level(
     "cacheRetention",
@@ -193,7 +193,7 @@ def _retention(value: Any, at: At) -> CacheRetention:
     return CacheRetention(**out)
 
 
-# ---------------------------------------------------------------- remoteCache (RC-13, RC-14)
+# ---------------------------------------------------------------- remoteCache
 
 _TURBO_HOME = "remoteCache.turbo"
 REMOTE_CACHE = Level(

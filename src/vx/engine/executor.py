@@ -1,9 +1,9 @@
 """Run one task command as a real process, and own it until it is reaped.
 
-A task is `sh -c <command>` in the project dir (EX-01), in its own session and process
-group (EX-11), with stdin at EOF (EX-10) and stdout/stderr read concurrently, in arrival
+A task is `sh -c <command>` in the project dir, in its own session and process
+group, with stdin at EOF and stdout/stderr read concurrently, in arrival
 order. The shell is reaped with `wait4`, the only call that also returns the rusage of
-the child tree (EX-13). asyncio's child watchers reap with `waitpid` and throw that away,
+the child tree. asyncio's child watchers reap with `waitpid` and throw that away,
 and reaping twice races, so vx spawns with `subprocess.Popen`, watches the exit through a
 pidfd (a waiting thread where pidfds are missing) and reaps the pid itself.
 
@@ -27,13 +27,13 @@ from typing import IO, Callable, Mapping, Sequence
 
 from msgspec import Struct
 
-from vx.engine import spawn
+from vx.engine import descendants, spawn
 from vx.engine.spawn import SHELL
 from vx.errors import UsageError
 from vx.model import LogChunk, ProcessResult
 
-DRAIN_S = 0.25  # EX-12: how long the pipes are read after the shell exits
-DEFAULT_KILL_GRACE_MS = 2000  # EX-11: SIGTERM -> SIGKILL
+DRAIN_S = 0.25  # how long the pipes are read after the shell exits
+DEFAULT_KILL_GRACE_MS = 2000  # SIGTERM -> SIGKILL
 REAP_AFTER_KILL_S = 5.0  # a SIGKILLed process in uninterruptible sleep may take a while
 _READ_SIZE = 1 << 16
 _CUT_NOTE = (
@@ -45,7 +45,7 @@ _STATUS_UNKNOWN = 255  # someone else reaped the shell; its verdict is lost
 
 
 def kill_grace_ms(environ: Mapping[str, str] = os.environ) -> int:
-    """Read `VX_KILL_GRACE_MS`, the SIGTERM-to-SIGKILL grace (EX-11); 2000 when unset.
+    """Read `VX_KILL_GRACE_MS`, the SIGTERM-to-SIGKILL grace; 2000 when unset.
 
     The CLI should call this once up front, so a bad value is refused before anything runs.
     """
@@ -67,16 +67,17 @@ class ProcessTable:
     """Hold the live process groups of one run, so that a stop reaches every one of them.
 
     Why a table: the signal that stops vx arrives once, but must reach each task's own
-    process group once (EX-11), and the run may not end while a group it started lives.
+    process group once, and the run may not end while a group it started lives.
     A group leaves the live set when its shell is reaped; if members remain (a background
     child that outlived its shell), the group lingers until the run shuts down, so that no
-    process a task started survives the run.
+    process a task started survives the run. "Members" include what left the group on purpose
+    (`setsid`): engine/descendants.py finds those, by cgroup or as vx's orphans.
     """
 
     def __init__(self) -> None:
-        self.stopping = False  # set: a process that ends now is `aborted` (EX-16)
+        self.stopping = False  # set: a process that ends now is `aborted`
         self._live: dict[int, _Child] = {}
-        self._lingering: set[int] = set()
+        self._lingering: dict[int, _Child] = {}
         self._signalled: set[int] = set()
         self._stop_signal: int | None = None
         self._empty = asyncio.Event()
@@ -105,6 +106,7 @@ class ProcessTable:
         for child in list(self._live.values()):
             child.signal(signal.SIGKILL)
         self._signal_lingering(signal.SIGKILL)
+        descendants.signal_orphans(signal.SIGKILL)
 
     async def shutdown(self, grace_s: float) -> None:
         """Terminate every group, wait up to `grace_s` for them to end, kill the rest."""
@@ -113,22 +115,34 @@ class ProcessTable:
         if not await self._wait_empty(grace_s) or not await self._wait_lingering(deadline):
             self.kill_all()
             await self._wait_empty(REAP_AFTER_KILL_S)
+            await self._wait_lingering(time.monotonic() + REAP_AFTER_KILL_S)
+        self._signal_lingering(0)  # forgets what is gone
+        await self._stop_orphans(grace_s)
+
+    async def _stop_orphans(self, grace_s: float) -> None:
+        """A subreaper's orphans (what tasks left outside their groups) end with the run too."""
+        for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, REAP_AFTER_KILL_S)):
+            if not descendants.orphans():
+                return
+            descendants.signal_orphans(sig)
+            deadline = time.monotonic() + wait_s
+            while descendants.orphans() and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
 
     async def _wait_lingering(self, deadline: float) -> bool:
-        while any(group_alive(pgid) for pgid in self._lingering):
+        while any(child.running() for child in self._lingering.values()):
             if time.monotonic() >= deadline:
                 return False
             await asyncio.sleep(0.02)
         return True
 
     def _signal_lingering(self, sig: int) -> None:
-        for pgid in list(self._lingering):
-            try:
-                os.killpg(pgid, sig)
-            except ProcessLookupError:
-                self._lingering.discard(pgid)
-            except PermissionError:
-                pass
+        for pgid, child in list(self._lingering.items()):
+            if not child.present():
+                self._lingering.pop(pgid, None)
+                child.release()
+            elif sig:
+                child.signal_all(sig)
 
     async def _wait_empty(self, timeout_s: float) -> bool:
         try:
@@ -150,8 +164,8 @@ class ProcessTable:
     def _discard(self, child: _Child) -> None:
         self._live.pop(child.pid, None)
         self._signalled.discard(child.pid)
-        if _killpg_probe(child.pid):  # members outlived the shell: keep the group to stop it later
-            self._lingering.add(child.pid)
+        if child.present():  # members outlived the shell: keep the group to stop it later
+            self._lingering[child.pid] = child
         if not self._live:
             self._empty.set()
 
@@ -217,16 +231,37 @@ class _Child:
         """Send `sig` to the whole group; after the shell is reaped, only while members live.
 
         A launch may name another group for the polite signals (a sandbox's inner session);
-        SIGKILL always goes to our own group, whose death takes the launch's processes along.
+        SIGKILL always goes to our own group, whose death takes the launch's processes along,
+        and to every process the task started that left the group (see descendants).
         """
-        if self.exited.done() and not group_alive(self.pid):
+        if self.exited.done() and not self.running():
             return  # the number may already belong to someone else
         polite = self.launch.polite_group() if self.launch and self.launch.polite_group else None
         _killpg(
             polite if polite and sig != signal.SIGKILL and not self.exited.done() else self.pid, sig
         )
-        if sig == signal.SIGKILL and not self.exited.done():
-            self.killed = True
+        if sig == signal.SIGKILL:
+            descendants.signal_all(self.pid, sig)
+            if not self.exited.done():
+                self.killed = True
+
+    def signal_all(self, sig: int) -> None:
+        """Send `sig` to the group and to what the task started outside it (its shell is gone)."""
+        _killpg(self.pid, sig)
+        descendants.signal_all(self.pid, sig)
+
+    def running(self) -> bool:
+        """Whether anything the task started still runs (zombies do not count)."""
+        return group_alive(self.pid) or descendants.alive(self.pid)
+
+    def present(self) -> bool:
+        """Like running(), but one kill(2) in the usual case; a zombie in the group counts."""
+        return _killpg_probe(self.pid) or descendants.alive(self.pid, thorough=False)
+
+    def release(self) -> None:
+        """Nothing of the task is left: the warden forgets its group, its cgroup goes."""
+        spawn.released(self.pid)
+        descendants.forget(self.pid)
 
     def terminate(self, grace_s: float) -> float:
         """SIGTERM the group once; return when the grace ends."""
@@ -242,10 +277,9 @@ class _Child:
         )
         aborted = self.table.stopping
         self.table._discard(self)
-        if not _killpg_probe(
-            self.pid
-        ):  # members that outlive the shell (or their zombies) stay the warden's
-            spawn.released(self.pid)
+        # members that outlive the shell (or their zombies) stay the warden's
+        if not self.present():
+            self.release()
         if not self.exited.done():
             self.exited.set_result((status, rusage, aborted))
 
@@ -358,7 +392,7 @@ class _Capture:
             self._loop.add_reader(pipe.fileno(), self._read, stream)
 
     async def drain(self, within_s: float) -> None:
-        """Read for `within_s` more after the shell exits, then cut the pipes with a note (EX-12).
+        """Read for `within_s` more after the shell exits, then cut the pipes with a note.
 
         A backgrounded child that inherited the pipes would otherwise hold the task open
         for as long as it lives.
@@ -446,7 +480,7 @@ async def execute(
     its timeout and duration count from then. With `settle_group` (a cached task, whose outputs
     are read next) it returns only once the whole process group is gone: what the shell left
     running is waited for for the grace, then SIGTERMed, then SIGKILLed after the grace. With
-    `terminal` the command has vx's own stdin, stdout and stderr and nothing is captured (EX-09).
+    `terminal` the command has vx's own stdin, stdout and stderr and nothing is captured.
     """
     grace_s = (kill_grace_ms() if grace_ms is None else grace_ms) / 1000
     if started is not None:
@@ -494,29 +528,35 @@ async def _settle_group(child: _Child, grace_s: float) -> str | None:
     after its outputs are read; stop what is left after the grace. None when nothing had to be
     stopped, else the signal it took. There is no event for the death of processes that are not
     our children, so this polls, and only when the shell left some behind."""
-    if not _killpg_probe(child.pid) or not group_alive(child.pid):
-        return None  # the usual case: one failed kill(2)
+    in_group = _killpg_probe(child.pid) and group_alive(child.pid)
+    if not in_group and not descendants.alive(child.pid):
+        if child.table._lingering.pop(child.pid, None) is not None:
+            child.release()
+        return None  # the usual case: one failed kill(2), and one read with a cgroup
     stopped = None
     for sig in (None, signal.SIGTERM, signal.SIGKILL):
         if sig is not None:
             stopped = sig.name
-            _killpg(child.pid, sig)
+            child.signal_all(sig)
         deadline = time.monotonic() + (REAP_AFTER_KILL_S if sig == signal.SIGKILL else grace_s)
         delay = 0.005
-        while group_alive(child.pid):
+        while child.running():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
             await asyncio.sleep(min(delay, remaining))
             delay = min(delay * 2, 0.1)
+            if sig == signal.SIGKILL:
+                child.signal_all(sig)  # a process forked before the kill reached its parent
         else:
-            child.table._lingering.discard(child.pid)  # gone: its number may be reused
+            child.table._lingering.pop(child.pid, None)  # gone: its number may be reused
+            child.release()
             return stopped
     return stopped
 
 
 async def _supervise(child: _Child, timeout_ms: float | None, grace_s: float) -> bool:
-    """Wait for the shell; stop its group on overrun or cancellation. True on a timeout (EX-05)."""
+    """Wait for the shell; stop its group on overrun or cancellation. True on a timeout."""
     try:
         if await _exited_within(child, None if timeout_ms is None else timeout_ms / 1000):
             return False
@@ -541,6 +581,8 @@ async def _stop_group(child: _Child, grace_s: float) -> None:
     if not await _exited_within(child, deadline - time.monotonic()):
         child.signal(signal.SIGKILL)
         await _exited_within(child, None)
+    else:  # the shell is gone: what it left outside its group gets SIGTERM too
+        descendants.signal_all(child.pid, signal.SIGTERM)
     if not await _group_gone_by(child, deadline):
         child.signal(signal.SIGKILL)
         await _group_gone_by(child, time.monotonic() + REAP_AFTER_KILL_S)
@@ -555,7 +597,7 @@ async def _group_gone_by(child: _Child, deadline: float) -> bool:
     and only on the stop path.
     """
     delay = 0.005
-    while group_alive(child.pid):
+    while child.running():
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return False
@@ -579,7 +621,7 @@ def _result(
 ) -> ProcessResult:
     status, rusage, aborted = child.exited.result()
     exit_code, sig = _verdict(status)
-    if timed_out:  # EX-05: the label is the overrun, whatever the shell made of the signal
+    if timed_out:  # the label is the overrun, whatever the shell made of the signal
         sig = signal.SIGKILL if child.killed else signal.SIGTERM
         exit_code = 128 + sig
     return ProcessResult(
@@ -609,7 +651,7 @@ def _cpu_ms(rusage: object) -> float | None:
 
 
 def _peak_rss(rusage: object, own_rss: int) -> int | None:
-    """Report the tree's peak RSS only when it beats vx's own footprint (EX-13).
+    """Report the tree's peak RSS only when it beats vx's own footprint.
 
     Why: Popen uses vfork, and Linux charges the parent's resident set to the child at
     exec, so a peak at or below vx's own size is vx's, not the task's.

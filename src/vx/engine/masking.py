@@ -1,4 +1,4 @@
-"""Secret masking (EX-04): a task's secret values never reach what vx shows or keeps.
+"""Secret masking: a task's secret values never reach what vx shows or keeps.
 
 A value is secret when its variable's name contains TOKEN, SECRET, KEY, PASSWORD, PASSWD or
 CREDENTIAL (any case), the value has at least 6 characters, and the name does not end in

@@ -1,4 +1,4 @@
-"""A persistent task's process (EX-07, EX-08): started, watched until it is ready, then kept
+"""A persistent task's process: started, watched until it is ready, then kept
 until the run lets it go.
 
 Ready means a line of its output matches `exec.persistent.readyWhen` (line breaks and ANSI
@@ -71,7 +71,7 @@ class Server:
 
     @property
     def log(self) -> tuple[LogChunk, ...]:
-        """The tail of its log, secrets masked (EX-04)."""
+        """The tail of its log, secrets masked."""
         if self._secrets:
             from vx.engine import masking
 
@@ -80,7 +80,7 @@ class Server:
 
     @property
     def aborted(self) -> bool:
-        """It ended because the run is stopping (EX-16)."""
+        """It ended because the run is stopping."""
         return self.child.exited.done() and self.child.exited.result()[2]
 
     def _set_ready(self) -> None:
@@ -116,7 +116,7 @@ class Server:
         if not self.ready.done():
             self.ready.set_result(self.words)
         elif code != 0 and not self.released and not self.aborted:
-            self._on_crash(self.words)  # named at once, while the rest of the run goes on (EX-07)
+            self._on_crash(self.words)  # named at once, while the rest of the run goes on
         return code
 
     async def wait_ready(self, timeout_ms: int | None, notice: Callable[[str], None]) -> str | None:
@@ -205,7 +205,7 @@ def _close(fd: int) -> None:
         pass
 
 
-# ---------------------------------------------------------------- the end of the graph (EX-08)
+# ---------------------------------------------------------------- the end of the graph
 
 
 async def release(
@@ -249,7 +249,7 @@ def _kept(graph: TaskGraph, servers: Mapping[TaskId, Server]) -> tuple[TaskId, .
 
     requested: list[TaskId] = []
     pending, seen = list(graph.requested), set()
-    while pending:  # a requested group stands for its members (GR-03)
+    while pending:  # a requested group stands for its members
         tid = pending.pop()
         if tid in seen:
             continue

@@ -2,7 +2,7 @@
 
 The key of nearly every task is known before anything runs (keys are computed up front by
 plan.py); a task after an uncached task of its own project, and what folds its key, is keyed
-here once it is ready (KEY-20). Then the rebuilder decides which of the three roads to take and
+here once it is ready. Then the rebuilder decides which of the three roads to take and
 says why.
 """
 
@@ -68,14 +68,14 @@ class RunContext(Struct):
     priority: Mapping[TaskId, int]
     # task -> why nothing downstream of it saves: "a#build failed", "a#build was not saved (…)"
     tainted: dict[TaskId, str] = field(default_factory=dict)
-    remote: LayeredStore | None = None  # when a remote layer reads (RC-02)
+    remote: LayeredStore | None = None  # when a remote layer reads
     # (node, plan, attempt) -> a wrapper to start the command through (--verify's strace), or None
     launch_for: Callable[[TaskNode, TaskPlan, int], executor.Launch | None] | None = None
     # (task, trace accesses) of each sandboxed attempt, for --verify; None: the traces are not kept
     observe: Callable[[TaskId, tuple[Any, ...]], None] | None = None
-    sandbox: Session | None = None  # made by the first sandboxed execution (SB-01); closed by run
+    sandbox: Session | None = None  # made by the first sandboxed execution; closed by run
     # set by the scheduler when no new command may start (`--continue=never` after a failure):
-    # tasks already dispatched but still waiting for a slot must not start either (GR-10)
+    # tasks already dispatched but still waiting for a slot must not start either
     halt: asyncio.Event | None = None
     halt_on_failure: bool = (
         False  # `--continue=never`: a failure sets `halt` before its slot passes on
@@ -85,17 +85,17 @@ class RunContext(Struct):
     early: dict[TaskId, tuple[executor._Child, float, int, Snapshot | None]] = field(
         default_factory=dict
     )
-    # EX-19: the fingerprint files as the walk began (files.Snapshot), re-checked after each task;
+    # the fingerprint files as the walk began (files.Snapshot), re-checked after each task;
     # once one moved (`lock_moved` names it) every key of the run is stale: no hit, no save
     lockfiles: Snapshot | None = None
     lock_moved: str | None = None
-    # KEY-20: tasks keyed once ready (True: inputs read again from disk), and how: (node, fresh) -> plan
+    # tasks keyed once ready (True: inputs read again from disk), and how: (node, fresh) -> plan
     late: Mapping[TaskId, bool] = field(default_factory=dict)
     rekey: Callable[[TaskNode, bool], TaskPlan] | None = None
-    # EX-07: the persistent tasks started so far (persistent.Server); the run decides their end
+    # the persistent tasks started so far (persistent.Server); the run decides their end
     servers: dict[TaskId, Any] = field(default_factory=dict)
-    terminal: bool = False  # vx runs on a TTY: an interactive task gets it (EX-09)
-    alone: asyncio.Lock | None = None  # held while an interactive task gathers every slot (GR-19)
+    terminal: bool = False  # vx runs on a TTY: an interactive task gets it
+    alone: asyncio.Lock | None = None  # held while an interactive task gathers every slot
     # the executor's `execute` (None: vx.engine.executor.execute); the seam a test's scripted executor fills
     execute: Callable[..., Awaitable[ProcessResult]] | None = None
 
@@ -105,9 +105,7 @@ async def rebuild(
 ) -> TaskResult:
     """Take the task to a finished result; reported through ctx.emit."""
     plan = ctx.plans[node.id]
-    if (
-        node.id in ctx.late and ctx.rekey is not None
-    ):  # its dependencies are done: key it now (KEY-20)
+    if node.id in ctx.late and ctx.rekey is not None:  # its dependencies are done: key it now
         plan = await asyncio.to_thread(ctx.rekey, node, ctx.late[node.id])
         ctx.plans[node.id] = plan  # type: ignore[index]  # the run's own dict: dependants fold this key
     cause = _upstream_cause(ctx, node, results)
@@ -146,9 +144,7 @@ async def _try_hit(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> TaskResul
     late = node.id in ctx.late  # keyed just now: the run's batched probe never saw this key
     if entry is None and late:
         entry = (await asyncio.to_thread(store.probe, [plan.key])).get(plan.key)
-    if (
-        entry is None and ctx.remote is not None
-    ):  # local first, then the prefetched download (RC-02)
+    if entry is None and ctx.remote is not None:  # local first, then the prefetched download
         if late:
             from vx.store.layered import wanted_from
 
@@ -226,7 +222,7 @@ def _hit(
 
 def _masked_output(ctx: RunContext, node: TaskNode, plan: TaskPlan):
     """The task's secret values, their masker (None when it has none) and the output callback
-    that emits each chunk masked (EX-04)."""
+    that emits each chunk masked."""
     declared = node.config.exec.env.secret if node.config.exec is not None else ()
     secrets = masking.secrets_of(plan.env, declared)
     masker = masking.Masker(secrets) if secrets else None
@@ -240,11 +236,11 @@ def _masked_output(ctx: RunContext, node: TaskNode, plan: TaskPlan):
 
 
 async def _serve(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> TaskResult:
-    """Start a persistent task and return once it is ready (EX-07); it goes on running, owned by
+    """Start a persistent task and return once it is ready; it goes on running, owned by
     `ctx.servers`. Its slot is held only until then: a server that waits for requests is no work."""
     from vx.engine import persistent
 
-    secrets, masker, on_output = _masked_output(ctx, node, plan)  # EX-04, as for any task
+    secrets, masker, on_output = _masked_output(ctx, node, plan)  # as for any task
 
     def failed(reason: str, log=(), duration_ms: float = 0.0, aborted: bool = False) -> TaskResult:
         status = Status.ABORTED if aborted else Status.FAILED
@@ -322,7 +318,7 @@ async def _serve(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> TaskResult:
 
 
 def _on_terminal(ctx: RunContext, node: TaskNode) -> bool:
-    """An interactive task runs on the terminal when vx has one (EX-09); off a TTY it is a normal task."""
+    """An interactive task runs on the terminal when vx has one; off a TTY it is a normal task."""
     return node.config.exec.interactive and ctx.terminal  # type: ignore[union-attr]  # a task that is not a group has exec
 
 
@@ -339,9 +335,7 @@ async def _execute_and_save(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> 
     elif write:
         assert plan.record is not None  # every planned task with outputs has its key's record
         snapshot = ctx.index.task_snapshot(plan.inputs, node.project_dir, plan.record.package_json)
-    if (
-        plan.outputs is not None and plan.inputs is not None and plan.inputs.unmatched_globs
-    ):  # KEY-23
+    if plan.outputs is not None and plan.inputs is not None and plan.inputs.unmatched_globs:
         # Asked again now: an upstream task of this run may have written what a glob names
         # (a dependency's gitignored dist); the re-check then withholds the save and says why.
         unmatched = await asyncio.to_thread(
@@ -410,7 +404,7 @@ async def _execute_and_save(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> 
 
 
 async def _check_lockfiles(ctx: RunContext, node: TaskNode) -> None:
-    """EX-19: after a task ran, see whether a lockfile or install setting moved (an install task,
+    """After a task ran, see whether a lockfile or install setting moved (an install task,
     `npm version`); if so every key of this run was taken on the old one, and the rest of the run
     restores and saves nothing. A few lstats per task; the bytes only of a touched file."""
     if ctx.lockfiles is None or ctx.lock_moved is not None:
@@ -448,7 +442,7 @@ def _status_of(proc: ProcessResult) -> Status:
 async def _attempts(
     ctx: RunContext, node: TaskNode, plan: TaskPlan, *, wipe: bool, early=None
 ) -> tuple[ProcessResult | None, int, tuple[Violation, ...]]:
-    """Run the command, retrying per exec.retries; each attempt re-cleans outputs (EX-06).
+    """Run the command, retrying per exec.retries; each attempt re-cleans outputs.
     An `early` first attempt already runs: its slot is taken, its outputs wiped, its start told.
 
     No process (None) when the run halted while this task waited for its slot."""
@@ -493,7 +487,7 @@ async def _attempts(
 
 
 async def _acquire_all(ctx: RunContext, node: TaskNode) -> int:
-    """Every slot, so the interactive task runs alone (GR-19); one gatherer at a time, so two
+    """Every slot, so the interactive task runs alone; one gatherer at a time, so two
     interactive tasks never hold half each."""
     if ctx.alone is None:
         ctx.alone = asyncio.Lock()
@@ -511,9 +505,9 @@ async def _run_once(
     started=None,
     terminal: bool = False,
 ) -> tuple[ProcessResult, tuple[Violation, ...]]:
-    """One attempt: inside the sandbox when the task declares one (SB-01), else plainly;
+    """One attempt: inside the sandbox when the task declares one, else plainly;
     `started` is a first attempt already running (executor.execute)."""
-    secrets, masker, on_output = _masked_output(ctx, node, plan)  # EX-04
+    secrets, masker, on_output = _masked_output(ctx, node, plan)
 
     proc, violations = await _run_process(ctx, node, plan, launch, started, on_output, terminal)
     if masker is None:
@@ -584,7 +578,7 @@ async def _run_process(
 
 
 def _failure_label(proc: ProcessResult, violations: tuple[Violation, ...]) -> str:
-    """`failed (exit 1, 2 sandbox violations)` (SB-12, CLI-59)."""
+    """`failed (exit 1, 2 sandbox violations)`."""
     label = verdicts.failure_label(proc)
     if not violations:
         return label
@@ -599,7 +593,7 @@ def _with_duration(proc: ProcessResult, total_ms: float) -> ProcessResult:
 async def _save(
     ctx: RunContext, node: TaskNode, plan: TaskPlan, proc: ProcessResult, snapshot, started_ns: int
 ) -> tuple[bool, str | None]:
-    """Save the result unless an input moved while the task ran (KEY-21) or upstream was not saved."""
+    """Save the result unless an input moved while the task ran or upstream was not saved."""
     if ctx.lock_moved is not None:
         why = f"{ctx.lock_moved} changed during the run"
         ctx.emit(Notice(f"{node.id}: not saved to the cache: {why}", id=node.id))
@@ -631,7 +625,7 @@ async def _save(
         ctx.emit(Notice(f"{node.id}: not saved to the cache: {why}", id=node.id))
         return False, f"not saved: {why}"
     removed = getattr(outputs, "removed", ())
-    if removed:  # a task adding to its upstream's outputs deleted one (LC-18): a restore could not
+    if removed:  # a task adding to its upstream's outputs deleted one: a restore could not
         ctx.emit(
             Notice(
                 f"{node.id}: not saved to the cache: it removed {removed[0]}, which it adds to",

@@ -1,5 +1,5 @@
 """Walk the task graph in parallel: dependency counters, a ready heap by priority, and the
---continue modes (GR-08, GR-10). The scheduler never spawns anything: it receives `rebuild`.
+--continue modes. The scheduler never spawns anything: it receives `rebuild`.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class PrioritySlots:
 
 
 def _blocked(node: TaskNode, results: Mapping[TaskId, TaskResult]) -> TaskId | None:
-    """The root failure that blocks this node, traced through skipped tasks (CLI-56)."""
+    """The root failure that blocks this node, traced through skipped tasks."""
     for dep in node.deps:
         res = results[dep]
         if res.status is Status.FAILED or res.status is Status.ABORTED:

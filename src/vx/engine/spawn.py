@@ -1,5 +1,5 @@
-"""Start a task's process: `sh -c <command>` in the project dir (EX-01), in its own session and
-process group (EX-11), stdin at EOF (EX-10), stdout and stderr piped. A launch (the sandbox's or
+"""Start a task's process: `sh -c <command>` in the project dir, in its own session and
+process group, stdin at EOF, stdout and stderr piped. A launch (the sandbox's or
 --verify's wrapper) runs its argv instead, with its own stdin and kept descriptors.
 
 Apart from the executor, which owns the process from here on, because a run's first commands
@@ -11,12 +11,16 @@ pipe only vx holds. When vx is gone the pipe reads EOF, and the warden sends SIG
 after `WARDEN_GRACE_S` SIGKILL, to every task group still listed. Why not PR_SET_PDEATHSIG: it
 reaches only the direct child (a task's `npm` or `node` grandchildren live on), fires when the
 spawning *thread* exits, and needs a `preexec_fn`, which costs Popen its fast vfork path.
+With a cgroup per task (engine/descendants.py) the warden also kills the run's cgroups, which
+hold what left the groups (`setsid`), and removes them.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+
+from vx.engine import descendants
 
 SHELL = "/bin/sh"
 WARDEN_GRACE_S = 2
@@ -31,10 +35,19 @@ while read -r op id; do
     -) case $g in *" $id "*) g="${g%% $id *} ${g#* $id }" ;; esac ;;
   esac
 done
-[ "$g" = ' ' ] && exit 0
-for p in $g; do kill -s TERM -- "-$p" 2>/dev/null; done
-sleep GRACE
-for p in $g; do kill -s KILL -- "-$p" 2>/dev/null; done
+if [ "$g" != ' ' ]; then
+  for p in $g; do kill -s TERM -- "-$p" 2>/dev/null; done
+  sleep GRACE
+  for p in $g; do kill -s KILL -- "-$p" 2>/dev/null; done
+fi
+[ -n "$1" ] || exit 0
+echo 1 2>/dev/null >"$1/cgroup.kill" || for f in "$1"/*/cgroup.procs; do
+  while read -r p; do kill -s KILL "$p" 2>/dev/null; done <"$f"
+done 2>/dev/null
+for i in 1 2 3 4 5 6 7 8 9 10; do
+  rmdir "$1"/*/ 2>/dev/null; rmdir "$1" 2>/dev/null && exit 0
+  sleep 1
+done
 """.replace("GRACE", str(WARDEN_GRACE_S))
 
 _warden_fd = -1
@@ -55,23 +68,39 @@ def start(
     terminal: bool = False,
 ) -> subprocess.Popen[bytes]:
     """The started process; OSError or ValueError when it cannot start (the executor says why).
-    `stdin` is an fd to read instead of EOF (a persistent task's pipe, EX-07); with `terminal`
-    the task has vx's own stdin, stdout and stderr (an interactive task on a TTY, EX-09)."""
+    `stdin` is an fd to read instead of EOF (a persistent task's pipe); with `terminal`
+    the task has vx's own stdin, stdout and stderr (an interactive task on a TTY)."""
     if stdin is None:
         stdin = launch.stdin if launch and launch.stdin is not None else subprocess.DEVNULL
     if _warden_fd < 0:
         _start_warden()
-    popen = subprocess.Popen(
-        list(launch.argv) if launch else ["sh", "-c", command],
-        executable=None if launch else SHELL,
-        cwd=cwd,
-        env=dict(env),
-        stdin=None if terminal else stdin,
-        stdout=None if terminal else subprocess.PIPE,
-        stderr=None if terminal else subprocess.PIPE,
-        start_new_session=True,
-        pass_fds=tuple(launch.pass_fds) if launch else (),
-    )
+    cgroup = descendants.new_cgroup()
+    if launch and cgroup and not os.access(launch.argv[0], os.X_OK):
+        descendants.forget(0, cgroup)  # a wrapper found on PATH: Popen's lookup and error stay
+        cgroup = ""
+    enter = descendants.entry_words(cgroup)
+    if launch is None:
+        argv = ["sh", "-c", enter + command]
+    elif enter:  # the shell moves itself, then becomes the wrapper (same pid, same fds)
+        argv = [SHELL, "-c", enter + 'exec "$@"', "sh", *launch.argv]
+    else:
+        argv = list(launch.argv)
+    try:
+        popen = subprocess.Popen(
+            argv,
+            executable=SHELL if launch is None or enter else None,
+            cwd=cwd,
+            env=dict(env),
+            stdin=None if terminal else stdin,
+            stdout=None if terminal else subprocess.PIPE,
+            stderr=None if terminal else subprocess.PIPE,
+            start_new_session=True,
+            pass_fds=tuple(launch.pass_fds) if launch else (),
+        )
+    except BaseException:
+        descendants.forget(0, cgroup)
+        raise
+    descendants.bind(popen.pid, cgroup, env)
     _tell(f"+ {popen.pid}\n")
     return popen
 
@@ -86,7 +115,7 @@ def _start_warden() -> None:
     global _warden_fd
     try:
         warden = subprocess.Popen(
-            [SHELL, "-c", _WARDEN],
+            [SHELL, "-c", _WARDEN, "warden", descendants.run_cgroup()],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

@@ -1,4 +1,4 @@
-"""Say what a task's exit means: the failure label and a one-line hint (EX-14, CLI-59).
+"""Say what a task's exit means: the failure label and a one-line hint.
 
 Pure functions of a finished process (plus, for a hint, a look at the script that failed to
 start): the executor, the rebuilder and the reporters all name outcomes the same way.
@@ -41,7 +41,7 @@ def signal_name(number: int) -> str | None:
 
 
 def failure_label(result: ProcessResult) -> str:
-    """Name why an attempt failed: `failed (exit 137, 128 + SIGKILL)` and the like (CLI-59)."""
+    """Name why an attempt failed: `failed (exit 137, 128 + SIGKILL)` and the like."""
     outcome = "aborted" if result.aborted else "failed"
     if result.timed_out:
         return f"{outcome} (timed out, exit {result.exit_code})"
@@ -56,7 +56,7 @@ def failure_label(result: ProcessResult) -> str:
 def exit_hint(
     result: ProcessResult, command: str, path_dirs: Sequence[str], *, cwd: Path | None = None
 ) -> str | None:
-    """Explain the shell's verdict in one line: what was missing, or which signal and why (EX-14).
+    """Explain the shell's verdict in one line: what was missing, or which signal and why.
 
     `cwd` (the task's directory) lets a missing `./script` be told apart from one whose
     `#!` interpreter is missing or that has CRLF line endings.

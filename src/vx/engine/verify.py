@@ -8,7 +8,7 @@ writes as usual) under `strace -f --seccomp-bpf`, and each file a cached task op
 or executed inside the workspace is checked against what its key covers: its own `cache.inputs`,
 its `package.json`, the root lockfiles, its outputs, and the inputs and outputs of every upstream
 task whose key folds into its own (transitively). A file that could be an input (listed by git,
-not excluded by KEY-17), another task's output, or a file another traced task (uncached ones too)
+not a fixed exclusion), another task's output, or a file another traced task (uncached ones too)
 wrote, covered by none of these, is reported; so is each file a cached task left behind outside
 its outputs. Fixes are written in the task's own config vocabulary (vx.config or turbo.json),
 as few globs as cover the files, never as an edge that would close a cycle. The run exits 1.
@@ -307,7 +307,7 @@ def _undeclared(
     root: Path, graph: TaskGraph, plans, index, node: TaskNode, reads: list[str], run: _Run
 ):
     """The reads no part of the key covers, as (kind, path, producer): a candidate input (git lists
-    it, KEY-17 allows it), another task's declared output (kind "task"), or a file another traced
+    it, the exclusions allow it), another task's declared output (kind "task"), or a file another traced
     task wrote without declaring it (kind "written"); either output usually gitignored, so only
     the producer's declaration and a task edge cover it."""
     closure = key_closure(graph, node.id)
@@ -397,7 +397,7 @@ LARGE = 8  # this many undeclared reads in one top directory are suggested as it
 
 def written_paths(accesses: Iterable, root: Path, index) -> list[str]:
     """Workspace-relative files the task wrote that are still there, in order, leaving out what
-    is no output: KEY-17's exclusions (`.git`, `.vx`, build info, temp files), tools' caches, and
+    is no output: the fixed exclusions (`.git`, `.vx`, build info, temp files), tools' caches, and
     files git tracks (a source the task rewrote is not an output to restore)."""
     seen: dict[str, None] = {}
     for access in accesses:
@@ -782,7 +782,7 @@ def _corrections(run: _Run, node: TaskNode) -> dict[str, str | None]:
             continue
         from_root = GlobSet([glob])
         if not any(map(from_root.matches, everything)):
-            continue  # nothing to explain (KEY-23 says it matched nothing): a shared definition's glob
+            continue  # nothing to explain (it matched nothing, as warned): a shared definition's glob
         out[glob] = project_relative(glob, node.project_dir)
     return out
 

@@ -1,12 +1,12 @@
 """Settle confirmed local cache hits before the walk: up-to-date checks and restores, in waves.
 
 Every key is computed before anything runs and never changes during the run (no early
-cutoff, KEY-22), so whether a task is a local hit is known from the one batched probe. A
+cutoff), so whether a task is a local hit is known from the one batched probe. A
 task is settled here only when every dependency is settled too: nothing upstream can then
 fail, be skipped or withhold a save, so the result is exactly the one the rebuilder's hit
 path would produce (same status, cache status, log and events) — without an asyncio task,
 a thread hop and a log query per task. Restores of one wave share a thread pool as wide as
-the rebuilder's restore lane (2 × concurrency, GR-09). Whatever is not settled (misses,
+the rebuilder's restore lane (2 × concurrency). Whatever is not settled (misses,
 uncached tasks, their dependants, damaged artifacts) goes to the walk unchanged.
 """
 
@@ -78,7 +78,7 @@ def settle(
 
 # key -> (store, outputs, entry) of every restore this process may run; forked workers inherit it.
 _JOBS: dict[str, tuple[Any, Any, Any]] = {}
-FORK_FROM = 128  # restores that pay for forking workers (~10 ms each)
+FORK_FROM = 128  # restores that pay for forking workers (docs/optimizations.md #7)
 BYTES_PER_THREAD = 4 << 20  # compressed artifact bytes that keep one more restore thread busy
 
 
@@ -86,7 +86,7 @@ def _pool(width: int, jobs: int, size_bytes: int):
     """Worker processes when there are enough restores and nothing else runs threads (a fork
     copies only the forking thread); otherwise threads, as many as the bytes to inflate keep
     busy. Small artifacts are Python work under the GIL: a second thread only adds lock
-    handoffs (100 one-file restores: ~50 ms on one thread, ~80 ms on four), while big ones
+    handoffs (docs/optimizations.md #7), while big ones
     spend their time in zstd and in writes, which release it."""
     import threading
 
@@ -142,7 +142,7 @@ class _Lane:
         self.local = getattr(
             store, "local", store
         )  # hits are local entries, even behind a remote layer
-        self.lazy: list[TaskId] = []  # persistent tasks nobody asked for, settled for now (GR-18)
+        self.lazy: list[TaskId] = []  # persistent tasks nobody asked for, settled for now
 
     def scan(self, pending: list[TaskId]) -> tuple[list[TaskId], list[_Hit]]:
         """One pass in topological order: settle what is current, collect what needs a restore."""

@@ -5,7 +5,7 @@ silent, so the whole output is the footer), ends by writing a receipt: its comma
 working directory; each environment variable it looked up, with its value; every path its
 planning read or probed, with its lstat identity (`vx.witness`); the config-file names of each
 project directory it listed; digests of git's three listings; and per task the cache row
-(key, size, crc), the lstat values its outputs must show (LC-07), where those outputs live and
+(key, size, crc), the lstat values its outputs must show, where those outputs live and
 what walking them reads.
 
 Planning is a function of exactly those facts, so while they hold the keys and the hits are
@@ -23,7 +23,7 @@ import stat
 
 from vx import __version__, witness
 
-FORMAT = 3  # 3: env values kept as digests
+FORMAT = 4  # 3: env values kept as digests; 4: the store dir
 RECEIPTS = os.path.join(".vx", "receipts")
 GIT_ENV = ("PATH", "HOME", "XDG_CONFIG_HOME")  # read straight from os.environ by the listing
 KEEP = 32  # receipts per workspace: one per command line and directory, the least recent go first
@@ -164,7 +164,7 @@ def _views_hold(views: list) -> bool:
 
 def output_state(task: list) -> str:
     """CURRENT when the task's outputs are exactly as the receipt says (files by the up-to-date
-    rule, LC-07; the directories the walk lists unchanged, so nothing was added); ABSENT when none
+    rule; the directories the walk lists unchanged, so nothing was added); ABSENT when none
     of its output roots exists, so restoring needs no wipe; CHANGED otherwise."""
     _key, _size, _crc, expected, roots, walked = task
     if walked is not None and _hold(walked[0], True) and _hold(walked[1], False):
@@ -243,6 +243,7 @@ def write(
     cwd: str,
     root: str,
     cache_dir: str,
+    store_dir: str,
     started_ns: int,
     env: witness.ReadEnv,
     noted: tuple,
@@ -278,6 +279,7 @@ def write(
         "argv": list(argv),
         "root": root,
         "cache_dir": cache_dir,
+        "store_dir": store_dir,  # entries and artifacts: cache_dir, or the shared store
         "env": {
             name: env_digest(dict.get(env, name)) for name in sorted(env.names | set(GIT_ENV))
         },  # not noted
@@ -287,7 +289,7 @@ def write(
         "git": _commands(commands, toplevel, tasks),
         "tasks": len(tasks),
         "index": None,
-        "touched": started_ns / 1e9,  # the run's close touched every row (LC-06)
+        "touched": started_ns / 1e9,  # the run's close touched every row
     }
     body = {"read": read, "probed": probed, "views": dirs, "tasks": tasks}
     return store(os.path.join(root, RECEIPTS, name_of(cwd, argv)), header, body)

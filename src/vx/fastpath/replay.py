@@ -1,6 +1,6 @@
 """Finish a `vx run` from its receipt, before the CLI and the pipeline are even imported.
 
-The checks, cheapest first, under the run lock (GR-16) like any run: same vx, command line,
+The checks, cheapest first, under the run lock like any run: same vx, command line,
 directory and environment values; every planning path and project listing as the receipted run
 left it (`receipt.paths_hold`); git's listings the same byte for byte (git is run again exactly
 as the listing runs it, but without the optional index lock: git, not vx, decides whether the
@@ -8,7 +8,7 @@ tree is clean); every artifact and index row still there. Then the keys and the 
 receipt's, and what remains is the outcome the pipeline would reach: each task's outputs are
 current (nothing to do) or absent (restored from its artifact, as the hit lane would: nothing to
 wipe — while the index and git are checked, by two processes when there are many). The rows are
-touched (LC-06), the restores' stamps written once every check held (LC-07), the receipt brought
+touched, the restores' stamps written once every check held, the receipt brought
 up to date, and the footer printed. Anything else — an output edited, an artifact damaged, a fact
 changed — and this returns None: the pipeline runs as if there were no receipt, which is always
 correct, and writes a fresh one.
@@ -21,6 +21,7 @@ and zstd's C extension), never the records, `pathlib` or `typing`.
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import time
 
@@ -73,8 +74,8 @@ def _finish(path: str, header: dict, data: memoryview, environ) -> list[tuple[st
 
     Restores start before the index and git are checked: each writes only into output roots
     found absent, from an artifact the reader verifies whole, and stamps nothing until every
-    check held. Should one fail, the pipeline finds those outputs unstamped, so never current
-    (LC-07): it wipes and restores or rebuilds them (LC-08) as if this had never run."""
+    check held. Should one fail, the pipeline finds those outputs unstamped, so never current:
+    it wipes and restores or rebuilds them as if this had never run."""
     import marshal
 
     marks = [("", time.perf_counter())]  # (stage that ended, when)
@@ -84,7 +85,11 @@ def _finish(path: str, header: dict, data: memoryview, environ) -> list[tuple[st
         if not receipt.paths_hold(body):
             return None
         states = [receipt.output_state(task) for task in body["tasks"]]
-        if receipt.CHANGED in states or not _artifacts_hold(header, body["tasks"]):
+        if (
+            receipt.CHANGED in states
+            or not _store_private(header)
+            or not _artifacts_hold(header, body["tasks"])
+        ):
             return None
         absent = [task for task, state in zip(body["tasks"], states) if state == receipt.ABSENT]
         restoring = bool(absent)
@@ -95,16 +100,16 @@ def _finish(path: str, header: dict, data: memoryview, environ) -> list[tuple[st
         if (
             len(absent) >= FORK_FROM
         ):  # both take restores from one queue: whoever is free takes the next
-            helper = restores.Helper(header["cache_dir"], header["root"], absent)
+            helper = restores.Helper(header["store_dir"], header["root"], absent)
             absent = helper.share  # type: ignore[assignment]  # a queue the helper shares, read as a list
         marks.append(("receipt check", time.perf_counter()))
         if not restoring and _index_vouched(header):
             if not _git_holds(children, header["git"]):
                 return None
             return _times(marks, ("git enumeration", time.perf_counter()))
-        before, looked_ns = _index_ids(header["cache_dir"]), time.time_ns()
+        before, looked_ns = _index_ids(header), time.time_ns()
         due = restoring or time.time() - header["touched"] >= TOUCH_EVERY_S
-        db = _open_index(header["cache_dir"])
+        db = _open_index(header)
         if db is None:
             return None
         try:
@@ -112,7 +117,7 @@ def _finish(path: str, header: dict, data: memoryview, environ) -> list[tuple[st
                 return None
             marks.append(("cache touch", time.perf_counter()))
             done = (
-                restores.extract(header["cache_dir"], header["root"], absent) if restoring else {}
+                restores.extract(header["store_dir"], header["root"], absent) if restoring else {}
             )
             if restoring:
                 marks.append(("restore", time.perf_counter()))
@@ -128,7 +133,7 @@ def _finish(path: str, header: dict, data: memoryview, environ) -> list[tuple[st
         _reap(children)
         if helper is not None:
             helper.stop()  # having reported, it has exited; else it stops after the artifact at hand
-    unchanged = not due and _index_ids(header["cache_dir"]) == before
+    unchanged = not due and _index_ids(header) == before
     header["index"] = [before, looked_ns] if unchanged else None
     if due:
         header["touched"] = time.time()
@@ -147,14 +152,23 @@ def _times(
 
 # ---------------------------------------------------------------- the index
 
-TOUCH_EVERY_S = 3600.0  # a replay refreshes `accessed_at` (LC-06) at most this often
+TOUCH_EVERY_S = 3600.0  # a replay refreshes `accessed_at` at most this often
 
 
-def _index_ids(cache_dir: str) -> list:
-    return [
+def _index_ids(header: dict) -> list:
+    """The identities of the index files: the workspace's, and a shared store's, which
+    another workspace of the repository may have written since."""
+    cache_dir, store_dir = header["cache_dir"], header["store_dir"]
+    ids = [
         witness.identity(os.path.join(cache_dir, name), True)
         for name in ("cache.db", "cache.db-wal")
     ]
+    if store_dir != cache_dir:
+        ids += [
+            witness.identity(os.path.join(store_dir, name), True)
+            for name in ("store.db", "store.db-wal")
+        ]
+    return ids
 
 
 def _index_vouched(header: dict) -> bool:
@@ -165,13 +179,33 @@ def _index_vouched(header: dict) -> bool:
     if seen is None or time.time() - header["touched"] >= TOUCH_EVERY_S:
         return False
     ids, looked_ns = seen
-    return _index_ids(header["cache_dir"]) == ids and not receipt.racy(
-        [("", i) for i in ids], looked_ns
-    )
+    return _index_ids(header) == ids and not receipt.racy([("", i) for i in ids], looked_ns)
+
+
+def _store_private(header: dict) -> bool:
+    """A shared store's three levels (`~/.vx`, `<id>`, `cache`) are still directories of this
+    user's that nobody else can write, as the run that wrote the receipt found them:
+    a replay reads its artifacts by path."""
+    store_dir = header["store_dir"]
+    if store_dir == header["cache_dir"]:
+        return True
+    uid = os.getuid()
+    for path in (
+        store_dir,
+        os.path.dirname(store_dir),
+        os.path.dirname(os.path.dirname(store_dir)),
+    ):
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return False
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid or st.st_mode & 0o077:
+            return False
+    return True
 
 
 def _artifacts_hold(header: dict, tasks: list) -> bool:
-    prefix = os.path.join(header["cache_dir"], "")
+    prefix = os.path.join(header["store_dir"], "")
     for key, size, _crc, *_ in tasks:
         try:
             if os.stat(f"{prefix}{key}.tar.zst").st_size != size:
@@ -188,7 +222,7 @@ def _spawn_git(root: str, commands: list, environ) -> list[list[int]]:
     """Start each noted git command as the listing ran it, stdout to a memfd (three outputs at
     once cannot fill a pipe and stall), stdin and stderr on /dev/null. `posix_spawnp`, not fork:
     forking this process copies its page tables and leaves its memory copy-on-write while git
-    starts (~1.5 ms a command here); `-C root` is git's own "as if started in root", which is
+    starts (docs/optimizations.md #23); `-C root` is git's own "as if started in root", which is
     how the listing runs it (cwd = the root).
 
     One difference, which changes no output: `GIT_OPTIONAL_LOCKS=0`. `git status` otherwise takes
@@ -253,8 +287,9 @@ def _reap(children: list[list[int]]) -> None:
 
 
 def _sqlite():
-    """sqlite3's C module itself: the `sqlite3` package adds only `datetime` adapters (~3 ms of
-    imports) that this replay never uses. The package is the fallback should that ever move."""
+    """sqlite3's C module itself: the `sqlite3` package adds only `datetime` adapters, imports
+    this replay never uses (docs/optimizations.md #26). The package is the fallback should that
+    ever move."""
     try:
         sqlite = _sqlite_module()
         sqlite.connect, sqlite.Error  # noqa: B018 (both must be there)
@@ -265,12 +300,12 @@ def _sqlite():
 
 def _sqlite_module():
     """`_sqlite3`, loaded without `functools`. Its init takes `functools.lru_cache` for the
-    statement cache; `functools` brings `collections`, `operator`, `reprlib`, ... (~3–5 ms here,
-    most of the index's cost in a replay). While it loads, `functools` is a stand-in whose
-    `lru_cache` builds the very wrapper the real one builds (`_functools._lru_cache_wrapper`, the
-    C cache) — without the `cache_info` tuple type and `update_wrapper`'s copied names, which the
-    module never uses. The stand-in leaves `sys.modules` at once: any later `import functools` is
-    the real one."""
+    statement cache; `functools` brings `collections`, `operator`, `reprlib`, ... (most of the
+    index's cost in a replay: docs/optimizations.md #26). While it loads, `functools` is a
+    stand-in whose `lru_cache` builds the very wrapper the real one builds
+    (`_functools._lru_cache_wrapper`, the C cache) — without the `cache_info` tuple type and
+    `update_wrapper`'s copied names, which the module never uses. The stand-in leaves
+    `sys.modules` at once: any later `import functools` is the real one."""
     if "_sqlite3" in sys.modules or "functools" in sys.modules:
         import _sqlite3
 
@@ -291,26 +326,37 @@ def _sqlite_module():
     return _sqlite3
 
 
-def _open_index(cache_dir: str):
-    """The cache index, set up as the store sets it up; None when there is none (connecting
-    must never create one)."""
+def _open_index(header: dict):
+    """The cache index (with a shared store's attached), set up as the store sets it up; None
+    when there is none (connecting must never create one)."""
     sqlite3 = _sqlite()
-    path = os.path.join(cache_dir, "cache.db")
-    uri = path.replace("%", "%25").replace("?", "%3f").replace("#", "%23")
+    cache_dir, store_dir = header["cache_dir"], header["store_dir"]
+    db = None
     try:
-        from vx.store.rows import CONNECTION_PRAGMAS
+        from vx.store import rows
 
-        db = sqlite3.connect(f"file:{uri}?mode=rw", uri=True, isolation_level=None, timeout=5.0)
-        for pragma in CONNECTION_PRAGMAS:  # as the store sets it up
+        db = sqlite3.connect(
+            _uri(os.path.join(cache_dir, "cache.db")), uri=True, isolation_level=None, timeout=5.0
+        )
+        for pragma in rows.CONNECTION_PRAGMAS:  # as the store sets it up
             db.execute(pragma)
+        if store_dir != cache_dir:
+            rows.attach_store(db, _uri(os.path.join(store_dir, "store.db")))
         return db
     except sqlite3.Error:
+        if db is not None:
+            db.close()
         return None
+
+
+def _uri(path: str) -> str:
+    """An existing database's file, read-write: `mode=rw` never creates one."""
+    return "file:" + path.replace("%", "%25").replace("?", "%3f").replace("#", "%23") + "?mode=rw"
 
 
 def _rows_hold(db, tasks: list, touch: bool) -> bool:
     """Every hit's row still in the index as it was; with `touch`, `accessed_at` set as the
-    store's close sets it (LC-06). In a transaction the caller commits."""
+    store's close sets it. In a transaction the caller commits."""
     from vx.store import rows
 
     want = {key: (size, crc) for key, size, crc, *_ in tasks}
@@ -329,7 +375,7 @@ def _rows_hold(db, tasks: list, touch: bool) -> bool:
 
 
 def _restore(header: dict, body: dict, done: dict, helper: restores.Helper | None, db) -> bool:
-    """Stamp every restored output (LC-07), the helper's share with this process's, and bring
+    """Stamp every restored output, the helper's share with this process's, and bring
     the receipt up to date. False when the helper refused an artifact: the pipeline then
     decides what that task needs."""
     from vx.store import rows

@@ -19,9 +19,9 @@ def _stat_key(st: os.stat_result) -> Stat:
     return (st.st_mtime_ns, st.st_size, st.st_ctime_ns, st.st_ino)
 
 
-# Bytes a run hashes with the interpreter's own sha1 before it loads hashlib: OpenSSL costs
-# ~2.5 ms to load and hashes ~8x faster (64 MiB: 42 against 342 ms here), so the builtin pays
-# for a few small edited files — the usual dirty tree — and OpenSSL for anything bigger.
+# Bytes a run hashes with the interpreter's own sha1 before it loads hashlib: OpenSSL is slow
+# to load and fast to hash, so the builtin pays for a few small edited files — the usual dirty
+# tree — and OpenSSL for anything bigger (docs/optimizations.md #24).
 BUILTIN_BYTES = 256 << 10
 _builtin_left = BUILTIN_BYTES
 

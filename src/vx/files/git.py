@@ -1,8 +1,8 @@
-"""One bulk git enumeration of the workspace, parsed into a listing (KEY-13).
+"""One bulk git enumeration of the workspace, parsed into a listing.
 
 `ls-files`, `status` and `config` are spawned together and read once per run; their output
 becomes the sorted candidate paths, the clean tracked files git vouches for (with their index
-OIDs) and what it ignores. KEY-14's checks decide whether git can be trusted at all; outside a
+OIDs) and what it ignores. The trust checks decide whether git can be trusted at all; outside a
 git repo (or inside an ignored dir) the tree is walked instead.
 """
 
@@ -38,6 +38,7 @@ class _Listing(Struct):
     links: tuple[
         str, ...
     ] = ()  # candidate paths that may be symlinks (vx.files.links follows them)
+    remotes: tuple[tuple[str, str], ...] = ()  # (name, URL) of each remote: the shared store's id
 
 
 def check_ref(ref: str) -> str:
@@ -117,7 +118,7 @@ def _collect(proc: subprocess.Popen, what: str, root: Path, required: bool = Tru
 
 
 def _spawn_git_listing(root: Path) -> tuple[subprocess.Popen, ...]:
-    """Spawn the three listings at once (KEY-13); `_run_git_listing` reads them."""
+    """Spawn the three listings at once; `_run_git_listing` reads them."""
     return (
         _spawn_git(root, ["ls-files", "-s", "-v", "-z"]),
         _spawn_git(
@@ -241,7 +242,7 @@ def _parse_config(text: str) -> dict[str, str]:
 
 
 def _attributes_risky(text: str) -> bool:
-    """Whether an attributes file could set a clean filter (KEY-14); macros count as risky."""
+    """Whether an attributes file could set a clean filter; macros count as risky."""
     for line in text.splitlines():
         line = line.strip()
         if not line or line.startswith("#"):
@@ -286,7 +287,7 @@ def _attribute_files(
 def _filters_possible(
     root: Path, toplevel: Path, config: dict[str, str], paths: Iterable[str]
 ) -> bool:
-    """Whether git might not be vouching for worktree bytes at all (KEY-14), so trust nothing.
+    """Whether git might not be vouching for worktree bytes at all, so trust nothing.
 
     A clean filter or eol conversion means the index blob is not the worktree bytes; weakened
     stat checks mean `git status` may call a changed file clean.
@@ -314,7 +315,7 @@ def _git_listing(
     config = _parse_config(config_text)
     present = [p for p in entries if p not in st.deleted]
     untracked = list(st.untracked)
-    for d in (*gitlinks, *st.untracked_dirs):  # KEY-15: nested repos, by content
+    for d in (*gitlinks, *st.untracked_dirs):  # nested repos, by content
         untracked += _walk_files(root, d, _not_skipped)
     paths = sorted(set(present).union(untracked))
     untrusted |= st.dirty
@@ -335,6 +336,11 @@ def _git_listing(
         frozenset(st.ignored_files),
         algo,
         links=tuple(maybe),
+        remotes=tuple(
+            (key[7:-4], value)
+            for key, value in config.items()
+            if key.startswith("remote.") and key.endswith(".url")
+        ),
     )
 
 

@@ -1,4 +1,4 @@
-"""Parse and match vx's path globs (KEY-16): one small grammar for inputs and outputs.
+"""Parse and match vx's path globs: one small grammar for inputs and outputs.
 
 The grammar is deliberately narrow so that a glob means the same thing on every machine:
 `*` (within a segment), `**` (any depth, zero included), `?` and `{a,b}` (nested) are the
@@ -135,7 +135,7 @@ _CHECKS = (_foreign_error, _path_error, _extglob_error, _brace_error)
 def normalise(pattern: str) -> str:
     """Spell `pattern` canonically: no `./`, `/./`, `//` or trailing `/` (a leading `!` is kept).
 
-    Two spellings of one path must compile, compare (GR-15) and key the same.
+    Two spellings of one path must compile, compare and key the same.
     """
     neg = pattern.startswith("!")
     body = pattern[1:] if neg else pattern
@@ -281,7 +281,7 @@ def _alternatives(body: str, classes: bool = False) -> tuple[_Alternative, ...]:
 @functools.lru_cache(maxsize=4096)
 def spans(pattern: str) -> tuple[tuple[str, str, bool], ...]:
     """Each brace-free alternative of a non-negated pattern as (its text, its literal head, whether
-    it spans that head's whole tree: a literal, or `head/**`): what an overlap check compares (GR-15)."""
+    it spans that head's whole tree: a literal, or `head/**`): what an overlap check compares."""
     return tuple(
         (
             a.text,
@@ -303,7 +303,8 @@ def _pattern_matcher(body: str, classes: bool = False):
 def _union(positive: Sequence[_Alternative], negative: Sequence[_Alternative]):
     """One fullmatch for the whole set: the positives, behind a lookahead refusing the negatives.
 
-    A single regex call per path is what keeps 10^5 matches far below 100 ms in CPython.
+    One regex call per path, not one per pattern: matching is keying's inner loop
+    (docs/optimizations.md #10).
     """
     if not positive:
         return _never
@@ -469,7 +470,7 @@ class GlobSet:
         return _toward(self.patterns, self.turbo, entry)
 
     def unmatched(self, rel_paths: Iterable[str]) -> tuple[str, ...]:
-        """The positive patterns (as written) that match none of `rel_paths` (KEY-23)."""
+        """The positive patterns (as written) that match none of `rel_paths`."""
         paths = list(rel_paths)
         if paths and len(self._c.positive) == 1:
             return ()  # every path in the set matched the only positive pattern

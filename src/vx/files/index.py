@@ -1,6 +1,6 @@
 """Know every input file of the workspace once per run, and give each a content identity.
 
-The only module that opens input files to identify them (KEY-12..17, KEY-21). One bulk git enumeration per
+The only module that opens input files to identify them. One bulk git enumeration per
 run (`ls-files`, `status` and `config`, spawned together) lists what exists; a clean, trusted
 tracked file is then identified by its index blob OID without being opened or even stat'ed —
 on a warm run that is nearly every file, and it is what makes keying 1000 packages cheap.
@@ -57,7 +57,7 @@ FINGERPRINT_FILES = (
     "bunfig.toml",
 )
 
-# KEY-17: never inputs, whatever the globs say.
+# never inputs, whatever the globs say.
 _ALWAYS_EXCLUDED = re.compile(
     r"(?:^|/)(?:\.git|\.vx|\.[^/]{16}-[^/]{8}\.tmp)/"  # Bun's temp dir: the reference's `?`, any character
     r"|\.tsbuildinfo$|\.bun-build$|(?:^|/)vx-lock\.json$"
@@ -67,7 +67,7 @@ _NODE_MODULES = re.compile(r"(?:^|/)node_modules/")
 
 
 class Snapshot(Struct, frozen=True):
-    """The lstat of each input just before a task ran (KEY-21); None where a path was missing.
+    """The lstat of each input just before a task ran; None where a path was missing.
     `idents` holds, in the same order, the identity the key used for each path ("" for absent):
     what a touched file is re-hashed against."""
 
@@ -77,7 +77,7 @@ class Snapshot(Struct, frozen=True):
 
 
 def _never_input(path: str, untracked: frozenset[str] | tuple[str, ...]) -> bool:
-    """KEY-17's fixed exclusions: `.git`, `.vx`, build info, Bun temp files, untracked node_modules."""
+    """The fixed exclusions: `.git`, `.vx`, build info, Bun temp files, untracked node_modules."""
     if path in untracked and "node_modules" in path and _NODE_MODULES.search(path):
         return True
     # Cheap substring tests first: the regex scan is what 10^4 paths per load would pay for.
@@ -93,7 +93,7 @@ class PendingIndex:
     """A workspace enumeration in flight: git is spawned on creation, read by `finish`.
 
     `started_ns` is taken before git starts, so `changed_since` treats anything that moves
-    while git lists as possibly changed (KEY-21). `close` reaps git when the run is refused
+    while git lists as possibly changed. `close` reaps git when the run is refused
     before the index is needed.
     """
 
@@ -144,9 +144,8 @@ class FileIndex:
         self._wide: dict[tuple, list[str]] = {}  # workspace globs -> the paths they select
         self._reached: set[str] = set()  # ignored files some task's globs reached
         self.toplevel: Path | None = None  # the git repository's root, when git listed
-        self.fingerprinted: list[
-            str
-        ] = []  # the paths `fingerprint` folded: re-checked after tasks (EX-19)
+        self.remotes = listing.remotes
+        self.fingerprinted: list[str] = []  # the paths `fingerprint` folded: re-checked after tasks
         # Symlinks followed for keys (vx.files.links): the paths seen through a directory link join the
         # candidates, each an alias of the real path whose identity it takes.
         self._links = (
@@ -174,7 +173,7 @@ class FileIndex:
 
     def could_be_input(self, rel_path: str) -> bool:
         """Whether a glob could make this file an input: listed at load (tracked, or untracked
-        and not ignored) and not excluded by KEY-17. `--verify=inputs` asks it of every read."""
+        and not ignored) and not a fixed exclusion. `--verify=inputs` asks it of every read."""
         if rel_path in self._reached:
             return True
         return rel_path in self._path_set and not _never_input(rel_path, self._l.untracked)
@@ -193,14 +192,14 @@ class FileIndex:
         return self._alias.get(rel_path) or self._links.files.get(rel_path) or rel_path
 
     def vouched(self, rel_path: str) -> bool:
-        """Whether git vouches for the file: tracked, clean by `git status`, no filter possible
-        (KEY-14). Its bytes are then pinned by the `ls-files` and `status` listings themselves."""
+        """Whether git vouches for the file: tracked, clean by `git status`, no filter possible.
+        Its bytes are then pinned by the `ls-files` and `status` listings themselves."""
         return rel_path in self._l.trusted
 
     # ------------------------------------------------------------ identities
 
     def identity(self, rel_path: str) -> str:
-        """A file's identity (KEY-05, KEY-12), or "" when it is absent; ignored files count too."""
+        """A file's identity, or "" when it is absent; ignored files count too."""
         ident = self._identity(rel_path)
         self._memo.flush()
         return ident or ""
@@ -232,7 +231,7 @@ class FileIndex:
         return f"{own}>{content}" if own and content else own
 
     def _fresh(self, path: str) -> str | None:
-        """The identity of `path` as it is on disk now (the KEY-21 re-check)."""
+        """The identity of `path` as it is on disk now (the re-check before a save)."""
         if self._links and path in self._links.files:
             return self._followed(path, fresh=True)
         return self._hash_from_disk(path)
@@ -299,7 +298,7 @@ class FileIndex:
 
     @staticmethod
     def _not_output(path: str, base: str, excluded: GlobSet | None) -> bool:
-        """KEY-17: a task's own outputs are never its inputs (a `!` taken-back output stays one)."""
+        """A task's own outputs are never its inputs (a `!` taken-back output stays one)."""
         if excluded is None or not path.startswith(base):
             return True
         return not excluded.match(path[len(base) :])
@@ -315,10 +314,10 @@ class FileIndex:
         excluded_workspace: GlobSet | None = None,
         reach: GlobSet | None = None,
     ) -> InputSet:
-        """The task's input files with identities, sorted by workspace-relative path (KEY-12, KEY-17).
+        """The task's input files with identities, sorted by workspace-relative path.
 
         `globs` match project-relative below `project_dir`, never inside `nested` projects;
-        `workspace_globs` match root-relative anywhere (KEY-19). `excluded` is the task's own
+        `workspace_globs` match root-relative anywhere. `excluded` is the task's own
         outputs (project-relative), `excluded_workspace` its root-relative outputs. Files git
         ignores are inputs where `reach` (`globs` unless given) reaches them (`GlobSet.toward`).
         """
@@ -344,7 +343,7 @@ class FileIndex:
                 )
             wide = [p for p in chosen if self._not_output(p, base, excluded)]
         ids = self._identities_of(own + wide if wide else own)
-        # KEY-23: a pattern whose only matches vanished before they were hashed matched nothing.
+        # a pattern whose only matches vanished before they were hashed matched nothing.
         cut = len(base)
         unmatched = globs.unmatched([p[cut:] for p in own if ids[p] is not None])
         if workspace_globs:
@@ -512,7 +511,7 @@ class FileIndex:
 
     def unmatched_now(self, query, patterns: Sequence[str]) -> tuple[str, ...]:
         """Of `patterns`, unmatched when the run was planned, those that still match no file on
-        disk: an upstream task may have written what they name since (KEY-23)."""
+        disk: an upstream task may have written what they name since."""
         found = self._walk_inputs(
             query.project_dir,
             query.globs,
@@ -527,7 +526,7 @@ class FileIndex:
             still |= set(query.workspace_globs.unmatched(found))
         return tuple(p for p in patterns if p in still)
 
-    # ------------------------------------------------------------ KEY-21
+    # ------------------------------------------------------------ the re-check before a save
 
     def snapshot(self, inputs: InputSet | None, extra: Sequence[str] = ()) -> Snapshot:
         """lstat every input (and `extra` paths such as the package.json or the lockfiles, whose
@@ -559,7 +558,7 @@ class FileIndex:
     ) -> str | None:
         """The first input that changed, vanished or appeared since the key was taken; None if none.
 
-        The rule (KEY-21): a path is *touched* when its lstat (mtime, size, ctime, inode)
+        The rule: a path is *touched* when its lstat (mtime, size, ctime, inode)
         differs from the snapshot, when it is gone or appeared, or when its mtime or ctime is at
         or after `T - 50 ms`, T being the earlier of `started_ns` and this index's own
         `started_ns` (read before git ran). Every identity in a key was read after T, so the last
@@ -604,7 +603,7 @@ class FileIndex:
         self, inputs: InputSet | None, project_dir: str, package_json: str
     ) -> Snapshot:
         """A task's snapshot: its inputs, its package.json (`package_json` is the identity its key
-        used) and the files the fingerprint folded (EX-19), each of which its key also used."""
+        used) and the files the fingerprint folded, each of which its key also used."""
         path = f"{project_dir}/package.json" if project_dir else "package.json"
         snap = self.snapshot(inputs, self.fingerprinted)
         try:
@@ -614,7 +613,7 @@ class FileIndex:
         return Snapshot(snap.stats + ((path, st),), snap.taken_ns, snap.idents + (package_json,))
 
     def fresh_inputs(self, query) -> InputSet:
-        """A task's inputs as they are on disk now, every identity hashed from disk (KEY-20): for a
+        """A task's inputs as they are on disk now, every identity hashed from disk: for a
         task keyed late, after a task of its own project that may have rewritten, added or deleted
         files since git listed them. `query` carries what `changed_since` takes."""
         q, base = query, _base(query.project_dir)
@@ -637,7 +636,7 @@ class FileIndex:
         return InputSet(tuple((p, ids[p]) for p in present), unmatched)
 
     def fresh_identity(self, rel_path: str) -> str:
-        """A file's identity hashed from disk now, whatever git listed (KEY-20); "" when absent."""
+        """A file's identity hashed from disk now, whatever git listed; "" when absent."""
         ident = self._hash_from_disk(rel_path)
         self._memo.flush()
         return ident or ""
@@ -830,7 +829,7 @@ _JSON_STRING_VALUE = re.compile(r':\s*"([^"]+)"')
 
 
 def _bun_patch_files(root: Path) -> list[str]:
-    """The patch files `bun.lock` names (KEY-04): editing a patch changes every install."""
+    """The patch files `bun.lock` names: editing a patch changes every install."""
     witness.read(os.path.join(root, "bun.lock"))
     try:
         text = (root / "bun.lock").read_text("utf-8", "replace")
@@ -841,7 +840,7 @@ def _bun_patch_files(root: Path) -> list[str]:
 
 
 def fingerprint_paths(root: Path, index: FileIndex) -> list[str]:
-    """The files the workspace fingerprint folds, present or not (EX-19 re-checks them all)."""
+    """The files the workspace fingerprint folds, present or not (all re-checked after tasks)."""
     names = list(FINGERPRINT_FILES)
     if index.identity("bun.lock"):
         names += [p for p in _bun_patch_files(Path(root)) if not p.startswith(("/", "../"))]
@@ -849,8 +848,9 @@ def fingerprint_paths(root: Path, index: FileIndex) -> list[str]:
 
 
 def fingerprint(root: Path, index: FileIndex, skip: Sequence[str] = ()) -> str:
-    """xxh3-64 hex of the root lockfiles and install settings present (KEY-04), in a fixed order;
-    `skip` names the lockfiles keyed per project instead (vx.files.lockfile), which EX-19 still re-checks.
+    """xxh3-64 hex of the root lockfiles and install settings present, in a fixed order; `skip`
+    names the lockfiles keyed per project instead (vx.files.lockfile), which are still
+    re-checked after a task ran.
 
     Each file contributes `name NUL identity NUL`, the identity being the index OID when git
     vouches for it, so a clean lockfile is never read.
@@ -870,7 +870,7 @@ def fingerprint(root: Path, index: FileIndex, skip: Sequence[str] = ()) -> str:
 
 def _on_path(program: str) -> bool:
     """Whether PATH holds an executable `program`: what `shutil.which` answers, without importing
-    shutil, whose archive support loads bz2 and lzma (~1.5 ms of every run)."""
+    shutil, whose archive support loads bz2 and lzma (docs/optimizations.md #24)."""
     search = os.environ.get("PATH")
     if search is None:
         search = os.confstr("CS_PATH") or os.defpath

@@ -1,4 +1,4 @@
-"""Symlinks among the input candidates, followed for keys (KEY-12).
+"""Symlinks among the input candidates, followed for keys.
 
 git lists a symlink as one entry (a 120000 blob holding the target's path), so without this a
 task that declares `lib/**` where `lib -> ../../shared` keys the link and nothing reached through

@@ -1,4 +1,4 @@
-"""Each project's share of the lockfile (PL-05, PL-06): its dependency closure, not the whole file.
+"""Each project's share of the lockfile: its dependency closure, not the whole file.
 
 A project's digest folds the lockfile's global part (everything but the per-package entries and
 importers: the format version, settings, overrides, patches, a pnpm file's other documents), the
@@ -734,7 +734,7 @@ def _memo_write(memo_dir: str | None, key: str, out: dict[str, Closure]) -> None
 
 
 def fingerprints(root, packages, index, settings: str, memo_dir) -> dict[str, tuple[str, tuple]]:
-    """Each project dir's workspace fingerprint (KEY-04 with PL-06): the install settings'
+    """Each project dir's workspace fingerprint, per-project lockfile shares in: the install settings'
     digest `settings`, then each root lockfile present as that project's closure; and, for
     `vx why`, the `(lockfile name, Closure)` pairs it folded. `packages` are the workspace's members."""
     found = [(name, ident) for name in LOCKFILES if (ident := index.identity(name))]

@@ -1,4 +1,4 @@
-"""Walking and wiping a task's declared outputs (LC-08).
+"""Walking and wiping a task's declared outputs.
 
 Only the glob roots are walked, links are never followed and `.git`/`.vx` never entered; a
 wipe removes files and links (never a link's target) and prunes the directories it emptied.
@@ -89,7 +89,7 @@ def walk_outputs(
     seen: dict[str, bool | None] | None = None,
     notes=witness.UNNOTED,
 ) -> list[str]:
-    """The files and symlinks that now match a task's declared outputs, sorted (LC-08).
+    """The files and symlinks that now match a task's declared outputs, sorted.
 
     Only the glob roots are walked, links are never followed, `.git`/`.vx` never entered,
     `node_modules` only when a glob names it, and a nested project is not this task's.

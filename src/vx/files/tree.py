@@ -1,6 +1,6 @@
 """Walking the workspace tree: files and symlinks under a start, never following a link.
 
-Shared by the input listing (no git, nested repos), the index's KEY-21 re-walk and the output
+Shared by the input listing (no git, nested repos), the index's re-walk before a save and the output
 walks; paths are POSIX strings relative to the workspace root ("" is the root).
 """
 

@@ -1,4 +1,4 @@
-"""`--affected[=<ref>]`: only the requested tasks a git change reaches (CLI-22, CLI-41, CLI-42).
+"""`--affected[=<ref>]`: only the requested tasks a git change reaches.
 
 The change: from the merge-base of the base ref and HEAD to the worktree, untracked files
 included. It seeds *tasks*, not projects — a cached task when a changed path is one of its
@@ -47,7 +47,7 @@ _FALLBACKS = ("origin/main", "origin/master", "main", "master")
 def base_ref(
     root: str, given: str | None, configured: str | None, env: Mapping[str, str] | None = None
 ) -> str:
-    """CLI-42: the ref given, the workspace's `affectedBase`, a GitHub pull request's base branch
+    """The base: the ref given, the workspace's `affectedBase`, a GitHub pull request's base branch
     (`GITHUB_BASE_REF`), then the usual suspects, then HEAD~1."""
     if not _git(root, ["rev-parse", "--git-dir"], "HEAD", quiet=True).strip():
         raise UsageError(
@@ -194,7 +194,7 @@ def by_project(ws: Workspace, paths: list[str]) -> dict[str, list[str]]:
 
 
 def _project_seeds(project: str, config: ProjectConfig, rels: list[str]) -> set[TaskId]:
-    # vx's implicit groups (WS-19's `build`, turbo tasks without a script) are keyed on the
+    # vx's implicit groups (a missing `build`, turbo tasks without a script) are keyed on the
     # project's files: any change in the project reaches them.
     implicit = {TaskId(project, name) for name, cfg in config.tasks.items() if cfg.implicit}
     if "build" not in config.tasks:

@@ -13,7 +13,7 @@ from typing import Iterable, Iterator, Mapping
 
 from vx.errors import UsageError
 
-# EX-03: what reaches every task from the host, whatever the config says. `CI` is not among
+# what reaches every task from the host, whatever the config says. `CI` is not among
 # them: a task that saw it could build differently in CI, and keying it would keep CI's cache
 # entries from ever serving a laptop; a task that needs it declares it (then it is keyed).
 ESSENTIAL_ENV = (
@@ -49,7 +49,7 @@ def task_env(
     workspace_id: str,
     task_id: str,
 ) -> dict[str, str]:
-    """Build a task's environment from the allowlist, passThrough and define (EX-03).
+    """Build a task's environment from the allowlist, passThrough and define.
 
     Nothing else from the host leaks in: a task that reads an undeclared variable would
     otherwise hit the cache with a value the key never saw.
@@ -71,7 +71,7 @@ def keyed(
     env: Mapping[str, str],
     host: Mapping[str, str],
 ) -> tuple[tuple[str, str | None], ...]:
-    """What the key folds of the environment (KEY-07): `cache.inputs.env` by host value (unset
+    """What the key folds of the environment: `cache.inputs.env` by host value (unset
     folds as the bare name), the framework's inferred variables, then each of KEYED_ENV that
     reaches the task (`env`), unless already declared."""
     out = [(name, host.get(name)) for name in matching(declared, host)]
@@ -101,9 +101,9 @@ def inferred(framework: str, declared: Iterable[str], host: Mapping[str, str]) -
 
 
 def matching(names: Iterable[str], host: Mapping[str, str]) -> tuple[str, ...]:
-    """`names` as given, unless they hold turbo's patterns (a Turborepo repository's `env`, TL-05):
+    """`names` as given, unless they hold turbo's patterns (a Turborepo repository's `env`):
     then the plain names, and the host's names each `*` pattern matches, sorted, less those a
-    `!` entry takes back. vx's own configs hold plain names only (EX-03)."""
+    `!` entry takes back. vx's own configs hold plain names only."""
     names = tuple(names)
     if not any("*" in n or n.startswith("!") for n in names):
         return names
@@ -143,7 +143,7 @@ def default_concurrency(
     cgroup_root: Path = CGROUP_ROOT,
     proc_cgroup: Path = PROC_SELF_CGROUP,
 ) -> int:
-    """Return how many tasks run at once by default: the CPUs we may use, never below 1 (GR-11).
+    """Return how many tasks run at once by default: the CPUs we may use, never below 1.
 
     The CPU count alone overcommits a container whose cgroup quota is smaller than the
     host, so the quota (v1 or v2, ancestors included) caps it.

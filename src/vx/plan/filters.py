@@ -1,4 +1,4 @@
-"""`--filter`: which projects a run covers, in pnpm's selector language (CLI-21, CLI-40).
+"""`--filter`: which projects a run covers, in pnpm's selector language.
 
 Forms: `<name-glob>` (a scope-less name also matches `@scope/name` when exactly one package has it),
 `./<dir>`, `{<dir>}` and `./<glob>` (the package there, or the packages under it), `.` (the cwd's),

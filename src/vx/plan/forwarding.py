@@ -1,4 +1,4 @@
-"""Append `vx run … -- args` to a task's command the way a shell would read them (EX-02).
+"""Append `vx run … -- args` to a task's command the way a shell would read them.
 
 Each argument is POSIX single-quoted unless all-safe, and lands on the command's last line of
 code: before a trailing `#` comment and outside any heredoc body.

@@ -1,4 +1,4 @@
-"""Fold a HashRecord into a task key (KEY-02). Pure, and pinned by tests/golden.
+"""Fold a HashRecord into a task key. Pure, and pinned by tests/golden.
 
 Each step is `state = xxh3_64(label + part, seed=state) ^ state`: the seed is fed forward so
 every bit of state carries, and each variable-length part is NUL-delimited or counted, so two
@@ -34,7 +34,7 @@ def task_key(record: HashRecord) -> str:
     state = _fold(state, "env", _env_text(record.env))
     state = _fold(state, "upstream", "".join(f"{tid}\0{key}\0" for tid, key in record.upstream))
     state = _fold(state, "files", "".join(f"{path}\0{ident}\0" for path, ident in record.files))
-    if record.runtime:  # KEY-08; absent from records made before it, so their keys stand
+    if record.runtime:  # absent from records made before it, so their keys stand
         state = _fold(
             state,
             "runtime",
@@ -44,20 +44,20 @@ def task_key(record: HashRecord) -> str:
 
 
 def _env_text(env: Sequence[tuple[str, str | None]]) -> str:
-    # Unset folds as the bare name, empty as `name=`: the two must never collide (KEY-07).
+    # Unset folds as the bare name, empty as `name=`: the two must never collide.
     parts = [name if value is None else f"{name}={value}" for name, value in env]
     return f"{len(parts)}\0" + "\0".join(parts)
 
 
 def group_key(upstream: Iterable[tuple[str, str]]) -> str:
-    """A group's key: an order-independent roll-up of its upstream `id:key` pairs (GR-03)."""
+    """A group's key: an order-independent roll-up of its upstream `id:key` pairs."""
     state = _fold(0, "version", CACHE_VERSION)
     for tid, key in sorted(upstream):
         state = _fold(state, "member", f"{tid}:{key}")
     return f"{state:016x}"
 
 
-# ---------------------------------------------------------------- inputs.tasks (KEY-10)
+# ---------------------------------------------------------------- inputs.tasks
 
 DEFAULT_TASK_FILTER = ("*", "^*")
 

@@ -1,5 +1,5 @@
-"""Which task owns which output path: two tasks of one graph may not declare overlapping outputs
-(GR-15, WS-12). Each task's outputs are wiped before it runs and before a restore, so a dependant
+"""Which task owns which output path: two tasks of one graph may not declare overlapping outputs.
+Each task's outputs are wiped before it runs and before a restore, so a dependant
 whose outputs cover its upstream's would delete them, and restores of the two would undo each other.
 
 Outputs are compared by path, as spelt in normal form. A literal names the file or its whole tree,
@@ -33,7 +33,7 @@ def refuse_overlaps(
 ) -> frozenset[TaskId]:
     """Raise a ConfigError naming both tasks when two nodes' declared outputs overlap. With
     `rules.exclusiveOutputs: false`, an overlap an edge orders is allowed: the dependants that add
-    to an upstream's outputs are returned (LC-18). Tasks mapped from turbo.json may always overlap,
+    to an upstream's outputs are returned. Tasks mapped from turbo.json may always overlap,
     as under turbo: they are returned as adding to the shared outputs."""
     claims: list[_Claim] = []
     taken_back: dict[TaskId, list[str]] = {}

@@ -2,7 +2,7 @@
 
 Keys are static (no early cutoff), so the whole plan is known up front; `--dry` is this module
 with nothing executed, and the store is probed for every key in one batch. The exception is
-`late_tasks` (KEY-20): a task after an uncached task of its own project is keyed again by
+`late_tasks`: a task after an uncached task of its own project is keyed again by
 `rekeyed` when it becomes ready.
 """
 
@@ -38,7 +38,7 @@ class InputQuery(Struct, frozen=True):
 
 class OutputSpec:
     """A cached task's declared outputs: walked to save, wiped before exec/restore, and the
-    only paths a restore may write (LC-08, LC-09). `members` are the dirs of every project:
+    only paths a restore may write. `members` are the dirs of every project:
     what the globs match is this task's only when `owns` says so (`vx.files.outputs.claimable`)."""
 
     def __init__(
@@ -121,7 +121,7 @@ class OutputSpec:
 
     def _is_input(self, path: str) -> bool:
         """Whether `path` is in the task's input set: what the input globs match, less what the
-        project output globs carve out (KEY-17, as `files.FileIndex.inputs` selects)."""
+        project output globs carve out (as `files.FileIndex.inputs` selects)."""
         q, prefix = self.input_query, self._prefix
         if path.startswith(prefix):
             rel = path[len(prefix) :]
@@ -133,7 +133,7 @@ class OutputSpec:
 
 
 class AdditiveOutputs(OutputSpec):
-    """A dependant that adds to its upstream's outputs (LC-18, `rules.exclusiveOutputs: false`).
+    """A dependant that adds to its upstream's outputs (`rules.exclusiveOutputs: false`).
 
     Nothing is wiped before it runs or before a restore — that would delete the upstream's files —
     so the files under its globs are stamped instead, and it owns (saves) only the files it added or
@@ -183,9 +183,9 @@ class RunOptions(Struct, frozen=True):
     timeout_ms: int | None = None
     retries: int | None = None
     workspace_timeout_ms: int | None = None
-    cache_dir: Path | None = (
-        None  # a sandbox walls it off when it lies inside the workspace (SB-05)
-    )
+    cache_dir: Path | None = None  # the workspace's: memos (lockfile shares, toolchains)
+    # entries and artifacts: a sandbox walls them off; else in cache_dir
+    store_dir: Path | None = None
     framework_inference: bool = (
         True  # `--framework-inference=false`: a turbo.json task keys no framework variables
     )
@@ -203,7 +203,7 @@ def make_plans(
     additive: frozenset[TaskId] = frozenset(),
 ) -> dict[TaskId, TaskPlan]:
     """Plan every node in topological order, so upstream keys exist before they are folded;
-    `additive` tasks add to their upstream's outputs (LC-18)."""
+    `additive` tasks add to their upstream's outputs."""
     from vx.files import lockfile
 
     memo_dir = str(opts.cache_dir / "lockfiles") if opts.cache_dir is not None else None
@@ -223,7 +223,13 @@ def make_plans(
             plans[tid] = _group_plan(node, plans)
         elif node.is_group:
             plans[tid] = _keyed_group_plan(
-                node, index, host_env, fingerprint, nested.get(node.project_dir, ()), plans
+                node,
+                index,
+                host_env,
+                fingerprint,
+                nested.get(node.project_dir, ()),
+                plans,
+                _group_framework(ws, node, opts),
             )
         else:
             plans[tid] = _task_plan(
@@ -254,7 +260,7 @@ def _with_sandbox(
     opts: RunOptions,
     host_env: Mapping[str, str],
 ) -> TaskPlan:
-    """Resolve `exec.sandbox` now, so a grant no run could honour is refused before anything runs (SB-04)."""
+    """Resolve `exec.sandbox` now, so a grant no run could honour is refused before anything runs."""
     from msgspec.structs import replace
 
     from vx.sandbox import grants
@@ -273,7 +279,7 @@ def _with_sandbox(
         projects={p.dir: p.name for p in ws.packages.values()},
         linked=grants.linked_packages(ws.packages, node.id.package),
         folded=folded,
-        cache_dir=opts.cache_dir,
+        cache_dir=opts.store_dir if opts.store_dir is not None else opts.cache_dir,
         home=host_env.get("HOME"),
     )
     traced = cfg.exec.sandbox.trace if cfg.exec.sandbox.trace is not None else opts.sandbox_trace
@@ -294,9 +300,11 @@ def _keyed_group_plan(
     fingerprint: tuple,
     nested: tuple[str, ...],
     plans: Mapping[TaskId, TaskPlan],
+    framework: str = "",
 ) -> TaskPlan:
-    """An implicit group (WS-19, a turbo task without its script): it runs nothing, and its key
-    folds its project's files as a task's would, so its dependants' keys move with them."""
+    """An implicit group (a turbo task without its script): it runs nothing, and its key
+    folds its project's files as a task's would, so its dependants' keys move with them;
+    `framework`'s variables too (turbo keys them for a task whose script the package lacks)."""
     query = _input_query(node, nested)
     inputs = index.inputs(
         query.project_dir,
@@ -307,10 +315,27 @@ def _keyed_group_plan(
         reach=query.reach,
     )
     declared = node.config.cache.input_env if node.config.cache else ()
+    inferred = environment.inferred(framework, declared, host_env) if framework else ()
     record = _record(
-        node, index, fingerprint, plans, inputs, (), environment.keyed(declared, (), {}, host_env)
+        node,
+        index,
+        fingerprint,
+        plans,
+        inputs,
+        (),
+        environment.keyed(declared, inferred, {}, host_env),
     )
     return TaskPlan(keys.task_key(record), inputs, None, {}, None, 0, None, record=record)
+
+
+def _group_framework(ws: Workspace, node: TaskNode, opts: RunOptions) -> str:
+    """The framework a turbo.json task without its script keys the variables of: its package's,
+    as for the task the script would make (vx's own implicit `build` infers none)."""
+    cache = node.config.cache
+    if cache is None or not cache.turbo_globs or not opts.framework_inference:
+        return ""
+    pkg = ws.packages.get(node.id.package)
+    return pkg.framework if pkg is not None else ""
 
 
 def _record(
@@ -432,7 +457,7 @@ def _task_plan(
 def _runtime(
     node: TaskNode, tools, task_path: str, root: str, host_env
 ) -> tuple[tuple[str, str], ...]:
-    """KEY-08: the Node version the task's PATH leads to, then its declared probes' outputs."""
+    """Runtime inputs: the Node version the task's PATH leads to, then its declared probes' outputs."""
     out = [("node", tools.node(task_path))]
     cache = node.config.cache
     if cache is None or not (cache.input_runtime or cache.input_ws_runtime):
@@ -450,7 +475,7 @@ def _runtime(
 
 def _input_query(node: TaskNode, nested: tuple[str, ...]) -> InputQuery:
     cache = node.config.cache
-    if cache is None:  # an uncached task still keys its whole project for its dependants (KEY-20)
+    if cache is None:  # an uncached task still keys its whole project for its dependants
         return InputQuery(node.project_dir, GlobSet(["**"]), None, None, nested)
     turbo = cache.turbo_globs
     excluded = GlobSet(cache.output_files, turbo) if cache.output_files else None
@@ -464,11 +489,11 @@ def _input_query(node: TaskNode, nested: tuple[str, ...]) -> InputQuery:
     return InputQuery(node.project_dir, globs, ws_globs, excluded, (), reach)
 
 
-# ---------------------------------------------------------------- late keys (KEY-20)
+# ---------------------------------------------------------------- late keys
 
 
 def late_tasks(graph: TaskGraph) -> dict[TaskId, bool]:
-    """The tasks whose key is taken only once they are ready (KEY-20): True for a task with an
+    """The tasks whose key is taken only once they are ready: True for a task with an
     uncached task of its own project upstream — which may rewrite, add or delete its inputs, so
     they are read again from disk — and False for one that only folds a late key (downstream of
     one, groups included). Nothing else is late: the key taken up front stands."""
@@ -504,7 +529,7 @@ def rekeyed(
     fresh: bool,
     nested: tuple[str, ...],
 ) -> TaskPlan:
-    """The task's plan keyed now, its dependencies done (KEY-20): upstream keys as they ended up
+    """The task's plan keyed now, its dependencies done: upstream keys as they ended up
     and, when `fresh`, its input files and package.json as they are on disk."""
     from msgspec.structs import replace
 

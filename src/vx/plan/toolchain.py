@@ -1,4 +1,4 @@
-"""What a task runs with beyond its files and env (KEY-08): the Node version on its PATH, in every
+"""What a task runs with beyond its files and env: the Node version on its PATH, in every
 key, and the `inputs.runtime` / `inputs.workspaceRuntime` probes a task declares.
 
 Node: the `node` a task's PATH leads to (its project's and the root's `node_modules/.bin`, then

@@ -1,4 +1,4 @@
-"""Keep a live status region under the scrolling output on a terminal (CLI-54).
+"""Keep a live status region under the scrolling output on a terminal.
 
 The region is a separator, a pinned `▸ id running` row per ready persistent task, one `<elapsed>
 <id>` row per running task (no glyph, at most min(concurrency, 10)) and a meter. It lives on
@@ -47,7 +47,7 @@ class LiveRegion:
         self._cell_len, self._set_cell_size = cell_len, set_cell_size
         self.sink, self.palette, self.width = sink, palette, width
         self.running: dict[TaskId, float] = {}
-        self.serving: list[TaskId] = []  # ready persistent tasks, pinned above the workers (EX-07)
+        self.serving: list[TaskId] = []  # ready persistent tasks, pinned above the workers
         self.slots, self.total, self.done, self.cached, self.failed = 1, 0, 0, 0, 0
         self.active = False
         self.dirty = False
@@ -147,7 +147,7 @@ class ConsoleReporter(PlainReporter):
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, RunFinished):
-            self.close()  # erased before the footer (CLI-54)
+            self.close()  # erased before the footer
         with self._lock:
             self._track(event)
             super().__call__(event)
@@ -159,7 +159,7 @@ class ConsoleReporter(PlainReporter):
             self.region.begin(len(event.graph.nodes) - groups, event.concurrency)
             self._start_ticker()
         elif isinstance(event, TaskStarted) and event.terminal:
-            self.region.hide()  # the task has the terminal (EX-09): nothing is drawn over it
+            self.region.hide()  # the task has the terminal: nothing is drawn over it
             self.region.active, self._held = False, event.id
         elif isinstance(event, TaskStarted):
             self.region.running.setdefault(event.id, self._clock())

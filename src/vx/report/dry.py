@@ -1,4 +1,4 @@
-"""Print the plan of `--dry`: what each task would do, without running anything (CLI-36, CLI-60).
+"""Print the plan of `--dry`: what each task would do, without running anything.
 
 The plan is the command's product, so it goes to stdout alone, text or JSON, with no colour:
 it is meant to be read by a person at a glance or by a script byte for byte.
@@ -34,7 +34,7 @@ def planned_dict(task: PlannedTask) -> dict[str, Any]:
         # package.json is folded on its own); null for a group or an uncached task.
         "inputs": dict(task.inputs) if task.inputs is not None else None,
     }
-    if task.implicit:  # made by vx (WS-19), keyed on the project's files: no command, a real key
+    if task.implicit:  # made by vx, keyed on the project's files: no command, a real key
         row["implicit"] = True
     return row
 
@@ -55,7 +55,7 @@ def dry_table(plan: Sequence[PlannedTask]) -> list[str]:
 
 
 def count_line(plan: Sequence[PlannedTask]) -> str:
-    """Count `3 tasks · 1 hit-local · 2 miss · 1 group`: groups are folders, not tasks (GR-03)."""
+    """Count `3 tasks · 1 hit-local · 2 miss · 1 group`: groups are folders, not tasks."""
     tally = Counter(t.predicted for t in plan)
     groups = tally.pop("group", 0)
     total = sum(tally.values())
@@ -69,19 +69,19 @@ def count_line(plan: Sequence[PlannedTask]) -> str:
 
 
 def render_dry(plan: Sequence[PlannedTask], fmt: str, out: TextIO) -> None:
-    """Write the plan to `out` (stdout): nothing else belongs there under `--dry` (CLI-60)."""
+    """Write the plan to `out` (stdout): nothing else belongs there under `--dry`."""
     if fmt not in DRY_FORMATS:
         raise UsageError(
             f"unknown --dry format `{fmt}`", hint="use --dry, --dry=text or --dry=json"
         )
-    sink = Sink(out, out)  # a closed pipe (`--dry | head`) is not an error (EX-20)
+    sink = Sink(out, out)  # a closed pipe (`--dry | head`) is not an error
     if fmt == "json":
         sink.raw("out", dry_json(plan))
     else:
         sink.lines("out", dry_table(plan))
 
 
-# ---------------------------------------------------------------- --graph (CLI-37)
+# ---------------------------------------------------------------- --graph
 
 GRAPH_EXTENSIONS = (".dot", ".gv")
 # Fill colours by predicted status; white for anything else (not started).

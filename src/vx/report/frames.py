@@ -1,4 +1,4 @@
-"""Format rows, frames and the footer as text lines (CLI-52, CLI-53, CLI-55, CLI-56, CLI-58, CLI-59).
+"""Format rows, frames and the footer as text lines.
 
 Every function here is pure: a result in, strings out. The reporters decide *when* and *where*
 a line goes; this module only decides what it looks like, so the plain and the live console
@@ -53,14 +53,14 @@ def format_elapsed(seconds: float) -> str:
 
 
 def never_started(result: TaskResult) -> bool:
-    """Tell whether the result stands for a task the run never reached (CLI-56 `not run`)."""
+    """Tell whether the result stands for a task the run never reached (a `not run` row)."""
     if result.status is Status.SKIPPED:
         return result.blocked_by is None
     return result.status is Status.ABORTED and result.exit_code is None and result.attempts == 0
 
 
 def row_kind(result: TaskResult) -> str:
-    """Name the glyph family of a result (CLI-52)."""
+    """Name the glyph family of a result."""
     if never_started(result):
         return "not-run"
     if result.status is not Status.SUCCESS:
@@ -71,7 +71,7 @@ def row_kind(result: TaskResult) -> str:
 
 
 def failure_detail(result: TaskResult) -> str:
-    """Say what a failure label holds in its parentheses: `exit 137, 128 + SIGKILL` (CLI-59).
+    """Say what a failure label holds in its parentheses: `exit 137, 128 + SIGKILL`.
 
     The rebuilder's `reason` wins when it has one: it knows about sandbox violations and
     spawn errors the exit code cannot tell.
@@ -99,7 +99,7 @@ def _signal_name(code: int) -> str | None:
 
 
 def outcome_label(result: TaskResult) -> str:
-    """Name the outcome a frame ends with: `ok`, `cached (local)`, `failed (exit 1)`… (CLI-53)."""
+    """Name the outcome a frame ends with: `ok`, `cached (local)`, `failed (exit 1)`…"""
     if result.status is Status.FAILED:
         return f"failed ({failure_detail(result)})"
     if result.status is Status.SKIPPED:
@@ -121,7 +121,7 @@ def _outcome_style(result: TaskResult) -> str:
 
 
 def task_row(result: TaskResult, palette: Palette) -> str:
-    """Format `<glyph> <time> <status> <cache> <name>` in aligned columns (CLI-52, CLI-56).
+    """Format `<glyph> <time> <status> <cache> <name>` in aligned columns.
 
     Tasks that never ran leave the time and cache columns blank; the suffix names why a
     task failed or was skipped, tracing a skip to its root failure.
@@ -158,7 +158,7 @@ def _row_suffix(result: TaskResult, kind: str) -> str:
 
 
 def ready_row(tid: TaskId, duration_ms: float, palette: Palette) -> str:
-    """`▸  1.20s ready   web#dev`: a persistent task became ready (EX-07)."""
+    """`▸  1.20s ready   web#dev`: a persistent task became ready."""
     return " ".join(
         (
             palette.paint(GLYPHS["persistent"], "ok"),
@@ -170,7 +170,7 @@ def ready_row(tid: TaskId, duration_ms: float, palette: Palette) -> str:
 
 
 def server_line(tid: TaskId, width: int, line: str, palette: Palette) -> str:
-    """`web#dev │ listening on :3000`: one line of a persistent task's output (EX-08)."""
+    """`web#dev │ listening on :3000`: one line of a persistent task's output."""
     pad = " " * max(0, width - len(str(tid)))
     return f"{palette.task_id(tid)}{pad} {palette.paint('│', 'dim')} {palette.content(line)}"
 
@@ -220,7 +220,7 @@ def executed(result: TaskResult) -> bool:
 
 
 def frame(result: TaskResult, palette: Palette, command: str | None = None) -> list[str]:
-    """Build a whole frame: header, command, raw log, footer, blank line (CLI-53)."""
+    """Build a whole frame: header, command, raw log, footer, blank line."""
     lines = [frame_open(result.id, palette, outcome_label(result), _outcome_style(result))]
     command = command or result.command
     if command and executed(result):
@@ -230,7 +230,7 @@ def frame(result: TaskResult, palette: Palette, command: str | None = None) -> l
 
 
 def sandbox_section(result: TaskResult, palette: Palette) -> list[str]:
-    """List what the sandbox caught, one path per line with the grant that would allow it (SB-12).
+    """List what the sandbox caught, one path per line with the grant that would allow it.
 
     ```
     ├─ SANDBOX VIOLATIONS (2)
@@ -284,7 +284,7 @@ def _decoder() -> codecs.IncrementalDecoder:
 
 
 def log_lines(chunks: Iterable[LogChunk]) -> list[str]:
-    """Split a stored log into lines, in arrival order (LC-10)."""
+    """Split a stored log into lines, in arrival order."""
     splitter = LineSplitter()
     lines: list[str] = []
     for chunk in chunks:
@@ -298,7 +298,7 @@ def log_lines(chunks: Iterable[LogChunk]) -> list[str]:
 def footer(
     results: Sequence[TaskResult], wall_ms: float, version: str, palette: Palette
 ) -> list[str]:
-    """Build the footer: a `─ vx <ver> ─` rule as wide as the result row under it (CLI-55)."""
+    """Build the footer: a `─ vx <ver> ─` rule as wide as the result row under it."""
     cached = sum(1 for r in results if r.status is Status.SUCCESS and r.cache in HITS)
     tallies = {
         status.value: sum(1 for r in results if r.status is status)
@@ -307,7 +307,7 @@ def footer(
     return style.footer(len(results), cached, tallies, wall_ms, version, palette)
 
 
-# ---------------------------------------------------------------- GitHub Actions (CLI-57)
+# ---------------------------------------------------------------- GitHub Actions
 
 
 def github_frame(result: TaskResult, lines: list[str], token: str) -> list[str]:

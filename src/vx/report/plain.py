@@ -1,4 +1,4 @@
-"""Render a run as lines on plain streams: pipes, NO_COLOR, CI (CLI-50, CLI-51, EX-20).
+"""Render a run as lines on plain streams: pipes, NO_COLOR, CI.
 
 The reporter decides, per flow and per outcome, whether a finished task is silent, a row, a
 frame, or a row now and a frame at the end (the VISIBILITY table). Task output goes to stdout,
@@ -30,13 +30,11 @@ from vx.report import frames
 from vx.report.frames import LineSplitter, Palette
 
 FLOWS = ("focused", "broad", "ci", "full", "new-only", "errors-only", "hash-only", "none")
-OUTPUT_LOGS = FLOWS[
-    3:
-]  # `--output-logs`, turbo's names: beats the flow the run would take (CLI-33)
+OUTPUT_LOGS = FLOWS[3:]  # `--output-logs`, turbo's names: beats the flow the run would take
 
 # Columns: the flow, split by role in the focused flow. Shapes: silent, row, frame,
 # row+replay (one line at once, the whole frame before the footer) and fold (counted on one
-# `not run` line). A failure is never silent and its frame is printed exactly once (CLI-51).
+# `not run` line). A failure is never silent and its frame is printed exactly once.
 _EVERY_FRAME: Mapping[str, str] = {
     "executed": "frame",
     "hit": "frame",
@@ -117,7 +115,7 @@ def outcome_class(result: TaskResult) -> str:
 
 
 class Sink:
-    """Write whole lines to stdout or stderr; a closed pipe silences that stream only (EX-20).
+    """Write whole lines to stdout or stderr; a closed pipe silences that stream only.
 
     `vx run … | head` must finish, save and exit with its own verdict, so EPIPE is swallowed
     here and never reported. `at_blank` remembers whether the last line on either stream was
@@ -188,7 +186,7 @@ def retry_line(event: TaskRetrying, palette: Palette) -> str:
 
 
 def focus_of(graph: TaskGraph) -> frozenset[TaskId]:
-    """Open groups up in the requested tasks: groups are transparent folders (GR-03)."""
+    """Open groups up in the requested tasks: groups are transparent folders."""
     focus: set[TaskId] = set()
     pending = list(graph.requested)
     seen: set[TaskId] = set()
@@ -206,7 +204,7 @@ def focus_of(graph: TaskGraph) -> frozenset[TaskId]:
 
 
 class PlainReporter:
-    """Turn events into rows, frames and a footer on plain streams (CLI-50..56)."""
+    """Turn events into rows, frames and a footer on plain streams."""
 
     def __init__(
         self, *, flow: str, palette: Palette, version: str, sink: Sink, github: bool = False
@@ -214,7 +212,7 @@ class PlainReporter:
         if flow not in FLOWS:
             raise ValueError(f"unknown output flow {flow!r}; expected one of {FLOWS}")
         self.flow, self.palette, self.version, self.sink = flow, palette, version, sink
-        # On GitHub Actions, frames fold into ::group:: blocks fenced by a per-run token (CLI-57).
+        # On GitHub Actions, frames fold into ::group:: blocks fenced by a per-run token.
         self._github_token = os.urandom(8).hex() if github else None
         self._groups: frozenset[TaskId] = frozenset()
         self._focus: frozenset[TaskId] | None = (
@@ -226,11 +224,9 @@ class PlainReporter:
         self._reported: set[TaskId] = set()
         self._replay: list[TaskResult] = []
         self._not_run: list[TaskResult] = []
-        self._servers: dict[
-            TaskId, LineSplitter
-        ] = {}  # persistent tasks: output as `id │ line` (EX-08)
+        self._servers: dict[TaskId, LineSplitter] = {}  # persistent tasks: output as `id │ line`
         self._server_width = 0
-        self._terminal: set[TaskId] = set()  # interactive tasks that had the terminal (EX-09)
+        self._terminal: set[TaskId] = set()  # interactive tasks that had the terminal
         self._hidden = 0  # successful tasks with a log that only a row (or nothing) stood for
 
     def __call__(self, event: Event) -> None:
@@ -369,7 +365,7 @@ class PlainReporter:
         return VISIBILITY[column][outcome_class(result)]
 
     def _streams_live(self, tid: TaskId) -> bool:
-        """Stream one focused task raw as it runs; several are buffered and framed whole (CLI-53)."""
+        """Stream one focused task raw as it runs; several are buffered and framed whole."""
         return self.flow == "focused" and self._focus is not None and self._focus == {tid}
 
     def _close_live(self, result: TaskResult) -> None:
@@ -385,7 +381,7 @@ class PlainReporter:
         self.sink.lines("out", [self.palette.content(line) for line in lines])
 
     def _replay_failures(self) -> None:
-        """Print each failure's frame whole before the footer, never capped (CLI-51)."""
+        """Print each failure's frame whole before the footer, never capped."""
         for result in self._replay:
             self.sink.separate("out")
             self.sink.lines("out", self._frame(result))

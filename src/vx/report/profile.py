@@ -1,4 +1,4 @@
-"""`vx run --profile[=profile.json]` (OBS-03): the run as a Chrome trace (chrome://tracing,
+"""`vx run --profile[=profile.json]`: the run as a Chrome trace (chrome://tracing,
 Perfetto, speedscope) — one complete (`ph: "X"`) event per task, microsecond timestamps, one
 thread row per project, the status as the category, and the exit code, key, CPU and peak RSS as
 arguments.

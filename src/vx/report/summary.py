@@ -1,4 +1,4 @@
-"""Write the machine-readable run summary for `--summarize` (OBS-02).
+"""Write the machine-readable run summary for `--summarize`.
 
 The JSON is an interface: camelCase keys, ISO 8601 UTC times, optional keys left out rather
 than null so a consumer can tell "not measured" from "zero". It is written to a temp file and
@@ -48,10 +48,10 @@ def task_dict(result: TaskResult) -> dict[str, Any]:
         out["timedOut"] = True
     if result.blocked_by is not None:
         out["blockedBy"] = str(result.blocked_by)
-    if result.persistent:  # EX-07: how the server ended (stopped, serving, not started, not ready)
+    if result.persistent:  # how the server ended (stopped, serving, not started, not ready)
         out["persistent"] = True
         out["reason"] = result.reason or ""
-    if result.violations:  # SB-12: what the sandbox caught, with the grant that would allow each
+    if result.violations:  # what the sandbox caught, with the grant that would allow each
         out["sandboxViolations"] = [
             {"kind": v.kind, "path": v.path, "grant": v.grant_hint} for v in result.violations
         ]
@@ -80,7 +80,7 @@ def counts(results: tuple[TaskResult, ...]) -> dict[str, int]:
 
 
 def summary_dict(summary: RunSummary) -> dict[str, Any]:
-    """Build the whole OBS-02 document for one run."""
+    """Build the whole `--summarize` document for one run."""
     return {
         "runId": summary.run_id,
         "ok": summary.exit_code == 0,
@@ -131,7 +131,7 @@ def _special(path: Path) -> bool:
     return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
 
 
-# ---------------------------------------------------------------- --report=markdown (OBS-04)
+# ---------------------------------------------------------------- --report=markdown
 
 
 def markdown(summary: RunSummary, interrupted: bool = False) -> str:

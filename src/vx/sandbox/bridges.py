@@ -1,4 +1,4 @@
-"""The bridges into a sandbox's network namespace, run from outside its pid namespace (SB-08, SB-09).
+"""The bridges into a sandbox's network namespace, run from outside its pid namespace.
 
 A task with network hosts reaches the run's proxy through 127.0.0.1:3128 in its own network
 namespace, and a bridged port (`allow.localBinding`) is forwarded into it; both are socat

@@ -1,14 +1,14 @@
-"""Turn a task's `exec.sandbox` into what it may touch: grants, walls, hidden stores (SB-02..SB-07, SB-21).
+"""Turn a task's `exec.sandbox` into what it may touch: grants, walls, hidden stores.
 
 Two moments. When the run is planned, `plan_sandbox` resolves every grant against the
 project (realpath, `~`, `..`), computes the walls and the dependency grant, and refuses what
-no run could honour, with the config file and field (SB-04). When the task starts,
+no run could honour, with the config file and field. When the task starts,
 `expand` looks at the file system as it is *then* (a dependency may just have created
 what a grant names): it creates missing write grants, expands directory globs, and says
 which binds the mount plan needs.
 
-A grant is the whole permission surface (SB-21): nothing is derived from `cache`, except
-that a cached task's dependency grant narrows to the packages its key folds (SB-07).
+A grant is the whole permission surface: nothing is derived from `cache`, except
+that a cached task's dependency grant narrows to the packages its key folds.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ CREDENTIAL_STORES = (
     ".terraform.d/credentials.tfrc.json",
     ".vault-token",
     ".pgpass",
-)  # fmt: skip  (SB-06, relative to HOME)
+)  # fmt: skip  (relative to HOME)
 PROTECTED_NAMES = (
     ".bashrc",
     ".bash_profile",
@@ -61,7 +61,7 @@ PROTECTED_NAMES = (
     ".ripgreprc",
     ".vscode",
     ".idea",
-)  # SB-11
+)
 PROTECTED_GIT = (".git/hooks", ".git/config")
 # What decides how the next run plans, keys and sandboxes tasks: never writable, whatever a write
 # grant holds (a task that rewrote its own vx.config.json would run unsandboxed next time). The
@@ -122,8 +122,8 @@ class SandboxSpec(Struct, frozen=True):
     writes: tuple[Grant, ...]
     walls: tuple[str, ...]  # other projects, .git, .vx, an in-workspace cache dir
     projects: Mapping[str, str]  # every other project's dir -> its package name
-    linked: tuple[str, ...]  # dirs of linked workspace packages granted (SB-07)
-    withheld: Mapping[str, str]  # linked package dir -> name, withheld from a cached task (SB-07)
+    linked: tuple[str, ...]  # dirs of linked workspace packages granted
+    withheld: Mapping[str, str]  # linked package dir -> name, withheld from a cached task
     ignore_read: tuple[Grant, ...] = ()
     ignore_write: tuple[Grant, ...] = ()
     private: tuple[
@@ -177,7 +177,7 @@ def plan_sandbox(
     cache_dir: Path | None,
     home: str | None = None,
 ) -> SandboxSpec:
-    """Resolve a task's sandbox against its workspace; refuse what no run could honour (SB-04).
+    """Resolve a task's sandbox against its workspace; refuse what no run could honour.
 
     `projects` maps every project's workspace-relative dir to its package name; `linked` names
     the workspace packages the project links to (transitively); `folded` the packages whose
@@ -258,7 +258,7 @@ def _braces(text: str) -> list[str]:
 
 
 def _collapse(path: str) -> tuple[str, bool]:
-    """`dir/**` and `dir/**/*` are `dir` itself (SB-03): the directory and its tree."""
+    """`dir/**` and `dir/**/*` are `dir` itself: the directory and its tree."""
     for suffix in ("/**/*", "/**"):
         if path.endswith(suffix):
             return path[: -len(suffix)] or "/", True
@@ -283,7 +283,7 @@ def _split_static(path: str) -> tuple[str, str | None]:
 
 
 def _walls(root: str, others: Mapping[str, str], cache_dir: Path | None) -> tuple[str, ...]:
-    """Other projects, the repository, vx's own dir and an in-workspace cache dir (SB-05)."""
+    """Other projects, the repository, vx's own dir and an in-workspace cache dir."""
     walls = set(others) - {root}
     walls |= {f"{root}/.git", f"{root}/.vx"}
     if cache_dir is not None:
@@ -302,7 +302,7 @@ def _refuse_writes(
     source: str,
     field: str,
 ) -> None:
-    """A write grant stays in its project (links included) and opens no wall (SB-04)."""
+    """A write grant stays in its project (links included) and opens no wall."""
     index = {text: i for i, text in enumerate(texts)}
     for grant in writes:
         where = f"{field}[{index.get(grant.text, 0)}]"
@@ -362,7 +362,7 @@ def _refuse_config_writes(
 def _dependency_grant(
     project: str, dirs: Mapping[str, str], linked: Iterable[str], folded: Iterable[str] | None
 ) -> tuple[tuple[str, ...], dict[str, str]]:
-    """The linked workspace packages granted, and those withheld from a cached task (SB-07).
+    """The linked workspace packages granted, and those withheld from a cached task.
 
     Never a link back to the task's own project or a directory holding it: following one
     would re-grant the whole project.
@@ -421,7 +421,7 @@ class Layout(Struct):
 
 
 def expand(spec: SandboxSpec) -> Layout:
-    """Decide the binds for an attempt starting now; create missing write grants (SB-04)."""
+    """Decide the binds for an attempt starting now; create missing write grants."""
     layout = Layout()
     for path in dependency_paths(spec):
         if os.path.exists(path):
@@ -444,7 +444,7 @@ def expand(spec: SandboxSpec) -> Layout:
 
 
 def dependency_paths(spec: SandboxSpec) -> tuple[str, ...]:
-    """What core grants every task (SB-07): node_modules, the linked packages, and the project's
+    """What core grants every task: node_modules, the linked packages, and the project's
     own package.json, which every key folds (node reads it to know a script's module type)."""
     return (
         f"{spec.root}/node_modules",
@@ -506,7 +506,7 @@ def _bind_write(grant: Grant, spec: SandboxSpec, layout: Layout) -> None:
             _make_dir(grant.base, layout)
         layout.rw.append(grant.base)
         return
-    _make_file(grant.base, layout)  # a file grant widens to its directory (atomic renames, SB-04)
+    _make_file(grant.base, layout)  # a file grant widens to its directory (atomic renames)
     layout.rw.append(os.path.dirname(grant.base))
 
 
@@ -579,7 +579,7 @@ def _inside_a_bind(wall: str, layout: Layout) -> bool:
 
 
 def _hide_credentials(spec: SandboxSpec, layout: Layout) -> None:
-    """Credential stores are hidden unless a grant names them or something inside (SB-06)."""
+    """Credential stores are hidden unless a grant names them or something inside."""
     if not spec.home or spec.home == "/":
         return
     granted = [g.base for g in (*spec.reads, *spec.writes)]
@@ -591,7 +591,7 @@ def _hide_credentials(spec: SandboxSpec, layout: Layout) -> None:
 
 
 def _protect(spec: SandboxSpec, layout: Layout) -> None:
-    """Inside write binds, read-only: shell and tool config files 3 levels down (SB-11), and the
+    """Inside write binds, read-only: shell and tool config files 3 levels down, and the
     config files, manifests and lockfiles of the project and the root, with their `.vx` and
     `.git` — what decides the next run. One of those that does not exist yet cannot be mounted
     over; it is watched instead (`created_config`). Elsewhere (`dist/package.json`) they are
@@ -654,7 +654,7 @@ def linked_packages(packages: Mapping[str, object], name: str) -> set[str]:
 
 
 def folded_packages(nodes: Mapping[Any, Any], tid: Any, select) -> set[str]:
-    """The packages with a task whose key `tid`'s key folds, transitively (SB-07's K(T)).
+    """The packages with a task whose key `tid`'s key folds, transitively.
 
     `select(owner, deps, patterns)` is keys.select_upstream; a group folds all its deps.
     """

@@ -1,4 +1,4 @@
-"""Parse and match the host patterns of `exec.sandbox.allow.network` / `deny.network` (SB-08).
+"""Parse and match the host patterns of `exec.sandbox.allow.network` / `deny.network`.
 
 A pattern is `example.com` (that host), `*.example.com` (its subdomains, not itself),
 `localhost`, an IPv4 literal or a bracketed IPv6 literal, each with an optional `:port`;

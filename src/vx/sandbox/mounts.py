@@ -78,7 +78,7 @@ def bwrap_argv(
 
 
 def _hidden(layout: Layout) -> list[str]:
-    """Credential stores (SB-06): a directory reads empty and refuses writes; a file reads empty."""
+    """Credential stores: a directory reads empty and refuses writes; a file reads empty."""
     ops: list[str] = []
     for path in layout.hidden_dirs:
         ops += ["--tmpfs", path, "--remount-ro", path]

@@ -1,4 +1,4 @@
-"""Bridge a sandboxed task's listening ports out to the host (`allow.localBinding: [ports]`, SB-09).
+"""Bridge a sandboxed task's listening ports out to the host (`allow.localBinding: [ports]`).
 
 A sandboxed task has a network namespace of its own, so a server it starts on 127.0.0.1:3000
 is reachable only from inside. For each listed port, two socat processes make one pipe out:

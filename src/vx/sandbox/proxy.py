@@ -1,4 +1,4 @@
-"""Filter a run's outbound network: one proxy on the host, one unix socket per sandboxed task (SB-08).
+"""Filter a run's outbound network: one proxy on the host, one unix socket per sandboxed task.
 
 A task whose `exec.sandbox.allow.network` lists hosts runs in its own network namespace with
 only `lo`. Its one door out is a unix socket that vx bind-mounts into the sandbox; inside, a
@@ -71,7 +71,7 @@ class Proxy:
         self._parent = directory
         self.directory: Path | None = None
         self._filter: hosts.HostFilter | None = None
-        self._filters: dict[str, hosts.HostFilter] = {}  # a task's own policy, by label (SB-08)
+        self._filters: dict[str, hosts.HostFilter] = {}  # a task's own policy, by label
         self._deny_addresses: dict[str, frozenset[str]] = {}  # a deny name -> what it resolved to
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -173,7 +173,7 @@ class Proxy:
 
     def violations(self, label: str | None = None, ignore: Sequence[str] = ()) -> list[Violation]:
         """One `network` violation per refused `host:port` (first occurrence order); `ignore`
-        holds `host:port` entries (SB-10, case-insensitive) that are silenced."""
+        holds `host:port` entries (case-insensitive) that are silenced."""
         silenced = {entry.lower() for entry in ignore}
         seen: dict[str, Violation] = {}
         for refusal in self.refusals(label):
@@ -445,7 +445,7 @@ class NetworkPlan(Struct, frozen=True):
 
     `bwrap_args` (the fetch preload, read-only) go after the runner's `--tmpfs /tmp`; `socket`
     is the task's own proxy socket, which the bridge outside the sandbox connects to (it is
-    never mounted in, `vx.sandbox.bridges`); `env` wins over the task's own variables (SB-15).
+    never mounted in, `vx.sandbox.bridges`); `env` wins over the task's own variables.
     """
 
     bwrap_args: tuple[str, ...]

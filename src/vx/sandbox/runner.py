@@ -1,4 +1,4 @@
-"""Run one task inside the sandbox and judge what it touched (SB-01, SB-12, SB-13, SB-15).
+"""Run one task inside the sandbox and judge what it touched.
 
 One attempt: look at the grants as the file system is now, build the bwrap argv (with strace
 inside when it works here), start it through `executor.execute` — so process groups,
@@ -7,7 +7,7 @@ A task with violations fails with exit 1 whatever it exited with itself; the reb
 never caches a failure.
 
 A `Session` holds what is shared by a run: the probe (armed lazily: a run whose sandboxed
-tasks are all hits never probes, SB-01), the run's temp root, the network proxy, and the
+tasks are all hits never probes), the run's temp root, the network proxy, and the
 notes said once per run ("untraced").
 """
 
@@ -52,7 +52,7 @@ class Outcome(Struct, frozen=True):
 
 
 class Bridge(Struct, frozen=True):
-    """What a task with `allow.network` hosts needs to reach the run's proxy (SB-08)."""
+    """What a task with `allow.network` hosts needs to reach the run's proxy."""
 
     bwrap_args: tuple[str, ...]
     socket: str  # the task's own proxy socket, bridged to from outside the sandbox
@@ -75,7 +75,7 @@ class Session:
         self._count = 0
         self.keep_accesses = False  # --verify=inputs reads the trace after the judge
         # Write-grant paths vx created in this run -> the live attempts whose binds touch them: the
-        # first task to finish must not remove a `gen/` another task is still writing (SB-04).
+        # first task to finish must not remove a `gen/` another task is still writing.
         self._made: dict[str, int] = {}
         self._made_lock = threading.Lock()
 
@@ -97,7 +97,7 @@ class Session:
         return (note,)
 
     def task_dir(self, task: str) -> Path:
-        """A fresh 0700 directory for one attempt, with `tmp/` as the task's TMPDIR (SB-15)."""
+        """A fresh 0700 directory for one attempt, with `tmp/` as the task's TMPDIR."""
         if self._base is None:
             self._base = Path(
                 tempfile.mkdtemp(prefix="vx-sandbox-", dir=_temp_parent(self._environ))
@@ -155,7 +155,7 @@ class Session:
 
     def bridge(self, spec: SandboxSpec) -> Bridge | None:
         """Start the run's proxy on first use and attach this task to it with its own allow and
-        deny patterns (SB-08); None when the proxy cannot be had (the task stays offline)."""
+        deny patterns; None when the proxy cannot be had (the task stays offline)."""
         try:
             from vx.sandbox import proxy as netproxy
         except ImportError:
@@ -255,7 +255,7 @@ async def run_sandboxed(
         proc = await attempt.run(command, cwd, env, timeout_ms, on_output, table)
         if attempt.strace_failed(
             proc
-        ):  # SB-13: once more; a second failure fails the task, never a blind pass
+        ):  # once more; a second failure fails the task, never a blind pass
             attempt.close()
             try:
                 attempt = await _prepare(session, spec, cap)
@@ -274,7 +274,7 @@ async def run_sandboxed(
         report = await asyncio.to_thread(attempt.judge) if traced else Report()
         if (
             not report.whole and not proc.aborted
-        ):  # SB-13: a trace cut short or emptied fails, never passes
+        ):  # a trace cut short or emptied fails, never passes
             proc = replace(
                 proc,
                 exit_code=proc.exit_code or 1,
@@ -291,7 +291,7 @@ async def run_sandboxed(
         exit_code=1 if violations and proc.exit_code == 0 else proc.exit_code,
         cpu_ms=None,
         peak_rss_bytes=None,
-    )  # the pid namespace hides the task's rusage (SB-20)
+    )  # the pid namespace hides the task's rusage
     hints = tuple(report.failure_hints(spec)) if failed else ()
     return Outcome(proc, violations, notes + tuple(report.notes), hints, tuple(attempt.kept))
 
@@ -316,7 +316,7 @@ def _created_config(spec: SandboxSpec, attempt: _Attempt) -> tuple[Violation, ..
 
 
 def _unavailable(problem: str, hint: str | None) -> Outcome:
-    """No bwrap (or one that cannot make namespaces): the task fails, never runs unsandboxed (SB-01)."""
+    """No bwrap (or one that cannot make namespaces): the task fails, never runs unsandboxed."""
     error = (
         f"sandbox not available: {problem}; {hint}" if hint else f"sandbox not available: {problem}"
     )
@@ -330,7 +330,7 @@ def _hosts(spec: SandboxSpec) -> tuple[str, ...]:
 
 
 def _ports(spec: SandboxSpec) -> tuple[int, ...]:
-    """The ports bridged out to the host (SB-09); on the host's network a task binds them itself."""
+    """The ports bridged out to the host; on the host's network a task binds them itself."""
     listed = spec.config.local_binding
     return listed if isinstance(listed, tuple) and spec.config.network is not True else ()
 
@@ -502,7 +502,7 @@ class _Attempt:
         return argv + [SHELL, "-c", command]
 
     def env(self, env: Mapping[str, str], bridge: Bridge | None) -> dict[str, str]:
-        """The task's env with the runtime's variables over it (SB-15, SB-19)."""
+        """The task's env with the runtime's variables over it."""
         out = dict(env)
         out.update(
             {
@@ -520,7 +520,7 @@ class _Attempt:
         return out
 
     def strace_failed(self, proc: ProcessResult) -> bool:
-        """strace never got the sandbox going: it said why on stderr and traced no `execve` (SB-13).
+        """strace never got the sandbox going: it said why on stderr and traced no `execve`.
 
         A sandbox that fails on its own always leaves bwrap's execve in the trace first."""
         if (
@@ -572,7 +572,7 @@ class _Attempt:
 
 
 class _Status:
-    """bwrap's `--json-status-fd`: read line by line (it may arrive in pieces, pitfall 26) for
+    """bwrap's `--json-status-fd`: read line by line (it may arrive in pieces) for
     the `child-pid`, which is the process group the polite signals go to."""
 
     def __init__(self) -> None:
@@ -656,7 +656,7 @@ async def _closed(fd: int, timeout_s: float) -> bool:
 
 def _seccomp_fd(spec: SandboxSpec) -> int | None:
     """An fd holding the sandbox's filter for bwrap (without its AF_UNIX rule when the task may
-    use unix sockets, SB-09). Every process inside gets it, bwrap's pid 1 too: the network
+    use unix sockets). Every process inside gets it, bwrap's pid 1 too: the network
     bridges, which need unix sockets, run outside (`vx.sandbox.bridges`)."""
     program = seccomp.unix_socket_filter(unix_sockets=bool(spec.config.unix_sockets))
     if program is None:
@@ -680,7 +680,7 @@ def _complaint(proc: ProcessResult, prefix: str, *, last: bool = False) -> str |
 
 
 def _remove_placeholders(paths: list[str]) -> None:
-    """Remove what vx created for write grants and the task left empty (SB-04)."""
+    """Remove what vx created for write grants and the task left empty."""
     for path in paths:  # files first, then directories deepest first
         try:
             if os.path.isfile(path) and not os.path.islink(path) and os.path.getsize(path) == 0:

@@ -1,4 +1,4 @@
-"""The seccomp program every sandbox gets unless its task may use unix sockets (SB-09 `unixSockets`).
+"""The seccomp program every sandbox gets unless its task may use unix sockets (`unixSockets`).
 
 A unix socket is a door out of any mount and network namespace — to a Docker daemon, an
 ssh-agent, a build daemon — so a sandboxed task may not create one unless its grant says

@@ -1,4 +1,4 @@
-"""Judge a task's traced accesses against its grants: violations, notes, and failure hints (SB-05, SB-10, SB-12).
+"""Judge a task's traced accesses against its grants: violations, notes, and failure hints.
 
 Classification works from the grants and the host file system, not from what the sandbox
 showed: inside the sandbox the workspace is an empty scratch, so a read that failed there is

@@ -1,6 +1,6 @@
 """The cache artifact's container: a ustar/pax tar of vx's own inside one zstd frame.
 
-Entries, in order (LC-04, inventory 3.4): `log` (the ordered stdout/stderr chunks),
+Entries, in order: `log` (the ordered stdout/stderr chunks),
 `outputs/<workspace-relative path>` per output file, `.vx-meta.json`, and `.vx-sum`, the
 CRC-32 of every earlier entry's name, NUL and body, which must be last.
 
@@ -8,7 +8,7 @@ Both directions are written by hand (`packing` writes, `unpacking` reads) rather
 `tarfile` because the reader is the security boundary of the cache: artifacts may come from
 a remote, so every name, size and header is checked, nothing but regular files is
 materialised, and nothing is kept in the workspace unless the whole archive has proven itself:
-a refused one leaves the workspace as the restore's wipe left it (LC-09, LC-12).
+a refused one leaves the workspace as the restore's wipe left it.
 
 This module holds what both directions share: the entry names and block constants,
 `ArchiveError`, the log framing and the name rule. It imports no records (msgspec, `vx.model`):

@@ -1,4 +1,4 @@
-"""The key history (OBS-06): each distinct key of a task is kept with the components it was
+"""The key history: each distinct key of a task is kept with the components it was
 folded from, so `vx why TASK` (`vx.cli.why`) can name what changed between the last two.
 
 The components live beside the cache index, in a table of their own in `cache.db` (the store's
@@ -206,7 +206,7 @@ def _runtime_kind(label: str) -> tuple[str, str]:
 
 
 def _lockfile_moves(old: Mapping, new: Mapping) -> list[tuple[str, str]]:
-    """The dependencies whose resolution moved in the project's share of the lockfile (PL-06)."""
+    """The dependencies whose resolution moved in the project's share of the lockfile."""
     out = [("lockfile", f"{label} (added)") for label in sorted(set(new) - set(old))]
     out += [("lockfile", f"{label} (removed)") for label in sorted(set(old) - set(new))]
     return out + [

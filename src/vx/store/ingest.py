@@ -1,4 +1,4 @@
-"""Prove a downloaded artifact before it enters the local store (RC-05).
+"""Prove a downloaded artifact before it enters the local store.
 
 Accepted only if: it is vx's container at this CACHE_VERSION and records the key that was
 asked for; every output lies within the task's declared outputs (no absolute path, no `..`,

@@ -1,4 +1,4 @@
-"""The local store with a remote layer behind it (RC-02, RC-03): the run's store when a remote
+"""The local store with a remote layer behind it: the run's store when a remote
 cache is configured.
 
 Reads go local first, then remote. Every remote GET is fired before scheduling (`prefetch`)
@@ -163,7 +163,7 @@ class LayeredStore:
                 )
             return self._upload_pool
 
-    # ------------------------------------------------------------ planning probes (RC-04)
+    # ------------------------------------------------------------ planning probes
 
     def probe_remote(self, keys: Iterable[str]) -> set[str]:
         """Ask the remote whether it holds each key: existence only, nothing downloaded."""
@@ -184,7 +184,7 @@ class LayeredStore:
         self.health.succeeded()
         return found is not None
 
-    # ------------------------------------------------------------ prefetch (RC-03)
+    # ------------------------------------------------------------ prefetch
 
     def prefetch(self, wanted: Mapping[str, Wanted]) -> None:
         """Fire one background GET per key the local layer lacks, in plan order (dependencies first)."""

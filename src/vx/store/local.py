@@ -1,9 +1,9 @@
-"""The local cache store: a SQLite index plus one `<key>.tar.zst` artifact per entry (LC-01).
+"""The local cache store: a SQLite index plus one `<key>.tar.zst` artifact per entry.
 
 The index answers the warm path alone: `probe` and `is_up_to_date` are pure SQL plus
 lstat, and a hit replays its log from the row, so a fully cached run never opens an
 artifact. The artifact is the record: `restore` re-validates it completely and keeps nothing
-of one that fails, and a damaged one is dropped and becomes a miss (LC-12).
+of one that fails, and a damaged one is dropped and becomes a miss.
 
 `sqlite3` is imported when a store opens, never at import time.
 """
@@ -32,8 +32,12 @@ if TYPE_CHECKING:
     import sqlite3
 
 SCHEMA_VERSION = "py-2"
+# A workspace's index beside a shared store holds only the stamps: its own version, so a
+# workspace that moves between the two layouts never reads entries left in the other.
+SPLIT_VERSION = SCHEMA_VERSION + "-stamps"
 DB_NAME = "cache.db"
-LOG_HALF = 8 << 20  # LC-10: keep the first and the last 8 MiB of a task's log
+STORE_DB = "store.db"  # the shared store's index (vx.store.shared)
+LOG_HALF = 8 << 20  # keep the first and the last 8 MiB of a task's log
 
 _TABLES = {
     "entries": "CREATE TABLE entries (hash TEXT PRIMARY KEY, task_id TEXT NOT NULL,"
@@ -44,13 +48,14 @@ _TABLES = {
     "output_files": "CREATE TABLE output_files (hash TEXT NOT NULL, path TEXT NOT NULL,"
     " size INTEGER NOT NULL, mode INTEGER NOT NULL, mtime_ms INTEGER NOT NULL,"
     " PRIMARY KEY (hash, path)) WITHOUT ROWID",
-    # Stamps are per workspace (inventory 3.5): a cache dir shared by two checkouts must
+    # Stamps are per workspace: a cache dir shared by two checkouts must
     # not let one checkout's inode numbers vouch for the other's files.
     "output_stamps": "CREATE TABLE output_stamps (hash TEXT NOT NULL, root TEXT NOT NULL,"
     " path TEXT NOT NULL, ino INTEGER NOT NULL, ctime_ns INTEGER NOT NULL,"
     " PRIMARY KEY (hash, root, path)) WITHOUT ROWID",
 }
 _CHILD_TABLES = ("entry_log", "output_files", "output_stamps")
+_STORE_TABLES = ("entries", "entry_log", "output_files")  # what a shared store's index holds
 _FILES_WITH_STAMPS = (
     "SELECT f.hash, f.path, f.size, f.mode, f.mtime_ms, s.ino, s.ctime_ns FROM output_files f"
     " LEFT JOIN output_stamps s ON s.hash = f.hash AND s.root = ? AND s.path = f.path"
@@ -83,7 +88,7 @@ def _sqlite_full(e: BaseException) -> bool:
 
 
 class DamagedEntry(Exception):
-    """The artifact behind a hit failed a check; the caller treats it as a miss (LC-12)."""
+    """The artifact behind a hit failed a check; the caller treats it as a miss."""
 
     def __init__(self, reason: str):
         super().__init__(reason)
@@ -111,7 +116,7 @@ class Entry(Struct, frozen=True):
 
 
 def bound_log(log: Sequence[LogChunk], half: int | None = None) -> tuple[LogChunk, ...]:
-    """Keep the first and last `half` bytes of the log, with a note naming the cut (LC-10)."""
+    """Keep the first and last `half` bytes of the log, with a note naming the cut."""
     half = LOG_HALF if half is None else half
     total = sum(len(c.data) for c in log)
     if total <= 2 * half:
@@ -155,8 +160,13 @@ class LocalStore:
     connection holds `_lock`; packing and extracting happen outside it.
     """
 
-    def __init__(self, cache_dir: Path, root: Path):
-        self.cache_dir = Path(cache_dir)
+    def __init__(self, cache_dir: Path, root: Path, store_dir: Path | None = None):
+        # `cache_dir` is where the artifacts live (and the temp files a save or a download
+        # renames into them); `index_dir` the workspace's own. They differ only with a shared
+        # store, whose index `store.db` the workspace's `cache.db` attaches.
+        self.index_dir = Path(cache_dir)
+        self.cache_dir = Path(store_dir) if store_dir is not None else self.index_dir
+        self.shared = self.cache_dir != self.index_dir
         self.root = Path(root)
         self._root_key = str(self.root)
         self._root_prefix = os.path.join(self._root_key, "")
@@ -173,31 +183,41 @@ class LocalStore:
             "save": [],
             "restore": [],
         }  # seconds per call, for VX_TIMING
-        _prepare_dir(self.cache_dir)
+        _prepare_dir(self.index_dir)
+        if self.shared:
+            _prepare_dir(self.cache_dir)
         self._db = self._connect()
 
     # ------------------------------------------------------------ lifecycle
 
     def _connect(self) -> "sqlite3.Connection":
-        """Open the index with WAL and a busy timeout; reset it silently on a schema mismatch (LC-14)."""
+        """Open the index with WAL and a busy timeout; reset it silently on a schema mismatch."""
         import sqlite3
 
-        path = self.cache_dir / DB_NAME
-        fresh, db = not path.exists(), None
+        path = self.index_dir / DB_NAME
+        store = self.cache_dir / STORE_DB
+        fresh = [p for p in ((path, store) if self.shared else (path,)) if not p.exists()]
+        db = None
         try:
             db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=5.0)
             for pragma in rows.CONNECTION_PRAGMAS:
                 db.execute(pragma)
-            db.execute(
-                "PRAGMA journal_mode=WAL"
-            )  # persistent in the file: the replay need not set it
-            _ensure_schema(db)
+            # journal_mode is persistent in the file: the replay need not set it
+            db.execute("PRAGMA journal_mode=WAL")
+            if self.shared:
+                rows.attach_store(db, str(store))
+                db.execute("PRAGMA store.journal_mode=WAL")
+                _ensure_schema(db, "store", _STORE_TABLES, SCHEMA_VERSION)
+                if _ensure_schema(db, "main", ("output_stamps",), SPLIT_VERSION):
+                    self._forget_local_artifacts()
+            else:
+                _ensure_schema(db, "main", tuple(_TABLES), SCHEMA_VERSION)
         except sqlite3.Error as e:
             if db is not None:
                 db.close()
-            if fresh:  # made by this failed open: leave no index without tables behind
+            for made in fresh:  # made by this failed open: leave no index without tables behind
                 for suffix in ("", "-wal", "-shm"):
-                    _quiet_unlink(f"{path}{suffix}")
+                    _quiet_unlink(f"{made}{suffix}")
             if _sqlite_full(e):
                 raise CacheFull(
                     f"cannot open the cache index: {e}", facts=(f"path: {path}",), hint=_PRUNE_HINT
@@ -210,7 +230,7 @@ class LocalStore:
         return db
 
     def close(self) -> None:
-        """Write the batched `accessed_at` updates (LC-06) and the restores' stamps (LC-07) in one
+        """Write the batched `accessed_at` updates and the restores' stamps in one
         transaction, a statement per IN-list batch rather than per task, and close the connection."""
         with self._lock:
             if self._db is None:
@@ -256,10 +276,21 @@ class LocalStore:
     def artifact(self, key: str) -> Path:
         return self.cache_dir / f"{key}.tar.zst"
 
+    def _forget_local_artifacts(self) -> None:
+        """The workspace's index moved to the split layout: the artifacts it held in its own dir
+        (the old layout's) have no row any more, so they go rather than fill the disk unseen."""
+        try:
+            with os.scandir(self.index_dir) as it:
+                for entry in it:
+                    if entry.name.endswith(".tar.zst") and entry.is_file(follow_symlinks=False):
+                        _quiet_unlink(entry.path)
+        except OSError:
+            pass
+
     # ------------------------------------------------------------ probe
 
     def probe(self, keys: Iterable[str]) -> dict[str, Entry]:
-        """Return the entries among `keys` whose artifact exists; pure SQL plus one stat per hit (LC-06).
+        """Return the entries among `keys` whose artifact exists; pure SQL plus one stat per hit.
 
         The stat happens under the lock so an in-flight save in another thread is never
         mistaken for a torn artifact. A missing artifact drops its row; a size that
@@ -308,7 +339,7 @@ class LocalStore:
         return found, outputs
 
     def log_of(self, entry: Entry) -> tuple[LogChunk, ...]:
-        """The entry's log from its row, so a hit replays without opening the artifact (LC-10)."""
+        """The entry's log from its row, so a hit replays without opening the artifact."""
         with self._lock:
             row = self._db.execute(
                 "SELECT log FROM entry_log WHERE hash=?", (entry.key,)
@@ -330,7 +361,7 @@ class LocalStore:
     # ------------------------------------------------------------ up to date
 
     def is_up_to_date(self, entry: Entry, current: Collection[str]) -> bool:
-        """True when the workspace already holds exactly the entry's outputs (LC-07).
+        """True when the workspace already holds exactly the entry's outputs.
 
         Same file set, and each file matches on size, mode, ms mtime and the (ino, ctime)
         stamped here after the last save or restore; only lstat, never a read. This is on
@@ -376,7 +407,7 @@ class LocalStore:
         """Extract the entry's outputs, stamp them, and return its log.
 
         Raises DamagedEntry (after dropping the entry) when the artifact fails any check or
-        vanished since the probe (LC-12); a workspace that refuses writes raises
+        vanished since the probe; a workspace that refuses writes raises
         EnvironmentFailure instead, since that is not the artifact's fault.
         """
         t0 = time.perf_counter()
@@ -415,7 +446,7 @@ class LocalStore:
         return extracted.log
 
     def _stamp(self, key: str, paths: Sequence[str]) -> None:
-        """Record (ino, ctime_ns) of the files just written (LC-07): in memory for this run at once,
+        """Record (ino, ctime_ns) of the files just written: in memory for this run at once,
         in the index at `close` with every other restore's. A crash before then loses only the
         stamps, and a file without a stamp is never current, so the next run restores it again."""
         stamps = {}
@@ -436,7 +467,7 @@ class LocalStore:
             [(key, self._root_key, path, ino, ctime) for path, (ino, ctime) in stamps.items()],
         )
 
-    # ------------------------------------------------------------ pruning (LC-16, vx.store.pruning)
+    # ------------------------------------------------------------ pruning (vx.store.pruning)
 
     def entry_rows(self) -> list[tuple[str, str, int, float, str]]:
         """Every entry as (key, task id, artifact bytes, accessed_at, crc)."""
@@ -455,7 +486,7 @@ class LocalStore:
 
     def keep_history(self, records, settled=(), withheld=(), saved=()) -> None:
         """Keep the components of keys not seen before, and why tasks that ran were not saved,
-        for `vx why` (OBS-06, `vx.store.history`)."""
+        for `vx why` (`vx.store.history`)."""
         from vx.store.history import record_keys, record_unsaved
 
         with self._lock:
@@ -502,7 +533,7 @@ class LocalStore:
         cpu_ms: float | None = None,
         peak_rss_bytes: int | None = None,
     ) -> int:
-        """Pack the outputs and index them atomically; return the artifact's size (LC-05).
+        """Pack the outputs and index them atomically; return the artifact's size.
 
         Packing happens outside the lock into a unique temp file; then one BEGIN IMMEDIATE
         transaction renames it into place and writes the rows. A failed commit puts the
@@ -603,7 +634,7 @@ class LocalStore:
 
     def _temp(self, key: str) -> Path:
         """A new, empty, private file in the cache dir, named as mkstemp would (without loading
-        `tempfile` and `random`, ~1.5 ms of a run that saves)."""
+        `tempfile` and `random` into a run that saves: docs/optimizations.md #24)."""
         for _ in range(8):
             name = os.path.join(self.cache_dir, f".{key}.{os.urandom(6).hex()}.tmp")
             try:
@@ -681,37 +712,41 @@ def _transaction(db: "sqlite3.Connection", *, immediate: bool = False) -> Iterat
         raise
 
 
-def _schema_version(db: "sqlite3.Connection") -> str | None:
+def _schema_version(db: "sqlite3.Connection", schema: str) -> str | None:
     import sqlite3
 
     try:
-        row = db.execute("SELECT version FROM schema_meta").fetchone()
+        row = db.execute(f"SELECT version FROM {schema}.schema_meta").fetchone()
     except sqlite3.OperationalError:  # no table yet
         return None
     return row[0] if row else None
 
 
-def _ensure_schema(db: "sqlite3.Connection") -> None:
-    """Create the tables, or drop and recreate ours when the version differs (LC-14).
-
-    Artifacts are kept; only the index is rebuilt. Tables other modules keep in the same
-    database are left alone.
-    """
-    if _schema_version(db) == SCHEMA_VERSION:
-        return
+def _ensure_schema(
+    db: "sqlite3.Connection", schema: str, tables: Sequence[str], version: str
+) -> bool:
+    """Create `tables` in `schema`, or drop and recreate ours when the version differs;
+    True when it did. Artifacts are kept; only the index is rebuilt. Tables other modules keep
+    in the same database are left alone, and every table of ours that `tables` does not name is
+    dropped: unqualified names find `main` first, so a stale `entries` there would hide the
+    attached store's."""
+    if _schema_version(db, schema) == version:
+        return False
     with _transaction(db, immediate=True):
-        if _schema_version(db) == SCHEMA_VERSION:  # another process won the race
-            return
-        for table, create in _TABLES.items():
-            db.execute(f"DROP TABLE IF EXISTS {table}")
-            db.execute(create)
-        db.execute("CREATE TABLE IF NOT EXISTS schema_meta (version TEXT NOT NULL)")
-        db.execute("DELETE FROM schema_meta")
-        db.execute("INSERT INTO schema_meta VALUES (?)", (SCHEMA_VERSION,))
+        if _schema_version(db, schema) == version:  # another process won the race
+            return False
+        for table in _TABLES:
+            db.execute(f"DROP TABLE IF EXISTS {schema}.{table}")
+        for table in tables:
+            db.execute(_TABLES[table].replace("CREATE TABLE ", f"CREATE TABLE {schema}.", 1))
+        db.execute(f"CREATE TABLE IF NOT EXISTS {schema}.schema_meta (version TEXT NOT NULL)")
+        db.execute(f"DELETE FROM {schema}.schema_meta")
+        db.execute(f"INSERT INTO {schema}.schema_meta VALUES (?)", (version,))
+    return True
 
 
 def _prepare_dir(path: Path) -> None:
-    """Make the cache dir (with a `*` .gitignore when vx creates it) or say why not (LC-03, LC-17)."""
+    """Make the cache dir (with a `*` .gitignore when vx creates it) or say why not."""
     try:
         path.mkdir(parents=True)
         created = True
@@ -752,7 +787,7 @@ def _unwritable(path: Path, why: str | OSError) -> EnvironmentFailure:
 
 
 def _disk_failure(e: OSError, cache_dir: Path) -> EnvironmentFailure:
-    """Name a failed cache write in one line (LC-17)."""
+    """Name a failed cache write in one line."""
     if e.errno in _FULL_ERRNOS:
         return CacheFull(
             f"cannot write to the cache: {e.strerror}",
@@ -774,7 +809,7 @@ def _inside(path: str, root: str) -> str | None:
 
 
 def _keep_previous(final: Path) -> Path | None:
-    """Hard-link an existing artifact aside so a failed re-save can put it back (LC-05)."""
+    """Hard-link an existing artifact aside so a failed re-save can put it back."""
     backup = final.with_name(f".{final.name}.{os.getpid()}-{threading.get_ident()}.old")
     _quiet_unlink(backup)
     try:

@@ -1,10 +1,10 @@
-"""Where the local cache lives (LC-03): one answer for `vx run` and every verb that reads the cache."""
+"""Where the local cache lives: one answer for `vx run` and every verb that reads the cache."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from vx.errors import ConfigError, UsageError
 
@@ -45,3 +45,69 @@ def _refuse_inside_sources(path: Path, ws: Workspace, source: str, field: str) -
         if source.startswith("--") or source == "VX_CACHE_DIR":
             raise UsageError(msg, facts=(f"from: {source}",), hint=hint)
         raise ConfigError(msg, file=source, field=field, hint=hint)
+
+
+def shares(flag: str | None, ws_config: WorkspaceConfig, host_env: Mapping[str, str]) -> bool:
+    """Whether entries go to the repository's shared store: no cache dir is named (a named
+    one holds everything and shares nothing) and `VX_SHARED_STORE=0` does not turn it off."""
+    named = flag or ws_config.cache_dir or host_env.get("VX_CACHE_DIR")
+    return not named and host_env.get("VX_SHARED_STORE") != "0"
+
+
+def store_dir(
+    cache_dir: Path,
+    root: Path,
+    toplevel: Path | None,
+    remotes: Sequence[tuple[str, str]],
+    host_env: Mapping[str, str],
+) -> tuple[Path, str | None]:
+    """Where entries and artifacts live: the shared store, else `cache_dir` itself; and the note
+    that says why an unsafe home kept them in the workspace."""
+    from vx.store import shared
+
+    home = host_env.get("HOME") or os.path.expanduser("~")
+    found, note = shared.store_dir(
+        root, toplevel, remotes, cache_dir, None if home == "~" else home
+    )
+    return (found if found is not None else cache_dir), note
+
+
+def git_facts(root: Path) -> tuple[Path | None, tuple[tuple[str, str], ...]]:
+    """(the git top level, each remote's name and URL) for a verb that lists no files (`vx cache
+    prune`, `vx info`); a run takes them from its own listing."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        try:
+            proc = subprocess.run(
+                ["git", *args], cwd=root, capture_output=True, text=True, stdin=subprocess.DEVNULL
+            )
+        except OSError:
+            return ""
+        return proc.stdout if proc.returncode == 0 else ""
+
+    top = next((d for d in (root, *root.parents) if (d / ".git").exists()), None)
+    if top is None:
+        return None, ()
+    remotes = []
+    for record in git("config", "-z", "--get-regexp", r"^remote\..*\.url$").split("\0"):
+        key, _, value = record.partition("\n")
+        if key:
+            remotes.append((key[7:-4], value))
+    return top, tuple(remotes)
+
+
+def store_of(
+    cwd: Path,
+    flag: str | None,
+    ws: Workspace,
+    ws_config: WorkspaceConfig,
+    host_env: Mapping[str, str],
+) -> tuple[Path, Path, str | None]:
+    """(cache dir, store dir, note) for a verb outside a run (`vx cache prune`, `vx info`)."""
+    cache = cache_dir(cwd, flag, ws, ws_config, host_env)
+    if not shares(flag, ws_config, host_env):
+        return cache, cache, None
+    toplevel, remotes = git_facts(ws.root)
+    store, note = store_dir(cache, ws.root, toplevel, remotes, host_env)
+    return cache, store, note

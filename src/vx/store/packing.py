@@ -1,7 +1,7 @@
 """Write one artifact: a tar of the log, the outputs and the meta, closed by the sum and
 compressed as one zstd frame, into a temp path the caller renames into place.
 
-Outputs are opened under the symlink and file-type rules (LC-08) and streamed through a
+Outputs are opened under the symlink and file-type rules and streamed through a
 fixed buffer; an output that changes while it is read is refused. `zstandard` is imported
 where it is used, never at module top.
 """
@@ -159,7 +159,7 @@ def _root_of(rel: str, src: Path) -> Path:
 
 def _refuse_link(rel: str, src: Path, real_root: str, outputs: _Outputs) -> None:
     """Refuse a symlinked output whose target is missing, a directory, outside root, or not itself
-    one of the artifact's outputs (LC-08): the save must never copy what the task did not produce
+    one of the artifact's outputs: the save must never copy what the task did not produce
     (a sandboxed task's `dist/leak -> ../../other/secret.txt` would otherwise be cached, and
     restored, as the secret's bytes)."""
     try:
@@ -204,7 +204,7 @@ def _within(path: str, root: str) -> bool:
 
 
 def _open_output(rel: str, src: Path, real_roots: dict[Path, str], outputs: _Outputs) -> _Source:
-    """Open one output for reading after the symlink and file-type rules (LC-08)."""
+    """Open one output for reading after the symlink and file-type rules."""
     check_name(rel)
     root = _root_of(rel, src)
     real_root = real_roots.get(root) or real_roots.setdefault(root, os.path.realpath(root))

@@ -1,4 +1,4 @@
-"""Which cache layers a run reads and writes: the four axes of LC-15 and `--cache` (CLI-27).
+"""Which cache layers a run reads and writes (local and remote, read and write), and `--cache`.
 
 Defaults: the local layer reads and writes; a configured remote layer reads, and writes only
 on CI (`CI` set) unless `remoteCache.upload` says `always` or `never`. Why read-only off CI:
@@ -58,7 +58,7 @@ class CachePlan(Struct, frozen=True):
 
 
 def parse_spec(text: str) -> dict[str, tuple[bool, bool]]:
-    """`local:rw,remote:r` -> {layer: (read, write)}; `remote:` turns a layer off (CLI-27)."""
+    """`local:rw,remote:r` -> {layer: (read, write)}; `remote:` turns a layer off."""
     if not text.strip():
         raise UsageError("`--cache` needs a value", hint="e.g. `--cache=local:rw,remote:r`")
     out: dict[str, tuple[bool, bool]] = {}
@@ -88,7 +88,7 @@ def plan_cache(
     cfg: RemoteCacheConfig | None,
     env: Mapping[str, str],
 ) -> CachePlan:
-    """Resolve the run's axes (LC-15) and, only when a remote is asked for, its settings."""
+    """Resolve the run's axes and, only when a remote is asked for, its settings."""
     named = parse_spec(spec) if spec is not None else {}
     notices: list[str] = []
     settings, default_remote = None, (False, False)

@@ -1,4 +1,4 @@
-"""Keeping the local cache bounded (LC-16): evict entries by age, then the least recently used
+"""Keeping the local cache bounded: evict entries by age, then the least recently used
 past a size, and sweep what no row accounts for.
 
 `vx cache prune --older-than 30d --max-size 10G` runs it once; the workspace's `cacheRetention`

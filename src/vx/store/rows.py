@@ -1,7 +1,7 @@
 """The index statements a warm run makes, shared by the store and the replay of a receipt.
 
-A fully cached run confirms its rows, touches them (LC-06) and records the stamps of what it
-restored (LC-07). `vx.store.local` does that for the pipeline; `vx.fastpath.receipt` does it for a
+A fully cached run confirms its rows, touches them and records the stamps of what it
+restored. `vx.store.local` does that for the pipeline; `vx.fastpath.receipt` does it for a
 replayed run, which loads neither sqlite3's package nor the store. One text of each statement
 serves both. Stdlib only, no import at all: callers hand in their connection.
 """
@@ -16,6 +16,15 @@ SQL_BATCH = 800  # IN-lists stay under 900 bound parameters (old SQLite caps at 
 # Every connection to the index: wait for a writer rather than fail, and WAL + NORMAL (no fsync
 # per commit; a cache may lose its last entry, never its consistency).
 CONNECTION_PRAGMAS = ("PRAGMA busy_timeout=5000", "PRAGMA synchronous=NORMAL")
+
+
+def attach_store(db, path: str) -> None:
+    """Attach a shared store's index as `store`, set up as the workspace's own; unqualified
+    names then find its tables (`entries`, `entry_log`, `output_files`), which `main` lacks."""
+    db.execute("ATTACH DATABASE ? AS store", (path,))
+    for pragma in CONNECTION_PRAGMAS:
+        if pragma.startswith("PRAGMA synchronous"):
+            db.execute(pragma.replace("PRAGMA ", "PRAGMA store.", 1))
 
 
 def chunked(items: Sequence[Any]) -> list[Any]:
@@ -38,7 +47,7 @@ def sizes_and_crcs(db, keys: list[str]) -> dict[str, tuple[int, str]]:
 
 
 def touch(db, keys: list[str], now: float) -> None:
-    """Set `accessed_at` (LC-06): one statement per IN-list batch, not one per key."""
+    """Set `accessed_at`: one statement per IN-list batch, not one per key."""
     for batch in chunked(keys):
         db.execute(
             f"UPDATE entries SET accessed_at=? WHERE hash IN ({marks(len(batch))})", (now, *batch)
@@ -46,7 +55,7 @@ def touch(db, keys: list[str], now: float) -> None:
 
 
 def write_stamps(db, root: str, due: dict[str, dict[str, tuple[int, int]]]) -> None:
-    """Replace this workspace's stamps (ino, ctime_ns) of each key's outputs (LC-07)."""
+    """Replace this workspace's stamps (ino, ctime_ns) of each key's outputs."""
     for batch in chunked(list(due)):
         db.execute(
             f"DELETE FROM output_stamps WHERE root=? AND hash IN ({marks(len(batch))})",

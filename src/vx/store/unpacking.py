@@ -1,13 +1,13 @@
-"""Read one artifact back: validate everything before it counts, all or nothing (LC-09, LC-12).
+"""Read one artifact back: validate everything before it counts, all or nothing.
 
 The zstd frame must fill the file exactly; every header, pax record, name and size is
 checked and every byte is counted against the decompressed ceiling; only regular files
 under the task's declared outputs are written, and a refused artifact leaves the workspace
-as it was. `check` runs the same reader with nothing written (RC-05).
+as it was. `check` runs the same reader with nothing written.
 
 The reader works on plain values (`unpack_plain`): it imports no records, no `pathlib`, no
 `typing`, and the codec without the zstandard package's `__init__`, so a replay restoring
-outputs pays ~1 ms to load it rather than ~35 (docs/optimizations.md #22). `unpack` and
+outputs loads little to read one (docs/optimizations.md #22). `unpack` and
 `check` build the pipeline's records from what it returns.
 """
 
@@ -47,8 +47,8 @@ if TYPE_CHECKING:
     Frame = tuple[int, bytes]  # (stream, bytes) of one log chunk
     File = tuple[str, int, int, int]  # (path, size, mode, mtime_ms) of one output
 
-PAX_CAP = 1 << 20  # inventory 8.3: a pax header over 1 MiB is refused
-MAX_UNPACKED = 2 << 30  # inventory 8.3: the decompressed ceiling, counted while streaming
+PAX_CAP = 1 << 20  # a pax header over 1 MiB is refused
+MAX_UNPACKED = 2 << 30  # the decompressed ceiling, counted while streaming
 IN_MEMORY_CAP = 64 << 20  # the log and meta entries are read whole; bound them
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -315,7 +315,7 @@ class Dirs:
 class _Extraction:
     """The first pass: bodies land where nothing is, or in temp siblings; `commit` renames, `abandon` erases.
 
-    A restore runs after its outputs were wiped (LC-08), so most entries have nothing at their
+    A restore runs after its outputs were wiped, so most entries have nothing at their
     final path: those are written in place (no temp, no rename: half the file-system work on
     a big restore). An entry whose path is taken is written to a temp sibling and renamed over
     it at commit. Either way `abandon` removes every file this extraction created, and the
@@ -545,8 +545,9 @@ _scan_json: Callable[[str, int], tuple[Any, int]] | None = None
 
 def _json_value(text: str):
     """`json.loads(text)` through the C scanner `json.loads` itself uses (`_json`), without
-    `json.decoder`, whose regexes cost a replay `re` (~7 ms). Raises ValueError or StopIteration
-    (no value) like the scanner does; falls back to `json.loads` where `_json` is missing."""
+    `json.decoder`, whose regexes cost a replay `re` (docs/optimizations.md #22). Raises
+    ValueError or StopIteration (no value) like the scanner does; falls back to `json.loads`
+    where `_json` is missing."""
     global _scan_json
     if _scan_json is None:
         try:
@@ -576,7 +577,7 @@ def _recorded(rel: str, size: int, spec: Any) -> File:
 
 
 def _verify(found: _Read, extraction: _Extraction, key: str) -> tuple[File, ...]:
-    """Check the meta against the key and against the outputs actually present (LC-09)."""
+    """Check the meta against the key and against the outputs actually present."""
     meta = found.meta
     if meta is None:
         raise ArchiveError("damaged artifact: .vx-meta.json is missing")
@@ -704,7 +705,7 @@ class _Tally:
 def check(src: Path, *, key: str, allowed: Callable[[str], bool]) -> Checked:
     """Run every check `unpack` runs on the artifact at `src`, without writing anything.
 
-    Why: an artifact from a remote is proven before it enters the local store (RC-05), long
+    Why: an artifact from a remote is proven before it enters the local store, long
     before its task's turn to restore it; the same reader guards both doors.
     """
     fd = os.open(src, os.O_RDONLY | os.O_CLOEXEC)

@@ -1,8 +1,8 @@
 """The zstd codec: zstandard's C extension, loaded without the package's `__init__`.
 
 Why: `import zstandard` picks its backend through `platform` (which imports `re`) and loads
-`typing` (~7 ms on the reference VM) before the C extension it settles on (~0.5 ms). A replay
-restoring outputs pays that on every run. Every name vx uses — ZstdCompressor,
+`typing` before the C extension it settles on, and a replay restoring outputs would pay that on
+every run (docs/optimizations.md #22). Every name vx uses — ZstdCompressor,
 ZstdDecompressor, frame_header_size, ZstdError — is the extension's own, and a later
 `import zstandard` re-exports this very module, so the two never disagree. Where the extension
 is not where the package keeps it, or a backend policy is set, the package is imported as usual.
@@ -61,7 +61,7 @@ def _load_extension():
 def _machinery() -> tuple:
     """`importlib.machinery`'s EXTENSION_SUFFIXES, ExtensionFileLoader, ModuleSpec and PathFinder,
     from the import system's own modules, which are always loaded: the `importlib` package's
-    `__init__` imports `warnings` (~1 ms a replay need not pay)."""
+    `__init__` imports `warnings`, which a replay need not load (docs/optimizations.md #26)."""
     try:
         external, bootstrap = (
             sys.modules["_frozen_importlib_external"],

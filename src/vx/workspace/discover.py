@@ -1,6 +1,6 @@
 """Find the workspace root, expand its member globs, and link the package graph.
 
-Discovery reads the world once (WS-01, WS-02, WS-03, WS-20): one scandir per directory a
+Discovery reads the world once: one scandir per directory a
 glob names and one read per member manifest, no stat per candidate — a thousand-package
 repo must be known in a few milliseconds, because every `vx` verb starts here.
 """
@@ -49,7 +49,7 @@ def discover(cwd: Path) -> Workspace:
     nx = _is_nx(root.dir)
     paths: dict[str, str] = {}
     renamed: dict[str, str] = {}
-    if nx:  # TL-04: every project.json is a project too
+    if nx:  # every project.json is a project too
         from vx.workspace.nxprojects import members
 
         manifests, paths, renamed = members(str(root.dir), manifests, set(dirs))
@@ -89,7 +89,7 @@ class _Root(Struct, frozen=True):
 
 
 def _find_root(start: Path) -> _Root:
-    """Walk up from `start`: the nearest candidate whose globs claim `start` wins (WS-01).
+    """Walk up from `start`: the nearest candidate whose globs claim `start` wins.
 
     A member has its own package.json, so stopping at the first candidate would make a
     run inside a package treat that package as the whole workspace. When nothing claims
@@ -192,7 +192,7 @@ def _is_member(rel: str, globs: list[MemberGlob]) -> bool:
 
 
 class MemberGlob(Struct, frozen=True):
-    """One entry of the member list, in the package managers' grammar (WS-02)."""
+    """One entry of the member list, in the package managers' grammar."""
 
     text: str  # normalised spelling, `!` kept
     negated: bool
@@ -562,7 +562,7 @@ def _name_problem(name: Any) -> str | None:
 def _unique_names(
     members: list[_Member], root_manifest: dict[str, Any] | None
 ) -> dict[str, _Member]:
-    """Members by name; two with one name is an error naming both manifests (WS-03)."""
+    """Members by name; two with one name is an error naming both manifests."""
     by_name: dict[str, _Member] = {}
     root_name = (root_manifest or {}).get("name")
     for m in members:
@@ -591,7 +591,7 @@ def _scripts(manifest: dict[str, Any]) -> dict[str, str]:
 
 
 class _Linker(Struct, frozen=True):
-    """How the package manager links a workspace package for a plain range (WS-20).
+    """How the package manager links a workspace package for a plain range.
 
     `ranges`: whether a range the member's version satisfies links it (npm, yarn, bun; pnpm < 9 or
     `link-workspace-packages=true`). `locked`: pnpm-lock.yaml's importers, dir -> dep -> (specifier,
@@ -604,7 +604,7 @@ class _Linker(Struct, frozen=True):
 def _package_edges(
     members: list[_Member], by_name: dict[str, _Member], linker: _Linker
 ) -> dict[str, tuple[str, ...]]:
-    """Direct workspace deps per package (WS-20); a peer edge that closes a cycle is dropped."""
+    """Direct workspace deps per package; a peer edge that closes a cycle is dropped."""
     edges = {m.name: set(_linked(m, _DEP_FIELDS, by_name, linker)) for m in members}
     for m in sorted(members, key=lambda m: m.name):
         for target in sorted(

@@ -3,7 +3,7 @@
 Next.js inlines `NEXT_PUBLIC_*` into the bundle at build time, Vite `VITE_*`, and so on: turbo
 detects the framework from a package's dependencies and keys and passes those variables without
 their being declared (its "framework inference"). vx does the same for a Turborepo repository run
-as it is (TL-05), with turbo 2's table — same order, first match wins, same detection rule — and
+as it is, with turbo 2's table — same order, first match wins, same detection rule — and
 names the framework in a hint for vx's own configs, which declare variables by exact name.
 
 Stdlib only, and no work for a package that names none of the detection dependencies.

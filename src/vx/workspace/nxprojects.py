@@ -1,4 +1,4 @@
-"""Nx's projects (TL-04): in a workspace whose root holds nx.json, every `project.json` under the
+"""Nx's projects: in a workspace whose root holds nx.json, every `project.json` under the
 root is a project beside the package.json members, named by its `name` (else its directory's), and
 each project's `implicitDependencies` add to (or, with `!`, take from) its dependencies.
 

@@ -1,7 +1,7 @@
 """npm-style semver ranges, just enough to tell whether a dependency links a workspace package.
 
 Why our own: an entry is a workspace edge only if the package manager would link the member
-(`^1` beside a local 2.0.0 is a registry dependency, WS-20), and pulling a semver library onto
+(`^1` beside a local 2.0.0 is a registry dependency), and pulling a semver library onto
 every run's start-up path for one predicate is not worth it.
 """
 

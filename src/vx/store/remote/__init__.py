@@ -1,8 +1,8 @@
-"""The remote cache seam (RC-01): a layer that says whether it holds a key, and streams one
+"""The remote cache seam: a layer that says whether it holds a key, and streams one
 artifact down or up. Turborepo's `/v8` and Nx's `/v1` wires implement it.
 
 A layer raises `RemoteFailure` for anything that went wrong; the layered store turns every
-failure into a miss or a skipped upload (RC-02), so nothing here can fail a build. Secrets
+failure into a miss or a skipped upload, so nothing here can fail a build. Secrets
 (the token, the signing key) live only in `RemoteSettings`, hidden from its repr, and leave
 the process only in the `Authorization` header and as an HMAC.
 

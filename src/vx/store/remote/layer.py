@@ -18,7 +18,7 @@ DEFAULT_UPLOAD_TIMEOUT_S = 60.0
 DEFAULT_MAX_ARTIFACT_BYTES = 1 << 30
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 
-# Failure classes: one warning per class per run, repeats counted at the end (RC-02).
+# Failure classes: one warning per class per run, repeats counted at the end.
 UNREACHABLE = "unreachable"
 TIMEOUT = "timeout"
 SERVER_ERROR = "server error"

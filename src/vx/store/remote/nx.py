@@ -1,4 +1,4 @@
-"""Nx's self-hosted remote cache API, `/v1/cache/{hash}` (RC-14; Nx 20.8+).
+"""Nx's self-hosted remote cache API, `/v1/cache/{hash}` (Nx 20.8+).
 
 GET answers 200 with the body or 404; PUT needs `Content-Length` and answers 200/202, or 409
 when the record exists, which counts as done (records are immutable there). The API has no
