@@ -1,16 +1,19 @@
 """The remote cache seam: a layer that says whether it holds a key, and streams one
-artifact down or up. Turborepo's `/v8` and Nx's `/v1` wires implement it.
+artifact down or up. Turborepo's `/v8` and Nx's `/v1` wires implement it, and a Bazel REAPI v2
+server (`reapi.py`, ActionCache + CAS over gRPC) does too.
 
 A layer raises `RemoteFailure` for anything that went wrong; the layered store turns every
 failure into a miss or a skipped upload, so nothing here can fail a build. Secrets
 (the token, the signing key) live only in `RemoteSettings`, hidden from its repr, and leave
 the process only in the `Authorization` header and as an HMAC.
 
-Only the stdlib is imported here; `http.client` and `ssl` load when a layer opens.
+Only the stdlib is imported here; `http.client` and `ssl` (or grpc) load when a layer opens.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import re
 from typing import Mapping
 from urllib.parse import urlsplit
 
@@ -47,13 +50,18 @@ class Resolution(Struct, frozen=True):
 
 TURBO_ENV = ("TURBO_API", "TURBO_TOKEN", "TURBO_TEAM", "TURBO_TEAMID", "VERCEL_ARTIFACTS_TOKEN")
 NX_ENV = ("NX_SELF_HOSTED_REMOTE_CACHE_SERVER",)
+REAPI_ENV = ("VX_REAPI_ENDPOINT", "VX_REAPI_INSTANCE", "VX_REAPI_HEADERS")
 
 
 def configured(cfg: RemoteCacheConfig | None, env: Mapping[str, str]) -> bool:
     """Whether any remote is asked for; cheap, so a run without one imports nothing more."""
     if cfg is not None:
         return True
-    if env.get("TURBO_API") or env.get("NX_SELF_HOSTED_REMOTE_CACHE_SERVER"):
+    if (
+        env.get("TURBO_API")
+        or env.get("NX_SELF_HOSTED_REMOTE_CACHE_SERVER")
+        or env.get("VX_REAPI_ENDPOINT")
+    ):
         return True
     token = env.get("TURBO_TOKEN") or env.get("VERCEL_ARTIFACTS_TOKEN")
     return bool(
@@ -64,8 +72,18 @@ def configured(cfg: RemoteCacheConfig | None, env: Mapping[str, str]) -> bool:
 
 def resolve(cfg: RemoteCacheConfig | None, env: Mapping[str, str]) -> Resolution:
     """Merge `remoteCache` with the environment; the environment wins, as it does for turbo."""
-    kind = cfg.kind if cfg is not None else ("nx" if _nx_by_env(env) else "turbo")
-    settings = _turbo(cfg, env) if kind == "turbo" else _nx(cfg, env)
+    if cfg is not None:
+        kind = cfg.kind
+    elif env.get("VX_REAPI_ENDPOINT"):
+        kind = "reapi"
+    else:
+        kind = "nx" if _nx_by_env(env) else "turbo"
+    if kind == "reapi":
+        settings, problem = _reapi(cfg, env)
+        if problem:
+            return Resolution(None, problem)
+    else:
+        settings = _turbo(cfg, env) if kind == "turbo" else _nx(cfg, env)
     problem = _problem(settings)
     return Resolution(None, problem) if problem else Resolution(settings)
 
@@ -134,8 +152,47 @@ def _nx(cfg: RemoteCacheConfig | None, env: Mapping[str, str]) -> RemoteSettings
     )
 
 
+def _reapi(
+    cfg: RemoteCacheConfig | None, env: Mapping[str, str]
+) -> tuple[RemoteSettings, str | None]:
+    """VX_REAPI_* over `remoteCache.reapi`; headers (API keys) only ever from the environment."""
+    mine = cfg if cfg is not None and cfg.kind == "reapi" else None
+    headers, problem = _headers(env.get("VX_REAPI_HEADERS") or "")
+    settings = RemoteSettings(
+        kind="reapi",
+        url=(env.get("VX_REAPI_ENDPOINT") or (mine.url if mine else None) or "").rstrip("/"),
+        instance=env.get("VX_REAPI_INSTANCE") or (mine.instance if mine else None) or "",
+        headers=headers,
+        **_common(cfg, env),
+    )
+    return settings, problem
+
+
+def _headers(text: str) -> tuple[tuple[tuple[str, str], ...], str | None]:
+    """`VX_REAPI_HEADERS`: `name=value` pairs, one per line or comma-separated (as Bazel's
+    `--remote_header=name=value`). The problem line never repeats a value: it may be a key."""
+    out = []
+    for item in text.replace("\n", ",").split(","):
+        if not item.strip():
+            continue
+        name, sep, value = item.partition("=")
+        name = name.strip().lower()
+        if not sep or not _HEADER_NAME.match(name) or not value.strip():
+            return (), (
+                f"remote cache off: VX_REAPI_HEADERS has an entry that is not name=value "
+                f"(near {name[:20]!r}); write e.g. x-buildbuddy-api-key=KEY"
+            )
+        out.append((name, value.strip()))
+    return tuple(out), None
+
+
+_HEADER_NAME = re.compile(r"[0-9a-z_.-]+\Z")
+
+
 def _problem(s: RemoteSettings) -> str | None:
     """Why this layer cannot be used safely, in one line, or None."""
+    if s.kind == "reapi":
+        return _reapi_problem(s)
     parts = urlsplit(s.url) if s.url else None
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
         where = (
@@ -153,8 +210,36 @@ def _problem(s: RemoteSettings) -> str | None:
     return None
 
 
+def _reapi_problem(s: RemoteSettings) -> str | None:
+    parts = urlsplit(s.url) if s.url else None
+    if parts is None or parts.scheme not in ("grpc", "grpcs") or not parts.hostname:
+        return (
+            "remote cache off: no usable REAPI endpoint (set VX_REAPI_ENDPOINT or "
+            "remoteCache.reapi.endpoint to grpc://host:port, or grpcs:// for TLS)"
+        )
+    if parts.username or parts.password or parts.path.strip("/") or parts.query:
+        return "remote cache off: the REAPI endpoint must be grpc(s)://host:port alone; pass keys in VX_REAPI_HEADERS"
+    try:
+        port = parts.port
+    except ValueError:
+        port = 0
+    if port == 0 or (port is None and parts.scheme == "grpc"):
+        return f"remote cache off: the REAPI endpoint {s.endpoint} needs a port (grpcs:// defaults to 443)"
+    if s.headers and parts.scheme == "grpc" and parts.hostname not in LOOPBACK_HOSTS:
+        return f"remote cache off: VX_REAPI_HEADERS would travel in clear text to {s.endpoint}; use grpcs://"
+    if importlib.util.find_spec("grpc") is None:
+        return (
+            "remote cache off: a REAPI endpoint needs grpcio and protobuf (pip install 'vx[reapi]')"
+        )
+    return None
+
+
 def open_layer(settings: RemoteSettings) -> RemoteLayer:
-    """Open the wire for `settings.kind`; this is where the HTTP modules are imported."""
+    """Open the wire for `settings.kind`; this is where the HTTP (or gRPC) modules are imported."""
+    if settings.kind == "reapi":
+        from vx.store.remote.reapi import ReapiLayer
+
+        return ReapiLayer(settings)
     if settings.kind == "nx":
         from vx.store.remote.nx import NxLayer
 
