@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import importlib.util
 import re
-from typing import Mapping
+import threading
+from typing import BinaryIO, Mapping
 from urllib.parse import urlsplit
 
 from msgspec import Struct
@@ -37,6 +38,7 @@ from vx.store.remote.layer import (  # noqa: F401  # the seam's types, re-export
     RemoteFailure,
     RemoteLayer,
     RemoteSettings,
+    Sink,
     checked_key,
 )
 
@@ -237,9 +239,7 @@ def _reapi_problem(s: RemoteSettings) -> str | None:
 def open_layer(settings: RemoteSettings) -> RemoteLayer:
     """Open the wire for `settings.kind`; this is where the HTTP (or gRPC) modules are imported."""
     if settings.kind == "reapi":
-        from vx.store.remote.reapi import ReapiLayer
-
-        return ReapiLayer(settings)
+        return _Deferred(settings)
     if settings.kind == "nx":
         from vx.store.remote.nx import NxLayer
 
@@ -247,6 +247,37 @@ def open_layer(settings: RemoteSettings) -> RemoteLayer:
     from vx.store.remote.turbo import TurboLayer
 
     return TurboLayer(settings)
+
+
+class _Deferred:
+    """A REAPI layer that imports grpc and connects on its first call: a run whose every
+    task hits locally asks the remote nothing, and so loads none of it."""
+
+    def __init__(self, settings: RemoteSettings):
+        self.settings = settings
+        self._layer: RemoteLayer | None = None
+        self._lock = threading.Lock()
+
+    def _open(self) -> RemoteLayer:
+        with self._lock:  # pool threads call at once; one channel for them all
+            if self._layer is None:
+                from vx.store.remote.reapi import ReapiLayer
+
+                self._layer = ReapiLayer(self.settings)
+            return self._layer
+
+    def has(self, key: str) -> Found | None:
+        return self._open().has(key)
+
+    def get(self, key: str, sink: Sink) -> Found | None:
+        return self._open().get(key, sink)
+
+    def put(self, key: str, src: BinaryIO, size: int, duration_ms: float) -> None:
+        self._open().put(key, src, size, duration_ms)
+
+    def close(self) -> None:
+        if self._layer is not None:
+            self._layer.close()
 
 
 MAX_TIMEOUT_S = 2**31 // 1000  # what a socket timeout can hold (milliseconds in a C int)
