@@ -166,18 +166,29 @@ class BuildGrid:
 
 
 class GarbageServer:
-    """A gRPC server whose every unary reply is `answer(method, request_bytes)` (raw bytes)."""
+    """A gRPC server whose every unary reply is `answer(method, request_bytes)` (raw bytes);
+    `answer=None` stalls every call until `stop()`. The metadata of each call is kept."""
 
-    def __init__(self, answer: Callable[[str, bytes], bytes]):
+    def __init__(self, answer: Callable[[str, bytes], bytes] | None):
+        import threading
+
         import grpc
 
         self.seen: list[str] = []
+        self.metadata: list[dict[str, str]] = []
+        self.requests: list[tuple[str, bytes]] = []
+        self.release = threading.Event()
 
         def handler(details):
             method = details.method
 
             def unary(request: bytes, context) -> bytes:
                 self.seen.append(method)
+                self.requests.append((method, request))
+                self.metadata.append(dict(context.invocation_metadata()))
+                if answer is None:
+                    self.release.wait(120)
+                    context.abort(grpc.StatusCode.UNAVAILABLE, "stalled")
                 return answer(method, request)
 
             return grpc.unary_unary_rpc_method_handler(
@@ -192,6 +203,7 @@ class GarbageServer:
         self.endpoint = f"grpc://127.0.0.1:{self.port}"
 
     def stop(self) -> None:
+        self.release.set()
         self.server.stop(grace=None)
 
 

@@ -225,6 +225,54 @@ def grpc_loaded(repo, env: dict[str, str]) -> bool:
 
 
 @pytest.mark.feature("RC-09")
+@pytest.mark.feature("RC-09")
+def test_rc09_a_stalled_server_is_a_miss_after_the_deadline(repo):
+    """`remoteCache.timeout` is each call's gRPC deadline; the server never answers at all."""
+    server = GarbageServer(None)
+    try:
+        remote = {"reapi": {"endpoint": server.endpoint}, "timeout": 1000}
+        repo.write(shop_files(remote)).commit()
+        res = repo.vx("run", "build", "--all")
+        assert res.code == 0, res.err
+        assert set(res.statuses().values()) == {("success", "miss")}
+        assert outputs(repo) == EXPECTED and strays(repo) == []
+        assert res.err.count("GetActionResult: DEADLINE_EXCEEDED; treated as a miss") == 1, res.err
+    finally:
+        server.stop()
+
+
+@pytest.mark.feature("RC-09")
+def test_rc09_instance_and_headers_reach_the_server(repo):
+    server = GarbageServer(lambda method, request: b"")  # an empty ActionResult: no artifact
+    try:
+        repo.write(shop_files(None)).commit()
+        env = {
+            "VX_REAPI_ENDPOINT": server.endpoint,
+            "VX_REAPI_INSTANCE": "main/linux",
+            "VX_REAPI_HEADERS": "x-buildbuddy-api-key=k1, X-Other=two",
+        }
+        res = repo.vx("run", "build", "--all", env=env)
+        assert res.code == 0, res.err
+        assert "names no vx-artifact.tar.zst" in res.err
+        assert server.metadata and all(
+            m.get("x-buildbuddy-api-key") == "k1" and m.get("x-other") == "two"
+            for m in server.metadata
+        )
+        assert "k1" not in res.err + res.out
+        from vx.store.remote.reapi_pb.build.bazel.remote.execution.v2 import (
+            remote_execution_pb2 as re_pb,
+        )
+
+        asked = [
+            re_pb.GetActionResultRequest.FromString(body).instance_name
+            for method, body in server.requests
+            if method.endswith("/GetActionResult")
+        ]
+        assert asked and set(asked) == {"main/linux"}
+    finally:
+        server.stop()
+
+
 def test_rc09_grpc_loads_only_for_a_reapi_lookup(repo, buildgrid):
     """With a REAPI remote a cold run loads grpc; a fully local-cached run (the warm path) does
     not, and neither does a run with no REAPI remote."""
