@@ -174,15 +174,14 @@ def _headers(text: str) -> tuple[tuple[tuple[str, str], ...], str | None]:
     """`VX_REAPI_HEADERS`: `name=value` pairs, one per line or comma-separated (as Bazel's
     `--remote_header=name=value`). The problem line never repeats a value: it may be a key."""
     out = []
-    for item in text.replace("\n", ",").split(","):
-        if not item.strip():
-            continue
+    for n, item in enumerate((i for i in text.replace("\n", ",").split(",") if i.strip()), 1):
         name, sep, value = item.partition("=")
         name = name.strip().lower()
-        if not sep or not _HEADER_NAME.match(name) or not value.strip():
+        reserved = name.startswith("grpc-") or name.endswith("-bin")  # gRPC's own, or binary
+        if not sep or not _HEADER_NAME.match(name) or reserved or not value.strip():
             return (), (
-                f"remote cache off: VX_REAPI_HEADERS has an entry that is not name=value "
-                f"(near {name[:20]!r}); write e.g. x-buildbuddy-api-key=KEY"
+                f"remote cache off: entry {n} of VX_REAPI_HEADERS is not a text name=value "
+                "(e.g. x-buildbuddy-api-key=KEY, comma-separated; no grpc-* or *-bin names)"
             )
         out.append((name, value.strip()))
     return tuple(out), None
