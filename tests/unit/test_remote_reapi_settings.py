@@ -53,6 +53,11 @@ def test_rc09_headers_parse_and_stay_out_of_repr():
             {"VX_REAPI_ENDPOINT": "grpc://127.0.0.1:1", "VX_REAPI_HEADERS": "a=b,vxsecret1"},
             "name=value",
         ),
+        (
+            {"VX_REAPI_ENDPOINT": "grpc://127.0.0.1:1", "VX_REAPI_HEADERS": "x-bin=vxsecret1"},
+            "-bin",
+        ),
+        ({"VX_REAPI_ENDPOINT": "grpc://127.0.0.1:1", "VX_REAPI_HEADERS": "grpc-x=1"}, "grpc-*"),
     ],
 )
 def test_rc09_unusable_settings_turn_the_remote_off_with_one_line(env, says):
