@@ -1,4 +1,4 @@
-"""Validate `exec.sandbox` (schema 2.5) into a SandboxConfig, or refuse with where and why.
+"""Validate `exec.sandbox` into a SandboxConfig, or refuse with where and why.
 
 Only what the text alone can tell is checked here: shapes, path grammar, host patterns. What
 needs the workspace (a write grant reaching a nested project or the cache dir, a link that

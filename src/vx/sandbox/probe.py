@@ -158,7 +158,7 @@ def _smoke(bwrap: str, command: list[str]) -> str | None:
 
 
 def _namespace_hint(problem: str) -> str:
-    """Map what bwrap said to the fix (sandbox.md §4.2, pitfall 3)."""
+    """Map what bwrap said to the fix (docs/sandbox.md)."""
     if "uid map" in problem:
         return (
             "unprivileged user namespaces are restricted (Ubuntu >= 23.10 AppArmor): allow them "

@@ -572,7 +572,7 @@ class _Attempt:
 
 
 class _Status:
-    """bwrap's `--json-status-fd`: read line by line (it may arrive in pieces, pitfall 26) for
+    """bwrap's `--json-status-fd`: read line by line (it may arrive in pieces) for
     the `child-pid`, which is the process group the polite signals go to."""
 
     def __init__(self) -> None:

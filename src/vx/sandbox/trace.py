@@ -48,7 +48,7 @@ def strace_argv(strace: str, output: str) -> list[str]:
         strace, "-DD", "-f", "-q", "-y", "-xx", "--seccomp-bpf", "-e", "signal=none",
         "-e", "verbose=none",  # no stat buffer or clone3 struct decoded: only paths, flags and results are read
         "-e", "trace=" + ",".join(SYSCALLS + LOOKUPS),
-        "-e", "inject=io_uring_setup:error=ENOSYS",  # io_uring file ops are invisible to ptrace (pitfall 22)
+        "-e", "inject=io_uring_setup:error=ENOSYS",  # io_uring file ops are invisible to ptrace
         "-o", output, "--",
     ]  # fmt: skip
 
@@ -242,7 +242,7 @@ class TraceParser:
         return [Access(pid, _open_kind(flags), "openat", path, errno, real)]
 
     def _join(self, pid: int, text: str) -> str | None:
-        """Join `<unfinished ...>` with its `<... resumed>` (pids interleave, pitfall 12)."""
+        """Join `<unfinished ...>` with its `<... resumed>` (pids interleave)."""
         if text.endswith(_UNFINISHED):
             self._pending[pid] = text[: -len(_UNFINISHED)]
             return None

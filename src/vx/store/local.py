@@ -48,7 +48,7 @@ _TABLES = {
     "output_files": "CREATE TABLE output_files (hash TEXT NOT NULL, path TEXT NOT NULL,"
     " size INTEGER NOT NULL, mode INTEGER NOT NULL, mtime_ms INTEGER NOT NULL,"
     " PRIMARY KEY (hash, path)) WITHOUT ROWID",
-    # Stamps are per workspace (inventory 3.5): a cache dir shared by two checkouts must
+    # Stamps are per workspace: a cache dir shared by two checkouts must
     # not let one checkout's inode numbers vouch for the other's files.
     "output_stamps": "CREATE TABLE output_stamps (hash TEXT NOT NULL, root TEXT NOT NULL,"
     " path TEXT NOT NULL, ino INTEGER NOT NULL, ctime_ns INTEGER NOT NULL,"

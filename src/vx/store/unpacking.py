@@ -47,8 +47,8 @@ if TYPE_CHECKING:
     Frame = tuple[int, bytes]  # (stream, bytes) of one log chunk
     File = tuple[str, int, int, int]  # (path, size, mode, mtime_ms) of one output
 
-PAX_CAP = 1 << 20  # inventory 8.3: a pax header over 1 MiB is refused
-MAX_UNPACKED = 2 << 30  # inventory 8.3: the decompressed ceiling, counted while streaming
+PAX_CAP = 1 << 20  # a pax header over 1 MiB is refused
+MAX_UNPACKED = 2 << 30  # the decompressed ceiling, counted while streaming
 IN_MEMORY_CAP = 64 << 20  # the log and meta entries are read whole; bound them
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"

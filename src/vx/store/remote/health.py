@@ -3,8 +3,8 @@
 Every failure becomes a miss or a skipped upload. The first failure of each class is
 said at once, naming the operation, the key and the endpoint (never a credential); repeats
 are only counted and said at the end. Three transport failures in a row open the breaker
-for 30 s, so a dead or black-holed server costs about one timeout, not one per task
-(reliability C.20); after that one request is let through to see whether it came back.
+for 30 s, so a dead or black-holed server costs about one timeout, not one per task; after
+that one request is let through to see whether it came back.
 Refused credentials turn the layer off for the run (a 403 on upload: uploads only).
 """
 

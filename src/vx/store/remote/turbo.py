@@ -1,4 +1,4 @@
-"""Turborepo's remote cache API, `/v8/artifacts` (anchors-features § b).
+"""Turborepo's remote cache API, `/v8/artifacts` (docs/remote-cache.md).
 
 HEAD probes, GET streams down, PUT streams up with `Content-Length` and
 `x-artifact-duration`; the team goes in every query as turbo sends it (`teamId` only when the
@@ -10,9 +10,7 @@ and a GET whose tag is missing or wrong is refused before a byte of it is used.
 from __future__ import annotations
 
 import base64
-import hashlib
-import hmac
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from vx.store.remote.layer import (
     BAD_RESPONSE,
@@ -25,6 +23,9 @@ from vx.store.remote.layer import (
     checked_key,
 )
 from vx.store.remote.wire import CHUNK, Reply, Wire
+
+if TYPE_CHECKING:
+    import hmac
 
 OPEN_STATUSES = ("enabled",)
 
@@ -39,7 +40,17 @@ def artifact_tag(key: str, team_id: str | None, body: BinaryIO, secret: bytes) -
 
 
 def _tag_hmac(key: str, team_id: str | None, secret: bytes) -> "hmac.HMAC":
+    # Loaded only with a signature key: OpenSSL's hashlib costs a remote run ~5-10 ms to load.
+    import hashlib
+    import hmac
+
     return hmac.new(secret, key.encode() + (team_id or "").encode(), hashlib.sha256)
+
+
+def _same(a: bytes, b: bytes) -> bool:
+    import hmac
+
+    return hmac.compare_digest(a, b)
 
 
 def team_query(settings: RemoteSettings) -> dict[str, str]:
@@ -77,7 +88,7 @@ class TurboLayer:
             return None
         mac = self._verifier(key, reply)
         size = reply.read_into(sink, self.settings.max_artifact_bytes, mac.update if mac else None)
-        if mac is not None and not hmac.compare_digest(_tag_bytes(reply), mac.digest()):
+        if mac is not None and not _same(_tag_bytes(reply), mac.digest()):
             raise RemoteFailure(
                 REJECTED, "its x-artifact-tag does not match the body (signature check)"
             )

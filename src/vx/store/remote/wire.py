@@ -6,7 +6,7 @@ is several times cheaper to import (paid only when a remote is configured, but o
 run: docs/optimizations.md #28), and streaming bodies with an exact `Content-Length`, a
 running HMAC and a byte ceiling is plainest with the socket-level reads http.client gives.
 
-Retries (reliability C.19): only 429 and 5xx other than 501, at most twice, with jittered
+Retries: only 429 and 5xx other than 501, at most twice, with jittered
 backoff from 0.5 s (a `Retry-After` is honoured up to 10 s); a connection the server closed
 while idle is retried once on a fresh one. Nothing else is retried: a refused connection or
 a timeout answers the question, and the layered store's breaker takes it from there.
