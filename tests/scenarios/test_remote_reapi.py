@@ -61,7 +61,7 @@ def action_results(server, keys) -> dict[str, object]:
 
 
 @pytest.mark.feature("RC-09")
-def test_rc09_buildgrid_shared_by_two_clones(repo, tmp_path, buildgrid):
+def test_buildgrid_shared_by_two_clones(repo, tmp_path, buildgrid):
     """A miss uploads (blob first, then the ActionResult naming it); a second clone restores every
     output byte for byte from BuildGrid, configured by the workspace file alone."""
     remote = {"reapi": {"endpoint": buildgrid.endpoint, "instance": buildgrid.instance}}
@@ -89,7 +89,7 @@ def test_rc09_buildgrid_shared_by_two_clones(repo, tmp_path, buildgrid):
 
 
 @pytest.mark.feature("RC-09")
-def test_rc09_large_artifact_goes_over_bytestream(repo, tmp_path, buildgrid):
+def test_large_artifact_goes_over_bytestream(repo, tmp_path, buildgrid):
     """An artifact past the batch limit (5 MiB of incompressible bytes) streams both ways."""
     cmd = (
         "node -e \"const fs=require('fs');fs.mkdirSync('dist',{recursive:true});"
@@ -108,7 +108,7 @@ def test_rc09_large_artifact_goes_over_bytestream(repo, tmp_path, buildgrid):
 
 
 @pytest.mark.feature("RC-09")
-def test_rc09_server_down_builds_locally_with_one_warning(repo):
+def test_server_down_builds_locally_with_one_warning(repo):
     repo.write(shop_files(None)).commit()
     env = {"VX_REAPI_ENDPOINT": f"grpc://127.0.0.1:{free_port()}", "CI": "1"}
     res = repo.vx("run", "build", "--all", env=env)
@@ -152,7 +152,7 @@ def _tampered(method: str, request: bytes) -> bytes:
     ],
     ids=["undecodable", "blob-not-matching-its-digest"],
 )
-def test_rc09_hostile_reply_is_a_miss(repo, answer, kind):
+def test_hostile_reply_is_a_miss(repo, answer, kind):
     server = GarbageServer(answer)
     try:
         repo.write(shop_files(None)).commit()
@@ -178,7 +178,7 @@ def test_rc09_hostile_reply_is_a_miss(repo, answer, kind):
         ({"endpoint": "grpc://127.0.0.1:1", "url": "x"}, "in vx it is `endpoint`"),
     ],
 )
-def test_rc09_bad_reapi_config_is_refused(repo, reapi, says):
+def test_bad_reapi_config_is_refused(repo, reapi, says):
     repo.write(shop_files({"reapi": reapi})).commit()
     res = repo.vx("run", "build", "--all")
     assert res.code == 2, res.err
@@ -187,7 +187,7 @@ def test_rc09_bad_reapi_config_is_refused(repo, reapi, says):
 
 
 @pytest.mark.feature("RC-09")
-def test_rc09_headers_never_travel_in_clear_text_and_are_never_printed(repo):
+def test_headers_never_travel_in_clear_text_and_are_never_printed(repo):
     repo.write(shop_files(None)).commit()
     secret = "vxcanary-reapi-key-0b1c"
     env = {
@@ -225,8 +225,7 @@ def grpc_loaded(repo, env: dict[str, str]) -> bool:
 
 
 @pytest.mark.feature("RC-09")
-@pytest.mark.feature("RC-09")
-def test_rc09_a_stalled_server_is_a_miss_after_the_deadline(repo):
+def test_a_stalled_server_is_a_miss_after_the_deadline(repo):
     """`remoteCache.timeout` is each call's gRPC deadline; the server never answers at all."""
     server = GarbageServer(None)
     try:
@@ -242,7 +241,7 @@ def test_rc09_a_stalled_server_is_a_miss_after_the_deadline(repo):
 
 
 @pytest.mark.feature("RC-09")
-def test_rc09_instance_and_headers_reach_the_server(repo):
+def test_instance_and_headers_reach_the_server(repo):
     server = GarbageServer(lambda method, request: b"")  # an empty ActionResult: no artifact
     try:
         repo.write(shop_files(None)).commit()
@@ -273,7 +272,8 @@ def test_rc09_instance_and_headers_reach_the_server(repo):
         server.stop()
 
 
-def test_rc09_grpc_loads_only_for_a_reapi_lookup(repo, buildgrid):
+@pytest.mark.feature("RC-09")
+def test_grpc_loads_only_for_a_reapi_lookup(repo, buildgrid):
     """With a REAPI remote a cold run loads grpc; a fully local-cached run (the warm path) does
     not, and neither does a run with no REAPI remote."""
     repo.write(shop_files(None)).commit()

@@ -8,7 +8,8 @@ from vx.model import RemoteCacheConfig
 from vx.store.remote import configured, resolve
 
 
-def test_rc09_endpoint_alone_turns_the_remote_on():
+@pytest.mark.feature("RC-09")
+def test_endpoint_alone_turns_the_remote_on():
     env = {"VX_REAPI_ENDPOINT": "grpc://127.0.0.1:50051"}
     assert configured(None, env)
     found = resolve(None, env)
@@ -20,7 +21,8 @@ def test_rc09_endpoint_alone_turns_the_remote_on():
     )
 
 
-def test_rc09_environment_wins_over_the_workspace_file():
+@pytest.mark.feature("RC-09")
+def test_environment_wins_over_the_workspace_file():
     cfg = RemoteCacheConfig(kind="reapi", url="grpcs://cache.example.com", instance="ci")
     s = resolve(cfg, {"VX_REAPI_INSTANCE": "dev"}).settings
     assert (s.url, s.instance) == ("grpcs://cache.example.com", "dev")
@@ -28,7 +30,8 @@ def test_rc09_environment_wins_over_the_workspace_file():
     assert (s.url, s.instance) == ("grpc://localhost:9092", "ci")
 
 
-def test_rc09_headers_parse_and_stay_out_of_repr():
+@pytest.mark.feature("RC-09")
+def test_headers_parse_and_stay_out_of_repr():
     env = {
         "VX_REAPI_ENDPOINT": "grpcs://remote.buildbuddy.io",
         "VX_REAPI_HEADERS": "x-buildbuddy-api-key=s3cret,X-Team = web",
@@ -38,6 +41,7 @@ def test_rc09_headers_parse_and_stay_out_of_repr():
     assert "s3cret" not in repr(s)
 
 
+@pytest.mark.feature("RC-09")
 @pytest.mark.parametrize(
     "env,says",
     [
@@ -60,13 +64,14 @@ def test_rc09_headers_parse_and_stay_out_of_repr():
         ({"VX_REAPI_ENDPOINT": "grpc://127.0.0.1:1", "VX_REAPI_HEADERS": "grpc-x=1"}, "grpc-*"),
     ],
 )
-def test_rc09_unusable_settings_turn_the_remote_off_with_one_line(env, says):
+def test_unusable_settings_turn_the_remote_off_with_one_line(env, says):
     found = resolve(None, env)
     assert found.settings is None and says in found.problem
     assert "vxsecret1" not in found.problem
 
 
-def test_rc09_action_digest_is_the_references_mapping():
+@pytest.mark.feature("RC-09")
+def test_action_digest_is_the_references_mapping():
     from vx.store.remote.reapi import action_digest
 
     key = "0123abcd" * 8
