@@ -1,7 +1,7 @@
 """A Bazel Remote Execution API v2 server used as a remote cache (BuildGrid, BuildBuddy, Buildbarn,
 bazel-remote, NativeLink): the ActionCache and the CAS, nothing executed remotely.
 
-The mapping is the reference vx's: a task key becomes the synthetic action digest
+The mapping is the TypeScript vx's: a task key becomes the synthetic action digest
 `sha256("vx-reapi-v1\\0" + key)` (no Action blob exists; the prefix keeps vx's entries apart from
 real Bazel actions on a shared server), the artifact (the zstd tar) is one CAS blob named in
 `output_files`, and the task's duration rides in `stdout_raw`. Every blob read back is re-hashed
