@@ -78,6 +78,9 @@ class RunRequest(Struct, frozen=True):
     fast_paths: bool = (
         True  # VX_FASTPATH=0: no hit lane, no first wave (the result must not change)
     )
+    lend_terminal: bool = True  # an interactive task may have vx's terminal; not under --ui=tui
+    # `--exclude-dependencies[=names]` / `--only`: None off, () every edge, else task names
+    exclude_deps: tuple[str, ...] | None = None
 
 
 class Prepared(Struct):
@@ -101,6 +104,10 @@ class Prepared(Struct):
     configs: Mapping[
         str, ProjectConfig
     ] = {}  # package -> ProjectConfig, as loaded (--verify speaks each one's file)
+    # `--exclude-dependencies`: the whole graph the keys were taken on (`graph` is what
+    # runs), and each task that lost an edge -> the dependency it no longer waits for
+    keyed_graph: TaskGraph | None = None
+    cut: Mapping[TaskId, TaskId] = {}
 
 
 def prepare(
@@ -144,6 +151,10 @@ def prepare(
                 )
             additive = refuse_overlaps(graph.nodes, configs, ws_config.exclusive_outputs)
         _refuse_group_only_args(graph, req)
+        if req.exclude_deps:
+            from vx.plan.graph import refuse_unknown_exclusions
+
+            refuse_unknown_exclusions(graph, frozenset(req.exclude_deps))
     except BaseException:
         pending.close()
         raise
@@ -166,6 +177,15 @@ def prepare(
             sandbox_trace=ws_config.sandbox_trace,
         )
         plans = make_plans(ws, graph, index, opts, host_env, additive)
+    keyed_graph: TaskGraph | None = None
+    cut: Mapping[TaskId, TaskId] = {}
+    run_plans = plans
+    if req.exclude_deps is not None:  # keyed on the whole graph above; only the rest runs
+        from vx.plan.graph import exclude_dependencies
+
+        schedule = exclude_dependencies(graph, frozenset(req.exclude_deps) or None)
+        keyed_graph, graph, cut = graph, schedule.graph, schedule.cut
+        run_plans = {t: p for t, p in plans.items() if t in graph.nodes}
     from vx.store.policy import plan_cache
 
     cache = plan_cache(
@@ -198,10 +218,10 @@ def prepare(
     if store is not None:
         if cache.axes.local_read:
             with stages("probe"):
-                hits = store.probe(p.key for t, p in plans.items() if p.outputs is not None)
+                hits = store.probe(p.key for t, p in run_plans.items() if p.outputs is not None)
         if cache.remote is not None:
             with stages("remote probe" if req.dry else "prefetch"):
-                store = remote = _open_remote(store, cache, plans, hits, graph)
+                store = remote = _open_remote(store, cache, run_plans, hits, keyed_graph or graph)
                 remote_hits = (
                     remote.probe_remote(remote.wanted)
                     if req.dry and cache.axes.remote_read
@@ -246,6 +266,8 @@ def prepare(
         + (((affected_notice, "info"),) if affected_notice else ()),
         ws_config.cache_retention,
         configs,
+        keyed_graph,
+        cut,
     )
 
 
@@ -649,7 +671,7 @@ async def _walk(
     from vx.engine import executor
     from vx.engine.rebuilder import RunContext, rebuild
     from vx.engine.scheduler import PrioritySlots, walk
-    from vx.plan.tasks import _nested_dirs, late_tasks, rekeyed
+    from vx.plan.tasks import _nested_dirs, rekeyed
 
     table = executor.ProcessTable()
     stop = asyncio.Event()
@@ -684,15 +706,16 @@ async def _walk(
         halt_on_failure=req.continue_mode == "never",
         early=adopted,
         lockfiles=lockfiles,
-        late=late_tasks(prep.graph)
-        if prep.store is not None
-        else {},  # no cache: keys decide nothing
-        terminal=os.isatty(0) and os.isatty(1),
+        late=_late(prep) if prep.store is not None else {},  # no cache: keys decide nothing
+        # `--exclude-dependencies`: a task whose dependency does not run may hit, never save
+        tainted={t: f"{dep} was not run (--exclude-dependencies)" for t, dep in prep.cut.items()},
+        terminal=req.lend_terminal and os.isatty(0) and os.isatty(1),
     )
     if ctx.late:
         nested = _nested_dirs(prep.ws)
+        keyed = prep.keyed_graph or prep.graph  # a key folds every dependency, run or not
         ctx.rekey = lambda node, fresh: rekeyed(
-            prep.index, node, prep.plans, fresh, nested.get(node.project_dir, ())
+            prep.index, keyed.nodes[node.id], prep.plans, fresh, nested.get(node.project_dir, ())
         )
     on_signal = _install_signals(table, stop, stopped_by)
     if caught:  # a signal came while the first wave started or asyncio loaded: act on it now
@@ -731,6 +754,15 @@ async def _walk(
         if ctx.sandbox is not None:  # the network proxy and the sandboxes' temp root
             ctx.sandbox.close()
     return results, (stopped_by[0] if stopped_by else None), summary
+
+
+def _late(prep: Prepared) -> dict[TaskId, bool]:
+    """The tasks that run keyed late, judged on the graph their keys fold."""
+    from vx.plan.tasks import late_tasks
+
+    if prep.keyed_graph is None:
+        return late_tasks(prep.graph)
+    return {t: v for t, v in late_tasks(prep.keyed_graph).items() if t in prep.graph.nodes}
 
 
 def _import_asyncio():

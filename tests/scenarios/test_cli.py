@@ -22,7 +22,8 @@ def test_version_imports_nothing_heavy():
         for line in proc.stderr.splitlines()
         if "|" in line
     }
-    assert not imported & {"rich", "zstandard", "sqlite3", "_sqlite3", "xxhash", "yaml", "asyncio"}
+    heavy = {"rich", "zstandard", "sqlite3", "_sqlite3", "xxhash", "yaml", "asyncio", "textual"}
+    assert not imported & heavy
 
 
 def test_help_and_verb_help():
@@ -238,7 +239,6 @@ def test_asyncio_keeps_its_ssl_when_another_thread_runs():
         (["--env-mode=loose"], "always strict"),
         (["--log-prefix=none"], "`--output-logs`"),
         (["--log-order=grouped"], "`--output-logs`"),
-        (["--only"], "dependsOn always runs first"),
     ],
 )
 def test_issue17_flags_turbo_and_nx_users_type_get_what_to_write(repo, args, said):

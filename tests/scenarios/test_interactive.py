@@ -4,17 +4,9 @@ the pane shows or a file appearing, bounded by a generous timeout that can only 
 
 from __future__ import annotations
 
-import shlex
-import shutil
-import subprocess
-import sys
-import time
-import uuid
-
 import pytest
-from conftest import SRC, Repo
-
-WAIT_S = 90
+from conftest import Repo
+from terminal import pane_fixture, vx_in_shell, wait_for_file  # noqa: F401 (the `pane` fixture)
 
 ASK = "printf 'name? '; read name; echo \"hello $name\"; echo ask-end >> ../../order.log"
 OTHER = "echo other-start >> ../../order.log; echo other-end >> ../../order.log"
@@ -48,72 +40,6 @@ def test_off_a_tty_an_interactive_task_runs_as_a_normal_task(repo):
     res = repo.vx("run", "ask", cwd="packages/app")  # stdin is /dev/null: `read` sees EOF
     assert res.code == 0, res.out + res.err
     assert "name? hello" in res.out  # captured and framed like any task's output
-
-
-class Pane:
-    """A tmux session of its own (own socket), one pane running a shell command."""
-
-    def __init__(self, command: str, cwd: str):
-        self.socket = f"vx-test-{uuid.uuid4().hex[:8]}"
-        self._tmux("new-session", "-d", "-x", "120", "-y", "40", "-c", cwd, command)
-
-    def _tmux(self, *args: str) -> str:
-        return subprocess.run(
-            ["tmux", "-L", self.socket, *args], check=True, capture_output=True, text=True
-        ).stdout
-
-    def text(self) -> str:
-        return self._tmux("capture-pane", "-p", "-J", "-S", "-200")
-
-    def wait_for(self, text: str) -> str:
-        deadline = time.monotonic() + WAIT_S
-        delay = 0.02
-        while True:  # tmux has no event for "the pane shows this": poll, bounded by WAIT_S
-            shown = self.text()
-            if text in shown:
-                return shown
-            if time.monotonic() > deadline:
-                pytest.fail(f"the pane never showed {text!r}:\n{shown}")
-            time.sleep(delay)
-            delay = min(delay * 2, 0.2)
-
-    def keys(self, *keys: str) -> None:
-        self._tmux("send-keys", *keys)
-
-    def close(self) -> None:
-        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True)
-
-
-@pytest.fixture
-def pane():
-    if shutil.which("tmux") is None:
-        pytest.skip("tmux is not installed (dev/test installs it)")
-    made: list[Pane] = []
-
-    def make(command: str, cwd) -> Pane:
-        made.append(Pane(command, str(cwd)))
-        return made[-1]
-
-    yield make
-    for one in made:
-        one.close()
-
-
-def vx_in_shell(repo: Repo, *args: str) -> str:
-    """A shell line running vx on the pane's terminal, then writing its exit code to code.txt."""
-    env = f"PYTHONPATH={shlex.quote(SRC)} NO_COLOR=1"
-    vx = " ".join(shlex.quote(a) for a in (sys.executable, "-m", "vx", *args))
-    code = shlex.quote(str(repo.root / "code.txt"))
-    return f"env -u CI {env} {vx}; echo $? > {code}.tmp && mv {code}.tmp {code}; sleep 600"
-
-
-def wait_for_file(path, pane: Pane) -> str:
-    deadline = time.monotonic() + WAIT_S
-    while not path.exists():
-        if time.monotonic() > deadline:
-            pytest.fail(f"{path.name} never appeared:\n{pane.text()}")
-        time.sleep(0.05)
-    return path.read_text().strip()
 
 
 @pytest.mark.feature("EX-09")
@@ -159,3 +85,66 @@ def test_a_server_in_a_terminal_streams_and_ctrl_c_stops_it(repo, pane):
     assert "web#dev │ listening on" in p.text()
     p.keys("C-c")
     assert wait_for_file(repo.root / "code.txt", p) == "130", p.text()
+
+
+def terminal_holder(repo: Repo) -> Repo:
+    """`repl` is persistent and interactive; every task writes a marker when it starts."""
+    mark = 'touch "../../ran-$VX_RUN_TASK"; '
+    return repo.write(
+        {
+            "package.json": {"name": "root", "private": True, "workspaces": ["packages/*"]},
+            ".gitignore": "node_modules/\n.vx/\nran-*\n",
+            "packages/app/package.json": {"name": "app", "version": "1.0.0"},
+            "packages/app/vx.config.json": {
+                "tasks": {
+                    "prep": {"exec": {"command": mark + "echo prep"}},
+                    "repl": {
+                        "exec": {
+                            "command": mark + "printf 'q? '",  # exits at once off a TTY
+                            "interactive": True,
+                            "persistent": {},
+                        },
+                        "dependsOn": ["prep"],
+                    },
+                    "repl2": {
+                        "exec": {"command": mark + "read y", "interactive": True, "persistent": {}}
+                    },
+                    "use": {"exec": {"command": mark + "echo use"}, "dependsOn": ["together"]},
+                    "together": {"dependsOn": ["repl"]},
+                    "two": {"dependsOn": ["repl", "repl2"]},
+                }
+            },
+        }
+    ).commit()
+
+
+@pytest.mark.feature("GR-19")
+@pytest.mark.parametrize(
+    "task, words",
+    [
+        ("use", ["`app#together` depends on `app#repl`", "tasks.together.dependsOn"]),
+        ("two", ["`app#repl` and `app#repl2` are both", "tasks.repl2.exec.interactive"]),
+    ],
+)
+def test_a_task_after_a_terminal_holder_is_refused_before_anything_runs(repo, task, words):
+    """GR-19: a persistent interactive task holds the terminal until the run ends, so a task that
+    waits for it (here through a group) could never start, and two cannot share the terminal.
+    The run is refused with exit 2 before any task starts, even the dependency `prep`."""
+    terminal_holder(repo)
+    res = repo.vx("run", task, cwd="packages/app")
+    assert res.code == 2, res.out + res.err
+    for word in words:
+        assert word in res.err, res.err
+    assert "in: packages/app/vx.config.json" in res.err and "hint:" in res.err, res.err
+    assert "Traceback" not in res.err
+    assert not list(repo.root.glob("ran-*")), "a task started before the refusal"
+
+
+@pytest.mark.feature("GR-19")
+def test_a_terminal_holder_alone_still_runs(repo):
+    """The refusal is of the shape only: the holder with its own dependency runs (off a TTY it is
+    a normal persistent task)."""
+    terminal_holder(repo)
+    res = repo.vx("run", "repl", cwd="packages/app")
+    assert (repo.root / "ran-app#prep").exists() and (repo.root / "ran-app#repl").exists(), res.err
+    assert "error:" not in res.err, res.err

@@ -97,5 +97,6 @@ def test_completions_offer_the_table_less_what_a_verb_refuses():
         "--dry",
         "--graph",
         "--summarize",
+        "--ui",
     }
     assert VERBS["why"].completions() == ["--format", "--help"]

@@ -77,14 +77,20 @@ options:
                             cached task read undeclared or wrote outside its outputs
   --framework-inference B   true (default) | false: whether a turbo.json task keys and passes
                             its framework's variables (NEXT_PUBLIC_*, VITE_*, …), as turbo's flag
+  --only                    run the named tasks, not their dependencies (turbo's --only; Nx's
+                            --exclude-task-dependencies); they are still keyed: a task whose
+                            dependency did not run may hit, but is never saved
+  --exclude-dependencies[=T,…]  --only for the dependencies named T only (bare: all of them)
+  --ui stream|tui           stream (default): rows and frames; tui: a split view on a terminal,
+                            the task list and the selected task's output (j/k, q quits)
 Nx's spellings (an Nx workspace's `project:target[:configuration]` names work too):
   -t, --targets T,…         the tasks to run         -p, --projects P,…   --filter each
   --exclude P,…             --filter !P for each     -c, --configuration C  run each target's C
   --base REF                --affected=REF           --head HEAD  (vx compares with the working tree)
   --parallel N, --skip-nx-cache: --concurrency, --force
 
-turbo's spellings: --dry-run, --parallel=N; --remote-only, --env-mode, --log-prefix, --log-order,
---only and --exclude-dependencies are refused with what to write instead.
+turbo's spellings: --dry-run, --parallel=N, --only; --remote-only, --env-mode, --log-prefix and
+--log-order are refused with what to write instead.
 
 exit: 0 all tasks ok · 1 a task failed, was skipped or aborted · 2 usage or config error
       130 / 143 / 129 interrupted by SIGINT / SIGTERM / SIGHUP
@@ -116,7 +122,7 @@ Runs the tasks as `vx run` would, then again each time a file a run could read c
 by content: a save that changes nothing is no edit). Never a trigger: outputs, gitignored paths,
 node_modules, .git, .vx. A failing cycle or a broken config keeps watching. Ctrl-C stops
 (exit 0). VX_WATCH_POLL=1 polls every 250 ms instead of using the OS's file events.
-`--dry`, `--graph` and `--summarize` are refused.
+`--dry`, `--graph`, `--summarize` and `--ui` are refused.
 """
 
 INIT_HELP = """usage: vx init [--dry] [--force] [--cache]
@@ -213,6 +219,9 @@ RUN_FLAGS = {
     "--report-file": ("value", "report_file"),
     "--verify": ("optional", "verify"),
     "--framework-inference": ("value", "framework_inference"),
+    "--ui": ("value", "ui"),
+    "--exclude-dependencies": ("optional", "exclude_deps"),
+    "--only": ("flag", "only"),
     # Nx's spellings
     "--configuration": ("value", "configuration"),
     "--exclude": ("list", "exclude"),
@@ -230,6 +239,7 @@ FLAG_ALIASES = {
     "-c": "--configuration",
     "-t": "--targets",
     "--target": "--targets",
+    "--exclude-task-dependencies": "--only",  # Nx's spelling
 }
 RUN_SHOWN = (
     "-F",
@@ -239,8 +249,14 @@ RUN_SHOWN = (
     "--parallel",
     "--skip-nx-cache",
     "--dry-run",
+    "--exclude-task-dependencies",
 )  # the aliases RUN_HELP names
-WATCH_REFUSED = ("--dry", "--graph", "--summarize")  # run flags that make no sense on every change
+WATCH_REFUSED = (
+    "--dry",
+    "--graph",
+    "--summarize",
+    "--ui",
+)  # run flags that make no sense on every change
 # Flags turbo and Nx users type that vx spells otherwise or does not have: what to write instead.
 FOREIGN_FLAGS = {
     "--remote-only": "turbo's --remote-only is `--cache=local:,remote:rw` (no local layer)",
@@ -250,10 +266,6 @@ FOREIGN_FLAGS = {
     "`--output-logs` chooses whose output is shown",
     "--log-order": "vx streams the one task you ask for and prints every other task's output whole, "
     "in one frame each; `--output-logs` chooses whose",
-    "--only": "not in vx: a task's dependsOn always runs first (cache hits cost next to nothing); "
-    "name the task and its dependencies are restored",
-    "--exclude-dependencies": "not in vx: a task's dependsOn always runs first (cache hits cost next to "
-    "nothing); name the task and its dependencies are restored",
     "--output-style": "`--output-logs` (full, new-only, errors-only, hash-only, none)",
 }
 CONTINUE_ALIASES = {"dependencies-successful": "deps-ok", "": "always"}
@@ -747,6 +759,7 @@ def _run(args: Args, argv: list[str]) -> int:
 
         dry = "graph=" + graph_target(args.graph)
     verify = _verify_mode(args.verify, dry)
+    tui = _tui(args.ui, dry is not None)
     if args.filters:
         from vx.plan.filters import parse
 
@@ -772,6 +785,8 @@ def _run(args: Args, argv: list[str]) -> int:
         framework_inference=_framework_inference(args.framework_inference),
         configuration=args.configuration,
         fast_paths=os.environ.get("VX_FASTPATH", "") not in ("0", "false", "no", "off"),
+        lend_terminal=not tui,
+        exclude_deps=_exclude_deps(args, argv),
     )
     report = (args.report is not None, args.report_file)
     profile = (args.profile or "profile.json") if args.profile is not None else None
@@ -784,7 +799,48 @@ def _run(args: Args, argv: list[str]) -> int:
         _output_logs(args.output_logs),
         report,
         profile,
+        tui,
     )
+
+
+def _exclude_deps(args: Args, argv: list[str]) -> tuple[str, ...] | None:
+    """`--only`, `--exclude-dependencies` (every edge) or `--exclude-dependencies=a,b` (edges to
+    tasks named a or b); an empty `=` is refused."""
+    if args.exclude_deps is None:
+        return () if args.only else None
+    if args.exclude_deps == "" and "--exclude-dependencies=" in argv[: _forwarded_at(argv)]:
+        raise UsageError(
+            "`--exclude-dependencies=` names no task",
+            hint="`--exclude-dependencies` alone drops every dependency; `=build,lint` only those",
+        )
+    names = tuple(n.strip() for n in args.exclude_deps.split(",") if n.strip())
+    if args.exclude_deps and not names:
+        raise UsageError(f"`--exclude-dependencies={args.exclude_deps}` names no task")
+    return names
+
+
+def _forwarded_at(argv: list[str]) -> int:
+    return argv.index("--") if "--" in argv else len(argv)
+
+
+def _tui(value: str | None, dry: bool) -> bool:
+    """`--ui=tui` (turbo's flag): the split view when vx has a terminal; off one, the stream."""
+    from vx.cli.args import one_of
+
+    if one_of("--ui", value, ("stream", "tui"), "stream") == "stream" or dry:
+        return False
+    ci = os.environ.get("CI", "").lower() not in ("", "0", "false")
+    if ci or not (sys.stdin.isatty() and sys.stdout.isatty()):
+        _say("vx: --ui=tui needs a terminal (stdin and stdout); streaming the output instead")
+        return False
+    from vx.report.tui import available
+
+    if not available():
+        raise UsageError(
+            "`--ui=tui` needs the textual package, which is not installed",
+            hint="pip install 'vx[tui]' (or textual), or drop `--ui=tui`",
+        )
+    return True
 
 
 def _affected_ref(value: str | None) -> str | None:
@@ -805,6 +861,7 @@ def _run_request(
     output_logs: str | None = None,
     report: tuple[bool, str | None] = (False, None),
     profile: str | None = None,
+    tui: bool = False,
 ) -> int:
     import time
 
@@ -821,6 +878,7 @@ def _run_request(
         and profile is None
         and not any(report)
         and not req.verify
+        and not tui  # a receipt prints as the stream does
         and receipt.enabled(env)
     )
     started_ns = time.time_ns()
@@ -839,7 +897,7 @@ def _run_request(
     try:
         prep = run.prepare(req, env, stages, lock=lock)
         flow = _flow(prep.broad, env, output_logs)
-        reporter = _reporter(flow, env)
+        reporter = _tui_reporter(env) if tui else _reporter(flow, env)
         profiler = _profiler() if profile is not None else None
         emit = _noting(reporter, noticed)
         summary = run.execute(
@@ -851,6 +909,8 @@ def _run_request(
             observe=tracer.observe if tracer else None,
             on_graph_end=lock.release,
         )  # kept servers write no cache: another run may start
+        if tui:
+            reporter.outcome(summary.exit_code, summary.interrupted)
         if receipted:
             with stages("receipt"):
                 _keep_receipt(
@@ -999,6 +1059,15 @@ def _reporter(flow: str, env: dict[str, str]):
         out=sys.stdout,
         err=sys.stderr,
         github=github,
+    )
+
+
+def _tui_reporter(env: dict[str, str]):
+    from vx.report.tui import TuiReporter
+    from vx.style import color_enabled
+
+    return TuiReporter(
+        version=__version__, out=sys.stdout, err=sys.stderr, color=color_enabled(env, sys.stderr)
     )
 
 

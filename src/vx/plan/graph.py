@@ -54,6 +54,7 @@ def build_graph(ws: Workspace, configs: Mapping[str, ProjectConfig], sel: Select
         nodes[tid] = TaskNode(tid, task, ws.packages[tid.package].dir, deps, tid in wanted)
         pending.extend(d for d in deps if d not in nodes)
     order = _topological_order(nodes)
+    _refuse_terminal_holders(nodes, configs)
     return TaskGraph(nodes, order, _dependent_counts(nodes, order), tuple(requested))
 
 
@@ -396,6 +397,108 @@ def _matching(config: ProjectConfig, pattern: str) -> list[str]:
     pattern that matches nothing is legal."""
     prefix = pattern[:-1]
     return sorted(t for t in config.tasks if t.startswith(prefix) and len(t) > len(prefix))
+
+
+# ---------------------------------------------------------------- --only
+
+
+class Schedule(Struct, frozen=True):
+    """The graph `--exclude-dependencies` leaves to run, and for each task that lost an edge the
+    dependency it no longer waits for (it may hit, never save: that dependency's outputs on disk
+    are whatever they were)."""
+
+    graph: TaskGraph
+    cut: Mapping[TaskId, TaskId]
+
+
+def exclude_dependencies(graph: TaskGraph, names: frozenset[str] | None) -> Schedule:
+    """Drop dependency edges from the schedule (turbo's `--only`): every edge of a task
+    (None) or only the edges to tasks named in `names`. Keys are taken on the whole graph
+    before this; a group's edges stay (its members are what it asks for), and so does an edge
+    to a task the run schedules anyway."""
+    nodes = graph.nodes
+
+    def kept(node: TaskNode, dep: TaskId) -> bool:
+        return (
+            node.is_group or nodes[dep].requested or (names is not None and dep.task not in names)
+        )
+
+    scheduled: set[TaskId] = set()
+    pending = list(graph.requested)
+    while pending:
+        tid = pending.pop()
+        if tid in scheduled:
+            continue
+        scheduled.add(tid)
+        pending.extend(d for d in nodes[tid].deps if kept(nodes[tid], d))
+    out: dict[TaskId, TaskNode] = {}
+    cut: dict[TaskId, TaskId] = {}
+    for tid in scheduled:
+        node = nodes[tid]
+        deps = tuple(d for d in node.deps if d in scheduled)
+        if len(deps) < len(node.deps):
+            cut[tid] = next(d for d in node.deps if d not in scheduled)
+            node = TaskNode(node.id, node.config, node.project_dir, deps, node.requested)
+        out[tid] = node
+    order = tuple(t for t in graph.order if t in scheduled)
+    return Schedule(TaskGraph(out, order, _dependent_counts(out, order), graph.requested), cut)
+
+
+def refuse_unknown_exclusions(graph: TaskGraph, names: frozenset[str]) -> None:
+    """`--exclude-dependencies=NAME` for a name no dependency in the run has is a typo, said so."""
+    present = {d.task for n in graph.nodes.values() for d in n.deps}
+    for name in sorted(names - present):
+        raise UnknownTaskError(
+            f"`--exclude-dependencies={name}`: no task of this run depends on a `{name}` task",
+            hint=suggestion(name, present, noun="dependencies")
+            or "name dependency tasks, e.g. `--exclude-dependencies=build`",
+        )
+
+
+# ---------------------------------------------------------------- terminal
+
+
+def _refuse_terminal_holders(
+    nodes: Mapping[TaskId, TaskNode], configs: Mapping[str, ProjectConfig]
+) -> None:
+    """A task both persistent and interactive holds the terminal until the run ends: a
+    task after it could never start, and two of them cannot both hold it. Refused before anything
+    runs, on or off a terminal, so a config's meaning does not depend on where it runs."""
+    holders = sorted(
+        tid
+        for tid, n in nodes.items()
+        if n.config.exec is not None
+        and n.config.exec.interactive
+        and n.config.exec.persistent is not None
+    )
+    if not holders:
+        return
+    if len(holders) > 1:
+        raise ConfigError(
+            f"`{holders[0]}` and `{holders[1]}` are both persistent and interactive: each holds "
+            "the terminal until the run ends, and one run has one terminal",
+            file=configs[holders[1].package].source or "package.json",
+            field=f"tasks.{holders[1].task}.exec.interactive",
+            hint="run them in separate `vx run`s, or make one of them not interactive",
+        )
+    held = holders[0]
+    for tid in sorted(nodes):
+        if held in nodes[tid].deps and _runs_after(nodes, tid):
+            raise ConfigError(
+                f"`{tid}` depends on `{held}`, which is persistent and interactive: it holds the "
+                f"terminal until the run ends, so `{tid}` could never start",
+                file=configs[tid.package].source or "package.json",
+                field=f"tasks.{tid.task}.dependsOn",
+                hint=f"drop `{held}` from its dependsOn, or make `{held}` persistent only "
+                "(with a readyWhen) so that dependants start once it is ready",
+            )
+
+
+def _runs_after(nodes: Mapping[TaskId, TaskNode], tid: TaskId) -> bool:
+    """Whether `tid` is a task with a command, or a group that such a task waits for."""
+    if not nodes[tid].is_group:
+        return True
+    return any(tid in n.deps and _runs_after(nodes, d) for d, n in nodes.items())
 
 
 # ---------------------------------------------------------------- order

@@ -40,7 +40,7 @@ def artifact_tag(key: str, team_id: str | None, body: BinaryIO, secret: bytes) -
 
 
 def _tag_hmac(key: str, team_id: str | None, secret: bytes) -> "hmac.HMAC":
-    # Loaded only with a signature key: OpenSSL's hashlib costs a remote run ~5-10 ms to load.
+    # Loaded only with a signature key: OpenSSL's hashlib is slow to load on every remote run.
     import hashlib
     import hmac
 
