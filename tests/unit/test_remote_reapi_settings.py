@@ -78,3 +78,19 @@ def test_action_digest_is_the_references_mapping():
     d = action_digest(key)
     assert d.hash == hashlib.sha256(b"vx-reapi-v1\0" + key.encode()).hexdigest()
     assert d.size_bytes == len(b"vx-reapi-v1\0") + len(key)
+
+
+@pytest.mark.feature("RC-09")
+def test_a_grpc_that_fails_to_load_is_a_remote_failure_not_a_crash(monkeypatch):
+    import io
+    import sys
+
+    from vx.store.remote import UNREACHABLE, RemoteFailure, open_layer
+
+    layer = open_layer(resolve(None, {"VX_REAPI_ENDPOINT": "grpc://127.0.0.1:1"}).settings)
+    monkeypatch.setitem(sys.modules, "vx.store.remote.reapi", None)  # import raises ImportError
+    for call in (lambda: layer.has("ab"), lambda: layer.put("ab", io.BytesIO(b"x"), 1, 1.0)):
+        with pytest.raises(RemoteFailure) as caught:
+            call()
+        assert caught.value.kind == UNREACHABLE and "grpc did not load" in caught.value.detail
+    layer.close()

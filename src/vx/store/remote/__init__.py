@@ -260,8 +260,11 @@ class _Deferred:
     def _open(self) -> RemoteLayer:
         with self._lock:  # pool threads call at once; one channel for them all
             if self._layer is None:
-                from vx.store.remote.reapi import ReapiLayer
-
+                try:
+                    from vx.store.remote.reapi import ReapiLayer
+                except Exception as exc:
+                    # e.g. a protobuf older than the stubs: a miss, not a crash
+                    raise RemoteFailure(UNREACHABLE, f"grpc did not load ({exc})") from None
                 self._layer = ReapiLayer(self.settings)
             return self._layer
 
