@@ -62,8 +62,9 @@ def action_results(server, keys) -> dict[str, object]:
 
 @pytest.mark.feature("RC-09")
 def test_buildgrid_shared_by_two_clones(repo, tmp_path, buildgrid):
-    """A miss uploads (blob first, then the ActionResult naming it); a second clone restores every
-    output byte for byte from BuildGrid, configured by the workspace file alone."""
+    """A miss uploads (blob first, then the ActionResult naming it); in a second clone `--dry`
+    predicts remote hits without downloading, and a run restores every output byte for byte
+    from BuildGrid, configured by the workspace file alone."""
     remote = {"reapi": {"endpoint": buildgrid.endpoint, "instance": buildgrid.instance}}
     repo.write(shop_files(remote)).commit()
     env = {"CI": "1"}
@@ -81,10 +82,15 @@ def test_buildgrid_shared_by_two_clones(repo, tmp_path, buildgrid):
         (blob,) = result.output_files
         assert blob.digest.hash == hashlib.sha256(local[key]).hexdigest()
     other = clone(repo, tmp_path / "b")
+    dry = other.vx("run", "build", "--all", "--dry=json", env=env)
+    assert dry.code == 0, dry.err
+    assert {t["predicted"] for t in json.loads(dry.out)["tasks"]} == {"hit-remote"}
+    assert not list((other.root / ".vx/cache").glob("*.tar.zst"))  # --dry only asked
     warm = other.vx("run", "build", "--all", env=env)
     assert warm.code == 0, warm.err
     assert set(warm.statuses().values()) == {("success", "remote")}
     assert "warning" not in warm.err
+    assert len(list((other.root / ".vx/cache").glob("*.tar.zst"))) == 4  # where --dry left none
     assert outputs(other) == outputs(repo) == EXPECTED and strays(other) == []
 
 
