@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Iterable, Iterator
 from urllib.parse import urlsplit
 
 import grpc
@@ -105,19 +105,21 @@ class ReapiLayer:
             raise RemoteFailure(
                 TOO_LARGE, f"the artifact is {blob.size_bytes} bytes, over the configured limit"
             )
-        data = self._read(blob)
-        if data is None:
+        if not self._read(blob, sink):
             return None  # the AC outlived its CAS blob (evicted): a miss
-        sink.write(data)
-        return Found(len(data), _duration(result))
+        return Found(blob.size_bytes, _duration(result))
 
     def put(self, key: str, src: BinaryIO, size: int, duration_ms: float) -> None:
         """Upload the blob (unless the server has it), then the ActionResult that names it:
         in this order, so no entry ever points at a blob that is not there."""
-        data = src.read(size + 1)
-        if len(data) != size:
+        digest, seen = hashlib.sha256(), 0
+        for chunk in iter(lambda: src.read(CHUNK_BYTES), b""):
+            digest.update(chunk)
+            seen += len(chunk)
+        if seen != size:
             raise RemoteFailure(REJECTED, f"the artifact changed size while uploading ({size})")
-        blob = re_pb.Digest(hash=hashlib.sha256(data).hexdigest(), size_bytes=size)
+        src.seek(0)
+        blob = re_pb.Digest(hash=digest.hexdigest(), size_bytes=size)
         timeout = self.settings.upload_timeout_s
         missing = self._call(
             _CAS + "FindMissingBlobs",
@@ -126,7 +128,7 @@ class ReapiLayer:
             timeout,
         )
         if any(d.hash == blob.hash for d in missing.missing_blob_digests):
-            self._write(blob, data, timeout)
+            self._write(blob, src, timeout)
         result = re_pb.ActionResult(
             output_files=[re_pb.OutputFile(path=ARTIFACT_PATH, digest=blob)],
             exit_code=0,
@@ -173,7 +175,10 @@ class ReapiLayer:
                 return None
             raise
 
-    def _read(self, blob) -> bytes | None:
+    def _read(self, blob, sink: Sink) -> bool:
+        """Fetch `blob` into `sink`, hashing as it comes; False when the server lacks it. A
+        mismatch raises after the bytes are written: the caller drops its temp file."""
+        digest, seen = hashlib.sha256(), 0
         if blob.size_bytes <= MAX_BATCH_BYTES:
             reply = self._call(
                 _CAS + "BatchReadBlobs",
@@ -183,44 +188,48 @@ class ReapiLayer:
             )
             found = [r for r in reply.responses if r.digest.hash == blob.hash]
             if not found or found[0].status.code == grpc.StatusCode.NOT_FOUND.value[0]:
-                return None
+                return False
             if found[0].status.code != 0:
                 raise RemoteFailure(SERVER_ERROR, f"BatchReadBlobs: {found[0].status.message}")
-            data = found[0].data
+            chunks: Iterable[bytes] = (found[0].data,)
         else:
-            data = self._stream_read(blob)
-            if data is None:
-                return None
-        if len(data) != blob.size_bytes or hashlib.sha256(data).hexdigest() != blob.hash:
+            chunks = self._stream_read(blob)
+        try:
+            for chunk in chunks:
+                seen += len(chunk)
+                if seen > blob.size_bytes:
+                    raise RemoteFailure(BAD_RESPONSE, "the server sent more than the digest says")
+                digest.update(chunk)
+                sink.write(chunk)
+        except _Missing:
+            return False
+        if seen != blob.size_bytes or digest.hexdigest() != blob.hash:
             raise RemoteFailure(BAD_RESPONSE, "the artifact blob does not match its digest")
-        return data
+        return True
 
-    def _stream_read(self, blob) -> bytes | None:
+    def _stream_read(self, blob) -> Iterator[bytes]:
         name = self._resource(f"blobs/{blob.hash}/{blob.size_bytes}")
         call = self.channel.unary_stream(
             _BS + "Read",
             request_serializer=lambda m: m.SerializeToString(),
             response_deserializer=bs_pb.ReadResponse.FromString,
         )
-        out = bytearray()
         try:
-            for chunk in call(
+            for reply in call(
                 bs_pb.ReadRequest(resource_name=name),
                 timeout=self.settings.timeout_s,
                 metadata=self.metadata,
             ):
-                out += chunk.data
-                if len(out) > blob.size_bytes:
-                    raise RemoteFailure(BAD_RESPONSE, "ByteStream sent more than the digest says")
+                yield reply.data
         except grpc.RpcError as exc:
             failure = _failure(_BS + "Read", exc)
             if failure.status == 404:
-                return None
+                raise _Missing() from None
             raise failure from None
-        return bytes(out)
 
-    def _write(self, blob, data: bytes, timeout: float) -> None:
+    def _write(self, blob, src: BinaryIO, timeout: float) -> None:
         if blob.size_bytes <= MAX_BATCH_BYTES:
+            data = src.read(blob.size_bytes)
             reply = self._call(
                 _CAS + "BatchUpdateBlobs",
                 re_pb.BatchUpdateBlobsRequest(
@@ -237,12 +246,14 @@ class ReapiLayer:
         name = self._resource(f"uploads/{uuid.uuid4()}/blobs/{blob.hash}/{blob.size_bytes}")
 
         def chunks() -> Iterator[bs_pb.WriteRequest]:
-            for at in range(0, len(data), CHUNK_BYTES):
+            # The server re-hashes what it receives, so a file changed since it was hashed is
+            # refused there (INVALID_ARGUMENT), never stored under the wrong digest.
+            for at in range(0, blob.size_bytes, CHUNK_BYTES):
                 yield bs_pb.WriteRequest(
                     resource_name=name if at == 0 else "",
                     write_offset=at,
-                    finish_write=at + CHUNK_BYTES >= len(data),
-                    data=data[at : at + CHUNK_BYTES],
+                    finish_write=at + CHUNK_BYTES >= blob.size_bytes,
+                    data=src.read(CHUNK_BYTES),
                 )
 
         call = self.channel.stream_unary(
@@ -259,6 +270,10 @@ class ReapiLayer:
 
     def _resource(self, tail: str) -> str:
         return f"{self.instance}/{tail}" if self.instance else tail
+
+
+class _Missing(Exception):
+    """ByteStream said NOT_FOUND: the blob was evicted after the ActionResult was read."""
 
 
 def _artifact(result):
