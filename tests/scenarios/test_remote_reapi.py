@@ -96,7 +96,8 @@ def test_buildgrid_shared_by_two_clones(repo, tmp_path, buildgrid):
 
 @pytest.mark.feature("RC-09")
 def test_large_artifact_goes_over_bytestream(repo, tmp_path, buildgrid):
-    """An artifact past the batch limit (5 MiB of incompressible bytes) streams both ways."""
+    """An artifact past the batch limit (5 MiB of incompressible bytes) streams both ways: in one
+    batch call it would pass BuildGrid's 4 MiB message cap and be refused."""
     cmd = (
         "node -e \"const fs=require('fs');fs.mkdirSync('dist',{recursive:true});"
         "fs.writeFileSync('dist/big.bin',require('crypto').randomBytes(5<<20))\""
