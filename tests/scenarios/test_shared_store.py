@@ -392,3 +392,31 @@ def test_a_workspace_moves_between_its_own_cache_and_the_shared_store(repo, tmp_
     assert res.code == 0, res.err
     assert set(caches(res).values()) == {"miss"}
     assert set(caches(repo.vx("run", "build", env=shared(home))).values()) <= HITS
+
+
+@pytest.mark.feature("LC-02")
+def test_a_planted_repo_id_link_is_never_written_through(repo, tmp_path):
+    """A repository (no remote) that commits `.vx/cache/repo-id` as a link out of the workspace,
+    dangling or to a file of the user's: vx neither writes its memo of the root commit through the
+    link nor takes the linked file for the repository's identity."""
+    home = home_of(tmp_path)
+    chain(repo)
+    memo = repo.root / ".vx" / "cache" / "repo-id"
+    memo.parent.mkdir(parents=True)
+    target = tmp_path / "planted"  # dangling: a write through the link would create it
+    os.symlink(target, memo)
+    repo.git("add", "-f", ".vx/cache/repo-id")
+    repo.commit("a hostile memo")
+    res = repo.vx("run", "build", env=shared(home))
+    assert res.code == 0, res.err
+    assert not os.path.lexists(target), "the memo was written through the planted link"
+    # a link to a file of the user's: its text is no identity, so the store is the honest one
+    honest = {p.parent.name for p in stores(home)}
+    victim = tmp_path / "notes.txt"
+    victim.write_text("commit:0000\n")
+    memo.unlink()
+    os.symlink(victim, memo)
+    again = repo.vx("run", "build", env=shared(home))
+    assert again.code == 0, again.err
+    assert victim.read_text() == "commit:0000\n"
+    assert {p.parent.name for p in stores(home)} == honest
