@@ -156,7 +156,11 @@ def test_item7_setsid_grandchild_is_gone_after_a_timeout(repo, tracking):
 
 def test_item7_setsid_grandchild_is_gone_after_ctrl_c(repo, tracking):
     one_task(repo, {"exec": {"command": DETACH + "; echo ready > ../../ready; sleep 1000"}})
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
+    }
     env.update({"PYTHONPATH": SRC, "NO_COLOR": "1", **tracking})
     vx = subprocess.Popen(
         [sys.executable, "-m", "vx", "run", "serve", "--all"],
