@@ -137,12 +137,11 @@ def sweep_dir(store, known: dict[str, str], dry_run: bool, now: float) -> tuple[
     orphans, orphan_bytes, present = 0, 0, set()
     for entry in _listing(store.cache_dir):
         name = entry.name
-        key = artifact_key(name)
-        if key is not None:
+        key = name[: -len(".tar.zst")] if name.endswith(".tar.zst") else None
+        if key in known:
             present.add(key)
-            if key in known:
-                continue
-        elif not is_temp(name):
+            continue
+        if artifact_key(name) is None and not is_temp(name):
             continue  # the index, run summaries, anything else (the user's, in a named dir)
         try:
             st = entry.stat(follow_symlinks=False)
