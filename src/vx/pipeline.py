@@ -681,6 +681,7 @@ def record_run(
         summary.exit_code,
         False,
         (uname.nodename, uname.sysname.lower(), uname.machine, __version__),
+        (*runs.git_head(str(prep.ws.root)), runs.ci_provider(os.environ)),
     )
     try:
         runs.record(str(prep.cache_dir), invocation, rows)
@@ -711,15 +712,16 @@ def replay_history(prep: Prepared, req: RunRequest, summary: RunSummary, argv: l
 
 def invocation_row(
     run_id, command, cwd, names, policy, concurrency, started, ended, tasks, failed, hits,
-    local, remote, up_to_date, exit_code, replayed, host
+    local, remote, up_to_date, exit_code, replayed, host, context
 ) -> list:  # fmt: skip
-    """An `invocations` row in column order (`vx.store.runs.INVOCATION_COLUMNS`)."""
+    """An `invocations` row in column order (`vx.store.runs.INVOCATION_COLUMNS`); `context` is
+    (git sha, branch, CI provider)."""
     import json
 
     return [
         run_id, command, cwd, json.dumps(names), policy, concurrency, started, ended,
         (ended - started) * 1000, tasks, failed, hits, local, remote, up_to_date, exit_code,
-        int(exit_code == 0), int(replayed), *host,
+        int(exit_code == 0), int(replayed), *host, *context,
     ]  # fmt: skip
 
 

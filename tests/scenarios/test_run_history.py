@@ -249,3 +249,84 @@ def test_a_key_that_passed_and_failed_is_shown_flaky(repo):
     assert row and row[0].endswith("flaky"), shown.out
     report = json.loads(repo.vx("last", "--format", "json").out)
     assert report["tasks"][0]["flaky"] is True
+
+
+NO_CI = {"CI": "", "GITHUB_ACTIONS": "", "GITLAB_CI": "", "BUILDKITE": "", "CIRCLECI": ""}
+
+
+def latest(repo):
+    invocations, _rows = history(repo)
+    return invocations[-1]
+
+
+@pytest.mark.feature("OBS-12")
+def test_a_run_records_its_commit_branch_and_ci(repo):
+    workspace(repo)
+    repo.git("checkout", "-q", "-b", "feature/x")
+    head = repo.git("rev-parse", "HEAD").strip()
+    env = {**NO_CI, "GITHUB_ACTIONS": "true", "CI": "true"}
+    assert repo.vx("run", "build", "--all", env=env).code == 0
+    run = latest(repo)
+    assert (run["git_sha"], run["git_branch"], run["ci_provider"]) == (
+        head,
+        "feature/x",
+        "github-actions",
+    )
+    assert run["host"] == os.uname().nodename and run["os"] == sys.platform
+    shown = repo.vx("last").out.splitlines()[0]
+    assert f"feature/x@{head[:10]}" in shown and "ci github-actions" in shown, shown
+    repo.git("pack-refs", "--all")  # the branch's ref now lives in packed-refs only
+    assert not (repo.root / ".git" / "refs" / "heads" / "feature" / "x").exists()
+    assert repo.vx("run", "build", "--all", "--force", env={**NO_CI, "CI": "1"}).code == 0
+    run = latest(repo)
+    assert (run["git_sha"], run["git_branch"], run["ci_provider"]) == (head, "feature/x", "ci")
+    assert repo.vx("run", "build", "--all", "--force", env=NO_CI).code == 0
+    assert latest(repo)["ci_provider"] is None
+
+
+@pytest.mark.feature("OBS-12")
+def test_a_detached_head_records_the_commit_and_no_branch(repo):
+    workspace(repo)
+    repo.commit("second")
+    first = repo.git("rev-parse", "HEAD~1").strip()
+    repo.git("checkout", "-q", "--detach", first)
+    assert repo.vx("run", "build", "--all", env=NO_CI).code == 0
+    run = latest(repo)
+    assert (run["git_sha"], run["git_branch"], run["ci_provider"]) == (first, None, None)
+    shown = repo.vx("last").out.splitlines()[0]
+    assert f" · {first[:10]}" in shown and "@" not in shown, shown
+
+
+@pytest.mark.feature("OBS-12")
+def test_a_linked_worktree_records_its_own_branch(repo):
+    workspace(repo)
+    other = repo.root.parent / "other"
+    repo.git("worktree", "add", "-q", "-b", "side", str(other))
+    side = type(repo)(other)
+    side.commit("on the side")
+    assert (other / ".git").is_file()  # `gitdir: …`, HEAD there, refs in the main repository
+    assert side.vx("run", "build", "--all", env=NO_CI).code == 0
+    run = latest(side)
+    assert (run["git_sha"], run["git_branch"]) == (side.git("rev-parse", "HEAD").strip(), "side")
+    assert run["git_sha"] != repo.git("rev-parse", "HEAD").strip()
+
+
+@pytest.mark.feature("OBS-12")
+def test_a_replay_reads_the_commit_again(repo):
+    workspace(repo)
+    for _ in range(3):  # the second writes the receipt the third replays
+        assert repo.vx("run", "build", "--all", summary=False, env=NO_CI).code == 0
+    repo.git("commit", "-q", "--allow-empty", "-m", "no file changed")
+    head = repo.git("rev-parse", "HEAD").strip()
+    timing = repo.vx(
+        "run", "build", "--all", summary=False, env={**NO_CI, "VX_TIMING": "1", "BUILDKITE": "1"}
+    )
+    assert "receipt check" in timing.err  # the replay finished it
+    assert repo.vx("last").code == 0  # folds the replay's pending record into runs.db
+    run = latest(repo)
+    assert (run["replayed"], run["git_sha"], run["git_branch"], run["ci_provider"]) == (
+        1,
+        head,
+        "main",
+        "buildkite",
+    )

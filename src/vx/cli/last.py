@@ -202,6 +202,7 @@ def _text(report: dict) -> list[str]:
     verdict = "ok" if run["exit_ok"] else f"failed (exit {run['exit_code']})"
     lines = [
         f"vx last: {verdict} · {run['command']} · {_when(run['started_at'])}"
+        + "".join(f" · {part}" for part in _context(run))
         + (" · replayed" if run["replayed"] else ""),
         f"  run {run['run_id']} · {run['task_count']} tasks · {run['failed_count']} failed"
         f" · {run['hit_count']} cached · {_seconds(run['total_duration_ms'])}",
@@ -220,6 +221,14 @@ def _text(report: dict) -> list[str]:
     if report["rerun"]:
         lines.append(f"re-run what failed: {report['rerun']}")
     return lines
+
+
+def _context(run: dict) -> list[str]:
+    """`branch@sha` (either alone when the other is unknown) and `ci <provider>`."""
+    sha = (run.get("git_sha") or "")[:10]
+    where = "@".join(p for p in (run.get("git_branch"), sha) if p)
+    ci = run.get("ci_provider")
+    return [p for p in (where, f"ci {ci}" if ci else "") if p]
 
 
 def _row(t: dict) -> str:

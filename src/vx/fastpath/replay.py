@@ -404,7 +404,9 @@ def _restore(header: dict, body: dict, done: dict, helper: restores.Helper | Non
 
 def _record(header: dict, body: dict, restored: set, began: float) -> None:
     """Append this run to the history's pending file (`vx.store.runs`), still under the run lock:
-    every task a hit, restored or up to date. A receipt without `history` records nothing."""
+    every task a hit, restored or up to date. A receipt without `history` records nothing. The
+    commit and branch are read again (two or three small file reads): a commit or checkout that
+    changes no listed file leaves the receipt good."""
     history = body.get("history")
     if history is None:
         return
@@ -420,7 +422,7 @@ def _record(header: dict, body: dict, restored: set, began: float) -> None:
     local = sum(1 for _p, _t, key in tasks if key in restored)
     invocation = [run, command, cwd, names, policy, concurrency, began, ended]
     invocation += [(ended - began) * 1000, len(rows), 0, len(rows), local, 0, len(rows) - local]
-    invocation += [0, 1, 1, *host]
+    invocation += [0, 1, 1, *host, *runs.git_head(header["root"]), runs.ci_provider(os.environ)]
     try:
         runs.append_pending(header["cache_dir"], invocation, rows)
     except OSError:

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 DB_NAME = "runs.db"
 PENDING = "runs.pending"
-SCHEMA = "1"
+SCHEMA = "2"
 FOLD_AT = 1 << 20  # a pending file this big is folded by the replay that grew it
 KEEP_RUNS = 1000  # invocations kept; older ones and their task rows go
 
@@ -47,6 +47,9 @@ INVOCATION_COLUMNS = (
     "os",
     "arch",
     "vx_version",
+    "git_sha",
+    "git_branch",
+    "ci_provider",
 )
 RUN_COLUMNS = (
     "run_id",
@@ -75,7 +78,8 @@ DDL = (
     " task_count INTEGER NOT NULL, failed_count INTEGER NOT NULL, hit_count INTEGER NOT NULL,"
     " hit_local_count INTEGER NOT NULL, hit_remote_count INTEGER NOT NULL,"
     " up_to_date_count INTEGER NOT NULL, exit_code INTEGER NOT NULL, exit_ok INTEGER NOT NULL,"
-    " replayed INTEGER NOT NULL, host TEXT, os TEXT, arch TEXT, vx_version TEXT NOT NULL)",
+    " replayed INTEGER NOT NULL, host TEXT, os TEXT, arch TEXT, vx_version TEXT NOT NULL,"
+    " git_sha TEXT, git_branch TEXT, ci_provider TEXT)",
     "CREATE TABLE IF NOT EXISTS runs (id INTEGER PRIMARY KEY, run_id TEXT NOT NULL,"
     " project TEXT NOT NULL, task TEXT NOT NULL, hash TEXT NOT NULL, status TEXT NOT NULL,"
     " cache TEXT NOT NULL, exit_code INTEGER, duration_ms REAL NOT NULL, cpu_ms REAL,"
@@ -99,6 +103,86 @@ def run_id(now_ns: int | None = None) -> str:
     b[8] = (b[8] & 0x3F) | 0x80
     h = b.hex()
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+CI_PROVIDERS = (
+    ("GITHUB_ACTIONS", "github-actions"),
+    ("GITLAB_CI", "gitlab"),
+    ("BUILDKITE", "buildkite"),
+    ("CIRCLECI", "circleci"),
+    ("CI", "ci"),  # set by most others; names no provider
+)
+
+
+def ci_provider(environ) -> str | None:
+    """The CI service this run is under, by the variable each one sets; None off CI."""
+    for name, provider in CI_PROVIDERS:
+        if environ.get(name, "").lower() not in ("", "0", "false"):
+            return provider
+    return None
+
+
+def git_head(root: str) -> tuple[str | None, str | None]:
+    """The commit and branch checked out at `root`'s repository, read from `.git` itself (HEAD,
+    the ref's file, else packed-refs; a worktree's or submodule's `.git` file) — spawning git
+    would cost every run more than the rest of this. (None, branch) on an unborn branch,
+    (sha, None) on a detached HEAD, (None, None) outside git or on anything unreadable: the
+    history is never a reason to fail a run."""
+    try:
+        return _git_head(root)
+    except (OSError, ValueError, UnicodeError):
+        return None, None
+
+
+def _git_head(root: str) -> tuple[str | None, str | None]:
+    here = os.path.abspath(root)
+    while True:
+        dot = os.path.join(here, ".git")
+        if os.path.exists(dot):
+            break
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None, None
+        here = parent
+    gitdir = dot
+    if not os.path.isdir(dot):  # `gitdir: PATH`, relative to the file's directory
+        with open(dot, encoding="utf-8") as f:
+            line = f.readline().strip()
+        if not line.startswith("gitdir:"):
+            return None, None
+        gitdir = os.path.join(here, line[7:].strip())
+    common = gitdir
+    try:  # a linked worktree keeps HEAD of its own, its refs in the main repository
+        with open(os.path.join(gitdir, "commondir"), encoding="utf-8") as f:
+            common = os.path.join(gitdir, f.readline().strip())
+    except FileNotFoundError:
+        pass
+    with open(os.path.join(gitdir, "HEAD"), encoding="utf-8") as f:
+        head = f.readline().strip()
+    if not head.startswith("ref:"):
+        return (head if _is_sha(head) else None), None
+    ref = head[4:].strip()
+    branch = ref[len("refs/heads/") :] if ref.startswith("refs/heads/") else ref
+    for directory in (gitdir, common):
+        try:
+            with open(os.path.join(directory, ref), encoding="utf-8") as f:
+                sha = f.readline().strip()
+            return (sha if _is_sha(sha) else None), branch
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            pass
+    try:
+        with open(os.path.join(common, "packed-refs"), encoding="utf-8") as f:
+            for line in f:
+                sha, _, name = line.rstrip("\n").partition(" ")
+                if name == ref and _is_sha(sha):
+                    return sha, branch
+    except FileNotFoundError:
+        pass
+    return None, branch  # an unborn branch: no commit yet
+
+
+def _is_sha(text: str) -> bool:
+    return len(text) in (40, 64) and all(c in "0123456789abcdef" for c in text)
 
 
 def shell_line(words: Sequence[str]) -> str:
