@@ -330,3 +330,42 @@ def test_a_replay_reads_the_commit_again(repo):
         "main",
         "buildkite",
     )
+
+
+def info_row(repo, name):
+    shown = repo.vx("info", summary=False)
+    assert shown.code == 0, shown.err
+    found = [line[len(name) :].strip() for line in shown.out.splitlines() if line.startswith(name)]
+    assert len(found) == 1, shown.out
+    return found[0]
+
+
+@pytest.mark.feature("OBS-08")
+def test_vx_info_lists_the_tasks_flaky_on_record(repo):
+    flip = (
+        "node -e \"require('fs').mkdirSync('dist',{recursive:true});"
+        "require('fs').writeFileSync('dist/o','x');"
+        "process.exit(require('fs').existsSync('../../flip')?1:0)\""
+    )
+    # Fails its first attempt, passes its second (the marker file counts attempts).
+    second_try = (
+        "node -e \"const f='../../tried';const n=require('fs').existsSync(f);"
+        "require('fs').writeFileSync(f,'1');process.exit(n?0:1)\""
+    )
+    repo.write(
+        npm_workspace(
+            {
+                "a": {"tasks": {"check": cached(flip)}},
+                "c": {"tasks": {"lint": cached(OK)}},
+                "b": {"tasks": {"test": {"exec": {"command": second_try, "retries": 1}}}},
+            }
+        )
+    ).commit()
+    assert info_row(repo, "flaky") == "no runs recorded"
+    assert repo.vx("run", "a#check", "c#lint").code == 0
+    assert info_row(repo, "flaky") == "none on record"
+    (repo.root / "flip").write_text("1")
+    assert repo.vx("run", "a#check", "c#lint", "--force").code == 1
+    assert info_row(repo, "flaky") == "a#check"  # not c#lint, which only ever passed
+    assert repo.vx("run", "b#test").code == 0
+    assert info_row(repo, "flaky") == "a#check, b#test"

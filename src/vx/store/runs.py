@@ -421,6 +421,18 @@ def flaky(db, rows: Sequence[dict]) -> set[tuple[str, str]]:
     return {(r["project"], r["task"]) for r in rows if r["hash"] in passed}
 
 
+def flaky_on_record(db) -> list[tuple[str, str]]:
+    """Every (project, task) the kept history calls flaky, sorted: a cached task whose key has
+    both passed and failed (as `flaky` judges one run's rows), or a task that passed on a retry."""
+    cur = db.execute(
+        "SELECT DISTINCT project, task FROM runs WHERE status = 'success' AND ("
+        " attempts > 1 OR (hash != '' AND cache != 'no-cache'"
+        " AND hash IN (SELECT hash FROM runs WHERE status = 'failed')))"
+        " ORDER BY project, task"
+    )
+    return [(project, task) for project, task in cur]
+
+
 # ---------------------------------------------------------------- failure logs
 
 LOGS = "logs"
