@@ -681,7 +681,7 @@ def record_run(
         summary.exit_code,
         False,
         (uname.nodename, uname.sysname.lower(), uname.machine, __version__),
-        (*runs.git_head(str(prep.ws.root)), runs.ci_provider(os.environ)),
+        (*runs.git_head(str(prep.ws.root)), _dirty(prep), runs.ci_provider(os.environ)),
     )
     try:
         runs.record(str(prep.cache_dir), invocation, rows)
@@ -705,7 +705,7 @@ def replay_history(prep: Prepared, req: RunRequest, summary: RunSummary, argv: l
         json.dumps(list(req.names)),
         _policy_text(prep),
         prep.concurrency,
-        [uname.nodename, uname.sysname.lower(), uname.machine, __version__],
+        [uname.nodename, uname.sysname.lower(), uname.machine, __version__, _dirty(prep)],
     ]
     return [fixed, [[r.id.package, r.id.task, r.key or ""] for r in summary.results]]
 
@@ -715,7 +715,7 @@ def invocation_row(
     local, remote, up_to_date, exit_code, replayed, host, context
 ) -> list:  # fmt: skip
     """An `invocations` row in column order (`vx.store.runs.INVOCATION_COLUMNS`); `context` is
-    (git sha, branch, CI provider)."""
+    (git sha, branch, dirty, CI provider)."""
     import json
 
     return [
@@ -723,6 +723,12 @@ def invocation_row(
         (ended - started) * 1000, tasks, failed, hits, local, remote, up_to_date, exit_code,
         int(exit_code == 0), int(replayed), *host, *context,
     ]  # fmt: skip
+
+
+def _dirty(prep: Prepared) -> int | None:
+    """Whether git status saw the workspace dirty as the run began; None without git."""
+    dirty = prep.index.dirty
+    return None if dirty is None else int(dirty)
 
 
 def _history_status(r: TaskResult) -> str:

@@ -267,9 +267,10 @@ def test_a_run_records_its_commit_branch_and_ci(repo):
     env = {**NO_CI, "GITHUB_ACTIONS": "true", "CI": "true"}
     assert repo.vx("run", "build", "--all", env=env).code == 0
     run = latest(repo)
-    assert (run["git_sha"], run["git_branch"], run["ci_provider"]) == (
+    assert (run["git_sha"], run["git_branch"], run["git_dirty"], run["ci_provider"]) == (
         head,
         "feature/x",
+        0,  # outputs and the cache are gitignored
         "github-actions",
     )
     assert run["host"] == os.uname().nodename and run["os"] == sys.platform
@@ -277,9 +278,17 @@ def test_a_run_records_its_commit_branch_and_ci(repo):
     assert f"feature/x@{head[:10]}" in shown and "ci github-actions" in shown, shown
     repo.git("pack-refs", "--all")  # the branch's ref now lives in packed-refs only
     assert not (repo.root / ".git" / "refs" / "heads" / "feature" / "x").exists()
+    (repo.root / "notes.txt").write_text("untracked")
     assert repo.vx("run", "build", "--all", "--force", env={**NO_CI, "CI": "1"}).code == 0
     run = latest(repo)
-    assert (run["git_sha"], run["git_branch"], run["ci_provider"]) == (head, "feature/x", "ci")
+    assert (run["git_sha"], run["git_branch"], run["git_dirty"], run["ci_provider"]) == (
+        head,
+        "feature/x",
+        1,
+        "ci",
+    )
+    shown = repo.vx("last").out.splitlines()[0]
+    assert f"feature/x@{head[:10]} (dirty)" in shown, shown
     assert repo.vx("run", "build", "--all", "--force", env=NO_CI).code == 0
     assert latest(repo)["ci_provider"] is None
 
@@ -314,6 +323,7 @@ def test_a_linked_worktree_records_its_own_branch(repo):
 @pytest.mark.feature("OBS-12")
 def test_a_replay_reads_the_commit_again(repo):
     workspace(repo)
+    (repo.root / "notes.txt").write_text("untracked")  # dirty, and so on every replay
     for _ in range(3):  # the second writes the receipt the third replays
         assert repo.vx("run", "build", "--all", summary=False, env=NO_CI).code == 0
     repo.git("commit", "-q", "--allow-empty", "-m", "no file changed")
@@ -330,6 +340,7 @@ def test_a_replay_reads_the_commit_again(repo):
         "main",
         "buildkite",
     )
+    assert run["git_dirty"] == 1  # the receipted run's, which listed the same files
 
 
 def info_row(repo, name):

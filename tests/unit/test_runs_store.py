@@ -30,7 +30,7 @@ def test_the_documented_ddl_is_the_one_in_use():
 
 def test_pending_runs_fold_in_and_a_torn_record_is_left_out(tmp_path):
     inv = ["id1", "vx run build", "/w", '["build"]', "lR,lW", 2, 1.0, 2.0, 1000.0]
-    inv += [1, 0, 1, 0, 0, 1, 0, 1, 1, "h", "linux", "x86_64", "0", None, None, None]
+    inv += [1, 0, 1, 0, 0, 1, 0, 1, 1, "h", "linux", "x86_64", "0", None, None, None, None]
     row = ["id1", "a", "build", "k", "cache-hit", "up-to-date"]
     row += [0, 0.0, None, None, 0, 0, 0, 0, None, None, 0, None]
     runs.append_pending(str(tmp_path), inv, [row])
@@ -56,7 +56,7 @@ def test_shell_line_quotes_only_what_a_shell_needs():
 def test_a_damaged_history_starts_afresh(tmp_path):
     (tmp_path / runs.DB_NAME).write_bytes(b"not a database, as an OS crash may leave it" * 100)
     inv = ["id2", "vx run build", "/w", '["build"]', "lR,lW", 2, 1.0, 2.0, 1000.0]
-    inv += [0, 0, 0, 0, 0, 0, 0, 1, 0, "h", "linux", "x86_64", "0", None, None, None]
+    inv += [0, 0, 0, 0, 0, 0, 0, 1, 0, "h", "linux", "x86_64", "0", None, None, None, None]
     runs.record(str(tmp_path), inv, [])
     db = runs.connect(str(tmp_path), create=False)
     try:

@@ -224,9 +224,12 @@ def _text(report: dict) -> list[str]:
 
 
 def _context(run: dict) -> list[str]:
-    """`branch@sha` (either alone when the other is unknown) and `ci <provider>`."""
+    """`branch@sha` (either alone when the other is unknown; `(dirty)` after it when the
+    workspace was) and `ci <provider>`."""
     sha = (run.get("git_sha") or "")[:10]
     where = "@".join(p for p in (run.get("git_branch"), sha) if p)
+    if where and run.get("git_dirty"):
+        where += " (dirty)"
     ci = run.get("ci_provider")
     return [p for p in (where, f"ci {ci}" if ci else "") if p]
 

@@ -422,7 +422,10 @@ def _record(header: dict, body: dict, restored: set, began: float) -> None:
     local = sum(1 for _p, _t, key in tasks if key in restored)
     invocation = [run, command, cwd, names, policy, concurrency, began, ended]
     invocation += [(ended - began) * 1000, len(rows), 0, len(rows), local, 0, len(rows) - local]
-    invocation += [0, 1, 1, *host, *runs.git_head(header["root"]), runs.ci_provider(os.environ)]
+    # The listings matched the receipted run's byte for byte, so its dirty flag still holds.
+    dirty = host[4] if len(host) > 4 else None
+    invocation += [0, 1, 1, *host[:4], *runs.git_head(header["root"]), dirty]
+    invocation += [runs.ci_provider(os.environ)]
     try:
         runs.append_pending(header["cache_dir"], invocation, rows)
     except OSError:

@@ -49,6 +49,7 @@ INVOCATION_COLUMNS = (
     "vx_version",
     "git_sha",
     "git_branch",
+    "git_dirty",
     "ci_provider",
 )
 RUN_COLUMNS = (
@@ -79,7 +80,7 @@ DDL = (
     " hit_local_count INTEGER NOT NULL, hit_remote_count INTEGER NOT NULL,"
     " up_to_date_count INTEGER NOT NULL, exit_code INTEGER NOT NULL, exit_ok INTEGER NOT NULL,"
     " replayed INTEGER NOT NULL, host TEXT, os TEXT, arch TEXT, vx_version TEXT NOT NULL,"
-    " git_sha TEXT, git_branch TEXT, ci_provider TEXT)",
+    " git_sha TEXT, git_branch TEXT, git_dirty INTEGER, ci_provider TEXT)",
     "CREATE TABLE IF NOT EXISTS runs (id INTEGER PRIMARY KEY, run_id TEXT NOT NULL,"
     " project TEXT NOT NULL, task TEXT NOT NULL, hash TEXT NOT NULL, status TEXT NOT NULL,"
     " cache TEXT NOT NULL, exit_code INTEGER, duration_ms REAL NOT NULL, cpu_ms REAL,"
