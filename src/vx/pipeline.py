@@ -454,11 +454,11 @@ def execute(
     else:
         caught: list[int] = []
         previous = _catch_signals(caught)  # until the walk's own handlers replace these
-        early: dict = {}
+        early: dict[TaskId, Early] = {}  # filled as they start: a failure midway stops those
         try:
             lockfiles = prep.index.snapshot(None, prep.index.fingerprinted)  # before anything runs
             if stopped_by is None and launch_for is None and req.fast_paths:
-                early = _start_first_wave(prep, lane, emit)
+                _start_first_wave(prep, lane, emit, early)
             asyncio = _import_asyncio()  # while the first wave runs
             with stages("run graph"):
                 results, stopped_by, summary = asyncio.run(
@@ -967,18 +967,19 @@ def _install_signals(table, stop: asyncio.Event, stopped_by: list[int]) -> Calla
     return on_signal
 
 
-def _start_first_wave(prep: Prepared, lane, emit: Emit) -> dict[TaskId, Early]:
+def _start_first_wave(prep: Prepared, lane, emit: Emit, early: dict[TaskId, Early]) -> None:
     """Start the commands the walk would start first, before asyncio is loaded, so that loading it
     overlaps them (docs/optimizations.md #25). Only plain misses qualify: every
     dependency settled by the hit lane, no sandbox, no remote layer that might still serve it; at
     most `concurrency` of them, in the walk's order. Each is prepared as the rebuilder would —
     its inputs snapshot for the save's re-check, outputs wiped, its start told — and the walk adopts
-    the processes. {task: (popen, started (monotonic), started_ns, snapshot)}; a command that
-    cannot start is left to the walk, which reports why."""
+    the processes. Fills `early` as each starts, {task: (popen, started (monotonic), started_ns,
+    snapshot)}, so that what started before a failure (an output that cannot be wiped) is still
+    the caller's to stop; a command that cannot start is left to the walk, which reports why."""
     from vx.engine import spawn
 
     if prep.remote is not None:
-        return {}
+        return
     nodes, settled, write = (
         prep.graph.nodes,
         lane.results,
@@ -989,7 +990,6 @@ def _start_first_wave(prep: Prepared, lane, emit: Emit) -> dict[TaskId, Early]:
         (t for t, n in nodes.items() if t not in settled and all(d in settled for d in n.deps)),
         key=lambda t: (-prep.graph.priority[t], position[t]),
     )
-    early: dict[TaskId, Early] = {}
     for tid in ready:
         node, plan = nodes[tid], prep.plans[tid]
         if len(early) == prep.concurrency:
@@ -1021,17 +1021,33 @@ def _start_first_wave(prep: Prepared, lane, emit: Emit) -> dict[TaskId, Early]:
             continue
         early[tid] = (popen, started_at, started_ns, snapshot)
         emit(TaskStarted(tid, plan.command or "", 1))
-    return early
 
 
 def _stop_early(early: dict[TaskId, Early]) -> None:
-    """Kill and reap first-wave processes no walk adopted (the run failed before it could)."""
+    """Kill and reap first-wave processes no walk adopted (the run failed before it could), with
+    what they started outside their groups, and release each as the executor does once nothing
+    of it runs: its cgroup goes, and the warden forgets its group, whose number may be reused."""
+    if not early:
+        return
+    from vx.engine import descendants, spawn
+    from vx.engine.executor import REAP_AFTER_KILL_S, group_alive
+
     for popen, *_ in early.values():
         try:
             os.killpg(popen.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        descendants.signal_all(popen.pid, signal.SIGKILL)
         popen.wait()
+        deadline = time.monotonic() + REAP_AFTER_KILL_S
+        while group_alive(popen.pid) or descendants.alive(popen.pid):
+            if time.monotonic() >= deadline:
+                break  # still dying: the warden keeps the group and kills the cgroup at exit
+            time.sleep(0.01)
+            descendants.signal_all(popen.pid, signal.SIGKILL)  # forked before the kill landed
+        else:
+            spawn.released(popen.pid)
+            descendants.forget(popen.pid)
     early.clear()
 
 
