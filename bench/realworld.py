@@ -261,6 +261,9 @@ def main(argv=None) -> int:
     REMOVE[:] = args.remove
     ENV.update(TOOL_ENV, PATH=package_manager_path(checkout, args.work))
     wss = copies(checkout, args.work, args.fresh)
+    # vx's store inside its copy, where cold's clean removes it (the default is one store per
+    # repository under ~/.vx, which would serve the cold run from the last one's entries)
+    ENV["VX_CACHE_DIR"] = str(wss["vx"] / ".vx" / "cache")
     tools = {"vx": vx_tool(args.vx, args.work), "turbo": turbo_tool(wss["turbo"])}
     versions = {name: version_of(tool, wss[name]) for name, tool in tools.items()}
     times, warm_sets = measure(tools, wss, args.tasks, args.edit, args.runs, args.concurrency)

@@ -39,13 +39,15 @@ if TYPE_CHECKING:
     import asyncio
     import subprocess
 
+    from vx.engine.incremental import Kept
     from vx.files.index import FileIndex, Snapshot
     from vx.model import CacheRetention, HashRecord, ProjectConfig
     from vx.store.layered import LayeredStore
     from vx.store.local import Entry, LocalStore
 
-    # a first-wave process: (popen, started (monotonic), started_ns, its inputs' snapshot)
-    Early = tuple[subprocess.Popen[bytes], float, int, Snapshot | None]
+    # a first-wave process: (popen, started (monotonic), started_ns, its inputs' snapshot, the
+    # outputs kept for an incremental tool)
+    Early = tuple[subprocess.Popen[bytes], float, int, Snapshot | None, Kept | None]
 
 SIGNAL_EXITS: dict[int, int] = {
     signal.SIGINT: EXIT_SIGINT,
@@ -834,10 +836,16 @@ async def _walk(
         {k: v for k, v in prep.hits.items() if k not in lane.damaged} if lane.damaged else prep.hits
     )
     slots = PrioritySlots(prep.concurrency)
-    adopted: dict[TaskId, tuple[executor._Child, float, int, Snapshot | None]] = {}
+    adopted: dict[TaskId, tuple[executor._Child, float, int, Snapshot | None, Kept | None]] = {}
     for tid in list(early or ()):  # popped as adopted: the caller kills only what is left
-        popen, started_at, started_ns, snapshot = early.pop(tid)
-        adopted[tid] = (executor._Child.adopt(popen, table), started_at, started_ns, snapshot)
+        popen, started_at, started_ns, snapshot, kept = early.pop(tid)
+        adopted[tid] = (
+            executor._Child.adopt(popen, table),
+            started_at,
+            started_ns,
+            snapshot,
+            kept,
+        )
     slots.take(len(adopted))
     ctx = RunContext(
         root=prep.ws.root,
@@ -972,10 +980,11 @@ def _start_first_wave(prep: Prepared, lane, emit: Emit, early: dict[TaskId, Earl
     overlaps them (docs/optimizations.md #25). Only plain misses qualify: every
     dependency settled by the hit lane, no sandbox, no remote layer that might still serve it; at
     most `concurrency` of them, in the walk's order. Each is prepared as the rebuilder would —
-    its inputs snapshot for the save's re-check, outputs wiped, its start told — and the walk adopts
-    the processes. Fills `early` as each starts, {task: (popen, started (monotonic), started_ns,
-    snapshot)}, so that what started before a failure (an output that cannot be wiped) is still
-    the caller's to stop; a command that cannot start is left to the walk, which reports why."""
+    its inputs snapshot for the save's re-check, outputs wiped or kept for an incremental tool,
+    its start told — and the walk adopts the processes. Fills `early` as each starts, {task:
+    (popen, started (monotonic), started_ns, snapshot, kept)}, so that what started before a
+    failure (an output that cannot be wiped) is still the caller's to stop; a command that cannot
+    start is left to the walk, which reports why."""
     from vx.engine import spawn
 
     if prep.remote is not None:
@@ -1012,14 +1021,20 @@ def _start_first_wave(prep: Prepared, lane, emit: Emit, early: dict[TaskId, Earl
                 plan.inputs, node.project_dir, plan.record.package_json
             )
         started_ns = time.time_ns()
+        kept = None
         if outputs is not None:
-            outputs.wipe(prep.ws.root)
+            from vx.engine import incremental
+
+            if prep.policy.read:  # --force builds from wiped outputs
+                kept = incremental.prepare(prep.ws.root, outputs, prep.store, str(tid))
+            else:
+                outputs.wipe(prep.ws.root)
         started_at = time.monotonic()
         try:
             popen = spawn.start(plan.command or "", prep.ws.root / node.project_dir, plan.env)
         except (OSError, ValueError):
             continue
-        early[tid] = (popen, started_at, started_ns, snapshot)
+        early[tid] = (popen, started_at, started_ns, snapshot, kept)
         emit(TaskStarted(tid, plan.command or "", 1))
 
 

@@ -82,7 +82,7 @@ class RunContext(Struct):
     )
     # task -> (its first attempt's child, started at (monotonic), started_ns, input snapshot): the
     # first wave, started before the loop existed with its slot taken (run._start_first_wave)
-    early: dict[TaskId, tuple[executor._Child, float, int, Snapshot | None]] = field(
+    early: dict[TaskId, tuple[executor._Child, float, int, Snapshot | None, Any]] = field(
         default_factory=dict
     )
     # the fingerprint files as the walk began (files.Snapshot), re-checked after each task;
@@ -353,7 +353,7 @@ async def _execute_and_save(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> 
             ctx.emit(Notice(f"{node.id}: {unseen}", id=node.id))
     if early is None:
         started_ns = time.time_ns()
-    proc, attempts, violations = await _attempts(ctx, node, plan, wipe=write, early=early)
+    proc, attempts, violations, kept = await _attempts(ctx, node, plan, wipe=write, early=early)
     if proc is None:
         return TaskResult(
             node.id,
@@ -367,7 +367,7 @@ async def _execute_and_save(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> 
     cache = CacheStatus.MISS if cached else CacheStatus.NO_CACHE
     saved, reason, taints = False, None, True
     if status is Status.SUCCESS and write:
-        saved, reason = await _save(ctx, node, plan, proc, snapshot, started_ns)
+        saved, reason = await _save(ctx, node, plan, proc, snapshot, started_ns, kept)
         # A save the store refused (a full disk, a refused output) leaves the result sound: its
         # dependants may still save (and a full disk says so once for the run, not once a task).
         taints = not (reason or "").startswith(_STORE_REFUSED)
@@ -441,13 +441,19 @@ def _status_of(proc: ProcessResult) -> Status:
 
 async def _attempts(
     ctx: RunContext, node: TaskNode, plan: TaskPlan, *, wipe: bool, early=None
-) -> tuple[ProcessResult | None, int, tuple[Violation, ...]]:
-    """Run the command, retrying per exec.retries; each attempt re-cleans outputs.
-    An `early` first attempt already runs: its slot is taken, its outputs wiped, its start told.
+) -> tuple[ProcessResult | None, int, tuple[Violation, ...], bool]:
+    """Run the command, retrying per exec.retries; each retry re-cleans outputs. The
+    first attempt keeps an incremental tool's outputs and state when `incremental.prepare` may,
+    and runs again on wiped outputs when what it left could differ from a clean build; the last
+    item says the result was built on kept outputs. An `early` first attempt already runs: its
+    slot is taken, its outputs prepared, its start told.
 
     No process (None) when the run halted while this task waited for its slot."""
     total = plan.retries + 1
     elapsed = 0.0
+    kept = early[4] if early is not None else None  # outputs left for an incremental tool
+    from vx.engine import incremental
+
     terminal = _on_terminal(ctx, node)
     held = 1
     if early is None and terminal:
@@ -456,12 +462,17 @@ async def _attempts(
         await ctx.slots.acquire(ctx.priority.get(node.id, 0))
     try:
         if early is None and ctx.halt is not None and ctx.halt.is_set():
-            return None, 0, ()
+            return None, 0, (), False
         for attempt in range(1, total + 1):
             if attempt == 1 and early is not None:
                 proc, violations = await _run_once(ctx, node, plan, started=(early[0], early[1]))
             else:
-                if wipe and plan.outputs is not None:
+                kept = None
+                if wipe and plan.outputs is not None and attempt == 1 and ctx.policy.read:
+                    kept = await asyncio.to_thread(
+                        incremental.prepare, ctx.root, plan.outputs, ctx.store, str(node.id)
+                    )
+                elif wipe and plan.outputs is not None:  # a retry or --force starts clean
                     await asyncio.to_thread(plan.outputs.wipe, ctx.root)
                 ctx.emit(TaskStarted(node.id, plan.command or "", attempt, terminal=terminal))
                 launch = (
@@ -469,6 +480,27 @@ async def _attempts(
                 )
                 proc, violations = await _run_once(ctx, node, plan, launch, terminal=terminal)
             elapsed += proc.duration_ms
+            if kept is not None and proc.exit_code == 0 and not proc.aborted:
+                assert plan.outputs is not None  # kept only for a task with outputs
+                why = await asyncio.to_thread(incremental.stale, ctx.root, plan.outputs, kept)
+                if why is not None:  # a clean build could differ: build it and save that
+                    ctx.emit(
+                        Notice(
+                            f"{node.id}: {why}; running it again on wiped outputs",
+                            level="info",
+                            id=node.id,
+                        )
+                    )
+                    kept = None
+                    await asyncio.to_thread(plan.outputs.wipe, ctx.root)
+                    ctx.emit(TaskStarted(node.id, plan.command or "", attempt, terminal=terminal))
+                    launch = (
+                        ctx.launch_for(node, plan, attempt)
+                        if ctx.launch_for and not terminal
+                        else None
+                    )
+                    proc, violations = await _run_once(ctx, node, plan, launch, terminal=terminal)
+                    elapsed += proc.duration_ms
             if proc.exit_code == 0 or proc.aborted or attempt == total:
                 break
             after = "a timeout" if proc.timed_out else f"exit {proc.exit_code}"
@@ -483,7 +515,7 @@ async def _attempts(
     finally:
         for _ in range(held):
             ctx.slots.release()
-    return _with_duration(proc, elapsed), attempt, violations
+    return _with_duration(proc, elapsed), attempt, violations, kept is not None
 
 
 async def _acquire_all(ctx: RunContext, node: TaskNode) -> int:
@@ -591,9 +623,16 @@ def _with_duration(proc: ProcessResult, total_ms: float) -> ProcessResult:
 
 
 async def _save(
-    ctx: RunContext, node: TaskNode, plan: TaskPlan, proc: ProcessResult, snapshot, started_ns: int
+    ctx: RunContext,
+    node: TaskNode,
+    plan: TaskPlan,
+    proc: ProcessResult,
+    snapshot,
+    started_ns: int,
+    kept: bool = False,
 ) -> tuple[bool, str | None]:
-    """Save the result unless an input moved while the task ran or upstream was not saved."""
+    """Save the result unless an input moved while the task ran or upstream was not saved.
+    A result built on `kept` incremental state is saved locally only (docs/caching.md)."""
     if ctx.lock_moved is not None:
         why = f"{ctx.lock_moved} changed during the run"
         ctx.emit(Notice(f"{node.id}: not saved to the cache: {why}", id=node.id))
@@ -643,7 +682,7 @@ async def _save(
         )
     try:
         await asyncio.to_thread(
-            store.save,
+            getattr(store, "save_local", store.save) if kept else store.save,
             plan.key,
             task_id=str(node.id),
             command=plan.command or "",

@@ -257,6 +257,14 @@ class LayeredStore:
     def probe(self, keys: Iterable[str]) -> dict[str, Entry]:
         return self.local.probe(keys) if self.axes.local_read else {}
 
+    def entry_on_disk(self, task_id: str, current: Collection[str]) -> Entry | None:
+        return self.local.entry_on_disk(task_id, current) if self.axes.local_read else None
+
+    def save_local(self, key: str, **fields: Any) -> int:
+        """Save to the local layer only: a result built on kept incremental state is never
+        uploaded (a remote layer gets clean builds)."""
+        return self.local.save(key, **fields) if self.axes.local_write else 0
+
     def is_up_to_date(self, entry: Any, current: Collection[str]) -> bool:
         return not isinstance(entry, Downloaded) and self.local.is_up_to_date(entry, current)
 

@@ -38,6 +38,7 @@ SPLIT_VERSION = SCHEMA_VERSION + "-stamps"
 DB_NAME = "cache.db"
 STORE_DB = "store.db"  # the shared store's index (vx.store.shared)
 LOG_HALF = 8 << 20  # keep the first and the last 8 MiB of a task's log
+_TOUCHED_READ = 16  # touched outputs a miss compares by content before it wipes instead
 
 _TABLES = {
     "entries": "CREATE TABLE entries (hash TEXT PRIMARY KEY, task_id TEXT NOT NULL,"
@@ -382,6 +383,64 @@ class LocalStore:
                     return False
             except OSError:
                 return False
+        return True
+
+    def entry_on_disk(self, task_id: str, current: Collection[str]) -> Entry | None:
+        """The entry of `task_id` the workspace holds exactly (the up-to-date check against its
+        newest few entries), or None: what a miss may keep incremental state from. Off the warm
+        path; touches nothing."""
+        with self._lock:
+            keys = [
+                row[0]
+                for row in self._db.execute(
+                    "SELECT hash FROM entries WHERE task_id=? ORDER BY accessed_at DESC LIMIT 8",
+                    (task_id,),
+                )
+            ]
+            rows, outputs = self._select(keys)
+        empty: tuple[list, list] = ([], [])
+        present = set(current)
+        for row in rows:
+            files, stamps = outputs.get(row[0], empty)
+            entry = Entry(row[0], row[1], row[2], tuple(files), *row[3:], stamps=tuple(stamps))  # type: ignore[misc]  # row[3:] ends at crc
+            if len(present) != len(entry.files) or any(f.path not in present for f in files):
+                continue
+            if self._holds(entry):
+                return entry
+        return None
+
+    def _holds(self, entry: Entry) -> bool:
+        """Whether each output file on disk is the entry's: current by its stamp, or — a file
+        another tool touched (`tsc -b` updates the timestamps of the projects it references) —
+        the same size and mode and, read back from the artifact, the same bytes."""
+        touched = []
+        for f, stamp in zip(entry.files, entry.stamps):
+            try:
+                st = os.lstat(self._root_prefix + f.path)
+            except OSError:
+                return False
+            if stamp is not None and output_stat(st) == (
+                stat.S_IFREG | f.mode,
+                f.size,
+                f.mtime_ms,
+                *stamp,
+            ):
+                continue
+            if st.st_mode != stat.S_IFREG | f.mode or st.st_size != f.size:
+                return False
+            touched.append(f.path)
+        if not touched:
+            return True
+        if len(touched) > _TOUCHED_READ:
+            return False
+        try:
+            saved = unpacking.read_outputs(self.artifact(entry.key), set(touched))
+            for path in touched:
+                with open(self._root_prefix + path, "rb") as disk:
+                    if saved.get(path) != disk.read():
+                        return False
+        except (OSError, ArchiveError):
+            return False
         return True
 
     def expected_outputs(

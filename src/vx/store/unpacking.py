@@ -655,6 +655,24 @@ def unpack_plain(
     return found.log, files
 
 
+def read_outputs(src: Path, wanted: set[str]) -> dict[str, bytes]:
+    """The bytes of the `wanted` outputs (workspace-relative paths) an artifact holds, nothing
+    written: what a miss compares a touched output with (`LocalStore.entry_on_disk`)."""
+    fd = os.open(src, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        inflow = _Inflow(_frame_reader(fd))
+        found: dict[str, bytes] = {}
+        while len(found) < len(wanted) and (member := _next_entry(inflow)) is not None:
+            name, size, _mode = member
+            body = _read_body(inflow, size, summed=False)
+            path = name[len(OUTPUTS) :] if name.startswith(OUTPUTS) else None
+            if path in wanted:
+                found[path] = body
+        return found
+    finally:
+        os.close(fd)
+
+
 def unpack(src: Path, *, key: str, allowed: Callable[[str], bool], root: Path) -> Unpacked:
     """`unpack_plain`, with the pipeline's records: LogChunk and OutputFile."""
     log, files = unpack_plain(str(src), key=key, allowed=allowed, root=str(root))

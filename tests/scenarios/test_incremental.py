@@ -1,0 +1,323 @@
+"""Incremental tools keep their state (issue 16 item 1, docs/caching.md § Incremental tools): a
+miss keeps `tsc -b`'s outputs and build info when they are exactly an entry of the task, and what
+is saved still equals a clean build — checked against the real TypeScript (5.9.3, pinned in
+npm_packages.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+from conftest import npm_workspace
+from npm_packages import installed
+
+TSC = "node ../../node_modules/typescript/bin/tsc"
+CONFIG = {
+    "compilerOptions": {
+        "composite": True,
+        "outDir": "dist",
+        "strict": True,
+        "target": "ES2020",
+        "module": "ES2020",
+        "moduleResolution": "Bundler",
+    },
+    "include": ["src"],
+}
+
+
+def tsc_task(command: str = f"{TSC} -b --listEmittedFiles", deps=("^build",)) -> dict:
+    return {
+        "exec": {"command": command},
+        "dependsOn": list(deps),
+        "cache": {
+            "inputs": {"files": ["src/**", "tsconfig.json"]},
+            "outputs": {"files": ["dist/**"]},
+        },
+    }
+
+
+@pytest.fixture
+def ws(repo):
+    """lib (three sources, b imports a) and app (reads lib's declarations through `paths`), each
+    built by `tsc -b`; the workspace's own typescript linked in as an install would."""
+    app_config = json.loads(json.dumps(CONFIG))
+    app_config["compilerOptions"]["paths"] = {"lib": ["../lib/dist/src/index.d.ts"]}
+    repo.write(
+        npm_workspace(
+            {
+                "lib": {
+                    "tasks": {"build": tsc_task()},
+                    "files": {
+                        "tsconfig.json": CONFIG,
+                        "src/a.ts": "export const a: number = 1;\n",
+                        "src/b.ts": "import { a } from './a';\nexport const b = a + 1;\n",
+                        "src/c.ts": "export const c = 'c';\n",
+                        "src/index.ts": "export * from './a';\nexport * from './b';\n",
+                    },
+                },
+                "app": {
+                    "deps": ["lib"],
+                    "tasks": {"build": tsc_task()},
+                    "files": {
+                        "tsconfig.json": app_config,
+                        "src/main.ts": "import { a } from 'lib';\nexport const twice = a * 2;\n",
+                        "src/other.ts": "export const other = true;\n",
+                    },
+                },
+            }
+        )
+    ).commit()
+    (repo.root / "node_modules").mkdir(exist_ok=True)
+    os.symlink(installed("typescript"), repo.root / "node_modules" / "typescript")
+    return repo
+
+
+def build(repo):
+    return repo.vx("run", "build", "--all", "--output-logs=full")
+
+
+def emitted(result, project: str) -> set[str]:
+    """The files tsc said it wrote (`--listEmittedFiles`) for one project, relative to it."""
+    base = f"/packages/{project}/"
+    return {
+        line.split("TSFILE: ", 1)[1].split(base, 1)[1]
+        for line in result.out.splitlines()
+        if "TSFILE: " in line and base in line
+    }
+
+
+def outputs(repo, project: str) -> dict[str, bytes]:
+    dist = repo.root / "packages" / project / "dist"
+    return {
+        str(p.relative_to(dist)): p.read_bytes() for p in sorted(dist.rglob("*")) if p.is_file()
+    }
+
+
+def clean_build(repo, project: str) -> dict[str, bytes]:
+    """What `tsc -b` writes from nothing, in a copy of the workspace as it is now."""
+    copy = repo.root.parent / "clean"
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(repo.root, copy, symlinks=True, ignore=shutil.ignore_patterns(".vx", "dist"))
+    order = ["lib", "app"] if project == "app" else ["lib"]
+    for name in order:
+        subprocess.run(
+            [*TSC.split(), "-b"], cwd=copy / "packages" / name, check=True, capture_output=True
+        )
+    dist = copy / "packages" / project / "dist"
+    return {
+        str(p.relative_to(dist)): p.read_bytes() for p in sorted(dist.rglob("*")) if p.is_file()
+    }
+
+
+def same_as_clean(got: dict[str, bytes], clean: dict[str, bytes]) -> None:
+    """Byte for byte, but for the build info's `latestChangedDtsFile`: TypeScript records there
+    the last declaration that changed, which is history, not the outputs' content."""
+    assert sorted(got) == sorted(clean)
+    for name in got:
+        if name.endswith(".tsbuildinfo"):
+            mine, theirs = json.loads(got[name]), json.loads(clean[name])
+            mine.pop("latestChangedDtsFile", None), theirs.pop("latestChangedDtsFile", None)
+            assert mine == theirs, name
+        else:
+            assert got[name] == clean[name], name
+
+
+@pytest.mark.feature("EX-06")
+def test_incr_tsc_edit_reemits_only_the_changed_file_and_equals_a_clean_build(ws):
+    first = build(ws)
+    assert first.code == 0, first.err
+    assert {"dist/src/a.js", "dist/src/c.js"} <= emitted(first, "lib"), first.out + first.err
+
+    (ws.root / "packages/lib/src/a.ts").write_text("export const a: number = 2;\n")
+    edit = build(ws)
+    assert edit.code == 0, edit.err
+    assert edit.statuses() == {
+        "lib#build": ("success", "miss"),
+        "app#build": ("success", "miss"),
+    }
+    lib = emitted(edit, "lib")
+    assert "dist/src/a.js" in lib and "dist/src/c.js" not in lib, lib  # incremental
+    assert "dist/src/other.js" not in emitted(edit, "app")  # the dependant is incremental too
+    assert "not saved" not in edit.err and "running it again" not in edit.err
+    for project in ("lib", "app"):
+        same_as_clean(outputs(ws, project), clean_build(ws, project))
+
+    # The entry saved is the same: wiped and restored, it is the clean build again.
+    for project in ("lib", "app"):
+        shutil.rmtree(ws.root / "packages" / project / "dist")
+    restored = build(ws)
+    assert set(restored.statuses().values()) == {("success", "local")}
+    for project in ("lib", "app"):
+        same_as_clean(outputs(ws, project), clean_build(ws, project))
+
+
+@pytest.mark.feature("EX-06")
+def test_incr_a_removed_source_leaves_no_output_in_the_entry(ws):
+    """tsc keeps `c.js` when `c.ts` goes (it never deletes an output); the kept run is caught and
+    built again from wiped outputs, so neither the workspace nor the entry holds `c.js`."""
+    assert build(ws).code == 0
+    (ws.root / "packages/lib/src/c.ts").unlink()
+    run = build(ws)
+    assert run.code == 0, run.err
+    assert "left the program" in run.err and "running it again on wiped outputs" in run.err
+    lib = ws.root / "packages/lib/dist/src"
+    assert not (lib / "c.js").exists() and not (lib / "c.d.ts").exists()
+    same_as_clean(outputs(ws, "lib"), clean_build(ws, "lib"))
+    shutil.rmtree(ws.root / "packages/lib/dist")
+    restored = build(ws)
+    assert restored.statuses()["lib#build"] == ("success", "local")
+    assert not (lib / "c.js").exists()
+    same_as_clean(outputs(ws, "lib"), clean_build(ws, "lib"))
+
+
+@pytest.mark.feature("EX-06")
+def test_incr_another_tools_leftover_is_not_kept(ws):
+    """A task that runs tsc and a bundler naming its chunk by content: after an edit the old chunk
+    is no program's output, so the run is repeated on wiped outputs and the entry lacks it."""
+    chunk = (
+        "node -e \"const fs=require('fs');const n=fs.readFileSync('src/c.ts').length;"
+        "fs.writeFileSync('dist/chunk-'+n+'.js','x')\""
+    )
+    config = ws.root / "packages/lib/vx.config.json"
+    config.write_text(json.dumps({"tasks": {"build": tsc_task(f"{TSC} -b && {chunk}")}}))
+    ws.commit()
+    assert build(ws).code == 0
+    old = sorted(p.name for p in (ws.root / "packages/lib/dist").glob("chunk-*"))
+    (ws.root / "packages/lib/src/c.ts").write_text("export const c = 'a longer c';\n")
+    run = build(ws)
+    assert run.code == 0, run.err
+    assert f"packages/lib/dist/{old[0]} was kept" in run.err
+    now = sorted(p.name for p in (ws.root / "packages/lib/dist").glob("chunk-*"))
+    assert len(now) == 1 and now != old
+
+
+@pytest.mark.feature("EX-06")
+def test_incr_outputs_changed_by_hand_are_wiped_not_kept(ws):
+    """The tsc -b + clean pitfall: an output gone while the build info stays says "up to date" and
+    tsc would emit nothing; outputs that are not exactly an entry are wiped with their state."""
+    assert build(ws).code == 0
+    (ws.root / "packages/lib/dist/src/c.js").unlink()
+    (ws.root / "packages/lib/src/a.ts").write_text("export const a: number = 3;\n")
+    run = build(ws)
+    assert run.code == 0, run.err
+    assert "dist/src/c.js" in emitted(run, "lib")  # from scratch
+    same_as_clean(outputs(ws, "lib"), clean_build(ws, "lib"))
+
+
+@pytest.mark.feature("EX-06")
+def test_incr_restored_outputs_are_kept_for_the_next_edit(ws):
+    """Hit, restore, then edit: a restore writes an entry's outputs with the build info saved with
+    them, so the next miss is incremental and still a clean build's outputs."""
+    assert build(ws).code == 0
+    shutil.rmtree(ws.root / "packages/lib/dist")
+    shutil.rmtree(ws.root / "packages/app/dist")
+    restored = build(ws)
+    assert set(restored.statuses().values()) == {("success", "local")}
+    (ws.root / "packages/lib/src/c.ts").write_text("export const c = 'd';\n")
+    run = build(ws)
+    assert run.code == 0, run.err
+    assert run.statuses()["lib#build"] == ("success", "miss")
+    assert emitted(run, "lib") >= {"dist/src/c.js"}
+    assert "dist/src/a.js" not in emitted(run, "lib")
+    same_as_clean(outputs(ws, "lib"), clean_build(ws, "lib"))
+
+
+@pytest.mark.feature("EX-06")
+def test_incr_a_cache_taken_out_of_the_outputs_is_neither_wiped_nor_saved(repo):
+    """As turbo advises for Next.js: `.next/**` with `!.next/cache/**` keeps the tool's cache
+    across a miss's wipe and out of the entry (docs/caching.md § Incremental tools)."""
+    command = (
+        "node -e \"const fs=require('fs');fs.mkdirSync('.next/cache',{recursive:true});"
+        "const runs=fs.existsSync('.next/cache/runs')?fs.readFileSync('.next/cache/runs','utf8'):'';"
+        "fs.writeFileSync('.next/cache/runs',runs+'x');"
+        "fs.writeFileSync('.next/page.js',fs.readFileSync('src/page.js'))\""
+    )
+    task = {
+        "exec": {"command": command},
+        "cache": {
+            "inputs": {"files": ["src/**"]},
+            "outputs": {"files": [".next/**", "!.next/cache/**"]},
+        },
+    }
+    repo.write(
+        npm_workspace({"web": {"tasks": {"build": task}, "files": {"src/page.js": "1;"}}})
+    ).commit()
+    web = repo.root / "packages/web"
+    assert repo.vx("run", "build").code == 0
+    (web / "src/page.js").write_text("2;")
+    assert repo.vx("run", "build").statuses()["web#build"] == ("success", "miss")
+    assert (web / ".next/cache/runs").read_text() == "xx"  # not wiped before the second run
+    shutil.rmtree(web / ".next")
+    restored = repo.vx("run", "build")
+    assert restored.statuses()["web#build"] == ("success", "local")
+    assert (web / ".next/page.js").read_text() == "2;"
+    assert not (web / ".next/cache").exists()  # not in the entry
+
+
+@pytest.mark.feature("EX-06")
+def test_incr_an_emit_root_that_moves_leaves_no_output_behind(repo):
+    """Without `composite` or `rootDir`, tsc roots its emit at the sources' common directory: a
+    first file outside `src` moves `dist/a.js` to `dist/src/a.js`, and tsc leaves the old one. A
+    kept run whose common directory moved is built again on wiped outputs."""
+    config = {
+        "compilerOptions": {"incremental": True, "outDir": "dist", "target": "ES2020"},
+        "include": ["src", "extra"],
+    }
+    task = tsc_task(f"{TSC} -p tsconfig.json", deps=())
+    task["cache"]["inputs"]["files"].append("extra/**")
+    repo.write(
+        npm_workspace(
+            {
+                "lib": {
+                    "tasks": {"build": task},
+                    "files": {"tsconfig.json": config, "src/a.ts": "export const a = 1;\n"},
+                }
+            }
+        )
+    ).commit()
+    (repo.root / "node_modules").mkdir(exist_ok=True)
+    os.symlink(installed("typescript"), repo.root / "node_modules" / "typescript")
+    assert build(repo).code == 0
+    dist = repo.root / "packages/lib/dist"
+    assert (dist / "a.js").exists()
+    (repo.root / "packages/lib/extra").mkdir()
+    (repo.root / "packages/lib/extra/b.ts").write_text("export const b = 2;\n")
+    run = build(repo)
+    assert run.code == 0, run.err
+    assert "common directory moved" in run.err
+    assert (dist / "src/a.js").exists() and not (dist / "a.js").exists()
+
+
+@pytest.mark.feature("EX-06")
+def test_incr_a_touched_build_info_is_still_kept_but_changed_bytes_are_not(ws):
+    """`tsc -b` updates the timestamps of the projects it references (another task's outputs):
+    a build info touched with its bytes unchanged is still the entry's, and the next miss stays
+    incremental. An output rewritten with other bytes of the same size is not: wiped, rebuilt."""
+    assert build(ws).code == 0
+    info = ws.root / "packages/lib/dist/tsconfig.tsbuildinfo"
+    os.utime(info, ns=(info.stat().st_atime_ns, info.stat().st_mtime_ns + 5_000_000_000))
+    (ws.root / "packages/lib/src/a.ts").write_text("export const a: number = 4;\n")
+    touched = build(ws)
+    assert touched.code == 0, touched.err
+    assert "dist/src/c.js" not in emitted(touched, "lib")  # kept
+    same_as_clean(outputs(ws, "lib"), clean_build(ws, "lib"))
+
+    c = ws.root / "packages/lib/dist/src/c.js"
+    c.write_bytes(c.read_bytes().replace(b"'c'", b"'x'"))  # same size, other bytes
+    (ws.root / "packages/lib/src/a.ts").write_text("export const a: number = 5;\n")
+    changed = build(ws)
+    assert changed.code == 0, changed.err
+    assert "dist/src/c.js" in emitted(changed, "lib")  # wiped: from scratch
+    same_as_clean(outputs(ws, "lib"), clean_build(ws, "lib"))
+
+
+@pytest.mark.feature("EX-06")
+def test_incr_force_builds_from_wiped_outputs(ws):
+    assert build(ws).code == 0
+    (ws.root / "packages/lib/src/a.ts").write_text("export const a: number = 6;\n")
+    forced = ws.vx("run", "build", "--all", "--force", "--output-logs=full")
+    assert forced.code == 0, forced.err
+    assert "dist/src/c.js" in emitted(forced, "lib")
