@@ -179,14 +179,15 @@ class ProjectConfig(Struct, frozen=True):
 class RemoteCacheConfig(Struct, frozen=True):
     """Workspace `remoteCache`. Never a token: those come from the environment."""
 
-    kind: str  # turbo | nx
-    url: str | None = None  # turbo `apiUrl`, nx `url`
+    kind: str  # turbo | nx | reapi
+    url: str | None = None  # turbo `apiUrl`, nx `url`, reapi `endpoint`
     team: str | None = None
     team_id: str | None = None
     signature: bool | None = None  # None: on exactly when TURBO_REMOTE_CACHE_SIGNATURE_KEY is set
     upload: str = "ci"  # ci | always | never
     timeout_ms: int | None = None
     max_artifact_bytes: int | None = None
+    instance: str | None = None  # reapi `instance`
 
 
 class CacheRetention(Struct, frozen=True):

@@ -456,11 +456,11 @@ def execute(
     else:
         caught: list[int] = []
         previous = _catch_signals(caught)  # until the walk's own handlers replace these
-        early: dict = {}
+        early: dict[TaskId, Early] = {}  # filled as they start: a failure midway stops those
         try:
             lockfiles = prep.index.snapshot(None, prep.index.fingerprinted)  # before anything runs
             if stopped_by is None and launch_for is None and req.fast_paths:
-                early = _start_first_wave(prep, lane, emit)
+                _start_first_wave(prep, lane, emit, early)
             asyncio = _import_asyncio()  # while the first wave runs
             with stages("run graph"):
                 results, stopped_by, summary = asyncio.run(
@@ -547,12 +547,9 @@ def receipt_tasks(prep: Prepared, summary: RunSummary, started_ns: int) -> list[
 
 
 def _run_id() -> str:
-    """A random version-4 UUID, spelled by hand: `import uuid` costs a few ms of every start."""
-    b = bytearray(os.urandom(16))
-    b[6] = (b[6] & 0x0F) | 0x40
-    b[8] = (b[8] & 0x3F) | 0x80
-    h = b.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    from vx.store.runs import run_id
+
+    return run_id()
 
 
 def _close_store(
@@ -598,6 +595,161 @@ def _keep_history(local, prep: Prepared, results: Mapping[TaskId, TaskResult]) -
         local.keep_history(moved, settled, withheld, [str(r.id) for r in ran if r.saved])
     except (OSError, sqlite3.Error):
         pass
+
+
+FAILURE_LOG_HALF = 1 << 20  # a kept failure log holds its first and last MiB
+
+
+def keep_failure_logs(prep: Prepared, summary: RunSummary) -> dict[TaskId, str]:
+    """Each failed task's whole output (bounded: the first and last MiB) in the cache's `logs/`;
+    where each went. A failure to write one is left out, never a failed run."""
+    from vx.store.local import bound_log
+    from vx.store.runs import keep_log
+
+    if summary.interrupted:
+        return {}
+    out: dict[TaskId, str] = {}
+    for r in summary.results:
+        if r.status is Status.FAILED and r.log:
+            data = b"".join(c.data for c in bound_log(r.log, FAILURE_LOG_HALF))
+            try:
+                out[r.id] = keep_log(str(prep.cache_dir), summary.run_id, str(r.id), data)
+            except OSError:
+                pass
+    return out
+
+
+def record_run(
+    prep: Prepared,
+    req: RunRequest,
+    summary: RunSummary,
+    argv: list[str],
+    logs: Mapping[TaskId, str],
+) -> None:
+    """Keep the run in the history (`vx.store.runs`, read by `vx last`): nothing for a run a
+    signal stopped, and no row for an aborted task (groups are not in the summary). `logs` are
+    the kept failure logs. A failure here never fails the run."""
+    import sqlite3
+
+    from vx import __version__
+    from vx.store import runs
+
+    if summary.interrupted:
+        return
+    rows = []
+    for r in summary.results:
+        if r.status is Status.ABORTED:
+            continue
+        rows.append(
+            [
+                summary.run_id,
+                r.id.package,
+                r.id.task,
+                r.key or "",
+                _history_status(r),
+                r.cache.value,
+                r.exit_code,
+                r.duration_ms,
+                r.cpu_ms,
+                r.peak_rss_bytes,
+                r.attempts,
+                int(r.timed_out),
+                int(r.saved),
+                int(r.cache in (CacheStatus.LOCAL, CacheStatus.REMOTE)),
+                str(r.blocked_by) if r.blocked_by is not None else None,
+                r.reason,
+                len(r.violations),
+                logs.get(r.id),
+            ]
+        )
+    count = {c: sum(1 for r in summary.results if r.cache is c) for c in CacheStatus}
+    hits = count[CacheStatus.LOCAL] + count[CacheStatus.REMOTE] + count[CacheStatus.UP_TO_DATE]
+    uname = os.uname()
+    invocation = invocation_row(
+        summary.run_id,
+        runs.shell_line(["vx", *argv]),
+        str(req.cwd),
+        list(req.names),
+        _policy_text(prep),
+        prep.concurrency,
+        summary.started_at,
+        summary.ended_at,
+        len(rows),
+        sum(1 for r in summary.results if r.status is Status.FAILED),
+        hits,
+        count[CacheStatus.LOCAL],
+        count[CacheStatus.REMOTE],
+        count[CacheStatus.UP_TO_DATE],
+        summary.exit_code,
+        False,
+        (uname.nodename, uname.sysname.lower(), uname.machine, __version__),
+        (*runs.git_head(str(prep.ws.root)), _dirty(prep), runs.ci_provider(os.environ)),
+    )
+    try:
+        runs.record(str(prep.cache_dir), invocation, rows)
+    except (OSError, sqlite3.Error):
+        pass
+
+
+def replay_history(prep: Prepared, req: RunRequest, summary: RunSummary, argv: list[str]) -> list:
+    """What a replay of this run records (`vx.fastpath.replay`): the invocation's fixed fields
+    (command, cwd, requested tasks, cache policy, concurrency, host) and each task's
+    (project, task, key); the replay fills in its own id, times and counts."""
+    import json
+
+    from vx import __version__
+    from vx.store import runs
+
+    uname = os.uname()
+    fixed = [
+        runs.shell_line(["vx", *argv]),
+        str(req.cwd),
+        json.dumps(list(req.names)),
+        _policy_text(prep),
+        prep.concurrency,
+        [uname.nodename, uname.sysname.lower(), uname.machine, __version__, _dirty(prep)],
+    ]
+    return [fixed, [[r.id.package, r.id.task, r.key or ""] for r in summary.results]]
+
+
+def invocation_row(
+    run_id, command, cwd, names, policy, concurrency, started, ended, tasks, failed, hits,
+    local, remote, up_to_date, exit_code, replayed, host, context
+) -> list:  # fmt: skip
+    """An `invocations` row in column order (`vx.store.runs.INVOCATION_COLUMNS`); `context` is
+    (git sha, branch, dirty, CI provider)."""
+    import json
+
+    return [
+        run_id, command, cwd, json.dumps(names), policy, concurrency, started, ended,
+        (ended - started) * 1000, tasks, failed, hits, local, remote, up_to_date, exit_code,
+        int(exit_code == 0), int(replayed), *host, *context,
+    ]  # fmt: skip
+
+
+def _dirty(prep: Prepared) -> int | None:
+    """Whether git status saw the workspace dirty as the run began; None without git."""
+    dirty = prep.index.dirty
+    return None if dirty is None else int(dirty)
+
+
+def _history_status(r: TaskResult) -> str:
+    """The reference's status words: a hit is `cache-hit` (`cache-hit-remote` from a remote)."""
+    if r.status is Status.SUCCESS and r.cache in (CacheStatus.LOCAL, CacheStatus.UP_TO_DATE):
+        return "cache-hit"
+    if r.status is Status.SUCCESS and r.cache is CacheStatus.REMOTE:
+        return "cache-hit-remote"
+    return r.status.value
+
+
+def _policy_text(prep: Prepared) -> str:
+    """`lR,lW,rR,rW` with the letters of what is off left out (`lR,lW` with no remote)."""
+    parts = ["lR"] if prep.policy.read else []
+    parts += ["lW"] if prep.policy.write else []
+    axes = prep.remote.axes if prep.remote is not None else None
+    parts += ["rR"] if axes is not None and axes.remote_read else []
+    parts += ["rW"] if axes is not None and axes.remote_write else []
+    return ",".join(parts)
 
 
 def _announce(prep: Prepared, emit: Emit) -> None:
@@ -823,19 +975,20 @@ def _install_signals(table, stop: asyncio.Event, stopped_by: list[int]) -> Calla
     return on_signal
 
 
-def _start_first_wave(prep: Prepared, lane, emit: Emit) -> dict[TaskId, Early]:
+def _start_first_wave(prep: Prepared, lane, emit: Emit, early: dict[TaskId, Early]) -> None:
     """Start the commands the walk would start first, before asyncio is loaded, so that loading it
     overlaps them (docs/optimizations.md #25). Only plain misses qualify: every
     dependency settled by the hit lane, no sandbox, no remote layer that might still serve it; at
     most `concurrency` of them, in the walk's order. Each is prepared as the rebuilder would —
     its inputs snapshot for the save's re-check, outputs wiped or kept for an incremental tool,
-    its start told — and the walk adopts
-    the processes. {task: (popen, started (monotonic), started_ns, snapshot)}; a command that
-    cannot start is left to the walk, which reports why."""
+    its start told — and the walk adopts the processes. Fills `early` as each starts, {task:
+    (popen, started (monotonic), started_ns, snapshot, kept)}, so that what started before a
+    failure (an output that cannot be wiped) is still the caller's to stop; a command that cannot
+    start is left to the walk, which reports why."""
     from vx.engine import spawn
 
     if prep.remote is not None:
-        return {}
+        return
     nodes, settled, write = (
         prep.graph.nodes,
         lane.results,
@@ -846,7 +999,6 @@ def _start_first_wave(prep: Prepared, lane, emit: Emit) -> dict[TaskId, Early]:
         (t for t, n in nodes.items() if t not in settled and all(d in settled for d in n.deps)),
         key=lambda t: (-prep.graph.priority[t], position[t]),
     )
-    early: dict[TaskId, Early] = {}
     for tid in ready:
         node, plan = nodes[tid], prep.plans[tid]
         if len(early) == prep.concurrency:
@@ -884,17 +1036,33 @@ def _start_first_wave(prep: Prepared, lane, emit: Emit) -> dict[TaskId, Early]:
             continue
         early[tid] = (popen, started_at, started_ns, snapshot, kept)
         emit(TaskStarted(tid, plan.command or "", 1))
-    return early
 
 
 def _stop_early(early: dict[TaskId, Early]) -> None:
-    """Kill and reap first-wave processes no walk adopted (the run failed before it could)."""
+    """Kill and reap first-wave processes no walk adopted (the run failed before it could), with
+    what they started outside their groups, and release each as the executor does once nothing
+    of it runs: its cgroup goes, and the warden forgets its group, whose number may be reused."""
+    if not early:
+        return
+    from vx.engine import descendants, spawn
+    from vx.engine.executor import REAP_AFTER_KILL_S, group_alive
+
     for popen, *_ in early.values():
         try:
             os.killpg(popen.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        descendants.signal_all(popen.pid, signal.SIGKILL)
         popen.wait()
+        deadline = time.monotonic() + REAP_AFTER_KILL_S
+        while group_alive(popen.pid) or descendants.alive(popen.pid):
+            if time.monotonic() >= deadline:
+                break  # still dying: the warden keeps the group and kills the cgroup at exit
+            time.sleep(0.01)
+            descendants.signal_all(popen.pid, signal.SIGKILL)  # forked before the kill landed
+        else:
+            spawn.released(popen.pid)
+            descendants.forget(popen.pid)
     early.clear()
 
 

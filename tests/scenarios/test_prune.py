@@ -427,3 +427,29 @@ def test_issue17_prune_and_cache_prune_point_at_each_other(repo):
     assert "vx prune PKG" in ws.vx("cache", "prune", "--help").out
     bare = ws.vx("prune")
     assert bare.code == 2 and "needs the package" in bare.err, bare.err
+
+
+@pytest.mark.parametrize(
+    "given", ("/", ".git", ".git/hooks", ".vx/pruned", "packages", "src-dir", "outside")
+)
+def test_issue17_prune_out_dir_never_in_git_and_never_hints_removing_sources(repo, tmp_path, given):
+    """An out dir that holds the workspace (`/`), lies in .git or .vx (an empty `.git/hooks` would
+    take the root's files as hooks), or holds files git lists: refused, and the error never tells
+    the user to `rm -rf` it — only an earlier prune's untracked output is one to remove."""
+    ws = _small(repo)
+    if given == "src-dir":  # a tracked directory outside every package
+        ws.write({"tools/run.js": "x"}).commit()
+        given = "tools"
+    elif given == "outside":  # a user's directory elsewhere (a typo for a new one)
+        (tmp_path / "mine").mkdir()
+        (tmp_path / "mine/notes.txt").write_text("n")
+        given = str(tmp_path / "mine")
+    (ws.root / ".git/hooks").mkdir(exist_ok=True)
+    for hook in (ws.root / ".git/hooks").iterdir():
+        hook.unlink()  # an empty hooks dir, as `git init --template=` leaves it
+    before = _everything(ws.root.parent)
+    result = ws.vx("prune", "app", "--out-dir", given)
+    assert result.code == 2, result.out + result.err
+    assert "rm -rf" not in result.err and "hint:" in result.err, result.err
+    assert "Traceback" not in result.err
+    assert _everything(ws.root.parent) == before

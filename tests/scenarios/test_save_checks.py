@@ -152,9 +152,13 @@ def test_background_writer_is_stopped_before_the_outputs_are_read(repo):
     """Item 3: a task that exits 0 while a process it started still runs. The writer blocks on a
     FIFO nobody opens, and writes dist/late.txt when it is stopped: vx must stop it (and say so)
     before it reads the outputs, so the saved entry holds exactly what is on disk."""
+    # The shell exits only once the writer's trap is set (its mark, outside the workspace): a
+    # stop that came first would find no trap to write late.txt with.
+    armed = repo.root.parent / "armed"
     cmd = (
-        "rm -f gate && mkfifo gate && mkdir -p dist && echo early > dist/a.txt && "
-        "(trap 'echo late > dist/late.txt; exit 0' TERM; cat gate) >/dev/null 2>&1 & exit 0"
+        f"rm -f gate {armed} && mkfifo gate && mkdir -p dist && echo early > dist/a.txt && "
+        f"(trap 'echo late > dist/late.txt; exit 0' TERM; : > {armed}; cat gate) >/dev/null 2>&1 & "
+        f"while [ ! -e {armed} ]; do sleep 0.01; done; exit 0"
     )
     repo.write(
         npm_workspace(

@@ -392,3 +392,63 @@ def test_a_workspace_moves_between_its_own_cache_and_the_shared_store(repo, tmp_
     assert res.code == 0, res.err
     assert set(caches(res).values()) == {"miss"}
     assert set(caches(repo.vx("run", "build", env=shared(home))).values()) <= HITS
+
+
+@pytest.mark.feature("LC-02")
+def test_a_planted_repo_id_link_is_never_written_through(repo, tmp_path):
+    """A repository (no remote) that commits `.vx/cache/repo-id` as a link out of the workspace,
+    dangling or to a file of the user's: vx neither writes its memo of the root commit through the
+    link nor takes the linked file for the repository's identity."""
+    home = home_of(tmp_path)
+    chain(repo)
+    memo = repo.root / ".vx" / "cache" / "repo-id"
+    memo.parent.mkdir(parents=True)
+    target = tmp_path / "planted"  # dangling: a write through the link would create it
+    os.symlink(target, memo)
+    repo.git("add", "-f", ".vx/cache/repo-id")
+    repo.commit("a hostile memo")
+    res = repo.vx("run", "build", env=shared(home))
+    assert res.code == 0, res.err
+    assert not os.path.lexists(target), "the memo was written through the planted link"
+    # a link to a file of the user's: its text is no identity, so the store is the honest one
+    honest = {p.parent.name for p in stores(home)}
+    victim = tmp_path / "notes.txt"
+    victim.write_text("commit:0000\n")
+    memo.unlink()
+    os.symlink(victim, memo)
+    again = repo.vx("run", "build", env=shared(home))
+    assert again.code == 0, again.err
+    assert victim.read_text() == "commit:0000\n"
+    assert {p.parent.name for p in stores(home)} == honest
+
+
+@pytest.mark.feature("LC-02")
+@pytest.mark.parametrize("how", ("committed-link", "named-dir"))
+def test_a_cache_dir_of_the_users_keeps_their_files(repo, tmp_path, how):
+    """The cache dir is a directory of the user's: `.vx/cache` a link a repository committed (the
+    split layout's first run used to delete every `*.tar.zst` there), or one named with
+    --cache-dir (`vx cache prune` swept its old `*.tar.zst` and `.*.tmp`). vx removes only the
+    files it names itself."""
+    home = home_of(tmp_path)
+    mine = tmp_path / "backups"
+    mine.mkdir()
+    theirs = {"photos-2025.tar.zst": "precious", ".notes.tmp": "draft", ".vim.old": "v"}
+    for name, text in theirs.items():
+        (mine / name).write_text(text)
+        os.utime(mine / name, (0, 0))  # older than the sweep's hour
+    chain(repo)
+    flags: tuple[str, ...] = ()
+    if how == "committed-link":
+        (repo.root / ".vx").mkdir()
+        os.symlink(mine, repo.root / ".vx" / "cache")
+        repo.git("add", "-f", ".vx/cache")
+        repo.commit("a linked cache dir")
+        env = shared(home)
+    else:
+        flags, env = ("--cache-dir", str(mine)), {}
+    res = repo.vx("run", "build", *flags, env=env)
+    assert res.code == 0, res.err
+    pruned = repo.vx("cache", "prune", "--max-size", "1B", *flags, env=env)
+    assert pruned.code == 0, pruned.err
+    for name, text in theirs.items():
+        assert (mine / name).read_text() == text, name

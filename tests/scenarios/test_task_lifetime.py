@@ -156,7 +156,11 @@ def test_item7_setsid_grandchild_is_gone_after_a_timeout(repo, tracking):
 
 def test_item7_setsid_grandchild_is_gone_after_ctrl_c(repo, tracking):
     one_task(repo, {"exec": {"command": DETACH + "; echo ready > ../../ready; sleep 1000"}})
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
+    }
     env.update({"PYTHONPATH": SRC, "NO_COLOR": "1", **tracking})
     vx = subprocess.Popen(
         [sys.executable, "-m", "vx", "run", "serve", "--all"],
@@ -230,3 +234,111 @@ def test_item7_detached_writer_is_stopped_before_the_save(repo, tracking):
         for p in pids:
             if running(p):
                 os.kill(p, signal.SIGKILL)
+
+
+# ---------------------------------------------------------------- a run that fails as it starts
+
+# A task that would outlive a plain SIGTERM: its shell and a child in a session of its own ignore it.
+STUBBORN = "trap '' TERM; setsid sh -c 'trap \"\" TERM; exec sleep 1000' & exec sleep 1001"
+
+
+def processes_in(directory) -> list[int]:
+    """The running processes whose working directory is `directory` or below (a task's are)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and running(int(entry)):
+            try:
+                cwd = os.readlink(f"/proc/{entry}/cwd")
+            except OSError:
+                continue
+            if cwd == str(directory) or cwd.startswith(f"{directory}/"):
+                found.append(int(entry))
+    return found
+
+
+def pin(path) -> None:
+    """Make `path` impossible to delete for this user (root: the immutable flag)."""
+    if os.geteuid() != 0:
+        os.chmod(path.parent, 0o555)
+        return
+    done = subprocess.run(["chattr", "+i", str(path)], capture_output=True, check=False)
+    if done.returncode != 0:
+        pytest.skip("cannot make a file undeletable here (chattr +i refused)")
+
+
+def unpin(path) -> None:
+    if os.geteuid() != 0:
+        os.chmod(path.parent, 0o755)
+    else:
+        subprocess.run(["chattr", "-i", str(path)], capture_output=True, check=False)
+
+
+def vx_cgroup_parent() -> str:
+    own = next(l[3:].strip() for l in open("/proc/self/cgroup") if l.startswith("0::"))
+    mount = next(
+        m
+        for m in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified")
+        if os.path.exists(f"{m}/cgroup.controllers")
+    )
+    return f"{mount}{own.rstrip('/')}"
+
+
+@pytest.mark.feature("EX-11")
+def test_first_wave_task_is_stopped_and_released_when_the_run_fails_as_it_starts(repo, tracking):
+    """The first wave starts a's task (first in the walk's order), then cannot wipe b's stale
+    output: the run fails before the walk adopts anything. vx kills what a's task started (its
+    setsid child too) and drops a's cgroup before it exits, rather than leaving both to the
+    warden, which would also keep a's group number to signal."""
+    repo.write(
+        npm_workspace(
+            {
+                "a": {"tasks": {"build": {"exec": {"command": STUBBORN}}}},
+                "b": {
+                    "tasks": {"build": build_task(deps=())},
+                    "files": {"src/b.js": "B;"},
+                },
+            }
+        )
+    ).commit()
+    stale = repo.root / "packages/b/dist/out.js"
+    stale.parent.mkdir()
+    stale.write_text("stale")
+    pin(stale)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
+    }
+    env.update({"PYTHONPATH": SRC, "NO_COLOR": "1", **tracking})
+    task_dir = repo.root / "packages/a"
+    vx = subprocess.Popen(
+        [sys.executable, "-m", "vx", "run", "build", "--all", "--concurrency", "2"],
+        cwd=repo.root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        out, err = vx.communicate(timeout=120)
+        left = processes_in(task_dir)  # at once: the warden would stop them later
+        run_dir = f"{vx_cgroup_parent()}/vx-{vx.pid}"
+        tasks_left = (
+            [d for d in os.listdir(run_dir) if os.path.isdir(f"{run_dir}/{d}")]
+            if os.path.isdir(run_dir)
+            else []
+        )
+        assert vx.returncode != 0 and "cannot remove output" in out + err, out + err
+        assert "Traceback" not in err
+        assert not left, f"processes of a's task outlived vx: {left}"
+        if tracking["VX_TEST_TRACKING"] == "cgroup":
+            assert not tasks_left, f"task cgroups of the run outlived vx: {tasks_left}"
+            wait_for(lambda: not os.path.exists(run_dir), "the run's cgroup to go")
+    finally:
+        if vx.poll() is None:
+            vx.kill()
+            vx.wait()
+        unpin(stale)
+        for pid in processes_in(task_dir):
+            os.kill(pid, signal.SIGKILL)

@@ -11,11 +11,16 @@ DOC = ROOT / "docs" / "architecture.md"
 # A backticked module path relative to src/vx, e.g. `engine/executor.py` or `model.py`.
 NAMED = re.compile(r"`((?:[a-z_]+/)*[a-z_]+\.py)`")
 WITH_CODE = {"__init__.py", "store/remote/__init__.py"}  # the version; which remote layer to open
+GENERATED = "store/remote/reapi_pb/"  # protoc's output, named on the page as one directory
 
 
 def modules() -> set[str]:
     out = {str(p.relative_to(SRC)) for p in SRC.rglob("*.py")}
-    return {m for m in out if not m.endswith("/__init__.py") or m in WITH_CODE}
+    return {
+        m
+        for m in out
+        if (not m.endswith("/__init__.py") or m in WITH_CODE) and not m.startswith(GENERATED)
+    }
 
 
 def _named() -> set[str]:

@@ -67,6 +67,7 @@ ALLOWED = {
         "runlock",
         "fastpath.restores",
         "store.rows",
+        "store.runs",
     },
 }
 # msgspec is the record base everywhere (Struct builds a class in C, ~40x cheaper than a frozen

@@ -127,10 +127,15 @@ def test_a_dry_run_removes_nothing(filled):
 def test_the_sweep_takes_old_orphans_and_temps_and_drops_rows_without_artifacts(filled):
     cache, ws = filled
     old = time.time() - SWEEP_MIN_AGE_S - 60
-    for name in ("orphan.tar.zst", ".k9.abc.tmp", ".k8.tar.zst.1-2.old"):
+    orphans = (
+        "0f0f0f0f0f0f0f0f.tar.zst",
+        ".0f0f0f0f0f0f0f09.abc.tmp",
+        ".0f0f0f0f0f0f0f08.tar.zst.1-2.old",
+    )
+    for name in (*orphans, "photos.tar.zst"):  # the last is no name vx gives: never swept
         (cache / name).write_bytes(b"z" * 100)
         os.utime(cache / name, (old, old))
-    (cache / "young.tar.zst").write_bytes(
+    (cache / "0f0f0f0f0f0f0f0a.tar.zst").write_bytes(
         b"being saved right now"
     )  # a save in flight: its row comes next
     (cache / "k2.tar.zst").unlink()  # a phantom row
@@ -139,7 +144,8 @@ def test_the_sweep_takes_old_orphans_and_temps_and_drops_rows_without_artifacts(
         assert (pruned.orphans, pruned.orphan_bytes, pruned.phantoms) == (3, 300, 1)
         assert [r[0] for r in sorted(store.entry_rows())] == ["k1", "k3"]
     assert sorted(p.name for p in cache.iterdir() if p.name.endswith((".zst", ".tmp", ".old"))) == [
+        "0f0f0f0f0f0f0f0a.tar.zst",
         "k1.tar.zst",
         "k3.tar.zst",
-        "young.tar.zst",
+        "photos.tar.zst",
     ]

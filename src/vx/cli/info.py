@@ -77,7 +77,34 @@ def _workspace_rows(cwd: Path, env: Mapping[str, str]) -> list[Row]:
     if store_dir != cache_dir:
         rows.append(("shared store", str(store_dir)))
     rows.append(("cache", _cache_usage(store_dir)))
+    rows.append(("flaky", _flaky(cache_dir)))
     return rows
+
+
+SHOWN_FLAKY = 10  # flaky tasks named before the rest fold into a count
+
+
+def _flaky(cache_dir: Path) -> str:
+    """The tasks the run history calls flaky (as `vx last` marks them), or why there are none."""
+    import sqlite3
+
+    from vx.store import runs
+
+    try:
+        db = runs.connect(str(cache_dir), create=False)
+        if db is None:
+            return "no runs recorded"
+        try:
+            found = runs.flaky_on_record(db)
+        finally:
+            db.close()
+    except (OSError, sqlite3.Error) as exc:
+        return f"unavailable: cannot read the run history: {exc}"
+    if not found:
+        return "none on record"
+    names = [f"{project}#{task}" for project, task in found]
+    more = len(names) - SHOWN_FLAKY
+    return ", ".join(names[:SHOWN_FLAKY]) + (f" … and {more} more" if more > 0 else "")
 
 
 def _cache_usage(cache_dir: Path) -> str:

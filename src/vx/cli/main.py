@@ -33,6 +33,7 @@ verbs:
   info                                        what vx sees here: versions, workspace, cache, sandbox
   show [PROJECT | PROJECT#TASK | TASK]        the configs as vx resolved them (--format json)
   why PKG#TASK                                what changed between the task's last two keys
+  last [RUNID] [--list[=N]] [--failed]        what the latest run did, and how to re-run what failed
   prune PKG … [--docker] [--out-dir DIR]      a partial workspace for PKG, its lockfile cut to it
   cache prune [--older-than D] [--max-size S] evict old and least recently used cache entries
   completions bash|zsh|fish                   a completion script for the shell
@@ -156,6 +157,17 @@ WHY_HELP = """usage: vx why PKG#TASK [--format=json]
 Names what changed between the task's last two keys: files (added, removed, edited), declared
 env variables, its declaration, its package.json, the workspace's lockfiles, arguments after
 `--`, and upstream tasks (each with the next `vx why` to ask). Reads the cache's history only.
+"""
+
+LAST_HELP = """usage: vx last [RUNID] [--list[=N]] [--failed] [--log PKG#TASK] [--format text|json]
+                [--cache-dir DIR]
+
+Shows the latest recorded run (or the one whose id starts RUNID): its verdict, command, time and
+counts, then each task, failures first, with its reason, time, CPU parallelism and peak RSS, and
+ends with the command that re-runs what failed. A task whose key has both passed and failed on
+record, or that passed on a retry, is marked flaky. `--failed` picks the latest failed run;
+`--list[=N]` lists the last N runs (default 10) by their shortest unique id prefixes;
+`--log PKG#TASK` prints a failed task's kept log. Reads the run history in the cache only.
 """
 
 SHOW_HELP = """usage: vx show [PROJECT | PROJECT#TASK | TASK] [--format text|json]
@@ -346,6 +358,18 @@ VERBS = {
         _HELP_ALIAS,
     ),  # turbo's name for the listing
     "why": Verb(WHY_HELP, {"--format": ("value", "format"), **_HELP_FLAG}, _HELP_ALIAS),
+    "last": Verb(
+        LAST_HELP,
+        {
+            "--list": ("optional", "list"),
+            "--failed": ("flag", "failed"),
+            "--log": ("value", "log"),
+            "--format": ("value", "format"),
+            "--cache-dir": ("value", "cache_dir"),
+            **_HELP_FLAG,
+        },
+        _HELP_ALIAS,
+    ),
     "cache": Verb(
         CACHE_HELP,
         {
@@ -508,6 +532,12 @@ def _verb_why(parsed, rest: list[str], argv: list[str]) -> int:
     return why_verb(parsed, os.environ)
 
 
+def _verb_last(parsed, rest: list[str], argv: list[str]) -> int:
+    from vx.cli.last import last_verb
+
+    return last_verb(parsed, os.environ)
+
+
 def _verb_show(parsed, rest: list[str], argv: list[str]) -> int:
     from vx.cli.show import show_verb
 
@@ -567,6 +597,7 @@ _VERB_RUNNERS = {
     "init": _verb_init,
     "migrate": _verb_migrate,
     "why": _verb_why,
+    "last": _verb_last,
     "show": _verb_show,
     "ls": _verb_show,
     "prune": _verb_prune,
@@ -892,6 +923,7 @@ def _run_request(
         kill_grace_ms(env)  # a bad VX_KILL_GRACE_MS is refused before anything runs
     tracer = _input_tracer(env) if req.verify else None
     reporter, summary = None, None
+    logs: dict = {}
     noticed: list[Notice] = []
     lock = RunLock(lambda msg: _say(f"vx: {msg}"))
     try:
@@ -909,6 +941,9 @@ def _run_request(
             observe=tracer.observe if tracer else None,
             on_graph_end=lock.release,
         )  # kept servers write no cache: another run may start
+        with stages("history"):
+            logs = run.keep_failure_logs(prep, summary)
+            run.record_run(prep, req, summary, argv, logs)
         if tui:
             reporter.outcome(summary.exit_code, summary.interrupted)
         if receipted:
@@ -924,6 +959,8 @@ def _run_request(
             reporter.close()  # erase a live status region even on an exception
         if tracer is not None and summary is None:
             tracer.close()
+    for tid, path in logs.items():  # after the reporter closed: a live region is gone by now
+        _say(f"vx: {tid} failed; its full log: {path}")
     if summarize is not None:
         _write_summary(summary, prep, summarize)
     if any(report):
@@ -1022,6 +1059,7 @@ def _noting(reporter, noticed: list):
 
 def _keep_receipt(argv, req, prep, summary, env, started_ns: int, silent: bool) -> None:
     """Write this run's receipt when it qualifies (docs/optimizations.md #18), else drop any old one."""
+    from vx import pipeline as run
     from vx.pipeline import receipt_tasks
 
     noted = witness.taken()
@@ -1039,6 +1077,7 @@ def _keep_receipt(argv, req, prep, summary, env, started_ns: int, silent: bool) 
         vouched=prep.index.vouched,
         tasks=tasks,
         toplevel=str(prep.index.toplevel) if prep.index.toplevel else None,
+        history=run.replay_history(prep, req, summary, argv),
     ):
         receipt.forget(root, cwd, argv)
 

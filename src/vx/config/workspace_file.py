@@ -198,7 +198,7 @@ def _retention(value: Any, at: At) -> CacheRetention:
 _TURBO_HOME = "remoteCache.turbo"
 REMOTE_CACHE = Level(
     "remoteCache",
-    frozenset({"turbo", "nx", "upload", "timeout", "maxArtifactSize"}),
+    frozenset({"turbo", "nx", "reapi", "upload", "timeout", "maxArtifactSize"}),
     foreign={
         k: f"in vx it is {_TURBO_HOME}.{v}"
         for k, v in (
@@ -220,18 +220,33 @@ TURBO_REMOTE = Level(
     foreign={"teamSlug": "in vx it is `team`"},
 )
 NX_REMOTE = Level("remoteCache.nx", frozenset({"url"}))
+REAPI_REMOTE = Level(
+    "remoteCache.reapi",
+    frozenset({"endpoint", "instance"}),
+    foreign={
+        "url": "in vx it is `endpoint`",
+        "remoteCache": "in vx it is `endpoint`",
+        "instanceName": "in vx it is `instance`",
+        "remoteInstanceName": "in vx it is `instance`",
+    },
+    unsupported={
+        "headers": "remove it; headers carry API keys: set VX_REAPI_HEADERS in the environment",
+        "executor": "remove it; vx uses a REAPI server as a cache only in this version",
+    },
+)
 UPLOAD_MODES = ("ci", "always", "never")
 _SECRET_KEYS = ("token", "accessToken", "signatureKey")
 
 
 def _remote_cache(value: Any, at: At) -> RemoteCacheConfig:
-    """`remoteCache: {turbo: {...} | nx: {...}, upload?, timeout?, maxArtifactSize?}`; never a secret."""
+    """`remoteCache: {turbo: {...} | nx: {...} | reapi: {...}, upload?, timeout?, maxArtifactSize?}`;
+    never a secret."""
     obj = _no_secrets(_object(value, at), at)
     _keys(obj, at, REMOTE_CACHE)
-    kinds = [k for k in ("turbo", "nx") if k in obj]
+    kinds = [k for k in ("turbo", "nx", "reapi") if k in obj]
     if len(kinds) != 1:
         at.refuse(
-            "`remoteCache` needs exactly one of `turbo` or `nx`",
+            "`remoteCache` needs exactly one of `turbo`, `nx` or `reapi`",
             hint='e.g. "remoteCache": {"turbo": {"apiUrl": "https://cache.example.com", "team": "web"}}',
         )
     wire = _remote_wire(kinds[0], obj[kinds[0]], at.key(kinds[0]))
@@ -255,10 +270,12 @@ def _remote_cache(value: Any, at: At) -> RemoteCacheConfig:
 
 def _remote_wire(kind: str, value: Any, at: At) -> dict[str, Any]:
     obj = _no_secrets(_object(value, at), at)
-    _keys(obj, at, TURBO_REMOTE if kind == "turbo" else NX_REMOTE)
+    _keys(obj, at, {"turbo": TURBO_REMOTE, "nx": NX_REMOTE, "reapi": REAPI_REMOTE}[kind])
     strings = {
         k: _string(v, at.key(k)) for k, v in obj.items() if k != "signature" and k != "$schema"
     }
+    if kind == "reapi":
+        return _reapi_wire(strings, at)
     if kind == "nx":
         return {"kind": "nx", "url": strings.get("url")}
     signature = obj.get("signature")
@@ -271,6 +288,37 @@ def _remote_wire(kind: str, value: Any, at: At) -> dict[str, Any]:
         "team_id": strings.get("teamId"),
         "signature": signature,
     }
+
+
+def _reapi_wire(strings: dict[str, str], at: At) -> dict[str, Any]:
+    """`remoteCache.reapi: {endpoint: "grpc(s)://host:port", instance?}`, checked here so a typo
+    is refused with its field (the environment's VX_REAPI_ENDPOINT wins over it at run time)."""
+    from urllib.parse import urlsplit
+
+    endpoint = strings.get("endpoint")
+    hint = 'e.g. "reapi": {"endpoint": "grpcs://remote.buildbuddy.io"} or "grpc://127.0.0.1:50051"'
+    if endpoint is None:
+        at.refuse("`remoteCache.reapi` needs an `endpoint`", hint=hint)
+    parts = urlsplit(endpoint)
+    try:
+        port = parts.port
+    except ValueError:
+        port = 0
+    if (
+        parts.scheme not in ("grpc", "grpcs")
+        or not parts.hostname
+        or parts.username
+        or parts.password
+        or parts.path.strip("/")
+        or parts.query
+        or port == 0
+        or (port is None and parts.scheme == "grpc")
+    ):
+        at.key("endpoint").refuse(
+            f"`endpoint` must be grpc://host:port or grpcs://host[:port], got {endpoint!r}",
+            hint=hint,
+        )
+    return {"kind": "reapi", "url": endpoint.rstrip("/"), "instance": strings.get("instance")}
 
 
 def _no_secrets(obj: dict[str, Any], at: At) -> dict[str, Any]:

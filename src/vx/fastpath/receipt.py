@@ -250,13 +250,16 @@ def write(
     vouched,
     toplevel: str | None,
     tasks: list[list],
+    history: list | None = None,
 ) -> bool:
     """Write the receipt of a run that qualified (the caller decides that); False when a fact
     cannot be vouched for (a path inside the racy window, say) and nothing was written.
 
     `vouched(rel)` names the files git vouches for: their bytes are pinned by git's listings,
     which the replay compares whole, so the receipt need not stat them too. `toplevel` is the git
-    repository's root, against which `git status` spells its paths."""
+    repository's root, against which `git status` spells its paths. `history` is what a replay
+    records of its run (`vx.store.runs`): the invocation's fixed fields and each task's
+    (project, task, key)."""
     paths_read, commands, views = noted
     prefix = os.path.join(root, "")
     read: list[tuple[str, object]] = []
@@ -291,7 +294,7 @@ def write(
         "index": None,
         "touched": started_ns / 1e9,  # the run's close touched every row
     }
-    body = {"read": read, "probed": probed, "views": dirs, "tasks": tasks}
+    body = {"read": read, "probed": probed, "views": dirs, "tasks": tasks, "history": history}
     return store(os.path.join(root, RECEIPTS, name_of(cwd, argv)), header, body)
 
 

@@ -39,9 +39,9 @@ def replay(argv: list[str], environ=os.environ, err=sys.stderr) -> int | None:
     """Finish `vx <argv>` from its receipt and return the exit code, or None to run it in full."""
     if not receipt.enabled(environ):
         return None
-    started, cpu = time.perf_counter(), time.process_time()
+    started, cpu, began = time.perf_counter(), time.process_time(), time.time()
     try:
-        header, timing = _holds(argv, environ, err)
+        header, timing = _holds(argv, environ, err, began)
     except Exception:  # a receipt is never a reason to fail: any trouble with one is a miss
         return None
     if header is None or timing is None:
@@ -52,7 +52,9 @@ def replay(argv: list[str], environ=os.environ, err=sys.stderr) -> int | None:
     return 0
 
 
-def _holds(argv: list[str], environ, err) -> tuple[dict | None, list[tuple[str, float]] | None]:
+def _holds(
+    argv: list[str], environ, err, began: float
+) -> tuple[dict | None, list[tuple[str, float]] | None]:
     """The receipt's header, and the stage times of finishing from it; None if it does not hold."""
     found = receipt.find(os.getcwd(), argv)
     if found is None or not receipt.same_env(found[1], environ):
@@ -62,12 +64,14 @@ def _holds(argv: list[str], environ, err) -> tuple[dict | None, list[tuple[str, 
     lock = RunLock(lambda message: _say(err, f"vx: {message}"))
     lock.acquire(found[1]["root"])
     try:
-        return found[1], _finish(*found, environ)
+        return found[1], _finish(*found, environ, began)
     finally:
         lock.release()
 
 
-def _finish(path: str, header: dict, data: memoryview, environ) -> list[tuple[str, float]] | None:
+def _finish(
+    path: str, header: dict, data: memoryview, environ, began: float
+) -> list[tuple[str, float]] | None:
     """Check everything while git runs, restoring what is absent meanwhile. The index is read (and
     written) only when the receipt cannot vouch for it; then in one transaction, committed only
     when all of it held. The stage times, or None.
@@ -92,7 +96,7 @@ def _finish(path: str, header: dict, data: memoryview, environ) -> list[tuple[st
         ):
             return None
         absent = [task for task, state in zip(body["tasks"], states) if state == receipt.ABSENT]
-        restoring = bool(absent)
+        restoring, restored_tasks = bool(absent), list(absent)
         if restoring:
             from vx.fastpath import restores
 
@@ -106,6 +110,7 @@ def _finish(path: str, header: dict, data: memoryview, environ) -> list[tuple[st
         if not restoring and _index_vouched(header):
             if not _git_holds(children, header["git"]):
                 return None
+            _record(header, body, set(), began)
             return _times(marks, ("git enumeration", time.perf_counter()))
         before, looked_ns = _index_ids(header), time.time_ns()
         due = restoring or time.time() - header["touched"] >= TOUCH_EVERY_S
@@ -138,6 +143,7 @@ def _finish(path: str, header: dict, data: memoryview, environ) -> list[tuple[st
     if due:
         header["touched"] = time.time()
     receipt.store(path, header, body if restoring else bytes(data))
+    _record(header, body, {task[0] for task in restored_tasks}, began)
     return _times(marks, ("stamps", time.perf_counter()) if restoring else None)
 
 
@@ -391,6 +397,39 @@ def _restore(header: dict, body: dict, done: dict, helper: restores.Helper | Non
     rows.write_stamps(db, root, due)
     body["tasks"] = [by_key[task[0]] for task in body["tasks"]]
     return True
+
+
+# ---------------------------------------------------------------- history
+
+
+def _record(header: dict, body: dict, restored: set, began: float) -> None:
+    """Append this run to the history's pending file (`vx.store.runs`), still under the run lock:
+    every task a hit, restored or up to date. A receipt without `history` records nothing. The
+    commit and branch are read again (two or three small file reads): a commit or checkout that
+    changes no listed file leaves the receipt good."""
+    history = body.get("history")
+    if history is None:
+        return
+    from vx.store import runs
+
+    (command, cwd, names, policy, concurrency, host), tasks = history
+    run, ended = runs.run_id(), time.time()
+    rows = [
+        [run, project, task, key, "cache-hit", "local" if key in restored else "up-to-date"]
+        + [0, 0.0, None, None, 0, 0, 0, int(key in restored), None, None, 0, None]
+        for project, task, key in tasks
+    ]
+    local = sum(1 for _p, _t, key in tasks if key in restored)
+    invocation = [run, command, cwd, names, policy, concurrency, began, ended]
+    invocation += [(ended - began) * 1000, len(rows), 0, len(rows), local, 0, len(rows) - local]
+    # The listings matched the receipted run's byte for byte, so its dirty flag still holds.
+    dirty = host[4] if len(host) > 4 else None
+    invocation += [0, 1, 1, *host[:4], *runs.git_head(header["root"]), dirty]
+    invocation += [runs.ci_provider(os.environ)]
+    try:
+        runs.append_pending(header["cache_dir"], invocation, rows)
+    except OSError:
+        pass  # the history is never a reason to fail a run
 
 
 # ---------------------------------------------------------------- output

@@ -39,6 +39,7 @@ class _Listing(Struct):
         str, ...
     ] = ()  # candidate paths that may be symlinks (vx.files.links follows them)
     remotes: tuple[tuple[str, str], ...] = ()  # (name, URL) of each remote: the shared store's id
+    dirty: bool | None = None  # a changed, deleted or untracked file in the workspace; None: no git
 
 
 def check_ref(ref: str) -> str:
@@ -341,6 +342,7 @@ def _git_listing(
             for key, value in config.items()
             if key.startswith("remote.") and key.endswith(".url")
         ),
+        dirty=bool(st.dirty or st.deleted or st.untracked or st.untracked_dirs),
     )
 
 

@@ -145,6 +145,7 @@ class FileIndex:
         self._reached: set[str] = set()  # ignored files some task's globs reached
         self.toplevel: Path | None = None  # the git repository's root, when git listed
         self.remotes = listing.remotes
+        self.dirty = listing.dirty  # what git status saw in the workspace as the run began
         self.fingerprinted: list[str] = []  # the paths `fingerprint` folded: re-checked after tasks
         # Symlinks followed for keys (vx.files.links): the paths seen through a directory link join the
         # candidates, each an alias of the real path whose identity it takes.

@@ -21,19 +21,44 @@ _NEVER_COPIED = frozenset({".git", ".vx", "node_modules"})
 
 
 def out_dir(root: str, given: str) -> str:
-    """The out dir, relative to the workspace root as turbo's is; it must be new or empty."""
+    """The out dir, relative to the workspace root as turbo's is; it must be new or empty, hold
+    neither the workspace nor a file git tracks, and lie outside .git and .vx."""
     out = os.path.abspath(os.path.join(root, given))
-    if out == root or root.startswith(out + os.sep):
+    if os.path.commonpath([out, root]) == out:  # the root or above it (`/` included)
         raise UsageError(
             f"--out-dir {given} would hold the workspace itself",
             hint="choose a new directory, e.g. `--out-dir out`",
         )
+    inside = os.path.relpath(out, root).split(os.sep) if out.startswith(root + os.sep) else []
+    if ".git" in inside or ".vx" in inside:  # an empty .git/hooks would take root files as hooks
+        raise UsageError(
+            f"--out-dir {given} lies inside .git or .vx",
+            hint="choose a directory of its own, e.g. `--out-dir out`",
+        )
     if os.path.lexists(out) and (not os.path.isdir(out) or os.path.islink(out) or os.listdir(out)):
+        tracked = _tracked(root, "/".join(inside)) if inside else None
+        if tracked:
+            raise UsageError(  # never a hint to remove sources
+                f"--out-dir {given} holds files of the workspace",
+                hint="choose a new directory, e.g. `--out-dir out`",
+            )
+        # the command only for an earlier prune's output, which git does not track; a dir
+        # outside the workspace may be anything of the user's
+        remove = f"remove it first (`rm -rf {given}`)" if tracked is False else "remove it first"
         raise UsageError(
             f"the out dir {out} already exists and is not empty",
-            hint=f"remove it first (`rm -rf {given}`) or choose another with --out-dir",
+            hint=f"{remove} or choose another with --out-dir",
         )
     return out
+
+
+def _tracked(root: str, rel: str) -> bool | None:
+    """Whether git tracks `rel` or a file under it; None outside git (nobody can tell)."""
+    try:
+        proc = subprocess.run(["git", "ls-files", "-z", "--", rel], cwd=root, capture_output=True)
+    except OSError:
+        return None
+    return bool(proc.stdout) if proc.returncode == 0 else None
 
 
 def listing(root: Path) -> list[str]:

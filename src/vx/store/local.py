@@ -283,7 +283,7 @@ class LocalStore:
         try:
             with os.scandir(self.index_dir) as it:
                 for entry in it:
-                    if entry.name.endswith(".tar.zst") and entry.is_file(follow_symlinks=False):
+                    if artifact_key(entry.name) and entry.is_file(follow_symlinks=False):
                         _quiet_unlink(entry.path)
         except OSError:
             pass
@@ -859,6 +859,25 @@ def _disk_failure(e: OSError, cache_dir: Path) -> EnvironmentFailure:
     return EnvironmentFailure(
         f"cannot write to the cache: {e.strerror}", facts=(f"path: {cache_dir}",), hint=hint
     )
+
+
+_HEX = frozenset("0123456789abcdef")
+
+
+# A cache dir may be a directory of the user's (a named one, or `.vx/cache` a link a repository
+# committed): vx removes only the files it names itself — `<key>.tar.zst` and `.<key>.….tmp|.old`.
+def artifact_key(name: str) -> str | None:
+    """The key of an artifact's file name (lower-case hex), else None."""
+    key = name[: -len(".tar.zst")] if name.endswith(".tar.zst") else ""
+    return key if key and _HEX.issuperset(key) else None
+
+
+def is_temp(name: str) -> bool:
+    """Whether `name` is one of vx's temp or backup files (`.<key>.….tmp`, `.<key>.….old`)."""
+    if not (name.startswith(".") and name.endswith((".tmp", ".old"))):
+        return False
+    key = name[1:].partition(".")[0]
+    return bool(key) and _HEX.issuperset(key)
 
 
 def _inside(path: str, root: str) -> str | None:

@@ -27,6 +27,7 @@ _REMOTE_ENV = (
     "TURBO_TOKEN",
     "VERCEL_ARTIFACTS_TOKEN",
     "NX_SELF_HOSTED_REMOTE_CACHE_SERVER",
+    "VX_REAPI_ENDPOINT",
 )
 
 
@@ -100,7 +101,8 @@ def plan_cache(
         if not notices:
             notices.append(
                 "`--cache` names the remote layer, but no remote cache is configured "
-                "(remoteCache in vx.workspace.json, or TURBO_API / NX_SELF_HOSTED_REMOTE_CACHE_SERVER)"
+                "(remoteCache in vx.workspace.json, or TURBO_API / NX_SELF_HOSTED_REMOTE_CACHE_SERVER "
+                "/ VX_REAPI_ENDPOINT)"
             )
         axes = replace(axes, remote_read=False, remote_write=False)
     if settings is not None and settings.read_only:

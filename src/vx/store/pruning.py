@@ -19,6 +19,7 @@ from typing import Iterable, Sequence
 from msgspec import Struct
 
 from vx.model import CacheRetention as Retention
+from vx.store.local import artifact_key, is_temp
 
 SWEEP_MIN_AGE_S = 3600.0
 SWEEP_MARK = ".vx-swept"  # its mtime: when the sweep last ran at a run's end (at most hourly)
@@ -136,17 +137,12 @@ def sweep_dir(store, known: dict[str, str], dry_run: bool, now: float) -> tuple[
     orphans, orphan_bytes, present = 0, 0, set()
     for entry in _listing(store.cache_dir):
         name = entry.name
-        key = (
-            name[: -len(".tar.zst")]
-            if name.endswith(".tar.zst") and not name.startswith(".")
-            else None
-        )
-        if key is not None:
+        key = name[: -len(".tar.zst")] if name.endswith(".tar.zst") else None
+        if key in known:
             present.add(key)
-            if key in known:
-                continue
-        elif not (name.startswith(".") and name.endswith((".tmp", ".old"))):
-            continue  # the index, run summaries, anything else of ours
+            continue
+        if artifact_key(name) is None and not is_temp(name):
+            continue  # the index, run summaries, anything else (the user's, in a named dir)
         try:
             st = entry.stat(follow_symlinks=False)
         except OSError:

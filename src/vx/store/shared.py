@@ -94,12 +94,9 @@ def identity(toplevel: Path, remotes: Sequence[tuple[str, str]], memo_dir: Path)
     if url is not None:
         return normalise_remote(url, toplevel)
     memo = memo_dir / _ROOT_MEMO
-    try:
-        known = memo.read_text().strip()
-        if known:
-            return known
-    except OSError:
-        pass
+    known = _read_memo(memo)
+    if known:
+        return known
     proc = subprocess.run(
         ["git", "rev-list", "--max-parents=0", "HEAD"],
         cwd=toplevel,
@@ -112,11 +109,37 @@ def identity(toplevel: Path, remotes: Sequence[tuple[str, str]], memo_dir: Path)
         return None  # no commit yet: nothing to share by
     found = f"commit:{commits[-1]}"  # the oldest root when unrelated histories were merged
     if memo_dir.is_dir():  # the store makes the dir (with its .gitignore); until then, ask again
-        try:
-            memo.write_text(found + "\n")
-        except OSError:
-            pass
+        _write_memo(memo, found)
     return found
+
+
+# The memo is opened O_NOFOLLOW: a repository can commit `.vx/cache/repo-id` as a link, and vx
+# must neither write through it (to a file outside the workspace) nor read another file as the id.
+def _read_memo(memo: Path) -> str:
+    try:
+        fd = os.open(memo, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return ""
+    with os.fdopen(fd, "rb") as f:
+        text = f.read(200).decode("utf-8", "replace").strip()
+    return text if text.startswith("commit:") else ""
+
+
+def _write_memo(memo: Path, found: str) -> None:
+    try:
+        os.unlink(memo)  # a link (or a stale memo) goes; the new one is a file of vx's
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return
+    try:
+        fd = os.open(
+            memo, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644
+        )
+    except OSError:
+        return  # another run wrote it meanwhile, or the dir is read-only: asked again next time
+    with os.fdopen(fd, "w") as f:
+        f.write(found + "\n")
 
 
 def store_dir(

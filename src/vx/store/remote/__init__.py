@@ -1,17 +1,21 @@
 """The remote cache seam: a layer that says whether it holds a key, and streams one
-artifact down or up. Turborepo's `/v8` and Nx's `/v1` wires implement it.
+artifact down or up. Turborepo's `/v8` and Nx's `/v1` wires implement it, and a Bazel REAPI v2
+server (`reapi.py`, ActionCache + CAS over gRPC) does too.
 
 A layer raises `RemoteFailure` for anything that went wrong; the layered store turns every
 failure into a miss or a skipped upload, so nothing here can fail a build. Secrets
 (the token, the signing key) live only in `RemoteSettings`, hidden from its repr, and leave
 the process only in the `Authorization` header and as an HMAC.
 
-Only the stdlib is imported here; `http.client` and `ssl` load when a layer opens.
+Only the stdlib is imported here; `http.client` and `ssl` (or grpc) load when a layer opens.
 """
 
 from __future__ import annotations
 
-from typing import Mapping
+import importlib.util
+import re
+import threading
+from typing import BinaryIO, Mapping
 from urllib.parse import urlsplit
 
 from msgspec import Struct
@@ -34,6 +38,7 @@ from vx.store.remote.layer import (  # noqa: F401  # the seam's types, re-export
     RemoteFailure,
     RemoteLayer,
     RemoteSettings,
+    Sink,
     checked_key,
 )
 
@@ -47,13 +52,18 @@ class Resolution(Struct, frozen=True):
 
 TURBO_ENV = ("TURBO_API", "TURBO_TOKEN", "TURBO_TEAM", "TURBO_TEAMID", "VERCEL_ARTIFACTS_TOKEN")
 NX_ENV = ("NX_SELF_HOSTED_REMOTE_CACHE_SERVER",)
+REAPI_ENV = ("VX_REAPI_ENDPOINT", "VX_REAPI_INSTANCE", "VX_REAPI_HEADERS")
 
 
 def configured(cfg: RemoteCacheConfig | None, env: Mapping[str, str]) -> bool:
     """Whether any remote is asked for; cheap, so a run without one imports nothing more."""
     if cfg is not None:
         return True
-    if env.get("TURBO_API") or env.get("NX_SELF_HOSTED_REMOTE_CACHE_SERVER"):
+    if (
+        env.get("TURBO_API")
+        or env.get("NX_SELF_HOSTED_REMOTE_CACHE_SERVER")
+        or env.get("VX_REAPI_ENDPOINT")
+    ):
         return True
     token = env.get("TURBO_TOKEN") or env.get("VERCEL_ARTIFACTS_TOKEN")
     return bool(
@@ -64,8 +74,18 @@ def configured(cfg: RemoteCacheConfig | None, env: Mapping[str, str]) -> bool:
 
 def resolve(cfg: RemoteCacheConfig | None, env: Mapping[str, str]) -> Resolution:
     """Merge `remoteCache` with the environment; the environment wins, as it does for turbo."""
-    kind = cfg.kind if cfg is not None else ("nx" if _nx_by_env(env) else "turbo")
-    settings = _turbo(cfg, env) if kind == "turbo" else _nx(cfg, env)
+    if cfg is not None:
+        kind = cfg.kind
+    elif env.get("VX_REAPI_ENDPOINT"):
+        kind = "reapi"
+    else:
+        kind = "nx" if _nx_by_env(env) else "turbo"
+    if kind == "reapi":
+        settings, problem = _reapi(cfg, env)
+        if problem:
+            return Resolution(None, problem)
+    else:
+        settings = _turbo(cfg, env) if kind == "turbo" else _nx(cfg, env)
     problem = _problem(settings)
     return Resolution(None, problem) if problem else Resolution(settings)
 
@@ -134,8 +154,46 @@ def _nx(cfg: RemoteCacheConfig | None, env: Mapping[str, str]) -> RemoteSettings
     )
 
 
+def _reapi(
+    cfg: RemoteCacheConfig | None, env: Mapping[str, str]
+) -> tuple[RemoteSettings, str | None]:
+    """VX_REAPI_* over `remoteCache.reapi`; headers (API keys) only ever from the environment."""
+    mine = cfg if cfg is not None and cfg.kind == "reapi" else None
+    headers, problem = _headers(env.get("VX_REAPI_HEADERS") or "")
+    settings = RemoteSettings(
+        kind="reapi",
+        url=(env.get("VX_REAPI_ENDPOINT") or (mine.url if mine else None) or "").rstrip("/"),
+        instance=env.get("VX_REAPI_INSTANCE") or (mine.instance if mine else None) or "",
+        headers=headers,
+        **_common(cfg, env),
+    )
+    return settings, problem
+
+
+def _headers(text: str) -> tuple[tuple[tuple[str, str], ...], str | None]:
+    """`VX_REAPI_HEADERS`: `name=value` pairs, one per line or comma-separated (as Bazel's
+    `--remote_header=name=value`). The problem line never repeats a value: it may be a key."""
+    out = []
+    for n, item in enumerate((i for i in text.replace("\n", ",").split(",") if i.strip()), 1):
+        name, sep, value = item.partition("=")
+        name = name.strip().lower()
+        reserved = name.startswith("grpc-") or name.endswith("-bin")  # gRPC's own, or binary
+        if not sep or not _HEADER_NAME.match(name) or reserved or not value.strip():
+            return (), (
+                f"remote cache off: entry {n} of VX_REAPI_HEADERS is not a text name=value "
+                "(e.g. x-buildbuddy-api-key=KEY, comma-separated; no grpc-* or *-bin names)"
+            )
+        out.append((name, value.strip()))
+    return tuple(out), None
+
+
+_HEADER_NAME = re.compile(r"[0-9a-z_.-]+\Z")
+
+
 def _problem(s: RemoteSettings) -> str | None:
     """Why this layer cannot be used safely, in one line, or None."""
+    if s.kind == "reapi":
+        return _reapi_problem(s)
     parts = urlsplit(s.url) if s.url else None
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
         where = (
@@ -153,8 +211,34 @@ def _problem(s: RemoteSettings) -> str | None:
     return None
 
 
+def _reapi_problem(s: RemoteSettings) -> str | None:
+    parts = urlsplit(s.url) if s.url else None
+    if parts is None or parts.scheme not in ("grpc", "grpcs") or not parts.hostname:
+        return (
+            "remote cache off: no usable REAPI endpoint (set VX_REAPI_ENDPOINT or "
+            "remoteCache.reapi.endpoint to grpc://host:port, or grpcs:// for TLS)"
+        )
+    if parts.username or parts.password or parts.path.strip("/") or parts.query:
+        return "remote cache off: the REAPI endpoint must be grpc(s)://host:port alone; pass keys in VX_REAPI_HEADERS"
+    try:
+        port = parts.port
+    except ValueError:
+        port = 0
+    if port == 0 or (port is None and parts.scheme == "grpc"):
+        return f"remote cache off: the REAPI endpoint {s.endpoint} needs a port (grpcs:// defaults to 443)"
+    if s.headers and parts.scheme == "grpc" and parts.hostname not in LOOPBACK_HOSTS:
+        return f"remote cache off: VX_REAPI_HEADERS would travel in clear text to {s.endpoint}; use grpcs://"
+    if importlib.util.find_spec("grpc") is None:
+        return (
+            "remote cache off: a REAPI endpoint needs grpcio and protobuf (pip install 'vx[reapi]')"
+        )
+    return None
+
+
 def open_layer(settings: RemoteSettings) -> RemoteLayer:
-    """Open the wire for `settings.kind`; this is where the HTTP modules are imported."""
+    """Open the wire for `settings.kind`; this is where the HTTP (or gRPC) modules are imported."""
+    if settings.kind == "reapi":
+        return _Deferred(settings)
     if settings.kind == "nx":
         from vx.store.remote.nx import NxLayer
 
@@ -162,6 +246,40 @@ def open_layer(settings: RemoteSettings) -> RemoteLayer:
     from vx.store.remote.turbo import TurboLayer
 
     return TurboLayer(settings)
+
+
+class _Deferred:
+    """A REAPI layer that imports grpc and connects on its first call: a run whose every
+    task hits locally asks the remote nothing, and so loads none of it."""
+
+    def __init__(self, settings: RemoteSettings):
+        self.settings = settings
+        self._layer: RemoteLayer | None = None
+        self._lock = threading.Lock()
+
+    def _open(self) -> RemoteLayer:
+        with self._lock:  # pool threads call at once; one channel for them all
+            if self._layer is None:
+                try:
+                    from vx.store.remote.reapi import ReapiLayer
+                except Exception as exc:
+                    # e.g. a protobuf older than the stubs: a miss, not a crash
+                    raise RemoteFailure(UNREACHABLE, f"grpc did not load ({exc})") from None
+                self._layer = ReapiLayer(self.settings)
+            return self._layer
+
+    def has(self, key: str) -> Found | None:
+        return self._open().has(key)
+
+    def get(self, key: str, sink: Sink) -> Found | None:
+        return self._open().get(key, sink)
+
+    def put(self, key: str, src: BinaryIO, size: int, duration_ms: float) -> None:
+        self._open().put(key, src, size, duration_ms)
+
+    def close(self) -> None:
+        if self._layer is not None:
+            self._layer.close()
 
 
 MAX_TIMEOUT_S = 2**31 // 1000  # what a socket timeout can hold (milliseconds in a C int)

@@ -59,8 +59,8 @@ class Found(Struct, frozen=True):
 class RemoteSettings:
     """One remote layer, resolved from `remoteCache` and the environment. Secrets stay out of repr."""
 
-    kind: str  # turbo | nx
-    url: str  # base URL without a trailing slash
+    kind: str  # turbo | nx | reapi
+    url: str  # base URL without a trailing slash (reapi: grpc:// or grpcs://host:port)
     token: str | None = field(default=None, repr=False)
     team: str | None = None  # turbo slug
     team_id: str | None = None
@@ -72,6 +72,10 @@ class RemoteSettings:
     upload: str = "ci"  # ci | always | never
     read_only: bool = False
     ci_vendor: str | None = None
+    instance: str = ""  # reapi `instance_name`
+    headers: tuple[tuple[str, str], ...] = field(
+        default=(), repr=False
+    )  # reapi metadata (API keys)
 
     @property
     def endpoint(self) -> str:

@@ -1,0 +1,461 @@
+"""The run history: every finished run, one `invocations` row and a `runs` row per real task, in
+`runs.db` beside the cache index (the DDL is in docs/caching.md; query it with `sqlite3`).
+
+A file of its own, not a table of `cache.db`: a replayed run vouches for the index by its file
+identities, and a write there per run would make every next replay read the index again. A
+replay writes no SQLite either: it appends its record to `runs.pending` (one `write` under the
+run lock), and the next run that records, or `vx last`, folds those in first.
+
+Stdlib only, values in and out; sqlite3 is imported where a database is opened, so the replay
+(which only appends) never loads it.
+"""
+
+from __future__ import annotations
+
+import os
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a replay loads this)
+if TYPE_CHECKING:
+    from typing import Any, Sequence
+
+DB_NAME = "runs.db"
+PENDING = "runs.pending"
+SCHEMA = "2"
+FOLD_AT = 1 << 20  # a pending file this big is folded by the replay that grew it
+KEEP_RUNS = 1000  # invocations kept; older ones and their task rows go
+
+INVOCATION_COLUMNS = (
+    "run_id",
+    "command",
+    "cwd",
+    "requested_tasks",
+    "cache_policy",
+    "concurrency",
+    "started_at",
+    "ended_at",
+    "total_duration_ms",
+    "task_count",
+    "failed_count",
+    "hit_count",
+    "hit_local_count",
+    "hit_remote_count",
+    "up_to_date_count",
+    "exit_code",
+    "exit_ok",
+    "replayed",
+    "host",
+    "os",
+    "arch",
+    "vx_version",
+    "git_sha",
+    "git_branch",
+    "git_dirty",
+    "ci_provider",
+)
+RUN_COLUMNS = (
+    "run_id",
+    "project",
+    "task",
+    "hash",
+    "status",
+    "cache",
+    "exit_code",
+    "duration_ms",
+    "cpu_ms",
+    "peak_rss_bytes",
+    "attempts",
+    "timed_out",
+    "cached",
+    "restored",
+    "blocked_by",
+    "reason",
+    "sandbox_violations",
+    "log_path",
+)
+DDL = (
+    "CREATE TABLE IF NOT EXISTS invocations (run_id TEXT PRIMARY KEY, command TEXT NOT NULL,"
+    " cwd TEXT NOT NULL, requested_tasks TEXT NOT NULL, cache_policy TEXT, concurrency INTEGER,"
+    " started_at REAL NOT NULL, ended_at REAL NOT NULL, total_duration_ms REAL NOT NULL,"
+    " task_count INTEGER NOT NULL, failed_count INTEGER NOT NULL, hit_count INTEGER NOT NULL,"
+    " hit_local_count INTEGER NOT NULL, hit_remote_count INTEGER NOT NULL,"
+    " up_to_date_count INTEGER NOT NULL, exit_code INTEGER NOT NULL, exit_ok INTEGER NOT NULL,"
+    " replayed INTEGER NOT NULL, host TEXT, os TEXT, arch TEXT, vx_version TEXT NOT NULL,"
+    " git_sha TEXT, git_branch TEXT, git_dirty INTEGER, ci_provider TEXT)",
+    "CREATE TABLE IF NOT EXISTS runs (id INTEGER PRIMARY KEY, run_id TEXT NOT NULL,"
+    " project TEXT NOT NULL, task TEXT NOT NULL, hash TEXT NOT NULL, status TEXT NOT NULL,"
+    " cache TEXT NOT NULL, exit_code INTEGER, duration_ms REAL NOT NULL, cpu_ms REAL,"
+    " peak_rss_bytes INTEGER, attempts INTEGER NOT NULL, timed_out INTEGER NOT NULL,"
+    " cached INTEGER NOT NULL, restored INTEGER NOT NULL, blocked_by TEXT, reason TEXT,"
+    " sandbox_violations INTEGER NOT NULL, log_path TEXT)",
+    "CREATE INDEX IF NOT EXISTS runs_run_id ON runs (run_id)",
+    "CREATE INDEX IF NOT EXISTS invocations_started_at ON invocations (started_at)",
+    "CREATE INDEX IF NOT EXISTS runs_failed_hash ON runs (hash) WHERE status = 'failed'",
+)
+
+
+def run_id(now_ns: int | None = None) -> str:
+    """A version-7 UUID (RFC 9562): 48 bits of Unix milliseconds, then random bits, so ids sort
+    by time. Spelled by hand: `import uuid` costs a few ms of every start."""
+    import time
+
+    ms = (time.time_ns() if now_ns is None else now_ns) // 1_000_000
+    b = bytearray(ms.to_bytes(6, "big") + os.urandom(10))
+    b[6] = (b[6] & 0x0F) | 0x70
+    b[8] = (b[8] & 0x3F) | 0x80
+    h = b.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+CI_PROVIDERS = (
+    ("GITHUB_ACTIONS", "github-actions"),
+    ("GITLAB_CI", "gitlab"),
+    ("BUILDKITE", "buildkite"),
+    ("CIRCLECI", "circleci"),
+    ("CI", "ci"),  # set by most others; names no provider
+)
+
+
+def ci_provider(environ) -> str | None:
+    """The CI service this run is under, by the variable each one sets; None off CI."""
+    for name, provider in CI_PROVIDERS:
+        if environ.get(name, "").lower() not in ("", "0", "false"):
+            return provider
+    return None
+
+
+def git_head(root: str) -> tuple[str | None, str | None]:
+    """The commit and branch checked out at `root`'s repository, read from `.git` itself (HEAD,
+    the ref's file, else packed-refs; a worktree's or submodule's `.git` file) — spawning git
+    would cost every run more than the rest of this. (None, branch) on an unborn branch,
+    (sha, None) on a detached HEAD, (None, None) outside git or on anything unreadable: the
+    history is never a reason to fail a run."""
+    try:
+        return _git_head(root)
+    except (OSError, ValueError, UnicodeError):
+        return None, None
+
+
+def _git_head(root: str) -> tuple[str | None, str | None]:
+    here = os.path.abspath(root)
+    while True:
+        dot = os.path.join(here, ".git")
+        if os.path.exists(dot):
+            break
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None, None
+        here = parent
+    gitdir = dot
+    if not os.path.isdir(dot):  # `gitdir: PATH`, relative to the file's directory
+        with open(dot, encoding="utf-8") as f:
+            line = f.readline().strip()
+        if not line.startswith("gitdir:"):
+            return None, None
+        gitdir = os.path.join(here, line[7:].strip())
+    common = gitdir
+    try:  # a linked worktree keeps HEAD of its own, its refs in the main repository
+        with open(os.path.join(gitdir, "commondir"), encoding="utf-8") as f:
+            common = os.path.join(gitdir, f.readline().strip())
+    except FileNotFoundError:
+        pass
+    with open(os.path.join(gitdir, "HEAD"), encoding="utf-8") as f:
+        head = f.readline().strip()
+    if not head.startswith("ref:"):
+        return (head if _is_sha(head) else None), None
+    ref = head[4:].strip()
+    branch = ref[len("refs/heads/") :] if ref.startswith("refs/heads/") else ref
+    for directory in (gitdir, common):
+        try:
+            with open(os.path.join(directory, ref), encoding="utf-8") as f:
+                sha = f.readline().strip()
+            return (sha if _is_sha(sha) else None), branch
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            pass
+    try:
+        with open(os.path.join(common, "packed-refs"), encoding="utf-8") as f:
+            for line in f:
+                sha, _, name = line.rstrip("\n").partition(" ")
+                if name == ref and _is_sha(sha):
+                    return sha, branch
+    except FileNotFoundError:
+        pass
+    return None, branch  # an unborn branch: no commit yet
+
+
+def _is_sha(text: str) -> bool:
+    return len(text) in (40, 64) and all(c in "0123456789abcdef" for c in text)
+
+
+def shell_line(words: Sequence[str]) -> str:
+    """The words as a shell line, quoted only where a shell needs it (`#` inside a word, as in
+    `app#build`, does not)."""
+    import re
+    import shlex
+
+    plain = re.compile(r"[\w@%+=:,./-][\w@%+=:,./#-]*")
+    return " ".join(w if plain.fullmatch(w) else shlex.quote(w) for w in words)
+
+
+def append_pending(
+    cache_dir: str, invocation: Sequence[Any], rows: Sequence[Sequence[Any]]
+) -> None:
+    """Append one run (an invocation row and its task rows, in column order) to `runs.pending`,
+    as one length-prefixed `marshal` record in one `write`; past FOLD_AT bytes, fold the file
+    into the database, so it stays bounded however long replays go on. Raises OSError."""
+    import marshal
+
+    data = marshal.dumps([list(invocation), [list(r) for r in rows]])
+    fd = os.open(
+        os.path.join(cache_dir, PENDING),
+        os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC,
+        0o600,
+    )
+    try:
+        os.write(fd, len(data).to_bytes(4, "little") + data)
+        size = os.fstat(fd).st_size
+    finally:
+        os.close(fd)
+    if size > FOLD_AT:  # rare: a run of replays with no pipeline run between folds them here
+        try:
+            record(cache_dir, None)
+        except Exception:  # sqlite3.Error: the file stays for the next run that records
+            pass
+
+
+def _pending(path: str) -> list:
+    """The runs in a pending file; a torn last record (a crash mid-write) is left out."""
+    import marshal
+
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return []
+    out, at = [], 0
+    while at + 4 <= len(data):
+        size = int.from_bytes(data[at : at + 4], "little")
+        if at + 4 + size > len(data):
+            break
+        try:
+            out.append(marshal.loads(data[at + 4 : at + 4 + size]))
+        except (EOFError, ValueError, TypeError):
+            break
+        at += 4 + size
+    return out
+
+
+def connect(cache_dir: str, create: bool = True):
+    """The history database, its tables made; None when there is none and `create` is off.
+    A damaged file (an OS crash can leave one: see `_open`) is dropped and started afresh.
+    Raises sqlite3.Error / OSError."""
+    import sqlite3
+
+    path = os.path.join(cache_dir, DB_NAME)
+    if not create and not os.path.exists(path):
+        return None
+    if create:
+        os.makedirs(cache_dir, exist_ok=True)
+    try:
+        return _open(path)
+    except sqlite3.DatabaseError as exc:
+        if isinstance(exc, sqlite3.OperationalError):  # locked, unreadable: not damage
+            raise
+        for suffix in ("", "-wal", "-shm"):
+            try:
+                os.unlink(path + suffix)
+            except FileNotFoundError:
+                pass
+        return _open(path)
+
+
+def _open(path: str):
+    """The database with WAL and no fsync: a commit and the checkpoint at close each cost a sync
+    otherwise, on every run. The price is that an OS crash or power loss may lose the last runs
+    or damage the file, which `connect` then starts afresh: the history is a record, never
+    something a run's correctness rests on."""
+    import sqlite3
+
+    db = sqlite3.connect(path, isolation_level=None, timeout=5.0)
+    try:
+        db.execute("PRAGMA busy_timeout=5000")
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=OFF")
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        if version != int(SCHEMA):  # no migrations: a history of another shape starts afresh
+            db.execute("BEGIN IMMEDIATE")
+            db.execute("DROP TABLE IF EXISTS runs")
+            db.execute("DROP TABLE IF EXISTS invocations")
+            for statement in DDL:
+                db.execute(statement)
+            db.execute(f"PRAGMA user_version={int(SCHEMA)}")  # set last: the tables are there
+            db.execute("COMMIT")
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def record(
+    cache_dir: str, invocation: Sequence[Any] | None, rows: Sequence[Sequence[Any]] = ()
+) -> None:
+    """In one transaction: the pending runs replays appended, then this run (when given), and
+    the oldest runs past KEEP_RUNS dropped. Raises sqlite3.Error / OSError."""
+    db = connect(cache_dir)
+    pending = os.path.join(cache_dir, PENDING)
+    taken = f"{pending}.{os.getpid()}"
+    try:
+        try:
+            os.rename(pending, taken)  # appends from now on start a new file
+        except FileNotFoundError:
+            taken = ""
+        runs = _pending(taken) if taken else []
+        if invocation is not None:
+            runs.append([list(invocation), [list(r) for r in rows]])
+        if not runs:
+            return
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            _insert(db, runs)
+            _drop_oldest(db)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        if taken:
+            os.unlink(taken)
+    finally:
+        db.close()
+
+
+def _drop_oldest(db) -> None:
+    """Drop the runs past the newest KEEP_RUNS; one index step when there are none."""
+    (cut,) = db.execute(
+        "SELECT COALESCE((SELECT started_at FROM invocations ORDER BY started_at DESC"
+        " LIMIT 1 OFFSET ?), -1)",
+        (KEEP_RUNS - 1,),
+    ).fetchone()
+    if cut < 0:
+        return
+    old = "SELECT run_id FROM invocations WHERE started_at < ?"
+    db.execute(f"DELETE FROM runs WHERE run_id IN ({old})", (cut,))
+    db.execute(f"DELETE FROM invocations WHERE run_id IN ({old})", (cut,))
+
+
+def _insert(db, runs: list) -> None:
+    inv = ",".join("?" * len(INVOCATION_COLUMNS))
+    row = ",".join("?" * len(RUN_COLUMNS))
+    for invocation, rows in runs:
+        db.execute(
+            f"INSERT OR IGNORE INTO invocations ({','.join(INVOCATION_COLUMNS)}) VALUES ({inv})",
+            invocation,
+        )
+        db.executemany(f"INSERT INTO runs ({','.join(RUN_COLUMNS)}) VALUES ({row})", rows)
+
+
+def fold_pending(cache_dir: str) -> None:
+    """Fold the runs replays appended into the database (before reading it)."""
+    if os.path.exists(os.path.join(cache_dir, PENDING)):
+        record(cache_dir, None)
+
+
+# ---------------------------------------------------------------- reading
+
+
+def invocations(db, limit: int, failed_only: bool = False) -> list[dict]:
+    """The latest runs, newest first, as dicts by column."""
+    where = " WHERE exit_ok = 0" if failed_only else ""
+    cur = db.execute(
+        f"SELECT {','.join(INVOCATION_COLUMNS)} FROM invocations{where}"
+        " ORDER BY started_at DESC, run_id DESC LIMIT ?",
+        (limit,),
+    )
+    return [dict(zip(INVOCATION_COLUMNS, r)) for r in cur]
+
+
+def find(db, prefix: str) -> list[dict]:
+    """The runs whose id starts with `prefix`."""
+    cur = db.execute(
+        f"SELECT {','.join(INVOCATION_COLUMNS)} FROM invocations WHERE run_id LIKE ? ESCAPE '!'"
+        " ORDER BY started_at DESC",
+        (prefix.replace("!", "!!").replace("%", "!%").replace("_", "!_") + "%",),
+    )
+    return [dict(zip(INVOCATION_COLUMNS, r)) for r in cur]
+
+
+def task_rows(db, run: str) -> list[dict]:
+    cur = db.execute(
+        f"SELECT {','.join(RUN_COLUMNS)} FROM runs WHERE run_id = ? ORDER BY id", (run,)
+    )
+    return [dict(zip(RUN_COLUMNS, r)) for r in cur]
+
+
+def flaky(db, rows: Sequence[dict]) -> set[tuple[str, str]]:
+    """The (project, task) of `rows` whose key has both passed and failed on record (the partial
+    index on failed rows answers the failed side). Only cached tasks are judged: an uncached
+    task's key says nothing about its inputs."""
+    keys = sorted(
+        {
+            r["hash"]
+            for r in rows
+            if r["hash"] and r["cache"] != "no-cache" and r["status"] in ("success", "failed")
+        }
+    )
+    if not keys:
+        return set()
+    marks = ",".join("?" * len(keys))
+    failed = {
+        h
+        for (h,) in db.execute(
+            f"SELECT DISTINCT hash FROM runs WHERE status = 'failed' AND hash IN ({marks})", keys
+        )
+    }
+    if not failed:
+        return set()
+    marks = ",".join("?" * len(failed))
+    passed = {
+        h
+        for (h,) in db.execute(
+            f"SELECT DISTINCT hash FROM runs WHERE status = 'success' AND hash IN ({marks})",
+            sorted(failed),
+        )
+    }
+    return {(r["project"], r["task"]) for r in rows if r["hash"] in passed}
+
+
+def flaky_on_record(db) -> list[tuple[str, str]]:
+    """Every (project, task) the kept history calls flaky, sorted: a cached task whose key has
+    both passed and failed (as `flaky` judges one run's rows), or a task that passed on a retry."""
+    cur = db.execute(
+        "SELECT DISTINCT project, task FROM runs WHERE status = 'success' AND ("
+        " attempts > 1 OR (hash != '' AND cache != 'no-cache'"
+        " AND hash IN (SELECT hash FROM runs WHERE status = 'failed')))"
+        " ORDER BY project, task"
+    )
+    return [(project, task) for project, task in cur]
+
+
+# ---------------------------------------------------------------- failure logs
+
+LOGS = "logs"
+KEEP_LOGS = 50  # failure logs kept; the oldest go as new ones come
+
+
+def keep_log(cache_dir: str, run: str, task_id: str, data: bytes) -> str:
+    """Write a failed task's output to `<cache>/logs/<run>-<task>.log` and prune the oldest past
+    KEEP_LOGS; the path written. The caller bounds `data`. Raises OSError."""
+    directory = os.path.join(cache_dir, LOGS)
+    os.makedirs(directory, exist_ok=True)
+    safe = "".join(c if c.isalnum() or c in "-_.@" else "_" for c in task_id)
+    path = os.path.join(directory, f"{run}-{safe}.log")
+    with open(path, "wb") as f:
+        f.write(data)
+    with os.scandir(directory) as entries:
+        logs = sorted(
+            (e.name for e in entries if e.name.endswith(".log")), reverse=True
+        )  # names start with the run id, which sorts by time
+    for name in logs[KEEP_LOGS:]:
+        try:
+            os.unlink(os.path.join(directory, name))
+        except OSError:
+            pass
+    return path

@@ -1,0 +1,214 @@
+"""Real and hostile REAPI v2 servers on loopback for the REAPI remote cache scenarios (RC-09).
+
+- `BuildGrid`: BuildGrid 0.9.1 (PyPI) as a cache-only server (ActionCache + CAS + ByteStream,
+  in memory, no database). It needs Python >= 3.13, so it lives in its own venv made with
+  pyenv's 3.13 (or `VX_TEST_PYTHON313`), installed once under the test cache dir the npm
+  packages use. Without a 3.13 the scenarios skip, unless `VX_REQUIRE_REAPI=1` (CI) makes
+  that a failure.
+- `GarbageServer`: a gRPC server that answers every REAPI call with bytes of its own choosing:
+  undecodable junk, or a well-formed ActionResult whose blob does not match its digest.
+
+`python tests/scenarios/reapi_servers.py --install` pre-installs BuildGrid (dev/test).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from concurrent import futures
+from pathlib import Path
+from typing import Callable
+
+import pytest
+from npm_packages import cache_root
+
+BUILDGRID = "0.9.1"
+CONFIG = """\
+server:
+  - !channel
+    address: "127.0.0.1:{port}"
+    insecure-mode: true
+authorization:
+  method: none
+storages:
+  - !lru-storage &cas
+    size: 256MB
+caches:
+  - !lru-action-cache &ac
+    storage: *cas
+    max-cached-refs: 10000
+    allow-updates: true
+    cache-failed-actions: false
+instances:
+  - name: "{instance}"
+    services:
+      - !action-cache
+        cache: *ac
+      - !cas
+        storage: *cas
+      - !bytestream
+        storage: *cas
+"""
+
+
+def python313() -> str | None:
+    """A Python >= 3.13 to run BuildGrid on, or None."""
+    given = os.environ.get("VX_TEST_PYTHON313")
+    if given:
+        return given
+    try:
+        prefix = (
+            subprocess.run(["pyenv", "prefix", "3.13"], capture_output=True, text=True, check=False)
+            .stdout.split(":")[0]
+            .strip()
+        )
+    except FileNotFoundError:
+        prefix = ""
+    if prefix and Path(prefix, "bin", "python3").exists():
+        return str(Path(prefix, "bin", "python3"))
+    for root in sorted(Path.home().glob(".pyenv/versions/3.1[3-9]*"), reverse=True):
+        if (root / "bin" / "python3").exists():
+            return str(root / "bin" / "python3")
+    return shutil.which("python3.13")
+
+
+def install_buildgrid() -> Path:
+    """The venv holding BuildGrid (installed once; a file lock guards racing installs)."""
+    base = cache_root() / "reapi"
+    venv = base / f"buildgrid-{BUILDGRID}"
+    if (venv / "bin" / "bgd").exists():
+        return venv
+    py = python313()
+    if py is None:
+        message = "BuildGrid needs Python >= 3.13 (pyenv install 3.13, or set VX_TEST_PYTHON313)"
+        if os.environ.get("VX_REQUIRE_REAPI") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    base.mkdir(parents=True, exist_ok=True)
+    with open(base / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (venv / "bin" / "bgd").exists():
+            temp = venv.with_name(f"{venv.name}.tmp-{os.getpid()}")
+            shutil.rmtree(temp, ignore_errors=True)
+            subprocess.run([py, "-m", "venv", str(temp)], check=True, timeout=300)
+            subprocess.run(
+                [
+                    str(temp / "bin" / "python"),
+                    "-m",
+                    "pip",
+                    "install",
+                    "-q",
+                    f"buildgrid=={BUILDGRID}",
+                ],
+                check=True,
+                timeout=900,
+                stdout=subprocess.DEVNULL,
+            )
+            shutil.rmtree(venv, ignore_errors=True)
+            temp.rename(venv)  # scripts keep the temp path in their #!: run them via the python
+    return venv
+
+
+class BuildGrid:
+    """One cache-only `bgd server` on 127.0.0.1, its log in `workdir`; `stop()` when done."""
+
+    def __init__(self, workdir: Path, instance: str = ""):
+        from remote_servers import free_port
+
+        venv = install_buildgrid()
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.instance = instance
+        config = workdir / "bgd.yml"
+        config.write_text(CONFIG.format(port=self.port, instance=instance))
+        self.log = workdir / "bgd.log"
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(
+                [
+                    str(venv / "bin" / "python"),
+                    str(venv / "bin" / "bgd"),
+                    "server",
+                    "start",
+                    str(config),
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+        self.endpoint = f"grpc://127.0.0.1:{self.port}"
+        self._await_ready()
+
+    def _await_ready(self, within_s: float = 90.0) -> None:
+        """Block until the server answers a gRPC connection (an event, with a hard deadline)."""
+        import grpc
+
+        with grpc.insecure_channel(f"127.0.0.1:{self.port}") as channel:
+            try:
+                grpc.channel_ready_future(channel).result(timeout=within_s)
+            except grpc.FutureTimeoutError:
+                self.stop()
+                raise RuntimeError(f"bgd did not start:\n{self.log.read_text()[-2000:]}") from None
+
+    def env(self) -> dict[str, str]:
+        env = {"VX_REAPI_ENDPOINT": self.endpoint, "CI": "1"}
+        if self.instance:
+            env["VX_REAPI_INSTANCE"] = self.instance
+        return env
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+
+class GarbageServer:
+    """A gRPC server whose every unary reply is `answer(method, request_bytes)` (raw bytes);
+    `answer=None` stalls every call until `stop()`. The metadata of each call is kept."""
+
+    def __init__(self, answer: Callable[[str, bytes], bytes] | None):
+        import threading
+
+        import grpc
+
+        self.seen: list[str] = []
+        self.metadata: list[dict[str, str]] = []
+        self.requests: list[tuple[str, bytes]] = []
+        self.release = threading.Event()
+
+        def handler(details):
+            method = details.method
+
+            def unary(request: bytes, context) -> bytes:
+                self.seen.append(method)
+                self.requests.append((method, request))
+                self.metadata.append(dict(context.invocation_metadata()))
+                if answer is None:
+                    self.release.wait(120)
+                    context.abort(grpc.StatusCode.UNAVAILABLE, "stalled")
+                return answer(method, request)
+
+            return grpc.unary_unary_rpc_method_handler(
+                unary, request_deserializer=None, response_serializer=None
+            )
+
+        generic = type("Generic", (grpc.GenericRpcHandler,), {"service": lambda s, d: handler(d)})
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        self.server.add_generic_rpc_handlers((generic(),))
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.server.start()
+        self.endpoint = f"grpc://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self.release.set()
+        self.server.stop(grace=None)
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--install"]:
+    try:
+        print(install_buildgrid())
+    except BaseException as exc:  # pytest.skip outside pytest: say why, do not fail dev/test
+        print(f"BuildGrid not installed: {exc}", file=sys.stderr)

@@ -1,0 +1,96 @@
+"""How a REAPI remote is resolved from the environment and `remoteCache.reapi` (RC-09)."""
+
+import hashlib
+
+import pytest
+
+from vx.model import RemoteCacheConfig
+from vx.store.remote import configured, resolve
+
+
+@pytest.mark.feature("RC-09")
+def test_endpoint_alone_turns_the_remote_on():
+    env = {"VX_REAPI_ENDPOINT": "grpc://127.0.0.1:50051"}
+    assert configured(None, env)
+    found = resolve(None, env)
+    assert found.problem is None
+    assert (found.settings.kind, found.settings.url, found.settings.instance) == (
+        "reapi",
+        "grpc://127.0.0.1:50051",
+        "",
+    )
+
+
+@pytest.mark.feature("RC-09")
+def test_environment_wins_over_the_workspace_file():
+    cfg = RemoteCacheConfig(kind="reapi", url="grpcs://cache.example.com", instance="ci")
+    s = resolve(cfg, {"VX_REAPI_INSTANCE": "dev"}).settings
+    assert (s.url, s.instance) == ("grpcs://cache.example.com", "dev")
+    s = resolve(cfg, {"VX_REAPI_ENDPOINT": "grpc://localhost:9092"}).settings
+    assert (s.url, s.instance) == ("grpc://localhost:9092", "ci")
+
+
+@pytest.mark.feature("RC-09")
+def test_headers_parse_and_stay_out_of_repr():
+    env = {
+        "VX_REAPI_ENDPOINT": "grpcs://remote.buildbuddy.io",
+        "VX_REAPI_HEADERS": "x-buildbuddy-api-key=s3cret,X-Team = web",
+    }
+    s = resolve(None, env).settings
+    assert s.headers == (("x-buildbuddy-api-key", "s3cret"), ("x-team", "web"))
+    assert "s3cret" not in repr(s)
+
+
+@pytest.mark.feature("RC-09")
+@pytest.mark.parametrize(
+    "env,says",
+    [
+        ({"VX_REAPI_ENDPOINT": "http://127.0.0.1:1"}, "no usable REAPI endpoint"),
+        ({"VX_REAPI_ENDPOINT": "grpc://127.0.0.1"}, "needs a port"),
+        ({"VX_REAPI_ENDPOINT": "grpc://127.0.0.1:1/path"}, "host:port alone"),
+        ({"VX_REAPI_ENDPOINT": "grpc://u:p@127.0.0.1:1"}, "host:port alone"),
+        (
+            {"VX_REAPI_ENDPOINT": "grpc://cache.example.com:1", "VX_REAPI_HEADERS": "k=vxsecret1"},
+            "clear text",
+        ),
+        (
+            {"VX_REAPI_ENDPOINT": "grpc://127.0.0.1:1", "VX_REAPI_HEADERS": "a=b,vxsecret1"},
+            "name=value",
+        ),
+        (
+            {"VX_REAPI_ENDPOINT": "grpc://127.0.0.1:1", "VX_REAPI_HEADERS": "x-bin=vxsecret1"},
+            "-bin",
+        ),
+        ({"VX_REAPI_ENDPOINT": "grpc://127.0.0.1:1", "VX_REAPI_HEADERS": "grpc-x=1"}, "grpc-*"),
+    ],
+)
+def test_unusable_settings_turn_the_remote_off_with_one_line(env, says):
+    found = resolve(None, env)
+    assert found.settings is None and says in found.problem
+    assert "vxsecret1" not in found.problem
+
+
+@pytest.mark.feature("RC-09")
+def test_action_digest_is_the_references_mapping():
+    from vx.store.remote.reapi import action_digest
+
+    key = "0123abcd" * 8
+    d = action_digest(key)
+    assert d.hash == hashlib.sha256(b"vx-reapi-v1\0" + key.encode()).hexdigest()
+    assert d.size_bytes == len(b"vx-reapi-v1\0") + len(key)
+
+
+@pytest.mark.feature("RC-09")
+def test_a_grpc_that_fails_to_load_is_a_remote_failure_not_a_crash(monkeypatch):
+    import io
+    import sys
+
+    from vx.store.remote import UNREACHABLE, RemoteFailure, open_layer
+
+    layer = open_layer(resolve(None, {"VX_REAPI_ENDPOINT": "grpc://127.0.0.1:1"}).settings)
+    monkeypatch.setitem(sys.modules, "vx.store.remote.reapi", None)  # import raises ImportError
+    for call in (lambda: layer.has("ab"), lambda: layer.put("ab", io.BytesIO(b"x"), 1, 1.0)):
+        with pytest.raises(RemoteFailure) as caught:
+            call()
+        assert caught.value.kind == UNREACHABLE and "grpc did not load" in caught.value.detail
+    layer.close()
