@@ -34,7 +34,9 @@ def _lockfile(pm: str) -> str:
 
 def _env(tmp: Path) -> dict[str, str]:
     return {
-        **os.environ,
+        # CI=true makes yarn berry's (and pnpm's) installs immutable: the first install of the
+        # test's workspace, which writes the lockfile, would be refused on CI
+        **{k: v for k, v in os.environ.items() if k != "CI"},
         "COREPACK_ENABLE_STRICT": "0",
         "npm_config_manage_package_manager_versions": "false",
         "npm_config_cache": str(tmp / "npm-cache"),

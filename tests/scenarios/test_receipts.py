@@ -483,8 +483,8 @@ def runtime_paths(cwd: Path, tmp: Path) -> tuple[set[str], tuple[str, ...]]:
 
 def vx_own(path: str, root: Path) -> bool:
     """vx's own cache, receipts, lock and digest seed (vx.fastpath.receipt.env_digest), the kernel's files,
-    and git's executable as PATH finds it (PATH is in the receipt, and git's listings are compared
-    whole)."""
+    git's executable as PATH finds it (PATH is in the receipt, and git's listings are compared
+    whole), and the HEAD and refs the run history reads."""
     path_dirs = [d for d in os.environ.get("PATH", "").split(":") if d]
     seed_dir = os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "vx"
@@ -499,12 +499,16 @@ def vx_own(path: str, root: Path) -> bool:
                 tempfile.gettempdir() + "/vx-run-",
                 seed_dir + "/",
                 str(root / ".vx") + "/",
+                str(root / ".git" / "refs") + "/",  # the run history's branch (below)
             )
         )
         or path == seed_dir
         or "/.vx/receipts/" in path
         or os.path.dirname(path) in path_dirs
         or path in (tempfile.gettempdir(), str(root / ".vx"))
+        # the run history's commit and branch: metadata for `vx last`, no part of any result,
+        # and read again by every replay itself
+        or path in {str(root / ".git" / n) for n in ("HEAD", "commondir", "packed-refs")}
     )
 
 
