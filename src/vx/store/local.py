@@ -198,37 +198,61 @@ class LocalStore:
         path = self.index_dir / DB_NAME
         store = self.cache_dir / STORE_DB
         fresh = [p for p in ((path, store) if self.shared else (path,)) if not p.exists()]
-        db = None
-        try:
-            db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=5.0)
-            for pragma in rows.CONNECTION_PRAGMAS:
-                db.execute(pragma)
-            # journal_mode is persistent in the file: the replay need not set it
-            db.execute("PRAGMA journal_mode=WAL")
-            if self.shared:
-                rows.attach_store(db, str(store))
-                db.execute("PRAGMA store.journal_mode=WAL")
-                _ensure_schema(db, "store", _STORE_TABLES, SCHEMA_VERSION)
-                if _ensure_schema(db, "main", ("output_stamps",), SPLIT_VERSION):
-                    self._forget_local_artifacts()
-            else:
-                _ensure_schema(db, "main", tuple(_TABLES), SCHEMA_VERSION)
-        except sqlite3.Error as e:
-            if db is not None:
-                db.close()
+        # Another workspace's run may hold the shared store.db as it is made or changes journal
+        # mode, and SQLite answers some of those locks at once instead of waiting: "locked" is
+        # asked again, with backoff, for as long as a busy lock would be waited for.
+        deadline, pause = time.monotonic() + 30, 0.01
+        error: sqlite3.Error
+        while True:
+            db = None
+            try:
+                db = sqlite3.connect(
+                    path, isolation_level=None, check_same_thread=False, timeout=5.0
+                )
+                self._set_up(db, store)
+                return db
+            except sqlite3.OperationalError as e:
+                if db is not None:
+                    db.close()
+                if "locked" not in str(e) or time.monotonic() + pause > deadline:
+                    error = e
+                    break
+                time.sleep(pause)
+                pause = min(pause * 2, 0.5)
+            except sqlite3.Error as e:
+                if db is not None:
+                    db.close()
+                error = e
+                break
+        if "locked" not in str(error):
             for made in fresh:  # made by this failed open: leave no index without tables behind
                 for suffix in ("", "-wal", "-shm"):
                     _quiet_unlink(f"{made}{suffix}")
-            if _sqlite_full(e):
-                raise CacheFull(
-                    f"cannot open the cache index: {e}", facts=(f"path: {path}",), hint=_PRUNE_HINT
-                ) from None
-            raise EnvironmentFailure(
-                f"cannot open the cache index: {e}",
+        if _sqlite_full(error):
+            raise CacheFull(
+                f"cannot open the cache index: {error}",
                 facts=(f"path: {path}",),
-                hint="check the cache directory's permissions and free space, or pass --cache-dir",
+                hint=_PRUNE_HINT,
             ) from None
-        return db
+        raise EnvironmentFailure(
+            f"cannot open the cache index: {error}",
+            facts=(f"path: {path}",),
+            hint="check the cache directory's permissions and free space, or pass --cache-dir",
+        ) from None
+
+    def _set_up(self, db: "sqlite3.Connection", store: Path) -> None:
+        for pragma in rows.CONNECTION_PRAGMAS:
+            db.execute(pragma)
+        # journal_mode is persistent in the file: the replay need not set it
+        db.execute("PRAGMA journal_mode=WAL")
+        if self.shared:
+            rows.attach_store(db, str(store))
+            db.execute("PRAGMA store.journal_mode=WAL")
+            _ensure_schema(db, "store", _STORE_TABLES, SCHEMA_VERSION)
+            if _ensure_schema(db, "main", ("output_stamps",), SPLIT_VERSION):
+                self._forget_local_artifacts()
+        else:
+            _ensure_schema(db, "main", tuple(_TABLES), SCHEMA_VERSION)
 
     def close(self) -> None:
         """Write the batched `accessed_at` updates and the restores' stamps in one
