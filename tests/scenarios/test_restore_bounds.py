@@ -3,40 +3,18 @@ run (the store's promises in docs/caching.md, "What vx promises")."""
 
 from __future__ import annotations
 
-import io
-import json
 import os
-import sqlite3
 import subprocess
 import sys
 import time
 
 import pytest
-from conftest import build_task, npm_workspace
-
-from vx import CACHE_VERSION
-from vx.store.archive import LOG_ENTRY, META_ENTRY, OUTPUTS, encode_log
-from vx.store.packing import _TarWriter
-from vx.store.zstd import codec
+from conftest import build_task, npm_workspace, plant_artifact
 
 
 def plant(repo, key: str, members: dict[str, bytes]) -> None:
-    """Replace the artifact of `key` with one holding `members` (workspace-relative names, written
-    as vx's packer writes them, sum and all) and make its index row agree on the size: an artifact
-    anyone with the team token could have uploaded."""
-    cache = repo.root / ".vx" / "cache"
-    raw = io.BytesIO()
-    with codec().ZstdCompressor(level=3).stream_writer(raw, closefd=False) as z:
-        tar = _TarWriter(z)
-        tar.add_bytes(LOG_ENTRY, encode_log([]))
-        for name, body in members.items():
-            tar.add_stream(OUTPUTS + name, io.BytesIO(body), len(body), 0o644, 0)
-        meta = {"version": CACHE_VERSION, "key": key, "files": {n: [0o644, 0] for n in members}}
-        tar.add_bytes(META_ENTRY, json.dumps(meta).encode())
-        tar.finish()
-    (cache / f"{key}.tar.zst").write_bytes(raw.getvalue())
-    with sqlite3.connect(cache / "cache.db") as db:
-        db.execute("UPDATE entries SET size_bytes=? WHERE hash=?", (len(raw.getvalue()), key))
+    """An artifact anyone with the team token could have uploaded, in place of `key`'s."""
+    plant_artifact(repo.root / ".vx" / "cache", "cache.db", key, members)
 
 
 def only_key(repo) -> str:

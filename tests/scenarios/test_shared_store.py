@@ -4,8 +4,6 @@ and an unsafe home keeps the cache in the workspace."""
 
 from __future__ import annotations
 
-import io
-import json
 import os
 import shutil
 import sqlite3
@@ -15,12 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import GIT_ENV, SRC, Repo, build_task, npm_workspace
-
-from vx import CACHE_VERSION
-from vx.store.archive import LOG_ENTRY, META_ENTRY, OUTPUTS, encode_log
-from vx.store.packing import _TarWriter
-from vx.store.zstd import codec
+from conftest import GIT_ENV, SRC, Repo, build_task, npm_workspace, plant_artifact
 
 PACKAGES = ("a", "b", "c")
 HITS = {"local", "up-to-date"}  # restored, or already current
@@ -190,21 +183,8 @@ def test_a_named_cache_dir_or_the_switch_still_wins(repo, tmp_path):
 
 
 def plant(store: Path, key: str, members: dict[str, bytes]) -> None:
-    """Replace the shared store's artifact of `key` with one holding `members` (written as vx's
-    packer writes them) and make its row agree on the size: what anyone able to write the store
-    could leave there."""
-    raw = io.BytesIO()
-    with codec().ZstdCompressor(level=3).stream_writer(raw, closefd=False) as z:
-        tar = _TarWriter(z)
-        tar.add_bytes(LOG_ENTRY, encode_log([]))
-        for name, body in members.items():
-            tar.add_stream(OUTPUTS + name, io.BytesIO(body), len(body), 0o644, 0)
-        meta = {"version": CACHE_VERSION, "key": key, "files": {n: [0o644, 0] for n in members}}
-        tar.add_bytes(META_ENTRY, json.dumps(meta).encode())
-        tar.finish()
-    (store / f"{key}.tar.zst").write_bytes(raw.getvalue())
-    with sqlite3.connect(store / "store.db") as db:
-        db.execute("UPDATE entries SET size_bytes=? WHERE hash=?", (len(raw.getvalue()), key))
+    """What anyone able to write the shared store could leave in place of `key`'s artifact."""
+    plant_artifact(store, "store.db", key, members)
 
 
 def tree(root: Path) -> dict[str, tuple[int, int, bytes]]:
