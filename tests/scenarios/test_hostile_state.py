@@ -1,0 +1,60 @@
+"""What a hostile repository can commit in place of vx's own state (issue 19): `.vx` or a
+directory vx keeps in it as a symlink out of the workspace. vx refuses such a workspace, naming
+the link, and writes nothing through it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from conftest import Repo, build_task, npm_workspace
+
+
+def one_package(repo: Repo) -> Repo:
+    return repo.write(
+        npm_workspace(
+            {"a": {"tasks": {"build": build_task()}, "files": {"src/index.js": "exports.a = 1;\n"}}}
+        )
+    )
+
+
+def listing(directory: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(directory)): p.read_bytes() if p.is_file() else b"<dir>"
+        for p in sorted(directory.rglob("*"))
+    }
+
+
+@pytest.mark.feature("LC-03")
+@pytest.mark.parametrize("link", [".vx", ".vx/cache", ".vx/receipts"])
+def test_a_committed_link_in_place_of_vx_state_is_refused(repo, tmp_path, link):
+    """A repository commits `link` as a symlink to a directory outside the workspace holding 40
+    files of the user's. Before, vx wrote its index, memos and receipts there, and a receipt's
+    pruning kept only the newest 32 files it found: eight of the user's files were deleted. Now
+    every run exits 2 naming the link, and the directory is exactly as it was."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    for i in range(40):
+        (outside / f"note{i:02}.json").write_text(f"{i}\n")
+    before = listing(outside)
+    one_package(repo)
+    (repo.root / link).parent.mkdir(parents=True, exist_ok=True)
+    os.symlink(os.path.relpath(outside, (repo.root / link).parent), repo.root / link)
+    repo.commit()
+    repo.git("add", "-f", link)
+    repo.commit("the link")
+    assert repo.git("ls-files", link).strip() == link
+    for _ in range(2):  # the second would be all hits, and write a receipt
+        res = repo.vx("run", "build", summary=False)
+        assert res.code == 2, (res.code, res.err)
+        assert f"error: {link} is a symlink to " in res.err, res.err
+        assert "Traceback" not in res.err
+    assert listing(outside) == before
+    info = repo.vx("info")  # a report: it names the link where the workspace would be
+    assert f"{link} is a symlink" in info.out, info.out
+    for verb in (("cache", "prune", "--max-size", "1G"), ("last",)):
+        res = repo.vx(*verb)
+        assert res.code == 2, (verb, res.code, res.err)
+        assert f"{link} is a symlink" in res.err, res.err
+    assert listing(outside) == before
