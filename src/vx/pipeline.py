@@ -162,6 +162,7 @@ def prepare(
         raise
     with stages("git enumeration"):
         index = pending.finish(cache_dir / "files.db")
+    location.refuse_shipped_state(index, ws.root, cache_dir)
     store_dir, store_note = cache_dir, None
     if location.shares(req.cache_dir, ws_config, host_env):
         store_dir, store_note = location.store_dir(

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import Repo, build_task, npm_workspace
+from conftest import Repo, build_task, npm_workspace, plant_artifact
 
 
 def one_package(repo: Repo) -> Repo:
@@ -58,3 +58,30 @@ def test_a_committed_link_in_place_of_vx_state_is_refused(repo, tmp_path, link):
         assert res.code == 2, (verb, res.code, res.err)
         assert f"{link} is a symlink" in res.err, res.err
     assert listing(outside) == before
+
+
+@pytest.mark.feature("LC-02")
+@pytest.mark.parametrize("cache", [".vx/cache", "ci-cache"])
+def test_a_cache_a_repository_ships_is_never_served(repo, tmp_path, cache):
+    """A repository commits a prefilled cache — its index and an artifact whose `dist/out.js` is
+    the attacker's — as `.vx/cache` (where vx keeps it with the shared store off, and outside git)
+    or as a cache dir its `vx.workspace.json` names. Before, a fresh clone's first `vx run build`
+    was a local hit that restored the planted file. Now the run exits 2 naming the tracked file,
+    and builds nothing from it."""
+    one_package(repo)
+    if cache != ".vx/cache":
+        repo.write({"vx.workspace.json": {"cacheDir": cache}})
+    repo.commit()
+    first = repo.vx("run", "build")
+    assert first.code == 0, first.err
+    key = first.task("a#build")["hash"]
+    plant_artifact(repo.root / cache, "cache.db", key, {"packages/a/dist/out.js": b"planted\n"})
+    repo.git("add", "-f", cache)
+    repo.commit("a prefilled cache")
+    clone = Repo(tmp_path / "clone")
+    repo.git("clone", "-q", str(repo.root), str(clone.root))
+    assert (clone.root / cache / "cache.db").is_file()
+    res = clone.vx("run", "build")
+    assert res.code == 2, (res.code, res.err, res.statuses())
+    assert f"error: git tracks {cache}/" in res.err, res.err
+    assert not (clone.root / "packages/a/dist/out.js").exists()

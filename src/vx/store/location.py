@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 from vx.errors import ConfigError, UsageError, WorkspaceError
 
 if TYPE_CHECKING:
+    from vx.files.index import FileIndex
     from vx.model import Workspace, WorkspaceConfig
 
 
@@ -96,6 +97,29 @@ def refuse_linked_state(root: Path, cache: Path) -> None:
             hint=f"remove it (`rm {rel}`; if git tracks it, `git rm --cached {rel}` and commit);"
             " to keep the cache elsewhere, pass --cache-dir or set VX_CACHE_DIR",
         )
+
+
+def refuse_shipped_state(index: FileIndex, root: Path, cache: Path) -> None:
+    """Refuse a workspace whose repository tracks a file in a directory vx reads its state from —
+    `.vx/cache`, `.vx/receipts`, `.vx/configs`, a cache dir inside the workspace: an index and
+    artifacts a clone checks out would be served as this machine's builds. A lookup in git's
+    listing per directory."""
+    if not index.git:
+        return
+    dirs = {".vx/cache", ".vx/receipts", ".vx/configs"}
+    try:
+        dirs.add(cache.relative_to(root).as_posix())
+    except ValueError:
+        pass
+    for rel in sorted(dirs):
+        found = index.tracked_below(rel)
+        if found is not None:
+            raise WorkspaceError(
+                f"git tracks {found}: a repository must never ship vx's state (its cache entries"
+                " would be restored as if this machine had built them)",
+                facts=(f"path: {root / found}",),
+                hint=f"`git rm -r --cached {rel}` and commit, and add `{rel}/` to .gitignore",
+            )
 
 
 def _refuse_inside_sources(path: Path, ws: Workspace, source: str, field: str) -> None:
