@@ -838,65 +838,74 @@ async def _walk(
     )
     slots = PrioritySlots(prep.concurrency)
     adopted: dict[TaskId, tuple[executor._Child, float, int, Snapshot | None, Kept | None]] = {}
-    for tid in list(early or ()):  # popped as adopted: the caller kills only what is left
-        popen, started_at, started_ns, snapshot, kept = early.pop(tid)
-        adopted[tid] = (
-            executor._Child.adopt(popen, table),
-            started_at,
-            started_ns,
-            snapshot,
-            kept,
-        )
-    slots.take(len(adopted))
-    ctx = RunContext(
-        root=prep.ws.root,
-        plans=prep.plans,
-        hits=hits,
-        index=prep.index,
-        store=prep.store,
-        policy=prep.policy,
-        slots=slots,
-        restore_slots=asyncio.Semaphore(2 * prep.concurrency),
-        table=table,
-        emit=emit,
-        priority=prep.graph.priority,
-        remote=prep.remote,
-        launch_for=launch_for,
-        observe=observe,
-        halt=asyncio.Event(),
-        halt_on_failure=req.continue_mode == "never",
-        early=adopted,
-        lockfiles=lockfiles,
-        late=_late(prep) if prep.store is not None else {},  # no cache: keys decide nothing
-        # `--exclude-dependencies`: a task whose dependency does not run may hit, never save
-        tainted={t: f"{dep} was not run (--exclude-dependencies)" for t, dep in prep.cut.items()},
-        terminal=req.lend_terminal and os.isatty(0) and os.isatty(1),
-    )
-    if ctx.late:
-        nested = _nested_dirs(prep.ws)
-        keyed = prep.keyed_graph or prep.graph  # a key folds every dependency, run or not
-        ctx.rekey = lambda node, fresh: rekeyed(
-            prep.index, keyed.nodes[node.id], prep.plans, fresh, nested.get(node.project_dir, ())
-        )
-    on_signal = _install_signals(table, stop, stopped_by)
-    if caught:  # a signal came while the first wave started or asyncio loaded: act on it now
-        on_signal(signal.Signals(caught[0]))
-    summary = None
+    summary, ctx = None, None
+    # Everything from the first adoption on is inside the `try`: an adopted task is the table's,
+    # and only the table's shutdown stops it (the caller stops what was never adopted).
     try:
+        for tid in list(early or ()):
+            popen, started_at, started_ns, snapshot, kept = early[tid]
+            adopted[tid] = (
+                executor._Child.adopt(popen, table),
+                started_at,
+                started_ns,
+                snapshot,
+                kept,
+            )
+            del early[tid]
+        slots.take(len(adopted))
+        ctx = context = RunContext(
+            root=prep.ws.root,
+            plans=prep.plans,
+            hits=hits,
+            index=prep.index,
+            store=prep.store,
+            policy=prep.policy,
+            slots=slots,
+            restore_slots=asyncio.Semaphore(2 * prep.concurrency),
+            table=table,
+            emit=emit,
+            priority=prep.graph.priority,
+            remote=prep.remote,
+            launch_for=launch_for,
+            observe=observe,
+            halt=asyncio.Event(),
+            halt_on_failure=req.continue_mode == "never",
+            early=adopted,
+            lockfiles=lockfiles,
+            late=_late(prep) if prep.store is not None else {},  # no cache: keys decide nothing
+            # `--exclude-dependencies`: a task whose dependency does not run may hit, never save
+            tainted={
+                t: f"{dep} was not run (--exclude-dependencies)" for t, dep in prep.cut.items()
+            },
+            terminal=req.lend_terminal and os.isatty(0) and os.isatty(1),
+        )
+        if context.late:
+            nested = _nested_dirs(prep.ws)
+            keyed = prep.keyed_graph or prep.graph  # a key folds every dependency, run or not
+            context.rekey = lambda node, fresh: rekeyed(
+                prep.index,
+                keyed.nodes[node.id],
+                prep.plans,
+                fresh,
+                nested.get(node.project_dir, ()),
+            )
+        on_signal = _install_signals(table, stop, stopped_by)
+        if caught:  # a signal came while the first wave started or asyncio loaded: act on it now
+            on_signal(signal.Signals(caught[0]))
         results = await walk(
             prep.graph,
-            lambda node, res: rebuild(ctx, node, res),
+            lambda node, res: rebuild(context, node, res),
             continue_mode=req.continue_mode,
             stop=stop,
             settled=lane.results,
-            halt=ctx.halt,
+            halt=context.halt,
         )
-        if ctx.servers:
+        if context.servers:
             from vx.engine import persistent
 
             kept = await persistent.release(
                 prep.graph,
-                ctx.servers,
+                context.servers,
                 results,
                 emit,
                 stopped=bool(stopped_by),
@@ -907,13 +916,15 @@ async def _walk(
                 if on_graph_end is not None:
                     on_graph_end()
                 summary = await persistent.foreground(
-                    summary, kept, ctx.servers, emit, stop, stopped_by, SIGNAL_EXITS
+                    summary, kept, context.servers, emit, stop, stopped_by, SIGNAL_EXITS
                 )
     finally:
-        _remove_signals()
-        await table.shutdown(_grace_s())
-        if ctx.sandbox is not None:  # the network proxy and the sandboxes' temp root
-            ctx.sandbox.close()
+        try:
+            _remove_signals()
+        finally:
+            await table.shutdown(_grace_s())
+            if ctx is not None and ctx.sandbox is not None:  # the proxy, the sandboxes' temp root
+                ctx.sandbox.close()
     return results, (stopped_by[0] if stopped_by else None), summary
 
 

@@ -342,3 +342,63 @@ def test_first_wave_task_is_stopped_and_released_when_the_run_fails_as_it_starts
         unpin(stale)
         for pid in processes_in(task_dir):
             os.kill(pid, signal.SIGKILL)
+
+
+# The walk's set-up failing after it adopted the first wave (here: installing its signal handlers,
+# which refuses off the main thread); any exception between the adoption and the walk is alike.
+FAULT_IN_WALK_SETUP = """
+import sys
+import vx.pipeline
+
+def refused(*args):
+    raise RuntimeError("set_wakeup_fd only works in main thread of the main interpreter")
+
+vx.pipeline._install_signals = refused
+sys.argv = ["vx", *sys.argv[1:]]
+from vx.__main__ import entry
+entry()
+"""
+
+
+@pytest.mark.feature("EX-11")
+def test_first_wave_task_is_stopped_when_the_walk_fails_after_adopting_it(repo, tracking):
+    """The walk takes the first wave's task into its process table, then fails before the `try`
+    whose end shuts the table down. Before, nothing stopped that task — the caller's stop covers
+    only what the walk never adopted — and it ran on until the warden noticed vx was gone. Now
+    vx kills it, its setsid child too, and drops its cgroup before it exits."""
+    repo.write(npm_workspace({"a": {"tasks": {"build": {"exec": {"command": STUBBORN}}}}})).commit()
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
+    }
+    env.update({"PYTHONPATH": SRC, "NO_COLOR": "1", **tracking})
+    task_dir = repo.root / "packages/a"
+    vx = subprocess.Popen(
+        [sys.executable, "-c", FAULT_IN_WALK_SETUP, "run", "build", "--all"],
+        cwd=repo.root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        out, err = vx.communicate(timeout=120)
+        left = processes_in(task_dir)  # at once: the warden would stop them later
+        run_dir = f"{vx_cgroup_parent()}/vx-{vx.pid}"
+        tasks_left = (
+            [d for d in os.listdir(run_dir) if os.path.isdir(f"{run_dir}/{d}")]
+            if os.path.isdir(run_dir)
+            else []
+        )
+        assert vx.returncode != 0 and "set_wakeup_fd" in out + err, out + err
+        assert not left, f"processes of a's task outlived vx: {left}"
+        if tracking["VX_TEST_TRACKING"] == "cgroup":
+            assert not tasks_left, f"task cgroups of the run outlived vx: {tasks_left}"
+    finally:
+        if vx.poll() is None:
+            vx.kill()
+            vx.wait()
+        for pid in processes_in(task_dir):
+            os.kill(pid, signal.SIGKILL)
