@@ -1037,6 +1037,11 @@ def _start_first_wave(prep: Prepared, lane, emit: Emit, early: dict[TaskId, Earl
         if outputs is not None:
             from vx.engine import incremental
 
+            note = incremental.remove_loose_build_infos(
+                prep.ws.root, outputs, plan.command or "", str(tid)
+            )
+            if note is not None:
+                emit(Notice(note, id=tid))
             if prep.policy.read:  # --force builds from wiped outputs
                 kept = incremental.prepare(prep.ws.root, outputs, prep.store, str(tid))
             else:

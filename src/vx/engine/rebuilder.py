@@ -439,6 +439,22 @@ def _status_of(proc: ProcessResult) -> Status:
     return Status.SUCCESS if proc.exit_code == 0 else Status.FAILED
 
 
+async def _drop_loose_build_infos(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> None:
+    """A tsc build info outside the outputs goes with the wipe (vx.engine.incremental)."""
+    from vx.engine import incremental
+
+    assert plan.outputs is not None  # only a task with outputs wipes
+    note = await asyncio.to_thread(
+        incremental.remove_loose_build_infos,
+        ctx.root,
+        plan.outputs,
+        plan.command or "",
+        str(node.id),
+    )
+    if note is not None:
+        ctx.emit(Notice(note, id=node.id))
+
+
 async def _attempts(
     ctx: RunContext, node: TaskNode, plan: TaskPlan, *, wipe: bool, early=None
 ) -> tuple[ProcessResult | None, int, tuple[Violation, ...], bool]:
@@ -468,6 +484,8 @@ async def _attempts(
                 proc, violations = await _run_once(ctx, node, plan, started=(early[0], early[1]))
             else:
                 kept = None
+                if wipe and plan.outputs is not None:
+                    await _drop_loose_build_infos(ctx, node, plan)
                 if wipe and plan.outputs is not None and attempt == 1 and ctx.policy.read:
                     kept = await asyncio.to_thread(
                         incremental.prepare, ctx.root, plan.outputs, ctx.store, str(node.id)
@@ -493,6 +511,7 @@ async def _attempts(
                     )
                     kept = None
                     await asyncio.to_thread(plan.outputs.wipe, ctx.root)
+                    await _drop_loose_build_infos(ctx, node, plan)
                     ctx.emit(TaskStarted(node.id, plan.command or "", attempt, terminal=terminal))
                     launch = (
                         ctx.launch_for(node, plan, attempt)
