@@ -125,7 +125,7 @@ Runs the tasks as `vx run` would, then again each time a file a run could read c
 by content: a save that changes nothing is no edit). Never a trigger: outputs, gitignored paths,
 node_modules, .git, .vx. A failing cycle or a broken config keeps watching. Ctrl-C stops
 (exit 0). VX_WATCH_POLL=1 polls every 250 ms instead of using the OS's file events.
-`--dry`, `--graph`, `--summarize` and `--ui` are refused.
+`--dry`, `--graph`, `--summarize`, `--ui` and `--format` are refused.
 """
 
 INIT_HELP = """usage: vx init [--dry] [--force] [--cache]
@@ -889,7 +889,7 @@ def _run(args: Args, argv: list[str]) -> int:
 
 _CLASH_HINTS = {
     "--dry": "a plan as JSON is `--dry=json`",
-    "--graph": "the graph is DOT; write it to a file with `--graph=plan.dot`, then run",
+    "--graph": "`--graph` draws the plan and runs nothing; drop one of them",
     "--report": "`--report-file PATH` writes the table to a file instead",
     "--ui=tui": "the split view needs the terminal; `--format json` is for scripts",
 }
