@@ -85,3 +85,24 @@ def test_a_cache_a_repository_ships_is_never_served(repo, tmp_path, cache):
     assert res.code == 2, (res.code, res.err, res.statuses())
     assert f"error: git tracks {cache}/" in res.err, res.err
     assert not (clone.root / "packages/a/dist/out.js").exists()
+
+
+@pytest.mark.feature("OBS-13")
+def test_a_cache_dir_the_config_names_keeps_the_users_logs(repo, tmp_path):
+    """A repository's `vx.workspace.json` names a directory of the user's as its cache dir, and a
+    task fails: vx keeps its failure log in `<cache>/logs` and prunes that to the newest 50.
+    Before, the pruning took any `*.log` there, so 60 logs of the user's lost ten; now it
+    removes only the logs vx names (`<run id>-<task>.log`)."""
+    mine = tmp_path / "mine"
+    (mine / "logs").mkdir(parents=True)
+    for i in range(60):
+        (mine / "logs" / f"build-{i:02}.log").write_text(f"{i}\n")
+    before = listing(mine / "logs")
+    fail = {"exec": {"command": "echo broken >&2; exit 1"}}
+    repo.write(npm_workspace({"a": {"tasks": {"test": fail}}}))
+    repo.write({"vx.workspace.json": {"cacheDir": str(mine)}}).commit()
+    res = repo.vx("run", "test")
+    assert res.code == 1, res.err
+    kept = {name: body for name, body in listing(mine / "logs").items() if name in before}
+    assert kept == before
+    assert len(listing(mine / "logs")) == 61  # theirs, and the failure's own
