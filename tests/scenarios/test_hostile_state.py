@@ -106,3 +106,19 @@ def test_a_cache_dir_the_config_names_keeps_the_users_logs(repo, tmp_path):
     kept = {name: body for name, body in listing(mine / "logs").items() if name in before}
     assert kept == before
     assert len(listing(mine / "logs")) == 61  # theirs, and the failure's own
+
+
+@pytest.mark.feature("OBS-03")
+def test_the_default_profile_is_never_written_through_a_committed_link(repo, tmp_path):
+    """`vx run --profile` writes `profile.json` where the run starts. A repository commits that
+    name as a link to a file of the user's: before, the trace replaced the file's contents; now
+    the run says it cannot write the profile through a link (exit 2) and the file is intact."""
+    victim = tmp_path / "notes.txt"
+    victim.write_text("mine\n")
+    one_package(repo)
+    os.symlink(os.path.relpath(victim, repo.root), repo.root / "profile.json")
+    repo.commit()
+    res = repo.vx("run", "build", "--profile")
+    assert res.code == 2, (res.code, res.err)
+    assert "cannot write the profile" in res.err and "it is a symlink" in res.err, res.err
+    assert victim.read_text() == "mine\n"
