@@ -53,7 +53,7 @@ def test_a_committed_link_in_place_of_vx_state_is_refused(repo, tmp_path, link):
     assert listing(outside) == before
     info = repo.vx("info")  # a report: it names the link where the workspace would be
     assert f"{link} is a symlink" in info.out, info.out
-    for verb in (("cache", "prune", "--max-size", "1G"), ("last",)):
+    for verb in (("cache", "prune", "--max-size", "1G"), ("last",), ("watch", "build")):
         res = repo.vx(*verb)
         assert res.code == 2, (verb, res.code, res.err)
         assert f"{link} is a symlink" in res.err, res.err
