@@ -122,3 +122,20 @@ def test_the_default_profile_is_never_written_through_a_committed_link(repo, tmp
     assert res.code == 2, (res.code, res.err)
     assert "cannot write the profile" in res.err and "it is a symlink" in res.err, res.err
     assert victim.read_text() == "mine\n"
+
+
+@pytest.mark.feature("LC-03")
+def test_a_config_cannot_name_another_repositorys_shared_store(repo, tmp_path):
+    """The shared stores under `~/.vx` are each one repository's. A hostile `vx.workspace.json`
+    names another repository's store as its `cacheDir`: before, vx read its entries and saved
+    into it; now the config is refused (exit 2, naming the field) and the store is untouched."""
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    other = home / ".vx" / "0123456789abcdef" / "cache"
+    other.mkdir(parents=True, mode=0o700)
+    one_package(repo)
+    repo.write({"vx.workspace.json": {"cacheDir": str(other)}}).commit()
+    res = repo.vx("run", "build", env={"HOME": str(home), "VX_SHARED_STORE": "1"})
+    assert res.code == 2, (res.code, res.err)
+    assert "cacheDir" in res.err and "shared store" in res.err, res.err
+    assert listing(other) == {}

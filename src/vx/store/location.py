@@ -38,8 +38,25 @@ def cache_dir(
         return path
     path = Path(os.path.abspath(path))
     _refuse_inside_sources(path, ws, source, field)
+    if field:
+        _refuse_shared_stores(path, host_env, source)
     refuse_linked_state(ws.root, path)
     return path
+
+
+def _refuse_shared_stores(path: Path, host_env: Mapping[str, str], source: str) -> None:
+    """A workspace config may not name a cache dir among the shared stores (`~/.vx`): each is
+    one repository's, and a config naming another's would read and write its entries."""
+    home = host_env.get("HOME") or os.path.expanduser("~")
+    stores = os.path.realpath(os.path.join(home, ".vx"))
+    if home != "~" and Path(os.path.realpath(path)).is_relative_to(stores):
+        raise ConfigError(
+            f"cacheDir {path} lies in {stores}, where vx keeps each repository's shared store",
+            file=source,
+            field="cacheDir",
+            hint="leave cacheDir out to use this repository's own shared store, or name a"
+            " directory of the workspace's (e.g. .vx-cache)",
+        )
 
 
 # What vx itself keeps in a workspace. A repository can commit any of these as a symlink (`.vx ->
