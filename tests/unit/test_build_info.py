@@ -54,12 +54,37 @@ def test_extends_and_comments_are_followed_relative_to_the_file_that_sets_a_path
 def test_the_configs_a_command_line_names(tmp_path):
     project = str(tmp_path)
     (tmp_path / "sub").mkdir()
-    assert _configs(" -b --verbose && node x.js", project) == [(f"{project}/tsconfig.json", True)]
+    assert _configs(" -b --verbose && node x.js", project) == [
+        (f"{project}/tsconfig.json", True, {})
+    ]
     assert _configs(" -p tsconfig.build.json; echo", project) == [
-        (f"{project}/tsconfig.build.json", False)
+        (f"{project}/tsconfig.build.json", False, {})
     ]
     assert _configs(" --build sub other.json", project) == [
-        (f"{project}/sub/tsconfig.json", True),
-        (f"{project}/other.json", True),
+        (f"{project}/sub/tsconfig.json", True, {}),
+        (f"{project}/other.json", True, {}),
     ]
-    assert _configs(" --noEmit", project) == [(f"{project}/tsconfig.json", False)]
+    assert _configs(" --noEmit", project) == [(f"{project}/tsconfig.json", False, {})]
+    flags = " --incremental --tsBuildInfoFile .cache/x.tsbuildinfo --outDir out"
+    assert _configs(flags, project) == [
+        (
+            f"{project}/tsconfig.json",
+            False,
+            {
+                "incremental": True,
+                "tsBuildInfoFile": f"{project}/.cache/x.tsbuildinfo",
+                "outDir": f"{project}/out",
+            },
+        )
+    ]
+
+
+@pytest.mark.feature("EX-06")
+def test_the_command_lines_options_win_over_the_tsconfigs(tmp_path):
+    config = write(tmp_path / "tsconfig.json", {"compilerOptions": {"outDir": "dist"}})
+    assert _build_info(config, False) is None
+    assert _build_info(config, False, {"incremental": True}) == str(
+        tmp_path / "dist/tsconfig.tsbuildinfo"
+    )
+    cli = {"incremental": True, "outDir": str(tmp_path / "out")}
+    assert _build_info(config, False, cli) == str(tmp_path / "out/tsconfig.tsbuildinfo")

@@ -197,8 +197,8 @@ def loose_build_infos(root: Path, outputs: OutputSpec, command: str) -> list[tup
     project = os.path.join(root, outputs.project_dir)
     found = []
     for match in _TSC.finditer(command):
-        for config, build in _configs(command[match.end() :], project):
-            info = _build_info(config, build)
+        for config, build, cli in _configs(command[match.end() :], project):
+            info = _build_info(config, build, cli)
             if info is None or not os.path.lexists(info):
                 continue
             rel = os.path.relpath(info, root)
@@ -236,9 +236,10 @@ def remove_loose_build_infos(
     return "\n".join(lines) or None
 
 
-def _configs(words: str, project: str) -> list[tuple[str, bool]]:
+def _configs(words: str, project: str) -> list[tuple[str, bool, dict[str, Any]]]:
     """The tsconfig files a tsc command line builds (`-p X`, `-b [X …]`, else tsconfig.json), each
-    with whether it is a build (`-b`), which always keeps a build info."""
+    with whether it is a build (`-b`, which always keeps a build info) and the options the command
+    line sets that place one (`--incremental`, `--tsBuildInfoFile X`, `--outDir X`, …)."""
     lexer = shlex.shlex(words, posix=True, punctuation_chars=True)
     lexer.whitespace_split = True
     try:
@@ -249,11 +250,18 @@ def _configs(words: str, project: str) -> list[tuple[str, bool]]:
     args = args[:cut]
     build = bool(args) and args[0] in ("-b", "--build")
     named: list[str] = []
+    cli: dict[str, Any] = {}
     i = 0
     while i < len(args):
         arg = args[i]
+        option = arg[2:] if arg.startswith("--") else ""
         if arg in ("-p", "--project") and i + 1 < len(args):
             named.append(args[i + 1])
+            i += 1
+        elif arg in ("-i", "--incremental", "--composite"):
+            cli[option or "incremental"] = True
+        elif option in _PATH_OPTIONS and i + 1 < len(args):
+            cli[option] = os.path.normpath(os.path.join(project, args[i + 1]))
             i += 1
         elif build and not arg.startswith("-") and i > 0:
             named.append(arg)
@@ -261,16 +269,18 @@ def _configs(words: str, project: str) -> list[tuple[str, bool]]:
     out = []
     for name in named or ["."]:
         path = os.path.normpath(os.path.join(project, name))
-        out.append((os.path.join(path, "tsconfig.json") if os.path.isdir(path) else path, build))
+        config = os.path.join(path, "tsconfig.json") if os.path.isdir(path) else path
+        out.append((config, build, cli))
     return out
 
 
-def _build_info(config: str, build: bool) -> str | None:
+def _build_info(config: str, build: bool, cli: dict[str, Any] | None = None) -> str | None:
     """Where tsc keeps the build info of `config` (its rule in getTsBuildInfoEmitOutputFilePath),
     or None when it keeps none or the config cannot be read."""
     options = _options(config, 0)
     if options is None:
         return None
+    options.update(cli or {})
     if not (build or options.get("incremental") or options.get("composite")):
         return None
     if isinstance(options.get("tsBuildInfoFile"), str):
