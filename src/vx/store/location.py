@@ -102,14 +102,15 @@ def refuse_linked_state(root: Path, cache: Path) -> None:
         except OSError:
             continue  # absent: vx makes it, as a directory or file of its own
         if stat.S_ISLNK(st.st_mode):
-            what = f"a symlink to {os.readlink(path)}"
+            what = f"a symlink to {os.readlink(path)}: vx keeps its own state there and never"
+            what += " writes through a link"
         elif path in dirs and not stat.S_ISDIR(st.st_mode):
-            what = "not a directory"
+            what = "not a directory: vx keeps its own state there"
         else:
             continue
         rel = path.relative_to(root).as_posix()
         raise WorkspaceError(
-            f"{rel} is {what}: vx keeps its own state there and never writes through a link",
+            f"{rel} is {what}",
             facts=(f"path: {path}",),
             hint=f"remove it (`rm {rel}`; if git tracks it, `git rm --cached {rel}` and commit);"
             " to keep the cache elsewhere, pass --cache-dir or set VX_CACHE_DIR",
