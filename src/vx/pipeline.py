@@ -21,6 +21,7 @@ from vx.model import (
     CachePolicy,
     CacheStatus,
     RunSummary,
+    ScheduleConfig,
     Status,
     TaskGraph,
     TaskId,
@@ -110,6 +111,7 @@ class Prepared(Struct):
     # runs), and each task that lost an edge -> the dependency it no longer waits for
     keyed_graph: TaskGraph | None = None
     cut: Mapping[TaskId, TaskId] = {}
+    schedule: ScheduleConfig = ScheduleConfig()  # the workspace's `schedule`
 
 
 def prepare(
@@ -270,6 +272,7 @@ def prepare(
         configs,
         keyed_graph,
         cut,
+        ws_config.schedule,
     )
 
 
@@ -459,8 +462,10 @@ def execute(
         early: dict[TaskId, Early] = {}  # filled as they start: a failure midway stops those
         try:
             lockfiles = prep.index.snapshot(None, prep.index.fingerprinted)  # before anything runs
+            with stages("schedule"):
+                priority = _priorities(prep, lane, emit)
             if stopped_by is None and launch_for is None and req.fast_paths:
-                _start_first_wave(prep, lane, emit, early)
+                _start_first_wave(prep, lane, emit, early, priority)
             asyncio = _import_asyncio()  # while the first wave runs
             with stages("run graph"):
                 results, stopped_by, summary = asyncio.run(
@@ -477,6 +482,7 @@ def execute(
                         lockfiles,
                         conclude,
                         on_graph_end,
+                        priority,
                     )
                 )
         except BaseException:
@@ -688,7 +694,20 @@ def record_run(
     try:
         runs.record(str(prep.cache_dir), invocation, rows)
     except (OSError, sqlite3.Error):
-        pass
+        return
+    ran = [r.id for r in summary.results if _history_status(r) == "success"]
+    if prep.schedule.file is not None and ran:
+        from vx.store import timings
+
+        try:
+            timings.write_file(
+                str(prep.ws.root / prep.schedule.file),
+                str(prep.cache_dir),
+                ran,
+                prep.schedule.window,
+            )
+        except (OSError, sqlite3.Error):
+            pass
 
 
 def replay_history(prep: Prepared, req: RunRequest, summary: RunSummary, argv: list[str]) -> list:
@@ -817,6 +836,7 @@ async def _walk(
     lockfiles=None,
     conclude=None,
     on_graph_end=None,
+    priority: Mapping[TaskId, int] | None = None,
 ) -> tuple[dict[TaskId, TaskResult], int | None, RunSummary | None]:
     """The walk, then the persistent tasks' end: the summary when some were kept in the
     foreground (it is told before they are waited for), else None and the caller concludes."""
@@ -858,7 +878,7 @@ async def _walk(
         restore_slots=asyncio.Semaphore(2 * prep.concurrency),
         table=table,
         emit=emit,
-        priority=prep.graph.priority,
+        priority=priority or prep.graph.priority,
         remote=prep.remote,
         launch_for=launch_for,
         observe=observe,
@@ -889,6 +909,7 @@ async def _walk(
             stop=stop,
             settled=lane.results,
             halt=ctx.halt,
+            priority=ctx.priority,
         )
         if ctx.servers:
             from vx.engine import persistent
@@ -914,6 +935,26 @@ async def _walk(
         if ctx.sandbox is not None:  # the network proxy and the sandboxes' temp root
             ctx.sandbox.close()
     return results, (stopped_by[0] if stopped_by else None), summary
+
+
+def _priorities(prep: Prepared, lane, emit: Emit) -> Mapping[TaskId, int]:
+    """The walk's priorities: the expected remaining critical path from the recorded durations
+    of the tasks still to run (`vx.store.timings`), else the dependents count. Read only here,
+    where something is about to execute; whatever goes wrong, the default order runs."""
+    from vx.engine.schedule import priorities
+    from vx.store import timings
+
+    pending = [t for t in prep.graph.order if t not in lane.results]
+    try:
+        weights, warning = timings.expected(
+            str(prep.cache_dir), str(prep.ws.root), prep.schedule, pending
+        )
+        if warning is not None:
+            emit(Notice(warning, level="warning"))
+        return priorities(prep.graph, pending, weights)
+    except Exception as exc:  # never a failed run for an order
+        emit(Notice(f"tasks start in the default order this run: {exc}", level="warning"))
+        return prep.graph.priority
 
 
 def _late(prep: Prepared) -> dict[TaskId, bool]:
@@ -975,7 +1016,13 @@ def _install_signals(table, stop: asyncio.Event, stopped_by: list[int]) -> Calla
     return on_signal
 
 
-def _start_first_wave(prep: Prepared, lane, emit: Emit, early: dict[TaskId, Early]) -> None:
+def _start_first_wave(
+    prep: Prepared,
+    lane,
+    emit: Emit,
+    early: dict[TaskId, Early],
+    priority: Mapping[TaskId, int],
+) -> None:
     """Start the commands the walk would start first, before asyncio is loaded, so that loading it
     overlaps them (docs/optimizations.md #25). Only plain misses qualify: every
     dependency settled by the hit lane, no sandbox, no remote layer that might still serve it; at
@@ -997,7 +1044,7 @@ def _start_first_wave(prep: Prepared, lane, emit: Emit, early: dict[TaskId, Earl
     position = {tid: i for i, tid in enumerate(prep.graph.order)}
     ready = sorted(
         (t for t, n in nodes.items() if t not in settled and all(d in settled for d in n.deps)),
-        key=lambda t: (-prep.graph.priority[t], position[t]),
+        key=lambda t: (-priority[t], position[t]),
     )
     for tid in ready:
         node, plan = nodes[tid], prep.plans[tid]

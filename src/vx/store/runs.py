@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 DB_NAME = "runs.db"
 PENDING = "runs.pending"
-SCHEMA = "2"
+SCHEMA = "3"
 FOLD_AT = 1 << 20  # a pending file this big is folded by the replay that grew it
 KEEP_RUNS = 1000  # invocations kept; older ones and their task rows go
 
@@ -90,6 +90,7 @@ DDL = (
     "CREATE INDEX IF NOT EXISTS runs_run_id ON runs (run_id)",
     "CREATE INDEX IF NOT EXISTS invocations_started_at ON invocations (started_at)",
     "CREATE INDEX IF NOT EXISTS runs_failed_hash ON runs (hash) WHERE status = 'failed'",
+    "CREATE INDEX IF NOT EXISTS runs_executed ON runs (project, task, id) WHERE status = 'success'",
 )
 
 
@@ -420,6 +421,30 @@ def flaky(db, rows: Sequence[dict]) -> set[tuple[str, str]]:
         )
     }
     return {(r["project"], r["task"]) for r in rows if r["hash"] in passed}
+
+
+def durations(db, tasks: Sequence[tuple[str, str]], window: int) -> dict[tuple[str, str], list]:
+    """The durations (ms) of the last `window` runs of each (project, task) that executed and
+    passed, newest first: one index step per task (`runs_executed`), never a scan of the table.
+    Tasks with none are left out."""
+    out = {}
+    query = (
+        "SELECT duration_ms FROM runs WHERE project = ? AND task = ? AND status = 'success'"
+        " ORDER BY id DESC LIMIT ?"
+    )
+    for project, task in tasks:
+        found = [d for (d,) in db.execute(query, (project, task, window))]
+        if found:
+            out[(project, task)] = found
+    return out
+
+
+def executed_tasks(db) -> list[tuple[str, str]]:
+    """Every (project, task) with an executed, passed run on record, sorted (`runs_executed`)."""
+    cur = db.execute(
+        "SELECT DISTINCT project, task FROM runs WHERE status = 'success' ORDER BY 1, 2"
+    )
+    return [(project, task) for project, task in cur]
 
 
 def flaky_on_record(db) -> list[tuple[str, str]]:
