@@ -10,8 +10,6 @@ import sqlite3
 import pytest
 from conftest import npm_workspace
 
-pytestmark = pytest.mark.feature("PL-12")
-
 # slow: a leaf nobody waits for; x: one dependent (y). The dependents count starts x first.
 SHAPE = {"slow": [], "x": [], "y": ["x"]}
 
@@ -46,6 +44,7 @@ def plant(repo, durations):
     db.close()
 
 
+@pytest.mark.feature("PL-12")
 def test_ready_tasks_start_by_the_longest_expected_chain(repo, tmp_path):
     """Issue item: order ready tasks by expected remaining critical path from recorded
     durations (own median plus the longest chain of dependents), not the dependents count."""
@@ -61,6 +60,7 @@ def test_ready_tasks_start_by_the_longest_expected_chain(repo, tmp_path):
     assert order(repo, marks)[0] == ["x", "slow", "y"]
 
 
+@pytest.mark.feature("PL-12")
 def test_history_off_keeps_the_dependents_count(repo, tmp_path):
     marks = tmp_path / "marks"
     workspace(repo, marks, schedule={"history": False})
@@ -69,6 +69,7 @@ def test_history_off_keeps_the_dependents_count(repo, tmp_path):
     assert order(repo, marks)[0][0] == "x"
 
 
+@pytest.mark.feature("PL-12")
 def test_assume_orders_a_cold_start(repo, tmp_path):
     """Issue item: `assume` supplies durations for a cold start (no history yet)."""
     marks = tmp_path / "marks"
@@ -77,6 +78,7 @@ def test_assume_orders_a_cold_start(repo, tmp_path):
     assert order(repo, marks)[0] == ["slow", "x", "y"]
 
 
+@pytest.mark.feature("PL-12")
 def test_a_damaged_history_runs_in_the_default_order_with_one_warning(repo, tmp_path):
     """Issue item: fails open — an unreadable history is today's order, never a failed run."""
     marks = tmp_path / "marks"
@@ -93,6 +95,7 @@ def test_a_damaged_history_runs_in_the_default_order_with_one_warning(repo, tmp_
     assert "unreadable" not in res.err and again[0] == "x"
 
 
+@pytest.mark.feature("PL-12")
 def test_a_fully_cached_run_reads_no_history(repo, tmp_path):
     """Reading history costs nothing when everything replays: with the history damaged, a run
     of hits says nothing about it — neither the receipt's replay nor a planned run whose hit
@@ -114,6 +117,7 @@ def test_a_fully_cached_run_reads_no_history(repo, tmp_path):
     assert "unreadable" not in res.err
 
 
+@pytest.mark.feature("PL-12")
 def test_the_timings_file_carries_the_order_to_a_runner_with_no_history(repo, tmp_path):
     """Issue item: `file` carries timings between CI runners: written at a run's end, read
     by a checkout with an empty cache."""
@@ -129,6 +133,7 @@ def test_the_timings_file_carries_the_order_to_a_runner_with_no_history(repo, tm
     assert res_order == ["slow", "x", "y"], res.err
 
 
+@pytest.mark.feature("PL-12")
 def test_vx_history_shows_each_tasks_expected_duration(repo, tmp_path):
     """Issue item: the `vx history` verb, with `--format json`."""
     marks = tmp_path / "marks"
@@ -165,6 +170,7 @@ def test_vx_history_shows_each_tasks_expected_duration(repo, tmp_path):
     assert bad.code == 2 and "--window=0" in bad.err and "Traceback" not in bad.err
 
 
+@pytest.mark.feature("PL-12")
 def test_vx_history_with_nothing_on_record(repo):
     repo.write(npm_workspace({"a": {"tasks": {"build": {"exec": {"command": "true"}}}}})).commit()
     res = repo.vx("history", "--format=json")
@@ -172,6 +178,7 @@ def test_vx_history_with_nothing_on_record(repo):
     assert "no executed task on record" in repo.vx("history").out
 
 
+@pytest.mark.feature("PL-12")
 def test_a_bad_schedule_config_names_the_field(repo):
     repo.write(npm_workspace({"a": {"tasks": {"build": {"exec": {"command": "true"}}}}}))
     repo.write({"vx.workspace.json": {"schedule": {"assume": {"build": "slow"}}}}).commit()

@@ -26,8 +26,6 @@ from vx.model import (
 from vx.plan.graph import _dependent_counts
 from vx.store import runs, timings
 
-pytestmark = pytest.mark.feature("PL-12")
-
 
 def graph(edges: dict[str, list[str]]) -> TaskGraph:
     """Tasks of one project, `name -> its dependencies`; order by name, dependencies first."""
@@ -55,6 +53,7 @@ def t(name: str) -> TaskId:
     return TaskId("p", name)
 
 
+@pytest.mark.feature("PL-12")
 def test_a_path_is_its_own_duration_plus_the_longest_chain_below():
     g = graph({"a": [], "b": ["a"], "c": ["a"], "d": ["c"]})
     w = {t("a"): 1.0, t("b"): 10.0, t("c"): 2.0, t("d"): 3.0}
@@ -62,6 +61,7 @@ def test_a_path_is_its_own_duration_plus_the_longest_chain_below():
     assert path == {t("a"): 11.0, t("b"): 10.0, t("c"): 5.0, t("d"): 3.0}
 
 
+@pytest.mark.feature("PL-12")
 def test_only_tasks_still_to_run_count():
     """A dependent that is not pending (settled, or cut from the run) adds nothing."""
     g = graph({"a": [], "b": ["a"], "c": []})
@@ -69,6 +69,7 @@ def test_only_tasks_still_to_run_count():
     assert critical_path(g, [t("a"), t("c")], w) == {t("a"): 1.0, t("c"): 1.0}
 
 
+@pytest.mark.feature("PL-12")
 def test_a_slow_leaf_outranks_a_task_with_many_fast_dependents():
     """Where the dependents count picks badly: `hub` has three dependents, `slow` none."""
     g = graph({"hub": [], "x": ["hub"], "y": ["hub"], "z": ["hub"], "slow": []})
@@ -78,11 +79,13 @@ def test_a_slow_leaf_outranks_a_task_with_many_fast_dependents():
     assert prio[t("slow")] > prio[t("hub")]
 
 
+@pytest.mark.feature("PL-12")
 def test_no_weights_keep_the_dependents_count():
     g = graph({"a": [], "b": ["a"]})
     assert priorities(g, g.order, {}) is g.priority
 
 
+@pytest.mark.feature("PL-12")
 def test_equal_paths_go_to_the_task_with_more_dependents():
     g = graph({"a": [], "b": ["a"], "c": []})
     w = {t("a"): 0.0, t("b"): 5.0, t("c"): 5.0}  # a's path 5 = c's path 5
@@ -112,6 +115,7 @@ def weighted_graphs(draw):
     return g, weights, [tid for tid in g.order if tid in closed]
 
 
+@pytest.mark.feature("PL-12")
 @settings(max_examples=200, deadline=None)
 @given(weighted_graphs())
 def test_the_ordering_is_a_valid_topological_priority(case):
@@ -125,6 +129,7 @@ def test_the_ordering_is_a_valid_topological_priority(case):
                 assert prio[dep] > prio[tid]
 
 
+@pytest.mark.feature("PL-12")
 @settings(max_examples=100, deadline=None)
 @given(weighted_graphs())
 def test_the_path_is_the_longest_chain_of_weights(case):
@@ -140,6 +145,7 @@ def test_the_path_is_the_longest_chain_of_weights(case):
         assert path[tid] == pytest.approx(longest(tid))
 
 
+@pytest.mark.feature("PL-12")
 def test_the_walk_serves_the_priorities_it_is_given():
     """One slot: ready tasks start by the priorities passed to the walk, not the graph's."""
     g = graph({"hub": [], "x": ["hub"], "slow": []})
@@ -200,6 +206,7 @@ def history(tmp_path, rows):
     db.close()
 
 
+@pytest.mark.feature("PL-12")
 def test_the_expected_duration_is_the_median_of_the_window(tmp_path):
     history(
         tmp_path,
@@ -210,6 +217,7 @@ def test_the_expected_duration_is_the_median_of_the_window(tmp_path):
     assert found == {t("a"): 2.0}
 
 
+@pytest.mark.feature("PL-12")
 def test_assume_seeds_what_nothing_recorded_knows(tmp_path):
     history(tmp_path, [("p", "a", "success", 10.0)])
     cfg = ScheduleConfig(assume={"p#b": 700, "c": 300, "a": 99999})
@@ -221,16 +229,19 @@ def test_assume_seeds_what_nothing_recorded_knows(tmp_path):
     assert weights == {t("a"): 10.0, t("b"): 700.0, t("c"): 300.0, t("d"): 10.0}
 
 
+@pytest.mark.feature("PL-12")
 def test_nothing_known_means_no_weights(tmp_path):
     assert timings.expected(str(tmp_path), str(tmp_path), ScheduleConfig(), [t("a")]) == ({}, None)
 
 
+@pytest.mark.feature("PL-12")
 def test_history_off_reads_nothing(tmp_path):
     (tmp_path / runs.DB_NAME).write_bytes(b"not a database at all" * 100)
     cfg = ScheduleConfig(history=False, assume={"a": 5})
     assert timings.expected(str(tmp_path), str(tmp_path), cfg, [t("a")]) == ({}, None)
 
 
+@pytest.mark.feature("PL-12")
 def test_a_damaged_history_is_one_warning_and_left_for_the_record_to_replace(tmp_path):
     (tmp_path / runs.DB_NAME).write_bytes(b"not a database at all" * 100)
     weights, warning = timings.expected(str(tmp_path), str(tmp_path), ScheduleConfig(), [t("a")])
@@ -238,6 +249,7 @@ def test_a_damaged_history_is_one_warning_and_left_for_the_record_to_replace(tmp
     assert (tmp_path / runs.DB_NAME).read_bytes().startswith(b"not a database")
 
 
+@pytest.mark.feature("PL-12")
 def test_the_timings_file_fills_in_below_the_record_and_gains_this_runs_medians(tmp_path):
     history(tmp_path, [("p", "a", "success", 40.0), ("p", "a", "success", 60.0)])
     path = tmp_path / "timings.json"
@@ -249,6 +261,7 @@ def test_the_timings_file_fills_in_below_the_record_and_gains_this_runs_medians(
     assert json.loads(path.read_text())["tasks"] == {"p#a": 50.0, "p#b": 250.0}
 
 
+@pytest.mark.feature("PL-12")
 def test_an_unreadable_timings_file_is_a_warning(tmp_path):
     (tmp_path / "t.json").write_text("{not json")
     cfg = ScheduleConfig(file="t.json", assume={"a": 5})
@@ -256,6 +269,7 @@ def test_an_unreadable_timings_file_is_a_warning(tmp_path):
     assert weights == {t("a"): 5.0} and "timings file" in (warning or "")
 
 
+@pytest.mark.feature("PL-12")
 def test_the_index_answers_a_tasks_durations(tmp_path):
     """One index step per task, never a scan of every run."""
     history(tmp_path, [("p", "a", "success", 1.0)])
