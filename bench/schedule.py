@@ -219,7 +219,8 @@ def main() -> int:
 
 def table(results: dict, rounds: int) -> str:
     lines = [
-        "| concurrency | lower bound | vx, history order | vx, dependents count | turbo | load (1 min) before → after |",
+        "| concurrency | lower bound | vx, history order | vx, dependents count | turbo"
+        " | load (1 min) before → after |",
         "|---|---|---|---|---|---|",
     ]
     for c, res in results.items():
