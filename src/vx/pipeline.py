@@ -945,9 +945,10 @@ def _priorities(prep: Prepared, lane, emit: Emit) -> Mapping[TaskId, int]:
     from vx.store import timings
 
     pending = [t for t in prep.graph.order if t not in lane.results]
+    commands = [t for t in pending if not prep.graph.nodes[t].is_group]  # a group takes no time
     try:
         weights, warning = timings.expected(
-            str(prep.cache_dir), str(prep.ws.root), prep.schedule, pending
+            str(prep.cache_dir), str(prep.ws.root), prep.schedule, commands
         )
         if warning is not None:
             emit(Notice(warning, level="warning"))
