@@ -185,3 +185,39 @@ def test_a_bad_schedule_config_names_the_field(repo):
     res = repo.vx("run", "build")
     assert res.code == 2 and "schedule.assume.build" in res.err and "integer" in res.err, res.err
     assert "Traceback" not in res.err
+
+
+@pytest.mark.feature("PL-12")
+def test_the_history_order_as_the_plugins_schedule_hook(repo, tmp_path):
+    """Issue item: the ordering as the first-party plugin's `schedule` hook — with
+    `vx.plugins.schedule_history` declared, its options order the run (`assume` on a cold
+    start, then the record), and a damaged history is one warning from the plugin."""
+    marks = tmp_path / "marks"
+    workspace(repo, marks)
+    options = {"assume": {"slow#build": 60000}, "file": "t.json"}
+    plugin = {"name": "vx.plugins.schedule_history", "options": options}
+    repo.write({"vx.workspace.json": {"plugins": [plugin]}}).commit()
+    assert order(repo, marks)[0] == ["slow", "x", "y"]  # assume, nothing on record
+    assert set(json.loads((repo.root / "t.json").read_text())["tasks"]) == {
+        "slow#build",
+        "x#build",
+        "y#build",
+    }  # the run wrote the plugin's timings file
+    plant(repo, {"slow": 10, "x": 100, "y": 9000})
+    assert order(repo, marks)[0] == ["x", "slow", "y"]  # the record: x's chain is longest
+    (repo.root / ".vx" / "cache" / "runs.db").write_bytes(b"this is no database " * 200)
+    seen, res = order(repo, marks)
+    assert res.err.count("run history is unreadable") == 1, res.err
+    assert "plugin 'vx.plugins.schedule_history'" in res.err
+    assert seen == ["x", "slow", "y"]  # the record unreadable: the timings file answers
+
+
+@pytest.mark.feature("PL-12")
+def test_the_plugins_options_are_checked(repo, tmp_path):
+    marks = tmp_path / "marks"
+    workspace(repo, marks)
+    plugin = {"name": "vx.plugins.schedule_history", "options": {"window": 0}}
+    repo.write({"vx.workspace.json": {"plugins": [plugin]}}).commit()
+    res = repo.vx("run", "build", "--all")
+    assert res.code == 2 and "window" in res.err and "1..1000" in res.err, res.err
+    assert "Traceback" not in res.err

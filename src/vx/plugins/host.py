@@ -71,13 +71,15 @@ class PluginError(VxError):
 
 class TaskView(Struct, frozen=True):
     """A task as hooks see it: `id` is `project#task`, `dir` its project's directory relative to
-    the workspace root, `command` what runs (None for a group)."""
+    the workspace root, `command` what runs (None for a group), `deps` the ids of the tasks it
+    waits for."""
 
     id: str
     project: str
     task: str
     dir: str
     command: str | None
+    deps: tuple[str, ...] = ()
 
 
 class Context:
@@ -496,7 +498,8 @@ def task_view(node: TaskNode, plan: TaskPlan | None) -> TaskView:
     command = plan.command if plan is not None else None
     if command is None and node.config.exec is not None:
         command = node.config.exec.command
-    return TaskView(str(node.id), node.id.package, node.id.task, node.project_dir, command)
+    deps = tuple(str(d) for d in node.deps)
+    return TaskView(str(node.id), node.id.package, node.id.task, node.project_dir, command, deps)
 
 
 def _failed(plugin: str, hook: str, exc: BaseException) -> PluginError:
