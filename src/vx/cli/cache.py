@@ -49,7 +49,7 @@ def cache_verb(args: Args, env: Mapping[str, str], say) -> int:
         _parsed("--max-size", args.max_size, parse_size, "64KB, 500MB, 10G"),
     )
     fmt = one_of("--format", args.format, ("text", "json"), "text")
-    pruned = _prune_workspace(Path(os.getcwd()), retention, args.cache_dir, args.dry_run, env, say)
+    pruned = prune_workspace(Path(os.getcwd()), retention, args.cache_dir, args.dry_run, env, say)
     if pruned is None:
         return 0
     sys.stdout.write((_json(pruned) if fmt == "json" else _text(pruned)) + "\n")
@@ -65,7 +65,7 @@ def _parsed(flag: str, value: str | None, parse, examples: str):
     return parsed
 
 
-def _prune_workspace(
+def prune_workspace(
     cwd: Path,
     retention: Retention,
     cache_flag: str | None,
@@ -106,27 +106,29 @@ def _prune_workspace(
 
 
 def _json(p: Pruned) -> str:
-    return json.dumps(
-        {
-            "dryRun": p.dry_run,
-            "evicted": [
-                {
-                    "key": r.key,
-                    "taskId": r.task_id,
-                    "bytes": r.size_bytes,
-                    "accessedAt": r.accessed_at,
-                }
-                for r in p.evicted
-            ],
-            "bytesFreed": p.bytes_freed,
-            "orphans": p.orphans,
-            "orphanBytes": p.orphan_bytes,
-            "phantoms": p.phantoms,
-            "kept": p.kept,
-            "keptBytes": p.kept_bytes,
-        },
-        indent=2,
-    )
+    return json.dumps(pruned_data(p), indent=2)
+
+
+def pruned_data(p: Pruned) -> dict:
+    """What `--format json` prints: what went (or would), what was swept and what is kept."""
+    return {
+        "dryRun": p.dry_run,
+        "evicted": [
+            {
+                "key": r.key,
+                "taskId": r.task_id,
+                "bytes": r.size_bytes,
+                "accessedAt": r.accessed_at,
+            }
+            for r in p.evicted
+        ],
+        "bytesFreed": p.bytes_freed,
+        "orphans": p.orphans,
+        "orphanBytes": p.orphan_bytes,
+        "phantoms": p.phantoms,
+        "kept": p.kept,
+        "keptBytes": p.kept_bytes,
+    }
 
 
 def _text(p: Pruned) -> str:
