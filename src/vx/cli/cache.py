@@ -44,16 +44,23 @@ def refuse_subcommand(word: str) -> UsageError:
 
 def cache_verb(args: Args, env: Mapping[str, str], say) -> int:
     """`vx cache prune` with its parsed flags."""
-    retention = Retention(
-        _parsed("--older-than", args.older_than, parse_duration, "45s, 90m, 12h, 30d, 2w"),
-        _parsed("--max-size", args.max_size, parse_size, "64KB, 500MB, 10G"),
-    )
+    retention = retention_of(args.older_than, args.max_size)
     fmt = one_of("--format", args.format, ("text", "json"), "text")
     pruned = prune_workspace(Path(os.getcwd()), retention, args.cache_dir, args.dry_run, env, say)
     if pruned is None:
         return 0
     sys.stdout.write((_json(pruned) if fmt == "json" else _text(pruned)) + "\n")
     return 0
+
+
+def retention_of(
+    older_than: str | None, max_size: str | None, names=("--older-than", "--max-size")
+):
+    """The limits `--older-than` and `--max-size` give (`names` spell them in a refusal)."""
+    return Retention(
+        _parsed(names[0], older_than, parse_duration, "45s, 90m, 12h, 30d, 2w"),
+        _parsed(names[1], max_size, parse_size, "64KB, 500MB, 10G"),
+    )
 
 
 def _parsed(flag: str, value: str | None, parse, examples: str):
