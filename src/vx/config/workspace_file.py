@@ -39,6 +39,7 @@ WORKSPACE = Level(
             "rules",
             "sandbox",
             "migrated",
+            "cacheScope",
         }
     ),
     foreign={
@@ -53,7 +54,7 @@ WORKSPACE = Level(
         "packages": "members are read from package.json `workspaces` or pnpm-workspace.yaml",
         "workspaces": "members are read from package.json `workspaces` or pnpm-workspace.yaml",
     },
-    unsupported={k: _NOT_YET_WS for k in ("plugins", "cacheScope")},
+    unsupported={k: _NOT_YET_WS for k in ("plugins",)},
 )
 
 RULES = Level(
@@ -110,7 +111,20 @@ def validate_workspace(data: Any, file: str) -> WorkspaceConfig:
         if "sandbox" in obj
         else True,
         migrated=_migrated(obj["migrated"], at.key("migrated")) if "migrated" in obj else None,
+        cache_scope=_cache_scope(obj["cacheScope"], at.key("cacheScope"))
+        if "cacheScope" in obj
+        else None,
     )
+
+
+def _cache_scope(value: Any, at: At) -> str:
+    from vx.store.policy import scope_problem
+
+    scope = _string(value, at)
+    problem = scope_problem(scope)
+    if problem:
+        at.refuse(f"`cacheScope` {problem}", hint="trusted, read-only, or a name such as pr-42")
+    return scope
 
 
 def _migrated(value: Any, at: At) -> str:
