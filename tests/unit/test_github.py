@@ -212,3 +212,29 @@ def test_the_cache_scope_follows_the_ref(tmp_path, env, event, scope):
         full["GITHUB_EVENT_PATH"] = str(payload)
     assert github.cache_scope(full) == scope
     assert github.cache_scope(env) is None  # off Actions
+
+
+@pytest.mark.feature("PL-10")
+def test_options_are_checked_and_the_scope_fills_only_an_unset_one(api, tmp_path):
+    """Every run remembered and explained: the integration's options are refused by name when
+    wrong; its scope goes into a workspace config that sets none; a finished run reports both."""
+    assert github.options_of({"title": "CI"}).title == "CI"
+    assert (
+        github.options_of({"checks": "yes"}) == 'option `checks` must be true or false, got "yes"'
+    )
+    assert github.options_of({"check": True}).startswith("unknown option `check` (known: ")
+    env = {**ACTIONS, "GITHUB_REF": "refs/pull/3/merge"}
+    options = github.options_of({})
+    assert github.scoped({"concurrency": 2}, env, options) == {
+        "concurrency": 2,
+        "cacheScope": "pr-3",
+    }
+    assert github.scoped({"cacheScope": "read-only"}, env, options) == {"cacheScope": "read-only"}
+    off = github.options_of({"cacheScope": False})
+    assert github.scoped({}, env, off) == {}
+    target = tmp_path / "step.md"
+    full = env_for(api, GITHUB_STEP_SUMMARY=str(target))
+    assert (
+        github.finished(run(result("a#b")), full, github.options_of({"checkName": "build"})) == []
+    )
+    assert api.requests[0]["body"]["name"] == "build" and "| `a#b` |" in target.read_text()

@@ -22,6 +22,8 @@ import re
 import time
 from typing import Callable, Mapping
 
+from msgspec import Struct
+
 from vx import __version__
 from vx.model import RunSummary, Status
 from vx.report.summary import markdown
@@ -225,3 +227,56 @@ def _event(env: Mapping[str, str]) -> dict:
     except (OSError, ValueError):
         return {}
     return event if isinstance(event, dict) else {}
+
+
+# ---------------------------------------------------------------- the integration
+
+
+class GitHubOptions(Struct, frozen=True):
+    """What a workspace asks of the integration (`summaryFile`, `title`, `checks`, `checkName`,
+    `cacheScope`), each with its default."""
+
+    summary_file: str | None = None  # default: $GITHUB_STEP_SUMMARY
+    title: str = DEFAULT_TITLE
+    checks: bool = True  # a check run, when GITHUB_TOKEN is set
+    check_name: str = DEFAULT_CHECK
+    cache_scope: bool = True  # the run's cacheScope from its ref
+
+
+_OPTIONS = {
+    "summaryFile": ("summary_file", str),
+    "title": ("title", str),
+    "checks": ("checks", bool),
+    "checkName": ("check_name", str),
+    "cacheScope": ("cache_scope", bool),
+}
+
+
+def options_of(raw: Mapping[str, object]) -> GitHubOptions | str:
+    """The options, or what is wrong with them."""
+    fields: dict[str, object] = {}
+    for name, value in raw.items():
+        if name not in _OPTIONS:
+            return f"unknown option `{name}` (known: {', '.join(_OPTIONS)})"
+        field, kind = _OPTIONS[name]
+        if not isinstance(value, kind) or (kind is str and not value):
+            what = "a non-empty string" if kind is str else "true or false"
+            return f"option `{name}` must be {what}, got {json.dumps(value)}"
+        fields[field] = value
+    return GitHubOptions(**fields)  # type: ignore[arg-type]
+
+
+def scoped(ws: dict, env: Mapping[str, str], options: GitHubOptions) -> dict:
+    """The workspace config data with the ref's `cacheScope` when none is set (on Actions)."""
+    scope = cache_scope(env) if options.cache_scope else None
+    if scope is None or "cacheScope" in ws:
+        return ws
+    return {**ws, "cacheScope": scope}
+
+
+def finished(summary: RunSummary, env: Mapping[str, str], options: GitHubOptions) -> list[str]:
+    """Report a finished run to GitHub (off Actions: nothing); the warnings to print."""
+    warnings = [write_job_summary(summary, env, options.title, options.summary_file)]
+    if options.checks:
+        warnings.append(post_check_run(summary, env, options.check_name, options.title))
+    return [w for w in warnings if w]
