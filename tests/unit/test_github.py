@@ -3,10 +3,9 @@ against a loopback server that holds each request to GitHub's documented shape, 
 scope a run on Actions gets."""
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from fakes import GitHubApi
 
 from vx.model import CacheStatus, RunSummary, Status, TaskId, TaskResult
 from vx.report import github
@@ -21,44 +20,6 @@ def result(name, status=Status.SUCCESS, cache=CacheStatus.MISS):
 
 def run(*results, code=0):
     return RunSummary("0190-run", tuple(results), 1_700_000_000.0, 1_700_000_003.5, code)
-
-
-class GitHubApi:
-    """A loopback stand-in for the check-runs endpoint: answers each POST with the next status
-    of `statuses` (201 once they run out) and keeps every request it was sent."""
-
-    def __init__(self, statuses=()):
-        self.statuses, self.requests = list(statuses), []
-        api = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                length = int(self.headers["Content-Length"])
-                api.requests.append(
-                    {
-                        "method": self.command,
-                        "path": self.path,
-                        "headers": dict(self.headers),
-                        "body": json.loads(self.rfile.read(length)),
-                    }
-                )
-                status = api.statuses.pop(0) if api.statuses else 201
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.end_headers()
-                self.wfile.write(b'{"id": 1}' if status == 201 else b'{"message": "no"}')
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/api/v3"
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
