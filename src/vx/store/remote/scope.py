@@ -39,3 +39,7 @@ class ScopedLayer:
 
     def close(self) -> None:
         self.inner.close()
+
+    def __getattr__(self, name: str):
+        """A layer's optional parts (a turbo server's `status`) are the inner layer's."""
+        return getattr(self.inner, name)
