@@ -62,5 +62,5 @@ def test_a_scope_reads_its_own_key_first_then_the_trusted_one_and_writes_its_own
 def test_a_scoped_layer_keeps_the_inner_layers_status_check():
     """Every run remembered and explained: a scope does not skip the turbo status check that
     comes before a first upload (the layered store looks for it by name)."""
-    assert getattr(ScopedLayer(WithStatus(), "pr-1"), "status")() == "enabled"
+    assert ScopedLayer(WithStatus(), "pr-1").status() == "enabled"
     assert getattr(ScopedLayer(Memory(), "pr-1"), "status", None) is None
