@@ -36,6 +36,7 @@ TOOLS = {
     "explainCacheKey",
     "getCacheStats",
     "pruneCache",
+    "planInit",
     "getWorkspaceInfo",
 }
 
@@ -53,6 +54,7 @@ def workspace(repo):
         npm_workspace(
             {
                 "lib": {"tasks": {"build": cached(OK)}, "files": {"src/a.js": "1"}},
+                "docs": {},  # scripts only, no vx config: what `vx init` writes one for
                 "app": {
                     "deps": ["lib"],
                     "tasks": {
@@ -74,6 +76,9 @@ def workspace(repo):
                 },
             }
         )
+    )
+    repo.write(
+        {"packages/docs/package.json": {"name": "docs", "scripts": {"build": "node -e 1"}}}
     ).commit()
 
 
@@ -131,6 +136,7 @@ def test_an_sdk_client_lists_calls_and_reads_back_a_run(repo):
         got["stats"] = data(await session.call_tool("getCacheStats", {}))
         got["info"] = data(await session.call_tool("getWorkspaceInfo", {}))
         got["prune"] = data(await session.call_tool("pruneCache", {"dryRun": True}))
+        got["init"] = data(await session.call_tool("planInit", {}))
         got["bad"] = await session.call_tool("getRunHistory", {"limit": "5"})
         got["bad_bool"] = await session.call_tool("runTasks", {"tasks": ["build"], "force": 1})
         got["unknown_arg"] = await session.call_tool("listTasks", {"projects": "app"})
@@ -189,6 +195,8 @@ def test_an_sdk_client_lists_calls_and_reads_back_a_run(repo):
     assert got["stats"]["entries"] >= 2 and got["stats"]["recentRuns"]["runs"] == 2
     assert got["info"]["info"]["root"] == str(repo.root)
     assert got["prune"]["pruned"] is True and got["prune"]["dryRun"] is True
+    assert "packages/docs/vx.config.json" in got["init"]["files"] + got["init"]["notes"]
+    assert "would write 1 config file" in got["init"]["notes"]
 
     for bad, words in (
         (got["bad"], 'arguments.limit: expected an integer, got string "5"'),

@@ -200,8 +200,8 @@ MCP_HELP = """usage: vx mcp
 A Model Context Protocol server on stdin and stdout (JSON-RPC 2.0, one message a line), for an
 agent or editor started in the workspace. Its tools: listTasks, getConfig, planTasks, runTasks,
 getRunHistory, getFailures, getTaskLog, whyDidThisRerun, explainCacheKey, getCacheStats,
-pruneCache, getWorkspaceInfo. Only protocol messages go to stdout; vx's and the tasks' output
-goes to stderr or into a tool's result. Ends when stdin does.
+pruneCache, planInit, getWorkspaceInfo. Only protocol messages go to stdout; vx's and the
+tasks' output goes to stderr or into a tool's result. Ends when stdin does.
 """
 
 COMPLETIONS_HELP = """usage: vx completions bash|zsh|fish

@@ -1,7 +1,7 @@
 """The tools `vx mcp` offers, each a thin reader over a verb's own code: `vx show` (listTasks,
 getConfig), `vx run --dry=json` (planTasks), `vx run` (runTasks), `vx last` (getRunHistory,
 getFailures, getTaskLog), `vx why` (whyDidThisRerun, explainCacheKey), `vx info`
-(getWorkspaceInfo, getCacheStats) and `vx cache prune` (pruneCache).
+(getWorkspaceInfo, getCacheStats), `vx cache prune` (pruneCache) and `vx init --dry` (planInit).
 
 Arguments are checked against the tool's inputSchema and never coerced: `"5"` is no integer and
 `1` no boolean. Every string a tool returns is masked for the values of the server's secret
@@ -314,6 +314,13 @@ class Tools:
             return {"pruned": False, "notes": notes}
         return {"pruned": True, **pruned_data(pruned), "notes": notes}
 
+    def plan_init(self, a: dict) -> dict:
+        words = ["init", "--dry", *(f"--{n}" for n in ("force", "cache") if a.get(n))]
+        code, out, err = self._vx(words)
+        if code != 0:
+            raise _refused(code, err)
+        return {"files": out, "notes": err}
+
     def get_workspace_info(self, a: dict) -> dict:
         from vx.cli.info import info_rows
 
@@ -535,6 +542,15 @@ def _tools(t: Tools) -> list[Tool]:
             ),
             t.prune_cache,
             read_only=False,
+        ),
+        Tool(
+            "planInit",
+            "Plan vx init",
+            "The vx.config.json files `vx init` would write from each package's scripts, written "
+            "nowhere (as `vx init --dry`); force: replace existing configs; cache: the cache "
+            "blocks on.",
+            _object({"force": {"type": "boolean"}, "cache": {"type": "boolean"}}),
+            t.plan_init,
         ),
         Tool(
             "getWorkspaceInfo",
