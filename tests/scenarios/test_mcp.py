@@ -141,6 +141,7 @@ def test_an_sdk_client_lists_calls_and_reads_back_a_run(repo):
         got["bad_bool"] = await session.call_tool("runTasks", {"tasks": ["build"], "force": 1})
         got["unknown_arg"] = await session.call_tool("listTasks", {"projects": "app"})
         got["no_task"] = await session.call_tool("getTaskLog", {"task": "app#nope"})
+        got["unknown_task"] = await session.call_tool("runTasks", {"tasks": ["app#deploy"]})
         got["after"] = data(await session.call_tool("listTasks", {"project": "app"}))
         return got
 
@@ -203,6 +204,7 @@ def test_an_sdk_client_lists_calls_and_reads_back_a_run(repo):
         (got["bad_bool"], "arguments.force: expected a boolean, got integer 1"),
         (got["unknown_arg"], "unknown argument `projects`"),
         (got["no_task"], "`app#nope` is not a task of run"),
+        (got["unknown_task"], "package `app` has no task `deploy`"),
     ):
         assert bad.is_error and words in bad.content[0].text, bad.content[0].text
     assert [p["name"] for p in got["after"]["projects"]] == ["app"]  # the server lived on
