@@ -197,21 +197,20 @@ class Tools:
                 raise _refused(code, err) from None
         report = self._report(run_id)
         return {
+            **report,
             "ok": code == 0,
             "exitCode": code,
-            **report,
             "output": _tail(out + err, OUTPUT_TAIL),
         }
 
     def get_run_history(self, a: dict) -> dict:
-        from vx.cli.last import invocation
         from vx.store import runs
 
         with _history(self) as db:
             listed = (
                 runs.invocations(db, a.get("limit", 10), a.get("failedOnly", False)) if db else []
             )
-        return {"runs": [invocation(r) for r in listed]}
+        return {"runs": [runs.invocation_record(r) for r in listed]}
 
     def get_failures(self, a: dict) -> dict:
         report = self._report(a.get("run"), failed="run" not in a)
@@ -330,7 +329,7 @@ class Tools:
 
     def _report(self, prefix: str | None, failed: bool = False) -> dict:
         """`vx last --format json` for the run `prefix` names (the latest, or latest failed)."""
-        from vx.cli.last import pick, run_report
+        from vx.cli.last import pick
         from vx.store import runs
 
         with _history(self) as db:
@@ -338,7 +337,7 @@ class Tools:
             if run is None:
                 return {"run": None, "tasks": [], "rerun": None}
             rows = runs.task_rows(db, run["run_id"])
-            return run_report(run, rows, runs.flaky(db, rows))
+            return runs.run_record(run, rows, runs.flaky(db, rows))
 
     def _vx(self, words: list[str]) -> tuple[int, str, str]:
         """Run `vx WORDS` in the server's directory: (exit code, stdout, stderr). Its stdin is
