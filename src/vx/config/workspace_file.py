@@ -33,8 +33,6 @@ from vx.model import (
 # ---------------------------------------------------------------- object levels
 
 
-_NOT_YET_WS = "remove it; the defaults apply in this version"
-
 WORKSPACE = Level(
     "the workspace config",
     frozenset(
@@ -48,6 +46,7 @@ WORKSPACE = Level(
             "rules",
             "sandbox",
             "migrated",
+            "cacheScope",
             "schedule",
             "plugins",
         }
@@ -64,7 +63,6 @@ WORKSPACE = Level(
         "packages": "members are read from package.json `workspaces` or pnpm-workspace.yaml",
         "workspaces": "members are read from package.json `workspaces` or pnpm-workspace.yaml",
     },
-    unsupported={"cacheScope": _NOT_YET_WS},
 )
 
 RULES = Level(
@@ -121,6 +119,9 @@ def validate_workspace(data: Any, file: str) -> WorkspaceConfig:
         if "sandbox" in obj
         else True,
         migrated=_migrated(obj["migrated"], at.key("migrated")) if "migrated" in obj else None,
+        cache_scope=_cache_scope(obj["cacheScope"], at.key("cacheScope"))
+        if "cacheScope" in obj
+        else None,
         plugins=_plugins(obj["plugins"], at.key("plugins")) if "plugins" in obj else (),
         schedule=_schedule(obj["schedule"], at.key("schedule"))
         if "schedule" in obj
@@ -167,6 +168,16 @@ def _schedule(value: Any, at: At) -> ScheduleConfig:
         assume=assume,
         file=file,
     )
+
+
+def _cache_scope(value: Any, at: At) -> str:
+    from vx.store.policy import scope_problem
+
+    scope = _string(value, at)
+    problem = scope_problem(scope)
+    if problem:
+        at.refuse(f"`cacheScope` {problem}", hint="trusted, read-only, or a name such as pr-42")
+    return scope
 
 
 PLUGIN = Level("a plugin entry", frozenset({"name", "options"}))
