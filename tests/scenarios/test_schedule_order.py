@@ -221,3 +221,29 @@ def test_the_plugins_options_are_checked(repo, tmp_path):
     res = repo.vx("run", "build", "--all")
     assert res.code == 2 and "window" in res.err and "1..1000" in res.err, res.err
     assert "Traceback" not in res.err
+
+
+@pytest.mark.feature("PL-12")
+def test_the_plugin_holds_a_task_whose_memory_would_not_fit(repo, tmp_path):
+    """Issue item (optional part): the plugin's `admit` packs memory reservations against a
+    budget — two tasks reserving 700 MB each under a 1G budget never run at once, though two
+    slots are free. Each task marks its start and its end; a held task starts after the other
+    ended, so the marks come in pairs."""
+    marks = tmp_path / "marks"
+    step = f"echo start-$N >> {marks} && sleep 0.3 && echo end-$N >> {marks}"
+    packages = {
+        name: {"tasks": {"build": {"exec": {"command": f"N={name}; {step}"}}}}
+        for name in ("a", "b", "c")
+    }
+    plugin = {
+        "name": "vx.plugins.schedule_history",
+        "options": {"memory": "1G", "reservations": {"build": "700MB"}},
+    }
+    repo.write(npm_workspace(packages))
+    repo.write({"vx.workspace.json": {"plugins": [plugin]}}).commit()
+    res = repo.vx("run", "build", "--all", "--concurrency=2")
+    assert res.code == 0, res.err
+    seen = marks.read_text().split()
+    assert len(seen) == 6
+    for start, end in zip(seen[::2], seen[1::2]):
+        assert start.startswith("start-") and end == "end-" + start[len("start-") :], seen

@@ -281,3 +281,91 @@ def test_the_index_answers_a_tasks_durations(tmp_path):
     ).fetchall()
     db.close()
     assert any("runs_executed" in row[-1] for row in plan), plan
+
+
+# ---------------------------------------------------------------- memory reservations
+
+
+@pytest.mark.feature("PL-12")
+def test_a_reservation_is_the_highest_peak_with_a_margin_in_whole_steps(tmp_path):
+    mib = 1 << 20
+    assert timings.reservation(100 * mib) == 128 * mib  # 125 MiB up to two steps
+    assert timings.reservation(256 * mib) == 320 * mib  # exactly 320
+    history(tmp_path, [("p", "a", "success", 1.0)] * 3)
+    db = sqlite3.connect(tmp_path / runs.DB_NAME)
+    with db:
+        ids = [i for (i,) in db.execute("SELECT id FROM runs ORDER BY id")]
+        for i, peak in zip(ids, (900 * mib, 100 * mib, 200 * mib)):
+            db.execute("UPDATE runs SET peak_rss_bytes = ? WHERE id = ?", (peak, i))
+    db.close()
+    assert timings.reservations(str(tmp_path), [t("a"), t("b")], 2) == {t("a"): 256 * mib}
+    assert timings.reservations(str(tmp_path), [t("a")], 3) == {t("a"): 1152 * mib}
+
+
+@pytest.mark.feature("PL-12")
+def test_a_task_is_admitted_while_the_running_reservations_leave_room():
+    assert timings.admits(300, [300, 300], 1000)
+    assert not timings.admits(500, [300, 300], 1000)
+    assert timings.admits(0, [1000], 1000)  # nothing reserved: never held
+
+
+@pytest.mark.feature("PL-12")
+def test_the_memory_budget_is_capped_by_the_tightest_cgroup(tmp_path):
+    from vx.plan.environment import memory_budget
+
+    proc = tmp_path / "cgroup"
+    proc.write_text("4:memory:/a/b\n0::/x\n")
+    (tmp_path / "fs" / "memory" / "a" / "b").mkdir(parents=True)
+    (tmp_path / "fs" / "memory" / "a" / "memory.limit_in_bytes").write_text("3000000000\n")
+    (tmp_path / "fs" / "memory" / "a" / "b" / "memory.limit_in_bytes").write_text("9" * 19)
+    (tmp_path / "fs" / "unified" / "x").mkdir(parents=True)
+    (tmp_path / "fs" / "unified" / "x" / "memory.max").write_text("max\n")
+    assert memory_budget(cgroup_root=tmp_path / "fs", proc_cgroup=proc) == 3000000000
+    proc.write_text("0::/\n")
+    whole = memory_budget(cgroup_root=tmp_path / "fs", proc_cgroup=proc)
+    assert whole == memory_budget(cgroup_root=tmp_path / "none", proc_cgroup=tmp_path / "none")
+
+
+@pytest.mark.feature("PL-12")
+def test_the_plugins_admit_packs_reservations_against_its_budget(tmp_path):
+    from vx.plugins.host import TaskView
+    from vx.plugins.schedule_history import plugin
+
+    class Ctx:
+        root = tmp_path
+        env: dict = {}
+        warnings: list = []
+
+        def warn(self, message):
+            self.warnings.append(message)
+
+    hooks = plugin({"memory": "1G", "reservations": {"p#c": "700MB", "b": "100MB"}})
+    history(tmp_path / ".vx" / "cache", [("p", "a", "success", 1.0)])
+    db = sqlite3.connect(tmp_path / ".vx" / "cache" / runs.DB_NAME)
+    with db:
+        db.execute("UPDATE runs SET peak_rss_bytes = ?", (400 << 20,))  # 500 MiB reserved
+    db.close()
+    views = [TaskView(f"p#{n}", "p", n, "p", "true") for n in ("a", "b", "c", "d")]
+    ctx = Ctx()
+    hooks["config"]({}, ctx)
+    hooks["schedule"](views, ctx)
+    admit = hooks["admit"]
+    a, b, c, d = views
+    assert admit(a, [], ctx) and admit(b, ["p#a"], ctx)  # 500 + 100 MiB
+    assert not admit(c, ["p#a"], ctx)  # 500 + 700 MiB > 1 GiB
+    assert admit(c, ["p#b"], ctx)  # 100 + 700 MiB
+    assert admit(d, ["p#a", "p#c"], ctx)  # d has no reservation: never held
+    assert ctx.warnings == []
+
+
+@pytest.mark.feature("PL-12")
+def test_the_plugins_memory_option_is_checked():
+    from vx.errors import VxError
+    from vx.plugins.schedule_history import plugin
+
+    with pytest.raises(VxError) as bad:
+        plugin({"memory": "lots"})
+    assert "memory" in str(bad.value)
+    with pytest.raises(VxError):
+        plugin({"reservations": {"build": 5}})
+    assert "admit" not in plugin({})  # no budget: nothing is held

@@ -134,8 +134,11 @@ SCHEDULE = Level(
     frozenset({"history", "window", "assume", "file"}),
     foreign={"predictive": "in vx it is `history` (on by default)"},
     unsupported={
-        k: "remove it; tasks are not admitted by their resources in this version"
-        for k in ("resources", "memory", "reservations")
+        "resources": "remove it; tasks are not admitted by declared resources in this version",
+        **{
+            k: "memory reservations are options of the vx.plugins.schedule_history plugin"
+            for k in ("memory", "reservations")
+        },
     },
 )
 MAX_WINDOW = 1000  # the history keeps no more runs than this

@@ -439,6 +439,21 @@ def durations(db, tasks: Sequence[tuple[str, str]], window: int) -> dict[tuple[s
     return out
 
 
+def peaks(db, tasks: Sequence[tuple[str, str]], window: int) -> dict[tuple[str, str], int]:
+    """The highest peak RSS (bytes) over the last `window` executed, passed runs of each
+    (project, task) that measured one (`runs_executed`); tasks with none are left out."""
+    out = {}
+    query = (
+        "SELECT MAX(peak_rss_bytes) FROM (SELECT peak_rss_bytes FROM runs WHERE project = ?"
+        " AND task = ? AND status = 'success' ORDER BY id DESC LIMIT ?)"
+    )
+    for project, task in tasks:
+        (peak,) = db.execute(query, (project, task, window)).fetchone()
+        if peak:
+            out[(project, task)] = int(peak)
+    return out
+
+
 def executed_tasks(db) -> list[tuple[str, str]]:
     """Every (project, task) with an executed, passed run on record, sorted (`runs_executed`)."""
     cur = db.execute(

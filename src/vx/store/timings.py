@@ -81,6 +81,42 @@ def recorded(cache_dir: str, tasks: Collection[TaskId], window: int) -> dict[Tas
     return {by_name[k]: median(v) for k, v in found.items()}
 
 
+RESERVE_STEP = 64 << 20  # reservations are whole 64 MiB steps
+RESERVE_MARGIN = 1.25  # above the highest peak on record
+
+
+def reservation(peak_bytes: int) -> int:
+    """The memory a task is expected to need: its highest peak RSS on record with a margin,
+    rounded up to a whole step."""
+    need = int(peak_bytes * RESERVE_MARGIN)
+    return -(-need // RESERVE_STEP) * RESERVE_STEP
+
+
+def reservations(cache_dir: str, tasks: Collection[TaskId], window: int) -> dict[TaskId, int]:
+    """Each task's reservation from its last `window` executed, passed runs; tasks with no
+    measured peak are left out. {} without a history. Raises sqlite3.Error / OSError."""
+    path = os.path.join(cache_dir, runs.DB_NAME)
+    if not os.path.exists(path):
+        return {}
+    import sqlite3
+
+    db = sqlite3.connect(path, timeout=1.0)
+    try:
+        if db.execute("PRAGMA user_version").fetchone()[0] != int(runs.SCHEMA):
+            return {}
+        by_name = {(t.package, t.task): t for t in tasks}
+        found = runs.peaks(db, sorted(by_name), window)
+    finally:
+        db.close()
+    return {by_name[k]: reservation(v) for k, v in found.items()}
+
+
+def admits(need: int, running: Collection[int], budget: int) -> bool:
+    """Whether a task reserving `need` bytes fits beside the reservations `running` hold; one
+    that reserves nothing always does."""
+    return need == 0 or sum(running) + need <= budget
+
+
 def read_file(path: str) -> tuple[dict[str, float], str | None]:
     """The timings file's {PKG#TASK: ms}; ({}, None) when absent, ({}, warning) when unreadable."""
     try:
