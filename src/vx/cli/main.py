@@ -1173,7 +1173,7 @@ def _dry(prep, fmt: str) -> int:
         prep.store.close()
     notes = list(prep.notices)
     if prep.plugins is not None:
-        notes += [(m, "warning") for m in prep.plugins.pending + prep.plugins.teardown()]
+        notes += [(m, "warning") for m in prep.plugins.teardown()]
     for message, level in notes + (prep.remote.messages() if prep.remote is not None else []):
         _say(f"vx: warning: {message}" if level == "warning" else f"vx: {message}")
     return EXIT_OK

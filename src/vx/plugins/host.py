@@ -275,7 +275,7 @@ class Host:
             return []
         self._torn = True
         self._emit = None
-        said, self.pending = self.pending, []
+        said: list[str] = []
         for plugin in self.with_hook("teardown"):
             failure: list[BaseException] = []
 
@@ -295,6 +295,7 @@ class Host:
                 )
             elif failure and isinstance(failure[0], Exception):
                 said.append(_failed(plugin.name, "teardown", failure[0]).message)
+        said[:0], self.pending = self.pending, []  # with what `ctx.warn` said meanwhile, first
         return said
 
     # -------------------------------------------------------------- commands
