@@ -160,7 +160,8 @@ def _prepare(
             if ws_config.plugins:  # a workspace without plugins never imports the seam
                 host, ws_config = _load_plugins(ws.root, ws_config, host_env, loaded)
             cache_dir = location.cache_dir(req.cwd, req.cache_dir, ws, ws_config, host_env)
-            configs = config.load_all(ws, host_env)
+            shape = host.shape_project if host is not None and host.has("project") else None
+            configs = config.load_all(ws, host_env, shape)
         affected_notice = None
         with stages("build graph"):
             cwd_pkg = package_of(ws, req.cwd)
@@ -180,6 +181,8 @@ def _prepare(
                 graph, affected_notice = _affected(
                     req, ws, ws_config, configs, graph, cwd_pkg, host_env
                 )
+            if host is not None and host.has("graph"):
+                graph = host.shape_graph(graph)
             additive = refuse_overlaps(graph.nodes, configs, ws_config.exclusive_outputs)
         _refuse_group_only_args(graph, req)
         if req.exclude_deps:

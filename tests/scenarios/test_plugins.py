@@ -286,3 +286,75 @@ def test_a_workspace_without_plugins_never_imports_the_seam(repo):
             timeout=120,
         )
         assert proc.stdout.splitlines()[-1] == "0 False", proc.stderr
+
+
+@pytest.mark.feature("PL-02")
+def test_a_project_hook_adds_and_edits_tasks_validated_again(repo):
+    """A `project` hook adds a task to a package with no vx config and edits a declared one;
+    what it returns is validated as a config file, the refusal naming the plugin (issue:
+    plugins, project hook)."""
+    code = (
+        "def plugin(options):\n"
+        "    def project(project, config, ctx):\n"
+        "        tasks = config.setdefault('tasks', {})\n"
+        "        if project.name == 'bare':\n"
+        "            tasks['hello'] = {'exec': {'command': options['command']}}\n"
+        "        elif project.name == 'a':\n"
+        "            tasks['hello'] = {'exec': {'command': 'echo edited-a'}}\n"
+        "        return config\n"
+        "    return {'project': project}\n"
+    )
+    pkgs = {
+        "a": {"tasks": {"hello": {"exec": {"command": "echo declared-a"}}}},
+        "bare": {},  # a package.json and nothing else
+    }
+    entry = {"name": "tasks", "options": {"command": "echo added-bare"}}
+    workspace(repo, [entry], {"tasks": code}, pkgs)
+    result = repo.vx("run", "hello", "--output-logs=full")
+    assert result.code == 0, result.err
+    assert set(result.statuses()) == {"a#hello", "bare#hello"}
+    assert (
+        "edited-a" in result.out and "added-bare" in result.out and "declared-a" not in result.out
+    )
+    entry["options"]["command"] = ""  # an empty command: refused as the file's would be
+    repo.write({"vx.workspace.json": {"plugins": [entry]}}).commit()
+    refused = repo.vx("run", "hello", summary=False)
+    assert refused.code == 2, refused.err
+    assert "packages/bare/package.json (as plugin 'tasks' left it)" in refused.err, refused.err
+
+
+@pytest.mark.feature("PL-02")
+def test_a_graph_hook_adds_an_edge_and_a_cycle_is_refused(repo):
+    """A `graph` hook's added edge orders the tasks and is in the dependant's key; an edge that
+    closes a cycle is refused naming the plugin (issue: plugins, graph hook)."""
+    log = repo.root.parent / "order.log"
+    code = (
+        "def plugin(options):\n"
+        "    def graph(edges, requested, ctx):\n"
+        "        for task, dep in options['edges']:\n"
+        "            edges[task].append(dep)\n"
+        "        return edges, requested\n"
+        "    return {'graph': graph}\n"
+    )
+
+    def build(n):
+        return build_task(
+            deps=(), command=f"echo {n} >> {log} && mkdir -p dist && cp src/a.js dist/"
+        )
+
+    pkgs = {n: {"tasks": {"build": build(n)}, "files": {"src/a.js": n}} for n in "ab"}
+    entry = {"name": "edges", "options": {"edges": [["a#build", "b#build"]]}}
+    workspace(repo, [entry], {"edges": code}, pkgs)
+    result = repo.vx("run", "build")
+    assert result.code == 0, result.err
+    assert log.read_text().split() == ["b", "a"]  # a waits for b now
+    keyed = result.task("a#build")["hash"]
+    entry["options"]["edges"] = []
+    repo.write({"vx.workspace.json": {"plugins": [entry]}}).commit()
+    plain = repo.vx("run", "build")
+    assert plain.task("a#build")["hash"] != keyed  # the edge was in a's key
+    entry["options"]["edges"] = [["a#build", "b#build"], ["b#build", "a#build"]]
+    repo.write({"vx.workspace.json": {"plugins": [entry]}}).commit()
+    cycle = repo.vx("run", "build", summary=False)
+    assert cycle.code == 2 and "plugin 'edges': after its `graph` hook" in cycle.err, cycle.err
+    assert "cycle" in cycle.err

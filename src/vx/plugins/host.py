@@ -23,7 +23,15 @@ from msgspec import Struct
 
 from vx.errors import EXIT_USAGE, VxError
 from vx.events import Notice
-from vx.model import PluginSpec, TaskGraph, TaskId, TaskNode, TaskPlan, WorkspaceConfig
+from vx.model import (
+    Package,
+    PluginSpec,
+    TaskGraph,
+    TaskId,
+    TaskNode,
+    TaskPlan,
+    WorkspaceConfig,
+)
 
 # In pipeline order; docs/plugins.md has one example of each.
 HOOKS = (
@@ -43,8 +51,6 @@ HOOKS = (
 )
 NOT_YET = {
     "discover": "projects come from the package manager's workspace in this version",
-    "project": "write the task in the project's vx.config instead",
-    "graph": "edges come from dependsOn in this version",
     "executor": "tasks run through vx's own executor in this version",
     "cache": "use `remoteCache` in vx.workspace.json for a remote layer",
 }
@@ -77,6 +83,13 @@ class TaskView(Struct, frozen=True):
     task: str
     dir: str
     command: str | None
+
+
+class ProjectView(Struct, frozen=True):
+    """A project as the `project` hook sees it: its package name and its directory."""
+
+    name: str
+    dir: str
 
 
 class Context:
@@ -177,6 +190,75 @@ class Host:
         if config.remote_cache is None and loaded.remote_cache is not None:
             config = replace(config, remote_cache=loaded.remote_cache)  # a Turborepo's own remote
         return config
+
+    def shape_project(self, pkg: Package, data: Any, source: str) -> tuple[Any, str] | None:
+        """A project's config after each `project` hook, and the label refusals name; None
+        when every hook kept it as it was."""
+        view = ProjectView(pkg.name, pkg.dir)
+        shaped: tuple[Any, str] | None = None
+        for plugin in self.with_hook("project"):
+            given = copy.deepcopy(data)
+            edited = self._shape(plugin, "project", view, given)
+            if edited is None:
+                continue
+            if not isinstance(edited, dict):
+                raise PluginError(
+                    f"plugin '{plugin.name}': its `project` hook returned {_shown(edited)} for "
+                    f"{pkg.name}, not a project config",
+                    hint="return the dict it was given (edited), or None to keep it",
+                )
+            data = edited
+            shaped = (data, f"{source} (as plugin '{plugin.name}' left it)")
+        return shaped
+
+    def shape_graph(self, graph: TaskGraph) -> TaskGraph:
+        """The graph after each `graph` hook: edges between the run's tasks added or dropped,
+        the requested tasks chosen among them; checked again (ids, cycles) after each one."""
+        from vx.plan.graph import rebuilt
+
+        for plugin in self.with_hook("graph"):
+            by_id = {str(t): t for t in graph.nodes}
+            edges = {str(t): [str(d) for d in n.deps] for t, n in graph.nodes.items()}
+            requested = [str(t) for t in graph.requested]
+            got = self._shape(plugin, "graph", edges, requested)
+            if got is None:
+                continue
+            if (
+                not isinstance(got, tuple)
+                or len(got) != 2
+                or not isinstance(got[0], dict)
+                or not isinstance(got[1], list)
+            ):
+                raise PluginError(
+                    f"plugin '{plugin.name}': its `graph` hook returned {_shown(got)}",
+                    hint="return (edges, requested) as it was given them (edited), or None",
+                )
+            edges, requested = got
+            named = {*edges, *(d for deps in edges.values() for d in deps), *requested}
+            unknown = sorted(str(t) for t in named - set(by_id))
+            if unknown or set(edges) != set(by_id):
+                which = unknown[0] if unknown else sorted(set(by_id) - set(edges))[0]
+                raise PluginError(
+                    f"plugin '{plugin.name}': its `graph` hook names {which!r}, which is not "
+                    "a task of this run, or leaves a task out",
+                    hint="edit the edges of the tasks it was given; a task cannot be added there",
+                )
+            try:
+                graph = rebuilt(
+                    graph,
+                    {
+                        by_id[t]: tuple(dict.fromkeys(by_id[d] for d in deps))
+                        for t, deps in edges.items()
+                    },
+                    tuple(dict.fromkeys(by_id[t] for t in requested)),
+                )
+            except VxError as exc:
+                raise PluginError(
+                    f"plugin '{plugin.name}': after its `graph` hook, {exc.message}",
+                    facts=exc.facts,
+                    hint=exc.hint,
+                ) from None
+        return graph
 
     def key_material(self, node: TaskNode, plan: TaskPlan) -> tuple[tuple[str, str], ...]:
         """Every `key` hook's `{name: value}` for the task, as sorted (`plugin/name`, value)."""
