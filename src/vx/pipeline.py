@@ -159,6 +159,8 @@ def _prepare(
             host = None
             if ws_config.plugins:  # a workspace without plugins never imports the seam
                 host, ws_config = _load_plugins(ws.root, ws_config, host_env, loaded)
+                if host.has("discover"):
+                    ws = host.discovered(ws)
             cache_dir = location.cache_dir(req.cwd, req.cache_dir, ws, ws_config, host_env)
             shape = host.shape_project if host is not None and host.has("project") else None
             configs = config.load_all(ws, host_env, shape)

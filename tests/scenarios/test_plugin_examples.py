@@ -1,5 +1,5 @@
 """docs/plugins.md runs as written: every example plugin on the page, declared in a workspace
-with one cached `build` task, loads and runs the command its first line names, and prints what
+with one cached `build` task (and an unlisted tools/gen project), loads and runs the command its first line names, and prints what
 that line expects."""
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ def test_each_example_on_the_page_runs(repo, code, module, command, expect):
     examples kept runnable)."""
     pkgs = {"app": {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": "A;"}}}
     repo.write(npm_workspace(pkgs))
+    gen = {"tasks": {"build": {"exec": {"command": "echo generating"}}}}
+    repo.write({"tools/gen/vx.config.json": gen})  # no package manager lists it
     repo.write({f"{module}.py": code, "vx.workspace.json": {"plugins": [module]}}).commit()
     result = repo.vx(*command.split(), summary=False)
     assert result.code == 0, result.err

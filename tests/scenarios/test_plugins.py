@@ -358,3 +358,32 @@ def test_a_graph_hook_adds_an_edge_and_a_cycle_is_refused(repo):
     cycle = repo.vx("run", "build", summary=False)
     assert cycle.code == 2 and "plugin 'edges': after its `graph` hook" in cycle.err, cycle.err
     assert "cycle" in cycle.err
+
+
+@pytest.mark.feature("PL-02")
+@pytest.mark.parametrize(
+    "found,words",
+    [
+        ([{"dir": "tools/gen", "name": "gen"}], None),
+        ([{"dir": "../elsewhere", "name": "x"}], "is not inside the workspace"),
+        ([{"dir": "tools/none", "name": "x"}], "does not exist"),
+        ([{"dir": "packages/a", "name": "x"}], "already a project's directory"),
+        ([{"dir": "tools/gen", "name": "a"}], "already named 'a'"),
+        ([{"dir": "tools/gen"}], "gave {'dir': 'tools/gen'}"),
+    ],
+)
+def test_a_discover_hook_adds_projects_inside_the_workspace_only(repo, found, words):
+    """A `discover` hook adds a project the package manager does not list; a directory outside
+    the workspace, missing or taken, or a name taken, is refused naming the plugin (issue:
+    plugins, discover hook)."""
+    code = f"def plugin(options):\n    return {{'discover': lambda ctx: {found!r}}}\n"
+    workspace(repo, ["finder"], {"finder": code})
+    gen = {"tasks": {"build": {"exec": {"command": "echo generating"}}}}
+    repo.write({"tools/gen/vx.config.json": gen}).commit()
+    result = repo.vx("run", "build", "--output-logs=full")
+    if words is None:
+        assert result.code == 0, result.err
+        assert set(result.statuses()) == {"a#build", "gen#build"} and "generating" in result.out
+    else:
+        assert result.code == 2 and "plugin 'finder': its `discover` hook" in result.err
+        assert words in result.err, result.err

@@ -30,6 +30,7 @@ from vx.model import (
     TaskId,
     TaskNode,
     TaskPlan,
+    Workspace,
     WorkspaceConfig,
 )
 
@@ -50,7 +51,6 @@ HOOKS = (
     "commands",
 )
 NOT_YET = {
-    "discover": "projects come from the package manager's workspace in this version",
     "executor": "tasks run through vx's own executor in this version",
     "cache": "use `remoteCache` in vx.workspace.json for a remote layer",
 }
@@ -190,6 +190,52 @@ class Host:
         if config.remote_cache is None and loaded.remote_cache is not None:
             config = replace(config, remote_cache=loaded.remote_cache)  # a Turborepo's own remote
         return config
+
+    def discovered(self, ws: Workspace) -> Workspace:
+        """The workspace with the projects each `discover` hook adds: `{"dir", "name"}` each, a
+        directory inside the root that no package has, under a name no package has."""
+        from msgspec.structs import replace
+
+        packages = dict(ws.packages)
+        dirs = {p.dir for p in packages.values()}
+        hint = 'return e.g. [{"dir": "tools/gen", "name": "gen"}], or None'
+        for plugin in self.with_hook("discover"):
+            got = self._shape(plugin, "discover")
+            if got is None:
+                continue
+            if not isinstance(got, list):
+                raise PluginError(
+                    f"plugin '{plugin.name}': its `discover` hook returned {_shown(got)}", hint=hint
+                )
+            for item in got:
+                if (
+                    not isinstance(item, dict)
+                    or set(item) != {"dir", "name"}
+                    or not all(isinstance(v, str) and v for v in item.values())
+                ):
+                    raise PluginError(
+                        f"plugin '{plugin.name}': its `discover` hook gave {_shown(item)}",
+                        hint=hint,
+                    )
+                rel = os.path.normpath(item["dir"]).replace(os.sep, "/")
+                name = item["name"]
+                problem = None
+                if os.path.isabs(rel) or rel == "." or rel.split("/")[0] == "..":
+                    problem = f"the directory {item['dir']!r} is not inside the workspace"
+                elif not (ws.root / rel).is_dir():
+                    problem = f"the directory {rel!r} does not exist"
+                elif rel in dirs:
+                    problem = f"{rel!r} is already a project's directory"
+                elif name in packages:
+                    problem = f"a project is already named {name!r}"
+                if problem:
+                    raise PluginError(
+                        f"plugin '{plugin.name}': its `discover` hook adds a project, but {problem}",
+                        hint="name a directory of the workspace that holds no project yet",
+                    )
+                packages[name] = Package(name, rel, (), f"{rel}/package.json")
+                dirs.add(rel)
+        return replace(ws, packages=packages)
 
     def shape_project(self, pkg: Package, data: Any, source: str) -> tuple[Any, str] | None:
         """A project's config after each `project` hook, and the label refusals name; None
