@@ -1,6 +1,6 @@
 """docs/plugins.md runs as written: every example plugin on the page, declared in a workspace
-with one cached `build` task (and an unlisted tools/gen project), loads and runs the command its first line names, and prints what
-that line expects."""
+with one cached `build` task (and an unlisted tools/gen project), loads and runs the command its
+first line names, and prints what that line expects."""
 
 from __future__ import annotations
 
