@@ -387,3 +387,25 @@ def test_a_discover_hook_adds_projects_inside_the_workspace_only(repo, found, wo
     else:
         assert result.code == 2 and "plugin 'finder': its `discover` hook" in result.err
         assert words in result.err, result.err
+
+
+@pytest.mark.feature("PL-03", "EX-04")
+def test_a_secret_a_plugin_quotes_in_a_failure_or_a_warning_is_masked(repo):
+    """What a plugin raises or warns is masked as task output is: a secret value of the
+    environment shows as *** (issue: plugins, failure lines never leak a token)."""
+    code = (
+        "def plugin(options):\n"
+        "    def setup(ctx):\n        ctx.warn('using ' + ctx.env['DEPLOY_TOKEN'])\n"
+        "    def key(task, ctx):\n"
+        "        if options.get('fail'):\n"
+        "            raise RuntimeError('bad token ' + ctx.env['DEPLOY_TOKEN'])\n"
+        "    return {'setup': setup, 'key': key}\n"
+    )
+    workspace(repo, ["leaky"], {"leaky": code})
+    env = {"DEPLOY_TOKEN": "hunter2hunter2"}
+    warned = repo.vx("run", "build", summary=False, env=env)
+    assert warned.code == 0 and "plugin 'leaky': using ***" in warned.err, warned.err
+    repo.write({"vx.workspace.json": {"plugins": [{"name": "leaky", "options": {"fail": True}}]}})
+    result = repo.vx("run", "build", summary=False, env=env)
+    assert result.code == 2 and "bad token ***" in result.err, result.err
+    assert "hunter2" not in warned.err + warned.out + result.err + result.out

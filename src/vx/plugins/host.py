@@ -157,6 +157,7 @@ class Host:
             raise _failed(plugin.name, hook, exc) from None
 
     def warn(self, message: str) -> None:
+        message = masked(message)
         if self._emit is not None:
             self._emit(Notice(message, level="warning"))
         else:
@@ -635,7 +636,7 @@ def _failed(plugin: str, hook: str, exc: BaseException) -> PluginError:
         traceback.print_exception(exc)
     text = str(exc).splitlines()[0] if str(exc) else ""
     said = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return PluginError(f"plugin '{plugin}' failed in its `{hook}` hook: {said}")
+    return PluginError(masked(f"plugin '{plugin}' failed in its `{hook}` hook: {said}"))
 
 
 def _load_failed(name: str, exc: BaseException) -> PluginError:
@@ -645,9 +646,17 @@ def _load_failed(name: str, exc: BaseException) -> PluginError:
         traceback.print_exception(exc)
     text = str(exc).splitlines()[0] if str(exc) else ""
     return PluginError(
-        f"plugin '{name}' failed to load: {type(exc).__name__}: {text}".rstrip(": "),
+        masked(f"plugin '{name}' failed to load: {type(exc).__name__}: {text}".rstrip(": ")),
         hint="VX_DEBUG=1 shows the traceback",
     )
+
+
+def masked(text: str) -> str:
+    """`text` with the environment's secret values (vx.engine.masking's rule) shown as ***: what
+    a plugin says or raises may quote one."""
+    from vx.engine.masking import mask_text, secrets_of
+
+    return mask_text(text, secrets_of(os.environ)) or ""
 
 
 def _shown(value: Any) -> str:
