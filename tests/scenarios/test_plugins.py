@@ -5,6 +5,7 @@ failure kept to its plugin. Real git, real node, real `vx` processes."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -153,10 +154,11 @@ def test_a_plugin_that_breaks_the_contract_is_refused_as_it_loads(
     assert "Traceback" not in result.err
 
 
-@pytest.mark.feature("PL-02", "CLI-15")
+@pytest.mark.feature("PL-02", "CLI-15", "CLI-08")
 def test_a_plugin_verb_runs_with_its_arguments_and_exit_code(repo):
     """A verb core does not know goes to the declared plugins; its return value is the exit
-    code, and `vx help` lists it; a verb nobody adds is still refused (issue: plugins, verbs)."""
+    code, and `vx help` lists it; a verb nobody adds is still refused; `vx info` names each
+    plugin and its hooks (issue: plugins, verbs)."""
     code = (
         "def plugin(options):\n"
         "    def run(argv, ctx):\n        print('greet', *argv, ctx.root.name)\n        return 7\n"
@@ -169,6 +171,8 @@ def test_a_plugin_verb_runs_with_its_arguments_and_exit_code(repo):
     assert "Plugin commands:" in helped.out and "greet  say hello (plugin greeter)" in helped.out
     unknown = repo.vx("gret", summary=False)
     assert unknown.code == 2 and "gret" in unknown.err
+    info = repo.vx("info", summary=False)
+    assert re.search(r"^plugins +greeter \(commands\)$", info.out, re.M), info.out
 
 
 @pytest.mark.feature("PL-02")
