@@ -129,6 +129,26 @@ def prepare(
         raise
 
 
+def shaped_projects(
+    ws: Workspace, host_env: Mapping[str, str]
+) -> tuple[Workspace, dict[str, ProjectConfig]]:
+    """The workspace and its project configs as a run sees them, the plugins' `discover` and
+    `project` hooks applied (for `vx show`); the plugins are set up and torn down around it."""
+    ws_config = config.load_workspace(ws.root, host_env, remote=False)
+    if not ws_config.plugins:
+        return ws, config.load_all(ws, host_env)
+    loaded: list = []
+    try:
+        host, ws_config = _load_plugins(ws.root, ws_config, host_env, loaded)
+        if host.has("discover"):
+            ws = host.discovered(ws)
+        shape = host.shape_project if host.has("project") else None
+        return ws, config.load_all(ws, host_env, shape)
+    finally:
+        for host in loaded:
+            host.teardown()
+
+
 def _load_plugins(root: Path, ws_config, host_env: Mapping[str, str], loaded: list):
     """The workspace's plugins, loaded and set up, and its config as their `config` hooks left it."""
     from vx.plugins import host as plugins

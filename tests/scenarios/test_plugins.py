@@ -294,9 +294,9 @@ def test_a_workspace_without_plugins_never_imports_the_seam(repo):
 
 @pytest.mark.feature("PL-02")
 def test_a_project_hook_adds_and_edits_tasks_validated_again(repo):
-    """A `project` hook adds a task to a package with no vx config and edits a declared one;
-    what it returns is validated as a config file, the refusal naming the plugin (issue:
-    plugins, project hook)."""
+    """A `project` hook adds a task to a package with no vx config and edits a declared one, and
+    `vx show` shows what the run ran; what it returns is validated as a config file, the refusal
+    naming the plugin (issue: plugins, project hook)."""
     code = (
         "def plugin(options):\n"
         "    def project(project, config, ctx):\n"
@@ -320,6 +320,8 @@ def test_a_project_hook_adds_and_edits_tasks_validated_again(repo):
     assert (
         "edited-a" in result.out and "added-bare" in result.out and "declared-a" not in result.out
     )
+    shown = repo.vx("show", "bare#hello", "--format", "json", summary=False)
+    assert shown.code == 0 and "echo added-bare" in shown.out, shown.err  # as the run saw it
     entry["options"]["command"] = ""  # an empty command: refused as the file's would be
     repo.write({"vx.workspace.json": {"plugins": [entry]}}).commit()
     refused = repo.vx("run", "hello", summary=False)

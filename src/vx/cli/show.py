@@ -34,7 +34,12 @@ def show_verb(args: Args, env: Mapping[str, str]) -> int:
         fmt = "nx"
     names = _names(args.names)
     ws = workspace.discover(Path(os.getcwd()))
-    configs = config.load_all(ws, env)
+    if fmt == "nx":
+        configs = config.load_all(ws, env)
+    else:  # what a run would run: the plugins' projects and edits included
+        from vx.pipeline import shaped_projects
+
+        ws, configs = shaped_projects(ws, env)
     if fmt == "nx":
         from vx.config.nx import shown_project
 
