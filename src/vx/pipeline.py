@@ -249,12 +249,14 @@ def _prepare(
         graph = replace(graph, priority=host.weights(graph))
     from vx.store.policy import plan_cache
 
+    layer = host.cache_layer() if host is not None and host.has("cache") else None
     cache = plan_cache(
         no_cache=req.no_cache,
         force=req.force or req.verify is not None,
         spec=req.cache_spec,
         cfg=ws_config.remote_cache,
         env=host_env,
+        plugin=layer.settings if layer is not None else None,
     )
     policy = CachePolicy(read=cache.axes.reads, write=cache.axes.writes)
     store: LocalStore | LayeredStore | None = None
@@ -282,7 +284,9 @@ def _prepare(
                 hits = store.probe(p.key for t, p in run_plans.items() if p.outputs is not None)
         if cache.remote is not None:
             with stages("remote probe" if req.dry else "prefetch"):
-                store = remote = _open_remote(store, cache, run_plans, hits, keyed_graph or graph)
+                store = remote = _open_remote(
+                    store, cache, run_plans, hits, keyed_graph or graph, layer
+                )
                 remote_hits = (
                     remote.probe_remote(remote.wanted)
                     if req.dry and cache.axes.remote_read
@@ -375,15 +379,23 @@ def _filtered(req: RunRequest, ws: Workspace, configs, cwd_pkg: str) -> frozense
 
 
 def _open_remote(
-    local, cache, plans: Mapping[TaskId, TaskPlan], hits: Mapping[str, object], graph: TaskGraph
+    local,
+    cache,
+    plans: Mapping[TaskId, TaskPlan],
+    hits: Mapping[str, object],
+    graph: TaskGraph,
+    layer=None,
 ):
-    """Put the remote layer behind the local store; it learns which keys the run wants —
-    not the keys taken up front for tasks keyed late: those download once keyed."""
+    """Put the remote layer (a plugin's `layer`, when it is the one chosen) behind the local
+    store; it learns which keys the run wants — not the keys taken up front for tasks keyed
+    late: those download once keyed."""
     from vx.plan.tasks import late_tasks
     from vx.store.layered import LayeredStore, wanted_from
     from vx.store.remote import open_layer
 
-    layered = LayeredStore(local, open_layer(cache.remote), cache.axes)
+    if layer is None or cache.remote is not layer.settings:
+        layer = open_layer(cache.remote)
+    layered = LayeredStore(local, layer, cache.axes)
     late = late_tasks(graph)
     layered.wanted = wanted_from(
         {t: p for t, p in plans.items() if t not in late} if late else plans, hits

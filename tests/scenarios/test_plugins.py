@@ -415,3 +415,55 @@ def test_a_secret_a_plugin_quotes_in_a_failure_or_a_warning_is_masked(repo):
     result = repo.vx("run", "build", summary=False, env=env)
     assert result.code == 2 and "bad token ***" in result.err, result.err
     assert "hunter2" not in warned.err + warned.out + result.err + result.out
+
+
+SHELF = """
+import os
+from pathlib import Path
+
+class Shelf:
+    def __init__(self, where, broken):
+        self.where, self.broken = Path(where), broken
+        self.where.mkdir(parents=True, exist_ok=True)
+    def has(self, key):
+        if self.broken:
+            raise OSError("the shelf is gone")
+        return (self.where / key).is_file()
+    def get(self, key):
+        if self.broken:
+            raise OSError("the shelf is gone")
+        return (self.where / key).read_bytes()
+    def put(self, key, data):
+        (self.where / key).write_bytes(data)
+
+def plugin(options):
+    return {"cache": lambda ctx: Shelf(options["dir"], options.get("broken", False))}
+"""
+
+
+@pytest.mark.feature("PL-02", "RC-07")
+def test_a_cache_hook_is_the_remote_layer_and_a_broken_one_is_a_miss(repo, tmp_path):
+    """A `cache` hook's layer gets each new entry and serves it to a run whose local cache is
+    gone; a layer that throws costs a warning and a miss, never the build (issue: plugins, cache
+    factory)."""
+    import shutil
+
+    shelf = tmp_path / "shelf"
+    entry = {"name": "shelf", "options": {"dir": str(shelf)}}
+    workspace(repo, [entry], {"shelf": SHELF})
+    env = {"VX_SHARED_STORE": "0"}
+    first = repo.vx("run", "build", env=env)
+    assert first.code == 0 and first.statuses()["a#build"] == ("success", "miss"), first.err
+    key = first.task("a#build")["hash"]
+    assert (shelf / key).is_file()  # uploaded
+    shutil.rmtree(repo.root / ".vx" / "cache")
+    shutil.rmtree(repo.root / "packages/a/dist")
+    second = repo.vx("run", "build", env=env)
+    assert second.statuses()["a#build"] == ("success", "remote"), second.err
+    assert (repo.root / "packages/a/dist/out.js").read_text() == "A;"
+    entry["options"]["broken"] = True
+    repo.write({"vx.workspace.json": {"plugins": [entry]}}).commit()
+    shutil.rmtree(repo.root / ".vx" / "cache")
+    broken = repo.vx("run", "build", env=env)
+    assert broken.code == 0 and broken.statuses()["a#build"] == ("success", "miss"), broken.err
+    assert "plugin 'shelf' failed in its cache's `get`: OSError: the shelf is gone" in broken.err

@@ -52,7 +52,6 @@ HOOKS = (
 )
 NOT_YET = {
     "executor": "tasks run through vx's own executor in this version",
-    "cache": "use `remoteCache` in vx.workspace.json for a remote layer",
 }
 # every verb of vx itself (cli/main.py VERBS and the foreign verbs it points elsewhere); a unit
 # test holds the two equal
@@ -306,6 +305,23 @@ class Host:
                     hint=exc.hint,
                 ) from None
         return graph
+
+    def cache_layer(self) -> Any:
+        """The remote layer the first `cache` hook that does not decline returns, wrapped as
+        vx's remote layers are (`PluginLayer`); None when every one declines."""
+        for plugin in self.with_hook("cache"):
+            got = self._shape(plugin, "cache")
+            if got is None:
+                continue
+            missing = [m for m in ("has", "get", "put") if not callable(getattr(got, m, None))]
+            if missing:
+                raise PluginError(
+                    f"plugin '{plugin.name}': its `cache` hook returned {_shown(got)}, which "
+                    f"has no `{missing[0]}` method",
+                    hint="return an object with has(key), get(key) and put(key, data), or None",
+                )
+            return PluginLayer(plugin.name, got)
+        return None
 
     def key_material(self, node: TaskNode, plan: TaskPlan) -> tuple[tuple[str, str], ...]:
         """Every `key` hook's `{name: value}` for the task, as sorted (`plugin/name`, value)."""
@@ -662,3 +678,57 @@ def masked(text: str) -> str:
 def _shown(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+class PluginLayer:
+    """A plugin's cache as a remote layer (vx.store.remote.layer.RemoteLayer): `has(key) ->
+    bool`, `get(key) -> bytes | None` (the artifact) and `put(key, data)`, called from pool
+    threads. Whatever one raises is a failed remote operation, which the layered store turns
+    into a miss or a skipped upload, warned once: a plugin's cache never fails a build."""
+
+    def __init__(self, name: str, cache: Any):
+        from vx.store.remote.layer import RemoteSettings
+
+        self.name, self.cache = name, cache
+        self.settings = RemoteSettings(kind="plugin", url=f"plugin://{name}", upload="always")
+
+    def _call(self, method: str, *args: Any) -> Any:
+        from vx.store.remote.layer import SERVER_ERROR, RemoteFailure
+
+        try:
+            return getattr(self.cache, method)(*args)
+        except Exception as exc:
+            text = str(exc).splitlines()[0] if str(exc) else ""
+            said = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+            raise RemoteFailure(
+                SERVER_ERROR,
+                masked(f"plugin '{self.name}' failed in its cache's `{method}`: {said}"),
+            ) from None
+
+    def has(self, key: str) -> Any:
+        from vx.store.remote.layer import Found
+
+        return Found() if self._call("has", key) else None
+
+    def get(self, key: str, sink: Any) -> Any:
+        from vx.store.remote.layer import BAD_RESPONSE, Found, RemoteFailure
+
+        data = self._call("get", key)
+        if data is None:
+            return None
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise RemoteFailure(
+                BAD_RESPONSE, f"plugin '{self.name}': its cache's `get` returned {_shown(data)}"
+            )
+        sink.write(bytes(data))
+        return Found(size=len(data))
+
+    def put(self, key: str, src: Any, size: int, duration_ms: float) -> None:
+        self._call("put", key, src.read())
+
+    def close(self) -> None:
+        if callable(getattr(self.cache, "close", None)):
+            try:
+                self.cache.close()
+            except Exception:  # an observer's end: nothing left to fail
+                pass

@@ -88,14 +88,18 @@ def plan_cache(
     spec: str | None,
     cfg: RemoteCacheConfig | None,
     env: Mapping[str, str],
+    plugin: Any = None,
 ) -> CachePlan:
-    """Resolve the run's axes and, only when a remote is asked for, its settings."""
+    """Resolve the run's axes and, only when a remote is asked for, its settings; `plugin` is
+    the settings of a plugin's cache layer, the remote when none is configured."""
     named = parse_spec(spec) if spec is not None else {}
     notices: list[str] = []
     settings, default_remote = None, (False, False)
     if cfg is not None or any(env.get(name) for name in _REMOTE_ENV):
         settings, default_remote, problem = _remote(cfg, env)
         notices += [problem] if problem else []
+    elif plugin is not None:  # read and written by default: the plugin decides what it keeps
+        settings, default_remote = plugin, (True, True)
     axes = CacheAxes(*named.get("local", (True, True)), *named.get("remote", default_remote))
     if settings is None and (axes.remote_read or axes.remote_write):
         if not notices:
