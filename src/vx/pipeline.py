@@ -533,7 +533,9 @@ def execute(
         early: dict[TaskId, Early] = {}  # filled as they start: a failure midway stops those
         try:
             lockfiles = prep.index.snapshot(None, prep.index.fingerprinted)  # before anything runs
-            admits = prep.plugins is not None and prep.plugins.has("admit")
+            admits = prep.plugins is not None and (  # the walk asks them before each start
+                prep.plugins.has("admit") or bool(prep.plugins.executors)
+            )
             if stopped_by is None and launch_for is None and req.fast_paths and not admits:
                 _start_first_wave(prep, lane, emit, early)
             asyncio = _import_asyncio()  # while the first wave runs
@@ -948,6 +950,8 @@ async def _walk(
         terminal=req.lend_terminal and os.isatty(0) and os.isatty(1),
     )
     host = prep.plugins
+    if host is not None and host.executors:
+        ctx.offer = host.executor_for
     if host is not None and host.has("admit"):
         ctx.admit = lambda tid, running: host.admit(prep.graph.nodes[tid], prep.plans[tid], running)
     if ctx.late:

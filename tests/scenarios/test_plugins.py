@@ -129,7 +129,6 @@ def test_an_observer_that_throws_is_warned_once_and_the_run_goes_on(repo):
         ({"p": R + "{'key': 3}\n"}, ["p"], "`key` must be a function", "def key"),
         ({"p": R + "'key'\n"}, ["p"], "not a dict of hooks", "return e.g."),
         ({"p": "x = 1\n"}, ["p"], "plugin 'p' has no `plugin` function", "def plugin(options)"),
-        ({"p": R + "{'graph': len}\n"}, ["p"], "`graph` hook is not supported yet", "dependsOn"),
         ({"p": "import no_such_module_here\n"}, ["p"], "plugin 'p' failed to load: ModuleNotFoundError", "VX_DEBUG=1"),
         ({}, ["no_such_plugin"], "is neither an importable module nor a `vx.plugins` entry point", "install"),
         ({"p": R + "{'commands': {'run': {'run': len}}}\n"}, ["p"], "verb `run`, which is vx's own", "something vx"),
@@ -467,3 +466,50 @@ def test_a_cache_hook_is_the_remote_layer_and_a_broken_one_is_a_miss(repo, tmp_p
     broken = repo.vx("run", "build", env=env)
     assert broken.code == 0 and broken.statuses()["a#build"] == ("success", "miss"), broken.err
     assert "plugin 'shelf' failed in its cache's `get`: OSError: the shelf is gone" in broken.err
+
+
+FARM = """
+import subprocess
+
+class Farm:
+    def __init__(self, options):
+        self.options = options
+    def accepts(self, task):
+        return task.project in self.options["projects"]
+    def run(self, task, command, cwd, env, output):
+        if self.options.get("broken"):
+            raise ConnectionError("the farm is down")
+        done = subprocess.run(["sh", "-c", command], cwd=cwd, env=env, capture_output=True)
+        output("farm ran " + task.id + "\\n")
+        output(done.stdout)
+        return done.returncode
+
+def plugin(options):
+    return {"executor": lambda ctx: Farm(options)}
+"""
+
+
+@pytest.mark.feature("PL-02", "EX-17")
+def test_an_executor_hook_runs_the_tasks_it_accepts_and_its_throw_fails_only_the_task(repo):
+    """A plugin executor runs the tasks it accepts (its output is the task's, its exit code the
+    task's, the outputs saved and hit as vx's own), vx runs the rest; an executor that throws
+    fails that task, naming the plugin, never the run's other tasks (issue: plugins, executor
+    factory)."""
+    pkgs = {
+        n: {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": n}} for n in ("a", "b")
+    }
+    entry = {"name": "farm", "options": {"projects": ["a"]}}
+    workspace(repo, [entry], {"farm": FARM}, pkgs)
+    first = repo.vx("run", "build", "--output-logs=full")
+    assert first.code == 0, first.err
+    assert "farm ran a#build" in first.out and "farm ran b#build" not in first.out
+    assert (repo.root / "packages/a/dist/out.js").read_text() == "a"
+    again = repo.vx("run", "build")
+    assert {cache for _, cache in again.statuses().values()} == {"up-to-date"}, again.err
+    entry["options"]["broken"] = True
+    repo.write({"vx.workspace.json": {"plugins": [entry]}, "packages/a/src/a.js": "A2"}).commit()
+    broken = repo.vx("run", "build", "--output-logs=full")
+    assert broken.code == 1 and broken.statuses()["a#build"][0] == "failed", broken.err
+    assert "plugin 'farm' failed in its `executor` hook: ConnectionError: the farm is down" in (
+        broken.out + broken.err
+    )

@@ -50,9 +50,6 @@ HOOKS = (
     "teardown",
     "commands",
 )
-NOT_YET = {
-    "executor": "tasks run through vx's own executor in this version",
-}
 # every verb of vx itself (cli/main.py VERBS and the foreign verbs it points elsewhere); a unit
 # test holds the two equal
 CORE_VERBS = frozenset(
@@ -135,6 +132,7 @@ class Host:
         self.plugins: list[Plugin] = []
         self.observers: list[_Observer] = []
         self.pending: list[str] = []  # warnings said before a run's events flow
+        self.executors: list[tuple[str, Any]] = []  # (plugin, what its `executor` hook returned)
         self._emit: Callable[[Any], None] | None = None
         self._torn = False
 
@@ -305,6 +303,24 @@ class Host:
                     hint=exc.hint,
                 ) from None
         return graph
+
+    def executor_for(self, node: TaskNode, plan: TaskPlan) -> Callable[..., Any] | None:
+        """The first plugin executor that accepts the task, as an `execute` of vx's own
+        signature (vx.engine.executor.execute); None: vx runs it. An `accepts` that throws is
+        warned once and that executor is asked no more."""
+        view = task_view(node, plan)
+        for name, executor in self.executors:
+            accepts = getattr(executor, "accepts", None)
+            if accepts is not None:
+                try:
+                    if not accepts(view):
+                        continue
+                except Exception as exc:
+                    self.executors = [(n, e) for n, e in self.executors if e is not executor]
+                    self.warn(f"{_failed(name, 'executor: accepts', exc).message}; not asked again")
+                    continue
+            return _offered(name, executor, view)
+        return None
 
     def cache_layer(self) -> Any:
         """The remote layer the first `cache` hook that does not decline returns, wrapped as
@@ -503,6 +519,17 @@ def load(
             host._shape(plugin, "setup")
         for plugin in host.with_hook("telemetry"):
             _sinks(host, plugin)
+        for plugin in host.with_hook("executor"):
+            got = host._shape(plugin, "executor")
+            if got is None:
+                continue
+            if not callable(getattr(got, "run", None)):
+                raise PluginError(
+                    f"plugin '{plugin.name}': its `executor` hook returned {_shown(got)}, which "
+                    "has no `run` method",
+                    hint="return an object with run(task, command, cwd, env, output), or None",
+                )
+            host.executors.append((plugin.name, got))
     return host
 
 
@@ -591,11 +618,6 @@ def _hooks(spec: PluginSpec, factory: Callable[[dict[str, Any]], Any]) -> dict[s
                 f"plugin '{name}': `{hook}` is not a hook",
                 hint=suggestion(str(hook), HOOKS, noun="hooks"),
             )
-        if hook in NOT_YET:
-            raise PluginError(
-                f"plugin '{name}': the `{hook}` hook is not supported yet in this version",
-                hint=NOT_YET[hook],
-            )
         if hook == "commands":
             _check_commands(name, value)
         elif not callable(value):
@@ -678,6 +700,42 @@ def masked(text: str) -> str:
 def _shown(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _offered(name: str, executor: Any, view: TaskView) -> Callable[..., Any]:
+    """`executor.run(task, command, cwd, env, output)` as an awaitable `execute`: it runs in a
+    worker thread, `output(data)` streams into the task's log, what it returns is the exit code,
+    and a throw is the task's failure, said in its log naming the plugin."""
+
+    async def execute(command: str, *, cwd, env, on_output, **_: Any) -> Any:
+        import asyncio
+        import time
+
+        from vx.model import LogChunk, ProcessResult
+
+        loop = asyncio.get_running_loop()
+        log: list[LogChunk] = []
+
+        def output(data: bytes | str) -> None:
+            chunk = LogChunk(1, data.encode() if isinstance(data, str) else bytes(data))
+            log.append(chunk)
+            loop.call_soon_threadsafe(on_output, chunk)
+
+        started = time.monotonic()
+        try:
+            code = await asyncio.to_thread(executor.run, view, command, cwd, dict(env), output)
+            if isinstance(code, bool) or not isinstance(code, int):
+                raise TypeError(f"run() returned {_shown(code)}, not an exit code")
+        except Exception as exc:
+            said = _failed(name, "executor", exc).message
+            chunk = LogChunk(2, f"vx: {said}\n".encode())
+            log.append(chunk)
+            on_output(chunk)
+            code = 1
+        await asyncio.sleep(0)  # the output the worker thread queued is told before the end
+        return ProcessResult(code, (time.monotonic() - started) * 1000, tuple(log))
+
+    return execute
 
 
 class PluginLayer:
