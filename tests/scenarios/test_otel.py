@@ -16,6 +16,9 @@ from conftest import build_task, npm_workspace
 
 pytest.importorskip("opentelemetry.proto.collector.trace.v1.trace_service_pb2")
 from google.protobuf import json_format  # noqa: E402
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (  # noqa: E402
+    ExportLogsServiceRequest,
+)
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (  # noqa: E402
     ExportMetricsServiceRequest,
 )
@@ -28,14 +31,18 @@ def otlp_json(body: bytes, message):
     """Decode OTLP/JSON as a collector does: ids are hex there (protobuf's JSON has base64), the
     rest is protobuf's JSON mapping, parsed strictly."""
     data = json.loads(body)
-    for rs in data.get("resourceSpans", []):
-        for ss in rs["scopeSpans"]:
-            for span in ss["spans"]:
-                for field, size in (("traceId", 16), ("spanId", 8), ("parentSpanId", 8)):
-                    if span.get(field):
-                        raw = bytes.fromhex(span[field])
-                        assert len(raw) == size, (field, span[field])
-                        span[field] = base64.b64encode(raw).decode()
+    spans = [
+        s for rs in data.get("resourceSpans", []) for ss in rs["scopeSpans"] for s in ss["spans"]
+    ]
+    records = [
+        r for rl in data.get("resourceLogs", []) for sl in rl["scopeLogs"] for r in sl["logRecords"]
+    ]
+    for item in spans + records:
+        for field, size in (("traceId", 16), ("spanId", 8), ("parentSpanId", 8)):
+            if item.get(field):
+                raw = bytes.fromhex(item[field])
+                assert len(raw) == size, (field, item[field])
+                item[field] = base64.b64encode(raw).decode()
     return json_format.Parse(json.dumps(data), message)
 
 
@@ -52,6 +59,7 @@ class Receiver:
                 kind = {
                     "/v1/traces": ExportTraceServiceRequest,
                     "/v1/metrics": ExportMetricsServiceRequest,
+                    "/v1/logs": ExportLogsServiceRequest,
                 }
                 assert self.headers["Content-Type"] == "application/json"
                 got.append(
@@ -102,8 +110,8 @@ def attrs(kvs) -> dict:
 @pytest.mark.feature("PL-09")
 def test_each_run_is_one_trace_with_a_span_per_task_and_delta_metrics(repo, receiver):
     """One trace per run: a `vx.run` root span with CI/CD and VCS attributes and one `vx.task`
-    span per task with its cache source, key, CPU and RSS; delta metrics of tasks and hits
-    (issue: OpenTelemetry plugin)."""
+    span per task with its cache source, key, CPU and RSS; delta metrics of tasks and hits; each
+    executed task's output as a log record in its span (issue: OpenTelemetry plugin)."""
     workspace(repo)
     sha = repo.git("rev-parse", "HEAD").strip()
     env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, "OTEL_EXPORTER_OTLP_HEADERS": "x-team=web"}
@@ -144,6 +152,14 @@ def test_each_run_is_one_trace_with_a_span_per_task_and_delta_metrics(repo, rece
     headers = [h for p, h, _ in receiver.requests if p == "/v1/traces"][0]
     assert headers.get("x-team") == "web"
 
+    [logs] = receiver.of("/v1/logs")  # each executed task's output, in its span
+    records = [r for rl in logs.resource_logs for sl in rl.scope_logs for r in sl.log_records]
+    by_task = {attrs(r.attributes)["vx.task.id"]["stringValue"]: r for r in records}
+    assert set(by_task) == {"a#build", "b#build"}
+    assert by_task["a#build"].body.string_value.startswith("built ")
+    assert by_task["a#build"].span_id == tasks["a#build"].span_id
+    assert by_task["a#build"].trace_id == root.trace_id and by_task["a#build"].severity_number == 9
+
     second = repo.vx("run", "build", env=env)
     assert second.code == 0, second.err
     traces = receiver.of("/v1/traces")
@@ -158,7 +174,7 @@ def test_each_run_is_one_trace_with_a_span_per_task_and_delta_metrics(repo, rece
     }
 
     metrics = receiver.of("/v1/metrics")
-    assert len(metrics) == 2
+    assert len(metrics) == 2 and len(receiver.of("/v1/logs")) == 1  # nothing ran: no logs
     by_name = {m.name: m for m in metrics[1].resource_metrics[0].scope_metrics[0].metrics}
     assert by_name["vx.tasks.total"].sum.data_points[0].as_int == 2
     assert by_name["vx.tasks.total"].sum.aggregation_temporality == 1  # delta: this run only

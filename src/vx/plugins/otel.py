@@ -1,5 +1,6 @@
 """OpenTelemetry export, a plugin vx ships (`"plugins": ["vx.plugins.otel"]`): each run as one
-trace and a few delta metrics, sent as OTLP/HTTP JSON with the standard library (no SDK).
+trace, a few delta metrics and each executed task's output tail as a log record, sent as
+OTLP/HTTP JSON with the standard library (no SDK).
 
 The trace has a `vx.run` root span carrying the CI/CD and VCS semantic-convention attributes,
 and one `vx.task` span per task (cache source, key, CPU, peak RSS, exit code, violations). The
@@ -21,7 +22,9 @@ from vx.events import RunFinished, RunStarted, TaskFinished, TaskStarted
 from vx.model import CacheStatus, RunSummary, Status, TaskResult
 from vx.plugins.host import PluginError
 
-OPTIONS = ("endpoint", "serviceName", "headers", "metrics", "timeout")
+OPTIONS = ("endpoint", "serviceName", "headers", "metrics", "logs", "timeout")
+LOG_TAIL = 8192  # the characters of an executed task's output a log record keeps: its end
+SEVERITY_INFO, SEVERITY_ERROR = 9, 17
 DEFAULT_TIMEOUT_MS = 2000  # one deadline for the whole export
 MAX_TIMEOUT_MS = 2500  # below the 3 s a teardown may hold the end of a run
 SPAN_KIND_INTERNAL = 1
@@ -60,13 +63,16 @@ class Export:
     def __init__(self) -> None:
         self.traces_url: str | None = None
         self.metrics_url: str | None = None
+        self.logs_url: str | None = None
         self.headers: dict[str, str] = {}
         self.timeout_s = DEFAULT_TIMEOUT_MS / 1000
         self.service = "vx"
         self.env: Mapping[str, str] = {}
         self.root = ""
         self.started: dict[str, int] = {}  # task id -> when its first attempt started (ns)
-        self.finished: list[tuple[TaskResult, int]] = []  # (result, when it was told, ns)
+        # (result, when it was told (ns), its span's id)
+        self.finished: list[tuple[TaskResult, int, str]] = []
+        self.trace_id, self.parent, self.root_id = "", "", ""
         self.summary: RunSummary | None = None
         self.requested: tuple[str, ...] = ()
 
@@ -78,6 +84,10 @@ class Export:
             self.metrics_url = _signal_url(
                 base, env.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"), "metrics"
             )
+        if options.get("logs", True) is not False:
+            self.logs_url = _signal_url(base, env.get("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT"), "logs")
+        self.trace_id, self.parent = _trace_parent(env.get("TRACEPARENT", ""))
+        self.root_id = _span_id()
         self.service = str(options.get("serviceName") or env.get("OTEL_SERVICE_NAME") or "vx")
         self.headers = _headers(env.get("OTEL_EXPORTER_OTLP_HEADERS", ""))
         self.headers.update({str(k): str(v) for k, v in (options.get("headers") or {}).items()})
@@ -92,7 +102,7 @@ class Export:
         if isinstance(event, TaskStarted):
             self.started.setdefault(str(event.id), time.time_ns())
         elif isinstance(event, TaskFinished):
-            self.finished.append((event.result, time.time_ns()))
+            self.finished.append((event.result, time.time_ns(), _span_id()))
         elif isinstance(event, RunStarted):
             self.requested = tuple(str(t) for t in event.graph.requested)
         elif isinstance(event, RunFinished):
@@ -107,6 +117,8 @@ class Export:
         posts = [(self.traces_url, self.traces())]
         if self.metrics_url:
             posts.append((self.metrics_url, self.metrics()))
+        if self.logs_url and any(_executed(r) for r, _, _ in self.finished):
+            posts.append((self.logs_url, self.logs()))
         for url, body in posts:
             problem = _post(url, body, self.headers, deadline)
             if problem:
@@ -128,8 +140,7 @@ class Export:
     def traces(self) -> dict[str, Any]:
         summary = self.summary
         assert summary is not None
-        trace_id, parent = _trace_parent(self.env.get("TRACEPARENT", ""))
-        root_id = _span_id()
+        trace_id, parent, root_id = self.trace_id, self.parent, self.root_id
         run_start, run_end = int(summary.started_at * 1e9), int(summary.ended_at * 1e9)
         result = _pipeline_result(summary)
         root = {
@@ -149,13 +160,13 @@ class Export:
             "status": {"code": STATUS_OK if result == "success" else STATUS_ERROR},
         }
         spans = [root]
-        for task, told in self.finished:
+        for task, told, span_id in self.finished:
             end = told
             start = self.started.get(str(task.id), end - int(task.duration_ms * 1e6))
             failed = task.status is Status.FAILED
             span: dict[str, Any] = {
                 "traceId": trace_id,
-                "spanId": _span_id(),
+                "spanId": span_id,
                 "parentSpanId": root_id,
                 "name": "vx.task",
                 "kind": SPAN_KIND_INTERNAL,
@@ -220,7 +231,7 @@ class Export:
         summary = self.summary
         assert summary is not None
         start, end = str(int(summary.started_at * 1e9)), str(int(summary.ended_at * 1e9))
-        results = [r for r, _ in self.finished]
+        results = [r for r, _, _ in self.finished]
         hits: dict[str, int] = {}
         for r in results:
             if r.status is Status.SUCCESS and r.cache in _HIT_SOURCES:
@@ -281,6 +292,50 @@ class Export:
                 }
             ]
         }
+
+    def logs(self) -> dict[str, Any]:
+        """One record per executed task: the end of its output, in its span."""
+        records = []
+        for task, told, span_id in self.finished:
+            if not _executed(task):
+                continue
+            text = b"".join(c.data for c in task.log).decode("utf-8", "replace")
+            failed = task.status is Status.FAILED
+            records.append(
+                {
+                    "timeUnixNano": str(told),
+                    "observedTimeUnixNano": str(told),
+                    "severityNumber": SEVERITY_ERROR if failed else SEVERITY_INFO,
+                    "severityText": "ERROR" if failed else "INFO",
+                    "body": {"stringValue": text[-LOG_TAIL:]},
+                    "attributes": _attributes(
+                        {
+                            "vx.task.id": str(task.id),
+                            "vx.task.status": task.status.value,
+                            "vx.log.truncated": len(text) > LOG_TAIL,
+                        }
+                    ),
+                    "traceId": self.trace_id,
+                    "spanId": span_id,
+                }
+            )
+        return {
+            "resourceLogs": [
+                {
+                    "resource": self.resource(),
+                    "scopeLogs": [{"scope": _scope(), "logRecords": records}],
+                }
+            ]
+        }
+
+
+def _executed(task: TaskResult) -> bool:
+    """Whether the task ran this time (not served from a cache) and printed something."""
+    return (
+        task.cache in (CacheStatus.MISS, CacheStatus.NO_CACHE)
+        and task.attempts > 0
+        and bool(task.log)
+    )
 
 
 _HIT_SOURCES = {
