@@ -513,3 +513,23 @@ def test_an_executor_hook_runs_the_tasks_it_accepts_and_its_throw_fails_only_the
     assert "plugin 'farm' failed in its `executor` hook: ConnectionError: the farm is down" in (
         broken.out + broken.err
     )
+
+
+@pytest.mark.feature("PL-01", "WS-11")
+def test_a_workspace_config_written_as_code_names_plugins_by_the_same_strings(repo):
+    """`vx.workspace.mjs`, evaluated by Node, declares Python plugins with the same strings and
+    `{name, options}` objects as vx.workspace.json (issue: plugins, configs written as code)."""
+    code = (
+        "def plugin(options):\n"
+        "    def run(argv, ctx):\n        print('hello', options['who'])\n"
+        "    return {'commands': {'hello': {'run': run}}}\n"
+    )
+    workspace(repo, [], {"greet": code})
+    (repo.root / "vx.workspace.json").unlink()
+    repo.write(
+        {
+            "vx.workspace.mjs": "export default { plugins: [{ name: 'greet', options: { who: 'js' } }] };\n"
+        }
+    ).commit()
+    result = repo.vx("hello", summary=False)
+    assert result.code == 0 and result.out == "hello js\n", result.err

@@ -2,11 +2,13 @@
 and called at their points of the pipeline, each failure kept to its plugin (docs/plugins.md).
 
 A plugin is a Python module, or a `vx.plugins` entry point, whose `plugin(options)` returns a
-dict of hooks. Shaping hooks (setup, config, key, schedule) decide what the run does, so a throw
-in one fails the run in one line naming the plugin and the hook. Observers (telemetry sinks,
-`ctx.on` callbacks, teardown) only watch, so a throw is warned once and that observer is
-switched off; a throwing `admit` admits from then on. Only a workspace that declares a plugin
-imports this module.
+dict of hooks. Shaping hooks (setup, config, discover, project, graph, key, schedule and the
+executor and cache factories) decide what the run does, so a throw in one fails the run in one
+line naming the plugin and the hook; a vx error a plugin raises on purpose is shown as it is.
+Observers (telemetry sinks, `ctx.on` callbacks, teardown) only watch, so a throw is warned once
+and that observer is switched off; a throwing `admit` admits from then on, an executor's throw
+fails its task, a cache layer's is a miss. Only a workspace that declares a plugin imports this
+module.
 """
 
 from __future__ import annotations
