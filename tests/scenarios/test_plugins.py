@@ -170,6 +170,8 @@ def test_a_plugin_verb_runs_with_its_arguments_and_exit_code(repo):
     assert "Plugin commands:" in helped.out and "greet  say hello (plugin greeter)" in helped.out
     unknown = repo.vx("gret", summary=False)
     assert unknown.code == 2 and "gret" in unknown.err
+    helped = repo.vx("help", "greet", summary=False)
+    assert helped.code == 0 and helped.out == "vx greet: say hello (plugin greeter)\n", helped.err
     info = repo.vx("info", summary=False)
     assert re.search(r"^plugins +greeter \(commands\)$", info.out, re.M), info.out
 

@@ -708,7 +708,13 @@ def _help(rest: list[str]) -> int:
         return EXIT_OK
     verb = "show" if rest[0] == "ls" else rest[0]
     if verb not in VERB_HELP:
-        raise _unknown_verb(verb)
+        host = _workspace_plugins()
+        added = host.verbs().get(verb) if host is not None else None
+        if added is None:
+            raise _unknown_verb(verb)
+        plugin, command = added
+        print(f"vx {verb}: {command.get('description') or 'a verb'} (plugin {plugin.name})")
+        return EXIT_OK
     print(VERB_HELP[verb], end="")
     return EXIT_OK
 

@@ -192,7 +192,10 @@ class Export:
         from vx.store.runs import ci_provider, git_head
 
         env = self.env
-        command = "vx " + " ".join(a for a in sys.argv[1:] if not a.startswith("--summarize"))
+        from vx.plugins.host import masked
+
+        words = " ".join(a for a in sys.argv[1:] if not a.startswith("--summarize"))
+        command = masked("vx " + words)  # forwarded arguments may spell a secret
         attrs: dict[str, Any] = {
             "vx.run.id": summary.run_id,
             "vx.run.command": command.strip(),
