@@ -442,7 +442,7 @@ def plugin(options):
 """
 
 
-@pytest.mark.feature("PL-02", "RC-07")
+@pytest.mark.feature("PL-02", "PL-04", "RC-07")
 def test_a_cache_hook_is_the_remote_layer_and_a_broken_one_is_a_miss(repo, tmp_path):
     """A `cache` hook's layer gets each new entry and serves it to a run whose local cache is
     gone; a layer that throws costs a warning and a miss, never the build (issue: plugins, cache
@@ -491,7 +491,7 @@ def plugin(options):
 """
 
 
-@pytest.mark.feature("PL-02", "EX-17")
+@pytest.mark.feature("PL-02", "PL-04", "EX-17")
 def test_an_executor_hook_runs_the_tasks_it_accepts_and_its_throw_fails_only_the_task(repo):
     """A plugin executor runs the tasks it accepts (its output is the task's, its exit code the
     task's, the outputs saved and hit as vx's own), vx runs the rest; an executor that throws
