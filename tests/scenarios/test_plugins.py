@@ -535,3 +535,22 @@ def test_a_workspace_config_written_as_code_names_plugins_by_the_same_strings(re
     ).commit()
     result = repo.vx("hello", summary=False)
     assert result.code == 0 and result.out == "hello js\n", result.err
+
+
+@pytest.mark.feature("PL-02", "KEY-11")
+def test_declaring_a_plugin_ends_the_replays_of_a_receipted_workspace(repo):
+    """A workspace replayed from its receipt declares a key plugin: the next run goes through
+    the pipeline and keys with the hook (issue: plugins, never served by a replay that skips
+    a key hook)."""
+    import time
+
+    workspace(repo, [], {"stampkey": STAMP_KEY})
+    (repo.root / "stamp.txt").write_text("one")
+    timed(repo)
+    time.sleep(0.06)  # past the racy window of what the first run wrote (as test_receipts does)
+    timed(repo)
+    _, replayed = timed(repo)
+    assert replayed  # without plugins, the warm run is a replay
+    repo.write({"vx.workspace.json": {"plugins": ["stampkey"]}}).commit()
+    keyed, replayed = timed(repo)
+    assert not replayed and "0 cached" in keyed.err, keyed.err
