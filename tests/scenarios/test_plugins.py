@@ -101,13 +101,16 @@ def test_a_throw_in_a_shaping_hook_fails_the_run_in_one_line(repo, hook):
 
 @pytest.mark.feature("PL-03")
 def test_an_observer_that_throws_is_warned_once_and_the_run_goes_on(repo):
-    """A telemetry sink that throws is warned once and switched off; a throwing `admit` admits
-    from then on; the run succeeds (issue: plugins, observers never fail a build)."""
+    """A telemetry sink that throws (or calls sys.exit) is warned once and switched off; a
+    throwing `admit` admits from then on; the run succeeds (issue: plugins, observers never fail
+    a build)."""
     code = (
+        "import sys\n"
         "def plugin(options):\n"
         "    def sink(event):\n        raise ValueError('sink broke')\n"
         "    def admit(task, running, ctx):\n        raise KeyError('admit broke')\n"
-        "    return {'telemetry': lambda ctx: sink, 'admit': admit}\n"
+        "    def setup(ctx):\n        ctx.on(lambda event: sys.exit(3))\n"
+        "    return {'telemetry': lambda ctx: sink, 'admit': admit, 'setup': setup}\n"
     )
     pkgs = {n: {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": n}} for n in "abc"}
     workspace(repo, ["flaky"], {"flaky": code}, pkgs)
@@ -115,6 +118,7 @@ def test_an_observer_that_throws_is_warned_once_and_the_run_goes_on(repo):
     assert result.code == 0, result.err
     assert result.err.count("plugin 'flaky' failed in its `telemetry` hook: ValueError") == 1
     assert "switched off for this run" in result.err
+    assert result.err.count("failed in its `setup: ctx.on` hook: SystemExit: 3") == 1  # no exit
     assert result.err.count("plugin 'flaky' failed in its `admit` hook: KeyError") <= 1
     assert {t["status"] for t in result.summary["tasks"]} == {"success"}
 

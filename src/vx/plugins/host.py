@@ -61,6 +61,8 @@ CORE_VERBS = frozenset(
         *("build", "test", "lint", "exec", "graph"),
     }
 )
+# What a hook's throw may be: any error, and sys.exit() too (a plugin does not end vx's run)
+_THROWN = (Exception, SystemExit)
 TEARDOWN_S = 3.0  # how long one plugin's teardown may hold the end of a run
 ENTRY_POINTS = "vx.plugins"
 
@@ -153,7 +155,7 @@ class Host:
             return plugin.hooks[hook](*args, plugin.ctx)
         except VxError:
             raise
-        except Exception as exc:
+        except _THROWN as exc:
             raise _failed(plugin.name, hook, exc) from None
 
     def warn(self, message: str) -> None:
@@ -318,7 +320,7 @@ class Host:
                 try:
                     if not accepts(view):
                         continue
-                except Exception as exc:
+                except _THROWN as exc:
                     self.executors = [(n, e) for n, e in self.executors if e is not executor]
                     self.warn(f"{_failed(name, 'executor: accepts', exc).message}; not asked again")
                     continue
@@ -401,7 +403,7 @@ class Host:
             try:
                 if not plugin.hooks["admit"](view, busy, plugin.ctx):
                     return False
-            except Exception as exc:
+            except _THROWN as exc:
                 plugin.off.add("admit")
                 self.warn(f"{_failed(plugin.name, 'admit', exc).message}; it admits from now on")
         return True
@@ -426,7 +428,7 @@ class Host:
                     continue
                 try:
                     obs.fn(event)
-                except Exception as exc:
+                except _THROWN as exc:
                     obs.off = True
                     message = _failed(obs.plugin, obs.hook, exc).message
                     emit(Notice(f"{message}; switched off for this run", level="warning"))
@@ -457,7 +459,7 @@ class Host:
                     f"plugin '{plugin.name}': its `teardown` hook did not end within "
                     f"{TEARDOWN_S:g} s; vx did not wait for it"
                 )
-            elif failure and isinstance(failure[0], Exception):
+            elif failure and isinstance(failure[0], _THROWN):
                 said.append(_failed(plugin.name, "teardown", failure[0]).message)
         said[:0], self.pending = self.pending, []  # with what `ctx.warn` said meanwhile, first
         return said
@@ -489,7 +491,7 @@ class Host:
             return command["run"](argv, plugin.ctx)
         except VxError:
             raise
-        except Exception as exc:
+        except _THROWN as exc:
             raise _failed(plugin.name, f"commands.{verb}", exc) from None
 
 
@@ -541,7 +543,7 @@ def _sinks(host: Host, plugin: Plugin) -> None:
     decline), each called with every event; a hook that throws only costs its own sinks."""
     try:
         got = plugin.hooks["telemetry"](plugin.ctx)
-    except Exception as exc:
+    except _THROWN as exc:
         host.warn(f"{_failed(plugin.name, 'telemetry', exc).message}; switched off for this run")
         return
     sinks = [] if got is None else list(got) if isinstance(got, (list, tuple)) else [got]
@@ -565,7 +567,7 @@ def _factory(name: str) -> Callable[[dict[str, Any]], Any]:
         if exc.name is None or not (name == exc.name or name.startswith(exc.name + ".")):
             raise _load_failed(name, exc) from None  # the module is there; one it imports is not
         found = _entry_point(name)
-    except Exception as exc:
+    except _THROWN as exc:
         raise _load_failed(name, exc) from None
     finally:
         sys.dont_write_bytecode = quiet
@@ -585,7 +587,7 @@ def _entry_point(name: str) -> Any:
         if ep.name == name:
             try:
                 return ep.load()
-            except Exception as exc:
+            except _THROWN as exc:
                 raise _load_failed(name, exc) from None
     raise PluginError(
         f"plugin '{name}' is neither an importable module nor a `{ENTRY_POINTS}` entry point",
@@ -600,7 +602,7 @@ def _hooks(spec: PluginSpec, factory: Callable[[dict[str, Any]], Any]) -> dict[s
         hooks = factory(copy.deepcopy(dict(spec.options)))
     except VxError:
         raise
-    except Exception as exc:
+    except _THROWN as exc:
         raise _failed(spec.name, "plugin(options)", exc) from None
     name = spec.name
     if not isinstance(hooks, dict):
@@ -729,7 +731,7 @@ def _offered(name: str, executor: Any, view: TaskView) -> Callable[..., Any]:
             code = await asyncio.to_thread(executor.run, view, command, cwd, dict(env), output)
             if isinstance(code, bool) or not isinstance(code, int):
                 raise TypeError(f"run() returned {_shown(code)}, not an exit code")
-        except Exception as exc:
+        except _THROWN as exc:
             said = _failed(name, "executor", exc).message
             chunk = LogChunk(2, f"vx: {said}\n".encode())
             log.append(chunk)
@@ -758,7 +760,7 @@ class PluginLayer:
 
         try:
             return getattr(self.cache, method)(*args)
-        except Exception as exc:
+        except _THROWN as exc:
             text = str(exc).splitlines()[0] if str(exc) else ""
             said = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
             raise RemoteFailure(
@@ -791,5 +793,5 @@ class PluginLayer:
         if callable(getattr(self.cache, "close", None)):
             try:
                 self.cache.close()
-            except Exception:  # an observer's end: nothing left to fail
+            except _THROWN:  # an observer's end: nothing left to fail
                 pass
