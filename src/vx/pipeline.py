@@ -247,7 +247,7 @@ def _prepare(
         from msgspec.structs import replace
 
         graph = replace(graph, priority=host.weights(graph))
-    from vx.store.policy import plan_cache
+    from vx.store.policy import cache_scope, plan_cache
 
     layer = host.cache_layer() if host is not None and host.has("cache") else None
     cache = plan_cache(
@@ -256,6 +256,7 @@ def _prepare(
         spec=req.cache_spec,
         cfg=ws_config.remote_cache,
         env=host_env,
+        scope=cache_scope(ws_config.cache_scope, host_env),
         plugin=layer.settings if layer is not None else None,
     )
     policy = CachePolicy(read=cache.axes.reads, write=cache.axes.writes)
@@ -394,7 +395,11 @@ def _open_remote(
     from vx.store.remote import open_layer
 
     if layer is None or cache.remote is not layer.settings:
-        layer = open_layer(cache.remote)
+        layer = open_layer(cache.remote, cache.scope)
+    elif cache.scope is not None:  # a plugin's layer keeps a scope's writes apart as a server does
+        from vx.store.remote.scope import ScopedLayer
+
+        layer = ScopedLayer(layer, cache.scope)
     layered = LayeredStore(local, layer, cache.axes)
     late = late_tasks(graph)
     layered.wanted = wanted_from(
