@@ -131,6 +131,26 @@ def prepare(
         raise
 
 
+def shaped_projects(
+    ws: Workspace, host_env: Mapping[str, str]
+) -> tuple[Workspace, dict[str, ProjectConfig]]:
+    """The workspace and its project configs as a run sees them, the plugins' `discover` and
+    `project` hooks applied (for `vx show`); the plugins are set up and torn down around it."""
+    ws_config = config.load_workspace(ws.root, host_env, remote=False)
+    if not ws_config.plugins:
+        return ws, config.load_all(ws, host_env)
+    loaded: list = []
+    try:
+        host, ws_config = _load_plugins(ws.root, ws_config, host_env, loaded)
+        if host.has("discover"):
+            ws = host.discovered(ws)
+        shape = host.shape_project if host.has("project") else None
+        return ws, config.load_all(ws, host_env, shape)
+    finally:
+        for host in loaded:
+            host.teardown()
+
+
 def _load_plugins(root: Path, ws_config, host_env: Mapping[str, str], loaded: list):
     """The workspace's plugins, loaded and set up, and its config as their `config` hooks left it."""
     from vx.plugins import host as plugins
@@ -161,8 +181,11 @@ def _prepare(
             host = None
             if ws_config.plugins:  # a workspace without plugins never imports the seam
                 host, ws_config = _load_plugins(ws.root, ws_config, host_env, loaded)
+                if host.has("discover"):
+                    ws = host.discovered(ws)
             cache_dir = location.cache_dir(req.cwd, req.cache_dir, ws, ws_config, host_env)
-            configs = config.load_all(ws, host_env)
+            shape = host.shape_project if host is not None and host.has("project") else None
+            configs = config.load_all(ws, host_env, shape)
         affected_notice = None
         with stages("build graph"):
             cwd_pkg = package_of(ws, req.cwd)
@@ -182,6 +205,8 @@ def _prepare(
                 graph, affected_notice = _affected(
                     req, ws, ws_config, configs, graph, cwd_pkg, host_env
                 )
+            if host is not None and host.has("graph"):
+                graph = host.shape_graph(graph)
             additive = refuse_overlaps(graph.nodes, configs, ws_config.exclusive_outputs)
         _refuse_group_only_args(graph, req)
         if req.exclude_deps:
@@ -226,6 +251,7 @@ def _prepare(
         graph = replace(graph, priority=host.weights(graph))
     from vx.store.policy import cache_scope, plan_cache
 
+    layer = host.cache_layer() if host is not None and host.has("cache") else None
     cache = plan_cache(
         no_cache=req.no_cache,
         force=req.force or req.verify is not None,
@@ -233,6 +259,7 @@ def _prepare(
         cfg=ws_config.remote_cache,
         env=host_env,
         scope=cache_scope(ws_config.cache_scope, host_env),
+        plugin=layer.settings if layer is not None else None,
     )
     policy = CachePolicy(read=cache.axes.reads, write=cache.axes.writes)
     store: LocalStore | LayeredStore | None = None
@@ -260,7 +287,9 @@ def _prepare(
                 hits = store.probe(p.key for t, p in run_plans.items() if p.outputs is not None)
         if cache.remote is not None:
             with stages("remote probe" if req.dry else "prefetch"):
-                store = remote = _open_remote(store, cache, run_plans, hits, keyed_graph or graph)
+                store = remote = _open_remote(
+                    store, cache, run_plans, hits, keyed_graph or graph, layer
+                )
                 remote_hits = (
                     remote.probe_remote(remote.wanted)
                     if req.dry and cache.axes.remote_read
@@ -354,15 +383,27 @@ def _filtered(req: RunRequest, ws: Workspace, configs, cwd_pkg: str) -> frozense
 
 
 def _open_remote(
-    local, cache, plans: Mapping[TaskId, TaskPlan], hits: Mapping[str, object], graph: TaskGraph
+    local,
+    cache,
+    plans: Mapping[TaskId, TaskPlan],
+    hits: Mapping[str, object],
+    graph: TaskGraph,
+    layer=None,
 ):
-    """Put the remote layer behind the local store; it learns which keys the run wants —
-    not the keys taken up front for tasks keyed late: those download once keyed."""
+    """Put the remote layer (a plugin's `layer`, when it is the one chosen) behind the local
+    store; it learns which keys the run wants — not the keys taken up front for tasks keyed
+    late: those download once keyed."""
     from vx.plan.tasks import late_tasks
     from vx.store.layered import LayeredStore, wanted_from
     from vx.store.remote import open_layer
 
-    layered = LayeredStore(local, open_layer(cache.remote, cache.scope), cache.axes)
+    if layer is None or cache.remote is not layer.settings:
+        layer = open_layer(cache.remote, cache.scope)
+    elif cache.scope is not None:  # a plugin's layer keeps a scope's writes apart as a server does
+        from vx.store.remote.scope import ScopedLayer
+
+        layer = ScopedLayer(layer, cache.scope)
+    layered = LayeredStore(local, layer, cache.axes)
     late = late_tasks(graph)
     layered.wanted = wanted_from(
         {t: p for t, p in plans.items() if t not in late} if late else plans, hits
@@ -502,7 +543,9 @@ def execute(
             lockfiles = prep.index.snapshot(None, prep.index.fingerprinted)  # before anything runs
             with stages("schedule"):
                 priority = _priorities(prep, lane, emit)
-            admits = prep.plugins is not None and prep.plugins.has("admit")
+            admits = prep.plugins is not None and (  # the walk asks them before each start
+                prep.plugins.has("admit") or bool(prep.plugins.executors)
+            )
             if stopped_by is None and launch_for is None and req.fast_paths and not admits:
                 _start_first_wave(prep, lane, emit, early, priority)
             asyncio = _import_asyncio()  # while the first wave runs
@@ -939,6 +982,8 @@ async def _walk(
         terminal=req.lend_terminal and os.isatty(0) and os.isatty(1),
     )
     host = prep.plugins
+    if host is not None and host.executors:
+        ctx.offer = host.executor_for
     if host is not None and host.has("admit"):
         ctx.admit = lambda tid, running: host.admit(prep.graph.nodes[tid], prep.plans[tid], running)
     if ctx.late:

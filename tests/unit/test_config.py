@@ -619,6 +619,12 @@ def test_workspace_refusals(data, field, words):
     assert err.field == field and words in err.message
 
 
+@pytest.mark.feature("PL-01")
+def test_plugins_in_a_project_config_point_at_the_workspace():
+    err = refusal({"plugins": ["vx.plugins.otel"]}, validate_project)
+    assert err.field == "plugins" and "vx.workspace.json" in (err.hint or "")
+
+
 @pytest.mark.feature("WS-11")
 def test_foreign_workspace_key_hints():
     assert "`cacheDir`" in refusal({"cacheDirectory": ".c"}, validate_workspace).hint

@@ -753,7 +753,13 @@ def _help(rest: list[str]) -> int:
         return EXIT_OK
     verb = "show" if rest[0] == "ls" else rest[0]
     if verb not in VERB_HELP:
-        raise _unknown_verb(verb)
+        host = _workspace_plugins()
+        added = host.verbs().get(verb) if host is not None else None
+        if added is None:
+            raise _unknown_verb(verb)
+        plugin, command = added
+        print(f"vx {verb}: {command.get('description') or 'a verb'} (plugin {plugin.name})")
+        return EXIT_OK
     print(VERB_HELP[verb], end="")
     return EXIT_OK
 
@@ -1354,7 +1360,7 @@ def _dry(prep, fmt: str) -> int:
         prep.store.close()
     notes = list(prep.notices)
     if prep.plugins is not None:
-        notes += [(m, "warning") for m in prep.plugins.pending + prep.plugins.teardown()]
+        notes += [(m, "warning") for m in prep.plugins.teardown()]
     for message, level in notes + (prep.remote.messages() if prep.remote is not None else []):
         _say(f"vx: warning: {message}" if level == "warning" else f"vx: {message}")
     return EXIT_OK

@@ -55,6 +55,7 @@ PROJECT = Level(
         "scripts": "scripts stay in package.json; a vx task runs one as exec.command",
         "name": "a project is named by its package.json `name`",
         "extends": "vx configs inherit nothing; repeat the tasks",
+        "plugins": "plugins are declared for the whole workspace, in vx.workspace.json",
         "namedInputs": _nx("namedInputs", "a list in tasks.<name>.cache.inputs.files"),
         "implicitDependencies": _nx("implicitDependencies", "a dependsOn entry `pkg#task`"),
         "inputs": _turbo("inputs", "tasks.<name>.cache.inputs.files"),

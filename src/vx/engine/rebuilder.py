@@ -102,6 +102,10 @@ class RunContext(Struct):
     admit: Callable[[TaskId, frozenset[TaskId]], bool] | None = None
     running: set[TaskId] = field(default_factory=set)  # started through `admit`, not yet ended
     ended: asyncio.Event | None = None  # set when one of `running` ends
+    # the plugins' executors: (node, plan) -> an `execute` for the task, or None (vx runs it)
+    offer: Callable[[TaskNode, TaskPlan], Callable[..., Awaitable[ProcessResult]] | None] | None = (
+        None
+    )
 
 
 async def rebuild(
@@ -590,6 +594,23 @@ async def _run_process(
     terminal: bool = False,
 ) -> tuple[ProcessResult, tuple[Violation, ...]]:
     cwd = ctx.root / node.project_dir
+    offered = (
+        ctx.offer(node, plan)
+        if ctx.offer is not None
+        and plan.sandbox is None
+        and launch is None
+        and not (node.config.exec is not None and node.config.exec.interactive)
+        else None
+    )
+    if offered is not None:  # a plugin's executor runs it (never a sandboxed or traced task)
+        proc = await offered(
+            plan.command or "",
+            cwd=cwd,
+            env=plan.env,
+            timeout_ms=plan.timeout_ms,
+            on_output=on_output,
+        )
+        return proc, ()
     if plan.sandbox is None:
         # A cached task's outputs are read next: nothing it started may still be writing (docs/caching.md § Save).
         proc = await (ctx.execute or executor.execute)(
