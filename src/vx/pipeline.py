@@ -20,6 +20,7 @@ from vx.model import (
     ROOT_PROJECT,
     CachePolicy,
     CacheStatus,
+    RemoteExecution,
     RunSummary,
     Status,
     TaskGraph,
@@ -110,6 +111,9 @@ class Prepared(Struct):
     # runs), and each task that lost an edge -> the dependency it no longer waits for
     keyed_graph: TaskGraph | None = None
     cut: Mapping[TaskId, TaskId] = {}
+    # the REAPI server remote tasks run on (store.remote.RemoteSettings), and its capacity
+    remote_exec: object | None = None
+    remote_capacity: int = 0
 
 
 def prepare(
@@ -177,6 +181,7 @@ def prepare(
             store_dir=store_dir,
             framework_inference=req.framework_inference,
             sandbox_trace=ws_config.sandbox_trace,
+            remote_execution=ws_config.remote_execution,
         )
         plans = make_plans(ws, graph, index, opts, host_env, additive)
     keyed_graph: TaskGraph | None = None
@@ -248,6 +253,7 @@ def prepare(
             and any(t.package != ROOT_PROJECT for t in graph.requested)
         )
     )
+    remote_exec, remote_capacity = _remote_exec(run_plans, ws_config, host_env)
     return Prepared(
         ws,
         graph,
@@ -270,7 +276,25 @@ def prepare(
         configs,
         keyed_graph,
         cut,
+        remote_exec,
+        remote_capacity,
     )
+
+
+def _remote_exec(
+    plans: Mapping[TaskId, TaskPlan], ws_config, host_env: Mapping[str, str]
+) -> tuple[object | None, int]:
+    """The REAPI server for the run's remote tasks, when some task may go remote and one is
+    configured (remoteCache.reapi or VX_REAPI_ENDPOINT); else they run here."""
+    if not any(p.remote for p in plans.values()):
+        return None, 0
+    from vx.store import remote
+
+    found = remote.resolve(ws_config.remote_cache, host_env)
+    if found.settings is None or found.settings.kind != "reapi" or found.problem:
+        return None, 0
+    capacity = (ws_config.remote_execution or RemoteExecution()).capacity
+    return found.settings, capacity
 
 
 def _affected(
@@ -871,6 +895,10 @@ async def _walk(
         tainted={t: f"{dep} was not run (--exclude-dependencies)" for t, dep in prep.cut.items()},
         terminal=req.lend_terminal and os.isatty(0) and os.isatty(1),
     )
+    if prep.remote_exec is not None:
+        from vx.engine.remote import RemotePool
+
+        ctx.remote_pool = RemotePool(prep.remote_exec, prep.remote_capacity, prep.graph.nodes, emit)
     if ctx.late:
         nested = _nested_dirs(prep.ws)
         keyed = prep.keyed_graph or prep.graph  # a key folds every dependency, run or not
@@ -913,6 +941,11 @@ async def _walk(
         await table.shutdown(_grace_s())
         if ctx.sandbox is not None:  # the network proxy and the sandboxes' temp root
             ctx.sandbox.close()
+        if ctx.remote_pool is not None:
+            ctx.remote_pool.close()
+            told = ctx.remote_pool.summary()
+            if told:
+                emit(Notice(told, level="info"))
     return results, (stopped_by[0] if stopped_by else None), summary
 
 
@@ -987,7 +1020,7 @@ def _start_first_wave(prep: Prepared, lane, emit: Emit, early: dict[TaskId, Earl
     start is left to the walk, which reports why."""
     from vx.engine import spawn
 
-    if prep.remote is not None:
+    if prep.remote is not None or prep.remote_exec is not None:
         return
     nodes, settled, write = (
         prep.graph.nodes,

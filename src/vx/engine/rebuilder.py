@@ -98,6 +98,8 @@ class RunContext(Struct):
     alone: asyncio.Lock | None = None  # held while an interactive task gathers every slot
     # the executor's `execute` (None: vx.engine.executor.execute); the seam a test's scripted executor fills
     execute: Callable[..., Awaitable[ProcessResult]] | None = None
+    # the REAPI workers' slots (engine.remote.RemotePool) when a task of the run may go remote
+    remote_pool: Any = None
 
 
 async def rebuild(
@@ -455,8 +457,13 @@ async def _attempts(
     from vx.engine import incremental
 
     terminal = _on_terminal(ctx, node)
+    pool = ctx.remote_pool
+    remote = early is None and pool is not None and pool.wants(plan) and ctx.launch_for is None
     held = 1
-    if early is None and terminal:
+    if remote:
+        held = 0
+        await pool.slots.acquire()  # a remote slot: this machine's slots stay for local tasks
+    elif early is None and terminal:
         held = await _acquire_all(ctx, node)
     elif early is None:
         await ctx.slots.acquire(ctx.priority.get(node.id, 0))
@@ -468,7 +475,13 @@ async def _attempts(
                 proc, violations = await _run_once(ctx, node, plan, started=(early[0], early[1]))
             else:
                 kept = None
-                if wipe and plan.outputs is not None and attempt == 1 and ctx.policy.read:
+                if (
+                    wipe
+                    and plan.outputs is not None
+                    and attempt == 1
+                    and ctx.policy.read
+                    and not remote
+                ):
                     kept = await asyncio.to_thread(
                         incremental.prepare, ctx.root, plan.outputs, ctx.store, str(node.id)
                     )
@@ -478,7 +491,9 @@ async def _attempts(
                 launch = (
                     ctx.launch_for(node, plan, attempt) if ctx.launch_for and not terminal else None
                 )
-                proc, violations = await _run_once(ctx, node, plan, launch, terminal=terminal)
+                proc, violations = await _run_once(
+                    ctx, node, plan, launch, terminal=terminal, remote=remote
+                )
             elapsed += proc.duration_ms
             if kept is not None and proc.exit_code == 0 and not proc.aborted:
                 assert plan.outputs is not None  # kept only for a task with outputs
@@ -515,6 +530,8 @@ async def _attempts(
     finally:
         for _ in range(held):
             ctx.slots.release()
+        if remote:
+            pool.slots.release()
     return _with_duration(proc, elapsed), attempt, violations, kept is not None
 
 
@@ -536,12 +553,17 @@ async def _run_once(
     launch: executor.Launch | None = None,
     started=None,
     terminal: bool = False,
+    remote: bool = False,
 ) -> tuple[ProcessResult, tuple[Violation, ...]]:
-    """One attempt: inside the sandbox when the task declares one, else plainly;
-    `started` is a first attempt already running (executor.execute)."""
+    """One attempt: on a remote worker when `remote` (here if that fails), inside the sandbox
+    when the task declares one, else plainly; `started` is a first attempt already running
+    (executor.execute)."""
     secrets, masker, on_output = _masked_output(ctx, node, plan)
 
-    proc, violations = await _run_process(ctx, node, plan, launch, started, on_output, terminal)
+    if remote:
+        proc, violations = await _run_remote(ctx, node, plan, on_output)
+    else:
+        proc, violations = await _run_process(ctx, node, plan, launch, started, on_output, terminal)
     if masker is None:
         return proc, violations
     for rest in masker.flush():
@@ -551,6 +573,23 @@ async def _run_once(
         log=masking.mask_log(proc.log, secrets),
         spawn_error=masking.mask_text(proc.spawn_error, secrets),
     ), violations
+
+
+async def _run_remote(
+    ctx: RunContext, node: TaskNode, plan: TaskPlan, on_output
+) -> tuple[ProcessResult, tuple[Violation, ...]]:
+    """On a worker; when the server or the worker fails, here, on one of this machine's slots
+    (the remote slot stays held: the pool is off for the rest of the run by then)."""
+    proc = await ctx.remote_pool.execute(str(ctx.root), node, plan, ctx.plans, on_output)
+    if proc is not None:
+        return proc, ()
+    if plan.outputs is not None:  # what a lost worker's action may have left
+        await asyncio.to_thread(plan.outputs.wipe, ctx.root)
+    await ctx.slots.acquire(ctx.priority.get(node.id, 0))
+    try:
+        return await _run_process(ctx, node, plan, None, None, on_output)
+    finally:
+        ctx.slots.release()
 
 
 async def _run_process(

@@ -1,0 +1,272 @@
+"""Remote execution on a REAPI v2 server (RC-10): tasks run on a real BuildGrid's workers
+(PostgreSQL scheduler, Bots API workers started here), come back byte-identical to a local
+build and are saved locally; a worker killed mid-action does not lose the run; a dead server
+means running here with one warning; a command that fails on a worker fails the task."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import SRC, Repo
+from reapi_servers import ExecStack
+from remote_servers import free_port
+
+CACHE = {"inputs": {"files": ["package.json"]}, "outputs": {"files": ["dist/**"]}}
+GEN = Path(__file__).resolve().parents[2] / "bench" / "gen_monorepo.py"
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    server = ExecStack(tmp_path_factory.mktemp("bgd-exec"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def workers(stack):
+    """Two fresh workers for one test, killed after it."""
+    started = [stack.add_worker(), stack.add_worker()]
+    yield started
+    for proc in started:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+
+
+def leases_done(stack) -> int:
+    return sum(
+        log.read_text().count(" done, exit code ") for log in stack.workdir.glob("worker-*.log")
+    )
+
+
+def dist_files(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.glob("packages/*/dist/**/*"))
+        if p.is_file()
+    }
+
+
+def one_task(repo: Repo, command: str, *, remote=True, define=None, outputs=("dist/**",)):
+    exec_ = {"command": command, "remote": remote}
+    if define:
+        exec_["env"] = {"define": define}
+    repo.write(
+        {
+            "package.json": {"name": "root", "private": True, "workspaces": ["packages/*"]},
+            "packages/a/package.json": {"name": "a", "version": "1.0.0"},
+            "packages/a/src/in.txt": "input\n",
+            "packages/a/vx.config.json": {
+                "tasks": {
+                    "build": {
+                        "exec": exec_,
+                        "cache": {
+                            "inputs": {"files": ["src/**", "package.json"]},
+                            "outputs": {"files": list(outputs)},
+                        },
+                    }
+                }
+            },
+        }
+    ).commit()
+
+
+@pytest.mark.feature("RC-10")
+def test_generated_workspace_builds_on_two_workers_byte_identical_to_a_local_build(
+    tmp_path, stack, workers
+):
+    """50 generated packages, every build remote (`remoteExecution.default`): each dependant
+    reads its dependencies' dist from the input root the upstream outputs joined; the outputs
+    written back equal a local build's byte for byte, are saved locally, and the warm run
+    after serves them from the local cache without loading grpc."""
+    root = tmp_path / "remote"
+    subprocess.run(
+        [sys.executable, str(GEN), str(root), "--packages", "50", "-f", "4", "--tools", "vx"],
+        check=True,
+        capture_output=True,
+    )
+    ws = json.loads((root / "vx.workspace.json").read_text())
+    ws["remoteExecution"] = {"default": True, "capacity": 4}
+    repo = Repo(root)
+    repo.write({"vx.workspace.json": ws}).commit("remote execution")
+    local = Repo(tmp_path / "local")
+    shutil.copytree(root, local.root, symlinks=True)
+    time.sleep(1.1)  # files older than git's index, as in a real checkout (test_acceptance_100)
+
+    built_here = local.vx("run", "build", timeout=600)
+    assert built_here.code == 0, built_here.err[-2000:]
+    before = leases_done(stack)
+    res = repo.vx("run", "build", env=stack.env(), timeout=900)
+    assert res.code == 0, res.err[-3000:]
+    assert len(res.summary["tasks"]) == 50
+    assert {(t["status"], t["cache"]) for t in res.summary["tasks"]} == {("success", "miss")}
+    assert f"remote execution: 50 tasks ran on {stack.endpoint}" in res.err, res.err[-2000:]
+    assert "ran here instead" not in res.err
+    assert leases_done(stack) - before == 50  # the workers ran them, not this process
+    remote_files, local_files = dist_files(repo.root), dist_files(local.root)
+    assert len(remote_files) == 50 and remote_files == local_files
+
+    warm = repo.vx("run", "build", env=stack.env())
+    assert warm.code == 0, warm.err
+    assert {t["cache"] for t in warm.summary["tasks"]} <= {"up-to-date", "local"}
+    assert leases_done(stack) - before == 50
+    shutil.rmtree(repo.root / "packages" / "pkg-0003" / "dist")
+    probe = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys\nfrom vx.cli.main import main\ncode = main(sys.argv[1:])\n"
+            "print('grpc loaded:', 'grpc' in sys.modules, file=sys.stderr)\nsys.exit(code)\n",
+            "run",
+            "build",
+        ],
+        cwd=repo.root,
+        env={**os.environ, **stack.env(), "PYTHONPATH": SRC},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert probe.returncode == 0, probe.stderr
+    assert "grpc loaded: False" in probe.stderr  # a restore from the local cache asks no server
+    assert dist_files(repo.root) == local_files
+
+
+@pytest.mark.feature("RC-10")
+def test_a_worker_killed_mid_action_does_not_lose_the_run(repo, tmp_path, stack, workers):
+    """The action's first run tells its worker's pid and waits; that worker is SIGKILLed.
+    The server re-queues the action on the other worker (or, had it given up, vx would run
+    it here): either way the run finishes with the right output."""
+    mark, go = tmp_path / "mark", tmp_path / "go"
+    one_task(
+        repo,
+        'echo "$PPID $$" >> "$MARK"; while [ ! -e "$GO" ]; do sleep 0.05; done; '
+        "mkdir -p dist && cp src/in.txt dist/out.txt",
+        define={"MARK": str(mark), "GO": str(go)},
+    )
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
+    }
+    env.update({"PYTHONPATH": SRC, "NO_COLOR": "1", **stack.env()})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vx", "run", "build", "--all"],
+        cwd=repo.root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not mark.exists() or not mark.read_text().endswith("\n"):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the action never started on a worker"
+            time.sleep(0.05)
+        worker_pid, shell_pid = map(int, mark.read_text().split())
+        assert worker_pid in {w.pid for w in workers}
+        os.kill(worker_pid, signal.SIGKILL)
+        os.kill(shell_pid, signal.SIGKILL)  # its own session: the worker's death leaves it
+        go.touch()
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert (repo.root / "packages/a/dist/out.txt").read_text() == "input\n"
+    assert len(mark.read_text().splitlines()) == 2  # it ran again, after the kill
+    assert "remote execution: 1 task ran" in err or "ran here instead" in err, err
+
+
+@pytest.mark.feature("RC-10")
+def test_a_dead_server_means_running_here_with_one_warning(repo):
+    """Nothing listens on the endpoint: every remote task runs here, the first says why once."""
+    repo.write(
+        {
+            "package.json": {"name": "root", "private": True, "workspaces": ["packages/*"]},
+            **{
+                f"packages/{n}/package.json": {"name": n, "version": "1.0.0"}
+                for n in ("a", "b", "c")
+            },
+            **{
+                f"packages/{n}/vx.config.json": {
+                    "tasks": {
+                        "build": {
+                            "exec": {
+                                "command": f"mkdir -p dist && echo {n} > dist/out",
+                                "remote": True,
+                            },
+                            "cache": {
+                                "inputs": {"files": ["package.json"]},
+                                "outputs": {"files": ["dist/**"]},
+                            },
+                        }
+                    }
+                }
+                for n in ("a", "b", "c")
+            },
+        }
+    ).commit()
+    res = repo.vx(
+        "run", "build", "--all", env={"VX_REAPI_ENDPOINT": f"grpc://127.0.0.1:{free_port()}"}
+    )
+    assert res.code == 0, res.err
+    assert {s for s in res.statuses().values()} == {("success", "miss")}
+    assert res.err.count("remote execution failed") == 1, res.err
+    assert "ran here instead" in res.err
+    for n in ("a", "b", "c"):
+        assert (repo.root / f"packages/{n}/dist/out").read_text() == f"{n}\n"
+
+
+@pytest.mark.feature("RC-10")
+def test_a_command_failing_on_a_worker_fails_the_task_with_its_log(repo, stack, workers):
+    before = leases_done(stack)
+    one_task(repo, "echo reached-the-worker; echo it-broke >&2; exit 3")
+    res = repo.vx("run", "build", "--all", env=stack.env())
+    assert res.code == 1, res.err
+    assert res.statuses() == {"a#build": ("failed", "miss")}
+    assert "it-broke" in res.out + res.err and "reached-the-worker" in res.out + res.err
+    assert "remote execution failed" not in res.err  # the command failed, not the server
+    assert leases_done(stack) - before == 1
+
+
+@pytest.mark.feature("RC-10")
+@pytest.mark.parametrize(
+    ("task", "message"),
+    [
+        ({"exec": {"command": "true", "remote": True}}, "which has no `cache`"),
+        (
+            {"exec": {"command": "true", "remote": "sometimes"}, "cache": CACHE},
+            "must be true, false",
+        ),
+        (
+            {
+                "exec": {"command": "true", "remote": True, "env": {"passThrough": ["TOKEN"]}},
+                "cache": CACHE,
+            },
+            "never leave this machine",
+        ),
+        (
+            {"exec": {"command": "true", "platform": {"OSFamily": 1}}, "cache": CACHE},
+            "platform.OSFamily",
+        ),
+    ],
+)
+def test_a_task_that_cannot_go_remote_is_refused(repo, task, message):
+    repo.write(
+        {
+            "package.json": {"name": "a", "version": "1.0.0"},
+            "vx.config.json": {"tasks": {"build": task}},
+        }
+    ).commit()
+    res = repo.vx("run", "build")
+    assert res.code == 2, res.err
+    assert "vx.config.json" in res.err and message in res.err, res.err
