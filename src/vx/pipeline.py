@@ -66,6 +66,7 @@ class RunRequest(Struct, frozen=True):
     forward_args: tuple[str, ...] = ()
     concurrency: str | None = None
     continue_mode: str = "deps-ok"
+    download: str = "all"  # --download: remote-executed outputs fetched (all | toplevel | none)
     no_cache: bool = False
     force: bool = False
     cache_dir: str | None = None
@@ -898,7 +899,14 @@ async def _walk(
     if prep.remote_exec is not None:
         from vx.engine.remote import RemotePool
 
-        ctx.remote_pool = RemotePool(prep.remote_exec, prep.remote_capacity, prep.graph.nodes, emit)
+        ctx.remote_pool = RemotePool(
+            prep.remote_exec,
+            prep.remote_capacity,
+            prep.graph.nodes,
+            emit,
+            download=req.download,
+            deferrable=not ctx.late and not _runtime_inputs(prep),
+        )
     if ctx.late:
         nested = _nested_dirs(prep.ws)
         keyed = prep.keyed_graph or prep.graph  # a key folds every dependency, run or not
@@ -947,6 +955,16 @@ async def _walk(
             if told:
                 emit(Notice(told, level="info"))
     return results, (stopped_by[0] if stopped_by else None), summary
+
+
+def _runtime_inputs(prep: Prepared) -> bool:
+    """Whether a task of the run probes the machine (`cache.inputs.runtime`): its probe could
+    read what an upstream task left, so nothing is left on a remote."""
+    return any(
+        n.config.cache is not None
+        and (n.config.cache.input_runtime or n.config.cache.input_ws_runtime)
+        for n in prep.graph.nodes.values()
+    )
 
 
 def _late(prep: Prepared) -> dict[TaskId, bool]:

@@ -270,3 +270,67 @@ def test_a_task_that_cannot_go_remote_is_refused(repo, task, message):
     res = repo.vx("run", "build")
     assert res.code == 2, res.err
     assert "vx.config.json" in res.err and message in res.err, res.err
+
+
+def chain(repo: Repo) -> None:
+    """a → b → c built remotely, each adding a line to its upstream's file; l (here) reads b's."""
+
+    def task(name: str, up: str | None, remote: bool) -> dict:
+        read = f"cat ../{up}/dist/out > dist/out && " if up else ""
+        return {
+            "tasks": {
+                "build": {
+                    "exec": {
+                        "command": f"mkdir -p dist && {read}echo {name} >> dist/out",
+                        "remote": remote,
+                    },
+                    **({"dependsOn": [f"{up}#build"]} if up else {}),
+                    "cache": CACHE,
+                }
+            }
+        }
+
+    files: dict = {"package.json": {"name": "root", "private": True, "workspaces": ["packages/*"]}}
+    for name, up, remote in (
+        ("a", None, True),
+        ("b", "a", True),
+        ("c", "b", True),
+        ("l", "b", False),
+    ):
+        files[f"packages/{name}/package.json"] = {"name": name, "version": "1.0.0"}
+        files[f"packages/{name}/vx.config.json"] = task(name, up, remote)
+    repo.write(files).commit()
+
+
+@pytest.mark.feature("RC-12")
+def test_download_toplevel_leaves_upstream_outputs_on_the_server_until_a_local_task_needs_them(
+    repo, stack, workers
+):
+    """`--download=toplevel`: only the requested task's outputs come back; its upstream's go
+    from worker to worker by digest. A later task that runs here fetches them first, and they
+    are saved then as a normal local entry."""
+    chain(repo)
+    out = lambda n: repo.root / f"packages/{n}/dist/out"  # noqa: E731
+    top = repo.vx("run", "c#build", "--download=toplevel", env=stack.env())
+    assert top.code == 0, top.err
+    assert out("c").read_text() == "a\nb\nc\n"  # b's and a's outputs reached c's worker
+    assert not out("a").exists() and not out("b").exists()
+    assert set(top.statuses().values()) == {("success", "miss")}
+    assert "the outputs of 2 were left there" in top.err, top.err
+
+    here = repo.vx("run", "l#build", "--download=none", env=stack.env())
+    assert here.code == 0, here.err
+    assert out("l").read_text() == "a\nb\nl\n"
+    assert out("b").read_text() == "a\nb\n" and out("a").read_text() == "a\n"
+    again = repo.vx("run", "b#build", env=stack.env())
+    assert again.statuses() == {
+        "a#build": ("success", "up-to-date"),
+        "b#build": ("success", "up-to-date"),
+    }, again.err
+
+
+@pytest.mark.feature("RC-12")
+def test_download_refuses_an_unknown_mode(repo):
+    chain(repo)
+    res = repo.vx("run", "c#build", "--download=some")
+    assert res.code == 2 and "`--download some` is not a mode" in res.err, res.err

@@ -368,7 +368,12 @@ async def _execute_and_save(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> 
     status = _status_of(proc)
     cache = CacheStatus.MISS if cached else CacheStatus.NO_CACHE
     saved, reason, taints = False, None, True
-    if status is Status.SUCCESS and write:
+    pool = ctx.remote_pool
+    if status is Status.SUCCESS and pool is not None and node.id in pool.listings:
+        # Saved once a local task fetches them; until then the server holds the result.
+        pool.unsaved[node.id] = (proc, snapshot, started_ns)
+        reason, taints = f"outputs left on the remote (--download={pool.download})", False
+    elif status is Status.SUCCESS and write:
         saved, reason = await _save(ctx, node, plan, proc, snapshot, started_ns, kept)
         # A save the store refused (a full disk, a refused output) leaves the result sound: its
         # dependants may still save (and a full disk says so once for the run, not once a task).
@@ -470,6 +475,8 @@ async def _attempts(
     try:
         if early is None and ctx.halt is not None and ctx.halt.is_set():
             return None, 0, (), False
+        if not remote:
+            await _fetch_upstream(ctx, node)
         for attempt in range(1, total + 1):
             if attempt == 1 and early is not None:
                 proc, violations = await _run_once(ctx, node, plan, started=(early[0], early[1]))
@@ -587,9 +594,34 @@ async def _run_remote(
         await asyncio.to_thread(plan.outputs.wipe, ctx.root)
     await ctx.slots.acquire(ctx.priority.get(node.id, 0))
     try:
+        await _fetch_upstream(ctx, node)
         return await _run_process(ctx, node, plan, None, None, on_output)
     finally:
         ctx.slots.release()
+
+
+async def _fetch_upstream(ctx: RunContext, node: TaskNode) -> None:
+    """Before a task runs here: fetch the outputs upstream tasks left on the server
+    (`--download`) and save each of those tasks as if it had downloaded at once."""
+    pool = ctx.remote_pool
+    if pool is None or not pool.listings:
+        return
+    async with pool.fetch_lock:
+        for dep in pool.upstream(node):
+            if dep not in pool.listings:
+                continue
+            why = await pool.materialise(str(ctx.root), dep)
+            if why is not None:
+                ctx.emit(
+                    Notice(
+                        f"{node.id}: the outputs of {dep} could not be fetched from the remote ({why})",
+                        id=node.id,
+                    )
+                )
+                continue
+            unsaved = pool.unsaved.pop(dep, None)
+            if unsaved is not None and ctx.policy.write and ctx.store is not None:
+                await _save(ctx, pool.nodes[dep], ctx.plans[dep], *unsaved)
 
 
 async def _run_process(

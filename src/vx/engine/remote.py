@@ -32,15 +32,30 @@ class RemotePool:
         capacity: int,
         nodes: Mapping[TaskId, TaskNode],
         emit: Emit,
+        download: str = "all",
+        deferrable: bool = False,
     ):
         self.settings = settings
         self.slots = asyncio.Semaphore(max(1, capacity))
         self.nodes = nodes
         self.emit = emit
+        self.download = download  # --download: all | toplevel | none
+        self.deferrable = deferrable  # no key of the run reads outputs from disk
         self.down: str | None = None  # why remote execution stopped for this run
         self.ran = 0
         self.fell_back = 0
+        # task -> its outputs left on the server (reapi_exec.Listing), while not fetched
+        self.listings: dict[TaskId, Any] = {}
+        # task -> (its result, input snapshot, started_ns): what saving it once fetched needs
+        self.unsaved: dict[TaskId, tuple[ProcessResult, Any, int]] = {}
+        self.fetch_lock = asyncio.Lock()
         self._executor: Any = None
+
+    def defers(self, node: TaskNode) -> bool:
+        """Whether this task's outputs stay on the server (`--download`)."""
+        if self.download == "all" or not self.deferrable:
+            return False
+        return self.download == "none" or not node.requested
 
     def wants(self, plan: TaskPlan) -> bool:
         return bool(plan.remote) and self.down is None
@@ -74,6 +89,8 @@ class RemotePool:
                 )
             return None
         self.ran += 1
+        if outcome.listing is not None:
+            self.listings[node.id] = outcome.listing
         log = []
         for stream, data in ((1, outcome.stdout), (2, outcome.stderr)):
             if data:
@@ -97,10 +114,13 @@ class RemotePool:
         outputs = plan.outputs
         assert outputs is not None  # the plan sends only cached tasks
         roots = outputs.globs.roots() if outputs.globs is not None else ()
+        grafted = [self.listings[t] for t in self.upstream(node) if t in self.listings]
         return self._executor.run(
             root=root,
             project_dir=node.project_dir,
             inputs=self._inputs(root, node, plan, plans),
+            fetch=not self.defers(node),
+            grafted=grafted,
             command=plan.command or "",
             env=shipped_env(node, plan, DEFAULT_PATH),
             platform=plan.platform,
@@ -118,19 +138,42 @@ class RemotePool:
         manifest = f"{node.project_dir}/package.json" if node.project_dir else "package.json"
         if os.path.exists(os.path.join(root, manifest)):
             paths.append(manifest)
-        seen: set[TaskId] = set()
-        todo = list(node.deps)
-        while todo:
-            dep = todo.pop()
-            if dep in seen:
-                continue
-            seen.add(dep)
+        for dep in self.upstream(node):
             upstream = plans.get(dep)
-            if upstream is not None and upstream.outputs is not None:
+            if upstream is not None and upstream.outputs is not None and dep not in self.listings:
                 paths += upstream.outputs.walk(Path(root))
-            if dep in self.nodes:
-                todo += self.nodes[dep].deps
         return paths
+
+    def upstream(self, node: TaskNode) -> list[TaskId]:
+        """Every task upstream of `node`, dependencies before their dependants."""
+        order: list[TaskId] = []
+        seen: set[TaskId] = set()
+
+        def visit(tid: TaskId) -> None:
+            if tid in seen:
+                return
+            seen.add(tid)
+            for dep in self.nodes[tid].deps if tid in self.nodes else ():
+                visit(dep)
+            order.append(tid)
+
+        for dep in node.deps:
+            visit(dep)
+        return order
+
+    async def materialise(self, root: str, tid: TaskId) -> str | None:
+        """Write a task's outputs left on the server into the workspace; why not, on failure."""
+        listing = self.listings.get(tid)
+        if listing is None:
+            return None
+        from vx.store.remote.reapi_exec import ExecFailure
+
+        try:
+            await asyncio.to_thread(self._executor.materialise, root, listing)
+        except (ExecFailure, OSError) as exc:
+            return str(exc)
+        del self.listings[tid]
+        return None
 
     def close(self) -> None:
         if self._executor is not None:
@@ -142,6 +185,8 @@ class RemotePool:
         line = f"remote execution: {self.ran} task{'s' * (self.ran != 1)} ran on {self.settings.endpoint}"
         if self.fell_back:
             line += f", {self.fell_back} ran here instead"
+        if self.listings:
+            line += f"; the outputs of {len(self.listings)} were left there (--download={self.download})"
         return line
 
 

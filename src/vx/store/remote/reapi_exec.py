@@ -52,6 +52,15 @@ class Outcome(Struct, frozen=True):
     timed_out: bool = False
     cached: bool = False  # the server answered from its own action cache
     written: int = 0  # output files written into the workspace
+    # not fetched: what the worker returned, for `materialise` or a dependant's input root
+    listing: Listing | None = None
+
+
+class Listing(Struct, frozen=True):
+    """Outputs left on the server: workspace paths to digests, allowed by the task's globs."""
+
+    files: tuple[tuple[str, str, int, bool], ...]  # (path, sha256, size, executable)
+    links: tuple[tuple[str, str], ...] = ()  # (path, target)
 
 
 class _Blob(Struct):
@@ -83,7 +92,11 @@ class RemoteExecutor:
         timeout_ms: int | None,
         allows: Callable[[str], bool],
         on_stage: Callable[[str], None] | None = None,
+        fetch: bool = True,
+        grafted: Iterable[Listing] = (),
     ) -> Outcome:
+        """`fetch=False` leaves the outputs on the server (`Outcome.listing`); `grafted` are
+        upstream outputs left there, put into the input root by digest."""
         try:
             return self._run(
                 root,
@@ -96,6 +109,8 @@ class RemoteExecutor:
                 timeout_ms,
                 allows,
                 on_stage,
+                fetch,
+                tuple(grafted),
             )
         except RemoteFailure as exc:
             raise ExecFailure(str(exc)) from None
@@ -103,6 +118,15 @@ class RemoteExecutor:
             raise ExecFailure(_code_name(exc)) from None
 
     # ------------------------------------------------------------ one action
+
+    def materialise(self, root: str, listing: Listing) -> int:
+        """Fetch outputs left on the server and write them into the workspace."""
+        try:
+            return self._write_listing(root, listing)
+        except RemoteFailure as exc:
+            raise ExecFailure(str(exc)) from None
+        except grpc.RpcError as exc:
+            raise ExecFailure(_code_name(exc)) from None
 
     def _run(
         self,
@@ -116,9 +140,11 @@ class RemoteExecutor:
         timeout_ms,
         allows,
         on_stage,
+        fetch,
+        grafted,
     ) -> Outcome:
         blobs: dict[str, _Blob] = {}
-        root_digest = _input_root(root, inputs, project_dir, blobs)
+        root_digest = _input_root(root, inputs, project_dir, blobs, grafted)
         props = re_pb.Platform(
             properties=[re_pb.Platform.Property(name=k, value=v) for k, v in sorted(platform)]
         )
@@ -149,11 +175,18 @@ class RemoteExecutor:
         result = response.result
         stdout = self._text(result.stdout_raw, result.stdout_digest)
         stderr = self._text(result.stderr_raw, result.stderr_digest)
-        written = 0
+        written, listing = 0, None
         if result.exit_code == 0:
-            written = self._download(root, project_dir, result, allows)
+            listing = self._listing(project_dir, result, allows)
+            if fetch:
+                written, listing = self._write_listing(root, listing), None
         return Outcome(
-            result.exit_code, stdout, stderr, cached=response.cached_result, written=written
+            result.exit_code,
+            stdout,
+            stderr,
+            cached=response.cached_result,
+            written=written,
+            listing=listing,
         )
 
     def _execute(self, action_digest, on_stage):
@@ -310,9 +343,9 @@ class RemoteExecutor:
 
     # ------------------------------------------------------------ outputs
 
-    def _download(self, root: str, project_dir: str, result, allows) -> int:
-        """Write what the worker returned, each path confined to the workspace and allowed by
-        the task's output globs (as a restore is); the rest is dropped."""
+    def _listing(self, project_dir: str, result, allows) -> Listing:
+        """What the worker returned, each path confined to the task and allowed by its output
+        globs (as a restore is); the rest is dropped."""
         files: list[tuple[str, object, bool]] = []  # (workspace path, digest, executable)
         links: list[tuple[str, str]] = []
         for f in result.output_files:
@@ -328,13 +361,24 @@ class RemoteExecutor:
             }
             base = _confined(project_dir, d.path) if d.path else project_dir
             _walk_tree(tree.root, base, by_hash, files, links, 0)
-        wanted = [(p, d, x) for p, d, x in files if allows(p)]
-        data = self._fetch([d for _, d, _ in wanted])
-        for path, digest, executable in wanted:
-            _write(root, path, data[digest.hash], executable)  # type: ignore[attr-defined]
         for path, target in links:
-            if not allows(path):
-                continue
+            if allows(path) and (os.path.isabs(target) or _escapes(path, target)):
+                raise ExecFailure(f"output symlink {path} points outside the workspace")
+        return Listing(
+            tuple(
+                (p, d.hash, d.size_bytes, x)  # type: ignore[attr-defined]
+                for p, d, x in files
+                if allows(p)
+            ),
+            tuple((p, t) for p, t in links if allows(p)),
+        )
+
+    def _write_listing(self, root: str, listing: Listing) -> int:
+        digests = [re_pb.Digest(hash=h, size_bytes=n) for _, h, n, _ in listing.files]
+        data = self._fetch(digests)
+        for path, digest, _, executable in listing.files:
+            _write(root, path, data[digest], executable)
+        for path, target in listing.links:
             if os.path.isabs(target) or _escapes(path, target):
                 raise ExecFailure(f"output symlink {path} points outside the workspace")
             full = os.path.join(root, path)
@@ -342,16 +386,29 @@ class RemoteExecutor:
             if os.path.lexists(full):
                 os.unlink(full)
             os.symlink(target, full)
-        return len(wanted)
+        return len(listing.files)
 
 
 # ---------------------------------------------------------------- the Merkle tree
 
 
-def _input_root(root: str, inputs: Iterable[str], workdir: str, blobs: dict[str, _Blob]):
-    """The Directory tree of `inputs` (workspace-relative), every message and file in `blobs`;
-    the working directory always exists in it (a task with no inputs still has its cwd)."""
+def _input_root(
+    root: str,
+    inputs: Iterable[str],
+    workdir: str,
+    blobs: dict[str, _Blob],
+    grafted: Iterable[Listing] = (),
+):
+    """The Directory tree of `inputs` (workspace-relative) and of `grafted` outputs (by digest:
+    the server holds them), every message and input file in `blobs`; the working directory
+    always exists in it (a task with no inputs still has its cwd)."""
     tree: dict = {}
+    for listing in grafted:
+        for rel, sha, size, executable in listing.files:
+            digest = re_pb.Digest(hash=sha, size_bytes=size)
+            _dir(tree, rel.split("/")[:-1])[rel.rsplit("/", 1)[-1]] = ("file", digest, executable)
+        for rel, target in listing.links:
+            _dir(tree, rel.split("/")[:-1])[rel.rsplit("/", 1)[-1]] = ("link", target)
     for rel in sorted(set(inputs)):
         full = os.path.join(root, rel)
         try:
