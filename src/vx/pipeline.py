@@ -1057,6 +1057,7 @@ def _start_first_wave(prep: Prepared, lane, emit: Emit, early: dict[TaskId, Earl
         if (
             node.is_group
             or plan.sandbox is not None
+            or plan.remote == "only"  # never here
             or (plan.outputs is not None and plan.key in prep.hits)
         ):
             continue

@@ -334,3 +334,65 @@ def test_download_refuses_an_unknown_mode(repo):
     chain(repo)
     res = repo.vx("run", "c#build", "--download=some")
     assert res.code == 2 and "`--download some` is not a mode" in res.err, res.err
+
+
+def install_and_build(repo: Repo, marker: Path) -> None:
+    """`a#install` is remote only (an install for the workers); `b#build` reads what it left."""
+    repo.write(
+        {
+            "package.json": {"name": "root", "private": True, "workspaces": ["packages/*"]},
+            "packages/a/package.json": {"name": "a", "version": "1.0.0"},
+            "packages/a/vx.config.json": {
+                "tasks": {
+                    "install": {
+                        "exec": {
+                            "command": 'mkdir -p vendor && echo lib > vendor/lib.txt && touch "$MARK"',
+                            "remote": "only",
+                            "env": {"define": {"MARK": str(marker)}},
+                        },
+                        "cache": {
+                            "inputs": {"files": ["package.json"]},
+                            "outputs": {"files": ["vendor/**"]},
+                        },
+                    }
+                }
+            },
+            "packages/b/package.json": {"name": "b", "version": "1.0.0"},
+            "packages/b/vx.config.json": {
+                "tasks": {
+                    "build": {
+                        "exec": {
+                            "command": "mkdir -p dist && cat ../a/vendor/lib.txt > dist/out",
+                            "remote": True,
+                        },
+                        "dependsOn": ["a#install"],
+                        "cache": CACHE,
+                    }
+                }
+            },
+        }
+    ).commit()
+
+
+@pytest.mark.feature("RC-11")
+def test_a_remote_only_task_runs_on_a_worker_and_its_outputs_never_come_here(
+    repo, tmp_path, stack, workers
+):
+    """`exec.remote: "only"`: the install runs on a worker; its outputs reach the dependant's
+    worker by digest and are never written here, not even by `--download=all`."""
+    install_and_build(repo, tmp_path / "installed")
+    res = repo.vx("run", "b#build", env=stack.env())
+    assert res.code == 0, res.err
+    assert (repo.root / "packages/b/dist/out").read_text() == "lib\n"
+    assert not (repo.root / "packages/a/vendor").exists()
+    assert (tmp_path / "installed").exists()  # it did run (on a worker of this machine)
+    assert "remote execution: 2 tasks ran" in res.err, res.err
+
+
+@pytest.mark.feature("RC-11")
+def test_a_remote_only_task_without_a_remote_executor_is_a_no_op(repo, tmp_path):
+    install_and_build(repo, tmp_path / "installed")
+    res = repo.vx("run", "a#install")
+    assert res.code == 0, res.err
+    assert res.statuses() == {"a#install": ("success", "no-cache")}, res.summary
+    assert not (tmp_path / "installed").exists() and not (repo.root / "packages/a/vendor").exists()

@@ -328,6 +328,15 @@ def _on_terminal(ctx: RunContext, node: TaskNode) -> bool:
 
 
 async def _execute_and_save(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> TaskResult:
+    if plan.remote == "only" and (ctx.remote_pool is None or ctx.remote_pool.down is not None):
+        return TaskResult(  # a remote-only task (an install for the workers) is no work here
+            node.id,
+            Status.SUCCESS,
+            CacheStatus.NO_CACHE,
+            key=plan.key,
+            reason="remote only: no remote executor, not run",
+            command=plan.command,
+        )
     cached = plan.outputs is not None
     write = cached and ctx.policy.write and ctx.store is not None
     early = ctx.early.pop(node.id, None)
@@ -369,7 +378,12 @@ async def _execute_and_save(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> 
     cache = CacheStatus.MISS if cached else CacheStatus.NO_CACHE
     saved, reason, taints = False, None, True
     pool = ctx.remote_pool
-    if status is Status.SUCCESS and pool is not None and node.id in pool.listings:
+    if status is Status.SUCCESS and plan.remote == "only":
+        # Never saved here: its outputs live on the server, named in dependants' input roots.
+        ran = pool is not None and node.id in pool.listings
+        reason = "ran remotely only" if ran else "remote only: no remote executor, not run"
+        taints = False
+    elif status is Status.SUCCESS and pool is not None and node.id in pool.listings:
         # Saved once a local task fetches them; until then the server holds the result.
         pool.unsaved[node.id] = (proc, snapshot, started_ns)
         reason, taints = f"outputs left on the remote (--download={pool.download})", False
@@ -590,6 +604,8 @@ async def _run_remote(
     proc = await ctx.remote_pool.execute(str(ctx.root), node, plan, ctx.plans, on_output)
     if proc is not None:
         return proc, ()
+    if plan.remote == "only":  # never here, even when the server fails
+        return ProcessResult(exit_code=0, duration_ms=0.0), ()
     if plan.outputs is not None:  # what a lost worker's action may have left
         await asyncio.to_thread(plan.outputs.wipe, ctx.root)
     await ctx.slots.acquire(ctx.priority.get(node.id, 0))
@@ -608,7 +624,7 @@ async def _fetch_upstream(ctx: RunContext, node: TaskNode) -> None:
         return
     async with pool.fetch_lock:
         for dep in pool.upstream(node):
-            if dep not in pool.listings:
+            if dep not in pool.listings or dep in pool.only:
                 continue
             why = await pool.materialise(str(ctx.root), dep)
             if why is not None:

@@ -49,10 +49,14 @@ class RemotePool:
         # task -> (its result, input snapshot, started_ns): what saving it once fetched needs
         self.unsaved: dict[TaskId, tuple[ProcessResult, Any, int]] = {}
         self.fetch_lock = asyncio.Lock()
+        self.only: set[TaskId] = set()  # `remote: "only"` tasks that ran: never fetched
         self._executor: Any = None
 
-    def defers(self, node: TaskNode) -> bool:
-        """Whether this task's outputs stay on the server (`--download`)."""
+    def defers(self, node: TaskNode, plan: TaskPlan) -> bool:
+        """Whether this task's outputs stay on the server (`--download`, or `remote: "only"`,
+        whose outputs never come here)."""
+        if plan.remote == "only":
+            return True
         if self.download == "all" or not self.deferrable:
             return False
         return self.download == "none" or not node.requested
@@ -91,6 +95,8 @@ class RemotePool:
         self.ran += 1
         if outcome.listing is not None:
             self.listings[node.id] = outcome.listing
+            if plan.remote == "only":
+                self.only.add(node.id)
         log = []
         for stream, data in ((1, outcome.stdout), (2, outcome.stderr)):
             if data:
@@ -119,7 +125,7 @@ class RemotePool:
             root=root,
             project_dir=node.project_dir,
             inputs=self._inputs(root, node, plan, plans),
-            fetch=not self.defers(node),
+            fetch=not self.defers(node, plan),
             grafted=grafted,
             command=plan.command or "",
             env=shipped_env(node, plan, DEFAULT_PATH),
@@ -164,7 +170,7 @@ class RemotePool:
     async def materialise(self, root: str, tid: TaskId) -> str | None:
         """Write a task's outputs left on the server into the workspace; why not, on failure."""
         listing = self.listings.get(tid)
-        if listing is None:
+        if listing is None or tid in self.only:
             return None
         from vx.store.remote.reapi_exec import ExecFailure
 

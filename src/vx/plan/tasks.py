@@ -478,7 +478,7 @@ def _remote(
         return "", ()
     if (
         outputs is None
-        or outputs.ws_globs is not None
+        or (outputs.ws_globs is not None and wanted != "only")
         or cfg.exec.sandbox is not None
         or cfg.exec.persistent is not None
         or cfg.exec.interactive
