@@ -42,10 +42,6 @@ def _on_task(key: str) -> str:
     return f"`{key}` belongs on a task; in vx it is tasks.<name>.{key}"
 
 
-_NOT_YET = {
-    "remote": "remove `remote`; every task runs locally in this version",
-}
-
 PROJECT = Level(
     "the project config",
     frozenset({"tags", "tasks"}),
@@ -114,7 +110,6 @@ EXEC = Level(
         "outputs": _turbo("outputs", "the task's cache.outputs.files"),
         "inputs": _turbo("inputs", "the task's cache.inputs.files"),
     },
-    unsupported=_NOT_YET,
 )
 
 PERSISTENT = Level(
