@@ -100,6 +100,10 @@ class RunContext(Struct):
     execute: Callable[..., Awaitable[ProcessResult]] | None = None
     # the REAPI workers' slots (engine.remote.RemotePool) when a task of the run may go remote
     remote_pool: Any = None
+    # the plugins' `admit` hooks: (task, the admitted tasks running) -> may it start; None: always
+    admit: Callable[[TaskId, frozenset[TaskId]], bool] | None = None
+    running: set[TaskId] = field(default_factory=set)  # started through `admit`, not yet ended
+    ended: asyncio.Event | None = None  # set when one of `running` ends
 
 
 async def rebuild(
@@ -484,6 +488,8 @@ async def _attempts(
         await pool.slots.acquire()  # a remote slot: this machine's slots stay for local tasks
     elif early is None and terminal:
         held = await _acquire_all(ctx, node)
+    elif early is None and ctx.admit is not None:
+        await _admitted(ctx, node)
     elif early is None:
         await ctx.slots.acquire(ctx.priority.get(node.id, 0))
     try:
@@ -553,7 +559,28 @@ async def _attempts(
             ctx.slots.release()
         if remote:
             pool.slots.release()
+        if node.id in ctx.running:
+            ctx.running.discard(node.id)
+            ended, ctx.ended = ctx.ended, None
+            if ended is not None:
+                ended.set()  # the tasks held beside this one ask again
     return _with_duration(proc, elapsed), attempt, violations, kept is not None
+
+
+async def _admitted(ctx: RunContext, node: TaskNode) -> None:
+    """A slot, once the plugins' `admit` lets the task start beside the tasks now running. A
+    held task gives its slot back and asks again when one of those ends; with nothing else
+    running it starts, whatever the answer, so a hold never stalls the run."""
+    assert ctx.admit is not None  # called only then
+    while True:
+        await ctx.slots.acquire(ctx.priority.get(node.id, 0))
+        if not ctx.running or ctx.admit(node.id, frozenset(ctx.running)):
+            ctx.running.add(node.id)
+            return
+        ctx.slots.release()
+        if ctx.ended is None:
+            ctx.ended = asyncio.Event()
+        await ctx.ended.wait()
 
 
 async def _acquire_all(ctx: RunContext, node: TaskNode) -> int:
