@@ -945,6 +945,7 @@ async def _walk(
             emit,
             download=req.download,
             deferrable=not ctx.late and not _runtime_inputs(prep),
+            rerun=not prep.policy.read,
         )
     host = prep.plugins
     if host is not None and host.has("admit"):

@@ -396,3 +396,18 @@ def test_a_remote_only_task_without_a_remote_executor_is_a_no_op(repo, tmp_path)
     assert res.code == 0, res.err
     assert res.statuses() == {"a#install": ("success", "no-cache")}, res.summary
     assert not (tmp_path / "installed").exists() and not (repo.root / "packages/a/vendor").exists()
+
+
+@pytest.mark.feature("RC-10")
+def test_force_runs_the_action_again_on_a_worker(repo, stack, workers):
+    """`--force` skips the server's action cache too (`skip_cache_lookup`): a worker runs the
+    command again instead of the server answering with the last result."""
+    one_task(repo, "mkdir -p dist && cp src/in.txt dist/out.txt")
+    before = leases_done(stack)
+    first = repo.vx("run", "build", "--all", env=stack.env())
+    assert first.code == 0, first.err
+    forced = repo.vx("run", "build", "--all", "--force", env=stack.env())
+    assert forced.code == 0, forced.err
+    assert forced.statuses() == {"a#build": ("success", "miss")}
+    assert leases_done(stack) - before == 2
+    assert (repo.root / "packages/a/dist/out.txt").read_text() == "input\n"

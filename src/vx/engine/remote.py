@@ -34,12 +34,14 @@ class RemotePool:
         emit: Emit,
         download: str = "all",
         deferrable: bool = False,
+        rerun: bool = False,
     ):
         self.settings = settings
         self.slots = asyncio.Semaphore(max(1, capacity))
         self.nodes = nodes
         self.emit = emit
         self.download = download  # --download: all | toplevel | none
+        self.rerun = rerun  # `--force`: the server's action cache is not asked either
         self.deferrable = deferrable  # no key of the run reads outputs from disk
         self.down: str | None = None  # why remote execution stopped for this run
         self.ran = 0
@@ -115,6 +117,7 @@ class RemotePool:
             from vx.store.remote.reapi_exec import RemoteExecutor
 
             self._executor = RemoteExecutor(self.settings)
+            self._executor.skip_cache_lookup = self.rerun
         from vx.store.remote.reapi_exec import DEFAULT_PATH
 
         outputs = plan.outputs

@@ -75,6 +75,7 @@ class RemoteExecutor:
     def __init__(self, settings: RemoteSettings):
         self.layer = ReapiLayer(settings)
         self.instance = settings.instance
+        self.skip_cache_lookup = False  # `--force`: the server runs the action again too
 
     def close(self) -> None:
         self.layer.close()
@@ -191,7 +192,11 @@ class RemoteExecutor:
 
     def _execute(self, action_digest, on_stage):
         """Execute, then WaitExecution on the operation's name whenever the stream ends early."""
-        request = re_pb.ExecuteRequest(instance_name=self.instance, action_digest=action_digest)
+        request = re_pb.ExecuteRequest(
+            instance_name=self.instance,
+            action_digest=action_digest,
+            skip_cache_lookup=self.skip_cache_lookup,
+        )
         name, dropped, last_stage = "", 0, 0
         call = self.layer.channel.unary_stream(
             _EXEC + "Execute",
@@ -364,6 +369,9 @@ class RemoteExecutor:
         for path, target in links:
             if allows(path) and (os.path.isabs(target) or _escapes(path, target)):
                 raise ExecFailure(f"output symlink {path} points outside the workspace")
+        total = sum(d.size_bytes for p, d, _ in files if allows(p))  # type: ignore[attr-defined]
+        if total > self.layer.settings.max_artifact_bytes:
+            raise ExecFailure(f"the outputs are {total} bytes, over the configured limit")
         return Listing(
             tuple(
                 (p, d.hash, d.size_bytes, x)  # type: ignore[attr-defined]
