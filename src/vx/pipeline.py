@@ -946,6 +946,7 @@ async def _walk(
             download=req.download,
             deferrable=not ctx.late and not _runtime_inputs(prep),
             rerun=not prep.policy.read,
+            stop=stop,
         )
     host = prep.plugins
     if host is not None and host.has("admit"):

@@ -306,6 +306,7 @@ class ExecStack:
                  f"127.0.0.1:{self.port}", "--heartbeat", "1", "--poll-timeout", "5"],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             )  # fmt: skip
+        proc.log = self.workdir / f"worker-{n}.log"  # type: ignore[attr-defined]
         self.workers.append(proc)
         return proc
 

@@ -53,6 +53,34 @@ def dist_files(root: Path) -> dict[str, bytes]:
     }
 
 
+def start_run(repo: Repo, stack) -> subprocess.Popen:
+    """`vx run build --all` in the background, with the stack's endpoint."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
+    }
+    env.update({"PYTHONPATH": SRC, "NO_COLOR": "1", **stack.env()})
+    return subprocess.Popen(
+        [sys.executable, "-m", "vx", "run", "build", "--all"],
+        cwd=repo.root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def wait_for_line(path: Path, proc: subprocess.Popen, within_s: float = 120) -> None:
+    """Until the action's command wrote its line (an event, with a hard deadline)."""
+    deadline = time.monotonic() + within_s
+    while not path.exists() or not path.read_text().endswith("\n"):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the action never started on a worker"
+        time.sleep(0.05)
+
+
 def one_task(repo: Repo, command: str, *, remote=True, define=None, outputs=("dist/**",)):
     exec_ = {"command": command, "remote": remote}
     if define:
@@ -149,27 +177,9 @@ def test_a_worker_killed_mid_action_does_not_lose_the_run(repo, tmp_path, stack,
         "mkdir -p dist && cp src/in.txt dist/out.txt",
         define={"MARK": str(mark), "GO": str(go)},
     )
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
-    }
-    env.update({"PYTHONPATH": SRC, "NO_COLOR": "1", **stack.env()})
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "vx", "run", "build", "--all"],
-        cwd=repo.root,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        stdin=subprocess.DEVNULL,
-    )
+    proc = start_run(repo, stack)
     try:
-        deadline = time.monotonic() + 120
-        while not mark.exists() or not mark.read_text().endswith("\n"):
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the action never started on a worker"
-            time.sleep(0.05)
+        wait_for_line(mark, proc)
         worker_pid, shell_pid = map(int, mark.read_text().split())
         assert worker_pid in {w.pid for w in workers}
         os.kill(worker_pid, signal.SIGKILL)
@@ -411,3 +421,31 @@ def test_force_runs_the_action_again_on_a_worker(repo, stack, workers):
     assert forced.statuses() == {"a#build": ("success", "miss")}
     assert leases_done(stack) - before == 2
     assert (repo.root / "packages/a/dist/out.txt").read_text() == "input\n"
+
+
+@pytest.mark.feature("RC-10")
+def test_an_interrupt_cancels_the_action_on_its_worker(repo, tmp_path, stack, workers):
+    """Ctrl-C while a task runs on a worker: vx does not wait for the action; the task is
+    aborted (exit 130) and the server is asked to cancel it, which stops the worker's command."""
+    mark = tmp_path / "mark"
+    one_task(
+        repo,
+        'echo started >> "$MARK"; sleep 600; mkdir -p dist',
+        define={"MARK": str(mark)},
+    )
+    proc = start_run(repo, stack)
+    try:
+        wait_for_line(mark, proc)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)  # far less than the command's 600 s
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "aborted" in out + err
+    logs = [w.log for w in workers]
+    deadline = time.monotonic() + 60
+    while not any("cancelled by server" in log.read_text() for log in logs):
+        assert time.monotonic() < deadline, "the worker's action was never cancelled"
+        time.sleep(0.1)

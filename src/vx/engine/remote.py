@@ -35,6 +35,7 @@ class RemotePool:
         download: str = "all",
         deferrable: bool = False,
         rerun: bool = False,
+        stop: asyncio.Event | None = None,
     ):
         self.settings = settings
         self.slots = asyncio.Semaphore(max(1, capacity))
@@ -42,6 +43,7 @@ class RemotePool:
         self.emit = emit
         self.download = download  # --download: all | toplevel | none
         self.rerun = rerun  # `--force`: the server's action cache is not asked either
+        self.stop = stop  # set when the run stops (a signal): actions in flight are cancelled
         self.deferrable = deferrable  # no key of the run reads outputs from disk
         self.down: str | None = None  # why remote execution stopped for this run
         self.ran = 0
@@ -76,8 +78,20 @@ class RemotePool:
     ) -> ProcessResult | None:
         """Run the task on a worker; None when the infrastructure failed (run it here)."""
         started = time.monotonic()
+        work = asyncio.ensure_future(asyncio.to_thread(self._run, root, node, plan, plans))
+        if self.stop is not None:
+            stopping = asyncio.ensure_future(self.stop.wait())
+            await asyncio.wait({work, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
+            if not work.done():  # the run is stopping: cancel the action, as a local one is killed
+                work.add_done_callback(lambda done: done.exception())  # its end is of no interest
+                if self._executor is not None:
+                    await asyncio.to_thread(self._executor.cancel_all)
+                return ProcessResult(
+                    exit_code=130, duration_ms=(time.monotonic() - started) * 1000, aborted=True
+                )
         try:
-            outcome = await asyncio.to_thread(self._run, root, node, plan, plans)
+            outcome = await work
         except Exception as exc:  # noqa: BLE001 — checked below: only the wire's failure falls back
             from vx.store.remote.reapi_exec import ExecFailure
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import threading
 import time
 from typing import Callable, Iterable, Mapping
 
@@ -31,12 +32,21 @@ from vx.store.remote.reapi_pb.build.bazel.remote.execution.v2 import remote_exec
 from vx.store.remote.reapi_pb.google.longrunning import operations_pb2 as ops_pb
 
 _EXEC = "/build.bazel.remote.execution.v2.Execution/"
+_OPS = "/google.longrunning.Operations/"
 _CAS = "/build.bazel.remote.execution.v2.ContentAddressableStorage/"
 # The worker's PATH unless the task defines one: where a platform keeps /bin/sh and node.
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 # How many times a dropped Execute stream is re-attached in a row before the action counts as lost.
 REATTACH = 5
 _FIND_BATCH = 5000  # digests per FindMissingBlobs
+
+
+class _Empty:
+    """google.protobuf.Empty, the reply of CancelOperation: nothing to decode."""
+
+    @staticmethod
+    def FromString(data: bytes) -> None:  # noqa: N802 — the protobuf spelling
+        return None
 
 
 class ExecFailure(Exception):
@@ -76,8 +86,27 @@ class RemoteExecutor:
         self.layer = ReapiLayer(settings)
         self.instance = settings.instance
         self.skip_cache_lookup = False  # `--force`: the server runs the action again too
+        self.in_flight: set[str] = set()  # operation names, for `cancel_all`
+        self._lock = threading.Lock()
 
     def close(self) -> None:
+        self.layer.close()
+
+    def cancel_all(self) -> None:
+        """The run is stopping: ask the server to cancel each action in flight (so its worker
+        stops), then close the channel, which ends every call still waiting."""
+        with self._lock:
+            names = list(self.in_flight)
+        for name in names:
+            try:
+                self.layer._call(
+                    _OPS + "CancelOperation",
+                    ops_pb.CancelOperationRequest(name=name),
+                    _Empty,
+                    5.0,
+                )
+            except RemoteFailure:
+                pass  # the server may not support it, or be gone: closing the channel still ends ours
         self.layer.close()
 
     def run(
@@ -208,7 +237,10 @@ class RemoteExecutor:
             try:
                 for op in stream:
                     dropped = 0
-                    name = op.name or name
+                    if op.name and op.name != name:
+                        name = op.name
+                        with self._lock:
+                            self.in_flight.add(name)
                     meta = re_pb.ExecuteOperationMetadata()
                     if op.metadata.Unpack(meta) and meta.stage != last_stage:
                         last_stage = meta.stage
@@ -219,6 +251,8 @@ class RemoteExecutor:
                             raise ExecFailure(
                                 f"{_status_name(op.error.code)}: {op.error.message or 'no detail'}"
                             )
+                        with self._lock:
+                            self.in_flight.discard(name)
                         response = re_pb.ExecuteResponse()
                         if not op.response.Unpack(response):
                             raise ExecFailure("the operation's response is not an ExecuteResponse")
