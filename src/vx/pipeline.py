@@ -689,17 +689,16 @@ def record_run(
     summary: RunSummary,
     argv: list[str],
     logs: Mapping[TaskId, str],
-) -> None:
+) -> tuple[list, list[list]]:
     """Keep the run in the history (`vx.store.runs`, read by `vx last`): nothing for a run a
     signal stopped, and no row for an aborted task (groups are not in the summary). `logs` are
-    the kept failure logs. A failure here never fails the run."""
+    the kept failure logs. A failure here never fails the run. The invocation row and the task
+    rows, kept or not: `vx run --format json` prints them as `vx last` would."""
     import sqlite3
 
     from vx import __version__
     from vx.store import runs
 
-    if summary.interrupted:
-        return
     rows = []
     for r in summary.results:
         if r.status is Status.ABORTED:
@@ -749,10 +748,12 @@ def record_run(
         (uname.nodename, uname.sysname.lower(), uname.machine, __version__),
         (*runs.git_head(str(prep.ws.root)), _dirty(prep), runs.ci_provider(os.environ)),
     )
-    try:
-        runs.record(str(prep.cache_dir), invocation, rows)
-    except (OSError, sqlite3.Error):
-        pass
+    if not summary.interrupted:
+        try:
+            runs.record(str(prep.cache_dir), invocation, rows)
+        except (OSError, sqlite3.Error):
+            pass
+    return invocation, rows
 
 
 def replay_history(prep: Prepared, req: RunRequest, summary: RunSummary, argv: list[str]) -> list:

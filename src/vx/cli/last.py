@@ -10,7 +10,7 @@ import time
 from typing import Mapping
 
 from vx.cli.args import Args, one_of
-from vx.errors import EXIT_OK, UsageError
+from vx.errors import EXIT_OK, NoHistoryError, UsageError
 from vx.store import runs
 
 SHOWN_HITS = 16  # hit rows shown before the rest fold into a count
@@ -47,7 +47,10 @@ def last_verb(args: Args, env: Mapping[str, str]) -> int:
             hint="check the cache directory's permissions",
         ) from None
     if db is None:
-        return _nothing(fmt, cache_dir)
+        if count is not None and fmt == "json":  # a list of no runs is an answer, not a refusal
+            print(json.dumps({"runs": []}))
+            return EXIT_OK
+        return _nothing(fmt, cache_dir, args.failed)
     try:
         if count is not None:
             return _list(db, count, args.failed, fmt)
@@ -60,7 +63,7 @@ def last_verb(args: Args, env: Mapping[str, str]) -> int:
         flaky = runs.flaky(db, rows)
     finally:
         db.close()
-    report = _report(run, rows, flaky)
+    report = runs.run_record(run, rows, flaky)
     if fmt == "json":
         print(json.dumps(report, indent=2))
     else:
@@ -80,11 +83,16 @@ def _list_count(value) -> int | None:
 
 
 def _nothing(fmt: str, cache_dir, failed: bool = False) -> int:
+    """Nothing on record: a note for a reader; under JSON a refusal, as there is no run record
+    to print."""
     what = "no failed run" if failed else "no run"
     if fmt == "json":
-        print(json.dumps({"run": None, "tasks": []}))
-    else:
-        print(f"vx last: {what} recorded yet (history: {cache_dir / runs.DB_NAME})")
+        raise NoHistoryError(
+            f"{what} recorded yet",
+            facts=(f"history: {cache_dir / runs.DB_NAME}",),
+            hint="run a task first, e.g. `vx run build`",
+        )
+    print(f"vx last: {what} recorded yet (history: {cache_dir / runs.DB_NAME})")
     return EXIT_OK
 
 
@@ -96,7 +104,7 @@ def _pick(db, prefix: str | None, failed: bool) -> dict | None:
     if failed:
         found = [r for r in found if not r["exit_ok"]]
     if not found:
-        raise UsageError(
+        raise NoHistoryError(
             f"no recorded run has an id starting `{prefix}`", hint="see `vx last --list`"
         )
     if len(found) > 1:
@@ -113,7 +121,7 @@ def _list(db, count: int, failed: bool, fmt: str) -> int:
     ids = [r for (r,) in db.execute("SELECT run_id FROM invocations")]
     width = _unique_width(ids)
     if fmt == "json":
-        print(json.dumps({"runs": [_invocation(r) for r in listed]}, indent=2))
+        print(json.dumps({"runs": [runs.invocation_record(r) for r in listed]}, indent=2))
         return EXIT_OK
     for r in listed:
         verdict = "ok" if r["exit_ok"] else "failed"
@@ -169,32 +177,6 @@ def _verb(row: dict) -> str:
 
 
 # ---------------------------------------------------------------- the report
-
-
-def _invocation(r: dict) -> dict:
-    out = dict(r)
-    out["requested_tasks"] = json.loads(r["requested_tasks"])
-    out["exit_ok"], out["replayed"] = bool(r["exit_ok"]), bool(r["replayed"])
-    return out
-
-
-def _report(run: dict, rows: list[dict], flaky: set[tuple[str, str]]) -> dict:
-    order = {"failed": 0, "skipped": 1, "success": 2, "cache-hit-remote": 3, "cache-hit": 4}
-    tasks = []
-    for r in sorted(rows, key=lambda r: order.get(r["status"], 5)):
-        task = {"id": f"{r['project']}#{r['task']}", **r}
-        task["timed_out"], task["cached"] = bool(r["timed_out"]), bool(r["cached"])
-        retried = r["status"] == "success" and r["attempts"] > 1  # passed on a retry
-        task["restored"] = bool(r["restored"])
-        task["flaky"] = (r["project"], r["task"]) in flaky or retried
-        tasks.append(task)
-    redo = [t["id"] for t in tasks if t["status"] in ("failed", "skipped")]
-    rerun = _rerun(redo) if redo else None
-    return {"run": _invocation(run), "tasks": tasks, "rerun": rerun}
-
-
-def _rerun(ids: list[str]) -> str:
-    return runs.shell_line(["vx", "run", *ids])
 
 
 def _text(report: dict) -> list[str]:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from vx.cli.args import Args, one_of
-from vx.errors import UsageError, suggestion
+from vx.errors import UnknownTaskError, UsageError, suggestion
 from vx.model import ROOT_PROJECT, ProjectConfig, Workspace
 
 
@@ -71,7 +71,7 @@ def _select(names: list[str], ws: Workspace, configs: Mapping[str, ProjectConfig
         project = project or ROOT_PROJECT
         cfg = _project_config(project, ws, configs)
         if task not in cfg.tasks:
-            raise UsageError(
+            raise UnknownTaskError(
                 f"project `{project}` has no task `{task}`",
                 hint=suggestion(task, cfg.tasks, noun="tasks"),
             )
@@ -89,7 +89,7 @@ def _select(names: list[str], ws: Workspace, configs: Mapping[str, ProjectConfig
     holders = {p: _task_data(configs[p], name) for p in sorted(configs) if name in configs[p].tasks}
     if not holders:
         everything = set(ws.packages) | {t for c in configs.values() for t in c.tasks}
-        raise UsageError(
+        raise UnknownTaskError(
             f"`{name}` is neither a project nor a task",
             hint=suggestion(name, everything, noun="names"),
         )
@@ -98,7 +98,7 @@ def _select(names: list[str], ws: Workspace, configs: Mapping[str, ProjectConfig
 
 def _project_config(project: str, ws: Workspace, configs) -> ProjectConfig:
     if project not in ws.packages:
-        raise UsageError(
+        raise UnknownTaskError(
             f"no project named `{project}`", hint=suggestion(project, ws.packages, noun="projects")
         )
     return configs[project]

@@ -76,7 +76,7 @@ def _holders(db, task: str) -> list[str]:
 
 
 def _task_id(name: str, ws, cwd) -> str:
-    from vx.errors import UsageError
+    from vx.errors import UnknownTaskError
     from vx.plan.tasks import package_of
 
     if "#" in name:
@@ -85,7 +85,7 @@ def _task_id(name: str, ws, cwd) -> str:
         if package not in ws.packages:
             from vx.errors import suggestion
 
-            raise UsageError(
+            raise UnknownTaskError(
                 f"no project named `{package}`",
                 hint=suggestion(package, ws.packages, noun="projects"),
             )
