@@ -268,6 +268,13 @@ def test_a_command_failing_on_a_worker_fails_the_task_with_its_log(repo, stack, 
             {"exec": {"command": "true", "platform": {"OSFamily": 1}}, "cache": CACHE},
             "platform.OSFamily",
         ),
+        (
+            {
+                "exec": {"command": "true", "remote": True},
+                "cache": {**CACHE, "outputs": {"files": [], "workspaceFiles": ["out/**"]}},
+            },
+            "a worker returns only what is under the task's own directory",
+        ),
     ],
 )
 def test_a_task_that_cannot_go_remote_is_refused(repo, task, message):

@@ -326,6 +326,12 @@ def _validate_task(name: str, body: dict[str, Any], text: str, at: At) -> TaskCo
     cache = (
         _cache(body["cache"], at.key("cache"), exec_, depends_on or ()) if "cache" in body else None
     )
+    if exec_ is not None and exec_.remote is True and cache and cache.output_workspace_files:
+        at.key("exec").key("remote").refuse(
+            f"`remote` on task `{name}`, which has `cache.outputs.workspaceFiles`: a worker "
+            "returns only what is under the task's own directory",
+            hint="move those outputs under the project, or drop `remote`",
+        )
     return TaskConfig(
         name=name,
         canonical=text,
