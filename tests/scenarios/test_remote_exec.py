@@ -456,3 +456,19 @@ def test_an_interrupt_cancels_the_action_on_its_worker(repo, tmp_path, stack, wo
     while not any("cancelled by server" in log.read_text() for log in logs):
         assert time.monotonic() < deadline, "the worker's action was never cancelled"
         time.sleep(0.1)
+
+
+@pytest.mark.feature("RC-10")
+def test_a_timeout_on_a_worker_fails_the_task_as_a_local_timeout_does(repo, stack, workers):
+    """`exec.timeout` travels as the action's timeout: the worker stops the command, the task
+    fails as timed out (not a server failure, so nothing runs here instead)."""
+    one_task(repo, "sleep 120; mkdir -p dist")
+    config = repo.root / "packages/a/vx.config.json"
+    data = json.loads(config.read_text())
+    data["tasks"]["build"]["exec"]["timeout"] = 1000
+    repo.write({"packages/a/vx.config.json": data}).commit()
+    res = repo.vx("run", "build", "--all", env=stack.env(), timeout=110)
+    assert res.code == 1, res.err
+    assert res.statuses() == {"a#build": ("failed", "miss")}
+    assert res.task("a#build").get("timedOut") is True, res.summary
+    assert "remote execution failed" not in res.err and "ran here instead" not in res.err
