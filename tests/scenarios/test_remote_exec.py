@@ -72,10 +72,16 @@ def start_run(repo: Repo, stack) -> subprocess.Popen:
     )
 
 
-def wait_for_line(path: Path, proc: subprocess.Popen, within_s: float = 120) -> None:
-    """Until the action's command wrote its line (an event, with a hard deadline)."""
+def wait_for_line(
+    path: Path, proc: subprocess.Popen, within_s: float = 120, lines: int = 1
+) -> None:
+    """Until the command wrote its `lines`-th line (an event, with a hard deadline)."""
     deadline = time.monotonic() + within_s
-    while not path.exists() or not path.read_text().endswith("\n"):
+    while (
+        not path.exists()
+        or not path.read_text().endswith("\n")
+        or len(path.read_text().splitlines()) < lines
+    ):
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline, "the action never started on a worker"
         time.sleep(0.05)
@@ -472,3 +478,39 @@ def test_a_timeout_on_a_worker_fails_the_task_as_a_local_timeout_does(repo, stac
     assert res.statuses() == {"a#build": ("failed", "miss")}
     assert res.task("a#build").get("timedOut") is True, res.summary
     assert "remote execution failed" not in res.err and "ran here instead" not in res.err
+
+
+@pytest.mark.feature("RC-10")
+def test_a_server_killed_mid_action_means_running_here_with_one_warning(repo, tmp_path):
+    """The server dies while its worker runs the action: the dropped stream is re-attached
+    (WaitExecution) until that is hopeless, then the task runs here, with one warning."""
+    server = ExecStack(tmp_path / "bgd")
+    try:
+        server.add_worker()
+        mark, go = tmp_path / "mark", tmp_path / "go"
+        one_task(
+            repo,
+            'echo "$PPID $$" >> "$MARK"; while [ ! -e "$GO" ]; do sleep 0.05; done; '
+            "mkdir -p dist && cp src/in.txt dist/out.txt",
+            define={"MARK": str(mark), "GO": str(go)},
+        )
+        proc = start_run(repo, server)
+        try:
+            wait_for_line(mark, proc)
+            server.proc.send_signal(signal.SIGKILL)
+            server.proc.wait(timeout=30)
+            wait_for_line(mark, proc, lines=2)  # the fallback started it here
+            os.kill(int(mark.read_text().split()[1]), signal.SIGKILL)  # the worker's, orphaned
+            go.touch()
+            out, err = proc.communicate(timeout=300)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    finally:
+        server.stop()
+    assert proc.returncode == 0, err
+    assert err.count("remote execution failed") == 1, err
+    assert "1 ran here instead" in err, err
+    assert int(mark.read_text().split()[2]) == proc.pid  # the second run was vx's own child
+    assert (repo.root / "packages/a/dist/out.txt").read_text() == "input\n"
