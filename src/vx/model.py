@@ -223,6 +223,7 @@ class WorkspaceConfig(Struct, frozen=True):
     )
     migrated: str | None = None  # `migrated`: turbo | nx — that tool's files give no tasks
     remote_execution: RemoteExecution | None = None
+    cache_scope: str | None = None  # `cacheScope`: trusted | read-only | a scope's name
     plugins: tuple[PluginSpec, ...] = ()  # `plugins`, in declaration order (precedence)
 
 

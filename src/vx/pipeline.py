@@ -228,7 +228,7 @@ def _prepare(
         from msgspec.structs import replace
 
         graph = replace(graph, priority=host.weights(graph))
-    from vx.store.policy import plan_cache
+    from vx.store.policy import cache_scope, plan_cache
 
     cache = plan_cache(
         no_cache=req.no_cache,
@@ -236,6 +236,7 @@ def _prepare(
         spec=req.cache_spec,
         cfg=ws_config.remote_cache,
         env=host_env,
+        scope=cache_scope(ws_config.cache_scope, host_env),
     )
     policy = CachePolicy(read=cache.axes.reads, write=cache.axes.writes)
     store: LocalStore | LayeredStore | None = None
@@ -383,7 +384,7 @@ def _open_remote(
     from vx.store.layered import LayeredStore, wanted_from
     from vx.store.remote import open_layer
 
-    layered = LayeredStore(local, open_layer(cache.remote), cache.axes)
+    layered = LayeredStore(local, open_layer(cache.remote, cache.scope), cache.axes)
     late = late_tasks(graph)
     layered.wanted = wanted_from(
         {t: p for t, p in plans.items() if t not in late} if late else plans, hits

@@ -36,6 +36,7 @@ verbs:
   last [RUNID] [--list[=N]] [--failed]        what the latest run did, and how to re-run what failed
   prune PKG … [--docker] [--out-dir DIR]      a partial workspace for PKG, its lockfile cut to it
   cache prune [--older-than D] [--max-size S] evict old and least recently used cache entries
+  mcp                                         an MCP server on stdin/stdout: tasks, runs, keys for an agent
   completions bash|zsh|fish                   a completion script for the shell
   help [VERB]                                 show help for vx or one verb
   version                                     print the version (also --version)
@@ -196,6 +197,15 @@ or empty. (Evicting cache entries is `vx cache prune`.)
                    layer); out/full: the whole pruned workspace; the lockfile also in out/
   --out-dir DIR    where to write, relative to the workspace root (default: out)
   --scope PKG      turbo 1's spelling of a package to keep
+"""
+
+MCP_HELP = """usage: vx mcp
+
+A Model Context Protocol server on stdin and stdout (JSON-RPC 2.0, one message a line), for an
+agent or editor started in the workspace. Its tools: listTasks, getConfig, planTasks, runTasks,
+getRunHistory, getFailures, getTaskLog, whyDidThisRerun, explainCacheKey, getCacheStats,
+pruneCache, planInit, getWorkspaceInfo. Only protocol messages go to stdout; vx's and the
+tasks' output goes to stderr or into a tool's result. Ends when stdin does.
 """
 
 COMPLETIONS_HELP = """usage: vx completions bash|zsh|fish
@@ -399,6 +409,7 @@ VERBS = {
         },
         _HELP_ALIAS,
     ),
+    "mcp": Verb(MCP_HELP),
     "completions": Verb(COMPLETIONS_HELP),
     "help": Verb("usage: vx help [VERB]\n"),
     "version": Verb("usage: vx version\n"),
@@ -601,6 +612,12 @@ def _verb_show(parsed, rest: list[str], argv: list[str]) -> int:
     return show_verb(parsed, os.environ)
 
 
+def _verb_mcp(parsed, rest: list[str], argv: list[str]) -> int:
+    from vx.cli.mcp import mcp_verb
+
+    return mcp_verb(parsed, os.environ)
+
+
 def _verb_prune(parsed, rest: list[str], argv: list[str]) -> int:
     from vx.cli.prune import prune_verb
 
@@ -658,6 +675,7 @@ _VERB_RUNNERS = {
     "show": _verb_show,
     "ls": _verb_show,
     "prune": _verb_prune,
+    "mcp": _verb_mcp,
 }
 
 

@@ -33,16 +33,26 @@ def show_verb(args: Args, env: Mapping[str, str]) -> int:
             )
         fmt = "nx"
     names = _names(args.names)
-    ws = workspace.discover(Path(os.getcwd()))
-    configs = config.load_all(ws, env)
     if fmt == "nx":
         from vx.config.nx import shown_project
 
+        ws = workspace.discover(Path(os.getcwd()))
+        config.load_all(ws, env)
         sys.stdout.write(json.dumps(shown_project(ws, names[0]), indent=2) + "\n")
         return 0
-    data = _select(names, ws, configs)
+    data = resolved(names, Path(os.getcwd()), env)
     sys.stdout.write(json.dumps(data, indent=2) + "\n" if fmt == "json" else _pretty(data))
     return 0
+
+
+def resolved(names: list[str], cwd: Path, env: Mapping[str, str]) -> dict:
+    """What `vx show [NAME] --format json` prints: the projects, one project, one task, or a task
+    in every project declaring it."""
+    from vx.config import loader as config
+    from vx.workspace import discover as workspace
+
+    ws = workspace.discover(cwd)
+    return _select(names, ws, config.load_all(ws, env))
 
 
 def _names(names: list[str]) -> list[str]:

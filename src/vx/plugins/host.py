@@ -53,7 +53,7 @@ NOT_YET = {
 CORE_VERBS = frozenset(
     {
         *("run", "run-many", "affected", "watch", "init", "migrate", "info", "show", "ls"),
-        *("why", "last", "cache", "prune", "completions", "help", "version"),
+        *("why", "last", "cache", "prune", "mcp", "completions", "help", "version"),
         *("build", "test", "lint", "exec", "graph"),
     }
 )
