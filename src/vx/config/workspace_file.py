@@ -22,7 +22,7 @@ from vx.config.fields import (
     _string,
     _turbo,
 )
-from vx.model import CacheRetention, PluginSpec, RemoteCacheConfig, WorkspaceConfig
+from vx.model import CacheRetention, PluginSpec, RemoteCacheConfig, RemoteExecution, WorkspaceConfig
 
 # ---------------------------------------------------------------- object levels
 
@@ -40,6 +40,7 @@ WORKSPACE = Level(
             "rules",
             "sandbox",
             "migrated",
+            "remoteExecution",
             "cacheScope",
             "plugins",
         }
@@ -112,10 +113,40 @@ def validate_workspace(data: Any, file: str) -> WorkspaceConfig:
         if "sandbox" in obj
         else True,
         migrated=_migrated(obj["migrated"], at.key("migrated")) if "migrated" in obj else None,
+        remote_execution=_remote_execution(obj["remoteExecution"], at.key("remoteExecution"))
+        if "remoteExecution" in obj
+        else None,
         cache_scope=_cache_scope(obj["cacheScope"], at.key("cacheScope"))
         if "cacheScope" in obj
         else None,
         plugins=_plugins(obj["plugins"], at.key("plugins")) if "plugins" in obj else (),
+    )
+
+
+REMOTE_EXECUTION = Level(
+    "remoteExecution",
+    frozenset({"capacity", "default", "platform"}),
+    foreign={
+        "endpoint": "the server is remoteCache.reapi.endpoint (or VX_REAPI_ENDPOINT)",
+        "remote_executor": "the server is remoteCache.reapi.endpoint (or VX_REAPI_ENDPOINT)",
+    },
+)
+
+
+def _remote_execution(value: Any, at: At) -> RemoteExecution:
+    """`remoteExecution: {capacity?, default?, platform?}`; the server is the REAPI remote's."""
+    from vx.config.project import platform_properties
+
+    obj = _object(value, at)
+    _keys(obj, at, REMOTE_EXECUTION)
+    return RemoteExecution(
+        capacity=_integer(obj["capacity"], at.key("capacity"), 1, 1024)
+        if "capacity" in obj
+        else RemoteExecution().capacity,
+        default=_boolean(obj["default"], at.key("default")) if "default" in obj else False,
+        platform=platform_properties(obj["platform"], at.key("platform"))
+        if "platform" in obj
+        else (),
     )
 
 
