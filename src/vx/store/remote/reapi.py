@@ -7,6 +7,10 @@ real Bazel actions on a shared server), the artifact (the zstd tar) is one CAS b
 `output_files`, and the task's duration rides in `stdout_raw`. Every blob read back is re-hashed
 against its digest, so a corrupt or substituted blob is a miss. Every call has a deadline.
 
+The server's capabilities are asked once, at the layer's first call: SHA-256 must be among its
+digest functions (else the layer is off), its batch limit decides batch call or ByteStream, zstd
+blobs are used when it offers them, and a server that takes no ActionCache updates is read-only.
+
 grpc and the vendored stubs are imported here, when a REAPI layer opens: never on a run
 without one.
 """
@@ -14,20 +18,26 @@ without one.
 from __future__ import annotations
 
 import hashlib
+import io
+import threading
 import uuid
-from typing import BinaryIO, Iterable, Iterator
+from dataclasses import dataclass
+from typing import BinaryIO, Iterable, Iterator, cast
 from urllib.parse import urlsplit
 
 import grpc
+import zstandard
 
 from vx.store.remote.layer import (
     BAD_RESPONSE,
+    READ_ONLY,
     REFUSED,
     REJECTED,
     SERVER_ERROR,
     TIMEOUT,
     TOO_LARGE,
     UNREACHABLE,
+    UNSUPPORTED,
     Found,
     RemoteFailure,
     RemoteSettings,
@@ -40,15 +50,21 @@ from vx.store.remote.reapi_pb.google.bytestream import bytestream_pb2 as bs_pb
 ACTION_PREFIX = b"vx-reapi-v1\0"
 ARTIFACT_PATH = "vx-artifact.tar.zst"
 DURATION_PREFIX = b"vx-duration-ms="
-# Blobs up to this size go in one batch call; larger ones stream over ByteStream. Servers
-# advertise a cap (BuildGrid and Bazel's default: 4 MiB less a little); this stays under it
-# without spending a GetCapabilities round trip on every run.
-MAX_BATCH_BYTES = 3 << 20
+# A blob goes in one batch call when it and the request around it fit the server's advertised
+# `max_batch_total_size_bytes`, and never past gRPC's default message cap, which most servers keep
+# whatever they advertise; larger blobs stream over ByteStream.
+MAX_BATCH_BYTES = 4 << 20
+BATCH_OVERHEAD = 1 << 10  # the request's own fields around the blob (instance, digest, framing)
+UNKNOWN_BATCH_BYTES = 3 << 20  # a server that answers no GetCapabilities
 CHUNK_BYTES = 1 << 20
+ZSTD_LEVEL = 1  # the artifact is a zstd tar already: zstd blobs are for servers that store them so
+SHA256 = re_pb.DigestFunction.SHA256
+ZSTD = re_pb.Compressor.ZSTD
 
 _AC = "/build.bazel.remote.execution.v2.ActionCache/"
 _CAS = "/build.bazel.remote.execution.v2.ContentAddressableStorage/"
 _BS = "/google.bytestream.ByteStream/"
+_CAPS = "/build.bazel.remote.execution.v2.Capabilities/"
 
 _KIND = {
     grpc.StatusCode.UNAVAILABLE: UNREACHABLE,
@@ -68,6 +84,36 @@ def action_digest(key: str) -> re_pb.Digest:
     return re_pb.Digest(hash=hashlib.sha256(data).hexdigest(), size_bytes=len(data))
 
 
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What the server said it can do, as far as a cache client cares."""
+
+    batch_bytes: int  # the largest blob sent or read in one batch call
+    zstd: bool  # ByteStream `compressed-blobs/zstd/` and zstd batch reads
+    zstd_batch_update: bool  # BatchUpdateBlobs with `compressor: ZSTD`
+    updates: bool  # UpdateActionResult allowed
+
+
+def capabilities_of(reply) -> Capabilities:
+    """Read a ServerCapabilities; raises when SHA-256 is not offered (vx hashes nothing else)."""
+    cache = reply.cache_capabilities
+    functions = list(cache.digest_functions)
+    if functions and SHA256 not in functions:  # a server listing none predates the field
+        names = ", ".join(re_pb.DigestFunction.Value.Name(f) for f in functions)
+        raise RemoteFailure(UNSUPPORTED, f"offers no SHA-256 digests (only {names})")
+    advertised = cache.max_batch_total_size_bytes  # 0: no limit of its own
+    limit = min(advertised, MAX_BATCH_BYTES) if advertised > 0 else MAX_BATCH_BYTES
+    updates = True
+    if cache.HasField("action_cache_update_capabilities"):
+        updates = cache.action_cache_update_capabilities.update_enabled
+    return Capabilities(
+        batch_bytes=max(limit - BATCH_OVERHEAD, 0),
+        zstd=ZSTD in cache.supported_compressors,
+        zstd_batch_update=ZSTD in cache.supported_batch_update_compressors,
+        updates=updates,
+    )
+
+
 class ReapiLayer:
     """One REAPI v2 server (`grpc://host:port` or `grpcs://`), one instance name."""
 
@@ -80,14 +126,39 @@ class ReapiLayer:
             ("grpc.enable_retries", 0),  # a failure is a miss; health.py decides what comes next
         ]
         if settings.url.startswith("grpcs://"):
-            creds = grpc.ssl_channel_credentials()
-            self.channel = grpc.secure_channel(target, creds, options=options)
+            self.channel = grpc.secure_channel(target, _tls(settings), options=options)
         else:
             self.channel = grpc.insecure_channel(target, options=options)
         self.metadata = tuple((k.lower(), v) for k, v in settings.headers)
         self.instance = settings.instance
+        self._caps: Capabilities | RemoteFailure | None = None
+        self._caps_lock = threading.Lock()
 
     # ------------------------------------------------------------ the seam
+
+    def capabilities(self) -> Capabilities:
+        """The server's capabilities, asked once (pool threads wait for the one answer). A
+        transport failure is asked again next time; an unusable answer stands for the run."""
+        with self._caps_lock:
+            if self._caps is None:
+                try:
+                    reply = self._call(
+                        _CAPS + "GetCapabilities",
+                        re_pb.GetCapabilitiesRequest(instance_name=self.instance),
+                        re_pb.ServerCapabilities,
+                        self.settings.timeout_s,
+                    )
+                    self._caps = capabilities_of(reply)
+                except RemoteFailure as failure:
+                    if failure.kind == UNSUPPORTED:
+                        self._caps = failure
+                    elif failure.status == 501:  # no Capabilities service: assume the basics
+                        self._caps = Capabilities(UNKNOWN_BATCH_BYTES, False, False, True)
+                    else:
+                        raise
+            if isinstance(self._caps, RemoteFailure):
+                raise self._caps
+            return self._caps
 
     def has(self, key: str) -> Found | None:
         result = self._action_result(key)
@@ -112,6 +183,8 @@ class ReapiLayer:
     def put(self, key: str, src: BinaryIO, size: int, duration_ms: float) -> None:
         """Upload the blob (unless the server has it), then the ActionResult that names it:
         in this order, so no entry ever points at a blob that is not there."""
+        if not self.capabilities().updates:
+            raise RemoteFailure(READ_ONLY, "takes no ActionCache updates (update_enabled is false)")
         digest, seen = hashlib.sha256(), 0
         for chunk in iter(lambda: src.read(CHUNK_BYTES), b""):
             digest.update(chunk)
@@ -123,7 +196,9 @@ class ReapiLayer:
         timeout = self.settings.upload_timeout_s
         missing = self._call(
             _CAS + "FindMissingBlobs",
-            re_pb.FindMissingBlobsRequest(instance_name=self.instance, blob_digests=[blob]),
+            re_pb.FindMissingBlobsRequest(
+                instance_name=self.instance, blob_digests=[blob], digest_function=SHA256
+            ),
             re_pb.FindMissingBlobsResponse,
             timeout,
         )
@@ -137,7 +212,10 @@ class ReapiLayer:
         self._call(
             _AC + "UpdateActionResult",
             re_pb.UpdateActionResultRequest(
-                instance_name=self.instance, action_digest=action_digest(key), action_result=result
+                instance_name=self.instance,
+                action_digest=action_digest(key),
+                action_result=result,
+                digest_function=SHA256,
             ),
             re_pb.ActionResult,
             timeout,
@@ -161,10 +239,12 @@ class ReapiLayer:
 
     def _action_result(self, key: str):
         """The ActionResult for `key`, or None on NOT_FOUND (a miss)."""
+        self.capabilities()
         request = re_pb.GetActionResultRequest(
             instance_name=self.instance,
             action_digest=action_digest(key),
             inline_stdout=True,
+            digest_function=SHA256,
         )
         try:
             return self._call(
@@ -178,11 +258,17 @@ class ReapiLayer:
     def _read(self, blob, sink: Sink) -> bool:
         """Fetch `blob` into `sink`, hashing as it comes; False when the server lacks it. A
         mismatch raises after the bytes are written: the caller drops its temp file."""
+        caps = self.capabilities()
         digest, seen = hashlib.sha256(), 0
-        if blob.size_bytes <= MAX_BATCH_BYTES:
+        if blob.size_bytes <= caps.batch_bytes:
             reply = self._call(
                 _CAS + "BatchReadBlobs",
-                re_pb.BatchReadBlobsRequest(instance_name=self.instance, digests=[blob]),
+                re_pb.BatchReadBlobsRequest(
+                    instance_name=self.instance,
+                    digests=[blob],
+                    acceptable_compressors=[ZSTD] if caps.zstd else [],
+                    digest_function=SHA256,
+                ),
                 re_pb.BatchReadBlobsResponse,
                 self.settings.timeout_s,
             )
@@ -192,8 +278,14 @@ class ReapiLayer:
             if found[0].status.code != 0:
                 raise RemoteFailure(SERVER_ERROR, f"BatchReadBlobs: {found[0].status.message}")
             chunks: Iterable[bytes] = (found[0].data,)
+            if found[0].compressor == ZSTD:
+                chunks = _unzstd(chunks)
+            elif found[0].compressor != re_pb.Compressor.IDENTITY:
+                raise RemoteFailure(BAD_RESPONSE, "BatchReadBlobs: a compressor vx did not ask for")
         else:
-            chunks = self._stream_read(blob)
+            chunks = self._stream_read(blob, caps.zstd)
+            if caps.zstd:
+                chunks = _unzstd(chunks)
         try:
             for chunk in chunks:
                 seen += len(chunk)
@@ -203,12 +295,15 @@ class ReapiLayer:
                 sink.write(chunk)
         except _Missing:
             return False
+        except zstandard.ZstdError:
+            raise RemoteFailure(BAD_RESPONSE, "the zstd blob does not decompress") from None
         if seen != blob.size_bytes or digest.hexdigest() != blob.hash:
             raise RemoteFailure(BAD_RESPONSE, "the artifact blob does not match its digest")
         return True
 
-    def _stream_read(self, blob) -> Iterator[bytes]:
-        name = self._resource(f"blobs/{blob.hash}/{blob.size_bytes}")
+    def _stream_read(self, blob, zstd: bool) -> Iterator[bytes]:
+        kind = "compressed-blobs/zstd" if zstd else "blobs"
+        name = self._resource(f"{kind}/{blob.hash}/{blob.size_bytes}")
         call = self.channel.unary_stream(
             _BS + "Read",
             request_serializer=lambda m: m.SerializeToString(),
@@ -228,13 +323,24 @@ class ReapiLayer:
             raise failure from None
 
     def _write(self, blob, src: BinaryIO, timeout: float) -> None:
-        if blob.size_bytes <= MAX_BATCH_BYTES:
+        caps = self.capabilities()
+        if blob.size_bytes <= caps.batch_bytes:
             data = src.read(blob.size_bytes)
+            compressor = re_pb.Compressor.IDENTITY
+            if caps.zstd_batch_update:
+                packed = zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(data)
+                if len(packed) <= caps.batch_bytes:  # incompressible bytes grow a little
+                    data, compressor = packed, ZSTD
             reply = self._call(
                 _CAS + "BatchUpdateBlobs",
                 re_pb.BatchUpdateBlobsRequest(
                     instance_name=self.instance,
-                    requests=[re_pb.BatchUpdateBlobsRequest.Request(digest=blob, data=data)],
+                    requests=[
+                        re_pb.BatchUpdateBlobsRequest.Request(
+                            digest=blob, data=data, compressor=compressor
+                        )
+                    ],
+                    digest_function=SHA256,
                 ),
                 re_pb.BatchUpdateBlobsResponse,
                 timeout,
@@ -243,18 +349,29 @@ class ReapiLayer:
             if bad or not reply.responses:
                 raise RemoteFailure(REJECTED, f"BatchUpdateBlobs: {bad[0] if bad else 'no reply'}")
             return
-        name = self._resource(f"uploads/{uuid.uuid4()}/blobs/{blob.hash}/{blob.size_bytes}")
+        kind = "compressed-blobs/zstd" if caps.zstd else "blobs"
+        name = self._resource(f"uploads/{uuid.uuid4()}/{kind}/{blob.hash}/{blob.size_bytes}")
+        sent = 0
 
         def chunks() -> Iterator[bs_pb.WriteRequest]:
             # The server re-hashes what it receives, so a file changed since it was hashed is
-            # refused there (INVALID_ARGUMENT), never stored under the wrong digest.
-            for at in range(0, blob.size_bytes, CHUNK_BYTES):
+            # refused there (INVALID_ARGUMENT), never stored under the wrong digest. Offsets
+            # count the bytes on the wire (compressed ones, for zstd).
+            nonlocal sent
+            pieces = _zstd(src) if caps.zstd else iter(lambda: src.read(CHUNK_BYTES), b"")
+            piece = next(pieces, b"")
+            while True:
+                after = next(pieces, None)
                 yield bs_pb.WriteRequest(
-                    resource_name=name if at == 0 else "",
-                    write_offset=at,
-                    finish_write=at + CHUNK_BYTES >= blob.size_bytes,
-                    data=src.read(CHUNK_BYTES),
+                    resource_name=name if sent == 0 else "",
+                    write_offset=sent,
+                    finish_write=after is None,
+                    data=piece,
                 )
+                sent += len(piece)
+                if after is None:
+                    return
+                piece = after
 
         call = self.channel.stream_unary(
             _BS + "Write",
@@ -265,11 +382,69 @@ class ReapiLayer:
             reply = call(chunks(), timeout=timeout, metadata=self.metadata)
         except grpc.RpcError as exc:
             raise _failure(_BS + "Write", exc) from None
-        if reply.committed_size not in (blob.size_bytes, -1):
+        if reply.committed_size not in (blob.size_bytes, sent, -1):
             raise RemoteFailure(REJECTED, f"ByteStream Write committed {reply.committed_size}")
 
     def _resource(self, tail: str) -> str:
         return f"{self.instance}/{tail}" if self.instance else tail
+
+
+def _tls(settings: RemoteSettings) -> grpc.ChannelCredentials:
+    """The channel's TLS: the given CA file's roots (or the system's), and a client certificate
+    for mTLS. An unreadable file fails the layer's first call, as an unreachable server does."""
+
+    def read(path: str | None, what: str) -> bytes | None:
+        if not path:
+            return None
+        try:
+            with open(path, "rb") as f:
+                return f.read()
+        except OSError as exc:
+            detail = f"the {what} {path} cannot be read ({exc.strerror})"
+            raise RemoteFailure(UNREACHABLE, detail) from None
+
+    return grpc.ssl_channel_credentials(
+        root_certificates=read(settings.ca_cert, "CA file"),
+        private_key=read(settings.client_key, "client key"),
+        certificate_chain=read(settings.client_cert, "client certificate"),
+    )
+
+
+def _zstd(src: BinaryIO) -> Iterator[bytes]:
+    """`src` as a zstd stream, in pieces of at most CHUNK_BYTES."""
+    compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
+    yield from compressor.read_to_iter(src, read_size=CHUNK_BYTES, write_size=CHUNK_BYTES)
+
+
+def _unzstd(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """Decompress a zstd stream in bounded pieces: the caller stops reading once more comes than
+    the digest says, so a small blob cannot expand into memory unchecked."""
+    source = cast(BinaryIO, _Chunks(chunks))
+    reader = zstandard.ZstdDecompressor().stream_reader(source, read_across_frames=True)
+    while piece := reader.read(CHUNK_BYTES):
+        yield piece
+
+
+class _Chunks(io.RawIOBase):
+    """An iterator of byte strings as a readable file (what zstandard's reader wants)."""
+
+    def __init__(self, chunks: Iterable[bytes]):
+        self._chunks, self._left = iter(chunks), b""
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        while not self._left:
+            piece = next(self._chunks, None)
+            if piece is None:
+                return b""
+            self._left = piece
+        if size < 0 or size >= len(self._left):
+            out, self._left = self._left, b""
+        else:
+            out, self._left = self._left[:size], self._left[size:]
+        return out
 
 
 class _Missing(Exception):
@@ -300,4 +475,14 @@ def _failure(method: str, exc: grpc.RpcError) -> RemoteFailure:
     detail = f"{op}: {code.name}"
     if code == grpc.StatusCode.NOT_FOUND:
         return RemoteFailure(BAD_RESPONSE, detail, status=404)
+    if code == grpc.StatusCode.UNIMPLEMENTED:
+        return RemoteFailure(SERVER_ERROR, detail, status=501)
+    if code == grpc.StatusCode.UNAVAILABLE and _tls_refused(exc):
+        detail += " (the TLS handshake failed: check VX_REAPI_CA_CERT and the client certificate)"
     return RemoteFailure(_KIND.get(code, SERVER_ERROR), detail, status=_STATUS.get(code))
+
+
+def _tls_refused(exc: grpc.RpcError) -> bool:
+    """Whether gRPC's own text (made on this side, never the server's) says the handshake failed."""
+    text = (exc.details() if hasattr(exc, "details") else "") or ""
+    return "handshake" in text.lower() or "CERTIFICATE_VERIFY_FAILED" in text
