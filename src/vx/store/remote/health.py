@@ -157,9 +157,14 @@ class Health:
                 self.reads_on = False
         if was_on:
             what = "uploads are off" if writes_only else "the remote cache is off"
+            names = (
+                "VX_REAPI_HEADERS"
+                if self.endpoint.startswith("grpc")
+                else "TURBO_TOKEN / NX_SELF_HOSTED_REMOTE_CACHE_ACCESS_TOKEN"
+            )
             self.tell(
                 f"remote cache: {self.endpoint} refused {op}: {failure.detail}; {what} for this run "
-                "(check TURBO_TOKEN / NX_SELF_HOSTED_REMOTE_CACHE_ACCESS_TOKEN and its permissions)"
+                f"(check {names} and its permissions)"
             )
 
     def _unfit(self, failure: RemoteFailure) -> None:

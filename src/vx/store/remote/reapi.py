@@ -235,7 +235,7 @@ class ReapiLayer:
         try:
             return call(request, timeout=timeout, metadata=self.metadata)
         except grpc.RpcError as exc:
-            raise _failure(method, exc) from None
+            raise self._failure(method, exc) from None
 
     def _action_result(self, key: str):
         """The ActionResult for `key`, or None on NOT_FOUND (a miss)."""
@@ -317,7 +317,7 @@ class ReapiLayer:
             ):
                 yield reply.data
         except grpc.RpcError as exc:
-            failure = _failure(_BS + "Read", exc)
+            failure = self._failure(_BS + "Read", exc)
             if failure.status == 404:
                 raise _Missing() from None
             raise failure from None
@@ -381,9 +381,17 @@ class ReapiLayer:
         try:
             reply = call(chunks(), timeout=timeout, metadata=self.metadata)
         except grpc.RpcError as exc:
-            raise _failure(_BS + "Write", exc) from None
+            raise self._failure(_BS + "Write", exc) from None
         if reply.committed_size not in (blob.size_bytes, sent, -1):
             raise RemoteFailure(REJECTED, f"ByteStream Write committed {reply.committed_size}")
+
+    def _failure(self, method: str, exc: grpc.RpcError) -> RemoteFailure:
+        failure = _failure(method, exc)
+        if failure.kind == UNREACHABLE and self.settings.url.startswith("grpcs://"):
+            hint = _tls_hint(exc, self.settings)
+            if hint:
+                return RemoteFailure(UNREACHABLE, f"{failure.detail} ({hint})")
+        return failure
 
     def _resource(self, tail: str) -> str:
         return f"{self.instance}/{tail}" if self.instance else tail
@@ -477,12 +485,18 @@ def _failure(method: str, exc: grpc.RpcError) -> RemoteFailure:
         return RemoteFailure(BAD_RESPONSE, detail, status=404)
     if code == grpc.StatusCode.UNIMPLEMENTED:
         return RemoteFailure(SERVER_ERROR, detail, status=501)
-    if code == grpc.StatusCode.UNAVAILABLE and _tls_refused(exc):
-        detail += " (the TLS handshake failed: check VX_REAPI_CA_CERT and the client certificate)"
     return RemoteFailure(_KIND.get(code, SERVER_ERROR), detail, status=_STATUS.get(code))
 
 
-def _tls_refused(exc: grpc.RpcError) -> bool:
-    """Whether gRPC's own text (made on this side, never the server's) says the handshake failed."""
+def _tls_hint(exc: grpc.RpcError, settings: RemoteSettings) -> str | None:
+    """What gRPC's own text (made on this side, never the server's) says about a TLS failure."""
     text = (exc.details() if hasattr(exc, "details") else "") or ""
-    return "handshake" in text.lower() or "CERTIFICATE_VERIFY_FAILED" in text
+    if "handshake" in text.lower() or "CERTIFICATE_VERIFY_FAILED" in text:
+        return "the TLS handshake failed: check VX_REAPI_CA_CERT and the client certificate"
+    if "Socket closed" in text and not settings.client_cert:
+        # TLS 1.3: a server that demands a client certificate just closes the connection
+        return (
+            "the server closed the TLS connection; if it wants a client certificate, "
+            "set VX_REAPI_CLIENT_CERT and VX_REAPI_CLIENT_KEY"
+        )
+    return None
