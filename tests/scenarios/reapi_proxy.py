@@ -42,6 +42,7 @@ class Proxy:
         self.calls: list[tuple[str, dict[str, str]]] = []
         self.resources: list[str] = []
         self.batch_compressors: list[tuple[str, int]] = []
+        self.write_pieces: list[int] = []  # how many WriteRequests each ByteStream Write sent
         self._lock = threading.Lock()
         self._edit = capabilities
         self._zstd = zstd
@@ -122,6 +123,7 @@ class Proxy:
         name = messages[0].resource_name if messages else ""
         with self._lock:
             self.resources.append(name)
+            self.write_pieces.append(len(messages))
         data = b"".join(m.data for m in messages)
         if "compressed-blobs/zstd/" in name and self._zstd:
             plain = zstandard.ZstdDecompressor().decompressobj().decompress(data)

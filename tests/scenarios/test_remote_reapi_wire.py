@@ -238,3 +238,83 @@ def test_grpcs_with_a_private_ca_and_client_certificate(repo, tmp_path, mtls):
             assert not any(line in res.out + res.err for line in body)
     finally:
         server.stop()
+
+
+@pytest.mark.feature("RC-09")
+def test_tls_files_named_in_the_workspace_file(repo, tmp_path):
+    """`remoteCache.reapi.caCert` (a path from the workspace root, committed with the repo)
+    trusts the private CA for a run started inside a package, as VX_REAPI_CA_CERT would."""
+    tls = Tls(tmp_path / "tls")
+    server = BuildGrid(tmp_path / "bgd", instance="vx-tests", tls=tls)
+    try:
+        remote = {
+            "reapi": {"endpoint": server.endpoint, "instance": "vx-tests", "caCert": "certs/ca.pem"}
+        }
+        repo.write({**shop_files(remote), "certs/ca.pem": tls.ca.read_text()}).commit()
+        cold = repo.vx("run", "build", env={"CI": "1"}, cwd="packages/app")
+        assert cold.code == 0 and "warning" not in cold.err, cold.err
+        other = clone(repo, tmp_path / "b")
+        warm = other.vx("run", "build", "--all", env={"CI": "1"})
+        assert warm.code == 0, warm.err
+        statuses = warm.statuses()
+        assert {statuses[t] for t in ("lib#build", "ui#build", "app#build")} == {
+            ("success", "remote")
+        }
+        assert statuses["docs#build"] == ("success", "miss")
+    finally:
+        server.stop()
+
+
+@pytest.mark.feature("RC-09")
+@pytest.mark.parametrize(
+    "reapi,says",
+    [
+        (
+            {"endpoint": "grpc://127.0.0.1:1", "caCert": "ca.pem"},
+            "`caCert` needs a grpcs:// endpoint",
+        ),
+        ({"endpoint": "grpcs://cache.example.com", "clientCert": "c.pem"}, "no `clientKey`"),
+        ({"endpoint": "grpcs://cache.example.com", "clientKey": "c.key"}, "no `clientCert`"),
+        (
+            {"endpoint": "grpcs://cache.example.com", "tlsCertificate": "ca.pem"},
+            "in vx it is `caCert`",
+        ),
+    ],
+)
+def test_bad_tls_config_is_refused(repo, reapi, says):
+    repo.write(shop_files({"reapi": reapi})).commit()
+    res = repo.vx("run", "build", "--all")
+    assert res.code == 2, res.err
+    assert "vx.workspace.json" in res.err and "remoteCache.reapi" in res.err
+    assert says in res.err and "Traceback" not in res.err
+
+
+@pytest.mark.feature("RC-09")
+def test_a_10_mib_output_streams_over_bytestream_in_pieces(repo, tmp_path, buildgrid):
+    """An artifact of 10 MiB of incompressible bytes goes up as one ByteStream Write of 1 MiB
+    pieces and comes down as a ByteStream Read; the clone's output is byte for byte the same."""
+    proxy = Proxy(buildgrid.port)
+    try:
+        ten = BIG.replace("SIZE", str(10 << 20))
+        files = shop_files(None)
+        from conftest import build_task
+
+        files["packages/lib/vx.config.json"] = {"tasks": {"build": build_task(command=ten)}}
+        repo.write(files).commit()
+        env = proxied_env(proxy, buildgrid)
+        cold = repo.vx("run", "build", "--all", env=env)
+        assert cold.code == 0, cold.err
+        (big,) = [r for r in proxy.resources if "/uploads/" in r]
+        size = int(big.rsplit("/", 1)[1])
+        assert size > 10 << 20 and proxy.write_pieces == [(size + (1 << 20) - 1) >> 20]
+        other = clone(repo, tmp_path / "b")
+        warm = other.vx("run", "build", "--all", env=env)
+        assert warm.code == 0, warm.err
+        assert set(warm.statuses().values()) == {("success", "remote")}, warm.err
+        tail = big.split("/blobs/", 1)[1]
+        assert [r for r in proxy.resources if "/uploads/" not in r] == [f"vx-tests/blobs/{tail}"]
+        restored = outputs(other)
+        assert len(restored["packages/lib/dist/big.bin"]) == 10 << 20
+        assert restored == outputs(repo)
+    finally:
+        proxy.stop()

@@ -94,3 +94,42 @@ def test_a_grpc_that_fails_to_load_is_a_remote_failure_not_a_crash(monkeypatch):
             call()
         assert caught.value.kind == UNREACHABLE and "grpc did not load" in caught.value.detail
     layer.close()
+
+
+@pytest.mark.feature("RC-09")
+def test_tls_files_come_from_the_environment_over_the_workspace_file(tmp_path):
+    for name in ("ca.pem", "c.pem", "c.key", "env-ca.pem"):
+        (tmp_path / name).write_text("PEM")
+    cfg = RemoteCacheConfig(
+        kind="reapi",
+        url="grpcs://cache.example.com",
+        ca_cert=str(tmp_path / "ca.pem"),
+        client_cert=str(tmp_path / "c.pem"),
+        client_key=str(tmp_path / "c.key"),
+    )
+    found = resolve(cfg, {"VX_REAPI_CA_CERT": str(tmp_path / "env-ca.pem")})
+    assert found.problem is None
+    s = found.settings
+    assert (s.ca_cert, s.client_cert, s.client_key) == (
+        str(tmp_path / "env-ca.pem"),
+        str(tmp_path / "c.pem"),
+        str(tmp_path / "c.key"),
+    )
+
+
+@pytest.mark.feature("RC-09")
+@pytest.mark.parametrize(
+    "extra,says",
+    [
+        ({"VX_REAPI_CA_CERT": "{d}/ca.pem"}, "needs a grpcs:// endpoint"),
+        ({"VX_REAPI_CLIENT_CERT": "{d}/ca.pem"}, "needs its key"),
+        ({"VX_REAPI_CLIENT_KEY": "{d}/ca.pem"}, "needs its key"),
+        ({"VX_REAPI_CA_CERT": "{d}/missing.pem"}, "is not a readable file"),
+    ],
+)
+def test_unusable_tls_files_turn_the_remote_off_with_one_line(tmp_path, extra, says):
+    (tmp_path / "ca.pem").write_text("PEM")
+    scheme = "grpc://127.0.0.1:1" if "grpcs" in says else "grpcs://cache.example.com"
+    env = {"VX_REAPI_ENDPOINT": scheme, **{k: v.format(d=tmp_path) for k, v in extra.items()}}
+    found = resolve(None, env)
+    assert found.settings is None and says in found.problem, found.problem

@@ -191,6 +191,8 @@ def load_workspace(
         found = Found(path, ext, os.path.basename(path))
         values = _evaluate(str(root), [found], env)
         config = validate_workspace(_decoded(found, values), found.source)
+        if config.remote_cache is not None and config.remote_cache.kind == "reapi":
+            config = replace(config, remote_cache=_rooted_tls(config.remote_cache, root))
     if (
         remote
         and config.remote_cache is None
@@ -201,6 +203,19 @@ def load_workspace(
         if remote is not None:
             config = replace(config, remote_cache=remote)
     return config
+
+
+def _rooted_tls(remote: Any, root: Path) -> Any:
+    """`remoteCache.reapi`'s TLS file paths, relative ones taken from the workspace root (the
+    run may start in any package)."""
+    return replace(
+        remote,
+        **{
+            name: os.path.join(root, path)
+            for name in ("ca_cert", "client_cert", "client_key")
+            if (path := getattr(remote, name)) is not None
+        },
+    )
 
 
 def _turbo_remote(root: str):
