@@ -43,6 +43,7 @@ class Proxy:
         self.resources: list[str] = []
         self.batch_compressors: list[tuple[str, int]] = []
         self.write_pieces: list[int] = []  # how many WriteRequests each ByteStream Write sent
+        self.requests: list[tuple[str, bytes]] = []  # every other call's request messages
         self._lock = threading.Lock()
         self._edit = capabilities
         self._zstd = zstd
@@ -89,7 +90,14 @@ class Proxy:
 
     def _forward(self, method: str, requests: Iterator[bytes], metadata) -> Iterator[bytes]:
         call = self._up.stream_stream(method)
-        yield from call(requests, metadata=metadata, timeout=60)
+        yield from call(self._kept(method, requests), metadata=metadata, timeout=60)
+
+    def _kept(self, method: str, requests: Iterator[bytes]) -> Iterator[bytes]:
+        for raw in requests:
+            if not method.startswith(_BS):
+                with self._lock:
+                    self.requests.append((method.rsplit("/", 1)[-1], raw))
+            yield raw
 
     def _route(self, method: str, requests: Iterator[bytes], metadata) -> Iterator[bytes]:
         name = method.rsplit("/", 1)[-1]
