@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from vx.engine.incremental import Kept
     from vx.files.index import FileIndex, Snapshot
     from vx.model import CacheRetention, HashRecord, ProjectConfig
+    from vx.plugins.host import Host
     from vx.store.layered import LayeredStore
     from vx.store.local import Entry, LocalStore
 
@@ -110,13 +111,39 @@ class Prepared(Struct):
     # runs), and each task that lost an edge -> the dependency it no longer waits for
     keyed_graph: TaskGraph | None = None
     cut: Mapping[TaskId, TaskId] = {}
+    plugins: Host | None = None  # the workspace's plugins (vx.plugins.host), when it declares any
 
 
 def prepare(
     req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: RunLock | None = None
 ) -> Prepared:
     """Everything up to (not including) execution; `--dry` stops here. With `lock`, take the run
-    lock as soon as the root is known, so the probe sees what the previous run saved."""
+    lock as soon as the root is known, so the probe sees what the previous run saved. Plugins
+    set up here are torn down again if planning fails."""
+    loaded: list = []
+    try:
+        return _prepare(req, host_env, stages, lock, loaded)
+    except BaseException:
+        for host in loaded:
+            host.teardown()
+        raise
+
+
+def _load_plugins(root: Path, ws_config, host_env: Mapping[str, str], loaded: list):
+    """The workspace's plugins, loaded and set up, and its config as their `config` hooks left it."""
+    from vx.plugins import host as plugins
+
+    host = plugins.load(ws_config.plugins, root, host_env)
+    loaded.append(host)
+    if host.has("config"):
+        shaped = host.shape_config(config.workspace_data(root, host_env), ws_config)
+        ws_config = config.rooted(shaped, root)
+    return host, ws_config
+
+
+def _prepare(
+    req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: RunLock | None, loaded: list
+) -> Prepared:
     from vx.files import index as files
     from vx.plan import environment
     from vx.store import location
@@ -130,6 +157,9 @@ def prepare(
     try:
         with stages("load configs"):
             ws_config = config.load_workspace(ws.root, host_env)
+            host = None
+            if ws_config.plugins:  # a workspace without plugins never imports the seam
+                host, ws_config = _load_plugins(ws.root, ws_config, host_env, loaded)
             cache_dir = location.cache_dir(req.cwd, req.cache_dir, ws, ws_config, host_env)
             configs = config.load_all(ws, host_env)
         affected_notice = None
@@ -177,6 +207,7 @@ def prepare(
             store_dir=store_dir,
             framework_inference=req.framework_inference,
             sandbox_trace=ws_config.sandbox_trace,
+            plugin_key=host.key_material if host is not None and host.has("key") else None,
         )
         plans = make_plans(ws, graph, index, opts, host_env, additive)
     keyed_graph: TaskGraph | None = None
@@ -188,6 +219,10 @@ def prepare(
         schedule = exclude_dependencies(graph, frozenset(req.exclude_deps) or None)
         keyed_graph, graph, cut = graph, schedule.graph, schedule.cut
         run_plans = {t: p for t, p in plans.items() if t in graph.nodes}
+    if host is not None and host.has("schedule"):
+        from msgspec.structs import replace
+
+        graph = replace(graph, priority=host.weights(graph))
     from vx.store.policy import plan_cache
 
     cache = plan_cache(
@@ -270,6 +305,7 @@ def prepare(
         configs,
         keyed_graph,
         cut,
+        host,
     )
 
 
@@ -426,6 +462,8 @@ def execute(
     Persistent tasks kept in the foreground run after the summary; `on_graph_end` is
     called before they are waited for (the CLI releases the run lock: they write no cache)."""
     started = time.time()
+    if prep.plugins is not None:
+        emit = prep.plugins.observed(emit)
     _announce(prep, emit)
     with stages("hit lane"):
         lane, stopped_by = _settle_hits(prep, emit) if req.fast_paths else _no_lane()
@@ -459,7 +497,8 @@ def execute(
         early: dict[TaskId, Early] = {}  # filled as they start: a failure midway stops those
         try:
             lockfiles = prep.index.snapshot(None, prep.index.fingerprinted)  # before anything runs
-            if stopped_by is None and launch_for is None and req.fast_paths:
+            admits = prep.plugins is not None and prep.plugins.has("admit")
+            if stopped_by is None and launch_for is None and req.fast_paths and not admits:
                 _start_first_wave(prep, lane, emit, early)
             asyncio = _import_asyncio()  # while the first wave runs
             with stages("run graph"):
@@ -500,6 +539,7 @@ def receipt_tasks(prep: Prepared, summary: RunSummary, started_ns: int) -> list[
         or summary.interrupted
         or prep.remote is not None
         or prep.store is None
+        or prep.plugins is not None  # a key hook may read what no receipt could vouch for
     ):
         return None
     if any(
@@ -871,6 +911,9 @@ async def _walk(
         tainted={t: f"{dep} was not run (--exclude-dependencies)" for t, dep in prep.cut.items()},
         terminal=req.lend_terminal and os.isatty(0) and os.isatty(1),
     )
+    host = prep.plugins
+    if host is not None and host.has("admit"):
+        ctx.admit = lambda tid, running: host.admit(prep.graph.nodes[tid], prep.plans[tid], running)
     if ctx.late:
         nested = _nested_dirs(prep.ws)
         keyed = prep.keyed_graph or prep.graph  # a key folds every dependency, run or not

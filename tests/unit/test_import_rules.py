@@ -121,6 +121,7 @@ LAYERS = [  # bottom first: (layer, the packages and modules in it)
     ("sandbox", {"sandbox"}),
     ("plan", {"plan"}),
     ("engine", {"engine"}),
+    ("plugins", {"plugins"}),
     ("fastpath", {"fastpath"}),
     ("pipeline", {"pipeline"}),
     ("cli", CLI),

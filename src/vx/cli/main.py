@@ -440,7 +440,10 @@ def _dispatch(args: list[str]) -> int:
     name, rest = args[0], args[1:]
     verb = VERBS.get(name)
     if verb is None:
-        raise _unknown_verb(name)
+        code = _plugin_verb(name, rest)
+        if code is None:
+            raise _unknown_verb(name)
+        return code
     if rest[:1] in (["-h"], ["--help"]):
         print(verb.help, end="")
         return EXIT_OK
@@ -604,9 +607,53 @@ _VERB_RUNNERS = {
 }
 
 
+def _workspace_plugins():
+    """The plugins of the workspace around the current directory, loaded without a run (no
+    `setup`); None outside a workspace or where none is declared."""
+    from vx.config.loader import load_workspace
+    from vx.workspace.discover import find_root
+
+    try:
+        root = find_root(Path(os.getcwd()))
+    except VxError:  # no workspace here (or no readable one): no plugin verbs either
+        return None
+    config = load_workspace(root, os.environ, remote=False)
+    if not config.plugins:
+        return None
+    from vx.plugins.host import load
+
+    return load(config.plugins, root, witness.ReadEnv(os.environ), setup=False)
+
+
+def _plugin_verb(name: str, rest: list[str]) -> int | None:
+    """Run a verb a declared plugin adds; None when no plugin adds it."""
+    host = _workspace_plugins()
+    if host is None or name not in host.verbs():
+        return None
+    return host.run_verb(name, rest)
+
+
+def _plugin_help() -> str:
+    """The "Plugin commands" part of `vx help`: nothing outside a workspace with plugin verbs,
+    or where loading them fails (the verb itself then says why)."""
+    try:
+        host = _workspace_plugins()
+    except VxError:
+        return ""
+    verbs = host.verbs() if host is not None else {}
+    if not verbs:
+        return ""
+    width = max(len(v) for v in verbs)
+    lines = [
+        f"  {verb:<{width}}  {command.get('description', '')} (plugin {plugin.name})"
+        for verb, (plugin, command) in sorted(verbs.items())
+    ]
+    return "\nPlugin commands:\n" + "\n".join(lines) + "\n"
+
+
 def _help(rest: list[str]) -> int:
     if not rest:
-        print(HELP, end="")
+        print(HELP + _plugin_help(), end="")
         return EXIT_OK
     verb = "show" if rest[0] == "ls" else rest[0]
     if verb not in VERB_HELP:
@@ -926,6 +973,7 @@ def _run_request(
     logs: dict = {}
     noticed: list[Notice] = []
     lock = RunLock(lambda msg: _say(f"vx: {msg}"))
+    prep = None
     try:
         prep = run.prepare(req, env, stages, lock=lock)
         flow = _flow(prep.broad, env, output_logs)
@@ -959,6 +1007,9 @@ def _run_request(
             reporter.close()  # erase a live status region even on an exception
         if tracer is not None and summary is None:
             tracer.close()
+        if prep is not None and prep.plugins is not None:
+            for message in prep.plugins.teardown():
+                _say(f"vx: warning: {message}")
     for tid, path in logs.items():  # after the reporter closed: a live region is gone by now
         _say(f"vx: {tid} failed; its full log: {path}")
     if summarize is not None:
@@ -1121,6 +1172,8 @@ def _dry(prep, fmt: str) -> int:
     if prep.store is not None:
         prep.store.close()
     notes = list(prep.notices)
+    if prep.plugins is not None:
+        notes += [(m, "warning") for m in prep.plugins.pending + prep.plugins.teardown()]
     for message, level in notes + (prep.remote.messages() if prep.remote is not None else []):
         _say(f"vx: warning: {message}" if level == "warning" else f"vx: {message}")
     return EXIT_OK

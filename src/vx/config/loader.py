@@ -190,9 +190,7 @@ def load_workspace(
         path, ext = located
         found = Found(path, ext, os.path.basename(path))
         values = _evaluate(str(root), [found], env)
-        config = validate_workspace(_decoded(found, values), found.source)
-        if config.remote_cache is not None and config.remote_cache.kind == "reapi":
-            config = replace(config, remote_cache=_rooted_tls(config.remote_cache, root))
+        config = rooted(validate_workspace(_decoded(found, values), found.source), root)
     if (
         remote
         and config.remote_cache is None
@@ -205,17 +203,30 @@ def load_workspace(
     return config
 
 
-def _rooted_tls(remote: Any, root: Path) -> Any:
-    """`remoteCache.reapi`'s TLS file paths, relative ones taken from the workspace root (the
-    run may start in any package)."""
-    return replace(
-        remote,
-        **{
-            name: os.path.join(root, path)
-            for name in ("ca_cert", "client_cert", "client_key")
-            if (path := getattr(remote, name)) is not None
-        },
-    )
+def rooted(config: WorkspaceConfig, root: Path) -> WorkspaceConfig:
+    """The config with `remoteCache.reapi`'s TLS file paths made absolute, relative ones taken
+    from the workspace root (the run may start in any package)."""
+    remote = config.remote_cache
+    if remote is None or remote.kind != "reapi":
+        return config
+    paths = {
+        name: os.path.join(root, path)
+        for name in ("ca_cert", "client_cert", "client_key")
+        if (path := getattr(remote, name)) is not None
+    }
+    return replace(config, remote_cache=replace(remote, **paths)) if paths else config
+
+
+def workspace_data(root: Path, env: Mapping[str, str] | None = None) -> Any:
+    """The root vx.workspace file as decoded (an empty object when there is none): what a
+    plugin's `config` hook edits before it is validated again."""
+    env = os.environ if env is None else env
+    located = _config_file(str(root), "vx.workspace", "")
+    if located is None:
+        return {}
+    path, ext = located
+    found = Found(path, ext, os.path.basename(path))
+    return _decoded(found, _evaluate(str(root), [found], env))
 
 
 def _turbo_remote(root: str):

@@ -68,6 +68,11 @@ def discover(cwd: Path) -> Workspace:
     )
 
 
+def find_root(cwd: Path) -> Path:
+    """The root of the workspace that holds `cwd`, its members unread (a plugin verb's start)."""
+    return _find_root(Path(os.path.abspath(cwd))).dir.resolve()
+
+
 # ---------------------------------------------------------------- the root
 
 
