@@ -7,7 +7,7 @@ import hashlib
 
 import pytest
 from reapi_proxy import ZSTD, Proxy
-from reapi_servers import BuildGrid, Tls
+from reapi_servers import BuildGrid, GarbageServer, Tls
 from remote_servers import clone, outputs, shop_files, strays
 from test_remote_reapi import EXPECTED, action_results, keys_of
 
@@ -318,3 +318,40 @@ def test_a_10_mib_output_streams_over_bytestream_in_pieces(repo, tmp_path, build
         assert restored == outputs(repo)
     finally:
         proxy.stop()
+
+
+def _bomb(method: str, request: bytes) -> bytes:
+    """A server offering zstd whose blob, named as 64 bytes, expands to 256 MiB of zeros."""
+    import zstandard
+
+    from vx.store.remote.reapi import ARTIFACT_PATH
+
+    digest = re_pb.Digest(hash="ab" * 32, size_bytes=64)
+    if method.endswith("/GetCapabilities"):
+        cache = re_pb.CacheCapabilities(supported_compressors=[ZSTD])
+        return re_pb.ServerCapabilities(cache_capabilities=cache).SerializeToString()
+    if method.endswith("/GetActionResult"):
+        out = re_pb.OutputFile(path=ARTIFACT_PATH, digest=digest)
+        return re_pb.ActionResult(output_files=[out]).SerializeToString()
+    if method.endswith("/BatchReadBlobs"):
+        data = zstandard.ZstdCompressor(level=1).compress(bytes(256 << 20))
+        reply = re_pb.BatchReadBlobsResponse.Response(digest=digest, data=data, compressor=ZSTD)
+        return re_pb.BatchReadBlobsResponse(responses=[reply]).SerializeToString()
+    return b""
+
+
+@pytest.mark.feature("RC-09")
+def test_a_zstd_blob_expanding_past_its_digest_is_stopped(repo):
+    """A hostile server's zstd blob that decompresses far past its digest's size is cut off at
+    the first piece over it: a miss (`bad response`), nothing of it kept, the build local."""
+    server = GarbageServer(_bomb)
+    try:
+        repo.write(shop_files(None)).commit()
+        res = repo.vx("run", "build", "--all", env={"VX_REAPI_ENDPOINT": server.endpoint})
+        assert res.code == 0, res.err
+        assert set(res.statuses().values()) == {("success", "miss")}
+        assert outputs(repo) == EXPECTED and strays(repo) == []
+        assert res.err.count("the server sent more than the digest says") == 1, res.err
+        assert not list((repo.root / ".vx/cache").glob("*.remote.tmp"))
+    finally:
+        server.stop()
