@@ -145,20 +145,26 @@ def _caps(**cache):
 
 @pytest.mark.feature("RC-09")
 def test_capabilities_decide_batch_size_zstd_and_writes():
-    from vx.store.remote.reapi import BATCH_OVERHEAD, MAX_BATCH_BYTES, SHA256, ZSTD, capabilities_of
+    from vx.store.remote.reapi import (
+        BATCH_CEILING_BYTES,
+        BATCH_OVERHEAD,
+        SHA256,
+        ZSTD,
+        capabilities_of,
+    )
     from vx.store.remote.reapi_pb.build.bazel.remote.execution.v2 import (
         remote_execution_pb2 as re_pb,
     )
 
     bare = capabilities_of(_caps())  # a server that fills in nothing: SHA-256, no limit of its own
     assert (bare.batch_bytes, bare.zstd, bare.zstd_batch_update, bare.updates) == (
-        MAX_BATCH_BYTES - BATCH_OVERHEAD,
+        BATCH_CEILING_BYTES - BATCH_OVERHEAD,
         False,
         False,
         True,
     )
     big = capabilities_of(_caps(digest_functions=[SHA256], max_batch_total_size_bytes=64 << 20))
-    assert big.batch_bytes == MAX_BATCH_BYTES - BATCH_OVERHEAD  # never past gRPC's message cap
+    assert big.batch_bytes == BATCH_CEILING_BYTES - BATCH_OVERHEAD  # never past gRPC's message cap
     small = capabilities_of(_caps(max_batch_total_size_bytes=256 << 10))
     assert small.batch_bytes == (256 << 10) - BATCH_OVERHEAD
     offered = capabilities_of(

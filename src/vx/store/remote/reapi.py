@@ -53,9 +53,9 @@ DURATION_PREFIX = b"vx-duration-ms="
 # A blob goes in one batch call when it and the request around it fit the server's advertised
 # `max_batch_total_size_bytes`, and never past gRPC's default message cap, which most servers keep
 # whatever they advertise; larger blobs stream over ByteStream.
-MAX_BATCH_BYTES = 4 << 20
+BATCH_CEILING_BYTES = 4 << 20
 BATCH_OVERHEAD = 1 << 10  # the request's own fields around the blob (instance, digest, framing)
-UNKNOWN_BATCH_BYTES = 3 << 20  # a server that answers no GetCapabilities
+MAX_BATCH_BYTES = 3 << 20  # what every server takes in one batch call, capabilities unasked
 CHUNK_BYTES = 1 << 20
 ZSTD_LEVEL = 1  # the artifact is a zstd tar already: zstd blobs are for servers that store them so
 SHA256 = re_pb.DigestFunction.SHA256
@@ -102,7 +102,7 @@ def capabilities_of(reply) -> Capabilities:
         names = ", ".join(re_pb.DigestFunction.Value.Name(f) for f in functions)
         raise RemoteFailure(UNSUPPORTED, f"offers no SHA-256 digests (only {names})")
     advertised = cache.max_batch_total_size_bytes  # 0: no limit of its own
-    limit = min(advertised, MAX_BATCH_BYTES) if advertised > 0 else MAX_BATCH_BYTES
+    limit = min(advertised, BATCH_CEILING_BYTES) if advertised > 0 else BATCH_CEILING_BYTES
     updates = True
     if cache.HasField("action_cache_update_capabilities"):
         updates = cache.action_cache_update_capabilities.update_enabled
@@ -122,7 +122,7 @@ class ReapiLayer:
         parts = urlsplit(settings.url)
         target = f"{parts.netloc}" if parts.port else f"{parts.netloc}:443"  # grpcs only (checked)
         options = [
-            ("grpc.max_receive_message_length", MAX_BATCH_BYTES + CHUNK_BYTES),
+            ("grpc.max_receive_message_length", BATCH_CEILING_BYTES + CHUNK_BYTES),
             ("grpc.enable_retries", 0),  # a failure is a miss; health.py decides what comes next
         ]
         if settings.url.startswith("grpcs://"):
@@ -153,7 +153,7 @@ class ReapiLayer:
                     if failure.kind == UNSUPPORTED:
                         self._caps = failure
                     elif failure.status == 501:  # no Capabilities service: assume the basics
-                        self._caps = Capabilities(UNKNOWN_BATCH_BYTES, False, False, True)
+                        self._caps = Capabilities(MAX_BATCH_BYTES, False, False, True)
                     else:
                         raise
             if isinstance(self._caps, RemoteFailure):
