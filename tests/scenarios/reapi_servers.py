@@ -1,14 +1,16 @@
 """Real and hostile REAPI v2 servers on loopback for the REAPI remote cache scenarios (RC-09).
 
 - `BuildGrid`: BuildGrid 0.9.1 (PyPI) as a cache-only server (ActionCache + CAS + ByteStream,
-  in memory, no database). Options: TLS (`Tls`, a CA made here with the openssl CLI; with
-  `mtls` the server demands a client certificate that CA signed), a read-only ActionCache, and
-  BuildGrid's header authorization (only calls whose `x-request-actor` matches are served).
-  It needs Python >= 3.13, so it lives in its own venv made with pyenv's 3.13 (or
-  `VX_TEST_PYTHON313`), installed once under the test cache dir the npm packages use.
-  Without a 3.13 the scenarios skip, unless `VX_REQUIRE_REAPI=1` (CI) makes that a failure.
+  in memory, no database). It needs Python >= 3.13, so it lives in its own venv made with
+  pyenv's 3.13 (or `VX_TEST_PYTHON313`), installed once under the test cache dir the npm
+  packages use. Without a 3.13 the scenarios skip, unless `VX_REQUIRE_REAPI=1` (CI) makes
+  that a failure.
 - `GarbageServer`: a gRPC server that answers every REAPI call with bytes of its own choosing:
   undecodable junk, or a well-formed ActionResult whose blob does not match its digest.
+
+The cache-only BuildGrid's options: TLS (`Tls`, a CA made here with the openssl CLI; with
+`mtls` the server demands a client certificate that CA signed), a read-only ActionCache, and
+BuildGrid's header authorization (only calls whose `x-request-actor` matches are served).
 
 `python tests/scenarios/reapi_servers.py --install` pre-installs BuildGrid (dev/test).
 """
@@ -207,20 +209,22 @@ class BuildGrid:
                 stdin=subprocess.DEVNULL,
             )
         self.endpoint = f"grpc{'s' if tls else ''}://127.0.0.1:{self.port}"
-        self._await_ready(mtls)
+        self.mtls = mtls
+        self._await_ready()
 
-    def _await_ready(self, mtls: bool, within_s: float = 90.0) -> None:
+    def _await_ready(self, within_s: float = 90.0) -> None:
         """Block until the server answers a gRPC connection (an event, with a hard deadline)."""
         import grpc
 
         target = f"127.0.0.1:{self.port}"
-        if self.tls is None:
+        tls, mtls = getattr(self, "tls", None), getattr(self, "mtls", False)
+        if tls is None:
             opened = grpc.insecure_channel(target)
         else:
             creds = grpc.ssl_channel_credentials(
-                self.tls.ca.read_bytes(),
-                self.tls.client_key.read_bytes() if mtls else None,
-                self.tls.client_cert.read_bytes() if mtls else None,
+                tls.ca.read_bytes(),
+                tls.client_key.read_bytes() if mtls else None,
+                tls.client_cert.read_bytes() if mtls else None,
             )
             opened = grpc.secure_channel(target, creds)
         with opened as channel:
