@@ -189,3 +189,6 @@ def test_a_server_without_sha256_is_unsupported():
         capabilities_of(_caps(digest_functions=[sha.SHA1, sha.BLAKE3]))
     assert caught.value.kind == UNSUPPORTED and "only SHA1, BLAKE3" in caught.value.detail
     assert capabilities_of(_caps(digest_functions=[sha.BLAKE3, sha.SHA256])).updates
+    with pytest.raises(RemoteFailure) as caught:  # a function newer than the stubs know
+        capabilities_of(_caps(digest_functions=[99]))
+    assert "only 99" in caught.value.detail

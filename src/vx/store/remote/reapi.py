@@ -99,7 +99,7 @@ def capabilities_of(reply) -> Capabilities:
     cache = reply.cache_capabilities
     functions = list(cache.digest_functions)
     if functions and SHA256 not in functions:  # a server listing none predates the field
-        names = ", ".join(re_pb.DigestFunction.Value.Name(f) for f in functions)
+        names = ", ".join(_digest_name(f) for f in functions)
         raise RemoteFailure(UNSUPPORTED, f"offers no SHA-256 digests (only {names})")
     advertised = cache.max_batch_total_size_bytes  # 0: no limit of its own
     limit = min(advertised, BATCH_CEILING_BYTES) if advertised > 0 else BATCH_CEILING_BYTES
@@ -112,6 +112,13 @@ def capabilities_of(reply) -> Capabilities:
         zstd_batch_update=ZSTD in cache.supported_batch_update_compressors,
         updates=updates,
     )
+
+
+def _digest_name(value: int) -> str:
+    try:
+        return re_pb.DigestFunction.Value.Name(value)
+    except ValueError:  # a function newer than these stubs
+        return str(value)
 
 
 class ReapiLayer:
