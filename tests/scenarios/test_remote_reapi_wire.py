@@ -223,6 +223,7 @@ def test_grpcs_with_a_private_ca_and_client_certificate(repo, tmp_path, mtls):
             assert res.code == 0, res.err
             assert set(res.statuses().values()) == {("success", "miss")}
             assert res.err.count(says) == 1, res.err
+            assert "ssl_transport_security" not in res.err  # gRPC's own log lines stay quiet
         first = clone(repo, tmp_path / "b")
         cold = first.vx("run", "build", "--all", env={**server.env(), **client})
         assert cold.code == 0 and "warning" not in cold.err, cold.err
@@ -355,3 +356,19 @@ def test_a_zstd_blob_expanding_past_its_digest_is_stopped(repo):
         assert not list((repo.root / ".vx/cache").glob("*.remote.tmp"))
     finally:
         server.stop()
+
+
+@pytest.mark.feature("RC-09")
+def test_a_tls_file_holding_no_pem_turns_the_layer_off_with_one_line(repo, tmp_path):
+    """A CA file that is not PEM (DER, or the wrong file) is said once, before any connection,
+    and the build runs locally; gRPC logs nothing of its own."""
+    der = tmp_path / "ca.der"
+    der.write_bytes(b"0\x82\x01\x0a" + bytes(64))
+    repo.write(shop_files(None)).commit()
+    env = {"VX_REAPI_ENDPOINT": "grpcs://127.0.0.1:1", "VX_REAPI_CA_CERT": str(der)}
+    res = repo.vx("run", "build", "--all", env=env)
+    assert res.code == 0, res.err
+    assert set(res.statuses().values()) == {("success", "miss")}
+    line = f"cannot be used: the CA certificate {der} holds no PEM CA certificate; the remote cache is off"
+    assert res.err.count(line) == 1, res.err
+    assert "ssl_" not in res.err and "Traceback" not in res.err

@@ -19,16 +19,27 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import threading
 import uuid
 from dataclasses import dataclass
 from typing import BinaryIO, Iterable, Iterator, cast
 from urllib.parse import urlsplit
 
-import grpc
-import zstandard
+# gRPC's C core logs on its own to stderr (a failed TLS handshake at INFO, past vx's one warning).
+# It reads GRPC_VERBOSITY once, at import: quiet it then, unless the user set it, and take it
+# back out of the environment the tasks are made from.
+_QUIET = "GRPC_VERBOSITY" not in os.environ
+if _QUIET:
+    os.environ["GRPC_VERBOSITY"] = "ERROR"
+try:
+    import grpc
+finally:
+    if _QUIET:
+        os.environ.pop("GRPC_VERBOSITY", None)
+import zstandard  # noqa: E402
 
-from vx.store.remote.layer import (
+from vx.store.remote.layer import (  # noqa: E402
     BAD_RESPONSE,
     READ_ONLY,
     REFUSED,
@@ -44,8 +55,10 @@ from vx.store.remote.layer import (
     Sink,
     checked_key,
 )
-from vx.store.remote.reapi_pb.build.bazel.remote.execution.v2 import remote_execution_pb2 as re_pb
-from vx.store.remote.reapi_pb.google.bytestream import bytestream_pb2 as bs_pb
+from vx.store.remote.reapi_pb.build.bazel.remote.execution.v2 import (  # noqa: E402
+    remote_execution_pb2 as re_pb,
+)
+from vx.store.remote.reapi_pb.google.bytestream import bytestream_pb2 as bs_pb  # noqa: E402
 
 ACTION_PREFIX = b"vx-reapi-v1\0"
 ARTIFACT_PATH = "vx-artifact.tar.zst"
@@ -406,22 +419,29 @@ class ReapiLayer:
 
 def _tls(settings: RemoteSettings) -> grpc.ChannelCredentials:
     """The channel's TLS: the given CA file's roots (or the system's), and a client certificate
-    for mTLS. An unreadable file fails the layer's first call, as an unreachable server does."""
+    for mTLS. A file that cannot be read, or holds no PEM of its kind (a DER file, the wrong
+    file), turns the layer off with one line; gRPC would only log its own lines and fail."""
 
-    def read(path: str | None, what: str) -> bytes | None:
+    def read(path: str | None, what: str, marker: bytes) -> bytes | None:
         if not path:
             return None
         try:
             with open(path, "rb") as f:
-                return f.read()
+                data = f.read()
         except OSError as exc:
-            detail = f"the {what} {path} cannot be read ({exc.strerror})"
-            raise RemoteFailure(UNREACHABLE, detail) from None
+            raise RemoteFailure(
+                UNSUPPORTED, f"cannot be used: the {what} {path} cannot be read ({exc.strerror})"
+            ) from None
+        if b"-----BEGIN " not in data or marker not in data:
+            raise RemoteFailure(
+                UNSUPPORTED, f"cannot be used: the {what} {path} holds no PEM {what}"
+            )
+        return data
 
     return grpc.ssl_channel_credentials(
-        root_certificates=read(settings.ca_cert, "CA file"),
-        private_key=read(settings.client_key, "client key"),
-        certificate_chain=read(settings.client_cert, "client certificate"),
+        root_certificates=read(settings.ca_cert, "CA certificate", b"CERTIFICATE-----"),
+        private_key=read(settings.client_key, "client key", b"PRIVATE KEY-----"),
+        certificate_chain=read(settings.client_cert, "client certificate", b"CERTIFICATE-----"),
     )
 
 
