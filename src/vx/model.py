@@ -213,6 +213,7 @@ class WorkspaceConfig(Struct, frozen=True):
         True  # `sandbox.trace`: whether sandboxed tasks are traced, unless a task says
     )
     migrated: str | None = None  # `migrated`: turbo | nx — that tool's files give no tasks
+    cache_scope: str | None = None  # `cacheScope`: trusted | read-only | a scope's name
     plugins: tuple[PluginSpec, ...] = ()  # `plugins`, in declaration order (precedence)
 
 

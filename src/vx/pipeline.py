@@ -223,7 +223,7 @@ def _prepare(
         from msgspec.structs import replace
 
         graph = replace(graph, priority=host.weights(graph))
-    from vx.store.policy import plan_cache
+    from vx.store.policy import cache_scope, plan_cache
 
     cache = plan_cache(
         no_cache=req.no_cache,
@@ -231,6 +231,7 @@ def _prepare(
         spec=req.cache_spec,
         cfg=ws_config.remote_cache,
         env=host_env,
+        scope=cache_scope(ws_config.cache_scope, host_env),
     )
     policy = CachePolicy(read=cache.axes.reads, write=cache.axes.writes)
     store: LocalStore | LayeredStore | None = None
@@ -359,7 +360,7 @@ def _open_remote(
     from vx.store.layered import LayeredStore, wanted_from
     from vx.store.remote import open_layer
 
-    layered = LayeredStore(local, open_layer(cache.remote), cache.axes)
+    layered = LayeredStore(local, open_layer(cache.remote, cache.scope), cache.axes)
     late = late_tasks(graph)
     layered.wanted = wanted_from(
         {t: p for t, p in plans.items() if t not in late} if late else plans, hits
@@ -665,17 +666,16 @@ def record_run(
     summary: RunSummary,
     argv: list[str],
     logs: Mapping[TaskId, str],
-) -> None:
+) -> tuple[list, list[list]]:
     """Keep the run in the history (`vx.store.runs`, read by `vx last`): nothing for a run a
     signal stopped, and no row for an aborted task (groups are not in the summary). `logs` are
-    the kept failure logs. A failure here never fails the run."""
+    the kept failure logs. A failure here never fails the run. The invocation row and the task
+    rows, kept or not: `vx run --format json` prints them as `vx last` would."""
     import sqlite3
 
     from vx import __version__
     from vx.store import runs
 
-    if summary.interrupted:
-        return
     rows = []
     for r in summary.results:
         if r.status is Status.ABORTED:
@@ -725,10 +725,12 @@ def record_run(
         (uname.nodename, uname.sysname.lower(), uname.machine, __version__),
         (*runs.git_head(str(prep.ws.root)), _dirty(prep), runs.ci_provider(os.environ)),
     )
-    try:
-        runs.record(str(prep.cache_dir), invocation, rows)
-    except (OSError, sqlite3.Error):
-        pass
+    if not summary.interrupted:
+        try:
+            runs.record(str(prep.cache_dir), invocation, rows)
+        except (OSError, sqlite3.Error):
+            pass
+    return invocation, rows
 
 
 def replay_history(prep: Prepared, req: RunRequest, summary: RunSummary, argv: list[str]) -> list:

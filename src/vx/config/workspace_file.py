@@ -27,8 +27,6 @@ from vx.model import CacheRetention, PluginSpec, RemoteCacheConfig, WorkspaceCon
 # ---------------------------------------------------------------- object levels
 
 
-_NOT_YET_WS = "remove it; the defaults apply in this version"
-
 WORKSPACE = Level(
     "the workspace config",
     frozenset(
@@ -42,6 +40,7 @@ WORKSPACE = Level(
             "rules",
             "sandbox",
             "migrated",
+            "cacheScope",
             "plugins",
         }
     ),
@@ -57,7 +56,6 @@ WORKSPACE = Level(
         "packages": "members are read from package.json `workspaces` or pnpm-workspace.yaml",
         "workspaces": "members are read from package.json `workspaces` or pnpm-workspace.yaml",
     },
-    unsupported={"cacheScope": _NOT_YET_WS},
 )
 
 RULES = Level(
@@ -114,8 +112,21 @@ def validate_workspace(data: Any, file: str) -> WorkspaceConfig:
         if "sandbox" in obj
         else True,
         migrated=_migrated(obj["migrated"], at.key("migrated")) if "migrated" in obj else None,
+        cache_scope=_cache_scope(obj["cacheScope"], at.key("cacheScope"))
+        if "cacheScope" in obj
+        else None,
         plugins=_plugins(obj["plugins"], at.key("plugins")) if "plugins" in obj else (),
     )
+
+
+def _cache_scope(value: Any, at: At) -> str:
+    from vx.store.policy import scope_problem
+
+    scope = _string(value, at)
+    problem = scope_problem(scope)
+    if problem:
+        at.refuse(f"`cacheScope` {problem}", hint="trusted, read-only, or a name such as pr-42")
+    return scope
 
 
 PLUGIN = Level("a plugin entry", frozenset({"name", "options"}))

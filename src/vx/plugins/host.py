@@ -53,7 +53,7 @@ NOT_YET = {
 CORE_VERBS = frozenset(
     {
         *("run", "run-many", "affected", "watch", "init", "migrate", "info", "show", "ls"),
-        *("why", "last", "cache", "prune", "completions", "help", "version"),
+        *("why", "last", "cache", "prune", "mcp", "completions", "help", "version"),
         *("build", "test", "lint", "exec", "graph"),
     }
 )
@@ -62,10 +62,11 @@ ENTRY_POINTS = "vx.plugins"
 
 
 class PluginError(VxError):
-    """A plugin failed to load, broke its contract, or threw in a shaping hook (exit 2)."""
+    """A plugin failed to load, broke its contract, or threw in a shaping hook (exit 2): the
+    workspace's plugins are to fix, so a config refusal by code."""
 
-    code = EXIT_USAGE
-    kind = "VX_E_PLUGIN"
+    exit_code = EXIT_USAGE
+    code = "VX_E_CONFIG"
 
 
 class TaskView(Struct, frozen=True):
