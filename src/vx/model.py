@@ -192,6 +192,9 @@ class RemoteCacheConfig(Struct, frozen=True):
     timeout_ms: int | None = None
     max_artifact_bytes: int | None = None
     instance: str | None = None  # reapi `instance`
+    ca_cert: str | None = None  # reapi `caCert`, `clientCert`, `clientKey`: file paths
+    client_cert: str | None = None
+    client_key: str | None = None
 
 
 class RemoteExecution(Struct, frozen=True):

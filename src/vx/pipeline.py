@@ -161,7 +161,8 @@ def _load_plugins(root: Path, ws_config, host_env: Mapping[str, str], loaded: li
     host = plugins.load(ws_config.plugins, root, host_env)
     loaded.append(host)
     if host.has("config"):
-        ws_config = host.shape_config(config.workspace_data(root, host_env), ws_config)
+        shaped = host.shape_config(config.workspace_data(root, host_env), ws_config)
+        ws_config = config.rooted(shaped, root)
     return host, ws_config
 
 

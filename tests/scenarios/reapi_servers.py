@@ -12,6 +12,10 @@
 - `GarbageServer`: a gRPC server that answers every REAPI call with bytes of its own choosing:
   undecodable junk, or a well-formed ActionResult whose blob does not match its digest.
 
+The cache-only BuildGrid's options: TLS (`Tls`, a CA made here with the openssl CLI; with
+`mtls` the server demands a client certificate that CA signed), a read-only ActionCache, and
+BuildGrid's header authorization (only calls whose `x-request-actor` matches are served).
+
 `python tests/scenarios/reapi_servers.py --install` pre-installs BuildGrid (dev/test).
 """
 
@@ -35,9 +39,9 @@ CONFIG = """\
 server:
   - !channel
     address: "127.0.0.1:{port}"
-    insecure-mode: true
+{channel}
 authorization:
-  method: none
+{authorization}
 storages:
   - !lru-storage &cas
     size: 256MB
@@ -45,7 +49,7 @@ caches:
   - !lru-action-cache &ac
     storage: *cas
     max-cached-refs: 10000
-    allow-updates: true
+    allow-updates: {allow_updates}
     cache-failed-actions: false
 instances:
   - name: "{instance}"
@@ -117,18 +121,83 @@ def install_buildgrid() -> Path:
     return venv
 
 
-class BuildGrid:
-    """One cache-only `bgd server` on 127.0.0.1, its log in `workdir`; `stop()` when done."""
+class Tls:
+    """A throwaway CA and the certificates it signs (openssl CLI), all PEM files in `workdir`:
+    `ca`, `server_cert`/`server_key` for 127.0.0.1, `client_cert`/`client_key`."""
 
-    def __init__(self, workdir: Path, instance: str = ""):
+    def __init__(self, workdir: Path, name: str = "vx-test"):
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.ca, ca_key = workdir / "ca.pem", workdir / "ca.key"
+        _openssl(workdir, "req", "-x509", *_EC, "-keyout", ca_key, "-out", self.ca,
+                 "-subj", f"/CN={name} CA")  # fmt: skip
+        self.server_cert, self.server_key = self._signed(workdir, "server", ca_key, "serverAuth")
+        self.client_cert, self.client_key = self._signed(workdir, "client", ca_key, "clientAuth")
+
+    def _signed(self, workdir: Path, who: str, ca_key: Path, usage: str) -> tuple[Path, Path]:
+        cert, key, csr = (workdir / f"{who}{ext}" for ext in (".pem", ".key", ".csr"))
+        ext = workdir / f"{who}.ext"
+        ext.write_text(f"subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage={usage}\n")
+        _openssl(workdir, "req", *_EC, "-keyout", key, "-out", csr, "-subj", f"/CN=vx-test {who}")
+        _openssl(workdir, "x509", "-req", "-in", csr, "-CA", self.ca, "-CAkey", ca_key,
+                 "-CAcreateserial", "-days", "2", "-out", cert, "-extfile", ext)  # fmt: skip
+        return cert, key
+
+
+_EC = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2")
+
+
+def _openssl(cwd: Path, *args: object) -> None:
+    subprocess.run(
+        ["openssl", *map(str, args)], cwd=cwd, check=True, capture_output=True, timeout=60
+    )
+
+
+class BuildGrid:
+    """One cache-only `bgd server` on 127.0.0.1, its log in `workdir`; `stop()` when done.
+
+    `tls` serves grpcs:// with its server certificate (and demands a client one with `mtls`);
+    `allow_updates=False` makes the ActionCache read-only; `actor` turns on BuildGrid's header
+    authorization, serving only calls whose `x-request-actor` header matches it exactly."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        instance: str = "",
+        *,
+        tls: Tls | None = None,
+        mtls: bool = False,
+        allow_updates: bool = True,
+        actor: str | None = None,
+    ):
         from remote_servers import free_port
 
         venv = install_buildgrid()
         workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.instance = instance
+        self.tls = tls
+        channel = "    insecure-mode: true"
+        if tls is not None:
+            channel = (
+                "    insecure-mode: false\n    credentials:\n"
+                f"      tls-server-key: {tls.server_key}\n      tls-server-cert: {tls.server_cert}"
+                + (f"\n      tls-client-certs: {tls.ca}" if mtls else "")
+            )
+        authorization = "  method: none"
+        if actor is not None:
+            acl = workdir / "acl.yml"
+            acl.write_text(f'"{instance}":\n  allow:\n    - actor: "^{actor}$"\n')
+            authorization = f"  method: headers\n  acl-config: {acl}"
         config = workdir / "bgd.yml"
-        config.write_text(CONFIG.format(port=self.port, instance=instance))
+        config.write_text(
+            CONFIG.format(
+                port=self.port,
+                instance=instance,
+                channel=channel,
+                authorization=authorization,
+                allow_updates="true" if allow_updates else "false",
+            )
+        )
         self.log = workdir / "bgd.log"
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
@@ -143,14 +212,26 @@ class BuildGrid:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
             )
-        self.endpoint = f"grpc://127.0.0.1:{self.port}"
+        self.endpoint = f"grpc{'s' if tls else ''}://127.0.0.1:{self.port}"
+        self.mtls = mtls
         self._await_ready()
 
     def _await_ready(self, within_s: float = 90.0) -> None:
         """Block until the server answers a gRPC connection (an event, with a hard deadline)."""
         import grpc
 
-        with grpc.insecure_channel(f"127.0.0.1:{self.port}") as channel:
+        target = f"127.0.0.1:{self.port}"
+        tls, mtls = getattr(self, "tls", None), getattr(self, "mtls", False)
+        if tls is None:
+            opened = grpc.insecure_channel(target)
+        else:
+            creds = grpc.ssl_channel_credentials(
+                tls.ca.read_bytes(),
+                tls.client_key.read_bytes() if mtls else None,
+                tls.client_cert.read_bytes() if mtls else None,
+            )
+            opened = grpc.secure_channel(target, creds)
+        with opened as channel:
             try:
                 grpc.channel_ready_future(channel).result(timeout=within_s)
             except grpc.FutureTimeoutError:
@@ -161,6 +242,8 @@ class BuildGrid:
         env = {"VX_REAPI_ENDPOINT": self.endpoint, "CI": "1"}
         if self.instance:
             env["VX_REAPI_INSTANCE"] = self.instance
+        if self.tls is not None:
+            env["VX_REAPI_CA_CERT"] = str(self.tls.ca)
         return env
 
     def stop(self) -> None:
