@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 DB_NAME = "runs.db"
 PENDING = "runs.pending"
 SCHEMA = "3"
+# Versions whose tables the DDL only adds to (3 added an index): kept, not started afresh.
+ADDITIVE_FROM = (2,)
 FOLD_AT = 1 << 20  # a pending file this big is folded by the replay that grew it
 KEEP_RUNS = 1000  # invocations kept; older ones and their task rows go
 
@@ -282,10 +284,11 @@ def _open(path: str):
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=OFF")
         version = db.execute("PRAGMA user_version").fetchone()[0]
-        if version != int(SCHEMA):  # no migrations: a history of another shape starts afresh
+        if version != int(SCHEMA):
             db.execute("BEGIN IMMEDIATE")
-            db.execute("DROP TABLE IF EXISTS runs")
-            db.execute("DROP TABLE IF EXISTS invocations")
+            if version not in ADDITIVE_FROM:  # a history of another shape starts afresh
+                db.execute("DROP TABLE IF EXISTS runs")
+                db.execute("DROP TABLE IF EXISTS invocations")
             for statement in DDL:
                 db.execute(statement)
             db.execute(f"PRAGMA user_version={int(SCHEMA)}")  # set last: the tables are there
