@@ -362,10 +362,11 @@ def outside_info(repo, config_extra: dict, command: str):
 @pytest.mark.parametrize("edit", ["source", "other-input"])
 def test_a_build_info_outside_the_outputs_never_leaves_an_entry_short(repo, where, edit):
     """The build info lies outside `dist/**` — named by `tsBuildInfoFile` (in the tsconfig or on
-    the command line), or put beside the tsconfig by tsc itself when `rootDir` is set. A miss wipes `dist` but not it, and tsc, told
-    that everything is emitted, re-emitted only the edited `c.ts` (or, after an edit tsc does
-    not read, nothing): the entry saved lacked `a.js`. Now every miss builds what a clean build
-    writes, and says why it cannot keep tsc incremental."""
+    the command line), or put beside the tsconfig by tsc itself when `rootDir` is set. A miss
+    wiped `dist` but not it, and tsc, told that everything is emitted, re-emitted only the
+    edited `c.ts` (or, after an edit tsc does not read, nothing): the entry saved lacked `a.js`.
+    Now every miss builds what a clean build writes, and says why it cannot keep tsc
+    incremental."""
     outside_info(repo, *where)
     first = build(repo)
     assert first.code == 0, first.err

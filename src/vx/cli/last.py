@@ -19,33 +19,13 @@ LIST_DEFAULT = 10
 
 def last_verb(args: Args, env: Mapping[str, str]) -> int:
     import os
-    import sqlite3
     from pathlib import Path
-
-    from vx.config import loader as config
-    from vx.store import location
-    from vx.workspace import discover as workspace
 
     fmt = one_of("--format", args.format, ("text", "json"), "text")
     if len(args.names) > 1:
         raise UsageError("name at most one run id (a prefix will do)", hint="see `vx last --list`")
     count = _list_count(args.list)
-    cwd = Path(os.getcwd())
-    ws = workspace.discover(cwd)
-    cache_dir, _store, _note = location.store_of(
-        cwd, args.cache_dir, ws, config.load_workspace(ws.root, env), env
-    )
-    try:
-        runs.fold_pending(str(cache_dir))
-        db = runs.connect(str(cache_dir), create=False)
-    except (OSError, sqlite3.Error) as exc:
-        from vx.errors import EnvironmentFailure
-
-        raise EnvironmentFailure(
-            f"cannot read the run history: {exc}",
-            facts=(f"path: {cache_dir / runs.DB_NAME}",),
-            hint="check the cache directory's permissions",
-        ) from None
+    cache_dir, db = open_history(Path(os.getcwd()), args.cache_dir, env)
     if db is None:
         if count is not None and fmt == "json":  # a list of no runs is an answer, not a refusal
             print(json.dumps({"runs": []}))
@@ -54,12 +34,14 @@ def last_verb(args: Args, env: Mapping[str, str]) -> int:
     try:
         if count is not None:
             return _list(db, count, args.failed, fmt)
-        run = _pick(db, args.names[0] if args.names else None, args.failed)
+        run = pick(db, args.names[0] if args.names else None, args.failed)
         if run is None:
             return _nothing(fmt, cache_dir, args.failed)
         rows = runs.task_rows(db, run["run_id"])
         if args.log is not None:
-            return _log(run, rows, args.log)
+            sys.stdout.buffer.write(kept_log(run, rows, args.log)[1])
+            sys.stdout.flush()
+            return EXIT_OK
         flaky = runs.flaky(db, rows)
     finally:
         db.close()
@@ -69,6 +51,32 @@ def last_verb(args: Args, env: Mapping[str, str]) -> int:
     else:
         print("\n".join(_text(report)))
     return EXIT_OK
+
+
+def open_history(cwd, cache_flag: str | None, env: Mapping[str, str]):
+    """(the cache dir, the run history opened read-only — None when nothing was recorded yet),
+    the pending replays folded in first. `vx mcp` reads through it too."""
+    import sqlite3
+
+    from vx.config import loader as config
+    from vx.store import location
+    from vx.workspace import discover as workspace
+
+    ws = workspace.discover(cwd)
+    cache_dir, _store, _note = location.store_of(
+        cwd, cache_flag, ws, config.load_workspace(ws.root, env), env
+    )
+    try:
+        runs.fold_pending(str(cache_dir))
+        return cache_dir, runs.connect(str(cache_dir), create=False)
+    except (OSError, sqlite3.Error) as exc:
+        from vx.errors import EnvironmentFailure
+
+        raise EnvironmentFailure(
+            f"cannot read the run history: {exc}",
+            facts=(f"path: {cache_dir / runs.DB_NAME}",),
+            hint="check the cache directory's permissions",
+        ) from None
 
 
 def _list_count(value) -> int | None:
@@ -96,7 +104,7 @@ def _nothing(fmt: str, cache_dir, failed: bool = False) -> int:
     return EXIT_OK
 
 
-def _pick(db, prefix: str | None, failed: bool) -> dict | None:
+def pick(db, prefix: str | None, failed: bool) -> dict | None:
     if prefix is None:
         latest = runs.invocations(db, 1, failed)
         return latest[0] if latest else None
@@ -141,7 +149,8 @@ def _unique_width(ids: list[str], least: int = 8) -> int:
     return width
 
 
-def _log(run: dict, rows: list[dict], name: str) -> int:
+def kept_log(run: dict, rows: list[dict], name: str) -> tuple[str, bytes]:
+    """(PKG#TASK, its kept log) of the task `name` names in `run`; refused when none is kept."""
     wanted = name if "#" in name else None
     found = [
         r
@@ -158,16 +167,13 @@ def _log(run: dict, rows: list[dict], name: str) -> int:
     path = row["log_path"]
     try:
         with open(path or "", "rb") as f:
-            data = f.read()
+            return tid, f.read()
     except OSError:
         raise UsageError(
             f"no log of {tid} is kept for run {run['run_id']}"
             + ("" if path else f" (it {_verb(row)})"),
             hint="a failed task's whole output is kept, for the last 50 failures",
         ) from None
-    sys.stdout.buffer.write(data)
-    sys.stdout.flush()
-    return EXIT_OK
 
 
 def _verb(row: dict) -> str:

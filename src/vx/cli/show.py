@@ -33,16 +33,27 @@ def show_verb(args: Args, env: Mapping[str, str]) -> int:
             )
         fmt = "nx"
     names = _names(args.names)
-    ws = workspace.discover(Path(os.getcwd()))
-    configs = config.load_all(ws, env)
     if fmt == "nx":
         from vx.config.nx import shown_project
 
+        ws = workspace.discover(Path(os.getcwd()))
+        config.load_all(ws, env)
         sys.stdout.write(json.dumps(shown_project(ws, names[0]), indent=2) + "\n")
         return 0
-    data = _select(names, ws, configs)
+    data = resolved(names, Path(os.getcwd()), env)
     sys.stdout.write(json.dumps(data, indent=2) + "\n" if fmt == "json" else _pretty(data))
     return 0
+
+
+def resolved(names: list[str], cwd: Path, env: Mapping[str, str]) -> dict:
+    """What `vx show [NAME] --format json` prints: the projects, one project, one task, or a task
+    in every project declaring it."""
+    from vx.pipeline import shaped_projects
+    from vx.workspace import discover as workspace
+
+    # what a run would run: the plugins' projects and edits included
+    ws, configs = shaped_projects(workspace.discover(cwd), env)
+    return _select(names, ws, configs)
 
 
 def _names(names: list[str]) -> list[str]:
