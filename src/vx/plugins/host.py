@@ -225,10 +225,17 @@ class Host:
                 problem = None
                 if os.path.isabs(rel) or rel == "." or rel.split("/")[0] == "..":
                     problem = f"the directory {item['dir']!r} is not inside the workspace"
+                elif link := _link_on_the_way(ws.root, rel):
+                    problem = (
+                        f"{link!r} is a symlink; vx follows no links for a project's files "
+                        "(name the real directory)"
+                    )
                 elif not (ws.root / rel).is_dir():
                     problem = f"the directory {rel!r} does not exist"
                 elif rel in dirs:
                     problem = f"{rel!r} is already a project's directory"
+                elif named := _name_problem(name):
+                    problem = named
                 elif name in packages:
                     problem = f"a project is already named {name!r}"
                 if problem:
@@ -700,6 +707,26 @@ def masked(text: str) -> str:
     from vx.engine.masking import mask_text, secrets_of
 
     return mask_text(text, secrets_of(os.environ)) or ""
+
+
+def _name_problem(name: str) -> str | None:
+    """What is wrong with a discovered project's name, as a package name is checked."""
+    if name.strip() != name:
+        return f"its name {name!r} has surrounding whitespace"
+    if "#" in name:
+        return f"its name {name!r} contains `#`, which separates a project from its task"
+    return None
+
+
+def _link_on_the_way(root: Path, rel: str) -> str | None:
+    """The first directory of `rel` (below the root) that is a symlink, if any: a project reached
+    through one would have its outputs walked, wiped and restored through the link."""
+    parts = rel.split("/")
+    for i in range(1, len(parts) + 1):
+        here = "/".join(parts[:i])
+        if (root / here).is_symlink():
+            return here
+    return None
 
 
 def _shown(value: Any) -> str:
