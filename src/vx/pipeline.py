@@ -20,6 +20,7 @@ from vx.model import (
     ROOT_PROJECT,
     CachePolicy,
     CacheStatus,
+    RemoteExecution,
     RunSummary,
     Status,
     TaskGraph,
@@ -66,6 +67,7 @@ class RunRequest(Struct, frozen=True):
     forward_args: tuple[str, ...] = ()
     concurrency: str | None = None
     continue_mode: str = "deps-ok"
+    download: str = "all"  # --download: remote-executed outputs fetched (all | toplevel | none)
     no_cache: bool = False
     force: bool = False
     cache_dir: str | None = None
@@ -111,6 +113,9 @@ class Prepared(Struct):
     # runs), and each task that lost an edge -> the dependency it no longer waits for
     keyed_graph: TaskGraph | None = None
     cut: Mapping[TaskId, TaskId] = {}
+    # the REAPI server remote tasks run on (store.remote.RemoteSettings), and its capacity
+    remote_exec: object | None = None
+    remote_capacity: int = 0
     plugins: Host | None = None  # the workspace's plugins (vx.plugins.host), when it declares any
 
 
@@ -156,7 +161,8 @@ def _load_plugins(root: Path, ws_config, host_env: Mapping[str, str], loaded: li
     host = plugins.load(ws_config.plugins, root, host_env)
     loaded.append(host)
     if host.has("config"):
-        ws_config = host.shape_config(config.workspace_data(root, host_env), ws_config)
+        shaped = host.shape_config(config.workspace_data(root, host_env), ws_config)
+        ws_config = config.rooted(shaped, root)
     return host, ws_config
 
 
@@ -231,6 +237,7 @@ def _prepare(
             store_dir=store_dir,
             framework_inference=req.framework_inference,
             sandbox_trace=ws_config.sandbox_trace,
+            remote_execution=ws_config.remote_execution,
             plugin_key=host.key_material if host is not None and host.has("key") else None,
         )
         plans = make_plans(ws, graph, index, opts, host_env, additive)
@@ -312,6 +319,7 @@ def _prepare(
             and any(t.package != ROOT_PROJECT for t in graph.requested)
         )
     )
+    remote_exec, remote_capacity = _remote_exec(run_plans, ws_config, host_env)
     return Prepared(
         ws,
         graph,
@@ -334,8 +342,26 @@ def _prepare(
         configs,
         keyed_graph,
         cut,
+        remote_exec,
+        remote_capacity,
         host,
     )
+
+
+def _remote_exec(
+    plans: Mapping[TaskId, TaskPlan], ws_config, host_env: Mapping[str, str]
+) -> tuple[object | None, int]:
+    """The REAPI server for the run's remote tasks, when some task may go remote and one is
+    configured (remoteCache.reapi or VX_REAPI_ENDPOINT); else they run here."""
+    if not any(p.remote for p in plans.values()):
+        return None, 0
+    from vx.store import remote
+
+    found = remote.resolve(ws_config.remote_cache, host_env)
+    if found.settings is None or found.settings.kind != "reapi" or found.problem:
+        return None, 0
+    capacity = (ws_config.remote_execution or RemoteExecution()).capacity
+    return found.settings, capacity
 
 
 def _affected(
@@ -955,6 +981,19 @@ async def _walk(
         tainted={t: f"{dep} was not run (--exclude-dependencies)" for t, dep in prep.cut.items()},
         terminal=req.lend_terminal and os.isatty(0) and os.isatty(1),
     )
+    if prep.remote_exec is not None:
+        from vx.engine.remote import RemotePool
+
+        ctx.remote_pool = RemotePool(
+            prep.remote_exec,
+            prep.remote_capacity,
+            prep.graph.nodes,
+            emit,
+            download=req.download,
+            deferrable=not ctx.late and not _runtime_inputs(prep),
+            rerun=not prep.policy.read,
+            stop=stop,
+        )
     host = prep.plugins
     if host is not None and host.executors:
         ctx.offer = host.executor_for
@@ -1002,7 +1041,22 @@ async def _walk(
         await table.shutdown(_grace_s())
         if ctx.sandbox is not None:  # the network proxy and the sandboxes' temp root
             ctx.sandbox.close()
+        if ctx.remote_pool is not None:
+            ctx.remote_pool.close()
+            told = ctx.remote_pool.summary()
+            if told:
+                emit(Notice(told, level="info"))
     return results, (stopped_by[0] if stopped_by else None), summary
+
+
+def _runtime_inputs(prep: Prepared) -> bool:
+    """Whether a task of the run probes the machine (`cache.inputs.runtime`): its probe could
+    read what an upstream task left, so nothing is left on a remote."""
+    return any(
+        n.config.cache is not None
+        and (n.config.cache.input_runtime or n.config.cache.input_ws_runtime)
+        for n in prep.graph.nodes.values()
+    )
 
 
 def _late(prep: Prepared) -> dict[TaskId, bool]:
@@ -1076,7 +1130,7 @@ def _start_first_wave(prep: Prepared, lane, emit: Emit, early: dict[TaskId, Earl
     start is left to the walk, which reports why."""
     from vx.engine import spawn
 
-    if prep.remote is not None:
+    if prep.remote is not None or prep.remote_exec is not None:
         return
     nodes, settled, write = (
         prep.graph.nodes,
@@ -1095,6 +1149,7 @@ def _start_first_wave(prep: Prepared, lane, emit: Emit, early: dict[TaskId, Earl
         if (
             node.is_group
             or plan.sandbox is not None
+            or plan.remote == "only"  # never here
             or (plan.outputs is not None and plan.key in prep.hits)
         ):
             continue

@@ -65,6 +65,8 @@ options:
   --no-cache                neither read nor write the cache
   --cache SPEC              read/write per layer, e.g. local:rw,remote:r (`remote:` = off)
   --cache-dir PATH          the cache directory (default: <root>/.vx/cache)
+  --download all|toplevel|none  remotely executed outputs fetched: all (default), only the
+                            requested tasks', or none (fetched when a task here needs them)
   --timeout MS              default per-task timeout in milliseconds
   --retry N                 default extra attempts for a failing task
   --dry[=text|json]         print the plan with predicted cache status; run nothing
@@ -233,6 +235,7 @@ RUN_FLAGS = {
     "--no-cache": ("flag", "no_cache"),
     "--cache": ("value", "cache"),
     "--cache-dir": ("value", "cache_dir"),
+    "--download": ("value", "download"),
     "--timeout": ("value", "timeout"),
     "--retry": ("value", "retry"),
     "--dry": ("optional", "dry"),
@@ -841,6 +844,21 @@ def _plain_int(flag: str, text: str | None) -> int | None:
     return int(text)
 
 
+def _download_mode(text: str | None) -> str:
+    if text is None:
+        return "all"
+    if text not in DOWNLOAD_MODES:
+        near = did_you_mean(text, DOWNLOAD_MODES)
+        raise UsageError(
+            f"`--download {text}` is not a mode",
+            hint=f"did you mean `--download {near}`?" if near else "use all, toplevel or none",
+        )
+    return text
+
+
+DOWNLOAD_MODES = ("all", "toplevel", "none")
+
+
 def _continue_mode(text: str | None) -> str:
     if text is None:
         return "deps-ok"  # the scheduler (and asyncio) load only to check a given mode
@@ -928,6 +946,7 @@ def _run(args: Args, argv: list[str]) -> int:
         forward_args=tuple(args.forward),
         concurrency=args.concurrency,
         continue_mode=_continue_mode(args.continue_mode),
+        download=_download_mode(args.download),
         no_cache=args.no_cache,
         force=args.force,
         cache_dir=args.cache_dir,

@@ -198,7 +198,7 @@ def load_workspace(
         path, ext = located
         found = Found(path, ext, os.path.basename(path))
         values = _evaluate(str(root), [found], env)
-        config = validate_workspace(_decoded(found, values), found.source)
+        config = rooted(validate_workspace(_decoded(found, values), found.source), root)
     if (
         remote
         and config.remote_cache is None
@@ -209,6 +209,20 @@ def load_workspace(
         if remote is not None:
             config = replace(config, remote_cache=remote)
     return config
+
+
+def rooted(config: WorkspaceConfig, root: Path) -> WorkspaceConfig:
+    """The config with `remoteCache.reapi`'s TLS file paths made absolute, relative ones taken
+    from the workspace root (the run may start in any package)."""
+    remote = config.remote_cache
+    if remote is None or remote.kind != "reapi":
+        return config
+    paths = {
+        name: os.path.join(root, path)
+        for name in ("ca_cert", "client_cert", "client_key")
+        if (path := getattr(remote, name)) is not None
+    }
+    return replace(config, remote_cache=replace(remote, **paths)) if paths else config
 
 
 def workspace_data(root: Path, env: Mapping[str, str] | None = None) -> Any:
