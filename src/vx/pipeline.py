@@ -210,7 +210,7 @@ def _prepare(
                     req, ws, ws_config, configs, graph, cwd_pkg, host_env
                 )
             if host is not None and host.has("graph"):
-                graph = host.shape_graph(graph)
+                graph = host.shape_graph(graph, configs)
             additive = refuse_overlaps(graph.nodes, configs, ws_config.exclusive_outputs)
         _refuse_group_only_args(graph, req)
         if req.exclude_deps:

@@ -127,3 +127,44 @@ def test_a_project_hook_that_changes_a_command_changes_the_key(repo):
     moved = repo.vx("run", "c#emit")
     assert moved.code == 0 and moved.task("c#emit")["cache"] == "miss", moved.err
     assert out.read_text() == "two"
+
+
+EDGES = """
+def plugin(options):
+    def graph(edges, requested, ctx):
+        for task, dep in options["edges"]:
+            edges[task].append(dep)
+        return edges, requested
+    return {"graph": graph}
+"""
+
+
+@pytest.mark.feature("PL-02", "GR-19")
+def test_an_edge_onto_a_terminal_holder_a_graph_hook_adds_is_refused(repo):
+    """After a `graph` hook the builder's checks run again: an edge that makes a task wait for a
+    persistent interactive task — which holds the terminal until the run ends, so the task could
+    never start — is refused before anything runs, as the same dependsOn is (issue: plugins,
+    graph results re-checked)."""
+    mark = "node -e \"require('fs').writeFileSync('../../ran-'+process.env.VX_RUN_TASK,'')\" && "
+    pkgs = {
+        "a": {
+            "tasks": {
+                "build": build_task(deps=(), command=mark + "echo built"),
+                "repl": {
+                    "exec": {
+                        "command": mark + 'node -e "setTimeout(() => {}, 20000)"',
+                        "interactive": True,
+                        "persistent": {},
+                    }
+                },
+            },
+            "files": {"src/a.js": "A;"},
+        }
+    }
+    entry = {"name": "edges", "options": {"edges": [["a#build", "a#repl"]]}}
+    workspace(repo, [entry], {"edges": EDGES}, pkgs)
+    result = repo.vx("run", "a#build", "a#repl", summary=False)
+    assert result.code == 2, result.err
+    assert "`a#build` depends on `a#repl`, which is persistent and interactive" in result.err
+    assert "plugin 'edges'" in result.err and "Traceback" not in result.err
+    assert not list(repo.root.glob("ran-*")), "a task started before the refusal"

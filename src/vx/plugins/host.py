@@ -28,6 +28,7 @@ from vx.events import Notice
 from vx.model import (
     Package,
     PluginSpec,
+    ProjectConfig,
     TaskGraph,
     TaskId,
     TaskNode,
@@ -267,9 +268,10 @@ class Host:
             shaped = (data, f"{source} (as plugin '{plugin.name}' left it)")
         return shaped
 
-    def shape_graph(self, graph: TaskGraph) -> TaskGraph:
+    def shape_graph(self, graph: TaskGraph, configs: Mapping[str, ProjectConfig]) -> TaskGraph:
         """The graph after each `graph` hook: edges between the run's tasks added or dropped,
-        the requested tasks chosen among them; checked again (ids, cycles) after each one."""
+        the requested tasks chosen among them; checked again (ids, cycles, the terminal) after
+        each one."""
         from vx.plan.graph import rebuilt
 
         for plugin in self.with_hook("graph"):
@@ -307,6 +309,7 @@ class Host:
                         for t, deps in edges.items()
                     },
                     tuple(dict.fromkeys(by_id[t] for t in requested)),
+                    configs,
                 )
             except VxError as exc:
                 raise PluginError(
