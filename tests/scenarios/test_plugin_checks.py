@@ -168,3 +168,25 @@ def test_an_edge_onto_a_terminal_holder_a_graph_hook_adds_is_refused(repo):
     assert "`a#build` depends on `a#repl`, which is persistent and interactive" in result.err
     assert "plugin 'edges'" in result.err and "Traceback" not in result.err
     assert not list(repo.root.glob("ran-*")), "a task started before the refusal"
+
+
+@pytest.mark.feature("PL-02", "CLI-15")
+def test_the_cache_dir_a_config_hook_sets_is_where_why_last_and_cache_look(repo):
+    """A `config` hook that sets `cacheDir` moves the run's cache and history there; `vx why`,
+    `vx last` and `vx cache prune` read the workspace config as the run did, so they find them
+    (issue: plugins, every run remembered and explained)."""
+    code = (
+        "def plugin(options):\n"
+        "    def config(ws, ctx):\n        ws['cacheDir'] = 'elsewhere'\n        return ws\n"
+        "    return {'config': config}\n"
+    )
+    workspace(repo, ["moved"], {"moved": code}, extra={".gitignore": "dist/\nelsewhere/\n"})
+    run = repo.vx("run", "a#build", summary=False)
+    assert run.code == 0, run.err
+    assert (repo.root / "elsewhere").is_dir() and not (repo.root / ".vx").exists()
+    why = repo.vx("why", "a#build", summary=False)
+    assert why.code == 0 and "one key recorded" in why.out, why.out + why.err
+    last = repo.vx("last", summary=False)
+    assert last.code == 0 and "a#build" in last.out, last.out + last.err
+    prune = repo.vx("cache", "prune", "--dry-run", "--max-size", "1B", summary=False)
+    assert prune.code == 0 and "would prune 1 entry" in prune.out, prune.out + prune.err
