@@ -170,7 +170,7 @@ def test_an_edge_onto_a_terminal_holder_a_graph_hook_adds_is_refused(repo):
     assert not list(repo.root.glob("ran-*")), "a task started before the refusal"
 
 
-@pytest.mark.feature("PL-02", "CLI-15")
+@pytest.mark.feature("PL-02", "OBS-06", "OBS-07")
 def test_the_cache_dir_a_config_hook_sets_is_where_why_last_and_cache_look(repo):
     """A `config` hook that sets `cacheDir` moves the run's cache and history there; `vx why`,
     `vx last` and `vx cache prune` read the workspace config as the run did, so they find them
