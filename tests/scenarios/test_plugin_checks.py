@@ -62,6 +62,7 @@ def test_a_discovered_project_is_named_as_a_package_must_be(repo, name):
     result = repo.vx("run", "build", summary=False)
     assert result.code == 2, result.err
     assert "plugin 'disc': its `discover` hook adds a project" in result.err, result.err
+    assert "hint: name it as a package is named" in result.err, result.err
     assert "Traceback" not in result.err
     assert not (repo.root / "packages/a/dist").exists()
 

@@ -225,7 +225,7 @@ class Host:
                     )
                 rel = os.path.normpath(item["dir"]).replace(os.sep, "/")
                 name = item["name"]
-                problem = None
+                problem = named = None
                 if os.path.isabs(rel) or rel == "." or rel.split("/")[0] == "..":
                     problem = f"the directory {item['dir']!r} is not inside the workspace"
                 elif link := _link_on_the_way(ws.root, rel):
@@ -244,7 +244,9 @@ class Host:
                 if problem:
                     raise PluginError(
                         f"plugin '{plugin.name}': its `discover` hook adds a project, but {problem}",
-                        hint="name a directory of the workspace that holds no project yet",
+                        hint="name it as a package is named: a plain string without `#`"
+                        if named
+                        else "name a directory of the workspace that holds no project yet",
                     )
                 packages[name] = Package(name, rel, (), f"{rel}/package.json")
                 dirs.add(rel)
