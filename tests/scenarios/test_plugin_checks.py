@@ -174,8 +174,8 @@ def test_an_edge_onto_a_terminal_holder_a_graph_hook_adds_is_refused(repo):
 @pytest.mark.feature("PL-02", "OBS-06", "OBS-07")
 def test_the_cache_dir_a_config_hook_sets_is_where_why_last_and_cache_look(repo):
     """A `config` hook that sets `cacheDir` moves the run's cache and history there; `vx why`,
-    `vx last` and `vx cache prune` read the workspace config as the run did, so they find them
-    (issue: plugins, every run remembered and explained)."""
+    `vx last`, `vx info` and `vx cache prune` read the workspace config as the run did, so they
+    find them (issue: plugins, every run remembered and explained)."""
     code = (
         "def plugin(options):\n"
         "    def config(ws, ctx):\n        ws['cacheDir'] = 'elsewhere'\n        return ws\n"
@@ -189,5 +189,7 @@ def test_the_cache_dir_a_config_hook_sets_is_where_why_last_and_cache_look(repo)
     assert why.code == 0 and "one key recorded" in why.out, why.out + why.err
     last = repo.vx("last", summary=False)
     assert last.code == 0 and "a#build" in last.out, last.out + last.err
+    info = repo.vx("info", summary=False)
+    assert f"{repo.root / 'elsewhere'}" in info.out, info.out + info.err
     prune = repo.vx("cache", "prune", "--dry-run", "--max-size", "1B", summary=False)
     assert prune.code == 0 and "would prune 1 entry" in prune.out, prune.out + prune.err
