@@ -22,6 +22,7 @@ import asyncio
 import os
 import tempfile
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Callable, Collection, Iterable, Mapping
@@ -34,7 +35,7 @@ from vx.store import archive, packing, unpacking
 from vx.store.ingest import ingest
 from vx.store.local import DamagedEntry, Entry, LocalStore
 from vx.store.policy import CacheAxes
-from vx.store.remote import BAD_RESPONSE, TOO_LARGE, RemoteFailure, RemoteLayer
+from vx.store.remote import BAD_RESPONSE, REJECTED, TOO_LARGE, RemoteFailure, RemoteLayer
 from vx.store.remote.health import Health, Say
 
 FETCH_WORKERS = 8
@@ -43,11 +44,16 @@ _LOCAL_TROUBLE = (OSError, EnvironmentFailure)
 
 
 class Wanted(Struct, frozen=True):
-    """What a download needs to know about its task: who it is and what it may write."""
+    """What a download needs to know about its task: who it is and what it may write.
+
+    `early` is the task's outputs when its download may be restored into the workspace at
+    once, by the thread that fetched it, rather than at the task's turn (`wanted_from` says
+    when that is safe)."""
 
     task_id: str
     command: str
     allowed: Callable[[str], bool]
+    early: Any = None  # OutputSpec | None
 
 
 class Downloaded(Struct, frozen=True):
@@ -113,6 +119,7 @@ class LayeredStore:
         self.wanted: dict[str, Wanted] = {}  # set by the run: the keys it would download
         self._budget = _TempBudget(remote.settings.max_artifact_bytes)
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._logs: dict[str, tuple[LogChunk, ...]] = {}  # of the downloads restored at once
 
     # ------------------------------------------------------------ lifecycle
 
@@ -232,7 +239,11 @@ class LayeredStore:
             self.health.count("misses")
             self._forget(temp)
             return None
-        checked = ingest(temp, key=key, allowed=self.local.guard(want.allowed))
+        restored = want.early is not None and self.axes.local_write
+        checked = self._restore_now(key, want, temp) if restored else None
+        if checked is None:
+            restored = False
+            checked = ingest(temp, key=key, allowed=self.local.guard(want.allowed))
         size = os.path.getsize(temp)
         self.health.count("hits")
         self.health.count("bytes_down", size)
@@ -250,7 +261,29 @@ class LayeredStore:
         with self._lock:
             self._temps.discard(temp)  # renamed into the store: no longer ours to remove
         self._budget.give_back(temp)
+        if restored:
+            self.local.stamp_restored(entry.key, [f.path for f in checked.files])
+            with self._lock:
+                self._logs[entry.key] = checked.log
         return entry
+
+    def _restore_now(self, key: str, want: Wanted, temp: Path) -> unpacking.Checked | None:
+        """Wipe the task's outputs and restore the download into them in the one pass that
+        checks it; None when the workspace refused a write (the task's turn restores it then,
+        and reports that). A refused artifact wrote nothing and is a miss, as with `ingest`
+        (a path that is both a file and a directory cannot be extracted, so it is refused too)."""
+        t0 = time.perf_counter()
+        try:
+            want.early.wipe(self.local.root)
+            checked = unpacking.unpack_checked(
+                temp, key=key, allowed=self.local.guard(want.allowed), root=self.local.root
+            )
+        except archive.ArchiveError as exc:
+            raise RemoteFailure(REJECTED, exc.message) from None
+        except _LOCAL_TROUBLE:
+            return None
+        self.local.spans["restore"].append(time.perf_counter() - t0)
+        return checked
 
     # ------------------------------------------------------------ the local store's face
 
@@ -269,7 +302,11 @@ class LayeredStore:
         return not isinstance(entry, Downloaded) and self.local.is_up_to_date(entry, current)
 
     def log_of(self, entry: Any) -> tuple[LogChunk, ...]:
-        return entry.checked.log if isinstance(entry, Downloaded) else self.local.log_of(entry)
+        if isinstance(entry, Downloaded):
+            return entry.checked.log
+        with self._lock:
+            log = self._logs.get(entry.key)
+        return log if log is not None else self.local.log_of(entry)
 
     def restore(self, entry: Any, allowed: Callable[[str], bool]) -> tuple[LogChunk, ...]:
         """Restore a local entry, or a downloaded temp file (then removed); damage is a miss."""
@@ -412,10 +449,32 @@ def _local_why(exc: BaseException) -> str:
     return f"{getattr(exc, 'strerror', None) or type(exc).__name__}"
 
 
-def wanted_from(plans: Mapping[Any, Any], skip: Collection[str]) -> dict[str, Wanted]:
-    """The downloads a run wants: each cacheable task's key that the local probe did not hit."""
+def wanted_from(
+    plans: Mapping[Any, Any], skip: Collection[str], *, early: bool = True
+) -> dict[str, Wanted]:
+    """The downloads a run wants: each cacheable task's key that the local probe did not hit.
+
+    With `early`, a download is restored as soon as it is proven when no other task of the run
+    can touch its outputs: plain outputs (not `exclusiveOutputs: false`), none outside its
+    project, and no other task of its project declaring outputs. Another task's wipe, run or
+    save then never meets them, whatever order the two take; the task's turn still checks
+    they are as restored (the up-to-date check) and restores again if not."""
+    per_project: dict[str, int] = {}
+    for plan in plans.values():
+        spec = plan.outputs
+        if spec is not None and spec.declares_files:
+            per_project[spec.project_dir] = per_project.get(spec.project_dir, 0) + 1
     out: dict[str, Wanted] = {}
     for tid, plan in plans.items():
-        if plan.outputs is not None and plan.key not in skip and plan.key not in out:
-            out[plan.key] = Wanted(str(tid), plan.command or "", plan.outputs.allows)
+        spec = plan.outputs
+        if spec is not None and plan.key not in skip and plan.key not in out:
+            alone = (
+                early
+                and not spec.additive
+                and spec.ws_globs is None
+                and per_project.get(spec.project_dir) == 1
+            )
+            out[plan.key] = Wanted(
+                str(tid), plan.command or "", spec.allows, spec if alone else None
+            )
     return out

@@ -637,12 +637,20 @@ def unpack_plain(
     Raises ArchiveError when the artifact or a name is refused (whatever it wrote is removed again),
     EnvironmentFailure when the workspace refuses a write, OSError when `src` is unreadable.
     """
+    found, files, _crc = _extract(src, key, allowed, root, dirs)
+    return found.log, files
+
+
+def _extract(
+    src: str, key: str, allowed: Callable[[str], bool], root: str, dirs: Dirs | None
+) -> tuple[_Read, tuple[File, ...], int]:
+    """The one pass of `unpack_plain`: what it read, the outputs it wrote, and the sum."""
     fd = os.open(src, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        reader = _frame_reader(fd)
+        inflow = _Inflow(_frame_reader(fd))
         extraction = _Extraction(root, dirs)
         try:
-            found = _read_entries(_Inflow(reader), extraction, allowed)
+            found = _read_entries(inflow, extraction, allowed)
             files = _verify(found, extraction, key)
             extraction.commit(files)
         except BaseException:
@@ -652,7 +660,7 @@ def unpack_plain(
             extraction.close()
     finally:
         os.close(fd)
-    return found.log, files
+    return found, files, inflow.crc
 
 
 def read_outputs(src: Path, wanted: set[str]) -> dict[str, bytes]:
@@ -718,6 +726,19 @@ class _Tally:
         while left:
             left -= len(inflow.body(min(CHUNK, left)))
         inflow.read(-size % BLOCK)
+
+
+def unpack_checked(src: Path, *, key: str, allowed: Callable[[str], bool], root: Path) -> Checked:
+    """`unpack` that also returns what `check` proves (the meta and the sum), from the same pass.
+
+    Why: a downloaded artifact restored at once is read, checked and written in one decode;
+    it enters the local store only after this succeeded, so every check still comes first
+    for the store, and the workspace gets all of it or nothing."""
+    found, files, crc = _extract(str(src), key, allowed, str(root), None)
+    from types import MappingProxyType
+
+    log, records = _records(found.log, files)
+    return Checked(records, log, MappingProxyType(dict(found.meta or {})), f"{crc:08x}")
 
 
 def check(src: Path, *, key: str, allowed: Callable[[str], bool]) -> Checked:
