@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import tempfile
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -416,14 +415,23 @@ class LayeredStore:
 
     def _temp(self, key: str) -> Path | None:
         """A fresh temp file in the cache dir (named like the local store's, so sweeps find it)."""
-        try:
-            fd, name = tempfile.mkstemp(
-                prefix=f".{key}.", suffix=".remote.tmp", dir=self.local.cache_dir
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+        for _ in range(8):  # as mkstemp names them, without loading `tempfile` and `random`
+            name = os.path.join(self.local.cache_dir, f".{key}.{os.urandom(6).hex()}.remote.tmp")
+            try:
+                os.close(os.open(name, flags, 0o600))
+                break
+            except FileExistsError:
+                continue
+            except OSError as exc:
+                why = RemoteFailure("local store", _local_why(exc))
+                self.health.failed("GET", key, why, "skipped")
+                return None
+        else:
+            self.health.failed(
+                "GET", key, RemoteFailure("local store", "no free temp name"), "skipped"
             )
-        except OSError as exc:
-            self.health.failed("GET", key, RemoteFailure("local store", _local_why(exc)), "skipped")
             return None
-        os.close(fd)
         path = Path(name)
         with self._lock:
             self._temps.add(path)
