@@ -374,3 +374,54 @@ def test_a_process_killed_mid_batch_leaves_no_row_and_the_downloads_install_agai
 
 
 AXES = CacheAxes(True, True, True, True)
+
+
+class _Spec:
+    def __init__(self, project_dir, additive=False, ws_globs=None, declares_files=True):
+        self.project_dir, self.additive, self.ws_globs = project_dir, additive, ws_globs
+        self.declares_files = declares_files
+
+    def allows(self, path):
+        return True
+
+
+class _Plan:
+    def __init__(self, key, outputs):
+        self.key, self.outputs, self.command = key, outputs, "build"
+
+
+@pytest.mark.feature("RC-03")
+def test_only_outputs_no_other_task_can_touch_are_restored_at_once():
+    """Remote restore, the CI case: a download is restored by its fetch only when its task's
+    outputs are plain, inside its project, and the only declared outputs of that project."""
+    from vx.store.layered import wanted_from
+
+    alone, additive, workspace = (
+        _Spec("packages/a"),
+        _Spec("packages/b", True),
+        _Spec("c", False, "x"),
+    )
+    build, test, lint = (
+        _Spec("packages/d"),
+        _Spec("packages/d"),
+        _Spec("packages/d", declares_files=False),
+    )
+    plans = {
+        "a#build": _Plan("a1", alone),
+        "b#build": _Plan("b1", additive),
+        "c#build": _Plan("c1", workspace),
+        "d#build": _Plan("d1", build),
+        "d#test": _Plan("d2", test),
+        "d#lint": _Plan("d3", lint),
+        "e#build": _Plan("e1", _Spec("packages/e")),
+    }
+    wanted = wanted_from(plans, skip={"e1"})
+    assert {k: w.early is not None for k, w in wanted.items()} == {
+        "a1": True,
+        "b1": False,
+        "c1": False,
+        "d1": False,
+        "d2": False,
+        "d3": False,
+    }
+    assert wanted_from({"a#build": plans["a#build"]}, (), early=False)["a1"].early is None
