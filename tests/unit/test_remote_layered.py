@@ -425,3 +425,5 @@ def test_only_outputs_no_other_task_can_touch_are_restored_at_once():
         "d3": False,
     }
     assert wanted_from({"a#build": plans["a#build"]}, (), early=False)["a1"].early is None
+    late = {"a#build": plans["a#build"], "a#gen": _Plan("a2", _Spec("packages/a"))}
+    assert {k: w.early for k, w in wanted_from(late, (), later={"a#gen"}).items()} == {"a1": None}

@@ -458,7 +458,11 @@ def _local_why(exc: BaseException) -> str:
 
 
 def wanted_from(
-    plans: Mapping[Any, Any], skip: Collection[str], *, early: bool = True
+    plans: Mapping[Any, Any],
+    skip: Collection[str],
+    *,
+    early: bool = True,
+    later: Collection[Any] = (),
 ) -> dict[str, Wanted]:
     """The downloads a run wants: each cacheable task's key that the local probe did not hit.
 
@@ -466,7 +470,8 @@ def wanted_from(
     can touch its outputs: plain outputs (not `exclusiveOutputs: false`), none outside its
     project, and no other task of its project declaring outputs. Another task's wipe, run or
     save then never meets them, whatever order the two take; the task's turn still checks
-    they are as restored (the up-to-date check) and restores again if not."""
+    they are as restored (the up-to-date check) and restores again if not. Tasks in `later`
+    (keyed only at their turn) are wanted then, not now, but their outputs count here."""
     per_project: dict[str, int] = {}
     for plan in plans.values():
         spec = plan.outputs
@@ -475,6 +480,8 @@ def wanted_from(
     out: dict[str, Wanted] = {}
     for tid, plan in plans.items():
         spec = plan.outputs
+        if tid in later:
+            continue
         if spec is not None and plan.key not in skip and plan.key not in out:
             alone = (
                 early
