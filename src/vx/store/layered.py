@@ -75,9 +75,9 @@ class _TempBudget:
     def __init__(self, limit: int):
         self.limit, self.used = limit, 0
         self._lock = threading.Lock()
-        self._held: dict[Path, int] = {}
+        self._held: dict[object, int] = {}  # by what holds them: a temp file's path, a landing
 
-    def take(self, path: Path, n: int) -> None:
+    def take(self, path: object, n: int) -> None:
         with self._lock:
             if self.used + n > self.limit:
                 raise RemoteFailure(
@@ -86,20 +86,85 @@ class _TempBudget:
             self.used += n
             self._held[path] = self._held.get(path, 0) + n
 
-    def give_back(self, path: Path) -> None:
+    def give_back(self, path: object) -> None:
         with self._lock:
             self.used -= self._held.pop(path, 0)
 
 
-class _BudgetedSink:
-    """A download's temp file whose every write is first taken from the shared budget."""
+SMALL_DOWNLOAD = unpacking.WHOLE_READ  # a download up to this size stays in memory
 
-    def __init__(self, raw, path: Path, budget: _TempBudget):
-        self._raw, self._path, self._budget = raw, path, budget
 
-    def write(self, data: bytes) -> int:
-        self._budget.take(self._path, len(data))
-        return self._raw.write(data)
+class _NoTemp(OSError):
+    """No temp file could be made for a download (already reported)."""
+
+
+class _Landing:
+    """Where a download's bytes arrive: memory while they are few, else a temp file in the
+    cache dir; every write is first taken from the shared budget.
+
+    Why memory: creating a file in the cache dir, where every download lands, is the dearest
+    system call of a remote restore. A small artifact is checked and restored from memory and
+    written to the store once, by the thread that indexes it (`LocalStore.adopt`)."""
+
+    def __init__(self, layered: "LayeredStore", key: str, *, in_memory: bool):
+        self._layered, self._key = layered, key
+        self.data: bytearray | None = bytearray() if in_memory else None
+        self.path: Path | None = None
+        self._raw: Any = None
+
+    def write(self, chunk: bytes) -> int:
+        budget = self._layered._budget
+        if self.data is not None and len(self.data) + len(chunk) <= SMALL_DOWNLOAD:
+            budget.take(self, len(chunk))
+            self.data += chunk
+            return len(chunk)
+        if self._raw is None:
+            self._spill()
+        assert self.path is not None  # made by _spill
+        budget.take(self.path, len(chunk))
+        return self._raw.write(chunk)
+
+    def _spill(self) -> None:
+        """Move to a temp file (what is held so far included)."""
+        made = self._layered._made_temp(self._key)
+        if made is None:
+            raise _NoTemp()
+        self.path, fd = made
+        self._raw = open(fd, "wb")
+        if self.data:
+            self._layered._budget.take(self.path, len(self.data))
+            self._raw.write(self.data)
+        self._layered._budget.give_back(self)
+        self.data = None
+
+    def close(self) -> None:
+        if self._raw is not None:
+            self._raw.close()
+
+    def source(self) -> Path | bytes:
+        """The whole download: its bytes, or its temp file."""
+        if self.data is not None:
+            return bytes(self.data)
+        if self.path is None:  # an empty body never opened one
+            self._spill()
+            self.close()
+        assert self.path is not None
+        return self.path
+
+    def adopted(self) -> None:
+        """In the store now: the temp file (renamed in) is no longer ours to remove."""
+        layered = self._layered
+        if self.path is not None:
+            with layered._lock:
+                layered._temps.discard(self.path)
+            layered._budget.give_back(self.path)
+        layered._budget.give_back(self)
+
+    def discard(self) -> None:
+        self.close()
+        if self.path is not None:
+            self._layered._forget(self.path)
+        self._layered._budget.give_back(self)
 
 
 class LayeredStore:
@@ -216,40 +281,45 @@ class LayeredStore:
     def _fetch(self, key: str, want: Wanted) -> Entry | Downloaded | None:
         if not self.health.allows(writing=False):
             return None
-        temp = self._temp(key)
-        if temp is None:
-            return None
+        # local writes off: the download is restored from its temp file, so it goes to one
+        landing = _Landing(self, key, in_memory=self.axes.local_write)
         try:
-            return self._download(key, want, temp)
+            return self._download(key, want, landing)
+        except _NoTemp:
+            pass  # said by `_made_temp`
         except RemoteFailure as failure:
             self.health.failed("GET", key, failure, "treated as a miss")
         except _LOCAL_TROUBLE as exc:
             self.health.failed(
                 "GET", key, RemoteFailure("local store", _local_why(exc)), "treated as a miss"
             )
-        self._forget(temp)
+        landing.discard()
         return None
 
-    def _download(self, key: str, want: Wanted, temp: Path) -> Entry | Downloaded | None:
-        with open(temp, "wb") as raw:
-            found = self.remote.get(key, _BudgetedSink(raw, temp, self._budget))
+    def _download(self, key: str, want: Wanted, landing: "_Landing") -> Entry | Downloaded | None:
+        try:
+            found = self.remote.get(key, landing)
+        finally:
+            landing.close()
         self.health.succeeded()
         if found is None:
             self.health.count("misses")
-            self._forget(temp)
+            landing.discard()
             return None
+        source = landing.source()
         restored = want.early is not None and self.axes.local_write
-        checked = self._restore_now(key, want, temp) if restored else None
+        checked = self._restore_now(key, want, source) if restored else None
         if checked is None:
             restored = False
-            checked = ingest(temp, key=key, allowed=self.local.guard(want.allowed))
-        size = os.path.getsize(temp)
+            checked = ingest(source, key=key, allowed=self.local.guard(want.allowed))
+        size = len(source) if isinstance(source, bytes) else os.path.getsize(source)
         self.health.count("hits")
         self.health.count("bytes_down", size)
         if not self.axes.local_write:
-            return Downloaded(key, temp, checked, found.duration_ms)
+            assert isinstance(source, Path)  # never held in memory then
+            return Downloaded(key, source, checked, found.duration_ms)
         entry = self.local.adopt(
-            temp,
+            source,
             key,
             task_id=want.task_id,
             command=want.command,
@@ -257,16 +327,14 @@ class LayeredStore:
             checked=checked,
             size_bytes=size,
         )
-        with self._lock:
-            self._temps.discard(temp)  # renamed into the store: no longer ours to remove
-        self._budget.give_back(temp)
+        landing.adopted()
         if restored:
             self.local.stamp_restored(entry.key, [f.path for f in checked.files])
             with self._lock:
                 self._logs[entry.key] = checked.log
         return entry
 
-    def _restore_now(self, key: str, want: Wanted, temp: Path) -> unpacking.Checked | None:
+    def _restore_now(self, key: str, want: Wanted, temp: Path | bytes) -> unpacking.Checked | None:
         """Wipe the task's outputs and restore the download into them in the one pass that
         checks it; None when the workspace refused a write (the task's turn restores it then,
         and reports that). A refused artifact wrote nothing and is a miss, as with `ingest`
@@ -415,11 +483,20 @@ class LayeredStore:
 
     def _temp(self, key: str) -> Path | None:
         """A fresh temp file in the cache dir (named like the local store's, so sweeps find it)."""
+        made = self._made_temp(key)
+        if made is None:
+            return None
+        os.close(made[1])
+        return made[0]
+
+    def _made_temp(self, key: str) -> tuple[Path, int] | None:
+        """`_temp`, left open for writing: a download writes through the descriptor that made it
+        (creating a file in a busy cache dir is a restore's dearest system call; once is enough)."""
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
         for _ in range(8):  # as mkstemp names them, without loading `tempfile` and `random`
             name = os.path.join(self.local.cache_dir, f".{key}.{os.urandom(6).hex()}.remote.tmp")
             try:
-                os.close(os.open(name, flags, 0o600))
+                fd = os.open(name, flags, 0o600)
                 break
             except FileExistsError:
                 continue
@@ -435,7 +512,7 @@ class LayeredStore:
         path = Path(name)
         with self._lock:
             self._temps.add(path)
-        return path
+        return path, fd
 
     def _forget(self, path: Path) -> None:
         with self._lock:

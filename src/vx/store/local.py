@@ -656,7 +656,7 @@ class LocalStore:
 
     def adopt(
         self,
-        temp: Path,
+        temp: Path | bytes,
         key: str,
         *,
         task_id: str,
@@ -668,7 +668,9 @@ class LocalStore:
         """Index an artifact that arrived from elsewhere (a remote hit) as if it was saved here.
 
         Why: the downloaded bytes become the local record unchanged, so the next run hits
-        locally. `temp` must sit in the cache dir and already have passed `unpacking.check`.
+        locally. `temp` must sit in the cache dir, or be the artifact's bytes (the thread that
+        commits writes them to a temp file there), and must already have passed
+        `unpacking.check`.
         """
         kept = bound_log(checked.log)
         found = checked.meta.get("exec")
@@ -678,7 +680,10 @@ class LocalStore:
         rss = rss if isinstance(rss, int) else None
         info, now = packing.PackInfo(size_bytes, checked.files, checked.crc), time.time()
         row = (key, task_id, command, duration_ms, size_bytes, now, cpu, rss, checked.crc, now)
-        self._adoptions.install(_Packed(temp, key, info), row, archive.encode_log(kept))
+        if isinstance(temp, bytes):
+            self._adoptions.install(_Packed(Path(), key, info), row, archive.encode_log(kept), temp)
+        else:
+            self._adoptions.install(_Packed(temp, key, info), row, archive.encode_log(kept))
         self._fresh.pop(key, None)
         return Entry(
             key,
@@ -732,6 +737,28 @@ class LocalStore:
                 continue
             except OSError as e:
                 raise _disk_failure(e, self.cache_dir) from None
+        raise _disk_failure(FileExistsError(errno.EEXIST, "no free temp name"), self.cache_dir)
+
+    def _temp_holding(self, key: str, data: bytes) -> Path:
+        """`_temp` with `data` written into it through the descriptor that created it."""
+        for _ in range(8):
+            name = os.path.join(self.cache_dir, f".{key}.{os.urandom(6).hex()}.tmp")
+            try:
+                fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            except FileExistsError:
+                continue
+            except OSError as e:
+                raise _disk_failure(e, self.cache_dir) from None
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+            except OSError as e:
+                os.close(fd)
+                _quiet_unlink(name)
+                raise _disk_failure(e, self.cache_dir) from None
+            os.close(fd)
+            return Path(name)
         raise _disk_failure(FileExistsError(errno.EEXIST, "no free temp name"), self.cache_dir)
 
     def _install(self, packed: "_Packed", row: tuple, log_blob: bytes) -> None:
@@ -830,10 +857,11 @@ class _Packed(Struct, frozen=True):
 class _Adoption:
     """One artifact waiting for its batch: what to install, and how that went once written."""
 
-    __slots__ = ("packed", "row", "log_blob", "written", "error")
+    __slots__ = ("packed", "row", "log_blob", "data", "written", "error")
 
-    def __init__(self, packed: "_Packed", row: tuple, log_blob: bytes):
+    def __init__(self, packed: "_Packed", row: tuple, log_blob: bytes, data: bytes | None = None):
         self.packed, self.row, self.log_blob = packed, row, log_blob
+        self.data = data  # the artifact itself, when no temp file holds it yet
         self.written = False
         self.error: BaseException | None = None
 
@@ -856,8 +884,10 @@ class _GroupCommit:
         self._queue: list[_Adoption] = []
         self._busy = False
 
-    def install(self, packed: "_Packed", row: tuple, log_blob: bytes) -> None:
-        mine = _Adoption(packed, row, log_blob)
+    def install(
+        self, packed: "_Packed", row: tuple, log_blob: bytes, data: bytes | None = None
+    ) -> None:
+        mine = _Adoption(packed, row, log_blob, data)
         batch: list[_Adoption] = []
         with self._ready:
             self._queue.append(mine)
@@ -877,6 +907,9 @@ class _GroupCommit:
             raise mine.error
 
     def _write(self, batch: list[_Adoption]) -> None:
+        batch = [item for item in batch if self._landed(item)]
+        if not batch:
+            return
         try:
             self._store._install_many([(a.packed, a.row, a.log_blob) for a in batch])
         except BaseException as e:
@@ -894,6 +927,20 @@ class _GroupCommit:
             return
         for item in batch:
             item.done(None)
+
+    def _landed(self, item: _Adoption) -> bool:
+        """Write an artifact held in memory to its temp file (here, by the committing thread:
+        one thread creating files in the cache dir at a time); False when that failed."""
+        if item.data is None:
+            return True
+        packed = item.packed
+        try:
+            temp = self._store._temp_holding(packed.key, item.data)
+        except Exception as e:
+            item.done(e)
+            return False
+        item.packed, item.data = _Packed(temp, packed.key, packed.info), None
+        return True
 
 
 @contextmanager
