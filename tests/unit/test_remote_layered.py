@@ -427,3 +427,31 @@ def test_only_outputs_no_other_task_can_touch_are_restored_at_once():
     assert wanted_from({"a#build": plans["a#build"]}, (), early=False)["a1"].early is None
     late = {"a#build": plans["a#build"], "a#gen": _Plan("a2", _Spec("packages/a"))}
     assert {k: w.early for k, w in wanted_from(late, (), later={"a#gen"}).items()} == {"a1": None}
+
+
+@pytest.mark.feature("RC-03")
+@pytest.mark.parametrize("size", [100, 3 << 20])
+def test_a_download_small_or_spilled_lands_whole_and_gives_its_budget_back(tmp_path, size):
+    """Remote restore, the CI case: a small download is checked and restored from memory and
+    written to the store once; one past the in-memory size goes to a temp file as it arrives.
+    Either way the store gets the very bytes, no temp file stays, and the budget is returned."""
+    import os
+
+    key = "00000000000000ae"
+    root = tmp_path / "src-ws"
+    (root / "dist").mkdir(parents=True)
+    (root / "dist/out.js").write_bytes(os.urandom(size))  # incompressible: the artifact is as big
+    packing.pack(
+        tmp_path / "a.tar.zst", key=key, log=[], files=[("dist/out.js", root / "dist/out.js")]
+    )
+    body = (tmp_path / "a.tar.zst").read_bytes()
+    spec = Outputs()
+    layered = store(tmp_path, MemoryRemote({key: body}))
+    layered.prefetch({key: Wanted("app#build", "build", WANT.allowed, spec)})
+    entry = asyncio.run(layered.fetched(key))
+    assert isinstance(entry, Entry)
+    assert (tmp_path / "ws/dist/out.js").read_bytes() == (root / "dist/out.js").read_bytes()
+    assert (tmp_path / "cache" / f"{key}.tar.zst").read_bytes() == body
+    assert layered._budget.used == 0
+    layered.close()
+    assert not list((tmp_path / "cache").glob(".*tmp"))
