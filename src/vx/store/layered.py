@@ -37,7 +37,7 @@ from vx.store.policy import CacheAxes
 from vx.store.remote import BAD_RESPONSE, REJECTED, TOO_LARGE, RemoteFailure, RemoteLayer
 from vx.store.remote.health import Health, Say
 
-FETCH_WORKERS = 8
+FETCH_WORKERS = 16  # more than the cores: each also waits on the server and the disk
 UPLOAD_WORKERS = 4
 _LOCAL_TROUBLE = (OSError, EnvironmentFailure)
 
