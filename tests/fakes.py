@@ -2,12 +2,16 @@
 
 Each keeps to the interface the engine uses (`vx.store.protocol.Store`, `vx.engine.executor.execute`,
 `vx.events.Reporter`) and remembers what was asked of it, so a unit test can drive the rebuilder
-or the scheduler without spawning a process or opening a cache.
+or the scheduler without spawning a process or opening a cache. `GitHubApi` stands in for
+GitHub's check-runs endpoint on loopback.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Callable, Collection, Iterable, Mapping, Sequence
 
@@ -127,3 +131,41 @@ def writes(files: Mapping[str, str], code: int = 0) -> Script:
         return code
 
     return script
+
+
+class GitHubApi:
+    """A loopback stand-in for the check-runs endpoint: answers each POST with the next status
+    of `statuses` (201 once they run out) and keeps every request it was sent."""
+
+    def __init__(self, statuses=()):
+        self.statuses, self.requests = list(statuses), []
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                length = int(self.headers["Content-Length"])
+                api.requests.append(
+                    {
+                        "method": self.command,
+                        "path": self.path,
+                        "headers": dict(self.headers),
+                        "body": json.loads(self.rfile.read(length)),
+                    }
+                )
+                status = api.statuses.pop(0) if api.statuses else 201
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(b'{"id": 1}' if status == 201 else b'{"message": "no"}')
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/api/v3"
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from msgspec import Struct, field
 
@@ -210,6 +210,16 @@ class WorkspaceConfig(Struct, frozen=True):
         True  # `sandbox.trace`: whether sandboxed tasks are traced, unless a task says
     )
     migrated: str | None = None  # `migrated`: turbo | nx — that tool's files give no tasks
+    cache_scope: str | None = None  # `cacheScope`: trusted | read-only | a scope's name
+    plugins: tuple[PluginSpec, ...] = ()  # `plugins`, in declaration order (precedence)
+
+
+class PluginSpec(Struct, frozen=True):
+    """One entry of `plugins`: the plugin's name (a `vx.plugins` entry point or a module) and the
+    options its factory is called with."""
+
+    name: str
+    options: Mapping[str, Any] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- graph
@@ -288,6 +298,9 @@ class HashRecord(Struct, frozen=True):
     # the Node version on the task's PATH, then each runtime probe's stdout and stderr,
     # as (label, value); folded after the files, and only when present.
     runtime: tuple[tuple[str, str], ...] = ()
+    # what the plugins' `key` hooks returned, as sorted (`plugin/name`, value); folded last, and
+    # only when present
+    plugin: tuple[tuple[str, str], ...] = ()
 
 
 # ---------------------------------------------------------------- outcomes

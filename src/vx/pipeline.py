@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from vx.engine.incremental import Kept
     from vx.files.index import FileIndex, Snapshot
     from vx.model import CacheRetention, HashRecord, ProjectConfig
+    from vx.plugins.host import Host
     from vx.store.layered import LayeredStore
     from vx.store.local import Entry, LocalStore
 
@@ -110,13 +111,38 @@ class Prepared(Struct):
     # runs), and each task that lost an edge -> the dependency it no longer waits for
     keyed_graph: TaskGraph | None = None
     cut: Mapping[TaskId, TaskId] = {}
+    plugins: Host | None = None  # the workspace's plugins (vx.plugins.host), when it declares any
 
 
 def prepare(
     req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: RunLock | None = None
 ) -> Prepared:
     """Everything up to (not including) execution; `--dry` stops here. With `lock`, take the run
-    lock as soon as the root is known, so the probe sees what the previous run saved."""
+    lock as soon as the root is known, so the probe sees what the previous run saved. Plugins
+    set up here are torn down again if planning fails."""
+    loaded: list = []
+    try:
+        return _prepare(req, host_env, stages, lock, loaded)
+    except BaseException:
+        for host in loaded:
+            host.teardown()
+        raise
+
+
+def _load_plugins(root: Path, ws_config, host_env: Mapping[str, str], loaded: list):
+    """The workspace's plugins, loaded and set up, and its config as their `config` hooks left it."""
+    from vx.plugins import host as plugins
+
+    host = plugins.load(ws_config.plugins, root, host_env)
+    loaded.append(host)
+    if host.has("config"):
+        ws_config = host.shape_config(config.workspace_data(root, host_env), ws_config)
+    return host, ws_config
+
+
+def _prepare(
+    req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: RunLock | None, loaded: list
+) -> Prepared:
     from vx.files import index as files
     from vx.plan import environment
     from vx.store import location
@@ -130,6 +156,9 @@ def prepare(
     try:
         with stages("load configs"):
             ws_config = config.load_workspace(ws.root, host_env)
+            host = None
+            if ws_config.plugins:  # a workspace without plugins never imports the seam
+                host, ws_config = _load_plugins(ws.root, ws_config, host_env, loaded)
             cache_dir = location.cache_dir(req.cwd, req.cache_dir, ws, ws_config, host_env)
             configs = config.load_all(ws, host_env)
         affected_notice = None
@@ -177,6 +206,7 @@ def prepare(
             store_dir=store_dir,
             framework_inference=req.framework_inference,
             sandbox_trace=ws_config.sandbox_trace,
+            plugin_key=host.key_material if host is not None and host.has("key") else None,
         )
         plans = make_plans(ws, graph, index, opts, host_env, additive)
     keyed_graph: TaskGraph | None = None
@@ -188,7 +218,11 @@ def prepare(
         schedule = exclude_dependencies(graph, frozenset(req.exclude_deps) or None)
         keyed_graph, graph, cut = graph, schedule.graph, schedule.cut
         run_plans = {t: p for t, p in plans.items() if t in graph.nodes}
-    from vx.store.policy import plan_cache
+    if host is not None and host.has("schedule"):
+        from msgspec.structs import replace
+
+        graph = replace(graph, priority=host.weights(graph))
+    from vx.store.policy import cache_scope, plan_cache
 
     cache = plan_cache(
         no_cache=req.no_cache,
@@ -196,6 +230,7 @@ def prepare(
         spec=req.cache_spec,
         cfg=ws_config.remote_cache,
         env=host_env,
+        scope=cache_scope(ws_config.cache_scope, host_env),
     )
     policy = CachePolicy(read=cache.axes.reads, write=cache.axes.writes)
     store: LocalStore | LayeredStore | None = None
@@ -270,6 +305,7 @@ def prepare(
         configs,
         keyed_graph,
         cut,
+        host,
     )
 
 
@@ -323,7 +359,7 @@ def _open_remote(
     from vx.store.layered import LayeredStore, wanted_from
     from vx.store.remote import open_layer
 
-    layered = LayeredStore(local, open_layer(cache.remote), cache.axes)
+    layered = LayeredStore(local, open_layer(cache.remote, cache.scope), cache.axes)
     late = late_tasks(graph)
     layered.wanted = wanted_from(plans, hits, later=late)
     return layered
@@ -424,6 +460,8 @@ def execute(
     Persistent tasks kept in the foreground run after the summary; `on_graph_end` is
     called before they are waited for (the CLI releases the run lock: they write no cache)."""
     started = time.time()
+    if prep.plugins is not None:
+        emit = prep.plugins.observed(emit)
     _announce(prep, emit)
     with stages("hit lane"):
         lane, stopped_by = _settle_hits(prep, emit) if req.fast_paths else _no_lane()
@@ -457,7 +495,8 @@ def execute(
         early: dict[TaskId, Early] = {}  # filled as they start: a failure midway stops those
         try:
             lockfiles = prep.index.snapshot(None, prep.index.fingerprinted)  # before anything runs
-            if stopped_by is None and launch_for is None and req.fast_paths:
+            admits = prep.plugins is not None and prep.plugins.has("admit")
+            if stopped_by is None and launch_for is None and req.fast_paths and not admits:
                 _start_first_wave(prep, lane, emit, early)
             asyncio = _import_asyncio()  # while the first wave runs
             with stages("run graph"):
@@ -498,6 +537,7 @@ def receipt_tasks(prep: Prepared, summary: RunSummary, started_ns: int) -> list[
         or summary.interrupted
         or prep.remote is not None
         or prep.store is None
+        or prep.plugins is not None  # a key hook may read what no receipt could vouch for
     ):
         return None
     if any(
@@ -623,17 +663,16 @@ def record_run(
     summary: RunSummary,
     argv: list[str],
     logs: Mapping[TaskId, str],
-) -> None:
+) -> tuple[list, list[list]]:
     """Keep the run in the history (`vx.store.runs`, read by `vx last`): nothing for a run a
     signal stopped, and no row for an aborted task (groups are not in the summary). `logs` are
-    the kept failure logs. A failure here never fails the run."""
+    the kept failure logs. A failure here never fails the run. The invocation row and the task
+    rows, kept or not: `vx run --format json` prints them as `vx last` would."""
     import sqlite3
 
     from vx import __version__
     from vx.store import runs
 
-    if summary.interrupted:
-        return
     rows = []
     for r in summary.results:
         if r.status is Status.ABORTED:
@@ -683,10 +722,12 @@ def record_run(
         (uname.nodename, uname.sysname.lower(), uname.machine, __version__),
         (*runs.git_head(str(prep.ws.root)), _dirty(prep), runs.ci_provider(os.environ)),
     )
-    try:
-        runs.record(str(prep.cache_dir), invocation, rows)
-    except (OSError, sqlite3.Error):
-        pass
+    if not summary.interrupted:
+        try:
+            runs.record(str(prep.cache_dir), invocation, rows)
+        except (OSError, sqlite3.Error):
+            pass
+    return invocation, rows
 
 
 def replay_history(prep: Prepared, req: RunRequest, summary: RunSummary, argv: list[str]) -> list:
@@ -869,6 +910,9 @@ async def _walk(
         tainted={t: f"{dep} was not run (--exclude-dependencies)" for t, dep in prep.cut.items()},
         terminal=req.lend_terminal and os.isatty(0) and os.isatty(1),
     )
+    host = prep.plugins
+    if host is not None and host.has("admit"):
+        ctx.admit = lambda tid, running: host.admit(prep.graph.nodes[tid], prep.plans[tid], running)
     if ctx.late:
         nested = _nested_dirs(prep.ws)
         keyed = prep.keyed_graph or prep.graph  # a key folds every dependency, run or not

@@ -182,7 +182,7 @@ def test_credential_stores_are_hidden_and_named_in_a_note(repo, tmp_path):
     assert "PRIVATE-KEY" not in res.out + res.err and "NPM-TOKEN" not in res.out + res.err
     assert violation_lines(res.out) == []  # outside the workspace: a note, not a violation
     assert (
-        "vx: app#t: the sandbox hid ~/.ssh/id_rsa, a credential store (SB-06); if the task needs it, "
+        "vx: app#t: the sandbox hid ~/.ssh/id_rsa, a credential store; if the task needs it, "
         'grant it: allow.read "~/.ssh/id_rsa"'
     ) in res.err
 

@@ -98,5 +98,6 @@ def test_completions_offer_the_table_less_what_a_verb_refuses():
         "--graph",
         "--summarize",
         "--ui",
+        "--format",
     }
     assert VERBS["why"].completions() == ["--format", "--help"]

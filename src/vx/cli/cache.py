@@ -44,16 +44,23 @@ def refuse_subcommand(word: str) -> UsageError:
 
 def cache_verb(args: Args, env: Mapping[str, str], say) -> int:
     """`vx cache prune` with its parsed flags."""
-    retention = Retention(
-        _parsed("--older-than", args.older_than, parse_duration, "45s, 90m, 12h, 30d, 2w"),
-        _parsed("--max-size", args.max_size, parse_size, "64KB, 500MB, 10G"),
-    )
+    retention = retention_of(args.older_than, args.max_size)
     fmt = one_of("--format", args.format, ("text", "json"), "text")
-    pruned = _prune_workspace(Path(os.getcwd()), retention, args.cache_dir, args.dry_run, env, say)
+    pruned = prune_workspace(Path(os.getcwd()), retention, args.cache_dir, args.dry_run, env, say)
     if pruned is None:
         return 0
     sys.stdout.write((_json(pruned) if fmt == "json" else _text(pruned)) + "\n")
     return 0
+
+
+def retention_of(
+    older_than: str | None, max_size: str | None, names=("--older-than", "--max-size")
+):
+    """The limits `--older-than` and `--max-size` give (`names` spell them in a refusal)."""
+    return Retention(
+        _parsed(names[0], older_than, parse_duration, "45s, 90m, 12h, 30d, 2w"),
+        _parsed(names[1], max_size, parse_size, "64KB, 500MB, 10G"),
+    )
 
 
 def _parsed(flag: str, value: str | None, parse, examples: str):
@@ -65,7 +72,7 @@ def _parsed(flag: str, value: str | None, parse, examples: str):
     return parsed
 
 
-def _prune_workspace(
+def prune_workspace(
     cwd: Path,
     retention: Retention,
     cache_flag: str | None,
@@ -106,27 +113,29 @@ def _prune_workspace(
 
 
 def _json(p: Pruned) -> str:
-    return json.dumps(
-        {
-            "dryRun": p.dry_run,
-            "evicted": [
-                {
-                    "key": r.key,
-                    "taskId": r.task_id,
-                    "bytes": r.size_bytes,
-                    "accessedAt": r.accessed_at,
-                }
-                for r in p.evicted
-            ],
-            "bytesFreed": p.bytes_freed,
-            "orphans": p.orphans,
-            "orphanBytes": p.orphan_bytes,
-            "phantoms": p.phantoms,
-            "kept": p.kept,
-            "keptBytes": p.kept_bytes,
-        },
-        indent=2,
-    )
+    return json.dumps(pruned_data(p), indent=2)
+
+
+def pruned_data(p: Pruned) -> dict:
+    """What `--format json` prints: what went (or would), what was swept and what is kept."""
+    return {
+        "dryRun": p.dry_run,
+        "evicted": [
+            {
+                "key": r.key,
+                "taskId": r.task_id,
+                "bytes": r.size_bytes,
+                "accessedAt": r.accessed_at,
+            }
+            for r in p.evicted
+        ],
+        "bytesFreed": p.bytes_freed,
+        "orphans": p.orphans,
+        "orphanBytes": p.orphan_bytes,
+        "phantoms": p.phantoms,
+        "kept": p.kept,
+        "keptBytes": p.kept_bytes,
+    }
 
 
 def _text(p: Pruned) -> str:

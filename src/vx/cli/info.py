@@ -108,10 +108,18 @@ def _flaky(cache_dir: Path) -> str:
 
 
 def _cache_usage(cache_dir: Path) -> str:
-    if not cache_dir.is_dir():
+    usage = cache_usage(cache_dir)
+    if usage is None:
         return "empty (not created yet)"
+    return f"{usage[0]} entries, {_human(usage[1])}"
+
+
+def cache_usage(cache_dir: Path) -> tuple[int, int] | None:
+    """(artifacts, their bytes) in the store's directory; None before it exists."""
+    if not cache_dir.is_dir():
+        return None
     sizes = [p.stat().st_size for p in cache_dir.glob("*.tar.zst")]
-    return f"{len(sizes)} entries, {_human(sum(sizes))}"
+    return len(sizes), sum(sizes)
 
 
 def _human(n: float) -> str:

@@ -10,7 +10,7 @@ import time
 from typing import Mapping
 
 from vx.cli.args import Args, one_of
-from vx.errors import EXIT_OK, UsageError
+from vx.errors import EXIT_OK, NoHistoryError, UsageError
 from vx.store import runs
 
 SHOWN_HITS = 16  # hit rows shown before the rest fold into a count
@@ -19,25 +19,56 @@ LIST_DEFAULT = 10
 
 def last_verb(args: Args, env: Mapping[str, str]) -> int:
     import os
-    import sqlite3
     from pathlib import Path
-
-    from vx.config import loader as config
-    from vx.store import location
-    from vx.workspace import discover as workspace
 
     fmt = one_of("--format", args.format, ("text", "json"), "text")
     if len(args.names) > 1:
         raise UsageError("name at most one run id (a prefix will do)", hint="see `vx last --list`")
     count = _list_count(args.list)
-    cwd = Path(os.getcwd())
+    cache_dir, db = open_history(Path(os.getcwd()), args.cache_dir, env)
+    if db is None:
+        if count is not None and fmt == "json":  # a list of no runs is an answer, not a refusal
+            print(json.dumps({"runs": []}))
+            return EXIT_OK
+        return _nothing(fmt, cache_dir, args.failed)
+    try:
+        if count is not None:
+            return _list(db, count, args.failed, fmt)
+        run = pick(db, args.names[0] if args.names else None, args.failed)
+        if run is None:
+            return _nothing(fmt, cache_dir, args.failed)
+        rows = runs.task_rows(db, run["run_id"])
+        if args.log is not None:
+            sys.stdout.buffer.write(kept_log(run, rows, args.log)[1])
+            sys.stdout.flush()
+            return EXIT_OK
+        flaky = runs.flaky(db, rows)
+    finally:
+        db.close()
+    report = runs.run_record(run, rows, flaky)
+    if fmt == "json":
+        print(json.dumps(report, indent=2))
+    else:
+        print("\n".join(_text(report)))
+    return EXIT_OK
+
+
+def open_history(cwd, cache_flag: str | None, env: Mapping[str, str]):
+    """(the cache dir, the run history opened read-only — None when nothing was recorded yet),
+    the pending replays folded in first. `vx mcp` reads through it too."""
+    import sqlite3
+
+    from vx.config import loader as config
+    from vx.store import location
+    from vx.workspace import discover as workspace
+
     ws = workspace.discover(cwd)
     cache_dir, _store, _note = location.store_of(
-        cwd, args.cache_dir, ws, config.load_workspace(ws.root, env), env
+        cwd, cache_flag, ws, config.load_workspace(ws.root, env), env
     )
     try:
         runs.fold_pending(str(cache_dir))
-        db = runs.connect(str(cache_dir), create=False)
+        return cache_dir, runs.connect(str(cache_dir), create=False)
     except (OSError, sqlite3.Error) as exc:
         from vx.errors import EnvironmentFailure
 
@@ -46,26 +77,6 @@ def last_verb(args: Args, env: Mapping[str, str]) -> int:
             facts=(f"path: {cache_dir / runs.DB_NAME}",),
             hint="check the cache directory's permissions",
         ) from None
-    if db is None:
-        return _nothing(fmt, cache_dir)
-    try:
-        if count is not None:
-            return _list(db, count, args.failed, fmt)
-        run = _pick(db, args.names[0] if args.names else None, args.failed)
-        if run is None:
-            return _nothing(fmt, cache_dir, args.failed)
-        rows = runs.task_rows(db, run["run_id"])
-        if args.log is not None:
-            return _log(run, rows, args.log)
-        flaky = runs.flaky(db, rows)
-    finally:
-        db.close()
-    report = _report(run, rows, flaky)
-    if fmt == "json":
-        print(json.dumps(report, indent=2))
-    else:
-        print("\n".join(_text(report)))
-    return EXIT_OK
 
 
 def _list_count(value) -> int | None:
@@ -80,15 +91,20 @@ def _list_count(value) -> int | None:
 
 
 def _nothing(fmt: str, cache_dir, failed: bool = False) -> int:
+    """Nothing on record: a note for a reader; under JSON a refusal, as there is no run record
+    to print."""
     what = "no failed run" if failed else "no run"
     if fmt == "json":
-        print(json.dumps({"run": None, "tasks": []}))
-    else:
-        print(f"vx last: {what} recorded yet (history: {cache_dir / runs.DB_NAME})")
+        raise NoHistoryError(
+            f"{what} recorded yet",
+            facts=(f"history: {cache_dir / runs.DB_NAME}",),
+            hint="run a task first, e.g. `vx run build`",
+        )
+    print(f"vx last: {what} recorded yet (history: {cache_dir / runs.DB_NAME})")
     return EXIT_OK
 
 
-def _pick(db, prefix: str | None, failed: bool) -> dict | None:
+def pick(db, prefix: str | None, failed: bool) -> dict | None:
     if prefix is None:
         latest = runs.invocations(db, 1, failed)
         return latest[0] if latest else None
@@ -96,7 +112,7 @@ def _pick(db, prefix: str | None, failed: bool) -> dict | None:
     if failed:
         found = [r for r in found if not r["exit_ok"]]
     if not found:
-        raise UsageError(
+        raise NoHistoryError(
             f"no recorded run has an id starting `{prefix}`", hint="see `vx last --list`"
         )
     if len(found) > 1:
@@ -113,7 +129,7 @@ def _list(db, count: int, failed: bool, fmt: str) -> int:
     ids = [r for (r,) in db.execute("SELECT run_id FROM invocations")]
     width = _unique_width(ids)
     if fmt == "json":
-        print(json.dumps({"runs": [_invocation(r) for r in listed]}, indent=2))
+        print(json.dumps({"runs": [runs.invocation_record(r) for r in listed]}, indent=2))
         return EXIT_OK
     for r in listed:
         verdict = "ok" if r["exit_ok"] else "failed"
@@ -133,7 +149,8 @@ def _unique_width(ids: list[str], least: int = 8) -> int:
     return width
 
 
-def _log(run: dict, rows: list[dict], name: str) -> int:
+def kept_log(run: dict, rows: list[dict], name: str) -> tuple[str, bytes]:
+    """(PKG#TASK, its kept log) of the task `name` names in `run`; refused when none is kept."""
     wanted = name if "#" in name else None
     found = [
         r
@@ -150,16 +167,13 @@ def _log(run: dict, rows: list[dict], name: str) -> int:
     path = row["log_path"]
     try:
         with open(path or "", "rb") as f:
-            data = f.read()
+            return tid, f.read()
     except OSError:
         raise UsageError(
             f"no log of {tid} is kept for run {run['run_id']}"
             + ("" if path else f" (it {_verb(row)})"),
             hint="a failed task's whole output is kept, for the last 50 failures",
         ) from None
-    sys.stdout.buffer.write(data)
-    sys.stdout.flush()
-    return EXIT_OK
 
 
 def _verb(row: dict) -> str:
@@ -169,32 +183,6 @@ def _verb(row: dict) -> str:
 
 
 # ---------------------------------------------------------------- the report
-
-
-def _invocation(r: dict) -> dict:
-    out = dict(r)
-    out["requested_tasks"] = json.loads(r["requested_tasks"])
-    out["exit_ok"], out["replayed"] = bool(r["exit_ok"]), bool(r["replayed"])
-    return out
-
-
-def _report(run: dict, rows: list[dict], flaky: set[tuple[str, str]]) -> dict:
-    order = {"failed": 0, "skipped": 1, "success": 2, "cache-hit-remote": 3, "cache-hit": 4}
-    tasks = []
-    for r in sorted(rows, key=lambda r: order.get(r["status"], 5)):
-        task = {"id": f"{r['project']}#{r['task']}", **r}
-        task["timed_out"], task["cached"] = bool(r["timed_out"]), bool(r["cached"])
-        retried = r["status"] == "success" and r["attempts"] > 1  # passed on a retry
-        task["restored"] = bool(r["restored"])
-        task["flaky"] = (r["project"], r["task"]) in flaky or retried
-        tasks.append(task)
-    redo = [t["id"] for t in tasks if t["status"] in ("failed", "skipped")]
-    rerun = _rerun(redo) if redo else None
-    return {"run": _invocation(run), "tasks": tasks, "rerun": rerun}
-
-
-def _rerun(ids: list[str]) -> str:
-    return runs.shell_line(["vx", "run", *ids])
 
 
 def _text(report: dict) -> list[str]:

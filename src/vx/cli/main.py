@@ -36,6 +36,7 @@ verbs:
   last [RUNID] [--list[=N]] [--failed]        what the latest run did, and how to re-run what failed
   prune PKG … [--docker] [--out-dir DIR]      a partial workspace for PKG, its lockfile cut to it
   cache prune [--older-than D] [--max-size S] evict old and least recently used cache entries
+  mcp                                         an MCP server on stdin/stdout: tasks, runs, keys for an agent
   completions bash|zsh|fish                   a completion script for the shell
   help [VERB]                                 show help for vx or one verb
   version                                     print the version (also --version)
@@ -73,6 +74,8 @@ options:
   --summarize[=PATH]        write the run summary JSON (default: <cache>/runs/<id>.json)
   --report[=markdown]       a markdown table of the run on stdout (task, status, cache, time)
   --report-file PATH        append that table to PATH, e.g. "$GITHUB_STEP_SUMMARY"
+  --format text|json        json: the run's record on stdout (as `vx last --format json`), the
+                            rows and frames on stderr; a refusal is {"ok":false,"error":{…}}
   --profile[=FILE]          a Chrome trace of the run (default: profile.json): one span per task
   --verify[=inputs]         run every task traced (no cache reads) and fail on files a
                             cached task read undeclared or wrote outside its outputs
@@ -94,7 +97,7 @@ turbo's spellings: --dry-run, --parallel=N, --only; --remote-only, --env-mode, -
 --log-order are refused with what to write instead.
 
 exit: 0 all tasks ok · 1 a task failed, was skipped or aborted · 2 usage or config error
-      130 / 143 / 129 interrupted by SIGINT / SIGTERM / SIGHUP
+      130 / 143 / 129 interrupted by SIGINT / SIGTERM / SIGHUP (`--format json` changes none)
 """
 
 INFO_HELP = """usage: vx info
@@ -123,7 +126,7 @@ Runs the tasks as `vx run` would, then again each time a file a run could read c
 by content: a save that changes nothing is no edit). Never a trigger: outputs, gitignored paths,
 node_modules, .git, .vx. A failing cycle or a broken config keeps watching. Ctrl-C stops
 (exit 0). VX_WATCH_POLL=1 polls every 250 ms instead of using the OS's file events.
-`--dry`, `--graph`, `--summarize` and `--ui` are refused.
+`--dry`, `--graph`, `--summarize`, `--ui` and `--format` are refused.
 """
 
 INIT_HELP = """usage: vx init [--dry] [--force] [--cache]
@@ -194,6 +197,15 @@ or empty. (Evicting cache entries is `vx cache prune`.)
   --scope PKG      turbo 1's spelling of a package to keep
 """
 
+MCP_HELP = """usage: vx mcp
+
+A Model Context Protocol server on stdin and stdout (JSON-RPC 2.0, one message a line), for an
+agent or editor started in the workspace. Its tools: listTasks, getConfig, planTasks, runTasks,
+getRunHistory, getFailures, getTaskLog, whyDidThisRerun, explainCacheKey, getCacheStats,
+pruneCache, planInit, getWorkspaceInfo. Only protocol messages go to stdout; vx's and the
+tasks' output goes to stderr or into a tool's result. Ends when stdin does.
+"""
+
 COMPLETIONS_HELP = """usage: vx completions bash|zsh|fish
 
 Prints a completion script for the shell: verbs and every flag each verb's help names.
@@ -229,6 +241,7 @@ RUN_FLAGS = {
     "--report": ("optional", "report"),
     "--profile": ("optional", "profile"),
     "--report-file": ("value", "report_file"),
+    "--format": ("value", "format"),
     "--verify": ("optional", "verify"),
     "--framework-inference": ("value", "framework_inference"),
     "--ui": ("value", "ui"),
@@ -268,6 +281,7 @@ WATCH_REFUSED = (
     "--graph",
     "--summarize",
     "--ui",
+    "--format",
 )  # run flags that make no sense on every change
 # Flags turbo and Nx users type that vx spells otherwise or does not have: what to write instead.
 FOREIGN_FLAGS = {
@@ -392,6 +406,7 @@ VERBS = {
         },
         _HELP_ALIAS,
     ),
+    "mcp": Verb(MCP_HELP),
     "completions": Verb(COMPLETIONS_HELP),
     "help": Verb("usage: vx help [VERB]\n"),
     "version": Verb("usage: vx version\n"),
@@ -423,14 +438,61 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _dispatch(args)
     except VxError as exc:
-        _say(exc.render())
-        return exc.code
+        return _refused(exc, args)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
         return EXIT_OK
     except Exception as exc:  # an uncaught exception is a bug: say so, and where
-        return _internal_error(exc)
+        return _uncaught(exc, args)
+
+
+def _uncaught(exc: Exception, argv: Sequence[str]) -> int:
+    """Out of file descriptors is the machine's limit, said as a refusal; anything else a bug."""
+    import errno
+
+    if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
+        from vx.errors import FDS_HINT, OutOfFds
+
+        return _refused(OutOfFds(f"vx ran out of file descriptors: {exc}", hint=FDS_HINT), argv)
+    return _internal_error(exc, argv)
+
+
+def wants_json(argv: Sequence[str]) -> bool:
+    """Whether the command line asks for JSON on stdout: `--format json`, `--format=json` or
+    `--dry=json` (`--json` for show) before any `--`, whatever the verb (migrate's `--format`
+    is the format of the files it writes). A refusal then answers in JSON too."""
+    words = list(argv[: argv.index("--")] if "--" in argv else argv)
+    if words[:1] == ["migrate"]:
+        return False
+    for i, word in enumerate(words):
+        if word in ("--format=json", "--dry=json", "--dry-run=json") or (
+            word == "--format" and words[i + 1 : i + 2] == ["json"]
+        ):
+            return True
+    return words[:1] in (["show"], ["ls"]) and "--json" in words
+
+
+def _refused(exc: VxError, argv: Sequence[str]) -> int:
+    """Say the refusal on stderr; under JSON also as one line on stdout. The exit code is the
+    same either way."""
+    _say(exc.render())
+    if wants_json(argv):
+        _refusal_json(exc.code, exc.prose())
+    return exc.exit_code
+
+
+def _refusal_json(code: str, message: str) -> None:
+    import json
+
+    from vx.errors import docs_of
+
+    doc = {"ok": False, "error": {"code": code, "message": message, "docs": docs_of(code)}}
+    try:
+        sys.stdout.write(json.dumps(doc) + "\n")
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):
+        pass
 
 
 def _dispatch(args: list[str]) -> int:
@@ -440,7 +502,10 @@ def _dispatch(args: list[str]) -> int:
     name, rest = args[0], args[1:]
     verb = VERBS.get(name)
     if verb is None:
-        raise _unknown_verb(name)
+        code = _plugin_verb(name, rest)
+        if code is None:
+            raise _unknown_verb(name)
+        return code
     if rest[:1] in (["-h"], ["--help"]):
         print(verb.help, end="")
         return EXIT_OK
@@ -544,6 +609,12 @@ def _verb_show(parsed, rest: list[str], argv: list[str]) -> int:
     return show_verb(parsed, os.environ)
 
 
+def _verb_mcp(parsed, rest: list[str], argv: list[str]) -> int:
+    from vx.cli.mcp import mcp_verb
+
+    return mcp_verb(parsed, os.environ)
+
+
 def _verb_prune(parsed, rest: list[str], argv: list[str]) -> int:
     from vx.cli.prune import prune_verb
 
@@ -601,12 +672,57 @@ _VERB_RUNNERS = {
     "show": _verb_show,
     "ls": _verb_show,
     "prune": _verb_prune,
+    "mcp": _verb_mcp,
 }
+
+
+def _workspace_plugins():
+    """The plugins of the workspace around the current directory, loaded without a run (no
+    `setup`); None outside a workspace or where none is declared."""
+    from vx.config.loader import load_workspace
+    from vx.workspace.discover import find_root
+
+    try:
+        root = find_root(Path(os.getcwd()))
+    except VxError:  # no workspace here (or no readable one): no plugin verbs either
+        return None
+    config = load_workspace(root, os.environ, remote=False)
+    if not config.plugins:
+        return None
+    from vx.plugins.host import load
+
+    return load(config.plugins, root, witness.ReadEnv(os.environ), setup=False)
+
+
+def _plugin_verb(name: str, rest: list[str]) -> int | None:
+    """Run a verb a declared plugin adds; None when no plugin adds it."""
+    host = _workspace_plugins()
+    if host is None or name not in host.verbs():
+        return None
+    return host.run_verb(name, rest)
+
+
+def _plugin_help() -> str:
+    """The "Plugin commands" part of `vx help`: nothing outside a workspace with plugin verbs,
+    or where loading them fails (the verb itself then says why)."""
+    try:
+        host = _workspace_plugins()
+    except VxError:
+        return ""
+    verbs = host.verbs() if host is not None else {}
+    if not verbs:
+        return ""
+    width = max(len(v) for v in verbs)
+    lines = [
+        f"  {verb:<{width}}  {command.get('description', '')} (plugin {plugin.name})"
+        for verb, (plugin, command) in sorted(verbs.items())
+    ]
+    return "\nPlugin commands:\n" + "\n".join(lines) + "\n"
 
 
 def _help(rest: list[str]) -> int:
     if not rest:
-        print(HELP, end="")
+        print(HELP + _plugin_help(), end="")
         return EXIT_OK
     verb = "show" if rest[0] == "ls" else rest[0]
     if verb not in VERB_HELP:
@@ -790,6 +906,7 @@ def _run(args: Args, argv: list[str]) -> int:
 
         dry = "graph=" + graph_target(args.graph)
     verify = _verify_mode(args.verify, dry)
+    as_json = _run_format(args)
     tui = _tui(args.ui, dry is not None)
     if args.filters:
         from vx.plan.filters import parse
@@ -816,7 +933,7 @@ def _run(args: Args, argv: list[str]) -> int:
         framework_inference=_framework_inference(args.framework_inference),
         configuration=args.configuration,
         fast_paths=os.environ.get("VX_FASTPATH", "") not in ("0", "false", "no", "off"),
-        lend_terminal=not tui,
+        lend_terminal=not tui and not as_json,  # an interactive task would write into the JSON
         exclude_deps=_exclude_deps(args, argv),
     )
     report = (args.report is not None, args.report_file)
@@ -831,7 +948,41 @@ def _run(args: Args, argv: list[str]) -> int:
         report,
         profile,
         tui,
+        as_json,
     )
+
+
+_CLASH_HINTS = {
+    "--dry": "a plan as JSON is `--dry=json`",
+    "--graph": "`--graph` draws the plan and runs nothing; drop one of them",
+    "--report": "`--report-file PATH` writes the table to a file instead",
+    "--ui=tui": "the split view needs the terminal; `--format json` is for scripts",
+}
+
+
+def _run_format(args: Args) -> bool:
+    """`--format json`: the run's record on stdout, everything else on stderr. Refused beside
+    the flags that print their own product on stdout."""
+    from vx.cli.args import one_of
+
+    if one_of("--format", args.format, ("text", "json"), "text") == "text":
+        return False
+    clash = [
+        flag
+        for flag, given in (
+            ("--dry", args.dry is not None),
+            ("--graph", args.graph is not None),
+            ("--report", args.report is not None and args.report_file is None),
+            ("--ui=tui", args.ui == "tui"),
+        )
+        if given
+    ]
+    if clash:
+        raise UsageError(
+            f"`--format json` cannot be combined with `{clash[0]}`",
+            hint=_CLASH_HINTS[clash[0]],
+        )
+    return True
 
 
 def _exclude_deps(args: Args, argv: list[str]) -> tuple[str, ...] | None:
@@ -867,7 +1018,9 @@ def _tui(value: str | None, dry: bool) -> bool:
     from vx.report.tui import available
 
     if not available():
-        raise UsageError(
+        from vx.errors import EnvironmentFailure
+
+        raise EnvironmentFailure(
             "`--ui=tui` needs the textual package, which is not installed",
             hint="pip install 'vx[tui]' (or textual), or drop `--ui=tui`",
         )
@@ -893,6 +1046,7 @@ def _run_request(
     report: tuple[bool, str | None] = (False, None),
     profile: str | None = None,
     tui: bool = False,
+    as_json: bool = False,
 ) -> int:
     import time
 
@@ -924,12 +1078,14 @@ def _run_request(
     tracer = _input_tracer(env) if req.verify else None
     reporter, summary = None, None
     logs: dict = {}
+    record: tuple[list, list[list]] | None = None
     noticed: list[Notice] = []
     lock = RunLock(lambda msg: _say(f"vx: {msg}"))
+    prep = None
     try:
         prep = run.prepare(req, env, stages, lock=lock)
         flow = _flow(prep.broad, env, output_logs)
-        reporter = _tui_reporter(env) if tui else _reporter(flow, env)
+        reporter = _tui_reporter(env) if tui else _reporter(flow, env, as_json)
         profiler = _profiler() if profile is not None else None
         emit = _noting(reporter, noticed)
         summary = run.execute(
@@ -943,13 +1099,20 @@ def _run_request(
         )  # kept servers write no cache: another run may start
         with stages("history"):
             logs = run.keep_failure_logs(prep, summary)
-            run.record_run(prep, req, summary, argv, logs)
+            record = run.record_run(prep, req, summary, argv, logs)
         if tui:
             reporter.outcome(summary.exit_code, summary.interrupted)
         if receipted:
             with stages("receipt"):
                 _keep_receipt(
-                    argv, req, prep, summary, env, started_ns, flow == "broad" and not noticed
+                    argv,
+                    req,
+                    prep,
+                    summary,
+                    env,
+                    started_ns,
+                    flow == "broad" and not noticed,
+                    as_json,
                 )
     finally:
         if receipted:
@@ -959,6 +1122,9 @@ def _run_request(
             reporter.close()  # erase a live status region even on an exception
         if tracer is not None and summary is None:
             tracer.close()
+        if prep is not None and prep.plugins is not None:
+            for message in prep.plugins.teardown():
+                _say(f"vx: warning: {message}")
     for tid, path in logs.items():  # after the reporter closed: a live region is gone by now
         _say(f"vx: {tid} failed; its full log: {path}")
     if summarize is not None:
@@ -968,9 +1134,42 @@ def _run_request(
     if profiler is not None and profile is not None:
         profiler.write(summary, Path(profile))
         _say(f"vx: profile written to {profile} (open it in chrome://tracing or ui.perfetto.dev)")
-    code = summary.exit_code if tracer is None else _verify_report(tracer, prep, summary)
+    code = (
+        summary.exit_code
+        if tracer is None
+        else _verify_report(tracer, prep, summary, sys.stderr if as_json else sys.stdout)
+    )
     stages.print(sys.stderr)
+    if as_json and record is not None:
+        _print_record(str(prep.cache_dir), record)
     return code
+
+
+def _print_record(cache_dir: str, record: tuple[list, list[list]]) -> None:
+    """The run's record on stdout, the shape `vx last --format json` prints (`vx.store.runs`)."""
+    import json
+    import sqlite3
+
+    from vx.store import runs
+
+    invocation, rows = record
+    tasks = [dict(zip(runs.RUN_COLUMNS, row)) for row in rows]
+    flaky: set[tuple[str, str]] = set()
+    try:
+        db = runs.connect(cache_dir, create=False)
+        if db is not None:
+            try:
+                flaky = runs.flaky(db, tasks)
+            finally:
+                db.close()
+    except (OSError, sqlite3.Error):
+        pass  # the history is never a reason to fail a run: no task is called flaky
+    out = runs.run_record(dict(zip(runs.INVOCATION_COLUMNS, invocation)), tasks, flaky)
+    try:
+        sys.stdout.write(json.dumps(out, indent=2) + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        pass
 
 
 def _verify_mode(text: str | None, dry: str | None) -> str | None:
@@ -992,8 +1191,9 @@ def _input_tracer(env: dict[str, str]):
     return InputTracer(find_strace(env))
 
 
-def _verify_report(tracer, prep, summary) -> int:
-    """Print --verify's findings to stdout; exit 1 for an undeclared input (a failed run wins)."""
+def _verify_report(tracer, prep, summary, out) -> int:
+    """Print --verify's findings to `out` (stdout; stderr under `--format json`); exit 1 for an
+    undeclared input (a failed run wins)."""
     from vx.engine.verify import check, render
 
     try:
@@ -1011,7 +1211,7 @@ def _verify_report(tracer, prep, summary) -> int:
     finally:
         tracer.close()
     try:
-        print("\n".join(render(report)), flush=True)
+        print("\n".join(render(report)), file=out, flush=True)
     except BrokenPipeError:
         pass
     return summary.exit_code or report.exit_code
@@ -1057,7 +1257,9 @@ def _noting(reporter, noticed: list):
     return emit
 
 
-def _keep_receipt(argv, req, prep, summary, env, started_ns: int, silent: bool) -> None:
+def _keep_receipt(
+    argv, req, prep, summary, env, started_ns: int, silent: bool, as_json: bool
+) -> None:
     """Write this run's receipt when it qualifies (docs/optimizations.md #18), else drop any old one."""
     from vx import pipeline as run
     from vx.pipeline import receipt_tasks
@@ -1078,11 +1280,14 @@ def _keep_receipt(argv, req, prep, summary, env, started_ns: int, silent: bool) 
         tasks=tasks,
         toplevel=str(prep.index.toplevel) if prep.index.toplevel else None,
         history=run.replay_history(prep, req, summary, argv),
+        as_json=as_json,
     ):
         receipt.forget(root, cwd, argv)
 
 
-def _reporter(flow: str, env: dict[str, str]):
+def _reporter(flow: str, env: dict[str, str], as_json: bool = False):
+    """The rows and frames: task output on stdout, the rest on stderr (all of it there under
+    `--format json`, whose stdout is the record)."""
     from vx.report.reporters import make_reporter
     from vx.style import color_enabled
 
@@ -1095,7 +1300,7 @@ def _reporter(flow: str, env: dict[str, str]):
         color=color,
         live=live,
         version=__version__,
-        out=sys.stdout,
+        out=sys.stderr if as_json else sys.stdout,
         err=sys.stderr,
         github=github,
     )
@@ -1121,6 +1326,8 @@ def _dry(prep, fmt: str) -> int:
     if prep.store is not None:
         prep.store.close()
     notes = list(prep.notices)
+    if prep.plugins is not None:
+        notes += [(m, "warning") for m in prep.plugins.pending + prep.plugins.teardown()]
     for message, level in notes + (prep.remote.messages() if prep.remote is not None else []):
         _say(f"vx: warning: {message}" if level == "warning" else f"vx: {message}")
     return EXIT_OK
@@ -1176,7 +1383,7 @@ def _say(text: str) -> None:
         pass
 
 
-def _internal_error(exc: BaseException) -> int:
+def _internal_error(exc: BaseException, argv: Sequence[str] = ()) -> int:
     import traceback
 
     frames = traceback.extract_tb(exc.__traceback__)
@@ -1185,4 +1392,6 @@ def _internal_error(exc: BaseException) -> int:
     _say("this is a bug in vx; set VX_DEBUG=1 for the full traceback and please report it")
     if os.environ.get("VX_DEBUG"):
         traceback.print_exception(exc)
+    if wants_json(argv):
+        _refusal_json("VX_E_INTERNAL", f"internal error: {type(exc).__name__}: {exc}{where}")
     return EXIT_TASK_FAILED

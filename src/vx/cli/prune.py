@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vx.cli.args import Args
-from vx.errors import UsageError, suggestion
+from vx.errors import UnknownTaskError, UsageError, suggestion
 from vx.files.lockfile import LOCKFILES
 from vx.model import ROOT_PROJECT, Workspace
 
@@ -74,7 +74,7 @@ def _closure(ws: Workspace, targets: list[str]) -> set[str]:
     todo = []
     for name in targets:
         if name == ROOT_PROJECT or name not in ws.packages:
-            raise UsageError(
+            raise UnknownTaskError(
                 f"no package named `{name}` in the workspace",
                 hint=suggestion(name, names, noun="packages") or "see `vx show` for the packages",
             )

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from vx.cli.args import Args, one_of
-from vx.errors import UsageError, suggestion
+from vx.errors import UnknownTaskError, UsageError, suggestion
 from vx.model import ROOT_PROJECT, ProjectConfig, Workspace
 
 
@@ -33,16 +33,26 @@ def show_verb(args: Args, env: Mapping[str, str]) -> int:
             )
         fmt = "nx"
     names = _names(args.names)
-    ws = workspace.discover(Path(os.getcwd()))
-    configs = config.load_all(ws, env)
     if fmt == "nx":
         from vx.config.nx import shown_project
 
+        ws = workspace.discover(Path(os.getcwd()))
+        config.load_all(ws, env)
         sys.stdout.write(json.dumps(shown_project(ws, names[0]), indent=2) + "\n")
         return 0
-    data = _select(names, ws, configs)
+    data = resolved(names, Path(os.getcwd()), env)
     sys.stdout.write(json.dumps(data, indent=2) + "\n" if fmt == "json" else _pretty(data))
     return 0
+
+
+def resolved(names: list[str], cwd: Path, env: Mapping[str, str]) -> dict:
+    """What `vx show [NAME] --format json` prints: the projects, one project, one task, or a task
+    in every project declaring it."""
+    from vx.config import loader as config
+    from vx.workspace import discover as workspace
+
+    ws = workspace.discover(cwd)
+    return _select(names, ws, config.load_all(ws, env))
 
 
 def _names(names: list[str]) -> list[str]:
@@ -71,7 +81,7 @@ def _select(names: list[str], ws: Workspace, configs: Mapping[str, ProjectConfig
         project = project or ROOT_PROJECT
         cfg = _project_config(project, ws, configs)
         if task not in cfg.tasks:
-            raise UsageError(
+            raise UnknownTaskError(
                 f"project `{project}` has no task `{task}`",
                 hint=suggestion(task, cfg.tasks, noun="tasks"),
             )
@@ -89,7 +99,7 @@ def _select(names: list[str], ws: Workspace, configs: Mapping[str, ProjectConfig
     holders = {p: _task_data(configs[p], name) for p in sorted(configs) if name in configs[p].tasks}
     if not holders:
         everything = set(ws.packages) | {t for c in configs.values() for t in c.tasks}
-        raise UsageError(
+        raise UnknownTaskError(
             f"`{name}` is neither a project nor a task",
             hint=suggestion(name, everything, noun="names"),
         )
@@ -98,7 +108,7 @@ def _select(names: list[str], ws: Workspace, configs: Mapping[str, ProjectConfig
 
 def _project_config(project: str, ws: Workspace, configs) -> ProjectConfig:
     if project not in ws.packages:
-        raise UsageError(
+        raise UnknownTaskError(
             f"no project named `{project}`", hint=suggestion(project, ws.packages, noun="projects")
         )
     return configs[project]

@@ -46,7 +46,9 @@ def watch_verb(rest: list[str], parsed, env: Mapping[str, str], say) -> int:
     try:
         import watchfiles
     except ImportError:
-        raise UsageError(
+        from vx.errors import EnvironmentFailure
+
+        raise EnvironmentFailure(
             "`vx watch` needs the watchfiles package, which is not installed",
             hint="pip install 'vx[watch]' (or pip install watchfiles)",
         ) from None

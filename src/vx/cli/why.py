@@ -14,14 +14,10 @@ from vx.store.history import differences, last_two, unsaved_reason
 
 def why_verb(args: Args, env: Mapping[str, str]) -> int:
     import os
-    import sqlite3
     import sys
     from pathlib import Path
 
-    from vx.config import loader as config
     from vx.errors import UsageError
-    from vx.store import location
-    from vx.workspace import discover as workspace
 
     fmt, names = one_of("--format", args.format, ("text", "json"), "text"), args.names
     if len(names) != 1:
@@ -29,9 +25,33 @@ def why_verb(args: Args, env: Mapping[str, str]) -> int:
             "name one task: `vx why PKG#TASK` (or a task of the project you stand in)",
             hint="e.g. `vx why web#build`",
         )
-    cwd = Path(os.getcwd())
+    verdict = why(names[0], Path(os.getcwd()), env)
+    sys.stdout.write(json.dumps(verdict, indent=2) + "\n" if fmt == "json" else _render(verdict))
+    return 0
+
+
+def why(name: str, cwd, env: Mapping[str, str]) -> dict:
+    """What moved the key of the task `name` names (PKG#TASK, or a task of the project at `cwd`)
+    between its last two recorded keys, as `vx why --format json` prints it."""
+    task_id, rows, unsaved = key_history(name, cwd, env)
+    verdict = _verdict(task_id, rows)
+    if unsaved:
+        verdict["notSaved"] = unsaved
+    return verdict
+
+
+def key_history(name: str, cwd, env: Mapping[str, str]) -> tuple[str, list, str | None]:
+    """(the task id, its last two recorded keys with their components newest first, why the
+    newest was not saved or None), read from the cache's key history."""
+    import sqlite3
+
+    from vx.config import loader as config
+    from vx.errors import UsageError
+    from vx.store import location
+    from vx.workspace import discover as workspace
+
     ws = workspace.discover(cwd)
-    task_id = _task_id(names[0], ws, cwd)
+    task_id = _task_id(name, ws, cwd)
     cache_dir, store_dir, _note = location.store_of(
         cwd, None, ws, config.load_workspace(ws.root, env), env
     )
@@ -44,11 +64,11 @@ def why_verb(args: Args, env: Mapping[str, str]) -> int:
             if store_dir != cache_dir and store.exists():  # whether an entry exists by now
                 db.execute("ATTACH DATABASE ? AS store", (f"{store.as_uri()}?mode=ro",))
             rows = last_two(db, task_id)
-            if not rows and "#" not in names[0]:  # from the root: the one project that has it
-                holders = _holders(db, names[0])
+            if not rows and "#" not in name:  # from the root: the one project that has it
+                holders = _holders(db, name)
                 if len(holders) > 1:
                     raise UsageError(
-                        f"several projects have a `{names[0]}` task",
+                        f"several projects have a `{name}` task",
                         facts=(f"recorded: {', '.join(holders[:8])}",),
                         hint=f"name one: `vx why {holders[0]}`",
                     )
@@ -57,11 +77,7 @@ def why_verb(args: Args, env: Mapping[str, str]) -> int:
             unsaved = unsaved_reason(db, task_id, rows[0][0]) if rows else None
         finally:
             db.close()
-    verdict = _verdict(task_id, rows)
-    if unsaved:
-        verdict["notSaved"] = unsaved
-    sys.stdout.write(json.dumps(verdict, indent=2) + "\n" if fmt == "json" else _render(verdict))
-    return 0
+    return task_id, rows, unsaved
 
 
 def _holders(db, task: str) -> list[str]:
@@ -76,7 +92,7 @@ def _holders(db, task: str) -> list[str]:
 
 
 def _task_id(name: str, ws, cwd) -> str:
-    from vx.errors import UsageError
+    from vx.errors import UnknownTaskError
     from vx.plan.tasks import package_of
 
     if "#" in name:
@@ -85,7 +101,7 @@ def _task_id(name: str, ws, cwd) -> str:
         if package not in ws.packages:
             from vx.errors import suggestion
 
-            raise UsageError(
+            raise UnknownTaskError(
                 f"no project named `{package}`",
                 hint=suggestion(package, ws.packages, noun="projects"),
             )

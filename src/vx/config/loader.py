@@ -203,6 +203,18 @@ def load_workspace(
     return config
 
 
+def workspace_data(root: Path, env: Mapping[str, str] | None = None) -> Any:
+    """The root vx.workspace file as decoded (an empty object when there is none): what a
+    plugin's `config` hook edits before it is validated again."""
+    env = os.environ if env is None else env
+    located = _config_file(str(root), "vx.workspace", "")
+    if located is None:
+        return {}
+    path, ext = located
+    found = Found(path, ext, os.path.basename(path))
+    return _decoded(found, _evaluate(str(root), [found], env))
+
+
 def _turbo_remote(root: str):
     """turbo.json's `remoteCache`, then `.turbo/config.json` over it (as `turbo link` wrote it)."""
     turbo = _turbo_root(root)

@@ -1203,7 +1203,7 @@ def _unique(items) -> list[str]:
 def shown_project(ws, name: str) -> dict:
     """The project as `nx show project NAME --json` prints it: its root, tags, implicit
     dependencies and targets as resolved — merged over the scripts, target defaults filled in."""
-    from vx.errors import UsageError, suggestion
+    from vx.errors import UnknownTaskError, UsageError, suggestion
 
     root = str(ws.root)
     if not os.path.lexists(os.path.join(root, NX_FILE)):
@@ -1212,7 +1212,7 @@ def shown_project(ws, name: str) -> dict:
             hint="`vx show NAME --format json` for vx's view",
         )
     if name not in ws.packages or name == ROOT_PROJECT:
-        raise UsageError(
+        raise UnknownTaskError(
             f"no project named `{name}`", hint=suggestion(name, ws.packages, noun="projects")
         )
     nx = find_root(root, ws.packages)

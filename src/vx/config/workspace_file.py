@@ -1,10 +1,12 @@
 """The workspace schema: vx.workspace.json (concurrency, cacheDir, timeout, remoteCache, cacheRetention,
-affectedBase, rules) into a WorkspaceConfig; a remote cache's token or key is refused here, never read from the file.
+affectedBase, rules, plugins) into a WorkspaceConfig; a remote cache's token or key is refused here,
+never read from the file.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from vx.config.fields import (
@@ -14,17 +16,16 @@ from vx.config.fields import (
     _boolean,
     _integer,
     _keys,
+    _kind,
     _nx,
     _object,
     _string,
     _turbo,
 )
-from vx.model import CacheRetention, RemoteCacheConfig, WorkspaceConfig
+from vx.model import CacheRetention, PluginSpec, RemoteCacheConfig, WorkspaceConfig
 
 # ---------------------------------------------------------------- object levels
 
-
-_NOT_YET_WS = "remove it; the defaults apply in this version"
 
 WORKSPACE = Level(
     "the workspace config",
@@ -39,6 +40,8 @@ WORKSPACE = Level(
             "rules",
             "sandbox",
             "migrated",
+            "cacheScope",
+            "plugins",
         }
     ),
     foreign={
@@ -53,7 +56,6 @@ WORKSPACE = Level(
         "packages": "members are read from package.json `workspaces` or pnpm-workspace.yaml",
         "workspaces": "members are read from package.json `workspaces` or pnpm-workspace.yaml",
     },
-    unsupported={k: _NOT_YET_WS for k in ("plugins", "cacheScope")},
 )
 
 RULES = Level(
@@ -110,7 +112,61 @@ def validate_workspace(data: Any, file: str) -> WorkspaceConfig:
         if "sandbox" in obj
         else True,
         migrated=_migrated(obj["migrated"], at.key("migrated")) if "migrated" in obj else None,
+        cache_scope=_cache_scope(obj["cacheScope"], at.key("cacheScope"))
+        if "cacheScope" in obj
+        else None,
+        plugins=_plugins(obj["plugins"], at.key("plugins")) if "plugins" in obj else (),
     )
+
+
+def _cache_scope(value: Any, at: At) -> str:
+    from vx.store.policy import scope_problem
+
+    scope = _string(value, at)
+    problem = scope_problem(scope)
+    if problem:
+        at.refuse(f"`cacheScope` {problem}", hint="trusted, read-only, or a name such as pr-42")
+    return scope
+
+
+PLUGIN = Level("a plugin entry", frozenset({"name", "options"}))
+_PLUGIN_HINT = 'e.g. "plugins": ["vx.plugins.otel", {"name": "my_plugin", "options": {"level": 2}}]'
+# a module path (`vx.plugins.otel`) or an entry point's name (`my-plugin`)
+_PLUGIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def _plugins(value: Any, at: At) -> tuple[PluginSpec, ...]:
+    """`plugins: ["name", {"name": "...", "options": {...}}]`, in declaration order (precedence)."""
+    if not isinstance(value, list):
+        at.refuse(f"`plugins` must be a list, got {_kind(value)}", hint=_PLUGIN_HINT)
+    out: list[PluginSpec] = []
+    for i, item in enumerate(value):
+        here = at.item(i)
+        options: dict[str, Any] = {}
+        if isinstance(item, dict):
+            _keys(item, here, PLUGIN)
+            if "name" not in item:
+                here.refuse("a plugin entry needs a `name`", hint=_PLUGIN_HINT)
+            name = _string(item["name"], here.key("name"))
+            options = _object(item.get("options", {}), here.key("options"))
+        elif isinstance(item, str):
+            name = item
+        else:
+            here.refuse(
+                f"a plugin is a name or {{name, options}}, got {_kind(item)}", hint=_PLUGIN_HINT
+            )
+        if not _PLUGIN_NAME.fullmatch(name):
+            here.refuse(
+                f"{json.dumps(name)} is not a plugin name",
+                hint="name a Python module (vx.plugins.otel) or a `vx.plugins` entry point",
+            )
+        if any(spec.name == name for spec in out):
+            here.refuse(
+                f"plugin {name!r} is declared twice",
+                hint="keep one entry; put every option in it",
+            )
+        out.append(PluginSpec(name, options))
+    return tuple(out)
 
 
 def _migrated(value: Any, at: At) -> str:

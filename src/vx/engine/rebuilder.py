@@ -98,6 +98,10 @@ class RunContext(Struct):
     alone: asyncio.Lock | None = None  # held while an interactive task gathers every slot
     # the executor's `execute` (None: vx.engine.executor.execute); the seam a test's scripted executor fills
     execute: Callable[..., Awaitable[ProcessResult]] | None = None
+    # the plugins' `admit` hooks: (task, the admitted tasks running) -> may it start; None: always
+    admit: Callable[[TaskId, frozenset[TaskId]], bool] | None = None
+    running: set[TaskId] = field(default_factory=set)  # started through `admit`, not yet ended
+    ended: asyncio.Event | None = None  # set when one of `running` ends
 
 
 async def rebuild(
@@ -461,6 +465,8 @@ async def _attempts(
     held = 1
     if early is None and terminal:
         held = await _acquire_all(ctx, node)
+    elif early is None and ctx.admit is not None:
+        await _admitted(ctx, node)
     elif early is None:
         await ctx.slots.acquire(ctx.priority.get(node.id, 0))
     try:
@@ -518,7 +524,28 @@ async def _attempts(
     finally:
         for _ in range(held):
             ctx.slots.release()
+        if node.id in ctx.running:
+            ctx.running.discard(node.id)
+            ended, ctx.ended = ctx.ended, None
+            if ended is not None:
+                ended.set()  # the tasks held beside this one ask again
     return _with_duration(proc, elapsed), attempt, violations, kept is not None
+
+
+async def _admitted(ctx: RunContext, node: TaskNode) -> None:
+    """A slot, once the plugins' `admit` lets the task start beside the tasks now running. A
+    held task gives its slot back and asks again when one of those ends; with nothing else
+    running it starts, whatever the answer, so a hold never stalls the run."""
+    assert ctx.admit is not None  # called only then
+    while True:
+        await ctx.slots.acquire(ctx.priority.get(node.id, 0))
+        if not ctx.running or ctx.admit(node.id, frozenset(ctx.running)):
+            ctx.running.add(node.id)
+            return
+        ctx.slots.release()
+        if ctx.ended is None:
+            ctx.ended = asyncio.Event()
+        await ctx.ended.wait()
 
 
 async def _acquire_all(ctx: RunContext, node: TaskNode) -> int:

@@ -251,6 +251,7 @@ def write(
     toplevel: str | None,
     tasks: list[list],
     history: list | None = None,
+    as_json: bool = False,
 ) -> bool:
     """Write the receipt of a run that qualified (the caller decides that); False when a fact
     cannot be vouched for (a path inside the racy window, say) and nothing was written.
@@ -259,7 +260,10 @@ def write(
     which the replay compares whole, so the receipt need not stat them too. `toplevel` is the git
     repository's root, against which `git status` spells its paths. `history` is what a replay
     records of its run (`vx.store.runs`): the invocation's fixed fields and each task's
-    (project, task, key)."""
+    (project, task, key). `as_json`: the run printed its record on stdout (`--format json`),
+    which a replay prints too, from `history`."""
+    if as_json and history is None:
+        return False
     paths_read, commands, views = noted
     prefix = os.path.join(root, "")
     read: list[tuple[str, object]] = []
@@ -293,6 +297,7 @@ def write(
         "tasks": len(tasks),
         "index": None,
         "touched": started_ns / 1e9,  # the run's close touched every row
+        "json": as_json,
     }
     body = {"read": read, "probed": probed, "views": dirs, "tasks": tasks, "history": history}
     return store(os.path.join(root, RECEIPTS, name_of(cwd, argv)), header, body)

@@ -41,21 +41,27 @@ def replay(argv: list[str], environ=os.environ, err=sys.stderr) -> int | None:
         return None
     started, cpu, began = time.perf_counter(), time.process_time(), time.time()
     try:
-        header, timing = _holds(argv, environ, err, began)
+        header, finished = _holds(argv, environ, err, began)
     except Exception:  # a receipt is never a reason to fail: any trouble with one is a miss
         return None
-    if header is None or timing is None:
+    if header is None or finished is None:
+        return None
+    timing, record = finished
+    if header.get("json") and record is None:  # no history to print: the pipeline prints it
         return None
     _footer(header, environ, err, (time.perf_counter() - started) * 1000)
     if environ.get("VX_TIMING", "") not in ("", "0"):
         _timing(timing, started, cpu, err)
+    if record is not None and header.get("json"):
+        _print_record(record)
     return 0
 
 
 def _holds(
     argv: list[str], environ, err, began: float
-) -> tuple[dict | None, list[tuple[str, float]] | None]:
-    """The receipt's header, and the stage times of finishing from it; None if it does not hold."""
+) -> tuple[dict | None, tuple[list[tuple[str, float]], tuple | None] | None]:
+    """The receipt's header, and what finishing from it gave (see `_finish`); None if it does
+    not hold."""
     found = receipt.find(os.getcwd(), argv)
     if found is None or not receipt.same_env(found[1], environ):
         return None, None
@@ -71,10 +77,10 @@ def _holds(
 
 def _finish(
     path: str, header: dict, data: memoryview, environ, began: float
-) -> list[tuple[str, float]] | None:
+) -> tuple[list[tuple[str, float]], tuple | None] | None:
     """Check everything while git runs, restoring what is absent meanwhile. The index is read (and
     written) only when the receipt cannot vouch for it; then in one transaction, committed only
-    when all of it held. The stage times, or None.
+    when all of it held. The stage times and the run's history record (see `_record`), or None.
 
     Restores start before the index and git are checked: each writes only into output roots
     found absent, from an artifact the reader verifies whole, and stamps nothing until every
@@ -110,8 +116,8 @@ def _finish(
         if not restoring and _index_vouched(header):
             if not _git_holds(children, header["git"]):
                 return None
-            _record(header, body, set(), began)
-            return _times(marks, ("git enumeration", time.perf_counter()))
+            record = _record(header, body, set(), began)
+            return _times(marks, ("git enumeration", time.perf_counter())), record
         before, looked_ns = _index_ids(header), time.time_ns()
         due = restoring or time.time() - header["touched"] >= TOUCH_EVERY_S
         db = _open_index(header)
@@ -143,8 +149,8 @@ def _finish(
     if due:
         header["touched"] = time.time()
     receipt.store(path, header, body if restoring else bytes(data))
-    _record(header, body, {task[0] for task in restored_tasks}, began)
-    return _times(marks, ("stamps", time.perf_counter()) if restoring else None)
+    record = _record(header, body, {task[0] for task in restored_tasks}, began)
+    return _times(marks, ("stamps", time.perf_counter()) if restoring else None), record
 
 
 def _times(
@@ -402,14 +408,15 @@ def _restore(header: dict, body: dict, done: dict, helper: restores.Helper | Non
 # ---------------------------------------------------------------- history
 
 
-def _record(header: dict, body: dict, restored: set, began: float) -> None:
+def _record(header: dict, body: dict, restored: set, began: float) -> tuple | None:
     """Append this run to the history's pending file (`vx.store.runs`), still under the run lock:
     every task a hit, restored or up to date. A receipt without `history` records nothing. The
     commit and branch are read again (two or three small file reads): a commit or checkout that
-    changes no listed file leaves the receipt good."""
+    changes no listed file leaves the receipt good. The invocation row and the task rows
+    appended (None without `history`)."""
     history = body.get("history")
     if history is None:
-        return
+        return None
     from vx.store import runs
 
     (command, cwd, names, policy, concurrency, host), tasks = history
@@ -430,6 +437,7 @@ def _record(header: dict, body: dict, restored: set, began: float) -> None:
         runs.append_pending(header["cache_dir"], invocation, rows)
     except OSError:
         pass  # the history is never a reason to fail a run
+    return invocation, rows
 
 
 # ---------------------------------------------------------------- output
@@ -441,6 +449,23 @@ def _footer(header: dict, environ, err, wall_ms: float) -> None:
     palette = style.Palette(style.color_enabled(environ, err))
     lines = style.footer(header["tasks"], header["tasks"], {}, wall_ms, __version__, palette)
     _say(err, "\n".join(lines))
+
+
+def _print_record(record: tuple) -> None:
+    """`--format json`: the run's record on stdout, as the pipeline prints it (every task a hit:
+    none failed, none flaky)."""
+    import json
+
+    from vx.store import runs
+
+    invocation, rows = record
+    tasks = [dict(zip(runs.RUN_COLUMNS, row)) for row in rows]
+    out = runs.run_record(dict(zip(runs.INVOCATION_COLUMNS, invocation)), tasks, set())
+    try:
+        sys.stdout.write(json.dumps(out, indent=2) + "\n")
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):
+        pass
 
 
 def _timing(rows: list[tuple[str, float]], started: float, cpu: float, err) -> None:

@@ -23,7 +23,7 @@ import subprocess
 from typing import Iterable, Mapping
 
 from vx import witness
-from vx.errors import UsageError
+from vx.errors import EnvironmentFailure, UsageError
 from vx.files.git import check_ref
 from vx.files.globs import GlobSet
 from vx.files.index import FINGERPRINT_FILES
@@ -288,7 +288,7 @@ def _git(
             env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
         )
     except FileNotFoundError:
-        raise UsageError(
+        raise EnvironmentFailure(
             f"vx requires git for {flag}, and `git` is not on PATH", hint="install git"
         ) from None
     witness.ran(argv, proc.returncode, proc.stdout)

@@ -40,6 +40,12 @@ def task_key(record: HashRecord) -> str:
             "runtime",
             "".join(f"{label}\0{len(value)}\0{value}\0" for label, value in record.runtime),
         )
+    if record.plugin:  # as runtime: a workspace without plugins keys as before
+        state = _fold(
+            state,
+            "plugin",
+            "".join(f"{name}\0{len(value)}\0{value}\0" for name, value in record.plugin),
+        )
     return f"{state:016x}"
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import bisect
 import os
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from msgspec import Struct
 
@@ -196,6 +196,8 @@ class RunOptions(Struct, frozen=True):
     sandbox_trace: bool = (
         True  # vx.workspace.json `sandbox.trace`, what a task's own `exec.sandbox.trace` overrides
     )
+    # the plugins' `key` hooks: (node, plan) -> sorted (`plugin/name`, value); None without any
+    plugin_key: Callable[[TaskNode, TaskPlan], tuple[tuple[str, str], ...]] | None = None
 
 
 def make_plans(
@@ -250,10 +252,25 @@ def make_plans(
                 tid in additive,
                 tools,
             )
+            if opts.plugin_key is not None:
+                plans[tid] = _with_plugin_key(node, plans[tid], opts.plugin_key)
             if node.config.exec is not None and node.config.exec.sandbox is not None:
                 plans[tid] = _with_sandbox(ws, graph, node, plans[tid], opts, host_env)
     tools.save()
     return plans
+
+
+def _with_plugin_key(node: TaskNode, plan: TaskPlan, material) -> TaskPlan:
+    """The plan keyed again with what the plugins' `key` hooks add (nothing: as it was)."""
+    if plan.record is None:
+        return plan
+    folded = material(node, plan)
+    if not folded:
+        return plan
+    from msgspec.structs import replace
+
+    record = replace(plan.record, plugin=folded)
+    return replace(plan, key=keys.task_key(record), record=record)
 
 
 def _with_sandbox(

@@ -225,7 +225,7 @@ class Judge:
                 text = self.spec.grant_text(path)
                 notes.setdefault(
                     store,
-                    f"{self.spec.task}: the sandbox hid {text}, a credential store (SB-06); "
+                    f"{self.spec.task}: the sandbox hid {text}, a credential store; "
                     f'if the task needs it, grant it: allow.read "{text}"',
                 )
                 return

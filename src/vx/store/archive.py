@@ -43,7 +43,7 @@ _MODE_MASK = 0o777  # never restore setuid/setgid/sticky bits from an artifact
 class ArchiveError(VxError):
     """An artifact or an output was refused; the message says why and names the path."""
 
-    kind = "VX_E_ARTIFACT"
+    code = "VX_E_REFUSED"
 
 
 # ---------------------------------------------------------------- log framing

@@ -128,6 +128,7 @@ def _encode(record: HashRecord) -> str:
             "files": dict(record.files),
             "lockfile": _lockfile_parts(record.lockfile),
             "runtime": {label: _digest(value) for label, value in record.runtime},
+            "plugin": {name: _digest(value) for name, value in record.plugin},
         },
         separators=(",", ":"),
     )
@@ -186,6 +187,10 @@ def differences(old: Mapping, new: Mapping) -> list[tuple[str, str]]:
     for label in sorted(set(old_rt) | set(new_rt)):
         if old_rt.get(label, "absent") != new_rt.get(label, "absent"):
             out.append(_runtime_kind(label))
+    old_pl, new_pl = old.get("plugin", {}), new.get("plugin", {})
+    for name in sorted(set(old_pl) | set(new_pl)):
+        if old_pl.get(name, "absent") != new_pl.get(name, "absent"):
+            out.append(("plugin", name))
     for task in sorted(set(old["upstream"]) | set(new["upstream"])):
         if old["upstream"].get(task) != new["upstream"].get(task):
             out.append(("upstream", task))

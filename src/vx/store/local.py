@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Callable, Collection, Iterable, Iterator, Sequ
 
 from msgspec import Struct
 
-from vx.errors import EnvironmentFailure
+from vx.errors import FDS_HINT, EnvironmentFailure, OutOfFds
 from vx.model import LogChunk, OutputFile
 from vx.store import archive, packing, rows, unpacking
 from vx.store.archive import ArchiveError
@@ -1038,11 +1038,12 @@ def _disk_failure(e: OSError, cache_dir: Path) -> EnvironmentFailure:
             facts=(f"path: {cache_dir}",),
             hint=_PRUNE_HINT,
         )
-    hint = None
     if e.errno in (errno.EMFILE, errno.ENFILE):
-        hint = "too many open files; raise the limit with `ulimit -n 4096`"
+        return OutOfFds(
+            f"cannot write to the cache: {e.strerror}", facts=(f"path: {cache_dir}",), hint=FDS_HINT
+        )
     return EnvironmentFailure(
-        f"cannot write to the cache: {e.strerror}", facts=(f"path: {cache_dir}",), hint=hint
+        f"cannot write to the cache: {e.strerror}", facts=(f"path: {cache_dir}",)
     )
 
 

@@ -6,6 +6,12 @@ a laptop's tree is often dirty in ways the key cannot see (untracked tools, loca
 one upload from it is served to every CI run after; CI machines are the trusted writers.
 `--cache=remote:rw` (or `upload: "always"`, turbo's behaviour) opts a machine in.
 
+`cacheScope` (or `VX_CACHE_SCOPE`, which wins) sets the remote's writes instead: `trusted` writes
+task keys, `read-only` writes nothing, and a name (`pr-42`) writes under keys of its own — read
+first, then the trusted ones (`vx.store.remote.scope`). A client-side convention that keeps a
+pull request's uploads from serving the default branch, not a security boundary: the server's
+token is that.
+
 Then `--cache` sets each layer it names exactly, `--force` turns every read off and
 `--no-cache` turns everything off. This module is pure and stdlib-only: the no-remote path
 imports it and nothing else of the remote cache.
@@ -51,11 +57,43 @@ class CacheAxes(Struct, frozen=True):
 
 
 class CachePlan(Struct, frozen=True):
-    """The axes, the remote layer's settings when it is on, and lines to tell the user."""
+    """The axes, the remote layer's settings when it is on, the scope its keys are written under
+    (None: the task keys themselves), and lines to tell the user."""
 
     axes: CacheAxes
     remote: Any = None  # store.remote.RemoteSettings
     notices: tuple[str, ...] = ()
+    scope: str | None = None
+
+
+SCOPE_KINDS = ("trusted", "read-only")
+SCOPE_MOST = 128
+_SCOPE_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-/@")
+
+
+def scope_problem(scope: str) -> str | None:
+    """What is wrong with a `cacheScope` value, or None."""
+    if not scope:
+        return "must not be empty"
+    if len(scope) > SCOPE_MOST:
+        return f"is longer than {SCOPE_MOST} characters"
+    bad = sorted(set(scope) - _SCOPE_CHARS)
+    if bad:
+        return f"{scope!r} holds {bad[0]!r}: a name is letters, digits and . _ - / @"
+    return None
+
+
+def cache_scope(configured: str | None, env: Mapping[str, str]) -> str | None:
+    """The run's scope: `VX_CACHE_SCOPE`, else the workspace's `cacheScope`; None for neither."""
+    scope = env.get("VX_CACHE_SCOPE") or None
+    if scope is not None:
+        problem = scope_problem(scope)
+        if problem:
+            raise UsageError(
+                f"VX_CACHE_SCOPE {problem}", hint="trusted, read-only, or a name such as pr-42"
+            )
+        return scope
+    return configured
 
 
 def parse_spec(text: str) -> dict[str, tuple[bool, bool]]:
@@ -88,6 +126,7 @@ def plan_cache(
     spec: str | None,
     cfg: RemoteCacheConfig | None,
     env: Mapping[str, str],
+    scope: str | None = None,
 ) -> CachePlan:
     """Resolve the run's axes and, only when a remote is asked for, its settings."""
     named = parse_spec(spec) if spec is not None else {}
@@ -96,6 +135,8 @@ def plan_cache(
     if cfg is not None or any(env.get(name) for name in _REMOTE_ENV):
         settings, default_remote, problem = _remote(cfg, env)
         notices += [problem] if problem else []
+        if settings is not None and scope is not None:
+            default_remote = (True, scope != "read-only")
     axes = CacheAxes(*named.get("local", (True, True)), *named.get("remote", default_remote))
     if settings is None and (axes.remote_read or axes.remote_write):
         if not notices:
@@ -111,7 +152,8 @@ def plan_cache(
         axes = replace(axes, local_read=False, remote_read=False)
     if no_cache:
         axes = CacheAxes(False, False, False, False)
-    return CachePlan(axes, settings if axes.remote else None, tuple(notices))
+    named_scope = scope if scope not in (None, *SCOPE_KINDS) else None
+    return CachePlan(axes, settings if axes.remote else None, tuple(notices), named_scope)
 
 
 def _remote(

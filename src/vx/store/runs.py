@@ -434,6 +434,45 @@ def flaky_on_record(db) -> list[tuple[str, str]]:
     return [(project, task) for project, task in cur]
 
 
+# ---------------------------------------------------------------- the record of one run
+
+_FAILURES_FIRST = {"failed": 0, "skipped": 1, "success": 2, "cache-hit-remote": 3, "cache-hit": 4}
+
+
+def invocation_record(r: dict) -> dict:
+    """An `invocations` row (by column) as JSON prints it: the requested tasks a list, the two
+    flags booleans."""
+    import json
+
+    out = dict(r)
+    out["requested_tasks"] = json.loads(r["requested_tasks"])
+    out["exit_ok"], out["replayed"] = bool(r["exit_ok"]), bool(r["replayed"])
+    return out
+
+
+def run_record(run: dict, rows: Sequence[dict], flaky: set[tuple[str, str]]) -> dict:
+    """One run as `vx last --format json` and `vx run --format json` both print it (the shape
+    is `schemas/run.json`): whether it passed, its invocation row, its task rows failures first
+    (each with its `PKG#TASK` id and the flags as booleans) and the command that re-runs what
+    failed. `run` and `rows` are by column, as the history keeps them; `flaky` the (project,
+    task) the history calls flaky (`flaky` above)."""
+    tasks = []
+    for r in sorted(rows, key=lambda r: _FAILURES_FIRST.get(r["status"], 5)):
+        task = {"id": f"{r['project']}#{r['task']}", **r}
+        task["timed_out"], task["cached"] = bool(r["timed_out"]), bool(r["cached"])
+        retried = r["status"] == "success" and r["attempts"] > 1  # passed on a retry
+        task["restored"] = bool(r["restored"])
+        task["flaky"] = (r["project"], r["task"]) in flaky or retried
+        tasks.append(task)
+    redo = [t["id"] for t in tasks if t["status"] in ("failed", "skipped")]
+    return {
+        "ok": bool(run["exit_ok"]),
+        "run": invocation_record(run),
+        "tasks": tasks,
+        "rerun": shell_line(["vx", "run", *redo]) if redo else None,
+    }
+
+
 # ---------------------------------------------------------------- failure logs
 
 LOGS = "logs"

@@ -68,6 +68,11 @@ def discover(cwd: Path) -> Workspace:
     )
 
 
+def find_root(cwd: Path) -> Path:
+    """The root of the workspace that holds `cwd`, its members unread (a plugin verb's start)."""
+    return _find_root(Path(os.path.abspath(cwd))).dir.resolve()
+
+
 # ---------------------------------------------------------------- the root
 
 
@@ -337,7 +342,7 @@ def _refuse_linked_member(root: str, rel: str, listing: _Listing) -> None:
             here not in listing.memo and os.path.islink(os.path.join(root, here))
         ):
             real = os.path.relpath(os.path.realpath(os.path.join(root, rel)), root)
-            raise WorkspaceError(
+            raise ConfigError(
                 f"workspace member {rel} is reached through the symlink {here} (to {real})",
                 hint=f"list the real directory ({real}) in the workspace globs instead, or "
                 "replace the link with the directory: vx follows no links for outputs",

@@ -235,8 +235,13 @@ def _reapi_problem(s: RemoteSettings) -> str | None:
     return None
 
 
-def open_layer(settings: RemoteSettings) -> RemoteLayer:
-    """Open the wire for `settings.kind`; this is where the HTTP (or gRPC) modules are imported."""
+def open_layer(settings: RemoteSettings, scope: str | None = None) -> RemoteLayer:
+    """Open the wire for `settings.kind`; this is where the HTTP (or gRPC) modules are imported.
+    With a scope's name (`cacheScope`), its keys are the scope's (`vx.store.remote.scope`)."""
+    if scope is not None:
+        from vx.store.remote.scope import ScopedLayer
+
+        return ScopedLayer(open_layer(settings), scope)
     if settings.kind == "reapi":
         return _Deferred(settings)
     if settings.kind == "nx":

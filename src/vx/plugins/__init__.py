@@ -1,0 +1,1 @@
+"""The plugin seam (`host.py`) and the plugins vx ships."""

@@ -1,0 +1,527 @@
+"""The plugin seam: the plugins a workspace declares (`plugins` in vx.workspace), loaded, checked,
+and called at their points of the pipeline, each failure kept to its plugin (docs/plugins.md).
+
+A plugin is a Python module, or a `vx.plugins` entry point, whose `plugin(options)` returns a
+dict of hooks. Shaping hooks (setup, config, key, schedule) decide what the run does, so a throw
+in one fails the run in one line naming the plugin and the hook. Observers (telemetry sinks,
+`ctx.on` callbacks, teardown) only watch, so a throw is warned once and that observer is
+switched off; a throwing `admit` admits from then on. Only a workspace that declares a plugin
+imports this module.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from msgspec import Struct
+
+from vx.errors import EXIT_USAGE, VxError
+from vx.events import Notice
+from vx.model import PluginSpec, TaskGraph, TaskId, TaskNode, TaskPlan, WorkspaceConfig
+
+# In pipeline order; docs/plugins.md has one example of each.
+HOOKS = (
+    "config",
+    "discover",
+    "project",
+    "graph",
+    "key",
+    "schedule",
+    "admit",
+    "executor",
+    "cache",
+    "telemetry",
+    "setup",
+    "teardown",
+    "commands",
+)
+NOT_YET = {
+    "discover": "projects come from the package manager's workspace in this version",
+    "project": "write the task in the project's vx.config instead",
+    "graph": "edges come from dependsOn in this version",
+    "executor": "tasks run through vx's own executor in this version",
+    "cache": "use `remoteCache` in vx.workspace.json for a remote layer",
+}
+# every verb of vx itself (cli/main.py VERBS and the foreign verbs it points elsewhere); a unit
+# test holds the two equal
+CORE_VERBS = frozenset(
+    {
+        *("run", "run-many", "affected", "watch", "init", "migrate", "info", "show", "ls"),
+        *("why", "last", "cache", "prune", "mcp", "completions", "help", "version"),
+        *("build", "test", "lint", "exec", "graph"),
+    }
+)
+TEARDOWN_S = 3.0  # how long one plugin's teardown may hold the end of a run
+ENTRY_POINTS = "vx.plugins"
+
+
+class PluginError(VxError):
+    """A plugin failed to load, broke its contract, or threw in a shaping hook (exit 2): the
+    workspace's plugins are to fix, so a config refusal by code."""
+
+    exit_code = EXIT_USAGE
+    code = "VX_E_CONFIG"
+
+
+class TaskView(Struct, frozen=True):
+    """A task as hooks see it: `id` is `project#task`, `dir` its project's directory relative to
+    the workspace root, `command` what runs (None for a group)."""
+
+    id: str
+    project: str
+    task: str
+    dir: str
+    command: str | None
+
+
+class Context:
+    """What every hook is given: the plugin's `name` and `options`, the workspace `root`, the
+    run's environment `env` (read only), `warn(message)`, and — in `setup` — `on(callback)`,
+    which has `callback(event)` called with every event of the run."""
+
+    __slots__ = ("name", "options", "root", "env", "_host", "_plugin")
+
+    def __init__(self, host: Host, plugin: Plugin, root: Path, env: Mapping[str, str]):
+        self.name, self.options, self.root, self.env = plugin.name, plugin.options, root, env
+        self._host, self._plugin = host, plugin
+
+    def warn(self, message: str) -> None:
+        self._host.warn(f"plugin '{self.name}': {message}")
+
+    def on(self, callback: Callable[[Any], None]) -> None:
+        if not callable(callback):
+            raise PluginError(f"plugin '{self.name}': ctx.on() takes a function, got {callback!r}")
+        self._host.observers.append(_Observer(self.name, "setup: ctx.on", callback))
+
+
+class Plugin:
+    __slots__ = ("name", "options", "hooks", "ctx", "off")
+
+    def __init__(self, name: str, options: dict[str, Any], hooks: dict[str, Any]):
+        self.name, self.options, self.hooks = name, options, hooks
+        self.off: set[str] = set()  # hooks switched off for the rest of the run
+        self.ctx: Context
+
+
+class _Observer:
+    __slots__ = ("plugin", "hook", "fn", "off")
+
+    def __init__(self, plugin: str, hook: str, fn: Callable[[Any], None]):
+        self.plugin, self.hook, self.fn, self.off = plugin, hook, fn, False
+
+
+class Host:
+    """The loaded plugins of one workspace, in declaration order."""
+
+    def __init__(self, root: Path, env: Mapping[str, str]):
+        self.root, self.env = root, env
+        self.plugins: list[Plugin] = []
+        self.observers: list[_Observer] = []
+        self.pending: list[str] = []  # warnings said before a run's events flow
+        self._emit: Callable[[Any], None] | None = None
+        self._torn = False
+
+    # -------------------------------------------------------------- calling hooks
+
+    def with_hook(self, hook: str) -> list[Plugin]:
+        return [p for p in self.plugins if hook in p.hooks and hook not in p.off]
+
+    def has(self, hook: str) -> bool:
+        return bool(self.with_hook(hook))
+
+    def _shape(self, plugin: Plugin, hook: str, *args: Any) -> Any:
+        """Call a shaping hook: any throw fails the run, naming the plugin and the hook."""
+        try:
+            return plugin.hooks[hook](*args, plugin.ctx)
+        except VxError:
+            raise
+        except Exception as exc:
+            raise _failed(plugin.name, hook, exc) from None
+
+    def warn(self, message: str) -> None:
+        if self._emit is not None:
+            self._emit(Notice(message, level="warning"))
+        else:
+            self.pending.append(message)
+
+    def shape_config(self, data: Any, loaded: WorkspaceConfig) -> WorkspaceConfig:
+        """The workspace config after each `config` hook, validated again after each one."""
+        from msgspec.structs import replace
+
+        from vx.config.workspace_file import validate_workspace
+
+        config = loaded
+        for plugin in self.with_hook("config"):
+            given = copy.deepcopy(data)
+            edited = self._shape(plugin, "config", given)
+            data = given if edited is None else edited
+            if not isinstance(data, dict):
+                raise PluginError(
+                    f"plugin '{plugin.name}': its `config` hook returned {type(data).__name__}, "
+                    "not the workspace config",
+                    hint="return the dict it was given (edited), or None to keep it",
+                )
+            config = validate_workspace(
+                data, f"{loaded.source or 'vx.workspace.json'} (as plugin '{plugin.name}' left it)"
+            )
+            if config.plugins != loaded.plugins:
+                raise PluginError(
+                    f"plugin '{plugin.name}': its `config` hook changed `plugins`",
+                    hint="the plugins a run loads are the ones vx.workspace declares",
+                )
+        if config.remote_cache is None and loaded.remote_cache is not None:
+            config = replace(config, remote_cache=loaded.remote_cache)  # a Turborepo's own remote
+        return config
+
+    def key_material(self, node: TaskNode, plan: TaskPlan) -> tuple[tuple[str, str], ...]:
+        """Every `key` hook's `{name: value}` for the task, as sorted (`plugin/name`, value)."""
+        view = task_view(node, plan)
+        out: list[tuple[str, str]] = []
+        for plugin in self.with_hook("key"):
+            got = self._shape(plugin, "key", view)
+            if got is None:
+                continue
+            if not isinstance(got, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in got.items()
+            ):
+                raise PluginError(
+                    f"plugin '{plugin.name}': its `key` hook returned {_shown(got)} for {view.id}",
+                    hint='return a dict of strings, e.g. {"abi": "115"}, or None',
+                )
+            out += ((f"{plugin.name}/{name}", value) for name, value in got.items())
+        return tuple(sorted(out))
+
+    def weights(self, graph: TaskGraph) -> Mapping[TaskId, float]:
+        """The walk's priorities: the baseline (dependents count), each `schedule` hook's
+        weights over it, a later plugin winning per task."""
+        if not self.has("schedule"):
+            return graph.priority
+        by_id = {str(t): t for t in graph.nodes}
+        views = [task_view(graph.nodes[t], None) for t in graph.order]
+        merged: dict[TaskId, float] = dict(graph.priority)
+        for plugin in self.with_hook("schedule"):
+            got = self._shape(plugin, "schedule", views)
+            if got is None:
+                continue
+            if not isinstance(got, dict):
+                raise PluginError(
+                    f"plugin '{plugin.name}': its `schedule` hook returned {_shown(got)}",
+                    hint='return {"project#task": weight, ...} (higher runs first), or None',
+                )
+            for name, weight in got.items():
+                if name not in by_id:
+                    raise PluginError(
+                        f"plugin '{plugin.name}': its `schedule` hook weighs {name!r}, "
+                        "which is not a task of this run",
+                        hint="weigh only the tasks it was given (their `id`)",
+                    )
+                if isinstance(weight, bool) or not isinstance(weight, (int, float)):
+                    raise PluginError(
+                        f"plugin '{plugin.name}': its `schedule` hook gave {name} the weight "
+                        f"{weight!r}",
+                        hint="a weight is a number; higher runs first",
+                    )
+                merged[by_id[name]] = weight
+        return merged
+
+    def admit(self, node: TaskNode, plan: TaskPlan, running: Iterable[TaskId]) -> bool:
+        """Whether a ready task may start beside `running`; every `admit` hook must say yes.
+        One that throws is warned about once and admits from then on."""
+        view, busy = task_view(node, plan), sorted(str(t) for t in running)
+        for plugin in self.with_hook("admit"):
+            try:
+                if not plugin.hooks["admit"](view, busy, plugin.ctx):
+                    return False
+            except Exception as exc:
+                plugin.off.add("admit")
+                self.warn(f"{_failed(plugin.name, 'admit', exc).message}; it admits from now on")
+        return True
+
+    # -------------------------------------------------------------- observers
+
+    def observed(self, emit: Callable[[Any], None]) -> Callable[[Any], None]:
+        """`emit` that also hands every event to each observer; one that throws is warned
+        about once and switched off."""
+        self._emit = emit
+        for message in self.pending:
+            emit(Notice(message, level="warning"))
+        self.pending.clear()
+        if not self.observers:
+            return emit
+        observers = self.observers
+
+        def tee(event: Any) -> None:
+            emit(event)
+            for obs in observers:
+                if obs.off:
+                    continue
+                try:
+                    obs.fn(event)
+                except Exception as exc:
+                    obs.off = True
+                    message = _failed(obs.plugin, obs.hook, exc).message
+                    emit(Notice(f"{message}; switched off for this run", level="warning"))
+
+        return tee
+
+    def teardown(self) -> list[str]:
+        """Each plugin's `teardown`, each bounded to TEARDOWN_S; the warnings to print."""
+        if self._torn:
+            return []
+        self._torn = True
+        self._emit = None
+        said, self.pending = self.pending, []
+        for plugin in self.with_hook("teardown"):
+            failure: list[BaseException] = []
+
+            def run(plugin: Plugin = plugin, failure: list[BaseException] = failure) -> None:
+                try:
+                    plugin.hooks["teardown"](plugin.ctx)
+                except BaseException as exc:  # a daemon thread: nothing must escape it
+                    failure.append(exc)
+
+            thread = threading.Thread(target=run, name=f"vx-teardown-{plugin.name}", daemon=True)
+            thread.start()
+            thread.join(TEARDOWN_S)
+            if thread.is_alive():
+                said.append(
+                    f"plugin '{plugin.name}': its `teardown` hook did not end within "
+                    f"{TEARDOWN_S:g} s; vx did not wait for it"
+                )
+            elif failure and isinstance(failure[0], Exception):
+                said.append(_failed(plugin.name, "teardown", failure[0]).message)
+        return said
+
+    # -------------------------------------------------------------- commands
+
+    def verbs(self) -> dict[str, tuple[Plugin, dict[str, Any]]]:
+        """Each plugin verb -> (its plugin, its {description, run})."""
+        out: dict[str, tuple[Plugin, dict[str, Any]]] = {}
+        for plugin in self.with_hook("commands"):
+            for verb, command in plugin.hooks["commands"].items():
+                out[verb] = (plugin, command)
+        return out
+
+    def run_verb(self, verb: str, argv: list[str]) -> int:
+        plugin, command = self.verbs()[verb]
+        code = self._shape_command(plugin, verb, command, argv)
+        if code is None:
+            return 0
+        if isinstance(code, bool) or not isinstance(code, int) or not 0 <= code <= 255:
+            raise PluginError(
+                f"plugin '{plugin.name}': `vx {verb}` returned {code!r}, not an exit code",
+                hint="return an int from 0 to 255, or None for 0",
+            )
+        return code
+
+    def _shape_command(self, plugin: Plugin, verb: str, command: dict, argv: list[str]) -> Any:
+        try:
+            return command["run"](argv, plugin.ctx)
+        except VxError:
+            raise
+        except Exception as exc:
+            raise _failed(plugin.name, f"commands.{verb}", exc) from None
+
+
+# ---------------------------------------------------------------- loading
+
+
+def load(
+    specs: Iterable[PluginSpec], root: Path, env: Mapping[str, str], setup: bool = True
+) -> Host:
+    """Import and check every declared plugin, in order, then call each `setup` (unless
+    `setup` is False: a plugin verb runs without a run around it)."""
+    host = Host(root, env)
+    if str(root) not in sys.path:
+        sys.path.append(str(root))  # a plugin kept in the workspace, after what is installed
+    claimed: dict[str, str] = {}
+    for spec in specs:
+        hooks = _hooks(spec, _factory(spec.name))
+        plugin = Plugin(spec.name, copy.deepcopy(dict(spec.options)), hooks)
+        plugin.ctx = Context(host, plugin, root, env)
+        for verb in hooks.get("commands", {}):
+            if verb in claimed:
+                raise PluginError(
+                    f"plugins '{claimed[verb]}' and '{spec.name}' both add the verb `{verb}`",
+                    hint="keep one of them in `plugins`",
+                )
+            claimed[verb] = spec.name
+        host.plugins.append(plugin)
+    if setup:
+        for plugin in host.with_hook("setup"):
+            host._shape(plugin, "setup")
+        for plugin in host.with_hook("telemetry"):
+            _sinks(host, plugin)
+    return host
+
+
+def _sinks(host: Host, plugin: Plugin) -> None:
+    """The sinks a `telemetry` hook returns (one function, a list of them, or None to
+    decline), each called with every event; a hook that throws only costs its own sinks."""
+    try:
+        got = plugin.hooks["telemetry"](plugin.ctx)
+    except Exception as exc:
+        host.warn(f"{_failed(plugin.name, 'telemetry', exc).message}; switched off for this run")
+        return
+    sinks = [] if got is None else list(got) if isinstance(got, (list, tuple)) else [got]
+    for sink in sinks:
+        if not callable(sink):
+            host.warn(
+                f"plugin '{plugin.name}': its `telemetry` hook returned {_shown(sink)}, "
+                "not a function of an event; switched off for this run"
+            )
+            return
+    host.observers += (_Observer(plugin.name, "telemetry", sink) for sink in sinks)
+
+
+def _factory(name: str) -> Callable[[dict[str, Any]], Any]:
+    """The `plugin` function of the module `name`, else of the `vx.plugins` entry point `name`."""
+    quiet = sys.dont_write_bytecode
+    sys.dont_write_bytecode = True  # a plugin kept in the workspace leaves no __pycache__ in it
+    try:
+        found: Any = importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not (name == exc.name or name.startswith(exc.name + ".")):
+            raise _load_failed(name, exc) from None  # the module is there; one it imports is not
+        found = _entry_point(name)
+    except Exception as exc:
+        raise _load_failed(name, exc) from None
+    finally:
+        sys.dont_write_bytecode = quiet
+    factory = getattr(found, "plugin", None) if not callable(found) else found
+    if not callable(factory):
+        raise PluginError(
+            f"plugin '{name}' has no `plugin` function",
+            hint="a plugin module defines `def plugin(options): return {hook: function, ...}`",
+        )
+    return factory
+
+
+def _entry_point(name: str) -> Any:
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINTS):
+        if ep.name == name:
+            try:
+                return ep.load()
+            except Exception as exc:
+                raise _load_failed(name, exc) from None
+    raise PluginError(
+        f"plugin '{name}' is neither an importable module nor a `{ENTRY_POINTS}` entry point",
+        hint="install the package that provides it, or check the name in vx.workspace's `plugins`",
+    )
+
+
+def _hooks(spec: PluginSpec, factory: Callable[[dict[str, Any]], Any]) -> dict[str, Any]:
+    """What `plugin(options)` returned, checked: known hooks only, each a function (`commands`
+    a table of verbs), at least one."""
+    try:
+        hooks = factory(copy.deepcopy(dict(spec.options)))
+    except VxError:
+        raise
+    except Exception as exc:
+        raise _failed(spec.name, "plugin(options)", exc) from None
+    name = spec.name
+    if not isinstance(hooks, dict):
+        raise PluginError(
+            f"plugin '{name}': `plugin(options)` returned {_shown(hooks)}, not a dict of hooks",
+            hint='return e.g. {"key": key} — a hook name and its function',
+        )
+    for hook, value in hooks.items():
+        if hook == "name":
+            raise PluginError(
+                f"plugin '{name}' sets `name`",
+                hint="a plugin is named by its module or entry point; drop the `name` key",
+            )
+        if hook not in HOOKS:
+            from vx.errors import suggestion
+
+            raise PluginError(
+                f"plugin '{name}': `{hook}` is not a hook",
+                hint=suggestion(str(hook), HOOKS, noun="hooks"),
+            )
+        if hook in NOT_YET:
+            raise PluginError(
+                f"plugin '{name}': the `{hook}` hook is not supported yet in this version",
+                hint=NOT_YET[hook],
+            )
+        if hook == "commands":
+            _check_commands(name, value)
+        elif not callable(value):
+            raise PluginError(
+                f"plugin '{name}': `{hook}` must be a function, got {_shown(value)}",
+                hint=f"def {hook}(...): ... and return {{{hook!r}: {hook}}}",
+            )
+    if not hooks:
+        raise PluginError(
+            f"plugin '{name}' has no hooks",
+            hint="return at least one hook from `plugin(options)`, or drop it from `plugins`",
+        )
+    return hooks
+
+
+def _check_commands(name: str, value: Any) -> None:
+    hint = 'e.g. "commands": {"hello": {"description": "say hello", "run": run}}'
+    if not isinstance(value, dict) or not value:
+        raise PluginError(f"plugin '{name}': `commands` must be a dict of verbs", hint=hint)
+    for verb, command in value.items():
+        if verb in CORE_VERBS:
+            raise PluginError(
+                f"plugin '{name}' adds the verb `{verb}`, which is vx's own",
+                hint="name the verb something vx does not already mean",
+            )
+        if not isinstance(verb, str) or not verb or verb.startswith("-") or " " in verb:
+            raise PluginError(f"plugin '{name}': {verb!r} is not a verb name", hint=hint)
+        if (
+            not isinstance(command, dict)
+            or not callable(command.get("run"))
+            or not isinstance(command.get("description", ""), str)
+            or set(command) - {"run", "description"}
+        ):
+            raise PluginError(
+                f"plugin '{name}': the verb `{verb}` must be {{description, run}}", hint=hint
+            )
+
+
+# ---------------------------------------------------------------- values
+
+
+def task_view(node: TaskNode, plan: TaskPlan | None) -> TaskView:
+    command = plan.command if plan is not None else None
+    if command is None and node.config.exec is not None:
+        command = node.config.exec.command
+    return TaskView(str(node.id), node.id.package, node.id.task, node.project_dir, command)
+
+
+def _failed(plugin: str, hook: str, exc: BaseException) -> PluginError:
+    """The one line a hook's throw becomes: which plugin, which hook, what it raised."""
+    if os.environ.get("VX_DEBUG"):
+        import traceback
+
+        traceback.print_exception(exc)
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    said = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return PluginError(f"plugin '{plugin}' failed in its `{hook}` hook: {said}")
+
+
+def _load_failed(name: str, exc: BaseException) -> PluginError:
+    if os.environ.get("VX_DEBUG"):
+        import traceback
+
+        traceback.print_exception(exc)
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return PluginError(
+        f"plugin '{name}' failed to load: {type(exc).__name__}: {text}".rstrip(": "),
+        hint="VX_DEBUG=1 shows the traceback",
+    )
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
