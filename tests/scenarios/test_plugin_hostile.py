@@ -63,3 +63,37 @@ def test_a_hostile_plugin_fails_the_run_in_one_line(repo, case):
     assert len(errors) == 1 and words in errors[0] and "hostile" in res.err, res.err
     assert "internal error" not in res.err and "Traceback" not in res.err
     assert not (repo.root / "packages/a/dist").exists()  # nothing ran
+
+
+LOUD = """
+import os, sys
+
+def plugin(options):
+    def setup(ctx):
+        print("PRINTED-IN-SETUP")
+        os.system("echo FROM-A-CHILD")
+
+    def sink(event):
+        print("SINK", type(event).__name__)
+        sys.stdout.flush()
+
+    return {"setup": setup, "telemetry": lambda ctx: sink}
+"""
+
+
+@pytest.mark.feature("WS-22", "PL-03")
+@pytest.mark.parametrize("words", [["--format", "json"], ["--dry=json"]])
+def test_a_plugin_that_prints_leaves_the_json_on_stdout_whole(repo, words):
+    """`vx run --format json` promises one JSON document on stdout; a plugin's print (setup, a
+    telemetry sink) and a child it started used to write in front of it, so `jq` could not
+    read it. They go to stderr; stdout is the document alone."""
+    import json
+
+    workspace(repo, ["loud"], {"loud": LOUD})
+    res = repo.vx("run", "build", *words, summary=False)
+    assert res.code == 0, res.err
+    doc = json.loads(res.out)  # the whole of stdout, nothing before or after it
+    assert [t["id"] for t in doc["tasks"]] == ["a#build"]
+    assert "PRINTED-IN-SETUP" in res.err and "FROM-A-CHILD" in res.err
+    if words == ["--format", "json"]:
+        assert "SINK RunFinished" in res.err
