@@ -119,6 +119,10 @@ class ExecConfig(Struct, frozen=True):
     sandbox: SandboxConfig | None = None
     persistent: PersistentConfig | None = None
     interactive: bool = False  # the terminal's stdin and stdout, alone, when vx runs on one
+    # `remote`: True runs it on a REAPI worker, "only" never on this machine; None: the
+    # workspace's `remoteExecution.default` decides
+    remote: bool | str | None = None
+    platform: tuple[tuple[str, str], ...] = ()  # REAPI platform properties, sorted
 
 
 class CacheConfig(Struct, frozen=True):
@@ -188,6 +192,17 @@ class RemoteCacheConfig(Struct, frozen=True):
     timeout_ms: int | None = None
     max_artifact_bytes: int | None = None
     instance: str | None = None  # reapi `instance`
+    ca_cert: str | None = None  # reapi `caCert`, `clientCert`, `clientKey`: file paths
+    client_cert: str | None = None
+    client_key: str | None = None
+
+
+class RemoteExecution(Struct, frozen=True):
+    """Workspace `remoteExecution`: the REAPI server's workers as a pool beside the local slots."""
+
+    capacity: int = 4  # actions in flight at once
+    default: bool = False  # eligible tasks with no `exec.remote` run remotely
+    platform: tuple[tuple[str, str], ...] = ()  # properties every remote task sends, sorted
 
 
 class CacheRetention(Struct, frozen=True):
@@ -195,6 +210,15 @@ class CacheRetention(Struct, frozen=True):
 
     older_than_s: float | None = None
     max_bytes: int | None = None
+
+
+class ScheduleConfig(Struct, frozen=True):
+    """Workspace `schedule`: how ready tasks are ordered when slots are short."""
+
+    history: bool = True  # order by the expected remaining critical path from recorded durations
+    window: int = 20  # the last runs of a task its expected duration is the median of
+    assume: Mapping[str, int] = {}  # `PKG#TASK` or `TASK` -> ms, for tasks with no record
+    file: str | None = None  # workspace-relative: timings read at start and written at the end
 
 
 class WorkspaceConfig(Struct, frozen=True):
@@ -210,7 +234,9 @@ class WorkspaceConfig(Struct, frozen=True):
         True  # `sandbox.trace`: whether sandboxed tasks are traced, unless a task says
     )
     migrated: str | None = None  # `migrated`: turbo | nx — that tool's files give no tasks
+    remote_execution: RemoteExecution | None = None
     cache_scope: str | None = None  # `cacheScope`: trusted | read-only | a scope's name
+    schedule: ScheduleConfig = ScheduleConfig()
     plugins: tuple[PluginSpec, ...] = ()  # `plugins`, in declaration order (precedence)
 
 
@@ -279,6 +305,9 @@ class TaskPlan(Struct, frozen=True):
     framework: str = (
         ""  # a vx-config task's package framework (vx.workspace.frameworks), for the hint on a miss
     )
+    # "" runs here; "on" on a REAPI worker when one is configured; "only" never here
+    remote: str = ""
+    platform: tuple[tuple[str, str], ...] = ()  # the task's properties over the workspace's
 
 
 class HashRecord(Struct, frozen=True):

@@ -20,7 +20,9 @@ from vx.model import (
     ROOT_PROJECT,
     CachePolicy,
     CacheStatus,
+    RemoteExecution,
     RunSummary,
+    ScheduleConfig,
     Status,
     TaskGraph,
     TaskId,
@@ -66,6 +68,7 @@ class RunRequest(Struct, frozen=True):
     forward_args: tuple[str, ...] = ()
     concurrency: str | None = None
     continue_mode: str = "deps-ok"
+    download: str = "all"  # --download: remote-executed outputs fetched (all | toplevel | none)
     no_cache: bool = False
     force: bool = False
     cache_dir: str | None = None
@@ -111,6 +114,10 @@ class Prepared(Struct):
     # runs), and each task that lost an edge -> the dependency it no longer waits for
     keyed_graph: TaskGraph | None = None
     cut: Mapping[TaskId, TaskId] = {}
+    schedule: ScheduleConfig = ScheduleConfig()  # the workspace's `schedule`
+    # the REAPI server remote tasks run on (store.remote.RemoteSettings), and its capacity
+    remote_exec: object | None = None
+    remote_capacity: int = 0
     plugins: Host | None = None  # the workspace's plugins (vx.plugins.host), when it declares any
 
 
@@ -129,6 +136,26 @@ def prepare(
         raise
 
 
+def shaped_projects(
+    ws: Workspace, host_env: Mapping[str, str]
+) -> tuple[Workspace, dict[str, ProjectConfig]]:
+    """The workspace and its project configs as a run sees them, the plugins' `discover` and
+    `project` hooks applied (for `vx show`); the plugins are set up and torn down around it."""
+    ws_config = config.load_workspace(ws.root, host_env, remote=False)
+    if not ws_config.plugins:
+        return ws, config.load_all(ws, host_env)
+    loaded: list = []
+    try:
+        host, ws_config = _load_plugins(ws.root, ws_config, host_env, loaded)
+        if host.has("discover"):
+            ws = host.discovered(ws)
+        shape = host.shape_project if host.has("project") else None
+        return ws, config.load_all(ws, host_env, shape)
+    finally:
+        for host in loaded:
+            host.teardown()
+
+
 def _load_plugins(root: Path, ws_config, host_env: Mapping[str, str], loaded: list):
     """The workspace's plugins, loaded and set up, and its config as their `config` hooks left it."""
     from vx.plugins import host as plugins
@@ -136,7 +163,8 @@ def _load_plugins(root: Path, ws_config, host_env: Mapping[str, str], loaded: li
     host = plugins.load(ws_config.plugins, root, host_env)
     loaded.append(host)
     if host.has("config"):
-        ws_config = host.shape_config(config.workspace_data(root, host_env), ws_config)
+        shaped = host.shape_config(config.workspace_data(root, host_env), ws_config)
+        ws_config = config.rooted(shaped, root)
     return host, ws_config
 
 
@@ -159,8 +187,11 @@ def _prepare(
             host = None
             if ws_config.plugins:  # a workspace without plugins never imports the seam
                 host, ws_config = _load_plugins(ws.root, ws_config, host_env, loaded)
+                if host.has("discover"):
+                    ws = host.discovered(ws)
             cache_dir = location.cache_dir(req.cwd, req.cache_dir, ws, ws_config, host_env)
-            configs = config.load_all(ws, host_env)
+            shape = host.shape_project if host is not None and host.has("project") else None
+            configs = config.load_all(ws, host_env, shape)
         affected_notice = None
         with stages("build graph"):
             cwd_pkg = package_of(ws, req.cwd)
@@ -180,6 +211,8 @@ def _prepare(
                 graph, affected_notice = _affected(
                     req, ws, ws_config, configs, graph, cwd_pkg, host_env
                 )
+            if host is not None and host.has("graph"):
+                graph = host.shape_graph(graph)
             additive = refuse_overlaps(graph.nodes, configs, ws_config.exclusive_outputs)
         _refuse_group_only_args(graph, req)
         if req.exclude_deps:
@@ -191,6 +224,7 @@ def _prepare(
         raise
     with stages("git enumeration"):
         index = pending.finish(cache_dir / "files.db")
+    location.refuse_shipped_state(index, ws.root, cache_dir)
     store_dir, store_note = cache_dir, None
     if location.shares(req.cache_dir, ws_config, host_env):
         store_dir, store_note = location.store_dir(
@@ -206,6 +240,7 @@ def _prepare(
             store_dir=store_dir,
             framework_inference=req.framework_inference,
             sandbox_trace=ws_config.sandbox_trace,
+            remote_execution=ws_config.remote_execution,
             plugin_key=host.key_material if host is not None and host.has("key") else None,
         )
         plans = make_plans(ws, graph, index, opts, host_env, additive)
@@ -224,6 +259,7 @@ def _prepare(
         graph = replace(graph, priority=host.weights(graph))
     from vx.store.policy import cache_scope, plan_cache
 
+    layer = host.cache_layer() if host is not None and host.has("cache") else None
     cache = plan_cache(
         no_cache=req.no_cache,
         force=req.force or req.verify is not None,
@@ -231,6 +267,7 @@ def _prepare(
         cfg=ws_config.remote_cache,
         env=host_env,
         scope=cache_scope(ws_config.cache_scope, host_env),
+        plugin=layer.settings if layer is not None else None,
     )
     policy = CachePolicy(read=cache.axes.reads, write=cache.axes.writes)
     store: LocalStore | LayeredStore | None = None
@@ -258,7 +295,9 @@ def _prepare(
                 hits = store.probe(p.key for t, p in run_plans.items() if p.outputs is not None)
         if cache.remote is not None:
             with stages("remote probe" if req.dry else "prefetch"):
-                store = remote = _open_remote(store, cache, run_plans, hits, keyed_graph or graph)
+                store = remote = _open_remote(
+                    store, cache, run_plans, hits, keyed_graph or graph, layer
+                )
                 remote_hits = (
                     remote.probe_remote(remote.wanted)
                     if req.dry and cache.axes.remote_read
@@ -283,6 +322,7 @@ def _prepare(
             and any(t.package != ROOT_PROJECT for t in graph.requested)
         )
     )
+    remote_exec, remote_capacity = _remote_exec(run_plans, ws_config, host_env)
     return Prepared(
         ws,
         graph,
@@ -305,8 +345,27 @@ def _prepare(
         configs,
         keyed_graph,
         cut,
+        ws_config.schedule,
+        remote_exec,
+        remote_capacity,
         host,
     )
+
+
+def _remote_exec(
+    plans: Mapping[TaskId, TaskPlan], ws_config, host_env: Mapping[str, str]
+) -> tuple[object | None, int]:
+    """The REAPI server for the run's remote tasks, when some task may go remote and one is
+    configured (remoteCache.reapi or VX_REAPI_ENDPOINT); else they run here."""
+    if not any(p.remote for p in plans.values()):
+        return None, 0
+    from vx.store import remote
+
+    found = remote.resolve(ws_config.remote_cache, host_env)
+    if found.settings is None or found.settings.kind != "reapi" or found.problem:
+        return None, 0
+    capacity = (ws_config.remote_execution or RemoteExecution()).capacity
+    return found.settings, capacity
 
 
 def _affected(
@@ -351,15 +410,27 @@ def _filtered(req: RunRequest, ws: Workspace, configs, cwd_pkg: str) -> frozense
 
 
 def _open_remote(
-    local, cache, plans: Mapping[TaskId, TaskPlan], hits: Mapping[str, object], graph: TaskGraph
+    local,
+    cache,
+    plans: Mapping[TaskId, TaskPlan],
+    hits: Mapping[str, object],
+    graph: TaskGraph,
+    layer=None,
 ):
-    """Put the remote layer behind the local store; it learns which keys the run wants —
-    not the keys taken up front for tasks keyed late: those download once keyed."""
+    """Put the remote layer (a plugin's `layer`, when it is the one chosen) behind the local
+    store; it learns which keys the run wants — not the keys taken up front for tasks keyed
+    late: those download once keyed."""
     from vx.plan.tasks import late_tasks
     from vx.store.layered import LayeredStore, wanted_from
     from vx.store.remote import open_layer
 
-    layered = LayeredStore(local, open_layer(cache.remote, cache.scope), cache.axes)
+    if layer is None or cache.remote is not layer.settings:
+        layer = open_layer(cache.remote, cache.scope)
+    elif cache.scope is not None:  # a plugin's layer keeps a scope's writes apart as a server does
+        from vx.store.remote.scope import ScopedLayer
+
+        layer = ScopedLayer(layer, cache.scope)
+    layered = LayeredStore(local, layer, cache.axes)
     late = late_tasks(graph)
     layered.wanted = wanted_from(
         {t: p for t, p in plans.items() if t not in late} if late else plans, hits
@@ -497,9 +568,13 @@ def execute(
         early: dict[TaskId, Early] = {}  # filled as they start: a failure midway stops those
         try:
             lockfiles = prep.index.snapshot(None, prep.index.fingerprinted)  # before anything runs
-            admits = prep.plugins is not None and prep.plugins.has("admit")
+            with stages("schedule"):
+                priority = _priorities(prep, lane, emit)
+            admits = prep.plugins is not None and (  # the walk asks them before each start
+                prep.plugins.has("admit") or bool(prep.plugins.executors)
+            )
             if stopped_by is None and launch_for is None and req.fast_paths and not admits:
-                _start_first_wave(prep, lane, emit, early)
+                _start_first_wave(prep, lane, emit, early, priority)
             asyncio = _import_asyncio()  # while the first wave runs
             with stages("run graph"):
                 results, stopped_by, summary = asyncio.run(
@@ -516,6 +591,7 @@ def execute(
                         lockfiles,
                         conclude,
                         on_graph_end,
+                        priority,
                     )
                 )
         except BaseException:
@@ -659,6 +735,24 @@ def keep_failure_logs(prep: Prepared, summary: RunSummary) -> dict[TaskId, str]:
     return out
 
 
+def _keep_timings(prep: Prepared, summary: RunSummary) -> None:
+    """Fold this run's executed tasks into the workspace's timings file (`schedule.file`), for
+    the next runner with an empty cache; a failure here is the file's, never the run's."""
+    import sqlite3
+
+    ran = [r.id for r in summary.results if _history_status(r) == "success"]
+    if prep.schedule.file is None or not ran:
+        return
+    from vx.store import timings
+
+    try:
+        timings.write_file(
+            str(prep.ws.root / prep.schedule.file), str(prep.cache_dir), ran, prep.schedule.window
+        )
+    except (OSError, sqlite3.Error):
+        pass
+
+
 def record_run(
     prep: Prepared,
     req: RunRequest,
@@ -728,7 +822,8 @@ def record_run(
         try:
             runs.record(str(prep.cache_dir), invocation, rows)
         except (OSError, sqlite3.Error):
-            pass
+            return invocation, rows
+        _keep_timings(prep, summary)
     return invocation, rows
 
 
@@ -858,6 +953,7 @@ async def _walk(
     lockfiles=None,
     conclude=None,
     on_graph_end=None,
+    priority: Mapping[TaskId, int] | None = None,
 ) -> tuple[dict[TaskId, TaskResult], int | None, RunSummary | None]:
     """The walk, then the persistent tasks' end: the summary when some were kept in the
     foreground (it is told before they are waited for), else None and the caller concludes."""
@@ -878,68 +974,95 @@ async def _walk(
     )
     slots = PrioritySlots(prep.concurrency)
     adopted: dict[TaskId, tuple[executor._Child, float, int, Snapshot | None, Kept | None]] = {}
-    for tid in list(early or ()):  # popped as adopted: the caller kills only what is left
-        popen, started_at, started_ns, snapshot, kept = early.pop(tid)
-        adopted[tid] = (
-            executor._Child.adopt(popen, table),
-            started_at,
-            started_ns,
-            snapshot,
-            kept,
-        )
-    slots.take(len(adopted))
-    ctx = RunContext(
-        root=prep.ws.root,
-        plans=prep.plans,
-        hits=hits,
-        index=prep.index,
-        store=prep.store,
-        policy=prep.policy,
-        slots=slots,
-        restore_slots=asyncio.Semaphore(2 * prep.concurrency),
-        table=table,
-        emit=emit,
-        priority=prep.graph.priority,
-        remote=prep.remote,
-        launch_for=launch_for,
-        observe=observe,
-        halt=asyncio.Event(),
-        halt_on_failure=req.continue_mode == "never",
-        early=adopted,
-        lockfiles=lockfiles,
-        late=_late(prep) if prep.store is not None else {},  # no cache: keys decide nothing
-        # `--exclude-dependencies`: a task whose dependency does not run may hit, never save
-        tainted={t: f"{dep} was not run (--exclude-dependencies)" for t, dep in prep.cut.items()},
-        terminal=req.lend_terminal and os.isatty(0) and os.isatty(1),
-    )
-    host = prep.plugins
-    if host is not None and host.has("admit"):
-        ctx.admit = lambda tid, running: host.admit(prep.graph.nodes[tid], prep.plans[tid], running)
-    if ctx.late:
-        nested = _nested_dirs(prep.ws)
-        keyed = prep.keyed_graph or prep.graph  # a key folds every dependency, run or not
-        ctx.rekey = lambda node, fresh: rekeyed(
-            prep.index, keyed.nodes[node.id], prep.plans, fresh, nested.get(node.project_dir, ())
-        )
-    on_signal = _install_signals(table, stop, stopped_by)
-    if caught:  # a signal came while the first wave started or asyncio loaded: act on it now
-        on_signal(signal.Signals(caught[0]))
-    summary = None
+    summary, ctx = None, None
+    # Everything from the first adoption on is inside the `try`: an adopted task is the table's,
+    # and only the table's shutdown stops it (the caller stops what was never adopted).
     try:
+        for tid in list(early or ()):
+            popen, started_at, started_ns, snapshot, kept = early[tid]
+            adopted[tid] = (
+                executor._Child.adopt(popen, table),
+                started_at,
+                started_ns,
+                snapshot,
+                kept,
+            )
+            del early[tid]  # the table's now: its shutdown stops it
+        slots.take(len(adopted))
+        ctx = context = RunContext(
+            root=prep.ws.root,
+            plans=prep.plans,
+            hits=hits,
+            index=prep.index,
+            store=prep.store,
+            policy=prep.policy,
+            slots=slots,
+            restore_slots=asyncio.Semaphore(2 * prep.concurrency),
+            table=table,
+            emit=emit,
+            priority=priority or prep.graph.priority,
+            remote=prep.remote,
+            launch_for=launch_for,
+            observe=observe,
+            halt=asyncio.Event(),
+            halt_on_failure=req.continue_mode == "never",
+            early=adopted,
+            lockfiles=lockfiles,
+            late=_late(prep) if prep.store is not None else {},  # no cache: keys decide nothing
+            # `--exclude-dependencies`: a task whose dependency does not run may hit, never save
+            tainted={
+                t: f"{dep} was not run (--exclude-dependencies)" for t, dep in prep.cut.items()
+            },
+            terminal=req.lend_terminal and os.isatty(0) and os.isatty(1),
+        )
+        if prep.remote_exec is not None:
+            from vx.engine.remote import RemotePool
+
+            context.remote_pool = RemotePool(
+                prep.remote_exec,
+                prep.remote_capacity,
+                prep.graph.nodes,
+                emit,
+                download=req.download,
+                deferrable=not context.late and not _runtime_inputs(prep),
+                rerun=not prep.policy.read,
+                stop=stop,
+            )
+        host = prep.plugins
+        if host is not None and host.executors:
+            context.offer = host.executor_for
+        if host is not None and host.has("admit"):
+            context.admit = lambda tid, running: host.admit(
+                prep.graph.nodes[tid], prep.plans[tid], running
+            )
+        if context.late:
+            nested = _nested_dirs(prep.ws)
+            keyed = prep.keyed_graph or prep.graph  # a key folds every dependency, run or not
+            context.rekey = lambda node, fresh: rekeyed(
+                prep.index,
+                keyed.nodes[node.id],
+                prep.plans,
+                fresh,
+                nested.get(node.project_dir, ()),
+            )
+        on_signal = _install_signals(table, stop, stopped_by)
+        if caught:  # a signal came while the first wave started or asyncio loaded: act on it now
+            on_signal(signal.Signals(caught[0]))
         results = await walk(
             prep.graph,
-            lambda node, res: rebuild(ctx, node, res),
+            lambda node, res: rebuild(context, node, res),
             continue_mode=req.continue_mode,
             stop=stop,
             settled=lane.results,
-            halt=ctx.halt,
+            halt=context.halt,
+            priority=context.priority,
         )
-        if ctx.servers:
+        if context.servers:
             from vx.engine import persistent
 
             kept = await persistent.release(
                 prep.graph,
-                ctx.servers,
+                context.servers,
                 results,
                 emit,
                 stopped=bool(stopped_by),
@@ -950,14 +1073,54 @@ async def _walk(
                 if on_graph_end is not None:
                     on_graph_end()
                 summary = await persistent.foreground(
-                    summary, kept, ctx.servers, emit, stop, stopped_by, SIGNAL_EXITS
+                    summary, kept, context.servers, emit, stop, stopped_by, SIGNAL_EXITS
                 )
     finally:
-        _remove_signals()
-        await table.shutdown(_grace_s())
-        if ctx.sandbox is not None:  # the network proxy and the sandboxes' temp root
-            ctx.sandbox.close()
+        try:
+            _remove_signals()
+        finally:
+            await table.shutdown(_grace_s())
+            if ctx is not None and ctx.sandbox is not None:  # the proxy, the sandboxes' temp root
+                ctx.sandbox.close()
+            if ctx is not None and ctx.remote_pool is not None:
+                ctx.remote_pool.close()
+                told = ctx.remote_pool.summary()
+                if told:
+                    emit(Notice(told, level="info"))
     return results, (stopped_by[0] if stopped_by else None), summary
+
+
+def _priorities(prep: Prepared, lane, emit: Emit) -> Mapping[TaskId, int]:
+    """The walk's priorities: the expected remaining critical path from the recorded durations
+    of the tasks still to run (`vx.store.timings`), else the dependents count. Read only here,
+    where something is about to execute; whatever goes wrong, the default order runs."""
+    from vx.engine.schedule import priorities
+    from vx.store import timings
+
+    if prep.plugins is not None and prep.plugins.has("schedule"):
+        return prep.graph.priority  # a plugin's `schedule` hook weighed them: it wins
+    pending = [t for t in prep.graph.order if t not in lane.results]
+    commands = [t for t in pending if not prep.graph.nodes[t].is_group]  # a group takes no time
+    try:
+        weights, warning = timings.expected(
+            str(prep.cache_dir), str(prep.ws.root), prep.schedule, commands
+        )
+        if warning is not None:
+            emit(Notice(warning, level="warning"))
+        return priorities(prep.graph, pending, weights)
+    except Exception as exc:  # never a failed run for an order
+        emit(Notice(f"tasks start in the default order this run: {exc}", level="warning"))
+        return prep.graph.priority
+
+
+def _runtime_inputs(prep: Prepared) -> bool:
+    """Whether a task of the run probes the machine (`cache.inputs.runtime`): its probe could
+    read what an upstream task left, so nothing is left on a remote."""
+    return any(
+        n.config.cache is not None
+        and (n.config.cache.input_runtime or n.config.cache.input_ws_runtime)
+        for n in prep.graph.nodes.values()
+    )
 
 
 def _late(prep: Prepared) -> dict[TaskId, bool]:
@@ -1019,7 +1182,13 @@ def _install_signals(table, stop: asyncio.Event, stopped_by: list[int]) -> Calla
     return on_signal
 
 
-def _start_first_wave(prep: Prepared, lane, emit: Emit, early: dict[TaskId, Early]) -> None:
+def _start_first_wave(
+    prep: Prepared,
+    lane,
+    emit: Emit,
+    early: dict[TaskId, Early],
+    priority: Mapping[TaskId, int],
+) -> None:
     """Start the commands the walk would start first, before asyncio is loaded, so that loading it
     overlaps them (docs/optimizations.md #25). Only plain misses qualify: every
     dependency settled by the hit lane, no sandbox, no remote layer that might still serve it; at
@@ -1031,7 +1200,7 @@ def _start_first_wave(prep: Prepared, lane, emit: Emit, early: dict[TaskId, Earl
     start is left to the walk, which reports why."""
     from vx.engine import spawn
 
-    if prep.remote is not None:
+    if prep.remote is not None or prep.remote_exec is not None:
         return
     nodes, settled, write = (
         prep.graph.nodes,
@@ -1041,7 +1210,7 @@ def _start_first_wave(prep: Prepared, lane, emit: Emit, early: dict[TaskId, Earl
     position = {tid: i for i, tid in enumerate(prep.graph.order)}
     ready = sorted(
         (t for t, n in nodes.items() if t not in settled and all(d in settled for d in n.deps)),
-        key=lambda t: (-prep.graph.priority[t], position[t]),
+        key=lambda t: (-priority[t], position[t]),
     )
     for tid in ready:
         node, plan = nodes[tid], prep.plans[tid]
@@ -1050,6 +1219,7 @@ def _start_first_wave(prep: Prepared, lane, emit: Emit, early: dict[TaskId, Earl
         if (
             node.is_group
             or plan.sandbox is not None
+            or plan.remote == "only"  # never here
             or (plan.outputs is not None and plan.key in prep.hits)
         ):
             continue
@@ -1069,6 +1239,11 @@ def _start_first_wave(prep: Prepared, lane, emit: Emit, early: dict[TaskId, Earl
         if outputs is not None:
             from vx.engine import incremental
 
+            note = incremental.remove_loose_build_infos(
+                prep.ws.root, outputs, plan.command or "", str(tid)
+            )
+            if note is not None:
+                emit(Notice(note, id=tid))
             if prep.policy.read:  # --force builds from wiped outputs
                 kept = incremental.prepare(prep.ws.root, outputs, prep.store, str(tid))
             else:

@@ -5,8 +5,16 @@
   pyenv's 3.13 (or `VX_TEST_PYTHON313`), installed once under the test cache dir the npm
   packages use. Without a 3.13 the scenarios skip, unless `VX_REQUIRE_REAPI=1` (CI) makes
   that a failure.
+- `ExecStack`: BuildGrid with the Execution service (remote execution, RC-10): its SQL
+  scheduler on a throwaway PostgreSQL 15 cluster (Debian's), and `reapi_worker.py` bots (a
+  pure-Python Bots API worker that runs each action on this machine, unsandboxed), started
+  and killed by the test. Without PostgreSQL the scenarios skip (fail with `VX_REQUIRE_REAPI=1`).
 - `GarbageServer`: a gRPC server that answers every REAPI call with bytes of its own choosing:
   undecodable junk, or a well-formed ActionResult whose blob does not match its digest.
+
+The cache-only BuildGrid's options: TLS (`Tls`, a CA made here with the openssl CLI; with
+`mtls` the server demands a client certificate that CA signed), a read-only ActionCache, and
+BuildGrid's header authorization (only calls whose `x-request-actor` matches are served).
 
 `python tests/scenarios/reapi_servers.py --install` pre-installs BuildGrid (dev/test).
 """
@@ -31,9 +39,9 @@ CONFIG = """\
 server:
   - !channel
     address: "127.0.0.1:{port}"
-    insecure-mode: true
+{channel}
 authorization:
-  method: none
+{authorization}
 storages:
   - !lru-storage &cas
     size: 256MB
@@ -41,7 +49,7 @@ caches:
   - !lru-action-cache &ac
     storage: *cas
     max-cached-refs: 10000
-    allow-updates: true
+    allow-updates: {allow_updates}
     cache-failed-actions: false
 instances:
   - name: "{instance}"
@@ -113,18 +121,83 @@ def install_buildgrid() -> Path:
     return venv
 
 
-class BuildGrid:
-    """One cache-only `bgd server` on 127.0.0.1, its log in `workdir`; `stop()` when done."""
+class Tls:
+    """A throwaway CA and the certificates it signs (openssl CLI), all PEM files in `workdir`:
+    `ca`, `server_cert`/`server_key` for 127.0.0.1, `client_cert`/`client_key`."""
 
-    def __init__(self, workdir: Path, instance: str = ""):
+    def __init__(self, workdir: Path, name: str = "vx-test"):
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.ca, ca_key = workdir / "ca.pem", workdir / "ca.key"
+        _openssl(workdir, "req", "-x509", *_EC, "-keyout", ca_key, "-out", self.ca,
+                 "-subj", f"/CN={name} CA")  # fmt: skip
+        self.server_cert, self.server_key = self._signed(workdir, "server", ca_key, "serverAuth")
+        self.client_cert, self.client_key = self._signed(workdir, "client", ca_key, "clientAuth")
+
+    def _signed(self, workdir: Path, who: str, ca_key: Path, usage: str) -> tuple[Path, Path]:
+        cert, key, csr = (workdir / f"{who}{ext}" for ext in (".pem", ".key", ".csr"))
+        ext = workdir / f"{who}.ext"
+        ext.write_text(f"subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage={usage}\n")
+        _openssl(workdir, "req", *_EC, "-keyout", key, "-out", csr, "-subj", f"/CN=vx-test {who}")
+        _openssl(workdir, "x509", "-req", "-in", csr, "-CA", self.ca, "-CAkey", ca_key,
+                 "-CAcreateserial", "-days", "2", "-out", cert, "-extfile", ext)  # fmt: skip
+        return cert, key
+
+
+_EC = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2")
+
+
+def _openssl(cwd: Path, *args: object) -> None:
+    subprocess.run(
+        ["openssl", *map(str, args)], cwd=cwd, check=True, capture_output=True, timeout=60
+    )
+
+
+class BuildGrid:
+    """One cache-only `bgd server` on 127.0.0.1, its log in `workdir`; `stop()` when done.
+
+    `tls` serves grpcs:// with its server certificate (and demands a client one with `mtls`);
+    `allow_updates=False` makes the ActionCache read-only; `actor` turns on BuildGrid's header
+    authorization, serving only calls whose `x-request-actor` header matches it exactly."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        instance: str = "",
+        *,
+        tls: Tls | None = None,
+        mtls: bool = False,
+        allow_updates: bool = True,
+        actor: str | None = None,
+    ):
         from remote_servers import free_port
 
         venv = install_buildgrid()
         workdir.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.instance = instance
+        self.tls = tls
+        channel = "    insecure-mode: true"
+        if tls is not None:
+            channel = (
+                "    insecure-mode: false\n    credentials:\n"
+                f"      tls-server-key: {tls.server_key}\n      tls-server-cert: {tls.server_cert}"
+                + (f"\n      tls-client-certs: {tls.ca}" if mtls else "")
+            )
+        authorization = "  method: none"
+        if actor is not None:
+            acl = workdir / "acl.yml"
+            acl.write_text(f'"{instance}":\n  allow:\n    - actor: "^{actor}$"\n')
+            authorization = f"  method: headers\n  acl-config: {acl}"
         config = workdir / "bgd.yml"
-        config.write_text(CONFIG.format(port=self.port, instance=instance))
+        config.write_text(
+            CONFIG.format(
+                port=self.port,
+                instance=instance,
+                channel=channel,
+                authorization=authorization,
+                allow_updates="true" if allow_updates else "false",
+            )
+        )
         self.log = workdir / "bgd.log"
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
@@ -139,14 +212,26 @@ class BuildGrid:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
             )
-        self.endpoint = f"grpc://127.0.0.1:{self.port}"
+        self.endpoint = f"grpc{'s' if tls else ''}://127.0.0.1:{self.port}"
+        self.mtls = mtls
         self._await_ready()
 
     def _await_ready(self, within_s: float = 90.0) -> None:
         """Block until the server answers a gRPC connection (an event, with a hard deadline)."""
         import grpc
 
-        with grpc.insecure_channel(f"127.0.0.1:{self.port}") as channel:
+        target = f"127.0.0.1:{self.port}"
+        tls, mtls = getattr(self, "tls", None), getattr(self, "mtls", False)
+        if tls is None:
+            opened = grpc.insecure_channel(target)
+        else:
+            creds = grpc.ssl_channel_credentials(
+                tls.ca.read_bytes(),
+                tls.client_key.read_bytes() if mtls else None,
+                tls.client_cert.read_bytes() if mtls else None,
+            )
+            opened = grpc.secure_channel(target, creds)
+        with opened as channel:
             try:
                 grpc.channel_ready_future(channel).result(timeout=within_s)
             except grpc.FutureTimeoutError:
@@ -157,12 +242,172 @@ class BuildGrid:
         env = {"VX_REAPI_ENDPOINT": self.endpoint, "CI": "1"}
         if self.instance:
             env["VX_REAPI_INSTANCE"] = self.instance
+        if self.tls is not None:
+            env["VX_REAPI_CA_CERT"] = str(self.tls.ca)
         return env
 
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(timeout=30)
+
+
+EXEC_CONFIG = """\
+server:
+  - !channel
+    address: "127.0.0.1:{port}"
+    insecure-mode: true
+authorization:
+  method: none
+connections:
+  - !sql-connection &sql
+    connection-string: postgresql://postgres@127.0.0.1:{pg_port}/bgd
+    pool-size: 5
+    max-overflow: 5
+storages:
+  - !lru-storage &cas
+    size: 256MB
+caches:
+  - !lru-action-cache &ac
+    storage: *cas
+    max-cached-refs: 10000
+    allow-updates: true
+    cache-failed-actions: false
+schedulers:
+  - !sql-scheduler &sched
+    sql: *sql
+    storage: *cas
+    action-cache: *ac
+    bot-session-keepalive-timeout: {keepalive}
+    assigners:
+      - !priority-age-assigner
+        count: 1
+        interval: 0.02
+        jitter-factor: 0.02
+    property-set: !dynamic-property-set
+      match-property-keys: []
+      wildcard-property-keys: [container-image]
+instances:
+  - name: ""
+    services:
+      - !action-cache
+        cache: *ac
+      - !execution
+        scheduler: *sched
+      - !cas
+        storage: *cas
+      - !bytestream
+        storage: *cas
+thread-pool-size: 20
+"""
+PG_BIN = Path("/usr/lib/postgresql/15/bin")
+WORKER = Path(__file__).with_name("reapi_worker.py")
+
+
+class ExecStack:
+    """PostgreSQL + an executing `bgd server` on loopback, and workers `add_worker()` starts;
+    `stop()` ends every process it started, by its pid. The server forgets a killed worker
+    after `keepalive` seconds (BuildGrid needs more than about 4) and re-queues its action."""
+
+    def __init__(self, workdir: Path, keepalive: int = 6):
+        import tempfile
+
+        from remote_servers import free_port
+
+        if not (PG_BIN / "initdb").exists():
+            message = "remote execution needs PostgreSQL 15 (apt-get install postgresql-15)"
+            if os.environ.get("VX_REQUIRE_REAPI") == "1":
+                pytest.fail(message)
+            pytest.skip(message)
+        self.venv = install_buildgrid()
+        self.workdir = workdir
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.workers: list[subprocess.Popen] = []
+        self.proc: subprocess.Popen | None = None
+        # postgres refuses to run as root and must reach its data dir: a world-traversable temp dir
+        self.pg = Path(tempfile.mkdtemp(prefix="vx-pg-"))
+        self.pg.chmod(0o755)
+        as_pg = ["runuser", "-u", "postgres", "--"] if os.getuid() == 0 else []
+        if as_pg:
+            shutil.chown(self.pg, "postgres", "postgres")
+        self.as_pg = as_pg
+        self.pg_port = free_port()
+        data = self.pg / "data"
+        run = dict(check=True, capture_output=True, timeout=120)
+        subprocess.run(
+            [*as_pg, str(PG_BIN / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust"],
+            **run,
+        )
+        subprocess.run(
+            [
+                *as_pg,
+                str(PG_BIN / "pg_ctl"),
+                "-D",
+                str(data),
+                "-l",
+                str(self.pg / "log"),
+                "-w",
+                "-o",
+                f"-c listen_addresses=127.0.0.1 -p {self.pg_port} -k {self.pg} "
+                "-c fsync=off -c synchronous_commit=off",
+                "start",
+            ],
+            **run,
+        )
+        try:
+            url = f"postgresql://postgres@127.0.0.1:{self.pg_port}"
+            subprocess.run([str(PG_BIN / "psql"), url, "-qc", "create database bgd"], **run)
+            subprocess.run(
+                [str(self.venv / "bin" / "python"), str(self.venv / "bin" / "bgd"), "migrate",
+                 "apply", f"{url}/bgd"],
+                **run,
+            )  # fmt: skip
+            self.port = free_port()
+            config = workdir / "bgd-exec.yml"
+            config.write_text(
+                EXEC_CONFIG.format(port=self.port, pg_port=self.pg_port, keepalive=keepalive)
+            )
+            self.log = workdir / "bgd-exec.log"
+            with open(self.log, "wb") as log:
+                self.proc = subprocess.Popen(
+                    [str(self.venv / "bin" / "python"), str(self.venv / "bin" / "bgd"), "server",
+                     "start", str(config)],
+                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                )  # fmt: skip
+            self.endpoint = f"grpc://127.0.0.1:{self.port}"
+            BuildGrid._await_ready(self)  # type: ignore[arg-type]
+        except BaseException:
+            self.stop()
+            raise
+
+    def add_worker(self) -> subprocess.Popen:
+        """One more bot (capacity 1), its log beside the server's."""
+        n = len(self.workers)
+        with open(self.workdir / f"worker-{n}.log", "wb") as log:
+            proc = subprocess.Popen(
+                [str(self.venv / "bin" / "python"), str(WORKER), "--remote",
+                 f"127.0.0.1:{self.port}", "--heartbeat", "1", "--poll-timeout", "5"],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            )  # fmt: skip
+        proc.log = self.workdir / f"worker-{n}.log"  # type: ignore[attr-defined]
+        self.workers.append(proc)
+        return proc
+
+    def env(self) -> dict[str, str]:
+        return {"VX_REAPI_ENDPOINT": self.endpoint}
+
+    def stop(self) -> None:
+        for proc in [*self.workers, *([self.proc] if self.proc is not None else [])]:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=30)
+        if (self.pg / "data" / "postmaster.pid").exists():
+            subprocess.run(
+                [*self.as_pg, str(PG_BIN / "pg_ctl"), "-D", str(self.pg / "data"), "-m",
+                 "immediate", "-w", "stop"],
+                capture_output=True, timeout=60, check=False,
+            )  # fmt: skip
+        shutil.rmtree(self.pg, ignore_errors=True)
 
 
 class GarbageServer:

@@ -5,6 +5,7 @@ failure kept to its plugin. Real git, real node, real `vx` processes."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -100,13 +101,16 @@ def test_a_throw_in_a_shaping_hook_fails_the_run_in_one_line(repo, hook):
 
 @pytest.mark.feature("PL-03")
 def test_an_observer_that_throws_is_warned_once_and_the_run_goes_on(repo):
-    """A telemetry sink that throws is warned once and switched off; a throwing `admit` admits
-    from then on; the run succeeds (issue: plugins, observers never fail a build)."""
+    """A telemetry sink that throws (or calls sys.exit) is warned once and switched off; a
+    throwing `admit` admits from then on; the run succeeds (issue: plugins, observers never fail
+    a build)."""
     code = (
+        "import sys\n"
         "def plugin(options):\n"
         "    def sink(event):\n        raise ValueError('sink broke')\n"
         "    def admit(task, running, ctx):\n        raise KeyError('admit broke')\n"
-        "    return {'telemetry': lambda ctx: sink, 'admit': admit}\n"
+        "    def setup(ctx):\n        ctx.on(lambda event: sys.exit(3))\n"
+        "    return {'telemetry': lambda ctx: sink, 'admit': admit, 'setup': setup}\n"
     )
     pkgs = {n: {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": n}} for n in "abc"}
     workspace(repo, ["flaky"], {"flaky": code}, pkgs)
@@ -114,6 +118,7 @@ def test_an_observer_that_throws_is_warned_once_and_the_run_goes_on(repo):
     assert result.code == 0, result.err
     assert result.err.count("plugin 'flaky' failed in its `telemetry` hook: ValueError") == 1
     assert "switched off for this run" in result.err
+    assert result.err.count("failed in its `setup: ctx.on` hook: SystemExit: 3") == 1  # no exit
     assert result.err.count("plugin 'flaky' failed in its `admit` hook: KeyError") <= 1
     assert {t["status"] for t in result.summary["tasks"]} == {"success"}
 
@@ -128,7 +133,6 @@ def test_an_observer_that_throws_is_warned_once_and_the_run_goes_on(repo):
         ({"p": R + "{'key': 3}\n"}, ["p"], "`key` must be a function", "def key"),
         ({"p": R + "'key'\n"}, ["p"], "not a dict of hooks", "return e.g."),
         ({"p": "x = 1\n"}, ["p"], "plugin 'p' has no `plugin` function", "def plugin(options)"),
-        ({"p": R + "{'graph': len}\n"}, ["p"], "`graph` hook is not supported yet", "dependsOn"),
         ({"p": "import no_such_module_here\n"}, ["p"], "plugin 'p' failed to load: ModuleNotFoundError", "VX_DEBUG=1"),
         ({}, ["no_such_plugin"], "is neither an importable module nor a `vx.plugins` entry point", "install"),
         ({"p": R + "{'commands': {'run': {'run': len}}}\n"}, ["p"], "verb `run`, which is vx's own", "something vx"),
@@ -153,10 +157,11 @@ def test_a_plugin_that_breaks_the_contract_is_refused_as_it_loads(
     assert "Traceback" not in result.err
 
 
-@pytest.mark.feature("PL-02", "CLI-15")
+@pytest.mark.feature("PL-02", "CLI-15", "CLI-08")
 def test_a_plugin_verb_runs_with_its_arguments_and_exit_code(repo):
     """A verb core does not know goes to the declared plugins; its return value is the exit
-    code, and `vx help` lists it; a verb nobody adds is still refused (issue: plugins, verbs)."""
+    code, and `vx help` lists it; a verb nobody adds is still refused; `vx info` names each
+    plugin and its hooks (issue: plugins, verbs)."""
     code = (
         "def plugin(options):\n"
         "    def run(argv, ctx):\n        print('greet', *argv, ctx.root.name)\n        return 7\n"
@@ -169,6 +174,10 @@ def test_a_plugin_verb_runs_with_its_arguments_and_exit_code(repo):
     assert "Plugin commands:" in helped.out and "greet  say hello (plugin greeter)" in helped.out
     unknown = repo.vx("gret", summary=False)
     assert unknown.code == 2 and "gret" in unknown.err
+    helped = repo.vx("help", "greet", summary=False)
+    assert helped.code == 0 and helped.out == "vx greet: say hello (plugin greeter)\n", helped.err
+    info = repo.vx("info", summary=False)
+    assert re.search(r"^plugins +greeter \(commands\)$", info.out, re.M), info.out
 
 
 @pytest.mark.feature("PL-02")
@@ -286,3 +295,266 @@ def test_a_workspace_without_plugins_never_imports_the_seam(repo):
             timeout=120,
         )
         assert proc.stdout.splitlines()[-1] == "0 False", proc.stderr
+
+
+@pytest.mark.feature("PL-02")
+def test_a_project_hook_adds_and_edits_tasks_validated_again(repo):
+    """A `project` hook adds a task to a package with no vx config and edits a declared one, and
+    `vx show` shows what the run ran; what it returns is validated as a config file, the refusal
+    naming the plugin (issue: plugins, project hook)."""
+    code = (
+        "def plugin(options):\n"
+        "    def project(project, config, ctx):\n"
+        "        tasks = config.setdefault('tasks', {})\n"
+        "        if project.name == 'bare':\n"
+        "            tasks['hello'] = {'exec': {'command': options['command']}}\n"
+        "        elif project.name == 'a':\n"
+        "            tasks['hello'] = {'exec': {'command': 'echo edited-a'}}\n"
+        "        return config\n"
+        "    return {'project': project}\n"
+    )
+    pkgs = {
+        "a": {"tasks": {"hello": {"exec": {"command": "echo declared-a"}}}},
+        "bare": {},  # a package.json and nothing else
+    }
+    entry = {"name": "tasks", "options": {"command": "echo added-bare"}}
+    workspace(repo, [entry], {"tasks": code}, pkgs)
+    result = repo.vx("run", "hello", "--output-logs=full")
+    assert result.code == 0, result.err
+    assert set(result.statuses()) == {"a#hello", "bare#hello"}
+    assert (
+        "edited-a" in result.out and "added-bare" in result.out and "declared-a" not in result.out
+    )
+    shown = repo.vx("show", "bare#hello", "--format", "json", summary=False)
+    assert shown.code == 0 and "echo added-bare" in shown.out, shown.err  # as the run saw it
+    entry["options"]["command"] = ""  # an empty command: refused as the file's would be
+    repo.write({"vx.workspace.json": {"plugins": [entry]}}).commit()
+    refused = repo.vx("run", "hello", summary=False)
+    assert refused.code == 2, refused.err
+    assert "packages/bare/package.json (as plugin 'tasks' left it)" in refused.err, refused.err
+
+
+@pytest.mark.feature("PL-02")
+def test_a_graph_hook_adds_an_edge_and_a_cycle_is_refused(repo):
+    """A `graph` hook's added edge orders the tasks and is in the dependant's key; an edge that
+    closes a cycle is refused naming the plugin (issue: plugins, graph hook)."""
+    log = repo.root.parent / "order.log"
+    code = (
+        "def plugin(options):\n"
+        "    def graph(edges, requested, ctx):\n"
+        "        for task, dep in options['edges']:\n"
+        "            edges[task].append(dep)\n"
+        "        return edges, requested\n"
+        "    return {'graph': graph}\n"
+    )
+
+    def build(n):
+        return build_task(
+            deps=(), command=f"echo {n} >> {log} && mkdir -p dist && cp src/a.js dist/"
+        )
+
+    pkgs = {n: {"tasks": {"build": build(n)}, "files": {"src/a.js": n}} for n in "ab"}
+    entry = {"name": "edges", "options": {"edges": [["a#build", "b#build"]]}}
+    workspace(repo, [entry], {"edges": code}, pkgs)
+    result = repo.vx("run", "build")
+    assert result.code == 0, result.err
+    assert log.read_text().split() == ["b", "a"]  # a waits for b now
+    keyed = result.task("a#build")["hash"]
+    entry["options"]["edges"] = []
+    repo.write({"vx.workspace.json": {"plugins": [entry]}}).commit()
+    plain = repo.vx("run", "build")
+    assert plain.task("a#build")["hash"] != keyed  # the edge was in a's key
+    entry["options"]["edges"] = [["a#build", "b#build"], ["b#build", "a#build"]]
+    repo.write({"vx.workspace.json": {"plugins": [entry]}}).commit()
+    cycle = repo.vx("run", "build", summary=False)
+    assert cycle.code == 2 and "plugin 'edges': after its `graph` hook" in cycle.err, cycle.err
+    assert "cycle" in cycle.err
+
+
+@pytest.mark.feature("PL-02")
+@pytest.mark.parametrize(
+    "found,words",
+    [
+        ([{"dir": "tools/gen", "name": "gen"}], None),
+        ([{"dir": "../elsewhere", "name": "x"}], "is not inside the workspace"),
+        ([{"dir": "tools/none", "name": "x"}], "does not exist"),
+        ([{"dir": "packages/a", "name": "x"}], "already a project's directory"),
+        ([{"dir": "tools/gen", "name": "a"}], "already named 'a'"),
+        ([{"dir": "tools/gen"}], "gave {'dir': 'tools/gen'}"),
+    ],
+)
+def test_a_discover_hook_adds_projects_inside_the_workspace_only(repo, found, words):
+    """A `discover` hook adds a project the package manager does not list; a directory outside
+    the workspace, missing or taken, or a name taken, is refused naming the plugin (issue:
+    plugins, discover hook)."""
+    code = f"def plugin(options):\n    return {{'discover': lambda ctx: {found!r}}}\n"
+    workspace(repo, ["finder"], {"finder": code})
+    gen = {"tasks": {"build": {"exec": {"command": "echo generating"}}}}
+    repo.write({"tools/gen/vx.config.json": gen}).commit()
+    result = repo.vx("run", "build", "--output-logs=full")
+    if words is None:
+        assert result.code == 0, result.err
+        assert set(result.statuses()) == {"a#build", "gen#build"} and "generating" in result.out
+    else:
+        assert result.code == 2 and "plugin 'finder': its `discover` hook" in result.err
+        assert words in result.err, result.err
+
+
+@pytest.mark.feature("PL-03", "EX-04")
+def test_a_secret_a_plugin_quotes_in_a_failure_or_a_warning_is_masked(repo):
+    """What a plugin raises or warns is masked as task output is: a secret value of the
+    environment shows as *** (issue: plugins, failure lines never leak a token)."""
+    code = (
+        "def plugin(options):\n"
+        "    def setup(ctx):\n        ctx.warn('using ' + ctx.env['DEPLOY_TOKEN'])\n"
+        "    def key(task, ctx):\n"
+        "        if options.get('fail'):\n"
+        "            raise RuntimeError('bad token ' + ctx.env['DEPLOY_TOKEN'])\n"
+        "    return {'setup': setup, 'key': key}\n"
+    )
+    workspace(repo, ["leaky"], {"leaky": code})
+    env = {"DEPLOY_TOKEN": "hunter2hunter2"}
+    warned = repo.vx("run", "build", summary=False, env=env)
+    assert warned.code == 0 and "plugin 'leaky': using ***" in warned.err, warned.err
+    repo.write({"vx.workspace.json": {"plugins": [{"name": "leaky", "options": {"fail": True}}]}})
+    result = repo.vx("run", "build", summary=False, env=env)
+    assert result.code == 2 and "bad token ***" in result.err, result.err
+    assert "hunter2" not in warned.err + warned.out + result.err + result.out
+
+
+SHELF = """
+import os
+from pathlib import Path
+
+class Shelf:
+    def __init__(self, where, broken):
+        self.where, self.broken = Path(where), broken
+        self.where.mkdir(parents=True, exist_ok=True)
+    def has(self, key):
+        if self.broken:
+            raise OSError("the shelf is gone")
+        return (self.where / key).is_file()
+    def get(self, key):
+        if self.broken:
+            raise OSError("the shelf is gone")
+        return (self.where / key).read_bytes()
+    def put(self, key, data):
+        (self.where / key).write_bytes(data)
+
+def plugin(options):
+    return {"cache": lambda ctx: Shelf(options["dir"], options.get("broken", False))}
+"""
+
+
+@pytest.mark.feature("PL-02", "PL-04", "RC-07")
+def test_a_cache_hook_is_the_remote_layer_and_a_broken_one_is_a_miss(repo, tmp_path):
+    """A `cache` hook's layer gets each new entry and serves it to a run whose local cache is
+    gone; a layer that throws costs a warning and a miss, never the build (issue: plugins, cache
+    factory)."""
+    import shutil
+
+    shelf = tmp_path / "shelf"
+    entry = {"name": "shelf", "options": {"dir": str(shelf)}}
+    workspace(repo, [entry], {"shelf": SHELF})
+    env = {"VX_SHARED_STORE": "0"}
+    first = repo.vx("run", "build", env=env)
+    assert first.code == 0 and first.statuses()["a#build"] == ("success", "miss"), first.err
+    key = first.task("a#build")["hash"]
+    assert (shelf / key).is_file()  # uploaded
+    shutil.rmtree(repo.root / ".vx" / "cache")
+    shutil.rmtree(repo.root / "packages/a/dist")
+    second = repo.vx("run", "build", env=env)
+    assert second.statuses()["a#build"] == ("success", "remote"), second.err
+    assert (repo.root / "packages/a/dist/out.js").read_text() == "A;"
+    entry["options"]["broken"] = True
+    repo.write({"vx.workspace.json": {"plugins": [entry]}}).commit()
+    shutil.rmtree(repo.root / ".vx" / "cache")
+    broken = repo.vx("run", "build", env=env)
+    assert broken.code == 0 and broken.statuses()["a#build"] == ("success", "miss"), broken.err
+    assert "plugin 'shelf' failed in its cache's `get`: OSError: the shelf is gone" in broken.err
+
+
+FARM = """
+import subprocess
+
+class Farm:
+    def __init__(self, options):
+        self.options = options
+    def accepts(self, task):
+        return task.project in self.options["projects"]
+    def run(self, task, command, cwd, env, output):
+        if self.options.get("broken"):
+            raise ConnectionError("the farm is down")
+        done = subprocess.run(["sh", "-c", command], cwd=cwd, env=env, capture_output=True)
+        output("farm ran " + task.id + "\\n")
+        output(done.stdout)
+        return done.returncode
+
+def plugin(options):
+    return {"executor": lambda ctx: Farm(options)}
+"""
+
+
+@pytest.mark.feature("PL-02", "PL-04", "EX-17")
+def test_an_executor_hook_runs_the_tasks_it_accepts_and_its_throw_fails_only_the_task(repo):
+    """A plugin executor runs the tasks it accepts (its output is the task's, its exit code the
+    task's, the outputs saved and hit as vx's own), vx runs the rest; an executor that throws
+    fails that task, naming the plugin, never the run's other tasks (issue: plugins, executor
+    factory)."""
+    pkgs = {
+        n: {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": n}} for n in ("a", "b")
+    }
+    entry = {"name": "farm", "options": {"projects": ["a"]}}
+    workspace(repo, [entry], {"farm": FARM}, pkgs)
+    first = repo.vx("run", "build", "--output-logs=full")
+    assert first.code == 0, first.err
+    assert "farm ran a#build" in first.out and "farm ran b#build" not in first.out
+    assert (repo.root / "packages/a/dist/out.js").read_text() == "a"
+    again = repo.vx("run", "build")
+    assert {cache for _, cache in again.statuses().values()} == {"up-to-date"}, again.err
+    entry["options"]["broken"] = True
+    repo.write({"vx.workspace.json": {"plugins": [entry]}, "packages/a/src/a.js": "A2"}).commit()
+    broken = repo.vx("run", "build", "--output-logs=full")
+    assert broken.code == 1 and broken.statuses()["a#build"][0] == "failed", broken.err
+    assert "plugin 'farm' failed in its `executor` hook: ConnectionError: the farm is down" in (
+        broken.out + broken.err
+    )
+
+
+@pytest.mark.feature("PL-01", "WS-11")
+def test_a_workspace_config_written_as_code_names_plugins_by_the_same_strings(repo):
+    """`vx.workspace.mjs`, evaluated by Node, declares Python plugins with the same strings and
+    `{name, options}` objects as vx.workspace.json (issue: plugins, configs written as code)."""
+    code = (
+        "def plugin(options):\n"
+        "    def run(argv, ctx):\n        print('hello', options['who'])\n"
+        "    return {'commands': {'hello': {'run': run}}}\n"
+    )
+    workspace(repo, [], {"greet": code})
+    (repo.root / "vx.workspace.json").unlink()
+    repo.write(
+        {
+            "vx.workspace.mjs": "export default { plugins: [{ name: 'greet', options: { who: 'js' } }] };\n"
+        }
+    ).commit()
+    result = repo.vx("hello", summary=False)
+    assert result.code == 0 and result.out == "hello js\n", result.err
+
+
+@pytest.mark.feature("PL-02", "KEY-11")
+def test_declaring_a_plugin_ends_the_replays_of_a_receipted_workspace(repo):
+    """A workspace replayed from its receipt declares a key plugin: the next run goes through
+    the pipeline and keys with the hook (issue: plugins, never served by a replay that skips
+    a key hook)."""
+    import time
+
+    workspace(repo, [], {"stampkey": STAMP_KEY})
+    (repo.root / "stamp.txt").write_text("one")
+    timed(repo)
+    time.sleep(0.06)  # past the racy window of what the first run wrote (as test_receipts does)
+    timed(repo)
+    _, replayed = timed(repo)
+    assert replayed  # without plugins, the warm run is a replay
+    repo.write({"vx.workspace.json": {"plugins": ["stampkey"]}}).commit()
+    keyed, replayed = timed(repo)
+    assert not replayed and "0 cached" in keyed.err, keyed.err

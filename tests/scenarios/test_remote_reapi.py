@@ -122,7 +122,7 @@ def test_server_down_builds_locally_with_one_warning(repo):
     assert res.code == 0, res.err
     assert set(res.statuses().values()) == {("success", "miss")}
     assert outputs(repo) == EXPECTED and strays(repo) == []
-    assert res.err.count("GetActionResult: UNAVAILABLE; treated as a miss") == 1, res.err
+    assert res.err.count("GetCapabilities: UNAVAILABLE; treated as a miss") == 1, res.err
     assert "failures: unreachable ×" in res.err
     again = repo.vx("run", "build", "--all", env=env)
     assert again.code == 0, again.err
@@ -169,7 +169,7 @@ def test_hostile_reply_is_a_miss(repo, answer, kind):
         assert set(res.statuses().values()) == {("success", "miss")}
         assert outputs(repo) == EXPECTED and strays(repo) == []
         assert res.err.count(f"further `{kind}` failures are counted") == 1, res.err
-        assert any(m.endswith("/GetActionResult") for m in server.seen)
+        assert server.seen[0].endswith("/GetCapabilities")  # asked once, before anything else
     finally:
         server.stop()
 
@@ -242,7 +242,7 @@ def test_a_stalled_server_is_a_miss_after_the_deadline(repo):
         assert res.code == 0, res.err
         assert set(res.statuses().values()) == {("success", "miss")}
         assert outputs(repo) == EXPECTED and strays(repo) == []
-        assert res.err.count("GetActionResult: DEADLINE_EXCEEDED; treated as a miss") == 1, res.err
+        assert res.err.count("GetCapabilities: DEADLINE_EXCEEDED; treated as a miss") == 1, res.err
     finally:
         server.stop()
 

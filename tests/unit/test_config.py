@@ -227,11 +227,12 @@ def test_unknown_project_keys(config, field, hint):
     assert "tags, tasks" in err.message
 
 
-@pytest.mark.feature("WS-08")
-def test_reference_exec_remote_is_refused_as_not_supported_yet():
+@pytest.mark.feature("RC-10")
+def test_exec_remote_takes_true_false_or_only():
+    """Remote execution: a `remote` that is not true, false or "only" is refused by field."""
     err = tasks_refusal({"exec": {"command": "x", "remote": {}}})
     assert err.field == "tasks.build.exec.remote"
-    assert "not supported yet in this version" in err.message
+    assert '`remote` must be true, false or "only", got {}' in err.message
 
 
 @pytest.mark.feature("EX-07")
@@ -617,6 +618,12 @@ def test_rules_exclusive_outputs():
 def test_workspace_refusals(data, field, words):
     err = refusal(data, validate_workspace)
     assert err.field == field and words in err.message
+
+
+@pytest.mark.feature("PL-01")
+def test_plugins_in_a_project_config_point_at_the_workspace():
+    err = refusal({"plugins": ["vx.plugins.otel"]}, validate_project)
+    assert err.field == "plugins" and "vx.workspace.json" in (err.hint or "")
 
 
 @pytest.mark.feature("WS-11")

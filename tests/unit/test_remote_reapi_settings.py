@@ -94,3 +94,101 @@ def test_a_grpc_that_fails_to_load_is_a_remote_failure_not_a_crash(monkeypatch):
             call()
         assert caught.value.kind == UNREACHABLE and "grpc did not load" in caught.value.detail
     layer.close()
+
+
+@pytest.mark.feature("RC-09")
+def test_tls_files_come_from_the_environment_over_the_workspace_file(tmp_path):
+    for name in ("ca.pem", "c.pem", "c.key", "env-ca.pem"):
+        (tmp_path / name).write_text("PEM")
+    cfg = RemoteCacheConfig(
+        kind="reapi",
+        url="grpcs://cache.example.com",
+        ca_cert=str(tmp_path / "ca.pem"),
+        client_cert=str(tmp_path / "c.pem"),
+        client_key=str(tmp_path / "c.key"),
+    )
+    found = resolve(cfg, {"VX_REAPI_CA_CERT": str(tmp_path / "env-ca.pem")})
+    assert found.problem is None
+    s = found.settings
+    assert (s.ca_cert, s.client_cert, s.client_key) == (
+        str(tmp_path / "env-ca.pem"),
+        str(tmp_path / "c.pem"),
+        str(tmp_path / "c.key"),
+    )
+
+
+@pytest.mark.feature("RC-09")
+@pytest.mark.parametrize(
+    "extra,says",
+    [
+        ({"VX_REAPI_CA_CERT": "{d}/ca.pem"}, "needs a grpcs:// endpoint"),
+        ({"VX_REAPI_CLIENT_CERT": "{d}/ca.pem"}, "needs its key"),
+        ({"VX_REAPI_CLIENT_KEY": "{d}/ca.pem"}, "needs its key"),
+        ({"VX_REAPI_CA_CERT": "{d}/missing.pem"}, "is not a readable file"),
+    ],
+)
+def test_unusable_tls_files_turn_the_remote_off_with_one_line(tmp_path, extra, says):
+    (tmp_path / "ca.pem").write_text("PEM")
+    scheme = "grpc://127.0.0.1:1" if "grpcs" in says else "grpcs://cache.example.com"
+    env = {"VX_REAPI_ENDPOINT": scheme, **{k: v.format(d=tmp_path) for k, v in extra.items()}}
+    found = resolve(None, env)
+    assert found.settings is None and says in found.problem, found.problem
+
+
+def _caps(**cache):
+    from vx.store.remote.reapi_pb.build.bazel.remote.execution.v2 import (
+        remote_execution_pb2 as re_pb,
+    )
+
+    return re_pb.ServerCapabilities(cache_capabilities=re_pb.CacheCapabilities(**cache))
+
+
+@pytest.mark.feature("RC-09")
+def test_capabilities_decide_batch_size_zstd_and_writes():
+    from vx.store.remote.reapi import (
+        BATCH_CEILING_BYTES,
+        BATCH_OVERHEAD,
+        SHA256,
+        ZSTD,
+        capabilities_of,
+    )
+    from vx.store.remote.reapi_pb.build.bazel.remote.execution.v2 import (
+        remote_execution_pb2 as re_pb,
+    )
+
+    bare = capabilities_of(_caps())  # a server that fills in nothing: SHA-256, no limit of its own
+    assert (bare.batch_bytes, bare.zstd, bare.zstd_batch_update, bare.updates) == (
+        BATCH_CEILING_BYTES - BATCH_OVERHEAD,
+        False,
+        False,
+        True,
+    )
+    big = capabilities_of(_caps(digest_functions=[SHA256], max_batch_total_size_bytes=64 << 20))
+    assert big.batch_bytes == BATCH_CEILING_BYTES - BATCH_OVERHEAD  # never past gRPC's message cap
+    small = capabilities_of(_caps(max_batch_total_size_bytes=256 << 10))
+    assert small.batch_bytes == (256 << 10) - BATCH_OVERHEAD
+    offered = capabilities_of(
+        _caps(
+            supported_compressors=[ZSTD],
+            action_cache_update_capabilities=re_pb.ActionCacheUpdateCapabilities(),
+        )
+    )
+    assert (offered.zstd, offered.zstd_batch_update, offered.updates) == (True, False, False)
+
+
+@pytest.mark.feature("RC-09")
+def test_a_server_without_sha256_is_unsupported():
+    from vx.store.remote import UNSUPPORTED, RemoteFailure
+    from vx.store.remote.reapi import capabilities_of
+    from vx.store.remote.reapi_pb.build.bazel.remote.execution.v2 import (
+        remote_execution_pb2 as re_pb,
+    )
+
+    sha = re_pb.DigestFunction
+    with pytest.raises(RemoteFailure) as caught:
+        capabilities_of(_caps(digest_functions=[sha.SHA1, sha.BLAKE3]))
+    assert caught.value.kind == UNSUPPORTED and "only SHA1, BLAKE3" in caught.value.detail
+    assert capabilities_of(_caps(digest_functions=[sha.BLAKE3, sha.SHA256])).updates
+    with pytest.raises(RemoteFailure) as caught:  # a function newer than the stubs know
+        capabilities_of(_caps(digest_functions=[99]))
+    assert "only 99" in caught.value.detail

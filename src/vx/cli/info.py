@@ -66,6 +66,8 @@ def _workspace_rows(cwd: Path, env: Mapping[str, str]) -> list[Row]:
     ws = workspace.discover(cwd)
     ws_config = config.load_workspace(ws.root, env)
     rows: list[Row] = [("root", str(ws.root)), ("package manager", ws.manager)]
+    if ws_config.plugins:
+        rows.append(("plugins", _plugins(ws_config, ws.root, env)))
     try:
         configs = config.load_all(ws, env)
         tasks = sum(len(c.tasks) for c in configs.values())
@@ -79,6 +81,18 @@ def _workspace_rows(cwd: Path, env: Mapping[str, str]) -> list[Row]:
     rows.append(("cache", _cache_usage(store_dir)))
     rows.append(("flaky", _flaky(cache_dir)))
     return rows
+
+
+def _plugins(ws_config, root: Path, env: Mapping[str, str]) -> str:
+    """Each declared plugin and its hooks, loaded as for a verb (no setup), or why not."""
+    from vx.errors import VxError
+    from vx.plugins.host import load
+
+    try:
+        host = load(ws_config.plugins, root, env, setup=False)
+    except VxError as exc:
+        return f"unavailable: {exc.message}"
+    return "; ".join(f"{p.name} ({', '.join(sorted(p.hooks))})" for p in host.plugins)
 
 
 SHOWN_FLAKY = 10  # flaky tasks named before the rest fold into a count

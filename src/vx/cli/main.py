@@ -34,6 +34,7 @@ verbs:
   show [PROJECT | PROJECT#TASK | TASK]        the configs as vx resolved them (--format json)
   why PKG#TASK                                what changed between the task's last two keys
   last [RUNID] [--list[=N]] [--failed]        what the latest run did, and how to re-run what failed
+  history [PKG#TASK | TASK …] [--window N]    each task's recorded durations, which order a run
   prune PKG … [--docker] [--out-dir DIR]      a partial workspace for PKG, its lockfile cut to it
   cache prune [--older-than D] [--max-size S] evict old and least recently used cache entries
   mcp                                         an MCP server on stdin/stdout: tasks, runs, keys for an agent
@@ -65,6 +66,8 @@ options:
   --no-cache                neither read nor write the cache
   --cache SPEC              read/write per layer, e.g. local:rw,remote:r (`remote:` = off)
   --cache-dir PATH          the cache directory (default: <root>/.vx/cache)
+  --download all|toplevel|none  remotely executed outputs fetched: all (default), only the
+                            requested tasks', or none (fetched when a task here needs them)
   --timeout MS              default per-task timeout in milliseconds
   --retry N                 default extra attempts for a failing task
   --dry[=text|json]         print the plan with predicted cache status; run nothing
@@ -173,6 +176,15 @@ record, or that passed on a retry, is marked flaky. `--failed` picks the latest 
 `--log PKG#TASK` prints a failed task's kept log. Reads the run history in the cache only.
 """
 
+HISTORY_HELP = """usage: vx history [PKG#TASK | TASK …] [--window N] [--format text|json] [--cache-dir DIR]
+
+Shows the durations the scheduler expects, from the run history in the cache: for each task that
+executed and passed, the number of such runs in the window (the last N, default the workspace's
+schedule.window or 20), their median — what orders a run's ready tasks by the longest expected
+chain still to run — and the last, fastest and slowest. A bare TASK names it in every project.
+Also lists the workspace's schedule.assume entries and its timings file.
+"""
+
 SHOW_HELP = """usage: vx show [PROJECT | PROJECT#TASK | TASK] [--format text|json]
 
 Prints the configs as vx resolved them — from vx.config files, configs written as code, or a
@@ -233,6 +245,7 @@ RUN_FLAGS = {
     "--no-cache": ("flag", "no_cache"),
     "--cache": ("value", "cache"),
     "--cache-dir": ("value", "cache_dir"),
+    "--download": ("value", "download"),
     "--timeout": ("value", "timeout"),
     "--retry": ("value", "retry"),
     "--dry": ("optional", "dry"),
@@ -378,6 +391,16 @@ VERBS = {
             "--list": ("optional", "list"),
             "--failed": ("flag", "failed"),
             "--log": ("value", "log"),
+            "--format": ("value", "format"),
+            "--cache-dir": ("value", "cache_dir"),
+            **_HELP_FLAG,
+        },
+        _HELP_ALIAS,
+    ),
+    "history": Verb(
+        HISTORY_HELP,
+        {
+            "--window": ("value", "window"),
             "--format": ("value", "format"),
             "--cache-dir": ("value", "cache_dir"),
             **_HELP_FLAG,
@@ -603,6 +626,12 @@ def _verb_last(parsed, rest: list[str], argv: list[str]) -> int:
     return last_verb(parsed, os.environ)
 
 
+def _verb_history(parsed, rest: list[str], argv: list[str]) -> int:
+    from vx.cli.history import history_verb
+
+    return history_verb(parsed, os.environ)
+
+
 def _verb_show(parsed, rest: list[str], argv: list[str]) -> int:
     from vx.cli.show import show_verb
 
@@ -669,6 +698,7 @@ _VERB_RUNNERS = {
     "migrate": _verb_migrate,
     "why": _verb_why,
     "last": _verb_last,
+    "history": _verb_history,
     "show": _verb_show,
     "ls": _verb_show,
     "prune": _verb_prune,
@@ -726,7 +756,13 @@ def _help(rest: list[str]) -> int:
         return EXIT_OK
     verb = "show" if rest[0] == "ls" else rest[0]
     if verb not in VERB_HELP:
-        raise _unknown_verb(verb)
+        host = _workspace_plugins()
+        added = host.verbs().get(verb) if host is not None else None
+        if added is None:
+            raise _unknown_verb(verb)
+        plugin, command = added
+        print(f"vx {verb}: {command.get('description') or 'a verb'} (plugin {plugin.name})")
+        return EXIT_OK
     print(VERB_HELP[verb], end="")
     return EXIT_OK
 
@@ -835,6 +871,21 @@ def _plain_int(flag: str, text: str | None) -> int | None:
     return int(text)
 
 
+def _download_mode(text: str | None) -> str:
+    if text is None:
+        return "all"
+    if text not in DOWNLOAD_MODES:
+        near = did_you_mean(text, DOWNLOAD_MODES)
+        raise UsageError(
+            f"`--download {text}` is not a mode",
+            hint=f"did you mean `--download {near}`?" if near else "use all, toplevel or none",
+        )
+    return text
+
+
+DOWNLOAD_MODES = ("all", "toplevel", "none")
+
+
 def _continue_mode(text: str | None) -> str:
     if text is None:
         return "deps-ok"  # the scheduler (and asyncio) load only to check a given mode
@@ -922,6 +973,7 @@ def _run(args: Args, argv: list[str]) -> int:
         forward_args=tuple(args.forward),
         concurrency=args.concurrency,
         continue_mode=_continue_mode(args.continue_mode),
+        download=_download_mode(args.download),
         no_cache=args.no_cache,
         force=args.force,
         cache_dir=args.cache_dir,
@@ -1363,7 +1415,7 @@ def _dry(prep, fmt: str) -> int:
         prep.store.close()
     notes = list(prep.notices)
     if prep.plugins is not None:
-        notes += [(m, "warning") for m in prep.plugins.pending + prep.plugins.teardown()]
+        notes += [(m, "warning") for m in prep.plugins.teardown()]
     for message, level in notes + (prep.remote.messages() if prep.remote is not None else []):
         _say(f"vx: warning: {message}" if level == "warning" else f"vx: {message}")
     return EXIT_OK

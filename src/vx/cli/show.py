@@ -48,11 +48,12 @@ def show_verb(args: Args, env: Mapping[str, str]) -> int:
 def resolved(names: list[str], cwd: Path, env: Mapping[str, str]) -> dict:
     """What `vx show [NAME] --format json` prints: the projects, one project, one task, or a task
     in every project declaring it."""
-    from vx.config import loader as config
+    from vx.pipeline import shaped_projects
     from vx.workspace import discover as workspace
 
-    ws = workspace.discover(cwd)
-    return _select(names, ws, config.load_all(ws, env))
+    # what a run would run: the plugins' projects and edits included
+    ws, configs = shaped_projects(workspace.discover(cwd), env)
+    return _select(names, ws, configs)
 
 
 def _names(names: list[str]) -> list[str]:

@@ -128,9 +128,17 @@ def load_project(
     return _project(str(workspace_root), pkg, found, values, turbo, manager)
 
 
-def load_all(ws: Workspace, env: Mapping[str, str] | None = None) -> dict[str, ProjectConfig]:
+# A plugin's `project` hook: (package, the config as decoded ({} for none), its file) -> the
+# config to validate and use instead, or None to keep it.
+Shape = Callable[[Package, Any, str], Any]
+
+
+def load_all(
+    ws: Workspace, env: Mapping[str, str] | None = None, shape: Shape | None = None
+) -> dict[str, ProjectConfig]:
     """Every package's project config, by package name (the root under `//`); the ones written as
-    code evaluated together, in one Node process."""
+    code evaluated together, in one Node process. With `shape`, each project read from a vx
+    config (or from none) passes through it before it is validated."""
     root = str(ws.root)
     turbo = _turbo_root(root)
     nx = _nx_root(root, ws) if turbo is None else None
@@ -147,11 +155,11 @@ def load_all(ws: Workspace, env: Mapping[str, str] | None = None) -> dict[str, P
         return {
             name: _from_nx(nx, pkg, manager)
             if found[name] is None
-            else _project(root, pkg, found[name], values, None, manager)
+            else _project(root, pkg, found[name], values, None, manager, shape)
             for name, pkg in ws.packages.items()
         }
     return {
-        name: _project(root, pkg, found[name], values, turbo, manager)
+        name: _project(root, pkg, found[name], values, turbo, manager, shape)
         for name, pkg in ws.packages.items()
     }
 
@@ -190,7 +198,7 @@ def load_workspace(
         path, ext = located
         found = Found(path, ext, os.path.basename(path))
         values = _evaluate(str(root), [found], env)
-        config = validate_workspace(_decoded(found, values), found.source)
+        config = rooted(validate_workspace(_decoded(found, values), found.source), root)
     if (
         remote
         and config.remote_cache is None
@@ -201,6 +209,20 @@ def load_workspace(
         if remote is not None:
             config = replace(config, remote_cache=remote)
     return config
+
+
+def rooted(config: WorkspaceConfig, root: Path) -> WorkspaceConfig:
+    """The config with `remoteCache.reapi`'s TLS file paths made absolute, relative ones taken
+    from the workspace root (the run may start in any package)."""
+    remote = config.remote_cache
+    if remote is None or remote.kind != "reapi":
+        return config
+    paths = {
+        name: os.path.join(root, path)
+        for name in ("ca_cert", "client_cert", "client_key")
+        if (path := getattr(remote, name)) is not None
+    }
+    return replace(config, remote_cache=replace(remote, **paths)) if paths else config
 
 
 def workspace_data(root: Path, env: Mapping[str, str] | None = None) -> Any:
@@ -285,7 +307,14 @@ def _project(
     values: Mapping[str, Any],
     turbo: TurboRoot | None,
     manager: str,
+    shape: Shape | None = None,
 ) -> ProjectConfig:
+    if shape is not None and (found is not None or turbo is None):
+        source = found.source if found is not None else _rel(pkg.dir, "package.json")
+        data = _decoded(found, values) if found is not None else {}
+        shaped = shape(pkg, data, source)
+        if shaped is not None:
+            return validate_project(shaped[0], shaped[1])
     if found is None:
         if turbo is None:
             return ProjectConfig(source="")

@@ -42,10 +42,6 @@ def _on_task(key: str) -> str:
     return f"`{key}` belongs on a task; in vx it is tasks.<name>.{key}"
 
 
-_NOT_YET = {
-    "remote": "remove `remote`; every task runs locally in this version",
-}
-
 PROJECT = Level(
     "the project config",
     frozenset({"tags", "tasks"}),
@@ -55,6 +51,7 @@ PROJECT = Level(
         "scripts": "scripts stay in package.json; a vx task runs one as exec.command",
         "name": "a project is named by its package.json `name`",
         "extends": "vx configs inherit nothing; repeat the tasks",
+        "plugins": "plugins are declared for the whole workspace, in vx.workspace.json",
         "namedInputs": _nx("namedInputs", "a list in tasks.<name>.cache.inputs.files"),
         "implicitDependencies": _nx("implicitDependencies", "a dependsOn entry `pkg#task`"),
         "inputs": _turbo("inputs", "tasks.<name>.cache.inputs.files"),
@@ -90,7 +87,19 @@ TASK = Level(
 
 EXEC = Level(
     "exec",
-    frozenset({"command", "env", "timeout", "retries", "sandbox", "persistent", "interactive"}),
+    frozenset(
+        {
+            "command",
+            "env",
+            "timeout",
+            "retries",
+            "sandbox",
+            "persistent",
+            "interactive",
+            "remote",
+            "platform",
+        }
+    ),
     foreign={
         "continuous": _nx("continuous", "`persistent`"),
         "cmd": "in vx it is `command`",
@@ -102,7 +111,6 @@ EXEC = Level(
         "outputs": _turbo("outputs", "the task's cache.outputs.files"),
         "inputs": _turbo("inputs", "the task's cache.inputs.files"),
     },
-    unsupported=_NOT_YET,
 )
 
 PERSISTENT = Level(
@@ -310,9 +318,21 @@ def _validate_task(name: str, body: dict[str, Any], text: str, at: At) -> TaskCo
             hint="drop `cache`; a task that reads the terminal or never ends runs every "
             "time (cache the build it depends on instead)",
         )
+    if exec_ is not None and exec_.remote and "cache" not in body:
+        at.key("exec").key("remote").refuse(
+            f"`remote` on task `{name}`, which has no `cache`: only a cached task runs remotely "
+            "(its outputs are what comes back)",
+            hint='declare its outputs in `cache` (`"outputs": {"files": []}` for none), or drop `remote`',
+        )
     cache = (
         _cache(body["cache"], at.key("cache"), exec_, depends_on or ()) if "cache" in body else None
     )
+    if exec_ is not None and exec_.remote is True and cache and cache.output_workspace_files:
+        at.key("exec").key("remote").refuse(
+            f"`remote` on task `{name}`, which has `cache.outputs.workspaceFiles`: a worker "
+            "returns only what is under the task's own directory",
+            hint="move those outputs under the project, or drop `remote`",
+        )
     return TaskConfig(
         name=name,
         canonical=text,
@@ -324,7 +344,14 @@ def _validate_task(name: str, body: dict[str, Any], text: str, at: At) -> TaskCo
 
 
 def canonical(task: dict[str, Any]) -> str:
-    """The declaration as sorted compact JSON: what the key folds; `$schema` is not."""
+    """The declaration as sorted compact JSON: what the key folds; `$schema` is not, nor where
+    the task runs (`exec.remote`, `exec.platform`): a worker builds what this machine would."""
+    exec_ = task.get("exec")
+    if isinstance(exec_, dict) and ("remote" in exec_ or "platform" in exec_):
+        task = {
+            **task,
+            "exec": {k: v for k, v in exec_.items() if k not in ("remote", "platform")},
+        }
     text = json.dumps(task, sort_keys=True, separators=(",", ":"))
     return (
         json.dumps(_without_schema(task), sort_keys=True, separators=(",", ":"))
@@ -405,7 +432,48 @@ def _exec(value: Any, at: At) -> ExecConfig:
         sandbox=_sandbox(body["sandbox"], at.key("sandbox")) if "sandbox" in body else None,
         persistent=persistent,
         interactive=interactive,
+        remote=_remote(body, at) if "remote" in body else None,
+        platform=platform_properties(body["platform"], at.key("platform"))
+        if "platform" in body
+        else (),
     )
+
+
+def _remote(body: dict[str, Any], at: At) -> bool | str:
+    """exec.remote: true, false or "only"; refused on a task that can never leave this machine."""
+    value = body["remote"]
+    if value not in (True, False, "only"):
+        at.key("remote").refuse(
+            f'`remote` must be true, false or "only", got {json.dumps(value)}',
+            hint='true runs the task on a remote worker when one is configured; "only" never here',
+        )
+    if value is False:
+        return False
+    local = next((k for k in ("persistent", "interactive", "sandbox") if k in body), None)
+    if local is not None:
+        at.key("remote").refuse(
+            f"`remote` on a task with `{local}`: that runs on this machine only",
+            hint=f"drop `remote` or `{local}`",
+        )
+    env = body.get("env")
+    if isinstance(env, dict) and (env.get("passThrough") or env.get("secret")):
+        at.key("remote").refuse(
+            "`remote` on a task that passes host variables through (`env.passThrough` or "
+            "`env.secret`): those never leave this machine",
+            hint="set what the task needs with `env.define`, or drop `remote`",
+        )
+    return value
+
+
+def platform_properties(value: Any, at: At) -> tuple[tuple[str, str], ...]:
+    """`platform`: REAPI platform properties, {name: value} strings, kept sorted by name."""
+    body = _object(value, at, 'an object of strings such as { "OSFamily": "linux" }')
+    pairs = []
+    for name, prop in body.items():
+        if not name:
+            at.refuse("a platform property has an empty name", hint='e.g. "OSFamily"')
+        pairs.append((name, _string(prop, at.key(name))))
+    return tuple(sorted(pairs))
 
 
 def _persistent(value: Any, at: At) -> PersistentConfig:

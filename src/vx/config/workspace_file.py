@@ -22,7 +22,14 @@ from vx.config.fields import (
     _string,
     _turbo,
 )
-from vx.model import CacheRetention, PluginSpec, RemoteCacheConfig, WorkspaceConfig
+from vx.model import (
+    CacheRetention,
+    PluginSpec,
+    RemoteCacheConfig,
+    RemoteExecution,
+    ScheduleConfig,
+    WorkspaceConfig,
+)
 
 # ---------------------------------------------------------------- object levels
 
@@ -40,7 +47,9 @@ WORKSPACE = Level(
             "rules",
             "sandbox",
             "migrated",
+            "remoteExecution",
             "cacheScope",
+            "schedule",
             "plugins",
         }
     ),
@@ -112,10 +121,87 @@ def validate_workspace(data: Any, file: str) -> WorkspaceConfig:
         if "sandbox" in obj
         else True,
         migrated=_migrated(obj["migrated"], at.key("migrated")) if "migrated" in obj else None,
+        remote_execution=_remote_execution(obj["remoteExecution"], at.key("remoteExecution"))
+        if "remoteExecution" in obj
+        else None,
         cache_scope=_cache_scope(obj["cacheScope"], at.key("cacheScope"))
         if "cacheScope" in obj
         else None,
         plugins=_plugins(obj["plugins"], at.key("plugins")) if "plugins" in obj else (),
+        schedule=_schedule(obj["schedule"], at.key("schedule"))
+        if "schedule" in obj
+        else ScheduleConfig(),
+    )
+
+
+SCHEDULE = Level(
+    "schedule",
+    frozenset({"history", "window", "assume", "file"}),
+    foreign={"predictive": "in vx it is `history` (on by default)"},
+    unsupported={
+        "resources": "remove it; tasks are not admitted by declared resources in this version",
+        **{
+            k: "memory reservations are options of the vx.plugins.schedule_history plugin"
+            for k in ("memory", "reservations")
+        },
+    },
+)
+MAX_WINDOW = 1000  # the history keeps no more runs than this
+
+
+def _schedule(value: Any, at: At) -> ScheduleConfig:
+    """`schedule`: {history, window, assume: {PKG#TASK | TASK: ms}, file}."""
+    obj = _object(value, at)
+    _keys(obj, at, SCHEDULE)
+    assume: dict[str, int] = {}
+    if "assume" in obj:
+        where = at.key("assume")
+        for name, ms in _object(obj["assume"], where).items():
+            if not name or name.startswith("#") or name.endswith("#"):
+                where.refuse(
+                    f"`{name}` names no task",
+                    hint='name a task or a project\'s task, e.g. {"build": 30000, "web#test": 5000}',
+                )
+            assume[name] = _integer(ms, where.key(name), 0, MAX_TIMEOUT_MS)
+    file = None
+    if "file" in obj:
+        file = _string(obj["file"], at.key("file"))
+        if not file.strip():
+            at.key("file").refuse(
+                "`file` is empty", hint="name a workspace-relative path, e.g. .vx-timings.json"
+            )
+    return ScheduleConfig(
+        history=_boolean(obj["history"], at.key("history")) if "history" in obj else True,
+        window=_integer(obj["window"], at.key("window"), 1, MAX_WINDOW) if "window" in obj else 20,
+        assume=assume,
+        file=file,
+    )
+
+
+REMOTE_EXECUTION = Level(
+    "remoteExecution",
+    frozenset({"capacity", "default", "platform"}),
+    foreign={
+        "endpoint": "the server is remoteCache.reapi.endpoint (or VX_REAPI_ENDPOINT)",
+        "remote_executor": "the server is remoteCache.reapi.endpoint (or VX_REAPI_ENDPOINT)",
+    },
+)
+
+
+def _remote_execution(value: Any, at: At) -> RemoteExecution:
+    """`remoteExecution: {capacity?, default?, platform?}`; the server is the REAPI remote's."""
+    from vx.config.project import platform_properties
+
+    obj = _object(value, at)
+    _keys(obj, at, REMOTE_EXECUTION)
+    return RemoteExecution(
+        capacity=_integer(obj["capacity"], at.key("capacity"), 1, 1024)
+        if "capacity" in obj
+        else RemoteExecution().capacity,
+        default=_boolean(obj["default"], at.key("default")) if "default" in obj else False,
+        platform=platform_properties(obj["platform"], at.key("platform"))
+        if "platform" in obj
+        else (),
     )
 
 
@@ -278,12 +364,16 @@ TURBO_REMOTE = Level(
 NX_REMOTE = Level("remoteCache.nx", frozenset({"url"}))
 REAPI_REMOTE = Level(
     "remoteCache.reapi",
-    frozenset({"endpoint", "instance"}),
+    frozenset({"endpoint", "instance", "caCert", "clientCert", "clientKey"}),
     foreign={
         "url": "in vx it is `endpoint`",
         "remoteCache": "in vx it is `endpoint`",
         "instanceName": "in vx it is `instance`",
         "remoteInstanceName": "in vx it is `instance`",
+        "tlsCertificate": "in vx it is `caCert`",
+        "tls_certificate": "in vx it is `caCert`",
+        "tlsClientCertificate": "in vx it is `clientCert`",
+        "tlsClientKey": "in vx it is `clientKey`",
     },
     unsupported={
         "headers": "remove it; headers carry API keys: set VX_REAPI_HEADERS in the environment",
@@ -347,8 +437,10 @@ def _remote_wire(kind: str, value: Any, at: At) -> dict[str, Any]:
 
 
 def _reapi_wire(strings: dict[str, str], at: At) -> dict[str, Any]:
-    """`remoteCache.reapi: {endpoint: "grpc(s)://host:port", instance?}`, checked here so a typo
-    is refused with its field (the environment's VX_REAPI_ENDPOINT wins over it at run time)."""
+    """`remoteCache.reapi: {endpoint: "grpc(s)://host:port", instance?, caCert?, clientCert?,
+    clientKey?}`, checked here so a typo is refused with its field (the environment's VX_REAPI_*
+    win over it at run time). The TLS files are paths, relative to the workspace root; the key
+    file is a secret, its path is not."""
     from urllib.parse import urlsplit
 
     endpoint = strings.get("endpoint")
@@ -374,7 +466,29 @@ def _reapi_wire(strings: dict[str, str], at: At) -> dict[str, Any]:
             f"`endpoint` must be grpc://host:port or grpcs://host[:port], got {endpoint!r}",
             hint=hint,
         )
-    return {"kind": "reapi", "url": endpoint.rstrip("/"), "instance": strings.get("instance")}
+    tls = {k: strings[k] for k in ("caCert", "clientCert", "clientKey") if k in strings}
+    for name, path in tls.items():
+        if not path.strip():
+            at.key(name).refuse(f"`{name}` is empty", hint="name a PEM file, or omit it")
+        if parts.scheme != "grpcs":
+            at.key(name).refuse(
+                f"`{name}` needs a grpcs:// endpoint, not {endpoint!r}",
+                hint="TLS files are for grpcs://; a grpc:// endpoint is plain text",
+            )
+    if ("clientCert" in tls) != ("clientKey" in tls):
+        missing = "clientKey" if "clientCert" in tls else "clientCert"
+        at.refuse(
+            f"`remoteCache.reapi` has one of `clientCert` and `clientKey` but no `{missing}`",
+            hint="a client certificate (mTLS) needs both: the PEM certificate and its key",
+        )
+    return {
+        "kind": "reapi",
+        "url": endpoint.rstrip("/"),
+        "instance": strings.get("instance"),
+        "ca_cert": tls.get("caCert"),
+        "client_cert": tls.get("clientCert"),
+        "client_key": tls.get("clientKey"),
+    }
 
 
 def _no_secrets(obj: dict[str, Any], at: At) -> dict[str, Any]:

@@ -98,10 +98,16 @@ class RunContext(Struct):
     alone: asyncio.Lock | None = None  # held while an interactive task gathers every slot
     # the executor's `execute` (None: vx.engine.executor.execute); the seam a test's scripted executor fills
     execute: Callable[..., Awaitable[ProcessResult]] | None = None
+    # the REAPI workers' slots (engine.remote.RemotePool) when a task of the run may go remote
+    remote_pool: Any = None
     # the plugins' `admit` hooks: (task, the admitted tasks running) -> may it start; None: always
     admit: Callable[[TaskId, frozenset[TaskId]], bool] | None = None
     running: set[TaskId] = field(default_factory=set)  # started through `admit`, not yet ended
     ended: asyncio.Event | None = None  # set when one of `running` ends
+    # the plugins' executors: (node, plan) -> an `execute` for the task, or None (vx runs it)
+    offer: Callable[[TaskNode, TaskPlan], Callable[..., Awaitable[ProcessResult]] | None] | None = (
+        None
+    )
 
 
 async def rebuild(
@@ -330,6 +336,15 @@ def _on_terminal(ctx: RunContext, node: TaskNode) -> bool:
 
 
 async def _execute_and_save(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> TaskResult:
+    if plan.remote == "only" and (ctx.remote_pool is None or ctx.remote_pool.down is not None):
+        return TaskResult(  # a remote-only task (an install for the workers) is no work here
+            node.id,
+            Status.SUCCESS,
+            CacheStatus.NO_CACHE,
+            key=plan.key,
+            reason="remote only: no remote executor, not run",
+            command=plan.command,
+        )
     cached = plan.outputs is not None
     write = cached and ctx.policy.write and ctx.store is not None
     early = ctx.early.pop(node.id, None)
@@ -370,7 +385,17 @@ async def _execute_and_save(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> 
     status = _status_of(proc)
     cache = CacheStatus.MISS if cached else CacheStatus.NO_CACHE
     saved, reason, taints = False, None, True
-    if status is Status.SUCCESS and write:
+    pool = ctx.remote_pool
+    if status is Status.SUCCESS and plan.remote == "only":
+        # Never saved here: its outputs live on the server, named in dependants' input roots.
+        ran = pool is not None and node.id in pool.listings
+        reason = "ran remotely only" if ran else "remote only: no remote executor, not run"
+        taints = False
+    elif status is Status.SUCCESS and pool is not None and node.id in pool.listings:
+        # Saved once a local task fetches them; until then the server holds the result.
+        pool.unsaved[node.id] = (proc, snapshot, started_ns)
+        reason, taints = f"outputs left on the remote (--download={pool.download})", False
+    elif status is Status.SUCCESS and write:
         saved, reason = await _save(ctx, node, plan, proc, snapshot, started_ns, kept)
         # A save the store refused (a full disk, a refused output) leaves the result sound: its
         # dependants may still save (and a full disk says so once for the run, not once a task).
@@ -443,6 +468,22 @@ def _status_of(proc: ProcessResult) -> Status:
     return Status.SUCCESS if proc.exit_code == 0 else Status.FAILED
 
 
+async def _drop_loose_build_infos(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> None:
+    """A tsc build info outside the outputs goes with the wipe (vx.engine.incremental)."""
+    from vx.engine import incremental
+
+    assert plan.outputs is not None  # only a task with outputs wipes
+    note = await asyncio.to_thread(
+        incremental.remove_loose_build_infos,
+        ctx.root,
+        plan.outputs,
+        plan.command or "",
+        str(node.id),
+    )
+    if note is not None:
+        ctx.emit(Notice(note, id=node.id))
+
+
 async def _attempts(
     ctx: RunContext, node: TaskNode, plan: TaskPlan, *, wipe: bool, early=None
 ) -> tuple[ProcessResult | None, int, tuple[Violation, ...], bool]:
@@ -459,8 +500,13 @@ async def _attempts(
     from vx.engine import incremental
 
     terminal = _on_terminal(ctx, node)
+    pool = ctx.remote_pool
+    remote = early is None and pool is not None and pool.wants(plan) and ctx.launch_for is None
     held = 1
-    if early is None and terminal:
+    if remote:
+        held = 0
+        await pool.slots.acquire()  # a remote slot: this machine's slots stay for local tasks
+    elif early is None and terminal:
         held = await _acquire_all(ctx, node)
     elif early is None and ctx.admit is not None:
         await _admitted(ctx, node)
@@ -469,12 +515,22 @@ async def _attempts(
     try:
         if early is None and ctx.halt is not None and ctx.halt.is_set():
             return None, 0, (), False
+        if not remote:
+            await _fetch_upstream(ctx, node)
         for attempt in range(1, total + 1):
             if attempt == 1 and early is not None:
                 proc, violations = await _run_once(ctx, node, plan, started=(early[0], early[1]))
             else:
                 kept = None
-                if wipe and plan.outputs is not None and attempt == 1 and ctx.policy.read:
+                if wipe and plan.outputs is not None:
+                    await _drop_loose_build_infos(ctx, node, plan)
+                if (
+                    wipe
+                    and plan.outputs is not None
+                    and attempt == 1
+                    and ctx.policy.read
+                    and not remote
+                ):
                     kept = await asyncio.to_thread(
                         incremental.prepare, ctx.root, plan.outputs, ctx.store, str(node.id)
                     )
@@ -484,7 +540,9 @@ async def _attempts(
                 launch = (
                     ctx.launch_for(node, plan, attempt) if ctx.launch_for and not terminal else None
                 )
-                proc, violations = await _run_once(ctx, node, plan, launch, terminal=terminal)
+                proc, violations = await _run_once(
+                    ctx, node, plan, launch, terminal=terminal, remote=remote
+                )
             elapsed += proc.duration_ms
             if kept is not None and proc.exit_code == 0 and not proc.aborted:
                 assert plan.outputs is not None  # kept only for a task with outputs
@@ -499,6 +557,7 @@ async def _attempts(
                     )
                     kept = None
                     await asyncio.to_thread(plan.outputs.wipe, ctx.root)
+                    await _drop_loose_build_infos(ctx, node, plan)
                     ctx.emit(TaskStarted(node.id, plan.command or "", attempt, terminal=terminal))
                     launch = (
                         ctx.launch_for(node, plan, attempt)
@@ -521,6 +580,8 @@ async def _attempts(
     finally:
         for _ in range(held):
             ctx.slots.release()
+        if remote:
+            pool.slots.release()
         if node.id in ctx.running:
             ctx.running.discard(node.id)
             ended, ctx.ended = ctx.ended, None
@@ -563,12 +624,17 @@ async def _run_once(
     launch: executor.Launch | None = None,
     started=None,
     terminal: bool = False,
+    remote: bool = False,
 ) -> tuple[ProcessResult, tuple[Violation, ...]]:
-    """One attempt: inside the sandbox when the task declares one, else plainly;
-    `started` is a first attempt already running (executor.execute)."""
+    """One attempt: on a remote worker when `remote` (here if that fails), inside the sandbox
+    when the task declares one, else plainly; `started` is a first attempt already running
+    (executor.execute)."""
     secrets, masker, on_output = _masked_output(ctx, node, plan)
 
-    proc, violations = await _run_process(ctx, node, plan, launch, started, on_output, terminal)
+    if remote:
+        proc, violations = await _run_remote(ctx, node, plan, on_output)
+    else:
+        proc, violations = await _run_process(ctx, node, plan, launch, started, on_output, terminal)
     if masker is None:
         return proc, violations
     for rest in masker.flush():
@@ -578,6 +644,50 @@ async def _run_once(
         log=masking.mask_log(proc.log, secrets),
         spawn_error=masking.mask_text(proc.spawn_error, secrets),
     ), violations
+
+
+async def _run_remote(
+    ctx: RunContext, node: TaskNode, plan: TaskPlan, on_output
+) -> tuple[ProcessResult, tuple[Violation, ...]]:
+    """On a worker; when the server or the worker fails, here, on one of this machine's slots
+    (the remote slot stays held: the pool is off for the rest of the run by then)."""
+    proc = await ctx.remote_pool.execute(str(ctx.root), node, plan, ctx.plans, on_output)
+    if proc is not None:
+        return proc, ()
+    if plan.remote == "only":  # never here, even when the server fails
+        return ProcessResult(exit_code=0, duration_ms=0.0), ()
+    if plan.outputs is not None:  # what a lost worker's action may have left
+        await asyncio.to_thread(plan.outputs.wipe, ctx.root)
+    await ctx.slots.acquire(ctx.priority.get(node.id, 0))
+    try:
+        await _fetch_upstream(ctx, node)
+        return await _run_process(ctx, node, plan, None, None, on_output)
+    finally:
+        ctx.slots.release()
+
+
+async def _fetch_upstream(ctx: RunContext, node: TaskNode) -> None:
+    """Before a task runs here: fetch the outputs upstream tasks left on the server
+    (`--download`) and save each of those tasks as if it had downloaded at once."""
+    pool = ctx.remote_pool
+    if pool is None or not pool.listings:
+        return
+    async with pool.fetch_lock:
+        for dep in pool.upstream(node):
+            if dep not in pool.listings or dep in pool.only:
+                continue
+            why = await pool.materialise(str(ctx.root), dep)
+            if why is not None:
+                ctx.emit(
+                    Notice(
+                        f"{node.id}: the outputs of {dep} could not be fetched from the remote ({why})",
+                        id=node.id,
+                    )
+                )
+                continue
+            unsaved = pool.unsaved.pop(dep, None)
+            if unsaved is not None and ctx.policy.write and ctx.store is not None:
+                await _save(ctx, pool.nodes[dep], ctx.plans[dep], *unsaved)
 
 
 async def _run_process(
@@ -590,6 +700,23 @@ async def _run_process(
     terminal: bool = False,
 ) -> tuple[ProcessResult, tuple[Violation, ...]]:
     cwd = ctx.root / node.project_dir
+    offered = (
+        ctx.offer(node, plan)
+        if ctx.offer is not None
+        and plan.sandbox is None
+        and launch is None
+        and not (node.config.exec is not None and node.config.exec.interactive)
+        else None
+    )
+    if offered is not None:  # a plugin's executor runs it (never a sandboxed or traced task)
+        proc = await offered(
+            plan.command or "",
+            cwd=cwd,
+            env=plan.env,
+            timeout_ms=plan.timeout_ms,
+            on_output=on_output,
+        )
+        return proc, ()
     if plan.sandbox is None:
         # A cached task's outputs are read next: nothing it started may still be writing (docs/caching.md § Save).
         proc = await (ctx.execute or executor.execute)(

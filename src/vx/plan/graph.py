@@ -501,6 +501,22 @@ def _runs_after(nodes: Mapping[TaskId, TaskNode], tid: TaskId) -> bool:
     return any(tid in n.deps and _runs_after(nodes, d) for d, n in nodes.items())
 
 
+def rebuilt(
+    graph: TaskGraph, deps: Mapping[TaskId, tuple[TaskId, ...]], requested: tuple[TaskId, ...]
+) -> TaskGraph:
+    """`graph` with each task's dependencies and the requested tasks replaced (a plugin's
+    `graph` hook), ordered and weighed again; a cycle is refused as dependsOn's would be."""
+    from msgspec.structs import replace
+
+    wanted = set(requested)
+    nodes = {
+        tid: replace(node, deps=deps[tid], requested=tid in wanted)
+        for tid, node in graph.nodes.items()
+    }
+    order = _topological_order(nodes)
+    return TaskGraph(nodes, order, _dependent_counts(nodes, order), requested)
+
+
 # ---------------------------------------------------------------- order
 
 

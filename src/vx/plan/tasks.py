@@ -19,7 +19,16 @@ from vx import witness
 from vx.files import index as files
 from vx.files.globs import GlobSet
 from vx.files.outputs import claimable, walk_outputs, wipe_outputs
-from vx.model import ROOT_PROJECT, HashRecord, TaskGraph, TaskId, TaskNode, TaskPlan, Workspace
+from vx.model import (
+    ROOT_PROJECT,
+    HashRecord,
+    RemoteExecution,
+    TaskGraph,
+    TaskId,
+    TaskNode,
+    TaskPlan,
+    Workspace,
+)
 from vx.plan import environment, keys
 
 MAX_TIMEOUT_MS = 2**31 - 1
@@ -192,6 +201,7 @@ class RunOptions(Struct, frozen=True):
     sandbox_trace: bool = (
         True  # vx.workspace.json `sandbox.trace`, what a task's own `exec.sandbox.trace` overrides
     )
+    remote_execution: RemoteExecution | None = None  # vx.workspace.json `remoteExecution`
     # the plugins' `key` hooks: (node, plan) -> sorted (`plugin/name`, value); None without any
     plugin_key: Callable[[TaskNode, TaskPlan], tuple[tuple[str, str], ...]] | None = None
 
@@ -458,6 +468,7 @@ def _task_plan(
         if pkg is not None and cfg.cache is not None and not cfg.exec.env.framework
         else ""
     )
+    remote, platform = _remote(cfg, outputs, opts.remote_execution)
     return TaskPlan(
         keys.task_key(record),
         inputs,
@@ -468,7 +479,33 @@ def _task_plan(
         outputs,
         record=record,
         framework=hint,
+        remote=remote,
+        platform=platform,
     )
+
+
+def _remote(
+    cfg, outputs: OutputSpec | None, ws: RemoteExecution | None
+) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """Where the task may run ("", "on", "only") and its platform properties. Only a cached task
+    whose whole world can be shipped goes: its outputs under its own directory, nothing passed
+    through from the host (docs/remote-execution.md)."""
+    wanted = cfg.exec.remote if cfg.exec.remote is not None else (ws is not None and ws.default)
+    if not wanted:
+        return "", ()
+    if (
+        outputs is None
+        or (outputs.ws_globs is not None and wanted != "only")
+        or cfg.exec.sandbox is not None
+        or cfg.exec.persistent is not None
+        or cfg.exec.interactive
+        or cfg.exec.env.pass_through
+        or cfg.exec.env.secret
+    ):
+        return "", ()
+    platform = dict(ws.platform if ws is not None else ())
+    platform.update(cfg.exec.platform)
+    return ("only" if wanted == "only" else "on"), tuple(sorted(platform.items()))
 
 
 def _runtime(

@@ -2,11 +2,13 @@
 and called at their points of the pipeline, each failure kept to its plugin (docs/plugins.md).
 
 A plugin is a Python module, or a `vx.plugins` entry point, whose `plugin(options)` returns a
-dict of hooks. Shaping hooks (setup, config, key, schedule) decide what the run does, so a throw
-in one fails the run in one line naming the plugin and the hook. Observers (telemetry sinks,
-`ctx.on` callbacks, teardown) only watch, so a throw is warned once and that observer is
-switched off; a throwing `admit` admits from then on. Only a workspace that declares a plugin
-imports this module.
+dict of hooks. Shaping hooks (setup, config, discover, project, graph, key, schedule and the
+executor and cache factories) decide what the run does, so a throw in one fails the run in one
+line naming the plugin and the hook; a vx error a plugin raises on purpose is shown as it is.
+Observers (telemetry sinks, `ctx.on` callbacks, teardown) only watch, so a throw is warned once
+and that observer is switched off; a throwing `admit` admits from then on, an executor's throw
+fails its task, a cache layer's is a miss. Only a workspace that declares a plugin imports this
+module.
 """
 
 from __future__ import annotations
@@ -25,7 +27,16 @@ from msgspec import Struct
 
 from vx.errors import EXIT_USAGE, VxError
 from vx.events import Notice
-from vx.model import PluginSpec, TaskGraph, TaskId, TaskNode, TaskPlan, WorkspaceConfig
+from vx.model import (
+    Package,
+    PluginSpec,
+    TaskGraph,
+    TaskId,
+    TaskNode,
+    TaskPlan,
+    Workspace,
+    WorkspaceConfig,
+)
 
 # In pipeline order; docs/plugins.md has one example of each.
 HOOKS = (
@@ -43,22 +54,17 @@ HOOKS = (
     "teardown",
     "commands",
 )
-NOT_YET = {
-    "discover": "projects come from the package manager's workspace in this version",
-    "project": "write the task in the project's vx.config instead",
-    "graph": "edges come from dependsOn in this version",
-    "executor": "tasks run through vx's own executor in this version",
-    "cache": "use `remoteCache` in vx.workspace.json for a remote layer",
-}
 # every verb of vx itself (cli/main.py VERBS and the foreign verbs it points elsewhere); a unit
 # test holds the two equal
 CORE_VERBS = frozenset(
     {
         *("run", "run-many", "affected", "watch", "init", "migrate", "info", "show", "ls"),
-        *("why", "last", "cache", "prune", "mcp", "completions", "help", "version"),
+        *("why", "last", "history", "cache", "prune", "mcp", "completions", "help", "version"),
         *("build", "test", "lint", "exec", "graph"),
     }
 )
+# What a hook's throw may be: any error, and sys.exit() too (a plugin does not end vx's run)
+_THROWN = (Exception, SystemExit)
 TEARDOWN_S = 3.0  # how long one plugin's teardown may hold the end of a run
 ENTRY_POINTS = "vx.plugins"
 
@@ -73,13 +79,22 @@ class PluginError(VxError):
 
 class TaskView(Struct, frozen=True):
     """A task as hooks see it: `id` is `project#task`, `dir` its project's directory relative to
-    the workspace root, `command` what runs (None for a group)."""
+    the workspace root, `command` what runs (None for a group), `deps` the ids of the tasks it
+    waits for."""
 
     id: str
     project: str
     task: str
     dir: str
     command: str | None
+    deps: tuple[str, ...] = ()
+
+
+class ProjectView(Struct, frozen=True):
+    """A project as the `project` hook sees it: its package name and its directory."""
+
+    name: str
+    dir: str
 
 
 class Context:
@@ -126,6 +141,7 @@ class Host:
         self.plugins: list[Plugin] = []
         self.observers: list[_Observer] = []
         self.pending: list[str] = []  # warnings said before a run's events flow
+        self.executors: list[tuple[str, Any]] = []  # (plugin, what its `executor` hook returned)
         self._emit: Callable[[Any], None] | None = None
         self._torn = False
 
@@ -143,10 +159,11 @@ class Host:
             return plugin.hooks[hook](*args, plugin.ctx)
         except VxError:
             raise
-        except (Exception, SystemExit) as exc:  # a hook's sys.exit() must not end the run as ok
+        except _THROWN as exc:
             raise _failed(plugin.name, hook, exc) from None
 
     def warn(self, message: str) -> None:
+        message = masked(message)
         if self._emit is not None:
             self._emit(Notice(message, level="warning"))
         else:
@@ -181,6 +198,156 @@ class Host:
         if config.remote_cache is None and loaded.remote_cache is not None:
             config = replace(config, remote_cache=loaded.remote_cache)  # a Turborepo's own remote
         return config
+
+    def discovered(self, ws: Workspace) -> Workspace:
+        """The workspace with the projects each `discover` hook adds: `{"dir", "name"}` each, a
+        directory inside the root that no package has, under a name no package has."""
+        from msgspec.structs import replace
+
+        packages = dict(ws.packages)
+        dirs = {p.dir for p in packages.values()}
+        hint = 'return e.g. [{"dir": "tools/gen", "name": "gen"}], or None'
+        for plugin in self.with_hook("discover"):
+            got = self._shape(plugin, "discover")
+            if got is None:
+                continue
+            if not isinstance(got, list):
+                raise PluginError(
+                    f"plugin '{plugin.name}': its `discover` hook returned {_shown(got)}", hint=hint
+                )
+            for item in got:
+                if (
+                    not isinstance(item, dict)
+                    or set(item) != {"dir", "name"}
+                    or not all(isinstance(v, str) and v for v in item.values())
+                ):
+                    raise PluginError(
+                        f"plugin '{plugin.name}': its `discover` hook gave {_shown(item)}",
+                        hint=hint,
+                    )
+                rel = os.path.normpath(item["dir"]).replace(os.sep, "/")
+                name = item["name"]
+                problem = None
+                if os.path.isabs(rel) or rel == "." or rel.split("/")[0] == "..":
+                    problem = f"the directory {item['dir']!r} is not inside the workspace"
+                elif not (ws.root / rel).is_dir():
+                    problem = f"the directory {rel!r} does not exist"
+                elif rel in dirs:
+                    problem = f"{rel!r} is already a project's directory"
+                elif name in packages:
+                    problem = f"a project is already named {name!r}"
+                if problem:
+                    raise PluginError(
+                        f"plugin '{plugin.name}': its `discover` hook adds a project, but {problem}",
+                        hint="name a directory of the workspace that holds no project yet",
+                    )
+                packages[name] = Package(name, rel, (), f"{rel}/package.json")
+                dirs.add(rel)
+        return replace(ws, packages=packages)
+
+    def shape_project(self, pkg: Package, data: Any, source: str) -> tuple[Any, str] | None:
+        """A project's config after each `project` hook, and the label refusals name; None
+        when every hook kept it as it was."""
+        view = ProjectView(pkg.name, pkg.dir)
+        shaped: tuple[Any, str] | None = None
+        for plugin in self.with_hook("project"):
+            given = copy.deepcopy(data)
+            edited = self._shape(plugin, "project", view, given)
+            if edited is None:
+                continue
+            if not isinstance(edited, dict):
+                raise PluginError(
+                    f"plugin '{plugin.name}': its `project` hook returned {_shown(edited)} for "
+                    f"{pkg.name}, not a project config",
+                    hint="return the dict it was given (edited), or None to keep it",
+                )
+            data = edited
+            shaped = (data, f"{source} (as plugin '{plugin.name}' left it)")
+        return shaped
+
+    def shape_graph(self, graph: TaskGraph) -> TaskGraph:
+        """The graph after each `graph` hook: edges between the run's tasks added or dropped,
+        the requested tasks chosen among them; checked again (ids, cycles) after each one."""
+        from vx.plan.graph import rebuilt
+
+        for plugin in self.with_hook("graph"):
+            by_id = {str(t): t for t in graph.nodes}
+            edges = {str(t): [str(d) for d in n.deps] for t, n in graph.nodes.items()}
+            requested = [str(t) for t in graph.requested]
+            got = self._shape(plugin, "graph", edges, requested)
+            if got is None:
+                continue
+            if (
+                not isinstance(got, tuple)
+                or len(got) != 2
+                or not isinstance(got[0], dict)
+                or not isinstance(got[1], list)
+            ):
+                raise PluginError(
+                    f"plugin '{plugin.name}': its `graph` hook returned {_shown(got)}",
+                    hint="return (edges, requested) as it was given them (edited), or None",
+                )
+            edges, requested = got
+            named = {*edges, *(d for deps in edges.values() for d in deps), *requested}
+            unknown = sorted(str(t) for t in named - set(by_id))
+            if unknown or set(edges) != set(by_id):
+                which = unknown[0] if unknown else sorted(set(by_id) - set(edges))[0]
+                raise PluginError(
+                    f"plugin '{plugin.name}': its `graph` hook names {which!r}, which is not "
+                    "a task of this run, or leaves a task out",
+                    hint="edit the edges of the tasks it was given; a task cannot be added there",
+                )
+            try:
+                graph = rebuilt(
+                    graph,
+                    {
+                        by_id[t]: tuple(dict.fromkeys(by_id[d] for d in deps))
+                        for t, deps in edges.items()
+                    },
+                    tuple(dict.fromkeys(by_id[t] for t in requested)),
+                )
+            except VxError as exc:
+                raise PluginError(
+                    f"plugin '{plugin.name}': after its `graph` hook, {exc.message}",
+                    facts=exc.facts,
+                    hint=exc.hint,
+                ) from None
+        return graph
+
+    def executor_for(self, node: TaskNode, plan: TaskPlan) -> Callable[..., Any] | None:
+        """The first plugin executor that accepts the task, as an `execute` of vx's own
+        signature (vx.engine.executor.execute); None: vx runs it. An `accepts` that throws is
+        warned once and that executor is asked no more."""
+        view = task_view(node, plan)
+        for name, executor in self.executors:
+            accepts = getattr(executor, "accepts", None)
+            if accepts is not None:
+                try:
+                    if not accepts(view):
+                        continue
+                except _THROWN as exc:
+                    self.executors = [(n, e) for n, e in self.executors if e is not executor]
+                    self.warn(f"{_failed(name, 'executor: accepts', exc).message}; not asked again")
+                    continue
+            return _offered(name, executor, view)
+        return None
+
+    def cache_layer(self) -> Any:
+        """The remote layer the first `cache` hook that does not decline returns, wrapped as
+        vx's remote layers are (`PluginLayer`); None when every one declines."""
+        for plugin in self.with_hook("cache"):
+            got = self._shape(plugin, "cache")
+            if got is None:
+                continue
+            missing = [m for m in ("has", "get", "put") if not callable(getattr(got, m, None))]
+            if missing:
+                raise PluginError(
+                    f"plugin '{plugin.name}': its `cache` hook returned {_shown(got)}, which "
+                    f"has no `{missing[0]}` method",
+                    hint="return an object with has(key), get(key) and put(key, data), or None",
+                )
+            return PluginLayer(plugin.name, got)
+        return None
 
     def key_material(self, node: TaskNode, plan: TaskPlan) -> tuple[tuple[str, str], ...]:
         """Every `key` hook's `{name: value}` for the task, as sorted (`plugin/name`, value)."""
@@ -239,7 +406,7 @@ class Host:
             try:
                 if not plugin.hooks["admit"](view, busy, plugin.ctx):
                     return False
-            except Exception as exc:
+            except _THROWN as exc:
                 plugin.off.add("admit")
                 self.warn(f"{_failed(plugin.name, 'admit', exc).message}; it admits from now on")
         return True
@@ -264,7 +431,7 @@ class Host:
                     continue
                 try:
                     obs.fn(event)
-                except Exception as exc:
+                except _THROWN as exc:
                     obs.off = True
                     message = _failed(obs.plugin, obs.hook, exc).message
                     emit(Notice(f"{message}; switched off for this run", level="warning"))
@@ -277,7 +444,7 @@ class Host:
             return []
         self._torn = True
         self._emit = None
-        said, self.pending = self.pending, []
+        said: list[str] = []
         for plugin in self.with_hook("teardown"):
             failure: list[BaseException] = []
 
@@ -295,8 +462,9 @@ class Host:
                     f"plugin '{plugin.name}': its `teardown` hook did not end within "
                     f"{TEARDOWN_S:g} s; vx did not wait for it"
                 )
-            elif failure and isinstance(failure[0], Exception):
+            elif failure and isinstance(failure[0], _THROWN):
                 said.append(_failed(plugin.name, "teardown", failure[0]).message)
+        said[:0], self.pending = self.pending, []  # with what `ctx.warn` said meanwhile, first
         return said
 
     # -------------------------------------------------------------- commands
@@ -326,7 +494,7 @@ class Host:
             return command["run"](argv, plugin.ctx)
         except VxError:
             raise
-        except Exception as exc:
+        except _THROWN as exc:
             raise _failed(plugin.name, f"commands.{verb}", exc) from None
 
 
@@ -359,6 +527,17 @@ def load(
             host._shape(plugin, "setup")
         for plugin in host.with_hook("telemetry"):
             _sinks(host, plugin)
+        for plugin in host.with_hook("executor"):
+            got = host._shape(plugin, "executor")
+            if got is None:
+                continue
+            if not callable(getattr(got, "run", None)):
+                raise PluginError(
+                    f"plugin '{plugin.name}': its `executor` hook returned {_shown(got)}, which "
+                    "has no `run` method",
+                    hint="return an object with run(task, command, cwd, env, output), or None",
+                )
+            host.executors.append((plugin.name, got))
     return host
 
 
@@ -367,7 +546,7 @@ def _sinks(host: Host, plugin: Plugin) -> None:
     decline), each called with every event; a hook that throws only costs its own sinks."""
     try:
         got = plugin.hooks["telemetry"](plugin.ctx)
-    except Exception as exc:
+    except _THROWN as exc:
         host.warn(f"{_failed(plugin.name, 'telemetry', exc).message}; switched off for this run")
         return
     sinks = [] if got is None else list(got) if isinstance(got, (list, tuple)) else [got]
@@ -391,7 +570,7 @@ def _factory(name: str) -> Callable[[dict[str, Any]], Any]:
         if exc.name is None or not (name == exc.name or name.startswith(exc.name + ".")):
             raise _load_failed(name, exc) from None  # the module is there; one it imports is not
         found = _entry_point(name)
-    except Exception as exc:
+    except _THROWN as exc:
         raise _load_failed(name, exc) from None
     finally:
         sys.dont_write_bytecode = quiet
@@ -411,7 +590,7 @@ def _entry_point(name: str) -> Any:
         if ep.name == name:
             try:
                 return ep.load()
-            except Exception as exc:
+            except _THROWN as exc:
                 raise _load_failed(name, exc) from None
     raise PluginError(
         f"plugin '{name}' is neither an importable module nor a `{ENTRY_POINTS}` entry point",
@@ -426,7 +605,7 @@ def _hooks(spec: PluginSpec, factory: Callable[[dict[str, Any]], Any]) -> dict[s
         hooks = factory(copy.deepcopy(dict(spec.options)))
     except VxError:
         raise
-    except (Exception, SystemExit) as exc:
+    except _THROWN as exc:
         raise _failed(spec.name, "plugin(options)", exc) from None
     name = spec.name
     if not isinstance(hooks, dict):
@@ -446,11 +625,6 @@ def _hooks(spec: PluginSpec, factory: Callable[[dict[str, Any]], Any]) -> dict[s
             raise PluginError(
                 f"plugin '{name}': `{hook}` is not a hook",
                 hint=suggestion(str(hook), HOOKS, noun="hooks"),
-            )
-        if hook in NOT_YET:
-            raise PluginError(
-                f"plugin '{name}': the `{hook}` hook is not supported yet in this version",
-                hint=NOT_YET[hook],
             )
         if hook == "commands":
             _check_commands(name, value)
@@ -497,7 +671,8 @@ def task_view(node: TaskNode, plan: TaskPlan | None) -> TaskView:
     command = plan.command if plan is not None else None
     if command is None and node.config.exec is not None:
         command = node.config.exec.command
-    return TaskView(str(node.id), node.id.package, node.id.task, node.project_dir, command)
+    deps = tuple(str(d) for d in node.deps)
+    return TaskView(str(node.id), node.id.package, node.id.task, node.project_dir, command, deps)
 
 
 def _failed(plugin: str, hook: str, exc: BaseException) -> PluginError:
@@ -508,7 +683,7 @@ def _failed(plugin: str, hook: str, exc: BaseException) -> PluginError:
         traceback.print_exception(exc)
     text = _said(exc)
     said = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return PluginError(f"plugin '{plugin}' failed in its `{hook}` hook: {said}")
+    return PluginError(masked(f"plugin '{plugin}' failed in its `{hook}` hook: {said}"))
 
 
 def _load_failed(name: str, exc: BaseException) -> PluginError:
@@ -518,7 +693,7 @@ def _load_failed(name: str, exc: BaseException) -> PluginError:
         traceback.print_exception(exc)
     text = _said(exc)
     return PluginError(
-        f"plugin '{name}' failed to load: {type(exc).__name__}: {text}".rstrip(": "),
+        masked(f"plugin '{name}' failed to load: {type(exc).__name__}: {text}".rstrip(": ")),
         hint="VX_DEBUG=1 shows the traceback",
     )
 
@@ -564,7 +739,104 @@ def _as_json(plugin: str, data: Any) -> Any:
             hint="return the dict it was given (edited with strings, numbers, lists, dicts)",
         ) from None
 
+def masked(text: str) -> str:
+    """`text` with the environment's secret values (vx.engine.masking's rule) shown as ***: what
+    a plugin says or raises may quote one."""
+    from vx.engine.masking import mask_text, secrets_of
+
+    return mask_text(text, secrets_of(os.environ)) or ""
+
 
 def _shown(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _offered(name: str, executor: Any, view: TaskView) -> Callable[..., Any]:
+    """`executor.run(task, command, cwd, env, output)` as an awaitable `execute`: it runs in a
+    worker thread, `output(data)` streams into the task's log, what it returns is the exit code,
+    and a throw is the task's failure, said in its log naming the plugin."""
+
+    async def execute(command: str, *, cwd, env, on_output, **_: Any) -> Any:
+        import asyncio
+        import time
+
+        from vx.model import LogChunk, ProcessResult
+
+        loop = asyncio.get_running_loop()
+        log: list[LogChunk] = []
+
+        def output(data: bytes | str) -> None:
+            chunk = LogChunk(1, data.encode() if isinstance(data, str) else bytes(data))
+            log.append(chunk)
+            loop.call_soon_threadsafe(on_output, chunk)
+
+        started = time.monotonic()
+        try:
+            code = await asyncio.to_thread(executor.run, view, command, cwd, dict(env), output)
+            if isinstance(code, bool) or not isinstance(code, int):
+                raise TypeError(f"run() returned {_shown(code)}, not an exit code")
+        except _THROWN as exc:
+            said = _failed(name, "executor", exc).message
+            chunk = LogChunk(2, f"vx: {said}\n".encode())
+            log.append(chunk)
+            on_output(chunk)
+            code = 1
+        await asyncio.sleep(0)  # the output the worker thread queued is told before the end
+        return ProcessResult(code, (time.monotonic() - started) * 1000, tuple(log))
+
+    return execute
+
+
+class PluginLayer:
+    """A plugin's cache as a remote layer (vx.store.remote.layer.RemoteLayer): `has(key) ->
+    bool`, `get(key) -> bytes | None` (the artifact) and `put(key, data)`, called from pool
+    threads. Whatever one raises is a failed remote operation, which the layered store turns
+    into a miss or a skipped upload, warned once: a plugin's cache never fails a build."""
+
+    def __init__(self, name: str, cache: Any):
+        from vx.store.remote.layer import RemoteSettings
+
+        self.name, self.cache = name, cache
+        self.settings = RemoteSettings(kind="plugin", url=f"plugin://{name}", upload="always")
+
+    def _call(self, method: str, *args: Any) -> Any:
+        from vx.store.remote.layer import SERVER_ERROR, RemoteFailure
+
+        try:
+            return getattr(self.cache, method)(*args)
+        except _THROWN as exc:
+            text = str(exc).splitlines()[0] if str(exc) else ""
+            said = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+            raise RemoteFailure(
+                SERVER_ERROR,
+                masked(f"plugin '{self.name}' failed in its cache's `{method}`: {said}"),
+            ) from None
+
+    def has(self, key: str) -> Any:
+        from vx.store.remote.layer import Found
+
+        return Found() if self._call("has", key) else None
+
+    def get(self, key: str, sink: Any) -> Any:
+        from vx.store.remote.layer import BAD_RESPONSE, Found, RemoteFailure
+
+        data = self._call("get", key)
+        if data is None:
+            return None
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise RemoteFailure(
+                BAD_RESPONSE, f"plugin '{self.name}': its cache's `get` returned {_shown(data)}"
+            )
+        sink.write(bytes(data))
+        return Found(size=len(data))
+
+    def put(self, key: str, src: Any, size: int, duration_ms: float) -> None:
+        self._call("put", key, src.read())
+
+    def close(self) -> None:
+        if callable(getattr(self.cache, "close", None)):
+            try:
+                self.cache.close()
+            except _THROWN:  # an observer's end: nothing left to fail
+                pass

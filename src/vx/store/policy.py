@@ -127,8 +127,10 @@ def plan_cache(
     cfg: RemoteCacheConfig | None,
     env: Mapping[str, str],
     scope: str | None = None,
+    plugin: Any = None,
 ) -> CachePlan:
-    """Resolve the run's axes and, only when a remote is asked for, its settings."""
+    """Resolve the run's axes and, only when a remote is asked for, its settings; `plugin` is
+    the settings of a plugin's cache layer, the remote when none is configured."""
     named = parse_spec(spec) if spec is not None else {}
     notices: list[str] = []
     settings, default_remote = None, (False, False)
@@ -137,6 +139,8 @@ def plan_cache(
         notices += [problem] if problem else []
         if settings is not None and scope is not None:
             default_remote = (True, scope != "read-only")
+    elif plugin is not None:  # read and written by default: the plugin decides what it keeps
+        settings, default_remote = plugin, (True, scope != "read-only")
     axes = CacheAxes(*named.get("local", (True, True)), *named.get("remote", default_remote))
     if settings is None and (axes.remote_read or axes.remote_write):
         if not notices:

@@ -13,6 +13,7 @@ Only the stdlib is imported here; `http.client` and `ssl` (or grpc) load when a 
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import threading
 from typing import BinaryIO, Mapping
@@ -28,12 +29,14 @@ from vx.store.remote.layer import (  # noqa: F401  # the seam's types, re-export
     DEFAULT_TURBO_API,
     DEFAULT_UPLOAD_TIMEOUT_S,
     LOOPBACK_HOSTS,
+    READ_ONLY,
     REFUSED,
     REJECTED,
     SERVER_ERROR,
     TIMEOUT,
     TOO_LARGE,
     UNREACHABLE,
+    UNSUPPORTED,
     Found,
     RemoteFailure,
     RemoteLayer,
@@ -52,7 +55,14 @@ class Resolution(Struct, frozen=True):
 
 TURBO_ENV = ("TURBO_API", "TURBO_TOKEN", "TURBO_TEAM", "TURBO_TEAMID", "VERCEL_ARTIFACTS_TOKEN")
 NX_ENV = ("NX_SELF_HOSTED_REMOTE_CACHE_SERVER",)
-REAPI_ENV = ("VX_REAPI_ENDPOINT", "VX_REAPI_INSTANCE", "VX_REAPI_HEADERS")
+REAPI_ENV = (
+    "VX_REAPI_ENDPOINT",
+    "VX_REAPI_INSTANCE",
+    "VX_REAPI_HEADERS",
+    "VX_REAPI_CA_CERT",
+    "VX_REAPI_CLIENT_CERT",
+    "VX_REAPI_CLIENT_KEY",
+)
 
 
 def configured(cfg: RemoteCacheConfig | None, env: Mapping[str, str]) -> bool:
@@ -165,6 +175,9 @@ def _reapi(
         url=(env.get("VX_REAPI_ENDPOINT") or (mine.url if mine else None) or "").rstrip("/"),
         instance=env.get("VX_REAPI_INSTANCE") or (mine.instance if mine else None) or "",
         headers=headers,
+        ca_cert=env.get("VX_REAPI_CA_CERT") or (mine.ca_cert if mine else None) or None,
+        client_cert=env.get("VX_REAPI_CLIENT_CERT") or (mine.client_cert if mine else None) or None,
+        client_key=env.get("VX_REAPI_CLIENT_KEY") or (mine.client_key if mine else None) or None,
         **_common(cfg, env),
     )
     return settings, problem
@@ -228,10 +241,35 @@ def _reapi_problem(s: RemoteSettings) -> str | None:
         return f"remote cache off: the REAPI endpoint {s.endpoint} needs a port (grpcs:// defaults to 443)"
     if s.headers and parts.scheme == "grpc" and parts.hostname not in LOOPBACK_HOSTS:
         return f"remote cache off: VX_REAPI_HEADERS would travel in clear text to {s.endpoint}; use grpcs://"
+    tls = _tls_problem(s, parts.scheme)
+    if tls:
+        return tls
     if importlib.util.find_spec("grpc") is None:
         return (
             "remote cache off: a REAPI endpoint needs grpcio and protobuf (pip install 'vx[reapi]')"
         )
+    return None
+
+
+def _tls_problem(s: RemoteSettings, scheme: str) -> str | None:
+    """The TLS files: only for grpcs://, a client certificate with its key, each one readable."""
+    files = {
+        "VX_REAPI_CA_CERT (caCert)": s.ca_cert,
+        "VX_REAPI_CLIENT_CERT (clientCert)": s.client_cert,
+        "VX_REAPI_CLIENT_KEY (clientKey)": s.client_key,
+    }
+    given = [name for name, path in files.items() if path]
+    if given and scheme != "grpcs":
+        return f"remote cache off: {given[0]} needs a grpcs:// endpoint, not {s.endpoint}"
+    if bool(s.client_cert) != bool(s.client_key):
+        return (
+            "remote cache off: a client certificate needs its key: "
+            "set both VX_REAPI_CLIENT_CERT and VX_REAPI_CLIENT_KEY (clientCert and clientKey)"
+        )
+    for name in given:
+        path = files[name]
+        if not (os.path.isfile(path) and os.access(path, os.R_OK)):  # type: ignore[arg-type]
+            return f"remote cache off: {name} {path} is not a readable file"
     return None
 
 

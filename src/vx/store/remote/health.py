@@ -5,7 +5,8 @@ said at once, naming the operation, the key and the endpoint (never a credential
 are only counted and said at the end. Three transport failures in a row open the breaker
 for 30 s, so a dead or black-holed server costs about one timeout, not one per task; after
 that one request is let through to see whether it came back.
-Refused credentials turn the layer off for the run (a 403 on upload: uploads only).
+Refused credentials turn the layer off for the run (a 403 on upload: uploads only), and so
+does a server whose capabilities vx cannot use; one that takes no writes turns uploads off.
 """
 
 from __future__ import annotations
@@ -15,7 +16,15 @@ import time
 from collections import Counter
 from typing import Callable
 
-from vx.store.remote import REFUSED, SERVER_ERROR, TIMEOUT, UNREACHABLE, RemoteFailure
+from vx.store.remote import (
+    READ_ONLY,
+    REFUSED,
+    SERVER_ERROR,
+    TIMEOUT,
+    UNREACHABLE,
+    UNSUPPORTED,
+    RemoteFailure,
+)
 
 BREAKER_AFTER = 3
 BREAKER_OPEN_S = 30.0
@@ -109,6 +118,9 @@ class Health:
 
     def failed(self, op: str, key: str, failure: RemoteFailure, consequence: str) -> None:
         """Count a failure; say the first of its class, and what it turns off if anything."""
+        if failure.kind in (UNSUPPORTED, READ_ONLY):
+            self._unfit(failure)
+            return
         with self._lock:
             self.failures[failure.kind] += 1
             first = self.failures[failure.kind] == 1
@@ -145,9 +157,30 @@ class Health:
                 self.reads_on = False
         if was_on:
             what = "uploads are off" if writes_only else "the remote cache is off"
+            names = (
+                "VX_REAPI_HEADERS"
+                if self.endpoint.startswith("grpc")
+                else "TURBO_TOKEN / NX_SELF_HOSTED_REMOTE_CACHE_ACCESS_TOKEN"
+            )
             self.tell(
                 f"remote cache: {self.endpoint} refused {op}: {failure.detail}; {what} for this run "
-                "(check TURBO_TOKEN / NX_SELF_HOSTED_REMOTE_CACHE_ACCESS_TOKEN and its permissions)"
+                f"(check {names} and its permissions)"
+            )
+
+    def _unfit(self, failure: RemoteFailure) -> None:
+        """What the server said it cannot do: no failure of the run's, so not in the tally. A
+        server vx cannot use turns the layer off (a warning); a read-only one, uploads (a note)."""
+        writes_only = failure.kind == READ_ONLY
+        with self._lock:
+            was_on = self.writes_on if writes_only else (self.reads_on or self.writes_on)
+            self.writes_on = False
+            if not writes_only:
+                self.reads_on = False
+        if was_on:
+            what = "uploads are off" if writes_only else "the remote cache is off"
+            self.tell(
+                f"remote cache: {self.endpoint} {failure.detail}; {what} for this run",
+                "info" if writes_only else "warning",
             )
 
     # ------------------------------------------------------------ the end

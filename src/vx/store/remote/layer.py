@@ -26,6 +26,9 @@ REFUSED = "refused credentials"
 TOO_LARGE = "too large"
 BAD_RESPONSE = "bad response"
 REJECTED = "rejected artifact"
+# What a server's capabilities can say (REAPI): the layer is no use to vx, or it takes no writes.
+UNSUPPORTED = "unsupported server"
+READ_ONLY = "read-only server"
 
 
 _HEX_KEY = re.compile(r"[0-9a-fA-F]+\Z")
@@ -76,6 +79,9 @@ class RemoteSettings:
     headers: tuple[tuple[str, str], ...] = field(
         default=(), repr=False
     )  # reapi metadata (API keys)
+    ca_cert: str | None = None  # reapi grpcs: PEM roots to trust instead of the system's
+    client_cert: str | None = None  # reapi mTLS: PEM certificate chain and its key (paths)
+    client_key: str | None = None
 
     @property
     def endpoint(self) -> str:

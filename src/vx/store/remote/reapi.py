@@ -7,6 +7,10 @@ real Bazel actions on a shared server), the artifact (the zstd tar) is one CAS b
 `output_files`, and the task's duration rides in `stdout_raw`. Every blob read back is re-hashed
 against its digest, so a corrupt or substituted blob is a miss. Every call has a deadline.
 
+The server's capabilities are asked once, at the layer's first call: SHA-256 must be among its
+digest functions (else the layer is off), its batch limit decides batch call or ByteStream, zstd
+blobs are used when it offers them, and a server that takes no ActionCache updates is read-only.
+
 grpc and the vendored stubs are imported here, when a REAPI layer opens: never on a run
 without one.
 """
@@ -14,41 +18,66 @@ without one.
 from __future__ import annotations
 
 import hashlib
+import io
+import os
+import threading
 import uuid
-from typing import BinaryIO, Iterable, Iterator
+from dataclasses import dataclass
+from typing import BinaryIO, Iterable, Iterator, cast
 from urllib.parse import urlsplit
 
-import grpc
+# gRPC's C core logs on its own to stderr (a failed TLS handshake at INFO, past vx's one warning).
+# It reads GRPC_VERBOSITY once, at import: quiet it then, unless the user set it, and take it
+# back out of the environment the tasks are made from.
+_QUIET = "GRPC_VERBOSITY" not in os.environ
+if _QUIET:
+    os.environ["GRPC_VERBOSITY"] = "ERROR"
+try:
+    import grpc
+finally:
+    if _QUIET:
+        os.environ.pop("GRPC_VERBOSITY", None)
+import zstandard  # noqa: E402
 
-from vx.store.remote.layer import (
+from vx.store.remote.layer import (  # noqa: E402
     BAD_RESPONSE,
+    READ_ONLY,
     REFUSED,
     REJECTED,
     SERVER_ERROR,
     TIMEOUT,
     TOO_LARGE,
     UNREACHABLE,
+    UNSUPPORTED,
     Found,
     RemoteFailure,
     RemoteSettings,
     Sink,
     checked_key,
 )
-from vx.store.remote.reapi_pb.build.bazel.remote.execution.v2 import remote_execution_pb2 as re_pb
-from vx.store.remote.reapi_pb.google.bytestream import bytestream_pb2 as bs_pb
+from vx.store.remote.reapi_pb.build.bazel.remote.execution.v2 import (  # noqa: E402
+    remote_execution_pb2 as re_pb,
+)
+from vx.store.remote.reapi_pb.google.bytestream import bytestream_pb2 as bs_pb  # noqa: E402
 
 ACTION_PREFIX = b"vx-reapi-v1\0"
 ARTIFACT_PATH = "vx-artifact.tar.zst"
 DURATION_PREFIX = b"vx-duration-ms="
-# Blobs up to this size go in one batch call; larger ones stream over ByteStream. Servers
-# advertise a cap (BuildGrid and Bazel's default: 4 MiB less a little); this stays under it
-# without spending a GetCapabilities round trip on every run.
-MAX_BATCH_BYTES = 3 << 20
+# A blob goes in one batch call when it and the request around it fit the server's advertised
+# `max_batch_total_size_bytes`, and never past gRPC's default message cap, which most servers keep
+# whatever they advertise; larger blobs stream over ByteStream.
+BATCH_CEILING_BYTES = 4 << 20
+BATCH_OVERHEAD = 1 << 10  # the request's own fields around the blob (instance, digest, framing)
+MAX_BATCH_BYTES = 3 << 20  # what every server takes in one batch call, capabilities unasked
 CHUNK_BYTES = 1 << 20
+ZSTD_LEVEL = 1  # the artifact is a zstd tar already: zstd blobs are for servers that store them so
+SHA256 = re_pb.DigestFunction.SHA256
+ZSTD = re_pb.Compressor.ZSTD
 
 _AC = "/build.bazel.remote.execution.v2.ActionCache/"
 _CAS = "/build.bazel.remote.execution.v2.ContentAddressableStorage/"
 _BS = "/google.bytestream.ByteStream/"
+_CAPS = "/build.bazel.remote.execution.v2.Capabilities/"
 
 _KIND = {
     grpc.StatusCode.UNAVAILABLE: UNREACHABLE,
@@ -68,6 +97,43 @@ def action_digest(key: str) -> re_pb.Digest:
     return re_pb.Digest(hash=hashlib.sha256(data).hexdigest(), size_bytes=len(data))
 
 
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What the server said it can do, as far as a cache client cares."""
+
+    batch_bytes: int  # the largest blob sent or read in one batch call
+    zstd: bool  # ByteStream `compressed-blobs/zstd/` and zstd batch reads
+    zstd_batch_update: bool  # BatchUpdateBlobs with `compressor: ZSTD`
+    updates: bool  # UpdateActionResult allowed
+
+
+def capabilities_of(reply) -> Capabilities:
+    """Read a ServerCapabilities; raises when SHA-256 is not offered (vx hashes nothing else)."""
+    cache = reply.cache_capabilities
+    functions = list(cache.digest_functions)
+    if functions and SHA256 not in functions:  # a server listing none predates the field
+        names = ", ".join(_digest_name(f) for f in functions)
+        raise RemoteFailure(UNSUPPORTED, f"offers no SHA-256 digests (only {names})")
+    advertised = cache.max_batch_total_size_bytes  # 0: no limit of its own
+    limit = min(advertised, BATCH_CEILING_BYTES) if advertised > 0 else BATCH_CEILING_BYTES
+    updates = True
+    if cache.HasField("action_cache_update_capabilities"):
+        updates = cache.action_cache_update_capabilities.update_enabled
+    return Capabilities(
+        batch_bytes=max(limit - BATCH_OVERHEAD, 0),
+        zstd=ZSTD in cache.supported_compressors,
+        zstd_batch_update=ZSTD in cache.supported_batch_update_compressors,
+        updates=updates,
+    )
+
+
+def _digest_name(value: int) -> str:
+    try:
+        return re_pb.DigestFunction.Value.Name(value)
+    except ValueError:  # a function newer than these stubs
+        return str(value)
+
+
 class ReapiLayer:
     """One REAPI v2 server (`grpc://host:port` or `grpcs://`), one instance name."""
 
@@ -76,18 +142,43 @@ class ReapiLayer:
         parts = urlsplit(settings.url)
         target = f"{parts.netloc}" if parts.port else f"{parts.netloc}:443"  # grpcs only (checked)
         options = [
-            ("grpc.max_receive_message_length", MAX_BATCH_BYTES + CHUNK_BYTES),
+            ("grpc.max_receive_message_length", BATCH_CEILING_BYTES + CHUNK_BYTES),
             ("grpc.enable_retries", 0),  # a failure is a miss; health.py decides what comes next
         ]
         if settings.url.startswith("grpcs://"):
-            creds = grpc.ssl_channel_credentials()
-            self.channel = grpc.secure_channel(target, creds, options=options)
+            self.channel = grpc.secure_channel(target, _tls(settings), options=options)
         else:
             self.channel = grpc.insecure_channel(target, options=options)
         self.metadata = tuple((k.lower(), v) for k, v in settings.headers)
         self.instance = settings.instance
+        self._caps: Capabilities | RemoteFailure | None = None
+        self._caps_lock = threading.Lock()
 
     # ------------------------------------------------------------ the seam
+
+    def capabilities(self) -> Capabilities:
+        """The server's capabilities, asked once (pool threads wait for the one answer). A
+        transport failure is asked again next time; an unusable answer stands for the run."""
+        with self._caps_lock:
+            if self._caps is None:
+                try:
+                    reply = self._call(
+                        _CAPS + "GetCapabilities",
+                        re_pb.GetCapabilitiesRequest(instance_name=self.instance),
+                        re_pb.ServerCapabilities,
+                        self.settings.timeout_s,
+                    )
+                    self._caps = capabilities_of(reply)
+                except RemoteFailure as failure:
+                    if failure.kind == UNSUPPORTED:
+                        self._caps = failure
+                    elif failure.status == 501:  # no Capabilities service: assume the basics
+                        self._caps = Capabilities(MAX_BATCH_BYTES, False, False, True)
+                    else:
+                        raise
+            if isinstance(self._caps, RemoteFailure):
+                raise self._caps
+            return self._caps
 
     def has(self, key: str) -> Found | None:
         result = self._action_result(key)
@@ -112,6 +203,8 @@ class ReapiLayer:
     def put(self, key: str, src: BinaryIO, size: int, duration_ms: float) -> None:
         """Upload the blob (unless the server has it), then the ActionResult that names it:
         in this order, so no entry ever points at a blob that is not there."""
+        if not self.capabilities().updates:
+            raise RemoteFailure(READ_ONLY, "takes no ActionCache updates (update_enabled is false)")
         digest, seen = hashlib.sha256(), 0
         for chunk in iter(lambda: src.read(CHUNK_BYTES), b""):
             digest.update(chunk)
@@ -123,7 +216,9 @@ class ReapiLayer:
         timeout = self.settings.upload_timeout_s
         missing = self._call(
             _CAS + "FindMissingBlobs",
-            re_pb.FindMissingBlobsRequest(instance_name=self.instance, blob_digests=[blob]),
+            re_pb.FindMissingBlobsRequest(
+                instance_name=self.instance, blob_digests=[blob], digest_function=SHA256
+            ),
             re_pb.FindMissingBlobsResponse,
             timeout,
         )
@@ -137,7 +232,10 @@ class ReapiLayer:
         self._call(
             _AC + "UpdateActionResult",
             re_pb.UpdateActionResultRequest(
-                instance_name=self.instance, action_digest=action_digest(key), action_result=result
+                instance_name=self.instance,
+                action_digest=action_digest(key),
+                action_result=result,
+                digest_function=SHA256,
             ),
             re_pb.ActionResult,
             timeout,
@@ -157,14 +255,16 @@ class ReapiLayer:
         try:
             return call(request, timeout=timeout, metadata=self.metadata)
         except grpc.RpcError as exc:
-            raise _failure(method, exc) from None
+            raise self._failure(method, exc) from None
 
     def _action_result(self, key: str):
         """The ActionResult for `key`, or None on NOT_FOUND (a miss)."""
+        self.capabilities()
         request = re_pb.GetActionResultRequest(
             instance_name=self.instance,
             action_digest=action_digest(key),
             inline_stdout=True,
+            digest_function=SHA256,
         )
         try:
             return self._call(
@@ -178,11 +278,17 @@ class ReapiLayer:
     def _read(self, blob, sink: Sink) -> bool:
         """Fetch `blob` into `sink`, hashing as it comes; False when the server lacks it. A
         mismatch raises after the bytes are written: the caller drops its temp file."""
+        caps = self.capabilities()
         digest, seen = hashlib.sha256(), 0
-        if blob.size_bytes <= MAX_BATCH_BYTES:
+        if blob.size_bytes <= caps.batch_bytes:
             reply = self._call(
                 _CAS + "BatchReadBlobs",
-                re_pb.BatchReadBlobsRequest(instance_name=self.instance, digests=[blob]),
+                re_pb.BatchReadBlobsRequest(
+                    instance_name=self.instance,
+                    digests=[blob],
+                    acceptable_compressors=[ZSTD] if caps.zstd else [],
+                    digest_function=SHA256,
+                ),
                 re_pb.BatchReadBlobsResponse,
                 self.settings.timeout_s,
             )
@@ -192,8 +298,14 @@ class ReapiLayer:
             if found[0].status.code != 0:
                 raise RemoteFailure(SERVER_ERROR, f"BatchReadBlobs: {found[0].status.message}")
             chunks: Iterable[bytes] = (found[0].data,)
+            if found[0].compressor == ZSTD:
+                chunks = _unzstd(chunks)
+            elif found[0].compressor != re_pb.Compressor.IDENTITY:
+                raise RemoteFailure(BAD_RESPONSE, "BatchReadBlobs: a compressor vx did not ask for")
         else:
-            chunks = self._stream_read(blob)
+            chunks = self._stream_read(blob, caps.zstd)
+            if caps.zstd:
+                chunks = _unzstd(chunks)
         try:
             for chunk in chunks:
                 seen += len(chunk)
@@ -203,12 +315,15 @@ class ReapiLayer:
                 sink.write(chunk)
         except _Missing:
             return False
+        except zstandard.ZstdError:
+            raise RemoteFailure(BAD_RESPONSE, "the zstd blob does not decompress") from None
         if seen != blob.size_bytes or digest.hexdigest() != blob.hash:
             raise RemoteFailure(BAD_RESPONSE, "the artifact blob does not match its digest")
         return True
 
-    def _stream_read(self, blob) -> Iterator[bytes]:
-        name = self._resource(f"blobs/{blob.hash}/{blob.size_bytes}")
+    def _stream_read(self, blob, zstd: bool) -> Iterator[bytes]:
+        kind = "compressed-blobs/zstd" if zstd else "blobs"
+        name = self._resource(f"{kind}/{blob.hash}/{blob.size_bytes}")
         call = self.channel.unary_stream(
             _BS + "Read",
             request_serializer=lambda m: m.SerializeToString(),
@@ -222,19 +337,30 @@ class ReapiLayer:
             ):
                 yield reply.data
         except grpc.RpcError as exc:
-            failure = _failure(_BS + "Read", exc)
+            failure = self._failure(_BS + "Read", exc)
             if failure.status == 404:
                 raise _Missing() from None
             raise failure from None
 
     def _write(self, blob, src: BinaryIO, timeout: float) -> None:
-        if blob.size_bytes <= MAX_BATCH_BYTES:
+        caps = self.capabilities()
+        if blob.size_bytes <= caps.batch_bytes:
             data = src.read(blob.size_bytes)
+            compressor = re_pb.Compressor.IDENTITY
+            if caps.zstd_batch_update:
+                packed = zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(data)
+                if len(packed) <= caps.batch_bytes:  # incompressible bytes grow a little
+                    data, compressor = packed, ZSTD
             reply = self._call(
                 _CAS + "BatchUpdateBlobs",
                 re_pb.BatchUpdateBlobsRequest(
                     instance_name=self.instance,
-                    requests=[re_pb.BatchUpdateBlobsRequest.Request(digest=blob, data=data)],
+                    requests=[
+                        re_pb.BatchUpdateBlobsRequest.Request(
+                            digest=blob, data=data, compressor=compressor
+                        )
+                    ],
+                    digest_function=SHA256,
                 ),
                 re_pb.BatchUpdateBlobsResponse,
                 timeout,
@@ -243,18 +369,29 @@ class ReapiLayer:
             if bad or not reply.responses:
                 raise RemoteFailure(REJECTED, f"BatchUpdateBlobs: {bad[0] if bad else 'no reply'}")
             return
-        name = self._resource(f"uploads/{uuid.uuid4()}/blobs/{blob.hash}/{blob.size_bytes}")
+        kind = "compressed-blobs/zstd" if caps.zstd else "blobs"
+        name = self._resource(f"uploads/{uuid.uuid4()}/{kind}/{blob.hash}/{blob.size_bytes}")
+        sent = 0
 
         def chunks() -> Iterator[bs_pb.WriteRequest]:
             # The server re-hashes what it receives, so a file changed since it was hashed is
-            # refused there (INVALID_ARGUMENT), never stored under the wrong digest.
-            for at in range(0, blob.size_bytes, CHUNK_BYTES):
+            # refused there (INVALID_ARGUMENT), never stored under the wrong digest. Offsets
+            # count the bytes on the wire (compressed ones, for zstd).
+            nonlocal sent
+            pieces = _zstd(src) if caps.zstd else iter(lambda: src.read(CHUNK_BYTES), b"")
+            piece = next(pieces, b"")
+            while True:
+                after = next(pieces, None)
                 yield bs_pb.WriteRequest(
-                    resource_name=name if at == 0 else "",
-                    write_offset=at,
-                    finish_write=at + CHUNK_BYTES >= blob.size_bytes,
-                    data=src.read(CHUNK_BYTES),
+                    resource_name=name if sent == 0 else "",
+                    write_offset=sent,
+                    finish_write=after is None,
+                    data=piece,
                 )
+                sent += len(piece)
+                if after is None:
+                    return
+                piece = after
 
         call = self.channel.stream_unary(
             _BS + "Write",
@@ -264,12 +401,85 @@ class ReapiLayer:
         try:
             reply = call(chunks(), timeout=timeout, metadata=self.metadata)
         except grpc.RpcError as exc:
-            raise _failure(_BS + "Write", exc) from None
-        if reply.committed_size not in (blob.size_bytes, -1):
+            raise self._failure(_BS + "Write", exc) from None
+        if reply.committed_size not in (blob.size_bytes, sent, -1):
             raise RemoteFailure(REJECTED, f"ByteStream Write committed {reply.committed_size}")
+
+    def _failure(self, method: str, exc: grpc.RpcError) -> RemoteFailure:
+        failure = _failure(method, exc)
+        if failure.kind == UNREACHABLE and self.settings.url.startswith("grpcs://"):
+            hint = _tls_hint(exc, self.settings)
+            if hint:
+                return RemoteFailure(UNREACHABLE, f"{failure.detail} ({hint})")
+        return failure
 
     def _resource(self, tail: str) -> str:
         return f"{self.instance}/{tail}" if self.instance else tail
+
+
+def _tls(settings: RemoteSettings) -> grpc.ChannelCredentials:
+    """The channel's TLS: the given CA file's roots (or the system's), and a client certificate
+    for mTLS. A file that cannot be read, or holds no PEM of its kind (a DER file, the wrong
+    file), turns the layer off with one line; gRPC would only log its own lines and fail."""
+
+    def read(path: str | None, what: str, marker: bytes) -> bytes | None:
+        if not path:
+            return None
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as exc:
+            raise RemoteFailure(
+                UNSUPPORTED, f"cannot be used: the {what} {path} cannot be read ({exc.strerror})"
+            ) from None
+        if b"-----BEGIN " not in data or marker not in data:
+            raise RemoteFailure(
+                UNSUPPORTED, f"cannot be used: the {what} {path} holds no PEM {what}"
+            )
+        return data
+
+    return grpc.ssl_channel_credentials(
+        root_certificates=read(settings.ca_cert, "CA certificate", b"CERTIFICATE-----"),
+        private_key=read(settings.client_key, "client key", b"PRIVATE KEY-----"),
+        certificate_chain=read(settings.client_cert, "client certificate", b"CERTIFICATE-----"),
+    )
+
+
+def _zstd(src: BinaryIO) -> Iterator[bytes]:
+    """`src` as a zstd stream, in pieces of at most CHUNK_BYTES."""
+    compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
+    yield from compressor.read_to_iter(src, read_size=CHUNK_BYTES, write_size=CHUNK_BYTES)
+
+
+def _unzstd(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """Decompress a zstd stream in bounded pieces: the caller stops reading once more comes than
+    the digest says, so a small blob cannot expand into memory unchecked."""
+    source = cast(BinaryIO, _Chunks(chunks))
+    reader = zstandard.ZstdDecompressor().stream_reader(source, read_across_frames=True)
+    while piece := reader.read(CHUNK_BYTES):
+        yield piece
+
+
+class _Chunks(io.RawIOBase):
+    """An iterator of byte strings as a readable file (what zstandard's reader wants)."""
+
+    def __init__(self, chunks: Iterable[bytes]):
+        self._chunks, self._left = iter(chunks), b""
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        while not self._left:
+            piece = next(self._chunks, None)
+            if piece is None:
+                return b""
+            self._left = piece
+        if size < 0 or size >= len(self._left):
+            out, self._left = self._left, b""
+        else:
+            out, self._left = self._left[:size], self._left[size:]
+        return out
 
 
 class _Missing(Exception):
@@ -300,4 +510,20 @@ def _failure(method: str, exc: grpc.RpcError) -> RemoteFailure:
     detail = f"{op}: {code.name}"
     if code == grpc.StatusCode.NOT_FOUND:
         return RemoteFailure(BAD_RESPONSE, detail, status=404)
+    if code == grpc.StatusCode.UNIMPLEMENTED:
+        return RemoteFailure(SERVER_ERROR, detail, status=501)
     return RemoteFailure(_KIND.get(code, SERVER_ERROR), detail, status=_STATUS.get(code))
+
+
+def _tls_hint(exc: grpc.RpcError, settings: RemoteSettings) -> str | None:
+    """What gRPC's own text (made on this side, never the server's) says about a TLS failure."""
+    text = (exc.details() if hasattr(exc, "details") else "") or ""
+    if "handshake" in text.lower() or "CERTIFICATE_VERIFY_FAILED" in text:
+        return "the TLS handshake failed: check VX_REAPI_CA_CERT and the client certificate"
+    if "Socket closed" in text and not settings.client_cert:
+        # TLS 1.3: a server that demands a client certificate just closes the connection
+        return (
+            "the server closed the TLS connection; if it wants a client certificate, "
+            "set VX_REAPI_CLIENT_CERT and VX_REAPI_CLIENT_KEY"
+        )
+    return None

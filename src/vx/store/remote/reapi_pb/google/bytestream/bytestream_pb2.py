@@ -23,9 +23,10 @@ _sym_db = _symbol_database.Default()
 
 
 from vx.store.remote.reapi_pb.google.api import annotations_pb2 as google_dot_api_dot_annotations__pb2
+from google.protobuf import wrappers_pb2 as google_dot_protobuf_dot_wrappers__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"google/bytestream/bytestream.proto\x12\x11google.bytestream\x1a\x1cgoogle/api/annotations.proto\"M\n\x0bReadRequest\x12\x15\n\rresource_name\x18\x01 \x01(\t\x12\x13\n\x0bread_offset\x18\x02 \x01(\x03\x12\x12\n\nread_limit\x18\x03 \x01(\x03\"\x1c\n\x0cReadResponse\x12\x0c\n\x04\x64\x61ta\x18\n \x01(\x0c\"_\n\x0cWriteRequest\x12\x15\n\rresource_name\x18\x01 \x01(\t\x12\x14\n\x0cwrite_offset\x18\x02 \x01(\x03\x12\x14\n\x0c\x66inish_write\x18\x03 \x01(\x08\x12\x0c\n\x04\x64\x61ta\x18\n \x01(\x0c\"\'\n\rWriteResponse\x12\x16\n\x0e\x63ommitted_size\x18\x01 \x01(\x03\"0\n\x17QueryWriteStatusRequest\x12\x15\n\rresource_name\x18\x01 \x01(\t\"D\n\x18QueryWriteStatusResponse\x12\x16\n\x0e\x63ommitted_size\x18\x01 \x01(\x03\x12\x10\n\x08\x63omplete\x18\x02 \x01(\x08\x32\x92\x02\n\nByteStream\x12I\n\x04Read\x12\x1e.google.bytestream.ReadRequest\x1a\x1f.google.bytestream.ReadResponse0\x01\x12L\n\x05Write\x12\x1f.google.bytestream.WriteRequest\x1a .google.bytestream.WriteResponse(\x01\x12k\n\x10QueryWriteStatus\x12*.google.bytestream.QueryWriteStatusRequest\x1a+.google.bytestream.QueryWriteStatusResponseBe\n\x15\x63om.google.bytestreamB\x0f\x42yteStreamProtoZ;google.golang.org/genproto/googleapis/bytestream;bytestreamb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"google/bytestream/bytestream.proto\x12\x11google.bytestream\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/wrappers.proto\"M\n\x0bReadRequest\x12\x15\n\rresource_name\x18\x01 \x01(\t\x12\x13\n\x0bread_offset\x18\x02 \x01(\x03\x12\x12\n\nread_limit\x18\x03 \x01(\x03\"\x1c\n\x0cReadResponse\x12\x0c\n\x04\x64\x61ta\x18\n \x01(\x0c\"_\n\x0cWriteRequest\x12\x15\n\rresource_name\x18\x01 \x01(\t\x12\x14\n\x0cwrite_offset\x18\x02 \x01(\x03\x12\x14\n\x0c\x66inish_write\x18\x03 \x01(\x08\x12\x0c\n\x04\x64\x61ta\x18\n \x01(\x0c\"\'\n\rWriteResponse\x12\x16\n\x0e\x63ommitted_size\x18\x01 \x01(\x03\"0\n\x17QueryWriteStatusRequest\x12\x15\n\rresource_name\x18\x01 \x01(\t\"D\n\x18QueryWriteStatusResponse\x12\x16\n\x0e\x63ommitted_size\x18\x01 \x01(\x03\x12\x10\n\x08\x63omplete\x18\x02 \x01(\x08\x32\x92\x02\n\nByteStream\x12I\n\x04Read\x12\x1e.google.bytestream.ReadRequest\x1a\x1f.google.bytestream.ReadResponse0\x01\x12L\n\x05Write\x12\x1f.google.bytestream.WriteRequest\x1a .google.bytestream.WriteResponse(\x01\x12k\n\x10QueryWriteStatus\x12*.google.bytestream.QueryWriteStatusRequest\x1a+.google.bytestream.QueryWriteStatusResponseBe\n\x15\x63om.google.bytestreamB\x0f\x42yteStreamProtoZ;google.golang.org/genproto/googleapis/bytestream;bytestreamb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,18 +34,18 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'google.bytestream.bytestrea
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\025com.google.bytestreamB\017ByteStreamProtoZ;google.golang.org/genproto/googleapis/bytestream;bytestream'
-  _globals['_READREQUEST']._serialized_start=87
-  _globals['_READREQUEST']._serialized_end=164
-  _globals['_READRESPONSE']._serialized_start=166
-  _globals['_READRESPONSE']._serialized_end=194
-  _globals['_WRITEREQUEST']._serialized_start=196
-  _globals['_WRITEREQUEST']._serialized_end=291
-  _globals['_WRITERESPONSE']._serialized_start=293
-  _globals['_WRITERESPONSE']._serialized_end=332
-  _globals['_QUERYWRITESTATUSREQUEST']._serialized_start=334
-  _globals['_QUERYWRITESTATUSREQUEST']._serialized_end=382
-  _globals['_QUERYWRITESTATUSRESPONSE']._serialized_start=384
-  _globals['_QUERYWRITESTATUSRESPONSE']._serialized_end=452
-  _globals['_BYTESTREAM']._serialized_start=455
-  _globals['_BYTESTREAM']._serialized_end=729
+  _globals['_READREQUEST']._serialized_start=119
+  _globals['_READREQUEST']._serialized_end=196
+  _globals['_READRESPONSE']._serialized_start=198
+  _globals['_READRESPONSE']._serialized_end=226
+  _globals['_WRITEREQUEST']._serialized_start=228
+  _globals['_WRITEREQUEST']._serialized_end=323
+  _globals['_WRITERESPONSE']._serialized_start=325
+  _globals['_WRITERESPONSE']._serialized_end=364
+  _globals['_QUERYWRITESTATUSREQUEST']._serialized_start=366
+  _globals['_QUERYWRITESTATUSREQUEST']._serialized_end=414
+  _globals['_QUERYWRITESTATUSRESPONSE']._serialized_start=416
+  _globals['_QUERYWRITESTATUSRESPONSE']._serialized_end=484
+  _globals['_BYTESTREAM']._serialized_start=487
+  _globals['_BYTESTREAM']._serialized_end=761
 # @@protoc_insertion_point(module_scope)

@@ -1,0 +1,225 @@
+"""Remote execution: the REAPI server's workers as a pool of slots beside the local ones.
+
+A task the plan sent remote (`TaskPlan.remote`) takes a remote slot, ships its declared
+inputs and its upstream outputs, runs on a worker and gets its outputs written back into the
+workspace; the rebuilder then saves it like a task that ran here. A command that fails on the
+worker is the task's failure. A failure of the server or the worker is not: the task runs
+here instead, with one warning for the run, and so does every later remote task of the run
+(a dead server must not cost each task its own wait).
+
+grpc loads with `store/remote/reapi_exec.py`, when the first remote task starts: a run whose
+remote tasks all hit the cache never imports it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from vx.events import Emit, Notice
+from vx.model import LogChunk, ProcessResult, TaskId, TaskNode, TaskPlan
+
+
+class RemotePool:
+    """The remote slots of one run and the executor behind them (opened on first use)."""
+
+    def __init__(
+        self,
+        settings: Any,  # store.remote.RemoteSettings of the REAPI server
+        capacity: int,
+        nodes: Mapping[TaskId, TaskNode],
+        emit: Emit,
+        download: str = "all",
+        deferrable: bool = False,
+        rerun: bool = False,
+        stop: asyncio.Event | None = None,
+    ):
+        self.settings = settings
+        self.slots = asyncio.Semaphore(max(1, capacity))
+        self.nodes = nodes
+        self.emit = emit
+        self.download = download  # --download: all | toplevel | none
+        self.rerun = rerun  # `--force`: the server's action cache is not asked either
+        self.stop = stop  # set when the run stops (a signal): actions in flight are cancelled
+        self.deferrable = deferrable  # no key of the run reads outputs from disk
+        self.down: str | None = None  # why remote execution stopped for this run
+        self.ran = 0
+        self.fell_back = 0
+        # task -> its outputs left on the server (reapi_exec.Listing), while not fetched
+        self.listings: dict[TaskId, Any] = {}
+        # task -> (its result, input snapshot, started_ns): what saving it once fetched needs
+        self.unsaved: dict[TaskId, tuple[ProcessResult, Any, int]] = {}
+        self.fetch_lock = asyncio.Lock()
+        self.only: set[TaskId] = set()  # `remote: "only"` tasks that ran: never fetched
+        self._executor: Any = None
+
+    def defers(self, node: TaskNode, plan: TaskPlan) -> bool:
+        """Whether this task's outputs stay on the server (`--download`, or `remote: "only"`,
+        whose outputs never come here)."""
+        if plan.remote == "only":
+            return True
+        if self.download == "all" or not self.deferrable:
+            return False
+        return self.download == "none" or not node.requested
+
+    def wants(self, plan: TaskPlan) -> bool:
+        return bool(plan.remote) and self.down is None
+
+    async def execute(
+        self,
+        root: str,
+        node: TaskNode,
+        plan: TaskPlan,
+        plans: Mapping[TaskId, TaskPlan],
+        on_output: Callable[[LogChunk], None],
+    ) -> ProcessResult | None:
+        """Run the task on a worker; None when the infrastructure failed (run it here)."""
+        started = time.monotonic()
+        work = asyncio.ensure_future(asyncio.to_thread(self._run, root, node, plan, plans))
+        if self.stop is not None:
+            stopping = asyncio.ensure_future(self.stop.wait())
+            await asyncio.wait({work, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
+            if not work.done():  # the run is stopping: cancel the action, as a local one is killed
+                work.add_done_callback(lambda done: done.exception())  # its end is of no interest
+                if self._executor is not None:
+                    await asyncio.to_thread(self._executor.cancel_all)
+                return ProcessResult(
+                    exit_code=130, duration_ms=(time.monotonic() - started) * 1000, aborted=True
+                )
+        try:
+            outcome = await work
+        except Exception as exc:  # noqa: BLE001 — checked below: only the wire's failure falls back
+            from vx.store.remote.reapi_exec import ExecFailure
+
+            if not isinstance(exc, (ExecFailure, OSError)):
+                raise
+            self.fell_back += 1
+            if self.down is None:
+                self.down = str(exc)
+                self.emit(
+                    Notice(
+                        f"remote execution failed ({exc}) on {self.settings.endpoint}: "
+                        f"{node.id} and the rest of this run's remote tasks run here",
+                        id=node.id,
+                    )
+                )
+            return None
+        self.ran += 1
+        if outcome.listing is not None:
+            self.listings[node.id] = outcome.listing
+            if plan.remote == "only":
+                self.only.add(node.id)
+        log = []
+        for stream, data in ((1, outcome.stdout), (2, outcome.stderr)):
+            if data:
+                chunk = LogChunk(stream, data)
+                on_output(chunk)
+                log.append(chunk)
+        return ProcessResult(
+            exit_code=outcome.exit_code,
+            duration_ms=(time.monotonic() - started) * 1000,
+            log=tuple(log),
+            timed_out=outcome.timed_out,
+        )
+
+    def _run(self, root: str, node: TaskNode, plan: TaskPlan, plans: Mapping[TaskId, TaskPlan]):
+        if self._executor is None:
+            from vx.store.remote.reapi_exec import RemoteExecutor
+
+            self._executor = RemoteExecutor(self.settings)
+            self._executor.skip_cache_lookup = self.rerun
+        from vx.store.remote.reapi_exec import DEFAULT_PATH
+
+        outputs = plan.outputs
+        assert outputs is not None  # the plan sends only cached tasks
+        roots = outputs.globs.roots() if outputs.globs is not None else ()
+        grafted = [self.listings[t] for t in self.upstream(node) if t in self.listings]
+        return self._executor.run(
+            root=root,
+            project_dir=node.project_dir,
+            inputs=self._inputs(root, node, plan, plans),
+            fetch=not self.defers(node, plan),
+            grafted=grafted,
+            command=plan.command or "",
+            env=shipped_env(node, plan, DEFAULT_PATH),
+            platform=plan.platform,
+            output_paths=roots,
+            timeout_ms=plan.timeout_ms,
+            allows=outputs.allows,
+        )
+
+    def _inputs(
+        self, root: str, node: TaskNode, plan: TaskPlan, plans: Mapping[TaskId, TaskPlan]
+    ) -> list[str]:
+        """The task's input files, its package.json, and every upstream task's outputs as
+        they are on disk now (each upstream task has finished)."""
+        paths = [p for p, _ in plan.inputs.files] if plan.inputs is not None else []
+        manifest = f"{node.project_dir}/package.json" if node.project_dir else "package.json"
+        if os.path.exists(os.path.join(root, manifest)):
+            paths.append(manifest)
+        for dep in self.upstream(node):
+            upstream = plans.get(dep)
+            if upstream is not None and upstream.outputs is not None and dep not in self.listings:
+                paths += upstream.outputs.walk(Path(root))
+        return paths
+
+    def upstream(self, node: TaskNode) -> list[TaskId]:
+        """Every task upstream of `node`, dependencies before their dependants."""
+        order: list[TaskId] = []
+        seen: set[TaskId] = set()
+
+        def visit(tid: TaskId) -> None:
+            if tid in seen:
+                return
+            seen.add(tid)
+            for dep in self.nodes[tid].deps if tid in self.nodes else ():
+                visit(dep)
+            order.append(tid)
+
+        for dep in node.deps:
+            visit(dep)
+        return order
+
+    async def materialise(self, root: str, tid: TaskId) -> str | None:
+        """Write a task's outputs left on the server into the workspace; why not, on failure."""
+        listing = self.listings.get(tid)
+        if listing is None or tid in self.only:
+            return None
+        from vx.store.remote.reapi_exec import ExecFailure
+
+        try:
+            await asyncio.to_thread(self._executor.materialise, root, listing)
+        except (ExecFailure, OSError) as exc:
+            return str(exc)
+        del self.listings[tid]
+        return None
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.close()
+
+    def summary(self) -> str | None:
+        if not self.ran and not self.fell_back:
+            return None
+        line = f"remote execution: {self.ran} task{'s' * (self.ran != 1)} ran on {self.settings.endpoint}"
+        if self.fell_back:
+            line += f", {self.fell_back} ran here instead"
+        if self.listings:
+            line += f"; the outputs of {len(self.listings)} were left there (--download={self.download})"
+        return line
+
+
+def shipped_env(node: TaskNode, plan: TaskPlan, default_path: str) -> dict[str, str]:
+    """The variables of the task's environment that its key folds (`exec.env.define`, and
+    `cache.inputs.env` or NODE_ENV and the like where they reach the task), with the values the
+    task would see here, and a PATH for the worker's platform unless defined: never the rest
+    of the host's."""
+    keyed = {name for name, _ in plan.record.env} if plan.record is not None else set()
+    define = node.config.exec.env.define if node.config.exec is not None else {}
+    env = {name: value for name, value in plan.env.items() if name in keyed or name in define}
+    env["PATH"] = define.get("PATH", default_path)  # here PATH gains local node_modules/.bin dirs
+    return env
