@@ -739,6 +739,7 @@ def _as_json(plugin: str, data: Any) -> Any:
             hint="return the dict it was given (edited with strings, numbers, lists, dicts)",
         ) from None
 
+
 def masked(text: str) -> str:
     """`text` with the environment's secret values (vx.engine.masking's rule) shown as ***: what
     a plugin says or raises may quote one."""
