@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
     from vx.engine.incremental import Kept
     from vx.files.index import FileIndex, Snapshot
-    from vx.model import CacheRetention, HashRecord, ProjectConfig
+    from vx.model import CacheRetention, HashRecord, ProjectConfig, WorkspaceConfig
     from vx.plugins.host import Host
     from vx.store.layered import LayeredStore
     from vx.store.local import Entry, LocalStore
@@ -156,6 +156,22 @@ def shaped_projects(
             host.teardown()
 
 
+def shaped_workspace_config(root: Path, host_env: Mapping[str, str]) -> WorkspaceConfig:
+    """vx.workspace as a run reads it, the plugins' `config` hooks applied (their `setup` is not
+    called, as for a plugin verb): the commands that find a run's cache and history (`vx why`,
+    `vx last`, `vx cache`) look where the run wrote, a `cacheDir` a hook set too."""
+    ws_config = config.load_workspace(root, host_env)
+    if not ws_config.plugins:
+        return ws_config
+    from vx.plugins import host as plugins
+
+    host = plugins.load(ws_config.plugins, root, host_env, setup=False)
+    if not host.has("config"):
+        return ws_config
+    shaped = host.shape_config(config.workspace_data(root, host_env), ws_config)
+    return config.rooted(shaped, root)
+
+
 def _load_plugins(root: Path, ws_config, host_env: Mapping[str, str], loaded: list):
     """The workspace's plugins, loaded and set up, and its config as their `config` hooks left it."""
     from vx.plugins import host as plugins
@@ -212,7 +228,7 @@ def _prepare(
                     req, ws, ws_config, configs, graph, cwd_pkg, host_env
                 )
             if host is not None and host.has("graph"):
-                graph = host.shape_graph(graph)
+                graph = host.shape_graph(graph, configs)
             additive = refuse_overlaps(graph.nodes, configs, ws_config.exclusive_outputs)
         _refuse_group_only_args(graph, req)
         if req.exclude_deps:

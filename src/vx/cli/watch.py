@@ -199,14 +199,15 @@ class Judge:
         self.armed_ns = time.time_ns()
 
     def refresh(self) -> None:
-        """Re-read the declared outputs (a cycle may have changed a config); keep the last on error."""
-        from vx.config import loader as config
+        """Re-read the declared outputs (a cycle may have changed a config); keep the last on error.
+        The projects and configs are the ones a run sees: the plugins' `discover` and `project`
+        hooks applied."""
         from vx.errors import VxError
+        from vx.pipeline import shaped_projects
         from vx.workspace import discover as workspace
 
         try:
-            ws = workspace.discover(Path(self.root))
-            configs = config.load_all(ws, self.env)
+            ws, configs = shaped_projects(workspace.discover(Path(self.root)), self.env)
         except VxError:
             return
         self.outputs = {
