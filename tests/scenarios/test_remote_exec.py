@@ -514,3 +514,40 @@ def test_a_server_killed_mid_action_means_running_here_with_one_warning(repo, tm
     assert "1 ran here instead" in err, err
     assert int(mark.read_text().split()[2]) == proc.pid  # the second run was vx's own child
     assert (repo.root / "packages/a/dist/out.txt").read_text() == "input\n"
+
+
+@pytest.mark.feature("RC-10")
+def test_remote_execution_sends_and_reads_past_the_servers_batch_limit_over_bytestream(
+    repo, stack, workers
+):
+    """Uploads and downloads of a remote action honour the batch limit the server advertises:
+    told a 2 KiB limit, the 8 KB input file goes up over ByteStream Write (not a batch call)
+    and the 8 KB output comes back over ByteStream Read."""
+    import hashlib
+
+    from reapi_proxy import Proxy
+
+    def small_batches(reply) -> None:
+        reply.cache_capabilities.max_batch_total_size_bytes = 3 << 10  # 2 KiB past the framing
+
+    one_task(repo, "mkdir -p dist && cp src/big.bin dist/big.bin")
+    big = bytes(range(256)) * 32
+    (repo.root / "packages/a/src/big.bin").write_bytes(big)
+    repo.commit("a big input")
+    digest = f"{hashlib.sha256(big).hexdigest()}/{len(big)}"
+    proxy = Proxy(stack.port, capabilities=small_batches)
+    try:
+        res = repo.vx("run", "build", "--all", env={"VX_REAPI_ENDPOINT": proxy.endpoint})
+    finally:
+        proxy.stop()
+    assert res.code == 0, res.err
+    assert "remote execution: 1 task ran" in res.err and "ran here instead" not in res.err
+    assert (repo.root / "packages/a/dist/big.bin").read_bytes() == big
+    writes = [r for r in proxy.resources if "/uploads/" in r or r.startswith("uploads/")]
+    assert any(r.endswith(f"blobs/{digest}") for r in writes), proxy.resources
+    reads = [r for r in proxy.resources if r not in writes]
+    assert any(r.endswith(f"blobs/{digest}") for r in reads), proxy.resources
+    batched = [
+        raw for method, raw in proxy.requests if method in ("BatchUpdateBlobs", "BatchReadBlobs")
+    ]
+    assert batched and not any(big in raw for raw in batched)  # the blob's bytes, in no batch

@@ -27,7 +27,7 @@ import grpc
 from msgspec import Struct
 
 from vx.store.remote.layer import RemoteFailure, RemoteSettings
-from vx.store.remote.reapi import MAX_BATCH_BYTES, ReapiLayer
+from vx.store.remote.reapi import ReapiLayer
 from vx.store.remote.reapi_pb.build.bazel.remote.execution.v2 import remote_execution_pb2 as re_pb
 from vx.store.remote.reapi_pb.google.longrunning import operations_pb2 as ops_pb
 
@@ -296,14 +296,15 @@ class RemoteExecutor:
             missing += [blobs[d.hash] for d in reply.missing_blob_digests if d.hash in blobs]
         batch: list = []
         size = 0
+        limit = self.layer.capabilities().batch_bytes  # what the server said one call may carry
         for blob in missing:
             digest = blob.digest
-            if digest.size_bytes > MAX_BATCH_BYTES:  # type: ignore[attr-defined]
+            if digest.size_bytes > limit:  # type: ignore[attr-defined]
                 assert blob.path is not None  # messages are small
                 with open(os.path.join(root, blob.path), "rb") as src:
                     self.layer._write(digest, src, self.layer.settings.upload_timeout_s)
                 continue
-            if batch and size + digest.size_bytes > MAX_BATCH_BYTES:  # type: ignore[attr-defined]
+            if batch and size + digest.size_bytes > limit:  # type: ignore[attr-defined]
                 self._batch_write(batch)
                 batch, size = [], 0
             data = blob.data if blob.data is not None else _read(root, blob.path or "")
@@ -329,10 +330,11 @@ class RemoteExecutor:
         """Blobs by hash, each re-hashed; a missing or wrong one is the server's failure."""
         out: dict[str, bytes] = {}
         small = []
+        limit = self.layer.capabilities().batch_bytes
         for d in {d.hash: d for d in digests}.values():
             if d.size_bytes == 0:
                 out[d.hash] = b""
-            elif d.size_bytes > MAX_BATCH_BYTES:
+            elif d.size_bytes > limit:
                 out[d.hash] = self._stream(d)
             else:
                 small.append(d)
@@ -340,7 +342,7 @@ class RemoteExecutor:
         while at < len(small):
             part: list = []
             size = 0
-            while at < len(small) and (not part or size + small[at].size_bytes <= MAX_BATCH_BYTES):
+            while at < len(small) and (not part or size + small[at].size_bytes <= limit):
                 part.append(small[at])
                 size += small[at].size_bytes
                 at += 1
