@@ -551,3 +551,100 @@ def test_remote_execution_sends_and_reads_past_the_servers_batch_limit_over_byte
         raw for method, raw in proxy.requests if method in ("BatchUpdateBlobs", "BatchReadBlobs")
     ]
     assert batched and not any(big in raw for raw in batched)  # the blob's bytes, in no batch
+
+
+def wait_until(check, proc: subprocess.Popen, what: str, within_s: float = 180) -> None:
+    """Until `check()` holds (an event, with a hard deadline)."""
+    deadline = time.monotonic() + within_s
+    while not check():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+@pytest.mark.feature("RC-10")
+def test_a_server_that_stops_answering_mid_action_means_running_here_with_one_warning(
+    repo, tmp_path
+):
+    """A server that vanishes without closing the connection (SIGSTOP: the socket stays open,
+    nothing answers) no longer leaves the action waiting forever: after `updateTimeout` with
+    no word vx asks once where the action is, hears nothing again, and runs the task here."""
+    server = ExecStack(tmp_path / "bgd")
+    stopped = False
+    try:
+        server.add_worker()
+        mark, go = tmp_path / "mark", tmp_path / "go"
+        one_task(
+            repo,
+            'echo "$PPID $$" >> "$MARK"; while [ ! -e "$GO" ]; do sleep 0.05; done; '
+            "mkdir -p dist && cp src/in.txt dist/out.txt",
+            define={"MARK": str(mark), "GO": str(go)},
+        )
+        repo.write({"vx.workspace.json": {"remoteExecution": {"updateTimeout": 2000}}}).commit()
+        proc = start_run(repo, server)
+
+        def runs() -> list[list[int]]:
+            text = mark.read_text() if mark.exists() else ""
+            return [list(map(int, line.split())) for line in text.splitlines(keepends=True)
+                    if line.endswith("\n")]  # fmt: skip
+
+        try:
+            wait_until(lambda: len(runs()) >= 1, proc, "the action never started")
+            server.proc.send_signal(signal.SIGSTOP)
+            stopped = True
+            wait_until(
+                lambda: any(ppid == proc.pid for ppid, _ in runs()), proc, "it never ran here"
+            )
+            for ppid, shell in runs():
+                if ppid != proc.pid:
+                    os.kill(shell, signal.SIGKILL)  # the worker's run, left waiting
+            go.touch()
+            out, err = proc.communicate(timeout=300)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    finally:
+        if stopped:
+            server.proc.send_signal(signal.SIGCONT)
+        server.stop()
+    assert proc.returncode == 0, err
+    assert err.count("remote execution failed") == 1, err
+    assert "no word from the server" in err and "1 ran here instead" in err, err
+    assert (repo.root / "packages/a/dist/out.txt").read_text() == "input\n"
+
+
+@pytest.mark.feature("RC-10")
+def test_an_action_no_worker_takes_runs_here_after_the_queue_timeout(repo, stack, workers):
+    """An action whose platform no worker offers (the workers are `OSFamily=linux`) waited in
+    the server's queue forever. After `queueTimeout` the task runs here, with one warning that
+    names the platform; the server stays in use for the run's other tasks."""
+    before = leases_done(stack)
+    one_task(repo, "mkdir -p dist && cp src/in.txt dist/out.txt")
+    config = repo.root / "packages/a/vx.config.json"
+    data = json.loads(config.read_text())
+    data["tasks"]["build"]["exec"]["platform"] = {"OSFamily": "plan9"}
+    repo.write(
+        {
+            "packages/a/vx.config.json": data,
+            "packages/b/package.json": {"name": "b", "version": "1.0.0"},
+            "packages/b/vx.config.json": {
+                "tasks": {
+                    "build": {
+                        "exec": {"command": "mkdir -p dist && echo b > dist/out", "remote": True},
+                        "cache": CACHE,
+                    }
+                }
+            },
+            "vx.workspace.json": {"remoteExecution": {"queueTimeout": 1000}},
+        }
+    ).commit()
+    res = repo.vx("run", "build", "--all", env=stack.env(), timeout=300)
+    assert res.code == 0, res.err
+    assert res.statuses() == {"a#build": ("success", "miss"), "b#build": ("success", "miss")}
+    assert (repo.root / "packages/a/dist/out.txt").read_text() == "input\n"
+    assert (repo.root / "packages/b/dist/out").read_text() == "b\n"
+    assert res.err.count("no worker took the action") == 1, res.err
+    assert "platform OSFamily=plan9" in res.err, res.err
+    assert "remote execution: 1 task ran" in res.err and "1 ran here instead" in res.err, res.err
+    assert leases_done(stack) - before == 1  # b's, on a worker; a's never left the queue there
