@@ -648,3 +648,86 @@ def test_an_action_no_worker_takes_runs_here_after_the_queue_timeout(repo, stack
     assert "platform OSFamily=plan9" in res.err, res.err
     assert "remote execution: 1 task ran" in res.err and "1 ran here instead" in res.err, res.err
     assert leases_done(stack) - before == 1  # b's, on a worker; a's never left the queue there
+
+
+ADMIT = """
+import os
+def plugin(options):
+    def admit(task, running, ctx):
+        with open(os.environ["ADMIT_LOG"], "a") as log:
+            log.write(f"{task.id} {','.join(running)}\\n")
+        return task.project != "x" or not running  # x runs alone here
+    return {"admit": admit}
+"""
+
+
+@pytest.mark.feature("RC-10", "PL-02")
+def test_a_remote_task_that_falls_back_asks_admit_before_it_runs_here(repo, tmp_path):
+    """`admit` packs what runs on this machine: a task on a worker is not asked (it takes
+    nothing here), but one whose server failed runs here and must be. The plugin holds x
+    while y runs; x goes remote to a dead server, falls back, and waits for y to end."""
+    log, admitted, go = tmp_path / "steps.log", tmp_path / "admit.log", tmp_path / "go"
+
+    def task(command: str, remote: bool, deps=()) -> dict:
+        return {
+            "tasks": {
+                "build": {
+                    "exec": {"command": f"{command} && mkdir -p dist", "remote": remote},
+                    "dependsOn": list(deps),
+                    "cache": CACHE,
+                }
+            }
+        }
+
+    waits = 'while [ ! -e "{0}" ]; do sleep 0.05; done'
+    files: dict = {
+        "package.json": {"name": "root", "private": True, "workspaces": ["packages/*"]},
+        "vx.workspace.json": {"plugins": ["solo"]},
+        "solo.py": ADMIT,
+    }
+    for name, spec in {
+        "y": task(f"echo y:start >> {log} && {waits.format(go)} && echo y:end >> {log}", False),
+        # c starts x only once y runs, so x's turn comes while y holds this machine
+        "c": task(f"until grep -q y:start {log} 2>/dev/null; do sleep 0.05; done", False),
+        "x": task(f"echo x:start >> {log}", True, deps=("c#build",)),
+    }.items():
+        files[f"packages/{name}/package.json"] = {"name": name, "version": "1.0.0"}
+        files[f"packages/{name}/vx.config.json"] = spec
+    repo.write(files).commit()
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
+    }
+    env.update(
+        {
+            "PYTHONPATH": SRC,
+            "NO_COLOR": "1",
+            "ADMIT_LOG": str(admitted),
+            "VX_REAPI_ENDPOINT": f"grpc://127.0.0.1:{free_port()}",
+        }
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vx", "run", "build", "--all", "--concurrency", "2"],
+        cwd=repo.root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        held = lambda: admitted.exists() and "x#build y#build\n" in admitted.read_text()  # noqa: E731
+        ran = lambda: log.exists() and "x:start" in log.read_text()  # noqa: E731
+        wait_until(lambda: held() or ran(), proc, "x neither asked admit nor ran")
+        go.touch()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert "1 ran here instead" in err and "`admit` hook" not in err, err
+    assert held(), admitted.read_text() if admitted.exists() else "admit never asked"
+    steps = log.read_text().split()
+    assert steps.index("y:end") < steps.index("x:start"), steps  # held apart, as admit said
