@@ -731,3 +731,38 @@ def test_a_remote_task_that_falls_back_asks_admit_before_it_runs_here(repo, tmp_
     assert held(), admitted.read_text() if admitted.exists() else "admit never asked"
     steps = log.read_text().split()
     assert steps.index("y:end") < steps.index("x:start"), steps  # held apart, as admit said
+
+
+@pytest.mark.feature("RC-10")
+def test_a_remote_task_shows_its_queued_and_executing_stages(repo, tmp_path, stack, workers):
+    """Per-task stage lines were missing: a remote task now says when a worker starts it (and
+    when the server queues it, where the stream shows that stage), once each; a task run here
+    shows none."""
+    import threading
+
+    go = tmp_path / "go"
+    one_task(
+        repo,
+        f'while [ ! -e "{go}" ]; do sleep 0.05; done; mkdir -p dist && cp src/in.txt dist/out.txt',
+    )
+    proc = start_run(repo, stack)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")))
+    reader.start()
+    try:
+        executing = "vx: a#build executing on a remote worker"
+        wait_until(lambda: any(executing in line for line in lines), proc, "no executing line")
+        go.touch()
+        proc.wait(timeout=300)
+        reader.join(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    err = "".join(lines)
+    assert proc.returncode == 0, err
+    assert err.count(executing) == 1, err
+    assert err.count("vx: a#build queued at the remote server") <= 1, err  # a fast worker skips it
+    assert (repo.root / "packages/a/dist/out.txt").read_text() == "input\n"
+    here = repo.vx("run", "build", "--all", "--force", env={"VX_REAPI_ENDPOINT": ""})
+    assert here.code == 0 and "remote worker" not in here.err, here.err

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from vx.events import Emit, Notice
+from vx.events import Emit, Notice, TaskStage
 from vx.model import LogChunk, ProcessResult, RemoteExecution, TaskId, TaskNode, TaskPlan
 
 
@@ -85,7 +85,15 @@ class RemotePool:
     ) -> ProcessResult | None:
         """Run the task on a worker; None when the infrastructure failed (run it here)."""
         started = time.monotonic()
-        work = asyncio.ensure_future(asyncio.to_thread(self._run, root, node, plan, plans))
+        loop = asyncio.get_running_loop()
+
+        def on_stage(stage: str) -> None:  # from the executor's thread: told on the loop
+            if stage in ("queued", "executing"):
+                loop.call_soon_threadsafe(self.emit, TaskStage(node.id, stage))
+
+        work = asyncio.ensure_future(
+            asyncio.to_thread(self._run, root, node, plan, plans, on_stage)
+        )
         if self.stop is not None:
             stopping = asyncio.ensure_future(self.stop.wait())
             await asyncio.wait({work, stopping}, return_when=asyncio.FIRST_COMPLETED)
@@ -143,7 +151,14 @@ class RemotePool:
             timed_out=outcome.timed_out,
         )
 
-    def _run(self, root: str, node: TaskNode, plan: TaskPlan, plans: Mapping[TaskId, TaskPlan]):
+    def _run(
+        self,
+        root: str,
+        node: TaskNode,
+        plan: TaskPlan,
+        plans: Mapping[TaskId, TaskPlan],
+        on_stage: Callable[[str], None] | None = None,
+    ):
         if self._executor is None:
             from vx.store.remote.reapi_exec import RemoteExecutor
 
@@ -171,6 +186,7 @@ class RemotePool:
             output_paths=roots,
             timeout_ms=plan.timeout_ms,
             allows=outputs.allows,
+            on_stage=on_stage,
         )
 
     def _inputs(
