@@ -215,6 +215,15 @@ class CacheRetention(Struct, frozen=True):
     max_bytes: int | None = None
 
 
+class ScheduleConfig(Struct, frozen=True):
+    """Workspace `schedule`: how ready tasks are ordered when slots are short."""
+
+    history: bool = True  # order by the expected remaining critical path from recorded durations
+    window: int = 20  # the last runs of a task its expected duration is the median of
+    assume: Mapping[str, int] = {}  # `PKG#TASK` or `TASK` -> ms, for tasks with no record
+    file: str | None = None  # workspace-relative: timings read at start and written at the end
+
+
 class WorkspaceConfig(Struct, frozen=True):
     source: str = ""
     concurrency: int | None = None
@@ -230,6 +239,7 @@ class WorkspaceConfig(Struct, frozen=True):
     migrated: str | None = None  # `migrated`: turbo | nx — that tool's files give no tasks
     remote_execution: RemoteExecution | None = None
     cache_scope: str | None = None  # `cacheScope`: trusted | read-only | a scope's name
+    schedule: ScheduleConfig = ScheduleConfig()
     plugins: tuple[PluginSpec, ...] = ()  # `plugins`, in declaration order (precedence)
 
 

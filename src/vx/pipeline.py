@@ -22,6 +22,7 @@ from vx.model import (
     CacheStatus,
     RemoteExecution,
     RunSummary,
+    ScheduleConfig,
     Status,
     TaskGraph,
     TaskId,
@@ -113,6 +114,7 @@ class Prepared(Struct):
     # runs), and each task that lost an edge -> the dependency it no longer waits for
     keyed_graph: TaskGraph | None = None
     cut: Mapping[TaskId, TaskId] = {}
+    schedule: ScheduleConfig = ScheduleConfig()  # the workspace's `schedule`
     # the REAPI server remote tasks run on (store.remote.RemoteSettings), and its capacity and bounds
     remote_exec: object | None = None
     remote_config: RemoteExecution = RemoteExecution()
@@ -342,6 +344,7 @@ def _prepare(
         configs,
         keyed_graph,
         cut,
+        ws_config.schedule,
         remote_exec,
         remote_config,
         host,
@@ -564,11 +567,13 @@ def execute(
         early: dict[TaskId, Early] = {}  # filled as they start: a failure midway stops those
         try:
             lockfiles = prep.index.snapshot(None, prep.index.fingerprinted)  # before anything runs
+            with stages("schedule"):
+                priority = _priorities(prep, lane, emit)
             admits = prep.plugins is not None and (  # the walk asks them before each start
                 prep.plugins.has("admit") or bool(prep.plugins.executors)
             )
             if stopped_by is None and launch_for is None and req.fast_paths and not admits:
-                _start_first_wave(prep, lane, emit, early)
+                _start_first_wave(prep, lane, emit, early, priority)
             asyncio = _import_asyncio()  # while the first wave runs
             with stages("run graph"):
                 results, stopped_by, summary = asyncio.run(
@@ -585,6 +590,7 @@ def execute(
                         lockfiles,
                         conclude,
                         on_graph_end,
+                        priority,
                     )
                 )
         except BaseException:
@@ -728,6 +734,24 @@ def keep_failure_logs(prep: Prepared, summary: RunSummary) -> dict[TaskId, str]:
     return out
 
 
+def _keep_timings(prep: Prepared, summary: RunSummary) -> None:
+    """Fold this run's executed tasks into the workspace's timings file (`schedule.file`), for
+    the next runner with an empty cache; a failure here is the file's, never the run's."""
+    import sqlite3
+
+    ran = [r.id for r in summary.results if _history_status(r) == "success"]
+    if prep.schedule.file is None or not ran:
+        return
+    from vx.store import timings
+
+    try:
+        timings.write_file(
+            str(prep.ws.root / prep.schedule.file), str(prep.cache_dir), ran, prep.schedule.window
+        )
+    except (OSError, sqlite3.Error):
+        pass
+
+
 def record_run(
     prep: Prepared,
     req: RunRequest,
@@ -797,7 +821,8 @@ def record_run(
         try:
             runs.record(str(prep.cache_dir), invocation, rows)
         except (OSError, sqlite3.Error):
-            pass
+            return invocation, rows
+        _keep_timings(prep, summary)
     return invocation, rows
 
 
@@ -927,6 +952,7 @@ async def _walk(
     lockfiles=None,
     conclude=None,
     on_graph_end=None,
+    priority: Mapping[TaskId, int] | None = None,
 ) -> tuple[dict[TaskId, TaskResult], int | None, RunSummary | None]:
     """The walk, then the persistent tasks' end: the summary when some were kept in the
     foreground (it is told before they are waited for), else None and the caller concludes."""
@@ -968,7 +994,7 @@ async def _walk(
         restore_slots=asyncio.Semaphore(2 * prep.concurrency),
         table=table,
         emit=emit,
-        priority=prep.graph.priority,
+        priority=priority or prep.graph.priority,
         remote=prep.remote,
         launch_for=launch_for,
         observe=observe,
@@ -1017,6 +1043,7 @@ async def _walk(
             stop=stop,
             settled=lane.results,
             halt=ctx.halt,
+            priority=ctx.priority,
         )
         if ctx.servers:
             from vx.engine import persistent
@@ -1047,6 +1074,29 @@ async def _walk(
             if told:
                 emit(Notice(told, level="info"))
     return results, (stopped_by[0] if stopped_by else None), summary
+
+
+def _priorities(prep: Prepared, lane, emit: Emit) -> Mapping[TaskId, int]:
+    """The walk's priorities: the expected remaining critical path from the recorded durations
+    of the tasks still to run (`vx.store.timings`), else the dependents count. Read only here,
+    where something is about to execute; whatever goes wrong, the default order runs."""
+    from vx.engine.schedule import priorities
+    from vx.store import timings
+
+    if prep.plugins is not None and prep.plugins.has("schedule"):
+        return prep.graph.priority  # a plugin's `schedule` hook weighed them: it wins
+    pending = [t for t in prep.graph.order if t not in lane.results]
+    commands = [t for t in pending if not prep.graph.nodes[t].is_group]  # a group takes no time
+    try:
+        weights, warning = timings.expected(
+            str(prep.cache_dir), str(prep.ws.root), prep.schedule, commands
+        )
+        if warning is not None:
+            emit(Notice(warning, level="warning"))
+        return priorities(prep.graph, pending, weights)
+    except Exception as exc:  # never a failed run for an order
+        emit(Notice(f"tasks start in the default order this run: {exc}", level="warning"))
+        return prep.graph.priority
 
 
 def _runtime_inputs(prep: Prepared) -> bool:
@@ -1118,7 +1168,13 @@ def _install_signals(table, stop: asyncio.Event, stopped_by: list[int]) -> Calla
     return on_signal
 
 
-def _start_first_wave(prep: Prepared, lane, emit: Emit, early: dict[TaskId, Early]) -> None:
+def _start_first_wave(
+    prep: Prepared,
+    lane,
+    emit: Emit,
+    early: dict[TaskId, Early],
+    priority: Mapping[TaskId, int],
+) -> None:
     """Start the commands the walk would start first, before asyncio is loaded, so that loading it
     overlaps them (docs/optimizations.md #25). Only plain misses qualify: every
     dependency settled by the hit lane, no sandbox, no remote layer that might still serve it; at
@@ -1140,7 +1196,7 @@ def _start_first_wave(prep: Prepared, lane, emit: Emit, early: dict[TaskId, Earl
     position = {tid: i for i, tid in enumerate(prep.graph.order)}
     ready = sorted(
         (t for t, n in nodes.items() if t not in settled and all(d in settled for d in n.deps)),
-        key=lambda t: (-prep.graph.priority[t], position[t]),
+        key=lambda t: (-priority[t], position[t]),
     )
     for tid in ready:
         node, plan = nodes[tid], prep.plans[tid]

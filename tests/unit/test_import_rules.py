@@ -16,6 +16,7 @@ ALLOWED = {
     "plan.forwarding": set(),
     "plan.environment": {"errors", "workspace.frameworks"},
     "engine.scheduler": {"model", "events"},
+    "engine.schedule": {"model"},
     "engine.verdicts": {"model"},
     "engine.executor": {"model", "errors", "engine.spawn", "engine.descendants"},
     "engine.spawn": {"engine.descendants"},
@@ -78,6 +79,7 @@ PURE_THIRD_PARTY = {
     "model": {"msgspec"},
     "errors": {"msgspec"},
     "engine.scheduler": {"msgspec"},
+    "engine.schedule": {"msgspec"},
 }
 CLI = {"cli", "__main__"}
 REPORT = {"report"}

@@ -83,3 +83,24 @@ def test_git_head_gives_nothing_on_a_damaged_git_dir(tmp_path):
     assert runs.git_head(str(tmp_path)) == (None, None)
     (tmp_path / ".git" / "HEAD").write_bytes(b"\xff\xfe garbage")
     assert runs.git_head(str(tmp_path)) == (None, None)
+
+
+def test_a_history_of_the_previous_schema_keeps_its_runs(tmp_path):
+    """Schema 3 only added the `runs_executed` index: a version-2 history is kept, indexed, not
+    started afresh (an upgrade of vx must not lose the runs schedule history reads)."""
+    db = sqlite3.connect(tmp_path / runs.DB_NAME)
+    for statement in runs.DDL:
+        if "INDEX" not in statement:
+            db.execute(statement)
+    inv = ["id1", "vx run build", "/w", '["build"]', "lR,lW", 2, 1.0, 2.0, 1000.0]
+    inv += [1, 0, 1, 0, 0, 1, 0, 1, 1, "h", "linux", "x86_64", "0", None, None, None, None]
+    db.execute(f"INSERT INTO invocations VALUES ({','.join('?' * len(inv))})", inv)
+    db.execute("PRAGMA user_version=2")
+    db.commit()
+    db.close()
+    db = runs.connect(str(tmp_path))
+    assert db.execute("SELECT run_id FROM invocations").fetchall() == [("id1",)]
+    assert db.execute("PRAGMA user_version").fetchone()[0] == int(runs.SCHEMA)
+    indexes = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+    assert "runs_executed" in indexes
+    db.close()

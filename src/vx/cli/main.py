@@ -34,6 +34,7 @@ verbs:
   show [PROJECT | PROJECT#TASK | TASK]        the configs as vx resolved them (--format json)
   why PKG#TASK                                what changed between the task's last two keys
   last [RUNID] [--list[=N]] [--failed]        what the latest run did, and how to re-run what failed
+  history [PKG#TASK | TASK …] [--window N]    each task's recorded durations, which order a run
   prune PKG … [--docker] [--out-dir DIR]      a partial workspace for PKG, its lockfile cut to it
   cache prune [--older-than D] [--max-size S] evict old and least recently used cache entries
   mcp                                         an MCP server on stdin/stdout: tasks, runs, keys for an agent
@@ -173,6 +174,15 @@ ends with the command that re-runs what failed. A task whose key has both passed
 record, or that passed on a retry, is marked flaky. `--failed` picks the latest failed run;
 `--list[=N]` lists the last N runs (default 10) by their shortest unique id prefixes;
 `--log PKG#TASK` prints a failed task's kept log. Reads the run history in the cache only.
+"""
+
+HISTORY_HELP = """usage: vx history [PKG#TASK | TASK …] [--window N] [--format text|json] [--cache-dir DIR]
+
+Shows the durations the scheduler expects, from the run history in the cache: for each task that
+executed and passed, the number of such runs in the window (the last N, default the workspace's
+schedule.window or 20), their median — what orders a run's ready tasks by the longest expected
+chain still to run — and the last, fastest and slowest. A bare TASK names it in every project.
+Also lists the workspace's schedule.assume entries and its timings file.
 """
 
 SHOW_HELP = """usage: vx show [PROJECT | PROJECT#TASK | TASK] [--format text|json]
@@ -381,6 +391,16 @@ VERBS = {
             "--list": ("optional", "list"),
             "--failed": ("flag", "failed"),
             "--log": ("value", "log"),
+            "--format": ("value", "format"),
+            "--cache-dir": ("value", "cache_dir"),
+            **_HELP_FLAG,
+        },
+        _HELP_ALIAS,
+    ),
+    "history": Verb(
+        HISTORY_HELP,
+        {
+            "--window": ("value", "window"),
             "--format": ("value", "format"),
             "--cache-dir": ("value", "cache_dir"),
             **_HELP_FLAG,
@@ -606,6 +626,12 @@ def _verb_last(parsed, rest: list[str], argv: list[str]) -> int:
     return last_verb(parsed, os.environ)
 
 
+def _verb_history(parsed, rest: list[str], argv: list[str]) -> int:
+    from vx.cli.history import history_verb
+
+    return history_verb(parsed, os.environ)
+
+
 def _verb_show(parsed, rest: list[str], argv: list[str]) -> int:
     from vx.cli.show import show_verb
 
@@ -672,6 +698,7 @@ _VERB_RUNNERS = {
     "migrate": _verb_migrate,
     "why": _verb_why,
     "last": _verb_last,
+    "history": _verb_history,
     "show": _verb_show,
     "ls": _verb_show,
     "prune": _verb_prune,

@@ -22,7 +22,14 @@ from vx.config.fields import (
     _string,
     _turbo,
 )
-from vx.model import CacheRetention, PluginSpec, RemoteCacheConfig, RemoteExecution, WorkspaceConfig
+from vx.model import (
+    CacheRetention,
+    PluginSpec,
+    RemoteCacheConfig,
+    RemoteExecution,
+    ScheduleConfig,
+    WorkspaceConfig,
+)
 
 # ---------------------------------------------------------------- object levels
 
@@ -42,6 +49,7 @@ WORKSPACE = Level(
             "migrated",
             "remoteExecution",
             "cacheScope",
+            "schedule",
             "plugins",
         }
     ),
@@ -120,6 +128,53 @@ def validate_workspace(data: Any, file: str) -> WorkspaceConfig:
         if "cacheScope" in obj
         else None,
         plugins=_plugins(obj["plugins"], at.key("plugins")) if "plugins" in obj else (),
+        schedule=_schedule(obj["schedule"], at.key("schedule"))
+        if "schedule" in obj
+        else ScheduleConfig(),
+    )
+
+
+SCHEDULE = Level(
+    "schedule",
+    frozenset({"history", "window", "assume", "file"}),
+    foreign={"predictive": "in vx it is `history` (on by default)"},
+    unsupported={
+        "resources": "remove it; tasks are not admitted by declared resources in this version",
+        **{
+            k: "memory reservations are options of the vx.plugins.schedule_history plugin"
+            for k in ("memory", "reservations")
+        },
+    },
+)
+MAX_WINDOW = 1000  # the history keeps no more runs than this
+
+
+def _schedule(value: Any, at: At) -> ScheduleConfig:
+    """`schedule`: {history, window, assume: {PKG#TASK | TASK: ms}, file}."""
+    obj = _object(value, at)
+    _keys(obj, at, SCHEDULE)
+    assume: dict[str, int] = {}
+    if "assume" in obj:
+        where = at.key("assume")
+        for name, ms in _object(obj["assume"], where).items():
+            if not name or name.startswith("#") or name.endswith("#"):
+                where.refuse(
+                    f"`{name}` names no task",
+                    hint='name a task or a project\'s task, e.g. {"build": 30000, "web#test": 5000}',
+                )
+            assume[name] = _integer(ms, where.key(name), 0, MAX_TIMEOUT_MS)
+    file = None
+    if "file" in obj:
+        file = _string(obj["file"], at.key("file"))
+        if not file.strip():
+            at.key("file").refuse(
+                "`file` is empty", hint="name a workspace-relative path, e.g. .vx-timings.json"
+            )
+    return ScheduleConfig(
+        history=_boolean(obj["history"], at.key("history")) if "history" in obj else True,
+        window=_integer(obj["window"], at.key("window"), 1, MAX_WINDOW) if "window" in obj else 20,
+        assume=assume,
+        file=file,
     )
 
 

@@ -76,13 +76,15 @@ async def walk(
     stop: asyncio.Event | None = None,
     settled: Mapping[TaskId, TaskResult] | None = None,
     halt: asyncio.Event | None = None,
+    priority: Mapping[TaskId, int] | None = None,
 ) -> dict[TaskId, TaskResult]:
     """Run every node once its dependencies are done; return every node's result.
 
     `settled` nodes are already finished (the hit lane's work): they are never rebuilt, and
     since a node is settled only with all its dependencies, none of them waits on the walk.
     `halt` is set when `--continue=never` stops dispatch, so rebuilds still queued for a slot
-    can see it too.
+    can see it too. `priority` ranks ready tasks (`vx.engine.schedule`); the dependents count
+    by default.
     """
     nodes = graph.nodes
     results: dict[TaskId, TaskResult] = dict(settled or {})
@@ -94,7 +96,8 @@ async def walk(
         for dep in nodes[tid].deps:
             dependants[dep].append(tid)
     position = {tid: i for i, tid in enumerate(graph.order)}
-    ready = [(-graph.priority[t], position[t], t) for t, c in waiting.items() if c == 0]
+    rank = priority or graph.priority
+    ready = [(-rank[t], position[t], t) for t, c in waiting.items() if c == 0]
     heapq.heapify(ready)
     running: dict[asyncio.Task[TaskResult], TaskId] = {}
     halted = False
@@ -109,7 +112,7 @@ async def walk(
         for child in dependants[tid]:
             waiting[child] -= 1
             if waiting[child] == 0:
-                heapq.heappush(ready, (-graph.priority[child], position[child], child))
+                heapq.heappush(ready, (-rank[child], position[child], child))
 
     while ready or running:
         while ready and not halted and not (stop and stop.is_set()):

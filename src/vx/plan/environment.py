@@ -200,6 +200,34 @@ def cgroup_cpu_limit(
     return min(limits, default=None)
 
 
+def memory_budget(*, cgroup_root: Path = CGROUP_ROOT, proc_cgroup: Path = PROC_SELF_CGROUP) -> int:
+    """The machine's memory in bytes, capped by the tightest memory limit over this process's
+    cgroups and their ancestors (v2 `memory.max`, v1 `memory.limit_in_bytes`)."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    try:
+        text = proc_cgroup.read_text()
+    except OSError:
+        return total
+    limits: list[int] = []
+    for hierarchy, controllers, path in _cgroup_entries(text):
+        if hierarchy == "0" and controllers == "":
+            mount = (
+                cgroup_root
+                if (cgroup_root / "cgroup.controllers").exists()
+                else cgroup_root / "unified"
+            )
+            files = [d / "memory.max" for d in _lineage(mount, path)]
+        elif "memory" in controllers.split(","):
+            mount = cgroup_root / controllers
+            if not mount.is_dir():
+                continue
+            files = [d / "memory.limit_in_bytes" for d in _lineage(mount, path)]
+        else:
+            continue
+        limits += [int(t) for t in map(_read_text, files) if t.isdigit()]
+    return min([total, *limits])
+
+
 def _cgroup_entries(text: str) -> Iterator[tuple[str, str, str]]:
     """Split /proc/self/cgroup lines `id:controllers:path`."""
     for line in text.splitlines():

@@ -57,7 +57,7 @@ HOOKS = (
 CORE_VERBS = frozenset(
     {
         *("run", "run-many", "affected", "watch", "init", "migrate", "info", "show", "ls"),
-        *("why", "last", "cache", "prune", "mcp", "completions", "help", "version"),
+        *("why", "last", "history", "cache", "prune", "mcp", "completions", "help", "version"),
         *("build", "test", "lint", "exec", "graph"),
     }
 )
@@ -77,13 +77,15 @@ class PluginError(VxError):
 
 class TaskView(Struct, frozen=True):
     """A task as hooks see it: `id` is `project#task`, `dir` its project's directory relative to
-    the workspace root, `command` what runs (None for a group)."""
+    the workspace root, `command` what runs (None for a group), `deps` the ids of the tasks it
+    waits for."""
 
     id: str
     project: str
     task: str
     dir: str
     command: str | None
+    deps: tuple[str, ...] = ()
 
 
 class ProjectView(Struct, frozen=True):
@@ -668,7 +670,8 @@ def task_view(node: TaskNode, plan: TaskPlan | None) -> TaskView:
     command = plan.command if plan is not None else None
     if command is None and node.config.exec is not None:
         command = node.config.exec.command
-    return TaskView(str(node.id), node.id.package, node.id.task, node.project_dir, command)
+    deps = tuple(str(d) for d in node.deps)
+    return TaskView(str(node.id), node.id.package, node.id.task, node.project_dir, command, deps)
 
 
 def _failed(plugin: str, hook: str, exc: BaseException) -> PluginError:

@@ -20,7 +20,9 @@ if TYPE_CHECKING:
 
 DB_NAME = "runs.db"
 PENDING = "runs.pending"
-SCHEMA = "2"
+SCHEMA = "3"
+# Versions whose tables the DDL only adds to (3 added an index): kept, not started afresh.
+ADDITIVE_FROM = (2,)
 FOLD_AT = 1 << 20  # a pending file this big is folded by the replay that grew it
 KEEP_RUNS = 1000  # invocations kept; older ones and their task rows go
 
@@ -90,6 +92,7 @@ DDL = (
     "CREATE INDEX IF NOT EXISTS runs_run_id ON runs (run_id)",
     "CREATE INDEX IF NOT EXISTS invocations_started_at ON invocations (started_at)",
     "CREATE INDEX IF NOT EXISTS runs_failed_hash ON runs (hash) WHERE status = 'failed'",
+    "CREATE INDEX IF NOT EXISTS runs_executed ON runs (project, task, id) WHERE status = 'success'",
 )
 
 
@@ -281,10 +284,11 @@ def _open(path: str):
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=OFF")
         version = db.execute("PRAGMA user_version").fetchone()[0]
-        if version != int(SCHEMA):  # no migrations: a history of another shape starts afresh
+        if version != int(SCHEMA):
             db.execute("BEGIN IMMEDIATE")
-            db.execute("DROP TABLE IF EXISTS runs")
-            db.execute("DROP TABLE IF EXISTS invocations")
+            if version not in ADDITIVE_FROM:  # a history of another shape starts afresh
+                db.execute("DROP TABLE IF EXISTS runs")
+                db.execute("DROP TABLE IF EXISTS invocations")
             for statement in DDL:
                 db.execute(statement)
             db.execute(f"PRAGMA user_version={int(SCHEMA)}")  # set last: the tables are there
@@ -420,6 +424,45 @@ def flaky(db, rows: Sequence[dict]) -> set[tuple[str, str]]:
         )
     }
     return {(r["project"], r["task"]) for r in rows if r["hash"] in passed}
+
+
+def durations(db, tasks: Sequence[tuple[str, str]], window: int) -> dict[tuple[str, str], list]:
+    """The durations (ms) of the last `window` runs of each (project, task) that executed and
+    passed, newest first: one index step per task (`runs_executed`), never a scan of the table.
+    Tasks with none are left out."""
+    out = {}
+    query = (
+        "SELECT duration_ms FROM runs WHERE project = ? AND task = ? AND status = 'success'"
+        " ORDER BY id DESC LIMIT ?"
+    )
+    for project, task in tasks:
+        found = [d for (d,) in db.execute(query, (project, task, window))]
+        if found:
+            out[(project, task)] = found
+    return out
+
+
+def peaks(db, tasks: Sequence[tuple[str, str]], window: int) -> dict[tuple[str, str], int]:
+    """The highest peak RSS (bytes) over the last `window` executed, passed runs of each
+    (project, task) that measured one (`runs_executed`); tasks with none are left out."""
+    out = {}
+    query = (
+        "SELECT MAX(peak_rss_bytes) FROM (SELECT peak_rss_bytes FROM runs WHERE project = ?"
+        " AND task = ? AND status = 'success' ORDER BY id DESC LIMIT ?)"
+    )
+    for project, task in tasks:
+        (peak,) = db.execute(query, (project, task, window)).fetchone()
+        if peak:
+            out[(project, task)] = int(peak)
+    return out
+
+
+def executed_tasks(db) -> list[tuple[str, str]]:
+    """Every (project, task) with an executed, passed run on record, sorted (`runs_executed`)."""
+    cur = db.execute(
+        "SELECT DISTINCT project, task FROM runs WHERE status = 'success' ORDER BY 1, 2"
+    )
+    return [(project, task) for project, task in cur]
 
 
 def flaky_on_record(db) -> list[tuple[str, str]]:
