@@ -768,3 +768,14 @@ def test_a_remote_task_shows_its_queued_and_executing_stages(repo, tmp_path, sta
     assert (repo.root / "packages/a/dist/out.txt").read_text() == "input\n"
     here = repo.vx("run", "build", "--all", "--force", env={"VX_REAPI_ENDPOINT": ""})
     assert here.code == 0 and "remote worker" not in here.err, here.err
+
+
+@pytest.mark.feature("RC-10")
+@pytest.mark.parametrize("field", ["updateTimeout", "queueTimeout"])
+def test_a_bad_remote_execution_bound_is_refused(repo, field):
+    one_task(repo, "mkdir -p dist")
+    repo.write({"vx.workspace.json": {"remoteExecution": {field: 0}}}).commit()
+    res = repo.vx("run", "build", "--all")
+    assert res.code == 2, res.err
+    assert "vx.workspace.json" in res.err and field in res.err, res.err
+    assert "Traceback" not in res.err

@@ -188,6 +188,10 @@ REMOTE_EXECUTION = Level(
 )
 
 
+# the longest `updateTimeout` / `queueTimeout` (a week): long enough to mean "wait"
+MAX_BOUND_MS = 7 * 24 * 3600 * 1000
+
+
 def _remote_execution(value: Any, at: At) -> RemoteExecution:
     """`remoteExecution: {capacity?, default?, platform?, updateTimeout?, queueTimeout?}` (the
     bounds in milliseconds); the server is the REAPI remote's."""
@@ -203,10 +207,10 @@ def _remote_execution(value: Any, at: At) -> RemoteExecution:
         platform=platform_properties(obj["platform"], at.key("platform"))
         if "platform" in obj
         else (),
-        update_timeout_ms=_integer(obj["updateTimeout"], at.key("updateTimeout"), 1, MAX_TIMEOUT_MS)
+        update_timeout_ms=_integer(obj["updateTimeout"], at.key("updateTimeout"), 1, MAX_BOUND_MS)
         if "updateTimeout" in obj
         else RemoteExecution().update_timeout_ms,
-        queue_timeout_ms=_integer(obj["queueTimeout"], at.key("queueTimeout"), 1, MAX_TIMEOUT_MS)
+        queue_timeout_ms=_integer(obj["queueTimeout"], at.key("queueTimeout"), 1, MAX_BOUND_MS)
         if "queueTimeout" in obj
         else RemoteExecution().queue_timeout_ms,
     )
