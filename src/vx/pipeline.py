@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
     from vx.engine.incremental import Kept
     from vx.files.index import FileIndex, Snapshot
-    from vx.model import CacheRetention, HashRecord, ProjectConfig
+    from vx.model import CacheRetention, HashRecord, ProjectConfig, WorkspaceConfig
     from vx.plugins.host import Host
     from vx.store.layered import LayeredStore
     from vx.store.local import Entry, LocalStore
@@ -156,6 +156,22 @@ def shaped_projects(
             host.teardown()
 
 
+def shaped_workspace_config(root: Path, host_env: Mapping[str, str]) -> WorkspaceConfig:
+    """vx.workspace as a run reads it, the plugins' `config` hooks applied (their `setup` is not
+    called, as for a plugin verb): the commands that find a run's cache and history (`vx why`,
+    `vx last`, `vx cache`) look where the run wrote, a `cacheDir` a hook set too."""
+    ws_config = config.load_workspace(root, host_env)
+    if not ws_config.plugins:
+        return ws_config
+    from vx.plugins import host as plugins
+
+    host = plugins.load(ws_config.plugins, root, host_env, setup=False)
+    if not host.has("config"):
+        return ws_config
+    shaped = host.shape_config(config.workspace_data(root, host_env), ws_config)
+    return config.rooted(shaped, root)
+
+
 def _load_plugins(root: Path, ws_config, host_env: Mapping[str, str], loaded: list):
     """The workspace's plugins, loaded and set up, and its config as their `config` hooks left it."""
     from vx.plugins import host as plugins
@@ -212,7 +228,7 @@ def _prepare(
                     req, ws, ws_config, configs, graph, cwd_pkg, host_env
                 )
             if host is not None and host.has("graph"):
-                graph = host.shape_graph(graph)
+                graph = host.shape_graph(graph, configs)
             additive = refuse_overlaps(graph.nodes, configs, ws_config.exclusive_outputs)
         _refuse_group_only_args(graph, req)
         if req.exclude_deps:
@@ -224,6 +240,7 @@ def _prepare(
         raise
     with stages("git enumeration"):
         index = pending.finish(cache_dir / "files.db")
+    location.refuse_shipped_state(index, ws.root, cache_dir)
     store_dir, store_note = cache_dir, None
     if location.shares(req.cache_dir, ws_config, host_env):
         store_dir, store_note = location.store_dir(
@@ -431,9 +448,7 @@ def _open_remote(
         layer = ScopedLayer(layer, cache.scope)
     layered = LayeredStore(local, layer, cache.axes)
     late = late_tasks(graph)
-    layered.wanted = wanted_from(
-        {t: p for t, p in plans.items() if t not in late} if late else plans, hits
-    )
+    layered.wanted = wanted_from(plans, hits, later=late)
     return layered
 
 
@@ -973,84 +988,95 @@ async def _walk(
     )
     slots = PrioritySlots(prep.concurrency)
     adopted: dict[TaskId, tuple[executor._Child, float, int, Snapshot | None, Kept | None]] = {}
-    for tid in list(early or ()):  # popped as adopted: the caller kills only what is left
-        popen, started_at, started_ns, snapshot, kept = early.pop(tid)
-        adopted[tid] = (
-            executor._Child.adopt(popen, table),
-            started_at,
-            started_ns,
-            snapshot,
-            kept,
-        )
-    slots.take(len(adopted))
-    ctx = RunContext(
-        root=prep.ws.root,
-        plans=prep.plans,
-        hits=hits,
-        index=prep.index,
-        store=prep.store,
-        policy=prep.policy,
-        slots=slots,
-        restore_slots=asyncio.Semaphore(2 * prep.concurrency),
-        table=table,
-        emit=emit,
-        priority=priority or prep.graph.priority,
-        remote=prep.remote,
-        launch_for=launch_for,
-        observe=observe,
-        halt=asyncio.Event(),
-        halt_on_failure=req.continue_mode == "never",
-        early=adopted,
-        lockfiles=lockfiles,
-        late=_late(prep) if prep.store is not None else {},  # no cache: keys decide nothing
-        # `--exclude-dependencies`: a task whose dependency does not run may hit, never save
-        tainted={t: f"{dep} was not run (--exclude-dependencies)" for t, dep in prep.cut.items()},
-        terminal=req.lend_terminal and os.isatty(0) and os.isatty(1),
-    )
-    if prep.remote_exec is not None:
-        from vx.engine.remote import RemotePool
-
-        ctx.remote_pool = RemotePool(
-            prep.remote_exec,
-            prep.remote_config,
-            prep.graph.nodes,
-            emit,
-            download=req.download,
-            deferrable=not ctx.late and not _runtime_inputs(prep),
-            rerun=not prep.policy.read,
-            stop=stop,
-        )
-    host = prep.plugins
-    if host is not None and host.executors:
-        ctx.offer = host.executor_for
-    if host is not None and host.has("admit"):
-        ctx.admit = lambda tid, running: host.admit(prep.graph.nodes[tid], prep.plans[tid], running)
-    if ctx.late:
-        nested = _nested_dirs(prep.ws)
-        keyed = prep.keyed_graph or prep.graph  # a key folds every dependency, run or not
-        ctx.rekey = lambda node, fresh: rekeyed(
-            prep.index, keyed.nodes[node.id], prep.plans, fresh, nested.get(node.project_dir, ())
-        )
-    on_signal = _install_signals(table, stop, stopped_by)
-    if caught:  # a signal came while the first wave started or asyncio loaded: act on it now
-        on_signal(signal.Signals(caught[0]))
-    summary = None
+    summary, ctx = None, None
+    # Everything from the first adoption on is inside the `try`: an adopted task is the table's,
+    # and only the table's shutdown stops it (the caller stops what was never adopted).
     try:
+        for tid in list(early or ()):
+            popen, started_at, started_ns, snapshot, kept = early[tid]
+            adopted[tid] = (
+                executor._Child.adopt(popen, table),
+                started_at,
+                started_ns,
+                snapshot,
+                kept,
+            )
+            del early[tid]  # the table's now: its shutdown stops it
+        slots.take(len(adopted))
+        ctx = context = RunContext(
+            root=prep.ws.root,
+            plans=prep.plans,
+            hits=hits,
+            index=prep.index,
+            store=prep.store,
+            policy=prep.policy,
+            slots=slots,
+            restore_slots=asyncio.Semaphore(2 * prep.concurrency),
+            table=table,
+            emit=emit,
+            priority=priority or prep.graph.priority,
+            remote=prep.remote,
+            launch_for=launch_for,
+            observe=observe,
+            halt=asyncio.Event(),
+            halt_on_failure=req.continue_mode == "never",
+            early=adopted,
+            lockfiles=lockfiles,
+            late=_late(prep) if prep.store is not None else {},  # no cache: keys decide nothing
+            # `--exclude-dependencies`: a task whose dependency does not run may hit, never save
+            tainted={
+                t: f"{dep} was not run (--exclude-dependencies)" for t, dep in prep.cut.items()
+            },
+            terminal=req.lend_terminal and os.isatty(0) and os.isatty(1),
+        )
+        if prep.remote_exec is not None:
+            from vx.engine.remote import RemotePool
+
+            context.remote_pool = RemotePool(
+                prep.remote_exec,
+                prep.remote_config,
+                prep.graph.nodes,
+                emit,
+                download=req.download,
+                deferrable=not context.late and not _runtime_inputs(prep),
+                rerun=not prep.policy.read,
+                stop=stop,
+            )
+        host = prep.plugins
+        if host is not None and host.executors:
+            context.offer = host.executor_for
+        if host is not None and host.has("admit"):
+            context.admit = lambda tid, running: host.admit(
+                prep.graph.nodes[tid], prep.plans[tid], running
+            )
+        if context.late:
+            nested = _nested_dirs(prep.ws)
+            keyed = prep.keyed_graph or prep.graph  # a key folds every dependency, run or not
+            context.rekey = lambda node, fresh: rekeyed(
+                prep.index,
+                keyed.nodes[node.id],
+                prep.plans,
+                fresh,
+                nested.get(node.project_dir, ()),
+            )
+        on_signal = _install_signals(table, stop, stopped_by)
+        if caught:  # a signal came while the first wave started or asyncio loaded: act on it now
+            on_signal(signal.Signals(caught[0]))
         results = await walk(
             prep.graph,
-            lambda node, res: rebuild(ctx, node, res),
+            lambda node, res: rebuild(context, node, res),
             continue_mode=req.continue_mode,
             stop=stop,
             settled=lane.results,
-            halt=ctx.halt,
-            priority=ctx.priority,
+            halt=context.halt,
+            priority=context.priority,
         )
-        if ctx.servers:
+        if context.servers:
             from vx.engine import persistent
 
             kept = await persistent.release(
                 prep.graph,
-                ctx.servers,
+                context.servers,
                 results,
                 emit,
                 stopped=bool(stopped_by),
@@ -1061,18 +1087,20 @@ async def _walk(
                 if on_graph_end is not None:
                     on_graph_end()
                 summary = await persistent.foreground(
-                    summary, kept, ctx.servers, emit, stop, stopped_by, SIGNAL_EXITS
+                    summary, kept, context.servers, emit, stop, stopped_by, SIGNAL_EXITS
                 )
     finally:
-        _remove_signals()
-        await table.shutdown(_grace_s())
-        if ctx.sandbox is not None:  # the network proxy and the sandboxes' temp root
-            ctx.sandbox.close()
-        if ctx.remote_pool is not None:
-            ctx.remote_pool.close()
-            told = ctx.remote_pool.summary()
-            if told:
-                emit(Notice(told, level="info"))
+        try:
+            _remove_signals()
+        finally:
+            await table.shutdown(_grace_s())
+            if ctx is not None and ctx.sandbox is not None:  # the proxy, the sandboxes' temp root
+                ctx.sandbox.close()
+            if ctx is not None and ctx.remote_pool is not None:
+                ctx.remote_pool.close()
+                told = ctx.remote_pool.summary()
+                if told:
+                    emit(Notice(told, level="info"))
     return results, (stopped_by[0] if stopped_by else None), summary
 
 
@@ -1225,6 +1253,11 @@ def _start_first_wave(
         if outputs is not None:
             from vx.engine import incremental
 
+            note = incremental.remove_loose_build_infos(
+                prep.ws.root, outputs, plan.command or "", str(tid)
+            )
+            if note is not None:
+                emit(Notice(note, id=tid))
             if prep.policy.read:  # --force builds from wiped outputs
                 kept = incremental.prepare(prep.ws.root, outputs, prep.store, str(tid))
             else:

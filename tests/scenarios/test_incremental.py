@@ -321,3 +321,67 @@ def test_incr_force_builds_from_wiped_outputs(ws):
     forced = ws.vx("run", "build", "--all", "--force", "--output-logs=full")
     assert forced.code == 0, forced.err
     assert "dist/src/c.js" in emitted(forced, "lib")
+
+
+def outside_info(repo, config_extra: dict, command: str):
+    """One project, lib, built by `command` (a tsc) into dist/**, whose tsconfig or command line
+    keeps its build info outside the task's outputs."""
+    config = json.loads(json.dumps(CONFIG))
+    config["compilerOptions"].update(config_extra)
+    if "-b" not in command.split():
+        del config["compilerOptions"]["composite"]  # `tsc -p` keeps a build info when told to
+    repo.write(
+        npm_workspace(
+            {
+                "lib": {
+                    "tasks": {"build": tsc_task(command, deps=())},
+                    "files": {
+                        "tsconfig.json": config,
+                        "src/a.ts": "export const a: number = 1;\n",
+                        "src/c.ts": "export const c = 'c';\n",
+                    },
+                }
+            }
+        )
+    ).commit()
+    (repo.root / "node_modules").mkdir(exist_ok=True)
+    os.symlink(installed("typescript"), repo.root / "node_modules" / "typescript")
+    return repo
+
+
+@pytest.mark.feature("EX-06")
+@pytest.mark.parametrize(
+    "where",
+    [
+        ({"tsBuildInfoFile": "cache/lib.tsbuildinfo"}, f"{TSC} -b --listEmittedFiles"),
+        ({"rootDir": "src"}, f"{TSC} -b --listEmittedFiles"),
+        ({}, f"{TSC} -p . --incremental --tsBuildInfoFile .cache/lib.tsbuildinfo"),
+    ],
+    ids=["tsBuildInfoFile", "rootDir", "command-line"],
+)
+@pytest.mark.parametrize("edit", ["source", "other-input"])
+def test_a_build_info_outside_the_outputs_never_leaves_an_entry_short(repo, where, edit):
+    """The build info lies outside `dist/**` — named by `tsBuildInfoFile` (in the tsconfig or on
+    the command line), or put beside the tsconfig by tsc itself when `rootDir` is set. A miss
+    wiped `dist` but not it, and tsc, told that everything is emitted, re-emitted only the
+    edited `c.ts` (or, after an edit tsc does not read, nothing): the entry saved lacked `a.js`.
+    Now every miss builds what a clean build writes, and says why it cannot keep tsc
+    incremental."""
+    outside_info(repo, *where)
+    first = build(repo)
+    assert first.code == 0, first.err
+    full = outputs(repo, "lib")
+    assert any(name.endswith("a.js") for name in full), full
+    if edit == "source":
+        (repo.root / "packages/lib/src/c.ts").write_text("export const c = 'd';\n")
+    else:
+        (repo.root / "packages/lib/src/notes.md").write_text("not a source\n")
+    again = build(repo)
+    assert again.code == 0, again.err
+    assert again.statuses() == {"lib#build": ("success", "miss")}
+    assert sorted(outputs(repo, "lib")) == sorted(full), again.out + again.err
+    assert "outside the task's outputs" in again.err, again.err
+    shutil.rmtree(repo.root / "packages/lib/dist")
+    hit = build(repo)
+    assert hit.statuses() == {"lib#build": ("success", "local")}
+    assert sorted(outputs(repo, "lib")) == sorted(full)

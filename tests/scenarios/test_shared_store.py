@@ -378,7 +378,8 @@ def test_a_workspace_moves_between_its_own_cache_and_the_shared_store(repo, tmp_
 def test_a_planted_repo_id_link_is_never_written_through(repo, tmp_path):
     """A repository (no remote) that commits `.vx/cache/repo-id` as a link out of the workspace,
     dangling or to a file of the user's: vx neither writes its memo of the root commit through the
-    link nor takes the linked file for the repository's identity."""
+    link nor takes the linked file for the repository's identity — the run is refused (exit 2,
+    naming the link) before either is read."""
     home = home_of(tmp_path)
     chain(repo)
     memo = repo.root / ".vx" / "cache" / "repo-id"
@@ -388,27 +389,26 @@ def test_a_planted_repo_id_link_is_never_written_through(repo, tmp_path):
     repo.git("add", "-f", ".vx/cache/repo-id")
     repo.commit("a hostile memo")
     res = repo.vx("run", "build", env=shared(home))
-    assert res.code == 0, res.err
+    assert res.code == 2 and "error: .vx/cache/repo-id is a symlink" in res.err, res.err
     assert not os.path.lexists(target), "the memo was written through the planted link"
-    # a link to a file of the user's: its text is no identity, so the store is the honest one
-    honest = {p.parent.name for p in stores(home)}
+    # a link to a file of the user's: its text is no identity, and no store is made from it
     victim = tmp_path / "notes.txt"
     victim.write_text("commit:0000\n")
     memo.unlink()
     os.symlink(victim, memo)
     again = repo.vx("run", "build", env=shared(home))
-    assert again.code == 0, again.err
+    assert again.code == 2 and "error: .vx/cache/repo-id is a symlink" in again.err, again.err
     assert victim.read_text() == "commit:0000\n"
-    assert {p.parent.name for p in stores(home)} == honest
+    assert stores(home) == []
 
 
 @pytest.mark.feature("LC-02")
 @pytest.mark.parametrize("how", ("committed-link", "named-dir"))
 def test_a_cache_dir_of_the_users_keeps_their_files(repo, tmp_path, how):
     """The cache dir is a directory of the user's: `.vx/cache` a link a repository committed (the
-    split layout's first run used to delete every `*.tar.zst` there), or one named with
-    --cache-dir (`vx cache prune` swept its old `*.tar.zst` and `.*.tmp`). vx removes only the
-    files it names itself."""
+    split layout's first run used to delete every `*.tar.zst` there; now the run and the prune
+    are refused, naming the link), or one named with --cache-dir (`vx cache prune` swept its old
+    `*.tar.zst` and `.*.tmp`). vx removes only the files it names itself."""
     home = home_of(tmp_path)
     mine = tmp_path / "backups"
     mine.mkdir()
@@ -426,9 +426,10 @@ def test_a_cache_dir_of_the_users_keeps_their_files(repo, tmp_path, how):
         env = shared(home)
     else:
         flags, env = ("--cache-dir", str(mine)), {}
+    code = 2 if how == "committed-link" else 0
     res = repo.vx("run", "build", *flags, env=env)
-    assert res.code == 0, res.err
+    assert res.code == code, res.err
     pruned = repo.vx("cache", "prune", "--max-size", "1B", *flags, env=env)
-    assert pruned.code == 0, pruned.err
+    assert pruned.code == code, pruned.err
     for name, text in theirs.items():
         assert (mine / name).read_text() == text, name

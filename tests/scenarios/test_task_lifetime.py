@@ -5,6 +5,7 @@ with a cgroup per task where cgroup v2 is writable, else with vx as a child subr
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -340,5 +341,169 @@ def test_first_wave_task_is_stopped_and_released_when_the_run_fails_as_it_starts
             vx.kill()
             vx.wait()
         unpin(stale)
+        for pid in processes_in(task_dir):
+            os.kill(pid, signal.SIGKILL)
+
+
+# The walk's set-up failing after it adopted the first wave (here: installing its signal handlers,
+# which refuses off the main thread); any exception between the adoption and the walk is alike.
+FAULT_IN_WALK_SETUP = """
+import sys
+import vx.pipeline
+
+def refused(*args):
+    raise RuntimeError("set_wakeup_fd only works in main thread of the main interpreter")
+
+vx.pipeline._install_signals = refused
+sys.argv = ["vx", *sys.argv[1:]]
+from vx.__main__ import entry
+entry()
+"""
+
+
+@pytest.mark.feature("EX-11")
+def test_first_wave_task_is_stopped_when_the_walk_fails_after_adopting_it(repo, tracking):
+    """The walk takes the first wave's task into its process table, then fails before the `try`
+    whose end shuts the table down. Before, nothing stopped that task — the caller's stop covers
+    only what the walk never adopted — and it ran on until the warden noticed vx was gone. Now
+    vx kills it, its setsid child too, and drops its cgroup before it exits."""
+    repo.write(npm_workspace({"a": {"tasks": {"build": {"exec": {"command": STUBBORN}}}}})).commit()
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
+    }
+    env.update({"PYTHONPATH": SRC, "NO_COLOR": "1", **tracking})
+    task_dir = repo.root / "packages/a"
+    vx = subprocess.Popen(
+        [sys.executable, "-c", FAULT_IN_WALK_SETUP, "run", "build", "--all"],
+        cwd=repo.root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        out, err = vx.communicate(timeout=120)
+        left = processes_in(task_dir)  # at once: the warden would stop them later
+        run_dir = f"{vx_cgroup_parent()}/vx-{vx.pid}"
+        tasks_left = (
+            [d for d in os.listdir(run_dir) if os.path.isdir(f"{run_dir}/{d}")]
+            if os.path.isdir(run_dir)
+            else []
+        )
+        assert vx.returncode != 0 and "set_wakeup_fd" in out + err, out + err
+        assert not left, f"processes of a's task outlived vx: {left}"
+        if tracking["VX_TEST_TRACKING"] == "cgroup":
+            assert not tasks_left, f"task cgroups of the run outlived vx: {tasks_left}"
+    finally:
+        if vx.poll() is None:
+            vx.kill()
+            vx.wait()
+        for pid in processes_in(task_dir):
+            os.kill(pid, signal.SIGKILL)
+
+
+# ---------------------------------------------------------------- a hostile task in the sandbox
+
+# What an unprivileged task can try against the run's teardown: kill the warden — by the pid the
+# test hands it (vx's, on the host) and by every process it can see whose command line names it —
+# write itself into every cgroup it can see (its run's and vx's own above it), and leave a
+# session of its own running. (Nothing broader, such as `kill -9 -1`: should the sandbox ever not
+# apply, this runs with the suite's rights.)
+HOSTILE = (
+    "until [ -s in/target ]; do sleep 0.05; done; kill -9 $(cat in/target) 2>/dev/null; "
+    'echo "kill $?" >out/report; w=ward; '  # spelt in two: this shell's own command line
+    "for p in /proc/[0-9]*; do case $(tr '\\0' ' ' <$p/cmdline 2>/dev/null) in "
+    '*"${w}en"*) kill -9 ${p#/proc/} 2>/dev/null;; esac; done; n=0; moved=0; '
+    "for f in $(find /sys/fs/cgroup -name cgroup.procs 2>/dev/null); do "
+    'n=$((n+1)); echo $$ 2>/dev/null >"$f" && moved=$((moved+1)); done; '
+    'echo "cgroups $n moved $moved" >>out/report; cat /proc/self/cgroup >>out/report; '
+    "setsid sh -c 'exec sleep 1000' & touch out/attempted; exec sleep 1001"
+)
+
+
+def warden_of(vx_pid: int) -> list[int]:
+    """The run's warden: the `sh … warden` vx started, in a session of its own."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and running(int(entry)):
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rpartition(")")[2].split()[1])
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    argv = f.read().split(b"\0")
+            except (OSError, ValueError, IndexError):
+                continue
+            if ppid == vx_pid and b"warden" in argv:
+                found.append(int(entry))
+    return found
+
+
+@pytest.mark.feature("SB-13")
+@pytest.mark.skipif(
+    any(shutil.which(t) is None for t in ("bwrap", "strace")),
+    reason="bwrap and strace are installed by dev/test",
+)
+def test_a_sandboxed_task_cannot_kill_the_warden_or_leave_its_cgroup(repo, tracking):
+    """A sandboxed task sends SIGKILL to the warden (its host pid, handed to it, and every process
+    it sees that names it), writes its pid into every `cgroup.procs` under /sys/fs/cgroup, starts
+    a `setsid` sleeper and waits. Its pid namespace holds no process of vx's and the cgroup tree
+    is read-only there: the warden lives on, every
+    process of the task stays in the task's own cgroup, and once vx is SIGKILLed the warden ends
+    them all and removes the run's cgroups. Outside a sandbox a task has vx's rights and can do
+    both (docs/caching.md)."""
+    task = {
+        "exec": {"command": HOSTILE, "sandbox": {"allow": {"read": ["in/**"], "write": ["out/"]}}}
+    }
+    repo.write(npm_workspace({"a": {"tasks": {"build": task}, "files": {"in/.keep": ""}}})).commit()
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
+    }
+    env.update({"PYTHONPATH": SRC, "NO_COLOR": "1", **tracking})
+    task_dir = repo.root / "packages/a"
+    vx = subprocess.Popen(
+        [sys.executable, "-m", "vx", "run", "build", "--all"],
+        cwd=repo.root,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(lambda: warden_of(vx.pid) or vx.poll() is not None, "the warden to start")
+        [warden] = warden_of(vx.pid)
+        (task_dir / "in/target.tmp").write_text(f"{warden}\n")
+        (task_dir / "in/target.tmp").rename(task_dir / "in/target")
+        wait_for(
+            lambda: (task_dir / "out/attempted").exists() or vx.poll() is not None, "the attack"
+        )
+        assert vx.poll() is None, (
+            f"vx ended before the task made its attempts: {vx.communicate()[1]}"
+        )
+        report = (task_dir / "out/report").read_text()
+        assert running(warden), f"the warden is gone:\n{report}"
+        mine = processes_in(task_dir)
+        assert mine, "no process of the task found"
+        if tracking["VX_TEST_TRACKING"] == "cgroup":
+            tried = report.splitlines()[1].split()  # "cgroups N moved M"
+            assert int(tried[1]) > 0 and tried[3] == "0", report  # it saw cgroups, moved to none
+            for pid in mine:
+                with open(f"/proc/{pid}/cgroup") as f:
+                    assert f"/vx-{vx.pid}/t" in f.read(), (pid, report)
+        vx.kill()
+        vx.wait()
+        wait_for(lambda: not processes_in(task_dir), "the warden to end the task's processes")
+        if tracking["VX_TEST_TRACKING"] == "cgroup":
+            run_dir = f"{vx_cgroup_parent()}/vx-{vx.pid}"
+            wait_for(lambda: not os.path.exists(run_dir), "the run's cgroups to go")
+    finally:
+        if vx.poll() is None:
+            vx.kill()
+            vx.wait()
         for pid in processes_in(task_dir):
             os.kill(pid, signal.SIGKILL)

@@ -343,3 +343,39 @@ def test_watching_a_persistent_task_is_refused(repo):
     ).commit()
     res = ws.vx("watch", "dev", "--all", summary=False)
     assert res.code == 2 and "a#dev" in res.err and "persistent" in res.err, res.err
+
+
+@pytest.mark.feature("CLI-70", "PL-02")
+def test_an_edit_in_a_project_a_plugin_brings_into_the_graph_runs_again(repo, watch):
+    """A `project` hook that makes b's build wait for a's brings a into the graph: the watcher
+    judges edits by the graph a run sees, plugins applied, so an edit in a runs again (issue:
+    plugins, every stage as the run has it)."""
+    hook = (
+        "def plugin(options):\n"
+        "    def project(project, config, ctx):\n"
+        "        if project.name == 'b':\n"
+        "            config['tasks']['build']['dependsOn'] = ['a#build']\n"
+        "        return config\n"
+        "    return {'project': project}\n"
+    )
+    ws = repo.write(
+        {
+            **npm_workspace(
+                {
+                    "a": {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": "A;"}},
+                    "b": {"tasks": {"build": build_task(deps=())}, "files": {"src/b.js": "B;"}},
+                }
+            ),
+            "vx.workspace.json": {"plugins": ["edge"]},
+            "edge.py": hook,
+        }
+    ).commit()
+    w = Watcher(ws, "b#build")
+    try:
+        w.wait_for("watching")
+        assert built(ws, "a") == "A;", w.err  # the hook's edge: a's build ran first
+        (ws.root / "packages/a/src/a.js").write_text("A2;")
+        w.wait_for("vx watch: packages/a/src/a.js changed")
+        assert w.ctrl_c() == 0
+    finally:
+        w.close()

@@ -80,14 +80,14 @@ def prune_workspace(
     env: Mapping[str, str],
     say,
 ) -> Pruned | None:
-    from vx.config import loader as config
+    from vx.pipeline import shaped_workspace_config
     from vx.runlock import RunLock
     from vx.store import location
     from vx.workspace import discover as workspace
 
     ws = workspace.discover(cwd)
     cache_dir, store_dir, note = location.store_of(
-        cwd, cache_flag, ws, config.load_workspace(ws.root, env), env
+        cwd, cache_flag, ws, shaped_workspace_config(ws.root, env), env
     )
     if note:
         say(f"vx: warning: {note}")

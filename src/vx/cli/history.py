@@ -17,14 +17,14 @@ def history_verb(args: Args, env: Mapping[str, str]) -> int:
     import sqlite3
     from pathlib import Path
 
-    from vx.config import loader as config
+    from vx.pipeline import shaped_workspace_config
     from vx.store import location
     from vx.workspace import discover as workspace
 
     fmt = one_of("--format", args.format, ("text", "json"), "text")
     cwd = Path(os.getcwd())
     ws = workspace.discover(cwd)
-    ws_config = config.load_workspace(ws.root, env)
+    ws_config = shaped_workspace_config(ws.root, env)
     cfg = ws_config.schedule
     window = _window(args.window) if args.window is not None else cfg.window
     cache_dir, _store, _note = location.store_of(cwd, args.cache_dir, ws, ws_config, env)

@@ -74,6 +74,13 @@ def _workspace_rows(cwd: Path, env: Mapping[str, str]) -> list[Row]:
         rows.append(("projects", f"{len(ws.packages)} ({tasks} tasks)"))
     except VxError as exc:
         rows.append(("projects", f"{len(ws.packages)} (config error: {exc.message})"))
+    if ws_config.plugins:  # the cache dir as the run finds it, a `config` hook's cacheDir too
+        from vx.pipeline import shaped_workspace_config
+
+        try:
+            ws_config = shaped_workspace_config(ws.root, env)
+        except VxError:
+            pass  # the plugins row says why they cannot be loaded
     cache_dir, store_dir, _note = location.store_of(cwd, None, ws, ws_config, env)
     rows.append(("cache dir", str(cache_dir)))
     if store_dir != cache_dir:

@@ -58,13 +58,13 @@ def open_history(cwd, cache_flag: str | None, env: Mapping[str, str]):
     the pending replays folded in first. `vx mcp` reads through it too."""
     import sqlite3
 
-    from vx.config import loader as config
+    from vx.pipeline import shaped_workspace_config
     from vx.store import location
     from vx.workspace import discover as workspace
 
     ws = workspace.discover(cwd)
     cache_dir, _store, _note = location.store_of(
-        cwd, cache_flag, ws, config.load_workspace(ws.root, env), env
+        cwd, cache_flag, ws, shaped_workspace_config(ws.root, env), env
     )
     try:
         runs.fold_pending(str(cache_dir))

@@ -272,13 +272,13 @@ class Tools:
 
     def get_cache_stats(self, a: dict) -> dict:
         from vx.cli.info import cache_usage
-        from vx.config import loader as config
+        from vx.pipeline import shaped_workspace_config
         from vx.store import location, runs
         from vx.workspace import discover as workspace
 
         ws = workspace.discover(self.cwd)
         cache_dir, store_dir, _note = location.store_of(
-            self.cwd, None, ws, config.load_workspace(ws.root, self.env), self.env
+            self.cwd, None, ws, shaped_workspace_config(ws.root, self.env), self.env
         )
         entries, size = cache_usage(store_dir) or (0, 0)
         with _history(self) as db:

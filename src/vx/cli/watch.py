@@ -43,6 +43,11 @@ def watch_verb(rest: list[str], parsed, env: Mapping[str, str], say) -> int:
     """`parsed` is the `vx run` parse of `rest` (the same flags, less those vx.cli.main refuses)."""
     if not parsed.names:
         raise UsageError("name the tasks to watch", hint="e.g. `vx watch build`")
+    from vx.store.location import refuse_linked_state
+    from vx.workspace import discover as workspace
+
+    root = workspace.discover(Path(os.getcwd())).root
+    refuse_linked_state(root, root / ".vx" / "cache")  # the probe is written into .vx
     try:
         import watchfiles
     except ImportError:
@@ -53,9 +58,6 @@ def watch_verb(rest: list[str], parsed, env: Mapping[str, str], say) -> int:
             hint="pip install 'vx[watch]' (or pip install watchfiles)",
         ) from None
 
-    from vx.workspace import discover as workspace
-
-    root = workspace.discover(Path(os.getcwd())).root
     judge = Judge(root, env, parsed)
     if judge.servers:
         raise UsageError(
@@ -197,14 +199,15 @@ class Judge:
         self.armed_ns = time.time_ns()
 
     def refresh(self) -> None:
-        """Re-read the declared outputs (a cycle may have changed a config); keep the last on error."""
-        from vx.config import loader as config
+        """Re-read the declared outputs (a cycle may have changed a config); keep the last on error.
+        The projects and configs are the ones a run sees: the plugins' `discover` and `project`
+        hooks applied."""
         from vx.errors import VxError
+        from vx.pipeline import shaped_projects
         from vx.workspace import discover as workspace
 
         try:
-            ws = workspace.discover(Path(self.root))
-            configs = config.load_all(ws, self.env)
+            ws, configs = shaped_projects(workspace.discover(Path(self.root)), self.env)
         except VxError:
             return
         self.outputs = {

@@ -45,15 +45,15 @@ def key_history(name: str, cwd, env: Mapping[str, str]) -> tuple[str, list, str 
     newest was not saved or None), read from the cache's key history."""
     import sqlite3
 
-    from vx.config import loader as config
     from vx.errors import UsageError
+    from vx.pipeline import shaped_workspace_config
     from vx.store import location
     from vx.workspace import discover as workspace
 
     ws = workspace.discover(cwd)
     task_id = _task_id(name, ws, cwd)
     cache_dir, store_dir, _note = location.store_of(
-        cwd, None, ws, config.load_workspace(ws.root, env), env
+        cwd, None, ws, shaped_workspace_config(ws.root, env), env
     )
     path, store = cache_dir / "cache.db", store_dir / "store.db"
     rows: list = []

@@ -9,6 +9,11 @@ run, what the tool left is checked before it is saved: a file that left a progra
 renamed source), changed compiler options or version, or a kept output that no program source
 emits (another tool's leftover) means a clean build could differ — the task then runs again on
 wiped outputs and that result is saved.
+
+A build info outside the outputs (a `tsBuildInfoFile` elsewhere, or tsc's own default beside the
+tsconfig when `rootDir` is set) survives the wipe and describes outputs that are gone: tsc would
+emit only what changed since, and the entry would lack the rest. Such a file is removed before
+the run, so tsc builds from nothing, and the run says why it cannot stay incremental.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -175,3 +181,151 @@ def _stamp(root: Path, rel: str) -> tuple[int, ...]:
 
 def _rel(root: Path, path: str) -> str:
     return os.path.relpath(path, root)
+
+
+# `tsc` as a command word: bare, or the path of its bin script (`node …/typescript/bin/tsc`).
+_TSC = re.compile(r"(?:^|[\s/'\"])tsc(?=$|[\s;&|)'\"])")
+_SHELL_OPERATORS = frozenset({"&&", "||", ";", "|", "&", ")", ";;", ">", ">>", "<"})
+
+
+def loose_build_infos(root: Path, outputs: OutputSpec, command: str) -> list[tuple[str, str]]:
+    """(tsconfig, build info), workspace-relative, for each build info a `tsc` of `command` keeps
+    outside the task's outputs and that exists now: one it would take for the state of outputs a
+    miss is about to wipe. Only a task whose command runs tsc pays a look at its tsconfigs."""
+    if not outputs.declares_files or _TSC.search(command) is None:
+        return []
+    project = os.path.join(root, outputs.project_dir)
+    found = []
+    for match in _TSC.finditer(command):
+        for config, build, cli in _configs(command[match.end() :], project):
+            info = _build_info(config, build, cli)
+            if info is None or not os.path.lexists(info):
+                continue
+            rel = os.path.relpath(info, root)
+            if rel.startswith("..") or not outputs.allows(rel.replace(os.sep, "/")):
+                found.append((os.path.relpath(config, root), rel))
+    return sorted(set(found))
+
+
+def remove_loose_build_infos(
+    root: Path, outputs: OutputSpec, command: str, task_id: str
+) -> str | None:
+    """Remove the loose build infos (`loose_build_infos`) that are the project's own files, and
+    say so; None when there are none. One outside the project is named, never removed."""
+    lines = []
+    for config, info in loose_build_infos(root, outputs, command):
+        inside = outputs.project_dir in ("", ".") or info.startswith(outputs.project_dir + os.sep)
+        removed = False
+        if inside and info.endswith(BUILD_INFO):
+            try:
+                os.unlink(os.path.join(root, info))
+                removed = True
+            except OSError:
+                pass
+        lines.append(
+            f"{task_id}: {config} keeps tsc's build info at {info}, outside the task's outputs: "
+            + (
+                "removed before the run, so tsc emits every file (one kept would describe the"
+                " outputs this miss wiped)"
+                if removed
+                else "vx cannot remove it, so tsc may emit only what changed and the entry lack"
+                " the rest"
+            )
+            + "; set tsBuildInfoFile inside the outputs (e.g. under outDir) to keep tsc incremental"
+        )
+    return "\n".join(lines) or None
+
+
+def _configs(words: str, project: str) -> list[tuple[str, bool, dict[str, Any]]]:
+    """The tsconfig files a tsc command line builds (`-p X`, `-b [X …]`, else tsconfig.json), each
+    with whether it is a build (`-b`, which always keeps a build info) and the options the command
+    line sets that place one (`--incremental`, `--tsBuildInfoFile X`, `--outDir X`, …)."""
+    lexer = shlex.shlex(words, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        args = list(lexer)
+    except ValueError:
+        return []
+    cut = next((i for i, a in enumerate(args) if a in _SHELL_OPERATORS), len(args))
+    args = args[:cut]
+    build = bool(args) and args[0] in ("-b", "--build")
+    named: list[str] = []
+    cli: dict[str, Any] = {}
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        option = arg[2:] if arg.startswith("--") else ""
+        if arg in ("-p", "--project") and i + 1 < len(args):
+            named.append(args[i + 1])
+            i += 1
+        elif arg in ("-i", "--incremental", "--composite"):
+            cli[option or "incremental"] = True
+        elif option in _PATH_OPTIONS and i + 1 < len(args):
+            cli[option] = os.path.normpath(os.path.join(project, args[i + 1]))
+            i += 1
+        elif build and not arg.startswith("-") and i > 0:
+            named.append(arg)
+        i += 1
+    out = []
+    for name in named or ["."]:
+        path = os.path.normpath(os.path.join(project, name))
+        config = os.path.join(path, "tsconfig.json") if os.path.isdir(path) else path
+        out.append((config, build, cli))
+    return out
+
+
+def _build_info(config: str, build: bool, cli: dict[str, Any] | None = None) -> str | None:
+    """Where tsc keeps the build info of `config` (its rule in getTsBuildInfoEmitOutputFilePath),
+    or None when it keeps none or the config cannot be read."""
+    options = _options(config, 0)
+    if options is None:
+        return None
+    options.update(cli or {})
+    if not (build or options.get("incremental") or options.get("composite")):
+        return None
+    if isinstance(options.get("tsBuildInfoFile"), str):
+        return options["tsBuildInfoFile"]
+    stem = os.path.splitext(config)[0]
+    if isinstance(options.get("outFile"), str):
+        stem = os.path.splitext(options["outFile"])[0]
+    elif isinstance(options.get("outDir"), str):
+        if isinstance(options.get("rootDir"), str):
+            stem = os.path.normpath(
+                os.path.join(options["outDir"], os.path.relpath(stem, options["rootDir"]))
+            )
+        else:
+            stem = os.path.join(options["outDir"], os.path.basename(stem))
+    return stem + BUILD_INFO
+
+
+_PATH_OPTIONS = ("tsBuildInfoFile", "outDir", "outFile", "rootDir")
+
+
+def _options(config: str, depth: int) -> dict[str, Any] | None:
+    """The compiler options of `config` after its relative `extends`, paths made absolute from
+    the file that set them; None when it cannot be read."""
+    from vx.config import jsonc
+    from vx.errors import VxError
+
+    try:
+        with open(config, encoding="utf-8") as f:
+            data = jsonc.loads(f.read(), config)
+    except (OSError, UnicodeDecodeError, VxError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    merged: dict[str, Any] = {}
+    parents = data.get("extends")
+    for parent in [parents] if isinstance(parents, str) else parents or []:
+        if isinstance(parent, str) and parent.startswith(".") and depth < 8:
+            path = os.path.normpath(os.path.join(os.path.dirname(config), parent))
+            if not path.endswith(".json") and not os.path.isfile(path):
+                path += ".json"
+            merged.update(_options(path, depth + 1) or {})
+    own = data.get("compilerOptions")
+    if isinstance(own, dict):
+        here = os.path.dirname(config)
+        for key, value in own.items():
+            is_path = key in _PATH_OPTIONS and isinstance(value, str)
+            merged[key] = os.path.normpath(os.path.join(here, value)) if is_path else value
+    return merged

@@ -158,13 +158,16 @@ async def _try_hit(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> TaskResul
         if late:
             from vx.store.layered import wanted_from
 
-            ctx.remote.prefetch(wanted_from({node.id: plan}, ()))
+            ctx.remote.prefetch(wanted_from({node.id: plan}, (), early=False))
         entry, served = await ctx.remote.fetched(plan.key), CacheStatus.REMOTE
     if entry is None:
         return None
     started = time.monotonic()
     current = await asyncio.to_thread(outputs.walk, ctx.root)
     if store.is_up_to_date(entry, current):
+        if served is CacheStatus.REMOTE:  # its download was restored as soon as it was proven
+            ctx.emit(CacheRestored(node.id, served))
+            return _hit(node, plan, entry, store.log_of(entry), served, started)
         return _hit(node, plan, entry, store.log_of(entry), CacheStatus.UP_TO_DATE, started)
     from vx.errors import EnvironmentFailure
     from vx.store.local import DamagedEntry
@@ -468,6 +471,22 @@ def _status_of(proc: ProcessResult) -> Status:
     return Status.SUCCESS if proc.exit_code == 0 else Status.FAILED
 
 
+async def _drop_loose_build_infos(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> None:
+    """A tsc build info outside the outputs goes with the wipe (vx.engine.incremental)."""
+    from vx.engine import incremental
+
+    assert plan.outputs is not None  # only a task with outputs wipes
+    note = await asyncio.to_thread(
+        incremental.remove_loose_build_infos,
+        ctx.root,
+        plan.outputs,
+        plan.command or "",
+        str(node.id),
+    )
+    if note is not None:
+        ctx.emit(Notice(note, id=node.id))
+
+
 async def _attempts(
     ctx: RunContext, node: TaskNode, plan: TaskPlan, *, wipe: bool, early=None
 ) -> tuple[ProcessResult | None, int, tuple[Violation, ...], bool]:
@@ -506,6 +525,8 @@ async def _attempts(
                 proc, violations = await _run_once(ctx, node, plan, started=(early[0], early[1]))
             else:
                 kept = None
+                if wipe and plan.outputs is not None:
+                    await _drop_loose_build_infos(ctx, node, plan)
                 if (
                     wipe
                     and plan.outputs is not None
@@ -539,6 +560,7 @@ async def _attempts(
                     )
                     kept = None
                     await asyncio.to_thread(plan.outputs.wipe, ctx.root)
+                    await _drop_loose_build_infos(ctx, node, plan)
                     ctx.emit(TaskStarted(node.id, plan.command or "", attempt, terminal=terminal))
                     launch = (
                         ctx.launch_for(node, plan, attempt)

@@ -61,6 +61,8 @@ def find(cwd: str, argv: list[str]) -> tuple[str, dict, memoryview] | None:
         except FileNotFoundError:
             data = None
         if data is not None:
+            if _linked(here):
+                return None  # the pipeline refuses such a workspace, naming the link
             size = int.from_bytes(data[:4], "little")
             header = marshal.loads(data[4 : 4 + size])
             ok = (
@@ -76,6 +78,17 @@ def find(cwd: str, argv: list[str]) -> tuple[str, dict, memoryview] | None:
         if up == here:
             return None
         here = up
+
+
+def _linked(root: str) -> bool:
+    """Whether `.vx`, its receipts or its cache is a symlink (vx.store.location refuses those)."""
+    for name in (".vx", RECEIPTS, os.path.join(".vx", "cache")):
+        try:
+            if stat.S_ISLNK(os.lstat(os.path.join(root, name)).st_mode):
+                return True
+        except OSError:
+            pass
+    return False
 
 
 # ---------------------------------------------------------------- checks

@@ -183,6 +183,16 @@ class FileIndex:
         """Whether git tracks the file (listed, not untracked): a source, never a task's output."""
         return rel_path in self._path_set and rel_path not in self._l.untracked
 
+    def tracked_below(self, rel_dir: str) -> str | None:
+        """The first file git tracks below the workspace-relative directory `rel_dir`, else None."""
+        paths, below = self._l.paths, rel_dir + "/"
+        i = bisect.bisect_left(paths, below)
+        while i < len(paths) and paths[i].startswith(below):
+            if paths[i] not in self._l.untracked:
+                return paths[i]
+            i += 1
+        return None
+
     def listed_under(self, rel_dir: str) -> list[str]:
         """The candidate inputs below `rel_dir`, sorted: `--verify` asks whether a task read them all."""
         lo, hi = self._range(rel_dir)[-1]

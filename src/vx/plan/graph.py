@@ -502,10 +502,14 @@ def _runs_after(nodes: Mapping[TaskId, TaskNode], tid: TaskId) -> bool:
 
 
 def rebuilt(
-    graph: TaskGraph, deps: Mapping[TaskId, tuple[TaskId, ...]], requested: tuple[TaskId, ...]
+    graph: TaskGraph,
+    deps: Mapping[TaskId, tuple[TaskId, ...]],
+    requested: tuple[TaskId, ...],
+    configs: Mapping[str, ProjectConfig],
 ) -> TaskGraph:
     """`graph` with each task's dependencies and the requested tasks replaced (a plugin's
-    `graph` hook), ordered and weighed again; a cycle is refused as dependsOn's would be."""
+    `graph` hook), ordered and weighed again; a cycle, or a task waiting for one that holds the
+    terminal, is refused as dependsOn's would be."""
     from msgspec.structs import replace
 
     wanted = set(requested)
@@ -514,6 +518,7 @@ def rebuilt(
         for tid, node in graph.nodes.items()
     }
     order = _topological_order(nodes)
+    _refuse_terminal_holders(nodes, configs)
     return TaskGraph(nodes, order, _dependent_counts(nodes, order), requested)
 
 

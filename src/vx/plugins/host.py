@@ -28,6 +28,7 @@ from vx.events import Notice
 from vx.model import (
     Package,
     PluginSpec,
+    ProjectConfig,
     TaskGraph,
     TaskId,
     TaskNode,
@@ -224,19 +225,28 @@ class Host:
                     )
                 rel = os.path.normpath(item["dir"]).replace(os.sep, "/")
                 name = item["name"]
-                problem = None
+                problem = named = None
                 if os.path.isabs(rel) or rel == "." or rel.split("/")[0] == "..":
                     problem = f"the directory {item['dir']!r} is not inside the workspace"
+                elif link := _link_on_the_way(ws.root, rel):
+                    problem = (
+                        f"{link!r} is a symlink; vx follows no links for a project's files "
+                        "(name the real directory)"
+                    )
                 elif not (ws.root / rel).is_dir():
                     problem = f"the directory {rel!r} does not exist"
                 elif rel in dirs:
                     problem = f"{rel!r} is already a project's directory"
+                elif named := _name_problem(name):
+                    problem = named
                 elif name in packages:
                     problem = f"a project is already named {name!r}"
                 if problem:
                     raise PluginError(
                         f"plugin '{plugin.name}': its `discover` hook adds a project, but {problem}",
-                        hint="name a directory of the workspace that holds no project yet",
+                        hint="name it as a package is named: a plain string without `#`"
+                        if named
+                        else "name a directory of the workspace that holds no project yet",
                     )
                 packages[name] = Package(name, rel, (), f"{rel}/package.json")
                 dirs.add(rel)
@@ -262,9 +272,10 @@ class Host:
             shaped = (data, f"{source} (as plugin '{plugin.name}' left it)")
         return shaped
 
-    def shape_graph(self, graph: TaskGraph) -> TaskGraph:
+    def shape_graph(self, graph: TaskGraph, configs: Mapping[str, ProjectConfig]) -> TaskGraph:
         """The graph after each `graph` hook: edges between the run's tasks added or dropped,
-        the requested tasks chosen among them; checked again (ids, cycles) after each one."""
+        the requested tasks chosen among them; checked again (ids, cycles, the terminal) after
+        each one."""
         from vx.plan.graph import rebuilt
 
         for plugin in self.with_hook("graph"):
@@ -302,6 +313,7 @@ class Host:
                         for t, deps in edges.items()
                     },
                     tuple(dict.fromkeys(by_id[t] for t in requested)),
+                    configs,
                 )
             except VxError as exc:
                 raise PluginError(
@@ -703,6 +715,26 @@ def masked(text: str) -> str:
     from vx.engine.masking import mask_text, secrets_of
 
     return mask_text(text, secrets_of(os.environ)) or ""
+
+
+def _name_problem(name: str) -> str | None:
+    """What is wrong with a discovered project's name, as a package name is checked."""
+    if name.strip() != name:
+        return f"its name {name!r} has surrounding whitespace"
+    if "#" in name:
+        return f"its name {name!r} contains `#`, which separates a project from its task"
+    return None
+
+
+def _link_on_the_way(root: Path, rel: str) -> str | None:
+    """The first directory of `rel` (below the root) that is a symlink, if any: a project reached
+    through one would have its outputs walked, wiped and restored through the link."""
+    parts = rel.split("/")
+    for i in range(1, len(parts) + 1):
+        here = "/".join(parts[:i])
+        if (root / here).is_symlink():
+            return here
+    return None
 
 
 def _shown(value: Any) -> str:

@@ -9,7 +9,9 @@ never starts one: it ends when its result arrives, and its span is its own durat
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -71,11 +73,16 @@ class Profiler:
         }
 
     def write(self, summary: RunSummary, path: Path) -> None:
+        # Never through a link: `profile.json` in the directory a run starts from may be one a
+        # repository committed, leading to a file of the user's.
         try:
-            path.write_text(json.dumps(self.trace(summary)))
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+            with os.fdopen(fd, "w") as f:
+                f.write(json.dumps(self.trace(summary)))
         except OSError as exc:
+            cause = "it is a symlink" if exc.errno == errno.ELOOP else exc.strerror or str(exc)
             raise EnvironmentFailure(
                 "cannot write the profile",
-                facts=(f"path: {path}", f"cause: {exc.strerror or exc}"),
+                facts=(f"path: {path}", f"cause: {cause}"),
                 hint="pass --profile=<path> in a writable directory",
             ) from None

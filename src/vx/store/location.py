@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence
 
-from vx.errors import ConfigError, UsageError
+from vx.errors import ConfigError, UsageError, WorkspaceError
 
 if TYPE_CHECKING:
+    from vx.files.index import FileIndex
     from vx.model import Workspace, WorkspaceConfig
 
 
@@ -31,10 +33,111 @@ def cache_dir(
     elif host_env.get("VX_CACHE_DIR"):
         path, source, field = Path(host_env["VX_CACHE_DIR"]).expanduser(), "VX_CACHE_DIR", ""
     else:
-        return ws.root / ".vx" / "cache"
+        path = ws.root / ".vx" / "cache"
+        refuse_linked_state(ws.root, path)
+        return path
     path = Path(os.path.abspath(path))
     _refuse_inside_sources(path, ws, source, field)
+    if field:
+        _refuse_shared_stores(path, host_env, source)
+    refuse_linked_state(ws.root, path)
     return path
+
+
+def _refuse_shared_stores(path: Path, host_env: Mapping[str, str], source: str) -> None:
+    """A workspace config may not name a cache dir among the shared stores (`~/.vx`): each is
+    one repository's, and a config naming another's would read and write its entries."""
+    home = host_env.get("HOME") or os.path.expanduser("~")
+    stores = os.path.realpath(os.path.join(home, ".vx"))
+    if home != "~" and Path(os.path.realpath(path)).is_relative_to(stores):
+        raise ConfigError(
+            f"cacheDir {path} lies in {stores}, where vx keeps each repository's shared store",
+            file=source,
+            field="cacheDir",
+            hint="leave cacheDir out to use this repository's own shared store, or name a"
+            " directory of the workspace's (e.g. .vx-cache)",
+        )
+
+
+# What vx itself keeps in a workspace. A repository can commit any of these as a symlink (`.vx ->
+# ~`, `.vx/receipts -> ../..`), and vx would write through it — and prune what it finds there.
+_STATE = (".vx", ".vx/receipts", ".vx/configs", ".vx/watch-probe")
+_CACHE_NAMES = (
+    ".gitignore",
+    "cache.db",
+    "files.db",
+    "store.db",
+    "runs.db",
+    "runs.pending",
+    "runs",
+    "logs",
+    "lockfiles",
+    "toolchains.json",
+    "repo-id",
+    ".vx-swept",
+)
+_DB_SUFFIXES = ("-wal", "-shm", "-journal")
+
+
+def refuse_linked_state(root: Path, cache: Path) -> None:
+    """Refuse a workspace where `.vx`, a directory or file vx keeps in it, or a cache dir inside
+    the workspace (and any directory on the way to it) is a symlink, or a directory of these is
+    not one: a WorkspaceError naming the path. A few lstats, no read."""
+    paths = [root / name for name in _STATE]
+    try:
+        inside = cache.relative_to(root).parts
+    except ValueError:
+        inside = ()
+    paths += [root.joinpath(*inside[: i + 1]) for i in range(len(inside))]
+    if inside:
+        for name in _CACHE_NAMES:
+            paths.append(cache / name)
+            if name.endswith(".db"):
+                paths += [cache / (name + suffix) for suffix in _DB_SUFFIXES]
+    dirs = {root / ".vx", root / ".vx" / "receipts", root / ".vx" / "configs", cache}
+    dirs.update(root.joinpath(*inside[: i + 1]) for i in range(len(inside)))
+    for path in paths:
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue  # absent: vx makes it, as a directory or file of its own
+        if stat.S_ISLNK(st.st_mode):
+            what = f"a symlink to {os.readlink(path)}: vx keeps its own state there and never"
+            what += " writes through a link"
+        elif path in dirs and not stat.S_ISDIR(st.st_mode):
+            what = "not a directory: vx keeps its own state there"
+        else:
+            continue
+        rel = path.relative_to(root).as_posix()
+        raise WorkspaceError(
+            f"{rel} is {what}",
+            facts=(f"path: {path}",),
+            hint=f"remove it (`rm {rel}`; if git tracks it, `git rm --cached {rel}` and commit);"
+            " to keep the cache elsewhere, pass --cache-dir or set VX_CACHE_DIR",
+        )
+
+
+def refuse_shipped_state(index: FileIndex, root: Path, cache: Path) -> None:
+    """Refuse a workspace whose repository tracks a file in a directory vx reads its state from —
+    `.vx/cache`, `.vx/receipts`, `.vx/configs`, a cache dir inside the workspace: an index and
+    artifacts a clone checks out would be served as this machine's builds. A lookup in git's
+    listing per directory."""
+    if not index.git:
+        return
+    dirs = {".vx/cache", ".vx/receipts", ".vx/configs"}
+    try:
+        dirs.add(cache.relative_to(root).as_posix())
+    except ValueError:
+        pass
+    for rel in sorted(dirs):
+        found = index.tracked_below(rel)
+        if found is not None:
+            raise WorkspaceError(
+                f"git tracks {found}: a repository must never ship vx's state (its cache entries"
+                " would be restored as if this machine had built them)",
+                facts=(f"path: {root / found}",),
+                hint=f"`git rm -r --cached {rel}` and commit, and add `{rel}/` to .gitignore",
+            )
 
 
 def _refuse_inside_sources(path: Path, ws: Workspace, source: str, field: str) -> None:

@@ -522,6 +522,21 @@ LOGS = "logs"
 KEEP_LOGS = 50  # failure logs kept; the oldest go as new ones come
 
 
+_HEX = frozenset("0123456789abcdef")
+
+
+# A named cache dir may be any directory of the user's (`cacheDir` is the repository's to set):
+# the pruning removes only the logs vx names, `<run id>-<task>.log`.
+def _named_by_vx(name: str) -> bool:
+    head = name[:36]
+    return (
+        len(name) > 41
+        and name.endswith(".log")
+        and name[36] == "-"
+        and all(c == "-" if i in (8, 13, 18, 23) else c in _HEX for i, c in enumerate(head))
+    )
+
+
 def keep_log(cache_dir: str, run: str, task_id: str, data: bytes) -> str:
     """Write a failed task's output to `<cache>/logs/<run>-<task>.log` and prune the oldest past
     KEEP_LOGS; the path written. The caller bounds `data`. Raises OSError."""
@@ -533,7 +548,7 @@ def keep_log(cache_dir: str, run: str, task_id: str, data: bytes) -> str:
         f.write(data)
     with os.scandir(directory) as entries:
         logs = sorted(
-            (e.name for e in entries if e.name.endswith(".log")), reverse=True
+            (e.name for e in entries if _named_by_vx(e.name)), reverse=True
         )  # names start with the run id, which sorts by time
     for name in logs[KEEP_LOGS:]:
         try:

@@ -1,0 +1,141 @@
+"""What a hostile repository can commit in place of vx's own state (issue 19): `.vx` or a
+directory vx keeps in it as a symlink out of the workspace. vx refuses such a workspace, naming
+the link, and writes nothing through it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from conftest import Repo, build_task, npm_workspace, plant_artifact
+
+
+def one_package(repo: Repo) -> Repo:
+    return repo.write(
+        npm_workspace(
+            {"a": {"tasks": {"build": build_task()}, "files": {"src/index.js": "exports.a = 1;\n"}}}
+        )
+    )
+
+
+def listing(directory: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(directory)): p.read_bytes() if p.is_file() else b"<dir>"
+        for p in sorted(directory.rglob("*"))
+    }
+
+
+@pytest.mark.feature("LC-03")
+@pytest.mark.parametrize("link", [".vx", ".vx/cache", ".vx/receipts"])
+def test_a_committed_link_in_place_of_vx_state_is_refused(repo, tmp_path, link):
+    """A repository commits `link` as a symlink to a directory outside the workspace holding 40
+    files of the user's. Before, vx wrote its index, memos and receipts there, and a receipt's
+    pruning kept only the newest 32 files it found: eight of the user's files were deleted. Now
+    every run exits 2 naming the link, and the directory is exactly as it was."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    for i in range(40):
+        (outside / f"note{i:02}.json").write_text(f"{i}\n")
+    before = listing(outside)
+    one_package(repo)
+    (repo.root / link).parent.mkdir(parents=True, exist_ok=True)
+    os.symlink(os.path.relpath(outside, (repo.root / link).parent), repo.root / link)
+    repo.commit()
+    repo.git("add", "-f", link)
+    repo.commit("the link")
+    assert repo.git("ls-files", link).strip() == link
+    for _ in range(2):  # the second would be all hits, and write a receipt
+        res = repo.vx("run", "build", summary=False)
+        assert res.code == 2, (res.code, res.err)
+        assert f"error: {link} is a symlink to " in res.err, res.err
+        assert "Traceback" not in res.err
+    assert listing(outside) == before
+    info = repo.vx("info")  # a report: it names the link where the workspace would be
+    assert f"{link} is a symlink" in info.out, info.out
+    for verb in (("cache", "prune", "--max-size", "1G"), ("last",), ("watch", "build")):
+        res = repo.vx(*verb)
+        assert res.code == 2, (verb, res.code, res.err)
+        assert f"{link} is a symlink" in res.err, res.err
+    assert listing(outside) == before
+
+
+@pytest.mark.feature("LC-02")
+@pytest.mark.parametrize("cache", [".vx/cache", "ci-cache"])
+def test_a_cache_a_repository_ships_is_never_served(repo, tmp_path, cache):
+    """A repository commits a prefilled cache — its index and an artifact whose `dist/out.js` is
+    the attacker's — as `.vx/cache` (where vx keeps it with the shared store off, and outside git)
+    or as a cache dir its `vx.workspace.json` names. Before, a fresh clone's first `vx run build`
+    was a local hit that restored the planted file. Now the run exits 2 naming the tracked file,
+    and builds nothing from it."""
+    one_package(repo)
+    if cache != ".vx/cache":
+        repo.write({"vx.workspace.json": {"cacheDir": cache}})
+    repo.commit()
+    first = repo.vx("run", "build")
+    assert first.code == 0, first.err
+    key = first.task("a#build")["hash"]
+    plant_artifact(repo.root / cache, "cache.db", key, {"packages/a/dist/out.js": b"planted\n"})
+    repo.git("add", "-f", cache)
+    repo.commit("a prefilled cache")
+    clone = Repo(tmp_path / "clone")
+    repo.git("clone", "-q", str(repo.root), str(clone.root))
+    assert (clone.root / cache / "cache.db").is_file()
+    res = clone.vx("run", "build")
+    assert res.code == 2, (res.code, res.err, res.statuses())
+    assert f"error: git tracks {cache}/" in res.err, res.err
+    assert not (clone.root / "packages/a/dist/out.js").exists()
+
+
+@pytest.mark.feature("OBS-13")
+def test_a_cache_dir_the_config_names_keeps_the_users_logs(repo, tmp_path):
+    """A repository's `vx.workspace.json` names a directory of the user's as its cache dir, and a
+    task fails: vx keeps its failure log in `<cache>/logs` and prunes that to the newest 50.
+    Before, the pruning took any `*.log` there, so 60 logs of the user's lost ten; now it
+    removes only the logs vx names (`<run id>-<task>.log`)."""
+    mine = tmp_path / "mine"
+    (mine / "logs").mkdir(parents=True)
+    for i in range(60):
+        (mine / "logs" / f"build-{i:02}.log").write_text(f"{i}\n")
+    before = listing(mine / "logs")
+    fail = {"exec": {"command": "echo broken >&2; exit 1"}}
+    repo.write(npm_workspace({"a": {"tasks": {"test": fail}}}))
+    repo.write({"vx.workspace.json": {"cacheDir": str(mine)}}).commit()
+    res = repo.vx("run", "test")
+    assert res.code == 1, res.err
+    kept = {name: body for name, body in listing(mine / "logs").items() if name in before}
+    assert kept == before
+    assert len(listing(mine / "logs")) == 61  # theirs, and the failure's own
+
+
+@pytest.mark.feature("OBS-03")
+def test_the_default_profile_is_never_written_through_a_committed_link(repo, tmp_path):
+    """`vx run --profile` writes `profile.json` where the run starts. A repository commits that
+    name as a link to a file of the user's: before, the trace replaced the file's contents; now
+    the run says it cannot write the profile through a link (exit 2) and the file is intact."""
+    victim = tmp_path / "notes.txt"
+    victim.write_text("mine\n")
+    one_package(repo)
+    os.symlink(os.path.relpath(victim, repo.root), repo.root / "profile.json")
+    repo.commit()
+    res = repo.vx("run", "build", "--profile")
+    assert res.code == 2, (res.code, res.err)
+    assert "cannot write the profile" in res.err and "it is a symlink" in res.err, res.err
+    assert victim.read_text() == "mine\n"
+
+
+@pytest.mark.feature("LC-03")
+def test_a_config_cannot_name_another_repositorys_shared_store(repo, tmp_path):
+    """The shared stores under `~/.vx` are each one repository's. A hostile `vx.workspace.json`
+    names another repository's store as its `cacheDir`: before, vx read its entries and saved
+    into it; now the config is refused (exit 2, naming the field) and the store is untouched."""
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    other = home / ".vx" / "0123456789abcdef" / "cache"
+    other.mkdir(parents=True, mode=0o700)
+    one_package(repo)
+    repo.write({"vx.workspace.json": {"cacheDir": str(other)}}).commit()
+    res = repo.vx("run", "build", env={"HOME": str(home), "VX_SHARED_STORE": "1"})
+    assert res.code == 2, (res.code, res.err)
+    assert "cacheDir" in res.err and "shared store" in res.err, res.err
+    assert listing(other) == {}
