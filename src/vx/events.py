@@ -46,6 +46,13 @@ class TaskRetrying(Struct, frozen=True):
     after: str  # "exit 1" or "a timeout"
 
 
+class TaskStage(Struct, frozen=True):
+    """A task on a remote worker changed stage: `queued` at the server, `executing` on a worker."""
+
+    id: TaskId
+    stage: str
+
+
 class TaskFinished(Struct, frozen=True):
     result: TaskResult
 
@@ -74,6 +81,7 @@ Event = (
     | ServersKept
     | TaskOutput
     | TaskRetrying
+    | TaskStage
     | TaskFinished
     | CacheRestored
     | Notice

@@ -203,6 +203,9 @@ class RemoteExecution(Struct, frozen=True):
     capacity: int = 4  # actions in flight at once
     default: bool = False  # eligible tasks with no `exec.remote` run remotely
     platform: tuple[tuple[str, str], ...] = ()  # properties every remote task sends, sorted
+    # no word from the server on an action this long: ask once where it is, then run it here
+    update_timeout_ms: int = 60_000
+    queue_timeout_ms: int = 900_000  # queued this long, no worker taking it: run it here
 
 
 class CacheRetention(Struct, frozen=True):

@@ -115,9 +115,9 @@ class Prepared(Struct):
     keyed_graph: TaskGraph | None = None
     cut: Mapping[TaskId, TaskId] = {}
     schedule: ScheduleConfig = ScheduleConfig()  # the workspace's `schedule`
-    # the REAPI server remote tasks run on (store.remote.RemoteSettings), and its capacity
+    # the REAPI server remote tasks run on (store.remote.RemoteSettings), and its capacity and bounds
     remote_exec: object | None = None
-    remote_capacity: int = 0
+    remote_config: RemoteExecution = RemoteExecution()
     plugins: Host | None = None  # the workspace's plugins (vx.plugins.host), when it declares any
 
 
@@ -338,7 +338,7 @@ def _prepare(
             and any(t.package != ROOT_PROJECT for t in graph.requested)
         )
     )
-    remote_exec, remote_capacity = _remote_exec(run_plans, ws_config, host_env)
+    remote_exec, remote_config = _remote_exec(run_plans, ws_config, host_env)
     return Prepared(
         ws,
         graph,
@@ -363,25 +363,25 @@ def _prepare(
         cut,
         ws_config.schedule,
         remote_exec,
-        remote_capacity,
+        remote_config,
         host,
     )
 
 
 def _remote_exec(
     plans: Mapping[TaskId, TaskPlan], ws_config, host_env: Mapping[str, str]
-) -> tuple[object | None, int]:
+) -> tuple[object | None, RemoteExecution]:
     """The REAPI server for the run's remote tasks, when some task may go remote and one is
     configured (remoteCache.reapi or VX_REAPI_ENDPOINT); else they run here."""
+    config = ws_config.remote_execution or RemoteExecution()
     if not any(p.remote for p in plans.values()):
-        return None, 0
+        return None, config
     from vx.store import remote
 
     found = remote.resolve(ws_config.remote_cache, host_env)
     if found.settings is None or found.settings.kind != "reapi" or found.problem:
-        return None, 0
-    capacity = (ws_config.remote_execution or RemoteExecution()).capacity
-    return found.settings, capacity
+        return None, config
+    return found.settings, config
 
 
 def _affected(
@@ -1034,7 +1034,7 @@ async def _walk(
 
             context.remote_pool = RemotePool(
                 prep.remote_exec,
-                prep.remote_capacity,
+                prep.remote_config,
                 prep.graph.nodes,
                 emit,
                 download=req.download,

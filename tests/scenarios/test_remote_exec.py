@@ -514,3 +514,268 @@ def test_a_server_killed_mid_action_means_running_here_with_one_warning(repo, tm
     assert "1 ran here instead" in err, err
     assert int(mark.read_text().split()[2]) == proc.pid  # the second run was vx's own child
     assert (repo.root / "packages/a/dist/out.txt").read_text() == "input\n"
+
+
+@pytest.mark.feature("RC-10")
+def test_remote_execution_sends_and_reads_past_the_servers_batch_limit_over_bytestream(
+    repo, stack, workers
+):
+    """Uploads and downloads of a remote action honour the batch limit the server advertises:
+    told a 2 KiB limit, the 8 KB input file goes up over ByteStream Write (not a batch call)
+    and the 8 KB output comes back over ByteStream Read."""
+    import hashlib
+
+    from reapi_proxy import Proxy
+
+    def small_batches(reply) -> None:
+        reply.cache_capabilities.max_batch_total_size_bytes = 3 << 10  # 2 KiB past the framing
+
+    one_task(repo, "mkdir -p dist && cp src/big.bin dist/big.bin")
+    big = bytes(range(256)) * 32
+    (repo.root / "packages/a/src/big.bin").write_bytes(big)
+    repo.commit("a big input")
+    digest = f"{hashlib.sha256(big).hexdigest()}/{len(big)}"
+    proxy = Proxy(stack.port, capabilities=small_batches)
+    try:
+        res = repo.vx("run", "build", "--all", env={"VX_REAPI_ENDPOINT": proxy.endpoint})
+    finally:
+        proxy.stop()
+    assert res.code == 0, res.err
+    assert "remote execution: 1 task ran" in res.err and "ran here instead" not in res.err
+    assert (repo.root / "packages/a/dist/big.bin").read_bytes() == big
+    writes = [r for r in proxy.resources if "/uploads/" in r or r.startswith("uploads/")]
+    assert any(r.endswith(f"blobs/{digest}") for r in writes), proxy.resources
+    reads = [r for r in proxy.resources if r not in writes]
+    assert any(r.endswith(f"blobs/{digest}") for r in reads), proxy.resources
+    batched = [
+        raw for method, raw in proxy.requests if method in ("BatchUpdateBlobs", "BatchReadBlobs")
+    ]
+    assert batched and not any(big in raw for raw in batched)  # the blob's bytes, in no batch
+
+
+def wait_until(check, proc: subprocess.Popen, what: str, within_s: float = 180) -> None:
+    """Until `check()` holds (an event, with a hard deadline)."""
+    deadline = time.monotonic() + within_s
+    while not check():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+@pytest.mark.feature("RC-10")
+def test_a_server_that_stops_answering_mid_action_means_running_here_with_one_warning(
+    repo, tmp_path
+):
+    """A server that vanishes without closing the connection (SIGSTOP: the socket stays open,
+    nothing answers) no longer leaves the action waiting forever: after `updateTimeout` with
+    no word vx asks once where the action is, hears nothing again, and runs the task here."""
+    server = ExecStack(tmp_path / "bgd")
+    stopped = False
+    try:
+        server.add_worker()
+        mark, go = tmp_path / "mark", tmp_path / "go"
+        one_task(
+            repo,
+            'echo "$PPID $$" >> "$MARK"; while [ ! -e "$GO" ]; do sleep 0.05; done; '
+            "mkdir -p dist && cp src/in.txt dist/out.txt",
+            define={"MARK": str(mark), "GO": str(go)},
+        )
+        repo.write({"vx.workspace.json": {"remoteExecution": {"updateTimeout": 2000}}}).commit()
+        proc = start_run(repo, server)
+
+        def runs() -> list[list[int]]:
+            text = mark.read_text() if mark.exists() else ""
+            return [list(map(int, line.split())) for line in text.splitlines(keepends=True)
+                    if line.endswith("\n")]  # fmt: skip
+
+        try:
+            wait_until(lambda: len(runs()) >= 1, proc, "the action never started")
+            server.proc.send_signal(signal.SIGSTOP)
+            stopped = True
+            wait_until(
+                lambda: any(ppid == proc.pid for ppid, _ in runs()), proc, "it never ran here"
+            )
+            for ppid, shell in runs():
+                if ppid != proc.pid:
+                    os.kill(shell, signal.SIGKILL)  # the worker's run, left waiting
+            go.touch()
+            out, err = proc.communicate(timeout=300)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    finally:
+        if stopped:
+            server.proc.send_signal(signal.SIGCONT)
+        server.stop()
+    assert proc.returncode == 0, err
+    assert err.count("remote execution failed") == 1, err
+    assert "no word from the server" in err and "1 ran here instead" in err, err
+    assert (repo.root / "packages/a/dist/out.txt").read_text() == "input\n"
+
+
+@pytest.mark.feature("RC-10")
+def test_an_action_no_worker_takes_runs_here_after_the_queue_timeout(repo, stack, workers):
+    """An action whose platform no worker offers (the workers are `OSFamily=linux`) waited in
+    the server's queue forever. After `queueTimeout` the task runs here, with one warning that
+    names the platform; the server stays in use for the run's other tasks."""
+    before = leases_done(stack)
+    one_task(repo, "mkdir -p dist && cp src/in.txt dist/out.txt")
+    config = repo.root / "packages/a/vx.config.json"
+    data = json.loads(config.read_text())
+    data["tasks"]["build"]["exec"]["platform"] = {"OSFamily": "plan9"}
+    repo.write(
+        {
+            "packages/a/vx.config.json": data,
+            "packages/b/package.json": {"name": "b", "version": "1.0.0"},
+            "packages/b/vx.config.json": {
+                "tasks": {
+                    "build": {
+                        "exec": {"command": "mkdir -p dist && echo b > dist/out", "remote": True},
+                        "cache": CACHE,
+                    }
+                }
+            },
+            "vx.workspace.json": {"remoteExecution": {"queueTimeout": 1000}},
+        }
+    ).commit()
+    res = repo.vx("run", "build", "--all", env=stack.env(), timeout=300)
+    assert res.code == 0, res.err
+    assert res.statuses() == {"a#build": ("success", "miss"), "b#build": ("success", "miss")}
+    assert (repo.root / "packages/a/dist/out.txt").read_text() == "input\n"
+    assert (repo.root / "packages/b/dist/out").read_text() == "b\n"
+    assert res.err.count("no worker took the action") == 1, res.err
+    assert "platform OSFamily=plan9" in res.err, res.err
+    assert "remote execution: 1 task ran" in res.err and "1 ran here instead" in res.err, res.err
+    assert leases_done(stack) - before == 1  # b's, on a worker; a's never left the queue there
+
+
+ADMIT = """
+import os
+def plugin(options):
+    def admit(task, running, ctx):
+        with open(os.environ["ADMIT_LOG"], "a") as log:
+            log.write(f"{task.id} {','.join(running)}\\n")
+        return task.project != "x" or not running  # x runs alone here
+    return {"admit": admit}
+"""
+
+
+@pytest.mark.feature("RC-10", "PL-02")
+def test_a_remote_task_that_falls_back_asks_admit_before_it_runs_here(repo, tmp_path):
+    """`admit` packs what runs on this machine: a task on a worker is not asked (it takes
+    nothing here), but one whose server failed runs here and must be. The plugin holds x
+    while y runs; x goes remote to a dead server, falls back, and waits for y to end."""
+    log, admitted, go = tmp_path / "steps.log", tmp_path / "admit.log", tmp_path / "go"
+
+    def task(command: str, remote: bool, deps=()) -> dict:
+        return {
+            "tasks": {
+                "build": {
+                    "exec": {"command": f"{command} && mkdir -p dist", "remote": remote},
+                    "dependsOn": list(deps),
+                    "cache": CACHE,
+                }
+            }
+        }
+
+    waits = 'while [ ! -e "{0}" ]; do sleep 0.05; done'
+    files: dict = {
+        "package.json": {"name": "root", "private": True, "workspaces": ["packages/*"]},
+        "vx.workspace.json": {"plugins": ["solo"]},
+        "solo.py": ADMIT,
+    }
+    for name, spec in {
+        "y": task(f"echo y:start >> {log} && {waits.format(go)} && echo y:end >> {log}", False),
+        # c starts x only once y runs, so x's turn comes while y holds this machine
+        "c": task(f"until grep -q y:start {log} 2>/dev/null; do sleep 0.05; done", False),
+        "x": task(f"echo x:start >> {log}", True, deps=("c#build",)),
+    }.items():
+        files[f"packages/{name}/package.json"] = {"name": name, "version": "1.0.0"}
+        files[f"packages/{name}/vx.config.json"] = spec
+    repo.write(files).commit()
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
+    }
+    env.update(
+        {
+            "PYTHONPATH": SRC,
+            "NO_COLOR": "1",
+            "ADMIT_LOG": str(admitted),
+            "VX_REAPI_ENDPOINT": f"grpc://127.0.0.1:{free_port()}",
+        }
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vx", "run", "build", "--all", "--concurrency", "2"],
+        cwd=repo.root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        held = lambda: admitted.exists() and "x#build y#build\n" in admitted.read_text()  # noqa: E731
+        ran = lambda: log.exists() and "x:start" in log.read_text()  # noqa: E731
+        wait_until(lambda: held() or ran(), proc, "x neither asked admit nor ran")
+        go.touch()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert "1 ran here instead" in err and "`admit` hook" not in err, err
+    assert held(), admitted.read_text() if admitted.exists() else "admit never asked"
+    steps = log.read_text().split()
+    assert steps.index("y:end") < steps.index("x:start"), steps  # held apart, as admit said
+
+
+@pytest.mark.feature("RC-10")
+def test_a_remote_task_shows_its_queued_and_executing_stages(repo, tmp_path, stack, workers):
+    """Per-task stage lines were missing: a remote task now says when a worker starts it (and
+    when the server queues it, where the stream shows that stage), a line per change; a task
+    run here shows none."""
+    import threading
+
+    go = tmp_path / "go"
+    one_task(
+        repo,
+        f'while [ ! -e "{go}" ]; do sleep 0.05; done; mkdir -p dist && cp src/in.txt dist/out.txt',
+    )
+    proc = start_run(repo, stack)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")))
+    reader.start()
+    try:
+        executing = "vx: a#build executing on a remote worker"
+        wait_until(lambda: any(executing in line for line in lines), proc, "no executing line")
+        go.touch()
+        proc.wait(timeout=300)
+        reader.join(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    err = "".join(lines)
+    assert proc.returncode == 0, err
+    stages = [line for line in lines if line.startswith("vx: a#build ")]
+    assert executing + "\n" in stages, err  # (re-queued from a lost worker: both again)
+    assert all(a != b for a, b in zip(stages, stages[1:])), err  # a line per change, no repeats
+    assert set(stages) <= {executing + "\n", "vx: a#build queued at the remote server\n"}, err
+    assert (repo.root / "packages/a/dist/out.txt").read_text() == "input\n"
+    here = repo.vx("run", "build", "--all", "--force", env={"VX_REAPI_ENDPOINT": ""})
+    assert here.code == 0 and "remote worker" not in here.err, here.err
+
+
+@pytest.mark.feature("RC-10")
+@pytest.mark.parametrize("field", ["updateTimeout", "queueTimeout"])
+def test_a_bad_remote_execution_bound_is_refused(repo, field):
+    one_task(repo, "mkdir -p dist")
+    repo.write({"vx.workspace.json": {"remoteExecution": {field: 0}}}).commit()
+    res = repo.vx("run", "build", "--all")
+    assert res.code == 2, res.err
+    assert "vx.workspace.json" in res.err and field in res.err, res.err
+    assert "Traceback" not in res.err

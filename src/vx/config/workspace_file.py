@@ -180,7 +180,7 @@ def _schedule(value: Any, at: At) -> ScheduleConfig:
 
 REMOTE_EXECUTION = Level(
     "remoteExecution",
-    frozenset({"capacity", "default", "platform"}),
+    frozenset({"capacity", "default", "platform", "updateTimeout", "queueTimeout"}),
     foreign={
         "endpoint": "the server is remoteCache.reapi.endpoint (or VX_REAPI_ENDPOINT)",
         "remote_executor": "the server is remoteCache.reapi.endpoint (or VX_REAPI_ENDPOINT)",
@@ -188,8 +188,13 @@ REMOTE_EXECUTION = Level(
 )
 
 
+# the longest `updateTimeout` / `queueTimeout` (a week): long enough to mean "wait"
+MAX_BOUND_MS = 7 * 24 * 3600 * 1000
+
+
 def _remote_execution(value: Any, at: At) -> RemoteExecution:
-    """`remoteExecution: {capacity?, default?, platform?}`; the server is the REAPI remote's."""
+    """`remoteExecution: {capacity?, default?, platform?, updateTimeout?, queueTimeout?}` (the
+    bounds in milliseconds); the server is the REAPI remote's."""
     from vx.config.project import platform_properties
 
     obj = _object(value, at)
@@ -202,6 +207,12 @@ def _remote_execution(value: Any, at: At) -> RemoteExecution:
         platform=platform_properties(obj["platform"], at.key("platform"))
         if "platform" in obj
         else (),
+        update_timeout_ms=_integer(obj["updateTimeout"], at.key("updateTimeout"), 1, MAX_BOUND_MS)
+        if "updateTimeout" in obj
+        else RemoteExecution().update_timeout_ms,
+        queue_timeout_ms=_integer(obj["queueTimeout"], at.key("queueTimeout"), 1, MAX_BOUND_MS)
+        if "queueTimeout" in obj
+        else RemoteExecution().queue_timeout_ms,
     )
 
 

@@ -653,7 +653,8 @@ async def _run_remote(
     ctx: RunContext, node: TaskNode, plan: TaskPlan, on_output
 ) -> tuple[ProcessResult, tuple[Violation, ...]]:
     """On a worker; when the server or the worker fails, here, on one of this machine's slots
-    (the remote slot stays held: the pool is off for the rest of the run by then)."""
+    (the remote slot stays held). The plugins' `admit` is not asked for a task on a worker (it
+    takes nothing of this machine's), but is before the task runs here."""
     proc = await ctx.remote_pool.execute(str(ctx.root), node, plan, ctx.plans, on_output)
     if proc is not None:
         return proc, ()
@@ -661,7 +662,10 @@ async def _run_remote(
         return ProcessResult(exit_code=0, duration_ms=0.0), ()
     if plan.outputs is not None:  # what a lost worker's action may have left
         await asyncio.to_thread(plan.outputs.wipe, ctx.root)
-    await ctx.slots.acquire(ctx.priority.get(node.id, 0))
+    if ctx.admit is not None:
+        await _admitted(ctx, node)  # `_attempts` takes it out of `running` when it ends
+    else:
+        await ctx.slots.acquire(ctx.priority.get(node.id, 0))
     try:
         await _fetch_upstream(ctx, node)
         return await _run_process(ctx, node, plan, None, None, on_output)

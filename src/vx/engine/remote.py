@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from vx.events import Emit, Notice
-from vx.model import LogChunk, ProcessResult, TaskId, TaskNode, TaskPlan
+from vx.events import Emit, Notice, TaskStage
+from vx.model import LogChunk, ProcessResult, RemoteExecution, TaskId, TaskNode, TaskPlan
 
 
 class RemotePool:
@@ -29,7 +29,7 @@ class RemotePool:
     def __init__(
         self,
         settings: Any,  # store.remote.RemoteSettings of the REAPI server
-        capacity: int,
+        config: RemoteExecution,
         nodes: Mapping[TaskId, TaskNode],
         emit: Emit,
         download: str = "all",
@@ -38,7 +38,8 @@ class RemotePool:
         stop: asyncio.Event | None = None,
     ):
         self.settings = settings
-        self.slots = asyncio.Semaphore(max(1, capacity))
+        self.config = config
+        self.slots = asyncio.Semaphore(max(1, config.capacity))
         self.nodes = nodes
         self.emit = emit
         self.download = download  # --download: all | toplevel | none
@@ -46,6 +47,8 @@ class RemotePool:
         self.stop = stop  # set when the run stops (a signal): actions in flight are cancelled
         self.deferrable = deferrable  # no key of the run reads outputs from disk
         self.down: str | None = None  # why remote execution stopped for this run
+        # platforms no worker took within the queue bound: their later tasks run here at once
+        self.unplaced: set[tuple[tuple[str, str], ...]] = set()
         self.ran = 0
         self.fell_back = 0
         # task -> its outputs left on the server (reapi_exec.Listing), while not fetched
@@ -66,7 +69,11 @@ class RemotePool:
         return self.download == "none" or not node.requested
 
     def wants(self, plan: TaskPlan) -> bool:
-        return bool(plan.remote) and self.down is None
+        return (
+            bool(plan.remote)
+            and self.down is None
+            and tuple(sorted(plan.platform)) not in self.unplaced
+        )
 
     async def execute(
         self,
@@ -78,7 +85,15 @@ class RemotePool:
     ) -> ProcessResult | None:
         """Run the task on a worker; None when the infrastructure failed (run it here)."""
         started = time.monotonic()
-        work = asyncio.ensure_future(asyncio.to_thread(self._run, root, node, plan, plans))
+        loop = asyncio.get_running_loop()
+
+        def on_stage(stage: str) -> None:  # from the executor's thread: told on the loop
+            if stage in ("queued", "executing"):
+                loop.call_soon_threadsafe(self.emit, TaskStage(node.id, stage))
+
+        work = asyncio.ensure_future(
+            asyncio.to_thread(self._run, root, node, plan, plans, on_stage)
+        )
         if self.stop is not None:
             stopping = asyncio.ensure_future(self.stop.wait())
             await asyncio.wait({work, stopping}, return_when=asyncio.FIRST_COMPLETED)
@@ -93,12 +108,22 @@ class RemotePool:
         try:
             outcome = await work
         except Exception as exc:  # noqa: BLE001 — checked below: only the wire's failure falls back
-            from vx.store.remote.reapi_exec import ExecFailure
+            from vx.store.remote.reapi_exec import ExecFailure, Unplaced
 
             if not isinstance(exc, (ExecFailure, OSError)):
                 raise
             self.fell_back += 1
-            if self.down is None:
+            if isinstance(exc, Unplaced):  # the server is fine: only this platform stays here
+                if exc.platform not in self.unplaced:
+                    self.unplaced.add(exc.platform)
+                    self.emit(
+                        Notice(
+                            f"{exc} on {self.settings.endpoint}: {node.id} and the rest of this "
+                            "run's remote tasks of that platform run here",
+                            id=node.id,
+                        )
+                    )
+            elif self.down is None:
                 self.down = str(exc)
                 self.emit(
                     Notice(
@@ -126,11 +151,22 @@ class RemotePool:
             timed_out=outcome.timed_out,
         )
 
-    def _run(self, root: str, node: TaskNode, plan: TaskPlan, plans: Mapping[TaskId, TaskPlan]):
+    def _run(
+        self,
+        root: str,
+        node: TaskNode,
+        plan: TaskPlan,
+        plans: Mapping[TaskId, TaskPlan],
+        on_stage: Callable[[str], None] | None = None,
+    ):
         if self._executor is None:
             from vx.store.remote.reapi_exec import RemoteExecutor
 
-            self._executor = RemoteExecutor(self.settings)
+            self._executor = RemoteExecutor(
+                self.settings,
+                quiet_s=self.config.update_timeout_ms / 1000,
+                queue_s=self.config.queue_timeout_ms / 1000,
+            )
             self._executor.skip_cache_lookup = self.rerun
         from vx.store.remote.reapi_exec import DEFAULT_PATH
 
@@ -150,6 +186,7 @@ class RemotePool:
             output_paths=roots,
             timeout_ms=plan.timeout_ms,
             allows=outputs.allows,
+            on_stage=on_stage,
         )
 
     def _inputs(

@@ -23,6 +23,7 @@ from vx.events import (
     TaskOutput,
     TaskReady,
     TaskRetrying,
+    TaskStage,
     TaskStarted,
 )
 from vx.model import Status, TaskGraph, TaskId, TaskResult
@@ -299,6 +300,12 @@ class PlainReporter:
             self._print_content(self._splitter.finish())
         self.sink.lines("err", [retry_line(event, self.palette)])
 
+    def on_task_stage(self, event: TaskStage) -> None:
+        if self.flow in ("none", "errors-only"):
+            return
+        where = "at the remote server" if event.stage == "queued" else "on a remote worker"
+        self.sink.lines("err", [f"vx: {self.palette.task_id(event.id)} {event.stage} {where}"])
+
     def on_task_finished(self, event: TaskFinished) -> None:
         self._finish(event.result)
 
@@ -401,6 +408,7 @@ _HANDLERS: Mapping[type, str] = {
     ServersKept: "on_servers_kept",
     TaskOutput: "on_task_output",
     TaskRetrying: "on_task_retrying",
+    TaskStage: "on_task_stage",
     TaskFinished: "on_task_finished",
     CacheRestored: "on_cache_restored",
     Notice: "on_notice",

@@ -70,6 +70,7 @@ BATCH_CEILING_BYTES = 4 << 20
 BATCH_OVERHEAD = 1 << 10  # the request's own fields around the blob (instance, digest, framing)
 MAX_BATCH_BYTES = 3 << 20  # what every server takes in one batch call, capabilities unasked
 CHUNK_BYTES = 1 << 20
+KEEPALIVE_MS = 300_000
 ZSTD_LEVEL = 1  # the artifact is a zstd tar already: zstd blobs are for servers that store them so
 SHA256 = re_pb.DigestFunction.SHA256
 ZSTD = re_pb.Compressor.ZSTD
@@ -144,6 +145,14 @@ class ReapiLayer:
         options = [
             ("grpc.max_receive_message_length", BATCH_CEILING_BYTES + CHUNK_BYTES),
             ("grpc.enable_retries", 0),  # a failure is a miss; health.py decides what comes next
+            # Pings while a call is open (an Execute stream can wait long with no message), so a
+            # connection to a server that stopped answering ends. Not more often than a gRPC
+            # server takes by default (5 minutes apart, else GOAWAY too_many_pings), not
+            # without calls, and not capped by the client's own sending (it sends nothing then).
+            ("grpc.keepalive_time_ms", KEEPALIVE_MS),
+            ("grpc.keepalive_timeout_ms", 20_000),
+            ("grpc.keepalive_permit_without_calls", 0),
+            ("grpc.http2.max_pings_without_data", 0),
         ]
         if settings.url.startswith("grpcs://"):
             self.channel = grpc.secure_channel(target, _tls(settings), options=options)

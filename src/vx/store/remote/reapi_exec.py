@@ -27,7 +27,7 @@ import grpc
 from msgspec import Struct
 
 from vx.store.remote.layer import RemoteFailure, RemoteSettings
-from vx.store.remote.reapi import MAX_BATCH_BYTES, ReapiLayer
+from vx.store.remote.reapi import ReapiLayer
 from vx.store.remote.reapi_pb.build.bazel.remote.execution.v2 import remote_execution_pb2 as re_pb
 from vx.store.remote.reapi_pb.google.longrunning import operations_pb2 as ops_pb
 
@@ -51,6 +51,65 @@ class _Empty:
 
 class ExecFailure(Exception):
     """The server or its worker failed (not the command): the task runs here instead."""
+
+
+class Unplaced(ExecFailure):
+    """No worker took the action within the queue bound: the server is alive, the platform is
+    what nothing offers (or every worker stayed busy)."""
+
+    def __init__(self, message: str, platform: tuple[tuple[str, str], ...]):
+        super().__init__(message)
+        self.platform = platform
+
+
+class _Watch:
+    """Cancels the action's current stream when the server says nothing for `quiet_s` (a
+    partition: the connection stays open, nothing answers) or the action sits `queue_s` in the
+    QUEUED stage; `why` says which. One thread per action, ended by `close`."""
+
+    def __init__(self, quiet_s: float, queue_s: float):
+        self.quiet_s, self.queue_s = quiet_s, queue_s
+        self.heard = time.monotonic()
+        self.queued_since: float | None = None
+        self.call: grpc.Future | None = None
+        self.why: str | None = None  # "quiet" | "queued", once it fired
+        self._cond = threading.Condition()
+        self._closed = False
+        threading.Thread(target=self._run, name="vx-remote-watch", daemon=True).start()
+
+    def follow(self, call) -> None:
+        with self._cond:
+            self.call, self.why = call, None
+            self.heard = time.monotonic()
+            self._cond.notify()
+
+    def heard_from(self, stage: int | None) -> None:
+        with self._cond:
+            self.heard = time.monotonic()
+            if stage == re_pb.ExecutionStage.QUEUED:
+                if self.queued_since is None:
+                    self.queued_since = self.heard
+            elif stage is not None and stage != re_pb.ExecutionStage.UNKNOWN:
+                self.queued_since = None  # a worker has it (or a re-queue starts the clock again)
+            self._cond.notify()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+
+    def _run(self) -> None:
+        with self._cond:
+            while not self._closed:
+                at, why = self.heard + self.quiet_s, "quiet"
+                if self.queued_since is not None and self.queued_since + self.queue_s < at:
+                    at, why = self.queued_since + self.queue_s, "queued"
+                left = at - time.monotonic()
+                if left > 0 or self.call is None or self.why is not None:
+                    self._cond.wait(max(left, 0.05) if self.why is None else None)
+                    continue
+                self.why = why
+                self.call.cancel()
 
 
 class Outcome(Struct, frozen=True):
@@ -82,9 +141,11 @@ class _Blob(Struct):
 class RemoteExecutor:
     """One REAPI server's Execution service and CAS. Thread-safe: each task runs in a thread."""
 
-    def __init__(self, settings: RemoteSettings):
+    def __init__(self, settings: RemoteSettings, quiet_s: float = 60.0, queue_s: float = 900.0):
         self.layer = ReapiLayer(settings)
         self.instance = settings.instance
+        self.quiet_s = quiet_s  # no word on the operation this long: ask again, then give up
+        self.queue_s = queue_s  # queued this long with no worker taking it: run it here
         self.skip_cache_lookup = False  # `--force`: the server runs the action again too
         self.in_flight: set[str] = set()  # operation names, for `cancel_all`
         self._lock = threading.Lock()
@@ -195,7 +256,11 @@ class RemoteExecutor:
             action.timeout.seconds = -(-timeout_ms // 1000)  # whole seconds, rounded up
         action_digest = _message_blob(action, blobs)
         self._upload(root, blobs)
-        response = self._execute(action_digest, on_stage)
+        watch = _Watch(self.quiet_s, self.queue_s)
+        try:
+            response = self._execute(action_digest, on_stage, watch, tuple(sorted(platform)))
+        finally:
+            watch.close()
         if response.status.code == grpc.StatusCode.DEADLINE_EXCEEDED.value[0]:
             return Outcome(143, b"", response.status.message.encode(), timed_out=True)
         if response.status.code != 0:
@@ -219,33 +284,38 @@ class RemoteExecutor:
             listing=listing,
         )
 
-    def _execute(self, action_digest, on_stage):
-        """Execute, then WaitExecution on the operation's name whenever the stream ends early."""
+    def _execute(self, action_digest, on_stage, watch: _Watch, platform):
+        """Execute, then WaitExecution on the operation's name whenever the stream ends early.
+        `watch` bounds the silence (one re-attach asks a quiet server where the action is; a
+        second silence means it is gone) and the time in the queue."""
         request = re_pb.ExecuteRequest(
             instance_name=self.instance,
             action_digest=action_digest,
             skip_cache_lookup=self.skip_cache_lookup,
         )
-        name, dropped, last_stage = "", 0, 0
+        name, dropped, last_stage, probing = "", 0, 0, False
         call = self.layer.channel.unary_stream(
             _EXEC + "Execute",
             request_serializer=lambda m: m.SerializeToString(),
             response_deserializer=ops_pb.Operation.FromString,
         )
         stream = call(request, metadata=self.layer.metadata)
+        watch.follow(stream)
         while True:
             try:
                 for op in stream:
-                    dropped = 0
+                    dropped, probing = 0, False
                     if op.name and op.name != name:
                         name = op.name
                         with self._lock:
                             self.in_flight.add(name)
                     meta = re_pb.ExecuteOperationMetadata()
-                    if op.metadata.Unpack(meta) and meta.stage != last_stage:
-                        last_stage = meta.stage
+                    stage = meta.stage if op.metadata.Unpack(meta) else None
+                    watch.heard_from(stage)
+                    if stage is not None and stage != last_stage:
+                        last_stage = stage
                         if on_stage is not None:
-                            on_stage(re_pb.ExecutionStage.Value.Name(meta.stage).lower())
+                            on_stage(re_pb.ExecutionStage.Value.Name(stage).lower())
                     if op.done:
                         if op.HasField("error"):
                             raise ExecFailure(
@@ -259,6 +329,22 @@ class RemoteExecutor:
                         return response
             except grpc.RpcError as exc:
                 code = exc.code() if hasattr(exc, "code") else None
+                if watch.why == "queued":
+                    self._cancel(name)
+                    shown = ", ".join(f"{k}={v}" for k, v in platform) or "no properties"
+                    raise Unplaced(
+                        f"no worker took the action in {_seconds(self.queue_s)} (platform {shown})",
+                        platform,
+                    ) from None
+                if watch.why == "quiet":
+                    if probing or not name:
+                        raise ExecFailure(
+                            f"no word from the server for {_seconds(self.quiet_s)}"
+                        ) from None
+                    probing = True  # ask where the action is: a live server answers at once
+                    stream = self._wait(name)
+                    watch.follow(stream)
+                    continue
                 if not name or code not in (
                     grpc.StatusCode.UNAVAILABLE,
                     grpc.StatusCode.CANCELLED,
@@ -271,12 +357,29 @@ class RemoteExecutor:
                 raise ExecFailure("the execution stream ended before the action finished")
             if dropped > 1:
                 time.sleep(min(2.0, 0.1 * 2**dropped))  # the server is restarting: back off
-            wait = self.layer.channel.unary_stream(
-                _EXEC + "WaitExecution",
-                request_serializer=lambda m: m.SerializeToString(),
-                response_deserializer=ops_pb.Operation.FromString,
+            stream = self._wait(name)
+            watch.follow(stream)
+
+    def _wait(self, name: str):
+        wait = self.layer.channel.unary_stream(
+            _EXEC + "WaitExecution",
+            request_serializer=lambda m: m.SerializeToString(),
+            response_deserializer=ops_pb.Operation.FromString,
+        )
+        return wait(re_pb.WaitExecutionRequest(name=name), metadata=self.layer.metadata)
+
+    def _cancel(self, name: str) -> None:
+        """Ask the server to drop an action vx no longer waits for (best effort)."""
+        with self._lock:
+            self.in_flight.discard(name)
+        if not name:
+            return
+        try:
+            self.layer._call(
+                _OPS + "CancelOperation", ops_pb.CancelOperationRequest(name=name), _Empty, 5.0
             )
-            stream = wait(re_pb.WaitExecutionRequest(name=name), metadata=self.layer.metadata)
+        except RemoteFailure:
+            pass  # it stays queued until the server forgets it
 
     # ------------------------------------------------------------ the CAS
 
@@ -296,14 +399,15 @@ class RemoteExecutor:
             missing += [blobs[d.hash] for d in reply.missing_blob_digests if d.hash in blobs]
         batch: list = []
         size = 0
+        limit = self.layer.capabilities().batch_bytes  # what the server said one call may carry
         for blob in missing:
             digest = blob.digest
-            if digest.size_bytes > MAX_BATCH_BYTES:  # type: ignore[attr-defined]
+            if digest.size_bytes > limit:  # type: ignore[attr-defined]
                 assert blob.path is not None  # messages are small
                 with open(os.path.join(root, blob.path), "rb") as src:
                     self.layer._write(digest, src, self.layer.settings.upload_timeout_s)
                 continue
-            if batch and size + digest.size_bytes > MAX_BATCH_BYTES:  # type: ignore[attr-defined]
+            if batch and size + digest.size_bytes > limit:  # type: ignore[attr-defined]
                 self._batch_write(batch)
                 batch, size = [], 0
             data = blob.data if blob.data is not None else _read(root, blob.path or "")
@@ -329,10 +433,11 @@ class RemoteExecutor:
         """Blobs by hash, each re-hashed; a missing or wrong one is the server's failure."""
         out: dict[str, bytes] = {}
         small = []
+        limit = self.layer.capabilities().batch_bytes
         for d in {d.hash: d for d in digests}.values():
             if d.size_bytes == 0:
                 out[d.hash] = b""
-            elif d.size_bytes > MAX_BATCH_BYTES:
+            elif d.size_bytes > limit:
                 out[d.hash] = self._stream(d)
             else:
                 small.append(d)
@@ -340,7 +445,7 @@ class RemoteExecutor:
         while at < len(small):
             part: list = []
             size = 0
-            while at < len(small) and (not part or size + small[at].size_bytes <= MAX_BATCH_BYTES):
+            while at < len(small) and (not part or size + small[at].size_bytes <= limit):
                 part.append(small[at])
                 size += small[at].size_bytes
                 at += 1
@@ -563,6 +668,10 @@ def _status_name(code: int) -> str:
         if status.value[0] == code:
             return status.name
     return f"status {code}"
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g} s"
 
 
 def _code_name(exc: grpc.RpcError) -> str:
