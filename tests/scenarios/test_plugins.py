@@ -474,6 +474,62 @@ def test_a_cache_hook_is_the_remote_layer_and_a_broken_one_is_a_miss(repo, tmp_p
     assert "plugin 'shelf' failed in its cache's `get`: OSError: the shelf is gone" in broken.err
 
 
+@pytest.mark.feature("PL-02", "PL-04")
+def test_cache_layers_chain_in_declaration_order_before_the_local_floor(repo, tmp_path):
+    """Two plugins' cache layers are both asked: a save reaches each, and an entry only the
+    second one holds is served (issue: plugins, cache plugins chain rather than the first one
+    winning)."""
+    import shutil
+
+    one, two = tmp_path / "one", tmp_path / "two"
+    plugins = [
+        {"name": "shelf", "options": {"dir": str(one)}},
+        {"name": "shelf2", "options": {"dir": str(two)}},
+    ]
+    workspace(repo, plugins, {"shelf": SHELF, "shelf2": SHELF})
+    env = {"VX_SHARED_STORE": "0"}
+    first = repo.vx("run", "build", env=env)
+    assert first.code == 0 and first.statuses()["a#build"] == ("success", "miss"), first.err
+    key = first.task("a#build")["hash"]
+    assert (one / key).is_file() and (two / key).is_file()  # saved to both layers
+    (one / key).unlink()
+    shutil.rmtree(repo.root / ".vx" / "cache")
+    shutil.rmtree(repo.root / "packages/a/dist")
+    second = repo.vx("run", "build", env=env)
+    assert second.statuses()["a#build"] == ("success", "remote"), second.err
+    assert (repo.root / "packages/a/dist/out.js").read_text() == "A;"
+
+
+@pytest.mark.feature("PL-02", "PL-04", "RC-02")
+def test_a_configured_remote_cache_is_asked_after_a_plugin_layer(
+    repo, tmp_path, turbo_server, team
+):
+    """A plugin's cache layer and a configured turbo remote cache are both layers: a save
+    reaches each, and when the plugin's layer lacks an entry the server's is served (issue:
+    plugins, a configured remote no longer hides a plugin's layer)."""
+    import shutil
+
+    shelf = tmp_path / "shelf"
+    workspace(repo, [{"name": "shelf", "options": {"dir": str(shelf)}}], {"shelf": SHELF})
+    config = {
+        "plugins": [{"name": "shelf", "options": {"dir": str(shelf)}}],
+        "remoteCache": {"turbo": {"team": team}},
+    }
+    repo.write({"vx.workspace.json": config}).commit()
+    env = {**turbo_server.env(team), "CI": "1", "VX_SHARED_STORE": "0"}
+    first = repo.vx("run", "build", env=env)
+    assert first.code == 0 and first.statuses()["a#build"] == ("success", "miss"), first.err
+    key = first.task("a#build")["hash"]
+    assert (shelf / key).is_file() and turbo_server.artifact(team, key).is_file()
+    (shelf / key).unlink()
+    shutil.rmtree(repo.root / ".vx" / "cache")
+    shutil.rmtree(repo.root / "packages/a/dist")
+    second = repo.vx("run", "build", env=env)
+    assert second.statuses()["a#build"] == ("success", "remote"), second.err
+    assert (repo.root / "packages/a/dist/out.js").read_text() == "A;"
+    assert any(key in r for r in turbo_server.requests("GET")), turbo_server.requests()
+
+
 FARM = """
 import subprocess
 

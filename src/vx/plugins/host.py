@@ -341,9 +341,10 @@ class Host:
             return _offered(name, executor, view)
         return None
 
-    def cache_layer(self) -> Any:
-        """The remote layer the first `cache` hook that does not decline returns, wrapped as
-        vx's remote layers are (`PluginLayer`); None when every one declines."""
+    def cache_layers(self) -> list[Any]:
+        """The layer each `cache` hook that does not decline returns, in declaration order,
+        wrapped as vx's remote layers are (`PluginLayer`)."""
+        layers = []
         for plugin in self.with_hook("cache"):
             got = self._shape(plugin, "cache")
             if got is None:
@@ -355,8 +356,8 @@ class Host:
                     f"has no `{missing[0]}` method",
                     hint="return an object with has(key), get(key) and put(key, data), or None",
                 )
-            return PluginLayer(plugin.name, got)
-        return None
+            layers.append(PluginLayer(plugin.name, got))
+        return layers
 
     def key_material(self, node: TaskNode, plan: TaskPlan) -> tuple[tuple[str, str], ...]:
         """Every `key` hook's `{name: value}` for the task, as sorted (`plugin/name`, value)."""
