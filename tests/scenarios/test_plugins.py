@@ -577,6 +577,37 @@ def test_an_executor_hook_runs_the_tasks_it_accepts_and_its_throw_fails_only_the
     )
 
 
+STUCK = """
+import threading
+
+class Stuck:
+    def accepts(self, task):
+        return True
+    def run(self, task, command, cwd, env, output):
+        output("waiting on the farm\\n")
+        threading.Event().wait()  # never set: this call never returns
+
+def plugin(options):
+    return {"executor": lambda ctx: Stuck()}
+"""
+
+
+@pytest.mark.feature("PL-02", "EX-05")
+def test_a_plugin_executor_that_never_returns_times_out_as_a_local_task_does(repo):
+    """A task's `exec.timeout` holds for a plugin's executor too: a call that never returns
+    ends the task as timed out and the run with exit 1, not a run that waits forever (issue:
+    plugins, an executor has no timeout of its own)."""
+    task = build_task(deps=())
+    task["exec"]["timeout"] = 500
+    pkgs = {"a": {"tasks": {"build": task}, "files": {"src/a.js": "A;"}}}
+    workspace(repo, ["stuck"], {"stuck": STUCK}, pkgs)
+    res = repo.vx("run", "build", "--output-logs=full", timeout=60)
+    assert res.code == 1, res.err
+    t = res.task("a#build")
+    assert t["status"] == "failed" and t.get("timedOut") is True, res.summary
+    assert t["exitCode"] == 143 and "waiting on the farm" in res.out, res.out
+
+
 @pytest.mark.feature("PL-01", "WS-11")
 def test_a_workspace_config_written_as_code_names_plugins_by_the_same_strings(repo):
     """`vx.workspace.mjs`, evaluated by Node, declares Python plugins with the same strings and
