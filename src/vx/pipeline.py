@@ -122,17 +122,24 @@ class Prepared(Struct):
 
 
 def prepare(
-    req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: RunLock | None = None
+    req: RunRequest,
+    host_env: Mapping[str, str],
+    stages: Stages,
+    lock: RunLock | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> Prepared:
     """Everything up to (not including) execution; `--dry` stops here. With `lock`, take the run
     lock as soon as the root is known, so the probe sees what the previous run saved. Plugins
-    set up here are torn down again if planning fails."""
+    set up here are torn down again if planning fails, and what they warned meanwhile goes to
+    `warn` before the failure is told."""
     loaded: list = []
     try:
         return _prepare(req, host_env, stages, lock, loaded)
     except BaseException:
         for host in loaded:
-            host.teardown()
+            for message in host.teardown():
+                if warn is not None:
+                    warn(message)
         raise
 
 

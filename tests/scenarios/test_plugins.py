@@ -577,6 +577,20 @@ def test_an_executor_hook_runs_the_tasks_it_accepts_and_its_throw_fails_only_the
     )
 
 
+@pytest.mark.feature("PL-02", "PL-03")
+def test_what_setup_warned_is_printed_before_a_planning_failure(repo):
+    """A plugin's `ctx.warn` from `setup` is printed even when planning then fails, before the
+    failure's line — it may be why (issue: plugins, warnings dropped when planning fails)."""
+    code = R + '{"setup": lambda ctx: ctx.warn("the farm token is expired")}\n'
+    workspace(repo, ["warner"], {"warner": code})
+    for args in (("run", "nosuch"), ("run", "nosuch", "--dry")):
+        res = repo.vx(*args, summary=False)
+        assert res.code == 2, res.err
+        said = "warning: plugin 'warner': the farm token is expired"
+        assert said in res.err and "error:" in res.err, res.err
+        assert res.err.index(said) < res.err.index("error:"), res.err
+
+
 STUCK = """
 import threading
 

@@ -1109,7 +1109,7 @@ def _run_request(
     stages = Stages(os.environ.get("VX_TIMING", "") not in ("", "0"), timer_start)
     env = witness.ReadEnv(os.environ)
     if dry is not None:
-        return _dry(run.prepare(req, env, stages), dry)
+        return _dry(run.prepare(req, env, stages, warn=_warning), dry)
     receipted = (
         summarize is None
         and profile is None
@@ -1135,7 +1135,7 @@ def _run_request(
     lock = RunLock(lambda msg: _say(f"vx: {msg}"))
     prep = None
     try:
-        prep = run.prepare(req, env, stages, lock=lock)
+        prep = run.prepare(req, env, stages, lock=lock, warn=_warning)
         flow = _flow(prep.broad, env, output_logs)
         reporter = _tui_reporter(env) if tui else _reporter(flow, env, as_json)
         profiler = _profiler() if profile is not None else None
@@ -1383,6 +1383,10 @@ def _dry(prep, fmt: str) -> int:
     for message, level in notes + (prep.remote.messages() if prep.remote is not None else []):
         _say(f"vx: warning: {message}" if level == "warning" else f"vx: {message}")
     return EXIT_OK
+
+
+def _warning(message: str) -> None:
+    _say(f"vx: warning: {message}")
 
 
 def _report(summary, target: str | None) -> None:
