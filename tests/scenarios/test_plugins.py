@@ -591,6 +591,38 @@ def test_what_setup_warned_is_printed_before_a_planning_failure(repo):
         assert res.err.index(said) < res.err.index("error:"), res.err
 
 
+@pytest.mark.feature("PL-02", "CLI-12")
+def test_completions_offer_the_verbs_a_workspaces_plugins_add(repo, tmp_path):
+    """`vx completions` in a workspace whose plugins add verbs offers those verbs too; a plain
+    workspace's script is the one vx prints outside any workspace (issue: plugins, completions
+    without plugin verbs)."""
+    outside = subprocess.run(
+        [sys.executable, "-m", "vx", "completions", "bash"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": SRC},
+        timeout=60,
+    )
+    workspace(repo, [])
+    plain = repo.vx("completions", "bash", summary=False)
+    assert plain.code == 0 and plain.out == outside.stdout, plain.err
+    code = R + '{"commands": {"deploy": {"description": "ship it", "run": lambda argv, ctx: 0}}}\n'
+    workspace(repo, ["shipper"], {"shipper": code})
+    added = repo.vx("completions", "bash", summary=False)
+    assert added.code == 0, added.err
+    program = (
+        'eval "$(cat)"; COMP_WORDS=(vx de); COMP_CWORD=1; _vx; printf "%s\\n" "${COMPREPLY[@]}"'
+    )
+    offered = subprocess.run(
+        ["bash", "-c", program], input=added.out, capture_output=True, text=True, timeout=60
+    )
+    assert offered.stdout.split() == ["deploy"], offered.stdout + offered.stderr
+    for shell in ("zsh", "fish"):
+        other = repo.vx("completions", shell, summary=False)
+        assert other.code == 0 and "deploy" in other.out, other.err
+
+
 STUCK = """
 import threading
 

@@ -684,8 +684,25 @@ def _verb_completions(rest: list[str]) -> int:
         print(VERBS["completions"].help, end="")
         return EXIT_OK if rest else 2
     flags = {name: verb.completions() for name, verb in VERBS.items()}
+    flags.update({verb: [] for verb in _plugin_verbs()})
     print(script(rest[0], flags), end="")
     return EXIT_OK
+
+
+def _plugin_verbs() -> list[str]:
+    """The verbs the workspace's plugins add, for `vx completions`: none where it declares no
+    plugins. A plugin that fails to load is warned about and its verbs left out, and so is a
+    verb no shell word can spell unquoted (the scripts write verbs bare)."""
+    try:
+        host = _workspace_plugins()
+    except VxError as exc:
+        _say(f"vx: warning: plugin verbs left out of the completions: {exc.message}")
+        return []
+    return [verb for verb in host.verbs() if _shell_word(verb)] if host is not None else []
+
+
+def _shell_word(text: str) -> bool:
+    return text.isascii() and text[:1].isalnum() and all(c.isalnum() or c in "_.:+-" for c in text)
 
 
 _VERB_RUNNERS = {
