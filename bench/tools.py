@@ -117,7 +117,7 @@ def vx_tool(spec: str | None, work: Path) -> Tool:
     """
     home = work / "vx-home"
     if spec:
-        return Tool("vx", tuple(spec.split()), "vx", home)
+        return Tool("vx", tuple(spec.split()), "vx", home=home)
     venv = work / "venv"
     if not (venv / "bin" / "python").exists():
         _run([sys.executable, "-m", "venv", str(venv)])
@@ -133,7 +133,7 @@ def vx_tool(spec: str | None, work: Path) -> Tool:
                 str(REPO),
             ]
         )
-    return Tool("vx", (str(venv / "bin" / "vx"),), "vx", home)
+    return Tool("vx", (str(venv / "bin" / "vx"),), "vx", home=home)
 
 
 def version_of(tool: Tool, ws: Path) -> str:

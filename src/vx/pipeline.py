@@ -467,9 +467,7 @@ def _open_remote(
         layer = ChainLayer(opened)
     layered = LayeredStore(local, layer, cache.axes)
     late = late_tasks(graph)
-    layered.wanted = wanted_from(
-        {t: p for t, p in plans.items() if t not in late} if late else plans, hits
-    )
+    layered.wanted = wanted_from(plans, hits, later=late)
     return layered
 
 

@@ -121,3 +121,45 @@ def test_a_bad_option_is_refused_naming_the_plugin(repo, tmp_path, api):
         "vx.plugins.ci" in res.err and 'option `checks` must be true or false, got "yes"' in res.err
     )
     assert "Traceback" not in res.err
+
+
+@pytest.mark.feature("PL-10", "RC-06")
+@pytest.mark.parametrize("event_name", ["issue_comment", "workflow_run"])
+def test_events_a_pull_request_starts_are_not_trusted(
+    repo, tmp_path, api, turbo_server, team, event_name
+):
+    """Every run remembered and explained: a comment on a pull request (`/ci`) and a
+    workflow_run after one run with GITHUB_REF on the default branch, and such a workflow
+    commonly checks out the pull request's head; the plugin took the ref alone and scoped the
+    run `trusted`, so a fork's code uploaded under the task keys the default branch reads."""
+    repo.write(declare(shop_files(None), {"turbo": {"team": team}}, checks=False)).commit()
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps({"repository": {"default_branch": "main"}, "issue": {"number": 9}}))
+    env = {
+        **actions_env(tmp_path, api),
+        **turbo_server.env(team),
+        "CI": "1",
+        "GITHUB_EVENT_NAME": event_name,
+        "GITHUB_EVENT_PATH": str(event),
+        "GITHUB_REF": "refs/heads/main",
+        "GITHUB_REF_NAME": "main",
+    }
+    res = repo.vx("run", "build", "--all", env=env)
+    assert res.code == 0, res.err
+    task_keys = {t["hash"] for t in res.summary["tasks"]}
+    sent = {
+        r.split("/v8/artifacts/")[1].split("?")[0]
+        for r in turbo_server.requests("PUT")
+        if team in r
+    }
+    assert len(sent) == 4 and not sent & task_keys
+
+    push = {**env, "GITHUB_EVENT_NAME": "push"}  # a push to the default branch is trusted
+    res = repo.vx("run", "build", "--all", "--force", env=push)
+    assert res.code == 0, res.err
+    sent = {
+        r.split("/v8/artifacts/")[1].split("?")[0]
+        for r in turbo_server.requests("PUT")
+        if team in r
+    }
+    assert task_keys <= sent

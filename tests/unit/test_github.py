@@ -142,7 +142,24 @@ def test_the_job_summary_is_appended_and_capped_at_one_mebibyte(tmp_path):
 @pytest.mark.parametrize(
     "env, event, scope",
     [
-        ({"GITHUB_REF": "refs/heads/main", "GITHUB_REF_NAME": "main"}, "main", "trusted"),
+        (
+            {
+                "GITHUB_REF": "refs/heads/main",
+                "GITHUB_REF_NAME": "main",
+                "GITHUB_EVENT_NAME": "push",
+            },
+            "main",
+            "trusted",
+        ),
+        (
+            {
+                "GITHUB_REF": "refs/heads/main",
+                "GITHUB_REF_NAME": "main",
+                "GITHUB_EVENT_NAME": "issue_comment",
+            },
+            "main",
+            "ref-main",
+        ),
         ({"GITHUB_REF": "refs/heads/dev", "GITHUB_REF_NAME": "dev"}, "main", "ref-dev"),
         (
             {"GITHUB_REF": "refs/pull/42/merge", "GITHUB_EVENT_NAME": "pull_request"},
@@ -160,8 +177,9 @@ def test_the_job_summary_is_appended_and_capped_at_one_mebibyte(tmp_path):
     ],
 )
 def test_the_cache_scope_follows_the_ref(tmp_path, env, event, scope):
-    """Every run remembered and explained: trusted on the default branch, pr-<n> on a pull
-    request (pull_request_target too: it builds the PR's head), ref-<name> otherwise; without
+    """Every run remembered and explained: trusted on a push to the default branch (not on an
+    event a pull request can start there, such as a comment), pr-<n> on a pull request
+    (pull_request_target too: it builds the PR's head), ref-<name> otherwise; without
     the event payload no branch is taken for the default one."""
     full = {**ACTIONS, **env}
     if event is not None:

@@ -1007,18 +1007,53 @@ def _run(args: Args, argv: list[str]) -> int:
     )
     report = (args.report is not None, args.report_file)
     profile = (args.profile or "profile.json") if args.profile is not None else None
-    return _run_request(
-        req,
-        _dry_format(dry),
-        args.summarize,
-        timer_start,
-        argv,
-        _output_logs(args.output_logs),
-        report,
-        profile,
-        tui,
-        as_json,
-    )
+    with _document_stdout(as_json or _dry_format(dry) == "json"):
+        return _run_request(
+            req,
+            _dry_format(dry),
+            args.summarize,
+            timer_start,
+            argv,
+            _output_logs(args.output_logs),
+            report,
+            profile,
+            tui,
+            as_json,
+        )
+
+
+_DOCUMENT: list = []  # under JSON, the kept stdout that the run's document alone is written to
+
+
+class _document_stdout:
+    """Under JSON, stdout is the document's alone: for the run, fd 1 (so a plugin's print, a
+    stray write, a child a plugin starts) is stderr, and the document goes to the kept stdout."""
+
+    def __init__(self, on: bool):
+        self.on, self.kept = on, -1
+
+    def __enter__(self) -> None:
+        if self.on:
+            sys.stdout.flush()
+            self.kept = os.dup(1)
+            os.dup2(2, 1)
+            _DOCUMENT.append(os.fdopen(self.kept, "w", encoding="utf-8", closefd=False))
+
+    def __exit__(self, *exc) -> None:
+        if not self.on:
+            return
+        stream = _DOCUMENT.pop()
+        for out in (stream, sys.stdout):  # what is buffered goes where it was written to
+            try:
+                out.flush()
+            except (BrokenPipeError, ValueError):
+                pass
+        os.dup2(self.kept, 1)
+        os.close(self.kept)
+
+
+def _document_out():
+    return _DOCUMENT[-1] if _DOCUMENT else sys.stdout
 
 
 _CLASH_HINTS = {
@@ -1235,8 +1270,9 @@ def _print_record(cache_dir: str, record: tuple[list, list[list]]) -> None:
         pass  # the history is never a reason to fail a run: no task is called flaky
     out = runs.run_record(dict(zip(runs.INVOCATION_COLUMNS, invocation)), tasks, flaky)
     try:
-        sys.stdout.write(json.dumps(out, indent=2) + "\n")
-        sys.stdout.flush()
+        document = _document_out()
+        document.write(json.dumps(out, indent=2) + "\n")
+        document.flush()
     except BrokenPipeError:
         pass
 
@@ -1391,7 +1427,7 @@ def _dry(prep, fmt: str) -> int:
     if fmt.startswith("graph="):
         _write_graph(graph_dot(dry_plan(prep)), fmt[len("graph=") :])
     else:
-        render_dry(dry_plan(prep), fmt, sys.stdout)
+        render_dry(dry_plan(prep), fmt, _document_out())
     if prep.store is not None:
         prep.store.close()
     notes = list(prep.notices)

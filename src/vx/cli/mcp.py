@@ -117,6 +117,10 @@ class Server:
             message = msgspec.json.decode(line)
         except msgspec.DecodeError as exc:
             return msgspec.json.encode(_error(None, PARSE_ERROR, f"not JSON: {exc}"))
+        except RecursionError:  # arrays in arrays past the decoder's depth: a hostile message
+            return msgspec.json.encode(
+                _error(None, PARSE_ERROR, "not JSON vx reads: nested too deep")
+            )
         if isinstance(message, list):
             if not message:
                 return msgspec.json.encode(_error(None, INVALID_REQUEST, "an empty batch"))

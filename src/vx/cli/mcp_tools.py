@@ -174,23 +174,23 @@ class Tools:
         return _defines_masked(resolved([a["name"]] if "name" in a else [], self.cwd, self.env))
 
     def plan_tasks(self, a: dict) -> dict:
-        code, out, err = self._vx(["run", *_run_words(a), "--dry=json"])
+        code, out, err = self._vx(["run", *_run_words(a, "--dry=json")])
         if code != 0:
             raise _refused(code, err)
         return json.loads(out)
 
     def run_tasks(self, a: dict) -> dict:
-        words = _run_words(a)
-        for flag, name in (("--force", "force"), ("--no-cache", "noCache")):
-            if a.get(name):
-                words.append(flag)
+        flags = [
+            flag for flag, name in (("--force", "force"), ("--no-cache", "noCache")) if a.get(name)
+        ]
         if "concurrency" in a:
-            words.append(f"--concurrency={a['concurrency']}")
+            flags.append(f"--concurrency={a['concurrency']}")
         if "continue" in a:
-            words.append(f"--continue={a['continue']}")
+            flags.append(f"--continue={a['continue']}")
         with tempfile.TemporaryDirectory(prefix="vx-mcp-") as tmp:
             summary = Path(tmp) / "summary.json"
-            code, out, err = self._vx(["run", *words, f"--summarize={summary}"])
+            words = _run_words(a, *flags, f"--summarize={summary}")
+            code, out, err = self._vx(["run", *words])
             try:
                 run_id = json.loads(summary.read_text())["runId"]
             except (OSError, ValueError, KeyError):
@@ -388,9 +388,10 @@ def _defines_masked(value: Any) -> Any:
     return out
 
 
-def _run_words(a: dict) -> list[str]:
-    """`vx run`'s words for a selection; values glued to their flags, so none reads as a flag."""
-    words = list(a["tasks"])
+def _run_words(a: dict, *flags: str) -> list[str]:
+    """`vx run`'s words for a selection, then `flags`; values glued to their flags, so none reads
+    as a flag. The task arguments come last: every word after `--` is the tasks', not vx's."""
+    words = [*a["tasks"], *flags]
     words += [f"--filter={f}" for f in a.get("filter", ())]
     if a.get("all"):
         words.append("--all")

@@ -158,13 +158,16 @@ async def _try_hit(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> TaskResul
         if late:
             from vx.store.layered import wanted_from
 
-            ctx.remote.prefetch(wanted_from({node.id: plan}, ()))
+            ctx.remote.prefetch(wanted_from({node.id: plan}, (), early=False))
         entry, served = await ctx.remote.fetched(plan.key), CacheStatus.REMOTE
     if entry is None:
         return None
     started = time.monotonic()
     current = await asyncio.to_thread(outputs.walk, ctx.root)
     if store.is_up_to_date(entry, current):
+        if served is CacheStatus.REMOTE:  # its download was restored as soon as it was proven
+            ctx.emit(CacheRestored(node.id, served))
+            return _hit(node, plan, entry, store.log_of(entry), served, started)
         return _hit(node, plan, entry, store.log_of(entry), CacheStatus.UP_TO_DATE, started)
     from vx.errors import EnvironmentFailure
     from vx.store.local import DamagedEntry

@@ -50,6 +50,8 @@ class OutputSpec:
     only paths a restore may write. `members` are the dirs of every project:
     what the globs match is this task's only when `owns` says so (`vx.files.outputs.claimable`)."""
 
+    additive = False  # adds to files an upstream task also writes (AdditiveOutputs)
+
     def __init__(
         self,
         project_dir: str,
@@ -148,6 +150,8 @@ class AdditiveOutputs(OutputSpec):
     so the files under its globs are stamped instead, and it owns (saves) only the files it added or
     changed. One that removed a file saves nothing: restoring its artifact could not remove it again.
     """
+
+    additive = True
 
     def __init__(self, *args):
         super().__init__(*args)

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import copy
 import importlib
+import json
+import math
 import os
 import sys
 import threading
@@ -179,6 +181,7 @@ class Host:
             given = copy.deepcopy(data)
             edited = self._shape(plugin, "config", given)
             data = given if edited is None else edited
+            data = _as_json(plugin.name, data)
             if not isinstance(data, dict):
                 raise PluginError(
                     f"plugin '{plugin.name}': its `config` hook returned {type(data).__name__}, "
@@ -367,9 +370,7 @@ class Host:
             got = self._shape(plugin, "key", view)
             if got is None:
                 continue
-            if not isinstance(got, dict) or not all(
-                isinstance(k, str) and isinstance(v, str) for k, v in got.items()
-            ):
+            if not isinstance(got, dict) or not all(_text(k) and _text(v) for k, v in got.items()):
                 raise PluginError(
                     f"plugin '{plugin.name}': its `key` hook returned {_shown(got)} for {view.id}",
                     hint='return a dict of strings, e.g. {"abi": "115"}, or None',
@@ -401,11 +402,11 @@ class Host:
                         "which is not a task of this run",
                         hint="weigh only the tasks it was given (their `id`)",
                     )
-                if isinstance(weight, bool) or not isinstance(weight, (int, float)):
+                if not _finite(weight):
                     raise PluginError(
                         f"plugin '{plugin.name}': its `schedule` hook gave {name} the weight "
-                        f"{weight!r}",
-                        hint="a weight is a number; higher runs first",
+                        f"{_shown(weight)}",
+                        hint="a weight is a finite number; higher runs first",
                     )
                 merged[by_id[name]] = weight
         return merged
@@ -693,7 +694,7 @@ def _failed(plugin: str, hook: str, exc: BaseException) -> PluginError:
         import traceback
 
         traceback.print_exception(exc)
-    text = str(exc).splitlines()[0] if str(exc) else ""
+    text = _said(exc)
     said = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
     return PluginError(masked(f"plugin '{plugin}' failed in its `{hook}` hook: {said}"))
 
@@ -703,11 +704,53 @@ def _load_failed(name: str, exc: BaseException) -> PluginError:
         import traceback
 
         traceback.print_exception(exc)
-    text = str(exc).splitlines()[0] if str(exc) else ""
+    text = _said(exc)
     return PluginError(
         masked(f"plugin '{name}' failed to load: {type(exc).__name__}: {text}".rstrip(": ")),
         hint="VX_DEBUG=1 shows the traceback",
     )
+
+
+def _said(exc: BaseException) -> str:
+    """The first line of what `exc` says; nothing when even saying it throws."""
+    try:
+        text = str(exc)
+    except Exception:
+        return ""
+    return text.splitlines()[0] if text else ""
+
+
+def _text(value: Any) -> bool:
+    """A str that is text: a lone surrogate cannot go into a key."""
+    if not isinstance(value, str):
+        return False
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _finite(weight: Any) -> bool:
+    """A weight the walk can order by: a number, not a bool, NaN or an infinity."""
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)):
+        return False
+    try:
+        return math.isfinite(weight)
+    except OverflowError:  # an int past any float
+        return False
+
+
+def _as_json(plugin: str, data: Any) -> Any:
+    """What a `config` hook left, as JSON data (keys strings, no cycle, no NaN, no object), so
+    the workspace config's checks see what a vx.workspace file could hold."""
+    try:
+        return json.loads(json.dumps(data, allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise PluginError(
+            f"plugin '{plugin}': its `config` hook returned what is not JSON data: {_said(exc)}",
+            hint="return the dict it was given (edited with strings, numbers, lists, dicts)",
+        ) from None
 
 
 def masked(text: str) -> str:

@@ -196,10 +196,17 @@ def _post(url: str, token: str, body: bytes) -> tuple[int | None, str]:
 # ---------------------------------------------------------------- the cache scope
 
 
+# The events whose run on the default branch builds that branch's own code. Others put
+# GITHUB_REF on the default branch too (issue_comment, workflow_run, …), and their workflows
+# often check out a pull request's head: never trusted.
+TRUSTED_EVENTS = frozenset({"push", "schedule", "workflow_dispatch"})
+
+
 def cache_scope(env: Mapping[str, str]) -> str | None:
-    """`trusted` on the repository's default branch, `pr-<n>` on a pull request, `ref-<name>`
-    otherwise; None off Actions. The default branch is read from the event's payload
-    (`GITHUB_EVENT_PATH`): without it no ref is taken for the default one."""
+    """`trusted` on a push (a schedule, a dispatch) to the repository's default branch,
+    `pr-<n>` on a pull request, `ref-<name>` otherwise; None off Actions. The default branch is
+    read from the event's payload (`GITHUB_EVENT_PATH`): without it no ref is taken for the
+    default one."""
     if not on_actions(env):
         return None
     ref, event = env.get("GITHUB_REF", ""), _event(env)
@@ -211,7 +218,8 @@ def cache_scope(env: Mapping[str, str]) -> str | None:
         if isinstance(number, int):
             return f"pr-{number}"
     default = (event.get("repository") or {}).get("default_branch")
-    if isinstance(default, str) and default and ref == f"refs/heads/{default}":
+    own = env.get("GITHUB_EVENT_NAME") in TRUSTED_EVENTS
+    if own and isinstance(default, str) and default and ref == f"refs/heads/{default}":
         return "trusted"
     name = env.get("GITHUB_REF_NAME") or ref.removeprefix("refs/heads/").removeprefix("refs/")
     return ("ref-" + SCOPE_NAME.sub("_", name or "unknown"))[:SCOPE_MOST]

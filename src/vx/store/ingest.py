@@ -20,8 +20,9 @@ from vx.store import archive, unpacking
 from vx.store.remote import REJECTED, RemoteFailure
 
 
-def ingest(path: Path, *, key: str, allowed: Callable[[str], bool]) -> unpacking.Checked:
-    """Return what the artifact at `path` holds, or raise RemoteFailure(REJECTED) saying why not."""
+def ingest(path: Path | bytes, *, key: str, allowed: Callable[[str], bool]) -> unpacking.Checked:
+    """Return what the artifact at `path` (or these bytes) holds, or raise RemoteFailure(REJECTED)
+    saying why not."""
     try:
         checked = unpacking.check(path, key=key, allowed=allowed)
     except archive.ArchiveError as exc:

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-import tempfile
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Callable, Collection, Iterable, Mapping
@@ -34,20 +34,25 @@ from vx.store import archive, packing, unpacking
 from vx.store.ingest import ingest
 from vx.store.local import DamagedEntry, Entry, LocalStore
 from vx.store.policy import CacheAxes
-from vx.store.remote import BAD_RESPONSE, TOO_LARGE, RemoteFailure, RemoteLayer
+from vx.store.remote import BAD_RESPONSE, REJECTED, TOO_LARGE, RemoteFailure, RemoteLayer
 from vx.store.remote.health import Health, Say
 
-FETCH_WORKERS = 8
+FETCH_WORKERS = 16  # more than the cores: each also waits on the server and the disk
 UPLOAD_WORKERS = 4
 _LOCAL_TROUBLE = (OSError, EnvironmentFailure)
 
 
 class Wanted(Struct, frozen=True):
-    """What a download needs to know about its task: who it is and what it may write."""
+    """What a download needs to know about its task: who it is and what it may write.
+
+    `early` is the task's outputs when its download may be restored into the workspace at
+    once, by the thread that fetched it, rather than at the task's turn (`wanted_from` says
+    when that is safe)."""
 
     task_id: str
     command: str
     allowed: Callable[[str], bool]
+    early: Any = None  # OutputSpec | None
 
 
 class Downloaded(Struct, frozen=True):
@@ -70,9 +75,9 @@ class _TempBudget:
     def __init__(self, limit: int):
         self.limit, self.used = limit, 0
         self._lock = threading.Lock()
-        self._held: dict[Path, int] = {}
+        self._held: dict[object, int] = {}  # by what holds them: a temp file's path, a landing
 
-    def take(self, path: Path, n: int) -> None:
+    def take(self, path: object, n: int) -> None:
         with self._lock:
             if self.used + n > self.limit:
                 raise RemoteFailure(
@@ -81,20 +86,85 @@ class _TempBudget:
             self.used += n
             self._held[path] = self._held.get(path, 0) + n
 
-    def give_back(self, path: Path) -> None:
+    def give_back(self, path: object) -> None:
         with self._lock:
             self.used -= self._held.pop(path, 0)
 
 
-class _BudgetedSink:
-    """A download's temp file whose every write is first taken from the shared budget."""
+SMALL_DOWNLOAD = unpacking.WHOLE_READ  # a download up to this size stays in memory
 
-    def __init__(self, raw, path: Path, budget: _TempBudget):
-        self._raw, self._path, self._budget = raw, path, budget
 
-    def write(self, data: bytes) -> int:
-        self._budget.take(self._path, len(data))
-        return self._raw.write(data)
+class _NoTemp(OSError):
+    """No temp file could be made for a download (already reported)."""
+
+
+class _Landing:
+    """Where a download's bytes arrive: memory while they are few, else a temp file in the
+    cache dir; every write is first taken from the shared budget.
+
+    Why memory: creating a file in the cache dir, where every download lands, is the dearest
+    system call of a remote restore. A small artifact is checked and restored from memory and
+    written to the store once, by the thread that indexes it (`LocalStore.adopt`)."""
+
+    def __init__(self, layered: "LayeredStore", key: str, *, in_memory: bool):
+        self._layered, self._key = layered, key
+        self.data: bytearray | None = bytearray() if in_memory else None
+        self.path: Path | None = None
+        self._raw: Any = None
+
+    def write(self, chunk: bytes) -> int:
+        budget = self._layered._budget
+        if self.data is not None and len(self.data) + len(chunk) <= SMALL_DOWNLOAD:
+            budget.take(self, len(chunk))
+            self.data += chunk
+            return len(chunk)
+        if self._raw is None:
+            self._spill()
+        assert self.path is not None  # made by _spill
+        budget.take(self.path, len(chunk))
+        return self._raw.write(chunk)
+
+    def _spill(self) -> None:
+        """Move to a temp file (what is held so far included)."""
+        made = self._layered._made_temp(self._key)
+        if made is None:
+            raise _NoTemp()
+        self.path, fd = made
+        self._raw = open(fd, "wb")
+        if self.data:
+            self._layered._budget.take(self.path, len(self.data))
+            self._raw.write(self.data)
+        self._layered._budget.give_back(self)
+        self.data = None
+
+    def close(self) -> None:
+        if self._raw is not None:
+            self._raw.close()
+
+    def source(self) -> Path | bytes:
+        """The whole download: its bytes, or its temp file."""
+        if self.data is not None:
+            return bytes(self.data)
+        if self.path is None:  # an empty body never opened one
+            self._spill()
+            self.close()
+        assert self.path is not None
+        return self.path
+
+    def adopted(self) -> None:
+        """In the store now: the temp file (renamed in) is no longer ours to remove."""
+        layered = self._layered
+        if self.path is not None:
+            with layered._lock:
+                layered._temps.discard(self.path)
+            layered._budget.give_back(self.path)
+        layered._budget.give_back(self)
+
+    def discard(self) -> None:
+        self.close()
+        if self.path is not None:
+            self._layered._forget(self.path)
+        self._layered._budget.give_back(self)
 
 
 class LayeredStore:
@@ -113,6 +183,7 @@ class LayeredStore:
         self.wanted: dict[str, Wanted] = {}  # set by the run: the keys it would download
         self._budget = _TempBudget(remote.settings.max_artifact_bytes)
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._logs: dict[str, tuple[LogChunk, ...]] = {}  # of the downloads restored at once
 
     # ------------------------------------------------------------ lifecycle
 
@@ -210,36 +281,45 @@ class LayeredStore:
     def _fetch(self, key: str, want: Wanted) -> Entry | Downloaded | None:
         if not self.health.allows(writing=False):
             return None
-        temp = self._temp(key)
-        if temp is None:
-            return None
+        # local writes off: the download is restored from its temp file, so it goes to one
+        landing = _Landing(self, key, in_memory=self.axes.local_write)
         try:
-            return self._download(key, want, temp)
+            return self._download(key, want, landing)
+        except _NoTemp:
+            pass  # said by `_made_temp`
         except RemoteFailure as failure:
             self.health.failed("GET", key, failure, "treated as a miss")
         except _LOCAL_TROUBLE as exc:
             self.health.failed(
                 "GET", key, RemoteFailure("local store", _local_why(exc)), "treated as a miss"
             )
-        self._forget(temp)
+        landing.discard()
         return None
 
-    def _download(self, key: str, want: Wanted, temp: Path) -> Entry | Downloaded | None:
-        with open(temp, "wb") as raw:
-            found = self.remote.get(key, _BudgetedSink(raw, temp, self._budget))
+    def _download(self, key: str, want: Wanted, landing: "_Landing") -> Entry | Downloaded | None:
+        try:
+            found = self.remote.get(key, landing)
+        finally:
+            landing.close()
         self.health.succeeded()
         if found is None:
             self.health.count("misses")
-            self._forget(temp)
+            landing.discard()
             return None
-        checked = ingest(temp, key=key, allowed=self.local.guard(want.allowed))
-        size = os.path.getsize(temp)
+        source = landing.source()
+        restored = want.early is not None and self.axes.local_write
+        checked = self._restore_now(key, want, source) if restored else None
+        if checked is None:
+            restored = False
+            checked = ingest(source, key=key, allowed=self.local.guard(want.allowed))
+        size = len(source) if isinstance(source, bytes) else os.path.getsize(source)
         self.health.count("hits")
         self.health.count("bytes_down", size)
         if not self.axes.local_write:
-            return Downloaded(key, temp, checked, found.duration_ms)
+            assert isinstance(source, Path)  # never held in memory then
+            return Downloaded(key, source, checked, found.duration_ms)
         entry = self.local.adopt(
-            temp,
+            source,
             key,
             task_id=want.task_id,
             command=want.command,
@@ -247,10 +327,30 @@ class LayeredStore:
             checked=checked,
             size_bytes=size,
         )
-        with self._lock:
-            self._temps.discard(temp)  # renamed into the store: no longer ours to remove
-        self._budget.give_back(temp)
+        landing.adopted()
+        if restored:
+            self.local.stamp_restored(entry.key, [f.path for f in checked.files])
+            with self._lock:
+                self._logs[entry.key] = checked.log
         return entry
+
+    def _restore_now(self, key: str, want: Wanted, temp: Path | bytes) -> unpacking.Checked | None:
+        """Wipe the task's outputs and restore the download into them in the one pass that
+        checks it; None when the workspace refused a write (the task's turn restores it then,
+        and reports that). A refused artifact wrote nothing and is a miss, as with `ingest`
+        (a path that is both a file and a directory cannot be extracted, so it is refused too)."""
+        t0 = time.perf_counter()
+        try:
+            want.early.wipe(self.local.root)
+            checked = unpacking.unpack_checked(
+                temp, key=key, allowed=self.local.guard(want.allowed), root=self.local.root
+            )
+        except archive.ArchiveError as exc:
+            raise RemoteFailure(REJECTED, exc.message) from None
+        except _LOCAL_TROUBLE:
+            return None
+        self.local.spans["restore"].append(time.perf_counter() - t0)
+        return checked
 
     # ------------------------------------------------------------ the local store's face
 
@@ -269,7 +369,11 @@ class LayeredStore:
         return not isinstance(entry, Downloaded) and self.local.is_up_to_date(entry, current)
 
     def log_of(self, entry: Any) -> tuple[LogChunk, ...]:
-        return entry.checked.log if isinstance(entry, Downloaded) else self.local.log_of(entry)
+        if isinstance(entry, Downloaded):
+            return entry.checked.log
+        with self._lock:
+            log = self._logs.get(entry.key)
+        return log if log is not None else self.local.log_of(entry)
 
     def restore(self, entry: Any, allowed: Callable[[str], bool]) -> tuple[LogChunk, ...]:
         """Restore a local entry, or a downloaded temp file (then removed); damage is a miss."""
@@ -379,18 +483,36 @@ class LayeredStore:
 
     def _temp(self, key: str) -> Path | None:
         """A fresh temp file in the cache dir (named like the local store's, so sweeps find it)."""
-        try:
-            fd, name = tempfile.mkstemp(
-                prefix=f".{key}.", suffix=".remote.tmp", dir=self.local.cache_dir
-            )
-        except OSError as exc:
-            self.health.failed("GET", key, RemoteFailure("local store", _local_why(exc)), "skipped")
+        made = self._made_temp(key)
+        if made is None:
             return None
-        os.close(fd)
+        os.close(made[1])
+        return made[0]
+
+    def _made_temp(self, key: str) -> tuple[Path, int] | None:
+        """`_temp`, left open for writing: a download writes through the descriptor that made it
+        (creating a file in a busy cache dir is a restore's dearest system call; once is enough)."""
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+        for _ in range(8):  # as mkstemp names them, without loading `tempfile` and `random`
+            name = os.path.join(self.local.cache_dir, f".{key}.{os.urandom(6).hex()}.remote.tmp")
+            try:
+                fd = os.open(name, flags, 0o600)
+                break
+            except FileExistsError:
+                continue
+            except OSError as exc:
+                why = RemoteFailure("local store", _local_why(exc))
+                self.health.failed("GET", key, why, "skipped")
+                return None
+        else:
+            self.health.failed(
+                "GET", key, RemoteFailure("local store", "no free temp name"), "skipped"
+            )
+            return None
         path = Path(name)
         with self._lock:
             self._temps.add(path)
-        return path
+        return path, fd
 
     def _forget(self, path: Path) -> None:
         with self._lock:
@@ -412,10 +534,39 @@ def _local_why(exc: BaseException) -> str:
     return f"{getattr(exc, 'strerror', None) or type(exc).__name__}"
 
 
-def wanted_from(plans: Mapping[Any, Any], skip: Collection[str]) -> dict[str, Wanted]:
-    """The downloads a run wants: each cacheable task's key that the local probe did not hit."""
+def wanted_from(
+    plans: Mapping[Any, Any],
+    skip: Collection[str],
+    *,
+    early: bool = True,
+    later: Collection[Any] = (),
+) -> dict[str, Wanted]:
+    """The downloads a run wants: each cacheable task's key that the local probe did not hit.
+
+    With `early`, a download is restored as soon as it is proven when no other task of the run
+    can touch its outputs: plain outputs (not `exclusiveOutputs: false`), none outside its
+    project, and no other task of its project declaring outputs. Another task's wipe, run or
+    save then never meets them, whatever order the two take; the task's turn still checks
+    they are as restored (the up-to-date check) and restores again if not. Tasks in `later`
+    (keyed only at their turn) are wanted then, not now, but their outputs count here."""
+    per_project: dict[str, int] = {}
+    for plan in plans.values():
+        spec = plan.outputs
+        if spec is not None and spec.declares_files:
+            per_project[spec.project_dir] = per_project.get(spec.project_dir, 0) + 1
     out: dict[str, Wanted] = {}
     for tid, plan in plans.items():
-        if plan.outputs is not None and plan.key not in skip and plan.key not in out:
-            out[plan.key] = Wanted(str(tid), plan.command or "", plan.outputs.allows)
+        spec = plan.outputs
+        if tid in later:
+            continue
+        if spec is not None and plan.key not in skip and plan.key not in out:
+            alone = (
+                early
+                and not spec.additive
+                and spec.ws_globs is None
+                and per_project.get(spec.project_dir) == 1
+            )
+            out[plan.key] = Wanted(
+                str(tid), plan.command or "", spec.allows, spec if alone else None
+            )
     return out

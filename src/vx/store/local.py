@@ -180,6 +180,7 @@ class LocalStore:
             str, dict[str, tuple[int, int]]
         ] = {}  # restored this run, written at close
         self._full_seen = False  # a save found the disk full: later ones are not reported again
+        self._adoptions = _GroupCommit(self)
         self.spans: dict[str, list[float]] = {
             "save": [],
             "restore": [],
@@ -528,6 +529,11 @@ class LocalStore:
         self.spans["restore"].append(seconds)
         return extracted.log
 
+    def stamp_restored(self, key: str, paths: Sequence[str]) -> None:
+        """Stamp outputs another thread restored from this entry's artifact (a download
+        restored as soon as it was proven), as `restore` stamps its own."""
+        self._stamp(key, paths)
+
     def _stamp(self, key: str, paths: Sequence[str]) -> None:
         """Record (ino, ctime_ns) of the files just written: in memory for this run at once,
         in the index at `close` with every other restore's. A crash before then loses only the
@@ -650,7 +656,7 @@ class LocalStore:
 
     def adopt(
         self,
-        temp: Path,
+        temp: Path | bytes,
         key: str,
         *,
         task_id: str,
@@ -662,7 +668,9 @@ class LocalStore:
         """Index an artifact that arrived from elsewhere (a remote hit) as if it was saved here.
 
         Why: the downloaded bytes become the local record unchanged, so the next run hits
-        locally. `temp` must sit in the cache dir and already have passed `unpacking.check`.
+        locally. `temp` must sit in the cache dir, or be the artifact's bytes (the thread that
+        commits writes them to a temp file there), and must already have passed
+        `unpacking.check`.
         """
         kept = bound_log(checked.log)
         found = checked.meta.get("exec")
@@ -672,8 +680,10 @@ class LocalStore:
         rss = rss if isinstance(rss, int) else None
         info, now = packing.PackInfo(size_bytes, checked.files, checked.crc), time.time()
         row = (key, task_id, command, duration_ms, size_bytes, now, cpu, rss, checked.crc, now)
-        with self._lock:
-            self._install(_Packed(temp, key, info), row, archive.encode_log(kept))
+        if isinstance(temp, bytes):
+            self._adoptions.install(_Packed(Path(), key, info), row, archive.encode_log(kept), temp)
+        else:
+            self._adoptions.install(_Packed(temp, key, info), row, archive.encode_log(kept))
         self._fresh.pop(key, None)
         return Entry(
             key,
@@ -729,6 +739,28 @@ class LocalStore:
                 raise _disk_failure(e, self.cache_dir) from None
         raise _disk_failure(FileExistsError(errno.EEXIST, "no free temp name"), self.cache_dir)
 
+    def _temp_holding(self, key: str, data: bytes) -> Path:
+        """`_temp` with `data` written into it through the descriptor that created it."""
+        for _ in range(8):
+            name = os.path.join(self.cache_dir, f".{key}.{os.urandom(6).hex()}.tmp")
+            try:
+                fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            except FileExistsError:
+                continue
+            except OSError as e:
+                raise _disk_failure(e, self.cache_dir) from None
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+            except OSError as e:
+                os.close(fd)
+                _quiet_unlink(name)
+                raise _disk_failure(e, self.cache_dir) from None
+            os.close(fd)
+            return Path(name)
+        raise _disk_failure(FileExistsError(errno.EEXIST, "no free temp name"), self.cache_dir)
+
     def _install(self, packed: "_Packed", row: tuple, log_blob: bytes) -> None:
         """Rename the artifact in and write its rows in one transaction; undo both on failure.
 
@@ -760,6 +792,46 @@ class LocalStore:
         if backup is not None:
             _quiet_unlink(backup)
 
+    def _install_many(self, batch: Sequence[tuple["_Packed", tuple, bytes]]) -> None:
+        """`_install` for several downloads in one transaction: each artifact renamed in, then
+        every row, one COMMIT; any failure undoes every rename of the batch.
+
+        Why: a remote restore adopts every task it downloads, and a transaction per artifact
+        is most of what indexing one costs. A kill before the COMMIT leaves artifacts without
+        rows (orphans, never read, swept by prune), never a row without its artifact. A failed
+        batch puts each temp file back, so its artifacts can be installed again one by one.
+        """
+        if len(batch) == 1:
+            with self._lock:
+                self._install(*batch[0])
+            return
+        import sqlite3
+
+        moved: list[tuple[Path, Path, Path | None]] = []
+        try:
+            with self._lock, _transaction(self._db, immediate=True):
+                for packed, row, log_blob in batch:
+                    final = self.artifact(packed.key)
+                    backup = _keep_previous(final)
+                    os.replace(packed.temp, final)
+                    moved.append((packed.temp, final, backup))
+                    self._write_rows(packed, row, log_blob)
+        except BaseException as e:
+            for temp, final, backup in reversed(moved):  # back where each came from, temps kept
+                os.replace(final, temp)
+                if backup is not None:
+                    os.replace(backup, final)
+            if isinstance(e, sqlite3.Error) and _sqlite_full(e):
+                raise CacheFull(
+                    f"cannot write to the cache index: {e}",
+                    facts=(f"path: {self.cache_dir}",),
+                    hint=_PRUNE_HINT,
+                ) from None
+            raise
+        for _temp, _final, backup in moved:
+            if backup is not None:
+                _quiet_unlink(backup)
+
     def _write_rows(self, packed: "_Packed", row: tuple, log_blob: bytes) -> None:
         key, info = packed.key, packed.info
         db = self._db
@@ -780,6 +852,95 @@ class _Packed(Struct, frozen=True):
     temp: Path
     key: str
     info: packing.PackInfo
+
+
+class _Adoption:
+    """One artifact waiting for its batch: what to install, and how that went once written."""
+
+    __slots__ = ("packed", "row", "log_blob", "data", "written", "error")
+
+    def __init__(self, packed: "_Packed", row: tuple, log_blob: bytes, data: bytes | None = None):
+        self.packed, self.row, self.log_blob = packed, row, log_blob
+        self.data = data  # the artifact itself, when no temp file holds it yet
+        self.written = False
+        self.error: BaseException | None = None
+
+    def done(self, error: BaseException | None) -> None:
+        self.written, self.error = True, error
+
+
+class _GroupCommit:
+    """Adoptions from many download threads, written a batch per transaction.
+
+    The first thread to arrive writes everything queued, in one transaction, while the
+    others wait; whoever arrives meanwhile is in the next batch. Each caller returns once its
+    own artifact is renamed in and its rows are committed (or raises why not), as with one
+    transaction each. A failed batch is retried one artifact at a time, so one bad artifact
+    fails only itself."""
+
+    def __init__(self, store: "LocalStore"):
+        self._store = store
+        self._ready = threading.Condition()
+        self._queue: list[_Adoption] = []
+        self._busy = False
+
+    def install(
+        self, packed: "_Packed", row: tuple, log_blob: bytes, data: bytes | None = None
+    ) -> None:
+        mine = _Adoption(packed, row, log_blob, data)
+        batch: list[_Adoption] = []
+        with self._ready:
+            self._queue.append(mine)
+            while not mine.written and self._busy:
+                self._ready.wait()
+            if not mine.written:
+                self._busy = True
+                batch, self._queue = self._queue, []
+        if batch:
+            try:
+                self._write(batch)
+            finally:
+                with self._ready:
+                    self._busy = False
+                    self._ready.notify_all()
+        if mine.error is not None:
+            raise mine.error
+
+    def _write(self, batch: list[_Adoption]) -> None:
+        batch = [item for item in batch if self._landed(item)]
+        if not batch:
+            return
+        try:
+            self._store._install_many([(a.packed, a.row, a.log_blob) for a in batch])
+        except BaseException as e:
+            if len(batch) == 1 or not isinstance(e, Exception):
+                for item in batch:
+                    item.done(e)
+                return
+            for item in batch:  # one of them failed the batch (its temps are back): which, alone
+                try:
+                    self._store._install_many([(item.packed, item.row, item.log_blob)])
+                except Exception as one:
+                    item.done(one)
+                else:
+                    item.done(None)
+            return
+        for item in batch:
+            item.done(None)
+
+    def _landed(self, item: _Adoption) -> bool:
+        """Write an artifact held in memory to its temp file (here, by the committing thread:
+        one thread creating files in the cache dir at a time); False when that failed."""
+        if item.data is None:
+            return True
+        packed = item.packed
+        try:
+            temp = self._store._temp_holding(packed.key, item.data)
+        except Exception as e:
+            item.done(e)
+            return False
+        item.packed, item.data = _Packed(temp, packed.key, packed.info), None
+        return True
 
 
 @contextmanager

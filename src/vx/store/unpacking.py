@@ -605,7 +605,6 @@ def _frame_reader(fd: int):
     `ioctl`, `lseek` and the frame walk's `pread`s (a restore of many small outputs is mostly
     system calls)."""
     size = os.fstat(fd).st_size
-    source: bytes | BinaryIO
     if size <= WHOLE_READ:
         whole = os.read(fd, size + 1)
         while (
@@ -614,9 +613,17 @@ def _frame_reader(fd: int):
             if not (more := os.read(fd, size + 1 - len(whole))):
                 break
             whole += more
-        source, size, end = whole, len(whole), _frame_end(lambda n, pos: whole[pos : pos + n])
-    else:
-        source, end = open(fd, "rb", closefd=False), _frame_end(lambda n, pos: os.pread(fd, n, pos))
+        return _whole_reader(whole)
+    source, end = open(fd, "rb", closefd=False), _frame_end(lambda n, pos: os.pread(fd, n, pos))
+    return _checked_reader(source, end, size)
+
+
+def _whole_reader(whole: bytes):
+    """`_frame_reader` over an artifact already in memory."""
+    return _checked_reader(whole, _frame_end(lambda n, pos: whole[pos : pos + n]), len(whole))
+
+
+def _checked_reader(source: bytes | BinaryIO, end: int, size: int):
     if end != size:
         raise ArchiveError(
             "truncated artifact"
@@ -637,12 +644,21 @@ def unpack_plain(
     Raises ArchiveError when the artifact or a name is refused (whatever it wrote is removed again),
     EnvironmentFailure when the workspace refuses a write, OSError when `src` is unreadable.
     """
-    fd = os.open(src, os.O_RDONLY | os.O_CLOEXEC)
+    found, files, _crc = _extract(src, key, allowed, root, dirs)
+    return found.log, files
+
+
+def _extract(
+    src: str | bytes, key: str, allowed: Callable[[str], bool], root: str, dirs: Dirs | None
+) -> tuple[_Read, tuple[File, ...], int]:
+    """The one pass of `unpack_plain`: what it read, the outputs it wrote, and the sum. `src` is
+    a path, or the artifact's bytes."""
+    fd = os.open(src, os.O_RDONLY | os.O_CLOEXEC) if isinstance(src, str) else -1
     try:
-        reader = _frame_reader(fd)
+        inflow = _Inflow(_whole_reader(src) if isinstance(src, bytes) else _frame_reader(fd))
         extraction = _Extraction(root, dirs)
         try:
-            found = _read_entries(_Inflow(reader), extraction, allowed)
+            found = _read_entries(inflow, extraction, allowed)
             files = _verify(found, extraction, key)
             extraction.commit(files)
         except BaseException:
@@ -651,8 +667,9 @@ def unpack_plain(
         finally:
             extraction.close()
     finally:
-        os.close(fd)
-    return found.log, files
+        if fd >= 0:
+            os.close(fd)
+    return found, files, inflow.crc
 
 
 def read_outputs(src: Path, wanted: set[str]) -> dict[str, bytes]:
@@ -720,19 +737,38 @@ class _Tally:
         inflow.read(-size % BLOCK)
 
 
-def check(src: Path, *, key: str, allowed: Callable[[str], bool]) -> Checked:
+def unpack_checked(
+    src: Path | bytes, *, key: str, allowed: Callable[[str], bool], root: Path
+) -> Checked:
+    """`unpack` that also returns what `check` proves (the meta and the sum), from the same pass.
+
+    Why: a downloaded artifact restored at once is read, checked and written in one decode;
+    it enters the local store only after this succeeded, so every check still comes first
+    for the store, and the workspace gets all of it or nothing."""
+    found, files, crc = _extract(
+        src if isinstance(src, bytes) else str(src), key, allowed, str(root), None
+    )
+    from types import MappingProxyType
+
+    log, records = _records(found.log, files)
+    return Checked(records, log, MappingProxyType(dict(found.meta or {})), f"{crc:08x}")
+
+
+def check(src: Path | bytes, *, key: str, allowed: Callable[[str], bool]) -> Checked:
     """Run every check `unpack` runs on the artifact at `src`, without writing anything.
 
     Why: an artifact from a remote is proven before it enters the local store, long
     before its task's turn to restore it; the same reader guards both doors.
     """
-    fd = os.open(src, os.O_RDONLY | os.O_CLOEXEC)
+    fd = -1 if isinstance(src, bytes) else os.open(src, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        inflow, tally = _Inflow(_frame_reader(fd)), _Tally()
+        reader = _whole_reader(src) if isinstance(src, bytes) else _frame_reader(fd)
+        inflow, tally = _Inflow(reader), _Tally()
         found = _read_entries(inflow, tally, allowed)  # type: ignore[arg-type]
         files = _verify(found, tally, key)  # type: ignore[arg-type]
     finally:
-        os.close(fd)
+        if fd >= 0:
+            os.close(fd)
     from types import MappingProxyType
 
     log, records = _records(found.log, files)
