@@ -122,17 +122,24 @@ class Prepared(Struct):
 
 
 def prepare(
-    req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: RunLock | None = None
+    req: RunRequest,
+    host_env: Mapping[str, str],
+    stages: Stages,
+    lock: RunLock | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> Prepared:
     """Everything up to (not including) execution; `--dry` stops here. With `lock`, take the run
     lock as soon as the root is known, so the probe sees what the previous run saved. Plugins
-    set up here are torn down again if planning fails."""
+    set up here are torn down again if planning fails, and what they warned meanwhile goes to
+    `warn` before the failure is told."""
     loaded: list = []
     try:
         return _prepare(req, host_env, stages, lock, loaded)
     except BaseException:
         for host in loaded:
-            host.teardown()
+            for message in host.teardown():
+                if warn is not None:
+                    warn(message)
         raise
 
 
@@ -275,7 +282,7 @@ def _prepare(
         graph = replace(graph, priority=host.weights(graph))
     from vx.store.policy import cache_scope, plan_cache
 
-    layer = host.cache_layer() if host is not None and host.has("cache") else None
+    layers = host.cache_layers() if host is not None and host.has("cache") else []
     cache = plan_cache(
         no_cache=req.no_cache,
         force=req.force or req.verify is not None,
@@ -283,7 +290,7 @@ def _prepare(
         cfg=ws_config.remote_cache,
         env=host_env,
         scope=cache_scope(ws_config.cache_scope, host_env),
-        plugin=layer.settings if layer is not None else None,
+        plugins=[layer.settings for layer in layers],
     )
     policy = CachePolicy(read=cache.axes.reads, write=cache.axes.writes)
     store: LocalStore | LayeredStore | None = None
@@ -312,7 +319,7 @@ def _prepare(
         if cache.remote is not None:
             with stages("remote probe" if req.dry else "prefetch"):
                 store = remote = _open_remote(
-                    store, cache, run_plans, hits, keyed_graph or graph, layer
+                    store, cache, run_plans, hits, keyed_graph or graph, layers
                 )
                 remote_hits = (
                     remote.probe_remote(remote.wanted)
@@ -431,21 +438,33 @@ def _open_remote(
     plans: Mapping[TaskId, TaskPlan],
     hits: Mapping[str, object],
     graph: TaskGraph,
-    layer=None,
+    plugin_layers=(),
 ):
-    """Put the remote layer (a plugin's `layer`, when it is the one chosen) behind the local
-    store; it learns which keys the run wants — not the keys taken up front for tasks keyed
-    late: those download once keyed."""
+    """Put the remote layers (the plugins' `plugin_layers`, then the configured remote) behind
+    the local store; it learns which keys the run wants — not the keys taken up front for tasks
+    keyed late: those download once keyed."""
     from vx.plan.tasks import late_tasks
     from vx.store.layered import LayeredStore, wanted_from
     from vx.store.remote import open_layer
 
-    if layer is None or cache.remote is not layer.settings:
-        layer = open_layer(cache.remote, cache.scope)
-    elif cache.scope is not None:  # a plugin's layer keeps a scope's writes apart as a server does
-        from vx.store.remote.scope import ScopedLayer
+    opened = []
+    for settings, written in cache.layers:
+        layer = next((p for p in plugin_layers if p.settings is settings), None)
+        if layer is None:
+            layer = open_layer(settings, cache.scope)
+        elif (
+            cache.scope is not None
+        ):  # a plugin's layer keeps a scope's writes apart as a server does
+            from vx.store.remote.scope import ScopedLayer
 
-        layer = ScopedLayer(layer, cache.scope)
+            layer = ScopedLayer(layer, cache.scope)
+        opened.append((layer, written))
+    if len(opened) == 1:
+        layer = opened[0][0]
+    else:
+        from vx.store.remote.chain import ChainLayer
+
+        layer = ChainLayer(opened)
     layered = LayeredStore(local, layer, cache.axes)
     late = late_tasks(graph)
     layered.wanted = wanted_from(plans, hits, later=late)

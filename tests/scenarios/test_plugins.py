@@ -474,6 +474,62 @@ def test_a_cache_hook_is_the_remote_layer_and_a_broken_one_is_a_miss(repo, tmp_p
     assert "plugin 'shelf' failed in its cache's `get`: OSError: the shelf is gone" in broken.err
 
 
+@pytest.mark.feature("PL-02", "PL-04")
+def test_cache_layers_chain_in_declaration_order_before_the_local_floor(repo, tmp_path):
+    """Two plugins' cache layers are both asked: a save reaches each, and an entry only the
+    second one holds is served (issue: plugins, cache plugins chain rather than the first one
+    winning)."""
+    import shutil
+
+    one, two = tmp_path / "one", tmp_path / "two"
+    plugins = [
+        {"name": "shelf", "options": {"dir": str(one)}},
+        {"name": "shelf2", "options": {"dir": str(two)}},
+    ]
+    workspace(repo, plugins, {"shelf": SHELF, "shelf2": SHELF})
+    env = {"VX_SHARED_STORE": "0"}
+    first = repo.vx("run", "build", env=env)
+    assert first.code == 0 and first.statuses()["a#build"] == ("success", "miss"), first.err
+    key = first.task("a#build")["hash"]
+    assert (one / key).is_file() and (two / key).is_file()  # saved to both layers
+    (one / key).unlink()
+    shutil.rmtree(repo.root / ".vx" / "cache")
+    shutil.rmtree(repo.root / "packages/a/dist")
+    second = repo.vx("run", "build", env=env)
+    assert second.statuses()["a#build"] == ("success", "remote"), second.err
+    assert (repo.root / "packages/a/dist/out.js").read_text() == "A;"
+
+
+@pytest.mark.feature("PL-02", "PL-04", "RC-02")
+def test_a_configured_remote_cache_is_asked_after_a_plugin_layer(
+    repo, tmp_path, turbo_server, team
+):
+    """A plugin's cache layer and a configured turbo remote cache are both layers: a save
+    reaches each, and when the plugin's layer lacks an entry the server's is served (issue:
+    plugins, a configured remote no longer hides a plugin's layer)."""
+    import shutil
+
+    shelf = tmp_path / "shelf"
+    workspace(repo, [{"name": "shelf", "options": {"dir": str(shelf)}}], {"shelf": SHELF})
+    config = {
+        "plugins": [{"name": "shelf", "options": {"dir": str(shelf)}}],
+        "remoteCache": {"turbo": {"team": team}},
+    }
+    repo.write({"vx.workspace.json": config}).commit()
+    env = {**turbo_server.env(team), "CI": "1", "VX_SHARED_STORE": "0"}
+    first = repo.vx("run", "build", env=env)
+    assert first.code == 0 and first.statuses()["a#build"] == ("success", "miss"), first.err
+    key = first.task("a#build")["hash"]
+    assert (shelf / key).is_file() and turbo_server.artifact(team, key).is_file()
+    (shelf / key).unlink()
+    shutil.rmtree(repo.root / ".vx" / "cache")
+    shutil.rmtree(repo.root / "packages/a/dist")
+    second = repo.vx("run", "build", env=env)
+    assert second.statuses()["a#build"] == ("success", "remote"), second.err
+    assert (repo.root / "packages/a/dist/out.js").read_text() == "A;"
+    assert any(key in r for r in turbo_server.requests("GET")), turbo_server.requests()
+
+
 FARM = """
 import subprocess
 
@@ -519,6 +575,83 @@ def test_an_executor_hook_runs_the_tasks_it_accepts_and_its_throw_fails_only_the
     assert "plugin 'farm' failed in its `executor` hook: ConnectionError: the farm is down" in (
         broken.out + broken.err
     )
+
+
+@pytest.mark.feature("PL-02", "PL-03")
+def test_what_setup_warned_is_printed_before_a_planning_failure(repo):
+    """A plugin's `ctx.warn` from `setup` is printed even when planning then fails, before the
+    failure's line — it may be why (issue: plugins, warnings dropped when planning fails)."""
+    code = R + '{"setup": lambda ctx: ctx.warn("the farm token is expired")}\n'
+    workspace(repo, ["warner"], {"warner": code})
+    for args in (("run", "nosuch"), ("run", "nosuch", "--dry")):
+        res = repo.vx(*args, summary=False)
+        assert res.code == 2, res.err
+        said = "warning: plugin 'warner': the farm token is expired"
+        assert said in res.err and "error:" in res.err, res.err
+        assert res.err.index(said) < res.err.index("error:"), res.err
+
+
+@pytest.mark.feature("PL-02", "CLI-12")
+def test_completions_offer_the_verbs_a_workspaces_plugins_add(repo, tmp_path):
+    """`vx completions` in a workspace whose plugins add verbs offers those verbs too; a plain
+    workspace's script is the one vx prints outside any workspace (issue: plugins, completions
+    without plugin verbs)."""
+    outside = subprocess.run(
+        [sys.executable, "-m", "vx", "completions", "bash"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": SRC},
+        timeout=60,
+    )
+    workspace(repo, [])
+    plain = repo.vx("completions", "bash", summary=False)
+    assert plain.code == 0 and plain.out == outside.stdout, plain.err
+    code = R + '{"commands": {"deploy": {"description": "ship it", "run": lambda argv, ctx: 0}}}\n'
+    workspace(repo, ["shipper"], {"shipper": code})
+    added = repo.vx("completions", "bash", summary=False)
+    assert added.code == 0, added.err
+    program = (
+        'eval "$(cat)"; COMP_WORDS=(vx de); COMP_CWORD=1; _vx; printf "%s\\n" "${COMPREPLY[@]}"'
+    )
+    offered = subprocess.run(
+        ["bash", "-c", program], input=added.out, capture_output=True, text=True, timeout=60
+    )
+    assert offered.stdout.split() == ["deploy"], offered.stdout + offered.stderr
+    for shell in ("zsh", "fish"):
+        other = repo.vx("completions", shell, summary=False)
+        assert other.code == 0 and "deploy" in other.out, other.err
+
+
+STUCK = """
+import threading
+
+class Stuck:
+    def accepts(self, task):
+        return True
+    def run(self, task, command, cwd, env, output):
+        output("waiting on the farm\\n")
+        threading.Event().wait()  # never set: this call never returns
+
+def plugin(options):
+    return {"executor": lambda ctx: Stuck()}
+"""
+
+
+@pytest.mark.feature("PL-02", "EX-05")
+def test_a_plugin_executor_that_never_returns_times_out_as_a_local_task_does(repo):
+    """A task's `exec.timeout` holds for a plugin's executor too: a call that never returns
+    ends the task as timed out and the run with exit 1, not a run that waits forever (issue:
+    plugins, an executor has no timeout of its own)."""
+    task = build_task(deps=())
+    task["exec"]["timeout"] = 500
+    pkgs = {"a": {"tasks": {"build": task}, "files": {"src/a.js": "A;"}}}
+    workspace(repo, ["stuck"], {"stuck": STUCK}, pkgs)
+    res = repo.vx("run", "build", "--output-logs=full", timeout=60)
+    assert res.code == 1, res.err
+    t = res.task("a#build")
+    assert t["status"] == "failed" and t.get("timedOut") is True, res.summary
+    assert t["exitCode"] == 143 and "waiting on the farm" in res.out, res.out
 
 
 @pytest.mark.feature("PL-01", "WS-11")

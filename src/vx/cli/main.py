@@ -684,8 +684,25 @@ def _verb_completions(rest: list[str]) -> int:
         print(VERBS["completions"].help, end="")
         return EXIT_OK if rest else 2
     flags = {name: verb.completions() for name, verb in VERBS.items()}
+    flags.update({verb: [] for verb in _plugin_verbs()})
     print(script(rest[0], flags), end="")
     return EXIT_OK
+
+
+def _plugin_verbs() -> list[str]:
+    """The verbs the workspace's plugins add, for `vx completions`: none where it declares no
+    plugins. A plugin that fails to load is warned about and its verbs left out, and so is a
+    verb no shell word can spell unquoted (the scripts write verbs bare)."""
+    try:
+        host = _workspace_plugins()
+    except VxError as exc:
+        _say(f"vx: warning: plugin verbs left out of the completions: {exc.message}")
+        return []
+    return [verb for verb in host.verbs() if _shell_word(verb)] if host is not None else []
+
+
+def _shell_word(text: str) -> bool:
+    return text.isascii() and text[:1].isalnum() and all(c.isalnum() or c in "_.:+-" for c in text)
 
 
 _VERB_RUNNERS = {
@@ -1144,7 +1161,7 @@ def _run_request(
     stages = Stages(os.environ.get("VX_TIMING", "") not in ("", "0"), timer_start)
     env = witness.ReadEnv(os.environ)
     if dry is not None:
-        return _dry(run.prepare(req, env, stages), dry)
+        return _dry(run.prepare(req, env, stages, warn=_warning), dry)
     receipted = (
         summarize is None
         and profile is None
@@ -1170,7 +1187,7 @@ def _run_request(
     lock = RunLock(lambda msg: _say(f"vx: {msg}"))
     prep = None
     try:
-        prep = run.prepare(req, env, stages, lock=lock)
+        prep = run.prepare(req, env, stages, lock=lock, warn=_warning)
         flow = _flow(prep.broad, env, output_logs)
         reporter = _tui_reporter(env) if tui else _reporter(flow, env, as_json)
         profiler = _profiler() if profile is not None else None
@@ -1419,6 +1436,10 @@ def _dry(prep, fmt: str) -> int:
     for message, level in notes + (prep.remote.messages() if prep.remote is not None else []):
         _say(f"vx: warning: {message}" if level == "warning" else f"vx: {message}")
     return EXIT_OK
+
+
+def _warning(message: str) -> None:
+    _say(f"vx: warning: {message}")
 
 
 def _report(summary, target: str | None) -> None:

@@ -344,9 +344,10 @@ class Host:
             return _offered(name, executor, view)
         return None
 
-    def cache_layer(self) -> Any:
-        """The remote layer the first `cache` hook that does not decline returns, wrapped as
-        vx's remote layers are (`PluginLayer`); None when every one declines."""
+    def cache_layers(self) -> list[Any]:
+        """The layer each `cache` hook that does not decline returns, in declaration order,
+        wrapped as vx's remote layers are (`PluginLayer`)."""
+        layers = []
         for plugin in self.with_hook("cache"):
             got = self._shape(plugin, "cache")
             if got is None:
@@ -358,8 +359,8 @@ class Host:
                     f"has no `{missing[0]}` method",
                     hint="return an object with has(key), get(key) and put(key, data), or None",
                 )
-            return PluginLayer(plugin.name, got)
-        return None
+            layers.append(PluginLayer(plugin.name, got))
+        return layers
 
     def key_material(self, node: TaskNode, plan: TaskPlan) -> tuple[tuple[str, str], ...]:
         """Every `key` hook's `{name: value}` for the task, as sorted (`plugin/name`, value)."""
@@ -788,34 +789,76 @@ def _shown(value: Any) -> str:
 def _offered(name: str, executor: Any, view: TaskView) -> Callable[..., Any]:
     """`executor.run(task, command, cwd, env, output)` as an awaitable `execute`: it runs in a
     worker thread, `output(data)` streams into the task's log, what it returns is the exit code,
-    and a throw is the task's failure, said in its log naming the plugin."""
+    and a throw is the task's failure, said in its log naming the plugin. Past the task's
+    `timeout_ms` the task ends as timed out, as a local command does; a thread cannot be
+    stopped, so the call is left behind, its later output dropped. The thread is a daemon one:
+    a call that never returns cannot hold vx's exit."""
 
-    async def execute(command: str, *, cwd, env, on_output, **_: Any) -> Any:
+    async def execute(command: str, *, cwd, env, on_output, timeout_ms=None, **_: Any) -> Any:
         import asyncio
+        import threading
         import time
 
         from vx.model import LogChunk, ProcessResult
 
         loop = asyncio.get_running_loop()
         log: list[LogChunk] = []
+        over = threading.Event()  # the task has ended: what the call says now goes nowhere
+        answer: asyncio.Future[Any] = loop.create_future()
+
+        def tell(chunk: LogChunk) -> None:
+            if not over.is_set():
+                log.append(chunk)
+                on_output(chunk)
 
         def output(data: bytes | str) -> None:
             chunk = LogChunk(1, data.encode() if isinstance(data, str) else bytes(data))
-            log.append(chunk)
-            loop.call_soon_threadsafe(on_output, chunk)
+            if not over.is_set():
+                loop.call_soon_threadsafe(tell, chunk)
+
+        def settle(outcome: tuple[Any, BaseException | None]) -> None:
+            if not answer.done():
+                answer.set_result(outcome)
+
+        def call() -> None:
+            try:
+                outcome: tuple[Any, BaseException | None] = (
+                    executor.run(view, command, cwd, dict(env), output),
+                    None,
+                )
+            except BaseException as exc:  # handed to the loop, judged there
+                outcome = (None, exc)
+            if not over.is_set():
+                try:
+                    loop.call_soon_threadsafe(settle, outcome)
+                except RuntimeError:  # the loop has closed: nobody waits any more
+                    pass
 
         started = time.monotonic()
+        threading.Thread(target=call, name=f"vx-plugin-{name}", daemon=True).start()
         try:
-            code = await asyncio.to_thread(executor.run, view, command, cwd, dict(env), output)
+            code, thrown = await asyncio.wait_for(
+                asyncio.shield(answer), None if timeout_ms is None else timeout_ms / 1000
+            )
+        except asyncio.TimeoutError:
+            over.set()
+            return ProcessResult(
+                143, (time.monotonic() - started) * 1000, tuple(log), timed_out=True
+            )
+        except BaseException:
+            over.set()
+            raise
+        try:
+            if thrown is not None:
+                raise thrown
             if isinstance(code, bool) or not isinstance(code, int):
                 raise TypeError(f"run() returned {_shown(code)}, not an exit code")
         except _THROWN as exc:
             said = _failed(name, "executor", exc).message
-            chunk = LogChunk(2, f"vx: {said}\n".encode())
-            log.append(chunk)
-            on_output(chunk)
+            tell(LogChunk(2, f"vx: {said}\n".encode()))
             code = 1
         await asyncio.sleep(0)  # the output the worker thread queued is told before the end
+        over.set()
         return ProcessResult(code, (time.monotonic() - started) * 1000, tuple(log))
 
     return execute

@@ -19,7 +19,7 @@ imports it and nothing else of the remote cache.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from msgspec import Struct
 from msgspec.structs import replace
@@ -57,13 +57,14 @@ class CacheAxes(Struct, frozen=True):
 
 
 class CachePlan(Struct, frozen=True):
-    """The axes, the remote layer's settings when it is on, the scope its keys are written under
+    """The axes, the (first) remote layer's settings when it is on, the scope its keys are written under
     (None: the task keys themselves), and lines to tell the user."""
 
     axes: CacheAxes
     remote: Any = None  # store.remote.RemoteSettings
     notices: tuple[str, ...] = ()
     scope: str | None = None
+    layers: tuple[tuple[Any, bool], ...] = ()  # each remote layer's settings and whether written
 
 
 SCOPE_KINDS = ("trusted", "read-only")
@@ -127,10 +128,10 @@ def plan_cache(
     cfg: RemoteCacheConfig | None,
     env: Mapping[str, str],
     scope: str | None = None,
-    plugin: Any = None,
+    plugins: Sequence[Any] = (),
 ) -> CachePlan:
-    """Resolve the run's axes and, only when a remote is asked for, its settings; `plugin` is
-    the settings of a plugin's cache layer, the remote when none is configured."""
+    """Resolve the run's axes and, only when a remote is asked for, its settings. `plugins` are
+    the settings of the plugins' cache layers, asked before the configured remote."""
     named = parse_spec(spec) if spec is not None else {}
     notices: list[str] = []
     settings, default_remote = None, (False, False)
@@ -139,10 +140,11 @@ def plan_cache(
         notices += [problem] if problem else []
         if settings is not None and scope is not None:
             default_remote = (True, scope != "read-only")
-    elif plugin is not None:  # read and written by default: the plugin decides what it keeps
-        settings, default_remote = plugin, (True, scope != "read-only")
-    axes = CacheAxes(*named.get("local", (True, True)), *named.get("remote", default_remote))
-    if settings is None and (axes.remote_read or axes.remote_write):
+    # a plugin's layer is read and written by default: the plugin decides what it keeps
+    default_plugin = (True, scope != "read-only") if plugins else (False, False)
+    default = (default_remote[0] or default_plugin[0], default_remote[1] or default_plugin[1])
+    axes = CacheAxes(*named.get("local", (True, True)), *named.get("remote", default))
+    if settings is None and not plugins and (axes.remote_read or axes.remote_write):
         if not notices:
             notices.append(
                 "`--cache` names the remote layer, but no remote cache is configured "
@@ -150,14 +152,19 @@ def plan_cache(
                 "/ VX_REAPI_ENDPOINT)"
             )
         axes = replace(axes, remote_read=False, remote_write=False)
-    if settings is not None and settings.read_only:
-        axes = replace(axes, remote_write=False)
     if force:
         axes = replace(axes, local_read=False, remote_read=False)
     if no_cache:
         axes = CacheAxes(False, False, False, False)
+    chosen = "remote" in named  # `--cache` names the remote layers: each of them, exactly
+    layers = [(s, axes.remote_write and (chosen or default_plugin[1])) for s in plugins]
+    if settings is not None:
+        layers.append((settings, axes.remote_write and (chosen or default_remote[1])))
+    layers = [(s, written and not s.read_only) for s, written in layers]
+    axes = replace(axes, remote_write=any(written for _, written in layers))
     named_scope = scope if scope not in (None, *SCOPE_KINDS) else None
-    return CachePlan(axes, settings if axes.remote else None, tuple(notices), named_scope)
+    on = tuple(layers) if axes.remote else ()
+    return CachePlan(axes, on[0][0] if on else None, tuple(notices), named_scope, on)
 
 
 def _remote(
