@@ -380,13 +380,21 @@ class ExecStack:
             self.stop()
             raise
 
+    @property
+    def scratch(self) -> Path:
+        """Where the workers make each action's directory: `stop()` ends what still runs there."""
+        path = self.workdir / "actions"
+        path.mkdir(exist_ok=True)
+        return path
+
     def add_worker(self) -> subprocess.Popen:
         """One more bot (capacity 1), its log beside the server's."""
         n = len(self.workers)
         with open(self.workdir / f"worker-{n}.log", "wb") as log:
             proc = subprocess.Popen(
                 [str(self.venv / "bin" / "python"), str(WORKER), "--remote",
-                 f"127.0.0.1:{self.port}", "--heartbeat", "1", "--poll-timeout", "5"],
+                 f"127.0.0.1:{self.port}", "--heartbeat", "1", "--poll-timeout", "5",
+                 "--scratch", str(self.scratch)],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             )  # fmt: skip
         proc.log = self.workdir / f"worker-{n}.log"  # type: ignore[attr-defined]
@@ -401,6 +409,7 @@ class ExecStack:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGKILL)
             proc.wait(timeout=30)
+        _kill_running_in(self.scratch)
         if (self.pg / "data" / "postmaster.pid").exists():
             subprocess.run(
                 [*self.as_pg, str(PG_BIN / "pg_ctl"), "-D", str(self.pg / "data"), "-m",
@@ -408,6 +417,30 @@ class ExecStack:
                 capture_output=True, timeout=60, check=False,
             )  # fmt: skip
         shutil.rmtree(self.pg, ignore_errors=True)
+
+
+def _kill_running_in(directory: Path) -> None:
+    """SIGKILL every process whose working directory is under `directory`: what a killed
+    worker's action started (its own session, so the worker's death does not reach it) must not
+    outlive the test."""
+    prefix = str(directory.resolve()) + os.sep
+    for _ in range(50):  # a kill may race a fork: look again until none is left
+        found = 0
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                cwd = os.readlink(f"/proc/{entry}/cwd")
+            except OSError:
+                continue
+            if (cwd + os.sep).startswith(prefix):
+                found += 1
+                try:
+                    os.kill(int(entry), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        if not found:
+            return
 
 
 class GarbageServer:

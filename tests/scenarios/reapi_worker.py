@@ -229,10 +229,19 @@ def directory_tree(path: str, blobs: list) -> tuple[re.Tree, re.Directory]:
     return re.Tree(root=root, children=children), root
 
 
+def _die_with_worker() -> None:
+    """In the action's child: SIGKILL when the worker dies, as an action dies with its worker's
+    container (a SIGKILLed worker would otherwise leave its running action behind)."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 class Runner:
-    def __init__(self, cas: Cas, worker_name: str):
+    def __init__(self, cas: Cas, worker_name: str, scratch: str | None = None):
         self.cas = cas
         self.worker_name = worker_name
+        self.scratch = scratch
         self.proc = None
 
     def run(self, action: re.Action) -> re.ActionResult:
@@ -242,7 +251,7 @@ class Runner:
         command.ParseFromString(
             self.cas.read_many([action.command_digest])[dkey(action.command_digest)]
         )
-        with tempfile.TemporaryDirectory(prefix="mini-worker-") as root:
+        with tempfile.TemporaryDirectory(prefix="mini-worker-", dir=self.scratch) as root:
             meta.input_fetch_start_timestamp.GetCurrentTime()
             materialize(self.cas, action.input_root_digest, root)
             meta.input_fetch_completed_timestamp.GetCurrentTime()
@@ -265,6 +274,7 @@ class Runner:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
+                preexec_fn=_die_with_worker,
             )
             try:
                 out, err = self.proc.communicate(timeout=timeout)
@@ -325,6 +335,9 @@ def main():
     )
     ap.add_argument("--heartbeat", type=float, default=5.0)
     ap.add_argument("--property", action="append", default=[], help="KEY=VALUE device property")
+    ap.add_argument(
+        "--scratch", help="where each action's directory is made (default: the temp dir)"
+    )
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
     logging.basicConfig(
@@ -381,7 +394,7 @@ def main():
                 continue
             lease.state = bots_pb2.LeaseState.ACTIVE
             LOG.info("lease %s", lease.id)
-            runner = Runner(cas, bot_id)
+            runner = Runner(cas, bot_id, args.scratch)
             fut = pool.submit(lambda r=runner, l=lease: r.run(lease_action(cas, l)))
             cancelled = False
             while True:  # heartbeat while the action runs
