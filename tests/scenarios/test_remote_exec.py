@@ -112,6 +112,19 @@ def one_task(repo: Repo, command: str, *, remote=True, define=None, outputs=("di
     ).commit()
 
 
+def gated_task(repo: Repo, tmp_path: Path) -> tuple[Path, Path]:
+    """One remote task that appends "$PPID $$" (its runner's pid, its shell's) to `mark` each time
+    it starts, then waits for `go` to exist before it builds: the test acts while it runs."""
+    mark, go = tmp_path / "mark", tmp_path / "go"
+    one_task(
+        repo,
+        'echo "$PPID $$" >> "$MARK"; while [ ! -e "$GO" ]; do sleep 0.05; done; '
+        "mkdir -p dist && cp src/in.txt dist/out.txt",
+        define={"MARK": str(mark), "GO": str(go)},
+    )
+    return mark, go
+
+
 @pytest.mark.feature("RC-10")
 def test_generated_workspace_builds_on_two_workers_byte_identical_to_a_local_build(
     tmp_path, stack, workers
@@ -177,13 +190,7 @@ def test_a_worker_killed_mid_action_does_not_lose_the_run(repo, tmp_path, stack,
     """The action's first run tells its worker's pid and waits; that worker is SIGKILLed.
     The server re-queues the action on the other worker (or, had it given up, vx would run
     it here): either way the run finishes with the right output."""
-    mark, go = tmp_path / "mark", tmp_path / "go"
-    one_task(
-        repo,
-        'echo "$PPID $$" >> "$MARK"; while [ ! -e "$GO" ]; do sleep 0.05; done; '
-        "mkdir -p dist && cp src/in.txt dist/out.txt",
-        define={"MARK": str(mark), "GO": str(go)},
-    )
+    mark, go = gated_task(repo, tmp_path)
     proc = start_run(repo, stack)
     try:
         wait_for_line(mark, proc)
@@ -489,13 +496,7 @@ def test_a_server_killed_mid_action_means_running_here_with_one_warning(repo, tm
     server = ExecStack(tmp_path / "bgd")
     try:
         server.add_worker()
-        mark, go = tmp_path / "mark", tmp_path / "go"
-        one_task(
-            repo,
-            'echo "$PPID $$" >> "$MARK"; while [ ! -e "$GO" ]; do sleep 0.05; done; '
-            "mkdir -p dist && cp src/in.txt dist/out.txt",
-            define={"MARK": str(mark), "GO": str(go)},
-        )
+        mark, go = gated_task(repo, tmp_path)
         proc = start_run(repo, server)
         try:
             wait_for_line(mark, proc)
@@ -575,13 +576,7 @@ def test_a_server_that_stops_answering_mid_action_means_running_here_with_one_wa
     stopped = False
     try:
         server.add_worker()
-        mark, go = tmp_path / "mark", tmp_path / "go"
-        one_task(
-            repo,
-            'echo "$PPID $$" >> "$MARK"; while [ ! -e "$GO" ]; do sleep 0.05; done; '
-            "mkdir -p dist && cp src/in.txt dist/out.txt",
-            define={"MARK": str(mark), "GO": str(go)},
-        )
+        mark, go = gated_task(repo, tmp_path)
         repo.write({"vx.workspace.json": {"remoteExecution": {"updateTimeout": 2000}}}).commit()
         proc = start_run(repo, server)
 

@@ -38,18 +38,32 @@ def wait_for(predicate, what: str, limit_s: float = 60.0) -> None:
         time.sleep(0.05)
 
 
+def vx_env(tracking: dict | None = None) -> dict:
+    """The environment a vx under test runs with: none of the caller's vx or CI settings (the
+    suite's shared-store switch kept), this checkout's source, plain output, the tracking mode."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
+    }
+    env.update({"PYTHONPATH": SRC, "NO_COLOR": "1", **(tracking or {})})
+    return env
+
+
+def task_cgroups_in(run_dir: str) -> list[str]:
+    """The task cgroups still under a run's cgroup (none when it is gone)."""
+    if not os.path.isdir(run_dir):
+        return []
+    return [d for d in os.listdir(run_dir) if os.path.isdir(f"{run_dir}/{d}")]
+
+
 def test_item6_sigkill_of_vx_ends_every_task_and_its_children(repo):
     repo.write(
         npm_workspace(
             {name: {"tasks": {"serve": {"exec": {"command": HANG}}}} for name in ("a", "b")}
         )
     ).commit()
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
-    }
-    env.update({"PYTHONPATH": SRC, "NO_COLOR": "1"})
+    env = vx_env()
     vx = subprocess.Popen(
         [sys.executable, "-m", "vx", "run", "serve", "--all"],
         cwd=repo.root,
@@ -157,12 +171,7 @@ def test_item7_setsid_grandchild_is_gone_after_a_timeout(repo, tracking):
 
 def test_item7_setsid_grandchild_is_gone_after_ctrl_c(repo, tracking):
     one_task(repo, {"exec": {"command": DETACH + "; echo ready > ../../ready; sleep 1000"}})
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
-    }
-    env.update({"PYTHONPATH": SRC, "NO_COLOR": "1", **tracking})
+    env = vx_env(tracking)
     vx = subprocess.Popen(
         [sys.executable, "-m", "vx", "run", "serve", "--all"],
         cwd=repo.root,
@@ -305,12 +314,7 @@ def test_first_wave_task_is_stopped_and_released_when_the_run_fails_as_it_starts
     stale.parent.mkdir()
     stale.write_text("stale")
     pin(stale)
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
-    }
-    env.update({"PYTHONPATH": SRC, "NO_COLOR": "1", **tracking})
+    env = vx_env(tracking)
     task_dir = repo.root / "packages/a"
     vx = subprocess.Popen(
         [sys.executable, "-m", "vx", "run", "build", "--all", "--concurrency", "2"],
@@ -325,11 +329,7 @@ def test_first_wave_task_is_stopped_and_released_when_the_run_fails_as_it_starts
         out, err = vx.communicate(timeout=120)
         left = processes_in(task_dir)  # at once: the warden would stop them later
         run_dir = f"{vx_cgroup_parent()}/vx-{vx.pid}"
-        tasks_left = (
-            [d for d in os.listdir(run_dir) if os.path.isdir(f"{run_dir}/{d}")]
-            if os.path.isdir(run_dir)
-            else []
-        )
+        tasks_left = task_cgroups_in(run_dir)
         assert vx.returncode != 0 and "cannot remove output" in out + err, out + err
         assert "Traceback" not in err
         assert not left, f"processes of a's task outlived vx: {left}"
@@ -368,12 +368,7 @@ def test_first_wave_task_is_stopped_when_the_walk_fails_after_adopting_it(repo, 
     only what the walk never adopted — and it ran on until the warden noticed vx was gone. Now
     vx kills it, its setsid child too, and drops its cgroup before it exits."""
     repo.write(npm_workspace({"a": {"tasks": {"build": {"exec": {"command": STUBBORN}}}}})).commit()
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
-    }
-    env.update({"PYTHONPATH": SRC, "NO_COLOR": "1", **tracking})
+    env = vx_env(tracking)
     task_dir = repo.root / "packages/a"
     vx = subprocess.Popen(
         [sys.executable, "-c", FAULT_IN_WALK_SETUP, "run", "build", "--all"],
@@ -388,11 +383,7 @@ def test_first_wave_task_is_stopped_when_the_walk_fails_after_adopting_it(repo, 
         out, err = vx.communicate(timeout=120)
         left = processes_in(task_dir)  # at once: the warden would stop them later
         run_dir = f"{vx_cgroup_parent()}/vx-{vx.pid}"
-        tasks_left = (
-            [d for d in os.listdir(run_dir) if os.path.isdir(f"{run_dir}/{d}")]
-            if os.path.isdir(run_dir)
-            else []
-        )
+        tasks_left = task_cgroups_in(run_dir)
         assert vx.returncode != 0 and "set_wakeup_fd" in out + err, out + err
         assert not left, f"processes of a's task outlived vx: {left}"
         if tracking["VX_TEST_TRACKING"] == "cgroup":
@@ -458,12 +449,7 @@ def test_a_sandboxed_task_cannot_kill_the_warden_or_leave_its_cgroup(repo, track
         "exec": {"command": HOSTILE, "sandbox": {"allow": {"read": ["in/**"], "write": ["out/"]}}}
     }
     repo.write(npm_workspace({"a": {"tasks": {"build": task}, "files": {"in/.keep": ""}}})).commit()
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
-    }
-    env.update({"PYTHONPATH": SRC, "NO_COLOR": "1", **tracking})
+    env = vx_env(tracking)
     task_dir = repo.root / "packages/a"
     vx = subprocess.Popen(
         [sys.executable, "-m", "vx", "run", "build", "--all"],

@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct
 
+from vx.plan.tasks import file_stamp as _stamp
+
 if TYPE_CHECKING:
     from vx.plan.tasks import OutputSpec
 
@@ -169,14 +171,6 @@ def _read(root: Path, path: str) -> Program | None:
         frozenset(stems),
         os.path.commonpath(sources) if sources else "",
     )
-
-
-def _stamp(root: Path, rel: str) -> tuple[int, ...]:
-    try:
-        st = os.lstat(os.path.join(root, rel))
-    except OSError:
-        return ()
-    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_mode)
 
 
 def _rel(root: Path, path: str) -> str:

@@ -160,7 +160,7 @@ class AdditiveOutputs(OutputSpec):
 
     def wipe(self, root: Path) -> None:
         self._stamps = (
-            {p: _stamp(root, p) for p in super().walk(root)} if self.declares_files else {}
+            {p: file_stamp(root, p) for p in super().walk(root)} if self.declares_files else {}
         )
         self.removed = ()
 
@@ -170,18 +170,19 @@ class AdditiveOutputs(OutputSpec):
             return files
         present = set(files)
         self.removed = tuple(sorted(p for p in self._stamps if p not in present))
-        return [p for p in files if self._stamps.get(p) != _stamp(root, p)]
+        return [p for p in files if self._stamps.get(p) != file_stamp(root, p)]
 
     def walk_for_save(self, root: Path) -> tuple[list[str], list[str]]:
         owned, disowned = super().walk_for_save(root)
         if self._stamps is None:
             return owned, disowned
         self.removed = tuple(sorted(set(self._stamps) - set(owned) - set(disowned)))
-        changed = [p for p in owned if self._stamps.get(p) != _stamp(root, p)]
-        return changed, [p for p in disowned if self._stamps.get(p) != _stamp(root, p)]
+        changed = [p for p in owned if self._stamps.get(p) != file_stamp(root, p)]
+        return changed, [p for p in disowned if self._stamps.get(p) != file_stamp(root, p)]
 
 
-def _stamp(root: Path, rel: str) -> tuple[int, ...]:
+def file_stamp(root: Path, rel: str) -> tuple[int, ...]:
+    """What tells that a file changed without reading it (size, times, inode, mode); () if gone."""
     try:
         st = os.lstat(os.path.join(root, rel))
     except OSError:

@@ -16,12 +16,13 @@ instead); a command that ran and failed is a result like any other.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import stat
 import threading
 import time
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable, Iterator, Mapping
 
 import grpc
 from msgspec import Struct
@@ -188,7 +189,7 @@ class RemoteExecutor:
     ) -> Outcome:
         """`fetch=False` leaves the outputs on the server (`Outcome.listing`); `grafted` are
         upstream outputs left there, put into the input root by digest."""
-        try:
+        with _as_exec_failure():
             return self._run(
                 root,
                 project_dir,
@@ -203,21 +204,13 @@ class RemoteExecutor:
                 fetch,
                 tuple(grafted),
             )
-        except RemoteFailure as exc:
-            raise ExecFailure(str(exc)) from None
-        except grpc.RpcError as exc:
-            raise ExecFailure(_code_name(exc)) from None
 
     # ------------------------------------------------------------ one action
 
     def materialise(self, root: str, listing: Listing) -> int:
         """Fetch outputs left on the server and write them into the workspace."""
-        try:
+        with _as_exec_failure():
             return self._write_listing(root, listing)
-        except RemoteFailure as exc:
-            raise ExecFailure(str(exc)) from None
-        except grpc.RpcError as exc:
-            raise ExecFailure(_code_name(exc)) from None
 
     def _run(
         self,
@@ -672,6 +665,17 @@ def _status_name(code: int) -> str:
 
 def _seconds(value: float) -> str:
     return f"{value:g} s"
+
+
+@contextlib.contextmanager
+def _as_exec_failure() -> Iterator[None]:
+    """A server's failure, as the ExecFailure the caller falls back on."""
+    try:
+        yield
+    except RemoteFailure as exc:
+        raise ExecFailure(str(exc)) from None
+    except grpc.RpcError as exc:
+        raise ExecFailure(_code_name(exc)) from None
 
 
 def _code_name(exc: grpc.RpcError) -> str:
