@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Collection, Mapping
+from typing import Any, Collection, Mapping
 
 from vx.model import ScheduleConfig, TaskId
 from vx.store import runs
@@ -65,20 +65,7 @@ def recorded(cache_dir: str, tasks: Collection[TaskId], window: int) -> dict[Tas
     """The median of each task's last `window` executed, passed runs; {} without a history.
     Opened as it is, never made or repaired: a damaged file raises (sqlite3.DatabaseError), and
     the run's own record at its end starts it afresh (`runs.connect`)."""
-    path = os.path.join(cache_dir, runs.DB_NAME)
-    if not os.path.exists(path):
-        return {}
-    import sqlite3
-
-    db = sqlite3.connect(path, timeout=1.0)
-    try:
-        if db.execute("PRAGMA user_version").fetchone()[0] != int(runs.SCHEMA):
-            return {}  # another shape: the next record starts it afresh
-        by_name = {(t.package, t.task): t for t in tasks}
-        found = runs.durations(db, sorted(by_name), window)
-    finally:
-        db.close()
-    return {by_name[k]: median(v) for k, v in found.items()}
+    return {t: median(v) for t, v in _per_task(cache_dir, tasks, window, runs.durations).items()}
 
 
 RESERVE_STEP = 64 << 20  # reservations are whole 64 MiB steps
@@ -95,6 +82,13 @@ def reservation(peak_bytes: int) -> int:
 def reservations(cache_dir: str, tasks: Collection[TaskId], window: int) -> dict[TaskId, int]:
     """Each task's reservation from its last `window` executed, passed runs; tasks with no
     measured peak are left out. {} without a history. Raises sqlite3.Error / OSError."""
+    return {t: reservation(v) for t, v in _per_task(cache_dir, tasks, window, runs.peaks).items()}
+
+
+def _per_task(cache_dir: str, tasks: Collection[TaskId], window: int, query) -> dict[TaskId, Any]:
+    """`query(db, [(package, task)], window)` on the run history, keyed back by task; {} without
+    a history or with one of another shape (the next record starts that afresh). Opened as it
+    is, never made or repaired."""
     path = os.path.join(cache_dir, runs.DB_NAME)
     if not os.path.exists(path):
         return {}
@@ -105,10 +99,10 @@ def reservations(cache_dir: str, tasks: Collection[TaskId], window: int) -> dict
         if db.execute("PRAGMA user_version").fetchone()[0] != int(runs.SCHEMA):
             return {}
         by_name = {(t.package, t.task): t for t in tasks}
-        found = runs.peaks(db, sorted(by_name), window)
+        found = query(db, sorted(by_name), window)
     finally:
         db.close()
-    return {by_name[k]: reservation(v) for k, v in found.items()}
+    return {by_name[k]: v for k, v in found.items()}
 
 
 def admits(need: int, running: Collection[int], budget: int) -> bool:
