@@ -387,6 +387,9 @@ def test_group_alive_sees_a_running_group_and_not_a_dead_one(tmp_path):
         alive_before = group_alive(recorder.pgid)
         table.kill_all()
         await bounded(task)
+        # The shell is reaped, but the SIGKILLed `sleep` may still be in its exit path (kill(2)
+        # returns before): the run's shutdown is what waits for the group, so wait as it does.
+        await bounded(table.shutdown(grace_s=60.0), 120.0)
         return alive_before, group_alive(recorder.pgid)
 
     assert asyncio.run(main()) == (True, False)
