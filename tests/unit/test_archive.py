@@ -408,6 +408,21 @@ def test_refuses_a_truncated_file(tmp_path):
 
 
 @pytest.mark.feature("LC-09", "LC-12")
+def test_a_read_stopped_by_damage_leaves_nothing_for_the_next_artifact(tmp_path, out):
+    """A thread keeps one decompressor for every artifact it reads: one refused mid-stream
+    (a bad name after a big body, the rest of its frame never read) must leave nothing that
+    the next artifact's restore reads."""
+    big = os.urandom(300_000)
+    refused(tmp_path, craft([("outputs/a.bin", big), ("outputs/../evil", b"x")]), r"\.\.")
+    ws = tmp_path / "ws"
+    second = b"second " * 40_000
+    write(ws, "b.txt", second)
+    unpack(pack_ws(tmp_path, ws, ["b.txt"], key="k2"), key="k2", allowed=ALL, root=out)
+    assert (out / "b.txt").read_bytes() == second
+    assert sorted(os.listdir(out)) == ["b.txt"]
+
+
+@pytest.mark.feature("LC-09", "LC-12")
 def test_an_artifact_too_big_to_read_whole_is_streamed_and_refused_alike(tmp_path, out):
     """Past WHOLE_READ the artifact is streamed from the file (the frame walked with `pread`)
     instead of read whole: the same bytes restore, and the same damage is refused."""

@@ -17,6 +17,7 @@ import errno
 import os
 import stat
 import zlib
+from _thread import _local
 
 from vx import CACHE_VERSION
 from vx.errors import EnvironmentFailure
@@ -630,7 +631,21 @@ def _checked_reader(source: bytes | BinaryIO, end: int, size: int):
             if end > size
             else "refused artifact: trailing data after the zstd frame"
         )
-    return codec().ZstdDecompressor().stream_reader(source, read_across_frames=False, closefd=False)
+    return _decompressor().stream_reader(source, read_across_frames=False, closefd=False)
+
+
+_per_thread = _local()
+
+
+def _decompressor():
+    """This thread's decompressor, made once: making one per artifact allocates and frees its
+    context each time, most of what decoding a small artifact costs. Each reader starts a fresh
+    session on it; no thread reads two artifacts at once (every reader here is read to its end,
+    or dropped, before the next is made)."""
+    found = getattr(_per_thread, "zstd", None)
+    if found is None:
+        found = _per_thread.zstd = codec().ZstdDecompressor()
+    return found
 
 
 def unpack_plain(
