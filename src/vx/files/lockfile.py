@@ -168,6 +168,11 @@ class _Graph:
         self.whole = False
         self._root: set[str] | None = None
         self._root_digest = ""
+        # what `_fold` made of each node and each (label, body): every project's closure
+        # folds mostly the same entries, and a fresh clone folds them all (no memo yet)
+        self._items: dict[str, tuple[str, str]] = {}
+        self._folded: dict[tuple[str, str], bytes] = {}
+        self._shorts: dict[tuple[str, str], str] = {}
 
     def closure(self, project_dir: str) -> Closure:
         if self.whole:
@@ -201,17 +206,34 @@ class _Graph:
         # An entry folds as what it resolved to, not where it sits: a hoisting change that moves
         # `is-number@6` under `is-odd/` is no change to the projects using it.
         items = set()
+        known = self._items
         for node in nodes:
-            kind, ident = node[0], node[2:]
-            if kind == "i":
-                label, body = f"importer {ident or '.'}", self.importers.get(ident)
-            else:
-                label, body = self.labels.get(node, ident), self.entries.get(ident)
-            items.add((label, "" if body is None else body))  # "": an importer the lockfile lacks
-        for label, body in sorted(items):
-            h.update(f"{label}\0{len(body)}\0{body}\0".encode("utf-8", "surrogateescape"))
+            item = known.get(node)
+            if item is None:
+                kind, ident = node[0], node[2:]
+                if kind == "i":
+                    label, body = f"importer {ident or '.'}", self.importers.get(ident)
+                else:
+                    label, body = self.labels.get(node, ident), self.entries.get(ident)
+                item = known[node] = (
+                    label,
+                    "" if body is None else body,
+                )  # "": an importer the lockfile lacks
+            items.add(item)
+        folded, shorts = self._folded, self._shorts
+        for item in sorted(items):
+            data = folded.get(item)
+            if data is None:
+                label, body = item
+                data = folded[item] = f"{label}\0{len(body)}\0{body}\0".encode(
+                    "utf-8", "surrogateescape"
+                )
+            h.update(data)
             if parts is not None:
-                parts[label] = _short(body)
+                short = shorts.get(item)
+                if short is None:
+                    short = shorts[item] = _short(item[1])
+                parts[item[0]] = short
         return h
 
 
