@@ -253,57 +253,38 @@ def _prepare(
         store_dir, store_note = location.store_dir(
             cache_dir, ws.root, index.toplevel, index.remotes, host_env
         )
-    with stages("keys"):
-        opts = RunOptions(
-            req.forward_args,
-            req.timeout_ms,
-            req.retries,
-            ws_config.timeout_ms,
-            cache_dir=cache_dir,
-            store_dir=store_dir,
-            framework_inference=req.framework_inference,
-            sandbox_trace=ws_config.sandbox_trace,
-            remote_execution=ws_config.remote_execution,
-            plugin_key=host.key_material if host is not None and host.has("key") else None,
+    # The index opens on a thread of its own while the keys are made (SQLite makes and sets up
+    # its files without holding the interpreter); a plugin's cache layers are asked for after
+    # its key hook, as always, and the index then opens once the keys are made.
+    plugin_layers = host is not None and host.has("cache")
+    cache = layers = opening = None
+    if not plugin_layers:
+        cache, layers = _cache_plan(req, ws_config, host_env, host)
+        opening = _open_index(cache, cache_dir, ws.root, store_dir)
+    try:
+        plans, keyed_graph, graph, cut, run_plans = _keyed(
+            req, ws, graph, index, host, host_env, additive, ws_config, cache_dir, store_dir, stages
         )
-        plans = make_plans(ws, graph, index, opts, host_env, additive)
-    keyed_graph: TaskGraph | None = None
-    cut: Mapping[TaskId, TaskId] = {}
-    run_plans = plans
-    if req.exclude_deps is not None:  # keyed on the whole graph above; only the rest runs
-        from vx.plan.graph import exclude_dependencies
-
-        schedule = exclude_dependencies(graph, frozenset(req.exclude_deps) or None)
-        keyed_graph, graph, cut = graph, schedule.graph, schedule.cut
-        run_plans = {t: p for t, p in plans.items() if t in graph.nodes}
-    if host is not None and host.has("schedule"):
-        from msgspec.structs import replace
-
-        graph = replace(graph, priority=host.weights(graph))
-    from vx.store.policy import cache_scope, plan_cache
-
-    layers = host.cache_layers() if host is not None and host.has("cache") else []
-    cache = plan_cache(
-        no_cache=req.no_cache,
-        force=req.force or req.verify is not None,
-        spec=req.cache_spec,
-        cfg=ws_config.remote_cache,
-        env=host_env,
-        scope=cache_scope(ws_config.cache_scope, host_env),
-        plugins=[layer.settings for layer in layers],
-    )
+    except BaseException:
+        if opening is not None:
+            opening.discard()
+        raise
+    if plugin_layers:
+        cache, layers = _cache_plan(req, ws_config, host_env, host)
+        opening = _open_index(cache, cache_dir, ws.root, store_dir)
+    assert cache is not None and layers is not None
     policy = CachePolicy(read=cache.axes.reads, write=cache.axes.writes)
     store: LocalStore | LayeredStore | None = None
     hits: dict[str, Entry] = {}
     remote: LayeredStore | None = None
     remote_hits: set[str] = set()
     off: tuple[tuple[str, str], ...] = ()
-    if policy.read or policy.write:
+    if opening is not None:
         with stages("open cache"):
-            from vx.store.local import CacheFull, LocalStore
+            from vx.store.local import CacheFull
 
             try:
-                store = LocalStore(cache_dir, ws.root, store_dir)
+                store = opening.result()
             except CacheFull as exc:  # a full disk costs the cache, never the build
                 off = (
                     (
@@ -373,6 +354,78 @@ def _prepare(
         remote_config,
         host,
     )
+
+
+def _cache_plan(req: RunRequest, ws_config, host_env: Mapping[str, str], host):
+    """The run's cache layers and axes (`vx.store.policy.plan_cache`), and the plugins' layers."""
+    from vx.store.policy import cache_scope, plan_cache
+
+    layers = host.cache_layers() if host is not None and host.has("cache") else []
+    cache = plan_cache(
+        no_cache=req.no_cache,
+        force=req.force or req.verify is not None,
+        spec=req.cache_spec,
+        cfg=ws_config.remote_cache,
+        env=host_env,
+        scope=cache_scope(ws_config.cache_scope, host_env),
+        plugins=[layer.settings for layer in layers],
+    )
+    return cache, layers
+
+
+def _open_index(cache, cache_dir: Path, root: Path, store_dir: Path):
+    """The local store opening on its own thread (`vx.store.local.Opening`), when the run reads
+    or writes a cache at all."""
+    if not (cache.axes.reads or cache.axes.writes):
+        return None
+    from vx.store.local import Opening
+
+    return Opening(cache_dir, root, store_dir)
+
+
+def _keyed(
+    req: RunRequest,
+    ws: Workspace,
+    graph: TaskGraph,
+    index,
+    host,
+    host_env: Mapping[str, str],
+    additive,
+    ws_config,
+    cache_dir: Path,
+    store_dir: Path,
+    stages: Stages,
+):
+    """Every task's plan and key, and the graph that runs (`--exclude-dependencies` keys on the
+    whole graph, then cuts): (plans, keyed graph or None, graph, cut, the plans that run)."""
+    with stages("keys"):
+        opts = RunOptions(
+            req.forward_args,
+            req.timeout_ms,
+            req.retries,
+            ws_config.timeout_ms,
+            cache_dir=cache_dir,
+            store_dir=store_dir,
+            framework_inference=req.framework_inference,
+            sandbox_trace=ws_config.sandbox_trace,
+            remote_execution=ws_config.remote_execution,
+            plugin_key=host.key_material if host is not None and host.has("key") else None,
+        )
+        plans = make_plans(ws, graph, index, opts, host_env, additive)
+    keyed_graph: TaskGraph | None = None
+    cut: Mapping[TaskId, TaskId] = {}
+    run_plans = plans
+    if req.exclude_deps is not None:  # keyed on the whole graph above; only the rest runs
+        from vx.plan.graph import exclude_dependencies
+
+        schedule = exclude_dependencies(graph, frozenset(req.exclude_deps) or None)
+        keyed_graph, graph, cut = graph, schedule.graph, schedule.cut
+        run_plans = {t: p for t, p in plans.items() if t in graph.nodes}
+    if host is not None and host.has("schedule"):
+        from msgspec.structs import replace
+
+        graph = replace(graph, priority=host.weights(graph))
+    return plans, keyed_graph, graph, cut, run_plans
 
 
 def _remote_exec(

@@ -848,6 +848,41 @@ class LocalStore:
         self._write_stamps(key, {p: (ino, ctime) for p, ino, ctime in info.stamps})
 
 
+class Opening:
+    """A LocalStore being opened on a thread of its own, while the run does other work.
+
+    Why: a fresh clone's first run makes the index's files and tables, and SQLite does that
+    file work without holding the interpreter, so it overlaps the keys being made. `result`
+    waits for it and raises what the open raised; `discard` waits and closes it."""
+
+    def __init__(self, cache_dir: Path, root: Path, store_dir: Path | None = None):
+        self._store: LocalStore | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._open, args=(cache_dir, root, store_dir), name="vx-open-cache", daemon=True
+        )
+        self._thread.start()
+
+    def _open(self, cache_dir: Path, root: Path, store_dir: Path | None) -> None:
+        try:
+            self._store = LocalStore(cache_dir, root, store_dir)
+        except BaseException as e:  # told by `result`, on the thread that waits for it
+            self._error = e
+
+    def result(self) -> LocalStore:
+        self._thread.join()
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        assert self._store is not None  # opened, or the error above
+        return self._store
+
+    def discard(self) -> None:
+        self._thread.join()
+        if self._store is not None:
+            self._store.close()
+
+
 class _Packed(Struct, frozen=True):
     temp: Path
     key: str
