@@ -148,6 +148,94 @@ class _DeadlineReader:
         return self._src.read(CHUNK if n is None or n < 0 else min(n, CHUNK))
 
 
+class _Headers:
+    """A response's header fields as `http.client` reads them (`get`, `get_all`, `items`, names
+    matched without case), parsed by splitting lines rather than by the `email` package.
+
+    Why: `http.client` hands the header block to `email.parser`, which costs more than the rest
+    of a small download's request and response together; a remote restore makes one per task.
+    Line limits stay `http.client`'s own (`_read_headers`). A folded line (leading space or tab)
+    continues the field before it; a line without a colon is not a field and is skipped."""
+
+    __slots__ = ("_fields",)
+
+    def __init__(self, lines: list[bytes]):
+        fields: list[tuple[str, str]] = []
+        for raw in lines:
+            line = raw.decode("iso-8859-1").rstrip("\r\n")
+            if not line:
+                continue
+            if line[0] in " \t":
+                if fields:
+                    name, value = fields[-1]
+                    fields[-1] = (name, f"{value} {line.strip()}".strip())
+                continue
+            name, colon, value = line.partition(":")
+            if colon and name and name == name.strip():
+                fields.append(
+                    (name, value.lstrip(" \t"))
+                )  # as email keeps it: trailing blanks stay
+        self._fields = fields
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        name = name.lower()
+        return next((v for k, v in self._fields if k.lower() == name), default)
+
+    def get_all(self, name: str, failobj: object = None):
+        name = name.lower()
+        found = [v for k, v in self._fields if k.lower() == name]
+        return found or failobj
+
+    def items(self) -> list[tuple[str, str]]:
+        return list(self._fields)
+
+
+class _Response(http.client.HTTPResponse):
+    """`http.client.HTTPResponse` with its header block read into `_Headers`; the status line,
+    framing (chunked, Content-Length, HEAD) and keep-alive decisions are the stdlib's own."""
+
+    def begin(self) -> None:
+        if self.headers is not None:
+            return
+        while True:
+            version, status, reason = self._read_status()  # type: ignore[attr-defined]
+            if status != http.client.CONTINUE:
+                break
+            http.client._read_headers(self.fp)  # type: ignore[attr-defined]  # a 100's header
+        self.code = self.status = status
+        self.reason = reason.strip()
+        if version in ("HTTP/1.0", "HTTP/0.9"):
+            self.version = 10
+        elif version.startswith("HTTP/1."):
+            self.version = 11
+        else:
+            raise http.client.UnknownProtocol(version)
+        self.headers = self.msg = _Headers(http.client._read_headers(self.fp))  # type: ignore[attr-defined,assignment]
+        encoding = self.headers.get("transfer-encoding")
+        self.chunked = bool(encoding and encoding.lower() == "chunked")
+        if self.chunked:
+            self.chunk_left = None
+        self.will_close = self._check_close()  # type: ignore[attr-defined]
+        self.length = None
+        length = self.headers.get("content-length")
+        if length and not self.chunked:
+            try:
+                self.length = int(length)
+            except ValueError:
+                self.length = None
+            else:
+                if self.length < 0:
+                    self.length = None
+        if (
+            status in (http.client.NO_CONTENT, http.client.NOT_MODIFIED)
+            or 100 <= status < 200
+            or self._method == "HEAD"  # type: ignore[attr-defined]
+        ):
+            self.length = 0
+        if not self.will_close and not self.chunked and self.length is None:
+            self.will_close = True
+
+
 class Wire:
     """Requests to one server, one connection per thread; `close` drops them all."""
 
@@ -177,6 +265,7 @@ class Wire:
                 )
             else:
                 conn = http.client.HTTPConnection(self._host, self._port, timeout=CONNECT_TIMEOUT_S)
+            conn.response_class = _Response
             self._local.conn = conn
             self._local.used = False
             with self._lock:
