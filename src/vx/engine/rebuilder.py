@@ -163,7 +163,12 @@ async def _try_hit(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> TaskResul
     if entry is None:
         return None
     started = time.monotonic()
-    current = await asyncio.to_thread(outputs.walk, ctx.root)
+    if served is CacheStatus.REMOTE:
+        # Walked here, not on a worker thread: a download is mostly restored by its own thread
+        # by now, and a fully remote-cached run makes this hop once per task for a small walk.
+        current = outputs.walk(ctx.root)
+    else:
+        current = await asyncio.to_thread(outputs.walk, ctx.root)
     if store.is_up_to_date(entry, current):
         if served is CacheStatus.REMOTE:  # its download was restored as soon as it was proven
             ctx.emit(CacheRestored(node.id, served))
