@@ -14,6 +14,8 @@ import json
 import time
 from typing import Iterable, Mapping
 
+import msgspec
+
 from vx.model import HashRecord
 from vx.store.rows import chunked, marks
 
@@ -115,7 +117,8 @@ def unsaved_reason(db, task_id: str, key: str) -> str | None:
 
 
 def _encode(record: HashRecord) -> str:
-    return json.dumps(
+    # msgspec rather than json.dumps: a fresh clone's first run writes every task's record
+    return msgspec.json.encode(
         {
             "fingerprint": record.fingerprint,
             "package": record.package_json,
@@ -129,9 +132,8 @@ def _encode(record: HashRecord) -> str:
             "lockfile": _lockfile_parts(record.lockfile),
             "runtime": {label: _digest(value) for label, value in record.runtime},
             "plugin": {name: _digest(value) for name, value in record.plugin},
-        },
-        separators=(",", ":"),
-    )
+        }
+    ).decode()
 
 
 def _lockfile_parts(folded) -> dict[str, str]:
