@@ -18,13 +18,12 @@ that only the upload reads.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import Any, Callable, Collection, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Mapping
 
 from msgspec import Struct
 
@@ -36,6 +35,9 @@ from vx.store.local import DamagedEntry, Entry, LocalStore
 from vx.store.policy import CacheAxes
 from vx.store.remote import BAD_RESPONSE, REJECTED, TOO_LARGE, RemoteFailure, RemoteLayer
 from vx.store.remote.health import Health, Say
+
+if TYPE_CHECKING:
+    import asyncio
 
 FETCH_WORKERS = 16  # more than the cores: each also waits on the server and the disk
 UPLOAD_WORKERS = 4
@@ -268,6 +270,8 @@ class LayeredStore:
 
     async def fetched(self, key: str) -> Entry | Downloaded | None:
         """The remote hit for `key` once its download is proven, or None for a miss."""
+        import asyncio  # the walk's, loaded by now: opening the layer need not wait for it
+
         if (
             self._loop is None
         ):  # the walk's loop: from now on pool threads wake it to deliver warnings
