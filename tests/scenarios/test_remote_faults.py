@@ -60,6 +60,26 @@ def test_server_down_at_start(repo):
 
 
 @pytest.mark.feature("RC-02")
+@pytest.mark.parametrize(
+    "host, said",
+    [
+        ("cache..example", "the host name did not resolve"),
+        ("cachü..example", "the host name is not a valid DNS name"),
+    ],
+)
+def test_a_host_name_no_resolver_can_take_is_a_miss(repo, host, said):
+    """A server URL whose host has an empty label (`cache..example`, a slip of the keyboard)
+    made the resolver's name encoding raise, and vx stopped with an internal error: it is a
+    remote that cannot be reached like any other, and the build goes on."""
+    repo.write(shop_files({"turbo": {"team": "t"}, "upload": "always"})).commit()
+    res = repo.vx("run", "build", "--all", env=turbo_env(f"https://{host}:9"))
+    assert "internal error" not in res.err
+    assert_built_anyway(repo, res)
+    assert res.err.count(said) == 1
+    assert "failures: unreachable ×" in res.err
+
+
+@pytest.mark.feature("RC-02")
 def test_server_dies_mid_run(repo, tmp_path):
     server = TurboServer(tmp_path / "srv", token=CANARY)
     try:

@@ -236,6 +236,16 @@ class _Response(http.client.HTTPResponse):
             self.will_close = True
 
 
+def _create_connection(address: tuple[str, int | None], *args, **kwargs) -> socket.socket:
+    """`socket.create_connection` (http.client's hook for it) with an ASCII host name passed as
+    bytes: as a str, the resolver encodes it through the `idna` codec, whose loading (with
+    `unicodedata` and `stringprep`) is a remote run's dearest import after http.client's own."""
+    host, port = address
+    if isinstance(host, str) and host.isascii():
+        return socket.create_connection((host.encode(), port), *args, **kwargs)  # type: ignore[arg-type]
+    return socket.create_connection((host, port), *args, **kwargs)
+
+
 class Wire:
     """Requests to one server, one connection per thread; `close` drops them all."""
 
@@ -266,6 +276,7 @@ class Wire:
             else:
                 conn = http.client.HTTPConnection(self._host, self._port, timeout=CONNECT_TIMEOUT_S)
             conn.response_class = _Response
+            conn._create_connection = _create_connection  # type: ignore[attr-defined]
             self._local.conn = conn
             self._local.used = False
             with self._lock:
@@ -371,6 +382,9 @@ class Wire:
         except (TimeoutError, socket.timeout):
             self.drop()
             raise RemoteFailure(TIMEOUT, f"no answer in {timeout:g} s") from None
+        except UnicodeError:  # the `idna` encoding of a host name with an empty or overlong label
+            self.drop()
+            raise RemoteFailure(UNREACHABLE, "the host name is not a valid DNS name") from None
         except (OSError, http.client.HTTPException) as exc:
             self.drop()
             raise RemoteFailure(UNREACHABLE, _why(exc)) from None
