@@ -232,7 +232,7 @@ def _prepare(
             )
             if req.affected is not None:
                 graph, affected_notice = _affected(
-                    req, ws, ws_config, configs, graph, cwd_pkg, host_env
+                    req, ws, ws_config, configs, graph, cwd_pkg, host_env, host
                 )
             if host is not None and host.has("graph"):
                 graph = host.shape_graph(graph, configs)
@@ -399,16 +399,18 @@ def _affected(
     graph: TaskGraph,
     cwd_pkg: str,
     host_env: Mapping[str, str],
+    host: Host | None = None,
 ) -> tuple[TaskGraph, str | None]:
-    """Only the requested tasks a change since the base reaches; the notice when none is."""
+    """Only the requested tasks a change since the base reaches; the notice when none is. A root
+    file a plugin claims is answered by its plugin."""
     from vx.plan import affected
 
     root = str(ws.root)
     ref = affected.base_ref(root, req.affected, ws_config.affected_base, host_env)
     paths = affected.changed_paths(root, ref)
-    keep = affected.reached(
-        graph, affected.seeds(ws, configs, paths, affected.merge_base(root, ref))
-    )
+    base = affected.merge_base(root, ref)
+    claims = host.claimed_affected(ws, base) if host is not None and host.claims else None
+    keep = affected.reached(graph, affected.seeds(ws, configs, paths, base, claims))
     if not keep:
         return build_graph(ws, configs, Selection((), cwd_pkg)), f"nothing affected since {ref}"
     if len(keep) == len(graph.requested):

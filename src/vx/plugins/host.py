@@ -46,6 +46,7 @@ HOOKS = (
     "project",
     "graph",
     "key",
+    "fingerprint",
     "schedule",
     "admit",
     "executor",
@@ -98,6 +99,18 @@ class ProjectView(Struct, frozen=True):
     dir: str
 
 
+class Change(Struct, frozen=True):
+    """A claimed file's change as `fingerprint.affected` sees it: the file, the merge-base
+    commit `base`, its bytes there (`before`) and in the worktree (`after`), None where it is
+    absent, and every project of the workspace."""
+
+    file: str
+    base: str
+    before: bytes | None
+    after: bytes | None
+    projects: tuple[ProjectView, ...]
+
+
 class Context:
     """What every hook is given: the plugin's `name` and `options`, the workspace `root`, the
     run's environment `env` (read only), `warn(message)`, and — in `setup` — `on(callback)`,
@@ -143,6 +156,7 @@ class Host:
         self.observers: list[_Observer] = []
         self.pending: list[str] = []  # warnings said before a run's events flow
         self.executors: list[tuple[str, Any]] = []  # (plugin, what its `executor` hook returned)
+        self.claims: dict[str, str] = {}  # root fingerprint file -> the plugin that claims it
         self._emit: Callable[[Any], None] | None = None
         self._torn = False
 
@@ -362,10 +376,15 @@ class Host:
             layers.append(PluginLayer(plugin.name, got))
         return layers
 
-    def key_material(self, node: TaskNode, plan: TaskPlan) -> tuple[tuple[str, str], ...]:
-        """Every `key` hook's `{name: value}` for the task, as sorted (`plugin/name`, value)."""
+    def key_material(
+        self, node: TaskNode, plan: TaskPlan
+    ) -> tuple[tuple[tuple[str, str], ...], frozenset[str]]:
+        """Every `key` hook's `{name: value}` for the task, as sorted (`plugin/name`, value), and
+        the claimed fingerprint files that leave its key: those whose plugin keyed something of
+        the task. A claiming plugin whose hook declines leaves its files in the key."""
         view = task_view(node, plan)
         out: list[tuple[str, str]] = []
+        released: set[str] = set()
         for plugin in self.with_hook("key"):
             got = self._shape(plugin, "key", view)
             if got is None:
@@ -376,7 +395,53 @@ class Host:
                     hint='return a dict of strings, e.g. {"abi": "115"}, or None',
                 )
             out += ((f"{plugin.name}/{name}", value) for name, value in got.items())
-        return tuple(sorted(out))
+            if got:
+                released.update(f for f, by in self.claims.items() if by == plugin.name)
+        return tuple(sorted(out)), frozenset(released)
+
+    def claimed_affected(self, ws: Workspace, base: str) -> dict[str, Callable[[], Any]]:
+        """Per claimed file, what `--affected` asks when it changed since `base` (the
+        merge-base): the names of the projects its plugin's `affected` says the change touches,
+        None for every project (a plugin without `affected` cannot tell)."""
+        out: dict[str, Callable[[], Any]] = {}
+        for file, name in self.claims.items():
+            plugin = next(p for p in self.plugins if p.name == name)
+            out[file] = lambda file=file, plugin=plugin: self._affected(plugin, ws, file, base)
+        return out
+
+    def _affected(self, plugin: Plugin, ws: Workspace, file: str, base: str) -> set[str] | None:
+        hook = plugin.hooks["fingerprint"].get("affected")
+        if hook is None:
+            return None
+        change = Change(
+            file,
+            base,
+            _at_base(ws.root, base, file),
+            _in_worktree(ws.root, file),
+            tuple(ProjectView(p.name, p.dir) for p in ws.packages.values()),
+        )
+        try:
+            got = hook(change, plugin.ctx)
+        except VxError:
+            raise
+        except _THROWN as exc:
+            raise _failed(plugin.name, "fingerprint: affected", exc) from None
+        if got is None:
+            return None
+        hint = "return the names of the projects the change touches (a list), or None for all"
+        if isinstance(got, (str, bytes)) or not isinstance(got, (list, tuple, set, frozenset)):
+            raise PluginError(
+                f"plugin '{plugin.name}': its `fingerprint: affected` hook returned {_shown(got)}",
+                hint=hint,
+            )
+        for project in got:
+            if project not in ws.packages:
+                raise PluginError(
+                    f"plugin '{plugin.name}': its `fingerprint: affected` hook names "
+                    f"{_shown(project)}, which is not a project of the workspace",
+                    hint=hint,
+                )
+        return set(got)
 
     def weights(self, graph: TaskGraph) -> Mapping[TaskId, float]:
         """The walk's priorities: the baseline (dependents count), each `schedule` hook's
@@ -534,6 +599,15 @@ def load(
                     hint="keep one of them in `plugins`",
                 )
             claimed[verb] = spec.name
+        for file in hooks.get("fingerprint", {}).get("files", ()):
+            if file in host.claims:
+                raise PluginError(
+                    f"plugins '{host.claims[file]}' and '{spec.name}' both claim the "
+                    f"fingerprint file `{file}`",
+                    facts=("in: vx.workspace, plugins",),
+                    hint="one plugin keys a file: keep one of them in vx.workspace's `plugins`",
+                )
+            host.claims[file] = spec.name
         host.plugins.append(plugin)
     if setup:
         for plugin in host.with_hook("setup"):
@@ -641,6 +715,8 @@ def _hooks(spec: PluginSpec, factory: Callable[[dict[str, Any]], Any]) -> dict[s
             )
         if hook == "commands":
             _check_commands(name, value)
+        elif hook == "fingerprint":
+            _check_fingerprint(name, value, hooks)
         elif not callable(value):
             raise PluginError(
                 f"plugin '{name}': `{hook}` must be a function, got {_shown(value)}",
@@ -652,6 +728,45 @@ def _hooks(spec: PluginSpec, factory: Callable[[dict[str, Any]], Any]) -> dict[s
             hint="return at least one hook from `plugin(options)`, or drop it from `plugins`",
         )
     return hooks
+
+
+def _check_fingerprint(name: str, value: Any, hooks: dict[str, Any]) -> None:
+    """`fingerprint` is `{"files": [root fingerprint files], "affected": function}` (`affected`
+    optional), and only beside a `key` hook: a claimed file leaves a task's key only for the
+    material that hook puts in."""
+    from vx.files.index import FINGERPRINT_FILES
+
+    hint = 'e.g. "fingerprint": {"files": ["pnpm-lock.yaml"], "affected": affected}'
+    if not isinstance(value, dict) or set(value) - {"files", "affected"}:
+        raise PluginError(
+            f"plugin '{name}': `fingerprint` must be {{files, affected}}, got {_shown(value)}",
+            hint=hint,
+        )
+    files = value.get("files")
+    if not isinstance(files, (list, tuple)) or not files:
+        raise PluginError(
+            f"plugin '{name}': `fingerprint.files` must be a list of the root files it claims",
+            hint=hint,
+        )
+    for file in files:
+        if file not in FINGERPRINT_FILES:
+            raise PluginError(
+                f"plugin '{name}': `fingerprint.files` names {_shown(file)}, which is not a root "
+                "fingerprint file",
+                hint="it may claim " + ", ".join(FINGERPRINT_FILES),
+            )
+    if "affected" in value and not callable(value["affected"]):
+        raise PluginError(
+            f"plugin '{name}': `fingerprint.affected` must be a function, got "
+            f"{_shown(value['affected'])}",
+            hint="def affected(change, ctx): return [project names], or None for every project",
+        )
+    if not callable(hooks.get("key")):
+        raise PluginError(
+            f"plugin '{name}' claims {', '.join(files)} but has no `key` hook",
+            hint="a claimed file leaves the workspace fingerprint only for what the plugin's "
+            "`key` hook keys of it per task; add one",
+        )
 
 
 def _check_commands(name: str, value: Any) -> None:
@@ -768,6 +883,23 @@ def _name_problem(name: str) -> str | None:
     if "#" in name:
         return f"its name {name!r} contains `#`, which separates a project from its task"
     return None
+
+
+def _at_base(root: Path, base: str, file: str) -> bytes | None:
+    """The root file `file` as commit `base` holds it; None when it has none."""
+    import subprocess
+
+    done = subprocess.run(
+        ["git", "show", f"{base}:./{file}"], cwd=root, capture_output=True, check=False
+    )
+    return done.stdout if done.returncode == 0 else None
+
+
+def _in_worktree(root: Path, file: str) -> bytes | None:
+    try:
+        return (root / file).read_bytes()
+    except OSError:
+        return None
 
 
 def _link_on_the_way(root: Path, rel: str) -> str | None:
