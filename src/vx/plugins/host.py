@@ -403,11 +403,13 @@ class Host:
         """Per claimed file, what `--affected` asks when it changed since `base` (the
         merge-base): the names of the projects its plugin's `affected` says the change touches,
         None for every project (a plugin without `affected` cannot tell)."""
-        out: dict[str, Callable[[], Any]] = {}
-        for file, name in self.claims.items():
-            plugin = next(p for p in self.plugins if p.name == name)
-            out[file] = lambda file=file, plugin=plugin: self._affected(plugin, ws, file, base)
-        return out
+        import functools
+
+        by_name = {p.name: p for p in self.plugins}
+        return {
+            file: functools.partial(self._affected, by_name[name], ws, file, base)
+            for file, name in self.claims.items()
+        }
 
     def _affected(self, plugin: Plugin, ws: Workspace, file: str, base: str) -> set[str] | None:
         hook = plugin.hooks["fingerprint"].get("affected")
