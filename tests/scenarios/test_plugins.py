@@ -691,3 +691,22 @@ def test_declaring_a_plugin_ends_the_replays_of_a_receipted_workspace(repo):
     repo.write({"vx.workspace.json": {"plugins": ["stampkey"]}}).commit()
     keyed, replayed = timed(repo)
     assert not replayed and "0 cached" in keyed.err, keyed.err
+
+
+@pytest.mark.feature("CLI-02", "PL-02")
+def test_a_bare_run_lists_the_tasks_a_plugin_adds(repo):
+    """A bare `vx run` lists the tasks there are to run from here, and a task a plugin's
+    `project` hook adds is one as a config's task is — not "no project here declares any task"
+    (issue: plugins, a bare run ignored plugin-added tasks)."""
+    adds = (
+        "def plugin(options):\n"
+        "    def project(project, config, ctx):\n"
+        "        config.setdefault('tasks', {})['lint'] = {'exec': {'command': 'true'}}\n"
+        "        return config\n"
+        "    return {'project': project}\n"
+    )
+    pkgs = {"a": {"files": {"src/a.js": "A;"}}}  # no vx.config: every task is the plugin's
+    workspace(repo, ["adds"], {"adds": adds}, pkgs)
+    result = repo.vx("run", cwd="packages/a", summary=False)
+    assert result.code == 2, result.err
+    assert "tasks: lint" in result.err and "Traceback" not in result.err, result.err
