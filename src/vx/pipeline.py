@@ -144,13 +144,21 @@ def prepare(
 
 
 def shaped_projects(
-    ws: Workspace, host_env: Mapping[str, str]
+    ws: Workspace, host_env: Mapping[str, str], session: Host | None = None
 ) -> tuple[Workspace, dict[str, ProjectConfig]]:
     """The workspace and its project configs as a run sees them, the plugins' `discover` and
-    `project` hooks applied (for `vx show`); the plugins are set up and torn down around it."""
+    `project` hooks applied (for `vx show`); the plugins are set up and torn down around it,
+    unless they are a `vx watch` session's (`session`), set up once for all of it."""
     ws_config = config.load_workspace(ws.root, host_env, remote=False)
     if not ws_config.plugins:
         return ws, config.load_all(ws, host_env)
+    if session is not None and [(p.name, p.options) for p in session.plugins] == [
+        (s.name, dict(s.options)) for s in ws_config.plugins
+    ]:
+        if session.has("discover"):
+            ws = session.discovered(ws)
+        shape = session.shape_project if session.has("project") else None
+        return ws, config.load_all(ws, host_env, shape)
     loaded: list = []
     try:
         host, ws_config = _load_plugins(ws.root, ws_config, host_env, loaded)

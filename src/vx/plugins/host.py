@@ -69,6 +69,10 @@ CORE_VERBS = frozenset(
 _THROWN = (Exception, SystemExit)
 TEARDOWN_S = 3.0  # how long one plugin's teardown may hold the end of a run
 ENTRY_POINTS = "vx.plugins"
+# A cycle of `vx watch` (vx.cli.watch): the plugins its session set up, as [name, options]
+# pairs, and the pipe the cycle's events go back to the session through
+WATCH_PLUGINS = "VX_WATCH_PLUGINS"
+WATCH_EVENTS = "VX_WATCH_EVENTS"
 
 
 class PluginError(VxError):
@@ -132,12 +136,13 @@ class Context:
 
 
 class Plugin:
-    __slots__ = ("name", "options", "hooks", "ctx", "off")
+    __slots__ = ("name", "options", "hooks", "ctx", "off", "session")
 
     def __init__(self, name: str, options: dict[str, Any], hooks: dict[str, Any]):
         self.name, self.options, self.hooks = name, options, hooks
         self.off: set[str] = set()  # hooks switched off for the rest of the run
         self.ctx: Context
+        self.session = False  # set up by the `vx watch` session around this run: not here
 
 
 class _Observer:
@@ -502,21 +507,26 @@ class Host:
         self.pending.clear()
         if not self.observers:
             return emit
-        observers = self.observers
 
         def tee(event: Any) -> None:
             emit(event)
-            for obs in observers:
-                if obs.off:
-                    continue
-                try:
-                    obs.fn(event)
-                except _THROWN as exc:
-                    obs.off = True
-                    message = _failed(obs.plugin, obs.hook, exc).message
-                    emit(Notice(f"{message}; switched off for this run", level="warning"))
+            self.deliver(event)
 
         return tee
+
+    def deliver(self, event: Any) -> None:
+        """Hand `event` to each observer; one that throws is warned about once and switched
+        off. (A `vx watch` session hears its cycles' events through this.)"""
+        for obs in self.observers:
+            if obs.off:
+                continue
+            try:
+                obs.fn(event)
+            except _THROWN as exc:
+                obs.off = True
+                self.warn(
+                    f"{_failed(obs.plugin, obs.hook, exc).message}; switched off for this run"
+                )
 
     def teardown(self) -> list[str]:
         """Each plugin's `teardown`, each bounded to TEARDOWN_S; the warnings to print."""
@@ -526,6 +536,8 @@ class Host:
         self._emit = None
         said: list[str] = []
         for plugin in self.with_hook("teardown"):
+            if plugin.session:
+                continue  # the `vx watch` session tears it down as it ends
             failure: list[BaseException] = []
 
             def run(plugin: Plugin = plugin, failure: list[BaseException] = failure) -> None:
@@ -582,11 +594,19 @@ class Host:
 
 
 def load(
-    specs: Iterable[PluginSpec], root: Path, env: Mapping[str, str], setup: bool = True
+    specs: Iterable[PluginSpec],
+    root: Path,
+    env: Mapping[str, str],
+    setup: bool = True,
+    factories: bool = True,
 ) -> Host:
     """Import and check every declared plugin, in order, then call each `setup` (unless
-    `setup` is False: a plugin verb runs without a run around it)."""
+    `setup` is False: a plugin verb runs without a run around it) and, with `factories`, the
+    telemetry and executor factories (a `vx watch` session sets its plugins up without them:
+    its cycles' runs call those). In a cycle of `vx watch` a plugin the session set up is not
+    set up (nor torn down) again, and the run's events go back to the session."""
     host = Host(root, env)
+    session = _session_specs(env) if setup else ()
     if str(root) not in sys.path:
         sys.path.append(str(root))  # a plugin kept in the workspace, after what is installed
     claimed: dict[str, str] = {}
@@ -610,10 +630,15 @@ def load(
                     hint="one plugin keys a file: keep one of them in vx.workspace's `plugins`",
                 )
             host.claims[file] = spec.name
+        plugin.session = [spec.name, dict(spec.options)] in session
         host.plugins.append(plugin)
+    if any(p.session for p in host.plugins):
+        host.observers.append(_Observer("vx watch", "events", _Forward(env[WATCH_EVENTS])))
     if setup:
         for plugin in host.with_hook("setup"):
-            host._shape(plugin, "setup")
+            if not plugin.session:
+                host._shape(plugin, "setup")
+    if setup and factories:
         for plugin in host.with_hook("telemetry"):
             _sinks(host, plugin)
         for plugin in host.with_hook("executor"):
@@ -628,6 +653,72 @@ def load(
                 )
             host.executors.append((plugin.name, got))
     return host
+
+
+def session_env(host: Host, fd: int) -> dict[str, str]:
+    """What a `vx watch` session puts in each cycle's environment: the plugins it set up, and
+    the pipe `fd` the cycle's events go back through."""
+    specs = [[p.name, p.options] for p in host.plugins]
+    return {WATCH_PLUGINS: json.dumps(specs), WATCH_EVENTS: str(fd)}
+
+
+def _session_specs(env: Mapping[str, str]) -> list[Any]:
+    """The [name, options] pairs a `vx watch` session around this run set up; none outside one
+    (or when what it said cannot be read: then every plugin is set up here)."""
+    said, fd = env.get(WATCH_PLUGINS), env.get(WATCH_EVENTS)
+    if not said or not fd or not fd.isdigit():
+        return []
+    try:
+        specs = json.loads(said)
+    except ValueError:
+        return []
+    return specs if isinstance(specs, list) else []
+
+
+class _Forward:
+    """A cycle's events, pickled, written to the `vx watch` session's pipe: the session's
+    `ctx.on` callbacks hear them. The session is this run's parent, the same vx; when the pipe
+    is gone (or an event cannot be sent) the cycle stops sending, and its run goes on."""
+
+    def __init__(self, fd: str):
+        self.fd, self.off = int(fd), False
+        self.lock = threading.Lock()
+        try:  # the session's pipe is this process's alone: no task it starts inherits it
+            os.set_inheritable(self.fd, False)
+        except OSError:
+            self.off = True
+
+    def __call__(self, event: Any) -> None:
+        import pickle
+        import struct
+
+        if self.off:
+            return
+        try:
+            data = pickle.dumps(event, protocol=pickle.HIGHEST_PROTOCOL)
+            frame = memoryview(struct.pack(">I", len(data)) + data)
+            with self.lock:
+                while frame:
+                    frame = frame[os.write(self.fd, frame) :]
+        except Exception:  # the session went, or the event is not one to send
+            self.off = True
+
+
+def read_session_events(fd: int, host: Host) -> None:
+    """Until the pipe ends: each cycle's events, handed to the session's observers."""
+    import pickle
+    import struct
+
+    with os.fdopen(fd, "rb") as pipe:
+        while head := pipe.read(4):
+            if len(head) < 4:
+                return
+            data = pipe.read(struct.unpack(">I", head)[0])
+            try:
+                event = pickle.loads(data)
+            except Exception:  # a cycle killed mid-event: what follows it is not framed
+                return
+            host.deliver(event)
 
 
 def _sinks(host: Host, plugin: Plugin) -> None:
