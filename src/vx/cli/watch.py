@@ -41,6 +41,7 @@ _NEVER = ("node_modules", ".git", ".vx")
 _NEVER_SUFFIXES = ("~", ".tsbuildinfo")
 DEBOUNCE_MS = 150
 POLL_MS = 250
+READER_JOIN_S = 5.0
 
 
 def watch_verb(rest: list[str], parsed, env: Mapping[str, str], say) -> int:
@@ -166,7 +167,7 @@ class Session:
     def close(self, say) -> None:
         """No cycle runs any more: end the pipe, hear its last events, tear the plugins down."""
         os.close(self.write)
-        self.reader.join()
+        self.reader.join(READER_JOIN_S)  # a process left holding the pipe cannot hold the exit
         self.host._emit = None
         for message in self.host.teardown():
             say(f"vx: warning: {message}")
