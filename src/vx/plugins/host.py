@@ -676,9 +676,9 @@ def _session_specs(env: Mapping[str, str]) -> list[Any]:
 
 
 class _Forward:
-    """A cycle's events, pickled, written to the `vx watch` session's pipe: the session's
-    `ctx.on` callbacks hear them. The session is this run's parent, the same vx; when the pipe
-    is gone (or an event cannot be sent) the cycle stops sending, and its run goes on."""
+    """A cycle's events, as msgpack `[type name, event]` frames on the `vx watch` session's
+    pipe: the session's `ctx.on` callbacks hear them. When the pipe is gone (or an event cannot
+    be sent) the cycle stops sending, and its run goes on."""
 
     def __init__(self, fd: str):
         self.fd, self.off = int(fd), False
@@ -689,13 +689,14 @@ class _Forward:
             self.off = True
 
     def __call__(self, event: Any) -> None:
-        import pickle
         import struct
+
+        import msgspec
 
         if self.off:
             return
         try:
-            data = pickle.dumps(event, protocol=pickle.HIGHEST_PROTOCOL)
+            data = msgspec.msgpack.encode((type(event).__name__, event))
             frame = memoryview(struct.pack(">I", len(data)) + data)
             with self.lock:
                 while frame:
@@ -705,18 +706,25 @@ class _Forward:
 
 
 def read_session_events(fd: int, host: Host) -> None:
-    """Until the pipe ends: each cycle's events, handed to the session's observers."""
-    import pickle
+    """Until the pipe ends: each cycle's events, decoded as the `vx.events` type each names
+    (and nothing else), handed to the session's observers."""
     import struct
+    import typing
 
+    import msgspec
+
+    from vx import events
+
+    kinds = {kind.__name__: kind for kind in typing.get_args(events.Event)}
     with os.fdopen(fd, "rb") as pipe:
         while head := pipe.read(4):
             if len(head) < 4:
                 return
             data = pipe.read(struct.unpack(">I", head)[0])
             try:
-                event = pickle.loads(data)
-            except Exception:  # a cycle killed mid-event: what follows it is not framed
+                name, raw = msgspec.msgpack.decode(data, type=tuple[str, msgspec.Raw])
+                event = msgspec.msgpack.decode(raw, type=kinds[name])
+            except (msgspec.DecodeError, KeyError):  # a cycle killed mid-event: no more frames
                 return
             host.deliver(event)
 
