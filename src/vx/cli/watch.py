@@ -168,7 +168,6 @@ class Session:
         """No cycle runs any more: end the pipe, hear its last events, tear the plugins down."""
         os.close(self.write)
         self.reader.join(READER_JOIN_S)  # a process left holding the pipe cannot hold the exit
-        self.host._emit = None
         for message in self.host.teardown():
             say(f"vx: warning: {message}")
 
