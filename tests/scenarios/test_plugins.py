@@ -530,7 +530,7 @@ def test_a_hit_a_later_layer_serves_is_copied_back_to_the_earlier_ones(repo, tmp
 @pytest.mark.feature("PL-02", "RC-07")
 def test_a_dead_layer_of_the_chain_trips_its_own_breaker(repo, tmp_path):
     """A plugin layer that fails on every call, before one that holds the entries: after three
-    failures in a row that layer alone is passed over for a while (said once, naming it), and
+    failures in a row that layer alone is passed over for a while (said, naming it), and
     the other layer serves every task (issue: plugins, the breaker was the store's, so a dead
     layer before a live one was asked for every task)."""
     import shutil
@@ -556,7 +556,9 @@ def test_a_dead_layer_of_the_chain_trips_its_own_breaker(repo, tmp_path):
     assert result.code == 0, result.err
     assert {c for _, c in result.statuses().values()} == {"remote"}, result.err
     said = "remote cache: plugin://shelf failed 3 times in a row; not asking it again for 30 s"
-    assert result.err.count(said) == 1, result.err
+    assert said in result.err, (
+        result.err
+    )  # (exactly when it reopens: tests/unit/test_remote_chain.py)
 
 
 @pytest.mark.feature("PL-02", "PL-04", "RC-02")
