@@ -13,9 +13,10 @@ up to date, and the footer printed. Anything else — an output edited, an artif
 changed — and this returns None: the pipeline runs as if there were no receipt, which is always
 correct, and writes a fresh one.
 
-It imports `os`, `sys`, `time`, `marshal`, xxhash, sqlite3's C module and vx's leaves; a restore
-adds `vx.fastpath.restores` and the artifact reader on plain values (`unpacking.unpack_plain`, with `json`
-and zstd's C extension), never the records, `pathlib` or `typing`.
+It imports `os`, `sys`, `time`, `marshal`, `_blake2` (the receipt's MAC), xxhash, sqlite3's C
+module and vx's leaves; a restore adds `vx.fastpath.restores` and the artifact reader on plain
+values (`unpacking.unpack_plain`, with `json` and zstd's C extension), never the records,
+`pathlib` or `typing`.
 """
 
 from __future__ import annotations
@@ -86,13 +87,11 @@ def _finish(
     found absent, from an artifact the reader verifies whole, and stamps nothing until every
     check held. Should one fail, the pipeline finds those outputs unstamped, so never current:
     it wipes and restores or rebuilds them as if this had never run."""
-    import marshal
-
     marks = [("", time.perf_counter())]  # (stage that ended, when)
     children, helper = _spawn_git(header["root"], header["git"], environ), None
     try:
-        body = marshal.loads(data)
-        if not receipt.paths_hold(body):
+        body = receipt.body_of(header, data)
+        if body is None or not receipt.paths_hold(body):
             return None
         states = [receipt.output_state(task) for task in body["tasks"]]
         if (
