@@ -60,3 +60,19 @@ def test_any_chunking_masks_like_the_whole(text, cuts):
     whole = b"".join(c.data for c in mask_log([LogChunk(1, data)], secrets))
     assert b"".join(c.data for c in mask_log(chunks, secrets)) == whole
     assert b"abcabd-x" not in whole and b"zz-abc-zz" not in whole
+
+
+def test_remote_header_values_and_tokens_are_secret_whatever_they_are_called():
+    """Item: secret masking of REAPI headers — a header value is a credential by nature."""
+    from vx.engine.masking import credentials
+
+    env = {
+        "VX_REAPI_HEADERS": "authorization=Bearer abc.def==,x-team=t1\nx-buildbuddy-api-key=k",
+        "NX_SELF_HOSTED_REMOTE_CACHE_ACCESS_TOKEN": "nx1",
+        "PLAIN": "visible-value",
+    }
+    assert credentials(env) == ("nx1", "Bearer abc.def==", "abc.def==", "t1", "k")
+    found = set(secrets_of({"PLAIN": "visible-value"}, host=env))
+    assert {b"Bearer abc.def==", b"abc.def==", b"t1", b"k", b"nx1"} <= found
+    assert b"visible-value" not in found and not any(b"authorization" in s for s in found)
+    assert set(secrets_of(env)) == found  # the same, when the task was given them

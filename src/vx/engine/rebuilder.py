@@ -237,7 +237,8 @@ def _masked_output(ctx: RunContext, node: TaskNode, plan: TaskPlan):
     """The task's secret values, their masker (None when it has none) and the output callback
     that emits each chunk masked."""
     declared = node.config.exec.env.secret if node.config.exec is not None else ()
-    secrets = masking.secrets_of(plan.env, declared)
+    # the remote's credentials too: a task may print one it found some other way (a config file)
+    secrets = masking.secrets_of(plan.env, declared, host=os.environ)
     masker = masking.Masker(secrets) if secrets else None
 
     def on_output(chunk: LogChunk) -> None:
