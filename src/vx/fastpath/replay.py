@@ -216,12 +216,14 @@ def _store_private(header: dict) -> bool:
 
 
 def _artifacts_hold(header: dict, tasks: list) -> bool:
-    prefix = os.path.join(header["store_dir"], "")
+    """Each artifact still there, of its size, and this user's (as the store's probe checks)."""
+    prefix, uid = os.path.join(header["store_dir"], ""), os.getuid()
     for key, size, _crc, *_ in tasks:
         try:
-            if os.stat(f"{prefix}{key}.tar.zst").st_size != size:
-                return False
+            st = os.stat(f"{prefix}{key}.tar.zst")
         except OSError:
+            return False
+        if st.st_size != size or st.st_uid != uid:
             return False
     return True
 

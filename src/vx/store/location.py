@@ -82,7 +82,8 @@ _DB_SUFFIXES = ("-wal", "-shm", "-journal")
 def refuse_linked_state(root: Path, cache: Path) -> None:
     """Refuse a workspace where `.vx`, a directory or file vx keeps in it, or a cache dir inside
     the workspace (and any directory on the way to it) is a symlink, or a directory of these is
-    not one: a WorkspaceError naming the path. A few lstats, no read."""
+    not one, or any of them is another user's (`foreign`): a WorkspaceError naming the path.
+    A few lstats, no read."""
     paths = [root / name for name in _STATE]
     try:
         inside = cache.relative_to(root).parts
@@ -107,7 +108,17 @@ def refuse_linked_state(root: Path, cache: Path) -> None:
         elif path in dirs and not stat.S_ISDIR(st.st_mode):
             what = "not a directory: vx keeps its own state there"
         else:
-            continue
+            owner = foreign(st)
+            if owner is None:
+                continue
+            rel = path.relative_to(root).as_posix()
+            raise WorkspaceError(
+                f"{rel} is {owner}: vx would restore what its cache holds as this machine's own"
+                " builds",
+                facts=(f"path: {path}",),
+                hint=f"if you trust whoever wrote it, `chown -R $(id -u) {rel}`; otherwise remove"
+                f" it (`rm -rf {rel}`)",
+            )
         rel = path.relative_to(root).as_posix()
         raise WorkspaceError(
             f"{rel} is {what}",
@@ -115,6 +126,18 @@ def refuse_linked_state(root: Path, cache: Path) -> None:
             hint=f"remove it (`rm {rel}`; if git tracks it, `git rm --cached {rel}` and commit);"
             " to keep the cache elsewhere, pass --cache-dir or set VX_CACHE_DIR",
         )
+
+
+def foreign(st: os.stat_result) -> str | None:
+    """Why vx must not take a path of its own state as its own — another user owns it — or
+    None. As git refuses a repository another user owns: whoever wrote vx's state decides what
+    its cache hits restore, and an archive unpacked by root, or a directory on a shared disk,
+    keeps the owner it came with. (Not the mode: under `umask 0` vx's own files are
+    world-writable, and a file another user adds is theirs, which this catches.)"""
+    uid = os.getuid()
+    if st.st_uid != uid:
+        return f"owned by uid {st.st_uid}, not by the user running vx (uid {uid})"
+    return None
 
 
 def refuse_shipped_state(index: FileIndex, root: Path, cache: Path) -> None:
