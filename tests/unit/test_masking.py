@@ -76,3 +76,13 @@ def test_remote_header_values_and_tokens_are_secret_whatever_they_are_called():
     assert {b"Bearer abc.def==", b"abc.def==", b"t1", b"k", b"nx1"} <= found
     assert b"visible-value" not in found and not any(b"authorization" in s for s in found)
     assert set(secrets_of(env)) == found  # the same, when the task was given them
+
+
+def test_the_mcp_server_masks_a_remote_header_value_in_what_its_tools_return(tmp_path):
+    """Item: secret masking of REAPI headers — the MCP tools' results are masked for the header
+    values of the server's environment, whatever the header is called."""
+    from vx.cli.mcp_tools import Tools
+
+    tools = Tools(tmp_path, {"VX_REAPI_HEADERS": "authorization=Bearer zq-hdr-77"})
+    shown = tools.masked({"log": ["sent Bearer zq-hdr-77", "token zq-hdr-77"]})
+    assert shown == {"log": ["sent ***", "token ***"]}
