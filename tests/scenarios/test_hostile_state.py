@@ -209,3 +209,16 @@ def test_a_cache_restored_by_ci_is_still_served(repo, tmp_path):
     assert res.code == 0, res.err
     assert res.task("a#build")["cache"] == "local", res.statuses()
     assert (clone.root / "packages/a/dist/out.js").read_text() == "exports.a = 1;\n"
+
+
+@pytest.mark.feature("LC-02")
+@needs_root
+def test_sudo_takes_the_state_of_the_user_who_ran_it(repo):
+    """Item: untracked prefilled cache. As git does, root with `SUDO_UID` naming the owner of
+    `.vx` takes it as its own: `sudo vx run build` in one's own workspace still hits."""
+    one_package(repo).commit()
+    assert repo.vx("run", "build", env={"VX_SHARED_STORE": "0"}).code == 0
+    chown_tree(repo.root / ".vx", 4242)
+    res = repo.vx("run", "build", env={"VX_SHARED_STORE": "0", "SUDO_UID": "4242"})
+    assert res.code == 0, res.err
+    assert res.task("a#build")["cache"] in ("local", "up-to-date"), res.statuses()

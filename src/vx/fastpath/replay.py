@@ -216,14 +216,16 @@ def _store_private(header: dict) -> bool:
 
 
 def _artifacts_hold(header: dict, tasks: list) -> bool:
-    """Each artifact still there, of its size, and this user's (as the store's probe checks)."""
+    """Each artifact still there, of its size, and this user's (as the store's probe checks;
+    under `sudo`, the user's who ran it)."""
     prefix, uid = os.path.join(header["store_dir"], ""), os.getuid()
+    sudo = os.environ.get("SUDO_UID") if uid == 0 else None
     for key, size, _crc, *_ in tasks:
         try:
             st = os.stat(f"{prefix}{key}.tar.zst")
         except OSError:
             return False
-        if st.st_size != size or st.st_uid != uid:
+        if st.st_size != size or (st.st_uid != uid and str(st.st_uid) != sudo):
             return False
     return True
 

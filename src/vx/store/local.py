@@ -25,6 +25,7 @@ from vx.errors import FDS_HINT, EnvironmentFailure, OutOfFds
 from vx.model import LogChunk, OutputFile
 from vx.store import archive, packing, rows, unpacking
 from vx.store.archive import ArchiveError
+from vx.store.location import foreign
 from vx.store.rows import chunked, marks
 from vx.witness import output_stat
 
@@ -349,7 +350,7 @@ class LocalStore:
             st = os.stat(self._artifact_prefix + key + ".tar.zst")
         except OSError:
             return None
-        return st.st_size if st.st_uid == self._uid else -1
+        return st.st_size if st.st_uid == self._uid or foreign(st) is None else -1
 
     def _select(self, keys: Sequence[str]) -> tuple[list[tuple], dict[str, tuple[list, list]]]:
         """Entry rows, and per key its output files with this workspace's stamps, in IN-list batches."""

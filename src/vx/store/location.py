@@ -135,9 +135,9 @@ def foreign(st: os.stat_result) -> str | None:
     keeps the owner it came with. (Not the mode: under `umask 0` vx's own files are
     world-writable, and a file another user adds is theirs, which this catches.)"""
     uid = os.getuid()
-    if st.st_uid != uid:
-        return f"owned by uid {st.st_uid}, not by the user running vx (uid {uid})"
-    return None
+    if st.st_uid == uid or (uid == 0 and str(st.st_uid) == os.environ.get("SUDO_UID")):
+        return None  # as git: `sudo vx` may read the state of the user who ran sudo
+    return f"owned by uid {st.st_uid}, not by the user running vx (uid {uid})"
 
 
 def refuse_shipped_state(index: FileIndex, root: Path, cache: Path) -> None:
