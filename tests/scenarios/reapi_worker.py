@@ -238,10 +238,13 @@ def _die_with_worker() -> None:
 
 
 class Runner:
-    def __init__(self, cas: Cas, worker_name: str, scratch: str | None = None):
+    def __init__(
+        self, cas: Cas, worker_name: str, scratch: str | None = None, path_prefix: str | None = None
+    ):
         self.cas = cas
         self.worker_name = worker_name
         self.scratch = scratch
+        self.path_prefix = path_prefix  # put ahead of the action's PATH: this worker's own tools
         self.proc = None
 
     def run(self, action: re.Action) -> re.ActionResult:
@@ -263,6 +266,8 @@ class Runner:
             for out in outputs:  # the worker must create parents of declared outputs
                 os.makedirs(os.path.dirname(os.path.join(cwd, out)) or cwd, exist_ok=True)
             env = {e.name: e.value for e in command.environment_variables}
+            if self.path_prefix:  # as an image whose /usr/local/bin holds other tools would
+                env["PATH"] = f"{self.path_prefix}:{env.get('PATH', '')}"
             timeout = (
                 action.timeout.ToTimedelta().total_seconds() if action.HasField("timeout") else None
             )
@@ -338,6 +343,9 @@ def main():
     ap.add_argument(
         "--scratch", help="where each action's directory is made (default: the temp dir)"
     )
+    ap.add_argument(
+        "--path-prefix", help="a directory put ahead of every action's PATH (this worker's tools)"
+    )
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
     logging.basicConfig(
@@ -394,7 +402,7 @@ def main():
                 continue
             lease.state = bots_pb2.LeaseState.ACTIVE
             LOG.info("lease %s", lease.id)
-            runner = Runner(cas, bot_id, args.scratch)
+            runner = Runner(cas, bot_id, args.scratch, args.path_prefix)
             fut = pool.submit(lambda r=runner, l=lease: r.run(lease_action(cas, l)))
             cancelled = False
             while True:  # heartbeat while the action runs
