@@ -716,14 +716,21 @@ async def _run_process(
         else None
     )
     if offered is not None:  # a plugin's executor runs it (never a sandboxed or traced task)
-        proc = await offered(
-            plan.command or "",
-            cwd=cwd,
-            env=plan.env,
-            timeout_ms=plan.timeout_ms,
-            on_output=on_output,
-        )
-        return proc, ()
+        from vx.plugins.host import Refused
+
+        try:
+            proc = await offered(
+                plan.command or "",
+                cwd=cwd,
+                env=plan.env,
+                timeout_ms=plan.timeout_ms,
+                on_output=on_output,
+            )
+            return proc, ()
+        except Refused as exc:  # built with another toolchain than the key's: vx builds it here
+            ctx.emit(Notice(f"{exc}: nothing of it is kept, it runs here", id=node.id))
+            if plan.outputs is not None:
+                await asyncio.to_thread(plan.outputs.wipe, ctx.root)
     if plan.sandbox is None:
         # A cached task's outputs are read next: nothing it started may still be writing (docs/caching.md § Save).
         proc = await (ctx.execute or executor.execute)(

@@ -23,7 +23,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from msgspec import Struct
+from msgspec import Struct, field
 
 from vx.errors import EXIT_USAGE, VxError
 from vx.events import Notice
@@ -81,7 +81,9 @@ class PluginError(VxError):
 class TaskView(Struct, frozen=True):
     """A task as hooks see it: `id` is `project#task`, `dir` its project's directory relative to
     the workspace root, `command` what runs (None for a group), `deps` the ids of the tasks it
-    waits for."""
+    waits for. `toolchain`, for an executor, is what the key says the task is built with, as
+    measured here: `node` (the `node -v` on its PATH) and each `inputs.runtime` probe's output
+    (`runtime:<command>:stdout`, `...:stderr`, `ws-runtime:` for the workspace's)."""
 
     id: str
     project: str
@@ -89,6 +91,12 @@ class TaskView(Struct, frozen=True):
     dir: str
     command: str | None
     deps: tuple[str, ...] = ()
+    toolchain: dict[str, str] = field(default_factory=dict)
+
+
+class Refused(Exception):
+    """An executor reported building with another toolchain than the key names: nothing it
+    did may be kept, and the task runs through vx instead."""
 
 
 class ProjectView(Struct, frozen=True):
@@ -331,6 +339,10 @@ class Host:
         signature (vx.engine.executor.execute); None: vx runs it. An `accepts` that throws is
         warned once and that executor is asked no more."""
         view = task_view(node, plan)
+        if plan.record is not None and plan.record.runtime:
+            import msgspec
+
+            view = msgspec.structs.replace(view, toolchain=dict(plan.record.runtime))
         for name, executor in self.executors:
             accepts = getattr(executor, "accepts", None)
             if accepts is not None:
@@ -789,7 +801,8 @@ def _shown(value: Any) -> str:
 def _offered(name: str, executor: Any, view: TaskView) -> Callable[..., Any]:
     """`executor.run(task, command, cwd, env, output)` as an awaitable `execute`: it runs in a
     worker thread, `output(data)` streams into the task's log, what it returns is the exit code,
-    and a throw is the task's failure, said in its log naming the plugin. Past the task's
+    and a throw is the task's failure, said in its log naming the plugin. `run` may return
+    (exit code, toolchain): a toolchain that differs from the key's raises `Refused`. Past the task's
     `timeout_ms` the task ends as timed out, as a local command does; a thread cannot be
     stopped, so the call is left behind, its later output dropped. The thread is a daemon one:
     a call that never returns cannot hold vx's exit."""
@@ -848,20 +861,38 @@ def _offered(name: str, executor: Any, view: TaskView) -> Callable[..., Any]:
         except BaseException:
             over.set()
             raise
+        differs = None
         try:
             if thrown is not None:
                 raise thrown
+            if isinstance(code, tuple) and len(code) == 2 and isinstance(code[1], dict):
+                code, used = code  # the exit code, and the toolchain it was built with
+                differs = _differs(view.toolchain, used)
             if isinstance(code, bool) or not isinstance(code, int):
-                raise TypeError(f"run() returned {_shown(code)}, not an exit code")
+                raise TypeError(
+                    f"run() returned {_shown(code)}, not an exit code (or exit code, toolchain)"
+                )
         except _THROWN as exc:
             said = _failed(name, "executor", exc).message
             tell(LogChunk(2, f"vx: {said}\n".encode()))
-            code = 1
+            code, differs = 1, None
         await asyncio.sleep(0)  # the output the worker thread queued is told before the end
         over.set()
+        if differs is not None:
+            raise Refused(f"plugin '{name}' built {view.id} with {differs}")
         return ProcessResult(code, (time.monotonic() - started) * 1000, tuple(log))
 
     return execute
+
+
+def _differs(keyed: Mapping[str, str], used: Mapping[Any, Any]) -> str | None:
+    """The first entry of the key's toolchain that an executor's report gives another value,
+    said as `node v18.20.0, the key has v20.11.1`; what the report leaves out is trusted."""
+    for label, want in keyed.items():
+        got = used.get(label)
+        if got is not None and str(got).strip() != want:
+            return f"{label} {str(got).strip()}, the key has {want}"
+    return None
 
 
 class PluginLayer:
