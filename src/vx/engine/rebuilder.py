@@ -19,6 +19,7 @@ from msgspec.structs import replace
 
 from vx.engine import executor, masking, verdicts
 from vx.engine.scheduler import PrioritySlots
+from vx.errors import ToolchainRefused
 from vx.events import (
     CacheRestored,
     Emit,
@@ -716,8 +717,6 @@ async def _run_process(
         else None
     )
     if offered is not None:  # a plugin's executor runs it (never a sandboxed or traced task)
-        from vx.plugins.host import Refused
-
         try:
             proc = await offered(
                 plan.command or "",
@@ -727,7 +726,9 @@ async def _run_process(
                 on_output=on_output,
             )
             return proc, ()
-        except Refused as exc:  # built with another toolchain than the key's: vx builds it here
+        except (
+            ToolchainRefused
+        ) as exc:  # built with another toolchain than the key's: vx builds it here
             ctx.emit(Notice(f"{exc}: nothing of it is kept, it runs here", id=node.id))
             if plan.outputs is not None:
                 await asyncio.to_thread(plan.outputs.wipe, ctx.root)

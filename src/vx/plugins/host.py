@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from msgspec import Struct, field
 
-from vx.errors import EXIT_USAGE, VxError
+from vx.errors import EXIT_USAGE, ToolchainRefused, VxError
 from vx.events import Notice
 from vx.model import (
     Package,
@@ -92,11 +92,6 @@ class TaskView(Struct, frozen=True):
     command: str | None
     deps: tuple[str, ...] = ()
     toolchain: dict[str, str] = field(default_factory=dict)
-
-
-class Refused(Exception):
-    """An executor reported building with another toolchain than the key names: nothing it
-    did may be kept, and the task runs through vx instead."""
 
 
 class ProjectView(Struct, frozen=True):
@@ -802,7 +797,7 @@ def _offered(name: str, executor: Any, view: TaskView) -> Callable[..., Any]:
     """`executor.run(task, command, cwd, env, output)` as an awaitable `execute`: it runs in a
     worker thread, `output(data)` streams into the task's log, what it returns is the exit code,
     and a throw is the task's failure, said in its log naming the plugin. `run` may return
-    (exit code, toolchain): a toolchain that differs from the key's raises `Refused`. Past the task's
+    (exit code, toolchain): a toolchain that differs from the key's raises `ToolchainRefused`. Past the task's
     `timeout_ms` the task ends as timed out, as a local command does; a thread cannot be
     stopped, so the call is left behind, its later output dropped. The thread is a daemon one:
     a call that never returns cannot hold vx's exit."""
@@ -879,7 +874,7 @@ def _offered(name: str, executor: Any, view: TaskView) -> Callable[..., Any]:
         await asyncio.sleep(0)  # the output the worker thread queued is told before the end
         over.set()
         if differs is not None:
-            raise Refused(f"plugin '{name}' built {view.id} with {differs}")
+            raise ToolchainRefused(f"plugin '{name}' built {view.id} with {differs}")
         return ProcessResult(code, (time.monotonic() - started) * 1000, tuple(log))
 
     return execute
