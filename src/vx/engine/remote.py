@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shlex
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -335,6 +334,8 @@ def guarded(command: str, project_dir: str, runtime: tuple[tuple[str, str], ...]
     digest: a result the server keeps for it was made by a worker that passed it."""
     if not runtime:
         return command
+    import shlex
+
     q = shlex.quote
     root = "/".join(".." for _ in project_dir.split("/")) if project_dir else "."
     lines = [_CHECK]
