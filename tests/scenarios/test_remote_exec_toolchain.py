@@ -131,8 +131,10 @@ def test_a_worker_with_another_node_builds_nothing_that_is_kept(repo, tmp_path, 
 @pytest.mark.feature("RC-10")
 def test_a_runtime_input_that_differs_on_the_worker(repo, tmp_path, stack, started):
     """`inputs.runtime: ["flavour"]` prints `here` on this machine and `there` on the worker:
-    the task runs here with one warning naming the probe and both values; the same task as
-    `"remote": "only"` (it never runs here) fails with exit 1 and that line."""
+    the task runs here with one warning naming the probe and both values, while a task of the
+    same run without the probe, started after the refusal, still runs on that worker (a
+    refusal is not a server failure);
+    the same task as `"remote": "only"` (it never runs here) fails with exit 1 and that line."""
 
     def write(remote, source: str) -> None:
         repo.write(
@@ -162,6 +164,27 @@ def test_a_runtime_input_that_differs_on_the_worker(repo, tmp_path, stack, start
         {
             "package.json": {"name": "root", "private": True, "workspaces": ["packages/*"]},
             "packages/a/package.json": {"name": "a", "version": "1.0.0"},
+            "packages/b/package.json": {
+                "name": "b",
+                "version": "1.0.0",
+                "dependencies": {"a": "1.0.0"},
+            },
+            "packages/b/src/in.txt": "b\n",
+            "packages/b/vx.config.json": {
+                "tasks": {
+                    "build": {
+                        "exec": {
+                            "command": "mkdir -p dist && cp src/in.txt dist/out.txt",
+                            "remote": True,
+                        },
+                        "dependsOn": ["^build"],  # after a#build's refusal
+                        "cache": {
+                            "inputs": {"files": ["src/**"]},
+                            "outputs": {"files": ["dist/**"]},
+                        },
+                    }
+                }
+            },
             ".gitignore": "node_modules/\n",
         }
     )
@@ -178,11 +201,13 @@ def test_a_runtime_input_that_differs_on_the_worker(repo, tmp_path, stack, start
     told = [line for line in res.err.splitlines() if "runtime input `flavour`" in line]
     assert len(told) == 1, res.err[-3000:]
     assert "prints there on the worker, the key has here" in told[0]
-    assert leases(worker) == 1
+    assert leases(worker) == 2  # a#build, refused, and b#build
+    assert f"remote execution: 1 task ran on {stack.endpoint}, 1 ran here instead" in res.err
     assert (repo.root / "packages/a/dist/out.txt").read_text() == "input\n"
+    assert (repo.root / "packages/b/dist/out.txt").read_text() == "b\n"
 
     write("only", "changed\n")  # a miss again
     only = repo.vx("run", "build", env=stack.env(), timeout=300)
     assert only.code == 1, only.err[-3000:]
     assert "prints there on the worker, the key has here" in only.out  # the task's log
-    assert [t["status"] for t in only.summary["tasks"]] == ["failed"]
+    assert only.statuses()["a#build"] == ("failed", "miss"), only.err
