@@ -726,9 +726,8 @@ async def _run_process(
                 on_output=on_output,
             )
             return proc, ()
-        except (
-            ToolchainRefused
-        ) as exc:  # built with another toolchain than the key's: vx builds it here
+        except ToolchainRefused as exc:
+            # built with another toolchain than the key's: what it left goes, vx builds it here
             ctx.emit(Notice(f"{exc}: nothing of it is kept, it runs here", id=node.id))
             if plan.outputs is not None:
                 await asyncio.to_thread(plan.outputs.wipe, ctx.root)

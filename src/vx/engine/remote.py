@@ -68,7 +68,8 @@ class RemotePool:
         self.unsaved: dict[TaskId, tuple[ProcessResult, Any, int]] = {}
         self.fetch_lock = asyncio.Lock()
         self.only: set[TaskId] = set()  # `remote: "only"` tasks that ran: never fetched
-        self.refusals: set[str] = set()  # the workers' toolchain differences already told
+        # the workers' toolchain differences told: a later task refused so runs here quietly
+        self.refusals: set[str] = set()
         self._executor: Any = None
 
     def defers(self, node: TaskNode, plan: TaskPlan) -> bool:
@@ -160,8 +161,7 @@ class RemotePool:
                 self.refusals.add(differs)
                 self.emit(
                     Notice(
-                        f"the remote worker cannot build {node.id}'s key ({differs}): it runs "
-                        "here, as does any other task a worker refuses so",
+                        f"the remote worker cannot build {node.id}'s key ({differs}): it runs here",
                         id=node.id,
                     )
                 )

@@ -23,7 +23,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from msgspec import Struct, field
+from msgspec import Struct, field, structs
 
 from vx.errors import EXIT_USAGE, ToolchainRefused, VxError
 from vx.events import Notice
@@ -335,9 +335,7 @@ class Host:
         warned once and that executor is asked no more."""
         view = task_view(node, plan)
         if plan.record is not None and plan.record.runtime:
-            import msgspec
-
-            view = msgspec.structs.replace(view, toolchain=dict(plan.record.runtime))
+            view = structs.replace(view, toolchain=dict(plan.record.runtime))
         for name, executor in self.executors:
             accepts = getattr(executor, "accepts", None)
             if accepts is not None:
@@ -796,8 +794,8 @@ def _shown(value: Any) -> str:
 def _offered(name: str, executor: Any, view: TaskView) -> Callable[..., Any]:
     """`executor.run(task, command, cwd, env, output)` as an awaitable `execute`: it runs in a
     worker thread, `output(data)` streams into the task's log, what it returns is the exit code,
-    and a throw is the task's failure, said in its log naming the plugin. `run` may return
-    (exit code, toolchain): a toolchain that differs from the key's raises `ToolchainRefused`. Past the task's
+    and a throw is the task's failure, said in its log naming the plugin; (exit code, toolchain)
+    with a toolchain other than the key's raises `ToolchainRefused`. Past the task's
     `timeout_ms` the task ends as timed out, as a local command does; a thread cannot be
     stopped, so the call is left behind, its later output dropped. The thread is a daemon one:
     a call that never returns cannot hold vx's exit."""
