@@ -25,6 +25,7 @@ import argparse
 import hashlib
 import logging
 import os
+import shutil
 import signal
 import socket
 import stat
@@ -49,6 +50,9 @@ from buildgrid._protos.google.rpc import code_pb2, status_pb2
 LOG = logging.getLogger("mini_worker")
 BATCH_LIMIT = 3 * 1024 * 1024  # stay under the server's max_batch_total_size_bytes (4 MiB here)
 STREAM_CHUNK = 1024 * 1024
+SETPRIV = (
+    shutil.which("setpriv") or "/usr/bin/setpriv"
+)  # found on the worker's PATH, not the action's
 
 
 def digest_of(data: bytes) -> re.Digest:
@@ -229,12 +233,13 @@ def directory_tree(path: str, blobs: list) -> tuple[re.Tree, re.Directory]:
     return re.Tree(root=root, children=children), root
 
 
-def _die_with_worker() -> None:
-    """In the action's child: SIGKILL when the worker dies, as an action dies with its worker's
-    container (a SIGKILLed worker would otherwise leave its running action behind)."""
-    import ctypes
-
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+def _dying_with_worker(argv: list[str]) -> list[str]:
+    """`argv` SIGKILLed when the worker dies, as an action dies with its worker's container (a
+    SIGKILLed worker would otherwise leave its running action behind): util-linux `setpriv`
+    sets PR_SET_PDEATHSIG and execs it. Not a `preexec_fn`: Python code run in the forked child
+    of this gRPC process can finalise gRPC objects there, which aborts the child (SIGABRT, a
+    gRPC log line on the action's stderr)."""
+    return [SETPRIV, "--pdeathsig", "KILL", "--", *argv]
 
 
 class Runner:
@@ -273,13 +278,12 @@ class Runner:
             )
             meta.execution_start_timestamp.GetCurrentTime()
             self.proc = subprocess.Popen(
-                list(command.arguments),
+                _dying_with_worker(list(command.arguments)),
                 cwd=cwd,
                 env=env,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
-                preexec_fn=_die_with_worker,
             )
             try:
                 out, err = self.proc.communicate(timeout=timeout)
