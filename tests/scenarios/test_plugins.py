@@ -501,6 +501,67 @@ def test_cache_layers_chain_in_declaration_order_before_the_local_floor(repo, tm
     assert (repo.root / "packages/a/dist/out.js").read_text() == "A;"
 
 
+@pytest.mark.feature("PL-02", "PL-04")
+def test_a_hit_a_later_layer_serves_is_copied_back_to_the_earlier_ones(repo, tmp_path):
+    """An entry only the second plugin layer holds is served, and copied back to the first
+    layer in the background before vx exits, so the next run finds it in the first layer it
+    asks — as a remote hit lands in the local cache (issue: plugins, a later layer's hit was
+    not copied back to earlier plugin layers)."""
+    import shutil
+
+    one, two = tmp_path / "one", tmp_path / "two"
+    plugins = [
+        {"name": "shelf", "options": {"dir": str(one)}},
+        {"name": "shelf2", "options": {"dir": str(two)}},
+    ]
+    workspace(repo, plugins, {"shelf": SHELF, "shelf2": SHELF})
+    env = {"VX_SHARED_STORE": "0"}
+    key = repo.vx("run", "build", env=env).task("a#build")["hash"]
+    (one / key).unlink()
+    shutil.rmtree(repo.root / ".vx" / "cache")
+    second = repo.vx("run", "build", env=env)
+    assert second.statuses()["a#build"] == ("success", "remote"), second.err
+    assert (one / key).read_bytes() == (two / key).read_bytes()  # copied back, whole
+    (two / key).unlink()  # now only the first layer holds it
+    shutil.rmtree(repo.root / ".vx" / "cache")
+    third = repo.vx("run", "build", env=env)
+    assert third.statuses()["a#build"] == ("success", "remote"), third.err
+
+
+@pytest.mark.feature("PL-02", "RC-07")
+def test_a_dead_layer_of_the_chain_trips_its_own_breaker(repo, tmp_path):
+    """A plugin layer that fails on every call, before one that holds the entries: after three
+    failures in a row that layer alone is passed over for a while (said, naming it), and
+    the other layer serves every task (issue: plugins, the breaker was the store's, so a dead
+    layer before a live one was asked for every task)."""
+    import shutil
+
+    one, two = tmp_path / "one", tmp_path / "two"
+    pkgs = {n: {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": n}} for n in "abcde"}
+    plugins = [
+        {"name": "shelf", "options": {"dir": str(one)}},
+        {"name": "shelf2", "options": {"dir": str(two)}},
+    ]
+    # a missing key is a miss here, not a failure; the first one fails whenever SHELF_DEAD is set
+    shelf = SHELF.replace(
+        "return (self.where / key).read_bytes()",
+        "return (self.where / key).read_bytes() if (self.where / key).is_file() else None",
+    )
+    dying = shelf.replace('options.get("broken", False)', 'bool(os.environ.get("SHELF_DEAD"))')
+    workspace(repo, plugins, {"shelf": dying, "shelf2": shelf}, pkgs)
+    env = {"VX_SHARED_STORE": "0"}
+    assert repo.vx("run", "build", env=env).code == 0
+    assert len(list(two.iterdir())) == 5
+    shutil.rmtree(repo.root / ".vx" / "cache")
+    result = repo.vx("run", "build", env={**env, "SHELF_DEAD": "1"})
+    assert result.code == 0, result.err
+    assert {c for _, c in result.statuses().values()} == {"remote"}, result.err
+    said = "remote cache: plugin://shelf failed 3 times in a row; not asking it again for 30 s"
+    assert said in result.err, (
+        result.err
+    )  # (exactly when it reopens: tests/unit/test_remote_chain.py)
+
+
 @pytest.mark.feature("PL-02", "PL-04", "RC-02")
 def test_a_configured_remote_cache_is_asked_after_a_plugin_layer(
     repo, tmp_path, turbo_server, team
@@ -733,3 +794,22 @@ def test_declaring_a_plugin_ends_the_replays_of_a_receipted_workspace(repo):
     repo.write({"vx.workspace.json": {"plugins": ["stampkey"]}}).commit()
     keyed, replayed = timed(repo)
     assert not replayed and "0 cached" in keyed.err, keyed.err
+
+
+@pytest.mark.feature("CLI-02", "PL-02")
+def test_a_bare_run_lists_the_tasks_a_plugin_adds(repo):
+    """A bare `vx run` lists the tasks there are to run from here, and a task a plugin's
+    `project` hook adds is one as a config's task is — not "no project here declares any task"
+    (issue: plugins, a bare run ignored plugin-added tasks)."""
+    adds = (
+        "def plugin(options):\n"
+        "    def project(project, config, ctx):\n"
+        "        config.setdefault('tasks', {})['lint'] = {'exec': {'command': 'true'}}\n"
+        "        return config\n"
+        "    return {'project': project}\n"
+    )
+    pkgs = {"a": {"files": {"src/a.js": "A;"}}}  # no vx.config: every task is the plugin's
+    workspace(repo, ["adds"], {"adds": adds}, pkgs)
+    result = repo.vx("run", cwd="packages/a", summary=False)
+    assert result.code == 2, result.err
+    assert "tasks: lint" in result.err and "Traceback" not in result.err, result.err
