@@ -222,3 +222,25 @@ def test_sudo_takes_the_state_of_the_user_who_ran_it(repo):
     res = repo.vx("run", "build", env={"VX_SHARED_STORE": "0", "SUDO_UID": "4242"})
     assert res.code == 0, res.err
     assert res.task("a#build")["cache"] in ("local", "up-to-date"), res.statuses()
+
+
+@pytest.mark.feature("LC-02")
+@needs_root
+def test_a_checkout_git_is_told_to_trust_keeps_its_cache(repo, tmp_path):
+    """Item: untracked prefilled cache. A container build over a mounted checkout (root running
+    vx in a tree another uid owns) works once the user trusts it as git asks, with
+    `safe.directory`: vx takes that checkout's state as git takes its objects, and hits."""
+    one_package(repo).commit()
+    assert repo.vx("run", "build", env={"VX_SHARED_STORE": "0"}).code == 0
+    chown_tree(repo.root, 4242)
+    untrusted = repo.vx("run", "build", env={"VX_SHARED_STORE": "0"})
+    assert untrusted.code == 2 and "Traceback" not in untrusted.err, untrusted.err
+    config = tmp_path / "gitconfig"
+    config.write_text(f"[safe]\n\tdirectory = {repo.root}\n")
+    env = {"VX_SHARED_STORE": "0", "GIT_CONFIG_GLOBAL": str(config)}
+    res = repo.vx("run", "build", env=env)
+    assert res.code == 0, res.err
+    assert res.task("a#build")["cache"] in ("local", "up-to-date"), res.statuses()
+    config.write_text(f"[safe]\n\tdirectory = {repo.root}\n\tdirectory =\n")  # reset: untrusted
+    again = repo.vx("run", "build", env=env)
+    assert again.code == 2 and "owned by uid 4242" in again.err, again.err

@@ -109,7 +109,7 @@ def refuse_linked_state(root: Path, cache: Path) -> None:
             what = "not a directory: vx keeps its own state there"
         else:
             owner = foreign(st)
-            if owner is None:
+            if owner is None or _git_trusts(root, st.st_uid):
                 continue
             rel = path.relative_to(root).as_posix()
             raise WorkspaceError(
@@ -128,6 +128,43 @@ def refuse_linked_state(root: Path, cache: Path) -> None:
         )
 
 
+_TRUSTED_UIDS: set[int] = set()  # owners a `safe.directory` entry vouched for, this process
+
+
+def _git_trusts(root: Path, owner: int) -> bool:
+    """Whether the user told git to trust this repository whoever owns it (`safe.directory` in
+    the global or system config: `*`, the root, or a `dir/*` prefix of it), as a container
+    build over a mounted checkout does; then vx takes its state as git takes its objects.
+    Asked only on the refusal path, so a usual run spawns nothing."""
+    import subprocess
+
+    try:
+        proc = subprocess.run(
+            ["git", "config", "--get-all", "safe.directory"],
+            cwd="/",  # git reads safe.directory only from the global and system config
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    here, trusted = os.path.realpath(root), False
+    for entry in proc.stdout.splitlines():
+        entry = entry.strip()
+        if not entry:  # an empty value resets the list (git's rule)
+            trusted = False
+        elif entry == "*":
+            trusted = True
+        elif entry.endswith("/*"):
+            trusted |= (here + "/").startswith(os.path.realpath(entry[:-2]) + "/")
+        else:
+            trusted |= os.path.realpath(os.path.expanduser(entry)) == here
+    if trusted:
+        _TRUSTED_UIDS.add(owner)
+    return trusted
+
+
 def foreign(st: os.stat_result) -> str | None:
     """Why vx must not take a path of its own state as its own — another user owns it — or
     None. As git refuses a repository another user owns: whoever wrote vx's state decides what
@@ -137,6 +174,8 @@ def foreign(st: os.stat_result) -> str | None:
     uid = os.getuid()
     if st.st_uid == uid or (uid == 0 and str(st.st_uid) == os.environ.get("SUDO_UID")):
         return None  # as git: `sudo vx` may read the state of the user who ran sudo
+    if st.st_uid in _TRUSTED_UIDS:
+        return None  # its state passed `_git_trusts` in this run
     return f"owned by uid {st.st_uid}, not by the user running vx (uid {uid})"
 
 
