@@ -134,6 +134,31 @@ def test_priority_slots_bound_and_order():
     assert order == ["high", "mid", "low"] and peak == 1
 
 
+@pytest.mark.feature("GR-08")
+def test_a_finished_tasks_slot_goes_to_its_dependant_when_it_ranks_higher():
+    """The slot a task ends with passes on after the walk queued the dependants its end made
+    ready: b (rank 5) gets a's slot, though u (rank 0) asked long before; a hit made ready
+    beside b (rank 7) is handed the slot first and passes it on, as it never asks."""
+    g = graph({"a": [], "b": ["a"], "u": [], "hit": ["a"]}, priority={"a": 9, "b": 5, "hit": 7})
+    slots, order = PrioritySlots(1), []
+
+    async def rebuild(node, results):
+        if node.id.task == "hit":
+            slots.withdraw(node.id)  # a hit: it never asks
+            order.append("hit")
+            return TaskResult(node.id, Status.SUCCESS, CacheStatus.LOCAL)
+        await slots.acquire(0, node.id)
+        order.append(node.id.task)
+        await asyncio.sleep(0)  # its process runs, then its save
+        slots.finish(node.id, 1)
+        await asyncio.sleep(0)
+        return TaskResult(node.id, Status.SUCCESS, CacheStatus.MISS)
+
+    res = run(g, rebuild=rebuild, slots=slots)
+    assert all(r.status is Status.SUCCESS for r in res.values())
+    assert order == ["a", "hit", "b", "u"] and slots._free == 1 and not slots.walked
+
+
 @pytest.mark.feature("GR-19")
 def test_an_interactive_task_gathers_every_slot_before_it_starts():
     """It waits for every running task to give its slot back, and a task asking after it waits
