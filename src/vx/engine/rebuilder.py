@@ -586,8 +586,9 @@ async def _attempts(
         ):
             ctx.halt.set()  # before the slot is handed to a waiter, or it would start
     finally:
-        # Held on through the save: the walk passes the slot on once this task's dependants
-        # are queued for it, so the next link of a chain is not overtaken by a lesser task.
+        # One slot is kept through the save when a dependant outranks every waiter (the walk
+        # passes it on once that dependant is queued): the next link of a chain is not
+        # overtaken by a lesser task.
         ctx.slots.finish(node.id, held)
         if remote:
             pool.slots.release()

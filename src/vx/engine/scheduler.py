@@ -19,11 +19,12 @@ CONTINUE_MODES = ("never", "deps-ok", "always")
 class PrioritySlots:
     """A semaphore whose waiters are served highest priority first (ties: first come).
 
-    Under a walk (`walk(slots=…)`) a finished task's slot passes on only once the walk has
-    queued what its end made ready, so the next link of a chain competes for the slot its
-    dependency frees instead of finding it taken: the walk `expect`s each task it dispatches
-    (a place in the queue before the task asks), a task `finish`es with its slots still held
-    (through its save), and the walk `settle`s them after queueing the dependants."""
+    Under a walk (`walk(slots=…)`) a slot a task ends with goes to the highest-ranked task that
+    is ready or that the task's end makes ready (once its save lands), so the next link of a
+    chain is not overtaken by a lesser task that asked first: the walk `expect`s each task it
+    dispatches (a place in the queue before the task asks); a task `finish`es with its slots,
+    and one of them is held on, through the save, while a dependant it is the last dependency of
+    outranks every waiter (`ahead`); the walk `settle`s it after queueing the dependants."""
 
     def __init__(self, size: int) -> None:
         self.size = max(1, size)
@@ -32,13 +33,19 @@ class PrioritySlots:
         self._tick = itertools.count()
         self._expected: dict[TaskId, asyncio.Future[None]] = {}
         self._finished: dict[TaskId, int] = {}
-        self.walked = False  # a walk settles what tasks finish; else `finish` releases at once
+        # set by a walk: the highest rank among the tasks that wait on nothing but `holder`
+        # (None: none); a walk settles the slots tasks finish with, else they pass on at once
+        self.ahead: Callable[[TaskId], int | None] | None = None
 
     def _idle(self) -> bool:
         """A slot is free and nobody waits for one (places given up are dropped first)."""
+        return self._free > 0 and self._top() is None
+
+    def _top(self) -> int | None:
+        """The priority of the first waiter in line, None when nobody waits."""
         while self._waiters and self._waiters[0][2].done():
             heapq.heappop(self._waiters)
-        return self._free > 0 and not self._waiters
+        return -self._waiters[0][0] if self._waiters else None
 
     def _queue(self, priority: int) -> asyncio.Future[None]:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -91,12 +98,15 @@ class PrioritySlots:
             fut.cancel()
 
     def finish(self, holder: TaskId, n: int) -> None:
-        """`holder` is done with its `n` slots; under a walk they pass on at `settle`."""
-        if self.walked:
-            self._finished[holder] = self._finished.get(holder, 0) + n
-        else:
-            for _ in range(n):
-                self.release()
+        """`holder` is done with its `n` slots (its process ended): they pass on now, but for one
+        kept until the walk's `settle` when a task its end makes ready outranks every waiter."""
+        nxt = self.ahead(holder) if self.ahead is not None and n else None
+        top = self._top() if nxt is not None else None
+        keep = 1 if nxt is not None and (top is None or nxt > top) else 0
+        if keep:
+            self._finished[holder] = self._finished.get(holder, 0) + keep
+        for _ in range(n - keep):
+            self.release()
 
     def settle(self, holder: TaskId) -> None:
         """Pass on the slots `holder` finished with, and any place it still had."""
@@ -170,9 +180,12 @@ async def walk(
             if waiting[child] == 0:
                 heapq.heappush(ready, (-rank[child], position[child], child))
 
+    def ahead(tid: TaskId) -> int | None:
+        return max((rank[c] for c in dependants[tid] if waiting[c] == 1), default=None)
+
     ended: list[TaskId] = []  # finished since the last dispatch: their slots pass on after it
     if slots is not None:
-        slots.walked = True
+        slots.ahead = ahead
     try:
         while ready or running:
             while ready and not halted and not (stop and stop.is_set()):
@@ -200,7 +213,7 @@ async def walk(
         if slots is not None:
             for tid in ended:
                 slots.settle(tid)
-            slots.walked = False
+            slots.ahead = None
     return _close_unfinished(graph, results, stopped=bool(stop and stop.is_set()))
 
 
