@@ -150,7 +150,8 @@ async def walk(
     `halt` is set when `--continue=never` stops dispatch, so rebuilds still queued for a slot
     can see it too. `priority` ranks ready tasks (`vx.engine.schedule`); the dependents count
     by default. `slots` are the rebuilds' slots: each dispatched task is queued for one at
-    once, and a finished task's slots pass on only after its dependants were queued.
+    once, and a slot a finished task keeps for its dependants (`PrioritySlots.finish`) passes
+    on once they are queued.
     """
     nodes = graph.nodes
     results: dict[TaskId, TaskResult] = dict(settled or {})
