@@ -1099,6 +1099,7 @@ async def _walk(
             settled=lane.results,
             halt=context.halt,
             priority=context.priority,
+            slots=slots,
         )
         if context.servers:
             from vx.engine import persistent

@@ -156,6 +156,7 @@ async def _try_hit(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> TaskResul
     if entry is None and late:
         entry = (await asyncio.to_thread(store.probe, [plan.key])).get(plan.key)
     if entry is None and ctx.remote is not None:  # local first, then the prefetched download
+        ctx.slots.withdraw(node.id)  # a download can take long: no slot waits for its answer
         if late:
             from vx.store.layered import wanted_from
 
@@ -163,6 +164,7 @@ async def _try_hit(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> TaskResul
         entry, served = await ctx.remote.fetched(plan.key), CacheStatus.REMOTE
     if entry is None:
         return None
+    ctx.slots.withdraw(node.id)  # a hit takes no slot
     started = time.monotonic()
     current = await asyncio.to_thread(outputs.walk, ctx.root)
     if store.is_up_to_date(entry, current):
@@ -278,7 +280,7 @@ async def _serve(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> TaskResult:
             exit_code=None if aborted else 1,
         )
 
-    await ctx.slots.acquire(ctx.priority.get(node.id, 0))
+    await ctx.slots.acquire(ctx.priority.get(node.id, 0), node.id)
     try:
         if ctx.halt is not None and ctx.halt.is_set():
             return TaskResult(
@@ -355,6 +357,7 @@ async def _execute_and_save(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> 
     early = ctx.early.pop(node.id, None)
     snapshot: Snapshot | None = None
     if early is not None:
+        ctx.slots.withdraw(node.id)  # it runs on the slot the first wave took
         snapshot, started_ns = early[3], early[2]
     elif write:
         assert plan.record is not None  # every planned task with outputs has its key's record
@@ -510,13 +513,15 @@ async def _attempts(
     held = 1
     if remote:
         held = 0
+        ctx.slots.withdraw(node.id)
         await pool.slots.acquire()  # a remote slot: this machine's slots stay for local tasks
     elif early is None and terminal:
+        ctx.slots.withdraw(node.id)
         held = await _acquire_all(ctx, node)
     elif early is None and ctx.admit is not None:
         await _admitted(ctx, node)
     elif early is None:
-        await ctx.slots.acquire(ctx.priority.get(node.id, 0))
+        await ctx.slots.acquire(ctx.priority.get(node.id, 0), node.id)
     try:
         if early is None and ctx.halt is not None and ctx.halt.is_set():
             return None, 0, (), False
@@ -583,8 +588,10 @@ async def _attempts(
         ):
             ctx.halt.set()  # before the slot is handed to a waiter, or it would start
     finally:
-        for _ in range(held):
-            ctx.slots.release()
+        # One slot is kept through the save when a dependant outranks every waiter (the walk
+        # passes it on once that dependant is queued): the next link of a chain is not
+        # overtaken by a lesser task.
+        ctx.slots.finish(node.id, held)
         if remote:
             pool.slots.release()
         if node.id in ctx.running:
@@ -601,7 +608,7 @@ async def _admitted(ctx: RunContext, node: TaskNode) -> None:
     running it starts, whatever the answer, so a hold never stalls the run."""
     assert ctx.admit is not None  # called only then
     while True:
-        await ctx.slots.acquire(ctx.priority.get(node.id, 0))
+        await ctx.slots.acquire(ctx.priority.get(node.id, 0), node.id)
         if not ctx.running or ctx.admit(node.id, frozenset(ctx.running)):
             ctx.running.add(node.id)
             return
