@@ -415,3 +415,29 @@ def test_issue17_a_missing_task_says_script_or_task_and_who_has_one(repo):
     assert (
         "a package.json script (no vx task) in: b" in missing.err and "Traceback" not in missing.err
     )
+
+
+@pytest.mark.feature("TL-05")
+def test_inputs_that_climb_out_of_the_package_key_the_files_they_name(repo):
+    """turbo takes `../` in `inputs` (a shared lint config beside the packages); vx refused the
+    whole run. Each package's `../` leads from its own directory, and the file it names keys it."""
+    turbo = json.loads(json.dumps(TURBO))
+    turbo["tasks"]["lint"] = {"inputs": ["src/**", "../../tools/lint/**"]}
+    files = turbo_workspace(turbo, extra={"tools/lint/rules.js": "one\n"})
+    ws = repo.write(files).commit()
+    assert statuses(ws.vx("run", "lint")) == {"a#lint": "miss"}
+    assert statuses(ws.vx("run", "lint")) == {"a#lint": "up-to-date"}
+    (ws.root / "tools/lint/rules.js").write_text("two\n")
+    assert statuses(ws.vx("run", "lint")) == {"a#lint": "miss"}
+
+
+@pytest.mark.feature("TL-05")
+def test_an_input_that_climbs_out_of_the_workspace_is_refused(repo):
+    """A `../` input of the root project leads outside the workspace: refused, not dropped."""
+    turbo = json.loads(json.dumps(TURBO))
+    turbo["tasks"]["//#check"] = {"inputs": ["../elsewhere/**"]}
+    ws = repo.write(turbo_workspace(turbo)).commit()
+    result = ws.vx("run", "check")
+    assert result.code == 2, result.err
+    assert "leaves the workspace" in result.err and "in: turbo.json, tasks.//#check.inputs" in result.err
+    assert "Traceback" not in result.err
