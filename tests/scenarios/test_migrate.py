@@ -196,7 +196,8 @@ def test_format_ts_writes_configs_and_a_preset_that_plan_the_same(tmp_path, type
     res = repo.vx("migrate", "--format", "ts")
     assert res.code == 0, res.err
     preset = (repo.root / "vx-preset.ts").read_text()
-    assert 'export const workspaceFiles = ["scripts/**"];' in preset  # turbo's globalDependencies
+    # turbo's global files: the root package.json and the globalDependencies
+    assert 'export const workspaceFiles = ["package.json", "scripts/**"];' in preset
     core = (repo.root / "packages" / "core" / "vx.config.ts").read_text()
     assert 'from "../../vx-preset"' in core and "...workspaceFiles" in core
     repo.commit("migrated")

@@ -622,8 +622,11 @@ def _vx_task(turbo: TurboRoot, pkg: Package, name: str, body: dict, command: str
             )[0] + list(body.get("dotEnv", ()))
         outputs, workspace_outputs = _split(body.get("outputs", []), pkg, name, turbo.source)
         inputs: dict[str, Any] = {"files": files}
-        if workspace_files or turbo.global_inputs:
-            inputs["workspaceFiles"] = _unique([*turbo.global_inputs, *workspace_files])
+        # turbo's global hash folds the root package.json (a `browserslist` there shapes every
+        # package's bundle) besides the globalDependencies; the root's own tasks key it already.
+        shared = [*(("package.json",) if pkg.dir else ()), *turbo.global_inputs]
+        if workspace_files or shared:
+            inputs["workspaceFiles"] = _unique([*shared, *workspace_files])
         if keyed:
             inputs["env"] = keyed
         task["cache"] = {"inputs": inputs, "outputs": {"files": outputs}}
