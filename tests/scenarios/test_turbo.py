@@ -456,3 +456,18 @@ def test_the_root_package_json_keys_every_task_as_turbo_keys_it(ws):
     manifest["browserslist"] = ["last 1 chrome version"]
     (ws.root / "package.json").write_text(json.dumps(manifest))
     assert set(statuses(ws.vx("run", "build")).values()) == {"miss"}
+
+
+@pytest.mark.feature("TL-05", "LC-08")
+def test_outputs_beside_committed_sources_leave_the_sources_alone(repo):
+    """`outputs: ["src/**/*.js"]` for a compiler writing beside the sources, with a committed
+    `src/legacy.js`: turbo never deletes it; vx's wipe of the outputs did, before the run."""
+    turbo = json.loads(json.dumps(TURBO))
+    turbo["tasks"]["emit"] = {"outputs": ["src/**/*.js"]}
+    emit = "node -e \"require('fs').writeFileSync('src/index.js', 'built')\""
+    files = turbo_workspace(
+        turbo, scripts={"a": {"emit": emit}}, extra={"packages/a/src/legacy.js": "old\n"}
+    )
+    ws = repo.write(files).commit()
+    assert statuses(ws.vx("run", "emit")) == {"a#emit": "miss"}
+    assert (ws.root / "packages/a/src/legacy.js").read_text() == "old\n"

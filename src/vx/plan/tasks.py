@@ -59,9 +59,11 @@ class OutputSpec:
         ws_patterns: Sequence[str],
         query: InputQuery,
         members: frozenset[str] = frozenset(),
+        tracked: Callable[[str], bool] | None = None,
     ):
         self.project_dir = project_dir
         self.members = members
+        self.tracked = tracked
         self.patterns = tuple(patterns)
         self.globs = GlobSet(patterns) if patterns else None
         self.ws_globs = GlobSet(ws_patterns) if ws_patterns else None
@@ -109,7 +111,12 @@ class OutputSpec:
 
     def wipe(self, root: Path) -> None:
         if self.declares_files:
-            wipe_outputs(root, self.project_dir, self.globs, self.ws_globs, owns=self.owns)
+            wipe_outputs(root, self.project_dir, self.globs, self.ws_globs, owns=self._wipeable)
+
+    def _wipeable(self, path: str) -> bool:
+        """A file git tracks is a source (a committed `legacy.js` beside a compiler's `*.js`): the
+        task may overwrite it, a restore writes it back, but a wipe never deletes it."""
+        return self.owns(path) and not (self.tracked is not None and self.tracked(path))
 
     def allows(self, path: str) -> bool:
         """Whether a restore may write `path`: matched by the output globs, and `owns` it."""
@@ -464,6 +471,7 @@ def _task_plan(
             cfg.cache.output_workspace_files,
             query,
             members,
+            index.tracked if index.git else None,
         )
     timeout = cfg.exec.timeout_ms if cfg.exec.timeout_ms is not None else default_timeout
     retries = cfg.exec.retries if cfg.exec.retries is not None else (opts.retries or 0)
