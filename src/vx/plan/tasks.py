@@ -561,8 +561,8 @@ def _input_query(node: TaskNode, nested: tuple[str, ...]) -> InputQuery:
 
 def late_tasks(graph: TaskGraph) -> dict[TaskId, bool]:
     """The tasks whose key is taken only once they are ready: True for a task with an
-    uncached task of its own project upstream — which may rewrite, add or delete its inputs, so
-    they are read again from disk — and False for one that only folds a late key (downstream of
+    uncached task of its own project (or of the root) upstream — which may rewrite, add or delete
+    its inputs, so they are read again from disk — and False for one that only folds a late key (downstream of
     one, groups included). Nothing else is late: the key taken up front stands."""
     writers: dict[TaskId, frozenset[str]] = {}  # project dirs with an uncached task upstream
     late: dict[TaskId, bool] = {}
@@ -577,7 +577,10 @@ def late_tasks(graph: TaskGraph) -> dict[TaskId, bool]:
         writers[tid] = above
         if _rewriter(node) and tid not in folded:
             continue  # an uncached task nothing depends on: no hit, no save and no dependant read its key
-        if (not node.is_group or node.config.cache is not None) and node.project_dir in above:
+        # the root's tree holds every project: an uncached root task may write any of them
+        if (not node.is_group or node.config.cache is not None) and (
+            node.project_dir in above or "" in above
+        ):
             late[tid] = True  # a task, or an implicit group keyed like one (its project's files)
         elif any(dep in late for dep in node.deps):
             late[tid] = False
