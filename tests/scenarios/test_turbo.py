@@ -471,3 +471,16 @@ def test_outputs_beside_committed_sources_leave_the_sources_alone(repo):
     ws = repo.write(files).commit()
     assert statuses(ws.vx("run", "emit")) == {"a#emit": "miss"}
     assert (ws.root / "packages/a/src/legacy.js").read_text() == "old\n"
+
+
+@pytest.mark.feature("TL-05", "KEY-18")
+def test_a_file_named_outright_keys_the_task_whatever_the_negations_say(repo):
+    """`["src/**/*.js", "!src/**/*.test.js", "src/setup.test.js"]`: turbo hashes the file named
+    outright; vx let the negation take it back, so an edit to it was a hit."""
+    turbo = json.loads(json.dumps(TURBO))
+    turbo["tasks"]["lint"] = {"inputs": ["src/**/*.js", "!src/**/*.test.js", "src/setup.test.js"]}
+    files = turbo_workspace(turbo, extra={"packages/a/src/setup.test.js": "one\n"})
+    ws = repo.write(files).commit()
+    assert statuses(ws.vx("run", "lint")) == {"a#lint": "miss"}
+    (ws.root / "packages/a/src/setup.test.js").write_text("two\n")
+    assert statuses(ws.vx("run", "lint")) == {"a#lint": "miss"}

@@ -546,8 +546,13 @@ def _input_query(node: TaskNode, nested: tuple[str, ...]) -> InputQuery:
         return InputQuery(node.project_dir, GlobSet(["**"]), None, None, nested)
     turbo = cache.turbo_globs
     excluded = GlobSet(cache.output_files, turbo) if cache.output_files else None
-    ws_globs = GlobSet(cache.input_workspace_files, turbo) if cache.input_workspace_files else None
-    globs = GlobSet(cache.input_files, turbo)
+    # turbo hashes a file its explicit inputs name outright whatever their negations say; under
+    # `$TURBO_DEFAULT$` (the only case with a reach) the negations take back from everything
+    exact = turbo and cache.input_reach is None
+    ws_globs = (
+        GlobSet(cache.input_workspace_files, turbo, exact) if cache.input_workspace_files else None
+    )
+    globs = GlobSet(cache.input_files, turbo, exact)
     if not turbo:
         return InputQuery(node.project_dir, globs, ws_globs, excluded, nested)
     # turbo's globs see every file below the package, other packages' included: a root task's
