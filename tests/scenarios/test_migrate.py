@@ -222,6 +222,21 @@ def test_a_root_task_keeps_the_files_its_turbo_globs_reached(repo):
 
 
 @pytest.mark.feature("TL-02")
+def test_a_file_named_outright_beside_its_negation_is_a_todo(repo):
+    """turbo hashes `src/setup.test.js` beside `!src/**/*.test.js`; in a vx.config the negation
+    takes it back, so the migrated task would not key it: migrate says so where it wrote it."""
+    files = npm_workspace({"web": {}})
+    files["packages/web/package.json"] = {"name": "web", "scripts": {"test": "node -e 1"}}
+    inputs = ["src/**/*.js", "!src/**/*.test.js", "src/setup.test.js", "src/main.js"]
+    files["turbo.json"] = {"tasks": {"test": {"inputs": inputs}}}
+    repo.write(files).commit()
+    res = repo.vx("migrate", "--dry")
+    assert res.code == 0, res.err
+    assert "turbo hashes src/setup.test.js whatever the negations say" in res.out
+    assert "src/main.js whatever" not in res.out
+
+
+@pytest.mark.feature("TL-02")
 def test_nothing_to_migrate_and_a_code_workspace_file_are_said(tmp_path, repo):
     repo.write(npm_workspace({"web": {}})).commit()
     res = repo.vx("migrate")

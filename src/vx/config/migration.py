@@ -181,6 +181,14 @@ def _entry(name: str, task: TaskConfig, root: bool = False) -> Entry:
             "and passed its variables (NEXT_PUBLIC_*, VITE_*, …); list the ones the build reads in "
             "cache.inputs.env and exec.env.passThrough"
         )
+    if task.cache is not None and task.cache.turbo_globs and task.cache.input_reach is None:
+        outright = _named_outright(task.cache.input_files)
+        if outright:
+            todos.append(
+                f"turbo hashes {', '.join(outright)} whatever the negations say; in vx a negation "
+                "takes back a file it matches: narrow the negation or move the file to "
+                "cache.inputs.workspaceFiles"
+            )
     if task.cache is not None and task.cache.turbo_globs and "cache" in body:
         left = _classes_as_braces(body["cache"])
         if left:
@@ -189,6 +197,21 @@ def _entry(name: str, task: TaskConfig, root: bool = False) -> Entry:
                 "itself: write the alternatives as {a,b}"
             )
     return Entry(name, body, tuple(todos), tuple(notes))
+
+
+def _named_outright(globs) -> list[str]:
+    """The inputs that name one file outright and that one of the negations beside them matches."""
+    from vx.files.globs import GlobSet, normalise
+
+    negations = [g for g in globs if g.startswith("!")]
+    if not negations:
+        return []
+    kept = GlobSet(["**", *negations], turbo=True)
+    return [
+        g
+        for g in globs
+        if not g.startswith("!") and not re.search(r"[*?\[{]", g) and not kept.matches(normalise(g))
+    ]
 
 
 _CLASS = re.compile(r"\[([^\]]*)\]")
