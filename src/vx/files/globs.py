@@ -400,9 +400,7 @@ class _Compiled(Struct, frozen=True):
 
 
 @functools.lru_cache(maxsize=1024)
-def _compile_set(
-    patterns: tuple[str, ...], classes: bool = False, literals_first: bool = False
-) -> _Compiled:
+def _compile_set(patterns: tuple[str, ...], classes: bool = False, walk: bool = False) -> _Compiled:
     positive: list[tuple[str, str]] = []
     pos_alts: list[_Alternative] = []
     neg_alts: list[_Alternative] = []
@@ -412,12 +410,20 @@ def _compile_set(
             raise UsageError(f"invalid glob `{pattern}`", hint=reason)
         norm = normalise(pattern)
         if norm.startswith("!"):
-            neg_alts += _alternatives(norm[1:], classes)
+            alts = _alternatives(norm[1:], classes)
+            neg_alts += alts
+            if walk:  # turbo's walk skips a directory a negation matches, and all below it
+                neg_alts += [
+                    tree
+                    for a in alts
+                    if not a.literal and a.segments[-1:] != ("**",)
+                    for tree in _alternatives(a.text + "/**", classes)
+                ]
         else:
             positive.append((pattern, norm))
             pos_alts += _alternatives(norm, classes)
     roots = _dedupe_roots(a.head for a in pos_alts)
-    exact = _exact_paths(positive) if literals_first and neg_alts else ()
+    exact = _exact_paths(positive) if walk and neg_alts else ()
     return _Compiled(
         tuple(positive),
         tuple(pos_alts),
@@ -442,14 +448,15 @@ _GLOB_SYNTAX = re.compile(r"[*?\[{]")
 class GlobSet:
     """A list of project-relative patterns, `!` negations included, matched as one set."""
 
-    __slots__ = ("patterns", "turbo", "literals_first", "_c", "match")
+    __slots__ = ("patterns", "turbo", "walk", "_c", "match")
 
-    def __init__(self, patterns: Sequence[str], turbo: bool = False, literals_first: bool = False):
+    def __init__(self, patterns: Sequence[str], turbo: bool = False, walk: bool = False):
         self.patterns = tuple(patterns)
         self.turbo = turbo  # turbo.json's globs: character classes, and reaching what git ignores
-        # turbo's explicit inputs: a path named outright is hashed whatever the negations say
-        self.literals_first = literals_first
-        self._c = _compile_set(self.patterns, turbo, literals_first)
+        # turbo's explicit inputs, matched as its glob walk does: a path named outright is
+        # hashed whatever the negations say, and a negation matching a directory takes its tree
+        self.walk = walk
+        self._c = _compile_set(self.patterns, turbo, walk)
         # The raw matcher (truthy match object or None), for hot loops that skip the bool().
         self.match: Callable[[str], object] = self._c.fullmatch
 
@@ -491,7 +498,7 @@ class GlobSet:
     def toward(self, entry: str) -> GlobSet | None:
         """The part of the set that reaches an ignored file or directory `entry` (see
         `_names_ignored`), negations kept; None when no pattern reaches it."""
-        return _toward(self.patterns, self.turbo, entry, self.literals_first)
+        return _toward(self.patterns, self.turbo, entry, self.walk)
 
     def unmatched(self, rel_paths: Iterable[str]) -> tuple[str, ...]:
         """The positive patterns (as written) that match none of `rel_paths`."""
@@ -507,13 +514,13 @@ class GlobSet:
 
 @functools.lru_cache(maxsize=4096)
 def _toward(
-    patterns: tuple[str, ...], turbo: bool, entry: str, literals_first: bool = False
+    patterns: tuple[str, ...], turbo: bool, entry: str, walk: bool = False
 ) -> GlobSet | None:
-    c = _compile_set(patterns, turbo, literals_first)
+    c = _compile_set(patterns, turbo, walk)
     segs = entry.split("/")
     reaching = [a.text for a in c.pos_alts if _names_ignored(a, segs, turbo)]
     if not reaching:
         return None
     if len(reaching) == len(c.pos_alts):
-        return GlobSet(patterns, turbo, literals_first)
-    return GlobSet([*reaching, *("!" + a.text for a in c.neg_alts)], turbo, literals_first)
+        return GlobSet(patterns, turbo, walk)
+    return GlobSet([*reaching, *("!" + a.text for a in c.neg_alts)], turbo, walk)

@@ -546,8 +546,9 @@ def _input_query(node: TaskNode, nested: tuple[str, ...]) -> InputQuery:
         return InputQuery(node.project_dir, GlobSet(["**"]), None, None, nested)
     turbo = cache.turbo_globs
     excluded = GlobSet(cache.output_files, turbo) if cache.output_files else None
-    # turbo hashes a file its explicit inputs name outright whatever their negations say; under
-    # `$TURBO_DEFAULT$` (the only case with a reach) the negations take back from everything
+    # turbo walks for its explicit inputs: a file named outright is hashed whatever the negations
+    # say, and a negation matching a directory takes its tree; under `$TURBO_DEFAULT$` (the only
+    # case with a reach) the negations match files, and take back from everything
     exact = turbo and cache.input_reach is None
     ws_globs = (
         GlobSet(cache.input_workspace_files, turbo, exact) if cache.input_workspace_files else None
