@@ -189,6 +189,18 @@ def _entry(name: str, task: TaskConfig, root: bool = False, directory: str = "")
         and "cache" in body
     ):
         files, named = _named_outright(task.cache.input_files)
+        # turbo's walk skips a directory a negation matches; a vx.config's negation matches
+        # paths, so the tree is spelt out
+        trees = [
+            f"{g}/**"
+            for g in files
+            if g.startswith("!") and re.search(r"[*?\[{]", g) and not g.endswith("/**")
+        ]
+        if trees:
+            files = [*files, *trees]
+            listed = "workspaceFiles" if root else "files"  # a root task's went there above
+            inputs = body["cache"]["inputs"]
+            inputs[listed] = [*inputs.get(listed, []), *trees]
         # a name with an extension is taken for a file (a directory would only key more)
         moved = [] if root else [f for f in named if "." in f.rpartition("/")[2]]
         if moved:
@@ -228,7 +240,7 @@ def _named_outright(globs) -> tuple[list[str], list[str]]:
     negations = [g for g in globs if g.startswith("!")]
     if not negations:
         return globs, []
-    kept = GlobSet(["**", *negations], turbo=True)
+    kept = GlobSet(["**", *negations], turbo=True, walk=True)
     return globs, [
         g
         for g in globs
