@@ -144,13 +144,21 @@ def prepare(
 
 
 def shaped_projects(
-    ws: Workspace, host_env: Mapping[str, str]
+    ws: Workspace, host_env: Mapping[str, str], session: Host | None = None
 ) -> tuple[Workspace, dict[str, ProjectConfig]]:
     """The workspace and its project configs as a run sees them, the plugins' `discover` and
-    `project` hooks applied (for `vx show`); the plugins are set up and torn down around it."""
+    `project` hooks applied (for `vx show`); the plugins are set up and torn down around it,
+    unless they are a `vx watch` session's (`session`), set up once for all of it."""
     ws_config = config.load_workspace(ws.root, host_env, remote=False)
     if not ws_config.plugins:
         return ws, config.load_all(ws, host_env)
+    if session is not None and [(p.name, p.options) for p in session.plugins] == [
+        (s.name, dict(s.options)) for s in ws_config.plugins
+    ]:
+        if session.has("discover"):
+            ws = session.discovered(ws)
+        shape = session.shape_project if session.has("project") else None
+        return ws, config.load_all(ws, host_env, shape)
     loaded: list = []
     try:
         host, ws_config = _load_plugins(ws.root, ws_config, host_env, loaded)
@@ -232,7 +240,7 @@ def _prepare(
             )
             if req.affected is not None:
                 graph, affected_notice = _affected(
-                    req, ws, ws_config, configs, graph, cwd_pkg, host_env
+                    req, ws, ws_config, configs, graph, cwd_pkg, host_env, host
                 )
             if host is not None and host.has("graph"):
                 graph = host.shape_graph(graph, configs)
@@ -399,16 +407,18 @@ def _affected(
     graph: TaskGraph,
     cwd_pkg: str,
     host_env: Mapping[str, str],
+    host: Host | None = None,
 ) -> tuple[TaskGraph, str | None]:
-    """Only the requested tasks a change since the base reaches; the notice when none is."""
+    """Only the requested tasks a change since the base reaches; the notice when none is. A root
+    file a plugin claims is answered by its plugin."""
     from vx.plan import affected
 
     root = str(ws.root)
     ref = affected.base_ref(root, req.affected, ws_config.affected_base, host_env)
     paths = affected.changed_paths(root, ref)
-    keep = affected.reached(
-        graph, affected.seeds(ws, configs, paths, affected.merge_base(root, ref))
-    )
+    base = affected.merge_base(root, ref)
+    claims = host.claimed_affected(ws, base) if host is not None and host.claims else None
+    keep = affected.reached(graph, affected.seeds(ws, configs, paths, base, claims))
     if not keep:
         return build_graph(ws, configs, Selection((), cwd_pkg)), f"nothing affected since {ref}"
     if len(keep) == len(graph.requested):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -500,6 +501,67 @@ def test_cache_layers_chain_in_declaration_order_before_the_local_floor(repo, tm
     assert (repo.root / "packages/a/dist/out.js").read_text() == "A;"
 
 
+@pytest.mark.feature("PL-02", "PL-04")
+def test_a_hit_a_later_layer_serves_is_copied_back_to_the_earlier_ones(repo, tmp_path):
+    """An entry only the second plugin layer holds is served, and copied back to the first
+    layer in the background before vx exits, so the next run finds it in the first layer it
+    asks — as a remote hit lands in the local cache (issue: plugins, a later layer's hit was
+    not copied back to earlier plugin layers)."""
+    import shutil
+
+    one, two = tmp_path / "one", tmp_path / "two"
+    plugins = [
+        {"name": "shelf", "options": {"dir": str(one)}},
+        {"name": "shelf2", "options": {"dir": str(two)}},
+    ]
+    workspace(repo, plugins, {"shelf": SHELF, "shelf2": SHELF})
+    env = {"VX_SHARED_STORE": "0"}
+    key = repo.vx("run", "build", env=env).task("a#build")["hash"]
+    (one / key).unlink()
+    shutil.rmtree(repo.root / ".vx" / "cache")
+    second = repo.vx("run", "build", env=env)
+    assert second.statuses()["a#build"] == ("success", "remote"), second.err
+    assert (one / key).read_bytes() == (two / key).read_bytes()  # copied back, whole
+    (two / key).unlink()  # now only the first layer holds it
+    shutil.rmtree(repo.root / ".vx" / "cache")
+    third = repo.vx("run", "build", env=env)
+    assert third.statuses()["a#build"] == ("success", "remote"), third.err
+
+
+@pytest.mark.feature("PL-02", "RC-07")
+def test_a_dead_layer_of_the_chain_trips_its_own_breaker(repo, tmp_path):
+    """A plugin layer that fails on every call, before one that holds the entries: after three
+    failures in a row that layer alone is passed over for a while (said, naming it), and
+    the other layer serves every task (issue: plugins, the breaker was the store's, so a dead
+    layer before a live one was asked for every task)."""
+    import shutil
+
+    one, two = tmp_path / "one", tmp_path / "two"
+    pkgs = {n: {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": n}} for n in "abcde"}
+    plugins = [
+        {"name": "shelf", "options": {"dir": str(one)}},
+        {"name": "shelf2", "options": {"dir": str(two)}},
+    ]
+    # a missing key is a miss here, not a failure; the first one fails whenever SHELF_DEAD is set
+    shelf = SHELF.replace(
+        "return (self.where / key).read_bytes()",
+        "return (self.where / key).read_bytes() if (self.where / key).is_file() else None",
+    )
+    dying = shelf.replace('options.get("broken", False)', 'bool(os.environ.get("SHELF_DEAD"))')
+    workspace(repo, plugins, {"shelf": dying, "shelf2": shelf}, pkgs)
+    env = {"VX_SHARED_STORE": "0"}
+    assert repo.vx("run", "build", env=env).code == 0
+    assert len(list(two.iterdir())) == 5
+    shutil.rmtree(repo.root / ".vx" / "cache")
+    result = repo.vx("run", "build", env={**env, "SHELF_DEAD": "1"})
+    assert result.code == 0, result.err
+    assert {c for _, c in result.statuses().values()} == {"remote"}, result.err
+    said = "remote cache: plugin://shelf failed 3 times in a row; not asking it again for 30 s"
+    assert said in result.err, (
+        result.err
+    )  # (exactly when it reopens: tests/unit/test_remote_chain.py)
+
+
 @pytest.mark.feature("PL-02", "PL-04", "RC-02")
 def test_a_configured_remote_cache_is_asked_after_a_plugin_layer(
     repo, tmp_path, turbo_server, team
@@ -575,6 +637,47 @@ def test_an_executor_hook_runs_the_tasks_it_accepts_and_its_throw_fails_only_the
     assert "plugin 'farm' failed in its `executor` hook: ConnectionError: the farm is down" in (
         broken.out + broken.err
     )
+
+
+ELSEWHERE = """
+class Elsewhere:
+    \"\"\"Builds on another machine (here: writes what it built), and says with what Node.\"\"\"
+    def __init__(self, options):
+        self.node = options.get("node")
+    def run(self, task, command, cwd, env, output):
+        (cwd / "dist").mkdir(exist_ok=True)
+        (cwd / "dist" / "out.js").write_text("built elsewhere with " + task.toolchain["node"])
+        return 0, {"node": self.node or task.toolchain["node"]}
+
+def plugin(options):
+    return {"executor": lambda ctx: Elsewhere(options)}
+"""
+
+
+@pytest.mark.feature("PL-04", "EX-17")
+def test_an_executor_that_reports_another_node_is_not_saved_and_vx_builds_it(repo):
+    """An executor sees the toolchain the key names (`task.toolchain`) and may return it with
+    the exit code: one built with another Node than the key's is not kept, the task is built
+    here with one warning and that is saved; one that reports the key's own is saved as it
+    built it (issue: a plugin executor's result saved under this machine's toolchain)."""
+    here = subprocess.run(["node", "-v"], capture_output=True, text=True, check=True).stdout.strip()
+    entry = {"name": "elsewhere", "options": {"node": "v18.20.0"}}
+    workspace(repo, [entry], {"elsewhere": ELSEWHERE})
+    other = repo.vx("run", "build")
+    assert other.code == 0, other.err
+    told = [line for line in other.err.splitlines() if "plugin 'elsewhere' built a#build" in line]
+    assert len(told) == 1 and f"node v18.20.0, the key has {here}" in told[0], other.err
+    assert (repo.root / "packages/a/dist/out.js").read_text() == "A;"  # vx's own build
+    shutil.rmtree(repo.root / "packages/a/dist")
+    hit = repo.vx("run", "build")
+    assert hit.statuses()["a#build"] == ("success", "local"), hit.err
+    assert (repo.root / "packages/a/dist/out.js").read_text() == "A;"
+
+    entry["options"]["node"] = None
+    repo.write({"vx.workspace.json": {"plugins": [entry]}, "packages/a/src/a.js": "B;"}).commit()
+    same = repo.vx("run", "build")
+    assert same.code == 0 and "built a#build with" not in same.err, same.err
+    assert (repo.root / "packages/a/dist/out.js").read_text() == f"built elsewhere with {here}"
 
 
 @pytest.mark.feature("PL-02", "PL-03")
@@ -691,3 +794,22 @@ def test_declaring_a_plugin_ends_the_replays_of_a_receipted_workspace(repo):
     repo.write({"vx.workspace.json": {"plugins": ["stampkey"]}}).commit()
     keyed, replayed = timed(repo)
     assert not replayed and "0 cached" in keyed.err, keyed.err
+
+
+@pytest.mark.feature("CLI-02", "PL-02")
+def test_a_bare_run_lists_the_tasks_a_plugin_adds(repo):
+    """A bare `vx run` lists the tasks there are to run from here, and a task a plugin's
+    `project` hook adds is one as a config's task is — not "no project here declares any task"
+    (issue: plugins, a bare run ignored plugin-added tasks)."""
+    adds = (
+        "def plugin(options):\n"
+        "    def project(project, config, ctx):\n"
+        "        config.setdefault('tasks', {})['lint'] = {'exec': {'command': 'true'}}\n"
+        "        return config\n"
+        "    return {'project': project}\n"
+    )
+    pkgs = {"a": {"files": {"src/a.js": "A;"}}}  # no vx.config: every task is the plugin's
+    workspace(repo, ["adds"], {"adds": adds}, pkgs)
+    result = repo.vx("run", cwd="packages/a", summary=False)
+    assert result.code == 2, result.err
+    assert "tasks: lint" in result.err and "Traceback" not in result.err, result.err

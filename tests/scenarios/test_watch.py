@@ -379,3 +379,51 @@ def test_an_edit_in_a_project_a_plugin_brings_into_the_graph_runs_again(repo, wa
         assert w.ctrl_c() == 0
     finally:
         w.close()
+
+
+LIFECYCLE = """
+from pathlib import Path
+
+from vx.events import TaskFinished
+
+
+def plugin(options):
+    def note(ctx, line):
+        with open(Path(ctx.root) / "life.log", "a") as f:
+            f.write(line + "\\n")
+
+    def setup(ctx):
+        note(ctx, "setup")
+        ctx.on(lambda e: note(ctx, f"finished {e.result.id}") if isinstance(e, TaskFinished) else None)
+
+    def teardown(ctx):
+        note(ctx, "teardown")
+
+    return {"setup": setup, "teardown": teardown}
+"""
+
+
+@pytest.mark.feature("CLI-03", "PL-02")
+def test_plugins_are_set_up_once_per_watch_and_hear_every_cycle(ws, watch):
+    """A plugin's `setup` runs once as `vx watch` starts — not on each cycle, nor each time the
+    watcher re-reads the configs — what it subscribed hears every cycle's events, and `teardown`
+    runs once as the watch stops (issue: plugins, setup ran on every watch cycle)."""
+    gitignore = (ws.root / ".gitignore").read_text() + "life.log\n"
+    ws.write({"life.py": LIFECYCLE, "vx.workspace.json": {"plugins": ["life"]}})
+    ws.write({".gitignore": gitignore}).commit()
+    log = ws.root / "life.log"
+
+    def lines() -> list[str]:
+        return log.read_text().splitlines() if log.exists() else []
+
+    w = watch("a#build")
+    w.wait_for("watching")
+    (ws.root / "packages/a/src/a.js").write_text("A2;")
+    w.wait_for("vx watch: packages/a/src/a.js changed")
+    deadline = time.monotonic() + 60
+    while lines().count("finished a#build") < 2:  # the second cycle's end, heard here
+        assert time.monotonic() < deadline, (lines(), w.err)
+        assert w.proc.poll() is None, w.err
+        time.sleep(0.05)
+    assert w.ctrl_c() == 0, w.err
+    assert lines() == ["setup", "finished a#build", "finished a#build", "teardown"], w.err

@@ -86,3 +86,46 @@ def test_a_layer_whose_status_says_off_is_not_written_and_one_without_status_is(
     assert off.bodies == {} and no_endpoint.bodies == plain.bodies == {"k": b"body"}
     chain.close()
     assert off.closed and plain.closed
+
+
+class Counting(Memory):
+    def __init__(self, **kw):
+        from types import SimpleNamespace
+
+        super().__init__(**kw)
+        self.calls, self.settings = 0, SimpleNamespace(endpoint="mem://dead")
+
+    def get(self, key, sink):
+        self.calls += 1
+        return super().get(key, sink)
+
+
+def test_each_layer_has_its_own_breaker_and_the_rest_are_asked_as_before():
+    """A dead layer is asked three times, then passed over until its breaker's time is up (one
+    request then), while the live layer after it serves every lookup."""
+    now = [0.0]
+    dead, live = Counting(fail=True), Memory(k=b"body")
+    said: list[str] = []
+    chain = ChainLayer([(dead, True), (live, True)], clock=lambda: now[0])
+    chain.tell = said.append
+    for _ in range(6):
+        sink = io.BytesIO()
+        assert chain.get("k", sink) is not None and sink.getvalue() == b"body"
+    assert dead.calls == 3 and said == [
+        "remote cache: mem://dead failed 3 times in a row; not asking it again for 30 s"
+    ]
+    now[0] = 31.0  # past the open time: one request goes through, fails, opens it again
+    for _ in range(3):
+        assert chain.get("k", io.BytesIO()) is not None
+    assert dead.calls == 4 and len(said) == 2
+
+
+def test_a_later_layers_hit_is_copied_back_to_the_written_layers_before_it():
+    first, read_only, served = Memory(), Memory(), Memory(k=b"body")
+    chain = ChainLayer([(first, True), (read_only, False), (served, True)])
+    assert chain.get("k", io.BytesIO()) is not None
+    assert chain.copy_back("k", io.BytesIO(b"body"), 4, 0.0)
+    assert first.bodies == {"k": b"body"} and read_only.bodies == {}
+    assert not chain.copy_back("k", io.BytesIO(b"body"), 4, 0.0)  # once per hit
+    assert chain.get("k", io.BytesIO()) is not None  # the first layer serves it now
+    assert not chain.copy_back("k", io.BytesIO(b"body"), 4, 0.0)  # nothing before it

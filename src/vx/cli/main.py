@@ -842,14 +842,14 @@ def _nx_parallel(tokens: Sequence[str]) -> list[str]:
 
 def _no_task_named() -> UsageError:
     """Refuse a bare `vx run`, listing the tasks there are to run from here (off a TTY)."""
-    from vx.config import loader as config
+    from vx.pipeline import shaped_projects
     from vx.plan.tasks import package_of
     from vx.workspace import discover as workspace
 
     hint = "e.g. `vx run build`; `vx run build --all` for every project"
     try:
-        ws = workspace.discover(Path(os.getcwd()))
-        configs = config.load_all(ws)
+        # the tasks a run would see: those the plugins' `project` hooks add too
+        ws, configs = shaped_projects(workspace.discover(Path(os.getcwd())), os.environ)
     except VxError:
         return UsageError("name a task to run", hint=hint)
     here = package_of(ws, Path(os.getcwd()))

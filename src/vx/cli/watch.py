@@ -14,6 +14,10 @@ that land during a cycle are judged after it; a file written during a cycle that
 one, and written again during that one, is a task rewriting its own input: said once, and no
 longer a trigger. A probe file proves the watcher delivers before
 "watching" is printed. Ctrl-C tears the cycle down, prints "vx watch: stopped" and exits 0.
+
+The workspace's plugins are set up once, as watching starts, and torn down as it stops
+(`Session`): each cycle's run skips their `setup` and `teardown` and sends its events back, so
+what a plugin's `setup` subscribed hears every cycle.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ _NEVER = ("node_modules", ".git", ".vx")
 _NEVER_SUFFIXES = ("~", ".tsbuildinfo")
 DEBOUNCE_MS = 150
 POLL_MS = 250
+READER_JOIN_S = 5.0
 
 
 def watch_verb(rest: list[str], parsed, env: Mapping[str, str], say) -> int:
@@ -58,14 +63,23 @@ def watch_verb(rest: list[str], parsed, env: Mapping[str, str], say) -> int:
             hint="pip install 'vx[watch]' (or pip install watchfiles)",
         ) from None
 
-    judge = Judge(root, env, parsed)
+    session = Session.start(root, env, say)
+    try:
+        return _watch(root, rest, parsed, env, say, watchfiles, session)
+    finally:
+        if session is not None:
+            session.close(say)
+
+
+def _watch(root: Path, rest: list[str], parsed, env, say, watchfiles, session) -> int:
+    judge = Judge(root, env, parsed, session.host if session is not None else None)
     if judge.servers:
         raise UsageError(
             f"`vx watch` cannot run {judge.servers[0]} again on each edit: it is persistent "
             "(exec.persistent) and never ends",
             hint="`vx run` it: it serves until Ctrl-C, and a dev server watches its own files",
         )
-    cycles = Cycles([sys.executable, "-m", "vx", "run", *rest])
+    cycles = Cycles([sys.executable, "-m", "vx", "run", *rest], session)
     stop = threading.Event()
 
     def terminate(*_) -> None:  # a supervisor's stop: end the cycle's run too, then leave
@@ -113,17 +127,70 @@ def _timed(cycles: Cycles) -> tuple[int, int]:
     return started, cycles.ended_ns
 
 
+class Session:
+    """The workspace's plugins for the whole of a watch: set up once as it starts (their
+    `setup`; the factories are each cycle's run's), torn down once as it ends. Each cycle's run
+    is told, through its environment, which plugins are set up and which pipe its events go to;
+    a thread here hands them to what `setup` subscribed (`ctx.on`)."""
+
+    def __init__(self, host, say) -> None:
+        from vx.plugins import host as plugins
+
+        self.host = host
+        host._emit = lambda notice: say(f"vx: warning: {notice.message}")
+        read, self.write = os.pipe()
+        self.env = plugins.session_env(host, self.write)
+        self.reader = threading.Thread(
+            target=plugins.read_session_events, args=(read, host), name="vx-watch-events"
+        )
+        self.reader.daemon = True
+        self.reader.start()
+
+    @classmethod
+    def start(cls, root: Path, env: Mapping[str, str], say) -> Session | None:
+        """None without plugins, or when they cannot be loaded now: each cycle then loads its
+        own and says why (a broken config fails that cycle, and watching goes on)."""
+        from vx.config import loader as config
+        from vx.errors import VxError
+
+        try:
+            specs = config.load_workspace(root, env, remote=False).plugins
+            if not specs:
+                return None
+            from vx.plugins import host as plugins
+
+            host = plugins.load(specs, root, env, factories=False)
+        except VxError:
+            return None
+        return cls(host, say)
+
+    def close(self, say) -> None:
+        """No cycle runs any more: end the pipe, hear its last events, tear the plugins down."""
+        os.close(self.write)
+        self.reader.join(READER_JOIN_S)  # a process left holding the pipe cannot hold the exit
+        for message in self.host.teardown():
+            say(f"vx: warning: {message}")
+
+
 class Cycles:
     """Each cycle one `vx run`, in a child. Ctrl-C reaches it through the terminal's process
     group: wait while it tears its tasks down (never kill it from under them), then stop."""
 
-    def __init__(self, argv: list[str]) -> None:
+    def __init__(self, argv: list[str], session: Session | None = None) -> None:
         self.argv = argv
+        self.session = session
         self.child: subprocess.Popen | None = None
         self.ended_ns = 0  # when the last cycle's process exited (before it was reaped)
 
     def run(self) -> int:
-        self.child = subprocess.Popen(self.argv)
+        if self.session is None:
+            self.child = subprocess.Popen(self.argv)
+        else:
+            self.child = subprocess.Popen(
+                self.argv,
+                env={**os.environ, **self.session.env},
+                pass_fds=(self.session.write,),
+            )
         try:
             os.waitid(os.P_PID, self.child.pid, os.WEXITED | os.WNOWAIT)  # exited, still a zombie
             self.ended_ns = time.time_ns()
@@ -175,9 +242,10 @@ def _await_probe(root: Path, changes, say) -> None:
 class Judge:
     """Decides whether a reported path is an edit a run could see."""
 
-    def __init__(self, root: Path, env: Mapping[str, str], parsed=None) -> None:
+    def __init__(self, root: Path, env: Mapping[str, str], parsed=None, session=None) -> None:
         self.root = str(root)
         self.env = env
+        self.session = session  # the watch's plugins (vx.plugins.host.Host), set up once
         self.parsed = (
             parsed  # the run's selection: edits in projects it cannot reach are no trigger
         )
@@ -207,7 +275,9 @@ class Judge:
         from vx.workspace import discover as workspace
 
         try:
-            ws, configs = shaped_projects(workspace.discover(Path(self.root)), self.env)
+            ws, configs = shaped_projects(
+                workspace.discover(Path(self.root)), self.env, self.session
+            )
         except VxError:
             return
         self.outputs = {

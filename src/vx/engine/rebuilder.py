@@ -19,6 +19,7 @@ from msgspec.structs import replace
 
 from vx.engine import executor, masking, verdicts
 from vx.engine.scheduler import PrioritySlots
+from vx.errors import ToolchainRefused
 from vx.events import (
     CacheRestored,
     Emit,
@@ -716,14 +717,20 @@ async def _run_process(
         else None
     )
     if offered is not None:  # a plugin's executor runs it (never a sandboxed or traced task)
-        proc = await offered(
-            plan.command or "",
-            cwd=cwd,
-            env=plan.env,
-            timeout_ms=plan.timeout_ms,
-            on_output=on_output,
-        )
-        return proc, ()
+        try:
+            proc = await offered(
+                plan.command or "",
+                cwd=cwd,
+                env=plan.env,
+                timeout_ms=plan.timeout_ms,
+                on_output=on_output,
+            )
+            return proc, ()
+        except ToolchainRefused as exc:
+            # built with another toolchain than the key's: what it left goes, vx builds it here
+            ctx.emit(Notice(f"{exc}: nothing of it is kept, it runs here", id=node.id))
+            if plan.outputs is not None:
+                await asyncio.to_thread(plan.outputs.wipe, ctx.root)
     if plan.sandbox is None:
         # A cached task's outputs are read next: nothing it started may still be writing (docs/caching.md § Save).
         proc = await (ctx.execute or executor.execute)(

@@ -733,11 +733,16 @@ def _memo_write(memo_dir: str | None, key: str, out: dict[str, Closure]) -> None
 # ---------------------------------------------------------------- the fingerprints
 
 
-def fingerprints(root, packages, index, settings: str, memo_dir) -> dict[str, tuple[str, tuple]]:
+def fingerprints(
+    root, packages, index, settings: str, memo_dir, skip=()
+) -> dict[str, tuple[str, tuple]]:
     """Each project dir's workspace fingerprint, per-project lockfile shares in: the install settings'
-    digest `settings`, then each root lockfile present as that project's closure; and, for
-    `vx why`, the `(lockfile name, Closure)` pairs it folded. `packages` are the workspace's members."""
-    found = [(name, ident) for name in LOCKFILES if (ident := index.identity(name))]
+    digest `settings`, then each root lockfile present (but those in `skip`, which a plugin keys)
+    as that project's closure; and, for `vx why`, the `(lockfile name, Closure)` pairs it folded.
+    `packages` are the workspace's members."""
+    found = [
+        (name, ident) for name in LOCKFILES if name not in skip and (ident := index.identity(name))
+    ]
     yarn = any(name == "yarn.lock" for name, _ in found)  # only yarn classic reads the manifests
     projects = {
         p.dir: {"name": p.name, "manifest": index.identity(p.manifest_path) if yarn else ""}

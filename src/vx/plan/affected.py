@@ -8,7 +8,7 @@ declares; an uncached task for any change in its project. A requested task runs 
 anything its `dependsOn` reaches, is a seed. A root fingerprint file (a lockfile, the workspace
 config, the root turbo.json) selects everything — but a lockfile vx reads per project (vx.files.lockfile):
 its change seeds every task of the projects whose share of it moved, the base's lockfile read
-from git.
+from git; and a root file a plugin claims seeds every task of the projects its plugin names.
 
 The base: the ref given, else the workspace's `affectedBase`, else on a GitHub pull request
 `origin/$GITHUB_BASE_REF`, else `origin/HEAD`, else the first
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from vx import witness
 from vx.errors import EnvironmentFailure, UsageError
@@ -112,22 +112,33 @@ def seeds(
     configs: Mapping[str, ProjectConfig],
     paths: Iterable[str],
     base: str | None = None,
+    claims: Mapping[str, Callable[[], Iterable[str] | None]] | None = None,
 ) -> set[TaskId] | None:
     """The tasks the change seeds; None when it reaches everything (a root fingerprint file).
-    With `base` (the merge-base), a changed lockfile seeds only the projects its change reaches."""
+    With `base` (the merge-base), a changed lockfile seeds only the projects its change reaches.
+    `claims`: per root file a plugin keys, the names of the projects its change touches (None:
+    every project), as the plugin answers."""
     from vx.files import lockfile
 
     paths = list(paths)
+    claims = claims or {}
     moved: set[str] = set()
     for p in paths:
-        if p in lockfile.LOCKFILES and base is not None:
+        if p in claims:
+            names = claims[p]()
+            if names is None:
+                return None
+            moved |= {ws.packages[n].dir for n in names}
+        elif p in lockfile.LOCKFILES and base is not None:
             dirs = _lock_moved(ws, p, base)
             if dirs is None:
                 return None
             moved |= dirs
         elif p in FINGERPRINT_FILES or p in _WORKSPACE_FILES:
             return None
-    by_project_paths = by_project(ws, [p for p in paths if p not in lockfile.LOCKFILES])
+    by_project_paths = by_project(
+        ws, [p for p in paths if p not in lockfile.LOCKFILES and p not in claims]
+    )
     out: set[TaskId] = {
         TaskId(name, task)
         for name, pkg in ws.packages.items()

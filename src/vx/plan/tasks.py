@@ -214,8 +214,11 @@ class RunOptions(Struct, frozen=True):
         True  # vx.workspace.json `sandbox.trace`, what a task's own `exec.sandbox.trace` overrides
     )
     remote_execution: RemoteExecution | None = None  # vx.workspace.json `remoteExecution`
-    # the plugins' `key` hooks: (node, plan) -> sorted (`plugin/name`, value); None without any
-    plugin_key: Callable[[TaskNode, TaskPlan], tuple[tuple[str, str], ...]] | None = None
+    # the plugins' `key` hooks: (node, plan) -> (sorted (`plugin/name`, value), the claimed
+    # fingerprint files that leave the task's key); None without any
+    plugin_key: (
+        Callable[[TaskNode, TaskPlan], tuple[tuple[tuple[str, str], ...], frozenset[str]]] | None
+    ) = None
 
 
 def make_plans(
@@ -231,8 +234,18 @@ def make_plans(
     from vx.files import lockfile
 
     memo_dir = str(opts.cache_dir / "lockfiles") if opts.cache_dir is not None else None
-    settings = files.fingerprint(ws.root, index, skip=lockfile.LOCKFILES)
-    fingerprints = lockfile.fingerprints(ws.root, ws.packages.values(), index, settings, memo_dir)
+    by_release: dict[frozenset[str], dict[str, tuple[str, tuple]]] = {}
+
+    def fingerprints_without(claimed: frozenset[str]) -> dict[str, tuple[str, tuple]]:
+        """Each project dir's fingerprint with the `claimed` files (a plugin keys them) left out."""
+        if claimed not in by_release:
+            settings = files.fingerprint(ws.root, index, skip=(*lockfile.LOCKFILES, *claimed))
+            by_release[claimed] = lockfile.fingerprints(
+                ws.root, ws.packages.values(), index, settings, memo_dir, skip=claimed
+            )
+        return by_release[claimed]
+
+    fingerprints = fingerprints_without(frozenset())
     from vx.plan.toolchain import Toolchain
 
     tools = Toolchain(str(opts.cache_dir) if opts.cache_dir is not None else None, str(ws.root))
@@ -271,23 +284,31 @@ def make_plans(
                 tools,
             )
             if opts.plugin_key is not None:
-                plans[tid] = _with_plugin_key(node, plans[tid], opts.plugin_key)
+                plans[tid] = _with_plugin_key(
+                    node, plans[tid], opts.plugin_key, fingerprints_without
+                )
             if node.config.exec is not None and node.config.exec.sandbox is not None:
                 plans[tid] = _with_sandbox(ws, graph, node, plans[tid], opts, host_env)
     tools.save()
     return plans
 
 
-def _with_plugin_key(node: TaskNode, plan: TaskPlan, material) -> TaskPlan:
-    """The plan keyed again with what the plugins' `key` hooks add (nothing: as it was)."""
+def _with_plugin_key(node: TaskNode, plan: TaskPlan, material, fingerprints_without) -> TaskPlan:
+    """The plan keyed again with what the plugins' `key` hooks add (nothing: as it was). A
+    claimed fingerprint file leaves the key only here, for a task its plugin keyed something of:
+    the plugin's material stands for it then."""
     if plan.record is None:
         return plan
-    folded = material(node, plan)
+    folded, released = material(node, plan)
     if not folded:
         return plan
     from msgspec.structs import replace
 
     record = replace(plan.record, plugin=folded)
+    if released:
+        table = fingerprints_without(released)
+        fingerprint, lock = table.get(node.project_dir) or table[""]
+        record = replace(record, fingerprint=fingerprint, lockfile=lock)
     return replace(plan, key=keys.task_key(record), record=record)
 
 

@@ -23,9 +23,9 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from msgspec import Struct
+from msgspec import Struct, field, structs
 
-from vx.errors import EXIT_USAGE, VxError
+from vx.errors import EXIT_USAGE, ToolchainRefused, VxError
 from vx.events import Notice
 from vx.model import (
     Package,
@@ -46,6 +46,7 @@ HOOKS = (
     "project",
     "graph",
     "key",
+    "fingerprint",
     "schedule",
     "admit",
     "executor",
@@ -68,6 +69,10 @@ CORE_VERBS = frozenset(
 _THROWN = (Exception, SystemExit)
 TEARDOWN_S = 3.0  # how long one plugin's teardown may hold the end of a run
 ENTRY_POINTS = "vx.plugins"
+# A cycle of `vx watch` (vx.cli.watch): the plugins its session set up, as [name, options]
+# pairs, and the pipe the cycle's events go back to the session through
+WATCH_PLUGINS = "VX_WATCH_PLUGINS"
+WATCH_EVENTS = "VX_WATCH_EVENTS"
 
 
 class PluginError(VxError):
@@ -81,7 +86,9 @@ class PluginError(VxError):
 class TaskView(Struct, frozen=True):
     """A task as hooks see it: `id` is `project#task`, `dir` its project's directory relative to
     the workspace root, `command` what runs (None for a group), `deps` the ids of the tasks it
-    waits for."""
+    waits for. `toolchain`, for an executor, is what the key says the task is built with, as
+    measured here: `node` (the `node -v` on its PATH) and each `inputs.runtime` probe's output
+    (`runtime:<command>:stdout`, `...:stderr`, `ws-runtime:` for the workspace's)."""
 
     id: str
     project: str
@@ -89,6 +96,7 @@ class TaskView(Struct, frozen=True):
     dir: str
     command: str | None
     deps: tuple[str, ...] = ()
+    toolchain: dict[str, str] = field(default_factory=dict)
 
 
 class ProjectView(Struct, frozen=True):
@@ -96,6 +104,18 @@ class ProjectView(Struct, frozen=True):
 
     name: str
     dir: str
+
+
+class Change(Struct, frozen=True):
+    """A claimed file's change as `fingerprint.affected` sees it: the file, the merge-base
+    commit `base`, its bytes there (`before`) and in the worktree (`after`), None where it is
+    absent, and every project of the workspace."""
+
+    file: str
+    base: str
+    before: bytes | None
+    after: bytes | None
+    projects: tuple[ProjectView, ...]
 
 
 class Context:
@@ -119,12 +139,13 @@ class Context:
 
 
 class Plugin:
-    __slots__ = ("name", "options", "hooks", "ctx", "off")
+    __slots__ = ("name", "options", "hooks", "ctx", "off", "session")
 
     def __init__(self, name: str, options: dict[str, Any], hooks: dict[str, Any]):
         self.name, self.options, self.hooks = name, options, hooks
         self.off: set[str] = set()  # hooks switched off for the rest of the run
         self.ctx: Context
+        self.session = False  # set up by the `vx watch` session around this run: not here
 
 
 class _Observer:
@@ -143,6 +164,7 @@ class Host:
         self.observers: list[_Observer] = []
         self.pending: list[str] = []  # warnings said before a run's events flow
         self.executors: list[tuple[str, Any]] = []  # (plugin, what its `executor` hook returned)
+        self.claims: dict[str, str] = {}  # root fingerprint file -> the plugin that claims it
         self._emit: Callable[[Any], None] | None = None
         self._torn = False
 
@@ -331,6 +353,8 @@ class Host:
         signature (vx.engine.executor.execute); None: vx runs it. An `accepts` that throws is
         warned once and that executor is asked no more."""
         view = task_view(node, plan)
+        if plan.record is not None and plan.record.runtime:
+            view = structs.replace(view, toolchain=dict(plan.record.runtime))
         for name, executor in self.executors:
             accepts = getattr(executor, "accepts", None)
             if accepts is not None:
@@ -362,10 +386,15 @@ class Host:
             layers.append(PluginLayer(plugin.name, got))
         return layers
 
-    def key_material(self, node: TaskNode, plan: TaskPlan) -> tuple[tuple[str, str], ...]:
-        """Every `key` hook's `{name: value}` for the task, as sorted (`plugin/name`, value)."""
+    def key_material(
+        self, node: TaskNode, plan: TaskPlan
+    ) -> tuple[tuple[tuple[str, str], ...], frozenset[str]]:
+        """Every `key` hook's `{name: value}` for the task, as sorted (`plugin/name`, value), and
+        the claimed fingerprint files that leave its key: those whose plugin keyed something of
+        the task. A claiming plugin whose hook declines leaves its files in the key."""
         view = task_view(node, plan)
         out: list[tuple[str, str]] = []
+        released: set[str] = set()
         for plugin in self.with_hook("key"):
             got = self._shape(plugin, "key", view)
             if got is None:
@@ -376,7 +405,55 @@ class Host:
                     hint='return a dict of strings, e.g. {"abi": "115"}, or None',
                 )
             out += ((f"{plugin.name}/{name}", value) for name, value in got.items())
-        return tuple(sorted(out))
+            if got:
+                released.update(f for f, by in self.claims.items() if by == plugin.name)
+        return tuple(sorted(out)), frozenset(released)
+
+    def claimed_affected(self, ws: Workspace, base: str) -> dict[str, Callable[[], Any]]:
+        """Per claimed file, what `--affected` asks when it changed since `base` (the
+        merge-base): the names of the projects its plugin's `affected` says the change touches,
+        None for every project (a plugin without `affected` cannot tell)."""
+        import functools
+
+        by_name = {p.name: p for p in self.plugins}
+        return {
+            file: functools.partial(self._affected, by_name[name], ws, file, base)
+            for file, name in self.claims.items()
+        }
+
+    def _affected(self, plugin: Plugin, ws: Workspace, file: str, base: str) -> set[str] | None:
+        hook = plugin.hooks["fingerprint"].get("affected")
+        if hook is None:
+            return None
+        change = Change(
+            file,
+            base,
+            _at_base(ws.root, base, file),
+            _in_worktree(ws.root, file),
+            tuple(ProjectView(p.name, p.dir) for p in ws.packages.values()),
+        )
+        try:
+            got = hook(change, plugin.ctx)
+        except VxError:
+            raise
+        except _THROWN as exc:
+            raise _failed(plugin.name, "fingerprint: affected", exc) from None
+        if got is None:
+            return None
+        hint = "return the names of the projects the change touches (a list), or None for all"
+        if isinstance(got, (str, bytes)) or not isinstance(got, (list, tuple, set, frozenset)):
+            raise PluginError(
+                f"plugin '{plugin.name}': its `fingerprint: affected` hook returned {_shown(got)}",
+                hint=hint,
+            )
+        for project in got:
+            if project not in ws.packages:
+                raise PluginError(
+                    f"plugin '{plugin.name}': its `fingerprint: affected` hook names "
+                    f"{_shown(project)}, which is not a project of the workspace",
+                    hint=hint,
+                )
+        return set(got)
 
     def weights(self, graph: TaskGraph) -> Mapping[TaskId, float]:
         """The walk's priorities: the baseline (dependents count), each `schedule` hook's
@@ -435,21 +512,26 @@ class Host:
         self.pending.clear()
         if not self.observers:
             return emit
-        observers = self.observers
 
         def tee(event: Any) -> None:
             emit(event)
-            for obs in observers:
-                if obs.off:
-                    continue
-                try:
-                    obs.fn(event)
-                except _THROWN as exc:
-                    obs.off = True
-                    message = _failed(obs.plugin, obs.hook, exc).message
-                    emit(Notice(f"{message}; switched off for this run", level="warning"))
+            self.deliver(event)
 
         return tee
+
+    def deliver(self, event: Any) -> None:
+        """Hand `event` to each observer; one that throws is warned about once and switched
+        off. (A `vx watch` session hears its cycles' events through this.)"""
+        for obs in self.observers:
+            if obs.off:
+                continue
+            try:
+                obs.fn(event)
+            except _THROWN as exc:
+                obs.off = True
+                self.warn(
+                    f"{_failed(obs.plugin, obs.hook, exc).message}; switched off for this run"
+                )
 
     def teardown(self) -> list[str]:
         """Each plugin's `teardown`, each bounded to TEARDOWN_S; the warnings to print."""
@@ -459,6 +541,8 @@ class Host:
         self._emit = None
         said: list[str] = []
         for plugin in self.with_hook("teardown"):
+            if plugin.session:
+                continue  # the `vx watch` session tears it down as it ends
             failure: list[BaseException] = []
 
             def run(plugin: Plugin = plugin, failure: list[BaseException] = failure) -> None:
@@ -515,11 +599,19 @@ class Host:
 
 
 def load(
-    specs: Iterable[PluginSpec], root: Path, env: Mapping[str, str], setup: bool = True
+    specs: Iterable[PluginSpec],
+    root: Path,
+    env: Mapping[str, str],
+    setup: bool = True,
+    factories: bool = True,
 ) -> Host:
     """Import and check every declared plugin, in order, then call each `setup` (unless
-    `setup` is False: a plugin verb runs without a run around it)."""
+    `setup` is False: a plugin verb runs without a run around it) and, with `factories`, the
+    telemetry and executor factories (a `vx watch` session sets its plugins up without them:
+    its cycles' runs call those). In a cycle of `vx watch` a plugin the session set up is not
+    set up (nor torn down) again, and the run's events go back to the session."""
     host = Host(root, env)
+    session = _session_specs(env) if setup else ()
     if str(root) not in sys.path:
         sys.path.append(str(root))  # a plugin kept in the workspace, after what is installed
     claimed: dict[str, str] = {}
@@ -534,10 +626,24 @@ def load(
                     hint="keep one of them in `plugins`",
                 )
             claimed[verb] = spec.name
+        for file in hooks.get("fingerprint", {}).get("files", ()):
+            if file in host.claims:
+                raise PluginError(
+                    f"plugins '{host.claims[file]}' and '{spec.name}' both claim the "
+                    f"fingerprint file `{file}`",
+                    facts=("in: vx.workspace, plugins",),
+                    hint="one plugin keys a file: keep one of them in vx.workspace's `plugins`",
+                )
+            host.claims[file] = spec.name
+        plugin.session = [spec.name, dict(spec.options)] in session
         host.plugins.append(plugin)
+    if any(p.session for p in host.plugins):
+        host.observers.append(_Observer("vx watch", "events", _Forward(env[WATCH_EVENTS])))
     if setup:
         for plugin in host.with_hook("setup"):
-            host._shape(plugin, "setup")
+            if not plugin.session:
+                host._shape(plugin, "setup")
+    if setup and factories:
         for plugin in host.with_hook("telemetry"):
             _sinks(host, plugin)
         for plugin in host.with_hook("executor"):
@@ -552,6 +658,80 @@ def load(
                 )
             host.executors.append((plugin.name, got))
     return host
+
+
+def session_env(host: Host, fd: int) -> dict[str, str]:
+    """What a `vx watch` session puts in each cycle's environment: the plugins it set up, and
+    the pipe `fd` the cycle's events go back through."""
+    specs = [[p.name, p.options] for p in host.plugins]
+    return {WATCH_PLUGINS: json.dumps(specs), WATCH_EVENTS: str(fd)}
+
+
+def _session_specs(env: Mapping[str, str]) -> list[Any]:
+    """The [name, options] pairs a `vx watch` session around this run set up; none outside one
+    (or when what it said cannot be read: then every plugin is set up here)."""
+    said, fd = env.get(WATCH_PLUGINS), env.get(WATCH_EVENTS)
+    if not said or not fd or not fd.isdigit():
+        return []
+    try:
+        specs = json.loads(said)
+    except ValueError:
+        return []
+    return specs if isinstance(specs, list) else []
+
+
+class _Forward:
+    """A cycle's events, as msgpack `[type name, event]` frames on the `vx watch` session's
+    pipe: the session's `ctx.on` callbacks hear them. When the pipe is gone (or an event cannot
+    be sent) the cycle stops sending, and its run goes on."""
+
+    def __init__(self, fd: str):
+        self.fd, self.off = int(fd), False
+        self.lock = threading.Lock()
+        try:  # the session's pipe is this process's alone: no task it starts inherits it
+            os.set_inheritable(self.fd, False)
+        except OSError:
+            self.off = True
+
+    def __call__(self, event: Any) -> None:
+        import struct
+
+        import msgspec
+
+        if self.off:
+            return
+        try:
+            data = msgspec.msgpack.encode((type(event).__name__, event))
+            frame = memoryview(struct.pack(">I", len(data)) + data)
+            with self.lock:
+                while frame:
+                    frame = frame[os.write(self.fd, frame) :]
+        except Exception:  # the session went, or the event is not one to send
+            self.off = True
+
+
+def read_session_events(fd: int, host: Host) -> None:
+    """Until the pipe ends: each cycle's events, decoded as the `vx.events` type each names
+    (and nothing else), handed to the session's observers."""
+    import struct
+    import typing
+
+    import msgspec
+
+    from vx import events
+
+    kinds = {kind.__name__: kind for kind in typing.get_args(events.Event)}
+    with os.fdopen(fd, "rb") as pipe:
+        while head := pipe.read(4):
+            if len(head) < 4:
+                return
+            data = pipe.read(struct.unpack(">I", head)[0])
+            try:
+                name, raw = msgspec.msgpack.decode(data, type=tuple[str, msgspec.Raw])
+                event = msgspec.msgpack.decode(raw, type=kinds[name])
+            except (msgspec.DecodeError, KeyError):  # a cycle killed mid-event: no more frames
+                return
+            host.deliver(event)
 
 
 def _sinks(host: Host, plugin: Plugin) -> None:
@@ -641,6 +821,8 @@ def _hooks(spec: PluginSpec, factory: Callable[[dict[str, Any]], Any]) -> dict[s
             )
         if hook == "commands":
             _check_commands(name, value)
+        elif hook == "fingerprint":
+            _check_fingerprint(name, value, hooks)
         elif not callable(value):
             raise PluginError(
                 f"plugin '{name}': `{hook}` must be a function, got {_shown(value)}",
@@ -652,6 +834,45 @@ def _hooks(spec: PluginSpec, factory: Callable[[dict[str, Any]], Any]) -> dict[s
             hint="return at least one hook from `plugin(options)`, or drop it from `plugins`",
         )
     return hooks
+
+
+def _check_fingerprint(name: str, value: Any, hooks: dict[str, Any]) -> None:
+    """`fingerprint` is `{"files": [root fingerprint files], "affected": function}` (`affected`
+    optional), and only beside a `key` hook: a claimed file leaves a task's key only for the
+    material that hook puts in."""
+    from vx.files.index import FINGERPRINT_FILES
+
+    hint = 'e.g. "fingerprint": {"files": ["pnpm-lock.yaml"], "affected": affected}'
+    if not isinstance(value, dict) or set(value) - {"files", "affected"}:
+        raise PluginError(
+            f"plugin '{name}': `fingerprint` must be {{files, affected}}, got {_shown(value)}",
+            hint=hint,
+        )
+    files = value.get("files")
+    if not isinstance(files, (list, tuple)) or not files:
+        raise PluginError(
+            f"plugin '{name}': `fingerprint.files` must be a list of the root files it claims",
+            hint=hint,
+        )
+    for file in files:
+        if file not in FINGERPRINT_FILES:
+            raise PluginError(
+                f"plugin '{name}': `fingerprint.files` names {_shown(file)}, which is not a root "
+                "fingerprint file",
+                hint="it may claim " + ", ".join(FINGERPRINT_FILES),
+            )
+    if "affected" in value and not callable(value["affected"]):
+        raise PluginError(
+            f"plugin '{name}': `fingerprint.affected` must be a function, got "
+            f"{_shown(value['affected'])}",
+            hint="def affected(change, ctx): return [project names], or None for every project",
+        )
+    if not callable(hooks.get("key")):
+        raise PluginError(
+            f"plugin '{name}' claims {', '.join(files)} but has no `key` hook",
+            hint="a claimed file leaves the workspace fingerprint only for what the plugin's "
+            "`key` hook keys of it per task; add one",
+        )
 
 
 def _check_commands(name: str, value: Any) -> None:
@@ -770,6 +991,23 @@ def _name_problem(name: str) -> str | None:
     return None
 
 
+def _at_base(root: Path, base: str, file: str) -> bytes | None:
+    """The root file `file` as commit `base` holds it; None when it has none."""
+    import subprocess
+
+    done = subprocess.run(
+        ["git", "show", f"{base}:./{file}"], cwd=root, capture_output=True, check=False
+    )
+    return done.stdout if done.returncode == 0 else None
+
+
+def _in_worktree(root: Path, file: str) -> bytes | None:
+    try:
+        return (root / file).read_bytes()
+    except OSError:
+        return None
+
+
 def _link_on_the_way(root: Path, rel: str) -> str | None:
     """The first directory of `rel` (below the root) that is a symlink, if any: a project reached
     through one would have its outputs walked, wiped and restored through the link."""
@@ -789,7 +1027,8 @@ def _shown(value: Any) -> str:
 def _offered(name: str, executor: Any, view: TaskView) -> Callable[..., Any]:
     """`executor.run(task, command, cwd, env, output)` as an awaitable `execute`: it runs in a
     worker thread, `output(data)` streams into the task's log, what it returns is the exit code,
-    and a throw is the task's failure, said in its log naming the plugin. Past the task's
+    and a throw is the task's failure, said in its log naming the plugin; (exit code, toolchain)
+    with a toolchain other than the key's raises `ToolchainRefused`. Past the task's
     `timeout_ms` the task ends as timed out, as a local command does; a thread cannot be
     stopped, so the call is left behind, its later output dropped. The thread is a daemon one:
     a call that never returns cannot hold vx's exit."""
@@ -848,20 +1087,38 @@ def _offered(name: str, executor: Any, view: TaskView) -> Callable[..., Any]:
         except BaseException:
             over.set()
             raise
+        differs = None
         try:
             if thrown is not None:
                 raise thrown
+            if isinstance(code, tuple) and len(code) == 2 and isinstance(code[1], dict):
+                code, used = code  # the exit code, and the toolchain it was built with
+                differs = _differs(view.toolchain, used)
             if isinstance(code, bool) or not isinstance(code, int):
-                raise TypeError(f"run() returned {_shown(code)}, not an exit code")
+                raise TypeError(
+                    f"run() returned {_shown(code)}, not an exit code (or exit code, toolchain)"
+                )
         except _THROWN as exc:
             said = _failed(name, "executor", exc).message
             tell(LogChunk(2, f"vx: {said}\n".encode()))
-            code = 1
+            code, differs = 1, None
         await asyncio.sleep(0)  # the output the worker thread queued is told before the end
         over.set()
+        if differs is not None:
+            raise ToolchainRefused(f"plugin '{name}' built {view.id} with {differs}")
         return ProcessResult(code, (time.monotonic() - started) * 1000, tuple(log))
 
     return execute
+
+
+def _differs(keyed: Mapping[str, str], used: Mapping[Any, Any]) -> str | None:
+    """The first entry of the key's toolchain that an executor's report gives another value,
+    said as `node v18.20.0, the key has v20.11.1`; what the report leaves out is trusted."""
+    for label, want in keyed.items():
+        got = used.get(label)
+        if got is not None and str(got).strip() != want:
+            return f"{label} {str(got).strip()}, the key has {want}"
+    return None
 
 
 class PluginLayer:

@@ -172,7 +172,10 @@ class LayeredStore:
 
     def __init__(self, local: LocalStore, remote: RemoteLayer, axes: CacheAxes):
         self.local, self.remote, self.axes = local, remote, axes
-        self.health = Health(remote.settings.endpoint)
+        per_layer = getattr(remote, "breaks_per_layer", False)  # a chain: a breaker per layer
+        self.health = Health(remote.settings.endpoint, breaker=not per_layer)
+        if per_layer:
+            remote.tell = self.health.tell  # type: ignore[attr-defined]
         self._fetches: dict[str, Future] = {}
         self._uploads: list[Future] = []
         self._temps: set[Path] = set()
@@ -328,6 +331,7 @@ class LayeredStore:
             size_bytes=size,
         )
         landing.adopted()
+        self._copy_back(key, found.duration_ms or 0.0)
         if restored:
             self.local.stamp_restored(entry.key, [f.path for f in checked.files])
             with self._lock:
@@ -446,6 +450,26 @@ class LayeredStore:
         self.health.succeeded()
         self.health.count("uploads")
         self.health.count("bytes_up", size)
+
+    def _copy_back(self, key: str, duration_ms: float) -> None:
+        """A hit a later layer of a chain served, proven and in the local store, written to the
+        chain's earlier written layers in the background; a failure there is warned as an
+        upload's is, never the run's."""
+        copy_back = getattr(self.remote, "copy_back", None)
+        if copy_back is None or not self.axes.remote_write:
+            return
+
+        def copy() -> None:
+            path = self.local.artifact(key)
+            try:
+                with open(path, "rb") as src:
+                    copy_back(key, src, os.fstat(src.fileno()).st_size, duration_ms)
+            except RemoteFailure as failure:
+                self.health.failed("PUT", key, failure, "not copied back (the local cache has it)")
+            except OSError:
+                pass  # the local entry went meanwhile: nothing to copy
+
+        self._uploads.append(self._pool("upload").submit(copy))
 
     def _uploads_allowed(self, key: str) -> bool:
         """Before the first upload, ask a turbo server whether caching is enabled for the team.

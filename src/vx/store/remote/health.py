@@ -28,7 +28,8 @@ from vx.store.remote import (
 
 BREAKER_AFTER = 3
 BREAKER_OPEN_S = 30.0
-_TRANSPORT = frozenset({UNREACHABLE, TIMEOUT, SERVER_ERROR})
+TRANSPORT = frozenset({UNREACHABLE, TIMEOUT, SERVER_ERROR})  # the failures a breaker counts
+_TRANSPORT = TRANSPORT
 
 Say = Callable[[str, str], None]  # (message, level: info | warning)
 
@@ -36,8 +37,11 @@ Say = Callable[[str, str], None]  # (message, level: info | warning)
 class Health:
     """Thread-safe: pool threads record, the loop thread (or the closer) hears the messages."""
 
-    def __init__(self, endpoint: str, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self, endpoint: str, clock: Callable[[], float] = time.monotonic, breaker: bool = True
+    ):
         self.endpoint = endpoint
+        self._breaker = breaker  # off over a chain of layers, which has one per layer
         self._clock = clock
         self._lock = threading.Lock()
         self._say: Say | None = None
@@ -139,7 +143,7 @@ class Health:
             )
 
     def _trip(self, failure: RemoteFailure) -> bool:
-        if failure.kind not in _TRANSPORT:
+        if failure.kind not in _TRANSPORT or not self._breaker:
             return False
         self._streak += 1
         if self._streak < BREAKER_AFTER or self._open_until:
