@@ -64,6 +64,11 @@ class VxError(Exception):
         return "\n".join(lines)
 
 
+class ToolchainRefused(Exception):
+    """A plugin executor reported building a task with another toolchain than its key names:
+    nothing it did may be kept, and vx builds the task itself."""
+
+
 class UsageError(VxError):
     code = "VX_E_USAGE"
 

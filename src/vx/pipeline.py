@@ -1152,6 +1152,7 @@ async def _walk(
             settled=lane.results,
             halt=context.halt,
             priority=context.priority,
+            slots=slots,
         )
         if context.servers:
             from vx.engine import persistent

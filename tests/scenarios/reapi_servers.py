@@ -272,7 +272,7 @@ caches:
     storage: *cas
     max-cached-refs: 10000
     allow-updates: true
-    cache-failed-actions: false
+    cache-failed-actions: {cache_failed}
 schedulers:
   - !sql-scheduler &sched
     sql: *sql
@@ -307,9 +307,10 @@ WORKER = Path(__file__).with_name("reapi_worker.py")
 class ExecStack:
     """PostgreSQL + an executing `bgd server` on loopback, and workers `add_worker()` starts;
     `stop()` ends every process it started, by its pid. The server forgets a killed worker
-    after `keepalive` seconds (BuildGrid needs more than about 4) and re-queues its action."""
+    after `keepalive` seconds (BuildGrid needs more than about 4) and re-queues its action.
+    `cache_failed` keeps failed actions' results in the action cache (BuildGrid's default)."""
 
-    def __init__(self, workdir: Path, keepalive: int = 6):
+    def __init__(self, workdir: Path, keepalive: int = 6, cache_failed: bool = False):
         import tempfile
 
         from remote_servers import free_port
@@ -365,7 +366,12 @@ class ExecStack:
             self.port = free_port()
             config = workdir / "bgd-exec.yml"
             config.write_text(
-                EXEC_CONFIG.format(port=self.port, pg_port=self.pg_port, keepalive=keepalive)
+                EXEC_CONFIG.format(
+                    port=self.port,
+                    pg_port=self.pg_port,
+                    keepalive=keepalive,
+                    cache_failed=str(cache_failed).lower(),
+                )
             )
             self.log = workdir / "bgd-exec.log"
             with open(self.log, "wb") as log:
@@ -387,14 +393,16 @@ class ExecStack:
         path.mkdir(exist_ok=True)
         return path
 
-    def add_worker(self) -> subprocess.Popen:
-        """One more bot (capacity 1), its log beside the server's."""
+    def add_worker(self, path_prefix: Path | None = None) -> subprocess.Popen:
+        """One more bot (capacity 1), its log beside the server's; `path_prefix` goes ahead of
+        every action's PATH (a worker with other tools)."""
         n = len(self.workers)
+        extra = ["--path-prefix", str(path_prefix)] if path_prefix is not None else []
         with open(self.workdir / f"worker-{n}.log", "wb") as log:
             proc = subprocess.Popen(
                 [str(self.venv / "bin" / "python"), str(WORKER), "--remote",
                  f"127.0.0.1:{self.port}", "--heartbeat", "1", "--poll-timeout", "5",
-                 "--scratch", str(self.scratch)],
+                 "--scratch", str(self.scratch), *extra],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             )  # fmt: skip
         proc.log = self.workdir / f"worker-{n}.log"  # type: ignore[attr-defined]

@@ -25,6 +25,7 @@ import argparse
 import hashlib
 import logging
 import os
+import shutil
 import signal
 import socket
 import stat
@@ -49,6 +50,9 @@ from buildgrid._protos.google.rpc import code_pb2, status_pb2
 LOG = logging.getLogger("mini_worker")
 BATCH_LIMIT = 3 * 1024 * 1024  # stay under the server's max_batch_total_size_bytes (4 MiB here)
 STREAM_CHUNK = 1024 * 1024
+SETPRIV = (
+    shutil.which("setpriv") or "/usr/bin/setpriv"
+)  # found on the worker's PATH, not the action's
 
 
 def digest_of(data: bytes) -> re.Digest:
@@ -229,19 +233,23 @@ def directory_tree(path: str, blobs: list) -> tuple[re.Tree, re.Directory]:
     return re.Tree(root=root, children=children), root
 
 
-def _die_with_worker() -> None:
-    """In the action's child: SIGKILL when the worker dies, as an action dies with its worker's
-    container (a SIGKILLed worker would otherwise leave its running action behind)."""
-    import ctypes
-
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+def _dying_with_worker(argv: list[str]) -> list[str]:
+    """`argv` SIGKILLed when the worker dies, as an action dies with its worker's container (a
+    SIGKILLed worker would otherwise leave its running action behind): util-linux `setpriv`
+    sets PR_SET_PDEATHSIG and execs it. Not a `preexec_fn`: Python code run in the forked child
+    of this gRPC process can finalise gRPC objects there, which aborts the child (SIGABRT, a
+    gRPC log line on the action's stderr)."""
+    return [SETPRIV, "--pdeathsig", "KILL", "--", *argv]
 
 
 class Runner:
-    def __init__(self, cas: Cas, worker_name: str, scratch: str | None = None):
+    def __init__(
+        self, cas: Cas, worker_name: str, scratch: str | None = None, path_prefix: str | None = None
+    ):
         self.cas = cas
         self.worker_name = worker_name
         self.scratch = scratch
+        self.path_prefix = path_prefix  # put ahead of the action's PATH: this worker's own tools
         self.proc = None
 
     def run(self, action: re.Action) -> re.ActionResult:
@@ -263,18 +271,19 @@ class Runner:
             for out in outputs:  # the worker must create parents of declared outputs
                 os.makedirs(os.path.dirname(os.path.join(cwd, out)) or cwd, exist_ok=True)
             env = {e.name: e.value for e in command.environment_variables}
+            if self.path_prefix:  # as an image whose /usr/local/bin holds other tools would
+                env["PATH"] = f"{self.path_prefix}:{env.get('PATH', '')}"
             timeout = (
                 action.timeout.ToTimedelta().total_seconds() if action.HasField("timeout") else None
             )
             meta.execution_start_timestamp.GetCurrentTime()
             self.proc = subprocess.Popen(
-                list(command.arguments),
+                _dying_with_worker(list(command.arguments)),
                 cwd=cwd,
                 env=env,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
-                preexec_fn=_die_with_worker,
             )
             try:
                 out, err = self.proc.communicate(timeout=timeout)
@@ -338,6 +347,9 @@ def main():
     ap.add_argument(
         "--scratch", help="where each action's directory is made (default: the temp dir)"
     )
+    ap.add_argument(
+        "--path-prefix", help="a directory put ahead of every action's PATH (this worker's tools)"
+    )
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
     logging.basicConfig(
@@ -394,7 +406,7 @@ def main():
                 continue
             lease.state = bots_pb2.LeaseState.ACTIVE
             LOG.info("lease %s", lease.id)
-            runner = Runner(cas, bot_id, args.scratch)
+            runner = Runner(cas, bot_id, args.scratch, args.path_prefix)
             fut = pool.submit(lambda r=runner, l=lease: r.run(lease_action(cas, l)))
             cancelled = False
             while True:  # heartbeat while the action runs

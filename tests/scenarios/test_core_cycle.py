@@ -100,6 +100,29 @@ def test_stale_output_files_are_wiped_before_exec(repo):
     assert not stray.exists()
 
 
+@pytest.mark.feature("LC-08")
+def test_the_wipe_before_exec_and_restore_never_deletes_a_file_git_tracks(repo):
+    """A compiler that writes `src/*.js` beside the sources, in a package with a committed
+    `src/legacy.js`: the wipe of the declared outputs deleted the committed file before the task
+    ran, and again before every restore. A tracked file is a source; the task may overwrite it."""
+    emit = (
+        "node -e \"require('fs').writeFileSync('src/index.js', "
+        "require('fs').readFileSync('src/index.ts', 'utf8'))\""
+    )
+    task = build_task(deps=(), command=emit, outputs=("src/**/*.js",), inputs=("src/**/*.ts",))
+    files = {"src/index.ts": "export const x = 1;\n", "src/legacy.js": "module.exports = 1;\n"}
+    repo.write(npm_workspace({"a": {"tasks": {"build": task}, "files": files}})).commit()
+    legacy = repo.root / "packages/a/src/legacy.js"
+    first = repo.vx("run", "build", "--all")
+    assert first.code == 0, first.err
+    assert legacy.read_text() == "module.exports = 1;\n"
+    (repo.root / "packages/a/src/index.js").unlink()  # a restore, over a tree that is not current
+    again = repo.vx("run", "build", "--all")
+    assert again.task("a#build")["cache"] == "local", again.err
+    assert legacy.read_text() == "module.exports = 1;\n"
+    assert repo.git("status", "--porcelain", "--untracked-files=no") == ""
+
+
 @pytest.mark.feature("KEY-12")
 def test_a_new_untracked_input_changes_the_key(repo):  # untracked files are inputs
     make(repo)

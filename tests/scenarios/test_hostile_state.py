@@ -5,6 +5,7 @@ the link, and writes nothing through it."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -139,3 +140,107 @@ def test_a_config_cannot_name_another_repositorys_shared_store(repo, tmp_path):
     assert res.code == 2, (res.code, res.err)
     assert "cacheDir" in res.err and "shared store" in res.err, res.err
     assert listing(other) == {}
+
+
+def planted_cache(repo: Repo) -> Repo:
+    """A built workspace whose `.vx/cache` (the whole store: shared store off) then holds the
+    attacker's `dist/out.js` for the key the sources have, outputs gone: what an archive or a
+    shared disk can bring. The next run restores it unless the cache is refused."""
+    one_package(repo).commit()
+    first = repo.vx("run", "build", env={"VX_SHARED_STORE": "0"})
+    assert first.code == 0, first.err
+    key = first.task("a#build")["hash"]
+    plant_artifact(
+        repo.root / ".vx/cache", "cache.db", key, {"packages/a/dist/out.js": b"planted\n"}
+    )
+    (repo.root / "packages/a/dist/out.js").unlink()
+    return repo
+
+
+def chown_tree(top: Path, uid: int) -> None:
+    os.chown(top, uid, uid)
+    for directory, dirs, files in os.walk(top):
+        for name in dirs + files:
+            os.chown(os.path.join(directory, name), uid, uid)
+
+
+needs_root = pytest.mark.skipif(os.getuid() != 0, reason="making another user's files needs root")
+
+
+@pytest.mark.feature("LC-02")
+@needs_root
+def test_a_prefilled_cache_another_user_owns_is_refused(repo):
+    """Item: untracked prefilled cache. An archive unpacked by root (or a shared disk) keeps the
+    owner its files came with: a `.vx` another user owns is refused, as git refuses another
+    user's repository, and nothing of it is restored."""
+    planted_cache(repo)
+    chown_tree(repo.root / ".vx", 4242)
+    res = repo.vx("run", "build", env={"VX_SHARED_STORE": "0"})
+    assert res.code == 2, (res.code, res.err)
+    assert "error: .vx is owned by uid 4242" in res.err and "Traceback" not in res.err, res.err
+    assert not (repo.root / "packages/a/dist/out.js").exists()
+
+
+@pytest.mark.feature("LC-02")
+@needs_root
+def test_an_artifact_another_user_wrote_is_a_miss(repo):
+    """Item: untracked prefilled cache. An artifact another user owns, in a cache this user
+    owns, is never restored: a miss that runs the task and saves this user's own."""
+    planted_cache(repo)
+    key = next(p for p in (repo.root / ".vx/cache").glob("*.tar.zst"))
+    os.chown(key, 4242, 4242)
+    res = repo.vx("run", "build", env={"VX_SHARED_STORE": "0"})
+    assert res.code == 0, res.err
+    assert res.task("a#build")["cache"] == "miss", res.statuses()
+    assert (repo.root / "packages/a/dist/out.js").read_text() == "exports.a = 1;\n"
+    assert key.stat().st_uid == os.getuid()
+
+
+@pytest.mark.feature("LC-02")
+def test_a_cache_restored_by_ci_is_still_served(repo, tmp_path):
+    """Item: untracked prefilled cache. A CI job restores `.vx/cache` (actions/cache) into a
+    fresh checkout as the same user: its first run is all hits, as before."""
+    one_package(repo).commit()
+    assert repo.vx("run", "build", env={"VX_SHARED_STORE": "0"}).code == 0
+    clone = Repo(tmp_path / "clone")
+    repo.git("clone", "-q", str(repo.root), str(clone.root))
+    shutil.copytree(repo.root / ".vx/cache", clone.root / ".vx/cache", symlinks=True)
+    res = clone.vx("run", "build", env={"VX_SHARED_STORE": "0"})
+    assert res.code == 0, res.err
+    assert res.task("a#build")["cache"] == "local", res.statuses()
+    assert (clone.root / "packages/a/dist/out.js").read_text() == "exports.a = 1;\n"
+
+
+@pytest.mark.feature("LC-02")
+@needs_root
+def test_sudo_takes_the_state_of_the_user_who_ran_it(repo):
+    """Item: untracked prefilled cache. As git does, root with `SUDO_UID` naming the owner of
+    `.vx` takes it as its own: `sudo vx run build` in one's own workspace still hits."""
+    one_package(repo).commit()
+    assert repo.vx("run", "build", env={"VX_SHARED_STORE": "0"}).code == 0
+    chown_tree(repo.root / ".vx", 4242)
+    res = repo.vx("run", "build", env={"VX_SHARED_STORE": "0", "SUDO_UID": "4242"})
+    assert res.code == 0, res.err
+    assert res.task("a#build")["cache"] in ("local", "up-to-date"), res.statuses()
+
+
+@pytest.mark.feature("LC-02")
+@needs_root
+def test_a_checkout_git_is_told_to_trust_keeps_its_cache(repo, tmp_path):
+    """Item: untracked prefilled cache. A container build over a mounted checkout (root running
+    vx in a tree another uid owns) works once the user trusts it as git asks, with
+    `safe.directory`: vx takes that checkout's state as git takes its objects, and hits."""
+    one_package(repo).commit()
+    assert repo.vx("run", "build", env={"VX_SHARED_STORE": "0"}).code == 0
+    chown_tree(repo.root, 4242)
+    untrusted = repo.vx("run", "build", env={"VX_SHARED_STORE": "0"})
+    assert untrusted.code == 2 and "Traceback" not in untrusted.err, untrusted.err
+    config = tmp_path / "gitconfig"
+    config.write_text(f"[safe]\n\tdirectory = {repo.root}\n")
+    env = {"VX_SHARED_STORE": "0", "GIT_CONFIG_GLOBAL": str(config)}
+    res = repo.vx("run", "build", env=env)
+    assert res.code == 0, res.err
+    assert res.task("a#build")["cache"] in ("local", "up-to-date"), res.statuses()
+    config.write_text(f"[safe]\n\tdirectory = {repo.root}\n\tdirectory =\n")  # reset: untrusted
+    again = repo.vx("run", "build", env=env)
+    assert again.code == 2 and "owned by uid 4242" in again.err, again.err

@@ -182,6 +182,7 @@ def test_turbo_character_classes_and_braces_match_as_in_turbo(repo):
     assert caches(repo.vx("run", "lint", "-F", "a"))["a#lint"] == "miss"
     got = dry_inputs(repo, "lint")["a#lint"]
     assert got == [
+        "package.json",  # the root's, as turbo keys it
         "packages/a/cfg/b.json",
         "packages/a/conf/a.json",
         "packages/a/src/index.js",

@@ -196,7 +196,8 @@ def test_format_ts_writes_configs_and_a_preset_that_plan_the_same(tmp_path, type
     res = repo.vx("migrate", "--format", "ts")
     assert res.code == 0, res.err
     preset = (repo.root / "vx-preset.ts").read_text()
-    assert 'export const workspaceFiles = ["scripts/**"];' in preset  # turbo's globalDependencies
+    # turbo's global files: the root package.json and the globalDependencies
+    assert 'export const workspaceFiles = ["package.json", "scripts/**"];' in preset
     core = (repo.root / "packages" / "core" / "vx.config.ts").read_text()
     assert 'from "../../vx-preset"' in core and "...workspaceFiles" in core
     repo.commit("migrated")
@@ -218,6 +219,29 @@ def test_a_root_task_keeps_the_files_its_turbo_globs_reached(repo):
     assert repo.vx("migrate").code == 0
     repo.commit("migrated")
     assert plan(repo, "//#check", written=True) == live
+
+
+@pytest.mark.feature("TL-02")
+def test_a_file_named_outright_beside_its_negation_stays_an_input(repo):
+    """turbo hashes `src/setup.test.js` beside `!src/**/*.test.js`; in a vx.config the negation
+    takes it back, so the migrated task would not key it: migrate writes it as a workspace file,
+    where the project's negations do not reach, and says why."""
+    files = npm_workspace({"web": {}})
+    files["packages/web/package.json"] = {"name": "web", "scripts": {"test": "node -e 1"}}
+    inputs = ["src/**/*.js", "!src/**/*.test.js", "src/setup.test.js", "src/main.js"]
+    files["turbo.json"] = {"tasks": {"test": {"inputs": inputs}}}
+    for name in ("setup.test.js", "main.js", "other.test.js"):
+        files[f"packages/web/src/{name}"] = f"{name}\n"
+    repo.write(files).commit()
+    live = plan(repo, "web#test", written=False)
+    assert "packages/web/src/setup.test.js" in live["web#test"][3]
+    res = repo.vx("migrate")
+    assert res.code == 0, res.err
+    written = (repo.root / "packages/web/vx.config.json").read_text()
+    assert "src/setup.test.js in workspaceFiles: turbo hashes a file named outright" in written
+    assert '"packages/web/src/setup.test.js"' in written and "src/main.js in" not in written
+    repo.commit("migrated")
+    assert plan(repo, "web#test", written=True) == live
 
 
 @pytest.mark.feature("TL-02")

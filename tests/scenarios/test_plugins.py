@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -636,6 +637,47 @@ def test_an_executor_hook_runs_the_tasks_it_accepts_and_its_throw_fails_only_the
     assert "plugin 'farm' failed in its `executor` hook: ConnectionError: the farm is down" in (
         broken.out + broken.err
     )
+
+
+ELSEWHERE = """
+class Elsewhere:
+    \"\"\"Builds on another machine (here: writes what it built), and says with what Node.\"\"\"
+    def __init__(self, options):
+        self.node = options.get("node")
+    def run(self, task, command, cwd, env, output):
+        (cwd / "dist").mkdir(exist_ok=True)
+        (cwd / "dist" / "out.js").write_text("built elsewhere with " + task.toolchain["node"])
+        return 0, {"node": self.node or task.toolchain["node"]}
+
+def plugin(options):
+    return {"executor": lambda ctx: Elsewhere(options)}
+"""
+
+
+@pytest.mark.feature("PL-04", "EX-17")
+def test_an_executor_that_reports_another_node_is_not_saved_and_vx_builds_it(repo):
+    """An executor sees the toolchain the key names (`task.toolchain`) and may return it with
+    the exit code: one built with another Node than the key's is not kept, the task is built
+    here with one warning and that is saved; one that reports the key's own is saved as it
+    built it (issue: a plugin executor's result saved under this machine's toolchain)."""
+    here = subprocess.run(["node", "-v"], capture_output=True, text=True, check=True).stdout.strip()
+    entry = {"name": "elsewhere", "options": {"node": "v18.20.0"}}
+    workspace(repo, [entry], {"elsewhere": ELSEWHERE})
+    other = repo.vx("run", "build")
+    assert other.code == 0, other.err
+    told = [line for line in other.err.splitlines() if "plugin 'elsewhere' built a#build" in line]
+    assert len(told) == 1 and f"node v18.20.0, the key has {here}" in told[0], other.err
+    assert (repo.root / "packages/a/dist/out.js").read_text() == "A;"  # vx's own build
+    shutil.rmtree(repo.root / "packages/a/dist")
+    hit = repo.vx("run", "build")
+    assert hit.statuses()["a#build"] == ("success", "local"), hit.err
+    assert (repo.root / "packages/a/dist/out.js").read_text() == "A;"
+
+    entry["options"]["node"] = None
+    repo.write({"vx.workspace.json": {"plugins": [entry]}, "packages/a/src/a.js": "B;"}).commit()
+    same = repo.vx("run", "build")
+    assert same.code == 0 and "built a#build with" not in same.err, same.err
+    assert (repo.root / "packages/a/dist/out.js").read_text() == f"built elsewhere with {here}"
 
 
 @pytest.mark.feature("PL-02", "PL-03")

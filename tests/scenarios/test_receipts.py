@@ -8,7 +8,6 @@ must send the run through the whole pipeline *and* give the answer that pipeline
 
 from __future__ import annotations
 
-import marshal
 import os
 import re
 import shutil
@@ -20,6 +19,8 @@ from pathlib import Path
 
 import pytest
 from conftest import SRC, Stderr, build_task, npm_workspace
+
+from vx.fastpath import receipt
 
 
 def workspace(repo, extra_env_task: bool = False):
@@ -91,12 +92,20 @@ def receipt_file(ws) -> Path:
     return found
 
 
+def opened(ws) -> tuple[dict, dict]:
+    """The receipt's header and body, unsealed with this user's key as the replay unseals them."""
+    found = receipt.unseal(memoryview(receipt_file(ws).read_bytes()))
+    assert found is not None
+    header, body = found
+    decoded = receipt.body_of(header, body)
+    assert decoded is not None
+    return header, decoded
+
+
 def rewrite_header(ws, **fields) -> None:
-    data = receipt_file(ws).read_bytes()
-    size = int.from_bytes(data[:4], "little")
-    header = marshal.loads(data[4 : 4 + size]) | fields
-    head = marshal.dumps(header)
-    receipt_file(ws).write_bytes(len(head).to_bytes(4, "little") + head + data[4 + size :])
+    """Sealed again with this user's key: only what the fields say changed."""
+    header, body = opened(ws)
+    assert receipt.store(str(receipt_file(ws)), header | fields, body)
 
 
 def accessed(ws) -> list[float]:
@@ -395,6 +404,60 @@ def test_a_damaged_receipt_is_a_miss_not_an_error(ws, garbage):
     assert result.code == 0 and not replayed and "Traceback" not in result.err
 
 
+def damaged(data: bytes, how: str) -> bytes:
+    header_at = len(receipt.MAGIC) + receipt.MAC_SIZE + 4
+    if how == "header-byte":
+        i = header_at + 10
+    elif how == "body-byte":
+        i = len(data) - 20
+    elif how == "mac-byte":
+        i = len(receipt.MAGIC)
+    else:
+        return data[: len(data) // 2] if how == "torn" else os.urandom(len(data))
+    return data[:i] + bytes([data[i] ^ 0x01]) + data[i + 1 :]
+
+
+@pytest.mark.feature("LC-12")
+@pytest.mark.parametrize("how", ["header-byte", "body-byte", "mac-byte", "torn", "random"])
+def test_a_receipt_damaged_anywhere_is_no_receipt(ws, how):
+    """Item: receipts read with marshal. One flipped bit anywhere, a torn write, or bytes of the
+    right size made up: the pipeline plans as if there were none, and gives its answer."""
+    settle(ws)
+    edit_tracked_input(ws)
+    file = receipt_file(ws)
+    file.write_bytes(damaged(file.read_bytes(), how))
+    result, replayed = run(ws)
+    assert result.code == 0 and not replayed and "Traceback" not in result.err
+    assert executed(result.err) == {"a#build", "b#build"}
+    assert (ws.root / "packages/a/dist/out.js").read_text() == "A2;"
+
+
+@pytest.mark.feature("LC-12")
+@pytest.mark.parametrize("planted", ["forged", "old"])
+def test_a_planted_receipt_claiming_hits_for_changed_inputs_never_replays(ws, planted, monkeypatch):
+    """Item: receipts read with marshal. A receipt is what says the hits hold, so one planted in
+    `.vx/receipts` (an archive, a shared disk) must not vouch for a tree whose inputs changed:
+    `forged` checks nothing (no paths, no git listings) and is sealed with a key that is not
+    this user's; `old` is this user's own, copied aside before the change and put back."""
+    settle(ws)
+    file = receipt_file(ws)
+    kept = file.read_bytes()
+    edit_tracked_input(ws)
+    if planted == "forged":
+        header, body = opened(ws)
+        monkeypatch.setattr(receipt, "_KEY", [os.urandom(receipt.KEY_SIZE)])
+        forged = body | {"read": [], "probed": [], "views": []}
+        assert receipt.store(str(file), header | {"git": [], "index": None}, forged)
+        monkeypatch.setattr(receipt, "_KEY", [])
+    else:
+        result, replayed = run(ws)
+        assert result.code == 0 and not replayed
+        file.write_bytes(kept)
+    result, replayed = run(ws)
+    assert result.code == 0 and not replayed, result.err
+    assert (ws.root / "packages/a/dist/out.js").read_text() == "A2;"
+
+
 def vx_env() -> dict[str, str]:
     env = {
         k: v
@@ -612,9 +675,10 @@ def test_a_receipt_covers_every_path_its_run_read(repo, tmp_path, shape):
     proc = strace([sys.executable, "-m", "vx", "run", "build"], ws.root, trace)
     assert proc.returncode == 0, proc.stderr
     (written,) = [p for p in (ws.root / ".vx" / "receipts").iterdir() if p.name != ".gitignore"]
-    data = written.read_bytes()
-    size = int.from_bytes(data[:4], "little")
-    body = marshal.loads(data[4 + size :])
+    found = receipt.unseal(memoryview(written.read_bytes()))
+    assert found is not None
+    body = receipt.body_of(*found)
+    assert body is not None
     dirty = {line[3:] for line in ws.git("status", "--porcelain").splitlines()}
     vouched = (
         set(ws.git("ls-files").split()) - dirty
@@ -676,7 +740,9 @@ def test_a_replay_loads_none_of_the_pipeline(ws):
     baseline is the interpreter with the few extension modules a replay uses (sqlite3's C module
     itself imports `functools`)."""
     settle(ws)
-    baseline = imported("import _sqlite3, errno, fcntl, marshal, stat, xxhash, zlib", ws.root)
+    baseline = imported(
+        "import _blake2, _sqlite3, errno, fcntl, marshal, stat, xxhash, zlib", ws.root
+    )
     replay = imported(
         "import sys; sys.argv = ['vx', 'run', 'build']; from vx.__main__ import entry; entry()",
         ws.root,
@@ -694,10 +760,11 @@ def test_a_replay_loads_none_of_the_pipeline(ws):
         "vx.store",
         "vx.store.rows",
         "vx.store.runs",  # the run history's append (stdlib only)
+        "_json",  # its C encoder
         "vx.fastpath",
         "__future__",
     }
-    assert replay - baseline <= own
+    assert replay - baseline <= own, sorted(replay - baseline - own)
 
 
 def test_a_replay_restoring_outputs_loads_the_reader_and_none_of_the_records(ws):
@@ -708,7 +775,9 @@ def test_a_replay_restoring_outputs_loads_the_reader_and_none_of_the_records(ws)
     the interpreter's own start loads (a site `.pth` may import half the stdlib) is not vx's."""
     settle(ws)
     startup = imported("pass", ws.root)
-    baseline = imported("import _sqlite3, errno, fcntl, marshal, stat, xxhash, zlib", ws.root)
+    baseline = imported(
+        "import _blake2, _sqlite3, errno, fcntl, marshal, stat, xxhash, zlib", ws.root
+    )
     for dist in ws.root.glob("packages/*/dist"):
         shutil.rmtree(dist)
     replay = imported(

@@ -124,6 +124,32 @@ def test_a_replayed_run_is_recorded_too(repo):
 
 
 @pytest.mark.feature("OBS-01")
+def test_a_planted_pending_file_is_read_as_runs_or_not_at_all(repo):
+    """Item: receipts read with marshal (the run history's pending file too). `runs.pending`
+    is the workspace's: records planted there (an archive, a shared disk) or torn are left out
+    — never an error, a traceback or a row of the wrong shape — and the replays' own stay."""
+    import marshal
+
+    workspace(repo)
+    for _ in range(3):  # the second writes the receipt the third replays
+        assert repo.vx("run", "build", "--all", summary=False).code == 0
+    pending = repo.root / ".vx" / "cache" / "runs.pending"
+    assert pending.exists()  # the replay's own record
+    wrong = marshal.dumps([["planted"], [[1]]])  # a record of the wrong shape
+    row = ["x", "a", "build", "k", "cache-hit", "local", 0, 0.0, None, None, 0, 0, 0, 0]
+    with open(pending, "ab") as f:
+        f.write(len(wrong).to_bytes(4, "little") + wrong + b"\n")
+        f.write(json.dumps([["planted"] * 26, [row + [None, None, 0, None]]]).encode() + b"\n")
+        f.write(b"\xe9" * 64)
+    last = repo.vx("last", "--format", "json")
+    assert last.code == 0 and "Traceback" not in last.err, last.err
+    assert json.loads(last.out)["run"]["replayed"] is True
+    invocations, _rows = history(repo)
+    assert len(invocations) == 3 and "planted" not in {i["run_id"] for i in invocations}
+    assert not pending.exists()
+
+
+@pytest.mark.feature("OBS-01")
 def test_a_run_stopped_by_a_signal_records_nothing(repo):
     hang = "node -e \"require('fs').writeFileSync('../../started','1');setInterval(()=>{},1000)\""
     repo.write(

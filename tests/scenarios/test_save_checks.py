@@ -279,3 +279,34 @@ def test_key_taken_before_the_rewrite_is_never_a_hit(repo):
     assert res.code == 0, res.err
     assert res.statuses()["app#build"] == ("success", "miss")
     assert (repo.root / "packages/app/dist/out.js").read_text() == "A;GEN2;"
+
+
+@pytest.mark.feature("KEY-20")
+def test_a_root_rewriter_keys_every_project_downstream_late(repo):
+    """A root `//#gen` without a cache (a prisma or graphql codegen at the root) rewrites
+    packages/app/src/gen.js before app#build. Only a rewriter of the task's own project made its
+    key late, so app#build kept the key of what the tree held before gen ran: a hit on the
+    outputs built from the old generated file."""
+    gen = {
+        "exec": {
+            "command": "node -e \"require('fs').writeFileSync('packages/app/src/gen.js',"
+            "'GEN'+process.env.V+';')\"",
+            "env": {"passThrough": ["V"]},
+        }
+    }
+    files = npm_workspace(
+        {
+            "app": {
+                "tasks": {"build": build_task(deps=("//#gen",))},
+                "files": {"src/a.js": "A;", "src/gen.js": "GEN0;"},
+            }
+        }
+    )
+    files["vx.config.json"] = {"tasks": {"gen": gen}}
+    repo.write(files).commit()
+    assert repo.vx("run", "app#build", env={"V": "1"}).code == 0
+    assert repo.vx("run", "app#build", env={"V": "1"}).code == 0  # up front: GEN1 is on disk
+    res = repo.vx("run", "app#build", env={"V": "2"})
+    assert res.code == 0, res.err
+    assert res.statuses()["app#build"] == ("success", "miss")
+    assert (repo.root / "packages/app/dist/out.js").read_text() == "A;GEN2;"

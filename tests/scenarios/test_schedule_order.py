@@ -55,9 +55,9 @@ def test_ready_tasks_start_by_the_longest_expected_chain(repo, tmp_path):
     plant(repo, {"slow": 9000, "x": 100, "y": 100})
     assert order(repo, marks)[0] == ["slow", "x", "y"]  # the slow leaf is the critical path
     plant(repo, {"slow": 5000, "x": 100, "y": 9000})
-    # x is quick but y waits on it: x's chain (9.1 s) outranks slow (5 s); y is not ready yet
-    # when x's slot frees, so slow takes it
-    assert order(repo, marks)[0] == ["x", "slow", "y"]
+    # x is quick but y waits on it: x's chain (9.1 s) outranks slow (5 s), and x's slot passes
+    # on only once y is queued for it, so y (9 s) goes before slow
+    assert order(repo, marks)[0] == ["x", "y", "slow"]
 
 
 @pytest.mark.feature("PL-12")
@@ -204,12 +204,12 @@ def test_the_history_order_as_the_plugins_schedule_hook(repo, tmp_path):
         "y#build",
     }  # the run wrote the plugin's timings file
     plant(repo, {"slow": 10, "x": 100, "y": 9000})
-    assert order(repo, marks)[0] == ["x", "slow", "y"]  # the record: x's chain is longest
+    assert order(repo, marks)[0] == ["x", "y", "slow"]  # the record: x's chain is longest
     (repo.root / ".vx" / "cache" / "runs.db").write_bytes(b"this is no database " * 200)
     seen, res = order(repo, marks)
     assert res.err.count("run history is unreadable") == 1, res.err
     assert "plugin 'vx.plugins.schedule_history'" in res.err
-    assert seen == ["x", "slow", "y"]  # the record unreadable: the timings file answers
+    assert seen == ["x", "y", "slow"]  # the record unreadable: the timings file answers
 
 
 @pytest.mark.feature("PL-12")
@@ -247,3 +247,62 @@ def test_the_plugin_holds_a_task_whose_memory_would_not_fit(repo, tmp_path):
     assert len(seen) == 6
     for start, end in zip(seen[::2], seen[1::2]):
         assert start.startswith("start-") and end == "end-" + start[len("start-") :], seen
+
+
+CHAIN = ("a", "b", "c")  # c needs b needs a, each saved; u1..u3 need nothing
+FREE = ("u1", "u2", "u3")
+
+
+def chain_workspace(repo, marks):
+    """Each build appends start-NAME and end-NAME to `marks` around writing its output; the
+    history (`assume`) makes the chain the critical path."""
+    step = (
+        f"echo start-$N >> {marks} && mkdir -p dist && echo $N > dist/o && echo end-$N >> {marks}"
+    )
+    packages = {}
+    for i, name in enumerate(CHAIN + FREE):
+        deps = [CHAIN[i - 1]] if 0 < i < len(CHAIN) else []
+        task = {
+            "exec": {"command": f"N={name}; {step}"},
+            "dependsOn": ["^build"],
+            "cache": {"inputs": {"files": ["*.json"]}, "outputs": {"files": ["dist/**"]}},
+        }
+        packages[name] = {"deps": deps, "tasks": {"build": task}}
+    repo.write(npm_workspace(packages))
+    assume = {"build": 10, **{f"{n}#build": 1000 for n in CHAIN}}
+    repo.write({"vx.workspace.json": {"schedule": {"assume": assume}}}).commit()
+
+
+@pytest.mark.feature("GR-08", "PL-12")
+@pytest.mark.parametrize("concurrency", [1, 2])
+def test_the_next_link_of_a_chain_gets_the_slot_its_dependency_frees(repo, tmp_path, concurrency):
+    """Issue item: a finished task's slot passed on before the walk had queued its dependants
+    (they are ready only once its outputs are saved), so a lesser ready task took it and the
+    next link of the critical chain waited, once per link. The slot now passes on after the
+    save, to the highest-ranked task counting the dependants. Read from the tasks' own marks:
+    never more than `concurrency` tasks run, and from a link's end to the next link's start
+    the independent tasks hold at most the other slots."""
+    marks = tmp_path / "marks"
+    chain_workspace(repo, marks)
+    res = repo.vx("run", "build", "--all", f"--concurrency={concurrency}")
+    assert res.code == 0, res.err
+    seen = marks.read_text().split()
+    assert sorted(seen) == sorted(f"{e}-{n}" for n in CHAIN + FREE for e in ("start", "end"))
+    running: set[str] = set()
+    between = False  # a link has ended and the next one has not started
+    for mark in seen:
+        event, name = mark.split("-")
+        if event == "start":
+            running.add(name)
+        else:
+            running.discard(name)
+        if name in CHAIN[:-1] and event == "end":
+            between = True
+        elif name in CHAIN and event == "start":
+            between = False
+        assert len(running) <= concurrency, seen
+        assert not between or len(running & set(FREE)) < concurrency, seen
+    if concurrency == 1:
+        assert seen[: 2 * len(CHAIN)] == [f"{e}-{n}" for n in CHAIN for e in ("start", "end")]
+    again = repo.vx("run", "build", "--all")  # every task was saved
+    assert again.code == 0 and " 6 cached" in again.err, again.err

@@ -136,3 +136,36 @@ def test_no_secret_reaches_the_remote_store_a_summary_a_profile_or_a_report(
         repo.root / ".vx", cache, tmp_path / "empty", out, turbo_server.storage
     ):
         assert TOKEN.encode() not in blob, f"the token was found in {where}"
+
+
+HEADER = "hdr-canary-5e1b77"
+PAT = "pat-canary-0c93d2"
+
+
+@pytest.mark.feature("EX-04")
+def test_a_remote_header_value_is_masked_whatever_the_header_is_called(repo, tmp_path):
+    """Item: secret masking of REAPI headers. A header value for the remote
+    (`VX_REAPI_HEADERS`) is a credential by nature, even under a name such as `authorization`
+    that no secret pattern matches: a task that prints it (read from its own config, never
+    given the variable) shows ***, live and replayed from the cache, and so does an error
+    that quotes it."""
+    (tmp_path / "creds.txt").write_text(f"auth: Bearer {HEADER}\nteam pat: {PAT}\n")
+    task = {
+        "exec": {"command": f"cat {tmp_path / 'creds.txt'}; mkdir -p dist && echo ok > dist/o"},
+        "cache": {"inputs": {"files": ["src/**"]}, "outputs": {"files": ["dist/**"]}},
+    }
+    repo.write(
+        npm_workspace({"app": {"tasks": {"build": task}, "files": {"src/a.js": "a"}}})
+    ).commit()
+    env = {"VX_REAPI_HEADERS": f"authorization=Bearer {HEADER},x-team-pat={PAT}"}
+    first = repo.vx("run", "build", cwd="packages/app", env=env)
+    assert first.code == 0, first.out + first.err
+    assert "auth: ***" in first.out and "team pat: ***" in first.out, first.out
+    again = repo.vx("run", "build", cwd="packages/app", env=env)
+    assert again.task("app#build")["cache"] != "miss" and "team pat: ***" in again.out
+    refused = repo.vx("run", f"app#{PAT}", env=env)  # an error that quotes the argument
+    assert refused.code == 2 and "***" in refused.err, refused.err
+    for result in (first, again, refused):
+        assert HEADER not in result.out + result.err and PAT not in result.out + result.err
+    for where, blob in _everything_written(repo.root / ".vx"):
+        assert HEADER.encode() not in blob and PAT.encode() not in blob, where

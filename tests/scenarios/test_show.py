@@ -65,9 +65,12 @@ def test_a_turbo_repository_shows_the_mapping(repo):
     assert data["tasks"]["build"] == {
         "exec": {"command": "tsc -b"},
         "dependsOn": ["^build"],
-        "cache": {"inputs": {"files": ["**"]}, "outputs": {"files": ["dist/**"]}},
+        "cache": {
+            "inputs": {"files": ["**"], "workspaceFiles": ["package.json"]},
+            "outputs": {"files": ["dist/**"]},
+        },
         "turboGlobs": {"onDisk": []},
-    }  # `$TURBO_DEFAULT$` alone: git's view
+    }  # `$TURBO_DEFAULT$` alone: git's view; the root package.json, as turbo's global hash
 
 
 @pytest.mark.feature("CLI-07")

@@ -415,3 +415,72 @@ def test_issue17_a_missing_task_says_script_or_task_and_who_has_one(repo):
     assert (
         "a package.json script (no vx task) in: b" in missing.err and "Traceback" not in missing.err
     )
+
+
+@pytest.mark.feature("TL-05")
+def test_inputs_that_climb_out_of_the_package_key_the_files_they_name(repo):
+    """turbo takes `../` in `inputs` (a shared lint config beside the packages); vx refused the
+    whole run. Each package's `../` leads from its own directory, and the file it names keys it."""
+    turbo = json.loads(json.dumps(TURBO))
+    turbo["tasks"]["lint"] = {"inputs": ["src/**", "../../tools/lint/**"]}
+    files = turbo_workspace(turbo, extra={"tools/lint/rules.js": "one\n"})
+    ws = repo.write(files).commit()
+    assert statuses(ws.vx("run", "lint")) == {"a#lint": "miss"}
+    assert statuses(ws.vx("run", "lint")) == {"a#lint": "up-to-date"}
+    (ws.root / "tools/lint/rules.js").write_text("two\n")
+    assert statuses(ws.vx("run", "lint")) == {"a#lint": "miss"}
+
+
+@pytest.mark.feature("TL-05")
+def test_an_input_that_climbs_out_of_the_workspace_is_refused(repo):
+    """A `../` input of the root project leads outside the workspace: refused, not dropped."""
+    turbo = json.loads(json.dumps(TURBO))
+    turbo["tasks"]["//#check"] = {"inputs": ["../elsewhere/**"]}
+    ws = repo.write(turbo_workspace(turbo)).commit()
+    result = ws.vx("run", "check")
+    assert result.code == 2, result.err
+    assert (
+        "leaves the workspace" in result.err
+        and "in: turbo.json, tasks.//#check.inputs" in result.err
+    )
+    assert "Traceback" not in result.err
+
+
+@pytest.mark.feature("TL-05", "KEY-18")
+def test_the_root_package_json_keys_every_task_as_turbo_keys_it(ws):
+    """turbo folds the root package.json into every task's hash (when there is no lockfile; vx
+    always does); vx keyed only the package's own, so a `browserslist` (read by every package's
+    bundler, walking up) changed at the root was a hit on outputs built for the old browsers."""
+    assert set(statuses(ws.vx("run", "build")).values()) == {"miss"}
+    manifest = json.loads((ws.root / "package.json").read_text())
+    manifest["browserslist"] = ["last 1 chrome version"]
+    (ws.root / "package.json").write_text(json.dumps(manifest))
+    assert set(statuses(ws.vx("run", "build")).values()) == {"miss"}
+
+
+@pytest.mark.feature("TL-05", "LC-08")
+def test_outputs_beside_committed_sources_leave_the_sources_alone(repo):
+    """`outputs: ["src/**/*.js"]` for a compiler writing beside the sources, with a committed
+    `src/legacy.js`: turbo never deletes it; vx's wipe of the outputs did, before the run."""
+    turbo = json.loads(json.dumps(TURBO))
+    turbo["tasks"]["emit"] = {"outputs": ["src/**/*.js"]}
+    emit = "node -e \"require('fs').writeFileSync('src/index.js', 'built')\""
+    files = turbo_workspace(
+        turbo, scripts={"a": {"emit": emit}}, extra={"packages/a/src/legacy.js": "old\n"}
+    )
+    ws = repo.write(files).commit()
+    assert statuses(ws.vx("run", "emit")) == {"a#emit": "miss"}
+    assert (ws.root / "packages/a/src/legacy.js").read_text() == "old\n"
+
+
+@pytest.mark.feature("TL-05", "KEY-18")
+def test_a_file_named_outright_keys_the_task_whatever_the_negations_say(repo):
+    """`["src/**/*.js", "!src/**/*.test.js", "src/setup.test.js"]`: turbo hashes the file named
+    outright; vx let the negation take it back, so an edit to it was a hit."""
+    turbo = json.loads(json.dumps(TURBO))
+    turbo["tasks"]["lint"] = {"inputs": ["src/**/*.js", "!src/**/*.test.js", "src/setup.test.js"]}
+    files = turbo_workspace(turbo, extra={"packages/a/src/setup.test.js": "one\n"})
+    ws = repo.write(files).commit()
+    assert statuses(ws.vx("run", "lint")) == {"a#lint": "miss"}
+    (ws.root / "packages/a/src/setup.test.js").write_text("two\n")
+    assert statuses(ws.vx("run", "lint")) == {"a#lint": "miss"}

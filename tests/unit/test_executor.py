@@ -308,7 +308,7 @@ def test_a_second_cancel_kills_at_once(tmp_path):
 
 
 @pytest.mark.feature("EX-11")
-def test_shutdown_stops_every_group_within_3s_and_marks_them_aborted(tmp_path):
+def test_shutdown_stops_every_group_after_its_grace_and_marks_them_aborted(tmp_path):
     commands = [
         "echo ready; sleep 600",
         "trap '' TERM; echo ready; sleep 600",
@@ -331,7 +331,9 @@ def test_shutdown_stops_every_group_within_3s_and_marks_them_aborted(tmp_path):
         return pgids, elapsed, await bounded(asyncio.gather(*tasks)), table
 
     pgids, elapsed, results, table = asyncio.run(main())
-    assert len(pgids) == 3 and elapsed < 3.0
+    # The grace bounds the wait, not the tasks' 600 s sleeps (no tighter wall bound: a loaded
+    # machine may take seconds to schedule the kills).
+    assert len(pgids) == 3 and elapsed < 60
     assert table.pgids == () and not any(group_running(p) for p in pgids)
     assert all(r.aborted and not r.timed_out for r in results)
     assert sorted(r.exit_code for r in results) == [137, 143, 143]

@@ -60,3 +60,35 @@ def test_any_chunking_masks_like_the_whole(text, cuts):
     whole = b"".join(c.data for c in mask_log([LogChunk(1, data)], secrets))
     assert b"".join(c.data for c in mask_log(chunks, secrets)) == whole
     assert b"abcabd-x" not in whole and b"zz-abc-zz" not in whole
+
+
+def test_remote_header_values_and_tokens_are_secret_whatever_they_are_called():
+    """Item: secret masking of REAPI headers — a header value is a credential by nature."""
+    from vx.engine.masking import credentials
+
+    env = {
+        "VX_REAPI_HEADERS": "authorization=Bearer abc.def==,x-team=team-77\nx-buildbuddy-api-key=k",
+        "NX_SELF_HOSTED_REMOTE_CACHE_ACCESS_TOKEN": "nx-token-1",
+        "TURBO_TOKEN": "t",
+        "PLAIN": "visible-value",
+    }
+    assert credentials(env) == (
+        "t", "nx-token-1", "Bearer abc.def==", "abc.def==", "team-77", "k"
+    )  # fmt: skip
+    found = set(secrets_of({"PLAIN": "visible-value"}, host=env))
+    assert {b"Bearer abc.def==", b"abc.def==", b"team-77", b"nx-token-1"} <= found
+    assert b"visible-value" not in found and not any(b"authorization" in s for s in found)
+    # A one-letter stand-in (a test's TURBO_TOKEN=t) is shorter than any credential: masking it
+    # would turn every "t" and "k" of the output into *** and protect nothing.
+    assert b"t" not in found and b"k" not in found
+    assert set(secrets_of(env)) == found  # the same, when the task was given them
+
+
+def test_the_mcp_server_masks_a_remote_header_value_in_what_its_tools_return(tmp_path):
+    """Item: secret masking of REAPI headers — the MCP tools' results are masked for the header
+    values of the server's environment, whatever the header is called."""
+    from vx.cli.mcp_tools import Tools
+
+    tools = Tools(tmp_path, {"VX_REAPI_HEADERS": "authorization=Bearer zq-hdr-77"})
+    shown = tools.masked({"log": ["sent Bearer zq-hdr-77", "token zq-hdr-77"]})
+    assert shown == {"log": ["sent ***", "token ***"]}

@@ -6,6 +6,8 @@ import os
 import time
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from vx import witness
 from vx.fastpath import receipt
@@ -296,3 +298,117 @@ def test_env_digests_are_seeded_per_user_outside_the_workspace(tmp_path, monkeyp
     assert (
         rc.env_digest("1234") == digests[0] and rc.env_digest(None) is None
     )  # read again, same seed
+
+
+# ---------------------------------------------------------------- the seal
+
+
+@pytest.fixture
+def sealed(tmp_path, monkeypatch):
+    """A receipt written by `store` under a fresh user key: (path, its bytes, header, body)."""
+    from vx.fastpath import receipt as rc
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(rc, "_KEY", [])
+    header = {"format": rc.FORMAT, "vx": "0", "cwd": "/w", "argv": ["run"], "root": "/w"}
+    body = {"read": [("/w/a", (0o100644, 3, 1, 2, 3))], "probed": [], "views": [], "tasks": []}
+    path = tmp_path / "ws" / "receipt"
+    assert rc.store(str(path), header, body)
+    return path, path.read_bytes(), header, body
+
+
+def decoded(data: bytes):
+    """What a replay makes of these bytes: (header, body), or None for no receipt."""
+    from vx.fastpath import receipt as rc
+
+    opened = rc.unseal(memoryview(data))
+    if opened is None:
+        return None
+    body = rc.body_of(*opened)
+    return None if body is None else (opened[0], body)
+
+
+def test_a_sealed_receipt_reads_back_as_written(sealed):
+    _path, data, header, body = sealed
+    got = decoded(data)
+    assert got is not None and got[1] == body
+    assert {k: got[0][k] for k in header} == header
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    change=st.one_of(
+        st.tuples(st.just("flip"), st.integers(0, 10**6), st.integers(1, 255)),
+        st.tuples(st.just("cut"), st.integers(0, 10**6), st.just(0)),
+        st.tuples(st.just("insert"), st.integers(0, 10**6), st.integers(0, 255)),
+        st.tuples(st.just("random"), st.binary(max_size=600), st.just(0)),
+    )
+)
+def test_any_damaged_receipt_is_no_receipt(sealed, change):
+    """Item: receipts read with marshal. Bytes torn, flipped, cut short or made up are no
+    receipt — never an exception, a huge object or a hit — and only bytes this user's vx sealed
+    reach the decoder."""
+    _path, data, _header, _body = sealed
+    kind, at, value = change
+    if kind == "random":
+        damaged = at
+    else:
+        i = at % (len(data) + (kind == "insert"))
+        if kind == "flip":
+            damaged = data[:i] + bytes([data[i] ^ value]) + data[i + 1 :]
+        elif kind == "cut":
+            damaged = data[:i]
+        else:
+            damaged = data[:i] + bytes([value]) + data[i:]
+    assert damaged != data
+    assert decoded(damaged) is None
+
+
+def test_a_receipt_sealed_with_another_key_is_no_receipt(sealed, monkeypatch):
+    """A receipt planted by an archive or another user, well formed in every field, was
+    sealed with a key that is not this user's: it is never decoded."""
+    from vx.fastpath import receipt as rc
+
+    path, data, header, body = sealed
+    monkeypatch.setattr(rc, "_KEY", [os.urandom(rc.KEY_SIZE)])
+    assert rc.store(str(path), header, body | {"read": []})
+    monkeypatch.setattr(rc, "_KEY", [])  # this user's key, read again
+    assert decoded(path.read_bytes()) is None and decoded(data) is not None
+
+
+@pytest.mark.parametrize("problem", ["readable by others", "a symlink", "short"])
+def test_a_key_file_that_is_not_the_users_own_turns_receipts_off(tmp_path, monkeypatch, problem):
+    from vx.fastpath import receipt as rc
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(rc, "_KEY", [])
+    key = tmp_path / "vx" / "receipt-key"
+    key.parent.mkdir()
+    other = tmp_path / "other"
+    other.write_bytes(os.urandom(rc.KEY_SIZE))
+    other.chmod(0o600)
+    if problem == "readable by others":
+        key.write_bytes(os.urandom(rc.KEY_SIZE))
+        key.chmod(0o644)
+    elif problem == "a symlink":
+        key.symlink_to(other)
+    else:
+        key.write_bytes(b"x")
+        key.chmod(0o600)
+    assert not rc.store(str(tmp_path / "r"), {"format": rc.FORMAT}, {"tasks": []})
+    assert not (tmp_path / "r").exists()
+
+
+def test_the_key_is_made_once_owner_only(tmp_path, monkeypatch):
+    import stat as stat_mod
+
+    from vx.fastpath import receipt as rc
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(rc, "_KEY", [])
+    first = rc._key()
+    key = tmp_path / "vx" / "receipt-key"
+    assert first is not None and key.read_bytes() == first
+    assert stat_mod.S_IMODE(key.stat().st_mode) == 0o600
+    monkeypatch.setattr(rc, "_KEY", [])
+    assert rc._key() == first and [p.name for p in key.parent.iterdir()] == ["receipt-key"]

@@ -4,6 +4,9 @@ import re
 import sqlite3
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from vx.store import runs
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "caching.md"
@@ -104,3 +107,51 @@ def test_a_history_of_the_previous_schema_keeps_its_runs(tmp_path):
     indexes = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='index'")}
     assert "runs_executed" in indexes
     db.close()
+
+
+def pending_run(run_id: str) -> tuple[list, list]:
+    inv = [run_id, "vx run build", "/w", '["build"]', "lR,lW", 2, 1.0, 2.0, 1000.0]
+    inv += [1, 0, 1, 0, 0, 1, 0, 1, 1, "h", "linux", "x86_64", "0", None, None, None, None]
+    row = [run_id, "a", "build", "k", "cache-hit", "up-to-date"]
+    row += [0, 0.0, None, None, 0, 0, 0, 0, None, None, 0, None]
+    return inv, [row]
+
+
+def test_the_pending_records_have_the_history_columns():
+    import msgspec
+
+    from vx.store import pending
+
+    assert tuple(f.name for f in msgspec.structs.fields(pending.Invocation)) == (
+        runs.INVOCATION_COLUMNS
+    )
+    assert tuple(f.name for f in msgspec.structs.fields(pending.TaskRow)) == runs.RUN_COLUMNS
+
+
+@settings(max_examples=300)
+@given(planted=st.lists(st.binary(max_size=200), max_size=5))
+def test_lines_planted_among_the_pending_runs_are_left_out(planted):
+    """Item: receipts read with marshal (the run history's pending file too). Whatever is
+    written between the replays' own lines, only those come back, each whole."""
+    from vx.store import pending
+
+    data = bytearray()
+    inv, rows = pending_run("id1")
+    data += runs._json_line([inv, rows])
+    for junk in planted:
+        data += junk.replace(b"\n", b"") + b"\n"
+    data += runs._json_line(list(pending_run("id2")))
+    found = pending.runs_in(bytes(data))
+    assert [run[0][0] for run in found] == ["id1", "id2"]
+    assert found[0] == [tuple(inv), [tuple(r) for r in rows]]
+
+
+def test_a_pending_file_too_big_to_be_the_replays_is_not_read(tmp_path, monkeypatch):
+    path = tmp_path / runs.PENDING
+    inv, rows = pending_run("id1")
+    line = runs._json_line([inv, rows])
+    monkeypatch.setattr(runs, "PENDING_LIMIT", 10 * len(line))
+    path.write_bytes(line * 11)
+    assert runs._pending(str(path)) == []
+    path.write_bytes(line * 3)
+    assert len(runs._pending(str(path))) == 3

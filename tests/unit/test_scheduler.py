@@ -134,6 +134,46 @@ def test_priority_slots_bound_and_order():
     assert order == ["high", "mid", "low"] and peak == 1
 
 
+def slotted_walk(edges, priority, hits=()):
+    """Walk with one slot: each task takes it, ends its process (`finish`), then saves; a hit
+    gives its place back. The order the tasks got the slot in."""
+    g = graph(edges, priority=priority)
+    slots, order = PrioritySlots(1), []
+
+    async def rebuild(node, results):
+        if node.id.task in hits:
+            slots.withdraw(node.id)  # a hit: it never asks
+            order.append(node.id.task)
+            return TaskResult(node.id, Status.SUCCESS, CacheStatus.LOCAL)
+        await slots.acquire(g.priority[node.id], node.id)
+        order.append(node.id.task)
+        await asyncio.sleep(0)  # its process runs
+        slots.finish(node.id, 1)
+        await asyncio.sleep(0)  # its save, after the process ended
+        return TaskResult(node.id, Status.SUCCESS, CacheStatus.MISS)
+
+    res = run(g, rebuild=rebuild, slots=slots)
+    assert all(r.status is Status.SUCCESS for r in res.values())
+    assert slots._free == 1 and slots.ahead is None  # every slot given back
+    return order
+
+
+@pytest.mark.feature("GR-08")
+def test_a_finished_tasks_slot_waits_for_a_dependant_that_outranks_every_waiter():
+    """b (rank 5) gets the slot a ends with, though u (rank 0) asked long before and b is ready
+    only after a's save; a hit made ready beside b (rank 7) is handed it first and passes it on."""
+    edges = {"a": [], "b": ["a"], "u": [], "hit": ["a"]}
+    order = slotted_walk(edges, {"a": 9, "b": 5, "hit": 7}, hits={"hit"})
+    assert order == ["a", "hit", "b", "u"]
+
+
+@pytest.mark.feature("GR-08")
+def test_a_finished_tasks_slot_passes_at_once_to_a_waiter_that_outranks_its_dependants():
+    """u (rank 6) outranks a's dependant b (rank 5): it gets the slot as a's process ends,
+    without waiting for a's save."""
+    assert slotted_walk({"a": [], "b": ["a"], "u": []}, {"a": 9, "u": 6, "b": 5}) == ["a", "u", "b"]
+
+
 @pytest.mark.feature("GR-19")
 def test_an_interactive_task_gathers_every_slot_before_it_starts():
     """It waits for every running task to give its slot back, and a task asking after it waits

@@ -92,7 +92,7 @@ def test_turbo_root_globs_and_global_dependencies_are_workspace_files():
     )
     cache = project(turbo, pkg(), "npm", None, "").tasks["build"].cache
     assert cache.input_files == ("**", "!README.md")
-    assert cache.input_workspace_files == (".env", "tsconfig.base.json")
+    assert cache.input_workspace_files == ("package.json", ".env", "tsconfig.base.json")
     assert cache.output_workspace_files == ("coverage/web/**",)
 
 

@@ -499,10 +499,18 @@ def wants_json(argv: Sequence[str]) -> bool:
 def _refused(exc: VxError, argv: Sequence[str]) -> int:
     """Say the refusal on stderr; under JSON also as one line on stdout. The exit code is the
     same either way."""
-    _say(exc.render())
+    _say(_masked(exc.render()))
     if wants_json(argv):
-        _refusal_json(exc.code, exc.prose())
+        _refusal_json(exc.code, _masked(exc.prose()))
     return exc.exit_code
+
+
+def _masked(text: str) -> str:
+    """`text` with the environment's secret values shown as *** (`vx.engine.masking`): an error
+    may quote what vx was given, a remote's header value or token among it."""
+    from vx.engine.masking import mask_text, secrets_of
+
+    return mask_text(text, secrets_of(os.environ)) or ""
 
 
 def _refusal_json(code: str, message: str) -> None:
@@ -1497,10 +1505,12 @@ def _internal_error(exc: BaseException, argv: Sequence[str] = ()) -> int:
 
     frames = traceback.extract_tb(exc.__traceback__)
     where = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
-    _say(f"vx: internal error: {type(exc).__name__}: {exc}{where}")
+    _say(_masked(f"vx: internal error: {type(exc).__name__}: {exc}{where}"))
     _say("this is a bug in vx; set VX_DEBUG=1 for the full traceback and please report it")
     if os.environ.get("VX_DEBUG"):
         traceback.print_exception(exc)
     if wants_json(argv):
-        _refusal_json("VX_E_INTERNAL", f"internal error: {type(exc).__name__}: {exc}{where}")
+        _refusal_json(
+            "VX_E_INTERNAL", _masked(f"internal error: {type(exc).__name__}: {exc}{where}")
+        )
     return EXIT_TASK_FAILED

@@ -20,6 +20,7 @@ from msgspec import Struct
 
 from vx.config import jsonc
 from vx.errors import UsageError
+from vx.files.globs import GlobSet, normalise
 from vx.model import ROOT_PROJECT, Package, ProjectConfig, TaskConfig, Workspace
 
 TODO = "TODO(vx-migrate)"
@@ -119,16 +120,16 @@ def live_configs(ws: Workspace, tool: str) -> dict[str, ProjectConfig]:
     return out
 
 
-def entries(config: ProjectConfig, root: bool = False) -> list[Entry]:
+def entries(config: ProjectConfig, root: bool = False, directory: str = "") -> list[Entry]:
     """The project's tasks in vx's schema, in the mapping's order; then the ones vx cannot run.
     `root`: the root project's, whose turbo globs reach into every package."""
-    out = [_entry(name, task, root) for name, task in config.tasks.items()]
+    out = [_entry(name, task, root, directory) for name, task in config.tasks.items()]
     for name, why in config.not_runnable.items():
         out.append(_refused(name, why))
     return out
 
 
-def _entry(name: str, task: TaskConfig, root: bool = False) -> Entry:
+def _entry(name: str, task: TaskConfig, root: bool = False, directory: str = "") -> Entry:
     declared = json.loads(task.canonical)
     extras = {k: declared.pop(k) for k in _MAPPED_EXTRAS if k in declared}
     # In the order docs/config.md shows a task (the canonical text's keys are sorted).
@@ -181,6 +182,46 @@ def _entry(name: str, task: TaskConfig, root: bool = False) -> Entry:
             "and passed its variables (NEXT_PUBLIC_*, VITE_*, …); list the ones the build reads in "
             "cache.inputs.env and exec.env.passThrough"
         )
+    if (
+        task.cache is not None
+        and task.cache.turbo_globs
+        and task.cache.input_reach is None
+        and "cache" in body
+    ):
+        files, named = _named_outright(task.cache.input_files)
+        # turbo's walk skips a directory a negation matches; a vx.config's negation matches
+        # paths, so the tree is spelt out
+        trees = [
+            f"{g}/**"
+            for g in files
+            if g.startswith("!") and re.search(r"[*?\[{]", g) and not g.endswith("/**")
+        ]
+        if trees:
+            files = [*files, *trees]
+            listed = "workspaceFiles" if root else "files"  # a root task's went there above
+            inputs = body["cache"]["inputs"]
+            inputs[listed] = [*inputs.get(listed, []), *trees]
+        # a name with an extension is taken for a file (a directory would only key more)
+        moved = [] if root else [f for f in named if "." in f.rpartition("/")[2]]
+        if moved:
+            # a vx.config's negation would take them back; its workspaceFiles are apart
+            inputs = body["cache"]["inputs"]
+            inputs["workspaceFiles"] = [
+                *inputs.get("workspaceFiles", []),
+                *(f"{directory}/{normalise(f)}" if directory else normalise(f) for f in moved),
+            ]
+            inputs["files"] = [f for f in files if f not in moved]
+            notes.append(
+                f"{', '.join(moved)} in workspaceFiles: turbo hashes a file named outright "
+                "whatever the negations beside it say"
+            )
+        left_named = [f for f in named if f not in moved]
+        if left_named:
+            todos.append(
+                f"turbo hashes {', '.join(left_named)} whatever the negations say, if it is a "
+                "file; in vx a negation takes back a file it matches: move the file to "
+                "cache.inputs.workspaceFiles"
+            )
     if task.cache is not None and task.cache.turbo_globs and "cache" in body:
         left = _classes_as_braces(body["cache"])
         if left:
@@ -189,6 +230,22 @@ def _entry(name: str, task: TaskConfig, root: bool = False) -> Entry:
                 "itself: write the alternatives as {a,b}"
             )
     return Entry(name, body, tuple(todos), tuple(notes))
+
+
+def _named_outright(globs) -> tuple[list[str], list[str]]:
+    """The globs, and those that name one path outright that one of the negations beside them
+    matches."""
+
+    globs = list(globs)
+    negations = [g for g in globs if g.startswith("!")]
+    if not negations:
+        return globs, []
+    kept = GlobSet(["**", *negations], turbo=True, walk=True)
+    return globs, [
+        g
+        for g in globs
+        if not g.startswith("!") and not re.search(r"[*?\[{]", g) and not kept.matches(normalise(g))
+    ]
 
 
 _CLASS = re.compile(r"\[([^\]]*)\]")
@@ -284,7 +341,7 @@ def project_file(
         else "nx.json, project.json and package.json"
     )
     head = [f"// Written by `vx migrate` from {origin}: the tasks vx ran from them."]
-    items = entries(config, pkg.name == ROOT_PROJECT)
+    items = entries(config, pkg.name == ROOT_PROJECT, pkg.dir)
     if fmt == "ts":
         depth = pkg.dir.count("/") + 1 if pkg.dir else 0
         rel = "./" if depth == 0 else "../" * depth
@@ -315,7 +372,7 @@ def preset_of(configs: Iterable[tuple[Package, ProjectConfig]]) -> dict[str, lis
     globalEnv, Nx's sharedGlobals), by the name `vx-preset.ts` exports them under."""
     lists: dict[str, list[list[str]]] = {"workspaceFiles": [], "env": [], "passThrough": []}
     for pkg, config in configs:
-        for e in entries(config, pkg.name == ROOT_PROJECT):
+        for e in entries(config, pkg.name == ROOT_PROJECT, pkg.dir):
             for name, value in _lists(e.body):
                 lists[name].append(value)
     out = {}

@@ -136,6 +136,7 @@ class TurboRoot(Struct, frozen=True):
     global_env: tuple[str, ...] = ()
     global_pass_through: tuple[str, ...] = ()
     named: frozenset[str] = frozenset()  # packages some `pkg#name` definition names
+    climbs: bool = False  # some `inputs` glob starts with `../`
     remote_cache: RemoteCacheConfig | None = None  # `remoteCache`
     remote_off: bool = False  # `remoteCache.enabled: false`: no remote, whatever `turbo link` wrote
     # Generated and copy-pasted packages share scripts and turbo.json texts: each distinct
@@ -251,6 +252,11 @@ def _checked_root(data: Any, source: str) -> TurboRoot:
         source=source,
         tasks=tasks,
         named=frozenset(n.rpartition("#")[0] for n in tasks if "#" in n),
+        climbs=any(
+            isinstance(body, dict)
+            and any(g.lstrip("!").startswith("../") for g in body.get("inputs", ()))
+            for body in tasks.values()
+        ),
         remote_cache=_remote(obj.get("remoteCache"), at.key("remoteCache")),
         remote_off=isinstance(obj.get("remoteCache"), dict)
         and obj["remoteCache"].get("enabled") is False,
@@ -313,7 +319,7 @@ def _check_task(body: Any, at: At, *, package_level: bool) -> None:
                 )
     for key in ("inputs", "outputs", "dotEnv"):
         if key in obj:
-            _globs(obj[key], at.key(key))
+            _globs(obj[key], at.key(key), climbs=key == "inputs")
     for key in ("env", "passThroughEnv"):
         if key in obj:
             _env(obj[key], at.key(key))
@@ -336,7 +342,9 @@ def _kinds(obj: dict, at: At, kind: type, keys: tuple[str, ...]) -> None:
             at.key(key).refuse(f"`{key}` must be {want}, got {_kind(obj[key])}")
 
 
-def _globs(value: Any, at: At) -> tuple[str, ...]:
+def _globs(value: Any, at: At, *, climbs: bool = False) -> tuple[str, ...]:
+    """Checked glob strings; `climbs`: leading `../` steps are allowed (turbo's `inputs` take
+    them, and where they lead is known per package, `_split`)."""
     globs = _strings(value, at, "glob strings")
     for i, pattern in enumerate(globs):
         if pattern in (DEFAULT, EXTENDS):
@@ -344,6 +352,8 @@ def _globs(value: Any, at: At) -> tuple[str, ...]:
         negation = "!" if pattern.startswith("!") else ""
         body = pattern[len(negation) :]
         body = body[len(ROOT_PREFIX) :] if body.startswith(ROOT_PREFIX) else body
+        while climbs and body.startswith("../"):
+            body = body[3:]
         problem = glob_error(negation + body)
         if problem:
             reason, _, hint = problem.partition("; ")
@@ -381,6 +391,8 @@ def project(
         own["text"] if own else None,
         pkg.name if named else None,
         pkg.framework,
+        # `../` inputs lead elsewhere from each directory
+        pkg.dir if turbo.climbs or (own and '"../' in own["text"]) else None,
     )
     known = turbo.memo.get(memo_key)
     if known is None:
@@ -401,9 +413,9 @@ def _mapped(
             # dependsOn, and its hash folds the package's inputs into its dependants'.
             noops.add(name)
             plain = {k: v for k, v in body.items() if k not in ("persistent", "interactive")}
-            tasks[name] = _vx_task(turbo, name, {**plain, "cache": True}, "true")
+            tasks[name] = _vx_task(turbo, pkg, name, {**plain, "cache": True}, "true")
             continue
-        tasks[name] = _vx_task(turbo, name, body, with_hooks(pkg, name, manager))
+        tasks[name] = _vx_task(turbo, pkg, name, body, with_hooks(pkg, name, manager))
     for body in tasks.values():
         deps = [d for d in body.get("dependsOn", ()) if "#" in d or d.startswith("^") or d in tasks]
         if deps:
@@ -584,7 +596,7 @@ def with_hooks(pkg: Package, name: str, manager: str) -> str:
 _SHELL_LIST = re.compile(r"[;&|#\n]")
 
 
-def _vx_task(turbo: TurboRoot, name: str, body: dict, command: str) -> dict:
+def _vx_task(turbo: TurboRoot, pkg: Package, name: str, body: dict, command: str) -> dict:
     """One definition in vx's schema."""
     env_deps = [d[1:] for d in body.get("dependsOn", ()) if d.startswith("$")]
     keyed = _unique([*turbo.global_env, *body.get("env", ()), *env_deps])
@@ -602,16 +614,19 @@ def _vx_task(turbo: TurboRoot, name: str, body: dict, command: str) -> dict:
         task["dependsOn"] = deps
     if body.get("cache", True) and not long_running:
         declared = body.get("inputs") or [DEFAULT]
-        files, workspace_files = _split(declared)
+        files, workspace_files = _split(declared, pkg, name, turbo.source)
         files += list(body.get("dotEnv", ()))
         if DEFAULT in declared:  # git's view for the default; the rest as turbo's walk finds them
-            task["turboReach"] = _split([g for g in declared if g != DEFAULT])[0] + list(
-                body.get("dotEnv", ())
-            )
-        outputs, workspace_outputs = _split(body.get("outputs", []))
+            task["turboReach"] = _split(
+                [g for g in declared if g != DEFAULT], pkg, name, turbo.source
+            )[0] + list(body.get("dotEnv", ()))
+        outputs, workspace_outputs = _split(body.get("outputs", []), pkg, name, turbo.source)
         inputs: dict[str, Any] = {"files": files}
-        if workspace_files or turbo.global_inputs:
-            inputs["workspaceFiles"] = _unique([*turbo.global_inputs, *workspace_files])
+        # turbo's global hash folds the root package.json (a `browserslist` there shapes every
+        # package's bundle) besides the globalDependencies; the root's own tasks key it already.
+        shared = [*(("package.json",) if pkg.dir else ()), *turbo.global_inputs]
+        if workspace_files or shared:
+            inputs["workspaceFiles"] = _unique([*shared, *workspace_files])
         if keyed:
             inputs["env"] = keyed
         task["cache"] = {"inputs": inputs, "outputs": {"files": outputs}}
@@ -620,8 +635,9 @@ def _vx_task(turbo: TurboRoot, name: str, body: dict, command: str) -> dict:
     return task
 
 
-def _split(globs) -> tuple[list[str], list[str]]:
-    """Package-relative globs and `$TURBO_ROOT$/` (workspace-relative) ones, `$TURBO_DEFAULT$` as `**`."""
+def _split(globs, pkg: Package, name: str, source: str) -> tuple[list[str], list[str]]:
+    """Package-relative globs and workspace-relative ones (`$TURBO_ROOT$/`, and those that climb
+    out of the package with `../`, resolved from its directory), `$TURBO_DEFAULT$` as `**`."""
     package, workspace = [], []
     for pattern in globs:
         negated = pattern.startswith("!")
@@ -630,9 +646,28 @@ def _split(globs) -> tuple[list[str], list[str]]:
             package.append("**")
         elif body.startswith(ROOT_PREFIX):
             workspace.append(("!" if negated else "") + body[len(ROOT_PREFIX) :])
+        elif body.startswith("../"):
+            workspace.append(("!" if negated else "") + _climbed(body, pkg, name, source))
         else:
             package.append(pattern)
     return package, workspace
+
+
+def _climbed(body: str, pkg: Package, name: str, source: str) -> str:
+    """A `../` glob of `pkg` as a workspace-relative one; refused when it leaves the workspace."""
+    steps = 0
+    while body.startswith("../"):
+        body, steps = body[3:], steps + 1
+    parts = pkg.dir.split("/") if pkg.dir else []
+    if steps > len(parts):
+        raise ConfigError(
+            f"input `{'../' * steps}{body}` of {pkg.name}#{name} leaves the workspace"
+            f" (from {pkg.dir or 'the root'})",
+            file=source,
+            field=f"tasks.{'//#' if pkg.name == ROOT_PROJECT else ''}{name}.inputs",
+            hint="vx keys only what the workspace holds; name workspace files with `$TURBO_ROOT$/`",
+        )
+    return "/".join([*parts[: len(parts) - steps], body])
 
 
 def _unique(items) -> list[str]:

@@ -19,6 +19,7 @@ from msgspec.structs import replace
 
 from vx.engine import executor, masking, verdicts
 from vx.engine.scheduler import PrioritySlots
+from vx.errors import ToolchainRefused
 from vx.events import (
     CacheRestored,
     Emit,
@@ -155,6 +156,7 @@ async def _try_hit(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> TaskResul
     if entry is None and late:
         entry = (await asyncio.to_thread(store.probe, [plan.key])).get(plan.key)
     if entry is None and ctx.remote is not None:  # local first, then the prefetched download
+        ctx.slots.withdraw(node.id)  # a download can take long: no slot waits for its answer
         if late:
             from vx.store.layered import wanted_from
 
@@ -162,6 +164,7 @@ async def _try_hit(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> TaskResul
         entry, served = await ctx.remote.fetched(plan.key), CacheStatus.REMOTE
     if entry is None:
         return None
+    ctx.slots.withdraw(node.id)  # a hit takes no slot
     started = time.monotonic()
     if served is CacheStatus.REMOTE:
         # Walked here, not on a worker thread: a download is mostly restored by its own thread
@@ -242,7 +245,8 @@ def _masked_output(ctx: RunContext, node: TaskNode, plan: TaskPlan):
     """The task's secret values, their masker (None when it has none) and the output callback
     that emits each chunk masked."""
     declared = node.config.exec.env.secret if node.config.exec is not None else ()
-    secrets = masking.secrets_of(plan.env, declared)
+    # the remote's credentials too: a task may print one it found some other way (a config file)
+    secrets = masking.secrets_of(plan.env, declared, host=os.environ)
     masker = masking.Masker(secrets) if secrets else None
 
     def on_output(chunk: LogChunk) -> None:
@@ -281,7 +285,7 @@ async def _serve(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> TaskResult:
             exit_code=None if aborted else 1,
         )
 
-    await ctx.slots.acquire(ctx.priority.get(node.id, 0))
+    await ctx.slots.acquire(ctx.priority.get(node.id, 0), node.id)
     try:
         if ctx.halt is not None and ctx.halt.is_set():
             return TaskResult(
@@ -358,6 +362,7 @@ async def _execute_and_save(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> 
     early = ctx.early.pop(node.id, None)
     snapshot: Snapshot | None = None
     if early is not None:
+        ctx.slots.withdraw(node.id)  # it runs on the slot the first wave took
         snapshot, started_ns = early[3], early[2]
     elif write:
         assert plan.record is not None  # every planned task with outputs has its key's record
@@ -513,13 +518,15 @@ async def _attempts(
     held = 1
     if remote:
         held = 0
+        ctx.slots.withdraw(node.id)
         await pool.slots.acquire()  # a remote slot: this machine's slots stay for local tasks
     elif early is None and terminal:
+        ctx.slots.withdraw(node.id)
         held = await _acquire_all(ctx, node)
     elif early is None and ctx.admit is not None:
         await _admitted(ctx, node)
     elif early is None:
-        await ctx.slots.acquire(ctx.priority.get(node.id, 0))
+        await ctx.slots.acquire(ctx.priority.get(node.id, 0), node.id)
     try:
         if early is None and ctx.halt is not None and ctx.halt.is_set():
             return None, 0, (), False
@@ -586,8 +593,10 @@ async def _attempts(
         ):
             ctx.halt.set()  # before the slot is handed to a waiter, or it would start
     finally:
-        for _ in range(held):
-            ctx.slots.release()
+        # One slot is kept through the save when a dependant outranks every waiter (the walk
+        # passes it on once that dependant is queued): the next link of a chain is not
+        # overtaken by a lesser task.
+        ctx.slots.finish(node.id, held)
         if remote:
             pool.slots.release()
         if node.id in ctx.running:
@@ -604,7 +613,7 @@ async def _admitted(ctx: RunContext, node: TaskNode) -> None:
     running it starts, whatever the answer, so a hold never stalls the run."""
     assert ctx.admit is not None  # called only then
     while True:
-        await ctx.slots.acquire(ctx.priority.get(node.id, 0))
+        await ctx.slots.acquire(ctx.priority.get(node.id, 0), node.id)
         if not ctx.running or ctx.admit(node.id, frozenset(ctx.running)):
             ctx.running.add(node.id)
             return
@@ -721,14 +730,20 @@ async def _run_process(
         else None
     )
     if offered is not None:  # a plugin's executor runs it (never a sandboxed or traced task)
-        proc = await offered(
-            plan.command or "",
-            cwd=cwd,
-            env=plan.env,
-            timeout_ms=plan.timeout_ms,
-            on_output=on_output,
-        )
-        return proc, ()
+        try:
+            proc = await offered(
+                plan.command or "",
+                cwd=cwd,
+                env=plan.env,
+                timeout_ms=plan.timeout_ms,
+                on_output=on_output,
+            )
+            return proc, ()
+        except ToolchainRefused as exc:
+            # built with another toolchain than the key's: what it left goes, vx builds it here
+            ctx.emit(Notice(f"{exc}: nothing of it is kept, it runs here", id=node.id))
+            if plan.outputs is not None:
+                await asyncio.to_thread(plan.outputs.wipe, ctx.root)
     if plan.sandbox is None:
         # A cached task's outputs are read next: nothing it started may still be writing (docs/caching.md § Save).
         proc = await (ctx.execute or executor.execute)(

@@ -7,6 +7,12 @@ worker is the task's failure. A failure of the server or the worker is not: the 
 here instead, with one warning for the run, and so does every later remote task of the run
 (a dead server must not cost each task its own wait).
 
+The key names the toolchain measured here (the Node version, the `inputs.runtime` probes'
+outputs): the action checks on the worker, before the command, that the worker has that
+toolchain (`guarded`). A worker that differs cannot build this key: nothing it did is kept, the
+task runs here with one warning, and the server stays in use for the tasks whose toolchain
+matches.
+
 grpc loads with `store/remote/reapi_exec.py`, when the first remote task starts: a run whose
 remote tasks all hit the cache never imports it.
 """
@@ -21,6 +27,11 @@ from typing import Any, Callable, Mapping
 
 from vx.events import Emit, Notice, TaskStage
 from vx.model import LogChunk, ProcessResult, RemoteExecution, TaskId, TaskNode, TaskPlan
+
+# How a remote action's toolchain check ends when the worker differs from the key: this exit
+# code, and stderr starting with the mark, then the one line saying what differed.
+MISMATCH_EXIT = 97
+MISMATCH_MARK = b"vx-toolchain: "
 
 
 class RemotePool:
@@ -57,6 +68,8 @@ class RemotePool:
         self.unsaved: dict[TaskId, tuple[ProcessResult, Any, int]] = {}
         self.fetch_lock = asyncio.Lock()
         self.only: set[TaskId] = set()  # `remote: "only"` tasks that ran: never fetched
+        # the workers' toolchain differences told: a later task refused so runs here quietly
+        self.refusals: set[str] = set()
         self._executor: Any = None
 
     def defers(self, node: TaskNode, plan: TaskPlan) -> bool:
@@ -133,6 +146,26 @@ class RemotePool:
                     )
                 )
             return None
+        differs = mismatch(outcome)
+        if differs is not None:  # the worker cannot build this key: nothing of its run is kept
+            self.fell_back += 1
+            if plan.remote == "only":  # never here: the task fails, saying why
+                chunk = LogChunk(
+                    2, f"vx: {node.id} cannot run on the remote worker: {differs}\n".encode()
+                )
+                on_output(chunk)
+                return ProcessResult(
+                    exit_code=1, duration_ms=(time.monotonic() - started) * 1000, log=(chunk,)
+                )
+            if differs not in self.refusals:
+                self.refusals.add(differs)
+                self.emit(
+                    Notice(
+                        f"the remote worker cannot build {node.id}'s key ({differs}): it runs here",
+                        id=node.id,
+                    )
+                )
+            return None
         self.ran += 1
         if outcome.listing is not None:
             self.listings[node.id] = outcome.listing
@@ -174,13 +207,14 @@ class RemotePool:
         assert outputs is not None  # the plan sends only cached tasks
         roots = outputs.globs.roots() if outputs.globs is not None else ()
         grafted = [self.listings[t] for t in self.upstream(node) if t in self.listings]
-        return self._executor.run(
+        runtime = plan.record.runtime if plan.record is not None else ()
+        args = dict(
             root=root,
             project_dir=node.project_dir,
             inputs=self._inputs(root, node, plan, plans),
             fetch=not self.defers(node, plan),
             grafted=grafted,
-            command=plan.command or "",
+            command=guarded(plan.command or "", node.project_dir, runtime),
             env=shipped_env(node, plan, DEFAULT_PATH),
             platform=plan.platform,
             output_paths=roots,
@@ -188,6 +222,12 @@ class RemotePool:
             allows=outputs.allows,
             on_stage=on_stage,
         )
+        outcome = self._executor.run(**args)
+        if outcome.cached and not self.rerun and mismatch(outcome) is not None:
+            # A server that caches failed actions answers with an earlier worker's refusal:
+            # ask a worker, which may well have the key's toolchain.
+            outcome = self._executor.run(**args, skip_cache_lookup=True)
+        return outcome
 
     def _inputs(
         self, root: str, node: TaskNode, plan: TaskPlan, plans: Mapping[TaskId, TaskPlan]
@@ -248,6 +288,73 @@ class RemotePool:
         if self.listings:
             line += f"; the outputs of {len(self.listings)} were left there (--download={self.download})"
         return line
+
+
+def mismatch(outcome: Any) -> str | None:
+    """What differed, when the worker's toolchain check refused the action (`guarded`)."""
+    if outcome.exit_code != MISMATCH_EXIT or not outcome.stderr.startswith(MISMATCH_MARK):
+        return None
+    line = outcome.stderr[len(MISMATCH_MARK) :].split(b"\n", 1)[0]
+    return line.decode("utf-8", "replace").strip() or "the worker's toolchain differs"
+
+
+# The check's shell functions: `vx_no` refuses (exit MISMATCH_EXIT, after MISMATCH_MARK);
+# `vx_trim` trims as the probes here do (it differs from Python's strip() only on Unicode
+# spaces: a refusal, never a false match); `vx_p` runs a probe again in a directory and
+# compares its stdout and stderr, naming the first line of each when they differ.
+_CHECK = r"""vx_no() { printf 'vx-toolchain: %s\n' "$1" >&2; exit 97; }
+vx_nl='
+'
+vx_trim() {
+  vx_t=$1
+  while :; do case $vx_t in [[:space:]]*) vx_t=${vx_t#?} ;; *) break ;; esac; done
+  while :; do case $vx_t in *[[:space:]]) vx_t=${vx_t%?} ;; *) break ;; esac; done
+}
+vx_p() {
+  vx_e=${TMPDIR:-/tmp}/vx-probe.$$
+  vx_o=$(cd "$1" && sh -c "$2" 2>"$vx_e" </dev/null)
+  vx_r=$?
+  vx_trim "$vx_o"; vx_o=$vx_t
+  vx_trim "$(cat "$vx_e" 2>/dev/null)"; rm -f "$vx_e"
+  [ "$vx_r" = 0 ] || vx_no "the runtime input \`$2\` exits with $vx_r on the worker"
+  vx_w=${vx_o%%"$vx_nl"*} vx_k=${3%%"$vx_nl"*}
+  [ "$vx_o" = "$3" ] || vx_no "the runtime input \`$2\` prints $vx_w on the worker, the key has $vx_k"
+  vx_w=${vx_t%%"$vx_nl"*} vx_k=${4%%"$vx_nl"*}
+  [ "$vx_t" = "$4" ] || vx_no "the runtime input \`$2\` writes $vx_w to stderr on the worker, the key has $vx_k"
+}
+"""
+
+
+def guarded(command: str, project_dir: str, runtime: tuple[tuple[str, str], ...]) -> str:
+    """`command` behind a POSIX sh check, run first on the worker, that the worker has the
+    toolchain `runtime` (the key's: the Node version, each probe's stdout and stderr) names:
+    `node -v` on its PATH, and every probe run again there, in the project directory
+    (`runtime`) or the workspace root (`workspaceRuntime`). A difference exits MISMATCH_EXIT
+    with one line saying what differed. The check is part of the Command, so of the Action
+    digest: a result the server keeps for it was made by a worker that passed it."""
+    if not runtime:
+        return command
+    import shlex
+
+    q = shlex.quote
+    root = "/".join(".." for _ in project_dir.split("/")) if project_dir else "."
+    lines = [_CHECK]
+    values = dict(runtime)
+    node = values.get("node")
+    if node is not None:
+        lines.append(
+            f"vx_k={q(node)}\n"
+            "if command -v node >/dev/null 2>&1; then vx_n=$(node -v 2>/dev/null) || vx_n=unknown;"
+            ' vx_trim "$vx_n"; vx_n=$vx_t; else vx_n=absent; fi\n'
+            '[ "$vx_n" = "$vx_k" ] || vx_no "worker has node $vx_n, the key has $vx_k"\n'
+        )
+    for label, _ in runtime:
+        for kind, where in (("runtime:", "."), ("ws-runtime:", root)):
+            if label.startswith(kind) and label.endswith(":stdout"):
+                probe = label[len(kind) : -len(":stdout")]
+                err = values.get(f"{kind}{probe}:stderr", "")
+                lines.append(f"vx_p {q(where)} {q(probe)} {q(values[label])} {q(err)}\n")
+    return "".join(lines) + f"exec /bin/sh -c {q(command)}"
 
 
 def shipped_env(node: TaskNode, plan: TaskPlan, default_path: str) -> dict[str, str]:

@@ -17,20 +17,49 @@ CONTINUE_MODES = ("never", "deps-ok", "always")
 
 
 class PrioritySlots:
-    """A semaphore whose waiters are served highest priority first (ties: first come)."""
+    """A semaphore whose waiters are served highest priority first (ties: first come).
+
+    Under a walk (`walk(slots=…)`) a slot a task ends with goes to the highest-ranked task that
+    is ready or that the task's end makes ready (once its save lands), so the next link of a
+    chain is not overtaken by a lesser task that asked first: the walk `expect`s each task it
+    dispatches (a place in the queue before the task asks); a task `finish`es with its slots,
+    and one of them is held on, through the save, while a dependant it is the last dependency of
+    outranks every waiter (`ahead`); the walk `settle`s it after queueing the dependants."""
 
     def __init__(self, size: int) -> None:
         self.size = max(1, size)
         self._free = self.size
         self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
         self._tick = itertools.count()
+        self._expected: dict[TaskId, asyncio.Future[None]] = {}
+        self._finished: dict[TaskId, int] = {}
+        # set by a walk: the highest rank among the tasks that wait on nothing but `holder`
+        # (None: none); a walk settles the slots tasks finish with, else they pass on at once
+        self.ahead: Callable[[TaskId], int | None] | None = None
 
-    async def acquire(self, priority: int) -> None:
-        if self._free > 0 and not self._waiters:
-            self._free -= 1
-            return
+    def _idle(self) -> bool:
+        """A slot is free and nobody waits for one (places given up are dropped first)."""
+        return self._free > 0 and self._top() is None
+
+    def _top(self) -> int | None:
+        """The priority of the first waiter in line, None when nobody waits."""
+        while self._waiters and self._waiters[0][2].done():
+            heapq.heappop(self._waiters)
+        return -self._waiters[0][0] if self._waiters else None
+
+    def _queue(self, priority: int) -> asyncio.Future[None]:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         heapq.heappush(self._waiters, (-priority, next(self._tick), fut))
+        return fut
+
+    async def acquire(self, priority: int, holder: TaskId | None = None) -> None:
+        """A slot; `holder`'s expected place in the queue when the walk gave it one."""
+        fut = self._expected.pop(holder, None) if holder is not None else None
+        if fut is None:
+            if self._idle():
+                self._free -= 1
+                return
+            fut = self._queue(priority)
         try:
             await fut
         except asyncio.CancelledError:
@@ -49,6 +78,41 @@ class PrioritySlots:
                 fut.set_result(None)
                 return
         self._free += 1
+
+    def expect(self, holder: TaskId, priority: int) -> None:
+        """Queue `holder` now, as the walk dispatches it: it may have steps to take before it
+        asks (a hit check, a key), and a slot freed meanwhile is still served by priority."""
+        if self._idle():
+            return  # a slot is free: the task takes it when it asks
+        self._expected[holder] = self._queue(priority)
+
+    def withdraw(self, holder: TaskId) -> None:
+        """`holder` will not ask (a hit, a group, a remote worker) or not soon (a download):
+        its place goes, and a slot already handed to it passes on."""
+        fut = self._expected.pop(holder, None)
+        if fut is None:
+            return
+        if fut.done() and not fut.cancelled():
+            self.release()
+        else:
+            fut.cancel()
+
+    def finish(self, holder: TaskId, n: int) -> None:
+        """`holder` is done with its `n` slots (its process ended): they pass on now, but for one
+        kept until the walk's `settle` when a task its end makes ready outranks every waiter."""
+        nxt = self.ahead(holder) if self.ahead is not None and n else None
+        top = self._top() if nxt is not None else None
+        keep = 1 if nxt is not None and (top is None or nxt > top) else 0
+        if keep:
+            self._finished[holder] = self._finished.get(holder, 0) + keep
+        for _ in range(n - keep):
+            self.release()
+
+    def settle(self, holder: TaskId) -> None:
+        """Pass on the slots `holder` finished with, and any place it still had."""
+        self.withdraw(holder)
+        for _ in range(self._finished.pop(holder, 0)):
+            self.release()
 
 
 def _blocked(node: TaskNode, results: Mapping[TaskId, TaskResult]) -> TaskId | None:
@@ -77,6 +141,7 @@ async def walk(
     settled: Mapping[TaskId, TaskResult] | None = None,
     halt: asyncio.Event | None = None,
     priority: Mapping[TaskId, int] | None = None,
+    slots: PrioritySlots | None = None,
 ) -> dict[TaskId, TaskResult]:
     """Run every node once its dependencies are done; return every node's result.
 
@@ -84,7 +149,9 @@ async def walk(
     since a node is settled only with all its dependencies, none of them waits on the walk.
     `halt` is set when `--continue=never` stops dispatch, so rebuilds still queued for a slot
     can see it too. `priority` ranks ready tasks (`vx.engine.schedule`); the dependents count
-    by default.
+    by default. `slots` are the rebuilds' slots: each dispatched task is queued for one at
+    once, and a slot a finished task keeps for its dependants (`PrioritySlots.finish`) passes
+    on once they are queued.
     """
     nodes = graph.nodes
     results: dict[TaskId, TaskResult] = dict(settled or {})
@@ -114,20 +181,40 @@ async def walk(
             if waiting[child] == 0:
                 heapq.heappush(ready, (-rank[child], position[child], child))
 
-    while ready or running:
-        while ready and not halted and not (stop and stop.is_set()):
-            _, _, tid = heapq.heappop(ready)
-            node = nodes[tid]
-            blocker = _blocked(node, results)
-            if blocker is not None and continue_mode != "always":
-                finish(tid, _skipped(node, blocker, f"blocked by {blocker}"))
-                continue
-            running[asyncio.create_task(rebuild(node, results))] = tid
-        if not running:
-            break
-        done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
-        for fut in done:
-            finish(running.pop(fut), fut.result())
+    def ahead(tid: TaskId) -> int | None:
+        return max((rank[c] for c in dependants[tid] if waiting[c] == 1), default=None)
+
+    ended: list[TaskId] = []  # finished since the last dispatch: their slots pass on after it
+    if slots is not None:
+        slots.ahead = ahead
+    try:
+        while ready or running:
+            while ready and not halted and not (stop and stop.is_set()):
+                _, _, tid = heapq.heappop(ready)
+                node = nodes[tid]
+                blocker = _blocked(node, results)
+                if blocker is not None and continue_mode != "always":
+                    finish(tid, _skipped(node, blocker, f"blocked by {blocker}"))
+                    continue
+                if slots is not None:
+                    slots.expect(tid, rank[tid])
+                running[asyncio.create_task(rebuild(node, results))] = tid
+            if slots is not None:
+                for tid in ended:
+                    slots.settle(tid)
+            ended.clear()
+            if not running:
+                break
+            done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            for fut in done:
+                tid = running.pop(fut)
+                finish(tid, fut.result())
+                ended.append(tid)
+    finally:
+        if slots is not None:
+            for tid in ended:
+                slots.settle(tid)
+            slots.ahead = None
     return _close_unfinished(graph, results, stopped=bool(stop and stop.is_set()))
 
 

@@ -13,6 +13,12 @@ the receipt's. `vx.fastpath.replay` checks them before anything else of vx is lo
 the record: writing it, finding it again, and the pure checks of what it says against the
 disk. A receipt is an optimisation, never a source of truth: each fact is checked again, and
 any trouble reading one is only a miss. `VX_REPLAY=0` turns receipts off.
+
+A receipt is sealed with a MAC keyed by a secret of this user's kept outside the workspace
+(`_key`), and nothing of it is decoded before its MAC holds: a receipt says which hits hold,
+so one planted by an archive or another user, or torn by a crash, must be no receipt at all.
+Only bytes this user's vx wrote reach `marshal` (which must never see any others), and the
+warm path pays a hash instead of a typed decoder's imports.
 """
 
 from __future__ import annotations
@@ -23,7 +29,10 @@ import stat
 
 from vx import __version__, witness
 
-FORMAT = 4  # 3: env values kept as digests; 4: the store dir
+FORMAT = 5  # 3: env values kept as digests; 4: the store dir; 5: sealed
+MAGIC = b"vxr" + bytes([FORMAT])
+MAC_SIZE = 16
+KEY_SIZE = 32
 RECEIPTS = os.path.join(".vx", "receipts")
 GIT_ENV = ("PATH", "HOME", "XDG_CONFIG_HOME")  # read straight from os.environ by the listing
 KEEP = 32  # receipts per workspace: one per command line and directory, the least recent go first
@@ -50,7 +59,8 @@ def name_of(cwd: str, argv: list[str]) -> str:
 
 def find(cwd: str, argv: list[str]) -> tuple[str, dict, memoryview] | None:
     """This command's receipt, under `.vx/receipts` of cwd or of a directory above: its path, its
-    header (checked against this command) and the undecoded body, which can wait until git runs."""
+    header (sealed, and checked against this command) and the undecoded body, which can wait
+    until git runs (`body_of`)."""
     name = name_of(cwd, argv)
     here = cwd
     while True:
@@ -63,8 +73,10 @@ def find(cwd: str, argv: list[str]) -> tuple[str, dict, memoryview] | None:
         if data is not None:
             if _linked(here):
                 return None  # the pipeline refuses such a workspace, naming the link
-            size = int.from_bytes(data[:4], "little")
-            header = marshal.loads(data[4 : 4 + size])
+            opened = unseal(data)
+            if opened is None:
+                return None
+            header, body = opened
             ok = (
                 isinstance(header, dict)
                 and header.get("format") == FORMAT
@@ -73,11 +85,106 @@ def find(cwd: str, argv: list[str]) -> tuple[str, dict, memoryview] | None:
                 and header.get("argv") == argv
                 and header.get("root") == here
             )
-            return (path, header, data[4 + size :]) if ok else None
+            return (path, header, body) if ok else None
         up = os.path.dirname(here)
         if up == here:
             return None
         here = up
+
+
+def unseal(data: memoryview) -> tuple[dict, memoryview] | None:
+    """A receipt's header and its undecoded body, or None unless the header's MAC holds: the
+    magic, then the MAC of the rest, the header's length, the header and the body (whose own
+    MAC the header holds, so a replay that keeps the body rewrites only the header's)."""
+    head_at = len(MAGIC) + MAC_SIZE + 4
+    if len(data) < head_at or data[: len(MAGIC)] != MAGIC:
+        return None
+    size = int.from_bytes(data[head_at - 4 : head_at], "little")
+    if head_at + size > len(data):
+        return None
+    mac = _mac(data[len(MAGIC) + MAC_SIZE : head_at + size])
+    if mac is None or mac != data[len(MAGIC) : len(MAGIC) + MAC_SIZE]:
+        return None
+    header = marshal.loads(data[head_at : head_at + size])
+    return header, data[head_at + size :]
+
+
+def body_of(header: dict, body: memoryview) -> dict | None:
+    """The receipt's body, decoded once its MAC (in the sealed header) holds."""
+    mac = _mac(body)
+    if mac is None or mac != header.get("body"):
+        return None
+    return marshal.loads(body)
+
+
+def _mac(data) -> bytes | None:
+    """Keyed BLAKE2b of `data`; None when this user has no key (then no receipt is written or
+    read)."""
+    key = _key()
+    if key is None:
+        return None
+    try:
+        from _blake2 import blake2b  # hashlib's own, without hashlib's OpenSSL start-up
+    except ImportError:
+        from hashlib import blake2b
+    return blake2b(data, key=key, digest_size=MAC_SIZE).digest()
+
+
+_KEY: list[bytes | None] = []
+
+
+def _key() -> bytes | None:
+    """This user's receipt key: 32 random bytes in `$XDG_CACHE_HOME/vx/receipt-key`, made on first
+    use, beside the digest seed. A file that is not this user's own, owner-only regular file
+    counts as none, and so does one that cannot be made: then receipts are off."""
+    if not _KEY:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        path = os.path.join(base, "vx", "receipt-key")
+        key = _read_key(path)
+        if key is None and not os.path.lexists(path):
+            key = _make_key(path)
+        _KEY.append(key)
+    return _KEY[0]
+
+
+def _read_key(path: str) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+            return None
+        data = os.read(fd, KEY_SIZE + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return data if len(data) == KEY_SIZE else None
+
+
+def _make_key(path: str) -> bytes | None:
+    """Written whole to a temp file, then linked into place: a process that reads the key never
+    finds it half written, and of two making one at once, the second reads the first's."""
+    temp = f"{path}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(os.urandom(KEY_SIZE))
+        try:
+            os.link(temp, path)
+        except FileExistsError:
+            pass
+    except OSError:
+        return None
+    finally:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+    return _read_key(path)
 
 
 def _linked(root: str) -> bool:
@@ -343,16 +450,26 @@ def ignored_dir(directory: str) -> None:
 
 
 def store(path: str, header: dict, body: dict | bytes) -> bool:
-    """Write atomically (a rename), beside a `*` .gitignore so git never lists receipts. `body`
-    may be the encoded body as read, when only the header changed."""
+    """Seal and write atomically (a rename), beside a `*` .gitignore so git never lists receipts.
+    `body` may be the encoded body as read, when only the header changed: its MAC, checked as it
+    was read (`body_of`), is the header's already. False when there is no key."""
+    if not isinstance(body, bytes):
+        body = marshal.dumps(body)
+        body_mac = _mac(body)
+        if body_mac is None:
+            return False
+        header = {**header, "body": body_mac}
     head = marshal.dumps(header)
-    body = body if isinstance(body, bytes) else marshal.dumps(body)
+    head = len(head).to_bytes(4, "little") + head
+    mac = _mac(head)
+    if mac is None:
+        return False
     directory = os.path.dirname(path)
     try:
         ignored_dir(directory)
         temp = f"{path}.{os.getpid()}.tmp"
         with open(temp, "wb") as f:
-            f.write(len(head).to_bytes(4, "little") + head + body)
+            f.write(MAGIC + mac + head + body)
         os.replace(temp, path)
         _prune(directory)
     except OSError:

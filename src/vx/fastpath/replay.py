@@ -13,9 +13,10 @@ up to date, and the footer printed. Anything else — an output edited, an artif
 changed — and this returns None: the pipeline runs as if there were no receipt, which is always
 correct, and writes a fresh one.
 
-It imports `os`, `sys`, `time`, `marshal`, xxhash, sqlite3's C module and vx's leaves; a restore
-adds `vx.fastpath.restores` and the artifact reader on plain values (`unpacking.unpack_plain`, with `json`
-and zstd's C extension), never the records, `pathlib` or `typing`.
+It imports `os`, `sys`, `time`, `marshal`, `_blake2` (the receipt's MAC), xxhash, sqlite3's C
+module and vx's leaves; a restore adds `vx.fastpath.restores` and the artifact reader on plain
+values (`unpacking.unpack_plain`, with `json` and zstd's C extension), never the records,
+`pathlib` or `typing`.
 """
 
 from __future__ import annotations
@@ -86,13 +87,11 @@ def _finish(
     found absent, from an artifact the reader verifies whole, and stamps nothing until every
     check held. Should one fail, the pipeline finds those outputs unstamped, so never current:
     it wipes and restores or rebuilds them as if this had never run."""
-    import marshal
-
     marks = [("", time.perf_counter())]  # (stage that ended, when)
     children, helper = _spawn_git(header["root"], header["git"], environ), None
     try:
-        body = marshal.loads(data)
-        if not receipt.paths_hold(body):
+        body = receipt.body_of(header, data)
+        if body is None or not receipt.paths_hold(body):
             return None
         states = [receipt.output_state(task) for task in body["tasks"]]
         if (
@@ -217,12 +216,16 @@ def _store_private(header: dict) -> bool:
 
 
 def _artifacts_hold(header: dict, tasks: list) -> bool:
-    prefix = os.path.join(header["store_dir"], "")
+    """Each artifact still there, of its size, and this user's (as the store's probe checks;
+    under `sudo`, the user's who ran it)."""
+    prefix, uid = os.path.join(header["store_dir"], ""), os.getuid()
+    sudo = os.environ.get("SUDO_UID") if uid == 0 else None
     for key, size, _crc, *_ in tasks:
         try:
-            if os.stat(f"{prefix}{key}.tar.zst").st_size != size:
-                return False
+            st = os.stat(f"{prefix}{key}.tar.zst")
         except OSError:
+            return False
+        if st.st_size != size or (st.st_uid != uid and str(st.st_uid) != sudo):
             return False
     return True
 

@@ -300,8 +300,11 @@ def _pattern_matcher(body: str, classes: bool = False):
     ).fullmatch
 
 
-def _union(positive: Sequence[_Alternative], negative: Sequence[_Alternative]):
-    """One fullmatch for the whole set: the positives, behind a lookahead refusing the negatives.
+def _union(
+    positive: Sequence[_Alternative], negative: Sequence[_Alternative], exact: Sequence[str] = ()
+):
+    """One fullmatch for the whole set: the positives, behind a lookahead refusing the negatives;
+    the `exact` paths before it, which no negation takes back.
 
     One regex call per path, not one per pattern: matching is keying's inner loop
     (docs/optimizations.md #10).
@@ -311,7 +314,8 @@ def _union(positive: Sequence[_Alternative], negative: Sequence[_Alternative]):
     pos = "|".join(f"(?:{a.regex})" for a in positive)
     neg = "|".join(f"(?:{a.regex})" for a in negative)
     guard = f"(?!(?:{neg})\\Z)" if neg else ""
-    return re.compile(f"(?s:{guard}(?:{pos}))").fullmatch
+    first = "".join(f"{re.escape(path)}|" for path in exact)
+    return re.compile(f"(?s:{first}{guard}(?:{pos}))").fullmatch
 
 
 def _never(_path: str) -> None:
@@ -392,10 +396,11 @@ class _Compiled(Struct, frozen=True):
     neg_alts: tuple[_Alternative, ...]
     fullmatch: Callable[[str], object]
     roots: tuple[str, ...]
+    exact: tuple[str, ...] = ()  # named outright, matched whatever the negations say
 
 
 @functools.lru_cache(maxsize=1024)
-def _compile_set(patterns: tuple[str, ...], classes: bool = False) -> _Compiled:
+def _compile_set(patterns: tuple[str, ...], classes: bool = False, walk: bool = False) -> _Compiled:
     positive: list[tuple[str, str]] = []
     pos_alts: list[_Alternative] = []
     neg_alts: list[_Alternative] = []
@@ -405,14 +410,36 @@ def _compile_set(patterns: tuple[str, ...], classes: bool = False) -> _Compiled:
             raise UsageError(f"invalid glob `{pattern}`", hint=reason)
         norm = normalise(pattern)
         if norm.startswith("!"):
-            neg_alts += _alternatives(norm[1:], classes)
+            alts = _alternatives(norm[1:], classes)
+            neg_alts += alts
+            if walk:  # turbo's walk skips a directory a negation matches, and all below it
+                neg_alts += [
+                    tree
+                    for a in alts
+                    if not a.literal and a.segments[-1:] != ("**",)
+                    for tree in _alternatives(a.text + "/**", classes)
+                ]
         else:
             positive.append((pattern, norm))
             pos_alts += _alternatives(norm, classes)
     roots = _dedupe_roots(a.head for a in pos_alts)
+    exact = _exact_paths(positive) if walk and neg_alts else ()
     return _Compiled(
-        tuple(positive), tuple(pos_alts), tuple(neg_alts), _union(pos_alts, neg_alts), roots
+        tuple(positive),
+        tuple(pos_alts),
+        tuple(neg_alts),
+        _union(pos_alts, neg_alts, exact),
+        roots,
+        exact,
     )
+
+
+def _exact_paths(positive: Sequence[tuple[str, str]]) -> tuple[str, ...]:
+    """The positive patterns that name one path outright (no `*`, `?`, `[` or `{`)."""
+    return tuple(norm for _written, norm in positive if norm and not _GLOB_SYNTAX.search(norm))
+
+
+_GLOB_SYNTAX = re.compile(r"[*?\[{]")
 
 
 # ---------------------------------------------------------------- the set
@@ -421,12 +448,15 @@ def _compile_set(patterns: tuple[str, ...], classes: bool = False) -> _Compiled:
 class GlobSet:
     """A list of project-relative patterns, `!` negations included, matched as one set."""
 
-    __slots__ = ("patterns", "turbo", "_c", "match")
+    __slots__ = ("patterns", "turbo", "walk", "_c", "match")
 
-    def __init__(self, patterns: Sequence[str], turbo: bool = False):
+    def __init__(self, patterns: Sequence[str], turbo: bool = False, walk: bool = False):
         self.patterns = tuple(patterns)
         self.turbo = turbo  # turbo.json's globs: character classes, and reaching what git ignores
-        self._c = _compile_set(self.patterns, turbo)
+        # turbo's explicit inputs, matched as its glob walk does: a path named outright is
+        # hashed whatever the negations say, and a negation matching a directory takes its tree
+        self.walk = walk
+        self._c = _compile_set(self.patterns, turbo, walk)
         # The raw matcher (truthy match object or None), for hot loops that skip the bool().
         self.match: Callable[[str], object] = self._c.fullmatch
 
@@ -456,7 +486,8 @@ class GlobSet:
         """Whether any path strictly below `dir` could be in the set; False lets a walker prune."""
         dir_segs = dir.split("/") if dir else []
         if any(_covers_tree(a, dir_segs) for a in self._c.neg_alts):
-            return False
+            below = dir + "/" if dir else ""
+            return any(path.startswith(below) for path in self._c.exact)
         return any(_reaches_below(a, dir_segs) for a in self._c.pos_alts)
 
     def covers(self, root: str) -> bool:
@@ -467,7 +498,7 @@ class GlobSet:
     def toward(self, entry: str) -> GlobSet | None:
         """The part of the set that reaches an ignored file or directory `entry` (see
         `_names_ignored`), negations kept; None when no pattern reaches it."""
-        return _toward(self.patterns, self.turbo, entry)
+        return _toward(self.patterns, self.turbo, entry, self.walk)
 
     def unmatched(self, rel_paths: Iterable[str]) -> tuple[str, ...]:
         """The positive patterns (as written) that match none of `rel_paths`."""
@@ -482,12 +513,14 @@ class GlobSet:
 
 
 @functools.lru_cache(maxsize=4096)
-def _toward(patterns: tuple[str, ...], turbo: bool, entry: str) -> GlobSet | None:
-    c = _compile_set(patterns, turbo)
+def _toward(
+    patterns: tuple[str, ...], turbo: bool, entry: str, walk: bool = False
+) -> GlobSet | None:
+    c = _compile_set(patterns, turbo, walk)
     segs = entry.split("/")
     reaching = [a.text for a in c.pos_alts if _names_ignored(a, segs, turbo)]
     if not reaching:
         return None
     if len(reaching) == len(c.pos_alts):
-        return GlobSet(patterns, turbo)
-    return GlobSet([*reaching, *("!" + a.text for a in c.neg_alts)], turbo)
+        return GlobSet(patterns, turbo, walk)
+    return GlobSet([*reaching, *("!" + a.text for a in c.neg_alts)], turbo, walk)

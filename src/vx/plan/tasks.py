@@ -59,9 +59,11 @@ class OutputSpec:
         ws_patterns: Sequence[str],
         query: InputQuery,
         members: frozenset[str] = frozenset(),
+        tracked: Callable[[str], bool] | None = None,
     ):
         self.project_dir = project_dir
         self.members = members
+        self.tracked = tracked
         self.patterns = tuple(patterns)
         self.globs = GlobSet(patterns) if patterns else None
         self.ws_globs = GlobSet(ws_patterns) if ws_patterns else None
@@ -109,7 +111,12 @@ class OutputSpec:
 
     def wipe(self, root: Path) -> None:
         if self.declares_files:
-            wipe_outputs(root, self.project_dir, self.globs, self.ws_globs, owns=self.owns)
+            wipe_outputs(root, self.project_dir, self.globs, self.ws_globs, owns=self._wipeable)
+
+    def _wipeable(self, path: str) -> bool:
+        """A file git tracks is a source (a committed `legacy.js` beside a compiler's `*.js`): the
+        task may overwrite it, a restore writes it back, but a wipe never deletes it."""
+        return self.owns(path) and not (self.tracked is not None and self.tracked(path))
 
     def allows(self, path: str) -> bool:
         """Whether a restore may write `path`: matched by the output globs, and `owns` it."""
@@ -485,6 +492,7 @@ def _task_plan(
             cfg.cache.output_workspace_files,
             query,
             members,
+            index.tracked if index.git else None,
         )
     timeout = cfg.exec.timeout_ms if cfg.exec.timeout_ms is not None else default_timeout
     retries = cfg.exec.retries if cfg.exec.retries is not None else (opts.retries or 0)
@@ -559,8 +567,14 @@ def _input_query(node: TaskNode, nested: tuple[str, ...]) -> InputQuery:
         return InputQuery(node.project_dir, GlobSet(["**"]), None, None, nested)
     turbo = cache.turbo_globs
     excluded = GlobSet(cache.output_files, turbo) if cache.output_files else None
-    ws_globs = GlobSet(cache.input_workspace_files, turbo) if cache.input_workspace_files else None
-    globs = GlobSet(cache.input_files, turbo)
+    # turbo walks for its explicit inputs: a file named outright is hashed whatever the negations
+    # say, and a negation matching a directory takes its tree; under `$TURBO_DEFAULT$` (the only
+    # case with a reach) the negations match files, and take back from everything
+    exact = turbo and cache.input_reach is None
+    ws_globs = (
+        GlobSet(cache.input_workspace_files, turbo, exact) if cache.input_workspace_files else None
+    )
+    globs = GlobSet(cache.input_files, turbo, exact)
     if not turbo:
         return InputQuery(node.project_dir, globs, ws_globs, excluded, nested)
     # turbo's globs see every file below the package, other packages' included: a root task's
@@ -574,8 +588,8 @@ def _input_query(node: TaskNode, nested: tuple[str, ...]) -> InputQuery:
 
 def late_tasks(graph: TaskGraph) -> dict[TaskId, bool]:
     """The tasks whose key is taken only once they are ready: True for a task with an
-    uncached task of its own project upstream — which may rewrite, add or delete its inputs, so
-    they are read again from disk — and False for one that only folds a late key (downstream of
+    uncached task of its own project (or of the root) upstream — which may rewrite, add or delete
+    its inputs, so they are read again from disk — and False for one that only folds a late key (downstream of
     one, groups included). Nothing else is late: the key taken up front stands."""
     writers: dict[TaskId, frozenset[str]] = {}  # project dirs with an uncached task upstream
     late: dict[TaskId, bool] = {}
@@ -590,7 +604,10 @@ def late_tasks(graph: TaskGraph) -> dict[TaskId, bool]:
         writers[tid] = above
         if _rewriter(node) and tid not in folded:
             continue  # an uncached task nothing depends on: no hit, no save and no dependant read its key
-        if (not node.is_group or node.config.cache is not None) and node.project_dir in above:
+        # the root's tree holds every project: an uncached root task may write any of them
+        if (not node.is_group or node.config.cache is not None) and (
+            node.project_dir in above or "" in above
+        ):
             late[tid] = True  # a task, or an implicit group keyed like one (its project's files)
         elif any(dep in late for dep in node.deps):
             late[tid] = False

@@ -23,9 +23,9 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from msgspec import Struct
+from msgspec import Struct, field, structs
 
-from vx.errors import EXIT_USAGE, VxError
+from vx.errors import EXIT_USAGE, ToolchainRefused, VxError
 from vx.events import Notice
 from vx.model import (
     Package,
@@ -86,7 +86,9 @@ class PluginError(VxError):
 class TaskView(Struct, frozen=True):
     """A task as hooks see it: `id` is `project#task`, `dir` its project's directory relative to
     the workspace root, `command` what runs (None for a group), `deps` the ids of the tasks it
-    waits for."""
+    waits for. `toolchain`, for an executor, is what the key says the task is built with, as
+    measured here: `node` (the `node -v` on its PATH) and each `inputs.runtime` probe's output
+    (`runtime:<command>:stdout`, `...:stderr`, `ws-runtime:` for the workspace's)."""
 
     id: str
     project: str
@@ -94,6 +96,7 @@ class TaskView(Struct, frozen=True):
     dir: str
     command: str | None
     deps: tuple[str, ...] = ()
+    toolchain: dict[str, str] = field(default_factory=dict)
 
 
 class ProjectView(Struct, frozen=True):
@@ -350,6 +353,8 @@ class Host:
         signature (vx.engine.executor.execute); None: vx runs it. An `accepts` that throws is
         warned once and that executor is asked no more."""
         view = task_view(node, plan)
+        if plan.record is not None and plan.record.runtime:
+            view = structs.replace(view, toolchain=dict(plan.record.runtime))
         for name, executor in self.executors:
             accepts = getattr(executor, "accepts", None)
             if accepts is not None:
@@ -1022,7 +1027,8 @@ def _shown(value: Any) -> str:
 def _offered(name: str, executor: Any, view: TaskView) -> Callable[..., Any]:
     """`executor.run(task, command, cwd, env, output)` as an awaitable `execute`: it runs in a
     worker thread, `output(data)` streams into the task's log, what it returns is the exit code,
-    and a throw is the task's failure, said in its log naming the plugin. Past the task's
+    and a throw is the task's failure, said in its log naming the plugin; (exit code, toolchain)
+    with a toolchain other than the key's raises `ToolchainRefused`. Past the task's
     `timeout_ms` the task ends as timed out, as a local command does; a thread cannot be
     stopped, so the call is left behind, its later output dropped. The thread is a daemon one:
     a call that never returns cannot hold vx's exit."""
@@ -1081,20 +1087,38 @@ def _offered(name: str, executor: Any, view: TaskView) -> Callable[..., Any]:
         except BaseException:
             over.set()
             raise
+        differs = None
         try:
             if thrown is not None:
                 raise thrown
+            if isinstance(code, tuple) and len(code) == 2 and isinstance(code[1], dict):
+                code, used = code  # the exit code, and the toolchain it was built with
+                differs = _differs(view.toolchain, used)
             if isinstance(code, bool) or not isinstance(code, int):
-                raise TypeError(f"run() returned {_shown(code)}, not an exit code")
+                raise TypeError(
+                    f"run() returned {_shown(code)}, not an exit code (or exit code, toolchain)"
+                )
         except _THROWN as exc:
             said = _failed(name, "executor", exc).message
             tell(LogChunk(2, f"vx: {said}\n".encode()))
-            code = 1
+            code, differs = 1, None
         await asyncio.sleep(0)  # the output the worker thread queued is told before the end
         over.set()
+        if differs is not None:
+            raise ToolchainRefused(f"plugin '{name}' built {view.id} with {differs}")
         return ProcessResult(code, (time.monotonic() - started) * 1000, tuple(log))
 
     return execute
+
+
+def _differs(keyed: Mapping[str, str], used: Mapping[Any, Any]) -> str | None:
+    """The first entry of the key's toolchain that an executor's report gives another value,
+    said as `node v18.20.0, the key has v20.11.1`; what the report leaves out is trusted."""
+    for label, want in keyed.items():
+        got = used.get(label)
+        if got is not None and str(got).strip() != want:
+            return f"{label} {str(got).strip()}, the key has {want}"
+    return None
 
 
 class PluginLayer:

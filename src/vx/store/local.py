@@ -25,6 +25,7 @@ from vx.errors import FDS_HINT, EnvironmentFailure, OutOfFds
 from vx.model import LogChunk, OutputFile
 from vx.store import archive, packing, rows, unpacking
 from vx.store.archive import ArchiveError
+from vx.store.location import foreign
 from vx.store.rows import chunked, marks
 from vx.witness import output_stat
 
@@ -172,6 +173,7 @@ class LocalStore:
         self._root_key = str(self.root)
         self._root_prefix = os.path.join(self._root_key, "")
         self._artifact_prefix = os.path.join(str(self.cache_dir), "")
+        self._uid = os.getuid()
         self._cache_rel = _inside(str(self.cache_dir), self._root_key)
         self._lock = threading.Lock()
         self._accessed: set[str] = set()
@@ -342,10 +344,13 @@ class LocalStore:
         return hits
 
     def _artifact_size(self, key: str) -> int | None:
+        """Its size; -1 (never a row's, so a miss that keeps the row) for an artifact of another
+        user's: whoever wrote it decides what a hit restores (`location.foreign`)."""
         try:
-            return os.stat(self._artifact_prefix + key + ".tar.zst").st_size
+            st = os.stat(self._artifact_prefix + key + ".tar.zst")
         except OSError:
             return None
+        return st.st_size if st.st_uid == self._uid or foreign(st) is None else -1
 
     def _select(self, keys: Sequence[str]) -> tuple[list[tuple], dict[str, tuple[list, list]]]:
         """Entry rows, and per key its output files with this workspace's stamps, in IN-list batches."""

@@ -82,7 +82,8 @@ _DB_SUFFIXES = ("-wal", "-shm", "-journal")
 def refuse_linked_state(root: Path, cache: Path) -> None:
     """Refuse a workspace where `.vx`, a directory or file vx keeps in it, or a cache dir inside
     the workspace (and any directory on the way to it) is a symlink, or a directory of these is
-    not one: a WorkspaceError naming the path. A few lstats, no read."""
+    not one, or any of them is another user's (`foreign`): a WorkspaceError naming the path.
+    A few lstats, no read."""
     paths = [root / name for name in _STATE]
     try:
         inside = cache.relative_to(root).parts
@@ -107,7 +108,17 @@ def refuse_linked_state(root: Path, cache: Path) -> None:
         elif path in dirs and not stat.S_ISDIR(st.st_mode):
             what = "not a directory: vx keeps its own state there"
         else:
-            continue
+            owner = foreign(st)
+            if owner is None or _git_trusts(root, st.st_uid):
+                continue
+            rel = path.relative_to(root).as_posix()
+            raise WorkspaceError(
+                f"{rel} is {owner}: vx would restore what its cache holds as this machine's own"
+                " builds",
+                facts=(f"path: {path}",),
+                hint=f"if you trust whoever wrote it, `chown -R $(id -u) {rel}`; otherwise remove"
+                f" it (`rm -rf {rel}`)",
+            )
         rel = path.relative_to(root).as_posix()
         raise WorkspaceError(
             f"{rel} is {what}",
@@ -115,6 +126,57 @@ def refuse_linked_state(root: Path, cache: Path) -> None:
             hint=f"remove it (`rm {rel}`; if git tracks it, `git rm --cached {rel}` and commit);"
             " to keep the cache elsewhere, pass --cache-dir or set VX_CACHE_DIR",
         )
+
+
+_TRUSTED_UIDS: set[int] = set()  # owners a `safe.directory` entry vouched for, this process
+
+
+def _git_trusts(root: Path, owner: int) -> bool:
+    """Whether the user told git to trust this repository whoever owns it (`safe.directory` in
+    the global or system config: `*`, the root, or a `dir/*` prefix of it), as a container
+    build over a mounted checkout does; then vx takes its state as git takes its objects.
+    Asked only on the refusal path, so a usual run spawns nothing."""
+    import subprocess
+
+    try:
+        proc = subprocess.run(
+            ["git", "config", "--get-all", "safe.directory"],
+            cwd="/",  # git reads safe.directory only from the global and system config
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    here, trusted = os.path.realpath(root), False
+    for entry in proc.stdout.splitlines():
+        entry = entry.strip()
+        if not entry:  # an empty value resets the list (git's rule)
+            trusted = False
+        elif entry == "*":
+            trusted = True
+        elif entry.endswith("/*"):
+            trusted |= (here + "/").startswith(os.path.realpath(entry[:-2]) + "/")
+        else:
+            trusted |= os.path.realpath(os.path.expanduser(entry)) == here
+    if trusted:
+        _TRUSTED_UIDS.add(owner)
+    return trusted
+
+
+def foreign(st: os.stat_result) -> str | None:
+    """Why vx must not take a path of its own state as its own — another user owns it — or
+    None. As git refuses a repository another user owns: whoever wrote vx's state decides what
+    its cache hits restore, and an archive unpacked by root, or a directory on a shared disk,
+    keeps the owner it came with. (Not the mode: under `umask 0` vx's own files are
+    world-writable, and a file another user adds is theirs, which this catches.)"""
+    uid = os.getuid()
+    if st.st_uid == uid or (uid == 0 and str(st.st_uid) == os.environ.get("SUDO_UID")):
+        return None  # as git: `sudo vx` may read the state of the user who ran sudo
+    if st.st_uid in _TRUSTED_UIDS:
+        return None  # its state passed `_git_trusts` in this run
+    return f"owned by uid {st.st_uid}, not by the user running vx (uid {uid})"
 
 
 def refuse_shipped_state(index: FileIndex, root: Path, cache: Path) -> None:

@@ -6,8 +6,9 @@ identities, and a write there per run would make every next replay read the inde
 replay writes no SQLite either: it appends its record to `runs.pending` (one `write` under the
 run lock), and the next run that records, or `vx last`, folds those in first.
 
-Stdlib only, values in and out; sqlite3 is imported where a database is opened, so the replay
-(which only appends) never loads it.
+Stdlib only, values in and out; sqlite3 is imported where a database is opened, and the fold's
+decoder (`vx.store.pending`, msgspec's) where the pending file is read, so the replay (which only
+appends) loads neither.
 """
 
 from __future__ import annotations
@@ -203,18 +204,16 @@ def append_pending(
     cache_dir: str, invocation: Sequence[Any], rows: Sequence[Sequence[Any]]
 ) -> None:
     """Append one run (an invocation row and its task rows, in column order) to `runs.pending`,
-    as one length-prefixed `marshal` record in one `write`; past FOLD_AT bytes, fold the file
-    into the database, so it stays bounded however long replays go on. Raises OSError."""
-    import marshal
-
-    data = marshal.dumps([list(invocation), [list(r) for r in rows]])
+    as one JSON line in one `write`; past FOLD_AT bytes, fold the file into the database, so it
+    stays bounded however long replays go on. Raises OSError."""
+    data = _json_line([list(invocation), [list(r) for r in rows]])
     fd = os.open(
         os.path.join(cache_dir, PENDING),
         os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC,
         0o600,
     )
     try:
-        os.write(fd, len(data).to_bytes(4, "little") + data)
+        os.write(fd, data)
         size = os.fstat(fd).st_size
     finally:
         os.close(fd)
@@ -225,26 +224,39 @@ def append_pending(
             pass
 
 
-def _pending(path: str) -> list:
-    """The runs in a pending file; a torn last record (a crash mid-write) is left out."""
-    import marshal
+def _json_line(value: list) -> bytes:
+    """`value` as one line of JSON, by the C encoder `json.dumps` itself uses (`_json`), without
+    `json`'s package, whose decoder's regexes cost a replay `re`."""
+    try:
+        from _json import encode_basestring_ascii, make_encoder
+    except ImportError:
+        import json
 
+        return json.dumps(value, separators=(",", ":")).encode() + b"\n"
+
+    def refuse(item):
+        raise TypeError(f"not a history value: {type(item).__name__}")
+
+    encode = make_encoder(None, refuse, encode_basestring_ascii, None, ":", ",", False, False, True)
+    return "".join(encode(value, 0)).encode("ascii") + b"\n"
+
+
+PENDING_LIMIT = 64 * FOLD_AT  # replays fold the file long before this: a bigger one is not theirs
+
+
+def _pending(path: str) -> list:
+    """The runs in a pending file: each whole line that decodes as one (`vx.store.pending`).
+    A file past PENDING_LIMIT is not one replays wrote, and none of it is read."""
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            data = f.read(PENDING_LIMIT + 1)
     except OSError:
         return []
-    out, at = [], 0
-    while at + 4 <= len(data):
-        size = int.from_bytes(data[at : at + 4], "little")
-        if at + 4 + size > len(data):
-            break
-        try:
-            out.append(marshal.loads(data[at + 4 : at + 4 + size]))
-        except (EOFError, ValueError, TypeError):
-            break
-        at += 4 + size
-    return out
+    if len(data) > PENDING_LIMIT:
+        return []
+    from vx.store.pending import runs_in
+
+    return runs_in(data)
 
 
 def connect(cache_dir: str, create: bool = True):

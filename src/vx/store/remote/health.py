@@ -11,6 +11,7 @@ does a server whose capabilities vx cannot use; one that takes no writes turns u
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import Counter
@@ -85,6 +86,10 @@ class Health:
         return pending
 
     def tell(self, message: str, level: str = "warning") -> None:
+        from vx.engine.masking import mask_text, secrets_of
+
+        # a server's reason may quote what it was sent: a header value, the token
+        message = mask_text(message, secrets_of(os.environ)) or ""
         with self._lock:
             self._pending.append((message, level))
             wake, direct = self._wake, self._say is not None and self._wake is None

@@ -186,9 +186,11 @@ class RemoteExecutor:
         on_stage: Callable[[str], None] | None = None,
         fetch: bool = True,
         grafted: Iterable[Listing] = (),
+        skip_cache_lookup: bool = False,
     ) -> Outcome:
         """`fetch=False` leaves the outputs on the server (`Outcome.listing`); `grafted` are
-        upstream outputs left there, put into the input root by digest."""
+        upstream outputs left there, put into the input root by digest; `skip_cache_lookup`
+        asks a worker even when the server's action cache has a result."""
         with _as_exec_failure():
             return self._run(
                 root,
@@ -203,6 +205,7 @@ class RemoteExecutor:
                 on_stage,
                 fetch,
                 tuple(grafted),
+                skip_cache_lookup or self.skip_cache_lookup,
             )
 
     # ------------------------------------------------------------ one action
@@ -226,6 +229,7 @@ class RemoteExecutor:
         on_stage,
         fetch,
         grafted,
+        skip_cache_lookup,
     ) -> Outcome:
         blobs: dict[str, _Blob] = {}
         root_digest = _input_root(root, inputs, project_dir, blobs, grafted)
@@ -251,7 +255,9 @@ class RemoteExecutor:
         self._upload(root, blobs)
         watch = _Watch(self.quiet_s, self.queue_s)
         try:
-            response = self._execute(action_digest, on_stage, watch, tuple(sorted(platform)))
+            response = self._execute(
+                action_digest, on_stage, watch, tuple(sorted(platform)), skip_cache_lookup
+            )
         finally:
             watch.close()
         if response.status.code == grpc.StatusCode.DEADLINE_EXCEEDED.value[0]:
@@ -277,14 +283,14 @@ class RemoteExecutor:
             listing=listing,
         )
 
-    def _execute(self, action_digest, on_stage, watch: _Watch, platform):
+    def _execute(self, action_digest, on_stage, watch: _Watch, platform, skip_cache_lookup):
         """Execute, then WaitExecution on the operation's name whenever the stream ends early.
         `watch` bounds the silence (one re-attach asks a quiet server where the action is; a
         second silence means it is gone) and the time in the queue."""
         request = re_pb.ExecuteRequest(
             instance_name=self.instance,
             action_digest=action_digest,
-            skip_cache_lookup=self.skip_cache_lookup,
+            skip_cache_lookup=skip_cache_lookup,
         )
         name, dropped, last_stage, probing = "", 0, 0, False
         call = self.layer.channel.unary_stream(
