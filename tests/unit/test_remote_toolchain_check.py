@@ -112,3 +112,29 @@ def test_the_worker_trims_a_probe_as_the_key_did(tmp_path_factory, text):
 @pytest.mark.feature("RC-10")
 def test_a_key_without_runtime_sends_the_command_alone():
     assert guarded("echo built", "packages/a", ()) == "echo built"
+
+
+@pytest.mark.feature("RC-10")
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs a PID namespace, which needs root")
+def test_a_probe_never_writes_through_a_name_planted_in_the_workers_tmp(tmp_path):
+    """Item: review of the remote toolchain check. The probe's stderr went to
+    `$TMPDIR/vx-probe.$$`, a name anyone sharing the worker's /tmp can guess and plant as a
+    symlink: the check truncated and wrote the file it points at (and read the planter's text as
+    the probe's). The shell here is pid 1 of its own PID namespace, so `$$` is known."""
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    (shared / "vx-probe.1").symlink_to(victim)
+    runtime = (("runtime:echo oops >&2:stdout", ""), ("runtime:echo oops >&2:stderr", "oops"))
+    script = guarded("echo built", "", runtime)
+    proc = subprocess.run(
+        ["unshare", "--pid", "--fork", "/bin/sh", "-c", script],
+        cwd=tmp_path,
+        env={"PATH": os.defpath, "TMPDIR": str(shared)},
+        capture_output=True,
+        timeout=60,
+    )
+    assert victim.read_text() == "precious\n"
+    assert (proc.returncode, proc.stdout) == (0, b"built\n"), proc.stderr
+    assert sorted(p.name for p in shared.iterdir()) == ["vx-probe.1"]  # nothing left behind

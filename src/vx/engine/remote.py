@@ -301,7 +301,9 @@ def mismatch(outcome: Any) -> str | None:
 # The check's shell functions: `vx_no` refuses (exit MISMATCH_EXIT, after MISMATCH_MARK);
 # `vx_trim` trims as the probes here do (it differs from Python's strip() only on Unicode
 # spaces: a refusal, never a false match); `vx_p` runs a probe again in a directory and
-# compares its stdout and stderr, naming the first line of each when they differ.
+# compares its stdout and stderr, naming the first line of each when they differ. The probe's
+# stderr goes to a file in a directory only the check made (mktemp -d, else mkdir, which fails on
+# any name already there): others sharing the worker's /tmp could plant a guessable name.
 _CHECK = r"""vx_no() { printf 'vx-toolchain: %s\n' "$1" >&2; exit 97; }
 vx_nl='
 '
@@ -311,11 +313,15 @@ vx_trim() {
   while :; do case $vx_t in *[[:space:]]) vx_t=${vx_t%?} ;; *) break ;; esac; done
 }
 vx_p() {
-  vx_e=${TMPDIR:-/tmp}/vx-probe.$$
+  vx_d=$(umask 077 && mktemp -d "${TMPDIR:-/tmp}/vx-probe.XXXXXX" 2>/dev/null) || {
+    vx_d=${TMPDIR:-/tmp}/vx-probe.$$
+    mkdir -m 700 "$vx_d" 2>/dev/null || vx_no "no private temporary directory on the worker"
+  }
+  vx_e=$vx_d/stderr
   vx_o=$(cd "$1" && sh -c "$2" 2>"$vx_e" </dev/null)
   vx_r=$?
   vx_trim "$vx_o"; vx_o=$vx_t
-  vx_trim "$(cat "$vx_e" 2>/dev/null)"; rm -f "$vx_e"
+  vx_trim "$(cat "$vx_e" 2>/dev/null)"; rm -f "$vx_e"; rmdir "$vx_d" 2>/dev/null
   [ "$vx_r" = 0 ] || vx_no "the runtime input \`$2\` exits with $vx_r on the worker"
   vx_w=${vx_o%%"$vx_nl"*} vx_k=${3%%"$vx_nl"*}
   [ "$vx_o" = "$3" ] || vx_no "the runtime input \`$2\` prints $vx_w on the worker, the key has $vx_k"
