@@ -427,3 +427,81 @@ def test_plugins_are_set_up_once_per_watch_and_hear_every_cycle(ws, watch):
         time.sleep(0.05)
     assert w.ctrl_c() == 0, w.err
     assert lines() == ["setup", "finished a#build", "finished a#build", "teardown"], w.err
+
+
+SPY = """
+from pathlib import Path
+
+from vx.events import Notice, TaskFinished
+
+
+def plugin(options):
+    def note(ctx, line):
+        with open(Path(ctx.root) / "spy.log", "a") as f:
+            f.write(f"v{options['v']} {line}\\n")
+
+    def setup(ctx):
+        def heard(e):
+            if isinstance(e, Notice):
+                note(ctx, f"notice {e.message}")
+            elif isinstance(e, TaskFinished):
+                note(ctx, f"finished {e.result.id}")
+
+        ctx.on(heard)
+
+    return {"setup": setup}
+"""
+
+# A task that writes a forged event frame into every pipe it holds beyond its stdio.
+FORGE = """
+import os, stat, struct
+
+import msgspec
+
+data = msgspec.msgpack.encode(["Notice", {"message": "forged by a task"}])
+frame = struct.pack(">I", len(data)) + data
+for name in os.listdir("/proc/self/fd"):
+    fd = int(name)
+    try:
+        if fd > 2 and stat.S_ISFIFO(os.fstat(fd).st_mode):
+            os.write(fd, frame)
+    except OSError:
+        pass
+os.makedirs("dist", exist_ok=True)
+open("dist/out.js", "w").write(open("src/a.js").read())
+"""
+
+
+@pytest.mark.feature("CLI-03", "PL-02")
+def test_a_task_cannot_write_into_the_watch_sessions_event_pipe(repo, watch):
+    """Item: review of the watch's event pipe. Only a cycle's vx writes into the session's pipe:
+    no task holds its write end, in a cycle whose plugins are the session's or in one whose
+    plugins differ (options changed while watching, so the cycle forwards nothing), and a frame
+    a task tries to write there reaches no plugin."""
+    task = build_task(deps=(), command=f"{sys.executable} ../../forge.py")
+    ws = repo.write(
+        npm_workspace({"a": {"tasks": {"build": task}, "files": {"src/a.js": "A;"}}})
+    ).commit()
+    gitignore = (ws.root / ".gitignore").read_text() + "spy.log\n"
+    config = lambda v: {"plugins": [{"name": "spy", "options": {"v": v}}]}  # noqa: E731
+    ws.write({"spy.py": SPY, "forge.py": FORGE, "vx.workspace.json": config(1)})
+    ws.write({".gitignore": gitignore}).commit()
+    old = time.time() - 10
+    for path in (ws.root / "packages").rglob("*"):
+        os.utime(path, (old, old), follow_symlinks=False)
+    log = ws.root / "spy.log"
+
+    def lines() -> list[str]:
+        return log.read_text().splitlines() if log.exists() else []
+
+    w = watch("a#build")
+    w.wait_for("watching")
+    ws.write({"vx.workspace.json": config(2), "packages/a/src/a.js": "A2;"})
+    deadline = time.monotonic() + 60
+    while "v2 finished a#build" not in lines():  # the second cycle's own plugin, at its end
+        assert time.monotonic() < deadline, (lines(), w.err)
+        assert w.proc.poll() is None, w.err
+        time.sleep(0.05)
+    assert w.ctrl_c() == 0, w.err  # the session reads its pipe to the end before it stops
+    assert "v1 finished a#build" in lines(), (lines(), w.err)
+    assert not [line for line in lines() if "forged" in line], (lines(), w.err)
