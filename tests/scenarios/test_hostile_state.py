@@ -244,3 +244,37 @@ def test_a_checkout_git_is_told_to_trust_keeps_its_cache(repo, tmp_path):
     config.write_text(f"[safe]\n\tdirectory = {repo.root}\n\tdirectory =\n")  # reset: untrusted
     again = repo.vx("run", "build", env=env)
     assert again.code == 2 and "owned by uid 4242" in again.err, again.err
+
+
+@pytest.mark.feature("LC-02")
+@needs_root
+def test_a_repositorys_own_config_cannot_vouch_for_it(repo):
+    """Item: review of the safe.directory acceptance. git reads `safe.directory` only from the
+    system, global and command-line config, never from the repository's own: the owner of the
+    checkout writes that one. vx asked `git config` from / so as not to read it, but with
+    `GIT_DIR` naming the repository (a hook, a script) it read the repository's entry and took
+    the foreign-owned state as this user's."""
+    one_package(repo).commit()
+    assert repo.vx("run", "build", env={"VX_SHARED_STORE": "0"}).code == 0
+    repo.git("config", "--local", "--add", "safe.directory", "*")
+    chown_tree(repo.root, 4242)
+    env = {"VX_SHARED_STORE": "0", "GIT_DIR": str(repo.root / ".git")}
+    res = repo.vx("run", "build", env=env)
+    assert res.code == 2 and "owned by uid 4242" in res.err, res.err
+    assert "Traceback" not in res.err, res.err
+
+
+@pytest.mark.feature("LC-02")
+@needs_root
+def test_a_relative_safe_directory_vouches_for_nothing(repo, tmp_path):
+    """Item: review of the safe.directory acceptance. git matches an entry against the
+    repository's absolute path, so `safe.directory = .` trusts nothing; vx resolved it from its
+    own working directory and so trusted whatever checkout it was run in."""
+    one_package(repo).commit()
+    assert repo.vx("run", "build", env={"VX_SHARED_STORE": "0"}).code == 0
+    chown_tree(repo.root, 4242)
+    config = tmp_path / "gitconfig"
+    config.write_text("[safe]\n\tdirectory = .\n")
+    res = repo.vx("run", "build", env={"VX_SHARED_STORE": "0", "GIT_CONFIG_GLOBAL": str(config)})
+    assert res.code == 2 and "owned by uid 4242" in res.err, res.err
+    assert "Traceback" not in res.err, res.err

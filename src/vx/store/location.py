@@ -133,14 +133,15 @@ _TRUSTED_UIDS: set[int] = set()  # owners a `safe.directory` entry vouched for, 
 
 def _git_trusts(root: Path, owner: int) -> bool:
     """Whether the user told git to trust this repository whoever owns it (`safe.directory` in
-    the global or system config: `*`, the root, or a `dir/*` prefix of it), as a container
+    the global, system or command-line config, as git reads it: `*`, the root, or a `dir/*`
+    prefix of it; never the repository's own, whose owner wrote it), as a container
     build over a mounted checkout does; then vx takes its state as git takes its objects.
     Asked only on the refusal path, so a usual run spawns nothing."""
     import subprocess
 
     try:
         proc = subprocess.run(
-            ["git", "config", "--get-all", "safe.directory"],
+            ["git", "config", "--show-scope", "--get-all", "safe.directory"],
             cwd="/",  # git reads safe.directory only from the global and system config
             capture_output=True,
             text=True,
@@ -150,15 +151,20 @@ def _git_trusts(root: Path, owner: int) -> bool:
     except (OSError, subprocess.SubprocessError):
         return False
     here, trusted = os.path.realpath(root), False
-    for entry in proc.stdout.splitlines():
+    for line in proc.stdout.splitlines():
+        scope, _, entry = line.partition("\t")
+        if scope not in ("system", "global", "command"):
+            continue  # a repository's own config (GIT_DIR may name it): its owner wrote that
         entry = entry.strip()
         if not entry:  # an empty value resets the list (git's rule)
             trusted = False
         elif entry == "*":
             trusted = True
         elif entry.endswith("/*"):
-            trusted |= (here + "/").startswith(os.path.realpath(entry[:-2]) + "/")
-        else:
+            prefix = os.path.expanduser(entry[:-2]) or "/"
+            if os.path.isabs(prefix):  # git matches absolute paths: `./*` trusts nothing
+                trusted |= (here + "/").startswith(os.path.realpath(prefix).rstrip("/") + "/")
+        elif os.path.isabs(os.path.expanduser(entry)):  # `.` is not where vx happens to run
             trusted |= os.path.realpath(os.path.expanduser(entry)) == here
     if trusted:
         _TRUSTED_UIDS.add(owner)
