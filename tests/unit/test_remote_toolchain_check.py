@@ -29,13 +29,15 @@ def fake_node(tmp_path: Path, version: str) -> Path:
     return bin_dir
 
 
-def run(tmp_path: Path, script: str, path: str, project: str = "packages/a") -> Outcome:
+def run(
+    tmp_path: Path, script: str, path: str, project: str = "packages/a", env: dict | None = None
+) -> Outcome:
     cwd = tmp_path / "root" / project
     cwd.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run(
         ["/bin/sh", "-c", script],
         cwd=cwd,
-        env={"PATH": path},
+        env={**(env or {}), "PATH": path},
         capture_output=True,
         timeout=60,
     )
@@ -138,3 +140,23 @@ def test_a_probe_never_writes_through_a_name_planted_in_the_workers_tmp(tmp_path
     assert victim.read_text() == "precious\n"
     assert (proc.returncode, proc.stdout) == (0, b"built\n"), proc.stderr
     assert sorted(p.name for p in shared.iterdir()) == ["vx-probe.1"]  # nothing left behind
+
+
+@pytest.mark.feature("RC-10")
+def test_the_command_sees_its_environment_as_shipped_whatever_the_check_sets(tmp_path):
+    """Item: review of the remote toolchain check. The check's shell variables (vx_k, vx_t, ...)
+    were set in the shell that then runs the command: a variable of the task's environment of
+    one of those names reached the command with the check's value instead of its own."""
+    bin_dir = fake_node(tmp_path, "v20.1.0")
+    probe = "echo probed"
+    runtime = (
+        ("node", "v20.1.0"),
+        (f"runtime:{probe}:stdout", "probed"),
+        (f"runtime:{probe}:stderr", ""),
+    )
+    names = ("vx_k", "vx_n", "vx_t", "vx_o", "vx_e", "vx_r", "vx_w", "vx_d", "vx_nl")
+    command = "".join(f'printf "%s|" "${name}"; ' for name in names)
+    env = {name: f"mine-{name}" for name in names}
+    got = run(tmp_path, guarded(command, "packages/a", runtime), f"{bin_dir}:/bin", env=env)
+    assert got.stdout.decode() == "".join(f"mine-{name}|" for name in names), got.stderr
+    assert got.exit_code == 0 and mismatch(got) is None

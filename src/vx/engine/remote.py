@@ -344,7 +344,7 @@ def guarded(command: str, project_dir: str, runtime: tuple[tuple[str, str], ...]
 
     q = shlex.quote
     root = "/".join(".." for _ in project_dir.split("/")) if project_dir else "."
-    lines = [_CHECK]
+    lines = ["(\n", _CHECK]
     values = dict(runtime)
     node = values.get("node")
     if node is not None:
@@ -360,7 +360,9 @@ def guarded(command: str, project_dir: str, runtime: tuple[tuple[str, str], ...]
                 probe = label[len(kind) : -len(":stdout")]
                 err = values.get(f"{kind}{probe}:stderr", "")
                 lines.append(f"vx_p {q(where)} {q(probe)} {q(values[label])} {q(err)}\n")
-    return "".join(lines) + f"exec /bin/sh -c {q(command)}"
+    # In a subshell: what the check sets (its functions, its variables, some of which a task's
+    # environment may also name) goes with it, and the command starts from the shell as shipped.
+    return "".join(lines) + f") || exit $?\nexec /bin/sh -c {q(command)}"
 
 
 def shipped_env(node: TaskNode, plan: TaskPlan, default_path: str) -> dict[str, str]:
