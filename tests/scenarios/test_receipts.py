@@ -887,3 +887,19 @@ def test_a_replay_runs_git_without_the_optional_index_lock(ws, tmp_path):
     assert replays.get("config", "0") == "0"  # stopped, perhaps before its wrapper logged a line
     assert [words[0] for words in lines if words[1] == "status"] == ["unset"]  # the pipeline's own
     assert not (ws.root / ".git" / "index.lock").exists()
+
+
+@pytest.mark.feature("LC-12")
+def test_a_relative_cache_home_keeps_the_receipt_key_out_of_the_workspace(ws, tmp_path):
+    """Item: review of the receipt key. `XDG_CACHE_HOME=.cache` (as a CI job may set it) put the
+    receipt key and the digest seed under the directory vx ran in, in the workspace — where an
+    archive or a CI cache of the tree takes them — and made a new key in each directory run
+    from. As the XDG rule says, a relative XDG_CACHE_HOME is ignored: the key is in the home's."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"HOME": str(home), "XDG_CACHE_HOME": ".cache"}
+    settle(ws, env=env)
+    again, replayed = run(ws, env=env)
+    assert again.code == 0 and replayed, again.err
+    assert not (ws.root / ".cache").exists()
+    assert {"digest-seed", "receipt-key"} <= {p.name for p in (home / ".cache" / "vx").iterdir()}

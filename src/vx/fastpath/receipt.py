@@ -133,16 +133,28 @@ def _mac(data) -> bytes | None:
 _KEY: list[bytes | None] = []
 
 
+def _cache_home() -> str | None:
+    """`$XDG_CACHE_HOME`, or `~/.cache` when it is unset or relative (the XDG rule); None without
+    a home either. A relative one would put this user's secrets under whatever directory vx runs
+    in, the workspace."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if os.path.isabs(base):
+        return base
+    home = os.path.expanduser("~")  # "~" itself when neither HOME nor the passwd entry says
+    return os.path.join(home, ".cache") if os.path.isabs(home) else None
+
+
 def _key() -> bytes | None:
     """This user's receipt key: 32 random bytes in `$XDG_CACHE_HOME/vx/receipt-key`, made on first
     use, beside the digest seed. A file that is not this user's own, owner-only regular file
     counts as none, and so does one that cannot be made: then receipts are off."""
     if not _KEY:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        path = os.path.join(base, "vx", "receipt-key")
-        key = _read_key(path)
-        if key is None and not os.path.lexists(path):
-            key = _make_key(path)
+        base, key = _cache_home(), None
+        if base is not None:
+            path = os.path.join(base, "vx", "receipt-key")
+            key = _read_key(path)
+            if key is None and not os.path.lexists(path):
+                key = _make_key(path)
         _KEY.append(key)
     return _KEY[0]
 
@@ -226,24 +238,26 @@ def _seed() -> int:
     """The user's digest seed: 8 random bytes in `$XDG_CACHE_HOME/vx/digest-seed` (owner-only),
     made on first use; 0 where no such file can be kept."""
     if not _SEED:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        path = os.path.join(base, "vx", "digest-seed")
-        seed = 0
-        try:
-            with open(path, "rb") as f:
-                seed = int.from_bytes(f.read(8), "little")
-        except OSError:
-            try:
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                with os.fdopen(fd, "wb") as f:
-                    data = os.urandom(8)
-                    f.write(data)
-                seed = int.from_bytes(data, "little")
-            except OSError:
-                pass  # another process made it first (read it next time), or nowhere to keep one
-        _SEED.append(seed)
+        base = _cache_home()
+        _SEED.append(0 if base is None else _seed_in(os.path.join(base, "vx", "digest-seed")))
     return _SEED[0]
+
+
+def _seed_in(path: str) -> int:
+    try:
+        with open(path, "rb") as f:
+            return int.from_bytes(f.read(8), "little")
+    except OSError:
+        pass
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            data = os.urandom(8)
+            f.write(data)
+        return int.from_bytes(data, "little")
+    except OSError:
+        return 0  # another process made it first (read it next time), or nowhere to keep one
 
 
 def paths_hold(body: dict) -> bool:
