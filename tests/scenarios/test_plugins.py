@@ -475,6 +475,17 @@ def test_a_cache_hook_is_the_remote_layer_and_a_broken_one_is_a_miss(repo, tmp_p
     assert "plugin 'shelf' failed in its cache's `get`: OSError: the shelf is gone" in broken.err
 
 
+def two_shelves(repo, tmp_path):
+    """A workspace with two plugin cache layers, each a directory of entries: (first, second)."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    plugins = [
+        {"name": "shelf", "options": {"dir": str(one)}},
+        {"name": "shelf2", "options": {"dir": str(two)}},
+    ]
+    workspace(repo, plugins, {"shelf": SHELF, "shelf2": SHELF})
+    return one, two
+
+
 @pytest.mark.feature("PL-02", "PL-04")
 def test_cache_layers_chain_in_declaration_order_before_the_local_floor(repo, tmp_path):
     """Two plugins' cache layers are both asked: a save reaches each, and an entry only the
@@ -482,12 +493,7 @@ def test_cache_layers_chain_in_declaration_order_before_the_local_floor(repo, tm
     winning)."""
     import shutil
 
-    one, two = tmp_path / "one", tmp_path / "two"
-    plugins = [
-        {"name": "shelf", "options": {"dir": str(one)}},
-        {"name": "shelf2", "options": {"dir": str(two)}},
-    ]
-    workspace(repo, plugins, {"shelf": SHELF, "shelf2": SHELF})
+    one, two = two_shelves(repo, tmp_path)
     env = {"VX_SHARED_STORE": "0"}
     first = repo.vx("run", "build", env=env)
     assert first.code == 0 and first.statuses()["a#build"] == ("success", "miss"), first.err
@@ -509,12 +515,7 @@ def test_a_hit_a_later_layer_serves_is_copied_back_to_the_earlier_ones(repo, tmp
     not copied back to earlier plugin layers)."""
     import shutil
 
-    one, two = tmp_path / "one", tmp_path / "two"
-    plugins = [
-        {"name": "shelf", "options": {"dir": str(one)}},
-        {"name": "shelf2", "options": {"dir": str(two)}},
-    ]
-    workspace(repo, plugins, {"shelf": SHELF, "shelf2": SHELF})
+    one, two = two_shelves(repo, tmp_path)
     env = {"VX_SHARED_STORE": "0"}
     key = repo.vx("run", "build", env=env).task("a#build")["hash"]
     (one / key).unlink()

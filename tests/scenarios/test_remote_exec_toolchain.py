@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import Repo
 from reapi_servers import ExecStack
+from test_remote_exec import one_task
 
 OTHER_NODE = "v18.20.0"
 
@@ -64,28 +65,7 @@ def leases(worker: subprocess.Popen) -> int:
 
 def node_task(repo: Repo) -> None:
     """One remote task whose output says which Node built it."""
-    repo.write(
-        {
-            "package.json": {"name": "root", "private": True, "workspaces": ["packages/*"]},
-            "packages/a/package.json": {"name": "a", "version": "1.0.0"},
-            "packages/a/src/in.txt": "input\n",
-            "packages/a/vx.config.json": {
-                "tasks": {
-                    "build": {
-                        "exec": {
-                            "command": "mkdir -p dist && node -v > dist/node.txt "
-                            "&& cp src/in.txt dist/out.txt",
-                            "remote": True,
-                        },
-                        "cache": {
-                            "inputs": {"files": ["src/**", "package.json"]},
-                            "outputs": {"files": ["dist/**"]},
-                        },
-                    }
-                }
-            },
-        }
-    ).commit()
+    one_task(repo, "mkdir -p dist && node -v > dist/node.txt && cp src/in.txt dist/out.txt")
 
 
 @pytest.mark.feature("RC-10")

@@ -310,3 +310,91 @@ def test_a_root_rewriter_keys_every_project_downstream_late(repo):
     assert res.code == 0, res.err
     assert res.statuses()["app#build"] == ("success", "miss")
     assert (repo.root / "packages/app/dist/out.js").read_text() == "A;GEN2;"
+
+
+# api's codegen: writes packages/web/src/gen.js from the workspace's schema (schema/value.txt at
+# the root), which is outside api's project and so outside generate's key: a change to api's own
+# files changes generate's key and, folded, web#build's, which would hide the stale hit.
+SIBLING_GEN = (
+    "const fs=require('fs');const v=fs.readFileSync('../../schema/value.txt','utf8').trim();"
+    "fs.writeFileSync('../web/src/gen.js','GEN:'+v+';');"
+)
+CONCAT = (
+    "const fs=require('fs');fs.mkdirSync('dist',{recursive:true});"
+    "const s=fs.readdirSync('src').sort().map(f=>fs.readFileSync('src/'+f,'utf8')).join('');"
+    "fs.writeFileSync('dist/out.js',s);"
+)
+
+
+def _stale_sibling_run(repo, task: str) -> None:
+    """Two runs with the schema's value V1 (the second saves web#build under a key that folds
+    the V1 file generate left in web/src), then V2: generate writes GEN:V2 into web/src before
+    web#build, whose key taken up front still sees GEN:V1 on disk."""
+    for _ in range(2):
+        res = repo.vx("run", task)
+        assert res.code == 0, res.err
+    assert (repo.root / "packages/web/dist/out.js").read_text() == "GEN:V1;W;"
+    assert repo.vx("run", task).statuses()["web#build"] == ("success", "up-to-date")
+    (repo.root / "schema/value.txt").write_text("V2\n")
+    res = repo.vx("run", task)
+    assert res.code == 0, res.err
+    assert res.statuses()["web#build"] == ("success", "miss")
+    assert (repo.root / "packages/web/dist/out.js").read_text() == "GEN:V2;W;"
+
+
+@pytest.mark.feature("KEY-20")
+def test_an_uncached_task_of_another_project_writing_its_sources_keys_it_late(repo):
+    """Known limit lifted: `api#generate` (no cache) writes packages/web/src/gen.js from the
+    workspace's schema, and `web#build` depends on it. Only an uncached task of a task's own project
+    (or the root) made its key late, so web#build kept the key of what web/src held before
+    generate ran: once api's value changed, a hit on dist built from the old generated file."""
+    files = npm_workspace(
+        {
+            "api": {
+                "tasks": {"generate": {"exec": {"command": "node gen.js"}}},
+                "files": {"gen.js": SIBLING_GEN, "src/api.js": "API;"},
+            },
+            "web": {
+                "tasks": {"build": build_task(deps=("api#generate",), command="node build.js")},
+                "files": {"build.js": CONCAT, "src/gen.js": "GEN:V0;", "src/w.js": "W;"},
+            },
+        }
+    )
+    files["schema/value.txt"] = "V1\n"
+    repo.write(files).commit()
+    _stale_sibling_run(repo, "web#build")
+
+
+@pytest.mark.feature("KEY-20")
+def test_a_turbo_caret_generate_of_a_dependency_writing_its_sources_keys_it_late(repo):
+    """The turbo.json form of the same: `generate` is `cache: false`, `build` dependsOn
+    `^generate`, and api's generate (web depends on api) writes packages/web/src/gen.js."""
+    files: dict[str, object] = {
+        "package.json": {"name": "root", "private": True, "workspaces": ["packages/*"]},
+        ".gitignore": "node_modules/\ndist/\n.vx/\n",
+        "turbo.json": {
+            "tasks": {
+                "generate": {"cache": False},
+                "build": {"dependsOn": ["^generate"], "outputs": ["dist/**"]},
+            }
+        },
+        "packages/api/package.json": {
+            "name": "api",
+            "version": "1.0.0",
+            "scripts": {"generate": "node gen.js"},
+        },
+        "packages/api/gen.js": SIBLING_GEN,
+        "packages/api/src/api.js": "API;",
+        "schema/value.txt": "V1\n",
+        "packages/web/package.json": {
+            "name": "web",
+            "version": "1.0.0",
+            "dependencies": {"api": "*"},
+            "scripts": {"build": "node build.js"},
+        },
+        "packages/web/build.js": CONCAT,
+        "packages/web/src/gen.js": "GEN:V0;",
+        "packages/web/src/w.js": "W;",
+    }
+    repo.write(files).commit()
+    _stale_sibling_run(repo, "web#build")

@@ -625,8 +625,9 @@ class FileIndex:
 
     def fresh_inputs(self, query) -> InputSet:
         """A task's inputs as they are on disk now, every identity hashed from disk: for a
-        task keyed late, after a task of its own project that may have rewritten, added or deleted
-        files since git listed them. `query` carries what `changed_since` takes."""
+        task keyed late, after an uncached task upstream (of any project) that may have
+        rewritten, added or deleted files since git listed them. `query` carries what
+        `changed_since` takes."""
         q, base = query, _base(query.project_dir)
         reach = getattr(q, "reach", None)
         found = self._walk_inputs(

@@ -2,7 +2,7 @@
 
 Keys are static (no early cutoff), so the whole plan is known up front; `--dry` is this module
 with nothing executed, and the store is probed for every key in one batch. The exception is
-`late_tasks`: a task after an uncached task of its own project is keyed again by
+`late_tasks`: a task after an uncached task (of any project) is keyed again by
 `rekeyed` when it becomes ready.
 """
 
@@ -588,26 +588,20 @@ def _input_query(node: TaskNode, nested: tuple[str, ...]) -> InputQuery:
 
 def late_tasks(graph: TaskGraph) -> dict[TaskId, bool]:
     """The tasks whose key is taken only once they are ready: True for a task with an
-    uncached task of its own project (or of the root) upstream — which may rewrite, add or delete
-    its inputs, so they are read again from disk — and False for one that only folds a late key (downstream of
-    one, groups included). Nothing else is late: the key taken up front stands."""
-    writers: dict[TaskId, frozenset[str]] = {}  # project dirs with an uncached task upstream
+    uncached task upstream, of any project — nothing says what it writes, so it may have rewritten,
+    added or deleted the task's inputs (a codegen filling a sibling's `src/`), which are read again
+    from disk — and False for a group that only folds a late key. Nothing else is late: the key
+    taken up front stands."""
+    rewritten: set[TaskId] = set()  # tasks with an uncached task upstream
     late: dict[TaskId, bool] = {}
-    none: frozenset[str] = frozenset()
     folded = {dep for node in graph.nodes.values() for dep in node.deps}
     for tid in graph.order:
         node = graph.nodes[tid]
-        above = none
-        for dep in node.deps:
-            d = graph.nodes[dep]
-            above = above | writers[dep] | (frozenset((d.project_dir,)) if _rewriter(d) else none)
-        writers[tid] = above
+        if any(dep in rewritten or _rewriter(graph.nodes[dep]) for dep in node.deps):
+            rewritten.add(tid)
         if _rewriter(node) and tid not in folded:
             continue  # an uncached task nothing depends on: no hit, no save and no dependant read its key
-        # the root's tree holds every project: an uncached root task may write any of them
-        if (not node.is_group or node.config.cache is not None) and (
-            node.project_dir in above or "" in above
-        ):
+        if tid in rewritten and (not node.is_group or node.config.cache is not None):
             late[tid] = True  # a task, or an implicit group keyed like one (its project's files)
         elif any(dep in late for dep in node.deps):
             late[tid] = False
