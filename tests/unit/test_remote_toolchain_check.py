@@ -160,3 +160,17 @@ def test_the_command_sees_its_environment_as_shipped_whatever_the_check_sets(tmp
     got = run(tmp_path, guarded(command, "packages/a", runtime), f"{bin_dir}:/bin", env=env)
     assert got.stdout.decode() == "".join(f"mine-{name}|" for name in names), got.stderr
     assert got.exit_code == 0 and mismatch(got) is None
+
+
+@pytest.mark.feature("RC-10")
+def test_a_probe_too_long_to_send_refuses_instead_of_failing_the_worker(tmp_path):
+    """Item: review of the remote toolchain check. The keyed outputs go into the action's one
+    `sh -c` argument, which the kernel caps (128 KiB on Linux): a probe printing more (an
+    `npm ls`) made an action no worker could start, a worker failure that sends every later
+    remote task of the run here. Such a key is refused as a mismatch: this task runs here."""
+    probe = "cat big.txt"
+    big = "x" * 200_000
+    runtime = ((f"runtime:{probe}:stdout", big), (f"runtime:{probe}:stderr", ""))
+    got = run(tmp_path, guarded("echo built", "", runtime), os.defpath, project="")
+    assert got.exit_code == MISMATCH_EXIT and got.stdout == b""
+    assert mismatch(got) == "the runtime input `cat big.txt` prints too much to check on the worker"

@@ -32,6 +32,9 @@ from vx.model import LogChunk, ProcessResult, RemoteExecution, TaskId, TaskNode,
 # code, and stderr starting with the mark, then the one line saying what differed.
 MISMATCH_EXIT = 97
 MISMATCH_MARK = b"vx-toolchain: "
+# The most of the action's one `sh -c` argument the check may take: Linux caps an argument at
+# 128 KiB (MAX_ARG_STRLEN), and the command needs its room too.
+CHECK_BUDGET = 96 * 1024
 
 
 class RemotePool:
@@ -354,15 +357,28 @@ def guarded(command: str, project_dir: str, runtime: tuple[tuple[str, str], ...]
             ' vx_trim "$vx_n"; vx_n=$vx_t; else vx_n=absent; fi\n'
             '[ "$vx_n" = "$vx_k" ] || vx_no "worker has node $vx_n, the key has $vx_k"\n'
         )
+    size = sum(len(line.encode()) for line in lines)
     for label, _ in runtime:
         for kind, where in (("runtime:", "."), ("ws-runtime:", root)):
             if label.startswith(kind) and label.endswith(":stdout"):
                 probe = label[len(kind) : -len(":stdout")]
                 err = values.get(f"{kind}{probe}:stderr", "")
-                lines.append(f"vx_p {q(where)} {q(probe)} {q(values[label])} {q(err)}\n")
+                line = f"vx_p {q(where)} {q(probe)} {q(values[label])} {q(err)}\n"
+                size += len(line.encode())
+                if size > CHECK_BUDGET:  # no worker could start the action: this one refuses
+                    why = f"the runtime input `{probe}` prints too much to check on the worker"
+                    lines.append(f"vx_no {q(why)}\n")
+                    return _wrapped(lines, command)
+                lines.append(line)
+    return _wrapped(lines, command)
+
+
+def _wrapped(lines: list[str], command: str) -> str:
+    import shlex
+
     # In a subshell: what the check sets (its functions, its variables, some of which a task's
     # environment may also name) goes with it, and the command starts from the shell as shipped.
-    return "".join(lines) + f") || exit $?\nexec /bin/sh -c {q(command)}"
+    return "".join(lines) + f") || exit $?\nexec /bin/sh -c {shlex.quote(command)}"
 
 
 def shipped_env(node: TaskNode, plan: TaskPlan, default_path: str) -> dict[str, str]:
