@@ -174,3 +174,18 @@ def test_a_probe_too_long_to_send_refuses_instead_of_failing_the_worker(tmp_path
     got = run(tmp_path, guarded("echo built", "", runtime), os.defpath, project="")
     assert got.exit_code == MISMATCH_EXIT and got.stdout == b""
     assert mismatch(got) == "the runtime input `cat big.txt` prints too much to check on the worker"
+
+
+@pytest.mark.feature("RC-10")
+def test_a_probe_that_prints_a_nul_refuses_instead_of_failing_the_worker(tmp_path):
+    """Item: review of the remote toolchain check. A NUL in a probe's output went into the
+    action's `sh -c` argument, which no process can be started with (and a shell's `$(...)`
+    drops it): an action no worker could start. Such a key is refused: this task runs here."""
+    probe = "printf 'a\\\\0b'"
+    runtime = ((f"runtime:{probe}:stdout", "a\0b"), (f"runtime:{probe}:stderr", ""))
+    got = run(tmp_path, guarded("echo built", "", runtime), os.defpath, project="")
+    assert got.exit_code == MISMATCH_EXIT and got.stdout == b""
+    assert (
+        mismatch(got)
+        == f"the runtime input `{probe}` prints a NUL byte, which the worker cannot compare"
+    )

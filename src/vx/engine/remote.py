@@ -365,8 +365,14 @@ def guarded(command: str, project_dir: str, runtime: tuple[tuple[str, str], ...]
                 err = values.get(f"{kind}{probe}:stderr", "")
                 line = f"vx_p {q(where)} {q(probe)} {q(values[label])} {q(err)}\n"
                 size += len(line.encode())
-                if size > CHECK_BUDGET:  # no worker could start the action: this one refuses
-                    why = f"the runtime input `{probe}` prints too much to check on the worker"
+                # An action no worker could start (an argument holds no NUL, and has a cap)
+                # is refused here instead: a worker failure would keep later tasks here too.
+                why, shown = None, probe.replace("\0", "\\0")
+                if "\0" in line:
+                    why = f"the runtime input `{shown}` prints a NUL byte, which the worker cannot compare"
+                elif size > CHECK_BUDGET:
+                    why = f"the runtime input `{shown}` prints too much to check on the worker"
+                if why is not None:
                     lines.append(f"vx_no {q(why)}\n")
                     return _wrapped(lines, command)
                 lines.append(line)
