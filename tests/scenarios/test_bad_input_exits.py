@@ -60,6 +60,17 @@ def test_item9_a_config_nested_100000_deep_is_refused(repo):
     assert_clear(repo.vx("run", "build", "--all"), "packages/app/vx.config.json", "nested", "hint")
 
 
+@pytest.mark.parametrize("field", ["runtime", "workspaceRuntime"])
+def test_item9_a_runtime_input_holding_a_nul_is_refused(repo, field):
+    """A probe command with a NUL (`\u0000` in JSON) can never be spawned: it was an internal
+    error from subprocess; now the config is refused naming the field."""
+    task = build_task(deps=())
+    task["cache"]["inputs"][field] = ["echo \0x"]
+    one_package(repo, task)
+    res = repo.vx("run", "build", "--all")
+    assert_clear(res, "packages/app/vx.config.json", f"inputs.{field}[0]", "holds a NUL", "hint")
+
+
 def test_item11_a_package_json_that_is_an_array_gets_a_hint(repo):
     one_package(repo)
     (repo.root / "packages/app/package.json").write_text("[]")

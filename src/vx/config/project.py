@@ -555,6 +555,11 @@ def _commands(value: Any, at: At) -> tuple[str, ...]:
             at.item(i).refuse(
                 "a runtime input is an empty command", hint='e.g. "node -v" or "tsc -v"'
             )
+        if "\0" in command:
+            at.item(i).refuse(
+                "a runtime input holds a NUL, which no command line can carry",
+                hint="remove the NUL character (\\u0000) from the command",
+            )
     return commands
 
 
