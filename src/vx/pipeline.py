@@ -266,12 +266,15 @@ def _prepare(
     # its key hook, as always, and the index then opens once the keys are made.
     plugin_layers = host is not None and host.has("cache")
     cache = layers = opening = None
+    # The memos (lockfile shares, toolchains) go only into a cache dir that was there before the
+    # store's thread could make it, so that whether a first run writes them never hangs on a race.
+    memo_dir = cache_dir if cache_dir.is_dir() else None
     if not plugin_layers:
         cache, layers = _cache_plan(req, ws_config, host_env, host)
         opening = _open_index(cache, cache_dir, ws.root, store_dir)
     try:
         plans, keyed_graph, graph, cut, run_plans = _keyed(
-            req, ws, graph, index, host, host_env, additive, ws_config, cache_dir, store_dir, stages
+            req, ws, graph, index, host, host_env, additive, ws_config, memo_dir, store_dir, stages
         )
     except BaseException:
         if opening is not None:
@@ -400,7 +403,7 @@ def _keyed(
     host_env: Mapping[str, str],
     additive,
     ws_config,
-    cache_dir: Path,
+    cache_dir: Path | None,
     store_dir: Path,
     stages: Stages,
 ):
