@@ -772,8 +772,6 @@ class LocalStore:
         The previous artifact is kept through a hard link rather than moved aside, so a
         concurrent probe never sees the path missing.
         """
-        import sqlite3
-
         final, backup, replaced = self.artifact(packed.key), None, False
         try:
             with _transaction(self._db, immediate=True):
@@ -787,12 +785,7 @@ class LocalStore:
                 os.replace(backup, final)
             elif replaced:
                 _quiet_unlink(final)
-            if isinstance(e, sqlite3.Error) and _sqlite_full(e):
-                raise CacheFull(
-                    f"cannot write to the cache index: {e}",
-                    facts=(f"path: {self.cache_dir}",),
-                    hint=_PRUNE_HINT,
-                ) from None
+            self._raise_index_full(e)
             raise
         if backup is not None:
             _quiet_unlink(backup)
@@ -810,8 +803,6 @@ class LocalStore:
             with self._lock:
                 self._install(*batch[0])
             return
-        import sqlite3
-
         moved: list[tuple[Path, Path, Path | None]] = []
         try:
             with self._lock, _transaction(self._db, immediate=True):
@@ -826,16 +817,23 @@ class LocalStore:
                 os.replace(final, temp)
                 if backup is not None:
                     os.replace(backup, final)
-            if isinstance(e, sqlite3.Error) and _sqlite_full(e):
-                raise CacheFull(
-                    f"cannot write to the cache index: {e}",
-                    facts=(f"path: {self.cache_dir}",),
-                    hint=_PRUNE_HINT,
-                ) from None
+            self._raise_index_full(e)
             raise
         for _temp, _final, backup in moved:
             if backup is not None:
                 _quiet_unlink(backup)
+
+    def _raise_index_full(self, e: BaseException) -> None:
+        """An index write that failed for want of disk is CacheFull (the run goes on uncached);
+        anything else is for the caller to re-raise."""
+        import sqlite3
+
+        if isinstance(e, sqlite3.Error) and _sqlite_full(e):
+            raise CacheFull(
+                f"cannot write to the cache index: {e}",
+                facts=(f"path: {self.cache_dir}",),
+                hint=_PRUNE_HINT,
+            ) from None
 
     def _write_rows(self, packed: "_Packed", row: tuple, log_blob: bytes) -> None:
         key, info = packed.key, packed.info
