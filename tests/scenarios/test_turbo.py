@@ -447,7 +447,7 @@ def test_an_input_that_climbs_out_of_the_workspace_is_refused(repo):
 
 
 @pytest.mark.feature("TL-05", "KEY-18")
-def test_the_root_package_json_keys_every_task_as_turbo_keys_it(ws):
+def test_the_root_package_json_keys_every_turbo_task(ws):
     """turbo folds the root package.json into every task's hash (when there is no lockfile; vx
     always does); vx keyed only the package's own, so a `browserslist` (read by every package's
     bundler, walking up) changed at the root was a hit on outputs built for the old browsers."""
