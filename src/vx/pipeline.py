@@ -403,7 +403,7 @@ def _keyed(
     host_env: Mapping[str, str],
     additive,
     ws_config,
-    cache_dir: Path | None,
+    memo_dir: Path | None,
     store_dir: Path,
     stages: Stages,
 ):
@@ -415,7 +415,7 @@ def _keyed(
             req.timeout_ms,
             req.retries,
             ws_config.timeout_ms,
-            cache_dir=cache_dir,
+            cache_dir=memo_dir,  # where the memos go (None: none this run)
             store_dir=store_dir,
             framework_inference=req.framework_inference,
             sandbox_trace=ws_config.sandbox_trace,
