@@ -35,8 +35,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from vx.engine.executor import ProcessTable, execute  # noqa: E402
 from vx.model import SandboxConfig  # noqa: E402
+from vx.proc.executor import ProcessTable, execute  # noqa: E402
 from vx.sandbox.grants import plan_sandbox  # noqa: E402
 from vx.sandbox.runner import Session, run_sandboxed  # noqa: E402
 

@@ -1,6 +1,6 @@
 """Test doubles for the seams of a run: the store, the executor and the reporter.
 
-Each keeps to the interface the engine uses (`vx.store.protocol.Store`, `vx.engine.executor.execute`,
+Each keeps to the interface the engine uses (`vx.store.protocol.Store`, `vx.proc.executor.execute`,
 `vx.events.Reporter`) and remembers what was asked of it, so a unit test can drive the rebuilder
 or the scheduler without spawning a process or opening a cache. `GitHubApi` stands in for
 GitHub's check-runs endpoint on loopback.
@@ -97,7 +97,7 @@ Script = Callable[[Path], int]
 
 
 class ScriptedExecutor:
-    """`vx.engine.executor.execute`'s stand-in: each command is looked up in `scripts`, which may write
+    """`vx.proc.executor.execute`'s stand-in: each command is looked up in `scripts`, which may write
     files into the task's directory and returns its exit code; nothing is spawned."""
 
     def __init__(self, scripts: Mapping[str, Script]) -> None:

@@ -7,15 +7,15 @@ values can be shared between threads, hashed and compared.
 
 from __future__ import annotations
 
+import os
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 from msgspec import Struct, field
 
 if TYPE_CHECKING:  # types only: the model imports nothing of vx at run time
-    from vx.plan.tasks import OutputSpec
-    from vx.sandbox.grants import SandboxSpec
+    from vx.files.outputs import OutputSpec
 
 ROOT_PROJECT = "//"
 
@@ -288,6 +288,97 @@ class CachePolicy(Struct, frozen=True):
 
     read: bool = True
     write: bool = True
+
+
+# ---------------------------------------------------------------- sandbox
+
+
+class Matcher(Protocol):
+    """What a grant's glob is asked (`vx.files.globs.GlobSet`)."""
+
+    patterns: tuple[str, ...]
+
+    def matches(self, path: str) -> bool: ...
+
+
+class Grant(Struct, frozen=True):
+    """One allow entry resolved: the path it reaches and, for a glob, what inside counts.
+
+    `base` is absolute (the static prefix of a glob). `pattern` is None when the grant is
+    `base` and its whole tree; `directory` marks a grant that names a directory (a trailing
+    `/`, a collapsed `/**`, or a directory glob whose matches are directories).
+    """
+
+    text: str
+    base: str
+    pattern: Matcher | None = None  # a files.globs.GlobSet
+    directory: bool = False
+    dir_glob: bool = False  # pattern names directories (from `<glob>/**`): expanded at start
+    lexical: str = ""  # `base` as written, when a symlink on the way made realpath move it
+
+    def covers(self, path: str) -> bool:
+        """Whether `path` (absolute, normalised) is inside what the grant allows."""
+        if path == self.base:
+            return self.pattern is None
+        if not path.startswith(self.base + "/") and self.base != "/":
+            return False
+        if self.pattern is None:
+            return True
+        rel = path[len(self.base) + 1 :] if self.base != "/" else path[1:]
+        parts = rel.split("/")
+        return any(self.pattern.matches("/".join(parts[: i + 1])) for i in range(len(parts)))
+
+
+class SandboxSpec(Struct, frozen=True):
+    """Everything planned about one task's sandbox before the run (pure data, no I/O left)."""
+
+    task: str
+    source: str  # the config file, workspace-relative (for hints)
+    root: str  # the workspace root, realpath
+    project: str  # the project dir, realpath
+    home: str
+    config: SandboxConfig
+    reads: tuple[Grant, ...]
+    writes: tuple[Grant, ...]
+    walls: tuple[str, ...]  # other projects, .git, .vx, an in-workspace cache dir
+    projects: Mapping[str, str]  # every other project's dir -> its package name
+    linked: tuple[str, ...]  # dirs of linked workspace packages granted
+    withheld: Mapping[str, str]  # linked package dir -> name, withheld from a cached task
+    ignore_read: tuple[Grant, ...] = ()
+    ignore_write: tuple[Grant, ...] = ()
+    private: tuple[
+        str, ...
+    ] = ()  # hidden outside the workspace: a cache dir there (every task's artifacts)
+    trace: bool = True  # False (`sandbox.trace: false`): enforced, never traced, nothing reported
+
+    @property
+    def git_granted(self) -> bool:
+        return any(
+            g.base == self.root + "/.git" or g.base.startswith(self.root + "/.git/")
+            for g in self.reads
+        )
+
+    def rel(self, path: str) -> str:
+        """Spell `path` for a report: workspace-relative inside the workspace, `~/…` at home."""
+        if path == self.root:
+            return "."
+        if path.startswith(self.root + "/"):
+            return path[len(self.root) + 1 :]
+        if self.home and path.startswith(self.home + "/"):
+            return "~/" + path[len(self.home) + 1 :]
+        return path
+
+    def grant_text(self, path: str) -> str:
+        """How a grant naming `path` is written in this project's config."""
+        if path == self.project:
+            return "."
+        if path.startswith(self.project + "/"):
+            return path[len(self.project) + 1 :]
+        if path.startswith(self.root + "/"):
+            return os.path.relpath(path, self.project)
+        if self.home and path.startswith(self.home + "/"):
+            return "~/" + path[len(self.home) + 1 :]
+        return path
 
 
 class TaskPlan(Struct, frozen=True):

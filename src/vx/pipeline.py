@@ -1058,10 +1058,10 @@ async def _walk(
     foreground (it is told before they are waited for), else None and the caller concludes."""
     import asyncio
 
-    from vx.engine import executor
     from vx.engine.rebuilder import RunContext, rebuild
     from vx.engine.scheduler import PrioritySlots, walk
     from vx.plan.tasks import _nested_dirs, rekeyed
+    from vx.proc import executor
 
     table = executor.ProcessTable()
     stop = asyncio.Event()
@@ -1298,7 +1298,7 @@ def _start_first_wave(
     (popen, started (monotonic), started_ns, snapshot, kept)}, so that what started before a
     failure (an output that cannot be wiped) is still the caller's to stop; a command that cannot
     start is left to the walk, which reports why."""
-    from vx.engine import spawn
+    from vx.proc import spawn
 
     if prep.remote is not None or prep.remote_exec is not None:
         return
@@ -1363,8 +1363,8 @@ def _stop_early(early: dict[TaskId, Early]) -> None:
     of it runs: its cgroup goes, and the warden forgets its group, whose number may be reused."""
     if not early:
         return
-    from vx.engine import descendants, spawn
-    from vx.engine.executor import REAP_AFTER_KILL_S, group_alive
+    from vx.proc import descendants, spawn
+    from vx.proc.executor import REAP_AFTER_KILL_S, group_alive
 
     for popen, *_ in early.values():
         try:
@@ -1394,7 +1394,7 @@ def _remove_signals() -> None:
 
 
 def _grace_s() -> float:
-    from vx.engine.executor import kill_grace_ms
+    from vx.proc.executor import kill_grace_ms
 
     return kill_grace_ms() / 1000
 

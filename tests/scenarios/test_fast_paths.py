@@ -40,7 +40,7 @@ hitlane.FORK_FROM = int(os.environ.get("PROBE_FORK_FROM", hitlane.FORK_FROM))
 from vx.cli.main import main
 code = main(sys.argv[1:])
 facts = {"code": code, "statements": statements, "asyncio": "asyncio" in sys.modules,
-         "executor": "vx.engine.executor" in sys.modules, "pools": pools}
+         "executor": "vx.proc.executor" in sys.modules, "pools": pools}
 print("\n" + json.dumps(facts))
 """
 

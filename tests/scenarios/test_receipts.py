@@ -545,7 +545,7 @@ def runtime_paths(cwd: Path, tmp: Path) -> tuple[set[str], tuple[str, ...]]:
 
 
 def vx_own(path: str, root: Path) -> bool:
-    """vx's own cache, receipts, lock and digest seed (vx.fastpath.receipt.env_digest), the kernel's files,
+    """vx's own cache, receipts, lock and digest seed (vx.dotvx.env_digest), the kernel's files,
     git's executable as PATH finds it (PATH is in the receipt, and git's listings are compared
     whole), and the HEAD and refs the run history reads."""
     path_dirs = [d for d in os.environ.get("PATH", "").split(":") if d]
@@ -753,6 +753,7 @@ def test_a_replay_loads_none_of_the_pipeline(ws):
         "vx.__main__",
         "vx.fastpath.replay",
         "vx.fastpath.receipt",
+        "vx.dotvx",  # the digest of a variable's value the receipt compares
         "vx.witness",
         "vx.runlock",
         "vx.stages",

@@ -8,7 +8,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src" / "vx"
 DOC = ROOT / "docs" / "architecture.md"
-# A backticked module path relative to src/vx, e.g. `engine/executor.py` or `model.py`.
+# A backticked module path relative to src/vx, e.g. `proc/executor.py` or `model.py`.
 NAMED = re.compile(r"`((?:[a-z_]+/)*[a-z_]+\.py)`")
 WITH_CODE = {"__init__.py", "store/remote/__init__.py"}  # the version; which remote layer to open
 GENERATED = "store/remote/reapi_pb/"  # protoc's output, named on the page as one directory

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from fakes import ListReporter, MemoryStore, ScriptedExecutor, writes
 
-from vx.engine import executor
 from vx.engine.rebuilder import RunContext, rebuild
 from vx.engine.scheduler import PrioritySlots, walk
 from vx.events import Notice
 from vx.model import CachePolicy, CacheStatus, Status, TaskId
 from vx.pipeline import RunRequest, prepare
+from vx.proc import executor
 from vx.stages import Stages
 
 LIB, APP = TaskId("lib", "build"), TaskId("app", "build")

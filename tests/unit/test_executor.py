@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from vx.engine.executor import ProcessTable, execute, group_alive, kill_grace_ms
 from vx.engine.verdicts import exit_hint, failure_label
 from vx.errors import UsageError
 from vx.model import LogChunk, ProcessResult
 from vx.plan.forwarding import forward_args
+from vx.proc.executor import ProcessTable, execute, group_alive, kill_grace_ms
 
 ENV = {"PATH": os.environ.get("PATH", os.defpath), "LANG": "C"}
 GRACE_MS = 300

@@ -7,8 +7,8 @@ import itertools
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vx.engine.masking import Masker, mask_log, secrets_of
 from vx.model import LogChunk
+from vx.proc.masking import Masker, mask_log, secrets_of
 
 
 def test_names_lengths_suffixes_and_declared_names():
@@ -64,7 +64,7 @@ def test_any_chunking_masks_like_the_whole(text, cuts):
 
 def test_remote_header_values_and_tokens_are_secret_whatever_they_are_called():
     """Item: secret masking of REAPI headers — a header value is a credential by nature."""
-    from vx.engine.masking import credentials
+    from vx.proc.masking import credentials
 
     env = {
         "VX_REAPI_HEADERS": "authorization=Bearer abc.def==,x-team=team-77\nx-buildbuddy-api-key=k",

@@ -283,7 +283,7 @@ def test_env_digests_are_seeded_per_user_outside_the_workspace(tmp_path, monkeyp
     """A short secret cannot be found again from `.vx/` by trying candidates without the seed."""
     import stat as stat_mod
 
-    from vx.fastpath import receipt as rc
+    from vx import dotvx as rc
 
     digests = []
     for home in ("one", "two"):

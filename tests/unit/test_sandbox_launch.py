@@ -7,7 +7,7 @@ import os
 import time
 from pathlib import Path
 
-from vx.engine.executor import Launch, ProcessTable, execute
+from vx.proc.executor import Launch, ProcessTable, execute
 
 ENV = {"PATH": os.environ.get("PATH", os.defpath), "LANG": "C"}
 

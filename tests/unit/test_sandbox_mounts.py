@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from vx.model import SandboxConfig
-from vx.sandbox.grants import Layout, SandboxSpec
+from vx.model import SandboxConfig, SandboxSpec
+from vx.sandbox.grants import Layout
 from vx.sandbox.mounts import bwrap_argv, tree_ops
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from vx.model import SandboxConfig, Violation
-from vx.sandbox.grants import Layout, SandboxSpec, resolve
+from vx.model import SandboxConfig, SandboxSpec, Violation
+from vx.sandbox.grants import Layout, resolve
 from vx.sandbox.trace import Access
 from vx.sandbox.violations import Judge
 

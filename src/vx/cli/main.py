@@ -506,9 +506,9 @@ def _refused(exc: VxError, argv: Sequence[str]) -> int:
 
 
 def _masked(text: str) -> str:
-    """`text` with the environment's secret values shown as *** (`vx.engine.masking`): an error
+    """`text` with the environment's secret values shown as *** (`vx.proc.masking`): an error
     may quote what vx was given, a remote's header value or token among it."""
-    from vx.engine.masking import mask_text, secrets_of
+    from vx.proc.masking import mask_text, secrets_of
 
     return mask_text(text, secrets_of(os.environ)) or ""
 
@@ -1184,7 +1184,7 @@ def _run_request(
     if env.get(
         "VX_KILL_GRACE_MS"
     ):  # unset is the default; the executor (and asyncio) load only to check a value
-        from vx.engine.executor import kill_grace_ms
+        from vx.proc.executor import kill_grace_ms
 
         kill_grace_ms(env)  # a bad VX_KILL_GRACE_MS is refused before anything runs
     tracer = _input_tracer(env) if req.verify else None

@@ -5,7 +5,7 @@ getFailures, getTaskLog), `vx why` (whyDidThisRerun, explainCacheKey), `vx info`
 
 Arguments are checked against the tool's inputSchema and never coerced: `"5"` is no integer and
 `1` no boolean. Every string a tool returns is masked for the values of the server's secret
-environment variables (`vx.engine.masking`), and a config's value under a secret-looking name is
+environment variables (`vx.proc.masking`), and a config's value under a secret-looking name is
 masked whatever its length. `vx run` runs as a child process of its own with its output captured,
 so a task's output reaches the result, never the protocol's stream.
 """
@@ -20,8 +20,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from vx.engine.masking import MASK, is_secret_name, mask_text, secrets_of
 from vx.errors import UsageError, VxError
+from vx.proc.masking import MASK, is_secret_name, mask_text, secrets_of
 
 OUTPUT_TAIL = 16 << 10  # bytes of a run's output a result carries, its end
 LOG_DEFAULT = 64 << 10  # bytes of a kept log a result carries unless asked for more

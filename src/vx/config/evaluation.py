@@ -83,7 +83,7 @@ def _key(node: str, files: Mapping[str, str]) -> str:
 def _kept(root: str, key: str, env: Mapping[str, str]) -> dict | None:
     """A kept evaluation that still holds: every file it loaded or read unchanged (or still
     missing), every variable read the same (compared by digest: values are never kept)."""
-    from vx.fastpath.receipt import env_digest
+    from vx.dotvx import env_digest
 
     try:
         with open(os.path.join(root, KEEP_DIR, f"{key}.json"), "rb") as f:
@@ -110,7 +110,7 @@ def _run(
     a config may print whatever it likes (it goes to vx's stderr)."""
     import tempfile
 
-    from vx.fastpath.receipt import env_digest
+    from vx.dotvx import env_digest
 
     started = time.time_ns()
     with tempfile.TemporaryDirectory(prefix="vx-eval-") as scratch:
@@ -176,7 +176,7 @@ def _keep(root: str, key: str, kept: dict) -> None:
     made it fail — a missing transpiler, say — may not be among its files)."""
     if kept.pop("racy") or any("error" in r for r in kept["results"].values()):
         return
-    from vx.fastpath.receipt import ignored_dir
+    from vx.dotvx import ignored_dir
 
     directory = os.path.join(root, KEEP_DIR)
     try:

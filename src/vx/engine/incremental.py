@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct
 
-from vx.plan.tasks import file_stamp as _stamp
+from vx.files.outputs import file_stamp as _stamp
 
 if TYPE_CHECKING:
-    from vx.plan.tasks import OutputSpec
+    from vx.files.outputs import OutputSpec
 
 BUILD_INFO = ".tsbuildinfo"
 # What tsc emits for a source: declarations, JavaScript, JSON, and the maps of each.
@@ -81,7 +81,7 @@ def prepare(root: Path, outputs: OutputSpec, store: Any, task_id: str) -> Kept |
 
 
 def _keepable(root: Path, outputs: OutputSpec, store: Any, task_id: str) -> Kept | None:
-    from vx.plan.tasks import AdditiveOutputs
+    from vx.files.outputs import AdditiveOutputs
 
     if not outputs.declares_files or isinstance(outputs, AdditiveOutputs):
         return None  # one adding to its upstream's outputs owns only what it adds: never kept

@@ -18,10 +18,10 @@ from typing import Callable, Mapping
 
 from msgspec.structs import replace
 
-from vx.engine import executor, spawn
 from vx.errors import EXIT_TASK_FAILED
 from vx.events import Emit, Notice, ServersKept
 from vx.model import LogChunk, RunSummary, Status, TaskGraph, TaskId, TaskResult
+from vx.proc import executor, spawn
 
 TAIL_BYTES = 256 << 10
 PARTIAL_LIMIT = 64 << 10  # a "line" longer than this is tested in pieces
@@ -73,7 +73,7 @@ class Server:
     def log(self) -> tuple[LogChunk, ...]:
         """The tail of its log, secrets masked."""
         if self._secrets:
-            from vx.engine import masking
+            from vx.proc import masking
 
             return masking.mask_log(self.capture.chunks, self._secrets)
         return tuple(self.capture.chunks)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 from msgspec import Struct, field
 from msgspec.structs import replace
 
-from vx.engine import executor, masking, verdicts
+from vx.engine import verdicts
 from vx.engine.scheduler import PrioritySlots
 from vx.errors import ToolchainRefused
 from vx.events import (
@@ -42,11 +42,12 @@ from vx.model import (
     TaskResult,
     Violation,
 )
+from vx.proc import executor, masking
 from vx.workspace.frameworks import unseen as framework_unseen
 
 if TYPE_CHECKING:  # types only: a cached run never loads the store's or the sandbox's modules here
     from vx.files.index import FileIndex, Snapshot
-    from vx.plan.tasks import OutputSpec
+    from vx.files.outputs import OutputSpec
     from vx.sandbox.runner import Session
     from vx.store.layered import Downloaded, LayeredStore
     from vx.store.local import Entry
@@ -97,7 +98,7 @@ class RunContext(Struct):
     servers: dict[TaskId, Any] = field(default_factory=dict)
     terminal: bool = False  # vx runs on a TTY: an interactive task gets it
     alone: asyncio.Lock | None = None  # held while an interactive task gathers every slot
-    # the executor's `execute` (None: vx.engine.executor.execute); the seam a test's scripted executor fills
+    # the executor's `execute` (None: vx.proc.executor.execute); the seam a test's scripted executor fills
     execute: Callable[..., Awaitable[ProcessResult]] | None = None
     # the REAPI workers' slots (engine.remote.RemotePool) when a task of the run may go remote
     remote_pool: Any = None

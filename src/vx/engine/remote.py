@@ -13,7 +13,7 @@ toolchain (`guarded`). A worker that differs cannot build this key: nothing it d
 task runs here with one warning, and the server stays in use for the tasks whose toolchain
 matches.
 
-grpc loads with `store/remote/reapi_exec.py`, when the first remote task starts: a run whose
+grpc loads with `engine/remote_exec.py`, when the first remote task starts: a run whose
 remote tasks all hit the cache never imports it.
 """
 
@@ -124,7 +124,7 @@ class RemotePool:
         try:
             outcome = await work
         except Exception as exc:  # noqa: BLE001 — checked below: only the wire's failure falls back
-            from vx.store.remote.reapi_exec import ExecFailure, Unplaced
+            from vx.engine.remote_exec import ExecFailure, Unplaced
 
             if not isinstance(exc, (ExecFailure, OSError)):
                 raise
@@ -196,7 +196,7 @@ class RemotePool:
         on_stage: Callable[[str], None] | None = None,
     ):
         if self._executor is None:
-            from vx.store.remote.reapi_exec import RemoteExecutor
+            from vx.engine.remote_exec import RemoteExecutor
 
             self._executor = RemoteExecutor(
                 self.settings,
@@ -204,7 +204,7 @@ class RemotePool:
                 queue_s=self.config.queue_timeout_ms / 1000,
             )
             self._executor.skip_cache_lookup = self.rerun
-        from vx.store.remote.reapi_exec import DEFAULT_PATH
+        from vx.engine.remote_exec import DEFAULT_PATH
 
         outputs = plan.outputs
         assert outputs is not None  # the plan sends only cached tasks
@@ -269,7 +269,7 @@ class RemotePool:
         listing = self.listings.get(tid)
         if listing is None or tid in self.only:
             return None
-        from vx.store.remote.reapi_exec import ExecFailure
+        from vx.engine.remote_exec import ExecFailure
 
         try:
             await asyncio.to_thread(self._executor.materialise, root, listing)

@@ -34,12 +34,12 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 from msgspec import Struct
 from msgspec.structs import replace
 
-from vx.engine.executor import Launch
 from vx.errors import EnvironmentFailure, UsageError
 from vx.files.globs import GlobSet
 from vx.files.index import FINGERPRINT_FILES, _never_input
 from vx.model import TaskGraph, TaskId, TaskNode
 from vx.plan import keys
+from vx.proc.executor import Launch
 
 if TYPE_CHECKING:
     from vx.config.turbo import TurboRoot

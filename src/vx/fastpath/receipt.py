@@ -27,7 +27,7 @@ import marshal
 import os
 import stat
 
-from vx import __version__, witness
+from vx import __version__, dotvx, witness
 
 FORMAT = 5  # 3: env values kept as digests; 4: the store dir; 5: sealed
 MAGIC = b"vxr" + bytes([FORMAT])
@@ -133,23 +133,12 @@ def _mac(data) -> bytes | None:
 _KEY: list[bytes | None] = []
 
 
-def _cache_home() -> str | None:
-    """`$XDG_CACHE_HOME`, or `~/.cache` when it is unset or relative (the XDG rule); None without
-    a home either. A relative one would put this user's secrets under whatever directory vx runs
-    in, the workspace."""
-    base = os.environ.get("XDG_CACHE_HOME", "")
-    if os.path.isabs(base):
-        return base
-    home = os.path.expanduser("~")  # "~" itself when neither HOME nor the passwd entry says
-    return os.path.join(home, ".cache") if os.path.isabs(home) else None
-
-
 def _key() -> bytes | None:
     """This user's receipt key: 32 random bytes in `$XDG_CACHE_HOME/vx/receipt-key`, made on first
     use, beside the digest seed. A file that is not this user's own, owner-only regular file
     counts as none, and so does one that cannot be made: then receipts are off."""
     if not _KEY:
-        base, key = _cache_home(), None
+        base, key = dotvx.cache_home(), None
         if base is not None:
             path = os.path.join(base, "vx", "receipt-key")
             key = _read_key(path)
@@ -215,49 +204,12 @@ def _linked(root: str) -> bool:
 
 def same_env(header: dict, environ) -> bool:
     if header["env_whole"] is not None:
-        return header["env_whole"] == {name: env_digest(value) for name, value in environ.items()}
-    return all(env_digest(environ.get(name)) == value for name, value in header["env"].items())
-
-
-def env_digest(value: str | None) -> str | None:
-    """What vx keeps in the workspace of a variable's value (receipts, kept config evaluations,
-    the key history): a digest, never the value — a run may look up a token (TURBO_TOKEN). Seeded
-    with this user's secret seed, kept outside the workspace, so a short secret cannot be found
-    again from `.vx/` by trying every candidate."""
-    import xxhash  # already loaded by the run lock
-
-    if value is None:
-        return None
-    return xxhash.xxh3_64_hexdigest(value.encode("utf-8", "surrogateescape"), seed=_seed())
-
-
-_SEED: list[int] = []
-
-
-def _seed() -> int:
-    """The user's digest seed: 8 random bytes in `$XDG_CACHE_HOME/vx/digest-seed` (owner-only),
-    made on first use; 0 where no such file can be kept."""
-    if not _SEED:
-        base = _cache_home()
-        _SEED.append(0 if base is None else _seed_in(os.path.join(base, "vx", "digest-seed")))
-    return _SEED[0]
-
-
-def _seed_in(path: str) -> int:
-    try:
-        with open(path, "rb") as f:
-            return int.from_bytes(f.read(8), "little")
-    except OSError:
-        pass
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            data = os.urandom(8)
-            f.write(data)
-        return int.from_bytes(data, "little")
-    except OSError:
-        return 0  # another process made it first (read it next time), or nowhere to keep one
+        return header["env_whole"] == {
+            name: dotvx.env_digest(value) for name, value in environ.items()
+        }
+    return all(
+        dotvx.env_digest(environ.get(name)) == value for name, value in header["env"].items()
+    )
 
 
 def paths_hold(body: dict) -> bool:
@@ -422,9 +374,9 @@ def write(
         "cache_dir": cache_dir,
         "store_dir": store_dir,  # entries and artifacts: cache_dir, or the shared store
         "env": {
-            name: env_digest(dict.get(env, name)) for name in sorted(env.names | set(GIT_ENV))
+            name: dotvx.env_digest(dict.get(env, name)) for name in sorted(env.names | set(GIT_ENV))
         },  # not noted
-        "env_whole": {name: env_digest(value) for name, value in dict.items(env)}
+        "env_whole": {name: dotvx.env_digest(value) for name, value in dict.items(env)}
         if env.whole
         else None,
         "git": _commands(commands, toplevel, tasks),
@@ -453,16 +405,6 @@ def _commands(commands: list, toplevel: str | None, tasks: list[list]) -> list[l
     return out
 
 
-def ignored_dir(directory: str) -> None:
-    """Make `directory` (and parents) holding a `*` .gitignore, so git never lists what vx keeps
-    there — receipts here, kept config evaluations (`vx.config.evaluation`). Raises OSError."""
-    os.makedirs(directory, exist_ok=True)
-    ignore = os.path.join(directory, ".gitignore")
-    if not os.path.exists(ignore):
-        with open(ignore, "w") as f:
-            f.write("*\n")
-
-
 def store(path: str, header: dict, body: dict | bytes) -> bool:
     """Seal and write atomically (a rename), beside a `*` .gitignore so git never lists receipts.
     `body` may be the encoded body as read, when only the header changed: its MAC, checked as it
@@ -480,7 +422,7 @@ def store(path: str, header: dict, body: dict | bytes) -> bool:
         return False
     directory = os.path.dirname(path)
     try:
-        ignored_dir(directory)
+        dotvx.ignored_dir(directory)
         temp = f"{path}.{os.getpid()}.tmp"
         with open(temp, "wb") as f:
             f.write(MAGIC + mac + head + body)

@@ -11,14 +11,13 @@ from __future__ import annotations
 import bisect
 import os
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping
 
 from msgspec import Struct
 
-from vx import witness
 from vx.files import index as files
 from vx.files.globs import GlobSet
-from vx.files.outputs import claimable, walk_outputs, wipe_outputs
+from vx.files.outputs import AdditiveOutputs, InputQuery, OutputSpec
 from vx.model import (
     ROOT_PROJECT,
     HashRecord,
@@ -32,169 +31,6 @@ from vx.model import (
 from vx.plan import environment, keys
 
 MAX_TIMEOUT_MS = 2**31 - 1
-
-
-class InputQuery(Struct, frozen=True):
-    """What `files` needs to enumerate (and later re-check) one task's inputs."""
-
-    project_dir: str
-    globs: GlobSet
-    workspace_globs: GlobSet | None
-    excluded: GlobSet | None
-    nested: tuple[str, ...]
-    reach: GlobSet | None = None  # the globs that reach ignored files, when not `globs` itself
-
-
-class OutputSpec:
-    """A cached task's declared outputs: walked to save, wiped before exec/restore, and the
-    only paths a restore may write. `members` are the dirs of every project:
-    what the globs match is this task's only when `owns` says so (`vx.files.outputs.claimable`)."""
-
-    additive = False  # adds to files an upstream task also writes (AdditiveOutputs)
-
-    def __init__(
-        self,
-        project_dir: str,
-        patterns: Sequence[str],
-        ws_patterns: Sequence[str],
-        query: InputQuery,
-        members: frozenset[str] = frozenset(),
-        tracked: Callable[[str], bool] | None = None,
-    ):
-        self.project_dir = project_dir
-        self.members = members
-        self.tracked = tracked
-        self.patterns = tuple(patterns)
-        self.globs = GlobSet(patterns) if patterns else None
-        self.ws_globs = GlobSet(ws_patterns) if ws_patterns else None
-        self.declares_files = bool(patterns or ws_patterns)
-        self.input_query = query
-        self._prefix = project_dir + "/" if project_dir else ""
-        self._node_modules = any(
-            g is not None and g.names("node_modules") for g in (self.globs, self.ws_globs)
-        )
-
-    def walk(self, root: Path, seen: dict | None = None) -> list[str]:
-        if not self.declares_files:
-            return []
-        return [
-            p
-            for p in walk_outputs(root, self.project_dir, self.globs, self.ws_globs, seen=seen)
-            if self.owns(p)
-        ]
-
-    def walk_for_save(self, root: Path) -> tuple[list[str], list[str]]:
-        """What the globs match now: what the task owns, and what it may not keep (`owns`). The
-        second withholds the save: dropping those files would make a hit that lacks them."""
-        owned: list[str] = []
-        disowned: list[str] = []
-        if self.declares_files:
-            for p in walk_outputs(root, self.project_dir, self.globs, self.ws_globs):
-                (owned if self.owns(p) else disowned).append(p)
-        return owned, disowned
-
-    def state(self, root: Path) -> tuple[list[str], dict[str, bool]]:
-        """Where the outputs live and what walking them reads: the absolute glob roots, and each
-        path the walk listed (True) or probed (False) — what a receipt keeps per task."""
-        notes = witness.Notes()
-        if self.declares_files:
-            walk_outputs(root, self.project_dir, self.globs, self.ws_globs, notes=notes)
-        base = os.path.join(root, self.project_dir) if self.project_dir else str(root)
-        roots = [
-            os.path.join(base, r) if r else base for r in (self.globs.roots() if self.globs else ())
-        ]
-        roots += [
-            os.path.join(root, r) if r else str(root)
-            for r in (self.ws_globs.roots() if self.ws_globs else ())
-        ]
-        return roots, notes.table
-
-    def wipe(self, root: Path) -> None:
-        if self.declares_files:
-            wipe_outputs(root, self.project_dir, self.globs, self.ws_globs, owns=self._wipeable)
-
-    def _wipeable(self, path: str) -> bool:
-        """A file git tracks is a source (a committed `legacy.js` beside a compiler's `*.js`): the
-        task may overwrite it, a restore writes it back, but a wipe never deletes it."""
-        return self.owns(path) and not (self.tracked is not None and self.tracked(path))
-
-    def allows(self, path: str) -> bool:
-        """Whether a restore may write `path`: matched by the output globs, and `owns` it."""
-        if self.ws_globs is not None and self.ws_globs.matches(path):
-            return self.owns(path)
-        prefix = self._prefix
-        return (
-            self.globs is not None
-            and path.startswith(prefix)
-            and self.globs.matches(path[len(prefix) :])
-            and self.owns(path)
-        )
-
-    def owns(self, path: str) -> bool:
-        """Whether a path the output globs match is this task's to write and wipe: never `.git`,
-        `.vx`, an unnamed `node_modules`, another project's tree, or one of the task's inputs."""
-        return claimable(
-            path, self.project_dir, self.members, self._node_modules
-        ) and not self._is_input(path)
-
-    def _is_input(self, path: str) -> bool:
-        """Whether `path` is in the task's input set: what the input globs match, less what the
-        project output globs carve out (as `files.FileIndex.inputs` selects)."""
-        q, prefix = self.input_query, self._prefix
-        if path.startswith(prefix):
-            rel = path[len(prefix) :]
-            if q.excluded is not None and q.excluded.match(rel):
-                return False
-            if q.globs.match(rel):
-                return True
-        return q.workspace_globs is not None and q.workspace_globs.match(path) is not None
-
-
-class AdditiveOutputs(OutputSpec):
-    """A dependant that adds to its upstream's outputs (`rules.exclusiveOutputs: false`).
-
-    Nothing is wiped before it runs or before a restore — that would delete the upstream's files —
-    so the files under its globs are stamped instead, and it owns (saves) only the files it added or
-    changed. One that removed a file saves nothing: restoring its artifact could not remove it again.
-    """
-
-    additive = True
-
-    def __init__(self, *args):
-        super().__init__(*args)
-        self._stamps: dict[str, tuple[int, ...]] | None = None
-        self.removed: tuple[str, ...] = ()
-
-    def wipe(self, root: Path) -> None:
-        self._stamps = (
-            {p: file_stamp(root, p) for p in super().walk(root)} if self.declares_files else {}
-        )
-        self.removed = ()
-
-    def walk(self, root: Path, seen: dict | None = None) -> list[str]:
-        files = super().walk(root, seen)
-        if self._stamps is None:  # a hit's up-to-date check: the whole tree under its globs
-            return files
-        present = set(files)
-        self.removed = tuple(sorted(p for p in self._stamps if p not in present))
-        return [p for p in files if self._stamps.get(p) != file_stamp(root, p)]
-
-    def walk_for_save(self, root: Path) -> tuple[list[str], list[str]]:
-        owned, disowned = super().walk_for_save(root)
-        if self._stamps is None:
-            return owned, disowned
-        self.removed = tuple(sorted(set(self._stamps) - set(owned) - set(disowned)))
-        changed = [p for p in owned if self._stamps.get(p) != file_stamp(root, p)]
-        return changed, [p for p in disowned if self._stamps.get(p) != file_stamp(root, p)]
-
-
-def file_stamp(root: Path, rel: str) -> tuple[int, ...]:
-    """What tells that a file changed without reading it (size, times, inode, mode); () if gone."""
-    try:
-        st = os.lstat(os.path.join(root, rel))
-    except OSError:
-        return ()
-    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_mode)
 
 
 class RunOptions(Struct, frozen=True):

@@ -350,7 +350,7 @@ class Host:
 
     def executor_for(self, node: TaskNode, plan: TaskPlan) -> Callable[..., Any] | None:
         """The first plugin executor that accepts the task, as an `execute` of vx's own
-        signature (vx.engine.executor.execute); None: vx runs it. An `accepts` that throws is
+        signature (vx.proc.executor.execute); None: vx runs it. An `accepts` that throws is
         warned once and that executor is asked no more."""
         view = task_view(node, plan)
         if plan.record is not None and plan.record.runtime:
@@ -975,9 +975,9 @@ def _as_json(plugin: str, data: Any) -> Any:
 
 
 def masked(text: str) -> str:
-    """`text` with the environment's secret values (vx.engine.masking's rule) shown as ***: what
+    """`text` with the environment's secret values (vx.proc.masking's rule) shown as ***: what
     a plugin says or raises may quote one."""
-    from vx.engine.masking import mask_text, secrets_of
+    from vx.proc.masking import mask_text, secrets_of
 
     return mask_text(text, secrets_of(os.environ)) or ""
 

@@ -13,7 +13,8 @@ from typing import Sequence
 
 from msgspec import Struct
 
-from vx.sandbox.grants import Layout, SandboxSpec
+from vx.model import SandboxSpec
+from vx.sandbox.grants import Layout
 
 PROCESS_FLAGS = ("--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL")
 

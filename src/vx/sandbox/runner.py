@@ -26,10 +26,10 @@ from typing import Any, Callable, Iterable, Mapping
 from msgspec import Struct
 from msgspec.structs import replace
 
-from vx.engine import executor
-from vx.model import LogChunk, ProcessResult, Violation
+from vx.model import LogChunk, ProcessResult, SandboxSpec, Violation
+from vx.proc import executor
 from vx.sandbox import bridges, grants, mounts, ports, seccomp, trace
-from vx.sandbox.grants import Layout, SandboxSpec
+from vx.sandbox.grants import Layout
 from vx.sandbox.probe import Capability, probe
 from vx.sandbox.violations import Report, judge
 

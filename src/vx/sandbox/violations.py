@@ -21,13 +21,11 @@ from typing import Callable, Iterable
 
 from msgspec import Struct, field
 
-from vx.model import Violation
+from vx.model import Grant, SandboxSpec, Violation
 from vx.sandbox.grants import (
     CONFIG_FILES,
     CREDENTIAL_STORES,
-    Grant,
     Layout,
-    SandboxSpec,
     dependency_paths,
 )
 from vx.sandbox.trace import Access

@@ -143,7 +143,7 @@ def _lockfile_parts(folded) -> dict[str, str]:
 
 
 def _digest(value: str) -> str | None:
-    from vx.fastpath.receipt import env_digest  # seeded per user: see there
+    from vx.dotvx import env_digest  # seeded per user: see there
 
     return env_digest(value)
 

@@ -86,7 +86,7 @@ class Health:
         return pending
 
     def tell(self, message: str, level: str = "warning") -> None:
-        from vx.engine.masking import mask_text, secrets_of
+        from vx.proc.masking import mask_text, secrets_of
 
         # a server's reason may quote what it was sent: a header value, the token
         message = mask_text(message, secrets_of(os.environ)) or ""

@@ -27,10 +27,10 @@ from typing import IO, Callable, Mapping, Sequence
 
 from msgspec import Struct
 
-from vx.engine import descendants, spawn
-from vx.engine.spawn import SHELL
 from vx.errors import UsageError
 from vx.model import LogChunk, ProcessResult
+from vx.proc import descendants, spawn
+from vx.proc.spawn import SHELL
 
 DRAIN_S = 0.25  # how long the pipes are read after the shell exits
 DEFAULT_KILL_GRACE_MS = 2000  # SIGTERM -> SIGKILL
@@ -71,7 +71,7 @@ class ProcessTable:
     A group leaves the live set when its shell is reaped; if members remain (a background
     child that outlived its shell), the group lingers until the run shuts down, so that no
     process a task started survives the run. "Members" include what left the group on purpose
-    (`setsid`): engine/descendants.py finds those, by cgroup or as vx's orphans.
+    (`setsid`): proc/descendants.py finds those, by cgroup or as vx's orphans.
     """
 
     def __init__(self) -> None:

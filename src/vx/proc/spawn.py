@@ -11,7 +11,7 @@ pipe only vx holds. When vx is gone the pipe reads EOF, and the warden sends SIG
 after `WARDEN_GRACE_S` SIGKILL, to every task group still listed. Why not PR_SET_PDEATHSIG: it
 reaches only the direct child (a task's `npm` or `node` grandchildren live on), fires when the
 spawning *thread* exits, and needs a `preexec_fn`, which costs Popen its fast vfork path.
-With a cgroup per task (engine/descendants.py) the warden also kills the run's cgroups, which
+With a cgroup per task (proc/descendants.py) the warden also kills the run's cgroups, which
 hold what left the groups (`setsid`), and removes them.
 """
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import subprocess
 
-from vx.engine import descendants
+from vx.proc import descendants
 
 SHELL = "/bin/sh"
 WARDEN_GRACE_S = 2
