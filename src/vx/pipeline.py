@@ -1060,7 +1060,7 @@ async def _walk(
 
     from vx.engine.rebuilder import RunContext, rebuild
     from vx.engine.scheduler import PrioritySlots, walk
-    from vx.plan.tasks import _nested_dirs, rekeyed
+    from vx.plan.tasks import nested_dirs, rekeyed
     from vx.proc import executor
 
     table = executor.ProcessTable()
@@ -1135,7 +1135,7 @@ async def _walk(
                 prep.graph.nodes[tid], prep.plans[tid], running
             )
         if context.late:
-            nested = _nested_dirs(prep.ws)
+            nested = nested_dirs(prep.ws)
             keyed = prep.keyed_graph or prep.graph  # a key folds every dependency, run or not
             context.rekey = lambda node, fresh: rekeyed(
                 prep.index,
