@@ -35,12 +35,11 @@ MAX_TIMEOUT_MS = 2**31 - 1
 
 
 class RunOptions(Struct, frozen=True):
-    """The parts of the command line that shape plans (not the cache policy or the flow)."""
+    """The settings that shape plans (not the cache policy or the flow), as the run resolved them."""
 
     forward_args: tuple[str, ...] = ()
-    timeout_ms: int | None = None
+    timeout_ms: int | None = None  # a task's that names none (`default_timeout`)
     retries: int | None = None
-    workspace_timeout_ms: int | None = None
     cache_dir: Path | None = None  # the workspace's: memos (lockfile shares, toolchains)
     # entries and artifacts: a sandbox walls them off; else in cache_dir
     store_dir: Path | None = None
@@ -88,7 +87,6 @@ def make_plans(
     tools = Toolchain(str(opts.cache_dir) if opts.cache_dir is not None else None, str(ws.root))
     nested = nested_dirs(ws)
     members = frozenset(p.dir for p in ws.packages.values())
-    default_timeout = _default_timeout(opts, host_env)
     plans: dict[TaskId, TaskPlan] = {}
     for tid in graph.order:
         node = graph.nodes[tid]
@@ -115,7 +113,6 @@ def make_plans(
                 fingerprint,
                 nested.get(node.project_dir, ()),
                 plans,
-                default_timeout,
                 members,
                 tid in additive,
                 tools,
@@ -267,7 +264,6 @@ def _task_plan(
     fingerprint: tuple,
     nested: tuple[str, ...],
     plans: Mapping[TaskId, TaskPlan],
-    default_timeout: int | None,
     members: frozenset[str] = frozenset(),
     additive: bool = False,
     tools=None,
@@ -293,7 +289,7 @@ def _task_plan(
         runtime,
     )
     outputs = _outputs(node, query, members, index, additive)
-    timeout = cfg.exec.timeout_ms if cfg.exec.timeout_ms is not None else default_timeout
+    timeout = cfg.exec.timeout_ms if cfg.exec.timeout_ms is not None else opts.timeout_ms
     retries = cfg.exec.retries if cfg.exec.retries is not None else (opts.retries or 0)
     pkg = ws.packages.get(node.id.package)
     hint = (
@@ -526,13 +522,17 @@ def nested_dirs(ws: Workspace) -> dict[str, tuple[str, ...]]:
     return out
 
 
-def _default_timeout(opts: RunOptions, host_env: Mapping[str, str]) -> int | None:
-    if opts.timeout_ms is not None:
-        return opts.timeout_ms
+def default_timeout(
+    flag: int | None, workspace: int | None, host_env: Mapping[str, str]
+) -> int | None:
+    """A task's timeout when it names none: `--timeout` (`flag`), else VX_TASK_TIMEOUT, else the
+    workspace's `timeout`."""
+    if flag is not None:
+        return flag
     raw = host_env.get("VX_TASK_TIMEOUT", "").strip()
     if raw.isdigit() and int(raw) > 0:
         return min(int(raw), MAX_TIMEOUT_MS)  # clamped, never refused (8.1)
-    return opts.workspace_timeout_ms
+    return workspace
 
 
 def _forwarded(command: str, args: tuple[str, ...]) -> str:
