@@ -21,6 +21,7 @@ from vx.files.outputs import AdditiveOutputs, InputQuery, OutputSpec
 from vx.model import (
     ROOT_PROJECT,
     HashRecord,
+    InputSet,
     RemoteExecution,
     TaskGraph,
     TaskId,
@@ -34,12 +35,11 @@ MAX_TIMEOUT_MS = 2**31 - 1
 
 
 class RunOptions(Struct, frozen=True):
-    """The parts of the command line that shape plans (not the cache policy or the flow)."""
+    """The settings that shape plans (not the cache policy or the flow), as the run resolved them."""
 
     forward_args: tuple[str, ...] = ()
-    timeout_ms: int | None = None
+    timeout_ms: int | None = None  # a task's that names none (`default_timeout`)
     retries: int | None = None
-    workspace_timeout_ms: int | None = None
     cache_dir: Path | None = None  # the workspace's: memos (lockfile shares, toolchains)
     # entries and artifacts: a sandbox walls them off; else in cache_dir
     store_dir: Path | None = None
@@ -85,9 +85,8 @@ def make_plans(
     from vx.plan.toolchain import Toolchain
 
     tools = Toolchain(str(opts.cache_dir) if opts.cache_dir is not None else None, str(ws.root))
-    nested = _nested_dirs(ws)
+    nested = nested_dirs(ws)
     members = frozenset(p.dir for p in ws.packages.values())
-    default_timeout = _default_timeout(opts, host_env)
     plans: dict[TaskId, TaskPlan] = {}
     for tid in graph.order:
         node = graph.nodes[tid]
@@ -114,7 +113,6 @@ def make_plans(
                 fingerprint,
                 nested.get(node.project_dir, ()),
                 plans,
-                default_timeout,
                 members,
                 tid in additive,
                 tools,
@@ -202,14 +200,7 @@ def _keyed_group_plan(
     folds its project's files as a task's would, so its dependants' keys move with them;
     `framework`'s variables too (turbo keys them for a task whose script the package lacks)."""
     query = _input_query(node, nested)
-    inputs = index.inputs(
-        query.project_dir,
-        query.globs,
-        query.workspace_globs,
-        excluded=query.excluded,
-        nested=query.nested,
-        reach=query.reach,
-    )
+    inputs = _inputs(index, query)
     declared = node.config.cache.input_env if node.config.cache else ()
     inferred = environment.inferred(framework, declared, host_env) if framework else ()
     record = _record(
@@ -273,7 +264,6 @@ def _task_plan(
     fingerprint: tuple,
     nested: tuple[str, ...],
     plans: Mapping[TaskId, TaskPlan],
-    default_timeout: int | None,
     members: frozenset[str] = frozenset(),
     additive: bool = False,
     tools=None,
@@ -281,33 +271,12 @@ def _task_plan(
     cfg = node.config
     assert cfg.exec is not None
     query = _input_query(node, nested)
-    inputs = index.inputs(
-        query.project_dir,
-        query.globs,
-        query.workspace_globs,
-        excluded=query.excluded,
-        nested=query.nested,
-        reach=query.reach,
-    )
+    inputs = _inputs(index, query)
     forward = opts.forward_args if node.requested else ()
     command = _forwarded(cfg.exec.command, forward) if forward else cfg.exec.command
     declared = cfg.cache.input_env if cfg.cache else ()
-    framework = cfg.exec.env.framework if opts.framework_inference else ""
-    inferred = (
-        environment.inferred(framework, declared or cfg.exec.env.pass_through, host_env)
-        if framework
-        else ()
-    )
     root = str(ws.root)
-    env = environment.task_env(
-        host=host_env,
-        pass_through=(*cfg.exec.env.pass_through, *inferred),
-        define=cfg.exec.env.define,
-        project_dir_abs=os.path.join(root, node.project_dir) if node.project_dir else root,
-        root=root,
-        workspace_id=root,
-        task_id=str(node.id),
-    )
+    env, inferred = _task_env(root, node, opts, host_env, declared)
     runtime = _runtime(node, tools, env["PATH"], root, host_env) if tools is not None else ()
     record = _record(
         node,
@@ -319,18 +288,8 @@ def _task_plan(
         environment.keyed(declared, inferred, env, host_env),
         runtime,
     )
-    outputs = None
-    if cfg.cache is not None:
-        spec = AdditiveOutputs if additive else OutputSpec
-        outputs = spec(
-            node.project_dir,
-            cfg.cache.output_files,
-            cfg.cache.output_workspace_files,
-            query,
-            members,
-            index.tracked if index.git else None,
-        )
-    timeout = cfg.exec.timeout_ms if cfg.exec.timeout_ms is not None else default_timeout
+    outputs = _outputs(node, query, members, index, additive)
+    timeout = cfg.exec.timeout_ms if cfg.exec.timeout_ms is not None else opts.timeout_ms
     retries = cfg.exec.retries if cfg.exec.retries is not None else (opts.retries or 0)
     pkg = ws.packages.get(node.id.package)
     hint = (
@@ -351,6 +310,66 @@ def _task_plan(
         framework=hint,
         remote=remote,
         platform=platform,
+    )
+
+
+def _inputs(index, query: InputQuery) -> InputSet:
+    """The files the query takes, as the listing has them."""
+    return index.inputs(
+        query.project_dir,
+        query.globs,
+        query.workspace_globs,
+        excluded=query.excluded,
+        nested=query.nested,
+        reach=query.reach,
+    )
+
+
+def _task_env(
+    root: str,
+    node: TaskNode,
+    opts: RunOptions,
+    host_env: Mapping[str, str],
+    declared: tuple[str, ...],
+) -> tuple[dict[str, str], tuple[str, ...]]:
+    """The task's environment, and the variables its framework reads that pass through with it
+    (inferred)."""
+    assert node.config.exec is not None
+    exec_env = node.config.exec.env
+    framework = exec_env.framework if opts.framework_inference else ""
+    inferred = (
+        environment.inferred(framework, declared or exec_env.pass_through, host_env)
+        if framework
+        else ()
+    )
+    env = environment.task_env(
+        host=host_env,
+        pass_through=(*exec_env.pass_through, *inferred),
+        define=exec_env.define,
+        project_dir_abs=os.path.join(root, node.project_dir) if node.project_dir else root,
+        root=root,
+        workspace_id=root,
+        task_id=str(node.id),
+    )
+    return env, inferred
+
+
+def _outputs(
+    node: TaskNode, query: InputQuery, members: frozenset[str], index, additive: bool
+) -> OutputSpec | None:
+    """What a cached task writes (None: the task is not cached); an additive task's adds to its
+    upstream's."""
+    cache = node.config.cache
+    if cache is None:
+        return None
+    spec = AdditiveOutputs if additive else OutputSpec
+    return spec(
+        node.project_dir,
+        cache.output_files,
+        cache.output_workspace_files,
+        query,
+        members,
+        index.tracked if index.git else None,
     )
 
 
@@ -486,7 +505,7 @@ def rekeyed(
     return replace(plan, key=keys.task_key(record), inputs=inputs, record=record)
 
 
-def _nested_dirs(ws: Workspace) -> dict[str, tuple[str, ...]]:
+def nested_dirs(ws: Workspace) -> dict[str, tuple[str, ...]]:
     """For each project dir, the dirs of projects nested inside it (the root holds all members).
 
     The dirs under a prefix are one contiguous run of the sorted list, so each is a bisect and
@@ -503,13 +522,17 @@ def _nested_dirs(ws: Workspace) -> dict[str, tuple[str, ...]]:
     return out
 
 
-def _default_timeout(opts: RunOptions, host_env: Mapping[str, str]) -> int | None:
-    if opts.timeout_ms is not None:
-        return opts.timeout_ms
+def default_timeout(
+    flag: int | None, workspace: int | None, host_env: Mapping[str, str]
+) -> int | None:
+    """A task's timeout when it names none: `--timeout` (`flag`), else VX_TASK_TIMEOUT, else the
+    workspace's `timeout`."""
+    if flag is not None:
+        return flag
     raw = host_env.get("VX_TASK_TIMEOUT", "").strip()
     if raw.isdigit() and int(raw) > 0:
         return min(int(raw), MAX_TIMEOUT_MS)  # clamped, never refused (8.1)
-    return opts.workspace_timeout_ms
+    return workspace
 
 
 def _forwarded(command: str, args: tuple[str, ...]) -> str:
