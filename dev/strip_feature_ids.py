@@ -24,7 +24,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "vx"
-FAMILY = r"(?:WS|GR|EX|KEY|LC|RC|SB|CLI|OBS|TL|PL)"
+FAMILY = r"(?:WS|GR|EX|KEY|LC|RC|SB|CLI|OBS|TL|PL|LG)"
 ID = rf"{FAMILY}-\d{{2,}}"
 # One ID or a range (`SB-01..SB-07`, `CLI-50..56`, `RC-01–RC-03`).
 ONE = rf"{ID}(?:\s*(?:\.\.|–|-)\s*(?:{FAMILY}-)?\d{{2,}})?"

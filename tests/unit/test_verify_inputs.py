@@ -4,17 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from vx.engine.verify import (
-    Undeclared,
-    Verdict,
-    VerifyReport,
-    _walls,
-    collapse,
-    parse_mode,
-    project_relative,
-    read_paths,
-    render,
-)
+from vx.engine.verify import parse_mode
+from vx.engine.verify_findings import Undeclared, Verdict, VerifyReport, render
+from vx.engine.verify_judge import _walls, collapse, project_relative, read_paths
 from vx.errors import UsageError
 from vx.model import TaskId
 from vx.sandbox.trace import Access
@@ -127,7 +119,7 @@ def test_render_counts_and_blocks():
 
 
 def test_item7_a_caret_edge_is_checked_in_the_project_graph_too():
-    from vx.engine.verify import _edge_fix, _Run
+    from vx.engine.verify_judge import _edge_fix, _Run
     from vx.model import Package, TaskConfig, TaskGraph, TaskNode
 
     a, b = TaskId("a", "build"), TaskId("b", "build")

@@ -138,42 +138,13 @@ def _entry(name: str, task: TaskConfig, root: bool = False, directory: str = "")
     todos: list[str] = []
     notes: list[str] = []
     if extras.get("implicit"):
-        notes.append(
-            "runs nothing (`true`): kept so that what depends on it waits and keys as before"
-            if not name.startswith("nx-inputs.")
-            else f"runs nothing (`true`): keyed on this project's `{name.split('.', 1)[1]}` "
-            "files, for its dependants' `^" + name.split(".", 1)[1] + "` input"
-        )
+        notes.append(_implicit_note(name))
     turbo_env = extras.get("turboEnv")
     if turbo_env:
-        keyed, todo_k = _names(turbo_env.get("keyed", []))
-        passed, todo_p = _names(turbo_env.get("passThrough", []))
-        if keyed and "cache" in body:
-            body["cache"]["inputs"]["env"] = keyed
-        if passed:
-            body["exec"].setdefault("env", {})["passThrough"] = passed
-        patterns = _unique([*todo_k, *todo_p])
-        if patterns:
-            todos.append(
-                f"turbo.json env patterns {', '.join(patterns)} were matched against the host's "
-                "variables; vx names variables one by one: list the ones this task reads in "
-                "cache.inputs.env (and exec.env.passThrough)"
-            )
-    if (
-        root
-        and task.cache is not None
-        and task.cache.turbo_globs
-        and body["cache"]["inputs"]["files"]
-    ):
-        # turbo's globs of a root task see into the packages; vx's project-relative globs of the
-        # root stop at them, its workspace files do not.
-        inputs = body["cache"]["inputs"]
-        # (`!` takes paths back wherever it stands, so the global files may lead.)
-        inputs["workspaceFiles"] = [*inputs.get("workspaceFiles", []), *inputs.pop("files")]
-        body["cache"]["inputs"] = {"files": [], **inputs}
-        notes.append(
-            "inputs as workspaceFiles: turbo's globs of a root task reach into the packages"
-        )
+        todos += _turbo_env(body, turbo_env)
+    cache = task.cache
+    if root and cache is not None and cache.turbo_globs and body["cache"]["inputs"]["files"]:
+        notes.append(_root_inputs(body))
     if extras.get("nxEnv") and "cache" in body:
         body["cache"]["inputs"]["env"] = list(extras["nxEnv"])
     if task.exec is not None and task.exec.env.framework:
@@ -182,47 +153,9 @@ def _entry(name: str, task: TaskConfig, root: bool = False, directory: str = "")
             "and passed its variables (NEXT_PUBLIC_*, VITE_*, …); list the ones the build reads in "
             "cache.inputs.env and exec.env.passThrough"
         )
-    if (
-        task.cache is not None
-        and task.cache.turbo_globs
-        and task.cache.input_reach is None
-        and "cache" in body
-    ):
-        files, named = _named_outright(task.cache.input_files)
-        # turbo's walk skips a directory a negation matches; a vx.config's negation matches
-        # paths, so the tree is spelt out
-        trees = [
-            f"{g}/**"
-            for g in files
-            if g.startswith("!") and re.search(r"[*?\[{]", g) and not g.endswith("/**")
-        ]
-        if trees:
-            files = [*files, *trees]
-            listed = "workspaceFiles" if root else "files"  # a root task's went there above
-            inputs = body["cache"]["inputs"]
-            inputs[listed] = [*inputs.get(listed, []), *trees]
-        # a name with an extension is taken for a file (a directory would only key more)
-        moved = [] if root else [f for f in named if "." in f.rpartition("/")[2]]
-        if moved:
-            # a vx.config's negation would take them back; its workspaceFiles are apart
-            inputs = body["cache"]["inputs"]
-            inputs["workspaceFiles"] = [
-                *inputs.get("workspaceFiles", []),
-                *(f"{directory}/{normalise(f)}" if directory else normalise(f) for f in moved),
-            ]
-            inputs["files"] = [f for f in files if f not in moved]
-            notes.append(
-                f"{', '.join(moved)} in workspaceFiles: turbo hashes a file named outright "
-                "whatever the negations beside it say"
-            )
-        left_named = [f for f in named if f not in moved]
-        if left_named:
-            todos.append(
-                f"turbo hashes {', '.join(left_named)} whatever the negations say, if it is a "
-                "file; in vx a negation takes back a file it matches: move the file to "
-                "cache.inputs.workspaceFiles"
-            )
-    if task.cache is not None and task.cache.turbo_globs and "cache" in body:
+    if cache is not None and cache.turbo_globs and cache.input_reach is None and "cache" in body:
+        _negated_inputs(body, cache.input_files, root, directory, todos, notes)
+    if cache is not None and cache.turbo_globs and "cache" in body:
         left = _classes_as_braces(body["cache"])
         if left:
             todos.append(
@@ -230,6 +163,91 @@ def _entry(name: str, task: TaskConfig, root: bool = False, directory: str = "")
                 "itself: write the alternatives as {a,b}"
             )
     return Entry(name, body, tuple(todos), tuple(notes))
+
+
+def _implicit_note(name: str) -> str:
+    if not name.startswith("nx-inputs."):
+        return "runs nothing (`true`): kept so that what depends on it waits and keys as before"
+    named = name.split(".", 1)[1]
+    return (
+        f"runs nothing (`true`): keyed on this project's `{named}` files, for its dependants' "
+        f"`^{named}` input"
+    )
+
+
+def _turbo_env(body: dict, turbo_env: dict) -> list[str]:
+    """turbo's env and passThroughEnv, into the task's key and env where they name variables;
+    the TODO for the patterns, which vx cannot write."""
+    keyed, todo_k = _names(turbo_env.get("keyed", []))
+    passed, todo_p = _names(turbo_env.get("passThrough", []))
+    if keyed and "cache" in body:
+        body["cache"]["inputs"]["env"] = keyed
+    if passed:
+        body["exec"].setdefault("env", {})["passThrough"] = passed
+    patterns = _unique([*todo_k, *todo_p])
+    if not patterns:
+        return []
+    return [
+        f"turbo.json env patterns {', '.join(patterns)} were matched against the host's "
+        "variables; vx names variables one by one: list the ones this task reads in "
+        "cache.inputs.env (and exec.env.passThrough)"
+    ]
+
+
+def _root_inputs(body: dict) -> str:
+    """A root task's input globs as workspaceFiles: turbo's globs of a root task see into the
+    packages; vx's project-relative globs of the root stop at them, its workspace files do not."""
+    inputs = body["cache"]["inputs"]
+    # (`!` takes paths back wherever it stands, so the global files may lead.)
+    inputs["workspaceFiles"] = [*inputs.get("workspaceFiles", []), *inputs.pop("files")]
+    body["cache"]["inputs"] = {"files": [], **inputs}
+    return "inputs as workspaceFiles: turbo's globs of a root task reach into the packages"
+
+
+def _negated_inputs(
+    body: dict,
+    input_files: Iterable[str],
+    root: bool,
+    directory: str,
+    todos: list[str],
+    notes: list[str],
+) -> None:
+    """turbo's inputs beside negations, written so that vx takes what turbo hashes: a negated
+    directory's tree, and a file named outright that a negation matches."""
+    files, named = _named_outright(input_files)
+    # turbo's walk skips a directory a negation matches; a vx.config's negation matches
+    # paths, so the tree is spelt out
+    trees = [
+        f"{g}/**"
+        for g in files
+        if g.startswith("!") and re.search(r"[*?\[{]", g) and not g.endswith("/**")
+    ]
+    if trees:
+        files = [*files, *trees]
+        listed = "workspaceFiles" if root else "files"  # a root task's went there before
+        inputs = body["cache"]["inputs"]
+        inputs[listed] = [*inputs.get(listed, []), *trees]
+    # a name with an extension is taken for a file (a directory would only key more)
+    moved = [] if root else [f for f in named if "." in f.rpartition("/")[2]]
+    if moved:
+        # a vx.config's negation would take them back; its workspaceFiles are apart
+        inputs = body["cache"]["inputs"]
+        inputs["workspaceFiles"] = [
+            *inputs.get("workspaceFiles", []),
+            *(f"{directory}/{normalise(f)}" if directory else normalise(f) for f in moved),
+        ]
+        inputs["files"] = [f for f in files if f not in moved]
+        notes.append(
+            f"{', '.join(moved)} in workspaceFiles: turbo hashes a file named outright "
+            "whatever the negations beside it say"
+        )
+    left_named = [f for f in named if f not in moved]
+    if left_named:
+        todos.append(
+            f"turbo hashes {', '.join(left_named)} whatever the negations say, if it is a "
+            "file; in vx a negation takes back a file it matches: move the file to "
+            "cache.inputs.workspaceFiles"
+        )
 
 
 def _named_outright(globs) -> tuple[list[str], list[str]]:

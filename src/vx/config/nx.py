@@ -30,7 +30,7 @@ import os
 import posixpath
 import re
 import shlex
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from msgspec import Struct, field
 
@@ -38,7 +38,7 @@ from vx.config.fields import At, Level, _boolean, _kind, _object, _strings
 from vx.config.project import canonical, validate_project
 from vx.config.turbo import with_hooks
 from vx.errors import ConfigError, did_you_mean
-from vx.model import ROOT_PROJECT, Package, ProjectConfig
+from vx.model import ROOT_PROJECT, Package, ProjectConfig, TaskConfig
 from vx.workspace.nxprojects import read_json
 
 NX_FILE = "nx.json"
@@ -74,43 +74,23 @@ TARGET = Level(
         "exec": "in Nx a target's command is `command` (or options.command)",
     },
 )
-PROJECT = Level(
-    "project.json",
-    frozenset(
-        {
-            "name",
-            "root",
-            "sourceRoot",
-            "projectType",
-            "targets",
-            "tags",
-            "implicitDependencies",
-            "namedInputs",
-            "generators",
-            "metadata",
-            "release",
-            "$schema",
-        }
-    ),
+# The keys of a project's own definition, in project.json and in package.json's `nx` block alike.
+_PROJECT_KEYS = frozenset(
+    {
+        "name",
+        "root",
+        "sourceRoot",
+        "projectType",
+        "targets",
+        "tags",
+        "implicitDependencies",
+        "namedInputs",
+        "metadata",
+        "release",
+    }
 )
-PACKAGE_NX = Level(
-    "package.json `nx`",
-    frozenset(
-        {
-            "name",
-            "root",
-            "sourceRoot",
-            "projectType",
-            "targets",
-            "tags",
-            "implicitDependencies",
-            "namedInputs",
-            "includedScripts",
-            "metadata",
-            "release",
-        }
-    ),
-)
+PROJECT = Level("project.json", _PROJECT_KEYS | {"generators", "$schema"})
+PACKAGE_NX = Level("package.json `nx`", _PROJECT_KEYS | {"includedScripts"})
 DEPENDS = Level("a dependsOn entry", frozenset({"target", "projects", "dependencies", "params"}))
 # Options of nx:run-commands that are not passed on as `--name=value` arguments.
 _RUN_COMMANDS_OPTIONS = frozenset(
@@ -238,6 +218,17 @@ def _check_target(body: Any, at: At) -> dict:
 # ---------------------------------------------------------------- one project's targets
 
 
+class _Read(Struct):
+    """A project's files as they are read in turn: the targets, each merged over the one before
+    (and the file and field that last defined it), the tags, and the last file's named inputs."""
+
+    targets: dict[str, dict] = field(default_factory=dict)
+    sources: dict[str, tuple[str, str]] = field(default_factory=dict)
+    tags: list[str] = field(default_factory=list)
+    named: dict = field(default_factory=dict)
+    named_source: str = NX_FILE
+
+
 def _project(nx: NxRoot, pkg: Package) -> _Project:
     known = nx.memo.get(pkg.dir)
     if known is not None:
@@ -248,65 +239,72 @@ def _project(nx: NxRoot, pkg: Package) -> _Project:
     manifest = manifest if isinstance(manifest, dict) else {}
     own_source = f"{pkg.dir}/project.json" if pkg.dir else "project.json"
     own = read_json(os.path.join(directory, "project.json"), own_source)
-    targets: dict[str, dict] = {}
-    sources: dict[str, tuple[str, str]] = {}
-    tags: list[str] = []
-    named: dict = {}
-    named_source = NX_FILE
+    read = _Read()
     if pkg.name != ROOT_PROJECT or own is not None or "nx" in manifest:
-        block = manifest.get("nx")
-        block_at = At(manifest_source).key("nx")
-        block = _object(block, block_at) if block is not None else {}
-        for key in block:
-            if key not in PACKAGE_NX.allowed:
-                near = did_you_mean(key, PACKAGE_NX.allowed)
-                block_at.key(key).refuse(
-                    f"unknown key `{key}` in package.json `nx`",
-                    hint=f"did you mean `{near}`?" if near else None,
-                )
-        included = block.get("includedScripts")
-        scripts = pkg.scripts if pkg.name != ROOT_PROJECT or "nx" in manifest else {}
-        for script in scripts:
-            if included is None or script in included:
-                targets[script] = {"executor": "nx:run-script", "options": {"script": script}}
-                sources[script] = (manifest_source, f"scripts.{script}")
-        _merge_targets(
-            targets,
-            sources,
-            block.get("targets", {}),
-            block_at.key("targets"),
-            manifest_source,
-            "nx.targets",
-        )
-        tags += _strings(block.get("tags", []), block_at.key("tags"), "tags")
-        if block.get("namedInputs"):
-            named, named_source = (
-                _named_inputs(block["namedInputs"], block_at.key("namedInputs")),
-                manifest_source,
-            )
+        _read_package_nx(read, pkg, manifest, manifest_source)
         if own is not None:
             at = At(own_source)
             own = _object(own, at)
-            for key in own:
-                if key not in PROJECT.allowed:
-                    near = did_you_mean(key, PROJECT.allowed)
-                    at.key(key).refuse(
-                        f"unknown key `{key}` in project.json",
-                        hint=f"did you mean `{near}`?" if near else None,
-                    )
-            _merge_targets(
-                targets, sources, own.get("targets", {}), at.key("targets"), own_source, "targets"
+            _check_keys(own, at, PROJECT)
+            _read_layer(read, own, at, own_source, "targets")
+        if manifest and pkg.name != ROOT_PROJECT:
+            # as Nx tags a package: first, by whether it is published
+            read.tags.insert(0, "npm:private" if manifest.get("private") else "npm:public")
+    defaulted = _fill_defaults(nx, pkg, read.targets)
+    found = _Project(
+        pkg,
+        read.targets,
+        read.sources,
+        defaulted,
+        read.named,
+        read.named_source,
+        tuple(dict.fromkeys(read.tags)),
+        own_source if own is not None else manifest_source,
+    )
+    nx.memo[pkg.dir] = found
+    return found
+
+
+def _read_package_nx(read: _Read, pkg: Package, manifest: dict, source: str) -> None:
+    """package.json's part: its scripts as `nx:run-script` targets, then its `nx` block."""
+    at = At(source).key("nx")
+    block = manifest.get("nx")
+    block = _object(block, at) if block is not None else {}
+    _check_keys(block, at, PACKAGE_NX)
+    included = block.get("includedScripts")
+    scripts = pkg.scripts if pkg.name != ROOT_PROJECT or "nx" in manifest else {}
+    for script in scripts:
+        if included is None or script in included:
+            read.targets[script] = {"executor": "nx:run-script", "options": {"script": script}}
+            read.sources[script] = (source, f"scripts.{script}")
+    _read_layer(read, block, at, source, "nx.targets")
+
+
+def _read_layer(read: _Read, layer: dict, at: At, source: str, prefix: str) -> None:
+    """One file's targets merged over the ones before, its tags added, its named inputs taken."""
+    targets = layer.get("targets", {})
+    _merge_targets(read.targets, read.sources, targets, at.key("targets"), source, prefix)
+    read.tags += _strings(layer.get("tags", []), at.key("tags"), "tags")
+    if layer.get("namedInputs"):
+        read.named = _named_inputs(layer["namedInputs"], at.key("namedInputs"))
+        read.named_source = source
+
+
+def _check_keys(obj: dict, at: At, level: Level) -> None:
+    for key in obj:
+        if key not in level.allowed:
+            near = did_you_mean(key, level.allowed)
+            at.key(key).refuse(
+                f"unknown key `{key}` in {level.name}",
+                hint=f"did you mean `{near}`?" if near else None,
             )
-            tags += _strings(own.get("tags", []), at.key("tags"), "tags")
-            if own.get("namedInputs"):
-                named, named_source = (
-                    _named_inputs(own["namedInputs"], at.key("namedInputs")),
-                    own_source,
-                )
-        if (
-            manifest and pkg.name != ROOT_PROJECT
-        ):  # as Nx tags a package: first, by whether it is published
-            tags.insert(0, "npm:private" if manifest.get("private") else "npm:public")
+
+
+def _fill_defaults(
+    nx: NxRoot, pkg: Package, targets: dict[str, dict]
+) -> dict[str, tuple[str, frozenset[str]]]:
+    """nx.json's targetDefaults filled into `targets`, in place; for each target they filled, the
+    targetDefaults key and the fields it gave."""
     defaulted = {}
     for name in list(targets):
         default = _target_default(nx, name, targets[name].get("executor"))
@@ -315,22 +313,9 @@ def _project(nx: NxRoot, pkg: Package) -> _Project:
             targets[name] = _with_defaults(before, nx.target_defaults[default], pkg)
             defaulted[name] = (default, frozenset(k for k in targets[name] if k not in before))
         if not targets[name].get("executor"):
-            targets[name] = {
-                **targets[name],
-                "executor": "nx:noop",
-            }  # as Nx names a target that runs nothing
-    found = _Project(
-        pkg,
-        targets,
-        sources,
-        defaulted,
-        named,
-        named_source,
-        tuple(dict.fromkeys(tags)),
-        own_source if own is not None else manifest_source,
-    )
-    nx.memo[pkg.dir] = found
-    return found
+            # as Nx names a target that runs nothing
+            targets[name] = {**targets[name], "executor": "nx:noop"}
+    return defaulted
 
 
 def _sugar(target: dict) -> dict:
@@ -445,10 +430,44 @@ class _Refused(Exception):
         super().__init__(message)
         self.why = (message, file, field, hint)
 
+    @classmethod
+    def at(cls, where: At, message: str, hint: str) -> _Refused:
+        return cls(message, where.file, where.field, hint)
+
 
 def project(nx: NxRoot, pkg: Package, manager: str) -> ProjectConfig:
     """`pkg`'s targets as Nx would run them, as vx tasks; an empty config when it has none."""
     proj = _project(nx, pkg)
+    tasks, refused = _tasks(nx, proj, manager)
+    _refuse_dependants(tasks, refused)
+    if proj.targets or pkg.name != ROOT_PROJECT:
+        for input_name in _caret_names(nx):
+            try:
+                tasks[GROUP + input_name] = _input_group(nx, proj, input_name)
+            except _Refused as exc:  # a dependant's `^name` reaches it: refused there, naming this
+                refused[GROUP + input_name] = exc.why
+    _keep_reaching(nx, tasks)
+    if not tasks and not refused and not proj.tags:
+        return ProjectConfig(source="")
+    envs = {name: body.pop("nxEnv", []) for name, body in tasks.items()}
+    origins = _origins(nx, proj, tasks)
+    try:
+        config = validate_project({"tasks": tasks, "tags": list(proj.tags)}, proj.source)
+    except ConfigError as exc:  # name the target's field, not the vx field it maps to
+        file, where = ProjectConfig(source=exc.file, origins=origins).located(exc.field)
+        raise ConfigError(exc.message, file=file, field=where, hint=exc.hint) from None
+    return ProjectConfig(
+        source=config.source,
+        tasks=_mapped(config, tasks, envs),
+        tags=config.tags,
+        not_runnable=refused,
+        origins=origins,
+    )
+
+
+def _tasks(nx: NxRoot, proj: _Project, manager: str) -> tuple[dict[str, dict], dict[str, tuple]]:
+    """Each target as a task, and each of its configurations as `name:configuration`; the ones
+    vx cannot run apart, refused by name."""
     tasks: dict[str, dict] = {}
     refused: dict[str, tuple] = {}
     for name, target in proj.targets.items():
@@ -464,8 +483,12 @@ def project(nx: NxRoot, pkg: Package, manager: str) -> ProjectConfig:
                 tasks[task_name] = _task(nx, proj, name, target, opts, configuration, manager)
             except _Refused as exc:
                 refused[task_name] = exc.why
-    # A same-project dependency vx cannot run makes its dependant refused too: running it without
-    # would run it before what it needs.
+    return tasks, refused
+
+
+def _refuse_dependants(tasks: dict[str, dict], refused: dict[str, tuple]) -> None:
+    """A same-project dependency vx cannot run makes its dependant refused too: running it
+    without would run it before what it needs."""
     changed = True
     while changed:
         changed = False
@@ -477,12 +500,11 @@ def project(nx: NxRoot, pkg: Package, manager: str) -> ProjectConfig:
                     del tasks[name]
                     changed = True
                     break
-    if proj.targets or pkg.name != ROOT_PROJECT:
-        for input_name in _caret_names(nx):
-            try:
-                tasks[GROUP + input_name] = _input_group(nx, proj, input_name)
-            except _Refused as exc:  # a dependant's `^name` reaches it: refused there, naming this
-                refused[GROUP + input_name] = exc.why
+
+
+def _keep_reaching(nx: NxRoot, tasks: dict[str, dict]) -> None:
+    """Each task's dependsOn without the entries that reach no task: Nx passes over them, vx's
+    own entries must reach one."""
     for body in tasks.values():
         deps = [
             d
@@ -497,18 +519,16 @@ def project(nx: NxRoot, pkg: Package, manager: str) -> ProjectConfig:
             body["dependsOn"] = deps
         else:
             body.pop("dependsOn", None)
-    if not tasks and not refused and not proj.tags:
-        return ProjectConfig(source="")
-    envs = {name: body.pop("nxEnv", []) for name, body in tasks.items()}
-    origins = _origins(nx, proj, tasks)
-    try:
-        config = validate_project({"tasks": tasks, "tags": list(proj.tags)}, proj.source)
-    except ConfigError as exc:  # name the target's field, not the vx field it maps to
-        file, where = ProjectConfig(source=exc.file, origins=origins).located(exc.field)
-        raise ConfigError(exc.message, file=file, field=where, hint=exc.hint) from None
-    mapped = {}
+
+
+def _mapped(
+    config: ProjectConfig, tasks: Mapping[str, dict], envs: Mapping[str, list]
+) -> dict[str, TaskConfig]:
+    """The validated tasks with what vx's schema has no field for: a target's env inputs, and an
+    input group's running nothing."""
     from msgspec.structs import replace
 
+    mapped = {}
     for name, task in config.tasks.items():
         if envs[name] and task.cache is not None:
             task = replace(
@@ -521,13 +541,7 @@ def project(nx: NxRoot, pkg: Package, manager: str) -> ProjectConfig:
                 task, exec=None, implicit=True, canonical='{"implicit":true,' + task.canonical[1:]
             )
         mapped[name] = task
-    return ProjectConfig(
-        source=config.source,
-        tasks=mapped,
-        tags=config.tags,
-        not_runnable=refused,
-        origins=origins,
-    )
+    return mapped
 
 
 # A mapped task's vx fields and the target field each comes from ("": the target itself).
@@ -648,57 +662,11 @@ def _task(
     configuration: str | None,
     manager: str,
 ) -> dict:
-    source, field_path = proj.sources[name]
-    own_at = At(source).key(field_path)
-    default_key, given = proj.defaulted.get(name, ("", frozenset()))
-
-    def at_of(key: str) -> At:
-        """Where the target's `key` was written: its own file, or the nx.json target default it came from."""
-        return (
-            At(NX_FILE).key("targetDefaults").key(default_key).key(key)
-            if key in given
-            else own_at.key(key)
-        )
-
-    executor = target.get("executor")
-    if target.get("continuous"):
-        where = at_of("continuous")
-        raise _Refused(
-            f"`{name}` is continuous in Nx (a server or watcher)",
-            where.file,
-            where.field,
-            "vx tasks must finish; run it outside vx",
-        )
+    at_of = _located(proj, name)
     task: dict[str, Any] = {}
-    if executor == "nx:run-commands":
-        if options.get("readyWhen"):
-            where = at_of("options").key("readyWhen")
-            raise _Refused(
-                f"`{name}` waits for `readyWhen`: it starts something that keeps running",
-                where.file,
-                where.field,
-                "vx tasks must finish; run it outside vx",
-            )
-        task["exec"] = _run_commands(proj, options, at_of("options"))
-    elif executor == "nx:run-script":
-        script = options.get("script", name)
-        if script not in proj.pkg.scripts:
-            where = at_of("options").key("script")
-            raise _Refused(
-                f"`{name}` runs the package.json script `{script}`, which the package lacks",
-                where.file,
-                where.field,
-                "add the script, or fix the name",
-            )
-        task["exec"] = {"command": with_hooks(proj.pkg, script, manager)}
-    elif executor not in (None, "nx:noop"):
-        where = at_of("executor")
-        raise _Refused(
-            f"`{name}` runs the executor `{executor}`, which vx cannot run",
-            where.file,
-            where.field,
-            _MIGRATE,
-        )
+    command = _exec(proj, name, target, options, manager, at_of)
+    if command is not None:
+        task["exec"] = command
     deps = _depends_on(nx, proj, target.get("dependsOn", []), at_of("dependsOn"), configuration)
     if deps:
         task["dependsOn"] = deps
@@ -710,22 +678,94 @@ def _task(
     if cached is None and nx.cacheable is not None:
         cached = name in nx.cacheable
     if cached:
-        files, workspace_files, env, groups = _inputs(nx, proj, target, at_of("inputs"))
-        task["dependsOn"] = list(dict.fromkeys([*task.get("dependsOn", []), *groups]))
-        outputs, workspace_outputs = _outputs(proj, name, target, options, at_of("outputs"))
-        inputs: dict[str, Any] = {"files": files}
-        if workspace_files:
-            inputs["workspaceFiles"] = workspace_files
-        env_file = task["exec"].pop("nxEnvFile", None)
-        if env_file:
-            inputs["workspaceFiles"] = [*inputs.get("workspaceFiles", []), env_file]
-        task["cache"] = {"inputs": inputs, "outputs": {"files": outputs}}
-        if workspace_outputs:
-            task["cache"]["outputs"]["workspaceFiles"] = workspace_outputs
-        if env:
-            task["nxEnv"] = env
+        _cache(nx, proj, name, target, options, task, at_of)
     task["exec"].pop("nxEnvFile", None)
     return task
+
+
+def _located(proj: _Project, name: str) -> Callable[[str], At]:
+    """Where target `name`'s field `key` was written: its own file, or the nx.json target default
+    it came from."""
+    source, field_path = proj.sources[name]
+    own_at = At(source).key(field_path)
+    default_key, given = proj.defaulted.get(name, ("", frozenset()))
+
+    def at_of(key: str) -> At:
+        if key in given:
+            return At(NX_FILE).key("targetDefaults").key(default_key).key(key)
+        return own_at.key(key)
+
+    return at_of
+
+
+def _exec(
+    proj: _Project,
+    name: str,
+    target: dict,
+    options: dict,
+    manager: str,
+    at_of: Callable[[str], At],
+) -> dict | None:
+    """What the target runs, as a vx `exec`; None when it runs nothing (a group). A target vx
+    cannot run is refused."""
+    executor = target.get("executor")
+    if target.get("continuous"):
+        raise _Refused.at(
+            at_of("continuous"),
+            f"`{name}` is continuous in Nx (a server or watcher)",
+            "vx tasks must finish; run it outside vx",
+        )
+    if executor == "nx:run-commands":
+        if options.get("readyWhen"):
+            raise _Refused.at(
+                at_of("options").key("readyWhen"),
+                f"`{name}` waits for `readyWhen`: it starts something that keeps running",
+                "vx tasks must finish; run it outside vx",
+            )
+        return _run_commands(proj, options, at_of("options"))
+    if executor == "nx:run-script":
+        script = options.get("script", name)
+        if script not in proj.pkg.scripts:
+            raise _Refused.at(
+                at_of("options").key("script"),
+                f"`{name}` runs the package.json script `{script}`, which the package lacks",
+                "add the script, or fix the name",
+            )
+        return {"command": with_hooks(proj.pkg, script, manager)}
+    if executor not in (None, "nx:noop"):
+        raise _Refused.at(
+            at_of("executor"),
+            f"`{name}` runs the executor `{executor}`, which vx cannot run",
+            _MIGRATE,
+        )
+    return None
+
+
+def _cache(
+    nx: NxRoot,
+    proj: _Project,
+    name: str,
+    target: dict,
+    options: dict,
+    task: dict[str, Any],
+    at_of: Callable[[str], At],
+) -> None:
+    """A cached target's inputs and outputs, into `task`; its dependsOn takes the input groups its
+    `^name` inputs reach."""
+    files, workspace_files, env, groups = _inputs(nx, proj, target, at_of("inputs"))
+    task["dependsOn"] = list(dict.fromkeys([*task.get("dependsOn", []), *groups]))
+    outputs, workspace_outputs = _outputs(proj, name, target, options, at_of("outputs"))
+    inputs: dict[str, Any] = {"files": files}
+    if workspace_files:
+        inputs["workspaceFiles"] = workspace_files
+    env_file = task["exec"].pop("nxEnvFile", None)
+    if env_file:
+        inputs["workspaceFiles"] = [*inputs.get("workspaceFiles", []), env_file]
+    task["cache"] = {"inputs": inputs, "outputs": {"files": outputs}}
+    if workspace_outputs:
+        task["cache"]["outputs"]["workspaceFiles"] = workspace_outputs
+    if env:
+        task["nxEnv"] = env
 
 
 # ---------------------------------------------------------------- nx:run-commands
@@ -733,56 +773,10 @@ def _task(
 
 def _run_commands(proj: _Project, options: dict, at: At) -> dict:
     """options.command / options.commands as one shell command, run in `cwd` (default: the workspace root)."""
-    if "command" in options and "commands" in options:
-        at.key("commands").refuse("both `command` and `commands`", hint="keep one")
-    if "command" in options:
-        if not isinstance(options["command"], str):
-            at.key("command").refuse(f"`command` must be a string, got {_kind(options['command'])}")
-        entries = [{"command": options["command"]}]
-    elif "commands" in options:
-        if not isinstance(options["commands"], list) or not options["commands"]:
-            at.key("commands").refuse(
-                "`commands` must be a non-empty array", hint='e.g. ["tsc -b", "vite build"]'
-            )
-        entries = []
-        for i, c in enumerate(options["commands"]):
-            if isinstance(c, str):
-                entries.append({"command": c})
-            elif isinstance(c, dict) and isinstance(c.get("command"), str):
-                entries.append(c)
-            else:
-                at.key("commands").item(i).refuse(
-                    'each entry must be a command string or {"command": …}'
-                )
-    else:
-        at.refuse(
-            "an nx:run-commands target needs `command` or `commands`",
-            hint='e.g. "command": "tsc -b"',
-        )
+    entries = _command_entries(options, at)
     pkg = proj.pkg
-    args = options.get("args", "")
-    if isinstance(args, list):
-        args = " ".join(map(str, args))
-    if not isinstance(args, str):
-        at.key("args").refuse(
-            f"`args` must be a string, got {_kind(args)}", hint='e.g. "args": "--verbose"'
-        )
-    parsed = _parsed_args(args)
-    unknown = [
-        f"--{k}={v}"
-        for k, v in options.items()
-        if k not in _RUN_COMMANDS_OPTIONS
-        and not isinstance(v, (dict, list))
-        and parsed.get(k, v) == v
-    ]
-    cwd = options.get("cwd")
-    if cwd is not None and not isinstance(cwd, str):
-        at.key("cwd").refuse(f"`cwd` must be a string, got {_kind(cwd)}")
-    where = posixpath.normpath(_tokens(cwd, pkg)) if cwd else "."
-    if posixpath.isabs(where) or where.startswith(".."):
-        at.key("cwd").refuse(
-            f"`cwd` {cwd!r} is outside the workspace", hint="vx runs tasks inside the workspace"
-        )
+    args, parsed, unknown = _command_args(options, at)
+    where = _command_dir(options, pkg, at)
     commands = []
     for entry in entries:
         # {workspaceRoot} is the root's absolute path to Nx; here the same place, from the command's cwd.
@@ -798,49 +792,128 @@ def _run_commands(proj: _Project, options: dict, at: At) -> dict:
             text = " ".join([text, *unknown, *([args] if args else [])])
         commands.append(text)
     hop = posixpath.relpath(where, pkg.dir or ".")
-    parallel = options.get("parallel", True) and len(commands) > 1
+    body = _joined(commands, options.get("parallel", True))
+    # a line of its own: `&` would take it along
+    prefix = "" if hop == "." else f"cd {shlex.quote(hop)} || exit 1\n"
+    out: dict[str, Any] = {}
+    loaded = _env_file(options, pkg, where, at)
+    if loaded is not None:
+        prefix += loaded[0]
+        out["nxEnvFile"] = loaded[1]
+    out["command"] = prefix + body
+    env = _command_env(options, at)
+    if env is not None:
+        out["env"] = env
+    return out
+
+
+def _command_entries(options: dict, at: At) -> list[dict]:
+    """options.command, or each of options.commands, as `{"command": …}`."""
+    if "command" in options and "commands" in options:
+        at.key("commands").refuse("both `command` and `commands`", hint="keep one")
+    if "command" in options:
+        if not isinstance(options["command"], str):
+            at.key("command").refuse(f"`command` must be a string, got {_kind(options['command'])}")
+        return [{"command": options["command"]}]
+    if "commands" not in options:
+        at.refuse(
+            "an nx:run-commands target needs `command` or `commands`",
+            hint='e.g. "command": "tsc -b"',
+        )
+    if not isinstance(options["commands"], list) or not options["commands"]:
+        at.key("commands").refuse(
+            "`commands` must be a non-empty array", hint='e.g. ["tsc -b", "vite build"]'
+        )
+    entries = []
+    for i, c in enumerate(options["commands"]):
+        if isinstance(c, str):
+            entries.append({"command": c})
+        elif isinstance(c, dict) and isinstance(c.get("command"), str):
+            entries.append(c)
+        else:
+            at.key("commands").item(i).refuse(
+                'each entry must be a command string or {"command": …}'
+            )
+    return entries
+
+
+def _command_args(options: dict, at: At) -> tuple[str, dict[str, str], list[str]]:
+    """options.args as one string, its `--name` values, and the target's other options as the
+    `--name=value` arguments Nx passes on."""
+    args = options.get("args", "")
+    if isinstance(args, list):
+        args = " ".join(map(str, args))
+    if not isinstance(args, str):
+        at.key("args").refuse(
+            f"`args` must be a string, got {_kind(args)}", hint='e.g. "args": "--verbose"'
+        )
+    parsed = _parsed_args(args)
+    unknown = [
+        f"--{k}={v}"
+        for k, v in options.items()
+        if k not in _RUN_COMMANDS_OPTIONS
+        and not isinstance(v, (dict, list))
+        and parsed.get(k, v) == v
+    ]
+    return args, parsed, unknown
+
+
+def _command_dir(options: dict, pkg: Package, at: At) -> str:
+    """options.cwd, workspace-relative ("." by default); one outside the workspace is refused."""
+    cwd = options.get("cwd")
+    if cwd is not None and not isinstance(cwd, str):
+        at.key("cwd").refuse(f"`cwd` must be a string, got {_kind(cwd)}")
+    where = posixpath.normpath(_tokens(cwd, pkg)) if cwd else "."
+    if posixpath.isabs(where) or where.startswith(".."):
+        at.key("cwd").refuse(
+            f"`cwd` {cwd!r} is outside the workspace", hint="vx runs tasks inside the workspace"
+        )
+    return where
+
+
+def _joined(commands: list[str], parallel: bool) -> str:
+    """The commands as one shell body: one after another, or in parallel."""
     if len(commands) == 1:
-        body = commands[0]
-    elif parallel:  # every command at once; the task fails when any does, after all have finished
+        return commands[0]
+    if parallel:  # every command at once; the task fails when any does, after all have finished
         starts = "".join(f"(\n{c}\n) & p{i}=$!\n" for i, c in enumerate(commands))
         waits = "".join(f"wait $p{i} || s=1\n" for i in range(len(commands)))
-        body = f"{starts}s=0\n{waits}exit $s"
-    else:
-        body = " && ".join(f"(\n{c}\n)" for c in commands)
-    prefix = (
-        "" if hop == "." else f"cd {shlex.quote(hop)} || exit 1\n"
-    )  # a line of its own: `&` would take it along
-    out: dict[str, Any] = {}
+        return f"{starts}s=0\n{waits}exit $s"
+    return " && ".join(f"(\n{c}\n)" for c in commands)
+
+
+def _env_file(options: dict, pkg: Package, where: str, at: At) -> tuple[str, str] | None:
+    """options.envFile as the shell line that loads it, and its workspace path; None without one.
+    Loaded as Nx loads it: its variables exported to every command; a missing file is no error."""
     env_file = options.get("envFile")
-    if env_file is not None:
-        if not isinstance(env_file, str):
-            at.key("envFile").refuse(f"`envFile` must be a string, got {_kind(env_file)}")
-        ws_rel = posixpath.normpath(_tokens(env_file, pkg))
-        from_here = posixpath.relpath(ws_rel, where)
-        from_here = shlex.quote(
-            from_here if from_here.startswith("../") else "./" + from_here
-        )  # `.` searches PATH
-        # Loaded as Nx loads it: its variables exported to every command; a missing file is no error.
-        prefix = prefix + f"if [ -f {from_here} ]; then set -a; . {from_here}; set +a; fi\n"
-        out["nxEnvFile"] = ws_rel
-    out["command"] = prefix + body
+    if env_file is None:
+        return None
+    if not isinstance(env_file, str):
+        at.key("envFile").refuse(f"`envFile` must be a string, got {_kind(env_file)}")
+    ws_rel = posixpath.normpath(_tokens(env_file, pkg))
+    from_here = posixpath.relpath(ws_rel, where)
+    # `.` searches PATH
+    from_here = shlex.quote(from_here if from_here.startswith("../") else "./" + from_here)
+    return f"if [ -f {from_here} ]; then set -a; . {from_here}; set +a; fi\n", ws_rel
+
+
+def _command_env(options: dict, at: At) -> dict | None:
+    """options.env as a vx `exec.env`; None without one."""
     env = options.get("env")
-    if env is not None:
-        env = _object(env, at.key("env"))
-        for key, value in env.items():
-            if (
-                not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key)
-                or isinstance(value, (dict, list))
-                or value is None
-            ):
-                at.key("env").key(key).refuse(
-                    f"`{key}`: an env entry is a NAME and a string value",
-                    hint='e.g. "env": {"NODE_ENV": "production"}',
-                )
-        out["env"] = {
-            "define": {k: v if isinstance(v, str) else json.dumps(v) for k, v in env.items()}
-        }
-    return out
+    if env is None:
+        return None
+    env = _object(env, at.key("env"))
+    for key, value in env.items():
+        if (
+            not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key)
+            or isinstance(value, (dict, list))
+            or value is None
+        ):
+            at.key("env").key(key).refuse(
+                f"`{key}`: an env entry is a NAME and a string value",
+                hint='e.g. "env": {"NODE_ENV": "production"}',
+            )
+    return {"define": {k: v if isinstance(v, str) else json.dumps(v) for k, v in env.items()}}
 
 
 def _parsed_args(args: str) -> dict[str, str]:
@@ -876,66 +949,75 @@ def _depends_on(
     """`build`, `^build`, `proj:build` and `{target, projects | dependencies, params}` as vx entries;
     with a configuration, a same-project target that has it is run with it."""
     out: list[str] = []
-    names = sorted(n for n in nx.packages if n != ROOT_PROJECT)
     for i, entry in enumerate(entries):
-        here = at.item(i)
         if isinstance(entry, str):
-            if _GLOB_CHARS.search(entry):  # Nx's target-name globs: `build-*`, `^build-*`
-                caret = "^" if entry.startswith("^") else ""
-                pattern = entry[len(caret) :]
-                pool = _all_targets(nx) if caret else proj.targets
-                out += [
-                    caret + _configured(proj, t, None if caret else configuration)
-                    for t in sorted(pool)
-                    if fnmatch.fnmatchcase(t, pattern)
-                ]
-            elif entry.startswith("^"):
-                out.append(entry)
-            elif ":" in entry and entry.split(":", 1)[0] in nx.packages:
-                project_name, _, target = entry.partition(":")
-                out.append(f"{project_name}#{target}")
-            else:
-                out.append(_configured(proj, entry, configuration))
-            continue
-        obj = _object(entry, here, 'a target name or {"target": …}')
-        for key in obj:
-            if key not in DEPENDS.allowed:
-                near = did_you_mean(key, DEPENDS.allowed)
-                here.key(key).refuse(
-                    f"unknown key `{key}` in a dependsOn entry",
-                    hint=f"did you mean `{near}`?"
-                    if near
-                    else "keys: target, projects, dependencies, params",
-                )
-        target = obj.get("target")  # type: ignore[assignment]  # checked to be a string just below
-        if not isinstance(target, str) or not target:
-            here.key("target").refuse(
-                "a dependsOn object needs a `target` string", hint='e.g. {"target": "build"}'
-            )
-        projects = obj.get("projects")
-        if obj.get("dependencies") or projects == "dependencies":
-            out.append(f"^{target}")
-        elif projects is None or projects == "self":
-            out.append(_configured(proj, target, configuration))
+            out += _depends_text(nx, proj, entry, configuration)
         else:
-            wanted = (
-                [projects]
-                if isinstance(projects, str)
-                else list(_strings(projects, here.key("projects"), "project names"))
-            )
-            for pattern in wanted:
-                if pattern.startswith("tag:"):
-                    matched = [n for n in names if pattern[4:] in _project(nx, nx.packages[n]).tags]
-                elif _GLOB_CHARS.search(pattern):
-                    matched = [n for n in names if fnmatch.fnmatchcase(n, pattern)]
-                elif pattern in nx.packages:
-                    matched = [pattern]
-                else:
-                    here.key("projects").refuse(
-                        f"`{pattern}` names no project", hint=f"projects: {', '.join(names[:12])}"
-                    )
-                out += [f"{n}#{target}" for n in matched]
+            out += _depends_object(nx, proj, entry, at.item(i), configuration)
     return list(dict.fromkeys(out))
+
+
+def _depends_text(nx: NxRoot, proj: _Project, entry: str, configuration: str | None) -> list[str]:
+    if _GLOB_CHARS.search(entry):  # Nx's target-name globs: `build-*`, `^build-*`
+        caret = "^" if entry.startswith("^") else ""
+        pattern = entry[len(caret) :]
+        pool = _all_targets(nx) if caret else proj.targets
+        return [
+            caret + _configured(proj, t, None if caret else configuration)
+            for t in sorted(pool)
+            if fnmatch.fnmatchcase(t, pattern)
+        ]
+    if entry.startswith("^"):
+        return [entry]
+    if ":" in entry and entry.split(":", 1)[0] in nx.packages:
+        project_name, _, target = entry.partition(":")
+        return [f"{project_name}#{target}"]
+    return [_configured(proj, entry, configuration)]
+
+
+def _depends_object(
+    nx: NxRoot, proj: _Project, entry: Any, here: At, configuration: str | None
+) -> list[str]:
+    obj = _object(entry, here, 'a target name or {"target": …}')
+    for key in obj:
+        if key not in DEPENDS.allowed:
+            near = did_you_mean(key, DEPENDS.allowed)
+            here.key(key).refuse(
+                f"unknown key `{key}` in a dependsOn entry",
+                hint=f"did you mean `{near}`?"
+                if near
+                else "keys: target, projects, dependencies, params",
+            )
+    target = obj.get("target")
+    if not isinstance(target, str) or not target:
+        here.key("target").refuse(
+            "a dependsOn object needs a `target` string", hint='e.g. {"target": "build"}'
+        )
+    projects = obj.get("projects")
+    if obj.get("dependencies") or projects == "dependencies":
+        return [f"^{target}"]
+    if projects is None or projects == "self":
+        return [_configured(proj, target, configuration)]
+    names = sorted(n for n in nx.packages if n != ROOT_PROJECT)
+    wanted = (
+        [projects]
+        if isinstance(projects, str)
+        else list(_strings(projects, here.key("projects"), "project names"))
+    )
+    out: list[str] = []
+    for pattern in wanted:
+        if pattern.startswith("tag:"):
+            matched = [n for n in names if pattern[4:] in _project(nx, nx.packages[n]).tags]
+        elif _GLOB_CHARS.search(pattern):
+            matched = [n for n in names if fnmatch.fnmatchcase(n, pattern)]
+        elif pattern in nx.packages:
+            matched = [pattern]
+        else:
+            here.key("projects").refuse(
+                f"`{pattern}` names no project", hint=f"projects: {', '.join(names[:12])}"
+            )
+        out += [f"{n}#{target}" for n in matched]
+    return out
 
 
 def _all_targets(nx: NxRoot) -> set[str]:
@@ -955,6 +1037,16 @@ def _configured(proj: _Project, target: str, configuration: str | None) -> str:
 # ---------------------------------------------------------------- inputs and outputs
 
 
+class _Found(Struct):
+    """What a target's inputs expand to: project files (only for the task's own project),
+    workspace files, env names, and the dependencies' input groups its `^name` entries reach."""
+
+    files: list[str] = field(default_factory=list)
+    workspace: list[str] = field(default_factory=list)
+    env: list[str] = field(default_factory=list)
+    groups: list[str] = field(default_factory=list)
+
+
 def _inputs(
     nx: NxRoot, proj: _Project, target: dict, at: At
 ) -> tuple[list[str], list[str], list[str], list[str]]:
@@ -963,16 +1055,14 @@ def _inputs(
     entries = target.get("inputs")
     if entries is None:
         entries = ["default", "^default"]
-    files: list[str] = []
-    workspace: list[str] = []
-    env: list[str] = []
-    groups: list[str] = []
-    _expand(nx, proj, entries, at, files, workspace, env, seen=(), own=True, groups=groups)
+    found = _Found()
+    _expand(nx, proj, entries, at, found, seen=(), own=True)
+    files, workspace = found.files, found.workspace
     if not any(not f.startswith("!") for f in files):
         files = []  # only negations left: nothing of the project itself is an input
     if workspace and all(w.startswith("!") for w in workspace):
         workspace = []
-    return _unique(files), _unique(workspace), _unique(env), _unique(groups)
+    return _unique(files), _unique(workspace), _unique(found.env), _unique(found.groups)
 
 
 def _named(nx: NxRoot, proj: _Project, name: str) -> list | None:
@@ -984,107 +1074,92 @@ def _named(nx: NxRoot, proj: _Project, name: str) -> list | None:
 
 
 def _expand(
-    nx: NxRoot,
-    proj: _Project,
-    entries: list,
-    at: At,
-    files: list,
-    workspace: list,
-    env: list,
-    seen: tuple,
-    own: bool,
-    groups: list,
+    nx: NxRoot, proj: _Project, entries: list, at: At, found: _Found, seen: tuple, own: bool
 ) -> None:
-    """Entries into `files` (project-relative, only for the task's own project) and `workspace`."""
+    """Input entries (named inputs, filesets, objects) into `found`."""
     for i, entry in enumerate(entries):
         here = at.item(i)
-        if isinstance(entry, str):
-            if entry.startswith("^"):
-                if _named(nx, proj, entry[1:]) is None:
-                    here.refuse(
-                        f"`{entry[1:]}` is no named input",
-                        hint="define it in nx.json `namedInputs`",
-                    )
-                groups.append(f"^{GROUP}{entry[1:]}")
-            elif "{" in entry or "/" in entry or _GLOB_CHARS.search(entry):
-                _fileset(proj, entry, here, files, workspace, own)
-            else:
-                _named_into(nx, proj, entry, here, files, workspace, env, seen, own, groups)
-            continue
-        obj = _object(entry, here, "an input (a name, a fileset or an object)")
-        if "env" in obj:
-            if not isinstance(obj["env"], str) or not re.fullmatch(
-                r"[A-Za-z_][A-Za-z0-9_]*", obj["env"]
-            ):
-                here.key("env").refuse(f"`env` must name an env var, got {obj['env']!r}")
-            env.append(obj["env"])
-        elif "runtime" in obj:
-            raise _Refused(
-                f"a `runtime` input (`{obj['runtime']}`): vx does not run probe commands to key a task",
-                here.file,
-                here.field + ".runtime",
-                'key what the probe reads instead: an { "env": … } input or a file',
-            )
-        elif "fileset" in obj:
-            _fileset(proj, obj["fileset"], here.key("fileset"), files, workspace, own)
-        elif "externalDependencies" in obj or "dependentTasksOutputFiles" in obj:
-            # Covered already: every vx key folds the workspace's lockfiles, and the keys of the
-            # task's dependencies (whose outputs follow from them).
-            continue
-        elif "input" in obj:
-            name = obj["input"]
-            projects = obj.get("projects")
-            if obj.get("dependencies"):
-                groups.append(f"^{GROUP}{name}")
-                continue
-            if projects is None or projects == "self":
-                targets = [proj.pkg]
-            else:
-                if not (
-                    isinstance(projects, str)
-                    or isinstance(projects, list)
-                    and all(isinstance(x, str) for x in projects)
-                ):
-                    here.key("projects").refuse(
-                        f"`projects` must be a project name or a list of them, "
-                        f"got {json.dumps(projects)}",
-                        hint='e.g. "projects": "self" or "projects": ["lib-a"]',
-                    )
-                wanted = [projects] if isinstance(projects, str) else list(projects)
-                targets = [nx.packages[p] for p in wanted if p in nx.packages]
-            for pkg in targets:
-                other = _project(nx, pkg)
-                _named_into(
-                    nx,
-                    other,
-                    name,
-                    here,
-                    files,
-                    workspace,
-                    env,
-                    seen,
-                    own=own and other is proj,
-                    groups=groups,
+        if not isinstance(entry, str):
+            obj = _object(entry, here, "an input (a name, a fileset or an object)")
+            _expand_object(nx, proj, obj, here, found, seen, own)
+        elif entry.startswith("^"):
+            if _named(nx, proj, entry[1:]) is None:
+                here.refuse(
+                    f"`{entry[1:]}` is no named input",
+                    hint="define it in nx.json `namedInputs`",
                 )
+            found.groups.append(f"^{GROUP}{entry[1:]}")
+        elif "{" in entry or "/" in entry or _GLOB_CHARS.search(entry):
+            _fileset(proj, entry, here, found, own)
         else:
-            here.refuse(
-                f"unknown input {json.dumps(obj)}",
-                hint="inputs are named inputs, filesets, {env}, {runtime}, {externalDependencies}, "
-                "{dependentTasksOutputFiles}, {input, projects}",
+            _named_into(nx, proj, entry, here, found, seen, own)
+
+
+def _expand_object(
+    nx: NxRoot, proj: _Project, obj: dict, here: At, found: _Found, seen: tuple, own: bool
+) -> None:
+    """`{env}`, `{runtime}`, `{fileset}`, `{externalDependencies}`, `{dependentTasksOutputFiles}`
+    or `{input, projects | dependencies}`, into `found`."""
+    if "env" in obj:
+        if not isinstance(obj["env"], str) or not re.fullmatch(
+            r"[A-Za-z_][A-Za-z0-9_]*", obj["env"]
+        ):
+            here.key("env").refuse(f"`env` must name an env var, got {obj['env']!r}")
+        found.env.append(obj["env"])
+    elif "runtime" in obj:
+        raise _Refused(
+            f"a `runtime` input (`{obj['runtime']}`): vx does not run probe commands to key a task",
+            here.file,
+            here.field + ".runtime",
+            'key what the probe reads instead: an { "env": … } input or a file',
+        )
+    elif "fileset" in obj:
+        _fileset(proj, obj["fileset"], here.key("fileset"), found, own)
+    elif "externalDependencies" in obj or "dependentTasksOutputFiles" in obj:
+        # Covered already: every vx key folds the workspace's lockfiles, and the keys of the
+        # task's dependencies (whose outputs follow from them).
+        return
+    elif "input" in obj:
+        _named_of_projects(nx, proj, obj, here, found, seen, own)
+    else:
+        here.refuse(
+            f"unknown input {json.dumps(obj)}",
+            hint="inputs are named inputs, filesets, {env}, {runtime}, {externalDependencies}, "
+            "{dependentTasksOutputFiles}, {input, projects}",
+        )
+
+
+def _named_of_projects(
+    nx: NxRoot, proj: _Project, obj: dict, here: At, found: _Found, seen: tuple, own: bool
+) -> None:
+    """`{input, projects}`: the named input of the projects named (`self` by default), into
+    `found`; `{input, dependencies: true}`: the dependencies' input group."""
+    name = obj["input"]
+    projects = obj.get("projects")
+    if obj.get("dependencies"):
+        found.groups.append(f"^{GROUP}{name}")
+        return
+    if projects is None or projects == "self":
+        targets = [proj.pkg]
+    else:
+        if not (
+            isinstance(projects, str)
+            or isinstance(projects, list)
+            and all(isinstance(x, str) for x in projects)
+        ):
+            here.key("projects").refuse(
+                f"`projects` must be a project name or a list of them, got {json.dumps(projects)}",
+                hint='e.g. "projects": "self" or "projects": ["lib-a"]',
             )
+        wanted = [projects] if isinstance(projects, str) else list(projects)
+        targets = [nx.packages[p] for p in wanted if p in nx.packages]
+    for pkg in targets:
+        other = _project(nx, pkg)
+        _named_into(nx, other, name, here, found, seen, own=own and other is proj)
 
 
 def _named_into(
-    nx: NxRoot,
-    proj: _Project,
-    name: str,
-    at: At,
-    files: list,
-    workspace: list,
-    env: list,
-    seen: tuple,
-    own: bool,
-    groups: list,
+    nx: NxRoot, proj: _Project, name: str, at: At, found: _Found, seen: tuple, own: bool
 ) -> None:
     entries = _named(nx, proj, name)
     if entries is None:
@@ -1095,21 +1170,19 @@ def _named_into(
         )
     if (proj.pkg.dir, name) in seen:
         at.refuse(f"named input `{name}` includes itself", hint="remove the cycle from namedInputs")
+    source = proj.named_source if name in proj.named_inputs else NX_FILE
     _expand(
         nx,
         proj,
         entries,
-        At(proj.named_source if name in proj.named_inputs else NX_FILE).key(f"namedInputs.{name}"),
-        files,
-        workspace,
-        env,
+        At(source).key(f"namedInputs.{name}"),
+        found,
         (*seen, (proj.pkg.dir, name)),
         own,
-        groups,
     )
 
 
-def _fileset(proj: _Project, pattern: Any, at: At, files: list, workspace: list, own: bool) -> None:
+def _fileset(proj: _Project, pattern: Any, at: At, found: _Found, own: bool) -> None:
     if not isinstance(pattern, str) or not pattern:
         at.refuse(f"a fileset must be a non-empty string, got {_kind(pattern)}")
     negated = pattern.startswith("!")
@@ -1120,11 +1193,11 @@ def _fileset(proj: _Project, pattern: Any, at: At, files: list, workspace: list,
     if body.startswith("{projectRoot}"):
         rest = body[len("{projectRoot}") :].lstrip("/") or "**"
         if own:
-            files.append(bang + rest)
+            found.files.append(bang + rest)
         else:
-            workspace.append(bang + (posixpath.join(pkg.dir, rest) if pkg.dir else rest))
+            found.workspace.append(bang + (posixpath.join(pkg.dir, rest) if pkg.dir else rest))
     elif body.startswith("{workspaceRoot}"):
-        workspace.append(bang + (body[len("{workspaceRoot}") :].lstrip("/") or "**"))
+        found.workspace.append(bang + (body[len("{workspaceRoot}") :].lstrip("/") or "**"))
     else:
         at.refuse(
             f"fileset `{pattern}` starts with neither {{projectRoot}} nor {{workspaceRoot}}",

@@ -404,10 +404,10 @@ def project(
 def _mapped(
     turbo: TurboRoot, pkg: Package, manager: str, own: dict | None, own_source: str
 ) -> ProjectConfig:
-    definitions = _definitions(turbo, pkg, own)
+    defined = definitions(turbo, pkg, own)
     tasks: dict[str, dict] = {}
     noops: set[str] = set()
-    for name, body in definitions.items():
+    for name, body in defined.items():
         if name not in pkg.scripts:
             # turbo keeps a no-op (`<NONEXISTENT>`): it runs nothing, still waits for its own
             # dependsOn, and its hash folds the package's inputs into its dependants'.
@@ -493,7 +493,7 @@ def _with_env(
     return replace(task, exec=exec_, cache=cache, canonical=canonical(declared))
 
 
-def _definitions(turbo: TurboRoot, pkg: Package, own: dict | None) -> dict[str, dict]:
+def definitions(turbo: TurboRoot, pkg: Package, own: dict | None) -> dict[str, dict]:
     """The definitions that apply to `pkg`, by task name, after `pkg#name` and its own file."""
     out: dict[str, dict] = {}
     prefix = f"{pkg.name}#"

@@ -63,7 +63,6 @@ class Server:
         self._pattern = re.compile(ready_when.encode()) if ready_when else None
         self._partial = {1: b"", 2: b""}
         self.ready: asyncio.Future[str | None] = loop.create_future()
-        self.ready_at: float | None = None
         if self._pattern is None:
             self._set_ready()
         self.capture = executor._Capture(child.popen, self._chunk, keep_bytes=TAIL_BYTES)
@@ -85,7 +84,6 @@ class Server:
 
     def _set_ready(self) -> None:
         if not self.ready.done():
-            self.ready_at = asyncio.get_running_loop().time()
             self.ready.set_result(None)
 
     def _chunk(self, chunk: LogChunk) -> None:

@@ -771,7 +771,7 @@ async def _run_process(
     from vx.sandbox.runner import Session, run_sandboxed
 
     if ctx.sandbox is None:
-        ctx.sandbox = Session(p.sandbox for p in ctx.plans.values() if p.sandbox is not None)
+        ctx.sandbox = Session()
         ctx.sandbox.keep_accesses = ctx.observe is not None
     outcome = await run_sandboxed(
         ctx.sandbox,

@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from msgspec.structs import replace
+
 from vx.events import Emit, Notice, TaskStage
 from vx.model import LogChunk, ProcessResult, RemoteExecution, TaskId, TaskNode, TaskPlan
 
@@ -124,51 +126,15 @@ class RemotePool:
         try:
             outcome = await work
         except Exception as exc:  # noqa: BLE001 — checked below: only the wire's failure falls back
-            from vx.engine.remote_exec import ExecFailure, Unplaced
+            from vx.engine.remote_exec import ExecFailure
 
             if not isinstance(exc, (ExecFailure, OSError)):
                 raise
-            self.fell_back += 1
-            if isinstance(exc, Unplaced):  # the server is fine: only this platform stays here
-                if exc.platform not in self.unplaced:
-                    self.unplaced.add(exc.platform)
-                    self.emit(
-                        Notice(
-                            f"{exc} on {self.settings.endpoint}: {node.id} and the rest of this "
-                            "run's remote tasks of that platform run here",
-                            id=node.id,
-                        )
-                    )
-            elif self.down is None:
-                self.down = str(exc)
-                self.emit(
-                    Notice(
-                        f"remote execution failed ({exc}) on {self.settings.endpoint}: "
-                        f"{node.id} and the rest of this run's remote tasks run here",
-                        id=node.id,
-                    )
-                )
+            self._fall_back(exc, node)
             return None
         differs = mismatch(outcome)
         if differs is not None:  # the worker cannot build this key: nothing of its run is kept
-            self.fell_back += 1
-            if plan.remote == "only":  # never here: the task fails, saying why
-                chunk = LogChunk(
-                    2, f"vx: {node.id} cannot run on the remote worker: {differs}\n".encode()
-                )
-                on_output(chunk)
-                return ProcessResult(
-                    exit_code=1, duration_ms=(time.monotonic() - started) * 1000, log=(chunk,)
-                )
-            if differs not in self.refusals:
-                self.refusals.add(differs)
-                self.emit(
-                    Notice(
-                        f"the remote worker cannot build {node.id}'s key ({differs}): it runs here",
-                        id=node.id,
-                    )
-                )
-            return None
+            return self._refused(differs, node, plan, started, on_output)
         self.ran += 1
         if outcome.listing is not None:
             self.listings[node.id] = outcome.listing
@@ -187,6 +153,61 @@ class RemotePool:
             timed_out=outcome.timed_out,
         )
 
+    def _fall_back(self, exc: Exception, node: TaskNode) -> None:
+        """The server or its worker failed this task: it runs here, and so do the run's later
+        remote tasks (of the platform no worker took, when that was the failure), said once."""
+        from vx.engine.remote_exec import Unplaced
+
+        self.fell_back += 1
+        if isinstance(exc, Unplaced):  # the server is fine: only this platform stays here
+            if exc.platform not in self.unplaced:
+                self.unplaced.add(exc.platform)
+                self.emit(
+                    Notice(
+                        f"{exc} on {self.settings.endpoint}: {node.id} and the rest of this "
+                        "run's remote tasks of that platform run here",
+                        id=node.id,
+                    )
+                )
+        elif self.down is None:
+            self.down = str(exc)
+            self.emit(
+                Notice(
+                    f"remote execution failed ({exc}) on {self.settings.endpoint}: "
+                    f"{node.id} and the rest of this run's remote tasks run here",
+                    id=node.id,
+                )
+            )
+
+    def _refused(
+        self,
+        differs: str,
+        node: TaskNode,
+        plan: TaskPlan,
+        started: float,
+        on_output: Callable[[LogChunk], None],
+    ) -> ProcessResult | None:
+        """The worker's toolchain differs from the key's: the task runs here (None), said once per
+        difference; a `remote: "only"` task fails instead, saying why."""
+        self.fell_back += 1
+        if plan.remote == "only":  # never here: the task fails, saying why
+            chunk = LogChunk(
+                2, f"vx: {node.id} cannot run on the remote worker: {differs}\n".encode()
+            )
+            on_output(chunk)
+            return ProcessResult(
+                exit_code=1, duration_ms=(time.monotonic() - started) * 1000, log=(chunk,)
+            )
+        if differs not in self.refusals:
+            self.refusals.add(differs)
+            self.emit(
+                Notice(
+                    f"the remote worker cannot build {node.id}'s key ({differs}): it runs here",
+                    id=node.id,
+                )
+            )
+        return None
+
     def _run(
         self,
         root: str,
@@ -204,19 +225,19 @@ class RemotePool:
                 queue_s=self.config.queue_timeout_ms / 1000,
             )
             self._executor.skip_cache_lookup = self.rerun
-        from vx.engine.remote_exec import DEFAULT_PATH
+        from vx.engine.remote_exec import DEFAULT_PATH, RemoteTask
 
         outputs = plan.outputs
         assert outputs is not None  # the plan sends only cached tasks
         roots = outputs.globs.roots() if outputs.globs is not None else ()
         grafted = [self.listings[t] for t in self.upstream(node) if t in self.listings]
         runtime = plan.record.runtime if plan.record is not None else ()
-        args = dict(
+        task = RemoteTask(
             root=root,
             project_dir=node.project_dir,
             inputs=self._inputs(root, node, plan, plans),
             fetch=not self.defers(node, plan),
-            grafted=grafted,
+            grafted=tuple(grafted),
             command=guarded(plan.command or "", node.project_dir, runtime),
             env=shipped_env(node, plan, DEFAULT_PATH),
             platform=plan.platform,
@@ -225,11 +246,11 @@ class RemotePool:
             allows=outputs.allows,
             on_stage=on_stage,
         )
-        outcome = self._executor.run(**args)
+        outcome = self._executor.run(task)
         if outcome.cached and not self.rerun and mismatch(outcome) is not None:
             # A server that caches failed actions answers with an earlier worker's refusal:
             # ask a worker, which may well have the key's toolchain.
-            outcome = self._executor.run(**args, skip_cache_lookup=True)
+            outcome = self._executor.run(replace(task, skip_cache_lookup=True))
         return outcome
 
     def _inputs(

@@ -22,7 +22,7 @@ import os
 import stat
 import threading
 import time
-from typing import Callable, Iterable, Iterator, Mapping
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 import grpc
 from msgspec import Struct
@@ -133,6 +133,26 @@ class Listing(Struct, frozen=True):
     links: tuple[tuple[str, str], ...] = ()  # (path, target)
 
 
+class RemoteTask(Struct, frozen=True):
+    """One task as a worker is to run it. `fetch=False` leaves the outputs on the server
+    (`Outcome.listing`); `grafted` are upstream outputs left there, put into the input root by
+    digest; `skip_cache_lookup` asks a worker even when the server's action cache has a result."""
+
+    root: str
+    project_dir: str
+    inputs: Sequence[str]  # workspace paths: the input root holds these and `grafted`
+    command: str
+    env: Mapping[str, str]
+    platform: tuple[tuple[str, str], ...]
+    output_paths: tuple[str, ...]
+    timeout_ms: int | None
+    allows: Callable[[str], bool]  # whether the task's output globs take a path
+    on_stage: Callable[[str], None] | None = None
+    fetch: bool = True
+    grafted: tuple[Listing, ...] = ()
+    skip_cache_lookup: bool = False
+
+
 class _Blob(Struct):
     digest: object  # re_pb.Digest
     path: str | None = None  # read from here when uploaded
@@ -171,42 +191,10 @@ class RemoteExecutor:
                 pass  # the server may not support it, or be gone: closing the channel still ends ours
         self.layer.close()
 
-    def run(
-        self,
-        *,
-        root: str,
-        project_dir: str,
-        inputs: Iterable[str],
-        command: str,
-        env: Mapping[str, str],
-        platform: Iterable[tuple[str, str]],
-        output_paths: Iterable[str],
-        timeout_ms: int | None,
-        allows: Callable[[str], bool],
-        on_stage: Callable[[str], None] | None = None,
-        fetch: bool = True,
-        grafted: Iterable[Listing] = (),
-        skip_cache_lookup: bool = False,
-    ) -> Outcome:
-        """`fetch=False` leaves the outputs on the server (`Outcome.listing`); `grafted` are
-        upstream outputs left there, put into the input root by digest; `skip_cache_lookup`
-        asks a worker even when the server's action cache has a result."""
+    def run(self, task: RemoteTask) -> Outcome:
+        """Run `task` on a worker and return what its command gave."""
         with _as_exec_failure():
-            return self._run(
-                root,
-                project_dir,
-                inputs,
-                command,
-                env,
-                platform,
-                output_paths,
-                timeout_ms,
-                allows,
-                on_stage,
-                fetch,
-                tuple(grafted),
-                skip_cache_lookup or self.skip_cache_lookup,
-            )
+            return self._run(task)
 
     # ------------------------------------------------------------ one action
 
@@ -215,33 +203,20 @@ class RemoteExecutor:
         with _as_exec_failure():
             return self._write_listing(root, listing)
 
-    def _run(
-        self,
-        root,
-        project_dir,
-        inputs,
-        command,
-        env,
-        platform,
-        output_paths,
-        timeout_ms,
-        allows,
-        on_stage,
-        fetch,
-        grafted,
-        skip_cache_lookup,
-    ) -> Outcome:
+    def _run(self, task: RemoteTask) -> Outcome:
         blobs: dict[str, _Blob] = {}
-        root_digest = _input_root(root, inputs, project_dir, blobs, grafted)
+        root, project_dir = task.root, task.project_dir
+        root_digest = _input_root(root, task.inputs, project_dir, blobs, task.grafted)
         props = re_pb.Platform(
-            properties=[re_pb.Platform.Property(name=k, value=v) for k, v in sorted(platform)]
+            properties=[re_pb.Platform.Property(name=k, value=v) for k, v in sorted(task.platform)]
         )
         cmd = re_pb.Command(
-            arguments=["/bin/sh", "-c", command],
+            arguments=["/bin/sh", "-c", task.command],
             environment_variables=[
-                re_pb.Command.EnvironmentVariable(name=k, value=v) for k, v in sorted(env.items())
+                re_pb.Command.EnvironmentVariable(name=k, value=v)
+                for k, v in sorted(task.env.items())
             ],
-            output_paths=sorted(set(output_paths)),
+            output_paths=sorted(set(task.output_paths)),
             working_directory=project_dir,
             platform=props,
         )
@@ -249,14 +224,15 @@ class RemoteExecutor:
         action = re_pb.Action(
             command_digest=cmd_digest, input_root_digest=root_digest, platform=props
         )
-        if timeout_ms:
-            action.timeout.seconds = -(-timeout_ms // 1000)  # whole seconds, rounded up
+        if task.timeout_ms:
+            action.timeout.seconds = -(-task.timeout_ms // 1000)  # whole seconds, rounded up
         action_digest = _message_blob(action, blobs)
         self._upload(root, blobs)
         watch = _Watch(self.quiet_s, self.queue_s)
+        skip_cache_lookup = task.skip_cache_lookup or self.skip_cache_lookup
         try:
             response = self._execute(
-                action_digest, on_stage, watch, tuple(sorted(platform)), skip_cache_lookup
+                action_digest, task.on_stage, watch, tuple(sorted(task.platform)), skip_cache_lookup
             )
         finally:
             watch.close()
@@ -271,8 +247,8 @@ class RemoteExecutor:
         stderr = self._text(result.stderr_raw, result.stderr_digest)
         written, listing = 0, None
         if result.exit_code == 0:
-            listing = self._listing(project_dir, result, allows)
-            if fetch:
+            listing = self._listing(project_dir, result, task.allows)
+            if task.fetch:
                 written, listing = self._write_listing(root, listing), None
         return Outcome(
             result.exit_code,

@@ -155,13 +155,7 @@ async def walk(
     """
     nodes = graph.nodes
     results: dict[TaskId, TaskResult] = dict(settled or {})
-    waiting = {
-        tid: sum(d not in results for d in n.deps) for tid, n in nodes.items() if tid not in results
-    }
-    dependants: dict[TaskId, list[TaskId]] = {tid: [] for tid in nodes}
-    for tid in waiting:
-        for dep in nodes[tid].deps:
-            dependants[dep].append(tid)
+    waiting, dependants = _counters(nodes, results)
     position = {tid: i for i, tid in enumerate(graph.order)}
     rank = priority or graph.priority
     ready = [(-rank[t], position[t], t) for t, c in waiting.items() if c == 0]
@@ -216,6 +210,21 @@ async def walk(
                 slots.settle(tid)
             slots.ahead = None
     return _close_unfinished(graph, results, stopped=bool(stop and stop.is_set()))
+
+
+def _counters(
+    nodes: Mapping[TaskId, TaskNode], results: Mapping[TaskId, TaskResult]
+) -> tuple[dict[TaskId, int], dict[TaskId, list[TaskId]]]:
+    """Each unfinished node's count of unfinished dependencies, and each node's unfinished
+    dependants."""
+    waiting = {
+        tid: sum(d not in results for d in n.deps) for tid, n in nodes.items() if tid not in results
+    }
+    dependants: dict[TaskId, list[TaskId]] = {tid: [] for tid in nodes}
+    for tid in waiting:
+        for dep in nodes[tid].deps:
+            dependants[dep].append(tid)
+    return waiting, dependants
 
 
 def _close_unfinished(

@@ -65,8 +65,6 @@ def group_key(upstream: Iterable[tuple[str, str]]) -> str:
 
 # ---------------------------------------------------------------- inputs.tasks
 
-DEFAULT_TASK_FILTER = ("*", "^*")
-
 
 def select_upstream(
     owner: TaskId, deps: Sequence[TaskId], patterns: Sequence[str] | None

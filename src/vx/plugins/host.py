@@ -21,15 +21,17 @@ import os
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from msgspec import Struct, field, structs
 
 from vx.errors import EXIT_USAGE, ToolchainRefused, VxError
 from vx.events import Notice
 from vx.model import (
+    LogChunk,
     Package,
     PluginSpec,
+    ProcessResult,
     ProjectConfig,
     TaskGraph,
     TaskId,
@@ -38,6 +40,9 @@ from vx.model import (
     Workspace,
     WorkspaceConfig,
 )
+
+if TYPE_CHECKING:
+    import asyncio
 
 # In pipeline order; docs/plugins.md has one example of each.
 HOOKS = (
@@ -123,11 +128,11 @@ class Context:
     run's environment `env` (read only), `warn(message)`, and — in `setup` — `on(callback)`,
     which has `callback(event)` called with every event of the run."""
 
-    __slots__ = ("name", "options", "root", "env", "_host", "_plugin")
+    __slots__ = ("name", "options", "root", "env", "_host")
 
     def __init__(self, host: Host, plugin: Plugin, root: Path, env: Mapping[str, str]):
         self.name, self.options, self.root, self.env = plugin.name, plugin.options, root, env
-        self._host, self._plugin = host, plugin
+        self._host = host
 
     def warn(self, message: str) -> None:
         self._host.warn(f"plugin '{self.name}': {message}")
@@ -936,7 +941,7 @@ def _said(exc: BaseException) -> str:
     """The first line of what `exc` says; nothing when even saying it throws."""
     try:
         text = str(exc)
-    except Exception:
+    except Exception:  # a plugin's exception class may raise anything from its __str__
         return ""
     return text.splitlines()[0] if text else ""
 
@@ -1035,80 +1040,105 @@ def _offered(name: str, executor: Any, view: TaskView) -> Callable[..., Any]:
 
     async def execute(command: str, *, cwd, env, on_output, timeout_ms=None, **_: Any) -> Any:
         import asyncio
-        import threading
         import time
 
-        from vx.model import LogChunk, ProcessResult
-
-        loop = asyncio.get_running_loop()
-        log: list[LogChunk] = []
-        over = threading.Event()  # the task has ended: what the call says now goes nowhere
-        answer: asyncio.Future[Any] = loop.create_future()
-
-        def tell(chunk: LogChunk) -> None:
-            if not over.is_set():
-                log.append(chunk)
-                on_output(chunk)
-
-        def output(data: bytes | str) -> None:
-            chunk = LogChunk(1, data.encode() if isinstance(data, str) else bytes(data))
-            if not over.is_set():
-                loop.call_soon_threadsafe(tell, chunk)
-
-        def settle(outcome: tuple[Any, BaseException | None]) -> None:
-            if not answer.done():
-                answer.set_result(outcome)
-
-        def call() -> None:
-            try:
-                outcome: tuple[Any, BaseException | None] = (
-                    executor.run(view, command, cwd, dict(env), output),
-                    None,
-                )
-            except BaseException as exc:  # handed to the loop, judged there
-                outcome = (None, exc)
-            if not over.is_set():
-                try:
-                    loop.call_soon_threadsafe(settle, outcome)
-                except RuntimeError:  # the loop has closed: nobody waits any more
-                    pass
-
+        call = _Call(asyncio.get_running_loop(), on_output)
         started = time.monotonic()
-        threading.Thread(target=call, name=f"vx-plugin-{name}", daemon=True).start()
+        threading.Thread(
+            target=call.run,
+            args=(executor, view, command, cwd, env),
+            name=f"vx-plugin-{name}",
+            daemon=True,
+        ).start()
         try:
             code, thrown = await asyncio.wait_for(
-                asyncio.shield(answer), None if timeout_ms is None else timeout_ms / 1000
+                asyncio.shield(call.answer), None if timeout_ms is None else timeout_ms / 1000
             )
         except asyncio.TimeoutError:
-            over.set()
+            call.over.set()
             return ProcessResult(
-                143, (time.monotonic() - started) * 1000, tuple(log), timed_out=True
+                143, (time.monotonic() - started) * 1000, tuple(call.log), timed_out=True
             )
         except BaseException:
-            over.set()
+            call.over.set()
             raise
-        differs = None
-        try:
-            if thrown is not None:
-                raise thrown
-            if isinstance(code, tuple) and len(code) == 2 and isinstance(code[1], dict):
-                code, used = code  # the exit code, and the toolchain it was built with
-                differs = _differs(view.toolchain, used)
-            if isinstance(code, bool) or not isinstance(code, int):
-                raise TypeError(
-                    f"run() returned {_shown(code)}, not an exit code (or exit code, toolchain)"
-                )
-        except _THROWN as exc:
-            said = _failed(name, "executor", exc).message
-            tell(LogChunk(2, f"vx: {said}\n".encode()))
-            code, differs = 1, None
+        code, differs = _exit_of(name, view, code, thrown, call.tell)
         await asyncio.sleep(0)  # the output the worker thread queued is told before the end
-        over.set()
+        call.over.set()
         if differs is not None:
             raise ToolchainRefused(f"plugin '{name}' built {view.id} with {differs}")
-        return ProcessResult(code, (time.monotonic() - started) * 1000, tuple(log))
+        return ProcessResult(code, (time.monotonic() - started) * 1000, tuple(call.log))
 
     return execute
+
+
+class _Call:
+    """One call of a plugin executor's `run`, in its worker thread: what it outputs goes into
+    the task's log until the task has ended (`over`), and how it ended is settled on the loop."""
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, on_output: Callable[[LogChunk], None]
+    ) -> None:
+        self.loop, self.on_output = loop, on_output
+        self.log: list[LogChunk] = []
+        self.over = threading.Event()  # the task has ended: what the call says now goes nowhere
+        self.answer: asyncio.Future[Any] = loop.create_future()
+
+    def tell(self, chunk: LogChunk) -> None:
+        if not self.over.is_set():
+            self.log.append(chunk)
+            self.on_output(chunk)
+
+    def output(self, data: bytes | str) -> None:
+        chunk = LogChunk(1, data.encode() if isinstance(data, str) else bytes(data))
+        if not self.over.is_set():
+            self.loop.call_soon_threadsafe(self.tell, chunk)
+
+    def run(self, executor: Any, view: TaskView, command: str, cwd: Any, env: Any) -> None:
+        """The worker thread: the call, and what it returned or threw, handed to the loop."""
+        try:
+            outcome: tuple[Any, BaseException | None] = (
+                executor.run(view, command, cwd, dict(env), self.output),
+                None,
+            )
+        except BaseException as exc:  # handed to the loop, judged there
+            outcome = (None, exc)
+        if not self.over.is_set():
+            try:
+                self.loop.call_soon_threadsafe(self._settle, outcome)
+            except RuntimeError:  # the loop has closed: nobody waits any more
+                pass
+
+    def _settle(self, outcome: tuple[Any, BaseException | None]) -> None:
+        if not self.answer.done():
+            self.answer.set_result(outcome)
+
+
+def _exit_of(
+    name: str,
+    view: TaskView,
+    code: Any,
+    thrown: BaseException | None,
+    tell: Callable[[LogChunk], None],
+) -> tuple[int, str | None]:
+    """The exit code the call returned, and the difference of the toolchain it reported from the
+    key's (None: none); a throw, or what is no exit code, is exit 1, said in the task's log."""
+    differs = None
+    try:
+        if thrown is not None:
+            raise thrown
+        if isinstance(code, tuple) and len(code) == 2 and isinstance(code[1], dict):
+            code, used = code  # the exit code, and the toolchain it was built with
+            differs = _differs(view.toolchain, used)
+        if isinstance(code, bool) or not isinstance(code, int):
+            raise TypeError(
+                f"run() returned {_shown(code)}, not an exit code (or exit code, toolchain)"
+            )
+    except _THROWN as exc:
+        said = _failed(name, "executor", exc).message
+        tell(LogChunk(2, f"vx: {said}\n".encode()))
+        return 1, None
+    return code, differs
 
 
 def _differs(keyed: Mapping[str, str], used: Mapping[Any, Any]) -> str | None:

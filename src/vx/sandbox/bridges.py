@@ -19,11 +19,11 @@ import fcntl
 import os
 import shlex
 import shutil
-import signal
 import stat
-import subprocess
 import time
 from pathlib import Path
+
+from vx.sandbox.socats import Socats, address
 
 _READY_S = 30.0  # a fuse: a socat listens within milliseconds; on a loaded machine, well under this
 _TCP_LISTEN = "0A"
@@ -47,7 +47,7 @@ class InsideBridges:
     ) -> None:
         self.socat, self.nsenter = socat, nsenter
         self.proxy_socket, self.proxy_port, self.ports = proxy_socket, proxy_port, ports
-        self._procs: list[subprocess.Popen] = []
+        self._socats = Socats()
         self.stopped = False
 
     def open(self, pid: int) -> str | None:
@@ -69,14 +69,14 @@ class InsideBridges:
                 listen = (
                     f"TCP4-LISTEN:{self.proxy_port},reuseaddr,fork,nodelay"  # only `lo` is there
                 )
-                self._spawn(
+                self._socats.spawn(
                     enter
-                    + ["--", self.socat, listen, "UNIX-CONNECT:" + _socat_path(self.proxy_socket)],
+                    + ["--", self.socat, listen, "UNIX-CONNECT:" + address(self.proxy_socket)],
                     fds,
                 )
             for port, sock in self.ports:
-                listen = "UNIX-LISTEN:" + _socat_path(str(sock)) + ",fork,unlink-early"
-                self._spawn(enter + ["--", self.socat, listen, f"TCP:127.0.0.1:{port}"], fds)
+                listen = "UNIX-LISTEN:" + address(sock) + ",fork,unlink-early"
+                self._socats.spawn(enter + ["--", self.socat, listen, f"TCP:127.0.0.1:{port}"], fds)
         except OSError as exc:
             return f"the sandbox's network bridge could not start: {exc}"
         finally:
@@ -86,25 +86,13 @@ class InsideBridges:
         while not self._ready(pid):
             if self.stopped or not os.path.exists(f"/proc/{pid}"):
                 return "the sandbox ended before its network bridge listened"
-            dead = next((p for p in self._procs if p.poll() is not None), None)
+            dead = next((p for p in self._socats.procs if p.poll() is not None), None)
             if dead is not None:
                 return f"the sandbox's network bridge (socat) exited {dead.returncode} before it listened"
             if time.monotonic() > deadline:
                 return f"the sandbox's network bridge did not listen within {_READY_S:.0f} s"
             time.sleep(0.002)
         return None
-
-    def _spawn(self, argv: list[str], fds: list[int]) -> None:
-        self._procs.append(
-            subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,
-                pass_fds=fds,
-            )
-        )
 
     def _ready(self, pid: int) -> bool:
         for _port, sock in self.ports:
@@ -116,17 +104,9 @@ class InsideBridges:
         return self.proxy_socket is None or _listening(pid, self.proxy_port)
 
     def stop(self) -> None:
-        """End every bridge and the connections it forked (each socat leads its own group)."""
+        """End every bridge and the connections it forked."""
         self.stopped = True
-        for proc in self._procs:
-            _signal_group(proc, signal.SIGTERM)
-        for proc in self._procs:
-            try:
-                proc.wait(timeout=1.0)
-            except subprocess.TimeoutExpired:
-                _signal_group(proc, signal.SIGKILL)
-                proc.wait()
-        self._procs.clear()
+        self._socats.stop()
 
 
 def nsenter_path() -> str | None:
@@ -172,14 +152,3 @@ def _listening(pid: int, port: int) -> bool:
             )
     except OSError:
         return False
-
-
-def _signal_group(proc: subprocess.Popen, sig: int) -> None:
-    try:
-        os.killpg(proc.pid, sig)
-    except ProcessLookupError:
-        pass
-
-
-def _socat_path(path: str) -> str:
-    return path.replace(",", "\\,").replace(":", "\\:")

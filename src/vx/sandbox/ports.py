@@ -13,13 +13,12 @@ is taken on the host is refused before the task starts, naming the port.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import time
 from pathlib import Path
 
 from msgspec import Struct
+
+from vx.sandbox.socats import Socats, address
 
 _READY_S = 2.0  # how long a host listener may take to come up before the port counts as refused
 _TCP_LISTEN = "0A"  # /proc/net/tcp state of a listening socket
@@ -40,7 +39,7 @@ class HostBridge:
 
     def __init__(self, socat: str, directory: Path, ports: tuple[int, ...]) -> None:
         self.socat, self.directory, self.ports = socat, directory, ports
-        self._procs: list[subprocess.Popen] = []
+        self._socats = Socats()
 
     def start(self) -> PortPlan:
         """Listen on 127.0.0.1:P on the host for every port; PortError if one cannot be had."""
@@ -49,9 +48,9 @@ class HostBridge:
             raise PortError(_taken(taken[0]))
         self.directory.mkdir(mode=0o700, exist_ok=True)
         for port in self.ports:
-            self._procs.append(self._listen(port))
+            self._listen(port)
         deadline = time.monotonic() + _READY_S
-        for port, proc in zip(self.ports, self._procs):
+        for port, proc in zip(self.ports, self._socats.procs):
             while not _listening(port):
                 if (
                     proc.poll() is not None or time.monotonic() > deadline
@@ -61,39 +60,13 @@ class HostBridge:
                 time.sleep(0.005)
         return PortPlan(tuple((port, self.directory / f"{port}.sock") for port in self.ports))
 
-    def _listen(self, port: int) -> subprocess.Popen:
-        target = "UNIX-CONNECT:" + _socat_path(self.directory / f"{port}.sock")
-        argv = [self.socat, f"TCP-LISTEN:{port},bind=127.0.0.1,reuseaddr,fork", target]
-        return subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+    def _listen(self, port: int) -> None:
+        target = "UNIX-CONNECT:" + address(self.directory / f"{port}.sock")
+        self._socats.spawn([self.socat, f"TCP-LISTEN:{port},bind=127.0.0.1,reuseaddr,fork", target])
 
     def stop(self) -> None:
-        """End every listener and the connections it forked (each socat leads its own group)."""
-        for proc in self._procs:
-            _signal_group(proc, signal.SIGTERM)
-        for proc in self._procs:
-            try:
-                proc.wait(timeout=1.0)
-            except subprocess.TimeoutExpired:
-                _signal_group(proc, signal.SIGKILL)
-                proc.wait()
-        self._procs.clear()
-
-
-def _signal_group(proc: subprocess.Popen, sig: int) -> None:
-    try:
-        os.killpg(proc.pid, sig)
-    except ProcessLookupError:
-        pass
-
-
-def _socat_path(path: Path) -> str:
-    return str(path).replace(",", "\\,").replace(":", "\\:")
+        """End every listener and the connections it forked."""
+        self._socats.stop()
 
 
 def _listening(port: int) -> bool:

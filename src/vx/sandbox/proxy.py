@@ -514,13 +514,6 @@ def network_plan(
     return NetworkPlan(binds, str(socket_path), env)
 
 
-def socat_path() -> str | None:
-    """socat on PATH, or None; the runner refuses a task with network hosts without it."""
-    return shutil.which("socat")
-
-
-SOCAT_HINT = "install socat (Debian/Ubuntu: `apt-get install socat`); vx bridges the sandbox to its proxy with it"
-
 # Routes Node's built-in fetch (undici) through the proxy on Node versions that ignore the
 # proxy variables (< 22.21, and 23.x): on the first fetch(), the global dispatcher is replaced
 # by an Agent of the same class whose `connect` opens an HTTP CONNECT tunnel through

@@ -63,10 +63,7 @@ class Bridge(Struct, frozen=True):
 class Session:
     """Per-run sandbox state; `close()` stops the proxy and removes the run's temp root."""
 
-    def __init__(
-        self, specs: Iterable[SandboxSpec] = (), environ: Mapping[str, str] | None = None
-    ) -> None:
-        self._specs = list(specs)
+    def __init__(self, environ: Mapping[str, str] | None = None) -> None:
         self._environ = dict(os.environ if environ is None else environ)
         self._capability: Capability | None = None
         self._base: Path | None = None
@@ -226,18 +223,9 @@ async def run_sandboxed(
     cap = session.probed
     if cap is None:  # the probe spawns: once, off the loop
         cap = await asyncio.to_thread(lambda: session.capability)
-    if not cap.available:
-        return _unavailable(cap.problem or "", cap.hint)
-    if (_hosts(spec) or _ports(spec)) and shutil.which("socat") is None:
-        return _unavailable(
-            "socat not found (it bridges the sandbox to the network proxy and to bridged ports)",
-            _SOCAT_HINT,
-        )
-    if (_hosts(spec) or _ports(spec)) and bridges.nsenter_path() is None:
-        return _unavailable(
-            "nsenter not found (it starts the network bridges in the sandbox's network namespace)",
-            bridges.NSENTER_HINT,
-        )
+    missing = _missing(spec, cap)
+    if missing is not None:
+        return missing
     try:
         attempt = await _prepare(session, spec, cap)
     except OSError as exc:  # a write grant vx could not create, a temp dir it could not make
@@ -251,11 +239,14 @@ async def run_sandboxed(
         for note in notes:
             on_note(note)
         notes = ()
+
+    async def run(attempt: _Attempt) -> ProcessResult:
+        return await attempt.run(command, cwd, env, timeout_ms, on_output, table)
+
     try:
-        proc = await attempt.run(command, cwd, env, timeout_ms, on_output, table)
-        if attempt.strace_failed(
-            proc
-        ):  # once more; a second failure fails the task, never a blind pass
+        proc = await run(attempt)
+        # once more; a second failure fails the task, never a blind pass
+        if attempt.strace_failed(proc):
             attempt.close()
             try:
                 attempt = await _prepare(session, spec, cap)
@@ -263,35 +254,75 @@ async def run_sandboxed(
                 return Outcome(
                     replace(proc, spawn_error=f"cannot prepare the sandbox again: {exc}")
                 )
-            proc = await attempt.run(command, cwd, env, timeout_ms, on_output, table)
-            if attempt.strace_failed(proc):
-                proc = replace(
-                    proc,
-                    exit_code=proc.exit_code or 1,
-                    spawn_error=f"the sandbox's tracer failed twice: {_complaint(proc, 'strace: ')}",
-                )
+            proc = _traced_twice(attempt, await run(attempt))
         traced = attempt.trace is not None and proc.spawn_error is None
         report = await asyncio.to_thread(attempt.judge) if traced else Report()
-        if (
-            not report.whole and not proc.aborted
-        ):  # a trace cut short or emptied fails, never passes
-            proc = replace(
-                proc,
-                exit_code=proc.exit_code or 1,
-                spawn_error="the sandbox's trace is incomplete (the task's start or bwrap's exit is "
-                "missing from it), so what the task touched is unknown",
-            )
+        proc = _whole(proc, report)
     finally:
         attempt.close()
+    return _judged(session, spec, attempt, proc, report, notes)
+
+
+def _missing(spec: SandboxSpec, cap: Capability) -> Outcome | None:
+    """The task's failure when the sandbox it needs cannot be had here; None when it can."""
+    if not cap.available:
+        return _unavailable(cap.problem or "", cap.hint)
+    if (_hosts(spec) or _ports(spec)) and shutil.which("socat") is None:
+        return _unavailable(
+            "socat not found (it bridges the sandbox to the network proxy and to bridged ports)",
+            _SOCAT_HINT,
+        )
+    if (_hosts(spec) or _ports(spec)) and bridges.nsenter_path() is None:
+        return _unavailable(
+            "nsenter not found (it starts the network bridges in the sandbox's network namespace)",
+            bridges.NSENTER_HINT,
+        )
+    return None
+
+
+def _traced_twice(attempt: _Attempt, proc: ProcessResult) -> ProcessResult:
+    """The second attempt's result, failed when strace failed it too."""
+    if not attempt.strace_failed(proc):
+        return proc
+    return replace(
+        proc,
+        exit_code=proc.exit_code or 1,
+        spawn_error=f"the sandbox's tracer failed twice: {_complaint(proc, 'strace: ')}",
+    )
+
+
+def _whole(proc: ProcessResult, report: Report) -> ProcessResult:
+    """A trace cut short or emptied fails the task, never passes it."""
+    if report.whole or proc.aborted:
+        return proc
+    return replace(
+        proc,
+        exit_code=proc.exit_code or 1,
+        spawn_error="the sandbox's trace is incomplete (the task's start or bwrap's exit is "
+        "missing from it), so what the task touched is unknown",
+    )
+
+
+def _judged(
+    session: Session,
+    spec: SandboxSpec,
+    attempt: _Attempt,
+    proc: ProcessResult,
+    report: Report,
+    notes: tuple[str, ...],
+) -> Outcome:
+    """The attempt's outcome: its violations (the trace's, the network's, the config files it
+    created), failing a task that exited 0, and the hints when it failed."""
     created = [v for v in _created_config(spec, attempt) if v not in report.violations]
     violations = tuple(report.violations) + tuple(session.network_violations(spec)) + tuple(created)
     failed = violations or proc.exit_code != 0
+    # the pid namespace hides the task's rusage
     proc = replace(
         proc,
         exit_code=1 if violations and proc.exit_code == 0 else proc.exit_code,
         cpu_ms=None,
         peak_rss_bytes=None,
-    )  # the pid namespace hides the task's rusage
+    )
     hints = tuple(report.failure_hints(spec)) if failed else ()
     return Outcome(proc, violations, notes + tuple(report.notes), hints, tuple(attempt.kept))
 

@@ -11,6 +11,7 @@ only keys it has not seen, so a warm run costs one batched SELECT.
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from typing import Iterable, Mapping
 
@@ -109,8 +110,8 @@ def unsaved_reason(db, task_id: str, key: str) -> str | None:
             " AND NOT EXISTS (SELECT 1 FROM entries WHERE hash=?)",
             (task_id, key, key),
         ).fetchone()
-    except Exception as exc:  # sqlite3.OperationalError: no table yet
-        if "no such table" in str(exc):
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):  # no table yet
             return None
         raise
     return row[0] if row else None
@@ -156,8 +157,8 @@ def last_two(db, task_id: str) -> list[tuple[str, float, dict]]:
             "ORDER BY recorded_at DESC LIMIT 2",
             (task_id,),
         ).fetchall()
-    except Exception as exc:  # sqlite3.OperationalError: no table yet, nothing recorded
-        if "no such table" in str(exc):
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):  # no table yet: nothing recorded
             return []
         raise
     return [(key, at, json.loads(record)) for key, at, record in rows]
