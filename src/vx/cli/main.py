@@ -1180,7 +1180,7 @@ def _run_request(
     )
     started_ns = time.time_ns()
     if receipted:
-        witness.watch()
+        witness.start()
     if env.get(
         "VX_KILL_GRACE_MS"
     ):  # unset is the default; the executor (and asyncio) load only to check a value
@@ -1228,7 +1228,7 @@ def _run_request(
                 )
     finally:
         if receipted:
-            witness.taken()
+            witness.stop()
         lock.release()
         if reporter is not None:
             reporter.close()  # erase a live status region even on an exception
@@ -1377,7 +1377,7 @@ def _keep_receipt(
     from vx import pipeline as run
     from vx.pipeline import receipt_tasks
 
-    noted = witness.taken()
+    noted = witness.stop()
     tasks = receipt_tasks(prep, summary, started_ns) if silent else None
     cwd, root = str(req.cwd), str(prep.ws.root)
     if tasks is None or not receipt.write(
