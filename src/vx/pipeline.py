@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
     from vx.engine.incremental import Kept
     from vx.files.index import FileIndex, Snapshot
-    from vx.model import CacheRetention, HashRecord, ProjectConfig, WorkspaceConfig
+    from vx.model import CacheRetention, HashRecord, ProjectConfig
     from vx.plugins.host import Host
     from vx.store.layered import LayeredStore
     from vx.store.local import Entry, LocalStore
@@ -143,62 +143,6 @@ def prepare(
         raise
 
 
-def shaped_projects(
-    ws: Workspace, host_env: Mapping[str, str], session: Host | None = None
-) -> tuple[Workspace, dict[str, ProjectConfig]]:
-    """The workspace and its project configs as a run sees them, the plugins' `discover` and
-    `project` hooks applied (for `vx show`); the plugins are set up and torn down around it,
-    unless they are a `vx watch` session's (`session`), set up once for all of it."""
-    ws_config = config.load_workspace(ws.root, host_env, remote=False)
-    if not ws_config.plugins:
-        return ws, config.load_all(ws, host_env)
-    if session is not None and [(p.name, p.options) for p in session.plugins] == [
-        (s.name, dict(s.options)) for s in ws_config.plugins
-    ]:
-        if session.has("discover"):
-            ws = session.discovered(ws)
-        shape = session.shape_project if session.has("project") else None
-        return ws, config.load_all(ws, host_env, shape)
-    loaded: list = []
-    try:
-        host, ws_config = _load_plugins(ws.root, ws_config, host_env, loaded)
-        if host.has("discover"):
-            ws = host.discovered(ws)
-        shape = host.shape_project if host.has("project") else None
-        return ws, config.load_all(ws, host_env, shape)
-    finally:
-        for host in loaded:
-            host.teardown()
-
-
-def shaped_workspace_config(root: Path, host_env: Mapping[str, str]) -> WorkspaceConfig:
-    """vx.workspace as a run reads it, the plugins' `config` hooks applied (their `setup` is not
-    called, as for a plugin verb): the commands that find a run's cache and history (`vx why`,
-    `vx last`, `vx cache`) look where the run wrote, a `cacheDir` a hook set too."""
-    ws_config = config.load_workspace(root, host_env)
-    if not ws_config.plugins:
-        return ws_config
-    from vx.plugins import host as plugins
-
-    host = plugins.load(ws_config.plugins, root, host_env, setup=False)
-    if not host.has("config"):
-        return ws_config
-    shaped = host.shape_config(config.workspace_data(root, host_env), ws_config)
-    return config.rooted(shaped, root)
-
-
-def _load_plugins(root: Path, ws_config, host_env: Mapping[str, str], loaded: list):
-    """The workspace's plugins, loaded and set up, and its config as their `config` hooks left it."""
-    from vx.plugins import host as plugins
-
-    host = plugins.load(ws_config.plugins, root, host_env)
-    loaded.append(host)
-    if host.has("config"):
-        shaped = host.shape_config(config.workspace_data(root, host_env), ws_config)
-        ws_config = config.rooted(shaped, root)
-    return host, ws_config
-
-
 def _prepare(
     req: RunRequest, host_env: Mapping[str, str], stages: Stages, lock: RunLock | None, loaded: list
 ) -> Prepared:
@@ -217,7 +161,9 @@ def _prepare(
             ws_config = config.load_workspace(ws.root, host_env)
             host = None
             if ws_config.plugins:  # a workspace without plugins never imports the seam
-                host, ws_config = _load_plugins(ws.root, ws_config, host_env, loaded)
+                from vx.plugins.shaped import load_plugins
+
+                host, ws_config = load_plugins(ws.root, ws_config, host_env, loaded)
                 if host.has("discover"):
                     ws = host.discovered(ws)
             cache_dir = location.cache_dir(req.cwd, req.cache_dir, ws, ws_config, host_env)

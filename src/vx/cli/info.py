@@ -75,7 +75,7 @@ def _workspace_rows(cwd: Path, env: Mapping[str, str]) -> list[Row]:
     except VxError as exc:
         rows.append(("projects", f"{len(ws.packages)} (config error: {exc.message})"))
     if ws_config.plugins:  # the cache dir as the run finds it, a `config` hook's cacheDir too
-        from vx.pipeline import shaped_workspace_config
+        from vx.plugins.shaped import shaped_workspace_config
 
         try:
             ws_config = shaped_workspace_config(ws.root, env)

@@ -58,14 +58,9 @@ def open_history(cwd, cache_flag: str | None, env: Mapping[str, str]):
     the pending replays folded in first. `vx mcp` reads through it too."""
     import sqlite3
 
-    from vx.pipeline import shaped_workspace_config
-    from vx.store import location
-    from vx.workspace import discover as workspace
+    from vx.plugins.shaped import open_for_verb
 
-    ws = workspace.discover(cwd)
-    cache_dir, _store, _note = location.store_of(
-        cwd, cache_flag, ws, shaped_workspace_config(ws.root, env), env
-    )
+    cache_dir = open_for_verb(cwd, cache_flag, env).cache_dir
     try:
         runs.fold_pending(str(cache_dir))
         return cache_dir, runs.connect(str(cache_dir), create=False)

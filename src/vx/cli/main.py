@@ -850,8 +850,8 @@ def _nx_parallel(tokens: Sequence[str]) -> list[str]:
 
 def _no_task_named() -> UsageError:
     """Refuse a bare `vx run`, listing the tasks there are to run from here (off a TTY)."""
-    from vx.pipeline import shaped_projects
     from vx.plan.tasks import package_of
+    from vx.plugins.shaped import shaped_projects
     from vx.workspace import discover as workspace
 
     hint = "e.g. `vx run build`; `vx run build --all` for every project"

@@ -272,14 +272,11 @@ class Tools:
 
     def get_cache_stats(self, a: dict) -> dict:
         from vx.cli.info import cache_usage
-        from vx.pipeline import shaped_workspace_config
-        from vx.store import location, runs
-        from vx.workspace import discover as workspace
+        from vx.plugins.shaped import open_for_verb
+        from vx.store import runs
 
-        ws = workspace.discover(self.cwd)
-        cache_dir, store_dir, _note = location.store_of(
-            self.cwd, None, ws, shaped_workspace_config(ws.root, self.env), self.env
-        )
+        found = open_for_verb(self.cwd, None, self.env)
+        cache_dir, store_dir = found.cache_dir, found.store_dir
         entries, size = cache_usage(store_dir) or (0, 0)
         with _history(self) as db:
             recent = runs.invocations(db, RECENT_RUNS) if db else []

@@ -48,7 +48,7 @@ def show_verb(args: Args, env: Mapping[str, str]) -> int:
 def resolved(names: list[str], cwd: Path, env: Mapping[str, str]) -> dict:
     """What `vx show [NAME] --format json` prints: the projects, one project, one task, or a task
     in every project declaring it."""
-    from vx.pipeline import shaped_projects
+    from vx.plugins.shaped import shaped_projects
     from vx.workspace import discover as workspace
 
     # what a run would run: the plugins' projects and edits included

@@ -271,7 +271,7 @@ class Judge:
         The projects and configs are the ones a run sees: the plugins' `discover` and `project`
         hooks applied."""
         from vx.errors import VxError
-        from vx.pipeline import shaped_projects
+        from vx.plugins.shaped import shaped_projects
         from vx.workspace import discover as workspace
 
         try:

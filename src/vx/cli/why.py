@@ -46,15 +46,11 @@ def key_history(name: str, cwd, env: Mapping[str, str]) -> tuple[str, list, str 
     import sqlite3
 
     from vx.errors import UsageError
-    from vx.pipeline import shaped_workspace_config
-    from vx.store import location
-    from vx.workspace import discover as workspace
+    from vx.plugins.shaped import open_for_verb
 
-    ws = workspace.discover(cwd)
-    task_id = _task_id(name, ws, cwd)
-    cache_dir, store_dir, _note = location.store_of(
-        cwd, None, ws, shaped_workspace_config(ws.root, env), env
-    )
+    found = open_for_verb(cwd, None, env)
+    task_id = _task_id(name, found.ws, cwd)
+    cache_dir, store_dir = found.cache_dir, found.store_dir
     path, store = cache_dir / "cache.db", store_dir / "store.db"
     rows: list = []
     unsaved = None
