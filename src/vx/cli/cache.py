@@ -42,11 +42,14 @@ def refuse_subcommand(word: str) -> UsageError:
     )
 
 
-def cache_verb(args: Args, env: Mapping[str, str], say) -> int:
-    """`vx cache prune` with its parsed flags."""
+def cache_verb(args: Args) -> int:
+    """`vx cache prune` with its parsed flags (`vx.cli.main` reads the subcommand)."""
+    from vx.cli.args import say
+
     retention = retention_of(args.older_than, args.max_size)
     fmt = one_of("--format", args.format, ("text", "json"), "text")
-    pruned = prune_workspace(Path(os.getcwd()), retention, args.cache_dir, args.dry_run, env, say)
+    cwd, env = Path(os.getcwd()), os.environ
+    pruned = prune_workspace(cwd, retention, args.cache_dir, args.dry_run, env, say)
     if pruned is None:
         return 0
     sys.stdout.write((_json(pruned) if fmt == "json" else _text(pruned)) + "\n")

@@ -5,14 +5,13 @@ orders the run), the last, fastest and slowest; `--format json` for machines."""
 from __future__ import annotations
 
 import json
-from typing import Mapping
 
 from vx.cli.args import Args, one_of
 from vx.errors import EXIT_OK, UsageError
 from vx.store import runs, timings
 
 
-def history_verb(args: Args, env: Mapping[str, str]) -> int:
+def history_verb(args: Args, argv: list[str]) -> int:
     import os
     import sqlite3
     from pathlib import Path
@@ -20,6 +19,7 @@ def history_verb(args: Args, env: Mapping[str, str]) -> int:
     from vx.plugins.shaped import open_for_verb
 
     fmt = one_of("--format", args.format, ("text", "json"), "text")
+    env = os.environ
     found = open_for_verb(Path(os.getcwd()), args.cache_dir, env)
     ws, cache_dir, cfg = found.ws, found.cache_dir, found.config.schedule
     window = _window(args.window) if args.window is not None else cfg.window

@@ -17,6 +17,11 @@ from vx import __version__
 Row = tuple[str, str]
 
 
+def info_verb(args, argv: list[str]) -> int:
+    print(render(info_rows(Path(os.getcwd()), os.environ)), end="")
+    return 0
+
+
 def info_rows(cwd: Path, env: Mapping[str, str]) -> list[Row]:
     """Every row of `vx info`, in display order."""
     rows: list[Row] = [

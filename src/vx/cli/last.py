@@ -17,7 +17,7 @@ SHOWN_HITS = 16  # hit rows shown before the rest fold into a count
 LIST_DEFAULT = 10
 
 
-def last_verb(args: Args, env: Mapping[str, str]) -> int:
+def last_verb(args: Args, argv: list[str]) -> int:
     import os
     from pathlib import Path
 
@@ -25,7 +25,7 @@ def last_verb(args: Args, env: Mapping[str, str]) -> int:
     if len(args.names) > 1:
         raise UsageError("name at most one run id (a prefix will do)", hint="see `vx last --list`")
     count = _list_count(args.list)
-    cache_dir, db = open_history(Path(os.getcwd()), args.cache_dir, env)
+    cache_dir, db = open_history(Path(os.getcwd()), args.cache_dir, os.environ)
     if db is None:
         if count is not None and fmt == "json":  # a list of no runs is an answer, not a refusal
             print(json.dumps({"runs": []}))

@@ -20,10 +20,11 @@ from vx.errors import UnknownTaskError, UsageError, suggestion
 from vx.model import ROOT_PROJECT, ProjectConfig, Workspace
 
 
-def show_verb(args: Args, env: Mapping[str, str]) -> int:
+def show_verb(args: Args, argv: list[str]) -> int:
     from vx.config import loader as config
     from vx.workspace import discover as workspace
 
+    env = os.environ
     fmt = one_of("--format", args.format, ("text", "json"), "text")
     if args.json:  # Nx's `nx show project NAME --json`
         if args.names[:1] != ["project"]:

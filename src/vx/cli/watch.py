@@ -44,8 +44,12 @@ POLL_MS = 250
 READER_JOIN_S = 5.0
 
 
-def watch_verb(rest: list[str], parsed, env: Mapping[str, str], say) -> int:
-    """`parsed` is the `vx run` parse of `rest` (the same flags, less those vx.cli.main refuses)."""
+def watch_verb(parsed, argv: list[str]) -> int:
+    """`parsed` is the `vx run` parse of `argv` after the verb (the same flags, less those
+    vx.cli.main refuses)."""
+    from vx.cli.args import say
+
+    rest, env = argv[1:], os.environ
     if not parsed.names:
         raise UsageError("name the tasks to watch", hint="e.g. `vx watch build`")
     from vx.store.location import refuse_linked_state

@@ -12,7 +12,7 @@ from vx.store.history import differences, last_two, unsaved_reason
 # ---------------------------------------------------------------- vx why
 
 
-def why_verb(args: Args, env: Mapping[str, str]) -> int:
+def why_verb(args: Args, argv: list[str]) -> int:
     import os
     import sys
     from pathlib import Path
@@ -25,7 +25,7 @@ def why_verb(args: Args, env: Mapping[str, str]) -> int:
             "name one task: `vx why PKG#TASK` (or a task of the project you stand in)",
             hint="e.g. `vx why web#build`",
         )
-    verdict = why(names[0], Path(os.getcwd()), env)
+    verdict = why(names[0], Path(os.getcwd()), os.environ)
     sys.stdout.write(json.dumps(verdict, indent=2) + "\n" if fmt == "json" else _render(verdict))
     return 0
 
