@@ -77,13 +77,15 @@ def key_history(name: str, cwd, env: Mapping[str, str]) -> tuple[str, list, str 
 
 
 def _holders(db, task: str) -> list[str]:
+    import sqlite3
+
     try:
         rows = db.execute(
             "SELECT DISTINCT task_id FROM key_history WHERE task_id LIKE ? ESCAPE '\\'",
             ("%#" + task.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_"),),
         )
         return sorted(r[0] for r in rows)
-    except Exception:  # no table yet
+    except sqlite3.Error:  # no table yet
         return []
 
 

@@ -223,7 +223,9 @@ def append_pending(
     if size > FOLD_AT:  # rare: a run of replays with no pipeline run between folds them here
         try:
             record(cache_dir, None)
-        except Exception:  # sqlite3.Error: the file stays for the next run that records
+        except Exception:  # the file stays for the next run that records
+            # Not only sqlite3.Error and OSError: the pending file is the workspace's, and a line
+            # holding an integer past SQLite's (2**63 <= n < 2**64 decodes) raises OverflowError.
             pass
 
 
