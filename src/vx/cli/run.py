@@ -73,6 +73,7 @@ class RunSettings(Struct, frozen=True):
     tui: bool = False  # `--ui=tui` on a terminal
     as_json: bool = False  # `--format json`
     output_logs: str | None = None
+    timing: bool = False  # VX_TIMING: the stage table on stderr
 
     @property
     def receipted(self) -> bool:
@@ -150,6 +151,7 @@ def resolve(args: Args, argv: list[str], env: Mapping[str, str]) -> RunSettings:
         tui=tui,
         as_json=as_json,
         output_logs=_output_logs(args.output_logs),
+        timing=env.get("VX_TIMING", "") not in ("", "0"),
     )
 
 
@@ -413,7 +415,7 @@ def _run(settings: RunSettings, timer_start: float, argv: list[str]) -> int:
     from vx.stages import Stages
 
     req = settings.request
-    stages = Stages(os.environ.get("VX_TIMING", "") not in ("", "0"), timer_start)
+    stages = Stages(settings.timing, timer_start)
     env = witness.ReadEnv(os.environ)
     if settings.dry is not None:
         return _dry(run.prepare(req, env, stages, warn=warning), settings.dry)
