@@ -1,6 +1,6 @@
 """What a run read to reach its outcome, so a receipt can later tell whether all of it still holds.
 
-Off unless a run turns it on (`watch`). Then every reader planning uses notes each absolute
+Off unless a run turns it on (`start`). Then every reader planning uses notes each absolute
 path it touched: `read` for a file whose bytes were used or a directory whose entries were
 listed, `probed` for a path whose kind alone mattered (a file, a directory, a link, missing).
 A plain module-level table rather than a recorder handed down: the readers sit deep in
@@ -34,7 +34,7 @@ _views: dict[str, tuple[str | tuple[str, ...], list[str]]] | None = (
 )
 
 
-def watch() -> None:
+def start() -> None:
     """Start noting (again, from empty)."""
     global _table, _ran, _views
     _table, _ran, _views = {}, [], {}
@@ -63,7 +63,7 @@ def ran(argv, returncode: int, stdout: bytes) -> None:
         _ran.append((tuple(argv), returncode, xxhash.xxh3_128_hexdigest(stdout), status))
 
 
-def taken() -> tuple[dict[str, bool], list, dict[str, tuple[str | tuple[str, ...], list[str]]]]:
+def stop() -> tuple[dict[str, bool], list, dict[str, tuple[str | tuple[str, ...], list[str]]]]:
     """Stop noting; return the paths, the commands and the directory views noted."""
     global _table, _ran, _views
     table, commands, views, _table, _ran, _views = _table, _ran, _views, None, None, None

@@ -125,7 +125,7 @@ def test_a_stray_print_or_child_output_never_reaches_the_protocol_stream(tmp_pat
             return {"fine": True}
 
         mcp_tools.Tools.list_tasks = noisy
-        sys.exit(mcp_verb(Args({}), os.environ))
+        sys.exit(mcp_verb(Args({}), ["mcp"]))
         """
     )
     lines = [

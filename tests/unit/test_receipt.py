@@ -77,19 +77,19 @@ def test_read_env_notes_each_name_looked_up_and_a_whole_read():
 
 def test_the_witness_notes_only_while_watching():
     witness.read("/x")
-    witness.watch()
+    witness.start()
     witness.read("/a")
     witness.probed("/a")  # already read whole: stays whole
     witness.probed("/b")
     witness.listed("/d", "vx.config", ["package.json", "vx.config.json", "src"])
-    paths, commands, views = witness.taken()
+    paths, commands, views = witness.stop()
     assert (
         paths == {"/a": True, "/b": False}
         and commands == []
         and views == {"/d": ("vx.config", ["vx.config.json"])}
     )
     witness.read("/y")
-    assert witness.taken() == ({}, [], {})
+    assert witness.stop() == ({}, [], {})
 
 
 def test_a_listed_directory_holds_while_its_config_names_stay(tmp_path):

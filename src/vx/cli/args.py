@@ -2,17 +2,22 @@
 
 A flag takes no value (FLAG), a value (VALUE: `--name v` or `--name=v`), a value only after `=`
 (OPTIONAL: `--dry` alone means the default), or a repeatable value (LIST). Aliases map to the
-flag they stand for (`-F` is `--filter`). An unknown flag is refused with the nearest known one.
+flag they stand for (`-F` is `--filter`). An unknown flag is refused with the nearest known one,
+and a flag given beside one it conflicts with by what its verb declares. What a verb says
+besides its output goes to stderr through `say`.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Mapping, Sequence
 
 from vx.errors import UsageError, did_you_mean
 
 FLAG, VALUE, OPTIONAL, LIST = "flag", "value", "optional", "list"
 Flags = Mapping[str, tuple[str, str]]  # `--name` -> (kind, attribute of Args)
+# `--name` -> (the flags it cannot go with, what the refusal says, its hint), checked in order
+Conflicts = Mapping[str, tuple[tuple[str, ...], str, str]]
 
 
 class Args:
@@ -97,3 +102,29 @@ def one_of(flag: str, value: str | None, choices: Sequence[str], default: str) -
             f"{flag}: `{value}` is neither {' nor '.join(choices)}", hint=f"{flag} {choices[-1]}"
         )
     return value
+
+
+def given(args: Args, flags: Flags, flag: str) -> bool:
+    """Whether `flag` was on the line (an optional flag given bare is given)."""
+    kind, dest = flags[flag]
+    value = getattr(args, dest)
+    return bool(value) if kind in (FLAG, LIST) else value is not None
+
+
+def refuse_conflicts(args: Args, flags: Flags, conflicts: Conflicts) -> None:
+    """Refuse the first flag of `conflicts` given beside one it cannot go with."""
+    for flag, (others, message, hint) in conflicts.items():
+        if given(args, flags, flag) and any(given(args, flags, other) for other in others):
+            raise UsageError(message, hint=hint)
+
+
+def say(text: str) -> None:
+    """A line on stderr, for what a verb says besides its output; a closed pipe is no error."""
+    try:
+        print(text, file=sys.stderr)
+    except BrokenPipeError:
+        pass
+
+
+def warning(message: str) -> None:
+    say(f"vx: warning: {message}")

@@ -42,11 +42,14 @@ def refuse_subcommand(word: str) -> UsageError:
     )
 
 
-def cache_verb(args: Args, env: Mapping[str, str], say) -> int:
-    """`vx cache prune` with its parsed flags."""
+def cache_verb(args: Args) -> int:
+    """`vx cache prune` with its parsed flags (`vx.cli.main` reads the subcommand)."""
+    from vx.cli.args import say
+
     retention = retention_of(args.older_than, args.max_size)
     fmt = one_of("--format", args.format, ("text", "json"), "text")
-    pruned = prune_workspace(Path(os.getcwd()), retention, args.cache_dir, args.dry_run, env, say)
+    cwd, env = Path(os.getcwd()), os.environ
+    pruned = prune_workspace(cwd, retention, args.cache_dir, args.dry_run, env, say)
     if pruned is None:
         return 0
     sys.stdout.write((_json(pruned) if fmt == "json" else _text(pruned)) + "\n")
@@ -80,17 +83,13 @@ def prune_workspace(
     env: Mapping[str, str],
     say,
 ) -> Pruned | None:
-    from vx.pipeline import shaped_workspace_config
+    from vx.plugins.shaped import open_for_verb
     from vx.runlock import RunLock
-    from vx.store import location
-    from vx.workspace import discover as workspace
 
-    ws = workspace.discover(cwd)
-    cache_dir, store_dir, note = location.store_of(
-        cwd, cache_flag, ws, shaped_workspace_config(ws.root, env), env
-    )
-    if note:
-        say(f"vx: warning: {note}")
+    found = open_for_verb(cwd, cache_flag, env)
+    ws, cache_dir, store_dir = found.ws, found.cache_dir, found.store_dir
+    if found.note:
+        say(f"vx: warning: {found.note}")
     index = store_dir / "store.db" if store_dir != cache_dir else cache_dir / "cache.db"
     if not index.exists():
         say(f"vx: nothing to prune: no cache at {store_dir}")

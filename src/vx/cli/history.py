@@ -5,29 +5,24 @@ orders the run), the last, fastest and slowest; `--format json` for machines."""
 from __future__ import annotations
 
 import json
-from typing import Mapping
 
 from vx.cli.args import Args, one_of
 from vx.errors import EXIT_OK, UsageError
 from vx.store import runs, timings
 
 
-def history_verb(args: Args, env: Mapping[str, str]) -> int:
+def history_verb(args: Args, argv: list[str]) -> int:
     import os
     import sqlite3
     from pathlib import Path
 
-    from vx.pipeline import shaped_workspace_config
-    from vx.store import location
-    from vx.workspace import discover as workspace
+    from vx.plugins.shaped import open_for_verb
 
     fmt = one_of("--format", args.format, ("text", "json"), "text")
-    cwd = Path(os.getcwd())
-    ws = workspace.discover(cwd)
-    ws_config = shaped_workspace_config(ws.root, env)
-    cfg = ws_config.schedule
+    env = os.environ
+    found = open_for_verb(Path(os.getcwd()), args.cache_dir, env)
+    ws, cache_dir, cfg = found.ws, found.cache_dir, found.config.schedule
     window = _window(args.window) if args.window is not None else cfg.window
-    cache_dir, _store, _note = location.store_of(cwd, args.cache_dir, ws, ws_config, env)
     try:
         rows = timings.on_record(str(cache_dir), (), window)
     except (OSError, sqlite3.Error) as exc:

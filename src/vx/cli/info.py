@@ -17,6 +17,11 @@ from vx import __version__
 Row = tuple[str, str]
 
 
+def info_verb(args, argv: list[str]) -> int:
+    print(render(info_rows(Path(os.getcwd()), os.environ)), end="")
+    return 0
+
+
 def info_rows(cwd: Path, env: Mapping[str, str]) -> list[Row]:
     """Every row of `vx info`, in display order."""
     rows: list[Row] = [
@@ -75,7 +80,7 @@ def _workspace_rows(cwd: Path, env: Mapping[str, str]) -> list[Row]:
     except VxError as exc:
         rows.append(("projects", f"{len(ws.packages)} (config error: {exc.message})"))
     if ws_config.plugins:  # the cache dir as the run finds it, a `config` hook's cacheDir too
-        from vx.pipeline import shaped_workspace_config
+        from vx.plugins.shaped import shaped_workspace_config
 
         try:
             ws_config = shaped_workspace_config(ws.root, env)

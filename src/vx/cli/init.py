@@ -48,8 +48,9 @@ _OUTPUTS = (
 )
 
 
-def init_verb(args: Args, say) -> int:
+def init_verb(args: Args, argv: list[str]) -> int:
     """`vx init [--dry] [--force]`, its flags parsed."""
+    from vx.cli.args import say
     from vx.workspace import discover as workspace
 
     ws = workspace.discover(Path(os.getcwd()))

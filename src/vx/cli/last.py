@@ -17,7 +17,7 @@ SHOWN_HITS = 16  # hit rows shown before the rest fold into a count
 LIST_DEFAULT = 10
 
 
-def last_verb(args: Args, env: Mapping[str, str]) -> int:
+def last_verb(args: Args, argv: list[str]) -> int:
     import os
     from pathlib import Path
 
@@ -25,7 +25,7 @@ def last_verb(args: Args, env: Mapping[str, str]) -> int:
     if len(args.names) > 1:
         raise UsageError("name at most one run id (a prefix will do)", hint="see `vx last --list`")
     count = _list_count(args.list)
-    cache_dir, db = open_history(Path(os.getcwd()), args.cache_dir, env)
+    cache_dir, db = open_history(Path(os.getcwd()), args.cache_dir, os.environ)
     if db is None:
         if count is not None and fmt == "json":  # a list of no runs is an answer, not a refusal
             print(json.dumps({"runs": []}))
@@ -58,14 +58,9 @@ def open_history(cwd, cache_flag: str | None, env: Mapping[str, str]):
     the pending replays folded in first. `vx mcp` reads through it too."""
     import sqlite3
 
-    from vx.pipeline import shaped_workspace_config
-    from vx.store import location
-    from vx.workspace import discover as workspace
+    from vx.plugins.shaped import open_for_verb
 
-    ws = workspace.discover(cwd)
-    cache_dir, _store, _note = location.store_of(
-        cwd, cache_flag, ws, shaped_workspace_config(ws.root, env), env
-    )
+    cache_dir = open_for_verb(cwd, cache_flag, env).cache_dir
     try:
         runs.fold_pending(str(cache_dir))
         return cache_dir, runs.connect(str(cache_dir), create=False)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, BinaryIO, Mapping
+from typing import Any, BinaryIO
 
 import msgspec
 
@@ -42,7 +42,7 @@ INSTRUCTIONS = (
 )
 
 
-def mcp_verb(args: Args, env: Mapping[str, str]) -> int:
+def mcp_verb(args: Args, argv: list[str]) -> int:
     from pathlib import Path
 
     from vx.cli.mcp_tools import Tools
@@ -53,7 +53,7 @@ def mcp_verb(args: Args, env: Mapping[str, str]) -> int:
             hint="an MCP client starts `vx mcp` in the workspace and speaks to it on stdin/stdout",
         )
     inp, out = _take_stdio()
-    server = Server(Tools(Path(os.getcwd()), env))
+    server = Server(Tools(Path(os.getcwd()), os.environ))
     serve(inp, out, server)
     return EXIT_OK
 

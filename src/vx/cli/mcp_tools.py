@@ -272,14 +272,11 @@ class Tools:
 
     def get_cache_stats(self, a: dict) -> dict:
         from vx.cli.info import cache_usage
-        from vx.pipeline import shaped_workspace_config
-        from vx.store import location, runs
-        from vx.workspace import discover as workspace
+        from vx.plugins.shaped import open_for_verb
+        from vx.store import runs
 
-        ws = workspace.discover(self.cwd)
-        cache_dir, store_dir, _note = location.store_of(
-            self.cwd, None, ws, shaped_workspace_config(ws.root, self.env), self.env
-        )
+        found = open_for_verb(self.cwd, None, self.env)
+        cache_dir, store_dir = found.cache_dir, found.store_dir
         entries, size = cache_usage(store_dir) or (0, 0)
         with _history(self) as db:
             recent = runs.invocations(db, RECENT_RUNS) if db else []
@@ -417,149 +414,166 @@ def _tail(data: str | bytes, most: int) -> str:
     return "…" + raw[-most:].decode("utf-8", "replace")
 
 
+# Each tool: its name, title, description, inputSchema, the `Tools` method that answers it, and
+# whether it only reads. In the order tools/list gives them.
+_SPECS: tuple[tuple[str, str, str, dict, str, bool], ...] = (
+    (
+        "listTasks",
+        "List tasks",
+        "Every project of the workspace with its tasks and workspace dependencies (as `vx show`).",
+        _object({"project": {"type": "string", "minLength": 1, "maxLength": 512}}),
+        "list_tasks",
+        True,
+    ),
+    (
+        "getConfig",
+        "Resolved config",
+        "The configs as vx resolved them (as `vx show NAME --format json`): without a name "
+        "every project; a project; PKG#TASK; or a task in every project that declares it.",
+        _object({"name": {"type": "string", "minLength": 1, "maxLength": 512}}),
+        "get_config",
+        True,
+    ),
+    (
+        "planTasks",
+        "Plan a run",
+        "What `vx run` would do, running nothing (as `vx run … --dry=json`): each task with "
+        "its predicted cache status (hit-local, hit-remote, miss, …), key, command, "
+        "dependencies and input files.",
+        _object(_SELECTION, ("tasks",)),
+        "plan_tasks",
+        True,
+    ),
+    (
+        "runTasks",
+        "Run tasks",
+        "Run tasks and what they depend on (as `vx run`). Returns the run as getFailures "
+        "and `vx last` see it — verdict, every task's status, the command that re-runs "
+        "what failed — and the end of the output. A failed task is a result (ok: false), "
+        "not an error.",
+        _object(
+            {
+                **_SELECTION,
+                "force": {"type": "boolean", "description": "ignore hits, run everything"},
+                "noCache": {
+                    "type": "boolean",
+                    "description": "neither read nor write the cache",
+                },
+                "concurrency": {"type": "integer", "minimum": 1, "maximum": 1024},
+                "continue": {"type": "string", "enum": ["never", "deps-ok", "always"]},
+            },
+            ("tasks",),
+        ),
+        "run_tasks",
+        False,
+    ),
+    (
+        "getRunHistory",
+        "Run history",
+        "The latest recorded runs, newest first (as `vx last --list --format json`).",
+        _object(
+            {
+                "limit": {"type": "integer", "minimum": 1, "maximum": 1000},
+                "failedOnly": {"type": "boolean"},
+            }
+        ),
+        "get_run_history",
+        True,
+    ),
+    (
+        "getFailures",
+        "Failures",
+        "The failed and skipped tasks of the latest failed run (or the run named), with "
+        "their reasons, kept log paths and the command that re-runs them.",
+        _object({"run": _RUN_ID}),
+        "get_failures",
+        True,
+    ),
+    (
+        "getTaskLog",
+        "Task log",
+        "A failed task's kept output in the latest run (or the run named), its end when "
+        "longer than maxBytes (as `vx last --log`).",
+        _object(
+            {
+                "task": _TASK,
+                "run": _RUN_ID,
+                "maxBytes": {"type": "integer", "minimum": 1, "maximum": LOG_MOST},
+            },
+            ("task",),
+        ),
+        "get_task_log",
+        True,
+    ),
+    (
+        "whyDidThisRerun",
+        "Why did this re-run",
+        "What changed between the task's last two keys — files, env variables, its "
+        "declaration, package.json, lockfiles, arguments, upstream tasks (as `vx why`).",
+        _object({"task": _TASK}, ("task",)),
+        "why_did_this_rerun",
+        True,
+    ),
+    (
+        "explainCacheKey",
+        "Explain a cache key",
+        "What the task's newest recorded key folds: the workspace fingerprint, package.json, "
+        "declaration, env variables (set or unset; never their values), runtime probes, "
+        "lockfile entries, upstream keys and input files.",
+        _object({"task": _TASK}, ("task",)),
+        "explain_cache_key",
+        True,
+    ),
+    (
+        "getCacheStats",
+        "Cache stats",
+        "The cache's location, its entries and their size, and hits over the recent runs.",
+        _object({}),
+        "get_cache_stats",
+        True,
+    ),
+    (
+        "pruneCache",
+        "Prune the cache",
+        "Evict cache entries unused for longer than olderThan (30d, 12h), then the least "
+        "recently used until the cache fits maxSize (10G, 500MB); dryRun says what would go "
+        "(as `vx cache prune`).",
+        _object(
+            {
+                "olderThan": {"type": "string", "minLength": 1, "maxLength": 32},
+                "maxSize": {"type": "string", "minLength": 1, "maxLength": 32},
+                "dryRun": {"type": "boolean"},
+            }
+        ),
+        "prune_cache",
+        False,
+    ),
+    (
+        "planInit",
+        "Plan vx init",
+        "The vx.config.json files `vx init` would write from each package's scripts, written "
+        "nowhere (as `vx init --dry`); force: replace existing configs; cache: the cache "
+        "blocks on.",
+        _object({"force": {"type": "boolean"}, "cache": {"type": "boolean"}}),
+        "plan_init",
+        True,
+    ),
+    (
+        "getWorkspaceInfo",
+        "Workspace info",
+        "What vx sees here (as `vx info`): versions, the workspace root, package manager, "
+        "projects, cache, workers, sandbox.",
+        _object({}),
+        "get_workspace_info",
+        True,
+    ),
+)
+
+
 def _tools(t: Tools) -> list[Tool]:
-    selection = dict(_SELECTION)
     return [
-        Tool(
-            "listTasks",
-            "List tasks",
-            "Every project of the workspace with its tasks and workspace dependencies "
-            "(as `vx show`).",
-            _object({"project": {"type": "string", "minLength": 1, "maxLength": 512}}),
-            t.list_tasks,
-        ),
-        Tool(
-            "getConfig",
-            "Resolved config",
-            "The configs as vx resolved them (as `vx show NAME --format json`): without a name "
-            "every project; a project; PKG#TASK; or a task in every project that declares it.",
-            _object({"name": {"type": "string", "minLength": 1, "maxLength": 512}}),
-            t.get_config,
-        ),
-        Tool(
-            "planTasks",
-            "Plan a run",
-            "What `vx run` would do, running nothing (as `vx run … --dry=json`): each task with "
-            "its predicted cache status (hit-local, hit-remote, miss, …), key, command, "
-            "dependencies and input files.",
-            _object(selection, ("tasks",)),
-            t.plan_tasks,
-        ),
-        Tool(
-            "runTasks",
-            "Run tasks",
-            "Run tasks and what they depend on (as `vx run`). Returns the run as getFailures "
-            "and `vx last` see it — verdict, every task's status, the command that re-runs "
-            "what failed — and the end of the output. A failed task is a result (ok: false), "
-            "not an error.",
-            _object(
-                {
-                    **selection,
-                    "force": {"type": "boolean", "description": "ignore hits, run everything"},
-                    "noCache": {
-                        "type": "boolean",
-                        "description": "neither read nor write the cache",
-                    },
-                    "concurrency": {"type": "integer", "minimum": 1, "maximum": 1024},
-                    "continue": {"type": "string", "enum": ["never", "deps-ok", "always"]},
-                },
-                ("tasks",),
-            ),
-            t.run_tasks,
-            read_only=False,
-        ),
-        Tool(
-            "getRunHistory",
-            "Run history",
-            "The latest recorded runs, newest first (as `vx last --list --format json`).",
-            _object(
-                {
-                    "limit": {"type": "integer", "minimum": 1, "maximum": 1000},
-                    "failedOnly": {"type": "boolean"},
-                }
-            ),
-            t.get_run_history,
-        ),
-        Tool(
-            "getFailures",
-            "Failures",
-            "The failed and skipped tasks of the latest failed run (or the run named), with "
-            "their reasons, kept log paths and the command that re-runs them.",
-            _object({"run": _RUN_ID}),
-            t.get_failures,
-        ),
-        Tool(
-            "getTaskLog",
-            "Task log",
-            "A failed task's kept output in the latest run (or the run named), its end when "
-            "longer than maxBytes (as `vx last --log`).",
-            _object(
-                {
-                    "task": _TASK,
-                    "run": _RUN_ID,
-                    "maxBytes": {"type": "integer", "minimum": 1, "maximum": LOG_MOST},
-                },
-                ("task",),
-            ),
-            t.get_task_log,
-        ),
-        Tool(
-            "whyDidThisRerun",
-            "Why did this re-run",
-            "What changed between the task's last two keys — files, env variables, its "
-            "declaration, package.json, lockfiles, arguments, upstream tasks (as `vx why`).",
-            _object({"task": _TASK}, ("task",)),
-            t.why_did_this_rerun,
-        ),
-        Tool(
-            "explainCacheKey",
-            "Explain a cache key",
-            "What the task's newest recorded key folds: the workspace fingerprint, package.json, "
-            "declaration, env variables (set or unset; never their values), runtime probes, "
-            "lockfile entries, upstream keys and input files.",
-            _object({"task": _TASK}, ("task",)),
-            t.explain_cache_key,
-        ),
-        Tool(
-            "getCacheStats",
-            "Cache stats",
-            "The cache's location, its entries and their size, and hits over the recent runs.",
-            _object({}),
-            t.get_cache_stats,
-        ),
-        Tool(
-            "pruneCache",
-            "Prune the cache",
-            "Evict cache entries unused for longer than olderThan (30d, 12h), then the least "
-            "recently used until the cache fits maxSize (10G, 500MB); dryRun says what would go "
-            "(as `vx cache prune`).",
-            _object(
-                {
-                    "olderThan": {"type": "string", "minLength": 1, "maxLength": 32},
-                    "maxSize": {"type": "string", "minLength": 1, "maxLength": 32},
-                    "dryRun": {"type": "boolean"},
-                }
-            ),
-            t.prune_cache,
-            read_only=False,
-        ),
-        Tool(
-            "planInit",
-            "Plan vx init",
-            "The vx.config.json files `vx init` would write from each package's scripts, written "
-            "nowhere (as `vx init --dry`); force: replace existing configs; cache: the cache "
-            "blocks on.",
-            _object({"force": {"type": "boolean"}, "cache": {"type": "boolean"}}),
-            t.plan_init,
-        ),
-        Tool(
-            "getWorkspaceInfo",
-            "Workspace info",
-            "What vx sees here (as `vx info`): versions, the workspace root, package manager, "
-            "projects, cache, workers, sandbox.",
-            _object({}),
-            t.get_workspace_info,
-        ),
+        Tool(name, title, description, schema, getattr(t, method), read_only)
+        for name, title, description, schema, method, read_only in _SPECS
     ]
 
 

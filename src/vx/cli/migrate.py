@@ -17,7 +17,8 @@ from vx.config import migration
 from vx.errors import EXIT_OK, ConfigError
 
 
-def migrate_verb(args: Args, say) -> int:
+def migrate_verb(args: Args, argv: list[str]) -> int:
+    from vx.cli.args import say
     from vx.workspace import discover as workspace
 
     tool = one_of("--from", args.source, ("turbo", "nx"), "") or None

@@ -35,7 +35,7 @@ INSTALL_FILES = (
 INSTALL_DIRS = (".yarn/releases", ".yarn/plugins", ".yarn/patches", "patches")
 
 
-def prune_verb(args: Args) -> int:
+def prune_verb(args: Args, argv: list[str]) -> int:
     from vx.files import subset
     from vx.files.lockfile_subset import prune_lockfiles
     from vx.workspace import discover as workspace

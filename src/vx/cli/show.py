@@ -20,10 +20,11 @@ from vx.errors import UnknownTaskError, UsageError, suggestion
 from vx.model import ROOT_PROJECT, ProjectConfig, Workspace
 
 
-def show_verb(args: Args, env: Mapping[str, str]) -> int:
+def show_verb(args: Args, argv: list[str]) -> int:
     from vx.config import loader as config
     from vx.workspace import discover as workspace
 
+    env = os.environ
     fmt = one_of("--format", args.format, ("text", "json"), "text")
     if args.json:  # Nx's `nx show project NAME --json`
         if args.names[:1] != ["project"]:
@@ -48,7 +49,7 @@ def show_verb(args: Args, env: Mapping[str, str]) -> int:
 def resolved(names: list[str], cwd: Path, env: Mapping[str, str]) -> dict:
     """What `vx show [NAME] --format json` prints: the projects, one project, one task, or a task
     in every project declaring it."""
-    from vx.pipeline import shaped_projects
+    from vx.plugins.shaped import shaped_projects
     from vx.workspace import discover as workspace
 
     # what a run would run: the plugins' projects and edits included

@@ -44,8 +44,12 @@ POLL_MS = 250
 READER_JOIN_S = 5.0
 
 
-def watch_verb(rest: list[str], parsed, env: Mapping[str, str], say) -> int:
-    """`parsed` is the `vx run` parse of `rest` (the same flags, less those vx.cli.main refuses)."""
+def watch_verb(parsed, argv: list[str]) -> int:
+    """`parsed` is the `vx run` parse of `argv` after the verb (the same flags, less those
+    vx.cli.main refuses)."""
+    from vx.cli.args import say
+
+    rest, env = argv[1:], os.environ
     if not parsed.names:
         raise UsageError("name the tasks to watch", hint="e.g. `vx watch build`")
     from vx.store.location import refuse_linked_state
@@ -271,7 +275,7 @@ class Judge:
         The projects and configs are the ones a run sees: the plugins' `discover` and `project`
         hooks applied."""
         from vx.errors import VxError
-        from vx.pipeline import shaped_projects
+        from vx.plugins.shaped import shaped_projects
         from vx.workspace import discover as workspace
 
         try:

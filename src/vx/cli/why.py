@@ -12,7 +12,7 @@ from vx.store.history import differences, last_two, unsaved_reason
 # ---------------------------------------------------------------- vx why
 
 
-def why_verb(args: Args, env: Mapping[str, str]) -> int:
+def why_verb(args: Args, argv: list[str]) -> int:
     import os
     import sys
     from pathlib import Path
@@ -25,7 +25,7 @@ def why_verb(args: Args, env: Mapping[str, str]) -> int:
             "name one task: `vx why PKG#TASK` (or a task of the project you stand in)",
             hint="e.g. `vx why web#build`",
         )
-    verdict = why(names[0], Path(os.getcwd()), env)
+    verdict = why(names[0], Path(os.getcwd()), os.environ)
     sys.stdout.write(json.dumps(verdict, indent=2) + "\n" if fmt == "json" else _render(verdict))
     return 0
 
@@ -46,15 +46,11 @@ def key_history(name: str, cwd, env: Mapping[str, str]) -> tuple[str, list, str 
     import sqlite3
 
     from vx.errors import UsageError
-    from vx.pipeline import shaped_workspace_config
-    from vx.store import location
-    from vx.workspace import discover as workspace
+    from vx.plugins.shaped import open_for_verb
 
-    ws = workspace.discover(cwd)
-    task_id = _task_id(name, ws, cwd)
-    cache_dir, store_dir, _note = location.store_of(
-        cwd, None, ws, shaped_workspace_config(ws.root, env), env
-    )
+    found = open_for_verb(cwd, None, env)
+    task_id = _task_id(name, found.ws, cwd)
+    cache_dir, store_dir = found.cache_dir, found.store_dir
     path, store = cache_dir / "cache.db", store_dir / "store.db"
     rows: list = []
     unsaved = None
@@ -81,13 +77,15 @@ def key_history(name: str, cwd, env: Mapping[str, str]) -> tuple[str, list, str 
 
 
 def _holders(db, task: str) -> list[str]:
+    import sqlite3
+
     try:
         rows = db.execute(
             "SELECT DISTINCT task_id FROM key_history WHERE task_id LIKE ? ESCAPE '\\'",
             ("%#" + task.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_"),),
         )
         return sorted(r[0] for r in rows)
-    except Exception:  # no table yet
+    except sqlite3.Error:  # no table yet
         return []
 
 

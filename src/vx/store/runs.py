@@ -17,7 +17,10 @@ import os
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a replay loads this)
 if TYPE_CHECKING:
-    from typing import Any, Sequence
+    from typing import Any, Mapping, Sequence
+
+    from vx.model import CachePolicy, RunSummary, ScheduleConfig, TaskId, TaskResult
+    from vx.store.policy import CacheAxes
 
 DB_NAME = "runs.db"
 PENDING = "runs.pending"
@@ -220,7 +223,9 @@ def append_pending(
     if size > FOLD_AT:  # rare: a run of replays with no pipeline run between folds them here
         try:
             record(cache_dir, None)
-        except Exception:  # sqlite3.Error: the file stays for the next run that records
+        except Exception:  # the file stays for the next run that records
+            # Not only sqlite3.Error and OSError: the pending file is the workspace's, and a line
+            # holding an integer past SQLite's (2**63 <= n < 2**64 decodes) raises OverflowError.
             pass
 
 
@@ -528,10 +533,152 @@ def run_record(run: dict, rows: Sequence[dict], flaky: set[tuple[str, str]]) -> 
     }
 
 
+# ---------------------------------------------------------------- a run's rows
+
+
+class RunFacts:
+    """What the history keeps of a run beside its summary, read off the prepared run by the CLI:
+    the command line as a shell would read it, where it ran, the tasks it was asked for, its
+    cache policy (`policy_text`), its concurrency, the workspace root, the cache dir, whether
+    git saw the workspace dirty as it began (None without git) and the workspace's `schedule`.
+    A plain class, not a Struct: a replay imports this module, and msgspec would cost it."""
+
+    __slots__ = (
+        "command",
+        "cwd",
+        "names",
+        "policy",
+        "concurrency",
+        "root",
+        "cache_dir",
+        "dirty",
+        "schedule",
+    )
+
+    def __init__(
+        self,
+        *,
+        command: str,
+        cwd: str,
+        names: Sequence[str],
+        policy: str,
+        concurrency: int,
+        root: str,
+        cache_dir: str,
+        dirty: int | None,
+        schedule: ScheduleConfig,
+    ) -> None:
+        self.command, self.cwd, self.names, self.policy = command, cwd, names, policy
+        self.concurrency, self.root, self.cache_dir = concurrency, root, cache_dir
+        self.dirty, self.schedule = dirty, schedule
+
+
+def policy_text(policy: CachePolicy, axes: CacheAxes | None) -> str:
+    """`lR,lW,rR,rW` with the letters of what is off left out (`lR,lW` with no remote); `axes`
+    are the remote layer's, None without one."""
+    parts = ["lR"] if policy.read else []
+    parts += ["lW"] if policy.write else []
+    parts += ["rR"] if axes is not None and axes.remote_read else []
+    parts += ["rW"] if axes is not None and axes.remote_write else []
+    return ",".join(parts)
+
+
+def history_status(r: TaskResult) -> str:
+    """The reference's status words: a hit is `cache-hit` (`cache-hit-remote` from a remote)."""
+    from vx.model import CacheStatus, Status
+
+    if r.status is Status.SUCCESS and r.cache in (CacheStatus.LOCAL, CacheStatus.UP_TO_DATE):
+        return "cache-hit"
+    if r.status is Status.SUCCESS and r.cache is CacheStatus.REMOTE:
+        return "cache-hit-remote"
+    return r.status.value
+
+
+def run_rows(
+    facts: RunFacts, summary: RunSummary, logs: Mapping[TaskId, str]
+) -> tuple[list, list[list]]:
+    """The run's invocation row and task rows, in column order, as the history keeps them and
+    `vx run --format json` prints them (as `vx last` would): no row for an aborted task (groups
+    are not in the summary). `logs` are the kept failure logs."""
+    from vx.model import CacheStatus, Status
+
+    restored = (CacheStatus.LOCAL, CacheStatus.REMOTE)
+    rows = [
+        [
+            summary.run_id, r.id.package, r.id.task, r.key or "", history_status(r),
+            r.cache.value, r.exit_code, r.duration_ms, r.cpu_ms, r.peak_rss_bytes, r.attempts,
+            int(r.timed_out), int(r.saved), int(r.cache in restored),
+            str(r.blocked_by) if r.blocked_by is not None else None, r.reason,
+            len(r.violations), logs.get(r.id),
+        ]
+        for r in summary.results
+        if r.status is not Status.ABORTED
+    ]  # fmt: skip
+    return invocation_row(facts, summary, len(rows)), rows
+
+
+def invocation_row(facts: RunFacts, summary: RunSummary, tasks: int) -> list:
+    """The run's `invocations` row in column order (`INVOCATION_COLUMNS`); `tasks` is the
+    number of its task rows."""
+    import json
+
+    from vx import __version__
+    from vx.model import CacheStatus, Status
+
+    count = {c: sum(1 for r in summary.results if r.cache is c) for c in CacheStatus}
+    local, remote = count[CacheStatus.LOCAL], count[CacheStatus.REMOTE]
+    fresh = count[CacheStatus.UP_TO_DATE]
+    started, ended, code = summary.started_at, summary.ended_at, summary.exit_code
+    uname = os.uname()
+    return [
+        summary.run_id, facts.command, facts.cwd, json.dumps(list(facts.names)), facts.policy,
+        facts.concurrency, started, ended, (ended - started) * 1000, tasks,
+        sum(1 for r in summary.results if r.status is Status.FAILED), local + remote + fresh,
+        local, remote, fresh, code, int(code == 0), 0,  # not replayed
+        uname.nodename, uname.sysname.lower(), uname.machine, __version__,
+        *git_head(facts.root), facts.dirty, ci_provider(os.environ),
+    ]  # fmt: skip
+
+
+def record_run(facts: RunFacts, summary: RunSummary, invocation: list, rows: list[list]) -> bool:
+    """Keep the run's rows (`run_rows`) in the history, read by `vx last`: nothing for a run a
+    signal stopped. Whether they were kept; a failure here never fails the run."""
+    import sqlite3
+
+    if summary.interrupted:
+        return False
+    try:
+        record(facts.cache_dir, invocation, rows)
+    except (OSError, sqlite3.Error):
+        return False
+    return True
+
+
+def replay_history(facts: RunFacts, summary: RunSummary) -> list:
+    """What a replay of this run records (`vx.fastpath.replay`): the invocation's fixed fields
+    (command, cwd, requested tasks, cache policy, concurrency, host) and each task's
+    (project, task, key); the replay fills in its own id, times and counts."""
+    import json
+
+    from vx import __version__
+
+    uname = os.uname()
+    fixed = [
+        facts.command,
+        facts.cwd,
+        json.dumps(list(facts.names)),
+        facts.policy,
+        facts.concurrency,
+        [uname.nodename, uname.sysname.lower(), uname.machine, __version__, facts.dirty],
+    ]
+    return [fixed, [[r.id.package, r.id.task, r.key or ""] for r in summary.results]]
+
+
 # ---------------------------------------------------------------- failure logs
 
 LOGS = "logs"
 KEEP_LOGS = 50  # failure logs kept; the oldest go as new ones come
+FAILURE_LOG_HALF = 1 << 20  # a kept failure log holds its first and last MiB
 
 
 _HEX = frozenset("0123456789abcdef")
@@ -568,3 +715,22 @@ def keep_log(cache_dir: str, run: str, task_id: str, data: bytes) -> str:
         except OSError:
             pass
     return path
+
+
+def keep_failure_logs(facts: RunFacts, summary: RunSummary) -> dict[TaskId, str]:
+    """Each failed task's whole output (bounded: the first and last MiB) in the cache's `logs/`;
+    where each went. A failure to write one is left out, never a failed run."""
+    from vx.model import Status
+    from vx.store.local import bound_log
+
+    if summary.interrupted:
+        return {}
+    out: dict[TaskId, str] = {}
+    for r in summary.results:
+        if r.status is Status.FAILED and r.log:
+            data = b"".join(c.data for c in bound_log(r.log, FAILURE_LOG_HALF))
+            try:
+                out[r.id] = keep_log(facts.cache_dir, summary.run_id, str(r.id), data)
+            except OSError:
+                pass
+    return out

@@ -14,7 +14,7 @@ import json
 import os
 from typing import Any, Collection, Mapping
 
-from vx.model import ScheduleConfig, TaskId
+from vx.model import RunSummary, ScheduleConfig, TaskId
 from vx.store import runs
 
 FILE_VERSION = 1
@@ -146,6 +146,22 @@ def write_file(path: str, cache_dir: str, ran: Collection[TaskId], window: int) 
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(body + "\n")
     os.replace(tmp, path)
+
+
+def keep_timings(facts: runs.RunFacts, summary: RunSummary) -> None:
+    """Fold this run's executed tasks into the workspace's timings file (`schedule.file`), for
+    the next runner with an empty cache; a failure here is the file's, never the run's."""
+    import sqlite3
+    from pathlib import Path
+
+    ran = [r.id for r in summary.results if runs.history_status(r) == "success"]
+    schedule = facts.schedule
+    if schedule.file is None or not ran:
+        return
+    try:
+        write_file(str(Path(facts.root) / schedule.file), facts.cache_dir, ran, schedule.window)
+    except (OSError, sqlite3.Error):
+        pass
 
 
 def on_record(cache_dir: str, tasks: Collection[TaskId], window: int) -> list[dict]:
