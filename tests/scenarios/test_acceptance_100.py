@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import SRC, Repo
+from support.workspace import SRC, Repo
 
 GEN = Path(__file__).resolve().parents[2] / "bench" / "gen_monorepo.py"
 N = 100

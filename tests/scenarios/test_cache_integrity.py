@@ -1,7 +1,7 @@
 """The cache is never a wrong hit: damaged artifacts, inputs edited mid-task, failures (LC-11, LC-12, KEY-21)."""
 
 import pytest
-from conftest import build_task, npm_workspace
+from support.workspace import build_task, npm_workspace
 
 
 def one_package(repo, command=None):

@@ -11,7 +11,8 @@ import sys
 import time
 
 import pytest
-from conftest import SRC, Stderr, build_task, npm_workspace
+from support.processes import Stderr
+from support.workspace import SRC, build_task, npm_workspace
 
 
 @pytest.fixture

@@ -6,9 +6,9 @@ turborepo-remote-cache server sees in the keys it is sent. Off Actions it does n
 import json
 
 import pytest
-from conftest import npm_workspace
 from fakes import GitHubApi
-from remote_servers import shop_files
+from support.remote_servers import shop_files
+from support.workspace import npm_workspace
 
 FAIL = "node -e \"console.error('broken');process.exit(2)\""
 

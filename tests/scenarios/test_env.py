@@ -9,8 +9,8 @@ import shutil
 import subprocess
 
 import pytest
-from conftest import npm_workspace
-from npm_packages import installed
+from support.npm_packages import installed
+from support.workspace import npm_workspace
 
 # Writes every variable of interest the task saw, so a test can tell what reached it.
 SEEN = (

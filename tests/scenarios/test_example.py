@@ -4,7 +4,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import Repo
+from support.workspace import Repo
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "basic"
 

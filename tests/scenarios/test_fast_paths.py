@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import SRC, build_task, npm_workspace
+from support.workspace import SRC, build_task, npm_workspace
 
 # Runs vx in-process so the probe can count what it did; prints one JSON line of facts last.
 PROBE = r"""
@@ -284,7 +284,7 @@ def test_the_fast_paths_switched_off_change_no_result(tmp_path):
     """docs/architecture.md: fastpath/ holds optimisations only. With VX_FASTPATH=0 (no replay,
     no hit lane, no first wave) a cold run, a warm run, a run after an edit and one that restores
     deleted outputs decide exactly what they decide with them, and leave the same files."""
-    from conftest import Repo
+    from support.workspace import Repo
 
     runs = {}
     for name, env in (("fast", {}), ("plain", {"VX_FASTPATH": "0"})):

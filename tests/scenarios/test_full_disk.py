@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import build_task, npm_workspace
+from support.workspace import build_task, npm_workspace
 
 BIG_OUTPUT = (
     "node -e \"const fs=require('fs');fs.mkdirSync('dist',{recursive:true});"

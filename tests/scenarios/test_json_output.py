@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import Repo, npm_workspace
+from support.workspace import Repo, npm_workspace
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "src" / "vx" / "schemas"
 OK = (

@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import build_task
+from support.workspace import build_task
 
 MANAGERS = ("npm", "pnpm", "pnpm@8", "pnpm@7", "yarn", "berry", "bun")
 LOCKFILE = {
@@ -32,7 +32,7 @@ def _lockfile(pm: str) -> str:
 
 def _install(pm: str, root: Path, tmp: Path) -> None:
     """The package manager's own install, writing the lockfile (and node_modules where it must)."""
-    from npm_packages import installed
+    from support.npm_packages import installed
 
     env = {
         **os.environ,
@@ -150,7 +150,7 @@ def test_the_package_managers_own_add_command_misses_only_the_leaf_and_its_depen
     repo, tmp_path, pm
 ):
     """`npm i is-number -w c`, `pnpm add is-number --filter c`: the manager edits the manifest too."""
-    from npm_packages import installed
+    from support.npm_packages import installed
 
     ws = _workspace(repo, pm, tmp_path)
     assert ws.vx("run", "build").code == 0

@@ -9,8 +9,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import Repo, npm_workspace
-from npm_packages import installed
+from support.npm_packages import installed
+from support.workspace import Repo, npm_workspace
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 HERE = Path(__file__).resolve().parent

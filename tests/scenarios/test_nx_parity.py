@@ -18,7 +18,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from npm_packages import installed
+from support.npm_packages import installed
 
 HERE = Path(__file__).resolve().parent
 CORPUS = sorted((HERE / "nx_corpus").glob("*.json"))
@@ -175,7 +175,7 @@ def nx_files(repo, tasks: list[str], plain: dict[str, str]) -> dict[str, list[st
         if not k.startswith(("VX_", "CI", "NX_")) or k == "VX_SHARED_STORE"
     }
     proc = subprocess.run(
-        ["node", str(HERE / "nx_hash_plan.js"), *tasks],
+        ["node", str(HERE / "support" / "nx_hash_plan.js"), *tasks],
         cwd=repo.root,
         env={**env, **OFFLINE},
         capture_output=True,
@@ -255,7 +255,7 @@ def test_each_task_graph_is_the_one_nx_plans(repo, tmp_path, nx_package, shape):
 def test_a_generated_nx_monorepo_plans_what_nx_plans(tmp_path, nx_package):
     import sys
 
-    from conftest import SRC, Repo
+    from support.workspace import SRC, Repo
 
     root = tmp_path / "gen"
     subprocess.run(

@@ -16,7 +16,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import SRC, Repo
+from support.workspace import SRC, Repo
 
 WAIT_S = 90  # only ever reached when something is broken
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import build_task, npm_workspace
+from support.workspace import build_task, npm_workspace
 
 A = {"a": {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": "A;"}}}
 

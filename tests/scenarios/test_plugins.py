@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import SRC, build_task, npm_workspace
+from support.workspace import SRC, build_task, npm_workspace
 
 R = "def plugin(o):\n    return "  # a plugin module returning what follows
 STAMP_KEY = """
@@ -68,7 +68,7 @@ def test_what_a_key_hook_returns_is_in_the_key_and_no_receipt_skips_it(repo):
 def test_a_key_hook_returning_nothing_keys_as_without_plugins(tmp_path):
     """A key hook that declines (None) leaves every key as it is without any plugin (issue:
     plugins, a workspace pays nothing for a plugin that adds nothing)."""
-    from conftest import Repo
+    from support.workspace import Repo
 
     keys = []
     for name, plugins in (("plain", []), ("declining", ["nokey"])):

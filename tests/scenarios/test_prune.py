@@ -17,7 +17,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import build_task
+from support.workspace import build_task
 
 # pnpm 9 writes lockfile v9, pnpm 8 v6 and pnpm 7 v5.4
 LOCKFILE = {
@@ -53,7 +53,7 @@ def _env(tmp: Path) -> dict[str, str]:
 
 
 def _manager(pm: str) -> list[str]:
-    from npm_packages import installed
+    from support.npm_packages import installed
 
     if pm == "npm":
         return ["npm"]

@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import SRC, Stderr, build_task, npm_workspace
+from support.processes import Stderr
+from support.workspace import SRC, build_task, npm_workspace
 
 from vx.fastpath import receipt
 

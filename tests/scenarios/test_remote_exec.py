@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import SRC, Repo
-from reapi_servers import ExecStack
-from remote_servers import free_port
+from support.reapi_servers import ExecStack
+from support.remote_servers import free_port
+from support.workspace import SRC, Repo
 
 CACHE = {"inputs": {"files": ["package.json"]}, "outputs": {"files": ["dist/**"]}}
 GEN = Path(__file__).resolve().parents[2] / "bench" / "gen_monorepo.py"
@@ -528,7 +528,7 @@ def test_remote_execution_sends_and_reads_past_the_servers_batch_limit_over_byte
     and the 8 KB output comes back over ByteStream Read."""
     import hashlib
 
-    from reapi_proxy import Proxy
+    from support.reapi_proxy import Proxy
 
     def small_batches(reply) -> None:
         reply.cache_capabilities.max_batch_total_size_bytes = 3 << 10  # 2 KiB past the framing

@@ -11,8 +11,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import Repo
-from reapi_servers import ExecStack
+from support.reapi_servers import ExecStack
+from support.workspace import Repo
 from test_remote_exec import one_task
 
 OTHER_NODE = "v18.20.0"

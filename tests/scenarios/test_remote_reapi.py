@@ -9,9 +9,9 @@ import subprocess
 import sys
 
 import pytest
-from conftest import SRC
-from reapi_servers import BuildGrid, GarbageServer
-from remote_servers import clone, free_port, outputs, shop_files, strays
+from support.reapi_servers import BuildGrid, GarbageServer
+from support.remote_servers import clone, free_port, outputs, shop_files, strays
+from support.workspace import SRC
 
 EXPECTED = {
     "packages/lib/dist/out.js": b"LIB;",

@@ -6,9 +6,9 @@ wire; every build passes, whatever the server says."""
 import hashlib
 
 import pytest
-from reapi_proxy import ZSTD, Proxy
-from reapi_servers import BuildGrid, GarbageServer, Tls
-from remote_servers import clone, outputs, shop_files, strays
+from support.reapi_proxy import ZSTD, Proxy
+from support.reapi_servers import BuildGrid, GarbageServer, Tls
+from support.remote_servers import clone, outputs, shop_files, strays
 from test_remote_reapi import EXPECTED, action_results, keys_of
 
 from vx.store.remote.reapi_pb.build.bazel.remote.execution.v2 import remote_execution_pb2 as re_pb
@@ -298,7 +298,7 @@ def test_a_10_mib_output_streams_over_bytestream_in_pieces(repo, tmp_path, build
     try:
         ten = BIG.replace("SIZE", str(10 << 20))
         files = shop_files(None)
-        from conftest import build_task
+        from support.workspace import build_task
 
         files["packages/lib/vx.config.json"] = {"tasks": {"build": build_task(command=ten)}}
         repo.write(files).commit()

@@ -17,8 +17,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 import pytest
-from conftest import SRC, Stderr
-from remote_servers import CANARY, clone, outputs, shop_files, strays
+from support.processes import Stderr
+from support.remote_servers import CANARY, clone, outputs, shop_files, strays
+from support.workspace import SRC
 
 EXPECTED = {
     "packages/lib/dist/out.js": b"LIB;",

@@ -9,7 +9,8 @@ import sys
 import time
 
 import pytest
-from conftest import build_task, npm_workspace, plant_artifact
+from support.store import plant_artifact
+from support.workspace import build_task, npm_workspace
 
 
 def plant(repo, key: str, members: dict[str, bytes]) -> None:

@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from conftest import SRC, npm_workspace
+from support.workspace import SRC, npm_workspace
 
 OK = (
     "node -e \"require('fs').mkdirSync('dist',{recursive:true});"

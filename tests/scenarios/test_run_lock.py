@@ -6,7 +6,8 @@ import sys
 import time
 
 import pytest
-from conftest import SRC, Stderr, npm_workspace
+from support.processes import Stderr
+from support.workspace import SRC, npm_workspace
 
 
 @pytest.mark.feature("GR-16")

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import SRC, npm_workspace
+from support.workspace import SRC, npm_workspace
 
 pytestmark = pytest.mark.skipif(
     any(shutil.which(t) is None for t in ("bwrap", "strace", "node")),

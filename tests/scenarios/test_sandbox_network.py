@@ -13,7 +13,7 @@ import time
 import urllib.request
 
 import pytest
-from conftest import SRC, npm_workspace
+from support.workspace import SRC, npm_workspace
 
 pytestmark = pytest.mark.skipif(
     any(shutil.which(t) is None for t in ("bwrap", "socat", "curl", "node")),

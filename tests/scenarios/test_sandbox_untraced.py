@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import npm_workspace
+from support.workspace import npm_workspace
 
 pytestmark = pytest.mark.skipif(
     any(shutil.which(t) is None for t in ("bwrap", "strace")),

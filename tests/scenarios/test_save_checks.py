@@ -5,7 +5,7 @@ import os
 import time
 
 import pytest
-from conftest import build_task, npm_workspace
+from support.workspace import build_task, npm_workspace
 
 COPY = (
     "node -e \"const fs=require('fs');fs.mkdirSync('dist',{recursive:true});"

@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import GIT_ENV, SRC, Repo, build_task, npm_workspace, plant_artifact
+from support.store import plant_artifact
+from support.workspace import GIT_ENV, SRC, Repo, build_task, npm_workspace
 
 PACKAGES = ("a", "b", "c")
 HITS = {"local", "up-to-date"}  # restored, or already current

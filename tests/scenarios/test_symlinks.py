@@ -10,7 +10,7 @@ import os
 import shutil
 
 import pytest
-from conftest import npm_workspace
+from support.workspace import npm_workspace
 
 CONCAT = (
     "node -e \"const fs=require('fs');const s=fs.readdirSync('lib').filter(f=>f.endsWith('.js')).sort()"

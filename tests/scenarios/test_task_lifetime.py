@@ -12,7 +12,7 @@ import sys
 import time
 
 import pytest
-from conftest import SRC, build_task, npm_workspace
+from support.workspace import SRC, build_task, npm_workspace
 
 HANG = (
     "node -e \"require('child_process').spawn(process.execPath,['-e',"

@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SRC
-from npm_packages import installed
+from support.npm_packages import installed
+from support.workspace import SRC
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -106,7 +106,7 @@ def test_the_turbo_example_hashes_what_turbo_hashes(repo, turbo_bin):
 
 @pytest.mark.feature("TL-05", "KEY-18")
 def test_a_generated_monorepo_hashes_what_turbo_hashes(tmp_path, turbo_bin):
-    from conftest import Repo
+    from support.workspace import Repo
 
     root = tmp_path / "gen"
     subprocess.run(

@@ -7,7 +7,7 @@ import shutil
 import subprocess
 
 import pytest
-from conftest import npm_workspace
+from support.workspace import npm_workspace
 
 pytestmark = pytest.mark.skipif(
     shutil.which("strace") is None, reason="strace is installed by dev/test"
@@ -502,7 +502,7 @@ def test_item6_turbo_advice_is_turbo_json_text_with_the_fewest_globs(repo):
 
 def turbo_inputs(repo, task: str) -> list[str]:
     """The files turbo 2 (the pinned one) hashes for `task`, from `turbo run --dry=json`."""
-    from npm_packages import installed
+    from support.npm_packages import installed
 
     turbo = installed("turbo").parent / ".bin" / "turbo"
     if not (

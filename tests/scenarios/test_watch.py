@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import SRC, build_task, npm_workspace
+from support.workspace import SRC, build_task, npm_workspace
 
 
 class Watcher:
@@ -187,7 +187,7 @@ def test_without_watchfiles_watch_says_how_to_get_it(ws):
 @pytest.mark.feature("CLI-71")
 def test_a_workspace_inside_a_larger_repository_sees_its_first_edit(repo, tmp_path):
     """git status spells paths from the repository's top: the workspace is a subdirectory here."""
-    from conftest import Repo
+    from support.workspace import Repo
 
     top = Repo(repo.root)
     top.write(

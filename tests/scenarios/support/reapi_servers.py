@@ -16,7 +16,7 @@ The cache-only BuildGrid's options: TLS (`Tls`, a CA made here with the openssl 
 `mtls` the server demands a client certificate that CA signed), a read-only ActionCache, and
 BuildGrid's header authorization (only calls whose `x-request-actor` matches are served).
 
-`python tests/scenarios/reapi_servers.py --install` pre-installs BuildGrid (dev/test).
+`PYTHONPATH=tests/scenarios python3 -m support.reapi_servers --install` pre-installs BuildGrid (dev/test).
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
-from npm_packages import cache_root
+
+from support.npm_packages import cache_root
 
 BUILDGRID = "0.9.1"
 CONFIG = """\
@@ -169,7 +170,7 @@ class BuildGrid:
         allow_updates: bool = True,
         actor: str | None = None,
     ):
-        from remote_servers import free_port
+        from support.remote_servers import free_port
 
         venv = install_buildgrid()
         workdir.mkdir(parents=True, exist_ok=True)
@@ -313,7 +314,7 @@ class ExecStack:
     def __init__(self, workdir: Path, keepalive: int = 6, cache_failed: bool = False):
         import tempfile
 
-        from remote_servers import free_port
+        from support.remote_servers import free_port
 
         if not (PG_BIN / "initdb").exists():
             message = "remote execution needs PostgreSQL 15 (apt-get install postgresql-15)"

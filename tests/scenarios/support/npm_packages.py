@@ -3,7 +3,7 @@ the `turborepo-remote-cache` server (remote_servers.py), `typescript` (configs w
 (parity with turbo's own plans and hashed inputs), `nx` (the same with Nx) and `pnpm` (its linking and
 script rules).
 
-`python tests/scenarios/npm_packages.py --install` installs them all (dev/test runs it first).
+`PYTHONPATH=tests/scenarios python3 -m support.npm_packages --install` installs them all (dev/test runs it first).
 """
 
 from __future__ import annotations
