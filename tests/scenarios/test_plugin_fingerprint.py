@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from support.workspace import build_task, npm_workspace
+from support.plugins import plugin_workspace
+from support.workspace import build_task
 
 LOCK = """lockfileVersion: '9.0'
 
@@ -81,13 +82,8 @@ def plugin(options):
 
 def workspace(repo, plugins, modules):
     pkgs = {n: {"tasks": {"build": build_task(deps=())}, "files": {"src/x.js": n}} for n in "abc"}
-    files = npm_workspace(pkgs)
-    files[".gitignore"] = str(files[".gitignore"]) + "affected.json\n"
-    files["pnpm-lock.yaml"] = LOCK.format(odd="3.0.1")
-    files["vx.workspace.json"] = {"plugins": plugins}
-    files.update({f"{name}.py": code for name, code in modules.items()})
-    repo.write(files).commit()
-    return repo
+    lock = {"pnpm-lock.yaml": LOCK.format(odd="3.0.1")}
+    return plugin_workspace(repo, plugins, modules, pkgs, ignore=("affected.json",), extra=lock)
 
 
 def cached(result) -> dict[str, bool]:

@@ -7,7 +7,7 @@ import hashlib
 
 import pytest
 from support.reapi_proxy import ZSTD, Proxy
-from support.reapi_servers import BuildGrid, GarbageServer, Tls
+from support.reapi_servers import BuildGrid, GarbageServer, Tls, assert_reapi_refused
 from support.remote_servers import clone, outputs, shop_files, strays
 from test_remote_reapi import EXPECTED, action_results, keys_of
 
@@ -283,11 +283,7 @@ def test_tls_files_named_in_the_workspace_file(repo, tmp_path):
     ],
 )
 def test_bad_tls_config_is_refused(repo, reapi, says):
-    repo.write(shop_files({"reapi": reapi})).commit()
-    res = repo.vx("run", "build", "--all")
-    assert res.code == 2, res.err
-    assert "vx.workspace.json" in res.err and "remoteCache.reapi" in res.err
-    assert says in res.err and "Traceback" not in res.err
+    assert_reapi_refused(repo, reapi, says)
 
 
 @pytest.mark.feature("RC-09")

@@ -10,7 +10,7 @@ import time
 
 import pytest
 from support.store import plant_artifact
-from support.workspace import build_task, npm_workspace
+from support.workspace import build_task, npm_workspace, one_build
 
 
 def plant(repo, key: str, members: dict[str, bytes]) -> None:
@@ -140,16 +140,7 @@ def test_item2_a_directory_swapped_for_a_symlink_mid_restore_never_redirects_a_w
         "fs.mkdirSync('dist/sub',{recursive:true});"
         "for(let i=0;i<4000;i++)fs.writeFileSync('dist/sub/f'+i+'.txt',String(i))\""
     )
-    repo.write(
-        npm_workspace(
-            {
-                "app": {
-                    "tasks": {"build": build_task(deps=(), command=gen)},
-                    "files": {"src/a.js": "A;"},
-                }
-            }
-        )
-    ).commit()
+    repo.write(one_build(gen)).commit()
     (repo.root / "allow").write_text("")
     assert repo.vx("run", "build", "--all").code == 0
     (repo.root / "allow").unlink()  # a miss now fails the task: only the restore may write dist

@@ -10,6 +10,19 @@ from support.processes import Stderr
 from support.workspace import SRC, npm_workspace
 
 
+def run_t(repo, env: dict) -> subprocess.CompletedProcess:
+    """`vx run t` in packages/app, to its end."""
+    return subprocess.run(
+        [sys.executable, "-m", "vx", "run", "t"],
+        cwd=repo.root / "packages/app",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
 @pytest.mark.feature("GR-16")
 def test_concurrent_runs_take_turns(repo):
     # Each run appends start/end marks; overlapping runs would interleave them. A task ends once
@@ -69,15 +82,7 @@ def test_item8_a_lock_left_by_a_dead_run_whose_pid_now_belongs_to_a_live_process
         (old / "pid").write_text(str(stranger.pid))
         (tmp / f"vx-run-{digest}.flock").write_text(str(stranger.pid))
         env = {**os.environ, "PYTHONPATH": SRC, "NO_COLOR": "1", "TMPDIR": str(tmp)}
-        proc = subprocess.run(
-            [sys.executable, "-m", "vx", "run", "t"],
-            cwd=repo.root / "packages/app",
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        proc = run_t(repo, env)
         assert proc.returncode == 0, proc.stderr
         assert "waiting for another vx run" not in proc.stderr
     finally:
@@ -113,14 +118,6 @@ def test_item8_a_killed_holder_frees_the_lock_at_once(repo, tmp_path):
     repo.write(
         {"packages/app/vx.config.json": {"tasks": {"t": {"exec": {"command": "echo second"}}}}}
     )
-    proc = subprocess.run(
-        [sys.executable, "-m", "vx", "run", "t"],
-        cwd=repo.root / "packages/app",
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    proc = run_t(repo, env)
     assert proc.returncode == 0, proc.stderr
     assert "second" in proc.stdout

@@ -12,44 +12,11 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from support.workspace import SRC, npm_workspace
+from support.commands import needs
+from support.sandbox import app, hello_origin, sandboxed, violation_lines
+from support.workspace import vx_env
 
-pytestmark = pytest.mark.skipif(
-    any(shutil.which(t) is None for t in ("bwrap", "strace", "node")),
-    reason="bwrap, strace and node are installed by dev/test",
-)
-
-
-def sandboxed(command: str, read=(), write=(), cache=None, **allow) -> dict:
-    task = {
-        "exec": {
-            "command": command,
-            "sandbox": {"allow": {"read": list(read), "write": list(write), **allow}},
-        }
-    }
-    if cache:
-        task["cache"] = {"inputs": {"files": ["src/**"]}, "outputs": {"files": list(cache)}}
-    return task
-
-
-def violation_lines(out: str) -> list[str]:
-    lines = out.splitlines()
-    starts = [i for i, line in enumerate(lines) if "SANDBOX VIOLATIONS" in line]
-    return (
-        [line for i in starts for line in lines[i + 1 :] if line.startswith("│")] if starts else []
-    )
-
-
-def app(repo, tasks: dict, files: dict | None = None, **pkgs) -> None:
-    packages = {
-        "app": {
-            "tasks": tasks,
-            "files": {"src/a.js": "a\n", **(files or {})},
-            "deps": pkgs.pop("deps", []),
-        }
-    }
-    packages.update(pkgs)
-    repo.write(npm_workspace(packages)).commit()
+pytestmark = needs("bwrap", "strace", "node")
 
 
 # ---------------------------------------------------------------- 1. other syscall ABIs
@@ -320,31 +287,11 @@ def test_item6_a_task_sees_neither_another_tasks_temp_dir_nor_an_outside_cache_d
 
 @pytest.fixture
 def origin():
-    import http.server
-    import threading
-
-    class Hello(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = f"hello {self.path}".encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server.server_address[1]
-    server.shutdown()
-    server.server_close()
+    with hello_origin() as port:
+        yield port
 
 
-needs_network_tools = pytest.mark.skipif(
-    any(shutil.which(t) is None for t in ("socat", "curl")),
-    reason="socat and curl are installed by dev/test",
-)
+needs_network_tools = needs("socat", "curl")
 
 
 @pytest.mark.feature("SB-08")
@@ -465,16 +412,10 @@ def test_item9_the_matches_nothing_warning_comes_before_the_task_and_never_advis
 ):
     cmd = "echo task-ran; mkdir .0123456789abcdef-00000000.tmp 2>&1 | tail -1; true"
     app(repo, {"t": sandboxed(cmd, read=["."], write=[".*.tmp/**"])})
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
-    }
-    env.update({"PYTHONPATH": SRC, "NO_COLOR": "1"})
     both = subprocess.run(
         [sys.executable, "-m", "vx", "run", "t"],
         cwd=repo.root / "packages/app",
-        env=env,
+        env=vx_env(),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -6,13 +6,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import pytest
+from support.commands import needs
 from support.workspace import npm_workspace
 
-pytestmark = pytest.mark.skipif(
-    any(shutil.which(t) is None for t in ("bwrap", "strace")),
-    reason="bwrap and strace are installed by dev/test",
-)
+pytestmark = needs("bwrap", "strace")
 
 # Reads an ungranted file (refused whether traced or not), then says whether it got it.
 PEEK = 'cat fixture.json 2>/dev/null && echo GOT""-IT || echo re""fused'  # the echo of the command holds neither word

@@ -3,15 +3,12 @@ read but did not declare is named with the cache.inputs entry that covers it, an
 
 import json
 import os
-import shutil
 import subprocess
 
-import pytest
+from support.commands import needs
 from support.workspace import npm_workspace
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("strace") is None, reason="strace is installed by dev/test"
-)
+pytestmark = needs("strace")
 
 
 def node(script: str) -> str:
@@ -141,7 +138,7 @@ def test_verify_refuses_other_modes_and_dry(repo):
     assert dry.code == 2 and "cannot be combined with `--dry`" in dry.err
 
 
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap is installed by dev/test")
+@needs("bwrap")
 def test_a_sandboxed_task_is_verified_from_its_sandbox_trace(repo):
     # config.json is granted to the sandbox (no violation) but not declared to the cache
     task = cached(

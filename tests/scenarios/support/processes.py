@@ -3,9 +3,14 @@ a pid still runs, and waiting for an event rather than sleeping."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
+from typing import Callable, Iterable
 
 
 class Stderr:
@@ -33,3 +38,57 @@ class Stderr:
         self.proc.wait(timeout=timeout)
         self._reader.join(timeout=timeout)
         return self.text
+
+
+def start_vx(
+    *args: str,
+    cwd: Path,
+    env: dict,
+    stdout: int | None = subprocess.PIPE,
+    stderr: int | None = subprocess.PIPE,
+    stdin: int | None = subprocess.DEVNULL,
+    text: bool = True,
+) -> subprocess.Popen:
+    """`python -m vx ARGS` started in `cwd` with `env` (`workspace.vx_env` for the usual one),
+    left running for the test to signal, read or wait on."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "vx", *args],
+        cwd=cwd,
+        env=env,
+        stdout=stdout,
+        stderr=stderr,
+        stdin=stdin,
+        text=text,
+    )
+
+
+def running(pid: int) -> bool:
+    """Alive and not a zombie (a container's PID 1 may be slow to reap orphans)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def wait_for(predicate: Callable[[], object], what: str, limit_s: float = 60.0) -> None:
+    """Poll an event (a file, a death) up to a generous bound; never a sleep that 'should be
+    enough'."""
+    deadline = time.monotonic() + limit_s
+    while not predicate():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.05)
+
+
+def end(proc: subprocess.Popen, timeout: float | None = None) -> None:
+    """Kill `proc` and reap it if it still runs: a test's cleanup, whatever the test saw."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(timeout=timeout)
+
+
+def kill_all(pids: Iterable[int]) -> None:
+    """SIGKILL those of `pids` still running: a test's cleanup of what a task left behind."""
+    for pid in pids:
+        if running(pid):
+            os.kill(pid, signal.SIGKILL)

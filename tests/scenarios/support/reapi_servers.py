@@ -16,7 +16,8 @@ The cache-only BuildGrid's options: TLS (`Tls`, a CA made here with the openssl 
 `mtls` the server demands a client certificate that CA signed), a read-only ActionCache, and
 BuildGrid's header authorization (only calls whose `x-request-actor` matches are served).
 
-`PYTHONPATH=tests/scenarios python3 -m support.reapi_servers --install` pre-installs BuildGrid (dev/test).
+`PYTHONPATH=tests/scenarios python3 -m support.reapi_servers --install` pre-installs BuildGrid
+(dev/test).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from typing import Callable
 import pytest
 
 from support.npm_packages import cache_root
+from support.processes import end
 
 BUILDGRID = "0.9.1"
 CONFIG = """\
@@ -415,9 +417,7 @@ class ExecStack:
 
     def stop(self) -> None:
         for proc in [*self.workers, *([self.proc] if self.proc is not None else [])]:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGKILL)
-            proc.wait(timeout=30)
+            end(proc, timeout=30)
         _kill_running_in(self.scratch)
         if (self.pg / "data" / "postmaster.pid").exists():
             subprocess.run(
@@ -426,6 +426,44 @@ class ExecStack:
                 capture_output=True, timeout=60, check=False,
             )  # fmt: skip
         shutil.rmtree(self.pg, ignore_errors=True)
+
+
+def assert_reapi_refused(repo, reapi: dict, says: str) -> None:
+    """A shop whose `remoteCache.reapi` is `reapi` is refused before anything runs (exit 2): the
+    error names the file and the field, and `says` what is wrong."""
+    from support.remote_servers import shop_files
+
+    repo.write(shop_files({"reapi": reapi})).commit()
+    res = repo.vx("run", "build", "--all")
+    assert res.code == 2, res.err
+    assert "vx.workspace.json" in res.err and "remoteCache.reapi" in res.err
+    assert says in res.err and "Traceback" not in res.err
+
+
+def one_remote_task(repo, command: str, *, remote=True, define=None, outputs=("dist/**",)) -> None:
+    """Commit a workspace of one project, a, whose `build` runs `command` (remote by default,
+    with `define` in its env), cached on src/** and package.json."""
+    exec_ = {"command": command, "remote": remote}
+    if define:
+        exec_["env"] = {"define": define}
+    repo.write(
+        {
+            "package.json": {"name": "root", "private": True, "workspaces": ["packages/*"]},
+            "packages/a/package.json": {"name": "a", "version": "1.0.0"},
+            "packages/a/src/in.txt": "input\n",
+            "packages/a/vx.config.json": {
+                "tasks": {
+                    "build": {
+                        "exec": exec_,
+                        "cache": {
+                            "inputs": {"files": ["src/**", "package.json"]},
+                            "outputs": {"files": list(outputs)},
+                        },
+                    }
+                }
+            },
+        }
+    ).commit()
 
 
 def _kill_running_in(directory: Path) -> None:

@@ -8,7 +8,8 @@
   wrong token, 403 for a read-only token writing, 409 for an existing record.
 - `FaultServer`: answers every request badly on purpose (500s, or a stall past any timeout).
 
-`PYTHONPATH=tests/scenarios python3 -m support.npm_packages --install` pre-installs the npm server (dev/test).
+`PYTHONPATH=tests/scenarios python3 -m support.npm_packages --install` pre-installs the npm server
+(dev/test).
 """
 
 from __future__ import annotations

@@ -31,3 +31,16 @@ def plant_artifact(cache: Path, index: str, key: str, members: dict[str, bytes])
     (cache / f"{key}.tar.zst").write_bytes(raw.getvalue())
     with sqlite3.connect(cache / index) as db:
         db.execute("UPDATE entries SET size_bytes=? WHERE hash=?", (len(raw.getvalue()), key))
+
+
+def assert_saved_as_left(repo) -> None:
+    """app's dist/ holds what the build's background writers left by the save (a.txt early,
+    late.txt on SIGTERM), and a run after it is emptied restores exactly that from the store."""
+    dist = repo.root / "packages/app/dist"
+    on_disk = {p.name: p.read_text() for p in dist.iterdir()}
+    assert on_disk == {"a.txt": "early\n", "late.txt": "late\n"}
+    for p in dist.iterdir():
+        p.unlink()
+    again = repo.vx("run", "build", "--all")
+    assert again.statuses()["app#build"] == ("success", "local")
+    assert {p.name: p.read_text() for p in dist.iterdir()} == on_disk

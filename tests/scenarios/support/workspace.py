@@ -146,3 +146,37 @@ def build_task(deps=("^build",), command=None, outputs=("dist/**",), inputs=("sr
         "dependsOn": list(deps),
         "cache": {"inputs": {"files": list(inputs)}, "outputs": {"files": list(outputs)}},
     }
+
+
+# A build that writes dist/o and says `built`.
+BUILDS = (
+    "node -e \"require('fs').mkdirSync('dist',{recursive:true});"
+    "require('fs').writeFileSync('dist/o','x');console.log('built')\""
+)
+
+
+def cached_build(command: str = BUILDS, deps=()) -> dict:
+    """A task running `command`, cached on its package's JSON files with dist/** as outputs."""
+    return build_task(deps=deps, command=command, inputs=("*.json",))
+
+
+def lib_and_app(test_command: str, **app_tasks: dict) -> dict[str, object]:
+    """lib <- app, each with a cached build of dist/o; app's `test` runs `test_command` after its
+    build, and `app_tasks` are app's other tasks."""
+    test = {"exec": {"command": test_command}, "dependsOn": ["build"]}
+    return npm_workspace(
+        {
+            "lib": {"tasks": {"build": cached_build()}},
+            "app": {
+                "deps": ["lib"],
+                "tasks": {"build": cached_build(deps=["^build"]), "test": test, **app_tasks},
+            },
+        }
+    )
+
+
+def one_build(command: str | None = None, name: str = "app", source: str = "A;") -> dict:
+    """A workspace of one project, `name`, whose `build` (`build_task`'s own without `command`)
+    depends on nothing, reads src/a.js (holding `source`) and writes dist/."""
+    build = build_task(deps=(), command=command)
+    return npm_workspace({name: {"tasks": {"build": build}, "files": {"src/a.js": source}}})
