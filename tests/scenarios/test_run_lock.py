@@ -62,10 +62,10 @@ def test_concurrent_runs_take_turns(repo):
 
 
 @pytest.mark.feature("GR-16")
-def test_item8_a_lock_left_by_a_dead_run_whose_pid_now_belongs_to_a_live_process_never_blocks(
+def test_a_lock_left_by_a_dead_run_whose_pid_now_belongs_to_a_live_process_never_blocks(
     repo, tmp_path
 ):
-    """Item 8: a lock is the kernel's (flock), dropped with its holder; what a dead run left behind
+    """A lock is the kernel's (flock), dropped with its holder; what a dead run left behind
     in TMPDIR — its lock naming a pid that a live, unrelated process now has — is not a holder."""
     import xxhash
 
@@ -91,7 +91,7 @@ def test_item8_a_lock_left_by_a_dead_run_whose_pid_now_belongs_to_a_live_process
 
 
 @pytest.mark.feature("GR-16")
-def test_item8_a_killed_holder_frees_the_lock_at_once(repo, tmp_path):
+def test_a_killed_holder_frees_the_lock_at_once(repo, tmp_path):
     """The holder SIGKILLed mid-task: the next run takes the lock without reclaiming anything."""
     started = tmp_path / "started"
     repo.write(

@@ -1,5 +1,5 @@
-"""Tasks die with vx (item 6): a SIGKILLed vx leaves no task running, its grandchildren included.
-Nothing a task started outlives it (item 7), also a process that left its process group (`setsid`):
+"""Tasks die with vx: a SIGKILLed vx leaves no task running, its grandchildren included.
+Nothing a task started outlives it, also a process that left its process group (`setsid`):
 with a cgroup per task where cgroup v2 is writable, else with vx as a child subreaper."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def task_cgroups_in(run_dir: str) -> list[str]:
     return [d for d in os.listdir(run_dir) if os.path.isdir(f"{run_dir}/{d}")]
 
 
-def test_item6_sigkill_of_vx_ends_every_task_and_its_children(repo):
+def test_a_sigkill_of_vx_ends_every_task_and_its_children(repo):
     repo.write(
         npm_workspace(
             {name: {"tasks": {"serve": {"exec": {"command": HANG}}}} for name in ("a", "b")}
@@ -60,7 +60,7 @@ def test_item6_sigkill_of_vx_ends_every_task_and_its_children(repo):
         kill_all(pids)
 
 
-# ---------------------------------------------------------------- item 7: detached descendants
+# ---------------------------------------------------------------- detached descendants
 
 # A process that leaves the task's session and process group, then lives on: its pid in detached.pid
 # (at the workspace root) before the task goes on, so it surely started.
@@ -111,7 +111,7 @@ def one_task(repo, task: dict) -> None:
     repo.write(npm_workspace({"app": {"tasks": {"serve": task}}})).commit()
 
 
-def test_item7_setsid_grandchild_is_gone_when_vx_returns(repo, tracking):
+def test_a_setsid_grandchild_is_gone_when_vx_returns(repo, tracking):
     one_task(repo, {"exec": {"command": DETACH}})
     res = repo.vx("run", "serve", "--all", env=tracking)
     assert res.code == 0, res.err
@@ -122,7 +122,7 @@ def test_item7_setsid_grandchild_is_gone_when_vx_returns(repo, tracking):
         kill_all([pid])
 
 
-def test_item7_setsid_grandchild_is_gone_after_a_timeout(repo, tracking):
+def test_a_setsid_grandchild_is_gone_after_a_timeout(repo, tracking):
     one_task(repo, {"exec": {"command": DETACH + "; sleep 1000", "timeout": 3000}})
     res = repo.vx("run", "serve", "--all", env=tracking)
     pid = detached_pid(repo)
@@ -133,7 +133,7 @@ def test_item7_setsid_grandchild_is_gone_after_a_timeout(repo, tracking):
         kill_all([pid])
 
 
-def test_item7_setsid_grandchild_is_gone_after_ctrl_c(repo, tracking):
+def test_a_setsid_grandchild_is_gone_after_ctrl_c(repo, tracking):
     one_task(repo, {"exec": {"command": DETACH + "; echo ready > ../../ready; sleep 1000"}})
     vx = start_vx("run", "serve", "--all", cwd=repo.root, env=vx_env(tracking), stdout=DEVNULL)
     pid = 0
@@ -153,7 +153,7 @@ def test_item7_setsid_grandchild_is_gone_after_ctrl_c(repo, tracking):
         kill_all([pid])
 
 
-def test_item7_detached_writer_is_stopped_before_the_save(repo, tracking):
+def test_a_detached_writer_is_stopped_before_the_save(repo, tracking):
     """A cached task leaves a writer in a session of its own: one that writes an output on SIGTERM,
     one that waits for a gate the test opens only after vx returned. vx stops both before it reads
     the outputs, so the entry is exactly what is on disk and nothing lands after the save."""
