@@ -3,12 +3,12 @@
 - `BuildGrid`: BuildGrid 0.9.1 (PyPI) as a cache-only server (ActionCache + CAS + ByteStream,
   in memory, no database). It needs Python >= 3.13, so it lives in its own venv made with
   pyenv's 3.13 (or `VX_TEST_PYTHON313`), installed once under the test cache dir the npm
-  packages use. Without a 3.13 the scenarios skip, unless `VX_REQUIRE_REAPI=1` (CI) makes
-  that a failure.
+  packages use. Without a 3.13 the scenarios skip (fail under `VX_REQUIRE_ALL=1`, as dev/test
+  runs them).
 - `ExecStack`: BuildGrid with the Execution service (remote execution, RC-10): its SQL
   scheduler on a throwaway PostgreSQL 15 cluster (Debian's), and `reapi_worker.py` bots (a
   pure-Python Bots API worker that runs each action on this machine, unsandboxed), started
-  and killed by the test. Without PostgreSQL the scenarios skip (fail with `VX_REQUIRE_REAPI=1`).
+  and killed by the test. Without PostgreSQL the scenarios skip (fail under `VX_REQUIRE_ALL=1`).
 - `GarbageServer`: a gRPC server that answers every REAPI call with bytes of its own choosing:
   undecodable junk, or a well-formed ActionResult whose blob does not match its digest.
 
@@ -95,10 +95,7 @@ def install_buildgrid() -> Path:
         return venv
     py = python313()
     if py is None:
-        message = "BuildGrid needs Python >= 3.13 (pyenv install 3.13, or set VX_TEST_PYTHON313)"
-        if os.environ.get("VX_REQUIRE_REAPI") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
+        pytest.skip("BuildGrid needs Python >= 3.13 (pyenv install 3.13, or set VX_TEST_PYTHON313)")
     base.mkdir(parents=True, exist_ok=True)
     with open(base / ".install.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -319,10 +316,7 @@ class ExecStack:
         from support.remote_servers import free_port
 
         if not (PG_BIN / "initdb").exists():
-            message = "remote execution needs PostgreSQL 15 (apt-get install postgresql-15)"
-            if os.environ.get("VX_REQUIRE_REAPI") == "1":
-                pytest.fail(message)
-            pytest.skip(message)
+            pytest.skip("remote execution needs PostgreSQL 15 (apt-get install postgresql-15)")
         self.venv = install_buildgrid()
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
