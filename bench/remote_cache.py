@@ -2,7 +2,7 @@
 """Measure a shared remote cache: clone A builds cold and uploads, clone B restores (issue 5).
 
 Generates a monorepo with bench/gen_monorepo.py, starts the real turborepo-remote-cache server
-(tests/scenarios/npm_packages.py installs it) on loopback, makes two separate clones, then
+(tests/scenarios/support/npm_packages.py installs it) on loopback, makes two separate clones, then
 times, each as a fresh `vx` process (wall clock, uploads drained before exit):
 
     A local     clone A, cold, remote off                 the baseline build
@@ -31,7 +31,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests" / "scenarios"))
 
-from remote_servers import CANARY, TurboServer  # noqa: E402
+from support.remote_servers import CANARY, TurboServer  # noqa: E402
 
 
 def generate(root: Path, packages: int, task_ms: int) -> Path:

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Measure remote execution: a cold build of a generated monorepo here, then on BuildGrid's
-workers (tests/scenarios/reapi_servers.py ExecStack: PostgreSQL, `bgd`, reapi_worker.py bots),
-each as a fresh `vx` process on a fresh copy with an empty cache, wall clock.
+workers (tests/scenarios/support/reapi_servers.py ExecStack: PostgreSQL, `bgd`,
+reapi_worker.py bots), each as a fresh `vx` process on a fresh copy with an empty cache, wall
+clock.
 
     local      vx run build, remote off (concurrency: the CPUs)
     remote N   the same with every build remote, N workers (a fresh server each time, so
@@ -28,7 +29,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests" / "scenarios"))
 
-from reapi_servers import ExecStack  # noqa: E402
+from support.reapi_servers import ExecStack  # noqa: E402
 
 
 def generate(root: Path, packages: int, task_ms: int) -> Path:

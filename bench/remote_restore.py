@@ -5,7 +5,7 @@
 
 For each size, the workspaces of bench/run.py (one copy per tool, `gen_monorepo.py`, turbo
 installed) and one `turborepo-remote-cache` server on loopback (local storage; the pinned
-version tests/scenarios/npm_packages.py installs). Each tool builds once from cold with the
+version tests/scenarios/support/npm_packages.py installs). Each tool builds once from cold with the
 server on, which uploads everything (vx with CI=1: it uploads only on CI by default; turbo
 always uploads). Then every timed run is a fresh clone's first build: the tool's local cache
 (vx: `.vx` and its shared store under HOME; turbo: `.turbo` and `node_modules/.cache/turbo`)
@@ -32,8 +32,8 @@ sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(BENCH.parent / "tests" / "scenarios"))
 
 from measure import load_average  # noqa: E402
-from remote_servers import CANARY, TurboServer  # noqa: E402
 from scenarios import SCENARIOS  # noqa: E402
+from support.remote_servers import CANARY, TurboServer  # noqa: E402
 from tools import Tool, turbo_tool, version_of, vx_tool, workspaces  # noqa: E402
 
 TEAM = "bench"

@@ -30,7 +30,7 @@ TOOL_ENV = {  # no telemetry, update checks or colour; CI unset (it changes defa
     "NX_NO_CLOUD": "true",
     "NX_TUI": "false",
 }
-NX_VERSION = "21.6.4"  # the Nx the scenario tests pin (tests/scenarios/npm_packages.py)
+NX_VERSION = "21.6.4"  # the Nx the scenario tests pin (tests/scenarios/support/npm_packages.py)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${1:-$HOME/.cache/vx-test/reapi/buildgrid-0.9.1}
 OUT=src/vx/store/remote/reapi_pb
-[ -x "$VENV/bin/python" ] || { echo "give a venv with buildgrid==0.9.1 (python tests/scenarios/reapi_servers.py --install)" >&2; exit 2; }
+[ -x "$VENV/bin/python" ] || { echo "give a venv with buildgrid==0.9.1 (PYTHONPATH=tests/scenarios python3 -m support.reapi_servers --install)" >&2; exit 2; }
 SET=$(mktemp) && trap 'rm -f "$SET"' EXIT
 "$VENV/bin/python" - "$SET" <<'PY'
 import sys

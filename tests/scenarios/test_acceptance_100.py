@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import SRC, Repo
+from support.workspace import SRC, Repo
 
 GEN = Path(__file__).resolve().parents[2] / "bench" / "gen_monorepo.py"
 N = 100
@@ -109,6 +109,7 @@ def test_deleted_outputs_restore_byte_identical(mono):
         shutil.rmtree(d)
     res = repo.vx("run", "build", timeout=300)
     assert res.code == 0
+    assert len(res.summary["tasks"]) == N
     assert all(t["cache"] == "local" for t in res.summary["tasks"])
     assert {p: p.read_bytes() for p in repo.root.glob("packages/*/dist/index.js")} == before
 
@@ -123,5 +124,5 @@ def test_editing_the_core_package_reruns_exactly_it_and_its_dependants(mono):
     res = repo.vx("run", "build", timeout=600)
     assert res.code == 0
     reran = {t["id"] for t in res.summary["tasks"] if t["cache"] == "miss"}
-    assert reran == expected
+    assert reran == expected and len(res.summary["tasks"]) == N
     assert all(t["cache"] == "up-to-date" for t in res.summary["tasks"] if t["id"] not in expected)

@@ -6,7 +6,7 @@ import json
 import subprocess
 
 import pytest
-from conftest import build_task, npm_workspace
+from support.workspace import build_task, npm_workspace
 
 
 @pytest.fixture
@@ -123,7 +123,7 @@ def test_issue17_a_github_pull_request_compares_with_its_base_branch(ws):
 
 def test_issue17_a_shallow_clone_says_what_to_fetch(ws, tmp_path):
     """A depth-1 clone holds the base's tip and HEAD but nothing joining them: exit 2, saying so."""
-    from conftest import Repo
+    from support.workspace import Repo
 
     for n in (1, 2):
         (ws.root / "packages/d/src/d.js").write_text(f"D{n};")

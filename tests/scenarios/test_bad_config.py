@@ -1,7 +1,7 @@
 """Bad config is refused with exit 2, naming the file, the field and a hint (WS-03, WS-08, GR-04, GR-06)."""
 
 import pytest
-from conftest import build_task, npm_workspace
+from support.workspace import build_task, npm_workspace
 
 
 @pytest.mark.feature("WS-08")
@@ -93,7 +93,7 @@ def test_no_workspace_is_a_clear_error(tmp_path):
     import subprocess
     import sys
 
-    from conftest import SRC
+    from support.workspace import SRC
 
     env = {**os.environ, "PYTHONPATH": SRC}
     proc = subprocess.run(

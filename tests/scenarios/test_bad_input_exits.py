@@ -1,12 +1,11 @@
-"""Bad input is a clear exit-2 error, never a crash (items 9, 11), and what vx says about it is
-exact (item 13)."""
+"""Bad input is a clear exit-2 error, never a crash, and what vx says about it is exact."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from conftest import build_task, npm_workspace
+from support.workspace import build_task, npm_workspace
 
 
 def one_package(repo, task=None):
@@ -25,7 +24,7 @@ def assert_clear(res, *words):
 
 
 @pytest.mark.parametrize("value", ["inf", "nan", "1e12"])
-def test_item9_a_remote_timeout_no_socket_can_wait_is_refused(repo, value):
+def test_a_remote_timeout_no_socket_can_wait_is_refused(repo, value):
     one_package(repo)
     res = repo.vx(
         "run",
@@ -42,7 +41,7 @@ def test_item9_a_remote_timeout_no_socket_can_wait_is_refused(repo, value):
     assert not (repo.root / "packages/app/dist").exists()
 
 
-def test_item9_a_directory_named_like_a_config_is_refused(repo):
+def test_a_directory_named_like_a_config_is_refused(repo):
     one_package(repo)
     (repo.root / "packages/b/vx.config.json").mkdir(parents=True)
     (repo.root / "packages/b/package.json").write_text('{"name": "b"}')
@@ -51,7 +50,7 @@ def test_item9_a_directory_named_like_a_config_is_refused(repo):
     )
 
 
-def test_item9_a_config_nested_100000_deep_is_refused(repo):
+def test_a_config_nested_100000_deep_is_refused(repo):
     one_package(repo)
     deep = "[" * 100_000 + "]" * 100_000
     (repo.root / "packages/app/vx.config.json").write_text(
@@ -61,7 +60,7 @@ def test_item9_a_config_nested_100000_deep_is_refused(repo):
 
 
 @pytest.mark.parametrize("field", ["runtime", "workspaceRuntime"])
-def test_item9_a_runtime_input_holding_a_nul_is_refused(repo, field):
+def test_a_runtime_input_holding_a_nul_is_refused(repo, field):
     """A probe command with a NUL (`\u0000` in JSON) can never be spawned: it was an internal
     error from subprocess; now the config is refused naming the field."""
     task = build_task(deps=())
@@ -71,7 +70,7 @@ def test_item9_a_runtime_input_holding_a_nul_is_refused(repo, field):
     assert_clear(res, "packages/app/vx.config.json", f"inputs.{field}[0]", "holds a NUL", "hint")
 
 
-def test_item11_a_package_json_that_is_an_array_gets_a_hint(repo):
+def test_a_package_json_that_is_an_array_gets_a_hint(repo):
     one_package(repo)
     (repo.root / "packages/app/package.json").write_text("[]")
     assert_clear(
@@ -79,7 +78,7 @@ def test_item11_a_package_json_that_is_an_array_gets_a_hint(repo):
     )
 
 
-def test_item11_a_member_glob_matching_nothing_is_named_with_its_file(repo):
+def test_a_member_glob_matching_nothing_is_named_with_its_file(repo):
     one_package(repo)
     root = json.loads((repo.root / "package.json").read_text())
     root["workspaces"] = ["pkgs/*"]
@@ -88,7 +87,7 @@ def test_item11_a_member_glob_matching_nothing_is_named_with_its_file(repo):
     assert_clear(res, "no project declares a task named `build`", "`pkgs/*`", "package.json")
 
 
-def test_item13_outputs_matching_nothing_name_the_workspace_globs_too(repo):
+def test_outputs_matching_nothing_name_the_workspace_globs_too(repo):
     task = build_task(deps=(), command="node -e \"console.log('no outputs')\"")
     task["cache"]["outputs"] = {"files": [], "workspaceFiles": ["out/app/**"]}
     one_package(repo, task)

@@ -1,20 +1,11 @@
 """The cache is never a wrong hit: damaged artifacts, inputs edited mid-task, failures (LC-11, LC-12, KEY-21)."""
 
 import pytest
-from conftest import build_task, npm_workspace
+from support.workspace import npm_workspace, one_build
 
 
 def one_package(repo, command=None):
-    repo.write(
-        npm_workspace(
-            {
-                "app": {
-                    "tasks": {"build": build_task(deps=(), command=command)},
-                    "files": {"src/a.js": "A;"},
-                }
-            }
-        )
-    ).commit()
+    repo.write(one_build(command)).commit()
 
 
 def artifacts(repo):

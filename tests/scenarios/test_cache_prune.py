@@ -4,14 +4,13 @@ real node builds, real SQLite."""
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import subprocess
-import sys
 import time
+from subprocess import DEVNULL
 
 import pytest
-from conftest import SRC, Stderr, build_task, npm_workspace
+from support.processes import Stderr, start_vx
+from support.workspace import build_task, npm_workspace, vx_env
 
 
 @pytest.fixture
@@ -153,34 +152,14 @@ def test_prune_waits_for_a_run_of_the_same_workspace(repo):
     release.unlink()
     marks.unlink()
     (ws.root / "packages/a/src/a.js").write_text("A2;")
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
-    }
-    env.update({"PYTHONPATH": SRC, "NO_COLOR": "1"})
-    run = subprocess.Popen(
-        [sys.executable, "-m", "vx", "run", "build"],
-        cwd=ws.root,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    env = vx_env()
+    run = start_vx("run", "build", cwd=ws.root, env=env, stdout=DEVNULL, stderr=DEVNULL)
     deadline = time.monotonic() + 120
     while not marks.exists():  # the run holds the lock: its task runs
         assert time.monotonic() < deadline and run.poll() is None
         time.sleep(0.02)
     prune = Stderr(
-        subprocess.Popen(
-            [sys.executable, "-m", "vx", "cache", "prune", "--max-size", "1B"],
-            cwd=ws.root,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        start_vx("cache", "prune", "--max-size", "1B", cwd=ws.root, env=env, stdout=DEVNULL)
     )
     prune.wait_for("waiting for another vx run")
     assert run.poll() is None  # the run still holds the lock

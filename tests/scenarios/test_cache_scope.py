@@ -5,7 +5,7 @@ uploads; read-only writes nothing. Checkouts are separate clones of one reposito
 import json
 
 import pytest
-from remote_servers import clone, shop_files
+from support.remote_servers import clone, shop_files
 
 
 def put_keys(server, team) -> set[str]:

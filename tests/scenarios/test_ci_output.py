@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import build_task, npm_workspace
+from support.workspace import build_task, npm_workspace
 
 
 @pytest.fixture
@@ -62,6 +62,7 @@ def test_hits_say_how_long_they_took_when_saved(ws):
     again = ws.vx("run", "build", "--all")
     assert again.code == 0
     tasks = {t["id"]: t for t in again.summary["tasks"]}
+    assert tasks.keys() == {"a#build", "b#build"}
     assert all(t["storedMs"] > 0 for t in tasks.values())
     assert again.summary["savedMs"] == pytest.approx(
         sum(t["storedMs"] for t in tasks.values()), abs=0.01

@@ -6,9 +6,9 @@ turborepo-remote-cache server sees in the keys it is sent. Off Actions it does n
 import json
 
 import pytest
-from conftest import npm_workspace
 from fakes import GitHubApi
-from remote_servers import shop_files
+from support.remote_servers import shop_files
+from support.workspace import npm_workspace
 
 FAIL = "node -e \"console.error('broken');process.exit(2)\""
 
@@ -81,6 +81,15 @@ def test_a_run_on_actions_writes_its_summary_and_check_run(repo, tmp_path, api):
     assert "warning" not in res.err
 
 
+def uploaded(turbo_server, team: str) -> set[str]:
+    """The keys of the artifacts the team's runs uploaded to the turbo server."""
+    return {
+        r.split("/v8/artifacts/")[1].split("?")[0]
+        for r in turbo_server.requests("PUT")
+        if team in r
+    }
+
+
 @pytest.mark.feature("PL-10", "RC-06")
 def test_on_a_pull_request_the_remote_sees_the_scope_keys(repo, tmp_path, api, turbo_server, team):
     """Every run remembered and explained: the plugin's config stage scopes a pull request's
@@ -90,11 +99,7 @@ def test_on_a_pull_request_the_remote_sees_the_scope_keys(repo, tmp_path, api, t
     res = repo.vx("run", "build", "--all", env=env)
     assert res.code == 0, res.err
     task_keys = {t["hash"] for t in res.summary["tasks"]}
-    sent = {
-        r.split("/v8/artifacts/")[1].split("?")[0]
-        for r in turbo_server.requests("PUT")
-        if team in r
-    }
+    sent = uploaded(turbo_server, team)
     assert len(sent) == 4 and not sent & task_keys
     assert api.requests == []  # checks: false
 
@@ -147,19 +152,11 @@ def test_events_a_pull_request_starts_are_not_trusted(
     res = repo.vx("run", "build", "--all", env=env)
     assert res.code == 0, res.err
     task_keys = {t["hash"] for t in res.summary["tasks"]}
-    sent = {
-        r.split("/v8/artifacts/")[1].split("?")[0]
-        for r in turbo_server.requests("PUT")
-        if team in r
-    }
+    sent = uploaded(turbo_server, team)
     assert len(sent) == 4 and not sent & task_keys
 
     push = {**env, "GITHUB_EVENT_NAME": "push"}  # a push to the default branch is trusted
     res = repo.vx("run", "build", "--all", "--force", env=push)
     assert res.code == 0, res.err
-    sent = {
-        r.split("/v8/artifacts/")[1].split("?")[0]
-        for r in turbo_server.requests("PUT")
-        if team in r
-    }
+    sent = uploaded(turbo_server, team)
     assert task_keys <= sent

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import SRC, build_task, npm_workspace
+from support.workspace import SRC, build_task, npm_workspace
 
 
 def py(*args, cwd=None):

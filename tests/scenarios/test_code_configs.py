@@ -9,8 +9,8 @@ import os
 import time
 
 import pytest
-from conftest import npm_workspace
-from npm_packages import installed
+from support.npm_packages import installed
+from support.workspace import npm_workspace
 
 PRESET = """import fs from 'node:fs';
 fs.appendFileSync(new URL('./evaluations.log', import.meta.url), 'x');  // counts evaluations

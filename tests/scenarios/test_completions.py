@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import SRC
+from support.workspace import SRC
 
 from vx.cli.main import RUN_FLAGS
 

@@ -2,7 +2,7 @@
 deleted, re-run exactly what an edit reaches (EX-01, KEY-12, LC-07, LC-09, GR-02)."""
 
 import pytest
-from conftest import build_task, npm_workspace
+from support.workspace import build_task, npm_workspace
 
 
 def make(repo):

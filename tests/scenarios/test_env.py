@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 
 import pytest
-from conftest import npm_workspace
-from npm_packages import installed
+from support.commands import needs
+from support.npm_packages import installed
+from support.workspace import npm_workspace
 
 # Writes every variable of interest the task saw, so a test can tell what reached it.
 SEEN = (
@@ -250,7 +250,7 @@ def test_node_options_and_lang_are_keyed_and_ci_is_not_passed_undeclared(repo):
 
 
 @pytest.mark.feature("KEY-07")
-@pytest.mark.skipif(shutil.which("strace") is None, reason="strace is installed by dev/test")
+@needs("strace")
 def test_verify_names_unkeyed_variables_a_task_read_through_proc_environ(repo):
     reads_all = (
         "node -e \"const fs=require('fs');const e=fs.readFileSync('/proc/self/environ','utf8');"

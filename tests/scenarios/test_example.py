@@ -4,7 +4,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import Repo
+from support.commands import needs
+from support.workspace import Repo
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "basic"
 
@@ -24,7 +25,7 @@ def test_check_runs_then_hits(example):
     assert {t["cache"] for t in second.summary["tasks"]} == {"up-to-date"}
 
 
-@pytest.mark.skipif(not shutil.which("strace"), reason="strace is installed by dev/test")
+@needs("strace")
 def test_every_task_declares_what_it_reads(example):  # LG-03 on our own example
     res = example.vx("run", "check", "--verify=inputs")
     assert res.code == 0, res.out + res.err

@@ -6,7 +6,7 @@ schedules anyway stay."""
 from __future__ import annotations
 
 import pytest
-from conftest import Repo, build_task, npm_workspace
+from support.workspace import Repo, build_task, npm_workspace
 
 NOT_SAVED = "not saved to the cache: upstream lib#build was not run (--exclude-dependencies)"
 

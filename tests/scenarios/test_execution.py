@@ -2,7 +2,7 @@
 --continue modes (EX-01..EX-03, EX-05, EX-06, EX-10, EX-14, GR-10)."""
 
 import pytest
-from conftest import npm_workspace
+from support.workspace import npm_workspace
 
 
 def tasks_repo(repo, tasks, extra_pkgs=None):

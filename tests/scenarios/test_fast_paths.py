@@ -7,14 +7,13 @@ what the walk would have (GR-09, LC-06, LC-07, KEY-12, KEY-22).
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
 import sys
 
 import pytest
-from conftest import SRC, build_task, npm_workspace
+from support.workspace import build_task, npm_workspace, vx_env
 
 # Runs vx in-process so the probe can count what it did; prints one JSON line of facts last.
 PROBE = r"""
@@ -59,19 +58,10 @@ def chain(n: int) -> dict:
 
 
 def probe(repo, *args: str, env: dict | None = None) -> dict:
-    env = {
-        **{
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
-        },
-        **(env or {}),
-    }
-    env.update({"PYTHONPATH": SRC, "NO_COLOR": "1"})
     proc = subprocess.run(
         [sys.executable, "-c", PROBE, *args],
         cwd=repo.root,
-        env=env,
+        env=vx_env(env),
         capture_output=True,
         text=True,
         timeout=120,
@@ -141,12 +131,6 @@ def test_restores_in_forked_workers_leave_what_threads_leave(repo):
 def traced(repo, calls: str) -> str:
     """`vx run build` under strace (children too), as a user runs it; the trace's text."""
     trace = repo.root.parent / "trace"
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
-    }
-    env.update({"PYTHONPATH": SRC, "NO_COLOR": "1"})
     proc = subprocess.run(
         [
             "strace",
@@ -162,7 +146,7 @@ def traced(repo, calls: str) -> str:
             "build",
         ],
         cwd=repo.root,
-        env=env,
+        env=vx_env(),
         capture_output=True,
         text=True,
         timeout=120,
@@ -284,7 +268,7 @@ def test_the_fast_paths_switched_off_change_no_result(tmp_path):
     """docs/architecture.md: fastpath/ holds optimisations only. With VX_FASTPATH=0 (no replay,
     no hit lane, no first wave) a cold run, a warm run, a run after an edit and one that restores
     deleted outputs decide exactly what they decide with them, and leave the same files."""
-    from conftest import Repo
+    from support.workspace import Repo
 
     runs = {}
     for name, env in (("fast", {}), ("plain", {"VX_FASTPATH": "0"})):

@@ -1,4 +1,4 @@
-"""A full disk costs the cache, never the build (item 5; docs/caching.md, "What vx promises").
+"""A full disk costs the cache, never the build (docs/caching.md, "What vx promises").
 
 The cache dir sits on a 20 MiB tmpfs filled to four states — nothing free (the cache dir cannot
 be made), a few KiB (the index cannot open), room for the index but not the artifact, room for
@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import build_task, npm_workspace
+from support.workspace import build_task, npm_workspace
 
 BIG_OUTPUT = (
     "node -e \"const fs=require('fs');fs.mkdirSync('dist',{recursive:true});"
@@ -92,7 +92,7 @@ def index_agrees(cache: Path) -> None:
         ("room for the artifact, not its index row", 1300, BIG_LOG),
     ],
 )
-def test_item5_a_full_cache_disk_never_fails_the_build(repo, tmp_path, state, leave_kib, command):
+def test_a_full_cache_disk_never_fails_the_build(repo, tmp_path, state, leave_kib, command):
     two_packages(repo, command)
     mount = tmp_path / "cachefs"
     mounted(mount)
@@ -122,7 +122,7 @@ def test_item5_a_full_cache_disk_never_fails_the_build(repo, tmp_path, state, le
         unmount(mount)
 
 
-def test_item5_a_full_workspace_disk_during_a_restore_fails_that_task_only(repo, tmp_path):
+def test_a_full_workspace_disk_during_a_restore_fails_that_task_only(repo, tmp_path):
     """docs' dist is a full tmpfs (the filler beside its outputs, `dist/sub/**`): its restore fails,
     clearly, as that task's failure; lib, beside it, restores and the run finishes (exit 1, not 2)."""
     docs = BIG_OUTPUT.replace("'dist'", "'dist/sub'").replace("dist/big.bin", "dist/sub/big.bin")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import build_task, npm_workspace
+from support.workspace import build_task, npm_workspace
 
 # Reads the dependency's sources straight from its directory, as a bundler reading a source-only
 # package does: the output changes with them.
@@ -94,7 +94,7 @@ def test_affected_reaches_through_a_source_only_package(repo):
 
 
 def _pnpm() -> str:
-    from npm_packages import installed
+    from support.npm_packages import installed
 
     return str(installed("pnpm").parent / ".bin" / "pnpm")
 
@@ -324,7 +324,7 @@ def _turbo_plan(repo, *tasks) -> dict[str, tuple[bool, list[str]]]:
     import os
     import subprocess
 
-    from npm_packages import installed
+    from support.npm_packages import installed
 
     turbo = installed("turbo").parent / ".bin" / "turbo"
     env = {

@@ -9,7 +9,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import Repo, build_task, npm_workspace, plant_artifact
+from support.store import plant_artifact
+from support.workspace import Repo, build_task, npm_workspace
 
 
 def one_package(repo: Repo) -> Repo:

@@ -11,8 +11,8 @@ import shutil
 import subprocess
 
 import pytest
-from conftest import npm_workspace
-from npm_packages import installed
+from support.npm_packages import installed
+from support.workspace import npm_workspace
 
 TSC = "node ../../node_modules/typescript/bin/tsc"
 CONFIG = {

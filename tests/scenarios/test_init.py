@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import npm_workspace
+from support.workspace import npm_workspace
 
 from vx.config import jsonc
 

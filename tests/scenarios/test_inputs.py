@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import build_task, npm_workspace
+from support.workspace import build_task, npm_workspace
 from test_turbo import turbo_workspace
 
 # Reads .env (gitignored) into dist, so a stale hit would be visible in the output too.

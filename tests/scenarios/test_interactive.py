@@ -5,8 +5,8 @@ the pane shows or a file appearing, bounded by a generous timeout that can only 
 from __future__ import annotations
 
 import pytest
-from conftest import Repo
-from terminal import pane_fixture, vx_in_shell, wait_for_file  # noqa: F401 (the `pane` fixture)
+from support.terminal import pane_fixture, vx_in_shell, wait_for_file  # noqa: F401 (the `pane` fixture)
+from support.workspace import Repo
 
 ASK = "printf 'name? '; read name; echo \"hello $name\"; echo ask-end >> ../../order.log"
 OTHER = "echo other-start >> ../../order.log; echo other-end >> ../../order.log"

@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import SRC, npm_workspace
+from support.workspace import SRC, npm_workspace
 
 
 def start(repo, *args):

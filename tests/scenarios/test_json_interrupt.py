@@ -9,7 +9,7 @@ import sys
 import time
 
 import pytest
-from conftest import SRC, npm_workspace
+from support.workspace import SRC, npm_workspace
 
 # Tells the test it is running (a file at the workspace root), then waits to be stopped.
 HANG = "node -e \"require('fs').writeFileSync('../../started','1');setInterval(()=>{},1000)\""

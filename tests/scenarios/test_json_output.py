@@ -14,40 +14,15 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import Repo, npm_workspace
+from support.workspace import Repo, lib_and_app, npm_workspace
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "src" / "vx" / "schemas"
-OK = (
-    "node -e \"require('fs').mkdirSync('dist',{recursive:true});"
-    "require('fs').writeFileSync('dist/o','x');console.log('built')\""
-)
 FAIL = "node -e \"console.log('about to fail');process.exit(3)\""
 
 
-def cached(command, deps=()):
-    return {
-        "exec": {"command": command},
-        "dependsOn": list(deps),
-        "cache": {"inputs": {"files": ["*.json"]}, "outputs": {"files": ["dist/**"]}},
-    }
-
-
 def workspace(repo):
-    repo.write(
-        npm_workspace(
-            {
-                "lib": {"tasks": {"build": cached(OK)}},
-                "app": {
-                    "deps": ["lib"],
-                    "tasks": {
-                        "build": cached(OK, ["^build"]),
-                        "test": {"exec": {"command": FAIL}, "dependsOn": ["build"]},
-                        "e2e": {"exec": {"command": "node -e 0"}, "dependsOn": ["test"]},
-                    },
-                },
-            }
-        )
-    ).commit()
+    e2e = {"exec": {"command": "node -e 0"}, "dependsOn": ["test"]}
+    repo.write(lib_and_app(FAIL, e2e=e2e)).commit()
 
 
 # ---------------------------------------------------------------- the schemas, checked strictly

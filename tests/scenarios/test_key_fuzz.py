@@ -21,9 +21,9 @@ import os
 import tempfile
 from pathlib import Path
 
-import key_fuzz
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
+from support import key_fuzz
 
 EXAMPLES = int(os.environ.get("VX_FUZZ_EXAMPLES", "0") or 0)
 _wanted = os.environ.get("VX_FUZZ_FEATURES", "")

@@ -15,25 +15,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import build_task
+from support.package_managers import command, lockfile_name, root_files
+from support.workspace import build_task
 
 MANAGERS = ("npm", "pnpm", "pnpm@8", "pnpm@7", "yarn", "berry", "bun")
-LOCKFILE = {
-    "npm": "package-lock.json",
-    "yarn": "yarn.lock",
-    "berry": "yarn.lock",
-    "bun": "bun.lock",
-}
-
-
-def _lockfile(pm: str) -> str:
-    return LOCKFILE.get(pm, "pnpm-lock.yaml")
 
 
 def _install(pm: str, root: Path, tmp: Path) -> None:
     """The package manager's own install, writing the lockfile (and node_modules where it must)."""
-    from npm_packages import installed
-
     env = {
         **os.environ,
         "COREPACK_ENABLE_STRICT": "0",
@@ -44,64 +33,22 @@ def _install(pm: str, root: Path, tmp: Path) -> None:
         "BUN_INSTALL_CACHE_DIR": str(tmp / "bun-cache"),
         "npm_config_store_dir": str(tmp / "pnpm-store"),
     }
-    if pm == "npm":
-        argv = [
-            "npm",
-            "install",
-            "--package-lock-only",
-            "--no-audit",
-            "--no-fund",
-            "--loglevel=error",
-        ]
-    elif pm.startswith("pnpm"):
-        argv = [
-            "node",
-            str(installed(pm) / "bin" / "pnpm.cjs"),
-            "install",
-            "--lockfile-only",
-            "--reporter=silent",
-        ]
-    elif pm == "yarn":
-        argv = [
-            "node",
-            str(installed("yarn") / "bin" / "yarn.js"),
-            "install",
-            "--silent",
-            "--ignore-scripts",
-            "--no-progress",
-            "--non-interactive",
-        ]
-    elif pm == "berry":
-        argv = [
-            "node",
-            str(installed("@yarnpkg/cli-dist") / "bin" / "yarn.js"),
-            "install",
-            "--mode=update-lockfile",
-        ]
-    else:
-        argv = [str(installed("bun") / "bin" / "bun.exe"), "install", "--lockfile-only"]
+    flags = {
+        "npm": ["install", "--package-lock-only", "--no-audit", "--no-fund", "--loglevel=error"],
+        "pnpm": ["install", "--lockfile-only", "--reporter=silent"],
+        "yarn": ["install", "--silent", "--ignore-scripts", "--no-progress", "--non-interactive"],
+        "berry": ["install", "--mode=update-lockfile"],
+        "bun": ["install", "--lockfile-only"],
+    }[pm.split("@")[0]]
+    argv = command(pm) + flags
     proc = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, f"{pm}: {proc.stdout}\n{proc.stderr}"
-    assert (root / _lockfile(pm)).exists()
+    assert (root / lockfile_name(pm)).exists()
 
 
 def _workspace(repo, pm: str, tmp: Path):
     link = "workspace:*" if pm in ("pnpm", "pnpm@8", "pnpm@7", "berry", "bun") else "1.0.0"
-    files: dict[str, object] = {
-        "package.json": {
-            "name": "root",
-            "version": "1.0.0",
-            "private": True,
-            "workspaces": ["packages/*"],
-            "devDependencies": {"kind-of": "6.0.3"},
-        },
-        ".gitignore": "node_modules/\ndist/\n.vx/\n.yarn/\n.pnp.*\n",
-    }
-    if pm.startswith("pnpm"):
-        files["pnpm-workspace.yaml"] = "packages:\n  - packages/*\n"
-    if pm == "berry":
-        files[".yarnrc.yml"] = "nodeLinker: node-modules\nenableTelemetry: false\n"
-        files["yarn.lock"] = ""
+    files = root_files(pm)
     deps = {"a": {"is-odd": "^3.0.1"}, "b": {"a": link}, "c": {}, "d": {"c": link}}
     for name, dependencies in deps.items():
         files[f"packages/{name}/package.json"] = {
@@ -121,9 +68,9 @@ def _add_is_number_to_c(ws, pm: str, tmp: Path) -> None:
     data = json.loads(manifest.read_text())
     data["dependencies"] = {"is-number": "^7.0.0"}
     manifest.write_text(json.dumps(data, indent=2))
-    before = (ws.root / _lockfile(pm)).read_text()
+    before = (ws.root / lockfile_name(pm)).read_text()
     _install(pm, ws.root, tmp)
-    assert (ws.root / _lockfile(pm)).read_text() != before  # the package manager rewrote it
+    assert (ws.root / lockfile_name(pm)).read_text() != before  # the package manager rewrote it
 
 
 def _statuses(result) -> dict[str, str]:
@@ -150,7 +97,7 @@ def test_the_package_managers_own_add_command_misses_only_the_leaf_and_its_depen
     repo, tmp_path, pm
 ):
     """`npm i is-number -w c`, `pnpm add is-number --filter c`: the manager edits the manifest too."""
-    from npm_packages import installed
+    from support.npm_packages import installed
 
     ws = _workspace(repo, pm, tmp_path)
     assert ws.vx("run", "build").code == 0
@@ -199,7 +146,7 @@ def test_affected_follows_the_projects_whose_share_of_the_lockfile_moved(repo, t
     manifest.write_text(json.dumps(data, indent=2))
     ws.commit("c needs is-number")
     _install(pm, ws.root, tmp_path)  # only the lockfile differs from HEAD now
-    assert ws.git("status", "--porcelain").split() == ["M", _lockfile(pm)]
+    assert ws.git("status", "--porcelain").split() == ["M", lockfile_name(pm)]
     assert set(_statuses(ws.vx("run", "build", "--affected=HEAD"))) == {"c#build", "d#build"}
 
 

@@ -9,9 +9,9 @@ import sys
 
 import anyio
 import pytest
-from conftest import SRC, npm_workspace
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from support.workspace import SRC, npm_workspace
 
 SECRET = "s3cr3t-deploy-value"
 OK = (

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import npm_workspace
+from support.workspace import npm_workspace
 from test_mcp import call, request, server_env
 
 # Writes the arguments it was given to ran.json; cached, so only --force runs it twice.

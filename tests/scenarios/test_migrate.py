@@ -9,12 +9,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import Repo, npm_workspace
-from npm_packages import installed
+from support.corpora import NX_CORPUS, TURBO_CORPUS, lay_out
+from support.npm_packages import installed
+from support.workspace import Repo, npm_workspace
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-HERE = Path(__file__).resolve().parent
-CORPUS = sorted([*(HERE / "turbo_corpus").glob("*.json"), *(HERE / "nx_corpus").glob("*.json")])
+CORPUS = sorted([*TURBO_CORPUS, *NX_CORPUS])
 WRITTEN = ("vx.config.json", "vx.config.ts", "vx.workspace.json", "vx-preset.ts")
 
 
@@ -266,14 +266,7 @@ def test_the_parity_corpora_migrate_to_the_same_plan(repo, shape):
     over an ignored `apps/docs/.env`): vx's globs reach those only where the part before `**`
     names them (docs/config.md, `vx migrate`)."""
     spec = json.loads(shape.read_text())
-    repo.write(spec["files"])
-    if spec.get("force_add"):
-        repo.git("init", "-q", "-b", "main")
-        repo.git("add", "-f", *spec["force_add"])
-    repo.commit()
-    for path in spec.get("delete", ()):
-        (repo.root / path).unlink()
-    repo.write(spec.get("untracked", {}))
+    lay_out(repo, spec)
     tasks = spec["tasks"]
     live = plan(repo, *tasks, written=False)
     res = repo.vx("migrate")

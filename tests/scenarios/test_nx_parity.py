@@ -12,16 +12,16 @@ import analysis adds no edge that package.json and `implicitDependencies` do not
 from __future__ import annotations
 
 import json
-import os
 import posixpath
 import subprocess
 from pathlib import Path
 
 import pytest
-from npm_packages import installed
+from support.corpora import NX_CORPUS, generated, leave_work_around, tool_env
+from support.npm_packages import installed_or_skip
 
 HERE = Path(__file__).resolve().parent
-CORPUS = sorted((HERE / "nx_corpus").glob("*.json"))
+
 OFFLINE = {
     "NX_DAEMON": "false",
     "NX_NO_CLOUD": "true",
@@ -35,27 +35,24 @@ OFFLINE = {
 
 @pytest.fixture(scope="module")
 def nx_package() -> Path:
-    try:
-        return installed("nx")
-    except (OSError, subprocess.SubprocessError) as exc:
-        pytest.skip(f"nx could not be installed from npm: {exc}")
+    return installed_or_skip("nx")
 
 
-def nx(repo, nx_package: Path, *args: str) -> str:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("VX_", "CI", "NX_")) or k == "VX_SHARED_STORE"
-    }
-    proc = subprocess.run(
-        ["node", str(nx_package / "bin" / "nx.js"), *args],
+def offline_node(repo, script: Path, *args: str) -> subprocess.CompletedProcess:
+    """`node SCRIPT ARGS` in `repo`, as Nx runs here: offline, no daemon, no cloud."""
+    return subprocess.run(
+        ["node", str(script), *args],
         cwd=repo.root,
-        env={**env, **OFFLINE},
+        env=tool_env("NX_", OFFLINE),
         capture_output=True,
         text=True,
         timeout=180,
         stdin=subprocess.DEVNULL,
     )
+
+
+def nx(repo, nx_package: Path, *args: str) -> str:
+    proc = offline_node(repo, nx_package / "bin" / "nx.js", *args)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
 
@@ -169,20 +166,7 @@ def same_projects(repo, nx_package: Path, names) -> None:
 
 
 def nx_files(repo, tasks: list[str], plain: dict[str, str]) -> dict[str, list[str]]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("VX_", "CI", "NX_")) or k == "VX_SHARED_STORE"
-    }
-    proc = subprocess.run(
-        ["node", str(HERE / "nx_hash_plan.js"), *tasks],
-        cwd=repo.root,
-        env={**env, **OFFLINE},
-        capture_output=True,
-        text=True,
-        timeout=180,
-        stdin=subprocess.DEVNULL,
-    )
+    proc = offline_node(repo, HERE / "support" / "nx_hash_plan.js", *tasks)
     assert proc.returncode == 0, proc.stderr
     return {
         plain.get(tid, tid): sorted(
@@ -226,7 +210,7 @@ def vx_resolved(repo, ids, dirs: dict[str, str]) -> dict[str, tuple[bool, list[s
 
 
 @pytest.mark.feature("TL-04")
-@pytest.mark.parametrize("shape", CORPUS, ids=[p.stem for p in CORPUS])
+@pytest.mark.parametrize("shape", NX_CORPUS, ids=[p.stem for p in NX_CORPUS])
 def test_each_task_graph_is_the_one_nx_plans(repo, tmp_path, nx_package, shape):
     spec = json.loads(shape.read_text())
     workspace(repo, nx_package, spec)
@@ -253,37 +237,13 @@ def test_each_task_graph_is_the_one_nx_plans(repo, tmp_path, nx_package, shape):
 
 @pytest.mark.feature("TL-04")
 def test_a_generated_nx_monorepo_plans_what_nx_plans(tmp_path, nx_package):
-    import sys
-
-    from conftest import SRC, Repo
-
     root = tmp_path / "gen"
-    subprocess.run(
-        [
-            sys.executable,
-            str(HERE.parents[1] / "bench" / "gen_monorepo.py"),
-            str(root),
-            "-n",
-            "8",
-            "-f",
-            "3",
-            "--tools",
-            "nx",
-            "--no-devdeps",
-        ],
-        check=True,
-        capture_output=True,
-        env={**os.environ, "PYTHONPATH": SRC},
-    )
-    repo = Repo(root)
+    repo = generated(root, "nx")
     (root / "node_modules").mkdir(exist_ok=True)
     if not (root / "node_modules" / "nx").exists():
         (root / "node_modules" / "nx").symlink_to(nx_package)
     repo.commit()
-    for name in ("pkg-0001", "pkg-0005"):  # built outputs (ignored) and an untracked source
-        (root / "packages" / name / "dist").mkdir()
-        (root / "packages" / name / "dist" / "index.js").write_text("built\n")
-        (root / "packages" / name / "src" / "wip.js").write_text("wip\n")
+    leave_work_around(root)
     tasks = ["build", "test", "lint"]
     theirs, doc = nx_graph(repo, nx_package, tasks, tmp_path / "graph.json")
     ours, dirs = vx_graph(repo, tasks)

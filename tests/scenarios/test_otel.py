@@ -12,7 +12,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from conftest import build_task, npm_workspace
+from support.workspace import build_task, npm_workspace
 
 pytest.importorskip("opentelemetry.proto.collector.trace.v1.trace_service_pb2")
 from google.protobuf import json_format  # noqa: E402

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import build_task, npm_workspace
+from support.workspace import build_task, npm_workspace
 
 SAY = "node -e \"console.log('said by {name}')\""
 
@@ -66,7 +66,7 @@ def test_an_unknown_mode_is_refused_with_did_you_mean(ws):
 def test_issue17_a_named_task_streams_from_the_root_as_from_its_own_directory(repo):
     """`vx run app#build` at the root names one task: its log is shown, as from packages/app;
     a broad run shows rows and says how to see the logs they stand for."""
-    from conftest import npm_workspace
+    from support.workspace import npm_workspace
 
     task = {
         "exec": {"command": "printf '%s: something to read\\n' warning"}

@@ -16,7 +16,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import SRC, Repo
+from support.workspace import Repo, vx_env
 
 WAIT_S = 90  # only ever reached when something is broken
 
@@ -118,16 +118,10 @@ class Live:
     """`vx` running in the background: its stdout and stderr lines as they come, signals, its exit code."""
 
     def __init__(self, repo: Repo, *args: str, cwd: str = "", env: dict | None = None):
-        full_env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
-        }
-        full_env.update({"PYTHONPATH": SRC, "NO_COLOR": "1", **(env or {})})
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "vx", *args],
             cwd=repo.root / cwd,
-            env=full_env,
+            env=vx_env(env),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -8,19 +8,12 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import build_task, npm_workspace
-
-A = {"a": {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": "A;"}}}
+from support.plugins import assert_failed_in_one_line, plugin_workspace, throwing
+from support.workspace import build_task
 
 
 def workspace(repo, plugins, modules, pkgs=None, extra=None):
-    files = npm_workspace(pkgs or A)
-    files[".gitignore"] = str(files[".gitignore"]) + "cmd.txt\n"
-    files["vx.workspace.json"] = {"plugins": plugins}
-    files.update({f"{name}.py": code for name, code in modules.items()})
-    files.update(extra or {})
-    repo.write(files).commit()
-    return repo
+    return plugin_workspace(repo, plugins, modules, pkgs, ignore=("cmd.txt",), extra=extra)
 
 
 DISCOVER = """
@@ -82,16 +75,8 @@ def test_a_throw_in_a_planning_hook_or_a_factory_fails_the_run_in_one_line(repo,
     """A throw in `discover`, `project`, `graph`, or the `executor` and `cache` factories fails
     the run before anything runs, in one line naming the plugin and the hook, exit 2 (issue:
     plugins, failure isolation)."""
-    code = (
-        f"def plugin(options):\n    def hook({args}):\n        raise RuntimeError('nope')\n"
-        f"    return {{'{hook}': hook}}\n"
-    )
-    workspace(repo, ["boom"], {"boom": code})
-    result = repo.vx("run", "build", summary=False)
-    assert result.code == 2, result.err
-    assert f"error: plugin 'boom' failed in its `{hook}` hook: RuntimeError: nope" in result.err
-    assert "Traceback" not in result.err
-    assert not (repo.root / "packages/a/dist").exists()
+    workspace(repo, ["boom"], {"boom": throwing(hook, args)})
+    assert_failed_in_one_line(repo, hook)
 
 
 EMIT = """

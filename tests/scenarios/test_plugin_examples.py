@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import build_task, npm_workspace
+from support.workspace import build_task, npm_workspace
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "plugins.md"
 BLOCK = re.compile(

@@ -11,7 +11,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import SRC, build_task, npm_workspace
+from support.plugins import assert_failed_in_one_line, plugin_workspace, throwing
+from support.workspace import SRC, build_task, npm_workspace
 
 R = "def plugin(o):\n    return "  # a plugin module returning what follows
 STAMP_KEY = """
@@ -26,13 +27,7 @@ def plugin(options):
 
 
 def workspace(repo, plugins, modules=None, pkgs=None, ignore=("stamp.txt", "*.log")):
-    pkgs = pkgs or {"a": {"tasks": {"build": build_task(deps=())}, "files": {"src/a.js": "A;"}}}
-    files = npm_workspace(pkgs)
-    files[".gitignore"] = str(files[".gitignore"]) + "".join(f"{g}\n" for g in ignore)
-    files["vx.workspace.json"] = {"plugins": plugins}
-    files.update({f"{name}.py": code for name, code in (modules or {}).items()})
-    repo.write(files).commit()
-    return repo
+    return plugin_workspace(repo, plugins, modules, pkgs, ignore=ignore)
 
 
 def timed(repo, *args):
@@ -68,7 +63,7 @@ def test_what_a_key_hook_returns_is_in_the_key_and_no_receipt_skips_it(repo):
 def test_a_key_hook_returning_nothing_keys_as_without_plugins(tmp_path):
     """A key hook that declines (None) leaves every key as it is without any plugin (issue:
     plugins, a workspace pays nothing for a plugin that adds nothing)."""
-    from conftest import Repo
+    from support.workspace import Repo
 
     keys = []
     for name, plugins in (("plain", []), ("declining", ["nokey"])):
@@ -88,16 +83,9 @@ def test_a_throw_in_a_shaping_hook_fails_the_run_in_one_line(repo, hook):
     """A throw in a shaping hook fails the run before anything runs, in one line naming the
     plugin and the hook, exit 2 (issue: plugins, failure isolation)."""
     args = {"key": "task, ctx", "setup": "ctx", "config": "ws, ctx", "schedule": "tasks, ctx"}
-    code = (
-        f"def plugin(options):\n    def hook({args[hook]}):\n        raise RuntimeError('nope')\n"
-        f"    return {{'{hook}': hook}}\n"
-    )
-    workspace(repo, ["boom"], {"boom": code})
-    result = repo.vx("run", "build", summary=False)
-    assert result.code == 2, result.err
-    assert f"error: plugin 'boom' failed in its `{hook}` hook: RuntimeError: nope" in result.err
-    assert "Traceback" not in result.err and "built" not in result.out
-    assert not (repo.root / "packages/a/dist").exists()
+    workspace(repo, ["boom"], {"boom": throwing(hook, args[hook])})
+    result = assert_failed_in_one_line(repo, hook)
+    assert "built" not in result.out
 
 
 @pytest.mark.feature("PL-03")

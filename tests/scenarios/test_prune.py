@@ -17,19 +17,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import build_task
-
-# pnpm 9 writes lockfile v9, pnpm 8 v6 and pnpm 7 v5.4
-LOCKFILE = {
-    "npm": "package-lock.json",
-    "yarn": "yarn.lock",
-    "berry": "yarn.lock",
-    "bun": "bun.lock",
-}
-
-
-def _lockfile(pm: str) -> str:
-    return LOCKFILE.get(pm, "pnpm-lock.yaml")
+from support.package_managers import command, lockfile_name, root_files
+from support.workspace import build_task
 
 
 def _env(tmp: Path) -> dict[str, str]:
@@ -52,20 +41,6 @@ def _env(tmp: Path) -> dict[str, str]:
     }
 
 
-def _manager(pm: str) -> list[str]:
-    from npm_packages import installed
-
-    if pm == "npm":
-        return ["npm"]
-    if pm.startswith("pnpm"):
-        return ["node", str(installed(pm) / "bin" / "pnpm.cjs")]
-    if pm == "yarn":
-        return ["node", str(installed("yarn") / "bin" / "yarn.js")]
-    if pm == "berry":
-        return ["node", str(installed("@yarnpkg/cli-dist") / "bin" / "yarn.js")]
-    return [str(installed("bun") / "bin" / "bun.exe")]
-
-
 def _install(pm: str, cwd: Path, tmp: Path, frozen: bool) -> subprocess.CompletedProcess:
     """The manager's install: online the first time (it fills the cache and writes the lockfile),
     then `frozen`: offline from the cache, the lockfile as it is."""
@@ -85,29 +60,13 @@ def _install(pm: str, cwd: Path, tmp: Path, frozen: bool) -> subprocess.Complete
     }[pm.split("@")[0]]
     if pm == "berry" and frozen:
         env["YARN_ENABLE_OFFLINE_MODE"] = "1"
-    argv = _manager(pm) + flags[1 if frozen else 0]
+    argv = command(pm) + flags[1 if frozen else 0]
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 
 def _workspace(repo, pm: str, tmp: Path, root_extra: dict | None = None, files=None):
     link = "1.0.0" if pm in ("npm", "yarn") else "workspace:*"
-    files: dict[str, object] = {
-        "package.json": {
-            "name": "root",
-            "version": "1.0.0",
-            "private": True,
-            "workspaces": ["packages/*"],
-            "devDependencies": {"kind-of": "6.0.3"},
-            **(root_extra or {}),
-        },
-        ".gitignore": "node_modules/\ndist/\n.vx/\n.yarn/\n.pnp.*\nout/\n",
-        **(files or {}),
-    }
-    if pm.startswith("pnpm"):
-        files.setdefault("pnpm-workspace.yaml", "packages:\n  - packages/*\n")
-    if pm == "berry":
-        files[".yarnrc.yml"] = "nodeLinker: node-modules\nenableTelemetry: false\n"
-        files["yarn.lock"] = ""
+    files = root_files(pm, root_extra, ignore="out/\n", files=files)
     # app's build needs is-odd installed, and lib built first (build_task's ^build)
     needs = "require('is-odd');require('@tootallnate/once');require('fs').statSync('../lib/dist/out.js');"
     deps = {
@@ -151,7 +110,7 @@ def _tree(root: Path) -> set[str]:
 @pytest.mark.parametrize("pm", ("npm", "pnpm", "pnpm@8", "pnpm@7", "yarn", "berry", "bun"))
 def test_issue17_prune_docker_installs_frozen_offline_and_builds(repo, tmp_path, pm):
     ws = _workspace(repo, pm, tmp_path)
-    lock_before = (ws.root / _lockfile(pm)).read_text()
+    lock_before = (ws.root / lockfile_name(pm)).read_text()
     # what pruning must drop (and `other`: yarn 1 lists no workspace)
     assert "7.0.0" in lock_before and "1.1.2" in lock_before
     assert pm == "yarn" or "other" in lock_before
@@ -161,7 +120,7 @@ def test_issue17_prune_docker_installs_frozen_offline_and_builds(repo, tmp_path,
     assert "Added app" in pruned.out and "Added lib" in pruned.out and "other" not in pruned.out
     out = ws.root / "out"
     json_files, full_files = _tree(out / "json"), _tree(out / "full")
-    lockfile = _lockfile(pm)
+    lockfile = lockfile_name(pm)
     assert {
         "package.json",
         "packages/app/package.json",
@@ -227,7 +186,7 @@ def test_issue17_prune_drops_the_plain_member_paths_of_left_out_packages(repo, t
     shutil.copytree(out / "json", clean)
     installed = _install(pm, clean, tmp_path, frozen=True)
     assert installed.returncode == 0, f"{pm}: {installed.stdout}\n{installed.stderr}"
-    assert (clean / _lockfile(pm)).read_text() == (out / _lockfile(pm)).read_text()
+    assert (clean / lockfile_name(pm)).read_text() == (out / lockfile_name(pm)).read_text()
 
 
 def _small(repo, extra: dict | None = None):
@@ -364,7 +323,7 @@ def test_issue17_prune_keeps_only_the_patches_of_kept_packages(repo, tmp_path, p
         root_extra={"pnpm": declared} if pm == "pnpm" else declared,
         files={f"patches/{k}.patch": v for k, v in patches.items()},
     )
-    assert "is-number@7.0.0" in (ws.root / _lockfile(pm)).read_text()
+    assert "is-number@7.0.0" in (ws.root / lockfile_name(pm)).read_text()
     assert ws.vx("prune", "app", "--docker").code == 0
     out = ws.root / "out"
     manifest = json.loads((out / "json/package.json").read_text())
@@ -372,13 +331,13 @@ def test_issue17_prune_keeps_only_the_patches_of_kept_packages(repo, tmp_path, p
     assert kept["patchedDependencies"] == {"is-odd@3.0.1": "patches/is-odd@3.0.1.patch"}
     assert (out / "full/package.json").read_text() == (out / "json/package.json").read_text()
     assert (out / "json/patches/is-odd@3.0.1.patch").exists()
-    lock = (out / _lockfile(pm)).read_text()
+    lock = (out / lockfile_name(pm)).read_text()
     assert "is-odd@3.0.1" in lock and "7.0.0" not in lock, lock
     clean = tmp_path / "clean"
     shutil.copytree(out / "json", clean)
     installed = _install(pm, clean, tmp_path, frozen=True)
     assert installed.returncode == 0, f"{installed.stdout}\n{installed.stderr}"
-    assert (clean / _lockfile(pm)).read_text() == lock
+    assert (clean / lockfile_name(pm)).read_text() == lock
     odd = subprocess.run(
         ["node", "-p", "require('is-odd/extra.js')"],
         cwd=clean / "packages/app",

@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import SRC, Stderr, build_task, npm_workspace
+from support.processes import Stderr
+from support.workspace import build_task, npm_workspace, vx_env
 
 from vx.fastpath import receipt
 
@@ -456,16 +457,6 @@ def test_a_planted_receipt_claiming_hits_for_changed_inputs_never_replays(ws, pl
     result, replayed = run(ws)
     assert result.code == 0 and not replayed, result.err
     assert (ws.root / "packages/a/dist/out.js").read_text() == "A2;"
-
-
-def vx_env() -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
-    }
-    env.update({"PYTHONPATH": SRC, "NO_COLOR": "1"})
-    return env
 
 
 def hold_lock(ws, seconds: float) -> subprocess.Popen:

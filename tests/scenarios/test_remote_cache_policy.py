@@ -5,8 +5,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import SRC
-from remote_servers import CANARY, shop_files
+from support.remote_servers import CANARY, shop_files
+from support.workspace import SRC
 
 
 @pytest.mark.feature("CLI-27")

@@ -14,9 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import SRC, Repo
-from reapi_servers import ExecStack
-from remote_servers import free_port
+from support.processes import end, start_vx
+from support.reapi_servers import ExecStack, one_remote_task
+from support.remote_servers import free_port
+from support.workspace import SRC, Repo, vx_env
 
 CACHE = {"inputs": {"files": ["package.json"]}, "outputs": {"files": ["dist/**"]}}
 GEN = Path(__file__).resolve().parents[2] / "bench" / "gen_monorepo.py"
@@ -35,9 +36,7 @@ def workers(stack):
     started = [stack.add_worker(), stack.add_worker()]
     yield started
     for proc in started:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
+        end(proc, timeout=30)
 
 
 def leases_done(stack) -> int:
@@ -56,21 +55,7 @@ def dist_files(root: Path) -> dict[str, bytes]:
 
 def start_run(repo: Repo, stack) -> subprocess.Popen:
     """`vx run build --all` in the background, with the stack's endpoint."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
-    }
-    env.update({"PYTHONPATH": SRC, "NO_COLOR": "1", **stack.env()})
-    return subprocess.Popen(
-        [sys.executable, "-m", "vx", "run", "build", "--all"],
-        cwd=repo.root,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        stdin=subprocess.DEVNULL,
-    )
+    return start_vx("run", "build", "--all", cwd=repo.root, env=vx_env(stack.env()))
 
 
 def wait_for_line(
@@ -88,35 +73,11 @@ def wait_for_line(
         time.sleep(0.05)
 
 
-def one_task(repo: Repo, command: str, *, remote=True, define=None, outputs=("dist/**",)):
-    exec_ = {"command": command, "remote": remote}
-    if define:
-        exec_["env"] = {"define": define}
-    repo.write(
-        {
-            "package.json": {"name": "root", "private": True, "workspaces": ["packages/*"]},
-            "packages/a/package.json": {"name": "a", "version": "1.0.0"},
-            "packages/a/src/in.txt": "input\n",
-            "packages/a/vx.config.json": {
-                "tasks": {
-                    "build": {
-                        "exec": exec_,
-                        "cache": {
-                            "inputs": {"files": ["src/**", "package.json"]},
-                            "outputs": {"files": list(outputs)},
-                        },
-                    }
-                }
-            },
-        }
-    ).commit()
-
-
 def gated_task(repo: Repo, tmp_path: Path) -> tuple[Path, Path]:
     """One remote task that appends "$PPID $$" (its runner's pid, its shell's) to `mark` each time
     it starts, then waits for `go` to exist before it builds: the test acts while it runs."""
     mark, go = tmp_path / "mark", tmp_path / "go"
-    one_task(
+    one_remote_task(
         repo,
         'echo "$PPID $$" >> "$MARK"; while [ ! -e "$GO" ]; do sleep 0.05; done; '
         "mkdir -p dist && cp src/in.txt dist/out.txt",
@@ -202,9 +163,7 @@ def test_a_worker_killed_mid_action_does_not_lose_the_run(repo, tmp_path, stack,
         go.touch()
         out, err = proc.communicate(timeout=300)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        end(proc)
     assert proc.returncode == 0, err
     assert (repo.root / "packages/a/dist/out.txt").read_text() == "input\n"
     assert len(mark.read_text().splitlines()) == 2  # it ran again, after the kill
@@ -254,7 +213,7 @@ def test_a_dead_server_means_running_here_with_one_warning(repo):
 @pytest.mark.feature("RC-10")
 def test_a_command_failing_on_a_worker_fails_the_task_with_its_log(repo, stack, workers):
     before = leases_done(stack)
-    one_task(repo, "echo reached-the-worker; echo it-broke >&2; exit 3")
+    one_remote_task(repo, "echo reached-the-worker; echo it-broke >&2; exit 3")
     res = repo.vx("run", "build", "--all", env=stack.env())
     assert res.code == 1, res.err
     assert res.statuses() == {"a#build": ("failed", "miss")}
@@ -434,7 +393,7 @@ def test_a_remote_only_task_without_a_remote_executor_is_a_no_op(repo, tmp_path)
 def test_force_runs_the_action_again_on_a_worker(repo, stack, workers):
     """`--force` skips the server's action cache too (`skip_cache_lookup`): a worker runs the
     command again instead of the server answering with the last result."""
-    one_task(repo, "mkdir -p dist && cp src/in.txt dist/out.txt")
+    one_remote_task(repo, "mkdir -p dist && cp src/in.txt dist/out.txt")
     before = leases_done(stack)
     first = repo.vx("run", "build", "--all", env=stack.env())
     assert first.code == 0, first.err
@@ -450,7 +409,7 @@ def test_an_interrupt_cancels_the_action_on_its_worker(repo, tmp_path, stack, wo
     """Ctrl-C while a task runs on a worker: vx does not wait for the action; the task is
     aborted (exit 130) and the server is asked to cancel it, which stops the worker's command."""
     mark = tmp_path / "mark"
-    one_task(
+    one_remote_task(
         repo,
         'echo started >> "$MARK"; sleep 600; mkdir -p dist',
         define={"MARK": str(mark)},
@@ -461,9 +420,7 @@ def test_an_interrupt_cancels_the_action_on_its_worker(repo, tmp_path, stack, wo
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)  # far less than the command's 600 s
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        end(proc)
     assert proc.returncode == 130, err
     assert "aborted" in out + err
     logs = [w.log for w in workers]
@@ -477,7 +434,7 @@ def test_an_interrupt_cancels_the_action_on_its_worker(repo, tmp_path, stack, wo
 def test_a_timeout_on_a_worker_fails_the_task_as_a_local_timeout_does(repo, stack, workers):
     """`exec.timeout` travels as the action's timeout: the worker stops the command, the task
     fails as timed out (not a server failure, so nothing runs here instead)."""
-    one_task(repo, "sleep 120; mkdir -p dist")
+    one_remote_task(repo, "sleep 120; mkdir -p dist")
     config = repo.root / "packages/a/vx.config.json"
     data = json.loads(config.read_text())
     data["tasks"]["build"]["exec"]["timeout"] = 1000
@@ -507,9 +464,7 @@ def test_a_server_killed_mid_action_means_running_here_with_one_warning(repo, tm
             go.touch()
             out, err = proc.communicate(timeout=300)
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+            end(proc)
     finally:
         server.stop()
     assert proc.returncode == 0, err
@@ -528,12 +483,12 @@ def test_remote_execution_sends_and_reads_past_the_servers_batch_limit_over_byte
     and the 8 KB output comes back over ByteStream Read."""
     import hashlib
 
-    from reapi_proxy import Proxy
+    from support.reapi_proxy import Proxy
 
     def small_batches(reply) -> None:
         reply.cache_capabilities.max_batch_total_size_bytes = 3 << 10  # 2 KiB past the framing
 
-    one_task(repo, "mkdir -p dist && cp src/big.bin dist/big.bin")
+    one_remote_task(repo, "mkdir -p dist && cp src/big.bin dist/big.bin")
     big = bytes(range(256)) * 32
     (repo.root / "packages/a/src/big.bin").write_bytes(big)
     repo.commit("a big input")
@@ -598,9 +553,7 @@ def test_a_server_that_stops_answering_mid_action_means_running_here_with_one_wa
             go.touch()
             out, err = proc.communicate(timeout=300)
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+            end(proc)
     finally:
         if stopped:
             server.proc.send_signal(signal.SIGCONT)
@@ -617,7 +570,7 @@ def test_an_action_no_worker_takes_runs_here_after_the_queue_timeout(repo, stack
     the server's queue forever. After `queueTimeout` the task runs here, with one warning that
     names the platform; the server stays in use for the run's other tasks."""
     before = leases_done(stack)
-    one_task(repo, "mkdir -p dist && cp src/in.txt dist/out.txt")
+    one_remote_task(repo, "mkdir -p dist && cp src/in.txt dist/out.txt")
     config = repo.root / "packages/a/vx.config.json"
     data = json.loads(config.read_text())
     data["tasks"]["build"]["exec"]["platform"] = {"OSFamily": "plan9"}
@@ -691,28 +644,10 @@ def test_a_remote_task_that_falls_back_asks_admit_before_it_runs_here(repo, tmp_
         files[f"packages/{name}/package.json"] = {"name": name, "version": "1.0.0"}
         files[f"packages/{name}/vx.config.json"] = spec
     repo.write(files).commit()
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
-    }
-    env.update(
-        {
-            "PYTHONPATH": SRC,
-            "NO_COLOR": "1",
-            "ADMIT_LOG": str(admitted),
-            "VX_REAPI_ENDPOINT": f"grpc://127.0.0.1:{free_port()}",
-        }
+    env = vx_env(
+        {"ADMIT_LOG": str(admitted), "VX_REAPI_ENDPOINT": f"grpc://127.0.0.1:{free_port()}"}
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "vx", "run", "build", "--all", "--concurrency", "2"],
-        cwd=repo.root,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        stdin=subprocess.DEVNULL,
-    )
+    proc = start_vx("run", "build", "--all", "--concurrency", "2", cwd=repo.root, env=env)
     try:
         held = lambda: admitted.exists() and "x#build y#build\n" in admitted.read_text()  # noqa: E731
         ran = lambda: log.exists() and "x:start" in log.read_text()  # noqa: E731
@@ -720,9 +655,7 @@ def test_a_remote_task_that_falls_back_asks_admit_before_it_runs_here(repo, tmp_
         go.touch()
         out, err = proc.communicate(timeout=120)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        end(proc)
     assert proc.returncode == 0, err
     assert "1 ran here instead" in err and "`admit` hook" not in err, err
     assert held(), admitted.read_text() if admitted.exists() else "admit never asked"
@@ -738,7 +671,7 @@ def test_a_remote_task_shows_its_queued_and_executing_stages(repo, tmp_path, sta
     import threading
 
     go = tmp_path / "go"
-    one_task(
+    one_remote_task(
         repo,
         f'while [ ! -e "{go}" ]; do sleep 0.05; done; mkdir -p dist && cp src/in.txt dist/out.txt',
     )
@@ -753,9 +686,7 @@ def test_a_remote_task_shows_its_queued_and_executing_stages(repo, tmp_path, sta
         proc.wait(timeout=300)
         reader.join(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        end(proc)
     err = "".join(lines)
     assert proc.returncode == 0, err
     stages = [line for line in lines if line.startswith("vx: a#build ")]
@@ -770,7 +701,7 @@ def test_a_remote_task_shows_its_queued_and_executing_stages(repo, tmp_path, sta
 @pytest.mark.feature("RC-10")
 @pytest.mark.parametrize("field", ["updateTimeout", "queueTimeout"])
 def test_a_bad_remote_execution_bound_is_refused(repo, field):
-    one_task(repo, "mkdir -p dist")
+    one_remote_task(repo, "mkdir -p dist")
     repo.write({"vx.workspace.json": {"remoteExecution": {field: 0}}}).commit()
     res = repo.vx("run", "build", "--all")
     assert res.code == 2, res.err

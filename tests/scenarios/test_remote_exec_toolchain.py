@@ -11,9 +11,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import Repo
-from reapi_servers import ExecStack
-from test_remote_exec import one_task
+from support.processes import end
+from support.reapi_servers import ExecStack, one_remote_task
+from support.workspace import Repo
 
 OTHER_NODE = "v18.20.0"
 
@@ -31,9 +31,7 @@ def started(stack):
     procs: list[subprocess.Popen] = []
     yield procs
     for proc in procs:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
+        end(proc, timeout=30)
 
 
 def real_node() -> str:
@@ -65,7 +63,7 @@ def leases(worker: subprocess.Popen) -> int:
 
 def node_task(repo: Repo) -> None:
     """One remote task whose output says which Node built it."""
-    one_task(repo, "mkdir -p dist && node -v > dist/node.txt && cp src/in.txt dist/out.txt")
+    one_remote_task(repo, "mkdir -p dist && node -v > dist/node.txt && cp src/in.txt dist/out.txt")
 
 
 @pytest.mark.feature("RC-10")

@@ -11,7 +11,7 @@ import tarfile
 
 import pytest
 import zstandard
-from remote_servers import (
+from support.remote_servers import (
     CANARY,
     SIGNING_KEY,
     FaultServer,
@@ -86,7 +86,7 @@ def test_server_dies_mid_run(repo, tmp_path):
         pid_file = tmp_path / "server.pid"
         pid_file.write_text(str(server.proc.pid))
         kill = f"(kill -9 $(cat {pid_file}) 2>/dev/null; true) && "
-        from conftest import build_task
+        from support.workspace import build_task
 
         cmd = kill + build_task()["exec"]["command"]
         repo.write(
@@ -104,8 +104,8 @@ def test_server_dies_mid_run(repo, tmp_path):
         server.kill()
 
 
-def test_item13_a_501_is_not_retried_and_says_no_retries(repo):
-    """Item 13: 501 is not a status worth retrying; the warning once claimed "after 2 retries"."""
+def test_a_501_is_asked_once_and_the_warning_claims_no_retries(repo):
+    """501 is not a status worth retrying; the warning once claimed "after 2 retries"."""
     server = FaultServer("501")
     try:
         repo.write(shop_files({"turbo": {"team": "t"}, "upload": "always"})).commit()

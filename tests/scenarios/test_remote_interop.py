@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 import pytest
 import zstandard
-from remote_servers import CANARY, SIGNING_KEY, clone, node_tag, put_raw, shop_files
+from support.remote_servers import CANARY, SIGNING_KEY, clone, node_tag, put_raw, shop_files
 
 
 def turbo_get(url: str, path: str, method: str = "GET") -> tuple[int, dict, bytes]:

@@ -2,7 +2,15 @@
 re-put is done, a read-only token reads and never writes."""
 
 import pytest
-from remote_servers import CANARY, NxServer, assert_secret_kept, clone, outputs, shop_files, strays
+from support.remote_servers import (
+    CANARY,
+    NxServer,
+    assert_secret_kept,
+    clone,
+    outputs,
+    shop_files,
+    strays,
+)
 
 READ_ONLY = "vxcanary-nx-read-only"
 

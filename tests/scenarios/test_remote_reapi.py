@@ -9,9 +9,9 @@ import subprocess
 import sys
 
 import pytest
-from conftest import SRC
-from reapi_servers import BuildGrid, GarbageServer
-from remote_servers import clone, free_port, outputs, shop_files, strays
+from support.reapi_servers import BuildGrid, GarbageServer, assert_reapi_refused
+from support.remote_servers import clone, free_port, outputs, shop_files, strays
+from support.workspace import SRC
 
 EXPECTED = {
     "packages/lib/dist/out.js": b"LIB;",
@@ -186,11 +186,7 @@ def test_hostile_reply_is_a_miss(repo, answer, kind):
     ],
 )
 def test_bad_reapi_config_is_refused(repo, reapi, says):
-    repo.write(shop_files({"reapi": reapi})).commit()
-    res = repo.vx("run", "build", "--all")
-    assert res.code == 2, res.err
-    assert "vx.workspace.json" in res.err and "remoteCache.reapi" in res.err
-    assert says in res.err and "Traceback" not in res.err
+    assert_reapi_refused(repo, reapi, says)
 
 
 @pytest.mark.feature("RC-09")

@@ -10,9 +10,9 @@ import subprocess
 
 import grpc
 import pytest
-from reapi_proxy import Proxy
-from reapi_servers import BuildGrid
-from remote_servers import shop_files
+from support.reapi_proxy import Proxy
+from support.reapi_servers import BuildGrid
+from support.remote_servers import shop_files
 from test_remote_reapi import action_results, keys_of
 
 from vx.store.remote.reapi_pb.build.bazel.remote.execution.v2 import remote_execution_pb2 as re_pb

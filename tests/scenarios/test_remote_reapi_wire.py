@@ -6,9 +6,9 @@ wire; every build passes, whatever the server says."""
 import hashlib
 
 import pytest
-from reapi_proxy import ZSTD, Proxy
-from reapi_servers import BuildGrid, GarbageServer, Tls
-from remote_servers import clone, outputs, shop_files, strays
+from support.reapi_proxy import ZSTD, Proxy
+from support.reapi_servers import BuildGrid, GarbageServer, Tls, assert_reapi_refused
+from support.remote_servers import clone, outputs, shop_files, strays
 from test_remote_reapi import EXPECTED, action_results, keys_of
 
 from vx.store.remote.reapi_pb.build.bazel.remote.execution.v2 import remote_execution_pb2 as re_pb
@@ -283,11 +283,7 @@ def test_tls_files_named_in_the_workspace_file(repo, tmp_path):
     ],
 )
 def test_bad_tls_config_is_refused(repo, reapi, says):
-    repo.write(shop_files({"reapi": reapi})).commit()
-    res = repo.vx("run", "build", "--all")
-    assert res.code == 2, res.err
-    assert "vx.workspace.json" in res.err and "remoteCache.reapi" in res.err
-    assert says in res.err and "Traceback" not in res.err
+    assert_reapi_refused(repo, reapi, says)
 
 
 @pytest.mark.feature("RC-09")
@@ -298,7 +294,7 @@ def test_a_10_mib_output_streams_over_bytestream_in_pieces(repo, tmp_path, build
     try:
         ten = BIG.replace("SIZE", str(10 << 20))
         files = shop_files(None)
-        from conftest import build_task
+        from support.workspace import build_task
 
         files["packages/lib/vx.config.json"] = {"tasks": {"build": build_task(command=ten)}}
         repo.write(files).commit()

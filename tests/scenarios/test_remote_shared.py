@@ -2,7 +2,7 @@
 byte for byte (RC-02, RC-03, RC-13), and the bytes on the server are the local artifact's."""
 
 import pytest
-from remote_servers import assert_secret_kept, clone, outputs, shop_files, strays
+from support.remote_servers import assert_secret_kept, clone, outputs, shop_files, strays
 
 
 def two_clones(repo, tmp_path, server, team, **remote):

@@ -4,7 +4,7 @@ not see `ResponseNotReady` — which a loaded machine used to turn into a spurio
 
 import io
 
-from remote_servers import CANARY, NxServer
+from support.remote_servers import CANARY, NxServer
 
 from vx.store.remote import RemoteSettings
 from vx.store.remote.nx import NxLayer

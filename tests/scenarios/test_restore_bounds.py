@@ -9,7 +9,8 @@ import sys
 import time
 
 import pytest
-from conftest import build_task, npm_workspace, plant_artifact
+from support.store import plant_artifact
+from support.workspace import build_task, npm_workspace, one_build
 
 
 def plant(repo, key: str, members: dict[str, bytes]) -> None:
@@ -52,8 +53,8 @@ def wide_workspace(repo, outputs=WIDE) -> None:
         "packages/other/src/index.js",
     ],
 )
-def test_item1_a_restore_refuses_members_the_task_cannot_own(repo, hostile):
-    """Item 1: the output globs match these paths, but a restore never writes .git, .vx, an
+def test_a_restore_refuses_members_the_task_cannot_own(repo, hostile):
+    """The output globs match these paths, but a restore never writes .git, .vx, an
     unnamed node_modules or another project's sources: the entry is a miss, with a warning
     naming the member, and the task runs."""
     wide_workspace(repo)
@@ -84,10 +85,8 @@ def test_item1_a_restore_refuses_members_the_task_cannot_own(repo, hostile):
         ({"files": ["dist/**"], "workspaceFiles": ["**"]}, "cache.outputs.workspaceFiles[0]"),
     ],
 )
-def test_item1_outputs_that_could_take_what_is_not_the_tasks_are_refused_at_load(
-    repo, outputs, field
-):
-    """Item 1: `.git`, `.vx`, the task's own inputs (`src/**` with inputs `src/**`) and the whole
+def test_outputs_that_could_take_what_is_not_the_tasks_are_refused_at_load(repo, outputs, field):
+    """`.git`, `.vx`, the task's own inputs (`src/**` with inputs `src/**`) and the whole
     workspace are refused when the config loads: file, field, hint, exit 2, nothing run."""
     task = build_task(deps=())
     task["cache"]["outputs"] = outputs
@@ -127,10 +126,8 @@ print(swaps)
 @pytest.mark.skipif(
     os.uname().machine != "x86_64", reason="the racer calls renameat2 by its x86-64 number"
 )
-def test_item2_a_directory_swapped_for_a_symlink_mid_restore_never_redirects_a_write(
-    repo, tmp_path
-):
-    """Item 2: a process keeps exchanging `dist/sub` with a symlink to a directory outside the
+def test_a_directory_swapped_for_a_symlink_mid_restore_never_redirects_a_write(repo, tmp_path):
+    """A process keeps exchanging `dist/sub` with a symlink to a directory outside the
     workspace (renameat2 RENAME_EXCHANGE) while its 4,000 stale files are wiped and restored.
     Whatever the interleaving, nothing outside is ever written or removed: every unlink and
     write goes through a directory descriptor opened without following links."""
@@ -139,16 +136,7 @@ def test_item2_a_directory_swapped_for_a_symlink_mid_restore_never_redirects_a_w
         "fs.mkdirSync('dist/sub',{recursive:true});"
         "for(let i=0;i<4000;i++)fs.writeFileSync('dist/sub/f'+i+'.txt',String(i))\""
     )
-    repo.write(
-        npm_workspace(
-            {
-                "app": {
-                    "tasks": {"build": build_task(deps=(), command=gen)},
-                    "files": {"src/a.js": "A;"},
-                }
-            }
-        )
-    ).commit()
+    repo.write(one_build(gen)).commit()
     (repo.root / "allow").write_text("")
     assert repo.vx("run", "build", "--all").code == 0
     (repo.root / "allow").unlink()  # a miss now fails the task: only the restore may write dist
@@ -184,8 +172,8 @@ def test_item2_a_directory_swapped_for_a_symlink_mid_restore_never_redirects_a_w
         "packages/app/dist/" + "/".join(["d" * 200] * 21) + "/deep.js",  # a path past PATH_MAX
     ],
 )
-def test_item3_a_member_the_file_system_cannot_hold_is_a_damaged_entry(repo, bad):
-    """Item 3: one such member once made every later run exit 2. Now the entry is refused and
+def test_a_member_the_file_system_cannot_hold_is_a_damaged_entry(repo, bad):
+    """One such member once made every later run exit 2. Now the entry is refused and
     dropped with one warning, the task runs, the run goes on — and the next run is a plain hit."""
     repo.write(
         npm_workspace(
@@ -207,8 +195,8 @@ def test_item3_a_member_the_file_system_cannot_hold_is_a_damaged_entry(repo, bad
     assert again.code == 0 and again.task("app#build")["cache"] == "up-to-date", again.err
 
 
-def test_item1_an_output_glob_reaching_an_input_withholds_the_save_and_never_wipes_it(repo):
-    """Item 1: `workspaceFiles: ["**/*.js"]` matches the task's own sources and another project's.
+def test_an_output_glob_reaching_an_input_withholds_the_save_and_never_wipes_it(repo):
+    """`workspaceFiles: ["**/*.js"]` matches the task's own sources and another project's.
     The wipe before the run deletes neither, and the save is withheld with a warning naming the
     file rather than dropping it silently (a hit would then lack it)."""
     wide_workspace(repo, {"files": ["dist/**"], "workspaceFiles": ["**/*.js"]})

@@ -10,42 +10,17 @@ import sys
 import time
 
 import pytest
-from conftest import SRC, npm_workspace
+from support.workspace import SRC, cached_build, lib_and_app, npm_workspace
 
-OK = (
-    "node -e \"require('fs').mkdirSync('dist',{recursive:true});"
-    "require('fs').writeFileSync('dist/o','x');console.log('built')\""
-)
 FAIL = (
     "node -e \"console.log('first line');for(let i=0;i<3000;i++)console.log('noise '+i);"
     "console.error('the real error');process.exit(3)\""
 )
 
 
-def cached(command, deps=()):
-    return {
-        "exec": {"command": command},
-        "dependsOn": list(deps),
-        "cache": {"inputs": {"files": ["*.json"]}, "outputs": {"files": ["dist/**"]}},
-    }
-
-
 def workspace(repo):
-    repo.write(
-        npm_workspace(
-            {
-                "lib": {"tasks": {"build": cached(OK)}},
-                "app": {
-                    "deps": ["lib"],
-                    "tasks": {
-                        "build": cached(OK, ["^build"]),
-                        "test": {"exec": {"command": FAIL}, "dependsOn": ["build"]},
-                        "ci": {"dependsOn": ["build", "test"]},  # a group: no command
-                    },
-                },
-            }
-        )
-    ).commit()
+    ci = {"dependsOn": ["build", "test"]}  # a group: no command
+    repo.write(lib_and_app(FAIL, ci=ci)).commit()
 
 
 def history(repo):
@@ -266,7 +241,7 @@ def test_a_key_that_passed_and_failed_is_shown_flaky(repo):
         "require('fs').writeFileSync('dist/o','x');"
         "process.exit(require('fs').existsSync('../../flip')?1:0)\""
     )
-    repo.write(npm_workspace({"a": {"tasks": {"check": cached(flip)}}})).commit()
+    repo.write(npm_workspace({"a": {"tasks": {"check": cached_build(flip)}}})).commit()
     assert repo.vx("run", "a#check").code == 0
     (repo.root / "flip").write_text("1")
     assert repo.vx("run", "a#check", "--force").code == 1
@@ -392,8 +367,8 @@ def test_vx_info_lists_the_tasks_flaky_on_record(repo):
     repo.write(
         npm_workspace(
             {
-                "a": {"tasks": {"check": cached(flip)}},
-                "c": {"tasks": {"lint": cached(OK)}},
+                "a": {"tasks": {"check": cached_build(flip)}},
+                "c": {"tasks": {"lint": cached_build()}},
                 "b": {"tasks": {"test": {"exec": {"command": second_try, "retries": 1}}}},
             }
         )

@@ -6,7 +6,21 @@ import sys
 import time
 
 import pytest
-from conftest import SRC, Stderr, npm_workspace
+from support.processes import Stderr
+from support.workspace import SRC, npm_workspace
+
+
+def run_t(repo, env: dict) -> subprocess.CompletedProcess:
+    """`vx run t` in packages/app, to its end."""
+    return subprocess.run(
+        [sys.executable, "-m", "vx", "run", "t"],
+        cwd=repo.root / "packages/app",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 @pytest.mark.feature("GR-16")
@@ -48,10 +62,10 @@ def test_concurrent_runs_take_turns(repo):
 
 
 @pytest.mark.feature("GR-16")
-def test_item8_a_lock_left_by_a_dead_run_whose_pid_now_belongs_to_a_live_process_never_blocks(
+def test_a_lock_left_by_a_dead_run_whose_pid_now_belongs_to_a_live_process_never_blocks(
     repo, tmp_path
 ):
-    """Item 8: a lock is the kernel's (flock), dropped with its holder; what a dead run left behind
+    """A lock is the kernel's (flock), dropped with its holder; what a dead run left behind
     in TMPDIR — its lock naming a pid that a live, unrelated process now has — is not a holder."""
     import xxhash
 
@@ -68,15 +82,7 @@ def test_item8_a_lock_left_by_a_dead_run_whose_pid_now_belongs_to_a_live_process
         (old / "pid").write_text(str(stranger.pid))
         (tmp / f"vx-run-{digest}.flock").write_text(str(stranger.pid))
         env = {**os.environ, "PYTHONPATH": SRC, "NO_COLOR": "1", "TMPDIR": str(tmp)}
-        proc = subprocess.run(
-            [sys.executable, "-m", "vx", "run", "t"],
-            cwd=repo.root / "packages/app",
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        proc = run_t(repo, env)
         assert proc.returncode == 0, proc.stderr
         assert "waiting for another vx run" not in proc.stderr
     finally:
@@ -85,7 +91,7 @@ def test_item8_a_lock_left_by_a_dead_run_whose_pid_now_belongs_to_a_live_process
 
 
 @pytest.mark.feature("GR-16")
-def test_item8_a_killed_holder_frees_the_lock_at_once(repo, tmp_path):
+def test_a_killed_holder_frees_the_lock_at_once(repo, tmp_path):
     """The holder SIGKILLed mid-task: the next run takes the lock without reclaiming anything."""
     started = tmp_path / "started"
     repo.write(
@@ -112,14 +118,6 @@ def test_item8_a_killed_holder_frees_the_lock_at_once(repo, tmp_path):
     repo.write(
         {"packages/app/vx.config.json": {"tasks": {"t": {"exec": {"command": "echo second"}}}}}
     )
-    proc = subprocess.run(
-        [sys.executable, "-m", "vx", "run", "t"],
-        cwd=repo.root / "packages/app",
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    proc = run_t(repo, env)
     assert proc.returncode == 0, proc.stderr
     assert "second" in proc.stdout

@@ -12,44 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import SRC, npm_workspace
+from support.commands import needs
+from support.sandbox import app, sandboxed, violation_lines
+from support.workspace import SRC, npm_workspace
 
-pytestmark = pytest.mark.skipif(
-    any(shutil.which(t) is None for t in ("bwrap", "strace", "node")),
-    reason="bwrap, strace and node are installed by dev/test",
-)
-
-
-def sandboxed(command: str, read=(), write=(), cache=None, **more) -> dict:
-    task = {
-        "exec": {
-            "command": command,
-            "sandbox": {"allow": {"read": list(read), "write": list(write)}, **more},
-        }
-    }
-    if cache:
-        task["cache"] = {"inputs": {"files": ["src/**"]}, "outputs": {"files": list(cache)}}
-    return task
-
-
-def violation_lines(out: str) -> list[str]:
-    lines = out.splitlines()
-    starts = [i for i, line in enumerate(lines) if "SANDBOX VIOLATIONS" in line]
-    return (
-        [line for i in starts for line in lines[i + 1 :] if line.startswith("│")] if starts else []
-    )
-
-
-def app(repo, tasks: dict, files: dict | None = None, **pkgs) -> None:
-    packages = {
-        "app": {
-            "tasks": tasks,
-            "files": {"src/a.js": "a\n", **(files or {})},
-            "deps": pkgs.pop("deps", []),
-        }
-    }
-    packages.update(pkgs)
-    repo.write(npm_workspace(packages)).commit()
+pytestmark = needs("bwrap", "strace", "node")
 
 
 # ---------------------------------------------------------------- reads and writes

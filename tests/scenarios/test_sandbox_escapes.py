@@ -1,5 +1,5 @@
 """Adversarial tasks against the sandbox, each with real bwrap and strace: a task that tries to
-get out (or to hide what it did) and what stops it. Items name the escape they close."""
+get out (or to hide what it did) and what stops it. Each test names the escape it closes."""
 
 from __future__ import annotations
 
@@ -12,47 +12,14 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import SRC, npm_workspace
+from support.commands import needs
+from support.sandbox import app, hello_origin, sandboxed, violation_lines
+from support.workspace import vx_env
 
-pytestmark = pytest.mark.skipif(
-    any(shutil.which(t) is None for t in ("bwrap", "strace", "node")),
-    reason="bwrap, strace and node are installed by dev/test",
-)
-
-
-def sandboxed(command: str, read=(), write=(), cache=None, **allow) -> dict:
-    task = {
-        "exec": {
-            "command": command,
-            "sandbox": {"allow": {"read": list(read), "write": list(write), **allow}},
-        }
-    }
-    if cache:
-        task["cache"] = {"inputs": {"files": ["src/**"]}, "outputs": {"files": list(cache)}}
-    return task
+pytestmark = needs("bwrap", "strace", "node")
 
 
-def violation_lines(out: str) -> list[str]:
-    lines = out.splitlines()
-    starts = [i for i, line in enumerate(lines) if "SANDBOX VIOLATIONS" in line]
-    return (
-        [line for i in starts for line in lines[i + 1 :] if line.startswith("│")] if starts else []
-    )
-
-
-def app(repo, tasks: dict, files: dict | None = None, **pkgs) -> None:
-    packages = {
-        "app": {
-            "tasks": tasks,
-            "files": {"src/a.js": "a\n", **(files or {})},
-            "deps": pkgs.pop("deps", []),
-        }
-    }
-    packages.update(pkgs)
-    repo.write(npm_workspace(packages)).commit()
-
-
-# ---------------------------------------------------------------- 1. other syscall ABIs
+# ---------------------------------------------------------------- other syscall ABIs
 
 # i386 system calls through `int $0x80`: socket(AF_UNIX), connect, write. Built either as a
 # 32-bit binary or as an x86-64 one (static, not PIE, so every pointer fits in 32 bits).
@@ -102,7 +69,7 @@ def build_i386_client(tmp_path: Path, sock: str, out: Path) -> str:
 
 
 @pytest.mark.feature("SB-09")
-def test_item1_an_i386_syscall_cannot_open_a_unix_socket_to_a_host_daemon(repo, tmp_path):
+def test_an_i386_syscall_cannot_open_a_unix_socket_to_a_host_daemon(repo, tmp_path):
     home = Path(
         tempfile.mkdtemp(prefix="vx-daemon-", dir="/var/tmp")
     )  # outside /tmp: visible inside
@@ -124,10 +91,10 @@ def test_item1_an_i386_syscall_cannot_open_a_unix_socket_to_a_host_daemon(repo, 
         shutil.rmtree(home, ignore_errors=True)
 
 
-# ---------------------------------------------------------------- 2. a grant over the task's own config
+# ---------------------------------------------------------------- a grant over the task's own config
 
 
-def test_item2_a_file_glob_at_the_project_root_cannot_rewrite_config_manifest_lockfile_or_read_grants(
+def test_a_file_glob_at_the_project_root_cannot_rewrite_config_manifest_lockfile_or_read_grants(
     repo,
 ):
     # allow.write ["*.tsbuildinfo"] binds the project directory: the task's own config, its
@@ -158,7 +125,7 @@ def test_item2_a_file_glob_at_the_project_root_cannot_rewrite_config_manifest_lo
     ]
 
 
-def test_item2_a_write_grant_that_names_a_manifest_is_refused_before_anything_runs(repo):
+def test_a_write_grant_that_names_a_manifest_is_refused_before_anything_runs(repo):
     app(repo, {"t": sandboxed("touch ran", write=["*.json"])})
     res = repo.vx("run", "t", cwd="packages/app")
     assert res.code == 2, res.out + res.err
@@ -166,11 +133,11 @@ def test_item2_a_write_grant_that_names_a_manifest_is_refused_before_anything_ru
     assert "tasks.t.exec.sandbox.allow.write[0]" in res.err
 
 
-# ---------------------------------------------------------------- 3. output links to what the task may not read
+# ---------------------------------------------------------------- output links to what the task may not read
 
 
 @pytest.mark.feature("LC-08")
-def test_item3_an_output_link_to_a_file_the_task_could_not_read_is_never_saved_or_restored(
+def test_an_output_link_to_a_file_the_task_could_not_read_is_never_saved_or_restored(
     repo,
 ):
     cmd = "mkdir -p dist && echo ok > dist/ok.js && ln -sf ../../other/secret.txt dist/leak"
@@ -193,11 +160,11 @@ def test_item3_an_output_link_to_a_file_the_task_could_not_read_is_never_saved_o
     )
 
 
-# ---------------------------------------------------------------- 4. a created grant under a concurrent task
+# ---------------------------------------------------------------- a created grant under a concurrent task
 
 
 @pytest.mark.feature("SB-04")
-def test_item4_a_write_grant_vx_created_lives_until_the_last_task_using_it_ends(repo):
+def test_a_write_grant_vx_created_lives_until_the_last_task_using_it_ends(repo):
     # `a` creates gen/ (b starts only once a runs), then ends while `b` still has to write gen/
     # (b waits for `c`, which runs only after a ended): the empty gen/ must survive a's end.
     tasks = {
@@ -224,7 +191,7 @@ def test_item4_a_write_grant_vx_created_lives_until_the_last_task_using_it_ends(
     assert (repo.root / "packages/app/gen/out").read_text() == "x\n"
 
 
-# ---------------------------------------------------------------- 5. the task erasing its own trace
+# ---------------------------------------------------------------- the task erasing its own trace
 
 PTRACE_PROBE = (
     "import ctypes, os\n"
@@ -237,7 +204,7 @@ PTRACE_PROBE = (
 
 
 @pytest.mark.feature("SB-13")
-def test_item5_the_task_cannot_empty_its_trace_or_ptrace_the_sandbox(repo):
+def test_the_task_cannot_empty_its_trace_or_ptrace_the_sandbox(repo):
     # Read an ungranted file, then try every way back to the trace: bwrap's pid 1 and every fd
     # of every process in view, and ptrace of each of them. The read must still be reported.
     cmd = (
@@ -262,7 +229,7 @@ def test_item5_the_task_cannot_empty_its_trace_or_ptrace_the_sandbox(repo):
 
 
 @pytest.mark.feature("SB-13")
-def test_item5_an_emptied_trace_fails_the_task_instead_of_passing_it(repo, tmp_path):
+def test_an_emptied_trace_fails_the_task_instead_of_passing_it(repo, tmp_path):
     (tmp_path / "bin").mkdir()
     wrapper = tmp_path / "bin" / "strace"  # the real strace, then the trace emptied behind it
     wrapper.write_text(
@@ -278,11 +245,11 @@ def test_item5_an_emptied_trace_fails_the_task_instead_of_passing_it(repo, tmp_p
     assert "the sandbox's trace is incomplete" in res.out + res.err
 
 
-# ---------------------------------------------------------------- 6. other tasks' temp dirs, the cache dir
+# ---------------------------------------------------------------- other tasks' temp dirs, the cache dir
 
 
 @pytest.mark.feature("SB-15")
-def test_item6_a_task_sees_neither_another_tasks_temp_dir_nor_an_outside_cache_dir(repo):
+def test_a_task_sees_neither_another_tasks_temp_dir_nor_an_outside_cache_dir(repo):
     outside = Path(
         tempfile.mkdtemp(prefix="vx-tmpdir-", dir="/var/tmp")
     )  # TMPDIR outside /tmp: visible
@@ -315,41 +282,21 @@ def test_item6_a_task_sees_neither_another_tasks_temp_dir_nor_an_outside_cache_d
         shutil.rmtree(outside, ignore_errors=True)
 
 
-# ---------------------------------------------------------------- 7. network: per task, by address, no unix sockets
+# ---------------------------------------------------------------- network: per task, by address, no unix sockets
 
 
 @pytest.fixture
 def origin():
-    import http.server
-    import threading
-
-    class Hello(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = f"hello {self.path}".encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server.server_address[1]
-    server.shutdown()
-    server.server_close()
+    with hello_origin() as port:
+        yield port
 
 
-needs_network_tools = pytest.mark.skipif(
-    any(shutil.which(t) is None for t in ("socat", "curl")),
-    reason="socat and curl are installed by dev/test",
-)
+needs_network_tools = needs("socat", "curl")
 
 
 @pytest.mark.feature("SB-08")
 @needs_network_tools
-def test_item7_a_task_reaches_only_its_own_hosts_not_another_tasks(repo, origin):
+def test_a_task_reaches_only_its_own_hosts_not_another_tasks(repo, origin):
     curl = (
         f"curl -sS --noproxy '' http://127.0.0.1:{origin}/"  # through the proxy, even for loopback
     )
@@ -369,7 +316,7 @@ def test_item7_a_task_reaches_only_its_own_hosts_not_another_tasks(repo, origin)
 
 @pytest.mark.feature("SB-08")
 @needs_network_tools
-def test_item7_a_denied_address_is_denied_whatever_name_reaches_it(repo, origin):
+def test_a_denied_address_is_denied_whatever_name_reaches_it(repo, origin):
     cmd = f"curl -sS http://localhost:{origin}/by-name; echo; exit 0"
     app(
         repo,
@@ -398,7 +345,7 @@ def test_item7_a_denied_address_is_denied_whatever_name_reaches_it(repo, origin)
 
 @pytest.mark.feature("SB-09")
 @needs_network_tools
-def test_item7_a_task_with_network_hosts_still_cannot_open_a_unix_socket(repo, origin):
+def test_a_task_with_network_hosts_still_cannot_open_a_unix_socket(repo, origin):
     home = Path(tempfile.mkdtemp(prefix="vx-daemon-", dir="/var/tmp"))
     try:
         sock = str(home / "daemon.sock")
@@ -419,11 +366,11 @@ def test_item7_a_task_with_network_hosts_still_cannot_open_a_unix_socket(repo, o
         shutil.rmtree(home, ignore_errors=True)
 
 
-# ---------------------------------------------------------------- 8. refused lookups
+# ---------------------------------------------------------------- refused lookups
 
 
 @pytest.mark.feature("SB-05")
-def test_item8_a_tool_that_stats_before_it_opens_still_names_the_missing_grant(repo):
+def test_a_tool_that_stats_before_it_opens_still_names_the_missing_grant(repo):
     # cp and `test -f` stat first, node's require stats its candidates: none of them opens the
     # hidden file, so only the refused lookup can show what was missing.
     cmd = (
@@ -442,10 +389,10 @@ def test_item8_a_tool_that_stats_before_it_opens_still_names_the_missing_grant(r
     ]
 
 
-# ---------------------------------------------------------------- 9. smaller ones
+# ---------------------------------------------------------------- smaller ones
 
 
-def test_item9_verify_counts_a_read_through_a_read_write_open(repo):  # LG-03
+def test_verify_counts_a_read_through_a_read_write_open(repo):  # LG-03
     script = (
         "import os; f = open('config.txt', 'r+'); data = f.read(); os.makedirs('dist', exist_ok=True); "
         "open('dist/out.txt', 'w').write(data)"
@@ -460,21 +407,15 @@ def test_item9_verify_counts_a_read_through_a_read_write_open(repo):  # LG-03
     assert '  config.txt  add cache.inputs.files: ["config.txt"]' in res.out.splitlines(), res.out
 
 
-def test_item9_the_matches_nothing_warning_comes_before_the_task_and_never_advises_the_whole_project(
+def test_the_matches_nothing_warning_comes_before_the_task_and_never_advises_the_whole_project(
     repo,
 ):
     cmd = "echo task-ran; mkdir .0123456789abcdef-00000000.tmp 2>&1 | tail -1; true"
     app(repo, {"t": sandboxed(cmd, read=["."], write=[".*.tmp/**"])})
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
-    }
-    env.update({"PYTHONPATH": SRC, "NO_COLOR": "1"})
     both = subprocess.run(
         [sys.executable, "-m", "vx", "run", "t"],
         cwd=repo.root / "packages/app",
-        env=env,
+        env=vx_env(),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -490,7 +431,7 @@ def test_item9_the_matches_nothing_warning_comes_before_the_task_and_never_advis
     assert "./**" not in warning and "grant that, or under its TMPDIR" in warning
 
 
-def test_item9_a_scratch_glob_under_a_missing_directory_needs_no_grant_for_its_parent(
+def test_a_scratch_glob_under_a_missing_directory_needs_no_grant_for_its_parent(
     repo,
 ):  # seed 0.0.217
     cmd = "mkdir -p build/.0123456789abcdef-00000000.tmp && echo x > build/.0123456789abcdef-00000000.tmp/f"
@@ -500,7 +441,7 @@ def test_item9_a_scratch_glob_under_a_missing_directory_needs_no_grant_for_its_p
     assert violation_lines(res.out) == []
 
 
-def test_item9_an_outside_write_grant_without_a_slash_is_a_directory_and_its_parent_stays_read_only(
+def test_an_outside_write_grant_without_a_slash_is_a_directory_and_its_parent_stays_read_only(
     repo, tmp_path
 ):
     home = tmp_path / "home"
@@ -517,7 +458,7 @@ def test_item9_an_outside_write_grant_without_a_slash_is_a_directory_and_its_par
 
 
 @pytest.mark.feature("KEY-17")
-def test_item9_bun_temp_dirs_with_any_characters_are_never_inputs(repo):
+def test_bun_temp_dirs_with_any_characters_are_never_inputs(repo):
     task = {
         "exec": {"command": "mkdir -p dist && echo o > dist/o"},
         "cache": {"inputs": {"files": ["**"]}, "outputs": {"files": ["dist/**"]}},
@@ -530,7 +471,7 @@ def test_item9_bun_temp_dirs_with_any_characters_are_never_inputs(repo):
     assert repo.vx("run", "build", cwd="packages/app").task("app#build")["cache"] != "miss"
 
 
-def test_item2_a_package_json_inside_an_output_directory_is_a_plain_output(repo):
+def test_a_package_json_inside_an_output_directory_is_a_plain_output(repo):
     # Bundlers write dist/package.json ({"type": "module"}): only the project's and the root's
     # own config files are protected, not files of those names under a write grant.
     cmd = 'mkdir -p dist && echo \'{"type": "module"}\' > dist/package.json'
@@ -564,7 +505,7 @@ for pid in sorted(int(p) for p in os.listdir('/proc') if p.isdigit() and int(p) 
 
 @pytest.mark.feature("SB-08", "SB-09")
 @needs_network_tools
-def test_item7_no_process_in_a_networked_tasks_view_is_outside_its_filter(repo, origin):
+def test_no_process_in_a_networked_tasks_view_is_outside_its_filter(repo, origin):
     # The bridges (socat) and bwrap's pid 1 once ran in the task's pid namespace without the
     # filter: writing their memory would have been a way to a unix socket.
     cmd = (

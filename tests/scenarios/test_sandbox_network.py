@@ -2,44 +2,24 @@
 curl and node against a loopback HTTP server; a refused request is a violation of the task
 that made it, even when the task survived it (SB-12)."""
 
-import http.server
-import os
-import shutil
 import socket
 import subprocess
-import sys
-import threading
 import time
 import urllib.request
 
 import pytest
-from conftest import SRC, npm_workspace
+from support.commands import needs
+from support.processes import start_vx
+from support.sandbox import hello_origin
+from support.workspace import npm_workspace, vx_env
 
-pytestmark = pytest.mark.skipif(
-    any(shutil.which(t) is None for t in ("bwrap", "socat", "curl", "node")),
-    reason="bwrap, socat, curl and node are installed by dev/test",
-)
-
-
-class _Origin(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        body = f"hello {self.path}".encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args) -> None:
-        pass
+pytestmark = needs("bwrap", "socat", "curl", "node")
 
 
 @pytest.fixture(scope="module")
 def origin():
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Origin)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server.server_address[1]
-    server.shutdown()
-    server.server_close()
+    with hello_origin() as port:
+        yield port
 
 
 def sandboxed(command: str, network, **more) -> dict:
@@ -192,20 +172,8 @@ def test_a_listed_port_is_bridged_out_to_the_host_while_the_task_runs(repo):
         )
     ).commit()
     out = repo.root / "packages/app/out"
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
-    }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "vx", "run", "serve"],
-        cwd=repo.root / "packages/app",
-        env={**env, "PYTHONPATH": SRC, "NO_COLOR": "1"},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    app_dir = repo.root / "packages/app"
+    proc = start_vx("run", "serve", cwd=app_dir, env=vx_env(), stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 120
         while not (out / "ready").exists():

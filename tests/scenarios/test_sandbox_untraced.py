@@ -6,13 +6,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import pytest
-from conftest import npm_workspace
+from support.commands import needs
+from support.workspace import npm_workspace
 
-pytestmark = pytest.mark.skipif(
-    any(shutil.which(t) is None for t in ("bwrap", "strace")),
-    reason="bwrap and strace are installed by dev/test",
-)
+pytestmark = needs("bwrap", "strace")
 
 # Reads an ungranted file (refused whether traced or not), then says whether it got it.
 PEEK = 'cat fixture.json 2>/dev/null && echo GOT""-IT || echo re""fused'  # the echo of the command holds neither word
@@ -50,7 +47,7 @@ def write(repo, tasks: dict, workspace: dict | None = None) -> None:
     repo.write(files).commit()
 
 
-def test_item13_trace_false_enforces_and_nothing_traces_the_task(repo, tmp_path):
+def test_trace_false_enforces_and_nothing_traces_the_task(repo, tmp_path):
     strace, marks = marking_strace(tmp_path)
     write(repo, {"t": task(trace=False)})
     res = repo.vx("run", "t", cwd="packages/app", env={"VX_STRACE": strace})
@@ -64,7 +61,7 @@ def test_item13_trace_false_enforces_and_nothing_traces_the_task(repo, tmp_path)
     ] in ("hit", "up-to-date")  # cached as a traced pass is
 
 
-def test_item13_the_workspace_turns_tracing_off_and_a_task_turns_it_back_on(repo, tmp_path):
+def test_the_workspace_turns_tracing_off_and_a_task_turns_it_back_on(repo, tmp_path):
     strace, marks = marking_strace(tmp_path)
     write(
         repo, {"quiet": task(), "loud": task(trace=True)}, workspace={"sandbox": {"trace": False}}
@@ -80,7 +77,7 @@ def test_item13_the_workspace_turns_tracing_off_and_a_task_turns_it_back_on(repo
     assert len(list(marks.iterdir())) == 1
 
 
-def test_item13_verify_names_the_tasks_it_could_not_trace(repo):  # LG-03
+def test_verify_names_the_tasks_it_could_not_trace(repo):  # LG-03
     write(repo, {"t": task(trace=False)})
     res = repo.vx("run", "t", "--verify", cwd="packages/app")
     assert (
@@ -90,7 +87,7 @@ def test_item13_verify_names_the_tasks_it_could_not_trace(repo):  # LG-03
     assert res.code == 0
 
 
-def test_item13_a_trace_that_is_not_a_boolean_is_refused_with_where(repo):
+def test_a_trace_that_is_not_a_boolean_is_refused_naming_where(repo):
     write(repo, {"t": task()}, workspace={"sandbox": {"trace": "off"}})
     res = repo.vx("run", "t", cwd="packages/app")
     assert res.code == 2, res.out + res.err

@@ -5,7 +5,8 @@ import os
 import time
 
 import pytest
-from conftest import build_task, npm_workspace
+from support.store import assert_saved_as_left
+from support.workspace import build_task, npm_workspace, one_build
 
 COPY = (
     "node -e \"const fs=require('fs');fs.mkdirSync('dist',{recursive:true});"
@@ -56,16 +57,7 @@ def test_fresh_checkout_inside_the_racy_window_still_saves(repo):
     """Item 5: a file written just before `vx run` (a fresh clone, a test's setup) has an mtime
     inside the re-check's racy window; nothing edits it while the task runs, so it is saved. The
     mtime is set ahead of the clock, so it lands in the window whatever the machine's speed."""
-    repo.write(
-        npm_workspace(
-            {
-                "docs": {
-                    "tasks": {"build": build_task(deps=(), command=COPY)},
-                    "files": {"src/a.js": "DOCS;"},
-                }
-            }
-        )
-    ).commit()
+    repo.write(one_build(COPY, "docs", "DOCS;")).commit()
     ahead = time.time_ns() + 3600 * 10**9
     os.utime(repo.root / "packages/docs/src/a.js", ns=(ahead, ahead))
     res = repo.vx("run", "build", "--all")
@@ -84,16 +76,7 @@ def test_real_edit_inside_the_racy_window_is_still_refused(repo):
         "node -e \"const fs=require('fs');fs.appendFileSync('src/a.js','//edited');"
         "fs.mkdirSync('dist',{recursive:true});fs.writeFileSync('dist/out.js','x')\""
     )
-    repo.write(
-        npm_workspace(
-            {
-                "docs": {
-                    "tasks": {"build": build_task(deps=(), command=edit)},
-                    "files": {"src/a.js": "DOCS;"},
-                }
-            }
-        )
-    ).commit()
+    repo.write(one_build(edit, "docs", "DOCS;")).commit()
     ahead = time.time_ns() + 3600 * 10**9
     os.utime(repo.root / "packages/docs/src/a.js", ns=(ahead, ahead))
     res = repo.vx("run", "build", "--all")
@@ -160,29 +143,13 @@ def test_background_writer_is_stopped_before_the_outputs_are_read(repo):
         f"(trap 'echo late > dist/late.txt; exit 0' TERM; : > {armed}; cat gate) >/dev/null 2>&1 & "
         f"while [ ! -e {armed} ]; do sleep 0.01; done; exit 0"
     )
-    repo.write(
-        npm_workspace(
-            {
-                "app": {
-                    "tasks": {"build": build_task(deps=(), command=cmd)},
-                    "files": {"src/a.js": "A;"},
-                }
-            }
-        )
-    ).commit()
+    repo.write(one_build(cmd)).commit()
     res = repo.vx("run", "build", "--all", env={"VX_KILL_GRACE_MS": "100"})
     assert res.code == 0, res.err
     assert "app#build: processes it started in the background were still running" in res.err, (
         res.err
     )
-    dist = repo.root / "packages/app/dist"
-    on_disk = {p.name: p.read_text() for p in dist.iterdir()}
-    assert on_disk == {"a.txt": "early\n", "late.txt": "late\n"}
-    for p in dist.iterdir():
-        p.unlink()
-    again = repo.vx("run", "build", "--all")
-    assert again.statuses()["app#build"] == ("success", "local")
-    assert {p.name: p.read_text() for p in dist.iterdir()} == on_disk
+    assert_saved_as_left(repo)
 
 
 @pytest.mark.feature("EX-19")

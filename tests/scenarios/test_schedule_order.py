@@ -8,7 +8,7 @@ import json
 import sqlite3
 
 import pytest
-from conftest import npm_workspace
+from support.workspace import npm_workspace
 
 # slow: a leaf nobody waits for; x: one dependent (y). The dependents count starts x first.
 SHAPE = {"slow": [], "x": [], "y": ["x"]}

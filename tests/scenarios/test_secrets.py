@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import npm_workspace
+from support.workspace import npm_workspace
 
 TOKEN = "canary-tok-7f3a9c1e"
 DECLARED = "hunter2-declared"

@@ -5,7 +5,6 @@ and an unsafe home keeps the cache in the workspace."""
 from __future__ import annotations
 
 import os
-import shutil
 import sqlite3
 import stat
 import subprocess
@@ -13,7 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import GIT_ENV, SRC, Repo, build_task, npm_workspace, plant_artifact
+from support.commands import needs
+from support.store import plant_artifact
+from support.workspace import GIT_ENV, SRC, Repo, build_task, npm_workspace
 
 PACKAGES = ("a", "b", "c")
 HITS = {"local", "up-to-date"}  # restored, or already current
@@ -283,10 +284,7 @@ def test_cache_prune_sees_the_shared_store(repo, tmp_path):
 
 
 @pytest.mark.feature("LC-02")
-@pytest.mark.skipif(
-    any(shutil.which(t) is None for t in ("bwrap", "strace", "node")),
-    reason="bwrap, strace and node are installed by dev/test",
-)
+@needs("bwrap", "strace", "node")
 def test_a_sandboxed_task_sees_the_shared_store_empty(repo, tmp_path):
     """The shared store lies outside the workspace, in the home a sandbox leaves readable: a
     sandboxed task sees it as an empty directory (SB-15), so it can neither read another

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 
 import pytest
-from conftest import npm_workspace
+from support.commands import needs
+from support.workspace import npm_workspace
 
 CONCAT = (
     "node -e \"const fs=require('fs');const s=fs.readdirSync('lib').filter(f=>f.endsWith('.js')).sort()"
@@ -144,7 +144,7 @@ def test_an_input_directory_linked_out_of_the_workspace_is_refused_by_name(repo,
 
 
 @pytest.mark.feature("KEY-12")
-@pytest.mark.skipif(shutil.which("strace") is None, reason="strace is installed by dev/test")
+@needs("strace")
 def test_verify_counts_a_read_through_the_link_as_the_declared_input(repo):
     ws = linked(repo)
     res = ws.vx("run", "app#build", "--verify=inputs")
@@ -173,9 +173,7 @@ def test_a_file_linked_from_outside_is_keyed_by_content_and_a_receipt_rechecks_i
 
 
 @pytest.mark.feature("SB-03")
-@pytest.mark.skipif(
-    any(shutil.which(t) is None for t in ("bwrap", "strace")), reason="bwrap and strace: dev/test"
-)
+@needs("bwrap", "strace")
 def test_a_read_grant_through_an_in_repo_link_is_readable_in_the_sandbox(repo):
     ws = linked(repo, command="cat lib/x.js > dist/out.js")
     task = json.loads((ws.root / "packages/app/vx.config.json").read_text())

@@ -1,53 +1,27 @@
-"""Tasks die with vx (item 6): a SIGKILLed vx leaves no task running, its grandchildren included.
-Nothing a task started outlives it (item 7), also a process that left its process group (`setsid`):
+"""Tasks die with vx: a SIGKILLed vx leaves no task running, its grandchildren included.
+Nothing a task started outlives it, also a process that left its process group (`setsid`):
 with a cgroup per task where cgroup v2 is writable, else with vx as a child subreaper."""
 
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import time
+from dataclasses import dataclass
+from subprocess import DEVNULL
 
 import pytest
-from conftest import SRC, build_task, npm_workspace
+from support.commands import needs
+from support.processes import end, kill_all, running, start_vx, wait_for
+from support.store import assert_saved_as_left
+from support.workspace import build_task, npm_workspace, one_build, vx_env
 
 HANG = (
     "node -e \"require('child_process').spawn(process.execPath,['-e',"
     '\'require(\\"fs\\").writeFileSync(\\"grandchild.pid\\",String(process.pid));setInterval(()=>{},1000)\'],'
     "{stdio:'ignore'});require('fs').writeFileSync('child.pid',String(process.pid));setInterval(()=>{},1000)\""
 )
-
-
-def running(pid: int) -> bool:
-    """Alive and not a zombie (a container's PID 1 may be slow to reap orphans)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rpartition(")")[2].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-def wait_for(predicate, what: str, limit_s: float = 60.0) -> None:
-    """Poll an event (a file, a death) up to a generous bound; never a sleep that 'should be enough'."""
-    deadline = time.monotonic() + limit_s
-    while not predicate():
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
-        time.sleep(0.05)
-
-
-def vx_env(tracking: dict | None = None) -> dict:
-    """The environment a vx under test runs with: none of the caller's vx or CI settings (the
-    suite's shared-store switch kept), this checkout's source, plain output, the tracking mode."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
-    }
-    env.update({"PYTHONPATH": SRC, "NO_COLOR": "1", **(tracking or {})})
-    return env
 
 
 def task_cgroups_in(run_dir: str) -> list[str]:
@@ -57,20 +31,14 @@ def task_cgroups_in(run_dir: str) -> list[str]:
     return [d for d in os.listdir(run_dir) if os.path.isdir(f"{run_dir}/{d}")]
 
 
-def test_item6_sigkill_of_vx_ends_every_task_and_its_children(repo):
+def test_a_sigkill_of_vx_ends_every_task_and_its_children(repo):
     repo.write(
         npm_workspace(
             {name: {"tasks": {"serve": {"exec": {"command": HANG}}}} for name in ("a", "b")}
         )
     ).commit()
-    env = vx_env()
-    vx = subprocess.Popen(
-        [sys.executable, "-m", "vx", "run", "serve", "--all"],
-        cwd=repo.root,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        stdin=subprocess.DEVNULL,
+    vx = start_vx(
+        "run", "serve", "--all", cwd=repo.root, env=vx_env(), stdout=DEVNULL, stderr=DEVNULL
     )
     pids = []
     try:
@@ -89,12 +57,10 @@ def test_item6_sigkill_of_vx_ends_every_task_and_its_children(repo):
                 lambda pid=pid: not running(pid), f"task process {pid} to end after vx was killed"
             )
     finally:
-        for pid in pids:
-            if running(pid):
-                os.kill(pid, signal.SIGKILL)
+        kill_all(pids)
 
 
-# ---------------------------------------------------------------- item 7: detached descendants
+# ---------------------------------------------------------------- detached descendants
 
 # A process that leaves the task's session and process group, then lives on: its pid in detached.pid
 # (at the workspace root) before the task goes on, so it surely started.
@@ -145,7 +111,7 @@ def one_task(repo, task: dict) -> None:
     repo.write(npm_workspace({"app": {"tasks": {"serve": task}}})).commit()
 
 
-def test_item7_setsid_grandchild_is_gone_when_vx_returns(repo, tracking):
+def test_a_setsid_grandchild_is_gone_when_vx_returns(repo, tracking):
     one_task(repo, {"exec": {"command": DETACH}})
     res = repo.vx("run", "serve", "--all", env=tracking)
     assert res.code == 0, res.err
@@ -153,11 +119,10 @@ def test_item7_setsid_grandchild_is_gone_when_vx_returns(repo, tracking):
     try:
         assert not running(pid), "a detached process the task started outlived the run"
     finally:
-        if running(pid):
-            os.kill(pid, signal.SIGKILL)
+        kill_all([pid])
 
 
-def test_item7_setsid_grandchild_is_gone_after_a_timeout(repo, tracking):
+def test_a_setsid_grandchild_is_gone_after_a_timeout(repo, tracking):
     one_task(repo, {"exec": {"command": DETACH + "; sleep 1000", "timeout": 3000}})
     res = repo.vx("run", "serve", "--all", env=tracking)
     pid = detached_pid(repo)
@@ -165,22 +130,12 @@ def test_item7_setsid_grandchild_is_gone_after_a_timeout(repo, tracking):
         assert res.code == 1 and res.task("app#serve").get("timedOut") is True, res.err
         assert not running(pid), "a detached process outlived its task's timeout"
     finally:
-        if running(pid):
-            os.kill(pid, signal.SIGKILL)
+        kill_all([pid])
 
 
-def test_item7_setsid_grandchild_is_gone_after_ctrl_c(repo, tracking):
+def test_a_setsid_grandchild_is_gone_after_ctrl_c(repo, tracking):
     one_task(repo, {"exec": {"command": DETACH + "; echo ready > ../../ready; sleep 1000"}})
-    env = vx_env(tracking)
-    vx = subprocess.Popen(
-        [sys.executable, "-m", "vx", "run", "serve", "--all"],
-        cwd=repo.root,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
+    vx = start_vx("run", "serve", "--all", cwd=repo.root, env=vx_env(tracking), stdout=DEVNULL)
     pid = 0
     try:
         wait_for((repo.root / "ready").exists, "the task to start its detached process")
@@ -194,14 +149,11 @@ def test_item7_setsid_grandchild_is_gone_after_ctrl_c(repo, tracking):
         assert not running(pid), "a detached process survived Ctrl-C"
         assert "Traceback" not in err
     finally:
-        if vx.poll() is None:
-            vx.kill()
-            vx.wait()
-        if pid and running(pid):
-            os.kill(pid, signal.SIGKILL)
+        end(vx)
+        kill_all([pid])
 
 
-def test_item7_detached_writer_is_stopped_before_the_save(repo, tracking):
+def test_a_detached_writer_is_stopped_before_the_save(repo, tracking):
     """A cached task leaves a writer in a session of its own: one that writes an output on SIGTERM,
     one that waits for a gate the test opens only after vx returned. vx stops both before it reads
     the outputs, so the entry is exactly what is on disk and nothing lands after the save."""
@@ -214,16 +166,7 @@ def test_item7_detached_writer_is_stopped_before_the_save(repo, tracking):
         "echo done > ../../gated.done' >/dev/null 2>&1 & "
         "while [ ! -s ../../detached.pid ] || [ ! -s ../../term.pid ]; do sleep 0.01; done"
     )
-    repo.write(
-        npm_workspace(
-            {
-                "app": {
-                    "tasks": {"build": build_task(deps=(), command=cmd)},
-                    "files": {"src/a.js": "A;"},
-                }
-            }
-        )
-    ).commit()
+    repo.write(one_build(cmd)).commit()
     res = repo.vx("run", "build", "--all", env=tracking)
     pids = [detached_pid(repo), int((repo.root / "term.pid").read_text())]
     try:
@@ -231,19 +174,10 @@ def test_item7_detached_writer_is_stopped_before_the_save(repo, tracking):
         assert not any(running(p) for p in pids), "a detached writer outlived the task"
         assert "app#build: processes it started in the background were still running" in res.err
         (repo.root / "gate").write_text("")  # a writer still alive would now write gated.txt
-        dist = repo.root / "packages/app/dist"
-        on_disk = {p.name: p.read_text() for p in dist.iterdir()}
-        assert on_disk == {"a.txt": "early\n", "late.txt": "late\n"}
-        for p in dist.iterdir():
-            p.unlink()
-        again = repo.vx("run", "build", "--all")
-        assert again.statuses()["app#build"] == ("success", "local")
-        assert {p.name: p.read_text() for p in dist.iterdir()} == on_disk
+        assert_saved_as_left(repo)
         assert not (repo.root / "gated.done").exists()
     finally:
-        for p in pids:
-            if running(p):
-                os.kill(p, signal.SIGKILL)
+        kill_all(pids)
 
 
 # ---------------------------------------------------------------- a run that fails as it starts
@@ -293,6 +227,41 @@ def vx_cgroup_parent() -> str:
     return f"{mount}{own.rstrip('/')}"
 
 
+@dataclass
+class Ended:
+    """A run of vx to its end: its exit code and output, the processes left in a's project the
+    moment it ended, its run's cgroup and the task cgroups still under that."""
+
+    code: int
+    out: str
+    err: str
+    left: list[int]
+    run_dir: str
+    tasks_left: list[str]
+
+
+def failed_start(repo, tracking: dict, *argv: str) -> Ended:
+    """Run `python ARGV` (vx) in `repo` to its end, then SIGKILL whatever a's task left."""
+    task_dir = repo.root / "packages/a"
+    vx = subprocess.Popen(
+        [sys.executable, *argv],
+        cwd=repo.root,
+        env=vx_env(tracking),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        out, err = vx.communicate(timeout=120)
+        left = processes_in(task_dir)  # at once: the warden would stop them later
+        run_dir = f"{vx_cgroup_parent()}/vx-{vx.pid}"
+        return Ended(vx.returncode, out, err, left, run_dir, task_cgroups_in(run_dir))
+    finally:
+        end(vx)
+        kill_all(processes_in(task_dir))
+
+
 @pytest.mark.feature("EX-11")
 def test_first_wave_task_is_stopped_and_released_when_the_run_fails_as_it_starts(repo, tracking):
     """The first wave starts a's task (first in the walk's order), then cannot wipe b's stale
@@ -314,35 +283,18 @@ def test_first_wave_task_is_stopped_and_released_when_the_run_fails_as_it_starts
     stale.parent.mkdir()
     stale.write_text("stale")
     pin(stale)
-    env = vx_env(tracking)
-    task_dir = repo.root / "packages/a"
-    vx = subprocess.Popen(
-        [sys.executable, "-m", "vx", "run", "build", "--all", "--concurrency", "2"],
-        cwd=repo.root,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
     try:
-        out, err = vx.communicate(timeout=120)
-        left = processes_in(task_dir)  # at once: the warden would stop them later
-        run_dir = f"{vx_cgroup_parent()}/vx-{vx.pid}"
-        tasks_left = task_cgroups_in(run_dir)
-        assert vx.returncode != 0 and "cannot remove output" in out + err, out + err
-        assert "Traceback" not in err
-        assert not left, f"processes of a's task outlived vx: {left}"
-        if tracking["VX_TEST_TRACKING"] == "cgroup":
-            assert not tasks_left, f"task cgroups of the run outlived vx: {tasks_left}"
-            wait_for(lambda: not os.path.exists(run_dir), "the run's cgroup to go")
+        run = failed_start(
+            repo, tracking, "-m", "vx", "run", "build", "--all", "--concurrency", "2"
+        )
     finally:
-        if vx.poll() is None:
-            vx.kill()
-            vx.wait()
         unpin(stale)
-        for pid in processes_in(task_dir):
-            os.kill(pid, signal.SIGKILL)
+    assert run.code != 0 and "cannot remove output" in run.out + run.err, run.out + run.err
+    assert "Traceback" not in run.err
+    assert not run.left, f"processes of a's task outlived vx: {run.left}"
+    if tracking["VX_TEST_TRACKING"] == "cgroup":
+        assert not run.tasks_left, f"task cgroups of the run outlived vx: {run.tasks_left}"
+        wait_for(lambda: not os.path.exists(run.run_dir), "the run's cgroup to go")
 
 
 # The walk's set-up failing after it adopted the first wave (here: installing its signal handlers,
@@ -368,32 +320,11 @@ def test_first_wave_task_is_stopped_when_the_walk_fails_after_adopting_it(repo, 
     only what the walk never adopted — and it ran on until the warden noticed vx was gone. Now
     vx kills it, its setsid child too, and drops its cgroup before it exits."""
     repo.write(npm_workspace({"a": {"tasks": {"build": {"exec": {"command": STUBBORN}}}}})).commit()
-    env = vx_env(tracking)
-    task_dir = repo.root / "packages/a"
-    vx = subprocess.Popen(
-        [sys.executable, "-c", FAULT_IN_WALK_SETUP, "run", "build", "--all"],
-        cwd=repo.root,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        out, err = vx.communicate(timeout=120)
-        left = processes_in(task_dir)  # at once: the warden would stop them later
-        run_dir = f"{vx_cgroup_parent()}/vx-{vx.pid}"
-        tasks_left = task_cgroups_in(run_dir)
-        assert vx.returncode != 0 and "set_wakeup_fd" in out + err, out + err
-        assert not left, f"processes of a's task outlived vx: {left}"
-        if tracking["VX_TEST_TRACKING"] == "cgroup":
-            assert not tasks_left, f"task cgroups of the run outlived vx: {tasks_left}"
-    finally:
-        if vx.poll() is None:
-            vx.kill()
-            vx.wait()
-        for pid in processes_in(task_dir):
-            os.kill(pid, signal.SIGKILL)
+    run = failed_start(repo, tracking, "-c", FAULT_IN_WALK_SETUP, "run", "build", "--all")
+    assert run.code != 0 and "set_wakeup_fd" in run.out + run.err, run.out + run.err
+    assert not run.left, f"processes of a's task outlived vx: {run.left}"
+    if tracking["VX_TEST_TRACKING"] == "cgroup":
+        assert not run.tasks_left, f"task cgroups of the run outlived vx: {run.tasks_left}"
 
 
 # ---------------------------------------------------------------- a hostile task in the sandbox
@@ -433,10 +364,7 @@ def warden_of(vx_pid: int) -> list[int]:
 
 
 @pytest.mark.feature("SB-13")
-@pytest.mark.skipif(
-    any(shutil.which(t) is None for t in ("bwrap", "strace")),
-    reason="bwrap and strace are installed by dev/test",
-)
+@needs("bwrap", "strace")
 def test_a_sandboxed_task_cannot_kill_the_warden_or_leave_its_cgroup(repo, tracking):
     """A sandboxed task sends SIGKILL to the warden (its host pid, handed to it, and every process
     it sees that names it), writes its pid into every `cgroup.procs` under /sys/fs/cgroup, starts
@@ -449,17 +377,8 @@ def test_a_sandboxed_task_cannot_kill_the_warden_or_leave_its_cgroup(repo, track
         "exec": {"command": HOSTILE, "sandbox": {"allow": {"read": ["in/**"], "write": ["out/"]}}}
     }
     repo.write(npm_workspace({"a": {"tasks": {"build": task}, "files": {"in/.keep": ""}}})).commit()
-    env = vx_env(tracking)
     task_dir = repo.root / "packages/a"
-    vx = subprocess.Popen(
-        [sys.executable, "-m", "vx", "run", "build", "--all"],
-        cwd=repo.root,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        stdin=subprocess.DEVNULL,
-    )
+    vx = start_vx("run", "build", "--all", cwd=repo.root, env=vx_env(tracking), stdout=DEVNULL)
     try:
         wait_for(lambda: warden_of(vx.pid) or vx.poll() is not None, "the warden to start")
         [warden] = warden_of(vx.pid)
@@ -488,8 +407,5 @@ def test_a_sandboxed_task_cannot_kill_the_warden_or_leave_its_cgroup(repo, track
             run_dir = f"{vx_cgroup_parent()}/vx-{vx.pid}"
             wait_for(lambda: not os.path.exists(run_dir), "the run's cgroups to go")
     finally:
-        if vx.poll() is None:
-            vx.kill()
-            vx.wait()
-        for pid in processes_in(task_dir):
-            os.kill(pid, signal.SIGKILL)
+        end(vx)
+        kill_all(processes_in(task_dir))

@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import build_task, npm_workspace
+from support.workspace import build_task, npm_workspace
 
 
 def _misses(result) -> set[str]:
@@ -42,7 +42,7 @@ def nodes(tmp_path) -> tuple[Path, Path]:
     """Two nvm-style version dirs, each with a `bin/node`: the machine's node and Node 18."""
     if platform.machine() not in ("x86_64", "AMD64"):
         pytest.skip("the pinned second Node is the linux-x64 build")
-    from npm_packages import installed
+    from support.npm_packages import installed
 
     here = shutil.which("node")
     assert here is not None

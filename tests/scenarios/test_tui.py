@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SRC, Repo
-from terminal import pane_fixture, vx_in_shell, wait_for_file  # noqa: F401 (the `pane` fixture)
+from support.terminal import pane_fixture, vx_in_shell, wait_for_file  # noqa: F401 (the `pane` fixture)
+from support.workspace import SRC, Repo
 
 
 def two_builds(repo: Repo, app_command: str = "echo app-says-hi; exit 3") -> Repo:

@@ -378,7 +378,7 @@ def test_pnpm_hooks_follow_its_version_and_settings(repo, root_fields, extra, ru
 def test_pnpm_hooks_as_the_real_pnpm_runs_them(repo):
     """The same workspace under pnpm 9 itself (`pnpm run build` in the package), with and without
     the .npmrc setting: vx folds the hooks exactly when pnpm runs them."""
-    from npm_packages import installed
+    from support.npm_packages import installed
 
     pnpm = installed("pnpm").parent / ".bin" / "pnpm"
     for npmrc, runs in (("", True), ("enable-pre-post-scripts=false\n", False)):

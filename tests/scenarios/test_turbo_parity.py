@@ -7,15 +7,14 @@ a task's own outputs aside)."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import SRC
-from npm_packages import installed
+from support.corpora import TURBO_CORPUS, generated, lay_out, leave_work_around, tool_env
+from support.npm_packages import installed_or_skip
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -23,7 +22,6 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from turbo_parity import input_differences  # noqa: E402
 
-CORPUS = sorted((HERE / "turbo_corpus").glob("*.json"))
 QUIET = {
     "TURBO_TELEMETRY_DISABLED": "1",
     "TURBO_NO_UPDATE_NOTIFIER": "1",
@@ -34,24 +32,16 @@ QUIET = {
 
 @pytest.fixture(scope="module")
 def turbo_bin() -> str:
-    try:
-        where = installed("turbo")
-    except (OSError, subprocess.SubprocessError) as exc:
-        pytest.skip(f"turbo could not be installed from npm: {exc}")
+    where = installed_or_skip("turbo")
     native = sorted(where.parent.glob("@turbo/*/bin/turbo"))
     return str(native[0] if native else where.parent / ".bin" / "turbo")
 
 
 def dry(repo, turbo_bin: str, tasks: list[str]) -> tuple[dict, dict]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("VX_", "CI", "TURBO_")) or k == "VX_SHARED_STORE"
-    }
     t = subprocess.run(
         [turbo_bin, "run", *tasks, "--dry=json"],
         cwd=repo.root,
-        env={**env, **QUIET},
+        env=tool_env("TURBO_", QUIET),
         capture_output=True,
         text=True,
         timeout=120,
@@ -69,17 +59,10 @@ def compared(turbo_doc: dict, vx_doc: dict) -> int:
 
 
 @pytest.mark.feature("TL-05", "KEY-18")
-@pytest.mark.parametrize("shape", CORPUS, ids=[p.stem for p in CORPUS])
+@pytest.mark.parametrize("shape", TURBO_CORPUS, ids=[p.stem for p in TURBO_CORPUS])
 def test_each_task_hashes_the_files_turbo_hashes(repo, turbo_bin, shape):
     spec = json.loads(shape.read_text())
-    repo.write(spec["files"])
-    if spec.get("force_add"):  # tracked though ignored
-        repo.git("init", "-q", "-b", "main")
-        repo.git("add", "-f", *spec["force_add"])
-    repo.commit()
-    for path in spec.get("delete", ()):
-        (repo.root / path).unlink()
-    repo.write(spec.get("untracked", {}))
+    lay_out(repo, spec)
     turbo_doc, vx_doc = dry(repo, turbo_bin, spec["tasks"])
     assert compared(turbo_doc, vx_doc) >= len(spec["tasks"])
     assert input_differences(turbo_doc, vx_doc) == {}
@@ -106,31 +89,9 @@ def test_the_turbo_example_hashes_what_turbo_hashes(repo, turbo_bin):
 
 @pytest.mark.feature("TL-05", "KEY-18")
 def test_a_generated_monorepo_hashes_what_turbo_hashes(tmp_path, turbo_bin):
-    from conftest import Repo
-
     root = tmp_path / "gen"
-    subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "bench" / "gen_monorepo.py"),
-            str(root),
-            "-n",
-            "8",
-            "-f",
-            "3",
-            "--tools",
-            "turbo",
-            "--no-devdeps",
-        ],
-        check=True,
-        capture_output=True,
-        env={**os.environ, "PYTHONPATH": SRC},
-    )
-    repo = Repo(root)
-    for name in ("pkg-0001", "pkg-0005"):  # built outputs (ignored) and an untracked source
-        (root / "packages" / name / "dist").mkdir()
-        (root / "packages" / name / "dist" / "index.js").write_text("built\n")
-        (root / "packages" / name / "src" / "wip.js").write_text("wip\n")
+    repo = generated(root, "turbo")
+    leave_work_around(root)
     turbo_doc, vx_doc = dry(repo, turbo_bin, ["build", "test", "lint"])
     assert compared(turbo_doc, vx_doc) >= 20
     assert input_differences(turbo_doc, vx_doc) == {}

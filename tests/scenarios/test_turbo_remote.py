@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from remote_servers import CANARY, clone
+from support.remote_servers import CANARY, clone
 
 BUILD = (
     "node -e \"const fs=require('fs');fs.mkdirSync('dist',{recursive:true});"

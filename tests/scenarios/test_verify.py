@@ -3,15 +3,12 @@ read but did not declare is named with the cache.inputs entry that covers it, an
 
 import json
 import os
-import shutil
 import subprocess
 
-import pytest
-from conftest import npm_workspace
+from support.commands import needs
+from support.workspace import npm_workspace
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("strace") is None, reason="strace is installed by dev/test"
-)
+pytestmark = needs("strace")
 
 
 def node(script: str) -> str:
@@ -141,7 +138,7 @@ def test_verify_refuses_other_modes_and_dry(repo):
     assert dry.code == 2 and "cannot be combined with `--dry`" in dry.err
 
 
-@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap is installed by dev/test")
+@needs("bwrap")
 def test_a_sandboxed_task_is_verified_from_its_sandbox_trace(repo):
     # config.json is granted to the sandbox (no violation) but not declared to the cache
     task = cached(
@@ -187,7 +184,7 @@ def test_concurrent_tasks_keep_their_own_traces(repo):
     ]
 
 
-# ---------------------------------------------------------------- vercel/edge-runtime's shape (item 5)
+# ---------------------------------------------------------------- vercel/edge-runtime's shape
 
 # primitives' build bundles dist/ (declared) and writes types/*.d.ts from type-definitions/ (not
 # declared; gitignored by the package); vm's build type-checks against them through node_modules.
@@ -268,7 +265,7 @@ def edge_runtime(repo):
     return repo
 
 
-def test_item5_an_undeclared_output_a_dependant_reads_is_named_with_the_producers_outputs(repo):
+def test_an_undeclared_output_a_dependant_reads_is_named_with_the_producers_outputs(repo):
     edge_runtime(repo)
     res = repo.vx("run", "@edge-runtime/vm#build", "--verify=inputs")
     assert res.code == 1, res.out + res.err
@@ -296,7 +293,7 @@ def test_item5_an_undeclared_output_a_dependant_reads_is_named_with_the_producer
     assert fixed.out.splitlines()[-1] == "verify: every traced task declared what it read (2 tasks)"
 
 
-def test_item5_a_cache_false_tasks_writes_are_traced_for_its_cached_readers(repo):
+def test_a_cache_false_tasks_writes_are_traced_for_its_cached_readers(repo):
     # edge-runtime#build is `cache: false` and writes src/version.ts; a cached lint reads it with no
     # edge to the writer (the copy an earlier build left)
     edge_runtime(repo)
@@ -313,7 +310,7 @@ def test_item5_a_cache_false_tasks_writes_are_traced_for_its_cached_readers(repo
     assert "edge-runtime#build wrote" not in res.out and "in 3 of 3 traced tasks" in res.out
 
 
-# ---------------------------------------------------------------- floating-ui's shape (items 6, 7)
+# ---------------------------------------------------------------- floating-ui's shape
 
 # `tsc -b`-like: dom's test project references react-dom's, so dom#typecheck reads react-dom's
 # out-tsc when an earlier build left it; react-dom#typecheck depends on dom#typecheck (^typecheck).
@@ -386,7 +383,7 @@ def floating_ui(repo, build=None, sources=3, typecheck=None):
     return repo
 
 
-def test_item7_verify_never_suggests_an_edge_that_closes_a_cycle(repo):
+def test_verify_never_suggests_an_edge_that_closes_a_cycle(repo):
     floating_ui(repo)
     assert (
         repo.vx("run", "typecheck").code == 0
@@ -404,7 +401,7 @@ def test_item7_verify_never_suggests_an_edge_that_closes_a_cycle(repo):
     assert '"dependsOn"' not in res.out
 
 
-def test_item5_a_write_into_another_tasks_declared_outputs_is_named_not_declared_twice(repo):
+def test_a_write_into_another_tasks_declared_outputs_is_named_not_declared_twice(repo):
     # `tsc -b` in dom builds the react-dom project its tests reference: react-dom#typecheck's outputs
     build_ref = (
         "node -e \"const fs=require('fs');fs.mkdirSync('../react-dom/out-tsc/lib',{recursive:true});"
@@ -433,7 +430,7 @@ ROLLUP = (
 )
 
 
-def test_item6_turbo_advice_is_turbo_json_text_with_the_fewest_globs(repo):
+def test_turbo_advice_is_turbo_json_text_with_the_fewest_globs(repo):
     floating_ui(repo, build="node ../../node_modules/rollup.js", sources=12)
     extra = {
         "node_modules/rollup.js": ROLLUP,
@@ -502,7 +499,7 @@ def test_item6_turbo_advice_is_turbo_json_text_with_the_fewest_globs(repo):
 
 def turbo_inputs(repo, task: str) -> list[str]:
     """The files turbo 2 (the pinned one) hashes for `task`, from `turbo run --dry=json`."""
-    from npm_packages import installed
+    from support.npm_packages import installed
 
     turbo = installed("turbo").parent / ".bin" / "turbo"
     if not (
@@ -527,7 +524,7 @@ def turbo_inputs(repo, task: str) -> list[str]:
     return sorted(next(t for t in json.loads(out.stdout)["tasks"] if t["taskId"] == task)["inputs"])
 
 
-def test_item6_vx_tasks_get_vx_config_text_with_the_fewest_globs(repo):
+def test_vx_tasks_get_vx_config_text_with_the_fewest_globs(repo):
     # a root-relative glob in `files` matches nothing; every source and a scratch report left behind
     reads = (
         "for (const f of ['a.js','lib/b.js','lib/c.js']) fs.readFileSync('src/'+f);"

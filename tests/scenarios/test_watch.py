@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import SRC, build_task, npm_workspace
+from support.workspace import SRC, build_task, npm_workspace, vx_env
 
 
 class Watcher:
@@ -19,16 +19,10 @@ class Watcher:
     cycle too), its stderr collected as it comes."""
 
     def __init__(self, ws, *args: str, env: dict | None = None):
-        full = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
-        }
-        full.update({"PYTHONPATH": SRC, "NO_COLOR": "1", **(env or {})})
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "vx", "watch", *args],
             cwd=ws.root,
-            env=full,
+            env=vx_env(env),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -187,7 +181,7 @@ def test_without_watchfiles_watch_says_how_to_get_it(ws):
 @pytest.mark.feature("CLI-71")
 def test_a_workspace_inside_a_larger_repository_sees_its_first_edit(repo, tmp_path):
     """git status spells paths from the repository's top: the workspace is a subdirectory here."""
-    from conftest import Repo
+    from support.workspace import Repo
 
     top = Repo(repo.root)
     top.write(

@@ -2,7 +2,7 @@
 project, no git at all (WS-01, WS-02, WS-04, WS-20, WS-21)."""
 
 import pytest
-from conftest import build_task, npm_workspace
+from support.workspace import build_task, npm_workspace
 
 NODE_BUILD = build_task(deps=("^build",))
 
@@ -120,7 +120,7 @@ def test_works_outside_git(repo):  # walk + memo when there is no repository
 def test_nested_vx_run_in_same_workspace_is_refused(repo):
     import sys
 
-    from conftest import SRC
+    from support.workspace import SRC
 
     inner = f"PYTHONPATH={SRC} {sys.executable} -m vx run other"
     repo.write(

@@ -24,6 +24,17 @@ def test_no_test_name_spells_a_feature_id():
     )
 
 
+def test_no_test_name_is_a_number_from_a_list():
+    """A name says what the test checks; `test_item7_...` pointed at an audit list that is not in
+    the repository, as feature IDs in names did."""
+    numbered = []
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        for node, _ in feature_markers.test_defs(ast.parse(path.read_text())):
+            if re.match(r"test_items?\d", node.name):
+                numbered.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
+    assert not numbered, "name these tests after what they check:\n" + "\n".join(numbered)
+
+
 def rows() -> dict[str, tuple[str, list[str]]]:
     found: dict[str, tuple[str, list[str]]] = {}
     for line in (ROOT / "docs/features.md").read_text().splitlines():

@@ -1,6 +1,8 @@
 """The import rules of docs/architecture.md, held by walking every module's imports (ast)."""
 
 import ast
+from collections.abc import Mapping, Set
+from functools import lru_cache
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "vx"
@@ -167,12 +169,19 @@ def _is_type_checking(test: ast.expr) -> bool:
     )
 
 
-def imports_of(path: Path) -> set[str]:
+# The tree is parsed once for the whole module: every rule below reads the same files.
+@lru_cache(maxsize=None)
+def parsed(path: Path) -> ast.Module:
+    return ast.parse(path.read_text())
+
+
+@lru_cache(maxsize=None)
+def imports_of(path: Path) -> frozenset[str]:
     """Every `vx.*` module imported anywhere in the file (top level or lazily), without the `vx.`;
     imports for type checking only do not count."""
     out = set()
     modules = {m.removeprefix("vx.") for m in _module_names()}
-    for node in _runtime_nodes(ast.parse(path.read_text())):
+    for node in _runtime_nodes(parsed(path)):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "vx":
             base = node.module[3:]
             # `from vx.pkg import mod` imports the module; `from vx.mod import name`, the module
@@ -182,14 +191,14 @@ def imports_of(path: Path) -> set[str]:
             }
         elif isinstance(node, ast.Import):
             out |= {a.name[3:] for a in node.names if a.name.startswith("vx.")}
-    return {m for m in out if m and m not in ("__version__", "CACHE_VERSION")}
+    return frozenset(m for m in out if m and m not in ("__version__", "CACHE_VERSION"))
 
 
 def third_party_of(path: Path) -> set[str]:
     import sys
 
     names = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Import):
             names |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -197,9 +206,11 @@ def third_party_of(path: Path) -> set[str]:
     return {n for n in names if n not in sys.stdlib_module_names and n not in ("vx", "__future__")}
 
 
-def module_files():
-    for path in SRC.rglob("*.py"):
-        yield ".".join(path.relative_to(SRC).with_suffix("").parts), path
+@lru_cache(maxsize=None)
+def module_files() -> tuple[tuple[str, Path], ...]:
+    return tuple(
+        (".".join(path.relative_to(SRC).with_suffix("").parts), path) for path in SRC.rglob("*.py")
+    )
 
 
 def test_layered_modules_import_only_what_they_may():
@@ -240,6 +251,7 @@ def test_report_depends_only_on_values():
             assert not bad, f"vx.{name} may not import {sorted(bad)}"
 
 
+@lru_cache(maxsize=None)
 def _module_names() -> dict[str, Path]:
     out = {}
     for path in SRC.rglob("*.py"):
@@ -248,7 +260,8 @@ def _module_names() -> dict[str, Path]:
     return out
 
 
-def import_graph(types: bool = False) -> dict[str, set[str]]:
+@lru_cache(maxsize=None)
+def import_graph(types: bool = False) -> dict[str, frozenset[str]]:
     """module -> the vx modules it imports at run time (top level or inside a function), each
     resolved to the module or package file that exists; with `types`, the imports for type
     checking only too."""
@@ -263,7 +276,7 @@ def import_graph(types: bool = False) -> dict[str, set[str]]:
     for module, path in names.items():
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
         out = set()
-        tree = ast.parse(path.read_text())
+        tree = parsed(path)
         for node in ast.walk(tree) if types else _runtime_nodes(tree):
             if isinstance(node, ast.ImportFrom):
                 base = node.module or ""
@@ -274,11 +287,11 @@ def import_graph(types: bool = False) -> dict[str, set[str]]:
                     out |= {resolve(f"{base}.{alias.name}") for alias in node.names}
             elif isinstance(node, ast.Import):
                 out |= {resolve(a.name) for a in node.names if a.name.split(".")[0] == "vx"}
-        graph[module] = out - {module, "vx"}
+        graph[module] = frozenset(out - {module, "vx"})
     return graph
 
 
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+def cycles(graph: Mapping[str, Set[str]]) -> list[list[str]]:
     """The strongly connected components of more than one module (Tarjan, iteratively)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}

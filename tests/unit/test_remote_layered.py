@@ -198,8 +198,8 @@ class HostileRemote(MemoryRemote):
         return Found(written, 1.0)
 
 
-def test_item4_downloads_in_flight_share_one_temp_bound(tmp_path):
-    """Item 4: FETCH_WORKERS downloads of a hostile server, each under the per-artifact bound,
+def test_downloads_in_flight_share_one_temp_bound(tmp_path):
+    """FETCH_WORKERS downloads of a hostile server, each under the per-artifact bound,
     once held that bound times FETCH_WORKERS in temp files. Together they now stay within one
     bound: past it a download stops and is a miss, and its temp file goes."""
     keys = [f"{i:016x}" for i in range(FETCH_WORKERS)]

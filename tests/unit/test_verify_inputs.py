@@ -32,7 +32,7 @@ def test_reads_are_workspace_files_read_or_executed_before_the_task_wrote_them()
     assert read_paths(accesses, ROOT) == ["pkg/src/a.js", "shared/real.js", "pkg/run.sh"]
 
 
-def test_item6_a_directory_is_collapsed_when_every_file_under_it_was_read():
+def test_a_directory_is_collapsed_when_every_file_under_it_was_read():
     listed = {
         "p/src": ["p/src/a", "p/src/b", "p/src/deep/c"],
         "p/src/deep": ["p/src/deep/c"],
@@ -70,7 +70,7 @@ def test_item6_a_directory_is_collapsed_when_every_file_under_it_was_read():
     ]
 
 
-def test_item6_many_reads_in_one_top_directory_are_one_glob_with_the_count():
+def test_many_reads_in_one_top_directory_are_one_glob_with_the_count():
     files = [f"p/src/f{i}" for i in range(9)]
     listed = {"p/src": [*files, "p/src/unread"]}
     out = collapse(files, "p", lambda d: False, _walls(()), listed=lambda d: listed[d])
@@ -90,7 +90,9 @@ def test_item6_many_reads_in_one_top_directory_are_one_glob_with_the_count():
         ("src/**", "packages/dom", None),
     ],
 )
-def test_item6_a_root_relative_glob_from_the_project_dir(glob, project, right):
+def test_a_root_relative_glob_is_respelt_from_the_project_dir_if_it_leads_there(
+    glob, project, right
+):
     assert project_relative(glob, project) == right
 
 
@@ -118,7 +120,7 @@ def test_render_counts_and_blocks():
     assert report.exit_code == 1 and VerifyReport((Verdict(lib, ()),)).exit_code == 0
 
 
-def test_item7_a_caret_edge_is_checked_in_the_project_graph_too():
+def test_a_caret_edge_is_checked_in_the_project_graph_too():
     from vx.engine.verify_judge import _edge_fix, _Run
     from vx.model import Package, TaskConfig, TaskGraph, TaskNode
 

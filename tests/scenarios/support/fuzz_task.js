@@ -1,4 +1,4 @@
-// The build every fuzzed task runs (tests/scenarios/key_fuzz.py): it reads exactly what its task
+// The build every fuzzed task runs (tests/scenarios/support/key_fuzz.py): it reads exactly what its task
 // declares — the files its input globs match, its env, its upstream builds' outputs, the sources
 // of source-only dependencies — and writes all of it, labelled, to dist/out.txt. It appends its
 // project's name to a run log outside the workspace, so the fuzzer sees that it ran without

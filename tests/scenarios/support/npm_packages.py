@@ -3,7 +3,8 @@ the `turborepo-remote-cache` server (remote_servers.py), `typescript` (configs w
 (parity with turbo's own plans and hashed inputs), `nx` (the same with Nx) and `pnpm` (its linking and
 script rules).
 
-`python tests/scenarios/npm_packages.py --install` installs them all (dev/test runs it first).
+`PYTHONPATH=tests/scenarios python3 -m support.npm_packages --install` installs them all (dev/test
+runs it first).
 """
 
 from __future__ import annotations
@@ -53,6 +54,16 @@ def installed(package: str) -> Path:
         if not (where / "package.json").exists():
             _npm_install(target, f"{package}@{version}")
     return where
+
+
+def installed_or_skip(package: str) -> Path:
+    """`installed(package)`, or the test skipped where npm cannot install it (no npm, offline)."""
+    import pytest
+
+    try:
+        return installed(package)
+    except (OSError, subprocess.SubprocessError) as exc:
+        pytest.skip(f"{package} could not be installed from npm: {exc}")
 
 
 def _npm_install(target: Path, spec: str) -> None:

@@ -18,7 +18,7 @@ It runs each Action directly on the host, in a fresh temp dir (NO sandbox):
 Usage (in the venv that has buildgrid, for its generated protos):
     python reapi_worker.py --remote 127.0.0.1:50051 [--instance ""]
 
-The test suite starts it (tests/scenarios/reapi_servers.py ExecStack).
+The test suite starts it (tests/scenarios/support/reapi_servers.py ExecStack).
 """
 
 import argparse

@@ -12,7 +12,8 @@ import time
 import uuid
 
 import pytest
-from conftest import SRC, Repo
+
+from support.workspace import SRC, Repo
 
 WAIT_S = 90
 

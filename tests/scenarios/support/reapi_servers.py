@@ -3,12 +3,12 @@
 - `BuildGrid`: BuildGrid 0.9.1 (PyPI) as a cache-only server (ActionCache + CAS + ByteStream,
   in memory, no database). It needs Python >= 3.13, so it lives in its own venv made with
   pyenv's 3.13 (or `VX_TEST_PYTHON313`), installed once under the test cache dir the npm
-  packages use. Without a 3.13 the scenarios skip, unless `VX_REQUIRE_REAPI=1` (CI) makes
-  that a failure.
+  packages use. Without a 3.13 the scenarios skip (fail under `VX_REQUIRE_ALL=1`, as dev/test
+  runs them).
 - `ExecStack`: BuildGrid with the Execution service (remote execution, RC-10): its SQL
   scheduler on a throwaway PostgreSQL 15 cluster (Debian's), and `reapi_worker.py` bots (a
   pure-Python Bots API worker that runs each action on this machine, unsandboxed), started
-  and killed by the test. Without PostgreSQL the scenarios skip (fail with `VX_REQUIRE_REAPI=1`).
+  and killed by the test. Without PostgreSQL the scenarios skip (fail under `VX_REQUIRE_ALL=1`).
 - `GarbageServer`: a gRPC server that answers every REAPI call with bytes of its own choosing:
   undecodable junk, or a well-formed ActionResult whose blob does not match its digest.
 
@@ -16,7 +16,8 @@ The cache-only BuildGrid's options: TLS (`Tls`, a CA made here with the openssl 
 `mtls` the server demands a client certificate that CA signed), a read-only ActionCache, and
 BuildGrid's header authorization (only calls whose `x-request-actor` matches are served).
 
-`python tests/scenarios/reapi_servers.py --install` pre-installs BuildGrid (dev/test).
+`PYTHONPATH=tests/scenarios python3 -m support.reapi_servers --install` pre-installs BuildGrid
+(dev/test).
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
-from npm_packages import cache_root
+
+from support.npm_packages import cache_root
+from support.processes import end
 
 BUILDGRID = "0.9.1"
 CONFIG = """\
@@ -92,10 +95,7 @@ def install_buildgrid() -> Path:
         return venv
     py = python313()
     if py is None:
-        message = "BuildGrid needs Python >= 3.13 (pyenv install 3.13, or set VX_TEST_PYTHON313)"
-        if os.environ.get("VX_REQUIRE_REAPI") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
+        pytest.skip("BuildGrid needs Python >= 3.13 (pyenv install 3.13, or set VX_TEST_PYTHON313)")
     base.mkdir(parents=True, exist_ok=True)
     with open(base / ".install.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -169,7 +169,7 @@ class BuildGrid:
         allow_updates: bool = True,
         actor: str | None = None,
     ):
-        from remote_servers import free_port
+        from support.remote_servers import free_port
 
         venv = install_buildgrid()
         workdir.mkdir(parents=True, exist_ok=True)
@@ -313,13 +313,10 @@ class ExecStack:
     def __init__(self, workdir: Path, keepalive: int = 6, cache_failed: bool = False):
         import tempfile
 
-        from remote_servers import free_port
+        from support.remote_servers import free_port
 
         if not (PG_BIN / "initdb").exists():
-            message = "remote execution needs PostgreSQL 15 (apt-get install postgresql-15)"
-            if os.environ.get("VX_REQUIRE_REAPI") == "1":
-                pytest.fail(message)
-            pytest.skip(message)
+            pytest.skip("remote execution needs PostgreSQL 15 (apt-get install postgresql-15)")
         self.venv = install_buildgrid()
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
@@ -414,9 +411,7 @@ class ExecStack:
 
     def stop(self) -> None:
         for proc in [*self.workers, *([self.proc] if self.proc is not None else [])]:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGKILL)
-            proc.wait(timeout=30)
+            end(proc, timeout=30)
         _kill_running_in(self.scratch)
         if (self.pg / "data" / "postmaster.pid").exists():
             subprocess.run(
@@ -425,6 +420,44 @@ class ExecStack:
                 capture_output=True, timeout=60, check=False,
             )  # fmt: skip
         shutil.rmtree(self.pg, ignore_errors=True)
+
+
+def assert_reapi_refused(repo, reapi: dict, says: str) -> None:
+    """A shop whose `remoteCache.reapi` is `reapi` is refused before anything runs (exit 2): the
+    error names the file and the field, and `says` what is wrong."""
+    from support.remote_servers import shop_files
+
+    repo.write(shop_files({"reapi": reapi})).commit()
+    res = repo.vx("run", "build", "--all")
+    assert res.code == 2, res.err
+    assert "vx.workspace.json" in res.err and "remoteCache.reapi" in res.err
+    assert says in res.err and "Traceback" not in res.err
+
+
+def one_remote_task(repo, command: str, *, remote=True, define=None, outputs=("dist/**",)) -> None:
+    """Commit a workspace of one project, a, whose `build` runs `command` (remote by default,
+    with `define` in its env), cached on src/** and package.json."""
+    exec_ = {"command": command, "remote": remote}
+    if define:
+        exec_["env"] = {"define": define}
+    repo.write(
+        {
+            "package.json": {"name": "root", "private": True, "workspaces": ["packages/*"]},
+            "packages/a/package.json": {"name": "a", "version": "1.0.0"},
+            "packages/a/src/in.txt": "input\n",
+            "packages/a/vx.config.json": {
+                "tasks": {
+                    "build": {
+                        "exec": exec_,
+                        "cache": {
+                            "inputs": {"files": ["src/**", "package.json"]},
+                            "outputs": {"files": list(outputs)},
+                        },
+                    }
+                }
+            },
+        }
+    ).commit()
 
 
 def _kill_running_in(directory: Path) -> None:

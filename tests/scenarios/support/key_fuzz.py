@@ -26,16 +26,11 @@ from pathlib import Path
 from hypothesis import event
 from hypothesis import strategies as st
 
-SRC = str(Path(__file__).resolve().parents[2] / "src")
+from support.workspace import GIT_ENV as WORKSPACE_GIT_ENV
+from support.workspace import SRC
+
 TASK_SCRIPT = Path(__file__).with_name("fuzz_task.js")
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@t",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@t",
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "GIT_CONFIG_GLOBAL": "/dev/null",
-}
+GIT_ENV = {**WORKSPACE_GIT_ENV, "GIT_CONFIG_GLOBAL": "/dev/null"}
 RACY_S = 0.06  # past vx's 50 ms racy window: an edit just before a run withholds its save (KEY-21)
 
 # Patterns the generator can produce besides the plain ones, each behind a switch.

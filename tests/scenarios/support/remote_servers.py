@@ -8,7 +8,8 @@
   wrong token, 403 for a read-only token writing, 409 for an existing record.
 - `FaultServer`: answers every request badly on purpose (500s, or a stall past any timeout).
 
-`python tests/scenarios/npm_packages.py --install` pre-installs the npm server (dev/test).
+`PYTHONPATH=tests/scenarios python3 -m support.npm_packages --install` pre-installs the npm server
+(dev/test).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from npm_packages import installed
+from support.npm_packages import installed
+from support.workspace import Repo, build_task, npm_workspace
 
 TRC_PACKAGE = "turborepo-remote-cache"
 _LISTENING = re.compile(r"listening at http://127\.0\.0\.1:(\d+)")
@@ -278,8 +280,6 @@ PACKAGES = ("lib", "ui", "app", "docs")
 
 def shop_files(remote: dict | None, build_command: str | None = None) -> dict[str, object]:
     """lib <- ui <- app, and docs alone; each build concatenates src/ into dist/out.js."""
-    from conftest import build_task, npm_workspace
-
     task = build_task(deps=("^build",), command=build_command)
     files = npm_workspace(
         {
@@ -296,8 +296,6 @@ def shop_files(remote: dict | None, build_command: str | None = None) -> dict[st
 
 def clone(repo, dest: Path):
     """A second, separate checkout of `repo` (its own .git, no .vx)."""
-    from conftest import Repo
-
     subprocess.run(
         ["git", "clone", "-q", str(repo.root), str(dest)], check=True, capture_output=True
     )
