@@ -145,3 +145,29 @@ def test_a_script_sees_what_its_package_manager_sets(repo, tmp_path, pm):
     assert seen == expected
     assert seen["npm_package_name"] == "@scope/a"  # the oracle ran, with something to compare
     assert seen["npm_lifecycle_event"] == "show"
+
+
+@pytest.mark.feature("EX-23")
+def test_an_nx_script_target_gets_them_and_a_vx_task_does_not(repo, tmp_path):
+    """Nx runs an `nx:run-script` target through the package manager: the same variables (npm
+    here). A vx.config.json task runs its own command, not a script: none of them."""
+    ws = repo.write(
+        {
+            "package.json": {"name": "root", "private": True, "workspaces": ["packages/*"]},
+            "nx.json": {"targetDefaults": {}},
+            "dump.js": DUMP,
+            "packages/a/package.json": MEMBER,
+            "packages/b/package.json": {"name": "b", "version": "1.0.0"},
+            "packages/b/vx.config.json": {
+                "tasks": {"show": {"exec": {"command": "node ../../dump.js"}}}
+            },
+            ".gitignore": "node_modules/\nout/\n.vx/\n",
+        }
+    ).commit()
+    member = ws.root / "packages" / "a"
+    _run(["npm", "run", "show"], member, tmp_path, "npm")
+    result = ws.vx("run", "show", env=_env(tmp_path, "npm"))
+    assert result.code == 0, result.err
+    seen = json.loads((member / "out" / "vx.json").read_text())
+    assert seen == _comparable(json.loads((member / "out" / "pm.json").read_text()))
+    assert json.loads((ws.root / "packages" / "b" / "out" / "vx.json").read_text()) == {}
