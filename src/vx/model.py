@@ -44,6 +44,8 @@ class Package(Struct, frozen=True):
     framework: str = (
         ""  # turbo's slug for the framework its dependencies name (vx.workspace.frameworks)
     )
+    # its package.json as parsed: what a package manager flattens into `npm_package_*`
+    manifest: Mapping[str, Any] = field(default_factory=dict)
 
 
 class Workspace(Struct, frozen=True):
@@ -123,6 +125,10 @@ class ExecConfig(Struct, frozen=True):
     # workspace's `remoteExecution.default` decides
     remote: bool | str | None = None
     platform: tuple[tuple[str, str], ...] = ()  # REAPI platform properties, sorted
+    # the package.json script it runs (a turbo.json or Nx mapping): it gets the variables the
+    # workspace's package manager sets for that script (plan/lifecycle.py). Not in `canonical`:
+    # the script text already is, as the command.
+    script: str = ""
 
 
 class CacheConfig(Struct, frozen=True):

@@ -450,6 +450,7 @@ def project(nx: NxRoot, pkg: Package, manager: str) -> ProjectConfig:
     if not tasks and not refused and not proj.tags:
         return ProjectConfig(source="")
     envs = {name: body.pop("nxEnv", []) for name, body in tasks.items()}
+    scripts = {name: body.get("exec", {}).pop("nxScript", "") for name, body in tasks.items()}
     origins = _origins(nx, proj, tasks)
     try:
         config = validate_project({"tasks": tasks, "tags": list(proj.tags)}, proj.source)
@@ -458,7 +459,7 @@ def project(nx: NxRoot, pkg: Package, manager: str) -> ProjectConfig:
         raise ConfigError(exc.message, file=file, field=where, hint=exc.hint) from None
     return ProjectConfig(
         source=config.source,
-        tasks=_mapped(config, tasks, envs),
+        tasks=_mapped(config, tasks, envs, scripts),
         tags=config.tags,
         not_runnable=refused,
         origins=origins,
@@ -522,14 +523,20 @@ def _keep_reaching(nx: NxRoot, tasks: dict[str, dict]) -> None:
 
 
 def _mapped(
-    config: ProjectConfig, tasks: Mapping[str, dict], envs: Mapping[str, list]
+    config: ProjectConfig,
+    tasks: Mapping[str, dict],
+    envs: Mapping[str, list],
+    scripts: Mapping[str, str],
 ) -> dict[str, TaskConfig]:
-    """The validated tasks with what vx's schema has no field for: a target's env inputs, and an
-    input group's running nothing."""
+    """The validated tasks with what vx's schema has no field for: a target's env inputs, the
+    package.json script an `nx:run-script` target runs (Nx runs it through the package manager),
+    and an input group's running nothing."""
     from msgspec.structs import replace
 
     mapped = {}
     for name, task in config.tasks.items():
+        if scripts[name] and task.exec is not None:
+            task = replace(task, exec=replace(task.exec, script=scripts[name]))
         if envs[name] and task.cache is not None:
             task = replace(
                 task,
@@ -731,7 +738,7 @@ def _exec(
                 f"`{name}` runs the package.json script `{script}`, which the package lacks",
                 "add the script, or fix the name",
             )
-        return {"command": with_hooks(proj.pkg, script, manager)}
+        return {"command": with_hooks(proj.pkg, script, manager), "nxScript": script}
     if executor not in (None, "nx:noop"):
         raise _Refused.at(
             at_of("executor"),

@@ -440,8 +440,18 @@ def _mapped(
     return ProjectConfig(
         source=config.source,
         tags=config.tags,
-        tasks={name: _as_noop(task) if name in noops else task for name, task in mapped.items()},
+        tasks={
+            name: _as_noop(task) if name in noops else _runs_script(task, name)
+            for name, task in mapped.items()
+        },
     )
+
+
+def _runs_script(task: TaskConfig, name: str) -> TaskConfig:
+    """`task` as the package.json script it runs: turbo runs it through the package manager,
+    which sets `npm_package_name` and the rest (plan/lifecycle.py)."""
+    assert task.exec is not None
+    return replace(task, exec=replace(task.exec, script=name))
 
 
 def _with_turbo_globs(task: TaskConfig, body: dict, reach: list[str] | None) -> TaskConfig:

@@ -85,13 +85,23 @@ _ENVIRON = re.compile(r"^/proc/(self|thread-self|[0-9]+)(/task/[0-9]+)?/environ$
 
 def unkeyed_env(node: TaskNode, plan) -> tuple[str, ...]:
     """The variables the task was given that its key does not fold: what its `passThrough`
-    brought (the essential list, `define` literals and vx's own are accounted for elsewhere)."""
+    brought (the essential list, `define` literals, vx's own and the package manager's for a
+    script are accounted for elsewhere)."""
     from vx.plan.environment import ESSENTIAL_ENV
+    from vx.plan.lifecycle import is_script_variable
 
     keyed = {name for name, _ in plan.record.env} if plan.record is not None else set()
-    define = node.config.exec.env.define if node.config.exec is not None else ()
+    execs = node.config.exec
+    define = execs.env.define if execs is not None else ()
     own = {*ESSENTIAL_ENV, *define, "VX_RUN_WORKSPACE", "VX_RUN_TASK"}
-    return tuple(sorted(n for n in plan.env if n not in keyed and n not in own))
+    script = execs is not None and bool(execs.script)
+    return tuple(
+        sorted(
+            n
+            for n in plan.env
+            if n not in keyed and n not in own and not (script and is_script_variable(n))
+        )
+    )
 
 
 def read_paths(accesses: Iterable, root: Path) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import re
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -29,7 +30,7 @@ from vx.model import (
     TaskPlan,
     Workspace,
 )
-from vx.plan import environment, keys
+from vx.plan import environment, keys, lifecycle
 
 MAX_TIMEOUT_MS = 2**31 - 1
 
@@ -85,6 +86,7 @@ def make_plans(
     from vx.plan.toolchain import Toolchain
 
     tools = Toolchain(str(opts.cache_dir) if opts.cache_dir is not None else None, str(ws.root))
+    scripts = ScriptEnv(ws, tools, host_env)
     nested = nested_dirs(ws)
     members = frozenset(p.dir for p in ws.packages.values())
     plans: dict[TaskId, TaskPlan] = {}
@@ -116,6 +118,7 @@ def make_plans(
                 members,
                 tid in additive,
                 tools,
+                scripts,
             )
             if opts.plugin_key is not None:
                 plans[tid] = _with_plugin_key(
@@ -267,6 +270,7 @@ def _task_plan(
     members: frozenset[str] = frozenset(),
     additive: bool = False,
     tools=None,
+    scripts: ScriptEnv | None = None,
 ) -> TaskPlan:
     cfg = node.config
     assert cfg.exec is not None
@@ -277,6 +281,8 @@ def _task_plan(
     declared = cfg.cache.input_env if cfg.cache else ()
     root = str(ws.root)
     env, inferred = _task_env(root, node, opts, host_env, declared)
+    if cfg.exec.script and scripts is not None:
+        _with_script_env(env, scripts.variables(node, env["PATH"], forward), cfg.exec.env.define)
     runtime = _runtime(node, tools, env["PATH"], root, host_env) if tools is not None else ()
     record = _record(
         node,
@@ -352,6 +358,108 @@ def _task_env(
         task_id=str(node.id),
     )
     return env, inferred
+
+
+def _with_script_env(env: dict[str, str], script_env: Mapping[str, str], define) -> None:
+    """The package manager's variables over what the host passed (a manager sets its own), under
+    the task's `define` literals (what the user wrote wins)."""
+    env.update((name, value) for name, value in script_env.items() if name not in define)
+
+
+class ScriptEnv:
+    """One run's package manager, as the tasks that run a package.json script see it: found
+    once, then each task's variables (plan/lifecycle.py)."""
+
+    def __init__(self, ws: Workspace, tools, host_env: Mapping[str, str]):
+        self.ws = ws
+        self.tools = tools
+        self.host_path = host_env.get("PATH") or os.defpath
+        self._found: tuple[str, str, str] | None = None
+        self._by_path: dict[tuple[str, bool], tuple[lifecycle.Manager, str, str | None]] = {}
+
+    def _manager(self) -> tuple[str, str, str]:
+        """(name, version, bun's Node version): the version from `packageManager`, else (yarn 2+)
+        the release `.yarnrc.yml` points at, else the package.json of the one on the host's PATH
+        (where turbo finds it)."""
+        if self._found is None:
+            root = str(self.ws.root)
+            top = self.ws.packages.get(ROOT_PROJECT)
+            declared = top.manifest.get("packageManager") if top is not None else None
+            yarnrc = _read_small(os.path.join(root, ".yarnrc.yml"))
+            name, version = lifecycle.flavour(self.ws.manager, declared, yarnrc is not None)
+            if not version and name == "berry":
+                found = _YARN_RELEASE.search(yarnrc or "")
+                version = found.group(1) if found else ""
+            own_node = ""
+            if not version or name == "bun":
+                command = "yarn" if name == "berry" else name
+                found_version, own_node = self.tools.manager(
+                    command, _MANAGER_PACKAGES[name], self.host_path
+                )
+                version = version or found_version
+            self._found = (name, version or "?", own_node)
+        return self._found
+
+    def _for_path(self, task_path: str, member: bool):
+        """The manager, its user agent and Node's path for a task PATH (Node's version is the
+        one the key folds)."""
+        known = self._by_path.get((task_path, member))
+        if known is None:
+            import platform
+
+            name, version, own_node = self._manager()
+            node = own_node or self.tools.node(task_path)
+            manager = lifecycle.Manager(name, version, node if node.startswith("v") else "?")
+            agent = lifecycle.user_agent(
+                manager,
+                lifecycle.platform_name(),
+                lifecycle.arch_name(platform.machine()),
+                in_workspace=member,
+            )
+            known = (manager, agent, self.tools.node_path(task_path))
+            self._by_path[(task_path, member)] = known
+        return known
+
+    def variables(self, node: TaskNode, task_path: str, args: tuple[str, ...]) -> dict[str, str]:
+        assert node.config.exec is not None
+        manager, agent, node_path = self._for_path(task_path, bool(node.project_dir))
+        pkg = self.ws.packages.get(node.id.package)
+        manifest = pkg.manifest if pkg is not None else {}
+        event = node.config.exec.script
+        scripts = manifest.get("scripts")
+        script = scripts.get(event) if isinstance(scripts, dict) else None
+        root = str(self.ws.root)
+        return lifecycle.variables(
+            manager,
+            manifest=manifest,
+            event=event,
+            script=script if isinstance(script, str) else "",
+            args=args,
+            project_dir=os.path.join(root, node.project_dir) if node.project_dir else root,
+            root=root,
+            node_path=node_path,
+            agent=agent,
+        )
+
+
+_YARN_RELEASE = re.compile(r"yarn-(\d+\.\d+\.\d+[^/\s'\"]*?)\.c?js")
+
+
+_MANAGER_PACKAGES = {
+    "npm": ("npm",),
+    "pnpm": ("pnpm", "@pnpm/exe"),
+    "yarn": ("yarn",),
+    "berry": ("@yarnpkg/cli-dist",),
+    "bun": ("bun",),
+}
+
+
+def _read_small(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read(65536)
+    except OSError:
+        return None
 
 
 def _outputs(

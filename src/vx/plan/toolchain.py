@@ -57,6 +57,47 @@ class Toolchain:
             self._by_path[path_value] = version
         return version
 
+    def node_path(self, path_value: str) -> str | None:
+        """The real path of the `node` `path_value` leads to (what `process.execPath` says), or
+        None: what a package manager sets as `NODE` and `npm_node_execpath`."""
+        for directory in path_value.split(os.pathsep):
+            found = self._node_in(directory or os.curdir)
+            if found is not None:
+                return os.path.realpath(found)
+        return None
+
+    # ------------------------------------------------------------ package manager
+
+    def manager(self, command: str, packages: tuple[str, ...], path_value: str) -> tuple[str, str]:
+        """(version, Node version) of the package manager `command` that `path_value` leads to,
+        "" where not known: the version from the package.json of its npm package (one of
+        `packages`) beside the real binary, else, for bun (a native binary), what it prints —
+        memoised as `node -v` is, so a warm run spawns nothing. Bun names its own Node version.
+        Not keyed: as for any tool PATH finds, only its use in a task's environment."""
+        binary = _executable(command, path_value)
+        if binary is None:
+            return "", ""
+        real = os.path.realpath(binary)
+        try:
+            st = os.stat(real)
+        except OSError:
+            return "", ""
+        ident = [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+        memo = self._load()
+        entry = f"manager:{command}:{real}"
+        known = memo.get(entry)
+        if known is not None and known[0] == ident:
+            return known[1], known[2]
+        version = _package_version(real, packages)
+        node = ""
+        if command == "bun":
+            printed = _printed([binary, "-p", "Bun.version + ' ' + process.version"]).split()
+            if len(printed) == 2:
+                version, node = version or printed[0], printed[1]
+        memo[entry] = [ident, version, node]
+        self._dirty = True
+        return version, node
+
     def _of(self, found: str) -> str:
         version = self._version.get(found)
         if version is None:
@@ -181,3 +222,48 @@ class Toolchain:
                 f"{task}: the runtime input `{command}` printed bytes that are not UTF-8",
                 hint="key a text probe (e.g. a version), or pipe it through a hash",
             ) from None
+
+
+def _executable(command: str, path_value: str) -> str | None:
+    for directory in path_value.split(os.pathsep):
+        path = os.path.join(directory or os.curdir, command)
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def _package_version(real: str, packages: tuple[str, ...]) -> str:
+    """The version in the package.json of the npm package (named one of `packages`) that holds
+    `real`, a few levels up ("": none; a corepack shim is corepack's, not the manager's)."""
+    import json
+
+    head = os.path.dirname(real)
+    for _ in range(3):
+        try:
+            with open(os.path.join(head, "package.json"), encoding="utf-8") as f:
+                data = json.load(f)
+        except (OSError, ValueError):
+            data = None
+        if isinstance(data, dict):
+            version = data.get("version")
+            name = data.get("name")
+            ours = name in packages or any(str(name).startswith(f"{p}.") for p in packages)
+            if ours and isinstance(version, str):
+                return version
+            return ""
+        head = os.path.dirname(head)
+    return ""
+
+
+def _printed(argv: list[str]) -> str:
+    import subprocess
+
+    try:
+        proc = subprocess.run(argv, capture_output=True, timeout=60, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return proc.stdout.decode("utf-8", "replace").strip() if proc.returncode == 0 else ""

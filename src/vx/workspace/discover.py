@@ -535,6 +535,7 @@ def _packages(
             manifest_path=m.manifest_path,
             scripts=_scripts(m.manifest),
             framework=frameworks.detect(m.manifest, by_name),
+            manifest=m.manifest,
         )
         for m in (root_member, *members)
     }

@@ -1,7 +1,7 @@
 """Pinned npm packages the scenarios use for real, installed once into a cache dir shared by runs:
 the `turborepo-remote-cache` server (remote_servers.py), `typescript` (configs written in TS), `turbo`
-(parity with turbo's own plans and hashed inputs), `nx` (the same with Nx) and `pnpm` (its linking and
-script rules).
+(parity with turbo's own plans and hashed inputs), `nx` (the same with Nx), `pnpm` (its linking and
+script rules) and the package managers whose lockfiles and script variables the scenarios compare.
 
 `PYTHONPATH=tests/scenarios python3 -m support.npm_packages --install` installs them all (dev/test
 runs it first).
@@ -25,6 +25,9 @@ PINNED = {
     # the package managers whose lockfiles test_lockfiles.py has them write
     "pnpm@8": "8.15.9",
     "pnpm@7": "7.33.7",
+    # and whose script variables test_lifecycle_env.py compares (pnpm 10 and 12 changed them)
+    "pnpm@10": "10.34.9",
+    "pnpm@12": "12.25.1",
     "yarn": "1.22.22",
     "@yarnpkg/cli-dist": "4.5.3",
     "bun": "1.2.5",
