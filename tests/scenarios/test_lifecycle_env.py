@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from npm_packages import installed
+from support.npm_packages import installed
 
 # Writes the variables a package manager sets (and nothing of the host's) to out/<who>.json.
 DUMP = """
