@@ -15,7 +15,7 @@ from msgspec import Struct
 
 from vx.config import loader as config
 from vx.errors import EXIT_OK, EXIT_SIGHUP, EXIT_SIGINT, EXIT_SIGTERM, EXIT_TASK_FAILED, UsageError
-from vx.events import Emit, Notice, PlannedTask, RunFinished, RunStarted, TaskStarted
+from vx.events import Emit, Notice, PlannedTask, RunFinished, RunStarted
 from vx.model import (
     ROOT_PROJECT,
     CachePolicy,
@@ -39,18 +39,13 @@ from vx.workspace import discover as workspace
 
 if TYPE_CHECKING:
     import asyncio
-    import subprocess
 
-    from vx.engine.incremental import Kept
-    from vx.files.index import FileIndex, Snapshot
+    from vx.engine.opening import First
+    from vx.files.index import FileIndex
     from vx.model import CacheRetention, HashRecord, ProjectConfig, WorkspaceConfig
     from vx.plugins.host import Host
     from vx.store.layered import LayeredStore
     from vx.store.local import Entry, LocalStore
-
-    # a first-wave process: (popen, started (monotonic), started_ns, its inputs' snapshot, the
-    # outputs kept for an incremental tool)
-    Early = tuple[subprocess.Popen[bytes], float, int, Snapshot | None, Kept | None]
 
 SIGNAL_EXITS: dict[int, int] = {
     signal.SIGINT: EXIT_SIGINT,
@@ -605,7 +600,7 @@ def _not_started(prep: Prepared) -> set[TaskId]:
     for tid in prep.graph.order:
         node, plan = nodes[tid], prep.plans[tid]
         ready = all(settles[d] for d in node.deps)
-        if not node.is_group and node.config.exec.persistent is not None and not node.requested:  # type: ignore[union-attr]  # a task that is not a group has exec
+        if not node.is_group and node.exec.persistent is not None and not node.requested:
             lazy.append(tid)
         elif not node.is_group:
             ready = ready and plan.outputs is not None and plan.key in prep.hits
@@ -662,9 +657,11 @@ def execute(
             lane.results
         )  # everything was a confirmed hit: no event loop, asyncio never imported
     else:
+        from vx.fastpath import firstwave
+
         caught: list[int] = []
         previous = _catch_signals(caught)  # until the walk's own handlers replace these
-        early: dict[TaskId, Early] = {}  # filled as they start: a failure midway stops those
+        early: dict[TaskId, First] = {}  # filled as they start: a failure midway stops those
         try:
             lockfiles = prep.index.snapshot(None, prep.index.fingerprinted)  # before anything runs
             with stages("schedule"):
@@ -673,8 +670,8 @@ def execute(
                 prep.plugins.has("admit") or bool(prep.plugins.executors)
             )
             if stopped_by is None and launch_for is None and req.fast_paths and not admits:
-                _start_first_wave(prep, lane, emit, early, priority)
-            asyncio = _import_asyncio()  # while the first wave runs
+                _start_first_wave(prep, lane.results, emit, early, priority)
+            asyncio = firstwave.import_asyncio()  # while the first wave runs
             with stages("run graph"):
                 results, stopped_by, summary = asyncio.run(
                     _walk(
@@ -694,7 +691,7 @@ def execute(
                     )
                 )
         except BaseException:
-            _stop_early(early)  # only what the walk never adopted
+            firstwave.stop(early)  # only what the walk never adopted
             raise
         finally:
             for sig, handler in previous.items():
@@ -1072,20 +1069,13 @@ async def _walk(
         {k: v for k, v in prep.hits.items() if k not in lane.damaged} if lane.damaged else prep.hits
     )
     slots = PrioritySlots(prep.concurrency)
-    adopted: dict[TaskId, tuple[executor._Child, float, int, Snapshot | None, Kept | None]] = {}
+    adopted: dict[TaskId, tuple[executor.Child, First]] = {}
     summary, ctx = None, None
     # Everything from the first adoption on is inside the `try`: an adopted task is the table's,
     # and only the table's shutdown stops it (the caller stops what was never adopted).
     try:
         for tid in list(early or ()):
-            popen, started_at, started_ns, snapshot, kept = early[tid]
-            adopted[tid] = (
-                executor._Child.adopt(popen, table),
-                started_at,
-                started_ns,
-                snapshot,
-                kept,
-            )
+            adopted[tid] = (executor.adopt(early[tid].popen, table), early[tid])
             del early[tid]  # the table's now: its shutdown stops it
         slots.take(len(adopted))
         ctx = context = RunContext(
@@ -1232,36 +1222,6 @@ def _late(prep: Prepared) -> dict[TaskId, bool]:
     return {t: v for t, v in late_tasks(prep.keyed_graph).items() if t in prep.graph.nodes}
 
 
-def _import_asyncio():
-    """`import asyncio` without it loading `ssl`, paid by every run that executes a task
-    (docs/optimizations.md #24).
-
-    asyncio imports ssl only to offer TLS on its own transports, and treats a missing module as
-    a Python built without it (`ssl = None` in base_events, selector_events, sslproto). vx never
-    asks asyncio for TLS: the remote cache speaks it through http.client, which imports ssl
-    itself — and can, because the stand-in is taken out again at once. Where ssl or asyncio is
-    already loaded (a remote layer opened first), or another thread runs (it could be importing
-    ssl at that moment), this is a plain import.
-    """
-    import sys
-
-    threading = sys.modules.get("threading")
-    others = (
-        threading is not None and threading.active_count() > 1
-    )  # one might import ssl meanwhile
-    if others or "asyncio" in sys.modules or "ssl" in sys.modules:
-        import asyncio
-
-        return asyncio
-    sys.modules["ssl"] = None  # type: ignore[assignment]  # `import ssl` now raises ImportError
-    try:
-        import asyncio
-    finally:
-        if "ssl" in sys.modules and sys.modules["ssl"] is None:
-            del sys.modules["ssl"]
-    return asyncio
-
-
 def _install_signals(table, stop: asyncio.Event, stopped_by: list[int]) -> Callable[[int], None]:
     import asyncio
 
@@ -1284,105 +1244,31 @@ def _install_signals(table, stop: asyncio.Event, stopped_by: list[int]) -> Calla
 
 def _start_first_wave(
     prep: Prepared,
-    lane,
+    settled: Mapping[TaskId, TaskResult],
     emit: Emit,
-    early: dict[TaskId, Early],
+    early: dict[TaskId, First],
     priority: Mapping[TaskId, int],
 ) -> None:
-    """Start the commands the walk would start first, before asyncio is loaded, so that loading it
-    overlaps them (docs/optimizations.md #25). Only plain misses qualify: every
-    dependency settled by the hit lane, no sandbox, no remote layer that might still serve it; at
-    most `concurrency` of them, in the walk's order. Each is prepared as the rebuilder would —
-    its inputs snapshot for the save's re-check, outputs wiped or kept for an incremental tool,
-    its start told — and the walk adopts the processes. Fills `early` as each starts, {task:
-    (popen, started (monotonic), started_ns, snapshot, kept)}, so that what started before a
-    failure (an output that cannot be wiped) is still the caller's to stop; a command that cannot
-    start is left to the walk, which reports why."""
-    from vx.proc import spawn
+    """The first wave (`vx.fastpath.firstwave`), unless a remote layer might still serve a task
+    or a task might run on a remote worker."""
+    from vx.fastpath import firstwave
 
     if prep.remote is not None or prep.remote_exec is not None:
         return
-    nodes, settled, write = (
-        prep.graph.nodes,
-        lane.results,
-        prep.policy.write and prep.store is not None,
+    firstwave.start(
+        prep.graph,
+        prep.plans,
+        prep.hits,
+        settled,
+        priority,
+        early,
+        root=prep.ws.root,
+        index=prep.index,
+        store=prep.store if prep.policy.write else None,
+        keep=prep.policy.read,  # --force builds from wiped outputs
+        width=prep.concurrency,
+        emit=emit,
     )
-    position = {tid: i for i, tid in enumerate(prep.graph.order)}
-    ready = sorted(
-        (t for t, n in nodes.items() if t not in settled and all(d in settled for d in n.deps)),
-        key=lambda t: (-priority[t], position[t]),
-    )
-    for tid in ready:
-        node, plan = nodes[tid], prep.plans[tid]
-        if len(early) == prep.concurrency:
-            break
-        if (
-            node.is_group
-            or plan.sandbox is not None
-            or plan.remote == "only"  # never here
-            or (plan.outputs is not None and plan.key in prep.hits)
-        ):
-            continue
-        if node.config.exec.persistent is not None or node.config.exec.interactive:  # type: ignore[union-attr]  # a task that is not a group has exec
-            continue  # a held stdin, readiness, or the terminal: the walk starts those
-        if any(settled[d].status is not Status.SUCCESS for d in node.deps):
-            continue
-        outputs = plan.outputs if write else None
-        snapshot = None
-        if outputs is not None:
-            assert plan.record is not None  # every planned task with outputs has its key's record
-            snapshot = prep.index.task_snapshot(
-                plan.inputs, node.project_dir, plan.record.package_json
-            )
-        started_ns = time.time_ns()
-        kept = None
-        if outputs is not None:
-            from vx.engine import incremental
-
-            note = incremental.remove_loose_build_infos(
-                prep.ws.root, outputs, plan.command or "", str(tid)
-            )
-            if note is not None:
-                emit(Notice(note, id=tid))
-            if prep.policy.read:  # --force builds from wiped outputs
-                kept = incremental.prepare(prep.ws.root, outputs, prep.store, str(tid))
-            else:
-                outputs.wipe(prep.ws.root)
-        started_at = time.monotonic()
-        try:
-            popen = spawn.start(plan.command or "", prep.ws.root / node.project_dir, plan.env)
-        except (OSError, ValueError):
-            continue
-        early[tid] = (popen, started_at, started_ns, snapshot, kept)
-        emit(TaskStarted(tid, plan.command or "", 1))
-
-
-def _stop_early(early: dict[TaskId, Early]) -> None:
-    """Kill and reap first-wave processes no walk adopted (the run failed before it could), with
-    what they started outside their groups, and release each as the executor does once nothing
-    of it runs: its cgroup goes, and the warden forgets its group, whose number may be reused."""
-    if not early:
-        return
-    from vx.proc import descendants, spawn
-    from vx.proc.executor import REAP_AFTER_KILL_S, group_alive
-
-    for popen, *_ in early.values():
-        try:
-            os.killpg(popen.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        descendants.signal_all(popen.pid, signal.SIGKILL)
-        popen.wait()
-        deadline = time.monotonic() + REAP_AFTER_KILL_S
-        while group_alive(popen.pid) or descendants.alive(popen.pid):
-            if time.monotonic() >= deadline:
-                break  # still dying: the warden keeps the group and kills the cgroup at exit
-            time.sleep(0.01)
-            descendants.signal_all(popen.pid, signal.SIGKILL)  # forked before the kill landed
-        else:
-            spawn.released(popen.pid)
-            descendants.forget(popen.pid)
-    early.clear()
 
 
 def _remove_signals() -> None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 from msgspec import Struct, field
 from msgspec.structs import replace
 
-from vx.engine import verdicts
+from vx.engine import opening, verdicts
 from vx.engine.scheduler import PrioritySlots
 from vx.errors import ToolchainRefused
 from vx.events import (
@@ -46,6 +46,7 @@ from vx.proc import executor, masking
 from vx.workspace.frameworks import unseen as framework_unseen
 
 if TYPE_CHECKING:  # types only: a cached run never loads the store's or the sandbox's modules here
+    from vx.engine.opening import First
     from vx.files.index import FileIndex, Snapshot
     from vx.files.outputs import OutputSpec
     from vx.sandbox.runner import Session
@@ -82,11 +83,9 @@ class RunContext(Struct):
     halt_on_failure: bool = (
         False  # `--continue=never`: a failure sets `halt` before its slot passes on
     )
-    # task -> (its first attempt's child, started at (monotonic), started_ns, input snapshot): the
-    # first wave, started before the loop existed with its slot taken (run._start_first_wave)
-    early: dict[TaskId, tuple[executor._Child, float, int, Snapshot | None, Any]] = field(
-        default_factory=dict
-    )
+    # task -> its first attempt's child and how it started: the first wave, started before the
+    # loop existed with its slot taken (vx.fastpath.firstwave)
+    early: dict[TaskId, tuple[executor.Child, First]] = field(default_factory=dict)
     # the fingerprint files as the walk began (files.Snapshot), re-checked after each task;
     # once one moved (`lock_moved` names it) every key of the run is stale: no hit, no save
     lockfiles: Snapshot | None = None
@@ -125,7 +124,7 @@ async def rebuild(
         ctx.tainted[node.id] = cause
     if node.is_group:
         return TaskResult(node.id, Status.SUCCESS, CacheStatus.NO_CACHE, key=plan.key)
-    if node.config.exec.persistent is not None and not _on_terminal(ctx, node):  # type: ignore[union-attr]  # a task that is not a group has exec
+    if node.exec.persistent is not None and not _on_terminal(ctx, node):
         served = await _serve(ctx, node, plan)
         if not served.persistent or served.status is not Status.SUCCESS:
             ctx.emit(TaskFinished(served))
@@ -304,7 +303,7 @@ async def _serve(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> TaskResult:
                 ctx.root / node.project_dir,
                 plan.env,
                 ctx.table,
-                node.config.exec.persistent.ready_when,  # type: ignore[union-attr]  # a served task has exec
+                node.exec.persistent.ready_when,  # type: ignore[union-attr]  # a served task is persistent
                 on_output,
                 started,
                 lambda words: ctx.emit(Notice(f"{node.id} {words} after it was ready", id=node.id)),
@@ -342,7 +341,7 @@ async def _serve(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> TaskResult:
 
 def _on_terminal(ctx: RunContext, node: TaskNode) -> bool:
     """An interactive task runs on the terminal when vx has one; off a TTY it is a normal task."""
-    return node.config.exec.interactive and ctx.terminal  # type: ignore[union-attr]  # a task that is not a group has exec
+    return node.exec.interactive and ctx.terminal
 
 
 # ---------------------------------------------------------------- misses
@@ -364,10 +363,9 @@ async def _execute_and_save(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> 
     snapshot: Snapshot | None = None
     if early is not None:
         ctx.slots.withdraw(node.id)  # it runs on the slot the first wave took
-        snapshot, started_ns = early[3], early[2]
+        snapshot, started_ns = early[1].snapshot, early[1].started_ns
     elif write:
-        assert plan.record is not None  # every planned task with outputs has its key's record
-        snapshot = ctx.index.task_snapshot(plan.inputs, node.project_dir, plan.record.package_json)
+        snapshot = opening.snapshot(ctx.index, node, plan)
     if plan.outputs is not None and plan.inputs is not None and plan.inputs.unmatched_globs:
         # Asked again now: an upstream task of this run may have written what a glob names
         # (a dependency's gitignored dist); the re-check then withholds the save and says why.
@@ -510,7 +508,7 @@ async def _attempts(
     No process (None) when the run halted while this task waited for its slot."""
     total = plan.retries + 1
     elapsed = 0.0
-    kept = early[4] if early is not None else None  # outputs left for an incremental tool
+    kept = early[1].kept if early is not None else None  # outputs left for an incremental tool
     from vx.engine import incremental
 
     terminal = _on_terminal(ctx, node)
@@ -535,23 +533,24 @@ async def _attempts(
             await _fetch_upstream(ctx, node)
         for attempt in range(1, total + 1):
             if attempt == 1 and early is not None:
-                proc, violations = await _run_once(ctx, node, plan, started=(early[0], early[1]))
+                started = (early[0], early[1].started_at)
+                proc, violations = await _run_once(ctx, node, plan, started=started)
             else:
                 kept = None
                 if wipe and plan.outputs is not None:
                     await _drop_loose_build_infos(ctx, node, plan)
-                if (
-                    wipe
-                    and plan.outputs is not None
-                    and attempt == 1
-                    and ctx.policy.read
-                    and not remote
-                ):
+                if wipe and plan.outputs is not None:
+                    assert ctx.store is not None  # `wipe` is a task saved to a store
+                    # a retry or --force starts clean
+                    keep = attempt == 1 and ctx.policy.read and not remote
                     kept = await asyncio.to_thread(
-                        incremental.prepare, ctx.root, plan.outputs, ctx.store, str(node.id)
+                        opening.keep_or_wipe,
+                        ctx.root,
+                        plan.outputs,
+                        ctx.store,
+                        str(node.id),
+                        keep,
                     )
-                elif wipe and plan.outputs is not None:  # a retry or --force starts clean
-                    await asyncio.to_thread(plan.outputs.wipe, ctx.root)
                 ctx.emit(TaskStarted(node.id, plan.command or "", attempt, terminal=terminal))
                 launch = (
                     ctx.launch_for(node, plan, attempt) if ctx.launch_for and not terminal else None

@@ -168,7 +168,7 @@ class _Lane:
                 tid, Status.SUCCESS, CacheStatus.NO_CACHE, key=plan.key
             )
             return
-        if node.config.exec.persistent is not None and not node.requested:  # type: ignore[union-attr]  # a task that is not a group has exec
+        if node.exec.persistent is not None and not node.requested:
             # Needed only by its dependants: if each of them is a hit, it is never started. Taken
             # as settled so they are decided; `finish` takes it back if one of them is not.
             self.settled.results[tid] = TaskResult(
