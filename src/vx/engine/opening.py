@@ -12,7 +12,7 @@ Loaded before asyncio on a run that executes a task: it imports only leaves at i
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from vx.events import Emit, Notice, TaskStarted
 from vx.proc import spawn
@@ -37,7 +37,7 @@ def snapshot(index: FileIndex, node: TaskNode, plan: TaskPlan) -> Snapshot:
 
 
 def keep_or_wipe(
-    root: Path, outputs: OutputSpec, store: Store, task_id: str, keep: bool
+    root: Path, outputs: OutputSpec, store: Store[Any], task_id: str, keep: bool
 ) -> Kept | None:
     """With `keep`, leave the outputs in place for an incremental tool where
     `incremental.prepare` may, and return what they were; otherwise (or when it may not) wipe
@@ -58,7 +58,7 @@ def begin(
     emit: Emit,
     early: dict[TaskId, First],
     *,
-    store: Store | None,
+    store: Store[Any] | None,
     keep: bool,
 ) -> bool:
     """Open the task and start its command, as its first attempt; whether it started (a command

@@ -37,7 +37,7 @@ def start(
     *,
     root: Path,
     index: FileIndex,
-    store: Store | None,
+    store: Store[Any] | None,
     keep: bool,
     width: int,
     emit: Emit,

@@ -478,7 +478,7 @@ async def execute(
         try:
             child = adopt(spawn.start(command, cwd, env, launch, terminal=terminal), table, launch)
         except (OSError, ValueError) as exc:
-            error = _spawn_error(exc, cwd, launch.argv[0] if launch else SHELL)
+            error = spawn_error(exc, cwd, launch.argv[0] if launch else SHELL)
             return ProcessResult(
                 exit_code=127, duration_ms=_ms_since(started_at), spawn_error=error
             )
@@ -656,7 +656,7 @@ def _ms_since(started: float) -> float:
     return (time.monotonic() - started) * 1000
 
 
-def _spawn_error(exc: Exception, cwd: Path, program: str = SHELL) -> str:
+def spawn_error(exc: Exception, cwd: Path, program: str = SHELL) -> str:
     """Say why the shell could not start, naming the directory when that is the cause."""
     if isinstance(exc, OSError) and str(exc.filename) == str(cwd):
         return f"cannot enter the task's directory {cwd}: {exc.strerror}"
