@@ -13,13 +13,17 @@ import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Callable, Collection, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Collection, Iterable, Mapping, Sequence
 
 from msgspec import Struct
 
 from vx.events import Event
 from vx.model import LogChunk, ProcessResult
 from vx.store.local import DamagedEntry
+from vx.store.unpacking import Unpacked
+
+if TYPE_CHECKING:
+    from vx.store.protocol import LocalLayer
 
 
 class ListReporter:
@@ -41,10 +45,15 @@ class MemoryEntry(Struct, frozen=True):
     log: tuple[LogChunk, ...]
     duration_ms: float
 
+    @property
+    def size_bytes(self) -> int:
+        return sum(len(data) for data in self.files.values())
+
 
 class MemoryStore:
     """A cache in a dict: `save` reads the outputs from disk under `root`, `restore` writes them
-    back. `damaged` keys fail to restore, as a damaged artifact does."""
+    back. `damaged` keys fail to restore, as a damaged artifact does. It is its own local layer
+    (`vx.store.protocol.LocalLayer`), so the hit lane can restore from it too."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -52,6 +61,7 @@ class MemoryStore:
         self.damaged: set[str] = set()
         self.saved: list[str] = []
         self.restored: list[str] = []
+        self.spans: dict[str, list[float]] = {"save": [], "restore": []}
 
     def probe(self, keys: Iterable[str]) -> dict[str, MemoryEntry]:
         return {k: self.entries[k] for k in keys if k in self.entries}
@@ -64,15 +74,32 @@ class MemoryStore:
     def log_of(self, entry: MemoryEntry) -> tuple[LogChunk, ...]:
         return entry.log
 
+    def logs_of(self, entries: Sequence[MemoryEntry]) -> dict[str, tuple[LogChunk, ...]]:
+        return {e.key: e.log for e in entries}
+
     def restore(self, entry: MemoryEntry, allowed: Callable[[str], bool]) -> tuple[LogChunk, ...]:
+        return self.finish_restore(entry, self.extract(entry, allowed), 0.0)
+
+    def extract(self, entry: MemoryEntry, allowed: Callable[[str], bool]) -> Unpacked | str:
         if entry.key in self.damaged:
-            raise DamagedEntry("damaged in memory")
+            return "damaged in memory"
         for path, data in entry.files.items():
             assert allowed(path), path
             (self.root / path).parent.mkdir(parents=True, exist_ok=True)
             (self.root / path).write_bytes(data)
+        return Unpacked(entry.log, ())
+
+    def finish_restore(
+        self, entry: MemoryEntry, extracted: Unpacked | str, seconds: float
+    ) -> tuple[LogChunk, ...]:
+        if isinstance(extracted, str):
+            raise DamagedEntry(extracted)
         self.restored.append(entry.key)
-        return entry.log
+        self.spans["restore"].append(seconds)
+        return extracted.log
+
+    def entry_on_disk(self, task_id: str, current: Collection[str]) -> MemoryEntry | None:
+        return None  # nothing is kept for an incremental tool here
 
     def save(
         self,
@@ -90,6 +117,14 @@ class MemoryStore:
         self.entries[key] = MemoryEntry(key, data, tuple(log), duration_ms)
         self.saved.append(key)
         return sum(len(v) for v in data.values())
+
+    save_local = save  # no other layer
+
+
+if TYPE_CHECKING:  # `mypy tests/fakes.py` holds the fake to the face it stands in for
+
+    def _face(store: MemoryStore) -> LocalLayer[MemoryEntry]:
+        return store
 
 
 # What a scripted command does when it "runs": writes files (relative to its cwd) and ends so.

@@ -271,6 +271,13 @@ class TaskNode(Struct, frozen=True):
     def is_group(self) -> bool:
         return self.config.exec is None
 
+    @property
+    def exec(self) -> ExecConfig:
+        """The command's config, which every task that is not a group has."""
+        exec_ = self.config.exec
+        assert exec_ is not None, f"{self.id} is a group: it has no command"
+        return exec_
+
 
 class TaskGraph(Struct, frozen=True):
     nodes: Mapping[TaskId, TaskNode]

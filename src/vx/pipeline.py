@@ -6,16 +6,16 @@ Reads like the pipeline in ARCHITECTURE.md. It never prints: everything goes out
 from __future__ import annotations
 
 import os
-import signal
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Mapping, cast
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from msgspec import Struct
 
 from vx.config import loader as config
-from vx.errors import EXIT_OK, EXIT_SIGHUP, EXIT_SIGINT, EXIT_SIGTERM, EXIT_TASK_FAILED, UsageError
-from vx.events import Emit, Notice, PlannedTask, RunFinished, RunStarted, TaskStarted
+from vx.engine import signals
+from vx.errors import EXIT_OK, UsageError
+from vx.events import Emit, Notice, PlannedTask, RunFinished, RunStarted
 from vx.model import (
     ROOT_PROJECT,
     CachePolicy,
@@ -39,32 +39,26 @@ from vx.workspace import discover as workspace
 
 if TYPE_CHECKING:
     import asyncio
-    import subprocess
 
-    from vx.engine.incremental import Kept
+    from vx.engine.opening import First
+    from vx.engine.rebuilder import Hooks, RunContext
+    from vx.engine.remote import RemotePool
+    from vx.fastpath.hitlane import Settled
     from vx.files.index import FileIndex, Snapshot
     from vx.model import (
         CacheRetention,
         HashRecord,
         ProjectConfig,
         RemoteCacheConfig,
+        TaskNode,
         WorkspaceConfig,
     )
     from vx.plugins.host import Host, PluginLayer
+    from vx.proc.executor import Child, ProcessTable
     from vx.store.layered import LayeredStore
     from vx.store.local import Entry, LocalStore, Opening
     from vx.store.policy import CachePlan
     from vx.store.remote.layer import RemoteSettings
-
-    # a first-wave process: (popen, started (monotonic), started_ns, its inputs' snapshot, the
-    # outputs kept for an incremental tool)
-    Early = tuple[subprocess.Popen[bytes], float, int, Snapshot | None, Kept | None]
-
-SIGNAL_EXITS: dict[int, int] = {
-    signal.SIGINT: EXIT_SIGINT,
-    signal.SIGTERM: EXIT_SIGTERM,
-    signal.SIGHUP: EXIT_SIGHUP,
-}
 
 
 class RunRequest(Struct, frozen=True):
@@ -666,8 +660,10 @@ def _refuse_group_only_args(graph: TaskGraph, req: RunRequest) -> None:
 
 def dry_plan(prep: Prepared) -> list[PlannedTask]:
     """Predict each task's cache status without executing anything."""
+    from vx.engine import taskcache
+
     rows = []
-    lazy = _not_started(prep)
+    lazy = taskcache.not_started(prep.graph, prep.plans, prep.hits)
     for tid in prep.graph.order:
         node, plan = prep.graph.nodes[tid], prep.plans[tid]
         if node.is_group:
@@ -698,30 +694,6 @@ def dry_plan(prep: Prepared) -> list[PlannedTask]:
     return rows
 
 
-def _not_started(prep: Prepared) -> set[TaskId]:
-    """The persistent tasks a run would not start, as the hit lane decides: nobody asked
-    for them and every dependant settles as a local hit."""
-    nodes = prep.graph.nodes
-    if not prep.hits or not any(
-        n.config.exec is not None and n.config.exec.persistent is not None and not n.requested
-        for n in nodes.values()
-    ):
-        return set()
-    settles: dict[TaskId, bool] = {}
-    lazy: list[TaskId] = []
-    for tid in prep.graph.order:
-        node, plan = nodes[tid], prep.plans[tid]
-        ready = all(settles[d] for d in node.deps)
-        if not node.is_group and node.config.exec.persistent is not None and not node.requested:  # type: ignore[union-attr]  # a task that is not a group has exec
-            lazy.append(tid)
-        elif not node.is_group:
-            ready = ready and plan.outputs is not None and plan.key in prep.hits
-        settles[tid] = ready
-    for tid in reversed(lazy):
-        settles[tid] = settles[tid] and all(settles[c] for c, n in nodes.items() if tid in n.deps)
-    return {tid for tid in lazy if settles[tid]}
-
-
 # ---------------------------------------------------------------- execute
 
 
@@ -730,13 +702,13 @@ def execute(
     req: RunRequest,
     emit: Emit,
     stages: Stages,
-    launch_for=None,
-    observe=None,
-    on_graph_end=None,
+    launch_for: Callable[..., Any] | None = None,
+    observe: Callable[..., None] | None = None,
+    on_graph_end: Callable[[], None] | None = None,
 ) -> RunSummary:
     """Walk the graph under the run lock; Ctrl-C and SIGTERM tear every task down. `launch_for`
-    may wrap a task's command and `observe` receives sandboxed traces (RunContext), for --verify.
-    Persistent tasks kept in the foreground run after the summary; `on_graph_end` is
+    may wrap a task's command and `observe` receives sandboxed traces (rebuilder.Hooks), for
+    --verify. Persistent tasks kept in the foreground run after the summary; `on_graph_end` is
     called before they are waited for (the CLI releases the run lock: they write no cache)."""
     started = time.time()
     if prep.plugins is not None:
@@ -746,67 +718,63 @@ def execute(
         lane, stopped_by = _settle_hits(prep, emit) if req.fast_paths else _no_lane()
 
     def conclude(results: Mapping[TaskId, TaskResult], stopped_by: int | None) -> RunSummary:
-        with stages("close cache"):
-            _close_store(prep, emit, results)
-        spans = getattr(getattr(prep.store, "local", prep.store), "spans", {})
-        for name in ("restore", "save"):
-            stages.span(name, spans.get(name, ()))
-        ordered = tuple(results[t] for t in prep.graph.order if not prep.graph.nodes[t].is_group)
-        summary = RunSummary(
-            _run_id(),
-            ordered,
-            started,
-            time.time(),
-            _exit_code(ordered, stopped_by),
-            interrupted=stopped_by is not None,
-        )
-        emit(RunFinished(summary))
-        return summary
+        return _conclude(prep, emit, stages, started, results, stopped_by)
 
-    summary = None
     if len(lane.results) == len(prep.graph.nodes) and stopped_by is None:
-        results = (
-            lane.results
-        )  # everything was a confirmed hit: no event loop, asyncio never imported
-    else:
-        caught: list[int] = []
-        previous = _catch_signals(caught)  # until the walk's own handlers replace these
-        early: dict[TaskId, Early] = {}  # filled as they start: a failure midway stops those
+        # everything was a confirmed hit: no event loop, asyncio never imported
+        return conclude(lane.results, None)
+    from vx.fastpath import firstwave
+
+    with signals.noted() as caught:  # until the walk listens: it acts on what came meanwhile
+        early: dict[TaskId, First] = {}  # filled as they start: a failure midway stops those
         try:
             lockfiles = prep.index.snapshot(None, prep.index.fingerprinted)  # before anything runs
             with stages("schedule"):
                 priority = _priorities(prep, lane, emit)
-            admits = prep.plugins is not None and (  # the walk asks them before each start
-                prep.plugins.has("admit") or bool(prep.plugins.executors)
-            )
-            if stopped_by is None and launch_for is None and req.fast_paths and not admits:
-                _start_first_wave(prep, lane, emit, early, priority)
-            asyncio = _import_asyncio()  # while the first wave runs
+            if stopped_by is None and launch_for is None and req.fast_paths and not _admits(prep):
+                _start_first_wave(prep, lane.results, emit, early, priority)
+            asyncio = firstwave.import_asyncio()  # while the first wave runs
+            handed = _Handover(lane, stopped_by, caught, early, lockfiles, priority)
             with stages("run graph"):
                 results, stopped_by, summary = asyncio.run(
-                    _walk(
-                        prep,
-                        req,
-                        emit,
-                        lane,
-                        stopped_by,
-                        launch_for,
-                        observe,
-                        early,
-                        caught,
-                        lockfiles,
-                        conclude,
-                        on_graph_end,
-                        priority,
-                    )
+                    _walk(prep, req, emit, handed, (launch_for, observe), conclude, on_graph_end)
                 )
         except BaseException:
-            _stop_early(early)  # only what the walk never adopted
+            firstwave.stop(early)  # only what the walk never adopted
             raise
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
     return summary if summary is not None else conclude(results, stopped_by)
+
+
+def _conclude(
+    prep: Prepared,
+    emit: Emit,
+    stages: Stages,
+    started: float,
+    results: Mapping[TaskId, TaskResult],
+    stopped_by: int | None,
+) -> RunSummary:
+    """Close the store and tell the run's summary."""
+    with stages("close cache"):
+        _close_store(prep, emit, results)
+    spans = prep.store.local.spans if prep.store is not None else {}
+    for name in ("restore", "save"):
+        stages.span(name, spans.get(name, ()))
+    ordered = tuple(results[t] for t in prep.graph.order if not prep.graph.nodes[t].is_group)
+    summary = RunSummary(
+        _run_id(),
+        ordered,
+        started,
+        time.time(),
+        signals.exit_code(ordered, stopped_by),
+        interrupted=stopped_by is not None,
+    )
+    emit(RunFinished(summary))
+    return summary
+
+
+def _admits(prep: Prepared) -> bool:
+    """Whether the plugins decide where or when a task starts: the walk asks them before each."""
+    return prep.plugins is not None and (prep.plugins.has("admit") or bool(prep.plugins.executors))
 
 
 def receipt_tasks(prep: Prepared, summary: RunSummary, started_ns: int) -> list[list] | None:
@@ -832,7 +800,7 @@ def receipt_tasks(prep: Prepared, summary: RunSummary, started_ns: int) -> list[
         return None  # a server or a prompt must start on every run: nothing of it is in any receipt
     if any(len(getattr(p.record, "runtime", ())) > 1 for p in prep.plans.values()):
         return None  # a runtime probe may answer differently with no file changed: plan again
-    local = cast("LocalStore", prep.store)  # a layered store would be prep.remote too
+    local = prep.store.local  # the store itself: a layered store would be prep.remote too
     hit = (CacheStatus.UP_TO_DATE, CacheStatus.LOCAL)
     if not all(
         r.status is Status.SUCCESS
@@ -934,23 +902,18 @@ def _settle_hits(prep: Prepared, emit: Emit):
 
     if not (prep.hits and prep.policy.read and prep.store is not None):
         return Settled(), None
-    caught: list[int] = []
-    previous = _catch_signals(caught)
-    try:
+    with signals.noted() as caught:
         lane = settle(
             prep.graph,
             prep.plans,
             prep.hits,
-            prep.store,
+            prep.store.local,  # the batched probe's hits are local entries, remote layer or not
             prep.ws.root,
             emit,
             2 * prep.concurrency,
             lambda: bool(caught),
         )
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    return lane, (signal.Signals(caught[0]) if caught else None)
+    return lane, signals.first(caught)
 
 
 def _no_lane():
@@ -960,166 +923,217 @@ def _no_lane():
     return Settled(), None
 
 
-def _catch_signals(caught: list[int]) -> dict:
-    """Note SIGINT/SIGTERM/SIGHUP instead of dying mid-restore (only the main thread can)."""
-    previous = {}
-    for sig in SIGNAL_EXITS:
-        try:
-            previous[sig] = signal.signal(sig, lambda signum, frame: caught.append(signum))
-        except ValueError:  # not the main thread: signals stay as they were
-            break
-    return previous
+class _Handover(Struct):
+    """What the run hands its walk from before the event loop existed."""
+
+    lane: Settled
+    stopped_early: int | None  # the signal that stopped the hit lane
+    caught: list[int]  # signals noted since: the walk acts on them at once
+    early: dict[TaskId, First]  # the first wave: the walk adopts each process
+    lockfiles: Snapshot  # the fingerprint files before anything ran
+    priority: Mapping[TaskId, int]
 
 
 async def _walk(
     prep: Prepared,
     req: RunRequest,
     emit: Emit,
-    lane,
-    stopped_early: int | None,
-    launch_for=None,
-    observe=None,
-    early=None,
-    caught=(),
-    lockfiles=None,
-    conclude=None,
-    on_graph_end=None,
-    priority: Mapping[TaskId, int] | None = None,
+    handed: _Handover,
+    wrap: tuple[Callable[..., Any] | None, Callable[..., None] | None],
+    conclude: Callable[[Mapping[TaskId, TaskResult], int | None], RunSummary],
+    on_graph_end: Callable[[], None] | None,
 ) -> tuple[dict[TaskId, TaskResult], int | None, RunSummary | None]:
     """The walk, then the persistent tasks' end: the summary when some were kept in the
-    foreground (it is told before they are waited for), else None and the caller concludes."""
+    foreground (it is told before they are waited for), else None and the caller concludes.
+    `wrap` is --verify's (launch_for, observe)."""
     import asyncio
 
-    from vx.engine.rebuilder import RunContext, rebuild
-    from vx.engine.scheduler import PrioritySlots, walk
-    from vx.plan.tasks import nested_dirs, rekeyed
+    from vx.engine.rebuilder import rebuild
+    from vx.engine.scheduler import walk
     from vx.proc import executor
 
     table = executor.ProcessTable()
     stop = asyncio.Event()
-    stopped_by: list[int] = [stopped_early] if stopped_early is not None else []
+    stopped_by: list[int] = [handed.stopped_early] if handed.stopped_early is not None else []
     if stopped_by:
         stop.set()  # the lane was interrupted: the walk starts nothing and aborts the rest
-    hits = (
-        {k: v for k, v in prep.hits.items() if k not in lane.damaged} if lane.damaged else prep.hits
-    )
-    slots = PrioritySlots(prep.concurrency)
-    adopted: dict[TaskId, tuple[executor._Child, float, int, Snapshot | None, Kept | None]] = {}
     summary, ctx = None, None
     # Everything from the first adoption on is inside the `try`: an adopted task is the table's,
     # and only the table's shutdown stops it (the caller stops what was never adopted).
     try:
-        for tid in list(early or ()):
-            popen, started_at, started_ns, snapshot, kept = early[tid]
-            adopted[tid] = (
-                executor._Child.adopt(popen, table),
-                started_at,
-                started_ns,
-                snapshot,
-                kept,
-            )
-            del early[tid]  # the table's now: its shutdown stops it
-        slots.take(len(adopted))
-        ctx = context = RunContext(
-            root=prep.ws.root,
-            plans=prep.plans,
-            hits=hits,
-            index=prep.index,
-            store=prep.store,
-            policy=prep.policy,
-            slots=slots,
-            restore_slots=asyncio.Semaphore(2 * prep.concurrency),
-            table=table,
-            emit=emit,
-            priority=priority or prep.graph.priority,
-            remote=prep.remote,
-            launch_for=launch_for,
-            observe=observe,
-            halt=asyncio.Event(),
-            halt_on_failure=req.continue_mode == "never",
-            early=adopted,
-            lockfiles=lockfiles,
-            late=_late(prep) if prep.store is not None else {},  # no cache: keys decide nothing
-            # `--exclude-dependencies`: a task whose dependency does not run may hit, never save
-            tainted={
-                t: f"{dep} was not run (--exclude-dependencies)" for t, dep in prep.cut.items()
-            },
-            terminal=req.lend_terminal and os.isatty(0) and os.isatty(1),
-        )
-        if prep.remote_exec is not None:
-            from vx.engine.remote import RemotePool
-
-            context.remote_pool = RemotePool(
-                prep.remote_exec,
-                prep.remote_config,
-                prep.graph.nodes,
-                emit,
-                download=req.download,
-                deferrable=not context.late and not _runtime_inputs(prep),
-                rerun=not prep.policy.read,
-                stop=stop,
-            )
-        host = prep.plugins
-        if host is not None and host.executors:
-            context.offer = host.executor_for
-        if host is not None and host.has("admit"):
-            context.admit = lambda tid, running: host.admit(
-                prep.graph.nodes[tid], prep.plans[tid], running
-            )
-        if context.late:
-            nested = nested_dirs(prep.ws)
-            keyed = prep.keyed_graph or prep.graph  # a key folds every dependency, run or not
-            context.rekey = lambda node, fresh: rekeyed(
-                prep.index,
-                keyed.nodes[node.id],
-                prep.plans,
-                fresh,
-                nested.get(node.project_dir, ()),
-            )
-        on_signal = _install_signals(table, stop, stopped_by)
-        if caught:  # a signal came while the first wave started or asyncio loaded: act on it now
-            on_signal(signal.Signals(caught[0]))
-        results = await walk(
-            prep.graph,
-            lambda node, res: rebuild(context, node, res),
-            continue_mode=req.continue_mode,
-            stop=stop,
-            settled=lane.results,
-            halt=context.halt,
-            priority=context.priority,
-            slots=slots,
-        )
-        if context.servers:
-            from vx.engine import persistent
-
-            kept = await persistent.release(
+        ctx = context = _context(prep, req, emit, handed, wrap, table, stop)
+        with signals.listening(table, stop, stopped_by, handed.caught):
+            results = await walk(
                 prep.graph,
-                context.servers,
-                results,
-                emit,
-                stopped=bool(stopped_by),
-                keep_despite_failures=req.continue_mode == "always",
+                lambda node, res: rebuild(context, node, res),
+                continue_mode=req.continue_mode,
+                stop=stop,
+                settled=handed.lane.results,
+                halt=context.state.halt,
+                priority=context.config.priority,
+                slots=context.services.slots,
             )
-            if kept:
-                summary = conclude(results, None)
-                if on_graph_end is not None:
-                    on_graph_end()
-                summary = await persistent.foreground(
-                    summary, kept, context.servers, emit, stop, stopped_by, SIGNAL_EXITS
+            if context.state.servers:
+                from vx.engine import persistent
+
+                kept = await persistent.release(
+                    prep.graph,
+                    context.state.servers,
+                    results,
+                    emit,
+                    stopped=bool(stopped_by),
+                    keep_despite_failures=req.continue_mode == "always",
                 )
+                if kept:
+                    summary = conclude(results, None)
+                    if on_graph_end is not None:
+                        on_graph_end()
+                    summary = await persistent.foreground(
+                        summary, kept, context.state.servers, emit, stop, stopped_by, signals.EXITS
+                    )
     finally:
-        try:
-            _remove_signals()
-        finally:
-            await table.shutdown(_grace_s())
-            if ctx is not None and ctx.sandbox is not None:  # the proxy, the sandboxes' temp root
-                ctx.sandbox.close()
-            if ctx is not None and ctx.remote_pool is not None:
-                ctx.remote_pool.close()
-                told = ctx.remote_pool.summary()
-                if told:
-                    emit(Notice(told, level="info"))
+        await _close_walk(ctx, table, emit)
     return results, (stopped_by[0] if stopped_by else None), summary
+
+
+def _context(
+    prep: Prepared,
+    req: RunRequest,
+    emit: Emit,
+    handed: _Handover,
+    wrap: tuple[Callable[..., Any] | None, Callable[..., None] | None],
+    table: ProcessTable,
+    stop: asyncio.Event,
+) -> RunContext:
+    """The walk's records (`vx.engine.rebuilder`), once the first wave is adopted into `table`
+    with its slots taken."""
+    import asyncio
+
+    from vx.engine.rebuilder import RunConfig, RunContext, RunState, Services
+    from vx.engine.scheduler import PrioritySlots
+
+    adopted = _adopt(handed.early, table)
+    slots = PrioritySlots(prep.concurrency)
+    slots.take(len(adopted))
+    damaged = handed.lane.damaged
+    late = _late(prep) if prep.store is not None else {}  # no cache: keys decide nothing
+    config = RunConfig(
+        root=prep.ws.root,
+        policy=prep.policy,
+        hits={k: v for k, v in prep.hits.items() if k not in damaged} if damaged else prep.hits,
+        priority=handed.priority or prep.graph.priority,
+        late=late,
+        lockfiles=handed.lockfiles,
+        halt_on_failure=req.continue_mode == "never",
+        terminal=req.lend_terminal and os.isatty(0) and os.isatty(1),
+    )
+    services = Services(
+        index=prep.index,
+        store=prep.store,
+        emit=emit,
+        table=table,
+        slots=slots,
+        restore_slots=asyncio.Semaphore(2 * prep.concurrency),
+        remote=prep.remote,
+        remote_pool=_remote_pool(prep, req, emit, stop, bool(late)),
+    )
+    state = RunState(
+        plans=prep.plans,
+        early=adopted,
+        halt=asyncio.Event(),
+        # `--exclude-dependencies`: a task whose dependency does not run may hit, never save
+        tainted={t: f"{dep} was not run (--exclude-dependencies)" for t, dep in prep.cut.items()},
+    )
+    return RunContext(config, services, state, _hooks(prep, wrap, bool(late)))
+
+
+def _adopt(early: dict[TaskId, First], table: ProcessTable) -> dict[TaskId, tuple[Child, First]]:
+    """The first wave's processes, each moved from `early` into `table`, whose shutdown stops
+    it from now on."""
+    from vx.proc import executor
+
+    adopted = {}
+    for tid in list(early):
+        adopted[tid] = (executor.adopt(early[tid].popen, table), early[tid])
+        del early[tid]
+    return adopted
+
+
+def _remote_pool(
+    prep: Prepared, req: RunRequest, emit: Emit, stop: asyncio.Event, late: bool
+) -> RemotePool | None:
+    """The REAPI workers' slots, when the run has a server to execute on."""
+    if prep.remote_exec is None:
+        return None
+    from vx.engine.remote import RemotePool
+
+    return RemotePool(
+        prep.remote_exec,
+        prep.remote_config,
+        prep.graph.nodes,
+        emit,
+        download=req.download,
+        deferrable=not late and not _runtime_inputs(prep),
+        rerun=not prep.policy.read,
+        stop=stop,
+    )
+
+
+def _hooks(
+    prep: Prepared,
+    wrap: tuple[Callable[..., Any] | None, Callable[..., None] | None],
+    late: bool,
+) -> Hooks:
+    """What decides for a task beside vx: --verify's wrapper and traces, the plugins' `admit`
+    and executors, and how a task is keyed late."""
+    from vx.engine.rebuilder import Hooks
+
+    host = prep.plugins
+    launch_for, observe = wrap
+    return Hooks(
+        launch_for=launch_for,
+        observe=observe,
+        admit=_admit(prep),
+        offer=host.executor_for if host is not None and host.executors else None,
+        rekey=_rekey(prep) if late else None,
+    )
+
+
+def _admit(prep: Prepared) -> Callable[[TaskId, frozenset[TaskId]], bool] | None:
+    """The plugins' `admit` hooks, asked whether a task may start beside those running."""
+    host = prep.plugins
+    if host is None or not host.has("admit"):
+        return None
+    return lambda tid, running: host.admit(prep.graph.nodes[tid], prep.plans[tid], running)
+
+
+def _rekey(prep: Prepared) -> Callable[[TaskNode, bool], TaskPlan]:
+    """How a task keyed late is keyed once its dependencies are done."""
+    from vx.plan.tasks import nested_dirs, rekeyed
+
+    nested = nested_dirs(prep.ws)
+    keyed = prep.keyed_graph or prep.graph  # a key folds every dependency, run or not
+    return lambda node, fresh: rekeyed(
+        prep.index,
+        keyed.nodes[node.id],
+        prep.plans,
+        fresh,
+        nested.get(node.project_dir, ()),
+    )
+
+
+async def _close_walk(ctx: RunContext | None, table: ProcessTable, emit: Emit) -> None:
+    """After the walk, however it ended: every group it started stopped, the sandboxes' proxy
+    and temp root gone, the remote workers' slots closed and their tally told."""
+    await table.shutdown(signals.grace_s())
+    if ctx is not None and ctx.state.sandbox is not None:
+        ctx.state.sandbox.close()
+    pool = ctx.services.remote_pool if ctx is not None else None
+    if pool is not None:
+        pool.close()
+        told = pool.summary()
+        if told:
+            emit(Notice(told, level="info"))
 
 
 def _priorities(prep: Prepared, lane, emit: Emit) -> Mapping[TaskId, int]:
@@ -1164,175 +1178,30 @@ def _late(prep: Prepared) -> dict[TaskId, bool]:
     return {t: v for t, v in late_tasks(prep.keyed_graph).items() if t in prep.graph.nodes}
 
 
-def _import_asyncio():
-    """`import asyncio` without it loading `ssl`, paid by every run that executes a task
-    (docs/optimizations.md #24).
-
-    asyncio imports ssl only to offer TLS on its own transports, and treats a missing module as
-    a Python built without it (`ssl = None` in base_events, selector_events, sslproto). vx never
-    asks asyncio for TLS: the remote cache speaks it through http.client, which imports ssl
-    itself — and can, because the stand-in is taken out again at once. Where ssl or asyncio is
-    already loaded (a remote layer opened first), or another thread runs (it could be importing
-    ssl at that moment), this is a plain import.
-    """
-    import sys
-
-    threading = sys.modules.get("threading")
-    others = (
-        threading is not None and threading.active_count() > 1
-    )  # one might import ssl meanwhile
-    if others or "asyncio" in sys.modules or "ssl" in sys.modules:
-        import asyncio
-
-        return asyncio
-    sys.modules["ssl"] = None  # type: ignore[assignment]  # `import ssl` now raises ImportError
-    try:
-        import asyncio
-    finally:
-        if "ssl" in sys.modules and sys.modules["ssl"] is None:
-            del sys.modules["ssl"]
-    return asyncio
-
-
-def _install_signals(table, stop: asyncio.Event, stopped_by: list[int]) -> Callable[[int], None]:
-    import asyncio
-
-    loop = asyncio.get_running_loop()
-
-    def on_signal(sig: int) -> None:
-        if stopped_by:  # a second signal: no more grace
-            table.kill_all()
-            os._exit(SIGNAL_EXITS[stopped_by[0]])
-        stopped_by.append(sig)
-        stop.set()
-        table.stopping = True
-        table.terminate_all(sig)
-        loop.call_later(_grace_s(), table.kill_all)
-
-    for sig in SIGNAL_EXITS:
-        loop.add_signal_handler(sig, on_signal, sig)
-    return on_signal
-
-
 def _start_first_wave(
     prep: Prepared,
-    lane,
+    settled: Mapping[TaskId, TaskResult],
     emit: Emit,
-    early: dict[TaskId, Early],
+    early: dict[TaskId, First],
     priority: Mapping[TaskId, int],
 ) -> None:
-    """Start the commands the walk would start first, before asyncio is loaded, so that loading it
-    overlaps them (docs/optimizations.md #25). Only plain misses qualify: every
-    dependency settled by the hit lane, no sandbox, no remote layer that might still serve it; at
-    most `concurrency` of them, in the walk's order. Each is prepared as the rebuilder would —
-    its inputs snapshot for the save's re-check, outputs wiped or kept for an incremental tool,
-    its start told — and the walk adopts the processes. Fills `early` as each starts, {task:
-    (popen, started (monotonic), started_ns, snapshot, kept)}, so that what started before a
-    failure (an output that cannot be wiped) is still the caller's to stop; a command that cannot
-    start is left to the walk, which reports why."""
-    from vx.proc import spawn
+    """The first wave (`vx.fastpath.firstwave`), unless a remote layer might still serve a task
+    or a task might run on a remote worker."""
+    from vx.fastpath import firstwave
 
     if prep.remote is not None or prep.remote_exec is not None:
         return
-    nodes, settled, write = (
-        prep.graph.nodes,
-        lane.results,
-        prep.policy.write and prep.store is not None,
+    firstwave.start(
+        prep.graph,
+        prep.plans,
+        prep.hits,
+        settled,
+        priority,
+        early,
+        root=prep.ws.root,
+        index=prep.index,
+        store=prep.store if prep.policy.write else None,
+        keep=prep.policy.read,  # --force builds from wiped outputs
+        width=prep.concurrency,
+        emit=emit,
     )
-    position = {tid: i for i, tid in enumerate(prep.graph.order)}
-    ready = sorted(
-        (t for t, n in nodes.items() if t not in settled and all(d in settled for d in n.deps)),
-        key=lambda t: (-priority[t], position[t]),
-    )
-    for tid in ready:
-        node, plan = nodes[tid], prep.plans[tid]
-        if len(early) == prep.concurrency:
-            break
-        if (
-            node.is_group
-            or plan.sandbox is not None
-            or plan.remote == "only"  # never here
-            or (plan.outputs is not None and plan.key in prep.hits)
-        ):
-            continue
-        if node.config.exec.persistent is not None or node.config.exec.interactive:  # type: ignore[union-attr]  # a task that is not a group has exec
-            continue  # a held stdin, readiness, or the terminal: the walk starts those
-        if any(settled[d].status is not Status.SUCCESS for d in node.deps):
-            continue
-        outputs = plan.outputs if write else None
-        snapshot = None
-        if outputs is not None:
-            assert plan.record is not None  # every planned task with outputs has its key's record
-            snapshot = prep.index.task_snapshot(
-                plan.inputs, node.project_dir, plan.record.package_json
-            )
-        started_ns = time.time_ns()
-        kept = None
-        if outputs is not None:
-            from vx.engine import incremental
-
-            note = incremental.remove_loose_build_infos(
-                prep.ws.root, outputs, plan.command or "", str(tid)
-            )
-            if note is not None:
-                emit(Notice(note, id=tid))
-            if prep.policy.read:  # --force builds from wiped outputs
-                kept = incremental.prepare(prep.ws.root, outputs, prep.store, str(tid))
-            else:
-                outputs.wipe(prep.ws.root)
-        started_at = time.monotonic()
-        try:
-            popen = spawn.start(plan.command or "", prep.ws.root / node.project_dir, plan.env)
-        except (OSError, ValueError):
-            continue
-        early[tid] = (popen, started_at, started_ns, snapshot, kept)
-        emit(TaskStarted(tid, plan.command or "", 1))
-
-
-def _stop_early(early: dict[TaskId, Early]) -> None:
-    """Kill and reap first-wave processes no walk adopted (the run failed before it could), with
-    what they started outside their groups, and release each as the executor does once nothing
-    of it runs: its cgroup goes, and the warden forgets its group, whose number may be reused."""
-    if not early:
-        return
-    from vx.proc import descendants, spawn
-    from vx.proc.executor import REAP_AFTER_KILL_S, group_alive
-
-    for popen, *_ in early.values():
-        try:
-            os.killpg(popen.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        descendants.signal_all(popen.pid, signal.SIGKILL)
-        popen.wait()
-        deadline = time.monotonic() + REAP_AFTER_KILL_S
-        while group_alive(popen.pid) or descendants.alive(popen.pid):
-            if time.monotonic() >= deadline:
-                break  # still dying: the warden keeps the group and kills the cgroup at exit
-            time.sleep(0.01)
-            descendants.signal_all(popen.pid, signal.SIGKILL)  # forked before the kill landed
-        else:
-            spawn.released(popen.pid)
-            descendants.forget(popen.pid)
-    early.clear()
-
-
-def _remove_signals() -> None:
-    import asyncio
-
-    loop = asyncio.get_running_loop()
-    for sig in SIGNAL_EXITS:
-        loop.remove_signal_handler(sig)
-
-
-def _grace_s() -> float:
-    from vx.proc.executor import kill_grace_ms
-
-    return kill_grace_ms() / 1000
-
-
-def _exit_code(results: tuple[TaskResult, ...], stopped_by: int | None) -> int:
-    if stopped_by is not None:
-        return SIGNAL_EXITS[stopped_by]
-    ok = all(r.status is Status.SUCCESS for r in results)
-    return EXIT_OK if ok else EXIT_TASK_FAILED

@@ -200,8 +200,8 @@ def test_tls_still_loads_after_asyncio_was_imported_without_it():
     http.client gets the real module, and asyncio's own streams still work (the sandbox proxy's)."""
     probe = (
         "import sys\n"
-        "from vx.pipeline import _import_asyncio\n"
-        "asyncio = _import_asyncio()\n"
+        "from vx.fastpath.firstwave import import_asyncio\n"
+        "asyncio = import_asyncio()\n"
         "assert 'ssl' not in sys.modules and asyncio.base_events.ssl is None\n"
         "import http.client, ssl\n"
         "http.client.HTTPSConnection('cache.invalid', context=ssl.create_default_context())\n"
@@ -224,8 +224,8 @@ def test_asyncio_keeps_its_ssl_when_another_thread_runs():
     probe = (
         "import sys, threading, time\n"
         "threading.Thread(target=time.sleep, args=(1,), daemon=True).start()\n"
-        "from vx.pipeline import _import_asyncio\n"
-        "asyncio = _import_asyncio()\n"
+        "from vx.fastpath.firstwave import import_asyncio\n"
+        "asyncio = import_asyncio()\n"
         "print(asyncio.base_events.ssl is sys.modules['ssl'])\n"
     )
     proc = py("-c", probe)

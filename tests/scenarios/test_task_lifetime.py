@@ -301,12 +301,12 @@ def test_first_wave_task_is_stopped_and_released_when_the_run_fails_as_it_starts
 # which refuses off the main thread); any exception between the adoption and the walk is alike.
 FAULT_IN_WALK_SETUP = """
 import sys
-import vx.pipeline
+import vx.engine.signals
 
 def refused(*args):
     raise RuntimeError("set_wakeup_fd only works in main thread of the main interpreter")
 
-vx.pipeline._install_signals = refused
+vx.engine.signals.install = refused
 sys.argv = ["vx", *sys.argv[1:]]
 from vx.__main__ import entry
 entry()

@@ -1,24 +1,29 @@
 """Planning, the hit path and the engine, on the fakes (tests/fakes.py): a real workspace on disk,
 planned by the real pipeline, then walked with a memory store and a scripted executor: nothing is
-spawned, no cache is opened."""
+spawned, no cache is opened. The hit's owner (`vx.engine.taskcache`) and the hit lane
+(`vx.fastpath.hitlane`) are asked directly too."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
 from fakes import ListReporter, MemoryStore, ScriptedExecutor, writes
 
-from vx.engine.rebuilder import RunContext, rebuild
+from vx.engine import taskcache
+from vx.engine.rebuilder import RunConfig, RunContext, RunState, Services, rebuild
 from vx.engine.scheduler import PrioritySlots, walk
-from vx.events import Notice
-from vx.model import CachePolicy, CacheStatus, Status, TaskId
+from vx.events import CacheRestored, Notice, TaskFinished
+from vx.fastpath.hitlane import settle
+from vx.model import CachePolicy, CacheStatus, LogChunk, Status, TaskId
 from vx.pipeline import RunRequest, prepare
 from vx.proc import executor
 from vx.stages import Stages
+from vx.store.local import DamagedEntry
 
 LIB, APP = TaskId("lib", "build"), TaskId("app", "build")
 
@@ -78,18 +83,22 @@ def _walk(root: Path, store: MemoryStore, scripts: dict, reporter: ListReporter 
 
     async def go():
         ctx = RunContext(
-            root=prep.ws.root,
-            plans=dict(prep.plans),
-            hits=store.probe(p.key for p in prep.plans.values()),
-            index=prep.index,
-            store=store,
-            policy=CachePolicy(),
-            slots=PrioritySlots(2),
-            restore_slots=asyncio.Semaphore(2),
-            table=executor.ProcessTable(),
-            emit=emit,
-            priority=prep.graph.priority,
-            execute=ran,
+            RunConfig(
+                root=prep.ws.root,
+                policy=CachePolicy(),
+                hits=store.probe(p.key for p in prep.plans.values()),
+                priority=prep.graph.priority,
+            ),
+            Services(
+                index=prep.index,
+                store=store,
+                emit=emit,
+                table=executor.ProcessTable(),
+                slots=PrioritySlots(2),
+                restore_slots=asyncio.Semaphore(2),
+                execute=ran,
+            ),
+            RunState(plans=dict(prep.plans)),
         )
         return await walk(prep.graph, lambda node, done: rebuild(ctx, node, done))
 
@@ -179,3 +188,168 @@ def test_hit_a_damaged_entry_runs_the_task_and_says_why(ws):
         LIB
     ].cache is CacheStatus.MISS
     assert any("cannot be restored (damaged in memory)" in n.message for n in reporter.of(Notice))
+
+
+# ---------------------------------------------------------------- the task cache
+
+
+DEV = TaskId("lib", "dev")
+LIB_OUT, APP_OUT = "packages/lib/dist/lib.js", "packages/app/dist/app.js"
+
+
+def _saved(root: Path) -> tuple[MemoryStore, object]:
+    """A memory store a cold walk saved both builds into, and the plan of the next run."""
+    store = MemoryStore(root)
+    _walk(root, store, BUILDS)
+    return store, _plan(root)
+
+
+def _served(root: Path) -> None:
+    """lib gains a dev server nobody asks for, which app's build waits for."""
+    lib = {"build": _task("build-lib", []), "dev": {"exec": {"command": "serve", "persistent": {}}}}
+    app = {"build": _task("build-app", ["^build", "^dev"])}
+    (root / "packages/lib/vx.config.json").write_text(json.dumps({"tasks": lib}))
+    (root / "packages/app/vx.config.json").write_text(json.dumps({"tasks": app}))
+
+
+def test_taskcache_current_tells_outputs_in_place_from_stale_and_absent_ones(ws):
+    store, prep = _saved(ws)
+    plan = prep.plans[LIB]
+    entry = store.entries[plan.key]
+    assert taskcache.current(store, entry, plan.outputs, ws) == (True, True)
+    (ws / LIB_OUT).write_text("edited")
+    assert taskcache.current(store, entry, plan.outputs, ws) == (False, True)
+    (ws / LIB_OUT).unlink()
+    assert taskcache.current(store, entry, plan.outputs, ws) == (False, False)
+
+
+def test_taskcache_restore_wipes_what_is_there_and_writes_the_entry_back(ws):
+    store, prep = _saved(ws)
+    plan = prep.plans[LIB]
+    (ws / LIB_OUT).write_text("edited")
+    (ws / "packages/lib/dist/stale.js").write_text("stale")
+    log = taskcache.restore(store, store.entries[plan.key], plan.outputs, ws)
+    assert log == (LogChunk(1, b"ran build-lib\n"),)
+    assert [p.name for p in (ws / "packages/lib/dist").iterdir()] == ["lib.js"]
+    assert (ws / LIB_OUT).read_text() == "lib" and store.restored == [plan.key]
+
+
+def test_taskcache_a_damaged_entry_raises_and_its_notice_says_the_task_runs(ws):
+    store, prep = _saved(ws)
+    plan = prep.plans[LIB]
+    store.damaged.add(plan.key)
+    with pytest.raises(DamagedEntry) as raised:
+        taskcache.restore(store, store.entries[plan.key], plan.outputs, ws)
+    notice = taskcache.damaged_notice(LIB, raised.value)
+    assert notice.message == (
+        "cache entry for lib#build cannot be restored (damaged in memory); running the task instead"
+    )
+    assert notice.id == LIB and notice.level == "warning"
+
+
+def test_taskcache_a_hit_result_is_a_success_that_keeps_the_saved_run_time(ws):
+    plan = _plan(ws).plans[LIB]
+    log = (LogChunk(1, b"built\n"),)
+    result = taskcache.hit_result(LIB, plan, 12.5, log, CacheStatus.LOCAL, time.monotonic())
+    assert (result.id, result.status, result.cache, result.key) == (
+        LIB,
+        Status.SUCCESS,
+        CacheStatus.LOCAL,
+        plan.key,
+    )
+    assert (result.exit_code, result.log, result.stored_ms, result.command) == (
+        0,
+        log,
+        12.5,
+        "build-lib",
+    )
+    assert 0 <= result.duration_ms < 60_000
+
+
+def test_taskcache_a_lazy_server_is_not_started_only_when_every_dependant_hits(ws):
+    _served(ws)
+    prep = _plan(ws)
+    assert taskcache.lazy(prep.graph.nodes[DEV]) and not taskcache.lazy(prep.graph.nodes[LIB])
+    cached = {p.key for p in prep.plans.values() if p.outputs is not None}
+    assert taskcache.not_started(prep.graph, prep.plans, cached) == {DEV}
+    assert taskcache.not_started(prep.graph, prep.plans, cached - {prep.plans[APP].key}) == set()
+    assert taskcache.not_started(prep.graph, prep.plans, set()) == set()
+
+
+def test_taskcache_needed_takes_back_a_lazy_task_that_an_unsettled_dependant_waits_for(ws):
+    _served(ws)
+    graph = _plan(ws).graph
+    assert taskcache.needed(graph, [DEV], {LIB, DEV, APP}) == set()
+    assert taskcache.needed(graph, [DEV], {LIB, DEV}) == {DEV}
+    result = taskcache.not_started_result(DEV, _plan(ws).plans[DEV])
+    assert result.persistent and result.reason == taskcache.NOT_STARTED
+
+
+# ---------------------------------------------------------------- the hit lane
+
+
+def _lane(root: Path, store: MemoryStore, reporter: ListReporter):
+    prep = _plan(root)
+    hits = store.probe(p.key for p in prep.plans.values())
+    return settle(prep.graph, prep.plans, hits, store, root, reporter, 2)
+
+
+def test_hitlane_settles_hits_in_place_without_a_restore(ws):
+    store, _ = _saved(ws)
+    reporter = ListReporter()
+    lane = _lane(ws, store, reporter)
+    assert {t: r.cache for t, r in lane.results.items()} == {
+        LIB: CacheStatus.UP_TO_DATE,
+        APP: CacheStatus.UP_TO_DATE,
+    }
+    assert (lane.current, lane.restored, store.restored, lane.damaged) == (2, 0, [], set())
+    assert [e.result.id for e in reporter.of(TaskFinished)] == [LIB, APP]
+    assert lane.results[APP].log == (LogChunk(1, b"ran build-app\n"),)
+
+
+def test_hitlane_restores_deleted_outputs_and_tells_the_restore_before_the_result(ws):
+    store, _ = _saved(ws)
+    (ws / LIB_OUT).unlink()
+    reporter = ListReporter()
+    lane = _lane(ws, store, reporter)
+    assert lane.results[LIB].cache is CacheStatus.LOCAL
+    assert lane.results[APP].cache is CacheStatus.UP_TO_DATE
+    assert (lane.current, lane.restored) == (1, 1) and (ws / LIB_OUT).read_text() == "lib"
+    # app waits for lib: it is decided in the scan after lib's restore
+    told = [
+        (type(e).__name__, e.id if isinstance(e, CacheRestored) else e.result.id)
+        for e in reporter.events
+        if isinstance(e, (CacheRestored, TaskFinished))
+    ]
+    assert told == [("CacheRestored", LIB), ("TaskFinished", LIB), ("TaskFinished", APP)]
+
+
+def test_hitlane_leaves_a_damaged_entry_and_what_follows_it_to_the_walk(ws):
+    store, _ = _saved(ws)
+    (ws / LIB_OUT).unlink()
+    store.damaged.add(store.saved[0])
+    reporter = ListReporter()
+    lane = _lane(ws, store, reporter)
+    assert lane.results == {} and lane.damaged == {store.saved[0]}
+    assert [n.message for n in reporter.of(Notice)] == [
+        "cache entry for lib#build cannot be restored (damaged in memory); running the task instead"
+    ]
+
+
+def test_hitlane_keeps_a_lazy_server_unstarted_only_while_its_dependants_hit(ws):
+    _served(ws)
+    for rel in (LIB_OUT, APP_OUT):  # before planning: the server's key folds lib's files
+        (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+        (ws / rel).write_text(rel)
+    prep = _plan(ws)
+    store = MemoryStore(ws)
+    for tid, rel in ((LIB, LIB_OUT), (APP, APP_OUT)):
+        store.save(
+            prep.plans[tid].key, task_id=str(tid), command="", log=(), files=[rel], duration_ms=1
+        )
+    lane = _lane(ws, store, ListReporter())
+    assert set(lane.results) == {LIB, DEV, APP}
+    assert lane.results[DEV].reason == taskcache.NOT_STARTED and lane.results[DEV].persistent
+    del store.entries[prep.plans[APP].key]  # app now runs: it needs its server started
+    lane = _lane(ws, store, ListReporter())
+    assert set(lane.results) == {LIB}

@@ -184,7 +184,11 @@ def test_an_interactive_task_gathers_every_slot_before_it_starts():
 
     async def main() -> None:
         slots = PrioritySlots(2)
-        ctx = SimpleNamespace(slots=slots, alone=None, priority={})
+        ctx = SimpleNamespace(
+            services=SimpleNamespace(slots=slots),
+            state=SimpleNamespace(alone=None),
+            config=SimpleNamespace(priority={}),
+        )
         await slots.acquire(0)  # another task is running
         gather = asyncio.ensure_future(_acquire_all(ctx, SimpleNamespace(id=TaskId("a", "ask"))))
         for _ in range(20):  # no I/O anywhere: the loop runs everything that can run

@@ -31,6 +31,7 @@ from vx.files.outputs import file_stamp as _stamp
 
 if TYPE_CHECKING:
     from vx.files.outputs import OutputSpec
+    from vx.store.protocol import Store
 
 BUILD_INFO = ".tsbuildinfo"
 # What tsc emits for a source: declarations, JavaScript, JSON, and the maps of each.
@@ -57,7 +58,7 @@ class Kept(Struct):
     programs: dict[str, Program]
 
 
-def prepare(root: Path, outputs: OutputSpec, store: Any, task_id: str) -> Kept | None:
+def prepare(root: Path, outputs: OutputSpec, store: Store[Any], task_id: str) -> Kept | None:
     """Leave the outputs in place (and return what they were) when they hold a build info and are
     exactly an entry of this task; otherwise wipe them, as for any miss, and return None."""
     try:
@@ -80,15 +81,14 @@ def prepare(root: Path, outputs: OutputSpec, store: Any, task_id: str) -> Kept |
     return kept
 
 
-def _keepable(root: Path, outputs: OutputSpec, store: Any, task_id: str) -> Kept | None:
+def _keepable(root: Path, outputs: OutputSpec, store: Store[Any], task_id: str) -> Kept | None:
     from vx.files.outputs import AdditiveOutputs
 
     if not outputs.declares_files or isinstance(outputs, AdditiveOutputs):
         return None  # one adding to its upstream's outputs owns only what it adds: never kept
     current = outputs.walk(root)
     infos = [p for p in current if p.endswith(BUILD_INFO)]
-    find = getattr(store, "entry_on_disk", None)
-    if not infos or find is None or find(task_id, current) is None:
+    if not infos or store.entry_on_disk(task_id, current) is None:
         return None
     programs = {}
     for path in infos:

@@ -44,7 +44,7 @@ class Server:
 
     def __init__(
         self,
-        child: executor._Child,
+        child: executor.Child,
         stdin_w: int,
         ready_when: str | None,
         on_output: Callable[[LogChunk], None],
@@ -177,7 +177,7 @@ def start(
     finally:
         _close(stdin_r)
     return Server(
-        executor._Child.adopt(popen, table),
+        executor.adopt(popen, table),
         stdin_w,
         ready_when,
         on_output,

@@ -15,12 +15,24 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Generic, Mapping, TypeVar
 
 from msgspec import Struct, field
 
-from vx.events import CacheRestored, Emit, Notice, TaskFinished
-from vx.model import CacheStatus, LogChunk, Status, TaskGraph, TaskId, TaskResult
+from vx.engine import taskcache
+from vx.events import CacheRestored, Emit, TaskFinished
+from vx.model import CacheStatus, Status, TaskGraph, TaskId, TaskPlan, TaskResult
+
+if TYPE_CHECKING:
+    from vx.files.outputs import OutputSpec
+    from vx.store.protocol import LocalEntry, LocalLayer
+    from vx.store.unpacking import Unpacked
+
+    # What a worker's restore came to: unpacked, why the artifact is damaged, or ("refused",
+    # message, facts, hint) when the workspace refused a write.
+    Extracted = Unpacked | str | tuple[str, str, tuple[str, ...], str | None]
+
+L = TypeVar("L", bound="LocalEntry")  # the local layer's entries (a name, not an import)
 
 
 class Settled(Struct):
@@ -32,31 +44,32 @@ class Settled(Struct):
     current: int = 0  # hits whose outputs were already in place (nothing extracted)
 
 
-class _Hit(Struct, frozen=True):
+class _Hit(Struct, Generic[L], frozen=True):
     tid: TaskId
-    plan: Any  # rebuilder.TaskPlan
-    entry: Any  # store.local.Entry
+    plan: TaskPlan
+    entry: L
     started: float
     stale: bool  # outputs were present (but not the entry's): a restore wipes them first
 
 
 def settle(
     graph: TaskGraph,
-    plans: Mapping[TaskId, Any],
-    hits: Mapping[str, Any],
-    store: Any,
+    plans: Mapping[TaskId, TaskPlan],
+    hits: Mapping[str, L],
+    local: LocalLayer[L],
     root: Path,
     emit: Emit,
     width: int,
     stopped: Callable[[], bool] = lambda: False,
 ) -> Settled:
-    """Settle, wave by wave, every task whose key is a local hit and whose dependencies are settled."""
-    out = _Lane(graph, plans, hits, store, root, emit)
+    """Settle, wave by wave, every task whose key is a hit of `local` (the layer the batched
+    probe answered from, even behind a remote one) and whose dependencies are settled."""
+    out = _Lane(graph, plans, hits, local, root, emit)
     pending, restores = out.scan(list(graph.order))
     if not restores or stopped():
         return out.finish()  # the warm path: no pool, not even its import
     jobs = {
-        p.key: (out.local, p.outputs, hits[p.key])
+        p.key: (local, p.outputs, hits[p.key])
         for p in plans.values()
         if p.outputs and p.key in hits
     }
@@ -76,8 +89,9 @@ def settle(
     return out.finish()
 
 
-# key -> (store, outputs, entry) of every restore this process may run; forked workers inherit it.
-_JOBS: dict[str, tuple[Any, Any, Any]] = {}
+# key -> (local layer, outputs, entry) of every restore this process may run; forked workers
+# inherit it.
+_JOBS: dict[str, tuple[LocalLayer[Any], OutputSpec, Any]] = {}
 FORK_FROM = 128  # restores that pay for forking workers (docs/optimizations.md #7)
 BYTES_PER_THREAD = 4 << 20  # compressed artifact bytes that keep one more restore thread busy
 
@@ -106,50 +120,50 @@ def _pool(width: int, jobs: int, size_bytes: int):
     return ThreadPoolExecutor(max_workers=threads, thread_name_prefix="vx-restore")
 
 
-def _extract_many(work: list[tuple[str, bool]], root: Path) -> list[Any]:
-    """Run in a worker: wipe stale outputs and unpack each entry; never touches the index.
-
-    Returns, per key, what `LocalStore.extract` returned (the unpacked files and log, or why the
-    artifact is damaged), or ("refused", message, facts, hint) when the workspace refused a write.
-    """
+def _extract_many(work: list[tuple[str, bool]], root: Path) -> list[Extracted]:
+    """Run in a worker: wipe stale outputs and unpack each entry (`taskcache.extract`); never
+    touches the index. Returns what each restore came to, by key."""
     from vx.errors import VxError
 
-    out: list[Any] = []
+    out: list[Extracted] = []
     for key, stale in work:
         local, outputs, entry = _JOBS[key]
         try:
-            if stale:
-                outputs.wipe(root)
-            out.append(local.extract(entry, outputs.allows))
+            out.append(taskcache.extract(local, entry, outputs, root, stale))
         except VxError as exc:  # EnvironmentFailure: plain values cross the process boundary
             out.append(("refused", exc.message, exc.facts, exc.hint))
     return out
 
 
-class _Lane:
-    def __init__(self, graph: TaskGraph, plans, hits, store, root: Path, emit: Emit):
-        self.graph, self.plans, self.hits, self.store, self.root, self.emit = (
+class _Lane(Generic[L]):
+    def __init__(
+        self,
+        graph: TaskGraph,
+        plans: Mapping[TaskId, TaskPlan],
+        hits: Mapping[str, L],
+        local: LocalLayer[L],
+        root: Path,
+        emit: Emit,
+    ):
+        self.graph, self.plans, self.hits, self.local, self.root, self.emit = (
             graph,
             plans,
             hits,
-            store,
+            local,
             root,
             emit,
         )
         self.settled = Settled()
         self.dead: set[TaskId] = set()  # never settled here: the walk decides them
         self.ancestors: dict = {}  # output-walk ancestor checks, shared: no task runs during a scan
-        self.local = getattr(
-            store, "local", store
-        )  # hits are local entries, even behind a remote layer
         self.lazy: list[TaskId] = []  # persistent tasks nobody asked for, settled for now
 
-    def scan(self, pending: list[TaskId]) -> tuple[list[TaskId], list[_Hit]]:
+    def scan(self, pending: list[TaskId]) -> tuple[list[TaskId], list[_Hit[L]]]:
         """One pass in topological order: settle what is current, collect what needs a restore."""
         results, dead, nodes = self.settled.results, self.dead, self.graph.nodes
         blocked: list[TaskId] = []
-        restores: list[_Hit] = []
-        current: list[_Hit] = []
+        restores: list[_Hit[L]] = []
+        current: list[_Hit[L]] = []
         for tid in pending:
             deps = nodes[tid].deps
             if any(d in dead for d in deps):
@@ -161,43 +175,39 @@ class _Lane:
         self._finish_current(current)
         return blocked, restores
 
-    def _decide(self, tid: TaskId, current: list[_Hit], restores: list[_Hit]) -> None:
+    def _decide(self, tid: TaskId, current: list[_Hit[L]], restores: list[_Hit[L]]) -> None:
         node, plan = self.graph.nodes[tid], self.plans[tid]
         if node.is_group:
             self.settled.results[tid] = TaskResult(
                 tid, Status.SUCCESS, CacheStatus.NO_CACHE, key=plan.key
             )
             return
-        if node.config.exec.persistent is not None and not node.requested:  # type: ignore[union-attr]  # a task that is not a group has exec
+        if taskcache.lazy(node):
             # Needed only by its dependants: if each of them is a hit, it is never started. Taken
             # as settled so they are decided; `finish` takes it back if one of them is not.
-            self.settled.results[tid] = TaskResult(
-                tid,
-                Status.SUCCESS,
-                CacheStatus.NO_CACHE,
-                key=plan.key,
-                persistent=True,
-                reason=_NOT_STARTED,
-            )
+            self.settled.results[tid] = taskcache.not_started_result(tid, plan)
             self.lazy.append(tid)
             return
         entry = self.hits.get(plan.key) if plan.outputs is not None else None
         if entry is None:
             self.dead.add(tid)
             return
-        present = plan.outputs.walk(self.root, self.ancestors)
-        hit = _Hit(tid, plan, entry, time.monotonic(), bool(present))
-        if self.store.is_up_to_date(entry, present):
-            self.settled.results[tid] = (
-                _PENDING_LOG  # a placeholder: dependants may settle in this pass
-            )
+        assert plan.outputs is not None  # a hit is a task with outputs
+        started = time.monotonic()
+        up_to_date, stale = taskcache.current(
+            self.local, entry, plan.outputs, self.root, self.ancestors
+        )
+        hit = _Hit(tid, plan, entry, started, stale)
+        if up_to_date:
+            # a placeholder: dependants may settle in this pass
+            self.settled.results[tid] = _PENDING_LOG
             current.append(hit)
         else:
             restores.append(hit)
 
-    def _finish_current(self, current: list[_Hit]) -> None:
+    def _finish_current(self, current: list[_Hit[L]]) -> None:
         """Fetch the logs of the current hits in one batch, then report them in order."""
-        logs = _logs(self.store, [h.entry for h in current])
+        logs = self.local.logs_of([h.entry for h in current]) if current else {}
         for h in current:
             result = _result(h, logs.get(h.entry.key, ()), CacheStatus.UP_TO_DATE)
             self.settled.results[h.tid] = result
@@ -206,19 +216,13 @@ class _Lane:
 
     def finish(self) -> Settled:
         """Keep a lazy persistent task settled (never started) only when every dependant was
-        settled; else hand it to the walk. Dependants first: a lazy one not started needs none."""
+        settled; else hand it to the walk (`taskcache.needed`)."""
         results = self.settled.results
-        dependants: dict[TaskId, list[TaskId]] = {tid: [] for tid in self.lazy}
-        for tid, node in self.graph.nodes.items():
-            for dep in node.deps:
-                if dep in dependants:
-                    dependants[dep].append(tid)
-        for tid in reversed(self.lazy):  # lazy is in topological order
-            if not all(d in results for d in dependants[tid]):
-                del results[tid]
+        for tid in taskcache.needed(self.graph, self.lazy, results):
+            del results[tid]
         return self.settled
 
-    def restore_wave(self, pool, restores: list[_Hit]) -> None:
+    def restore_wave(self, pool, restores: list[_Hit[L]]) -> None:
         """Restore one wave in parallel; a damaged artifact is reported and left to the walk."""
         from vx.store.local import DamagedEntry
 
@@ -226,20 +230,14 @@ class _Lane:
         extracted = self._extract(pool, restores)
         seconds = (time.perf_counter() - t0) / max(1, len(restores))
         for h, got in zip(restores, extracted):
-            if isinstance(got, tuple) and got and got[0] == "refused":
-                self.dead.add(
-                    h.tid
-                )  # the workspace refused a write: the walk's restore reports it, failing the task
+            if isinstance(got, tuple):
+                # the workspace refused a write: the walk's restore reports it, failing the task
+                self.dead.add(h.tid)
                 continue
             try:
                 log = self.local.finish_restore(h.entry, got, seconds)
             except DamagedEntry as exc:
-                self.emit(
-                    Notice(
-                        f"cache entry for {h.tid} cannot be restored ({exc.reason}); running the task instead",
-                        id=h.tid,
-                    )
-                )
+                self.emit(taskcache.damaged_notice(h.tid, exc))
                 self.settled.damaged.add(h.entry.key)
                 self.dead.add(h.tid)
                 continue
@@ -249,40 +247,19 @@ class _Lane:
             self.emit(TaskFinished(result))
             self.settled.restored += 1
 
-    def _extract(self, pool, restores: list[_Hit]) -> list[Any]:
+    def _extract(self, pool, restores: list[_Hit[L]]) -> list[Extracted]:
         """Split the wave into a few chunks per worker, so each crossing carries many restores."""
         work = [(h.entry.key, h.stale) for h in restores]
         n = max(1, min(len(work), 4 * getattr(pool, "_max_workers", 2)))
         chunks = [work[i::n] for i in range(n)]
-        results: dict[str, Any] = {}
+        results: dict[str, Extracted] = {}
         for chunk, fut in [(c, pool.submit(_extract_many, c, self.root)) for c in chunks]:
             results.update(zip((key for key, _ in chunk), fut.result()))
         return [results[h.entry.key] for h in restores]
 
 
 _PENDING_LOG = TaskResult(TaskId("", ""), Status.SUCCESS, CacheStatus.UP_TO_DATE)
-_NOT_STARTED = "not started: every task that needs it was a cache hit"
 
 
-def _logs(store: Any, entries: list[Any]) -> Mapping[str, tuple[LogChunk, ...]]:
-    """Every entry's log, in one query per batch where the store offers it."""
-    if not entries:
-        return {}
-    many = getattr(getattr(store, "local", store), "logs_of", None)
-    if many is not None:
-        return many(entries)
-    return {e.key: store.log_of(e) for e in entries}
-
-
-def _result(h: _Hit, log, cache: CacheStatus) -> TaskResult:
-    return TaskResult(
-        h.tid,
-        Status.SUCCESS,
-        cache,
-        key=h.plan.key,
-        exit_code=0,
-        log=tuple(log),
-        duration_ms=(time.monotonic() - h.started) * 1000,
-        command=h.plan.command,
-        stored_ms=h.entry.duration_ms,
-    )
+def _result(h: _Hit[L], log, cache: CacheStatus) -> TaskResult:
+    return taskcache.hit_result(h.tid, h.plan, h.entry.duration_ms, log, cache, h.started)

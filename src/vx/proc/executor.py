@@ -76,8 +76,8 @@ class ProcessTable:
 
     def __init__(self) -> None:
         self.stopping = False  # set: a process that ends now is `aborted`
-        self._live: dict[int, _Child] = {}
-        self._lingering: dict[int, _Child] = {}
+        self._live: dict[int, Child] = {}
+        self._lingering: dict[int, Child] = {}
         self._signalled: set[int] = set()
         self._stop_signal: int | None = None
         self._empty = asyncio.Event()
@@ -156,12 +156,12 @@ class ProcessTable:
             self._signalled.add(pgid)
             self._live[pgid].signal(self._stop_signal)
 
-    def _add(self, child: _Child) -> None:
+    def _add(self, child: Child) -> None:
         self._live[child.pid] = child
         self._empty.clear()
         self._signal_once(child.pid)
 
-    def _discard(self, child: _Child) -> None:
+    def _discard(self, child: Child) -> None:
         self._live.pop(child.pid, None)
         self._signalled.discard(child.pid)
         if child.present():  # members outlived the shell: keep the group to stop it later
@@ -188,7 +188,7 @@ class Launch(Struct, frozen=True):
     polite_group: Callable[[], int | None] | None = None
 
 
-class _Child:
+class Child:
     """One spawned shell: its pid (also its process group id) and how it ended."""
 
     def __init__(self, popen: subprocess.Popen[bytes], table: ProcessTable) -> None:
@@ -202,30 +202,6 @@ class _Child:
         self.killed = False  # SIGKILL was needed to end the shell
         self.term_deadline: float | None = None
         self.launch: Launch | None = None
-
-    @classmethod
-    def spawn(
-        cls,
-        command: str,
-        cwd: Path,
-        env: Mapping[str, str],
-        table: ProcessTable,
-        launch: Launch | None = None,
-    ) -> _Child:
-        """Start `sh -c command` (or the launch's argv) in a new session, register it and watch for its exit."""
-        return cls.adopt(spawn.start(command, cwd, env, launch), table, launch)
-
-    @classmethod
-    def adopt(
-        cls, popen: subprocess.Popen[bytes], table: ProcessTable, launch: Launch | None = None
-    ) -> _Child:
-        """Own a process started by `spawn.start` (now, or before the loop existed): register it
-        and watch for its exit. A process that already exited is a readable pidfd at once."""
-        child = cls(popen, table)
-        child.launch = launch
-        table._add(child)
-        _watch_exit(child.pid, child._on_exit)
-        return child
 
     def signal(self, sig: int) -> None:
         """Send `sig` to the whole group; after the shell is reaped, only while members live.
@@ -282,6 +258,18 @@ class _Child:
             self.release()
         if not self.exited.done():
             self.exited.set_result((status, rusage, aborted))
+
+
+def adopt(
+    popen: subprocess.Popen[bytes], table: ProcessTable, launch: Launch | None = None
+) -> Child:
+    """Own a process started by `spawn.start` (now, or before the loop existed): register it and
+    watch for its exit. A process that already exited is a readable pidfd at once."""
+    child = Child(popen, table)
+    child.launch = launch
+    table._add(child)
+    _watch_exit(child.pid, child._on_exit)
+    return child
 
 
 def _watch_exit(pid: int, on_exit: Callable[[int | None, object], None]) -> None:
@@ -467,7 +455,7 @@ async def execute(
     table: ProcessTable,
     grace_ms: int | None = None,
     launch: Launch | None = None,
-    started: tuple[_Child, float] | None = None,
+    started: tuple[Child, float] | None = None,
     settle_group: bool = False,
     terminal: bool = False,
 ) -> ProcessResult:
@@ -488,11 +476,9 @@ async def execute(
     else:
         started_at = time.monotonic()
         try:
-            child = _Child.adopt(
-                spawn.start(command, cwd, env, launch, terminal=terminal), table, launch
-            )
+            child = adopt(spawn.start(command, cwd, env, launch, terminal=terminal), table, launch)
         except (OSError, ValueError) as exc:
-            error = _spawn_error(exc, cwd, launch.argv[0] if launch else SHELL)
+            error = spawn_error(exc, cwd, launch.argv[0] if launch else SHELL)
             return ProcessResult(
                 exit_code=127, duration_ms=_ms_since(started_at), spawn_error=error
             )
@@ -523,7 +509,7 @@ async def execute(
     return result
 
 
-async def _settle_group(child: _Child, grace_s: float) -> str | None:
+async def _settle_group(child: Child, grace_s: float) -> str | None:
     """Wait until nothing of the task's group runs any more, so that nothing it started can write
     after its outputs are read; stop what is left after the grace. None when nothing had to be
     stopped, else the signal it took. There is no event for the death of processes that are not
@@ -555,7 +541,7 @@ async def _settle_group(child: _Child, grace_s: float) -> str | None:
     return stopped
 
 
-async def _supervise(child: _Child, timeout_ms: float | None, grace_s: float) -> bool:
+async def _supervise(child: Child, timeout_ms: float | None, grace_s: float) -> bool:
     """Wait for the shell; stop its group on overrun or cancellation. True on a timeout."""
     try:
         if await _exited_within(child, None if timeout_ms is None else timeout_ms / 1000):
@@ -567,7 +553,7 @@ async def _supervise(child: _Child, timeout_ms: float | None, grace_s: float) ->
         raise
 
 
-async def _exited_within(child: _Child, timeout_s: float | None) -> bool:
+async def _exited_within(child: Child, timeout_s: float | None) -> bool:
     # asyncio.wait never cancels the future it watches, so `exited` survives our cancellation.
     if timeout_s is not None:
         timeout_s = max(0.0, timeout_s)
@@ -575,7 +561,7 @@ async def _exited_within(child: _Child, timeout_s: float | None) -> bool:
     return bool(done)
 
 
-async def _stop_group(child: _Child, grace_s: float) -> None:
+async def _stop_group(child: Child, grace_s: float) -> None:
     """SIGTERM the group, SIGKILL it after the grace, and return once the shell is reaped."""
     deadline = child.terminate(grace_s)
     if not await _exited_within(child, deadline - time.monotonic()):
@@ -588,7 +574,7 @@ async def _stop_group(child: _Child, grace_s: float) -> None:
         await _group_gone_by(child, time.monotonic() + REAP_AFTER_KILL_S)
 
 
-async def _group_gone_by(child: _Child, deadline: float) -> bool:
+async def _group_gone_by(child: Child, deadline: float) -> bool:
     """Wait until no member of the group runs, or the deadline passes; True when it is gone.
 
     A grandchild may ignore SIGTERM, and a SIGKILLed one still runs until its exit path ends
@@ -606,7 +592,7 @@ async def _group_gone_by(child: _Child, deadline: float) -> bool:
     return True
 
 
-async def _stop_despite_cancel(child: _Child, grace_s: float) -> None:
+async def _stop_despite_cancel(child: Child, grace_s: float) -> None:
     """Stop the group although our task is cancelled; a further cancel means SIGKILL now."""
     stopping = asyncio.ensure_future(_stop_group(child, grace_s))
     while not stopping.done():
@@ -617,7 +603,7 @@ async def _stop_despite_cancel(child: _Child, grace_s: float) -> None:
 
 
 def _result(
-    child: _Child, chunks: list[LogChunk], *, timed_out: bool, started: float
+    child: Child, chunks: list[LogChunk], *, timed_out: bool, started: float
 ) -> ProcessResult:
     status, rusage, aborted = child.exited.result()
     exit_code, sig = _verdict(status)
@@ -670,7 +656,7 @@ def _ms_since(started: float) -> float:
     return (time.monotonic() - started) * 1000
 
 
-def _spawn_error(exc: Exception, cwd: Path, program: str = SHELL) -> str:
+def spawn_error(exc: Exception, cwd: Path, program: str = SHELL) -> str:
     """Say why the shell could not start, naming the directory when that is the cause."""
     if isinstance(exc, OSError) and str(exc.filename) == str(cwd):
         return f"cannot enter the task's directory {cwd}: {exc.strerror}"

@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import os
 import subprocess
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+from msgspec import Struct
 
 from vx.proc import descendants
 
@@ -52,10 +55,25 @@ done
 
 _warden_fd = -1
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
     from typing import Mapping
+
+S = TypeVar("S")
+K = TypeVar("K")
+
+
+class Started(Struct, Generic[S, K]):
+    """A task's first process, started before the walk could own it: when (monotonic, for its
+    timeout and duration; and the wall clock in ns, for the save's re-check of its inputs), and
+    what the engine prepared for it, which this layer cannot name: its inputs' snapshot and the
+    outputs kept for an incremental tool (`Started[Snapshot | None, Kept | None]`)."""
+
+    popen: subprocess.Popen[bytes]
+    started_at: float
+    started_ns: int
+    snapshot: S
+    kept: K
 
 
 def start(

@@ -301,6 +301,11 @@ class LocalStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @property
+    def local(self) -> LocalStore:
+        """The layer the run's probe answers from: this store (a layered store has one)."""
+        return self
+
     def artifact(self, key: str) -> Path:
         return self.cache_dir / f"{key}.tar.zst"
 
@@ -658,6 +663,9 @@ class LocalStore:
         self._fresh[key] = {path: (ino, ctime) for path, ino, ctime in info.stamps}
         self.spans["save"].append(time.perf_counter() - t0)  # list.append: safe from any thread
         return info.size_bytes
+
+    # This store is its own local layer (`vx.store.protocol`): a save here is always local.
+    save_local = save
 
     def adopt(
         self,

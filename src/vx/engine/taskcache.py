@@ -1,0 +1,145 @@
+"""A task's cache hit, decided and served in one place (Turborepo's `TaskCache`): whether the
+workspace already holds the entry's outputs, their restore, the hit's result, the notice for an
+entry that cannot be restored, and which persistent tasks a run of hits never starts.
+
+Three callers ask it: the hit lane (fastpath/hitlane.py) in batches before the walk, the
+rebuilder one task at a time, and `--dry` (pipeline.dry_plan) for its prediction. Loaded by
+every cached run: it imports only leaves.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Collection, Mapping, Sequence
+
+from vx.events import Notice
+from vx.model import CacheStatus, Status, TaskResult
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from vx.files.outputs import OutputSpec
+    from vx.model import LogChunk, TaskGraph, TaskId, TaskNode, TaskPlan
+    from vx.store.local import DamagedEntry
+    from vx.store.protocol import E, L, LocalLayer, Store
+    from vx.store.unpacking import Unpacked
+
+NOT_STARTED = "not started: every task that needs it was a cache hit"
+
+
+# ---------------------------------------------------------------- a hit
+
+
+def current(
+    store: Store[E], entry: E, outputs: OutputSpec, root: Path, seen: dict | None = None
+) -> tuple[bool, bool]:
+    """Whether the workspace holds exactly the entry's outputs (a hit with nothing to restore),
+    and whether it holds any output of the task at all (stale ones a restore wipes first).
+    `seen` shares the output walk's ancestor checks across tasks while none runs."""
+    present = outputs.walk(root, seen)
+    return store.is_up_to_date(entry, present), bool(present)
+
+
+def restore(store: Store[E], entry: E, outputs: OutputSpec, root: Path) -> tuple[LogChunk, ...]:
+    """Wipe the task's outputs and restore the entry's; its log. DamagedEntry when the artifact
+    cannot be restored (the task runs instead: `damaged_notice`), EnvironmentFailure when the
+    workspace refuses a write (the task fails)."""
+    outputs.wipe(root)
+    return store.restore(entry, outputs.allows)
+
+
+def extract(
+    layer: LocalLayer[L], entry: L, outputs: OutputSpec, root: Path, stale: bool
+) -> Unpacked | str:
+    """The file half of `restore`, for a batch's worker (a thread, or a forked process that may
+    not touch the index): wipe stale outputs and unpack. `layer.finish_restore` takes the
+    result on the index's thread."""
+    if stale:
+        outputs.wipe(root)
+    return layer.extract(entry, outputs.allows)
+
+
+def hit_result(
+    tid: TaskId, plan: TaskPlan, stored_ms: float | None, log, cache: CacheStatus, started: float
+) -> TaskResult:
+    """A hit's result: `cache` says how it was served, `stored_ms` is how long the run that saved
+    it took, `started` (monotonic) when serving it began."""
+    return TaskResult(
+        tid,
+        Status.SUCCESS,
+        cache,
+        key=plan.key,
+        exit_code=0,
+        log=tuple(log),
+        duration_ms=(time.monotonic() - started) * 1000,
+        command=plan.command,
+        stored_ms=stored_ms,
+    )
+
+
+def damaged_notice(tid: TaskId, exc: DamagedEntry) -> Notice:
+    """What the run says of an entry that cannot be restored: the task runs instead."""
+    return Notice(
+        f"cache entry for {tid} cannot be restored ({exc.reason}); running the task instead",
+        id=tid,
+    )
+
+
+# ---------------------------------------------------------------- persistent tasks hits spare
+
+
+def lazy(node: TaskNode) -> bool:
+    """A persistent task nobody asked for: needed only by its dependants, so never started when
+    each of them is a hit. A group is none."""
+    return not node.is_group and node.exec.persistent is not None and not node.requested
+
+
+def not_started_result(tid: TaskId, plan: TaskPlan) -> TaskResult:
+    """A lazy persistent task's result when no dependant needed it started."""
+    return TaskResult(
+        tid,
+        Status.SUCCESS,
+        CacheStatus.NO_CACHE,
+        key=plan.key,
+        persistent=True,
+        reason=NOT_STARTED,
+    )
+
+
+def needed(graph: TaskGraph, waiting: Sequence[TaskId], settled: Collection[TaskId]) -> set[TaskId]:
+    """Of the lazy tasks `waiting` (in topological order, each taken as settled while its
+    dependants were decided), those a dependant outside `settled` needs: they start after all.
+    Dependants first: a lazy task that is not started needs none of its own dependencies."""
+    dependants: dict[TaskId, list[TaskId]] = {tid: [] for tid in waiting}
+    for tid, node in graph.nodes.items():
+        for dep in node.deps:
+            if dep in dependants:
+                dependants[dep].append(tid)
+    out: set[TaskId] = set()
+    for tid in reversed(waiting):
+        if not all(d in settled and d not in out for d in dependants[tid]):
+            out.add(tid)
+    return out
+
+
+def not_started(
+    graph: TaskGraph, plans: Mapping[TaskId, TaskPlan], hits: Collection[str]
+) -> set[TaskId]:
+    """The lazy persistent tasks a run would not start, as the hit lane decides, with every key
+    in `hits` taken as a hit that settles: each of them is ready once its dependencies settle,
+    and none is needed by a dependant that does not."""
+    nodes = graph.nodes
+    if not hits or not any(lazy(n) for n in nodes.values()):
+        return set()
+    settled: set[TaskId] = set()
+    waiting: list[TaskId] = []
+    for tid in graph.order:
+        node, plan = nodes[tid], plans[tid]
+        ready = all(d in settled for d in node.deps)
+        if lazy(node):
+            waiting.append(tid)
+        elif not node.is_group:
+            ready = ready and plan.outputs is not None and plan.key in hits
+        if ready:
+            settled.add(tid)
+    return {t for t in waiting if t in settled} - needed(graph, waiting, settled)
