@@ -529,7 +529,7 @@ def strace(argv: list[str], cwd: Path, trace: Path) -> subprocess.CompletedProce
 def runtime_paths(cwd: Path, tmp: Path) -> tuple[set[str], tuple[str, ...]]:
     """What no receipt needs: whatever the interpreter touches to start and import vx's modules
     (a baseline trace), and everything under its import path."""
-    code = "import sys, vx.pipeline, vx.cli.main, vx.store.local, sqlite3, xxhash; print(repr(sys.path))"
+    code = "import sys, vx.prepare, vx.pipeline, vx.cli.main, vx.store.local, sqlite3, xxhash; print(repr(sys.path))"
     proc = strace([sys.executable, "-c", code], cwd, tmp / "baseline")
     dirs = tuple(os.path.join(os.path.abspath(d), "") for d in eval(proc.stdout) if d)
     return traced_paths(tmp / "baseline", cwd), dirs

@@ -20,7 +20,7 @@ from vx.engine.scheduler import PrioritySlots, walk
 from vx.events import CacheRestored, Notice, TaskFinished
 from vx.fastpath.hitlane import settle
 from vx.model import CachePolicy, CacheStatus, LogChunk, Status, TaskId
-from vx.pipeline import RunRequest, prepare
+from vx.prepare import RunRequest, prepare
 from vx.proc import executor
 from vx.stages import Stages
 from vx.store.local import DamagedEntry

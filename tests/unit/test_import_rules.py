@@ -132,7 +132,7 @@ LAYERS = [  # bottom first: (layer, the packages and modules in it)
     ("report", {"report"}),
     ("fastpath", {"fastpath"}),
     ("plugins", {"plugins"}),
-    ("pipeline", {"pipeline"}),
+    ("pipeline", {"pipeline", "prepare"}),
     ("cli", CLI),
 ]
 # The imports that point up a layer, each named in docs/architecture.md with its reason; type-only

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from vx.cli.args import Args
     from vx.events import Notice
     from vx.model import RunSummary, TaskId
-    from vx.pipeline import Prepared, RunRequest
+    from vx.prepare import Prepared, RunRequest
     from vx.store.runs import RunFacts
 
 CONTINUE_ALIASES = {"dependencies-successful": "deps-ok", "": "always"}
@@ -92,7 +92,7 @@ def resolve(args: Args, argv: list[str], env: Mapping[str, str]) -> RunSettings:
     """The settings of a run: every flag checked (before anything is read) and turned, with the
     environment, into the one record the rest of the run reads. The conflicts between flags are
     the verb table's (`vx.cli.main.RUN_CONFLICTS`), refused as the line is parsed."""
-    from vx.pipeline import RunRequest
+    from vx.prepare import RunRequest
 
     nx_flags(args)
     if not args.names:
@@ -410,7 +410,7 @@ def _run(settings: RunSettings, timer_start: float, argv: list[str]) -> int:
     close what the run opened even on an exception, then print what the flags ask for."""
     import time
 
-    from vx import pipeline as run
+    from vx.prepare import prepare
     from vx.runlock import RunLock
     from vx.stages import Stages
 
@@ -418,7 +418,7 @@ def _run(settings: RunSettings, timer_start: float, argv: list[str]) -> int:
     stages = Stages(settings.timing, timer_start)
     env = witness.ReadEnv(os.environ)
     if settings.dry is not None:
-        return _dry(run.prepare(req, env, stages, warn=warning), settings.dry)
+        return _dry(prepare(req, env, stages, warn=warning), settings.dry)
     receipted = settings.receipted and receipt.enabled(env)
     started_ns = time.time_ns()
     if receipted:
@@ -432,7 +432,7 @@ def _run(settings: RunSettings, timer_start: float, argv: list[str]) -> int:
     ran = _Ran()
     lock = RunLock(lambda msg: say(f"vx: {msg}"))
     try:
-        prep = ran.prep = run.prepare(req, env, stages, lock=lock, warn=warning)
+        prep = ran.prep = prepare(req, env, stages, lock=lock, warn=warning)
         summary = ran.summary = _execute(settings, prep, ran, env, stages, lock, tracer)
         with stages("history"):
             facts = _facts(prep, req, argv)
@@ -730,7 +730,7 @@ def _document_out():
 
 
 def _dry(prep, fmt: str) -> int:
-    from vx.pipeline import dry_plan
+    from vx.prepare import dry_plan
     from vx.report.dry import graph_dot, render_dry
 
     if fmt.startswith("graph="):

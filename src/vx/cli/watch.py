@@ -300,7 +300,7 @@ class Judge:
         the edits themselves, or when the selection does not resolve (the cycle will say why)."""
         if self.parsed is None or self.parsed.affected is not None:
             return None
-        from vx import pipeline as run
+        from vx import prepare as planning
         from vx.errors import VxError
         from vx.plan.graph import Selection, build_graph
         from vx.plan.tasks import package_of
@@ -308,13 +308,13 @@ class Judge:
         cwd = Path(os.getcwd())
         try:
             cwd_pkg = package_of(ws, cwd)
-            req = run.RunRequest(
+            req = planning.RunRequest(
                 cwd=cwd,
                 names=tuple(self.parsed.names),
                 all=self.parsed.all,
                 filters=tuple(self.parsed.filters),
             )
-            projects = run._filtered(req, ws, configs, cwd_pkg) if req.filters else None
+            projects = planning.filtered(req, ws, configs, cwd_pkg) if req.filters else None
             graph = build_graph(ws, configs, Selection(req.names, cwd_pkg, req.all, projects))
         except VxError:
             return None

@@ -3,7 +3,7 @@ workspace already holds the entry's outputs, their restore, the hit's result, th
 entry that cannot be restored, and which persistent tasks a run of hits never starts.
 
 Three callers ask it: the hit lane (fastpath/hitlane.py) in batches before the walk, the
-rebuilder one task at a time, and `--dry` (pipeline.dry_plan) for its prediction. Loaded by
+rebuilder one task at a time, and `--dry` (prepare.dry_plan) for its prediction. Loaded by
 every cached run: it imports only leaves.
 """
 

@@ -1,5 +1,5 @@
 """The workspace as the plugins shape it: its config after their `config` hooks, its projects
-after their `discover` and `project` hooks. A run reads it so (`vx.pipeline`), and so do the
+after their `discover` and `project` hooks. A run reads it so (`vx.prepare`), and so do the
 verbs that show what a run sees (`vx show`, `vx watch`) or read what it left (`vx why`, `vx last`,
 `vx history`, `vx cache`, `vx mcp`): they look where the run wrote, a `cacheDir` a hook set too.
 
