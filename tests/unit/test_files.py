@@ -18,7 +18,7 @@ from vx.files import blobs
 from vx.files import index as files
 from vx.files.globs import GlobSet
 from vx.files.index import FileIndex, fingerprint
-from vx.files.outputs import walk_outputs, wipe_outputs
+from vx.files.outputs import InputQuery, walk_outputs, wipe_outputs
 
 OLD = 1_600_000_000  # a past mtime: outside every racy window
 
@@ -516,7 +516,7 @@ def settled(monkeypatch):
 
 
 def _recheck(index, snap, project="pkg/a", globs=GlobSet(["src/**"])):
-    return index.changed_since(snap, project, globs, None, None, (), time.time_ns())
+    return index.changed_since(snap, InputQuery(project, globs, None, None, ()), time.time_ns())
 
 
 @pytest.mark.feature("KEY-21")
@@ -614,21 +614,13 @@ def test_extra_paths_are_checked_against_their_planned_identity(repo, settled):
 
 
 @pytest.mark.feature("KEY-21")
-def test_accepts_an_input_query(repo, settled):
-    class Query:
-        project_dir, globs, workspace_globs, excluded, nested = (
-            "pkg/a",
-            GlobSet(["src/**"]),
-            None,
-            None,
-            (),
-        )
-
+def test_a_new_file_under_the_query_globs_is_a_change(repo, settled):
+    query = InputQuery("pkg/a", GlobSet(["src/**"]), None, None, ())
     index = FileIndex.load(repo)
-    snap = index.snapshot(index.inputs("pkg/a", Query.globs))
-    assert index.changed_since(snap, Query(), time.time_ns()) is None
+    snap = index.snapshot(index.inputs("pkg/a", query.globs))
+    assert index.changed_since(snap, query, time.time_ns()) is None
     write(repo, "pkg/a/src/n.ts")
-    assert index.changed_since(snap, Query(), time.time_ns()) == "pkg/a/src/n.ts"
+    assert index.changed_since(snap, query, time.time_ns()) == "pkg/a/src/n.ts"
 
 
 # ---------------------------------------------------------------- outputs (LC-08)

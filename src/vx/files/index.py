@@ -24,7 +24,7 @@ import stat
 import subprocess
 import time
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 from msgspec import Struct
 
@@ -43,6 +43,9 @@ from vx.files.git import (
 from vx.files.globs import GlobSet
 from vx.files.tree import _WALK_SKIP, _base, _root_path, _symlinked_ancestor, _under, _walk_files
 from vx.model import InputSet
+
+if TYPE_CHECKING:
+    from vx.files.outputs import InputQuery
 
 FINGERPRINT_FILES = (
     "pnpm-lock.yaml",
@@ -557,15 +560,7 @@ class FileIndex:
         return Snapshot(tuple(stats), time.time_ns(), tuple(ident for _, ident in files))
 
     def changed_since(
-        self,
-        snapshot: Snapshot,
-        project_dir,
-        globs=None,
-        workspace_globs: GlobSet | None = None,
-        excluded: GlobSet | None = None,
-        nested: Sequence[str] = (),
-        started_ns: int | None = None,
-        reach: GlobSet | None = None,
+        self, snapshot: Snapshot, query: InputQuery, started_ns: int | None = None
     ) -> str | None:
         """The first input that changed, vanished or appeared since the key was taken; None if none.
 
@@ -584,30 +579,18 @@ class FileIndex:
         seen is asked of `git check-ignore` first, so a new gitignored file does not count.
 
         Ignored files the globs reach count like any other (re-walked where they were walked).
-
-        `project_dir` may instead be a query carrying `project_dir`, `globs`,
-        `workspace_globs`, `excluded`, `nested` and `reach` attributes; `globs` is then `started_ns`.
         """
-        if not isinstance(project_dir, str):
-            q = project_dir
-            started_ns = globs if started_ns is None else started_ns
-            project_dir, globs, workspace_globs, excluded, nested, reach = (
-                q.project_dir,
-                q.globs,
-                q.workspace_globs,
-                q.excluded,
-                q.nested,
-                getattr(q, "reach", None),
-            )
+        q = query
+        project_dir, globs, reach = q.project_dir, q.globs, q.reach
         since = self.started_ns if started_ns is None else min(started_ns, self.started_ns)
         changed = self._first_changed(snapshot, since)
         if changed is not None:
             return changed
         known = {p for p, _ in snapshot.stats}
-        now = self._walk_inputs(project_dir, globs, workspace_globs, excluded, nested, reach)
+        now = self._walk_inputs(project_dir, globs, q.workspace_globs, q.excluded, q.nested, reach)
         return self._first_not_ignored(
             sorted(now - known),
-            (_base(project_dir), globs if reach is None else reach, workspace_globs),
+            (_base(project_dir), globs if reach is None else reach, q.workspace_globs),
         )
 
     def task_snapshot(
