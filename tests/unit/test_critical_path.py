@@ -23,7 +23,7 @@ from vx.model import (
     TaskNode,
     TaskResult,
 )
-from vx.plan.graph import _dependent_counts
+from vx.plan.graph import dependent_counts
 from vx.store import runs, timings
 
 
@@ -46,7 +46,7 @@ def graph(edges: dict[str, list[str]]) -> TaskGraph:
 
     for t in sorted(nodes):
         visit(t)
-    return TaskGraph(nodes, tuple(order), _dependent_counts(nodes, tuple(order)), tuple(nodes))
+    return TaskGraph(nodes, tuple(order), dependent_counts(nodes, tuple(order)), tuple(nodes))
 
 
 def t(name: str) -> TaskId:

@@ -223,9 +223,9 @@ def test_memo_spares_a_second_read(repo, monkeypatch):
     memo = repo / ".vx" / "memo.db"
     first = FileIndex.load(repo, memo).inputs("pkg/a", GlobSet(["src/**"]))
     hashed: list[int] = []
-    real = files._hash_open_file
+    real = files.hash_open_file
     monkeypatch.setattr(
-        files, "_hash_open_file", lambda f, size, algo: hashed.append(size) or real(f, size, algo)
+        files, "hash_open_file", lambda f, size, algo: hashed.append(size) or real(f, size, algo)
     )
     second = FileIndex.load(repo, memo).inputs("pkg/a", GlobSet(["src/**"]))
     assert second == first and hashed == []
@@ -694,7 +694,7 @@ def test_small_dirty_files_hash_without_openssl_and_like_git(tmp_path, monkeypat
             ["git", "hash-object", str(path)], capture_output=True, text=True
         ).stdout.strip()
         with open(path, "rb") as f:
-            assert blobs._hash_open_file(f, path.stat().st_size, "sha1") == git
+            assert blobs.hash_open_file(f, path.stat().st_size, "sha1") == git
     assert kinds[0] == "_sha1" and kinds[1:] == ["_hashlib", "_hashlib"]
 
 

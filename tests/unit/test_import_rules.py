@@ -401,3 +401,38 @@ def test_every_upward_import_is_still_there():
     graph = import_graph(types=True)
     gone = sorted(f"{a} -> {b}" for a, b in UPWARD if f"vx.{b}" not in graph.get(f"vx.{a}", ()))
     assert not gone, f"drop these from UPWARD (and docs/architecture.md): {gone}"
+
+
+def private_crossings() -> list[str]:
+    """Every `_name` one module takes from another: `from vx.m import _x`, or `m._x` on a module
+    it imported. A helper two modules share is public (CONTRIBUTING.md)."""
+    names = _module_names()
+    found = []
+    for module, path in names.items():
+        tree = ast.parse(path.read_text())
+        aliases = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "vx":
+                for a in node.names:
+                    full = f"{node.module}.{a.name}"
+                    if full in names:
+                        aliases[a.asname or a.name] = full
+                    elif a.name.startswith("_") and not a.name.startswith("__"):
+                        found.append(f"{module} imports {node.module}.{a.name}")
+            elif isinstance(node, ast.Import):
+                aliases |= {a.asname: a.name for a in node.names if a.asname and a.name in names}
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in aliases
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+            ):
+                found.append(f"{module} uses {aliases[node.value.id]}.{node.attr}")
+    return sorted(set(found))
+
+
+def test_no_private_name_crosses_a_module():
+    crossing = private_crossings()
+    assert not crossing, "give these a public name:\n" + "\n".join(crossing)

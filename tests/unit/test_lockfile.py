@@ -206,7 +206,7 @@ def test_multi_line_values_as_pnpm_writes_them():
 """,
         1,
     )
-    docs = lockfile._yaml_docs("pnpm-lock.yaml", text)
+    docs = lockfile.yaml_docs("pnpm-lock.yaml", text)
     assert docs[0]["packages"]["q@1.5.1"]["deprecated"].startswith("|-\nYou or someone")
     assert "(For a CapTP" in docs[0]["packages"]["q@1.5.1"]["deprecated"]
     assert docs[0]["packages"]["old@1.0.0"]["deprecated"].endswith("something-else instead.")
@@ -228,7 +228,7 @@ def test_a_blank_line_inside_a_block_scalar_is_kept_and_none_outside():
         "      first\n\n      second\n\n  r@1.0.0:\n    resolution: {integrity: sha512-r}\n\n",
         1,
     )
-    packages = lockfile._yaml_docs("pnpm-lock.yaml", text)[0]["packages"]
+    packages = lockfile.yaml_docs("pnpm-lock.yaml", text)[0]["packages"]
     assert packages["q@1.5.1"]["deprecated"] == "|-\nfirst\n\nsecond"
     assert packages["r@1.0.0"]["resolution"] == "{integrity: sha512-r}"
 

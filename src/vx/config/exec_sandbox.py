@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from vx.config.fields import At, Level, _boolean, _keys, _kind, _object, _strings
+from vx.config.fields import At, Level, as_boolean, as_object, as_strings, check_keys, kind_of
 from vx.files.globs import glob_error
 from vx.model import SandboxConfig
 
@@ -64,8 +64,8 @@ _WALLS = (".git", ".vx")
 
 def validate_sandbox(value: Any, at: At) -> SandboxConfig:
     """Turn the decoded `exec.sandbox` object into a SandboxConfig."""
-    body = _object(value, at, "an object with `allow`, `deny` or `ignore`")
-    _keys(body, at, SANDBOX)
+    body = as_object(value, at, "an object with `allow`, `deny` or `ignore`")
+    check_keys(body, at, SANDBOX)
     allow = _level(body, "allow", at, ALLOW)
     deny = _level(body, "deny", at, DENY)
     ignore = _level(body, "ignore", at, IGNORE)
@@ -76,21 +76,21 @@ def validate_sandbox(value: Any, at: At) -> SandboxConfig:
         network=_network(allow.get("network", False), a_at.key("network")),
         unix_sockets=_sockets(allow.get("unixSockets", False), a_at.key("unixSockets")),
         local_binding=_ports(allow.get("localBinding", False), a_at.key("localBinding")),
-        pty=_boolean(allow.get("pty", False), a_at.key("pty")),
-        git_config=_boolean(allow.get("gitConfig", False), a_at.key("gitConfig")),
+        pty=as_boolean(allow.get("pty", False), a_at.key("pty")),
+        git_config=as_boolean(allow.get("gitConfig", False), a_at.key("gitConfig")),
         deny_network=_hosts(deny.get("network", []), at.key("deny").key("network"), deny=True),
         ignore_read=_ignore_paths(ignore.get("read", []), i_at.key("read")),
         ignore_write=_ignore_paths(ignore.get("write", []), i_at.key("write")),
         ignore_network=_ignore_hosts(ignore.get("network", []), i_at.key("network")),
-        trace=_boolean(body["trace"], at.key("trace")) if "trace" in body else None,
+        trace=as_boolean(body["trace"], at.key("trace")) if "trace" in body else None,
     )
 
 
 def _level(body: dict[str, Any], key: str, at: At, level: Level) -> dict[str, Any]:
     if key not in body:
         return {}
-    obj = _object(body[key], at.key(key))
-    _keys(obj, at.key(key), level)
+    obj = as_object(body[key], at.key(key))
+    check_keys(obj, at.key(key), level)
     return obj
 
 
@@ -99,7 +99,7 @@ def _level(body: dict[str, Any], key: str, at: At, level: Level) -> dict[str, An
 
 def _paths(value: Any, at: At, *, write: bool) -> tuple[str, ...]:
     """Grants: project-relative globs or paths, absolute paths, or `~` paths."""
-    paths = _strings(value, at, "paths or globs")
+    paths = as_strings(value, at, "paths or globs")
     for i, path in enumerate(paths):
         problem = _path_problem(path) or (_write_problem(path) if write else None)
         if problem:
@@ -165,7 +165,7 @@ def _write_problem(path: str) -> str | None:
 
 def _ignore_paths(value: Any, at: At) -> tuple[str, ...]:
     """ignore.read / ignore.write: like grants, and globs are fine anywhere."""
-    paths = _strings(value, at, "paths or globs")
+    paths = as_strings(value, at, "paths or globs")
     for i, path in enumerate(paths):
         if "\0" in path or "\\" in path:
             at.item(i).refuse(
@@ -197,7 +197,7 @@ def _network(value: Any, at: At) -> bool | tuple[str, ...]:
 
 
 def _hosts(value: Any, at: At, *, deny: bool) -> tuple[str, ...]:
-    hosts = _strings(value, at, "host patterns")
+    hosts = as_strings(value, at, "host patterns")
     for i, host in enumerate(hosts):
         problem = host_problem(host, deny=deny)
         if problem:
@@ -251,7 +251,7 @@ def _host_name_problem(host: str) -> str | None:
 
 def _ignore_hosts(value: Any, at: At) -> tuple[str, ...]:
     """ignore.network: `host:port` entries, case-insensitive."""
-    entries = _strings(value, at, "`host:port` entries")
+    entries = as_strings(value, at, "`host:port` entries")
     for i, entry in enumerate(entries):
         host, port_problem = _split_port(entry)
         if port_problem or not host or "/" in entry:
@@ -268,7 +268,7 @@ def _ignore_hosts(value: Any, at: At) -> tuple[str, ...]:
 def _sockets(value: Any, at: At) -> bool | tuple[str, ...]:
     if isinstance(value, bool):
         return value
-    paths = _strings(value, at, "socket paths")
+    paths = as_strings(value, at, "socket paths")
     for i, path in enumerate(paths):
         if not path.startswith(("/", "~/")):
             at.item(i).refuse(
@@ -283,7 +283,7 @@ def _ports(value: Any, at: At) -> bool | tuple[int, ...]:
         return value
     if not isinstance(value, list):
         at.refuse(
-            f"`{at.field}` must be true, false or an array of ports, got {_kind(value)}",
+            f"`{at.field}` must be true, false or an array of ports, got {kind_of(value)}",
             hint="write e.g. [3000, 5173]",
         )
     for i, port in enumerate(value):

@@ -54,7 +54,7 @@ class At:
         raise ConfigError(message, file=self.file, field=self.field, hint=hint)
 
 
-def _kind(value: Any) -> str:
+def kind_of(value: Any) -> str:
     """JSON's name for a value's type, as a user would say it."""
     if value is None:
         return "null"
@@ -67,40 +67,40 @@ def _kind(value: Any) -> str:
     return "an array" if isinstance(value, list) else "an object"
 
 
-def _object(value: Any, at: At, what: str = "an object") -> dict[str, Any]:
+def as_object(value: Any, at: At, what: str = "an object") -> dict[str, Any]:
     if not isinstance(value, dict):
         at.refuse(
-            f"`{at.field or 'config'}` must be {what}, got {_kind(value)}",
+            f"`{at.field or 'config'}` must be {what}, got {kind_of(value)}",
             hint="write a JSON object `{ ... }` here",
         )
     return value
 
 
-def _string(value: Any, at: At) -> str:
+def as_string(value: Any, at: At) -> str:
     if not isinstance(value, str):
         at.refuse(
-            f"`{at.field}` must be a string, got {_kind(value)}",
+            f"`{at.field}` must be a string, got {kind_of(value)}",
             hint="write the value in double quotes",
         )
     return value
 
 
-def _boolean(value: Any, at: At, hint: str = "write true or false") -> bool:
+def as_boolean(value: Any, at: At, hint: str = "write true or false") -> bool:
     if not isinstance(value, bool):
-        at.refuse(f"`{at.field}` must be true or false, got {_kind(value)}", hint=hint)
+        at.refuse(f"`{at.field}` must be true or false, got {kind_of(value)}", hint=hint)
     return value
 
 
-def _strings(value: Any, at: At, noun: str = "strings") -> tuple[str, ...]:
+def as_strings(value: Any, at: At, noun: str = "strings") -> tuple[str, ...]:
     """An array of non-empty strings, each refusal pointing at its index."""
     if not isinstance(value, list):
         at.refuse(
-            f"`{at.field}` must be an array of {noun}, got {_kind(value)}",
+            f"`{at.field}` must be an array of {noun}, got {kind_of(value)}",
             hint=f"write a JSON array, e.g. [{_example(value)}]",
         )
     for i, item in enumerate(value):
         if not isinstance(item, str) or not item:
-            got = "an empty string" if item == "" else _kind(item)
+            got = "an empty string" if item == "" else kind_of(item)
             at.item(i).refuse(
                 f"`{at.field}` must hold non-empty {noun}, got {got}",
                 hint="remove the entry, or write it as a non-empty string",
@@ -112,11 +112,11 @@ def _example(value: Any) -> str:
     return json.dumps(value) if isinstance(value, str) else '"…"'
 
 
-def _integer(value: Any, at: At, low: int, high: int | None = None) -> int:
+def as_integer(value: Any, at: At, low: int, high: int | None = None) -> int:
     """An int in [low, high]; JSON's `true` is not 1 and `1.0` is not an integer here."""
     if isinstance(value, bool) or not isinstance(value, int):
         at.refuse(
-            f"`{at.field}` must be an integer, got {_kind(value)}",
+            f"`{at.field}` must be an integer, got {kind_of(value)}",
             hint=f"write a whole number without quotes, e.g. {max(low, 1) * 1000 if high else low}",
         )
     if value < low or (high is not None and value > high):
@@ -143,7 +143,7 @@ class Level(Struct, frozen=True):
     unsupported: Mapping[str, str] = field(default_factory=dict)  # key -> what to do now
 
 
-def _keys(obj: dict[str, Any], at: At, level: Level) -> None:
+def check_keys(obj: dict[str, Any], at: At, level: Level) -> None:
     """Refuse any key `level` does not know; `$schema` is welcome everywhere."""
     for key in obj:
         if key not in level.allowed and key != "$schema":
@@ -161,13 +161,13 @@ def _unknown_key(key: str, at: At, level: Level) -> NoReturn:
     at.refuse(message, hint=f"did you mean `{near}`?" if near else None)
 
 
-def _turbo(key: str, home: str) -> str:
+def turbo_home(key: str, home: str) -> str:
     return f"`{key}` is turbo's spelling; in vx it is {home}"
 
 
-def _nx(key: str, home: str) -> str:
+def nx_home(key: str, home: str) -> str:
     return f"`{key}` is nx's spelling; in vx it is {home}"
 
 
-def _wireit(key: str, home: str) -> str:
+def wireit_home(key: str, home: str) -> str:
     return f"`{key}` is wireit's spelling; in vx it is {home}"

@@ -140,8 +140,8 @@ def load_all(
     code evaluated together, in one Node process. With `shape`, each project read from a vx
     config (or from none) passes through it before it is validated."""
     root = str(ws.root)
-    turbo = _turbo_root(root)
-    nx = _nx_root(root, ws) if turbo is None else None
+    turbo = turbo_root(root)
+    nx = nx_root(root, ws) if turbo is None else None
     if (turbo is not None or nx is not None) and _migrated(ws.root, env):
         turbo = nx = None  # `vx migrate` wrote every project's config: those files give no tasks
     found = {name: _locate(root, pkg, turbo) for name, pkg in ws.packages.items()}
@@ -153,7 +153,7 @@ def load_all(
         manager = hook_manager(ws.manager, root)
     if nx is not None:
         return {
-            name: _from_nx(nx, pkg, manager)
+            name: from_nx(nx, pkg, manager)
             if found[name] is None
             else _project(root, pkg, found[name], values, None, manager, shape)
             for name, pkg in ws.packages.items()
@@ -169,7 +169,7 @@ def _migrated(root: Path, env: Mapping[str, str] | None) -> bool:
     return load_workspace(root, env, remote=False).migrated is not None
 
 
-def _nx_root(root: str, ws: Workspace) -> NxRoot | None:
+def nx_root(root: str, ws: Workspace) -> NxRoot | None:
     """nx.json, read only where there is one; a turbo.json, where both are, wins."""
     path = os.path.join(root, "nx.json")
     if not os.path.lexists(path):
@@ -180,7 +180,7 @@ def _nx_root(root: str, ws: Workspace) -> NxRoot | None:
     return find_root(root, ws.packages)
 
 
-def _from_nx(nx: NxRoot, pkg: Package, manager: str) -> ProjectConfig:
+def from_nx(nx: NxRoot, pkg: Package, manager: str) -> ProjectConfig:
     from vx.config.nx import project
 
     return project(nx, pkg, manager)
@@ -239,7 +239,7 @@ def workspace_data(root: Path, env: Mapping[str, str] | None = None) -> Any:
 
 def _turbo_remote(root: str):
     """turbo.json's `remoteCache`, then `.turbo/config.json` over it (as `turbo link` wrote it)."""
-    turbo = _turbo_root(root)
+    turbo = turbo_root(root)
     if turbo is None or turbo.remote_off:
         return None
     from vx.config.turbo import linked
@@ -262,7 +262,7 @@ def _turbo_remote(root: str):
 TURBO_FILES = ("turbo.json", "turbo.jsonc")
 
 
-def _turbo_root(root: str) -> TurboRoot | None:
+def turbo_root(root: str) -> TurboRoot | None:
     """The root turbo.json, read only where there is one (a receipt keeps that there is none)."""
     paths = [os.path.join(root, name) for name in TURBO_FILES]
     if not any(os.path.lexists(p) for p in paths):
@@ -319,7 +319,7 @@ def _project(
         if turbo is None:
             return ProjectConfig(source="")
         directory = os.path.join(root, pkg.dir) if pkg.dir else root
-        return _from_turbo(directory, pkg, turbo, manager)
+        return from_turbo(directory, pkg, turbo, manager)
     loader = LOADERS[found.ext]
     if loader is None:
         return validate_project(values[found.path], found.source)
@@ -334,7 +334,7 @@ def _project(
     return config
 
 
-def _from_turbo(directory: str, pkg: Package, turbo: TurboRoot, manager: str) -> ProjectConfig:
+def from_turbo(directory: str, pkg: Package, turbo: TurboRoot, manager: str) -> ProjectConfig:
     from vx.config.turbo import project, read_package
 
     source = _rel(pkg.dir, "turbo.json")

@@ -100,23 +100,23 @@ def detect(root: str, wanted: str | None) -> str:
 
 def live_configs(ws: Workspace, tool: str) -> dict[str, ProjectConfig]:
     """Every project's tasks as the live mapping gives them, a project's own vx.config aside."""
-    from vx.config.loader import _from_nx, _from_turbo, _nx_root, _turbo_root
+    from vx.config.loader import from_nx, from_turbo, nx_root, turbo_root
     from vx.config.turbo import hook_manager
 
     root = str(ws.root)
     manager = hook_manager(ws.manager, root)
     out: dict[str, ProjectConfig] = {}
     if tool == "turbo":
-        turbo = _turbo_root(root)
+        turbo = turbo_root(root)
         assert turbo is not None  # detect() saw the file
         for name, pkg in ws.packages.items():
             directory = os.path.join(root, pkg.dir) if pkg.dir else root
-            out[name] = _from_turbo(directory, pkg, turbo, manager)
+            out[name] = from_turbo(directory, pkg, turbo, manager)
     else:
-        nx = _nx_root(root, ws)
+        nx = nx_root(root, ws)
         assert nx is not None
         for name, pkg in ws.packages.items():
-            out[name] = _from_nx(nx, pkg, manager)
+            out[name] = from_nx(nx, pkg, manager)
     return out
 
 

@@ -34,7 +34,7 @@ from typing import Any, Callable, Mapping
 
 from msgspec import Struct, field
 
-from vx.config.fields import At, Level, _boolean, _kind, _object, _strings
+from vx.config.fields import At, Level, as_boolean, as_object, as_strings, kind_of
 from vx.config.project import canonical, validate_project
 from vx.config.turbo import with_hooks
 from vx.errors import ConfigError, did_you_mean
@@ -148,12 +148,12 @@ class _Project(Struct, frozen=True):
 
 def find_root(root: str, packages: Mapping[str, Package]) -> NxRoot:
     at = At(NX_FILE)
-    obj = _object(read_json(os.path.join(root, NX_FILE), NX_FILE), at)
+    obj = as_object(read_json(os.path.join(root, NX_FILE), NX_FILE), at)
     for key in obj:
         near = did_you_mean(key, _ROOT_MAPPED)
         if key not in _ROOT_MAPPED and near and key != near and key.lower() == near.lower():
             at.key(key).refuse(f"unknown key `{key}` in nx.json", hint=f"did you mean `{near}`?")
-    defaults = _object(obj.get("targetDefaults", {}), at.key("targetDefaults"))
+    defaults = as_object(obj.get("targetDefaults", {}), at.key("targetDefaults"))
     for name, body in defaults.items():
         _check_target(body, at.key("targetDefaults").key(name))
     named = _named_inputs(obj.get("namedInputs", {}), at.key("namedInputs"))
@@ -164,7 +164,7 @@ def find_root(root: str, packages: Mapping[str, Package]) -> NxRoot:
         else None
     )
     cacheable = (
-        frozenset(_strings(ops, at.key("tasksRunnerOptions.default.options.cacheableOperations")))
+        frozenset(as_strings(ops, at.key("tasksRunnerOptions.default.options.cacheableOperations")))
         if ops is not None
         else None
     )
@@ -172,18 +172,18 @@ def find_root(root: str, packages: Mapping[str, Package]) -> NxRoot:
 
 
 def _named_inputs(value: Any, at: At) -> dict[str, list]:
-    obj = _object(value, at)
+    obj = as_object(value, at)
     for name, entries in obj.items():
         if not isinstance(entries, list):
             at.key(name).refuse(
-                f"`{at.key(name).field}` must be an array of inputs, got {_kind(entries)}",
+                f"`{at.key(name).field}` must be an array of inputs, got {kind_of(entries)}",
                 hint='e.g. "production": ["default", "!{projectRoot}/**/*.spec.ts"]',
             )
     return obj
 
 
 def _check_target(body: Any, at: At) -> dict:
-    obj = _object(body, at, "an object (a target)")
+    obj = as_object(body, at, "an object (a target)")
     for key in obj:
         if key not in TARGET.allowed:
             near = did_you_mean(key, TARGET.allowed)
@@ -198,19 +198,19 @@ def _check_target(body: Any, at: At) -> dict:
         )
     for key in ("cache", "continuous", "parallelism"):
         if key in obj:
-            _boolean(obj[key], at.key(key))
+            as_boolean(obj[key], at.key(key))
     for key in ("options", "configurations"):
         if key in obj:
-            _object(obj[key], at.key(key))
+            as_object(obj[key], at.key(key))
     for name, options in obj.get("configurations", {}).items():
-        _object(options, at.key("configurations").key(name), "an object of options")
+        as_object(options, at.key("configurations").key(name), "an object of options")
     if "outputs" in obj:
-        _strings(obj["outputs"], at.key("outputs"), "output paths")
+        as_strings(obj["outputs"], at.key("outputs"), "output paths")
     if "inputs" in obj and not isinstance(obj["inputs"], list):
-        at.key("inputs").refuse(f"`inputs` must be an array, got {_kind(obj['inputs'])}")
+        at.key("inputs").refuse(f"`inputs` must be an array, got {kind_of(obj['inputs'])}")
     if "dependsOn" in obj and not isinstance(obj["dependsOn"], list):
         at.key("dependsOn").refuse(
-            f"`dependsOn` must be an array, got {_kind(obj['dependsOn'])}", hint='e.g. ["^build"]'
+            f"`dependsOn` must be an array, got {kind_of(obj['dependsOn'])}", hint='e.g. ["^build"]'
         )
     return obj
 
@@ -244,7 +244,7 @@ def _project(nx: NxRoot, pkg: Package) -> _Project:
         _read_package_nx(read, pkg, manifest, manifest_source)
         if own is not None:
             at = At(own_source)
-            own = _object(own, at)
+            own = as_object(own, at)
             _check_keys(own, at, PROJECT)
             _read_layer(read, own, at, own_source, "targets")
         if manifest and pkg.name != ROOT_PROJECT:
@@ -269,7 +269,7 @@ def _read_package_nx(read: _Read, pkg: Package, manifest: dict, source: str) -> 
     """package.json's part: its scripts as `nx:run-script` targets, then its `nx` block."""
     at = At(source).key("nx")
     block = manifest.get("nx")
-    block = _object(block, at) if block is not None else {}
+    block = as_object(block, at) if block is not None else {}
     _check_keys(block, at, PACKAGE_NX)
     included = block.get("includedScripts")
     scripts = pkg.scripts if pkg.name != ROOT_PROJECT or "nx" in manifest else {}
@@ -284,7 +284,7 @@ def _read_layer(read: _Read, layer: dict, at: At, source: str, prefix: str) -> N
     """One file's targets merged over the ones before, its tags added, its named inputs taken."""
     targets = layer.get("targets", {})
     _merge_targets(read.targets, read.sources, targets, at.key("targets"), source, prefix)
-    read.tags += _strings(layer.get("tags", []), at.key("tags"), "tags")
+    read.tags += as_strings(layer.get("tags", []), at.key("tags"), "tags")
     if layer.get("namedInputs"):
         read.named = _named_inputs(layer["namedInputs"], at.key("namedInputs"))
         read.named_source = source
@@ -331,7 +331,7 @@ def _sugar(target: dict) -> dict:
 def _merge_targets(
     targets: dict, sources: dict, value: Any, at: At, source: str, prefix: str
 ) -> None:
-    for name, body in _object(value, at).items():
+    for name, body in as_object(value, at).items():
         target = _sugar(_check_target(body, at.key(name)))
         base = targets.get(name)
         targets[name] = _merged(target, base) if base else target
@@ -820,7 +820,9 @@ def _command_entries(options: dict, at: At) -> list[dict]:
         at.key("commands").refuse("both `command` and `commands`", hint="keep one")
     if "command" in options:
         if not isinstance(options["command"], str):
-            at.key("command").refuse(f"`command` must be a string, got {_kind(options['command'])}")
+            at.key("command").refuse(
+                f"`command` must be a string, got {kind_of(options['command'])}"
+            )
         return [{"command": options["command"]}]
     if "commands" not in options:
         at.refuse(
@@ -852,7 +854,7 @@ def _command_args(options: dict, at: At) -> tuple[str, dict[str, str], list[str]
         args = " ".join(map(str, args))
     if not isinstance(args, str):
         at.key("args").refuse(
-            f"`args` must be a string, got {_kind(args)}", hint='e.g. "args": "--verbose"'
+            f"`args` must be a string, got {kind_of(args)}", hint='e.g. "args": "--verbose"'
         )
     parsed = _parsed_args(args)
     unknown = [
@@ -869,7 +871,7 @@ def _command_dir(options: dict, pkg: Package, at: At) -> str:
     """options.cwd, workspace-relative ("." by default); one outside the workspace is refused."""
     cwd = options.get("cwd")
     if cwd is not None and not isinstance(cwd, str):
-        at.key("cwd").refuse(f"`cwd` must be a string, got {_kind(cwd)}")
+        at.key("cwd").refuse(f"`cwd` must be a string, got {kind_of(cwd)}")
     where = posixpath.normpath(_tokens(cwd, pkg)) if cwd else "."
     if posixpath.isabs(where) or where.startswith(".."):
         at.key("cwd").refuse(
@@ -896,7 +898,7 @@ def _env_file(options: dict, pkg: Package, where: str, at: At) -> tuple[str, str
     if env_file is None:
         return None
     if not isinstance(env_file, str):
-        at.key("envFile").refuse(f"`envFile` must be a string, got {_kind(env_file)}")
+        at.key("envFile").refuse(f"`envFile` must be a string, got {kind_of(env_file)}")
     ws_rel = posixpath.normpath(_tokens(env_file, pkg))
     from_here = posixpath.relpath(ws_rel, where)
     # `.` searches PATH
@@ -909,7 +911,7 @@ def _command_env(options: dict, at: At) -> dict | None:
     env = options.get("env")
     if env is None:
         return None
-    env = _object(env, at.key("env"))
+    env = as_object(env, at.key("env"))
     for key, value in env.items():
         if (
             not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key)
@@ -985,7 +987,7 @@ def _depends_text(nx: NxRoot, proj: _Project, entry: str, configuration: str | N
 def _depends_object(
     nx: NxRoot, proj: _Project, entry: Any, here: At, configuration: str | None
 ) -> list[str]:
-    obj = _object(entry, here, 'a target name or {"target": …}')
+    obj = as_object(entry, here, 'a target name or {"target": …}')
     for key in obj:
         if key not in DEPENDS.allowed:
             near = did_you_mean(key, DEPENDS.allowed)
@@ -1009,7 +1011,7 @@ def _depends_object(
     wanted = (
         [projects]
         if isinstance(projects, str)
-        else list(_strings(projects, here.key("projects"), "project names"))
+        else list(as_strings(projects, here.key("projects"), "project names"))
     )
     out: list[str] = []
     for pattern in wanted:
@@ -1087,7 +1089,7 @@ def _expand(
     for i, entry in enumerate(entries):
         here = at.item(i)
         if not isinstance(entry, str):
-            obj = _object(entry, here, "an input (a name, a fileset or an object)")
+            obj = as_object(entry, here, "an input (a name, a fileset or an object)")
             _expand_object(nx, proj, obj, here, found, seen, own)
         elif entry.startswith("^"):
             if _named(nx, proj, entry[1:]) is None:
@@ -1191,7 +1193,7 @@ def _named_into(
 
 def _fileset(proj: _Project, pattern: Any, at: At, found: _Found, own: bool) -> None:
     if not isinstance(pattern, str) or not pattern:
-        at.refuse(f"a fileset must be a non-empty string, got {_kind(pattern)}")
+        at.refuse(f"a fileset must be a non-empty string, got {kind_of(pattern)}")
     negated = pattern.startswith("!")
     body = pattern[1:] if negated else pattern
     bang = "!" if negated else ""
@@ -1297,9 +1299,9 @@ def shown_project(ws, name: str) -> dict:
         )
     nx = find_root(root, ws.packages)
     proj = _project(nx, ws.packages[name])
-    from vx.workspace.nxprojects import _own_nx
+    from vx.workspace.nxprojects import own_nx
 
-    own, _source, _field = _own_nx(root, proj.pkg)
+    own, _source, _field = own_nx(root, proj.pkg)
     return {
         "root": proj.pkg.dir or ".",
         "name": name,

@@ -16,16 +16,16 @@ from vx.config.fields import (
     MAX_TIMEOUT_MS,
     At,
     Level,
-    _boolean,
-    _integer,
-    _keys,
-    _kind,
-    _nx,
-    _object,
-    _string,
-    _strings,
-    _turbo,
-    _wireit,
+    as_boolean,
+    as_integer,
+    as_object,
+    as_string,
+    as_strings,
+    check_keys,
+    kind_of,
+    nx_home,
+    turbo_home,
+    wireit_home,
 )
 from vx.files.globs import GlobSet, glob_error
 from vx.model import CacheConfig, EnvConfig, ExecConfig, PersistentConfig, ProjectConfig, TaskConfig
@@ -46,17 +46,17 @@ PROJECT = Level(
     "the project config",
     frozenset({"tags", "tasks"}),
     foreign={
-        "targets": _nx("targets", "tasks (each with exec.command, dependsOn, cache)"),
-        "pipeline": _turbo("pipeline", "tasks"),
+        "targets": nx_home("targets", "tasks (each with exec.command, dependsOn, cache)"),
+        "pipeline": turbo_home("pipeline", "tasks"),
         "scripts": "scripts stay in package.json; a vx task runs one as exec.command",
         "name": "a project is named by its package.json `name`",
         "extends": "vx configs inherit nothing; repeat the tasks",
         "plugins": "plugins are declared for the whole workspace, in vx.workspace.json",
-        "namedInputs": _nx("namedInputs", "a list in tasks.<name>.cache.inputs.files"),
-        "implicitDependencies": _nx("implicitDependencies", "a dependsOn entry `pkg#task`"),
-        "inputs": _turbo("inputs", "tasks.<name>.cache.inputs.files"),
-        "outputs": _turbo("outputs", "tasks.<name>.cache.outputs.files"),
-        "env": _turbo("env", "tasks.<name>.cache.inputs.env or tasks.<name>.exec.env"),
+        "namedInputs": nx_home("namedInputs", "a list in tasks.<name>.cache.inputs.files"),
+        "implicitDependencies": nx_home("implicitDependencies", "a dependsOn entry `pkg#task`"),
+        "inputs": turbo_home("inputs", "tasks.<name>.cache.inputs.files"),
+        "outputs": turbo_home("outputs", "tasks.<name>.cache.outputs.files"),
+        "env": turbo_home("env", "tasks.<name>.cache.inputs.env or tasks.<name>.exec.env"),
         **{k: _on_task(k) for k in ("dependsOn", "cache", "exec", "description", "command")},
     },
 )
@@ -65,23 +65,23 @@ TASK = Level(
     "a task",
     frozenset({"description", "exec", "dependsOn", "cache"}),
     foreign={
-        "outputs": _turbo("outputs", "cache.outputs.files"),
-        "inputs": _turbo("inputs", "cache.inputs.files"),
-        "env": _turbo("env", "cache.inputs.env (to key on it) or exec.env.define (to set it)"),
-        "passThroughEnv": _turbo("passThroughEnv", "exec.env.passThrough"),
-        "outputLogs": _turbo("outputLogs", "the --output-logs flag of `vx run`"),
-        "executor": _nx("executor", "exec.command (vx runs one shell command)"),
-        "options": _nx("options", "exec.command and exec.env"),
-        "command": _wireit("command", "exec.command"),
-        "files": _wireit("files", "cache.inputs.files"),
-        "output": _wireit("output", "cache.outputs.files"),
-        "dependencies": _wireit("dependencies", "dependsOn"),
+        "outputs": turbo_home("outputs", "cache.outputs.files"),
+        "inputs": turbo_home("inputs", "cache.inputs.files"),
+        "env": turbo_home("env", "cache.inputs.env (to key on it) or exec.env.define (to set it)"),
+        "passThroughEnv": turbo_home("passThroughEnv", "exec.env.passThrough"),
+        "outputLogs": turbo_home("outputLogs", "the --output-logs flag of `vx run`"),
+        "executor": nx_home("executor", "exec.command (vx runs one shell command)"),
+        "options": nx_home("options", "exec.command and exec.env"),
+        "command": wireit_home("command", "exec.command"),
+        "files": wireit_home("files", "cache.inputs.files"),
+        "output": wireit_home("output", "cache.outputs.files"),
+        "dependencies": wireit_home("dependencies", "dependsOn"),
         "script": "in vx a task's command is exec.command",
         "cmd": "in vx a task's command is exec.command",
         "cwd": "a task runs in its project directory; write `cd <dir> && …` in exec.command",
         "persistent": 'in vx it is exec.persistent: `"exec": { "command": …, "persistent": {} }`',
         "interactive": 'in vx it is exec.interactive: `"exec": { "command": …, "interactive": true }`',
-        "continuous": _nx("continuous", "exec.persistent"),
+        "continuous": nx_home("continuous", "exec.persistent"),
     },
 )
 
@@ -101,15 +101,15 @@ EXEC = Level(
         }
     ),
     foreign={
-        "continuous": _nx("continuous", "`persistent`"),
+        "continuous": nx_home("continuous", "`persistent`"),
         "cmd": "in vx it is `command`",
         "script": "in vx it is `command`",
         "args": "write the arguments into `command`",
         "cwd": "a task runs in its project directory; write `cd <dir> && …` in `command`",
         "dependsOn": "`dependsOn` belongs on the task, beside `exec`",
         "cache": "`cache` belongs on the task, beside `exec`",
-        "outputs": _turbo("outputs", "the task's cache.outputs.files"),
-        "inputs": _turbo("inputs", "the task's cache.inputs.files"),
+        "outputs": turbo_home("outputs", "the task's cache.outputs.files"),
+        "inputs": turbo_home("inputs", "the task's cache.inputs.files"),
     },
 )
 
@@ -198,7 +198,7 @@ def _filter_problem(entry: str) -> str | None:
 
 def _globs(value: Any, at: At) -> tuple[str, ...]:
     """An array of valid globs that selects something when it is non-empty."""
-    globs = _strings(value, at, "glob strings")
+    globs = as_strings(value, at, "glob strings")
     for i, pattern in enumerate(globs):
         problem = _glob_error(pattern)
         if problem:
@@ -237,11 +237,11 @@ def covers_top_file(pattern: str, name: str) -> bool:
 def validate_project(data: Any, file: str) -> ProjectConfig:
     """Turn a decoded vx.config.json into a ProjectConfig, or refuse with where and why."""
     at = At(file)
-    obj = _object(data, at, "an object with `tasks`")
-    _keys(obj, at, PROJECT)
+    obj = as_object(data, at, "an object with `tasks`")
+    check_keys(obj, at, PROJECT)
     tags = _tags(obj["tags"], at.key("tags")) if "tags" in obj else ()
     tasks_at = at.key("tasks")
-    tasks = _object(obj.get("tasks", {}), tasks_at, "an object keyed by task name")
+    tasks = as_object(obj.get("tasks", {}), tasks_at, "an object keyed by task name")
     return ProjectConfig(
         source=file,
         tasks={
@@ -255,7 +255,7 @@ def validate_project(data: Any, file: str) -> ProjectConfig:
 
 def _tags(value: Any, at: At) -> tuple[str, ...]:
     """Labels for `--filter tag:`: plain words, never patterns."""
-    tags = _strings(value, at, "tags")
+    tags = as_strings(value, at, "tags")
     for i, tag in enumerate(tags):
         if "*" in tag or tag.endswith("...") or re.search(r"\[.*\]", tag) or tag != tag.strip():
             at.item(i).refuse(
@@ -276,7 +276,7 @@ def _task(name: str, value: Any, at: At) -> TaskConfig:
     depends only on its name and body, so a validated TaskConfig is shared. Only successes
     are remembered: a refusal always names the file it was found in.
     """
-    body = _object(value, at)
+    body = as_object(value, at)
     text = canonical(body)
     found = _TASK_MEMO.get((name, text))
     if found is None:
@@ -294,7 +294,7 @@ def _validate_task(name: str, body: dict[str, Any], text: str, at: At) -> TaskCo
             f"task name {json.dumps(name)} {why}",
             hint="dependsOn, cache.inputs.tasks and the CLI could not name it; rename it",
         )
-    _keys(body, at, TASK)
+    check_keys(body, at, TASK)
     exec_ = _exec(body["exec"], at.key("exec")) if "exec" in body else None
     depends_on = (
         _depends_on(body["dependsOn"], at.key("dependsOn")) if "dependsOn" in body else None
@@ -305,7 +305,7 @@ def _validate_task(name: str, body: dict[str, Any], text: str, at: At) -> TaskCo
             hint="give it exec.command to run, or dependsOn to make it a group",
         )
     description = (
-        _string(body["description"], at.key("description")) if "description" in body else None
+        as_string(body["description"], at.key("description")) if "description" in body else None
     )
     if (
         "cache" in body
@@ -369,7 +369,7 @@ def _without_schema(value: Any) -> Any:
 def _depends_on(value: Any, at: At) -> tuple[str, ...]:
     if not isinstance(value, list):
         at.refuse(
-            f"`{at.field}` must be an array of strings, got {_kind(value)}",
+            f"`{at.field}` must be an array of strings, got {kind_of(value)}",
             hint="entries are `name`, `^name`, `pkg#name` or `//#name`",
         )
     for i, entry in enumerate(value):
@@ -389,8 +389,8 @@ _DEPENDS_HINT = (
 
 
 def _exec(value: Any, at: At) -> ExecConfig:
-    body = _object(value, at, "an object with a `command` string")
-    _keys(body, at, EXEC)
+    body = as_object(value, at, "an object with a `command` string")
+    check_keys(body, at, EXEC)
     if "command" not in body:
         at.refuse("`exec` needs a `command`", hint='the shell command the task runs, e.g. "tsc -b"')
     persistent = (
@@ -423,10 +423,10 @@ def _exec(value: Any, at: At) -> ExecConfig:
     return ExecConfig(
         command=_command(body["command"], at.key("command")),
         env=_env(body["env"], at.key("env")) if "env" in body else EnvConfig(),
-        timeout_ms=_integer(body["timeout"], at.key("timeout"), 1, MAX_TIMEOUT_MS)
+        timeout_ms=as_integer(body["timeout"], at.key("timeout"), 1, MAX_TIMEOUT_MS)
         if "timeout" in body
         else None,
-        retries=_integer(body["retries"], at.key("retries"), 0, MAX_RETRIES)
+        retries=as_integer(body["retries"], at.key("retries"), 0, MAX_RETRIES)
         if "retries" in body
         else None,
         sandbox=_sandbox(body["sandbox"], at.key("sandbox")) if "sandbox" in body else None,
@@ -467,12 +467,12 @@ def _remote(body: dict[str, Any], at: At) -> bool | str:
 
 def platform_properties(value: Any, at: At) -> tuple[tuple[str, str], ...]:
     """`platform`: REAPI platform properties, {name: value} strings, kept sorted by name."""
-    body = _object(value, at, 'an object of strings such as { "OSFamily": "linux" }')
+    body = as_object(value, at, 'an object of strings such as { "OSFamily": "linux" }')
     pairs = []
     for name, prop in body.items():
         if not name:
             at.refuse("a platform property has an empty name", hint='e.g. "OSFamily"')
-        pairs.append((name, _string(prop, at.key(name))))
+        pairs.append((name, as_string(prop, at.key(name))))
     return tuple(sorted(pairs))
 
 
@@ -483,11 +483,11 @@ def _persistent(value: Any, at: At) -> PersistentConfig:
             f"`persistent: {json.dumps(value)}` is turbo's spelling",
             hint='in vx write `"persistent": {}`, or `{ "readyWhen": "listening on" }` to wait for a line',
         )
-    body = _object(value, at, 'an object such as { "readyWhen": "ready in" }')
-    _keys(body, at, PERSISTENT)
+    body = as_object(value, at, 'an object such as { "readyWhen": "ready in" }')
+    check_keys(body, at, PERSISTENT)
     if "readyWhen" not in body:
         return PersistentConfig()
-    pattern = _string(body["readyWhen"], at.key("readyWhen"))
+    pattern = as_string(body["readyWhen"], at.key("readyWhen"))
     if not pattern:
         at.key("readyWhen").refuse(
             "`readyWhen` is empty",
@@ -505,7 +505,7 @@ def _persistent(value: Any, at: At) -> PersistentConfig:
 
 
 def _interactive(value: Any, at: At) -> bool:
-    return _boolean(value, at, hint="`true` gives the task the terminal when vx runs on one")
+    return as_boolean(value, at, hint="`true` gives the task the terminal when vx runs on one")
 
 
 def _sandbox(value: Any, at: At):
@@ -516,7 +516,7 @@ def _sandbox(value: Any, at: At):
 
 
 def _command(value: Any, at: At) -> str:
-    command = _string(value, at)
+    command = as_string(value, at)
     if not command.strip():
         at.refuse("`exec.command` is empty", hint="write the shell command the task runs")
     if "\0" in command:
@@ -528,8 +528,8 @@ def _command(value: Any, at: At) -> str:
 
 
 def _env(value: Any, at: At) -> EnvConfig:
-    body = _object(value, at)
-    _keys(body, at, ENV)
+    body = as_object(value, at)
+    check_keys(body, at, ENV)
     define = _define(body["define"], at.key("define")) if "define" in body else {}
     return EnvConfig(
         pass_through=_env_names(body["passThrough"], at.key("passThrough"))
@@ -541,7 +541,7 @@ def _env(value: Any, at: At) -> EnvConfig:
 
 
 def _env_names(value: Any, at: At) -> tuple[str, ...]:
-    names = _strings(value, at, "env var names")
+    names = as_strings(value, at, "env var names")
     for i, name in enumerate(names):
         if not _ENV_NAME.match(name):
             at.item(i).refuse(f"`{name}` is not an env var name", hint=_env_hint(name))
@@ -549,7 +549,7 @@ def _env_names(value: Any, at: At) -> tuple[str, ...]:
 
 
 def _commands(value: Any, at: At) -> tuple[str, ...]:
-    commands = _strings(value, at, "shell commands")
+    commands = as_strings(value, at, "shell commands")
     for i, command in enumerate(commands):
         if not command.strip():
             at.item(i).refuse(
@@ -572,14 +572,14 @@ def _env_hint(name: str) -> str:
 
 
 def _define(value: Any, at: At) -> dict[str, str]:
-    body = _object(value, at, "an object of NAME: value strings")
+    body = as_object(value, at, "an object of NAME: value strings")
     body = {k: v for k, v in body.items() if k != "$schema"}
     for name, text in body.items():
         if not _ENV_NAME.match(name):
             at.key(name).refuse(f"`{name}` is not an env var name", hint=_env_hint(name))
         if not isinstance(text, str) or "\0" in text:
             at.key(name).refuse(
-                f"`{at.key(name).field}` must be a string without NUL, got {_kind(text)}",
+                f"`{at.key(name).field}` must be a string without NUL, got {kind_of(text)}",
                 hint="write the value as a JSON string",
             )
     return dict(body)
@@ -598,8 +598,8 @@ def _cache(
             "`cache` on a group task: a group runs nothing, so there is nothing to cache",
             hint="move `cache` to the task with `exec`, or drop it",
         )
-    body = _object(value, at, "an object with `inputs` and `outputs`")
-    _keys(body, at, CACHE)
+    body = as_object(value, at, "an object with `inputs` and `outputs`")
+    check_keys(body, at, CACHE)
     for part in ("inputs", "outputs"):
         if part not in body:
             at.refuse(
@@ -623,8 +623,8 @@ def _part(value: Any, at: At, level: Level) -> dict[str, Any]:
             f"`{at.field}` must be an object, got an array",
             hint=f'did you mean `{{ "files": {json.dumps(value)} }}`?',
         )
-    body = _object(value, at)
-    _keys(body, at, level)
+    body = as_object(value, at)
+    check_keys(body, at, level)
     if "files" not in body:
         at.refuse(f"`{at.field}` needs `files`", hint=f"`[]` is valid; {_CACHE_SHAPE}")
     return body
@@ -715,7 +715,7 @@ _ROOT_FILES = ("package.json", "vx.workspace.json", "pnpm-workspace.yaml")
 
 def _input_tasks(value: Any, at: At, depends_on: tuple[str, ...]) -> tuple[str, ...]:
     """cache.inputs.tasks; an exact entry must be one dependsOn can reach."""
-    entries = _strings(value, at, "task filters")
+    entries = as_strings(value, at, "task filters")
     for i, entry in enumerate(entries):
         why = _filter_problem(entry)
         if why:

@@ -30,7 +30,7 @@ from msgspec.structs import replace
 
 from vx import witness
 from vx.config import jsonc
-from vx.config.fields import At, Level, _keys, _kind, _object, _strings
+from vx.config.fields import At, Level, as_object, as_strings, check_keys, kind_of
 from vx.config.project import canonical, depends_on_problem, validate_project
 from vx.errors import ConfigError
 from vx.files.globs import glob_error
@@ -196,14 +196,14 @@ def read_package(directory: str, source: str) -> dict | None:
     if text is None:
         return None
     at = At(source)
-    obj = _object(jsonc.loads(text, source), at)
-    _keys(obj, at, PACKAGE)
+    obj = as_object(jsonc.loads(text, source), at)
+    check_keys(obj, at, PACKAGE)
     extends = obj.get("extends")
     if not isinstance(extends, list) or "//" not in extends:
         at.key("extends").refuse(
             "a package's turbo.json must extend the root one", hint='write "extends": ["//"]'
         )
-    tasks = _object(obj.get("tasks", {}), at.key("tasks"))
+    tasks = as_object(obj.get("tasks", {}), at.key("tasks"))
     for name, body in tasks.items():
         if "#" in name:
             at.key("tasks").key(name).refuse(
@@ -212,7 +212,7 @@ def read_package(directory: str, source: str) -> dict | None:
                 hint=f"write `{name.split('#')[-1]}`",
             )
         _check_task(body, at.key("tasks").key(name), package_level=True)
-    tags = _strings(obj["tags"], at.key("tags"), "tags") if "tags" in obj else ()
+    tags = as_strings(obj["tags"], at.key("tags"), "tags") if "tags" in obj else ()
     return {"tasks": tasks, "tags": list(tags), "text": text}
 
 
@@ -237,14 +237,14 @@ def _read(path: str, source: str) -> str | None:
 
 def _checked_root(data: Any, source: str) -> TurboRoot:
     at = At(source)
-    obj = _object(data, at)
-    _keys(obj, at, ROOT)
+    obj = as_object(data, at)
+    check_keys(obj, at, ROOT)
     if "tasks" in obj and "pipeline" in obj:
         at.key("pipeline").refuse(
             "both `tasks` and `pipeline`", hint="`pipeline` is turbo 1's name for `tasks`; keep one"
         )
     key = "tasks" if "tasks" in obj else "pipeline"
-    tasks = _object(obj.get(key, {}), at.key(key))
+    tasks = as_object(obj.get(key, {}), at.key(key))
     for name, body in tasks.items():
         _check_task_name(name, at.key(key).key(name))
         _check_task(body, at.key(key).key(name), package_level=False)
@@ -274,8 +274,8 @@ def _remote(value: Any, at: At) -> RemoteCacheConfig | None:
     stays its own (uploads from CI only unless vx.workspace.json says otherwise)."""
     if value is None:
         return None
-    obj = _object(value, at)
-    _keys(obj, at, REMOTE)
+    obj = as_object(value, at)
+    check_keys(obj, at, REMOTE)
     _kinds(obj, at, bool, ("enabled", "signature", "preflight"))
     _kinds(obj, at, str, ("apiUrl", "teamId", "teamSlug", "loginUrl"))
     timeout = obj.get("timeout")
@@ -305,12 +305,12 @@ def _check_task_name(name: str, at: At) -> None:
 
 
 def _check_task(body: Any, at: At, *, package_level: bool) -> None:
-    obj = _object(body, at, "an object (a task definition)")
-    _keys(obj, at, TASK)
+    obj = as_object(body, at, "an object (a task definition)")
+    check_keys(obj, at, TASK)
     _kinds(obj, at, bool, ("cache", "persistent", "interactive", "interruptible"))
     _kinds(obj, at, str, ("outputLogs", "outputMode"))
     if "dependsOn" in obj:
-        for i, entry in enumerate(_strings(obj["dependsOn"], at.key("dependsOn"), "task names")):
+        for i, entry in enumerate(as_strings(obj["dependsOn"], at.key("dependsOn"), "task names")):
             why = None if entry.startswith("$") or entry == EXTENDS else depends_on_problem(entry)
             if why:
                 at.key("dependsOn").item(i).refuse(
@@ -324,7 +324,7 @@ def _check_task(body: Any, at: At, *, package_level: bool) -> None:
         if key in obj:
             _env(obj[key], at.key(key))
     if "with" in obj:
-        _strings(obj["with"], at.key("with"), "task names")
+        as_strings(obj["with"], at.key("with"), "task names")
     if not package_level:
         for key, value in obj.items():
             if isinstance(value, list) and EXTENDS in value:
@@ -339,13 +339,13 @@ def _kinds(obj: dict, at: At, kind: type, keys: tuple[str, ...]) -> None:
     want = "true or false" if kind is bool else "a string"
     for key in keys:
         if key in obj and not isinstance(obj[key], kind):
-            at.key(key).refuse(f"`{key}` must be {want}, got {_kind(obj[key])}")
+            at.key(key).refuse(f"`{key}` must be {want}, got {kind_of(obj[key])}")
 
 
 def _globs(value: Any, at: At, *, climbs: bool = False) -> tuple[str, ...]:
     """Checked glob strings; `climbs`: leading `../` steps are allowed (turbo's `inputs` take
     them, and where they lead is known per package, `_split`)."""
-    globs = _strings(value, at, "glob strings")
+    globs = as_strings(value, at, "glob strings")
     for i, pattern in enumerate(globs):
         if pattern in (DEFAULT, EXTENDS):
             continue
@@ -367,7 +367,7 @@ def _globs(value: Any, at: At, *, climbs: bool = False) -> tuple[str, ...]:
 
 
 def _env(value: Any, at: At) -> tuple[str, ...]:
-    names = _strings(value, at, "env var names")
+    names = as_strings(value, at, "env var names")
     for i, name in enumerate(names):
         if name != EXTENDS and not _ENV_PATTERN.match(name):
             at.item(i).refuse(

@@ -13,14 +13,14 @@ from vx.config.fields import (
     MAX_TIMEOUT_MS,
     At,
     Level,
-    _boolean,
-    _integer,
-    _keys,
-    _kind,
-    _nx,
-    _object,
-    _string,
-    _turbo,
+    as_boolean,
+    as_integer,
+    as_object,
+    as_string,
+    check_keys,
+    kind_of,
+    nx_home,
+    turbo_home,
 )
 from vx.model import (
     CacheRetention,
@@ -54,12 +54,12 @@ WORKSPACE = Level(
         }
     ),
     foreign={
-        "pipeline": _turbo("pipeline", "each package's vx.config.json `tasks`"),
+        "pipeline": turbo_home("pipeline", "each package's vx.config.json `tasks`"),
         "tasks": "tasks live in each package's vx.config.json",
-        "targetDefaults": _nx("targetDefaults", "each package's vx.config.json `tasks`"),
-        "globalEnv": _turbo("globalEnv", "cache.inputs.env on the tasks it keys"),
-        "globalDependencies": _turbo("globalDependencies", "cache.inputs.workspaceFiles"),
-        "globalPassThroughEnv": _turbo("globalPassThroughEnv", "exec.env.passThrough"),
+        "targetDefaults": nx_home("targetDefaults", "each package's vx.config.json `tasks`"),
+        "globalEnv": turbo_home("globalEnv", "cache.inputs.env on the tasks it keys"),
+        "globalDependencies": turbo_home("globalDependencies", "cache.inputs.workspaceFiles"),
+        "globalPassThroughEnv": turbo_home("globalPassThroughEnv", "exec.env.passThrough"),
         "cacheDirectory": "in vx it is `cacheDir`",
         "parallel": "in vx it is `concurrency`",
         "packages": "members are read from package.json `workspaces` or pnpm-workspace.yaml",
@@ -91,18 +91,18 @@ SANDBOX = Level(
 def validate_workspace(data: Any, file: str) -> WorkspaceConfig:
     """Turn a decoded vx.workspace.json into a WorkspaceConfig."""
     at = At(file)
-    obj = _object(data, at)
-    _keys(obj, at, WORKSPACE)
-    cache_dir = _string(obj["cacheDir"], at.key("cacheDir")) if "cacheDir" in obj else None
+    obj = as_object(data, at)
+    check_keys(obj, at, WORKSPACE)
+    cache_dir = as_string(obj["cacheDir"], at.key("cacheDir")) if "cacheDir" in obj else None
     if cache_dir is not None and not cache_dir.strip():
         at.key("cacheDir").refuse("`cacheDir` is empty", hint="name a directory, or omit it")
     return WorkspaceConfig(
         source=file,
-        concurrency=_integer(obj["concurrency"], at.key("concurrency"), 1)
+        concurrency=as_integer(obj["concurrency"], at.key("concurrency"), 1)
         if "concurrency" in obj
         else None,
         cache_dir=cache_dir,
-        timeout_ms=_integer(obj["timeout"], at.key("timeout"), 1, MAX_TIMEOUT_MS)
+        timeout_ms=as_integer(obj["timeout"], at.key("timeout"), 1, MAX_TIMEOUT_MS)
         if "timeout" in obj
         else None,
         remote_cache=_remote_cache(obj["remoteCache"], at.key("remoteCache"))
@@ -128,7 +128,7 @@ def validate_workspace(data: Any, file: str) -> WorkspaceConfig:
         if "cacheScope" in obj
         else None,
         plugins=_plugins(obj["plugins"], at.key("plugins")) if "plugins" in obj else (),
-        schedule=_schedule(obj["schedule"], at.key("schedule"))
+        schedule=schedule_of(obj["schedule"], at.key("schedule"))
         if "schedule" in obj
         else ScheduleConfig(),
     )
@@ -149,30 +149,32 @@ SCHEDULE = Level(
 MAX_WINDOW = 1000  # the history keeps no more runs than this
 
 
-def _schedule(value: Any, at: At) -> ScheduleConfig:
+def schedule_of(value: Any, at: At) -> ScheduleConfig:
     """`schedule`: {history, window, assume: {PKG#TASK | TASK: ms}, file}."""
-    obj = _object(value, at)
-    _keys(obj, at, SCHEDULE)
+    obj = as_object(value, at)
+    check_keys(obj, at, SCHEDULE)
     assume: dict[str, int] = {}
     if "assume" in obj:
         where = at.key("assume")
-        for name, ms in _object(obj["assume"], where).items():
+        for name, ms in as_object(obj["assume"], where).items():
             if not name or name.startswith("#") or name.endswith("#"):
                 where.refuse(
                     f"`{name}` names no task",
                     hint='name a task or a project\'s task, e.g. {"build": 30000, "web#test": 5000}',
                 )
-            assume[name] = _integer(ms, where.key(name), 0, MAX_TIMEOUT_MS)
+            assume[name] = as_integer(ms, where.key(name), 0, MAX_TIMEOUT_MS)
     file = None
     if "file" in obj:
-        file = _string(obj["file"], at.key("file"))
+        file = as_string(obj["file"], at.key("file"))
         if not file.strip():
             at.key("file").refuse(
                 "`file` is empty", hint="name a workspace-relative path, e.g. .vx-timings.json"
             )
     return ScheduleConfig(
-        history=_boolean(obj["history"], at.key("history")) if "history" in obj else True,
-        window=_integer(obj["window"], at.key("window"), 1, MAX_WINDOW) if "window" in obj else 20,
+        history=as_boolean(obj["history"], at.key("history")) if "history" in obj else True,
+        window=as_integer(obj["window"], at.key("window"), 1, MAX_WINDOW)
+        if "window" in obj
+        else 20,
         assume=assume,
         file=file,
     )
@@ -197,20 +199,20 @@ def _remote_execution(value: Any, at: At) -> RemoteExecution:
     bounds in milliseconds); the server is the REAPI remote's."""
     from vx.config.project import platform_properties
 
-    obj = _object(value, at)
-    _keys(obj, at, REMOTE_EXECUTION)
+    obj = as_object(value, at)
+    check_keys(obj, at, REMOTE_EXECUTION)
     return RemoteExecution(
-        capacity=_integer(obj["capacity"], at.key("capacity"), 1, 1024)
+        capacity=as_integer(obj["capacity"], at.key("capacity"), 1, 1024)
         if "capacity" in obj
         else RemoteExecution().capacity,
-        default=_boolean(obj["default"], at.key("default")) if "default" in obj else False,
+        default=as_boolean(obj["default"], at.key("default")) if "default" in obj else False,
         platform=platform_properties(obj["platform"], at.key("platform"))
         if "platform" in obj
         else (),
-        update_timeout_ms=_integer(obj["updateTimeout"], at.key("updateTimeout"), 1, MAX_BOUND_MS)
+        update_timeout_ms=as_integer(obj["updateTimeout"], at.key("updateTimeout"), 1, MAX_BOUND_MS)
         if "updateTimeout" in obj
         else RemoteExecution().update_timeout_ms,
-        queue_timeout_ms=_integer(obj["queueTimeout"], at.key("queueTimeout"), 1, MAX_BOUND_MS)
+        queue_timeout_ms=as_integer(obj["queueTimeout"], at.key("queueTimeout"), 1, MAX_BOUND_MS)
         if "queueTimeout" in obj
         else RemoteExecution().queue_timeout_ms,
     )
@@ -219,7 +221,7 @@ def _remote_execution(value: Any, at: At) -> RemoteExecution:
 def _cache_scope(value: Any, at: At) -> str:
     from vx.store.policy import scope_problem
 
-    scope = _string(value, at)
+    scope = as_string(value, at)
     problem = scope_problem(scope)
     if problem:
         at.refuse(f"`cacheScope` {problem}", hint="trusted, read-only, or a name such as pr-42")
@@ -235,22 +237,22 @@ _PLUGIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 def _plugins(value: Any, at: At) -> tuple[PluginSpec, ...]:
     """`plugins: ["name", {"name": "...", "options": {...}}]`, in declaration order (precedence)."""
     if not isinstance(value, list):
-        at.refuse(f"`plugins` must be a list, got {_kind(value)}", hint=_PLUGIN_HINT)
+        at.refuse(f"`plugins` must be a list, got {kind_of(value)}", hint=_PLUGIN_HINT)
     out: list[PluginSpec] = []
     for i, item in enumerate(value):
         here = at.item(i)
         options: dict[str, Any] = {}
         if isinstance(item, dict):
-            _keys(item, here, PLUGIN)
+            check_keys(item, here, PLUGIN)
             if "name" not in item:
                 here.refuse("a plugin entry needs a `name`", hint=_PLUGIN_HINT)
-            name = _string(item["name"], here.key("name"))
-            options = _object(item.get("options", {}), here.key("options"))
+            name = as_string(item["name"], here.key("name"))
+            options = as_object(item.get("options", {}), here.key("options"))
         elif isinstance(item, str):
             name = item
         else:
             here.refuse(
-                f"a plugin is a name or {{name, options}}, got {_kind(item)}", hint=_PLUGIN_HINT
+                f"a plugin is a name or {{name, options}}, got {kind_of(item)}", hint=_PLUGIN_HINT
             )
         if not _PLUGIN_NAME.fullmatch(name):
             here.refuse(
@@ -290,16 +292,16 @@ def _exclusive_outputs(value: Any, at: At) -> bool:
 
 def _switch(value: Any, at: At, level, name: str, hint: str) -> bool:
     """The one boolean `name` of an object at `level` (true when absent)."""
-    obj = _object(value, at)
-    _keys(obj, at, level)
-    return _boolean(obj.get(name, True), at.key(name), hint=hint)
+    obj = as_object(value, at)
+    check_keys(obj, at, level)
+    return as_boolean(obj.get(name, True), at.key(name), hint=hint)
 
 
 def _affected_base(value: Any, at: At) -> str:
     from vx.errors import UsageError
     from vx.files.git import check_ref
 
-    ref = _string(value, at)
+    ref = as_string(value, at)
     try:
         return check_ref(ref)
     except UsageError as exc:
@@ -324,8 +326,8 @@ def _retention(value: Any, at: At) -> CacheRetention:
     """`cacheRetention: {olderThan?: "30d", maxSize?: "10G"}`, pruned at the end of each run."""
     from vx.store.pruning import parse_duration, parse_size
 
-    obj = _object(value, at)
-    _keys(obj, at, RETENTION)
+    obj = as_object(value, at)
+    check_keys(obj, at, RETENTION)
     if not {"olderThan", "maxSize"} & set(obj):
         at.refuse(
             "`cacheRetention` bounds nothing",
@@ -337,7 +339,7 @@ def _retention(value: Any, at: At) -> CacheRetention:
         ("maxSize", parse_size, "max_bytes", "10G, 500MB, 64KB"),
     ):
         if key in obj:
-            parsed = parse(_string(obj[key], at.key(key)))
+            parsed = parse(as_string(obj[key], at.key(key)))
             if isinstance(parsed, str):
                 at.key(key).refuse(
                     f"`{key}`: {parsed}", hint=f"write a number and a unit: {example}"
@@ -398,8 +400,8 @@ _SECRET_KEYS = ("token", "accessToken", "signatureKey")
 def _remote_cache(value: Any, at: At) -> RemoteCacheConfig:
     """`remoteCache: {turbo: {...} | nx: {...} | reapi: {...}, upload?, timeout?, maxArtifactSize?}`;
     never a secret."""
-    obj = _no_secrets(_object(value, at), at)
-    _keys(obj, at, REMOTE_CACHE)
+    obj = _no_secrets(as_object(value, at), at)
+    check_keys(obj, at, REMOTE_CACHE)
     kinds = [k for k in ("turbo", "nx", "reapi") if k in obj]
     if len(kinds) != 1:
         at.refuse(
@@ -407,7 +409,7 @@ def _remote_cache(value: Any, at: At) -> RemoteCacheConfig:
             hint='e.g. "remoteCache": {"turbo": {"apiUrl": "https://cache.example.com", "team": "web"}}',
         )
     wire = _remote_wire(kinds[0], obj[kinds[0]], at.key(kinds[0]))
-    upload = _string(obj.get("upload", "ci"), at.key("upload"))
+    upload = as_string(obj.get("upload", "ci"), at.key("upload"))
     if upload not in UPLOAD_MODES:
         at.key("upload").refuse(
             f"`upload` must be one of {', '.join(UPLOAD_MODES)}, got {upload!r}",
@@ -416,20 +418,20 @@ def _remote_cache(value: Any, at: At) -> RemoteCacheConfig:
     return RemoteCacheConfig(
         **wire,
         upload=upload,
-        timeout_ms=_integer(obj["timeout"], at.key("timeout"), 1, MAX_TIMEOUT_MS)
+        timeout_ms=as_integer(obj["timeout"], at.key("timeout"), 1, MAX_TIMEOUT_MS)
         if "timeout" in obj
         else None,
-        max_artifact_bytes=_integer(obj["maxArtifactSize"], at.key("maxArtifactSize"), 1)
+        max_artifact_bytes=as_integer(obj["maxArtifactSize"], at.key("maxArtifactSize"), 1)
         if "maxArtifactSize" in obj
         else None,
     )
 
 
 def _remote_wire(kind: str, value: Any, at: At) -> dict[str, Any]:
-    obj = _no_secrets(_object(value, at), at)
-    _keys(obj, at, {"turbo": TURBO_REMOTE, "nx": NX_REMOTE, "reapi": REAPI_REMOTE}[kind])
+    obj = _no_secrets(as_object(value, at), at)
+    check_keys(obj, at, {"turbo": TURBO_REMOTE, "nx": NX_REMOTE, "reapi": REAPI_REMOTE}[kind])
     strings = {
-        k: _string(v, at.key(k)) for k, v in obj.items() if k != "signature" and k != "$schema"
+        k: as_string(v, at.key(k)) for k, v in obj.items() if k != "signature" and k != "$schema"
     }
     if kind == "reapi":
         return _reapi_wire(strings, at)
@@ -437,7 +439,7 @@ def _remote_wire(kind: str, value: Any, at: At) -> dict[str, Any]:
         return {"kind": "nx", "url": strings.get("url")}
     signature = obj.get("signature")
     if signature is not None:
-        _boolean(signature, at.key("signature"))
+        as_boolean(signature, at.key("signature"))
     return {
         "kind": "turbo",
         "url": strings.get("apiUrl"),

@@ -65,7 +65,7 @@ class Server:
         self.ready: asyncio.Future[str | None] = loop.create_future()
         if self._pattern is None:
             self._set_ready()
-        self.capture = executor._Capture(child.popen, self._chunk, keep_bytes=TAIL_BYTES)
+        self.capture = executor.Capture(child.popen, self._chunk, keep_bytes=TAIL_BYTES)
         self.ended: asyncio.Future[int] = asyncio.ensure_future(self._watch())
 
     @property
@@ -109,7 +109,7 @@ class Server:
             self.capture.close()
             _close(self._stdin_w)
         status, _, _ = self.child.exited.result()
-        code, sig = executor._verdict(status)
+        code, sig = executor.verdict_of(status)
         self.words = exit_words(code, sig)
         if not self.ready.done():
             self.ready.set_result(self.words)
@@ -152,7 +152,7 @@ class Server:
         """SIGTERM its group, SIGKILL what is left after the grace; its exit code once reaped."""
         self.released = True
         if not self.child.exited.done():
-            await executor._stop_group(self.child, grace_s)
+            await executor.stop_group(self.child, grace_s)
         return await asyncio.shield(self.ended)
 
 

@@ -16,7 +16,7 @@ from msgspec.structs import replace
 from vx.engine.verify_findings import Undeclared, Verdict, plural
 from vx.engine.verify_fixes import VX_FIXES, TurboFixes, json_list
 from vx.files.globs import GlobSet
-from vx.files.index import FINGERPRINT_FILES, _never_input
+from vx.files.index import FINGERPRINT_FILES, never_input
 from vx.model import TaskGraph, TaskId, TaskNode
 from vx.plan import keys
 
@@ -228,7 +228,7 @@ def written_paths(accesses: Iterable, root: Path, index) -> list[str]:
         if (
             rel is None
             or rel in out
-            or _never_input(rel, ())
+            or never_input(rel, ())
             or _TOOL_CACHES.search(rel)
             or index.tracked(rel)
             or not os.path.isfile(os.path.join(root, rel))

@@ -15,7 +15,7 @@ from pathlib import Path
 Stat = tuple[int, int, int, int]  # (mtime_ns, size, ctime_ns, ino)
 
 
-def _stat_key(st: os.stat_result) -> Stat:
+def stat_key(st: os.stat_result) -> Stat:
     return (st.st_mtime_ns, st.st_size, st.st_ctime_ns, st.st_ino)
 
 
@@ -50,7 +50,7 @@ def blob_oid(data: bytes, algo: str = "sha1") -> str:
     return h.hexdigest()
 
 
-def _hash_open_file(f, size: int, algo: str) -> str:
+def hash_open_file(f, size: int, algo: str) -> str:
     """Stream a file into a blob hash; re-read whole if it changed length under us."""
     h = _new_hash(algo, size)
     seen = 0
@@ -63,7 +63,7 @@ def _hash_open_file(f, size: int, algo: str) -> str:
     return blob_oid(f.read(), algo)
 
 
-class _BlobMemo:
+class BlobMemo:
     """Blob OIDs of worktree files keyed on their stat, persisted in SQLite across runs.
 
     sqlite3 is imported only when the first dirty or untracked file needs hashing, so a

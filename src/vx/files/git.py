@@ -18,14 +18,14 @@ from msgspec import Struct
 
 from vx import witness
 from vx.errors import EnvironmentFailure, UsageError
-from vx.files.tree import _not_skipped, _walk_files
+from vx.files.tree import not_skipped, walk_files
 
 _MODE_PREFIX = {"100755": "100755:", "120000": "120000:"}
 _CLEAN_FILTER_ATTRS = frozenset({"text", "eol", "crlf", "ident", "filter", "working-tree-encoding"})
 _UNMERGED = frozenset({"DD", "AU", "UD", "UA", "DU", "AA", "UU"})
 
 
-class _Listing(Struct):
+class Listing(Struct):
     """What one enumeration learnt: candidate paths and what git vouches for."""
 
     paths: list[str]  # sorted: tracked and present, plus untracked (not ignored)
@@ -58,7 +58,7 @@ def check_ref(ref: str) -> str:
     return ref
 
 
-def _repo_root(root: Path) -> Path | None:
+def repo_root(root: Path) -> Path | None:
     """The nearest directory at or above root holding `.git` (a dir, or a worktree's file)."""
     for d in (root, *root.parents):
         witness.probed(os.path.join(d, ".git"))
@@ -118,7 +118,7 @@ def _collect(proc: subprocess.Popen, what: str, root: Path, required: bool = Tru
     return out.decode("utf-8", "surrogateescape")
 
 
-def _spawn_git_listing(root: Path) -> tuple[subprocess.Popen, ...]:
+def spawn_git_listing(root: Path) -> tuple[subprocess.Popen, ...]:
     """Spawn the three listings at once; `_run_git_listing` reads them."""
     return (
         _spawn_git(root, ["ls-files", "-s", "-v", "-z"]),
@@ -143,7 +143,7 @@ def _run_git_listing(
     root: Path, procs: tuple[subprocess.Popen, ...] | None = None
 ) -> tuple[str, str, str]:
     """Read the three listings (spawning them first unless `procs` already runs them)."""
-    procs = procs or _spawn_git_listing(root)
+    procs = procs or spawn_git_listing(root)
     try:
         ls = _collect(procs[0], "ls-files", root)
         status = _collect(procs[1], "status", root)
@@ -302,9 +302,9 @@ def _filters_possible(
     return any(_file_risky(f) for f in _attribute_files(root, toplevel, config, paths))
 
 
-def _git_listing(
+def git_listing(
     root: Path, toplevel: Path, procs: tuple[subprocess.Popen, ...] | None = None
-) -> _Listing:
+) -> Listing:
     """Turn one bulk enumeration into sorted candidates and trusted identities."""
     ls, status_text, config_text = _run_git_listing(root, procs)
     prefix = root.relative_to(toplevel).as_posix()
@@ -312,12 +312,12 @@ def _git_listing(
     entries, untrusted, gitlinks, links = _parse_ls_files(ls)
     st = _parse_status(status_text, prefix)
     if st.workspace_ignored:  # git would call every file ignored: key by content instead
-        return _walk_listing(root)
+        return walk_listing(root)
     config = _parse_config(config_text)
     present = [p for p in entries if p not in st.deleted]
     untracked = list(st.untracked)
     for d in (*gitlinks, *st.untracked_dirs):  # nested repos, by content
-        untracked += _walk_files(root, d, _not_skipped)
+        untracked += walk_files(root, d, not_skipped)
     paths = sorted(set(present).union(untracked))
     untrusted |= st.dirty
     trusted: dict[str, str] = {}
@@ -329,7 +329,7 @@ def _git_listing(
     maybe = [p for p in links if p not in st.deleted] + [
         p for p in (*st.dirty, *untracked) if p not in known
     ]
-    return _Listing(
+    return Listing(
         paths,
         trusted,
         frozenset(untracked),
@@ -346,9 +346,9 @@ def _git_listing(
     )
 
 
-def _walk_listing(root: Path) -> _Listing:
+def walk_listing(root: Path) -> Listing:
     """No git: every file under the root is a candidate, hashed from disk."""
-    paths = sorted(_walk_files(root, "", _not_skipped))
-    return _Listing(
+    paths = sorted(walk_files(root, "", not_skipped))
+    return Listing(
         paths, {}, frozenset(paths), frozenset(), frozenset(), git=False, links=tuple(paths)
     )

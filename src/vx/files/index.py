@@ -31,17 +31,17 @@ from msgspec import Struct
 from vx import witness
 from vx.errors import ConfigError, EnvironmentFailure
 from vx.files import links
-from vx.files.blobs import Stat, _BlobMemo, _hash_open_file, _stat_key, blob_oid
+from vx.files.blobs import BlobMemo, Stat, blob_oid, hash_open_file, stat_key
 from vx.files.git import (
-    _git_listing,
-    _Listing,
-    _repo_root,
-    _spawn_git_listing,
-    _walk_listing,
+    Listing,
+    git_listing,
     let_finish,
+    repo_root,
+    spawn_git_listing,
+    walk_listing,
 )
 from vx.files.globs import GlobSet
-from vx.files.tree import _WALK_SKIP, _base, _root_path, _symlinked_ancestor, _under, _walk_files
+from vx.files.tree import WALK_SKIP, base_of, is_under, root_path, symlinked_ancestor, walk_files
 from vx.model import InputSet
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ class Snapshot(Struct, frozen=True):
     idents: tuple[str, ...] = ()
 
 
-def _never_input(path: str, untracked: frozenset[str] | tuple[str, ...]) -> bool:
+def never_input(path: str, untracked: frozenset[str] | tuple[str, ...]) -> bool:
     """The fixed exclusions: `.git`, `.vx`, build info, Bun temp files, untracked node_modules."""
     if path in untracked and "node_modules" in path and _NODE_MODULES.search(path):
         return True
@@ -103,17 +103,17 @@ class PendingIndex:
     def __init__(self, root: Path):
         self.started_ns = time.time_ns()
         self.root = root
-        self.toplevel = _repo_root(root)
+        self.toplevel = repo_root(root)
         use_git = self.toplevel is not None and _on_path("git")
-        self.procs = _spawn_git_listing(root) if use_git else None
+        self.procs = spawn_git_listing(root) if use_git else None
 
     def finish(self, memo_path: Path | None = None) -> FileIndex:
         procs, self.procs = self.procs, None
         if procs is not None:
             assert self.toplevel is not None  # procs run only inside a repository
-            listing = _git_listing(self.root, self.toplevel, procs)
+            listing = git_listing(self.root, self.toplevel, procs)
         else:
-            listing = _walk_listing(self.root)
+            listing = walk_listing(self.root)
         index = FileIndex(self.root, listing, memo_path, self.started_ns)
         index.toplevel = self.toplevel if procs is not None else None
         return index
@@ -127,15 +127,15 @@ class PendingIndex:
 class FileIndex:
     """Every candidate input file of the workspace, as enumerated once at the start of a run."""
 
-    def __init__(self, root: Path, listing: _Listing, memo_path: Path | None, started_ns: int):
+    def __init__(self, root: Path, listing: Listing, memo_path: Path | None, started_ns: int):
         self.root = root
         self.started_ns = started_ns  # before enumeration: the safe `started_ns` for changed_since
         self.git = listing.git
         self._l = listing
         self._path_set = frozenset(listing.paths)  # everything git listed (or the walk found)
         # The task-independent exclusions, applied once here rather than per task.
-        self._paths = [p for p in listing.paths if not _never_input(p, listing.untracked)]
-        self._memo = _BlobMemo(memo_path, listing.algo)
+        self._paths = [p for p in listing.paths if not never_input(p, listing.untracked)]
+        self._memo = BlobMemo(memo_path, listing.algo)
         self._identities: dict[str, str | None] = {}
         self._ignored: list[str] | None = (
             None  # git's ignored files and dirs, sorted, when first asked
@@ -153,7 +153,7 @@ class FileIndex:
         # Symlinks followed for keys (vx.files.links): the paths seen through a directory link join the
         # candidates, each an alias of the real path whose identity it takes.
         self._links = (
-            links.find(root, [p for p in listing.links if not _never_input(p, listing.untracked)])
+            links.find(root, [p for p in listing.links if not never_input(p, listing.untracked)])
             if listing.links
             else links.Links()
         )
@@ -180,7 +180,7 @@ class FileIndex:
         and not ignored) and not a fixed exclusion. `--verify=inputs` asks it of every read."""
         if rel_path in self._reached:
             return True
-        return rel_path in self._path_set and not _never_input(rel_path, self._l.untracked)
+        return rel_path in self._path_set and not never_input(rel_path, self._l.untracked)
 
     def tracked(self, rel_path: str) -> bool:
         """Whether git tracks the file (listed, not untracked): a source, never a task's output."""
@@ -278,11 +278,11 @@ class FileIndex:
     def _regular_oid(self, path: str, abs_path: str) -> str:
         with open(abs_path, "rb") as f:
             st = os.fstat(f.fileno())
-            key = _stat_key(st)
+            key = stat_key(st)
             oid = self._memo.get(path, key)
             if oid is None:
-                oid = _hash_open_file(f, st.st_size, self._l.algo)
-                settled = _stat_key(os.fstat(f.fileno())) == key  # unchanged while we read
+                oid = hash_open_file(f, st.st_size, self._l.algo)
+                settled = stat_key(os.fstat(f.fileno())) == key  # unchanged while we read
                 if settled and not witness.racy(st, time.time_ns()):
                     self._memo.put(path, key, oid)
         return ("100755:" if st.st_mode & stat.S_IXUSR else "") + oid
@@ -305,7 +305,7 @@ class FileIndex:
         paths, out = self._paths, []
         holes = sorted(r for d in skip for r in self._range(d)[-1:]) if skip else []
         for root in roots:
-            for lo, hi in self._range(_root_path(base, root)):
+            for lo, hi in self._range(root_path(base, root)):
                 for a, b in _subtract(lo, hi, holes) if holes else ((lo, hi),):
                     out += paths[a:b]
         return out
@@ -335,7 +335,7 @@ class FileIndex:
         outputs (project-relative), `excluded_workspace` its root-relative outputs. Files git
         ignores are inputs where `reach` (`globs` unless given) reaches them (`GlobSet.toward`).
         """
-        base = _base(project_dir)
+        base = base_of(project_dir)
         if self._links.outside:
             self._refuse_outside(base, globs, nested)
             if workspace_globs:
@@ -370,7 +370,7 @@ class FileIndex:
         for link, target in self._links.outside.items():
             if (
                 link.startswith(base)
-                and not _under(link, frozenset(nested))
+                and not is_under(link, frozenset(nested))
                 and (globs.match(link[cut:]) or globs.could_match_under(link[cut:]))
             ):
                 message, hint = links.refusal(link, link[cut:], target)
@@ -465,14 +465,14 @@ class FileIndex:
             else:
                 return out
         for root in reach.roots():
-            start = _root_path(base, root)
+            start = root_path(base, root)
             for entry in self._ignored_entries(start):
                 rel = entry[cut:]
                 if (
                     not rel
                     or not entry.startswith(base)
-                    or _under(entry, nested_set)
-                    or _never_input(entry, ())
+                    or is_under(entry, nested_set)
+                    or never_input(entry, ())
                 ):
                     continue
                 part = reach.toward(rel)
@@ -492,7 +492,7 @@ class FileIndex:
     def _walk_ignored(
         self, start: str, part: GlobSet, cut: int, nested: frozenset[str]
     ) -> list[str]:
-        if _symlinked_ancestor(self.root, start):
+        if symlinked_ancestor(self.root, start):
             return []
         into_modules = part.names("node_modules")
 
@@ -501,15 +501,15 @@ class FileIndex:
             if (
                 name in (".git", ".vx")
                 or (name == "node_modules" and not into_modules)
-                or _under(rel, nested)
+                or is_under(rel, nested)
             ):
                 return False
             return part.could_match_under(rel[cut:])
 
         return [
             p
-            for p in _walk_files(self.root, start, descend)
-            if part.match(p[cut:]) and not _never_input(p, ())
+            for p in walk_files(self.root, start, descend)
+            if part.match(p[cut:]) and not never_input(p, ())
         ]
 
     def _reaches(self, path: str, entry: str, query) -> bool:
@@ -534,7 +534,7 @@ class FileIndex:
             query.nested,
             query.reach,
         )
-        base = _base(query.project_dir)
+        base = base_of(query.project_dir)
         still = set(query.globs.unmatched([p[len(base) :] for p in found if p.startswith(base)]))
         if query.workspace_globs:
             still |= set(query.workspace_globs.unmatched(found))
@@ -554,7 +554,7 @@ class FileIndex:
         stats: list[tuple[str, Stat | None]] = []
         for path, _ in files:
             try:
-                stats.append((path, _stat_key(os.lstat(os.path.join(self.root, path)))))
+                stats.append((path, stat_key(os.lstat(os.path.join(self.root, path)))))
             except OSError:
                 stats.append((path, None))
         return Snapshot(tuple(stats), time.time_ns(), tuple(ident for _, ident in files))
@@ -590,7 +590,7 @@ class FileIndex:
         now = self._walk_inputs(project_dir, globs, q.workspace_globs, q.excluded, q.nested, reach)
         return self._first_not_ignored(
             sorted(now - known),
-            (_base(project_dir), globs if reach is None else reach, q.workspace_globs),
+            (base_of(project_dir), globs if reach is None else reach, q.workspace_globs),
         )
 
     def task_snapshot(
@@ -601,7 +601,7 @@ class FileIndex:
         path = f"{project_dir}/package.json" if project_dir else "package.json"
         snap = self.snapshot(inputs, self.fingerprinted)
         try:
-            st: Stat | None = _stat_key(os.lstat(os.path.join(self.root, path)))
+            st: Stat | None = stat_key(os.lstat(os.path.join(self.root, path)))
         except OSError:
             st = None
         return Snapshot(snap.stats + ((path, st),), snap.taken_ns, snap.idents + (package_json,))
@@ -611,7 +611,7 @@ class FileIndex:
         task keyed late, after an uncached task upstream (of any project) that may have
         rewritten, added or deleted files since git listed them. `query` carries what
         `changed_since` takes."""
-        q, base = query, _base(query.project_dir)
+        q, base = query, base_of(query.project_dir)
         reach = getattr(q, "reach", None)
         found = self._walk_inputs(
             q.project_dir, q.globs, q.workspace_globs, q.excluded, q.nested, reach
@@ -654,7 +654,7 @@ class FileIndex:
                 continue
             if (
                 before is None
-                or _stat_key(st) != before
+                or stat_key(st) != before
                 or max(st.st_mtime_ns, st.st_ctime_ns) >= limit
             ):
                 # Touched, or inside the racy window: only its bytes can tell. A file rewritten with
@@ -678,7 +678,7 @@ class FileIndex:
         self, project_dir, globs, workspace_globs, excluded, nested, reach=None
     ) -> set[str]:
         """What `inputs` would choose from the file system as it is now (no git)."""
-        base = _base(project_dir)
+        base = base_of(project_dir)
         reach = globs if reach is None else reach
         found: set[str] = set()
         walked = list(self._walk_matching(base, globs, nested))
@@ -695,7 +695,7 @@ class FileIndex:
                 found.update(self._ignored_inputs("", workspace_globs, (), present=True))
         for path in walked:
             untracked = path in self._l.untracked or path not in self._path_set
-            if not _never_input(path, (path,) if untracked else ()) and self._not_output(
+            if not never_input(path, (path,) if untracked else ()) and self._not_output(
                 path, base, excluded
             ):
                 found.add(path)
@@ -708,28 +708,28 @@ class FileIndex:
 
         def descend(rel: str) -> bool:
             name = rel.rpartition("/")[2]
-            if name in _WALK_SKIP or _under(rel, ignored_dirs) or _under(rel, inner):
+            if name in WALK_SKIP or is_under(rel, ignored_dirs) or is_under(rel, inner):
                 return False
             return globs.could_match_under(rel[cut:])
 
         for root in globs.roots():
-            start = _root_path(base, root)
+            start = root_path(base, root)
             if (
-                _under(start, ignored_dirs)
-                or _under(start, inner)
-                or _symlinked_ancestor(self.root, start)
+                is_under(start, ignored_dirs)
+                or is_under(start, inner)
+                or symlinked_ancestor(self.root, start)
             ):
                 continue
-            for path in _walk_files(self.root, start, descend):
+            for path in walk_files(self.root, start, descend):
                 if (
                     path not in ignored_files
-                    and not _under(path, ignored_dirs)
+                    and not is_under(path, ignored_dirs)
                     and globs.match(path[cut:])
                 ):
                     yield path
 
         def into(rel: str) -> bool:
-            return rel.rpartition("/")[2] not in _WALK_SKIP and not _under(rel, ignored_dirs)
+            return rel.rpartition("/")[2] not in WALK_SKIP and not is_under(rel, ignored_dirs)
 
         for (
             link,
@@ -737,14 +737,14 @@ class FileIndex:
         ) in self._links.dirs.items():  # what a directory link leads to, seen through it
             if (
                 link.startswith(base)
-                and not _under(link, inner)
+                and not is_under(link, inner)
                 and globs.could_match_under(link[cut:])
             ):
-                for real in _walk_files(self.root, target, into):
+                for real in walk_files(self.root, target, into):
                     path = link + real[len(target) :]
                     if (
                         real not in ignored_files
-                        and not _under(real, ignored_dirs)
+                        and not is_under(real, ignored_dirs)
                         and globs.match(path[cut:])
                     ):
                         yield path

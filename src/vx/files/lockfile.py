@@ -136,14 +136,14 @@ def closures(
 
 def of_text(root: str, name: str, text: str, projects: dict[str, dict]) -> dict[str, Closure]:
     """Each project dir's closure in lockfile `name` holding `text` (another commit's, for --affected)."""
-    graph = _parse(name, text, root, projects)
+    graph = parse_lockfile(name, text, root, projects)
     return {d: graph.closure(d) for d in projects}
 
 
-def _parse(name: str, text: str, root: str, projects: dict[str, dict]) -> _Graph:
+def parse_lockfile(name: str, text: str, root: str, projects: dict[str, dict]) -> LockGraph:
     text = text.removeprefix("\ufeff")  # a BOM an editor saved is no part of the lockfile
     if not text.strip():  # an empty lockfile (yarn's marker of a project root before any install)
-        return _Graph("")
+        return LockGraph("")
     if name == "pnpm-lock.yaml":
         return _pnpm(name, text)
     if name in ("package-lock.json", "npm-shrinkwrap.json"):
@@ -155,7 +155,7 @@ def _parse(name: str, text: str, root: str, projects: dict[str, dict]) -> _Graph
     return _berry(name, text)
 
 
-class _Graph:
+class LockGraph:
     """A lockfile read into importers (by project dir) and package entries, with how each
     importer or entry names the ones it depends on (`edges`)."""
 
@@ -251,7 +251,7 @@ def _refuse(name: str, line: int, what: str) -> NoReturn:
 _PLAIN_KEY = re.compile(r"([^\s'\"#][^:]*?):(?: |$)")
 
 
-def _yaml_docs(name: str, text: str) -> list[dict]:
+def yaml_docs(name: str, text: str) -> list[dict]:
     """The block subset pnpm and yarn berry write: nested mappings of scalars, flow values kept
     as their text, `- item` lines as `-N` keys. Raises a ConfigError naming the line otherwise."""
     docs: list[dict] = []
@@ -302,12 +302,12 @@ def _yaml_docs(name: str, text: str) -> list[dict]:
         container = stack[-1][1]
         if stripped.startswith("- ") or stripped == "-":
             item = f"-{len(container)}"
-            container[item] = _scalar(stripped[1:].strip())
+            container[item] = yaml_scalar(stripped[1:].strip())
             scalar = (indent, container, item) if ": " not in stripped else None
             continue
-        key, rest = _key(name, no, stripped)
+        key, rest = entry_key(name, no, stripped)
         if rest:
-            container[key] = _scalar(rest)
+            container[key] = yaml_scalar(rest)
             scalar = (indent, container, key)
         else:
             pending = (indent, container, key)
@@ -318,7 +318,7 @@ def _yaml_docs(name: str, text: str) -> list[dict]:
     return docs
 
 
-def _key(name: str, no: int, s: str) -> tuple[str, str]:
+def entry_key(name: str, no: int, s: str) -> tuple[str, str]:
     if s[0] in "'\"":
         q, i, out = s[0], 1, []
         while i < len(s):
@@ -347,7 +347,7 @@ def _key(name: str, no: int, s: str) -> tuple[str, str]:
     return m.group(1), s[m.end() :].strip()
 
 
-def _scalar(s: str) -> str:
+def yaml_scalar(s: str) -> str:
     if len(s) >= 2 and s[0] == s[-1] and s[0] in "'\"":
         body = s[1:-1]
         return (
@@ -361,12 +361,12 @@ def _scalar(s: str) -> str:
 # ---------------------------------------------------------------- pnpm
 
 
-_PEERS = re.compile(r"\(.*\)$")
-_DEP_FIELDS = ("dependencies", "devDependencies", "optionalDependencies")
+PEERS = re.compile(r"\(.*\)$")
+DEP_FIELDS = ("dependencies", "devDependencies", "optionalDependencies")
 
 
-def _pnpm(name: str, text: str) -> _Graph:
-    docs = _yaml_docs(name, text)
+def _pnpm(name: str, text: str) -> LockGraph:
+    docs = yaml_docs(name, text)
     main = next(
         (d for d in reversed(docs) if "importers" in d or "packages" in d or "dependencies" in d),
         docs[-1] if docs else {},
@@ -376,7 +376,7 @@ def _pnpm(name: str, text: str) -> _Graph:
     if not version:
         _refuse(name, 1, "no `lockfileVersion`")
     major = version.split(".")[0]
-    graph = _Graph(
+    graph = LockGraph(
         _canon(
             [
                 others,
@@ -386,7 +386,7 @@ def _pnpm(name: str, text: str) -> _Graph:
     )
     importers = main.get("importers")
     if not isinstance(importers, dict):  # a single-project lockfile: its root holds the importer
-        importers = {".": {k: main[k] for k in (*_DEP_FIELDS, "specifiers") if k in main}}
+        importers = {".": {k: main[k] for k in (*DEP_FIELDS, "specifiers") if k in main}}
     packages = main.get("packages") or {}
     snapshots = main.get("snapshots") or {}
     if not isinstance(packages, dict) or not isinstance(snapshots, dict):
@@ -399,14 +399,14 @@ def _pnpm(name: str, text: str) -> _Graph:
             return ref if ref.startswith("/") else f"/{dep}/{ref}"
         if major == "6":
             return ref if ref.startswith("/") else f"/{dep}@{ref}"
-        alias = "@" in _PEERS.sub("", ref)[1:] and not ref.startswith(("file:", "http"))
+        alias = "@" in PEERS.sub("", ref)[1:] and not ref.startswith(("file:", "http"))
         return ref if alias else f"{dep}@{ref}"
 
     def refs(block, at_dir: str | None) -> list[str]:
         out = []
         for (
             field
-        ) in _DEP_FIELDS:  # peers are resolved into `dependencies` (ranges in `peerDependencies`)
+        ) in DEP_FIELDS:  # peers are resolved into `dependencies` (ranges in `peerDependencies`)
             deps = block.get(field)
             if not isinstance(deps, dict):
                 continue
@@ -416,7 +416,7 @@ def _pnpm(name: str, text: str) -> _Graph:
                     "link:"
                 ):  # a workspace package (from a package entry: left to its importer)
                     if at_dir is not None:
-                        out.append("i:" + _norm_dir(os.path.join(at_dir, ref[5:])))
+                        out.append("i:" + norm_dir(os.path.join(at_dir, ref[5:])))
                 elif ref:
                     out.append(f"e:{entry_id(dep, ref)}")  # not a link: an id
         return out
@@ -430,7 +430,7 @@ def _pnpm(name: str, text: str) -> _Graph:
     if major not in ("5", "6") and snapshots:
         for sid, block in snapshots.items():
             block = block if isinstance(block, dict) else {}
-            base = _PEERS.sub("", sid)
+            base = PEERS.sub("", sid)
             graph.entries[sid] = _canon([packages.get(base), block])
             graph.edges["e:" + sid] = refs(block, None)
             graph.labels["e:" + sid] = base
@@ -439,14 +439,14 @@ def _pnpm(name: str, text: str) -> _Graph:
             block = block if isinstance(block, dict) else {}
             graph.entries[pid] = _canon(block)
             graph.edges["e:" + pid] = refs(block, None)
-            base = _PEERS.sub("", pid).lstrip("/")
+            base = PEERS.sub("", pid).lstrip("/")
             if major == "5":
                 base = "@".join(base.split("_")[0].rsplit("/", 1))
             graph.labels["e:" + pid] = base
     return graph
 
 
-def _norm_dir(path: str) -> str:
+def norm_dir(path: str) -> str:
     norm = os.path.normpath(path).replace(os.sep, "/")
     return "" if norm == "." else norm
 
@@ -461,16 +461,18 @@ def _json(name: str, text: str):
         _refuse(name, exc.lineno, exc.msg)
 
 
-def _npm(name: str, text: str) -> _Graph:
+def _npm(name: str, text: str) -> LockGraph:
     data = _json(name, text)
     if not isinstance(data, dict):
         _refuse(name, 1, "not a JSON object")
     packages = data.get("packages")
     if not isinstance(packages, dict):  # lockfileVersion 1: no per-location table, keyed whole
-        graph = _Graph(text)
+        graph = LockGraph(text)
         graph.whole = True
         return graph
-    graph = _Graph(_canon({k: v for k, v in data.items() if k not in ("packages", "dependencies")}))
+    graph = LockGraph(
+        _canon({k: v for k, v in data.items() if k not in ("packages", "dependencies")})
+    )
 
     def resolve(loc: str, dep: str) -> str | None:
         d = loc
@@ -485,7 +487,7 @@ def _npm(name: str, text: str) -> _Graph:
     def node_of(loc: str) -> str:
         meta = packages.get(loc)
         if isinstance(meta, dict) and meta.get("link") and isinstance(meta.get("resolved"), str):
-            return "i:" + _norm_dir(meta["resolved"])
+            return "i:" + norm_dir(meta["resolved"])
         return "e:" + loc
 
     importers = {
@@ -497,7 +499,7 @@ def _npm(name: str, text: str) -> _Graph:
         if not isinstance(meta, dict):
             _refuse(name, 1, f'`packages["{loc}"]` is not an object')
         fields = (
-            (*_DEP_FIELDS, "peerDependencies")
+            (*DEP_FIELDS, "peerDependencies")
             if loc in importers
             else ("dependencies", "optionalDependencies", "peerDependencies")
         )
@@ -525,12 +527,14 @@ def _npm(name: str, text: str) -> _Graph:
 _TRAILING_COMMA = re.compile(r'("(?:[^"\\]|\\.)*")|,(\s*[}\]])')
 
 
-def _bun(name: str, text: str) -> _Graph:
+def _bun(name: str, text: str) -> LockGraph:
     data = _json(name, _TRAILING_COMMA.sub(lambda m: m.group(1) or m.group(2), text))
     if not isinstance(data, dict) or not isinstance(data.get("workspaces"), dict):
         _refuse(name, 1, "no `workspaces` object")
     workspaces, packages = data["workspaces"], data.get("packages") or {}
-    graph = _Graph(_canon({k: v for k, v in data.items() if k not in ("workspaces", "packages")}))
+    graph = LockGraph(
+        _canon({k: v for k, v in data.items() if k not in ("workspaces", "packages")})
+    )
 
     def segments(key: str) -> list[str]:
         parts, out = key.split("/"), []
@@ -554,12 +558,12 @@ def _bun(name: str, text: str) -> _Graph:
     def node_of(key: str) -> str:
         spec = packages[key][0] if isinstance(packages[key], list) and packages[key] else ""
         if isinstance(spec, str) and "@workspace:" in spec:
-            return "i:" + _norm_dir(spec.split("@workspace:", 1)[1])
+            return "i:" + norm_dir(spec.split("@workspace:", 1)[1])
         return "e:" + key
 
     def refs(block: dict, at: list[str]) -> list[str]:
         out = []
-        for field in (*_DEP_FIELDS, "peerDependencies"):
+        for field in (*DEP_FIELDS, "peerDependencies"):
             deps = block.get(field)
             for dep in deps if isinstance(deps, dict) else ():
                 key = resolve(at, dep)
@@ -584,12 +588,12 @@ def _bun(name: str, text: str) -> _Graph:
 # ---------------------------------------------------------------- yarn
 
 
-def _berry(name: str, text: str) -> _Graph:
-    docs = _yaml_docs(name, text)
+def _berry(name: str, text: str) -> LockGraph:
+    docs = yaml_docs(name, text)
     data = docs[0] if docs else {}
     if "__metadata" not in data:
         _refuse(name, 1, "neither a yarn v1 header nor berry's `__metadata`")
-    graph = _Graph(_canon(data["__metadata"]))
+    graph = LockGraph(_canon(data["__metadata"]))
     by_descriptor: dict[str, str] = {}
     for key in data:
         for desc in key.split(","):
@@ -604,8 +608,8 @@ def _berry(name: str, text: str) -> _Graph:
             for dep, rng in deps.items() if isinstance(deps, dict) else ():
                 target = by_descriptor.get(f"{dep}@{rng}") or by_descriptor.get(f"{dep}@npm:{rng}")
                 if target is not None:
-                    out.append(_berry_node(target, data[target]))
-        node = _berry_node(key, block)
+                    out.append(berry_node(target, data[target]))
+        node = berry_node(key, block)
         if node.startswith("i:"):
             graph.importers[node[2:]] = _canon(block)
         else:
@@ -615,14 +619,14 @@ def _berry(name: str, text: str) -> _Graph:
     return graph
 
 
-def _berry_node(key: str, block) -> str:
+def berry_node(key: str, block) -> str:
     resolution = block.get("resolution", "") if isinstance(block, dict) else ""
     if "@workspace:" in resolution:
-        return "i:" + _norm_dir(resolution.split("@workspace:", 1)[1])
+        return "i:" + norm_dir(resolution.split("@workspace:", 1)[1])
     return "e:" + key
 
 
-def _yarn_classic(name: str, text: str, root: str, projects: dict[str, dict]) -> _Graph:
+def _yarn_classic(name: str, text: str, root: str, projects: dict[str, dict]) -> LockGraph:
     entries: dict[str, list[str]] = {}  # key line -> its body lines
     by_descriptor: dict[str, str] = {}
     current: list[str] | None = None
@@ -640,7 +644,7 @@ def _yarn_classic(name: str, text: str, root: str, projects: dict[str, dict]) ->
             _refuse(name, no, "an indented line before any entry")
         else:
             current.append(line.rstrip())
-    graph = _Graph("yarn lockfile v1")
+    graph = LockGraph("yarn lockfile v1")
     names = {p["name"]: d for d, p in projects.items()}
 
     def dep_lines(body: list[str]) -> list[tuple[str, str]]:
@@ -677,12 +681,12 @@ def _yarn_classic(name: str, text: str, root: str, projects: dict[str, dict]) ->
         graph.labels["e:" + key] = f"{dep_name}@{version}"
         graph.edges["e:" + key] = [n for n in (node_for(d, r) for d, r in dep_lines(body)) if n]
     for d in projects:
-        manifest = _manifest(root, d)
+        manifest = read_manifest(root, d)
         graph.importers[d] = _canon(
-            {f: manifest.get(f) for f in (*_DEP_FIELDS, "peerDependencies", "resolutions")}
+            {f: manifest.get(f) for f in (*DEP_FIELDS, "peerDependencies", "resolutions")}
         )
         out = []
-        for field in _DEP_FIELDS:
+        for field in DEP_FIELDS:
             deps = manifest.get(field)
             for dep, rng in deps.items() if isinstance(deps, dict) else ():
                 n = node_for(dep, str(rng))
@@ -692,7 +696,7 @@ def _yarn_classic(name: str, text: str, root: str, projects: dict[str, dict]) ->
     return graph
 
 
-def _manifest(root: str, project_dir: str) -> dict:
+def read_manifest(root: str, project_dir: str) -> dict:
     try:
         with open(os.path.join(root, project_dir, "package.json"), "rb") as f:
             data = json.loads(f.read())

@@ -16,17 +16,17 @@ import re
 
 from vx.errors import ConfigError
 from vx.files.lockfile import (
-    _DEP_FIELDS,
-    _PEERS,
+    DEP_FIELDS,
     LOCKFILES,
-    _berry_node,
-    _Graph,
-    _key,
-    _manifest,
-    _norm_dir,
-    _parse,
-    _scalar,
-    _yaml_docs,
+    PEERS,
+    LockGraph,
+    berry_node,
+    entry_key,
+    norm_dir,
+    parse_lockfile,
+    read_manifest,
+    yaml_docs,
+    yaml_scalar,
 )
 from vx.model import ROOT_PROJECT, Workspace
 
@@ -67,7 +67,7 @@ def subset(
     patch; `dropped` the member dirs left out, whose plain paths leave npm's root `workspaces`."""
     if not text.strip():
         return Subset(text, set())
-    graph = _parse(name, text, root, projects)
+    graph = parse_lockfile(name, text, root, projects)
     if graph.whole:
         raise ConfigError(
             "vx cannot prune this lockfile: it is npm's lockfileVersion 1, which has no table of "
@@ -165,7 +165,7 @@ def _literal(entry) -> str | None:
     for a glob or an exclusion."""
     if not isinstance(entry, str) or entry.startswith("!") or any(c in entry for c in "*?[]{}"):
         return None
-    return _norm_dir(entry.strip())
+    return norm_dir(entry.strip())
 
 
 def _without_literals(entries: list, dropped: set[str]) -> list:
@@ -194,7 +194,7 @@ def _cut_pnpm_members(text: str, dropped: set[str]) -> str:
         if line and not line[0].isspace() and not line.startswith("#"):
             inside = line.split(":", 1)[0].strip() == "packages"
         elif inside and line.strip().startswith("- "):
-            item = _scalar(line.strip()[2:].split(" #", 1)[0].strip())
+            item = yaml_scalar(line.strip()[2:].split(" #", 1)[0].strip())
             if _literal(item) in dropped:
                 continue
         out.append(line)
@@ -255,7 +255,7 @@ def _npm(text: str, reach: set[str], dirs: set[str], dropped: set[str]) -> str:
         if "node_modules/" not in f"/{loc}":  # an importer: a workspace package (or an outside one)
             keep = loc in dirs
         elif isinstance(meta, dict) and meta.get("link"):  # node_modules/a -> packages/a
-            keep = _norm_dir(str(meta.get("resolved", ""))) in dirs
+            keep = norm_dir(str(meta.get("resolved", ""))) in dirs
         else:
             keep = f"e:{loc}" in reach
         if keep:
@@ -300,7 +300,7 @@ def _chunks(lines: list[str], starts) -> list[tuple[str | None, list[str]]]:
 
 def _pnpm(text: str, reach: set[str], dirs: set[str], unpatched: set[str]) -> str:
     entries = {n[2:] for n in reach if n.startswith("e:")}
-    bases = {_PEERS.sub("", e) for e in entries}  # v9: `packages` holds each snapshot's base
+    bases = {PEERS.sub("", e) for e in entries}  # v9: `packages` holds each snapshot's base
     lines = text.split("\n")
     docs = _pnpm_documents(lines)
     main = max((i for i, d in enumerate(docs) if _pnpm_main(d)), default=len(docs) - 1)
@@ -338,7 +338,7 @@ def _pnpm_document(
             section, keep = line.split(":", 1)[0], True
         elif section in _PNPM_TABLES and line.startswith("  "):
             if line[2:3] not in (" ", "#", ""):  # an entry's key line
-                key = _key("pnpm-lock.yaml", no, line.strip())[0]
+                key = entry_key("pnpm-lock.yaml", no, line.strip())[0]
                 if section == "patchedDependencies":
                     keep = key not in unpatched
                 elif section == "importers":
@@ -363,8 +363,8 @@ def _yarn_classic(text: str, reach: set[str], root: str, dirs: set[str]) -> str:
     # As berry's, an entry's key lists the descriptors that resolved to it: keep those asked for.
     wanted: set[str] = set()
     for d in dirs:
-        manifest = _manifest(root, d)
-        for field in (*_DEP_FIELDS, "peerDependencies"):
+        manifest = read_manifest(root, d)
+        for field in (*DEP_FIELDS, "peerDependencies"):
             deps = manifest.get(field)
             for dep, rng in deps.items() if isinstance(deps, dict) else ():
                 wanted.add(f"{dep}@{rng}")
@@ -387,13 +387,13 @@ def _yarn_classic(text: str, reach: set[str], root: str, dirs: set[str]) -> str:
     return "\n".join(out)
 
 
-def _berry(name: str, text: str, graph: _Graph, reach: set[str], dirs: set[str]) -> str:
-    data = _yaml_docs(name, text)[0]
+def _berry(name: str, text: str, graph: LockGraph, reach: set[str], dirs: set[str]) -> str:
+    data = yaml_docs(name, text)[0]
     # The descriptors the kept entries ask for: yarn writes an entry's key as the descriptors
     # that resolved to it, so one only a pruned package used must go from the key too.
     wanted: set[str] = set()
     for key, block in data.items():
-        node = _berry_node(key, block)
+        node = berry_node(key, block)
         if key == "__metadata" or not (node in reach or node[2:] in dirs and node[0] == "i"):
             continue
         for field in ("dependencies", "peerDependencies", "optionalDependencies"):
@@ -411,12 +411,12 @@ def _berry(name: str, text: str, graph: _Graph, reach: set[str], dirs: set[str])
         if head is None:
             out += lines
             continue
-        key = _key(name, no, head.strip())[0]
+        key = entry_key(name, no, head.strip())[0]
         if key == "__metadata":
             out += lines
             continue
         block = data.get(key)
-        node = _berry_node(key, block)
+        node = berry_node(key, block)
         if node.startswith("i:"):
             own = node[2:] in dirs
         else:
@@ -435,7 +435,7 @@ def _is_own_workspace(descriptor: str, node: str) -> bool:
     """`a@workspace:packages/a` for the workspace at packages/a (and `root@workspace:.`)."""
     if not node.startswith("i:") or "@workspace:" not in descriptor:
         return False
-    return _norm_dir(descriptor.split("@workspace:", 1)[1]) == node[2:]
+    return norm_dir(descriptor.split("@workspace:", 1)[1]) == node[2:]
 
 
 _BUN_TABLES = ("workspaces", "packages", "patchedDependencies")
@@ -462,7 +462,7 @@ def _bun(text: str, reach: set[str], dirs: set[str], unpatched: set[str]) -> str
             else:
                 spec = _first_string(line[m.end() :].strip().lstrip("[").strip())
                 if "@workspace:" in spec:
-                    keep = _norm_dir(spec.split("@workspace:", 1)[1]) in dirs
+                    keep = norm_dir(spec.split("@workspace:", 1)[1]) in dirs
                 else:
                     keep = f"e:{key}" in reach
         if keep:

@@ -17,7 +17,7 @@ from msgspec import Struct
 from vx import witness
 from vx.errors import EnvironmentFailure
 from vx.files.globs import GlobSet
-from vx.files.tree import _base, _root_path, _symlinked_ancestor, _under, _walk_files
+from vx.files.tree import base_of, is_under, root_path, symlinked_ancestor, walk_files
 
 _NEVER_OUTPUT = re.compile(r"(?:^|/)(?:\.git|\.vx)(?:/|$)")
 
@@ -215,7 +215,7 @@ def _output_descend(base: str, globs: GlobSet, nested: Sequence[str]) -> Callabl
         if (
             name in (".git", ".vx")
             or (name == "node_modules" and not allow_nm)
-            or _under(rel, inner)
+            or is_under(rel, inner)
         ):
             return False
         return globs.could_match_under(rel[cut:])
@@ -235,9 +235,9 @@ def _walk_output_set(
     cut = len(base)
     descend = _output_descend(base, globs, nested)
     for glob_root in globs.roots():
-        start = _root_path(base, glob_root)
-        link = _symlinked_ancestor(root, start, seen, notes) if start else None
-        paths = [link] if link else _walk_files(root, start, descend, notes)
+        start = root_path(base, glob_root)
+        link = symlinked_ancestor(root, start, seen, notes) if start else None
+        paths = [link] if link else walk_files(root, start, descend, notes)
         for path in paths:
             if path.startswith(base) and not _NEVER_OUTPUT.search(path) and globs.match(path[cut:]):
                 found.add(path)
@@ -262,7 +262,7 @@ def walk_outputs(
     reads is no planning input: `notes` (by default, nobody) hears of it.
     """
     found = (
-        _walk_output_set(root, _base(project_dir), globs, nested, seen, notes) if globs else set()
+        _walk_output_set(root, base_of(project_dir), globs, nested, seen, notes) if globs else set()
     )
     if workspace_globs:
         found |= _walk_output_set(root, "", workspace_globs, (), seen, notes)
@@ -358,9 +358,9 @@ class _Beneath:
 def _kept_dirs(
     project_dir: str, globs: GlobSet | None, workspace_globs: GlobSet | None
 ) -> set[str]:
-    base = _base(project_dir)
+    base = base_of(project_dir)
     keep = {"", project_dir} | {
-        _root_path(base, r) for r in (globs.wildcard_roots() if globs else ())
+        root_path(base, r) for r in (globs.wildcard_roots() if globs else ())
     }
     if workspace_globs:
         keep |= set(workspace_globs.wildcard_roots())

@@ -64,7 +64,7 @@ def _tracked(root: str, rel: str) -> bool | None:
 def listing(root: Path) -> list[str]:
     """The workspace's files as the copy sees them: what git lists (tracked, and untracked but not
     ignored), or every file outside a git repository; never .git, .vx or node_modules."""
-    from vx.files.tree import _walk_files
+    from vx.files.tree import walk_files
 
     paths: set[str] = set()
     proc = None
@@ -84,11 +84,11 @@ def listing(root: Path) -> list[str]:
             if os.path.isdir(os.path.join(root, rel)) and not os.path.islink(
                 os.path.join(root, rel)
             ):
-                paths.update(_walk_files(root, rel, _descend))  # a nested repository: its files
+                paths.update(walk_files(root, rel, _descend))  # a nested repository: its files
             else:
                 paths.add(rel)
     else:  # not a git repository (or no git): the tree as it is
-        paths.update(_walk_files(root, "", _descend))
+        paths.update(walk_files(root, "", _descend))
     return sorted(p for p in paths if not _NEVER_COPIED.intersection(p.split("/")))
 
 

@@ -13,14 +13,14 @@ from typing import Callable
 
 from vx import witness
 
-_WALK_SKIP = frozenset({".git", ".vx", "node_modules"})
+WALK_SKIP = frozenset({".git", ".vx", "node_modules"})
 
 
-def _walk_files(root: Path, start: str, descend: Callable[[str], bool], notes=witness) -> list[str]:
+def walk_files(root: Path, start: str, descend: Callable[[str], bool], notes=witness) -> list[str]:
     """Workspace-relative files and symlinks at or under `start`, never following a link.
 
     `descend(rel_dir)` decides which directories are entered; the caller says where
-    (`_not_skipped` keeps out of `.git`, `.vx` and `node_modules`). `notes` is told what was
+    (`not_skipped` keeps out of `.git`, `.vx` and `node_modules`). `notes` is told what was
     listed and probed: planning's witness unless the caller keeps its own (`witness.Notes`).
     """
     out: list[str] = []
@@ -51,15 +51,15 @@ def _walk_files(root: Path, start: str, descend: Callable[[str], bool], notes=wi
     return out
 
 
-def _not_skipped(rel: str) -> bool:
-    return rel.rpartition("/")[2] not in _WALK_SKIP
+def not_skipped(rel: str) -> bool:
+    return rel.rpartition("/")[2] not in WALK_SKIP
 
 
 def _is_file_or_link(mode: int) -> bool:
     return stat.S_ISREG(mode) or stat.S_ISLNK(mode)
 
 
-def _symlinked_ancestor(
+def symlinked_ancestor(
     root: Path, rel: str, seen: dict[str, bool | None] | None = None, notes=witness
 ) -> str | None:
     """The first directory on the way to `rel` that is a symlink (a walk must not pass it).
@@ -92,7 +92,7 @@ def _is_link(root: Path, head: str, notes=witness) -> bool | None:
         return None
 
 
-def _under(path: str, dirs: frozenset[str] | set[str]) -> bool:
+def is_under(path: str, dirs: frozenset[str] | set[str]) -> bool:
     """Whether `path` is one of `dirs` or below one: a set lookup per ancestor, not a scan."""
     if not dirs or not path:
         return False
@@ -106,10 +106,10 @@ def _under(path: str, dirs: frozenset[str] | set[str]) -> bool:
     return False
 
 
-def _base(project_dir: str) -> str:
+def base_of(project_dir: str) -> str:
     return project_dir + "/" if project_dir else ""
 
 
-def _root_path(base: str, root: str) -> str:
+def root_path(base: str, root: str) -> str:
     """A glob root joined onto a project base ("" + "" is the workspace root)."""
     return base + root if root else base.rstrip("/")

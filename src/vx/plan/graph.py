@@ -55,7 +55,7 @@ def build_graph(ws: Workspace, configs: Mapping[str, ProjectConfig], sel: Select
         pending.extend(d for d in deps if d not in nodes)
     order = _topological_order(nodes)
     _refuse_terminal_holders(nodes, configs)
-    return TaskGraph(nodes, order, _dependent_counts(nodes, order), tuple(requested))
+    return TaskGraph(nodes, order, dependent_counts(nodes, order), tuple(requested))
 
 
 # ---------------------------------------------------------------- selection
@@ -441,7 +441,7 @@ def exclude_dependencies(graph: TaskGraph, names: frozenset[str] | None) -> Sche
             node = TaskNode(node.id, node.config, node.project_dir, deps, node.requested)
         out[tid] = node
     order = tuple(t for t in graph.order if t in scheduled)
-    return Schedule(TaskGraph(out, order, _dependent_counts(out, order), graph.requested), cut)
+    return Schedule(TaskGraph(out, order, dependent_counts(out, order), graph.requested), cut)
 
 
 def refuse_unknown_exclusions(graph: TaskGraph, names: frozenset[str]) -> None:
@@ -519,7 +519,7 @@ def rebuilt(
     }
     order = _topological_order(nodes)
     _refuse_terminal_holders(nodes, configs)
-    return TaskGraph(nodes, order, _dependent_counts(nodes, order), requested)
+    return TaskGraph(nodes, order, dependent_counts(nodes, order), requested)
 
 
 # ---------------------------------------------------------------- order
@@ -564,7 +564,7 @@ def _cycle_error(
     )
 
 
-def _dependent_counts(
+def dependent_counts(
     nodes: Mapping[TaskId, TaskNode], order: Sequence[TaskId]
 ) -> dict[TaskId, int]:
     """Exact transitive-dependent counts, as bitset popcounts (diamonds never double-count)."""

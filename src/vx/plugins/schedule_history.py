@@ -27,11 +27,11 @@ if TYPE_CHECKING:
 
 def plugin(options: dict[str, Any]) -> dict[str, Any]:
     from vx.config.fields import At
-    from vx.config.workspace_file import _schedule
+    from vx.config.workspace_file import schedule_of
 
     at = At("vx.workspace.json").key("plugins").key("options")
     rest = {k: v for k, v in options.items() if k not in ("memory", "reservations")}
-    cfg = _schedule(rest, at)
+    cfg = schedule_of(rest, at)
     budget = _budget(options["memory"], at.key("memory")) if "memory" in options else None
     declared_reservations = _declared(options.get("reservations", {}), at.key("reservations"))
     declared: dict[str, Any] = {}
@@ -48,7 +48,7 @@ def plugin(options: dict[str, Any]) -> dict[str, Any]:
     def schedule(tasks, ctx) -> dict[str, int] | None:
         from vx.engine.schedule import priorities
         from vx.model import TaskConfig, TaskGraph, TaskId, TaskNode
-        from vx.plan.graph import _dependent_counts
+        from vx.plan.graph import dependent_counts
         from vx.store import timings
 
         def tid(name: str) -> TaskId:
@@ -62,7 +62,7 @@ def plugin(options: dict[str, Any]) -> dict[str, Any]:
             for t in tasks
         }
         order = tuple(tid(t.id) for t in tasks)  # the run's order: dependencies first
-        graph = TaskGraph(nodes, order, _dependent_counts(nodes, order), ())
+        graph = TaskGraph(nodes, order, dependent_counts(nodes, order), ())
         commands = [tid(t.id) for t in tasks if t.command is not None]
         cache_dir = _cache_dir(ctx, declared)
         if budget is not None:
@@ -108,11 +108,11 @@ def _budget(value: Any, at: At) -> int:
 
 def _declared(value: Any, at: At) -> dict[str, int]:
     """`reservations`: {"PKG#TASK" or "TASK": size} that stand in for what the record says."""
-    from vx.config.fields import _object
+    from vx.config.fields import as_object
     from vx.store.pruning import parse_size
 
     out: dict[str, int] = {}
-    for name, text in _object(value, at).items():
+    for name, text in as_object(value, at).items():
         size = parse_size(text) if isinstance(text, str) else "not a size"
         if isinstance(size, str):
             at.key(name).refuse(

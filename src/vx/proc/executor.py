@@ -358,7 +358,7 @@ def _killpg_probe(pgid: int) -> bool:
 # ---------------------------------------------------------------- output capture
 
 
-class _Capture:
+class Capture:
     """Collect a child's stdout and stderr chunks in the order they arrive."""
 
     def __init__(
@@ -482,7 +482,7 @@ async def execute(
             return ProcessResult(
                 exit_code=127, duration_ms=_ms_since(started_at), spawn_error=error
             )
-    capture = _Capture(child.popen, on_output) if not terminal else None
+    capture = Capture(child.popen, on_output) if not terminal else None
     stopped = None
     try:
         left_ms = None if timeout_ms is None else timeout_ms - _ms_since(started_at)
@@ -546,7 +546,7 @@ async def _supervise(child: Child, timeout_ms: float | None, grace_s: float) -> 
     try:
         if await _exited_within(child, None if timeout_ms is None else timeout_ms / 1000):
             return False
-        await _stop_group(child, grace_s)
+        await stop_group(child, grace_s)
         return True
     except asyncio.CancelledError:
         await _stop_despite_cancel(child, grace_s)
@@ -561,7 +561,7 @@ async def _exited_within(child: Child, timeout_s: float | None) -> bool:
     return bool(done)
 
 
-async def _stop_group(child: Child, grace_s: float) -> None:
+async def stop_group(child: Child, grace_s: float) -> None:
     """SIGTERM the group, SIGKILL it after the grace, and return once the shell is reaped."""
     deadline = child.terminate(grace_s)
     if not await _exited_within(child, deadline - time.monotonic()):
@@ -594,7 +594,7 @@ async def _group_gone_by(child: Child, deadline: float) -> bool:
 
 async def _stop_despite_cancel(child: Child, grace_s: float) -> None:
     """Stop the group although our task is cancelled; a further cancel means SIGKILL now."""
-    stopping = asyncio.ensure_future(_stop_group(child, grace_s))
+    stopping = asyncio.ensure_future(stop_group(child, grace_s))
     while not stopping.done():
         try:
             await asyncio.shield(stopping)
@@ -606,7 +606,7 @@ def _result(
     child: Child, chunks: list[LogChunk], *, timed_out: bool, started: float
 ) -> ProcessResult:
     status, rusage, aborted = child.exited.result()
-    exit_code, sig = _verdict(status)
+    exit_code, sig = verdict_of(status)
     if timed_out:  # the label is the overrun, whatever the shell made of the signal
         sig = signal.SIGKILL if child.killed else signal.SIGTERM
         exit_code = 128 + sig
@@ -622,7 +622,7 @@ def _result(
     )
 
 
-def _verdict(status: int | None) -> tuple[int, int | None]:
+def verdict_of(status: int | None) -> tuple[int, int | None]:
     """Turn a wait status into (exit code, signal): a death by signal n is exit 128+n."""
     if status is None:
         return _STATUS_UNKNOWN, None

@@ -33,11 +33,11 @@ META_ENTRY = ".vx-meta.json"
 SUM_ENTRY = ".vx-sum"
 OUTPUTS = "outputs/"
 
-_ZERO_BLOCK = bytes(BLOCK)
-_USTAR_MAGIC = b"ustar\x0000"
+ZERO_BLOCK = bytes(BLOCK)
+USTAR_MAGIC = b"ustar\x0000"
 _FRAME = 5  # a log frame's header: stream (1 byte), length (4, big-endian); no `struct` to import
 NAME_MAX, PATH_MAX = 255, 4096  # Linux's limits: a name, and a whole path with its NUL
-_MODE_MASK = 0o777  # never restore setuid/setgid/sticky bits from an artifact
+MODE_MASK = 0o777  # never restore setuid/setgid/sticky bits from an artifact
 
 
 class ArchiveError(VxError):

@@ -21,15 +21,15 @@ from msgspec import Struct
 from vx import CACHE_VERSION
 from vx.model import LogChunk, OutputFile
 from vx.store.archive import (
-    _MODE_MASK,
-    _USTAR_MAGIC,
-    _ZERO_BLOCK,
     BLOCK,
     CHUNK,
     LOG_ENTRY,
     META_ENTRY,
+    MODE_MASK,
     OUTPUTS,
     SUM_ENTRY,
+    USTAR_MAGIC,
+    ZERO_BLOCK,
     ArchiveError,
     check_name,
     encode_log,
@@ -68,7 +68,7 @@ def _ustar(name: bytes, size: int, mode: int, mtime: int, typeflag: bytes) -> by
     h[136:148] = _octal(min(max(mtime, 0), OCTAL_LIMIT - 1), 12)
     h[148:156] = b" " * 8
     h[156:157] = typeflag
-    h[257:265] = _USTAR_MAGIC
+    h[257:265] = USTAR_MAGIC
     h[148:156] = f"{sum(h):06o}\0 ".encode()
     return bytes(h)
 
@@ -128,7 +128,7 @@ class _TarWriter:
         """Write the sum entry and the end-of-archive blocks; return the sum."""
         digest = f"{self._crc:08x}"
         self.add_bytes(SUM_ENTRY, digest.encode())
-        self._out.write(_ZERO_BLOCK * 2)
+        self._out.write(ZERO_BLOCK * 2)
         return digest
 
     def _begin(self, name: str, size: int, mode: int, mtime_s: int) -> None:
@@ -232,7 +232,7 @@ def _open_output(rel: str, src: Path, real_roots: dict[Path, str], outputs: _Out
 def _pack_output(tar: _TarWriter, source: _Source) -> OutputFile:
     """Stream one output into the archive and describe what was stored."""
     st = source.st
-    mode = stat.S_IMODE(st.st_mode) & _MODE_MASK
+    mode = stat.S_IMODE(st.st_mode) & MODE_MASK
     tar.add_stream(OUTPUTS + source.rel, source.handle, st.st_size, mode, st.st_mtime_ns // 10**9)
     after = os.fstat(source.handle.fileno())
     if (after.st_size, after.st_mtime_ns) != (st.st_size, st.st_mtime_ns):

@@ -22,16 +22,16 @@ from _thread import _local
 from vx import CACHE_VERSION
 from vx.errors import EnvironmentFailure
 from vx.store.archive import (
-    _MODE_MASK,
-    _USTAR_MAGIC,
-    _ZERO_BLOCK,
     BLOCK,
     CHUNK,
     LOG_ENTRY,
     META_ENTRY,
+    MODE_MASK,
     OUTPUTS,
     PATH_MAX,
     SUM_ENTRY,
+    USTAR_MAGIC,
+    ZERO_BLOCK,
     ArchiveError,
     check_name,
     split_log,
@@ -150,7 +150,7 @@ def _number(field: bytes, what: str) -> int:
 
 def _parse_header(block: bytes) -> tuple[bytes, int, bytes, int]:
     """Check one ustar header; return (raw name, size, typeflag, mode)."""
-    if block[257:265] != _USTAR_MAGIC:
+    if block[257:265] != USTAR_MAGIC:
         raise ArchiveError("corrupt artifact: not a ustar header")
     stored = _number(block[148:156], "checksum")
     if stored != sum(block[:148]) + 8 * 0x20 + sum(block[156:]):
@@ -192,7 +192,7 @@ def _next_entry(inflow: _Inflow) -> tuple[str, int, int] | None:
     pax: dict[str, str] = {}
     while True:
         block = inflow.read(BLOCK)
-        if block == _ZERO_BLOCK:
+        if block == ZERO_BLOCK:
             if pax:
                 raise ArchiveError("corrupt artifact: a pax header with no entry")
             return None
@@ -356,8 +356,8 @@ class _Extraction:
                 left -= len(data)
                 while data:
                     data = data[self._guarded(rel, os.write, fd, data) :]
-            self.modes[rel] = mode & _MODE_MASK
-            self._guarded(rel, os.fchmod, fd, mode & _MODE_MASK)
+            self.modes[rel] = mode & MODE_MASK
+            self._guarded(rel, os.fchmod, fd, mode & MODE_MASK)
         finally:
             os.close(fd)
         inflow.read(-size % BLOCK)
@@ -393,7 +393,7 @@ class _Extraction:
                     rel, os.open, written, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd
                 )
                 try:
-                    self._guarded(rel, os.fchmod, fd, mode & _MODE_MASK)
+                    self._guarded(rel, os.fchmod, fd, mode & MODE_MASK)
                 finally:
                     os.close(fd)
             self._guarded(rel, os.utime, written, ns=(ns, ns), dir_fd=dfd, follow_symlinks=False)
@@ -574,7 +574,7 @@ def _recorded(rel: str, size: int, spec: Any) -> File:
     ok = isinstance(spec, list) and len(spec) == 2 and all(type(v) is int for v in spec)
     if not ok or not 0 <= spec[0] <= 0o7777 or abs(spec[1]) > _MTIME_MS_LIMIT:
         raise ArchiveError(f"damaged artifact: bad mode/mtime for {rel} in .vx-meta.json")
-    return rel, size, spec[0] & _MODE_MASK, spec[1]
+    return rel, size, spec[0] & MODE_MASK, spec[1]
 
 
 def _verify(found: _Read, extraction: _Extraction, key: str) -> tuple[File, ...]:

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 from vx import witness
 from vx.config import jsonc
-from vx.config.fields import At, _kind, _object, _strings
+from vx.config.fields import At, as_object, as_strings, kind_of
 from vx.errors import ConfigError
 from vx.model import ROOT_PROJECT, Package
 
@@ -51,10 +51,10 @@ def members(
         if rel == "":
             continue  # the root project stays `//`
         source = f"{rel}/project.json"
-        obj = _object(read_json(os.path.join(root, rel, "project.json"), source), At(source))
+        obj = as_object(read_json(os.path.join(root, rel, "project.json"), source), At(source))
         name = obj.get("name")
         if name is not None and not isinstance(name, str):
-            At(source).key("name").refuse(f"`name` must be a string, got {_kind(name)}")
+            At(source).key("name").refuse(f"`name` must be a string, got {kind_of(name)}")
         if rel in out:
             npm_name = out[rel].get("name")
             if name and name != npm_name:
@@ -122,13 +122,13 @@ def implicit_dependencies(
     for name, pkg in packages.items():
         if name == ROOT_PROJECT:
             continue
-        own, source, field_path = _own_nx(root, pkg)
+        own, source, field_path = own_nx(root, pkg)
         entries = own.get("implicitDependencies")
         if entries is None:
             continue
         at = At(source).key(field_path + "implicitDependencies")
         deps = set(pkg.deps)
-        for i, entry in enumerate(_strings(entries, at, "project names")):
+        for i, entry in enumerate(as_strings(entries, at, "project names")):
             negated = entry.startswith("!")
             pattern = entry[1:] if negated else entry
             matched = (
@@ -148,14 +148,14 @@ def implicit_dependencies(
     return out
 
 
-def _own_nx(root: str, pkg: Package) -> tuple[dict, str, str]:
+def own_nx(root: str, pkg: Package) -> tuple[dict, str, str]:
     """The project's project.json (or, without one, package.json's `nx` block), its file and field prefix."""
     directory = os.path.join(root, pkg.dir) if pkg.dir else root
     source = f"{pkg.dir}/project.json" if pkg.dir else "project.json"
     obj = read_json(os.path.join(directory, "project.json"), source)
     if obj is not None:
-        return _object(obj, At(source)), source, ""
+        return as_object(obj, At(source)), source, ""
     manifest = pkg.manifest_path or "package.json"
     data = read_json(os.path.join(root, manifest), manifest) or {}
     nx = data.get("nx") if isinstance(data, dict) else None
-    return (_object(nx, At(manifest).key("nx")) if nx is not None else {}), manifest, "nx."
+    return (as_object(nx, At(manifest).key("nx")) if nx is not None else {}), manifest, "nx."
