@@ -13,7 +13,7 @@ again changes nothing; run it after merging branches that add ID-prefixed tests.
 
 It then rewrites the Tests column of docs/features.md from the markers: each feature's row lists
 the test files that hold it. A marked feature without a row gets one whose description is `?`,
-to be written by hand (tests/unit/test_features_doc.py refuses the `?`).
+to be written by hand (tests/unit/house/test_features_doc.py refuses the `?`).
 """
 
 from __future__ import annotations

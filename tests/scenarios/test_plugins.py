@@ -548,7 +548,7 @@ def test_a_dead_layer_of_the_chain_trips_its_own_breaker(repo, tmp_path):
     said = "remote cache: plugin://shelf failed 3 times in a row; not asking it again for 30 s"
     assert said in result.err, (
         result.err
-    )  # (exactly when it reopens: tests/unit/test_remote_chain.py)
+    )  # (exactly when it reopens: tests/unit/store/test_remote_chain.py)
 
 
 @pytest.mark.feature("PL-02", "PL-04", "RC-02")

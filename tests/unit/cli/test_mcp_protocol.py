@@ -13,7 +13,7 @@ import pytest
 from vx.cli.mcp import Server
 from vx.cli.mcp_tools import Tools, check
 
-SRC = str(Path(__file__).resolve().parents[2] / "src")
+SRC = str(Path(__file__).resolve().parents[3] / "src")
 SCHEMA = {
     "type": "object",
     "properties": {

@@ -5,7 +5,7 @@ import ast
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SRC = ROOT / "src" / "vx"
 DOC = ROOT / "docs" / "architecture.md"
 # A backticked module path relative to src/vx, e.g. `proc/executor.py` or `model.py`.

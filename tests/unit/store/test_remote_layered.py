@@ -353,7 +353,7 @@ def test_a_process_killed_mid_batch_leaves_no_row_and_the_downloads_install_agai
         (arts / key).write_bytes(artifact(tmp_path, key))
     cache, ws = tmp_path / "cache", tmp_path / "ws"
     ws.mkdir()
-    src = str(Path(__file__).resolve().parents[2] / "src")
+    src = str(Path(__file__).resolve().parents[3] / "src")
     child = subprocess.run(
         [sys.executable, "-c", _KILLED_MID_BATCH, str(cache), str(ws), str(arts)],
         env={**os.environ, "PYTHONPATH": src},

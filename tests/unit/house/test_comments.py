@@ -8,7 +8,7 @@ import re
 import tokenize
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[2] / "src" / "vx"
+SRC = Path(__file__).resolve().parents[3] / "src" / "vx"
 # `~7 ms`, `~1.5 µs`, `(64 MiB: 42 against 342 ms here)`: a figure someone measured, not a setting.
 MEASURED = re.compile(
     r"~\s?\d[\d.,]*(?:[–-]\d[\d.,]*)?\s?(?:ms|µs|s)\b|\d\s?(?:ms|µs)\b[^.\n]*\bhere\b"

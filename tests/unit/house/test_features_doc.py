@@ -5,7 +5,7 @@ import importlib.util
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 _spec = importlib.util.spec_from_file_location("feature_markers", ROOT / "dev/feature_markers.py")
 assert _spec is not None and _spec.loader is not None
 feature_markers = importlib.util.module_from_spec(_spec)

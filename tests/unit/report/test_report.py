@@ -749,7 +749,7 @@ def test_a_real_broken_pipe_is_silent_end_to_end(tmp_path):
         "render_dry(plan, 'text', sys.stdout)\n"
         "sys.stderr.write('done\\n')\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3] / "src")}
     proc = subprocess.run(
         f'{sys.executable} -c "$SCRIPT" | head -n 1',
         shell=True,
@@ -933,7 +933,7 @@ def test_importing_vx_report_does_not_import_rich():
     code = (
         "import sys, vx.report; print(sorted(m for m in sys.modules if m.split('.')[0] == 'rich'))"
     )
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3] / "src")}
     proc = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=30
     )

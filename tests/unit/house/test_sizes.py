@@ -7,7 +7,7 @@ import functools
 import sys
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[2] / "src" / "vx"
+SRC = Path(__file__).resolve().parents[3] / "src" / "vx"
 GENERATED = "store/remote/reapi_pb"
 MAX_FUNCTION_LINES = 80
 MAX_RECORD_FIELDS = 20

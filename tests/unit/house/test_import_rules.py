@@ -5,7 +5,7 @@ from collections.abc import Mapping, Set
 from functools import lru_cache
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[2] / "src" / "vx"
+SRC = Path(__file__).resolve().parents[3] / "src" / "vx"
 
 # module -> the vx modules it may import (a package allows all of its modules). Stdlib is always fine.
 ALLOWED = {

@@ -639,7 +639,7 @@ def test_the_codec_is_loaded_once_however_many_threads_ask_first():
     import sys
 
     src = str(
-        Path(__file__).resolve().parents[2] / "src"
+        Path(__file__).resolve().parents[3] / "src"
     )  # this checkout's vx, not an installed one
     env = {**os.environ, "PYTHONPATH": src}
     proc = subprocess.run(

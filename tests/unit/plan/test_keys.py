@@ -9,7 +9,7 @@ from vx import CACHE_VERSION
 from vx.model import HashRecord, TaskId
 from vx.plan.keys import group_key, select_upstream, task_key
 
-GOLDEN = Path(__file__).parents[1] / "golden" / "keys.json"
+GOLDEN = Path(__file__).parents[2] / "golden" / "keys.json"
 
 
 def record(**over):

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from vx.store import runs
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "caching.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "caching.md"
 
 
 def test_run_ids_are_version_7_and_sort_by_time():
