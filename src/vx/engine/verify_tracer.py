@@ -63,7 +63,7 @@ class InputTracer:
         return Launch(argv=[*strace_prefix(self.strace, path), "/bin/sh", "-c", plan.command])
 
     def observe(self, tid: TaskId, accesses) -> None:
-        """Take a sandboxed attempt's accesses (RunContext.observe); attempts accumulate."""
+        """Take a sandboxed attempt's accesses (Hooks.observe); attempts accumulate."""
         self.observed.setdefault(tid, []).extend(accesses)
 
     def accesses(self, tid: TaskId, cwd: Path) -> list | None:
