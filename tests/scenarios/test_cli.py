@@ -235,10 +235,11 @@ def test_asyncio_keeps_its_ssl_when_another_thread_runs():
 @pytest.mark.parametrize(
     "args, said",
     [
-        (["--remote-only"], "`--cache=local:,remote:rw`"),
+        (["--remote-only", "--cache=local:rw"], "`--cache=local:,remote:rw`"),
         (["--env-mode=loose"], "always strict"),
-        (["--log-prefix=none"], "`--output-logs`"),
-        (["--log-order=grouped"], "`--output-logs`"),
+        (["--log-prefix=task"], "never interleaved"),
+        (["--log-order=stream"], "never interleaves"),
+        (["--output-style=static"], "`--output-logs`"),
     ],
 )
 def test_issue17_flags_turbo_and_nx_users_type_get_what_to_write(repo, args, said):

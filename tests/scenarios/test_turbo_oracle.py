@@ -4,7 +4,11 @@ meaning or refused with the reason. The real turbo runs beside vx on the same re
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
+from support.remote_servers import CANARY, clone
 from support.turbo import small_turborepo, turbo, turbo_binary
 
 
@@ -65,3 +69,95 @@ def test_a_filter_naming_what_does_not_exist_is_refused_as_in_turbo(
     result = touched_readme.vx("run", *args)
     assert result.code == 2 and said in result.err, result.err
     assert "Traceback" not in result.err
+
+
+# ---------------------------------------------------------------- turbo's flags
+
+CLI_DOC = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
+# a value for each turbo flag that takes one (any other gets "x")
+VALUES = {
+    "--cache": "local:rw",
+    "--cache-workers": "4",
+    "--cache-dir": ".vx/other-cache",
+    "--concurrency": "2",
+    "--filter": "a",
+    "--output-logs": "full",
+    "--log-order": "grouped",
+    "--log-prefix": "auto",
+    "--api": "http://127.0.0.1:9",
+    "--cwd": "packages/a",
+    "--ui": "stream",
+    "--remote-cache-timeout": "5",
+    "--team": "the-team",
+    "--token": "a-token-never-shown",
+}
+
+
+def turbo_flags(repo, binary: str) -> dict[str, bool]:
+    """Every long flag of the installed turbo's `turbo run --help`: whether it needs a value."""
+    text = turbo(repo, binary, "run", "--help").out
+    found = {
+        m.group(1): m.group(2) == " <"
+        for m in re.finditer(r"^\s+(?:-\w, )?(--[a-z0-9-]+)( <)?", text, re.M)
+    }
+    assert len(found) > 40, text  # the help was read
+    return found
+
+
+def documented() -> dict[str, str]:
+    """docs/cli.md § turbo's flags: each flag of a row's first cell -> the row's vx cell."""
+    section = CLI_DOC.read_text().split("## turbo's flags", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = line.split(" | ")
+        if line.startswith("| `-") and len(cells) >= 2:
+            for flag in re.findall(r"(?<![\w-])(--?[A-Za-z][a-z0-9-]*)", cells[0]):
+                rows[flag] = cells[1]
+    return rows
+
+
+@pytest.mark.feature("TL-06")
+def test_the_flag_table_names_every_flag_of_the_installed_turbo(repo, turbo_bin):
+    missing = sorted(set(turbo_flags(repo, turbo_bin)) - set(documented()))
+    assert not missing, f"docs/cli.md § turbo's flags has no row for {missing}"
+
+
+@pytest.mark.feature("TL-06")
+def test_every_turbo_flag_is_taken_or_refused_with_its_reason(touched_readme, turbo_bin):
+    """Never a did-you-mean of another meaning (`--no-daemon` is not `--no-cache`, `--token` not
+    `--only`): what the table says is refused is refused with the reason, the rest runs."""
+    rows = documented()
+    for flag, takes in sorted(turbo_flags(touched_readme, turbo_bin).items()):
+        args = [f"{flag}={VALUES.get(flag, 'x')}"] if takes else [flag]
+        result = touched_readme.vx("run", "build", *args, summary=False)
+        said = f"{flag}: exit {result.code}\n{result.err}"
+        assert "did you mean" not in result.err and "unknown flag" not in result.err, said
+        assert "Traceback" not in result.err, said
+        if rows[flag].startswith("refused"):
+            assert result.code == 2 and "hint: " in result.err, said
+        else:
+            assert result.code == 0, said
+
+
+@pytest.mark.feature("TL-06")
+def test_token_team_and_api_reach_the_remote_and_the_token_is_never_shown(
+    repo, tmp_path, turbo_bin, turbo_server, team
+):
+    """turbo's `--api --token --team` (CI jobs pass the secret this way) point vx at the same
+    remote cache as TURBO_API / TURBO_TOKEN / TURBO_TEAM, and no output, record or history of
+    vx holds the token."""
+    repo.write(small_turborepo()).commit()
+    flags = ["--api", turbo_server.url, f"--token={CANARY}", "--team", team]
+    oracle = turbo(repo, turbo_bin, "run", "build", *flags, env={"CI": "true"})
+    assert oracle.code == 0 and "Remote caching enabled" in oracle.out, oracle
+    first = repo.vx("run", "build", *flags, "--format", "json", env={"CI": "true"})
+    assert first.code == 0, first.err
+    elsewhere = clone(repo, tmp_path / "elsewhere")
+    second = elsewhere.vx("run", "build", "--token", CANARY, *flags[:2], f"--team={team}")
+    assert second.code == 0, second.err
+    assert set(second.statuses().values()) == {("success", "remote")}, second.err
+    last = elsewhere.vx("last")
+    record = elsewhere.vx("last", "--format", "json")
+    assert "--token '***'" in last.out and "--token '***'" in record.out, last.out
+    for said in (first.out, first.err, second.out, second.err, last.out, record.out):
+        assert CANARY not in said and CANARY[:12] not in said

@@ -79,8 +79,15 @@ Nx's spellings (an Nx workspace's `project:target[:configuration]` names work to
   --base REF                --affected=REF           --head HEAD  (vx compares with the working tree)
   --parallel N, --skip-nx-cache: --concurrency, --force
 
-turbo's spellings: --dry-run, --parallel=N, --only; --remote-only, --env-mode, --log-prefix and
---log-order are refused with what to write instead.
+turbo's flags (docs/cli.md has the whole table): --dry-run, --only, --force[=BOOL] and
+  --token, --team, --api, --remote-cache-timeout S  the remote cache (TURBO_TOKEN, …; never shown)
+  --remote-only[=BOOL]      --cache=local:,remote:rw   --remote-cache-read-only[=BOOL]  no uploads
+  --color, --no-color       FORCE_COLOR=1, NO_COLOR=1   --cwd DIR   run as if started in DIR
+  --env-mode[=strict]       vx is always strict (loose is refused, with what to declare)
+  --log-order auto|grouped  --log-prefix auto|none     what vx does anyway (stream, task refused)
+  --no-daemon, --daemon, --skip-infer, --no-update-notifier, --cache-workers N,
+  --dangerously-disable-package-manager-check: no effect in vx
+  --json, --log-file, --global-deps, --single-package and the rest are refused with the reason
 
 exit: 0 all tasks ok · 1 a task failed, was skipped or aborted · 2 usage or config error
       130 / 143 / 129 interrupted by SIGINT / SIGTERM / SIGHUP (`--format json` changes none)
@@ -112,7 +119,7 @@ Runs the tasks as `vx run` would, then again each time a file a run could read c
 by content: a save that changes nothing is no edit). Never a trigger: outputs, gitignored paths,
 node_modules, .git, .vx. A failing cycle or a broken config keeps watching. Ctrl-C stops
 (exit 0). VX_WATCH_POLL=1 polls every 250 ms instead of using the OS's file events.
-`--dry`, `--graph`, `--summarize`, `--ui` and `--format` are refused.
+`--dry`, `--graph`, `--summarize`, `--ui`, `--format` and `--cwd` are refused.
 """
 
 INIT_HELP = """usage: vx init [--dry] [--force] [--cache]
