@@ -150,9 +150,12 @@ An existing vx.config is refused (exit 2) unless `--force`; `--dry` prints the f
 
 WHY_HELP = """usage: vx why PKG#TASK [--format=json]
 
-Names what changed between the task's last two keys: files (added, removed, edited), declared
-env variables, its declaration, its package.json, the workspace's lockfiles, arguments after
-`--`, and upstream tasks (each with the next `vx why` to ask). Reads the cache's history only.
+Answers for the task's last run (PKG#TASK, Nx's PKG:TASK, or a task of the project you stand in):
+after a hit, that it hit and since when its key is unchanged; otherwise what changed between its
+last two keys: files (added, removed, edited), declared env variables, its declaration, its
+package.json, the workspace's lockfiles, arguments after `--`, and upstream tasks (each with the
+next `vx why` to ask). With no run on record (a fresh clone), what its key is folded from now,
+from the plan. A name the workspace does not have is refused with the nearest one.
 """
 
 LAST_HELP = """usage: vx last [RUNID] [--list[=N]] [--failed] [--log PKG#TASK] [--format text|json]
