@@ -20,6 +20,7 @@ verbs:
   history [PKG#TASK | TASK …] [--window N]    each task's recorded durations, which order a run
   prune PKG … [--docker] [--out-dir DIR]      a partial workspace for PKG, its lockfile cut to it
   cache prune [--older-than D] [--max-size S] evict old and least recently used cache entries
+  cache clean [--dry-run]                     remove every entry of this workspace's cache
   mcp                                         an MCP server on stdin/stdout: tasks, runs, keys for an agent
   completions bash|zsh|fish                   a completion script for the shell
   help [VERB]                                 show help for vx or one verb
@@ -101,13 +102,20 @@ projects and tasks (or the config error), the cache dir and its size, workers, a
 
 CACHE_HELP = """usage: vx cache prune [--older-than DUR] [--max-size SIZE] [--dry-run] [--format text|json]
                       [--cache-dir PATH]
+       vx cache clean [--dry-run] [--format text|json] [--cache-dir PATH]
+
+The cache is not in `.vx/`: its entries and artifacts are in the repository's shared store under
+the home (`~/.vx/<id>/cache`, shared by the repository's clones and worktrees; `vx info` names
+it), so deleting `.vx` does not clear it. `vx cache clean` removes every entry of the store this
+workspace uses (or of the cache dir named by --cache-dir, cacheDir or VX_CACHE_DIR); the run
+history (`vx last`) and the key history (`vx why`) stay.
 
 Evicts local cache entries not used for longer than DUR (30d, 12h, 90m, 45s, 2w), then the least
 recently used until the cache fits in SIZE (10G, 500MB, 64KB; K/M/G/T are powers of 1024), and
 sweeps artifacts and temp files no index row accounts for (an hour old) and rows whose artifact
 is gone. Waits for a `vx run` of the same workspace to finish first.
 
-  --dry-run        say what would go; remove nothing
+  --dry-run        say what would go; remove nothing (prune and clean)
   --format json    print {dryRun, evicted, bytesFreed, orphans, orphanBytes, phantoms, kept, keptBytes}
 
 (turbo's prune, a partial workspace for one package, is `vx prune PKG`.)

@@ -282,30 +282,31 @@ def _completions(rest: list[str]) -> int:
 
 
 def _cache(rest: list[str]) -> int:
-    """`vx cache prune …`: the subcommand is a word of its own, then the flags."""
+    """`vx cache prune|clean …`: the subcommand is a word of its own, then the flags."""
     from vx.cli.args import parse
-    from vx.cli.cache import cache_verb, refuse_subcommand
+    from vx.cli.cache import SUBCOMMANDS, cache_verb, refuse_subcommand
 
     verb = VERBS["cache"]
     if not rest:
         print(verb.help, end="")
         return EXIT_OK
-    if rest[0] != "prune":
+    if rest[0] not in SUBCOMMANDS:
         raise refuse_subcommand(rest[0])
+    sub = rest[0]
     docker = "--docker" in rest[1:]  # turbo's `prune app --docker`, under the cache's verb
     parsed = parse(
-        "cache prune", [w for w in rest[1:] if w != "--docker"], verb.flags, verb.aliases
+        f"cache {sub}", [w for w in rest[1:] if w != "--docker"], verb.flags, verb.aliases
     )
     if parsed.help:
         print(verb.help, end="")
         return EXIT_OK
     if parsed.names or docker:
         raise UsageError(
-            "`vx cache prune` evicts cache entries and takes no package",
+            f"`vx cache {sub}` removes cache entries and takes no package",
             hint=f"`vx prune {parsed.names[0] if parsed.names else 'PKG'} --docker` writes a "
             "partial workspace for a package, as turbo's prune does",
         )
-    return cache_verb(parsed)
+    return cache_verb(parsed, sub)
 
 
 def _version(parsed: Args, argv: list[str]) -> int:
