@@ -740,10 +740,10 @@ def _reporter(flow: str, env: Mapping[str, str], as_json: bool = False):
     """The rows and frames: task output on stdout, the rest on stderr (all of it there under
     `--format json`, whose stdout is the record)."""
     from vx.report.reporters import make_reporter
-    from vx.style import color_enabled
+    from vx.style import color_depth
 
     ci = flow == "ci"
-    color = color_enabled(env, sys.stderr)
+    color = color_depth(env, sys.stderr)  # how many colours: none, 16, 256 or truecolour
     live = sys.stderr.isatty() and not ci
     github = env.get("GITHUB_ACTIONS") == "true" and not live
     return make_reporter(
@@ -759,10 +759,10 @@ def _reporter(flow: str, env: Mapping[str, str], as_json: bool = False):
 
 def _tui_reporter(env: Mapping[str, str]):
     from vx.report.tui import TuiReporter
-    from vx.style import color_enabled
+    from vx.style import color_depth
 
     return TuiReporter(
-        version=__version__, out=sys.stdout, err=sys.stderr, color=color_enabled(env, sys.stderr)
+        version=__version__, out=sys.stdout, err=sys.stderr, color=color_depth(env, sys.stderr)
     )
 
 

@@ -148,7 +148,9 @@ async def walk(
     `settled` nodes are already finished (the hit lane's work): they are never rebuilt, and
     since a node is settled only with all its dependencies, none of them waits on the walk.
     `halt` is set when `--continue=never` stops dispatch, so rebuilds still queued for a slot
-    can see it too. `priority` ranks ready tasks (`vx.engine.schedule`); the dependents count
+    can see it too; and when `stop` is set, so a rebuild queued for a slot a stopped task
+    frees never starts: it ends as not started (aborted, never run), not as one more task
+    started and stopped. `priority` ranks ready tasks (`vx.engine.schedule`); the dependents count
     by default. `slots` are the rebuilds' slots: each dispatched task is queued for one at
     once, and a slot a finished task keeps for its dependants (`PrioritySlots.finish`) passes
     on once they are queued.
@@ -165,6 +167,8 @@ async def walk(
 
     def finish(tid: TaskId, result: TaskResult) -> None:
         nonlocal halted
+        if stop is not None and stop.is_set() and not halted and _held_back(result):
+            result = _not_started(tid, result.key)  # halted by the stop, not by a failure
         results[tid] = result
         if result.status is Status.FAILED and continue_mode == "never":
             halted = True
@@ -181,6 +185,11 @@ async def walk(
     ended: list[TaskId] = []  # finished since the last dispatch: their slots pass on after it
     if slots is not None:
         slots.ahead = ahead
+    halting = (
+        asyncio.ensure_future(_halt_on(stop, halt))
+        if stop is not None and halt is not None
+        else None
+    )
     try:
         while ready or running:
             while ready and not halted and not (stop and stop.is_set()):
@@ -205,11 +214,30 @@ async def walk(
                 finish(tid, fut.result())
                 ended.append(tid)
     finally:
+        if halting is not None:
+            halting.cancel()
         if slots is not None:
             for tid in ended:
                 slots.settle(tid)
             slots.ahead = None
     return _close_unfinished(graph, results, stopped=bool(stop and stop.is_set()))
+
+
+async def _halt_on(stop: asyncio.Event, halt: asyncio.Event) -> None:
+    """Halt dispatch as soon as the run is stopped (before the stopped tasks' slots pass on)."""
+    await stop.wait()
+    halt.set()
+
+
+def _held_back(result: TaskResult) -> bool:
+    """A rebuild that returned without starting because dispatch was halted."""
+    return result.status is Status.SKIPPED and result.blocked_by is None and result.attempts == 0
+
+
+def _not_started(tid: TaskId, key: str | None) -> TaskResult:
+    return TaskResult(
+        tid, Status.ABORTED, CacheStatus.NO_CACHE, key=key, reason="not run: the run was stopped"
+    )
 
 
 def _counters(
@@ -234,9 +262,7 @@ def _close_unfinished(
     for tid in graph.order:
         if tid not in results:
             if stopped:
-                results[tid] = TaskResult(
-                    tid, Status.ABORTED, CacheStatus.NO_CACHE, reason="not run: the run was stopped"
-                )
+                results[tid] = _not_started(tid, None)
             else:
                 results[tid] = TaskResult(
                     tid,
