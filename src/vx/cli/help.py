@@ -15,7 +15,7 @@ verbs:
   migrate [--from turbo|nx] [--dry] [--force] vx configs written from turbo.json or Nx's targets
   info                                        what vx sees here: versions, workspace, cache, sandbox
   show [PROJECT | PROJECT#TASK | TASK]        the configs as vx resolved them (--format json)
-  why PKG#TASK                                what changed between the task's last two keys
+  why PKG#TASK                                why the task hit or ran in the last run (its key)
   last [RUNID] [--list[=N]] [--failed]        what the latest run did, and how to re-run what failed
   history [PKG#TASK | TASK …] [--window N]    each task's recorded durations, which order a run
   prune PKG … [--docker] [--out-dir DIR]      a partial workspace for PKG, its lockfile cut to it
