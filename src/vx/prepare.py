@@ -358,7 +358,11 @@ def _graph(req: RunRequest, world: World, host_env: Mapping[str, str], stages: S
         everything = req.all or req.affected is not None
         selection = Selection(req.names, cwd_pkg, everything, projects, req.configuration)
         graph = build_graph(ws, configs, selection)
-        if req.affected is not None:
+        if projects is not None and not graph.requested:  # turbo's "no tasks were executed"
+            from vx.plan.filters import nothing_to_run
+
+            notice = nothing_to_run(req.filters, projects, req.names)
+        elif req.affected is not None:
             graph, notice = _affected(req, world, graph, cwd_pkg, host_env)
         if host is not None and host.has("graph"):
             graph = host.shape_graph(graph, configs)
