@@ -58,15 +58,22 @@ class Kept(Struct):
     programs: dict[str, Program]
 
 
-def prepare(root: Path, outputs: OutputSpec, store: Store[Any], task_id: str) -> Kept | None:
+def prepare(
+    root: Path,
+    outputs: OutputSpec,
+    store: Store[Any],
+    task_id: str,
+    spare_since_ns: int | None = None,
+) -> Kept | None:
     """Leave the outputs in place (and return what they were) when they hold a build info and are
-    exactly an entry of this task; otherwise wipe them, as for any miss, and return None."""
+    exactly an entry of this task; otherwise wipe them, as for any miss (sparing what changed
+    since `spare_since_ns`), and return None."""
     try:
         kept = _keepable(root, outputs, store, task_id)
     except OSError:
         kept = None
     if kept is None:
-        outputs.wipe(root)
+        outputs.wipe(root, spare_since_ns)
         return None
     # `tsc -b` trusts timestamps first: a build info newer than an edited source (another
     # project's `tsc -b` touches the build infos it references) says "up to date" and nothing
@@ -76,7 +83,7 @@ def prepare(root: Path, outputs: OutputSpec, store: Store[Any], task_id: str) ->
         try:
             os.utime(os.path.join(root, path), (1, 1), follow_symlinks=False)
         except OSError:
-            outputs.wipe(root)
+            outputs.wipe(root, spare_since_ns)
             return None
     return kept
 

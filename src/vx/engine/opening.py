@@ -37,16 +37,22 @@ def snapshot(index: FileIndex, node: TaskNode, plan: TaskPlan) -> Snapshot:
 
 
 def keep_or_wipe(
-    root: Path, outputs: OutputSpec, store: Store[Any], task_id: str, keep: bool
+    root: Path,
+    outputs: OutputSpec,
+    store: Store[Any],
+    task_id: str,
+    keep: bool,
+    spare_since_ns: int | None = None,
 ) -> Kept | None:
     """With `keep`, leave the outputs in place for an incremental tool where
     `incremental.prepare` may, and return what they were; otherwise (or when it may not) wipe
-    them and return None."""
+    them and return None. A wipe spares what changed since `spare_since_ns` (the run's start:
+    other tasks' writes, `OutputSpec.wipe`)."""
     if keep:
         from vx.engine import incremental
 
-        return incremental.prepare(root, outputs, store, task_id)
-    outputs.wipe(root)
+        return incremental.prepare(root, outputs, store, task_id, spare_since_ns)
+    outputs.wipe(root, spare_since_ns)
     return None
 
 
@@ -79,7 +85,7 @@ def begin(
         note = incremental.remove_loose_build_infos(root, outputs, plan.command or "", str(node.id))
         if note is not None:
             emit(Notice(note, id=node.id))
-        kept = keep_or_wipe(root, outputs, store, str(node.id), keep)
+        kept = keep_or_wipe(root, outputs, store, str(node.id), keep, index.started_ns)
     started_at = time.monotonic()
     try:
         popen = spawn.start(plan.command or "", root / node.project_dir, plan.env)

@@ -534,7 +534,21 @@ def _say_failure(
     hint = verdicts.exit_hint(proc, plan.command or "", _path_dirs(plan.env), cwd=cwd)
     if hint:
         ctx.services.emit(Notice(hint, level="info", id=node.id))
+    spared = plan.outputs.spared if plan.outputs is not None else ()
+    if spared:
+        ctx.services.emit(Notice(_spared_notice(node, spared), level="info", id=node.id))
     return _failure_label(proc, violations)
+
+
+def _spared_notice(node: TaskNode, spared: tuple[str, ...]) -> str:
+    """Why a failure may not be the task's own: its outputs held files another task of the run
+    wrote before it started, with no edge between the two."""
+    shown = ", ".join(spared[:3]) + (f" and {len(spared) - 3} more" if len(spared) > 3 else "")
+    return (
+        f"{node.id} started with {len(spared)} file(s) in its outputs that another task of this "
+        f"run had written ({shown}); a task that writes or reads another's outputs needs a "
+        "dependsOn edge to it — `vx run --verify=inputs` names the writer"
+    )
 
 
 async def _check_lockfiles(ctx: RunContext, node: TaskNode) -> None:
@@ -708,6 +722,7 @@ async def _attempt(
             store,
             str(node.id),
             keep and ctx.config.policy.read,  # --force builds from wiped outputs
+            ctx.services.index.started_ns if attempt == 1 else None,  # a retry wipes it all
         )
     ctx.services.emit(TaskStarted(node.id, plan.command or "", attempt, terminal=terminal))
     launch = _launch(ctx, node, plan, attempt, terminal)

@@ -7,6 +7,7 @@ wipe removes files and links (never a link's target) and prunes the directories 
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import re
 from pathlib import Path
@@ -39,6 +40,7 @@ class OutputSpec:
     what the globs match is this task's only when `owns` says so (`vx.files.outputs.claimable`)."""
 
     additive = False  # adds to files an upstream task also writes (AdditiveOutputs)
+    spared: tuple[str, ...] = ()  # what the last wipe left: other tasks' writes of this run
 
     def __init__(
         self,
@@ -97,14 +99,39 @@ class OutputSpec:
         ]
         return roots, notes.table
 
-    def wipe(self, root: Path) -> None:
-        if self.declares_files:
-            wipe_outputs(root, self.project_dir, self.globs, self.ws_globs, owns=self._wipeable)
+    def wipe(self, root: Path, spare_since_ns: int | None = None) -> None:
+        """Delete what the output globs match and the task owns. With `spare_since_ns` (the run's
+        start, at a task's first opening), a file changed since then stays, and `spared` names
+        it: another task of this run wrote it before this one started, as a `tsc -b` building a
+        referenced project into that project's outputs does. Deleting it under that writer would
+        break its build, and nothing this run wrote is a stale output."""
+        self.spared = ()
+        if not self.declares_files:
+            return
+        owns = self._wipeable
+        if spare_since_ns is not None:
+            spared: list[str] = []
+            owns = functools.partial(self._not_fresh, root, spare_since_ns, spared)
+        wipe_outputs(root, self.project_dir, self.globs, self.ws_globs, owns=owns)
+        if spare_since_ns is not None:
+            self.spared = tuple(sorted(spared))
 
     def _wipeable(self, path: str) -> bool:
         """A file git tracks is a source (a committed `legacy.js` beside a compiler's `*.js`): the
         task may overwrite it, a restore writes it back, but a wipe never deletes it."""
         return self.owns(path) and not (self.tracked is not None and self.tracked(path))
+
+    def _not_fresh(self, root: Path, since_ns: int, spared: list[str], path: str) -> bool:
+        """`_wipeable`, and not changed since `since_ns` (its ctime, which no tool sets back)."""
+        if not self._wipeable(path):
+            return False
+        try:
+            fresh = os.lstat(os.path.join(root, path)).st_ctime_ns >= since_ns
+        except OSError:
+            return True
+        if fresh:
+            spared.append(path)
+        return not fresh
 
     def allows(self, path: str) -> bool:
         """Whether a restore may write `path`: matched by the output globs, and `owns` it."""
@@ -153,7 +180,7 @@ class AdditiveOutputs(OutputSpec):
         self._stamps: dict[str, tuple[int, ...]] | None = None
         self.removed: tuple[str, ...] = ()
 
-    def wipe(self, root: Path) -> None:
+    def wipe(self, root: Path, spare_since_ns: int | None = None) -> None:
         self._stamps = (
             {p: file_stamp(root, p) for p in super().walk(root)} if self.declares_files else {}
         )

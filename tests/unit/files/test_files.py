@@ -18,7 +18,7 @@ from vx.files import blobs
 from vx.files import index as files
 from vx.files.globs import GlobSet
 from vx.files.index import FileIndex, fingerprint
-from vx.files.outputs import InputQuery, walk_outputs, wipe_outputs
+from vx.files.outputs import InputQuery, OutputSpec, walk_outputs, wipe_outputs
 
 OLD = 1_600_000_000  # a past mtime: outside every racy window
 
@@ -761,3 +761,39 @@ def test_a_git_that_will_not_finish_is_stopped_with_a_signal_it_can_clean_up_aft
     listing.let_finish(proc)
     assert proc.returncode == 143 and not (tmp_path / "index.lock").exists()
     assert time.monotonic() - started < 20  # stopped, not the stand-in's 30 s sleep
+
+
+# ---------------------------------------------------------------- the wipe spares this run's writes
+
+
+def _spec(project: str = "pkg/c") -> OutputSpec:
+    query = InputQuery(project, GlobSet(["src/**"]), None, None, ())
+    return OutputSpec(project, ["out/**"], [], query)
+
+
+def test_a_wipe_spares_what_changed_since_the_run_began(tmp_path):
+    """A file written before the run goes; one another task wrote since the run began stays, and
+    the spec says which; without a start everything goes, as a retry's wipe does."""
+    old, new = tmp_path / "pkg/c/out/old.js", tmp_path / "pkg/c/out/sub/new.d.ts"
+    write(tmp_path, "pkg/c/out/old.js")
+    began = time.time_ns()
+    # A file's ctime comes from a clock that lags by up to a tick: write until it is past `began`.
+    while write(tmp_path, "pkg/c/out/sub/new.d.ts").stat().st_ctime_ns < began:
+        pass
+    spec = _spec()
+    spec.wipe(tmp_path, spare_since_ns=began)
+    assert not old.exists() and new.exists()
+    assert spec.spared == ("pkg/c/out/sub/new.d.ts",)
+    spec.wipe(tmp_path)
+    assert not new.exists() and spec.spared == ()
+
+
+def test_a_spared_wipe_keeps_tracked_files_and_wipes_older_ones(tmp_path):
+    tracked = {"pkg/c/out/legacy.js"}
+    query = InputQuery("pkg/c", GlobSet(["src/**"]), None, None, ())
+    spec = OutputSpec("pkg/c", ["out/**"], [], query, tracked=tracked.__contains__)
+    write(tmp_path, "pkg/c/out/legacy.js")
+    write(tmp_path, "pkg/c/out/built.js")
+    spec.wipe(tmp_path, spare_since_ns=time.time_ns() + 10**12)  # nothing is that new
+    assert (tmp_path / "pkg/c/out/legacy.js").exists()
+    assert not (tmp_path / "pkg/c/out/built.js").exists() and spec.spared == ()
