@@ -4,10 +4,10 @@ config the task came from, vx.config text or turbo.json text at the definition i
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Mapping
 
+from vx.config.turbo import task_key
 from vx.model import TaskId, TaskNode
 
 
@@ -63,10 +63,10 @@ class TurboFixes:
         own = read_package(str(root / pkg.dir), source) if source != turbo.source else None
         body = definitions(turbo, pkg, own).get(task, {})
         if own is not None and task in own["tasks"]:
-            return cls(turbo, source, _task_key(task), body)
+            return cls(turbo, source, task_key(task), body)
         qualified = f"{pkg.name}#{task}"
         return cls(
-            turbo, turbo.source, _task_key(qualified if qualified in turbo.tasks else task), body
+            turbo, turbo.source, task_key(qualified if qualified in turbo.tasks else task), body
         )
 
     @property
@@ -127,10 +127,6 @@ class TurboFixes:
             merged = list(dict.fromkeys([*self.body.get("outputs", []), *entries]))
             out.append(f'{self.where} with these fixes: "outputs": {json_list(merged)}')
         return out
-
-
-def _task_key(name: str) -> str:
-    return f"tasks.{name}" if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", name) else f'tasks["{name}"]'
 
 
 def _task_fix(node: TaskNode, producer: TaskId) -> str:
