@@ -550,3 +550,64 @@ def test_vx_tasks_get_vx_config_text_with_the_fewest_globs(repo):
         "",
         "verify: 3 undeclared inputs, 2 undeclared outputs in 1 of 1 traced task",
     ]
+
+
+# ---------------------------------------------------------------- a missing edge
+
+UI_BUILD = node(
+    "fs.mkdirSync('dist',{recursive:true});"
+    "fs.writeFileSync('dist/index.d.ts',fs.readFileSync('src/index.ts'));"
+)
+WEB_CHECK = node("fs.readFileSync('src/index.ts');fs.readFileSync('../ui/dist/index.d.ts');")
+
+
+def check_types_repo(repo, check_deps: list[str]):
+    """create-turbo's shape: web's check-types reads ui's built types, under `^check-types` only."""
+    turbo = {
+        "tasks": {
+            "build": {"dependsOn": ["^build"], "outputs": ["dist/**"]},
+            "check-types": {"dependsOn": check_deps},
+        }
+    }
+    repo.write(
+        {
+            "package.json": {"name": "root", "private": True, "workspaces": ["packages/*"]},
+            ".gitignore": "node_modules\ndist\n.vx\n",
+            "turbo.json": turbo,
+            "packages/ui/package.json": {
+                "name": "ui",
+                "version": "1.0.0",
+                "scripts": {
+                    "build": UI_BUILD,
+                    "check-types": node("fs.readFileSync('src/index.ts');"),
+                },
+            },
+            "packages/ui/src/index.ts": "export const ui = 1;",
+            "packages/web/package.json": {
+                "name": "web",
+                "version": "1.0.0",
+                "dependencies": {"ui": "*"},
+                "scripts": {"check-types": WEB_CHECK},
+            },
+            "packages/web/src/index.ts": "import 'ui';",
+        }
+    ).commit()
+
+
+def test_a_read_of_another_tasks_output_with_no_edge_names_the_edge(repo):
+    """`check-types` reading its dependency's dist under `^check-types` only passes while an
+    earlier build left the dist; verify names the output, its task and the missing edge."""
+    check_types_repo(repo, ["^check-types"])
+    assert repo.vx("run", "build").code == 0
+    for tasks in (["check-types"], ["build", "check-types"]):  # ui#build outside the run, or in it
+        res = repo.vx("run", *tasks, "--verify=inputs")
+        assert res.code == 1, res.out + res.err
+        assert res.out.splitlines()[-4:-1] == [
+            "web#check-types read 1 undeclared input:",
+            '  ../ui/dist/** (1 file)  the output of ui#build, with no edge to it: add "^build" '
+            'to turbo.json tasks.check-types "dependsOn"',
+            "",
+        ]
+    check_types_repo(repo, ["^check-types", "^build"])
+    fixed = repo.vx("run", "check-types", "--verify=inputs")
+    assert fixed.code == 0, fixed.out + fixed.err

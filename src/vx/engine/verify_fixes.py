@@ -31,6 +31,11 @@ class VxFixes:
         return _task_fix(node, producer)
 
     @staticmethod
+    def dependency(node: TaskNode, producer: TaskId, caret: bool) -> str:
+        """The dependsOn entry that orders `node` after `producer` and folds its key."""
+        return f'dependsOn: ["{f"^{producer.task}" if caret else producer}"]'
+
+    @staticmethod
     def glob_note(glob: str, right: str | None) -> str:
         if right is None:
             return (
@@ -87,6 +92,10 @@ class TurboFixes:
         return f'"{"$TURBO_ROOT$/" if wide else ""}{entry}" to {self.where} "outputs"'
 
     def edge_fix(self, node: TaskNode, producer: TaskId, caret: bool) -> str:
+        return f"{self.dependency(node, producer, caret)} ({producer} outputs it)"
+
+    def dependency(self, node: TaskNode, producer: TaskId, caret: bool) -> str:
+        """The dependsOn entry that orders `node` after `producer` and folds its key."""
         dep = (
             f"^{producer.task}"
             if caret
@@ -94,7 +103,7 @@ class TurboFixes:
             if producer.package == node.id.package
             else str(producer)
         )
-        return f'"{dep}" to {self.where} "dependsOn" ({producer} outputs it)'
+        return f'"{dep}" to {self.where} "dependsOn"'
 
     def glob_note(self, glob: str, right: str | None) -> str:
         if right is None:

@@ -150,6 +150,8 @@ def _undeclared(
             if writer in closure and plans[writer].outputs is None:
                 continue  # an uncached upstream always runs, and its key folds into this one
             yield "written", path, writer
+        elif (owner := run.owner(path, node.id)) is not None:
+            yield "task", path, owner  # the output of a task this run did not select
         elif index.could_be_input(path):
             yield "input", path, None
 
@@ -305,6 +307,23 @@ class _Run:
             ):
                 return other
         return None
+
+    def output_glob(self, tid: TaskId, path: str) -> str:
+        """The output glob `tid` declares that holds `path`, workspace-relative (else `path`)."""
+        task = getattr(self.configs.get(tid.package), "tasks", {}).get(tid.task)
+        pkg = self.packages.get(tid.package)
+        cache = getattr(task, "cache", None)
+        if cache is None or pkg is None:
+            return path
+        prefix = _base(getattr(pkg, "dir", ""))
+        for glob in cache.output_files:
+            inside = path.startswith(prefix) and GlobSet([glob]).matches(path[len(prefix) :])
+            if not glob.startswith("!") and inside:
+                return prefix + glob
+        for glob in cache.output_workspace_files:
+            if not glob.startswith("!") and GlobSet([glob]).matches(path):
+                return glob
+        return path
 
     def writer(self, path: str, tid: TaskId) -> TaskId | None:
         """The first traced task (not `tid`) that left `path` behind."""
@@ -468,23 +487,7 @@ def _verdict(run: _Run, node: TaskNode, reads: list[str], found: list) -> Verdic
     notes = [
         dialect.glob_note(wrong, right) for wrong, right in corrections.items() if wrong not in used
     ]
-    for kind, path, producer in found:
-        if kind == "task":
-            fix = _edge_fix(run, node, producer, path) or _task_fix_for(
-                dialect, node, producer, run
-            )
-        elif kind == "written":
-            fix = _written_fix(run, node, producer, path)
-        else:
-            continue
-        lines.append(
-            (
-                [path],
-                Undeclared(
-                    path, _shown(path, node.project_dir), fix, add=not fix.startswith("no edge:")
-                ),
-            )
-        )
+    lines += _produced_lines(run, node, dialect, found)
     lines.sort(key=lambda line: min(order[p] for p in line[0]))
     outputs = []
     for entry, wide, members in run.output_groups(node.id):
@@ -503,6 +506,36 @@ def _verdict(run: _Run, node: TaskNode, reads: list[str], found: list) -> Verdic
     own_outputs = [g for g, u in zip(run.output_groups(node.id), outputs) if u.add]
     notes += dialect.merged(entries, corrections, own_outputs)
     return Verdict(node.id, tuple(u for _, u in lines), tuple(outputs), tuple(notes))
+
+
+def _produced_lines(run: _Run, node: TaskNode, dialect, found: list) -> list:
+    """Lines for reads of what another task writes. The output another task declares, read with
+    no dependsOn path to that task, is one line per output glob: what it is, whose output, the
+    edge that is missing (it fails only when the wipe before the producer's run comes first)."""
+    lines = []
+    missing: dict[tuple[TaskId, str], list[str]] = {}
+    for kind, path, producer in found:
+        cycle = _edge_fix(run, node, producer, path) if kind == "task" else None
+        if kind == "task" and cycle is None and not _reaches(run.graph, node.id, producer):
+            missing.setdefault((producer, run.output_glob(producer, path)), []).append(path)
+            continue
+        if kind == "task":
+            fix = cycle or _task_fix_for(dialect, node, producer, run)
+        elif kind == "written":
+            fix = _written_fix(run, node, producer, path)
+        else:
+            continue
+        shown = _shown(path, node.project_dir)
+        lines.append(([path], Undeclared(path, shown, fix, add=not fix.startswith("no edge:"))))
+    for (producer, glob), paths in missing.items():
+        fix = f"the output of {producer}, with no edge to it: add " + dialect.dependency(
+            node, producer, _caret(run, node, producer)
+        )
+        tree = glob.endswith("/**")
+        shown = _shown(glob.removesuffix("/**"), node.project_dir) + ("/**" if tree else "")
+        shown += f" ({plural(len(paths), 'file')})" if tree else ""
+        lines.append((paths, Undeclared(glob, shown, fix, len(paths), add=False)))
+    return lines
 
 
 def _input_lines(
@@ -669,17 +702,20 @@ def _written_fix(run: _Run, node: TaskNode, producer: TaskId, path: str) -> str:
 
 
 def _caret(run: _Run, node: TaskNode, producer: TaskId) -> bool:
-    """Whether the edge is turbo's `^name`: the same task of a package this one depends on."""
+    """Whether the edge is `^name`: a task of a package this one depends on."""
     pkg = run.packages.get(node.id.package)
-    return producer.task == node.id.task and pkg is not None and producer.package in pkg.deps
+    return pkg is not None and producer.package in pkg.deps
 
 
 def _reaches(graph: TaskGraph, start: TaskId, goal: TaskId) -> bool:
+    """Whether a dependsOn path leads from `start` to `goal` (a task outside the run: none)."""
     seen, stack = {start}, [start]
     while stack:
         tid = stack.pop()
         if tid == goal:
             return True
+        if tid not in graph.nodes:
+            continue
         for dep in graph.nodes[tid].deps:
             if dep not in seen:
                 seen.add(dep)
