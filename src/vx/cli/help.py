@@ -135,7 +135,9 @@ INIT_HELP = """usage: vx init [--dry] [--force] [--cache]
 Writes a vx.config.json beside each package.json, from its scripts: each script a task running
 it (npm's pre/post hooks folded in), `build` after its dependencies' builds, `test` and
 `typecheck` after the package's own build, and for each build the cache block to turn on, as a
-comment with the output directories its tooling suggests (`--cache`: written on). Long-running
+comment with the output directories its tooling suggests and every file of the package as its
+inputs, as turbo hashes them (`--cache`: written on; narrow the inputs only to what a traced
+run of `vx run build` shows the build reads). Long-running
 scripts (dev, start, serve, watch, preview, a watcher) become persistent tasks. A root script
 that runs one script in every member (`npm run build --workspaces`, `turbo run build`) is no
 task: in the root package.json it becomes `vx run build`. Existing configs are kept (`--force`
