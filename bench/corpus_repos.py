@@ -40,7 +40,13 @@ class Repo:
 
     @property
     def key(self) -> str:
+        """owner+name: the directory a user's checkout (or `fetch`'s bare clone) has."""
         return self.slug.replace("/", "+")
+
+    @property
+    def dirname(self) -> str:
+        """owner__name: the work copies' directory (tsdown/rolldown mangle a `+` in a path)."""
+        return self.slug.replace("/", "__")
 
     @property
     def pm_name(self) -> str:
@@ -65,5 +71,193 @@ CORPUS: list[Repo] = [
             "root_config": "biome.json",
         },
         bump=Bump("packages/core", "@types/bun", "1.2.8"),
+    ),
+    Repo(
+        "toss/suspensive",
+        "c9ada0a088fe6fdb14440935edf01b7a0680d1ae",
+        "pnpm@10.9.0",
+        ("build", "ci:type", "ci:test", "ci:eslint"),
+        "pnpm 10 catalogs, tsdown builds with `cache: false` (every cached task downstream of an "
+        "uncached one: vx's late keys), ci:* tasks depending on the package's own build, vitest, "
+        "globalEnv NODE_ENV, a persistent dev; docs and examples (next) filtered out",
+        edits={
+            "source": "packages/react/src/Suspense.tsx",
+            "test": "packages/react/src/Suspense.spec.tsx",
+            "config": "packages/react/tsconfig.json",
+            "root_config": "knip.json",
+        },
+        bump=Bump("packages/react", "react-error-boundary", "6.1.0"),
+        node="24.12.0",
+        env="NODE_ENV",
+        filter=("./packages/*",),
+    ),
+    Repo(
+        "segmentio/analytics-next",
+        "0c4fa881d3a1c8653fbe434170ae1178fb49841d",
+        "yarn@3.4.1",
+        ("build", "tsc", "test", "lint"),
+        "yarn berry 3 (nodeLinker node-modules, plugins, a patch), nested workspaces "
+        "(packages/consent/*), explicit inputs with negations (`!*/**/__tests__/**`), "
+        "`**/dist/**` outputs, webpack/tsup/tsc builds, jest, a task env var (COVERAGE)",
+        edits={
+            "source": "packages/core/src/index.ts",
+            "test": "packages/core/src/events/__tests__/index.test.ts",
+            "config": "packages/core/tsconfig.json",
+            "root_config": "tsconfig.json",
+        },
+        bump=Bump("packages/core", "dset", "3.1.3"),
+        env="COVERAGE",
+        filter=("./packages/**",),
+    ),
+    Repo(
+        "jaredpalmer/formik",
+        "91475adbf33579561e580eceea0c031f4ec2e992",
+        "yarn@1.22.22",
+        ("build", "test", "lint"),
+        "yarn classic workspaces (a v1 lockfile), tsdx (rollup + babel + jest) builds, tests and "
+        "lint depending on `build` and `^build`, a persistent start; the next website filtered out",
+        edits={
+            "source": "packages/formik/src/Field.tsx",
+            "test": "packages/formik/test/Field.test.tsx",
+            "config": "packages/formik/tsconfig.build.json",
+            "root_config": "tsconfig.base.json",
+        },
+        filter=("./packages/*",),
+        skip="does not install from the npm registry: its yarn.lock resolves react-native from a "
+        "GitHub tarball (expo/react-native sdk-33.0.0) and vscode-textmate from a git commit "
+        "(`yarn install`: getaddrinfo ENOTFOUND github.com)",
+    ),
+    Repo(
+        "code-shaper/code-shaper",
+        "169f725ee2f568dd0a6e5c4a7090f997593606a3",
+        "npm@10.2.3",
+        ("build", "lint", "test"),
+        "npm workspaces (lockfile v3), turbo 1.13 (`pipeline`, no packageManager field), a chain "
+        "test → format → lint → build, tsc and esbuild builds copying templates, jest, "
+        "`echo` test scripts, 20 packages in five workspace globs",
+        edits={
+            "source": "packages/shaper-utils/src/index.ts",
+            "test": "packages/shaper-utils/src/ChangeCase.test.ts",
+            "config": "packages/shaper-utils/jest.config.js",
+            "root_config": ".prettierrc.js",
+        },
+        bump=Bump("packages/shaper-utils", "fs-extra", "11.2.0"),
+    ),
+    Repo(
+        "vercel/edge-runtime",
+        "77be36e84fbeb20ecd83ad065243ded353a3f803",
+        "pnpm@8.4.0",
+        ("build", "test"),
+        "pnpm 8 (lockfile v6), a `pkg#build` with `cache: false` writing a tracked source, "
+        "undeclared outputs (primitives' types/*.d.ts), ts-node/tsup/tsc builds, jest tests with "
+        "`cache: false` depending on a package's own no-op build, globalEnv; docs (next) filtered out",
+        edits={
+            "source": "packages/format/src/index.ts",
+            "test": "packages/format/tests/index.test.ts",
+            "config": "packages/format/tsup.config.ts",
+            "root_config": "jest.config.ts",
+        },
+        bump=Bump("packages/format", "tsup", "8.0.1"),
+        env="NODE_VERSION",
+        filter=("!@edge-runtime/docs",),
+    ),
+    Repo(
+        "floating-ui/floating-ui",
+        "12d94738472e922e1b3fa31b02b2b61b9ed77e6a",
+        "pnpm@9.6.0",
+        ("build", "typecheck"),
+        "tsc -b project references (typecheck writes out-tsc of referenced packages: shared "
+        "outputs), rollup builds, root-relative `packages/**` inputs in a package task, "
+        "globalDependencies, `cache: false` tests and lint depending on config#build",
+        edits={
+            "source": "packages/utils/src/index.ts",
+            "test": "packages/core/test/computePosition.test.ts",
+            "config": "packages/core/tsconfig.json",
+            "root_config": "config/tsconfig.base.json",
+        },
+        filter=("./packages/*", "config"),
+        install=("pnpm", "install", "--frozen-lockfile", "--ignore-scripts"),
+        notes="installed with --ignore-scripts: sharp 0.32's install script (the website's, filtered "
+        "out) downloads libvips from GitHub",
+    ),
+    Repo(
+        "steven-tey/novel",
+        "fa95098e66476c466faebb8211baa5869c101a9c",
+        "pnpm@9.5.0",
+        ("build", "typecheck", "lint"),
+        "a next app and a tsup library, build depending on the package's own typecheck, `topo` "
+        "tasks with no script (no-ops carrying ^topo), biome lint, `**/.env.*local` "
+        "globalDependencies",
+        edits={
+            "source": "packages/headless/src/index.ts",
+            "config": "packages/headless/tsup.config.ts",
+            "root_config": "biome.json",
+        },
+        bump=Bump("packages/headless", "cmdk", "1.0.0"),
+    ),
+    Repo(
+        "pmndrs/react-spring",
+        "3d2523de0f879e20869ab9add907540188bf6446",
+        "yarn@3.8.5",
+        ("build", "lint"),
+        "yarn berry 3.8 with a patch, 13 tsup builds whose inputs climb out of the package "
+        "(`../../tsup.config.base.ts`), src-only inputs (`src/**/*.ts`), a package turbo.json "
+        "(docs, extends), eslint; docs and demo filtered out",
+        edits={
+            "source": "packages/shared/src/helpers.ts",
+            "test": "packages/core/src/Controller.test.ts",
+            "config": "packages/shared/tsup.config.ts",
+            "root_config": "tsup.config.base.ts",
+        },
+        filter=("./packages/*", "./targets/*"),
+    ),
+    Repo(
+        "shuding/nextra",
+        "a54da393f4b7cb413bf7f874c1b3847e23bc874d",
+        "pnpm@9.15.9",
+        ("build", "types:check", "test"),
+        "turbo.jsonc (comments), pnpm patches in globalDependencies, tsup builds with "
+        "NODE_ENV=production in the script, vitest --typecheck, a task name with a colon; "
+        "docs and examples (next) filtered out",
+        edits={
+            "source": "packages/nextra/src/server/index.ts",
+            "test": "packages/nextra-theme-docs/src/__tests__/git-url-parse.test.ts",
+            "config": "packages/nextra/tsup.config.ts",
+            "root_config": "prettier.config.mjs",
+        },
+        filter=("./packages/*",),
+        node="22.21.0",
+    ),
+    Repo(
+        "t3-oss/create-t3-turbo",
+        "e69b5858fc4259fbd44af96eaf774a90dee0adcd",
+        "pnpm@10.19.0",
+        ("build", "typecheck", "lint"),
+        "package turbo.json files extending the root, outputs that are tool caches "
+        "(`.cache/tsbuildinfo.json`, `.cache/.eslintcache`), `topo`, interactive and persistent "
+        "tasks, globalEnv and globalPassThroughEnv, next / vite (tanstack-start) / expo apps",
+        edits={
+            "source": "packages/validators/src/index.ts",
+            "config": "packages/validators/tsconfig.json",
+            "root_config": "tooling/typescript/base.json",
+        },
+        env="AUTH_SECRET",
+        node="22.21.0",
+        filter=("./packages/*",),
+    ),
+    Repo(
+        "resend/react-email",
+        "ffe605819782b31d7f946e30f938b1b63e6b239c",
+        "pnpm@11.0.0",
+        ("build", "typecheck", "lint"),
+        "pnpm 11, `^postbuild` edges to an uncached postbuild, root tasks (`//#format`), "
+        "globalEnv and a per-package env list, `pkg#task` definitions, next builds, tsdown",
+        edits={
+            "source": "packages/render/src/shared/utils/pretty.ts",
+            "config": "packages/render/tsconfig.json",
+            "root_config": "biome.json",
+        },
+        env="SUPABASE_URL",
+        filter=("./packages/*",),
     ),
 ]
