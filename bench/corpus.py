@@ -286,6 +286,20 @@ def prepare(repo: Repo, src: Path | None, work: Path, fresh: bool) -> dict:
         info["turbo"] = version_of(turbo, base)
         marker.write_text(json.dumps(info, indent=1))
         log(f"{repo.slug}: installed in {info['install_seconds']} s, turbo {info['turbo']}")
+    if repo.rename_root and not info.get("renamed_root"):
+        manifest = base / "package.json"
+        data = json.loads(manifest.read_text())
+        info["renamed_root"] = f"{data['name']} -> {data['name']}-root"
+        data["name"] += "-root"
+        manifest.write_text(json.dumps(data, indent=2) + "\n")
+        sh(
+            ["git", "-c", "user.name=corpus", "-c", "user.email=corpus@localhost", "commit",
+             "-q", "-am", "corpus: the root package renamed (vx refuses a member named like it)"],
+            cwd=base,
+        )
+        marker.write_text(json.dumps(info, indent=1))
+        for name in ("vx", "turbo"):
+            shutil.rmtree(root / name, ignore_errors=True)
     for name in ("vx", "turbo"):
         dest = root / name
         if not dest.exists():
@@ -608,10 +622,14 @@ def phase_plan(b: Bench, state: dict) -> dict:
     return res
 
 
-def phase_time(b: Bench, state: dict, runs: dict[str, int], clean_check: bool) -> dict:
-    res = {}
+def phase_time(b: Bench, state: dict, runs: dict[str, int], clean_check: bool, save, tasks) -> dict:
+    """Each task's measurements, saved as each ends (a rerun resumes at the next task)."""
+    res = dict(state.get("time") or {})
     edit = b.repo.edits.get("source")
-    for task in b.repo.tasks:
+    for task in tasks or b.repo.tasks:
+        if task in res and not tasks:
+            log(f"  time {task}: saved, skipped")
+            continue
         log(f"  time {task}")
         try:
             outputs = outputs_of(dry(b, "turbo", [task]))
@@ -702,7 +720,10 @@ def phase_time(b: Bench, state: dict, runs: dict[str, int], clean_check: bool) -
             "edit_misses": misses_after_edit,
             "tests": tests,
         }
+        res[task]["runs"] = dict(runs)
         summarize_time(task, res[task])
+        state["time"] = res
+        save()
     return res
 
 
@@ -1063,6 +1084,105 @@ def summary_row(repo: Repo, st: dict) -> str:
     )
 
 
+def details(repo: Repo, st: dict) -> list[str]:
+    """What differs, repository by repository: the findings the summary row counts."""
+    out = [f"#### {repo.slug} `{repo.commit[:12]}` ({repo.pm}, turbo {st.get('install', {}).get('turbo', '?')})", ""]
+    if st.get("install", {}).get("renamed_root"):
+        out.append(f"- workaround applied to both copies: root package renamed ({st['install']['renamed_root']})")
+    for task, r in st.get("plan", {}).items():
+        if "error" in r:
+            out.append(f"- plan `{task}`: {r['error'].splitlines()[0][:300]}")
+            continue
+        for tid in r["only_turbo"]:
+            out.append(f"- plan `{task}`: only turbo plans {tid}")
+        for tid in r["only_vx"]:
+            out.append(f"- plan `{task}`: only vx plans {tid}")
+        for tid, e in r["edges"].items():
+            extra_v = sorted(set(e["vx"]) - set(e["turbo"]))
+            extra_t = sorted(set(e["turbo"]) - set(e["vx"]))
+            out.append(f"- plan `{task}`: {tid} waits for {extra_v} under vx only, {extra_t} under turbo only")
+        for tid, d in r["inputs"].items():
+            out.append(
+                f"- plan `{task}`: {tid} inputs: {d['n'][0]} only turbo {d['only_turbo'][:4]}, "
+                f"{d['n'][1]} only vx {d['only_vx'][:4]}"
+            )
+    for task, r in st.get("time", {}).items():
+        if "error" in r:
+            out.append(f"- time `{task}`: {r['error'][:300]}")
+            continue
+        for f in r["failures"]:
+            out.append(f"- time `{task}`: {f}")
+        rs = ratios(r["samples"])
+        cells = ", ".join(
+            f"{s} {x['vx']:.2f}/{x['turbo']:.2f} s ({x['ratio']})" for s, x in rs.items()
+        )
+        out.append(f"- time `{task}` (vx/turbo wall, median): {cells}; load {r.get('load')}")
+        c = r.get("cold_vx_vs_turbo")
+        if c and not c["identical"]:
+            out.append(
+                f"- outputs `{task}`: cold vx vs turbo differ: only vx {c['n_only_first']} {c['only_first'][:3]}, "
+                f"only turbo {c['n_only_second']} {c['only_second'][:3]}, different {c['n_different']} {c['different'][:3]}"
+            )
+        for name, ds in r.get("restore_vs_cold", {}).items():
+            for d in ds:
+                if not d["identical"]:
+                    out.append(
+                        f"- outputs `{task}`: {name}'s restore vs its cold build: missing {d['n_only_first']} "
+                        f"{d['only_first'][:3]}, extra {d['n_only_second']} {d['only_second'][:3]}, "
+                        f"different {d['n_different']} {d['different'][:3]}"
+                    )
+        for name, d in r.get("clean_vs_incremental", {}).items():
+            if not d["identical"]:
+                out.append(
+                    f"- outputs `{task}`: {name}'s incremental build after the edit vs a clean build: "
+                    f"only incremental {d['n_only_first']} {d['only_first'][:3]}, only clean "
+                    f"{d['n_only_second']} {d['only_second'][:3]}, different {d['n_different']} {d['different'][:3]}"
+                )
+        if r.get("n_nondeterministic"):
+            out.append(f"- outputs `{task}`: {r['n_nondeterministic']} files differ between two cold builds of one tool: {r['nondeterministic'][:3]}")
+        em = r.get("edit_misses", {})
+        if em.get("vx") != em.get("turbo"):
+            out.append(
+                f"- edit `{task}`: misses only vx {sorted(set(em.get('vx', [])) - set(em.get('turbo', [])))}, "
+                f"only turbo {sorted(set(em.get('turbo', [])) - set(em.get('vx', [])))}"
+            )
+        t = r.get("tests", {})
+        if t.get("vx") and t.get("turbo") and t["vx"][0] != t["turbo"][0]:
+            out.append(f"- tests `{task}`: vx passed/failed {t['vx'][0]}, turbo {t['turbo'][0]}")
+    m = st.get("matrix", {})
+    for kind, e in m.get("edits", {}).items():
+        c = e.get("compare", {})
+        if "error" in e:
+            out.append(f"- matrix {kind} ({e['what']}): error {e['error'][:300]}")
+        if not c:
+            continue
+        codes = e.get("code", {})
+        tag = f"- matrix {kind} (`{e['what']}`): turbo {c['turbo_miss']} misses, vx {c['vx_miss']}"
+        bad = []
+        if c["vx_hit_turbo_miss"]:
+            bad.append(f"**vx hit where turbo missed**: {c['vx_hit_turbo_miss']}")
+        if c["vx_miss_turbo_hit"]:
+            bad.append(f"vx missed where turbo hit: {c['vx_miss_turbo_hit']}")
+        cu = e.get("compare_undone", {})
+        if cu and (cu.get("vx_miss") or cu.get("turbo_miss")):
+            bad.append(f"after the undo: turbo {cu['turbo_miss']} misses, vx {cu['vx_miss']}")
+        if any(codes.values()):
+            bad.append(f"exit codes {codes}")
+        out.append(tag + ("; " + "; ".join(bad) if bad else ": same"))
+    v = st.get("verify")
+    if v:
+        out.append(f"- verify: {v.get('verdict')} (exit {v.get('code')})")
+        for a in v.get("applied", [])[:6]:
+            out.append(f"  - applied: {a}")
+        if v.get("applied"):
+            out.append(
+                f"  - after: plans {v.get('plans')}; clean build exit {v.get('fixed_code')}, outputs "
+                f"{'same' if v.get('fixed_outputs', {}).get('identical') else v.get('fixed_outputs')}; "
+                f"{v.get('verdict_after')}"
+            )
+    return out + [""]
+
+
 # ---------------------------------------------------------------- main
 
 
@@ -1078,6 +1198,7 @@ def main(argv=None) -> int:
     ap.add_argument("--phases", default=",".join(PHASES))
     ap.add_argument("--redo", action="store_true", help="run the phases again even if saved")
     ap.add_argument("--edits", help="matrix: only these kinds (comma-separated), the others kept")
+    ap.add_argument("--tasks", nargs="+", help="time: only these tasks (again), the others kept")
     ap.add_argument("--install-only", action="store_true")
     ap.add_argument("--fresh", action="store_true", help="clone and install again")
     ap.add_argument("--quick", action="store_true", help="cold ×1, warm ×2, restore ×1, edit ×1")
@@ -1090,6 +1211,7 @@ def main(argv=None) -> int:
         "--vx", help="the vx command (default: installed from this checkout into a venv)"
     )
     ap.add_argument("--summary", action="store_true", help="print the table from the saved state")
+    ap.add_argument("--details", action="store_true", help="with --summary: every difference found")
     args = ap.parse_args(argv)
 
     if args.list:
@@ -1104,6 +1226,11 @@ def main(argv=None) -> int:
         return 0
     if args.summary:
         print("\n".join(summary_rows(args.work)))
+        if args.details:
+            for repo in CORPUS:
+                path = args.work / "state" / f"{repo.dirname}.json"
+                if path.exists():
+                    print("\n".join(details(repo, json.loads(path.read_text()))))
         return 0
     repos = [r for r in CORPUS if not args.only or any(o in r.slug for o in args.only)]
     phases = [p for p in args.phases.split(",") if p]
@@ -1136,7 +1263,8 @@ def main(argv=None) -> int:
         b = Bench(repo, args.work, vx, args.concurrency)
         state["versions"] = {"vx": version_of(vx, b.ws["vx"]), "turbo": state["install"]["turbo"]}
         for phase in phases:
-            if phase in state and not args.redo and not (phase == "matrix" and args.edits):
+            partial = (phase == "matrix" and args.edits) or (phase == "time" and args.tasks)
+            if phase in state and not args.redo and not partial and not state.get("partial", {}).get(phase):
                 log(f"{repo.slug}: {phase} saved, skipped (--redo runs it again)")
                 continue
             log(f"{repo.slug}: {phase} (load {load():.1f})")
@@ -1144,7 +1272,15 @@ def main(argv=None) -> int:
             if phase == "plan":
                 out = phase_plan(b, state)
             elif phase == "time":
-                out = phase_time(b, state, counts, not args.no_clean_check)
+                if args.redo and not args.tasks:
+                    state.pop("time", None)
+
+                def save():
+                    state.setdefault("partial", {})["time"] = True
+                    state_path.write_text(json.dumps(state, indent=1, default=list))
+
+                out = phase_time(b, state, counts, not args.no_clean_check, save, args.tasks)
+                state.get("partial", {}).pop("time", None)
             elif phase == "matrix":
                 out = phase_matrix(b, state, args.edits.split(",") if args.edits else None)
             elif phase == "verify":

@@ -37,6 +37,9 @@ class Repo:
     node: str = ""  # the node major the repository asks for, when it matters
     notes: str = ""  # what was found installing it here
     skip: str = ""  # why it is listed but not measured
+    # a defect's workaround applied to the clone (both tools see it), committed there: the
+    # root package.json's `name` suffixed with `-root` (vx refuses a member named like the root)
+    rename_root: bool = False
 
     @property
     def key(self) -> str:
@@ -142,6 +145,7 @@ CORPUS: list[Repo] = [
             "root_config": ".prettierrc.js",
         },
         bump=Bump("packages/shaper-utils", "fs-extra", "11.2.0"),
+        rename_root=True,
     ),
     Repo(
         "vercel/edge-runtime",
@@ -194,6 +198,7 @@ CORPUS: list[Repo] = [
             "root_config": "biome.json",
         },
         bump=Bump("packages/headless", "cmdk", "1.0.0"),
+        rename_root=True,
     ),
     Repo(
         "pmndrs/react-spring",
@@ -258,6 +263,37 @@ CORPUS: list[Repo] = [
             "root_config": "biome.json",
         },
         env="SUPABASE_URL",
+        filter=("./packages/*",),
+    ),
+    Repo(
+        "hey-api/openapi-ts",
+        "03f9c540272e822bc2afa971d050397929460c98",
+        "pnpm@11.8.0",
+        ("build", "typecheck"),
+        "codegen (the openapi-ts tests' clients generated from specs), 19 package turbo.json "
+        "files extending the root (one emptying `dependsOn`), root tasks (`//#test`), explicit "
+        "inputs with negations and `*.config.*`, tsdown builds, tsgo (native TypeScript) typecheck",
+        edits={
+            "source": "packages/shared/src/index.ts",
+            "config": "packages/shared/tsdown.config.ts",
+            "root_config": "tsconfig.base.json",
+        },
+        filter=("./packages/*",),
+    ),
+    Repo(
+        "trpc/trpc",
+        "340811ba5320637fbaf48fccf3dbfdd258bd34db",
+        "pnpm@10.33.1",
+        ("build", "typecheck", "lint"),
+        "an uncached `prebuild` every build depends on, `pkg#task` outputs, eslint --cache writing "
+        ".eslintcache beside the sources, scripts/** and root tsconfigs in globalDependencies, "
+        "globalEnv, tsdown builds; www and examples filtered out",
+        edits={
+            "source": "packages/server/src/index.ts",
+            "config": "packages/server/tsdown.config.ts",
+            "root_config": "tsconfig.build.json",
+        },
+        env="DATABASE_URL",
         filter=("./packages/*",),
     ),
 ]
