@@ -300,6 +300,19 @@ def prepare(repo: Repo, src: Path | None, work: Path, fresh: bool) -> dict:
         marker.write_text(json.dumps(info, indent=1))
         for name in ("vx", "turbo"):
             shutil.rmtree(root / name, ignore_errors=True)
+    if repo.patches and info.get("patched") != sorted(repo.patches):
+        for rel, text in repo.patches.items():
+            (base / rel).write_text(text)
+        sh(["git", "add", *repo.patches], cwd=base)
+        sh(
+            ["git", "-c", "user.name=corpus", "-c", "user.email=corpus@localhost", "commit",
+             "-q", "-m", "corpus: a workaround (bench/corpus_repos.py, patches)"],
+            cwd=base,
+        )
+        info["patched"] = sorted(repo.patches)
+        marker.write_text(json.dumps(info, indent=1))
+        for name in ("vx", "turbo"):
+            shutil.rmtree(root / name, ignore_errors=True)
     for name in ("vx", "turbo"):
         dest = root / name
         if not dest.exists():

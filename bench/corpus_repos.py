@@ -40,6 +40,9 @@ class Repo:
     # a defect's workaround applied to the clone (both tools see it), committed there: the
     # root package.json's `name` suffixed with `-root` (vx refuses a member named like the root)
     rename_root: bool = False
+    # files written into the clone (both tools see them) and committed there: a workaround for a
+    # defect that would stop vx before anything is measured; `notes` says which
+    patches: dict[str, str] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -126,6 +129,7 @@ CORPUS: list[Repo] = [
             "root_config": "tsconfig.base.json",
         },
         filter=("./packages/*",),
+        node="22.21.0",
         skip="does not install from the npm registry: its yarn.lock resolves react-native from a "
         "GitHub tarball (expo/react-native sdk-33.0.0) and vscode-textmate from a git commit "
         "(`yarn install`: getaddrinfo ENOTFOUND github.com)",
@@ -214,7 +218,16 @@ CORPUS: list[Repo] = [
             "config": "packages/shared/tsup.config.ts",
             "root_config": "tsup.config.base.ts",
         },
+        bump=Bump("packages/eslint-config", "eslint-plugin-react", "7.37.0"),
         filter=("./packages/*", "./targets/*"),
+        patches={
+            # vx refuses the root build definition's `../../tsup.config.base.ts` for demo/ (one
+            # level deep: it leaves the workspace), even with demo filtered out; turbo matches
+            # nothing there. demo has no build script: its own definition changes no task.
+            "demo/turbo.json": '{"extends": ["//"], "tasks": {"build": {"inputs": ["src/**"]}}}\n',
+        },
+        notes="a demo/turbo.json written into both copies: vx refuses the run without it "
+        "(see the defects in docs/benchmarks.md § Corpus)",
     ),
     Repo(
         "shuding/nextra",
@@ -230,6 +243,7 @@ CORPUS: list[Repo] = [
             "config": "packages/nextra/tsup.config.ts",
             "root_config": "prettier.config.mjs",
         },
+        bump=Bump("packages/nextra-theme-blog", "zx", "8.4.0"),
         filter=("./packages/*",),
         node="22.21.0",
     ),
@@ -246,6 +260,7 @@ CORPUS: list[Repo] = [
             "config": "packages/validators/tsconfig.json",
             "root_config": "tooling/typescript/base.json",
         },
+        bump=Bump("packages/validators", "zod", "4.1.11"),
         env="AUTH_SECRET",
         node="22.21.0",
         filter=("./packages/*",),
@@ -264,6 +279,7 @@ CORPUS: list[Repo] = [
         },
         env="SUPABASE_URL",
         filter=("./packages/*",),
+        node="22.21.0",
     ),
     Repo(
         "hey-api/openapi-ts",
@@ -279,6 +295,7 @@ CORPUS: list[Repo] = [
             "root_config": "tsconfig.base.json",
         },
         filter=("./packages/*",),
+        node="22.21.0",
     ),
     Repo(
         "trpc/trpc",
