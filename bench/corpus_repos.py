@@ -129,7 +129,6 @@ CORPUS: list[Repo] = [
             "root_config": "tsconfig.base.json",
         },
         filter=("./packages/*",),
-        node="22.21.0",
         skip="does not install from the npm registry: its yarn.lock resolves react-native from a "
         "GitHub tarball (expo/react-native sdk-33.0.0) and vscode-textmate from a git commit "
         "(`yarn install`: getaddrinfo ENOTFOUND github.com)",
@@ -280,6 +279,8 @@ CORPUS: list[Repo] = [
         env="SUPABASE_URL",
         filter=("./packages/*",),
         node="22.21.0",
+        skip="does not install from the npm registry here: @tsdown/css@0.21.9, in its lockfile, "
+        "is a 404 (ERR_PNPM_FETCH_404)",
     ),
     Repo(
         "hey-api/openapi-ts",
@@ -296,6 +297,8 @@ CORPUS: list[Repo] = [
         },
         filter=("./packages/*",),
         node="22.21.0",
+        skip="does not install from the npm registry here: @tsdown/exe@0.22.3, in its lockfile, "
+        "is a 404 (ERR_PNPM_FETCH_404)",
     ),
     Repo(
         "trpc/trpc",
@@ -312,5 +315,27 @@ CORPUS: list[Repo] = [
         },
         env="DATABASE_URL",
         filter=("./packages/*",),
+        install=("pnpm", "install", "--frozen-lockfile", "--ignore-scripts"),
+        notes="installed with --ignore-scripts: examples' postinstall runs `prisma generate`, which "
+        "downloads engines from binaries.prisma.sh",
+    ),
+    Repo(
+        "pingdotgg/uploadthing",
+        "e8ffeaeed0dad695bc4e56f2b9f6849da1b53d45",
+        "pnpm@10.10.0",
+        ("build", "typecheck", "test"),
+        "`topo` no-op tasks every task depends on, globalEnv and globalPassThroughEnv, "
+        "`**/.env.*local` globalDependencies, a test output (`coverage.json`), tsdown / tsup / vite "
+        "+ svelte-package builds, vitest; docs, examples and the nuxt module (its build runs bun) "
+        "filtered out",
+        edits={
+            "source": "packages/shared/src/utils.ts",
+            "test": "packages/shared/test/component-utils.test.ts",
+            "config": "packages/shared/tsconfig.json",
+            "root_config": "prettier.config.js",
+        },
+        env="UPLOADTHING_TOKEN",
+        filter=("./packages/*", "!@uploadthing/nuxt"),
+        node="22.21.0",
     ),
 ]
