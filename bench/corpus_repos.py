@@ -337,5 +337,7 @@ CORPUS: list[Repo] = [
         env="UPLOADTHING_TOKEN",
         filter=("./packages/*", "!@uploadthing/nuxt"),
         node="22.21.0",
+        skip="does not install from the npm registry here: @next/mdx@15.5.8, in its lockfile, "
+        "is a 404 (ERR_PNPM_FETCH_404)",
     ),
 ]
