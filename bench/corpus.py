@@ -302,7 +302,8 @@ def prepare(repo: Repo, src: Path | None, work: Path, fresh: bool) -> dict:
             shutil.rmtree(root / name, ignore_errors=True)
     if repo.patches and info.get("patched") != sorted(repo.patches):
         for rel, text in repo.patches.items():
-            (base / rel).write_text(text)
+            path = base / rel
+            path.write_text(text if isinstance(text, str) else text(path.read_text()))
         sh(["git", "add", *repo.patches], cwd=base)
         sh(
             ["git", "-c", "user.name=corpus", "-c", "user.email=corpus@localhost", "commit",
@@ -315,8 +316,11 @@ def prepare(repo: Repo, src: Path | None, work: Path, fresh: bool) -> dict:
             shutil.rmtree(root / name, ignore_errors=True)
     for name in ("vx", "turbo"):
         dest = root / name
-        if not dest.exists():
-            sh(["cp", "-a", str(base), str(dest)])
+        if not dest.exists():  # copied under another name first: an interrupted copy is no copy
+            partial = root / f"{name}.partial"
+            shutil.rmtree(partial, ignore_errors=True)
+            sh(["cp", "-a", str(base), str(partial)])
+            partial.rename(dest)
     return info
 
 
@@ -1266,10 +1270,10 @@ def main(argv=None) -> int:
         except SystemExit as e:
             log(str(e))
             state["install_error"] = str(e)[-1500:]
-            state_path.write_text(json.dumps(state, indent=1))
+            state_path.write_text(json.dumps(state, indent=1, default=str))
             continue
         state["repo"] = asdict(repo)
-        state_path.write_text(json.dumps(state, indent=1))
+        state_path.write_text(json.dumps(state, indent=1, default=str))
         if args.install_only:
             continue
         vx = vx or vx_tool(args.vx, args.work)
@@ -1290,7 +1294,7 @@ def main(argv=None) -> int:
 
                 def save():
                     state.setdefault("partial", {})["time"] = True
-                    state_path.write_text(json.dumps(state, indent=1, default=list))
+                    state_path.write_text(json.dumps(state, indent=1, default=str))
 
                 out = phase_time(b, state, counts, not args.no_clean_check, save, args.tasks)
                 state.get("partial", {}).pop("time", None)
@@ -1307,7 +1311,7 @@ def main(argv=None) -> int:
                 "load": round(load(), 1),
                 "runs": counts if phase == "time" else None,
             }
-            state_path.write_text(json.dumps(state, indent=1, default=list))
+            state_path.write_text(json.dumps(state, indent=1, default=str))
         print(summary_row(repo, state))
     return 0
 
