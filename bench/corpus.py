@@ -852,7 +852,7 @@ def unbump(b: Bench, name: str) -> None:
 
 
 def phase_matrix(b: Bench, state: dict, only: list[str] | None = None) -> dict:
-    tasks = list(b.repo.tasks)
+    tasks = list(b.repo.matrix_tasks or b.repo.tasks)
     res: dict = {"tasks": tasks, "edits": {}}
     if only:  # some kinds again, the others kept
         res = state.get("matrix") or res

@@ -46,6 +46,7 @@ class Repo:
     edits: dict[str, str] = field(default_factory=dict)  # matrix kind -> file
     bump: Bump | None = None
     env: str | None = None  # a variable turbo.json declares (env / globalEnv)
+    matrix_tasks: tuple[str, ...] = ()  # the tasks the matrix runs (default: all of `tasks`)
     filter: tuple[str, ...] = ()  # --filter selectors both tools get
     install: tuple[str, ...] = ()  # the install command, when not the package manager's default
     node: str = ""  # the node major the repository asks for, when it matters
@@ -161,6 +162,7 @@ CORPUS: list[Repo] = [
             "config": "packages/shaper-utils/jest.config.js",
             "root_config": ".prettierrc.js",
         },
+        matrix_tasks=("test",),  # test → format → lint → build: every task
         bump=Bump("packages/shaper-utils", "fs-extra", "11.2.0"),
         rename_root=True,
     ),
