@@ -108,6 +108,7 @@ CORPUS: list[Repo] = [
             "root_config": "knip.json",
         },
         bump=Bump("packages/react", "react-error-boundary", "6.1.0"),
+        matrix_tasks=("ci:type", "ci:test"),  # build is `cache: false`
         node="24.12.0",
         env="NODE_ENV",
         filter=("./packages/*",),
@@ -182,6 +183,7 @@ CORPUS: list[Repo] = [
         },
         bump=Bump("packages/format", "tsup", "8.0.1"),
         env="NODE_VERSION",
+        matrix_tasks=("build",),  # test is `cache: false`: it runs every time under both
         filter=("!@edge-runtime/docs",),
     ),
     Repo(
