@@ -1236,6 +1236,8 @@ def main(argv=None) -> int:
             status = f"skip: {r.skip}" if r.skip else ""
             print(f"{r.slug:36} {r.commit} {r.pm:16} {' '.join(r.tasks):28} {status}")
             print(f"    {r.exercises}")
+            if r.notes:
+                print(f"    note: {r.notes}")
         return 0
     if args.fetch:
         for r in CORPUS:
