@@ -510,17 +510,20 @@ def walk_files(base: Path):
 
 
 def edit_text(rel: str) -> str:
-    """A change that keeps the file valid: a comment where the format has one, else a newline."""
+    """A change that keeps the file valid: a comment where the format has one, else whitespace.
+    Unique to the edit (a nanosecond stamp, or that many spaces' worth of newlines modulo 997), so
+    no cache can hold an entry for the edited tree from an earlier run: every edit is a real miss."""
+    nonce = time.time_ns()
     suffix = Path(rel).suffix
     if suffix in (".ts", ".tsx", ".js", ".jsx", ".mjs", ".cjs", ".mts", ".cts", ".jsonc"):
-        return f"\n// {MARK}\n"
+        return f"\n// {MARK} {nonce}\n"
     if suffix in (".yml", ".yaml", ".toml", ".sh"):
-        return f"\n# {MARK}\n"
+        return f"\n# {MARK} {nonce}\n"
     if suffix in (".css", ".scss"):
-        return f"\n/* {MARK} */\n"
+        return f"\n/* {MARK} {nonce} */\n"
     if suffix in (".md", ".mdx", ".html"):
-        return f"\n<!-- {MARK} -->\n"
-    return "\n"
+        return f"\n<!-- {MARK} {nonce} -->\n"
+    return "\n" + " " * (nonce % 997) + "\n"  # JSON: whitespace only
 
 
 def diff_manifests(a: dict, b: dict, noisy: set[str]) -> dict:
@@ -872,7 +875,9 @@ def phase_matrix(b: Bench, state: dict, only: list[str] | None = None) -> dict:
                 if kind == "lockfile":
                     entry.setdefault("changed", {})[name] = bump(b, name)
                 elif kind == "untracked":
-                    (b.ws[name] / what).write_text(f"export const untracked = 1 // {MARK}\n")
+                    (b.ws[name] / what).write_text(
+                        f"export const untracked = 1 // {MARK} {time.time_ns()}\n"
+                    )
                 elif kind in ("env", "env_undeclared"):
                     env = {what: "vx-corpus"}
                 else:
