@@ -879,7 +879,7 @@ def phase_matrix(b: Bench, state: dict, only: list[str] | None = None) -> dict:
                         f"export const untracked = 1 // {MARK} {time.time_ns()}\n"
                     )
                 elif kind in ("env", "env_undeclared"):
-                    env = {what: "vx-corpus"}
+                    env = {what: f"vx-corpus-{time.time_ns()}"}  # no earlier run's value
                 else:
                     b.edit(name, what)
             for name in b.tools:
