@@ -876,7 +876,7 @@ def phase_matrix(b: Bench, state: dict, only: list[str] | None = None) -> dict:
                     entry.setdefault("changed", {})[name] = bump(b, name)
                 elif kind == "untracked":
                     (b.ws[name] / what).write_text(
-                        f"export const untracked = 1 // {MARK} {time.time_ns()}\n"
+                        f"export const untracked = 1; // {MARK} {time.time_ns()}\n"
                     )
                 elif kind in ("env", "env_undeclared"):
                     env = {what: f"vx-corpus-{time.time_ns()}"}  # no earlier run's value
