@@ -844,7 +844,8 @@ def bump(b: Bench, name: str) -> list[str]:
             f"bump: {' '.join(argv)} exit {proc.returncode}: {proc.stderr[-800:] or proc.stdout[-800:]}"
         )
     sh(["git", "checkout", "--", f"{bp.package}/package.json"], cwd=ws)
-    return sh(["git", "diff", "--name-only"], cwd=ws, capture=True).stdout.split()
+    # files and lines that moved: a package manager may rewrite more than the one entry
+    return sh(["git", "diff", "--numstat"], cwd=ws, capture=True).stdout.split("\n")[:10]
 
 
 def unbump(b: Bench, name: str) -> None:
