@@ -1052,6 +1052,9 @@ def summary_rows(work: Path) -> list[str]:
 
 def summary_row(repo: Repo, st: dict) -> str:
     info = st.get("install", {})
+    if repo.skip or not info:
+        why = repo.skip or (st.get("install_error") or "not installed").splitlines()[0]
+        return f"| {repo.slug} `{repo.commit[:8]}` | {repo.pm} | {' '.join(repo.tasks)} | not installed here: {why[:110]} |" + " |" * 8
     plan = st.get("plan", {})
     p_tasks = p_edges = p_inputs = 0
     p_err = 0
