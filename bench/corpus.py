@@ -941,8 +941,12 @@ def apply_fixes(ws: Path, text: str) -> list[str]:
         m = FIX_LINE.match(line)
         if m:
             file, task, members = m.groups()
-            try:
-                wholes.setdefault((file, task), {}).update(json.loads("{" + members + "}"))
+            try:  # one line per package, each its own list: their union
+                fields = wholes.setdefault((file, task), {})
+                for field, value in json.loads("{" + members + "}").items():
+                    if isinstance(value, list) and isinstance(fields.get(field), list):
+                        value = fields[field] + [v for v in value if v not in fields[field]]
+                    fields[field] = value
             except ValueError as e:
                 skipped.append(f"not applied ({e}): {line.strip()[:200]}")
             continue
@@ -951,8 +955,10 @@ def apply_fixes(ws: Path, text: str) -> list[str]:
             if value not in lst:
                 lst.append(value)
     for (file, task, field), values in adds.items():
-        if (file, task) in wholes and field in wholes[(file, task)]:
-            continue  # the whole list already holds them
+        whole = wholes.get((file, task), {}).get(field)
+        if isinstance(whole, list):  # the whole list, and whatever a package's own line left out
+            whole += [v for v in values if v not in whole]
+            continue
         wholes.setdefault((file, task), {})[field] = ("+", values)
     applied = []
     docs: dict[str, dict] = {}
