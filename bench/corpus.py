@@ -1224,6 +1224,7 @@ def main(argv=None) -> int:
         "--list", action="store_true", help="each repository, its commit and what it exercises"
     )
     ap.add_argument("--fetch", action="store_true", help="the git clone lines for every repository")
+    ap.add_argument("--markdown", action="store_true", help="with --list: a Markdown table")
     ap.add_argument("--src", type=Path, help="a directory of owner+name checkouts (or bare clones)")
     ap.add_argument("--work", type=Path, default=Path("/tmp/vx-corpus"))
     ap.add_argument("--only", nargs="+", help="repositories whose owner/name contains one of these")
@@ -1246,6 +1247,21 @@ def main(argv=None) -> int:
     ap.add_argument("--details", action="store_true", help="with --summary: every difference found")
     args = ap.parse_args(argv)
 
+    if args.list and args.markdown:
+        print("| repository | commit | pm | installed here | measured | exercises |")
+        print("|---|---|---|---|---|---|")
+        for r in CORPUS:
+            path = args.work / "state" / f"{r.dirname}.json"
+            st = json.loads(path.read_text()) if path.exists() else {}
+            installed = "no (see below)" if r.skip or not st.get("install") else "yes"
+            if installed == "yes" and (r.patches or r.rename_root):
+                installed += ", with a workaround"
+            done = [p for p in PHASES if p in st and not st.get("partial", {}).get(p)]
+            print(
+                f"| {r.slug} | `{r.commit}` | {r.pm} | {installed} | {', '.join(done) or '—'} "
+                f"| {r.exercises} |"
+            )
+        return 0
     if args.list:
         for r in CORPUS:
             status = f"skip: {r.skip}" if r.skip else ""
