@@ -45,7 +45,6 @@ _ENV_PATTERN = re.compile(r"!?[A-Za-z_*][A-Za-z0-9_*]*\Z")
 # Keys that only shape turbo's own terminal, daemon or cache; vx has its own for each.
 _IGNORED_ROOT = frozenset(
     {
-        "ui",
         "daemon",
         "envMode",
         "cacheDir",
@@ -69,6 +68,7 @@ ROOT = Level(
             "globalEnv",
             "globalPassThroughEnv",
             "remoteCache",
+            "ui",
         }
     )
     | _IGNORED_ROOT,
@@ -139,6 +139,7 @@ class TurboRoot(Struct, frozen=True):
     climbs: bool = False  # some `inputs` glob starts with `../`
     remote_cache: RemoteCacheConfig | None = None  # `remoteCache`
     remote_off: bool = False  # `remoteCache.enabled: false`: no remote, whatever `turbo link` wrote
+    ui: str | None = None  # `"ui"`: "tui" or "stream", the default of `--ui`
     # Generated and copy-pasted packages share scripts and turbo.json texts: each distinct
     # (manager, scripts, own file, name when it matters) is mapped and validated once.
     memo: dict = field(default_factory=dict)
@@ -265,6 +266,15 @@ def _checked_root(data: Any, source: str) -> TurboRoot:
         global_pass_through=_env(
             obj.get("globalPassThroughEnv", []), at.key("globalPassThroughEnv")
         ),
+        ui=_ui(obj.get("ui"), at.key("ui")),
+    )
+
+
+def _ui(value: Any, at: At) -> str | None:
+    if value is None or value in ("tui", "stream"):
+        return value
+    return at.refuse(
+        f"`{value}` is not a UI", hint='"tui" (the split view on a terminal) or "stream"'
     )
 
 
