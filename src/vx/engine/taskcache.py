@@ -59,6 +59,40 @@ def extract(
     return layer.extract(entry, outputs.allows)
 
 
+def note_kept(
+    store: Store[E], plans: Mapping[TaskId, TaskPlan], plan: TaskPlan, since_ns: int
+) -> None:
+    """After a save or a restore of a task that runs tsc: note what its kept build infos may be
+    dated to (engine/dating.py) — now, with `since_ns` (a save's task start, a restore's file
+    listing) less the reach of one clock tick, and the keys of the entries upstream of it, whose
+    outputs its build infos were built on."""
+    from vx.engine.tsconfig import runs_tsc
+    from vx.witness import RACY_NS
+
+    if plan.outputs is None or not runs_tsc(plan.command or ""):
+        return
+    upstream = upstream_keys(plans, plan)
+    store.note_kept(plan.key, since_ns - RACY_NS, time.time_ns(), upstream)
+
+
+def upstream_keys(plans: Mapping[TaskId, TaskPlan], plan: TaskPlan) -> list[str]:
+    """The keys folded into `plan`'s, and into theirs, all the way up."""
+    by_name = {str(tid): p for tid, p in plans.items()}
+    keys: list[str] = []
+    todo = list(plan.record.upstream) if plan.record is not None else []
+    seen: set[str] = set()
+    while todo:
+        name, key = todo.pop()
+        if key in seen:
+            continue
+        seen.add(key)
+        keys.append(key)
+        up = by_name.get(name)
+        if up is not None and up.record is not None:
+            todo += up.record.upstream
+    return sorted(keys)
+
+
 def hit_result(
     tid: TaskId, plan: TaskPlan, stored_ms: float | None, log, cache: CacheStatus, started: float
 ) -> TaskResult:
