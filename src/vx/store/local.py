@@ -17,7 +17,7 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Collection, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 
 from msgspec import Struct
 
@@ -319,12 +319,33 @@ class LocalStore:
     def _write_due_kept(self) -> None:
         if not self._kept_due:
             return
+        import sqlite3
+
         due, self._kept_due = self._kept_due, {}
         self._db.execute(KEPT_TABLE)  # made by the first note: a run that notes none asks nothing
-        self._db.executemany(
-            "INSERT OR REPLACE INTO kept_since VALUES (?,?,?,?,?)",
-            [(key, self._root_key, *note) for key, note in due.items()],
-        )
+        crcs = self._crcs({k for _, _, upstream in due.values() for k in upstream.split()})
+        notes = [
+            (key, self._root_key, since, dated, _pinned(upstream, crcs))
+            for key, (since, dated, upstream) in due.items()
+        ]
+        insert = "INSERT OR REPLACE INTO kept_since VALUES (?,?,?,?,?)"
+        try:
+            self._db.executemany(insert, notes)
+        except sqlite3.OperationalError:  # a table of another shape: its notes are only lost
+            self._db.execute("DROP TABLE kept_since")
+            self._db.execute(KEPT_TABLE)
+            self._db.executemany(insert, notes)
+
+    def _crcs(self, keys: Iterable[str]) -> dict[str, str]:
+        """Each entry's artifact checksum: which bytes its key holds now."""
+        crcs: dict[str, str] = {}
+        for batch in chunked(sorted(keys)):
+            crcs.update(
+                self._db.execute(
+                    f"SELECT hash, crc FROM entries WHERE hash IN ({marks(len(batch))})", batch
+                ).fetchall()
+            )
+        return crcs
 
     # ------------------------------------------------------------ kept outputs (engine/dating.py)
 
@@ -349,11 +370,14 @@ class LocalStore:
                         " WHERE hash=? AND root=?",
                         (key, self._root_key),
                     ).fetchone()
-                except sqlite3.OperationalError:  # no note was ever written: no table
-                    return None
+                except sqlite3.OperationalError:  # no note was ever written (no table), or
+                    return None  # one of another shape, remade by the next note
                 if row is None:
                     return None
-                due = (row[0], row[1], row[2])
+                # an upstream entry saved again with other bytes since is not what was built on
+                pinned = [p.split(":", 1) for p in row[2].split() if ":" in p]
+                crcs = self._crcs(k for k, _ in pinned)
+                due = (row[0], row[1], " ".join(k for k, crc in pinned if crcs.get(k) == crc))
             keys = [key, *due[2].split()]
             stamps: dict[str, tuple[int, int]] = {}
             stored = [k for k in keys if k not in self._fresh]
@@ -1112,6 +1136,11 @@ def _ensure_schema(
         db.execute(f"DELETE FROM {schema}.schema_meta")
         db.execute(f"INSERT INTO {schema}.schema_meta VALUES (?)", (version,))
     return True
+
+
+def _pinned(upstream: str, crcs: Mapping[str, str]) -> str:
+    """The upstream keys that are entries, each with its artifact's checksum: `key:crc …`."""
+    return " ".join(f"{k}:{crcs[k]}" for k in upstream.split() if k in crcs)
 
 
 def _has_table(db: "sqlite3.Connection", name: str) -> bool:
