@@ -66,37 +66,43 @@ class _Unsafe(Exception):
     """A change tsc's timestamps would not show: the build info goes to the epoch."""
 
 
-def trusted_time(
-    root: str,
-    files: Collection[str],
-    roots: Collection[str],
-    config: Config | None,
-    noted: KeptSince,
-    stamps: dict[str, tuple[int, int]],
-) -> int | None:
-    """T (ns, a whole millisecond: when the entry was saved or restored here) for a kept build
-    info whose program is `files` (absolute), of which `roots` are the config's own sources; None
-    when a change since the note's `since_ns` is one tsc's timestamp check would miss, or when vx
-    cannot tell (no config read in full). `stamps` are the note's, by absolute path."""
-    if config is None or not config.complete:
-        return None
-    check = _Check(noted.since_ns, noted.dated_ns, stamps)
-    try:
-        check.all(root, files, roots, config)
-    except (_Unsafe, OSError):
-        return None
-    return check.t
+class Dating:
+    """The time each kept build info of one entry may be given. What the checks read of the disk,
+    and what passed them, is shared between its build infos (a library's and its tests')."""
+
+    def __init__(self, root: str, noted: KeptSince, stamps: dict[str, tuple[int, int]]) -> None:
+        """`noted` is the entry's note; `stamps` the note's, by absolute path."""
+        self.root = root
+        self.check = _Check(noted.since_ns, noted.dated_ns, stamps)
+
+    def time_for(
+        self, files: Collection[str], roots: Collection[str], config: Config | None
+    ) -> int | None:
+        """T (ns, a whole millisecond: when the entry was saved or restored here) for a kept
+        build info whose program is `files` (absolute), of which `roots` are the config's own
+        sources; None when a change since the note is one tsc's timestamp check would miss, or
+        when vx cannot tell (no config read in full)."""
+        if config is None or not config.complete:
+            return None
+        try:
+            self.check.all(self.root, files, roots, config)
+        except (_Unsafe, OSError):
+            return None
+        return self.check.t
 
 
 class _Check:
+    """The rules, with what passed them remembered (a failure stops at once and is not)."""
+
     def __init__(self, since_ns: int, dated_ns: int, stamps: dict[str, tuple[int, int]]) -> None:
         self.since = since_ns
         self.t = dated_ns - dated_ns % MS
         self.stamps = stamps
         self.seen: dict[str, os.stat_result | None] = {}
-        self.dirs_ok: set[str] = set()
-        self.walked: set[str] = set()
-        self.above: set[str] = set()
+        self.passed: set[str] = set()  # folders that passed `folder`
+        self.walked: set[str] = set()  # folders (real paths) walked whole for roots
+        self.above: set[str] = set()  # folders whose node_modules, and all above, passed
+        self.manifests: set[str] = set()  # folders whose nearest package.json passed
 
     def all(
         self, root: str, files: Collection[str], roots: Collection[str], config: Config
@@ -176,9 +182,8 @@ class _Check:
         win an import over a file of the program changed, but what vx wrote there as an output
         (a restored folder of declarations); nor, in the folder above, a file named as this one
         (`./x` finds `x.ts` before `x/index.d.ts`)."""
-        if path in self.dirs_ok:
+        if path in self.passed:
             return
-        self.dirs_ok.add(path)
         st = self.lstat(path)
         if st is None:
             raise _Unsafe(path)
@@ -188,6 +193,7 @@ class _Check:
         above = self.lstat(parent)
         if above is not None and self.changed(parent, above):
             self.shadows(parent, lambda entry: entry.split(".", 1)[0] == name)
+        self.passed.add(path)
 
     def shadows(self, path: str, named: Callable[[str], bool]) -> None:
         """No entry of the folder that an import could find ahead of a file of the program
@@ -223,11 +229,12 @@ class _Check:
                         self.unchanged_if_there(above)
                         break
 
-    def walk(self, path: str) -> None:
+    def walk(self, path: str, visiting: set[str] | None = None) -> None:
         real = os.path.realpath(path)
-        if real in self.walked:
+        visiting = set() if visiting is None else visiting
+        if real in self.walked or real in visiting:
             return
-        self.walked.add(real)
+        visiting.add(real)
         st = self.lstat(path)
         if st is None:
             return
@@ -239,17 +246,15 @@ class _Check:
                     continue
                 if entry.is_dir():  # tsc follows a linked folder too
                     if entry.name not in _NOT_WALKED:
-                        self.walk(entry.path)
+                        self.walk(entry.path, visiting)
                     continue
                 if changed and _SOURCE.search(entry.name):
                     est = self.lstat(entry.path)
-                    if (
-                        est is not None
-                        and stat.S_ISLNK(est.st_mode)
-                        and self.changed(entry.path, est)
-                    ):
-                        raise _Unsafe(entry.path)  # a new link: where it leads is not a root's time
+                    if est is not None and stat.S_ISLNK(est.st_mode):
+                        if self.changed(entry.path, est):
+                            raise _Unsafe(entry.path)  # a new link: its target's time is not one
                     self.root(entry.path)
+        self.walked.add(real)
 
     # ---------------------------------------------------------------- resolution
 
@@ -257,22 +262,30 @@ class _Check:
         """What resolution finds from `folder`: the package.json nearest to it, and each
         node_modules (and its @types) above it, unchanged."""
         self.nearest_manifest(folder)
+        passed = []
         for above in _ancestors(folder):
             if above in self.above:
                 break
-            self.above.add(above)
             modules = os.path.join(above, "node_modules")
-            self.unchanged_if_there(modules)
-            self.unchanged_if_there(os.path.join(modules, "@types"))
+            if self.lstat(modules) is not None:
+                self.unchanged_if_there(modules)
+                self.unchanged_if_there(os.path.join(modules, "@types"))
+            passed.append(above)
+        self.above.update(passed)
 
     def nearest_manifest(self, folder: str) -> None:
+        passed = []
         for above in _ancestors(folder):
+            if above in self.manifests:
+                break
+            passed.append(above)
             manifest = os.path.join(above, "package.json")
             st = self.lstat(manifest)
             if st is not None:
                 if self.changed(manifest, st):
                     raise _Unsafe(manifest)
-                return
+                break
+        self.manifests.update(passed)
 
 
 def _ancestors(folder: str) -> Iterable[str]:

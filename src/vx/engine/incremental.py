@@ -119,17 +119,12 @@ def _dates(
     base = os.path.join(root, "")
     stamps = {base + path: stamp for path, stamp in noted.stamps.items()}
     configs = tsconfig.projects(command, os.path.join(root, outputs.project_dir))
+    checks = dating.Dating(str(root), noted, stamps)
     dates = {}
     for path, program in kept.programs.items():
         found = configs.get(os.path.join(root, path))
-        when = dating.trusted_time(
-            str(root),
-            program.files,
-            program.roots,
-            found[0] if found is not None else None,
-            noted,
-            stamps,
-        )
+        config = found[0] if found is not None else None
+        when = checks.time_for(program.files, program.roots, config)
         if when is not None:
             dates[path] = when
     return dates

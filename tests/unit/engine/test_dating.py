@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from vx.engine.dating import trusted_time
+from vx.engine.dating import Dating
 from vx.engine.tsconfig import read_config
 from vx.store.local import KeptSince
 
@@ -67,7 +67,7 @@ def date(root, stamps) -> int | None:
     files = [str(root / "p/src/a.ts"), str(root / "node_modules/dep/index.d.ts")]
     roots = [files[0]]
     config = read_config(str(root / "p/tsconfig.json"))
-    return trusted_time(str(root), files, roots, config, KeptSince(0, T + 123, stamps), stamps)
+    return Dating(str(root), KeptSince(0, T + 123, stamps), stamps).time_for(files, roots, config)
 
 
 @pytest.mark.feature("EX-06")
