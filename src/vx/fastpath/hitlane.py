@@ -162,6 +162,7 @@ class _Lane(Generic[L]):
         self.ancestors: dict = {}  # output-walk ancestor checks, shared: no task runs during a scan
         self.lazy: list[TaskId] = []  # persistent tasks nobody asked for, settled for now
         self.listed_ns: int | None = None  # when the run's listing began: restores are noted
+        self.upstream: taskcache.Upstream | None = None  # their upstream keys, made once
 
     def scan(self, pending: list[TaskId]) -> tuple[list[TaskId], list[_Hit[L]]]:
         """One pass in topological order: settle what is current, collect what needs a restore."""
@@ -247,7 +248,9 @@ class _Lane(Generic[L]):
                 self.dead.add(h.tid)
                 continue
             if self.listed_ns is not None:
-                taskcache.note_kept(self.local, self.plans, h.plan, self.listed_ns)
+                if self.upstream is None:
+                    self.upstream = taskcache.Upstream(self.plans)
+                taskcache.note_kept(self.local, self.plans, h.plan, self.listed_ns, self.upstream)
             self.emit(CacheRestored(h.tid, CacheStatus.LOCAL))
             result = _result(h, log, CacheStatus.LOCAL)
             self.settled.results[h.tid] = result
