@@ -320,6 +320,7 @@ async def _walk(
                 halt=context.state.halt,
                 priority=context.config.priority,
                 slots=context.services.slots,
+                started=frozenset(context.state.early),  # the first wave: stopped, if stopped
             )
             if context.state.servers:
                 from vx.engine import persistent

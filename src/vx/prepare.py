@@ -26,6 +26,7 @@ from vx.model import (
     TaskPlan,
     Workspace,
 )
+from vx.plan import origins
 from vx.plan.graph import Selection, build_graph
 from vx.plan.ownership import refuse_overlaps
 from vx.plan.tasks import RunOptions, default_timeout, make_plans, package_of
@@ -358,7 +359,11 @@ def _graph(req: RunRequest, world: World, host_env: Mapping[str, str], stages: S
         everything = req.all or req.affected is not None
         selection = Selection(req.names, cwd_pkg, everything, projects, req.configuration)
         graph = build_graph(ws, configs, selection)
-        if req.affected is not None:
+        if projects is not None and not graph.requested:  # turbo's "no tasks were executed"
+            from vx.plan.filters import nothing_to_run
+
+            notice = nothing_to_run(req.filters, projects, req.names)
+        elif req.affected is not None:
             graph, notice = _affected(req, world, graph, cwd_pkg, host_env)
         if host is not None and host.has("graph"):
             graph = host.shape_graph(graph, configs)
@@ -481,6 +486,7 @@ def _keyed(
             plugin_key=host.key_material if host is not None and host.has("key") else None,
         )
         plans = make_plans(world.ws, graph, index, opts, host_env, chosen.additive)
+        plans = origins.told(plans, graph, world.configs)  # what their warnings will say
     keyed = Keyed(plans, graph, plans)
     if req.exclude_deps is not None:  # keyed on the whole graph above; only the rest runs
         from vx.plan.graph import exclude_dependencies

@@ -34,48 +34,130 @@ def strip_ansi(text: str) -> str:
     return _ansi.sub("", text)
 
 
+# Colour depths: none, the 16 ANSI colours, xterm's 256, and 24-bit (truecolour).
+MONO, BASIC, EXTENDED, TRUECOLOR = 0, 16, 256, 1 << 24
+_TRUECOLOR_PROGRAMS = ("iTerm.app", "WezTerm", "vscode", "ghostty", "Hyper")
+_FORCED = {"1": BASIC, "2": EXTENDED, "3": TRUECOLOR}  # FORCE_COLOR's levels (supports-color's)
+
+
 def color_enabled(env, stream: object) -> bool:
     """Decide colour: NO_COLOR, then FORCE_COLOR, then whether it is a terminal."""
+    return color_depth(env, stream) != MONO
+
+
+def color_depth(env, stream: object) -> int:
+    """How many colours vx paints with: none under NO_COLOR, FORCE_COLOR=0 or off a terminal
+    (unless FORCE_COLOR); then what the terminal says it shows — COLORTERM=truecolor (or 24bit),
+    a terminal program known for it, TERM=*-256color, else the 16 ANSI colours (none for
+    TERM=dumb). FORCE_COLOR=2 or 3 asks for at least 256 colours or truecolour."""
     if env.get("NO_COLOR"):
-        return False
+        return MONO
     force = env.get("FORCE_COLOR")
-    if force is not None:
-        return force.strip().lower() not in ("0", "false")
-    try:
-        return bool(stream.isatty())  # type: ignore[attr-defined]
-    except (AttributeError, ValueError, OSError):  # no isatty, or already closed
-        return False
+    forced = force is not None
+    if forced and force.strip().lower() in ("0", "false"):
+        return MONO
+    if not forced:
+        try:
+            if not stream.isatty():  # type: ignore[attr-defined]
+                return MONO
+        except (AttributeError, ValueError, OSError):  # no isatty, or already closed
+            return MONO
+    term = (env.get("TERM") or "").lower()
+    if term == "dumb" and not forced:
+        return MONO
+    found = BASIC
+    if (env.get("COLORTERM") or "").lower() in ("truecolor", "24bit") or term.endswith(
+        ("-direct", "-truecolor")
+    ):
+        found = TRUECOLOR
+    elif env.get("TERM_PROGRAM") in _TRUECOLOR_PROGRAMS or env.get("GITHUB_ACTIONS") == "true":
+        found = TRUECOLOR
+    elif "256" in term or env.get("TERM_PROGRAM") == "Apple_Terminal":
+        found = EXTENDED
+    return max(found, _FORCED.get((force or "").strip(), MONO))
 
 
 class Palette:
-    """Paint text in truecolour, or leave it alone when colour is off."""
+    """Paint text in as many colours as the terminal shows (`color_depth`; True is
+    truecolour), or leave it alone when colour is off."""
 
-    def __init__(self, color: bool) -> None:
-        self.color = color
+    def __init__(self, color: bool | int) -> None:
+        self.depth = (TRUECOLOR if color else MONO) if isinstance(color, bool) else color
+        self.color = self.depth != MONO
 
     def paint(self, text: str, style: str) -> str:
         """Wrap `text` in the style's SGR codes; the reset keeps styles from leaking."""
         if not self.color or not text:
             return text
-        return f"\x1b[{_sgr(style)}m{text}\x1b[0m"
+        return f"\x1b[{_sgr(style, self.depth)}m{text}\x1b[0m"
 
     def task_id(self, tid) -> str:
         """Colour the project by a stable hue and the task half pink."""
         if not self.color:
             return str(tid)
-        project = f"\x1b[38;2;{';'.join(map(str, project_rgb(tid.package)))}m{tid.package}\x1b[0m"
-        return f"{project}#{self.paint(tid.task, 'task')}"
+        colour = foreground(project_rgb(tid.package), self.depth)
+        return f"\x1b[{colour}m{tid.package}\x1b[0m#{self.paint(tid.task, 'task')}"
 
     def content(self, line: str) -> str:
         """Pass a task's own line through, stripped of escapes when vx prints plain."""
         return line if self.color else strip_ansi(line)
 
 
-def _sgr(style: str) -> str:
+def _sgr(style: str, depth: int = TRUECOLOR) -> str:
     if style in _SGR:
         return _SGR[style]
-    r, g, b = _RGB[style]
-    return f"38;2;{r};{g};{b}"
+    return foreground(_RGB[style], depth)
+
+
+def foreground(rgb: tuple[int, int, int], depth: int) -> str:
+    """The SGR parameters of a foreground colour at `depth`: itself in truecolour, else the
+    nearest of xterm's 256 or of the 16 ANSI colours."""
+    r, g, b = rgb
+    if depth >= TRUECOLOR:
+        return f"38;2;{r};{g};{b}"
+    if depth >= EXTENDED:
+        return f"38;5;{_nearest_256(rgb)}"
+    return _nearest_16(rgb)
+
+
+# the ANSI colour of each 60° of hue from red: red, yellow, green, cyan, blue, magenta
+_HUES = (1, 3, 2, 6, 4, 5)
+
+
+def _nearest_16(rgb: tuple[int, int, int]) -> str:
+    """The ANSI colour of the same hue (its bright form for a light colour), or a grey: by hue,
+    not by distance, which would turn every pastel of the palette into white."""
+    high, low = max(rgb), min(rgb)
+    bright = (high + low) / 2 > 140
+    if high - low < 40:  # no hue to speak of
+        return "97" if high > 200 else "37" if high > 150 else "90" if high > 64 else "30"
+    r, g, b = rgb
+    if high == r:
+        hue = ((g - b) / (high - low)) % 6
+    elif high == g:
+        hue = (b - r) / (high - low) + 2
+    else:
+        hue = (r - g) / (high - low) + 4
+    colour = _HUES[round(hue) % 6]
+    return str((90 if bright else 30) + colour)
+
+
+_CUBE = (0, 95, 135, 175, 215, 255)
+
+
+def _nearest_256(rgb: tuple[int, int, int]) -> int:
+    """The closest entry of the 6×6×6 cube (16–231) or the grey ramp (232–255)."""
+    steps = [min(range(6), key=lambda i: abs(_CUBE[i] - c)) for c in rgb]
+    cube = tuple(_CUBE[i] for i in steps)
+    grey_step = min(23, max(0, round((sum(rgb) / 3 - 8) / 10)))
+    grey = (8 + 10 * grey_step,) * 3
+    if _distance(rgb, grey) < _distance(rgb, cube):
+        return 232 + grey_step
+    return 16 + 36 * steps[0] + 6 * steps[1] + steps[2]
+
+
+def _distance(a: tuple[int, ...], b: tuple[int, ...]) -> int:
+    return sum((x - y) ** 2 for x, y in zip(a, b))
 
 
 def project_rgb(name: str) -> tuple[int, int, int]:
@@ -119,8 +201,9 @@ def write(stream, text: str) -> None:
         stream.write(text.encode(encoding, "replace").decode(encoding))
 
 
-# The footer's tallies after `cached`, in order, with their styles.
-TALLIES = (("failed", "fail"), ("skipped", "dim"), ("aborted", "warn"))
+# The footer's tallies after `cached`, in order, with their styles: a stopped run's tasks are
+# those it stopped mid-run and those it never started, told apart (`2 stopped · 4 not started`).
+TALLIES = (("failed", "fail"), ("skipped", "dim"), ("stopped", "warn"), ("not started", "dim"))
 
 
 def footer(

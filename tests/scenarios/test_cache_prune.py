@@ -4,6 +4,7 @@ real node builds, real SQLite."""
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import time
 from subprocess import DEVNULL
@@ -101,10 +102,46 @@ def test_bad_bounds_are_refused_and_nothing_goes(ws, args, said):
 
 @pytest.mark.feature("CLI-04")
 def test_other_cache_subcommands_point_to_the_right_verb(ws):
-    result = ws.vx("cache", "clean")
-    assert result.code == 2 and "vx cache prune --max-size 1B" in result.err
+    result = ws.vx("cache", "clear")
+    assert result.code == 2 and "vx cache clean" in result.err
     stats = ws.vx("cache", "stats")
     assert stats.code == 2 and "vx info" in stats.err
+    limited = ws.vx("cache", "clean", "--max-size", "1G")
+    assert limited.code == 2 and "takes no limit" in limited.err
+
+
+@pytest.mark.feature("CLI-04")
+def test_deleting_dot_vx_keeps_the_shared_store_and_cache_clean_empties_it(repo, tmp_path):
+    """The cache is the repository's shared store under the home: `rm -rf .vx` leaves it (the
+    next run hits), `vx info` says so, and `vx cache clean` (after a `--dry-run` that removes
+    nothing) empties it, so the next run builds."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"HOME": str(home), "VX_SHARED_STORE": "1"}
+    ws = repo.write(
+        npm_workspace(
+            {
+                "a": {"tasks": {"build": build_task()}, "files": {"src/a.js": "A;"}},
+                "b": {"tasks": {"build": build_task()}, "files": {"src/b.js": "B;"}},
+            }
+        )
+    ).commit()
+    assert ws.vx("run", "build", env=env).code == 0
+    shutil.rmtree(ws.root / ".vx")
+    for dist in (ws.root / "packages").glob("*/dist"):
+        shutil.rmtree(dist)
+    again = ws.vx("run", "build", env=env)
+    assert set(again.statuses().values()) == {("success", "local")}, again.err
+    info = ws.vx("info", env=env, summary=False)
+    assert "`vx cache clean` clears it (deleting .vx does not" in info.out, info.out
+    dry = ws.vx("cache", "clean", "--dry-run", env=env, summary=False)
+    assert dry.code == 0 and dry.out.splitlines()[-1].startswith("would remove 2 entries")
+    assert "a#build" in dry.out and str(home) in dry.err
+    cleaned = ws.vx("cache", "clean", "--format", "json", env=env, summary=False)
+    assert cleaned.code == 0, cleaned.err
+    assert sorted(e["taskId"] for e in json.loads(cleaned.out)["evicted"]) == ["a#build", "b#build"]
+    after = ws.vx("run", "build", env=env)
+    assert set(after.statuses().values()) == {("success", "miss")}, after.err
 
 
 @pytest.mark.feature("LC-16")

@@ -6,7 +6,8 @@ import subprocess
 import sys
 
 import pytest
-from support.workspace import SRC, build_task, npm_workspace
+from support.terminal import pane_fixture, vx_in_shell, wait_for_file  # noqa: F401 (the `pane` fixture)
+from support.workspace import SRC, build_task, npm_workspace, one_build
 
 
 def py(*args, cwd=None):
@@ -235,10 +236,11 @@ def test_asyncio_keeps_its_ssl_when_another_thread_runs():
 @pytest.mark.parametrize(
     "args, said",
     [
-        (["--remote-only"], "`--cache=local:,remote:rw`"),
+        (["--remote-only", "--cache=local:rw"], "`--cache=local:,remote:rw`"),
         (["--env-mode=loose"], "always strict"),
-        (["--log-prefix=none"], "`--output-logs`"),
-        (["--log-order=grouped"], "`--output-logs`"),
+        (["--log-prefix=task"], "never interleaved"),
+        (["--log-order=stream"], "never interleaves"),
+        (["--output-style=static"], "`--output-logs`"),
     ],
 )
 def test_issue17_flags_turbo_and_nx_users_type_get_what_to_write(repo, args, said):
@@ -267,3 +269,26 @@ def test_issue17_nx_spellings_that_vx_reads_or_names(repo):
     nx = repo.vx("run", "app:build")
     assert nx.code == 0 and sorted(nx.statuses()) == ["app#build"], nx.err
     assert repo.vx("help", "ls").out == repo.vx("help", "show").out
+
+
+@pytest.mark.feature("CLI-58")
+@pytest.mark.parametrize(
+    "term, painted, never",
+    [
+        ("COLORTERM=truecolor TERM=xterm-256color", "38;2;", "38;5;"),
+        ("COLORTERM= TERM=xterm-256color", "38;5;", "38;2;"),
+        ("COLORTERM= TERM=xterm", "\x1b[9", "38;"),
+        ("COLORTERM= TERM=xterm NO_COLOR=1", None, "\x1b[3"),
+    ],
+)
+def test_colour_depth_follows_the_terminal(repo, pane, term, painted, never):
+    """On a real terminal vx paints in the colours it says it shows: truecolour for
+    COLORTERM=truecolor, xterm's 256 for a *-256color TERM, the 16 ANSI colours else, none
+    under NO_COLOR."""
+    repo.write(one_build()).commit()
+    env = f"-u FORCE_COLOR -u GITHUB_ACTIONS -u TERM_PROGRAM {term}"
+    p = pane(vx_in_shell(repo, "run", "build", env=env), repo.root)
+    assert wait_for_file(repo.root / "code.txt", p) == "0"
+    shown = p.screen(escapes=True)
+    assert "1 task" in shown and never not in shown, shown
+    assert painted is None or painted in shown, shown

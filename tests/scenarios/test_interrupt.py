@@ -7,6 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+from support.terminal import pane_fixture, vx_in_shell, wait_for_file  # noqa: F401 (the `pane` fixture)
 from support.workspace import SRC, npm_workspace
 
 
@@ -29,13 +31,14 @@ def start(repo, *args):
     )
 
 
-def wait_for(path, timeout=120.0):
+def wait_for(path, timeout=120.0, count=1):
+    """The words of `path` once it holds at least `count` of them."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if path.exists() and path.read_text().strip():
+        if path.exists() and len(path.read_text().split()) >= count:
             return path.read_text().split()
         time.sleep(0.02)
-    raise AssertionError(f"{path} never appeared")
+    raise AssertionError(f"{path} never held {count} words")
 
 
 def alive(pid):
@@ -169,3 +172,27 @@ def test_ctrl_c_while_the_first_wave_runs_before_the_walk_stops_it(repo, tmp_pat
     assert proc.returncode == 130, err
     assert not alive(pid) and not (repo.root / "finished").exists()
     assert "Traceback" not in err and list((repo.root / ".vx" / "cache").glob("*.tar.zst")) == []
+
+
+@pytest.mark.feature("CLI-56")
+def test_ctrl_c_on_a_terminal_counts_stopped_and_not_started_apart(repo, pane):
+    """Two tasks running, four waiting for a slot: Ctrl-C stops the two and starts none of the
+    four (their slots free as the two stop), the footer says `2 stopped · 4 not started`, and
+    the status region leaves nothing behind — not even the `──` the terminal's `^C` echo would
+    have kept of its separator."""
+    cmd = "echo $$ >> ../../started; sleep 60"
+    build = {"exec": {"command": cmd}}
+    repo.write(npm_workspace({f"p{i}": {"tasks": {"build": build}} for i in range(6)})).commit()
+    p = pane(vx_in_shell(repo, "run", "build", "--all", "--concurrency", "2"), repo.root)
+    started = repo.root / "started"
+    # Both running (the first wave, which the walk may not have taken over yet: a stop then
+    # still counts them as stopped, not as never started)
+    assert len(wait_for(started, timeout=60, count=2)) == 2, p.text()
+    p.keys("C-c")
+    assert wait_for_file(repo.root / "code.txt", p) == "130"
+    shown = p.screen()
+    assert "6 tasks · 0 cached (0%) · 2 stopped · 4 not started" in shown, shown
+    assert "◌ 4 tasks not run • the run was stopped" in shown, shown
+    stray = [row for row in shown.splitlines() if row.startswith("──")]
+    assert not stray, shown
+    assert len(started.read_text().split()) == 2  # none started after the stop

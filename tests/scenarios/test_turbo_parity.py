@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from support.corpora import TURBO_CORPUS, generated, lay_out, leave_work_around, tool_env
-from support.npm_packages import installed_or_skip
+from support.turbo import QUIET, turbo_binary
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -22,19 +22,10 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from turbo_parity import input_differences  # noqa: E402
 
-QUIET = {
-    "TURBO_TELEMETRY_DISABLED": "1",
-    "TURBO_NO_UPDATE_NOTIFIER": "1",
-    "DO_NOT_TRACK": "1",
-    "NO_COLOR": "1",
-}
-
 
 @pytest.fixture(scope="module")
 def turbo_bin() -> str:
-    where = installed_or_skip("turbo")
-    native = sorted(where.parent.glob("@turbo/*/bin/turbo"))
-    return str(native[0] if native else where.parent / ".bin" / "turbo")
+    return turbo_binary()
 
 
 def dry(repo, turbo_bin: str, tasks: list[str]) -> tuple[dict, dict]:

@@ -126,6 +126,21 @@ def test_an_edit_runs_again_and_outputs_or_a_touch_do_not(ws, watch, poll):
     assert w.ctrl_c() == 0 and "vx watch: stopped" in w.err
 
 
+@pytest.mark.feature("CLI-03")
+def test_nothing_watch_leaves_in_dot_vx_is_committable(ws, watch):
+    """In a repository whose .gitignore does not name `.vx/`, `git add -A` after a watch stages
+    nothing of vx's: the watcher's probe file sits in `.vx/` itself, beside the cache and the
+    receipts, and `.vx/` ignores all of it."""
+    ws.write({".gitignore": "node_modules/\ndist/\n"}).commit("no .vx in .gitignore")
+    w = watch("build", "--all")
+    w.wait_for("watching")
+    assert (ws.root / ".vx/watch-probe").exists()
+    assert w.ctrl_c() == 0
+    ws.git("add", "-A")
+    staged = ws.git("diff", "--cached", "--name-only").split()
+    assert not [path for path in staged if path.startswith(".vx")], staged
+
+
 @pytest.mark.feature("CLI-73")
 def test_a_broken_config_fails_that_cycle_and_watching_goes_on(ws, watch):
     w = watch("build", "--all")

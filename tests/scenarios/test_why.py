@@ -59,11 +59,48 @@ def test_an_env_change_is_named_without_its_value(ws):
 
 
 @pytest.mark.feature("OBS-06")
-def test_unknown_or_unrecorded_tasks_say_so(ws):
-    assert "no key recorded yet" in why(ws, "lib#build").out
+def test_unknown_tasks_are_refused_with_the_nearest_name(ws):
     bad = why(ws, "nolib#build")
     assert bad.code == 2 and "did you mean `lib`" in bad.err
-    assert why(ws).code == 2
+    typo = why(ws, "lib#biuld")  # docs/cli.md: VX_E_UNKNOWN_TASK, as `vx run` refuses it
+    assert typo.code == 2 and "did you mean `build`" in typo.err, typo.err
+    as_json = json.loads(why(ws, "lib#biuld", "--format=json").out)
+    assert as_json["error"]["code"] == "VX_E_UNKNOWN_TASK"
+    assert why(ws, "lint").code == 2 and why(ws).code == 2
+
+
+@pytest.mark.feature("OBS-06")
+def test_after_a_hit_it_says_so_and_since_when_the_key_is_unchanged(ws):
+    assert ws.vx("run", "lib#build").code == 0
+    first = json.loads(ws.vx("last", "--format", "json", summary=False).out)["run"]
+    assert ws.vx("run", "lib#build").code == 0
+    hit = why(ws, "lib#build")
+    assert hit.code == 0 and "lib#build: a cache hit" in hit.out, hit.out
+    assert "unchanged since" in hit.out
+    data = json.loads(why(ws, "lib#build", "--format=json").out)
+    assert data["verdict"] == "hit" and data["lastRun"]["cache"] in ("local", "up-to-date")
+    assert data["since"] == first["started_at"]  # the run that first had this key
+
+
+@pytest.mark.feature("OBS-06")
+def test_nx_spelling_of_a_task_resolves(ws):
+    assert ws.vx("run", "lib#build").code == 0
+    nx = json.loads(why(ws, "lib:build", "--format=json").out)
+    assert nx["task"] == "lib#build" and nx["verdict"] == "first"
+
+
+@pytest.mark.feature("OBS-06")
+def test_with_no_history_it_answers_from_the_plan(ws):
+    """A fresh clone: no run on record, so what the key is folded from now."""
+    planned = why(ws, "app#build")
+    assert planned.code == 0 and "no run on record here; from the plan" in planned.out
+    assert "upstream  lib#build" in planned.out and "packages/app/src/app.js" in planned.out
+    data = json.loads(why(ws, "app#build", "--format=json").out)
+    dry = json.loads(ws.vx("run", "app#build", "--dry=json").out)
+    keys = {t["id"]: t["key"] for t in dry["tasks"]}
+    assert data["verdict"] == "planned" and data["key"] == keys["app#build"]
+    assert data["upstream"] == {"lib#build": keys["lib#build"]}
+    assert data["predicted"] == "miss"
 
 
 def test_cli_format_json_is_taken_in_both_spellings(ws):

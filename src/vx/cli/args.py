@@ -1,7 +1,8 @@
 """One flag parser for every verb; each verb declares its flags in `vx.cli.main.VERBS`.
 
 A flag takes no value (FLAG), a value (VALUE: `--name v` or `--name=v`), a value only after `=`
-(OPTIONAL: `--dry` alone means the default), or a repeatable value (LIST). Aliases map to the
+(OPTIONAL: `--dry` alone means the default), a repeatable value (LIST), or is a switch that may
+be spelt out (BOOL: `--force`, `--force=true`, `--force=false`, as turbo's `[BOOL]` flags). Aliases map to the
 flag they stand for (`-F` is `--filter`). An unknown flag is refused with the nearest known one,
 and a flag given beside one it conflicts with by what its verb declares. What a verb says
 besides its output goes to stderr through `say`.
@@ -14,7 +15,7 @@ from typing import Any, Mapping, Sequence
 
 from vx.errors import UsageError, did_you_mean
 
-FLAG, VALUE, OPTIONAL, LIST = "flag", "value", "optional", "list"
+FLAG, VALUE, OPTIONAL, LIST, BOOL = "flag", "value", "optional", "list", "bool"
 Flags = Mapping[str, tuple[str, str]]  # `--name` -> (kind, attribute of Args)
 # `--name` -> (the flags it cannot go with, what the refusal says, its hint), checked in order
 Conflicts = Mapping[str, tuple[tuple[str, ...], str, str]]
@@ -29,7 +30,7 @@ class Args:
         self.names: list[str] = []
         self.forward: list[str] = []
         for kind, dest in flags.values():
-            setattr(self, dest, [] if kind == LIST else False if kind == FLAG else None)
+            setattr(self, dest, [] if kind == LIST else False if kind in (FLAG, BOOL) else None)
 
     def __getattr__(self, name: str) -> Any:  # only for the type checker: every dest is set above
         raise AttributeError(name)
@@ -74,6 +75,13 @@ def parse(
             if eq:
                 raise UsageError(f"`{name}` takes no value", hint=f"write `{name}` alone")
             setattr(out, dest, True)
+        elif kind == BOOL:
+            if eq and value.lower() not in ("true", "false"):
+                raise UsageError(
+                    f"`{name}={value}`: the value is true or false",
+                    hint=f"write `{name}` (or `{name}=false` to leave it off)",
+                )
+            setattr(out, dest, not eq or value.lower() == "true")
         elif kind == OPTIONAL:
             setattr(out, dest, value if eq else "")
         else:
@@ -108,7 +116,7 @@ def given(args: Args, flags: Flags, flag: str) -> bool:
     """Whether `flag` was on the line (an optional flag given bare is given)."""
     kind, dest = flags[flag]
     value = getattr(args, dest)
-    return bool(value) if kind in (FLAG, LIST) else value is not None
+    return bool(value) if kind in (FLAG, LIST, BOOL) else value is not None
 
 
 def refuse_conflicts(args: Args, flags: Flags, conflicts: Conflicts) -> None:

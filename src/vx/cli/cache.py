@@ -1,5 +1,6 @@
-"""How long the local cache keeps what it holds: the `vx cache prune` verb, and the
-workspace's `cacheRetention` applied when a run ends.
+"""How long the local cache keeps what it holds: the `vx cache prune` verb, the workspace's
+`cacheRetention` applied when a run ends, and `vx cache clean`, which empties the store the
+workspace uses (the repository's shared store under the home, which deleting `.vx` leaves alone).
 
 The verb takes the workspace's run lock first (a run restoring an artifact must not see it
 vanish), opens the cache only if it exists, and prints what went — or, with `--dry-run`, what
@@ -20,9 +21,10 @@ from vx.cli.args import Args, one_of
 from vx.errors import UsageError, did_you_mean
 from vx.store.pruning import Pruned, Retention, parse_duration, parse_size, prune
 
+SUBCOMMANDS = ("prune", "clean")
 _OTHER_VERBS = {
-    "clean": "`vx cache prune --max-size 1B` empties it; or delete the cache dir",
-    "clear": "`vx cache prune --max-size 1B` empties it; or delete the cache dir",
+    "clear": "`vx cache clean` empties the cache (`--dry-run` says what would go)",
+    "purge": "`vx cache clean` empties the cache (`--dry-run` says what would go)",
     "gc": "`vx cache prune` sweeps what no row accounts for",
     "stats": "`vx info` shows the cache dir and its size",
     "list": "`vx cache prune --dry-run --max-size 1B` lists every entry",
@@ -31,28 +33,38 @@ _OTHER_VERBS = {
 
 
 def refuse_subcommand(word: str) -> UsageError:
-    """`vx cache <word>` for anything but `prune`: what to use instead."""
+    """`vx cache <word>` for anything but `prune` or `clean`: what to use instead."""
     hint = _OTHER_VERBS.get(word) or (
         f"did you mean `vx cache {near}`?"
-        if (near := did_you_mean(word, ["prune"]))
+        if (near := did_you_mean(word, SUBCOMMANDS))
         else "see `vx help cache`"
     )
     return UsageError(
-        f"`vx cache {word}` is not a vx command; the subcommand is `prune`", hint=hint
+        f"`vx cache {word}` is not a vx command; the subcommands are `prune` and `clean`",
+        hint=hint,
     )
 
 
-def cache_verb(args: Args) -> int:
-    """`vx cache prune` with its parsed flags (`vx.cli.main` reads the subcommand)."""
+def cache_verb(args: Args, subcommand: str = "prune") -> int:
+    """`vx cache prune` or `vx cache clean` with its parsed flags (`vx.cli.main` reads the
+    subcommand)."""
     from vx.cli.args import say
 
+    if subcommand == "clean" and (args.older_than is not None or args.max_size is not None):
+        raise UsageError(
+            "`vx cache clean` removes every entry and takes no limit",
+            hint="`vx cache prune --older-than 30d --max-size 10G` keeps what fits",
+        )
     retention = retention_of(args.older_than, args.max_size)
     fmt = one_of("--format", args.format, ("text", "json"), "text")
     cwd, env = Path(os.getcwd()), os.environ
-    pruned = prune_workspace(cwd, retention, args.cache_dir, args.dry_run, env, say)
+    pruned = prune_workspace(
+        cwd, retention, args.cache_dir, args.dry_run, env, say, everything=subcommand == "clean"
+    )
     if pruned is None:
         return 0
-    sys.stdout.write((_json(pruned) if fmt == "json" else _text(pruned)) + "\n")
+    text = _text(pruned, "clean" if subcommand == "clean" else "prune")
+    sys.stdout.write((_json(pruned) if fmt == "json" else text) + "\n")
     return 0
 
 
@@ -82,7 +94,10 @@ def prune_workspace(
     dry_run: bool,
     env: Mapping[str, str],
     say,
+    everything: bool = False,
 ) -> Pruned | None:
+    """Prune (or with `everything`, clean) the store the workspace at `cwd` uses, under its run
+    lock; None when there is no cache yet."""
     from vx.plugins.shaped import open_for_verb
     from vx.runlock import RunLock
 
@@ -92,7 +107,7 @@ def prune_workspace(
         say(f"vx: warning: {found.note}")
     index = store_dir / "store.db" if store_dir != cache_dir else cache_dir / "cache.db"
     if not index.exists():
-        say(f"vx: nothing to prune: no cache at {store_dir}")
+        say(f"vx: nothing to {'clean' if everything else 'prune'}: no cache at {store_dir}")
         return None
     lock = RunLock(lambda message: say(f"vx: {message}"))
     lock.acquire(ws.root)
@@ -100,6 +115,11 @@ def prune_workspace(
         from vx.store.local import LocalStore
 
         with LocalStore(cache_dir, ws.root, store_dir) as store:
+            if everything:
+                from vx.store.pruning import clean
+
+                say(f"vx: the cache of {ws.root}: {store_dir}")
+                return clean(store, dry_run=dry_run)
             return prune(store, retention, dry_run=dry_run)
     finally:
         lock.release()
@@ -137,8 +157,12 @@ def pruned_data(p: Pruned) -> dict:
     }
 
 
-def _text(p: Pruned) -> str:
-    verb = "would prune" if p.dry_run else "pruned"
+def _text(p: Pruned, action: str = "prune") -> str:
+    verb = (
+        ("would remove" if p.dry_run else "removed")
+        if action == "clean"
+        else ("would prune" if p.dry_run else "pruned")
+    )
     lines = []
     if p.dry_run and p.evicted:
         now = time.time()
@@ -158,7 +182,8 @@ def _text(p: Pruned) -> str:
         parts.append(
             f"{_count(p.phantoms, 'row', 'rows')} without an artifact {'to drop' if p.dry_run else 'dropped'}"
         )
-    parts.append(f"kept {_count(p.kept, 'entry', 'entries')} ({_bytes(p.kept_bytes)})")
+    if action != "clean":
+        parts.append(f"kept {_count(p.kept, 'entry', 'entries')} ({_bytes(p.kept_bytes)})")
     return "\n".join([*lines, " · ".join(parts)])
 
 

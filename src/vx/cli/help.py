@@ -15,11 +15,12 @@ verbs:
   migrate [--from turbo|nx] [--dry] [--force] vx configs written from turbo.json or Nx's targets
   info                                        what vx sees here: versions, workspace, cache, sandbox
   show [PROJECT | PROJECT#TASK | TASK]        the configs as vx resolved them (--format json)
-  why PKG#TASK                                what changed between the task's last two keys
+  why PKG#TASK                                why the task hit or ran in the last run (its key)
   last [RUNID] [--list[=N]] [--failed]        what the latest run did, and how to re-run what failed
   history [PKG#TASK | TASK …] [--window N]    each task's recorded durations, which order a run
   prune PKG … [--docker] [--out-dir DIR]      a partial workspace for PKG, its lockfile cut to it
   cache prune [--older-than D] [--max-size S] evict old and least recently used cache entries
+  cache clean [--dry-run]                     remove every entry of this workspace's cache
   mcp                                         an MCP server on stdin/stdout: tasks, runs, keys for an agent
   completions bash|zsh|fish                   a completion script for the shell
   help [VERB]                                 show help for vx or one verb
@@ -79,8 +80,15 @@ Nx's spellings (an Nx workspace's `project:target[:configuration]` names work to
   --base REF                --affected=REF           --head HEAD  (vx compares with the working tree)
   --parallel N, --skip-nx-cache: --concurrency, --force
 
-turbo's spellings: --dry-run, --parallel=N, --only; --remote-only, --env-mode, --log-prefix and
---log-order are refused with what to write instead.
+turbo's flags (docs/cli.md has the whole table): --dry-run, --only, --force[=BOOL] and
+  --token, --team, --api, --remote-cache-timeout S  the remote cache (TURBO_TOKEN, …; never shown)
+  --remote-only[=BOOL]      --cache=local:,remote:rw   --remote-cache-read-only[=BOOL]  no uploads
+  --color, --no-color       FORCE_COLOR=1, NO_COLOR=1   --cwd DIR   run as if started in DIR
+  --env-mode[=strict]       vx is always strict (loose is refused, with what to declare)
+  --log-order auto|grouped  --log-prefix auto|none     what vx does anyway (stream, task refused)
+  --no-daemon, --daemon, --skip-infer, --no-update-notifier, --cache-workers N,
+  --dangerously-disable-package-manager-check: no effect in vx
+  --json, --log-file, --global-deps, --single-package and the rest are refused with the reason
 
 exit: 0 all tasks ok · 1 a task failed, was skipped or aborted · 2 usage or config error
       130 / 143 / 129 interrupted by SIGINT / SIGTERM / SIGHUP (`--format json` changes none)
@@ -94,13 +102,20 @@ projects and tasks (or the config error), the cache dir and its size, workers, a
 
 CACHE_HELP = """usage: vx cache prune [--older-than DUR] [--max-size SIZE] [--dry-run] [--format text|json]
                       [--cache-dir PATH]
+       vx cache clean [--dry-run] [--format text|json] [--cache-dir PATH]
+
+The cache is not in `.vx/`: its entries and artifacts are in the repository's shared store under
+the home (`~/.vx/<id>/cache`, shared by the repository's clones and worktrees; `vx info` names
+it), so deleting `.vx` does not clear it. `vx cache clean` removes every entry of the store this
+workspace uses (or of the cache dir named by --cache-dir, cacheDir or VX_CACHE_DIR); the run
+history (`vx last`) and the key history (`vx why`) stay.
 
 Evicts local cache entries not used for longer than DUR (30d, 12h, 90m, 45s, 2w), then the least
 recently used until the cache fits in SIZE (10G, 500MB, 64KB; K/M/G/T are powers of 1024), and
 sweeps artifacts and temp files no index row accounts for (an hour old) and rows whose artifact
 is gone. Waits for a `vx run` of the same workspace to finish first.
 
-  --dry-run        say what would go; remove nothing
+  --dry-run        say what would go; remove nothing (prune and clean)
   --format json    print {dryRun, evicted, bytesFreed, orphans, orphanBytes, phantoms, kept, keptBytes}
 
 (turbo's prune, a partial workspace for one package, is `vx prune PKG`.)
@@ -112,7 +127,7 @@ Runs the tasks as `vx run` would, then again each time a file a run could read c
 by content: a save that changes nothing is no edit). Never a trigger: outputs, gitignored paths,
 node_modules, .git, .vx. A failing cycle or a broken config keeps watching. Ctrl-C stops
 (exit 0). VX_WATCH_POLL=1 polls every 250 ms instead of using the OS's file events.
-`--dry`, `--graph`, `--summarize`, `--ui` and `--format` are refused.
+`--dry`, `--graph`, `--summarize`, `--ui`, `--format` and `--cwd` are refused.
 """
 
 INIT_HELP = """usage: vx init [--dry] [--force] [--cache]
@@ -120,7 +135,9 @@ INIT_HELP = """usage: vx init [--dry] [--force] [--cache]
 Writes a vx.config.json beside each package.json, from its scripts: each script a task running
 it (npm's pre/post hooks folded in), `build` after its dependencies' builds, `test` and
 `typecheck` after the package's own build, and for each build the cache block to turn on, as a
-comment with the output directories its tooling suggests (`--cache`: written on). Long-running
+comment with the output directories its tooling suggests and every file of the package as its
+inputs, as turbo hashes them (`--cache`: written on; narrow the inputs only to what a traced
+run of `vx run build` shows the build reads). Long-running
 scripts (dev, start, serve, watch, preview, a watcher) become persistent tasks. A root script
 that runs one script in every member (`npm run build --workspaces`, `turbo run build`) is no
 task: in the root package.json it becomes `vx run build`. Existing configs are kept (`--force`
@@ -143,9 +160,12 @@ An existing vx.config is refused (exit 2) unless `--force`; `--dry` prints the f
 
 WHY_HELP = """usage: vx why PKG#TASK [--format=json]
 
-Names what changed between the task's last two keys: files (added, removed, edited), declared
-env variables, its declaration, its package.json, the workspace's lockfiles, arguments after
-`--`, and upstream tasks (each with the next `vx why` to ask). Reads the cache's history only.
+Answers for the task's last run (PKG#TASK, Nx's PKG:TASK, or a task of the project you stand in):
+after a hit, that it hit and since when its key is unchanged; otherwise what changed between its
+last two keys: files (added, removed, edited), declared env variables, its declaration, its
+package.json, the workspace's lockfiles, arguments after `--`, and upstream tasks (each with the
+next `vx why` to ask). With no run on record (a fresh clone), what its key is folded from now,
+from the plan. A name the workspace does not have is refused with the nearest one.
 """
 
 LAST_HELP = """usage: vx last [RUNID] [--list[=N]] [--failed] [--log PKG#TASK] [--format text|json]

@@ -89,8 +89,11 @@ def _workspace_rows(cwd: Path, env: Mapping[str, str]) -> list[Row]:
     cache_dir, store_dir, _note = location.store_of(cwd, None, ws, ws_config, env)
     rows.append(("cache dir", str(cache_dir)))
     if store_dir != cache_dir:
-        rows.append(("shared store", str(store_dir)))
-    rows.append(("cache", _cache_usage(store_dir)))
+        rows.append(("shared store", f"{store_dir} (entries and artifacts)"))
+    how = "`vx cache clean` clears it"
+    if store_dir != cache_dir:
+        how += " (deleting .vx does not: the entries are in the shared store)"
+    rows.append(("cache", f"{_cache_usage(store_dir)} · {how}"))
     rows.append(("flaky", _flaky(cache_dir)))
     return rows
 

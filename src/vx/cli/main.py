@@ -44,7 +44,7 @@ RUN_FLAGS = {
     "--affected": ("optional", "affected"),
     "--concurrency": ("value", "concurrency"),
     "--continue": ("optional", "continue_mode"),
-    "--force": ("flag", "force"),
+    "--force": ("bool", "force"),
     "--no-cache": ("flag", "no_cache"),
     "--cache": ("value", "cache"),
     "--cache-dir": ("value", "cache_dir"),
@@ -59,7 +59,7 @@ RUN_FLAGS = {
     "--report-file": ("value", "report_file"),
     "--format": ("value", "format"),
     "--verify": ("optional", "verify"),
-    "--framework-inference": ("value", "framework_inference"),
+    "--framework-inference": ("optional", "framework_inference"),
     "--ui": ("value", "ui"),
     "--exclude-dependencies": ("optional", "exclude_deps"),
     "--only": ("flag", "only"),
@@ -71,6 +71,32 @@ RUN_FLAGS = {
     "--base": ("value", "base"),
     "--head": ("value", "head"),
 }
+# turbo's flags of `turbo run` that vx takes with turbo's meaning and has no name of its own
+# for (docs/cli.md § turbo's flags): the remote cache's settings, colour and the directory as
+# the variables turbo reads for them, the layers as `--cache` would set them, turbo's switches
+# that change no result (deprecated, tuning) as no-ops, and modes checked in `vx.cli.run`.
+TURBO_FLAGS = {
+    "--remote-only": ("bool", "remote_only"),
+    "--remote-cache-read-only": ("bool", "remote_read_only"),
+    "--cache-workers": ("value", "cache_workers"),
+    "--env-mode": ("optional", "env_mode"),
+    "--log-order": ("value", "log_order"),
+    "--log-prefix": ("value", "log_prefix"),
+    "--api": ("value", "api"),
+    "--team": ("value", "team"),
+    "--token": ("value", "token"),
+    "--remote-cache-timeout": ("value", "remote_cache_timeout"),
+    "--color": ("flag", "color"),
+    "--no-color": ("flag", "no_color"),
+    "--cwd": ("value", "cwd"),
+    "--daemon": ("flag", "daemon"),
+    "--no-daemon": ("flag", "no_daemon"),
+    "--skip-infer": ("flag", "skip_infer"),
+    "--no-update-notifier": ("flag", "no_update_notifier"),
+    "--dangerously-disable-package-manager-check": ("flag", "no_package_manager_check"),
+}
+RUN_FLAGS.update(TURBO_FLAGS)
+RUN_FLAGS["--help"] = ("flag", "help")  # anywhere on the line, as turbo's `-h, --help`
 FLAG_ALIASES = {
     "--dry-run": "--dry",
     "--parallel": "--concurrency",
@@ -81,6 +107,7 @@ FLAG_ALIASES = {
     "-t": "--targets",
     "--target": "--targets",
     "--exclude-task-dependencies": "--only",  # Nx's spelling
+    "-h": "--help",
 }
 # the aliases RUN_HELP names
 RUN_SHOWN = (
@@ -100,17 +127,36 @@ WATCH_REFUSED = (
     "--summarize",
     "--ui",
     "--format",
+    "--cwd",
 )
-# Flags turbo and Nx users type that vx spells otherwise or does not have: what to write instead.
+# Flags turbo and Nx users type that vx does not take: why, and what to write instead.
+_PPROF = "a pprof profile of turbo itself; vx's `--profile` is a Chrome trace of the run"
 FOREIGN_FLAGS = {
-    "--remote-only": "turbo's --remote-only is `--cache=local:,remote:rw` (no local layer)",
-    "--env-mode": "vx's environment is always strict: a task sees only the variables it declares "
-    "(exec.env.passThrough, cache.inputs.env) and a few system ones",
-    "--log-prefix": "vx frames each task's output (`┌─ id`) and prefixes a server's lines (`id │`); "
-    "`--output-logs` chooses whose output is shown",
-    "--log-order": "vx streams the one task you ask for and prints every other task's output whole, "
-    "in one frame each; `--output-logs` chooses whose",
+    "--anon-profile": "vx's `--profile` writes a Chrome trace that names the tasks; there is no "
+    "anonymised one",
+    "--json": "vx prints no NDJSON event stream; `--format json` prints the run's record on "
+    "stdout once the run ends",
+    "--log-file": "vx writes no structured log file; `--summarize[=PATH]` writes the run's "
+    "summary, `--format json` prints its record",
+    "--global-deps": "vx reads turbo.json's `globalDependencies` (in every task's key); add the "
+    "glob there",
+    "--single-package": "vx runs workspaces; a repository without one declares its root's tasks "
+    "as `//#task` in turbo.json",
+    "--root-turbo-json": "vx reads the turbo.json at the workspace root (and the packages' "
+    "own); put the file there",
+    "--login": "vx does not log in to a remote cache: give the token (`--token`, TURBO_TOKEN)",
+    "--preflight": "vx's remote cache client sends no OPTIONS preflight request; drop the flag",
+    "--heap": _PPROF,
+    "--trace": _PPROF,
+    "--verbosity": "vx has no log levels: VX_TIMING=1 prints a run's stages, VX_DEBUG=1 a "
+    "refusal's traceback",
+    "--version": "`vx --version` (or `vx version`)",
     "--output-style": "`--output-logs` (full, new-only, errors-only, hash-only, none)",
+}
+# turbo's OpenTelemetry flags (`--experimental-otel-endpoint`, …), refused as one
+FOREIGN_PREFIXES = {
+    "--experimental-otel-": "vx exports OpenTelemetry through the `vx.plugins.otel` plugin "
+    "(docs/plugins.md), configured in vx.workspace.json",
 }
 FOREIGN_VERBS = {
     "build": "run build",
@@ -236,30 +282,31 @@ def _completions(rest: list[str]) -> int:
 
 
 def _cache(rest: list[str]) -> int:
-    """`vx cache prune …`: the subcommand is a word of its own, then the flags."""
+    """`vx cache prune|clean …`: the subcommand is a word of its own, then the flags."""
     from vx.cli.args import parse
-    from vx.cli.cache import cache_verb, refuse_subcommand
+    from vx.cli.cache import SUBCOMMANDS, cache_verb, refuse_subcommand
 
     verb = VERBS["cache"]
     if not rest:
         print(verb.help, end="")
         return EXIT_OK
-    if rest[0] != "prune":
+    if rest[0] not in SUBCOMMANDS:
         raise refuse_subcommand(rest[0])
+    sub = rest[0]
     docker = "--docker" in rest[1:]  # turbo's `prune app --docker`, under the cache's verb
     parsed = parse(
-        "cache prune", [w for w in rest[1:] if w != "--docker"], verb.flags, verb.aliases
+        f"cache {sub}", [w for w in rest[1:] if w != "--docker"], verb.flags, verb.aliases
     )
     if parsed.help:
         print(verb.help, end="")
         return EXIT_OK
     if parsed.names or docker:
         raise UsageError(
-            "`vx cache prune` evicts cache entries and takes no package",
+            f"`vx cache {sub}` removes cache entries and takes no package",
             hint=f"`vx prune {parsed.names[0] if parsed.names else 'PKG'} --docker` writes a "
             "partial workspace for a package, as turbo's prune does",
         )
-    return cache_verb(parsed)
+    return cache_verb(parsed, sub)
 
 
 def _version(parsed: Args, argv: list[str]) -> int:
@@ -284,7 +331,7 @@ VERBS = {
         _lazy("init", "init_verb"),
         {
             "--dry": ("flag", "dry"),
-            "--force": ("flag", "force"),
+            "--force": ("bool", "force"),
             "--cache": ("flag", "cache"),
             **_HELP_FLAG,
         },
@@ -297,7 +344,7 @@ VERBS = {
         {
             "--from": ("value", "source"),
             "--dry": ("flag", "dry"),
-            "--force": ("flag", "force"),
+            "--force": ("bool", "force"),
             "--format": ("value", "format"),
             **_HELP_FLAG,
         },
@@ -486,7 +533,9 @@ def _dispatch(args: list[str]) -> int:
         if getattr(parsed, verb.flags[flag][1]) is not None:
             raise UsageError(
                 f"`{flag}` cannot be used with `vx {name}`",
-                hint="watch runs the tasks on every change",
+                hint=f"`cd` there first: `cd {parsed.cwd} && vx watch …`"
+                if flag == "--cwd"
+                else "watch runs the tasks on every change",
             )
     refuse_conflicts(parsed, verb.flags, verb.conflicts)
     if parsed.names and not verb.names:
@@ -503,11 +552,12 @@ def _run_words(rest: list[str]) -> list[str]:
 
     tokens = nx_parallel(rest)
     for tok in tokens[: tokens.index("--")] if "--" in tokens else tokens:
-        if tok.partition("=")[0] in FOREIGN_FLAGS:
-            raise UsageError(
-                f"unknown flag `{tok.partition('=')[0]}` for `vx run`",
-                hint=FOREIGN_FLAGS[tok.partition("=")[0]],
-            )
+        name = tok.partition("=")[0]
+        reason = FOREIGN_FLAGS.get(name) or next(
+            (why for prefix, why in FOREIGN_PREFIXES.items() if name.startswith(prefix)), None
+        )
+        if reason is not None:
+            raise UsageError(f"`vx run` does not take `{name}`", hint=reason)
     return tokens
 
 

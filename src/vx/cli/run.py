@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from msgspec import Struct
+from msgspec.structs import replace
 
 from vx import __version__, witness
 from vx.cli.args import say, warning
@@ -41,7 +42,11 @@ def run_verb(args: Args, argv: list[str]) -> int:
     import time
 
     timer_start = time.perf_counter()
+    told = turbo_environment(args, os.environ)
+    argv = scrubbed(argv)  # the history, the record and the receipt never hold a token
     settings = resolve(args, argv, os.environ)
+    if told:  # flags stood for the environment a replay checks: this run leaves no receipt
+        settings = replace(settings, receipted_ok=False)
     with _document_stdout(settings.as_json or settings.dry == "json"):
         return _run(settings, timer_start, argv)
 
@@ -74,12 +79,14 @@ class RunSettings(Struct, frozen=True):
     as_json: bool = False  # `--format json`
     output_logs: str | None = None
     timing: bool = False  # VX_TIMING: the stage table on stderr
+    receipted_ok: bool = True  # False: a flag set the environment (`turbo_environment`)
 
     @property
     def receipted(self) -> bool:
         """Whether the flags let the run write a receipt: its replay prints only the stream."""
         return (
-            self.summarize is None
+            self.receipted_ok
+            and self.summarize is None
             and self.profile is None
             and not self.report
             and self.report_file is None
@@ -111,6 +118,7 @@ def resolve(args: Args, argv: list[str], env: Mapping[str, str]) -> RunSettings:
         dry = "graph=" + graph_target(args.graph)
     verify = _verify_mode(args.verify)
     as_json = _run_format(args)
+    cache_spec = _turbo_modes(args)
     tui = _tui(args.ui, dry is not None, env)
     if args.filters:
         from vx.plan.filters import parse
@@ -132,7 +140,7 @@ def resolve(args: Args, argv: list[str], env: Mapping[str, str]) -> RunSettings:
         cache_dir=args.cache_dir,
         timeout_ms=timeout,
         retries=_plain_int("--retry", args.retry),
-        cache_spec=args.cache,
+        cache_spec=cache_spec,
         dry=dry is not None,
         verify=verify,
         framework_inference=_framework_inference(args.framework_inference),
@@ -144,7 +152,7 @@ def resolve(args: Args, argv: list[str], env: Mapping[str, str]) -> RunSettings:
     return RunSettings(
         request,
         dry=_dry_format(dry),
-        summarize=args.summarize,
+        summarize=_summarize(args.summarize),
         report=args.report is not None,
         report_file=args.report_file,
         profile=(args.profile or "profile.json") if args.profile is not None else None,
@@ -153,6 +161,122 @@ def resolve(args: Args, argv: list[str], env: Mapping[str, str]) -> RunSettings:
         output_logs=_output_logs(args.output_logs),
         timing=env.get("VX_TIMING", "") not in ("", "0"),
     )
+
+
+# turbo's flags that stand for the variables turbo reads for them (docs/cli.md § turbo's flags)
+TURBO_ENV_FLAGS = {
+    "api": "TURBO_API",
+    "team": "TURBO_TEAM",
+    "token": "TURBO_TOKEN",
+    "remote_cache_timeout": "TURBO_REMOTE_CACHE_TIMEOUT",
+}
+SECRET_FLAGS = ("--token",)
+
+
+def turbo_environment(args: Args, environ) -> bool:
+    """turbo's flags that are its variables — `--token`, `--team`, `--api`,
+    `--remote-cache-timeout`, `--remote-cache-read-only`, `--color`, `--no-color` — set in
+    `environ` (the flag wins, as in turbo), where the remote cache, the palette and the secret
+    masking read them; `--cwd` moves into its directory. Whether any was given."""
+    told = False
+    if args.cwd is not None:
+        where = Path(args.cwd).expanduser()
+        if not where.is_dir():
+            raise UsageError(
+                f"`--cwd {args.cwd}`: no such directory", hint="name a directory of the workspace"
+            )
+        os.chdir(where)
+    timeout = args.remote_cache_timeout
+    if timeout is not None and not _seconds(timeout):
+        raise UsageError(
+            f"`--remote-cache-timeout {timeout}` is not a number of seconds",
+            hint="e.g. `--remote-cache-timeout 30` (0 keeps the default)",
+        )
+    for dest, name in TURBO_ENV_FLAGS.items():
+        value = getattr(args, dest)
+        if value is not None:
+            environ[name], told = value, True
+    if args.remote_read_only:
+        environ["TURBO_REMOTE_CACHE_READ_ONLY"], told = "1", True
+    if args.no_color:
+        environ["NO_COLOR"], told = "1", True
+    elif args.color:
+        environ.pop("NO_COLOR", None)
+        environ["FORCE_COLOR"], told = "1", True
+    return told
+
+
+def _seconds(text: str) -> bool:
+    try:
+        return 0 <= float(text) <= 2**31 // 1000
+    except ValueError:
+        return False
+
+
+def scrubbed(argv: list[str]) -> list[str]:
+    """`argv` with the value of a secret flag (`--token`) shown as ***, before any `--`."""
+    out: list[str] = []
+    hide = False
+    for i, word in enumerate(argv):
+        if word == "--":
+            return out + argv[i:]
+        name, eq, _ = word.partition("=")
+        out.append("***" if hide else f"{name}=***" if eq and name in SECRET_FLAGS else word)
+        hide = not eq and word in SECRET_FLAGS
+    return out
+
+
+_LOG_ORDERS = {
+    "auto": None,
+    "grouped": None,
+    "stream": "vx never interleaves tasks' output: the task you name streams live, every other "
+    "task's output is printed whole, one frame each, when it ends (turbo's `grouped`)",
+}
+_LOG_PREFIXES = {
+    "auto": None,
+    "none": None,
+    "task": "vx does not prefix each line: a task's output is one frame headed by its id "
+    "(`┌─ web#build`), never interleaved with another's",
+}
+
+
+def _turbo_modes(args: Args) -> str | None:
+    """turbo's modes, checked (`--env-mode`, `--log-order`, `--log-prefix`, `--cache-workers`),
+    and the cache layers `--cache`, `--remote-only` and `--remote-cache-read-only` ask for."""
+    if args.env_mode not in (None, "", "strict"):
+        if args.env_mode == "loose":
+            raise UsageError(
+                "`--env-mode=loose`: vx never passes a task the whole environment",
+                hint="declare what a task needs in turbo.json's `passThroughEnv` (or "
+                "`globalPassThroughEnv`); vx is always strict, turbo's default",
+            )
+        raise UsageError(f"`--env-mode={args.env_mode}` is not a mode", hint="strict or loose")
+    for flag, value, modes in (
+        ("--log-order", args.log_order, _LOG_ORDERS),
+        ("--log-prefix", args.log_prefix, _LOG_PREFIXES),
+    ):
+        if value is None:
+            continue
+        if value not in modes:
+            raise UsageError(f"`{flag}={value}` is not a mode", hint=f"one of: {', '.join(modes)}")
+        if modes[value] is not None:
+            raise UsageError(f"vx does not do `{flag}={value}`", hint=modes[value])
+    if args.cache_workers is not None and not _plain_int("--cache-workers", args.cache_workers):
+        raise UsageError("`--cache-workers` must be at least 1", hint="e.g. `--cache-workers 10`")
+    if args.remote_only and args.cache is not None:
+        raise UsageError(
+            "both `--remote-only` and `--cache`", hint="keep `--cache=local:,remote:rw` alone"
+        )
+    if args.remote_only:  # turbo's `--cache=remote:rw`: no local layer
+        return "local:,remote:r" if args.remote_read_only else "local:,remote:rw"
+    return args.cache
+
+
+def _summarize(value: str | None) -> str | None:
+    """`--summarize[=PATH]`; turbo's `--summarize=true|false` is the default place, or none."""
+    if value is not None and value.lower() in ("true", "false"):
+        return "" if value.lower() == "true" else None
+    return value
 
 
 def nx_flags(args: Args) -> None:
@@ -226,7 +350,7 @@ def _no_task_named() -> UsageError:
 def _framework_inference(text: str | None) -> bool:
     """`--framework-inference true|false`, turbo's flag: whether a turbo.json task keys and passes
     its framework's variables (`NEXT_PUBLIC_*`, …). On unless turned off."""
-    if text is None or text.lower() == "true":
+    if text is None or text.lower() in ("", "true"):  # bare: true, as turbo's
         return True
     if text.lower() == "false":
         return False
@@ -616,10 +740,10 @@ def _reporter(flow: str, env: Mapping[str, str], as_json: bool = False):
     """The rows and frames: task output on stdout, the rest on stderr (all of it there under
     `--format json`, whose stdout is the record)."""
     from vx.report.reporters import make_reporter
-    from vx.style import color_enabled
+    from vx.style import color_depth
 
     ci = flow == "ci"
-    color = color_enabled(env, sys.stderr)
+    color = color_depth(env, sys.stderr)  # how many colours: none, 16, 256 or truecolour
     live = sys.stderr.isatty() and not ci
     github = env.get("GITHUB_ACTIONS") == "true" and not live
     return make_reporter(
@@ -635,10 +759,10 @@ def _reporter(flow: str, env: Mapping[str, str], as_json: bool = False):
 
 def _tui_reporter(env: Mapping[str, str]):
     from vx.report.tui import TuiReporter
-    from vx.style import color_enabled
+    from vx.style import color_depth
 
     return TuiReporter(
-        version=__version__, out=sys.stdout, err=sys.stderr, color=color_enabled(env, sys.stderr)
+        version=__version__, out=sys.stdout, err=sys.stderr, color=color_depth(env, sys.stderr)
     )
 
 

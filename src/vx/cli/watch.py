@@ -217,8 +217,12 @@ class Cycles:
 
 def _await_probe(root: Path, changes, say) -> None:
     """Write the probe until the watcher reports it: only then is every later edit seen."""
+    from vx.dotvx import ignored_dir
+
     probe = root / PROBE
-    probe.parent.mkdir(exist_ok=True)
+    # `.vx` itself holds the probe, and only its cache and receipts dirs carry a `*` .gitignore:
+    # without one of its own, `git add -A` would take the probe where .gitignore names no `.vx`
+    ignored_dir(str(probe.parent))
     done = threading.Event()
 
     def poke() -> None:

@@ -31,25 +31,36 @@ def why_verb(args: Args, argv: list[str]) -> int:
 
 
 def why(name: str, cwd, env: Mapping[str, str]) -> dict:
-    """What moved the key of the task `name` names (PKG#TASK, or a task of the project at `cwd`)
-    between its last two recorded keys, as `vx why --format json` prints it."""
+    """Why the task `name` names (PKG#TASK, Nx's PKG:TASK, or a task of the project at `cwd`)
+    did what it did in the last run, as `vx why --format json` prints it: a hit and since when
+    its key is unchanged, else what moved its key between its last two recorded keys; with no
+    history at all, what its key is folded from now (the plan)."""
     task_id, rows, unsaved = key_history(name, cwd, env)
-    verdict = _verdict(task_id, rows)
+    last = last_run(cwd, task_id, env)
+    verdict = _verdict(task_id, rows, last)
     if unsaved:
         verdict["notSaved"] = unsaved
+    if not rows and last is None:
+        verdict.update(planned(task_id, cwd, env))
     return verdict
 
 
 def key_history(name: str, cwd, env: Mapping[str, str]) -> tuple[str, list, str | None]:
     """(the task id, its last two recorded keys with their components newest first, why the
-    newest was not saved or None), read from the cache's key history."""
+    newest was not saved or None), read from the cache's key history. A name the workspace does
+    not have is refused with the nearest one (a task only the history knows, since removed from
+    its config, is still answered)."""
     import sqlite3
 
-    from vx.errors import UsageError
-    from vx.plugins.shaped import open_for_verb
+    from vx.errors import UnknownTaskError
+    from vx.plugins.shaped import open_for_verb, shaped_projects
 
     found = open_for_verb(cwd, None, env)
-    task_id = _task_id(name, found.ws, cwd)
+    try:
+        task_id = resolve_task(name, *shaped_projects(found.ws, env), cwd)
+        refused = None
+    except UnknownTaskError as exc:
+        task_id, refused = name, exc
     cache_dir, store_dir = found.cache_dir, found.store_dir
     path, store = cache_dir / "cache.db", store_dir / "store.db"
     rows: list = []
@@ -59,21 +70,145 @@ def key_history(name: str, cwd, env: Mapping[str, str]) -> tuple[str, list, str 
         try:
             if store_dir != cache_dir and store.exists():  # whether an entry exists by now
                 db.execute("ATTACH DATABASE ? AS store", (f"{store.as_uri()}?mode=ro",))
-            rows = last_two(db, task_id)
-            if not rows and "#" not in name:  # from the root: the one project that has it
-                holders = _holders(db, name)
-                if len(holders) > 1:
-                    raise UsageError(
-                        f"several projects have a `{name}` task",
-                        facts=(f"recorded: {', '.join(holders[:8])}",),
-                        hint=f"name one: `vx why {holders[0]}`",
-                    )
-                if holders:
-                    task_id, rows = holders[0], last_two(db, holders[0])
+            rows = last_two(db, task_id) if "#" in task_id else []
             unsaved = unsaved_reason(db, task_id, rows[0][0]) if rows else None
         finally:
             db.close()
+    if refused is not None and not rows:
+        raise refused
     return task_id, rows, unsaved
+
+
+def resolve_task(name: str, ws, configs: Mapping, cwd) -> str:
+    """The task id `name` stands for, as `vx run` reads it: PKG#TASK (`#TASK` the root's),
+    Nx's PKG:TASK, or a bare task — the project's at `cwd`, or from the root the one project
+    that declares it. A name that resolves to no task is refused with the nearest one."""
+    from vx.errors import UnknownTaskError, UsageError, suggestion
+    from vx.model import ROOT_PROJECT
+    from vx.plan.graph import task_of
+    from vx.plan.tasks import package_of
+
+    declared = sorted({task for config in configs.values() for task in config.tasks})
+    if "#" not in name and ":" in name:  # Nx's project:target, unless a task is named so
+        package, _, task = name.partition(":")
+        if package in ws.packages and name not in declared:
+            name = f"{package}#{task}"
+    if "#" in name:
+        package, _, task = name.rpartition("#")
+        package = package or ROOT_PROJECT
+        if package not in ws.packages:
+            raise UnknownTaskError(
+                f"no project named `{package}`",
+                hint=suggestion(package, ws.packages, noun="projects"),
+            )
+        if task_of(configs, package, task) is None:
+            raise UnknownTaskError(
+                f"project `{package}` has no task `{task}`",
+                hint=suggestion(task, configs[package].tasks, noun="tasks")
+                or "`vx show` lists each project's tasks",
+            )
+        return f"{package}#{task}"
+    here = package_of(ws, cwd)
+    if name in configs[here].tasks or (here != ROOT_PROJECT and task_of(configs, here, name)):
+        return f"{here}#{name}"
+    holders = [p for p in sorted(configs) if name in configs[p].tasks]
+    if not holders:
+        raise UnknownTaskError(
+            f"no project declares a task named `{name}`",
+            hint=suggestion(name, declared, noun="tasks"),
+        )
+    shown = ", ".join(holders[:8]) + (", …" if len(holders) > 8 else "")
+    if here != ROOT_PROJECT:
+        raise UnknownTaskError(
+            f"project `{here}` has no task `{name}`",
+            facts=(f"declared by: {shown}",),
+            hint=f"name one: `vx why {holders[0]}#{name}`",
+        )
+    if len(holders) > 1:
+        raise UsageError(
+            f"several projects have a `{name}` task",
+            facts=(f"declared by: {shown}",),
+            hint=f"name one: `vx why {holders[0]}#{name}`",
+        )
+    return f"{holders[0]}#{name}"
+
+
+HIT_CACHES = ("local", "remote", "up-to-date")
+
+
+def last_run(cwd, task_id: str, env: Mapping[str, str]) -> dict | None:
+    """The task's row of the latest recorded run that had it (`vx.store.runs`), with when that
+    run started and since when its key has been the same (the first run of the streak of runs
+    with that key); None when no run on record had it."""
+    import sqlite3
+
+    from vx.cli.last import open_history
+
+    package, _, task = task_id.rpartition("#")
+    _cache_dir, db = open_history(cwd, None, env)
+    if db is None:
+        return None
+    try:
+        row = db.execute(
+            "SELECT r.id, r.run_id, r.hash, r.status, r.cache, i.started_at FROM runs r"
+            " JOIN invocations i ON i.run_id = r.run_id WHERE r.project=? AND r.task=?"
+            " ORDER BY r.id DESC LIMIT 1",
+            (package, task),
+        ).fetchone()
+        if row is None:
+            return None
+        row_id, run, key, status, cache, at = row
+        (since,) = db.execute(
+            "SELECT MIN(i.started_at) FROM runs r JOIN invocations i ON i.run_id = r.run_id"
+            " WHERE r.project=? AND r.task=? AND r.hash=? AND r.id > COALESCE((SELECT MAX(id)"
+            " FROM runs WHERE project=? AND task=? AND hash != ? AND id < ?), 0)",
+            (package, task, key, package, task, key, row_id),
+        ).fetchone()
+    except sqlite3.Error:
+        return None
+    finally:
+        db.close()
+    return {"runId": run, "at": at, "key": key, "status": status, "cache": cache, "since": since}
+
+
+def planned(task_id: str, cwd, env: Mapping[str, str]) -> dict:
+    """What the task's key is folded from now, read off the plan (as `vx run --dry` makes it):
+    for a fresh clone, whose history is empty. Env variables by name only."""
+    from pathlib import Path
+
+    from vx import witness
+    from vx.model import TaskId
+    from vx.prepare import RunRequest, prepare
+    from vx.stages import Stages
+
+    package, _, task = task_id.rpartition("#")
+    request = RunRequest(cwd=Path(cwd), names=(task_id,), dry=True)
+    prep = prepare(request, witness.ReadEnv(env), Stages(False, 0.0))
+    try:
+        plan = prep.plans[TaskId(package, task)]
+        node = prep.graph.nodes[TaskId(package, task)]
+    finally:
+        if prep.store is not None:
+            prep.store.close()
+        if prep.plugins is not None:
+            prep.plugins.teardown()
+    out: dict = {"verdict": "planned", "cached": plan.outputs is not None}
+    if plan.outputs is None and not node.config.implicit:
+        return out
+    record = plan.record
+    out.update(
+        key=plan.key,
+        predicted="hit-local"
+        if plan.key in prep.hits
+        else "hit-remote"
+        if plan.key in prep.remote_hits
+        else "miss",
+        inputs=[path for path, _identity in plan.inputs.files] if plan.inputs else [],
+        env=[name for name, _value in record.env] if record else [],
+        upstream=dict(record.upstream) if record else {},
+        forwardArgs=bool(record.forward_args) if record else False,
+    )
+    return out
 
 
 def _holders(db, task: str) -> list[str]:
@@ -89,33 +224,33 @@ def _holders(db, task: str) -> list[str]:
         return []
 
 
-def _task_id(name: str, ws, cwd) -> str:
-    from vx.errors import UnknownTaskError
-    from vx.plan.tasks import package_of
-
-    if "#" in name:
-        package, _, task = name.rpartition("#")
-        package = package or "//"
-        if package not in ws.packages:
-            from vx.errors import suggestion
-
-            raise UnknownTaskError(
-                f"no project named `{package}`",
-                hint=suggestion(package, ws.packages, noun="projects"),
-            )
-        return f"{package}#{task}"
-    return f"{package_of(ws, cwd)}#{name}"
-
-
-def _verdict(task_id: str, rows: list) -> dict:
+def _verdict(task_id: str, rows: list, last: dict | None = None) -> dict:
+    if last is not None and last["cache"] in HIT_CACHES and last["status"] != "failed":
+        verdict: dict = {
+            "task": task_id,
+            "verdict": "hit",
+            "key": last["key"],
+            "since": last["since"],
+            "lastRun": last,
+            "differences": [],
+        }
+        if len(rows) == 2 and rows[0][0] == last["key"]:  # and what moved it to that key
+            verdict["lastChange"] = _changed(rows)
+        return verdict
     if not rows:
-        return {"task": task_id, "verdict": "unrecorded", "differences": []}
-    if len(rows) == 1:
-        return {"task": task_id, "verdict": "first", "key": rows[0][0], "differences": []}
+        verdict = {"task": task_id, "verdict": "unrecorded", "differences": []}
+    elif len(rows) == 1:
+        verdict = {"task": task_id, "verdict": "first", "key": rows[0][0], "differences": []}
+    else:
+        verdict = {"task": task_id, "verdict": "changed", **_changed(rows)}
+    if last is not None:
+        verdict["lastRun"] = last
+    return verdict
+
+
+def _changed(rows: list) -> dict:
     (new_key, new_at, new), (old_key, old_at, old) = rows
     return {
-        "task": task_id,
-        "verdict": "changed",
         "from": old_key,
         "to": new_key,
         "since": old_at,
@@ -125,20 +260,85 @@ def _verdict(task_id: str, rows: list) -> dict:
 
 
 def _render(v: dict) -> str:
-    task = v["task"]
-    if v["verdict"] == "unrecorded":
-        return (
-            f"{task}: no key recorded yet — run it with the cache on (`vx run {task}`), then ask again;\n"
-            f"  a task id is PKG#TASK, e.g. `vx why web#build`\n"
+    task, verdict = v["task"], v["verdict"]
+    unsaved = [f"  {v['notSaved']}"] if v.get("notSaved") else []
+    if verdict == "hit":
+        last = v["lastRun"]
+        lines = [
+            f"{task}: a cache hit ({last['cache']}) in the last run, {_when(last['at'])} "
+            f"(`vx last {last['runId'][:8]}`)",
+            f"  key {v['key']}, unchanged since {_when(v['since'])}",
+        ]
+        if v.get("lastChange"):
+            change = v["lastChange"]
+            lines.append(f"  before that it changed, {change['from']} → {change['to']}:")
+            lines += _differences(change["differences"], "    ")
+        return "\n".join(lines) + "\n"
+    if verdict == "planned":
+        return "\n".join(_planned(task, v)) + "\n"
+    if verdict == "unrecorded":
+        lines = [
+            f"{task}: no key on record: the runs on record kept none for it (it is not "
+            "cached, or they ran without the cache)"
+        ]
+    elif verdict == "first":
+        lines = [f"{task}: one key recorded ({v['key']}); nothing to compare it with yet"]
+    else:
+        lines = [f"{task}: the key changed, {v['from']} → {v['to']}"]
+        lines += _differences(v["differences"], "  ")
+    if v.get("lastRun"):
+        last = v["lastRun"]
+        lines.append(
+            f"  the last run, {_when(last['at'])}: {_outcome(last)} (`vx last {last['runId'][:8]}`)"
         )
-    unsaved = f"  {v['notSaved']}\n" if v.get("notSaved") else ""
-    if v["verdict"] == "first":
-        return f"{task}: one key recorded ({v['key']}); nothing to compare it with yet\n" + unsaved
-    lines = [f"{task}: the key changed, {v['from']} → {v['to']}"]
-    width = max(len(d["kind"]) for d in v["differences"]) if v["differences"] else 0
-    for d in v["differences"]:
-        hint = f"  → vx why {d['what']}" if d["kind"] == "upstream" else ""
-        lines.append(f"  {d['kind']:<{width}}  {d['what']}{hint}")
-    if not v["differences"]:
-        lines.append("  (the same components: the vx version or the key's fold changed)")
-    return "\n".join(lines) + "\n" + unsaved
+    return "\n".join(lines + unsaved) + "\n"
+
+
+def _differences(found: list, indent: str) -> list[str]:
+    if not found:
+        return [f"{indent}(the same components: the vx version or the key's fold changed)"]
+    width = max(len(d["kind"]) for d in found)
+    return [
+        f"{indent}{d['kind']:<{width}}  {d['what']}"
+        + (f"  → vx why {d['what']}" if d["kind"] == "upstream" else "")
+        for d in found
+    ]
+
+
+def _planned(task: str, v: dict) -> list[str]:
+    """A fresh clone's answer: what the key is folded from now."""
+    if "key" not in v:
+        return [f"{task}: no run on record here; it is not cached, so every run runs it"]
+    predicted = {
+        "hit-local": "a run now would hit the local cache",
+        "hit-remote": "a run now would hit the remote cache",
+        "miss": "a run now would run it: the cache holds no entry for it",
+    }[v["predicted"]]
+    lines = [
+        f"{task}: no run on record here; from the plan, its key is {v['key']}",
+        f"  {predicted}",
+        "  folded from its declaration, its package.json, the workspace's lockfiles, the vx "
+        "version, and:",
+    ]
+    files = v["inputs"]
+    shown = ", ".join(files[:6]) + (f", … ({len(files)} in all)" if len(files) > 6 else "")
+    rows = [("files", shown or "none")]
+    rows += [("env", ", ".join(v["env"]))] if v["env"] else []
+    rows += [("upstream", f"{t}  → vx why {t}") for t in sorted(v["upstream"])]
+    rows += [("forward", "the arguments after `--`")] if v["forwardArgs"] else []
+    width = max(len(kind) for kind, _ in rows)
+    return lines + [f"    {kind:<{width}}  {what}" for kind, what in rows]
+
+
+def _outcome(last: dict) -> str:
+    if last["status"] == "failed":
+        return "it failed"
+    if last["status"] in ("skipped", "aborted"):
+        return f"it was {last['status']}"
+    return "it ran (not in the cache)" if last["cache"] == "miss" else f"it ran ({last['cache']})"
+
+
+def _when(at: float | None) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at)) if at else "?"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-from typing import Any, Callable, Coroutine, Mapping
+from typing import Any, Callable, Collection, Coroutine, Mapping
 
 from vx.model import CacheStatus, Status, TaskGraph, TaskId, TaskNode, TaskResult
 
@@ -142,74 +142,140 @@ async def walk(
     halt: asyncio.Event | None = None,
     priority: Mapping[TaskId, int] | None = None,
     slots: PrioritySlots | None = None,
+    started: Collection[TaskId] = (),
 ) -> dict[TaskId, TaskResult]:
     """Run every node once its dependencies are done; return every node's result.
 
     `settled` nodes are already finished (the hit lane's work): they are never rebuilt, and
     since a node is settled only with all its dependencies, none of them waits on the walk.
     `halt` is set when `--continue=never` stops dispatch, so rebuilds still queued for a slot
-    can see it too. `priority` ranks ready tasks (`vx.engine.schedule`); the dependents count
-    by default. `slots` are the rebuilds' slots: each dispatched task is queued for one at
-    once, and a slot a finished task keeps for its dependants (`PrioritySlots.finish`) passes
-    on once they are queued.
+    can see it too; and when `stop` is set, so a rebuild queued for a slot a stopped task
+    frees never starts: it ends as not started (aborted, never run), not as one more task
+    started and stopped. `started` tasks already run (the first wave): they are dispatched even
+    after a stop, so their processes are adopted, stopped and counted as stopped. `priority`
+    ranks ready tasks (`vx.engine.schedule`); the dependents count by default. `slots` are the
+    rebuilds' slots: each dispatched task is queued for one at once, and a slot a finished task
+    keeps for its dependants (`PrioritySlots.finish`) passes on once they are queued.
     """
-    nodes = graph.nodes
-    results: dict[TaskId, TaskResult] = dict(settled or {})
-    waiting, dependants = _counters(nodes, results)
-    position = {tid: i for i, tid in enumerate(graph.order)}
-    rank = priority or graph.priority
-    ready = [(-rank[t], position[t], t) for t, c in waiting.items() if c == 0]
-    heapq.heapify(ready)
-    running: dict[asyncio.Task[TaskResult], TaskId] = {}
-    halted = False
-
-    def finish(tid: TaskId, result: TaskResult) -> None:
-        nonlocal halted
-        results[tid] = result
-        if result.status is Status.FAILED and continue_mode == "never":
-            halted = True
-            if halt is not None:
-                halt.set()
-        for child in dependants[tid]:
-            waiting[child] -= 1
-            if waiting[child] == 0:
-                heapq.heappush(ready, (-rank[child], position[child], child))
-
-    def ahead(tid: TaskId) -> int | None:
-        return max((rank[c] for c in dependants[tid] if waiting[c] == 1), default=None)
-
-    ended: list[TaskId] = []  # finished since the last dispatch: their slots pass on after it
+    run = _Walk(graph, rebuild, continue_mode, stop, halt, priority, settled, started)
     if slots is not None:
-        slots.ahead = ahead
+        slots.ahead = run.ahead
+    halting = (
+        asyncio.ensure_future(_halt_on(stop, halt))
+        if stop is not None and halt is not None
+        else None
+    )
     try:
+        await run.loop(slots)
+    finally:
+        if halting is not None:
+            halting.cancel()
+        if slots is not None:
+            for tid in run.ended:
+                slots.settle(tid)
+            slots.ahead = None
+    return _close_unfinished(graph, run.results, stopped=bool(stop and stop.is_set()))
+
+
+class _Walk:
+    """One walk's state: each node's count of unfinished dependencies, the ready heap, the
+    running rebuilds and the results."""
+
+    def __init__(
+        self,
+        graph: TaskGraph,
+        rebuild: Rebuild,
+        continue_mode: str,
+        stop: asyncio.Event | None,
+        halt: asyncio.Event | None,
+        priority: Mapping[TaskId, int] | None,
+        settled: Mapping[TaskId, TaskResult] | None,
+        started: Collection[TaskId],
+    ) -> None:
+        self.nodes, self.rebuild, self.continue_mode = graph.nodes, rebuild, continue_mode
+        self.stop, self.halt, self.started = stop, halt, started
+        self.results: dict[TaskId, TaskResult] = dict(settled or {})
+        self.waiting, self.dependants = _counters(self.nodes, self.results)
+        self.position = {tid: i for i, tid in enumerate(graph.order)}
+        self.rank = priority or graph.priority
+        self.ready = [
+            (-self.rank[t], self.position[t], t) for t, c in self.waiting.items() if c == 0
+        ]
+        heapq.heapify(self.ready)
+        self.running: dict[asyncio.Task[TaskResult], TaskId] = {}
+        self.halted = False
+        self.ended: list[TaskId] = []  # finished since the last dispatch: their slots pass on after
+
+    def stopped(self) -> bool:
+        return self.stop is not None and self.stop.is_set()
+
+    async def loop(self, slots: PrioritySlots | None) -> None:
+        ready, running = self.ready, self.running
         while ready or running:
-            while ready and not halted and not (stop and stop.is_set()):
-                _, _, tid = heapq.heappop(ready)
-                node = nodes[tid]
-                blocker = _blocked(node, results)
-                if blocker is not None and continue_mode != "always":
-                    finish(tid, _skipped(node, blocker, f"blocked by {blocker}"))
-                    continue
-                if slots is not None:
-                    slots.expect(tid, rank[tid])
-                running[asyncio.create_task(rebuild(node, results))] = tid
+            while ready and not self.halted and not self.stopped():
+                self.dispatch(heapq.heappop(ready)[2], slots)
+            if self.started and self.stopped():  # already running: adopted, then stopped
+                for item in [r for r in ready if r[2] in self.started]:
+                    ready.remove(item)
+                    self.dispatch(item[2], slots)
+                heapq.heapify(ready)
             if slots is not None:
-                for tid in ended:
+                for tid in self.ended:
                     slots.settle(tid)
-            ended.clear()
+            self.ended.clear()
             if not running:
                 break
             done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
             for fut in done:
                 tid = running.pop(fut)
-                finish(tid, fut.result())
-                ended.append(tid)
-    finally:
+                self.finish(tid, fut.result())
+                self.ended.append(tid)
+
+    def dispatch(self, tid: TaskId, slots: PrioritySlots | None) -> None:
+        node = self.nodes[tid]
+        blocker = _blocked(node, self.results)
+        if blocker is not None and self.continue_mode != "always":
+            self.finish(tid, _skipped(node, blocker, f"blocked by {blocker}"))
+            return
         if slots is not None:
-            for tid in ended:
-                slots.settle(tid)
-            slots.ahead = None
-    return _close_unfinished(graph, results, stopped=bool(stop and stop.is_set()))
+            slots.expect(tid, self.rank[tid])
+        self.running[asyncio.create_task(self.rebuild(node, self.results))] = tid
+
+    def finish(self, tid: TaskId, result: TaskResult) -> None:
+        if self.stopped() and not self.halted and _held_back(result):
+            result = _not_started(tid, result.key)  # halted by the stop, not by a failure
+        self.results[tid] = result
+        if result.status is Status.FAILED and self.continue_mode == "never":
+            self.halted = True
+            if self.halt is not None:
+                self.halt.set()
+        waiting = self.waiting
+        for child in self.dependants[tid]:
+            waiting[child] -= 1
+            if waiting[child] == 0:
+                heapq.heappush(self.ready, (-self.rank[child], self.position[child], child))
+
+    def ahead(self, tid: TaskId) -> int | None:
+        """The highest rank among the dependants `tid` is the last unfinished dependency of."""
+        waiting, rank = self.waiting, self.rank
+        return max((rank[c] for c in self.dependants[tid] if waiting[c] == 1), default=None)
+
+
+async def _halt_on(stop: asyncio.Event, halt: asyncio.Event) -> None:
+    """Halt dispatch as soon as the run is stopped (before the stopped tasks' slots pass on)."""
+    await stop.wait()
+    halt.set()
+
+
+def _held_back(result: TaskResult) -> bool:
+    """A rebuild that returned without starting because dispatch was halted."""
+    return result.status is Status.SKIPPED and result.blocked_by is None and result.attempts == 0
+
+
+def _not_started(tid: TaskId, key: str | None) -> TaskResult:
+    return TaskResult(
+        tid, Status.ABORTED, CacheStatus.NO_CACHE, key=key, reason="not run: the run was stopped"
+    )
 
 
 def _counters(
@@ -234,9 +300,7 @@ def _close_unfinished(
     for tid in graph.order:
         if tid not in results:
             if stopped:
-                results[tid] = TaskResult(
-                    tid, Status.ABORTED, CacheStatus.NO_CACHE, reason="not run: the run was stopped"
-                )
+                results[tid] = _not_started(tid, None)
             else:
                 results[tid] = TaskResult(
                     tid,

@@ -449,7 +449,7 @@ def _record(header: dict, body: dict, restored: set, began: float) -> tuple | No
 def _footer(header: dict, environ, err, wall_ms: float) -> None:
     from vx import style
 
-    palette = style.Palette(style.color_enabled(environ, err))
+    palette = style.Palette(style.color_depth(environ, err))
     lines = style.footer(header["tasks"], header["tasks"], {}, wall_ms, __version__, palette)
     _say(err, "\n".join(lines))
 

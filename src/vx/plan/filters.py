@@ -6,7 +6,10 @@ Forms: `<name-glob>` (a scope-less name also matches `@scope/name` when exactly 
 dependents), `<p>^...` / `...^<p>` (only those, not the match itself), `...<p>...`, `[<ref>]`
 (packages with files changed since ref, uncommitted and untracked included), `<p>[<ref>]`,
 `<p>...[<ref>]`, and `!<selector>` to exclude. Includes are unioned, then excludes removed. Graph
-walks follow the workspace's package edges. A filter that selects nothing refuses the run.
+walks follow the workspace's package edges. A selection may be empty (nothing changed since the
+ref, a glob that matches no name, excludes that remove everything): as in turbo, the run then has
+nothing to do. A filter that names a package or a directory the workspace does not have is
+refused, as turbo refuses it.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Iterable, Mapping
 
 from msgspec import Struct
 
-from vx.errors import UsageError, suggestion
+from vx.errors import UnknownTaskError, UsageError, suggestion
 from vx.model import ROOT_PROJECT, ProjectConfig, Workspace
 
 _FORM_HINT = (
@@ -78,26 +81,58 @@ def select(
     cwd_package: str,
     cwd_rel: str,
 ) -> frozenset[str]:
-    """The projects the filters select (includes unioned, then excludes removed)."""
+    """The projects the filters select (includes unioned, then excludes removed); empty when
+    they select none. A filter naming a package or directory that does not exist is refused."""
     filters = list(filters)
+    for f in filters:
+        _refuse_missing(f, ws, cwd_rel)
     includes = [f for f in filters if not f.exclude]
     chosen: set[str] = set()
     for f in includes or [Filter("", base="*")]:  # excludes alone start from everything
         chosen |= _one(f, ws, configs, cwd_package, cwd_rel)
-    if not chosen:
-        shown = ", ".join(f.text for f in includes)
-        raise UsageError(f"--filter {shown} selects no project", hint=_nothing_hint(includes, ws))
-    before = set(chosen)
     for f in filters:
         if f.exclude:
             chosen -= _one(f, ws, configs, cwd_package, cwd_rel)
-    if not chosen:
-        removed = ", ".join("!" + f.text.lstrip("!") for f in filters if f.exclude)
-        raise UsageError(
-            f"the excludes {removed} removed every selected project ({len(before)})",
-            hint="narrow the excludes, or drop them",
-        )
     return frozenset(chosen)
+
+
+def nothing_to_run(texts: Iterable[str], projects: frozenset[str], names: Iterable[str]) -> str:
+    """The one line a run whose filters leave it no task says (it exits 0, as turbo's does)."""
+    said = " ".join(f"--filter={t}" for t in texts)
+    tasks = " or ".join(f"`{n}`" for n in names)
+    if not projects:
+        return f"nothing to run: {said} selects no project"
+    if projects == {ROOT_PROJECT}:
+        return f"nothing to run: {said} selects only the root project (//), which has no {tasks}"
+    shown = ", ".join(sorted(projects)[:8]) + (", …" if len(projects) > 8 else "")
+    return f"nothing to run: no project {said} selects ({shown}) has {tasks}"
+
+
+def _refuse_missing(f: Filter, ws: Workspace, cwd_rel: str) -> None:
+    """A filter that names a package (no glob) or a directory the workspace does not have is a
+    typo, not an empty selection: refused, as turbo refuses it."""
+    base = f.base
+    if not base or base in (".", "//") or base.startswith("tag:"):
+        return
+    if base.startswith(("./", "../", "/")) or (base.startswith("{") and base.endswith("}")):
+        spec = base.strip("{}")
+        if any(c in spec for c in "*?") or _by_dir(spec, ws, cwd_rel):
+            return
+        where = os.path.normpath(os.path.join(cwd_rel, spec)) if not spec.startswith("/") else spec
+        if not (ws.root / where).is_dir():
+            raise UsageError(
+                f"--filter {f.text}: no directory `{spec}` in the workspace",
+                facts=(f"looked for: {ws.root / where}",),
+                hint="a directory filter names a folder holding packages, e.g. `./packages/*`",
+            )
+        return
+    if any(c in base for c in "*?") or _matched(f, ws, {}, "", cwd_rel):
+        return
+    names = [n for n in ws.packages if n != ROOT_PROJECT]
+    raise UnknownTaskError(
+        f"--filter {f.text}: no package named `{base}`",
+        hint=suggestion(base, names, noun="packages") or "`vx show` lists the packages",
+    )
 
 
 def _one(f: Filter, ws: Workspace, configs, cwd_package: str, cwd_rel: str) -> set[str]:
@@ -183,24 +218,6 @@ def _walk(start: set[str], edges: Mapping[str, Iterable[str]]) -> set[str]:
             seen.add(name)
             stack.extend(edges.get(name, ()))
     return seen
-
-
-def _nothing_hint(includes: list[Filter], ws: Workspace) -> str:
-    for f in includes:
-        if (
-            f.base
-            and not f.base.startswith(("./", "../", "{", "tag:", "["))
-            and f.base not in (".", "//")
-            and "*" not in f.base
-        ):
-            near = suggestion(
-                f.base, [n for n in ws.packages if n != ROOT_PROJECT], noun="packages"
-            )
-            if near:
-                return near
-    if any(f.since is not None for f in includes):
-        return "nothing changed there since that ref; drop the [ref] part to run regardless"
-    return _FORM_HINT
 
 
 # ---------------------------------------------------------------- changed since a ref

@@ -116,9 +116,11 @@ class LiveRegion:
         self.dirty = self.active
 
     def _erase_codes(self) -> str:
-        # Every row ends in a newline, so the cursor already stands in column 0; no CR is
-        # sent because a tty with `ocrnl` would turn it into one more line feed.
-        return f"\x1b[{self._drawn}A\x1b[J" if self._drawn else ""
+        # Every row ends in a newline, but the terminal may have echoed something since (a
+        # Ctrl-C's `^C`, a key typed): CHA (`ESC [ G`) puts the cursor back in column 1, or the
+        # erase below would keep the separator's first columns (a stray `──`). Not a CR: a tty
+        # with `ocrnl` would turn it into one more line feed.
+        return f"\x1b[{self._drawn}A\x1b[G\x1b[J" if self._drawn else ""
 
 
 class ConsoleReporter(PlainReporter):

@@ -302,8 +302,11 @@ def footer(
     cached = sum(1 for r in results if r.status is Status.SUCCESS and r.cache in HITS)
     tallies = {
         status.value: sum(1 for r in results if r.status is status)
-        for status in (Status.FAILED, Status.SKIPPED, Status.ABORTED)
+        for status in (Status.FAILED, Status.SKIPPED)
     }
+    aborted = [r for r in results if r.status is Status.ABORTED]
+    tallies["not started"] = sum(1 for r in aborted if never_started(r))
+    tallies["stopped"] = len(aborted) - tallies["not started"]
     return style.footer(len(results), cached, tallies, wall_ms, version, palette)
 
 

@@ -15,7 +15,7 @@ from vx.style import Palette
 def make_reporter(
     *,
     flow: str,
-    color: bool,
+    color: bool | int,  # a depth (vx.style.color_depth), or True for truecolour
     live: bool,
     version: str,
     out: TextIO,

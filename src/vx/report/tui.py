@@ -57,7 +57,7 @@ def available() -> bool:
 class TuiReporter:
     """Forward a run's events to the split view; print the outcome once the view is closed."""
 
-    def __init__(self, *, version: str, out: TextIO, err: TextIO, color: bool) -> None:
+    def __init__(self, *, version: str, out: TextIO, err: TextIO, color: bool | int) -> None:
         self._events: list[Event] = []
         self._version, self._out, self._err, self._color = version, out, err, color
         self._decoders: dict[TaskId, codecs.IncrementalDecoder] = {}

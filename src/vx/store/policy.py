@@ -147,7 +147,7 @@ def plan_cache(
     if settings is None and not plugins and (axes.remote_read or axes.remote_write):
         if not notices:
             notices.append(
-                "`--cache` names the remote layer, but no remote cache is configured "
+                "`--cache` (or `--remote-only`) names the remote layer, but no remote cache is configured "
                 "(remoteCache in vx.workspace.json, or TURBO_API / NX_SELF_HOSTED_REMOTE_CACHE_SERVER "
                 "/ VX_REAPI_ENDPOINT)"
             )

@@ -131,6 +131,18 @@ def prune(
     )
 
 
+def clean(store, *, dry_run: bool, now: float | None = None) -> Pruned:
+    """Every entry of `store` evicted (`vx cache clean`), and what no row accounts for swept, as
+    `prune` sweeps it (a temp or artifact younger than an hour may be a save in flight)."""
+    now = time.time() if now is None else now
+    rows = sorted((Row(*r) for r in store.entry_rows()), key=lambda r: (r.task_id, r.key))
+    if not dry_run and rows:
+        store.evict([(r.key, r.crc) for r in rows])
+    known = {r.key: r.crc for r in rows} if dry_run else {}
+    orphans, orphan_bytes, phantoms = sweep_dir(store, known, dry_run, now)
+    return Pruned(dry_run, tuple(rows), orphans, orphan_bytes, phantoms)
+
+
 def sweep_dir(store, known: dict[str, str], dry_run: bool, now: float) -> tuple[int, int, int]:
     """(orphans, their bytes, phantom rows): artifacts and temps no row accounts for, an hour old,
     removed; rows whose artifact is gone, dropped."""

@@ -33,6 +33,11 @@ class Pane:
     def text(self) -> str:
         return self._tmux("capture-pane", "-p", "-J", "-S", "-200")
 
+    def screen(self, escapes: bool = False) -> str:
+        """What the pane shows now, without its history (tmux keeps a screen cleared from the
+        top row in its history: `scroll-on-clear`); with `escapes`, its colours as SGR codes."""
+        return self._tmux("capture-pane", "-p", "-J", *(["-e"] if escapes else []))
+
     def wait_for(self, text: str) -> str:
         deadline = time.monotonic() + WAIT_S
         delay = 0.02
@@ -69,9 +74,10 @@ def pane_fixture():
         one.close()
 
 
-def vx_in_shell(repo: Repo, *args: str) -> str:
-    """A shell line running vx on the pane's terminal, then writing its exit code to code.txt."""
-    env = f"PYTHONPATH={shlex.quote(SRC)} NO_COLOR=1"
+def vx_in_shell(repo: Repo, *args: str, env: str = "NO_COLOR=1") -> str:
+    """A shell line running vx on the pane's terminal, then writing its exit code to code.txt;
+    `env` are the variables it runs with (`-u NAME …` first unsets some), colour off by default."""
+    env = f"{env} PYTHONPATH={shlex.quote(SRC)}"
     vx = " ".join(shlex.quote(a) for a in (sys.executable, "-m", "vx", *args))
     code = shlex.quote(str(repo.root / "code.txt"))
     return f"env -u CI {env} {vx}; echo $? > {code}.tmp && mv {code}.tmp {code}; sleep 600"

@@ -99,5 +99,42 @@ def test_completions_offer_the_table_less_what_a_verb_refuses():
         "--summarize",
         "--ui",
         "--format",
+        "--cwd",
     }
     assert VERBS["why"].completions() == ["--format", "--help"]
+
+
+@pytest.mark.feature("TL-06")
+@pytest.mark.parametrize(
+    "tokens, value",
+    [([], False), (["--force"], True), (["--force=true"], True), (["--force=False"], False)],
+)
+def test_a_turbo_switch_may_spell_out_its_value(tokens, value):
+    assert parse("run", tokens, {"--force": ("bool", "force")}).force is value
+
+
+def test_a_turbo_switch_takes_true_or_false_only():
+    with pytest.raises(UsageError) as caught:
+        parse("run", ["--force=yes"], {"--force": ("bool", "force")})
+    assert "true or false" in caught.value.message
+
+
+@pytest.mark.feature("TL-06")
+def test_the_token_is_scrubbed_from_the_line_a_run_keeps():
+    from vx.cli.run import scrubbed
+
+    line = [
+        "run",
+        "build",
+        "--token",
+        "s3cret",
+        "--token=s3cret",
+        "--team",
+        "t",
+        "--",
+        "--token",
+        "x",
+    ]
+    assert scrubbed(line) == [
+        "run", "build", "--token", "***", "--token=***", "--team", "t", "--", "--token", "x"
+    ]  # fmt: skip

@@ -108,6 +108,23 @@ def test_stop_event_aborts_unstarted():
     assert res[TaskId("p", "b")].status is Status.ABORTED
 
 
+def test_a_stop_before_the_walk_still_takes_over_the_tasks_already_started():
+    """The first wave's tasks run before the walk: a stop that came first still dispatches them
+    (their rebuild adopts and ends the process, a stopped task), and nothing else."""
+    g = graph({"a": [], "b": [], "c": ["a"]})
+    stop = asyncio.Event()
+    stop.set()
+    rebuilt = []
+
+    async def rebuild(node, results):
+        rebuilt.append(node.id.task)
+        return TaskResult(node.id, Status.ABORTED, CacheStatus.MISS, attempts=1)
+
+    res = run(g, rebuild=rebuild, stop=stop, started={TaskId("p", "a")})
+    assert rebuilt == ["a"] and res[TaskId("p", "a")].attempts == 1
+    assert [res[TaskId("p", t)].reason for t in "bc"] == ["not run: the run was stopped"] * 2
+
+
 def test_priority_slots_bound_and_order():
     async def main():
         slots = PrioritySlots(1)
@@ -205,3 +222,49 @@ def test_an_interactive_task_gathers_every_slot_before_it_starts():
         await later
 
     asyncio.run(main())
+
+
+@pytest.mark.feature("CLI-56")
+def test_a_stop_starts_none_of_the_tasks_waiting_for_a_slot():
+    """Two slots, four tasks: the stop comes while two run and two wait. The two running end
+    aborted as the stop ends them and free their slots; the two waiting see the halt when they
+    get a slot (as the rebuilder checks it) and end not started, never run."""
+    g = graph({"a": [], "b": [], "c": [], "d": []})
+    stop, halt = asyncio.Event(), asyncio.Event()
+    started: list[str] = []
+
+    async def main():
+        slots = PrioritySlots(2)
+        running = asyncio.Event()
+
+        async def rebuild(node, results):
+            await slots.acquire(0, node.id)
+            try:
+                if halt.is_set():  # as the rebuilder does once it holds a slot
+                    return TaskResult(node.id, Status.SKIPPED, CacheStatus.NO_CACHE)
+                started.append(node.id.task)
+                if len(started) == 2:
+                    running.set()
+                await stop.wait()
+                return TaskResult(
+                    node.id, Status.ABORTED, CacheStatus.MISS, exit_code=130, attempts=1
+                )
+            finally:
+                slots.release()
+
+        async def ctrl_c():
+            await running.wait()
+            stop.set()
+
+        stopper = asyncio.ensure_future(ctrl_c())
+        res = await walk(g, rebuild=rebuild, stop=stop, halt=halt, slots=slots)
+        await stopper
+        return res
+
+    res = asyncio.run(main())
+    assert sorted(started) == ["a", "b"]
+    stopped = {t.task for t, r in res.items() if r.attempts == 1}
+    never = {t.task for t, r in res.items() if r.attempts == 0}
+    assert stopped == {"a", "b"} and never == {"c", "d"}
+    assert all(r.status is Status.ABORTED for r in res.values())
+    assert {res[TaskId("p", t)].reason for t in never} == {"not run: the run was stopped"}

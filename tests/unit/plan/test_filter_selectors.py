@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from vx.errors import UsageError
+from vx.errors import UnknownTaskError, UsageError
 from vx.model import ROOT_PROJECT, Package, ProjectConfig, Workspace
-from vx.plan.filters import parse, select
+from vx.plan.filters import nothing_to_run, parse, select
 
 #   @acme/ui <- @acme/web <- @acme/e2e        tools/lint (alone)
 #   @acme/ui <- @acme/docs
@@ -73,20 +73,35 @@ def test_dot_and_relative_dirs_follow_the_cwd():
 
 
 @pytest.mark.feature("CLI-40")
-def test_a_filter_that_selects_nothing_refuses_with_did_you_mean():
-    with pytest.raises(UsageError) as caught:
-        sel("@acme/wbe")
-    assert "selects no project" in caught.value.message and "@acme/web" in caught.value.hint
+@pytest.mark.parametrize("texts", [["@acme/wbe"], ["!@acme/wbe"], ["...wbe"], ["wbe[HEAD]"]])
+def test_a_filter_naming_no_package_refuses_with_did_you_mean(texts):
+    with pytest.raises(UnknownTaskError) as caught:
+        sel(*texts)
+    assert "no package named" in caught.value.message and "@acme/web" in (caught.value.hint or "")
 
 
 @pytest.mark.feature("CLI-40")
-def test_excludes_that_remove_everything_are_named():
+def test_a_directory_filter_naming_no_directory_is_refused():
     with pytest.raises(UsageError) as caught:
-        sel("web", "!@acme/*")
-    assert (
-        "!@acme/*" in caught.value.message
-        and "removed every selected project" in caught.value.message
+        sel("./nowhere")
+    assert "no directory `./nowhere`" in caught.value.message
+
+
+@pytest.mark.feature("CLI-40")
+@pytest.mark.parametrize("texts", [["web", "!@acme/*"], ["@nobody/*"], ["tag:nothing"]])
+def test_a_filter_may_select_nothing(texts):
+    assert sel(*texts) == set()  # as in turbo: the run has nothing to do, and says so
+
+
+@pytest.mark.feature("CLI-40")
+def test_the_line_an_empty_selection_says():
+    assert nothing_to_run(["[HEAD^1]"], frozenset(), ["build"]) == (
+        "nothing to run: --filter=[HEAD^1] selects no project"
     )
+    assert "selects only the root project (//), which has no `build`" in nothing_to_run(
+        ["...[HEAD^1]"], frozenset({ROOT_PROJECT}), ["build"]
+    )
+    assert "(a, b) has `lint`" in nothing_to_run(["a", "b"], frozenset({"a", "b"}), ["lint"])
 
 
 @pytest.mark.feature("CLI-40")

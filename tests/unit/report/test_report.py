@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from vx import style
 from vx.errors import EnvironmentFailure, UsageError
 from vx.events import (
     CacheRestored,
@@ -511,7 +513,7 @@ def test_tasks_never_reached_after_a_stop_fold_into_one_line():
         "✗  0.30s aborted miss       lib#build",
         "◌ 2 tasks not run • the run was stopped",
     ]
-    assert stderr[-1] == "3 tasks · 0 cached (0%) · 3 aborted · wall 0.41s"
+    assert stderr[-1] == "3 tasks · 0 cached (0%) · 1 stopped · 2 not started · wall 0.41s"
 
 
 @pytest.mark.feature("CLI-56")
@@ -703,6 +705,46 @@ def test_color_enabled(env, tty, want):
 
 
 @pytest.mark.feature("CLI-58")
+@pytest.mark.parametrize(
+    "env, depth",
+    [
+        ({"TERM": "xterm-256color", "COLORTERM": "truecolor"}, style.TRUECOLOR),
+        ({"TERM": "xterm-256color", "COLORTERM": "24bit"}, style.TRUECOLOR),
+        ({"TERM": "xterm-256color"}, style.EXTENDED),
+        ({"TERM": "screen-256color"}, style.EXTENDED),
+        ({"TERM": "xterm"}, style.BASIC),
+        ({"TERM": "linux"}, style.BASIC),
+        ({"TERM": "dumb"}, style.MONO),
+        ({"TERM": "xterm", "NO_COLOR": "1", "COLORTERM": "truecolor"}, style.MONO),
+        ({"TERM": "xterm", "FORCE_COLOR": "2"}, style.EXTENDED),
+        ({"TERM": "xterm", "FORCE_COLOR": "0"}, style.MONO),
+    ],
+)
+def test_colour_depth_follows_the_terminal(env, depth):
+    assert style.color_depth(env, Tty()) == depth
+
+
+@pytest.mark.feature("CLI-58")
+@pytest.mark.parametrize(
+    "depth, pink",
+    [
+        (style.TRUECOLOR, "\x1b[38;2;255;121;198mbuild\x1b[0m"),
+        (style.EXTENDED, "\x1b[38;5;212mbuild\x1b[0m"),
+        (style.BASIC, "\x1b[95mbuild\x1b[0m"),
+    ],
+)
+def test_the_palette_paints_in_the_depth_it_is_given(depth, pink):
+    painted = Palette(depth).task_id(APP)
+    assert painted.endswith(pink)
+    escapes = re.findall(r"\x1b\[([0-9;]*)m", painted)
+    if depth == style.BASIC:
+        assert all(not e.startswith("38;") for e in escapes)
+    if depth == style.EXTENDED:
+        assert all(e == "0" or e.startswith("38;5;") for e in escapes)
+    assert Palette(style.MONO).task_id(APP) == "app#build"
+
+
+@pytest.mark.feature("CLI-58")
 def test_color_enabled_on_a_closed_stream_is_off():
     stream = io.StringIO()
     stream.close()
@@ -784,21 +826,27 @@ def test_unknown_flow_is_refused():
 
 
 def screen(text: str) -> list[str]:
-    """A tiny terminal: enough of CR, LF, cursor-up and erase-below to see what remains."""
+    """A tiny terminal: enough of CR, LF, cursor-up, CHA and erase-below to see what remains,
+    column by column (a `^C` the terminal echoes moves the cursor too)."""
     import re
 
-    rows, row = [""], 0
-    for token in re.findall(r"\x1b\[\?2026[hl]|\x1b\[\d*A|\x1b\[J|\r|\n|[^\x1b\r\n]+", text):
+    rows, row, col = [""], 0, 0
+    pattern = r"\x1b\[\?2026[hl]|\x1b\[\d*A|\x1b\[G|\x1b\[J|\r|\n|[^\x1b\r\n]+"
+    for token in re.findall(pattern, text):
         if token == "\n":
-            row += 1
+            row, col = row + 1, 0  # the tty's onlcr
             rows += [""] * (row + 1 - len(rows))
+        elif token in ("\r", "\x1b[G"):
+            col = 0
         elif token.endswith("A"):
             row -= int(token[2:-1] or 1)
         elif token == "\x1b[J":
             del rows[row + 1 :]
-            rows[row] = ""
-        elif token != "\r" and not token.startswith("\x1b[?"):
-            rows[row] += token
+            rows[row] = rows[row][:col]
+        elif not token.startswith("\x1b[?"):
+            line = rows[row].ljust(col)
+            rows[row] = line[:col] + token + line[col + len(token) :]
+            col += len(token)
     return rows[:-1] if rows[-1] == "" else rows
 
 
@@ -861,6 +909,27 @@ def test_worker_rows_tick_and_are_erased_before_the_footer():
         rule("2 tasks · 0 cached (0%) · wall 0.41s"),
         "2 tasks · 0 cached (0%) · wall 0.41s",
     ]
+
+
+@pytest.mark.feature("CLI-54")
+def test_a_ctrl_c_echoed_by_the_terminal_leaves_no_stray_rule():
+    """The tty echoes `^C` where the cursor stands, under the region: the erase must start from
+    column 1, or the separator's first two columns stay on screen as `──`."""
+    reporter, term, clock = console("broad")
+    reporter(RunStarted(graph([node(LIB, requested=True), node(APP, requested=True)]), 2))
+    reporter(TaskStarted(LIB, "tsc"))
+    clock.now += 1
+    reporter.tick()
+    term.write("^C")  # the terminal's echo of the interrupt
+    lib_r = TaskResult(
+        LIB, Status.ABORTED, CacheStatus.MISS, duration_ms=300, exit_code=130, attempts=1
+    )
+    reporter(TaskFinished(lib_r))
+    reporter(RunFinished(summary([lib_r, not_run(APP)], code=130)))
+    shown = screen(term.getvalue())
+    assert shown[0] == "✗  0.30s aborted miss       lib#build", shown
+    assert not any(row.startswith("─") and "vx" not in row for row in shown), shown
+    assert shown[-1] == "2 tasks · 0 cached (0%) · 1 stopped · 1 not started · wall 0.41s"
 
 
 @pytest.mark.feature("CLI-54")
