@@ -61,6 +61,7 @@ class MemoryStore:
         self.damaged: set[str] = set()
         self.saved: list[str] = []
         self.restored: list[str] = []
+        self.kept: dict[str, tuple[int, int, tuple[str, ...]]] = {}  # note_kept's notes
         self.spans: dict[str, list[float]] = {"save": [], "restore": []}
 
     def probe(self, keys: Iterable[str]) -> dict[str, MemoryEntry]:
@@ -100,6 +101,12 @@ class MemoryStore:
 
     def entry_on_disk(self, task_id: str, current: Collection[str]) -> MemoryEntry | None:
         return None  # nothing is kept for an incremental tool here
+
+    def note_kept(self, key: str, since_ns: int, dated_ns: int, upstream: Sequence[str]) -> None:
+        self.kept[key] = (since_ns, dated_ns, tuple(upstream))
+
+    def kept_since(self, key: str) -> None:
+        return None  # nothing is kept here, so nothing is dated
 
     def save(
         self,

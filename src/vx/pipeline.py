@@ -272,6 +272,7 @@ def _settle_hits(prep: Prepared, emit: Emit):
             emit,
             2 * prep.concurrency,
             lambda: bool(caught),
+            prep.index.started_ns if prep.policy.write else None,
         )
     return lane, signals.first(caught)
 

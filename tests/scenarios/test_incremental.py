@@ -385,3 +385,190 @@ def test_a_build_info_outside_the_outputs_never_leaves_an_entry_short(repo, wher
     hit = build(repo)
     assert hit.statuses() == {"lib#build": ("success", "local")}
     assert sorted(outputs(repo, "lib")) == sorted(full)
+
+
+# ---------------------------------------------------------------- the date of a kept build info
+
+
+@pytest.fixture
+def refs(repo):
+    """lib and app, app referencing lib as a project (`references`, imports through `paths`),
+    each built by `tsc -b --verbose`: the verbose lines say which project tsc found up to date."""
+    lib_config = json.loads(json.dumps(CONFIG))
+    app_config = json.loads(json.dumps(CONFIG))
+    app_config["compilerOptions"]["paths"] = {"lib": ["../lib/src/index.ts"]}
+    app_config["references"] = [{"path": "../lib"}]
+    command = f"{TSC} -b --verbose --listEmittedFiles"
+    repo.write(
+        npm_workspace(
+            {
+                "lib": {
+                    "tasks": {"build": tsc_task(command)},
+                    "files": {
+                        "tsconfig.json": lib_config,
+                        "src/a.ts": "export const a = 1;\n",
+                        "src/c.ts": "export const c = 'c';\n",
+                        "src/index.ts": "export * from './a';\nexport * from './c';\n",
+                    },
+                },
+                "app": {
+                    "deps": ["lib"],
+                    "tasks": {"build": tsc_task(command)},
+                    "files": {
+                        "tsconfig.json": app_config,
+                        "src/main.ts": "import { a } from 'lib';\nexport const twice = a;\n",
+                    },
+                },
+            }
+        )
+    ).commit()
+    (repo.root / "node_modules").mkdir(exist_ok=True)
+    os.symlink(installed("typescript"), repo.root / "node_modules" / "typescript")
+    return repo
+
+
+def checked_app(result) -> bool:
+    """Whether app's `tsc -b` checked app's own project rather than skip it as up to date (its
+    `--verbose` lines, in app's block of the log)."""
+    log = result.out.split("┌─ app#build", 1)[-1].split("└─ app#build", 1)[0]
+    said = [line for line in log.splitlines() if "Project 'tsconfig.json' is" in line]
+    assert said, result.out
+    return not all(" is up to date" in line for line in said)
+
+
+def clean_outputs(repo, projects=("lib", "app")) -> dict[str, dict[str, bytes]]:
+    """Each project's outputs as `tsc -b` writes them from nothing, in a copy of the workspace."""
+    copy = repo.root.parent / "clean"
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(repo.root, copy, symlinks=True, ignore=shutil.ignore_patterns(".vx", "dist"))
+    for name in projects:
+        subprocess.run(
+            [*TSC.split(), "-b"], cwd=copy / "packages" / name, check=True, capture_output=True
+        )
+    return {
+        name: {
+            str(p.relative_to(copy / "packages" / name / "dist")): p.read_bytes()
+            for p in sorted((copy / "packages" / name / "dist").rglob("*"))
+            if p.is_file()
+        }
+        for name in projects
+    }
+
+
+def all_as_clean(repo, projects=("lib", "app")) -> None:
+    clean = clean_outputs(repo, projects)
+    for name in projects:
+        same_as_clean(outputs(repo, name), clean[name])
+
+
+def back_in_time(path, seconds: int = 3600) -> None:
+    """Give a file an mtime an hour old, as `cp -p`, tar or a package manager would: its ctime
+    still says it changed now."""
+    old = path.stat().st_mtime_ns - seconds * 1_000_000_000
+    os.utime(path, ns=(old, old))
+
+
+@pytest.mark.feature("EX-06")
+def test_incr_an_unchanged_referenced_project_is_skipped_after_an_edit(refs):
+    """The one-edit case: an edit that leaves lib's declarations as they were. Before, every kept
+    build info was dated to the epoch and app's `tsc -b` checked app again whatever changed; dated
+    to when its entry was saved, app is up to date with lib's declarations and tsc skips it. The
+    same after a restore (the note a restore takes), and the outputs equal a clean build."""
+    assert build(refs).code == 0
+    index = refs.root / "packages/lib/src/index.ts"
+    index.write_text(index.read_text() + "// a comment\n")
+    edit = build(refs)
+    assert edit.code == 0, edit.err
+    assert edit.statuses() == {"lib#build": ("success", "miss"), "app#build": ("success", "miss")}
+    assert not checked_app(edit), edit.out
+    all_as_clean(refs)
+
+    subprocess.run(["git", "checkout", "--", "."], cwd=refs.root, check=True)
+    back = build(refs)
+    assert set(back.statuses().values()) == {("success", "local")}, back.out + back.err
+    index.write_text(index.read_text() + "// another comment\n")
+    again = build(refs)
+    assert again.statuses()["app#build"] == ("success", "miss")
+    assert not checked_app(again), again.out
+    all_as_clean(refs)
+
+
+@pytest.mark.feature("EX-06")
+def test_incr_a_source_edited_with_an_old_mtime_is_still_built(refs):
+    """Danger (a): a root file whose content changed but whose mtime is older than the build
+    info's date (`cp -p`, tar, an rsync from another machine) is a file tsc's timestamp check
+    skips. Its ctime shows the change: the build info goes to the epoch, tsc compares by content."""
+    assert build(refs).code == 0
+    a = refs.root / "packages/lib/src/a.ts"
+    a.write_text("export const a = 2;\n")
+    back_in_time(a)
+    run = build(refs)
+    assert run.code == 0, run.err
+    assert "dist/src/a.js" in emitted(run, "lib")
+    all_as_clean(refs)
+
+
+@pytest.mark.feature("EX-06")
+def test_incr_a_source_moved_in_with_an_old_mtime_is_still_built(refs):
+    """Danger (a), a new root: a file moved into `src` keeps its old mtime, and tsc, finding a new
+    root no newer than the build info, says up to date. The folder tsc takes roots from changed:
+    its new file is older than the date, so the build info goes to the epoch."""
+    assert build(refs).code == 0
+    outside = refs.root / "d.ts.txt"
+    outside.write_text("export const d = 'd';\n")
+    back_in_time(outside)
+    os.rename(outside, refs.root / "packages/lib/src/d.ts")
+    run = build(refs)
+    assert run.code == 0, run.err
+    assert "dist/src/d.js" in emitted(run, "lib")
+    all_as_clean(refs)
+
+
+@pytest.mark.feature("EX-06")
+def test_incr_an_upstream_restored_to_an_older_state_is_not_taken_as_up_to_date(ws):
+    """Danger (b): lib goes back to an older entry (a restore writes its declarations with the
+    mtimes they were saved with, older than app's date) while app misses with its outputs kept.
+    app's `tsc -b` looks at none of lib's files: dated, it would keep the declaration built on the
+    newer lib. The restored files are not the lib entry app was built on: the epoch."""
+    lib, app = ws.root / "packages/lib", ws.root / "packages/app"
+    (lib / "src/a.ts").write_text("export const a = 1;\n")
+    (app / "src/main.ts").write_text("import { a } from 'lib';\nexport const twice = a;\n")
+    ws.commit()
+    assert build(ws).code == 0
+    (lib / "src/a.ts").write_text("export const a = 2;\n")
+    assert build(ws).code == 0
+    assert b"twice = 2" in (app / "dist/src/main.d.ts").read_bytes()
+
+    (lib / "src/a.ts").write_text("export const a = 1;\n")  # lib's first entry again: restored
+    (app / "src/notes.md").write_text("app misses on an input tsc does not read\n")
+    run = build(ws)
+    assert run.code == 0, run.err
+    assert run.statuses() == {"lib#build": ("success", "local"), "app#build": ("success", "miss")}
+    assert b"twice = 1" in (app / "dist/src/main.d.ts").read_bytes()
+    for project in ("lib", "app"):
+        same_as_clean(outputs(ws, project), clean_build(ws, project))
+
+
+@pytest.mark.feature("EX-06")
+def test_incr_a_declaration_in_node_modules_changed_with_an_old_mtime_is_not_missed(ws):
+    """Danger (c): a package's declaration reached through node_modules changes content (a
+    lockfile bump; npm and pnpm give package files fixed old mtimes). tsc -b never compares such a
+    file, dated or not; the epoch makes tsc check it by content. Its ctime shows the change."""
+    dep = ws.root / "node_modules/dep"
+    dep.mkdir(parents=True)
+    (dep / "package.json").write_text(json.dumps({"name": "dep", "types": "index.d.ts"}))
+    (dep / "index.d.ts").write_text("export declare const d: 1;\n")
+    lib = ws.root / "packages/lib"
+    (lib / "src/uses.ts").write_text("import { d } from 'dep';\nexport const e = d;\n")
+    ws.commit()
+    assert build(ws).code == 0
+    assert b"e: 1" in (lib / "dist/src/uses.d.ts").read_bytes()
+
+    (dep / "index.d.ts").write_text("export declare const d: 2;\n")
+    back_in_time(dep / "index.d.ts")
+    (lib / "src/notes.md").write_text("lib misses on an input tsc does not read\n")
+    run = build(ws)
+    assert run.code == 0, run.err
+    assert run.statuses()["lib#build"] == ("success", "miss")
+    assert b"e: 2" in (lib / "dist/src/uses.d.ts").read_bytes()
+    same_as_clean(outputs(ws, "lib"), clean_build(ws, "lib"))

@@ -21,19 +21,20 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from msgspec import Struct
 
+from vx.engine import tsconfig
+from vx.engine.tsconfig import BUILD_INFO
 from vx.files.outputs import file_stamp as _stamp
 
 if TYPE_CHECKING:
     from vx.files.outputs import OutputSpec
     from vx.store.protocol import Store
 
-BUILD_INFO = ".tsbuildinfo"
+EPOCH_NS = 1_000_000_000  # 1970: a build info dated so always has its program checked
 # What tsc emits for a source: declarations, JavaScript, JSON, and the maps of each.
 _EMITTED = re.compile(r"(\.d\.[mc]?ts|\.[mc]?js|\.jsx|\.json)(\.map)?$")
 _SOURCE = re.compile(r"\.([mc]?tsx?|[mc]?jsx?|json)$")
@@ -49,13 +50,16 @@ class Program(Struct, frozen=True):
     emit_dirs: tuple[str, ...]
     stems: frozenset[str]  # every trailing run of path parts of each source, extension cut
     common: str  # the sources' common directory: where tsc roots its emit when no rootDir is set
+    roots: frozenset[str] = frozenset()  # the files of `files` that are the config's own roots
 
 
 class Kept(Struct):
-    """The outputs left in place for a run: each file's stamp, and each build info's program."""
+    """The outputs left in place for a run: each file's stamp, each build info's program, and the
+    key of the entry they are."""
 
     stamps: dict[str, tuple[int, ...]]
     programs: dict[str, Program]
+    key: str = ""
 
 
 def prepare(
@@ -64,10 +68,12 @@ def prepare(
     store: Store[Any],
     task_id: str,
     spare_since_ns: int | None = None,
+    command: str = "",
 ) -> Kept | None:
     """Leave the outputs in place (and return what they were) when they hold a build info and are
     exactly an entry of this task; otherwise wipe them, as for any miss (sparing what changed
-    since `spare_since_ns`), and return None."""
+    since `spare_since_ns`), and return None. Each kept build info is dated (`_dates`); `command`
+    names the tsconfigs that tell which files tsc compares."""
     try:
         kept = _keepable(root, outputs, store, task_id)
     except OSError:
@@ -75,17 +81,53 @@ def prepare(
     if kept is None:
         outputs.wipe(root, spare_since_ns)
         return None
-    # `tsc -b` trusts timestamps first: a build info newer than an edited source (another
-    # project's `tsc -b` touches the build infos it references) says "up to date" and nothing
-    # is emitted. Dated to the epoch, the build info always has its program checked, and its
-    # file hashes, not the clock, decide what is emitted again.
+    try:
+        dates = _dates(root, outputs, store, kept, command)
+    except OSError:
+        dates = {}
     for path in kept.programs:
+        full = os.path.join(root, path)
+        when = dates.get(path)
         try:
-            os.utime(os.path.join(root, path), (1, 1), follow_symlinks=False)
+            os.utime(full, ns=(when or EPOCH_NS,) * 2, follow_symlinks=False)
+            if when is not None and os.lstat(full).st_mtime_ns != when:  # a coarser file system
+                os.utime(full, ns=(EPOCH_NS, EPOCH_NS), follow_symlinks=False)
         except OSError:
             outputs.wipe(root, spare_since_ns)
             return None
     return kept
+
+
+def _dates(
+    root: Path, outputs: OutputSpec, store: Store[Any], kept: Kept, command: str
+) -> dict[str, int]:
+    """The time each kept build info can be given (engine/dating.py); one not named is dated to
+    the epoch.
+
+    `tsc -b` trusts timestamps first: a build info newer than an edited source (another project's
+    `tsc -b` touches the build infos it references) says "up to date" and nothing is emitted, and
+    one newer than a changed file tsc does not compare (a declaration in node_modules, a
+    referenced project's restored output) as well. Dated to the epoch, the build info always has
+    its program checked, and its file hashes, not the clock, decide what is emitted again. Dated
+    to a time of this workspace from before its entry was built or restored, it lets tsc skip
+    what is up to date — given only when nothing tsc's timestamps would miss changed since."""
+    from vx.engine import dating
+
+    noted = store.kept_since(kept.key)
+    if noted is None or not tsconfig.runs_tsc(command):
+        return {}
+    base = os.path.join(root, "")
+    stamps = {base + path: stamp for path, stamp in noted.stamps.items()}
+    configs = tsconfig.projects(command, os.path.join(root, outputs.project_dir))
+    checks = dating.Dating(str(root), noted, stamps)
+    dates = {}
+    for path, program in kept.programs.items():
+        found = configs.get(os.path.join(root, path))
+        config = found[0] if found is not None else None
+        when = checks.time_for(program.files, program.roots, config)
+        if when is not None:
+            dates[path] = when
+    return dates
 
 
 def _keepable(root: Path, outputs: OutputSpec, store: Store[Any], task_id: str) -> Kept | None:
@@ -95,7 +137,10 @@ def _keepable(root: Path, outputs: OutputSpec, store: Store[Any], task_id: str) 
         return None  # one adding to its upstream's outputs owns only what it adds: never kept
     current = outputs.walk(root)
     infos = [p for p in current if p.endswith(BUILD_INFO)]
-    if not infos or store.entry_on_disk(task_id, current) is None:
+    if not infos:
+        return None
+    entry = store.entry_on_disk(task_id, current)
+    if entry is None:
         return None
     programs = {}
     for path in infos:
@@ -103,7 +148,7 @@ def _keepable(root: Path, outputs: OutputSpec, store: Store[Any], task_id: str) 
         if program is None:
             return None
         programs[path] = program
-    return Kept({p: _stamp(root, p) for p in current}, programs)
+    return Kept({p: _stamp(root, p) for p in current}, programs, entry.key)
 
 
 def stale(root: Path, outputs: OutputSpec, kept: Kept) -> str | None:
@@ -156,7 +201,8 @@ def _read(root: Path, path: str) -> Program | None:
     if not isinstance(names, list) or not isinstance(options, dict):
         return None
     here = os.path.dirname(full)
-    files = frozenset(os.path.normpath(os.path.join(here, n)) for n in names if isinstance(n, str))
+    paths = [os.path.normpath(os.path.join(here, n)) if isinstance(n, str) else "" for n in names]
+    files = frozenset(p for p in paths if p)
     sources = [
         f[: _SOURCE.search(f).start()]  # type: ignore[union-attr]  # filtered just below
         for f in files
@@ -177,34 +223,42 @@ def _read(root: Path, path: str) -> Program | None:
         emit_dirs,
         frozenset(stems),
         os.path.commonpath(sources) if sources else "",
+        _roots(info.get("root"), paths),
     )
+
+
+def _roots(ids: Any, paths: list[str]) -> frozenset[str]:
+    """The root files a build info names (`root`: 1-based file ids, or [first, last] runs of
+    them); one it names in a way vx does not know is left out, so is checked as a file tsc does
+    not compare."""
+    found = set()
+    for item in ids if isinstance(ids, list) else ():
+        first, last = (item, item) if isinstance(item, int) else (item + [0, 0])[:2]
+        if isinstance(first, int) and isinstance(last, int) and 0 < first <= last <= len(paths):
+            found.update(paths[first - 1 : last])
+    found.discard("")
+    return frozenset(found)
 
 
 def _rel(root: Path, path: str) -> str:
     return os.path.relpath(path, root)
 
 
-# `tsc` as a command word: bare, or the path of its bin script (`node …/typescript/bin/tsc`).
-_TSC = re.compile(r"(?:^|[\s/'\"])tsc(?=$|[\s;&|)'\"])")
-_SHELL_OPERATORS = frozenset({"&&", "||", ";", "|", "&", ")", ";;", ">", ">>", "<"})
-
-
 def loose_build_infos(root: Path, outputs: OutputSpec, command: str) -> list[tuple[str, str]]:
     """(tsconfig, build info), workspace-relative, for each build info a `tsc` of `command` keeps
     outside the task's outputs and that exists now: one it would take for the state of outputs a
     miss is about to wipe. Only a task whose command runs tsc pays a look at its tsconfigs."""
-    if not outputs.declares_files or _TSC.search(command) is None:
+    if not outputs.declares_files or not tsconfig.runs_tsc(command):
         return []
     project = os.path.join(root, outputs.project_dir)
     found = []
-    for match in _TSC.finditer(command):
-        for config, build, cli in _configs(command[match.end() :], project):
-            info = _build_info(config, build, cli)
-            if info is None or not os.path.lexists(info):
-                continue
-            rel = os.path.relpath(info, root)
-            if rel.startswith("..") or not outputs.allows(rel.replace(os.sep, "/")):
-                found.append((os.path.relpath(config, root), rel))
+    for config, build, cli in tsconfig.command_configs(command, project):
+        info = tsconfig.build_info(config, build, cli)
+        if info is None or not os.path.lexists(info):
+            continue
+        rel = os.path.relpath(info, root)
+        if rel.startswith("..") or not outputs.allows(rel.replace(os.sep, "/")):
+            found.append((os.path.relpath(config, root), rel))
     return sorted(set(found))
 
 
@@ -235,98 +289,3 @@ def remove_loose_build_infos(
             + "; set tsBuildInfoFile inside the outputs (e.g. under outDir) to keep tsc incremental"
         )
     return "\n".join(lines) or None
-
-
-def _configs(words: str, project: str) -> list[tuple[str, bool, dict[str, Any]]]:
-    """The tsconfig files a tsc command line builds (`-p X`, `-b [X …]`, else tsconfig.json), each
-    with whether it is a build (`-b`, which always keeps a build info) and the options the command
-    line sets that place one (`--incremental`, `--tsBuildInfoFile X`, `--outDir X`, …)."""
-    lexer = shlex.shlex(words, posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    try:
-        args = list(lexer)
-    except ValueError:
-        return []
-    cut = next((i for i, a in enumerate(args) if a in _SHELL_OPERATORS), len(args))
-    args = args[:cut]
-    build = bool(args) and args[0] in ("-b", "--build")
-    named: list[str] = []
-    cli: dict[str, Any] = {}
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        option = arg[2:] if arg.startswith("--") else ""
-        if arg in ("-p", "--project") and i + 1 < len(args):
-            named.append(args[i + 1])
-            i += 1
-        elif arg in ("-i", "--incremental", "--composite"):
-            cli[option or "incremental"] = True
-        elif option in _PATH_OPTIONS and i + 1 < len(args):
-            cli[option] = os.path.normpath(os.path.join(project, args[i + 1]))
-            i += 1
-        elif build and not arg.startswith("-") and i > 0:
-            named.append(arg)
-        i += 1
-    out = []
-    for name in named or ["."]:
-        path = os.path.normpath(os.path.join(project, name))
-        config = os.path.join(path, "tsconfig.json") if os.path.isdir(path) else path
-        out.append((config, build, cli))
-    return out
-
-
-def _build_info(config: str, build: bool, cli: dict[str, Any] | None = None) -> str | None:
-    """Where tsc keeps the build info of `config` (its rule in getTsBuildInfoEmitOutputFilePath),
-    or None when it keeps none or the config cannot be read."""
-    options = _options(config, 0)
-    if options is None:
-        return None
-    options.update(cli or {})
-    if not (build or options.get("incremental") or options.get("composite")):
-        return None
-    if isinstance(options.get("tsBuildInfoFile"), str):
-        return options["tsBuildInfoFile"]
-    stem = os.path.splitext(config)[0]
-    if isinstance(options.get("outFile"), str):
-        stem = os.path.splitext(options["outFile"])[0]
-    elif isinstance(options.get("outDir"), str):
-        if isinstance(options.get("rootDir"), str):
-            stem = os.path.normpath(
-                os.path.join(options["outDir"], os.path.relpath(stem, options["rootDir"]))
-            )
-        else:
-            stem = os.path.join(options["outDir"], os.path.basename(stem))
-    return stem + BUILD_INFO
-
-
-_PATH_OPTIONS = ("tsBuildInfoFile", "outDir", "outFile", "rootDir")
-
-
-def _options(config: str, depth: int) -> dict[str, Any] | None:
-    """The compiler options of `config` after its relative `extends`, paths made absolute from
-    the file that set them; None when it cannot be read."""
-    from vx.config import jsonc
-    from vx.errors import VxError
-
-    try:
-        with open(config, encoding="utf-8") as f:
-            data = jsonc.loads(f.read(), config)
-    except (OSError, UnicodeDecodeError, VxError):
-        return None
-    if not isinstance(data, dict):
-        return None
-    merged: dict[str, Any] = {}
-    parents = data.get("extends")
-    for parent in [parents] if isinstance(parents, str) else parents or []:
-        if isinstance(parent, str) and parent.startswith(".") and depth < 8:
-            path = os.path.normpath(os.path.join(os.path.dirname(config), parent))
-            if not path.endswith(".json") and not os.path.isfile(path):
-                path += ".json"
-            merged.update(_options(path, depth + 1) or {})
-    own = data.get("compilerOptions")
-    if isinstance(own, dict):
-        here = os.path.dirname(config)
-        for key, value in own.items():
-            is_path = key in _PATH_OPTIONS and isinstance(value, str)
-            merged[key] = os.path.normpath(os.path.join(here, value)) if is_path else value
-    return merged

@@ -43,15 +43,17 @@ def keep_or_wipe(
     task_id: str,
     keep: bool,
     spare_since_ns: int | None = None,
+    command: str = "",
 ) -> Kept | None:
     """With `keep`, leave the outputs in place for an incremental tool where
     `incremental.prepare` may, and return what they were; otherwise (or when it may not) wipe
     them and return None. A wipe spares what changed since `spare_since_ns` (the run's start:
-    other tasks' writes, `OutputSpec.wipe`)."""
+    other tasks' writes, `OutputSpec.wipe`). `command` is the task's, whose tsconfigs tell what
+    a kept build info may be dated to."""
     if keep:
         from vx.engine import incremental
 
-        return incremental.prepare(root, outputs, store, task_id, spare_since_ns)
+        return incremental.prepare(root, outputs, store, task_id, spare_since_ns, command)
     outputs.wipe(root, spare_since_ns)
     return None
 
@@ -85,7 +87,9 @@ def begin(
         note = incremental.remove_loose_build_infos(root, outputs, plan.command or "", str(node.id))
         if note is not None:
             emit(Notice(note, id=node.id))
-        kept = keep_or_wipe(root, outputs, store, str(node.id), keep, index.started_ns)
+        kept = keep_or_wipe(
+            root, outputs, store, str(node.id), keep, index.started_ns, plan.command or ""
+        )
     started_at = time.monotonic()
     try:
         popen = spawn.start(plan.command or "", root / node.project_dir, plan.env)

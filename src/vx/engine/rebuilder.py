@@ -265,6 +265,8 @@ async def _restore(
     async with ctx.services.restore_slots:
         try:
             log = await asyncio.to_thread(taskcache.restore, store, entry, outputs, ctx.config.root)
+            if ctx.config.policy.write:
+                taskcache.note_kept(store, ctx.state.plans, plan, ctx.services.index.started_ns)
         except DamagedEntry as exc:
             emit(taskcache.damaged_notice(node.id, exc))
             return None
@@ -725,6 +727,7 @@ async def _attempt(
             str(node.id),
             keep and ctx.config.policy.read,  # --force builds from wiped outputs
             ctx.services.index.started_ns if attempt == 1 else None,  # a retry wipes it all
+            plan.command or "",
         )
     ctx.services.emit(TaskStarted(node.id, plan.command or "", attempt, terminal=terminal))
     launch = _launch(ctx, node, plan, attempt, terminal)
@@ -993,7 +996,11 @@ async def _save(
     files = await _files_to_save(ctx, node, plan, snapshot, started_ns)
     if isinstance(files, str):
         return False, files
-    return await _store(ctx, node, plan, proc, files, kept)
+    saved, reason = await _store(ctx, node, plan, proc, files, kept)
+    if saved:
+        assert ctx.services.store is not None  # `_store` saved to it
+        taskcache.note_kept(ctx.services.store, ctx.state.plans, plan, started_ns)
+    return saved, reason
 
 
 async def _files_to_save(

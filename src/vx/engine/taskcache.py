@@ -59,6 +59,46 @@ def extract(
     return layer.extract(entry, outputs.allows)
 
 
+def note_kept(
+    store: Store[E],
+    plans: Mapping[TaskId, TaskPlan],
+    plan: TaskPlan,
+    since_ns: int,
+    upstream: Upstream | None = None,
+) -> None:
+    """After a save or a restore of a task that runs tsc: note what its kept build infos may be
+    dated to (engine/dating.py) — now, with `since_ns` (a save's task start, a restore's file
+    listing) less the reach of one clock tick, and the keys of the entries upstream of it, whose
+    outputs its build infos were built on. `upstream` may be shared by a batch of restores."""
+    from vx.engine.tsconfig import runs_tsc
+    from vx.witness import RACY_NS
+
+    if plan.outputs is None or not runs_tsc(plan.command or ""):
+        return
+    keys = (upstream or Upstream(plans)).keys(plan)
+    store.note_kept(plan.key, since_ns - RACY_NS, time.time_ns(), sorted(keys))
+
+
+class Upstream:
+    """The keys folded into a plan's key, and into theirs, all the way up; remembered per key."""
+
+    def __init__(self, plans: Mapping[TaskId, TaskPlan]) -> None:
+        self.by_name = {str(tid): p for tid, p in plans.items()}
+        self.known: dict[str, frozenset[str]] = {}
+
+    def keys(self, plan: TaskPlan, depth: int = 0) -> frozenset[str]:
+        if plan.key in self.known:
+            return self.known[plan.key]
+        found: set[str] = set()
+        for name, key in plan.record.upstream if plan.record is not None else ():
+            found.add(key)
+            up = self.by_name.get(name)
+            if up is not None and up.key == key and depth < 256:
+                found |= self.keys(up, depth + 1)
+        self.known[plan.key] = frozenset(found)
+        return self.known[plan.key]
+
+
 def hit_result(
     tid: TaskId, plan: TaskPlan, stored_ms: float | None, log, cache: CacheStatus, started: float
 ) -> TaskResult:

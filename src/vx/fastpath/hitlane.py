@@ -61,10 +61,14 @@ def settle(
     emit: Emit,
     width: int,
     stopped: Callable[[], bool] = lambda: False,
+    listed_ns: int | None = None,
 ) -> Settled:
     """Settle, wave by wave, every task whose key is a hit of `local` (the layer the batched
-    probe answered from, even behind a remote one) and whose dependencies are settled."""
+    probe answered from, even behind a remote one) and whose dependencies are settled. With
+    `listed_ns` (when the run's file listing began), a restore of a task that runs tsc is noted
+    for the date of its build infos (`taskcache.note_kept`)."""
     out = _Lane(graph, plans, hits, local, root, emit)
+    out.listed_ns = listed_ns
     pending, restores = out.scan(list(graph.order))
     if not restores or stopped():
         return out.finish()  # the warm path: no pool, not even its import
@@ -157,6 +161,8 @@ class _Lane(Generic[L]):
         self.dead: set[TaskId] = set()  # never settled here: the walk decides them
         self.ancestors: dict = {}  # output-walk ancestor checks, shared: no task runs during a scan
         self.lazy: list[TaskId] = []  # persistent tasks nobody asked for, settled for now
+        self.listed_ns: int | None = None  # when the run's listing began: restores are noted
+        self.upstream: taskcache.Upstream | None = None  # their upstream keys, made once
 
     def scan(self, pending: list[TaskId]) -> tuple[list[TaskId], list[_Hit[L]]]:
         """One pass in topological order: settle what is current, collect what needs a restore."""
@@ -241,6 +247,10 @@ class _Lane(Generic[L]):
                 self.settled.damaged.add(h.entry.key)
                 self.dead.add(h.tid)
                 continue
+            if self.listed_ns is not None:
+                if self.upstream is None:
+                    self.upstream = taskcache.Upstream(self.plans)
+                taskcache.note_kept(self.local, self.plans, h.plan, self.listed_ns, self.upstream)
             self.emit(CacheRestored(h.tid, CacheStatus.LOCAL))
             result = _result(h, log, CacheStatus.LOCAL)
             self.settled.results[h.tid] = result

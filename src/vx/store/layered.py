@@ -23,7 +23,7 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Mapping, Sequence
 
 from msgspec import Struct
 
@@ -31,7 +31,7 @@ from vx.errors import EnvironmentFailure
 from vx.model import LogChunk
 from vx.store import archive, packing, unpacking
 from vx.store.ingest import ingest
-from vx.store.local import DamagedEntry, Entry, LocalStore
+from vx.store.local import DamagedEntry, Entry, KeptSince, LocalStore
 from vx.store.policy import CacheAxes
 from vx.store.remote import BAD_RESPONSE, REJECTED, TOO_LARGE, RemoteFailure, RemoteLayer
 from vx.store.remote.health import Health, Say
@@ -367,6 +367,13 @@ class LayeredStore:
 
     def entry_on_disk(self, task_id: str, current: Collection[str]) -> Entry | None:
         return self.local.entry_on_disk(task_id, current) if self.axes.local_read else None
+
+    def note_kept(self, key: str, since_ns: int, dated_ns: int, upstream: Sequence[str]) -> None:
+        if self.axes.local_write:
+            self.local.note_kept(key, since_ns, dated_ns, upstream)
+
+    def kept_since(self, key: str) -> KeptSince | None:
+        return self.local.kept_since(key) if self.axes.local_read else None
 
     def save_local(self, key: str, **fields: Any) -> int:
         """Save to the local layer only: a result built on kept incremental state is never

@@ -17,7 +17,7 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Collection, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 
 from msgspec import Struct
 
@@ -56,6 +56,13 @@ _TABLES = {
     " path TEXT NOT NULL, ino INTEGER NOT NULL, ctime_ns INTEGER NOT NULL,"
     " PRIMARY KEY (hash, root, path)) WITHOUT ROWID",
 }
+# Per workspace too: since when the outputs of an entry it saved or restored (one that holds tsc's
+# build info) have stood unchanged but for the entries named, as vx wrote them (engine/dating.py).
+KEPT_TABLE = (
+    "CREATE TABLE IF NOT EXISTS kept_since (hash TEXT NOT NULL, root TEXT NOT NULL,"
+    " since_ns INTEGER NOT NULL, dated_ns INTEGER NOT NULL, upstream TEXT NOT NULL,"
+    " PRIMARY KEY (hash, root)) WITHOUT ROWID"
+)
 _CHILD_TABLES = ("entry_log", "output_files", "output_stamps")
 _STORE_TABLES = ("entries", "entry_log", "output_files")  # what a shared store's index holds
 _FILES_WITH_STAMPS = (
@@ -87,6 +94,18 @@ def _sqlite_full(e: BaseException) -> bool:
         text = str(e)
         return "disk is full" in text or "disk I/O error" in text
     return code & 0xFF in (_SQLITE_FULL, _SQLITE_IOERR)
+
+
+class KeptSince(Struct, frozen=True):
+    """What this workspace noted of an entry it saved or restored: `since_ns`, a time of its own
+    clock no later than the first read of what the outputs were built from; `dated_ns`, when the
+    save or restore was done; and the stamps (ino, ctime_ns), by workspace-relative path, of the
+    outputs of the entry and of the entries upstream of it as vx last wrote them here: a file
+    that still shows one of these is that entry's file."""
+
+    since_ns: int
+    dated_ns: int
+    stamps: dict[str, tuple[int, int]]
 
 
 class DamagedEntry(Exception):
@@ -181,6 +200,7 @@ class LocalStore:
         self._stamps_due: dict[
             str, dict[str, tuple[int, int]]
         ] = {}  # restored this run, written at close
+        self._kept_due: dict[str, tuple[int, int, str]] = {}  # noted this run, written at close
         self._full_seen = False  # a save found the disk full: later ones are not reported again
         self._adoptions = _GroupCommit(self)
         self.spans: dict[str, list[float]] = {
@@ -276,11 +296,12 @@ class LocalStore:
     def _flush(self) -> None:
         import sqlite3
 
-        if self._accessed or self._stamps_due:
+        if self._accessed or self._stamps_due or self._kept_due:
             try:
                 with _transaction(self._db, immediate=True):
                     self._touch(list(self._accessed))
                     self._write_due_stamps()
+                    self._write_due_kept()
             except (
                 sqlite3.Error
             ) as e:  # a full disk loses only the stamps: those outputs restore again
@@ -294,6 +315,82 @@ class LocalStore:
     def _write_due_stamps(self) -> None:
         due, self._stamps_due = self._stamps_due, {}
         rows.write_stamps(self._db, self._root_key, due)
+
+    def _write_due_kept(self) -> None:
+        if not self._kept_due:
+            return
+        import sqlite3
+
+        due, self._kept_due = self._kept_due, {}
+        self._db.execute(KEPT_TABLE)  # made by the first note: a run that notes none asks nothing
+        crcs = self._crcs({k for _, _, upstream in due.values() for k in upstream.split()})
+        notes = [
+            (key, self._root_key, since, dated, _pinned(upstream, crcs))
+            for key, (since, dated, upstream) in due.items()
+        ]
+        insert = "INSERT OR REPLACE INTO kept_since VALUES (?,?,?,?,?)"
+        try:
+            self._db.executemany(insert, notes)
+        except sqlite3.OperationalError:  # a table of another shape: its notes are only lost
+            self._db.execute("DROP TABLE kept_since")
+            self._db.execute(KEPT_TABLE)
+            self._db.executemany(insert, notes)
+
+    def _crcs(self, keys: Iterable[str]) -> dict[str, str]:
+        """Each entry's artifact checksum: which bytes its key holds now."""
+        crcs: dict[str, str] = {}
+        for batch in chunked(sorted(keys)):
+            crcs.update(
+                self._db.execute(
+                    f"SELECT hash, crc FROM entries WHERE hash IN ({marks(len(batch))})", batch
+                ).fetchall()
+            )
+        return crcs
+
+    # ------------------------------------------------------------ kept outputs (engine/dating.py)
+
+    def note_kept(self, key: str, since_ns: int, dated_ns: int, upstream: Sequence[str]) -> None:
+        """Note that the entry's outputs were saved or restored here at `dated_ns` from what was
+        on disk at `since_ns` or later, but for the outputs of the `upstream` entries; written at
+        close (a crash loses the note, and without one a kept build info is dated to the epoch)."""
+        with self._lock:
+            self._kept_due[key] = (since_ns, dated_ns, " ".join(upstream))
+
+    def kept_since(self, key: str) -> KeptSince | None:
+        """What `note_kept` noted of the entry in this workspace, with the stamps of its outputs
+        and its upstream entries' as this workspace last recorded them; None when nothing was."""
+        import sqlite3
+
+        with self._lock:
+            due = self._kept_due.get(key)
+            if due is None:
+                try:
+                    row = self._db.execute(
+                        "SELECT since_ns, dated_ns, upstream FROM kept_since"
+                        " WHERE hash=? AND root=?",
+                        (key, self._root_key),
+                    ).fetchone()
+                except sqlite3.OperationalError:  # no note was ever written (no table), or
+                    return None  # one of another shape, remade by the next note
+                if row is None:
+                    return None
+                # an upstream entry saved again with other bytes since is not what was built on
+                pinned = [p.split(":", 1) for p in row[2].split() if ":" in p]
+                crcs = self._crcs(k for k, _ in pinned)
+                due = (row[0], row[1], " ".join(k for k, crc in pinned if crcs.get(k) == crc))
+            keys = [key, *due[2].split()]
+            stamps: dict[str, tuple[int, int]] = {}
+            stored = [k for k in keys if k not in self._fresh]
+            for batch in chunked(stored):
+                for path, ino, ctime in self._db.execute(
+                    "SELECT path, ino, ctime_ns FROM output_stamps"
+                    f" WHERE root=? AND hash IN ({marks(len(batch))})",
+                    (self._root_key, *batch),
+                ):
+                    stamps[path] = (ino, ctime)
+            for k in keys:
+                stamps.update(self._fresh.get(k, {}))
+        return KeptSince(due[0], due[1], stamps)
 
     def __enter__(self) -> "LocalStore":
         return self
@@ -435,7 +532,10 @@ class LocalStore:
             rows, outputs = self._select(keys)
         empty: tuple[list, list] = ([], [])
         present = set(current)
-        for row in rows:
+        by_key = {row[0]: row for row in rows}
+        # newest first: of entries with the same files, the one written here last, whose note
+        # (`kept_since`) is the latest
+        for row in (by_key[k] for k in keys if k in by_key):
             files, stamps = outputs.get(row[0], empty)
             entry = Entry(row[0], row[1], row[2], tuple(files), *row[3:], stamps=tuple(stamps))  # type: ignore[misc]  # row[3:] ends at crc
             if len(present) != len(entry.files) or any(f.path not in present for f in files):
@@ -613,10 +713,13 @@ class LocalStore:
                 ]
                 for table in _CHILD_TABLES:
                     self._db.executemany(f"DELETE FROM {table} WHERE hash=?", dropped)
+                if dropped and _has_table(self._db, "kept_since"):
+                    self._db.executemany("DELETE FROM kept_since WHERE hash=?", dropped)
         for (key,) in dropped:
             _quiet_unlink(self.artifact(key))
             self._fresh.pop(key, None)
             self._stamps_due.pop(key, None)
+            self._kept_due.pop(key, None)
 
     # ------------------------------------------------------------ save
 
@@ -1025,7 +1128,7 @@ def _ensure_schema(
     with _transaction(db, immediate=True):
         if _schema_version(db, schema) == version:  # another process won the race
             return False
-        for table in _TABLES:
+        for table in (*_TABLES, *(("kept_since",) if schema == "main" else ())):
             db.execute(f"DROP TABLE IF EXISTS {schema}.{table}")
         for table in tables:
             db.execute(_TABLES[table].replace("CREATE TABLE ", f"CREATE TABLE {schema}.", 1))
@@ -1033,6 +1136,16 @@ def _ensure_schema(
         db.execute(f"DELETE FROM {schema}.schema_meta")
         db.execute(f"INSERT INTO {schema}.schema_meta VALUES (?)", (version,))
     return True
+
+
+def _pinned(upstream: str, crcs: Mapping[str, str]) -> str:
+    """The upstream keys that are entries, each with its artifact's checksum: `key:crc …`."""
+    return " ".join(f"{k}:{crcs[k]}" for k in upstream.split() if k in crcs)
+
+
+def _has_table(db: "sqlite3.Connection", name: str) -> bool:
+    row = db.execute("SELECT 1 FROM main.sqlite_master WHERE type='table' AND name=?", (name,))
+    return row.fetchone() is not None
 
 
 def _prepare_dir(path: Path) -> None:

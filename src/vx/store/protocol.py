@@ -23,6 +23,7 @@ from typing import (
 
 if TYPE_CHECKING:
     from vx.model import LogChunk
+    from vx.store.local import KeptSince
     from vx.store.unpacking import Unpacked
 
 
@@ -59,6 +60,15 @@ class Store(Protocol[E]):
     # The entry of the task the workspace holds exactly, if any: what an incremental tool's
     # state may be kept from (engine/incremental.py).
     def entry_on_disk(self, task_id: str, current: Collection[str]) -> E | None: ...
+
+    # An entry of a task that runs tsc was saved or restored here at `dated_ns`: its outputs stand
+    # on what was on disk at `since_ns` or later, but for the outputs of the `upstream` entries.
+    # What a kept build info may be dated to (engine/dating.py); `kept_since` reads it back.
+    def note_kept(
+        self, key: str, since_ns: int, dated_ns: int, upstream: Sequence[str]
+    ) -> None: ...
+
+    def kept_since(self, key: str) -> KeptSince | None: ...
 
     def save(
         self,

@@ -1,5 +1,5 @@
 """Where tsc keeps a build info, as vx works it out to remove one left outside a task's outputs
-(vx.engine.incremental; the scenarios check the rule against the real tsc)."""
+(vx.engine.tsconfig; the scenarios check the rule against the real tsc)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from vx.engine.incremental import _build_info, _configs
+from vx.engine.tsconfig import build_info as _build_info
+from vx.engine.tsconfig import configs as _configs
 
 
 def write(path, data) -> str:

@@ -383,3 +383,50 @@ def test_close_records_access_times_for_hits(tmp_path, store, ws):
     db = sqlite3.connect(tmp_path / "cache" / local.DB_NAME)
     assert db.execute("SELECT accessed_at FROM entries").fetchone()[0] > 0
     db.close()
+
+
+# ---------------------------------------------------------------- kept outputs' notes
+
+
+def test_a_note_on_a_kept_entry_comes_back_with_its_and_its_upstreams_stamps(tmp_path, ws):
+    """What a kept build info may be dated to (engine/dating.py): the note, after a close and a
+    reopen, with the stamps of the entry's outputs and of its upstream's; an upstream saved again
+    with other bytes since is not what the entry was built on, so its stamps are left out."""
+    cache = tmp_path / "cache"
+    with LocalStore(cache, ws) as store:
+        assert store.kept_since("k1") is None  # nothing noted: no table asked into being
+        save(store, "up", rels=["dist/a.js"])
+        save(store, "k1", rels=["dist/sub/b.js"])
+        store.note_kept("k1", 10, 20, ["up", "not-an-entry"])
+        noted = store.kept_since("k1")
+        assert noted is not None and (noted.since_ns, noted.dated_ns) == (10, 20)
+    with LocalStore(cache, ws) as store:
+        noted = store.kept_since("k1")
+        assert noted is not None and (noted.since_ns, noted.dated_ns) == (10, 20)
+        st = os.lstat(ws / "dist/a.js")
+        assert noted.stamps["dist/a.js"] == (st.st_ino, st.st_ctime_ns)
+        assert set(noted.stamps) == {"dist/a.js", "dist/sub/b.js"}
+        (ws / "dist/a.js").write_bytes(b"other bytes")
+        save(store, "up", rels=["dist/a.js"])
+    with LocalStore(cache, ws) as store:
+        noted = store.kept_since("k1")
+        assert noted is not None and set(noted.stamps) == {"dist/sub/b.js"}
+        entry = store.probe(["k1"])["k1"]
+        store.evict([(entry.key, entry.crc)])
+        assert store.kept_since("k1") is None  # dropped with its entry
+
+
+def test_a_note_table_of_another_shape_is_remade_not_a_failed_close(tmp_path, ws):
+    cache = tmp_path / "cache"
+    with LocalStore(cache, ws) as store:
+        save(store, "k1")
+    db = sqlite3.connect(cache / "cache.db")
+    db.execute("CREATE TABLE kept_since (hash TEXT, root TEXT, since_ns INTEGER, upstream TEXT)")
+    db.commit()
+    db.close()
+    with LocalStore(cache, ws) as store:
+        assert store.kept_since("k1") is None
+        store.note_kept("k1", 1, 2, [])
+    with LocalStore(cache, ws) as store:
+        noted = store.kept_since("k1")
+        assert noted is not None and noted.dated_ns == 2
