@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -243,3 +244,60 @@ def test_turbo_outputs_that_match_nothing_are_named_per_miss_as_turbo_does(repo,
         assert sorted(said) == sorted(told) == (["a#build", "b#build"] if args else [])
         for line in warnings(result.err):
             assert line.endswith('check turbo.json tasks.build.outputs ("out/**")'), line
+
+
+# ---------------------------------------------------------------- shapes of public Turborepos
+
+REWRITE = """const fs = require('fs');
+fs.mkdirSync('dist', { recursive: true });
+fs.writeFileSync('dist/index.js', fs.readFileSync('src/index.js'));
+const manifest = JSON.parse(fs.readFileSync('package.json', 'utf8'));
+manifest.exports = { '.': './dist/index.js' };
+fs.writeFileSync('package.json', JSON.stringify(manifest, null, 2) + '\\n');
+console.log('built');
+"""
+
+
+def rewrites_its_manifest() -> dict[str, object]:
+    """trpc's shape: a's build writes dist/ and rewrites its own package.json (adds `exports`),
+    and its turbo.json declares both as outputs."""
+    files = small_turborepo()
+    files["packages/a/package.json"]["scripts"]["build"] = "node build.js"  # type: ignore[index]
+    files["packages/a/build.js"] = REWRITE
+    files["packages/a/turbo.json"] = {
+        "extends": ["//"],
+        "tasks": {"build": {"outputs": ["package.json", "dist/**"]}},
+    }
+    return files
+
+
+@pytest.mark.feature("LC-08")
+def test_a_build_that_rewrites_its_package_json_runs_and_its_entry_gives_it_back(repo, turbo_bin):
+    """turbo runs it and caches package.json with dist/; so does vx. The wipe before the miss
+    never deletes the tracked package.json (the build reads it), the entry holds the rewritten
+    one, and a checkout of the committed one plus a hit gives back the same bytes, as turbo's."""
+    repo.write(rewrites_its_manifest()).commit()
+    manifest = repo.root / "packages/a/package.json"
+    committed = manifest.read_bytes()
+    oracle = turbo(repo, turbo_bin, "run", "build")
+    assert oracle.code == 0, oracle
+    rewritten = manifest.read_bytes()
+    assert b'"exports"' in rewritten and rewritten != committed
+    repo.git("checkout", "--", ".")
+    repo.git("clean", "-fdxq")
+
+    first = repo.vx("run", "build")
+    assert first.code == 0, first.err
+    assert first.task("a#build")["cache"] == "miss" and "not saved" not in first.err, first.err
+    assert manifest.read_bytes() == rewritten  # the build's, never deleted before it ran
+    repo.git("checkout", "--", "packages/a/package.json")  # what a fresh CI checkout holds
+    shutil.rmtree(repo.root / "packages/a/dist")
+    restored = repo.vx("run", "build")
+    assert restored.code == 0, restored.err
+    assert restored.task("a#build")["cache"] == "local", restored.err
+    assert manifest.read_bytes() == rewritten
+    assert (repo.root / "packages/a/dist/index.js").read_text() == "export const a = 1;\n"
+    # The key folds package.json: the rewritten one is another key (as in turbo), saved once.
+    again = [repo.vx("run", "build").task("a#build")["cache"] for _ in range(2)]
+    assert again == ["miss", "up-to-date"]
+    assert manifest.read_bytes() == rewritten

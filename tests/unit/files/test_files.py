@@ -797,3 +797,17 @@ def test_a_spared_wipe_keeps_tracked_files_and_wipes_older_ones(tmp_path):
     spec.wipe(tmp_path, spare_since_ns=time.time_ns() + 10**12)  # nothing is that new
     assert (tmp_path / "pkg/c/out/legacy.js").exists()
     assert not (tmp_path / "pkg/c/out/built.js").exists() and spec.spared == ()
+
+
+def test_a_wipe_never_deletes_the_projects_package_json_tracked_or_not(tmp_path):
+    """`"outputs": ["package.json", "dist/**"]` (a build that rewrites its manifest): the wipe
+    takes dist/ and leaves package.json, even where git does not track it (no git at all here)."""
+    query = InputQuery("pkg/c", GlobSet(["src/**"]), None, GlobSet(["package.json"]), ())
+    spec = OutputSpec("pkg/c", ["package.json", "dist/**"], [], query)
+    write(tmp_path, "pkg/c/package.json", '{"name":"c"}')
+    write(tmp_path, "pkg/c/dist/index.js")
+    spec.wipe(tmp_path)
+    spec.wipe(tmp_path, spare_since_ns=time.time_ns() + 10**12)
+    assert (tmp_path / "pkg/c/package.json").read_text() == '{"name":"c"}'
+    assert not (tmp_path / "pkg/c/dist/index.js").exists()
+    assert spec.allows("pkg/c/package.json")  # a restore writes it back
