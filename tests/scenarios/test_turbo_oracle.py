@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from support.remote_servers import CANARY, clone
 from support.turbo import small_turborepo, turbo, turbo_binary
+from support.workspace import cached_build, npm_workspace
 
 
 @pytest.fixture(scope="module")
@@ -301,3 +302,48 @@ def test_a_build_that_rewrites_its_package_json_runs_and_its_entry_gives_it_back
     again = [repo.vx("run", "build").task("a#build")["cache"] for _ in range(2)]
     assert again == ["miss", "up-to-date"]
     assert manifest.read_bytes() == rewritten
+
+
+def named_like_the_root() -> dict[str, object]:
+    """The root package.json and packages/a both named `x`; the root has a `check` of its own."""
+    files = small_turborepo()
+    files["package.json"]["name"] = "x"  # type: ignore[index]
+    check = "node -e \"console.log('root checked')\""
+    files["package.json"]["scripts"] = {"check": check}  # type: ignore[index]
+    files["packages/a/package.json"]["name"] = "x"  # type: ignore[index]
+    files["packages/b/package.json"]["dependencies"] = {"x": "*"}  # type: ignore[index]
+    files["turbo.json"]["tasks"]["//#check"] = {}  # type: ignore[index]
+    return files
+
+
+@pytest.mark.feature("WS-04")
+def test_a_member_named_like_the_root_runs_as_in_turbo(repo, turbo_bin):
+    """turbo calls the root `//`, never by its package.json name, so a member named like it is
+    that member (`x#build`), and the root's own task stays `//#check`."""
+    repo.write(named_like_the_root()).commit()
+    oracle = turbo(repo, turbo_bin, "run", "build", "--dry=json")
+    assert oracle.code == 0, oracle
+    planned = {t["taskId"]: sorted(t["dependencies"]) for t in json.loads(oracle.out)["tasks"]}
+    assert planned == {"x#build": [], "b#build": ["x#build"]}, planned
+    result = repo.vx("run", "build")
+    assert result.code == 0, result.err
+    assert sorted(result.statuses()) == ["b#build", "x#build"]
+    assert (repo.root / "packages/a/dist/o").exists()
+    root = repo.vx("run", "//#check", "--output-logs=full")
+    assert root.code == 0 and "root checked" in root.out + root.err, root.err
+
+
+@pytest.mark.feature("WS-04")
+def test_a_member_named_like_the_root_under_vx_configs_is_that_member(repo):
+    """The same with vx's own configs: the root is `//` there too, addressed as `//#name`."""
+    files = npm_workspace(
+        {"a": {"tasks": {"build": cached_build()}}, "b": {"tasks": {"build": cached_build()}}},
+        root_extra={"name": "a"},
+    )
+    files["vx.config.json"] = {"tasks": {"hello": {"exec": {"command": "echo root-hello"}}}}
+    repo.write(files).commit()
+    result = repo.vx("run", "build", "//#hello", "--all", "--output-logs=full")
+    assert result.code == 0, result.err
+    assert sorted(result.statuses()) == ["//#hello", "a#build", "b#build"]
+    assert "root-hello" in result.out + result.err
+    assert (repo.root / "packages/a/dist/o").exists()

@@ -525,7 +525,7 @@ def _packages(
     root_member = _Member(
         ROOT_PROJECT, "", root.manifest or {}, "package.json" if root.manifest is not None else ""
     )
-    by_name = _unique_names(members, root.manifest)
+    by_name = _unique_names(members)
     deps = _package_edges([root_member, *members], by_name, linker)
     return {
         m.name: Package(
@@ -565,16 +565,13 @@ def _name_problem(name: Any) -> str | None:
     return None
 
 
-def _unique_names(
-    members: list[_Member], root_manifest: dict[str, Any] | None
-) -> dict[str, _Member]:
-    """Members by name; two with one name is an error naming both manifests."""
+def _unique_names(members: list[_Member]) -> dict[str, _Member]:
+    """Members by name; two with one name is an error naming both manifests. The root's
+    package.json name is never one of them: the root is `//` (as turbo calls it), so a member
+    may share its name (npm links that member for it, and `-w x` runs the member's script)."""
     by_name: dict[str, _Member] = {}
-    root_name = (root_manifest or {}).get("name")
     for m in members:
         other = by_name.get(m.name)
-        if other is None and m.name == root_name:
-            other = _Member(m.name, "", root_manifest or {}, "package.json")
         if other is not None:
             raise ConfigError(
                 f"two packages are named `{m.name}`: {other.manifest_path} and {m.manifest_path}",

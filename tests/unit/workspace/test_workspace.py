@@ -233,12 +233,16 @@ def test_duplicate_names_name_both_manifests(tmp_path):
     assert err.value.hint
 
 
-@pytest.mark.feature("WS-03")
-def test_member_named_like_the_root_is_a_duplicate(tmp_path):
-    npm_repo(tmp_path, {"packages/a": pkg("root")})
-    with pytest.raises(ConfigError) as err:
-        discover(tmp_path)
-    assert "package.json and packages/a/package.json" in err.value.message
+@pytest.mark.feature("WS-04")
+def test_a_member_named_like_the_root_is_that_member_and_the_root_stays_the_root(tmp_path):
+    """The root is `//` whatever its package.json calls itself, so a member of its name is no
+    duplicate (turbo runs such a repo, npm links the member for the name)."""
+    npm_repo(
+        tmp_path, {"packages/a": pkg("root"), "packages/b": pkg("b", dependencies={"root": "*"})}
+    )
+    ws = discover(tmp_path)
+    assert ws.packages["root"].dir == "packages/a" and ws.packages[ROOT_PROJECT].dir == ""
+    assert ws.packages["b"].deps == ("root",)
 
 
 @pytest.mark.feature("WS-03")
