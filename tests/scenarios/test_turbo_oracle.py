@@ -347,3 +347,53 @@ def test_a_member_named_like_the_root_under_vx_configs_is_that_member(repo):
     assert sorted(result.statuses()) == ["//#hello", "a#build", "b#build"]
     assert "root-hello" in result.out + result.err
     assert (repo.root / "packages/a/dist/o").exists()
+
+
+def climbing_input(demo_builds: bool) -> dict[str, object]:
+    """`../../shared.config.ts` in the root build's inputs: the workspace's file from packages/a,
+    a file outside the repository from `demo` (one level deep), whose build is a no-op unless
+    `demo_builds`."""
+    files = small_turborepo()
+    del files["packages/b/package.json"], files["packages/b/src/index.js"]
+    files["package.json"]["workspaces"] = ["packages/*", "demo"]  # type: ignore[index]
+    files["turbo.json"] = {"tasks": {"build": {"inputs": ["src/**", "../../shared.config.ts"]}}}
+    files["shared.config.ts"] = "export default {};\n"
+    scripts = {"build": files["packages/a/package.json"]["scripts"]["build"]}  # type: ignore[index]
+    files["demo/package.json"] = {"name": "demo", "version": "1.0.0"}
+    if demo_builds:
+        files["demo/package.json"]["scripts"] = scripts  # type: ignore[index]
+    files["demo/src/index.js"] = "export const demo = 1;\n"
+    return files
+
+
+@pytest.mark.feature("TL-05")
+def test_an_input_leaving_the_workspace_refuses_only_a_task_the_run_runs(repo, turbo_bin):
+    """turbo runs `--filter=./packages/*` whatever demo's inputs say; so does vx, and a run of
+    everything too while demo's build is a no-op. Once demo has a build, turbo keys a file outside
+    the repository for it; vx refuses a run that reaches demo#build (exit 2, naming turbo.json's
+    field) and still runs one that does not."""
+    (repo.root.parent / "shared.config.ts").write_text("outside\n")
+    repo.write(climbing_input(demo_builds=False)).commit()
+    for args in (["--filter=./packages/*"], []):
+        oracle = turbo(repo, turbo_bin, "run", "build", *args)
+        assert oracle.code == 0, oracle
+        result = repo.vx("run", "build", *args)
+        assert result.code == 0, result.err
+        assert sorted(result.statuses()) == ["a#build"], result.err
+
+    repo.write(climbing_input(demo_builds=True)).commit("demo builds")
+    oracle = turbo(repo, turbo_bin, "run", "build", "--filter=demo", "--dry=json")
+    assert oracle.code == 0, oracle
+    (demo,) = json.loads(oracle.out)["tasks"]
+    assert "../../shared.config.ts" in demo["inputs"]  # outside the repository
+    for argv in (["build", "--filter=demo"], ["build"], ["demo#build"]):
+        refused = repo.vx("run", *argv)
+        assert refused.code == 2, refused.err
+        assert (
+            "input `../../shared.config.ts` of demo#build leaves the workspace" in refused.err
+            and "in: turbo.json, tasks.build.inputs" in refused.err
+            and "hint: " in refused.err
+            and "Traceback" not in refused.err
+        ), refused.err
+    kept = repo.vx("run", "build", "--filter=./packages/*")
+    assert kept.code == 0 and sorted(kept.statuses()) == ["a#build"], kept.err
