@@ -397,3 +397,32 @@ def test_an_input_leaving_the_workspace_refuses_only_a_task_the_run_runs(repo, t
         ), refused.err
     kept = repo.vx("run", "build", "--filter=./packages/*")
     assert kept.code == 0 and sorted(kept.statuses()) == ["a#build"], kept.err
+
+
+def dry_plan(text: str, id_key: str, deps_key: str) -> dict[str, list[str]]:
+    return {t[id_key]: sorted(t.get(deps_key) or []) for t in json.loads(text)["tasks"]}
+
+
+@pytest.mark.feature("WS-20")
+def test_a_peer_dependency_is_no_package_graph_edge_as_in_turbo(repo, turbo_bin):
+    """analytics-next's shape: b lists a (optionally) as a peer only. turbo 2 builds its package
+    graph from dependencies, devDependencies and optionalDependencies, so b#build does not wait
+    for a#build; vx plans the same, and an optional dependency stays an edge in both."""
+    files = small_turborepo()
+    b = files["packages/b/package.json"]
+    b["dependencies"] = {}  # type: ignore[index]
+    b["peerDependencies"] = {"a": ">=1.0.0"}  # type: ignore[index]
+    b["peerDependenciesMeta"] = {"a": {"optional": True}}  # type: ignore[index]
+    repo.write(files).commit()
+    oracle = turbo(repo, turbo_bin, "run", "build", "--dry=json")
+    assert oracle.code == 0, oracle
+    planned = dry_plan(repo.vx("run", "build", "--dry=json").out, "id", "deps")
+    assert planned == dry_plan(oracle.out, "taskId", "dependencies")
+    assert planned == {"a#build": [], "b#build": []}
+
+    b["optionalDependencies"] = {"a": "*"}  # type: ignore[index]
+    repo.write(files).commit("optional")
+    oracle = turbo(repo, turbo_bin, "run", "build", "--dry=json")
+    planned = dry_plan(repo.vx("run", "build", "--dry=json").out, "id", "deps")
+    assert planned == dry_plan(oracle.out, "taskId", "dependencies")
+    assert planned == {"a#build": [], "b#build": ["a#build"]}
