@@ -5,6 +5,7 @@ meaning or refused with the reason. The real turbo runs beside vx on the same re
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -426,3 +427,73 @@ def test_a_peer_dependency_is_no_package_graph_edge_as_in_turbo(repo, turbo_bin)
     planned = dry_plan(repo.vx("run", "build", "--dry=json").out, "id", "deps")
     assert planned == dry_plan(oracle.out, "taskId", "dependencies")
     assert planned == {"a#build": [], "b#build": ["a#build"]}
+
+
+def linked_pages(repo) -> None:
+    """packages/site's `pages/docs -> ../docs` (inside the package), `pages/shared ->
+    ../../../shared` (a workspace folder) holding `away -> ../other`, a link met below a link;
+    `build` keys turbo's default inputs, `lint` the explicit `pages/**`. Committed, then an
+    untracked `pages/notes -> ../docs` beside them."""
+    files = small_turborepo()
+    del files["packages/b/package.json"], files["packages/b/src/index.js"]
+    files["packages/a/package.json"]["scripts"]["lint"] = "echo lint"  # type: ignore[index]
+    files["turbo.json"]["tasks"] = {"build": {}, "lint": {"inputs": ["pages/**"]}}  # type: ignore[index]
+    files.update(
+        {
+            "packages/a/pages/index.md": "index\n",
+            "packages/a/docs/guide.md": "guide\n",
+            "shared/s.md": "shared\n",
+            "other/o.md": "one\n",
+        }
+    )
+    repo.write(files)
+    os.symlink("../docs", repo.root / "packages/a/pages/docs")
+    os.symlink("../../../shared", repo.root / "packages/a/pages/shared")
+    os.symlink("../other", repo.root / "shared/away")
+    repo.commit()
+    os.symlink("../docs", repo.root / "packages/a/pages/notes")
+
+
+def input_sets(repo, turbo_bin) -> tuple[dict, dict, dict, dict]:
+    """turbo's and vx's inputs of a#build and a#lint, package-relative, and each one's key."""
+    oracle = turbo(repo, turbo_bin, "run", "build", "lint", "--dry=json")
+    assert oracle.code == 0, oracle
+    dry = repo.vx("run", "build", "lint", "--dry=json")
+    assert dry.code == 0, dry.err
+    theirs = {t["taskId"]: t["inputs"] for t in json.loads(oracle.out)["tasks"]}
+    ours = {
+        t["id"]: {
+            p.removeprefix("packages/a/"): i
+            for p, i in t["inputs"].items()
+            if p.startswith("packages/a/")
+        }
+        for t in json.loads(dry.out)["tasks"]
+    }
+    hashes = {t["taskId"]: t["hash"] for t in json.loads(oracle.out)["tasks"]}
+    keys = {t["id"]: t["key"] for t in json.loads(dry.out)["tasks"]}
+    return theirs, ours, hashes, keys
+
+
+@pytest.mark.feature("KEY-12")
+def test_inputs_through_directory_links_are_turbos_and_more(repo, turbo_bin):
+    """turbo follows a link to a directory, and a link met below one; vx keys every file turbo
+    keys, by the same content, and besides only the links themselves (an untracked link turbo
+    keys alone, vx follows too): more keys, never fewer. An edit behind the link below a link
+    moves both."""
+    linked_pages(repo)
+    theirs, ours, hashes, keys = input_sets(repo, turbo_bin)
+    for task in ("a#build", "a#lint"):
+        for path, ident in theirs[task].items():
+            if path == "package.json":  # every vx key folds it, unlisted (caching.md)
+                continue
+            assert path in ours[task], (task, path, sorted(ours[task]))
+            if not path.startswith("pages/notes") and not ours[task][path].startswith("120000:"):
+                assert ours[task][path] == ident, (task, path)
+        extra = set(ours[task]) - set(theirs[task])
+        assert all(
+            ours[task][p].startswith("120000:") or p.startswith("pages/notes/") for p in extra
+        )
+    assert "pages/shared/away/o.md" in ours["a#lint"]
+    (repo.root / "other/o.md").write_text("two\n")
+    _, _, moved, rekeyed = input_sets(repo, turbo_bin)
+    assert moved["a#lint"] != hashes["a#lint"] and rekeyed["a#lint"] != keys["a#lint"]
