@@ -489,7 +489,7 @@ def test_an_input_projects_field_of_the_wrong_kind_is_refused_not_a_crash(repo):
 @pytest.mark.parametrize(
     "change, where",
     [
-        (  # validated when the config loads: an output covering the project's package.json
+        (  # validated when the config loads: an output glob covering the project's package.json
             {
                 "apps/web/project.json": {
                     "name": "web",
@@ -497,7 +497,7 @@ def test_an_input_projects_field_of_the_wrong_kind_is_refused_not_a_crash(repo):
                         "build": {
                             "command": "true",
                             "cache": True,
-                            "outputs": ["{projectRoot}/package.json"],
+                            "outputs": ["{projectRoot}/*.json"],
                         }
                     },
                 }
@@ -509,7 +509,7 @@ def test_an_input_projects_field_of_the_wrong_kind_is_refused_not_a_crash(repo):
                 "nx.json": {
                     **NX,
                     "targetDefaults": {
-                        "build": {"cache": True, "outputs": ["{projectRoot}/package.json"]}
+                        "build": {"cache": True, "outputs": ["{projectRoot}/*.json"]}
                     },
                 }
             },

@@ -88,6 +88,29 @@ def test_the_inputs_seen_through_the_link_are_keyed_by_path_and_content(repo):
     assert build(ws)[0] == "miss"
 
 
+@pytest.mark.feature("KEY-12")
+def test_a_link_met_below_a_linked_directory_is_followed_too(repo):
+    """`lib -> ../../shared` holding `more -> ../other`: turbo keys `lib/more/m.js` by its content,
+    so vx does (keyed as the link alone, an edit in other/ was a hit), and a receipt stops
+    serving once a file appears behind it."""
+    ws = linked(repo, inputs=("lib/**",))
+    (ws.root / "other").mkdir()
+    (ws.root / "other/m.js").write_text("M1;")
+    os.symlink("../other", ws.root / "shared/more")
+    ws.commit("more")
+    dry = json.loads(ws.vx("run", "app#build", "--dry=json").out)["tasks"][0]["inputs"]
+    assert dry["packages/app/lib/more/m.js"] == ws.git("rev-parse", "HEAD:other/m.js").strip()
+    assert build(ws)[0] == "miss"
+    assert build(ws)[0] != "miss"
+    (ws.root / "other/m.js").write_text("M2;")
+    assert build(ws)[0] == "miss"
+    replayed(ws)
+    assert replayed(ws)
+    (ws.root / "other/n.js").write_text("N;")  # a new file behind the inner link
+    assert not replayed(ws)
+    assert build(ws)[0] != "miss"
+
+
 @pytest.mark.feature("KEY-21")
 def test_a_task_that_edits_an_input_through_the_link_is_not_saved(repo):
     ws = linked(

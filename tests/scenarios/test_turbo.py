@@ -441,7 +441,7 @@ def test_an_input_that_climbs_out_of_the_workspace_is_refused(repo):
     assert result.code == 2, result.err
     assert (
         "leaves the workspace" in result.err
-        and "in: turbo.json, tasks.//#check.inputs" in result.err
+        and 'in: turbo.json, tasks["//#check"].inputs' in result.err
     )
     assert "Traceback" not in result.err
 

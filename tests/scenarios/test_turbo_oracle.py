@@ -5,12 +5,15 @@ meaning or refused with the reason. The real turbo runs beside vx on the same re
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 from pathlib import Path
 
 import pytest
 from support.remote_servers import CANARY, clone
 from support.turbo import small_turborepo, turbo, turbo_binary
+from support.workspace import cached_build, npm_workspace
 
 
 @pytest.fixture(scope="module")
@@ -243,3 +246,254 @@ def test_turbo_outputs_that_match_nothing_are_named_per_miss_as_turbo_does(repo,
         assert sorted(said) == sorted(told) == (["a#build", "b#build"] if args else [])
         for line in warnings(result.err):
             assert line.endswith('check turbo.json tasks.build.outputs ("out/**")'), line
+
+
+# ---------------------------------------------------------------- shapes of public Turborepos
+
+REWRITE = """const fs = require('fs');
+fs.mkdirSync('dist', { recursive: true });
+fs.writeFileSync('dist/index.js', fs.readFileSync('src/index.js'));
+const manifest = JSON.parse(fs.readFileSync('package.json', 'utf8'));
+manifest.exports = { '.': './dist/index.js' };
+fs.writeFileSync('package.json', JSON.stringify(manifest, null, 2) + '\\n');
+console.log('built');
+"""
+
+
+def rewrites_its_manifest() -> dict[str, object]:
+    """trpc's shape: a's build writes dist/ and rewrites its own package.json (adds `exports`),
+    and its turbo.json declares both as outputs."""
+    files = small_turborepo()
+    files["packages/a/package.json"]["scripts"]["build"] = "node build.js"  # type: ignore[index]
+    files["packages/a/build.js"] = REWRITE
+    files["packages/a/turbo.json"] = {
+        "extends": ["//"],
+        "tasks": {"build": {"outputs": ["package.json", "dist/**"]}},
+    }
+    return files
+
+
+@pytest.mark.feature("LC-08")
+def test_a_build_that_rewrites_its_package_json_runs_and_its_entry_gives_it_back(repo, turbo_bin):
+    """turbo runs it and caches package.json with dist/; so does vx. The wipe before the miss
+    never deletes the tracked package.json (the build reads it), the entry holds the rewritten
+    one, and a checkout of the committed one plus a hit gives back the same bytes, as turbo's."""
+    repo.write(rewrites_its_manifest()).commit()
+    manifest = repo.root / "packages/a/package.json"
+    committed = manifest.read_bytes()
+    oracle = turbo(repo, turbo_bin, "run", "build")
+    assert oracle.code == 0, oracle
+    rewritten = manifest.read_bytes()
+    assert b'"exports"' in rewritten and rewritten != committed
+    repo.git("checkout", "--", ".")
+    repo.git("clean", "-fdxq")
+
+    first = repo.vx("run", "build")
+    assert first.code == 0, first.err
+    assert first.task("a#build")["cache"] == "miss" and "not saved" not in first.err, first.err
+    assert manifest.read_bytes() == rewritten  # the build's, never deleted before it ran
+    repo.git("checkout", "--", "packages/a/package.json")  # what a fresh CI checkout holds
+    shutil.rmtree(repo.root / "packages/a/dist")
+    restored = repo.vx("run", "build")
+    assert restored.code == 0, restored.err
+    assert restored.task("a#build")["cache"] == "local", restored.err
+    assert manifest.read_bytes() == rewritten
+    assert (repo.root / "packages/a/dist/index.js").read_text() == "export const a = 1;\n"
+    # The key folds package.json: the rewritten one is another key (as in turbo), saved once.
+    again = [repo.vx("run", "build").task("a#build")["cache"] for _ in range(2)]
+    assert again == ["miss", "up-to-date"]
+    assert manifest.read_bytes() == rewritten
+
+
+def named_like_the_root() -> dict[str, object]:
+    """The root package.json and packages/a both named `x`; the root has a `check` of its own."""
+    files = small_turborepo()
+    files["package.json"]["name"] = "x"  # type: ignore[index]
+    check = "node -e \"console.log('root checked')\""
+    files["package.json"]["scripts"] = {"check": check}  # type: ignore[index]
+    files["packages/a/package.json"]["name"] = "x"  # type: ignore[index]
+    files["packages/b/package.json"]["dependencies"] = {"x": "*"}  # type: ignore[index]
+    files["turbo.json"]["tasks"]["//#check"] = {}  # type: ignore[index]
+    return files
+
+
+@pytest.mark.feature("WS-04")
+def test_a_member_named_like_the_root_runs_as_in_turbo(repo, turbo_bin):
+    """turbo calls the root `//`, never by its package.json name, so a member named like it is
+    that member (`x#build`), and the root's own task stays `//#check`."""
+    repo.write(named_like_the_root()).commit()
+    oracle = turbo(repo, turbo_bin, "run", "build", "--dry=json")
+    assert oracle.code == 0, oracle
+    planned = {t["taskId"]: sorted(t["dependencies"]) for t in json.loads(oracle.out)["tasks"]}
+    assert planned == {"x#build": [], "b#build": ["x#build"]}, planned
+    result = repo.vx("run", "build")
+    assert result.code == 0, result.err
+    assert sorted(result.statuses()) == ["b#build", "x#build"]
+    assert (repo.root / "packages/a/dist/o").exists()
+    root = repo.vx("run", "//#check", "--output-logs=full")
+    assert root.code == 0 and "root checked" in root.out + root.err, root.err
+
+
+@pytest.mark.feature("WS-04")
+def test_a_member_named_like_the_root_under_vx_configs_is_that_member(repo):
+    """The same with vx's own configs: the root is `//` there too, addressed as `//#name`."""
+    files = npm_workspace(
+        {"a": {"tasks": {"build": cached_build()}}, "b": {"tasks": {"build": cached_build()}}},
+        root_extra={"name": "a"},
+    )
+    files["vx.config.json"] = {"tasks": {"hello": {"exec": {"command": "echo root-hello"}}}}
+    repo.write(files).commit()
+    result = repo.vx("run", "build", "//#hello", "--all", "--output-logs=full")
+    assert result.code == 0, result.err
+    assert sorted(result.statuses()) == ["//#hello", "a#build", "b#build"]
+    assert "root-hello" in result.out + result.err
+    assert (repo.root / "packages/a/dist/o").exists()
+
+
+def climbing_input(demo_builds: bool) -> dict[str, object]:
+    """`../../shared.config.ts` in the root build's inputs: the workspace's file from packages/a,
+    a file outside the repository from `demo` (one level deep), whose build is a no-op unless
+    `demo_builds`."""
+    files = small_turborepo()
+    del files["packages/b/package.json"], files["packages/b/src/index.js"]
+    files["package.json"]["workspaces"] = ["packages/*", "demo"]  # type: ignore[index]
+    files["turbo.json"] = {"tasks": {"build": {"inputs": ["src/**", "../../shared.config.ts"]}}}
+    files["shared.config.ts"] = "export default {};\n"
+    scripts = {"build": files["packages/a/package.json"]["scripts"]["build"]}  # type: ignore[index]
+    files["demo/package.json"] = {"name": "demo", "version": "1.0.0"}
+    if demo_builds:
+        files["demo/package.json"]["scripts"] = scripts  # type: ignore[index]
+    files["demo/src/index.js"] = "export const demo = 1;\n"
+    return files
+
+
+@pytest.mark.feature("TL-05")
+def test_an_input_leaving_the_workspace_refuses_only_a_task_the_run_runs(repo, turbo_bin):
+    """turbo runs `--filter=./packages/*` whatever demo's inputs say; so does vx, and a run of
+    everything too while demo's build is a no-op. Once demo has a build, turbo keys a file outside
+    the repository for it; vx refuses a run that reaches demo#build (exit 2, naming turbo.json's
+    field) and still runs one that does not."""
+    (repo.root.parent / "shared.config.ts").write_text("outside\n")
+    repo.write(climbing_input(demo_builds=False)).commit()
+    for args in (["--filter=./packages/*"], []):
+        oracle = turbo(repo, turbo_bin, "run", "build", *args)
+        assert oracle.code == 0, oracle
+        result = repo.vx("run", "build", *args)
+        assert result.code == 0, result.err
+        assert sorted(result.statuses()) == ["a#build"], result.err
+
+    repo.write(climbing_input(demo_builds=True)).commit("demo builds")
+    oracle = turbo(repo, turbo_bin, "run", "build", "--filter=demo", "--dry=json")
+    assert oracle.code == 0, oracle
+    (demo,) = json.loads(oracle.out)["tasks"]
+    assert "../../shared.config.ts" in demo["inputs"]  # outside the repository
+    for argv in (["build", "--filter=demo"], ["build"], ["demo#build"]):
+        refused = repo.vx("run", *argv)
+        assert refused.code == 2, refused.err
+        assert (
+            "input `../../shared.config.ts` of demo#build leaves the workspace" in refused.err
+            and "in: turbo.json, tasks.build.inputs" in refused.err
+            and "hint: " in refused.err
+            and "Traceback" not in refused.err
+        ), refused.err
+    kept = repo.vx("run", "build", "--filter=./packages/*")
+    assert kept.code == 0 and sorted(kept.statuses()) == ["a#build"], kept.err
+
+
+def dry_plan(text: str, id_key: str, deps_key: str) -> dict[str, list[str]]:
+    return {t[id_key]: sorted(t.get(deps_key) or []) for t in json.loads(text)["tasks"]}
+
+
+@pytest.mark.feature("WS-20")
+def test_a_peer_dependency_is_no_package_graph_edge_as_in_turbo(repo, turbo_bin):
+    """analytics-next's shape: b lists a (optionally) as a peer only. turbo 2 builds its package
+    graph from dependencies, devDependencies and optionalDependencies, so b#build does not wait
+    for a#build; vx plans the same, and an optional dependency stays an edge in both."""
+    files = small_turborepo()
+    b = files["packages/b/package.json"]
+    b["dependencies"] = {}  # type: ignore[index]
+    b["peerDependencies"] = {"a": ">=1.0.0"}  # type: ignore[index]
+    b["peerDependenciesMeta"] = {"a": {"optional": True}}  # type: ignore[index]
+    repo.write(files).commit()
+    oracle = turbo(repo, turbo_bin, "run", "build", "--dry=json")
+    assert oracle.code == 0, oracle
+    planned = dry_plan(repo.vx("run", "build", "--dry=json").out, "id", "deps")
+    assert planned == dry_plan(oracle.out, "taskId", "dependencies")
+    assert planned == {"a#build": [], "b#build": []}
+
+    b["optionalDependencies"] = {"a": "*"}  # type: ignore[index]
+    repo.write(files).commit("optional")
+    oracle = turbo(repo, turbo_bin, "run", "build", "--dry=json")
+    planned = dry_plan(repo.vx("run", "build", "--dry=json").out, "id", "deps")
+    assert planned == dry_plan(oracle.out, "taskId", "dependencies")
+    assert planned == {"a#build": [], "b#build": ["a#build"]}
+
+
+def linked_pages(repo) -> None:
+    """packages/site's `pages/docs -> ../docs` (inside the package), `pages/shared ->
+    ../../../shared` (a workspace folder) holding `away -> ../other`, a link met below a link;
+    `build` keys turbo's default inputs, `lint` the explicit `pages/**`. Committed, then an
+    untracked `pages/notes -> ../docs` beside them."""
+    files = small_turborepo()
+    del files["packages/b/package.json"], files["packages/b/src/index.js"]
+    files["packages/a/package.json"]["scripts"]["lint"] = "echo lint"  # type: ignore[index]
+    files["turbo.json"]["tasks"] = {"build": {}, "lint": {"inputs": ["pages/**"]}}  # type: ignore[index]
+    files.update(
+        {
+            "packages/a/pages/index.md": "index\n",
+            "packages/a/docs/guide.md": "guide\n",
+            "shared/s.md": "shared\n",
+            "other/o.md": "one\n",
+        }
+    )
+    repo.write(files)
+    os.symlink("../docs", repo.root / "packages/a/pages/docs")
+    os.symlink("../../../shared", repo.root / "packages/a/pages/shared")
+    os.symlink("../other", repo.root / "shared/away")
+    repo.commit()
+    os.symlink("../docs", repo.root / "packages/a/pages/notes")
+
+
+def input_sets(repo, turbo_bin) -> tuple[dict, dict, dict, dict]:
+    """turbo's and vx's inputs of a#build and a#lint, package-relative, and each one's key."""
+    oracle = turbo(repo, turbo_bin, "run", "build", "lint", "--dry=json")
+    assert oracle.code == 0, oracle
+    dry = repo.vx("run", "build", "lint", "--dry=json")
+    assert dry.code == 0, dry.err
+    theirs = {t["taskId"]: t["inputs"] for t in json.loads(oracle.out)["tasks"]}
+    ours = {
+        t["id"]: {
+            p.removeprefix("packages/a/"): i
+            for p, i in t["inputs"].items()
+            if p.startswith("packages/a/")
+        }
+        for t in json.loads(dry.out)["tasks"]
+    }
+    hashes = {t["taskId"]: t["hash"] for t in json.loads(oracle.out)["tasks"]}
+    keys = {t["id"]: t["key"] for t in json.loads(dry.out)["tasks"]}
+    return theirs, ours, hashes, keys
+
+
+@pytest.mark.feature("KEY-12")
+def test_inputs_through_directory_links_are_turbos_and_more(repo, turbo_bin):
+    """turbo follows a link to a directory, and a link met below one; vx keys every file turbo
+    keys, by the same content, and besides only the links themselves (an untracked link turbo
+    keys alone, vx follows too): more keys, never fewer. An edit behind the link below a link
+    moves both."""
+    linked_pages(repo)
+    theirs, ours, hashes, keys = input_sets(repo, turbo_bin)
+    for task in ("a#build", "a#lint"):
+        for path, ident in theirs[task].items():
+            if path == "package.json":  # every vx key folds it, unlisted (caching.md)
+                continue
+            assert path in ours[task], (task, path, sorted(ours[task]))
+            if not path.startswith("pages/notes") and not ours[task][path].startswith("120000:"):
+                assert ours[task][path] == ident, (task, path)
+        extra = set(ours[task]) - set(theirs[task])
+        assert all(
+            ours[task][p].startswith("120000:") or p.startswith("pages/notes/") for p in extra
+        )
+    assert "pages/shared/away/o.md" in ours["a#lint"]
+    (repo.root / "other/o.md").write_text("two\n")
+    _, _, moved, rekeyed = input_sets(repo, turbo_bin)
+    assert moved["a#lint"] != hashes["a#lint"] and rekeyed["a#lint"] != keys["a#lint"]

@@ -663,16 +663,19 @@ def _optional(
 
 
 def _refuse_own_files(globs: tuple[str, ...], at: At) -> None:
-    """Outputs are wiped before a run: one covering the manifest or config would delete it."""
+    """Outputs are wiped before a run: a glob covering the manifest or config would delete it.
+    `package.json` named outright is a build that rewrites it (trpc's): the wipe never deletes
+    it (`OutputSpec.wipe`), the entry saves it and a hit restores it, as turbo does."""
     for i, pattern in enumerate(globs):
-        if pattern.startswith("!"):
+        if pattern.startswith("!") or pattern == "package.json":
             continue
         for name in _PROTECTED_FILES:
             if covers_top_file(pattern, name):
                 at.item(i).refuse(
                     f"output `{pattern}` covers the project's own {name}",
                     hint="outputs are deleted before the task runs; name the "
-                    'directory it writes, such as "dist/**"',
+                    'directory it writes, such as "dist/**" (a build that rewrites '
+                    'package.json names it outright: "package.json")',
                 )
 
 

@@ -421,6 +421,7 @@ def _mapped(
     defined = definitions(turbo, pkg, own)
     tasks: dict[str, dict] = {}
     noops: set[str] = set()
+    refused: dict[str, tuple[str, str, str, str]] = {}
     for name, body in defined.items():
         if name not in pkg.scripts:
             # turbo keeps a no-op (`<NONEXISTENT>`): it runs nothing, still waits for its own
@@ -428,6 +429,10 @@ def _mapped(
             noops.add(name)
             plain = {k: v for k, v in body.items() if k not in ("persistent", "interactive")}
             tasks[name] = _vx_task(turbo, pkg, name, {**plain, "cache": True}, "true")
+            continue
+        leaving = _leaving(turbo, pkg, name, body, own, own_source)
+        if leaving is not None:  # refused where a run reaches it, not in every run (plan/graph.py)
+            refused[name] = leaving
             continue
         tasks[name] = _vx_task(turbo, pkg, name, body, with_hooks(pkg, name, manager))
     for body in tasks.values():
@@ -437,7 +442,7 @@ def _mapped(
         else:
             body.pop("dependsOn", None)
     source = own_source if own is not None else turbo.source
-    if not tasks and not (own or {}).get("tags"):
+    if not tasks and not refused and not (own or {}).get("tags"):
         return ProjectConfig(source="")
     envs = {name: _take_env(body) for name, body in tasks.items()}
     reach = {name: body.pop("turboReach", None) for name, body in tasks.items()}
@@ -458,6 +463,7 @@ def _mapped(
             name: _as_noop(task) if name in noops else _runs_script(task, name)
             for name, task in mapped.items()
         },
+        not_runnable=refused,
         origins=_origins(turbo, pkg, own, source, tasks),
     )
 
@@ -672,13 +678,13 @@ def _vx_task(turbo: TurboRoot, pkg: Package, name: str, body: dict, command: str
         task["dependsOn"] = deps
     if body.get("cache", True) and not long_running:
         declared = body.get("inputs") or [DEFAULT]
-        files, workspace_files = _split(declared, pkg, name, turbo.source)
+        files, workspace_files = _split(declared, pkg)
         files += list(body.get("dotEnv", ()))
         if DEFAULT in declared:  # git's view for the default; the rest as turbo's walk finds them
-            task["turboReach"] = _split(
-                [g for g in declared if g != DEFAULT], pkg, name, turbo.source
-            )[0] + list(body.get("dotEnv", ()))
-        outputs, workspace_outputs = _split(body.get("outputs", []), pkg, name, turbo.source)
+            task["turboReach"] = _split([g for g in declared if g != DEFAULT], pkg)[0] + list(
+                body.get("dotEnv", ())
+            )
+        outputs, workspace_outputs = _split(body.get("outputs", []), pkg)
         inputs: dict[str, Any] = {"files": files}
         # turbo's global hash folds the root package.json (a `browserslist` there shapes every
         # package's bundle) besides the globalDependencies; the root's own tasks key it already.
@@ -693,9 +699,11 @@ def _vx_task(turbo: TurboRoot, pkg: Package, name: str, body: dict, command: str
     return task
 
 
-def _split(globs, pkg: Package, name: str, source: str) -> tuple[list[str], list[str]]:
+def _split(globs, pkg: Package) -> tuple[list[str], list[str]]:
     """Package-relative globs and workspace-relative ones (`$TURBO_ROOT$/`, and those that climb
-    out of the package with `../`, resolved from its directory), `$TURBO_DEFAULT$` as `**`."""
+    out of the package with `../`, resolved from its directory), `$TURBO_DEFAULT$` as `**`. A
+    `../` glob that leaves the workspace is left out: a task that runs is refused before it gets
+    here (`_leaving`), and a no-op runs nothing its files could shape."""
     package, workspace = [], []
     for pattern in globs:
         negated = pattern.startswith("!")
@@ -705,27 +713,53 @@ def _split(globs, pkg: Package, name: str, source: str) -> tuple[list[str], list
         elif body.startswith(ROOT_PREFIX):
             workspace.append(("!" if negated else "") + body[len(ROOT_PREFIX) :])
         elif body.startswith("../"):
-            workspace.append(("!" if negated else "") + _climbed(body, pkg, name, source))
+            climbed = _climbed(body, pkg)
+            if climbed is not None:
+                workspace.append(("!" if negated else "") + climbed)
         else:
             package.append(pattern)
     return package, workspace
 
 
-def _climbed(body: str, pkg: Package, name: str, source: str) -> str:
-    """A `../` glob of `pkg` as a workspace-relative one; refused when it leaves the workspace."""
+def _climbed(body: str, pkg: Package) -> str | None:
+    """A `../` glob of `pkg` as a workspace-relative one; None when it leaves the workspace."""
     steps = 0
     while body.startswith("../"):
         body, steps = body[3:], steps + 1
     parts = pkg.dir.split("/") if pkg.dir else []
     if steps > len(parts):
-        raise ConfigError(
-            f"input `{'../' * steps}{body}` of {pkg.name}#{name} leaves the workspace"
-            f" (from {pkg.dir or 'the root'})",
-            file=source,
-            field=f"tasks.{'//#' if pkg.name == ROOT_PROJECT else ''}{name}.inputs",
-            hint="vx keys only what the workspace holds; name workspace files with `$TURBO_ROOT$/`",
-        )
+        return None
     return "/".join([*parts[: len(parts) - steps], body])
+
+
+def _leaving(
+    turbo: TurboRoot, pkg: Package, name: str, body: dict, own: dict | None, own_source: str
+) -> tuple[str, str, str, str] | None:
+    """Why `pkg#name` cannot run: an input that climbs out of the workspace (turbo hashes a file
+    outside the repository; vx keys only what the workspace holds), as (message, file, field,
+    hint) for `plan/graph.py` to refuse where a run reaches the task; None when none does."""
+    if not body.get("cache", True) or body.get("persistent") or body.get("interactive"):
+        return None  # never keyed, so no input of it is read
+    for pattern in body.get("inputs") or ():
+        glob = pattern[1:] if pattern.startswith("!") else pattern
+        if glob.startswith("../") and _climbed(glob, pkg) is None:
+            break
+    else:
+        return None
+    qualified = f"{pkg.name}#{name}"
+    if "inputs" in (own or {}).get("tasks", {}).get(name, {}):
+        file, field = own_source, f"{task_key(name)}.inputs"
+    else:
+        written = qualified if qualified in turbo.tasks else name
+        file, field = turbo.source, f"{task_key(written)}.inputs"
+    return (
+        f"input `{pattern}` of {qualified} leaves the workspace (from {pkg.dir or 'the root'})",
+        file,
+        field,
+        "vx keys only what the workspace holds (turbo would hash a file outside the repository): "
+        f"move the file into the workspace and name it with `$TURBO_ROOT$/`, or leave "
+        f"{qualified} out of the run (`--filter`)",
+    )
 
 
 def _unique(items) -> list[str]:

@@ -31,9 +31,14 @@ if TYPE_CHECKING:
 
 
 def snapshot(index: FileIndex, node: TaskNode, plan: TaskPlan) -> Snapshot:
-    """The task's inputs as it starts: its save is withheld when one moved while it ran."""
+    """The task's inputs as it starts: its save is withheld when one moved while it ran. Its
+    package.json is one of them unless the task declares it as an output (a build that rewrites
+    it): then the key holds the manifest it started from and the entry the one it wrote."""
     assert plan.record is not None  # every planned task with outputs has its key's record
-    return index.task_snapshot(plan.inputs, node.project_dir, plan.record.package_json)
+    outputs = plan.outputs
+    writes = outputs is not None and outputs.allows(outputs.manifest)
+    manifest = None if writes else plan.record.package_json
+    return index.task_snapshot(plan.inputs, node.project_dir, manifest)
 
 
 def keep_or_wipe(

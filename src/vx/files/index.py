@@ -594,12 +594,15 @@ class FileIndex:
         )
 
     def task_snapshot(
-        self, inputs: InputSet | None, project_dir: str, package_json: str
+        self, inputs: InputSet | None, project_dir: str, package_json: str | None
     ) -> Snapshot:
         """A task's snapshot: its inputs, its package.json (`package_json` is the identity its key
-        used) and the files the fingerprint folded, each of which its key also used."""
+        used; None when the task writes it, a declared output) and the files the fingerprint
+        folded, each of which its key also used."""
         path = f"{project_dir}/package.json" if project_dir else "package.json"
         snap = self.snapshot(inputs, self.fingerprinted)
+        if package_json is None:
+            return snap
         try:
             st: Stat | None = stat_key(os.lstat(os.path.join(self.root, path)))
         except OSError:

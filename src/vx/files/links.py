@@ -9,6 +9,8 @@ it: an edit in `shared/` would be a cache hit. Here each link among the candidat
 - a link to a file (anywhere) is identified by its own identity and the content it leads to;
 - a link to a directory outside the workspace cannot be keyed from the listing: a task whose
   inputs reach it is refused (`outside`), naming the link;
+- a link met below a linked directory's target is followed in turn, as turbo's walk follows it
+  (keyed as the link alone, a file it leads to outside every glob would be a hit turbo misses);
 - a link into its own ancestry (a cycle) is keyed as the link alone.
 
 Stdlib only; nothing is resolved unless the listing holds a link.
@@ -66,14 +68,37 @@ def find(root: Path, candidates: Iterable[str]) -> Links:
 
 def aliases(links: Links, paths: list[str], span) -> dict[str, str]:
     """Each candidate below an in-workspace directory link's target, seen through the link:
-    alias path -> real path. `span(target)` gives the sorted slice of `paths` below it."""
+    alias path -> real path. `span(target)` gives the sorted slice of `paths` below it.
+
+    A link among those candidates is followed through the alias too: an alias of a directory
+    link joins `links.dirs` (so what it leads to is aliased, and re-walked after a run), an
+    alias of a link out of the workspace joins `links.outside` (refused where a task reaches
+    it). A chain stops at a directory it has passed through (the first link's own among them)
+    or one holding it: keyed as the link alone, never an endless path."""
     out: dict[str, str] = {}
-    for link, target in links.dirs.items():
+    todo: list[tuple[str, str, tuple[str, ...]]] = [
+        (link, target, (link.rpartition("/")[0], target)) for link, target in links.dirs.items()
+    ]
+    while todo:
+        link, target, chain = todo.pop()
         cut = len(target)
         for real in span(target):
-            if real != target:
-                out[link + real[cut:]] = real
+            if real == target:
+                continue
+            alias = link + real[cut:]
+            out[alias] = real
+            inner = links.dirs.get(real)
+            if inner is not None and not any(_holds(inner, t) for t in chain):
+                links.dirs[alias] = inner
+                todo.append((alias, inner, (*chain, inner)))
+            elif real in links.outside:
+                links.outside[alias] = links.outside[real]
     return out
+
+
+def _holds(outer: str, inner: str) -> bool:
+    """Whether the directory `outer` is `inner` or one of its ancestors."""
+    return outer == inner or inner.startswith(outer + "/")
 
 
 def refusal(link: str, shown: str, target: str) -> tuple[str, str]:

@@ -60,6 +60,7 @@ class OutputSpec:
         self.declares_files = bool(patterns or ws_patterns)
         self.input_query = query
         self._prefix = project_dir + "/" if project_dir else ""
+        self.manifest = self._prefix + "package.json"
         self._node_modules = any(
             g is not None and g.names("node_modules") for g in (self.globs, self.ws_globs)
         )
@@ -118,7 +119,10 @@ class OutputSpec:
 
     def _wipeable(self, path: str) -> bool:
         """A file git tracks is a source (a committed `legacy.js` beside a compiler's `*.js`): the
-        task may overwrite it, a restore writes it back, but a wipe never deletes it."""
+        task may overwrite it, a restore writes it back, but a wipe never deletes it. Nor the
+        project's package.json (an output when its build rewrites it), tracked or not."""
+        if path == self.manifest:
+            return False
         return self.owns(path) and not (self.tracked is not None and self.tracked(path))
 
     def _not_fresh(self, root: Path, since_ns: int, spared: list[str], path: str) -> bool:

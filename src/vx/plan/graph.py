@@ -311,6 +311,8 @@ def _expand_entry(
             )
         if name.endswith(".*"):
             return [TaskId(pkg, t) for t in _matching(configs[pkg], name)]
+        if isinstance(configs[pkg].not_runnable.get(name), tuple):  # never the implicit build
+            _refuse_not_runnable({pkg: configs[pkg]}, name)
         if task_of(configs, pkg, name) is None:
             raise ConfigError(
                 f"`{entry}`: package `{pkg}` has no task `{name}`",
@@ -324,6 +326,8 @@ def _expand_entry(
         return [
             TaskId(tid.package, t) for t in _matching(configs[tid.package], entry) if t != tid.task
         ]
+    if isinstance(configs[tid.package].not_runnable.get(entry), tuple):
+        _refuse_not_runnable({tid.package: configs[tid.package]}, entry)
     if task_of(configs, tid.package, entry) is None:
         raise ConfigError(
             f"`{entry}` is not a task of this project",

@@ -31,6 +31,7 @@ _LOCKFILES = (
     ("bun.lockb", "bun"),
 )
 _EXTGLOB = re.compile(r"[!@+*?]\(")
+_TURBO_FILES = ("turbo.json", "turbo.jsonc")  # config/turbo.py's FILE_NAMES, a layer above
 
 
 def discover(cwd: Path) -> Workspace:
@@ -53,7 +54,9 @@ def discover(cwd: Path) -> Workspace:
         from vx.workspace.nxprojects import members
 
         manifests, paths, renamed = members(str(root.dir), manifests, set(dirs))
-    packages = _packages(root, manifests, _linker(root, manager), paths)
+    packages = _packages(
+        root, manifests, _linker(root, manager), paths, peers=nx and _nx_runs(root.dir)
+    )
     if nx:
         packages = _nx_packages(str(root.dir), packages, renamed, paths)
     return Workspace(
@@ -489,6 +492,17 @@ def _is_nx(root: Path) -> bool:
     return False
 
 
+def _nx_runs(root: Path) -> bool:
+    """Whether nx.json, not a turbo.json beside it (which wins), gives the tasks: then peers are
+    edges, as in Nx's project graph; turbo's package graph has none."""
+    for name in _TURBO_FILES:
+        path = root / name
+        if os.path.lexists(path):
+            return False
+        witness.probed(str(path))
+    return True
+
+
 def _nx_packages(
     root: str, packages: dict[str, Package], renamed: dict[str, str], paths: dict[str, str]
 ) -> dict[str, Package]:
@@ -520,13 +534,15 @@ def _packages(
     manifests: dict[str, dict[str, Any]],
     linker: _Linker,
     paths: dict[str, str] | None = None,
+    *,
+    peers: bool = False,
 ) -> dict[str, Package]:
     members = [_member(rel, m, (paths or {}).get(rel)) for rel, m in manifests.items()]
     root_member = _Member(
         ROOT_PROJECT, "", root.manifest or {}, "package.json" if root.manifest is not None else ""
     )
-    by_name = _unique_names(members, root.manifest)
-    deps = _package_edges([root_member, *members], by_name, linker)
+    by_name = _unique_names(members)
+    deps = _package_edges([root_member, *members], by_name, linker, peers)
     return {
         m.name: Package(
             name=m.name,
@@ -565,16 +581,13 @@ def _name_problem(name: Any) -> str | None:
     return None
 
 
-def _unique_names(
-    members: list[_Member], root_manifest: dict[str, Any] | None
-) -> dict[str, _Member]:
-    """Members by name; two with one name is an error naming both manifests."""
+def _unique_names(members: list[_Member]) -> dict[str, _Member]:
+    """Members by name; two with one name is an error naming both manifests. The root's
+    package.json name is never one of them: the root is `//` (as turbo calls it), so a member
+    may share its name (npm links that member for it, and `-w x` runs the member's script)."""
     by_name: dict[str, _Member] = {}
-    root_name = (root_manifest or {}).get("name")
     for m in members:
         other = by_name.get(m.name)
-        if other is None and m.name == root_name:
-            other = _Member(m.name, "", root_manifest or {}, "package.json")
         if other is not None:
             raise ConfigError(
                 f"two packages are named `{m.name}`: {other.manifest_path} and {m.manifest_path}",
@@ -608,11 +621,13 @@ class _Linker(Struct, frozen=True):
 
 
 def _package_edges(
-    members: list[_Member], by_name: dict[str, _Member], linker: _Linker
+    members: list[_Member], by_name: dict[str, _Member], linker: _Linker, peers: bool
 ) -> dict[str, tuple[str, ...]]:
-    """Direct workspace deps per package; a peer edge that closes a cycle is dropped."""
+    """Direct workspace deps per package, from the fields turbo 2 builds its package graph from.
+    With `peers` (an Nx workspace: Nx's graph has them) `peerDependencies` too, but a peer edge
+    that closes a cycle is dropped."""
     edges = {m.name: set(_linked(m, _DEP_FIELDS, by_name, linker)) for m in members}
-    for m in sorted(members, key=lambda m: m.name):
+    for m in sorted(members, key=lambda m: m.name) if peers else []:
         for target in sorted(
             set(_linked(m, ("peerDependencies",), by_name, linker)) - edges[m.name]
         ):

@@ -500,7 +500,7 @@ def test_only_negation_glob_list_refused():
 
 @pytest.mark.parametrize(
     "glob",
-    ["**", "*", "*.json", "**/*.json", "package.json", "vx.config.json", "{dist,package.json}"],
+    ["**", "*", "*.json", "**/*.json", "vx.config.json", "{dist,package.json}"],
 )
 def test_outputs_covering_the_manifest_or_config_refused(glob):
     err = tasks_refusal(cached(outputs={"files": ["dist/**", glob]}))
@@ -513,6 +513,14 @@ def test_outputs_not_covering_own_files_and_negations_pass():
         FILE,
     )
     assert built.tasks["b"].cache.output_files[1] == "*.tsbuildinfo"
+
+
+def test_package_json_named_outright_is_an_output():
+    """A build that rewrites its manifest (trpc's) names it: the wipe spares it, a hit restores it."""
+    built = validate_project(
+        {"tasks": {"b": cached(outputs={"files": ["package.json", "dist/**"]})}}, FILE
+    )
+    assert built.tasks["b"].cache.output_files == ("package.json", "dist/**")
 
 
 @pytest.mark.feature("KEY-10")

@@ -276,3 +276,21 @@ def test_a_mapped_task_knows_the_turbo_json_fields_its_globs_were_written_in():
             turbo, pkg(name, build="b", lint="l", test="t"), "npm", own, f"apps/{name}/turbo.json"
         )
         assert other.located("tasks.test.cache.inputs")[0] == f"apps/{name}/turbo.json"
+
+
+@pytest.mark.feature("TL-05")
+def test_an_input_leaving_the_workspace_refuses_a_scripted_task_and_drops_from_a_noop():
+    """apps/web's `../../../x` leaves the workspace: its build is not runnable (refused by the
+    graph where a run reaches it, naming the field it was written in); a no-op keeps its other
+    inputs, and its `lint` (no script) is keyed without the glob."""
+    turbo = root(build={"inputs": ["src/**", "../../../x"]}, lint={"inputs": ["../../../x", "a"]})
+    config = project(turbo, pkg(), "npm", None, "")
+    assert "build" not in config.tasks
+    message, file, field, hint = config.not_runnable["build"]  # type: ignore[misc]
+    assert message == "input `../../../x` of web#build leaves the workspace (from apps/web)"
+    assert (file, field) == ("turbo.json", "tasks.build.inputs") and "$TURBO_ROOT$/" in hint
+    lint = config.tasks["lint"]
+    assert lint.is_group and lint.cache.input_files == ("a",)
+    assert lint.cache.input_workspace_files == ("package.json",)
+    inside = project(root(build={"inputs": ["../../x"]}), pkg(), "npm", None, "")
+    assert inside.tasks["build"].cache.input_workspace_files == ("package.json", "x")

@@ -797,3 +797,49 @@ def test_a_spared_wipe_keeps_tracked_files_and_wipes_older_ones(tmp_path):
     spec.wipe(tmp_path, spare_since_ns=time.time_ns() + 10**12)  # nothing is that new
     assert (tmp_path / "pkg/c/out/legacy.js").exists()
     assert not (tmp_path / "pkg/c/out/built.js").exists() and spec.spared == ()
+
+
+def test_a_wipe_never_deletes_the_projects_package_json_tracked_or_not(tmp_path):
+    """`"outputs": ["package.json", "dist/**"]` (a build that rewrites its manifest): the wipe
+    takes dist/ and leaves package.json, even where git does not track it (no git at all here)."""
+    query = InputQuery("pkg/c", GlobSet(["src/**"]), None, GlobSet(["package.json"]), ())
+    spec = OutputSpec("pkg/c", ["package.json", "dist/**"], [], query)
+    write(tmp_path, "pkg/c/package.json", '{"name":"c"}')
+    write(tmp_path, "pkg/c/dist/index.js")
+    spec.wipe(tmp_path)
+    spec.wipe(tmp_path, spare_since_ns=time.time_ns() + 10**12)
+    assert (tmp_path / "pkg/c/package.json").read_text() == '{"name":"c"}'
+    assert not (tmp_path / "pkg/c/dist/index.js").exists()
+    assert spec.allows("pkg/c/package.json")  # a restore writes it back
+
+
+def test_links_below_a_linked_directory_are_followed_and_a_cycle_stops(tmp_path):
+    """`app/lib -> shared`, `shared/more -> other` (followed through the alias), `other/back ->
+    app` (back into a directory the chain holds: the link alone), `shared/out` leaving the
+    workspace (refused where reached, through the alias too)."""
+    from vx.files import links
+
+    found = links.Links()
+    found.dirs = {"app/lib": "shared", "shared/more": "other", "other/back": "app"}
+    found.outside = {"shared/out": "/elsewhere"}
+    paths = sorted(
+        [
+            "app/lib",
+            "app/x.js",
+            "other/back",
+            "other/m.js",
+            "shared/more",
+            "shared/out",
+            "shared/s.js",
+        ]
+    )
+
+    def span(target: str) -> list[str]:
+        return [p for p in paths if p.startswith(target + "/")]
+
+    alias = links.aliases(found, paths, span)
+    assert alias["app/lib/more/m.js"] == "other/m.js" and alias["app/lib/s.js"] == "shared/s.js"
+    assert alias["app/lib/more/back"] == "other/back"  # the link itself, not followed again
+    assert "app/lib/more/back/x.js" not in alias
+    assert found.dirs["app/lib/more"] == "other"
+    assert found.outside["app/lib/out"] == "/elsewhere"

@@ -284,3 +284,40 @@ def test_late_tasks_follow_an_uncached_task_of_any_project_and_what_folds_them()
         TaskId("web", "build"): True,
         TaskId("web", "check"): False,
     }
+
+
+@pytest.mark.feature("TL-05")
+@pytest.mark.parametrize(
+    "selection",
+    [
+        Selection(("build",), "//"),  # everywhere
+        Selection(("demo#build",), "//"),
+        Selection(("build",), "app"),  # ^build reaches it
+        Selection(("ship",), "app"),  # demo#build named in a dependsOn, never the implicit build
+        Selection(("check",), "demo"),  # a task of its own project that depends on it
+    ],
+)
+def test_a_task_refused_by_its_mapping_is_refused_wherever_the_run_reaches_it(selection):
+    """A turbo.json task whose input leaves the workspace: refused when the run would run it,
+    by its reason, never passed over or replaced by the implicit build."""
+    ws = workspace({"app": ["demo"], "demo": []})
+    cfg = configs(
+        {"app": [task("build", deps=["^build"]), task("ship", deps=["demo#build"])], "demo": []}
+    )
+    why = ("input `../../x` of demo#build leaves the workspace", "turbo.json", "tasks.build", "h")
+    cfg["demo"] = ProjectConfig(
+        "turbo.json", {"check": task("check", deps=["build"])}, not_runnable={"build": why}
+    )
+    with pytest.raises(ConfigError) as err:
+        build_graph(ws, cfg, selection)
+    assert err.value.message == why[0] and err.value.field == "tasks.build"
+
+
+@pytest.mark.feature("TL-05")
+def test_a_task_refused_by_its_mapping_leaves_a_run_that_does_not_reach_it():
+    ws = workspace({"app": [], "demo": []})
+    cfg = configs({"app": [task("build")], "demo": []})
+    why = ("input `../../x` of demo#build leaves the workspace", "turbo.json", "tasks.build", "h")
+    cfg["demo"] = ProjectConfig("turbo.json", {}, not_runnable={"build": why})
+    g = build_graph(ws, cfg, Selection(("build",), "//", projects=frozenset({"app"})))
+    assert set(g.nodes) == {TaskId("app", "build")}

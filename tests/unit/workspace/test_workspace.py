@@ -233,12 +233,16 @@ def test_duplicate_names_name_both_manifests(tmp_path):
     assert err.value.hint
 
 
-@pytest.mark.feature("WS-03")
-def test_member_named_like_the_root_is_a_duplicate(tmp_path):
-    npm_repo(tmp_path, {"packages/a": pkg("root")})
-    with pytest.raises(ConfigError) as err:
-        discover(tmp_path)
-    assert "package.json and packages/a/package.json" in err.value.message
+@pytest.mark.feature("WS-04")
+def test_a_member_named_like_the_root_is_that_member_and_the_root_stays_the_root(tmp_path):
+    """The root is `//` whatever its package.json calls itself, so a member of its name is no
+    duplicate (turbo runs such a repo, npm links the member for the name)."""
+    npm_repo(
+        tmp_path, {"packages/a": pkg("root"), "packages/b": pkg("b", dependencies={"root": "*"})}
+    )
+    ws = discover(tmp_path)
+    assert ws.packages["root"].dir == "packages/a" and ws.packages[ROOT_PROJECT].dir == ""
+    assert ws.packages["b"].deps == ("root",)
 
 
 @pytest.mark.feature("WS-03")
@@ -320,9 +324,26 @@ def test_registry_specs_are_not_edges(tmp_path, spec):
 
 
 @pytest.mark.feature("WS-20")
-@pytest.mark.parametrize("field", ["devDependencies", "optionalDependencies", "peerDependencies"])
+@pytest.mark.parametrize("field", ["devDependencies", "optionalDependencies"])
 def test_every_dependency_field_counts(tmp_path, field):
     assert deps_of(tmp_path, "workspace:*", field=field) == ("lib",)
+
+
+@pytest.mark.feature("WS-20")
+@pytest.mark.parametrize("tool", ["", "turbo.json", "nx.json turbo.json"])
+def test_a_peer_dependency_is_no_edge_as_in_turbo(tmp_path, tool):
+    """turbo 2's package graph takes dependencies, devDependencies and optionalDependencies, and
+    so do vx's own configs; a turbo.json beside an nx.json gives the tasks, so turbo's rule."""
+    for name in tool.split():
+        (tmp_path / name).write_text("{}")
+    assert deps_of(tmp_path, "workspace:*", field="peerDependencies") == ()
+    assert deps_of(tmp_path, ">=1.0.0", field="peerDependencies") == ()
+
+
+@pytest.mark.feature("WS-20")
+def test_a_peer_dependency_is_an_edge_in_an_nx_workspace_as_in_nx(tmp_path):
+    (tmp_path / "nx.json").write_text("{}")
+    assert deps_of(tmp_path, "workspace:*", field="peerDependencies") == ("lib",)
 
 
 @pytest.mark.feature("WS-20")
@@ -339,6 +360,7 @@ def test_workspace_alias_links_the_named_package(tmp_path):
 
 @pytest.mark.feature("WS-20")
 def test_peer_dependency_closing_a_cycle_is_dropped(tmp_path):
+    (tmp_path / "nx.json").write_text("{}")  # peers are edges only in an Nx workspace
     npm_repo(
         tmp_path,
         {
