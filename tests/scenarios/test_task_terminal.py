@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from support.processes import kill_all, running, wait_for
 from support.terminal import pane_fixture, vx_in_shell, wait_for_file  # noqa: F401 (the `pane` fixture)
+from support.turbo import QUIET, turbo, turbo_binary
 from support.workspace import Repo, cached_build, npm_workspace
 
 # Red only on a terminal; a progress line a carriage return overwrites; the size it was given
@@ -92,3 +93,45 @@ def test_ctrl_c_stops_a_task_tree_on_a_pty(repo, pane):
         assert not [pid for pid in started if running(pid)], p.text()
     finally:
         kill_all(started)
+
+
+@pytest.mark.feature("EX-24")
+def test_a_task_sees_a_terminal_where_real_turbo_gives_it_one(repo, pane):
+    """The oracle: real turbo (`--ui=stream`) on the same pane gives a task a terminal of the
+    pane's size, and pipes when its own output is piped; vx does the same in both cases."""
+    binary = turbo_binary()
+    probe = (
+        'if [ -t 1 ]; then echo tty-"yes"; else echo tty-"no"; fi; '
+        'echo size $(stty size <&2 2>/dev/null || echo "none")'
+    )
+    files = {
+        "package.json": {
+            "name": "root",
+            "private": True,
+            "packageManager": "npm@10.9.0",
+            "workspaces": ["packages/*"],
+        },
+        ".gitignore": "node_modules/\ndist/\n.vx/\n.turbo/\n",
+        "turbo.json": {"tasks": {"build": {"outputs": ["dist/**"]}}},
+        "packages/app/package.json": {
+            "name": "app",
+            "version": "1.0.0",
+            "scripts": {"build": probe},
+        },
+    }
+    repo.write(files).commit()
+    quiet = " ".join(f"{k}={v}" for k, v in QUIET.items() if k != "NO_COLOR")
+    code = repo.root / "turbo-code.txt"
+    line = (
+        f"env -u CI {COLOUR_ON} {quiet} {binary} run build --force --ui=stream; "
+        f"echo $? > {code}.tmp && mv {code}.tmp {code}; sleep 600"
+    )
+    shown = pane(line, repo.root)
+    assert wait_for_file(code, shown) == "0", shown.text()
+    assert "tty-yes" in shown.text() and "size 40 120" in shown.text(), shown.text()
+    piped = turbo(repo, binary, "run", "build", "--force", "--ui=stream")
+    assert piped.code == 0 and "tty-no" in piped.out and "size none" in piped.out, piped
+    mine = run_in_pane(repo, pane).text()
+    assert "tty-yes" in mine and "size 40 120" in mine, mine
+    res = repo.vx("run", "build", "--force", "--output-logs=full")
+    assert res.code == 0 and "tty-no" in res.out and "size none" in res.out, res.out
