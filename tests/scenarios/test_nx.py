@@ -524,26 +524,6 @@ def test_an_input_projects_field_of_the_wrong_kind_is_refused_not_a_crash(repo):
             },
             "in: apps/web/project.json, targets.build.dependsOn",
         ),
-        (  # checked when the run is planned: two targets writing one directory
-            {
-                "apps/web/project.json": {
-                    "name": "web",
-                    "targets": {
-                        "build": {
-                            "command": "true",
-                            "cache": True,
-                            "outputs": ["{projectRoot}/dist"],
-                        },
-                        "pack": {
-                            "command": "true",
-                            "cache": True,
-                            "outputs": ["{projectRoot}/dist"],
-                        },
-                    },
-                }
-            },
-            "in: apps/web/project.json, targets.pack.outputs",
-        ),
     ],
 )
 def test_a_mapped_refusal_names_the_nx_file_and_field_not_the_vx_one(repo, change, where):

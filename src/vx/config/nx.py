@@ -38,7 +38,7 @@ from vx.config.fields import At, Level, as_boolean, as_object, as_strings, kind_
 from vx.config.project import canonical, validate_project
 from vx.config.turbo import with_hooks
 from vx.errors import ConfigError, did_you_mean
-from vx.model import ROOT_PROJECT, Package, ProjectConfig, TaskConfig
+from vx.model import ROOT_PROJECT, NxResolved, Package, ProjectConfig, TaskConfig
 from vx.workspace.nxprojects import read_json
 
 NX_FILE = "nx.json"
@@ -126,6 +126,7 @@ class NxRoot(Struct, frozen=True):
     cacheable: frozenset[str] | None  # tasksRunnerOptions.default.options.cacheableOperations
     packages: Mapping[str, Package] = field(default_factory=dict)
     memo: dict = field(default_factory=dict)  # project dir -> its read project (`_Project`)
+    resolved: NxResolved | None = None  # where nx.json declares `plugins`: Nx's own answer
 
 
 class _Project(Struct, frozen=True):
@@ -146,7 +147,9 @@ class _Project(Struct, frozen=True):
 # ---------------------------------------------------------------- reading
 
 
-def find_root(root: str, packages: Mapping[str, Package]) -> NxRoot:
+def find_root(
+    root: str, packages: Mapping[str, Package], resolved: NxResolved | None = None
+) -> NxRoot:
     at = At(NX_FILE)
     obj = as_object(read_json(os.path.join(root, NX_FILE), NX_FILE), at)
     for key in obj:
@@ -168,7 +171,7 @@ def find_root(root: str, packages: Mapping[str, Package]) -> NxRoot:
         if ops is not None
         else None
     )
-    return NxRoot(NX_FILE, root, defaults, named, cacheable, packages)
+    return NxRoot(NX_FILE, root, defaults, named, cacheable, packages, resolved=resolved)
 
 
 def _named_inputs(value: Any, at: At) -> dict[str, list]:
@@ -233,6 +236,9 @@ def _project(nx: NxRoot, pkg: Package) -> _Project:
     known = nx.memo.get(pkg.dir)
     if known is not None:
         return known
+    if nx.resolved is not None and pkg.dir in nx.resolved.projects:
+        nx.memo[pkg.dir] = _resolved_project(nx, pkg)
+        return nx.memo[pkg.dir]
     directory = os.path.join(nx.root, pkg.dir) if pkg.dir else nx.root
     manifest_source = f"{pkg.dir}/package.json" if pkg.dir else "package.json"
     manifest = read_json(os.path.join(directory, "package.json"), manifest_source)
@@ -263,6 +269,56 @@ def _project(nx: NxRoot, pkg: Package) -> _Project:
     )
     nx.memo[pkg.dir] = found
     return found
+
+
+def _resolved_project(nx: NxRoot, pkg: Package) -> _Project:
+    """The project as Nx resolved it (vx.config.nxinference): its targets as they are, inferred
+    and merged; each one's file and field from Nx's source map, naming the plugin that made it."""
+    assert nx.resolved is not None
+    project = nx.resolved.projects[pkg.dir]
+    where = nx.resolved.sources.get(pkg.dir) or {}
+    targets = json.loads(json.dumps(project.get("targets") or {}))
+    sources: dict[str, tuple[str, str]] = {}
+    defaulted: dict[str, tuple[str, frozenset[str]]] = {}
+    for name, target in targets.items():
+        sources[name] = _target_source(where, name, target, pkg)
+        given = frozenset(
+            k for k in target if (where.get(f"targets.{name}.{k}") or [None])[0] == NX_FILE
+        )
+        key = _target_default(nx, name, target.get("executor"))
+        if given and key is not None:
+            defaulted[name] = (key, given)
+    made = (where.get("root") or [None])[0]
+    source = made if made and made != NX_FILE else _rel(pkg.dir, "package.json")
+    return _Project(
+        pkg,
+        targets,
+        sources,
+        defaulted,
+        project.get("namedInputs") or {},
+        (where.get("namedInputs") or [NX_FILE])[0] or NX_FILE,
+        tuple(project.get("tags") or ()),
+        source,
+    )
+
+
+def _target_source(where: Mapping[str, list], name: str, target: dict, pkg: Package) -> tuple:
+    """The file and field a resolved target came from: a script, a target of project.json or of
+    package.json's `nx`, or a plugin's config file (the field names the plugin)."""
+    file, plugin = (where.get(f"targets.{name}") or [None, ""])[:2]
+    if not file:
+        return (_rel(pkg.dir, "project.json"), f"targets.{name}")
+    if plugin == "nx/core/package-json":
+        if target.get("executor") == "nx:run-script":
+            return (file, f"scripts.{name}")
+        return (file, f"nx.targets.{name}")
+    if plugin == "nx/core/project-json" or file.endswith("project.json"):
+        return (file, f"targets.{name}")
+    return (file, f"targets.{name} (inferred by {plugin})")
+
+
+def _rel(directory: str, name: str) -> str:
+    return f"{directory}/{name}" if directory else name
 
 
 def _read_package_nx(read: _Read, pkg: Package, manifest: dict, source: str) -> None:
@@ -543,6 +599,8 @@ def _mapped(
                 cache=replace(task.cache, input_env=tuple(envs[name])),
                 canonical=canonical({**tasks[name], "nxEnv": envs[name]}),
             )
+        if task.cache is not None and not name.startswith(GROUP):
+            task = replace(task, cache=replace(task.cache, shared_outputs=True))
         if name.startswith(GROUP):  # runs nothing; keyed on the project's files of the named input
             task = replace(
                 task, exec=None, implicit=True, canonical='{"implicit":true,' + task.canonical[1:]
@@ -1200,18 +1258,58 @@ def _fileset(proj: _Project, pattern: Any, at: At, found: _Found, own: bool) -> 
     pkg = proj.pkg
     body = body.replace("{projectName}", pkg.name)
     if body.startswith("{projectRoot}"):
-        rest = body[len("{projectRoot}") :].lstrip("/") or "**"
+        rest = nx_glob(body[len("{projectRoot}") :].lstrip("/")) or "**"
         if own:
             found.files.append(bang + rest)
         else:
             found.workspace.append(bang + (posixpath.join(pkg.dir, rest) if pkg.dir else rest))
     elif body.startswith("{workspaceRoot}"):
-        found.workspace.append(bang + (body[len("{workspaceRoot}") :].lstrip("/") or "**"))
+        found.workspace.append(bang + (nx_glob(body[len("{workspaceRoot}") :].lstrip("/")) or "**"))
     else:
         at.refuse(
             f"fileset `{pattern}` starts with neither {{projectRoot}} nor {{workspaceRoot}}",
             hint='write it as "{projectRoot}/…" or "{workspaceRoot}/…"',
         )
+
+
+_EXTGLOB = re.compile(r"([?*+@!])\(([^()]*)\)")
+_CLASS = re.compile(r"\[(!?)([^\]/]+)\]")
+
+
+def nx_glob(pattern: str) -> str:
+    """An Nx (minimatch) glob in vx's grammar: `?(x)` and `*(x)` as `{,x}`, `+(a|b)` and `@(a|b)`
+    as `{a,b}` (one repetition: `foo.specspec.ts` is nobody's file name), `[jt]` as `{j,t}`, and
+    `!(x)` or a negated class as `*` (a wider input set: a key over-includes rather than misses)."""
+
+    def alternatives(options: list[str]) -> str:
+        options = list(dict.fromkeys(options))
+        return options[0] if len(options) == 1 else "{" + ",".join(options) + "}"
+
+    def extglob(m: re.Match) -> str:
+        kind, options = m.group(1), m.group(2).split("|")
+        if kind == "!":
+            return "*"
+        return alternatives(([""] if kind in "?*" else []) + options)
+
+    def char_class(m: re.Match) -> str:
+        if m.group(1):
+            return "?"
+        chars: list[str] = []
+        body = m.group(2)
+        i = 0
+        while i < len(body):
+            if i + 2 < len(body) and body[i + 1] == "-":
+                chars += [chr(c) for c in range(ord(body[i]), ord(body[i + 2]) + 1)]
+                i += 3
+            else:
+                chars.append(body[i])
+                i += 1
+        return alternatives(chars)
+
+    previous = None
+    while previous != pattern:  # innermost extglobs first
+        previous, pattern = pattern, _EXTGLOB.sub(extglob, pattern)
+    return _CLASS.sub(char_class, pattern)
 
 
 def _outputs(
@@ -1297,8 +1395,11 @@ def shown_project(ws, name: str) -> dict:
         raise UnknownTaskError(
             f"no project named `{name}`", hint=suggestion(name, ws.packages, noun="projects")
         )
-    nx = find_root(root, ws.packages)
-    proj = _project(nx, ws.packages[name])
+    pkg = ws.packages[name]
+    if ws.nx is not None and pkg.dir in ws.nx.projects:
+        return dict(ws.nx.projects[pkg.dir])  # Nx's own answer, as it printed it
+    nx = find_root(root, ws.packages, ws.nx)
+    proj = _project(nx, pkg)
     from vx.workspace.nxprojects import own_nx
 
     own, _source, _field = own_nx(root, proj.pkg)

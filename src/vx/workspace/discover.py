@@ -49,10 +49,11 @@ def discover(cwd: Path) -> Workspace:
     nx = _is_nx(root.dir)
     paths: dict[str, str] = {}
     renamed: dict[str, str] = {}
-    if nx:  # every project.json is a project too
+    resolved = None
+    if nx:  # every project.json is a project too, and every project Nx's plugins infer
         from vx.workspace.nxprojects import members
 
-        manifests, paths, renamed = members(str(root.dir), manifests, set(dirs))
+        manifests, paths, renamed, resolved = members(str(root.dir), manifests, set(dirs))
     packages = _packages(root, manifests, _linker(root, manager), paths)
     if nx:
         packages = _nx_packages(str(root.dir), packages, renamed, paths)
@@ -65,6 +66,7 @@ def discover(cwd: Path) -> Workspace:
         empty_member_globs=tuple(
             g for g, found in expanded.items() if not any(d in manifests for d in found)
         ),
+        nx=resolved,
     )
 
 
