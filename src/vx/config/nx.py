@@ -12,7 +12,7 @@ follows Nx 21:
   `targetDefaults` fill what a target leaves unset, looked up by executor first, then by name,
   then by the longest glob;
 - `nx:run-commands` and `nx:run-script` run as shell commands (`nx:noop`, or no executor, is a
-  group); any other executor, a `continuous` target and a `{ runtime }` input are refused by name
+  group), a `continuous` one as a persistent task; any other executor and a `{ runtime }` input are refused by name
   when asked for, naming the file and field;
 - a target caches only with `cache: true` (or an old `cacheableOperations` entry); its inputs
   default to `["default", "^default"]`, `default` to every file of the project;
@@ -742,7 +742,7 @@ def _task(
     cached = target.get("cache")
     if cached is None and nx.cacheable is not None:
         cached = name in nx.cacheable
-    if cached:
+    if cached and not target.get("continuous"):  # a server's output is never kept
         _cache(nx, proj, name, target, options, task, at_of)
     task["exec"].pop("nxEnvFile", None)
     return task
@@ -774,20 +774,23 @@ def _exec(
     """What the target runs, as a vx `exec`; None when it runs nothing (a group). A target vx
     cannot run is refused."""
     executor = target.get("executor")
-    if target.get("continuous"):
-        raise _Refused.at(
-            at_of("continuous"),
-            f"`{name}` is continuous in Nx (a server or watcher)",
-            "vx tasks must finish; run it outside vx",
-        )
+    continuous = bool(target.get("continuous"))
     if executor == "nx:run-commands":
-        if options.get("readyWhen"):
+        ready = options.get("readyWhen")
+        if ready and not continuous:
             raise _Refused.at(
                 at_of("options").key("readyWhen"),
                 f"`{name}` waits for `readyWhen`: it starts something that keeps running",
-                "vx tasks must finish; run it outside vx",
+                "mark the target `continuous: true`, as Nx does for a server",
             )
-        return _run_commands(proj, options, at_of("options"))
+        command = _run_commands(proj, options, at_of("options"))
+        return _continuous(command, ready, at_of) if continuous else command
+    if continuous and executor not in ("nx:run-script", "nx:noop", None):
+        raise _Refused.at(
+            at_of("executor"),
+            f"`{name}` is continuous and runs the executor `{executor}`, which vx cannot run",
+            _MIGRATE,
+        )
     if executor == "nx:run-script":
         script = options.get("script", name)
         if script not in proj.pkg.scripts:
@@ -796,7 +799,8 @@ def _exec(
                 f"`{name}` runs the package.json script `{script}`, which the package lacks",
                 "add the script, or fix the name",
             )
-        return {"command": with_hooks(proj.pkg, script, manager), "nxScript": script}
+        command = {"command": with_hooks(proj.pkg, script, manager), "nxScript": script}
+        return _continuous(command, None, at_of) if continuous else command
     if executor not in (None, "nx:noop"):
         raise _Refused.at(
             at_of("executor"),
@@ -804,6 +808,22 @@ def _exec(
             _MIGRATE,
         )
     return None
+
+
+def _continuous(command: dict, ready: Any, at_of: Callable[[str], At]) -> dict:
+    """A `continuous: true` target as a persistent task (a server or a watcher). Nx starts its
+    dependants once it has started; vx waits, as well, for a line holding `readyWhen` when it is
+    one string. A list of them may print on separate lines, which a line pattern cannot wait for:
+    ready once started, as in Nx."""
+    texts = [ready] if isinstance(ready, str) else ready or []
+    if not isinstance(texts, list) or not all(isinstance(t, str) and t for t in texts):
+        at_of("options").key("readyWhen").refuse(
+            f"`readyWhen` must be a string or a list of strings, got {kind_of(ready)}"
+        )
+    persistent: dict[str, Any] = {}
+    if len(texts) == 1:
+        persistent["readyWhen"] = re.escape(texts[0])
+    return {**command, "persistent": persistent}
 
 
 def _cache(
