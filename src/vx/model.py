@@ -56,6 +56,7 @@ class NxResolved(Struct, frozen=True):
     projects: Mapping[str, Any]
     sources: Mapping[str, Any]
     version: str = ""  # the workspace's nx
+    reads: frozenset[str] = frozenset()  # the files the answer depends on, workspace-relative
 
 
 class Workspace(Struct, frozen=True):
@@ -68,6 +69,7 @@ class Workspace(Struct, frozen=True):
     )
     empty_member_globs: tuple[str, ...] = ()  # positive globs under which no package.json was found
     nx: NxResolved | None = None  # where nx.json declares `plugins`: what Nx resolves
+    nx_root: str | None = None  # the root project's Nx name, where Nx sees a root project
 
     def package_at(self, rel_dir: str) -> Package | None:
         """The deepest package whose dir contains rel_dir."""

@@ -253,9 +253,9 @@ def _project(nx: NxRoot, pkg: Package) -> _Project:
             own = as_object(own, at)
             _check_keys(own, at, PROJECT)
             _read_layer(read, own, at, own_source, "targets")
-        if manifest and pkg.name != ROOT_PROJECT:
-            # as Nx tags a package: first, by whether it is published
-            read.tags.insert(0, "npm:private" if manifest.get("private") else "npm:public")
+        if manifest and (pkg.name != ROOT_PROJECT or "nx" in manifest):
+            # as Nx tags a package: first, by whether it is published, then by its keywords
+            read.tags[:0] = _npm_tags(manifest)
     defaulted = _fill_defaults(nx, pkg, read.targets)
     found = _Project(
         pkg,
@@ -269,6 +269,15 @@ def _project(nx: NxRoot, pkg: Package) -> _Project:
     )
     nx.memo[pkg.dir] = found
     return found
+
+
+def _npm_tags(manifest: dict) -> list[str]:
+    """Nx's tags for a package.json project: `npm:private` or `npm:public`, `npm:<keyword>`."""
+    keywords = manifest.get("keywords")
+    words = [k for k in keywords if isinstance(k, str)] if isinstance(keywords, list) else []
+    return ["npm:private" if manifest.get("private") else "npm:public"] + [
+        f"npm:{k}" for k in words
+    ]
 
 
 def _resolved_project(nx: NxRoot, pkg: Package) -> _Project:
@@ -1411,7 +1420,12 @@ def shown_project(ws, name: str) -> dict:
             "`--json` shows an Nx project; this workspace has no nx.json",
             hint="`vx show NAME --format json` for vx's view",
         )
-    if name not in ws.packages or name == ROOT_PROJECT:
+    from vx.workspace.nxprojects import own_nx
+
+    nx_root_name = ws.nx_root
+    if name == nx_root_name and name not in ws.packages:
+        name = ROOT_PROJECT
+    if name not in ws.packages or name == ROOT_PROJECT and nx_root_name is None:
         raise UnknownTaskError(
             f"no project named `{name}`", hint=suggestion(name, ws.packages, noun="projects")
         )
@@ -1420,12 +1434,10 @@ def shown_project(ws, name: str) -> dict:
         return dict(ws.nx.projects[pkg.dir])  # Nx's own answer, as it printed it
     nx = find_root(root, ws.packages, ws.nx)
     proj = _project(nx, pkg)
-    from vx.workspace.nxprojects import own_nx
-
     own, _source, _field = own_nx(root, proj.pkg)
     return {
         "root": proj.pkg.dir or ".",
-        "name": name,
+        "name": nx_root_name if name == ROOT_PROJECT else name,
         "tags": list(proj.tags),
         "implicitDependencies": [
             d

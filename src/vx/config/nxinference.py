@@ -73,7 +73,12 @@ def resolve(root: str, files: Sequence[str], plugins: list) -> NxResolved:
 
 
 def _resolved(kept: dict) -> NxResolved:
-    return NxResolved(projects=kept["projects"], sources=kept["sources"], version=kept["nx"])
+    return NxResolved(
+        projects=kept["projects"],
+        sources=kept["sources"],
+        version=kept["nx"],
+        reads=frozenset(kept["files"]),
+    )
 
 
 def _node() -> str:
@@ -343,19 +348,21 @@ def _matches(files: Sequence[str], patterns: list, exclude: list) -> list[str]:
     ]
 
 
-_REGEX_MEMO: dict[str, re.Pattern] = {}
+_REGEX_MEMO: dict[tuple[str, bool], re.Pattern] = {}
 
 
-def glob_regex(pattern: str) -> re.Pattern:
+def glob_regex(pattern: str, literal: bool = False) -> re.Pattern:
     """A glob as Nx's file index reads it (`**`, `*`, `?`, `{a,b}`, `[abc]`), as one regex; an
-    extglob it cannot read matches every path, so a change anywhere asks Nx again."""
-    known = _REGEX_MEMO.get(pattern)
+    extglob or an unclosed `{`/`[` it cannot read matches every path, so a change anywhere asks Nx
+    again — or, with `literal`, only itself, as minimatch reads an unclosed brace (a project
+    pattern that selects more than Nx would is wrong)."""
+    known = _REGEX_MEMO.get((pattern, literal))
     if known is None:
         try:
             known = re.compile(_glob_body(pattern[2:] if pattern.startswith("./") else pattern))
         except (ValueError, re.error):
-            known = re.compile(".*")
-        _REGEX_MEMO[pattern] = known
+            known = re.compile(re.escape(pattern) if literal else ".*")
+        _REGEX_MEMO[(pattern, literal)] = known
     return known
 
 

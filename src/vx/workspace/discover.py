@@ -49,11 +49,12 @@ def discover(cwd: Path) -> Workspace:
     nx = _is_nx(root.dir)
     paths: dict[str, str] = {}
     renamed: dict[str, str] = {}
-    resolved = None
+    resolved = nx_root = None
     if nx:  # every project.json is a project too, and every project Nx's plugins infer
-        from vx.workspace.nxprojects import members
+        from vx.workspace.nxprojects import members, root_name
 
         manifests, paths, renamed, resolved = members(str(root.dir), manifests, set(dirs))
+        nx_root = root_name(str(root.dir), root.manifest, resolved)
     packages = _packages(root, manifests, _linker(root, manager), paths)
     if nx:
         packages = _nx_packages(str(root.dir), packages, renamed, paths)
@@ -67,6 +68,7 @@ def discover(cwd: Path) -> Workspace:
             g for g, found in expanded.items() if not any(d in manifests for d in found)
         ),
         nx=resolved,
+        nx_root=nx_root,
     )
 
 

@@ -186,6 +186,25 @@ def implicit_dependencies(
     return out
 
 
+def root_name(
+    root: str, manifest: Mapping[str, Any] | None, resolved: NxResolved | None
+) -> str | None:
+    """The Nx name of the workspace's root project — its project.json `name`, else its package.json
+    `name` — or None where Nx sees no root project (a root package.json without an `nx` block or a
+    project.json beside it, and no plugin that makes one). vx names it `//`; the Nx name reaches it
+    too (`vx run root:test:sherif`, `-p root`)."""
+    if resolved is not None:
+        project = resolved.projects.get("")
+        name = project.get("name") if isinstance(project, dict) else None
+        return name if isinstance(name, str) else None
+    own = read_json(os.path.join(root, "project.json"), "project.json")
+    if own is None and "nx" not in (manifest or {}):
+        return None
+    named = own.get("name") if isinstance(own, dict) else None
+    name = named or (manifest or {}).get("name") or os.path.basename(root)
+    return name if isinstance(name, str) else None
+
+
 def own_nx(root: str, pkg: Package) -> tuple[dict, str, str]:
     """The project's project.json (or, without one, package.json's `nx` block), its file and field prefix."""
     directory = os.path.join(root, pkg.dir) if pkg.dir else root
