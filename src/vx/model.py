@@ -410,6 +410,29 @@ class SandboxSpec(Struct, frozen=True):
         return path
 
 
+class Told(Struct, frozen=True):
+    """What a task's warnings say, in the words of the file the user wrote (vx.plan.origins).
+
+    `unmatched` pairs each input glob that matched nothing when the run was planned, as the task
+    matches it (asked again as it starts: an upstream task of the run may write what it names),
+    with the line said while it still matches nothing; a line shared by the tasks of one
+    turbo.json definition is said once a run. `outputs` names the field the task's outputs were
+    written in when it is not its own `cache.outputs` (`turbo.json tasks.build.outputs`)."""
+
+    unmatched: tuple[tuple[str, str], ...] = ()
+    outputs: str = ""
+
+    def inputs_lines(self, still: tuple[str, ...]) -> list[str]:
+        """The lines for the globs that `still` match nothing, each once."""
+        return list(dict.fromkeys(line for glob, line in self.unmatched if glob in still))
+
+    def outputs_line(self, tid: TaskId, declared: tuple[str, ...]) -> str:
+        """What a run whose outputs matched no file says (turbo's words for a turbo.json task)."""
+        if not self.outputs:
+            return f"{tid}: cache.outputs matched no files ({', '.join(declared)})"
+        return f"no output files found for task {tid}: check {self.outputs}"
+
+
 class TaskPlan(Struct, frozen=True):
     """Everything decided about a task before the walk: its key, inputs, final command and env.
 
@@ -431,6 +454,7 @@ class TaskPlan(Struct, frozen=True):
     # "" runs here; "on" on a REAPI worker when one is configured; "only" never here
     remote: str = ""
     platform: tuple[tuple[str, str], ...] = ()  # the task's properties over the workspace's
+    told: Told = Told()  # what its warnings say: the globs that match nothing, in the user's words
 
 
 class HashRecord(Struct, frozen=True):

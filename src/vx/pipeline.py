@@ -72,6 +72,7 @@ def execute(
         return conclude(lane.results, None)
     from vx.fastpath import firstwave
 
+    _lend_pty()
     with signals.noted() as caught:  # until the walk listens: it acts on what came meanwhile
         early: dict[TaskId, First] = {}  # filled as they start: a failure midway stops those
         try:
@@ -90,6 +91,18 @@ def execute(
             firstwave.stop(early)  # only what the walk never adopted
             raise
     return summary if summary is not None else conclude(results, stopped_by)
+
+
+def _lend_pty() -> None:
+    """Tasks write to a pty sized as vx's terminal when vx prints to a colour terminal, to pipes
+    otherwise (proc/spawn.py)."""
+    import sys
+
+    from vx.proc import spawn
+    from vx.style import color_enabled
+
+    coloured = color_enabled(os.environ, sys.stdout)
+    spawn.lend_pty(spawn.pty_size(os.environ, sys.stdout, coloured))
 
 
 def _conclude(

@@ -26,6 +26,7 @@ from vx.model import (
     TaskPlan,
     Workspace,
 )
+from vx.plan import origins
 from vx.plan.graph import Selection, build_graph
 from vx.plan.ownership import refuse_overlaps
 from vx.plan.tasks import RunOptions, default_timeout, make_plans, package_of
@@ -507,6 +508,7 @@ def _keyed(
             plugin_key=host.key_material if host is not None and host.has("key") else None,
         )
         plans = make_plans(world.ws, graph, index, opts, host_env, chosen.additive)
+        plans = origins.told(plans, graph, world.configs)  # what their warnings will say
     keyed = Keyed(plans, graph, plans)
     if req.exclude_deps is not None:  # keyed on the whole graph above; only the rest runs
         from vx.plan.graph import exclude_dependencies

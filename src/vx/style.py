@@ -34,6 +34,17 @@ def strip_ansi(text: str) -> str:
     return _ansi.sub("", text)
 
 
+def overprint(line: str) -> str:
+    """The line a terminal shows for `line`: each carriage return starts over from column 1,
+    writing over what came before (`50%\r100%` is `100%`, a closing `\r` changes nothing)."""
+    if "\r" not in line:
+        return line
+    shown = ""
+    for part in line.split("\r"):
+        shown = part + shown[len(part) :]
+    return shown
+
+
 # Colour depths: none, the 16 ANSI colours, xterm's 256, and 24-bit (truecolour).
 MONO, BASIC, EXTENDED, TRUECOLOR = 0, 16, 256, 1 << 24
 _TRUECOLOR_PROGRAMS = ("iTerm.app", "WezTerm", "vscode", "ghostty", "Hyper")
@@ -99,8 +110,9 @@ class Palette:
         return f"\x1b[{colour}m{tid.package}\x1b[0m#{self.paint(tid.task, 'task')}"
 
     def content(self, line: str) -> str:
-        """Pass a task's own line through, stripped of escapes when vx prints plain."""
-        return line if self.color else strip_ansi(line)
+        """Pass a task's own line through; when vx prints plain, stripped of escapes and with
+        what a carriage return overwrote gone (a progress bar's last state)."""
+        return line if self.color else overprint(strip_ansi(line))
 
 
 def _sgr(style: str, depth: int = TRUECOLOR) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from support.commands import needs
 from support.workspace import npm_workspace
 
 from vx.config import jsonc
@@ -118,3 +119,36 @@ def test_issue17_init_maps_a_root_workspaces_script_and_can_write_caching_on(rep
     repo.commit("init")
     assert repo.vx("run", "build").statuses() == {"lib#build": ("success", "miss")}
     assert repo.vx("run", "build").statuses() == {"lib#build": ("success", "up-to-date")}
+
+
+# reads its tsconfig and sources, as tsc does, into dist/
+TSC_LIKE = (
+    "node -e \"const fs=require('fs');fs.mkdirSync('dist',{recursive:true});"
+    "fs.writeFileSync('dist/x.js',fs.readFileSync('tsconfig.json','utf8')+fs.readFileSync('src/a.ts','utf8'))\""
+)
+
+
+@pytest.mark.feature("TL-01")
+@needs("strace")
+def test_init_cache_never_writes_a_config_that_hits_stale(repo):
+    """`--cache` keys each build on every file of its package, as turbo hashes it: an edit to the
+    tsconfig the build reads is a miss, never a hit on the old dist; and a traced run finds no
+    read the written inputs miss."""
+    files = npm_workspace({"lib": {}})
+    files["packages/lib/package.json"]["scripts"] = {"build": TSC_LIKE}
+    files["packages/lib/tsconfig.json"] = '{"compilerOptions": {"target": "es2019"}}'
+    files["packages/lib/src/a.ts"] = "export const a = 1;"
+    repo.write(files).commit()
+    assert repo.vx("init", "--cache", summary=False).code == 0
+    text = (repo.root / "packages/lib/vx.config.json").read_text()
+    assert "--verify=inputs" in text  # the file says how to narrow the inputs soundly
+    repo.commit("init")
+    assert repo.vx("run", "build").statuses() == {"lib#build": ("success", "miss")}
+    assert repo.vx("run", "build").statuses() == {"lib#build": ("success", "up-to-date")}
+    (repo.root / "packages/lib/tsconfig.json").write_text(
+        '{"compilerOptions": {"target": "es2022"}}'
+    )
+    assert repo.vx("run", "build").statuses() == {"lib#build": ("success", "miss")}
+    assert "es2022" in (repo.root / "packages/lib/dist/x.js").read_text()
+    verified = repo.vx("run", "build", "--verify=inputs")
+    assert verified.code == 0, verified.out + verified.err

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from support.terminal import pane_fixture, vx_in_shell, wait_for_file  # noqa: F401 (the `pane` fixture)
+from support.turbo import small_turborepo
 from support.workspace import SRC, Repo
 
 
@@ -38,13 +39,17 @@ def two_builds(repo: Repo, app_command: str = "echo app-says-hi; exit 3") -> Rep
 
 
 def test_tui_lists_tasks_shows_the_selected_output_and_keeps_the_exit_code(repo, pane):
-    """The list holds both tasks, the first selected with its output on the right; j/k and the
-    arrows move the selection and the right pane follows; q after the run closes the view, the
-    scrollback gets the rows, the failure's frame and the footer, and vx exits 1 (app failed)."""
+    """Kept open (`--keep-ui`): the list holds both tasks, the pane on the one that ran last (it
+    failed); j/k and the arrows move the selection and the right pane follows; q after the run
+    closes the view, the scrollback gets the rows, the failure's frame and the footer, and vx
+    exits 1 (app failed)."""
     two_builds(repo)
-    p = pane(vx_in_shell(repo, "run", "build", "--ui=tui"), repo.root)
+    p = pane(vx_in_shell(repo, "run", "build", "--ui=tui", "--keep-ui"), repo.root)
     shown = p.wait_for("run over: exit 1")
     assert "lib#build" in shown and "app#build" in shown, shown
+    shown = p.wait_for("output: app#build")
+    assert "app-says-hi" in shown and "lib-says-hello" not in shown, shown
+    p.keys("k")
     shown = p.wait_for("output: lib#build")
     assert "lib-says-hello" in shown and "app-says-hi" not in shown, shown
     p.keys("j")
@@ -61,6 +66,52 @@ def test_tui_lists_tasks_shows_the_selected_output_and_keeps_the_exit_code(repo,
     assert "2 tasks" in after and "1 failed" in after, after
     assert "app-says-hi" in after, after  # the failure's frame, whole, in the scrollback
     assert "Traceback" not in after, after
+
+
+@pytest.mark.feature("CLI-61")
+def test_tui_closes_by_itself_when_the_run_ends_and_prints_the_outcome(repo, pane):
+    """No key pressed: the run ends, the view closes, and the scrollback holds the rows, the
+    failure's frame and the footer; vx exits 1."""
+    two_builds(repo)
+    p = pane(vx_in_shell(repo, "run", "build", "--ui=tui"), repo.root)
+    assert wait_for_file(repo.root / "code.txt", p) == "1", p.text()
+    after = p.text()
+    assert "run over" not in after and "output: " not in after, after
+    assert "2 tasks" in after and "1 failed" in after and "app-says-hi" in after, after
+    assert "Traceback" not in after, after
+
+
+def turbo_ui(repo: Repo, ui: object) -> Repo:
+    files = small_turborepo()
+    files["turbo.json"]["ui"] = ui  # type: ignore[index]
+    return repo.write(files).commit()
+
+
+@pytest.mark.feature("CLI-61")
+def test_turbo_json_ui_tui_opens_the_view_on_a_terminal(repo, pane):
+    """turbo.json's `"ui": "tui"` is `--ui=tui` when no flag says otherwise."""
+    turbo_ui(repo, "tui")
+    p = pane(vx_in_shell(repo, "run", "build", "--keep-ui"), repo.root)
+    shown = p.wait_for("run over: exit 0")
+    assert "a#build" in shown and "b#build" in shown, shown
+    p.keys("q")
+    assert wait_for_file(repo.root / "code.txt", p) == "0", p.text()
+    assert "2 tasks" in p.text(), p.text()
+
+
+@pytest.mark.feature("CLI-61")
+def test_turbo_json_ui_gives_way_to_the_flag_and_to_a_pipe(repo, pane):
+    """`--ui=stream` beats turbo.json's `"ui": "tui"`, and off a terminal the stream is as ever,
+    without a note; a value turbo does not know is refused."""
+    turbo_ui(repo, "tui")
+    p = pane(vx_in_shell(repo, "run", "build", "--ui=stream"), repo.root)
+    assert wait_for_file(repo.root / "code.txt", p) == "0", p.text()
+    assert "2 tasks" in p.text() and "run over" not in p.text(), p.text()
+    piped = repo.vx("run", "build")
+    assert piped.code == 0 and "needs a terminal" not in piped.err, piped.err
+    turbo_ui(repo, "web")
+    bad = repo.vx("run", "build")
+    assert bad.code == 2 and "turbo.json" in bad.err and "ui" in bad.err, bad.err
 
 
 @pytest.mark.parametrize("key", ["q", "C-c"])

@@ -4,6 +4,7 @@ meaning or refused with the reason. The real turbo runs beside vx on the same re
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -161,3 +162,84 @@ def test_token_team_and_api_reach_the_remote_and_the_token_is_never_shown(
     assert "--token '***'" in last.out and "--token '***'" in record.out, last.out
     for said in (first.out, first.err, second.out, second.err, last.out, record.out):
         assert CANARY not in said and CANARY[:12] not in said
+
+
+# ---------------------------------------------------------------- warnings
+
+
+def shared_typecheck(inputs: list[str]) -> dict[str, object]:
+    """create-turbo's build (`$TURBO_DEFAULT$` and `.env*`, no .env anywhere) and floating-ui's
+    shared typecheck, in three packages of which only `a` has tests."""
+    files = small_turborepo()
+    files["packages/c/package.json"] = {
+        **json.loads(json.dumps(files["packages/a/package.json"])),
+        "name": "c",
+    }
+    files["packages/c/src/index.js"] = "export const c = 1;\n"
+    for name in ("a", "b", "c"):
+        manifest = files[f"packages/{name}/package.json"]
+        manifest["scripts"]["typecheck"] = "node -e \"console.log('checked')\""  # type: ignore[index]
+        files[f"packages/{name}/tsconfig.json"] = "{}"
+    files["packages/a/test/a.test.js"] = "test();\n"
+    files["turbo.json"] = {
+        "tasks": {
+            "build": {
+                "dependsOn": ["^build"],
+                "inputs": ["$TURBO_DEFAULT$", ".env*"],
+                "outputs": ["dist/**"],
+            },
+            "typecheck": {"dependsOn": ["^typecheck"], "inputs": inputs},
+        }
+    }
+    return files
+
+
+def warnings(text: str) -> list[str]:
+    return [line for line in text.splitlines() if "warning" in line.lower()]
+
+
+@pytest.mark.feature("KEY-23")
+def test_a_shared_glob_that_matches_nothing_in_some_packages_is_not_warned(repo, turbo_bin):
+    """`.env*` beside `$TURBO_DEFAULT$` matches nothing anywhere, `test/**` nothing in b and c:
+    both are normal in turbo's model, and neither turbo nor vx says a word, on any miss."""
+    repo.write(shared_typecheck(["src/**", "test/**", "tsconfig.json"])).commit()
+    oracle = turbo(repo, turbo_bin, "run", "build", "typecheck", "--force")
+    assert oracle.code == 0, oracle
+    assert ".env" not in oracle.out + oracle.err and "test/**" not in oracle.out + oracle.err
+    for _ in range(2):
+        result = repo.vx("run", "build", "typecheck", "--force")
+        assert result.code == 0, result.err
+        assert warnings(result.err) == [], result.err
+
+
+@pytest.mark.feature("KEY-23")
+def test_a_shared_glob_that_matches_nothing_anywhere_is_one_line_naming_turbo_json(repo):
+    """A typo in a shared definition (`tests/**` for `test/**`) matches nothing in any package:
+    one line for the run, naming turbo.json's field, not vx's `cache.inputs` once per package."""
+    repo.write(shared_typecheck(["src/**", "tests/**", "tsconfig.json"])).commit()
+    result = repo.vx("run", "typecheck")
+    assert result.code == 0, result.err
+    assert warnings(result.err) == [
+        'vx: warning: turbo.json tasks.typecheck.inputs: "tests/**" matches no file in any '
+        "package that runs it"
+    ], result.err
+    assert repo.vx("run", "typecheck").err.count("warning") == 0  # a hit says nothing
+
+
+@pytest.mark.feature("KEY-23")
+def test_turbo_outputs_that_match_nothing_are_named_per_miss_as_turbo_does(repo, turbo_bin):
+    """turbo 2 says `no output files found for task a#build` after each miss whose outputs matched
+    nothing, and nothing on a hit; vx says it for the same tasks, naming turbo.json's field."""
+    files = small_turborepo()
+    files["turbo.json"]["tasks"]["build"]["outputs"] = ["out/**"]  # type: ignore[index]
+    repo.write(files).commit()
+    for args in (["--force"], []):
+        oracle = turbo(repo, turbo_bin, "run", "build", *args)
+        assert oracle.code == 0, oracle
+        told = re.findall(r"no output files found for task (\S+)\.", oracle.out + oracle.err)
+        result = repo.vx("run", "build", *args)
+        assert result.code == 0, result.err
+        said = re.findall(r"no output files found for task (\S+):", result.err)
+        assert sorted(said) == sorted(told) == (["a#build", "b#build"] if args else [])
+        for line in warnings(result.err):
+            assert line.endswith('check turbo.json tasks.build.outputs ("out/**")'), line

@@ -274,12 +274,12 @@ def test_an_undeclared_output_a_dependant_reads_is_named_with_the_producers_outp
     assert out == [
         "@edge-runtime/primitives#build wrote 2 undeclared outputs:",
         f'  types/** (2 files)  add "types/**" to {where} "outputs"',
-        f'  {where} with these fixes: "outputs": ["dist/**", "types/**"]',
         "",
         "@edge-runtime/vm#build read 1 undeclared input:",
-        f'  ../primitives/types/index.d.ts  add "types/**" to {where} "outputs" '
-        "(@edge-runtime/primitives#build writes it undeclared)",
+        '  ../primitives/types/** (1 file)  add "types/**" to the "outputs" of '
+        "@edge-runtime/primitives#build, which writes it undeclared",
         "",
+        f'{where} with these fixes: "outputs": ["dist/**", "types/**"]',
         "verify: 1 undeclared input, 2 undeclared outputs in 2 of 2 traced tasks",
     ]
     # with the fix, both pass: the dependant's key now folds the types the producer saves
@@ -470,21 +470,27 @@ def test_turbo_advice_is_turbo_json_text_with_the_fewest_globs(repo):
         "(tasks of several packages read it)",
         '  ../../config/tsconfig.base.json  add "config/tsconfig.base.json" to turbo.json "globalDependencies" '
         "(tasks of several packages read it)",
-        f'  "packages/**/package.json" in {where} "inputs" matches nothing: {relative}; "package.json" here, '
-        'or "$TURBO_ROOT$/packages/**/package.json" for root-relative',
-        f'  {where} with these fixes: "inputs": ["src/**", "package.json", "tsconfig.json", "rollup.config.mjs", '
-        '"packages/**/vite.config.ts"]',
     ]
-    assert res.out.splitlines()[-2] == (
+    # the fixes of the shared definition, once for both packages: no glob it says matches nothing
+    assert res.out.splitlines()[-5:] == [
+        f'"packages/**/package.json" in {where} "inputs" matches nothing: {relative}; "package.json" here, '
+        'or "$TURBO_ROOT$/packages/**/package.json" for root-relative',
+        f'"packages/**/vite.config.ts" in {where} "inputs" matches no file in any package that runs it: '
+        "left out",
+        f'{where} with these fixes: "inputs": ["src/**", "package.json", "tsconfig.json", "rollup.config.mjs"]',
         'turbo.json with these fixes: "globalDependencies": '
-        '["./config/scripts/build-api.mjs", "config/src/**", "config/tsconfig.base.json"]'
-    )
+        '["./config/scripts/build-api.mjs", "config/src/**", "config/tsconfig.base.json"]',
+        "verify: 37 undeclared inputs in 2 of 2 traced tasks",
+    ]
+    assert res.out.count(" with these fixes: ") == 2
     assert "cache.inputs" not in res.out and "workspaceFiles" not in res.out
     # turbo itself hashes none of the package's sources for the declared globs, and all of them for
     # the suggested ones; with both fixes pasted, verify passes
     assert turbo_inputs(repo, "@floating-ui/dom#build") == ["package.json"]
     turbo = json.loads(json.dumps(FLOATING_TURBO))
-    turbo["tasks"]["build"]["inputs"] = json.loads(dom[-1].split('"inputs": ', 1)[1])
+    turbo["tasks"]["build"]["inputs"] = json.loads(
+        res.out.splitlines()[-3].split('"inputs": ', 1)[1]
+    )
     turbo["globalDependencies"] = json.loads(
         res.out.splitlines()[-2].split('"globalDependencies": ', 1)[1]
     )
@@ -495,6 +501,7 @@ def test_turbo_advice_is_turbo_json_text_with_the_fewest_globs(repo):
     ) and len(hashed) == 27
     fixed = repo.vx("run", "build", "--verify=inputs")
     assert fixed.code == 0, fixed.out + fixed.err
+    assert "matches no file" not in fixed.err  # nothing pasted is a glob the run warns about
 
 
 def turbo_inputs(repo, task: str) -> list[str]:
@@ -550,3 +557,165 @@ def test_vx_tasks_get_vx_config_text_with_the_fewest_globs(repo):
         "",
         "verify: 3 undeclared inputs, 2 undeclared outputs in 1 of 1 traced task",
     ]
+
+
+# ---------------------------------------------------------------- a missing edge
+
+UI_BUILD = node(
+    "fs.mkdirSync('dist',{recursive:true});"
+    "fs.writeFileSync('dist/index.d.ts',fs.readFileSync('src/index.ts'));"
+)
+WEB_CHECK = node("fs.readFileSync('src/index.ts');fs.readFileSync('../ui/dist/index.d.ts');")
+
+
+def check_types_repo(repo, check_deps: list[str]):
+    """create-turbo's shape: web's check-types reads ui's built types, under `^check-types` only."""
+    turbo = {
+        "tasks": {
+            "build": {"dependsOn": ["^build"], "outputs": ["dist/**"]},
+            "check-types": {"dependsOn": check_deps},
+        }
+    }
+    repo.write(
+        {
+            "package.json": {"name": "root", "private": True, "workspaces": ["packages/*"]},
+            ".gitignore": "node_modules\ndist\n.vx\n",
+            "turbo.json": turbo,
+            "packages/ui/package.json": {
+                "name": "ui",
+                "version": "1.0.0",
+                "scripts": {
+                    "build": UI_BUILD,
+                    "check-types": node("fs.readFileSync('src/index.ts');"),
+                },
+            },
+            "packages/ui/src/index.ts": "export const ui = 1;",
+            "packages/web/package.json": {
+                "name": "web",
+                "version": "1.0.0",
+                "dependencies": {"ui": "*"},
+                "scripts": {"check-types": WEB_CHECK},
+            },
+            "packages/web/src/index.ts": "import 'ui';",
+        }
+    ).commit()
+
+
+def test_a_read_of_another_tasks_output_with_no_edge_names_the_edge(repo):
+    """`check-types` reading its dependency's dist under `^check-types` only passes while an
+    earlier build left the dist; verify names the output, its task and the missing edge."""
+    check_types_repo(repo, ["^check-types"])
+    assert repo.vx("run", "build").code == 0
+    for tasks in (["check-types"], ["build", "check-types"]):  # ui#build outside the run, or in it
+        res = repo.vx("run", *tasks, "--verify=inputs")
+        assert res.code == 1, res.out + res.err
+        assert res.out.splitlines()[-4:-1] == [
+            "web#check-types read 1 undeclared input:",
+            '  ../ui/dist/** (1 file)  the output of ui#build, with no edge to it: add "^build" '
+            'to turbo.json tasks.check-types "dependsOn"',
+            "",
+        ]
+    check_types_repo(repo, ["^check-types", "^build"])
+    fixed = repo.vx("run", "check-types", "--verify=inputs")
+    assert fixed.code == 0, fixed.out + fixed.err
+
+
+# ---------------------------------------------------------------- one fix per definition
+
+# vercel/edge-runtime's shape: a shared `build` run by vm and ponyfill (which read primitives'
+# undeclared types and their own tsconfig) and by docs (Next.js: .next/, its cache inside), with a
+# glob no package matches; primitives has a `pkg#build` of its own.
+READS_TYPES = (
+    "const fs=require('fs');for (const f of ['index.d.ts','fetch.d.ts']) "
+    "fs.readFileSync(require.resolve('@edge-runtime/primitives/types/'+f));"
+    "fs.readFileSync('tsconfig.json');fs.mkdirSync('dist',{recursive:true});"
+    "fs.writeFileSync('dist/index.js',fs.readFileSync('src/index.ts'));"
+)
+NEXT_BUILD = (
+    "const fs=require('fs');fs.readFileSync('next.config.js');const s=fs.readFileSync('src/page.tsx');"
+    "for (const f of ['server/app/page.js','server/pages-manifest.json','static/chunks/main.js',"
+    "'static/css/app.css','BUILD_ID','cache/webpack/client.pack','cache/images/a.webp']) {"
+    "fs.mkdirSync('.next/'+f.split('/').slice(0,-1).join('/'),{recursive:true});"
+    "fs.writeFileSync('.next/'+f,s);}"
+)
+
+
+def edge_runtime_docs(repo):
+    edge_runtime(repo)
+    turbo = json.loads(json.dumps(EDGE_TURBO))
+    turbo["tasks"]["build"]["inputs"] = ["src/**", "lib/**"]
+    manifest = {"version": "1.0.0", "dependencies": {"@edge-runtime/primitives": "workspace:*"}}
+    files = {"turbo.json": turbo, ".gitignore": "node_modules\n.vx\npackages/*/dist\n.next\n"}
+    for name in ("vm", "ponyfill"):
+        files[f"packages/{name}/package.json"] = {
+            **manifest,
+            "name": f"@edge-runtime/{name}",
+            "scripts": {"build": "node scripts/build.js"},
+        }
+        files[f"packages/{name}/scripts/build.js"] = READS_TYPES
+        files[f"packages/{name}/src/index.ts"] = "export {}"
+        files[f"packages/{name}/tsconfig.json"] = "{}"
+    files["packages/docs/package.json"] = {
+        "name": "@edge-runtime/docs",
+        "version": "1.0.0",
+        "scripts": {"build": "node scripts/build.js"},
+    }
+    files["packages/docs/scripts/build.js"] = NEXT_BUILD
+    files["packages/docs/next.config.js"] = "module.exports = {}"
+    files["packages/docs/src/page.tsx"] = "export default () => null"
+    repo.write(files).commit()
+    (repo.root / "node_modules/@edge-runtime/ponyfill").symlink_to(repo.root / "packages/ponyfill")
+    return repo
+
+
+def test_a_shared_definitions_fixes_are_one_line_each_and_a_package_alone_gets_its_own(repo):
+    """One list to paste per turbo.json definition, not one per package; a glob no package matches
+    left out of it; docs' .next as `.next/**` without Next's cache, on a `pkg#build` of docs' own
+    (not the shared `build`); primitives' types named once per dependant, not once per file."""
+    edge_runtime_docs(repo)
+    res = repo.vx("run", "build", "--verify=inputs")
+    assert res.code == 1, res.out + res.err
+    lines = res.out.splitlines()
+    fixes = [line for line in lines if " with these fixes: " in line or " with a new " in line]
+    inputs = [
+        line
+        for line in fixes
+        if line.startswith('turbo.json tasks.build with these fixes: "inputs"')
+    ]
+    assert len(inputs) == 1, res.out  # one for vm, ponyfill and docs
+    read = {"src/**", "scripts/build.js", "tsconfig.json", "next.config.js"}
+    assert set(json.loads(inputs[0].split('"inputs": ', 1)[1])) == read
+    assert (
+        '"lib/**" in turbo.json tasks.build "inputs" matches no file in any package that runs it: left out'
+        in lines
+    )
+    docs = '[".next/**", "!.next/cache/**"]'
+    [own] = [line for line in fixes if 'tasks["@edge-runtime/docs#build"]' in line]
+    assert own.startswith('turbo.json with a new tasks["@edge-runtime/docs#build"]'), own
+    body = json.loads(own.split("writes): ", 1)[1])
+    assert body["outputs"] == ["dist/**", ".next/**", "!.next/cache/**"] and body["dependsOn"] == [
+        "^build"
+    ]
+    assert set(body["inputs"]) == read
+    assert not any(
+        line.startswith('turbo.json tasks.build with these fixes: "outputs"') for line in fixes
+    )
+    block = res.out[res.out.index("@edge-runtime/docs#build wrote") :].split("\n\n")[0].splitlines()
+    assert block == [
+        "@edge-runtime/docs#build wrote 5 undeclared outputs:",
+        f'  .next/** (5 files)  add {docs[1:-1]} to the "outputs" of a new turbo.json '
+        'tasks["@edge-runtime/docs#build"] (this package alone writes it)',
+    ]
+    types = [line for line in lines if "../primitives/types" in line]
+    assert (
+        types
+        == [
+            '  ../primitives/types/** (2 files)  add "types/**" to the "outputs" of '
+            "@edge-runtime/primitives#build, which writes it undeclared"
+        ]
+        * 2
+    ), res.out  # vm's and ponyfill's
+    assert (
+        'turbo.json tasks["@edge-runtime/primitives#build"] with these fixes: "outputs": ["dist/**", "types/**"]'
+        in fixes
+    )

@@ -73,7 +73,9 @@ options:
                             dependency did not run may hit, but is never saved
   --exclude-dependencies[=T,…]  --only for the dependencies named T only (bare: all of them)
   --ui stream|tui           stream (default): rows and frames; tui: a split view on a terminal,
-                            the task list and the selected task's output (j/k, q quits)
+                            the task list and the selected task's output (j/k, q quits); it
+                            closes when the run ends. turbo.json's "ui" is the default
+  --keep-ui                 keep the split view open after the run, until q
 Nx's spellings (an Nx workspace's `project:target[:configuration]` names work too):
   -t, --targets T,…         the tasks to run         -p, --projects P,…   --filter each
   --exclude P,…             --filter !P for each     -c, --configuration C  run each target's C
@@ -127,7 +129,7 @@ Runs the tasks as `vx run` would, then again each time a file a run could read c
 by content: a save that changes nothing is no edit). Never a trigger: outputs, gitignored paths,
 node_modules, .git, .vx. A failing cycle or a broken config keeps watching. Ctrl-C stops
 (exit 0). VX_WATCH_POLL=1 polls every 250 ms instead of using the OS's file events.
-`--dry`, `--graph`, `--summarize`, `--ui`, `--format` and `--cwd` are refused.
+`--dry`, `--graph`, `--summarize`, `--ui`, `--keep-ui`, `--format` and `--cwd` are refused.
 """
 
 INIT_HELP = """usage: vx init [--dry] [--force] [--cache]
@@ -135,7 +137,9 @@ INIT_HELP = """usage: vx init [--dry] [--force] [--cache]
 Writes a vx.config.json beside each package.json, from its scripts: each script a task running
 it (npm's pre/post hooks folded in), `build` after its dependencies' builds, `test` and
 `typecheck` after the package's own build, and for each build the cache block to turn on, as a
-comment with the output directories its tooling suggests (`--cache`: written on). Long-running
+comment with the output directories its tooling suggests and every file of the package as its
+inputs, as turbo hashes them (`--cache`: written on; narrow the inputs only to what a traced
+run of `vx run build` shows the build reads). Long-running
 scripts (dev, start, serve, watch, preview, a watcher) become persistent tasks. A root script
 that runs one script in every member (`npm run build --workspaces`, `turbo run build`) is no
 task: in the root package.json it becomes `vx run build`. Existing configs are kept (`--force`

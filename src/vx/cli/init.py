@@ -3,8 +3,11 @@
 Each script becomes a task running it. `build` depends on the dependencies' builds (`^build`);
 `test`, `typecheck`, `lint`-like scripts that check built code depend on the package's own `build`.
 Caching is left for the user to turn on — vx caches a task only when it names what it reads and
-writes, and a wrong guess serves stale output — so each `build` gets the cache block as a comment
-with the output directories this package's tooling suggests (`--cache` writes it uncommented).
+writes — so each `build` gets the cache block as a comment (`--cache` writes it uncommented): the
+output directories this package's tooling suggests, and as inputs every file of the package, as
+turbo hashes them. A guess narrower than that (`src/**`) would leave out the tsconfig and the
+tool configs a build reads, and an edit to them would be a hit on the old output; the comment
+says how to narrow it: with what `vx run build --verify=inputs` shows the build reads.
 Long-running scripts (`dev`, `start`, `serve`, `watch`, `preview`, or a command that watches)
 become persistent tasks, after the dependencies' builds. Root scripts that run the
 members (`turbo run`, `npm run … --workspaces`, `lerna`, `nx`) are no root task; in the root
@@ -101,8 +104,8 @@ def init_verb(args: Args, argv: list[str]) -> int:
     verb = "would write" if args.dry else "wrote"
     if args.cache:
         say(
-            f"vx init: {verb} {written} config file(s) with caching on for each build; check each build's "
-            "cache.inputs and cache.outputs, then `vx run build`"
+            f"vx init: {verb} {written} config file(s) with caching on for each build, keyed on every file "
+            "of its package; `vx run build --verify=inputs` checks them"
         )
     else:
         say(
@@ -199,6 +202,14 @@ def _outputs(pkg: Package, command: str) -> list[str]:
     return ["dist/**"]
 
 
+# Above each build's cache block: what its inputs are, and how to narrow them soundly.
+_CACHE_NOTE = (
+    "inputs: every file of the package git does not ignore (outputs aside), as turbo hashes;",
+    "narrow them only to what `vx run build --verify=inputs` shows the build reads (its",
+    "tsconfig and tool configs too). Outputs: check that they name what the build writes.",
+)
+
+
 def render(config: dict, cache: bool = False) -> str:
     """JSON with comments: the cache block of a build is written commented out, to turn on
     (or on, with `cache`)."""
@@ -212,16 +223,12 @@ def render(config: dict, cache: bool = False) -> str:
         lines += ["    " + line for line in body[1:-1]]
         if outputs is not None:
             lines[-1] += ","
-            block = {"inputs": {"files": ["src/**", "package.json"]}, "outputs": {"files": outputs}}
+            block = {"inputs": {"files": ["**"]}, "outputs": {"files": outputs}}
+            lines += [f"      // {line}" for line in _CACHE_NOTE]
             if cache:
-                lines.append(
-                    "      // TODO: check that these name what the build reads and writes:"
-                )
                 lines.append(f'      "cache": {json.dumps(block)}')
             else:
-                lines.append(
-                    "      // TODO: name what the build reads and writes, then uncomment to cache it:"
-                )
+                lines.append("      // Uncomment the block to cache the build:")
                 lines += [
                     "      // " + line for line in f'"cache": {json.dumps(block)}'.splitlines()
                 ]

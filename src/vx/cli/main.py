@@ -61,6 +61,7 @@ RUN_FLAGS = {
     "--verify": ("optional", "verify"),
     "--framework-inference": ("optional", "framework_inference"),
     "--ui": ("value", "ui"),
+    "--keep-ui": ("flag", "keep_ui"),
     "--exclude-dependencies": ("optional", "exclude_deps"),
     "--only": ("flag", "only"),
     # Nx's spellings
@@ -126,6 +127,7 @@ WATCH_REFUSED = (
     "--graph",
     "--summarize",
     "--ui",
+    "--keep-ui",
     "--format",
     "--cwd",
 )

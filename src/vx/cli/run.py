@@ -75,7 +75,8 @@ class RunSettings(Struct, frozen=True):
     report: bool = False  # `--report`: the markdown table (on stdout unless `report_file`)
     report_file: str | None = None
     profile: str | None = None  # `--profile`'s file
-    tui: bool = False  # `--ui=tui` on a terminal
+    tui: bool = False  # `--ui=tui` (or turbo.json's `"ui": "tui"`) on a terminal
+    keep_ui: bool = False  # `--keep-ui`: the split view stays open after the run
     as_json: bool = False  # `--format json`
     output_logs: str | None = None
     timing: bool = False  # VX_TIMING: the stage table on stderr
@@ -119,7 +120,7 @@ def resolve(args: Args, argv: list[str], env: Mapping[str, str]) -> RunSettings:
     verify = _verify_mode(args.verify)
     as_json = _run_format(args)
     cache_spec = _turbo_modes(args)
-    tui = _tui(args.ui, dry is not None, env)
+    tui = _tui(args.ui, dry is not None or as_json, env)
     if args.filters:
         from vx.plan.filters import parse
 
@@ -159,6 +160,7 @@ def resolve(args: Args, argv: list[str], env: Mapping[str, str]) -> RunSettings:
         report_file=args.report_file,
         profile=(args.profile or "profile.json") if args.profile is not None else None,
         tui=tui,
+        keep_ui=args.keep_ui,
         as_json=as_json,
         output_logs=_output_logs(args.output_logs),
         timing=env.get("VX_TIMING", "") not in ("", "0"),
@@ -459,18 +461,28 @@ def _forwarded_at(argv: list[str]) -> int:
     return argv.index("--") if "--" in argv else len(argv)
 
 
-def _tui(value: str | None, dry: bool, env: Mapping[str, str]) -> bool:
-    """`--ui=tui` (turbo's flag): the split view when vx has a terminal; off one, the stream."""
+def _tui(value: str | None, plain: bool, env: Mapping[str, str]) -> bool:
+    """`--ui=tui` (turbo's flag), else the root turbo.json's `"ui"`: the split view when vx has a
+    terminal; off one, the stream. `plain`: the run prints its own product (`--dry`, JSON)."""
     from vx.cli.args import one_of
 
-    if one_of("--ui", value, ("stream", "tui"), "stream") == "stream" or dry:
+    if one_of("--ui", value, ("stream", "tui"), "stream") == "stream" and value is not None:
         return False
     ci = env.get("CI", "").lower() not in ("", "0", "false")
-    if ci or not (sys.stdin.isatty() and sys.stdout.isatty()):
-        say("vx: --ui=tui needs a terminal (stdin and stdout); streaming the output instead")
-        return False
+    terminal = not ci and sys.stdin.isatty() and sys.stdout.isatty()
     from vx.report.tui import available
 
+    if value is None:  # turbo.json's, read only where it could matter
+        if plain or not terminal or _turbo_ui() != "tui":
+            return False
+        if not available():
+            say('vx: turbo.json\'s "ui": "tui" needs the textual package; streaming the output')
+        return available()
+    if plain:
+        return False
+    if not terminal:
+        say("vx: --ui=tui needs a terminal (stdin and stdout); streaming the output instead")
+        return False
     if not available():
         from vx.errors import EnvironmentFailure
 
@@ -479,6 +491,20 @@ def _tui(value: str | None, dry: bool, env: Mapping[str, str]) -> bool:
             hint="pip install 'vx[tui]' (or textual), or drop `--ui=tui`",
         )
     return True
+
+
+def _turbo_ui() -> str | None:
+    """The root turbo.json's `"ui"`, None without one (or without a workspace: the run says so)."""
+    from vx.config.turbo import find_root as turbo_root
+    from vx.errors import WorkspaceError
+    from vx.workspace.discover import find_root
+
+    try:
+        root = find_root(Path(os.getcwd()))
+    except WorkspaceError:
+        return None
+    found = turbo_root(str(root))
+    return found.ui if found is not None else None
 
 
 def _affected_ref(value: str | None) -> str | None:
@@ -586,7 +612,7 @@ def _execute(
 
     ran.flow = _flow(prep.broad, env, settings.output_logs)
     if settings.tui:
-        ran.reporter = _tui_reporter(env)
+        ran.reporter = _tui_reporter(env, settings.keep_ui)
     else:
         ran.reporter = _reporter(ran.flow, env, settings.as_json)
     ran.profiler = _profiler() if settings.profile is not None else None
@@ -760,13 +786,12 @@ def _reporter(flow: str, env: Mapping[str, str], as_json: bool = False):
     )
 
 
-def _tui_reporter(env: Mapping[str, str]):
+def _tui_reporter(env: Mapping[str, str], keep: bool):
     from vx.report.tui import TuiReporter
     from vx.style import color_depth
 
-    return TuiReporter(
-        version=__version__, out=sys.stdout, err=sys.stderr, color=color_depth(env, sys.stderr)
-    )
+    color = color_depth(env, sys.stderr)
+    return TuiReporter(version=__version__, out=sys.stdout, err=sys.stderr, color=color, keep=keep)
 
 
 def _profiler():

@@ -34,7 +34,7 @@ _TURBO_UNUSED = {
     "concurrency": "vx.workspace.json `concurrency`",
     "cacheDir": "vx.workspace.json `cacheDir`",
     "envMode": "vx is strict: a task sees only the variables its config names",
-    "ui": "vx has one output; `--output-logs` chooses how much",
+    "ui": "`vx run --ui=tui` (vx.workspace.json has no default UI)",
     "daemon": "vx runs without a daemon",
     "dangerouslyDisablePackageManagerCheck": "not needed by vx",
     "boundaries": "vx has no boundaries check",

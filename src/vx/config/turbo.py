@@ -45,7 +45,6 @@ _ENV_PATTERN = re.compile(r"!?[A-Za-z_*][A-Za-z0-9_*]*\Z")
 # Keys that only shape turbo's own terminal, daemon or cache; vx has its own for each.
 _IGNORED_ROOT = frozenset(
     {
-        "ui",
         "daemon",
         "envMode",
         "cacheDir",
@@ -69,6 +68,7 @@ ROOT = Level(
             "globalEnv",
             "globalPassThroughEnv",
             "remoteCache",
+            "ui",
         }
     )
     | _IGNORED_ROOT,
@@ -139,6 +139,7 @@ class TurboRoot(Struct, frozen=True):
     climbs: bool = False  # some `inputs` glob starts with `../`
     remote_cache: RemoteCacheConfig | None = None  # `remoteCache`
     remote_off: bool = False  # `remoteCache.enabled: false`: no remote, whatever `turbo link` wrote
+    ui: str | None = None  # `"ui"`: "tui" or "stream", the default of `--ui`
     # Generated and copy-pasted packages share scripts and turbo.json texts: each distinct
     # (manager, scripts, own file, name when it matters) is mapped and validated once.
     memo: dict = field(default_factory=dict)
@@ -265,6 +266,15 @@ def _checked_root(data: Any, source: str) -> TurboRoot:
         global_pass_through=_env(
             obj.get("globalPassThroughEnv", []), at.key("globalPassThroughEnv")
         ),
+        ui=_ui(obj.get("ui"), at.key("ui")),
+    )
+
+
+def _ui(value: Any, at: At) -> str | None:
+    if value is None or value in ("tui", "stream"):
+        return value
+    return at.refuse(
+        f"`{value}` is not a UI", hint='"tui" (the split view on a terminal) or "stream"'
     )
 
 
@@ -398,7 +408,11 @@ def project(
     if known is None:
         known = turbo.memo[memo_key] = _mapped(turbo, pkg, manager, own, own_source)
     source = own_source if own is not None else turbo.source
-    return known if not known.source or known.source == source else replace(known, source=source)
+    if not known.source or known.source == source:
+        return known
+    # Another package's own turbo.json of the same text: this one's file, where it names its own
+    origins = {k: (source if f == known.source else f, w) for k, (f, w) in known.origins.items()}
+    return replace(known, source=source, origins=origins)
 
 
 def _mapped(
@@ -444,7 +458,41 @@ def _mapped(
             name: _as_noop(task) if name in noops else _runs_script(task, name)
             for name, task in mapped.items()
         },
+        origins=_origins(turbo, pkg, own, source, tasks),
     )
+
+
+def _origins(
+    turbo: TurboRoot, pkg: Package, own: dict | None, own_source: str, tasks: dict[str, dict]
+) -> dict[str, tuple[str, str]]:
+    """Where each mapped task's globs were written: its definition's `inputs` and `outputs` (in
+    the package's own turbo.json when that sets them, else the root's `name` or `pkg#name`) and
+    `globalDependencies`. A warning names these, not the vx fields they map to."""
+    out: dict[str, tuple[str, str]] = {}
+    mine = (own or {}).get("tasks", {})
+    for name, body in tasks.items():
+        cache = body.get("cache")
+        if not isinstance(cache, dict):
+            continue
+        qualified = f"{pkg.name}#{name}"
+        written = task_key(qualified if qualified in turbo.tasks else name)
+        for key in ("inputs", "outputs"):
+            if key in mine.get(name, {}):
+                out[f"tasks.{name}.cache.{key}"] = (own_source, f"{task_key(name)}.{key}")
+            else:
+                out[f"tasks.{name}.cache.{key}"] = (turbo.source, f"{written}.{key}")
+        for i, glob in enumerate(cache["inputs"].get("workspaceFiles", ())):
+            if glob in turbo.global_inputs:
+                out[f"tasks.{name}.cache.inputs.workspaceFiles[{i}]"] = (
+                    turbo.source,
+                    "globalDependencies",
+                )
+    return out
+
+
+def task_key(name: str) -> str:
+    """A turbo.json task's path as a field: `tasks.build`, or `tasks["pkg#build"]`."""
+    return f"tasks.{name}" if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", name) else f'tasks["{name}"]'
 
 
 def _runs_script(task: TaskConfig, name: str) -> TaskConfig:

@@ -124,6 +124,7 @@ class RunState(Struct):
     alone: asyncio.Lock | None = None  # held while an interactive task gathers every slot
     running: set[TaskId] = field(default_factory=set)  # started through `admit`, not yet ended
     ended: asyncio.Event | None = None  # set when one of `running` ends
+    said: set[str] = field(default_factory=set)  # warnings said once a run (TaskPlan.told)
 
 
 class Hooks(Struct, frozen=True):
@@ -468,17 +469,18 @@ async def _execute_and_save(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> 
 async def _tell_unseen(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> None:
     """Before it runs: the input globs that match nothing, and a framework's variables the task
     does not see."""
-    if plan.outputs is not None and plan.inputs is not None and plan.inputs.unmatched_globs:
+    if plan.outputs is not None and plan.told.unmatched:
         # Asked again now: an upstream task of this run may have written what a glob names
         # (a dependency's gitignored dist); the re-check then withholds the save and says why.
         unmatched = await asyncio.to_thread(
             ctx.services.index.unmatched_now,
             plan.outputs.input_query,
-            plan.inputs.unmatched_globs,
+            tuple(dict.fromkeys(glob for glob, _ in plan.told.unmatched)),
         )
-        if unmatched:
-            said = f"{node.id}: cache.inputs matched no files ({', '.join(unmatched)})"
-            ctx.services.emit(Notice(said, id=node.id))
+        for said in plan.told.inputs_lines(unmatched):
+            if said not in ctx.state.said:  # a turbo.json definition's line: once a run
+                ctx.state.said.add(said)
+                ctx.services.emit(Notice(said, id=node.id))
     if plan.framework:
         unseen = framework_unseen(plan.framework, plan.env, os.environ)
         if unseen:
@@ -1030,9 +1032,7 @@ async def _files_to_save(
             *outputs.patterns,
             *(outputs.ws_globs.patterns if outputs.ws_globs is not None else ()),
         )
-        emit(
-            Notice(f"{node.id}: cache.outputs matched no files ({', '.join(declared)})", id=node.id)
-        )
+        emit(Notice(plan.told.outputs_line(node.id, declared), id=node.id))
     return files
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping
 from msgspec.structs import replace
 
 from vx.engine.verify_findings import Undeclared, Verdict, plural
-from vx.engine.verify_fixes import VX_FIXES, TurboFixes, json_list
+from vx.engine.verify_fixes import VX_FIXES, TurboFixes, TurboFold, json_list
 from vx.files.globs import GlobSet
 from vx.files.index import FINGERPRINT_FILES, never_input
 from vx.model import TaskGraph, TaskId, TaskNode
@@ -52,6 +52,7 @@ def judge(
         for tid, paths in reads.items()
     }
     run.count_shared(found)
+    run.count_outputs(reads)
     verdicts = [
         _with_env(
             _verdict(run, graph.nodes[tid], reads[tid], found[tid]),
@@ -150,6 +151,8 @@ def _undeclared(
             if writer in closure and plans[writer].outputs is None:
                 continue  # an uncached upstream always runs, and its key folds into this one
             yield "written", path, writer
+        elif (owner := run.owner(path, node.id)) is not None:
+            yield "task", path, owner  # the output of a task this run did not select
         elif index.could_be_input(path):
             yield "input", path, None
 
@@ -255,6 +258,12 @@ class _Run:
             str, set[str]
         ] = {}  # outside file -> packages of turbo tasks that read it undeclared
         self.globals: dict[str, None] = {}  # globalDependencies entries suggested
+        # (task, an undeclared output entry) -> the `!` entries that keep tools' caches out of it
+        self.taken_back: dict[tuple[TaskId, str], tuple[str, ...]] = {}
+        self.folds: dict[str, TurboFold] = {}  # a turbo.json definition -> its fixes, folded
+        self.members: dict[str | None, set[str]] = {}  # a definition -> its traced packages
+        # (definition, undeclared output entry, root-relative?) -> the packages that write it
+        self.writers: dict[tuple[str | None, str, bool], set[str]] = {}
 
     @property
     def project_dirs(self) -> set[str]:
@@ -306,6 +315,23 @@ class _Run:
                 return other
         return None
 
+    def output_glob(self, tid: TaskId, path: str) -> str:
+        """The output glob `tid` declares that holds `path`, workspace-relative (else `path`)."""
+        task = getattr(self.configs.get(tid.package), "tasks", {}).get(tid.task)
+        pkg = self.packages.get(tid.package)
+        cache = getattr(task, "cache", None)
+        if cache is None or pkg is None:
+            return path
+        prefix = _base(getattr(pkg, "dir", ""))
+        for glob in cache.output_files:
+            inside = path.startswith(prefix) and GlobSet([glob]).matches(path[len(prefix) :])
+            if not glob.startswith("!") and inside:
+                return prefix + glob
+        for glob in cache.output_workspace_files:
+            if not glob.startswith("!") and GlobSet([glob]).matches(path):
+                return glob
+        return path
+
     def writer(self, path: str, tid: TaskId) -> TaskId | None:
         """The first traced task (not `tid`) that left `path` behind."""
         if self._writers is None:
@@ -322,6 +348,23 @@ class _Run:
                 for kind, path, _ in items:
                     if kind == "input" and not _inside(path, node.project_dir, self.nested(node)):
                         self.shared.setdefault(path, set()).add(tid.package)
+
+    def count_outputs(self, tids: Iterable[TaskId]) -> None:
+        """Which packages of each turbo.json definition write each undeclared output entry."""
+        for tid in tids:
+            dialect = self.dialect(tid)
+            if isinstance(dialect, TurboFixes):
+                self.members.setdefault(dialect.where, set()).add(tid.package)
+                for entry, wide, _ in self.output_groups(tid):
+                    self.writers.setdefault((dialect.where, entry, wide), set()).add(tid.package)
+
+    def alone(self, tid: TaskId, entry: str, wide: bool) -> bool:
+        """Whether `tid`'s package alone, of several that run its turbo.json definition, writes
+        `entry`: it then goes to a `pkg#name` definition of its own (`TurboFold`)."""
+        where = self.dialect(tid).where if isinstance(self.dialect(tid), TurboFixes) else None
+        return len(self.members.get(where, ())) > 1 and self.writers.get((where, entry, wide)) == {
+            tid.package
+        }
 
     def dialect(self, tid: TaskId):
         if tid not in self._dialects:
@@ -350,11 +393,27 @@ class _Run:
             self._outputs[tid] = _output_groups(self, self.graph.nodes[tid])
         return self._outputs[tid]
 
+    def output_entry(self, tid: TaskId, path: str) -> tuple[str, bool]:
+        """The undeclared output entry of `tid` that holds `path`, and whether it is root-relative."""
+        return next(
+            ((e, w) for e, w, members in self.output_groups(tid) if path in members), (path, True)
+        )
+
+    def fold(self, fixes: TurboFixes, task: str) -> TurboFold:
+        """The fixes of one turbo.json definition, over the packages of the run that have it."""
+        if fixes.where not in self.folds:
+            self.folds[fixes.where] = TurboFold(fixes, task)
+        return self.folds[fixes.where]
+
     def global_notes(self) -> list[str]:
+        """The run-wide fixes: each turbo.json definition's, then `globalDependencies`."""
+        out = [line for fold in self.folds.values() for line in fold.lines()]
         if not self.globals or self._turbo is None:
-            return []
+            return out
         merged = list(dict.fromkeys([*self._turbo.global_inputs, *self.globals]))
-        return [f'{self._turbo.source} with these fixes: "globalDependencies": {json_list(merged)}']
+        return out + [
+            f'{self._turbo.source} with these fixes: "globalDependencies": {json_list(merged)}'
+        ]
 
 
 def _output_groups(run: _Run, node: TaskNode) -> list[tuple[str, bool, list[str]]]:
@@ -364,13 +423,21 @@ def _output_groups(run: _Run, node: TaskNode) -> list[tuple[str, bool, list[str]
     mine = run.writes.get(node.id, [])
     undeclared = [p for p in mine if not plan.outputs.allows(p)]
     written = set(mine)
+    caches: dict[str, None] = {}  # tools' caches inside a directory the task wrote (.next/cache)
 
-    def whole(
-        d: str,
-    ) -> bool:  # every file now under `d` is one this task wrote: safe to wipe as an output
+    def whole(d: str) -> bool:
+        """Every file now under `d` is one this task wrote, or a tool's cache (taken back with a
+        `!` entry): safe to wipe as an output."""
+        found = []
         for top, _dirs, names in os.walk(os.path.join(run.root, d)):
-            if any(_relative(os.path.join(top, n), run.root) not in written for n in names):
-                return False
+            for name in names:
+                rel = _relative(os.path.join(top, name), run.root) or ""
+                cache = _TOOL_CACHES.search(rel)
+                if cache is not None:
+                    found.append(rel[: cache.end()])  # a directory's ends with "/"
+                elif rel not in written:
+                    return False
+        caches.update(dict.fromkeys(found))
         return True
 
     nested = run.nested(node)
@@ -389,6 +456,14 @@ def _output_groups(run: _Run, node: TaskNode) -> list[tuple[str, bool, list[str]
             (e, True, m)
             for e, m, _ in collapse(other, "", whole, _walls(run.project_dirs, strict=True))
         ]
+    for entry, wide, _ in groups:  # `.next/**` keeps Next's cache out: `!.next/cache/**`
+        base = "" if wide else _base(node.project_dir)
+        tree = base + entry.removesuffix("/**") + "/"
+        back = [c[len(base) :] for c in caches if entry.endswith("/**") and c.startswith(tree)]
+        if back:
+            run.taken_back[node.id, entry] = tuple(
+                f"!{c}**" if c.endswith("/") else f"!{c}" for c in back
+            )
     return groups
 
 
@@ -468,24 +543,37 @@ def _verdict(run: _Run, node: TaskNode, reads: list[str], found: list) -> Verdic
     notes = [
         dialect.glob_note(wrong, right) for wrong, right in corrections.items() if wrong not in used
     ]
-    for kind, path, producer in found:
-        if kind == "task":
-            fix = _edge_fix(run, node, producer, path) or _task_fix_for(
-                dialect, node, producer, run
-            )
-        elif kind == "written":
-            fix = _written_fix(run, node, producer, path)
-        else:
-            continue
-        lines.append(
-            (
-                [path],
-                Undeclared(
-                    path, _shown(path, node.project_dir), fix, add=not fix.startswith("no edge:")
-                ),
-            )
-        )
+    lines += _produced_lines(run, node, dialect, found)
     lines.sort(key=lambda line: min(order[p] for p in line[0]))
+    outputs = _output_lines(run, node, dialect)
+    if isinstance(dialect, TurboFixes):  # said once for the definition, after the blocks
+        own = [
+            text
+            for (entry, wide, _), u in zip(run.output_groups(node.id), outputs)
+            if u.add
+            for text in dialect.outputs_text(entry, wide, run.taken_back.get((node.id, entry), ()))
+        ]
+        added = [("$TURBO_ROOT$/" if wide else "") + e for e, wide, shared in entries if not shared]
+        fold = run.fold(dialect, node.id.task)
+        fold.add(node.id.package, corrections, used, added, own, _empty(run, node))
+        notes = []
+    return Verdict(node.id, tuple(u for _, u in lines), tuple(outputs), tuple(notes))
+
+
+def _empty(run: _Run, node: TaskNode) -> tuple[str, ...]:
+    """The task's own input globs that match no file now, the run over (a glob an upstream task
+    of the run satisfied matches); none beside `$TURBO_DEFAULT$`, which only adds ignored files."""
+    plan, cache = run.plans[node.id], node.config.cache
+    if plan.inputs is None or plan.outputs is None or cache is None:
+        return ()
+    if cache.input_reach is not None:
+        return ()
+    own = tuple(g for g in plan.inputs.unmatched_globs if g in cache.input_files)
+    return run.index.unmatched_now(plan.outputs.input_query, own) if own else ()
+
+
+def _output_lines(run: _Run, node: TaskNode, dialect) -> list[Undeclared]:
+    """A line for each undeclared output entry the task wrote."""
     outputs = []
     for entry, wide, members in run.output_groups(node.id):
         path = entry if wide else _base(node.project_dir) + entry
@@ -499,10 +587,55 @@ def _verdict(run: _Run, node: TaskNode, reads: list[str], found: list) -> Verdic
             )
             outputs.append(Undeclared(path, shown, fix, len(members), add=False))
         else:
-            outputs.append(Undeclared(path, shown, dialect.output_fix(entry, wide), len(members)))
-    own_outputs = [g for g, u in zip(run.output_groups(node.id), outputs) if u.add]
-    notes += dialect.merged(entries, corrections, own_outputs)
-    return Verdict(node.id, tuple(u for _, u in lines), tuple(outputs), tuple(notes))
+            back = run.taken_back.get((node.id, entry), ())
+            alone = run.alone(node.id, entry, wide)
+            where = dialect.alone(node.id) if alone else dialect
+            outputs.append(
+                Undeclared(path, shown, where.output_fix(entry, wide, back=back), len(members))
+            )
+    return outputs
+
+
+def _produced_lines(run: _Run, node: TaskNode, dialect, found: list) -> list:
+    """Lines for reads of what another task writes. The output another task declares, read with
+    no dependsOn path to that task, is one line per output glob: what it is, whose output, the
+    edge that is missing (it fails only when the wipe before the producer's run comes first)."""
+    lines = []
+    missing: dict[tuple[TaskId, str], list[str]] = {}
+    written: dict[tuple[TaskId, str, bool], list[str]] = {}
+    for kind, path, producer in found:
+        cycle = _edge_fix(run, node, producer, path) if kind == "task" else None
+        if kind == "task" and cycle is None and not _reaches(run.graph, node.id, producer):
+            missing.setdefault((producer, run.output_glob(producer, path)), []).append(path)
+            continue
+        if kind == "written":  # one line per entry of the writer's undeclared outputs
+            written.setdefault((producer, *run.output_entry(producer, path)), []).append(path)
+            continue
+        if kind != "task":
+            continue
+        fix = cycle or _task_fix_for(dialect, node, producer, run)
+        shown = _shown(path, node.project_dir)
+        lines.append(([path], Undeclared(path, shown, fix, add=not fix.startswith("no edge:"))))
+    for (producer, entry, wide), paths in written.items():
+        fix = _written_fix(run, node, producer, paths[0])
+        if len(paths) > 1 or entry.endswith("/**"):
+            glob = entry if wide else _base(run.graph.nodes[producer].project_dir) + entry
+            line = _line(node, glob, len(paths), fix)
+            lines.append((paths, replace(line, add=not fix.startswith("no edge:"))))
+        else:
+            shown = _shown(paths[0], node.project_dir)
+            lines.append(
+                (paths, Undeclared(paths[0], shown, fix, add=not fix.startswith("no edge:")))
+            )
+    for (producer, glob), paths in missing.items():
+        fix = f"the output of {producer}, with no edge to it: add " + dialect.dependency(
+            node, producer, _caret(run, node, producer)
+        )
+        tree = glob.endswith("/**")
+        shown = _shown(glob.removesuffix("/**"), node.project_dir) + ("/**" if tree else "")
+        shown += f" ({plural(len(paths), 'file')})" if tree else ""
+        lines.append((paths, Undeclared(glob, shown, fix, len(paths), add=False)))
+    return lines
 
 
 def _input_lines(
@@ -647,9 +780,7 @@ def _task_fix_for(dialect, node: TaskNode, producer: TaskId, run: _Run) -> str:
 def _written_fix(run: _Run, node: TaskNode, producer: TaskId, path: str) -> str:
     """The producer's outputs (it wrote the file without declaring it), and the edge when its key
     does not fold into this one's."""
-    entry, wide = next(
-        ((e, w) for e, w, members in run.output_groups(producer) if path in members), (path, True)
-    )
+    entry, wide = run.output_entry(producer, path)
     edge = None
     if producer not in key_closure(run.graph, node.id):
         edge = _edge_fix(run, node, producer, path)
@@ -661,25 +792,26 @@ def _written_fix(run: _Run, node: TaskNode, producer: TaskId, path: str) -> str:
     ):  # uncached: it always runs, only an edge orders and folds it
         assert edge is not None  # _undeclared skips an uncached writer the key already folds
         return edge.replace(" outputs it)", " writes it, uncached)")
-    fix = (
-        run.dialect(producer).output_fix(entry, wide, owner=producer)
-        + f" ({producer} writes it undeclared)"
-    )
+    back = run.taken_back.get((producer, entry), ())
+    fix = run.dialect(producer).output_fix(entry, wide, owner=producer, back=back)
     return fix if edge is None else f"{fix}; and {edge}"
 
 
 def _caret(run: _Run, node: TaskNode, producer: TaskId) -> bool:
-    """Whether the edge is turbo's `^name`: the same task of a package this one depends on."""
+    """Whether the edge is `^name`: a task of a package this one depends on."""
     pkg = run.packages.get(node.id.package)
-    return producer.task == node.id.task and pkg is not None and producer.package in pkg.deps
+    return pkg is not None and producer.package in pkg.deps
 
 
 def _reaches(graph: TaskGraph, start: TaskId, goal: TaskId) -> bool:
+    """Whether a dependsOn path leads from `start` to `goal` (a task outside the run: none)."""
     seen, stack = {start}, [start]
     while stack:
         tid = stack.pop()
         if tid == goal:
             return True
+        if tid not in graph.nodes:
+            continue
         for dep in graph.nodes[tid].deps:
             if dep not in seen:
                 seen.add(dep)

@@ -359,7 +359,8 @@ def _killpg_probe(pgid: int) -> bool:
 
 
 class Capture:
-    """Collect a child's stdout and stderr chunks in the order they arrive."""
+    """Collect a child's stdout and stderr chunks in the order they arrive (one stream, 1, from
+    a pty)."""
 
     def __init__(
         self,
@@ -372,8 +373,10 @@ class Capture:
         self._keep, self._kept = keep_bytes, 0  # a persistent task keeps only its log's tail
         self._error: Exception | None = None
         self._loop = asyncio.get_running_loop()
-        assert popen.stdout is not None and popen.stderr is not None  # spawn pipes both
-        self._open: dict[int, IO[bytes]] = {1: popen.stdout, 2: popen.stderr}
+        assert popen.stdout is not None  # spawn pipes both, or gives both one pty (stdout)
+        self._open: dict[int, IO[bytes]] = {1: popen.stdout}
+        if popen.stderr is not None:
+            self._open[2] = popen.stderr
         self._all_closed = asyncio.Event()
         for stream, pipe in self._open.items():
             os.set_blocking(pipe.fileno(), False)
@@ -409,7 +412,7 @@ class Capture:
             data = os.read(self._open[stream].fileno(), _READ_SIZE)
         except BlockingIOError:
             return False
-        except OSError:
+        except OSError:  # EIO: a pty's master once every holder of its slave has closed it
             data = b""
         if data:
             self._deliver(LogChunk(stream, data))

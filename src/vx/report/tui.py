@@ -4,9 +4,9 @@ The view is a child process so that the run keeps the main thread and its signal
 view's library wants the main thread too): the view puts the terminal in raw mode, so Ctrl-C and
 `q` reach it as keys, and it asks the run to stop by sending this process SIGINT — the very path
 of a Ctrl-C on the stream output. Events go to it as JSON lines on a pipe, from a thread, so a
-slow view never holds the run up. When the view is gone (the user quit after the run), the run's
-rows, failures and footer are printed as `--output-logs=hash-only` prints them, so the
-scrollback keeps the outcome.
+slow view never holds the run up. The view closes by itself when the run ends, as turbo's does
+(with `keep`, `--keep-ui`, it stays until the user quits); then the run's rows, failures and
+footer are printed as `--output-logs=hash-only` prints them, so the scrollback keeps the outcome.
 """
 
 from __future__ import annotations
@@ -57,8 +57,11 @@ def available() -> bool:
 class TuiReporter:
     """Forward a run's events to the split view; print the outcome once the view is closed."""
 
-    def __init__(self, *, version: str, out: TextIO, err: TextIO, color: bool | int) -> None:
+    def __init__(
+        self, *, version: str, out: TextIO, err: TextIO, color: bool | int, keep: bool = False
+    ) -> None:
         self._events: list[Event] = []
+        self._keep = keep  # the view stays open after the run until the user quits
         self._version, self._out, self._err, self._color = version, out, err, color
         self._decoders: dict[TaskId, codecs.IncrementalDecoder] = {}
         self._exit: int | None = None
@@ -85,12 +88,13 @@ class TuiReporter:
             self._queue.put(message)
 
     def outcome(self, exit_code: int, interrupted: bool) -> None:
-        """How the run ended. A run stopped by a signal (SIGTERM, or `q` in the view) closes the
-        view; one that ended by itself leaves it open until the user quits."""
-        self._exit, self._leave = exit_code, interrupted
+        """How the run ended. The view closes by itself, unless kept open (`keep`) after a run
+        that ended by itself; a run stopped by a signal (SIGTERM, or `q` in the view) closes it."""
+        self._exit, self._leave = exit_code, interrupted or not self._keep
 
     def close(self) -> None:
-        """Tell the view the run is over, wait for the user to close it, then print the outcome."""
+        """Tell the view the run is over, wait for it to close (by itself, or the user's `q` when
+        kept open), then print the outcome."""
         self._queue.put(["closed", self._exit, self._leave])
         self._queue.put(_DONE)
         # A `q` pressed as the run ended sends SIGINT once more: the run is over, nothing to stop.

@@ -1,8 +1,11 @@
 """The split view of `--ui=tui`: the task list on the left, the selected task's output on the right.
 
 Runs as its own process (`python -m vx.report.tui_app FD`, started by `vx.report.tui`), reading
-the run's events as JSON lines from FD. Keys: up/down or j/k select a task; q or Ctrl-C stops the
-run (SIGINT to vx, as a Ctrl-C on the stream output) and, once the run is over, closes the view.
+the run's events as JSON lines from FD. The output pane follows the task that started last (when
+it ends, one still running) until the user picks a task: up/down, j/k or a click. q or Ctrl-C
+stops the run (SIGINT to vx, as a Ctrl-C on the stream output) and, once the run is over, closes
+the view; vx closes it by itself when the run ends unless told to keep it (`--keep-ui`). The task
+list is as wide as its longest row, up to half the terminal; a longer row is cut, never wrapped.
 Only this process imports textual.
 """
 
@@ -23,6 +26,7 @@ from textual.widgets import Footer, OptionList, RichLog, Static
 from textual.widgets.option_list import Option
 
 from vx.report.frames import GLYPHS
+from vx.style import overprint
 
 _COLOURS = {
     "miss": "green",
@@ -40,6 +44,8 @@ _COLOURS = {
     "waiting": "bright_black",
 }
 _RUNNING, _WAITING = "●", "·"
+_LIST_MIN = 24  # columns: the task list is never narrower (a short name leaves room for words)
+_LIST_CHROME = 6  # the list's border, padding and scrollbar around a row
 
 
 class TaskRow:
@@ -54,22 +60,30 @@ class TaskRow:
 
     def feed(self, text: str) -> list[str]:
         """Add output; return the lines it completed (a partial line waits for its end)."""
-        parts = (self.partial + text).replace("\r\n", "\n").split("\n")
+        parts = (self.partial + text).split("\n")
         self.partial = parts.pop()
-        self.lines.extend(parts)
-        return parts
+        lines = [overprint(line) for line in parts]  # a progress bar's last state, "\r\n" too
+        self.lines.extend(lines)
+        return lines
 
     def flush(self) -> list[str]:
         """End a partial last line; the lines added."""
-        rest, self.partial = ([self.partial] if self.partial else []), ""
+        rest, self.partial = ([overprint(self.partial)] if self.partial else []), ""
         return rest
 
-    def prompt(self) -> Text:
-        text = Text()
+    def cells(self) -> int:
+        """The row's width uncut, in columns."""
+        return self.prompt().cell_len
+
+    def prompt(self, width: int | None = None) -> Text:
+        """The row: glyph, id, words; cut with an ellipsis to `width` columns."""
+        text = Text(no_wrap=True, overflow="ellipsis")
         text.append(f"{self.glyph} ", style=_COLOURS.get(self.kind, ""))
         text.append(self.id)
         if self.words:
             text.append(f"  {self.words}", style="dim")
+        if width is not None and text.cell_len > width:
+            text.truncate(width, overflow="ellipsis")
         return text
 
 
@@ -77,7 +91,7 @@ class RunView(App):
     """The split view. Messages from vx arrive through `call_from_thread(self.on_vx, message)`."""
 
     CSS = """
-    #tasks { width: 40%; max-width: 60; height: 1fr; border: round $secondary; }
+    #tasks { width: 24; height: 1fr; border: round $secondary; }
     #output { height: 1fr; border: round $secondary; }
     #status { height: 1; padding: 0 1; }
     """
@@ -94,6 +108,9 @@ class RunView(App):
         self._events_fd = fd
         self._rows: dict[str, TaskRow] = {}
         self._shown: str | None = None  # the task whose output the right pane holds
+        self._picked = False  # the user chose a task: the pane no longer follows the run
+        self._moving: list[str] = []  # the tasks the view itself highlighted, not yet told
+        self._started: list[str] = []  # tasks in the order they started
         self._begun = time.monotonic()
         self._summary = ""
         self._exit_code: int | None = None
@@ -133,13 +150,16 @@ class RunView(App):
             for tid in message[1]:
                 self._rows[tid] = TaskRow(tid)
                 tasks.add_option(Option(self._rows[tid].prompt(), id=tid))
+            self._fit_list(*self._rows.values())
             if message[1]:
-                tasks.highlighted = 0
-                self._show(message[1][0])
+                self._follow(message[1][0])
             tasks.focus()
         elif kind == "start":
             self._set(message[1], "running", _RUNNING, "running")
             self._output(message[1], [f"$ {message[2]}"])
+            if message[1] in self._rows:
+                self._started.append(message[1])
+                self._follow(message[1])
         elif kind == "out":
             row = self._rows.get(message[1])
             if row is not None:
@@ -153,11 +173,18 @@ class RunView(App):
         elif kind == "done":
             row = self._rows.get(message[1])
             if row is not None:
-                self._output(row.id, row.flush() + (message[4].split("\n") if message[4] else []))
+                replayed = (
+                    [overprint(line) for line in message[4].split("\n")] if message[4] else []
+                )
+                self._output(row.id, row.flush() + replayed)
                 kind = (
                     "serving" if message[3] == "serving" else message[2]
                 )  # kept in the foreground
                 self._set(message[1], kind, GLYPHS.get(message[2], "?"), message[3])
+                if message[1] == self._shown and message[2] != "failed":  # on to one running
+                    running = [t for t in self._started if self._rows[t].kind == "running"]
+                    if running:
+                        self._follow(running[-1])
         elif kind == "kept":
             for tid in message[1]:
                 self._set(tid, "serving", GLYPHS["persistent"], "serving")
@@ -179,7 +206,42 @@ class RunView(App):
         if row is None:
             return
         row.kind, row.glyph, row.words = kind, glyph, words
-        self.query_one("#tasks", OptionList).replace_option_prompt(tid, row.prompt())
+        self._fit_list(row)
+        self.query_one("#tasks", OptionList).replace_option_prompt(tid, row.prompt(self._row_width))
+
+    # ------------------------------------------------------------ layout and following
+
+    _row_width = _LIST_MIN - _LIST_CHROME
+    _list_width: int | None = None
+    _longest = 0  # the widest row so far: the list grows with its rows, never jitters back
+
+    def _fit_list(self, *changed: TaskRow) -> None:
+        """Size the task list to its longest row, up to half the terminal; cut longer rows."""
+        self._longest = max([self._longest, *(row.cells() for row in changed)])
+        width = max(_LIST_MIN, min(self._longest + _LIST_CHROME, self.size.width // 2))
+        if width == self._list_width:
+            return
+        self._list_width = width
+        self._row_width = width - _LIST_CHROME
+        tasks = self.query_one("#tasks", OptionList)
+        tasks.styles.width = width
+        for tid, row in self._rows.items():
+            tasks.replace_option_prompt(tid, row.prompt(self._row_width))
+
+    def on_resize(self) -> None:
+        if self._rows:
+            self._fit_list()
+
+    def _follow(self, tid: str) -> None:
+        """Show `tid`'s output unless the user picked a task: the view highlights it itself."""
+        if self._picked or tid == self._shown:
+            return
+        tasks = self.query_one("#tasks", OptionList)
+        index = tasks.get_option_index(tid)
+        if tasks.highlighted != index:
+            self._moving.append(tid)
+            tasks.highlighted = index
+        self._show(tid)
 
     def _output(self, tid: str, lines: list[str]) -> None:
         row = self._rows.get(tid)
@@ -221,8 +283,13 @@ class RunView(App):
     # ------------------------------------------------------------ keys
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
-        if event.option.id is not None and event.option.id != self._shown:
-            self._show(event.option.id)
+        tid = event.option.id
+        if tid is not None and tid in self._moving:  # the view's own move, following the run
+            del self._moving[: self._moving.index(tid) + 1]
+        elif tid is not None:
+            self._picked = True  # the user's: the pane stays where the user put it
+        if tid is not None and tid != self._shown:
+            self._show(tid)
 
     def action_down(self) -> None:
         self.query_one("#tasks", OptionList).action_cursor_down()

@@ -98,6 +98,7 @@ def test_completions_offer_the_table_less_what_a_verb_refuses():
         "--graph",
         "--summarize",
         "--ui",
+        "--keep-ui",
         "--format",
         "--cwd",
     }

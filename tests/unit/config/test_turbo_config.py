@@ -231,3 +231,48 @@ def test_the_loader_looks_for_the_turbo_files_turbo_reads():
     from vx.config import loader, turbo
 
     assert loader.TURBO_FILES == turbo.FILE_NAMES
+
+
+@pytest.mark.feature("KEY-23")
+def test_a_mapped_task_knows_the_turbo_json_fields_its_globs_were_written_in():
+    """What a warning names: the definition's `inputs` and `outputs` (`pkg#name`'s, or the
+    package's own turbo.json when it sets them) and `globalDependencies`, not vx's fields."""
+    turbo = _checked_root(
+        {
+            "globalDependencies": ["tsconfig.base.json"],
+            "tasks": {
+                "build": {"inputs": ["src/**"], "outputs": ["dist/**"]},
+                "web#lint": {"inputs": ["src/**"]},
+                "test": {},
+            },
+        },
+        "turbo.json",
+    )
+    own = {"tasks": {"test": {"inputs": ["test/**"]}}, "tags": [], "text": "own"}
+    config = project(turbo, pkg(build="b", lint="l", test="t"), "npm", own, "apps/web/turbo.json")
+    assert config.located("tasks.build.cache.inputs.files[0]") == (
+        "turbo.json",
+        "tasks.build.inputs",
+    )
+    assert config.located("tasks.build.cache.outputs") == ("turbo.json", "tasks.build.outputs")
+    assert config.located("tasks.lint.cache.inputs.files[0]") == (
+        "turbo.json",
+        'tasks["web#lint"].inputs',
+    )
+    assert config.located("tasks.test.cache.inputs.files[0]") == (
+        "apps/web/turbo.json",
+        "tasks.test.inputs",
+    )
+    assert config.located("tasks.test.cache.outputs") == ("turbo.json", "tasks.test.outputs")
+    wide = config.tasks["build"].cache.input_workspace_files
+    i = wide.index("tsconfig.base.json")
+    assert config.located(f"tasks.build.cache.inputs.workspaceFiles[{i}]") == (
+        "turbo.json",
+        "globalDependencies",
+    )
+    # packages with the same scripts and own turbo.json text share one mapping: each names its file
+    for name in ("api", "docs"):
+        other = project(
+            turbo, pkg(name, build="b", lint="l", test="t"), "npm", own, f"apps/{name}/turbo.json"
+        )
+        assert other.located("tasks.test.cache.inputs")[0] == f"apps/{name}/turbo.json"

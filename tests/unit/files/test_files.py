@@ -137,7 +137,7 @@ def test_clean_files_untouched_under_strace(repo):
         "from pathlib import Path; from vx.files.index import FileIndex; from vx.files.globs import GlobSet;"
         "print(len(FileIndex.load(Path('.')).inputs('pkg/a', GlobSet(['src/**'])).files))"
     )
-    src = str(Path(files.__file__).parents[2])  # src/, where `vx` is
+    src = str(Path(files.__file__).parents[2])  # src/, which holds vx/
     trace = repo.parent / "trace.txt"
     done = subprocess.run(
         [

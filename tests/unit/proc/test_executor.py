@@ -614,3 +614,63 @@ def test_a_killed_grandchild_slow_to_exit_is_gone_when_the_stop_returns(tmp_path
 
     recorder = asyncio.run(main())
     assert recorder.pgid is not None and not group_running(recorder.pgid)
+
+
+# ---------------------------------------------------------------- a pty for the output
+
+
+@pytest.fixture
+def pty():
+    """Tasks started in the test write to a 100x30 pty; pipes again after it."""
+    from vx.proc import spawn
+
+    spawn.lend_pty((100, 30))
+    yield
+    spawn.lend_pty(None)
+
+
+def ptys_open() -> list[str]:
+    """The ptys this process holds (only those: another test's files may close meanwhile)."""
+    links = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            links.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            pass  # closed while listed
+    return sorted(link for link in links if link == "/dev/ptmx" or link.startswith("/dev/pts/"))
+
+
+@pytest.mark.feature("EX-24")
+def test_on_a_pty_stdout_and_stderr_are_one_untranslated_terminal(tmp_path, pty):
+    command = (
+        "[ -t 1 ] && [ -t 2 ] && echo both-tty; [ -t 0 ] || echo stdin-not-tty; cat; "
+        "stty size <&1; echo err >&2; printf 'a\\rb\\n'"
+    )
+    result = asyncio.run(run(command, tmp_path, timeout_ms=5000))
+    assert result.exit_code == 0 and not result.timed_out
+    assert {chunk.stream for chunk in result.log} == {1}
+    assert stdout(result) == b"both-tty\nstdin-not-tty\n30 100\nerr\na\rb\n"
+
+
+@pytest.mark.feature("EX-24")
+def test_on_a_pty_every_byte_arrives_and_no_descriptor_stays_open(tmp_path, pty):
+    """Output written just before the shell exits is read whole (the master's EIO comes after
+    it), for several tasks at once, and each pty is closed once its task is reaped."""
+    expected = b"".join(b"%d\n" % n for n in range(1, 50001))
+
+    async def main():
+        table = ProcessTable()
+        return await asyncio.gather(*(run("seq 1 50000", tmp_path, table=table) for _ in range(8)))
+
+    before = ptys_open()
+    results = asyncio.run(main())
+    assert [stdout(r) == expected for r in results] == [True] * 8
+    assert ptys_open() == before
+
+
+@pytest.mark.feature("EX-24")
+def test_on_a_pty_a_timeout_still_stops_the_whole_group(tmp_path, pty):
+    command = "sleep 600 & echo $! > bg; echo ready; wait"
+    result = asyncio.run(run(command, tmp_path, timeout_ms=1000))
+    assert result.timed_out and stdout(result) == b"ready\n"
+    assert not running(int((tmp_path / "bg").read_text()))

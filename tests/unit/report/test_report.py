@@ -48,7 +48,7 @@ from vx.report.frames import Palette
 from vx.report.plain import VISIBILITY, Sink
 from vx.report.reporters import make_reporter
 from vx.report.summary import summary_dict, write_summary
-from vx.style import color_enabled
+from vx.style import color_enabled, overprint
 
 LIB, APP, WEB, ALL = (
     TaskId("lib", "build"),
@@ -662,6 +662,26 @@ def test_colour_off_writes_no_escape_and_strips_task_escapes():
     stdout, stderr = run("ci", two_task_run(ok(APP, log=coloured), ok(LIB, log=coloured)))
     assert ESC not in "\n".join(stdout + stderr)
     assert stdout.count("green link") == 2
+
+
+@pytest.mark.feature("EX-24")
+def test_plain_output_shows_what_carriage_returns_left_and_colour_keeps_the_bytes():
+    """A progress line a pty run stored, printed plain (a pipe, CI), is the line a terminal
+    showed; on a colour terminal its bytes go through as they are."""
+    progress = (LogChunk(1, b"\x1b[32m 10%\x1b[0m\r 50%\r100% done\r\nnext\rN\n"),)
+    stdout, _ = run("ci", two_task_run(ok(APP, log=progress)))
+    assert "100% done" in stdout and "Next" in stdout and "\r" not in "".join(stdout), stdout
+    stdout, _ = run("ci", two_task_run(ok(APP, log=progress)), color=True)
+    assert "\x1b[32m 10%\x1b[0m\r 50%\r100% done\r" in stdout, stdout
+
+
+@pytest.mark.feature("CLI-58")
+@pytest.mark.parametrize(
+    "line, shown",
+    [("a", "a"), ("50%\r100%", "100%"), ("abc\rX", "Xbc"), ("done\r", "done"), ("\r", "")],
+)
+def test_overprint_is_what_a_terminal_shows(line, shown):
+    assert overprint(line) == shown
 
 
 @pytest.mark.feature("CLI-58")
