@@ -191,3 +191,59 @@ def test_a_continuous_target_is_a_server_its_dependants_wait_for(repo, nx_packag
     assert (ws.root / "packages/a/got.txt").read_text() == "hi"
     shown = nx_show(ws.root, "@ws/a")["targets"]["serve"]
     assert shown["continuous"] is True
+
+
+TSC = "node ../../node_modules/typescript/bin/tsc -p tsconfig.json --outDir dist"
+
+
+@pytest.mark.feature("TL-04")
+def test_the_root_tsconfig_moves_every_key_where_nx_s_hash_moves(repo, nx_package):
+    """Nx folds the root tsconfig (tsconfig.base.json, without `paths`) into every task's hash: a
+    `target` edit there rebuilds a library that extends it, under vx as under Nx; a new path alias
+    or a reformat is a hit in both. Each edit's hit or miss is Nx's own, asked of `nx run`."""
+    base = {"compilerOptions": {"target": "es2015", "paths": {"@ws/a": ["./packages/a/src"]}}}
+    ws = workspace(
+        repo,
+        nx_package,
+        {
+            "tsconfig.base.json": base,
+            "packages/a/tsconfig.json": {"extends": "../../tsconfig.base.json"},
+            "packages/a/src/index.ts": "export const f = async () => 1;\n",
+            "packages/a/project.json": {
+                "targets": {
+                    "build": {
+                        "command": TSC,
+                        "options": {"cwd": "packages/a"},
+                        "cache": True,
+                        "outputs": ["{projectRoot}/dist"],
+                    }
+                }
+            },
+        },
+    )
+    (ws.root / "node_modules" / "typescript").symlink_to(installed_or_skip("typescript"))
+    (ws.root / ".gitignore").write_text((ws.root / ".gitignore").read_text() + "dist\n")
+    built = ws.root / "packages/a/dist/index.js"
+
+    def both() -> tuple[bool, bool]:
+        """Whether Nx, then vx, took the build from its cache."""
+        theirs = nx_cli(ws.root, "run", "@ws/a:build", cache=True)
+        nx_hit = "from the cache" in theirs.stdout + theirs.stderr
+        nx_output = built.read_text()
+        ours = ws.vx("run", "@ws/a:build")
+        assert ours.code == 0, ours.err
+        assert built.read_text() == nx_output  # the same bytes, hit or miss
+        return nx_hit, ours.statuses()["@ws/a#build"][1] != "miss"
+
+    def edit(change) -> None:
+        config = json.loads((ws.root / "tsconfig.base.json").read_text())
+        change(config["compilerOptions"])
+        (ws.root / "tsconfig.base.json").write_text(json.dumps(config, indent=4))
+
+    assert both() == (False, False)
+    assert both() == (True, True)
+    edit(lambda o: o["paths"].update({"@ws/b": ["./packages/b/src"]}))  # and reformatted
+    assert both() == (True, True)
+    edit(lambda o: o.update(target="es2022"))
+    assert both() == (False, False)
+    assert "async () =>" in built.read_text()  # es2022 output, not es2015's generator

@@ -524,11 +524,31 @@ def project(nx: NxRoot, pkg: Package, manager: str) -> ProjectConfig:
         raise ConfigError(exc.message, file=file, field=where, hint=exc.hint) from None
     return ProjectConfig(
         source=config.source,
-        tasks=_mapped(config, tasks, envs, scripts),
+        tasks=_mapped(config, tasks, envs, scripts, root_tsconfig(nx)),
         tags=config.tags,
         not_runnable=refused,
         origins=origins,
     )
+
+
+def root_tsconfig(nx: NxRoot) -> dict | None:
+    """The root tsconfig as Nx folds it into every task's hash (its TsConfig entry): the first of
+    tsconfig.base.json and tsconfig.json, parsed, without `compilerOptions.paths` — so an edit to
+    `target` or `strict` there is a miss for every cached task, as in Nx, while a new path alias
+    or a reformat is not. `{"file": …, "json": …}`, None without one."""
+    key = ("root", "tsconfig")
+    if key not in nx.memo:
+        nx.memo[key] = None
+        for name in ("tsconfig.base.json", "tsconfig.json"):
+            obj = read_json(os.path.join(nx.root, name), name)
+            if obj is None:
+                continue
+            if isinstance(obj, dict) and isinstance(obj.get("compilerOptions"), dict):
+                options = {k: v for k, v in obj["compilerOptions"].items() if k != "paths"}
+                obj = {**obj, "compilerOptions": options}
+            nx.memo[key] = {"file": name, "json": obj}
+            break
+    return nx.memo[key]
 
 
 def _tasks(nx: NxRoot, proj: _Project, manager: str) -> tuple[dict[str, dict], dict[str, tuple]]:
@@ -592,10 +612,12 @@ def _mapped(
     tasks: Mapping[str, dict],
     envs: Mapping[str, list],
     scripts: Mapping[str, str],
+    tsconfig: dict | None = None,
 ) -> dict[str, TaskConfig]:
     """The validated tasks with what vx's schema has no field for: a target's env inputs, the
     package.json script an `nx:run-script` target runs (Nx runs it through the package manager),
-    and an input group's running nothing."""
+    an input group's running nothing, and in each cached task's key the root tsconfig as Nx
+    hashes it (`root_tsconfig`)."""
     from msgspec.structs import replace
 
     mapped = {}
@@ -603,11 +625,13 @@ def _mapped(
         if scripts[name] and task.exec is not None:
             task = replace(task, exec=replace(task.exec, script=scripts[name]))
         if envs[name] and task.cache is not None:
-            task = replace(
-                task,
-                cache=replace(task.cache, input_env=tuple(envs[name])),
-                canonical=canonical({**tasks[name], "nxEnv": envs[name]}),
-            )
+            task = replace(task, cache=replace(task.cache, input_env=tuple(envs[name])))
+        if task.cache is not None and not name.startswith(GROUP):
+            folded = {**tasks[name], "nxEnv": envs[name]} if envs[name] else tasks[name]
+            if tsconfig:  # Nx hashes it into every task: the key folds it too
+                folded = {**folded, "nxTsConfig": tsconfig}
+            if folded is not tasks[name]:
+                task = replace(task, canonical=canonical(folded))
         if task.cache is not None and not name.startswith(GROUP):
             task = replace(task, cache=replace(task.cache, shared_outputs=True))
         if name.startswith(GROUP):  # runs nothing; keyed on the project's files of the named input

@@ -21,12 +21,16 @@ OFFLINE = {
 }
 
 
-def nx_cli(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    """`nx ARGS` with the workspace's own nx (node_modules/nx), offline."""
+def nx_cli(
+    root: Path, *args: str, check: bool = True, cache: bool = False
+) -> subprocess.CompletedProcess:
+    """`nx ARGS` with the workspace's own nx (node_modules/nx), offline; `cache`: with Nx's local
+    cache (in the workspace's .nx/), to ask Nx whether a task hits."""
+    env = {**OFFLINE, "NX_SKIP_NX_CACHE": "false"} if cache else OFFLINE
     proc = subprocess.run(
         ["node", str(root / "node_modules" / "nx" / "bin" / "nx.js"), *args],
         cwd=root,
-        env=tool_env("NX_", OFFLINE),
+        env=tool_env("NX_", env),
         capture_output=True,
         text=True,
         timeout=300,
