@@ -48,6 +48,17 @@ class Package(Struct, frozen=True):
     manifest: Mapping[str, Any] = field(default_factory=dict)
 
 
+class NxResolved(Struct, frozen=True):
+    """An Nx workspace's projects as its own Nx resolves them, the targets its `plugins` infer
+    merged in (vx.config.nxinference): each as `nx show project NAME --json` prints it, by root
+    ("" for the workspace root), and each one's source map (field path -> [file, plugin])."""
+
+    projects: Mapping[str, Any]
+    sources: Mapping[str, Any]
+    version: str = ""  # the workspace's nx
+    reads: frozenset[str] = frozenset()  # the files the answer depends on, workspace-relative
+
+
 class Workspace(Struct, frozen=True):
     root: Path  # absolute, resolved
     manager: str  # npm | pnpm | yarn | bun
@@ -57,6 +68,8 @@ class Workspace(Struct, frozen=True):
         ""  # where the member globs are written (package.json or pnpm-workspace.yaml)
     )
     empty_member_globs: tuple[str, ...] = ()  # positive globs under which no package.json was found
+    nx: NxResolved | None = None  # where nx.json declares `plugins`: what Nx resolves
+    nx_root: str | None = None  # the root project's Nx name, where Nx sees a root project
 
     def package_at(self, rel_dir: str) -> Package | None:
         """The deepest package whose dir contains rel_dir."""
@@ -144,6 +157,9 @@ class CacheConfig(Struct, frozen=True):
     # inputs, `$TURBO_DEFAULT$` aside) reaches files git ignores; None: every input glob does.
     turbo_globs: bool = False
     input_reach: tuple[str, ...] | None = None
+    # Mapped from turbo.json or an Nx target: neither tool wipes outputs, so two such tasks may
+    # share them, each adding to what is there (plan/ownership.py).
+    shared_outputs: bool = False
 
 
 class TaskConfig(Struct, frozen=True):

@@ -49,11 +49,32 @@ if TYPE_CHECKING:
     from vx.store.remote.layer import RemoteSettings
 
 
+class Selectors(Struct, frozen=True):
+    """Which projects a run covers, as typed: `--filter` selectors, Nx's `-p` and `--exclude`."""
+
+    filters: tuple[str, ...] = ()
+    projects: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.filters or self.projects or self.exclude)
+
+    def said(self) -> list[str]:
+        """The selection as typed, for the line that says it selects nothing."""
+        return [
+            *(f"--filter={t}" for t in self.filters),
+            *(f"-p {p}" for p in self.projects),
+            *(f"--exclude {p}" for p in self.exclude),
+        ]
+
+
 class RunRequest(Struct, frozen=True):
+    """What `vx run` was asked for, before anything is read."""
+
     cwd: Path
     names: tuple[str, ...]
     all: bool = False
-    filters: tuple[str, ...] = ()  # `--filter` selectors
+    select: Selectors = Selectors()  # `--filter`, `-p`, `--exclude`
     affected: str | None = None  # `--affected`: "" for the default base, else the ref
     forward_args: tuple[str, ...] = ()
     concurrency: str | None = None
@@ -355,16 +376,17 @@ def _graph(req: RunRequest, world: World, host_env: Mapping[str, str], stages: S
     notice = None
     with stages("build graph"):
         cwd_pkg = package_of(ws, req.cwd)
-        projects = filtered(req, ws, configs, cwd_pkg) if req.filters else None
+        projects, unmatched = filtered(req, ws, configs, cwd_pkg) if req.select else (None, "")
         everything = req.all or req.affected is not None
         selection = Selection(req.names, cwd_pkg, everything, projects, req.configuration)
         graph = build_graph(ws, configs, selection)
         if projects is not None and not graph.requested:  # turbo's "no tasks were executed"
             from vx.plan.filters import nothing_to_run
 
-            notice = nothing_to_run(req.filters, projects, req.names)
+            notice = nothing_to_run(req.select.said(), projects, req.names)
         elif req.affected is not None:
             graph, notice = _affected(req, world, graph, cwd_pkg, host_env)
+        notice = "\n".join(n for n in (unmatched, notice) if n) or None
         if host is not None and host.has("graph"):
             graph = host.shape_graph(graph, configs)
         additive = refuse_overlaps(graph.nodes, configs, world.knobs.exclusive_outputs)
@@ -382,7 +404,7 @@ def _broad(req: RunRequest, graph: TaskGraph, cwd_pkg: str) -> bool:
     named = bool(req.names) and all("#" in name for name in req.names)
     return (
         req.all
-        or bool(req.filters)
+        or bool(req.select)
         or (
             cwd_pkg == ROOT_PROJECT
             and not named
@@ -578,18 +600,33 @@ def _affected(
     ), None
 
 
-def filtered(req: RunRequest, ws: Workspace, configs, cwd_pkg: str) -> frozenset[str]:
-    """The projects `--filter` selects."""
+def filtered(req: RunRequest, ws: Workspace, configs, cwd_pkg: str) -> tuple[frozenset[str], str]:
+    """The projects `--filter`, `-p` and `--exclude` select, and the line that says which
+    patterns matched no project ("" when all did). In an Nx workspace `-p` and `--exclude` take
+    Nx's patterns; elsewhere each is a `--filter` (`!` for an exclude)."""
     from vx.plan import filters
 
     cwd_rel = os.path.relpath(req.cwd, ws.root)
-    return filters.select(
-        [filters.parse(t) for t in req.filters],
-        ws,
-        configs,
-        cwd_pkg,
-        "" if cwd_rel == "." else cwd_rel,
+    sel = req.select
+    texts = list(sel.filters)
+    nx = bool(sel.projects or sel.exclude) and os.path.lexists(os.path.join(ws.root, "nx.json"))
+    if not nx:
+        texts += [*sel.projects, *(f"!{p}" for p in sel.exclude)]
+    chosen = (
+        filters.select(
+            [filters.parse(t) for t in texts],
+            ws,
+            configs,
+            cwd_pkg,
+            "" if cwd_rel == "." else cwd_rel,
+        )
+        if texts
+        else frozenset(ws.packages)
     )
+    if not nx:
+        return chosen, ""
+    picked, unmatched = filters.nx_select(sel.projects, sel.exclude, ws, configs)
+    return chosen & picked, filters.unmatched_line(unmatched)
 
 
 def _open_remote(

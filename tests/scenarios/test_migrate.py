@@ -68,18 +68,19 @@ def test_the_turbo_example_migrates_to_the_same_plan_and_runs_from_its_configs(t
 
 
 @pytest.mark.feature("TL-04")
-def test_the_nx_example_migrates_to_the_same_plan_and_an_unrunnable_target_is_a_todo(
+def test_the_nx_example_migrates_to_the_same_plan_and_a_continuous_target_is_persistent(
     tmp_path,
 ):
     repo = example(tmp_path, "nx")
-    live = {tasks: plan(repo, *tasks, written=False) for tasks in (("build",), ("test", "lint"))}
+    live = {
+        tasks: plan(repo, *tasks, written=False)
+        for tasks in (("build",), ("test", "lint"), ("app#serve",))
+    }
     res = repo.vx("migrate", "--from", "nx")
     assert res.code == 0, res.err
     app = (repo.root / "apps" / "app" / "vx.config.json").read_text()
-    # `serve` is continuous in Nx: no vx field says that, so it is a TODO naming the Nx field,
-    # and a task that fails saying so rather than a missing one a run would pass over.
-    todo = next(line for line in app.splitlines() if "TODO(vx-migrate)" in line)
-    assert "apps/app/project.json, targets.serve.continuous" in todo
+    # `serve` is continuous in Nx: a persistent task, as the live mapping runs it
+    assert '"persistent": {}' in app and "TODO(vx-migrate)" not in app
     repo.commit("migrated")
     for tasks, before in live.items():
         assert plan(repo, *tasks, written=True) == before
@@ -88,9 +89,6 @@ def test_the_nx_example_migrates_to_the_same_plan_and_an_unrunnable_target_is_a_
     warm = repo.vx("run", "build")
     assert warm.code == 0, warm.err
     assert warm.summary["tasks"] and {t["cache"] for t in warm.summary["tasks"]} == {"up-to-date"}
-    serve = repo.vx("run", "app#serve")
-    assert serve.code == 1
-    assert "TODO(vx-migrate): serve is not migrated" in serve.out + serve.err
 
 
 @pytest.mark.feature("TL-02")

@@ -160,7 +160,7 @@ def test_a_broken_config_fails_that_cycle_and_watching_goes_on(ws, watch):
 
 
 @pytest.mark.feature("CLI-73")
-@pytest.mark.parametrize("flag", ["--dry", "--graph", "--summarize"])
+@pytest.mark.parametrize("flag", ["--dry", "--graph", "--summarize", "--keep-ui"])
 def test_planning_and_summary_flags_are_refused(ws, flag):
     result = ws.vx("watch", "build", flag, summary=False)
     assert result.code == 2 and "cannot be used with `vx watch`" in result.err

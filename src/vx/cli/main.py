@@ -532,7 +532,7 @@ def _dispatch(args: list[str]) -> int:
         print(verb.help, end="")
         return EXIT_OK
     for flag in verb.refused:
-        if getattr(parsed, verb.flags[flag][1]) is not None:
+        if getattr(parsed, verb.flags[flag][1]) not in (None, False):  # a flag's default: False
             raise UsageError(
                 f"`{flag}` cannot be used with `vx {name}`",
                 hint=f"`cd` there first: `cd {parsed.cwd} && vx watch …`"

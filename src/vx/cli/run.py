@@ -100,7 +100,7 @@ def resolve(args: Args, argv: list[str], env: Mapping[str, str]) -> RunSettings:
     """The settings of a run: every flag checked (before anything is read) and turned, with the
     environment, into the one record the rest of the run reads. The conflicts between flags are
     the verb table's (`vx.cli.main.RUN_CONFLICTS`), refused as the line is parsed."""
-    from vx.prepare import RunRequest
+    from vx.prepare import RunRequest, Selectors
 
     nx_flags(args)
     if not args.names:
@@ -130,7 +130,9 @@ def resolve(args: Args, argv: list[str], env: Mapping[str, str]) -> RunSettings:
         cwd=Path(os.getcwd()),
         names=tuple(args.names),
         all=args.all,
-        filters=tuple(args.filters),
+        select=Selectors(
+            tuple(args.filters), project_patterns(args.projects), project_patterns(args.exclude)
+        ),
         affected=_affected_ref(args.affected),
         forward_args=tuple(args.forward),
         concurrency=args.concurrency,
@@ -282,14 +284,10 @@ def _summarize(value: str | None) -> str | None:
 
 
 def nx_flags(args: Args) -> None:
-    """Nx's flags in vx's terms: `-t a,b` names tasks, `-p a,b` and `--exclude a,b` filter projects,
-    `--base` is the ref `--affected` compares with."""
+    """Nx's flags in vx's terms: `-t a,b` names tasks, `--base` is the ref `--affected` compares
+    with (`-p a,b` and `--exclude a,b` go to the request as they are: `project_patterns`)."""
     for value in args.targets:
         args.names += [t for t in value.split(",") if t]
-    for value in args.projects:
-        args.filters += [p for p in value.split(",") if p]
-    for value in args.exclude:
-        args.filters += [f"!{p}" for p in value.split(",") if p]
     if args.head is not None and args.head != "HEAD":
         raise UsageError(
             f"`--head={args.head}`: vx compares the base with the working tree",
@@ -299,6 +297,11 @@ def nx_flags(args: Args) -> None:
         if args.affected not in (None, ""):
             raise UsageError("both `--base` and `--affected=REF`", hint="keep one")
         args.affected = args.base
+
+
+def project_patterns(values: Sequence[str]) -> tuple[str, ...]:
+    """`-p a,b -p c` (or `--exclude`) as the patterns, in order."""
+    return tuple(p for value in values for p in value.split(",") if p)
 
 
 def _next_is_number(tokens: Sequence[str], i: int) -> bool:

@@ -305,6 +305,7 @@ class Judge:
         if self.parsed is None or self.parsed.affected is not None:
             return None
         from vx import prepare as planning
+        from vx.cli.run import project_patterns
         from vx.errors import VxError
         from vx.plan.graph import Selection, build_graph
         from vx.plan.tasks import package_of
@@ -316,9 +317,13 @@ class Judge:
                 cwd=cwd,
                 names=tuple(self.parsed.names),
                 all=self.parsed.all,
-                filters=tuple(self.parsed.filters),
+                select=planning.Selectors(
+                    tuple(self.parsed.filters),
+                    project_patterns(self.parsed.projects),
+                    project_patterns(self.parsed.exclude),
+                ),
             )
-            projects = planning.filtered(req, ws, configs, cwd_pkg) if req.filters else None
+            projects = planning.filtered(req, ws, configs, cwd_pkg)[0] if req.select else None
             graph = build_graph(ws, configs, Selection(req.names, cwd_pkg, req.all, projects))
         except VxError:
             return None

@@ -177,7 +177,7 @@ def nx_root(root: str, ws: Workspace) -> NxRoot | None:
         return None
     from vx.config.nx import find_root
 
-    return find_root(root, ws.packages)
+    return find_root(root, ws.packages, ws.nx)
 
 
 def from_nx(nx: NxRoot, pkg: Package, manager: str) -> ProjectConfig:

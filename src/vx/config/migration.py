@@ -25,7 +25,7 @@ from vx.model import ROOT_PROJECT, Package, ProjectConfig, TaskConfig, Workspace
 
 TODO = "TODO(vx-migrate)"
 # Fields the live mappings put in a declaration beside vx's schema (what the key folds besides).
-_MAPPED_EXTRAS = ("implicit", "turboGlobs", "turboEnv", "nxEnv")
+_MAPPED_EXTRAS = ("implicit", "turboGlobs", "turboEnv", "nxEnv", "nxTsConfig")
 _ORDER = ("description", "exec", "dependsOn", "cache")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # Top-level fields the live mappings do not use: said in vx.workspace.json, with where vx has them.
@@ -147,6 +147,12 @@ def _entry(name: str, task: TaskConfig, root: bool = False, directory: str = "")
         notes.append(_root_inputs(body))
     if extras.get("nxEnv") and "cache" in body:
         body["cache"]["inputs"]["env"] = list(extras["nxEnv"])
+    if extras.get("nxTsConfig") and "cache" in body:  # Nx hashes the root tsconfig into every task
+        inputs = body["cache"]["inputs"]
+        tsconfig = extras["nxTsConfig"]["file"]
+        inputs["workspaceFiles"] = list(
+            dict.fromkeys([*inputs.get("workspaceFiles", []), tsconfig])
+        )
     if task.exec is not None and task.exec.env.framework:
         todos.append(
             f"turbo inferred the `{task.exec.env.framework}` framework for this package and keyed "

@@ -12,7 +12,7 @@ follows Nx 21:
   `targetDefaults` fill what a target leaves unset, looked up by executor first, then by name,
   then by the longest glob;
 - `nx:run-commands` and `nx:run-script` run as shell commands (`nx:noop`, or no executor, is a
-  group); any other executor, a `continuous` target and a `{ runtime }` input are refused by name
+  group), a `continuous` one as a persistent task; any other executor and a `{ runtime }` input are refused by name
   when asked for, naming the file and field;
 - a target caches only with `cache: true` (or an old `cacheableOperations` entry); its inputs
   default to `["default", "^default"]`, `default` to every file of the project;
@@ -38,7 +38,7 @@ from vx.config.fields import At, Level, as_boolean, as_object, as_strings, kind_
 from vx.config.project import canonical, validate_project
 from vx.config.turbo import with_hooks
 from vx.errors import ConfigError, did_you_mean
-from vx.model import ROOT_PROJECT, Package, ProjectConfig, TaskConfig
+from vx.model import ROOT_PROJECT, NxResolved, Package, ProjectConfig, TaskConfig
 from vx.workspace.nxprojects import read_json
 
 NX_FILE = "nx.json"
@@ -126,6 +126,7 @@ class NxRoot(Struct, frozen=True):
     cacheable: frozenset[str] | None  # tasksRunnerOptions.default.options.cacheableOperations
     packages: Mapping[str, Package] = field(default_factory=dict)
     memo: dict = field(default_factory=dict)  # project dir -> its read project (`_Project`)
+    resolved: NxResolved | None = None  # where nx.json declares `plugins`: Nx's own answer
 
 
 class _Project(Struct, frozen=True):
@@ -146,7 +147,9 @@ class _Project(Struct, frozen=True):
 # ---------------------------------------------------------------- reading
 
 
-def find_root(root: str, packages: Mapping[str, Package]) -> NxRoot:
+def find_root(
+    root: str, packages: Mapping[str, Package], resolved: NxResolved | None = None
+) -> NxRoot:
     at = At(NX_FILE)
     obj = as_object(read_json(os.path.join(root, NX_FILE), NX_FILE), at)
     for key in obj:
@@ -168,7 +171,7 @@ def find_root(root: str, packages: Mapping[str, Package]) -> NxRoot:
         if ops is not None
         else None
     )
-    return NxRoot(NX_FILE, root, defaults, named, cacheable, packages)
+    return NxRoot(NX_FILE, root, defaults, named, cacheable, packages, resolved=resolved)
 
 
 def _named_inputs(value: Any, at: At) -> dict[str, list]:
@@ -233,6 +236,9 @@ def _project(nx: NxRoot, pkg: Package) -> _Project:
     known = nx.memo.get(pkg.dir)
     if known is not None:
         return known
+    if nx.resolved is not None and pkg.dir in nx.resolved.projects:
+        nx.memo[pkg.dir] = _resolved_project(nx, pkg)
+        return nx.memo[pkg.dir]
     directory = os.path.join(nx.root, pkg.dir) if pkg.dir else nx.root
     manifest_source = f"{pkg.dir}/package.json" if pkg.dir else "package.json"
     manifest = read_json(os.path.join(directory, "package.json"), manifest_source)
@@ -247,9 +253,9 @@ def _project(nx: NxRoot, pkg: Package) -> _Project:
             own = as_object(own, at)
             _check_keys(own, at, PROJECT)
             _read_layer(read, own, at, own_source, "targets")
-        if manifest and pkg.name != ROOT_PROJECT:
-            # as Nx tags a package: first, by whether it is published
-            read.tags.insert(0, "npm:private" if manifest.get("private") else "npm:public")
+        if manifest and (pkg.name != ROOT_PROJECT or "nx" in manifest):
+            # as Nx tags a package: first, by whether it is published, then by its keywords
+            read.tags[:0] = _npm_tags(manifest)
     defaulted = _fill_defaults(nx, pkg, read.targets)
     found = _Project(
         pkg,
@@ -263,6 +269,65 @@ def _project(nx: NxRoot, pkg: Package) -> _Project:
     )
     nx.memo[pkg.dir] = found
     return found
+
+
+def _npm_tags(manifest: dict) -> list[str]:
+    """Nx's tags for a package.json project: `npm:private` or `npm:public`, `npm:<keyword>`."""
+    keywords = manifest.get("keywords")
+    words = [k for k in keywords if isinstance(k, str)] if isinstance(keywords, list) else []
+    return ["npm:private" if manifest.get("private") else "npm:public"] + [
+        f"npm:{k}" for k in words
+    ]
+
+
+def _resolved_project(nx: NxRoot, pkg: Package) -> _Project:
+    """The project as Nx resolved it (vx.config.nxinference): its targets as they are, inferred
+    and merged; each one's file and field from Nx's source map, naming the plugin that made it."""
+    assert nx.resolved is not None
+    project = nx.resolved.projects[pkg.dir]
+    where = nx.resolved.sources.get(pkg.dir) or {}
+    targets = json.loads(json.dumps(project.get("targets") or {}))
+    sources: dict[str, tuple[str, str]] = {}
+    defaulted: dict[str, tuple[str, frozenset[str]]] = {}
+    for name, target in targets.items():
+        sources[name] = _target_source(where, name, target, pkg)
+        given = frozenset(
+            k for k in target if (where.get(f"targets.{name}.{k}") or [None])[0] == NX_FILE
+        )
+        key = _target_default(nx, name, target.get("executor"))
+        if given and key is not None:
+            defaulted[name] = (key, given)
+    made = (where.get("root") or [None])[0]
+    source = made if made and made != NX_FILE else _rel(pkg.dir, "package.json")
+    return _Project(
+        pkg,
+        targets,
+        sources,
+        defaulted,
+        project.get("namedInputs") or {},
+        (where.get("namedInputs") or [NX_FILE])[0] or NX_FILE,
+        tuple(project.get("tags") or ()),
+        source,
+    )
+
+
+def _target_source(where: Mapping[str, list], name: str, target: dict, pkg: Package) -> tuple:
+    """The file and field a resolved target came from: a script, a target of project.json or of
+    package.json's `nx`, or a plugin's config file (the field names the plugin)."""
+    file, plugin = (where.get(f"targets.{name}") or [None, ""])[:2]
+    if not file:
+        return (_rel(pkg.dir, "project.json"), f"targets.{name}")
+    if plugin == "nx/core/package-json":
+        if target.get("executor") == "nx:run-script":
+            return (file, f"scripts.{name}")
+        return (file, f"nx.targets.{name}")
+    if plugin == "nx/core/project-json" or file.endswith("project.json"):
+        return (file, f"targets.{name}")
+    return (file, f"targets.{name} (inferred by {plugin})")
+
+
+def _rel(directory: str, name: str) -> str:
+    return f"{directory}/{name}" if directory else name
 
 
 def _read_package_nx(read: _Read, pkg: Package, manifest: dict, source: str) -> None:
@@ -459,11 +524,31 @@ def project(nx: NxRoot, pkg: Package, manager: str) -> ProjectConfig:
         raise ConfigError(exc.message, file=file, field=where, hint=exc.hint) from None
     return ProjectConfig(
         source=config.source,
-        tasks=_mapped(config, tasks, envs, scripts),
+        tasks=_mapped(config, tasks, envs, scripts, root_tsconfig(nx)),
         tags=config.tags,
         not_runnable=refused,
         origins=origins,
     )
+
+
+def root_tsconfig(nx: NxRoot) -> dict | None:
+    """The root tsconfig as Nx folds it into every task's hash (its TsConfig entry): the first of
+    tsconfig.base.json and tsconfig.json, parsed, without `compilerOptions.paths` — so an edit to
+    `target` or `strict` there is a miss for every cached task, as in Nx, while a new path alias
+    or a reformat is not. `{"file": …, "json": …}`, None without one."""
+    key = ("root", "tsconfig")
+    if key not in nx.memo:
+        nx.memo[key] = None
+        for name in ("tsconfig.base.json", "tsconfig.json"):
+            obj = read_json(os.path.join(nx.root, name), name)
+            if obj is None:
+                continue
+            if isinstance(obj, dict) and isinstance(obj.get("compilerOptions"), dict):
+                options = {k: v for k, v in obj["compilerOptions"].items() if k != "paths"}
+                obj = {**obj, "compilerOptions": options}
+            nx.memo[key] = {"file": name, "json": obj}
+            break
+    return nx.memo[key]
 
 
 def _tasks(nx: NxRoot, proj: _Project, manager: str) -> tuple[dict[str, dict], dict[str, tuple]]:
@@ -527,10 +612,12 @@ def _mapped(
     tasks: Mapping[str, dict],
     envs: Mapping[str, list],
     scripts: Mapping[str, str],
+    tsconfig: dict | None = None,
 ) -> dict[str, TaskConfig]:
     """The validated tasks with what vx's schema has no field for: a target's env inputs, the
     package.json script an `nx:run-script` target runs (Nx runs it through the package manager),
-    and an input group's running nothing."""
+    an input group's running nothing, and in each cached task's key the root tsconfig as Nx
+    hashes it (`root_tsconfig`)."""
     from msgspec.structs import replace
 
     mapped = {}
@@ -538,11 +625,15 @@ def _mapped(
         if scripts[name] and task.exec is not None:
             task = replace(task, exec=replace(task.exec, script=scripts[name]))
         if envs[name] and task.cache is not None:
-            task = replace(
-                task,
-                cache=replace(task.cache, input_env=tuple(envs[name])),
-                canonical=canonical({**tasks[name], "nxEnv": envs[name]}),
-            )
+            task = replace(task, cache=replace(task.cache, input_env=tuple(envs[name])))
+        if task.cache is not None and not name.startswith(GROUP):
+            folded = {**tasks[name], "nxEnv": envs[name]} if envs[name] else tasks[name]
+            if tsconfig:  # Nx hashes it into every task: the key folds it too
+                folded = {**folded, "nxTsConfig": tsconfig}
+            if folded is not tasks[name]:
+                task = replace(task, canonical=canonical(folded))
+        if task.cache is not None and not name.startswith(GROUP):
+            task = replace(task, cache=replace(task.cache, shared_outputs=True))
         if name.startswith(GROUP):  # runs nothing; keyed on the project's files of the named input
             task = replace(
                 task, exec=None, implicit=True, canonical='{"implicit":true,' + task.canonical[1:]
@@ -684,7 +775,7 @@ def _task(
     cached = target.get("cache")
     if cached is None and nx.cacheable is not None:
         cached = name in nx.cacheable
-    if cached:
+    if cached and not target.get("continuous"):  # a server's output is never kept
         _cache(nx, proj, name, target, options, task, at_of)
     task["exec"].pop("nxEnvFile", None)
     return task
@@ -716,20 +807,23 @@ def _exec(
     """What the target runs, as a vx `exec`; None when it runs nothing (a group). A target vx
     cannot run is refused."""
     executor = target.get("executor")
-    if target.get("continuous"):
-        raise _Refused.at(
-            at_of("continuous"),
-            f"`{name}` is continuous in Nx (a server or watcher)",
-            "vx tasks must finish; run it outside vx",
-        )
+    continuous = bool(target.get("continuous"))
     if executor == "nx:run-commands":
-        if options.get("readyWhen"):
+        ready = options.get("readyWhen")
+        if ready and not continuous:
             raise _Refused.at(
                 at_of("options").key("readyWhen"),
                 f"`{name}` waits for `readyWhen`: it starts something that keeps running",
-                "vx tasks must finish; run it outside vx",
+                "mark the target `continuous: true`, as Nx does for a server",
             )
-        return _run_commands(proj, options, at_of("options"))
+        command = _run_commands(proj, options, at_of("options"))
+        return _continuous(command, ready, at_of) if continuous else command
+    if continuous and executor not in ("nx:run-script", "nx:noop", None):
+        raise _Refused.at(
+            at_of("executor"),
+            f"`{name}` is continuous and runs the executor `{executor}`, which vx cannot run",
+            _MIGRATE,
+        )
     if executor == "nx:run-script":
         script = options.get("script", name)
         if script not in proj.pkg.scripts:
@@ -738,7 +832,8 @@ def _exec(
                 f"`{name}` runs the package.json script `{script}`, which the package lacks",
                 "add the script, or fix the name",
             )
-        return {"command": with_hooks(proj.pkg, script, manager), "nxScript": script}
+        command = {"command": with_hooks(proj.pkg, script, manager), "nxScript": script}
+        return _continuous(command, None, at_of) if continuous else command
     if executor not in (None, "nx:noop"):
         raise _Refused.at(
             at_of("executor"),
@@ -746,6 +841,22 @@ def _exec(
             _MIGRATE,
         )
     return None
+
+
+def _continuous(command: dict, ready: Any, at_of: Callable[[str], At]) -> dict:
+    """A `continuous: true` target as a persistent task (a server or a watcher). Nx starts its
+    dependants once it has started; vx waits, as well, for a line holding `readyWhen` when it is
+    one string. A list of them may print on separate lines, which a line pattern cannot wait for:
+    ready once started, as in Nx."""
+    texts = [ready] if isinstance(ready, str) else ready or []
+    if not isinstance(texts, list) or not all(isinstance(t, str) and t for t in texts):
+        at_of("options").key("readyWhen").refuse(
+            f"`readyWhen` must be a string or a list of strings, got {kind_of(ready)}"
+        )
+    persistent: dict[str, Any] = {}
+    if len(texts) == 1:
+        persistent["readyWhen"] = re.escape(texts[0])
+    return {**command, "persistent": persistent}
 
 
 def _cache(
@@ -1200,18 +1311,58 @@ def _fileset(proj: _Project, pattern: Any, at: At, found: _Found, own: bool) -> 
     pkg = proj.pkg
     body = body.replace("{projectName}", pkg.name)
     if body.startswith("{projectRoot}"):
-        rest = body[len("{projectRoot}") :].lstrip("/") or "**"
+        rest = nx_glob(body[len("{projectRoot}") :].lstrip("/")) or "**"
         if own:
             found.files.append(bang + rest)
         else:
             found.workspace.append(bang + (posixpath.join(pkg.dir, rest) if pkg.dir else rest))
     elif body.startswith("{workspaceRoot}"):
-        found.workspace.append(bang + (body[len("{workspaceRoot}") :].lstrip("/") or "**"))
+        found.workspace.append(bang + (nx_glob(body[len("{workspaceRoot}") :].lstrip("/")) or "**"))
     else:
         at.refuse(
             f"fileset `{pattern}` starts with neither {{projectRoot}} nor {{workspaceRoot}}",
             hint='write it as "{projectRoot}/…" or "{workspaceRoot}/…"',
         )
+
+
+_EXTGLOB = re.compile(r"([?*+@!])\(([^()]*)\)")
+_CLASS = re.compile(r"\[(!?)([^\]/]+)\]")
+
+
+def nx_glob(pattern: str) -> str:
+    """An Nx (minimatch) glob in vx's grammar: `?(x)` and `*(x)` as `{,x}`, `+(a|b)` and `@(a|b)`
+    as `{a,b}` (one repetition: `foo.specspec.ts` is nobody's file name), `[jt]` as `{j,t}`, and
+    `!(x)` or a negated class as `*` (a wider input set: a key over-includes rather than misses)."""
+
+    def alternatives(options: list[str]) -> str:
+        options = list(dict.fromkeys(options))
+        return options[0] if len(options) == 1 else "{" + ",".join(options) + "}"
+
+    def extglob(m: re.Match) -> str:
+        kind, options = m.group(1), m.group(2).split("|")
+        if kind == "!":
+            return "*"
+        return alternatives(([""] if kind in "?*" else []) + options)
+
+    def char_class(m: re.Match) -> str:
+        if m.group(1):
+            return "?"
+        chars: list[str] = []
+        body = m.group(2)
+        i = 0
+        while i < len(body):
+            if i + 2 < len(body) and body[i + 1] == "-":
+                chars += [chr(c) for c in range(ord(body[i]), ord(body[i + 2]) + 1)]
+                i += 3
+            else:
+                chars.append(body[i])
+                i += 1
+        return alternatives(chars)
+
+    previous = None
+    while previous != pattern:  # innermost extglobs first
+        previous, pattern = pattern, _EXTGLOB.sub(extglob, pattern)
+    return _CLASS.sub(char_class, pattern)
 
 
 def _outputs(
@@ -1293,18 +1444,24 @@ def shown_project(ws, name: str) -> dict:
             "`--json` shows an Nx project; this workspace has no nx.json",
             hint="`vx show NAME --format json` for vx's view",
         )
-    if name not in ws.packages or name == ROOT_PROJECT:
+    from vx.workspace.nxprojects import own_nx
+
+    nx_root_name = ws.nx_root
+    if name == nx_root_name and name not in ws.packages:
+        name = ROOT_PROJECT
+    if name not in ws.packages or name == ROOT_PROJECT and nx_root_name is None:
         raise UnknownTaskError(
             f"no project named `{name}`", hint=suggestion(name, ws.packages, noun="projects")
         )
-    nx = find_root(root, ws.packages)
-    proj = _project(nx, ws.packages[name])
-    from vx.workspace.nxprojects import own_nx
-
+    pkg = ws.packages[name]
+    if ws.nx is not None and pkg.dir in ws.nx.projects:
+        return dict(ws.nx.projects[pkg.dir])  # Nx's own answer, as it printed it
+    nx = find_root(root, ws.packages, ws.nx)
+    proj = _project(nx, pkg)
     own, _source, _field = own_nx(root, proj.pkg)
     return {
         "root": proj.pkg.dir or ".",
-        "name": name,
+        "name": nx_root_name if name == ROOT_PROJECT else name,
         "tags": list(proj.tags),
         "implicitDependencies": [
             d

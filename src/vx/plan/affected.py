@@ -6,9 +6,13 @@ declared inputs (`cache.inputs.files` in its project, `workspaceFiles` anywhere)
 project whose `package.json` or config changed, or which holds a changed path no cached task of it
 declares; an uncached task for any change in its project. A requested task runs when it, or
 anything its `dependsOn` reaches, is a seed. A root fingerprint file (a lockfile, the workspace
-config, the root turbo.json) selects everything — but a lockfile vx reads per project (vx.files.lockfile):
-its change seeds every task of the projects whose share of it moved, the base's lockfile read
-from git; and a root file a plugin claims seeds every task of the projects its plugin names.
+config, the root turbo.json, nx.json) selects everything — but a lockfile vx reads per project
+(vx.files.lockfile): its change seeds every task of the projects whose share of it moved, the
+base's lockfile read from git; and a root file a plugin claims seeds every task of the projects
+its plugin names. In an Nx workspace with `plugins`, a file the inference read (a vite.config.ts,
+a project.json) seeds every task of its project, and one outside every project
+(tsconfig.base.json) everything: the targets themselves may have moved; so does a lockfile, which
+may move a plugin.
 
 The base: the ref given, else the workspace's `affectedBase`, else on a GitHub pull request
 `origin/$GITHUB_BASE_REF`, else `origin/HEAD`, else the first
@@ -39,8 +43,9 @@ _WORKSPACE_FILES = (
     "turbo.json",
     "turbo.jsonc",
     "package.json",
+    "nx.json",  # Nx's own answer: an nx.json change touches every project
 )
-_PROJECT_FILES = ("package.json", "turbo.json")
+_PROJECT_FILES = ("package.json", "turbo.json", "project.json")
 _FALLBACKS = ("origin/main", "origin/master", "main", "master")
 
 
@@ -129,13 +134,21 @@ def seeds(
             if names is None:
                 return None
             moved |= {ws.packages[n].dir for n in names}
-        elif p in lockfile.LOCKFILES and base is not None:
+        elif p in lockfile.LOCKFILES and base is not None and ws.nx is None:
+            # (with Nx's plugins, a lockfile edit may move a plugin and so every inferred target:
+            # every project, as Nx answers for any lockfile edit)
             dirs = _lock_moved(ws, p, base)
             if dirs is None:
                 return None
             moved |= dirs
         elif p in FINGERPRINT_FILES or p in _WORKSPACE_FILES:
             return None
+        elif ws.nx is not None and p in ws.nx.reads:
+            # a file Nx's plugins read to infer the targets: every target of its project may move
+            holder = ws.package_at(os.path.dirname(p))
+            if holder is None or holder.name == ROOT_PROJECT:
+                return None
+            moved.add(holder.dir)
     by_project_paths = by_project(
         ws, [p for p in paths if p not in lockfile.LOCKFILES and p not in claims]
     )

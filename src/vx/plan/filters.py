@@ -97,8 +97,9 @@ def select(
 
 
 def nothing_to_run(texts: Iterable[str], projects: frozenset[str], names: Iterable[str]) -> str:
-    """The one line a run whose filters leave it no task says (it exits 0, as turbo's does)."""
-    said = " ".join(f"--filter={t}" for t in texts)
+    """The one line a run whose filters leave it no task says (it exits 0, as turbo's does);
+    `texts` as typed (`--filter=x`, `-p y`)."""
+    said = " ".join(texts)
     tasks = " or ".join(f"`{n}`" for n in names)
     if not projects:
         return f"nothing to run: {said} selects no project"
@@ -106,6 +107,103 @@ def nothing_to_run(texts: Iterable[str], projects: frozenset[str], names: Iterab
         return f"nothing to run: {said} selects only the root project (//), which has no {tasks}"
     shown = ", ".join(sorted(projects)[:8]) + (", …" if len(projects) > 8 else "")
     return f"nothing to run: no project {said} selects ({shown}) has {tasks}"
+
+
+# ---------------------------------------------------------------- Nx's project patterns
+
+_NX_GLOB = frozenset("*|{}()[")
+_NX_TYPES = ("name", "tag", "directory", "unlabeled")
+
+
+def nx_select(
+    projects: Iterable[str],
+    exclude: Iterable[str],
+    ws: Workspace,
+    configs: Mapping[str, ProjectConfig],
+) -> tuple[frozenset[str], list[str]]:
+    """`-p` and `--exclude` as `nx run-many` reads them: the projects `-p`'s patterns match (every
+    project without any), less those `--exclude`'s match among them; and the patterns that matched
+    no project. A pattern is Nx's (findMatchingProjects): a project's name, a glob on names, else a
+    glob on project roots (`examples/**`, `packages/*`), `tag:` a tag or tag glob, `name:` and
+    `directory:` one kind only, a leading `!` takes away, and a bare word matches the names it is
+    a word of (`foo` matches `foo_bar`, not `foo-e2e`)."""
+    root = ws.nx_root
+    names = {n: (root if n == ROOT_PROJECT and root is not None else n) for n in ws.packages}
+    nodes = {
+        names[name]: (pkg.dir or ".", tuple(configs[name].tags) if name in configs else ())
+        for name, pkg in ws.packages.items()
+        if name != ROOT_PROJECT or root is not None
+    }
+    unmatched: list[str] = []
+    wanted = list(projects)
+    chosen = _nx_matching(wanted, nodes, unmatched) if wanted else set(nodes)
+    gone = _nx_matching(list(exclude), {n: nodes[n] for n in chosen}, unmatched)
+    back = {nx_name: n for n, nx_name in names.items()}
+    return frozenset(back[n] for n in chosen - gone), unmatched
+
+
+def unmatched_line(patterns: list[str]) -> str:
+    """The one line that names the patterns that matched no project ("" when each did)."""
+    if not patterns:
+        return ""
+    shown = ", ".join(f"`{p}`" for p in dict.fromkeys(patterns))
+    return f"{shown} matched no project" if len(patterns) > 1 else f"{shown} matches no project"
+
+
+def _nx_matching(
+    patterns: list[str], nodes: Mapping[str, tuple[str, tuple[str, ...]]], unmatched: list[str]
+) -> set[str]:
+    matched: set[str] = set()
+    if patterns and patterns[0].startswith("!"):
+        patterns = ["*", *patterns]  # an exclude first: from every project
+    for text in patterns:
+        exclude = text.startswith("!")
+        kind, value = _nx_pattern(text[1:] if exclude else text, nodes)
+        hits = _nx_hits(kind, value, nodes)
+        if not hits and text != "*":
+            unmatched.append(text)
+        matched = matched - hits if exclude else matched | hits
+    return matched
+
+
+def _nx_pattern(text: str, nodes: Mapping[str, object]) -> tuple[str, str]:
+    if text in nodes or ":" not in text:
+        return ("name" if text in nodes else "unlabeled"), text
+    kind, _, value = text.partition(":")
+    return (kind, value) if kind in _NX_TYPES else ("unlabeled", text)
+
+
+def _nx_hits(kind: str, value: str, nodes: Mapping[str, tuple[str, tuple[str, ...]]]) -> set[str]:
+    """The projects one pattern (its `!` taken off) matches, as Nx's waterfall finds them."""
+    if value == "*":
+        return set(nodes)
+    if kind == "tag":
+        glob = _nx_regex(value) if _NX_GLOB & set(value) else None
+        return {
+            n
+            for n, (_root, tags) in nodes.items()
+            if value in tags or glob is not None and any(glob.fullmatch(t) for t in tags)
+        }
+    hits: set[str] = set()
+    if kind in ("name", "unlabeled"):
+        if value in nodes:
+            return {value}
+        if _NX_GLOB & set(value):
+            glob = _nx_regex(value)
+            hits = {n for n in nodes if glob.fullmatch(n)}
+        else:
+            word = re.compile(rf"(?<![@a-zA-Z0-9-]){re.escape(value)}(?![@a-zA-Z0-9-])", re.I)
+            hits = {n for n in nodes if word.search(n)}
+        if hits or kind == "name":
+            return hits
+    root_glob = _nx_regex(value)
+    return {n for n, (root, _tags) in nodes.items() if root == value or root_glob.fullmatch(root)}
+
+
+def _nx_regex(pattern: str) -> re.Pattern:
+    from vx.config.nxinference import glob_regex
+
+    return glob_regex(pattern, literal=True)
 
 
 def _refuse_missing(f: Filter, ws: Workspace, cwd_rel: str) -> None:

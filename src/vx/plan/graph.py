@@ -75,10 +75,17 @@ def _resolve_requested(
 
 def _nx_spelling(ws: Workspace, configs: Mapping[str, ProjectConfig], name: str) -> str:
     """Nx's `project:target[:configuration]` as `project#target[:configuration]`, when the part before
-    the first `:` names a project and no project declares the whole as a task (`build:prod` stays)."""
+    the first `:` names a project (the root by its Nx name too) and no project declares the whole
+    as a task (`build:prod` stays)."""
     if "#" in name or ":" not in name:
         return name
     project, _, rest = name.partition(":")
+    if (
+        project == ws.nx_root  # the root project, by its Nx name
+        and project not in ws.packages
+        and not any(name in c.tasks for c in configs.values())
+    ):
+        return f"{ROOT_PROJECT}#{rest}"
     if project not in ws.packages or any(
         name in c.tasks or name in c.not_runnable for c in configs.values()
     ):

@@ -26,6 +26,7 @@ class _Claim(NamedTuple):  # a tuple: a thousand-project run makes thousands, on
     task: TaskId
     pattern: str  # as written
     workspace: bool  # from outputs.workspaceFiles
+    wide: bool = False  # a wildcard taken as its head's whole tree (a turbo or Nx task's)
 
 
 def refuse_overlaps(
@@ -42,6 +43,7 @@ def refuse_overlaps(
         if cfg.exec is None or cfg.cache is None:
             continue  # groups (implicit ones too) own no outputs
         base = nodes[tid].project_dir
+        shares = _shares(nodes, tid)
         for patterns, root, workspace in (
             (cfg.cache.output_files, base, False),
             (cfg.cache.output_workspace_files, "", True),
@@ -53,8 +55,19 @@ def refuse_overlaps(
                     )
                     continue
                 for text, head, tree in spans(pattern):
+                    # A turbo or Nx task's wildcard (`**/*.js`, an Nx `typecheck`'s) may
+                    # reach any file under its head: one that shares outputs adds to them.
+                    wide = shares and not tree
                     claims.append(
-                        _Claim(_join(root, head), tree, _join(root, text), tid, pattern, workspace)
+                        _Claim(
+                            _join(root, head),
+                            tree or wide,
+                            _join(root, text),
+                            tid,
+                            pattern,
+                            workspace,
+                            wide,
+                        )
                     )
     if len(claims) < 2:
         return frozenset()
@@ -67,11 +80,15 @@ def refuse_overlaps(
                 taken_back.get(claim.task, ()), other.head
             ):
                 continue
+            both = _shares(nodes, claim.task) and _shares(nodes, other.task)
+            if claim.wide and not both:
+                continue  # only possible, as for any wildcard
             later = _ordered(nodes, upstream, claim.task, other.task)
-            if _turbo(nodes, claim.task) and _turbo(nodes, other.task):
-                # turbo never wipes outputs, so a turbo.json's tasks may share them (floating-ui's
-                # `build` and `build:api` both write dist/): each task adds to what is there — the
-                # later one when an edge orders them, both when none does, as under turbo.
+            if both:
+                # turbo and Nx never wipe outputs, so their tasks may share them (floating-ui's
+                # `build` and `build:api` both write dist/, as do an Nx library's inferred `build`
+                # and `typecheck`): each task adds to what is there — the later one when an edge
+                # orders them, both when none does, as under turbo and Nx.
                 additive.update((later,) if later is not None else (claim.task, other.task))
                 continue
             if later is None or exclusive:
@@ -80,10 +97,10 @@ def refuse_overlaps(
     return frozenset(additive)
 
 
-def _turbo(nodes: Mapping[TaskId, TaskNode], tid: TaskId) -> bool:
-    """Whether the task is mapped from turbo.json (its globs are turbo's)."""
+def _shares(nodes: Mapping[TaskId, TaskNode], tid: TaskId) -> bool:
+    """Whether the task is mapped from turbo.json or an Nx target (neither tool wipes outputs)."""
     cache = nodes[tid].config.cache
-    return cache is not None and cache.turbo_globs
+    return cache is not None and (cache.turbo_globs or cache.shared_outputs)
 
 
 def _ordered(

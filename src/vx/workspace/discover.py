@@ -50,10 +50,12 @@ def discover(cwd: Path) -> Workspace:
     nx = _is_nx(root.dir)
     paths: dict[str, str] = {}
     renamed: dict[str, str] = {}
-    if nx:  # every project.json is a project too
-        from vx.workspace.nxprojects import members
+    resolved = nx_root = None
+    if nx:  # every project.json is a project too, and every project Nx's plugins infer
+        from vx.workspace.nxprojects import members, root_name
 
-        manifests, paths, renamed = members(str(root.dir), manifests, set(dirs))
+        manifests, paths, renamed, resolved = members(str(root.dir), manifests, set(dirs))
+        nx_root = root_name(str(root.dir), root.manifest, resolved)
     packages = _packages(
         root, manifests, _linker(root, manager), paths, peers=nx and _nx_runs(root.dir)
     )
@@ -68,6 +70,8 @@ def discover(cwd: Path) -> Workspace:
         empty_member_globs=tuple(
             g for g, found in expanded.items() if not any(d in manifests for d in found)
         ),
+        nx=resolved,
+        nx_root=nx_root,
     )
 
 

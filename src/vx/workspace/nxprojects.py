@@ -17,7 +17,7 @@ from vx import witness
 from vx.config import jsonc
 from vx.config.fields import At, as_object, as_strings, kind_of
 from vx.errors import ConfigError
-from vx.model import ROOT_PROJECT, Package
+from vx.model import ROOT_PROJECT, NxResolved, Package
 
 _GLOB_CHARS = re.compile(r"[*?\[{]")
 
@@ -39,15 +39,18 @@ def read_json(path: str, source: str) -> Any:
 
 def members(
     root: str, manifests: dict[str, dict], globbed: set[str]
-) -> tuple[dict[str, dict], dict[str, str], dict[str, str]]:
-    """Nx's projects: the workspace's package.json members plus every project.json directory.
+) -> tuple[dict[str, dict], dict[str, str], dict[str, str], NxResolved | None]:
+    """Nx's projects: the workspace's package.json members plus every project.json directory, and,
+    where nx.json declares `plugins`, every project they infer (vx.config.nxinference).
 
     Returns the manifests by directory (a project.json-only project gets `{"name": …}`), the file
-    each is named by, and the Nx name of each directory whose project.json renames its package."""
+    each is named by, the Nx name of each directory whose Nx name is not its package's, and what
+    Nx resolved (None without plugins)."""
     paths = {rel: f"{rel}/package.json" for rel in manifests}
     renamed: dict[str, str] = {}
     out = dict(manifests)
-    for rel in _project_json_dirs(root):
+    dirs, files = _walk(root)
+    for rel in dirs:
         if rel == "":
             continue  # the root project stays `//`
         source = f"{rel}/project.json"
@@ -62,12 +65,45 @@ def members(
             continue
         out[rel] = {"name": name or posixpath.basename(rel), "private": True}
         paths[rel] = source
-    return out, paths, renamed
+    resolved = _inferred(root, files)
+    if resolved is not None:
+        _add_inferred(resolved, out, paths, renamed)
+    return out, paths, renamed, resolved
 
 
-def _project_json_dirs(root: str) -> list[str]:
+def _inferred(root: str, files: list[str]) -> NxResolved | None:
+    """What the workspace's Nx resolves, where nx.json declares `plugins`."""
+    from vx.config.nxinference import declares_plugins, resolve
+
+    nx_json = read_json(os.path.join(root, "nx.json"), "nx.json")
+    if not declares_plugins(nx_json):
+        return None
+    return resolve(root, files, nx_json["plugins"])
+
+
+def _add_inferred(
+    resolved: NxResolved, out: dict[str, dict], paths: dict[str, str], renamed: dict[str, str]
+) -> None:
+    """The projects only a plugin makes (no package.json or project.json of their own), named by
+    the file it made them from; Nx's name for each project whose package is named otherwise."""
+    for rel, project in resolved.projects.items():
+        name = project.get("name")
+        if rel == "" or not isinstance(name, str):
+            continue
+        if rel in out:
+            if name != out[rel].get("name"):
+                renamed[rel] = name
+            continue
+        made = (resolved.sources.get(rel) or {}).get("root") or [f"{rel}/project.json"]
+        out[rel] = {"name": name, "private": True}
+        paths[rel] = made[0] or f"{rel}/project.json"
+
+
+def _walk(root: str) -> tuple[list[str], list[str]]:
+    """The directories holding a project.json, and every file the walk saw (workspace-relative)."""
     skip = _ignored_names(root)
     found: list[str] = []
+    files: list[str] = []
 
     def walk(rel: str) -> None:
         path = os.path.join(root, rel) if rel else root
@@ -77,8 +113,10 @@ def _project_json_dirs(root: str) -> list[str]:
         except OSError:
             return
         for entry in entries:
-            if entry.name == "project.json" and entry.is_file():
-                found.append(rel)
+            if entry.is_file():
+                files.append(f"{rel}/{entry.name}" if rel else entry.name)
+                if entry.name == "project.json":
+                    found.append(rel)
         for entry in sorted(entries, key=lambda e: e.name):
             if (
                 entry.is_dir(follow_symlinks=False)
@@ -88,7 +126,7 @@ def _project_json_dirs(root: str) -> list[str]:
                 walk(f"{rel}/{entry.name}" if rel else entry.name)
 
     walk("")
-    return sorted(found)
+    return sorted(found), sorted(files)
 
 
 def _ignored_names(root: str) -> set[str]:
@@ -146,6 +184,25 @@ def implicit_dependencies(
             deps = deps - set(matched) if negated else deps | (set(matched) - {name})
         out[name] = tuple(sorted(deps))
     return out
+
+
+def root_name(
+    root: str, manifest: Mapping[str, Any] | None, resolved: NxResolved | None
+) -> str | None:
+    """The Nx name of the workspace's root project — its project.json `name`, else its package.json
+    `name` — or None where Nx sees no root project (a root package.json without an `nx` block or a
+    project.json beside it, and no plugin that makes one). vx names it `//`; the Nx name reaches it
+    too (`vx run root:test:sherif`, `-p root`)."""
+    if resolved is not None:
+        project = resolved.projects.get("")
+        name = project.get("name") if isinstance(project, dict) else None
+        return name if isinstance(name, str) else None
+    own = read_json(os.path.join(root, "project.json"), "project.json")
+    if own is None and "nx" not in (manifest or {}):
+        return None
+    named = own.get("name") if isinstance(own, dict) else None
+    name = named or (manifest or {}).get("name") or os.path.basename(root)
+    return name if isinstance(name, str) else None
 
 
 def own_nx(root: str, pkg: Package) -> tuple[dict, str, str]:

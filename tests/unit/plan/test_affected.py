@@ -6,11 +6,21 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from vx.errors import UsageError
 from vx.files.git import check_ref
-from vx.model import CacheConfig, ExecConfig, Package, ProjectConfig, TaskConfig, TaskId, Workspace
+from vx.model import (
+    CacheConfig,
+    ExecConfig,
+    NxResolved,
+    Package,
+    ProjectConfig,
+    TaskConfig,
+    TaskId,
+    Workspace,
+)
 from vx.plan.affected import base_ref, reached, seeds
 from vx.plan.graph import Selection, build_graph
 
@@ -89,6 +99,23 @@ def test_seeds(paths, seeded):
 )
 def test_a_root_fingerprint_file_reaches_everything(path):
     assert seeds(WS, CONFIGS, [path]) is None
+
+
+@pytest.mark.feature("CLI-41")
+@pytest.mark.parametrize(
+    "path, seeded",
+    [
+        ("packages/b/vite.config.ts", ids("b#build", "b#lint")),  # every target of b may move
+        ("tsconfig.base.json", None),  # outside every project: every project
+        ("package-lock.json", None),  # a lockfile may move a plugin
+        ("nx.json", None),  # as `nx show projects --affected` answers
+        ("packages/b/.eslintrc", ids("b#lint")),  # a file the inference never read: as before
+    ],
+)
+def test_a_file_nx_s_plugins_read_seeds_its_whole_project(path, seeded):
+    reads = frozenset({"nx.json", "packages/b/vite.config.ts", "tsconfig.base.json"})
+    ws = msgspec.structs.replace(WS, nx=NxResolved({}, {}, reads=reads))
+    assert seeds(ws, CONFIGS, [path], base="HEAD") == seeded
 
 
 @pytest.mark.feature("CLI-41")

@@ -95,11 +95,11 @@ def test_a_filter_may_select_nothing(texts):
 
 @pytest.mark.feature("CLI-40")
 def test_the_line_an_empty_selection_says():
-    assert nothing_to_run(["[HEAD^1]"], frozenset(), ["build"]) == (
+    assert nothing_to_run(["--filter=[HEAD^1]"], frozenset(), ["build"]) == (
         "nothing to run: --filter=[HEAD^1] selects no project"
     )
     assert "selects only the root project (//), which has no `build`" in nothing_to_run(
-        ["...[HEAD^1]"], frozenset({ROOT_PROJECT}), ["build"]
+        ["--filter=...[HEAD^1]"], frozenset({ROOT_PROJECT}), ["build"]
     )
     assert "(a, b) has `lint`" in nothing_to_run(["a", "b"], frozenset({"a", "b"}), ["lint"])
 

@@ -1,0 +1,168 @@
+// Resolves an Nx workspace's projects the way Nx does, with the workspace's own `nx` and the
+// plugins nx.json declares, for vx (vx.config.nxinference).
+//
+// stdin:  {"root": "/abs/workspace", "answer": "/tmp/…/answer.json"}
+// answer: {"nx": version, "projects": {root: project as `nx show project --json` prints it},
+//          "sources": {root: {field path: [file, plugin]}}, "patterns": [each plugin's createNodes glob],
+//          "globs": [[patterns, exclude]] the plugins asked Nx's file index for,
+//          "reads": [every path read or probed]}
+//     or:  {"errors": [{"plugin", "file", "message"}]}
+//
+// Nx's own functions do the work: getPlugins loads every `plugins` entry (in process: no plugin
+// workers), retrieveProjectConfigurations runs each one's createNodes over the files its glob
+// matches and merges the results with project.json, package.json and targetDefaults in Nx's order,
+// normalizeImplicitDependencies expands `implicitDependencies` as the project graph does. What the
+// plugins read through `fs`, and what they ask Nx's file index, is reported so vx keeps the answer
+// until one of those changes.
+'use strict';
+
+const fs = require('node:fs');
+const path = require('node:path');
+
+const reads = new Set();
+function note(p) {
+  if (typeof p === 'string') reads.add(path.resolve(p));
+  else if (p instanceof URL) reads.add(p.pathname);
+  else if (Buffer.isBuffer(p)) reads.add(path.resolve(p.toString()));
+}
+function watch(target, names) {
+  for (const name of names) {
+    const real = target[name];
+    if (typeof real !== 'function') continue;
+    target[name] = function (p, ...rest) {
+      note(p);
+      return real.call(this, p, ...rest);
+    };
+  }
+}
+
+function readInput() {
+  return JSON.parse(fs.readFileSync(0, 'utf8'));
+}
+
+function message(error) {
+  if (!error) return 'unknown error';
+  const text = error.stack || error.message || String(error);
+  // Nx's own message, without the stack frames under it
+  return String(error.message || text).trim();
+}
+
+// Each failure as {plugin, file, message}: Nx's AggregateCreateNodesError carries the nx.json
+// index of its plugin and [file, error] pairs; a MergeNodesError its file and plugin.
+function failures(error, nxJson) {
+  const named = (index) => {
+    const entry = ((nxJson && nxJson.plugins) || [])[index];
+    return typeof entry === 'string' ? entry : entry && entry.plugin;
+  };
+  const out = [];
+  const nested = Array.isArray(error && error.errors) ? error.errors : null;
+  if (!nested) {
+    out.push({ plugin: error && error.pluginName ? error.pluginName : '', file: error && error.file ? error.file : '', message: message(error) });
+    return out;
+  }
+  for (const e of nested) {
+    if (Array.isArray(e && e.errors)) {
+      for (const entry of e.errors) {
+        const [file, inner] = Array.isArray(entry) ? entry : [null, entry];
+        const plugin = e.pluginName || (typeof e.pluginIndex === 'number' ? named(e.pluginIndex) : '');
+        out.push({ plugin: plugin || '', index: e.pluginIndex, file: file || '', message: message(inner) });
+      }
+    } else {
+      out.push({
+        plugin: (e && e.pluginName) || '',
+        file: (e && e.file) || '',
+        message: message(e && e.error ? e.error : e),
+      });
+    }
+  }
+  return out;
+}
+
+async function main() {
+  const request = readInput();
+  const root = request.root;
+  const answer = (data) => fs.writeFileSync(request.answer, JSON.stringify(data));
+  process.chdir(root);
+  process.env.NX_WORKSPACE_ROOT_PATH = root;
+  process.env.NX_DAEMON = 'false';
+  process.env.NX_ISOLATE_PLUGINS = 'false';
+  process.env.NX_NO_CLOUD = 'true';
+  process.env.NX_TUI = 'false';
+  let nxDir;
+  try {
+    nxDir = path.dirname(require.resolve('nx/package.json', { paths: [root] }));
+  } catch {
+    answer({ missing: 'nx' });
+    return;
+  }
+  const nx = (rel) => require(path.join(nxDir, rel));
+  watch(fs, ['readFileSync', 'existsSync', 'statSync', 'lstatSync', 'readdirSync', 'accessSync', 'readFile', 'stat', 'lstat', 'readdir', 'access']);
+  watch(fs.promises, ['readFile', 'stat', 'lstat', 'readdir', 'access']);
+  const context = nx('src/utils/workspace-context.js');
+  const globs = [];
+  for (const name of ['globWithWorkspaceContext', 'globWithWorkspaceContextSync']) {
+    const real = context[name];
+    if (typeof real !== 'function') continue;
+    context[name] = function (workspaceRoot, patterns, exclude) {
+      globs.push([patterns, exclude || []]);
+      return real.apply(this, arguments);
+    };
+  }
+  const { readNxJson } = nx('src/config/nx-json.js');
+  const { getPlugins, cleanupPlugins } = nx('src/project-graph/plugins/get-plugins.js');
+  const { retrieveProjectConfigurations, getGlobPatternsOfPlugins } = nx(
+    'src/project-graph/utils/retrieve-workspace-files.js'
+  );
+  const { normalizeImplicitDependencies } = nx('src/project-graph/utils/normalize-project-nodes.js');
+  const version = JSON.parse(fs.readFileSync(path.join(nxDir, 'package.json'), 'utf8')).version;
+  const nxJson = readNxJson(root);
+  let plugins;
+  try {
+    plugins = await getPlugins(root);
+  } catch (error) {
+    answer({ errors: failures(error, nxJson) });
+    return;
+  }
+  const withNodes = plugins.filter((p) => !!p.createNodes);
+  let result;
+  try {
+    result = await retrieveProjectConfigurations(plugins, root, nxJson);
+  } catch (error) {
+    answer({ errors: failures(error, nxJson) });
+    return;
+  }
+  const byName = {};
+  for (const project of Object.values(result.projects)) {
+    byName[project.name] = { name: project.name, type: project.projectType === 'library' ? 'lib' : 'app', data: project };
+  }
+  const projects = {};
+  for (const [projectRoot, project] of Object.entries(result.projects)) {
+    project.implicitDependencies = normalizeImplicitDependencies(project.name, project.implicitDependencies, byName);
+    project.targets ??= {};
+    project.tags ??= [];
+    projects[projectRoot === '.' ? '' : projectRoot] = project;
+  }
+  const sources = {};
+  for (const [projectRoot, map] of Object.entries(result.sourceMaps || {})) {
+    sources[projectRoot === '.' ? '' : projectRoot] = map;
+  }
+  answer({
+    nx: version,
+    projects,
+    sources,
+    patterns: getGlobPatternsOfPlugins(withNodes),
+    globs,
+    reads: [...reads],
+  });
+  try {
+    cleanupPlugins();
+  } catch {}
+}
+
+main().then(
+  () => process.exit(0),
+  (error) => {
+    process.stderr.write(`vx: resolving the Nx projects failed: ${error && error.stack ? error.stack : error}\n`);
+    process.exit(3);
+  }
+);

@@ -1,0 +1,113 @@
+"""Nx workspaces as Nx 18+ makes them (TL-04): targets that no file spells out, inferred by the
+`plugins` nx.json declares (@nx/js/typescript, @nx/vite/plugin, @nx/jest/plugin, the real ones,
+pinned in npm_packages.py), resolve as the workspace's own Nx resolves them, run and cache; the
+resolution is kept until a file a plugin reads changes; a plugin that cannot run is refused by
+name. The real `nx show project NAME --json` is the oracle."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from support.npm_packages import bundle_or_skip
+from support.nx import inferred_workspace, link_modules, nx_projects, nx_show
+
+INFER_TIMEOUT = 300  # a cold inference loads Nx and three plugins on a loaded machine
+
+
+@pytest.fixture(scope="module")
+def plugins_modules():
+    return bundle_or_skip("nx-plugins")
+
+
+@pytest.fixture
+def ws(repo, plugins_modules):
+    repo.write(inferred_workspace())
+    link_modules(repo.root, plugins_modules)
+    return repo.commit()
+
+
+def kept(ws) -> dict[str, int]:
+    """The kept resolutions (.vx/nx/), each file's mtime."""
+    directory = ws.root / ".vx" / "nx"
+    return {p.name: p.stat().st_mtime_ns for p in directory.glob("*.json")}
+
+
+@pytest.mark.feature("TL-04")
+def test_inferred_targets_resolve_as_nx_resolves_them(ws):
+    names = nx_projects(ws.root)
+    assert names == ["@tw/lib-a", "@tw/lib-b", "@tw/web"]
+    for name in names:
+        ours = ws.vx("show", "project", name, "--json", timeout=INFER_TIMEOUT)
+        assert ours.code == 0, ours.err
+        assert json.loads(ours.out) == nx_show(ws.root, name)
+    plan = ws.vx("run-many", "-t", "build", "test", "--dry=json", timeout=INFER_TIMEOUT)
+    assert plan.code == 0, plan.err
+    rows = {t["id"]: t for t in json.loads(plan.out)["tasks"]}
+    assert {"@tw/lib-a#build", "@tw/web#build", "@tw/lib-b#test"} <= set(rows)
+    assert "@tw/lib-a#build" in rows["@tw/web#build"]["deps"]  # the plugin's `^build`
+    assert rows["@tw/web#build"]["command"] == "vite build"
+
+
+@pytest.mark.feature("TL-04")
+def test_an_inferred_build_runs_caches_and_restores(ws):
+    first = ws.vx("run", "@tw/lib-a:build", timeout=INFER_TIMEOUT)
+    assert first.code == 0, first.err + first.out
+    assert first.statuses()["@tw/lib-a#build"][1] == "miss"
+    built = ws.root / "packages/lib-a/dist/index.js"
+    text = built.read_bytes()
+    assert b"export const a" in text
+    # typecheck writes declarations into the build's dist: Nx lets them share it, so does vx
+    both = ws.vx("run", "@tw/lib-a:typecheck", timeout=INFER_TIMEOUT)
+    assert both.code == 0, both.err + both.out
+    assert built.read_bytes() == text
+    built.unlink()
+    again = ws.vx("run", "@tw/lib-a:build")
+    assert again.code == 0, again.err
+    assert again.statuses()["@tw/lib-a#build"][1] == "local"
+    assert built.read_bytes() == text
+
+
+@pytest.mark.feature("TL-04")
+def test_a_config_a_plugin_reads_is_what_infers_again(ws):
+    assert ws.vx("run-many", "-t", "build", "--dry", timeout=INFER_TIMEOUT).code == 0
+    before = kept(ws)
+    assert len(before) == 1
+    # a source edit: the kept resolution holds, no plugin runs
+    (ws.root / "packages/lib-a/src/index.ts").write_text("export const a = (): string => 'b';\n")
+    assert ws.vx("run-many", "-t", "build", "--dry").code == 0
+    assert kept(ws) == before
+    # moving vite's outDir moves the inferred build's outputs on the next run
+    (ws.root / "packages/web/vite.config.ts").write_text(
+        inferred_workspace(out_dir="build")["packages/web/vite.config.ts"]  # type: ignore[arg-type]
+    )
+    shown = ws.vx("show", "project", "@tw/web", "--json", timeout=INFER_TIMEOUT)
+    assert shown.code == 0, shown.err
+    ours = json.loads(shown.out)
+    assert ours["targets"]["build"]["outputs"] == ["{projectRoot}/build"]
+    assert ours == nx_show(ws.root, "@tw/web")
+    assert len(kept(ws)) == 2
+    plan = ws.vx("show", "@tw/web#build", "--format", "json")
+    assert json.loads(plan.out)["tasks"]["build"]["cache"]["outputs"]["files"] == ["build"]
+
+
+@pytest.mark.feature("TL-04")
+def test_a_plugin_that_throws_is_refused_by_name(ws):
+    (ws.root / "packages/web/vite.config.ts").write_text("export default defineConfig({ build: ")
+    result = ws.vx("run", "@tw/lib-a:build", timeout=INFER_TIMEOUT)
+    assert result.code == 2, result.err + result.out
+    assert "the Nx plugin `@nx/vite/plugin` failed on packages/web/vite.config.ts" in result.err
+    assert "Unexpected end of file" in result.err  # Nx's (esbuild's) own message
+    assert "in: packages/web/vite.config.ts" in result.err
+    assert "Traceback" not in result.err
+
+
+@pytest.mark.feature("TL-04")
+def test_plugins_without_nx_installed_are_refused(repo):
+    repo.write(inferred_workspace()).commit()
+    result = repo.vx("run", "@tw/lib-a:build")
+    assert result.code == 2, result.err + result.out
+    assert "the workspace's `nx` is not installed" in result.err
+    assert "in: nx.json, plugins" in result.err
+    assert not os.path.exists(repo.root / "packages/lib-a/dist")
