@@ -572,3 +572,75 @@ def test_incr_a_declaration_in_node_modules_changed_with_an_old_mtime_is_not_mis
     assert run.statuses()["lib#build"] == ("success", "miss")
     assert b"e: 2" in (lib / "dist/src/uses.d.ts").read_bytes()
     same_as_clean(outputs(ws, "lib"), clean_build(ws, "lib"))
+
+
+@pytest.mark.feature("EX-06")
+def test_a_build_info_named_by_config_dir_is_kept_as_create_t3_turbo_names_it(repo):
+    """create-t3-turbo's shared tsconfig says `"tsBuildInfoFile": "${configDir}/.cache/
+    tsbuildinfo.json"` and its turbo.json declares `.cache/tsbuildinfo.json` an output: the build
+    info is kept like a `*.tsbuildinfo` (before, it was not recognised and was wiped, so every
+    miss type-checked and emitted the whole package where turbo's tsc was incremental), and the
+    outputs still equal a clean build's."""
+    base = {
+        "compilerOptions": {
+            "incremental": True,
+            "tsBuildInfoFile": "${configDir}/.cache/tsbuildinfo.json",
+            "declaration": True,
+            "strict": True,
+            "target": "ES2022",
+            "module": "ES2022",
+            "moduleResolution": "Bundler",
+        }
+    }
+    command = f"{TSC} --listEmittedFiles"
+    task = tsc_task(command, deps=())
+    task["cache"]["outputs"]["files"] = [".cache/tsbuildinfo.json", "dist/**"]
+    repo.write(
+        {
+            "tooling/tsconfig.base.json": base,
+            **npm_workspace(
+                {
+                    "lib": {
+                        "tasks": {"build": task},
+                        "files": {
+                            "tsconfig.json": {
+                                "extends": "../../tooling/tsconfig.base.json",
+                                "compilerOptions": {"outDir": "dist"},
+                                "include": ["src"],
+                            },
+                            "src/a.ts": "export const a: number = 1;\n",
+                            "src/c.ts": "export const c = 'c';\n",
+                        },
+                    }
+                }
+            ),
+        }
+    ).commit()
+    (repo.root / "node_modules").mkdir(exist_ok=True)
+    os.symlink(installed("typescript"), repo.root / "node_modules" / "typescript")
+    lib = repo.root / "packages" / "lib"
+
+    first = build(repo)
+    assert first.code == 0, first.err
+    assert (lib / ".cache" / "tsbuildinfo.json").is_file()
+    assert {"dist/a.js", "dist/c.js"} <= emitted(first, "lib"), first.out
+
+    (lib / "src" / "a.ts").write_text("export const a: number = 2;\n")
+    edit = build(repo)
+    assert edit.code == 0, edit.err
+    assert edit.statuses()["lib#build"] == ("success", "miss")
+    again = emitted(edit, "lib")
+    assert "dist/a.js" in again and "dist/c.js" not in again, edit.out
+
+    copy = repo.root.parent / "clean"
+    shutil.copytree(
+        repo.root, copy, symlinks=True, ignore=shutil.ignore_patterns(".vx", "dist", ".cache")
+    )
+    subprocess.run([*TSC.split()], cwd=copy / "packages" / "lib", check=True, capture_output=True)
+    for path in sorted((lib / "dist").rglob("*")):
+        if path.is_file():
+            rel = path.relative_to(lib)
+            assert path.read_bytes() == (copy / "packages" / "lib" / rel).read_bytes(), rel
+    assert sorted(p.name for p in (lib / "dist").rglob("*")) == sorted(
+        p.name for p in (copy / "packages" / "lib" / "dist").rglob("*")
+    )

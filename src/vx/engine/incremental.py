@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from msgspec import Struct
 
 from vx.engine import tsconfig
-from vx.engine.tsconfig import BUILD_INFO
+from vx.engine.tsconfig import is_build_info
 from vx.files.outputs import file_stamp as _stamp
 
 if TYPE_CHECKING:
@@ -136,7 +136,7 @@ def _keepable(root: Path, outputs: OutputSpec, store: Store[Any], task_id: str) 
     if not outputs.declares_files or isinstance(outputs, AdditiveOutputs):
         return None  # one adding to its upstream's outputs owns only what it adds: never kept
     current = outputs.walk(root)
-    infos = [p for p in current if p.endswith(BUILD_INFO)]
+    infos = [p for p in current if is_build_info(p)]
     if not infos:
         return None
     entry = store.entry_on_disk(task_id, current)
@@ -168,7 +168,7 @@ def stale(root: Path, outputs: OutputSpec, kept: Kept) -> str | None:
             return f"{path}: the sources' common directory moved"
         after.append(now)
     for path, stamp in kept.stamps.items():
-        if path.endswith(BUILD_INFO) or path not in present or _stamp(root, path) != stamp:
+        if is_build_info(path) or path not in present or _stamp(root, path) != stamp:
             continue  # state, removed, or written again by this run
         if not _emitted(os.path.join(root, path), after):
             return f"{path} was kept from the last build and is no program's output"
@@ -271,7 +271,7 @@ def remove_loose_build_infos(
     for config, info in loose_build_infos(root, outputs, command):
         inside = outputs.project_dir in ("", ".") or info.startswith(outputs.project_dir + os.sep)
         removed = False
-        if inside and info.endswith(BUILD_INFO):
+        if inside and is_build_info(info):
             try:
                 os.unlink(os.path.join(root, info))
                 removed = True

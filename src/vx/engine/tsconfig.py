@@ -19,6 +19,7 @@ from typing import Any
 from msgspec import Struct
 
 BUILD_INFO = ".tsbuildinfo"
+_CONFIG_DIR = "${configDir}"  # TypeScript 5.5: the folder of the config tsc compiles, not the one that says it
 # `tsc` as a command word: bare, or the path of its bin script (`node …/typescript/bin/tsc`).
 _TSC = re.compile(r"(?:^|[\s/'\"])tsc(?=$|[\s;&|)'\"])")
 _SHELL_OPERATORS = frozenset({"&&", "||", ";", "|", "&", ")", ";;", ">", ">>", "<"})
@@ -85,6 +86,13 @@ def configs(words: str, project: str) -> list[tuple[str, bool, dict[str, Any]]]:
             named.append(arg)
         i += 1
     return [(_config_file(os.path.join(project, name)), build, cli) for name in named or ["."]]
+
+
+def is_build_info(path: str) -> bool:
+    """A file named as tsc's build info: `*.tsbuildinfo`, or a `tsBuildInfoFile` whose name says
+    so (create-t3-turbo's `${configDir}/.cache/tsbuildinfo.json`). Its content decides the rest."""
+    name = os.path.basename(path).lower()
+    return name.endswith(BUILD_INFO) or "tsbuildinfo" in name
 
 
 def _config_file(path: str) -> str:
@@ -170,12 +178,16 @@ def read_config(config: str, depth: int = 0) -> Config | None:
     if isinstance(own, dict):
         for key, value in own.items():
             is_path = key in _PATH_OPTIONS and isinstance(value, str)
-            options[key] = os.path.normpath(os.path.join(here, value)) if is_path else value
+            options[key] = _absolute(here, value) if is_path else value
     if isinstance(data.get("include"), list):
         include = tuple(_absolute(here, p) for p in data["include"] if isinstance(p, str))
     if isinstance(data.get("files"), list):
         files = tuple(_absolute(here, p) for p in data["files"] if isinstance(p, str))
         include = () if not isinstance(data.get("include"), list) else include
+    if depth == 0:  # `${configDir}` is this config's folder, wherever in the chain it was written
+        options = {k: _in_config_dir(here, v) for k, v in options.items()}
+        include = None if include is None else tuple(_in_config_dir(here, p) for p in include)
+        files = tuple(_in_config_dir(here, p) for p in files)
     references = tuple(
         _config_file(os.path.join(here, ref["path"]))
         for ref in data.get("references") or []
@@ -197,7 +209,17 @@ def _load(config: str) -> dict[str, Any] | None:
 
 
 def _absolute(here: str, pattern: str) -> str:
-    return os.path.normpath(os.path.join(here, pattern.replace("${configDir}", here)))
+    """A path of the config in `here`, absolute; one that starts at `${configDir}` is left for
+    the config tsc compiles to place (`_in_config_dir`)."""
+    if pattern.startswith(_CONFIG_DIR):
+        return pattern
+    return os.path.normpath(os.path.join(here, pattern))
+
+
+def _in_config_dir(here: str, value: Any) -> Any:
+    if isinstance(value, str) and value.startswith(_CONFIG_DIR):
+        return os.path.normpath(here + value[len(_CONFIG_DIR) :])
+    return value
 
 
 def _extended(spec: str, here: str) -> str | None:

@@ -89,3 +89,31 @@ def test_the_command_lines_options_win_over_the_tsconfigs(tmp_path):
     )
     cli = {"incremental": True, "outDir": str(tmp_path / "out")}
     assert _build_info(config, False, cli) == str(tmp_path / "out/tsconfig.tsbuildinfo")
+
+
+@pytest.mark.feature("EX-06")
+def test_config_dir_is_the_folder_of_the_config_tsc_compiles(tmp_path):
+    """`${configDir}` written in a shared base config means the folder of the config that extends
+    it (TypeScript 5.5), not the base's own folder; a name that says tsbuildinfo is a build info."""
+    from vx.engine.tsconfig import is_build_info, read_config
+
+    base = {
+        "compilerOptions": {
+            "incremental": True,
+            "tsBuildInfoFile": "${configDir}/.cache/tsbuildinfo.json",
+            "outDir": "${configDir}/dist",
+        },
+        "include": ["${configDir}/src"],
+    }
+    (tmp_path / "tooling").mkdir()
+    (tmp_path / "tooling" / "base.json").write_text(json.dumps(base))
+    (tmp_path / "pkg").mkdir()
+    config = tmp_path / "pkg" / "tsconfig.json"
+    config.write_text(json.dumps({"extends": "../tooling/base.json"}))
+    info = _build_info(str(config), build=False)
+    assert info == str(tmp_path / "pkg" / ".cache" / "tsbuildinfo.json")
+    read = read_config(str(config))
+    assert read is not None and read.options["outDir"] == str(tmp_path / "pkg" / "dist")
+    assert read.include == (str(tmp_path / "pkg" / "src"),)
+    assert is_build_info(".cache/tsbuildinfo.json") and is_build_info("dist/app.tsbuildinfo")
+    assert not is_build_info("dist/app.json")
