@@ -221,15 +221,12 @@ def _keep(root: str, key: str, kept: dict) -> None:
     made it fail — a missing transpiler, say — may not be among its files)."""
     if kept.pop("racy") or any("error" in r for r in kept["results"].values()):
         return
-    from vx.dotvx import ignored_dir
+    from vx.dotvx import ignored_dir, write_whole
 
     directory = os.path.join(root, KEEP_DIR)
     try:
         ignored_dir(directory)
-        temp = os.path.join(directory, f".{key}.{os.getpid()}.tmp")
-        with open(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
-            json.dump(kept, f)
-        os.replace(temp, os.path.join(directory, f"{key}.json"))
+        write_whole(os.path.join(directory, f"{key}.json"), json.dumps(kept).encode(), 0o600)
         _prune(directory)
     except OSError:
         pass  # keeping is an optimisation: the next run evaluates again
