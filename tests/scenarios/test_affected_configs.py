@@ -162,3 +162,32 @@ def test_a_preset_package_configs_import_by_name_reaches_its_importers(repo):
     ws = branch(ws)
     (ws.root / "packages/preset/index.mjs").write_text(f"export const build = {BUILD}; // new\n")
     assert ran(ws.vx("run", "build", "--affected")) == {"a#build"}
+
+
+@pytest.mark.feature("CLI-41")
+def test_a_submodule_change_reaches_the_projects_in_it(repo, tmp_path):
+    from support.workspace import Repo
+
+    lib = Repo(tmp_path / "lib")
+    lib.root.mkdir()
+    lib.write(
+        {
+            "package.json": {"name": "vlib", "version": "1.0.0"},
+            "vx.config.json": {"tasks": {"build": build_task()}},
+            "src/v.js": "V;",
+        }
+    ).commit("lib")
+    files = npm_workspace(
+        {"a": {"tasks": {"build": build_task()}, "files": {"src/a.js": "A;"}}},
+        {"workspaces": ["packages/*", "vendor/*"]},
+    )
+    ws = repo.write(files).commit("init")
+    ws.git(
+        "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(lib.root), "vendor/lib"
+    )
+    ws = branch(ws)
+    (ws.root / "vendor/lib/src/v.js").write_text("V2;")
+    assert ran(ws.vx("run", "build", "--affected")) == {"vlib#build"}  # its worktree
+    Repo(ws.root / "vendor/lib").commit("v2")
+    ws.commit("the submodule moved on")
+    assert ran(ws.vx("run", "build", "--affected")) == {"vlib#build"}  # its commit

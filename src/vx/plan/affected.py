@@ -14,8 +14,9 @@ a project.json) seeds every task of its project, and one outside every project
 (tsconfig.base.json) everything: the targets themselves may have moved; so does a lockfile, which
 may move a plugin. Beyond a project's own files (`_moved_beyond`): a file its code config read
 (what the evaluation recorded, `ProjectConfig.reads`), a package its manifest names that was a
-member at the base and is none now, and a project newly nested in it all seed its every task; a
-file the workspace config read selects everything.
+member at the base and is none now, a project newly nested in it and a submodule it is in (a
+change of the submodule's commit, or in its worktree) all seed its every task; a file the
+workspace config read selects everything.
 
 The base: the ref given, else the workspace's `affectedBase`, else on a GitHub pull request
 `origin/$GITHUB_BASE_REF`, else `origin/HEAD`, else the first
@@ -193,7 +194,8 @@ def _moved_beyond(
     workspace_reads: Iterable[str],
 ) -> set[str] | None:
     """The project dirs a change reaches from outside their own files: a file their code config
-    read (a preset it imports, what that imports in turn); a package their manifest names that
+    read (a preset it imports, what that imports in turn); a submodule they are in; a package
+    their manifest names that
     was a member at the base and is none now (deleted or renamed); a project newly nested in
     theirs (their files moved to it). None: a file the workspace config read (everything)."""
     changed = set(paths)
@@ -204,9 +206,21 @@ def _moved_beyond(
         for name, pkg in ws.packages.items()
         if name in configs and changed.intersection(configs[name].reads)
     }
+    # a submodule is one path to git (its commit): the projects at or under it
+    moved |= {
+        pkg.dir
+        for pkg in ws.packages.values()
+        if pkg.dir and changed.intersection(_and_above(pkg.dir))
+    }
     if base is not None:
         moved |= _former_dependents(ws, paths, base) | _nest_parents(ws, paths, base)
     return moved
+
+
+def _and_above(directory: str) -> list[str]:
+    """`a/b/c`, `a/b` and `a`."""
+    parts = directory.split("/")
+    return ["/".join(parts[:n]) for n in range(len(parts), 0, -1)]
 
 
 _DEPENDENCY_FIELDS = (
@@ -225,8 +239,8 @@ def _former_dependents(ws: Workspace, paths: list[str], base: str) -> set[str]:
 
     gone: set[str] = set()
     for path in paths:
-        if os.path.basename(path) != "package.json":
-            continue
+        if os.path.basename(path) != "package.json" or not os.path.dirname(path):
+            continue  # (the root's is the workspace's: a change there selects everything)
         text = _git(str(ws.root), ["show", f"{base}:./{path}"], base, quiet=True)
         try:
             name = json.loads(text).get("name") if text else None
