@@ -1,6 +1,6 @@
 """What vx keeps of a workspace's secrets and state, and where: the per-user digest seed under
 `$XDG_CACHE_HOME/vx` (never in the workspace), the digests of variable values made with it, and the
-git-ignored directories under `.vx/`.
+git-ignored directories under `.vx/`, and how a file there or in the cache dir is written whole.
 
 A leaf: the replay of a receipt loads it, and so do the store's key history and the kept config
 evaluations, which keep digests of values too.
@@ -9,6 +9,25 @@ evaluations, which keep digests of values too.
 from __future__ import annotations
 
 import os
+
+
+def write_whole(path: str, data: bytes, mode: int = 0o644) -> None:
+    """`data` at `path`, all or nothing: written to a temp file beside it and renamed over it, so
+    a reader never finds half a file. When any step fails (a full disk) the temp file is removed
+    before the error goes on: a run on a full disk leaves nothing behind."""
+    head, name = os.path.split(path)
+    temp = os.path.join(head, f".{name}.{os.getpid()}.tmp")
+    try:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(temp, path)
+    except BaseException:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+        raise
 
 
 def cache_home() -> str | None:

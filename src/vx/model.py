@@ -190,6 +190,8 @@ class ProjectConfig(Struct, frozen=True):
     # A mapped task's fields as the user wrote them (an Nx target): `tasks.build.dependsOn` ->
     # (`libs/a/project.json`, `targets.build.dependsOn`), so a refusal names the user's file.
     origins: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    # the workspace files a code config read besides itself (its imports, in turn): `--affected`
+    reads: tuple[str, ...] = ()
 
     def located(self, path: str) -> tuple[str, str]:
         """The file and field a refusal of `path` (`tasks.build.cache.outputs.files[0]`) names:
@@ -263,6 +265,7 @@ class WorkspaceConfig(Struct, frozen=True):
     cache_scope: str | None = None  # `cacheScope`: trusted | read-only | a scope's name
     schedule: ScheduleConfig = ScheduleConfig()
     plugins: tuple[PluginSpec, ...] = ()  # `plugins`, in declaration order (precedence)
+    reads: tuple[str, ...] = ()  # what a code config read besides itself: `--affected` on it
 
 
 class PluginSpec(Struct, frozen=True):

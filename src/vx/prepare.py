@@ -142,6 +142,7 @@ class Knobs(Struct, frozen=True):
     cache_dir: Path  # --cache-dir > cacheDir > VX_CACHE_DIR > <root>/.vx/cache
     shared_store: bool  # entries go to the repository's shared store (no cache dir is named)
     affected_base: str | None  # the ref `--affected` compares with by default
+    workspace_reads: tuple[str, ...]  # what the workspace config read: `--affected` on it
     exclusive_outputs: bool  # `rules.exclusiveOutputs`
     timeout_ms: int | None  # a task's that names none: --timeout > VX_TASK_TIMEOUT > timeout
     retries: int | None  # --retry, for a task that names none
@@ -170,6 +171,7 @@ class Knobs(Struct, frozen=True):
             cache_dir=location.cache_dir(req.cwd, req.cache_dir, ws, ws_config, host_env),
             shared_store=location.shares(req.cache_dir, ws_config, host_env),
             affected_base=ws_config.affected_base,
+            workspace_reads=ws_config.reads,
             exclusive_outputs=ws_config.exclusive_outputs,
             timeout_ms=default_timeout(req.timeout_ms, ws_config.timeout_ms, host_env),
             retries=req.retries,
@@ -590,7 +592,8 @@ def _affected(
     paths = affected.changed_paths(root, ref)
     base = affected.merge_base(root, ref)
     claims = host.claimed_affected(ws, base) if host is not None and host.claims else None
-    keep = affected.reached(graph, affected.seeds(ws, configs, paths, base, claims))
+    seeded = affected.seeds(ws, configs, paths, base, claims, world.knobs.workspace_reads)
+    keep = affected.reached(graph, seeded)
     if not keep:
         return build_graph(ws, configs, Selection((), cwd_pkg)), f"nothing affected since {ref}"
     if len(keep) == len(graph.requested):

@@ -163,3 +163,28 @@ def test_a_full_workspace_disk_during_a_restore_fails_that_task_only(repo, tmp_p
         assert "Traceback" not in res.err and "internal error" not in res.err
     finally:
         unmount(dist)
+
+
+def test_a_full_cache_disk_leaves_no_temp_file_behind(repo, tmp_path):
+    """Every write into the cache dir that fails for want of space takes its temp file with it:
+    the toolchain memo (relearnt here, so this run must write it) among them."""
+    two_packages(repo, BIG_OUTPUT)
+    mount = tmp_path / "cachefs"
+    mounted(mount)
+    try:
+        cache = mount / "cache"
+        for _ in range(2):  # the first makes the cache dir, the second the memo in it
+            assert repo.vx("run", "build", "--all", "--cache-dir", str(cache)).code == 0
+        (cache / "toolchains.json").unlink()
+        (repo.root / "packages/lib/src/a.js").write_text("L2;")  # a miss, with more to write
+        filler = fill(mount, 0)
+        for _ in range(2):
+            res = repo.vx("run", "build", "--all", "--cache-dir", str(cache))
+            assert res.code == 0, res.err
+            left = [str(p.relative_to(cache)) for p in cache.rglob("*") if ".tmp" in p.name]
+            assert left == [], left
+        filler.unlink()
+        assert repo.vx("run", "build", "--all", "--cache-dir", str(cache)).code == 0
+        assert (cache / "toolchains.json").exists()  # written once there is room
+    finally:
+        unmount(mount)

@@ -497,3 +497,53 @@ def test_inputs_through_directory_links_are_turbos_and_more(repo, turbo_bin):
     (repo.root / "other/o.md").write_text("two\n")
     _, _, moved, rekeyed = input_sets(repo, turbo_bin)
     assert moved["a#lint"] != hashes["a#lint"] and rekeyed["a#lint"] != keys["a#lint"]
+
+
+def cross_project_depends_on() -> dict[str, object]:
+    """a <- b by package.json; c and d link to nothing, but turbo.json makes c#build run after
+    a#build and d#test after c#test."""
+    files = small_turborepo()
+    for name in "abcd":
+        manifest = files.setdefault(
+            f"packages/{name}/package.json", {"name": name, "version": "1.0.0", "scripts": {}}
+        )
+        assert isinstance(manifest, dict)
+        manifest["scripts"] = {"build": "echo built", "test": "echo tested"}
+    files["turbo.json"] = {
+        "tasks": {
+            "build": {"dependsOn": ["^build"]},
+            "test": {},
+            "c#build": {"dependsOn": ["a#build"]},
+            "d#test": {"dependsOn": ["c#test"]},
+        }
+    }
+    return files
+
+
+@pytest.mark.feature("CLI-40")
+def test_filter_walks_follow_package_edges_and_not_depends_on_as_in_turbo(repo, turbo_bin):
+    """`...a` is a and the packages that depend on it by package.json, in turbo 2 as in vx: a
+    `c#build` that runs after `a#build` brings a#build into a run of c, never c into `...a`. Under
+    vx's own configs (migrated) the walks are the same."""
+    repo.write(cross_project_depends_on()).commit("init")
+    cases = [
+        ["build", "--filter=...a"],  # not c, whose build runs after a's
+        ["test", "--filter=...c"],  # not d, whose test runs after c's
+        ["test", "--filter=d..."],  # d, and c#test as its task's dependency
+        ["build", "--filter=c..."],  # c, and a#build as its task's dependency
+        ["test", "--filter=...^a"],
+    ]
+    oracle = {}
+    for args in cases:
+        dry = turbo(repo, turbo_bin, "run", *args, "--dry=json")
+        assert dry.code == 0, dry
+        oracle[" ".join(args)] = sorted(t["taskId"] for t in json.loads(dry.out)["tasks"])
+    assert oracle["build --filter=...a"] == ["a#build", "b#build"]  # what turbo does, pinned
+    for migrated in (False, True):
+        if migrated:
+            assert repo.vx("migrate").code == 0
+        for args in cases:
+            dry = repo.vx("run", *args, "--dry=json")
+            assert dry.code == 0, dry.err
+            got = sorted(t["id"] for t in json.loads(dry.out)["tasks"])
+            assert got == oracle[" ".join(args)], (migrated, args)

@@ -3,7 +3,8 @@
 //
 // stdin:  {"root": "/abs/workspace", "files": ["/abs/.../vx.config.ts", ...], "answer": "/tmp/…/answer.json"}
 // answer: {"results": {file: {"value": data} | {"error": {"message", "field", "hint"}}},
-//          "deps": [every file the configs loaded or read], "env": [names read], "envWhole": bool}
+//          "deps": [every file the configs loaded or read], "edges": [[importer, imported], ...],
+//          "env": [names read], "envWhole": bool}
 // The answer goes to a file: a config may print to stdout (vx shows that on its stderr).
 //
 // The loader hooks (hooks.mjs) transpile TypeScript and report each file loaded, so vx can keep the
@@ -136,8 +137,10 @@ const deps = new Set();
 const { port1, port2 } = new MessageChannel();
 let settled;
 const drained = new Promise((resolve) => { settled = resolve; });
+const edges = [];
 port1.on('message', (message) => {
   if (message.done) settled();
+  else if (message.edge) edges.push(message.edge);
   else deps.add(message.file);
 });
 register(new URL('./hooks.mjs', import.meta.url), { data: { port: port2, root: input.root }, transferList: [port2] });
@@ -161,5 +164,5 @@ await import(SENTINEL); // the hooks report files in order: once this one is hea
 await drained;
 port1.close();
 for (const file of Object.keys(createRequire(import.meta.url).cache)) deps.add(file); // require()d files
-fs.writeFileSync(input.answer, JSON.stringify({ results, deps: [...deps].sort(), env: [...env.names].sort(),
+fs.writeFileSync(input.answer, JSON.stringify({ results, deps: [...deps].sort(), edges, env: [...env.names].sort(),
   envWhole: env.whole }));

@@ -7,7 +7,8 @@ and says which environment variables the configs read. The evaluated objects are
 `<root>/.vx/configs/`, under a key of the config files' contents and the Node binary; a kept
 evaluation is used only while every file it loaded has the same identity (mode, size, mtime, ctime,
 inode) and every variable it read has the same value, so an edited preset or a changed variable
-evaluates again. What it read is also noted for receipts (`vx.witness`).
+evaluates again. What it read is also noted for receipts (`vx.witness`), and kept per config
+(`Evaluated.reads`): `--affected` selects a project when a file its config read changed.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import shutil
 import subprocess
 import sys
 import time
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 import xxhash
 
@@ -26,13 +27,21 @@ from vx import witness
 from vx.errors import ConfigError
 
 KEEP_DIR = os.path.join(".vx", "configs")
-FORMAT = 2  # bump when evaluate.mjs changes what it returns
+FORMAT = 3  # bump when evaluate.mjs changes what it returns
 KEEP = 8  # kept evaluations per workspace, the newest
 TIMEOUT_S = 120
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def evaluate(root: str, files: Mapping[str, str], env: Mapping[str, str]) -> dict[str, Any]:
+class Evaluated(NamedTuple):
+    """Each code config's default export, and the workspace files its evaluation read besides
+    itself (workspace-relative), both by the config's absolute path."""
+
+    values: dict[str, Any]
+    reads: dict[str, tuple[str, ...]]
+
+
+def evaluate(root: str, files: Mapping[str, str], env: Mapping[str, str]) -> Evaluated:
     """The default export of each code config, by absolute path; `files` maps each path to the
     workspace-relative name refusals use. Raises ConfigError for the first config that fails."""
     node = _node(env, next(iter(files.values())))
@@ -52,7 +61,42 @@ def evaluate(root: str, files: Mapping[str, str], env: Mapping[str, str]) -> dic
                 field=problem.get("field") or "",
                 hint=problem.get("hint"),
             )
-    return {path: results[path]["value"] for path in files}
+    reads = kept["reads"]
+    return Evaluated(
+        {path: results[path]["value"] for path in files},
+        {path: tuple(reads.get(path, ())) for path in files},
+    )
+
+
+def per_config(root: str, configs: list[str], deps: list[str], edges: list[list[str]]) -> dict:
+    """The workspace files each config read, workspace-relative: the modules its imports reach
+    (an edge each, so a module two configs share counts for both), plus every file no import ties
+    to one config (one a config read through node:fs, a require()d one), which counts for all."""
+    below: dict[str, set[str]] = {}
+    for importer, imported in edges:
+        below.setdefault(importer, set()).add(imported)
+    reach: dict[str, set[str]] = {}
+    for config in configs:
+        seen, todo = {config}, [config]
+        while todo:
+            for child in below.get(todo.pop(), ()):
+                if child not in seen:
+                    seen.add(child)
+                    todo.append(child)
+        reach[config] = seen
+    tied = set().union(*reach.values()) if reach else set()
+    loose = [d for d in deps if d not in tied]
+    prefixes = {os.path.join(r, "") for r in (root, os.path.realpath(root))}
+
+    def inside(paths) -> list[str]:
+        out = set()
+        for path in paths:
+            for prefix in prefixes:
+                if path.startswith(prefix):
+                    out.add(path[len(prefix) :])
+        return sorted(out)
+
+    return {c: inside(p for p in [*reach[c], *loose] if p != c) for c in configs}
 
 
 def _node(env: Mapping[str, str], source: str) -> str:
@@ -156,6 +200,7 @@ def _run(
         "format": FORMAT,
         "results": out["results"],
         "deps": deps,
+        "reads": per_config(root, paths, out["deps"], out["edges"]),
         "racy": racy or out["envWhole"],  # a config that read the whole environment is never kept
         "env": {name: env_digest(env.get(name)) for name in out["env"]},
         "envWhole": out["envWhole"],
@@ -176,15 +221,12 @@ def _keep(root: str, key: str, kept: dict) -> None:
     made it fail — a missing transpiler, say — may not be among its files)."""
     if kept.pop("racy") or any("error" in r for r in kept["results"].values()):
         return
-    from vx.dotvx import ignored_dir
+    from vx.dotvx import ignored_dir, write_whole
 
     directory = os.path.join(root, KEEP_DIR)
     try:
         ignored_dir(directory)
-        temp = os.path.join(directory, f".{key}.{os.getpid()}.tmp")
-        with open(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
-            json.dump(kept, f)
-        os.replace(temp, os.path.join(directory, f"{key}.json"))
+        write_whole(os.path.join(directory, f"{key}.json"), json.dumps(kept).encode(), 0o600)
         _prune(directory)
     except OSError:
         pass  # keeping is an optimisation: the next run evaluates again

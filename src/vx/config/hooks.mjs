@@ -16,7 +16,18 @@ export async function initialize(data) {
 }
 
 // TypeScript's own conventions: `./preset` and `./preset.js` may name `./preset.ts`.
+// Every import is reported as an edge (importer, imported), a cached module's too: a module two
+// configs import loads once, and only the edges tie it to both (for `--affected`).
 export async function resolve(specifier, context, next) {
+  const found = await resolveFile(specifier, context, next);
+  const parent = context.parentURL;
+  if (parent && parent.startsWith('file:') && found.url && found.url.startsWith('file:')) {
+    port.postMessage({ edge: [fileURLToPath(parent), fileURLToPath(found.url)] });
+  }
+  return found;
+}
+
+async function resolveFile(specifier, context, next) {
   try {
     return await next(specifier, context);
   } catch (error) {

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from vx.config.nx import NxRoot
     from vx.config.turbo import TurboRoot
 
+# The code configs' default exports and the files each read, by path (evaluation.Evaluated).
+Evaluation = tuple[Mapping[str, Any], Mapping[str, tuple[str, ...]]]
+
 _CODE_EXTENSIONS = (".ts", ".mts", ".js", ".mjs", ".cjs")
 
 
@@ -124,8 +127,8 @@ def load_project(
     """The project config beside `pkg`'s package.json; else, in a Turborepo repository (`turbo`),
     its tasks as turbo would run them; else empty (source "")."""
     found = _locate(str(workspace_root), pkg, turbo)
-    values = _evaluate(str(workspace_root), [found], env)
-    return _project(str(workspace_root), pkg, found, values, turbo, manager)
+    evaluated = _evaluate(str(workspace_root), [found], env)
+    return _project(str(workspace_root), pkg, found, evaluated, turbo, manager)
 
 
 # A plugin's `project` hook: (package, the config as decoded ({} for none), its file) -> the
@@ -145,7 +148,7 @@ def load_all(
     if (turbo is not None or nx is not None) and _migrated(ws.root, env):
         turbo = nx = None  # `vx migrate` wrote every project's config: those files give no tasks
     found = {name: _locate(root, pkg, turbo) for name, pkg in ws.packages.items()}
-    values = _evaluate(root, found.values(), env)
+    evaluated = _evaluate(root, found.values(), env)
     manager = ws.manager
     if turbo is not None or nx is not None:
         from vx.config.turbo import hook_manager
@@ -155,11 +158,11 @@ def load_all(
         return {
             name: from_nx(nx, pkg, manager)
             if found[name] is None
-            else _project(root, pkg, found[name], values, None, manager, shape)
+            else _project(root, pkg, found[name], evaluated, None, manager, shape)
             for name, pkg in ws.packages.items()
         }
     return {
-        name: _project(root, pkg, found[name], values, turbo, manager, shape)
+        name: _project(root, pkg, found[name], evaluated, turbo, manager, shape)
         for name, pkg in ws.packages.items()
     }
 
@@ -197,8 +200,10 @@ def load_workspace(
     if located is not None:
         path, ext = located
         found = Found(path, ext, os.path.basename(path))
-        values = _evaluate(str(root), [found], env)
+        values, reads = _evaluate(str(root), [found], env)
         config = rooted(validate_workspace(_decoded(found, values), found.source), root)
+        if reads.get(path):
+            config = replace(config, reads=reads[path])
     if (
         remote
         and config.remote_cache is None
@@ -234,7 +239,7 @@ def workspace_data(root: Path, env: Mapping[str, str] | None = None) -> Any:
         return {}
     path, ext = located
     found = Found(path, ext, os.path.basename(path))
-    return _decoded(found, _evaluate(str(root), [found], env))
+    return _decoded(found, _evaluate(str(root), [found], env)[0])
 
 
 def _turbo_remote(root: str):
@@ -285,11 +290,12 @@ def _locate(root: str, pkg: Package, turbo: TurboRoot | None) -> Found | None:
     return Found(path, ext, _rel(pkg.dir, os.path.basename(path)))
 
 
-def _evaluate(root: str, found, env: Mapping[str, str] | None) -> dict[str, Any]:
-    """The code configs among `found`, evaluated: their default exports by path."""
+def _evaluate(root: str, found, env: Mapping[str, str] | None) -> Evaluation:
+    """The code configs among `found`, evaluated: their default exports by path, and the files
+    each read."""
     code = {f.path: f.source for f in found if f is not None and LOADERS[f.ext] is None}
     if not code:
-        return {}
+        return ({}, {})
     from vx.config.evaluation import evaluate
 
     return evaluate(root, code, os.environ if env is None else env)
@@ -304,10 +310,25 @@ def _project(
     root: str,
     pkg: Package,
     found: Found | None,
-    values: Mapping[str, Any],
+    evaluated: Evaluation,
     turbo: TurboRoot | None,
     manager: str,
     shape: Shape | None = None,
+) -> ProjectConfig:
+    """The project's config, with the files its code config read (`--affected` follows them)."""
+    config = _read_project(root, pkg, found, evaluated[0], turbo, manager, shape)
+    reads = evaluated[1].get(found.path) if found is not None else None
+    return replace(config, reads=reads) if reads else config
+
+
+def _read_project(
+    root: str,
+    pkg: Package,
+    found: Found | None,
+    values: Mapping[str, Any],
+    turbo: TurboRoot | None,
+    manager: str,
+    shape: Shape | None,
 ) -> ProjectConfig:
     if shape is not None and (found is not None or turbo is None):
         source = found.source if found is not None else _rel(pkg.dir, "package.json")

@@ -166,16 +166,13 @@ def _note(root: str, kept: dict) -> None:
 
 
 def _keep(root: str, kept: dict) -> None:
-    from vx.dotvx import ignored_dir
+    from vx.dotvx import ignored_dir, write_whole
 
     directory = os.path.join(root, KEEP_DIR)
     key = xxhash.xxh3_128_hexdigest(json.dumps([kept["files"], kept["globs"]]).encode())
     try:
         ignored_dir(directory)
-        temp = os.path.join(directory, f".{key}.{os.getpid()}.tmp")
-        with open(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
-            json.dump(kept, f)
-        os.replace(temp, os.path.join(directory, f"{key}.json"))
+        write_whole(os.path.join(directory, f"{key}.json"), json.dumps(kept).encode(), 0o600)
         entries = sorted(
             (e.stat().st_mtime_ns, e.path)
             for e in os.scandir(directory)

@@ -729,6 +729,8 @@ def _memo_write(memo_dir: str | None, key: str, out: dict[str, Closure]) -> None
         return
     import msgspec
 
+    from vx.dotvx import write_whole
+
     if not os.path.isdir(os.path.dirname(memo_dir)):
         return  # the store makes the cache dir (with its .gitignore): the next run writes the memo
     try:
@@ -737,10 +739,7 @@ def _memo_write(memo_dir: str | None, key: str, out: dict[str, Closure]) -> None
             (".parts", {d: c.parts for d, c in out.items()}),
             (".json", {d: [c.digest, c.root] for d, c in out.items()}),
         ):
-            tmp = os.path.join(memo_dir, f".{key}{suffix}.{os.getpid()}.tmp")
-            with open(tmp, "wb") as f:
-                f.write(msgspec.json.encode(body))
-            os.replace(tmp, os.path.join(memo_dir, key + suffix))
+            write_whole(os.path.join(memo_dir, key + suffix), msgspec.json.encode(body))
         old = sorted(
             (e for e in os.scandir(memo_dir) if e.name.endswith(".json")),
             key=lambda e: e.stat().st_mtime_ns,

@@ -12,7 +12,11 @@ base's lockfile read from git; and a root file a plugin claims seeds every task 
 its plugin names. In an Nx workspace with `plugins`, a file the inference read (a vite.config.ts,
 a project.json) seeds every task of its project, and one outside every project
 (tsconfig.base.json) everything: the targets themselves may have moved; so does a lockfile, which
-may move a plugin.
+may move a plugin. Beyond a project's own files (`_moved_beyond`): a file its code config read
+(what the evaluation recorded, `ProjectConfig.reads`), a package its manifest names that was a
+member at the base and is none now, a project newly nested in it and a submodule it is in (a
+change of the submodule's commit, or in its worktree) all seed its every task; a file the
+workspace config read selects everything.
 
 The base: the ref given, else the workspace's `affectedBase`, else on a GitHub pull request
 `origin/$GITHUB_BASE_REF`, else `origin/HEAD`, else the first
@@ -118,16 +122,19 @@ def seeds(
     paths: Iterable[str],
     base: str | None = None,
     claims: Mapping[str, Callable[[], Iterable[str] | None]] | None = None,
+    workspace_reads: Iterable[str] = (),
 ) -> set[TaskId] | None:
-    """The tasks the change seeds; None when it reaches everything (a root fingerprint file).
-    With `base` (the merge-base), a changed lockfile seeds only the projects its change reaches.
-    `claims`: per root file a plugin keys, the names of the projects its change touches (None:
-    every project), as the plugin answers."""
+    """The tasks the change seeds; None when it reaches everything (a root fingerprint file, or
+    a file the workspace config read). With `base` (the merge-base), a changed lockfile seeds
+    only the projects its change reaches. `claims`: per root file a plugin keys, the names of the
+    projects its change touches (None: every project), as the plugin answers."""
     from vx.files import lockfile
 
     paths = list(paths)
     claims = claims or {}
-    moved: set[str] = set()
+    moved = _moved_beyond(ws, configs, paths, base, workspace_reads)
+    if moved is None:
+        return None
     for p in paths:
         if p in claims:
             names = claims[p]()
@@ -176,6 +183,100 @@ def seeds(
                 globs = GlobSet(cfg.cache.input_files, True)
                 if any(globs.matches(p) for p in paths):
                     out.add(TaskId(name, task))
+    return out
+
+
+def _moved_beyond(
+    ws: Workspace,
+    configs: Mapping[str, ProjectConfig],
+    paths: list[str],
+    base: str | None,
+    workspace_reads: Iterable[str],
+) -> set[str] | None:
+    """The project dirs a change reaches from outside their own files: a file their code config
+    read (a preset it imports, what that imports in turn); a submodule they are in; a package
+    their manifest names that
+    was a member at the base and is none now (deleted or renamed); a project newly nested in
+    theirs (their files moved to it). None: a file the workspace config read (everything)."""
+    changed = set(paths)
+    if changed.intersection(workspace_reads):
+        return None
+    moved = {
+        pkg.dir
+        for name, pkg in ws.packages.items()
+        if name in configs and changed.intersection(configs[name].reads)
+    }
+    # a submodule is one path to git (its commit): the projects at or under it
+    moved |= {
+        pkg.dir
+        for pkg in ws.packages.values()
+        if pkg.dir and changed.intersection(_and_above(pkg.dir))
+    }
+    if base is not None:
+        moved |= _former_dependents(ws, paths, base) | _nest_parents(ws, paths, base)
+    return moved
+
+
+def _and_above(directory: str) -> list[str]:
+    """`a/b/c`, `a/b` and `a`."""
+    parts = directory.split("/")
+    return ["/".join(parts[:n]) for n in range(len(parts), 0, -1)]
+
+
+_DEPENDENCY_FIELDS = (
+    "dependencies",
+    "devDependencies",
+    "optionalDependencies",
+    "peerDependencies",
+)
+
+
+def _former_dependents(ws: Workspace, paths: list[str], base: str) -> set[str]:
+    """The dirs of the projects whose manifest names a package that a changed package.json named
+    at the base and no project is named now: their link to it is gone, and what they resolve
+    in its place may differ."""
+    import json
+
+    gone: set[str] = set()
+    for path in paths:
+        if os.path.basename(path) != "package.json" or not os.path.dirname(path):
+            continue  # (the root's is the workspace's: a change there selects everything)
+        text = _git(str(ws.root), ["show", f"{base}:./{path}"], base, quiet=True)
+        try:
+            name = json.loads(text).get("name") if text else None
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(name, str) and name not in ws.packages:
+            gone.add(name)
+    if not gone:
+        return set()
+    return {
+        pkg.dir
+        for pkg in ws.packages.values()
+        for field in _DEPENDENCY_FIELDS
+        if isinstance(named := pkg.manifest.get(field), dict) and gone.intersection(named)
+    }
+
+
+def _nest_parents(ws: Workspace, paths: list[str], base: str) -> set[str]:
+    """The dirs of the projects a project new since the base is nested in, when its dir held
+    files at the base: those were the parent's, and are no longer."""
+    root = str(ws.root)
+    dirs = {pkg.dir for pkg in ws.packages.values()}
+    out: set[str] = set()
+    for path in paths:
+        here = os.path.dirname(path)
+        if os.path.basename(path) != "package.json" or not here or here not in dirs:
+            continue
+        if _git(root, ["ls-tree", "--name-only", base, "--", path], base, quiet=True).strip():
+            continue  # a project at the base already
+        if not _git(
+            root, ["ls-tree", "-r", "--name-only", base, "--", here + "/"], base, quiet=True
+        ):
+            continue  # nothing of the parent's was there
+        parents = [d for d in dirs if d != here and (not d or here.startswith(d + "/"))]
+        if parents:
+            out.add(max(parents, key=len))
     return out
 
 

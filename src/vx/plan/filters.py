@@ -6,7 +6,8 @@ Forms: `<name-glob>` (a scope-less name also matches `@scope/name` when exactly 
 dependents), `<p>^...` / `...^<p>` (only those, not the match itself), `...<p>...`, `[<ref>]`
 (packages with files changed since ref, uncommitted and untracked included), `<p>[<ref>]`,
 `<p>...[<ref>]`, and `!<selector>` to exclude. Includes are unioned, then excludes removed. Graph
-walks follow the workspace's package edges. A selection may be empty (nothing changed since the
+walks follow the workspace's package edges, as turbo's do: a `dependsOn` naming another project's
+task adds that task to a run, not that project to a walk. A selection may be empty (nothing changed since the
 ref, a glob that matches no name, excludes that remove everything): as in turbo, the run then has
 nothing to do. A filter that names a package or a directory the workspace does not have is
 refused, as turbo refuses it.

@@ -170,13 +170,12 @@ class Toolchain:
             return
         import json
 
+        from vx.dotvx import write_whole
+
         if not os.path.isdir(os.path.dirname(self._memo_path)):
             return  # the store makes the cache dir (with its .gitignore): the next run writes the memo
         try:
-            tmp = f"{self._memo_path}.{os.getpid()}.tmp"
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(self._memo, f)
-            os.replace(tmp, self._memo_path)
+            write_whole(self._memo_path, json.dumps(self._memo).encode())
         except OSError:
             pass  # unwritable: the next run asks node again
         self._dirty = False

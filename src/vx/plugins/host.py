@@ -225,7 +225,7 @@ class Host:
                 )
         if config.remote_cache is None and loaded.remote_cache is not None:
             config = replace(config, remote_cache=loaded.remote_cache)  # a Turborepo's own remote
-        return config
+        return replace(config, reads=loaded.reads)  # what the file read still moves it
 
     def discovered(self, ws: Workspace) -> Workspace:
         """The workspace with the projects each `discover` hook adds: `{"dir", "name"}` each, a

@@ -142,10 +142,9 @@ def write_file(path: str, cache_dir: str, ran: Collection[TaskId], window: int) 
         {"version": FILE_VERSION, "window": window, "tasks": dict(sorted(shared.items()))},
         indent=2,
     )
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(body + "\n")
-    os.replace(tmp, path)
+    from vx.dotvx import write_whole
+
+    write_whole(path, (body + "\n").encode())
 
 
 def keep_timings(facts: runs.RunFacts, summary: RunSummary) -> None:

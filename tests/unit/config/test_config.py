@@ -723,3 +723,20 @@ def test_load_workspace_defaults_and_file(tmp_path):
     with pytest.raises(ConfigError) as err:
         load_workspace(tmp_path)  # evaluated by node, and NaN is no JSON (WS-06)
     assert err.value.file == "vx.workspace.mjs" and err.value.field == "timeout"
+
+
+def test_each_code_config_reads_what_its_imports_reach_and_every_untied_file():
+    from vx.config.evaluation import per_config
+
+    root = "/ws"
+    a, b, preset, base, listed = (
+        f"{root}/{p}"
+        for p in ("a/vx.config.mjs", "b/vx.config.mjs", "preset.mjs", "base.mjs", "list.json")
+    )
+    edges = [[a, preset], [b, preset], [preset, base]]  # b imports the preset a loaded first
+    reads = per_config(root, [a, b], [a, b, preset, base, listed, "/elsewhere/x.mjs"], edges)
+    assert reads == {
+        a: ["base.mjs", "list.json", "preset.mjs"],
+        b: ["base.mjs", "list.json", "preset.mjs"],
+    }
+    assert per_config(root, [a], [a, preset], [])[a] == ["preset.mjs"]  # untied: counts for all

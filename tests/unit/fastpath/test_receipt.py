@@ -412,3 +412,41 @@ def test_the_key_is_made_once_owner_only(tmp_path, monkeypatch):
     assert stat_mod.S_IMODE(key.stat().st_mode) == 0o600
     monkeypatch.setattr(rc, "_KEY", [])
     assert rc._key() == first and [p.name for p in key.parent.iterdir()] == ["receipt-key"]
+
+
+def test_a_receipt_mac_is_compared_in_constant_time(tmp_path, monkeypatch):
+    """Both MACs, the header's and the body's, go through the constant-time comparison (what
+    hmac.compare_digest is), never a short-circuiting `==`; a MAC off in its last byte is refused
+    as one off in its first."""
+    import _operator
+    import hmac
+    import marshal
+
+    monkeypatch.setattr(receipt, "_key", lambda: b"k" * 32)
+    compared: list[tuple[bytes, bytes]] = []
+
+    def spy(a, b):
+        compared.append((bytes(a), bytes(b)))
+        return hmac.compare_digest(a, b)
+
+    monkeypatch.setattr(_operator, "_compare_digest", spy)
+    path = str(tmp_path / "r")
+    assert receipt.store(path, {"format": 1}, {"tasks": []})
+    with open(path, "rb") as f:
+        data = f.read()
+    sealed = receipt.unseal(memoryview(data))
+    assert sealed is not None
+    header, body = sealed
+    assert receipt.body_of(header, body) == {"tasks": []}
+    assert len(compared) == 2  # the header's MAC, then the body's
+    at = len(receipt.MAGIC)
+    for flip in (at, at + receipt.MAC_SIZE - 1):  # the MAC's first byte, then its last
+        forged = bytearray(data)
+        forged[flip] ^= 1
+        assert receipt.unseal(memoryview(bytes(forged))) is None
+    body_mac = header["body"]
+    first, last = bytes([body_mac[0] ^ 1]) + body_mac[1:], body_mac[:-1] + bytes([body_mac[-1] ^ 1])
+    for forged_mac in (first, last, None):
+        assert receipt.body_of({**header, "body": forged_mac}, body) is None
+    assert len(compared) == 6  # each forgery compared, and none of them by `==`
+    assert marshal.loads(body) == {"tasks": []}
