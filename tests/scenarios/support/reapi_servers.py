@@ -157,7 +157,10 @@ class BuildGrid:
 
     `tls` serves grpcs:// with its server certificate (and demands a client one with `mtls`);
     `allow_updates=False` makes the ActionCache read-only; `actor` turns on BuildGrid's header
-    authorization, serving only calls whose `x-request-actor` header matches it exactly."""
+    authorization, serving only calls whose `x-request-actor` header matches it exactly.
+    `limits` are top-level settings of BuildGrid's own, such as `{"thread-pool-size": 5}` or
+    `{"maximum-concurrent-rpcs": 2}`; none keeps its defaults (5 threads a core, and as many
+    concurrent calls as threads: past them it answers RESOURCE_EXHAUSTED)."""
 
     def __init__(
         self,
@@ -168,6 +171,7 @@ class BuildGrid:
         mtls: bool = False,
         allow_updates: bool = True,
         actor: str | None = None,
+        limits: dict[str, int] | None = None,
     ):
         from support.remote_servers import free_port
 
@@ -197,6 +201,7 @@ class BuildGrid:
                 authorization=authorization,
                 allow_updates="true" if allow_updates else "false",
             )
+            + "".join(f"{key}: {value}\n" for key, value in (limits or {}).items())
         )
         self.log = workdir / "bgd.log"
         with open(self.log, "wb") as log:
