@@ -33,9 +33,12 @@ class Clock:
         return False
 
 
-def retrier(clock, **kw) -> Retrier:
+def retrier(clock, answered: bool = True, **kw) -> Retrier:
+    """A retrier on `clock`, its jitter at the middle; `answered`: the server answered before."""
     kw.setdefault("throttle", Throttle(32))
-    return Retrier(clock=clock, wait=clock.wait, rand=lambda: 0.5, **kw)
+    made = Retrier(clock=clock, wait=clock.wait, rand=lambda: 0.5, **kw)
+    made.answered = answered
+    return made
 
 
 def failing(*codes: str, then="ok", takes: float = 0.0, clock=None):
@@ -95,6 +98,22 @@ def test_a_passed_deadline_is_tried_again_on_a_read_only():
     assert retrier(clock).run(failing("DEADLINE_EXCEEDED"), timeout_s=30, reading=True) == "ok"
     with pytest.raises(Refusal):
         retrier(Clock()).run(failing("DEADLINE_EXCEEDED"), timeout_s=30, reading=False)
+
+
+@pytest.mark.feature("RC-09")
+def test_a_server_that_never_answered_is_not_waited_for_again():
+    """Refused connections or silence from the first call on: a dead server costs one try.
+    Once it has answered (a reply, or a refusal of its own), the same codes are tried again."""
+    for code in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
+        clock = Clock()
+        r = retrier(clock, answered=False)
+        with pytest.raises(Refusal):
+            r.run(failing(code), timeout_s=30, reading=True)
+        assert clock.waits == [] and not r.answered
+    clock = Clock()
+    r = retrier(clock, answered=False)
+    assert r.run(failing("RESOURCE_EXHAUSTED", "UNAVAILABLE"), timeout_s=30, reading=True) == "ok"
+    assert clock.waits == [0.1, 0.2] and r.answered
 
 
 @pytest.mark.feature("RC-09")

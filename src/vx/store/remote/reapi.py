@@ -188,7 +188,7 @@ class ReapiLayer:
         self.instance = settings.instance
         self._caps: Capabilities | RemoteFailure | None = None
         self._caps_lock = threading.Lock()
-        self._caps_asked = 0  # how many times GetCapabilities was asked
+        self._caps_failures = 0  # how many times asking GetCapabilities failed
         self._caps_failed: RemoteFailure | None = None  # how the last time failed
         self.retrier = Retrier(Throttle(settings.max_concurrency or DEFAULT_MAX_CONCURRENCY))
         self.tell: Callable[[str, str], None] | None = None  # where the pushback line goes
@@ -203,12 +203,11 @@ class ReapiLayer:
         """The server's capabilities, asked once (pool threads wait for the one answer). A
         transport failure is asked again next time, but not by the threads that waited for it:
         they take it as theirs. An unusable answer stands for the run."""
-        asked = self._caps_asked
+        failures = self._caps_failures
         with self._caps_lock:
             if self._caps is None:
-                if self._caps_asked != asked and self._caps_failed is not None:
-                    raise self._caps_failed
-                self._caps_asked += 1
+                if self._caps_failures != failures and self._caps_failed is not None:
+                    raise self._caps_failed  # failed while this thread waited for the answer
                 try:
                     reply = self._call(
                         _CAPS + "GetCapabilities",
@@ -224,6 +223,7 @@ class ReapiLayer:
                         self._caps = Capabilities(MAX_BATCH_BYTES, False, False, True)
                     else:
                         self._caps_failed = failure
+                        self._caps_failures += 1
                         raise
             if isinstance(self._caps, RemoteFailure):
                 raise self._caps

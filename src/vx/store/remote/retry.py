@@ -24,6 +24,10 @@ TRANSIENT = frozenset({"UNKNOWN", "ABORTED", "INTERNAL", "UNAVAILABLE", "RESOURC
 # whole body again, and the upload is not what the run waits on.
 TRANSIENT_READ = TRANSIENT | {"DEADLINE_EXCEEDED"}
 PUSHBACK = "RESOURCE_EXHAUSTED"  # the server's "not now": it lowers the calls in flight
+# What a client says of a server it cannot reach or that keeps silent. Tried again only once the
+# server has answered this run: one that never did is down or black-holed, and waiting out
+# five backoffs for it would cost every run with a dead cache configured seconds for nothing.
+NO_ANSWER = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED"})
 
 RETRIES = 5  # tries after the first (Bazel's --remote_retries)
 BUDGET_FACTOR = 2.0  # all of one call's tries end within this many of its timeouts
@@ -124,6 +128,7 @@ class Retrier:
         self.retried = 0  # tries after a first one, all calls together
         self.cured = 0  # calls that failed at least once, then succeeded
         self.pushed = 0  # tries the server refused for load
+        self.answered = False  # the server answered a call this run (a reply or its own refusal)
 
     def close(self) -> None:
         """No more tries: a call waiting out its backoff gives up with its last refusal."""
@@ -149,6 +154,8 @@ class Retrier:
                         self.lowered(cut)
             finally:
                 self.throttle.leave()
+            if failed is None or failed.code not in NO_ANSWER:
+                self.answered = True
             if failed is None:
                 if retry:
                     self._count(cured=1)
@@ -166,6 +173,8 @@ class Retrier:
     ) -> float | None:
         """The wait before the next try, or None when there is to be none."""
         if refusal.code not in (TRANSIENT_READ if reading else TRANSIENT):
+            return None
+        if refusal.code in NO_ANSWER and not self.answered:
             return None
         if retry >= self.retries:
             return None
