@@ -20,6 +20,25 @@ def workspace(tmp_path_factory):
     return generated(tmp_path_factory.mktemp("limits") / "ws", "vx", packages=PACKAGES)
 
 
+def two_clones(workspace, tmp_path, server, env=None):
+    """A first clone builds and uploads everything, a second restores everything: the two
+    runs, once their outputs are checked byte for byte and neither counted a failure."""
+    env = {**server.env(), **(env or {})}
+    first = clone(workspace, tmp_path / "first")
+    cold = first.vx("run", "build", env=env, timeout=600)
+    assert cold.code == 0, cold.err[-3000:]
+    assert f"{PACKAGES} uploads" in cold.err, cold.err[-3000:]
+    second = clone(workspace, tmp_path / "second")
+    warm = second.vx("run", "build", env=env, timeout=600)
+    assert warm.code == 0, warm.err[-3000:]
+    assert Counter(warm.statuses().values()) == {("success", "remote"): PACKAGES}, warm.err
+    assert f"{PACKAGES} hits, 0 misses" in warm.err, warm.err
+    assert "too large" not in cold.err + warm.err and "failures" not in cold.err + warm.err
+    built = outputs(first)
+    assert len(built) >= PACKAGES and outputs(second) == built
+    return cold, warm
+
+
 @pytest.mark.feature("RC-09")
 @pytest.mark.parametrize(
     "limits",
@@ -32,22 +51,24 @@ def test_a_fresh_clone_gets_every_build_from_a_server_that_pushes_back(workspace
     call. The first clone's uploads and the second's lookups all land all the same."""
     server = BuildGrid(tmp_path / "bgd", limits=limits)
     try:
-        first = clone(workspace, tmp_path / "first")
-        cold = first.vx("run", "build", env=server.env(), timeout=600)
-        assert cold.code == 0, cold.err[-3000:]
-        assert "uploads" in cold.err and f"{PACKAGES} uploads" in cold.err, cold.err[-3000:]
-        second = clone(workspace, tmp_path / "second")
-        warm = second.vx("run", "build", env=server.env(), timeout=600)
-        assert warm.code == 0, warm.err[-3000:]
-        assert Counter(warm.statuses().values()) == {("success", "remote"): PACKAGES}, warm.err
-        assert f"{PACKAGES} hits, 0 misses" in warm.err, warm.err
-        assert "too large" not in cold.err + warm.err and "failures" not in cold.err + warm.err
+        cold, warm = two_clones(workspace, tmp_path, server)
         for run in (cold, warm):  # one line a run when it lowered its calls in flight
             assert run.err.count("pushed back (RESOURCE_EXHAUSTED") <= 1, run.err
         if "maximum-concurrent-rpcs" in limits:
             assert "vx lowered its calls in flight to" in warm.err, warm.err
-        built = outputs(first)
-        assert len(built) >= PACKAGES and outputs(second) == built
+    finally:
+        server.stop()
+
+
+@pytest.mark.feature("RC-09")
+def test_calls_capped_below_the_servers_limit_are_never_pushed_back(workspace, tmp_path):
+    """`VX_REAPI_MAX_CONCURRENCY=1` against `maximum-concurrent-rpcs: 2`: one call at a time
+    from the start, so the server never refuses one (the margin of one covers a call the
+    server still counts after its reply came)."""
+    server = BuildGrid(tmp_path / "bgd", limits={"maximum-concurrent-rpcs": 2})
+    try:
+        cold, warm = two_clones(workspace, tmp_path, server, {"VX_REAPI_MAX_CONCURRENCY": "1"})
+        assert "pushed back" not in cold.err + warm.err, cold.err + warm.err
     finally:
         server.stop()
 
