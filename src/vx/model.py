@@ -219,6 +219,7 @@ class RemoteCacheConfig(Struct, frozen=True):
     ca_cert: str | None = None  # reapi `caCert`, `clientCert`, `clientKey`: file paths
     client_cert: str | None = None
     client_key: str | None = None
+    max_connections: int | None = None  # reapi `maxConnections`: calls in flight at most
 
 
 class RemoteExecution(Struct, frozen=True):

@@ -377,7 +377,7 @@ TURBO_REMOTE = Level(
 NX_REMOTE = Level("remoteCache.nx", frozenset({"url"}))
 REAPI_REMOTE = Level(
     "remoteCache.reapi",
-    frozenset({"endpoint", "instance", "caCert", "clientCert", "clientKey"}),
+    frozenset({"endpoint", "instance", "caCert", "clientCert", "clientKey", "maxConnections"}),
     foreign={
         "url": "in vx it is `endpoint`",
         "remoteCache": "in vx it is `endpoint`",
@@ -387,6 +387,8 @@ REAPI_REMOTE = Level(
         "tls_certificate": "in vx it is `caCert`",
         "tlsClientCertificate": "in vx it is `clientCert`",
         "tlsClientKey": "in vx it is `clientKey`",
+        "maxConcurrency": "in vx it is `maxConnections`",
+        "remote_max_connections": "in vx it is `maxConnections`",
     },
     unsupported={
         "headers": "remove it; headers carry API keys: set VX_REAPI_HEADERS in the environment",
@@ -430,11 +432,15 @@ def _remote_cache(value: Any, at: At) -> RemoteCacheConfig:
 def _remote_wire(kind: str, value: Any, at: At) -> dict[str, Any]:
     obj = _no_secrets(as_object(value, at), at)
     check_keys(obj, at, {"turbo": TURBO_REMOTE, "nx": NX_REMOTE, "reapi": REAPI_REMOTE}[kind])
-    strings = {
-        k: as_string(v, at.key(k)) for k, v in obj.items() if k != "signature" and k != "$schema"
-    }
+    numbers = ("signature", "$schema", "maxConnections")
+    strings = {k: as_string(v, at.key(k)) for k, v in obj.items() if k not in numbers}
     if kind == "reapi":
-        return _reapi_wire(strings, at)
+        wire = _reapi_wire(strings, at)
+        if "maxConnections" in obj:
+            wire["max_connections"] = as_integer(
+                obj["maxConnections"], at.key("maxConnections"), 1, 10_000
+            )
+        return wire
     if kind == "nx":
         return {"kind": "nx", "url": strings.get("url")}
     signature = obj.get("signature")

@@ -178,6 +178,9 @@ class LayeredStore:
         self.health = Health(remote.settings.endpoint, breaker=not per_layer)
         if per_layer:
             remote.tell = self.health.tell  # type: ignore[attr-defined]
+        listen = getattr(remote, "listen", None)  # a layer with something of its own to say
+        if listen is not None:
+            listen(self.health.tell)
         self._fetches: dict[str, Future] = {}
         self._uploads: list[Future] = []
         self._temps: set[Path] = set()

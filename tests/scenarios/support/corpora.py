@@ -42,11 +42,12 @@ def tool_env(own: str, settings: dict[str, str]) -> dict[str, str]:
     return {**env, **settings}
 
 
-def generated(root: Path, tool: str) -> Repo:
-    """A monorepo of 8 packages, 3 files each, that bench/gen_monorepo.py makes for `tool`."""
+def generated(root: Path, tool: str, packages: int = 8) -> Repo:
+    """A monorepo of `packages` packages, 3 files each, that bench/gen_monorepo.py makes for
+    `tool`."""
     subprocess.run(
-        [sys.executable, str(GEN_MONOREPO), str(root), "-n", "8", "-f", "3", "--tools", tool,
-         "--no-devdeps"],
+        [sys.executable, str(GEN_MONOREPO), str(root), "-n", str(packages), "-f", "3", "--tools",
+         tool, "--no-devdeps"],
         check=True,
         capture_output=True,
         env={**os.environ, "PYTHONPATH": SRC},

@@ -28,6 +28,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from concurrent import futures
 from pathlib import Path
 from typing import Callable
@@ -157,7 +158,10 @@ class BuildGrid:
 
     `tls` serves grpcs:// with its server certificate (and demands a client one with `mtls`);
     `allow_updates=False` makes the ActionCache read-only; `actor` turns on BuildGrid's header
-    authorization, serving only calls whose `x-request-actor` header matches it exactly."""
+    authorization, serving only calls whose `x-request-actor` header matches it exactly.
+    `limits` are top-level settings of BuildGrid's own, such as `{"thread-pool-size": 5}` or
+    `{"maximum-concurrent-rpcs": 2}`; none keeps its defaults (5 threads a core, and as many
+    concurrent calls as threads: past them it answers RESOURCE_EXHAUSTED)."""
 
     def __init__(
         self,
@@ -168,6 +172,7 @@ class BuildGrid:
         mtls: bool = False,
         allow_updates: bool = True,
         actor: str | None = None,
+        limits: dict[str, int] | None = None,
     ):
         from support.remote_servers import free_port
 
@@ -197,6 +202,7 @@ class BuildGrid:
                 authorization=authorization,
                 allow_updates="true" if allow_updates else "false",
             )
+            + "".join(f"{key}: {value}\n" for key, value in (limits or {}).items())
         )
         self.log = workdir / "bgd.log"
         with open(self.log, "wb") as log:
@@ -484,9 +490,20 @@ def _kill_running_in(directory: Path) -> None:
             return
 
 
+class Abort(Exception):
+    """What a `GarbageServer` answer raises to end the call with a status: `code` (a
+    grpc.StatusCode), its message, and `details`, a serialized `google.rpc.Status` sent as the
+    `grpc-status-details-bin` trailer (RetryInfo, PreconditionFailure)."""
+
+    def __init__(self, code, message: str = "", details: bytes | None = None):
+        super().__init__(message)
+        self.code, self.message, self.details = code, message, details
+
+
 class GarbageServer:
-    """A gRPC server whose every unary reply is `answer(method, request_bytes)` (raw bytes);
-    `answer=None` stalls every call until `stop()`. The metadata of each call is kept."""
+    """A gRPC server whose every unary reply is `answer(method, request_bytes)` (raw bytes, or
+    an `Abort` raised); `answer=None` stalls every call until `stop()`. The metadata of each
+    call is kept, and when it came (`times`, monotonic)."""
 
     def __init__(self, answer: Callable[[str, bytes], bytes] | None):
         import threading
@@ -496,19 +513,26 @@ class GarbageServer:
         self.seen: list[str] = []
         self.metadata: list[dict[str, str]] = []
         self.requests: list[tuple[str, bytes]] = []
+        self.times: list[float] = []
         self.release = threading.Event()
 
         def handler(details):
             method = details.method
 
             def unary(request: bytes, context) -> bytes:
+                self.times.append(time.monotonic())
                 self.seen.append(method)
                 self.requests.append((method, request))
                 self.metadata.append(dict(context.invocation_metadata()))
                 if answer is None:
                     self.release.wait(120)
                     context.abort(grpc.StatusCode.UNAVAILABLE, "stalled")
-                return answer(method, request)
+                try:
+                    return answer(method, request)
+                except Abort as abort:
+                    if abort.details is not None:
+                        context.set_trailing_metadata((("grpc-status-details-bin", abort.details),))
+                    context.abort(abort.code, abort.message)
 
             return grpc.unary_unary_rpc_method_handler(
                 unary, request_deserializer=None, response_serializer=None

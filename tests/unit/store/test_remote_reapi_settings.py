@@ -192,3 +192,74 @@ def test_a_server_without_sha256_is_unsupported():
     with pytest.raises(RemoteFailure) as caught:  # a function newer than the stubs know
         capabilities_of(_caps(digest_functions=[99]))
     assert "only 99" in caught.value.detail
+
+
+@pytest.mark.feature("RC-09")
+def test_calls_in_flight_are_capped_by_the_environment_over_the_workspace_file():
+    from vx.config.workspace_file import validate_workspace
+    from vx.errors import ConfigError, UsageError
+
+    endpoint = "grpc://127.0.0.1:50051"
+    ws = validate_workspace(
+        {"remoteCache": {"reapi": {"endpoint": endpoint, "maxConnections": 4}}}, "vx.workspace.json"
+    )
+    assert ws.remote_cache is not None and ws.remote_cache.max_connections == 4
+    assert resolve(ws.remote_cache, {}).settings.max_concurrency == 4
+    env = {"VX_REAPI_MAX_CONCURRENCY": "2"}
+    assert resolve(ws.remote_cache, env).settings.max_concurrency == 2
+    assert resolve(None, {"VX_REAPI_ENDPOINT": endpoint}).settings.max_concurrency is None
+    with pytest.raises(UsageError, match="VX_REAPI_MAX_CONCURRENCY=0 is not a number of calls"):
+        resolve(ws.remote_cache, {"VX_REAPI_MAX_CONCURRENCY": "0"})
+    for bad, says in ((0, "must be in 1..10000"), ("8", "must be an integer")):
+        with pytest.raises(ConfigError, match=says):
+            validate_workspace(
+                {"remoteCache": {"reapi": {"endpoint": endpoint, "maxConnections": bad}}}, "f"
+            )
+    with pytest.raises(ConfigError) as raised:
+        validate_workspace(
+            {"remoteCache": {"reapi": {"endpoint": endpoint, "maxConcurrency": 8}}}, "f"
+        )
+    assert "in vx it is `maxConnections`" in f"{raised.value} {raised.value.hint}"
+
+
+def _rpc_error(code_name: str, details: list[tuple[str, bytes]] = ()):
+    import grpc
+
+    from vx.store.remote.reapi_pb.google.rpc import status_pb2
+
+    status = status_pb2.Status(code=getattr(grpc.StatusCode, code_name).value[0])
+    for type_url, value in details:
+        status.details.add(type_url=type_url, value=value)
+
+    class Failed(grpc.RpcError):
+        def code(self):
+            return getattr(grpc.StatusCode, code_name)
+
+        def trailing_metadata(self):
+            return (("grpc-status-details-bin", status.SerializeToString()),)
+
+    return Failed()
+
+
+@pytest.mark.feature("RC-09")
+def test_resource_exhausted_is_a_busy_server_and_too_large_is_what_the_server_says_of_a_size():
+    from vx.store.remote import BUSY, REJECTED, TOO_LARGE
+    from vx.store.remote.reapi import capabilities_of
+    from vx.store.remote.reapi import failure_of as failure
+
+    def violation(kind: bytes, said: bytes) -> bytes:
+        inner = b"\x0a" + bytes([len(kind)]) + kind + b"\x1a" + bytes([len(said)]) + said
+        return b"\x0a" + bytes([len(inner)]) + inner
+
+    url = "type.googleapis.com/google.rpc.PreconditionFailure"
+    method = "/build.bazel.remote.execution.v2.ActionCache/GetActionResult"
+    assert failure(method, _rpc_error("RESOURCE_EXHAUSTED")).kind == BUSY
+    big = _rpc_error("FAILED_PRECONDITION", [(url, violation(b"TOO_LARGE", b"over 1 MiB"))])
+    assert (failure(method, big).kind, failure(method, big).detail) == (
+        TOO_LARGE,
+        "GetActionResult: FAILED_PRECONDITION (over 1 MiB)",
+    )
+    missing = _rpc_error("FAILED_PRECONDITION", [(url, violation(b"MISSING", b"blobs/ab/1"))])
+    assert failure(method, missing).kind == REJECTED
+    assert capabilities_of(_caps(max_cas_blob_size_bytes=1 << 20)).max_blob == 1 << 20
+    assert capabilities_of(_caps()).max_blob == 0

@@ -16,7 +16,7 @@ import importlib.util
 import os
 import re
 import threading
-from typing import BinaryIO, Mapping
+from typing import BinaryIO, Callable, Mapping
 from urllib.parse import urlsplit
 
 from msgspec import Struct
@@ -24,6 +24,7 @@ from msgspec import Struct
 from vx.model import RemoteCacheConfig
 from vx.store.remote.layer import (  # noqa: F401  # the seam's types, re-exported: where callers look
     BAD_RESPONSE,
+    BUSY,
     DEFAULT_MAX_ARTIFACT_BYTES,
     DEFAULT_TIMEOUT_S,
     DEFAULT_TURBO_API,
@@ -62,6 +63,7 @@ REAPI_ENV = (
     "VX_REAPI_CA_CERT",
     "VX_REAPI_CLIENT_CERT",
     "VX_REAPI_CLIENT_KEY",
+    "VX_REAPI_MAX_CONCURRENCY",
 )
 
 
@@ -178,9 +180,27 @@ def _reapi(
         ca_cert=env.get("VX_REAPI_CA_CERT") or (mine.ca_cert if mine else None) or None,
         client_cert=env.get("VX_REAPI_CLIENT_CERT") or (mine.client_cert if mine else None) or None,
         client_key=env.get("VX_REAPI_CLIENT_KEY") or (mine.client_key if mine else None) or None,
+        max_concurrency=_count(env, "VX_REAPI_MAX_CONCURRENCY")
+        or (mine.max_connections if mine else None),
         **_common(cfg, env),
     )
     return settings, problem
+
+
+def _count(env: Mapping[str, str], name: str) -> int | None:
+    """A positive whole number from the environment; unset or empty is None, anything else
+    is refused (exit 2), as a bad timeout is."""
+    text = (env.get(name) or "").strip()
+    if not text:
+        return None
+    if not text.isdigit() or int(text) < 1:
+        from vx.errors import UsageError
+
+        raise UsageError(
+            f"{name}={text} is not a number of calls",
+            hint="give a whole number of at least 1, such as 8",
+        )
+    return int(text)
 
 
 def _headers(text: str) -> tuple[tuple[tuple[str, str], ...], str | None]:
@@ -299,6 +319,11 @@ class _Deferred:
         self.settings = settings
         self._layer: RemoteLayer | None = None
         self._lock = threading.Lock()
+        self._tell: Callable[[str, str], None] | None = None
+
+    def listen(self, tell: Callable[[str, str], None]) -> None:
+        """Where the layer says what the run should hear, once it opens (`ReapiLayer.listen`)."""
+        self._tell = tell
 
     def _open(self) -> RemoteLayer:
         with self._lock:  # pool threads call at once; one channel for them all
@@ -308,7 +333,10 @@ class _Deferred:
                 except Exception as exc:
                     # e.g. a protobuf older than the stubs: a miss, not a crash
                     raise RemoteFailure(UNREACHABLE, f"grpc did not load ({exc})") from None
-                self._layer = ReapiLayer(self.settings)
+                layer = ReapiLayer(self.settings)
+                if self._tell is not None:
+                    layer.listen(self._tell)
+                self._layer = layer
             return self._layer
 
     def has(self, key: str) -> Found | None:

@@ -184,6 +184,13 @@ class ChainLayer:
                     self._status[n] = failure
             return self._status[n]
 
+    def listen(self, tell: Callable[[str, str], None]) -> None:
+        """Each layer that has something of its own to say says it through `tell`."""
+        for layer, _ in self.layers:
+            listen = getattr(layer, "listen", None)
+            if listen is not None:
+                listen(tell)
+
     def close(self) -> None:
         for layer, _ in self.layers:
             layer.close()

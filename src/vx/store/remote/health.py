@@ -18,6 +18,7 @@ from collections import Counter
 from typing import Callable
 
 from vx.store.remote import (
+    BUSY,
     READ_ONLY,
     REFUSED,
     SERVER_ERROR,
@@ -29,7 +30,9 @@ from vx.store.remote import (
 
 BREAKER_AFTER = 3
 BREAKER_OPEN_S = 30.0
-TRANSPORT = frozenset({UNREACHABLE, TIMEOUT, SERVER_ERROR})  # the failures a breaker counts
+# The failures a breaker counts: what is left once the retries are spent (pushback a retry
+# cured never reaches here).
+TRANSPORT = frozenset({UNREACHABLE, TIMEOUT, SERVER_ERROR, BUSY})
 _TRANSPORT = TRANSPORT
 
 Say = Callable[[str, str], None]  # (message, level: info | warning)

@@ -23,7 +23,8 @@ UNREACHABLE = "unreachable"
 TIMEOUT = "timeout"
 SERVER_ERROR = "server error"
 REFUSED = "refused credentials"
-TOO_LARGE = "too large"
+TOO_LARGE = "too large"  # the server said so of a size (or vx's own bound): never pushback
+BUSY = "server busy"  # RESOURCE_EXHAUSTED still, after the retries
 BAD_RESPONSE = "bad response"
 REJECTED = "rejected artifact"
 # What a server's capabilities can say (REAPI): the layer is no use to vx, or it takes no writes.
@@ -82,6 +83,7 @@ class RemoteSettings:
     ca_cert: str | None = None  # reapi grpcs: PEM roots to trust instead of the system's
     client_cert: str | None = None  # reapi mTLS: PEM certificate chain and its key (paths)
     client_key: str | None = None
+    max_concurrency: int | None = None  # reapi: calls in flight at most (None: vx's default)
 
     @property
     def endpoint(self) -> str:

@@ -9,7 +9,12 @@ against its digest, so a corrupt or substituted blob is a miss. Every call has a
 
 The server's capabilities are asked once, at the layer's first call: SHA-256 must be among its
 digest functions (else the layer is off), its batch limit decides batch call or ByteStream, zstd
-blobs are used when it offers them, and a server that takes no ActionCache updates is read-only.
+blobs are used when it offers them, a server that takes no ActionCache updates is read-only, and
+an artifact over its `max_cas_blob_size_bytes` is not sent.
+
+A transient status (RESOURCE_EXHAUSTED, UNAVAILABLE...) is tried again as `retry.py` decides,
+and RESOURCE_EXHAUSTED lowers the calls in flight for the rest of the run: it is a server
+pushing back, never an artifact too large. "Too large" is what the server says of a size.
 
 grpc and the vendored stubs are imported here, when a REAPI layer opens: never on a run
 without one.
@@ -23,7 +28,7 @@ import os
 import threading
 import uuid
 from dataclasses import dataclass
-from typing import BinaryIO, Iterable, Iterator, cast
+from typing import BinaryIO, Callable, Iterable, Iterator, TypeVar, cast
 from urllib.parse import urlsplit
 
 # gRPC's C core logs on its own to stderr (a failed TLS handshake at INFO, past vx's one warning).
@@ -41,6 +46,7 @@ import zstandard  # noqa: E402
 
 from vx.store.remote.layer import (  # noqa: E402
     BAD_RESPONSE,
+    BUSY,
     READ_ONLY,
     REFUSED,
     REJECTED,
@@ -59,6 +65,17 @@ from vx.store.remote.reapi_pb.build.bazel.remote.execution.v2 import (  # noqa: 
     remote_execution_pb2 as re_pb,
 )
 from vx.store.remote.reapi_pb.google.bytestream import bytestream_pb2 as bs_pb  # noqa: E402
+from vx.store.remote.reapi_pb.google.rpc import status_pb2  # noqa: E402
+from vx.store.remote.retry import (  # noqa: E402
+    DEFAULT_MAX_CONCURRENCY,
+    Refusal,
+    Retrier,
+    Throttle,
+    retry_delay,
+    size_violation,
+)
+
+T = TypeVar("T")
 
 ACTION_PREFIX = b"vx-reapi-v1\0"
 ARTIFACT_PATH = "vx-artifact.tar.zst"
@@ -80,12 +97,19 @@ _CAS = "/build.bazel.remote.execution.v2.ContentAddressableStorage/"
 _BS = "/google.bytestream.ByteStream/"
 _CAPS = "/build.bazel.remote.execution.v2.Capabilities/"
 
+# Calls that change nothing on the server: a passed deadline is tried again on these alone.
+READS = frozenset(
+    {"GetCapabilities", "GetActionResult", "FindMissingBlobs", "BatchReadBlobs", "Read",
+     "GetOperation", "GetTree"}
+)  # fmt: skip
+_DETAILS = "grpc-status-details-bin"
+
 _KIND = {
     grpc.StatusCode.UNAVAILABLE: UNREACHABLE,
     grpc.StatusCode.DEADLINE_EXCEEDED: TIMEOUT,
     grpc.StatusCode.UNAUTHENTICATED: REFUSED,
     grpc.StatusCode.PERMISSION_DENIED: REFUSED,
-    grpc.StatusCode.RESOURCE_EXHAUSTED: TOO_LARGE,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: BUSY,
     grpc.StatusCode.INVALID_ARGUMENT: REJECTED,
     grpc.StatusCode.FAILED_PRECONDITION: REJECTED,
 }
@@ -106,6 +130,7 @@ class Capabilities:
     zstd: bool  # ByteStream `compressed-blobs/zstd/` and zstd batch reads
     zstd_batch_update: bool  # BatchUpdateBlobs with `compressor: ZSTD`
     updates: bool  # UpdateActionResult allowed
+    max_blob: int = 0  # the largest blob the server stores (0: no limit said)
 
 
 def capabilities_of(reply) -> Capabilities:
@@ -125,6 +150,7 @@ def capabilities_of(reply) -> Capabilities:
         zstd=ZSTD in cache.supported_compressors,
         zstd_batch_update=ZSTD in cache.supported_batch_update_compressors,
         updates=updates,
+        max_blob=max(cache.max_cas_blob_size_bytes, 0),
     )
 
 
@@ -162,14 +188,26 @@ class ReapiLayer:
         self.instance = settings.instance
         self._caps: Capabilities | RemoteFailure | None = None
         self._caps_lock = threading.Lock()
+        self._caps_failures = 0  # how many times asking GetCapabilities failed
+        self._caps_failed: RemoteFailure | None = None  # how the last time failed
+        self.retrier = Retrier(Throttle(settings.max_concurrency or DEFAULT_MAX_CONCURRENCY))
+        self.tell: Callable[[str, str], None] | None = None  # where the pushback line goes
+
+    def listen(self, tell: Callable[[str, str], None]) -> None:
+        """Say what the run should hear (`tell(message, level)`): the pushback line, once."""
+        self.tell = tell
 
     # ------------------------------------------------------------ the seam
 
     def capabilities(self) -> Capabilities:
         """The server's capabilities, asked once (pool threads wait for the one answer). A
-        transport failure is asked again next time; an unusable answer stands for the run."""
+        transport failure is asked again next time, but not by the threads that waited for it:
+        they take it as theirs. An unusable answer stands for the run."""
+        failures = self._caps_failures
         with self._caps_lock:
             if self._caps is None:
+                if self._caps_failures != failures and self._caps_failed is not None:
+                    raise self._caps_failed  # failed while this thread waited for the answer
                 try:
                     reply = self._call(
                         _CAPS + "GetCapabilities",
@@ -184,6 +222,8 @@ class ReapiLayer:
                     elif failure.status == 501:  # no Capabilities service: assume the basics
                         self._caps = Capabilities(MAX_BATCH_BYTES, False, False, True)
                     else:
+                        self._caps_failed = failure
+                        self._caps_failures += 1
                         raise
             if isinstance(self._caps, RemoteFailure):
                 raise self._caps
@@ -212,8 +252,13 @@ class ReapiLayer:
     def put(self, key: str, src: BinaryIO, size: int, duration_ms: float) -> None:
         """Upload the blob (unless the server has it), then the ActionResult that names it:
         in this order, so no entry ever points at a blob that is not there."""
-        if not self.capabilities().updates:
+        caps = self.capabilities()
+        if not caps.updates:
             raise RemoteFailure(READ_ONLY, "takes no ActionCache updates (update_enabled is false)")
+        if caps.max_blob and size > caps.max_blob:
+            raise RemoteFailure(
+                TOO_LARGE, f"the artifact is {size} bytes, over the server's {caps.max_blob}"
+            )
         digest, seen = hashlib.sha256(), 0
         for chunk in iter(lambda: src.read(CHUNK_BYTES), b""):
             digest.update(chunk)
@@ -251,7 +296,17 @@ class ReapiLayer:
         )
 
     def close(self) -> None:
+        self.retrier.close()
         self.channel.close()
+        throttle = self.retrier.throttle
+        if self.tell is not None and throttle.cuts:
+            self.tell(
+                f"remote cache: {self.settings.endpoint} pushed back (RESOURCE_EXHAUSTED: too "
+                f"many calls at once) {self.retrier.pushed} times; vx lowered its calls in "
+                f"flight to {throttle.limit} for the rest of the run and tried each again "
+                "(VX_REAPI_MAX_CONCURRENCY caps them from the start)",
+                "info",
+            )
 
     # ------------------------------------------------------------ calls
 
@@ -261,10 +316,25 @@ class ReapiLayer:
             request_serializer=lambda m: m.SerializeToString(),
             response_deserializer=reply_type.FromString,
         )
+
+        def attempt(deadline: float):
+            try:
+                return call(request, timeout=deadline, metadata=self.metadata)
+            except grpc.RpcError as exc:
+                raise _refusal(exc) from None
+
+        return self._tried(method, attempt, timeout)
+
+    def _tried(self, method: str, attempt: Callable[[float], T], timeout: float) -> T:
+        """`attempt` as the retrier tries it; its last refusal as a RemoteFailure."""
+        reading = method.rsplit("/", 1)[-1] in READS
         try:
-            return call(request, timeout=timeout, metadata=self.metadata)
-        except grpc.RpcError as exc:
-            raise self._failure(method, exc) from None
+            return self.retrier.run(attempt, timeout_s=timeout, reading=reading)
+        except Refusal as refusal:
+            cause = refusal.cause
+            if isinstance(cause, grpc.RpcError):
+                raise self._failure(method, cause) from None
+            raise RemoteFailure(UNREACHABLE, f"{method.rsplit('/', 1)[-1]}: {cause}") from None
 
     def _action_result(self, key: str):
         """The ActionResult for `key`, or None on NOT_FOUND (a miss)."""
@@ -331,6 +401,8 @@ class ReapiLayer:
         return True
 
     def _stream_read(self, blob, zstd: bool) -> Iterator[bytes]:
+        """The blob's bytes over ByteStream. Tried again until its first message arrives (past
+        that, bytes are in the sink: a cut stream is a miss); it streams outside the throttle."""
         kind = "compressed-blobs/zstd" if zstd else "blobs"
         name = self._resource(f"{kind}/{blob.hash}/{blob.size_bytes}")
         call = self.channel.unary_stream(
@@ -338,12 +410,27 @@ class ReapiLayer:
             request_serializer=lambda m: m.SerializeToString(),
             response_deserializer=bs_pb.ReadResponse.FromString,
         )
+
+        def opened(deadline: float):
+            stream = call(
+                bs_pb.ReadRequest(resource_name=name), timeout=deadline, metadata=self.metadata
+            )
+            try:
+                return stream, next(stream, None)
+            except grpc.RpcError as exc:
+                raise _refusal(exc) from None
+
         try:
-            for reply in call(
-                bs_pb.ReadRequest(resource_name=name),
-                timeout=self.settings.timeout_s,
-                metadata=self.metadata,
-            ):
+            stream, first = self._tried(_BS + "Read", opened, self.settings.timeout_s)
+        except RemoteFailure as refused:
+            if refused.status == 404:
+                raise _Missing() from None
+            raise
+        if first is None:
+            return
+        try:
+            yield first.data
+            for reply in stream:
                 yield reply.data
         except grpc.RpcError as exc:
             failure = self._failure(_BS + "Read", exc)
@@ -378,16 +465,21 @@ class ReapiLayer:
             if bad or not reply.responses:
                 raise RemoteFailure(REJECTED, f"BatchUpdateBlobs: {bad[0] if bad else 'no reply'}")
             return
-        kind = "compressed-blobs/zstd" if caps.zstd else "blobs"
-        name = self._resource(f"uploads/{uuid.uuid4()}/{kind}/{blob.hash}/{blob.size_bytes}")
+        self._stream_write(blob, src, timeout, caps.zstd)
+
+    def _stream_write(self, blob, src: BinaryIO, timeout: float, zstd: bool) -> None:
+        """The blob over ByteStream. A try the retrier repeats starts again from the first byte
+        under a new upload name (Bazel asks QueryWriteStatus and resumes)."""
+        kind = "compressed-blobs/zstd" if zstd else "blobs"
+        start = src.tell()
         sent = 0
 
-        def chunks() -> Iterator[bs_pb.WriteRequest]:
+        def chunks(name: str) -> Iterator[bs_pb.WriteRequest]:
             # The server re-hashes what it receives, so a file changed since it was hashed is
             # refused there (INVALID_ARGUMENT), never stored under the wrong digest. Offsets
             # count the bytes on the wire (compressed ones, for zstd).
             nonlocal sent
-            pieces = _zstd(src) if caps.zstd else iter(lambda: src.read(CHUNK_BYTES), b"")
+            pieces = _zstd(src) if zstd else iter(lambda: src.read(CHUNK_BYTES), b"")
             piece = next(pieces, b"")
             while True:
                 after = next(pieces, None)
@@ -407,15 +499,23 @@ class ReapiLayer:
             request_serializer=lambda m: m.SerializeToString(),
             response_deserializer=bs_pb.WriteResponse.FromString,
         )
-        try:
-            reply = call(chunks(), timeout=timeout, metadata=self.metadata)
-        except grpc.RpcError as exc:
-            raise self._failure(_BS + "Write", exc) from None
+
+        def attempt(deadline: float):
+            nonlocal sent
+            src.seek(start)
+            sent = 0
+            name = self._resource(f"uploads/{uuid.uuid4()}/{kind}/{blob.hash}/{blob.size_bytes}")
+            try:
+                return call(chunks(name), timeout=deadline, metadata=self.metadata)
+            except grpc.RpcError as exc:
+                raise _refusal(exc) from None
+
+        reply = self._tried(_BS + "Write", attempt, timeout)
         if reply.committed_size not in (blob.size_bytes, sent, -1):
             raise RemoteFailure(REJECTED, f"ByteStream Write committed {reply.committed_size}")
 
     def _failure(self, method: str, exc: grpc.RpcError) -> RemoteFailure:
-        failure = _failure(method, exc)
+        failure = failure_of(method, exc)
         if failure.kind == UNREACHABLE and self.settings.url.startswith("grpcs://"):
             hint = _tls_hint(exc, self.settings)
             if hint:
@@ -513,7 +613,8 @@ def _duration(result) -> float | None:
     return None
 
 
-def _failure(method: str, exc: grpc.RpcError) -> RemoteFailure:
+def failure_of(method: str, exc: grpc.RpcError) -> RemoteFailure:
+    """What a failed call is to the layer: its class (and the status health.py reads)."""
     code = exc.code() if hasattr(exc, "code") else grpc.StatusCode.UNKNOWN
     op = method.rsplit("/", 1)[-1]
     detail = f"{op}: {code.name}"
@@ -521,7 +622,31 @@ def _failure(method: str, exc: grpc.RpcError) -> RemoteFailure:
         return RemoteFailure(BAD_RESPONSE, detail, status=404)
     if code == grpc.StatusCode.UNIMPLEMENTED:
         return RemoteFailure(SERVER_ERROR, detail, status=501)
+    if code == grpc.StatusCode.FAILED_PRECONDITION:
+        said = size_violation(_details(exc))
+        if said is not None:
+            return RemoteFailure(TOO_LARGE, f"{detail} ({said})")
     return RemoteFailure(_KIND.get(code, SERVER_ERROR), detail, status=_STATUS.get(code))
+
+
+def _refusal(exc: grpc.RpcError) -> Refusal:
+    """A failed try as the retrier reads it: the code's name and any RetryInfo delay."""
+    code = exc.code() if hasattr(exc, "code") else None
+    name = code.name if isinstance(code, grpc.StatusCode) else "UNKNOWN"
+    return Refusal(name, exc, retry_delay(_details(exc)) if name != "NOT_FOUND" else None)
+
+
+def _details(exc: grpc.RpcError) -> list[tuple[str, bytes]]:
+    """The `google.rpc.Status` details a server put in the trailers, as (type URL, value)."""
+    trailers = exc.trailing_metadata() if hasattr(exc, "trailing_metadata") else None
+    for key, value in trailers or ():
+        if key == _DETAILS and isinstance(value, bytes):
+            try:
+                status = status_pb2.Status.FromString(value)
+            except Exception:  # a malformed trailer says nothing
+                return []
+            return [(d.type_url, bytes(d.value)) for d in status.details]
+    return []
 
 
 def _tls_hint(exc: grpc.RpcError, settings: RemoteSettings) -> str | None:
