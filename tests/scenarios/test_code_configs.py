@@ -263,3 +263,34 @@ def test_a_kept_evaluation_holds_digests_not_values_and_none_that_read_the_whole
         assert ws.vx("run", "build", "--dry", env={"MY_TOKEN": "hunter2-canary"}).code == 0
         time.sleep(0.06)
     assert len(list((ws.root / ".vx/configs").glob("*.json"))) == len(kept)  # never kept
+
+
+@pytest.mark.feature("WS-18")
+@pytest.mark.parametrize(
+    "write",
+    [
+        "process.env.LEAK = 'from-a';",
+        "Object.assign(process.env, { LEAK: 'from-a' });",
+        "delete process.env.HOME;",
+    ],
+)
+def test_a_config_that_writes_the_environment_is_refused_at_its_line(repo, write):
+    """A config that sets (or deletes) a variable is refused with the file, the line and a hint;
+    before, the write was accepted and every config evaluated after it saw the value."""
+    reader = (
+        "export default { tasks: { build: { exec: { command: `echo ${process.env.LEAK}` } } } };\n"
+    )
+    ws = code_workspace(
+        repo,
+        {
+            "a": ("mjs", f"const x = 1;\n{write}\nexport default {{ tasks: {{}} }};\n"),
+            "b": ("mjs", reader),
+        },
+    )
+    result = ws.vx("run", "build")
+    assert result.code == 2, result.err
+    assert (
+        "packages/a/vx.config.mjs" in result.err and "may not write the environment" in result.err
+    )
+    assert "vx.config.mjs:2:" in result.err, result.err  # the line that wrote
+    assert "Traceback" not in result.err

@@ -32,11 +32,31 @@ async function readInput() {
   return JSON.parse(text);
 }
 
+// A config may not write the environment: a value it set would leak into every
+// config evaluated after it, and into nothing vx keys. The write is refused where it was made.
+function refuseWrite(key, root) {
+  const name = typeof key === 'string' ? key : String(key);
+  const frame = String(new Error().stack || '').split('\n').slice(1)
+    .find((line) => line.includes(root) && !line.includes('/vx/config/evaluate.mjs'));
+  const where = frame ? ` (at ${frame.trim().replace(/^at /, '').replace(/^file:\/\//, '')})` : '';
+  throw new Refusal(`the config writes \`process.env.${name}\`${where}: a config may not write the environment`, '',
+    `read variables, never set them: set ${name} in the shell or in the task's env, or compute the value in the config and use it there`);
+}
+
 // Which variables the configs read: a config may compute values from the environment, and a kept
 // evaluation holds only while those values do.
-function watchEnv(record) {
+function watchEnv(record, root) {
   const real = process.env;
   process.env = new Proxy(real, {
+    set(target, key) {
+      refuseWrite(key, root);
+    },
+    defineProperty(target, key) {
+      refuseWrite(key, root);
+    },
+    deleteProperty(target, key) {
+      refuseWrite(key, root);
+    },
     get(target, key) {
       if (typeof key === 'string') record.names.add(key);
       return Reflect.get(target, key);
@@ -146,7 +166,7 @@ port1.on('message', (message) => {
 register(new URL('./hooks.mjs', import.meta.url), { data: { port: port2, root: input.root }, transferList: [port2] });
 
 const env = { names: new Set(), whole: false };
-watchEnv(env);
+watchEnv(env, input.root);
 watchFs(deps);
 const results = {};
 for (const file of input.files) {
