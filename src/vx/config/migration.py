@@ -20,7 +20,7 @@ from msgspec import Struct
 
 from vx.config import jsonc
 from vx.errors import UsageError
-from vx.files.globs import GlobSet, normalise
+from vx.files.globs import GlobSet, class_members, normalise
 from vx.model import ROOT_PROJECT, Package, ProjectConfig, TaskConfig, Workspace
 
 TODO = "TODO(vx-migrate)"
@@ -298,16 +298,7 @@ def _braces(m: re.Match) -> str:
     body = m.group(1)
     if not body or body[0] in "!^" or any(c in body for c in "{},*?/\\"):
         return m.group(0)  # kept: the caller sees the `[` and leaves a TODO
-    chars: list[str] = []
-    i = 0
-    while i < len(body):
-        if i + 2 < len(body) and body[i + 1] == "-":
-            chars += [chr(c) for c in range(ord(body[i]), ord(body[i + 2]) + 1)]
-            i += 3
-        else:
-            chars.append(body[i])
-            i += 1
-    chars = list(dict.fromkeys(chars))
+    chars = list(dict.fromkeys(class_members(body)))
     return chars[0] if len(chars) == 1 else "{" + ",".join(chars) + "}"
 
 

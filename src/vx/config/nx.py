@@ -38,6 +38,7 @@ from vx.config.fields import At, Level, as_boolean, as_object, as_strings, kind_
 from vx.config.project import canonical, validate_project
 from vx.config.turbo import with_hooks
 from vx.errors import ConfigError, did_you_mean
+from vx.files.globs import class_members
 from vx.model import ROOT_PROJECT, NxResolved, Package, ProjectConfig, TaskConfig
 from vx.workspace.nxprojects import read_json
 
@@ -1347,17 +1348,7 @@ def nx_glob(pattern: str) -> str:
     def char_class(m: re.Match) -> str:
         if m.group(1):
             return "?"
-        chars: list[str] = []
-        body = m.group(2)
-        i = 0
-        while i < len(body):
-            if i + 2 < len(body) and body[i + 1] == "-":
-                chars += [chr(c) for c in range(ord(body[i]), ord(body[i + 2]) + 1)]
-                i += 3
-            else:
-                chars.append(body[i])
-                i += 1
-        return alternatives(chars)
+        return alternatives(class_members(m.group(2)))
 
     previous = None
     while previous != pattern:  # innermost extglobs first

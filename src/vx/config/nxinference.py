@@ -28,7 +28,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from typing import Any, Iterable, Mapping, Sequence
@@ -36,6 +35,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import xxhash
 
 from vx import witness
+from vx.config.evaluation import stderr_fd
 from vx.errors import ConfigError
 from vx.model import NxResolved
 
@@ -198,7 +198,7 @@ def _run(root: str, node: str, plugins: list) -> dict:
                 [node, os.path.join(_HERE, "nxinfer.cjs")],
                 input=request.encode(),
                 cwd=root,
-                stdout=_stderr_fd(),
+                stdout=stderr_fd(),
                 stderr=subprocess.PIPE,
                 timeout=TIMEOUT_S,
             )
@@ -258,13 +258,6 @@ def _refuse(errors: list[dict], plugins: list) -> None:
         hint="fix the file, or the plugin's entry in nx.json (`nx show projects` says the same); "
         "vx never runs a smaller graph than Nx would",
     )
-
-
-def _stderr_fd():
-    try:
-        return sys.stderr.fileno()
-    except (AttributeError, OSError, ValueError):
-        return subprocess.DEVNULL
 
 
 # ---------------------------------------------------------------- what the answer depended on

@@ -240,6 +240,20 @@ def _class_end(seg: str, start: int) -> int:
     return end
 
 
+def class_members(body: str) -> list[str]:
+    """The characters a `[…]` body names, ranges (`a-c`) spelled out, in order."""
+    chars: list[str] = []
+    i = 0
+    while i < len(body):
+        if i + 2 < len(body) and body[i + 1] == "-":
+            chars += [chr(c) for c in range(ord(body[i]), ord(body[i + 2]) + 1)]
+            i += 3
+        else:
+            chars.append(body[i])
+            i += 1
+    return chars
+
+
 def _class_regex(body: str) -> str:
     """A glob class as a regex class that never matches `/` (`!` or `^` first negates)."""
     negate = body[:1] in ("!", "^")
