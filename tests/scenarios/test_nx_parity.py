@@ -19,18 +19,9 @@ from pathlib import Path
 import pytest
 from support.corpora import NX_CORPUS, generated, leave_work_around, tool_env
 from support.npm_packages import installed_or_skip
+from support.nx import OFFLINE
 
 HERE = Path(__file__).resolve().parent
-
-OFFLINE = {
-    "NX_DAEMON": "false",
-    "NX_NO_CLOUD": "true",
-    "NX_TUI": "false",
-    "NX_SKIP_NX_CACHE": "true",
-    "NX_VERBOSE_LOGGING": "false",
-    "DO_NOT_TRACK": "1",
-    "NO_COLOR": "1",
-}
 
 
 @pytest.fixture(scope="module")
