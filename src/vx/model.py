@@ -383,6 +383,9 @@ class SandboxSpec(Struct, frozen=True):
         str, ...
     ] = ()  # hidden outside the workspace: a cache dir there (every task's artifacts)
     trace: bool = True  # False (`sandbox.trace: false`): enforced, never traced, nothing reported
+    # the withheld packages that declare no `build`: `dependsOn "<name>#build"` reaches the
+    # implicit one (a group keyed on the package's files), which a hint says
+    implicit_builds: frozenset[str] = frozenset()
 
     @property
     def git_granted(self) -> bool:

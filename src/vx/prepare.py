@@ -509,7 +509,8 @@ def _keyed(
             remote_execution=knobs.remote_execution,
             plugin_key=host.key_material if host is not None and host.has("key") else None,
         )
-        plans = make_plans(world.ws, graph, index, opts, host_env, chosen.additive)
+        builds = frozenset(n for n, c in world.configs.items() if "build" in c.tasks)
+        plans = make_plans(world.ws, graph, index, opts, host_env, chosen.additive, builds)
         plans = origins.told(plans, graph, world.configs)  # what their warnings will say
     keyed = Keyed(plans, graph, plans)
     if req.exclude_deps is not None:  # keyed on the whole graph above; only the rest runs

@@ -38,7 +38,7 @@ def test_reading_a_linked_sibling_the_key_does_not_fold_names_the_missing_edge(r
     res = repo.vx("run", "build", cwd="packages/app")
     assert res.code == 1
     assert violation_lines(res.out) == [
-        '│ read  packages/lib/src/index.js  → dependsOn "lib#<task>": the key folds no task of lib, '
+        '│ read  packages/lib/src/index.js  → dependsOn "lib#build": the key folds no task of lib, '
         "so the sandbox withholds it"
     ]
     assert "failed (exit 1, 1 sandbox violation)" in res.out
@@ -46,9 +46,52 @@ def test_reading_a_linked_sibling_the_key_does_not_fold_names_the_missing_edge(r
         {
             "kind": "read",
             "path": "packages/lib/src/index.js",
-            "grant": 'dependsOn "lib#<task>": the key folds no task of lib, so the sandbox withholds it',
+            "grant": 'dependsOn "lib#build": the key folds no task of lib, so the sandbox withholds it',
         }
     ]
+
+
+@pytest.mark.feature("SB-07")
+def test_a_withheld_linked_package_is_named_by_a_task_it_declares(repo):
+    lib = {
+        "files": {"src/index.js": "lib\n"},
+        "tasks": {"lint": {"exec": {"command": "true"}}, "build": {"exec": {"command": "true"}}},
+    }
+    app(
+        repo,
+        {"build": sandboxed("cat ../lib/src/index.js", cache=["dist/**"])},
+        deps=["lib"],
+        lib=lib,
+    )
+    res = repo.vx("run", "build", cwd="packages/app")
+    assert res.code == 1
+    assert violation_lines(res.out) == [
+        '│ read  packages/lib/src/index.js  → dependsOn "lib#build": the key folds no task of lib, '
+        "so the sandbox withholds it"
+    ]
+
+
+@pytest.mark.feature("SB-07")
+def test_a_withheld_linked_package_that_declares_no_task_names_what_can_be_written(repo):
+    lib = {"files": {"src/index.js": "lib\n"}}
+    task = sandboxed("cat ../lib/src/index.js", cache=["dist/**"])
+    app(repo, {"build": task}, deps=["lib"], lib=lib)
+    res = repo.vx("run", "build", cwd="packages/app")
+    assert res.code == 1
+    hint = (
+        'dependsOn "lib#build" (lib declares none: the implicit one keys its files): the key '
+        "folds no task of lib, so the sandbox withholds it"
+    )
+    assert violation_lines(res.out) == [f"│ read  packages/lib/src/index.js  → {hint}"]
+    # what the hint says, written, is accepted, runs clean and keys lib's files
+    task["dependsOn"] = ["lib#build"]
+    app(repo, {"build": task}, deps=["lib"], lib=lib)
+    res = repo.vx("run", "build", cwd="packages/app")
+    assert res.code == 0 and "lib\n" in res.out and violation_lines(res.out) == [], (
+        res.out + res.err
+    )
+    (repo.root / "packages/lib/src/index.js").write_text("lib 2\n")
+    assert repo.vx("run", "build", cwd="packages/app").task("app#build")["cache"] == "miss"
 
 
 @pytest.mark.feature("SB-05", "SB-07")
@@ -386,7 +429,7 @@ def test_require_of_a_linked_package_through_node_modules(repo):  # npm-style li
     res = repo.vx("run", "withheld", cwd="packages/app")
     assert res.code == 1 and "Cannot find module 'lib'" in res.out
     assert violation_lines(res.out) == [
-        '│ read  packages/lib/package.json  → dependsOn "lib#<task>": the key folds no task of lib, '
+        '│ read  packages/lib/package.json  → dependsOn "lib#build": the key folds no task of lib, '
         "so the sandbox withholds it"
     ]
     res = repo.vx("run", "folded", cwd="packages/app")

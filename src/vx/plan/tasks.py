@@ -65,9 +65,11 @@ def make_plans(
     opts: RunOptions,
     host_env: Mapping[str, str],
     additive: frozenset[TaskId] = frozenset(),
+    builds: frozenset[str] = frozenset(),
 ) -> dict[TaskId, TaskPlan]:
     """Plan every node in topological order, so upstream keys exist before they are folded;
-    `additive` tasks add to their upstream's outputs."""
+    `additive` tasks add to their upstream's outputs; `builds` names the projects that declare
+    a `build` (a sandbox's hint names the implicit one of the others)."""
     from vx.files import lockfile
 
     memo_dir = str(opts.cache_dir / "lockfiles") if opts.cache_dir is not None else None
@@ -125,7 +127,7 @@ def make_plans(
                     node, plans[tid], opts.plugin_key, fingerprints_without
                 )
             if node.config.exec is not None and node.config.exec.sandbox is not None:
-                plans[tid] = _with_sandbox(ws, graph, node, plans[tid], opts, host_env)
+                plans[tid] = _with_sandbox(ws, graph, node, plans[tid], opts, host_env, builds)
     tools.save()
     return plans
 
@@ -156,6 +158,7 @@ def _with_sandbox(
     plan: TaskPlan,
     opts: RunOptions,
     host_env: Mapping[str, str],
+    builds: frozenset[str],
 ) -> TaskPlan:
     """Resolve `exec.sandbox` now, so a grant no run could honour is refused before anything runs."""
     from msgspec.structs import replace
@@ -178,6 +181,7 @@ def _with_sandbox(
         folded=folded,
         cache_dir=opts.store_dir if opts.store_dir is not None else opts.cache_dir,
         home=host_env.get("HOME"),
+        builds=builds,
     )
     traced = cfg.exec.sandbox.trace if cfg.exec.sandbox.trace is not None else opts.sandbox_trace
     return replace(plan, sandbox=spec if traced else replace(spec, trace=False))

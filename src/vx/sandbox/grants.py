@@ -96,12 +96,14 @@ def plan_sandbox(
     folded: Iterable[str] | None,
     cache_dir: Path | None,
     home: str | None = None,
+    builds: Iterable[str] = (),
 ) -> SandboxSpec:
     """Resolve a task's sandbox against its workspace; refuse what no run could honour.
 
     `projects` maps every project's workspace-relative dir to its package name; `linked` names
     the workspace packages the project links to (transitively); `folded` the packages whose
-    tasks the key folds, or None for an uncached task (which gets every linked package).
+    tasks the key folds, or None for an uncached task (which gets every linked package);
+    `builds` the packages that declare a `build` (the others have the implicit one).
     """
     real_root = os.path.realpath(root)
     project = os.path.realpath(os.path.join(real_root, project_rel)) if project_rel else real_root
@@ -134,6 +136,7 @@ def plan_sandbox(
         _resolve_all(config.ignore_read, project, home, strict=False),
         _resolve_all(config.ignore_write, project, home, strict=False),
         private,
+        implicit_builds=frozenset(withheld.values()) - frozenset(builds),
     )
 
 

@@ -203,7 +203,15 @@ class Judge:
             return f'allow.read "{spec.grant_text(path)}"' if _under(path, spec.project) else None
         directory, name = owner
         if directory in spec.withheld:
-            return f'dependsOn "{name}#<task>": the key folds no task of {name}, so the sandbox withholds it'
+            implicit = (
+                f" ({name} declares none: the implicit one keys its files)"
+                if name in spec.implicit_builds
+                else ""
+            )
+            return (
+                f'dependsOn "{name}#build"{implicit}: the key folds no task of {name}, '
+                "so the sandbox withholds it"
+            )
         return None if directory == spec.root else f'allow.read "{spec.grant_text(path)}"'
 
     def _other_project(self, path: str) -> tuple[str, str] | None:

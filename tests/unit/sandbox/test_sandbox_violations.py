@@ -125,7 +125,7 @@ def test_siblings_nested_projects_and_withheld_linked_packages():
         Violation(
             "read",
             "packages/lib/src/index.js",
-            'dependsOn "lib#<task>": the key folds no task of lib, so the sandbox withholds it',
+            'dependsOn "lib#build": the key folds no task of lib, so the sandbox withholds it',
         ),
         Violation("read", "packages/ui/x.js", 'allow.read "../ui/x.js"'),
     ]
