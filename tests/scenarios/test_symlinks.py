@@ -10,7 +10,7 @@ import os
 
 import pytest
 from support.commands import needs
-from support.workspace import npm_workspace
+from support.workspace import build_task, npm_workspace
 
 CONCAT = (
     "node -e \"const fs=require('fs');const s=fs.readdirSync('lib').filter(f=>f.endsWith('.js')).sort()"
@@ -164,6 +164,48 @@ def test_an_input_directory_linked_out_of_the_workspace_is_refused_by_name(repo,
     ws.write({"packages/app/vx.config.json": {"tasks": {"build": task}}}).commit()
     ok = ws.vx("run", "app#build")
     assert ok.code == 0, ok.err
+
+
+@pytest.mark.feature("KEY-12")
+def test_a_link_out_of_the_workspace_is_keyed_as_the_link_where_no_glob_declares_it(repo, tmp_path):
+    """A task without `cache` and the implicit build key their project's files, not globs the
+    user wrote: a committed link out of the workspace is keyed as the link (the path it holds),
+    as turbo's default inputs key it, and nothing is refused."""
+    outside, moved = tmp_path / "elsewhere", tmp_path / "moved"
+    for d in (outside, moved):
+        d.mkdir()
+        (d / "x.js").write_text("O;")
+    uncached = {"exec": {"command": "cat ext/x.js"}}
+    files = npm_workspace(
+        {
+            "lib": {"tasks": {"fmt": uncached}, "files": {"src/l.js": "L;"}},
+            "app": {
+                "deps": ["lib"],
+                "tasks": {"build": build_task(command="node -e \"console.log('built')\"")},
+                "files": {"src/a.js": "A;"},
+            },
+        }
+    )
+    repo.write(files)
+    os.symlink(str(outside), repo.root / "packages/lib/ext")
+    ws = repo.commit()
+    res = ws.vx("run", "lib#fmt")
+    assert res.code == 0 and "O;" in res.out, res.out + res.err
+
+    # app#build folds lib's implicit build, keyed on lib's files: the link among them
+    def cache() -> str:
+        res = ws.vx("run", "app#build")
+        assert res.code == 0, res.out + res.err
+        return res.task("app#build")["cache"]
+
+    assert cache() == "miss" and cache() != "miss"
+    (outside / "x.js").write_text("O2;")  # what the link leads to is not the workspace's
+    assert cache() != "miss"
+    os.unlink(ws.root / "packages/lib/ext")
+    os.symlink(str(moved), ws.root / "packages/lib/ext")  # the link retargeted re-keys
+    assert cache() == "miss"
+    ws.commit("moved")
+    assert cache() != "miss"
 
 
 @pytest.mark.feature("KEY-12")

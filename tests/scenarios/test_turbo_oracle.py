@@ -499,6 +499,38 @@ def test_inputs_through_directory_links_are_turbos_and_more(repo, turbo_bin):
     assert moved["a#lint"] != hashes["a#lint"] and rekeyed["a#lint"] != keys["a#lint"]
 
 
+@pytest.mark.feature("KEY-12")
+def test_a_link_out_of_the_workspace_under_default_inputs_is_keyed_as_the_link_as_in_turbo(
+    repo, turbo_bin, tmp_path
+):
+    """turbo's default inputs are git's view, where a committed link to a directory outside the
+    workspace is one blob: turbo keys it so, and so does vx (it refused the task). An explicit
+    glob that reaches through it is still refused: turbo hashes the files out there."""
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "x.js").write_text("O;")
+    files = small_turborepo()
+    files["packages/a/package.json"]["scripts"]["lint"] = "echo lint"  # type: ignore[index]
+    files["turbo.json"]["tasks"]["lint"] = {"inputs": ["ext/**"]}  # type: ignore[index]
+    repo.write(files)
+    os.symlink(str(outside), repo.root / "packages/a/ext")
+    repo.commit()
+    oracle = turbo(repo, turbo_bin, "run", "build", "--filter=a", "--dry=json")
+    assert oracle.code == 0, oracle
+    theirs = json.loads(oracle.out)["tasks"][0]["inputs"]
+    dry = repo.vx("run", "build", "--filter=a", "--dry=json")
+    assert dry.code == 0, dry.err
+    ours = json.loads(dry.out)["tasks"][0]["inputs"]
+    assert "ext" in theirs and not any(p.startswith("ext/") for p in theirs)
+    assert "packages/a/ext" in ours and not any(p.startswith("packages/a/ext/") for p in ours)
+    assert repo.vx("run", "build", "--filter=a").code == 0
+    (outside / "x.js").write_text("O2;")  # as in turbo, what is out there keys nothing
+    assert repo.vx("run", "build", "--filter=a").task("a#build")["cache"] != "miss"
+    lint = repo.vx("run", "lint", "--filter=a")
+    assert lint.code == 2 and "input packages/a/ext is a symlink to" in lint.err, lint.err
+    assert "out of the task's inputs in turbo.json with `!ext` and `!ext/**`" in lint.err
+
+
 def cross_project_depends_on() -> dict[str, object]:
     """a <- b by package.json; c and d link to nothing, but turbo.json makes c#build run after
     a#build and d#test after c#test."""

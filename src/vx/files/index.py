@@ -327,6 +327,7 @@ class FileIndex:
         nested: Sequence[str] = (),
         excluded_workspace: GlobSet | None = None,
         reach: GlobSet | None = None,
+        links_as_links: bool = False,
     ) -> InputSet:
         """The task's input files with identities, sorted by workspace-relative path.
 
@@ -334,10 +335,14 @@ class FileIndex:
         `workspace_globs` match root-relative anywhere. `excluded` is the task's own
         outputs (project-relative), `excluded_workspace` its root-relative outputs. Files git
         ignores are inputs where `reach` (`globs` unless given) reaches them (`GlobSet.toward`).
+        A link out of the workspace the globs reach is refused, unless `links_as_links` (vx's
+        own `**`, which no user wrote): then it is keyed as the link, the path it holds, as it
+        is under turbo's `$TURBO_DEFAULT$` (git's view), where only the explicit globs (`reach`)
+        are refused for it.
         """
         base = base_of(project_dir)
-        if self._links.outside:
-            self._refuse_outside(base, globs, nested)
+        if self._links.outside and not links_as_links:
+            self._refuse_outside(base, globs if reach is None else reach, nested)
             if workspace_globs:
                 self._refuse_outside("", workspace_globs, ())
         own = self._select(base, globs, nested, excluded, globs if reach is None else reach)
@@ -373,7 +378,7 @@ class FileIndex:
                 and not is_under(link, frozenset(nested))
                 and (globs.match(link[cut:]) or globs.could_match_under(link[cut:]))
             ):
-                message, hint = links.refusal(link, link[cut:], target)
+                message, hint = links.refusal(link, link[cut:], target, globs.turbo)
                 raise ConfigError(message, file=link, hint=hint)
 
     def _identities_of(self, paths: list[str]) -> dict[str, str | None]:

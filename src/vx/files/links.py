@@ -101,12 +101,13 @@ def _holds(outer: str, inner: str) -> bool:
     return outer == inner or inner.startswith(outer + "/")
 
 
-def refusal(link: str, shown: str, target: str) -> tuple[str, str]:
+def refusal(link: str, shown: str, target: str, turbo: bool = False) -> tuple[str, str]:
     """The message and hint for inputs that reach `link` (`shown` as the task's globs see it), a
-    link out of the workspace."""
+    link out of the workspace; `turbo`: the globs are a turbo.json task's `inputs`."""
+    where = "the task's inputs in turbo.json" if turbo else "cache.inputs"
     return (
         f"input {link} is a symlink to {target}, a directory outside the workspace: vx keys "
         f"only what the workspace holds",
         f"move or copy it into the workspace (or make it a package and depend on it), or leave it "
-        f"out of cache.inputs with `!{shown}` and `!{shown}/**`",
+        f"out of {where} with `!{shown}` and `!{shown}/**`",
     )

@@ -32,6 +32,9 @@ class InputQuery(Struct, frozen=True):
     excluded: GlobSet | None
     nested: tuple[str, ...]
     reach: GlobSet | None = None  # the globs that reach ignored files, when not `globs` itself
+    # vx's own `**` (a task without `cache`, the implicit build), not globs the user wrote: a
+    # link out of the workspace is keyed as the link, never refused (vx.files.links)
+    links_as_links: bool = False
 
 
 class OutputSpec:

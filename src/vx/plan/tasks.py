@@ -332,6 +332,7 @@ def _inputs(index, query: InputQuery) -> InputSet:
         excluded=query.excluded,
         nested=query.nested,
         reach=query.reach,
+        links_as_links=query.links_as_links,
     )
 
 
@@ -531,7 +532,7 @@ def _runtime(
 def _input_query(node: TaskNode, nested: tuple[str, ...]) -> InputQuery:
     cache = node.config.cache
     if cache is None:  # an uncached task still keys its whole project for its dependants
-        return InputQuery(node.project_dir, GlobSet(["**"]), None, None, nested)
+        return InputQuery(node.project_dir, GlobSet(["**"]), None, None, nested, None, True)
     turbo = cache.turbo_globs
     excluded = GlobSet(cache.output_files, turbo) if cache.output_files else None
     # turbo walks for its explicit inputs: a file named outright is hashed whatever the negations
@@ -542,8 +543,10 @@ def _input_query(node: TaskNode, nested: tuple[str, ...]) -> InputQuery:
         GlobSet(cache.input_workspace_files, turbo, exact) if cache.input_workspace_files else None
     )
     globs = GlobSet(cache.input_files, turbo, exact)
-    if not turbo:
-        return InputQuery(node.project_dir, globs, ws_globs, excluded, nested)
+    if not turbo:  # the implicit build's `**` is vx's, not a glob the user wrote
+        return InputQuery(
+            node.project_dir, globs, ws_globs, excluded, nested, None, node.config.implicit
+        )
     # turbo's globs see every file below the package, other packages' included: a root task's
     # `apps/**` reaches into the apps.
     reach = GlobSet(cache.input_reach, True) if cache.input_reach is not None else globs
