@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Callable, Mapping
 from msgspec import Struct
 
 from vx.config import loader as config
-from vx.errors import UsageError
+from vx.errors import ConfigError, UsageError
 from vx.events import PlannedTask
 from vx.model import (
     ROOT_PROJECT,
@@ -205,12 +205,14 @@ class Knobs(Struct, frozen=True):
 
 class World(Struct, frozen=True):
     """What the load step read: the workspace (the plugins' `discover` hooks applied), the run's
-    knobs, each project's config and the plugins."""
+    knobs, each project's config and the plugins; the projects whose config was refused, with
+    the refusal (each an empty config in `configs` until the graph step settles its scope)."""
 
     ws: Workspace
     knobs: Knobs
     configs: dict[str, ProjectConfig]
     host: Host | None
+    broken: dict[str, ConfigError] = {}
 
 
 class Selected(Struct, frozen=True):
@@ -222,6 +224,7 @@ class Selected(Struct, frozen=True):
     additive: frozenset[TaskId]
     broad: bool
     notice: str | None
+    warnings: tuple[str, ...] = ()  # each broken config outside the run's scope (vx.plan.scope)
 
 
 class Site(Struct, frozen=True):
@@ -331,6 +334,7 @@ def _prepare(
     concurrency = knobs.width()
     told = [(m, "warning") for m in (*cache.plan.notices, site.note, opened.notice) if m]
     told += [(chosen.notice, "info")] if chosen.notice else []
+    told += [(line, "warning") for line in chosen.warnings]
     return Prepared(
         ws=world.ws,
         graph=keyed.graph,
@@ -368,7 +372,8 @@ def _load(
     config as the plugins' `project` hooks shape it."""
     knobs = Knobs.resolve(req, ws, ws_config, host_env)
     shape = host.shape_project if host is not None and host.has("project") else None
-    return World(ws, knobs, config.load_all(ws, host_env, shape), host)
+    broken: dict[str, ConfigError] = {}
+    return World(ws, knobs, config.load_all(ws, host_env, shape, broken), host, broken)
 
 
 def _graph(req: RunRequest, world: World, host_env: Mapping[str, str], stages: Stages) -> Selected:
@@ -379,6 +384,7 @@ def _graph(req: RunRequest, world: World, host_env: Mapping[str, str], stages: S
     with stages("build graph"):
         cwd_pkg = package_of(ws, req.cwd)
         projects, unmatched = filtered(req, ws, configs, cwd_pkg) if req.select else (None, "")
+        warnings = _scoped(req, world, cwd_pkg, projects) if world.broken else ()
         everything = req.all or req.affected is not None
         selection = Selection(req.names, cwd_pkg, everything, projects, req.configuration)
         graph = build_graph(ws, configs, selection)
@@ -391,13 +397,39 @@ def _graph(req: RunRequest, world: World, host_env: Mapping[str, str], stages: S
         notice = "\n".join(n for n in (unmatched, notice) if n) or None
         if host is not None and host.has("graph"):
             graph = host.shape_graph(graph, configs)
+        for tid in graph.nodes if world.broken else ():  # the scope held: never reached
+            if tid.package in world.broken:
+                raise world.broken[tid.package]
         additive = refuse_overlaps(graph.nodes, configs, world.knobs.exclusive_outputs)
     _refuse_group_only_args(graph, req)
     if req.exclude_deps:
         from vx.plan.graph import refuse_unknown_exclusions
 
         refuse_unknown_exclusions(graph, frozenset(req.exclude_deps))
-    return Selected(graph, additive, _broad(req, graph, cwd_pkg), notice)
+    return Selected(graph, additive, _broad(req, graph, cwd_pkg), notice, warnings)
+
+
+def _scoped(
+    req: RunRequest, world: World, cwd_pkg: str, projects: frozenset[str] | None
+) -> tuple[str, ...]:
+    """The broken configs settled against the run's scope (vx.plan.scope): the first one in it
+    refused, a warning line for each of the others. Everything is in scope for `--all`,
+    `--affected`, a plugin's `graph` hook and a bare task name from the root."""
+    from vx.plan import scope
+
+    named = {n.rpartition("#")[0] or ROOT_PROJECT for n in req.names if "#" in n}
+    host = world.host
+    seeds: set[str] | None = None
+    if req.all or req.affected is not None or (host is not None and host.has("graph")):
+        seeds = None
+    elif projects is not None:
+        seeds = set(projects) | named
+    elif cwd_pkg != ROOT_PROJECT:
+        seeds = {cwd_pkg} | named
+    elif req.names and all("#" in n for n in req.names):
+        seeds = named
+    reached = None if seeds is None else scope.reached(world.ws, world.configs, seeds)
+    return scope.settle(world.broken, reached)
 
 
 def _broad(req: RunRequest, graph: TaskGraph, cwd_pkg: str) -> bool:

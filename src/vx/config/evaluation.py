@@ -41,9 +41,16 @@ class Evaluated(NamedTuple):
     reads: dict[str, tuple[str, ...]]
 
 
-def evaluate(root: str, files: Mapping[str, str], env: Mapping[str, str]) -> Evaluated:
+def evaluate(
+    root: str,
+    files: Mapping[str, str],
+    env: Mapping[str, str],
+    errors: dict[str, ConfigError] | None = None,
+) -> Evaluated:
     """The default export of each code config, by absolute path; `files` maps each path to the
-    workspace-relative name refusals use. Raises ConfigError for the first config that fails."""
+    workspace-relative name refusals use. Raises ConfigError for the first config that fails,
+    or with `errors` puts each failing config's there, by path, and leaves out its value (Node
+    itself failing still raises: every config of the batch is then unread)."""
     node = _node(env, next(iter(files.values())))
     key = _key(node, files)
     kept = _kept(root, key, env)
@@ -55,15 +62,18 @@ def evaluate(root: str, files: Mapping[str, str], env: Mapping[str, str]) -> Eva
     for path in sorted(files):
         problem = results[path].get("error")
         if problem:
-            raise ConfigError(
+            refusal = ConfigError(
                 problem["message"],
                 file=files[path],
                 field=problem.get("field") or "",
                 hint=problem.get("hint"),
             )
+            if errors is None:
+                raise refusal
+            errors[path] = refusal
     reads = kept["reads"]
     return Evaluated(
-        {path: results[path]["value"] for path in files},
+        {path: results[path]["value"] for path in files if errors is None or path not in errors},
         {path: tuple(reads.get(path, ())) for path in files},
     )
 

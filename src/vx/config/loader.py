@@ -137,34 +137,59 @@ Shape = Callable[[Package, Any, str], Any]
 
 
 def load_all(
-    ws: Workspace, env: Mapping[str, str] | None = None, shape: Shape | None = None
+    ws: Workspace,
+    env: Mapping[str, str] | None = None,
+    shape: Shape | None = None,
+    broken: dict[str, ConfigError] | None = None,
 ) -> dict[str, ProjectConfig]:
     """Every package's project config, by package name (the root under `//`); the ones written as
     code evaluated together, in one Node process. With `shape`, each project read from a vx
-    config (or from none) passes through it before it is validated."""
+    config (or from none) passes through it before it is validated. With `broken`, a project
+    whose own config is refused is put there (by name) with its refusal, and given an empty
+    config (its file as the source): the run decides whether it reaches it (`vx.plan.scope`).
+    What every project reads (the root turbo.json, nx.json) is refused whatever."""
     root = str(ws.root)
     turbo = turbo_root(root)
     nx = nx_root(root, ws) if turbo is None else None
     if (turbo is not None or nx is not None) and _migrated(ws.root, env):
         turbo = nx = None  # `vx migrate` wrote every project's config: those files give no tasks
-    found = {name: _locate(root, pkg, turbo) for name, pkg in ws.packages.items()}
-    evaluated = _evaluate(root, found.values(), env)
+    errors: dict[str, ConfigError] | None = None if broken is None else {}
+    found: dict[str, Found | None] = {}
+    for name, pkg in ws.packages.items():
+        try:
+            found[name] = _locate(root, pkg, turbo)
+        except ConfigError as exc:
+            if broken is None:
+                raise
+            broken[name], found[name] = exc, None
+    evaluated = _evaluate(root, found.values(), env, errors)
     manager = ws.manager
     if turbo is not None or nx is not None:
         from vx.config.turbo import hook_manager
 
         manager = hook_manager(ws.manager, root)
-    if nx is not None:
-        return {
-            name: from_nx(nx, pkg, manager)
-            if found[name] is None
-            else _project(root, pkg, found[name], evaluated, None, manager, shape)
-            for name, pkg in ws.packages.items()
-        }
-    return {
-        name: _project(root, pkg, found[name], evaluated, turbo, manager, shape)
-        for name, pkg in ws.packages.items()
-    }
+
+    def one(name: str, pkg: Package) -> ProjectConfig:
+        located = found[name]
+        if nx is not None and located is None:
+            return from_nx(nx, pkg, manager)
+        return _project(root, pkg, located, evaluated, None if nx else turbo, manager, shape)
+
+    if broken is None:
+        return {name: one(name, pkg) for name, pkg in ws.packages.items()}
+    configs: dict[str, ProjectConfig] = {}
+    for name, pkg in ws.packages.items():
+        located = found[name]
+        try:
+            if name in broken:
+                raise broken[name]
+            if errors and located is not None and located.path in errors:
+                raise errors[located.path]
+            configs[name] = one(name, pkg)
+        except ConfigError as exc:
+            broken[name] = exc
+            configs[name] = ProjectConfig(source=exc.file)
+    return configs
 
 
 def _migrated(root: Path, env: Mapping[str, str] | None) -> bool:
@@ -290,15 +315,17 @@ def _locate(root: str, pkg: Package, turbo: TurboRoot | None) -> Found | None:
     return Found(path, ext, _rel(pkg.dir, os.path.basename(path)))
 
 
-def _evaluate(root: str, found, env: Mapping[str, str] | None) -> Evaluation:
+def _evaluate(
+    root: str, found, env: Mapping[str, str] | None, errors: dict[str, ConfigError] | None = None
+) -> Evaluation:
     """The code configs among `found`, evaluated: their default exports by path, and the files
-    each read."""
+    each read (with `errors`, each failing one's refusal there, by path)."""
     code = {f.path: f.source for f in found if f is not None and LOADERS[f.ext] is None}
     if not code:
         return ({}, {})
     from vx.config.evaluation import evaluate
 
-    return evaluate(root, code, os.environ if env is None else env)
+    return evaluate(root, code, os.environ if env is None else env, errors)
 
 
 def _decoded(found: Found, values: Mapping[str, Any]) -> Any:
