@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Callable, Mapping
 from msgspec import Struct
 
 from vx.config import loader as config
-from vx.errors import ConfigError, UsageError
+from vx.errors import ConfigError, UsageError, VxError
 from vx.events import PlannedTask
 from vx.model import (
     ROOT_PROJECT,
@@ -387,7 +387,13 @@ def _graph(req: RunRequest, world: World, host_env: Mapping[str, str], stages: S
         warnings = _scoped(req, world, cwd_pkg, projects) if world.broken else ()
         everything = req.all or req.affected is not None
         selection = Selection(req.names, cwd_pkg, everything, projects, req.configuration)
-        graph = build_graph(ws, configs, selection)
+        try:
+            graph = build_graph(ws, configs, selection)
+        except VxError as exc:  # a task only a config not read declares is not known
+            if world.broken:
+                skipped = ", ".join(sorted(e.file for e in world.broken.values()))
+                exc.facts += (f"not read (broken, outside this run's scope): {skipped}",)
+            raise
         if projects is not None and not graph.requested:  # turbo's "no tasks were executed"
             from vx.plan.filters import nothing_to_run
 

@@ -149,3 +149,16 @@ def test_a_broken_package_turbo_json_outside_the_filter_warns_where_turbo_says_n
     assert turbo(repo, binary, "run", "build").code != 0
     everything = repo.vx("run", "build")
     assert everything.code == 2 and "in: packages/c/turbo.json" in everything.err
+
+
+@pytest.mark.feature("WS-14")
+def test_a_refusal_of_the_graph_names_the_config_not_read(repo):
+    """A task only the unread config declares is unknown to the run: the refusal says which
+    config was not read."""
+    files = layout({"other": ("vx.config.json", BROKEN_JSONC)})
+    files["packages/app/vx.config.json"]["tasks"]["build"]["dependsOn"] = ["^lint"]  # type: ignore[index]
+    repo.write(files).commit()
+    res = repo.vx("run", "build", cwd="packages/app")
+    assert res.code == 2, res.out + res.err
+    assert "no project in the workspace declares a task `lint`" in res.err
+    assert "not read (broken, outside this run's scope): packages/other/vx.config.json" in res.err
