@@ -171,13 +171,15 @@ class Judge:
             found.setdefault(("read", path), Violation("read", spec.rel(path), hint))
 
     def _lookup(self, path: str, access: Access, found: dict) -> None:
-        """A refused stat/access/readlink of an existing file of the task's own project that a
-        read grant would allow: the tool saw ENOENT and may never open it (it reports nothing)."""
+        """A refused stat/access/readlink of an existing file of the task's own project, or of a
+        directory of the root project's, that a read grant would allow: the tool saw ENOENT and
+        may never open it (it reports nothing). Judged where the host would have taken it, as a
+        failed read is: `lib/x.js` through `lib -> ../../shared` is `shared/x.js`."""
         spec = self.spec
-        if (
-            access.errno not in ("ENOENT", "EACCES")
-            or not _under(path, spec.project)
-            or self._other_project(path)
+        path = self.realpath(path)
+        owner = self._other_project(path)
+        if access.errno not in ("ENOENT", "EACCES") or not (
+            (owner is None and _under(path, spec.project)) or self._in_root_directory(path, owner)
         ):
             return
         if (
@@ -208,6 +210,12 @@ class Judge:
             directory, name = owner
             return f'dependsOn "{name}#<task>": the key folds no task of {name}, so the sandbox withholds it'
         return f'allow.read "{spec.grant_text(path)}"'
+
+    def _in_root_directory(self, path: str, owner: tuple[str, str] | None) -> bool:
+        """In a directory of the root project (`shared/x.js`), not a root-level file."""
+        root = self.spec.root
+        rooted = owner[0] == root if owner else not _under(path, self.spec.project)
+        return rooted and _under(path, root) and os.path.dirname(path) != root
 
     def _other_project(self, path: str) -> tuple[str, str] | None:
         """The deepest project holding `path` when that is not the task's own, else None."""
