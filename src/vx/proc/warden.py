@@ -68,6 +68,8 @@ def start(run_cgroup: str) -> None:
     try:
         pid = _fork()
     except OSError:
+        mine.close()
+        theirs.close()
         _off = True
         return
     if pid == 0:  # the warden: never returns
@@ -273,7 +275,7 @@ def _detach(keep: int) -> None:
     for std in (0, 1, 2):
         os.dup2(null, std)  # never hold vx's output open: its reader waits for end-of-file
     os.closerange(3, keep)
-    os.closerange(keep + 1, 1 << 16)
+    os.closerange(keep + 1, 1 << 30)  # close_range(2): one call, however high the limit
     try:
         with open("/proc/self/comm", "w") as comm:
             comm.write("vx-warden")
