@@ -305,10 +305,13 @@ def _signal(pgid: int, leader: int, sig: int, members: dict[int, list[int]]) -> 
             return False
         except OSError:
             _by_group = False  # before Linux 6.9: member by member
-    held = members[pgid]
-    held += _members(pgid, leader)
+    fresh = _members(pgid, leader)
+    if fresh:  # the leader is unreaped: the whole group as it is now
+        for fd in members[pgid]:
+            os.close(fd)
+        members[pgid] = fresh
     reached = False
-    for member in held:
+    for member in members[pgid]:
         try:
             signal.pidfd_send_signal(member, sig)
             reached = True
