@@ -31,15 +31,16 @@ def task_cgroups_in(run_dir: str) -> list[str]:
     return [d for d in os.listdir(run_dir) if os.path.isdir(f"{run_dir}/{d}")]
 
 
-def test_a_sigkill_of_vx_ends_every_task_and_its_children(repo):
+@pytest.mark.parametrize("way", ["group", "members"])
+def test_a_sigkill_of_vx_ends_every_task_and_its_children(repo, way):
+    """By the process-group flag of pidfd_send_signal, and member by member (before Linux 6.9)."""
+    env = vx_env({"VX_TEST_WARDEN": way})
     repo.write(
         npm_workspace(
             {name: {"tasks": {"serve": {"exec": {"command": HANG}}}} for name in ("a", "b")}
         )
     ).commit()
-    vx = start_vx(
-        "run", "serve", "--all", cwd=repo.root, env=vx_env(), stdout=DEVNULL, stderr=DEVNULL
-    )
+    vx = start_vx("run", "serve", "--all", cwd=repo.root, env=env, stdout=DEVNULL, stderr=DEVNULL)
     pids = []
     try:
         for name in ("a", "b"):
