@@ -502,3 +502,30 @@ def test_a_tracer_that_fails_twice_fails_the_task_with_what_it_said(repo, tmp_pa
         "the sandbox's tracer failed twice: strace: ptrace(PTRACE_SEIZE, 2): Operation not permitted"
         in res.out + res.err
     )
+
+
+# ---------------------------------------------------------------- the root project's directories
+
+
+@pytest.mark.parametrize("through", ["link", "path", "require"])
+def test_a_read_of_a_root_project_directory_is_a_violation_naming_the_file(repo, through):
+    """`shared/` at the workspace root belongs to the root project, not to a member; the task
+    reads `shared/x.js` through an in-project link (`lib -> ../../shared`), by its path, or with
+    node's `require` (which stats before it opens). Before, only the ENOENT showed: the root
+    project's files were all exempt, where docs/sandbox.md exempts only root-level ones. Now the
+    read is a violation naming the file and the grant, and with the grant the read succeeds."""
+    path = "lib/x.js" if through == "link" else "../../shared/x.js"
+    command = f"node -e \"require('{path}')\"" if through == "require" else f"node {path}"
+    app(repo, {"build": sandboxed(command)})
+    (repo.root / "shared").mkdir()
+    (repo.root / "shared/x.js").write_text("console.log('shared ' + 'read')\n")
+    if through == "link":
+        (repo.root / "packages/app/lib").symlink_to("../../shared")
+    repo.commit()
+    res = repo.vx("run", "build", cwd="packages/app")
+    assert res.code == 1, res.out + res.err
+    assert violation_lines(res.out) == ['│ read  shared/x.js  → allow.read "../../shared/x.js"']
+    app(repo, {"build": sandboxed(command, read=[path])})
+    res = repo.vx("run", "build", cwd="packages/app")
+    assert res.code == 0 and "shared read" in res.out, res.out + res.err
+    assert violation_lines(res.out) == []

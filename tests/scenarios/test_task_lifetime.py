@@ -15,7 +15,7 @@ import pytest
 from support.commands import needs
 from support.processes import end, kill_all, running, start_vx, wait_for
 from support.store import assert_saved_as_left
-from support.workspace import build_task, npm_workspace, one_build, vx_env
+from support.workspace import SRC, build_task, npm_workspace, one_build, vx_env
 
 HANG = (
     "node -e \"require('child_process').spawn(process.execPath,['-e',"
@@ -31,15 +31,16 @@ def task_cgroups_in(run_dir: str) -> list[str]:
     return [d for d in os.listdir(run_dir) if os.path.isdir(f"{run_dir}/{d}")]
 
 
-def test_a_sigkill_of_vx_ends_every_task_and_its_children(repo):
+@pytest.mark.parametrize("way", ["group", "members"])
+def test_a_sigkill_of_vx_ends_every_task_and_its_children(repo, way):
+    """By the process-group flag of pidfd_send_signal, and member by member (before Linux 6.9)."""
+    env = vx_env({"VX_TEST_WARDEN": way})
     repo.write(
         npm_workspace(
             {name: {"tasks": {"serve": {"exec": {"command": HANG}}}} for name in ("a", "b")}
         )
     ).commit()
-    vx = start_vx(
-        "run", "serve", "--all", cwd=repo.root, env=vx_env(), stdout=DEVNULL, stderr=DEVNULL
-    )
+    vx = start_vx("run", "serve", "--all", cwd=repo.root, env=env, stdout=DEVNULL, stderr=DEVNULL)
     pids = []
     try:
         for name in ("a", "b"):
@@ -330,15 +331,15 @@ def test_first_wave_task_is_stopped_when_the_walk_fails_after_adopting_it(repo, 
 # ---------------------------------------------------------------- a hostile task in the sandbox
 
 # What an unprivileged task can try against the run's teardown: kill the warden — by the pid the
-# test hands it (vx's, on the host) and by every process it can see whose command line names it —
+# test hands it (vx's, on the host) and by every process it can see named for it —
 # write itself into every cgroup it can see (its run's and vx's own above it), and leave a
 # session of its own running. (Nothing broader, such as `kill -9 -1`: should the sandbox ever not
 # apply, this runs with the suite's rights.)
 HOSTILE = (
     "until [ -s in/target ]; do sleep 0.05; done; kill -9 $(cat in/target) 2>/dev/null; "
-    'echo "kill $?" >out/report; w=ward; '  # spelt in two: this shell's own command line
-    "for p in /proc/[0-9]*; do case $(tr '\\0' ' ' <$p/cmdline 2>/dev/null) in "
-    '*"${w}en"*) kill -9 ${p#/proc/} 2>/dev/null;; esac; done; n=0; moved=0; '
+    'echo "kill $?" >out/report; '
+    "for p in /proc/[0-9]*; do case $(cat $p/comm 2>/dev/null) in "
+    "*warden*) kill -9 ${p#/proc/} 2>/dev/null;; esac; done; n=0; moved=0; "
     "for f in $(find /sys/fs/cgroup -name cgroup.procs 2>/dev/null); do "
     'n=$((n+1)); echo $$ 2>/dev/null >"$f" && moved=$((moved+1)); done; '
     'echo "cgroups $n moved $moved" >>out/report; cat /proc/self/cgroup >>out/report; '
@@ -347,18 +348,18 @@ HOSTILE = (
 
 
 def warden_of(vx_pid: int) -> list[int]:
-    """The run's warden: the `sh … warden` vx started, in a session of its own."""
+    """The run's warden: the fork of vx named `vx-warden`, in a session of its own."""
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit() and running(int(entry)):
             try:
                 with open(f"/proc/{entry}/stat") as f:
                     ppid = int(f.read().rpartition(")")[2].split()[1])
-                with open(f"/proc/{entry}/cmdline", "rb") as f:
-                    argv = f.read().split(b"\0")
+                with open(f"/proc/{entry}/comm") as f:
+                    comm = f.read().strip()
             except (OSError, ValueError, IndexError):
                 continue
-            if ppid == vx_pid and b"warden" in argv:
+            if ppid == vx_pid and comm == "vx-warden":
                 found.append(int(entry))
     return found
 
@@ -406,6 +407,107 @@ def test_a_sandboxed_task_cannot_kill_the_warden_or_leave_its_cgroup(repo, track
         if tracking["VX_TEST_TRACKING"] == "cgroup":
             run_dir = f"{vx_cgroup_parent()}/vx-{vx.pid}"
             wait_for(lambda: not os.path.exists(run_dir), "the run's cgroups to go")
+    finally:
+        end(vx)
+        kill_all(processes_in(task_dir))
+
+
+# ---------------------------------------------------------------- the warden: strangers, its death
+
+# Runs as PID 1 of a fresh pid namespace, where pids are handed out in order and
+# /proc/sys/kernel/ns_last_pid says which comes next. "vx" (a child running spawn.start) starts a
+# task that exits, reaps it and, as a vx killed before it could tell the warden, never releases
+# its group. The group's number is then given to a stranger in a session of its own, and "vx" is
+# SIGKILLed: the warden must not signal the stranger. Prints "spared" or "signalled".
+REUSE_HARNESS = r"""
+import os, signal, subprocess, sys
+VX = '''
+import os, sys
+from vx.proc import spawn
+popen = spawn.start("exit 0", ".", dict(os.environ))
+popen.wait()
+os.write(1, b"%d\\n" % popen.pid)
+os.read(0, 1)
+'''
+hold_r, hold_w = os.pipe()
+vx = subprocess.Popen([sys.executable, "-c", VX], stdin=hold_r, stdout=subprocess.PIPE)
+task = int(vx.stdout.readline())
+with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+    f.write(str(task - 1))
+stranger = subprocess.Popen(["sleep", "1000"], start_new_session=True)
+assert stranger.pid == task == os.getpgid(stranger.pid), (stranger.pid, task)
+vx.kill()
+vx.wait()
+while True:  # PID 1 reaps every orphan: the warden's end is the event waited for
+    pid, status = os.waitpid(-1, 0)
+    if pid == stranger.pid:
+        print("signalled", os.waitstatus_to_exitcode(status))
+        break
+    if pid != vx.pid:
+        print("spared" if stranger.poll() is None else "signalled")
+        stranger.kill()
+        break
+"""
+
+
+@pytest.mark.parametrize("way", ["group", "members"])
+@needs("unshare")
+def test_the_warden_never_signals_a_group_that_took_a_dead_tasks_number(tmp_path, way):
+    """The number of a task's group, dead and reaped before vx could tell the warden, goes to a
+    stranger's group (made certain in a pid namespace); vx is then SIGKILLed. Before, the warden
+    sent SIGTERM to the stranger's group, which has the number; now it signals through a pidfd,
+    which names the dead group alone — with Linux 6.9's process-group flag, and member by member
+    as before it (`members`)."""
+    env = dict(os.environ, PYTHONPATH=SRC, VX_TEST_TRACKING="subreaper")
+    if way == "members":
+        env["VX_TEST_WARDEN"] = "members"
+    unshare = ["unshare", "--pid", "--fork", "--mount-proc"]
+    if os.geteuid() != 0:
+        unshare[1:1] = ["--user", "--map-root-user"]
+    res = subprocess.run(
+        [*unshare, sys.executable, "-c", REUSE_HARNESS],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if res.returncode != 0 and "unshare" in res.stderr and "Traceback" not in res.stderr:
+        pytest.skip(f"no pid namespace here: {res.stderr.strip()}")
+    assert res.stdout.strip() == "spared", res.stdout + res.stderr
+
+
+# Kills the warden the way a task could (its name in /proc), says whom it killed, keeps a child.
+KILLS_WARDEN = (
+    'for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = vx-warden ] && '
+    "kill -9 ${p#/proc/} && echo ${p#/proc/} >>killed; done; "
+    "sleep 1000 & echo $! >child.pid; wait"
+)
+
+
+@pytest.mark.parametrize("ending", ["SIGKILL", "SIGINT"])
+def test_a_task_that_kills_the_warden_still_ends_with_vx(repo, tracking, ending):
+    """A task kills the warden (found by its name in /proc) and keeps a child running. vx starts
+    a new warden with the task's group; vx is then SIGKILLed, or interrupted, and the task and its
+    child end all the same. Before, the warden stayed dead and a SIGKILLed vx left both running."""
+    one_task(repo, {"exec": {"command": KILLS_WARDEN}})
+    task_dir = repo.root / "packages/app"
+    vx = start_vx("run", "serve", "--all", cwd=repo.root, env=vx_env(tracking), stdout=DEVNULL)
+    try:
+        wait_for(lambda: (task_dir / "child.pid").exists() or vx.poll() is not None, "the task")
+        assert vx.poll() is None, vx.communicate()[1]
+        killed = {int(line) for line in (task_dir / "killed").read_text().split()}
+        assert killed and not any(running(pid) for pid in killed), killed
+        wait_for(lambda: set(warden_of(vx.pid)) - killed, "a new warden")
+        left = processes_in(task_dir)
+        assert len(left) >= 2, left  # the task's shell and its child
+        if ending == "SIGKILL":
+            vx.kill()
+        else:
+            vx.send_signal(signal.SIGINT)
+        code = vx.wait(timeout=120)
+        assert code == (-9 if ending == "SIGKILL" else 130), vx.stderr.read()
+        wait_for(lambda: not processes_in(task_dir), "the task's processes to end")
     finally:
         end(vx)
         kill_all(processes_in(task_dir))

@@ -4,7 +4,9 @@ read but did not declare is named with the cache.inputs entry that covers it, an
 import json
 import os
 import subprocess
+import sys
 
+import pytest
 from support.commands import needs
 from support.workspace import npm_workspace
 
@@ -718,4 +720,79 @@ def test_a_shared_definitions_fixes_are_one_line_each_and_a_package_alone_gets_i
     assert (
         'turbo.json tasks["@edge-runtime/primitives#build"] with these fixes: "outputs": ["dist/**", "types/**"]'
         in fixes
+    )
+
+
+# ---------------------------------------------------------------- reads by file handle
+
+# A file opened by handle (name_to_handle_at, then open_by_handle_at), through ctypes: python's
+# os has neither. `make` writes the handle of argv[2] to argv[3]; `open` opens the handle kept in
+# argv[2] (relative to the mount of the current directory) and writes what it read to dist/out.js.
+BY_HANDLE = r"""
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+class Handle(ctypes.Structure):
+    _fields_ = [("bytes", ctypes.c_uint), ("type", ctypes.c_int), ("f", ctypes.c_ubyte * 128)]
+handle, mount = Handle(128), ctypes.c_int()
+if sys.argv[1] == "make":
+    assert libc.name_to_handle_at(-100, sys.argv[2].encode(), ctypes.byref(handle), ctypes.byref(mount), 0) == 0
+    open(sys.argv[3], "wb").write(bytes(handle))
+    sys.exit()
+if sys.argv[1] == "both":
+    assert libc.name_to_handle_at(-100, sys.argv[2].encode(), ctypes.byref(handle), ctypes.byref(mount), 0) == 0
+else:
+    ctypes.memmove(ctypes.byref(handle), open(sys.argv[2], "rb").read(), ctypes.sizeof(handle))
+fd = libc.open_by_handle_at(os.open(".", os.O_RDONLY), ctypes.byref(handle), os.O_RDONLY)
+assert fd >= 0, os.strerror(ctypes.get_errno())
+os.makedirs("dist", exist_ok=True)
+open("dist/out.js", "wb").write(os.read(fd, 100))
+"""
+
+
+def by_handle_workspace(repo, *args: str):
+    command = f"python3 ../../by_handle.py {' '.join(args)}"
+    workspace(repo, cached(command, workspace_files=("by_handle.py",)))
+    (repo.root / "by_handle.py").write_text(BY_HANDLE)
+    return repo.commit()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="open_by_handle_at needs CAP_DAC_READ_SEARCH")
+def test_a_read_by_file_handle_is_named_by_the_path_its_handle_was_made_of(repo):
+    """The task makes a handle of ../shared/x.js and opens the file by it. Before, the trace had
+    neither call, and --verify said every task declared what it read."""
+    by_handle_workspace(repo, "both", "../shared/x.js")
+    res = repo.vx("run", "app#build", "--verify=inputs")
+    assert res.code == 1, res.out + res.err
+    assert (repo.root / "packages/app/dist/out.js").read_text() == "X;"
+    assert res.out.splitlines()[-4:] == [
+        "app#build read 1 undeclared input:",
+        '  ../shared/x.js  add cache.inputs.workspaceFiles: ["packages/shared/x.js"]',
+        "",
+        "verify: 1 undeclared input in 1 of 1 traced task",
+    ]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="open_by_handle_at needs CAP_DAC_READ_SEARCH")
+def test_a_read_by_a_handle_made_outside_the_trace_is_a_warning_not_a_pass(repo, tmp_path):
+    """The handle was made before the run (kept in a file); the task only opens by it: the trace
+    cannot say which file it read, and --verify says so instead of passing every task."""
+    by_handle_workspace(repo, "open", str(tmp_path / "handle"))
+    subprocess.run(
+        [sys.executable, "-c", BY_HANDLE, "make", "packages/shared/x.js", str(tmp_path / "handle")],
+        cwd=repo.root,
+        check=True,
+    )
+    res = repo.vx("run", "app#build", "--verify=inputs")
+    assert res.code == 0, res.out + res.err
+    assert (repo.root / "packages/app/dist/out.js").read_text() == "X;"
+    lines = res.out.splitlines()
+    assert any(
+        line.startswith(
+            "warning: app#build read through open_by_handle_at a file that was not attributed"
+        )
+        for line in lines
+    ), res.out
+    assert lines[-1] == (
+        "verify: no undeclared read named in 1 traced task, but 1 task opened files by handle "
+        "that the trace cannot name"
     )

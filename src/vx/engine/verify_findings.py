@@ -27,6 +27,7 @@ class Verdict(Struct, frozen=True):
     outputs: tuple[Undeclared, ...] = ()  # files it left behind outside its declared outputs
     notes: tuple[str, ...] = ()  # a declared glob that matches nothing; the whole list to paste
     unkeyed: tuple[str, ...] = ()  # passThrough variables that reached it outside its key
+    unnamed: tuple[str, ...] = ()  # mounts it opened a file in by a handle the trace never saw made
 
 
 class VerifyReport(Struct, frozen=True):
@@ -68,8 +69,10 @@ def render(report: VerifyReport) -> list[str]:
         for v in report.verdicts
         if v.unkeyed and not any(u.path.startswith("$") for u in v.undeclared)
     ]
+    lines += [_unnamed_warning(v) for v in report.verdicts if v.unnamed]
     lines += report.notes
     traced = len(report.verdicts)
+    unnamed = sum(1 for v in report.verdicts if v.unnamed)
     if report.count:
         tasks = sum(1 for v in report.verdicts if v.undeclared or v.outputs)
         what = ", ".join(
@@ -81,6 +84,11 @@ def render(report: VerifyReport) -> list[str]:
             if part
         )
         lines.append(f"verify: {what} in {tasks} of {plural(traced, 'traced task')}")
+    elif unnamed:
+        lines.append(
+            f"verify: no undeclared read named in {plural(traced, 'traced task')}, but "
+            f"{plural(unnamed, 'task')} opened files by handle that the trace cannot name"
+        )
     else:
         lines.append(f"verify: every traced task declared what it read ({plural(traced, 'task')})")
     if report.untraced:
@@ -107,6 +115,14 @@ def _block(verdict: Verdict) -> list[str]:
             lines += [f"  {u.shown.ljust(width)}  {'add ' if u.add else ''}{u.fix}" for u in items]
     lines += [f"  {note}" for note in verdict.notes]
     return lines + [""]
+
+
+def _unnamed_warning(verdict: Verdict) -> str:
+    mounts = ", ".join(verdict.unnamed)
+    return (
+        f"warning: {verdict.id} read through open_by_handle_at a file that was not attributed (a "
+        f"handle made outside the trace, under {mounts}): what it read is not all known"
+    )
 
 
 def _unkeyed_note(verdict: Verdict) -> str:

@@ -62,6 +62,7 @@ def judge(
         )
         for tid in reads
     ]
+    verdicts = [replace(v, unnamed=_unnamed(traced[v.id])) for v in verdicts]
     return verdicts, run.global_notes()
 
 
@@ -79,6 +80,11 @@ def _with_env(verdict: Verdict, node: TaskNode, plan, accesses) -> Verdict:
             for name in unkeyed
         )
     return replace(verdict, undeclared=verdict.undeclared + found, unkeyed=unkeyed)
+
+
+def _unnamed(accesses) -> tuple[str, ...]:
+    """The mounts the task opened a file in by a handle the trace never saw made (sandbox.trace)."""
+    return tuple(sorted({a.path for a in accesses if a.kind == "unnamed"}))
 
 
 _ENVIRON = re.compile(r"^/proc/(self|thread-self|[0-9]+)(/task/[0-9]+)?/environ$")

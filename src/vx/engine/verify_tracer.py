@@ -87,8 +87,8 @@ class InputTracer:
 
 def strace_prefix(strace: str, output: Path) -> list[str]:
     """The sandbox's strace flags and syscall set, writing to `output`, tracer in our group."""
-    from vx.sandbox.trace import SYSCALLS
+    from vx.sandbox.trace import HANDLES, SYSCALLS
 
-    return [strace, "-D", "-f", "-qq", "-y", "-xx", "--seccomp-bpf", "-e", "signal=none", "-e", "verbose=none",
+    return [strace, "-D", "-f", "-qq", "-y", "-xx", "--seccomp-bpf", "-e", "signal=none", "-e", HANDLES,
             "-e", "trace=" + ",".join(SYSCALLS), "-e", "inject=io_uring_setup:error=ENOSYS",
             "-o", str(output), "--"]  # fmt: skip

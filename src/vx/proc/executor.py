@@ -29,7 +29,7 @@ from msgspec import Struct
 
 from vx.errors import UsageError
 from vx.model import LogChunk, ProcessResult
-from vx.proc import descendants, spawn
+from vx.proc import descendants, spawn, warden
 from vx.proc.spawn import SHELL
 
 DRAIN_S = 0.25  # how long the pipes are read after the shell exits
@@ -269,6 +269,7 @@ def adopt(
     child.launch = launch
     table._add(child)
     _watch_exit(child.pid, child._on_exit)
+    warden.watch(asyncio.get_running_loop())
     return child
 
 

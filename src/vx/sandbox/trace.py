@@ -34,7 +34,11 @@ SYSCALLS = (
     "mkdir", "mkdirat", "rmdir", "unlink", "unlinkat", "rename", "renameat", "renameat2",
     "link", "linkat", "symlink", "symlinkat", "chdir", "fchdir",
     "clone", "clone3", "fork", "vfork", "io_uring_setup",
+    "name_to_handle_at", "open_by_handle_at",
 )  # fmt: skip
+# Decoded in full (the rest is `verbose=none`): a file handle's bytes, which name_to_handle_at
+# ties to a path and open_by_handle_at opens by (strace does not decorate the fd it returns).
+HANDLES = "verbose=name_to_handle_at,open_by_handle_at"
 # Traced in the sandbox only: a tool that stats before it opens (`cp`, node's `require`,
 # `test -f`) never opens a file the sandbox hid; its refused lookup is what shows the missing grant.
 # Not readlink: glibc's realpath calls it on every component (a third of `tsc -b`'s traced calls,
@@ -46,7 +50,7 @@ def strace_argv(strace: str, output: str) -> list[str]:
     """The strace prefix that traces the command after it (bwrap), writing to `output`."""
     return [
         strace, "-DD", "-f", "-q", "-y", "-xx", "--seccomp-bpf", "-e", "signal=none",
-        "-e", "verbose=none",  # no stat buffer or clone3 struct decoded: only paths, flags and results are read
+        "-e", HANDLES,  # no stat buffer or clone3 struct decoded: only paths, flags and results are read
         "-e", "trace=" + ",".join(SYSCALLS + LOOKUPS),
         "-e", "inject=io_uring_setup:error=ENOSYS",  # io_uring file ops are invisible to ptrace
         "-o", output, "--",
@@ -57,7 +61,8 @@ class Access(Struct, frozen=True):
     """One file access the task made, resolved to an absolute path.
 
     `kind` is read, write, rdwr (opened O_RDWR: a write that may also read), exec, list (a
-    directory opened to enumerate), probe (O_PATH) or lookup (a refused stat, access or readlink);
+    directory opened to enumerate), probe (O_PATH), lookup (a refused stat, access or readlink)
+    or unnamed (open_by_handle_at of a handle the trace never saw made: `path` is the mount's);
     `path` is what was asked for, lexically normalised; `real` the path the kernel opened
     (from `-y`) when the call succeeded and said so; `errno` is None on success.
     """
@@ -89,6 +94,7 @@ _OPENAT = re.compile(
     r"(?:\d+<([^<>]*)>\s*$|-1 ([A-Z]+) \([^()]*\)\s*$)"
 )
 _HEX = re.compile(r"\\x([0-9a-f]{2})")
+_HANDLE = re.compile(r"handle_type=(-?\d+), f_handle=(\"[^\"]*\"|0x[0-9a-f]+)")
 _UNFINISHED = " <unfinished ...>"
 _NOT_FINAL = ("ERESTARTSYS", "ERESTARTNOINTR", "ERESTARTNOHAND", "ERESTART_RESTARTBLOCK", "EINTR")
 _WRITE_FLAGS = frozenset({"O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC"})
@@ -169,6 +175,7 @@ class TraceParser:
         self.initial_cwd = cwd
         self._cwd: dict[int, str] = {}
         self._pending: dict[int, str] = {}
+        self._handles: dict[str, str] = {}  # a file handle (type, bytes) -> the path it was made of
         self.lines = 0
         self._setup: set[int] | None = (
             set() if sandbox else None
@@ -384,6 +391,29 @@ def _on_lookup(p: TraceParser, call: _Call, tokens) -> list[Access]:
     return [p._access(call, "lookup", p._at(call, dirfd, path))]
 
 
+def _on_name_to_handle(p: TraceParser, call: _Call, tokens) -> list[Access]:
+    """A handle made of a path: remembered, so that opening by it later names the file."""
+    handle = _HANDLE.search(call.args)
+    pairs = _pairs(tokens)
+    if call.errno is None and handle and pairs:
+        dirfd, path = pairs[0]
+        p._handles[handle.group(0)] = p._at(call, dirfd, path)
+    return []
+
+
+def _on_open_by_handle(p: TraceParser, call: _Call, tokens) -> list[Access]:
+    """An open by a handle: the file its handle was made of, or an unnamed access under the mount
+    (a handle made outside the trace: kept in a file, or by another process)."""
+    if call.errno is not None:
+        return []
+    handle = _HANDLE.search(call.args)
+    path = p._handles.get(handle.group(0)) if handle else None
+    if path is not None:
+        return [p._access(call, _open_kind(call.args), path, path)]
+    mount = next((value for kind, value in tokens if kind == "fd"), "")
+    return [p._access(call, "unnamed", mount or "?")]
+
+
 def _on_chdir(p: TraceParser, call: _Call, tokens) -> list[Access]:
     if call.errno is None:
         if call.name == "fchdir":
@@ -416,6 +446,7 @@ _HANDLERS = {
     "access": _on_lookup, "faccessat": _on_lookup, "faccessat2": _on_lookup,
     "readlink": _on_lookup, "readlinkat": _on_lookup,
     "clone": _on_fork, "clone3": _on_fork, "fork": _on_fork, "vfork": _on_fork,
+    "name_to_handle_at": _on_name_to_handle, "open_by_handle_at": _on_open_by_handle,
 }  # fmt: skip
 
 

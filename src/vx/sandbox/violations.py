@@ -7,9 +7,9 @@ landed in the scratch and vanished.
 
 What counts (sandbox.md §4.10, with one deliberate widening noted in docs/sandbox.md):
 - a write anywhere in the workspace outside the write grants (and the scratch globs);
-- a read of an existing file in the task's own project, in another project, or under a
-  withheld linked package, outside every grant.
-Walls (.git, .vx, the cache dir), root files, and everything outside the workspace are the
+- a read of an existing file in the task's own project, in another project (the root project's
+  directories included), or under a withheld linked package, outside every grant.
+Walls (.git, .vx, the cache dir), root-level files, and everything outside the workspace are the
 sandbox working and are not counted; a write refused outside the workspace becomes a hint on
 failure, and a credential store the task reached becomes a note.
 """
@@ -171,13 +171,15 @@ class Judge:
             found.setdefault(("read", path), Violation("read", spec.rel(path), hint))
 
     def _lookup(self, path: str, access: Access, found: dict) -> None:
-        """A refused stat/access/readlink of an existing file of the task's own project that a
-        read grant would allow: the tool saw ENOENT and may never open it (it reports nothing)."""
+        """A refused stat/access/readlink of an existing file of the task's own project, or of a
+        directory of the root project's, that a read grant would allow: the tool saw ENOENT and
+        may never open it (it reports nothing). Judged where the host would have taken it, as a
+        failed read is: `lib/x.js` through `lib -> ../../shared` is `shared/x.js`."""
         spec = self.spec
-        if (
-            access.errno not in ("ENOENT", "EACCES")
-            or not _under(path, spec.project)
-            or self._other_project(path)
+        path = self.realpath(path)
+        owner = self._other_project(path)
+        if access.errno not in ("ENOENT", "EACCES") or not (
+            (owner is None and _under(path, spec.project)) or self._in_root_directory(path, owner)
         ):
             return
         if (
@@ -196,13 +198,16 @@ class Judge:
     def _read_hint(self, path: str) -> str | None:
         """The grant (or edge) that would allow a read, or None when the path is not reported."""
         spec = self.spec
-        if _under_any(path, spec.walls) and not self._other_project(path):
-            return None  # .git, .vx, the cache dir: the sandbox working
         owner = self._other_project(path)
-        if owner is None:
-            return f'allow.read "{spec.grant_text(path)}"' if _under(path, spec.project) else None
-        directory, name = owner
-        if directory in spec.withheld:
+        rooted = owner is None or owner[0] == spec.root  # the task's own project's, or the root's
+        if _under_any(path, spec.walls) and rooted:
+            return None  # .git, .vx, the cache dir: the sandbox working
+        if owner is None and _under(path, spec.project):
+            return f'allow.read "{spec.grant_text(path)}"'
+        if rooted and os.path.dirname(path) == spec.root:
+            return None  # a root-level file: tools probe upward all the time
+        if owner is not None and owner[0] in spec.withheld:
+            directory, name = owner
             implicit = (
                 f" ({name} declares none: the implicit one keys its files)"
                 if name in spec.implicit_builds
@@ -212,7 +217,13 @@ class Judge:
                 f'dependsOn "{name}#build"{implicit}: the key folds no task of {name}, '
                 "so the sandbox withholds it"
             )
-        return None if directory == spec.root else f'allow.read "{spec.grant_text(path)}"'
+        return f'allow.read "{spec.grant_text(path)}"'
+
+    def _in_root_directory(self, path: str, owner: tuple[str, str] | None) -> bool:
+        """In a directory of the root project (`shared/x.js`), not a root-level file."""
+        root = self.spec.root
+        rooted = owner[0] == root if owner else not _under(path, self.spec.project)
+        return rooted and _under(path, root) and os.path.dirname(path) != root
 
     def _other_project(self, path: str) -> tuple[str, str] | None:
         """The deepest project holding `path` when that is not the task's own, else None."""

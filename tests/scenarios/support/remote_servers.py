@@ -193,13 +193,20 @@ class NxServer(ThreadingHTTPServer):
     def handle_error(self, request, client_address) -> None:
         pass  # a client hanging up mid-exchange is the point of these tests
 
-    def __init__(self, tokens: dict[str, str]):
+    def __init__(self, tokens: dict[str, str], tls=None):
         super().__init__(("127.0.0.1", 0), _NxHandler)
+        if tls is not None:  # a `reapi_servers.Tls`: https:// with its server certificate
+            import ssl
+
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(tls.server_cert, tls.server_key)
+            self.socket = context.wrap_socket(self.socket, server_side=True)
         self.tokens = tokens  # token -> "read" | "write"
         self.records: dict[str, bytes] = {}
         self.seen: list[str] = []
         self.connections = 0  # TCP connections accepted: keep-alive reuse shows here
-        self.url = f"http://127.0.0.1:{self.server_address[1]}"
+        scheme = "https" if tls is not None else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.server_address[1]}"
         threading.Thread(target=self.serve_forever, daemon=True).start()
 
     def process_request(self, request, client_address) -> None:

@@ -22,11 +22,13 @@ GIT_ENV = {
 
 def vx_env(extra: dict | None = None) -> dict:
     """The environment a vx under test runs with: none of the caller's vx or CI settings (the
-    suite's shared-store switch kept), this checkout's source, plain output, then `extra`."""
+    suite's shared-store switch kept) nor proxies (a remote cache on loopback is reached
+    directly), this checkout's source, plain output, then `extra`."""
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE"
+        if (not k.startswith(("VX_", "CI")) or k == "VX_SHARED_STORE")
+        and not k.lower().endswith("_proxy")
     }
     env.update({"PYTHONPATH": SRC, "NO_COLOR": "1", **(extra or {})})
     return env

@@ -180,3 +180,19 @@ def test_the_openat_fast_path_agrees_with_the_general_parser(tmp_path, monkeypat
         paths.count(("read", f"{tmp_path}/a b/é.js")) == 3
         and ("read", f"{tmp_path}/.hidden") in paths
     )
+
+
+def test_an_open_by_file_handle_is_named_by_the_path_the_handle_was_made_of():
+    """strace decorates no fd open_by_handle_at returns; the handle's bytes tie it to the path
+    name_to_handle_at made it of. A handle the trace never saw made is an unnamed access."""
+    handle = 'handle_type=1, f_handle="\\x16\\xe2\\x80\\x00"'
+    lines = [
+        f'7 name_to_handle_at(AT_FDCWD</w/app>, "../lib/x.js", {{handle_bytes=128 => 4, {handle}}}, [27], 0) = 0\n',
+        f"7 open_by_handle_at(3</w>, {{handle_bytes=4, {handle}}}, O_RDONLY) = 4\n",
+        '7 open_by_handle_at(3</w>, {handle_bytes=4, handle_type=1, f_handle="\\x01"}, O_RDONLY) = 5\n',
+        f"7 open_by_handle_at(3</w>, {{handle_bytes=4, {handle}}}, O_RDONLY) = -1 ESTALE (Stale file handle)\n",
+    ]
+    assert parse(lines, "/w/app") == [
+        Access(7, "read", "open_by_handle_at", "/w/lib/x.js", None, "/w/lib/x.js"),
+        Access(7, "unnamed", "open_by_handle_at", "/w", None, None),
+    ]

@@ -17,6 +17,7 @@ HOST = {
     "/w/packages/lib/src/index.js",
     "/w/packages/ui/x.js",
     "/w/package.json",
+    "/w/shared/x.js",
     "/w/.git/config",
     f"{P}/nested/src/n.js",
 }
@@ -108,6 +109,24 @@ def test_walls_root_files_and_the_outside_are_not_counted():
         ]
     )
     assert report.violations == [] and report.refused_outside == []
+
+
+def test_a_file_in_a_root_project_directory_is_counted_and_a_root_level_one_is_not():
+    """Only root-level files are the sandbox working; `shared/x.js` at the root is a read like a
+    sibling's (before, the root project's files were all exempt). A failed read through a link
+    counts where the host would have taken it, and so does a refused stat (node's `require`)."""
+    LINKS[f"{P}/lib/x.js"] = "/w/shared/x.js"
+    try:
+        report = judge([read("/w/package.json"), read(f"{P}/lib/x.js")])
+        looked = [
+            judge([Access(1, "lookup", "newfstatat", path, "ENOENT")]).violations
+            for path in ("/w/shared/x.js", f"{P}/lib/x.js", "/w/package.json")
+        ]
+    finally:
+        del LINKS[f"{P}/lib/x.js"]
+    found = [Violation("read", "shared/x.js", 'allow.read "../../shared/x.js"')]
+    assert report.violations == found
+    assert looked == [found, found, []]
 
 
 @pytest.mark.feature("SB-07")

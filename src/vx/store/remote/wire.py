@@ -15,6 +15,7 @@ a timeout answers the question, and the layered store's breaker takes it from th
 from __future__ import annotations
 
 import http.client
+import os
 import random
 import socket
 import ssl
@@ -37,6 +38,7 @@ from vx.store.remote.layer import (
     RemoteSettings,
     Sink,
 )
+from vx.store.remote.proxy import Proxy, ProxyError, for_url
 
 CHUNK = 256 << 10
 CONNECT_TIMEOUT_S = 5.0
@@ -260,6 +262,8 @@ class Wire:
         self._open: set[http.client.HTTPConnection] = set()
         self._auth = {"Authorization": f"Bearer {settings.token}"} if settings.token else {}
         self._context = ssl.create_default_context() if self._https else None
+        self._origin = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
+        self._proxy, self._proxy_error = _proxy_for(settings.url)
 
     def url_path(self, path: str, query: Mapping[str, str] | None = None) -> str:
         return self._base + path + (f"?{urlencode(query)}" if query else "")
@@ -269,12 +273,19 @@ class Wire:
     def _connection(self) -> http.client.HTTPConnection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
+            proxy = self._proxy
+            host, port = (proxy.host, proxy.port) if proxy else (self._host, self._port)
             if self._https:
                 conn = http.client.HTTPSConnection(
-                    self._host, self._port, timeout=CONNECT_TIMEOUT_S, context=self._context
+                    host, port, timeout=CONNECT_TIMEOUT_S, context=self._context
                 )
+                if proxy:  # CONNECT: TLS runs end to end, the proxy sees the host alone
+                    auth = (
+                        {"Proxy-Authorization": proxy.authorization} if proxy.authorization else {}
+                    )
+                    conn.set_tunnel(self._host, self._port or 443, headers=auth)
             else:
-                conn = http.client.HTTPConnection(self._host, self._port, timeout=CONNECT_TIMEOUT_S)
+                conn = http.client.HTTPConnection(host, port, timeout=CONNECT_TIMEOUT_S)
             conn.response_class = _Response
             conn._create_connection = _create_connection  # type: ignore[attr-defined]
             self._local.conn = conn
@@ -364,9 +375,15 @@ class Wire:
         size: int,
         timeout: float,
     ) -> Reply:
+        if self._proxy_error:
+            raise RemoteFailure(UNREACHABLE, self._proxy_error)
         conn = self._connection()
         started = time.monotonic()
         all_headers = {"User-Agent": f"vx {__version__}", **self._auth, **headers}
+        if self._proxy and not self._https:  # a plain request through the proxy: an absolute URI
+            path = self._origin + path
+            if self._proxy.authorization:
+                all_headers["Proxy-Authorization"] = self._proxy.authorization
         if body is not None:
             body.seek(0)
             all_headers["Content-Length"] = str(size)
@@ -387,7 +404,10 @@ class Wire:
             raise RemoteFailure(UNREACHABLE, "the host name is not a valid DNS name") from None
         except (OSError, http.client.HTTPException) as exc:
             self.drop()
-            raise RemoteFailure(UNREACHABLE, _why(exc)) from None
+            why = _why(exc)
+            if self._proxy:
+                why += f" (through the proxy {self._proxy.host}:{self._proxy.port})"
+            raise RemoteFailure(UNREACHABLE, why) from None
         self._local.used = True
         heads = {k.lower(): v for k, v in response.getheaders()}
         return Reply(response.status, heads, response, started, timeout, self)
@@ -418,6 +438,15 @@ class Wire:
             except (OSError, http.client.HTTPException):
                 raise RemoteFailure(UNREACHABLE, "the server hung up during the upload") from None
         return conn.getresponse()
+
+
+def _proxy_for(url: str) -> tuple[Proxy | None, str]:
+    """The proxy the environment names for `url` (docs/remote-cache.md § Proxies), or why none
+    can be used."""
+    try:
+        return for_url(url, os.environ), ""
+    except ProxyError as exc:
+        return None, str(exc)
 
 
 def _classified(reply: Reply, method: str, retries: int = 0) -> Reply:
@@ -454,6 +483,9 @@ def _why(exc: BaseException) -> str:
         return "the host name did not resolve"
     if isinstance(exc, ssl.SSLError):
         return f"TLS failed ({exc.reason or type(exc).__name__})"
+    words = str(exc).split()
+    if words[:3] == ["Tunnel", "connection", "failed:"]:  # http.client's CONNECT answered non-2xx
+        return f"the proxy refused the tunnel ({words[3] if words[3:] else '?'})"
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror.lower()
     return type(exc).__name__
