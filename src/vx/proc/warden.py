@@ -225,6 +225,11 @@ def _tell(line: bytes) -> None:
 
 def _serve(conn: socket.socket, run_cgroup: str) -> None:
     global _by_group
+    import gc
+
+    # never collect: a cycle the fork copied could hold an object whose finaliser takes a lock
+    # (SQLite's, gRPC's) that a thread of vx held at the fork, and the warden would hang on it
+    gc.disable()
     try:
         _by_group = os.environ.get("VX_TEST_WARDEN") != "members"
         _detach(conn.fileno())
