@@ -239,3 +239,28 @@ def test_an_executor_that_cannot_be_resolved_is_refused_by_name(ws):
     assert "in: packages/app/project.json, targets.missing.executor" in result.err
     assert "npm i -D @ws/nowhere" in result.err
     assert "Traceback" not in result.err
+
+
+@pytest.mark.feature("TL-04")
+def test_migrate_writes_an_executor_target_as_nx_run(ws):
+    live = ws.vx("run", "app:build", "-c", "prod", timeout=RUN_TIMEOUT)
+    assert live.code == 0, live.err + live.out
+    out = ws.root / "packages/app/dist/out.json"
+    built = out.read_bytes()
+    (ws.root / "packages/app/project.json").write_text(
+        (ws.root / "packages/app/project.json")
+        .read_text()
+        .replace('"missing": {\n        "executor": "@ws/nowhere:write"\n      }', '"missing": {}')
+    )
+    migrated = ws.vx("migrate", "--from", "nx")
+    assert migrated.code == 0, migrated.err
+    written = (ws.root / "packages/app/vx.config.json").read_text()
+    assert (
+        '"command": "nx run app:build:prod --exclude-task-dependencies --skip-nx-cache"' in written
+    )
+    assert "runs the Nx executor `@ws/tools:write` through `nx run`" in written
+    ws.commit("migrated")
+    out.unlink()
+    again = ws.vx("run", "app:build:prod", "--force", timeout=RUN_TIMEOUT)
+    assert again.code == 0, again.err + again.out
+    assert out.read_bytes() == built

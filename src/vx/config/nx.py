@@ -626,11 +626,14 @@ def _mapped(
             task = replace(task, exec=replace(task.exec, script=scripts[name]))
         if envs[name] and task.cache is not None:
             task = replace(task, cache=replace(task.cache, input_env=tuple(envs[name])))
+        identity = (executors or {}).get(name)
+        if identity and task.cache is None:  # `vx migrate` reads which executor it runs
+            folded = {**tasks[name], "exec": {**tasks[name]["exec"], "command": identity}}
+            task = replace(task, canonical=canonical(folded))
         if task.cache is not None and not name.startswith(GROUP):
             folded = {**tasks[name], "nxEnv": envs[name]} if envs[name] else tasks[name]
             if tsconfig:  # Nx hashes it into every task: the key folds it too
                 folded = {**folded, "nxTsConfig": tsconfig}
-            identity = (executors or {}).get(name)
             if identity:  # the executor and its version, not the runner's path or its context file
                 folded = {**folded, "exec": {**folded["exec"], "command": identity}}
             if folded is not tasks[name]:
@@ -867,7 +870,10 @@ def _executor(
     text = nxexecutors.command(
         proj.pkg.dir, _nx_project_name(nx, proj.pkg), name, configuration, nx.memo["exec-context"]
     )
-    identity.update(options=options, configuration=configuration)
+    run = ":".join(
+        [_nx_project_name(nx, proj.pkg), name, *([configuration] if configuration else [])]
+    )
+    identity.update(run=run, options=options, configuration=configuration)
     command = {"command": text, "nxExecutor": identity}
     if proj.targets[name].get("continuous") or identity.pop("continuous"):
         return _continuous(command, None, at_of)
