@@ -85,12 +85,14 @@ def local_workspace() -> dict[str, object]:
                     "implementation": "./src/write.js",
                     "schema": "./src/write.schema.json",
                     "description": "writes its options",
-                }
+                },
+                "watch": {"implementation": "./src/write.js", "schema": "./src/watch.schema.json"},
             }
         },
         "tools/plugin/src/index.js": "module.exports = {};\n",
         "tools/plugin/src/write.js": WRITE_JS,
         "tools/plugin/src/write.schema.json": SCHEMA,
+        "tools/plugin/src/watch.schema.json": {**SCHEMA, "continuous": True},
         "packages/app/package.json": {"name": "app", "version": "1.0.0"},
         "packages/app/project.json": {
             "name": "app",
@@ -103,6 +105,7 @@ def local_workspace() -> dict[str, object]:
                 },
                 "broken": {"executor": "@ws/tools:write", "options": {"out": "x", "fail": True}},
                 "missing": {"executor": "@ws/nowhere:write"},
+                "watch": {"executor": "@ws/tools:watch", "options": {"out": "x"}},
             },
         },
         "packages/app/src/main.txt": "app\n",
@@ -264,3 +267,11 @@ def test_migrate_writes_an_executor_target_as_nx_run(ws):
     again = ws.vx("run", "app:build:prod", "--force", timeout=RUN_TIMEOUT)
     assert again.code == 0, again.err + again.out
     assert out.read_bytes() == built
+
+
+@pytest.mark.feature("TL-04")
+def test_an_executor_continuous_by_its_schema_is_persistent(ws):
+    # Nx's normalizeTarget reads `continuous` from the executor's schema when the target says nothing
+    shown = ws.vx("show", "app#watch", "--format", "json")
+    assert shown.code == 0, shown.err
+    assert json.loads(shown.out)["tasks"]["watch"]["exec"]["persistent"] == {}
