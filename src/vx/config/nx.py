@@ -12,8 +12,9 @@ follows Nx 21:
   `targetDefaults` fill what a target leaves unset, looked up by executor first, then by name,
   then by the longest glob;
 - `nx:run-commands` and `nx:run-script` run as shell commands (`nx:noop`, or no executor, is a
-  group), a `continuous` one as a persistent task; any other executor and a `{ runtime }` input are refused by name
-  when asked for, naming the file and field;
+  group), a `continuous` one as a persistent task; any other executor runs as one process of
+  `nxexec.cjs` through the workspace's own `nx` (config/nxexecutors.py), one that cannot be
+  resolved and a `{ runtime }` input are refused by name when asked for, naming the file and field;
 - a target caches only with `cache: true` (or an old `cacheableOperations` entry); its inputs
   default to `["default", "^default"]`, `default` to every file of the project;
 - `dependsOn`, `implicitDependencies`, tags and `configurations` are mapped as their sections say.
