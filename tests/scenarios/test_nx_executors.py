@@ -209,6 +209,13 @@ def test_a_local_executor_runs_as_nx_runs_it_caches_and_replays(ws, tmp_path):
     assert other.statuses()["app#build:prod"][1] == "miss"
     assert json.loads(out.read_bytes())["options"]["message"] == "other"
 
+    # the local plugin's executor edited: a miss, as an upgraded npm executor would be
+    write_js = ws.root / "tools/plugin/src/write.js"
+    write_js.write_text(write_js.read_text() + "// edited\n")
+    edited = ws.vx("run", "app:build", "-c", "prod", "--", "--message=other")
+    assert edited.code == 0, edited.err
+    assert edited.statuses()["app#build:prod"][1] == "miss"
+
 
 @pytest.mark.feature("TL-04")
 def test_a_failing_executor_fails_its_task(ws):

@@ -17,6 +17,7 @@ import posixpath
 import shlex
 from typing import Any, Callable, Mapping
 
+from vx import witness
 from vx.errors import did_you_mean
 from vx.model import Package
 
@@ -34,6 +35,8 @@ class Unresolved(Exception):
 
 
 def _read(path: str) -> Any:
+    """A JSON file, None when missing or unreadable; what it read is a receipt's."""
+    witness.read(path)
     try:
         with open(path, "rb") as f:
             return json.loads(f.read())
@@ -48,6 +51,7 @@ def _installed(root: str, package: str) -> str | None:
         candidate = os.path.join(here, "node_modules", package)
         if os.path.isfile(os.path.join(candidate, "package.json")):
             return candidate
+        witness.probed(os.path.join(candidate, "package.json"))
         up = os.path.dirname(here)
         if up == here:
             return None
