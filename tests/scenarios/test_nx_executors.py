@@ -282,3 +282,11 @@ def test_an_executor_continuous_by_its_schema_is_persistent(ws):
     shown = ws.vx("show", "app#watch", "--format", "json")
     assert shown.code == 0, shown.err
     assert json.loads(shown.out)["tasks"]["watch"]["exec"]["persistent"] == {}
+
+
+@pytest.mark.feature("TL-04")
+def test_an_nx_style_option_before_the_dashes_is_refused_with_where_it_goes(ws):
+    result = ws.vx("run", "app:build", "-c", "prod", "--level=7")
+    assert result.code == 2, result.err + result.out
+    assert "unknown flag `--level` for `vx run`" in result.err
+    assert "A task's own arguments go after `--`: `vx run … -- --level=7`" in result.err
