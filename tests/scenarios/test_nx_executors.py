@@ -290,3 +290,54 @@ def test_an_nx_style_option_before_the_dashes_is_refused_with_where_it_goes(ws):
     assert result.code == 2, result.err + result.out
     assert "unknown flag `--level` for `vx run`" in result.err
     assert "A task's own arguments go after `--`: `vx run … -- --level=7`" in result.err
+
+
+@pytest.mark.feature("TL-04")
+def test_an_executor_in_a_workspace_of_inference_plugins(repo, plugins_modules, tmp_path):
+    """Where nx.json declares `plugins`, the runner is handed Nx's own resolved projects."""
+    from support.nx import inferred_workspace
+
+    files = inferred_workspace()
+    files["packages/lib-c/project.json"] = {
+        "name": "lib-c",
+        "sourceRoot": "packages/lib-c/src",
+        "targets": {
+            "compile": {
+                "executor": "@nx/js:tsc",
+                "cache": True,
+                "outputs": ["{options.outputPath}"],
+                "options": {
+                    "outputPath": "dist/lib-c",
+                    "main": "{projectRoot}/src/index.ts",
+                    "tsConfig": "{projectRoot}/tsconfig.compile.json",
+                },
+            }
+        },
+    }
+    files["packages/lib-c/tsconfig.compile.json"] = {
+        "extends": "../../tsconfig.base.json",
+        "compilerOptions": {
+            "outDir": "../../dist/out-tsc",
+            "module": "commonjs",
+            "moduleResolution": "node",
+            "composite": False,
+        },
+        "include": ["src/**/*.ts"],
+    }
+    files["packages/lib-c/src/index.ts"] = "export const c = (s: string): string => s + 'c';\n"
+    repo.write(files)
+    link_modules(repo.root, plugins_modules)
+    ws = repo.commit()
+    copy = on_a_copy(ws, tmp_path)
+    nx_cli(copy, "run", "lib-c:compile")
+    theirs = tree(copy / "dist/lib-c")
+    assert "src/index.js" in theirs
+
+    first = ws.vx("run", "lib-c:compile", timeout=RUN_TIMEOUT)
+    assert first.code == 0, first.err + first.out
+    assert tree(ws.root / "dist/lib-c") == theirs
+    shutil.rmtree(ws.root / "dist/lib-c")
+    again = ws.vx("run", "lib-c:compile", timeout=RUN_TIMEOUT)
+    assert again.code == 0, again.err
+    assert again.statuses()["lib-c#compile"][1] == "local"
+    assert tree(ws.root / "dist/lib-c") == theirs
