@@ -8,12 +8,14 @@ the same target run by `nx run` on a copy of the workspace writes the same bytes
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 from support.npm_packages import bundle_or_skip
-from support.nx import link_modules, nx_cli
+from support.nx import OFFLINE, inferred_workspace, link_modules, nx_cli
 
 RUN_TIMEOUT = 300
 
@@ -295,8 +297,6 @@ def test_an_nx_style_option_before_the_dashes_is_refused_with_where_it_goes(ws):
 @pytest.mark.feature("TL-04")
 def test_an_executor_in_a_workspace_of_inference_plugins(repo, plugins_modules, tmp_path):
     """Where nx.json declares `plugins`, the runner is handed Nx's own resolved projects."""
-    from support.nx import inferred_workspace
-
     files = inferred_workspace()
     files["packages/lib-c/project.json"] = {
         "name": "lib-c",
@@ -341,3 +341,22 @@ def test_an_executor_in_a_workspace_of_inference_plugins(repo, plugins_modules, 
     assert again.code == 0, again.err
     assert again.statuses()["lib-c#compile"][1] == "local"
     assert tree(ws.root / "dist/lib-c") == theirs
+
+
+@pytest.mark.feature("TL-04")
+def test_without_its_context_file_the_runner_asks_nx_for_the_graph(ws):
+    assert ws.vx("run", "app:build", timeout=RUN_TIMEOUT).code == 0
+    out = ws.root / "packages/app/dist/out.json"
+    built = out.read_bytes()
+    out.unlink()
+    runner = Path(__file__).resolve().parents[2] / "src/vx/config/nxexec.cjs"
+    proc = subprocess.run(
+        ["node", str(runner), ".vx/nx-exec/gone.json", "app", "build", ""],
+        cwd=ws.root,
+        env={**OFFLINE, "PATH": os.environ["PATH"]},
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert out.read_bytes() == built

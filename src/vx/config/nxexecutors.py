@@ -184,10 +184,24 @@ def write_context(
     data = json.dumps({"projects": projects, "dependencies": dependencies}).encode()
     rel = posixpath.join(CONTEXT_DIR, xxhash.xxh3_128_hexdigest(data) + ".json")
     path = os.path.join(root, rel)
-    if not os.path.exists(path):
-        try:
+    try:
+        if os.path.exists(path):
+            os.utime(path)  # the newest again: kept by the pruning below
+        else:
             ignored_dir(os.path.join(root, CONTEXT_DIR))
             write_whole(path, data)
-        except OSError:
-            pass
+            _prune(os.path.join(root, CONTEXT_DIR))
+    except OSError:
+        pass
     return rel
+
+
+KEEP = 8  # context files kept: a run still going holds an older one; a missing one costs Nx's graph
+
+
+def _prune(directory: str) -> None:
+    entries = sorted(
+        (e.stat().st_mtime_ns, e.path) for e in os.scandir(directory) if e.name.endswith(".json")
+    )
+    for _mtime, path in entries[:-KEEP]:
+        os.unlink(path)
