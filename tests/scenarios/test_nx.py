@@ -142,12 +142,13 @@ def test_an_edit_to_a_project_json_target_is_a_miss(ws):
 
 
 @pytest.mark.feature("TL-04")
-def test_an_executor_vx_cannot_run_is_refused_naming_file_and_field(ws):
+def test_an_executor_that_cannot_be_resolved_is_refused_naming_file_and_field(ws):
+    # no node_modules: neither the executor's package nor the `nx` that would run it
     result = ws.vx("run", "web:lint")
     assert result.code == 2
-    assert "@nx/eslint:lint" in result.err
+    assert "`web:lint` runs the executor `@nx/eslint:lint`" in result.err
     assert "apps/web/project.json, targets.lint.executor" in result.err
-    assert "nx:run-commands" in result.err  # the hint
+    assert "npm i -D nx" in result.err  # the hint
     dependant = ws.vx("run", "web:e2e")  # e2e depends on lint: refused too, never run without it
     assert dependant.code == 2 and "targets.lint.executor" in dependant.err
     continuous = ws.vx("show", "web#serve", "--format", "json")  # a server: persistent in vx

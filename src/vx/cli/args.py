@@ -66,10 +66,10 @@ def parse(
         name = aliases.get(name, name)
         if name not in flags:
             near = did_you_mean(name, flags)
-            raise UsageError(
-                f"unknown flag `{name}` for `vx {verb}`",
-                hint=f"did you mean `{near}`?" if near else f"see `vx help {verb.split()[0]}`",
-            )
+            hint = f"did you mean `{near}`?" if near else f"see `vx help {verb.split()[0]}`"
+            if forwards:  # `nx run app:build --level=7`: to vx, the task's arguments follow `--`
+                hint += f" A task's own arguments go after `--`: `vx {verb} … -- {tok}`"
+            raise UsageError(f"unknown flag `{name}` for `vx {verb}`", hint=hint)
         kind, dest = flags[name]
         if kind == FLAG:
             if eq:

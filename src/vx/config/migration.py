@@ -139,6 +139,13 @@ def _entry(name: str, task: TaskConfig, root: bool = False, directory: str = "")
     notes: list[str] = []
     if extras.get("implicit"):
         notes.append(_implicit_note(name))
+    executor = (body.get("exec") or {}).get("command")
+    if isinstance(executor, dict):  # an Nx executor: run by the workspace's own `nx run`
+        body["exec"] = {**body["exec"], "command": _nx_run(executor)}
+        notes.append(
+            f"runs the Nx executor `{executor['executor']}` through `nx run`, which the workspace's "
+            "`nx` must stay installed for"
+        )
     turbo_env = extras.get("turboEnv")
     if turbo_env:
         todos += _turbo_env(body, turbo_env)
@@ -169,6 +176,12 @@ def _entry(name: str, task: TaskConfig, root: bool = False, directory: str = "")
                 "itself: write the alternatives as {a,b}"
             )
     return Entry(name, body, tuple(todos), tuple(notes))
+
+
+def _nx_run(identity: dict) -> str:
+    """The command a migrated executor target runs: this one task, by Nx, without its cache (vx's
+    is in front) or its task dependencies (vx runs them)."""
+    return f"nx run {identity['run']} --exclude-task-dependencies --skip-nx-cache"
 
 
 def _implicit_note(name: str) -> str:

@@ -12,8 +12,9 @@ follows Nx 21:
   `targetDefaults` fill what a target leaves unset, looked up by executor first, then by name,
   then by the longest glob;
 - `nx:run-commands` and `nx:run-script` run as shell commands (`nx:noop`, or no executor, is a
-  group), a `continuous` one as a persistent task; any other executor and a `{ runtime }` input are refused by name
-  when asked for, naming the file and field;
+  group), a `continuous` one as a persistent task; any other executor runs as one process of
+  `nxexec.cjs` through the workspace's own `nx` (config/nxexecutors.py), one that cannot be
+  resolved and a `{ runtime }` input are refused by name when asked for, naming the file and field;
 - a target caches only with `cache: true` (or an old `cacheableOperations` entry); its inputs
   default to `["default", "^default"]`, `default` to every file of the project;
 - `dependsOn`, `implicitDependencies`, tags and `configurations` are mapped as their sections say.
@@ -43,9 +44,6 @@ from vx.model import ROOT_PROJECT, NxResolved, Package, ProjectConfig, TaskConfi
 from vx.workspace.nxprojects import read_json
 
 NX_FILE = "nx.json"
-_MIGRATE = (
-    "write the command it runs as an `nx:run-commands` target, or the task in a vx.config.json"
-)
 _GLOB_CHARS = re.compile(r"[*?\[{]")
 
 # nx.json keys vx maps; every other key shapes Nx's own cloud, daemon, generators or terminal.
@@ -517,6 +515,7 @@ def project(nx: NxRoot, pkg: Package, manager: str) -> ProjectConfig:
         return ProjectConfig(source="")
     envs = {name: body.pop("nxEnv", []) for name, body in tasks.items()}
     scripts = {name: body.get("exec", {}).pop("nxScript", "") for name, body in tasks.items()}
+    executors = {name: body.get("exec", {}).pop("nxExecutor", None) for name, body in tasks.items()}
     origins = _origins(nx, proj, tasks)
     try:
         config = validate_project({"tasks": tasks, "tags": list(proj.tags)}, proj.source)
@@ -525,7 +524,7 @@ def project(nx: NxRoot, pkg: Package, manager: str) -> ProjectConfig:
         raise ConfigError(exc.message, file=file, field=where, hint=exc.hint) from None
     return ProjectConfig(
         source=config.source,
-        tasks=_mapped(config, tasks, envs, scripts, root_tsconfig(nx)),
+        tasks=_mapped(config, tasks, envs, scripts, root_tsconfig(nx), executors),
         tags=config.tags,
         not_runnable=refused,
         origins=origins,
@@ -614,6 +613,7 @@ def _mapped(
     envs: Mapping[str, list],
     scripts: Mapping[str, str],
     tsconfig: dict | None = None,
+    executors: Mapping[str, dict | None] | None = None,
 ) -> dict[str, TaskConfig]:
     """The validated tasks with what vx's schema has no field for: a target's env inputs, the
     package.json script an `nx:run-script` target runs (Nx runs it through the package manager),
@@ -627,10 +627,16 @@ def _mapped(
             task = replace(task, exec=replace(task.exec, script=scripts[name]))
         if envs[name] and task.cache is not None:
             task = replace(task, cache=replace(task.cache, input_env=tuple(envs[name])))
+        identity = (executors or {}).get(name)
+        if identity and task.cache is None:  # `vx migrate` reads which executor it runs
+            folded = {**tasks[name], "exec": {**tasks[name]["exec"], "command": identity}}
+            task = replace(task, canonical=canonical(folded))
         if task.cache is not None and not name.startswith(GROUP):
             folded = {**tasks[name], "nxEnv": envs[name]} if envs[name] else tasks[name]
             if tsconfig:  # Nx hashes it into every task: the key folds it too
                 folded = {**folded, "nxTsConfig": tsconfig}
+            if identity:  # the executor and its version, not the runner's path or its context file
+                folded = {**folded, "exec": {**folded["exec"], "command": identity}}
             if folded is not tasks[name]:
                 task = replace(task, canonical=canonical(folded))
         if task.cache is not None and not name.startswith(GROUP):
@@ -763,7 +769,7 @@ def _task(
 ) -> dict:
     at_of = _located(proj, name)
     task: dict[str, Any] = {}
-    command = _exec(proj, name, target, options, manager, at_of)
+    command = _exec(nx, proj, name, target, options, manager, at_of, configuration)
     if command is not None:
         task["exec"] = command
     deps = _depends_on(nx, proj, target.get("dependsOn", []), at_of("dependsOn"), configuration)
@@ -798,12 +804,14 @@ def _located(proj: _Project, name: str) -> Callable[[str], At]:
 
 
 def _exec(
+    nx: NxRoot,
     proj: _Project,
     name: str,
     target: dict,
     options: dict,
     manager: str,
     at_of: Callable[[str], At],
+    configuration: str | None = None,
 ) -> dict | None:
     """What the target runs, as a vx `exec`; None when it runs nothing (a group). A target vx
     cannot run is refused."""
@@ -819,12 +827,6 @@ def _exec(
             )
         command = _run_commands(proj, options, at_of("options"))
         return _continuous(command, ready, at_of) if continuous else command
-    if continuous and executor not in ("nx:run-script", "nx:noop", None):
-        raise _Refused.at(
-            at_of("executor"),
-            f"`{name}` is continuous and runs the executor `{executor}`, which vx cannot run",
-            _MIGRATE,
-        )
     if executor == "nx:run-script":
         script = options.get("script", name)
         if script not in proj.pkg.scripts:
@@ -836,12 +838,81 @@ def _exec(
         command = {"command": with_hooks(proj.pkg, script, manager), "nxScript": script}
         return _continuous(command, None, at_of) if continuous else command
     if executor not in (None, "nx:noop"):
+        return _executor(nx, proj, name, str(executor), options, at_of, configuration)
+    return None
+
+
+def _executor(
+    nx: NxRoot,
+    proj: _Project,
+    name: str,
+    executor: str,
+    options: dict,
+    at_of: Callable[[str], At],
+    configuration: str | None,
+) -> dict:
+    """Any other executor: one process of vx's runner, which calls it through the workspace's
+    own `nx` (config/nxexecutors.py); one that cannot be resolved is refused by name."""
+    from vx.config import nxexecutors
+
+    try:
+        identity = nxexecutors.resolve(nx.root, executor, nx.packages)
+    except nxexecutors.Unresolved as exc:
         raise _Refused.at(
             at_of("executor"),
-            f"`{name}` runs the executor `{executor}`, which vx cannot run",
-            _MIGRATE,
+            f"`{_nx_project_name(nx, proj.pkg)}:{name}` runs the executor `{executor}`, which "
+            f"cannot be resolved: {exc}",
+            exc.hint,
+        ) from None
+    if "exec-context" not in nx.memo:
+        nx.memo["exec-context"] = nxexecutors.write_context(
+            nx.root, nx.packages, lambda pkg: _nx_shaped(nx, pkg)
         )
-    return None
+    text = nxexecutors.command(
+        proj.pkg.dir, _nx_project_name(nx, proj.pkg), name, configuration, nx.memo["exec-context"]
+    )
+    run = ":".join(
+        [_nx_project_name(nx, proj.pkg), name, *([configuration] if configuration else [])]
+    )
+    identity.update(run=run, options=options, configuration=configuration)
+    command = {"command": text, "nxExecutor": identity}
+    if proj.targets[name].get("continuous") or identity.pop("continuous"):
+        return _continuous(command, None, at_of)
+    return command
+
+
+def _nx_project_name(nx: NxRoot, pkg: Package) -> str:
+    """The project's name to Nx: vx's, but for the root project, its own (project.json's, then
+    package.json's)."""
+    if pkg.name != ROOT_PROJECT:
+        return pkg.name
+    from vx.workspace.nxprojects import own_nx
+
+    own, _source, _field = own_nx(nx.root, pkg)
+    return str(own.get("name") or pkg.manifest.get("name") or posixpath.basename(nx.root))
+
+
+def _nx_shaped(nx: NxRoot, pkg: Package) -> tuple[str, dict] | None:
+    """The project as Nx's project configuration: Nx's own answer where it resolved the
+    workspace, else the root, name, tags, implicit dependencies, source root, type and targets
+    vx read; None for a root package.json that is no project to Nx (no project.json, no `nx`)."""
+    name = _nx_project_name(nx, pkg)
+    if nx.resolved is not None:
+        if pkg.dir not in nx.resolved.projects:
+            return None
+        return name, {**nx.resolved.projects[pkg.dir], "name": name}
+    from vx.workspace.nxprojects import own_nx
+
+    own, source, _field = own_nx(nx.root, pkg)
+    if pkg.name == ROOT_PROJECT and not own and not source.endswith("project.json"):
+        return None
+    proj = _project(nx, pkg)
+    body: dict[str, Any] = {"root": pkg.dir or ".", "name": name, "tags": list(proj.tags)}
+    for key in ("sourceRoot", "projectType", "implicitDependencies", "metadata"):
+        if key in own:
+            body[key] = own[key]
+    body["targets"] = {t: dict(b) for t, b in proj.targets.items()}
+    return name, body
 
 
 def _continuous(command: dict, ready: Any, at_of: Callable[[str], At]) -> dict:
@@ -880,6 +951,9 @@ def _cache(
     env_file = task["exec"].pop("nxEnvFile", None)
     if env_file:
         inputs["workspaceFiles"] = [*inputs.get("workspaceFiles", []), env_file]
+    plugin = (task["exec"].get("nxExecutor") or {}).get("local")
+    if plugin:  # a local plugin's executor: its files key the task, as a package's version would
+        inputs["workspaceFiles"] = [*inputs.get("workspaceFiles", []), f"{plugin}/**"]
     task["cache"] = {"inputs": inputs, "outputs": {"files": outputs}}
     if workspace_outputs:
         task["cache"]["outputs"]["workspaceFiles"] = workspace_outputs
