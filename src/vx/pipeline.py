@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from vx.engine.opening import First
     from vx.engine.rebuilder import Hooks, RunContext
     from vx.engine.remote import RemotePool
+    from vx.engine.verify_determinism import Rerun
     from vx.fastpath.hitlane import Settled
     from vx.files.index import Snapshot
     from vx.model import (
@@ -52,11 +53,13 @@ def execute(
     launch_for: Callable[..., Any] | None = None,
     observe: Callable[..., None] | None = None,
     on_graph_end: Callable[[], None] | None = None,
+    rerun: Rerun | None = None,
 ) -> RunSummary:
     """Walk the graph under the run lock; Ctrl-C and SIGTERM tear every task down. `launch_for`
     may wrap a task's command and `observe` receives sandboxed traces (rebuilder.Hooks), for
-    --verify. Persistent tasks kept in the foreground run after the summary; `on_graph_end` is
-    called before they are waited for (the CLI releases the run lock: they write no cache)."""
+    --verify=inputs, and `rerun` runs each cached task again for --verify=determinism.
+    Persistent tasks kept in the foreground run after the summary; `on_graph_end` is called
+    before they are waited for (the CLI releases the run lock: they write no cache)."""
     started = time.time()
     if prep.plugins is not None:
         emit = prep.plugins.observed(emit)
@@ -79,13 +82,22 @@ def execute(
             lockfiles = prep.index.snapshot(None, prep.index.fingerprinted)  # before anything runs
             with stages("schedule"):
                 priority = _priorities(prep, lane, emit)
-            if stopped_by is None and launch_for is None and req.fast_paths and not _admits(prep):
+            verifying = launch_for is not None or rerun is not None
+            if stopped_by is None and not verifying and req.fast_paths and not _admits(prep):
                 _start_first_wave(prep, lane.results, emit, early, priority)
             asyncio = firstwave.import_asyncio()  # while the first wave runs
             handed = _Handover(lane, stopped_by, caught, early, lockfiles, priority)
             with stages("run graph"):
                 results, stopped_by, summary = asyncio.run(
-                    _walk(prep, req, emit, handed, (launch_for, observe), conclude, on_graph_end)
+                    _walk(
+                        prep,
+                        req,
+                        emit,
+                        handed,
+                        (launch_for, observe, rerun),
+                        conclude,
+                        on_graph_end,
+                    )
                 )
         except BaseException:
             firstwave.stop(early)  # only what the walk never adopted
@@ -300,13 +312,13 @@ async def _walk(
     req: RunRequest,
     emit: Emit,
     handed: _Handover,
-    wrap: tuple[Callable[..., Any] | None, Callable[..., None] | None],
+    wrap: tuple[Callable[..., Any] | None, Callable[..., None] | None, Rerun | None],
     conclude: Callable[[Mapping[TaskId, TaskResult], int | None], RunSummary],
     on_graph_end: Callable[[], None] | None,
 ) -> tuple[dict[TaskId, TaskResult], int | None, RunSummary | None]:
     """The walk, then the persistent tasks' end: the summary when some were kept in the
     foreground (it is told before they are waited for), else None and the caller concludes.
-    `wrap` is --verify's (launch_for, observe)."""
+    `wrap` is --verify's (launch_for, observe, rerun)."""
     import asyncio
 
     from vx.engine.rebuilder import rebuild
@@ -363,7 +375,7 @@ def _context(
     req: RunRequest,
     emit: Emit,
     handed: _Handover,
-    wrap: tuple[Callable[..., Any] | None, Callable[..., None] | None],
+    wrap: tuple[Callable[..., Any] | None, Callable[..., None] | None, Rerun | None],
     table: ProcessTable,
     stop: asyncio.Event,
 ) -> RunContext:
@@ -443,7 +455,7 @@ def _remote_pool(
 
 def _hooks(
     prep: Prepared,
-    wrap: tuple[Callable[..., Any] | None, Callable[..., None] | None],
+    wrap: tuple[Callable[..., Any] | None, Callable[..., None] | None, Rerun | None],
     late: bool,
 ) -> Hooks:
     """What decides for a task beside vx: --verify's wrapper and traces, the plugins' `admit`
@@ -451,10 +463,11 @@ def _hooks(
     from vx.engine.rebuilder import Hooks
 
     host = prep.plugins
-    launch_for, observe = wrap
+    launch_for, observe, rerun = wrap
     return Hooks(
         launch_for=launch_for,
         observe=observe,
+        rerun=rerun,
         admit=_admit(prep),
         offer=host.executor_for if host is not None and host.executors else None,
         rekey=_rekey(prep) if late else None,

@@ -134,7 +134,7 @@ def test_each_task_gets_its_own_block_with_a_producer_hint(repo):
 
 def test_verify_refuses_other_modes_and_dry(repo):
     workspace(repo, cached(APP_READS_SHARED))
-    later = repo.vx("run", "app#build", "--verify=determinism")
+    later = repo.vx("run", "app#build", "--verify=fingerprint")
     assert later.code == 2 and "not implemented yet" in later.err
     dry = repo.vx("run", "app#build", "--verify", "--dry")
     assert dry.code == 2 and "cannot be combined with `--dry`" in dry.err

@@ -66,6 +66,9 @@ options:
   --profile[=FILE]          a Chrome trace of the run (default: profile.json): one span per task
   --verify[=inputs]         run every task traced (no cache reads) and fail on files a
                             cached task read undeclared or wrote outside its outputs
+  --verify=determinism      run each cached task again against its entry (twice without
+                            one) and fail on outputs that differ, naming the line or byte;
+                            --verify=all is inputs and determinism
   --framework-inference B   true (default) | false: whether a turbo.json task keys and passes
                             its framework's variables (NEXT_PUBLIC_*, VITE_*, …), as turbo's flag
   --only                    run the named tasks, not their dependencies (turbo's --only; Nx's

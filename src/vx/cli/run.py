@@ -581,12 +581,13 @@ def _run(settings: RunSettings, timer_start: float, argv: list[str]) -> int:
         from vx.proc.executor import kill_grace_ms
 
         kill_grace_ms(env)  # a bad VX_KILL_GRACE_MS is refused before anything runs
-    tracer = _input_tracer(env) if req.verify else None
+    tracer = _input_tracer(env) if req.verify in ("inputs", "all") else None
+    rerun = _rerun() if req.verify in ("determinism", "all") else None
     ran = _Ran()
     lock = RunLock(lambda msg: say(f"vx: {msg}"))
     try:
         prep = ran.prep = prepare(req, env, stages, lock=lock, warn=warning)
-        summary = ran.summary = _execute(settings, prep, ran, env, stages, lock, tracer)
+        summary = ran.summary = _execute(settings, prep, ran, env, stages, lock, (tracer, rerun))
         with stages("history"):
             facts = _facts(prep, req, argv)
             ran.logs, ran.record = _keep_run(facts, summary)
@@ -600,11 +601,11 @@ def _run(settings: RunSettings, timer_start: float, argv: list[str]) -> int:
             witness.stop()
         lock.release()
         _close(ran, tracer)
-    return _conclude(settings, ran, tracer, stages)
+    return _conclude(settings, ran, (tracer, rerun), stages)
 
 
 def _execute(
-    settings: RunSettings, prep: Prepared, ran: _Ran, env, stages, lock, tracer
+    settings: RunSettings, prep: Prepared, ran: _Ran, env, stages, lock, verifying
 ) -> RunSummary:
     """Execute the prepared run, its reporter and profiler chosen (and kept in `ran`, to be
     closed whatever happens); its summary."""
@@ -617,6 +618,7 @@ def _execute(
         ran.reporter = _reporter(ran.flow, env, settings.as_json)
     ran.profiler = _profiler() if settings.profile is not None else None
     emit = _noting(ran.reporter, ran.noticed)
+    tracer, rerun = verifying
     return run.execute(
         prep,
         settings.request,
@@ -625,6 +627,7 @@ def _execute(
         launch_for=tracer.launch if tracer else None,
         observe=tracer.observe if tracer else None,
         on_graph_end=lock.release,
+        rerun=rerun,
     )  # kept servers write no cache: another run may start
 
 
@@ -639,7 +642,7 @@ def _close(ran: _Ran, tracer) -> None:
             warning(message)
 
 
-def _conclude(settings: RunSettings, ran: _Ran, tracer, stages) -> int:
+def _conclude(settings: RunSettings, ran: _Ran, verifying, stages) -> int:
     """Print what the run's flags ask for once the reporter is closed; the exit code."""
     prep, summary = ran.prep, ran.summary
     assert prep is not None and summary is not None
@@ -655,11 +658,13 @@ def _conclude(settings: RunSettings, ran: _Ran, tracer, stages) -> int:
             f"vx: profile written to {settings.profile} "
             "(open it in chrome://tracing or ui.perfetto.dev)"
         )
-    code = (
-        summary.exit_code
-        if tracer is None
-        else _verify_report(tracer, prep, summary, sys.stderr if settings.as_json else sys.stdout)
-    )
+    tracer, rerun = verifying
+    out = sys.stderr if settings.as_json else sys.stdout
+    code = summary.exit_code
+    if tracer is not None:
+        code = _verify_report(tracer, prep, summary, out)
+    if rerun is not None:
+        code = _determinism_report(rerun, prep, summary, out) or code
     stages.print(sys.stderr)
     if settings.as_json and ran.record is not None:
         _print_record(str(prep.cache_dir), ran.record)
@@ -816,6 +821,27 @@ def _input_tracer(env: Mapping[str, str]):
     from vx.engine.verify import InputTracer, find_strace
 
     return InputTracer(find_strace(env))
+
+
+def _rerun():
+    from vx.engine.verify_determinism import Rerun
+
+    return Rerun()
+
+
+def _determinism_report(rerun, prep, summary, out) -> int:
+    """Print --verify=determinism's findings to `out`; exit 1 when a task's outputs differ (a
+    failed run wins)."""
+    from vx.engine.verify_determinism import exit_code, render
+
+    if summary.interrupted:
+        return summary.exit_code
+    found = rerun.report(prep.graph.order)
+    try:
+        print("\n".join(render(found)), file=out, flush=True)
+    except BrokenPipeError:
+        pass
+    return summary.exit_code or exit_code(found)
 
 
 def _verify_report(tracer, prep, summary, out) -> int:

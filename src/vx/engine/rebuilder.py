@@ -50,6 +50,7 @@ if TYPE_CHECKING:  # types only: a cached run never loads the store's or the san
     from vx.engine.incremental import Kept
     from vx.engine.opening import First
     from vx.engine.remote import RemotePool
+    from vx.engine.verify_determinism import Rerun
     from vx.files.index import FileIndex, Snapshot
     from vx.sandbox.runner import Session
     from vx.store.layered import Downloaded, LayeredStore
@@ -140,6 +141,8 @@ class Hooks(Struct, frozen=True):
     offer: Offer | None = None
     # how a late task is keyed: (node, fresh) -> its plan
     rekey: Callable[[TaskNode, bool], TaskPlan] | None = None
+    # --verify=determinism: each cached task runs again and is compared with its entry here
+    rerun: Rerun | None = None
 
 
 class RunContext(Struct, frozen=True):
@@ -172,7 +175,9 @@ async def rebuild(
             emit(TaskFinished(served))
         return served
     result: TaskResult | None = None
-    if (
+    if ctx.hooks.rerun is not None and plan.outputs is not None and ctx.services.store is not None:
+        result = await _rerun(ctx, node, plan, ctx.hooks.rerun)
+    elif (
         plan.outputs is not None
         and config.policy.read
         and ctx.services.store is not None
@@ -417,7 +422,50 @@ def _on_terminal(ctx: RunContext, node: TaskNode) -> bool:
 # ---------------------------------------------------------------- misses
 
 
-async def _execute_and_save(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> TaskResult:
+async def _rerun(ctx: RunContext, node: TaskNode, plan: TaskPlan, rerun: Rerun) -> TaskResult:
+    """--verify=determinism (`vx.engine.verify_determinism`): the task runs again from the same
+    inputs against its local entry — once when it has one, else twice, the first run saved as
+    usual — and what the second run left is compared with the entry. The entry is kept (the
+    second result is never saved over it), and restored over a second result that differs: the
+    workspace holds what a hit would have left."""
+    store = ctx.services.store
+    assert store is not None and plan.outputs is not None  # rebuild() asks only then
+    local: Any = getattr(store, "local", store)  # the layered store's local layer
+    entry = (await asyncio.to_thread(local.probe, [plan.key])).get(plan.key)
+    if entry is None:
+        first = await _execute_and_save(ctx, node, plan)
+        if first.status is not Status.SUCCESS or not first.saved:
+            why = "it failed" if first.status is not Status.SUCCESS else "its first run was not "
+            rerun.skip(
+                node.id, why + ("" if first.status is not Status.SUCCESS else _unsaved(first))
+            )
+            return first
+        entry = (await asyncio.to_thread(local.probe, [plan.key])).get(plan.key)
+        if entry is None:
+            rerun.skip(node.id, "its first run's entry is gone")
+            return first
+    second = await _execute_and_save(ctx, node, plan, again=True)
+    if second.status is not Status.SUCCESS:
+        rerun.skip(node.id, "its second run failed")
+        return second
+    root = ctx.config.root
+    if await asyncio.to_thread(rerun.compare, node.id, local, entry, plan.outputs, root):
+        try:
+            await asyncio.to_thread(taskcache.restore, local, entry, plan.outputs, root)
+        except Exception as exc:  # a damaged entry, a refused write: the run says it, not fails
+            ctx.services.emit(Notice(f"{node.id}: its entry was not restored: {exc}", id=node.id))
+    return replace(second, reason="ran again: compared with its entry (--verify=determinism)")
+
+
+def _unsaved(result: TaskResult) -> str:
+    return "saved" + (f" ({result.reason})" if result.reason else "")
+
+
+async def _execute_and_save(
+    ctx: RunContext, node: TaskNode, plan: TaskPlan, again: bool = False
+) -> TaskResult:
+    """Run the task and keep its result; `again` (--verify=determinism's second run) wipes its
+    outputs first as a save would, and saves nothing."""
     pool = ctx.services.remote_pool
     if plan.remote == "only" and (pool is None or pool.down is not None):
         return TaskResult(  # a remote-only task (an install for the workers) is no work here
@@ -428,7 +476,12 @@ async def _execute_and_save(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> 
             reason="remote only: no remote executor, not run",
             command=plan.command,
         )
-    write = plan.outputs is not None and ctx.config.policy.write and ctx.services.store is not None
+    write = (
+        plan.outputs is not None
+        and ctx.config.policy.write
+        and ctx.services.store is not None
+        and not again
+    )
     early = ctx.state.early.pop(node.id, None)
     snapshot: Snapshot | None = None
     if early is not None:
@@ -439,7 +492,9 @@ async def _execute_and_save(ctx: RunContext, node: TaskNode, plan: TaskPlan) -> 
     await _tell_unseen(ctx, node, plan)
     if early is None:
         started_ns = time.time_ns()
-    proc, attempts, violations, kept = await _attempts(ctx, node, plan, wipe=write, early=early)
+    proc, attempts, violations, kept = await _attempts(
+        ctx, node, plan, wipe=write or again, early=early
+    )
     if proc is None:
         return _halted(node, plan)
     await _check_lockfiles(ctx, node)
@@ -624,7 +679,11 @@ async def _attempts(
     terminal = _on_terminal(ctx, node)
     pool = ctx.services.remote_pool
     remote = (
-        early is None and pool is not None and pool.wants(plan) and ctx.hooks.launch_for is None
+        early is None
+        and pool is not None
+        and pool.wants(plan)
+        and ctx.hooks.launch_for is None
+        and ctx.hooks.rerun is None  # --verify runs here
     )
     held = await _take_slots(ctx, node, early is not None, terminal, remote)
     try:

@@ -42,20 +42,31 @@ from vx.model import TaskGraph, TaskId
 if TYPE_CHECKING:
     from vx.model import TaskPlan
 
-MODES = ("inputs",)
-LATER_MODES = ("determinism", "fingerprint", "all")
+MODES = ("inputs", "determinism", "all")  # all: inputs and determinism
+LATER_MODES = ("fingerprint",)
 
 
 def parse_mode(text: str | None) -> str | None:
-    """`--verify[=MODE]`: bare means inputs; the reference's other modes are named, not run."""
+    """`--verify[=MODE]`: bare means inputs; the reference's fingerprint mode is named, not run."""
     if text is None:
         return None
     mode = text or "inputs"
     if mode in MODES:
         return mode
+    hint = "use `--verify=inputs`, `--verify=determinism` or `--verify=all`"
     if mode in LATER_MODES:
-        raise UsageError(f"`--verify={mode}` is not implemented yet", hint="use `--verify=inputs`")
-    raise UsageError(f"`--verify={text}` is not a mode", hint="use `--verify` or `--verify=inputs`")
+        raise UsageError(f"`--verify={mode}` is not implemented yet", hint=hint)
+    raise UsageError(f"`--verify={text}` is not a mode", hint=hint)
+
+
+def traces(mode: str | None) -> bool:
+    """Whether the mode runs the tasks under strace (`inputs`, `all`)."""
+    return mode in ("inputs", "all")
+
+
+def reruns(mode: str | None) -> bool:
+    """Whether the mode runs each cached task again to compare (`determinism`, `all`)."""
+    return mode in ("determinism", "all")
 
 
 def check(

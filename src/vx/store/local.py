@@ -578,6 +578,11 @@ class LocalStore:
             return False
         return True
 
+    def output_bytes(self, entry: Entry) -> dict[str, bytes]:
+        """Every output file of `entry` (workspace-relative path -> its bytes), read from its
+        artifact with nothing written: what `--verify=determinism` compares a second run with."""
+        return unpacking.read_outputs(self.artifact(entry.key), {f.path for f in entry.files})
+
     def expected_outputs(
         self, entry: Entry
     ) -> list[tuple[str, tuple[int, int, int, int, int]]] | None:
