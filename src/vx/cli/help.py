@@ -59,6 +59,8 @@ options:
   --output-logs MODE        full | new-only | errors-only | hash-only | none: which task
                             output to show (default: by flow; failures are never silent)
   --summarize[=PATH]        write the run summary JSON (default: <cache>/runs/<id>.json)
+  --tag K=V                 label the run (repeatable): kept in its history, the summary and
+                            `vx last`; a secret-looking key's value is kept as ***
   --report[=markdown]       a markdown table of the run on stdout (task, status, cache, time)
   --report-file PATH        append that table to PATH, e.g. "$GITHUB_STEP_SUMMARY"
   --format text|json        json: the run's record on stdout (as `vx last --format json`), the

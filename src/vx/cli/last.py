@@ -208,13 +208,19 @@ def _text(report: dict) -> list[str]:
 
 def _context(run: dict) -> list[str]:
     """`branch@sha` (either alone when the other is unknown; `(dirty)` after it when the
-    workspace was) and `ci <provider>`."""
+    workspace was), `ci <provider>` and the run's `--tag`s."""
     sha = (run.get("git_sha") or "")[:10]
     where = "@".join(p for p in (run.get("git_branch"), sha) if p)
     if where and run.get("git_dirty"):
         where += " (dirty)"
     ci = run.get("ci_provider")
-    return [p for p in (where, f"ci {ci}" if ci else "") if p]
+    tags = run.get("tags") or {}
+    if isinstance(tags, str):  # the row as kept: a JSON object
+        import json
+
+        tags = json.loads(tags)
+    shown = " ".join(f"{k}={v}" for k, v in tags.items())
+    return [p for p in (where, f"ci {ci}" if ci else "", f"tags {shown}" if shown else "") if p]
 
 
 def _row(t: dict) -> str:

@@ -59,6 +59,7 @@ RUN_FLAGS = {
     "--report-file": ("value", "report_file"),
     "--format": ("value", "format"),
     "--verify": ("optional", "verify"),
+    "--tag": ("list", "tags"),
     "--framework-inference": ("optional", "framework_inference"),
     "--ui": ("value", "ui"),
     "--keep-ui": ("flag", "keep_ui"),
@@ -190,6 +191,11 @@ RUN_CONFLICTS: Conflicts = {
         ("--dry", "--summarize"),
         "`--graph` cannot be combined with `--dry` or `--summarize`",
         "`--graph` plans and draws; nothing runs",
+    ),
+    "--tag": (
+        _PLANS,
+        "`--tag` cannot be combined with `--dry` or `--graph`",
+        "a tag is kept with a run's record, and a plan runs nothing",
     ),
     "--verify": (
         _PLANS,

@@ -80,6 +80,7 @@ class RunSettings(Struct, frozen=True):
     as_json: bool = False  # `--format json`
     output_logs: str | None = None
     timing: bool = False  # VX_TIMING: the stage table on stderr
+    tags: tuple[tuple[str, str], ...] = ()  # `--tag k=v`, in the order given, masked
     receipted_ok: bool = True  # False: a flag set the environment (`turbo_environment`)
 
     @property
@@ -164,6 +165,7 @@ def resolve(args: Args, argv: list[str], env: Mapping[str, str]) -> RunSettings:
         as_json=as_json,
         output_logs=_output_logs(args.output_logs),
         timing=env.get("VX_TIMING", "") not in ("", "0"),
+        tags=_tags(args.tags, env) if args.tags else (),
     )
 
 
@@ -215,6 +217,27 @@ def _seconds(text: str) -> bool:
         return 0 <= float(text) <= 2**31 // 1000
     except ValueError:
         return False
+
+
+def scrub_tags(argv: list[str], tags: tuple[tuple[str, str], ...]) -> list[str]:
+    """`argv` with each `--tag k=v` written with the value kept (masked where it was), so the
+    command the history shows never holds more than its tags do."""
+    if not tags or not any(v == "***" or "***" in v for _k, v in tags):
+        return argv
+    kept = dict(tags)
+    out: list[str] = []
+    after = False
+    for i, word in enumerate(argv):
+        if word == "--":
+            return out + argv[i:]
+        if after or word.startswith("--tag="):
+            text = word if after else word[len("--tag=") :]
+            key = text.partition("=")[0]
+            if key in kept:
+                word = f"{key}={kept[key]}" if after else f"--tag={key}={kept[key]}"
+        after = word == "--tag"
+        out.append(word)
+    return out
 
 
 def scrubbed(argv: list[str]) -> list[str]:
@@ -516,6 +539,42 @@ def _affected_ref(value: str | None) -> str | None:
     return value
 
 
+TAG_KEY_MAX, TAG_VALUE_MAX = 64, 256
+
+
+def _tags(given: list[str], env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """`--tag k=v` (repeatable), split at the first `=`: a key is a letter, then letters, digits,
+    `_`, `.` or `-` (it names `vx.tag.<k>` in telemetry), each once. A value under a key that
+    names a secret (TOKEN, KEY, …: as for the environment), or that holds a secret of the
+    environment, is kept as *** (docs/cli.md § --tag)."""
+    import re
+
+    from vx.proc import masking
+
+    secrets = masking.secrets_of(env)
+    seen: dict[str, str] = {}
+    for text in given:
+        key, eq, value = text.partition("=")
+        if not eq:
+            raise UsageError(f"`--tag {text}` has no value", hint="write it as `--tag key=value`")
+        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_.-]*", key) or len(key) > TAG_KEY_MAX:
+            raise UsageError(
+                f"`--tag {text}`: {key!r} is not a tag key",
+                hint=f"a key is a letter, then letters, digits, `_`, `.` or `-` (at most "
+                f"{TAG_KEY_MAX}), e.g. `--tag pr=123`",
+            )
+        if key in seen:
+            raise UsageError(f"`--tag {key}=…` is given twice", hint="give each key once")
+        if len(value) > TAG_VALUE_MAX or not value.isprintable():
+            raise UsageError(
+                f"`--tag {key}=…`: the value must be printable, at most {TAG_VALUE_MAX} characters",
+                hint="a tag labels a run (a PR number, a job, a commit); keep long text elsewhere",
+            )
+        masked = "***" if masking.is_secret_name(key) else masking.mask_text(value, secrets)
+        seen[key] = masked or ""
+    return tuple(seen.items())
+
+
 def _verify_mode(text: str | None) -> str | None:
     if text is None:
         return None  # vx.engine.verify pulls in the executor and asyncio: not on a plain run's path
@@ -589,7 +648,7 @@ def _run(settings: RunSettings, timer_start: float, argv: list[str]) -> int:
         prep = ran.prep = prepare(req, env, stages, lock=lock, warn=warning)
         summary = ran.summary = _execute(settings, prep, ran, env, stages, lock, (tracer, rerun))
         with stages("history"):
-            facts = _facts(prep, req, argv)
+            facts = _facts(prep, req, scrub_tags(argv, settings.tags), settings.tags)
             ran.logs, ran.record = _keep_run(facts, summary)
         if settings.tui:
             ran.reporter.outcome(summary.exit_code, summary.interrupted)
@@ -649,7 +708,7 @@ def _conclude(settings: RunSettings, ran: _Ran, verifying, stages) -> int:
     for tid, path in ran.logs.items():  # after the reporter closed: a live region is gone by now
         say(f"vx: {tid} failed; its full log: {path}")
     if settings.summarize is not None:
-        _write_summary(summary, prep, settings.summarize)
+        _write_summary(summary, prep, settings.summarize, settings.tags)
     if settings.report or settings.report_file:
         _report(summary, settings.report_file)
     if ran.profiler is not None and settings.profile is not None:
@@ -671,7 +730,18 @@ def _conclude(settings: RunSettings, ran: _Ran, verifying, stages) -> int:
     return code
 
 
-def _facts(prep: Prepared, req: RunRequest, argv: list[str]) -> RunFacts:
+def _tags_text(tags: tuple[tuple[str, str], ...]) -> str | None:
+    """The tags as the history keeps them: a JSON object, None without one."""
+    if not tags:
+        return None
+    import json
+
+    return json.dumps(dict(tags), separators=(",", ":"))
+
+
+def _facts(
+    prep: Prepared, req: RunRequest, argv: list[str], tags: tuple[tuple[str, str], ...] = ()
+) -> RunFacts:
     """What the run history keeps of the run beside its summary (`vx.store.runs.RunFacts`)."""
     from vx.store import runs
 
@@ -687,6 +757,7 @@ def _facts(prep: Prepared, req: RunRequest, argv: list[str]) -> RunFacts:
         cache_dir=str(prep.cache_dir),
         dirty=None if dirty is None else int(dirty),
         schedule=prep.schedule,
+        tags=_tags_text(tags),
     )
 
 
@@ -954,12 +1025,12 @@ def _write_graph(dot: str, target: str) -> None:
     say(f"vx: graph written to {target}")
 
 
-def _write_summary(summary, prep, target: str) -> None:
+def _write_summary(summary, prep, target: str, tags=()) -> None:
     from vx.report.summary import write_summary
 
     if target:
         path = Path(target)
     else:
         path = Path(prep.cache_dir) / "runs" / f"{summary.run_id}.json"
-    write_summary(summary, path)
+    write_summary(summary, path, dict(tags))
     say(f"vx: summary written to {path}")

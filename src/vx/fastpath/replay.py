@@ -435,7 +435,7 @@ def _record(header: dict, body: dict, restored: set, began: float) -> tuple | No
     # The listings matched the receipted run's byte for byte, so its dirty flag still holds.
     dirty = host[4] if len(host) > 4 else None
     invocation += [0, 1, 1, *host[:4], *runs.git_head(header["root"]), dirty]
-    invocation += [runs.ci_provider(os.environ)]
+    invocation += [runs.ci_provider(os.environ), host[5] if len(host) > 5 else None]  # tags
     try:
         runs.append_pending(header["cache_dir"], invocation, rows)
     except OSError:

@@ -79,8 +79,8 @@ def counts(results: tuple[TaskResult, ...]) -> dict[str, int]:
     }
 
 
-def summary_dict(summary: RunSummary) -> dict[str, Any]:
-    """Build the whole `--summarize` document for one run."""
+def summary_dict(summary: RunSummary, tags: dict[str, str] | None = None) -> dict[str, Any]:
+    """Build the whole `--summarize` document for one run; `tags` are its `--tag k=v`."""
     return {
         "runId": summary.run_id,
         "ok": summary.exit_code == 0,
@@ -91,16 +91,17 @@ def summary_dict(summary: RunSummary) -> dict[str, Any]:
         "tasks": [task_dict(r) for r in summary.results],
         "summary": counts(summary.results),
         "savedMs": round(sum(r.stored_ms or 0.0 for r in summary.results), 3),
+        "tags": tags or {},
     }
 
 
-def write_summary(summary: RunSummary, path: Path) -> None:
+def write_summary(summary: RunSummary, path: Path, tags: dict[str, str] | None = None) -> None:
     """Write the summary atomically (temp file in the same directory, then rename) — or, to a path
     that is no regular file (`/dev/null`, `/dev/stdout`, a FIFO), straight into it: renaming over
     a device would replace it with a file."""
     import tempfile  # only `--summarize` pays for it
 
-    text = json.dumps(summary_dict(summary), indent=2) + "\n"
+    text = json.dumps(summary_dict(summary, tags), indent=2) + "\n"
     try:
         if _special(path):
             with open(path, "w", encoding="utf-8") as fh:

@@ -38,6 +38,7 @@ class Invocation(msgspec.Struct, array_like=True):
     git_branch: str | None
     git_dirty: int | None
     ci_provider: str | None
+    tags: str | None = None  # absent from a line an older vx's replay appended
 
 
 class TaskRow(msgspec.Struct, array_like=True):

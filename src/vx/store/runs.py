@@ -24,9 +24,11 @@ if TYPE_CHECKING:
 
 DB_NAME = "runs.db"
 PENDING = "runs.pending"
-SCHEMA = "3"
-# Versions whose tables the DDL only adds to (3 added an index): kept, not started afresh.
-ADDITIVE_FROM = (2,)
+SCHEMA = "4"
+# Versions whose tables the DDL only adds to (3 added an index, 4 the `tags` column, in
+# `ADDED`): kept, not started afresh.
+ADDITIVE_FROM = (2, 3)
+ADDED = ("ALTER TABLE invocations ADD COLUMN tags TEXT",)
 FOLD_AT = 1 << 20  # a pending file this big is folded by the replay that grew it
 KEEP_RUNS = 1000  # invocations kept; older ones and their task rows go
 
@@ -57,6 +59,7 @@ INVOCATION_COLUMNS = (
     "git_branch",
     "git_dirty",
     "ci_provider",
+    "tags",  # `--tag k=v`: a JSON object, None without one
 )
 RUN_COLUMNS = (
     "run_id",
@@ -86,7 +89,7 @@ DDL = (
     " hit_local_count INTEGER NOT NULL, hit_remote_count INTEGER NOT NULL,"
     " up_to_date_count INTEGER NOT NULL, exit_code INTEGER NOT NULL, exit_ok INTEGER NOT NULL,"
     " replayed INTEGER NOT NULL, host TEXT, os TEXT, arch TEXT, vx_version TEXT NOT NULL,"
-    " git_sha TEXT, git_branch TEXT, git_dirty INTEGER, ci_provider TEXT)",
+    " git_sha TEXT, git_branch TEXT, git_dirty INTEGER, ci_provider TEXT, tags TEXT)",
     "CREATE TABLE IF NOT EXISTS runs (id INTEGER PRIMARY KEY, run_id TEXT NOT NULL,"
     " project TEXT NOT NULL, task TEXT NOT NULL, hash TEXT NOT NULL, status TEXT NOT NULL,"
     " cache TEXT NOT NULL, exit_code INTEGER, duration_ms REAL NOT NULL, cpu_ms REAL,"
@@ -308,6 +311,10 @@ def _open(path: str):
                 db.execute("DROP TABLE IF EXISTS invocations")
             for statement in DDL:
                 db.execute(statement)
+            columns = {r[1] for r in db.execute("PRAGMA table_info(invocations)")}
+            if "tags" not in columns:  # a history kept by an older vx: the column added
+                for statement in ADDED:
+                    db.execute(statement)
             db.execute(f"PRAGMA user_version={int(SCHEMA)}")  # set last: the tables are there
             db.execute("COMMIT")
     except BaseException:
@@ -366,6 +373,8 @@ def _insert(db, runs: list) -> None:
     inv = ",".join("?" * len(INVOCATION_COLUMNS))
     row = ",".join("?" * len(RUN_COLUMNS))
     for invocation, rows in runs:
+        # a run an older vx's replay appended has fewer columns: the new ones are empty
+        invocation = list(invocation) + [None] * (len(INVOCATION_COLUMNS) - len(invocation))
         db.execute(
             f"INSERT OR IGNORE INTO invocations ({','.join(INVOCATION_COLUMNS)}) VALUES ({inv})",
             invocation,
@@ -507,6 +516,7 @@ def invocation_record(r: dict) -> dict:
     out = dict(r)
     out["requested_tasks"] = json.loads(r["requested_tasks"])
     out["exit_ok"], out["replayed"] = bool(r["exit_ok"]), bool(r["replayed"])
+    out["tags"] = json.loads(r["tags"]) if r.get("tags") else {}
     return out
 
 
@@ -553,6 +563,7 @@ class RunFacts:
         "cache_dir",
         "dirty",
         "schedule",
+        "tags",
     )
 
     def __init__(
@@ -567,10 +578,11 @@ class RunFacts:
         cache_dir: str,
         dirty: int | None,
         schedule: ScheduleConfig,
+        tags: str | None = None,
     ) -> None:
         self.command, self.cwd, self.names, self.policy = command, cwd, names, policy
         self.concurrency, self.root, self.cache_dir = concurrency, root, cache_dir
-        self.dirty, self.schedule = dirty, schedule
+        self.dirty, self.schedule, self.tags = dirty, schedule, tags
 
 
 def policy_text(policy: CachePolicy, axes: CacheAxes | None) -> str:
@@ -636,7 +648,7 @@ def invocation_row(facts: RunFacts, summary: RunSummary, tasks: int) -> list:
         sum(1 for r in summary.results if r.status is Status.FAILED), local + remote + fresh,
         local, remote, fresh, code, int(code == 0), 0,  # not replayed
         uname.nodename, uname.sysname.lower(), uname.machine, __version__,
-        *git_head(facts.root), facts.dirty, ci_provider(os.environ),
+        *git_head(facts.root), facts.dirty, ci_provider(os.environ), facts.tags,
     ]  # fmt: skip
 
 
@@ -669,7 +681,14 @@ def replay_history(facts: RunFacts, summary: RunSummary) -> list:
         json.dumps(list(facts.names)),
         facts.policy,
         facts.concurrency,
-        [uname.nodename, uname.sysname.lower(), uname.machine, __version__, facts.dirty],
+        [
+            uname.nodename,
+            uname.sysname.lower(),
+            uname.machine,
+            __version__,
+            facts.dirty,
+            facts.tags,
+        ],
     ]
     return [fixed, [[r.id.package, r.id.task, r.key or ""] for r in summary.results]]
 

@@ -94,7 +94,7 @@ def test_a_history_of_the_previous_schema_keeps_its_runs(tmp_path):
     db = sqlite3.connect(tmp_path / runs.DB_NAME)
     for statement in runs.DDL:
         if "INDEX" not in statement:
-            db.execute(statement)
+            db.execute(statement.replace(", tags TEXT)", ")"))  # schema 4 added `tags`
     inv = ["id1", "vx run build", "/w", '["build"]', "lR,lW", 2, 1.0, 2.0, 1000.0]
     inv += [1, 0, 1, 0, 0, 1, 0, 1, 1, "h", "linux", "x86_64", "0", None, None, None, None]
     db.execute(f"INSERT INTO invocations VALUES ({','.join('?' * len(inv))})", inv)
@@ -102,7 +102,7 @@ def test_a_history_of_the_previous_schema_keeps_its_runs(tmp_path):
     db.commit()
     db.close()
     db = runs.connect(str(tmp_path))
-    assert db.execute("SELECT run_id FROM invocations").fetchall() == [("id1",)]
+    assert db.execute("SELECT run_id, tags FROM invocations").fetchall() == [("id1", None)]
     assert db.execute("PRAGMA user_version").fetchone()[0] == int(runs.SCHEMA)
     indexes = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='index'")}
     assert "runs_executed" in indexes
@@ -112,6 +112,7 @@ def test_a_history_of_the_previous_schema_keeps_its_runs(tmp_path):
 def pending_run(run_id: str) -> tuple[list, list]:
     inv = [run_id, "vx run build", "/w", '["build"]', "lR,lW", 2, 1.0, 2.0, 1000.0]
     inv += [1, 0, 1, 0, 0, 1, 0, 1, 1, "h", "linux", "x86_64", "0", None, None, None, None]
+    inv += ['{"pr":"1"}']  # tags
     row = [run_id, "a", "build", "k", "cache-hit", "up-to-date"]
     row += [0, 0.0, None, None, 0, 0, 0, 0, None, None, 0, None]
     return inv, [row]
