@@ -101,10 +101,14 @@ exit: 0 all tasks ok · 1 a task failed, was skipped or aborted · 2 usage or co
       130 / 143 / 129 interrupted by SIGINT / SIGTERM / SIGHUP (`--format json` changes none)
 """
 
-INFO_HELP = """usage: vx info
+INFO_HELP = """usage: vx info [--format text|json]
 
 Prints what vx sees from here: its version, git and node, the workspace root, package manager,
 projects and tasks (or the config error), the cache dir and its size, workers, and the sandbox.
+
+  --format json   one document: the key and schema versions, the store (where, entries, bytes,
+                  orphans), the runs of the last 24 h and the latest few, git's fsmonitor and
+                  untrackedCache, whether vx-lock.json is there (docs/cli.md § vx info)
 """
 
 CACHE_HELP = """usage: vx cache prune [--older-than DUR] [--max-size SIZE] [--dry-run] [--format text|json]

@@ -18,8 +18,195 @@ Row = tuple[str, str]
 
 
 def info_verb(args, argv: list[str]) -> int:
+    from vx.cli.args import one_of
+
+    if one_of("--format", args.format, ("text", "json"), "text") == "json":
+        import json
+
+        print(json.dumps(info_document(Path(os.getcwd()), os.environ), indent=2))
+        return 0
     print(render(info_rows(Path(os.getcwd()), os.environ)), end="")
     return 0
+
+
+RECENT_RUNS = 5  # runs listed by `--format json`, newest first
+
+
+def info_document(cwd: Path, env: Mapping[str, str]) -> dict:
+    """`vx info --format json` (the shape is `schemas/info.json`): every part that cannot be read
+    is null, with why in `unavailable`, as the text rows say it."""
+    from vx import CACHE_VERSION
+    from vx.store.local import SCHEMA_VERSION
+    from vx.store.runs import SCHEMA as RUNS_SCHEMA
+
+    doc: dict = {
+        "vx": __version__,
+        "python": platform.python_version(),
+        "git": _tool_version(["git", "--version"]),
+        "node": _tool_version(["node", "--version"]),
+        "keyVersion": CACHE_VERSION,
+        "storeSchema": SCHEMA_VERSION,
+        "historySchema": int(RUNS_SCHEMA),
+        "root": None,
+        "packageManager": None,
+        "projects": None,
+        "tasks": None,
+        "configError": None,
+        "cacheDir": None,
+        "store": None,
+        "runs": None,
+        "gitStatusCache": None,
+        "lock": None,
+        "workers": _guarded("workers", lambda: [("", _workers())])[0][1],
+        "unavailable": {},
+    }
+    try:
+        doc.update(_workspace_document(cwd, env))
+    except Exception as exc:  # a doctor never fails on what it inspects
+        from vx.errors import VxError
+
+        if not isinstance(exc, (VxError, OSError)):
+            raise
+        doc["unavailable"]["workspace"] = getattr(exc, "message", None) or str(exc)
+    return doc
+
+
+def _workspace_document(cwd: Path, env: Mapping[str, str]) -> dict:
+    from vx.config import loader as config
+    from vx.errors import VxError
+    from vx.store import location
+    from vx.workspace import discover as workspace
+
+    ws = workspace.discover(cwd)
+    ws_config = config.load_workspace(ws.root, env)
+    out: dict = {"root": str(ws.root), "packageManager": ws.manager, "projects": len(ws.packages)}
+    try:
+        configs = config.load_all(ws, env)
+        out["tasks"] = sum(len(c.tasks) for c in configs.values())
+    except VxError as exc:
+        out["configError"] = exc.message
+    if ws_config.plugins:
+        from vx.plugins.shaped import shaped_workspace_config
+
+        try:
+            ws_config = shaped_workspace_config(ws.root, env)
+        except VxError:
+            pass
+    cache_dir, store_dir, _note = location.store_of(cwd, None, ws, ws_config, env)
+    out["cacheDir"] = str(cache_dir)
+    out["store"] = _store_document(cache_dir, store_dir)
+    out["runs"] = _runs_document(cache_dir)
+    out["gitStatusCache"] = {
+        "fsmonitor": _git_config(ws.root, "core.fsmonitor"),
+        "untrackedCache": _git_config(ws.root, "core.untrackedCache"),
+    }
+    lock = ws.root / "vx-lock.json"
+    out["lock"] = {"path": str(lock), "present": lock.is_file()}
+    return out
+
+
+def _store_document(cache_dir: Path, store_dir: Path) -> dict:
+    """Where the entries are, how many and how big, and the orphans: artifacts no entry names
+    (what `vx cache prune` sweeps once an hour old) and entries whose artifact is gone. Read only:
+    the index is opened read-only, nothing is swept."""
+    import sqlite3
+
+    from vx.store.local import DB_NAME, STORE_DB
+
+    shared = store_dir != cache_dir
+    doc: dict = {
+        "dir": str(store_dir),
+        "shared": shared,
+        "entries": 0,
+        "bytes": 0,
+        "orphans": 0,
+        "orphanBytes": 0,
+        "missingArtifacts": 0,
+    }
+    artifacts: dict[str, int] = {}
+    if store_dir.is_dir():
+        for entry in os.scandir(store_dir):
+            if entry.name.endswith(".tar.zst"):
+                try:
+                    artifacts[entry.name[: -len(".tar.zst")]] = entry.stat().st_size
+                except OSError:
+                    continue
+    index = store_dir / STORE_DB if shared else cache_dir / DB_NAME
+    keys: set[str] = set()
+    if index.is_file():
+        try:
+            db = sqlite3.connect(f"{index.as_uri()}?mode=ro", uri=True)
+            try:
+                keys = {r[0] for r in db.execute("SELECT hash FROM entries")}
+            finally:
+                db.close()
+        except sqlite3.Error as exc:
+            doc["unreadable"] = str(exc)
+    doc["entries"] = len(keys)
+    doc["bytes"] = sum(size for key, size in artifacts.items() if key in keys)
+    orphans = [size for key, size in artifacts.items() if key not in keys]
+    doc["orphans"], doc["orphanBytes"] = len(orphans), sum(orphans)
+    doc["missingArtifacts"] = len(keys - set(artifacts))
+    return doc
+
+
+def _runs_document(cache_dir: Path) -> dict:
+    """The runs of the last 24 hours and the latest few, from the run history (read only)."""
+    import json
+    import sqlite3
+    import time
+
+    from vx.store import runs
+
+    doc: dict = {"last24h": 0, "recent": []}
+    path = cache_dir / runs.DB_NAME
+    if not path.is_file():
+        return doc
+    try:
+        db = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+        try:
+            (doc["last24h"],) = db.execute(
+                "SELECT COUNT(*) FROM invocations WHERE started_at >= ?", (time.time() - 86400,)
+            ).fetchone()
+            columns = {r[1] for r in db.execute("PRAGMA table_info(invocations)")}
+            tags = "tags" if "tags" in columns else "NULL"
+            rows = db.execute(
+                "SELECT run_id, command, started_at, exit_code, task_count, hit_count, replayed,"
+                f" {tags} FROM invocations ORDER BY started_at DESC LIMIT ?",
+                (RECENT_RUNS,),
+            ).fetchall()
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        doc["unreadable"] = str(exc)
+        return doc
+    doc["recent"] = [
+        {
+            "runId": r[0],
+            "command": r[1],
+            "startedAt": r[2],
+            "exitCode": r[3],
+            "tasks": r[4],
+            "hits": r[5],
+            "replayed": bool(r[6]),
+            "tags": json.loads(r[7]) if r[7] else {},
+        }
+        for r in rows
+    ]
+    return doc
+
+
+def _git_config(root: Path, name: str) -> str | None:
+    """A git setting as git reads it here (`git config --get`), None when unset or no git."""
+    if shutil.which("git") is None:
+        return None
+    try:
+        out = subprocess.run(
+            ["git", "config", "--get", name], cwd=root, capture_output=True, text=True, timeout=5
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
 
 
 def info_rows(cwd: Path, env: Mapping[str, str]) -> list[Row]:

@@ -359,7 +359,13 @@ VERBS = {
         _HELP_ALIAS,
         names=False,
     ),
-    "info": Verb(INFO_HELP, _lazy("info", "info_verb"), names=False),
+    "info": Verb(
+        INFO_HELP,
+        _lazy("info", "info_verb"),
+        {"--format": ("value", "format"), **_HELP_FLAG},
+        _HELP_ALIAS,
+        names=False,
+    ),
     "show": Verb(SHOW_HELP, _lazy("show", "show_verb"), _SHOW, _HELP_ALIAS),
     "ls": Verb(SHOW_HELP, _lazy("show", "show_verb"), _SHOW, _HELP_ALIAS),  # turbo's listing
     "why": Verb(
