@@ -19,7 +19,7 @@ LONG_FUNCTIONS: dict[str, int] = {}
 WIDE_RECORDS: dict[str, int] = {
     "prepare.py:Prepared": 22,  # the world read once, as the execution half and the CLI read it
     "prepare.py:RunRequest": 22,  # what a `vx run` command line asks, flag by flag
-    "store/pending.py:Invocation": 26,  # a row of the `invocations` table, column by column
+    "store/pending.py:Invocation": 27,  # a row of the `invocations` table, column by column (tags: 27)
 }
 
 
