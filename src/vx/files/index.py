@@ -35,6 +35,7 @@ from vx.files.blobs import BlobMemo, Stat, blob_oid, hash_open_file, stat_key
 from vx.files.git import (
     Listing,
     git_listing,
+    index_stamp,
     let_finish,
     repo_root,
     spawn_git_listing,
@@ -105,13 +106,15 @@ class PendingIndex:
         self.root = root
         self.toplevel = repo_root(root)
         use_git = self.toplevel is not None and _on_path("git")
+        # The index as git is about to read it: what the attribute verdicts are memoised on.
+        self.stamp = index_stamp(self.toplevel) if self.toplevel is not None and use_git else ""
         self.procs = spawn_git_listing(root) if use_git else None
 
     def finish(self, memo_path: Path | None = None) -> FileIndex:
         procs, self.procs = self.procs, None
         if procs is not None:
             assert self.toplevel is not None  # procs run only inside a repository
-            listing = git_listing(self.root, self.toplevel, procs)
+            listing = git_listing(self.root, self.toplevel, procs, memo_path, self.stamp)
         else:
             listing = walk_listing(self.root)
         index = FileIndex(self.root, listing, memo_path, self.started_ns)
@@ -206,7 +209,8 @@ class FileIndex:
         return self._alias.get(rel_path) or self._links.files.get(rel_path) or rel_path
 
     def vouched(self, rel_path: str) -> bool:
-        """Whether git vouches for the file: tracked, clean by `git status`, no filter possible.
+        """Whether git vouches for the file: tracked, clean by `git status`, no filter possible
+        (a converted file's size is checked each run, so a receipt stats it).
         Its bytes are then pinned by the `ls-files` and `status` listings themselves."""
         return rel_path in self._l.trusted
 
@@ -229,9 +233,19 @@ class FileIndex:
             return self._identity(real)
         if path in self._identities:
             return self._identities[path]
-        ident = self._hash_from_disk(path)
+        ident = self._converted(path) if path in self._l.converted else None
+        if ident is None:
+            ident = self._hash_from_disk(path)
         self._identities[path] = ident
         return ident
+
+    def _converted(self, path: str) -> str | None:
+        """A file a clean filter could have rewritten (vx.files.attributes): its index identity
+        while it is its blob's size, else None. Not vouched for: a receipt holds its stat."""
+        named, size = self._l.converted[path]
+        abs_path = os.path.join(self.root, path)
+        witness.read(abs_path)
+        return named if _same_size(abs_path, size) else None
 
     def _followed(self, link: str, fresh: bool = False) -> str | None:
         """A link to a file: its own identity and that of the content it leads to."""
@@ -864,6 +878,16 @@ def fingerprint(root: Path, index: FileIndex, skip: Sequence[str] = ()) -> str:
         if ident:
             h.update(f"{name}\0{ident}\0".encode("utf-8", "surrogateescape"))
     return h.hexdigest()
+
+
+def _same_size(abs_path: str, size: int) -> bool:
+    """Whether a converted file is still its blob's size: then no conversion ran, and its bytes
+    are the blob's (vx.files.attributes)."""
+    try:
+        st = os.lstat(abs_path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_size == size
 
 
 def _on_path(program: str) -> bool:
