@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 from support.workspace import build_task, npm_workspace
+from test_receipts import run as receipt_run
+from test_receipts import settle
 
 BUILD = build_task(deps=())
 
@@ -65,6 +67,23 @@ def test_text_auto_input_misses_on_every_edit(repo):
     assert built(repo) == "miss"
     repo.commit()
     assert built(repo) == "up-to-date"
+
+
+@pytest.mark.feature("KEY-14")
+def test_text_auto_crlf_copy_added_is_not_replayed(repo):
+    """`git add` of a CRLF copy changes only the index's stat data: git's listings read the same
+    byte for byte, so a receipt must hold the file's own stat, and the next run is no replay."""
+    workspace(repo, "* text=auto\n", {"src/a.js": "A;\n"})
+    repo.commit()
+    settle(repo)
+    assert receipt_run(repo)[1]  # the receipt replays while nothing changed
+    listed = repo.git("ls-files", "-s"), repo.git("status", "--porcelain")
+    write_bytes(repo, "packages/app/src/a.js", b"A;\r\n")
+    repo.git("add", "-A")
+    assert (repo.git("ls-files", "-s"), repo.git("status", "--porcelain")) == listed
+    result, replayed = receipt_run(repo)
+    assert result.code == 0 and not replayed, result.err
+    assert (repo.root / "packages/app/dist/out.js").read_bytes() == b"A;\r\n"
 
 
 def _lfs(repo, tmp: Path) -> None:

@@ -1,26 +1,29 @@
 """Which tracked files a clean filter could rewrite, and when the index still names their bytes.
 
 The index OID of a tracked file is the hash of its *cleaned* blob. With no clean filter that is
-the hash of the worktree bytes, which is what a key needs. With one it may not be, and `git
-status` calls a file clean when its cleaned bytes match, so two different worktree files can
-share one OID:
+the hash of the worktree bytes, which is what a key needs. With one it may not be: two different
+worktree files can clean to one blob, and `git add` of either leaves the OID as it was.
 
 - `text`, `eol`, `crlf` (and `core.autocrlf` where `text` is unspecified) turn CRLF into LF, and
-  `ident` collapses `$Id: …$` into `$Id$`. Both only ever shrink a file, so a worktree file of
-  the blob's exact size was not converted: its bytes are the blob, and the index OID is theirs.
-  Such a path is *converted*: trusted while an lstat finds it the blob's size, hashed from disk
-  otherwise (a CRLF copy of an LF blob, say).
+  `ident` collapses `$Id: …$` into `$Id$`. Both only ever shrink a file. The index records the
+  worktree size it last found clean; when that is the blob's exact size nothing was converted,
+  and `git status` calls the file clean only while it is that size (a changed size is "modified"
+  without a read, unless the recorded size is 0, git's "read me again", which is not trusted).
+  So such a *converted* path keeps its index OID; another size (a CRLF copy of an LF blob) is
+  hashed from disk. The listing does not show the recorded size, so a receipt stats these files.
 - `filter` (Git LFS among them) and `working-tree-encoding` can map different bytes to one blob
   whatever their sizes (an LFS pointer left unsmudged cleans to itself, and so does the content
   it points to). Such a path is *filtered*: always hashed from disk.
 
 Every other path keeps the fast path. The attributes come from one `git check-attr --stdin -z`,
-the blob sizes from one `git cat-file --batch-check`, and both are memoised beside the blob memo,
-keyed by the index file as it was before git listed it and by every attributes file's text.
+the recorded sizes from one `git ls-files -s --debug`, the blob sizes from one `git cat-file
+--batch-check`, and the verdicts are memoised beside the blob memo, keyed by the index file as it
+was before git listed it and by every attributes file's text and git's config.
 """
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -35,8 +38,9 @@ _OFF = ("unspecified", "unset")
 
 class Verdicts(msgspec.Struct):
     key: str = ""
-    converted: dict[str, tuple[str, int]] = {}  # path -> (identity, blob size)
+    converted: dict[str, str] = {}  # path -> the identity judged: trusted while the listing agrees
     filtered: list[str] = []
+    sizes: dict[str, int] = {}  # identity (mode prefix and OID) -> blob size
 
 
 def judge(
@@ -46,12 +50,12 @@ def judge(
     stamp: str,
     facts: str,
     memo_path: Path | None,
-) -> tuple[dict[str, str], dict[str, tuple[str, int]]]:
-    """Split the clean tracked files git vouches for into those it still vouches for, and the
-    converted ones (identity, blob size); a filtered path leaves both. `stamp` is the index as it
-    was before git listed it (`vx.files.git.index_stamp`: without one nothing is memoised), `facts` the rest
-    the verdicts depend on: the attributes files' texts and git's config. When git cannot answer,
-    nothing is trusted."""
+) -> tuple[dict[str, str], frozenset[str]]:
+    """The clean tracked files whose index OID still names their bytes, and which of them are
+    converted (not vouched for by the listing alone: a receipt stats them). `stamp` is the index
+    as it was before git listed it (`vx.files.git.index_stamp`; without one nothing is
+    memoised), `facts` the rest the verdicts depend on: the attributes files' texts and git's
+    config. When git cannot answer, nothing is trusted."""
     memo_path = memo_path if stamp else None
     memo = _load(memo_path)
     key = blob_oid(f"{stamp}\0{root}\0{facts}".encode("utf-8", "surrogateescape"))
@@ -59,17 +63,16 @@ def judge(
         try:
             memo = _verdicts(root, trusted, autocrlf, memo, key)
         except OSError:
-            return {}, {}
+            return {}, frozenset()
         if memo_path is not None:
             _save(memo_path, memo)
-    plain = dict(trusted)
+    kept = dict(trusted)
     for path in memo.filtered:
-        plain.pop(path, None)
-    converted: dict[str, tuple[str, int]] = {}
-    for path, (ident, size) in memo.converted.items():
-        if plain.pop(path, None) == ident:
-            converted[path] = (ident, size)
-    return plain, converted
+        kept.pop(path, None)
+    for path, named in memo.converted.items():
+        if kept.get(path, named) != named:  # the index moved on since: hashed from disk
+            del kept[path]
+    return kept, frozenset(memo.converted)
 
 
 def _verdicts(
@@ -91,12 +94,34 @@ def _verdicts(
             and got.get("crlf") == "unspecified"
         ):
             text.append(path)
-    known = {ident: size for ident, size in old.converted.values()}
+    recorded = _index_sizes(root) if text else {}
+    known = old.sizes
     sizes = _blob_sizes(root, sorted({trusted[p] for p in text if trusted[p] not in known}))
-    sizes.update(known)
-    converted = {p: (trusted[p], sizes[trusted[p]]) for p in text if trusted[p] in sizes}
-    filtered += [p for p in text if trusted[p] not in sizes]  # no size: hashed from disk
-    return Verdicts(key, converted, sorted(filtered))
+    sizes.update((trusted[p], known[trusted[p]]) for p in text if trusted[p] in known)
+    converted: dict[str, str] = {}
+    for path in text:
+        named = trusted[path]
+        # The worktree size git recorded when it last found the file clean: the blob's exact size
+        # means nothing was converted (both conversions only shrink). A size of 0 is git's mark
+        # for "read me again"; one past 32 bits is recorded truncated.
+        if (
+            recorded.get(path) == (named.rpartition(":")[2], sizes.get(named))
+            and sizes[named] < 1 << 32
+        ):
+            converted[path] = named
+        else:
+            filtered.append(path)
+    return Verdicts(key, converted, sorted(filtered), sizes)
+
+
+_DEBUG_RECORD = re.compile(r"\d{6} ([0-9a-f]+) 0\t([^\0]*)\0[^\0]*?  size: (\d+)\t")
+
+
+def _index_sizes(root: Path) -> dict[str, tuple[str, int]]:
+    """Each stage-0 entry's OID and the worktree size the index recorded for it."""
+    out = _git(root, ["ls-files", "-s", "--debug", "-z"], b"")
+    text = out.decode("utf-8", "surrogateescape")
+    return {path: (oid, int(size)) for oid, path, size in _DEBUG_RECORD.findall(text)}
 
 
 def _git(root: Path, args: list[str], stdin: bytes) -> bytes:

@@ -41,8 +41,9 @@ class Listing(Struct):
     ] = ()  # candidate paths that may be symlinks (vx.files.links follows them)
     remotes: tuple[tuple[str, str], ...] = ()  # (name, URL) of each remote: the shared store's id
     dirty: bool | None = None  # a changed, deleted or untracked file in the workspace; None: no git
-    # clean tracked path -> (identity, blob size): trusted while the worktree file is that size
-    converted: dict[str, tuple[str, int]] = {}
+    # trusted paths a clean filter could have converted: their bytes are not pinned by the
+    # listing alone (`git add` of a CRLF copy changes only the index's stat data)
+    converted: frozenset[str] = frozenset()
 
 
 def check_ref(ref: str) -> str:
@@ -298,7 +299,11 @@ def _attribute_files(
     root: Path, toplevel: Path, config: dict[str, str], paths: Iterable[str]
 ) -> list[Path]:
     """Every attributes file that could apply: in-tree, above the workspace, repo, global, system."""
-    files = [root / p for p in paths if p == ".gitattributes" or p.endswith("/.gitattributes")]
+    files = [
+        root / p
+        for p in paths
+        if p.endswith(".gitattributes") and (p == ".gitattributes" or p.endswith("/.gitattributes"))
+    ]
     d = root
     while d != toplevel and toplevel in d.parents:
         d = d.parent
@@ -327,17 +332,17 @@ def _vouched_for(
     paths: Iterable[str],
     stamp: str,
     memo_path: Path | None,
-) -> tuple[dict[str, str], dict[str, tuple[str, int]]]:
-    """The clean tracked files whose index OID names their bytes, and the converted ones a clean
-    filter may have rewritten (vx.files.attributes): all of them unless an attributes file or
-    `core.autocrlf` could set one."""
+) -> tuple[dict[str, str], frozenset[str]]:
+    """The clean tracked files whose index OID names their bytes, and which of them a clean
+    filter could have converted (vx.files.attributes): all of them, and none, unless an
+    attributes file or `core.autocrlf` could set one."""
     if _stat_weakened(config):
-        return {}, {}
+        return {}, frozenset()
     autocrlf = config.get("core.autocrlf", "false").lower() in ("true", "input", "1", "yes", "on")
     files = _attribute_files(root, toplevel, config, paths)
     texts = [(str(f), t) for f in files if (t := _attributes_text(f)) is not None]
     if not autocrlf and not any(_attributes_risky(t) for _, t in texts):
-        return trusted, {}
+        return trusted, frozenset()
     from vx.files import attributes  # only a workspace with attributes that convert pays for it
 
     core = sorted((k, v) for k, v in config.items() if k.startswith("core."))

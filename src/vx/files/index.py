@@ -212,7 +212,7 @@ class FileIndex:
         """Whether git vouches for the file: tracked, clean by `git status`, no filter possible
         (a converted file's size is checked each run, so a receipt stats it).
         Its bytes are then pinned by the `ls-files` and `status` listings themselves."""
-        return rel_path in self._l.trusted
+        return rel_path in self._l.trusted and rel_path not in self._l.converted
 
     # ------------------------------------------------------------ identities
 
@@ -227,25 +227,25 @@ class FileIndex:
             return self._followed(path)
         known = self._l.trusted.get(path)
         if known is not None:
+            if path in self._l.converted:
+                self._note_converted((path,))
             return known
         real = self._alias.get(path) if self._alias else None
         if real is not None:
             return self._identity(real)
         if path in self._identities:
             return self._identities[path]
-        ident = self._converted(path) if path in self._l.converted else None
-        if ident is None:
-            ident = self._hash_from_disk(path)
+        ident = self._hash_from_disk(path)
         self._identities[path] = ident
         return ident
 
-    def _converted(self, path: str) -> str | None:
-        """A file a clean filter could have rewritten (vx.files.attributes): its index identity
-        while it is its blob's size, else None. Not vouched for: a receipt holds its stat."""
-        named, size = self._l.converted[path]
-        abs_path = os.path.join(self.root, path)
-        witness.read(abs_path)
-        return named if _same_size(abs_path, size) else None
+    def _note_converted(self, paths: Sequence[str]) -> None:
+        """A file a clean filter could have converted is trusted by its index entry's recorded
+        size (vx.files.attributes), which the listing does not show: a receipt stats it."""
+        if witness.noting():
+            base = os.path.join(self.root, "")
+            for path in self._l.converted.intersection(paths):
+                witness.read(base + path)
 
     def _followed(self, link: str, fresh: bool = False) -> str | None:
         """A link to a file: its own identity and that of the content it leads to."""
@@ -396,6 +396,8 @@ class FileIndex:
         ids = {p: trusted.get(p) for p in paths}
         if self._links.files:
             ids.update((p, None) for p in paths if p in self._links.files)
+        if self._l.converted:
+            self._note_converted(paths)
         rest = [p for p, i in ids.items() if i is None]
         if rest:
             ids.update((p, self._identity(p)) for p in rest)
@@ -878,16 +880,6 @@ def fingerprint(root: Path, index: FileIndex, skip: Sequence[str] = ()) -> str:
         if ident:
             h.update(f"{name}\0{ident}\0".encode("utf-8", "surrogateescape"))
     return h.hexdigest()
-
-
-def _same_size(abs_path: str, size: int) -> bool:
-    """Whether a converted file is still its blob's size: then no conversion ran, and its bytes
-    are the blob's (vx.files.attributes)."""
-    try:
-        st = os.lstat(abs_path)
-    except OSError:
-        return False
-    return stat.S_ISREG(st.st_mode) and st.st_size == size
 
 
 def _on_path(program: str) -> bool:
