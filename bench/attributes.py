@@ -14,8 +14,8 @@ workspaces (and vx builds) run by run, three scenarios each:
 - `cold keys`: the first keying of a checkout: the blob memo and the attribute verdicts deleted,
   no receipt; everything still up to date.
 
-Wall time of each run, and the `keys` and `git enumeration` stages of VX_TIMING. Medians, with the
-load average before and after.
+Wall time of each run, its CPU (vx and every git it ran), and the `keys` and `git enumeration`
+stages of VX_TIMING. Medians, with the load average before and after.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -90,6 +91,7 @@ def run_once(ws: Path, src: Path, scenario: str, home: Path) -> dict:
             memo.unlink()
     env = {"PYTHONPATH": str(src), "VX_TIMING": "1", "HOME": str(home), "NO_COLOR": "1"}
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("VX_")}, **env}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "vx", "run", "build", "--concurrency", "2"],
@@ -99,10 +101,17 @@ def run_once(ws: Path, src: Path, scenario: str, home: Path) -> dict:
         text=True,
     )
     wall = (time.perf_counter() - start) * 1000
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1000
     if proc.returncode != 0:
         raise SystemExit(f"vx failed in {ws}:\n{proc.stderr[-2000:]}")
     stages = parse_stages(proc.stderr)
-    return {"wall": wall, "keys": stages.get("keys"), "git": stages.get("git enumeration")}
+    return {
+        "wall": wall,
+        "cpu": cpu,
+        "keys": stages.get("keys"),
+        "git": stages.get("git enumeration"),
+    }
 
 
 def median(values: list) -> float | None:
@@ -145,12 +154,12 @@ def main(argv=None) -> int:
     print(
         f"{args.packages} packages x 20 files, {args.runs} runs each, load {load[0]:.2f} → {load[1]:.2f}"
     )
-    print("| vx | workspace | scenario | wall ms | keys ms | git enumeration ms |")
-    print("| --- | --- | --- | ---: | ---: | ---: |")
+    print("| vx | workspace | scenario | wall ms | CPU ms | keys ms | git enumeration ms |")
+    print("| --- | --- | --- | ---: | ---: | ---: | ---: |")
     for s in SCENARIOS:
         for b, w in cells:
             got = samples[b, w, s]
-            cols = [median([g[k] for g in got]) for k in ("wall", "keys", "git")]
+            cols = [median([g[k] for g in got]) for k in ("wall", "cpu", "keys", "git")]
             text = ["" if c is None else f"{c:.0f}" for c in cols]
             print(f"| {b} | {w} | {s} | {' | '.join(text)} |")
     if args.json:

@@ -151,7 +151,7 @@ def _blob_sizes(root: Path, idents: list[str]) -> dict[str, int]:
     oids = [i.rpartition(":")[2] for i in idents]
     out = _git(
         root,
-        ["cat-file", "--batch-check=%(objectname) %(objectsize)"],
+        ["cat-file", "--buffer", "--batch-check=%(objectname) %(objectsize)"],
         "\n".join(oids).encode() + b"\n",
     )
     size_of = {}
