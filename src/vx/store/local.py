@@ -441,9 +441,66 @@ class LocalStore:
         gone = [(row[0], row[8]) for row in rows if sizes[row[0]] is None]
         if gone:
             self._drop(gone)
+        if len(rows) < len(wanted):
+            found = {row[0] for row in rows}
+            for key in wanted:
+                if key not in found and (entry := self._reindex(key)) is not None:
+                    hits[key] = entry
         with self._lock:
             self._accessed.update(hits)
         return hits
+
+    def _reindex(self, key: str) -> Entry | None:
+        """An artifact without a row (the index was reset by a new schema, or lost its row in a
+        crash) indexed again from its own bytes, after every check a restore makes: one stat for
+        a key with no artifact. One that fails the checks, or predates the task facts in its
+        meta, is removed: no run could ever index it. Another user's is left alone."""
+        path = self._artifact_prefix + key + ".tar.zst"
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode) or (st.st_uid != self._uid and foreign(st) is not None):
+            return None
+        try:
+            checked = unpacking.check(Path(path), key=key, allowed=self.guard(lambda _p: True))
+            task_id, command, duration_ms = _task_facts(checked.meta)
+        except (ArchiveError, OSError):
+            _quiet_unlink(path)
+            return None
+        found = checked.meta.get("exec")
+        exec_meta = found if isinstance(found, dict) else {}
+        cpu, rss = exec_meta.get("cpuMs"), exec_meta.get("peakRssBytes")
+        cpu = cpu if isinstance(cpu, (int, float)) else None
+        rss = rss if isinstance(rss, int) else None
+        import sqlite3
+
+        kept = bound_log(checked.log)
+        info = packing.PackInfo(st.st_size, checked.files, checked.crc)
+        row = (key, task_id, command, duration_ms, st.st_size, st.st_mtime, cpu, rss, checked.crc)
+        with self._lock:
+            try:
+                with _transaction(self._db, immediate=True):
+                    if self._db.execute("SELECT 1 FROM entries WHERE hash=?", (key,)).fetchone():
+                        return None  # saved meanwhile: the next probe reads its row
+                    self._write_rows(
+                        _Packed(Path(), key, info), (*row, time.time()), archive.encode_log(kept)
+                    )
+            except sqlite3.Error:
+                return None  # the index is busy, full or failing: a miss, as before
+        return Entry(
+            key,
+            task_id,
+            command,
+            checked.files,
+            duration_ms,
+            st.st_size,
+            st.st_mtime,
+            cpu,
+            rss,
+            checked.crc,
+            stamps=(None,) * len(checked.files),
+        )
 
     def _artifact_size(self, key: str) -> int | None:
         """Its size; -1 (never a row's, so a miss that keeps the row) for an artifact of another
@@ -744,7 +801,8 @@ class LocalStore:
         t0 = time.perf_counter()
         kept = bound_log(log)
         try:
-            packed = self._pack(key, kept, files, cpu_ms, peak_rss_bytes)
+            task = {"id": task_id, "command": command, "durationMs": duration_ms}
+            packed = self._pack(key, kept, files, cpu_ms, peak_rss_bytes, task)
             info, now = packed.info, time.time()
             row = (
                 key,
@@ -815,9 +873,13 @@ class LocalStore:
             stamps=(None,) * len(checked.files),
         )
 
-    def _pack(self, key: str, log, files: Sequence[str], cpu_ms, peak_rss_bytes) -> "_Packed":
-        """Pack into a fresh temp file in the cache dir; any failure removes it."""
-        meta = {"exec": {"cpuMs": cpu_ms, "peakRssBytes": peak_rss_bytes}}
+    def _pack(
+        self, key: str, log, files: Sequence[str], cpu_ms, peak_rss_bytes, task: dict
+    ) -> "_Packed":
+        """Pack into a fresh temp file in the cache dir; any failure removes it. The meta holds
+        what the entry's row holds beyond the artifact itself (`task`: its id, command and
+        duration), so an artifact whose row was lost is indexed again from its own bytes."""
+        meta = {"exec": {"cpuMs": cpu_ms, "peakRssBytes": peak_rss_bytes}, "task": task}
         inside = self.guard(lambda _path: True)
         for path in files:
             if not inside(path):
@@ -1136,6 +1198,18 @@ def _ensure_schema(
         db.execute(f"DELETE FROM {schema}.schema_meta")
         db.execute(f"INSERT INTO {schema}.schema_meta VALUES (?)", (version,))
     return True
+
+
+def _task_facts(meta: Mapping[str, object]) -> tuple[str, str, float]:
+    """The task id, command and duration an artifact's meta holds for its row; an artifact of an
+    older vx holds none, and is refused."""
+    task = meta.get("task")
+    if isinstance(task, dict):
+        task_id, command, duration = task.get("id"), task.get("command"), task.get("durationMs")
+        if isinstance(task_id, str) and isinstance(command, str):
+            if isinstance(duration, (int, float)) and not isinstance(duration, bool):
+                return task_id, command, float(duration)
+    raise ArchiveError("artifact meta holds no task facts (id, command, durationMs)")
 
 
 def _pinned(upstream: str, crcs: Mapping[str, str]) -> str:
