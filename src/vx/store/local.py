@@ -38,6 +38,10 @@ SCHEMA_VERSION = "py-2"
 SPLIT_VERSION = SCHEMA_VERSION + "-stamps"
 DB_NAME = "cache.db"
 STORE_DB = "store.db"  # the shared store's index (vx.store.shared)
+# Its mtime: when the entries' index was last reset (a new schema, or made afresh). The artifacts
+# older than it have no row until a probe indexes them again from their bytes (`_reindex`), and
+# the sweep leaves them that long (vx.store.pruning.REINDEX_WINDOW_S).
+RESET_MARK = ".vx-reset"
 LOG_HALF = 8 << 20  # keep the first and the last 8 MiB of a task's log
 _TOUCHED_READ = 16  # touched outputs a miss compares by content before it wipes instead
 
@@ -271,11 +275,25 @@ class LocalStore:
         if self.shared:
             rows.attach_store(db, str(store))
             db.execute("PRAGMA store.journal_mode=WAL")
-            _ensure_schema(db, "store", _STORE_TABLES, SCHEMA_VERSION)
+            before = _schema_version(db, "store")
+            if _ensure_schema(db, "store", _STORE_TABLES, SCHEMA_VERSION):
+                self._mark_reset(before)
             if _ensure_schema(db, "main", ("output_stamps",), SPLIT_VERSION):
                 self._forget_local_artifacts()
         else:
-            _ensure_schema(db, "main", tuple(_TABLES), SCHEMA_VERSION)
+            before = _schema_version(db, "main")
+            if _ensure_schema(db, "main", tuple(_TABLES), SCHEMA_VERSION):
+                self._mark_reset(before)
+
+    def _mark_reset(self, before: str | None) -> None:
+        """Note when an index of another schema was reset (not when one was made afresh)."""
+        if before is None:
+            return
+        try:
+            with open(os.path.join(self.cache_dir, RESET_MARK), "w"):
+                pass
+        except OSError:
+            pass  # then the sweep may take the row-less artifacts: a colder store, never a wrong one
 
     def close(self) -> None:
         """Write the batched `accessed_at` updates and the restores' stamps in one
