@@ -17,8 +17,8 @@ worktree files can clean to one blob, and `git add` of either leaves the OID as 
 
 Every other path keeps the fast path. The attributes come from one `git check-attr --stdin -z`,
 the recorded sizes from one `git ls-files -s --debug`, the blob sizes from one `git cat-file
---batch-check`, and the verdicts are memoised beside the blob memo, keyed by the index file as it
-was before git listed it and by every attributes file's text and git's config.
+--batch-check`, and the verdicts are memoised beside the blob memo, keyed by the index file (its stat
+and checksum) and by every attributes file's text and git's config.
 """
 
 from __future__ import annotations
@@ -52,10 +52,10 @@ def judge(
     memo_path: Path | None,
 ) -> tuple[dict[str, str], frozenset[str]]:
     """The clean tracked files whose index OID still names their bytes, and which of them are
-    converted (not vouched for by the listing alone: a receipt stats them). `stamp` is the index
-    as it was before git listed it (`vx.files.git.index_stamp`; without one nothing is
-    memoised), `facts` the rest the verdicts depend on: the attributes files' texts and git's
-    config. When git cannot answer, nothing is trusted."""
+    converted (not vouched for by the listing alone: a receipt stats them). `stamp` names the
+    index file (`vx.files.git.index_stamp`; without one nothing is memoised), `facts` the rest
+    the verdicts depend on: the attributes files' texts and git's config. A converted path is
+    trusted only with the OID it was judged with. When git cannot answer, nothing is trusted."""
     memo_path = memo_path if stamp else None
     memo = _load(memo_path)
     key = blob_oid(f"{stamp}\0{root}\0{facts}".encode("utf-8", "surrogateescape"))

@@ -179,8 +179,11 @@ _LS_FILES_RECORD = re.compile(r"(\S) (\d+) ([0-9a-f]+) (\d)\t([^\0]*)\0")
 
 def index_stamp(toplevel: Path) -> str:
     """What identifies the index file as it is now: its stat and its trailing checksum (zeros
-    under `index.skipHash`, which a rename's new inode still tells apart). "" when there is none
-    to read, and then nothing is memoised."""
+    under `index.skipHash`, which a rename's new inode still tells apart); "" when there is none
+    to read, and then nothing is memoised. Read after the listing: verdicts judged from a later
+    index are then kept under a stamp no index will have again, never the other way round. Not
+    witnessed: it only picks a memo entry, and every verdict in one holds of the index it names.
+    """
     if os.environ.get("GIT_INDEX_FILE"):
         return ""
     dot = toplevel / ".git"
@@ -330,7 +333,6 @@ def _vouched_for(
     config: dict[str, str],
     trusted: dict[str, str],
     paths: Iterable[str],
-    stamp: str,
     memo_path: Path | None,
 ) -> tuple[dict[str, str], frozenset[str]]:
     """The clean tracked files whose index OID names their bytes, and which of them a clean
@@ -347,7 +349,7 @@ def _vouched_for(
 
     core = sorted((k, v) for k, v in config.items() if k.startswith("core."))
     facts = repr((texts, core))
-    return attributes.judge(root, trusted, autocrlf, stamp, facts, memo_path)
+    return attributes.judge(root, trusted, autocrlf, index_stamp(toplevel), facts, memo_path)
 
 
 def git_listing(
@@ -355,11 +357,9 @@ def git_listing(
     toplevel: Path,
     procs: tuple[subprocess.Popen, ...] | None = None,
     memo_path: Path | None = None,
-    stamp: str = "",
 ) -> Listing:
-    """Turn one bulk enumeration into sorted candidates and trusted identities. `stamp` is the
-    index before git read it (`index_stamp`), `memo_path` the blob memo the attribute verdicts
-    are kept beside."""
+    """Turn one bulk enumeration into sorted candidates and trusted identities. `memo_path` is
+    the blob memo the attribute verdicts are kept beside."""
     ls, status_text, config_text = _run_git_listing(root, procs)
     prefix = root.relative_to(toplevel).as_posix()
     prefix = "" if prefix == "." else prefix + "/"
@@ -380,7 +380,6 @@ def git_listing(
         config,
         {p: entries[p] for p in present if p not in untrusted},
         [*paths, *st.ignored_files],
-        stamp,
         memo_path and memo_path.with_name(MEMO),
     )
     algo = "sha256" if config.get("extensions.objectformat") == "sha256" else "sha1"

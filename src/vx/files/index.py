@@ -35,7 +35,6 @@ from vx.files.blobs import BlobMemo, Stat, blob_oid, hash_open_file, stat_key
 from vx.files.git import (
     Listing,
     git_listing,
-    index_stamp,
     let_finish,
     repo_root,
     spawn_git_listing,
@@ -106,15 +105,13 @@ class PendingIndex:
         self.root = root
         self.toplevel = repo_root(root)
         use_git = self.toplevel is not None and _on_path("git")
-        # The index as git is about to read it: what the attribute verdicts are memoised on.
-        self.stamp = index_stamp(self.toplevel) if self.toplevel is not None and use_git else ""
         self.procs = spawn_git_listing(root) if use_git else None
 
     def finish(self, memo_path: Path | None = None) -> FileIndex:
         procs, self.procs = self.procs, None
         if procs is not None:
             assert self.toplevel is not None  # procs run only inside a repository
-            listing = git_listing(self.root, self.toplevel, procs, memo_path, self.stamp)
+            listing = git_listing(self.root, self.toplevel, procs, memo_path)
         else:
             listing = walk_listing(self.root)
         index = FileIndex(self.root, listing, memo_path, self.started_ns)
