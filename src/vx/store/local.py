@@ -483,9 +483,11 @@ class LocalStore:
         try:
             checked = unpacking.check(Path(path), key=key, allowed=self.guard(lambda _p: True))
             task_id, command, duration_ms = _task_facts(checked.meta)
-        except (ArchiveError, OSError):
+        except ArchiveError:
             _quiet_unlink(path)
             return None
+        except OSError:
+            return None  # unreadable now (no descriptor left, say): a miss, the artifact kept
         found = checked.meta.get("exec")
         exec_meta = found if isinstance(found, dict) else {}
         cpu, rss = exec_meta.get("cpuMs"), exec_meta.get("peakRssBytes")
@@ -499,11 +501,15 @@ class LocalStore:
         with self._lock:
             try:
                 with _transaction(self._db, immediate=True):
-                    if self._db.execute("SELECT 1 FROM entries WHERE hash=?", (key,)).fetchone():
-                        return None  # saved meanwhile: the next probe reads its row
-                    self._write_rows(
-                        _Packed(Path(), key, info), (*row, time.time()), archive.encode_log(kept)
-                    )
+                    # Another run may have indexed or saved it meanwhile: its row stands.
+                    if not self._db.execute(
+                        "SELECT 1 FROM entries WHERE hash=?", (key,)
+                    ).fetchone():
+                        self._write_rows(
+                            _Packed(Path(), key, info),
+                            (*row, time.time()),
+                            archive.encode_log(kept),
+                        )
             except sqlite3.Error:
                 return None  # the index is busy, full or failing: a miss, as before
         return Entry(
