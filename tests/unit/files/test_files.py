@@ -348,6 +348,23 @@ def test_text_auto_keeps_the_index_for_files_it_did_not_convert(tmp_path, monkey
 
 
 @pytest.mark.feature("KEY-14")
+def test_text_auto_above_a_workspace_in_a_subdirectory(tmp_path):
+    """git is asked from the workspace root, whose paths are relative to it, not to the repo."""
+    top = make_repo(
+        tmp_path / "repo",
+        {".gitattributes": "* text=auto\n", "ws/a.txt": "a\n", "ws/b.txt": "b\n"},
+    )
+    (top / "ws/b.txt").write_bytes(b"b\r\n")
+    git(top, "add", "ws/b.txt")
+    ws = top / "ws"
+    index = FileIndex.load(ws, ws / ".vx" / "files.db")
+    got = ids(index.inputs("", GlobSet(["*.txt"])))
+    assert got == {"a.txt": index_oid(ws, "a.txt"), "b.txt": hash_object(ws, "b.txt")}
+    assert got["b.txt"] != index_oid(ws, "b.txt")
+    assert "a.txt" in index._l.converted and "a.txt" in index._l.trusted  # judged, kept
+
+
+@pytest.mark.feature("KEY-14")
 def test_filter_and_encoding_attributes_hash_from_disk(tmp_path):
     repo = make_repo(
         tmp_path / "ws",
