@@ -33,7 +33,6 @@ from vx.dotvx import write_whole
 from vx.files.blobs import blob_oid
 
 ASKED = ("text", "eol", "crlf", "ident", "filter", "working-tree-encoding")
-_OFF = ("unspecified", "unset")
 
 
 class Verdicts(msgspec.Struct):
@@ -78,21 +77,21 @@ def judge(
 def _verdicts(
     root: Path, trusted: dict[str, str], autocrlf: bool, old: Verdicts, key: str
 ) -> Verdicts:
-    attrs = _check_attr(root, [p for p, i in trusted.items() if not i.startswith("120000:")])
+    candidates = [p for p, i in trusted.items() if not i.startswith("120000:")]
+    attrs = _check_attr(root, candidates)
     filtered: list[str] = []
     text: list[str] = []
-    for path, got in attrs.items():
-        if (
-            got.get("filter", "unset") not in _OFF
-            or got.get("working-tree-encoding", "unset") not in _OFF
+    none: dict[str, str] = {}
+    for path in candidates:
+        got = attrs.get(path, none)  # only what is specified
+        if got and (
+            got.get("filter", "unset") != "unset"
+            or got.get("working-tree-encoding", "unset") != "unset"
         ):
             filtered.append(path)
-        elif (
-            any(got.get(a, "unset") not in _OFF for a in ("text", "eol", "crlf", "ident"))
-            or autocrlf
-            and got.get("text") == "unspecified"
-            and got.get("crlf") == "unspecified"
-        ):
+        elif any(got.get(a, "unset") != "unset" for a in ("text", "eol", "crlf", "ident")):
+            text.append(path)
+        elif autocrlf and "text" not in got and "crlf" not in got:
             text.append(path)
     recorded = _index_sizes(root) if text else {}
     known = old.sizes
@@ -132,15 +131,17 @@ def _git(root: Path, args: list[str], stdin: bytes) -> bytes:
 
 
 def _check_attr(root: Path, paths: list[str]) -> dict[str, dict[str, str]]:
-    """Each path's clean-filter attributes, as git resolves them (macros included)."""
+    """Each path's clean-filter attributes that are specified (set, unset or a value), as git
+    resolves them (macros included)."""
     if not paths:
         return {}
     data = "\0".join(paths).encode("utf-8", "surrogateescape") + b"\0"
     out = _git(root, ["check-attr", "--stdin", "-z", *ASKED], data)
     fields = out.decode("utf-8", "surrogateescape").split("\0")
     got: dict[str, dict[str, str]] = {}
-    for i in range(0, len(fields) - 2, 3):
-        got.setdefault(fields[i], {})[fields[i + 1]] = fields[i + 2]
+    for i in range(2, len(fields), 3):
+        if fields[i] != "unspecified":
+            got.setdefault(fields[i - 2], {})[fields[i - 1]] = fields[i]
     return got
 
 
