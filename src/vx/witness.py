@@ -40,6 +40,11 @@ def start() -> None:
     _table, _ran, _views = {}, [], {}
 
 
+def noting() -> bool:
+    """Whether a run is noting what it reads (so a caller may skip building what it would note)."""
+    return _table is not None
+
+
 def read(path: str) -> None:
     """Note a file whose bytes were used, or a directory whose entries were listed."""
     if _table is not None:

@@ -21,6 +21,7 @@ from vx.errors import EnvironmentFailure, UsageError
 from vx.files.tree import not_skipped, walk_files
 
 _MODE_PREFIX = {"100755": "100755:", "120000": "120000:"}
+MEMO = "attributes.json"  # the attribute verdicts, beside the blob memo
 _CLEAN_FILTER_ATTRS = frozenset({"text", "eol", "crlf", "ident", "filter", "working-tree-encoding"})
 _UNMERGED = frozenset({"DD", "AU", "UD", "UA", "DU", "AA", "UU"})
 
@@ -40,6 +41,9 @@ class Listing(Struct):
     ] = ()  # candidate paths that may be symlinks (vx.files.links follows them)
     remotes: tuple[tuple[str, str], ...] = ()  # (name, URL) of each remote: the shared store's id
     dirty: bool | None = None  # a changed, deleted or untracked file in the workspace; None: no git
+    # trusted paths a clean filter could have converted: their bytes are not pinned by the
+    # listing alone (`git add` of a CRLF copy changes only the index's stat data)
+    converted: frozenset[str] = frozenset()
 
 
 def check_ref(ref: str) -> str:
@@ -173,6 +177,31 @@ def let_finish(proc: subprocess.Popen) -> None:
 _LS_FILES_RECORD = re.compile(r"(\S) (\d+) ([0-9a-f]+) (\d)\t([^\0]*)\0")
 
 
+def index_stamp(toplevel: Path) -> str:
+    """What identifies the index file as it is now: its stat and its trailing checksum (zeros
+    under `index.skipHash`, which a rename's new inode still tells apart); "" when there is none
+    to read, and then nothing is memoised. Read after the listing: verdicts judged from a later
+    index are then kept under a stamp no index will have again, never the other way round. Not
+    witnessed: it only picks a memo entry, and every verdict in one holds of the index it names.
+    """
+    if os.environ.get("GIT_INDEX_FILE"):
+        return ""
+    dot = toplevel / ".git"
+    try:
+        if dot.is_dir():
+            path = dot / "index"
+        else:
+            gitdir = Path(dot.read_text().partition("gitdir:")[2].strip())
+            path = (gitdir if gitdir.is_absolute() else toplevel / gitdir) / "index"
+        with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            f.seek(max(0, st.st_size - 32))
+            tail = f.read()
+    except OSError:
+        return ""
+    return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{tail.hex()}"
+
+
 def _parse_ls_files(text: str) -> tuple[dict[str, str], set[str], list[str], list[str]]:
     """Index identities (path -> mode prefix + OID), the paths git cannot vouch for, gitlinks,
     symlinks.
@@ -257,21 +286,27 @@ def _attributes_risky(text: str) -> bool:
     return False
 
 
-def _file_risky(path: Path) -> bool:
+def _attributes_text(path: Path) -> str | None:
+    """An attributes file's text; None when there is none, a marker that is always risky when
+    it cannot be read."""
     witness.read(str(path))
     try:
-        return _attributes_risky(path.read_text("utf-8", "replace"))
+        return path.read_text("utf-8", "replace")
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-        return False
+        return None
     except OSError:
-        return True
+        return "[attr]unreadable"
 
 
 def _attribute_files(
     root: Path, toplevel: Path, config: dict[str, str], paths: Iterable[str]
 ) -> list[Path]:
     """Every attributes file that could apply: in-tree, above the workspace, repo, global, system."""
-    files = [root / p for p in paths if p == ".gitattributes" or p.endswith("/.gitattributes")]
+    files = [
+        root / p
+        for p in paths
+        if p.endswith(".gitattributes") and (p == ".gitattributes" or p.endswith("/.gitattributes"))
+    ]
     d = root
     while d != toplevel and toplevel in d.parents:
         d = d.parent
@@ -285,27 +320,46 @@ def _attribute_files(
     return files
 
 
-def _filters_possible(
-    root: Path, toplevel: Path, config: dict[str, str], paths: Iterable[str]
-) -> bool:
-    """Whether git might not be vouching for worktree bytes at all, so trust nothing.
-
-    A clean filter or eol conversion means the index blob is not the worktree bytes; weakened
-    stat checks mean `git status` may call a changed file clean.
-    """
-    if config.get("core.autocrlf", "false").lower() in ("true", "input", "1", "yes", "on"):
-        return True
+def _stat_weakened(config: dict[str, str]) -> bool:
+    """Whether `git status` may call a changed file clean: then git vouches for nothing."""
     if config.get("core.trustctime", "true").lower() in ("false", "0", "no", "off"):
         return True
-    if config.get("core.checkstat", "default").lower() == "minimal":
-        return True
-    return any(_file_risky(f) for f in _attribute_files(root, toplevel, config, paths))
+    return config.get("core.checkstat", "default").lower() == "minimal"
+
+
+def _vouched_for(
+    root: Path,
+    toplevel: Path,
+    config: dict[str, str],
+    trusted: dict[str, str],
+    paths: Iterable[str],
+    memo_path: Path | None,
+) -> tuple[dict[str, str], frozenset[str]]:
+    """The clean tracked files whose index OID names their bytes, and which of them a clean
+    filter could have converted (vx.files.attributes): all of them, and none, unless an
+    attributes file or `core.autocrlf` could set one."""
+    if _stat_weakened(config):
+        return {}, frozenset()
+    autocrlf = config.get("core.autocrlf", "false").lower() in ("true", "input", "1", "yes", "on")
+    files = _attribute_files(root, toplevel, config, paths)
+    texts = [(str(f), t) for f in files if (t := _attributes_text(f)) is not None]
+    if not autocrlf and not any(_attributes_risky(t) for _, t in texts):
+        return trusted, frozenset()
+    from vx.files import attributes  # only a workspace with attributes that convert pays for it
+
+    core = sorted((k, v) for k, v in config.items() if k.startswith("core."))
+    facts = repr((texts, core))
+    return attributes.judge(root, trusted, autocrlf, index_stamp(toplevel), facts, memo_path)
 
 
 def git_listing(
-    root: Path, toplevel: Path, procs: tuple[subprocess.Popen, ...] | None = None
+    root: Path,
+    toplevel: Path,
+    procs: tuple[subprocess.Popen, ...] | None = None,
+    memo_path: Path | None = None,
 ) -> Listing:
-    """Turn one bulk enumeration into sorted candidates and trusted identities."""
+    """Turn one bulk enumeration into sorted candidates and trusted identities. `memo_path` is
+    the blob memo the attribute verdicts are kept beside."""
     ls, status_text, config_text = _run_git_listing(root, procs)
     prefix = root.relative_to(toplevel).as_posix()
     prefix = "" if prefix == "." else prefix + "/"
@@ -320,9 +374,14 @@ def git_listing(
         untracked += walk_files(root, d, not_skipped)
     paths = sorted(set(present).union(untracked))
     untrusted |= st.dirty
-    trusted: dict[str, str] = {}
-    if not _filters_possible(root, toplevel, config, [*paths, *st.ignored_files]):
-        trusted = {p: entries[p] for p in present if p not in untrusted}
+    trusted, converted = _vouched_for(
+        root,
+        toplevel,
+        config,
+        {p: entries[p] for p in present if p not in untrusted},
+        [*paths, *st.ignored_files],
+        memo_path and memo_path.with_name(MEMO),
+    )
     algo = "sha256" if config.get("extensions.objectformat") == "sha256" else "sha1"
     # A tracked link is known by its mode; an untracked or changed path may have become one.
     known = set(links)
@@ -343,6 +402,7 @@ def git_listing(
             if key.startswith("remote.") and key.endswith(".url")
         ),
         dirty=bool(st.dirty or st.deleted or st.untracked or st.untracked_dirs),
+        converted=converted,
     )
 
 

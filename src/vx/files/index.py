@@ -111,7 +111,7 @@ class PendingIndex:
         procs, self.procs = self.procs, None
         if procs is not None:
             assert self.toplevel is not None  # procs run only inside a repository
-            listing = git_listing(self.root, self.toplevel, procs)
+            listing = git_listing(self.root, self.toplevel, procs, memo_path)
         else:
             listing = walk_listing(self.root)
         index = FileIndex(self.root, listing, memo_path, self.started_ns)
@@ -206,9 +206,10 @@ class FileIndex:
         return self._alias.get(rel_path) or self._links.files.get(rel_path) or rel_path
 
     def vouched(self, rel_path: str) -> bool:
-        """Whether git vouches for the file: tracked, clean by `git status`, no filter possible.
+        """Whether git vouches for the file: tracked, clean by `git status`, no filter possible
+        (a converted file's size is checked each run, so a receipt stats it).
         Its bytes are then pinned by the `ls-files` and `status` listings themselves."""
-        return rel_path in self._l.trusted
+        return rel_path in self._l.trusted and rel_path not in self._l.converted
 
     # ------------------------------------------------------------ identities
 
@@ -223,6 +224,8 @@ class FileIndex:
             return self._followed(path)
         known = self._l.trusted.get(path)
         if known is not None:
+            if path in self._l.converted:
+                self._note_converted((path,))
             return known
         real = self._alias.get(path) if self._alias else None
         if real is not None:
@@ -232,6 +235,14 @@ class FileIndex:
         ident = self._hash_from_disk(path)
         self._identities[path] = ident
         return ident
+
+    def _note_converted(self, paths: Sequence[str]) -> None:
+        """A file a clean filter could have converted is trusted by its index entry's recorded
+        size (vx.files.attributes), which the listing does not show: a receipt stats it."""
+        if witness.noting():
+            base = os.path.join(self.root, "")
+            for path in self._l.converted.intersection(paths):
+                witness.read(base + path)
 
     def _followed(self, link: str, fresh: bool = False) -> str | None:
         """A link to a file: its own identity and that of the content it leads to."""
@@ -387,6 +398,8 @@ class FileIndex:
         ids = {p: trusted.get(p) for p in paths}
         if self._links.files:
             ids.update((p, None) for p in paths if p in self._links.files)
+        if self._l.converted:
+            self._note_converted(paths)
         rest = [p for p, i in ids.items() if i is None]
         if rest:
             ids.update((p, self._identity(p)) for p in rest)

@@ -38,6 +38,10 @@ SCHEMA_VERSION = "py-2"
 SPLIT_VERSION = SCHEMA_VERSION + "-stamps"
 DB_NAME = "cache.db"
 STORE_DB = "store.db"  # the shared store's index (vx.store.shared)
+# Its mtime: when the entries' index was last reset (a new schema, or made afresh). The artifacts
+# older than it have no row until a probe indexes them again from their bytes (`_reindex`), and
+# the sweep leaves them that long (vx.store.pruning.REINDEX_WINDOW_S).
+RESET_MARK = ".vx-reset"
 LOG_HALF = 8 << 20  # keep the first and the last 8 MiB of a task's log
 _TOUCHED_READ = 16  # touched outputs a miss compares by content before it wipes instead
 
@@ -271,11 +275,25 @@ class LocalStore:
         if self.shared:
             rows.attach_store(db, str(store))
             db.execute("PRAGMA store.journal_mode=WAL")
-            _ensure_schema(db, "store", _STORE_TABLES, SCHEMA_VERSION)
+            before = _schema_version(db, "store")
+            if _ensure_schema(db, "store", _STORE_TABLES, SCHEMA_VERSION):
+                self._mark_reset(before)
             if _ensure_schema(db, "main", ("output_stamps",), SPLIT_VERSION):
                 self._forget_local_artifacts()
         else:
-            _ensure_schema(db, "main", tuple(_TABLES), SCHEMA_VERSION)
+            before = _schema_version(db, "main")
+            if _ensure_schema(db, "main", tuple(_TABLES), SCHEMA_VERSION):
+                self._mark_reset(before)
+
+    def _mark_reset(self, before: str | None) -> None:
+        """Note when an index of another schema was reset (not when one was made afresh)."""
+        if before is None:
+            return
+        try:
+            with open(os.path.join(self.cache_dir, RESET_MARK), "w"):
+                pass
+        except OSError:
+            pass  # then the sweep may take the row-less artifacts: a colder store, never a wrong one
 
     def close(self) -> None:
         """Write the batched `accessed_at` updates and the restores' stamps in one
@@ -441,9 +459,72 @@ class LocalStore:
         gone = [(row[0], row[8]) for row in rows if sizes[row[0]] is None]
         if gone:
             self._drop(gone)
+        if len(rows) < len(wanted):
+            found = {row[0] for row in rows}
+            for key in wanted:
+                if key not in found and (entry := self._reindex(key)) is not None:
+                    hits[key] = entry
         with self._lock:
             self._accessed.update(hits)
         return hits
+
+    def _reindex(self, key: str) -> Entry | None:
+        """An artifact without a row (the index was reset by a new schema, or lost its row in a
+        crash) indexed again from its own bytes, after every check a restore makes: one stat for
+        a key with no artifact. One that fails the checks, or predates the task facts in its
+        meta, is removed: no run could ever index it. Another user's is left alone."""
+        path = self._artifact_prefix + key + ".tar.zst"
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode) or (st.st_uid != self._uid and foreign(st) is not None):
+            return None
+        try:
+            checked = unpacking.check(Path(path), key=key, allowed=self.guard(lambda _p: True))
+            task_id, command, duration_ms = _task_facts(checked.meta)
+        except ArchiveError:
+            _quiet_unlink(path)
+            return None
+        except OSError:
+            return None  # unreadable now (no descriptor left, say): a miss, the artifact kept
+        found = checked.meta.get("exec")
+        exec_meta = found if isinstance(found, dict) else {}
+        cpu, rss = exec_meta.get("cpuMs"), exec_meta.get("peakRssBytes")
+        cpu = cpu if isinstance(cpu, (int, float)) else None
+        rss = rss if isinstance(rss, int) else None
+        import sqlite3
+
+        kept = bound_log(checked.log)
+        info = packing.PackInfo(st.st_size, checked.files, checked.crc)
+        row = (key, task_id, command, duration_ms, st.st_size, st.st_mtime, cpu, rss, checked.crc)
+        with self._lock:
+            try:
+                with _transaction(self._db, immediate=True):
+                    # Another run may have indexed or saved it meanwhile: its row stands.
+                    if not self._db.execute(
+                        "SELECT 1 FROM entries WHERE hash=?", (key,)
+                    ).fetchone():
+                        self._write_rows(
+                            _Packed(Path(), key, info),
+                            (*row, time.time()),
+                            archive.encode_log(kept),
+                        )
+            except sqlite3.Error:
+                return None  # the index is busy, full or failing: a miss, as before
+        return Entry(
+            key,
+            task_id,
+            command,
+            checked.files,
+            duration_ms,
+            st.st_size,
+            st.st_mtime,
+            cpu,
+            rss,
+            checked.crc,
+            stamps=(None,) * len(checked.files),
+        )
 
     def _artifact_size(self, key: str) -> int | None:
         """Its size; -1 (never a row's, so a miss that keeps the row) for an artifact of another
@@ -749,7 +830,8 @@ class LocalStore:
         t0 = time.perf_counter()
         kept = bound_log(log)
         try:
-            packed = self._pack(key, kept, files, cpu_ms, peak_rss_bytes)
+            task = {"id": task_id, "command": command, "durationMs": duration_ms}
+            packed = self._pack(key, kept, files, cpu_ms, peak_rss_bytes, task)
             info, now = packed.info, time.time()
             row = (
                 key,
@@ -820,9 +902,13 @@ class LocalStore:
             stamps=(None,) * len(checked.files),
         )
 
-    def _pack(self, key: str, log, files: Sequence[str], cpu_ms, peak_rss_bytes) -> "_Packed":
-        """Pack into a fresh temp file in the cache dir; any failure removes it."""
-        meta = {"exec": {"cpuMs": cpu_ms, "peakRssBytes": peak_rss_bytes}}
+    def _pack(
+        self, key: str, log, files: Sequence[str], cpu_ms, peak_rss_bytes, task: dict
+    ) -> "_Packed":
+        """Pack into a fresh temp file in the cache dir; any failure removes it. The meta holds
+        what the entry's row holds beyond the artifact itself (`task`: its id, command and
+        duration), so an artifact whose row was lost is indexed again from its own bytes."""
+        meta = {"exec": {"cpuMs": cpu_ms, "peakRssBytes": peak_rss_bytes}, "task": task}
         inside = self.guard(lambda _path: True)
         for path in files:
             if not inside(path):
@@ -1141,6 +1227,18 @@ def _ensure_schema(
         db.execute(f"DELETE FROM {schema}.schema_meta")
         db.execute(f"INSERT INTO {schema}.schema_meta VALUES (?)", (version,))
     return True
+
+
+def _task_facts(meta: Mapping[str, object]) -> tuple[str, str, float]:
+    """The task id, command and duration an artifact's meta holds for its row; an artifact of an
+    older vx holds none, and is refused."""
+    task = meta.get("task")
+    if isinstance(task, dict):
+        task_id, command, duration = task.get("id"), task.get("command"), task.get("durationMs")
+        if isinstance(task_id, str) and isinstance(command, str):
+            if isinstance(duration, (int, float)) and not isinstance(duration, bool):
+                return task_id, command, float(duration)
+    raise ArchiveError("artifact meta holds no task facts (id, command, durationMs)")
 
 
 def _pinned(upstream: str, crcs: Mapping[str, str]) -> str:

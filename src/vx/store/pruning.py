@@ -19,9 +19,12 @@ from typing import Iterable, Sequence
 from msgspec import Struct
 
 from vx.model import CacheRetention as Retention
-from vx.store.local import artifact_key, is_temp
+from vx.store.local import RESET_MARK, artifact_key, is_temp
 
 SWEEP_MIN_AGE_S = 3600.0
+# How long after an index reset the artifacts older than it are kept without a row, for a probe to
+# index them again from their bytes (vx.store.local `_reindex`) rather than swept as orphans.
+REINDEX_WINDOW_S = 7 * 86400.0
 SWEEP_MARK = ".vx-swept"  # its mtime: when the sweep last ran at a run's end (at most hourly)
 _DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)(s|m|h|d|w)\Z")
 _DURATION_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -139,14 +142,22 @@ def clean(store, *, dry_run: bool, now: float | None = None) -> Pruned:
     if not dry_run and rows:
         store.evict([(r.key, r.crc) for r in rows])
     known = {r.key: r.crc for r in rows} if dry_run else {}
-    orphans, orphan_bytes, phantoms = sweep_dir(store, known, dry_run, now)
+    orphans, orphan_bytes, phantoms = sweep_dir(store, known, dry_run, now, reindexable=False)
     return Pruned(dry_run, tuple(rows), orphans, orphan_bytes, phantoms)
 
 
-def sweep_dir(store, known: dict[str, str], dry_run: bool, now: float) -> tuple[int, int, int]:
+def sweep_dir(
+    store, known: dict[str, str], dry_run: bool, now: float, reindexable: bool = True
+) -> tuple[int, int, int]:
     """(orphans, their bytes, phantom rows): artifacts and temps no row accounts for, an hour old,
-    removed; rows whose artifact is gone, dropped."""
+    removed; rows whose artifact is gone, dropped. With `reindexable`, an artifact saved before
+    the index was last reset stays for REINDEX_WINDOW_S after it (`vx cache clean` takes it)."""
     orphans, orphan_bytes, present = 0, 0, set()
+    try:
+        reset = os.stat(os.path.join(store.cache_dir, RESET_MARK)).st_mtime
+    except OSError:
+        reset = None
+    waiting = reindexable and reset is not None and now - reset < REINDEX_WINDOW_S
     for entry in _listing(store.cache_dir):
         name = entry.name
         key = name[: -len(".tar.zst")] if name.endswith(".tar.zst") else None
@@ -161,6 +172,8 @@ def sweep_dir(store, known: dict[str, str], dry_run: bool, now: float) -> tuple[
             continue
         if now - st.st_mtime < SWEEP_MIN_AGE_S:
             continue
+        if waiting and key is not None and reset is not None and st.st_mtime <= reset:
+            continue  # saved before the reset: a probe may still index it again
         orphans, orphan_bytes = orphans + 1, orphan_bytes + st.st_size
         if not dry_run:
             _unlink(entry.path)

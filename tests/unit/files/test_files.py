@@ -313,6 +313,100 @@ def test_harmless_attributes_keep_the_fast_path(tmp_path, monkeypatch):
     assert not any(r.endswith("a.txt") for r in reads)
 
 
+def _spy_opens(monkeypatch) -> tuple[list[str], list[str]]:
+    """(files opened, paths lstat'ed) from here on."""
+    opened: list[str] = []
+    stated: list[str] = []
+    real_open, real_lstat = builtins.open, os.lstat
+    monkeypatch.setattr(
+        builtins,
+        "open",
+        lambda p, *a, **k: opened.append(os.fsdecode(p)) or real_open(p, *a, **k),
+    )
+    monkeypatch.setattr(
+        os, "lstat", lambda p, *a, **k: stated.append(os.fsdecode(p)) or real_lstat(p, *a, **k)
+    )
+    return opened, stated
+
+
+@pytest.mark.feature("KEY-14")
+def test_text_auto_keeps_the_index_for_files_it_did_not_convert(tmp_path, monkeypatch):
+    """`* text=auto` on LF files: the index OID, the file neither opened nor stat'ed (the index
+    recorded the blob's size); a CRLF copy of the same blob, added so git calls it clean, is
+    hashed."""
+    repo = make_repo(
+        tmp_path / "ws", {".gitattributes": "* text=auto\n", "a.txt": "a\n", "b.txt": "b\n"}
+    )
+    (repo / "b.txt").write_bytes(b"b\r\n")
+    git(repo, "add", "b.txt")
+    assert git(repo, "status", "--porcelain") == ""
+    opened, stated = _spy_opens(monkeypatch)
+    got = ids(FileIndex.load(repo, repo / ".vx" / "files.db").inputs("", GlobSet(["*.txt"])))
+    assert got["a.txt"] == index_oid(repo, "a.txt") == hash_object(repo, "a.txt")
+    assert got["b.txt"] == hash_object(repo, "b.txt") != index_oid(repo, "b.txt")
+    assert not any(p.endswith("a.txt") for p in opened + stated)
+
+
+@pytest.mark.feature("KEY-14")
+def test_text_auto_above_a_workspace_in_a_subdirectory(tmp_path):
+    """git is asked from the workspace root, whose paths are relative to it, not to the repo."""
+    top = make_repo(
+        tmp_path / "repo",
+        {".gitattributes": "* text=auto\n", "ws/a.txt": "a\n", "ws/b.txt": "b\n"},
+    )
+    (top / "ws/b.txt").write_bytes(b"b\r\n")
+    git(top, "add", "ws/b.txt")
+    ws = top / "ws"
+    index = FileIndex.load(ws, ws / ".vx" / "files.db")
+    got = ids(index.inputs("", GlobSet(["*.txt"])))
+    assert got == {"a.txt": index_oid(ws, "a.txt"), "b.txt": hash_object(ws, "b.txt")}
+    assert got["b.txt"] != index_oid(ws, "b.txt")
+    assert "a.txt" in index._l.converted and "a.txt" in index._l.trusted  # judged, kept
+
+
+@pytest.mark.feature("KEY-14")
+def test_filter_and_encoding_attributes_hash_from_disk(tmp_path):
+    repo = make_repo(
+        tmp_path / "ws",
+        {
+            ".gitattributes": "*.bin filter=lfs -text\n*.u16 working-tree-encoding=UTF-16\n",
+            "a.bin": "pointer\n",
+            "c.txt": "c\n",
+        },
+    )
+    index = FileIndex.load(repo)
+    assert not index.vouched("a.bin") and index.vouched("c.txt")
+    assert ids(index.inputs("", GlobSet(["a.bin"]))) == {"a.bin": hash_object(repo, "a.bin")}
+
+
+@pytest.mark.feature("KEY-14")
+def test_attribute_verdicts_are_memoised_on_the_index(tmp_path, monkeypatch):
+    """A second run with the same index and attributes asks git nothing more; an edited
+    `.gitattributes` or a new index asks again."""
+    from vx.files import attributes
+
+    repo = make_repo(tmp_path / "ws", {".gitattributes": "*.txt text\n", "a.txt": "a\n"})
+    asked: list[str] = []
+    real = attributes._git
+    monkeypatch.setattr(
+        attributes, "_git", lambda root, args, data: asked.append(args[0]) or real(root, args, data)
+    )
+    memo = repo / ".vx" / "files.db"
+    for _ in range(2):
+        FileIndex.load(repo, memo)
+    assert asked == ["check-attr", "ls-files", "cat-file"]
+    write(repo, ".gitattributes", "*.txt text eol=lf\n")
+    FileIndex.load(repo, memo)
+    assert asked[3:] == ["check-attr", "ls-files"]  # the blob's size is known
+    write(repo, "d.txt", "d\n")
+    git(repo, "add", "d.txt")
+    index = FileIndex.load(repo, memo)
+    assert asked[5:] == ["check-attr", "ls-files", "cat-file"]
+    assert ids(index.inputs("", GlobSet(["*.txt"]))) == {
+        p: index_oid(repo, p) for p in ("a.txt", "d.txt")
+    }
+
+
 @pytest.mark.feature("KEY-14")
 def test_autocrlf_distrusts_the_index(repo, monkeypatch):
     git(repo, "config", "core.autocrlf", "input")

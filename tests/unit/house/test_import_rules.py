@@ -54,7 +54,8 @@ ALLOWED = {
     },
     "files.links": {"witness"},
     "files.blobs": {"model", "errors", "files.globs", "witness"},
-    "files.git": {"model", "errors", "files.globs", "files.tree", "witness"},
+    "files.git": {"model", "errors", "files.globs", "files.tree", "files.attributes", "witness"},
+    "files.attributes": {"files.blobs", "dotvx"},
     "files.tree": {"model", "errors", "files.globs", "witness"},
     "files.outputs": {"model", "errors", "files.globs", "files.tree", "witness"},
     # Leaves the replay of a receipt loads before anything else: they may import no vx module.

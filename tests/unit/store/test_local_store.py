@@ -356,14 +356,20 @@ def test_an_unwritable_cache_dir_is_an_environment_failure_naming_it(tmp_path, w
         LocalStore(tmp_path / "file", ws)
 
 
+def _reset_schema(store: LocalStore) -> None:
+    """What a release with a new index schema finds: the version this one wrote is not its own."""
+    store._db.execute("UPDATE schema_meta SET version='v0-old'")
+
+
 @pytest.mark.feature("LC-14")
 def test_a_schema_mismatch_resets_the_index_silently_and_keeps_artifacts(tmp_path, ws):
     with LocalStore(tmp_path / "cache", ws) as store:
         save(store)
-        store._db.execute("UPDATE schema_meta SET version='v0-old'")
+        before = store.probe(["k1"])["k1"]
+        _reset_schema(store)
         store._db.execute("CREATE TABLE runs (id INTEGER)")  # another module's table survives
     with LocalStore(tmp_path / "cache", ws) as store:
-        assert store.probe(["k1"]) == {}
+        assert store._db.execute("SELECT count(*) FROM entries").fetchone() == (0,)
         assert store._db.execute("SELECT version FROM schema_meta").fetchall() == [
             (local.SCHEMA_VERSION,)
         ]
@@ -371,6 +377,66 @@ def test_a_schema_mismatch_resets_the_index_silently_and_keeps_artifacts(tmp_pat
         assert store.artifact("k1").exists()
         save(store)
         assert "k1" in store.probe(["k1"])
+    assert before.task_id == "web#build"
+
+
+@pytest.mark.feature("LC-13")
+def test_a_row_less_artifact_is_indexed_again_from_its_bytes(tmp_path, ws):
+    with LocalStore(tmp_path / "cache", ws) as store:
+        save(store)
+        before = store.probe(["k1"])["k1"]
+        _reset_schema(store)
+    with LocalStore(tmp_path / "cache", ws) as store:
+        again = store.probe(["k1", "k2"])
+        assert list(again) == ["k1"]
+        got = again["k1"]
+        for field in ("task_id", "command", "files", "duration_ms", "size_bytes", "cpu_ms", "crc"):
+            assert getattr(got, field) == getattr(before, field), field
+        assert store.log_of(got) == LOG
+        wipe(ws)
+        assert store.restore(got, ALL) == LOG
+        assert (ws / "dist/sub/b.js").read_bytes() == b"content of dist/sub/b.js"
+    with LocalStore(tmp_path / "cache", ws) as store:  # a row again: no second read
+        assert store._db.execute("SELECT count(*) FROM entries").fetchone() == (1,)
+
+
+def _damage(path: Path, how: str) -> None:
+    data = path.read_bytes()
+    if how == "truncated":
+        path.write_bytes(data[: len(data) // 2])
+    else:  # one byte of the compressed body flipped
+        i = len(data) // 2
+        path.write_bytes(data[:i] + bytes([data[i] ^ 0xFF]) + data[i + 1 :])
+
+
+@pytest.mark.feature("LC-13")
+@pytest.mark.parametrize("how", ["truncated", "tampered"])
+def test_a_damaged_row_less_artifact_is_not_indexed_nor_served(tmp_path, ws, how):
+    with LocalStore(tmp_path / "cache", ws) as store:
+        save(store)
+        _reset_schema(store)
+    _damage(tmp_path / "cache/k1.tar.zst", how)
+    with LocalStore(tmp_path / "cache", ws) as store:
+        assert store.probe(["k1"]) == {}
+        assert store._db.execute("SELECT count(*) FROM entries").fetchone() == (0,)
+        assert not store.artifact("k1").exists()
+
+
+@pytest.mark.feature("LC-13")
+def test_an_artifact_without_task_facts_stays_cold(tmp_path, ws, monkeypatch):
+    """An artifact an older vx wrote holds no task facts: a miss, never a guessed row."""
+    real = LocalStore._pack
+    monkeypatch.setattr(
+        LocalStore,
+        "_pack",
+        lambda self, key, log, files, cpu, rss, task: real(self, key, log, files, cpu, rss, {}),
+    )
+    with LocalStore(tmp_path / "cache", ws) as store:
+        save(store)
+        _reset_schema(store)
+    with LocalStore(tmp_path / "cache", ws) as store:
+        assert store.probe(["k1"]) == {}
+        assert not store.artifact("k1").exists()
 
 
 @pytest.mark.feature("LC-06")

@@ -12,7 +12,17 @@ import pytest
 
 from vx.model import CacheRetention
 from vx.store.local import LocalStore
-from vx.store.pruning import SWEEP_MIN_AGE_S, Row, choose, due, parse_duration, parse_size, prune
+from vx.store.pruning import (
+    REINDEX_WINDOW_S,
+    SWEEP_MIN_AGE_S,
+    Row,
+    choose,
+    clean,
+    due,
+    parse_duration,
+    parse_size,
+    prune,
+)
 
 
 @pytest.mark.feature("LC-16")
@@ -149,3 +159,34 @@ def test_the_sweep_takes_old_orphans_and_temps_and_drops_rows_without_artifacts(
         "k3.tar.zst",
         "photos.tar.zst",
     ]
+
+
+@pytest.mark.feature("LC-13")
+def test_the_sweep_leaves_what_a_schema_reset_unindexed_and_clean_takes_it(tmp_path):
+    """After a reset every artifact is row-less until a probe indexes it again: the sweep keeps
+    those saved before the reset (for REINDEX_WINDOW_S), `vx cache clean` takes them."""
+    ws, cache = tmp_path / "ws", tmp_path / "cache"
+    (ws / "dist").mkdir(parents=True)
+    keys = [f"{i:016x}" for i in (1, 2, 3)]
+    old = time.time() - SWEEP_MIN_AGE_S - 60
+    with LocalStore(cache, ws) as store:
+        for key in keys:
+            (ws / "dist" / f"{key}.js").write_text(key)
+            store.save(
+                key, task_id="p#b", command="c", log=(), files=[f"dist/{key}.js"], duration_ms=1.0
+            )
+            os.utime(cache / f"{key}.tar.zst", (old, old))
+        store._db.execute("UPDATE schema_meta SET version='v0-old'")
+    with LocalStore(cache, ws) as store:
+        assert store.entry_rows() == []
+        assert prune(store, CacheRetention(), dry_run=False).orphans == 0
+        assert set(store.probe([keys[0]])) == {keys[0]}  # indexed again, from its bytes
+    later = time.time() + REINDEX_WINDOW_S
+    with LocalStore(cache, ws) as store:
+        assert prune(store, CacheRetention(), dry_run=False, now=later).orphans == 2
+        assert [r[0] for r in store.entry_rows()] == [keys[0]]
+    with LocalStore(cache, ws) as store:
+        store._db.execute("UPDATE schema_meta SET version='v0-old'")
+    with LocalStore(cache, ws) as store:
+        assert clean(store, dry_run=False).orphans == 1
+    assert not list(cache.glob("*.tar.zst"))
