@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Remote restore, the CI case: vx against turbo on one real remote cache server (issue 16).
+"""Remote restore, the CI case: vx against turbo on real remote cache servers, over a link.
 
     python bench/remote_restore.py --sizes 100,1000
+    python bench/remote_restore.py --sizes 100,1000 --links 0,20:100,80:100 --servers v8,reapi
 
 For each size, the workspaces of bench/run.py (one copy per tool, `gen_monorepo.py`, turbo
 installed) and one `turborepo-remote-cache` server on loopback (local storage; the pinned
@@ -13,6 +14,13 @@ and every `dist/` deleted, `build` run with the server on, so every task is a re
 downloads and restores its outputs. Runs alternate vx, turbo, turbo, vx, … after one warm-up
 each; a run that did not hit for every task, or left a package unbuilt, stops the bench.
 Prints a Markdown table (median, range) of wall and CPU seconds, and the ratio vx/turbo.
+
+`--links` puts the servers behind a network link (`bench/link.py`, a TCP proxy of its own process
+that delays each direction by half the RTT and paces it at the bandwidth): `RTT_MS:MBIT`, or `0`
+for loopback as it is. Uploads always go over loopback; every timed restore goes over the link.
+`--servers reapi` adds vx on a Bazel REAPI cache (BuildGrid, cache only, its default settings, in
+the venv tests/scenarios/support/reapi_servers.py makes), restored from through the same link, its
+ratio against turbo on `/v8` (turbo speaks no REAPI).
 """
 
 from __future__ import annotations
@@ -41,9 +49,54 @@ _VX_CACHED = re.compile(r"(\d+) tasks? · (\d+) cached")
 _TURBO_CACHED = re.compile(r"Cached:\s+(\d+) cached, (\d+) total")
 
 
-def remote_env(tool: Tool, server: TurboServer, upload: bool) -> dict[str, str]:
+class Link:
+    """`bench/link.py` in front of one server: `url` is what a tool connects to."""
+
+    def __init__(self, spec: str, host_port: str, scheme: str):
+        self.spec, self.proc = spec, None
+        if spec == "0":
+            self.url = f"{scheme}://{host_port}"
+            return
+        rtt, mbit = spec.split(":")
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                str(BENCH / "link.py"),
+                "--to",
+                host_port,
+                "--rtt-ms",
+                rtt,
+                "--mbit",
+                mbit,
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        line = self.proc.stdout.readline()  # "port N" once it listens
+        if not line.startswith("port "):
+            raise SystemExit(f"bench/link.py did not start: {line!r}")
+        self.url = f"{scheme}://127.0.0.1:{line.split()[1]}"
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def describe(spec: str) -> str:
+    if spec == "0":
+        return "loopback"
+    rtt, mbit = spec.split(":")
+    return f"{rtt} ms RTT, {mbit} Mbit/s"
+
+
+def remote_env(tool: Tool, server: str, url: str, upload: bool) -> dict[str, str]:
+    """The tool's environment for `server` ("v8" or "reapi") at `url`."""
     env = tool.env()
-    env.update({"TURBO_API": server.url, "TURBO_TOKEN": CANARY, "TURBO_TEAM": TEAM})
+    if server == "v8":
+        env.update({"TURBO_API": url, "TURBO_TOKEN": CANARY, "TURBO_TEAM": TEAM})
+    else:
+        env["VX_REAPI_ENDPOINT"] = url
     if upload and tool.flavour == "vx":
         env["CI"] = "1"  # vx writes to a remote only on CI by default
     return env
@@ -80,57 +133,90 @@ def run(tool: Tool, ws: Path, env: dict[str, str], concurrency: int, log: Path) 
     return wall, usage.ru_utime + usage.ru_stime, tasks, cached
 
 
-def bench_size(size: int, args, vx: Tool, server: TurboServer, logs: Path) -> dict:
+# who is timed: (name, tool flavour, server)
+RUNNERS = {
+    "v8": [("vx", "vx", "v8"), ("turbo", "turbo", "v8")],
+    "reapi": [("vx reapi", "vx", "reapi")],
+}
+
+
+def bench_size(size: int, args, vx: Tool, servers: dict, logs: Path) -> list[dict]:
     wss = workspaces(args.work, size, fresh=args.fresh)
     tools = {"vx": vx, "turbo": turbo_tool(wss["turbo"])}
+    runners = [r for s in servers for r in RUNNERS[s]]
     say(f"== m{size}: upload (load {load_average()})")
-    for name, tool in tools.items() if not args.reuse_uploads else ():
-        fresh_clone(tool, wss[name])
-        env = remote_env(tool, server, upload=True)
-        wall, _cpu, tasks, cached = run(
-            tool, wss[name], env, args.concurrency, logs / f"m{size}-{name}-upload.log"
-        )
+    for name, flavour, server in runners if not args.reuse_uploads else ():
+        tool, ws = tools[flavour], wss[flavour]
+        fresh_clone(tool, ws)
+        env = remote_env(tool, server, servers[server][1], upload=True)
+        log = logs / f"m{size}-{name.replace(' ', '-')}-upload.log"
+        wall, _cpu, tasks, cached = run(tool, ws, env, args.concurrency, log)
         say(f"   {name} cold + upload: {wall:.1f} s, {tasks} tasks, {cached} cached")
-    samples: dict[str, list[tuple[float, float]]] = {name: [] for name in tools}
-    for i in range(args.runs + 1):  # the first round warms the machine's page cache
-        order = list(tools) if i % 2 == 0 else list(reversed(tools))
-        for name in order:
-            tool, ws = tools[name], wss[name]
-            fresh_clone(tool, ws)
-            log = logs / f"m{size}-{name}-restore-{i}.log"
-            wall, cpu, tasks, cached = run(
-                tool, ws, remote_env(tool, server, False), args.concurrency, log
-            )
-            if cached != tasks:
-                raise SystemExit(f"{name}: {cached} of {tasks} tasks were remote hits; see {log}")
-            if i > 0:
-                samples[name].append((wall, cpu))
-        if i > 0:
-            say(f"   run {i}: " + ", ".join(f"{n} {samples[n][-1][0]:.2f} s" for n in tools))
-    for name, tool in tools.items():  # leave the copies as bench/run.py expects them
-        tool.clean(wss[name])
-    return {
-        "size": size,
-        "tasks": tasks,
-        "load_after": load_average(),
-        "tools": {n: samples[n] for n in tools},
-        "versions": {n: version_of(t, wss[n]) for n, t in tools.items()},
-    }
+    rows = []
+    for spec in args.links.split(","):
+        links = {s: Link(spec, host_port, scheme) for s, (host_port, _, scheme) in servers.items()}
+        try:
+            say(f"   link {describe(spec)}")
+            samples = {name: [] for name, _, _ in runners}
+            for i in range(args.runs + 1):  # the first round warms the machine's page cache
+                order = runners if i % 2 == 0 else list(reversed(runners))
+                for name, flavour, server in order:
+                    tool, ws = tools[flavour], wss[flavour]
+                    fresh_clone(tool, ws)
+                    log = (
+                        logs / f"m{size}-{name.replace(' ', '-')}-{spec.replace(':', '_')}-{i}.log"
+                    )
+                    env = remote_env(tool, server, links[server].url, False)
+                    wall, cpu, tasks, cached = run(tool, ws, env, args.concurrency, log)
+                    if cached != tasks:
+                        raise SystemExit(
+                            f"{name}: {cached} of {tasks} tasks were remote hits; see {log}"
+                        )
+                    if i > 0:
+                        samples[name].append((wall, cpu))
+                if i > 0:
+                    say(
+                        f"   run {i}: "
+                        + ", ".join(f"{n} {s[-1][0]:.2f} s" for n, s in samples.items())
+                    )
+        finally:
+            for link in links.values():
+                link.stop()
+        rows.append({"size": size, "link": spec, "tasks": tasks, "tools": samples})
+    for flavour, tool in tools.items():  # leave the copies as bench/run.py expects them
+        tool.clean(wss[flavour])
+    for row in rows:
+        row["load_after"] = load_average()
+        row["versions"] = {n: version_of(t, wss[n]) for n, t in tools.items()}
+    return rows
 
 
-def table(rows: list[dict], runs: int) -> list[str]:
+def table(rows: list[dict]) -> list[str]:
+    names = list(rows[0]["tools"])
+    others = [n for n in names if n != "turbo"]
     out = [
-        "| packages | vx wall (s) | turbo wall (s) | vx / turbo | vx CPU (s) | turbo CPU (s) |",
-        "|---|---|---|---|---|---|",
+        "| packages | link | "
+        + " | ".join(f"{n} wall (s)" for n in names)
+        + " | "
+        + " | ".join(f"{n} / turbo" for n in others)
+        + " | "
+        + " | ".join(f"{n} CPU (s)" for n in names)
+        + " |",
+        "|---|---|" + "---|" * (2 * len(names) + len(others)),
     ]
     for row in rows:
-        med = {n: statistics.median(w for w, _ in s) for n, s in row["tools"].items()}
-        rng = {n: (min(w for w, _ in s), max(w for w, _ in s)) for n, s in row["tools"].items()}
-        cpu = {n: statistics.median(c for _, c in s) for n, s in row["tools"].items()}
+        s = row["tools"]
+        med = {n: statistics.median(w for w, _ in s[n]) for n in names}
+        rng = {n: (min(w for w, _ in s[n]), max(w for w, _ in s[n])) for n in names}
+        cpu = {n: statistics.median(c for _, c in s[n]) for n in names}
         out.append(
-            f"| {row['size']} | {med['vx']:.2f} ({rng['vx'][0]:.2f}–{rng['vx'][1]:.2f})"
-            f" | {med['turbo']:.2f} ({rng['turbo'][0]:.2f}–{rng['turbo'][1]:.2f})"
-            f" | {med['vx'] / med['turbo']:.2f} | {cpu['vx']:.1f} | {cpu['turbo']:.1f} |"
+            f"| {row['size']} | {describe(row['link'])} | "
+            + " | ".join(f"{med[n]:.2f} ({rng[n][0]:.2f}–{rng[n][1]:.2f})" for n in names)
+            + " | "
+            + " | ".join(f"**{med[n] / med['turbo']:.2f}**" for n in others)
+            + " | "
+            + " | ".join(f"{cpu[n]:.1f}" for n in names)
+            + " |"
         )
     return out
 
@@ -139,11 +225,25 @@ def say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
+def with_reapi(vx: Tool, args) -> None:
+    """The bench venv's vx gets its `reapi` extra (grpcio, protobuf)."""
+    if args.vx:
+        return
+    pip = args.work / "venv" / "bin" / "pip"
+    subprocess.run([str(pip), "install", "-q", f"{BENCH.parent}[reapi]"], check=True)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="100,1000", help="package counts, comma-separated")
     ap.add_argument("--runs", type=int, default=5, help="timed runs per tool and size")
     ap.add_argument("--concurrency", type=int, default=os.cpu_count() or 2)
+    ap.add_argument(
+        "--links", default="0", help="RTT_MS:MBIT links, comma-separated; 0 is loopback as it is"
+    )
+    ap.add_argument(
+        "--servers", default="v8", help="v8 (vx and turbo on /v8), reapi (vx on BuildGrid)"
+    )
     ap.add_argument(
         "--work",
         type=Path,
@@ -156,10 +256,15 @@ def main(argv=None) -> int:
         "--reuse-uploads",
         action="store_true",
         help="skip the cold builds: the server's storage (WORK/remote-cache) already holds both"
-        " tools' artifacts for this vx from an earlier run",
+        " tools' artifacts for this vx from an earlier run (v8 only: BuildGrid keeps them in memory)",
     )
     args = ap.parse_args(argv)
     args.work = args.work.resolve()
+    wanted = args.servers.split(",")
+    if "v8" not in wanted or not set(wanted) <= set(RUNNERS):
+        ap.error("--servers: v8, optionally with reapi (turbo on /v8 is what ratios divide by)")
+    if args.reuse_uploads and "reapi" in wanted:
+        ap.error("--reuse-uploads: BuildGrid's storage is in memory; drop it with --servers reapi")
     logs = args.work / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     vx = vx_tool(args.vx, args.work)
@@ -167,19 +272,32 @@ def main(argv=None) -> int:
     storage = args.work / "remote-cache"  # kept: --reuse-uploads restores from it again
     if not args.reuse_uploads:
         shutil.rmtree(storage, ignore_errors=True)
-    server = TurboServer(storage, token=CANARY)
+    turbo_server = TurboServer(storage, token=CANARY)
+    grid = None
+    servers = {"v8": (turbo_server.url.split("://", 1)[1], turbo_server.url, "http")}
     try:
+        if "reapi" in wanted:
+            from support.reapi_servers import BuildGrid
+
+            with_reapi(vx, args)
+            grid = BuildGrid(args.work / "buildgrid")
+            host_port = grid.endpoint.split("://", 1)[1]
+            servers["reapi"] = (host_port, grid.endpoint, "grpc")
         sizes = [int(s) for s in args.sizes.split(",")]
-        rows = [bench_size(size, args, vx, server, logs) for size in sizes]
+        rows = [row for size in sizes for row in bench_size(size, args, vx, servers, logs)]
     finally:
-        server.kill()
+        turbo_server.kill()
+        if grid is not None:
+            grid.stop()
     versions = rows[0]["versions"]
     print(
         f"{time.strftime('%Y-%m-%d')} · {os.cpu_count()} CPUs · {versions['vx']} · "
-        f"{versions['turbo']} (turbo) · turborepo-remote-cache on loopback · concurrency "
-        f"{args.concurrency} · median of {args.runs} · load {load} → {rows[-1]['load_after']}\n"
+        f"{versions['turbo']} (turbo) · turborepo-remote-cache"
+        + (" and BuildGrid (cache only, default settings)" if grid else "")
+        + f" on loopback · concurrency {args.concurrency} · median of {args.runs}"
+        f" · load {load} → {rows[-1]['load_after']}\n"
     )
-    print("\n".join(table(rows, args.runs)))
+    print("\n".join(table(rows)))
     return 0
 
 
