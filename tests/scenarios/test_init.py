@@ -81,7 +81,7 @@ def test_existing_configs_are_kept_unless_forced_and_dry_writes_nothing(ws):
     assert forced.code == 0 and "build" in (ws.root / "packages/web/vx.config.json").read_text()
 
 
-@pytest.mark.feature("TL-01")
+@pytest.mark.feature("TL-02")
 def test_a_turborepo_repository_needs_no_init(ws):
     (ws.root / "turbo.json").write_text(json.dumps({"tasks": {"build": {}}}))
     result = ws.vx("init", summary=False)

@@ -1,4 +1,4 @@
-"""`vx migrate` (TL-02, TL-04, issue 18): the live mapping of turbo.json or Nx written as vx configs,
+"""`vx migrate` (TL-04, issue 18): the live mapping of turbo.json or Nx written as vx configs,
 which then plan what the live mapping planned, and run from the configs alone."""
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def plan(repo: Repo, *tasks: str, written: bool) -> dict:
     return out
 
 
-@pytest.mark.feature("TL-02")
+@pytest.mark.feature("TL-04")
 def test_the_turbo_example_migrates_to_the_same_plan_and_runs_from_its_configs(tmp_path):
     repo = example(tmp_path, "turbo")
     live = {tasks: plan(repo, *tasks, written=False) for tasks in (("build",), ("test", "lint"))}
@@ -91,7 +91,7 @@ def test_the_nx_example_migrates_to_the_same_plan_and_a_continuous_target_is_per
     assert warm.summary["tasks"] and {t["cache"] for t in warm.summary["tasks"]} == {"up-to-date"}
 
 
-@pytest.mark.feature("TL-02")
+@pytest.mark.feature("TL-04")
 def test_a_migrated_repo_reads_no_turbo_json(tmp_path):
     """`migrated` in vx.workspace.json: a turbo.json edit no longer changes what vx runs, and a
     package without a vx.config gets no tasks from it."""
@@ -110,7 +110,7 @@ def test_a_migrated_repo_reads_no_turbo_json(tmp_path):
     assert repo.vx("run", "extra", "--dry=json").code == 2  # no project declares it
 
 
-@pytest.mark.feature("TL-02")
+@pytest.mark.feature("TL-04")
 def test_unmappable_turbo_fields_are_todo_comments_with_the_reason(repo):
     files = npm_workspace({"web": {}})
     files["packages/web/package.json"] = {"name": "web", "scripts": {"build": "node -e 1"}}
@@ -156,7 +156,7 @@ def test_unmappable_turbo_fields_are_todo_comments_with_the_reason(repo):
     assert set(inputs0) - set(inputs) == {"packages/web/lib/b.js"}
 
 
-@pytest.mark.feature("TL-02")
+@pytest.mark.feature("TL-04")
 def test_an_existing_vx_config_is_refused_without_force(tmp_path):
     repo = example(tmp_path, "turbo")
     mine = repo.root / "packages" / "core" / "vx.config.json"
@@ -186,7 +186,7 @@ def typescript():
     return link
 
 
-@pytest.mark.feature("TL-02")
+@pytest.mark.feature("TL-04")
 def test_format_ts_writes_configs_and_a_preset_that_plan_the_same(tmp_path, typescript):
     repo = example(tmp_path, "turbo")
     typescript(repo)
@@ -203,7 +203,7 @@ def test_format_ts_writes_configs_and_a_preset_that_plan_the_same(tmp_path, type
     assert after == live
 
 
-@pytest.mark.feature("TL-02")
+@pytest.mark.feature("TL-04")
 def test_a_root_task_keeps_the_files_its_turbo_globs_reached(repo):
     """turbo's globs of a `//#` task see into the packages; vx's project-relative globs of the
     root stop at them, so migrate writes them as workspace files."""
@@ -219,7 +219,7 @@ def test_a_root_task_keeps_the_files_its_turbo_globs_reached(repo):
     assert plan(repo, "//#check", written=True) == live
 
 
-@pytest.mark.feature("TL-02")
+@pytest.mark.feature("TL-04")
 def test_a_file_named_outright_beside_its_negation_stays_an_input(repo):
     """turbo hashes `src/setup.test.js` beside `!src/**/*.test.js`; in a vx.config the negation
     takes it back, so the migrated task would not key it: migrate writes it as a workspace file,
@@ -242,7 +242,7 @@ def test_a_file_named_outright_beside_its_negation_stays_an_input(repo):
     assert plan(repo, "web#test", written=True) == live
 
 
-@pytest.mark.feature("TL-02")
+@pytest.mark.feature("TL-04")
 def test_nothing_to_migrate_and_a_code_workspace_file_are_said(tmp_path, repo):
     repo.write(npm_workspace({"web": {}})).commit()
     res = repo.vx("migrate")
@@ -256,7 +256,7 @@ def test_nothing_to_migrate_and_a_code_workspace_file_are_said(tmp_path, repo):
     assert not (turbo.root / "vx.workspace.json").exists()  # two workspace files would be refused
 
 
-@pytest.mark.feature("TL-02", "TL-04")
+@pytest.mark.feature("TL-04")
 @pytest.mark.parametrize("shape", CORPUS, ids=[f"{p.parent.name}-{p.stem}" for p in CORPUS])
 def test_the_parity_corpora_migrate_to_the_same_plan(repo, shape):
     """turbo.json and Nx shapes from public repositories (the parity corpora): the migrated plan

@@ -1,4 +1,4 @@
-"""An Nx workspace runs under vx with nothing written (TL-04): nx.json, project.json and
+"""An Nx workspace runs under vx with nothing written (TL-05): nx.json, project.json and
 package.json targets, real git, real node scripts."""
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def statuses(result) -> dict[str, str]:
     return {tid: cache for tid, (_status, cache) in result.statuses().items()}
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_nx_projects_build_in_order_cache_and_restore(ws):
     first = ws.vx("run", "web:build")
     assert statuses(first) == {"@org/a#build": "miss", "b#build": "miss", "web#build": "miss"}
@@ -115,7 +115,7 @@ def test_nx_projects_build_in_order_cache_and_restore(ws):
     assert (ws.root / "libs/b/dist/out.txt").read_text() == "b1;\n"
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_named_inputs_negations_and_dependencies_production_files(ws):
     statuses(ws.vx("run", "build", "--all"))
     (ws.root / "libs/a/README.md").write_text("# a, edited\n")  # `!{projectRoot}/**/*.md`
@@ -131,7 +131,7 @@ def test_named_inputs_negations_and_dependencies_production_files(ws):
     assert set(statuses(ws.vx("run", "build", "--all")).values()) == {"miss"}
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_an_edit_to_a_project_json_target_is_a_miss(ws):
     statuses(ws.vx("run", "build", "--all"))
     project = json.loads((ws.root / "libs/b/project.json").read_text())
@@ -141,7 +141,7 @@ def test_an_edit_to_a_project_json_target_is_a_miss(ws):
     assert got["b#build"] == "miss" and got["@org/a#build"] == "up-to-date"
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_an_executor_that_cannot_be_resolved_is_refused_naming_file_and_field(ws):
     # no node_modules: neither the executor's package nor the `nx` that would run it
     result = ws.vx("run", "web:lint")
@@ -155,7 +155,7 @@ def test_an_executor_that_cannot_be_resolved_is_refused_naming_file_and_field(ws
     assert json.loads(continuous.out)["tasks"]["serve"]["exec"]["persistent"] == {}
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_an_unrunnable_target_is_refused_not_skipped_in_a_run_everywhere(repo):
     files = nx_workspace()
     files["libs/b/project.json"]["targets"]["build"] = {
@@ -172,7 +172,7 @@ def test_an_unrunnable_target_is_refused_not_skipped_in_a_run_everywhere(repo):
     assert reached.code == 2 and "@nx/js:tsc" in reached.err
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_configurations_and_the_configuration_flag(ws):
     plain = statuses(ws.vx("run", "web:build"))
     assert plain["web#build"] == "miss"
@@ -189,7 +189,7 @@ def test_configurations_and_the_configuration_flag(ws):
     }
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_cache_false_always_runs(repo):
     files = nx_workspace()
     files["libs/b/project.json"]["targets"]["build"]["cache"] = False
@@ -199,7 +199,7 @@ def test_cache_false_always_runs(repo):
     assert again == {"@org/a#build": "up-to-date", "b#build": "no-cache"}
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_target_defaults_by_executor_come_before_by_name(repo):
     nx = json.loads(json.dumps(NX))
     nx["targetDefaults"]["nx:run-commands"] = {"cache": True, "outputs": ["{projectRoot}/dist"]}
@@ -216,7 +216,7 @@ def test_target_defaults_by_executor_come_before_by_name(repo):
     assert statuses(repo.vx("run", "b:build")) == {"b#build": "up-to-date"}
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_run_commands_commands_parallel_cwd_args_env_file_and_env_inputs(repo):
     target = {
         "executor": "nx:run-commands",
@@ -255,7 +255,7 @@ def test_run_commands_commands_parallel_cwd_args_env_file_and_env_inputs(repo):
     assert (repo.root / "libs/c/out/one.txt").read_text() == "vx bye"
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_parallel_commands_all_run_and_any_failure_fails(repo):
     target = {
         "executor": "nx:run-commands",
@@ -267,7 +267,7 @@ def test_parallel_commands_all_run_and_any_failure_fails(repo):
     assert (repo.root / "libs/d/one").exists() and (repo.root / "libs/d/two").exists()
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_depends_on_object_forms_and_tags(repo):
     files = nx_workspace(
         extra={
@@ -292,7 +292,7 @@ def test_depends_on_object_forms_and_tags(repo):
     assert set(tagged) == {"b#build", "@org/a#build"}
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_nx_cli_habits(ws):
     many = statuses(ws.vx("run-many", "-t", "build", "--exclude", "web"))
     assert set(many) == {"@org/a#build", "b#build"}
@@ -311,7 +311,7 @@ def test_nx_cli_habits(ws):
     assert head.code == 2 and "--head" in head.err
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_a_misspelt_target_field_is_refused(repo):
     files = nx_workspace()
     files["libs/b/project.json"]["targets"]["build"]["ouputs"] = ["{projectRoot}/dist"]
@@ -321,7 +321,7 @@ def test_a_misspelt_target_field_is_refused(repo):
     assert "libs/b/project.json, targets.build.ouputs" in result.err and "outputs" in result.err
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_a_vx_config_wins_for_its_project(ws):
     ws.write(
         {"libs/b/vx.config.json": {"tasks": {"build": {"exec": {"command": "echo own > own.txt"}}}}}
@@ -331,7 +331,7 @@ def test_a_vx_config_wins_for_its_project(ws):
     assert (ws.root / "libs/b/own.txt").read_text() == "own\n"
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_a_refusal_from_a_target_default_names_nx_json(repo):
     nx = json.loads(json.dumps(NX))
     nx["targetDefaults"]["build"]["inputs"] = ["production", {"runtime": "node -v"}]
@@ -347,7 +347,7 @@ def test_a_refusal_from_a_target_default_names_nx_json(repo):
     assert "Traceback" not in bad.err
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_a_script_target_is_named_by_its_script(repo):
     files = nx_workspace()
     files["libs/a/project.json"] = {
@@ -362,7 +362,7 @@ def test_a_script_target_is_named_by_its_script(repo):
     )
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_the_nx_example_runs_warm_restores_and_misses_on_an_edit(repo):
     import shutil
     from pathlib import Path
@@ -403,14 +403,14 @@ def test_the_nx_example_runs_warm_restores_and_misses_on_an_edit(repo):
     assert json.loads(serve.out)["tasks"]["serve"]["exec"]["persistent"] == {}
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_vx_init_leaves_an_nx_workspace_as_it_is(ws):
     result = ws.vx("init")
     assert result.code == 0 and "Nx workspace" in result.err + result.out
     assert not list(ws.root.glob("**/vx.config.json"))
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_a_remembered_cached_run_sees_nx_edits(ws):
     """A fully cached run is replayed from its receipt only while what planning read holds: an
     edited project.json or nx.json, or a new project.json, is a new plan (no `--summarize`: a run
@@ -453,7 +453,7 @@ def test_a_remembered_cached_run_sees_nx_edits(ws):
     assert missed(ws.vx("run", "build", "--all", summary=False)) == {"x#build"}
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_ready_when_is_refused_and_parallel_spellings_are_understood(repo):
     files = nx_workspace()
     files["libs/b/project.json"]["targets"]["start"] = {
@@ -471,7 +471,7 @@ def test_ready_when_is_refused_and_parallel_spellings_are_understood(repo):
         }, spelling
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_an_input_projects_field_of_the_wrong_kind_is_refused_not_a_crash(repo):
     """`{"input": "production", "projects": 5}` crashed the mapping (TypeError) instead of naming it."""
     nx = json.loads(json.dumps(NX))
@@ -486,7 +486,7 @@ def test_an_input_projects_field_of_the_wrong_kind_is_refused_not_a_crash(repo):
     )
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 @pytest.mark.parametrize(
     "change, where",
     [

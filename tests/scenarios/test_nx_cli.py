@@ -1,4 +1,4 @@
-"""Nx's command-line habits (TL-04), held against the real Nx (21.6.4, pinned): `-p` and
+"""Nx's command-line habits (TL-05), held against the real Nx (21.6.4, pinned): `-p` and
 `--exclude` take Nx's project patterns (names, globs on names and on roots, `tag:`, `!`); an
 nx.json edit makes every project affected, as `nx show projects --affected` says; the root
 project answers to its Nx name (`root:test:sherif`) and every package carries Nx's `npm:` tags;
@@ -65,7 +65,7 @@ def vx_planned(repo, *args: str) -> set[str]:
     return {t["project"] for t in json.loads(result.out)["tasks"] if not t.get("implicit")}
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 @pytest.mark.parametrize(
     "args",
     [
@@ -93,7 +93,7 @@ def test_project_patterns_select_what_nx_selects(repo, nx_package, args):
     assert ours == theirs
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 @pytest.mark.parametrize(
     "pattern",
     [
@@ -112,7 +112,7 @@ def test_a_pattern_nx_matches_nothing_with_selects_nothing(repo, nx_package, pat
     assert f"`{pattern}` matches no project" in result.err
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_a_pattern_that_matches_nothing_is_said_once(repo, nx_package):
     ws = workspace(repo, nx_package)
     result = ws.vx("run-many", "-t", "build", "-p", "@ws/*", "--exclude", "nothing/**")
@@ -121,7 +121,7 @@ def test_a_pattern_that_matches_nothing_is_said_once(repo, nx_package):
     assert set(result.statuses()) == {"@ws/a#build", "@ws/b#build"}
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_an_nx_json_edit_affects_every_project_as_in_nx(repo, nx_package):
     ws = workspace(repo, nx_package)
     nx_json = ws.root / "nx.json"
@@ -139,7 +139,7 @@ def test_an_nx_json_edit_affects_every_project_as_in_nx(repo, nx_package):
     assert ours == {"@ws/a", "@ws/b", "demo", "docs-site"}  # the root has no build
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_the_root_project_answers_to_its_nx_name_with_nx_s_tags(repo, nx_package):
     ws = workspace(repo, nx_package)
     run = ws.vx("run", "root:test:sherif")
@@ -156,7 +156,7 @@ def test_the_root_project_answers_to_its_nx_name_with_nx_s_tags(repo, nx_package
     assert vx_planned(ws, "-t", "test:sherif", "-p", "root") == {"//"}
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_a_continuous_target_is_a_server_its_dependants_wait_for(repo, nx_package):
     server = (
         "node -e \"console.log('listening'); require('http').createServer((q, s) => s.end('hi'))"
@@ -196,7 +196,7 @@ def test_a_continuous_target_is_a_server_its_dependants_wait_for(repo, nx_packag
 TSC = "node ../../node_modules/typescript/bin/tsc -p tsconfig.json --outDir dist"
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_the_root_tsconfig_moves_every_key_where_nx_s_hash_moves(repo, nx_package):
     """Nx folds the root tsconfig (tsconfig.base.json, without `paths`) into every task's hash: a
     `target` edit there rebuilds a library that extends it, under vx as under Nx; a new path alias

@@ -1,4 +1,4 @@
-"""Nx executors (TL-04, issue #28 §2): a target of any executor runs as `nx run P:T` runs it — one
+"""Nx executors (TL-05, issue #28 §2): a target of any executor runs as `nx run P:T` runs it — one
 process of vx's runner calling the executor through the workspace's own `nx`, options merged with
 the configuration (`-c`, else `defaultConfiguration`) and the forwarded args as Nx merges them —
 and is cached, restored byte for byte and its log replayed; one that cannot be resolved is refused
@@ -163,7 +163,7 @@ def tree(directory: Path) -> dict[str, bytes]:
     }
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_a_local_executor_runs_as_nx_runs_it_caches_and_replays(ws, tmp_path):
     copy = on_a_copy(ws, tmp_path)
     nx_cli(copy, "run", "app:build", "-c", "prod", "--message=forwarded", "--level=7")
@@ -219,14 +219,14 @@ def test_a_local_executor_runs_as_nx_runs_it_caches_and_replays(ws, tmp_path):
     assert edited.statuses()["app#build:prod"][1] == "miss"
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_a_failing_executor_fails_its_task(ws):
     result = ws.vx("run", "app:broken", "--output-logs=full", timeout=RUN_TIMEOUT)
     assert result.code == 1, result.err + result.out
     assert "write: asked to fail" in result.out + result.err
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_nx_js_tsc_builds_what_nx_run_builds(ws, tmp_path):
     copy = on_a_copy(ws, tmp_path)
     nx_cli(copy, "run", "lib:build")
@@ -243,7 +243,7 @@ def test_nx_js_tsc_builds_what_nx_run_builds(ws, tmp_path):
     assert tree(ws.root / "dist/packages/lib") == theirs
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_an_executor_that_cannot_be_resolved_is_refused_by_name(ws):
     result = ws.vx("run", "app:missing")
     assert result.code == 2, result.err + result.out
@@ -253,7 +253,7 @@ def test_an_executor_that_cannot_be_resolved_is_refused_by_name(ws):
     assert "Traceback" not in result.err
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_migrate_writes_an_executor_target_as_nx_run(ws):
     live = ws.vx("run", "app:build", "-c", "prod", timeout=RUN_TIMEOUT)
     assert live.code == 0, live.err + live.out
@@ -278,7 +278,7 @@ def test_migrate_writes_an_executor_target_as_nx_run(ws):
     assert out.read_bytes() == built
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_an_executor_continuous_by_its_schema_is_persistent(ws):
     # Nx's normalizeTarget reads `continuous` from the executor's schema when the target says nothing
     shown = ws.vx("show", "app#watch", "--format", "json")
@@ -286,7 +286,7 @@ def test_an_executor_continuous_by_its_schema_is_persistent(ws):
     assert json.loads(shown.out)["tasks"]["watch"]["exec"]["persistent"] == {}
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_an_nx_style_option_before_the_dashes_is_refused_with_where_it_goes(ws):
     result = ws.vx("run", "app:build", "-c", "prod", "--level=7")
     assert result.code == 2, result.err + result.out
@@ -294,7 +294,7 @@ def test_an_nx_style_option_before_the_dashes_is_refused_with_where_it_goes(ws):
     assert "A task's own arguments go after `--`: `vx run … -- --level=7`" in result.err
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_an_executor_in_a_workspace_of_inference_plugins(repo, plugins_modules, tmp_path):
     """Where nx.json declares `plugins`, the runner is handed Nx's own resolved projects."""
     files = inferred_workspace()
@@ -343,7 +343,7 @@ def test_an_executor_in_a_workspace_of_inference_plugins(repo, plugins_modules, 
     assert tree(ws.root / "dist/lib-c") == theirs
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_without_its_context_file_the_runner_asks_nx_for_the_graph(ws):
     assert ws.vx("run", "app:build", timeout=RUN_TIMEOUT).code == 0
     out = ws.root / "packages/app/dist/out.json"

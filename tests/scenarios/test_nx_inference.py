@@ -1,4 +1,4 @@
-"""Nx workspaces as Nx 18+ makes them (TL-04): targets that no file spells out, inferred by the
+"""Nx workspaces as Nx 18+ makes them (TL-05): targets that no file spells out, inferred by the
 `plugins` nx.json declares (@nx/js/typescript, @nx/vite/plugin, @nx/jest/plugin, the real ones,
 pinned in npm_packages.py), resolve as the workspace's own Nx resolves them, run and cache; the
 resolution is kept until a file a plugin reads changes; a plugin that cannot run is refused by
@@ -34,7 +34,7 @@ def kept(ws) -> dict[str, int]:
     return {p.name: p.stat().st_mtime_ns for p in directory.glob("*.json")}
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_inferred_targets_resolve_as_nx_resolves_them(ws):
     names = nx_projects(ws.root)
     assert names == ["@tw/lib-a", "@tw/lib-b", "@tw/web"]
@@ -50,7 +50,7 @@ def test_inferred_targets_resolve_as_nx_resolves_them(ws):
     assert rows["@tw/web#build"]["command"] == "vite build"
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_an_inferred_build_runs_caches_and_restores(ws):
     first = ws.vx("run", "@tw/lib-a:build", timeout=INFER_TIMEOUT)
     assert first.code == 0, first.err + first.out
@@ -69,7 +69,7 @@ def test_an_inferred_build_runs_caches_and_restores(ws):
     assert built.read_bytes() == text
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_a_config_a_plugin_reads_is_what_infers_again(ws):
     assert ws.vx("run-many", "-t", "build", "--dry", timeout=INFER_TIMEOUT).code == 0
     before = kept(ws)
@@ -92,7 +92,7 @@ def test_a_config_a_plugin_reads_is_what_infers_again(ws):
     assert json.loads(plan.out)["tasks"]["build"]["cache"]["outputs"]["files"] == ["build"]
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_a_plugin_that_throws_is_refused_by_name(ws):
     (ws.root / "packages/web/vite.config.ts").write_text("export default defineConfig({ build: ")
     result = ws.vx("run", "@tw/lib-a:build", timeout=INFER_TIMEOUT)
@@ -103,7 +103,7 @@ def test_a_plugin_that_throws_is_refused_by_name(ws):
     assert "Traceback" not in result.err
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_plugins_without_nx_installed_are_refused(repo):
     repo.write(inferred_workspace()).commit()
     result = repo.vx("run", "@tw/lib-a:build")

@@ -1,4 +1,4 @@
-"""Nx parity of the task graph (TL-04): on every workspace of a small corpus, `vx run-many` plans the
+"""Nx parity of the task graph (TL-05): on every workspace of a small corpus, `vx run-many` plans the
 tasks the real Nx (21.6.4, pinned) plans — `nx run-many -t … --graph=FILE` — with the same
 dependencies; each project's targets resolve as `nx show project NAME --json` prints them (`vx show
 project NAME --json`), each task's outputs and caching are what Nx resolves; and
@@ -200,7 +200,7 @@ def vx_resolved(repo, ids, dirs: dict[str, str]) -> dict[str, tuple[bool, list[s
     return out
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 @pytest.mark.parametrize("shape", NX_CORPUS, ids=[p.stem for p in NX_CORPUS])
 def test_each_task_graph_is_the_one_nx_plans(repo, tmp_path, nx_package, shape):
     spec = json.loads(shape.read_text())
@@ -226,7 +226,7 @@ def test_each_task_graph_is_the_one_nx_plans(repo, tmp_path, nx_package, shape):
     assert vx_files(repo, spec["tasks"], keyed) == theirs_files
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_a_generated_nx_monorepo_plans_what_nx_plans(tmp_path, nx_package):
     root = tmp_path / "gen"
     repo = generated(root, "nx")
@@ -244,7 +244,7 @@ def test_a_generated_nx_monorepo_plans_what_nx_plans(tmp_path, nx_package):
     assert vx_files(repo, tasks, keyed) == nx_files(repo, tasks, doc["plain"])
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_the_nx_example_plans_and_hashes_what_nx_does(repo, tmp_path, nx_package):
     import shutil
 

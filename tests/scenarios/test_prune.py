@@ -107,6 +107,7 @@ def _tree(root: Path) -> set[str]:
     return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
 
 
+@pytest.mark.feature("TL-07")
 @pytest.mark.parametrize("pm", ("npm", "pnpm", "pnpm@8", "pnpm@7", "yarn", "berry", "bun"))
 def test_issue17_prune_docker_installs_frozen_offline_and_builds(repo, tmp_path, pm):
     ws = _workspace(repo, pm, tmp_path)
@@ -162,6 +163,7 @@ def test_issue17_prune_docker_installs_frozen_offline_and_builds(repo, tmp_path,
     assert (clean / "packages/app/dist/out.js").read_text() == "APP;"
 
 
+@pytest.mark.feature("TL-07")
 @pytest.mark.parametrize("pm", ("npm", "pnpm", "yarn", "berry", "bun"))
 def test_issue17_prune_drops_the_plain_member_paths_of_left_out_packages(repo, tmp_path, pm):
     """Members listed one by one: bun refuses a workspace entry whose directory is gone, so the
@@ -210,6 +212,7 @@ def _everything(root: Path) -> set[str]:
     return {p.relative_to(root).as_posix() for p in root.rglob("*")}
 
 
+@pytest.mark.feature("TL-07")
 def test_issue17_prune_without_docker_is_one_tree_and_names_its_packages(repo):
     ws = _small(repo, {"turbo.json": {"tasks": {"build": {}}}, "tsconfig.base.json": "{}"})
     pruned = ws.vx("prune", "app", "--out-dir", "dist/pruned")
@@ -239,6 +242,7 @@ def test_issue17_prune_without_docker_is_one_tree_and_names_its_packages(repo):
     "case",
     ("unknown-package", "npm-v1", "bun-binary", "links-outside"),
 )
+@pytest.mark.feature("TL-07")
 def test_issue17_prune_refuses_what_it_cannot_cut_and_writes_nothing(repo, case):
     extra: dict[str, object] = {}
     target, expect = "app", ""
@@ -272,6 +276,7 @@ def test_issue17_prune_refuses_what_it_cannot_cut_and_writes_nothing(repo, case)
     assert _everything(ws.root.parent) == before
 
 
+@pytest.mark.feature("TL-07")
 def test_issue17_prune_writes_only_inside_the_out_dir_for_hostile_names_and_links(repo, tmp_path):
     """A package named `../../etc`, and links in a kept package that point out of the workspace:
     the copy is keyed by the package's dir, and a link is copied as a link, never followed."""
@@ -306,6 +311,7 @@ def _patch(file: str, body: str) -> str:
     )
 
 
+@pytest.mark.feature("TL-07")
 @pytest.mark.parametrize("pm", ("pnpm", "bun"))
 def test_issue17_prune_keeps_only_the_patches_of_kept_packages(repo, tmp_path, pm):
     """pnpm and bun compare the lockfile's patches with the root package.json's, and pnpm 10
@@ -347,6 +353,7 @@ def test_issue17_prune_keeps_only_the_patches_of_kept_packages(repo, tmp_path, p
     assert odd.stdout.strip() == "odd", odd.stderr  # the kept patch applied
 
 
+@pytest.mark.feature("TL-07")
 def test_issue17_prune_copies_what_git_lists_or_the_tree_outside_git(repo, tmp_path):
     """In a repository: tracked and untracked-but-not-ignored files; outside one (or in a
     directory an outer repository ignores): every file but node_modules, .git and .vx."""
@@ -377,6 +384,7 @@ def test_issue17_prune_copies_what_git_lists_or_the_tree_outside_git(repo, tmp_p
     assert "packages/app/node_modules/x/i.js" not in copied
 
 
+@pytest.mark.feature("TL-07")
 def test_issue17_prune_and_cache_prune_point_at_each_other(repo):
     """`vx prune` is turbo's prune; evicting cache entries is `vx cache prune`. Each help names the
     other, and turbo's line typed under the cache's verb is answered with the right one."""
@@ -393,6 +401,7 @@ def test_issue17_prune_and_cache_prune_point_at_each_other(repo):
 @pytest.mark.parametrize(
     "given", ("/", ".git", ".git/hooks", ".vx/pruned", "packages", "src-dir", "outside")
 )
+@pytest.mark.feature("TL-07")
 def test_issue17_prune_out_dir_never_in_git_and_never_hints_removing_sources(repo, tmp_path, given):
     """An out dir that holds the workspace (`/`), lies in .git or .vx (an empty `.git/hooks` would
     take the root's files as hooks), or holds files git lists: refused, and the error never tells

@@ -114,3 +114,45 @@ def test_cli_format_json_is_taken_in_both_spellings(ws):
         assert json.loads(spaced.out) == json.loads(joined.out)
     bad = ws.vx("why", "lib#build", "--format", "yaml", summary=False)
     assert bad.code == 2 and "neither text nor json" in bad.err
+
+
+@pytest.mark.feature("OBS-06")
+def test_against_a_named_run_every_change_since_it_is_named(ws):
+    """`--run RUNID`: the latest key against the key in that run, not only the last move."""
+    assert ws.vx("run", "lib#build").code == 0
+    first = json.loads(ws.vx("last", "--format", "json", summary=False).out)["run"]["run_id"]
+    (ws.root / "packages/lib/src/lib.js").write_text("L2;")
+    assert ws.vx("run", "lib#build").code == 0
+    (ws.root / "packages/lib/src/more.js").write_text("M;")
+    assert ws.vx("run", "lib#build").code == 0
+    plain = why(ws, "lib#build")
+    assert "packages/lib/src/more.js (added)" in plain.out and "lib.js" not in plain.out
+    since = why(ws, "lib#build", "--run", first[:13])  # a prefix: the id's time and more
+    assert since.code == 0 and f"since run {first}" in since.out, since.err
+    assert (
+        "packages/lib/src/lib.js" in since.out and "packages/lib/src/more.js (added)" in since.out
+    )
+    data = json.loads(why(ws, "lib#build", "--run", first, "--format", "json").out)
+    assert data["verdict"] == "changed" and data["run"]["runId"] == first
+    assert data["differences"] == [
+        {"kind": "file", "what": "packages/lib/src/more.js (added)"},
+        {"kind": "file", "what": "packages/lib/src/lib.js"},
+    ]
+    latest = json.loads(ws.vx("last", "--format", "json", summary=False).out)["run"]["run_id"]
+    same = json.loads(why(ws, "lib#build", "--run", latest, "--format=json").out)
+    assert same["verdict"] == "same" and same["key"] == same["lastRun"]["key"]
+
+
+@pytest.mark.feature("OBS-06")
+def test_a_run_id_that_names_no_run_or_not_the_task_is_refused(ws):
+    assert ws.vx("run", "lib#build").code == 0
+    lib_only = json.loads(ws.vx("last", "--format", "json", summary=False).out)["run"]["run_id"]
+    unknown = why(ws, "lib#build", "--run", "zzzz")
+    assert unknown.code == 2 and "vx last --list" in unknown.err, unknown.err
+    assert "Traceback" not in unknown.err
+    absent = why(ws, "app#build", "--run", lib_only)
+    assert absent.code == 2 and "did not include app#build" in absent.err, absent.err
+    assert "Traceback" not in absent.err
+    assert ws.vx("run", "app#build").code == 0
+    ambiguous = why(ws, "lib#build", "--run", lib_only[:1])  # both ids share their first digit
+    assert ambiguous.code == 2 and "give more of the id" in ambiguous.err, ambiguous.err

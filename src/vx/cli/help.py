@@ -15,7 +15,7 @@ verbs:
   migrate [--from turbo|nx] [--dry] [--force] vx configs written from turbo.json or Nx's targets
   info                                        what vx sees here: versions, workspace, cache, sandbox
   show [PROJECT | PROJECT#TASK | TASK]        the configs as vx resolved them (--format json)
-  why PKG#TASK                                why the task hit or ran in the last run (its key)
+  why PKG#TASK [--run RUNID]                  why the task hit or ran in the last run (its key)
   last [RUNID] [--list[=N]] [--failed]        what the latest run did, and how to re-run what failed
   history [PKG#TASK | TASK …] [--window N]    each task's recorded durations, which order a run
   prune PKG … [--docker] [--out-dir DIR]      a partial workspace for PKG, its lockfile cut to it
@@ -169,7 +169,7 @@ turbo.json). `--format ts` writes vx.config.ts files and a vx-preset.ts with the
 An existing vx.config is refused (exit 2) unless `--force`; `--dry` prints the files instead.
 """
 
-WHY_HELP = """usage: vx why PKG#TASK [--format=json]
+WHY_HELP = """usage: vx why PKG#TASK [--run RUNID] [--format=json]
 
 Answers for the task's last run (PKG#TASK, Nx's PKG:TASK, or a task of the project you stand in):
 after a hit, that it hit and since when its key is unchanged; otherwise what changed between its
@@ -177,6 +177,8 @@ last two keys: files (added, removed, edited), declared env variables, its decla
 package.json, the workspace's lockfiles, arguments after `--`, and upstream tasks (each with the
 next `vx why` to ask). With no run on record (a fresh clone), what its key is folded from now,
 from the plan. A name the workspace does not have is refused with the nearest one.
+`--run RUNID` (a run id or its prefix, as `vx last` lists them) compares the key of the task's
+latest run with its key in that run instead of its previous one.
 """
 
 LAST_HELP = """usage: vx last [RUNID] [--list[=N]] [--failed] [--log PKG#TASK] [--format text|json]

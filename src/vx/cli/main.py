@@ -371,7 +371,7 @@ VERBS = {
     "why": Verb(
         WHY_HELP,
         _lazy("why", "why_verb"),
-        {"--format": ("value", "format"), **_HELP_FLAG},
+        {"--format": ("value", "format"), "--run": ("value", "run"), **_HELP_FLAG},
         _HELP_ALIAS,
     ),
     "last": Verb(

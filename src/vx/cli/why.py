@@ -1,5 +1,5 @@
 """`vx why TASK`: what moved a task's key between its last two runs, read from the key history
-the store keeps (`vx.store.history`)."""
+the store keeps (`vx.store.history`); `--run RUNID`, between a run named by its id and the last."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 from typing import Mapping
 
 from vx.cli.args import Args, one_of
-from vx.store.history import differences, last_two, unsaved_reason
+from vx.store.history import differences, kept, last_two, unsaved_reason
 
 # ---------------------------------------------------------------- vx why
 
@@ -25,7 +25,11 @@ def why_verb(args: Args, argv: list[str]) -> int:
             "name one task: `vx why PKG#TASK` (or a task of the project you stand in)",
             hint="e.g. `vx why web#build`",
         )
-    verdict = why(names[0], Path(os.getcwd()), os.environ)
+    cwd = Path(os.getcwd())
+    if args.run is not None:
+        verdict = why_run(names[0], args.run, cwd, os.environ)
+    else:
+        verdict = why(names[0], cwd, os.environ)
     sys.stdout.write(json.dumps(verdict, indent=2) + "\n" if fmt == "json" else _render(verdict))
     return 0
 
@@ -43,6 +47,74 @@ def why(name: str, cwd, env: Mapping[str, str]) -> dict:
     if not rows and last is None:
         verdict.update(planned(task_id, cwd, env))
     return verdict
+
+
+def why_run(name: str, prefix: str, cwd, env: Mapping[str, str]) -> dict:
+    """What moved the task's key between the run whose id starts `prefix` and its latest run, as
+    `vx why --run --format json` prints it. An unknown or ambiguous prefix, or a run that did
+    not have the task, is refused."""
+    task_id, _rows, _unsaved = key_history(name, cwd, env)
+    then = _run_key(prefix, task_id, cwd, env)
+    last = last_run(cwd, task_id, env) or then  # the named run had the task: one is on record
+    verdict: dict = {"task": task_id, "run": then, "lastRun": last}
+    if then["key"] == last["key"]:
+        return {**verdict, "verdict": "same", "key": last["key"], "differences": []}
+    old, new = _kept_records(task_id, (then["key"], last["key"]), cwd, env)
+    verdict.update({"verdict": "changed", "from": then["key"], "to": last["key"]})
+    verdict["differences"] = []
+    if old is None or new is None:  # the history keeps a task's last few keys only
+        verdict["componentsKept"] = False
+        return verdict
+    found = differences(old, new)
+    verdict["differences"] = [{"kind": kind, "what": what} for kind, what in found]
+    return verdict
+
+
+def _run_key(prefix: str, task_id: str, cwd, env: Mapping[str, str]) -> dict:
+    """The task's row of the run whose id starts `prefix`: its id, start, key, status, cache."""
+    from vx.cli.last import open_history, pick
+    from vx.errors import NoHistoryError, UsageError
+
+    package, _, task = task_id.rpartition("#")
+    _cache_dir, db = open_history(cwd, None, env)
+    if db is None:
+        raise NoHistoryError("no run recorded yet", hint="run the task first, e.g. `vx run build`")
+    try:
+        run = pick(db, prefix, False)
+        assert run is not None  # pick refuses a prefix that names no run
+        row = db.execute(
+            "SELECT hash, status, cache FROM runs WHERE run_id=? AND project=? AND task=?"
+            " ORDER BY id DESC LIMIT 1",
+            (run["run_id"], package, task),
+        ).fetchone()
+    finally:
+        db.close()
+    if row is None:
+        raise UsageError(
+            f"run {run['run_id']} did not include {task_id}",
+            facts=(f"it ran: {run['command']}",),
+            hint=f"`vx last {run['run_id']}` lists its tasks; `vx last --list` shows other runs",
+        )
+    key, status, cache = row
+    at = run["started_at"]
+    return {"runId": run["run_id"], "at": at, "key": key, "status": status, "cache": cache}
+
+
+def _kept_records(task_id: str, keys: tuple[str, str], cwd, env: Mapping[str, str]) -> list:
+    """The components the key history keeps for each of `keys` (None for one it no longer has)."""
+    import sqlite3
+
+    from vx.plugins.shaped import open_for_verb
+
+    path = open_for_verb(cwd, None, env).cache_dir / "cache.db"
+    if not path.exists():
+        return [None for _key in keys]
+    db = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+    try:
+        found = [kept(db, task_id, key) for key in keys]
+    finally:
+        db.close()
+    return [None if hit is None else hit[1] for hit in found]
 
 
 def key_history(name: str, cwd, env: Mapping[str, str]) -> tuple[str, list, str | None]:
@@ -261,6 +333,8 @@ def _changed(rows: list) -> dict:
 
 def _render(v: dict) -> str:
     task, verdict = v["task"], v["verdict"]
+    if "run" in v:
+        return "\n".join(_against_run(task, v)) + "\n"
     unsaved = [f"  {v['notSaved']}"] if v.get("notSaved") else []
     if verdict == "hit":
         last = v["lastRun"]
@@ -292,6 +366,27 @@ def _render(v: dict) -> str:
             f"  the last run, {_when(last['at'])}: {_outcome(last)} (`vx last {last['runId'][:8]}`)"
         )
     return "\n".join(lines + unsaved) + "\n"
+
+
+def _against_run(task: str, v: dict) -> list[str]:
+    """`vx why --run`'s answer: the key then against the key of the latest run."""
+    then, last = v["run"], v["lastRun"]
+    named = f"run {then['runId']} ({_when(then['at'])})"
+    if v["verdict"] == "same":
+        lines = [f"{task}: the same key as in {named}: {v['key']}"]
+    else:
+        lines = [f"{task}: the key changed since {named}, {v['from']} → {v['to']}"]
+        if v.get("componentsKept") is False:
+            lines.append(
+                "  the key history no longer keeps what the older key was folded from "
+                "(it keeps a task's last few keys)"
+            )
+        else:
+            lines += _differences(v["differences"], "  ")
+    lines.append(
+        f"  the last run, {_when(last['at'])}: {_outcome(last)} (`vx last {last['runId'][:8]}`)"
+    )
+    return lines
 
 
 def _differences(found: list, indent: str) -> list[str]:

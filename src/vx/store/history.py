@@ -164,6 +164,21 @@ def last_two(db, task_id: str) -> list[tuple[str, float, dict]]:
     return [(key, at, json.loads(record)) for key, at, record in rows]
 
 
+def kept(db, task_id: str, key: str) -> tuple[float, dict] | None:
+    """(recorded_at, components) of one of the task's keys; None when the history no longer
+    keeps it (only the last `KEEP` are) or never had it."""
+    try:
+        row = db.execute(
+            "SELECT recorded_at, record FROM key_history WHERE task_id=? AND key=?",
+            (task_id, key),
+        ).fetchone()
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return None
+        raise
+    return (row[0], json.loads(row[1])) if row else None
+
+
 # ---------------------------------------------------------------- what changed
 
 

@@ -102,7 +102,7 @@ def test_completions_offer_the_table_less_what_a_verb_refuses():
         "--format",
         "--cwd",
     }
-    assert VERBS["why"].completions() == ["--format", "--help"]
+    assert VERBS["why"].completions() == ["--format", "--help", "--run"]
 
 
 @pytest.mark.feature("TL-06")

@@ -57,7 +57,7 @@ def refusal(call) -> ConfigError:
 # ---------------------------------------------------------------- nx.json
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_a_mistyped_nx_json_key_is_refused_with_the_key_it_meant(tmp_path):
     ws = NxWorkspace(tmp_path, {"targetdefaults": {}}, {})
     err = refusal(lambda: find_root(str(tmp_path), ws.packages))
@@ -65,14 +65,14 @@ def test_a_mistyped_nx_json_key_is_refused_with_the_key_it_meant(tmp_path):
     assert "targetDefaults" in (err.hint or "")
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_nx_json_keys_for_nx_alone_are_passed_over(tmp_path):
     nx = {"nxCloudId": "x", "defaultBase": "main", "plugins": [], "generators": {}}
     config = one(tmp_path, {"build": {"command": "tsc"}}, nx)
     assert set(config.tasks) == {"build"}
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_cacheable_operations_cache_the_targets_they_name(tmp_path):
     nx = {"tasksRunnerOptions": {"default": {"options": {"cacheableOperations": ["build"]}}}}
     config = one(tmp_path, {"build": {"command": "tsc"}, "lint": {"command": "eslint ."}}, nx)
@@ -80,7 +80,7 @@ def test_cacheable_operations_cache_the_targets_they_name(tmp_path):
     assert config.tasks["lint"].cache is None
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_only_cache_true_caches_a_target(tmp_path):
     config = one(
         tmp_path, {"build": {"command": "tsc", "cache": True}, "lint": {"command": "eslint ."}}
@@ -91,7 +91,7 @@ def test_only_cache_true_caches_a_target(tmp_path):
 # ---------------------------------------------------------------- targetDefaults
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_a_target_default_is_found_by_executor_then_name_then_the_longest_glob(tmp_path):
     nx = {
         "targetDefaults": {
@@ -126,7 +126,7 @@ def test_a_target_default_is_found_by_executor_then_name_then_the_longest_glob(t
     assert tasks["e2e-x"].depends_on == ("short-glob",)
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_a_target_default_fills_only_what_the_target_leaves_unset(tmp_path):
     nx = {
         "targetDefaults": {
@@ -148,7 +148,7 @@ def test_a_target_default_fills_only_what_the_target_leaves_unset(tmp_path):
     assert build.exec.command.endswith("tsc --from-default")  # options filled key by key
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_a_target_defaults_options_resolve_project_root_for_each_project(tmp_path):
     nx = {"targetDefaults": {"build": {"options": {"cwd": "{projectRoot}"}}}}
     ws = NxWorkspace(
@@ -163,7 +163,7 @@ def test_a_target_defaults_options_resolve_project_root_for_each_project(tmp_pat
     assert ws.project("b").tasks["build"].exec.command == "tsc"
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_a_field_a_target_default_gave_is_located_in_nx_json(tmp_path):
     nx = {"targetDefaults": {"build": {"cache": True, "outputs": ["{projectRoot}/dist"]}}}
     config = one(tmp_path, {"build": {"command": "tsc"}}, nx)
@@ -177,7 +177,7 @@ def test_a_field_a_target_default_gave_is_located_in_nx_json(tmp_path):
 # ---------------------------------------------------------------- one project's targets
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_scripts_then_package_json_nx_targets_then_project_json_targets_merge_in_order(tmp_path):
     ws = NxWorkspace(
         tmp_path,
@@ -206,7 +206,7 @@ def test_scripts_then_package_json_nx_targets_then_project_json_targets_merge_in
     assert tasks["test"].exec.command.endswith("vitest")
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_included_scripts_limit_the_scripts_that_become_targets(tmp_path):
     manifest = {
         "name": "a",
@@ -217,14 +217,14 @@ def test_included_scripts_limit_the_scripts_that_become_targets(tmp_path):
     assert set(ws.project("a").tasks) == {"build"}
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_a_script_target_runs_its_hooks_as_the_package_manager_does(tmp_path):
     scripts = {"prebuild": "gen", "build": "tsc", "postbuild": "check"}
     ws = NxWorkspace(tmp_path, {}, {"libs/a": {"package.json": {"name": "a", "scripts": scripts}}})
     assert ws.project("a").tasks["build"].exec.command == "gen && tsc && check"
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_tags_follow_whether_the_package_is_published(tmp_path):
     ws = NxWorkspace(
         tmp_path,
@@ -241,13 +241,13 @@ def test_tags_follow_whether_the_package_is_published(tmp_path):
     assert ws.project("b").tags == ("npm:public", "scope:b")
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_command_and_executor_together_are_refused(tmp_path):
     err = refusal(lambda: one(tmp_path, {"build": {"command": "tsc", "executor": "nx:noop"}}))
     assert err.file == "libs/a/project.json" and "both `command` and `executor`" in err.message
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_an_unknown_target_key_is_refused_naming_its_field(tmp_path):
     err = refusal(lambda: one(tmp_path, {"build": {"command": "tsc", "dependson": ["x"]}}))
     assert (err.file, err.field) == ("libs/a/project.json", "targets.build.dependson")
@@ -256,7 +256,7 @@ def test_an_unknown_target_key_is_refused_naming_its_field(tmp_path):
 # ---------------------------------------------------------------- nx:run-commands
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_run_commands_run_at_the_workspace_root_unless_a_cwd_says_otherwise(tmp_path):
     config = one(
         tmp_path,
@@ -271,14 +271,14 @@ def test_run_commands_run_at_the_workspace_root_unless_a_cwd_says_otherwise(tmp_
     assert config.tasks["beside"].exec.command == "cd ../b || exit 1\ntsc"
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_a_cwd_outside_the_workspace_is_refused(tmp_path):
     target = {"command": "tsc", "options": {"cwd": "../elsewhere"}}
     err = refusal(lambda: one(tmp_path, {"build": target}))
     assert "outside the workspace" in err.message and err.field.endswith("options.cwd")
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_commands_run_in_parallel_unless_told_otherwise(tmp_path):
     here = {"cwd": "{projectRoot}"}
     config = one(
@@ -298,7 +298,7 @@ def test_commands_run_in_parallel_unless_told_otherwise(tmp_path):
     assert config.tasks["chain"].exec.command == "(\na\n) && (\nb\n)"
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_args_are_forwarded_or_placed_where_the_command_names_them(tmp_path):
     here = {"cwd": "{projectRoot}"}
     config = one(
@@ -320,7 +320,7 @@ def test_args_are_forwarded_or_placed_where_the_command_names_them(tmp_path):
     assert config.tasks["kept"].exec.command == "eslint ."
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_run_commands_env_is_defined_and_an_env_file_is_sourced_and_keyed(tmp_path):
     options = {"cwd": "{projectRoot}", "env": {"NODE_ENV": "production"}, "envFile": ".env.ci"}
     build = one(tmp_path, {"build": {"command": "vite build", "options": options, "cache": True}})
@@ -332,7 +332,7 @@ def test_run_commands_env_is_defined_and_an_env_file_is_sourced_and_keyed(tmp_pa
     assert task.cache.input_workspace_files == (".env.ci",)
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_run_commands_without_a_command_is_refused(tmp_path):
     err = refusal(lambda: one(tmp_path, {"build": {"executor": "nx:run-commands"}}))
     assert "needs `command` or `commands`" in err.message
@@ -341,14 +341,14 @@ def test_run_commands_without_a_command_is_refused(tmp_path):
 # ---------------------------------------------------------------- inputs
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_default_inputs_are_every_project_file_and_the_dependencies_default(tmp_path):
     build = one(tmp_path, {"build": {"command": "tsc", "cache": True}}).tasks["build"]
     assert build.cache.input_files == ("**/*",)
     assert f"^{GROUP}default" in build.depends_on  # `^default`, through the input group
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_named_inputs_expand_with_negations_and_workspace_files(tmp_path):
     nx = {
         "namedInputs": {
@@ -362,7 +362,7 @@ def test_named_inputs_expand_with_negations_and_workspace_files(tmp_path):
     assert build.cache.input_workspace_files == ("babel.config.json",)
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_a_projects_own_named_input_wins_over_nx_json(tmp_path):
     nx = {"namedInputs": {"production": ["{projectRoot}/src/**/*"]}}
     files = {
@@ -376,7 +376,7 @@ def test_a_projects_own_named_input_wins_over_nx_json(tmp_path):
     assert config.tasks["build"].cache.input_files == ("lib/**/*",)
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_a_caret_input_keys_the_dependencies_through_an_input_group(tmp_path):
     nx = {"namedInputs": {"production": ["{projectRoot}/src/**/*"]}}
     target = {"command": "tsc", "cache": True, "inputs": ["production", "^production"]}
@@ -389,13 +389,13 @@ def test_a_caret_input_keys_the_dependencies_through_an_input_group(tmp_path):
     assert config.located(f"tasks.{GROUP}production") == ("nx.json", "namedInputs.production")
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_an_env_input_keys_the_variable(tmp_path):
     target = {"command": "tsc", "cache": True, "inputs": ["default", {"env": "API_URL"}]}
     assert one(tmp_path, {"build": target}).tasks["build"].cache.input_env == ("API_URL",)
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_a_runtime_input_makes_the_target_not_runnable_naming_where(tmp_path):
     target = {"command": "tsc", "cache": True, "inputs": ["default", {"runtime": "node -v"}]}
     config = one(tmp_path, {"build": target})
@@ -405,7 +405,7 @@ def test_a_runtime_input_makes_the_target_not_runnable_naming_where(tmp_path):
     assert (file, field) == ("libs/a/project.json", "targets.build.inputs[1].runtime")
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_a_named_input_that_includes_itself_is_refused(tmp_path):
     nx = {"namedInputs": {"loop": ["default", "loop"]}}
     target = {"command": "tsc", "cache": True, "inputs": ["loop"]}
@@ -413,7 +413,7 @@ def test_a_named_input_that_includes_itself_is_refused(tmp_path):
     assert "named input `loop` includes itself" in err.message
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_an_unknown_named_input_is_refused(tmp_path):
     target = {"command": "tsc", "cache": True, "inputs": ["nope"]}
     err = refusal(lambda: one(tmp_path, {"build": target}))
@@ -421,7 +421,7 @@ def test_an_unknown_named_input_is_refused(tmp_path):
     assert (err.file, err.field) == ("libs/a/project.json", "targets.build.inputs[0]")
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_a_fileset_without_a_root_token_is_refused(tmp_path):
     target = {"command": "tsc", "cache": True, "inputs": ["src/**/*"]}
     err = refusal(lambda: one(tmp_path, {"build": target}))
@@ -431,7 +431,7 @@ def test_a_fileset_without_a_root_token_is_refused(tmp_path):
 # ---------------------------------------------------------------- outputs
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_outputs_resolve_project_root_options_and_the_workspace_root(tmp_path):
     target = {
         "command": "tsc",
@@ -449,14 +449,14 @@ def test_outputs_resolve_project_root_options_and_the_workspace_root(tmp_path):
     assert build.cache.output_workspace_files == ("dist/libs/a", "coverage/a")
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_a_build_without_outputs_takes_nx_s_fallbacks(tmp_path):
     build = one(tmp_path, {"build": {"command": "tsc", "cache": True}}).tasks["build"]
     assert build.cache.output_files == ("dist", "build")
     assert build.cache.output_workspace_files == ("dist/libs/a",)
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_an_output_outside_the_workspace_is_refused(tmp_path):
     target = {"command": "tsc", "cache": True, "outputs": ["{workspaceRoot}/../x"]}
     err = refusal(lambda: one(tmp_path, {"build": target}))
@@ -466,7 +466,7 @@ def test_an_output_outside_the_workspace_is_refused(tmp_path):
 # ---------------------------------------------------------------- dependsOn
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_depends_on_entries_map_to_vx_entries(tmp_path):
     ws = NxWorkspace(
         tmp_path,
@@ -515,13 +515,13 @@ def test_depends_on_entries_map_to_vx_entries(tmp_path):
     )
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_a_caret_entry_no_project_can_satisfy_is_dropped(tmp_path):
     target = {"command": "tsc", "dependsOn": ["^build", "^codegen"]}
     assert one(tmp_path, {"build": target}).tasks["build"].depends_on == ("^build",)
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_a_depends_on_project_that_does_not_exist_is_refused(tmp_path):
     target = {"command": "tsc", "dependsOn": [{"target": "build", "projects": ["ghost"]}]}
     err = refusal(lambda: one(tmp_path, {"build": target}))
@@ -531,7 +531,7 @@ def test_a_depends_on_project_that_does_not_exist_is_refused(tmp_path):
 # ---------------------------------------------------------------- configurations, refusals
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_each_configuration_is_a_task_and_the_default_one_shapes_the_plain_target(tmp_path):
     target = {
         "command": "vite build",
@@ -545,7 +545,7 @@ def test_each_configuration_is_a_task_and_the_default_one_shapes_the_plain_targe
     assert tasks["build:ci"].exec.command == "vite build --mode=ci"
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_targets_vx_cannot_run_are_refused_by_name_with_their_dependants(tmp_path):
     config = one(
         tmp_path,
@@ -562,7 +562,7 @@ def test_targets_vx_cannot_run_are_refused_by_name_with_their_dependants(tmp_pat
     assert config.not_runnable["check"][0].startswith("`check` depends on `lint`")
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_a_continuous_target_is_persistent_and_waits_for_one_ready_when_string(tmp_path):
     def server(ready):
         return {
@@ -587,7 +587,7 @@ def test_a_continuous_target_is_persistent_and_waits_for_one_ready_when_string(t
     assert config.tasks["one"].cache is None  # a server's output is never kept
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_a_project_with_nothing_to_run_maps_to_an_empty_config(tmp_path):
     ws = NxWorkspace(tmp_path, {}, {"libs/a": {"project.json": {"name": "a"}}})
     assert ws.project("a") == ProjectConfig(source="")
@@ -596,7 +596,7 @@ def test_a_project_with_nothing_to_run_maps_to_an_empty_config(tmp_path):
 # ---------------------------------------------------------------- vx show project NAME --json
 
 
-@pytest.mark.feature("TL-04")
+@pytest.mark.feature("TL-05")
 def test_shown_project_is_the_resolved_project_as_nx_shows_it(tmp_path):
     nx = {"targetDefaults": {"build": {"cache": True, "dependsOn": ["^build"]}}}
     ws = NxWorkspace(
