@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from support.npm_packages import installed_or_skip
-from support.nx import nx_cli, nx_show
+from support.nx import nx_cli, nx_projects, nx_show
 
 SHOWN = ("root", "name", "tags", "implicitDependencies")
 TARGET_FIELDS = ("executor", "options", "configurations", "dependsOn", "cache", "continuous")
@@ -154,6 +154,18 @@ def test_the_root_project_answers_to_its_nx_name_with_nx_s_tags(repo, nx_package
         } == {t: {k: b[k] for k in TARGET_FIELDS if k in b} for t, b in theirs["targets"].items()}
     assert nx_show(ws.root, "@ws/a")["tags"] == ["npm:private", "npm:lib", "npm:core"]
     assert vx_planned(ws, "-t", "test:sherif", "-p", "root") == {"//"}
+
+
+@pytest.mark.feature("TL-04")
+def test_show_projects_json_lists_nx_s_project_names(repo, nx_package):
+    """`nx show projects --json` is a JSON list of the project names: the root by its Nx name."""
+    ws = workspace(repo, nx_package)
+    shown = ws.vx("show", "projects", "--json")
+    assert shown.code == 0, shown.err
+    assert sorted(json.loads(shown.out)) == nx_projects(ws.root)
+    del (doc := json.loads((ws.root / "package.json").read_text()))["nx"]
+    (ws.root / "package.json").write_text(json.dumps(doc))  # the root is no project of Nx's now
+    assert sorted(json.loads(ws.vx("show", "projects", "--json").out)) == nx_projects(ws.root)
 
 
 @pytest.mark.feature("TL-04")

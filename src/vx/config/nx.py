@@ -1498,6 +1498,24 @@ def _unique(items) -> list[str]:
 # ---------------------------------------------------------------- `vx show project NAME --json`
 
 
+def shown_project_names(ws) -> list[str]:
+    """What `nx show projects --json` lists: every project's Nx name (the root's, when the root
+    is a project of Nx's), sorted."""
+    from vx.errors import UsageError
+
+    if not os.path.lexists(os.path.join(str(ws.root), NX_FILE)):
+        raise UsageError(
+            "`--json` shows Nx's projects; this workspace has no nx.json",
+            hint="`vx show --format json` for vx's view",
+        )
+    names = {
+        ws.nx_root if name == ROOT_PROJECT else name
+        for name in ws.packages
+        if name != ROOT_PROJECT or ws.nx_root is not None
+    }
+    return sorted(names)
+
+
 def shown_project(ws, name: str) -> dict:
     """The project as `nx show project NAME --json` prints it: its root, tags, implicit
     dependencies and targets as resolved — merged over the scripts, target defaults filled in."""
