@@ -430,6 +430,9 @@ def phase_graph(s: Side, sets: list[list[str]]) -> dict:
 
 
 def phase_inputs(s: Side, tasks: list[str]) -> dict:
+    inspector = s.ws["nx"] / "node_modules" / "nx" / "src" / "hasher" / "hash-plan-inspector.js"
+    if not inspector.exists():
+        return {"skipped": "this Nx has no HashPlanInspector (Nx 21 and newer)"}
     _, doc = nx_graph(s, tasks)
     proc = subprocess.run(
         ["node", str(HASH_PLAN), *tasks],
@@ -610,56 +613,67 @@ def lock_bump(package: str) -> Callable[[Path], None]:
     return apply
 
 
-def matrix_edits(ws: Path) -> list[tuple[str, str, Callable[[Path], None]]]:
-    """The edits, from what the workspace holds (the create-nx-workspace shape first)."""
+FILES = {  # the create-nx-workspace shape bench/nx_side.py was first run on
+    "source": "libs/util/src/lib/util.ts",
+    "app": "apps/web/src/app/app.tsx",
+    "test": "libs/ui/src/lib/ui.spec.tsx",
+    "vite": "libs/ui/vite.config.ts",
+    "eslint": "apps/web/eslint.config.mjs",
+    "tsconfig": "libs/util/tsconfig.lib.json",
+    "package": "libs/util/package.json",
+    "readme": "libs/ui/README.md",
+    "bump": "@swc/helpers",
+}
+
+
+def matrix_edits(ws: Path, files: dict[str, str]) -> list[tuple[str, str, Callable[[Path], None]]]:
+    """The edits, on the files `--files` names (FILES by default) where the workspace has them."""
     edits: list[tuple[str, str, Callable[[Path], None]]] = []
 
-    def has(rel: str) -> bool:
-        return (ws / rel).exists()
+    def has(rel: str | None) -> bool:
+        return bool(rel) and (ws / str(rel)).exists()
 
-    def first(*rels: str) -> str | None:
-        return next((r for r in rels if has(r)), None)
-
-    src = first("libs/util/src/lib/util.ts")
-    if src:
-        edits.append(("source", src, text_edit(src)))
-    app = first("apps/web/src/app/app.tsx")
-    if app:
-        edits.append(("app source", app, text_edit(app)))
-    test = first("libs/ui/src/lib/ui.spec.tsx")
-    if test:
-        edits.append(("test file", test, text_edit(test)))
-    for label, rel in (
-        ("vite config (@nx/vite)", "libs/ui/vite.config.ts"),
-        ("eslint config (@nx/eslint)", "apps/web/eslint.config.mjs"),
-        ("root eslint config", "eslint.config.mjs"),
-        ("tsconfig.lib.json (@nx/js/typescript)", "libs/util/tsconfig.lib.json"),
-        ("project package.json", "libs/util/package.json"),
-        ("root package.json", "package.json"),
-        ("nx.json whitespace", "nx.json"),
-        ("lockfile comment", "pnpm-lock.yaml"),
-        ("README", "libs/ui/README.md"),
+    for label, key in (
+        ("source", "source"),
+        ("app source", "app"),
+        ("test file", "test"),
+        ("vite config (@nx/vite)", "vite"),
+        ("eslint config (@nx/eslint)", "eslint"),
     ):
-        if has(rel):
-            edits.append((label, rel, text_edit(rel)))
-    if has("nx.json"):
+        if has(files.get(key)):
+            edits.append((label, files[key], text_edit(files[key])))
+    if has("eslint.config.mjs"):
+        edits.append(("root eslint config", "eslint.config.mjs", text_edit("eslint.config.mjs")))
+    for label, key in (
+        ("tsconfig.lib.json (@nx/js/typescript)", "tsconfig"),
+        ("project package.json", "package"),
+    ):
+        if has(files.get(key)):
+            edits.append((label, files[key], text_edit(files[key])))
+    edits.append(("root package.json", "package.json", text_edit("package.json")))
+    edits.append(("nx.json whitespace", "nx.json", text_edit("nx.json")))
+    lock = next((n for n in ("pnpm-lock.yaml", "package-lock.json", "yarn.lock") if has(n)), None)
+    if lock:
+        edits.append(("lockfile whitespace/comment", lock, text_edit(lock)))
+    if has(files.get("readme")):
+        edits.append(("README", files["readme"], text_edit(files["readme"])))
 
-        def shared(doc: dict) -> None:
-            doc.setdefault("namedInputs", {}).setdefault("sharedGlobals", []).append(
-                "{workspaceRoot}/.nvmrc"
-            )
-
-        edits.append(("nx.json sharedGlobals += .nvmrc", "nx.json", json_edit("nx.json", shared)))
-
-        def lint_default(doc: dict) -> None:
-            doc.setdefault("targetDefaults", {}).setdefault("lint", {})["inputs"] = [
-                "default",
-                "{workspaceRoot}/eslint.config.mjs",
-            ]
-
-        edits.append(
-            ("nx.json targetDefaults.lint.inputs", "nx.json", json_edit("nx.json", lint_default))
+    def shared(doc: dict) -> None:
+        doc.setdefault("namedInputs", {}).setdefault("sharedGlobals", []).append(
+            "{workspaceRoot}/.nvmrc"
         )
+
+    edits.append(("nx.json sharedGlobals += .nvmrc", "nx.json", json_edit("nx.json", shared)))
+
+    def lint_default(doc: dict) -> None:
+        doc.setdefault("targetDefaults", {}).setdefault("lint", {})["inputs"] = [
+            "default",
+            "{workspaceRoot}/eslint.config.mjs",
+        ]
+
+    edits.append(
+        ("nx.json targetDefaults.lint.inputs", "nx.json", json_edit("nx.json", lint_default))
+    )
     if has("tsconfig.base.json"):
 
         def strict(doc: dict) -> None:
@@ -672,24 +686,33 @@ def matrix_edits(ws: Path) -> list[tuple[str, str, Callable[[Path], None]]]:
                 json_edit("tsconfig.base.json", strict),
             )
         )
-    if has("pnpm-lock.yaml"):
-        edits.append(("lockfile bump @swc/helpers", "pnpm-lock.yaml", lock_bump("@swc/helpers")))
-    if src:
-        d = Path(src).parent.as_posix()
-        edits.append(
-            ("untracked file", f"{d}/extra.ts", new_file(f"{d}/extra.ts", "export const x = 1;\n"))
+    if lock and files.get("bump"):
+        bump = (
+            lock_bump(files["bump"]) if lock == "pnpm-lock.yaml" else npm_lock_bump(files["bump"])
         )
-        edits.append(
-            (
-                "ignored file",
-                f"{Path(src).parts[0]}/{Path(src).parts[1]}/tmp/note.ts",
-                new_file(
-                    f"{Path(src).parts[0]}/{Path(src).parts[1]}/tmp/note.ts",
-                    "export const y = 1;\n",
-                ),
-            )
-        )
+        edits.append((f"lockfile bump {files['bump']}", lock, bump))
+    src = files.get("source")
+    if has(src):
+        d = Path(str(src)).parent.as_posix()
+        top = "/".join(Path(str(src)).parts[:2])
+        extra, ignored = f"{d}/extra.ts", f"{top}/tmp/note.ts"
+        edits.append(("untracked file", extra, new_file(extra, "export const x = 1;\n")))
+        edits.append(("ignored file", ignored, new_file(ignored, "export const y = 1;\n")))
     return edits
+
+
+def npm_lock_bump(package: str) -> Callable[[Path], None]:
+    """package-lock.json names the next patch version of one package (nothing reinstalled)."""
+
+    def apply(ws: Path) -> None:
+        path = ws / "package-lock.json"
+        doc = json.loads(path.read_text())
+        entry = doc["packages"][f"node_modules/{package}"]
+        major, minor, patch = entry["version"].split(".")[:3]
+        entry["version"] = f"{major}.{minor}.{int(patch.split('-')[0]) + 1}"
+        path.write_text(json.dumps(doc, indent=2) + "\n")
+
+    return apply
 
 
 def undo(ws: Path, rel: str) -> None:
@@ -720,12 +743,14 @@ def compare_cache(vx: dict[str, str], nx: dict[str, str]) -> dict:
     }
 
 
-def phase_matrix(s: Side, tasks: list[str], state: dict, save: Callable[[], None]) -> dict:
+def phase_matrix(
+    s: Side, tasks: list[str], state: dict, save: Callable[[], None], files: dict[str, str]
+) -> dict:
     result = state.setdefault("matrix", {})
     for tool in ("vx", "nx"):  # a warm state
         r = s.run(tool, tasks, "matrix-warmup")
         log(f"warm-up {tool}: exit {r['code']}, {r['wall']} s")
-    for label, rel, apply in matrix_edits(s.ws["vx"]):
+    for label, rel, apply in matrix_edits(s.ws["vx"], files):
         if label in result:
             continue
         after: dict[str, dict] = {}
@@ -776,7 +801,9 @@ def summary(state: dict) -> str:
             + ("identical" if g["same"] else f"DIFFERENT {g['differences'][:10]}")
         )
     inp = state.get("inputs")
-    if inp:
+    if inp and inp.get("skipped"):
+        out.append(f"inputs: not compared: {inp['skipped']}")
+    elif inp:
         out.append(
             f"inputs: {inp['tasks']} cached tasks, "
             + (
@@ -841,6 +868,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", default="cold=2,warm=3,restore=2")
     ap.add_argument("--concurrency", type=int, default=3)
     ap.add_argument("--vx", default=f"{sys.executable} -m vx")
+    ap.add_argument(
+        "--files",
+        default="",
+        help="the matrix's files: source=…,app=…,test=…,vite=…,eslint=…,tsconfig=…,package=…,"
+        "readme=…,bump=PACKAGE (the create-nx-workspace shape's by default)",
+    )
     ap.add_argument("--fresh", action="store_true", help="copy the workspace again")
     ap.add_argument("--summary", action="store_true")
     args = ap.parse_args(argv)
@@ -863,6 +896,7 @@ def main(argv: list[str] | None = None) -> int:
         state.pop(p, None)
     args.work.mkdir(parents=True, exist_ok=True)
     sets = [x.split(",") for x in args.sets]
+    files = dict(FILES, **dict(x.split("=", 1) for x in args.files.split(",") if x))
     rounds = {k: int(v) for k, v in (x.split("=") for x in args.rounds.split(","))}
     s = Side(args.ws.resolve(), args.work.resolve(), args.vx.split(), args.concurrency)
     s.prepare(args.fresh)
@@ -887,7 +921,7 @@ def main(argv: list[str] | None = None) -> int:
                     state["time"][" ".join(tasks)] = phase_time(s, tasks, rounds)
                     save()
             elif phase == "matrix":
-                phase_matrix(s, sets[-1], state, save)
+                phase_matrix(s, sets[-1], state, save, files)
             save()
     finally:
         s.stop_daemon()
