@@ -33,6 +33,7 @@ import re
 import shlex
 from typing import Any, Callable, Mapping
 
+import xxhash
 from msgspec import Struct, field
 
 from vx.config.fields import At, Level, as_boolean, as_object, as_strings, kind_of
@@ -874,7 +875,13 @@ def _executor(
     run = ":".join(
         [_nx_project_name(nx, proj.pkg), name, *([configuration] if configuration else [])]
     )
-    identity.update(run=run, options=options, configuration=configuration)
+    if "nx-json" not in nx.memo:  # the executor is handed nx.json whole, as parsed
+        parsed = read_json(os.path.join(nx.root, NX_FILE), NX_FILE)
+        canonical_json = json.dumps(parsed, sort_keys=True, separators=(",", ":"))
+        nx.memo["nx-json"] = xxhash.xxh3_128_hexdigest(canonical_json.encode())
+    identity.update(
+        run=run, options=options, configuration=configuration, nxJson=nx.memo["nx-json"]
+    )
     command = {"command": text, "nxExecutor": identity}
     if proj.targets[name].get("continuous") or identity.pop("continuous"):
         return _continuous(command, None, at_of)
