@@ -259,3 +259,33 @@ def test_the_root_tsconfig_moves_every_key_where_nx_s_hash_moves(repo, nx_packag
     edit(lambda o: o.update(target="es2022"))
     assert both() == (False, False)
     assert "async () =>" in built.read_text()  # es2022 output, not es2015's generator
+
+
+@pytest.mark.feature("TL-04")
+def test_an_nx_json_edit_moves_every_key_as_in_nx_and_a_reformat_none(repo, nx_package):
+    """Nx folds nx.json into every task's hash: a `targetDefaults` entry for another target (one
+    the build never reads) is a miss under Nx, so under vx too — a task's command may read
+    nx.json, which vx cannot rule out. Whitespace changes nothing a reader of nx.json parses: a
+    hit under vx, where Nx, hashing the bytes, misses (output-neutral by construction)."""
+    ws = workspace(repo, nx_package)
+    nx_json = ws.root / "nx.json"
+    doc = {"targetDefaults": {"build": {"dependsOn": ["^build"], "cache": True}}}
+    nx_json.write_text(json.dumps(doc))
+
+    def both() -> tuple[bool, bool]:
+        """Whether Nx, then vx, took `@ws/a:build` from its cache."""
+        theirs = nx_cli(ws.root, "run", "@ws/a:build", cache=True)
+        ours = ws.vx("run", "@ws/a:build")
+        assert ours.code == 0, ours.err
+        nx_hit = "from the cache" in theirs.stdout + theirs.stderr
+        status = ours.statuses()["@ws/a#build"][1]
+        assert status in ("miss", "local", "up-to-date"), status
+        return nx_hit, status != "miss"
+
+    assert both() == (False, False)
+    assert both() == (True, True)
+    doc["targetDefaults"]["lint"] = {"cache": True}
+    nx_json.write_text(json.dumps(doc))
+    assert both() == (False, False)
+    nx_json.write_text(json.dumps(doc, indent=4) + "\n\n")
+    assert both() == (False, True)
