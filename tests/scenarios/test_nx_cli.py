@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from support.npm_packages import installed_or_skip
-from support.nx import nx_cli, nx_show
+from support.nx import nx_cli, nx_projects, nx_show
 
 SHOWN = ("root", "name", "tags", "implicitDependencies")
 TARGET_FIELDS = ("executor", "options", "configurations", "dependsOn", "cache", "continuous")
@@ -157,6 +157,18 @@ def test_the_root_project_answers_to_its_nx_name_with_nx_s_tags(repo, nx_package
 
 
 @pytest.mark.feature("TL-05")
+def test_show_projects_json_lists_nx_s_project_names(repo, nx_package):
+    """`nx show projects --json` is a JSON list of the project names: the root by its Nx name."""
+    ws = workspace(repo, nx_package)
+    shown = ws.vx("show", "projects", "--json")
+    assert shown.code == 0, shown.err
+    assert sorted(json.loads(shown.out)) == nx_projects(ws.root)
+    del (doc := json.loads((ws.root / "package.json").read_text()))["nx"]
+    (ws.root / "package.json").write_text(json.dumps(doc))  # the root is no project of Nx's now
+    assert sorted(json.loads(ws.vx("show", "projects", "--json").out)) == nx_projects(ws.root)
+
+
+@pytest.mark.feature("TL-05")
 def test_a_continuous_target_is_a_server_its_dependants_wait_for(repo, nx_package):
     server = (
         "node -e \"console.log('listening'); require('http').createServer((q, s) => s.end('hi'))"
@@ -247,3 +259,33 @@ def test_the_root_tsconfig_moves_every_key_where_nx_s_hash_moves(repo, nx_packag
     edit(lambda o: o.update(target="es2022"))
     assert both() == (False, False)
     assert "async () =>" in built.read_text()  # es2022 output, not es2015's generator
+
+
+@pytest.mark.feature("TL-05")
+def test_an_nx_json_edit_moves_every_key_as_in_nx_and_a_reformat_none(repo, nx_package):
+    """Nx folds nx.json into every task's hash: a `targetDefaults` entry for another target (one
+    the build never reads) is a miss under Nx, so under vx too — a task's command may read
+    nx.json, which vx cannot rule out. Whitespace changes nothing a reader of nx.json parses: a
+    hit under vx, where Nx, hashing the bytes, misses (output-neutral by construction)."""
+    ws = workspace(repo, nx_package)
+    nx_json = ws.root / "nx.json"
+    doc = {"targetDefaults": {"build": {"dependsOn": ["^build"], "cache": True}}}
+    nx_json.write_text(json.dumps(doc))
+
+    def both() -> tuple[bool, bool]:
+        """Whether Nx, then vx, took `@ws/a:build` from its cache."""
+        theirs = nx_cli(ws.root, "run", "@ws/a:build", cache=True)
+        ours = ws.vx("run", "@ws/a:build")
+        assert ours.code == 0, ours.err
+        nx_hit = "from the cache" in theirs.stdout + theirs.stderr
+        status = ours.statuses()["@ws/a#build"][1]
+        assert status in ("miss", "local", "up-to-date"), status
+        return nx_hit, status != "miss"
+
+    assert both() == (False, False)
+    assert both() == (True, True)
+    doc["targetDefaults"]["lint"] = {"cache": True}
+    nx_json.write_text(json.dumps(doc))
+    assert both() == (False, False)
+    nx_json.write_text(json.dumps(doc, indent=4) + "\n\n")
+    assert both() == (False, True)

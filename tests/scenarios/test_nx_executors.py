@@ -40,6 +40,7 @@ module.exports = async function write(options, context) {
     configuration: context.configurationName,
     root: context.projectsConfigurations.projects[context.projectName].root,
     graph: Object.keys(context.projectGraph.nodes).sort(),
+    release: context.nxJsonConfiguration.release || null,
   }, null, 2) + '\\n');
   return { success: true };
 };
@@ -217,6 +218,32 @@ def test_a_local_executor_runs_as_nx_runs_it_caches_and_replays(ws, tmp_path):
     edited = ws.vx("run", "app:build", "-c", "prod", "--", "--message=other")
     assert edited.code == 0, edited.err
     assert edited.statuses()["app#build:prod"][1] == "miss"
+
+
+@pytest.mark.feature("TL-05")
+def test_an_executor_is_keyed_on_the_nx_json_its_context_holds(ws, tmp_path):
+    """An executor is handed nx.json whole (`context.nxJsonConfiguration`): an edit to a part no
+    target declares (`release`) may change what it writes, so it is a miss, as under Nx (which
+    misses every task on any nx.json edit); whitespace changes nothing it is handed, and hits."""
+    out = ws.root / "packages/app/dist/out.json"
+    first = ws.vx("run", "app:build", timeout=RUN_TIMEOUT)
+    assert first.code == 0, first.err + first.out
+    assert json.loads(out.read_text())["release"] is None
+    nx_json = ws.root / "nx.json"
+    doc = json.loads(nx_json.read_text())
+    doc["release"] = {"projects": ["app"]}
+    nx_json.write_text(json.dumps(doc))
+    copy = on_a_copy(ws, tmp_path)
+    nx_cli(copy, "run", "app:build")
+    edited = ws.vx("run", "app:build", timeout=RUN_TIMEOUT)
+    assert edited.code == 0, edited.err
+    assert edited.statuses()["app#build"][1] == "miss"
+    assert out.read_bytes() == (copy / "packages/app/dist/out.json").read_bytes()
+    assert json.loads(out.read_text())["release"] == {"projects": ["app"]}
+    nx_json.write_text(json.dumps(doc, indent=4) + "\n\n")
+    spaced = ws.vx("run", "app:build")
+    assert spaced.code == 0, spaced.err
+    assert spaced.statuses()["app#build"][1] != "miss"
 
 
 @pytest.mark.feature("TL-05")

@@ -111,3 +111,19 @@ def test_plugins_without_nx_installed_are_refused(repo):
     assert "the workspace's `nx` is not installed" in result.err
     assert "in: nx.json, plugins" in result.err
     assert not os.path.exists(repo.root / "packages/lib-a/dist")
+
+
+@pytest.mark.feature("TL-05")
+def test_a_broken_nx_install_is_refused_with_node_s_error(repo):
+    """Nx installed, one of its own modules missing: the refusal names the missing module (Node's
+    message), not the last frame of the stack under it."""
+    repo.write(inferred_workspace()).commit()
+    nx = repo.root / "node_modules" / "nx"
+    (nx / "src" / "utils").mkdir(parents=True)
+    (nx / "package.json").write_text('{"name": "nx", "version": "21.6.4"}')
+    (nx / "src" / "utils" / "workspace-context.js").write_text("require('vx-gone-module');\n")
+    result = repo.vx("run", "@tw/lib-a:build")
+    assert result.code == 2, result.err + result.out
+    assert "Cannot find module 'vx-gone-module'" in result.err.splitlines()[0], result.err
+    assert "in: nx.json, plugins" in result.err
+    assert "Traceback" not in result.err

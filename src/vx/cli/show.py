@@ -26,19 +26,27 @@ def show_verb(args: Args, argv: list[str]) -> int:
 
     env = os.environ
     fmt = one_of("--format", args.format, ("text", "json"), "text")
-    if args.json:  # Nx's `nx show project NAME --json`
-        if args.names[:1] != ["project"]:
+    if args.json:  # Nx's `nx show project NAME --json`, `nx show projects --json`
+        if args.names[:1] not in (["project"], ["projects"]):
             raise UsageError(
-                "`--json` is Nx's flag of `show project NAME`",
+                "`--json` is Nx's flag of `show project NAME` and `show projects`",
                 hint="`vx show --format json` for vx's view",
             )
         fmt = "nx"
     names = _names(args.names)
     if fmt == "nx":
-        from vx.config.nx import shown_project
+        from vx.config.nx import shown_project, shown_project_names
 
         ws = workspace.discover(Path(os.getcwd()))
         config.load_all(ws, env)
+        if args.names[:1] == ["projects"]:
+            if names:
+                raise UsageError(
+                    "`vx show projects --json` takes no project name",
+                    hint="`vx show project NAME --json` for one project",
+                )
+            sys.stdout.write(json.dumps(shown_project_names(ws)) + "\n")
+            return 0
         sys.stdout.write(json.dumps(shown_project(ws, names[0]), indent=2) + "\n")
         return 0
     data = resolved(names, Path(os.getcwd()), env)

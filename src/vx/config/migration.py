@@ -25,7 +25,7 @@ from vx.model import ROOT_PROJECT, Package, ProjectConfig, TaskConfig, Workspace
 
 TODO = "TODO(vx-migrate)"
 # Fields the live mappings put in a declaration beside vx's schema (what the key folds besides).
-_MAPPED_EXTRAS = ("implicit", "turboGlobs", "turboEnv", "nxEnv", "nxTsConfig")
+_MAPPED_EXTRAS = ("implicit", "turboGlobs", "turboEnv", "nxEnv", "nxTsConfig", "nxJson")
 _ORDER = ("description", "exec", "dependsOn", "cache")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # Top-level fields the live mappings do not use: said in vx.workspace.json, with where vx has them.

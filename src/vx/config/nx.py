@@ -33,6 +33,7 @@ import re
 import shlex
 from typing import Any, Callable, Mapping
 
+import xxhash
 from msgspec import Struct, field
 
 from vx.config.fields import At, Level, as_boolean, as_object, as_strings, kind_of
@@ -524,11 +525,26 @@ def project(nx: NxRoot, pkg: Package, manager: str) -> ProjectConfig:
         raise ConfigError(exc.message, file=file, field=where, hint=exc.hint) from None
     return ProjectConfig(
         source=config.source,
-        tasks=_mapped(config, tasks, envs, scripts, root_tsconfig(nx), executors),
+        tasks=_mapped(
+            config, tasks, envs, scripts, root_tsconfig(nx), executors, parsed_nx_json(nx)
+        ),
         tags=config.tags,
         not_runnable=refused,
         origins=origins,
     )
+
+
+def parsed_nx_json(nx: NxRoot) -> str:
+    """nx.json as Nx folds it into every task's hash, but parsed: a digest of its canonical JSON.
+    Any edit to what it says is a miss for every cached task, as in Nx (a task's command or
+    executor may read it: an executor is handed it whole), while whitespace or a comment, which
+    no reader of nx.json can see, is not."""
+    key = ("root", "nx.json")
+    if key not in nx.memo:
+        parsed = read_json(os.path.join(nx.root, NX_FILE), NX_FILE)
+        text = json.dumps(parsed, sort_keys=True, separators=(",", ":"))
+        nx.memo[key] = xxhash.xxh3_128_hexdigest(text.encode())
+    return nx.memo[key]
 
 
 def root_tsconfig(nx: NxRoot) -> dict | None:
@@ -614,11 +630,12 @@ def _mapped(
     scripts: Mapping[str, str],
     tsconfig: dict | None = None,
     executors: Mapping[str, dict | None] | None = None,
+    nx_json: str | None = None,
 ) -> dict[str, TaskConfig]:
     """The validated tasks with what vx's schema has no field for: a target's env inputs, the
     package.json script an `nx:run-script` target runs (Nx runs it through the package manager),
     an input group's running nothing, and in each cached task's key the root tsconfig as Nx
-    hashes it (`root_tsconfig`)."""
+    hashes it (`root_tsconfig`) and nx.json as parsed (`parsed_nx_json`)."""
     from msgspec.structs import replace
 
     mapped = {}
@@ -635,6 +652,8 @@ def _mapped(
             folded = {**tasks[name], "nxEnv": envs[name]} if envs[name] else tasks[name]
             if tsconfig:  # Nx hashes it into every task: the key folds it too
                 folded = {**folded, "nxTsConfig": tsconfig}
+            if nx_json:  # and nx.json
+                folded = {**folded, "nxJson": nx_json}
             if identity:  # the executor and its version, not the runner's path or its context file
                 folded = {**folded, "exec": {**folded["exec"], "command": identity}}
             if folded is not tasks[name]:
@@ -1496,6 +1515,24 @@ def _unique(items) -> list[str]:
 
 
 # ---------------------------------------------------------------- `vx show project NAME --json`
+
+
+def shown_project_names(ws) -> list[str]:
+    """What `nx show projects --json` lists: every project's Nx name (the root's, when the root
+    is a project of Nx's), sorted."""
+    from vx.errors import UsageError
+
+    if not os.path.lexists(os.path.join(str(ws.root), NX_FILE)):
+        raise UsageError(
+            "`--json` shows Nx's projects; this workspace has no nx.json",
+            hint="`vx show --format json` for vx's view",
+        )
+    names = {
+        ws.nx_root if name == ROOT_PROJECT else name
+        for name in ws.packages
+        if name != ROOT_PROJECT or ws.nx_root is not None
+    }
+    return sorted(names)
 
 
 def shown_project(ws, name: str) -> dict:

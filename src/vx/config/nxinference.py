@@ -213,10 +213,9 @@ def _run(root: str, node: str, plugins: list) -> dict:
             with open(answer_path, "rb") as f:
                 answer = json.loads(f.read())
         except (OSError, ValueError):
-            lines = proc.stderr.decode(errors="replace").strip().splitlines()
             raise ConfigError(
                 "the workspace's Nx could not resolve the projects: "
-                + (lines[-1] if lines else f"exit code {proc.returncode}"),
+                + _failure(proc.stderr.decode(errors="replace"), proc.returncode),
                 file="nx.json",
                 field="plugins",
                 hint="`nx show projects` shows Nx's own error; vx needs nx 17 or newer",
@@ -233,6 +232,20 @@ def _run(root: str, node: str, plugins: list) -> dict:
     if answer.get("errors"):
         _refuse(answer["errors"], plugins)
     return answer
+
+
+FAILED = "vx: resolving the Nx projects failed: "
+
+
+def _failure(stderr: str, code: int) -> str:
+    """What went wrong, in one line: the error nxinfer.cjs reports (Node's message, not the stack
+    under it), else the last line Node printed that is no stack frame."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    for ln in lines:
+        if ln.startswith(FAILED):
+            return ln[len(FAILED) :]
+    plain = [ln for ln in lines if not ln.startswith(("at ", "Node.js v", "- "))]
+    return plain[-1] if plain else f"exit code {code}"
 
 
 def _refuse(errors: list[dict], plugins: list) -> None:
