@@ -57,6 +57,9 @@ class NxResolved(Struct, frozen=True):
     sources: Mapping[str, Any]
     version: str = ""  # the workspace's nx
     reads: frozenset[str] = frozenset()  # the files the answer depends on, workspace-relative
+    # Nx's project graph edges to other workspace projects (source imports, tsconfig paths,
+    # implicitDependencies), by Nx name: [[target, "static"|"dynamic"|"implicit"], …]
+    dependencies: Mapping[str, Any] = field(default_factory=dict)
 
 
 class Workspace(Struct, frozen=True):

@@ -11,7 +11,7 @@ import os
 
 import pytest
 from support.npm_packages import bundle_or_skip
-from support.nx import inferred_workspace, link_modules, nx_projects, nx_show
+from support.nx import inferred_workspace, link_modules, nx_cli, nx_projects, nx_show
 
 INFER_TIMEOUT = 300  # a cold inference loads Nx and three plugins on a loaded machine
 
@@ -127,3 +127,53 @@ def test_a_broken_nx_install_is_refused_with_node_s_error(repo):
     assert "Cannot find module 'vx-gone-module'" in result.err.splitlines()[0], result.err
     assert "in: nx.json, plugins" in result.err
     assert "Traceback" not in result.err
+
+
+def import_workspace() -> dict[str, object]:
+    """Two libs, `b` importing `a` through a tsconfig path alias and nothing in any package.json:
+    only Nx's analysis of source imports makes the `b -> a` edge."""
+    build = {
+        "command": "node -e \"require('fs').mkdirSync('{projectRoot}/dist',{recursive:true})\""
+    }
+    return {
+        # @nx/js among the root's devDependencies: Nx analyses source files (as in every
+        # workspace create-nx-workspace makes)
+        "package.json": {"name": "ws", "private": True, "devDependencies": {"@nx/js": "21.6.4"}},
+        ".gitignore": "node_modules\ndist\n.nx\n.vx\n",
+        "nx.json": {
+            "plugins": ["@nx/js/typescript"],
+            "targetDefaults": {"build": {"dependsOn": ["^build"], "cache": True}},
+        },
+        "tsconfig.base.json": {
+            "compilerOptions": {"baseUrl": ".", "paths": {"@ws/a": ["libs/a/src/index.ts"]}}
+        },
+        "libs/a/project.json": {"name": "a", "targets": {"build": build}},
+        "libs/a/src/index.ts": "export const a = 1;\n",
+        "libs/b/project.json": {"name": "b", "targets": {"build": build}},
+        "libs/b/src/index.ts": "import { a } from '@ws/a';\nexport const b = a + 1;\n",
+    }
+
+
+@pytest.mark.feature("TL-05")
+def test_a_source_import_is_an_edge_as_in_nx_s_graph(repo, plugins_modules):
+    repo.write(import_workspace())
+    link_modules(repo.root, plugins_modules)
+    ws = repo.commit()
+    nx_cli(ws.root, "run", "b:build", "--graph=tg.json")
+    assert "a:build" in (ws.root / "tg.json").read_text()  # the oracle has the edge
+    (ws.root / "tg.json").unlink()
+    plan = ws.vx("run", "b:build", "--dry=json", timeout=INFER_TIMEOUT)
+    assert plan.code == 0, plan.err
+    rows = {t["id"]: t for t in json.loads(plan.out)["tasks"]}
+    assert "a#build" in rows["b#build"]["deps"]
+    first = ws.vx("run", "b:build", timeout=INFER_TIMEOUT)
+    assert first.code == 0, first.err + first.out
+    assert first.statuses()["b#build"][1] == "miss"
+    assert ws.vx("run", "b:build").statuses()["b#build"][1] in ("local", "up-to-date")
+    # a's source is b's input through the edge (`^default`): b misses, as under Nx
+    (ws.root / "libs/a/src/index.ts").write_text("export const a = 2;\n")
+    again = ws.vx("run", "b:build", timeout=INFER_TIMEOUT)
+    assert again.code == 0, again.err + again.out
+    assert again.statuses()["b#build"][1] == "miss"
+    # Nx's graph, written as Nx writes it (@nx/enforce-module-boundaries reads it)
+    assert (ws.root / ".nx/workspace-data/project-graph.json").exists()

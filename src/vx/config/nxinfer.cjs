@@ -3,7 +3,9 @@
 //
 // stdin:  {"root": "/abs/workspace", "answer": "/tmp/…/answer.json"}
 // answer: {"nx": version, "projects": {root: project as `nx show project --json` prints it},
-//          "sources": {root: {field path: [file, plugin]}}, "patterns": [each plugin's createNodes glob],
+//          "sources": {root: {field path: [file, plugin]}},
+//          "dependencies": {name: [[name, "static"|"dynamic"|"implicit"]]} from Nx's project graph,
+//          "patterns": [each plugin's createNodes glob],
 //          "globs": [[patterns, exclude]] the plugins asked Nx's file index for,
 //          "reads": [every path read or probed]}
 //     or:  {"errors": [{"plugin", "file", "message"}]}
@@ -146,10 +148,30 @@ async function main() {
   for (const [projectRoot, map] of Object.entries(result.sourceMaps || {})) {
     sources[projectRoot === '.' ? '' : projectRoot] = map;
   }
+  // Nx's project graph: the edges its plugins' createDependencies add (the built-in JS
+  // analysis of source imports, @nx/js's tsconfig paths), by project name, other workspace
+  // projects only (no `npm:` node). Writes .nx/workspace-data/project-graph.json as Nx does.
+  let dependencies = {};
+  try {
+    const { createProjectGraphAsync } = nx('src/project-graph/project-graph.js');
+    const graph = await createProjectGraphAsync({ exitOnError: false });
+    for (const [source, edges] of Object.entries(graph.dependencies || {})) {
+      if (!graph.nodes[source]) continue;
+      const targets = [];
+      for (const edge of edges || []) {
+        if (edge.target !== source && graph.nodes[edge.target]) targets.push([edge.target, edge.type]);
+      }
+      if (targets.length) dependencies[source] = targets;
+    }
+  } catch (error) {
+    answer({ errors: failures(error, nxJson) });
+    return;
+  }
   answer({
     nx: version,
     projects,
     sources,
+    dependencies,
     patterns: getGlobPatternsOfPlugins(withNodes),
     globs,
     reads: [...reads],

@@ -39,7 +39,7 @@ from vx.config.evaluation import stderr_fd
 from vx.errors import ConfigError
 from vx.model import NxResolved
 
-FORMAT = 1  # bump when nxinfer.cjs changes what it answers
+FORMAT = 2  # bump when nxinfer.cjs changes what it answers
 KEEP_DIR = os.path.join(".vx", "nx")
 KEEP = 4  # kept answers per workspace, the newest (a branch switch finds its own again)
 TIMEOUT_S = 600
@@ -78,6 +78,7 @@ def _resolved(kept: dict) -> NxResolved:
         sources=kept["sources"],
         version=kept["nx"],
         reads=frozenset(kept["files"]),
+        dependencies=kept.get("dependencies") or {},
     )
 
 
@@ -292,6 +293,11 @@ def _record(root: str, answer: dict, files: Sequence[str], plugins: list, helper
         globs.append([[pattern], [], _set_digest(matched)])
     for patterns, exclude in answer.get("globs", ()):
         globs.append([patterns, exclude, _matched(files, patterns, exclude)])
+    # Nx's graph reads every project's sources for its import edges (in its native code, out
+    # of `fs`'s sight): every file the walk saw is a dependency, and so is the set of them
+    sources = [f for f in files if not f.startswith(_SKIPPED)]
+    deps.update(sources)
+    globs.append([["**"], [], _set_digest(_matches(files, ["**"], []))])
     deps.update(_package_files(root, ["nx", *(_package(p) for p in plugins)]))
     deps.discard("")
     digests, stats = {}, {}
@@ -312,6 +318,7 @@ def _record(root: str, answer: dict, files: Sequence[str], plugins: list, helper
         "globs": globs,
         "projects": answer["projects"],
         "sources": answer["sources"],
+        "dependencies": answer.get("dependencies") or {},
     }
 
 

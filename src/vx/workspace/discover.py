@@ -18,7 +18,7 @@ from msgspec import Struct
 
 from vx import witness
 from vx.errors import ConfigError, WorkspaceError
-from vx.model import ROOT_PROJECT, Package, Workspace
+from vx.model import ROOT_PROJECT, NxResolved, Package, Workspace
 from vx.workspace import frameworks
 from vx.workspace.semver import satisfies
 
@@ -60,7 +60,7 @@ def discover(cwd: Path) -> Workspace:
         root, manifests, _linker(root, manager), paths, peers=nx and _nx_runs(root.dir)
     )
     if nx:
-        packages = _nx_packages(str(root.dir), packages, renamed, paths)
+        packages = _nx_packages(str(root.dir), packages, renamed, paths, resolved, nx_root)
     return Workspace(
         root=root.dir.resolve(),
         manager=manager,
@@ -508,9 +508,15 @@ def _nx_runs(root: Path) -> bool:
 
 
 def _nx_packages(
-    root: str, packages: dict[str, Package], renamed: dict[str, str], paths: dict[str, str]
+    root: str,
+    packages: dict[str, Package],
+    renamed: dict[str, str],
+    paths: dict[str, str],
+    resolved: NxResolved | None = None,
+    nx_root: str | None = None,
 ) -> dict[str, Package]:
-    """Nx's names (a project.json `name` over package.json's) and `implicitDependencies` applied."""
+    """Nx's names (a project.json `name` over package.json's), `implicitDependencies` applied, and,
+    where Nx resolved the workspace, the edges of Nx's project graph (source imports) added."""
     from msgspec.structs import replace
 
     from vx.workspace.nxprojects import implicit_dependencies
@@ -530,7 +536,23 @@ def _nx_packages(
             for n, p in packages.items()
         }
     implicit = implicit_dependencies(root, packages, paths)
-    return {n: replace(p, deps=implicit[n]) if n in implicit else p for n, p in packages.items()}
+    packages = {
+        n: replace(p, deps=implicit[n]) if n in implicit else p for n, p in packages.items()
+    }
+    if resolved is None or not resolved.dependencies:
+        return packages
+    ours = {n: n for n in packages}
+    if nx_root:
+        ours[nx_root] = ROOT_PROJECT
+    for source, edges in resolved.dependencies.items():
+        name = ours.get(source)
+        if name is None:
+            continue
+        added = {ours[t] for t, _type in edges if t in ours and ours[t] != name}
+        if added - set(packages[name].deps):
+            pkg = packages[name]
+            packages[name] = replace(pkg, deps=tuple(sorted(set(pkg.deps) | added)))
+    return packages
 
 
 def _packages(
