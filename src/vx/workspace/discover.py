@@ -545,13 +545,13 @@ def _nx_packages(
     if nx_root:
         ours[nx_root] = ROOT_PROJECT
     for source, edges in resolved.dependencies.items():
-        name = ours.get(source)
-        if name is None:
+        own = ours.get(source)
+        if own is None:
             continue
-        added = {ours[t] for t, _type in edges if t in ours and ours[t] != name}
-        if added - set(packages[name].deps):
-            pkg = packages[name]
-            packages[name] = replace(pkg, deps=tuple(sorted(set(pkg.deps) | added)))
+        added = {ours[t] for t, _type in edges if t in ours and ours[t] != own}
+        if added - set(packages[own].deps):
+            pkg = packages[own]
+            packages[own] = replace(pkg, deps=tuple(sorted(set(pkg.deps) | added)))
     return packages
 
 
