@@ -5,15 +5,18 @@ in Nx's answer, so vx asks Nx rather than guessing.
 `nxinfer.cjs` runs in the workspace's Node with the workspace's `nx`: it loads the plugins in
 process and calls Nx's own `retrieveProjectConfigurations` — each plugin's `createNodes` over the
 files its glob matches, merged with project.json, package.json and `targetDefaults` in Nx's order —
-so every target is the one `nx show project NAME --json` prints, by construction. It also reports
-what the plugins read: the files they opened or probed through `fs`, and the globs they asked Nx's
-file index for.
+so every target is the one `nx show project NAME --json` prints, by construction — and then Nx's
+`createProjectGraphAsync`, for the project graph's edges between workspace projects (source
+imports above all), which vx adds to its package graph. It also reports what the plugins read: the
+files they opened or probed through `fs`, and the globs they asked Nx's file index for.
 
 The answer is kept in `.vx/nx/` and used while everything it depended on holds: the content of
 each file read (nx.json, the lockfile, every file a plugin's glob matches — vite.config.ts,
 jest.config.ts, tsconfig*.json, package.json, project.json — and whatever the plugins opened),
 the installed versions of nx and of each plugin, the set of files each plugin glob (and each glob
-a plugin asked for) matches in the workspace walk, the Node binary and this helper. Files are
+a plugin asked for) matches in the workspace walk, the Node binary and this helper; and, for the
+graph's import edges, every file of the workspace walk and the set of them (a source edit, an
+untracked file added, asks Nx again). Files are
 compared by identity first and by content when the identity moved, so a `git checkout` that
 leaves a config's bytes alone infers nothing again. A warm run reads one small file and stats its
 dependencies; a run a receipt replays does not get here at all (each dependency is noted for the
