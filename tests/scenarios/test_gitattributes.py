@@ -70,6 +70,28 @@ def test_text_auto_input_misses_on_every_edit(repo):
 
 
 @pytest.mark.feature("KEY-14")
+def test_a_file_git_calls_clean_again_is_judged_again(repo):
+    """The verdicts are kept per index file, but which files git calls clean moves without the
+    index changing: with no optional locks (so no run rewrites the index), a CRLF copy added, an
+    LF edit built (modified: left out of the verdicts), then the CRLF bytes again (clean once
+    more, the index as it was). A memo judged while the file was modified left it unjudged, and
+    so trusted with the LF blob's OID: the LF build was served for CRLF bytes."""
+    quiet = {"GIT_OPTIONAL_LOCKS": "0", "VX_REPLAY": "0"}
+    workspace(repo, "* text=auto\n", {"src/a.js": "A;\n", "src/b.js": "B;\n"})
+    repo.commit()
+    a = "packages/app/src/a.js"
+    write_bytes(repo, a, b"A;\r\n")
+    repo.git("add", "-A")
+    assert repo.git("status", "--porcelain") == ""  # refreshes the index once, before any run
+    write_bytes(repo, a, b"A;\n")
+    assert built(repo, env=quiet) == "miss"  # modified (another size): judged without it
+    write_bytes(repo, a, b"A;\r\n")
+    assert built(repo, env=quiet) == "miss"  # clean again, same index: judged now, from disk
+    write_bytes(repo, a, b"A;\n")
+    assert built(repo, env=quiet) == "local"
+
+
+@pytest.mark.feature("KEY-14")
 def test_text_auto_crlf_copy_added_is_not_replayed(repo):
     """`git add` of a CRLF copy changes only the index's stat data: git's listings read the same
     byte for byte, so a receipt must hold the file's own stat, and the next run is no replay."""

@@ -57,7 +57,11 @@ def judge(
     trusted only with the OID it was judged with. When git cannot answer, nothing is trusted."""
     memo_path = memo_path if stamp else None
     memo = _load(memo_path)
-    key = blob_oid(f"{stamp}\0{root}\0{facts}".encode("utf-8", "surrogateescape"))
+    # The verdicts cover the files the listing called clean, and which those are moves without
+    # the index file changing (a file edited back to its indexed size, under GIT_OPTIONAL_LOCKS=0
+    # or a racy stamp): a memo judged for other files would leave one unjudged, and trusted.
+    listed = "\0".join(f"{p}\0{i}" for p, i in sorted(trusted.items()))
+    key = blob_oid(f"{stamp}\0{root}\0{facts}\0{listed}".encode("utf-8", "surrogateescape"))
     if memo.key != key:
         try:
             memo = _verdicts(root, trusted, autocrlf, memo, key)
