@@ -54,6 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "src"))  # vx.files.globs
 
 from corpus_repos import CORPUS, Repo  # noqa: E402
+from measure import logged_run  # noqa: E402
 from tools import TOOL_ENV, Tool, turbo_tool, version_of, vx_tool  # noqa: E402
 from turbo_parity import graphs, input_differences  # noqa: E402
 
@@ -389,25 +390,9 @@ class Bench:
             (ws / ".vx" / "last-summary.json").unlink(missing_ok=True)
         logs = ["--output-logs=full"] if name == "turbo" else ["--output-logs", "full"]
         argv = self.argv(name, tasks, *summary, *logs, *extra)
-        before = os.times()
-        start = time.perf_counter()
-        proc = subprocess.run(
-            argv,
-            cwd=ws,
-            env=self.tool_env(name, env),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            errors="replace",
-        )
-        wall = time.perf_counter() - start
-        after = os.times()
-        cpu = (after.children_user - before.children_user) + (
-            after.children_system - before.children_system
-        )
         self.seq += 1
         path = self.logs / f"{self.seq:04d}-{label}-{name}.log"
-        path.write_text(" ".join(argv) + "\n" + proc.stdout)
+        proc, wall, cpu = logged_run(argv, ws, self.tool_env(name, env), path)
         try:
             cache = self.cached(name)
         except (OSError, ValueError, KeyError, IndexError):

@@ -62,6 +62,32 @@ def measure(
     return Sample(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, proc.returncode)
 
 
+def logged_run(
+    argv: Sequence[str], cwd: Path, env: Mapping[str, str], log: Path
+) -> tuple[subprocess.CompletedProcess, float, float]:
+    """Run `argv` with stdout and stderr captured as one text, write the command line and that
+    output to `log`; (the process, wall seconds, CPU seconds of the children)."""
+    before = os.times()
+    start = time.perf_counter()
+    proc = subprocess.run(
+        list(argv),
+        cwd=cwd,
+        env=dict(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        stdin=subprocess.DEVNULL,
+    )
+    wall = time.perf_counter() - start
+    after = os.times()
+    cpu = (after.children_user - before.children_user) + (
+        after.children_system - before.children_system
+    )
+    log.write_text(" ".join(argv) + "\n" + proc.stdout)
+    return proc, wall, cpu
+
+
 def summarise(samples: Sequence[Sample]) -> dict[str, Spread]:
     return {
         "wall_s": Spread.of([s.wall_s for s in samples]),

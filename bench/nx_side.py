@@ -51,6 +51,7 @@ REPO = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
 from corpus import diff_manifests, noise, test_counts  # noqa: E402
+from measure import logged_run  # noqa: E402
 from tools import TOOL_ENV  # noqa: E402
 
 PHASES = ("show", "graph", "inputs", "time", "matrix")
@@ -242,26 +243,9 @@ class Side:
                 f"--parallel={self.concurrency}",
                 "--outputStyle=static",
             )
-        before = os.times()
-        start = time.perf_counter()
-        proc = subprocess.run(
-            argv,
-            cwd=ws,
-            env=self.env(tool),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            errors="replace",
-            stdin=subprocess.DEVNULL,
-        )
-        wall = time.perf_counter() - start
-        after = os.times()
-        cpu = (after.children_user - before.children_user) + (
-            after.children_system - before.children_system
-        )
         self.seq += 1
         path = self.logs / f"{self.seq:04d}-{label}-{tool}.log"
-        path.write_text(" ".join(argv) + "\n" + proc.stdout)
+        proc, wall, cpu = logged_run(argv, ws, self.env(tool), path)
         cache = vx_cached(ws) if tool == "vx" else nx_cached(proc.stdout)
         return {
             "wall": round(wall, 3),
