@@ -222,7 +222,7 @@ def _seconds(text: str) -> bool:
 def scrub_tags(argv: list[str], tags: tuple[tuple[str, str], ...]) -> list[str]:
     """`argv` with each `--tag k=v` written with the value kept (masked where it was), so the
     command the history shows never holds more than its tags do."""
-    if not tags or not any(v == "***" or "***" in v for _k, v in tags):
+    if not any("***" in v for _k, v in tags):
         return argv
     kept = dict(tags)
     out: list[str] = []

@@ -302,11 +302,7 @@ def _attribute_files(
     root: Path, toplevel: Path, config: dict[str, str], paths: Iterable[str]
 ) -> list[Path]:
     """Every attributes file that could apply: in-tree, above the workspace, repo, global, system."""
-    files = [
-        root / p
-        for p in paths
-        if p.endswith(".gitattributes") and (p == ".gitattributes" or p.endswith("/.gitattributes"))
-    ]
+    files = [root / p for p in paths if p == ".gitattributes" or p.endswith("/.gitattributes")]
     d = root
     while d != toplevel and toplevel in d.parents:
         d = d.parent
