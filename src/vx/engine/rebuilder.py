@@ -434,11 +434,11 @@ async def _rerun(ctx: RunContext, node: TaskNode, plan: TaskPlan, rerun: Rerun) 
     entry = (await asyncio.to_thread(local.probe, [plan.key])).get(plan.key)
     if entry is None:
         first = await _execute_and_save(ctx, node, plan)
-        if first.status is not Status.SUCCESS or not first.saved:
-            why = "it failed" if first.status is not Status.SUCCESS else "its first run was not "
-            rerun.skip(
-                node.id, why + ("" if first.status is not Status.SUCCESS else _unsaved(first))
-            )
+        if first.status is not Status.SUCCESS:
+            rerun.skip(node.id, "it failed")
+            return first
+        if not first.saved:
+            rerun.skip(node.id, "its first run was not " + _unsaved(first))
             return first
         entry = (await asyncio.to_thread(local.probe, [plan.key])).get(plan.key)
         if entry is None:
