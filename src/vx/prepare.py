@@ -98,6 +98,9 @@ class RunRequest(Struct, frozen=True):
     lend_terminal: bool = True  # an interactive task may have vx's terminal; not under --ui=tui
     # `--exclude-dependencies[=names]` / `--only`: None off, () every edge, else task names
     exclude_deps: tuple[str, ...] | None = None
+    frozen: bool = (
+        False  # `--frozen`: the code configs as vx-lock.json holds them, no Node for them
+    )
 
 
 class Prepared(Struct):
@@ -373,7 +376,7 @@ def _load(
     knobs = Knobs.resolve(req, ws, ws_config, host_env)
     shape = host.shape_project if host is not None and host.has("project") else None
     broken: dict[str, ConfigError] = {}
-    return World(ws, knobs, config.load_all(ws, host_env, shape, broken), host, broken)
+    return World(ws, knobs, config.load_all(ws, host_env, shape, broken, req.frozen), host, broken)
 
 
 def _graph(req: RunRequest, world: World, host_env: Mapping[str, str], stages: Stages) -> Selected:

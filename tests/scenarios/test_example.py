@@ -25,8 +25,9 @@ def test_check_runs_then_hits(example):
     assert {t["cache"] for t in second.summary["tasks"]} == {"up-to-date"}
 
 
+@pytest.mark.feature("LG-03")
 @needs("strace")
-def test_every_task_declares_what_it_reads(example):  # LG-03 on our own example
+def test_every_task_declares_what_it_reads(example):  # on our own example
     res = example.vx("run", "check", "--verify=inputs")
     assert res.code == 0, res.out + res.err
     assert "every traced task declared what it read" in res.out + res.err

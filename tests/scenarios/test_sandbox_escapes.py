@@ -392,7 +392,8 @@ def test_a_tool_that_stats_before_it_opens_still_names_the_missing_grant(repo):
 # ---------------------------------------------------------------- smaller ones
 
 
-def test_verify_counts_a_read_through_a_read_write_open(repo):  # LG-03
+@pytest.mark.feature("LG-03")
+def test_verify_counts_a_read_through_a_read_write_open(repo):
     script = (
         "import os; f = open('config.txt', 'r+'); data = f.read(); os.makedirs('dist', exist_ok=True); "
         "open('dist/out.txt', 'w').write(data)"

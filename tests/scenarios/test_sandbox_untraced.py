@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
 from support.commands import needs
 from support.workspace import npm_workspace
 
@@ -77,7 +78,8 @@ def test_the_workspace_turns_tracing_off_and_a_task_turns_it_back_on(repo, tmp_p
     assert len(list(marks.iterdir())) == 1
 
 
-def test_verify_names_the_tasks_it_could_not_trace(repo):  # LG-03
+@pytest.mark.feature("LG-03")
+def test_verify_names_the_tasks_it_could_not_trace(repo):
     write(repo, {"t": task(trace=False)})
     res = repo.vx("run", "t", "--verify", cwd="packages/app")
     assert (

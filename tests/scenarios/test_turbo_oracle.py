@@ -120,13 +120,13 @@ def documented() -> dict[str, str]:
     return rows
 
 
-@pytest.mark.feature("TL-06")
+@pytest.mark.feature("TL-05")
 def test_the_flag_table_names_every_flag_of_the_installed_turbo(repo, turbo_bin):
     missing = sorted(set(turbo_flags(repo, turbo_bin)) - set(documented()))
     assert not missing, f"docs/cli.md § turbo's flags has no row for {missing}"
 
 
-@pytest.mark.feature("TL-06")
+@pytest.mark.feature("TL-05")
 def test_every_turbo_flag_is_taken_or_refused_with_its_reason(touched_readme, turbo_bin):
     """Never a did-you-mean of another meaning (`--no-daemon` is not `--no-cache`, `--token` not
     `--only`): what the table says is refused is refused with the reason, the rest runs."""
@@ -143,7 +143,7 @@ def test_every_turbo_flag_is_taken_or_refused_with_its_reason(touched_readme, tu
             assert result.code == 0, said
 
 
-@pytest.mark.feature("TL-06")
+@pytest.mark.feature("TL-05")
 def test_token_team_and_api_reach_the_remote_and_the_token_is_never_shown(
     repo, tmp_path, turbo_bin, turbo_server, team
 ):

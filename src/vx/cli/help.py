@@ -48,6 +48,8 @@ options:
   --continue[=MODE]         never | deps-ok (default) | always (bare: always)
   --force                   ignore cache hits, run everything, save the results
   --no-cache                neither read nor write the cache
+  --frozen                  the configs written as code as vx-lock.json holds them (no Node
+                            for them, no staleness check; `vx lock` writes the lock)
   --cache SPEC              read/write per layer, e.g. local:rw,remote:r (`remote:` = off)
   --cache-dir PATH          the cache directory (default: <root>/.vx/cache)
   --download all|toplevel|none  remotely executed outputs fetched: all (default), only the
@@ -223,6 +225,18 @@ or empty. (Evicting cache entries is `vx cache prune`.)
                    layer); out/full: the whole pruned workspace; the lockfile also in out/
   --out-dir DIR    where to write, relative to the workspace root (default: out)
   --scope PKG      turbo 1's spelling of a package to keep
+"""
+
+LOCK_HELP = """usage: vx lock [--check]
+
+Evaluates every project config written as code (vx.config.ts, .mts, .js, .mjs, .cjs) and writes
+vx-lock.json at the workspace root: each config's value and a digest of every file its
+evaluation read. Commit it. `vx run` with the frozen flag then takes the configs from it
+without starting Node for them. A lock whose values hold a secret variable's value is refused (nothing written).
+A plain `vx run` never reads the lock.
+
+  --check          write nothing: exit 1 when a config, a file it reads or what it evaluates
+                   to differs from the lock (a CI step), naming each
 """
 
 MCP_HELP = """usage: vx mcp

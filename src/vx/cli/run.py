@@ -140,6 +140,7 @@ def resolve(args: Args, argv: list[str], env: Mapping[str, str]) -> RunSettings:
         continue_mode=_continue_mode(args.continue_mode),
         download=_download_mode(args.download),
         no_cache=args.no_cache,
+        frozen=args.frozen,
         force=args.force,
         cache_dir=args.cache_dir,
         timeout_ms=timeout,

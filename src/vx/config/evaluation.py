@@ -39,6 +39,7 @@ class Evaluated(NamedTuple):
 
     values: dict[str, Any]
     reads: dict[str, tuple[str, ...]]
+    env: tuple[str, ...] = ()  # the variables the evaluation read, by name
 
 
 def evaluate(
@@ -75,6 +76,7 @@ def evaluate(
     return Evaluated(
         {path: results[path]["value"] for path in files if errors is None or path not in errors},
         {path: tuple(reads.get(path, ())) for path in files},
+        tuple(sorted(kept["env"])),
     )
 
 

@@ -141,13 +141,15 @@ def load_all(
     env: Mapping[str, str] | None = None,
     shape: Shape | None = None,
     broken: dict[str, ConfigError] | None = None,
+    frozen: bool = False,
 ) -> dict[str, ProjectConfig]:
     """Every package's project config, by package name (the root under `//`); the ones written as
     code evaluated together, in one Node process. With `shape`, each project read from a vx
     config (or from none) passes through it before it is validated. With `broken`, a project
     whose own config is refused is put there (by name) with its refusal, and given an empty
     config (its file as the source): the run decides whether it reaches it (`vx.plan.scope`).
-    What every project reads (the root turbo.json, nx.json) is refused whatever."""
+    What every project reads (the root turbo.json, nx.json) is refused whatever. `frozen`: the
+    code configs' values come from vx-lock.json, and Node is not started for them."""
     root = str(ws.root)
     turbo = turbo_root(root)
     nx = nx_root(root, ws) if turbo is None else None
@@ -162,7 +164,7 @@ def load_all(
             if broken is None:
                 raise
             broken[name], found[name] = exc, None
-    evaluated = _evaluate(root, found.values(), env, errors)
+    evaluated = _evaluate(root, found.values(), env, errors, frozen)
     manager = ws.manager
     if turbo is not None or nx is not None:
         from vx.config.turbo import hook_manager
@@ -315,17 +317,33 @@ def _locate(root: str, pkg: Package, turbo: TurboRoot | None) -> Found | None:
     return Found(path, ext, _rel(pkg.dir, os.path.basename(path)))
 
 
+def code_configs(ws: Workspace) -> dict[str, str]:
+    """Every project's config written as code: its workspace-relative name, by absolute path."""
+    root = str(ws.root)
+    found = (_locate(root, pkg, None) for pkg in ws.packages.values())
+    return {f.path: f.source for f in found if f is not None and LOADERS[f.ext] is None}
+
+
 def _evaluate(
-    root: str, found, env: Mapping[str, str] | None, errors: dict[str, ConfigError] | None = None
+    root: str,
+    found,
+    env: Mapping[str, str] | None,
+    errors: dict[str, ConfigError] | None = None,
+    frozen: bool = False,
 ) -> Evaluation:
     """The code configs among `found`, evaluated: their default exports by path, and the files
-    each read (with `errors`, each failing one's refusal there, by path)."""
+    each read (with `errors`, each failing one's refusal there, by path); `frozen`, as locked."""
     code = {f.path: f.source for f in found if f is not None and LOADERS[f.ext] is None}
     if not code:
         return ({}, {})
+    if frozen:
+        from vx.config.lock import locked
+
+        return locked(root, code)
     from vx.config.evaluation import evaluate
 
-    return evaluate(root, code, os.environ if env is None else env, errors)
+    evaluated = evaluate(root, code, os.environ if env is None else env, errors)
+    return evaluated.values, evaluated.reads
 
 
 def _decoded(found: Found, values: Mapping[str, Any]) -> Any:

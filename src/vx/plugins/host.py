@@ -66,7 +66,18 @@ HOOKS = (
 CORE_VERBS = frozenset(
     {
         *("run", "run-many", "affected", "watch", "init", "migrate", "info", "show", "ls"),
-        *("why", "last", "history", "cache", "prune", "mcp", "completions", "help", "version"),
+        *(
+            "why",
+            "last",
+            "history",
+            "cache",
+            "prune",
+            "lock",
+            "mcp",
+            "completions",
+            "help",
+            "version",
+        ),
         *("build", "test", "lint", "exec", "graph"),
     }
 )

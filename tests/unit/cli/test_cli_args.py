@@ -105,7 +105,7 @@ def test_completions_offer_the_table_less_what_a_verb_refuses():
     assert VERBS["why"].completions() == ["--format", "--help", "--run"]
 
 
-@pytest.mark.feature("TL-06")
+@pytest.mark.feature("TL-05")
 @pytest.mark.parametrize(
     "tokens, value",
     [([], False), (["--force"], True), (["--force=true"], True), (["--force=False"], False)],
@@ -120,7 +120,7 @@ def test_a_turbo_switch_takes_true_or_false_only():
     assert "true or false" in caught.value.message
 
 
-@pytest.mark.feature("TL-06")
+@pytest.mark.feature("TL-05")
 def test_the_token_is_scrubbed_from_the_line_a_run_keeps():
     from vx.cli.run import scrubbed
 

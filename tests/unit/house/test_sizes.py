@@ -18,7 +18,7 @@ LONG_FUNCTIONS: dict[str, int] = {}
 # "path:class" -> the most fields it may have.
 WIDE_RECORDS: dict[str, int] = {
     "prepare.py:Prepared": 22,  # the world read once, as the execution half and the CLI read it
-    "prepare.py:RunRequest": 22,  # what a `vx run` command line asks, flag by flag
+    "prepare.py:RunRequest": 23,  # what a `vx run` command line asks, flag by flag
     "store/pending.py:Invocation": 27,  # a row of the `invocations` table, column by column (tags: 27)
 }
 
