@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.commands import needs
 from support.workspace import SRC, build_task, npm_workspace, vx_env
 
 
@@ -18,9 +19,9 @@ class Watcher:
     """`vx watch …` started as a terminal would (its own process group, so Ctrl-C reaches the
     cycle too), its stderr collected as it comes."""
 
-    def __init__(self, ws, *args: str, env: dict | None = None):
+    def __init__(self, ws, *args: str, env: dict | None = None, prefix: tuple[str, ...] = ()):
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "vx", "watch", *args],
+            [*prefix, sys.executable, "-m", "vx", "watch", *args],
             cwd=ws.root,
             env=vx_env(env),
             stdin=subprocess.DEVNULL,
@@ -95,6 +96,39 @@ def watch(ws):
 
     yield start
     for w in started:
+        w.close()
+
+
+# The watch limit lowered to one watch inside a user namespace of its own (the limit is per user
+# namespace): inotify fails as on a machine whose fs.inotify.max_user_watches is exhausted.
+AT_WATCH_LIMIT = (
+    "unshare",
+    "--user",
+    "--map-root-user",
+    "sh",
+    "-c",
+    'echo 1 > /proc/sys/user/max_inotify_watches && exec "$@"',
+    "sh",
+)
+
+
+@pytest.mark.feature("CLI-72")
+@needs("unshare")
+def test_a_watcher_at_the_watch_limit_falls_back_to_polling_and_sees_edits(ws):
+    """Before, `vx watch` ended with an internal error (watchfiles' OSError) when inotify was out of
+    watches; now it says so once, polls, and an edit still runs again."""
+    w = Watcher(ws, "build", "--all", prefix=AT_WATCH_LIMIT)
+    try:
+        w.wait_for("watching", timeout=60)
+        assert w.err.count("polling every 250 ms instead") == 1, w.err
+        assert "watch limit" in w.err and "Traceback" not in w.err, w.err
+        # (the fixture dated the sources 10 s back: polling sees this edit in a later second)
+        (ws.root / "packages/a/src/a.js").write_text("A2;")
+        w.wait_for("vx watch: packages/a/src/a.js changed", timeout=60)
+        w.wait_for("2 tasks", count=2, timeout=60)
+        assert built(ws, "a") == "A2;"
+        assert w.ctrl_c() == 0
+    finally:
         w.close()
 
 
@@ -342,16 +376,70 @@ def test_an_edit_in_a_project_the_selection_cannot_reach_runs_nothing(repo, watc
         w.close()
 
 
-@pytest.mark.feature("EX-08")
-def test_watching_a_persistent_task_is_refused(repo):
-    """A cycle with a server never ends, so no edit would ever be judged: refused, saying why."""
+SERVER = """const fs = require('fs');
+fs.appendFileSync('../../starts.log', process.pid + ' ' + fs.readFileSync('src/msg.txt', 'utf8') + '\\n');
+console.log('listening');
+setInterval(() => {}, 1000);
+"""
+
+
+def _starts(ws) -> list[tuple[int, str]]:
+    path = ws.root / "starts.log"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [(int(pid), msg) for pid, msg in (line.split(" ", 1) for line in lines)]
+
+
+def _await(condition, what: str, w: Watcher, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"never {what}:\n{w.err}"
+        assert w.proc.poll() is None, f"vx watch ended ({w.proc.returncode}):\n{w.err}"
+        time.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return not Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")
+
+
+@pytest.mark.feature("EX-08", "CLI-73")
+def test_a_persistent_task_is_stopped_and_started_again_on_each_edit(repo):
+    """A cycle that serves runs beside the watcher: an edit stops it (the server's process group
+    with it) and starts the next, which builds what changed and serves again; Ctrl-C stops the
+    last. Before, watching a persistent task was refused."""
+    dev = {"exec": {"command": "node serve.js", "persistent": {"readyWhen": "listening"}}}
     ws = repo.write(
         npm_workspace(
-            {"a": {"tasks": {"dev": {"exec": {"command": "node -e 0", "persistent": {}}}}}}
+            {
+                "a": {
+                    "tasks": {"build": build_task(), "dev": {**dev, "dependsOn": ["build"]}},
+                    "files": {"src/msg.txt": "one", "serve.js": SERVER},
+                }
+            }
         )
-    ).commit()
-    res = ws.vx("watch", "dev", "--all", summary=False)
-    assert res.code == 2 and "a#dev" in res.err and "persistent" in res.err, res.err
+    )
+    ws.write({".gitignore": "node_modules/\ndist/\n.vx/\nstarts.log\n"}).commit()
+    w = Watcher(ws, "dev", "--all")
+    try:
+        w.wait_for("watching")
+        w.wait_for("a#dev is persistent: each change stops the run and starts it again")
+        _await(lambda: len(_starts(ws)) == 1, "a first start", w)
+        (ws.root / "packages/a/src/msg.txt").write_text("two")
+        w.wait_for("vx watch: packages/a/src/msg.txt changed")
+        _await(lambda: len(_starts(ws)) == 2, "a second start", w)
+        (first, said), (second, now) = _starts(ws)
+        assert (said, now) == ("one", "two")
+        assert not _alive(first)  # the first cycle's server was stopped before the next started
+        assert built(ws, "a") == "two"  # its build ran again in the new cycle
+        assert w.ctrl_c() == 0
+        assert "vx watch: stopped" in w.err
+        _await(lambda: not _alive(second), "the last server stopped", w, timeout=30)
+        assert len(_starts(ws)) == 2
+    finally:
+        w.close()
 
 
 @pytest.mark.feature("CLI-70", "PL-02")

@@ -12,8 +12,10 @@ file it links to. Never a trigger: `.git`, `node_modules`, `.vx`, the tasks' dec
 outputs, gitignored paths (one `git check-ignore` per batch), `*~` and `*.tsbuildinfo`. Writes
 that land during a cycle are judged after it; a file written during a cycle that started the next
 one, and written again during that one, is a task rewriting its own input: said once, and no
-longer a trigger. A probe file proves the watcher delivers before
-"watching" is printed. Ctrl-C tears the cycle down, prints "vx watch: stopped" and exits 0.
+longer a trigger. A probe file proves the watcher delivers before "watching" is printed; when it
+does not come back, or inotify is out of watches, the watcher polls instead (said once). A graph
+with a persistent task serves: its cycle runs beside the watcher until an edit stops it and starts
+the next. Ctrl-C tears the cycle down, prints "vx watch: stopped" and exits 0.
 
 The workspace's plugins are set up once, as watching starts, and torn down as it stops
 (`Session`): each cycle's run skips their `setup` and `teardown` and sends its events back, so
@@ -41,6 +43,10 @@ _NEVER = ("node_modules", ".git", ".vx")
 _NEVER_SUFFIXES = ("~", ".tsbuildinfo")
 DEBOUNCE_MS = 150
 POLL_MS = 250
+# How long the probe may take to come back before inotify is judged not to deliver. Generous:
+# a loaded machine delays events, and falling back only costs polling's CPU, never an edit.
+PROBE_S = 5.0
+PROBE_POLLING_S = 30.0
 READER_JOIN_S = 5.0
 
 
@@ -77,12 +83,6 @@ def watch_verb(parsed, argv: list[str]) -> int:
 
 def _watch(root: Path, rest: list[str], parsed, env, say, watchfiles, session) -> int:
     judge = Judge(root, env, parsed, session.host if session is not None else None)
-    if judge.servers:
-        raise UsageError(
-            f"`vx watch` cannot run {judge.servers[0]} again on each edit: it is persistent "
-            "(exec.persistent) and never ends",
-            hint="`vx run` it: it serves until Ctrl-C, and a dev server watches its own files",
-        )
     cycles = Cycles([sys.executable, "-m", "vx", "run", *rest], session)
     stop = threading.Event()
 
@@ -92,43 +92,80 @@ def _watch(root: Path, rest: list[str], parsed, env, say, watchfiles, session) -
 
     signal.signal(signal.SIGTERM, terminate)
     try:
-        changes = watchfiles.watch(
-            root,
-            watch_filter=None,
-            debounce=DEBOUNCE_MS,
-            step=50,
-            stop_event=stop,
-            force_polling=env.get("VX_WATCH_POLL") == "1" or None,
-            poll_delay_ms=POLL_MS,
-            yield_on_timeout=True,
-            rust_timeout=1000,
-            raise_interrupt=True,
-        )
-        _await_probe(
-            root, changes, say
-        )  # armed before the first cycle: its edits are judged after it
+        changes = _armed(root, watchfiles, stop, env.get("VX_WATCH_POLL") == "1", say)
         judge.arm()
-        previous, window = (0, 0), _timed(cycles)
+        previous, window = (0, 0), _begin(cycles, judge, say)
         say(f"vx watch: watching {root} (Ctrl-C to stop)")
         for batch in changes:
             edited = judge.edits(path for _change, path in batch)
             edited = [rel for rel in edited if not judge.rewritten(rel, window, previous, say)]
             if edited and not stop.is_set():
                 say(f"vx watch: {_shown(edited, root)} changed")
-                previous, window = window, _timed(cycles)
+                if cycles.child is not None:  # a cycle that serves: stopped, then started again
+                    cycles.stop()
+                    window = (window[0], cycles.ended_ns)
                 judge.refresh()
+                previous, window = window, _begin(cycles, judge, say)
     except KeyboardInterrupt:
-        pass
+        cycles.settle()  # Ctrl-C reached a serving cycle too: its tasks are torn down first
+    cycles.stop()
     say("vx watch: stopped")
     return 0
 
 
-def _timed(cycles: Cycles) -> tuple[int, int]:
-    """Run one cycle; the wall-clock window it ran in, in ns (the unit of st_mtime_ns), closed
-    before its process is reaped: a write made once it is gone is never taken for its own."""
-    started = time.time_ns()
+# A serving cycle's window is open until it is stopped: what its tasks write is its own.
+_OPEN = 2**63 - 1
+
+
+def _begin(cycles: Cycles, judge: Judge, say) -> tuple[int, int]:
+    """Start the next cycle: one that serves (a persistent task in the graph) runs on beside the
+    watcher until an edit stops it; any other runs to its end first. The wall-clock window it
+    runs in, in ns (the unit of st_mtime_ns), closed before its process is reaped: a write made
+    once it is gone is never taken for its own."""
+    if judge.servers:
+        if not cycles.served:
+            say(
+                f"vx watch: {', '.join(judge.servers)} is persistent: each change stops the run "
+                "and starts it again"
+            )
+            cycles.served = True
+        cycles.start()
+        return cycles.started_ns, _OPEN
     cycles.run()
-    return started, cycles.ended_ns
+    return cycles.started_ns, cycles.ended_ns
+
+
+def _armed(root: Path, watchfiles, stop: threading.Event, poll: bool, say):
+    """The watcher, proved to deliver (the probe came back) before the first cycle, so every
+    later edit is seen. inotify that delivers nothing (a Docker volume, WSL's Windows drives, a
+    network filesystem) or hits the watch limit falls back to polling, said once."""
+    while True:
+        changes = watchfiles.watch(
+            root,
+            watch_filter=None,
+            debounce=DEBOUNCE_MS,
+            step=50,
+            stop_event=stop,
+            force_polling=poll or None,
+            poll_delay_ms=POLL_MS,
+            yield_on_timeout=True,
+            rust_timeout=1000,
+            raise_interrupt=True,
+        )
+        try:
+            if _await_probe(root, changes, PROBE_S if not poll else PROBE_POLLING_S):
+                return changes
+            why = f"no file event came back within {PROBE_S} s"
+        except OSError as exc:  # watchfiles' own words: "OS file watch limit reached…"
+            why = f"the file watcher failed ({str(exc).split('. ')[0]})"
+        if poll:
+            say(
+                "vx watch: warning: even polling reports nothing; edits may be missed "
+                f"(is {root} writable?)"
+            )
+            return changes
+        say(f"vx watch: {why}; polling every {POLL_MS} ms instead (VX_WATCH_POLL=1 from the start)")
+        poll = True
 
 
 class Session:
@@ -184,9 +221,14 @@ class Cycles:
         self.argv = argv
         self.session = session
         self.child: subprocess.Popen | None = None
+        self.started_ns = 0
         self.ended_ns = 0  # when the last cycle's process exited (before it was reaped)
+        self.served = False  # a cycle has served (said once)
+        self.signalled = False  # the running cycle was sent SIGTERM already
 
-    def run(self) -> int:
+    def start(self) -> None:
+        self.started_ns = time.time_ns()
+        self.signalled = False
         if self.session is None:
             self.child = subprocess.Popen(self.argv)
         else:
@@ -195,6 +237,10 @@ class Cycles:
                 env={**os.environ, **self.session.env},
                 pass_fds=(self.session.write,),
             )
+
+    def run(self) -> int:
+        self.start()
+        assert self.child is not None
         try:
             os.waitid(os.P_PID, self.child.pid, os.WEXITED | os.WNOWAIT)  # exited, still a zombie
             self.ended_ns = time.time_ns()
@@ -209,14 +255,39 @@ class Cycles:
         finally:
             self.child = None
 
+    def stop(self) -> None:
+        """End a cycle still running (one that serves): SIGTERM, as a supervisor stops a `vx
+        run`, which tears its tasks down and exits; killed only if it has not in 30 s."""
+        child = self.child
+        if child is None:
+            return
+        if child.poll() is None and not self.signalled:
+            child.send_signal(signal.SIGTERM)
+        self.settle()
+
+    def settle(self) -> None:
+        """Wait for the running cycle to end (Ctrl-C reached it through the process group)."""
+        child = self.child
+        if child is None:
+            return
+        try:
+            child.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+        self.ended_ns = time.time_ns()
+        self.child = None
+
     def forward(self, sig: int) -> None:
         child = self.child
         if child is not None and child.poll() is None:
+            self.signalled = True
             child.send_signal(sig)
 
 
-def _await_probe(root: Path, changes, say) -> None:
-    """Write the probe until the watcher reports it: only then is every later edit seen."""
+def _await_probe(root: Path, changes, timeout_s: float) -> bool:
+    """Write the probe until the watcher reports it: only then is every later edit seen. False
+    when it has not come back within `timeout_s`."""
     from vx.dotvx import ignored_dir
 
     probe = root / PROBE
@@ -237,12 +308,10 @@ def _await_probe(root: Path, changes, say) -> None:
     try:
         for batch in changes:
             if any(os.path.abspath(path) == str(probe) for _change, path in batch):
-                break
-            if time.monotonic() - started > 10:
-                say(
-                    "vx watch: warning: the file watcher reports nothing; set VX_WATCH_POLL=1 to poll instead"
-                )
-                break
+                return True
+            if time.monotonic() - started > timeout_s:
+                return False
+        return False
     finally:
         done.set()
 
