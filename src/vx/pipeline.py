@@ -54,12 +54,28 @@ def execute(
     observe: Callable[..., None] | None = None,
     on_graph_end: Callable[[], None] | None = None,
     rerun: Rerun | None = None,
+    abort: signals.Abort | None = None,
 ) -> RunSummary:
     """Walk the graph under the run lock; Ctrl-C and SIGTERM tear every task down. `launch_for`
     may wrap a task's command and `observe` receives sandboxed traces (rebuilder.Hooks), for
     --verify=inputs, and `rerun` runs each cached task again for --verify=determinism.
     Persistent tasks kept in the foreground run after the summary; `on_graph_end` is called
-    before they are waited for (the CLI releases the run lock: they write no cache)."""
+    before they are waited for (the CLI releases the run lock: they write no cache). `abort`
+    stops the run as Ctrl-C does, from any thread (vx.api)."""
+    with signals.aborting(abort):
+        return _execute(prep, req, emit, stages, launch_for, observe, on_graph_end, rerun)
+
+
+def _execute(
+    prep: Prepared,
+    req: RunRequest,
+    emit: Emit,
+    stages: Stages,
+    launch_for: Callable[..., Any] | None,
+    observe: Callable[..., None] | None,
+    on_graph_end: Callable[[], None] | None,
+    rerun: Rerun | None,
+) -> RunSummary:
     started = time.time()
     if prep.plugins is not None:
         emit = prep.plugins.observed(emit)

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from vx.errors import EXIT_OK, EXIT_SIGHUP, EXIT_SIGINT, EXIT_SIGTERM, EXIT_TASK_FAILED
 from vx.model import Status
@@ -31,11 +32,58 @@ EXITS: dict[int, int] = {
 }
 
 
+class Abort:
+    """A run's stop from any thread (`vx.api`'s abort handle): `stop()` acts as Ctrl-C does — noted
+    before the walk listens, acted on at once after — and only its first call counts (a second
+    Ctrl-C kills without grace and leaves; a second `stop()` does nothing)."""
+
+    def __init__(self) -> None:
+        self.stopped = False
+        self._lock = threading.Lock()
+        self._caught: list[int] | None = None  # the noting list of the step running now
+        self._on: tuple[Any, Callable[[int], None]] | None = None  # the walk's loop and handler
+
+    def stop(self) -> None:
+        with self._lock:
+            if self.stopped:
+                return
+            self.stopped = True
+            if self._on is not None:
+                loop, on_signal = self._on
+                loop.call_soon_threadsafe(on_signal, signal.SIGINT)
+            elif self._caught is not None:
+                self._caught.append(signal.SIGINT)
+
+    def _noting(self, caught: list[int] | None) -> None:
+        with self._lock:
+            self._caught = caught
+            if caught is not None and self.stopped and signal.SIGINT not in caught:
+                caught.append(signal.SIGINT)
+
+    def _listening(self, on: tuple[Any, Callable[[int], None]] | None) -> None:
+        with self._lock:
+            self._on = on
+
+
+_ABORT: Abort | None = None  # the run's, while `aborting` holds it
+
+
+@contextmanager
+def aborting(abort: Abort | None) -> Iterator[None]:
+    """While a run executes: `abort` reaches whatever notes or listens for signals meanwhile."""
+    global _ABORT
+    previous, _ABORT = _ABORT, abort
+    try:
+        yield
+    finally:
+        _ABORT = previous
+
+
 @contextmanager
 def noted() -> Iterator[list[int]]:
-    """Note SIGINT/SIGTERM/SIGHUP in the list it yields instead of dying mid-restore; the
-    handlers before are back after. Off the main thread (which alone may set them) signals stay
-    as they were."""
+    """Note SIGINT/SIGTERM/SIGHUP (and an `Abort`'s stop) in the list it yields instead of dying
+    mid-restore; the handlers before are back after. Off the main thread (which alone may set
+    them) signals stay as they were."""
     caught: list[int] = []
     previous = {}
     for sig in EXITS:
@@ -43,9 +91,14 @@ def noted() -> Iterator[list[int]]:
             previous[sig] = signal.signal(sig, lambda signum, frame: caught.append(signum))
         except ValueError:  # not the main thread
             break
+    abort = _ABORT
+    if abort is not None:
+        abort._noting(caught)
     try:
         yield caught
     finally:
+        if abort is not None:
+            abort._noting(None)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
@@ -64,12 +117,17 @@ def listening(
     import asyncio
 
     loop = asyncio.get_running_loop()
+    abort = _ABORT
     try:
         on_signal = install(table, stop, stopped_by)
+        if abort is not None:
+            abort._listening((loop, on_signal))
         if caught:
             on_signal(signal.Signals(caught[0]))
         yield
     finally:
+        if abort is not None:
+            abort._listening(None)
         for sig in EXITS:
             loop.remove_signal_handler(sig)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Generic, Mapping, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Generic, Mapping, TypeAlias, TypeVar
 
 from msgspec import Struct, field
 
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
     # What a worker's restore came to: unpacked, why the artifact is damaged, or ("refused",
     # message, facts, hint) when the workspace refused a write.
-    Extracted = Unpacked | str | tuple[str, str, tuple[str, ...], str | None]
+    Extracted: TypeAlias = Unpacked | str | tuple[str, str, tuple[str, ...], str | None]
 
 L = TypeVar("L", bound="LocalEntry")  # the local layer's entries (a name, not an import)
 
