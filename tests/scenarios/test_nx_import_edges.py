@@ -1,0 +1,117 @@
+"""Nx's import edges in a workspace whose nx.json declares no `plugins` (TL-05): Nx's built-in JS
+analysis still makes an edge from a source import — a tsconfig path alias, or a bare import of
+another workspace package's name that no package.json declares — and `^build` and `^default`
+follow it. vx asks the workspace's own Nx (21.6.4, pinned) for those edges as it does where
+plugins are declared; the real Nx's task graph and its cache verdicts are the oracle, never a
+list written here."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from support.npm_packages import bundle_or_skip
+from support.nx import link_modules, nx_cli
+
+TIMEOUT = 300  # a cold run loads Nx on a loaded machine
+BUILD = {"command": "node -e \"require('fs').mkdirSync('{projectRoot}/dist',{recursive:true})\""}
+
+
+@pytest.fixture(scope="module")
+def nx_modules():
+    # nx, @nx/js and typescript: what a workspace create-nx-workspace makes has installed
+    return bundle_or_skip("nx-plugins")
+
+
+def no_plugins_workspace(nx_json: dict | None = None) -> dict[str, object]:
+    """`app` imports lib `a` through a tsconfig path alias, `bare` imports it by its package name
+    (a package-manager workspace member, `exports` declared); no package.json dependency names
+    it, and nx.json has no `plugins`."""
+    return {
+        "package.json": {
+            "name": "ws",
+            "private": True,
+            "workspaces": ["libs/*"],
+            # @nx/js among the root's dependencies: Nx analyses the sources' imports
+            "devDependencies": {"@nx/js": "21.6.4"},
+        },
+        ".gitignore": "node_modules\ndist\n.nx\n.vx\n",
+        "nx.json": nx_json
+        or {"targetDefaults": {"build": {"dependsOn": ["^build"], "cache": True}}},
+        "tsconfig.base.json": {
+            "compilerOptions": {"baseUrl": ".", "paths": {"@ws/a": ["libs/a/src/index.ts"]}}
+        },
+        "libs/a/project.json": {"name": "a", "targets": {"build": BUILD}},
+        "libs/a/package.json": {"name": "@ws/a-pkg", "version": "1.0.0", "exports": "./src/index.ts"},
+        "libs/a/src/index.ts": "export const a = 1;\n",
+        "apps/app/project.json": {"name": "app", "targets": {"build": BUILD}},
+        "apps/app/src/main.ts": "import { a } from '@ws/a';\nconsole.log(a);\n",
+        "apps/bare/project.json": {"name": "bare", "targets": {"build": BUILD}},
+        "apps/bare/src/main.ts": "import { a } from '@ws/a-pkg';\nconsole.log(a);\n",
+    }
+
+
+def nx_task_graph(root) -> dict[str, list[str]]:
+    nx_cli(root, "run-many", "-t", "build", "--graph=tg.json")
+    doc = json.loads((root / "tg.json").read_text())
+    (root / "tg.json").unlink()
+    return {t: sorted(deps) for t, deps in doc["tasks"]["dependencies"].items()}
+
+
+def vx_task_graph(ws) -> dict[str, list[str]]:
+    plan = ws.vx("run-many", "-t", "build", "--dry=json", timeout=TIMEOUT)
+    assert plan.code == 0, plan.err
+    return {
+        t["id"].replace("#", ":"): sorted(d.replace("#", ":") for d in t["deps"])
+        for t in json.loads(plan.out)["tasks"]
+    }
+
+
+def nx_ran(root) -> set[str]:
+    """The builds Nx ran rather than read from its cache."""
+    out = nx_cli(root, "run-many", "-t", "build", cache=True).stdout
+    return {m.group(1) for m in re.finditer(r"> nx run (\S+):build(?!\S)(?!  \[)", out)}
+
+
+def kept(ws) -> dict[str, int]:
+    return {p.name: p.stat().st_mtime_ns for p in (ws.root / ".vx" / "nx").glob("*.json")}
+
+
+@pytest.mark.feature("TL-05")
+def test_an_import_edge_without_plugins_is_keyed_as_nx_keys_it(repo, nx_modules):
+    repo.write(no_plugins_workspace())
+    link_modules(repo.root, nx_modules)
+    ws = repo.commit()
+    ours, theirs = vx_task_graph(ws), nx_task_graph(ws.root)
+    assert theirs["app:build"] == ["a:build"]  # the oracle has both edges
+    assert theirs["bare:build"] == ["a:build"]
+    assert ours == theirs  # and so the order: a's build before app's and bare's
+    first = ws.vx("run-many", "-t", "build", timeout=TIMEOUT)
+    assert first.code == 0, first.err + first.out
+    nx_ran(ws.root)  # Nx's cache filled
+    before = kept(ws)
+    warm = ws.vx("run-many", "-t", "build")
+    assert {s for _status, s in warm.statuses().values()} <= {"local", "up-to-date"}
+    assert kept(ws) == before  # nothing changed: Nx is not asked again
+    (ws.root / "libs/a/src/index.ts").write_text("export const a = 2;\n")
+    missed = nx_ran(ws.root)
+    assert "app" in missed  # a's source is app's input through the edge
+    again = ws.vx("run-many", "-t", "build", timeout=TIMEOUT)
+    assert again.code == 0, again.err + again.out
+    ours_missed = {t.split("#")[0] for t, (_s, c) in again.statuses().items() if c == "miss"}
+    assert ours_missed == missed
+
+
+@pytest.mark.feature("TL-05")
+def test_source_analysis_turned_off_in_nx_json_makes_no_edge(repo, nx_modules):
+    nx_json = {
+        "targetDefaults": {"build": {"dependsOn": ["^build"], "cache": True}},
+        "pluginsConfig": {"@nx/js": {"analyzeSourceFiles": False}},
+    }
+    repo.write(no_plugins_workspace(nx_json))
+    link_modules(repo.root, nx_modules)
+    ws = repo.commit()
+    theirs = nx_task_graph(ws.root)
+    assert theirs["app:build"] == []
+    assert vx_task_graph(ws) == theirs
