@@ -43,7 +43,11 @@ def no_plugins_workspace(nx_json: dict | None = None) -> dict[str, object]:
             "compilerOptions": {"baseUrl": ".", "paths": {"@ws/a": ["libs/a/src/index.ts"]}}
         },
         "libs/a/project.json": {"name": "a", "targets": {"build": BUILD}},
-        "libs/a/package.json": {"name": "@ws/a-pkg", "version": "1.0.0", "exports": "./src/index.ts"},
+        "libs/a/package.json": {
+            "name": "@ws/a-pkg",
+            "version": "1.0.0",
+            "exports": "./src/index.ts",
+        },
         "libs/a/src/index.ts": "export const a = 1;\n",
         "apps/app/project.json": {"name": "app", "targets": {"build": BUILD}},
         "apps/app/src/main.ts": "import { a } from '@ws/a';\nconsole.log(a);\n",
@@ -60,11 +64,22 @@ def nx_task_graph(root) -> dict[str, list[str]]:
 
 
 def vx_task_graph(ws) -> dict[str, list[str]]:
+    """vx's plan by Nx's names, its implicit rows (a `^default` input's) looked through."""
     plan = ws.vx("run-many", "-t", "build", "--dry=json", timeout=TIMEOUT)
     assert plan.code == 0, plan.err
+    rows = {t["id"]: t for t in json.loads(plan.out)["tasks"]}
+
+    def through(tid: str) -> list[str]:
+        return [
+            d
+            for dep in rows[tid]["deps"]
+            for d in (through(dep) if rows[dep].get("implicit") else [dep])
+        ]
+
     return {
-        t["id"].replace("#", ":"): sorted(d.replace("#", ":") for d in t["deps"])
-        for t in json.loads(plan.out)["tasks"]
+        tid.replace("#", ":"): sorted({d.replace("#", ":") for d in through(tid)})
+        for tid, row in rows.items()
+        if not row.get("implicit")
     }
 
 

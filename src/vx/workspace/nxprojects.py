@@ -39,13 +39,14 @@ def read_json(path: str, source: str) -> Any:
 
 def members(
     root: str, manifests: dict[str, dict], globbed: set[str]
-) -> tuple[dict[str, dict], dict[str, str], dict[str, str], NxResolved | None]:
+) -> tuple[dict[str, dict], dict[str, str], dict[str, str], NxResolved | None, Mapping[str, Any]]:
     """Nx's projects: the workspace's package.json members plus every project.json directory, and,
     where nx.json declares `plugins`, every project they infer (vx.config.nxinference).
 
     Returns the manifests by directory (a project.json-only project gets `{"name": …}`), the file
-    each is named by, the Nx name of each directory whose Nx name is not its package's, and what
-    Nx resolved (None without plugins)."""
+    each is named by, the Nx name of each directory whose Nx name is not its package's, what
+    Nx resolved (None without plugins) and its project graph's edges by Nx name (source imports;
+    empty where vx does not ask Nx)."""
     paths = {rel: f"{rel}/package.json" for rel in manifests}
     renamed: dict[str, str] = {}
     out = dict(manifests)
@@ -65,20 +66,26 @@ def members(
             continue
         out[rel] = {"name": name or posixpath.basename(rel), "private": True}
         paths[rel] = source
-    resolved = _inferred(root, files)
+    resolved, edges = _inferred(root, files)
     if resolved is not None:
         _add_inferred(resolved, out, paths, renamed)
-    return out, paths, renamed, resolved
+    return out, paths, renamed, resolved, edges
 
 
-def _inferred(root: str, files: list[str]) -> NxResolved | None:
-    """What the workspace's Nx resolves, where nx.json declares `plugins`."""
-    from vx.config.nxinference import declares_plugins, resolve
+def _inferred(root: str, files: list[str]) -> tuple[NxResolved | None, Mapping[str, Any]]:
+    """What the workspace's Nx resolves, where nx.json declares `plugins`, and the edges of Nx's
+    project graph (source imports): without `plugins` too, where Nx analyses the sources' imports
+    and is installed (without it, only the edges the files declare: docs/config.md, Nx)."""
+    from vx.config.nxinference import analyses_sources, declares_plugins, nx_installed, resolve
 
     nx_json = read_json(os.path.join(root, "nx.json"), "nx.json")
-    if not declares_plugins(nx_json):
-        return None
-    return resolve(root, files, nx_json["plugins"])
+    if declares_plugins(nx_json):
+        resolved = resolve(root, files, nx_json["plugins"])
+        return resolved, resolved.dependencies
+    manifest = read_json(os.path.join(root, "package.json"), "package.json")
+    if analyses_sources(nx_json, manifest) and nx_installed(root):
+        return None, resolve(root, files, None).dependencies
+    return None, {}
 
 
 def _add_inferred(
