@@ -130,3 +130,20 @@ def test_source_analysis_turned_off_in_nx_json_makes_no_edge(repo, nx_modules):
     theirs = nx_task_graph(ws.root)
     assert theirs["app:build"] == []
     assert vx_task_graph(ws) == theirs
+
+
+@pytest.mark.feature("TL-05")
+def test_without_nx_installed_the_files_edges_run_and_an_install_asks_nx(repo, nx_modules):
+    """nx not installed: vx runs the workspace from its files (docs/config.md says why), and the
+    run after `npm install` asks Nx, though the one before was replayable."""
+    ws = repo.write(no_plugins_workspace()).commit()
+    assert vx_task_graph(ws)["app:build"] == []
+    for _ in range(2):
+        run = ws.vx("run-many", "-t", "build")
+        assert run.code == 0, run.err + run.out
+    assert not (ws.root / ".vx" / "nx").exists()
+    link_modules(ws.root, nx_modules)
+    run = ws.vx("run-many", "-t", "build", timeout=TIMEOUT)
+    assert run.code == 0, run.err + run.out
+    assert kept(ws)  # Nx was asked
+    assert vx_task_graph(ws) == nx_task_graph(ws.root)

@@ -7,8 +7,10 @@ process and calls Nx's own `retrieveProjectConfigurations` — each plugin's `cr
 files its glob matches, merged with project.json, package.json and `targetDefaults` in Nx's order —
 so every target is the one `nx show project NAME --json` prints, by construction — and then Nx's
 `createProjectGraphAsync`, for the project graph's edges between workspace projects (source
-imports above all), which vx adds to its package graph. It also reports what the plugins read: the
-files they opened or probed through `fs`, and the globs they asked Nx's file index for.
+imports above all), which vx adds to its package graph. Without `plugins`, where Nx analyses
+source imports (`analyses_sources`) and is installed, only the edges are asked for. It also
+reports what the plugins read: the files they opened or probed through `fs`, and the globs they
+asked Nx's file index for.
 
 The answer is kept in `.vx/nx/` and used while everything it depended on holds: the content of
 each file read (nx.json, the lockfile, every file a plugin's glob matches — vite.config.ts,
