@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+from pathlib import Path
 
 import pytest
+from support.corpora import tool_env
 from support.npm_packages import bundle_or_skip
-from support.nx import link_modules, nx_cli
+from support.nx import OFFLINE, link_modules, nx_cli
+
+HERE = Path(__file__).resolve().parent
 
 TIMEOUT = 300  # a cold run loads Nx on a loaded machine
 BUILD = {"command": "node -e \"require('fs').mkdirSync('{projectRoot}/dist',{recursive:true})\""}
@@ -89,6 +94,21 @@ def nx_ran(root) -> set[str]:
     return {m.group(1) for m in re.finditer(r"> nx run (\S+):build(?!\S)(?!  \[)", out)}
 
 
+def nx_hash_plan(root, *targets: str) -> dict[str, list[str]]:
+    """Nx's hash plan for the targets (support/nx_hash_plan.js): the entries each task folds."""
+    proc = subprocess.run(
+        ["node", str(HERE / "support" / "nx_hash_plan.js"), *targets],
+        cwd=root,
+        env=tool_env("NX_", OFFLINE),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
 def kept(ws) -> dict[str, int]:
     return {p.name: p.stat().st_mtime_ns for p in (ws.root / ".vx" / "nx").glob("*.json")}
 
@@ -147,3 +167,33 @@ def test_without_nx_installed_the_files_edges_run_and_an_install_asks_nx(repo, n
     assert run.code == 0, run.err + run.out
     assert kept(ws)  # Nx was asked
     assert vx_task_graph(ws) == nx_task_graph(ws.root)
+
+
+@pytest.mark.feature("TL-05")
+def test_nx_s_own_untracked_files_are_no_task_s_input(repo, nx_modules):
+    """A repository that does not gitignore `.nx`: what Nx writes there (its graph, its cache) is
+    untracked and under a root project's `{projectRoot}/**/*`, yet Nx never hashes it (its file
+    walk always leaves `.nx/cache` and `.nx/workspace-data` out); nor does vx."""
+    spec = no_plugins_workspace()
+    spec[".gitignore"] = "node_modules\ndist\n.vx\n"
+    spec["project.json"] = {
+        "name": "root",
+        "targets": {"check": {"command": "echo ok", "cache": True}},
+    }
+    repo.write(spec)
+    link_modules(repo.root, nx_modules)
+    ws = repo.commit()
+    nx_cli(ws.root, "run", "root:check", cache=True)  # Nx writes .nx/workspace-data and .nx/cache
+    assert (ws.root / ".nx/cache").is_dir() and (ws.root / ".nx/workspace-data").is_dir()
+    plan = ws.vx("run", "root:check", "--dry=json", timeout=TIMEOUT)
+    assert plan.code == 0, plan.err
+    ours = set(next(t for t in json.loads(plan.out)["tasks"] if t["id"] == "//#check")["inputs"])
+    theirs = {e[5:] for e in nx_hash_plan(ws.root, "check")["root:check"] if e.startswith("file:")}
+    assert not {p for p in theirs if p.startswith(".nx/")}
+    assert {p for p in ours if p.startswith(".nx/")} == set()
+    assert "libs/a/src/index.ts" in ours & theirs
+    first = ws.vx("run", "root:check", timeout=TIMEOUT)
+    assert first.code == 0, first.err + first.out
+    nx_cli(ws.root, "run", "root:check", cache=True)  # Nx rewrites its files
+    again = ws.vx("run", "root:check")
+    assert again.statuses()["//#check"][1] in ("local", "up-to-date")
