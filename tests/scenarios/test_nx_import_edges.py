@@ -20,7 +20,10 @@ from support.nx import OFFLINE, link_modules, nx_cli
 HERE = Path(__file__).resolve().parent
 
 TIMEOUT = 300  # a cold run loads Nx on a loaded machine
-BUILD = {"command": "node -e \"require('fs').mkdirSync('{projectRoot}/dist',{recursive:true})\""}
+BUILD = {  # writes {projectRoot}/dist/out.js
+    "command": "node -e \"const fs = require('fs'); fs.mkdirSync('{projectRoot}/dist', "
+    "{recursive: true}); fs.writeFileSync('{projectRoot}/dist/out.js', '1')\""
+}
 
 
 @pytest.fixture(scope="module")
@@ -197,3 +200,37 @@ def test_nx_s_own_untracked_files_are_no_task_s_input(repo, nx_modules):
     nx_cli(ws.root, "run", "root:check", cache=True)  # Nx rewrites its files
     again = ws.vx("run", "root:check")
     assert again.statuses()["//#check"][1] in ("local", "up-to-date")
+
+
+@pytest.mark.feature("TL-05")
+@pytest.mark.parametrize(
+    "ignores",
+    [
+        {".gitignore": "node_modules\n.nx\n.vx\n**/dist/\n"},
+        {
+            ".gitignore": "node_modules\n.nx\n.vx\n/apps/*/dist\n",
+            "libs/a/.gitignore": "dist\n",
+        },
+    ],
+    ids=["globbed", "anchored-and-nested"],
+)
+def test_a_build_s_gitignored_outputs_ask_nx_nothing_again(repo, nx_modules, ignores):
+    """Nx's file walk leaves gitignored files out, so a build writing its gitignored outputs moves
+    nothing Nx's graph depends on: the kept answer holds, Nx is not asked again."""
+    spec = no_plugins_workspace()
+    spec.update(ignores)
+    repo.write(spec)
+    link_modules(repo.root, nx_modules)
+    ws = repo.commit()
+    built = ws.vx("run-many", "-t", "build", timeout=TIMEOUT)
+    assert built.code == 0, built.err + built.out
+    assert (ws.root / "libs/a/dist/out.js").exists() and (ws.root / "apps/app/dist/out.js").exists()
+    before = kept(ws)
+    assert len(before) == 1
+    plan = ws.vx("run-many", "-t", "build", "--dry", timeout=TIMEOUT)
+    assert plan.code == 0, plan.err
+    assert kept(ws) == before
+    # what git does not ignore is still walked: a new source file asks Nx again
+    (ws.root / "apps/app/src/more.ts").write_text("export const more = 1;\n")
+    assert ws.vx("run-many", "-t", "build", "--dry", timeout=TIMEOUT).code == 0
+    assert len(kept(ws)) == 2
