@@ -234,3 +234,21 @@ def test_a_build_s_gitignored_outputs_ask_nx_nothing_again(repo, nx_modules, ign
     (ws.root / "apps/app/src/more.ts").write_text("export const more = 1;\n")
     assert ws.vx("run-many", "-t", "build", "--dry", timeout=TIMEOUT).code == 0
     assert len(kept(ws)) == 2
+
+
+@pytest.mark.feature("TL-05")
+def test_an_nx_that_cannot_build_its_graph_is_refused_not_run_without_its_edges(repo):
+    """Nx installed but broken: the run is refused with Node's message (exit 2), as where nx.json
+    declares plugins, never run on a graph smaller than Nx's."""
+    repo.write(no_plugins_workspace()).commit()
+    nx = repo.root / "node_modules" / "nx"
+    (nx / "src" / "utils").mkdir(parents=True)
+    (nx / "package.json").write_text('{"name": "nx", "version": "21.6.4"}')
+    (nx / "src" / "utils" / "workspace-context.js").write_text("require('vx-gone-module');\n")
+    result = repo.vx("run-many", "-t", "build")
+    assert result.code == 2, result.err + result.out
+    first = result.err.splitlines()[0]
+    assert "the workspace's Nx could not build its project graph" in first, result.err
+    assert "Cannot find module 'vx-gone-module'" in first, result.err
+    assert "Traceback" not in result.err
+    assert not (repo.root / "libs/a/dist").exists()

@@ -265,11 +265,12 @@ def _run(root: str, node: str, plugins: list | None) -> dict:
             with open(answer_path, "rb") as f:
                 answer = json.loads(f.read())
         except (OSError, ValueError):
+            what = "build its project graph" if plugins is None else "resolve the projects"
             raise ConfigError(
-                "the workspace's Nx could not resolve the projects: "
+                f"the workspace's Nx could not {what}: "
                 + _failure(proc.stderr.decode(errors="replace"), proc.returncode),
                 file="nx.json",
-                field="plugins",
+                field="" if plugins is None else "plugins",
                 hint="`nx show projects` shows Nx's own error; vx needs nx 17 or newer",
             ) from None
     if answer.get("missing"):
