@@ -80,7 +80,7 @@ def analyses_sources(nx_json: Any, manifest: Any) -> bool:
     block exists, else by one of the @nx packages among the root package.json's dependencies."""
     config = nx_json.get("pluginsConfig") if isinstance(nx_json, dict) else None
     js = config.get("@nx/js") if isinstance(config, dict) else None
-    if js:
+    if isinstance(js, (dict, list)) or js:  # JavaScript's truth: `{}` turns the block on
         return not isinstance(js, dict) or js.get("analyzeSourceFiles", True) is True
     if not isinstance(manifest, dict):
         return False
