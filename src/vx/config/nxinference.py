@@ -62,15 +62,13 @@ def declares_plugins(nx_json: Any) -> bool:
 
 
 # The root dependencies that turn Nx's analysis of source imports on where nx.json has no
-# pluginsConfig["@nx/js"] (Nx 21's jsPluginConfig, nx/src/plugins/js/utils/config.js).
-_ANALYSING = (
-    "@nx/workspace",
-    "@nx/js",
-    "@nx/node",
-    "@nx/next",
-    "@nx/react",
-    "@nx/angular",
-    "@nx/web",
+# pluginsConfig["@nx/js"] (Nx 21's jsPluginConfig, nx/src/plugins/js/utils/config.js), and their
+# @nrwl names, which older Nx read too: asking Nx where it would not analyse only costs time, its
+# answer is still its own.
+_ANALYSING = tuple(
+    f"@{scope}/{name}"
+    for scope in ("nx", "nrwl")
+    for name in ("workspace", "js", "node", "next", "react", "angular", "web")
 )
 
 

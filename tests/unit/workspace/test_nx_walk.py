@@ -46,6 +46,7 @@ def test_the_walk_skips_what_git_ignores(tmp_path):
     [
         ({}, {"devDependencies": {"@nx/js": "21"}}, True),
         ({}, {"dependencies": {"@nx/workspace": "21"}}, True),
+        ({}, {"devDependencies": {"@nrwl/react": "16"}}, True),
         ({}, {"devDependencies": {"nx": "21"}}, False),
         ({}, None, False),
         ({"pluginsConfig": {"@nx/js": {}}}, {}, True),
