@@ -1,7 +1,8 @@
 // Resolves an Nx workspace's projects the way Nx does, with the workspace's own `nx` and the
 // plugins nx.json declares, for vx (vx.config.nxinference).
 //
-// stdin:  {"root": "/abs/workspace", "answer": "/tmp/…/answer.json"}
+// stdin:  {"root": "/abs/workspace", "answer": "/tmp/…/answer.json", "graphOnly": bool}
+//         (graphOnly: nx.json declares no `plugins`; only the graph's edges are answered)
 // answer: {"nx": version, "projects": {root: project as `nx show project --json` prints it},
 //          "sources": {root: {field path: [file, plugin]}},
 //          "dependencies": {name: [[name, "static"|"dynamic"|"implicit"]]} from Nx's project graph,
@@ -80,6 +81,29 @@ function failures(error, nxJson) {
   return out;
 }
 
+function versionOf(nxDir) {
+  return JSON.parse(fs.readFileSync(path.join(nxDir, 'package.json'), 'utf8')).version;
+}
+
+// Nx's project graph: the edges its plugins' createDependencies add (the built-in JS analysis of
+// source imports, as nx.json's pluginsConfig["@nx/js"] and the root's dependencies turn it on,
+// @nx/js's tsconfig paths), by project name, other workspace projects only (no `npm:` node).
+// Writes .nx/workspace-data/project-graph.json as Nx does.
+async function edges(nx) {
+  const { createProjectGraphAsync } = nx('src/project-graph/project-graph.js');
+  const graph = await createProjectGraphAsync({ exitOnError: false });
+  const dependencies = {};
+  for (const [source, list] of Object.entries(graph.dependencies || {})) {
+    if (!graph.nodes[source]) continue;
+    const targets = [];
+    for (const edge of list || []) {
+      if (edge.target !== source && graph.nodes[edge.target]) targets.push([edge.target, edge.type]);
+    }
+    if (targets.length) dependencies[source] = targets;
+  }
+  return dependencies;
+}
+
 async function main() {
   const request = readInput();
   const root = request.root;
@@ -110,13 +134,25 @@ async function main() {
       return real.apply(this, arguments);
     };
   }
+  if (request.graphOnly) {
+    // no `plugins`: the projects are read as vx reads them; only the graph's edges are asked
+    let dependencies;
+    try {
+      dependencies = await edges(nx);
+    } catch (error) {
+      answer({ errors: [{ plugin: '', file: '', message: message(error) }] });
+      return;
+    }
+    answer({ nx: versionOf(nxDir), projects: {}, sources: {}, dependencies, patterns: [], globs, reads: [...reads] });
+    return;
+  }
   const { readNxJson } = nx('src/config/nx-json.js');
   const { getPlugins, cleanupPlugins } = nx('src/project-graph/plugins/get-plugins.js');
   const { retrieveProjectConfigurations, getGlobPatternsOfPlugins } = nx(
     'src/project-graph/utils/retrieve-workspace-files.js'
   );
   const { normalizeImplicitDependencies } = nx('src/project-graph/utils/normalize-project-nodes.js');
-  const version = JSON.parse(fs.readFileSync(path.join(nxDir, 'package.json'), 'utf8')).version;
+  const version = versionOf(nxDir);
   const nxJson = readNxJson(root);
   let plugins;
   try {
@@ -148,21 +184,9 @@ async function main() {
   for (const [projectRoot, map] of Object.entries(result.sourceMaps || {})) {
     sources[projectRoot === '.' ? '' : projectRoot] = map;
   }
-  // Nx's project graph: the edges its plugins' createDependencies add (the built-in JS
-  // analysis of source imports, @nx/js's tsconfig paths), by project name, other workspace
-  // projects only (no `npm:` node). Writes .nx/workspace-data/project-graph.json as Nx does.
-  let dependencies = {};
+  let dependencies;
   try {
-    const { createProjectGraphAsync } = nx('src/project-graph/project-graph.js');
-    const graph = await createProjectGraphAsync({ exitOnError: false });
-    for (const [source, edges] of Object.entries(graph.dependencies || {})) {
-      if (!graph.nodes[source]) continue;
-      const targets = [];
-      for (const edge of edges || []) {
-        if (edge.target !== source && graph.nodes[edge.target]) targets.push([edge.target, edge.type]);
-      }
-      if (targets.length) dependencies[source] = targets;
-    }
+    dependencies = await edges(nx);
   } catch (error) {
     answer({ errors: failures(error, nxJson) });
     return;

@@ -7,8 +7,10 @@ process and calls Nx's own `retrieveProjectConfigurations` — each plugin's `cr
 files its glob matches, merged with project.json, package.json and `targetDefaults` in Nx's order —
 so every target is the one `nx show project NAME --json` prints, by construction — and then Nx's
 `createProjectGraphAsync`, for the project graph's edges between workspace projects (source
-imports above all), which vx adds to its package graph. It also reports what the plugins read: the
-files they opened or probed through `fs`, and the globs they asked Nx's file index for.
+imports above all), which vx adds to its package graph. Without `plugins`, where Nx analyses
+source imports (`analyses_sources`) and is installed, only the edges are asked for. It also
+reports what the plugins read: the files they opened or probed through `fs`, and the globs they
+asked Nx's file index for.
 
 The answer is kept in `.vx/nx/` and used while everything it depended on holds: the content of
 each file read (nx.json, the lockfile, every file a plugin's glob matches — vite.config.ts,
@@ -59,11 +61,50 @@ def declares_plugins(nx_json: Any) -> bool:
     )
 
 
-def resolve(root: str, files: Sequence[str], plugins: list) -> NxResolved:
+# The root dependencies that turn Nx's analysis of source imports on where nx.json has no
+# pluginsConfig["@nx/js"] (Nx 21's jsPluginConfig, nx/src/plugins/js/utils/config.js), and their
+# @nrwl names, which older Nx read too: asking Nx where it would not analyse only costs time, its
+# answer is still its own.
+_ANALYSING = tuple(
+    f"@{scope}/{name}"
+    for scope in ("nx", "nrwl")
+    for name in ("workspace", "js", "node", "next", "react", "angular", "web")
+)
+
+
+def analyses_sources(nx_json: Any, manifest: Any) -> bool:
+    """Whether Nx's built-in JS plugin adds edges from source imports, as Nx decides it: by
+    nx.json's pluginsConfig["@nx/js"].analyzeSourceFiles (on unless said otherwise) where that
+    block exists, else by one of the @nx packages among the root package.json's dependencies."""
+    config = nx_json.get("pluginsConfig") if isinstance(nx_json, dict) else None
+    js = config.get("@nx/js") if isinstance(config, dict) else None
+    if isinstance(js, (dict, list)) or js:  # JavaScript's truth: `{}` turns the block on
+        return not isinstance(js, dict) or js.get("analyzeSourceFiles", True) is True
+    if not isinstance(manifest, dict):
+        return False
+    declared: set[str] = set()
+    for field in ("dependencies", "devDependencies"):
+        if isinstance(manifest.get(field), dict):
+            declared.update(manifest[field])
+    return any(name in declared for name in _ANALYSING)
+
+
+def nx_installed(root: str) -> bool:
+    """Whether the workspace has its own nx (node_modules/nx at the root), noted for a receipt."""
+    path = os.path.join(root, "node_modules", "nx", "package.json")
+    if os.path.isfile(path):
+        witness.read(path)
+        return True
+    witness.probed(path)
+    return False
+
+
+def resolve(root: str, files: Sequence[str], plugins: list | None) -> NxResolved:
     """The workspace's projects, by root ("" for the workspace root), as Nx resolves them; `files`
-    are the workspace's files as the project walk listed them (workspace-relative)."""
-    node = _node()
-    helper = _helper_digest(node)
+    are the workspace's files as the project walk listed them (workspace-relative). `plugins`
+    None (nx.json declares none): only the project graph's edges, `projects` left empty."""
+    node = _node(plugins is None)
+    helper = _helper_digest(node, plugins is None)
     for kept in _kept(root):
         if kept.get("helper") == helper and _holds(root, kept, files):
             _note(root, kept)
@@ -85,23 +126,27 @@ def _resolved(kept: dict) -> NxResolved:
     )
 
 
-def _node() -> str:
+def _node(graph_only: bool = False) -> str:
     node = shutil.which("node")
     if node is None:
+        what = (
+            "Nx analyses the source files' imports (the edges of its project graph)"
+            if graph_only
+            else "nx.json declares `plugins`, and resolving the targets they infer"
+        )
         raise ConfigError(
-            "nx.json declares `plugins`, and resolving the targets they infer needs Node.js, "
-            "which is not on PATH",
+            f"{what} needs Node.js, which is not on PATH",
             file="nx.json",
-            field="plugins",
+            field="" if graph_only else "plugins",
             hint="install Node.js (20 or newer): vx asks the workspace's own Nx for them",
         )
     return node
 
 
-def _helper_digest(node: str) -> str:
+def _helper_digest(node: str, graph_only: bool) -> str:
     h = xxhash.xxh3_128()
     st = os.stat(node)
-    h.update(f"{FORMAT}\0{node}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    h.update(f"{FORMAT}\0{graph_only}\0{node}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
     with open(os.path.join(_HERE, "nxinfer.cjs"), "rb") as f:
         h.update(f.read())
     return h.hexdigest()
@@ -191,12 +236,13 @@ def _keep(root: str, kept: dict) -> None:
 # ---------------------------------------------------------------- asking Nx
 
 
-def _run(root: str, node: str, plugins: list) -> dict:
-    """One Node process: the workspace's Nx resolves its projects. Its answer comes back through
-    a file: a plugin may print whatever it likes (it goes to vx's stderr)."""
+def _run(root: str, node: str, plugins: list | None) -> dict:
+    """One Node process: the workspace's Nx resolves its projects (`plugins` None: its graph's
+    edges only). Its answer comes back through a file: a plugin may print whatever it likes (it
+    goes to vx's stderr)."""
     with tempfile.TemporaryDirectory(prefix="vx-nx-") as scratch:
         answer_path = os.path.join(scratch, "answer.json")
-        request = json.dumps({"root": root, "answer": answer_path})
+        request = json.dumps({"root": root, "answer": answer_path, "graphOnly": plugins is None})
         try:
             proc = subprocess.run(
                 [node, os.path.join(_HERE, "nxinfer.cjs")],
@@ -217,11 +263,12 @@ def _run(root: str, node: str, plugins: list) -> dict:
             with open(answer_path, "rb") as f:
                 answer = json.loads(f.read())
         except (OSError, ValueError):
+            what = "build its project graph" if plugins is None else "resolve the projects"
             raise ConfigError(
-                "the workspace's Nx could not resolve the projects: "
+                f"the workspace's Nx could not {what}: "
                 + _failure(proc.stderr.decode(errors="replace"), proc.returncode),
                 file="nx.json",
-                field="plugins",
+                field="" if plugins is None else "plugins",
                 hint="`nx show projects` shows Nx's own error; vx needs nx 17 or newer",
             ) from None
     if answer.get("missing"):
@@ -233,8 +280,17 @@ def _run(root: str, node: str, plugins: list) -> dict:
             hint="install the workspace's dependencies (`npm install`); vx asks the workspace's "
             "own Nx for the targets its plugins infer",
         )
+    if answer.get("errors") and plugins is None:
+        raise ConfigError(
+            "the workspace's Nx could not build its project graph (its edges from source "
+            "imports): " + answer["errors"][0]["message"].strip().splitlines()[0],
+            file="nx.json",
+            hint="`nx graph --file=graph.json` shows Nx's own error; or turn Nx's analysis of "
+            'source imports off in nx.json: pluginsConfig: {"@nx/js": {"analyzeSourceFiles": '
+            "false}}",
+        )
     if answer.get("errors"):
-        _refuse(answer["errors"], plugins)
+        _refuse(answer["errors"], plugins or [])
     return answer
 
 
@@ -280,7 +336,9 @@ def _refuse(errors: list[dict], plugins: list) -> None:
 # ---------------------------------------------------------------- what the answer depended on
 
 
-def _record(root: str, answer: dict, files: Sequence[str], plugins: list, helper: str) -> dict:
+def _record(
+    root: str, answer: dict, files: Sequence[str], plugins: list | None, helper: str
+) -> dict:
     """The answer and what it depended on: every file read inside the workspace, every file a
     plugin glob matches, nx's and each plugin's package.json; the match set of every glob."""
     now = time.time_ns()
@@ -301,7 +359,9 @@ def _record(root: str, answer: dict, files: Sequence[str], plugins: list, helper
     sources = [f for f in files if not f.startswith(_SKIPPED)]
     deps.update(sources)
     globs.append([["**"], [], _set_digest(_matches(files, ["**"], []))])
-    deps.update(_package_files(root, ["nx", *(_package(p) for p in plugins)]))
+    # typescript: Nx analyses imports only where it resolves (an install moves the edges)
+    packages = ["nx", "@nx/js", "typescript", *(_package(p) for p in plugins or ())]
+    deps.update(_package_files(root, packages))
     deps.discard("")
     digests, stats = {}, {}
     for rel in sorted(deps):

@@ -67,6 +67,10 @@ _ALWAYS_EXCLUDED = re.compile(
 )
 _EXCLUDED_SUFFIXES = (".tsbuildinfo", ".bun-build", "vx-lock.json")
 _NODE_MODULES = re.compile(r"(?:^|/)node_modules/")
+# Nx's scratch (its graph, its local cache): Nx's own file walk never hashes it, and Nx (vx's
+# own call for the project graph too) rewrites it on every graph — in a repository that does not
+# gitignore `.nx`, keyed it would miss every task whose globs reach it
+_NX_SCRATCH = re.compile(r"(?:^|/)\.nx/(?:cache|workspace-data)/")
 
 
 class Snapshot(Struct, frozen=True):
@@ -80,8 +84,11 @@ class Snapshot(Struct, frozen=True):
 
 
 def never_input(path: str, untracked: frozenset[str] | tuple[str, ...]) -> bool:
-    """The fixed exclusions: `.git`, `.vx`, build info, Bun temp files, untracked node_modules."""
-    if path in untracked and "node_modules" in path and _NODE_MODULES.search(path):
+    """The fixed exclusions: `.git`, `.vx`, build info, Bun temp files, untracked node_modules
+    and untracked `.nx/cache`, `.nx/workspace-data`."""
+    if "node_modules" in path and path in untracked and _NODE_MODULES.search(path):
+        return True
+    if ".nx/" in path and path in untracked and _NX_SCRATCH.search(path):
         return True
     # Cheap substring tests first: the regex scan is what 10^4 paths per load would pay for.
     if ".git" in path or ".vx" in path or ".tmp/" in path or path.endswith(_EXCLUDED_SUFFIXES):

@@ -12,13 +12,13 @@ import os
 import posixpath
 import re
 from pathlib import Path
-from typing import Any, Iterator, cast
+from typing import Any, Iterator, Mapping, cast
 
 from msgspec import Struct
 
 from vx import witness
 from vx.errors import ConfigError, WorkspaceError
-from vx.model import ROOT_PROJECT, NxResolved, Package, Workspace
+from vx.model import ROOT_PROJECT, Package, Workspace
 from vx.workspace import frameworks
 from vx.workspace.semver import satisfies
 
@@ -54,13 +54,13 @@ def discover(cwd: Path) -> Workspace:
     if nx:  # every project.json is a project too, and every project Nx's plugins infer
         from vx.workspace.nxprojects import members, root_name
 
-        manifests, paths, renamed, resolved = members(str(root.dir), manifests, set(dirs))
+        manifests, paths, renamed, resolved, edges = members(str(root.dir), manifests, set(dirs))
         nx_root = root_name(str(root.dir), root.manifest, resolved)
     packages = _packages(
         root, manifests, _linker(root, manager), paths, peers=nx and _nx_runs(root.dir)
     )
     if nx:
-        packages = _nx_packages(str(root.dir), packages, renamed, paths, resolved, nx_root)
+        packages = _nx_packages(str(root.dir), packages, renamed, paths, edges, nx_root)
     return Workspace(
         root=root.dir.resolve(),
         manager=manager,
@@ -512,11 +512,11 @@ def _nx_packages(
     packages: dict[str, Package],
     renamed: dict[str, str],
     paths: dict[str, str],
-    resolved: NxResolved | None = None,
+    edges: Mapping[str, Any] | None = None,
     nx_root: str | None = None,
 ) -> dict[str, Package]:
-    """Nx's names (a project.json `name` over package.json's), `implicitDependencies` applied, and,
-    where Nx resolved the workspace, the edges of Nx's project graph (source imports) added."""
+    """Nx's names (a project.json `name` over package.json's), `implicitDependencies` applied, and
+    the edges of Nx's project graph (source imports) where vx asked Nx for them."""
     from msgspec.structs import replace
 
     from vx.workspace.nxprojects import implicit_dependencies
@@ -539,16 +539,16 @@ def _nx_packages(
     packages = {
         n: replace(p, deps=implicit[n]) if n in implicit else p for n, p in packages.items()
     }
-    if resolved is None or not resolved.dependencies:
+    if not edges:
         return packages
     ours = {n: n for n in packages}
     if nx_root:
         ours[nx_root] = ROOT_PROJECT
-    for source, edges in resolved.dependencies.items():
+    for source, targets in edges.items():
         own = ours.get(source)
         if own is None:
             continue
-        added = {ours[t] for t, _type in edges if t in ours and ours[t] != own}
+        added = {ours[t] for t, _type in targets if t in ours and ours[t] != own}
         if added - set(packages[own].deps):
             pkg = packages[own]
             packages[own] = replace(pkg, deps=tuple(sorted(set(pkg.deps) | added)))

@@ -11,7 +11,7 @@ import fnmatch
 import os
 import posixpath
 import re
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 from vx import witness
 from vx.config import jsonc
@@ -39,13 +39,14 @@ def read_json(path: str, source: str) -> Any:
 
 def members(
     root: str, manifests: dict[str, dict], globbed: set[str]
-) -> tuple[dict[str, dict], dict[str, str], dict[str, str], NxResolved | None]:
+) -> tuple[dict[str, dict], dict[str, str], dict[str, str], NxResolved | None, Mapping[str, Any]]:
     """Nx's projects: the workspace's package.json members plus every project.json directory, and,
     where nx.json declares `plugins`, every project they infer (vx.config.nxinference).
 
     Returns the manifests by directory (a project.json-only project gets `{"name": …}`), the file
-    each is named by, the Nx name of each directory whose Nx name is not its package's, and what
-    Nx resolved (None without plugins)."""
+    each is named by, the Nx name of each directory whose Nx name is not its package's, what
+    Nx resolved (None without plugins) and its project graph's edges by Nx name (source imports;
+    empty where vx does not ask Nx)."""
     paths = {rel: f"{rel}/package.json" for rel in manifests}
     renamed: dict[str, str] = {}
     out = dict(manifests)
@@ -65,20 +66,26 @@ def members(
             continue
         out[rel] = {"name": name or posixpath.basename(rel), "private": True}
         paths[rel] = source
-    resolved = _inferred(root, files)
+    resolved, edges = _inferred(root, files)
     if resolved is not None:
         _add_inferred(resolved, out, paths, renamed)
-    return out, paths, renamed, resolved
+    return out, paths, renamed, resolved, edges
 
 
-def _inferred(root: str, files: list[str]) -> NxResolved | None:
-    """What the workspace's Nx resolves, where nx.json declares `plugins`."""
-    from vx.config.nxinference import declares_plugins, resolve
+def _inferred(root: str, files: list[str]) -> tuple[NxResolved | None, Mapping[str, Any]]:
+    """What the workspace's Nx resolves, where nx.json declares `plugins`, and the edges of Nx's
+    project graph (source imports): without `plugins` too, where Nx analyses the sources' imports
+    and is installed (without it, only the edges the files declare: docs/config.md, Nx)."""
+    from vx.config.nxinference import analyses_sources, declares_plugins, nx_installed, resolve
 
     nx_json = read_json(os.path.join(root, "nx.json"), "nx.json")
-    if not declares_plugins(nx_json):
-        return None
-    return resolve(root, files, nx_json["plugins"])
+    if declares_plugins(nx_json):
+        resolved = resolve(root, files, nx_json["plugins"])
+        return resolved, resolved.dependencies
+    manifest = read_json(os.path.join(root, "package.json"), "package.json")
+    if analyses_sources(nx_json, manifest) and nx_installed(root):
+        return None, resolve(root, files, None).dependencies
+    return None, {}
 
 
 def _add_inferred(
@@ -100,55 +107,126 @@ def _add_inferred(
 
 
 def _walk(root: str) -> tuple[list[str], list[str]]:
-    """The directories holding a project.json, and every file the walk saw (workspace-relative)."""
-    skip = _ignored_names(root)
+    """The directories holding a project.json, and every file the walk saw (workspace-relative).
+    `node_modules`, dot-directories and the directories the .gitignore files ignore are not
+    walked, as Nx's own file walk leaves them out: a build writing its gitignored outputs moves
+    nothing Nx's answer depends on."""
     found: list[str] = []
     files: list[str] = []
 
-    def walk(rel: str) -> None:
+    def walk(rel: str, rules: list[_Rule]) -> None:
         path = os.path.join(root, rel) if rel else root
         witness.read(path)  # a directory's identity moves when an entry comes or goes
         try:
             entries = list(os.scandir(path))
         except OSError:
             return
+        ignore = os.path.join(path, ".gitignore")
+        if rel == "":
+            witness.read(ignore)
+        if any(e.name == ".gitignore" for e in entries):
+            witness.read(ignore)
+            rules = [*rules, *_gitignore_rules(ignore, rel)]
         for entry in entries:
             if entry.is_file():
                 files.append(f"{rel}/{entry.name}" if rel else entry.name)
                 if entry.name == "project.json":
                     found.append(rel)
         for entry in sorted(entries, key=lambda e: e.name):
+            child = f"{rel}/{entry.name}" if rel else entry.name
             if (
                 entry.is_dir(follow_symlinks=False)
-                and entry.name not in skip
+                and entry.name != "node_modules"
                 and not entry.name.startswith(".")
+                and not _ignored(child, rules)
             ):
-                walk(f"{rel}/{entry.name}" if rel else entry.name)
+                walk(child, rules)
 
-    walk("")
+    walk("", [])
     return sorted(found), sorted(files)
 
 
-def _ignored_names(root: str) -> set[str]:
-    """Plain directory names the root .gitignore lists (`dist`, `/tmp/`, `coverage`): never walked."""
-    names = {"node_modules"}
-    path = os.path.join(root, ".gitignore")
-    witness.read(path)
+class _Rule(NamedTuple):
+    base: str  # the directory of its .gitignore, "" or ending in "/"
+    regex: re.Pattern  # a path relative to base
+    negated: bool
+
+
+def _ignored(rel: str, rules: list[_Rule]) -> bool:
+    """Whether git ignores directory `rel`: the last rule that matches it says (a deeper
+    .gitignore's rules come later)."""
+    verdict = False
+    for rule in rules:
+        if rel.startswith(rule.base) and rule.regex.fullmatch(rel[len(rule.base) :]):
+            verdict = not rule.negated
+    return verdict
+
+
+_EVERYTHING = re.compile(".*")
+
+
+def _gitignore_rules(path: str, rel: str) -> list[_Rule]:
+    """A .gitignore's rules, as git reads them for a directory. A line this reading does not
+    follow (an escape) might re-include anything: it stands as a negation matching every path,
+    so nothing below it is skipped wrongly (walking too much only costs asking Nx again)."""
+    base = f"{rel}/" if rel else ""
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             lines = f.read().splitlines()
     except OSError:
-        return names
+        return []
+    rules = []
     for line in lines:
-        word = line.strip().strip("/")
-        if (
-            word
-            and not line.startswith(("#", "!"))
-            and not _GLOB_CHARS.search(word)
-            and "/" not in word
-        ):
-            names.add(word)
-    return names
+        if not line.strip() or line.startswith("#"):
+            continue
+        negated = line.startswith("!")
+        pattern = (line[1:] if negated else line).rstrip(" ").rstrip("/")
+        if not pattern:
+            continue
+        try:
+            if "\\" in pattern:
+                raise ValueError(pattern)
+            anchored = "/" in pattern
+            body = _gitignore_regex(pattern[1:] if pattern.startswith("/") else pattern)
+            regex = re.compile(body if anchored else "(?:.*/)?" + body)
+        except (ValueError, re.error):
+            rules.append(_Rule(base, _EVERYTHING, True))
+            continue
+        rules.append(_Rule(base, regex, negated))
+    return rules
+
+
+def _gitignore_regex(pattern: str) -> str:
+    """A gitignore pattern as a regex over a path relative to its .gitignore's directory: `**/`
+    any leading directories, a final `/**` everything inside, `*` and `?` within one segment."""
+    out, i = [], 0
+    while i < len(pattern):
+        c = pattern[i]
+        if pattern.startswith("**/", i) and (i == 0 or pattern[i - 1] == "/"):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("/**", i) and i + 3 == len(pattern):
+            out.append("/.*")
+            i += 3
+        elif c == "*":
+            while i < len(pattern) and pattern[i] == "*":
+                i += 1
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+            i += 1
+        elif c == "[":
+            end = pattern.find("]", i + 2)
+            if end < 0:
+                raise ValueError(pattern)
+            body = pattern[i + 1 : end]
+            body = "^" + body[1:] if body[:1] in ("!", "^") else body
+            out.append("[" + body.replace("[", "\\[") + "]")
+            i = end + 1
+        else:
+            out.append(re.escape(c))
+            i += 1
+    return "".join(out)
 
 
 def implicit_dependencies(
