@@ -12,7 +12,7 @@ import stat
 
 import pytest
 from support.reapi_servers import BuildGrid
-from support.remote_servers import clone, outputs
+from support.remote_servers import CANARY, NxServer, clone, outputs
 from support.workspace import build_task, npm_workspace
 
 # Removes the dir named by the marker file at the workspace root, if there is one: only the
@@ -38,16 +38,26 @@ def files(remote: dict) -> dict[str, object]:
     return ws
 
 
-@pytest.fixture(params=["reapi", "v8"])
+@pytest.fixture(params=["reapi", "v8", "nx"])
 def server(request, tmp_path, team):
-    """(remoteCache config, env) of a real server: BuildGrid over REAPI, or turbo's /v8 one."""
+    """(remoteCache config, env) of a server: BuildGrid over REAPI, turbo's /v8 one, or the Nx
+    self-hosted API (the suite's own; all three land downloads through `store.layered`)."""
     if request.param == "reapi":
         grid = BuildGrid(tmp_path / "bgd", instance="vx-tests")
         yield {"reapi": {"endpoint": grid.endpoint, "instance": grid.instance}}, {"CI": "1"}
         grid.stop()
-    else:
+    elif request.param == "v8":
         turbo = request.getfixturevalue("turbo_server")
         yield {"turbo": {"team": team}}, {**turbo.env(team), "CI": "1"}
+    else:
+        nx = NxServer({CANARY: "write"})
+        env = {
+            "NX_SELF_HOSTED_REMOTE_CACHE_SERVER": nx.url,
+            "NX_SELF_HOSTED_REMOTE_CACHE_ACCESS_TOKEN": CANARY,
+            "CI": "1",
+        }
+        yield {"nx": {}}, env
+        nx.close()
 
 
 def artifacts(directory) -> set[str]:
