@@ -8,6 +8,7 @@ machine's noise falls on both alike.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -108,6 +109,29 @@ def stop_daemon(tool: Tool, ws: Path) -> None:
         )
 
 
+_HELD: dict[Path, int] = {}  # work dirs this process holds, each by an flock kept until it exits
+
+
+def hold(work: Path) -> None:
+    """Take `work` for this process alone. Why: every size's vx keeps its shared store under
+    WORK/vx-home, and a cold start empties that home (`Tool.clean`), so a second bench on the same
+    directory would remove the store under this one's running builds (each download and save
+    after it failed, before vx made a removed store again)."""
+    work = work.resolve()
+    if work in _HELD:
+        return
+    work.mkdir(parents=True, exist_ok=True)
+    fd = os.open(work / ".bench-lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise SystemExit(
+            f"{work} is in use by another bench; give this one its own (--work or VX_BENCH_DIR)"
+        ) from None
+    _HELD[work] = fd
+
+
 def vx_tool(spec: str | None, work: Path) -> Tool:
     """`--vx CMD` as given, else vx pip-installed (not editable) from this checkout into a venv.
 
@@ -115,6 +139,7 @@ def vx_tool(spec: str | None, work: Path) -> Tool:
     development interpreter here has an editable install, a site hook that imports certifi
     at every start and PYTHONDONTWRITEBYTECODE=1; `--vx vx` measures that instead.
     """
+    hold(work)
     home = work / "vx-home"
     if spec:
         return Tool("vx", tuple(spec.split()), "vx", home=home)

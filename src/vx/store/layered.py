@@ -530,22 +530,11 @@ class LayeredStore:
     def _made_temp(self, key: str) -> tuple[Path, int] | None:
         """`_temp`, left open for writing: a download writes through the descriptor that made it
         (creating a file in a busy cache dir is a restore's dearest system call; once is enough)."""
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
-        for _ in range(8):  # as mkstemp names them, without loading `tempfile` and `random`
-            name = os.path.join(self.local.cache_dir, f".{key}.{os.urandom(6).hex()}.remote.tmp")
-            try:
-                fd = os.open(name, flags, 0o600)
-                break
-            except FileExistsError:
-                continue
-            except OSError as exc:
-                why = RemoteFailure("local store", _local_why(exc))
-                self.health.failed("GET", key, why, "skipped")
-                return None
-        else:
-            self.health.failed(
-                "GET", key, RemoteFailure("local store", "no free temp name"), "skipped"
-            )
+        try:
+            name, fd = self.local.new_temp(key, ".remote.tmp")  # a removed cache dir made again
+        except OSError as exc:
+            why = RemoteFailure("local store", _local_why(exc))
+            self.health.failed("GET", key, why, "skipped")
             return None
         path = Path(name)
         with self._lock:

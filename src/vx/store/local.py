@@ -199,6 +199,7 @@ class LocalStore:
         self._uid = os.getuid()
         self._cache_rel = _inside(str(self.cache_dir), self._root_key)
         self._lock = threading.Lock()
+        self._remaking = threading.Lock()
         self._accessed: set[str] = set()
         self._fresh: dict[str, dict[str, tuple[int, int]]] = {}
         self._stamps_due: dict[
@@ -933,40 +934,74 @@ class LocalStore:
         return _Packed(temp, key, info)
 
     def _temp(self, key: str) -> Path:
-        """A new, empty, private file in the cache dir, named as mkstemp would (without loading
-        `tempfile` and `random` into a run that saves: docs/optimizations.md #24)."""
-        for _ in range(8):
-            name = os.path.join(self.cache_dir, f".{key}.{os.urandom(6).hex()}.tmp")
-            try:
-                os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
-                return Path(name)
-            except FileExistsError:
-                continue
-            except OSError as e:
-                raise _disk_failure(e, self.cache_dir) from None
-        raise _disk_failure(FileExistsError(errno.EEXIST, "no free temp name"), self.cache_dir)
+        """A new, empty, private file in the cache dir (`new_temp`), closed."""
+        try:
+            name, fd = self.new_temp(key)
+        except OSError as e:
+            raise _disk_failure(e, self.cache_dir) from None
+        os.close(fd)
+        return Path(name)
 
     def _temp_holding(self, key: str, data: bytes) -> Path:
         """`_temp` with `data` written into it through the descriptor that created it."""
-        for _ in range(8):
-            name = os.path.join(self.cache_dir, f".{key}.{os.urandom(6).hex()}.tmp")
-            try:
-                fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-            except FileExistsError:
-                continue
-            except OSError as e:
-                raise _disk_failure(e, self.cache_dir) from None
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-            except OSError as e:
-                os.close(fd)
-                _quiet_unlink(name)
-                raise _disk_failure(e, self.cache_dir) from None
+        try:
+            name, fd = self.new_temp(key)
+        except OSError as e:
+            raise _disk_failure(e, self.cache_dir) from None
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        except OSError as e:
             os.close(fd)
-            return Path(name)
-        raise _disk_failure(FileExistsError(errno.EEXIST, "no free temp name"), self.cache_dir)
+            _quiet_unlink(name)
+            raise _disk_failure(e, self.cache_dir) from None
+        os.close(fd)
+        return Path(name)
+
+    def new_temp(self, key: str, suffix: str = ".tmp") -> tuple[str, int]:
+        """A new, empty, private file in the cache dir and its descriptor, open for writing, named
+        as mkstemp would (without loading `tempfile` and `random` into a run that saves:
+        docs/optimizations.md #24). Raises OSError.
+
+        A cache dir removed under the run (`rm -rf ~/.vx` or a cleanup beside it) is made again,
+        as the open made it, and the file made there: otherwise every download and save left in
+        the run fails, and each of those tasks runs again and keeps nothing (docs/caching.md)."""
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+        remade = False
+        while True:
+            for _ in range(8):
+                name = os.path.join(self.cache_dir, f".{key}.{os.urandom(6).hex()}{suffix}")
+                try:
+                    return name, os.open(name, flags, 0o600)
+                except FileExistsError:
+                    continue
+                except FileNotFoundError:
+                    if remade or not self._remake_dir():
+                        raise
+                    remade = True
+                    break
+            else:
+                raise FileExistsError(errno.EEXIST, "no free temp name")
+
+    def _remake_dir(self) -> bool:
+        """Make the cache dir again after something removed it; False when it cannot be. The
+        shared store's levels are made and checked as the open made them (`shared.remake`); a
+        workspace's or a named dir is made as `_prepare_dir` makes it. Its index went with it:
+        this run's rows go to the removed file and are lost at close, and the next run indexes
+        the artifacts made since from their bytes (`_reindex`)."""
+        with self._remaking:  # the threads that found it gone make it once
+            if self.shared:
+                from vx.store.shared import remake
+
+                return remake(self.cache_dir)
+            if not os.path.lexists(self.cache_dir):
+                try:
+                    _prepare_dir(self.cache_dir)
+                except EnvironmentFailure:
+                    return False
+            # never through a link put there meanwhile
+            return os.path.isdir(self.cache_dir) and not os.path.islink(self.cache_dir)
 
     def _install(self, packed: "_Packed", row: tuple, log_blob: bytes) -> None:
         """Rename the artifact in and write its rows in one transaction; undo both on failure.

@@ -174,6 +174,16 @@ def store_dir(
     return path, None
 
 
+def remake(store: Path) -> bool:
+    """A store dir (`<home>/.vx/<id>/cache`) removed while a run wrote to it, made again level by
+    level as `store_dir` makes and checks them; False when a level fails a check, or the home
+    itself is gone (then nothing is made)."""
+    levels = (store.parent.parent, store.parent, store)
+    if not levels[0].parent.is_dir():
+        return False
+    return all(_private_dir(level) is None for level in levels)
+
+
 def _note(why: str) -> str:
     return (
         f"the shared cache store is off: {why}; this workspace keeps its cache in .vx/cache"
