@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
 FEATURES = ROOT / "docs" / "features.md"
 
-FAMILIES = ("ws", "gr", "ex", "key", "lc", "rc", "sb", "cli", "obs", "tl", "pl", "lg")
+FAMILIES = ("ws", "gr", "ex", "key", "lc", "rc", "sb", "cli", "obs", "tl", "pl", "lg", "in")
 _FAMILY = "|".join(FAMILIES)
 # `ex05` or `ex_05` in a name: a family and two or more digits, between underscores.
 NAME_ID = rf"(?:{_FAMILY})_?\d{{2,}}"

@@ -7,12 +7,23 @@ there, before the CLI and the pipeline are even imported. Everything else goes t
 import os
 import sys
 
+from vx.install import RUN_MODULE
+
 
 def entry() -> None:
     if sys.argv[1:] in (["--version"], ["version"]):  # answered before the CLI's modules load
         from vx import __version__
+        from vx.install import described
 
-        print(f"vx {__version__}")
+        print(f"vx {__version__} ({described()})")
+        return
+    if len(sys.argv) > 2 and sys.argv[1] == RUN_MODULE and getattr(sys, "frozen", False):
+        # The standalone build's `python -m MODULE` (vx.install.module_argv): no interpreter here.
+        import runpy
+
+        module = sys.argv[2]
+        sys.argv = [module, *sys.argv[3:]]
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
         return
     if len(sys.argv) > 1 and sys.argv[1] == "run":
         from vx.fastpath.replay import replay

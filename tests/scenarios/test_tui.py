@@ -178,5 +178,5 @@ def test_tui_without_textual_is_refused_before_anything_runs(repo, pane):
     )
     p = pane(line, repo.root)
     assert wait_for_file(code, p) == "2", p.text()
-    assert "pip install 'vx[tui]'" in p.text(), p.text()
+    assert "pip install -e '.[tui]'" in p.text(), p.text()
     assert not (repo.root / "ran.txt").exists()

@@ -222,7 +222,7 @@ def test_without_watchfiles_watch_says_how_to_get_it(ws):
     )
     assert (
         proc.returncode == 2
-        and "pip install 'vx[watch]'" in proc.stderr
+        and "pip install -e '.[watch]'" in proc.stderr
         and "Traceback" not in proc.stderr
     )
 

@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 from typing import Callable, Mapping
 
-from vx import __version__
+from vx import __version__, install
 
 Row = tuple[str, str]
 
@@ -41,6 +41,7 @@ def info_document(cwd: Path, env: Mapping[str, str]) -> dict:
 
     doc: dict = {
         "vx": __version__,
+        "install": {"kind": install.kind(), "path": install.where()},
         "python": platform.python_version(),
         "git": _tool_version(["git", "--version"]),
         "node": _tool_version(["node", "--version"]),
@@ -213,6 +214,7 @@ def info_rows(cwd: Path, env: Mapping[str, str]) -> list[Row]:
     """Every row of `vx info`, in display order."""
     rows: list[Row] = [
         ("vx", __version__),
+        ("installed", install.described()),
         ("python", platform.python_version()),
         ("git", _tool_version(["git", "--version"])),
         ("node", _tool_version(["node", "--version"])),

@@ -320,7 +320,7 @@ def _cache(rest: list[str]) -> int:
 
 
 def _version(parsed: Args, argv: list[str]) -> int:
-    print(f"vx {__version__}")
+    print(version_line())
     return EXIT_OK
 
 
@@ -456,10 +456,17 @@ def entry() -> NoReturn:
     os._exit(code)
 
 
+def version_line() -> str:
+    """`vx 0.1.0 (npm, /repo/node_modules/@vx-build/vx-linux-x64/bin)`: the install said too."""
+    from vx.install import described
+
+    return f"vx {__version__} ({described()})"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args in (["--version"], ["version"]):
-        print(f"vx {__version__}")
+        print(version_line())
         return EXIT_OK
     try:
         return _dispatch(args)

@@ -15,12 +15,12 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from vx.errors import UsageError, VxError
+from vx.install import module_argv
 from vx.proc.masking import MASK, is_secret_name, mask_text, secrets_of
 
 OUTPUT_TAIL = 16 << 10  # bytes of a run's output a result carries, its end
@@ -341,7 +341,7 @@ class Tools:
         /dev/null; what it prints is captured, never the protocol's."""
         env = {**self.env, "NO_COLOR": "1"}
         done = subprocess.run(
-            [sys.executable, "-m", "vx", *words],
+            [*module_argv("vx"), *words],
             cwd=self.cwd,
             env=env,
             stdin=subprocess.DEVNULL,

@@ -509,10 +509,11 @@ def _tui(value: str | None, plain: bool, env: Mapping[str, str]) -> bool:
         return False
     if not available():
         from vx.errors import EnvironmentFailure
+        from vx.install import extra_hint
 
         raise EnvironmentFailure(
             "`--ui=tui` needs the textual package, which is not installed",
-            hint="pip install 'vx[tui]' (or textual), or drop `--ui=tui`",
+            hint=f"{extra_hint('tui', 'textual')}; or drop `--ui=tui`",
         )
     return True
 

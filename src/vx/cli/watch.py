@@ -27,7 +27,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -37,6 +36,7 @@ import xxhash
 
 from vx.errors import UsageError
 from vx.files.globs import GlobSet
+from vx.install import module_argv
 
 PROBE = os.path.join(".vx", "watch-probe")
 _NEVER = ("node_modules", ".git", ".vx")
@@ -67,10 +67,11 @@ def watch_verb(parsed, argv: list[str]) -> int:
         import watchfiles
     except ImportError:
         from vx.errors import EnvironmentFailure
+        from vx.install import extra_hint
 
         raise EnvironmentFailure(
             "`vx watch` needs the watchfiles package, which is not installed",
-            hint="pip install 'vx[watch]' (or pip install watchfiles)",
+            hint=extra_hint("watch", "watchfiles"),
         ) from None
 
     session = Session.start(root, env, say)
@@ -83,7 +84,7 @@ def watch_verb(parsed, argv: list[str]) -> int:
 
 def _watch(root: Path, rest: list[str], parsed, env, say, watchfiles, session) -> int:
     judge = Judge(root, env, parsed, session.host if session is not None else None)
-    cycles = Cycles([sys.executable, "-m", "vx", "run", *rest], session)
+    cycles = Cycles([*module_argv("vx"), "run", *rest], session)
     stop = threading.Event()
 
     def terminate(*_) -> None:  # a supervisor's stop: end the cycle's run too, then leave

@@ -16,7 +16,6 @@ import os
 import queue
 import signal
 import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import TextIO
@@ -36,6 +35,7 @@ from vx.events import (
     TaskRetrying,
     TaskStarted,
 )
+from vx.install import module_argv
 from vx.model import Status, TaskId, TaskResult
 from vx.report import frames
 from vx.report.plain import PlainReporter, Sink
@@ -71,7 +71,7 @@ class TuiReporter:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
         self._view = subprocess.Popen(
-            [sys.executable, "-m", "vx.report.tui_app", str(read)],
+            [*module_argv("vx.report.tui_app"), str(read)],
             pass_fds=(read,),
             env=env,
         )

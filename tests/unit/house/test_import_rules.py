@@ -63,6 +63,7 @@ ALLOWED = {
     "style": set(),
     "stages": set(),
     "runlock": set(),
+    "install": set(),
     "fastpath.receipt": {"witness", "dotvx"},
     "dotvx": set(),
     "fastpath.restores": {"store", "errors"},  # the reader (store.unpacking) and what it raises
@@ -95,6 +96,7 @@ VALUES = {
     "errors",
     "engine.verdicts",
     "style",
+    "install",  # how vx starts itself again: the TUI's view is a process of it
 }  # what report/ may import besides itself
 
 # ---------------------------------------------------------------- the graph and its layers
@@ -105,6 +107,7 @@ VALUES = {
 # any layer may use them.
 LEAVES = {
     "model",
+    "install",
     "errors",
     "events",
     "engine.verdicts",

@@ -265,8 +265,10 @@ def _reapi_problem(s: RemoteSettings) -> str | None:
     if tls:
         return tls
     if importlib.util.find_spec("grpc") is None:
-        return (
-            "remote cache off: a REAPI endpoint needs grpcio and protobuf (pip install 'vx[reapi]')"
+        from vx.install import extra_hint
+
+        return "remote cache off: a REAPI endpoint needs grpcio and protobuf (" + (
+            extra_hint("reapi", "grpcio protobuf") + ")"
         )
     return None
 
