@@ -6,7 +6,7 @@ each timed run is the third or later, a replay) and `vx --version`, alternating 
 the machine's load falls on both alike. Python runs the checkout's src/vx with the real
 interpreter (not a version manager's shim, which would add its own start-up to Python's side).
 
-usage: bench/standalone.py STANDALONE_VX [-n PACKAGES] [-f FILES] [--runs N]
+usage: bench/standalone.py STANDALONE_VX [-n PACKAGES] [-f FILES] [--runs N] [--launcher BIN]
   e.g. dev/release /tmp/rel && bench/standalone.py /tmp/rel/standalone/vx/vx
 """
 
@@ -31,6 +31,11 @@ def main(argv=None) -> int:
     ap.add_argument("-n", type=int, default=100)
     ap.add_argument("-f", type=int, default=5)
     ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument(
+        "--launcher",
+        type=Path,
+        help="also time the npm launcher: node_modules/.bin/vx of an install of dev/release's tarballs",
+    )
     args = ap.parse_args(argv)
     python = os.path.realpath(sys.executable)
     env = {k: v for k, v in os.environ.items() if not k.startswith("VX_")}
@@ -41,6 +46,9 @@ def main(argv=None) -> int:
     }
     penv = {**env, "PYTHONPATH": str(ROOT / "src")}
     envs = {"standalone": env, "python -m vx": penv}
+    if args.launcher:
+        tools["npm launcher"] = [str(args.launcher.absolute())]
+        envs["npm launcher"] = env
     with tempfile.TemporaryDirectory(prefix="vx-standalone-bench-") as tmp:
         ws = Path(tmp) / "ws"
         subprocess.run(

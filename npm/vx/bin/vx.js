@@ -35,17 +35,20 @@ function binary(base) {
 }
 
 // At a terminal, vx shares our process group, so the keys' signals (Ctrl-C, Ctrl-\, a hangup)
-// reach it already and we only outlive them; forwarding them too would be a second signal,
-// which makes vx kill its tasks without their grace. Without one, vx gets its own group and
-// every signal sent to us (or our group) is passed on once.
+// reach it already and we only outlive them: forwarding them too would be a second signal, which
+// makes vx kill its tasks without their grace. Without one, vx gets its own group and each kind
+// of signal sent to us is passed on once (npx passes its own on to us as well: one, not two).
 const terminal = process.stdin.isTTY || process.stdout.isTTY || process.stderr.isTTY;
 const child = spawn(binary(packageDir()), process.argv.slice(2), {
   stdio: "inherit",
   detached: !terminal,
 });
+const passed = new Set();
 for (const sig of ["SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT"]) {
   process.on(sig, () => {
-    if (!terminal || sig === "SIGTERM") child.kill(sig);
+    if ((terminal && sig !== "SIGTERM") || passed.has(sig)) return;
+    passed.add(sig);
+    child.kill(sig);
   });
 }
 child.on("error", (err) => {
