@@ -6,7 +6,7 @@ each timed run is the third or later, a replay) and `vx --version`, alternating 
 the machine's load falls on both alike. Python runs the checkout's src/vx with the real
 interpreter (not a version manager's shim, which would add its own start-up to Python's side).
 
-usage: bench/standalone.py STANDALONE_VX [-n PACKAGES] [-f FILES] [--runs N] [--launcher BIN]
+usage: bench/standalone.py STANDALONE_VX [-n PACKAGES] [-f FILES] [--runs N] [--launcher BIN] [--venv BIN]
   e.g. dev/release /tmp/rel && bench/standalone.py /tmp/rel/standalone/vx/vx
 """
 
@@ -36,6 +36,11 @@ def main(argv=None) -> int:
         type=Path,
         help="also time the npm launcher: node_modules/.bin/vx of an install of dev/release's tarballs",
     )
+    ap.add_argument(
+        "--venv",
+        type=Path,
+        help="also time a pip-installed vx: a venv's bin/vx (pip install the wheel dev/release wrote)",
+    )
     args = ap.parse_args(argv)
     python = os.path.realpath(sys.executable)
     env = {k: v for k, v in os.environ.items() if not k.startswith("VX_")}
@@ -46,6 +51,9 @@ def main(argv=None) -> int:
     }
     penv = {**env, "PYTHONPATH": str(ROOT / "src")}
     envs = {"standalone": env, "python -m vx": penv}
+    if args.venv:
+        tools["pip, a venv"] = [str(args.venv.absolute())]
+        envs["pip, a venv"] = env
     if args.launcher:
         tools["npm launcher"] = [str(args.launcher.absolute())]
         envs["npm launcher"] = env
@@ -77,7 +85,7 @@ def main(argv=None) -> int:
             for name in tools:
                 w, c = Spread.of(wall[name]), Spread.of(cpu[name])
                 print(
-                    f"{label:<22} {name:<13} wall ms min {w.low:.0f} median {w.median:.0f} "
+                    f"{label:<22} {name:<14} wall ms min {w.low:.0f} median {w.median:.0f} "
                     f"max {w.high:.0f}; cpu ms median {c.median:.0f}"
                 )
         print(f"# load after: {load_average()}")
