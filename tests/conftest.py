@@ -58,6 +58,7 @@ MAY_SKIP = (
     "gcc builds neither a 32-bit nor an int-0x80 x86-64 binary",
     "the racer calls renameat2 by its x86-64 number",
     "the pinned second Node is the linux-x64 build",
+    "the standalone build is made for linux-x64 only",
     "the preload path is for Node < 22.21",
     "the seccomp filter is built for x86_64 and arm64 only",
 )
