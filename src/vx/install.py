@@ -64,7 +64,11 @@ def extra_hint(extra: str, module: str) -> str:
         return f"this standalone build lacks {module}: reinstall vx ({described()})"
     if kind() == "source checkout":
         return f"pip install -e '.[{extra}]' in {where()} (or pip install {module})"
-    return (
-        f"pip install 'vx[{extra}]' into this environment ({sys.prefix}); "
-        f"pipx: pipx inject vx {module}; uv: uv tool install 'vx[{extra}]'"
-    )
+    parts = os.path.realpath(sys.prefix).split(os.sep)
+    if parts[-2:-1] == ["venvs"] and any(
+        "pipx" in p for p in parts
+    ):  # ~/.local/share/pipx/venvs/vx
+        return f"pipx inject vx {module}"
+    if parts[-2:-1] == ["tools"] and any("uv" in p for p in parts):  # ~/.local/share/uv/tools/vx
+        return f"uv tool install --reinstall 'vx[{extra}]'"
+    return f"{sys.prefix}/bin/pip install 'vx[{extra}]' (the environment vx runs from)"

@@ -31,6 +31,22 @@ def test_a_wheel_install_is_pip(monkeypatch, tmp_path):
 
 @pytest.mark.feature("IN-01")
 @pytest.mark.parametrize(
+    "prefix, hint",
+    [
+        (".local/share/pipx/venvs/vx", "pipx inject vx textual"),
+        (".local/share/uv/tools/vx", "uv tool install --reinstall 'vx[tui]'"),
+    ],
+)
+def test_a_pipx_or_uv_install_is_told_its_own_command(monkeypatch, tmp_path, prefix, hint):
+    site = tmp_path / prefix / "lib" / "python3.11" / "site-packages" / "vx"
+    monkeypatch.setattr(install, "__file__", str(site / "install.py"))
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / prefix))
+    assert install.kind() == "pip"
+    assert install.extra_hint("tui", "textual") == hint
+
+
+@pytest.mark.feature("IN-01")
+@pytest.mark.parametrize(
     "exe, kind",
     [
         ("ws/node_modules/@vx-build/vx-linux-x64/bin/vx", "npm"),
