@@ -294,3 +294,19 @@ def test_a_config_that_writes_the_environment_is_refused_at_its_line(repo, write
     )
     assert "vx.config.mjs:2:" in result.err, result.err  # the line that wrote
     assert "Traceback" not in result.err
+
+
+@pytest.mark.feature("WS-07")
+def test_the_typing_helpers_import_without_vx_s_npm_package_installed(repo):
+    """`import { defineProject } from '@vx-build/vx/config'` evaluates in a workspace that has not
+    installed vx's npm package (a pip-installed vx): the loader supplies the helpers. Before, Node
+    refused the import (ERR_MODULE_NOT_FOUND) and the run exited 2."""
+    config = (
+        "import { defineProject, definePlugin } from '@vx-build/vx/config';\n"
+        "export default defineProject({ tasks: { build: { exec: { command: 'echo typed' } } } });\n"
+    )
+    ws = code_workspace(repo, {"a": ("mjs", config)})
+    assert not (ws.root / "node_modules/@vx-build").exists()
+    result = ws.vx("run", "build", "--dry=json")
+    assert result.code == 0, result.err
+    assert json.loads(result.out)["tasks"][0]["command"] == "echo typed"

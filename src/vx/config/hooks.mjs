@@ -27,10 +27,16 @@ export async function resolve(specifier, context, next) {
   return found;
 }
 
+// The typing helpers' module, when the workspace has not installed vx's npm package.
+const HELPERS = '@vx-build/vx/config';
+
 async function resolveFile(specifier, context, next) {
   try {
     return await next(specifier, context);
   } catch (error) {
+    if (specifier === HELPERS) {
+      return { url: new URL('./define.mjs', import.meta.url).href, shortCircuit: true };
+    }
     const parent = context.parentURL;
     if (!parent || !parent.startsWith('file:') || !/^\.{1,2}\//.test(specifier)) throw error;
     const stem = specifier.replace(/\.(m?js)$/, '');
