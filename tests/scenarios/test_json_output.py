@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
+from support.schemas import SCHEMAS, problems, validate
 from support.workspace import Repo, lib_and_app, npm_workspace
 
-SCHEMAS = Path(__file__).resolve().parents[2] / "src" / "vx" / "schemas"
 FAIL = "node -e \"console.log('about to fail');process.exit(3)\""
 
 
@@ -27,87 +27,33 @@ def workspace(repo):
 
 # ---------------------------------------------------------------- the schemas, checked strictly
 
-_TYPES = {
-    "object": dict,
-    "array": list,
-    "string": str,
-    "boolean": bool,
-    "null": type(None),
-}
-
-
-def _is(value, name: str) -> bool:
-    if name == "integer":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if name == "number":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    return isinstance(value, _TYPES[name])
-
-
-def conforms(value, schema: dict, root: dict, at: str = "$") -> list[str]:
-    """What in `value` breaks `schema` (the keywords the shipped schemas use); [] when nothing.
-    A keyword this checker does not know is itself an error, so a schema cannot outgrow it."""
-    known = {"$schema", "$id", "$defs", "$ref", "title", "description", "type", "const", "enum"}
-    known |= {"properties", "required", "additionalProperties", "items", "pattern", "minimum"}
-    known |= {"minLength"}
-    unknown = set(schema) - known
-    if unknown:
-        return [f"{at}: the checker does not know {sorted(unknown)}"]
-    if "$ref" in schema:
-        name = schema["$ref"].removeprefix("#/$defs/")
-        return conforms(value, root["$defs"][name], root, at)
-    wrong = []
-    types = schema.get("type")
-    if types is not None:
-        names = types if isinstance(types, list) else [types]
-        if not any(_is(value, n) for n in names):
-            return [f"{at}: {value!r} is not {types}"]
-    if "const" in schema and (value != schema["const"] or type(value) is not type(schema["const"])):
-        wrong.append(f"{at}: {value!r} is not {schema['const']!r}")
-    if "enum" in schema and not any(value == e and type(value) is type(e) for e in schema["enum"]):
-        wrong.append(f"{at}: {value!r} is none of {schema['enum']}")
-    if "pattern" in schema and not re.search(schema["pattern"], value):
-        wrong.append(f"{at}: {value!r} does not match {schema['pattern']}")
-    if "minLength" in schema and len(value) < schema["minLength"]:
-        wrong.append(f"{at}: {value!r} is shorter than {schema['minLength']}")
-    if "minimum" in schema and value is not None and value < schema["minimum"]:
-        wrong.append(f"{at}: {value!r} is below {schema['minimum']}")
-    if isinstance(value, dict):
-        props = schema.get("properties", {})
-        wrong += [f"{at}: `{k}` is missing" for k in schema.get("required", []) if k not in value]
-        if schema.get("additionalProperties") is False:
-            wrong += [f"{at}: `{k}` is not in the schema" for k in value if k not in props]
-        for k, v in value.items():
-            if k in props:
-                wrong += conforms(v, props[k], root, f"{at}.{k}")
-    if isinstance(value, list) and "items" in schema:
-        for i, item in enumerate(value):
-            wrong += conforms(item, schema["items"], root, f"{at}[{i}]")
-    return wrong
-
 
 def check(doc, name: str) -> None:
-    schema = json.loads((SCHEMAS / name).read_text())
-    wrong = conforms(doc, schema, schema)
-    assert not wrong, "\n".join(wrong)
+    validate(doc, name)
 
 
-def test_the_checker_refuses_what_the_schemas_rule_out():
-    """The checker above can fail: an extra field, a missing one, a wrong type or code."""
+@pytest.mark.feature("CLI-60")
+def test_the_validator_refuses_what_the_schemas_rule_out():
+    """The schemas and the validator can fail: an extra field, a missing one, a wrong type, a
+    wrong enum or constant, each refused with the validator's message."""
     good = {
         "ok": False,
         "error": {"code": "VX_E_USAGE", "message": "m", "docs": "docs/cli.md#vx_e_usage"},
     }
     check(good, "error.json")
-    schema = json.loads((SCHEMAS / "error.json").read_text())
-    bad = [
-        {**good, "extra": 1},
-        {"ok": False},
-        {"ok": True, "error": good["error"]},
-        {"ok": False, "error": {**good["error"], "code": "VX_E_NOPE"}},
-        {"ok": False, "error": {**good["error"], "message": 3}},
-    ]
-    assert all(conforms(doc, schema, schema) for doc in bad)
+    bad = {
+        "an extra field": {**good, "extra": 1},
+        "a missing field": {"ok": False},
+        "a wrong constant": {"ok": True, "error": good["error"]},
+        "a wrong enum": {"ok": False, "error": {**good["error"], "code": "VX_E_NOPE"}},
+        "a wrong type": {"ok": False, "error": {**good["error"], "message": 3}},
+    }
+    for what, doc in bad.items():
+        assert problems(doc, "error.json"), what
+    with pytest.raises(AssertionError, match="'VX_E_NOPE' is not one of"):
+        validate(bad["a wrong enum"], "error.json")
+    with pytest.raises(AssertionError, match="'extra' was unexpected"):
+        validate(bad["an extra field"], "error.json")
 
 
 # ---------------------------------------------------------------- vx run --format json

@@ -10,6 +10,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from support import schemas
+
 SRC = str(Path(__file__).resolve().parents[3] / "src")
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "t",
@@ -107,6 +109,9 @@ class Repo:
             timeout=timeout,
             stdin=subprocess.DEVNULL,
         )
+        # Every JSON product the suite makes is held to its schema (src/vx/schemas).
+        schemas.check_output(argv, proc.stdout)
+        schemas.check_summary(schemas.summary_path(argv, self.root, self.root / cwd))
         data = json.loads(summary_path.read_text()) if summary_path.exists() else None
         return Result(proc.returncode, proc.stdout, proc.stderr, data)
 
