@@ -123,19 +123,38 @@ def check_output(argv: Sequence[str], stdout: str) -> None:
         validate(doc, name, f"the output of `vx {' '.join(argv)}`")
 
 
-def summary_path(argv: Sequence[str], root: Path, cwd: Path) -> Path | None:
-    """Where `--summarize=PATH` in `argv` writes (relative to `cwd`); None for no `--summarize`,
-    or a bare one (vx then writes under the cache, which the test reads itself if it cares)."""
-    for word in _words(argv):
-        if word.startswith("--summarize="):
-            target = word.split("=", 1)[1]
-            return (cwd / target) if target else None
-    return None
+def summary_paths(argv: Sequence[str], cwd: Path) -> list[Path]:
+    """Where each `--summarize=PATH` in `argv` points (relative to `cwd`); a bare `--summarize`
+    writes under the cache, which the test reads itself if it cares."""
+    words = [w.split("=", 1)[1] for w in _words(argv) if w.startswith("--summarize=")]
+    return [cwd / target for target in words if target]
 
 
-def check_summary(path: Path | None) -> None:
-    """Validate the summary at `path` against summary.json when one was written there (a run
-    refused before it ran writes none); a device like /dev/null is not read."""
-    if path is None or not path.is_file():
-        return
-    validate(json.loads(path.read_text()), "summary.json", f"the summary {path}")
+def check_summaries(argv: Sequence[str], cwd: Path) -> None:
+    """Validate each summary `vx ARGV` was asked to write against summary.json, where one was
+    written (a run refused before it ran writes none); a device like /dev/null is not read."""
+    for path in summary_paths(argv, cwd):
+        if path.is_file():
+            validate(json.loads(path.read_text()), "summary.json", f"the summary {path}")
+
+
+# ---------------------------------------------------------------- the config files
+
+CONFIG_FILES = {
+    "vx.config.json": "config.json",
+    "vx.config.jsonc": "config.json",
+    "vx.workspace.json": "workspace.json",
+    "vx.workspace.jsonc": "workspace.json",
+}
+
+
+def check_configs(root: Path, written) -> None:
+    """Validate each vx config file in `written` (workspace-relative) that is still there against
+    its schema: called once vx has run on them without refusing, so what vx accepts, the schema
+    must accept too."""
+    from vx.config.jsonc import loads
+
+    for rel in sorted(written):
+        path = root / rel
+        if path.is_file():
+            validate(loads(path.read_text(), rel), CONFIG_FILES[path.name], rel)

@@ -58,6 +58,7 @@ class Result:
 class Repo:
     def __init__(self, root: Path):
         self.root = root
+        self.configs: set[str] = set()  # vx config files written, held to their schemas
 
     def write(self, files: dict[str, object]) -> "Repo":
         for rel, content in files.items():
@@ -65,6 +66,8 @@ class Repo:
             path.parent.mkdir(parents=True, exist_ok=True)
             text = content if isinstance(content, str) else json.dumps(content, indent=2)
             path.write_text(text)
+            if path.name in schemas.CONFIG_FILES:
+                self.configs.add(rel)
         return self
 
     def git(self, *args: str) -> str:
@@ -111,7 +114,9 @@ class Repo:
         )
         # Every JSON product the suite makes is held to its schema (src/vx/schemas).
         schemas.check_output(argv, proc.stdout)
-        schemas.check_summary(schemas.summary_path(argv, self.root, self.root / cwd))
+        schemas.check_summaries(argv, self.root / cwd)
+        if proc.returncode in (0, 1) and argv[:1] in (["run"], ["show"], ["ls"]):
+            schemas.check_configs(self.root, self.configs)  # vx took them: so must the schemas
         data = json.loads(summary_path.read_text()) if summary_path.exists() else None
         return Result(proc.returncode, proc.stdout, proc.stderr, data)
 
