@@ -189,6 +189,9 @@ WORKSPACES = {
     "a turbo remote without a signature": {"remoteCache": {"turbo": {"signature": None}}},
     "empty": {},
     "a size in MiB": {"cacheRetention": {"maxSize": "500MiB"}},
+    "a padded duration, a size in capitals": {
+        "cacheRetention": {"olderThan": " 12h ", "maxSize": "2KIB"}
+    },
 }
 
 WORKSPACE_REFUSALS = {
