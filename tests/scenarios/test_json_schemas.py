@@ -388,3 +388,52 @@ def test_every_schema_ships_and_is_documented():
         assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema", name
         assert schema["$id"] == f"vx/schemas/{name}", name
         assert re.search(rf"`{re.escape(name)}`", section), f"{name} not in docs/cli.md"
+
+
+@pytest.mark.feature("CLI-60")
+def test_each_why_verdict_validates():
+    """`vx why`'s verdicts from the code that makes them: a hit with what last moved its key
+    (every kind of difference), a change, a first key, runs without a key, an uncached plan."""
+    from vx.cli.why import _verdict
+
+    def record(**moved):
+        base = {
+            "fingerprint": "f", "package": "p", "config": "c", "args": None,
+            "env": {"A": None}, "upstream": {"lib#build": "0123456789abcdef"},
+            "files": {"src/a.ts": "1"}, "lockfile": {"npm: x": "1"},
+            "runtime": {"node": "v20", "runtime:tsc -v:stdout": "1", "ws-runtime:git:stdout": "1"},
+            "plugin": {"p": "1"},
+        }  # fmt: skip
+        return {**base, **moved}
+
+    new = record(
+        fingerprint="g", lockfile={"npm: x": "2"}, package="q", config="d", args="a",
+        env={"A": "x"}, upstream={"lib#build": "fedcba9876543210"}, files={"src/b.ts": "1"},
+        runtime={"node": "v22", "runtime:tsc -v:stdout": "2", "ws-runtime:git:stdout": "2"},
+        plugin={"p": "2"},
+    )  # fmt: skip
+    k1, k2 = "0123456789abcdef", "fedcba9876543210"
+    rows = [(k2, 1.7e9 + 1, new), (k1, 1.7e9, record())]
+    last = {"runId": RUN_ID, "at": 1.7e9, "key": k2, "status": "cache-hit", "cache": "local",
+            "since": 1.7e9}  # fmt: skip
+    hit = _verdict("app#build", rows, last)
+    assert hit["verdict"] == "hit" and len(hit["lastChange"]["differences"]) >= 10
+    kinds = {d["kind"] for d in hit["lastChange"]["differences"]}
+    assert {"lockfile", "runtime", "ws-runtime", "plugin", "file", "upstream"} <= kinds
+    validate(hit, "why.json")
+    changed = _verdict("app#build", rows, {**last, "status": "success", "cache": "miss"})
+    assert changed["verdict"] == "changed"
+    validate(changed, "why.json")
+    validate(_verdict("app#build", rows[:1], None), "why.json")
+    validate(_verdict("app#build", [], {**last, "key": "", "cache": "no-cache"}), "why.json")
+    validate({"task": "app#dev", "verdict": "planned", "differences": [], "cached": False},
+             "why.json")  # fmt: skip
+    same = {"task": "app#build", "run": {**last}, "lastRun": last, "verdict": "same", "key": k2,
+            "differences": []}  # fmt: skip
+    del same["run"]["since"]
+    validate(same, "why.json")
+    gone = {"task": "app#build", "run": same["run"], "lastRun": last, "verdict": "changed",
+            "from": k1, "to": k2, "differences": [], "componentsKept": False}  # fmt: skip
+    validate(gone, "why.json")
+    assert problems({**gone, "verdict": "same"}, "why.json")
+    assert problems({**hit, "differences": [{"kind": "moon", "what": "x"}]}, "why.json")
