@@ -133,6 +133,53 @@ def test_a_replayed_run_prints_the_same_record_shape(repo):
     assert plain.code == 0 and plain.out == ""
 
 
+# ---------------------------------------------------------------- every other product
+
+
+@pytest.mark.feature("CLI-60")
+def test_every_json_product_validates_against_its_schema(repo):
+    """Each command that prints JSON, on one workspace before and after runs: `Repo.vx` holds
+    each output to its verb's schema (support/schemas.py), so this test fails on a product that
+    breaks its schema; the checks here only say the product is the shape asked for."""
+    workspace(repo)
+    before = {
+        ("why", "app#build", "--format", "json"): "planned",  # nothing on record yet: the plan
+        ("last", "--list", "--format", "json"): "runs",
+        ("history", "--format", "json"): "tasks",
+        ("run", "build", "--all", "--dry=json"): "tasks",
+    }
+    for args, key in before.items():
+        doc = json.loads(repo.vx(*args).out)
+        assert key in doc or doc.get("verdict") == key, (args, doc)
+    assert repo.vx("run", "build", "--all", "--tag", "pr=7").code == 0  # --summarize: summary.json
+    repo.write({"packages/lib/extra.json": {"a": 1}}).commit()  # lib keys its *.json
+    assert repo.vx("run", "build", "--all").code == 0
+    assert repo.vx("run", "build", "--all").code == 0  # every task a hit
+    after = {
+        ("why", "lib#build"): "hit",
+        ("why", "app#build"): "hit",
+        ("last", "--list"): "runs",
+        ("last",): "run",
+        ("history",): "tasks",
+        ("show",): "projects",
+        ("show", "app"): "project",
+        ("show", "app#build"): "project",
+        ("show", "build"): "task",
+        ("info",): "store",
+        ("cache", "prune", "--dry-run", "--max-size", "1B"): "evicted",
+        ("cache", "clean", "--dry-run"): "evicted",
+    }
+    for args, key in after.items():
+        res = repo.vx(*args, "--format", "json")
+        assert res.code == 0, (args, res.err)
+        doc = json.loads(res.out)
+        assert key in doc or doc.get("verdict") == key, (args, doc)
+    runs = json.loads(repo.vx("last", "--list", "--format", "json").out)["runs"]
+    first = runs[-1]["run_id"]
+    res = repo.vx("why", "lib#build", "--run", first, "--format", "json")
+    assert json.loads(res.out)["verdict"] == "changed", res.err
+
+
 # ---------------------------------------------------------------- refusals
 
 
