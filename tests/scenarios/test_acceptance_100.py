@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.schemas import validate
 from support.workspace import SRC, Repo
 
 GEN = Path(__file__).resolve().parents[2] / "bench" / "gen_monorepo.py"
@@ -92,6 +93,7 @@ def test_warm_run_is_up_to_date_and_opens_no_source_file(mono):
         check=True,
         capture_output=True,
     )
+    validate(json.loads(summary.read_text()), "summary.json")
     tasks = json.loads(summary.read_text())["tasks"]
     assert len(tasks) == N and all(t["cache"] == "up-to-date" for t in tasks)
     opened = [

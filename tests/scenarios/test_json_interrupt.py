@@ -9,6 +9,7 @@ import sys
 import time
 
 import pytest
+from support.schemas import validate
 from support.workspace import SRC, npm_workspace
 
 # Tells the test it is running (a file at the workspace root), then waits to be stopped.
@@ -47,5 +48,6 @@ def test_ctrl_c_under_format_json_exits_130_with_the_record_on_stdout(repo):
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 130, err
     doc = json.loads(out)
+    validate(doc, "run.json")
     assert doc["ok"] is False and doc["run"]["exit_code"] == 130, doc
     assert "Traceback" not in err

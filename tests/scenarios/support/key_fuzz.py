@@ -26,6 +26,7 @@ from pathlib import Path
 from hypothesis import event
 from hypothesis import strategies as st
 
+from support import schemas
 from support.workspace import GIT_ENV as WORKSPACE_GIT_ENV
 from support.workspace import SRC
 
@@ -797,7 +798,7 @@ class Workspace:
         env.update({"PYTHONPATH": SRC, "NO_COLOR": "1", "VX_KILL_GRACE_MS": "100", **self.env})
         if timing:
             env["VX_TIMING"] = "1"
-        return subprocess.run(
+        proc = subprocess.run(
             [sys.executable, "-m", "vx", *args],
             cwd=self.root / cwd,
             env=env,
@@ -806,6 +807,9 @@ class Workspace:
             timeout=120,
             stdin=subprocess.DEVNULL,
         )
+        schemas.check_output(args, proc.stdout)  # --dry=json and the summary, to their schemas
+        schemas.check_summaries(args, self.root / cwd)
+        return proc
 
     def upstream(self, i: int) -> set[int]:
         """i and every project its `^build` reaches, source-only ones passed through."""

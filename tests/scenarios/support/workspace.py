@@ -10,6 +10,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from support import schemas
+
 SRC = str(Path(__file__).resolve().parents[3] / "src")
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "t",
@@ -56,6 +58,7 @@ class Result:
 class Repo:
     def __init__(self, root: Path):
         self.root = root
+        self.configs: set[str] = set()  # vx config files written, held to their schemas
 
     def write(self, files: dict[str, object]) -> "Repo":
         for rel, content in files.items():
@@ -63,6 +66,8 @@ class Repo:
             path.parent.mkdir(parents=True, exist_ok=True)
             text = content if isinstance(content, str) else json.dumps(content, indent=2)
             path.write_text(text)
+            if path.name in schemas.CONFIG_FILES:
+                self.configs.add(rel)
         return self
 
     def git(self, *args: str) -> str:
@@ -107,6 +112,11 @@ class Repo:
             timeout=timeout,
             stdin=subprocess.DEVNULL,
         )
+        # Every JSON product the suite makes is held to its schema (src/vx/schemas).
+        schemas.check_output(argv, proc.stdout)
+        schemas.check_summaries(argv, self.root / cwd)
+        if proc.returncode in (0, 1) and argv[:1] in (["run"], ["show"], ["ls"]):
+            schemas.check_configs(self.root, self.configs)  # vx took them: so must the schemas
         data = json.loads(summary_path.read_text()) if summary_path.exists() else None
         return Result(proc.returncode, proc.stdout, proc.stderr, data)
 
