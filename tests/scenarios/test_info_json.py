@@ -5,8 +5,8 @@ against its shipped schema."""
 import json
 
 import pytest
+from support.schemas import validate
 from support.workspace import one_build
-from test_json_output import check
 
 
 @pytest.mark.feature("CLI-08")
@@ -20,7 +20,7 @@ def test_info_as_json_names_the_store_runs_git_settings_and_lock(repo):
     res = repo.vx("info", "--format", "json", summary=False)
     assert res.code == 0, res.err
     doc = json.loads(res.out)
-    check(doc, "info.json")
+    validate(doc, "info.json")
     assert doc["root"] == str(repo.root) and doc["cacheDir"] == str(cache)
     assert doc["keyVersion"] and doc["storeSchema"] and doc["historySchema"] >= 4
     assert doc["store"]["entries"] == 1 and doc["store"]["bytes"] > 0
@@ -37,7 +37,7 @@ def test_info_as_json_names_the_store_runs_git_settings_and_lock(repo):
 def test_info_as_json_outside_a_workspace_says_why_and_a_bad_format_is_refused(repo, tmp_path):
     res = repo.vx("info", "--format", "json", cwd="..", summary=False)
     doc = json.loads(res.out)
-    check(doc, "info.json")
+    validate(doc, "info.json")
     assert res.code == 0 and doc["root"] is None and "workspace" in doc["unavailable"]
     bad = repo.vx("info", "--format", "yaml", summary=False)
     assert bad.code == 2 and "--format" in bad.err and "Traceback" not in bad.err

@@ -28,10 +28,6 @@ def workspace(repo):
 # ---------------------------------------------------------------- the schemas, checked strictly
 
 
-def check(doc, name: str) -> None:
-    validate(doc, name)
-
-
 @pytest.mark.feature("CLI-60")
 def test_the_validator_refuses_what_the_schemas_rule_out():
     """The schemas and the validator can fail: an extra field, a missing one, a wrong type, a
@@ -40,7 +36,7 @@ def test_the_validator_refuses_what_the_schemas_rule_out():
         "ok": False,
         "error": {"code": "VX_E_USAGE", "message": "m", "docs": "docs/cli.md#vx_e_usage"},
     }
-    check(good, "error.json")
+    validate(good, "error.json")
     bad = {
         "an extra field": {**good, "extra": 1},
         "a missing field": {"ok": False},
@@ -73,7 +69,7 @@ def test_a_good_run_prints_its_record_the_one_vx_last_prints(repo):
     workspace(repo)
     res, doc = vx_json(repo, "run", "build", "--all", "--output-logs=full", "--format", "json")
     assert res.code == 0, res.err
-    check(doc, "run.json")
+    validate(doc, "run.json")
     assert doc["ok"] is True and doc["rerun"] is None
     assert doc["run"]["command"] == "vx run build --all --output-logs=full --format json"
     assert {(t["id"], t["status"], t["cache"]) for t in doc["tasks"]} == {
@@ -94,7 +90,7 @@ def test_a_failed_task_is_a_record_with_exit_1_its_log_and_the_rerun(repo):
     workspace(repo)
     res, doc = vx_json(repo, "run", "app#e2e", "--format", "json")
     assert res.code == 1, res.err
-    check(doc, "run.json")
+    validate(doc, "run.json")
     assert doc["ok"] is False and "error" not in doc
     failed, skipped = doc["tasks"][0], doc["tasks"][1]
     assert (failed["id"], failed["status"], failed["exit_code"]) == ("app#test", "failed", 3)
@@ -121,7 +117,7 @@ def test_a_replayed_run_prints_the_same_record_shape(repo):
     assert repo.vx(*args, summary=False).code == 0  # writes the receipt
     res, doc = vx_json(repo, *args, env={"VX_TIMING": "1"})
     assert res.code == 0 and "receipt check" in res.err, res.err  # the replay finished it
-    check(doc, "run.json")
+    validate(doc, "run.json")
     assert doc["ok"] is True and doc["run"]["replayed"] is True
     assert {(t["id"], t["status"]) for t in doc["tasks"]} == {
         ("lib#build", "cache-hit"),
@@ -189,7 +185,7 @@ def refusal(res, code: str, exit_code: int = 2) -> dict:
     assert res.code == exit_code, (res.code, res.out, res.err)
     assert len(res.out.splitlines()) == 1, res.out
     doc = json.loads(res.out)
-    check(doc, "error.json")
+    validate(doc, "error.json")
     assert doc["error"]["code"] == code, doc
     assert doc["error"]["docs"] == f"docs/cli.md#{code.lower()}"
     assert res.err.startswith("error: ") and "Traceback" not in res.err

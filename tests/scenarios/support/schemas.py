@@ -5,6 +5,7 @@ holds the output to its schema."""
 
 from __future__ import annotations
 
+import copy
 import json
 from functools import cache
 from pathlib import Path
@@ -149,12 +150,23 @@ CONFIG_FILES = {
 
 
 def check_configs(root: Path, written) -> None:
-    """Validate each vx config file in `written` (workspace-relative) that is still there against
-    its schema: called once vx has run on them without refusing, so what vx accepts, the schema
-    must accept too."""
+    """Validate each vx config file in `written` (workspace-relative) that is still there and
+    that vx's own validator accepts against its schema: what vx takes, the schema must take too.
+    A run can pass beside a config it refused (one outside its scope is only a warning)."""
     from vx.config.jsonc import loads
+    from vx.config.project import validate_project
+    from vx.config.workspace_file import validate_workspace
+    from vx.errors import ConfigError
 
     for rel in sorted(written):
         path = root / rel
-        if path.is_file():
-            validate(loads(path.read_text(), rel), CONFIG_FILES[path.name], rel)
+        if not path.is_file():
+            continue
+        name = CONFIG_FILES[path.name]
+        try:
+            data = loads(path.read_text(), rel)
+            check = validate_project if name == "config.json" else validate_workspace
+            check(copy.deepcopy(data), rel)
+        except ConfigError:
+            continue
+        validate(data, name, rel)
