@@ -10,8 +10,10 @@ these phases, one repository at a time, each saved to WORK/state/<owner+name>.js
 - plan     `turbo run T --dry=json` against `vx run T --dry=json` for each main task: the tasks
            with a command, the commands each waits for (looking through no-ops), the input files
            of each cached task (normalised as bench/turbo_parity.py does).
-- time     for each main task, alternating the tools round by round: cold ×3 (caches and
-           outputs gone), warm ×5, restore ×3 (every declared output deleted), edit ×3 (one
+- time     for each main task, alternating the tools round by round: cold ×3 (tracked files
+           put back as committed, said in the log when a build or an interrupted run had changed
+           them; caches and outputs gone), warm ×5, restore ×3 (every declared output deleted
+           but tracked files), edit ×3 (one
            source file changed, then put back and rebuilt untimed); wall and CPU, medians and
            ratios. Outputs (every file git does not track, the install and the tools' caches
            left out, the copy's own path replaced) are compared: the two tools' cold builds, each
@@ -22,7 +24,9 @@ these phases, one repository at a time, each saved to WORK/state/<owner+name>.js
 - matrix   from a warm state of all main tasks: each edit (source, test file, package config,
            root config, a lockfile bump of one package's dependency, an untracked file, a
            declared env var, an undeclared one), both tools run, every task's hit or miss is
-           compared, the edit is undone and both run again (all hits expected).
+           compared, the edit is undone and both run again (all hits expected). A row that
+           could not fail is void, not "same": an edit whose package has no task in the run, an
+           edit git does not see, a source edit or new source file neither tool missed on.
 - verify   `vx run TASKS --verify=inputs` in vx's copy; its turbo.json fixes applied to both
            copies, then the plans compared again (tasks and edges kept?) and a clean vx build's
            outputs against the pre-fix cold build.
