@@ -384,6 +384,13 @@ class Bench:
 
     def tool_env(self, name: str, extra: dict[str, str] | None = None) -> dict[str, str]:
         env = dict(self.env)
+        # what the repository's own `yarn build` (a root script starting turbo) gives both tools:
+        # the root's bins on PATH, after node and the package manager. yarn berry's `yarn run`
+        # in a package finds only that package's own dependencies' bins, so under a turbo
+        # started bare react-spring's packages, whose eslint and tsup are the root's, exit 127
+        path = env["PATH"].split(os.pathsep)
+        path.insert(2 if self.repo.node else 1, str(self.ws[name] / "node_modules" / ".bin"))
+        env["PATH"] = os.pathsep.join(path)
         if name == "vx":
             # vx's store inside its copy, where cold's clean removes it; its own HOME
             env["VX_CACHE_DIR"] = str(self.ws["vx"] / ".vx" / "cache")
