@@ -10,8 +10,10 @@ these phases, one repository at a time, each saved to WORK/state/<owner+name>.js
 - plan     `turbo run T --dry=json` against `vx run T --dry=json` for each main task: the tasks
            with a command, the commands each waits for (looking through no-ops), the input files
            of each cached task (normalised as bench/turbo_parity.py does).
-- time     for each main task, alternating the tools round by round: cold ×3 (caches and
-           outputs gone), warm ×5, restore ×3 (every declared output deleted), edit ×3 (one
+- time     for each main task, alternating the tools round by round: cold ×3 (tracked files
+           put back as committed, said in the log when a build or an interrupted run had changed
+           them; caches and outputs gone), warm ×5, restore ×3 (every declared output deleted
+           but tracked files), edit ×3 (one
            source file changed, then put back and rebuilt untimed); wall and CPU, medians and
            ratios. Outputs (every file git does not track, the install and the tools' caches
            left out, the copy's own path replaced) are compared: the two tools' cold builds, each
@@ -22,7 +24,9 @@ these phases, one repository at a time, each saved to WORK/state/<owner+name>.js
 - matrix   from a warm state of all main tasks: each edit (source, test file, package config,
            root config, a lockfile bump of one package's dependency, an untracked file, a
            declared env var, an undeclared one), both tools run, every task's hit or miss is
-           compared, the edit is undone and both run again (all hits expected).
+           compared, the edit is undone and both run again (all hits expected). A row that
+           could not fail is void, not "same": an edit whose package has no task in the run, an
+           edit git does not see, a source edit or new source file neither tool missed on.
 - verify   `vx run TASKS --verify=inputs` in vx's copy; its turbo.json fixes applied to both
            copies, then the plans compared again (tasks and edges kept?) and a clean vx build's
            outputs against the pre-fix cold build.
@@ -90,7 +94,12 @@ INSTALL_ENV = {
 SKIP_DIRS = {"node_modules", ".git", ".turbo", ".vx", ".yarn", ".pnpm-store"}
 SKIP_SUBPATHS = (".next/cache/", "node_modules/.cache/")
 MARK = "vx-corpus edit"
+FILE_EDITS = ("source", "test", "config", "root_config", "untracked")
+# edits every repository's matrix must see missed by turbo (a source file of a package the run
+# runs, a new file beside it): a row where neither tool missed is void, not "same"
+MUST_MISS = ("source", "untracked")
 DELIBERATE_INPUTS = {"package.json"}
+PATCH_SUBJECT = "corpus: a workaround (bench/corpus_repos.py, patches)"
 
 
 # ---------------------------------------------------------------- small helpers
@@ -312,6 +321,18 @@ def prepare(repo: Repo, src: Path | None, work: Path, fresh: bool) -> dict:
         marker.write_text(json.dumps(info, indent=1))
         for name in ("vx", "turbo"):
             shutil.rmtree(root / name, ignore_errors=True)
+    if info.get("patched") and not repo.patches:
+        # a workaround no longer listed (the defect fixed): its commit taken back in every copy
+        for name in ("base", "vx", "turbo"):
+            ws = root / name
+            if not ws.exists():
+                continue
+            head = sh(["git", "log", "-1", "--format=%s"], cwd=ws, capture=True).stdout.strip()
+            if head == PATCH_SUBJECT:
+                sh(["git", "reset", "-q", "--hard", "HEAD~1"], cwd=ws)
+                log(f"{repo.slug}: {name}: the workaround commit taken back")
+        info.pop("patched")
+        marker.write_text(json.dumps(info, indent=1))
     if repo.patches and info.get("patched") != sorted(repo.patches):
         for rel, text in repo.patches.items():
             path = base / rel
@@ -327,7 +348,7 @@ def prepare(repo: Repo, src: Path | None, work: Path, fresh: bool) -> dict:
                 "commit",
                 "-q",
                 "-m",
-                "corpus: a workaround (bench/corpus_repos.py, patches)",
+                PATCH_SUBJECT,
             ],
             cwd=base,
         )
@@ -363,6 +384,13 @@ class Bench:
 
     def tool_env(self, name: str, extra: dict[str, str] | None = None) -> dict[str, str]:
         env = dict(self.env)
+        # what the repository's own `yarn build` (a root script starting turbo) gives both tools:
+        # the root's bins on PATH, after node and the package manager. yarn berry's `yarn run`
+        # in a package finds only that package's own dependencies' bins, so under a turbo
+        # started bare react-spring's packages, whose eslint and tsup are the root's, exit 127
+        path = env["PATH"].split(os.pathsep)
+        path.insert(2 if self.repo.node else 1, str(self.ws[name] / "node_modules" / ".bin"))
+        env["PATH"] = os.pathsep.join(path)
         if name == "vx":
             # vx's store inside its copy, where cold's clean removes it; its own HOME
             env["VX_CACHE_DIR"] = str(self.ws["vx"] / ".vx" / "cache")
@@ -456,23 +484,22 @@ class Bench:
             if "node_modules" not in p.parts:
                 shutil.rmtree(p, ignore_errors=True)
 
-    def remove_outputs(self, name: str, outputs: dict[str, list[str]]) -> int:
-        """Restore: delete every file a cached task's declared outputs match."""
-        from vx.files.globs import GlobSet
+    def reset(self, name: str) -> dict[str, list[str]]:
+        """Before a cold build: the copy's tracked files as committed, see reset_tracked."""
+        done = reset_tracked(self.ws[name])
+        if done["restored"] or done["removed"]:
+            log(
+                f"    {name}: restored {len(done['restored'])} tracked files "
+                f"{done['restored'][:5]}, removed {len(done['removed'])} untracked "
+                f"{done['removed'][:5]}"
+            )
+        return done
 
-        ws = self.ws[name]
-        gone = 0
-        for directory, globs in outputs.items():
-            positive = [g for g in globs if not g.startswith("!")]
-            if not positive:
-                continue
-            gs = GlobSet(globs, turbo=True)
-            base = ws / directory
-            for path in list(walk_files(base)):
-                rel = path.relative_to(base).as_posix()
-                if gs.matches(rel):
-                    path.unlink()
-                    gone += 1
+    def remove_outputs(self, name: str, outputs: dict[str, list[str]]) -> int:
+        """Restore: delete every file a cached task's declared outputs match, see delete_outputs."""
+        gone, kept = delete_outputs(self.ws[name], outputs)
+        if kept:
+            log(f"    {name}: {len(kept)} tracked files match declared outputs, kept: {kept[:5]}")
         return gone
 
     def manifest(self, name: str) -> dict[str, str]:
@@ -505,6 +532,61 @@ class Bench:
 
     def unedit(self, name: str, rel: str) -> None:
         sh(["git", "checkout", "--", rel], cwd=self.ws[name])
+
+
+def reset_tracked(ws: Path) -> dict[str, list[str]]:
+    """Tracked files back to HEAD (the pinned commit and the bench's own committed workaround
+    and install commits) and untracked files git does not ignore removed, the install and the
+    tools' caches left alone. A build may rewrite tracked files (trpc's rewrites each package's
+    package.json and turbo.json) and an interrupted run leaves its edits: either would carry into
+    the next cold build of one tool and not the other's. Returns what was restored and removed."""
+    out = sh(
+        ["git", "status", "--porcelain=v1", "-z", "--untracked-files=all"], cwd=ws, capture=True
+    ).stdout
+    restored, removed = [], []
+    entries = out.split("\0")
+    i = 0
+    while i < len(entries):
+        e = entries[i]
+        i += 1
+        if not e:
+            continue
+        code, rel = e[:2], e[3:]
+        if code[0] in "RC":  # a rename's source path follows
+            i += 1
+        if set(Path(rel).parts) & SKIP_DIRS:
+            continue
+        (removed if code == "??" else restored).append(rel)
+    if restored:
+        sh(["git", "reset", "-q", "--hard", "HEAD"], cwd=ws)
+    for rel in removed:
+        (ws / rel).unlink(missing_ok=True)
+    return {"restored": restored, "removed": removed}
+
+
+def delete_outputs(ws: Path, outputs: dict[str, list[str]]) -> tuple[int, list[str]]:
+    """Delete every file the declared outputs (package directory -> globs) match, but tracked
+    files: trpc's build declares the package.json it rewrites, and a deleted manifest takes the
+    package out of the workspace, so no tool would run or restore it. (deleted, tracked kept)"""
+    from vx.files.globs import GlobSet
+
+    tracked = set(sh(["git", "ls-files", "-z"], cwd=ws, capture=True).stdout.split("\0"))
+    gone, kept = 0, []
+    for directory, globs in outputs.items():
+        positive = [g for g in globs if not g.startswith("!")]
+        if not positive:
+            continue
+        gs = GlobSet(globs, turbo=True)
+        base = ws / directory
+        for path in list(walk_files(base)):
+            rel = path.relative_to(base).as_posix()
+            if gs.matches(rel):
+                if path.relative_to(ws).as_posix() in tracked:
+                    kept.append(path.relative_to(ws).as_posix())
+                    continue
+                path.unlink()
+                gone += 1
+    return gone, kept
 
 
 def walk_files(base: Path):
@@ -679,8 +761,10 @@ def phase_time(b: Bench, state: dict, runs: dict[str, int], clean_check: bool, s
                 log(f"    {name} {scenario}#{i}: exit {r['code']} — {r['log']}")
             return r
 
+        resets: dict[str, list] = {"vx": [], "turbo": []}
         for i in range(runs["cold"]):
             for name in order:
+                resets[name].append(b.reset(name))
                 b.clean(name)
                 r = one(name, "cold", i)
                 colds[name].append(b.manifest(name))
@@ -745,6 +829,7 @@ def phase_time(b: Bench, state: dict, runs: dict[str, int], clean_check: bool, s
             "warm_cache": hits,
             "edit_misses": misses_after_edit,
             "tests": tests,
+            "reset": resets,
         }
         res[task]["runs"] = dict(runs)
         summarize_time(task, res[task])
@@ -866,7 +951,8 @@ def phase_matrix(b: Bench, state: dict, only: list[str] | None = None) -> dict:
     res: dict = {"tasks": tasks, "edits": {}}
     if only:  # some kinds again, the others kept
         res = state.get("matrix") or res
-    for name in b.tools:  # warm state of every main task
+    for name in b.tools:  # warm state of every main task, from the committed tree
+        b.reset(name)
         r = b.run(name, tasks, "matrix-warmup")
         r = b.run(name, tasks, "matrix-warm")
         res.setdefault("warm", {})[name] = r["cache"]
@@ -877,6 +963,16 @@ def phase_matrix(b: Bench, state: dict, only: list[str] | None = None) -> dict:
             continue
         entry: dict = {"what": what}
         env = None
+        owner = owner_package(b.ws["vx"], what) if kind in FILE_EDITS else None
+        if owner:  # a package the run does not run cannot miss: the row could not fail
+            absent = [
+                n for n in b.tools if not any(t.startswith(f"{owner}#") for t in res["warm"][n])
+            ]
+            if absent:
+                entry["void"] = f"{owner} (owns {what}) has no task in the warm run of {absent}"
+                log(f"  matrix {kind} ({what}): void, {entry['void']}")
+                res["edits"][kind] = entry
+                continue
         try:
             for name in b.tools:
                 if kind == "lockfile":
@@ -889,6 +985,8 @@ def phase_matrix(b: Bench, state: dict, only: list[str] | None = None) -> dict:
                     env = {what: f"vx-corpus-{time.time_ns()}"}  # no earlier run's value
                 else:
                     b.edit(name, what)
+                if kind in FILE_EDITS and not changed_paths(b.ws[name], what):
+                    raise RuntimeError(f"the edit of {what} left {name}'s copy unchanged")
             for name in b.tools:
                 r = b.run(name, tasks, f"matrix-{kind}", env)
                 entry.setdefault("after", {})[name] = r["cache"]
@@ -901,6 +999,8 @@ def phase_matrix(b: Bench, state: dict, only: list[str] | None = None) -> dict:
                 elif kind not in ("env", "env_undeclared"):
                     b.unedit(name, what)
             for name in b.tools:
+                if kind in FILE_EDITS and changed_paths(b.ws[name], what):
+                    raise RuntimeError(f"the undo of {what} left {name}'s copy changed")
                 r = b.run(name, tasks, f"matrix-{kind}-undo")
                 entry.setdefault("undone", {})[name] = r["cache"]
         except (RuntimeError, KeyError, OSError, subprocess.CalledProcessError) as e:
@@ -910,13 +1010,34 @@ def phase_matrix(b: Bench, state: dict, only: list[str] | None = None) -> dict:
         entry["compare"] = compare_cache(entry.get("after", {}))
         entry["compare_undone"] = compare_cache(entry.get("undone", {}))
         c = entry["compare"]
+        if kind in MUST_MISS and "error" not in entry and not (c["turbo_miss"] or c["vx_miss"]):
+            entry["void"] = "neither tool missed a task: the edit reached no task the matrix runs"
         log(
             f"  matrix {kind} ({what}): turbo missed {c['turbo_miss']}, vx {c['vx_miss']}; "
             f"vx hit where turbo missed: {c['vx_hit_turbo_miss']}; vx missed where turbo hit: {c['vx_miss_turbo_hit']}"
             + (f"; error {entry['error'][:200]}" if "error" in entry else "")
+            + (f"; VOID: {entry['void']}" if "void" in entry else "")
         )
         res["edits"][kind] = entry
     return res
+
+
+def owner_package(ws: Path, rel: str) -> str | None:
+    """The name of the package whose directory holds `rel` (the nearest package.json below the
+    root), None for a root file."""
+    d = (ws / rel).parent
+    while d != ws and ws in d.parents:
+        manifest = d / "package.json"
+        if manifest.exists():
+            return json.loads(manifest.read_text()).get("name")
+        d = d.parent
+    return None
+
+
+def changed_paths(ws: Path, rel: str) -> list[str]:
+    """git's status lines for `rel`: empty when it is as committed (and not untracked)."""
+    out = sh(["git", "status", "--porcelain", "--", rel], cwd=ws, capture=True).stdout
+    return out.splitlines()
 
 
 def compare_cache(after: dict) -> dict:
@@ -1104,9 +1225,10 @@ def summary_row(repo: Repo, st: dict) -> str:
             tests_cell.append(f"{t['vx'][0][0]}/{t['turbo'][0][0]}")
     matrix = st.get("matrix", {}).get("edits", {})
     same = extra = wrong = 0
+    void = sum(1 for e in matrix.values() if "void" in e)
     for e in matrix.values():
         c = e.get("compare", {})
-        if not c or "error" in e:
+        if not c or "error" in e or "void" in e:
             continue
         if c["vx_hit_turbo_miss"]:
             wrong += 1
@@ -1121,7 +1243,11 @@ def summary_row(repo: Repo, st: dict) -> str:
         f"| {' '.join(repo.tasks)} | {plan_cell} "
         + " ".join(f"| {', '.join(per[s])}" for s in per)
         + f" | {outputs_ok} same, {outputs_bad} differ | {', '.join(tests_cell)} | "
-        + (f"{same} / {extra} / **{wrong}**" if matrix else "")
+        + (
+            f"{same} / {extra} / **{wrong}**" + (f" ({void} void)" if void else "")
+            if matrix
+            else ""
+        )
         + f" | {ver_cell} |"
     )
 
@@ -1208,6 +1334,9 @@ def details(repo: Repo, st: dict) -> list[str]:
         c = e.get("compare", {})
         if "error" in e:
             out.append(f"- matrix {kind} ({e['what']}): error {e['error'][:300]}")
+        if "void" in e:
+            out.append(f"- matrix {kind} (`{e['what']}`): void, {e['void']}")
+            continue
         if not c:
             continue
         codes = e.get("code", {})

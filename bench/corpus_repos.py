@@ -8,7 +8,6 @@ exercises. Paths are repository-relative.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -22,18 +21,6 @@ class Bump:
     package: str  # the package's directory
     dep: str
     version: str
-
-
-def _drop_output(glob: str) -> Callable[[str], str]:
-    """A package turbo.json with `glob` taken out of its build outputs."""
-
-    def patch(text: str) -> str:
-        doc = json.loads(text)
-        build = doc["tasks"]["build"]
-        build["outputs"] = [o for o in build["outputs"] if o != glob]
-        return json.dumps(doc, indent=2) + "\n"
-
-    return patch
 
 
 @dataclass(frozen=True)
@@ -334,15 +321,11 @@ CORPUS: list[Repo] = [
         env="DATABASE_URL",
         filter=("./packages/*",),
         install=("pnpm", "install", "--frozen-lockfile", "--ignore-scripts"),
-        # vx refuses `"outputs": ["package.json", …]` in five packages' turbo.json (the build
-        # rewrites its manifest); taken out in both copies so that the rest can be measured
-        patches={
-            f"packages/{p}/turbo.json": _drop_output("package.json")
-            for p in ("client", "next", "react-query", "server", "tanstack-react-query")
-        },
+        # no workaround: its build regenerates each package's package.json and turbo.json (the
+        # `"outputs": ["package.json", …]` vx once refused), so any patch to them is undone by
+        # the first build and moves every later key
         notes="installed with --ignore-scripts: examples' postinstall runs `prisma generate`, which "
-        "downloads engines from binaries.prisma.sh; `package.json` taken out of five packages' "
-        "build outputs in both copies (vx refuses it)",
+        "downloads engines from binaries.prisma.sh",
     ),
     Repo(
         "pingdotgg/uploadthing",
