@@ -26,7 +26,9 @@ export default defineProject({
 });
 """
 BAD = """import { defineProject } from '@vx-build/vx/config';
-export default defineProject({ tasks: { build: { exec: { command: 'tsc' }, cache: { ouputs: { files: ['dist/**'] } } } } });
+export default defineProject({
+  tasks: { build: { exec: { command: 'tsc' }, cache: { ouputs: { files: ['dist/**'] } } } },
+});
 """
 
 
