@@ -7,8 +7,6 @@ there, before the CLI and the pipeline are even imported. Everything else goes t
 import os
 import sys
 
-from vx.install import RUN_MODULE
-
 
 def entry() -> None:
     if sys.argv[1:] in (["--version"], ["version"]):  # answered before the CLI's modules load
@@ -17,7 +15,7 @@ def entry() -> None:
 
         print(f"vx {__version__} ({described()})")
         return
-    if len(sys.argv) > 2 and sys.argv[1] == RUN_MODULE and getattr(sys, "frozen", False):
+    if getattr(sys, "frozen", False) and _runs_module():
         # The standalone build's `python -m MODULE` (vx.install.module_argv): no interpreter here.
         import runpy
 
@@ -41,6 +39,14 @@ def entry() -> None:
     from vx.cli.main import entry as run_cli
 
     run_cli()
+
+
+def _runs_module() -> bool:
+    """Whether the standalone build was asked to run a module (only it imports vx.install here: a
+    replay loads nothing it does not need)."""
+    from vx.install import RUN_MODULE
+
+    return len(sys.argv) > 2 and sys.argv[1] == RUN_MODULE
 
 
 if __name__ == "__main__":
