@@ -124,6 +124,10 @@ def test_frozen_refuses_a_missing_lock_and_an_unlocked_config(repo):
         ('{"lockVersion": 99, "configs": {}}', "lock version 99"),
         ('{"lockVersion": 1, "configs": {"packages/a/vx.config.mjs": {}}}', "without a `value`"),
         ('["configs"]', "not a vx lock"),
+        (
+            '{"lockVersion": 1, "configs": {"packages/a/vx.config.mjs": {"value": {}, "reads": [1]}}}',
+            "`reads` must map file names",
+        ),
     ],
 )
 def test_a_bad_lock_is_refused_naming_it(repo, lock, said):

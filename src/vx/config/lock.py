@@ -116,6 +116,16 @@ def read(root: str) -> dict[str, Any] | None:
             raise ConfigError(
                 "an entry without a `value`", file=LOCK_FILE, field=f"configs.{source}", hint=_HINT
             )
+        reads = entry.get("reads")
+        if reads is not None and not (
+            isinstance(reads, dict) and all(isinstance(r, str) for r in reads)
+        ):  # file names for --affected: anything else would reach the run unchecked
+            raise ConfigError(
+                "`reads` must map file names to digests",
+                file=LOCK_FILE,
+                field=f"configs.{source}.reads",
+                hint=_HINT,
+            )
     return data
 
 

@@ -15,6 +15,8 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 from referencing import Registry, Resource
 
+from vx.cli.main import wants_json  # which command lines print JSON: vx decides it there
+
 SCHEMAS = Path(__file__).resolve().parents[3] / "src" / "vx" / "schemas"
 PREFIX = "vx/schemas/"  # each schema's $id; a `$ref` to a sibling resolves against it
 
@@ -63,19 +65,6 @@ RUN_VERBS = ("run", "run-many", "affected")
 
 def _words(argv: Sequence[str]) -> list[str]:
     return list(argv[: list(argv).index("--")] if "--" in argv else argv)
-
-
-def wants_json(argv: Sequence[str]) -> bool:
-    """As vx.cli.main.wants_json: the command line asks for JSON on stdout."""
-    words = _words(argv)
-    if words[:1] == ["migrate"]:
-        return False
-    for i, word in enumerate(words):
-        if word in ("--format=json", "--dry=json", "--dry-run=json") or (
-            word == "--format" and words[i + 1 : i + 2] == ["json"]
-        ):
-            return True
-    return words[:1] in (["show"], ["ls"]) and "--json" in words
 
 
 def product(argv: Sequence[str]) -> str | None:
