@@ -39,6 +39,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # tests of the shared store set HOME and VX_SHARED_STORE themselves.
 os.environ["VX_SHARED_STORE"] = "0"
 
+# Nx copies its native binary into $TMPDIR/nx-native-file-cache-<hash of its install path> on each
+# start, and every test installs nx at a new path: ~17 MB per workspace, never removed (a full run
+# left 20 GB in /tmp). One directory shared by the run is what a single install would use.
+os.environ.setdefault(
+    "NX_NATIVE_FILE_CACHE_DIRECTORY",
+    os.path.join(os.environ.get("TMPDIR", "/tmp"), f"vx-tests-nx-native-{os.getuid()}"),
+)
+
 
 # ---------------------------------------------------------------- VX_REQUIRE_ALL: no silent skips
 # dev/test (so CI) sets VX_REQUIRE_ALL=1: a test that skips for want of something dev/test

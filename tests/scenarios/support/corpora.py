@@ -33,11 +33,12 @@ def lay_out(repo, spec: dict) -> None:
 def tool_env(own: str, settings: dict[str, str]) -> dict[str, str]:
     """The environment the real turbo or Nx runs with: none of the caller's vx, CI or own
     (`own`, a prefix such as `NX_`) settings, the suite's shared-store switch kept, then
-    `settings`."""
+    `settings`. The suite's Nx native-binary directory is kept too (tests/conftest.py)."""
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith(("VX_", "CI", own)) or k == "VX_SHARED_STORE"
+        if not k.startswith(("VX_", "CI", own))
+        or k in ("VX_SHARED_STORE", "NX_NATIVE_FILE_CACHE_DIRECTORY")
     }
     return {**env, **settings}
 
