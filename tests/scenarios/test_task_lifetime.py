@@ -412,6 +412,36 @@ def test_a_sandboxed_task_cannot_kill_the_warden_or_leave_its_cgroup(repo, track
         kill_all(processes_in(task_dir))
 
 
+@pytest.mark.feature("SB-13")
+@needs("bwrap", "strace")
+def test_a_sigkilled_vx_leaves_no_sandbox_or_proxy_directory(repo, tmp_path):
+    """A sandboxed run keeps its task dirs (TMPDIR, strace's trace) and its network proxy's
+    sockets in temp directories of its own, which vx removes as the run ends. SIGKILLed, vx
+    cannot: the warden removes them once the task is ended (each suite run left two behind)."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    sandbox = {"allow": {"read": ["in/**"], "write": ["out/"], "network": ["localhost"]}}
+    task = {"exec": {"command": "echo started >out/started; exec sleep 1000", "sandbox": sandbox}}
+    repo.write(npm_workspace({"a": {"tasks": {"build": task}, "files": {"in/.keep": ""}}})).commit()
+    started = repo.root / "packages/a/out/started"
+
+    def made() -> list[str]:  # the run lock's file (vx-run-*.flock) is kept by design
+        return sorted(p.name for p in temp.iterdir() if p.name.startswith(("vx-sandbox", "vx-net")))
+
+    vx = start_vx(
+        "run", "build", "--all", cwd=repo.root, env=vx_env({"TMPDIR": str(temp)}), stdout=DEVNULL
+    )
+    try:
+        wait_for(lambda: started.exists() or vx.poll() is not None, "the task to start")
+        assert vx.poll() is None, f"vx ended before the task started: {vx.communicate()[1]}"
+        assert [name.rpartition("-")[0] for name in made()] == ["vx-net", "vx-sandbox"], made()
+        vx.kill()
+        vx.wait()
+        wait_for(lambda: not made(), "the warden to remove the run's temp dirs")
+    finally:
+        end(vx)
+
+
 # ---------------------------------------------------------------- the warden: strangers, its death
 
 # Runs as PID 1 of a fresh pid namespace, where pids are handed out in order and

@@ -6,7 +6,9 @@ the task's shell, which leads the task's process group, and takes it back once t
 gone. When vx is gone the socket reads end-of-file, and the warden sends SIGTERM to every group
 still listed, then SIGKILL to those with a member left once `GRACE_S` passes (it ends as soon as
 none has), and with a cgroup per task (proc/descendants.py) kills the run's cgroups and removes
-them.
+them. Last it removes the run's private temp directories (a sandbox's task dirs and traces, the
+network proxy's sockets) that vx handed it and did not take back: a SIGKILLed vx left one in
+/tmp per run.
 
 **It never signals a stranger.** A group is signalled through the pidfd of its leader
 (`pidfd_send_signal` with `PIDFD_SIGNAL_PROCESS_GROUP`, Linux 6.9): the kernel resolves the
@@ -50,6 +52,7 @@ _off = False  # no warden can be had here: tasks outlive a killed vx, as before
 _held: dict[int, int] = {}  # pgid -> vx's own pidfd of the group's leader, for a new warden
 _watched: Any = None  # the event loop that tells vx of the warden's end
 _run_dir = ""  # the run's cgroup, for a new warden
+_dirs: dict[str, int] = {}  # a run's temp directory -> vx's descriptor of it, for a new warden
 
 
 def start(run_cgroup: str) -> None:
@@ -79,6 +82,8 @@ def start(run_cgroup: str) -> None:
     _conn, _pid = mine, pid
     for pgid, pidfd in _held.items():
         _send(b"+%d" % pgid, pidfd)
+    for path, fd in _dirs.items():
+        _send(b"d" + os.fsencode(path), fd)
 
 
 def enlist(pid: int) -> None:
@@ -101,6 +106,25 @@ def release(pgid: int) -> None:
     if pidfd is not None:
         os.close(pidfd)
         _send(b"-%d" % pgid)
+
+
+def remove_at_end(path: str) -> None:
+    """The warden removes `path`, a temp directory of vx's own, should vx end without removing it.
+    Told with a descriptor: a directory of that name made later by another is left alone."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    _dirs[path] = fd
+    _send(b"d" + os.fsencode(path), fd)
+
+
+def removed(path: str) -> None:
+    """vx removed `path` itself: the warden forgets it (`vx watch` makes one per cycle)."""
+    fd = _dirs.pop(path, None)
+    if fd is not None:
+        os.close(fd)
+        _send(b"x" + os.fsencode(path))
 
 
 def watch(loop: Any) -> None:
@@ -235,25 +259,32 @@ def _serve(conn: socket.socket, run_cgroup: str) -> None:
         _detach(conn.fileno())
         cgroup = _open_dir(run_cgroup)
         groups: dict[int, int] = {}
+        dirs: dict[bytes, int] = {}
         while True:
             try:
-                message, fds, _, _ = socket.recv_fds(conn, 32, 4)
+                message, fds, _, _ = socket.recv_fds(conn, 4200, 4)  # a path: up to PATH_MAX
             except InterruptedError:
                 continue
             except OSError:
                 break
             if not message:
                 break  # vx is gone
-            pgid = int(message[1:])
-            if message[:1] == b"+" and fds:
-                groups[pgid] = fds.pop()
-            elif message[:1] == b"-" and pgid in groups:
-                os.close(groups.pop(pgid))
+            kind, rest = message[:1], message[1:]
+            if kind == b"d" and fds:
+                dirs[rest] = fds.pop()
+            elif kind == b"x" and rest in dirs:
+                os.close(dirs.pop(rest))
+            elif kind == b"+" and fds:
+                groups[int(rest)] = fds.pop()
+            elif kind == b"-" and int(rest) in groups:
+                os.close(groups.pop(int(rest)))
             for fd in fds:
                 os.close(fd)
         _end(groups)
         if cgroup >= 0:
             _end_cgroup(cgroup, run_cgroup)
+        for path, fd in dirs.items():  # after the tasks: none writes its TMPDIR any more
+            _remove_dir(path, fd)
     except BaseException:
         pass
     finally:
@@ -408,6 +439,18 @@ def _end_cgroup(fd: int, path: str) -> None:
             return
         except OSError:
             time.sleep(0.05)
+
+
+def _remove_dir(path: bytes, fd: int) -> None:
+    """Remove the tree at `path` if it is still the directory `fd` holds."""
+    import shutil
+
+    try:
+        if os.lstat(path).st_ino != os.fstat(fd).st_ino:
+            return  # gone, or another directory took the name since
+    except OSError:
+        return
+    shutil.rmtree(path, ignore_errors=True)  # descriptor-based: follows no link it meets
 
 
 def _write_at(fd: int, name: str, data: bytes) -> bool:

@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 from msgspec import Struct
 
 from vx.model import Violation
+from vx.proc import warden
 from vx.sandbox import hosts
 
 BRIDGE_PORT = 3128  # inside the sandbox's own network namespace, so no clash between tasks
@@ -89,6 +90,7 @@ class Proxy:
         self._filter = hosts.HostFilter(allow, deny)
         self.directory = Path(tempfile.mkdtemp(prefix="vx-net-", dir=self._parent))
         os.chmod(self.directory, 0o700)
+        warden.remove_at_end(str(self.directory))
         self.preload.write_text(NODE_PRELOAD)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="vx-proxy", daemon=True)
@@ -137,6 +139,7 @@ class Proxy:
         self._sockets.clear()
         if self.directory is not None:
             shutil.rmtree(self.directory, ignore_errors=True)
+            warden.removed(str(self.directory))
 
     def __enter__(self) -> Proxy:
         return self

@@ -27,7 +27,7 @@ from msgspec import Struct
 from msgspec.structs import replace
 
 from vx.model import LogChunk, ProcessResult, SandboxSpec, Violation
-from vx.proc import executor
+from vx.proc import executor, warden
 from vx.sandbox import bridges, grants, mounts, ports, seccomp, trace
 from vx.sandbox.grants import Layout
 from vx.sandbox.probe import Capability, probe
@@ -99,6 +99,7 @@ class Session:
             self._base = Path(
                 tempfile.mkdtemp(prefix="vx-sandbox-", dir=_temp_parent(self._environ))
             )
+            warden.remove_at_end(str(self._base))  # traces and TMPDIRs must not outlive a killed vx
         self._count += 1
         path = self._base / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', task)}-{self._count}"
         (path / "tmp").mkdir(parents=True, mode=0o700)
@@ -181,6 +182,7 @@ class Session:
             self._proxy = None
         if self._base is not None:
             shutil.rmtree(self._base, ignore_errors=True)
+            warden.removed(str(self._base))
             self._base = None
 
 

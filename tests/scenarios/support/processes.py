@@ -63,11 +63,12 @@ def start_vx(
 
 
 def running(pid: int) -> bool:
-    """Alive and not a zombie (a container's PID 1 may be slow to reap orphans)."""
+    """Alive and not a zombie (a container's PID 1 may be slow to reap orphans). A process ending
+    while its stat is read makes the read fail with ESRCH, not ENOENT (seen once in a suite run)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rpartition(")")[2].split()[0] != "Z"
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
         return False
 
 
