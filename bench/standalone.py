@@ -7,6 +7,7 @@ the machine's load falls on both alike. Python runs the checkout's src/vx with t
 interpreter (not a version manager's shim, which would add its own start-up to Python's side).
 
 usage: bench/standalone.py STANDALONE_VX [-n PACKAGES] [-f FILES] [--runs N] [--launcher BIN] [--venv BIN]
+                           [--before STANDALONE_VX]
   e.g. dev/release /tmp/rel && bench/standalone.py /tmp/rel/standalone/vx/vx
 """
 
@@ -41,6 +42,11 @@ def main(argv=None) -> int:
         type=Path,
         help="also time a pip-installed vx: a venv's bin/vx (pip install the wheel dev/release wrote)",
     )
+    ap.add_argument(
+        "--before",
+        type=Path,
+        help="also time another standalone build (an earlier dev/release's), in the same rounds",
+    )
     args = ap.parse_args(argv)
     python = os.path.realpath(sys.executable)
     env = {k: v for k, v in os.environ.items() if not k.startswith("VX_")}
@@ -51,6 +57,9 @@ def main(argv=None) -> int:
     }
     penv = {**env, "PYTHONPATH": str(ROOT / "src")}
     envs = {"standalone": env, "python -m vx": penv}
+    if args.before:
+        tools["standalone, before"] = [str(args.before.resolve())]
+        envs["standalone, before"] = env
     if args.venv:
         tools["pip, a venv"] = [str(args.venv.absolute())]
         envs["pip, a venv"] = env
@@ -85,8 +94,8 @@ def main(argv=None) -> int:
             for name in tools:
                 w, c = Spread.of(wall[name]), Spread.of(cpu[name])
                 print(
-                    f"{label:<22} {name:<14} wall ms min {w.low:.0f} median {w.median:.0f} "
-                    f"max {w.high:.0f}; cpu ms median {c.median:.0f}"
+                    f"{label:<22} {name:<18} wall ms min {w.low:.0f} median {w.median:.0f} "
+                    f"max {w.high:.0f}; cpu ms min {c.low:.0f} median {c.median:.0f} max {c.high:.0f}"
                 )
         print(f"# load after: {load_average()}")
     return 0

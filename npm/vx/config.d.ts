@@ -8,6 +8,21 @@
  */
 export type SchemaKey = unknown;
 /**
+ * A plugin the workspace loads (docs/plugins.md): its name, or its name and options.
+ *
+ * This interface was referenced by `Configs`'s JSON-Schema
+ * via the `definition` "pluginDeclaration".
+ */
+export type PluginDeclaration =
+  | PluginName
+  | {
+      $schema?: SchemaKey;
+      name: PluginName;
+      options?: {
+        [k: string]: unknown;
+      };
+    };
+/**
  * A Python module (vx.plugins.otel) or a `vx.plugins` entry point.
  *
  * This interface was referenced by `Configs`'s JSON-Schema
@@ -244,16 +259,7 @@ export interface WorkspaceConfig {
   /**
    * In precedence order; each plugin once.
    */
-  plugins?: (
-    | PluginName
-    | {
-        $schema?: SchemaKey;
-        name: PluginName;
-        options?: {
-          [k: string]: unknown;
-        };
-      }
-  )[];
+  plugins?: PluginDeclaration[];
 }
 /**
  * Exactly one of turbo, nx or reapi.
@@ -298,5 +304,9 @@ export interface RemoteCache {
 export declare function defineProject(config: ProjectConfig): ProjectConfig;
 /** The workspace's config, typed (vx reads vx.workspace.json; this types a value built in code). */
 export declare function defineWorkspace(config: WorkspaceConfig): WorkspaceConfig;
-/** A plugin module's default export, returned as it is (docs/plugins.md describes its hooks). */
-export declare function definePlugin<T extends object>(plugin: T): T;
+/**
+ * An entry of the workspace's `plugins`, typed: a plugin's name, or its name and options. A
+ * plugin's hooks are Python functions vx calls in its own process (docs/plugins.md), never
+ * JavaScript: a config is JSON data, vx refuses a function in one, and this type a hook.
+ */
+export declare function definePlugin(plugin: PluginDeclaration): PluginDeclaration;

@@ -25,6 +25,20 @@ export default defineProject({
   },
 });
 """
+# A plugin is declared in code as in JSON: by name, with its options. Its hooks are Python
+# (docs/plugins.md); a JavaScript hook in a config is refused by vx (a config is JSON data).
+GOOD_PLUGINS = """import { defineWorkspace, definePlugin } from '@vx-build/vx/config';
+const abi = definePlugin({ name: 'tools.vx_abi', options: { abi: 115 } });
+export default defineWorkspace({ plugins: ['vx.plugins.otel', abi, definePlugin('tools.lint')] });
+"""
+BAD_PLUGINS = {
+    # a hook written in JavaScript, as if vx called it
+    "hook.ts": "definePlugin({ name: 'tools.vx_abi', key: () => ({ abi: '115' }) });",
+    # a misspelt key
+    "misspelt.ts": "definePlugin({ name: 'tools.vx_abi', option: { abi: 115 } });",
+    # options that are not an object
+    "scalar.ts": "definePlugin({ name: 'tools.vx_abi', options: 115 });",
+}
 BAD = """import { defineProject } from '@vx-build/vx/config';
 export default defineProject({
   tasks: { build: { exec: { command: 'tsc' }, cache: { ouputs: { files: ['dist/**'] } } } },
@@ -46,6 +60,8 @@ def test_the_committed_types_are_what_the_schemas_make():
 
 @pytest.mark.feature("WS-07")
 def test_tsc_takes_a_good_config_and_names_a_misspelt_key(tmp_path):
+    """...and types a plugin declaration: before, `definePlugin` took any object, a JavaScript
+    hook vx never calls included."""
     package = tmp_path / "node_modules" / "@vx-build" / "vx"
     package.mkdir(parents=True)
     shutil.copy(ROOT / "npm" / "vx" / "package.json", package / "package.json")
@@ -64,6 +80,7 @@ def test_tsc_takes_a_good_config_and_names_a_misspelt_key(tmp_path):
     )
     (tmp_path / "package.json").write_text('{"type": "module"}')
     (tmp_path / "good.ts").write_text(GOOD)
+    (tmp_path / "good_plugins.ts").write_text(GOOD_PLUGINS)
     tsc = installed("typescript") / "bin" / "tsc"
     clean = subprocess.run(
         ["node", str(tsc), "-p", "."], cwd=tmp_path, capture_output=True, text=True, timeout=120
@@ -77,3 +94,15 @@ def test_tsc_takes_a_good_config_and_names_a_misspelt_key(tmp_path):
     assert "bad.ts" in typo.stdout and "'ouputs' does not exist" in typo.stdout, typo.stdout
     assert "Did you mean to write 'outputs'?" in typo.stdout
     assert "good.ts" not in typo.stdout and "config.d.ts" not in typo.stdout
+    (tmp_path / "bad.ts").unlink()
+    head = "import { definePlugin } from '@vx-build/vx/config';\n"
+    for name, line in BAD_PLUGINS.items():
+        (tmp_path / name).write_text(head + f"export default {line}\n")
+    plugins = subprocess.run(
+        ["node", str(tsc), "-p", "."], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert plugins.returncode != 0
+    errors = [line for line in plugins.stdout.splitlines() if ": error TS" in line]
+    assert sorted({line.split("(")[0] for line in errors}) == sorted(BAD_PLUGINS), plugins.stdout
+    assert "'key' does not exist in type" in plugins.stdout, plugins.stdout
+    assert "Did you mean to write 'options'?" in plugins.stdout, plugins.stdout

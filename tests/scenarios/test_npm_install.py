@@ -265,3 +265,40 @@ def test_the_launcher_passes_signals_and_exit_codes_through(release, tmp_path):
             wait_for(lambda pid=task_pid: not running(pid), "the task to be stopped", 60)
         finally:
             end(proc)
+
+
+CTYPES_PLUGIN = """import sys
+
+
+def plugin(options):
+    def probe(argv, ctx):
+        before = "ctypes" in sys.modules
+        import ctypes
+
+        # PyInstaller's hook: a library named by a path that is not there is looked for by its
+        # base name among the build's own (libffi is bundled, beside libpython)
+        ctypes.CDLL("/nowhere/libffi.so.8")
+        print(f"imported at start: {before}; {ctypes.CDLL.__name__}")
+        return 0
+
+    return {"commands": {"probe": {"description": "ctypes in the build", "run": probe}}}
+"""
+
+
+@pytest.mark.feature("IN-01")
+@pytest.mark.timeout(BUILD_S + 600)
+def test_the_standalone_build_hooks_ctypes_on_its_first_import(release, tmp_path):
+    """PyInstaller's bootstrap imported ctypes at every start (~4 ms of CPU) to hook CDLL; the
+    build applies the same hook when something first imports ctypes (dev/release, LAZY_CTYPES):
+    a plugin still finds a bundled library by its base name, and a start no longer pays."""
+    env = no_python_env(tmp_path)
+    ws = tmp_path / "ws"
+    (ws / "tools").mkdir(parents=True)
+    (ws / "package.json").write_text('{"name": "ws", "private": true}')
+    (ws / "vx.workspace.json").write_text('{"plugins": ["tools.probe"]}')
+    (ws / "tools" / "__init__.py").write_text("")
+    (ws / "tools" / "probe.py").write_text(CTYPES_PLUGIN)
+    subprocess.run(["git", "init", "-q"], cwd=ws, check=True)
+    done = run([str(release / "standalone" / "vx" / "vx"), "probe"], ws, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "imported at start: False; PyInstallerCDLL" in done.stdout, done.stdout
