@@ -272,6 +272,30 @@ def test_deleted_outputs_are_restored_by_the_replay(ws):
     assert replayed
 
 
+def test_a_replayed_restore_exits_with_its_commit_in_the_wal(ws):
+    """The replay leaves its committed index connection to the exit (`replay._leave_open`): no
+    checkpoint, so no fsync. The stamps it wrote stay in the WAL, where the next run reads them,
+    and the index is sound."""
+    import sqlite3
+
+    settle(ws)
+    for pkg in ("a", "b"):
+        shutil.rmtree(ws.root / "packages" / pkg / "dist")
+    result, replayed = run(ws)
+    assert replayed and result.code == 0 and "restore" in result.err
+    index = ws.root / ".vx" / "cache" / "cache.db"
+    assert Path(f"{index}-wal").stat().st_size > 0  # a close would have checkpointed and removed it
+    db = sqlite3.connect(index)
+    try:
+        assert db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        stamped = {path for (path,) in db.execute("SELECT path FROM output_stamps")}
+    finally:
+        db.close()
+    assert {"packages/a/dist/out.js", "packages/b/dist/out.js"} <= stamped, stamped
+    after, replayed = run(ws)
+    assert not replayed and after.code == 0 and executed(after.err) == set()
+
+
 def test_a_damaged_artifact_met_by_a_replayed_restore_runs_the_task(ws):
     import shutil
 
