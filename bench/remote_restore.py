@@ -38,6 +38,7 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(BENCH.parent / "tests" / "scenarios"))
+sys.path.append(str(BENCH.parent / "src"))  # the test support asks vx itself (never the tools' env)
 
 from measure import load_average  # noqa: E402
 from scenarios import SCENARIOS  # noqa: E402

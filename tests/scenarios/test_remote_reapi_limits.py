@@ -46,7 +46,7 @@ def two_clones(workspace, tmp_path, server, env=None):
     ids=["default-pool", "five-threads", "two-calls"],
 )
 def test_a_fresh_clone_gets_every_build_from_a_server_that_pushes_back(workspace, tmp_path, limits):
-    """BuildGrid's default pool is 5 threads a core (10 calls on 2 cores) against vx's 16
+    """BuildGrid's default pool is 5 threads a core (10 calls on 2 cores) against vx's 64
     downloads and 4 uploads at once; `maximum-concurrent-rpcs: 2` pushes back on nearly every
     call. The first clone's uploads and the second's lookups all land all the same."""
     server = BuildGrid(tmp_path / "bgd", limits=limits)
@@ -149,5 +149,44 @@ def test_pushback_no_retry_cures_is_a_busy_server_never_too_large(repo):
         assert all(len(t) <= 6 for t in asked(server).values())
         assert "GetActionResult: RESOURCE_EXHAUSTED; treated as a miss" in res.err, res.err
         assert "server busy" in res.err and "too large" not in res.err, res.err
+    finally:
+        server.stop()
+
+
+WIDE = 48  # lookups the server holds until they are all in flight at once: more than 16
+
+
+@pytest.mark.feature("RC-09")
+def test_a_fresh_clone_keeps_many_lookups_in_flight_at_once(workspace, tmp_path):
+    """Behind a link a download is two round trips, so the restore is bounded by how many vx
+    keeps in flight. The server answers no lookup until WIDE of them wait at once (then every
+    one, a miss); vx sent 16 at a time, so they waited out the server's patience (a bound on
+    the test, not a measure) and the server never saw WIDE."""
+    import threading
+
+    held = threading.Condition()
+    state = {"waiting": 0, "peak": 0, "filled": False}
+
+    def answer(method: str, request: bytes) -> bytes:
+        if method != GET:
+            return b""  # empty capabilities: SHA-256 and no limits
+        with held:
+            state["waiting"] += 1
+            state["peak"] = max(state["peak"], state["waiting"])
+            if state["waiting"] >= WIDE:
+                state["filled"] = True
+                held.notify_all()
+            held.wait_for(lambda: state["filled"], timeout=30)
+            state["waiting"] -= 1
+        raise Abort(grpc.StatusCode.NOT_FOUND)
+
+    server = GarbageServer(answer, workers=2 * PACKAGES)
+    try:
+        second = clone(workspace, tmp_path / "clone")
+        res = second.vx("run", "build", env={"VX_REAPI_ENDPOINT": server.endpoint}, timeout=600)
+        assert res.code == 0, res.err[-3000:]
+        assert set(res.statuses().values()) == {("success", "miss")}, res.err
+        assert state["filled"] and state["peak"] >= WIDE, state
+        assert "pushed back" not in res.err and "failures" not in res.err, res.err
     finally:
         server.stop()

@@ -40,6 +40,9 @@ if TYPE_CHECKING:
     import asyncio
 
 FETCH_WORKERS = 16  # more than the cores: each also waits on the server and the disk
+# A layer with a `fetch_width` (REAPI: its calls in flight, which its throttle lowers on pushback)
+# gets that many download threads instead: each waits two round trips per artifact, so behind a
+# link 16 bound the restore (docs/benchmarks.md, "REAPI restore width").
 UPLOAD_WORKERS = 4
 _LOCAL_TROUBLE = (OSError, EnvironmentFailure)
 
@@ -232,8 +235,9 @@ class LayeredStore:
         with self._lock:
             if kind == "fetch":
                 if self._fetch_pool is None:
+                    width = getattr(self.remote, "fetch_width", FETCH_WORKERS)
                     self._fetch_pool = ThreadPoolExecutor(
-                        FETCH_WORKERS, thread_name_prefix="vx-remote-get"
+                        max(1, width), thread_name_prefix="vx-remote-get"
                     )
                 return self._fetch_pool
             if self._upload_pool is None:

@@ -503,9 +503,9 @@ class Abort(Exception):
 class GarbageServer:
     """A gRPC server whose every unary reply is `answer(method, request_bytes)` (raw bytes, or
     an `Abort` raised); `answer=None` stalls every call until `stop()`. The metadata of each
-    call is kept, and when it came (`times`, monotonic)."""
+    call is kept, and when it came (`times`, monotonic). `workers` calls are answered at once."""
 
-    def __init__(self, answer: Callable[[str, bytes], bytes] | None):
+    def __init__(self, answer: Callable[[str, bytes], bytes] | None, workers: int = 4):
         import threading
 
         import grpc
@@ -539,7 +539,7 @@ class GarbageServer:
             )
 
         generic = type("Generic", (grpc.GenericRpcHandler,), {"service": lambda s, d: handler(d)})
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers))
         self.server.add_generic_rpc_handlers((generic(),))
         self.port = self.server.add_insecure_port("127.0.0.1:0")
         self.server.start()

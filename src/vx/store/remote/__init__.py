@@ -327,6 +327,13 @@ class _Deferred:
         """Where the layer says what the run should hear, once it opens (`ReapiLayer.listen`)."""
         self._tell = tell
 
+    @property
+    def fetch_width(self) -> int:
+        """`ReapiLayer.fetch_width`, known before grpc loads (retry.py imports none of it)."""
+        from vx.store.remote.retry import DEFAULT_MAX_CONCURRENCY
+
+        return max(1, self.settings.max_concurrency or DEFAULT_MAX_CONCURRENCY)
+
     def _open(self) -> RemoteLayer:
         with self._lock:  # pool threads call at once; one channel for them all
             if self._layer is None:

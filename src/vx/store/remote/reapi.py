@@ -117,6 +117,11 @@ _KIND = {
 _STATUS = {grpc.StatusCode.UNAUTHENTICATED: 401, grpc.StatusCode.PERMISSION_DENIED: 403}
 
 
+def fetch_width(settings: RemoteSettings) -> int:
+    """The calls in flight before any pushback: `VX_REAPI_MAX_CONCURRENCY`, else the default."""
+    return max(1, settings.max_concurrency or DEFAULT_MAX_CONCURRENCY)
+
+
 def action_digest(key: str) -> re_pb.Digest:
     data = ACTION_PREFIX + checked_key(key).encode()
     return re_pb.Digest(hash=hashlib.sha256(data).hexdigest(), size_bytes=len(data))
@@ -190,12 +195,17 @@ class ReapiLayer:
         self._caps_lock = threading.Lock()
         self._caps_failures = 0  # how many times asking GetCapabilities failed
         self._caps_failed: RemoteFailure | None = None  # how the last time failed
-        self.retrier = Retrier(Throttle(settings.max_concurrency or DEFAULT_MAX_CONCURRENCY))
+        self.retrier = Retrier(Throttle(fetch_width(settings)))
         self.tell: Callable[[str, str], None] | None = None  # where the pushback line goes
 
     def listen(self, tell: Callable[[str, str], None]) -> None:
         """Say what the run should hear (`tell(message, level)`): the pushback line, once."""
         self.tell = tell
+
+    @property
+    def fetch_width(self) -> int:
+        """How many downloads the run keeps going at once: as many as calls may be in flight."""
+        return fetch_width(self.settings)
 
     # ------------------------------------------------------------ the seam
 

@@ -31,7 +31,10 @@ NO_ANSWER = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED"})
 
 RETRIES = 5  # tries after the first (Bazel's --remote_retries)
 BUDGET_FACTOR = 2.0  # all of one call's tries end within this many of its timeouts
-DEFAULT_MAX_CONCURRENCY = 32  # calls in flight before any pushback (the pools hold 20)
+# Calls in flight before any pushback. gRPC multiplexes them on one HTTP/2 connection, so they
+# cost the client little, and behind a link a download is two round trips (GetActionResult, then
+# the blob): the restore's width is what bounds it (docs/benchmarks.md, "REAPI restore width").
+DEFAULT_MAX_CONCURRENCY = 64
 MIN_DEADLINE_S = 0.05  # a retry's deadline when the budget is all but spent
 
 
