@@ -1209,11 +1209,14 @@ def summary_row(repo: Repo, st: dict) -> str:
     times = st.get("time", {})
     per = {s: [] for s in ("cold", "warm", "restore", "edit")}
     outputs_ok, outputs_bad, tests_cell = 0, 0, []
+    # a phase stopped before its last task: each ratio names its task, the column's order no
+    # longer does
+    partial = {t for t, r in times.items() if "error" not in r} != set(repo.tasks)
     for task, r in times.items():
         if "error" in r:
             continue
         for s, x in ratios(r["samples"]).items():
-            per[s].append(f"{x['ratio']}")
+            per[s].append(f"{task} {x['ratio']}" if partial else f"{x['ratio']}")
         c = r.get("cold_vx_vs_turbo")
         checks = [c] if c else []
         checks += [d for ds in r.get("restore_vs_cold", {}).values() for d in ds]

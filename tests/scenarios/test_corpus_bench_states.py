@@ -78,3 +78,26 @@ def test_the_matrix_names_the_package_an_edit_reaches_and_sees_it_applied(tmp_pa
     assert changed_paths(ws, rel) == []
     (ws / rel).write_text("export const a = 2;\n")
     assert changed_paths(ws, rel) == [f" M {rel}"]
+
+
+def test_a_row_timed_on_some_tasks_names_the_task_of_each_ratio() -> None:
+    """suspensive's time phase was stopped after `build` of four tasks: a bare "0.83" under a
+    tasks column of four reads as the first of four or as all of them; the cell names it."""
+    from corpus import CORPUS, summary_row
+
+    repo = next(r for r in CORPUS if r.slug == "toss/suspensive")
+    sample = {
+        "cold": [[2.0, 1.0]],
+        "warm": [[1.0, 1.0]],
+        "restore": [[1.0, 1.0]],
+        "edit": [[1.0, 1.0]],
+    }
+    timed = {"samples": {"vx": sample, "turbo": sample}}
+    state = {"install": {"turbo": "2.9.12"}, "time": {"build": timed}}
+
+    cells = summary_row(repo, state).split(" | ")
+    assert cells[4:8] == ["build 1.0", "build 1.0", "build 1.0", "build 1.0"]
+
+    every = {t: timed for t in repo.tasks}
+    cells = summary_row(repo, {"install": {"turbo": "2.9.12"}, "time": every}).split(" | ")
+    assert cells[4] == "1.0, 1.0, 1.0, 1.0"  # every task timed: in the tasks column's order
