@@ -369,3 +369,49 @@ def test_the_plugins_memory_option_is_checked():
     with pytest.raises(VxError):
         plugin({"reservations": {"build": 5}})
     assert "admit" not in plugin({})  # no budget: nothing is held
+
+
+# react-spring's build after an edit in `shared` (docs/benchmarks.md § Corpus): a chain to
+# `core`, five targets after it, `web` alone also feeding `parallax`, and `react-spring`
+# waiting for all five. The durations are one vx sample's (s). By name `web` comes fourth of
+# the five; turbo started it third or fourth, which left `parallax` for the run's tail.
+_SPRING = {
+    "shared": [],
+    "animated": ["shared"],
+    "core": ["animated"],
+    **{target: ["core"] for target in ("konva", "native", "three", "web", "zdog")},
+    "parallax": ["web"],
+    "react-spring": ["konva", "native", "three", "web", "zdog"],
+}
+_SPRING_S = {
+    "shared": 42.8, "animated": 28.7, "core": 55.2, "web": 45.0, "three": 42.7,
+    "native": 31.9, "zdog": 31.2, "konva": 40.2, "parallax": 57.5, "react-spring": 34.6,
+}  # fmt: skip
+
+
+@pytest.mark.feature("PL-12")
+@pytest.mark.parametrize("recorded", [False, True], ids=["dependents-count", "critical-path"])
+def test_the_target_with_a_second_dependant_starts_first(recorded):
+    """Two slots: once `core` ends, `web` (whose `parallax` would otherwise run alone at the
+    end) takes the first slot, with or without recorded durations."""
+    g = graph(_SPRING)
+    w = {t(n): s * 1000 for n, s in _SPRING_S.items()} if recorded else {}
+    prio = priorities(g, g.order, w)
+    started: list[str] = []
+
+    async def main():
+        slots = PrioritySlots(2)
+
+        async def rebuild(node, results):
+            await slots.acquire(prio[node.id])
+            try:
+                started.append(node.id.task)
+                await asyncio.sleep(0)
+            finally:
+                slots.release()
+            return TaskResult(node.id, Status.SUCCESS, CacheStatus.MISS)
+
+        return await walk(g, rebuild, priority=prio, slots=slots)
+
+    asyncio.run(main())
+    assert started[:4] == ["shared", "animated", "core", "web"]
