@@ -1,6 +1,6 @@
 """Nx workspaces as Nx 18+ makes them (TL-05): targets that no file spells out, inferred by the
-`plugins` nx.json declares (@nx/js/typescript, @nx/vite/plugin, @nx/jest/plugin, the real ones,
-pinned in npm_packages.py), resolve as the workspace's own Nx resolves them, run and cache; the
+`plugins` nx.json declares (@nx/js/typescript, @nx/vite/plugin, @nx/jest/plugin, @nx/eslint/plugin,
+the real ones, pinned in npm_packages.py), resolve as the workspace's own Nx resolves them, run and cache; the
 resolution is kept until a file a plugin reads changes; a plugin that cannot run is refused by
 name. The real `nx show project NAME --json` is the oracle."""
 
@@ -187,3 +187,41 @@ def test_a_source_import_is_an_edge_as_in_nx_s_graph(repo, plugins_modules):
     assert again.statuses()["b#build"][1] == "miss"
     # Nx's graph, written as Nx writes it (@nx/enforce-module-boundaries reads it)
     assert (ws.root / ".nx/workspace-data/project-graph.json").exists()
+
+
+@pytest.mark.feature("TL-05")
+def test_a_plugin_s_input_glob_that_matches_nothing_is_not_warned_on(repo):
+    """@nx/eslint/plugin puts `{workspaceRoot}/tools/eslint-rules/**/*` in every lint target's
+    inputs, a folder most workspaces do not have. Nx says nothing of it; vx named it on every run
+    that planned (once per project), about a glob nobody in the workspace wrote."""
+    modules = bundle_or_skip("nx-eslint")
+    flat = "export default [{ files: ['**/*.js'], rules: { 'no-unused-vars': 'error' } }];\n"
+    repo.write(
+        {
+            "package.json": {"name": "ws", "private": True, "workspaces": ["packages/*"]},
+            ".gitignore": "node_modules\n.nx\n.vx\n",
+            "nx.json": {"plugins": [{"plugin": "@nx/eslint/plugin", "options": {}}]},
+            "eslint.config.mjs": flat,
+            "packages/a/package.json": {"name": "a", "version": "1.0.0"},
+            "packages/a/eslint.config.mjs": "export { default } from '../../eslint.config.mjs';\n",
+            "packages/a/src/index.js": "export const a = 1;\n",
+            "packages/b/package.json": {"name": "b", "version": "1.0.0"},
+            "packages/b/eslint.config.mjs": "export { default } from '../../eslint.config.mjs';\n",
+            "packages/b/src/index.js": "export const b = 2;\n",
+        }
+    )
+    link_modules(repo.root, modules)
+    ws = repo.commit()
+    lint = nx_show(ws.root, "a")["targets"]["lint"]
+    assert "{workspaceRoot}/tools/eslint-rules/**/*" in lint["inputs"]  # the oracle's input
+    first = ws.vx("run", "lint", timeout=INFER_TIMEOUT)
+    assert first.code == 0, first.err + first.out
+    assert first.statuses()["a#lint"][1] == "miss"
+    assert "tools/eslint-rules" not in first.err, first.err
+    assert "matches no file" not in first.err, first.err
+    # a rule file there is an input all the same: the lint misses, as under Nx
+    (ws.root / "tools/eslint-rules").mkdir(parents=True)
+    (ws.root / "tools/eslint-rules/index.js").write_text("module.exports = {};\n")
+    again = ws.vx("run", "lint", timeout=INFER_TIMEOUT)
+    assert again.code == 0, again.err + again.out
+    assert again.statuses()["a#lint"][1] == "miss"
