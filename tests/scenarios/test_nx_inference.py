@@ -225,3 +225,43 @@ def test_a_plugin_s_input_glob_that_matches_nothing_is_not_warned_on(repo):
     again = ws.vx("run", "lint", timeout=INFER_TIMEOUT)
     assert again.code == 0, again.err + again.out
     assert again.statuses()["a#lint"][1] == "miss"
+
+
+def vitest_workspace(repo):
+    """One project whose only config is a vite.config.mjs with a `test` block: @nx/vite/plugin
+    infers `test` (vitest) and the `build-deps` / `watch-deps` no-ops, and no project has a
+    `build` for their `^build` to reach."""
+    modules = bundle_or_skip("nx-vitest")
+    repo.write(
+        {
+            "package.json": {"name": "ws", "private": True, "workspaces": ["packages/*"]},
+            ".gitignore": "node_modules\n.nx\n.vx\ntest-output\n",
+            "nx.json": {"plugins": [{"plugin": "@nx/vite/plugin", "options": {}}]},
+            "packages/a/package.json": {"name": "a", "version": "1.0.0", "type": "module"},
+            "packages/a/vite.config.mjs": "import { defineConfig } from 'vite';\n"
+            "export default defineConfig({ root: import.meta.dirname, test: {\n"
+            "  include: ['src/**/*.test.js'],\n"
+            "  coverage: { reportsDirectory: './test-output/vitest/coverage' },\n"
+            "} });\n",
+            "packages/a/src/a.test.js": "import { test, expect } from 'vitest';\n"
+            "test('a', () => expect(1).toBe(1));\n",
+        }
+    )
+    link_modules(repo.root, modules)
+    return repo.commit()
+
+
+@pytest.mark.feature("TL-05")
+def test_a_noop_whose_dependencies_reach_no_task_runs_nothing_as_in_nx(repo):
+    """@nx/vite/plugin infers `build-deps` as `nx:noop` with `dependsOn: ["^build"]`; where no
+    project has a `build`, vx dropped the dependency and then refused the no-op as a task with
+    neither exec nor dependsOn: every `vx run` of the workspace exited 2, where Nx runs."""
+    ws = vitest_workspace(repo)
+    target = nx_show(ws.root, "a")["targets"]["build-deps"]
+    assert target["executor"] == "nx:noop" and target["dependsOn"] == ["^build"]  # the oracle's
+    nx_cli(ws.root, "run", "a:build-deps")
+    ran = ws.vx("run", "a:build-deps", timeout=INFER_TIMEOUT)
+    assert ran.code == 0, ran.err + ran.out
+    tests = ws.vx("run", "test", timeout=INFER_TIMEOUT)
+    assert tests.code == 0, tests.err + tests.out
+    assert tests.statuses()["a#test"][1] == "miss"
