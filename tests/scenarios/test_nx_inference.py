@@ -265,3 +265,17 @@ def test_a_noop_whose_dependencies_reach_no_task_runs_nothing_as_in_nx(repo):
     tests = ws.vx("run", "test", timeout=INFER_TIMEOUT)
     assert tests.code == 0, tests.err + tests.out
     assert tests.statuses()["a#test"][1] == "miss"
+
+
+@pytest.mark.feature("TL-05")
+def test_a_plugin_s_output_the_task_does_not_write_is_not_warned_on(repo):
+    """@nx/vite/plugin's inferred `test` declares `{projectRoot}/test-output/vitest/coverage`,
+    which vitest writes only with coverage on. Nx says nothing; vx named it on every test miss."""
+    ws = vitest_workspace(repo)
+    target = nx_show(ws.root, "a")["targets"]["test"]
+    assert target["outputs"] == ["{projectRoot}/test-output/vitest/coverage"]  # the oracle's
+    first = ws.vx("run", "a:test", timeout=INFER_TIMEOUT)
+    assert first.code == 0, first.err + first.out
+    assert first.statuses()["a#test"][1] == "miss"
+    assert "no output files found" not in first.err, first.err
+    assert ws.vx("run", "a:test").statuses()["a#test"][1] in ("local", "up-to-date")

@@ -1102,7 +1102,9 @@ async def _files_to_save(
             *outputs.patterns,
             *(outputs.ws_globs.patterns if outputs.ws_globs is not None else ()),
         )
-        emit(Notice(plan.told.outputs_line(node.id, declared), id=node.id))
+        line = plan.told.outputs_line(node.id, declared)
+        if line:
+            emit(Notice(line, id=node.id))
     return files
 
 
