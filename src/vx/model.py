@@ -437,7 +437,11 @@ class Told(Struct, frozen=True):
         return list(dict.fromkeys(line for glob, line in self.unmatched if glob in still))
 
     def outputs_line(self, tid: TaskId, declared: tuple[str, ...]) -> str:
-        """What a run whose outputs matched no file says (turbo's words for a turbo.json task)."""
+        """What a run whose outputs matched no file says (turbo's words for a turbo.json task);
+        nothing for outputs an Nx inference plugin declared (@nx/vite's `test` names a coverage
+        folder written only with coverage on): nobody wrote them, and Nx names none."""
+        if " (inferred by " in self.outputs:
+            return ""
         if not self.outputs:
             return f"{tid}: cache.outputs matched no files ({', '.join(declared)})"
         return f"no output files found for task {tid}: check {self.outputs}"

@@ -289,3 +289,54 @@ def test_an_nx_json_edit_moves_every_key_as_in_nx_and_a_reformat_none(repo, nx_p
     assert both() == (False, False)
     nx_json.write_text(json.dumps(doc, indent=4) + "\n\n")
     assert both() == (False, True)
+
+
+@pytest.mark.feature("TL-05")
+def test_a_build_that_empties_the_dir_its_typecheck_wrote_is_cached_as_in_nx(repo, nx_package):
+    """An Nx library's inferred `typecheck` writes declarations into the `dist` its vite `build`
+    empties before writing (create-nx-workspace's react app and libraries). Nx caches the build
+    and hits it on the next run; vx refused to save a task that removed a file it shares with
+    another, so the build missed on every run after an edit, where Nx hit."""
+    ws = workspace(
+        repo,
+        nx_package,
+        {
+            "packages/a/project.json": {
+                "name": "@ws/a",
+                "targets": {
+                    "typecheck": {
+                        "command": "mkdir -p dist && echo decl > dist/index.d.ts",
+                        "options": {"cwd": "packages/a"},
+                        "cache": True,
+                        "outputs": ["{projectRoot}/dist/**/*.d.ts"],
+                    },
+                    "build": {
+                        "command": "rm -rf dist && mkdir dist && echo code > dist/index.js",
+                        "options": {"cwd": "packages/a"},
+                        "cache": True,
+                        "dependsOn": ["typecheck"],
+                        "outputs": ["{projectRoot}/dist"],
+                    },
+                },
+            },
+            "packages/a/src/index.js": "export const a = 1;\n",
+        },
+    )
+    (ws.root / ".gitignore").write_text((ws.root / ".gitignore").read_text() + "dist\n")
+    ws.commit("dist ignored")
+
+    def both() -> tuple[bool, bool]:
+        """Whether Nx, then vx, took `@ws/a:build` from its cache."""
+        theirs = nx_cli(ws.root, "run", "@ws/a:build", cache=True)
+        nx_hit = "[local cache]" in theirs.stdout or "existing outputs match" in theirs.stdout
+        ours = ws.vx("run", "@ws/a:build")
+        assert ours.code == 0, ours.err
+        assert "not saved" not in ours.err, ours.err
+        return nx_hit, ours.statuses()["@ws/a#build"][1] != "miss"
+
+    assert both() == (False, False)
+    assert both() == (True, True)
+    (ws.root / "packages/a/src/index.js").write_text("export const a = 2;\n")
+    assert both() == (False, False)
+    assert both() == (True, True)
+    assert (ws.root / "packages/a/dist/index.js").read_text() == "code\n"

@@ -1,6 +1,6 @@
 """Nx workspaces as Nx 18+ makes them (TL-05): targets that no file spells out, inferred by the
-`plugins` nx.json declares (@nx/js/typescript, @nx/vite/plugin, @nx/jest/plugin, the real ones,
-pinned in npm_packages.py), resolve as the workspace's own Nx resolves them, run and cache; the
+`plugins` nx.json declares (@nx/js/typescript, @nx/vite/plugin, @nx/jest/plugin, @nx/eslint/plugin,
+the real ones, pinned in npm_packages.py), resolve as the workspace's own Nx resolves them, run and cache; the
 resolution is kept until a file a plugin reads changes; a plugin that cannot run is refused by
 name. The real `nx show project NAME --json` is the oracle."""
 
@@ -187,3 +187,95 @@ def test_a_source_import_is_an_edge_as_in_nx_s_graph(repo, plugins_modules):
     assert again.statuses()["b#build"][1] == "miss"
     # Nx's graph, written as Nx writes it (@nx/enforce-module-boundaries reads it)
     assert (ws.root / ".nx/workspace-data/project-graph.json").exists()
+
+
+@pytest.mark.feature("TL-05")
+def test_a_plugin_s_input_glob_that_matches_nothing_is_not_warned_on(repo):
+    """@nx/eslint/plugin puts `{workspaceRoot}/tools/eslint-rules/**/*` in every lint target's
+    inputs, a folder most workspaces do not have. Nx says nothing of it; vx named it on every run
+    that planned (once per project), about a glob nobody in the workspace wrote."""
+    modules = bundle_or_skip("nx-eslint")
+    flat = "export default [{ files: ['**/*.js'], rules: { 'no-unused-vars': 'error' } }];\n"
+    repo.write(
+        {
+            "package.json": {"name": "ws", "private": True, "workspaces": ["packages/*"]},
+            ".gitignore": "node_modules\n.nx\n.vx\n",
+            "nx.json": {"plugins": [{"plugin": "@nx/eslint/plugin", "options": {}}]},
+            "eslint.config.mjs": flat,
+            "packages/a/package.json": {"name": "a", "version": "1.0.0"},
+            "packages/a/eslint.config.mjs": "export { default } from '../../eslint.config.mjs';\n",
+            "packages/a/src/index.js": "export const a = 1;\n",
+            "packages/b/package.json": {"name": "b", "version": "1.0.0"},
+            "packages/b/eslint.config.mjs": "export { default } from '../../eslint.config.mjs';\n",
+            "packages/b/src/index.js": "export const b = 2;\n",
+        }
+    )
+    link_modules(repo.root, modules)
+    ws = repo.commit()
+    lint = nx_show(ws.root, "a")["targets"]["lint"]
+    assert "{workspaceRoot}/tools/eslint-rules/**/*" in lint["inputs"]  # the oracle's input
+    first = ws.vx("run", "lint", timeout=INFER_TIMEOUT)
+    assert first.code == 0, first.err + first.out
+    assert first.statuses()["a#lint"][1] == "miss"
+    assert "tools/eslint-rules" not in first.err, first.err
+    assert "matches no file" not in first.err, first.err
+    # a rule file there is an input all the same: the lint misses, as under Nx
+    (ws.root / "tools/eslint-rules").mkdir(parents=True)
+    (ws.root / "tools/eslint-rules/index.js").write_text("module.exports = {};\n")
+    again = ws.vx("run", "lint", timeout=INFER_TIMEOUT)
+    assert again.code == 0, again.err + again.out
+    assert again.statuses()["a#lint"][1] == "miss"
+
+
+def vitest_workspace(repo):
+    """One project whose only config is a vite.config.mjs with a `test` block: @nx/vite/plugin
+    infers `test` (vitest) and the `build-deps` / `watch-deps` no-ops, and no project has a
+    `build` for their `^build` to reach."""
+    modules = bundle_or_skip("nx-vitest")
+    repo.write(
+        {
+            "package.json": {"name": "ws", "private": True, "workspaces": ["packages/*"]},
+            ".gitignore": "node_modules\n.nx\n.vx\ntest-output\n",
+            "nx.json": {"plugins": [{"plugin": "@nx/vite/plugin", "options": {}}]},
+            "packages/a/package.json": {"name": "a", "version": "1.0.0", "type": "module"},
+            "packages/a/vite.config.mjs": "import { defineConfig } from 'vite';\n"
+            "export default defineConfig({ root: import.meta.dirname, test: {\n"
+            "  include: ['src/**/*.test.js'],\n"
+            "  coverage: { reportsDirectory: './test-output/vitest/coverage' },\n"
+            "} });\n",
+            "packages/a/src/a.test.js": "import { test, expect } from 'vitest';\n"
+            "test('a', () => expect(1).toBe(1));\n",
+        }
+    )
+    link_modules(repo.root, modules)
+    return repo.commit()
+
+
+@pytest.mark.feature("TL-05")
+def test_a_noop_whose_dependencies_reach_no_task_runs_nothing_as_in_nx(repo):
+    """@nx/vite/plugin infers `build-deps` as `nx:noop` with `dependsOn: ["^build"]`; where no
+    project has a `build`, vx dropped the dependency and then refused the no-op as a task with
+    neither exec nor dependsOn: every `vx run` of the workspace exited 2, where Nx runs."""
+    ws = vitest_workspace(repo)
+    target = nx_show(ws.root, "a")["targets"]["build-deps"]
+    assert target["executor"] == "nx:noop" and target["dependsOn"] == ["^build"]  # the oracle's
+    nx_cli(ws.root, "run", "a:build-deps")
+    ran = ws.vx("run", "a:build-deps", timeout=INFER_TIMEOUT)
+    assert ran.code == 0, ran.err + ran.out
+    tests = ws.vx("run", "test", timeout=INFER_TIMEOUT)
+    assert tests.code == 0, tests.err + tests.out
+    assert tests.statuses()["a#test"][1] == "miss"
+
+
+@pytest.mark.feature("TL-05")
+def test_a_plugin_s_output_the_task_does_not_write_is_not_warned_on(repo):
+    """@nx/vite/plugin's inferred `test` declares `{projectRoot}/test-output/vitest/coverage`,
+    which vitest writes only with coverage on. Nx says nothing; vx named it on every test miss."""
+    ws = vitest_workspace(repo)
+    target = nx_show(ws.root, "a")["targets"]["test"]
+    assert target["outputs"] == ["{projectRoot}/test-output/vitest/coverage"]  # the oracle's
+    first = ws.vx("run", "a:test", timeout=INFER_TIMEOUT)
+    assert first.code == 0, first.err + first.out
+    assert first.statuses()["a#test"][1] == "miss"
+    assert "no output files found" not in first.err, first.err
+    assert ws.vx("run", "a:test").statuses()["a#test"][1] in ("local", "up-to-date")

@@ -617,7 +617,7 @@ def _keep_reaching(nx: NxRoot, tasks: dict[str, dict]) -> None:
             or d.startswith("^")
             and _anywhere(nx, d[1:])
         ]
-        if deps:
+        if deps or "exec" not in body:  # a noop keeps its empty group: it runs nothing
             body["dependsOn"] = deps
         else:
             body.pop("dependsOn", None)

@@ -1091,14 +1091,20 @@ async def _files_to_save(
             ".vx, an unnamed node_modules, another project's files or the task's own inputs"
         )
     removed = getattr(outputs, "removed", ())
-    if removed:  # a task adding to its upstream's outputs deleted one: a restore could not
+    shared = node.config.cache is not None and node.config.cache.shared_outputs
+    if removed and not shared:  # it deleted a file of its upstream's: a restore could not
         return refuse(f"it removed {removed[0]}", f"it removed {removed[0]}, which it adds to")
+    # An Nx target is saved as Nx saves it, whatever it removed: an inferred vite `build` empties
+    # the `dist` its `typecheck` wrote declarations into first, on every run, and refusing it
+    # made the build miss on every later run where Nx hits (docs/caching.md, additive outputs).
     if not files and outputs.declares_files:
         declared = (
             *outputs.patterns,
             *(outputs.ws_globs.patterns if outputs.ws_globs is not None else ()),
         )
-        emit(Notice(plan.told.outputs_line(node.id, declared), id=node.id))
+        line = plan.told.outputs_line(node.id, declared)
+        if line:
+            emit(Notice(line, id=node.id))
     return files
 
 

@@ -9,7 +9,8 @@ a run, with turbo.json's own field, and only when it matches nothing in every pa
 that runs the definition (`turbo.json tasks.typecheck.inputs: "test/**" matches no file in any
 package that runs it`). A glob beside `$TURBO_DEFAULT$` is never named: the package's files are
 keyed anyway, and such a glob only adds files git ignores when there are some (create-turbo's
-`.env*`). docs/caching.md says why; turbo itself names none.
+`.env*`). docs/caching.md says why; turbo itself names none. Nor is a glob an Nx inference plugin
+put in a target's inputs: the user wrote none of them, and Nx names none.
 """
 
 from __future__ import annotations
@@ -21,6 +22,10 @@ from msgspec.structs import replace
 from vx.model import ProjectConfig, TaskGraph, TaskId, TaskPlan, Told
 
 _TURBO_FILES = ("turbo.json", "turbo.jsonc")
+# An Nx inference plugin's target (config/nx.py's field): its inputs are the plugin's, not the
+# user's, and a plugin adds globs that often match nothing (@nx/eslint's
+# `{workspaceRoot}/tools/eslint-rules/**/*` in every lint). Nx names none, and neither does vx.
+_INFERRED = " (inferred by "
 
 
 def told(
@@ -95,7 +100,7 @@ def _unmatched(tid: TaskId, plan: TaskPlan, graph: TaskGraph, config: ProjectCon
         file, field = config.located(path)
         if not config.origins or field == path:
             yield glob, glob, ("", "")
-        elif field.endswith(".inputs") and beside_default:
+        elif field.endswith(".inputs") and (beside_default or _INFERRED in field):
             continue
         else:
             turbo = file.endswith(_TURBO_FILES) and field.endswith(".inputs")

@@ -85,10 +85,12 @@ def refuse_overlaps(
                 continue  # only possible, as for any wildcard
             later = _ordered(nodes, upstream, claim.task, other.task)
             if both:
-                # turbo and Nx never wipe outputs, so their tasks may share them (floating-ui's
-                # `build` and `build:api` both write dist/, as do an Nx library's inferred `build`
-                # and `typecheck`): each task adds to what is there — the later one when an edge
-                # orders them, both when none does, as under turbo and Nx.
+                # turbo and Nx never wipe outputs before a task runs, so their tasks may share
+                # them (floating-ui's `build` and `build:api` both write dist/, as do an Nx
+                # library's inferred `build` and `typecheck`): each task adds to what is there —
+                # the later one when an edge orders them, both when none does, as under turbo and
+                # Nx. (Nx's restore does delete an entry's outputs first; vx's does not here, so
+                # a file a shared task no longer writes can stay: docs/benchmarks.md, Nx.)
                 additive.update((later,) if later is not None else (claim.task, other.task))
                 continue
             if later is None or exclusive:

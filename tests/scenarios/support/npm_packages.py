@@ -48,6 +48,10 @@ BUNDLES = {
         "vite@7.1.12",
         "typescript@5.9.3",
     ),
+    # @nx/eslint's plugin and the eslint it reads a flat config with, for test_nx_inference.py
+    "nx-eslint": ("nx@21.6.4", "@nx/eslint@21.6.4", "eslint@9.39.1"),
+    # @nx/vite/plugin's inferred `test` and the vitest it runs, for test_nx_inference.py
+    "nx-vitest": ("nx@21.6.4", "@nx/vite@21.6.4", "vite@7.1.12", "vitest@3.2.4"),
 }
 
 
