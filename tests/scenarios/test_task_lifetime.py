@@ -417,7 +417,8 @@ def test_a_sandboxed_task_cannot_kill_the_warden_or_leave_its_cgroup(repo, track
 def test_a_sigkilled_vx_leaves_no_sandbox_or_proxy_directory(repo, tmp_path):
     """A sandboxed run keeps its task dirs (TMPDIR, strace's trace) and its network proxy's
     sockets in temp directories of its own, which vx removes as the run ends. SIGKILLed, vx
-    cannot: the warden removes them once the task is ended (each suite run left two behind)."""
+    cannot: the warden removes them once the task is ended (each suite run left two behind), and
+    ends the proxy's bridge into the sandbox's network namespace (a socat that lived on)."""
     temp = tmp_path / "temp"
     temp.mkdir()
     sandbox = {"allow": {"read": ["in/**"], "write": ["out/"], "network": ["localhost"]}}
@@ -438,8 +439,24 @@ def test_a_sigkilled_vx_leaves_no_sandbox_or_proxy_directory(repo, tmp_path):
         vx.kill()
         vx.wait()
         wait_for(lambda: not made(), "the warden to remove the run's temp dirs")
+        wait_for(lambda: not naming(str(temp)), "the network bridge (socat) to end")
     finally:
         end(vx)
+        kill_all(naming(str(temp)))
+
+
+def naming(text: str) -> list[int]:
+    """The processes whose command line holds `text`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    if text.encode() in f.read() and running(int(entry)):
+                        found.append(int(entry))
+            except (FileNotFoundError, ProcessLookupError):
+                pass
+    return found
 
 
 # ---------------------------------------------------------------- the warden: strangers, its death

@@ -1,6 +1,8 @@
 """The socat processes of a sandbox's bridges: the host listeners of `vx.sandbox.ports` and the
 bridges `vx.sandbox.bridges` starts in the sandbox's network namespace. Each socat leads a
-process group of its own, so stopping it ends the connections it forked too.
+process group of its own, so stopping it ends the connections it forked too, and the warden holds
+that group as it holds a task's: a SIGKILLed vx left its bridges listening in the sandbox's
+network namespace for good.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ import signal
 import subprocess
 from pathlib import Path
 from typing import Sequence
+
+from vx.proc import descendants, warden
 
 
 class Socats:
@@ -27,6 +31,8 @@ class Socats:
             start_new_session=True,
             pass_fds=pass_fds,
         )
+        warden.start(descendants.run_cgroup())
+        warden.enlist(proc.pid)
         self.procs.append(proc)
         return proc
 
@@ -40,6 +46,7 @@ class Socats:
             except subprocess.TimeoutExpired:
                 _signal_group(proc, signal.SIGKILL)
                 proc.wait()
+            warden.release(proc.pid)
         self.procs.clear()
 
 
