@@ -40,9 +40,6 @@ if TYPE_CHECKING:
     import asyncio
 
 FETCH_WORKERS = 16  # more than the cores: each also waits on the server and the disk
-# A layer with a `fetch_width` (REAPI: its calls in flight, which its throttle lowers on pushback)
-# gets that many download threads instead: each waits two round trips per artifact, so behind a
-# link 16 bound the restore (docs/benchmarks.md, "REAPI restore width").
 UPLOAD_WORKERS = 4
 _LOCAL_TROUBLE = (OSError, EnvironmentFailure)
 
@@ -235,6 +232,9 @@ class LayeredStore:
         with self._lock:
             if kind == "fetch":
                 if self._fetch_pool is None:
+                    # A layer with a `fetch_width` (REAPI: its calls in flight, which its
+                    # throttle lowers on pushback) gets that many: each download waits two round
+                    # trips, so behind a link 16 bound the restore (docs/benchmarks.md).
                     width = getattr(self.remote, "fetch_width", FETCH_WORKERS)
                     self._fetch_pool = ThreadPoolExecutor(
                         max(1, width), thread_name_prefix="vx-remote-get"

@@ -330,9 +330,9 @@ class _Deferred:
     @property
     def fetch_width(self) -> int:
         """`ReapiLayer.fetch_width`, known before grpc loads (retry.py imports none of it)."""
-        from vx.store.remote.retry import DEFAULT_MAX_CONCURRENCY
+        from vx.store.remote.retry import calls_in_flight
 
-        return max(1, self.settings.max_concurrency or DEFAULT_MAX_CONCURRENCY)
+        return calls_in_flight(self.settings.max_concurrency)
 
     def _open(self) -> RemoteLayer:
         with self._lock:  # pool threads call at once; one channel for them all

@@ -67,10 +67,10 @@ from vx.store.remote.reapi_pb.build.bazel.remote.execution.v2 import (  # noqa: 
 from vx.store.remote.reapi_pb.google.bytestream import bytestream_pb2 as bs_pb  # noqa: E402
 from vx.store.remote.reapi_pb.google.rpc import status_pb2  # noqa: E402
 from vx.store.remote.retry import (  # noqa: E402
-    DEFAULT_MAX_CONCURRENCY,
     Refusal,
     Retrier,
     Throttle,
+    calls_in_flight,
     retry_delay,
     size_violation,
 )
@@ -115,11 +115,6 @@ _KIND = {
 }
 # What health.py reads from `status`: 401 turns the whole layer off, 403 on an upload only uploads.
 _STATUS = {grpc.StatusCode.UNAUTHENTICATED: 401, grpc.StatusCode.PERMISSION_DENIED: 403}
-
-
-def fetch_width(settings: RemoteSettings) -> int:
-    """The calls in flight before any pushback: `VX_REAPI_MAX_CONCURRENCY`, else the default."""
-    return max(1, settings.max_concurrency or DEFAULT_MAX_CONCURRENCY)
 
 
 def action_digest(key: str) -> re_pb.Digest:
@@ -195,7 +190,7 @@ class ReapiLayer:
         self._caps_lock = threading.Lock()
         self._caps_failures = 0  # how many times asking GetCapabilities failed
         self._caps_failed: RemoteFailure | None = None  # how the last time failed
-        self.retrier = Retrier(Throttle(fetch_width(settings)))
+        self.retrier = Retrier(Throttle(calls_in_flight(settings.max_concurrency)))
         self.tell: Callable[[str, str], None] | None = None  # where the pushback line goes
 
     def listen(self, tell: Callable[[str, str], None]) -> None:
@@ -205,7 +200,7 @@ class ReapiLayer:
     @property
     def fetch_width(self) -> int:
         """How many downloads the run keeps going at once: as many as calls may be in flight."""
-        return fetch_width(self.settings)
+        return calls_in_flight(self.settings.max_concurrency)
 
     # ------------------------------------------------------------ the seam
 

@@ -35,6 +35,14 @@ BUDGET_FACTOR = 2.0  # all of one call's tries end within this many of its timeo
 # cost the client little, and behind a link a download is two round trips (GetActionResult, then
 # the blob): the restore's width is what bounds it (docs/benchmarks.md, "REAPI restore width").
 DEFAULT_MAX_CONCURRENCY = 64
+
+
+def calls_in_flight(max_concurrency: int | None) -> int:
+    """The calls in flight before any pushback: `maxConnections`/`VX_REAPI_MAX_CONCURRENCY`, else
+    the default. Also the REAPI layer's download threads (`store.layered`)."""
+    return max(1, max_concurrency or DEFAULT_MAX_CONCURRENCY)
+
+
 MIN_DEADLINE_S = 0.05  # a retry's deadline when the budget is all but spent
 
 
