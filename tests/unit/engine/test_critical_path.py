@@ -150,11 +150,16 @@ def test_the_walk_serves_the_priorities_it_is_given():
     """One slot: ready tasks start by the priorities passed to the walk, not the graph's."""
     g = graph({"hub": [], "x": ["hub"], "slow": []})
     w = {t("hub"): 1.0, t("x"): 1.0, t("slow"): 100.0}
-    prio = priorities(g, g.order, w)
+    assert start_order(g, priorities(g, g.order, w), width=1) == ["slow", "hub", "x"]
+
+
+def start_order(g, prio, width: int, walk_slots: bool = False) -> list[str]:
+    """The order the walk starts `g`'s tasks in on `width` slots ranked by `prio`; with
+    `walk_slots` the walk holds the slots too, as the pipeline's does."""
     started: list[str] = []
 
     async def main():
-        slots = PrioritySlots(1)
+        slots = PrioritySlots(width)
 
         async def rebuild(node, results):
             await slots.acquire(prio[node.id])
@@ -165,10 +170,10 @@ def test_the_walk_serves_the_priorities_it_is_given():
                 slots.release()
             return TaskResult(node.id, Status.SUCCESS, CacheStatus.MISS)
 
-        return await walk(g, rebuild, priority=prio)
+        return await walk(g, rebuild, priority=prio, slots=slots if walk_slots else None)
 
     asyncio.run(main())
-    assert started == ["slow", "hub", "x"]
+    return started
 
 
 # ---------------------------------------------------------------- durations on record
@@ -396,22 +401,5 @@ def test_the_target_with_a_second_dependant_starts_first(recorded):
     end) takes the first slot, with or without recorded durations."""
     g = graph(_SPRING)
     w = {t(n): s * 1000 for n, s in _SPRING_S.items()} if recorded else {}
-    prio = priorities(g, g.order, w)
-    started: list[str] = []
-
-    async def main():
-        slots = PrioritySlots(2)
-
-        async def rebuild(node, results):
-            await slots.acquire(prio[node.id])
-            try:
-                started.append(node.id.task)
-                await asyncio.sleep(0)
-            finally:
-                slots.release()
-            return TaskResult(node.id, Status.SUCCESS, CacheStatus.MISS)
-
-        return await walk(g, rebuild, priority=prio, slots=slots)
-
-    asyncio.run(main())
+    started = start_order(g, priorities(g, g.order, w), width=2, walk_slots=True)
     assert started[:4] == ["shared", "animated", "core", "web"]
