@@ -8,7 +8,6 @@ cache (VX_TEST_CACHE, as npm_packages keeps its installs), keyed on every file i
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -19,7 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.npm_packages import cache_root, installed_or_skip
+from support.npm_packages import cache_root, installed_or_skip, made_once
 from support.processes import end, running, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,25 +63,23 @@ def release() -> Path:
         pytest.skip("npm is not installed")
     base = cache_root() / "release"
     out = base / _sources_digest()
-    if (out / ".complete").exists():
-        return out
-    base.mkdir(parents=True, exist_ok=True)
-    with open(base / ".build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (out / ".complete").exists():
-            temp = base / f"{out.name}.tmp-{os.getpid()}"
-            shutil.rmtree(temp, ignore_errors=True)
-            subprocess.run(
-                [sys.executable, str(ROOT / "dev" / "release"), str(temp)],
-                check=True,
-                capture_output=True,
-                timeout=BUILD_S,
-            )
-            for old in base.iterdir():  # one build kept: the sources' state before is stale
-                if old.is_dir() and not old.name.endswith(f".tmp-{os.getpid()}"):
-                    shutil.rmtree(old, ignore_errors=True)
-            temp.rename(out)
-            (out / ".complete").write_text("")
+
+    def make() -> None:
+        temp = base / f"{out.name}.tmp-{os.getpid()}"
+        shutil.rmtree(temp, ignore_errors=True)
+        subprocess.run(
+            [sys.executable, str(ROOT / "dev" / "release"), str(temp)],
+            check=True,
+            capture_output=True,
+            timeout=BUILD_S,
+        )
+        for old in base.iterdir():  # one build kept: the sources' state before is stale
+            if old.is_dir() and not old.name.endswith(f".tmp-{os.getpid()}"):
+                shutil.rmtree(old, ignore_errors=True)
+        temp.rename(out)
+        (out / ".complete").write_text("")
+
+    made_once(base / ".build.lock", (out / ".complete").exists, make)
     return out
 
 

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 PINNED = {
     "turborepo-remote-cache": "2.12.0",
@@ -59,6 +60,18 @@ def cache_root() -> Path:
     return Path(os.environ.get("VX_TEST_CACHE") or Path.home() / ".cache" / "vx-test")
 
 
+def made_once(lock: Path, done: Callable[[], bool], make: Callable[[], None]) -> None:
+    """`make()` unless `done()`: the check again under an exclusive lock on the file `lock`, so
+    test processes racing for a slow install or build (two suites, xdist workers) make it once."""
+    if done():
+        return
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        if not done():
+            make()
+
+
 def installed(package: str) -> Path:
     """The package's directory (`…/node_modules/<package>`), installing the pinned version once
     (a file lock guards racing installs)."""
@@ -69,13 +82,11 @@ def installed(package: str) -> Path:
     base = cache_root() / "npm"
     target = base / f"{package}-{version}"
     where = target / "node_modules" / package
-    if (where / "package.json").exists():
-        return where
-    base.mkdir(parents=True, exist_ok=True)
-    with open(base / ".install.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (where / "package.json").exists():
-            _npm_install(target, f"{package}@{version}")
+    made_once(
+        base / ".install.lock",
+        (where / "package.json").exists,
+        lambda: _npm_install(target, f"{package}@{version}"),
+    )
     return where
 
 
@@ -88,14 +99,12 @@ def installed_bundle(name: str) -> Path:
     base = cache_root() / "npm"
     target = base / f"bundle-{name}-{digest}"
     where = target / "node_modules"
-    if (target / ".complete").exists():
-        return where
-    base.mkdir(parents=True, exist_ok=True)
-    with open(base / ".install.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (target / ".complete").exists():
-            _npm_install(target, *specs, "--legacy-peer-deps")
-            (target / ".complete").write_text("\n".join(specs) + "\n")
+
+    def make() -> None:
+        _npm_install(target, *specs, "--legacy-peer-deps")
+        (target / ".complete").write_text("\n".join(specs) + "\n")
+
+    made_once(base / ".install.lock", (target / ".complete").exists, make)
     return where
 
 

@@ -22,7 +22,6 @@ BuildGrid's header authorization (only calls whose `x-request-actor` matches are
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import signal
@@ -35,7 +34,7 @@ from typing import Callable
 
 import pytest
 
-from support.npm_packages import cache_root
+from support.npm_packages import cache_root, made_once
 from support.processes import end
 
 BUILDGRID = "0.9.1"
@@ -97,28 +96,21 @@ def install_buildgrid() -> Path:
     py = python313()
     if py is None:
         pytest.skip("BuildGrid needs Python >= 3.13 (pyenv install 3.13, or set VX_TEST_PYTHON313)")
-    base.mkdir(parents=True, exist_ok=True)
-    with open(base / ".install.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (venv / "bin" / "bgd").exists():
-            temp = venv.with_name(f"{venv.name}.tmp-{os.getpid()}")
-            shutil.rmtree(temp, ignore_errors=True)
-            subprocess.run([py, "-m", "venv", str(temp)], check=True, timeout=300)
-            subprocess.run(
-                [
-                    str(temp / "bin" / "python"),
-                    "-m",
-                    "pip",
-                    "install",
-                    "-q",
-                    f"buildgrid=={BUILDGRID}",
-                ],
-                check=True,
-                timeout=900,
-                stdout=subprocess.DEVNULL,
-            )
-            shutil.rmtree(venv, ignore_errors=True)
-            temp.rename(venv)  # scripts keep the temp path in their #!: run them via the python
+
+    def make() -> None:
+        temp = venv.with_name(f"{venv.name}.tmp-{os.getpid()}")
+        shutil.rmtree(temp, ignore_errors=True)
+        subprocess.run([py, "-m", "venv", str(temp)], check=True, timeout=300)
+        subprocess.run(
+            [str(temp / "bin" / "python"), "-m", "pip", "install", "-q", f"buildgrid=={BUILDGRID}"],
+            check=True,
+            timeout=900,
+            stdout=subprocess.DEVNULL,
+        )
+        shutil.rmtree(venv, ignore_errors=True)
+        temp.rename(venv)  # scripts keep the temp path in their #!: run them via the python
+
+    made_once(base / ".install.lock", (venv / "bin" / "bgd").exists, make)
     return venv
 
 
