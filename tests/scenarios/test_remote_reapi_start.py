@@ -76,3 +76,34 @@ def test_a_run_over_its_own_cache_opens_nothing_early_and_asks_nothing(repo, ser
     planned(repo, server, monkeypatch, at_keys)
     assert during_keys == [False]
     assert server.seen == []  # every task a local hit: the remote is never asked
+
+
+WATCH = """
+import os
+set_keys = []
+setitem = os._Environ.__setitem__
+def watched(self, key, value):
+    set_keys.append(key)
+    setitem(self, key, value)
+os._Environ.__setitem__ = watched
+import vx.store.remote.reapi
+print(sorted(set(set_keys)), repr(os.environ.get("GRPC_VERBOSITY")), repr(os.getenv("GRPC_VERBOSITY")))
+"""
+
+
+@pytest.mark.feature("RC-09")
+def test_loading_grpc_never_touches_the_environment_the_keys_are_made_from():
+    """grpc is quieted through the C environment alone: with the import on a thread beside the
+    keys, a GRPC_VERBOSITY set in `os.environ` for its while could reach a key or a task."""
+    import subprocess
+    import sys
+
+    from support.workspace import SRC
+
+    env = {k: v for k, v in os.environ.items() if k != "GRPC_VERBOSITY"}
+    env["PYTHONPATH"] = SRC
+    out = subprocess.run(
+        [sys.executable, "-c", WATCH], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["[]", "None", "None"], out.stdout

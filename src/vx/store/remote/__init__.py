@@ -339,7 +339,7 @@ class _Deferred:
     def warm(self) -> threading.Thread:
         """Import grpc, make the channel and ask the server's capabilities now, on a thread of
         its own, while the run plans: a fresh clone's first lookup then finds them done, not
-        three round trips and the import ahead of it (docs/remote-cache.md, "Start-up"). A
+        three round trips and the import ahead of it (docs/remote-execution.md, "Start-up"). A
         failure here is nobody's: the first call asks again and is told."""
 
         def opening() -> None:
