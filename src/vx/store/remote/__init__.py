@@ -316,7 +316,7 @@ def open_layer(settings: RemoteSettings, scope: str | None = None) -> RemoteLaye
 class _Deferred:
     """A REAPI layer that imports grpc and connects on its first call: a run whose every
     task hits locally asks the remote nothing, and so loads none of it. A run that will look
-    up (a fresh clone) opens it early instead, on a thread of its own (`warm`)."""
+    up (a fresh clone) opens it early instead (`warm`)."""
 
     def __init__(self, settings: RemoteSettings):
         self.settings = settings
@@ -336,21 +336,28 @@ class _Deferred:
         if listen is not None:  # opened already (`warm`)
             listen(tell)
 
-    def warm(self) -> threading.Thread:
-        """Import grpc, make the channel and ask the server's capabilities now, on a thread of
-        its own, while the run plans: a fresh clone's first lookup then finds them done, not
-        three round trips and the import ahead of it (docs/remote-execution.md, "Start-up"). A
-        failure here is nobody's: the first call asks again and is told."""
+    def warm(self) -> threading.Thread | None:
+        """Import grpc and make the channel now, on this thread, then ask the server's
+        capabilities on a thread of its own, while the run plans: a fresh clone's first lookup
+        then finds the answer there, not three round trips (TCP, HTTP/2's settings, the call)
+        after the keys (docs/remote-execution.md, "Start-up"). The import is CPU the run pays
+        either way: on a thread beside planning it only shares the interpreter with it, and
+        ends no sooner. A failure here is nobody's: the first call meets it again, and is told."""
+        try:
+            layer = self._open()
+        except Exception:
+            return None
+        capabilities = getattr(layer, "capabilities", None)
+        if capabilities is None:
+            return None
 
-        def opening() -> None:
+        def asking() -> None:
             try:
-                capabilities = getattr(self._open(), "capabilities", None)
-                if capabilities is not None:
-                    capabilities()
-            except Exception:  # the first real call meets it again, and is told
+                capabilities()
+            except Exception:  # the first lookup asks again, and is told
                 pass
 
-        thread = threading.Thread(target=opening, name="vx-reapi-open", daemon=True)
+        thread = threading.Thread(target=asking, name="vx-reapi-open", daemon=True)
         thread.start()
         return thread
 
