@@ -7,7 +7,9 @@ runs vx in this process (the vx this interpreter imports: a venv's, or `PYTHONPA
 every REAPI call timed from its start to its end (`ReapiLayer._call`), every download
 (`LayeredStore._fetch`), the prefetch, and the layer's opening (grpc's import and the channel),
 all in seconds from the process start; then prints each kind's count, first start, last end and
-durations, the most calls in flight, and the throttle's end state (pushback, cuts, limit).
+durations, the most calls in flight, and the throttle's end state (pushback, cuts, limit), with
+the run's own stages (`vx.stages`: discover, load configs, graph, keys, open cache, probe,
+prefetch) on the same clock.
 Put `bench/link.py` in front of the server to see a link's round trips. Written for
 docs/benchmarks.md, "REAPI restore width". The patches wrap vx's own methods and change nothing
 they do.
@@ -46,8 +48,21 @@ def timed(kind: str, name_of, method):
 
 
 def patch() -> None:
+    import vx.stages as stages
     import vx.store.layered as layered
     import vx.store.remote as remote
+
+    enter, leave = stages._Stage.__enter__, stages._Stage.__exit__
+
+    def entered(self):
+        self.timeline_start = time.perf_counter()
+        return enter(self)
+
+    def left(self, *exc):
+        record("stage", self.name, self.timeline_start, time.perf_counter())
+        return leave(self, *exc)
+
+    stages._Stage.__enter__, stages._Stage.__exit__ = entered, left  # the run's own stages
 
     store = layered.LayeredStore
     store._fetch = timed("fetch", lambda self, key, want: "download", store._fetch)

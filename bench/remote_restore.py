@@ -20,7 +20,9 @@ that delays each direction by half the RTT and paces it at the bandwidth): `RTT_
 for loopback as it is. Uploads always go over loopback; every timed restore goes over the link.
 `--servers reapi` adds vx on a Bazel REAPI cache (BuildGrid, cache only, its default settings, in
 the venv tests/scenarios/support/reapi_servers.py makes), restored from through the same link, its
-ratio against turbo on `/v8` (turbo speaks no REAPI).
+ratio against turbo on `/v8` (turbo speaks no REAPI). `--baseline CMD` adds another vx (an older
+build's venv) on the same servers, runs alternating with the others: before and after in one
+series, at one load.
 """
 
 from __future__ import annotations
@@ -145,6 +147,10 @@ def bench_size(size: int, args, vx: Tool, servers: dict, logs: Path) -> list[dic
     wss = workspaces(args.work, size, fresh=args.fresh)
     tools = {"vx": vx, "turbo": turbo_tool(wss["turbo"])}
     runners = [r for s in servers for r in RUNNERS[s]]
+    if args.baseline:  # the older vx restores the vx copy of the workspace, on every server
+        tools["base"] = Tool("vx", tuple(args.baseline.split()), "vx", home=vx.home)
+        wss = {**wss, "base": wss["vx"]}
+        runners += [(f"{name} base", "base", server) for name, f, server in runners if f == "vx"]
     say(f"== m{size}: upload (load {load_average()})")
     for name, flavour, server in runners if not args.reuse_uploads else ():
         tool, ws = tools[flavour], wss[flavour]
@@ -252,6 +258,10 @@ def main(argv=None) -> int:
         help="where workspaces, the vx venv and logs live (shared with bench/run.py)",
     )
     ap.add_argument("--vx", help="vx command to time (default: pip install of this checkout)")
+    ap.add_argument(
+        "--baseline",
+        help="another vx command (with grpcio for reapi) timed beside, alternating: before/after",
+    )
     ap.add_argument("--fresh", action="store_true", help="regenerate the workspaces")
     ap.add_argument(
         "--reuse-uploads",
@@ -293,7 +303,9 @@ def main(argv=None) -> int:
     versions = rows[0]["versions"]
     print(
         f"{time.strftime('%Y-%m-%d')} · {os.cpu_count()} CPUs · {versions['vx']} · "
-        f"{versions['turbo']} (turbo) · turborepo-remote-cache"
+        f"{versions['turbo']} (turbo) · "
+        + (f"{versions['base']} (base) · " if "base" in versions else "")
+        + "turborepo-remote-cache"
         + (" and BuildGrid (cache only, default settings)" if grid else "")
         + f" on loopback · concurrency {args.concurrency} · median of {args.runs}"
         f" · load {load} → {rows[-1]['load_after']}\n"

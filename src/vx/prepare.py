@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from vx.store.layered import LayeredStore
     from vx.store.local import Entry, LocalStore, Opening
     from vx.store.policy import CachePlan
-    from vx.store.remote.layer import RemoteSettings
+    from vx.store.remote.layer import RemoteLayer, RemoteSettings
 
 
 class Selectors(Struct, frozen=True):
@@ -306,6 +306,7 @@ def _prepare(
 ) -> Prepared:
     from vx.files import index as files
 
+    warmed: dict[RemoteSettings, RemoteLayer] = {}  # remote layers opening early (`_warm`)
     with stages("discover"):
         ws = workspace.discover(req.cwd)
         _refuse_nested_run(ws, host_env)
@@ -322,18 +323,23 @@ def _prepare(
                 host, ws_config = load_plugins(ws.root, ws_config, host_env, loaded)
                 if host.has("discover"):
                     ws = host.discovered(ws)
-            world = _load(req, ws, ws_config, host, host_env)
+            knobs = Knobs.resolve(req, ws, ws_config, host_env)
+            warmed.update(_warm(knobs, host, host_env))  # before the projects' configs load
+            world = _load(req, ws, ws_config, host, host_env, knobs)
         chosen = _graph(req, world, host_env, stages)
     except BaseException:
         pending.close()
+        _close(warmed)
         raise
-    with stages("git enumeration"):
-        index = pending.finish(world.knobs.cache_dir / "files.db")
-    site = _site(world, index, host_env)
-    keyed, cache = _keys(req, world, chosen, index, site, host_env, stages)
-    knobs = world.knobs
-    opened = _open(cache, knobs.cache_dir, stages)
-    probed = _probe(req, keyed, cache, opened.store, stages)
+    try:
+        with stages("git enumeration"):
+            index = pending.finish(world.knobs.cache_dir / "files.db")
+        site = _site(world, index, host_env)
+        keyed, cache = _keys(req, world, chosen, index, site, host_env, stages)
+        opened = _open(cache, knobs.cache_dir, stages)
+        probed = _probe(req, keyed, cache, opened.store, stages, warmed)
+    finally:
+        _close(warmed)  # what the run did not take (`_open_remote` takes what it uses)
     concurrency = knobs.width()
     told = [(m, "warning") for m in (*cache.plan.notices, site.note, opened.notice) if m]
     told += [(chosen.notice, "info")] if chosen.notice else []
@@ -370,10 +376,12 @@ def _load(
     ws_config: WorkspaceConfig,
     host: Host | None,
     host_env: Mapping[str, str],
+    knobs: Knobs | None = None,
 ) -> World:
     """The load step, once the workspace config is read: the run's knobs, then each project's
     config as the plugins' `project` hooks shape it."""
-    knobs = Knobs.resolve(req, ws, ws_config, host_env)
+    if knobs is None:
+        knobs = Knobs.resolve(req, ws, ws_config, host_env)
     shape = host.shape_project if host is not None and host.has("project") else None
     broken: dict[str, ConfigError] = {}
     return World(ws, knobs, config.load_all(ws, host_env, shape, broken, req.frozen), host, broken)
@@ -567,6 +575,46 @@ def _keyed(
     return keyed
 
 
+def _warm(
+    knobs: Knobs, host: Host | None, host_env: Mapping[str, str]
+) -> dict[RemoteSettings, RemoteLayer]:
+    """The REAPI layers of a run that will look up, opening now on threads of their own (grpc's
+    import, the channel, `GetCapabilities`) while the configs load and the keys are made; the
+    run takes them when its store opens (`_open_remote`).
+
+    Only a workspace with no cache dir yet (a fresh clone, a new CI runner): a run over an
+    existing cache may find every task here and must then load none of grpc. A plugin's cache
+    layers come after its key hook, so a workspace with one opens none early; a cache plan
+    refused here (a bad `--cache`) is refused where it always is, later."""
+    if knobs.no_cache or knobs.force or knobs.cache_dir.exists():
+        return {}
+    if host is not None and host.has("cache"):
+        return {}
+    from vx.store import remote
+
+    if not remote.configured(knobs.remote_cache, host_env):
+        return {}
+    try:
+        plan = _cache_plan(knobs, host_env, [])
+    except VxError:
+        return {}
+    if not plan.axes.remote_read:
+        return {}
+    warmed: dict[RemoteSettings, RemoteLayer] = {}
+    for settings, _written in plan.layers:
+        if settings.kind == "reapi" and settings not in warmed:
+            layer = remote.open_layer(settings)
+            getattr(layer, "warm", lambda: None)()
+            warmed[settings] = layer
+    return warmed
+
+
+def _close(warmed: dict[RemoteSettings, RemoteLayer]) -> None:
+    for layer in warmed.values():
+        layer.close()
+    warmed.clear()
+
+
 def _open(cache: Cache, cache_dir: Path, stages: Stages) -> Opened:
     """The open step: the local store, once its index is open."""
     policy = CachePolicy(read=cache.plan.axes.reads, write=cache.plan.axes.writes)
@@ -583,7 +631,12 @@ def _open(cache: Cache, cache_dir: Path, stages: Stages) -> Opened:
 
 
 def _probe(
-    req: RunRequest, keyed: Keyed, cache: Cache, local: LocalStore | None, stages: Stages
+    req: RunRequest,
+    keyed: Keyed,
+    cache: Cache,
+    local: LocalStore | None,
+    stages: Stages,
+    warmed: dict[RemoteSettings, RemoteLayer] | None = None,
 ) -> Probed:
     """The probe step: the local hits in one batch, then the remote layers behind the local store
     (`--dry` asks them which keys they hold; a run prefetches what it wants)."""
@@ -597,7 +650,7 @@ def _probe(
         return Probed(local, hits)
     with stages("remote probe" if req.dry else "prefetch"):
         graph = keyed.keyed_graph or keyed.graph
-        remote = _open_remote(local, cache.plan, keyed.run_plans, hits, graph, cache.layers)
+        remote = _open_remote(local, cache.plan, keyed.run_plans, hits, graph, cache.layers, warmed)
         remote_hits: set[str] = set()
         if req.dry and cache.plan.axes.remote_read:
             remote_hits = remote.probe_remote(remote.wanted)
@@ -681,10 +734,11 @@ def _open_remote(
     hits: Mapping[str, object],
     graph: TaskGraph,
     plugin_layers=(),
+    warmed: dict[RemoteSettings, RemoteLayer] | None = None,
 ):
     """Put the remote layers (the plugins' `plugin_layers`, then the configured remote) behind
     the local store; it learns which keys the run wants — not the keys taken up front for tasks
-    keyed late: those download once keyed."""
+    keyed late: those download once keyed. A layer `_warm` opened early is taken from `warmed`."""
     from vx.plan.tasks import late_tasks
     from vx.store.layered import LayeredStore, wanted_from
     from vx.store.remote import open_layer
@@ -692,7 +746,13 @@ def _open_remote(
     opened = []
     for settings, written in cache.layers:
         layer = next((p for p in plugin_layers if p.settings is settings), None)
-        if layer is None:
+        if layer is None and warmed and settings in warmed:
+            layer = warmed.pop(settings)
+            if cache.scope is not None:
+                from vx.store.remote.scope import ScopedLayer
+
+                layer = ScopedLayer(layer, cache.scope)
+        elif layer is None:
             layer = open_layer(settings, cache.scope)
         elif (
             cache.scope is not None

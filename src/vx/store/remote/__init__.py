@@ -315,17 +315,51 @@ def open_layer(settings: RemoteSettings, scope: str | None = None) -> RemoteLaye
 
 class _Deferred:
     """A REAPI layer that imports grpc and connects on its first call: a run whose every
-    task hits locally asks the remote nothing, and so loads none of it."""
+    task hits locally asks the remote nothing, and so loads none of it. A run that will look
+    up (a fresh clone) opens it early instead (`warm`)."""
 
     def __init__(self, settings: RemoteSettings):
         self.settings = settings
         self._layer: RemoteLayer | None = None
         self._lock = threading.Lock()
+        # `_tell` and `_closed` under a lock of their own: `_lock` is held through grpc's import
+        self._told = threading.Lock()
         self._tell: Callable[[str, str], None] | None = None
+        self._closed = False
 
     def listen(self, tell: Callable[[str, str], None]) -> None:
         """Where the layer says what the run should hear, once it opens (`ReapiLayer.listen`)."""
-        self._tell = tell
+        with self._told:
+            self._tell = tell
+            layer = self._layer
+        listen = getattr(layer, "listen", None)
+        if listen is not None:  # opened already (`warm`)
+            listen(tell)
+
+    def warm(self) -> threading.Thread | None:
+        """Import grpc and make the channel now, on this thread, then ask the server's
+        capabilities on a thread of its own, while the run plans: a fresh clone's first lookup
+        then finds the answer there, not three round trips (TCP, HTTP/2's settings, the call)
+        after the keys (docs/remote-execution.md, "Start-up"). The import is CPU the run pays
+        either way: on a thread beside planning it only shares the interpreter with it, and
+        ends no sooner. A failure here is nobody's: the first call meets it again, and is told."""
+        try:
+            layer = self._open()
+        except Exception:
+            return None
+        capabilities = getattr(layer, "capabilities", None)
+        if capabilities is None:
+            return None
+
+        def asking() -> None:
+            try:
+                capabilities()
+            except Exception:  # the first lookup asks again, and is told
+                pass
+
+        thread = threading.Thread(target=asking, name="vx-reapi-open", daemon=True)
+        thread.start()
+        return thread
 
     @property
     def fetch_width(self) -> int:
@@ -337,15 +371,21 @@ class _Deferred:
     def _open(self) -> RemoteLayer:
         with self._lock:  # pool threads call at once; one channel for them all
             if self._layer is None:
+                if self._closed:
+                    raise RemoteFailure(UNREACHABLE, "the layer is closed")
                 try:
                     from vx.store.remote.reapi import ReapiLayer
                 except Exception as exc:
                     # e.g. a protobuf older than the stubs: a miss, not a crash
                     raise RemoteFailure(UNREACHABLE, f"grpc did not load ({exc})") from None
                 layer = ReapiLayer(self.settings)
-                if self._tell is not None:
-                    layer.listen(self._tell)
-                self._layer = layer
+                with self._told:
+                    if self._closed:  # closed while grpc loaded: no channel outlives the run
+                        layer.close()
+                        raise RemoteFailure(UNREACHABLE, "the layer is closed")
+                    if self._tell is not None:
+                        layer.listen(self._tell)
+                    self._layer = layer
             return self._layer
 
     def has(self, key: str) -> Found | None:
@@ -358,8 +398,11 @@ class _Deferred:
         self._open().put(key, src, size, duration_ms)
 
     def close(self) -> None:
-        if self._layer is not None:
-            self._layer.close()
+        with self._told:
+            self._closed = True
+            layer = self._layer
+        if layer is not None:
+            layer.close()
 
 
 MAX_TIMEOUT_S = 2**31 // 1000  # what a socket timeout can hold (milliseconds in a C int)

@@ -32,16 +32,17 @@ from typing import BinaryIO, Callable, Iterable, Iterator, TypeVar, cast
 from urllib.parse import urlsplit
 
 # gRPC's C core logs on its own to stderr (a failed TLS handshake at INFO, past vx's one warning).
-# It reads GRPC_VERBOSITY once, at import: quiet it then, unless the user set it, and take it
-# back out of the environment the tasks are made from.
+# It reads GRPC_VERBOSITY once, at import: quiet it then, unless the user set it. In the C
+# environment alone (putenv), never in `os.environ`: a fresh clone imports this on a thread while
+# the main one makes keys and task environments from `os.environ`.
 _QUIET = "GRPC_VERBOSITY" not in os.environ
 if _QUIET:
-    os.environ["GRPC_VERBOSITY"] = "ERROR"
+    os.putenv("GRPC_VERBOSITY", "ERROR")
 try:
     import grpc
 finally:
     if _QUIET:
-        os.environ.pop("GRPC_VERBOSITY", None)
+        os.unsetenv("GRPC_VERBOSITY")
 import zstandard  # noqa: E402
 
 from vx.store.remote.layer import (  # noqa: E402
