@@ -40,14 +40,19 @@ sys.path.insert(0, str(HERE.parent / "src"))
 from support.reapi_servers import ExecStack  # noqa: E402
 
 # floating-ui/floating-ui's `build` reads each package's sources and configs, the `config`
-# package, the root package.json (its `browserslist` steers @babel/preset-env) and the
-# workspace packages' manifests; its turbo.json names `packages/**/src/**` relative to each
-# package, which matches nothing.
+# package's sources (its dist is config#build's output, shipped as such), the root
+# package.json (its `browserslist` steers @babel/preset-env), the workspace packages'
+# manifests, and (devtools) extension/src; its turbo.json names `packages/**/src/**` relative
+# to each package, which matches nothing.
 FLOATING_UI_INPUTS = [
     "$TURBO_DEFAULT$",
-    "$TURBO_ROOT$/config/**",
+    "$TURBO_ROOT$/config/src/**",
+    "$TURBO_ROOT$/config/scripts/**",
+    "$TURBO_ROOT$/config/*.json",
+    "$TURBO_ROOT$/config/*.ts",
     "$TURBO_ROOT$/package.json",
     "$TURBO_ROOT$/packages/*/package.json",
+    "$TURBO_ROOT$/extension/src/**",
 ]
 
 
@@ -88,7 +93,10 @@ def run_vx(ws: Path, env: dict[str, str], filters: list[str], log: Path) -> dict
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     log.write_text(proc.stdout + "\n--- stderr\n" + proc.stderr)
     out = proc.stdout + proc.stderr
-    remote = re.search(r"remote execution: (\d+) tasks? ran on \S+(?:, (\d+) ran here instead)?", out)
+    hits = re.search(r"remote cache \([^)]*\): (\d+) hits?", out)
+    remote = re.search(
+        r"remote execution: (\d+) tasks? ran on \S+(?:, (\d+) ran here instead)?", out
+    )
     return {
         "code": proc.returncode,
         "wall": wall,
@@ -96,7 +104,7 @@ def run_vx(ws: Path, env: dict[str, str], filters: list[str], log: Path) -> dict
         "load": load,
         "remote": int(remote.group(1)) if remote else 0,
         "here_instead": int(remote.group(2) or 0) if remote else 0,
-        "remote_hits": len(re.findall(r"\bremote\b.*#build|#build.*\bremote\b", out)),
+        "remote_hits": int(hits.group(1)) if hits else 0,
         "tail": out[-1500:],
     }
 
@@ -125,11 +133,9 @@ def install_cost(ws: Path, image: str) -> dict:
         def __init__(self, project_dir: str):
             self.project_dir = project_dir
 
-    projects = {
-        str(p.parent.relative_to(ws)): Node(str(p.parent.relative_to(ws)))
-        for p in ws.glob("*/*/package.json")
-        if "node_modules" not in p.parts
-    } | {str(p.parent.relative_to(ws)): Node(str(p.parent.relative_to(ws))) for p in ws.glob("*/package.json") if "node_modules" not in p.parts}  # fmt: skip
+    manifests = [*ws.glob("*/package.json"), *ws.glob("*/*/package.json")]
+    dirs = {str(p.parent.relative_to(ws)) for p in manifests if "node_modules" not in p.parts}
+    projects = {d: Node(d) for d in dirs}
     started = time.perf_counter()
     paths, links = install_links(str(ws), projects, image)  # type: ignore[arg-type]
     walked = time.perf_counter() - started
@@ -138,7 +144,8 @@ def install_cost(ws: Path, image: str) -> dict:
     remote_exec._input_root(str(ws), paths, "", blobs, [links])
     hashed = time.perf_counter() - started
     size = sum(b.digest.size_bytes for b in blobs.values())
-    store = sum(1 for _ in (ws / "node_modules" / ".pnpm").rglob("*")) if (ws / "node_modules" / ".pnpm").is_dir() else 0  # fmt: skip
+    pnpm = ws / "node_modules" / ".pnpm"
+    store = sum(1 for _ in pnpm.rglob("*")) if pnpm.is_dir() else 0
     return {
         "entries": len(paths),
         "blobs": len(blobs),
@@ -157,6 +164,7 @@ def main() -> int:
     ap.add_argument("--inputs", default="floating-ui", help="'floating-ui', 'keep', or JSON list")
     ap.add_argument("--work", type=Path, default=None)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--logs", type=Path, default=None, help="keep each run's vx output here")
     args = ap.parse_args()
     inputs = (
         FLOATING_UI_INPUTS
@@ -167,8 +175,11 @@ def main() -> int:
     )
     work = args.work or Path(tempfile.mkdtemp(prefix="vx-bench-rexec-repo-"))
     work.mkdir(parents=True, exist_ok=True)
+    logs = args.logs or work
+    logs.mkdir(parents=True, exist_ok=True)
     image = work / "image"  # the workers' image: the install at a path they can reach
-    lock = next((args.base / f).read_bytes() for f in ("pnpm-lock.yaml", "package-lock.json", "yarn.lock") if (args.base / f).exists())  # fmt: skip
+    locks = ("pnpm-lock.yaml", "package-lock.json", "yarn.lock")
+    lock = next((args.base / f).read_bytes() for f in locks if (args.base / f).exists())
     platform = {"container-image": "vx-install@sha256:" + hashlib.sha256(lock).hexdigest()[:16]}
     rows = []
     try:
@@ -177,7 +188,7 @@ def main() -> int:
         local = work / "local"
         copy(args.base, local)
         overlay(local, image, inputs, platform)
-        res = run_vx(local, {}, args.filters, work / "local.log")
+        res = run_vx(local, {}, args.filters, logs / "local.log")
         if res["code"] != 0:
             sys.exit(f"the local build failed:\n{res['tail']}")
         rows.append(("local (no endpoint)", res))
@@ -193,11 +204,12 @@ def main() -> int:
                 ws = work / name.replace(" ", "-").replace(",", "")
                 copy(args.base, ws)
                 overlay(ws, image, inputs, platform)
-                res = run_vx(ws, env, args.filters, work / f"{ws.name}.log")
+                res = run_vx(ws, env, args.filters, logs / f"{ws.name}.log")
                 got = outputs(ws)
                 res["identical"] = got == want
                 if res["code"] != 0 or not res["identical"]:
-                    print(f"{name}: exit {res['code']}, identical {res['identical']}\n{res['tail']}", file=sys.stderr)  # fmt: skip
+                    said = f"exit {res['code']}, identical {res['identical']}"
+                    print(f"{name}: {said}\n{res['tail']}", file=sys.stderr)
                     if not args.keep:
                         shutil.rmtree(ws)
                     rows.append((name, res))
@@ -209,11 +221,16 @@ def main() -> int:
             stack.stop()
         base = rows[0][1]["wall"]
         print(f"{len(want)} output files; workers: {args.workers}; {platform}\n")
-        print("| build | wall | vs local | CPU (vx + children) | ran remotely | ran here instead | outputs | load at start |")  # fmt: skip
-        print("|---|---|---|---|---|---|---|---|")
+        print(
+            "| build | wall | vs local | CPU (vx + children) | ran remotely | ran here instead "
+            "| remote cache hits | outputs | load at start |\n|---|---|---|---|---|---|---|---|---|"
+        )
         for name, r in rows:
             same = "—" if "identical" not in r else ("identical" if r["identical"] else "DIFFER")
-            print(f"| {name} | {r['wall']:.1f} s | {r['wall'] / base:.2f}× | {r['cpu']:.1f} s | {r['remote']} | {r['here_instead']} | {same} | {r['load']} |")  # fmt: skip
+            print(
+                f"| {name} | {r['wall']:.1f} s | {r['wall'] / base:.2f}× | {r['cpu']:.1f} s "
+                f"| {r['remote']} | {r['here_instead']} | {r['remote_hits']} | {same} | {r['load']} |"
+            )
         print(
             f"\ninstall in each input root: {cost['entries']} node_modules entries "
             f"({cost['blobs']} blobs with the tree's messages, {cost['bytes'] / 1024:.0f} KiB), "
