@@ -9,7 +9,7 @@ the installed checkout standing for the workers' image, and the workspace names 
 (docs/remote-execution.md, "Packages on the workers"). Every run is a fresh `vx` process on a
 fresh `cp -a` of BASE (the installed checkout, never written) with an empty cache.
 
-    python bench/remote_exec_repo.py BASE --workers 2 [--filter '!website'] [--keep]
+    python bench/remote_exec_repo.py BASE --workers 2 [--filter '!website'] [--turbo] [--logs DIR]
 
 The copies get two files the repository does not have: vx.workspace.json (remote execution on,
 `workerInstall`) and, with --inputs, a turbo.json whose `build` inputs are replaced by the given
@@ -165,6 +165,12 @@ def main() -> int:
     ap.add_argument("--work", type=Path, default=None)
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--logs", type=Path, default=None, help="keep each run's vx output here")
+    ap.add_argument(
+        "--turbo",
+        action="store_true",
+        help="also build a copy with the repository's own turbo (its package manager on PATH) "
+        "and compare its outputs",
+    )
     args = ap.parse_args()
     inputs = (
         FLOATING_UI_INPUTS
@@ -193,6 +199,26 @@ def main() -> int:
             sys.exit(f"the local build failed:\n{res['tail']}")
         rows.append(("local (no endpoint)", res))
         want = outputs(local)
+        if args.turbo:
+            ws = work / "turbo"
+            copy(args.base, ws)
+            env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI"))}
+            argv = [
+                "node_modules/.bin/turbo",
+                "run",
+                "build",
+                *(f"--filter={f}" for f in args.filters),
+            ]
+            started = time.perf_counter()
+            proc = subprocess.run(
+                argv, cwd=ws, env={**env, "COREPACK_ENABLE_STRICT": "0"}, capture_output=True,
+                text=True, timeout=3600,
+            )  # fmt: skip
+            wall = time.perf_counter() - started
+            (logs / "turbo.log").write_text(proc.stdout + proc.stderr)
+            same = outputs(ws) == want
+            print(f"turbo: exit {proc.returncode}, {wall:.1f} s, outputs identical to vx's: {same}")
+            shutil.rmtree(ws)
         cost = install_cost(local, str(image))
         shutil.rmtree(local)
         stack = ExecStack(work / "stack")
@@ -207,7 +233,10 @@ def main() -> int:
                 res = run_vx(ws, env, args.filters, logs / f"{ws.name}.log")
                 got = outputs(ws)
                 res["identical"] = got == want
-                if res["code"] != 0 or not res["identical"]:
+                res["differ"] = sorted(p for p in {*got, *want} if got.get(p) != want.get(p))
+                if res["differ"]:
+                    print(f"{name}: outputs not identical: {res['differ']}", file=sys.stderr)
+                if res["code"] != 0:
                     said = f"exit {res['code']}, identical {res['identical']}"
                     print(f"{name}: {said}\n{res['tail']}", file=sys.stderr)
                     if not args.keep:
@@ -226,7 +255,11 @@ def main() -> int:
             "| remote cache hits | outputs | load at start |\n|---|---|---|---|---|---|---|---|---|"
         )
         for name, r in rows:
-            same = "—" if "identical" not in r else ("identical" if r["identical"] else "DIFFER")
+            same = "—"
+            if "identical" in r:
+                same = (
+                    "identical" if r["identical"] else f"{len(r['differ'])} of {len(want)} differ"
+                )
             print(
                 f"| {name} | {r['wall']:.1f} s | {r['wall'] / base:.2f}× | {r['cpu']:.1f} s "
                 f"| {r['remote']} | {r['here_instead']} | {r['remote_hits']} | {same} | {r['load']} |"
