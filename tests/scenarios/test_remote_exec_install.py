@@ -33,12 +33,13 @@ def workers(stack):
         end(proc, timeout=30)
 
 
-def store(root: Path) -> None:
-    """pnpm's virtual store under `root`/node_modules/.pnpm, holding one package, `lib`."""
+def store(root: Path, word: str = "from lib") -> None:
+    """pnpm's virtual store under `root`/node_modules/.pnpm, holding one package, `lib`, whose
+    `word` is what the build writes."""
     pkg = root / "node_modules" / ".pnpm" / LIB / "node_modules" / "lib"
     pkg.mkdir(parents=True)
     (pkg / "package.json").write_text(json.dumps({"name": "lib", "version": "1.0.0"}))
-    (pkg / "index.js").write_text('exports.word = "from lib";\n')
+    (pkg / "index.js").write_text(f"exports.word = {json.dumps(word)};\n")
     (pkg / "cli.js").write_text(CLI)
 
 
@@ -83,15 +84,17 @@ def test_worker_install_links_the_store_and_the_task_finds_its_packages(
 ):
     """With `workerInstall` the action gets the workspace's node_modules links and shims and
     `.pnpm` as a link to the workers' install: `libtool` (on PATH from node_modules/.bin)
-    requires `lib` through them and builds on a worker, as it does here."""
+    requires `lib` through them and builds on a worker (the image's `lib`, not this machine's
+    copy, which is not shipped)."""
     install = tmp_path / "image"
-    store(install)
+    store(install, "from the image")  # so the output tells which store the worker used
     installed_workspace(repo, str(install))
     res = repo.vx("run", "build", "--all", env=stack.env())
     assert res.code == 0, res.err[-3000:]
     assert f"remote execution: 1 task ran on {stack.endpoint}" in res.err, res.err[-2000:]
     assert "ran here instead" not in res.err
-    assert (repo.root / "packages/a/dist/out.txt").read_text() == "from lib\n"
+    # the store came from the image, not from this machine's node_modules/.pnpm
+    assert (repo.root / "packages/a/dist/out.txt").read_text() == "from the image\n"
 
 
 @pytest.mark.feature("RC-10")
