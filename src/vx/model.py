@@ -234,6 +234,9 @@ class RemoteExecution(Struct, frozen=True):
     # no word from the server on an action this long: ask once where it is, then run it here
     update_timeout_ms: int = 60_000
     queue_timeout_ms: int = 900_000  # queued this long, no worker taking it: run it here
+    # where every worker has this workspace installed (the same lockfile): the input root links
+    # the install's package store there instead of shipping it (docs/remote-execution.md)
+    worker_install: str | None = None
 
 
 class CacheRetention(Struct, frozen=True):

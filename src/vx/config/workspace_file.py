@@ -182,7 +182,9 @@ def schedule_of(value: Any, at: At) -> ScheduleConfig:
 
 REMOTE_EXECUTION = Level(
     "remoteExecution",
-    frozenset({"capacity", "default", "platform", "updateTimeout", "queueTimeout"}),
+    frozenset(
+        {"capacity", "default", "platform", "updateTimeout", "queueTimeout", "workerInstall"}
+    ),
     foreign={
         "endpoint": "the server is remoteCache.reapi.endpoint (or VX_REAPI_ENDPOINT)",
         "remote_executor": "the server is remoteCache.reapi.endpoint (or VX_REAPI_ENDPOINT)",
@@ -215,7 +217,21 @@ def _remote_execution(value: Any, at: At) -> RemoteExecution:
         queue_timeout_ms=as_integer(obj["queueTimeout"], at.key("queueTimeout"), 1, MAX_BOUND_MS)
         if "queueTimeout" in obj
         else RemoteExecution().queue_timeout_ms,
+        worker_install=_worker_install(obj["workerInstall"], at.key("workerInstall"))
+        if "workerInstall" in obj
+        else None,
     )
+
+
+def _worker_install(value: Any, at: At) -> str:
+    """`workerInstall`: an absolute POSIX path on the workers (where the workspace is installed)."""
+    path = as_string(value, at)
+    if not path.startswith("/") or "\\" in path or "\0" in path:
+        at.refuse(
+            f"`workerInstall` must be an absolute path on the workers, got {json.dumps(path)}",
+            hint='e.g. "/opt/workspace": where the workers\' image has this workspace installed',
+        )
+    return path.rstrip("/") or "/"
 
 
 def _cache_scope(value: Any, at: At) -> str:

@@ -76,6 +76,8 @@ class RemotePool:
         # the workers' toolchain differences told: a later task refused so runs here quietly
         self.refusals: set[str] = set()
         self._executor: Any = None
+        # `workerInstall`: the node_modules entries shipped, and the links to the install
+        self._install: tuple[list[str], Any] | None = None
 
     def defers(self, node: TaskNode, plan: TaskPlan) -> bool:
         """Whether this task's outputs stay on the server (`--download`, or `remote: "only"`,
@@ -232,13 +234,21 @@ class RemotePool:
         roots = outputs.globs.roots() if outputs.globs is not None else ()
         grafted = [self.listings[t] for t in self.upstream(node) if t in self.listings]
         runtime = plan.record.runtime if plan.record is not None else ()
+        inputs = self._inputs(root, node, plan, plans)
+        command = plan.command or ""
+        if self.config.worker_install is not None:
+            if self._install is None:  # the same for every action of the run: walked once
+                self._install = install_links(root, self.nodes, self.config.worker_install)
+            inputs += self._install[0]
+            grafted.append(self._install[1])
+            command = with_bins(command, node.project_dir)
         task = RemoteTask(
             root=root,
             project_dir=node.project_dir,
-            inputs=self._inputs(root, node, plan, plans),
+            inputs=inputs,
             fetch=not self.defers(node, plan),
             grafted=tuple(grafted),
-            command=guarded(plan.command or "", node.project_dir, runtime),
+            command=guarded(command, node.project_dir, runtime),
             env=shipped_env(node, plan, DEFAULT_PATH),
             platform=plan.platform,
             output_paths=roots,
@@ -418,3 +428,47 @@ def shipped_env(node: TaskNode, plan: TaskPlan, default_path: str) -> dict[str, 
     env = {name: value for name, value in plan.env.items() if name in keyed or name in define}
     env["PATH"] = define.get("PATH", default_path)  # here PATH gains local node_modules/.bin dirs
     return env
+
+
+def install_links(
+    root: str, nodes: Mapping[TaskId, TaskNode], install: str
+) -> tuple[list[str], Any]:
+    """What an action's input root holds of the install when the workers have this workspace
+    installed at `install` (`remoteExecution.workerInstall`): the workspace's node_modules
+    directories as they are here (pnpm's links, `.bin` shims, workspace links), except the
+    package store itself, which is one symlink to the workers' copy (`node_modules/.pnpm`;
+    the whole root `node_modules` for a layout without one). So Node's resolution from a
+    project finds its packages and the workspace's own packages (with their upstream outputs)
+    in the input root, and the store's thousands of files are never hashed nor sent."""
+    from vx.engine.remote_exec import Listing
+
+    paths: list[str] = []
+    links: list[tuple[str, str]] = []
+    store = os.path.join(root, "node_modules", ".pnpm")
+    dirs = sorted({n.project_dir for n in nodes.values() if n.project_dir} | {""})
+    if os.path.isdir(store) and not os.path.islink(store):
+        links.append(("node_modules/.pnpm", f"{install}/node_modules/.pnpm"))
+    else:  # npm, yarn: the hoisted tree is the store (workspace links then resolve there)
+        links.append(("node_modules", f"{install}/node_modules"))
+        dirs = [d for d in dirs if d]
+    for project in dirs:
+        top = os.path.join(root, project, "node_modules")
+        if os.path.islink(top) or not os.path.isdir(top):
+            continue
+        for here, subdirs, files in os.walk(top):
+            rel = os.path.relpath(here, root)
+            if rel == "node_modules":
+                subdirs[:] = [d for d in subdirs if d != ".pnpm"]
+            # os.walk lists a symlink to a directory among `subdirs` and does not follow it
+            for name in [*subdirs, *files]:
+                if os.path.islink(os.path.join(here, name)) or name in files:
+                    paths.append(f"{rel}/{name}")
+    return paths, Listing(files=(), links=tuple(links))
+
+
+def with_bins(command: str, project_dir: str) -> str:
+    """`command` with the project's and the workspace root's node_modules/.bin ahead on PATH, as
+    they are here (the worker's working directory is the project's, wherever its root is)."""
+    up = "/".join([".."] * len([p for p in project_dir.split("/") if p]))
+    bins = ["$PWD/node_modules/.bin"] + ([f"$PWD/{up}/node_modules/.bin"] if up else [])
+    return f'PATH="{":".join(bins)}:$PATH"; export PATH\n{command}'

@@ -40,6 +40,11 @@ DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 # How many times a dropped Execute stream is re-attached in a row before the action counts as lost.
 REATTACH = 5
 _FIND_BATCH = 5000  # digests per FindMissingBlobs
+# What each blob of a batch call adds to the message beside its bytes: its digest (a 64-digit hash,
+# a size), the entry's framing and, in a read's reply, a status. The capabilities' slack covers
+# one blob's; a batch of hundreds of small files must count each one's, or the message passes
+# gRPC's 4 MiB cap and the server refuses it (RESOURCE_EXHAUSTED).
+_ENTRY_BYTES = 128
 
 
 class _Empty:
@@ -382,14 +387,15 @@ class RemoteExecutor:
                 with open(os.path.join(root, blob.path), "rb") as src:
                     self.layer._write(digest, src, self.layer.settings.upload_timeout_s)
                 continue
-            if batch and size + digest.size_bytes > limit:  # type: ignore[attr-defined]
+            cost = digest.size_bytes + _ENTRY_BYTES  # type: ignore[attr-defined]
+            if batch and size + cost > limit:
                 self._batch_write(batch)
                 batch, size = [], 0
             data = blob.data if blob.data is not None else _read(root, blob.path or "")
             if hashlib.sha256(data).hexdigest() != digest.hash:  # type: ignore[attr-defined]
                 raise ExecFailure(f"{blob.path} changed while it was uploaded")
             batch.append(re_pb.BatchUpdateBlobsRequest.Request(digest=digest, data=data))
-            size += digest.size_bytes  # type: ignore[attr-defined]
+            size += cost
         if batch:
             self._batch_write(batch)
 
@@ -420,9 +426,11 @@ class RemoteExecutor:
         while at < len(small):
             part: list = []
             size = 0
-            while at < len(small) and (not part or size + small[at].size_bytes <= limit):
+            while at < len(small) and (
+                not part or size + small[at].size_bytes + _ENTRY_BYTES <= limit
+            ):
                 part.append(small[at])
-                size += small[at].size_bytes
+                size += small[at].size_bytes + _ENTRY_BYTES
                 at += 1
             reply = self.layer._call(
                 _CAS + "BatchReadBlobs",

@@ -1,0 +1,156 @@
+"""Remote execution of an installed workspace (RC-10): `remoteExecution.workerInstall` links the
+workers' copy of the package store into each action's input root (pnpm's layout: the
+workspace's node_modules links and `.bin` shims shipped, `node_modules/.pnpm` one symlink), and
+an action of hundreds of small files fits BuildGrid's 4 MiB batch calls both ways."""
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from support.processes import end
+from support.reapi_servers import ExecStack
+
+LIB = "lib@1.0.0"
+CLI = 'const {word} = require("lib"); require("fs").mkdirSync("dist", {recursive: true});\n' \
+    'require("fs").writeFileSync("dist/out.txt", word + "\\n");\n'  # fmt: skip
+SHIM = '#!/bin/sh\nbasedir=$(dirname "$0")\nexec node "$basedir/../lib/cli.js" "$@"\n'
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    server = ExecStack(tmp_path_factory.mktemp("bgd-exec-install"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def workers(stack):
+    started = [stack.add_worker(), stack.add_worker()]
+    yield started
+    for proc in started:
+        end(proc, timeout=30)
+
+
+def store(root: Path, word: str = "from lib") -> None:
+    """pnpm's virtual store under `root`/node_modules/.pnpm, holding one package, `lib`, whose
+    `word` is what the build writes."""
+    pkg = root / "node_modules" / ".pnpm" / LIB / "node_modules" / "lib"
+    pkg.mkdir(parents=True)
+    (pkg / "package.json").write_text(json.dumps({"name": "lib", "version": "1.0.0"}))
+    (pkg / "index.js").write_text(f"exports.word = {json.dumps(word)};\n")
+    (pkg / "cli.js").write_text(CLI)
+
+
+def installed_workspace(repo, install: str | None) -> None:
+    """A workspace of one project, a, whose remote `build` runs `libtool` (a `.bin` shim of the
+    installed `lib`), installed the way pnpm lays it out; `install`: its `workerInstall`."""
+    remote = {"default": True, **({"workerInstall": install} if install else {})}
+    repo.write(
+        {
+            "package.json": {"name": "root", "private": True, "workspaces": ["packages/*"]},
+            "vx.workspace.json": {"remoteExecution": remote},
+            ".gitignore": "node_modules\n",
+            "packages/a/package.json": {"name": "a", "version": "1.0.0"},
+            "packages/a/src/in.txt": "input\n",
+            "packages/a/vx.config.json": {
+                "tasks": {
+                    "build": {
+                        "exec": {"command": "libtool"},
+                        "cache": {
+                            "inputs": {"files": ["src/**", "package.json"]},
+                            "outputs": {"files": ["dist/**"]},
+                        },
+                    }
+                }
+            },
+        }
+    ).commit()
+    store(repo.root)
+    modules = repo.root / "node_modules"
+    (modules / "lib").symlink_to(f".pnpm/{LIB}/node_modules/lib")
+    (modules / ".bin").mkdir()
+    (modules / ".bin" / "libtool").write_text(SHIM)
+    (modules / ".bin" / "libtool").chmod(0o755)
+    project = repo.root / "packages" / "a" / "node_modules"
+    project.mkdir()
+    (project / "lib").symlink_to(f"../../../node_modules/.pnpm/{LIB}/node_modules/lib")
+
+
+@pytest.mark.feature("RC-10")
+def test_worker_install_links_the_store_and_the_task_finds_its_packages(
+    repo, tmp_path, stack, workers
+):
+    """With `workerInstall` the action gets the workspace's node_modules links and shims and
+    `.pnpm` as a link to the workers' install: `libtool` (on PATH from node_modules/.bin)
+    requires `lib` through them and builds on a worker (the image's `lib`, not this machine's
+    copy, which is not shipped)."""
+    install = tmp_path / "image"
+    store(install, "from the image")  # so the output tells which store the worker used
+    installed_workspace(repo, str(install))
+    res = repo.vx("run", "build", "--all", env=stack.env())
+    assert res.code == 0, res.err[-3000:]
+    assert f"remote execution: 1 task ran on {stack.endpoint}" in res.err, res.err[-2000:]
+    assert "ran here instead" not in res.err
+    # the store came from the image, not from this machine's node_modules/.pnpm
+    assert (repo.root / "packages/a/dist/out.txt").read_text() == "from the image\n"
+
+
+@pytest.mark.feature("RC-10")
+def test_without_worker_install_the_store_is_not_shipped_and_the_command_fails(
+    repo, tmp_path, stack, workers
+):
+    """The same workspace with no `workerInstall`: node_modules is not shipped (the worker
+    provides the platform), so `libtool` is not found there: the task fails with its log."""
+    installed_workspace(repo, None)
+    res = repo.vx("run", "build", "--all", env=stack.env())
+    assert res.code == 1, res.err[-3000:]
+    assert "libtool" in res.out + res.err
+    assert "Traceback" not in res.err
+
+
+def test_a_relative_worker_install_is_refused(repo):
+    installed_workspace(repo, "opt/ws")
+    res = repo.vx("run", "build", "--all")
+    assert res.code == 2, res.err
+    assert "vx.workspace.json" in res.err and "workerInstall" in res.err
+    assert "absolute path" in res.err and "Traceback" not in res.err
+
+
+@pytest.mark.feature("RC-10")
+def test_an_action_of_many_small_files_fits_the_batch_calls_both_ways(repo, stack, workers):
+    """700 input files of 6000 bytes (4.2 MB) go up in BatchUpdateBlobs calls and come back as
+    700 outputs in BatchReadBlobs calls: each call's message, counting every blob's digest and
+    framing, stays under BuildGrid's 4 MiB cap. (A vx that packed batches by the blobs' bytes
+    alone sent ~4 MiB of data plus 700 digests in one call and the server refused it,
+    RESOURCE_EXHAUSTED: the task ran here instead.)"""
+    files = {f"packages/a/src/f{i:03}.txt": f"{i:06}" * 1000 for i in range(700)}
+    repo.write(
+        {
+            "package.json": {"name": "root", "private": True, "workspaces": ["packages/*"]},
+            "vx.workspace.json": {"remoteExecution": {"default": True}},
+            "packages/a/package.json": {"name": "a", "version": "1.0.0"},
+            **files,
+            "packages/a/vx.config.json": {
+                "tasks": {
+                    "build": {
+                        "exec": {"command": "mkdir -p dist && cp src/*.txt dist/"},
+                        "cache": {
+                            "inputs": {"files": ["src/**", "package.json"]},
+                            "outputs": {"files": ["dist/**"]},
+                        },
+                    }
+                }
+            },
+        }
+    ).commit()
+    res = repo.vx("run", "build", "--all", env=stack.env(), timeout=600)
+    assert res.code == 0, res.err[-3000:]
+    assert f"remote execution: 1 task ran on {stack.endpoint}" in res.err, res.err[-2000:]
+    assert "ran here instead" not in res.err
+    out = sorted((repo.root / "packages/a/dist").iterdir())
+    assert len(out) == 700
+    assert all(p.read_text() == files[f"packages/a/src/{p.name}"] for p in out)
+    assert not any(p.stat().st_mode & stat.S_IXUSR for p in out[:3])
+    assert os.path.getsize(out[0]) == 6000
