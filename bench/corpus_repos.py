@@ -200,12 +200,12 @@ CORPUS: list[Repo] = [
         "d57149f9470b6e77e99dc268046cb15cfdb58279",
         "pnpm@10.33.4",
         ("build",),
-        "`tsc --build` in every package, the build configs referencing each other (common <- "
-        "web, react, nodejs, vue; web <- react-web, svelte; react <- react-native) with `paths` "
-        "to the referenced sources: a dependant's build checks its references' `dist`; build "
-        "infos inside the declared `dist/**` under another name (`dist/.tsBuildInfo`), "
-        "TypeScript 6, pnpm 10 with a hoisted node_modules, `tsc --build && svelte-package`; "
-        "apps and examples (next, expo, electron) filtered out",
+        "`tsc --build tsconfig.build.json` in every package, the build configs referencing each "
+        "other (common <- react, nodejs, vue here) with `paths` to the referenced sources: a "
+        "dependant's build checks its references' `dist`; build infos inside the declared "
+        "`dist/**` under another name (`dist/.tsBuildInfo`), composite and incremental set in a "
+        "shared config package, TypeScript 6, pnpm 10; apps and examples (next, expo, electron) "
+        "left out",
         edits={
             "source": "packages/common/src/Type.ts",
             "config": "packages/common/tsconfig.build.json",
@@ -225,11 +225,11 @@ CORPUS: list[Repo] = [
             *(f"--filter=!@evolu/{p}" for p in SKIPPED_EVOLU),
         ),
         node="24.12.0",
-        notes="installed with --ignore-scripts (the examples' electron and native modules download "
-        "binaries from GitHub), pnpm's isolated layout (the hoisted one the repository sets for "
-        "electron installs every project, whatever the filter) and without the examples, apps, web (and react-web and svelte, "
-        "which build on it) and react-native: @types/sharedworker@0.0.221 and promise.try@2.0.1, "
-        "in its lockfile, are a 404 here",
+        notes="installed with --ignore-scripts (the examples' electron and native modules "
+        "download binaries from GitHub), pnpm's isolated layout (the hoisted one the repository "
+        "sets for electron installs every project, whatever the filter) and without the "
+        "examples, apps, web (and react-web and svelte, which build on it) and react-native: "
+        "@types/sharedworker@0.0.221 and promise.try@2.0.1, in its lockfile, are a 404 here",
     ),
     Repo(
         "mongodb/leafygreen-ui",
