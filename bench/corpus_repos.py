@@ -240,14 +240,14 @@ CORPUS: list[Repo] = [
         "each workspace dependency, `paths` to their sources) whose outputs are only the "
         "declarations and the build info (`dist/**/*.d.ts`, `tsconfig.tsbuildinfo`) in a `dist` "
         "the `build` task (rollup) shares, `prebuild` tasks depending on `^build` and `^tsc`, a "
-        "build tool that is a workspace package built first; filtered to button and what it "
-        "depends on",
+        "build tool that is a workspace package built first; filtered to ripple and polymorphic "
+        "and what they depend on (lib <- polymorphic, tokens <- ripple)",
         edits={
-            "source": "packages/tokens/src/index.ts",
-            "config": "packages/tokens/tsconfig.json",
+            "source": "packages/lib/src/index.ts",
+            "config": "packages/lib/tsconfig.json",
             "root_config": "prettier.config.js",
         },
-        filter=("@leafygreen-ui/button...",),
+        filter=("@leafygreen-ui/ripple...", "@leafygreen-ui/polymorphic..."),
         install=(
             "pnpm",
             "install",
