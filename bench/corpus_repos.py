@@ -257,8 +257,10 @@ CORPUS: list[Repo] = [
             "--filter=@leafygreen-ui/button...",
         ),
         node="22.21.0",
-        notes="installed with --ignore-scripts and only for what button's `tsc` needs (the root, "
-        "button and its workspace dependencies)",
+        notes="installed with --ignore-scripts and only for button and what it depends on (the "
+        "root too); measured on ripple's and polymorphic's part of it: button's own `tsc` needs "
+        "icon's prebuild, which failed here (`Cannot find module "
+        "'@svgr/babel-plugin-replace-jsx-attribute-value'`, not tried under turbo)",
     ),
     Repo(
         "steven-tey/novel",
