@@ -258,7 +258,8 @@ CORPUS: list[Repo] = [
         ),
         node="22.21.0",
         notes="installed with --ignore-scripts and only for button and what it depends on (the "
-        "root too); measured on ripple's and polymorphic's part of it: button's own `tsc` needs "
+        "root too), too little for turbo's selection (which takes the root's workspace "
+        "dependencies); run on ripple's and polymorphic's part of it: button's own `tsc` needs "
         "icon's prebuild, which failed here (`Cannot find module "
         "'@svgr/babel-plugin-replace-jsx-attribute-value'`, not tried under turbo)",
     ),
