@@ -65,6 +65,9 @@ class Repo:
         return self.pm.partition("@")[2].split("+")[0]
 
 
+# evolu's packages left out of the install: their dependencies are a 404 here (notes)
+SKIPPED_EVOLU = ("web", "react-web", "svelte", "react-native")
+
 CORPUS: list[Repo] = [
     Repo(
         "juriadams/monorepo-starter",
@@ -191,6 +194,74 @@ CORPUS: list[Repo] = [
         install=("pnpm", "install", "--frozen-lockfile", "--ignore-scripts"),
         notes="installed with --ignore-scripts: sharp 0.32's install script (the website's, filtered "
         "out) downloads libvips from GitHub",
+    ),
+    Repo(
+        "evoluhq/evolu",
+        "d57149f9470b6e77e99dc268046cb15cfdb58279",
+        "pnpm@10.33.4",
+        ("build",),
+        "`tsc --build tsconfig.build.json` in every package, the build configs referencing each "
+        "other (common <- react, nodejs, vue here) with `paths` to the referenced sources: a "
+        "dependant's build checks its references' `dist`; build infos inside the declared "
+        "`dist/**` under another name (`dist/.tsBuildInfo`), composite and incremental set in a "
+        "shared config package, TypeScript 6, pnpm 10; apps and examples (next, expo, electron) "
+        "left out",
+        edits={
+            "source": "packages/common/src/Type.ts",
+            "config": "packages/common/tsconfig.build.json",
+            "root_config": "prettier.config.mjs",
+        },
+        env="NODE_ENV",
+        filter=("./packages/*", *(f"!@evolu/{p}" for p in SKIPPED_EVOLU)),
+        install=(
+            "pnpm",
+            "install",
+            "--frozen-lockfile",
+            "--ignore-scripts",
+            # the hoisted layout installs every project whatever the filter says
+            "--config.node-linker=isolated",
+            "--filter=!./examples/**",
+            "--filter=!./apps/**",
+            *(f"--filter=!@evolu/{p}" for p in SKIPPED_EVOLU),
+        ),
+        node="24.12.0",
+        notes="installed with --ignore-scripts (the examples' electron and native modules "
+        "download binaries from GitHub), pnpm's isolated layout (the hoisted one the repository "
+        "sets for electron installs every project, whatever the filter) and without the "
+        "examples, apps, web (and react-web and svelte, which build on it) and react-native: "
+        "@types/sharedworker@0.0.221 and promise.try@2.0.1, in its lockfile, are a 404 here",
+    ),
+    Repo(
+        "mongodb/leafygreen-ui",
+        "62c8afdd773444319237f0164ebc545992b4ca0d",
+        "pnpm@10.26.0",
+        ("tsc",),
+        "a `tsc` task in every package (`lg-build tsc`: `tsc --build` of a tsconfig referencing "
+        "each workspace dependency, `paths` to their sources) whose outputs are only the "
+        "declarations and the build info (`dist/**/*.d.ts`, `tsconfig.tsbuildinfo`) in a `dist` "
+        "the `build` task (rollup) shares, `prebuild` tasks depending on `^build` and `^tsc`, a "
+        "build tool that is a workspace package built first; filtered to ripple and polymorphic "
+        "and what they depend on (lib <- polymorphic, tokens <- ripple)",
+        edits={
+            "source": "packages/lib/src/index.ts",
+            "config": "packages/lib/tsconfig.json",
+            "root_config": "prettier.config.js",
+        },
+        filter=("@leafygreen-ui/ripple...", "@leafygreen-ui/polymorphic..."),
+        install=(
+            "pnpm",
+            "install",
+            "--frozen-lockfile",
+            "--ignore-scripts",
+            "--filter=leafygreen-ui",
+            "--filter=@leafygreen-ui/button...",
+        ),
+        node="22.21.0",
+        notes="installed with --ignore-scripts and only for button and what it depends on (the "
+        "root too), too little for turbo's selection (which takes the root's workspace "
+        "dependencies); run on ripple's and polymorphic's part of it: button's own `tsc` needs "
+        "icon's prebuild, which failed here (`Cannot find module "
+        "'@svgr/babel-plugin-replace-jsx-attribute-value'`, not tried under turbo)",
     ),
     Repo(
         "steven-tey/novel",

@@ -7,10 +7,11 @@ dependents), `<p>^...` / `...^<p>` (only those, not the match itself), `...<p>..
 (packages with files changed since ref, uncommitted and untracked included), `<p>[<ref>]`,
 `<p>...[<ref>]`, and `!<selector>` to exclude. Includes are unioned, then excludes removed. Graph
 walks follow the workspace's package edges, as turbo's do: a `dependsOn` naming another project's
-task adds that task to a run, not that project to a walk. A selection may be empty (nothing changed since the
-ref, a glob that matches no name, excludes that remove everything): as in turbo, the run then has
-nothing to do. A filter that names a package or a directory the workspace does not have is
-refused, as turbo refuses it.
+task adds that task to a run, not that project to a walk; `<p>...` also reaches the root package's
+workspace dependencies (turbo's package graph has every package depend on the root). A selection
+may be empty (nothing changed since the ref, a glob that matches no name, excludes that remove
+everything): as in turbo, the run then has nothing to do. A filter that names a package or a
+directory the workspace does not have is refused, as turbo refuses it.
 """
 
 from __future__ import annotations
@@ -240,7 +241,7 @@ def _one(f: Filter, ws: Workspace, configs, cwd_package: str, cwd_rel: str) -> s
         matched &= changed_since(ws, f.since)
     out = set(matched) if f.keep_match or not (f.dependencies or f.dependents) else set()
     if f.dependencies:
-        out |= _walk(matched, {name: pkg.deps for name, pkg in ws.packages.items()})
+        out |= _walk(matched, _dependencies(ws))
     if f.dependents:
         out |= _walk(matched, _dependents(ws))
     return out
@@ -298,6 +299,19 @@ def _dir_glob(text: str) -> re.Pattern:
     parts = re.split(r"(\*\*|\*|\?)", text)
     table = {"**": ".*", "*": "[^/]*", "?": "[^/]"}
     return re.compile("".join(table.get(part, re.escape(part)) for part in parts))
+
+
+def _dependencies(ws: Workspace) -> dict[str, list[str]]:
+    """Each package's dependencies as turbo walks them for `<p>...`: its own, and the root
+    package's workspace dependencies (turbo's package graph has every package depend on the root:
+    leafygreen-ui's root devDepends on its own CLI, which `--filter=@leafygreen-ui/lib...` then
+    runs). The root project itself is not added."""
+    root = ws.packages.get(ROOT_PROJECT)
+    shared = [d for d in root.deps if d != ROOT_PROJECT] if root is not None else []
+    return {
+        name: [*pkg.deps, *shared] if name != ROOT_PROJECT else list(pkg.deps)
+        for name, pkg in ws.packages.items()
+    }
 
 
 def _dependents(ws: Workspace) -> dict[str, list[str]]:
