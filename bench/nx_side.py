@@ -112,7 +112,7 @@ class Side:
             k: v
             for k, v in os.environ.items()
             if k not in ("CI", "VX_TIMING", "VX_CACHE_DIR", "PYTHONDONTWRITEBYTECODE")
-            and not k.startswith("NX_")
+            and (not k.startswith("NX_") or k == "NX_NATIVE_FILE_CACHE_DIRECTORY")
         }
         env.update(TOOL_ENV)
         env["NX_DAEMON"] = "true" if tool == "nx-daemon" else "false"
@@ -622,12 +622,14 @@ def matrix_edits(ws: Path, files: dict[str, str]) -> list[tuple[str, str, Callab
         ("app source", "app"),
         ("test file", "test"),
         ("vite config (@nx/vite)", "vite"),
+        ("jest config (@nx/jest)", "jest"),
         ("eslint config (@nx/eslint)", "eslint"),
     ):
         if has(files.get(key)):
             edits.append((label, files[key], text_edit(files[key])))
-    if has("eslint.config.mjs"):
-        edits.append(("root eslint config", "eslint.config.mjs", text_edit("eslint.config.mjs")))
+    for name in ("eslint.config.mjs", ".eslintrc.json"):
+        if has(name):
+            edits.append(("root eslint config", name, text_edit(name)))
     for label, key in (
         ("tsconfig.lib.json (@nx/js/typescript)", "tsconfig"),
         ("project package.json", "package"),

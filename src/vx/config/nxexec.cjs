@@ -105,9 +105,6 @@ async function main() {
   } catch (e) {
     fail(2, `\`${project}:${target}\` runs the executor \`${targetConfig.executor}\`: ${e.message}`);
   }
-  if (!info.isNxExecutor) {
-    fail(2, `\`${project}:${target}\` runs \`${targetConfig.executor}\`, an Angular builder, which vx does not run`);
-  }
   const configuration = configArg || targetConfig.defaultConfiguration;
   if (configuration) process.env.NX_TASK_TARGET_CONFIGURATION = configuration;
   const isVerbose = process.env.NX_VERBOSE_LOGGING === 'true';
@@ -121,6 +118,21 @@ async function main() {
     path.relative(root, process.cwd()),
     isVerbose,
   );
+  if (!info.isNxExecutor) {
+    // An Angular builder (a package's `builders`): Nx schedules it through its Angular CLI
+    // adapter with the same merged options (run.js's runExecutorInternal), and so does this.
+    require(path.join(nxDir, 'src/adapter/compat'));
+    const { scheduleTarget } = nx('src/adapter/ngcli-adapter');
+    const { eachValueFrom } = nx('src/adapter/rxjs-for-await');
+    const observable = await scheduleTarget(
+      root,
+      { project, target, configuration, runOptions: options, projects },
+      isVerbose,
+    );
+    let last = { success: false };
+    for await (const value of eachValueFrom(observable)) last = value;
+    return last && last.success ? 0 : 1;
+  }
   const result = info.implementationFactory()(options, {
     root,
     target: targetConfig,
