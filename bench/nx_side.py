@@ -227,7 +227,8 @@ class Side:
             (ws / ".vx" / "last-summary.json").unlink(missing_ok=True)
             argv = [
                 *self.vx,
-                "run",
+                "run-many",  # as `nx run-many`: every project's, the root project's too
+                "-t",
                 *tasks,
                 "--concurrency",
                 str(self.concurrency),
@@ -264,6 +265,24 @@ def walk_files(base: Path):
             yield Path(dirpath) / f
 
 
+def root_name(ws: Path) -> str:
+    """The Nx name of the workspace's root project (vx calls it `//`): its project.json `name`,
+    else package.json's."""
+    for name in ("project.json", "package.json"):
+        try:
+            found = json.loads((ws / name).read_text()).get("name")
+        except (OSError, ValueError):
+            continue
+        if isinstance(found, str):
+            return found
+    return "//"
+
+
+def nx_id(ws: Path, tid: str) -> str:
+    """A vx task id (`//:build`, `app:build`) as Nx names the task."""
+    return root_name(ws) + tid[2:] if tid.startswith("//:") else tid
+
+
 def vx_cached(ws: Path) -> dict[str, str]:
     try:
         data = json.loads((ws / ".vx" / "last-summary.json").read_text())
@@ -274,7 +293,7 @@ def vx_cached(ws: Path) -> dict[str, str]:
         if t.get("group"):
             continue
         c = t.get("cache")
-        out[t["id"].replace("#", ":")] = (
+        out[nx_id(ws, t["id"].replace("#", ":"))] = (
             "hit"
             if c in ("local", "remote", "up-to-date")
             else "none"
@@ -330,7 +349,10 @@ def differences(a: Any, b: Any, path: str = "") -> list[str]:
 def phase_show(s: Side) -> dict:
     nx_projects = sorted(json.loads(s.call("nx", s.nx_argv("show", "projects", "--json"))))
     vx_doc = json.loads(s.call("vx", [*s.vx, "show", "--format", "json"]))
-    vx_projects = sorted(p["name"] for p in vx_doc["projects"] if p["name"] != "//")
+    # vx calls the root project `//`; `vx show project NAME` takes its Nx name too
+    vx_projects = sorted(
+        root_name(s.ws["vx"]) if p["name"] == "//" else p["name"] for p in vx_doc["projects"]
+    )
     diffs: dict[str, list[str]] = {}
     targets = 0
     for name in sorted(set(nx_projects) & set(vx_projects)):
@@ -379,11 +401,11 @@ def nx_graph(s: Side, tasks: list[str]) -> tuple[dict[str, list[str]], dict]:
 
 
 def vx_plan(s: Side, tasks: list[str]) -> dict[str, dict]:
-    doc = json.loads(s.call("vx", [*s.vx, "run", *tasks, "--dry=json"]))
+    doc = json.loads(s.call("vx", [*s.vx, "run-many", "-t", *tasks, "--dry=json"]))
     return {t["id"]: t for t in doc["tasks"]}
 
 
-def vx_graph(rows: dict[str, dict]) -> dict[str, list[str]]:
+def vx_graph(rows: dict[str, dict], ws: Path) -> dict[str, list[str]]:
     def through(tid: str) -> list[str]:
         return [
             d
@@ -392,7 +414,9 @@ def vx_graph(rows: dict[str, dict]) -> dict[str, list[str]]:
         ]
 
     return {
-        tid.replace("#", ":"): sorted({d.replace("#", ":") for d in through(tid)})
+        nx_id(ws, tid.replace("#", ":")): sorted(
+            {nx_id(ws, d.replace("#", ":")) for d in through(tid)}
+        )
         for tid, row in rows.items()
         if not row.get("implicit")
     }
@@ -402,7 +426,7 @@ def phase_graph(s: Side, sets: list[list[str]]) -> dict:
     result = {}
     for tasks in sets:
         theirs, _ = nx_graph(s, tasks)
-        ours = vx_graph(vx_plan(s, tasks))
+        ours = vx_graph(vx_plan(s, tasks), s.ws["vx"])
         diffs = differences(theirs, ours)
         result[" ".join(tasks)] = {
             "tasks": len(theirs),
@@ -446,6 +470,9 @@ def phase_inputs(s: Side, tasks: list[str]) -> dict:
         nx_files = {e[5:] for e in entries if e.startswith("file:")} - NX_EVERYWHERE
         others[name] = sorted(e for e in entries if not e.startswith("file:"))
         vid = name.replace(":", "#")
+        project, _, target = vid.partition("#")
+        if vid not in rows and project == root_name(s.ws["vx"]):
+            vid = f"//#{target}"
         if vid not in rows:
             diffs[name] = {"missing in vx": True}
             continue

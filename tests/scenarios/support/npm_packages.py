@@ -52,6 +52,9 @@ BUNDLES = {
     "nx-eslint": ("nx@21.6.4", "@nx/eslint@21.6.4", "eslint@9.39.1"),
     # @nx/vite/plugin's inferred `test` and the vitest it runs, for test_nx_inference.py
     "nx-vitest": ("nx@21.6.4", "@nx/vite@21.6.4", "vite@7.1.12", "vitest@3.2.4"),
+    # Nx 18.0, whose plugin API (src/utils/nx-plugin.js) came before getPlugins, for
+    # test_nx_inference.py
+    "nx-18": ("nx@18.0.5",),
     # Angular's architect, which Nx's Angular CLI adapter schedules a builder (a package's
     # `builders`) with, for test_nx_executors.py
     "nx-angular": (
