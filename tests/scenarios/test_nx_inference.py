@@ -335,6 +335,15 @@ def test_the_root_project_named_in_implicit_dependencies_is_an_edge_as_in_nx(rep
     assert (ws.root / "dist/app.txt").read_text() == "app"
 
 
+WRITE_EXECUTOR = """const fs = require('node:fs');
+const path = require('node:path');
+module.exports = async (options, context) => {
+  fs.writeFileSync(path.join(context.root, options.out), `${context.projectName}:${context.targetName}`);
+  return { success: true };
+};
+"""
+
+
 LOCAL_PLUGIN = """const path = require('node:path');
 exports.createNodes = [
   '**/thing.json',
@@ -367,16 +376,43 @@ def test_plugins_resolve_with_nx_18_as_nx_18_resolves_them(repo):
             "tools/plugin.js": LOCAL_PLUGIN,
             "libs/a/thing.json": {},
             "libs/a/src/a.txt": "a\n",
-            "libs/b/project.json": {"name": "b", "implicitDependencies": ["a"]},
+            "libs/b/project.json": {
+                "name": "b",
+                "implicitDependencies": ["a"],
+                "targets": {
+                    "write": {"executor": "@ws/tools:write", "options": {"out": "libs/b/w.txt"}}
+                },
+            },
             "libs/b/thing.json": {},
+            "tsconfig.base.json": {
+                "compilerOptions": {"paths": {"@ws/tools": ["tools/executor/index.js"]}}
+            },
+            "tools/executor/package.json": {"name": "@ws/tools", "executors": "./executors.json"},
+            "tools/executor/executors.json": {
+                "executors": {"write": {"implementation": "./write.js", "schema": "./schema.json"}}
+            },
+            "tools/executor/schema.json": {
+                "type": "object",
+                "properties": {"out": {"type": "string"}},
+            },
+            "tools/executor/index.js": "module.exports = {};\n",
+            "tools/executor/project.json": {"name": "tools"},  # Nx 18 finds a local plugin in one
+            "tools/executor/write.js": WRITE_EXECUTOR,
         }
     )
     link_modules(repo.root, modules)
     ws = repo.commit()
-    assert nx_projects(ws.root) == ["a", "b"]
+    assert nx_projects(ws.root) == ["a", "b", "tools"]
     for name in ("a", "b"):
         ours = ws.vx("show", "project", name, "--json", timeout=INFER_TIMEOUT)
         assert ours.code == 0, ours.err
         assert json.loads(ours.out) == nx_show(ws.root, name)
     first = ws.vx("run", "b:build", timeout=INFER_TIMEOUT)
     assert first.code == 0, first.err + first.out
+    # an executor target, run through Nx 18's own functions (it has no parseExecutor)
+    nx_cli(ws.root, "run", "b:write")
+    theirs = (ws.root / "libs/b/w.txt").read_text()
+    (ws.root / "libs/b/w.txt").unlink()
+    wrote = ws.vx("run", "b:write", "--output-logs=full", timeout=INFER_TIMEOUT)
+    assert wrote.code == 0, wrote.err + wrote.out
+    assert (ws.root / "libs/b/w.txt").read_text() == theirs == "b:write"

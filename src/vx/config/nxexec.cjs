@@ -92,7 +92,10 @@ async function main() {
   const context = readContext();
   const { projects, graph } = context ? fromContext(context) : await fromNx();
   const { readNxJson } = nx('src/config/configuration');
-  const { parseExecutor, getExecutorInformation } = nx('src/command-line/run/executor-utils');
+  const executorUtils = nx('src/command-line/run/executor-utils');
+  const { getExecutorInformation } = executorUtils;
+  // Nx 18.0 and older split the name inline (run.js's parseExecutorAndTarget)
+  const parseExecutor = executorUtils.parseExecutor || ((name) => name.split(':'));
   const { combineOptionsForExecutor } = nx('src/utils/params');
   const { createOverrides } = nx('src/utils/command-line-utils');
 

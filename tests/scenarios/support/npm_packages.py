@@ -54,7 +54,7 @@ BUNDLES = {
     "nx-vitest": ("nx@21.6.4", "@nx/vite@21.6.4", "vite@7.1.12", "vitest@3.2.4"),
     # Nx 18.0, whose plugin API (src/utils/nx-plugin.js) came before getPlugins, for
     # test_nx_inference.py
-    "nx-18": ("nx@18.0.5",),
+    "nx-18": ("nx@18.0.5", "typescript@5.9.3"),  # typescript: Nx loads a local plugin through it
     # Angular's architect, which Nx's Angular CLI adapter schedules a builder (a package's
     # `builders`) with, for test_nx_executors.py
     "nx-angular": (
