@@ -112,7 +112,7 @@ class Side:
             k: v
             for k, v in os.environ.items()
             if k not in ("CI", "VX_TIMING", "VX_CACHE_DIR", "PYTHONDONTWRITEBYTECODE")
-            and not k.startswith("NX_")
+            and (not k.startswith("NX_") or k == "NX_NATIVE_FILE_CACHE_DIRECTORY")
         }
         env.update(TOOL_ENV)
         env["NX_DAEMON"] = "true" if tool == "nx-daemon" else "false"
@@ -227,7 +227,8 @@ class Side:
             (ws / ".vx" / "last-summary.json").unlink(missing_ok=True)
             argv = [
                 *self.vx,
-                "run",
+                "run-many",  # as `nx run-many`: every project's, the root project's too
+                "-t",
                 *tasks,
                 "--concurrency",
                 str(self.concurrency),
@@ -264,6 +265,24 @@ def walk_files(base: Path):
             yield Path(dirpath) / f
 
 
+def root_name(ws: Path) -> str:
+    """The Nx name of the workspace's root project (vx calls it `//`): its project.json `name`,
+    else package.json's."""
+    for name in ("project.json", "package.json"):
+        try:
+            found = json.loads((ws / name).read_text()).get("name")
+        except (OSError, ValueError):
+            continue
+        if isinstance(found, str):
+            return found
+    return "//"
+
+
+def nx_id(ws: Path, tid: str) -> str:
+    """A vx task id (`//:build`, `app:build`) as Nx names the task."""
+    return root_name(ws) + tid[2:] if tid.startswith("//:") else tid
+
+
 def vx_cached(ws: Path) -> dict[str, str]:
     try:
         data = json.loads((ws / ".vx" / "last-summary.json").read_text())
@@ -274,7 +293,7 @@ def vx_cached(ws: Path) -> dict[str, str]:
         if t.get("group"):
             continue
         c = t.get("cache")
-        out[t["id"].replace("#", ":")] = (
+        out[nx_id(ws, t["id"].replace("#", ":"))] = (
             "hit"
             if c in ("local", "remote", "up-to-date")
             else "none"
@@ -330,7 +349,10 @@ def differences(a: Any, b: Any, path: str = "") -> list[str]:
 def phase_show(s: Side) -> dict:
     nx_projects = sorted(json.loads(s.call("nx", s.nx_argv("show", "projects", "--json"))))
     vx_doc = json.loads(s.call("vx", [*s.vx, "show", "--format", "json"]))
-    vx_projects = sorted(p["name"] for p in vx_doc["projects"] if p["name"] != "//")
+    # vx calls the root project `//`; `vx show project NAME` takes its Nx name too
+    vx_projects = sorted(
+        root_name(s.ws["vx"]) if p["name"] == "//" else p["name"] for p in vx_doc["projects"]
+    )
     diffs: dict[str, list[str]] = {}
     targets = 0
     for name in sorted(set(nx_projects) & set(vx_projects)):
@@ -379,11 +401,11 @@ def nx_graph(s: Side, tasks: list[str]) -> tuple[dict[str, list[str]], dict]:
 
 
 def vx_plan(s: Side, tasks: list[str]) -> dict[str, dict]:
-    doc = json.loads(s.call("vx", [*s.vx, "run", *tasks, "--dry=json"]))
+    doc = json.loads(s.call("vx", [*s.vx, "run-many", "-t", *tasks, "--dry=json"]))
     return {t["id"]: t for t in doc["tasks"]}
 
 
-def vx_graph(rows: dict[str, dict]) -> dict[str, list[str]]:
+def vx_graph(rows: dict[str, dict], ws: Path) -> dict[str, list[str]]:
     def through(tid: str) -> list[str]:
         return [
             d
@@ -392,7 +414,9 @@ def vx_graph(rows: dict[str, dict]) -> dict[str, list[str]]:
         ]
 
     return {
-        tid.replace("#", ":"): sorted({d.replace("#", ":") for d in through(tid)})
+        nx_id(ws, tid.replace("#", ":")): sorted(
+            {nx_id(ws, d.replace("#", ":")) for d in through(tid)}
+        )
         for tid, row in rows.items()
         if not row.get("implicit")
     }
@@ -402,7 +426,7 @@ def phase_graph(s: Side, sets: list[list[str]]) -> dict:
     result = {}
     for tasks in sets:
         theirs, _ = nx_graph(s, tasks)
-        ours = vx_graph(vx_plan(s, tasks))
+        ours = vx_graph(vx_plan(s, tasks), s.ws["vx"])
         diffs = differences(theirs, ours)
         result[" ".join(tasks)] = {
             "tasks": len(theirs),
@@ -446,6 +470,9 @@ def phase_inputs(s: Side, tasks: list[str]) -> dict:
         nx_files = {e[5:] for e in entries if e.startswith("file:")} - NX_EVERYWHERE
         others[name] = sorted(e for e in entries if not e.startswith("file:"))
         vid = name.replace(":", "#")
+        project, _, target = vid.partition("#")
+        if vid not in rows and project == root_name(s.ws["vx"]):
+            vid = f"//#{target}"
         if vid not in rows:
             diffs[name] = {"missing in vx": True}
             continue
@@ -622,12 +649,14 @@ def matrix_edits(ws: Path, files: dict[str, str]) -> list[tuple[str, str, Callab
         ("app source", "app"),
         ("test file", "test"),
         ("vite config (@nx/vite)", "vite"),
+        ("jest config (@nx/jest)", "jest"),
         ("eslint config (@nx/eslint)", "eslint"),
     ):
         if has(files.get(key)):
             edits.append((label, files[key], text_edit(files[key])))
-    if has("eslint.config.mjs"):
-        edits.append(("root eslint config", "eslint.config.mjs", text_edit("eslint.config.mjs")))
+    for name in ("eslint.config.mjs", ".eslintrc.json"):
+        if has(name):
+            edits.append(("root eslint config", name, text_edit(name)))
     for label, key in (
         ("tsconfig.lib.json (@nx/js/typescript)", "tsconfig"),
         ("project package.json", "package"),
@@ -712,7 +741,18 @@ def undo(ws: Path, rel: str) -> None:
         (ws / rel).unlink(missing_ok=True)
 
 
+def as_vx_names(nx: dict[str, str], vx: dict[str, str]) -> dict[str, str]:
+    """Nx's task names as vx's: Nx's log names a task run in its default configuration
+    `app:build:production`, vx's summary `app:build`."""
+    out = {}
+    for tid, v in nx.items():
+        plain = tid.rsplit(":", 1)[0] if tid.count(":") >= 2 else tid
+        out[plain if tid not in vx and plain in vx and plain not in nx else tid] = v
+    return out
+
+
 def compare_cache(vx: dict[str, str], nx: dict[str, str]) -> dict:
+    nx = as_vx_names(nx, vx)
     ids = sorted(set(vx) | set(nx))
     wrong_hits = [t for t in ids if vx.get(t) == "hit" and nx.get(t) == "miss"]
     extra_misses = [t for t in ids if vx.get(t) == "miss" and nx.get(t) == "hit"]
@@ -828,6 +868,13 @@ def summary(state: dict) -> str:
         out.append("|---|---|---|---|---|---|")
         for label, r in m.items():
             undo_ok = not r["undo"]["vx_misses"] and not r["undo"]["nx_misses"]
+            if not r["same"] and not r["wrong_hits"] and not r["extra_misses"]:
+                # a row saved before as_vx_names: the same tasks under both, named apart?
+                one = set(r["only_one"])
+                pairs = {t: t.rsplit(":", 1)[0] for t in one if t.rsplit(":", 1)[0] in one}
+                nx_named = {pairs.get(t, t) for t in r["nx_misses"]}
+                r["same"] = len(pairs) * 2 == len(one) and nx_named == set(r["vx_misses"])
+                r["nx_misses"] = sorted(nx_named)
             out.append(
                 f"| {label} | `{r['file']}` | {len(r['nx_misses'])} | {len(r['vx_misses'])} | "
                 + (

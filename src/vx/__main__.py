@@ -23,7 +23,7 @@ def entry() -> None:
         sys.argv = [module, *sys.argv[3:]]
         runpy.run_module(module, run_name="__main__", alter_sys=True)
         return
-    if len(sys.argv) > 1 and sys.argv[1] == "run":
+    if len(sys.argv) > 1 and sys.argv[1] in ("run", "run-many"):  # the receipt is keyed on argv
         from vx.fastpath.replay import replay
 
         try:

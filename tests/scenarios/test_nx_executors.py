@@ -387,3 +387,100 @@ def test_without_its_context_file_the_runner_asks_nx_for_the_graph(ws):
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert out.read_bytes() == built
+
+
+COPY_JS = """const fs = require('node:fs');
+const path = require('node:path');
+const { createBuilder } = require('@angular-devkit/architect');
+
+module.exports = createBuilder(async (options, context) => {
+  context.logger.info(`copy: ${context.target.project}:${context.target.target}` +
+    `:${context.target.configuration || '-'} -> ${options.out}`);
+  const out = path.join(context.workspaceRoot, options.out);
+  fs.mkdirSync(path.dirname(out), { recursive: true });
+  fs.writeFileSync(out, JSON.stringify({ options, target: context.target }, null, 2) + '\\n');
+  return { success: true };
+});
+"""
+
+
+def builder_workspace() -> dict[str, object]:
+    """An app whose `build` runs a local Angular builder (a package's `builders`, written with
+    @angular-devkit/architect's createBuilder, as @angular/build:application is)."""
+    return {
+        "package.json": {"name": "ws", "private": True, "workspaces": ["packages/*", "tools/*"]},
+        ".gitignore": "node_modules\ndist\n.nx\n.vx\n",
+        "nx.json": {"targetDefaults": {"build": {"cache": True}}},
+        "tsconfig.base.json": {
+            "compilerOptions": {"baseUrl": ".", "paths": {"@ws/ng": ["tools/ng/src/index.js"]}}
+        },
+        "tools/ng/package.json": {
+            "name": "@ws/ng",
+            "version": "0.0.1",
+            "builders": "./builders.json",
+        },
+        "tools/ng/builders.json": {
+            "builders": {
+                "copy": {
+                    "implementation": "./src/copy.js",
+                    "schema": "./src/copy.schema.json",
+                    "description": "writes its options",
+                }
+            }
+        },
+        "tools/ng/src/index.js": "module.exports = {};\n",
+        "tools/ng/src/copy.js": COPY_JS,
+        "tools/ng/src/copy.schema.json": {
+            "type": "object",
+            "properties": {
+                "out": {"type": "string"},
+                "mode": {"type": "string", "default": "dev"},
+                "level": {"type": "number", "default": 1},
+            },
+            "required": ["out"],
+        },
+        "packages/app/package.json": {"name": "app", "version": "1.0.0"},
+        "packages/app/project.json": {
+            "name": "app",
+            "targets": {
+                "build": {
+                    "executor": "@ws/ng:copy",
+                    "options": {"out": "packages/app/dist/out.json"},
+                    "configurations": {"prod": {"mode": "prod", "level": 3}},
+                    "defaultConfiguration": "prod",
+                    "outputs": ["{projectRoot}/dist"],
+                }
+            },
+        },
+        "packages/app/src/main.txt": "app\n",
+    }
+
+
+@pytest.mark.feature("TL-05")
+def test_an_angular_builder_runs_as_nx_runs_it_and_is_cached(repo, tmp_path):
+    """Nx runs a `builders` entry through its Angular CLI adapter (@nx/angular's apps' `build` is
+    `@angular/build:application`); vx refused it by name (exit 2) where `nx run` builds."""
+    modules = bundle_or_skip("nx-angular")
+    repo.write(builder_workspace())
+    link_modules(repo.root, modules)
+    ws = repo.commit()
+    copy = on_a_copy(ws, tmp_path)
+    nx_cli(copy, "run", "app:build", "--level=7")
+    theirs = (copy / "packages/app/dist/out.json").read_bytes()
+
+    first = ws.vx("run", "app:build", "--output-logs=full", "--", "--level=7", timeout=RUN_TIMEOUT)
+    assert first.code == 0, first.err + first.out
+    out = ws.root / "packages/app/dist/out.json"
+    assert out.read_bytes() == theirs
+    assert json.loads(theirs)["options"] == {
+        "out": "packages/app/dist/out.json",
+        "mode": "prod",
+        "level": 7,
+    }
+    assert "copy: app:build:prod -> packages/app/dist/out.json" in first.out + first.err
+
+    out.unlink()
+    again = ws.vx("run", "app:build", "--", "--level=7")
+    assert again.code == 0, again.err
+    assert again.statuses()["app#build"][1] == "local"
+    assert out.read_bytes() == theirs

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 
 import pytest
 from support.npm_packages import bundle_or_skip
@@ -279,3 +280,139 @@ def test_a_plugin_s_output_the_task_does_not_write_is_not_warned_on(repo):
     assert first.statuses()["a#test"][1] == "miss"
     assert "no output files found" not in first.err, first.err
     assert ws.vx("run", "a:test").statuses()["a#test"][1] in ("local", "up-to-date")
+
+
+WRITE = (
+    "node -e \"require('fs').mkdirSync('dist',{recursive:true});"
+    "require('fs').writeFileSync('dist/NAME.txt','NAME')\""
+)
+
+
+@pytest.mark.feature("TL-05")
+def test_the_root_project_named_in_implicit_dependencies_is_an_edge_as_in_nx(repo, plugins_modules):
+    """An e2e project's `implicitDependencies: ["app"]` naming the workspace's root project (a
+    project.json at the root, as in Nx's standalone presets) is an edge in Nx's graph; vx named
+    its root project `//` only and refused the entry ("names no project")."""
+    repo.write(
+        {
+            "package.json": {"name": "ws", "private": True},
+            ".gitignore": "node_modules\ndist\n.nx\n.vx\n",
+            "nx.json": {"targetDefaults": {"build": {"cache": True}}},
+            "project.json": {
+                "name": "app",
+                "targets": {
+                    "build": {
+                        "command": WRITE.replace("NAME", "app"),
+                        "outputs": ["{workspaceRoot}/dist/app.txt"],
+                    }
+                },
+            },
+            "e2e/project.json": {
+                "name": "e2e",
+                "implicitDependencies": ["app"],
+                "targets": {
+                    "e2e": {
+                        "command": "node -e \"require('fs').statSync('../dist/app.txt')\"",
+                        "options": {"cwd": "e2e"},
+                        "dependsOn": ["^build"],
+                    }
+                },
+            },
+        }
+    )
+    link_modules(repo.root, plugins_modules)
+    ws = repo.commit()
+    nx_cli(ws.root, "run", "e2e:e2e", "--graph=tg.json")
+    assert "app:build" in (ws.root / "tg.json").read_text()  # the oracle has the edge
+    (ws.root / "tg.json").unlink()
+    plan = ws.vx("run", "e2e:e2e", "--dry=json", timeout=INFER_TIMEOUT)
+    assert plan.code == 0, plan.err
+    rows = {t["id"]: t for t in json.loads(plan.out)["tasks"]}
+    assert "//#build" in rows["e2e#e2e"]["deps"]
+    shutil.rmtree(ws.root / "dist", ignore_errors=True)
+    ran = ws.vx("run", "e2e:e2e", timeout=INFER_TIMEOUT)
+    assert ran.code == 0, ran.err + ran.out  # app's build ran first: e2e finds its output
+    assert (ws.root / "dist/app.txt").read_text() == "app"
+
+
+WRITE_EXECUTOR = """const fs = require('node:fs');
+const path = require('node:path');
+module.exports = async (options, context) => {
+  fs.writeFileSync(path.join(context.root, options.out), `${context.projectName}:${context.targetName}`);
+  return { success: true };
+};
+"""
+
+
+LOCAL_PLUGIN = """const path = require('node:path');
+exports.createNodes = [
+  '**/thing.json',
+  (file, options) => {
+    const root = path.dirname(file);
+    return {
+      projects: {
+        [root]: {
+          name: path.basename(root),
+          targets: { build: { command: 'echo ' + options.word, cache: true, inputs: ['{projectRoot}/**/*'] } },
+        },
+      },
+    };
+  },
+];
+"""
+
+
+@pytest.mark.feature("TL-05")
+def test_plugins_resolve_with_nx_18_as_nx_18_resolves_them(repo):
+    """Nx 17 and 18.0 load plugins through src/utils/nx-plugin.js (no getPlugins) and key the
+    projects they resolve by name; vx asked for get-plugins.js and refused every such workspace
+    ("the workspace's Nx could not resolve the projects")."""
+    modules = bundle_or_skip("nx-18")
+    repo.write(
+        {
+            "package.json": {"name": "ws", "private": True},
+            ".gitignore": "node_modules\ndist\n.nx\n.vx\n",
+            "nx.json": {"plugins": [{"plugin": "./tools/plugin.js", "options": {"word": "hi"}}]},
+            "tools/plugin.js": LOCAL_PLUGIN,
+            "libs/a/thing.json": {},
+            "libs/a/src/a.txt": "a\n",
+            "libs/b/project.json": {
+                "name": "b",
+                "implicitDependencies": ["a"],
+                "targets": {
+                    "write": {"executor": "@ws/tools:write", "options": {"out": "libs/b/w.txt"}}
+                },
+            },
+            "libs/b/thing.json": {},
+            "tsconfig.base.json": {
+                "compilerOptions": {"paths": {"@ws/tools": ["tools/executor/index.js"]}}
+            },
+            "tools/executor/package.json": {"name": "@ws/tools", "executors": "./executors.json"},
+            "tools/executor/executors.json": {
+                "executors": {"write": {"implementation": "./write.js", "schema": "./schema.json"}}
+            },
+            "tools/executor/schema.json": {
+                "type": "object",
+                "properties": {"out": {"type": "string"}},
+            },
+            "tools/executor/index.js": "module.exports = {};\n",
+            "tools/executor/project.json": {"name": "tools"},  # Nx 18 finds a local plugin in one
+            "tools/executor/write.js": WRITE_EXECUTOR,
+        }
+    )
+    link_modules(repo.root, modules)
+    ws = repo.commit()
+    assert nx_projects(ws.root) == ["a", "b", "tools"]
+    for name in ("a", "b"):
+        ours = ws.vx("show", "project", name, "--json", timeout=INFER_TIMEOUT)
+        assert ours.code == 0, ours.err
+        assert json.loads(ours.out) == nx_show(ws.root, name)
+    first = ws.vx("run", "b:build", timeout=INFER_TIMEOUT)
+    assert first.code == 0, first.err + first.out
+    # an executor target, run through Nx 18's own functions (it has no parseExecutor)
+    nx_cli(ws.root, "run", "b:write")
+    theirs = (ws.root / "libs/b/w.txt").read_text()
+    (ws.root / "libs/b/w.txt").unlink()
+    wrote = ws.vx("run", "b:write", "--output-logs=full", timeout=INFER_TIMEOUT)
+    assert wrote.code == 0, wrote.err + wrote.out
+    assert (ws.root / "libs/b/w.txt").read_text() == theirs == "b:write"

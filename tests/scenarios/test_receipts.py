@@ -36,22 +36,22 @@ def workspace(repo, extra_env_task: bool = False):
     return repo
 
 
-def run(repo, *args, env=None, cwd=""):
+def run(repo, *args, env=None, cwd="", verb="run"):
     """`vx run build` (or `args`) from the root, timed; (result, replayed)."""
     result = repo.vx(
-        "run", *(args or ("build",)), summary=False, cwd=cwd, env={"VX_TIMING": "1", **(env or {})}
+        verb, *(args or ("build",)), summary=False, cwd=cwd, env={"VX_TIMING": "1", **(env or {})}
     )
     replayed = "receipt check" in result.err
     assert replayed != ("discover" in result.err), result.err
     return result, replayed
 
 
-def settle(repo, *args, env=None):
+def settle(repo, *args, env=None, verb="run"):
     """Build, then one more full run that writes the receipt; the next one replays."""
-    first, _ = run(repo, *args, env=env)
+    first, _ = run(repo, *args, env=env, verb=verb)
     assert first.code == 0, first.err
     time.sleep(0.06)  # past the racy window of what the first run wrote
-    second, replayed = run(repo, *args, env=env)
+    second, replayed = run(repo, *args, env=env, verb=verb)
     assert second.code == 0 and not replayed, second.err
     return second
 
@@ -937,3 +937,12 @@ def test_a_relative_cache_home_keeps_the_receipt_key_out_of_the_workspace(ws, tm
     assert again.code == 0 and replayed, again.err
     assert not (ws.root / ".cache").exists()
     assert {"digest-seed", "receipt-key"} <= {p.name for p in (home / ".cache" / "vx").iterdir()}
+
+
+def test_a_warm_run_many_replays_as_run_does(ws):
+    """`vx run-many -t build` (Nx's verb, what a bench against `nx run-many` runs) writes a
+    receipt like `vx run build`; only `run` was ever replayed, so run-many always went the whole
+    pipeline."""
+    settle(ws, "-t", "build", verb="run-many")
+    again, replayed = run(ws, "-t", "build", verb="run-many")
+    assert replayed and again.code == 0, again.err

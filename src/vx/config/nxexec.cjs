@@ -92,7 +92,10 @@ async function main() {
   const context = readContext();
   const { projects, graph } = context ? fromContext(context) : await fromNx();
   const { readNxJson } = nx('src/config/configuration');
-  const { parseExecutor, getExecutorInformation } = nx('src/command-line/run/executor-utils');
+  const executorUtils = nx('src/command-line/run/executor-utils');
+  const { getExecutorInformation } = executorUtils;
+  // Nx 18.0 and older split the name inline (run.js's parseExecutorAndTarget)
+  const parseExecutor = executorUtils.parseExecutor || ((name) => name.split(':'));
   const { combineOptionsForExecutor } = nx('src/utils/params');
   const { createOverrides } = nx('src/utils/command-line-utils');
 
@@ -104,9 +107,6 @@ async function main() {
     info = getExecutorInformation(nodeModule, executor, root, projects);
   } catch (e) {
     fail(2, `\`${project}:${target}\` runs the executor \`${targetConfig.executor}\`: ${e.message}`);
-  }
-  if (!info.isNxExecutor) {
-    fail(2, `\`${project}:${target}\` runs \`${targetConfig.executor}\`, an Angular builder, which vx does not run`);
   }
   const configuration = configArg || targetConfig.defaultConfiguration;
   if (configuration) process.env.NX_TASK_TARGET_CONFIGURATION = configuration;
@@ -121,6 +121,21 @@ async function main() {
     path.relative(root, process.cwd()),
     isVerbose,
   );
+  if (!info.isNxExecutor) {
+    // An Angular builder (a package's `builders`): Nx schedules it through its Angular CLI
+    // adapter with the same merged options (run.js's runExecutorInternal), and so does this.
+    require(path.join(nxDir, 'src/adapter/compat'));
+    const { scheduleTarget } = nx('src/adapter/ngcli-adapter');
+    const { eachValueFrom } = nx('src/adapter/rxjs-for-await');
+    const observable = await scheduleTarget(
+      root,
+      { project, target, configuration, runOptions: options, projects },
+      isVerbose,
+    );
+    let last = { success: false };
+    for await (const value of eachValueFrom(observable)) last = value;
+    return last && last.success ? 0 : 1;
+  }
   const result = info.implementationFactory()(options, {
     root,
     target: targetConfig,

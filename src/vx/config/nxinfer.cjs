@@ -147,28 +147,17 @@ async function main() {
     return;
   }
   const { readNxJson } = nx('src/config/nx-json.js');
-  const { getPlugins, cleanupPlugins } = nx('src/project-graph/plugins/get-plugins.js');
-  const { retrieveProjectConfigurations, getGlobPatternsOfPlugins } = nx(
-    'src/project-graph/utils/retrieve-workspace-files.js'
-  );
   const { normalizeImplicitDependencies } = nx('src/project-graph/utils/normalize-project-nodes.js');
   const version = versionOf(nxDir);
   const nxJson = readNxJson(root);
-  let plugins;
-  try {
-    plugins = await getPlugins(root);
-  } catch (error) {
-    answer({ errors: failures(error, nxJson) });
+  const loaded = fs.existsSync(path.join(nxDir, 'src/project-graph/plugins/get-plugins.js'))
+    ? await currentPlugins(nx, root, nxJson)
+    : await earlyPlugins(nx, context, root, nxJson);
+  if (loaded.errors) {
+    answer({ errors: loaded.errors });
     return;
   }
-  const withNodes = plugins.filter((p) => !!p.createNodes);
-  let result;
-  try {
-    result = await retrieveProjectConfigurations(plugins, root, nxJson);
-  } catch (error) {
-    answer({ errors: failures(error, nxJson) });
-    return;
-  }
+  const { result, patterns, cleanup } = loaded;
   const byName = {};
   for (const project of Object.values(result.projects)) {
     byName[project.name] = { name: project.name, type: project.projectType === 'library' ? 'lib' : 'app', data: project };
@@ -196,13 +185,69 @@ async function main() {
     projects,
     sources,
     dependencies,
-    patterns: getGlobPatternsOfPlugins(withNodes),
+    patterns,
     globs,
     reads: [...reads],
   });
   try {
-    cleanupPlugins();
+    cleanup();
   } catch {}
+}
+
+// Nx 19 and newer: getPlugins loads nx.json's plugins and Nx's own (project.json, package.json).
+async function currentPlugins(nx, root, nxJson) {
+  const { getPlugins, cleanupPlugins } = nx('src/project-graph/plugins/get-plugins.js');
+  const { retrieveProjectConfigurations, getGlobPatternsOfPlugins } = nx(
+    'src/project-graph/utils/retrieve-workspace-files.js'
+  );
+  let plugins;
+  try {
+    plugins = await getPlugins(root);
+  } catch (error) {
+    return { errors: failures(error, nxJson) };
+  }
+  try {
+    const result = await retrieveProjectConfigurations(plugins, root, nxJson);
+    const patterns = getGlobPatternsOfPlugins(plugins.filter((p) => !!p.createNodes));
+    return { result, patterns, cleanup: cleanupPlugins };
+  } catch (error) {
+    return { errors: failures(error, nxJson) };
+  }
+}
+
+// Nx 17 and 18.0: loadNxPlugins (src/utils/nx-plugin.js) gives {plugin, options} pairs, Nx's own
+// plugins last, and retrieveProjectConfigurations loads them itself; its steps are taken one by
+// one here so that the globs go through the watched file index as Nx's own call does.
+async function earlyPlugins(nx, context, root, nxJson) {
+  const { loadNxPlugins } = nx('src/utils/nx-plugin.js');
+  const { getNxRequirePaths } = nx('src/utils/installation-directory.js');
+  const { createProjectConfigurations, configurationGlobs } = nx(
+    'src/project-graph/utils/retrieve-workspace-files.js'
+  );
+  let plugins;
+  try {
+    plugins = await loadNxPlugins(nxJson.plugins ?? [], getNxRequirePaths(root), root);
+  } catch (error) {
+    return { errors: failures(error, nxJson) };
+  }
+  try {
+    const patterns = configurationGlobs(plugins);
+    const files = await context.globWithWorkspaceContext(root, patterns);
+    const result = await createProjectConfigurations(root, nxJson, files, plugins);
+    // keyed by project name in these versions, by root from 19 on; the targets normalized as
+    // the project graph's nodes are (normalizeProjectNodes: tokens resolved, `configurations: {}`),
+    // which `nx show project` prints and later versions' retrieveProjectConfigurations returns
+    const { normalizeProjectTargets } = nx('src/project-graph/utils/normalize-project-nodes.js');
+    result.projects = Object.fromEntries(
+      Object.entries(result.projects).map(([name, p]) => {
+        p.targets = normalizeProjectTargets(p, name);
+        return [p.root, p];
+      })
+    );
+    return { result, patterns, cleanup: () => {} };
+  } catch (error) {
+    return { errors: failures(error, nxJson) };
+  }
 }
 
 main().then(

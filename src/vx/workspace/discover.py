@@ -535,7 +535,7 @@ def _nx_packages(
             names[n]: replace(p, name=names[n], deps=tuple(sorted(names.get(d, d) for d in p.deps)))
             for n, p in packages.items()
         }
-    implicit = implicit_dependencies(root, packages, paths)
+    implicit = implicit_dependencies(root, packages, paths, nx_root)
     packages = {
         n: replace(p, deps=implicit[n]) if n in implicit else p for n, p in packages.items()
     }

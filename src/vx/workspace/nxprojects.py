@@ -230,11 +230,20 @@ def _gitignore_regex(pattern: str) -> str:
 
 
 def implicit_dependencies(
-    root: str, packages: Mapping[str, Package], paths: Mapping[str, str]
+    root: str,
+    packages: Mapping[str, Package],
+    paths: Mapping[str, str],
+    nx_root: str | None = None,
 ) -> dict[str, tuple]:
-    """Each project's deps with its `implicitDependencies` applied: names and globs add, `!name` takes away."""
+    """Each project's deps with its `implicitDependencies` applied: names and globs add, `!name` takes away.
+    `nx_root`: the root project's Nx name, which an entry names it by (vx's `//`)."""
     out: dict[str, tuple] = {}
     names = sorted(n for n in packages if n != ROOT_PROJECT)
+    if nx_root is not None and ROOT_PROJECT in packages and nx_root not in packages:
+        names = sorted([*names, nx_root])
+    ours = {n: n for n in names}
+    if nx_root in ours and nx_root not in packages:
+        ours[nx_root] = ROOT_PROJECT
     for name, pkg in packages.items():
         if name == ROOT_PROJECT:
             continue
@@ -253,13 +262,17 @@ def implicit_dependencies(
                 else [pattern]
             )
             if (
-                not negated and not _GLOB_CHARS.search(pattern) and pattern not in packages
+                not negated
+                and not _GLOB_CHARS.search(pattern)
+                and pattern not in ours
+                and pattern not in packages
             ):  # Nx passes over a `!` one
                 at.item(i).refuse(
                     f"implicitDependencies entry `{entry}` names no project",
                     hint=f"projects: {', '.join(names[:12])}",
                 )
-            deps = deps - set(matched) if negated else deps | (set(matched) - {name})
+            found = {ours.get(n, n) for n in matched}
+            deps = deps - found if negated else deps | (found - {name})
         out[name] = tuple(sorted(deps))
     return out
 

@@ -53,6 +53,17 @@ BUNDLES = {
     "nx-eslint": ("nx@21.6.4", "@nx/eslint@21.6.4", "eslint@9.39.1"),
     # @nx/vite/plugin's inferred `test` and the vitest it runs, for test_nx_inference.py
     "nx-vitest": ("nx@21.6.4", "@nx/vite@21.6.4", "vite@7.1.12", "vitest@3.2.4"),
+    # Nx 18.0, whose plugin API (src/utils/nx-plugin.js) came before getPlugins, for
+    # test_nx_inference.py
+    "nx-18": ("nx@18.0.5", "typescript@5.9.3"),  # typescript: Nx loads a local plugin through it
+    # Angular's architect, which Nx's Angular CLI adapter schedules a builder (a package's
+    # `builders`) with, for test_nx_executors.py
+    "nx-angular": (
+        "nx@21.6.4",
+        "@angular-devkit/architect@0.2000.0",
+        "@angular-devkit/core@20.0.0",
+        "typescript@5.9.3",  # Nx loads a local plugin (a tsconfig path) through it
+    ),
 }
 
 
