@@ -6,6 +6,7 @@ entries`. Now the second vx refuses (exit 2, naming the dir) and the first run's
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -90,3 +91,37 @@ def test_a_default_layout_vx_never_resets_a_named_cache_dir_in_use(repo, tmp_pat
     assert again.code == 0, again.err
     assert {again.task(t)["cache"] for t in ("app#seed", "app#gated")} <= {"local", "up-to-date"}
     assert os.path.exists(cache / "cache.db")
+
+
+@pytest.mark.feature("LC-02")
+def test_an_index_reset_under_a_run_is_a_refusal_not_an_internal_error(repo, tmp_path):
+    """Another vx version still resets an index of a schema it does not know: a run whose tables
+    go while it holds the index open stops with a refusal (exit 2) that says so, never with
+    `internal error: OperationalError`."""
+    _workspace(repo)
+    cache = repo.root / ".vx" / "cache"
+    named = {"HOME": str(home_of(tmp_path)), "VX_CACHE_DIR": str(cache)}
+    armed, gate = tmp_path / "armed", tmp_path / "gate"
+    first = subprocess.Popen(
+        [sys.executable, "-m", "vx", "run", "gated"],
+        cwd=repo.root,
+        env=vx_env({**named, "ARMED": str(armed), "GATE": str(gate)}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60  # a bound on a hung run, not a window the test needs
+        while not armed.exists():
+            assert first.poll() is None, first.communicate()
+            assert time.monotonic() < deadline, "the gated task never started"
+            time.sleep(0.02)
+        db = sqlite3.connect(cache / "cache.db", timeout=30)
+        db.execute("DROP TABLE entries")  # as an older vx's reset does
+        db.close()
+    finally:
+        gate.touch()
+        out, err = first.communicate(timeout=120)
+    assert first.returncode == 2 and "internal error" not in err, err
+    assert "error: the cache index changed under this run: no such table: entries" in err, err
