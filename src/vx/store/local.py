@@ -312,7 +312,7 @@ class LocalStore:
         """Refuse an index this vx would reset only because it was made under the other layout
         (entries in the workspace's own cache vs beside the shared store): a run of that layout
         may be using it right now, and a reset drops its tables under it and every entry saved
-        there. Another version's schema is still reset (docs/cache.md)."""
+        there. Another version's schema is still reset (docs/caching.md)."""
         other = SCHEMA_VERSION if self.shared else SPLIT_VERSION
         if found != other or self._fallback:
             return
