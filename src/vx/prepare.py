@@ -515,7 +515,9 @@ def _cache(world: World, site: Site, host_env: Mapping[str, str]) -> Cache:
     if plan.axes.reads or plan.axes.writes:
         from vx.store.local import Opening
 
-        opening = Opening(world.knobs.cache_dir, world.ws.root, site.store_dir)
+        opening = Opening(
+            world.knobs.cache_dir, world.ws.root, site.store_dir, fallback=site.note is not None
+        )
     return Cache(plan, layers, opening)
 
 

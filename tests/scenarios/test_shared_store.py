@@ -5,6 +5,7 @@ and an unsafe home keeps the cache in the workspace."""
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 import stat
 import subprocess
@@ -354,9 +355,10 @@ def test_a_receipt_is_not_replayed_from_a_store_others_can_write(repo, tmp_path)
 
 @pytest.mark.feature("LC-02")
 def test_a_workspace_moves_between_its_own_cache_and_the_shared_store(repo, tmp_path):
-    """The workspace's index has a layout of its own when it sits beside a shared store: moving
-    to the store resets it (its old artifacts go, no row names them), moving back resets it
-    again — never a hit on an entry the other layout left, never an error."""
+    """The workspace's index has a layout of its own when it sits beside a shared store. A run
+    of the other layout refuses the index (exit 2, naming the dir, with the way out) and never
+    resets it: another run may hold it open, and its entries stay. Once it is removed, the move
+    is made — never a hit on an entry the other layout left, never an error."""
     home = home_of(tmp_path)
     chain(repo)
     alone = {"HOME": str(home), "VX_SHARED_STORE": "0"}
@@ -364,11 +366,22 @@ def test_a_workspace_moves_between_its_own_cache_and_the_shared_store(repo, tmp_
     local = repo.root / ".vx" / "cache"
     assert len(artifacts(local)) == len(PACKAGES)
     res = repo.vx("run", "build", env=shared(home))
+    assert res.code == 2, res.err
+    assert f"error: the cache dir {local} holds its own entries" in res.err, res.err
+    assert f"rm -rf {local}" in res.err, res.err
+    assert len(artifacts(local)) == len(PACKAGES)
+    assert set(caches(repo.vx("run", "build", env=alone)).values()) <= HITS
+    shutil.rmtree(local)
+    res = repo.vx("run", "build", env=shared(home))
     assert res.code == 0, res.err
     assert set(caches(res).values()) == {"miss"} and artifacts(local) == []
     res = repo.vx("run", "build", env=alone)
+    assert res.code == 2 and "is a workspace's index beside the repository's shared" in res.err
+    shutil.rmtree(local)
+    res = repo.vx("run", "build", env=alone)
     assert res.code == 0, res.err
     assert set(caches(res).values()) == {"miss"}
+    shutil.rmtree(local)
     assert set(caches(repo.vx("run", "build", env=shared(home))).values()) <= HITS
 
 

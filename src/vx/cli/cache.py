@@ -114,7 +114,7 @@ def prune_workspace(
     try:
         from vx.store.local import LocalStore
 
-        with LocalStore(cache_dir, ws.root, store_dir) as store:
+        with LocalStore(cache_dir, ws.root, store_dir, fallback=found.note is not None) as store:
             if everything:
                 from vx.store.pruning import clean
 

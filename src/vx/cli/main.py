@@ -488,6 +488,19 @@ def _uncaught(exc: Exception, argv: Sequence[str]) -> int:
         from vx.errors import FDS_HINT, OutOfFds
 
         return _refused(OutOfFds(f"vx ran out of file descriptors: {exc}", hint=FDS_HINT), argv)
+    if type(exc).__module__ == "sqlite3" and "no such " in str(exc):
+        from vx.errors import EnvironmentFailure
+
+        # A table or column of the cache index went away under this run: another vx (of another
+        # version) reset the index it holds open. The machine's state, not a bug of this run.
+        return _refused(
+            EnvironmentFailure(
+                f"the cache index changed under this run: {exc}",
+                hint="another vx (another version, or one given another cache dir layout) reset"
+                " it while this run held it open; run again",
+            ),
+            argv,
+        )
     return _internal_error(exc, argv)
 
 

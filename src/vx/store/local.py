@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Callable, Collection, Iterable, Iterator, Mapp
 
 from msgspec import Struct
 
-from vx.errors import FDS_HINT, EnvironmentFailure, OutOfFds
+from vx.errors import FDS_HINT, EnvironmentFailure, OutOfFds, VxError
 from vx.model import LogChunk, OutputFile
 from vx.store import archive, packing, rows, unpacking
 from vx.store.archive import ArchiveError
@@ -112,6 +112,13 @@ class KeptSince(Struct, frozen=True):
     stamps: dict[str, tuple[int, int]]
 
 
+class CacheLayoutClash(VxError):
+    """The cache dir's index is of the other layout (own entries vs shared store): refused, never
+    reset, as another run may be using it."""
+
+    code = "VX_E_REFUSED"
+
+
 class DamagedEntry(Exception):
     """The artifact behind a hit failed a check; the caller treats it as a miss."""
 
@@ -185,7 +192,16 @@ class LocalStore:
     connection holds `_lock`; packing and extracting happen outside it.
     """
 
-    def __init__(self, cache_dir: Path, root: Path, store_dir: Path | None = None):
+    def __init__(
+        self,
+        cache_dir: Path,
+        root: Path,
+        store_dir: Path | None = None,
+        *,
+        fallback: bool = False,
+    ):
+        # `fallback`: an unsafe home kept the cache in the workspace, a layout the user did not
+        # choose: an index of the shared layout there is reset as before, not refused.
         # `cache_dir` is where the artifacts live (and the temp files a save or a download
         # renames into them); `index_dir` the workspace's own. They differ only with a shared
         # store, whose index `store.db` the workspace's `cache.db` attaches.
@@ -197,6 +213,7 @@ class LocalStore:
         self._root_prefix = os.path.join(self._root_key, "")
         self._artifact_prefix = os.path.join(str(self.cache_dir), "")
         self._uid = os.getuid()
+        self._fallback = fallback
         self._cache_rel = _inside(str(self.cache_dir), self._root_key)
         self._lock = threading.Lock()
         self._remaking = threading.Lock()
@@ -239,6 +256,10 @@ class LocalStore:
                 )
                 self._set_up(db, store)
                 return db
+            except VxError:
+                if db is not None:
+                    db.close()
+                raise
             except sqlite3.OperationalError as e:
                 if db is not None:
                     db.close()
@@ -273,6 +294,7 @@ class LocalStore:
             db.execute(pragma)
         # journal_mode is persistent in the file: the replay need not set it
         db.execute("PRAGMA journal_mode=WAL")
+        self._refuse_other_layout(_schema_version(db, "main"))
         if self.shared:
             rows.attach_store(db, str(store))
             db.execute("PRAGMA store.journal_mode=WAL")
@@ -285,6 +307,31 @@ class LocalStore:
             before = _schema_version(db, "main")
             if _ensure_schema(db, "main", tuple(_TABLES), SCHEMA_VERSION):
                 self._mark_reset(before)
+
+    def _refuse_other_layout(self, found: str | None) -> None:
+        """Refuse an index this vx would reset only because it was made under the other layout
+        (entries in the workspace's own cache vs beside the shared store): a run of that layout
+        may be using it right now, and a reset drops its tables under it and every entry saved
+        there. Another version's schema is still reset (docs/caching.md)."""
+        other = SCHEMA_VERSION if self.shared else SPLIT_VERSION
+        if found != other or self._fallback:
+            return
+        path = self.index_dir
+        if self.shared:
+            what = "holds its own entries (made by a vx run given this dir by VX_CACHE_DIR,"
+            what += " --cache-dir, cacheDir or VX_SHARED_STORE=0)"
+            hint = f"run with VX_CACHE_DIR={path} as the run that made it did; to use the"
+            hint += f" repository's shared store here instead, remove it first (`rm -rf {path}`)"
+        else:
+            what = "is a workspace's index beside the repository's shared store (made by a vx"
+            what += " run with no cache dir named)"
+            hint = "name a cache dir of its own (e.g. VX_CACHE_DIR=.vx-cache), or run without"
+            hint += f" VX_CACHE_DIR/--cache-dir/VX_SHARED_STORE=0; or remove it (`rm -rf {path}`)"
+        raise CacheLayoutClash(
+            f"the cache dir {path} {what}: this run would reset it, and lose what it holds",
+            facts=(f"path: {path / DB_NAME}",),
+            hint=hint,
+        )
 
     def _mark_reset(self, before: str | None) -> None:
         """Note when an index of another schema was reset (not when one was made afresh)."""
@@ -1095,17 +1142,22 @@ class Opening:
     file work without holding the interpreter, so it overlaps the keys being made. `result`
     waits for it and raises what the open raised; `discard` waits and closes it."""
 
-    def __init__(self, cache_dir: Path, root: Path, store_dir: Path | None = None):
+    def __init__(
+        self, cache_dir: Path, root: Path, store_dir: Path | None = None, *, fallback: bool = False
+    ):
         self._store: LocalStore | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(
-            target=self._open, args=(cache_dir, root, store_dir), name="vx-open-cache", daemon=True
+            target=self._open,
+            args=(cache_dir, root, store_dir, fallback),
+            name="vx-open-cache",
+            daemon=True,
         )
         self._thread.start()
 
-    def _open(self, cache_dir: Path, root: Path, store_dir: Path | None) -> None:
+    def _open(self, cache_dir: Path, root: Path, store_dir: Path | None, fallback: bool) -> None:
         try:
-            self._store = LocalStore(cache_dir, root, store_dir)
+            self._store = LocalStore(cache_dir, root, store_dir, fallback=fallback)
         except BaseException as e:  # told by `result`, on the thread that waits for it
             self._error = e
 
