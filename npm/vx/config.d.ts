@@ -239,6 +239,7 @@ export interface WorkspaceConfig {
     platform?: Platform;
     updateTimeout?: number;
     queueTimeout?: number;
+    workerInstall?: string;
   };
   /**
    * trusted, read-only, or a name such as pr-42.
