@@ -622,12 +622,14 @@ def matrix_edits(ws: Path, files: dict[str, str]) -> list[tuple[str, str, Callab
         ("app source", "app"),
         ("test file", "test"),
         ("vite config (@nx/vite)", "vite"),
+        ("jest config (@nx/jest)", "jest"),
         ("eslint config (@nx/eslint)", "eslint"),
     ):
         if has(files.get(key)):
             edits.append((label, files[key], text_edit(files[key])))
-    if has("eslint.config.mjs"):
-        edits.append(("root eslint config", "eslint.config.mjs", text_edit("eslint.config.mjs")))
+    for root_eslint in ("eslint.config.mjs", ".eslintrc.json"):
+        if has(root_eslint):
+            edits.append(("root eslint config", root_eslint, text_edit(root_eslint)))
     for label, key in (
         ("tsconfig.lib.json (@nx/js/typescript)", "tsconfig"),
         ("project package.json", "package"),
@@ -671,9 +673,11 @@ def matrix_edits(ws: Path, files: dict[str, str]) -> list[tuple[str, str, Callab
             )
         )
     if lock and files.get("bump"):
-        bump = (
-            lock_bump(files["bump"]) if lock == "pnpm-lock.yaml" else npm_lock_bump(files["bump"])
-        )
+        bump = {
+            "pnpm-lock.yaml": lock_bump,
+            "package-lock.json": npm_lock_bump,
+            "yarn.lock": yarn_lock_bump,
+        }[lock](files["bump"])
         edits.append((f"lockfile bump {files['bump']}", lock, bump))
     src = files.get("source")
     if has(src):
@@ -695,6 +699,32 @@ def npm_lock_bump(package: str) -> Callable[[Path], None]:
         major, minor, patch = entry["version"].split(".")[:3]
         entry["version"] = f"{major}.{minor}.{int(patch.split('-')[0]) + 1}"
         path.write_text(json.dumps(doc, indent=2) + "\n")
+
+    return apply
+
+
+def yarn_lock_bump(package: str) -> Callable[[Path], None]:
+    """yarn.lock (Yarn 2+) names the next patch version of one package (nothing reinstalled)."""
+
+    def apply(ws: Path) -> None:
+        path = ws / "yarn.lock"
+        text = path.read_text()
+        head = re.compile(
+            rf'^"?{re.escape(package)}@[^\n]*:\n  version: (\d+)\.(\d+)\.(\d+)\n'
+            rf'  resolution: "{re.escape(package)}@npm:\d+\.\d+\.\d+"',
+            re.M,
+        )
+        m = head.search(text)
+        if not m:
+            raise RuntimeError(f"{package} not in yarn.lock")
+        old = f"{m.group(1)}.{m.group(2)}.{m.group(3)}"
+        new = f"{m.group(1)}.{m.group(2)}.{int(m.group(3)) + 1}"
+        block = (
+            m.group(0)
+            .replace(f"version: {old}", f"version: {new}")
+            .replace(f"@npm:{old}", f"@npm:{new}")
+        )
+        path.write_text(text[: m.start()] + block + text[m.end() :])
 
     return apply
 
@@ -855,7 +885,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--files",
         default="",
-        help="the matrix's files: source=…,app=…,test=…,vite=…,eslint=…,tsconfig=…,package=…,"
+        help="the matrix's files: source=…,app=…,test=…,vite=…,jest=…,eslint=…,tsconfig=…,package=…,"
         "readme=…,bump=PACKAGE (the create-nx-workspace shape's by default)",
     )
     ap.add_argument("--fresh", action="store_true", help="copy the workspace again")
