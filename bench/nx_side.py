@@ -683,7 +683,7 @@ def matrix_edits(ws: Path, files: dict[str, str]) -> list[tuple[str, str, Callab
     if has(src):
         d = Path(str(src)).parent.as_posix()
         top = "/".join(Path(str(src)).parts[:2])
-        extra, ignored = f"{d}/extra.ts", f"{top}/tmp/note.ts"
+        extra, ignored = f"{d}/extra.ts", files.get("ignored") or f"{top}/tmp/note.ts"
         edits.append(("untracked file", extra, new_file(extra, "export const x = 1;\n")))
         edits.append(("ignored file", ignored, new_file(ignored, "export const y = 1;\n")))
     return edits
@@ -886,7 +886,7 @@ def main(argv: list[str] | None = None) -> int:
         "--files",
         default="",
         help="the matrix's files: source=…,app=…,test=…,vite=…,jest=…,eslint=…,tsconfig=…,package=…,"
-        "readme=…,bump=PACKAGE (the create-nx-workspace shape's by default)",
+        "readme=…,bump=PACKAGE,ignored=a path .gitignore ignores (the create-nx-workspace shape's by default)",
     )
     ap.add_argument("--fresh", action="store_true", help="copy the workspace again")
     ap.add_argument("--summary", action="store_true")
