@@ -147,16 +147,17 @@ async function main() {
     return;
   }
   const { readNxJson } = nx('src/config/nx-json.js');
-  const { getPlugins, cleanupPlugins } = nx('src/project-graph/plugins/get-plugins.js');
-  const { retrieveProjectConfigurations, getGlobPatternsOfPlugins } = nx(
-    'src/project-graph/utils/retrieve-workspace-files.js'
-  );
+  const loader = pluginLoader(nx, nxDir, root);
+  const retrieval = nx('src/project-graph/utils/retrieve-workspace-files.js');
+  const { retrieveProjectConfigurations } = retrieval;
+  // Nx 20 renamed configurationGlobs (Nx 18-19) to getGlobPatternsOfPlugins
+  const getGlobPatternsOfPlugins = retrieval.getGlobPatternsOfPlugins || retrieval.configurationGlobs;
   const { normalizeImplicitDependencies } = nx('src/project-graph/utils/normalize-project-nodes.js');
   const version = versionOf(nxDir);
   const nxJson = readNxJson(root);
   let plugins;
   try {
-    plugins = await getPlugins(root);
+    plugins = await loader.load(nxJson);
   } catch (error) {
     answer({ errors: failures(error, nxJson) });
     return;
@@ -201,8 +202,35 @@ async function main() {
     reads: [...reads],
   });
   try {
-    cleanupPlugins();
+    loader.cleanup();
   } catch {}
+}
+
+// Nx 20+ loads nx.json's plugins and its own defaults with getPlugins (get-plugins.js); Nx 18-19
+// with loadNxPlugins (plugins/internal-api.js), which answers [plugins, cleanup].
+function pluginLoader(nx, nxDir, root) {
+  const has = (rel) => {
+    try {
+      require.resolve(path.join(nxDir, rel));
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  if (has('src/project-graph/plugins/get-plugins.js')) {
+    const { getPlugins, cleanupPlugins } = nx('src/project-graph/plugins/get-plugins.js');
+    return { load: () => getPlugins(root), cleanup: cleanupPlugins };
+  }
+  const { loadNxPlugins } = nx('src/project-graph/plugins/internal-api.js');
+  let cleanup = () => {};
+  return {
+    load: async (nxJson) => {
+      const [plugins, done] = await loadNxPlugins((nxJson && nxJson.plugins) || [], root);
+      cleanup = done;
+      return plugins;
+    },
+    cleanup: () => cleanup(),
+  };
 }
 
 main().then(

@@ -52,6 +52,9 @@ BUNDLES = {
     "nx-eslint": ("nx@21.6.4", "@nx/eslint@21.6.4", "eslint@9.39.1"),
     # @nx/vite/plugin's inferred `test` and the vitest it runs, for test_nx_inference.py
     "nx-vitest": ("nx@21.6.4", "@nx/vite@21.6.4", "vite@7.1.12", "vitest@3.2.4"),
+    # Nx 19 (its plugins loaded by loadNxPlugins, not getPlugins) and @nx/jest/plugin, for
+    # test_nx_inference.py
+    "nx19-jest": ("nx@19.0.4", "@nx/jest@19.0.4"),
 }
 
 
