@@ -387,3 +387,68 @@ def test_without_its_context_file_the_runner_asks_nx_for_the_graph(ws):
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert out.read_bytes() == built
+
+
+BUILDER = """const fs = require('node:fs');
+const path = require('node:path');
+const { createBuilder } = require('@angular-devkit/architect');
+module.exports = createBuilder((options, context) => {
+  const out = path.join(context.workspaceRoot, options.outputPath);
+  fs.mkdirSync(out, { recursive: true });
+  fs.writeFileSync(path.join(out, 'built.txt'), `${context.target.project} ${options.greeting}\\n`);
+  return { success: true };
+});
+"""
+
+
+@pytest.mark.feature("TL-05")
+def test_an_angular_builder_target_runs_as_nx_runs_it(repo, tmp_path):
+    """An `executor` that names a package's `builders` entry (nrwl/nx-console's
+    `@angular-devkit/build-angular:browser`) is an Angular builder, which Nx schedules through its
+    Angular adapter: vx refused the workspace's every run naming it, where `nx run` builds."""
+    modules = bundle_or_skip("nx-architect")
+    schema = {"type": "object", "properties": {"greeting": {"type": "string", "default": "hi"}}}
+    repo.write(
+        {
+            "package.json": {"name": "ws", "private": True, "workspaces": ["packages/*"]},
+            ".gitignore": "node_modules\n.nx\n.vx\ndist\n",
+            "nx.json": {"targetDefaults": {"build": {"cache": True}}},
+            "packages/app/package.json": {"name": "app", "version": "1.0.0"},
+            "packages/app/project.json": {
+                "name": "app",
+                "targets": {
+                    "build": {
+                        "executor": "hello-builder:write",
+                        "outputs": ["{workspaceRoot}/dist/app"],
+                        "options": {"outputPath": "dist/app"},
+                        "configurations": {"prod": {"greeting": "hello"}},
+                    }
+                },
+            },
+            "node_modules/hello-builder/package.json": {
+                "name": "hello-builder",
+                "version": "1.0.0",
+                "builders": "builders.json",
+            },
+            "node_modules/hello-builder/builders.json": {
+                "builders": {"write": {"implementation": "./write.js", "schema": "./schema.json"}}
+            },
+            "node_modules/hello-builder/schema.json": schema,
+            "node_modules/hello-builder/write.js": BUILDER,
+        }
+    )
+    for entry in modules.iterdir():
+        (repo.root / "node_modules" / entry.name).symlink_to(entry)
+    ws = repo.commit()
+    copy = on_a_copy(ws, tmp_path)
+    nx_cli(copy, "run", "app:build", "-c", "prod")
+    theirs = (copy / "dist/app/built.txt").read_bytes()
+    assert theirs == b"app hello\n"
+    first = ws.vx("run", "app:build", "-c", "prod", timeout=300)
+    assert first.code == 0, first.err + first.out
+    assert (ws.root / "dist/app/built.txt").read_bytes() == theirs
+    (ws.root / "dist/app/built.txt").unlink()
+    again = ws.vx("run", "app:build", "-c", "prod")
+    assert again.code == 0, again.err
+    assert again.statuses()["app#build:prod"][1] == "local"
+    assert (ws.root / "dist/app/built.txt").read_bytes() == theirs

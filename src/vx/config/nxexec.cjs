@@ -105,9 +105,6 @@ async function main() {
   } catch (e) {
     fail(2, `\`${project}:${target}\` runs the executor \`${targetConfig.executor}\`: ${e.message}`);
   }
-  if (!info.isNxExecutor) {
-    fail(2, `\`${project}:${target}\` runs \`${targetConfig.executor}\`, an Angular builder, which vx does not run`);
-  }
   const configuration = configArg || targetConfig.defaultConfiguration;
   if (configuration) process.env.NX_TASK_TARGET_CONFIGURATION = configuration;
   const isVerbose = process.env.NX_VERBOSE_LOGGING === 'true';
@@ -121,6 +118,18 @@ async function main() {
     path.relative(root, process.cwd()),
     isVerbose,
   );
+  if (!info.isNxExecutor) {
+    // an Angular builder, scheduled through Nx's Angular adapter as run.js's runExecutorInternal does
+    nx('src/adapter/compat');
+    const observable = await nx('src/adapter/ngcli-adapter').scheduleTarget(
+      root,
+      { project, target, configuration, runOptions: options, projects },
+      isVerbose,
+    );
+    let built = { success: false };
+    for await (const value of nx('src/adapter/rxjs-for-await').eachValueFrom(observable)) built = value;
+    return built && built.success ? 0 : 1;
+  }
   const result = info.implementationFactory()(options, {
     root,
     target: targetConfig,

@@ -116,10 +116,8 @@ def resolve(root: str, executor: str, packages: Mapping[str, Package]) -> dict:
     executors = listing.get("executors") or {}
     builders = listing.get("builders") or {}
     if name not in executors and name in builders:
-        raise Unresolved(
-            f"`{executor}` is an Angular builder, which vx does not run",
-            "run it as an `nx:run-commands` target (`ng run …`), or write the task in a vx.config.json",
-        )
+        # an Angular builder: the runner hands it to Nx's Angular adapter, as Nx's run does
+        executors = builders
     if name not in executors:
         near = did_you_mean(name, list(executors))
         there = ", ".join(sorted(executors)) or "none"

@@ -55,6 +55,12 @@ BUNDLES = {
     # Nx 19 (its plugins loaded by loadNxPlugins, not getPlugins) and @nx/jest/plugin, for
     # test_nx_inference.py
     "nx19-jest": ("nx@19.0.4", "@nx/jest@19.0.4"),
+    # Angular's builder API and Nx's adapter that schedules a builder, for test_nx_executors.py
+    "nx-architect": (
+        "nx@21.6.4",
+        "@angular-devkit/architect@0.2202.7",
+        "@angular-devkit/core@22.2.7",
+    ),
 }
 
 
