@@ -92,7 +92,10 @@ async function main() {
   const context = readContext();
   const { projects, graph } = context ? fromContext(context) : await fromNx();
   const { readNxJson } = nx('src/config/configuration');
-  const { parseExecutor, getExecutorInformation } = nx('src/command-line/run/executor-utils');
+  const utils = nx('src/command-line/run/executor-utils');
+  const { getExecutorInformation } = utils;
+  // Nx 20 added parseExecutor; Nx 18-19's run.js splits the name itself
+  const parseExecutor = utils.parseExecutor || ((name) => name.split(':'));
   const { combineOptionsForExecutor } = nx('src/utils/params');
   const { createOverrides } = nx('src/utils/command-line-utils');
 
