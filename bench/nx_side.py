@@ -10,7 +10,7 @@ resumes; `--redo PHASE` runs one again):
            and `vx show project P --json`: projects, roots, tags, implicit dependencies and each
            target's executor/command, options, configurations, inputs, outputs, dependsOn, cache,
            continuous (Nx's `metadata` aside).
-- graph    for each task set, `nx run-many -t … --graph=FILE` against `vx run … --dry=json`: the
+- graph    for each task set, `nx run-many -t … --graph=FILE` against `vx run … --all --dry=json`: the
            same tasks with the same dependencies (looking through vx's groups).
 - inputs   the files Nx's hash plan names for each cached task (Nx's HashPlanInspector, with
            tests/scenarios/support/nx_hash_plan.js) against the files vx's key folds.
@@ -229,6 +229,7 @@ class Side:
                 *self.vx,
                 "run",
                 *tasks,
+                "--all",  # `nx run-many`'s meaning: a root project's own target is one of many
                 "--concurrency",
                 str(self.concurrency),
                 "--summarize=.vx/last-summary.json",
@@ -379,7 +380,7 @@ def nx_graph(s: Side, tasks: list[str]) -> tuple[dict[str, list[str]], dict]:
 
 
 def vx_plan(s: Side, tasks: list[str]) -> dict[str, dict]:
-    doc = json.loads(s.call("vx", [*s.vx, "run", *tasks, "--dry=json"]))
+    doc = json.loads(s.call("vx", [*s.vx, "run", *tasks, "--all", "--dry=json"]))
     return {t["id"]: t for t in doc["tasks"]}
 
 
