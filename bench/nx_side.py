@@ -271,11 +271,13 @@ def vx_cached(ws: Path) -> dict[str, str]:
     except (OSError, ValueError):
         return {}
     out = {}
+    root = root_name(ws)
     for t in data.get("tasks", []):
         if t.get("group"):
             continue
         c = t.get("cache")
-        out[t["id"].replace("#", ":")] = (
+        tid = t["id"].replace("#", ":")
+        out[f"{root}:{tid[3:]}" if tid.startswith("//:") else tid] = (
             "hit"
             if c in ("local", "remote", "up-to-date")
             else "none"
@@ -328,15 +330,37 @@ def differences(a: Any, b: Any, path: str = "") -> list[str]:
     return []
 
 
+def root_name(ws: Path) -> str:
+    """Nx's name of the root project (project.json's `name`, else package.json's), which vx
+    calls `//`."""
+    for rel in ("project.json", "package.json"):
+        try:
+            name = json.loads((ws / rel).read_text()).get("name")
+        except (OSError, ValueError):
+            continue
+        if isinstance(name, str):
+            return name
+    return "//"
+
+
 def phase_show(s: Side) -> dict:
     nx_projects = sorted(json.loads(s.call("nx", s.nx_argv("show", "projects", "--json"))))
     vx_doc = json.loads(s.call("vx", [*s.vx, "show", "--format", "json"]))
-    vx_projects = sorted(p["name"] for p in vx_doc["projects"] if p["name"] != "//")
+    root = root_name(s.ws["vx"]) if root_name(s.ws["vx"]) in nx_projects else "//"
+    vx_projects = sorted(
+        root if p["name"] == "//" else p["name"]
+        for p in vx_doc["projects"]
+        if p["name"] != "//" or root != "//"
+    )
     diffs: dict[str, list[str]] = {}
     targets = 0
     for name in sorted(set(nx_projects) & set(vx_projects)):
         theirs = shown(json.loads(s.call("nx", s.nx_argv("show", "project", name, "--json"))))
-        ours = shown(json.loads(s.call("vx", [*s.vx, "show", "project", name, "--json"])))
+        ours = shown(
+            json.loads(
+                s.call("vx", [*s.vx, "show", "project", "//" if name == root else name, "--json"])
+            )
+        )
         targets += len(theirs["targets"])
         d = differences(theirs, ours)
         if d:
@@ -403,7 +427,13 @@ def phase_graph(s: Side, sets: list[list[str]]) -> dict:
     result = {}
     for tasks in sets:
         theirs, _ = nx_graph(s, tasks)
-        ours = vx_graph(vx_plan(s, tasks))
+        root = root_name(s.ws["vx"])
+        ours = {
+            (f"{root}:{k[3:]}" if k.startswith("//:") else k): [
+                f"{root}:{d[3:]}" if d.startswith("//:") else d for d in deps
+            ]
+            for k, deps in vx_graph(vx_plan(s, tasks)).items()
+        }
         diffs = differences(theirs, ours)
         result[" ".join(tasks)] = {
             "tasks": len(theirs),
