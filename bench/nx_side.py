@@ -774,6 +774,15 @@ def undo(ws: Path, rel: str) -> None:
 
 
 def compare_cache(vx: dict[str, str], nx: dict[str, str]) -> dict:
+    # Nx's log names a task run in its default configuration `p:t:conf`; vx's id is `p:t`
+    nx = {
+        (
+            k.rsplit(":", 1)[0]
+            if k.count(":") == 2 and k not in vx and k.rsplit(":", 1)[0] in vx
+            else k
+        ): v
+        for k, v in nx.items()
+    }
     ids = sorted(set(vx) | set(nx))
     wrong_hits = [t for t in ids if vx.get(t) == "hit" and nx.get(t) == "miss"]
     extra_misses = [t for t in ids if vx.get(t) == "miss" and nx.get(t) == "hit"]
