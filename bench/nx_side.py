@@ -700,18 +700,46 @@ def matrix_edits(ws: Path, files: dict[str, str]) -> list[tuple[str, str, Callab
             )
         )
     if lock and files.get("bump"):
-        bump = (
-            lock_bump(files["bump"]) if lock == "pnpm-lock.yaml" else npm_lock_bump(files["bump"])
-        )
+        bump = {
+            "pnpm-lock.yaml": lock_bump,
+            "package-lock.json": npm_lock_bump,
+            "yarn.lock": yarn_lock_bump,
+        }[lock](files["bump"])
         edits.append((f"lockfile bump {files['bump']}", lock, bump))
     src = files.get("source")
     if has(src):
         d = Path(str(src)).parent.as_posix()
         top = "/".join(Path(str(src)).parts[:2])
-        extra, ignored = f"{d}/extra.ts", f"{top}/tmp/note.ts"
+        extra, ignored = f"{d}/extra.ts", files.get("ignored") or f"{top}/tmp/note.ts"
         edits.append(("untracked file", extra, new_file(extra, "export const x = 1;\n")))
         edits.append(("ignored file", ignored, new_file(ignored, "export const y = 1;\n")))
     return edits
+
+
+def yarn_lock_bump(package: str) -> Callable[[Path], None]:
+    """yarn.lock (Yarn 2+) names the next patch version of one package (nothing reinstalled)."""
+
+    def apply(ws: Path) -> None:
+        path = ws / "yarn.lock"
+        text = path.read_text()
+        head = re.compile(
+            rf'^"?{re.escape(package)}@[^\n]*:\n  version: (\d+)\.(\d+)\.(\d+)\n'
+            rf'  resolution: "{re.escape(package)}@npm:\d+\.\d+\.\d+"',
+            re.M,
+        )
+        m = head.search(text)
+        if not m:
+            raise RuntimeError(f"{package} not in yarn.lock")
+        old = f"{m.group(1)}.{m.group(2)}.{m.group(3)}"
+        new = f"{m.group(1)}.{m.group(2)}.{int(m.group(3)) + 1}"
+        block = (
+            m.group(0)
+            .replace(f"version: {old}", f"version: {new}")
+            .replace(f"@npm:{old}", f"@npm:{new}")
+        )
+        path.write_text(text[: m.start()] + block + text[m.end() :])
+
+    return apply
 
 
 def npm_lock_bump(package: str) -> Callable[[Path], None]:
@@ -903,7 +931,7 @@ def main(argv: list[str] | None = None) -> int:
         "--files",
         default="",
         help="the matrix's files: source=…,app=…,test=…,vite=…,eslint=…,tsconfig=…,package=…,"
-        "readme=…,bump=PACKAGE (the create-nx-workspace shape's by default)",
+        "readme=…,bump=PACKAGE,ignored=a path .gitignore ignores (the create-nx-workspace shape's by default)",
     )
     ap.add_argument("--fresh", action="store_true", help="copy the workspace again")
     ap.add_argument("--summary", action="store_true")

@@ -340,3 +340,25 @@ def test_a_build_that_empties_the_dir_its_typecheck_wrote_is_cached_as_in_nx(rep
     assert both() == (False, False)
     assert both() == (True, True)
     assert (ws.root / "packages/a/dist/index.js").read_text() == "code\n"
+
+
+@pytest.mark.feature("TL-05")
+def test_a_project_json_under_an_nxignored_directory_is_no_project_as_in_nx(repo, nx_package):
+    """Nx's walk leaves out what .nxignore names (nrwl/nx-console keeps test workspaces, each with
+    its project.json files, under apps/vscode-e2e/testworkspaces, named there): vx made a
+    project of every project.json under it."""
+    ws = workspace(
+        repo,
+        nx_package,
+        {
+            ".nxignore": "examples/fixtures\n",
+            "examples/fixtures/app1/project.json": {"name": "app1", "targets": {}},
+            "examples/fixtures/lib1/project.json": {"name": "lib1", "targets": {}},
+        },
+    )
+    names = nx_projects(ws.root)
+    assert "app1" not in names and "@ws/a" in names
+    shown = ws.vx("show", "--format", "json")
+    assert shown.code == 0, shown.err
+    ours = {p["name"] for p in json.loads(shown.out)["projects"]} - {"//"}
+    assert sorted(ours) == sorted(set(names) - {"root"})

@@ -484,3 +484,61 @@ def test_an_angular_builder_runs_as_nx_runs_it_and_is_cached(repo, tmp_path):
     assert again.code == 0, again.err
     assert again.statuses()["app#build"][1] == "local"
     assert out.read_bytes() == theirs
+
+
+EXECUTOR = """const fs = require('node:fs');
+const path = require('node:path');
+module.exports = async function (options, context) {
+  const out = path.join(context.root, options.outputPath);
+  fs.mkdirSync(out, { recursive: true });
+  fs.writeFileSync(path.join(out, 'built.txt'), `${context.projectName} ${options.greeting}\\n`);
+  return { success: true };
+};
+"""
+
+
+@pytest.mark.feature("TL-05")
+def test_an_executor_runs_under_nx_19_as_nx_runs_it(repo, tmp_path):
+    """Nx 18 and 19 have no `parseExecutor` (Nx 20 added it): every executor target of an Nx 19
+    workspace failed under vx ("parseExecutor is not a function", nrwl/nx-console's
+    `@nx/esbuild:esbuild` builds), where `nx run` builds."""
+    modules = bundle_or_skip("nx19-jest")
+    schema = {"type": "object", "properties": {"greeting": {"type": "string", "default": "hi"}}}
+    repo.write(
+        {
+            "package.json": {"name": "ws", "private": True, "workspaces": ["packages/*"]},
+            ".gitignore": "node_modules\n.nx\n.vx\ndist\n",
+            "nx.json": {"targetDefaults": {"build": {"cache": True}}},
+            "packages/app/package.json": {"name": "app", "version": "1.0.0"},
+            "packages/app/project.json": {
+                "name": "app",
+                "targets": {
+                    "build": {
+                        "executor": "hello-executor:write",
+                        "outputs": ["{workspaceRoot}/dist/app"],
+                        "options": {"outputPath": "dist/app", "greeting": "hello"},
+                    }
+                },
+            },
+            "node_modules/hello-executor/package.json": {
+                "name": "hello-executor",
+                "version": "1.0.0",
+                "executors": "executors.json",
+            },
+            "node_modules/hello-executor/executors.json": {
+                "executors": {"write": {"implementation": "./write.js", "schema": "./schema.json"}}
+            },
+            "node_modules/hello-executor/schema.json": schema,
+            "node_modules/hello-executor/write.js": EXECUTOR,
+        }
+    )
+    for entry in modules.iterdir():
+        (repo.root / "node_modules" / entry.name).symlink_to(entry)
+    ws = repo.commit()
+    copy = on_a_copy(ws, tmp_path)
+    nx_cli(copy, "run", "app:build")
+    theirs = (copy / "dist/app/built.txt").read_bytes()
+    assert theirs == b"app hello\n"
+    first = ws.vx("run", "app:build", timeout=300)
+    assert first.code == 0, first.err + first.out
+    assert (ws.root / "dist/app/built.txt").read_bytes() == theirs

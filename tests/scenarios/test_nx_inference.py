@@ -416,3 +416,31 @@ def test_plugins_resolve_with_nx_18_as_nx_18_resolves_them(repo):
     wrote = ws.vx("run", "b:write", "--output-logs=full", timeout=INFER_TIMEOUT)
     assert wrote.code == 0, wrote.err + wrote.out
     assert (ws.root / "libs/b/w.txt").read_text() == theirs == "b:write"
+
+
+@pytest.mark.feature("TL-05")
+def test_an_nx_19_workspace_s_plugins_resolve_as_nx_resolves_them(repo):
+    """Nx 18 and 19 load nx.json's plugins with `loadNxPlugins` (Nx 20 added `getPlugins`): vx
+    refused every Nx 19 workspace with plugins ("Cannot find module …/get-plugins.js"), where
+    `nx show project` answers (found on nrwl/nx-console, Nx 19.0.4)."""
+    modules = bundle_or_skip("nx19-jest")
+    repo.write(
+        {
+            "package.json": {"name": "ws", "private": True, "workspaces": ["packages/*"]},
+            ".gitignore": "node_modules\n.nx\n.vx\n",
+            "nx.json": {
+                "targetDefaults": {"test": {"cache": True}},
+                "plugins": [{"plugin": "@nx/jest/plugin", "options": {"targetName": "test"}}],
+            },
+            "packages/a/package.json": {"name": "a", "version": "1.0.0"},
+            "packages/a/jest.config.cjs": "module.exports = { testEnvironment: 'node' };\n",
+            "packages/a/src/index.js": "exports.a = 1;\n",
+        }
+    )
+    link_modules(repo.root, modules)
+    ws = repo.commit()
+    theirs = nx_show(ws.root, "a")
+    assert "jest" in json.dumps(theirs["targets"]["test"])  # the oracle infers it
+    ours = ws.vx("show", "project", "a", "--json", timeout=INFER_TIMEOUT)
+    assert ours.code == 0, ours.err
+    assert json.loads(ours.out) == theirs

@@ -94,7 +94,7 @@ async function main() {
   const { readNxJson } = nx('src/config/configuration');
   const executorUtils = nx('src/command-line/run/executor-utils');
   const { getExecutorInformation } = executorUtils;
-  // Nx 18.0 and older split the name inline (run.js's parseExecutorAndTarget)
+  // Nx 20 added parseExecutor; older run.js splits the name itself (parseExecutorAndTarget)
   const parseExecutor = executorUtils.parseExecutor || ((name) => name.split(':'));
   const { combineOptionsForExecutor } = nx('src/utils/params');
   const { createOverrides } = nx('src/utils/command-line-utils');

@@ -150,9 +150,12 @@ async function main() {
   const { normalizeImplicitDependencies } = nx('src/project-graph/utils/normalize-project-nodes.js');
   const version = versionOf(nxDir);
   const nxJson = readNxJson(root);
-  const loaded = fs.existsSync(path.join(nxDir, 'src/project-graph/plugins/get-plugins.js'))
+  const has = (rel) => fs.existsSync(path.join(nxDir, rel));
+  const loaded = has('src/project-graph/plugins/get-plugins.js')
     ? await currentPlugins(nx, root, nxJson)
-    : await earlyPlugins(nx, context, root, nxJson);
+    : has('src/project-graph/plugins/internal-api.js')
+      ? await middlePlugins(nx, root, nxJson)
+      : await earlyPlugins(nx, context, root, nxJson);
   if (loaded.errors) {
     answer({ errors: loaded.errors });
     return;
@@ -194,7 +197,7 @@ async function main() {
   } catch {}
 }
 
-// Nx 19 and newer: getPlugins loads nx.json's plugins and Nx's own (project.json, package.json).
+// Nx 20 and newer: getPlugins loads nx.json's plugins and Nx's own (project.json, package.json).
 async function currentPlugins(nx, root, nxJson) {
   const { getPlugins, cleanupPlugins } = nx('src/project-graph/plugins/get-plugins.js');
   const { retrieveProjectConfigurations, getGlobPatternsOfPlugins } = nx(
@@ -211,6 +214,30 @@ async function currentPlugins(nx, root, nxJson) {
     const patterns = getGlobPatternsOfPlugins(plugins.filter((p) => !!p.createNodes));
     return { result, patterns, cleanup: cleanupPlugins };
   } catch (error) {
+    return { errors: failures(error, nxJson) };
+  }
+}
+
+// Nx 18.1 to 19: loadNxPlugins (plugins/internal-api.js) answers [plugins, cleanup], Nx's own
+// plugins included; retrieveProjectConfigurations takes them as later versions' does, and the
+// glob list was named configurationGlobs before Nx 20's getGlobPatternsOfPlugins.
+async function middlePlugins(nx, root, nxJson) {
+  const { loadNxPlugins } = nx('src/project-graph/plugins/internal-api.js');
+  const retrieval = nx('src/project-graph/utils/retrieve-workspace-files.js');
+  const globsOf = retrieval.getGlobPatternsOfPlugins || retrieval.configurationGlobs;
+  let plugins;
+  let cleanup = () => {};
+  try {
+    [plugins, cleanup] = await loadNxPlugins((nxJson && nxJson.plugins) || [], root);
+  } catch (error) {
+    return { errors: failures(error, nxJson) };
+  }
+  try {
+    const result = await retrieval.retrieveProjectConfigurations(plugins, root, nxJson);
+    const patterns = globsOf(plugins.filter((p) => !!p.createNodes));
+    return { result, patterns, cleanup };
+  } catch (error) {
+    cleanup();
     return { errors: failures(error, nxJson) };
   }
 }

@@ -108,8 +108,8 @@ def _add_inferred(
 
 def _walk(root: str) -> tuple[list[str], list[str]]:
     """The directories holding a project.json, and every file the walk saw (workspace-relative).
-    `node_modules`, dot-directories and the directories the .gitignore files ignore are not
-    walked, as Nx's own file walk leaves them out: a build writing its gitignored outputs moves
+    `node_modules`, dot-directories and the directories the .gitignore and .nxignore files
+    ignore are not walked, as Nx's own file walk leaves them out: a build writing its gitignored outputs moves
     nothing Nx's answer depends on."""
     found: list[str] = []
     files: list[str] = []
@@ -127,6 +127,14 @@ def _walk(root: str) -> tuple[list[str], list[str]]:
         if any(e.name == ".gitignore" for e in entries):
             witness.read(ignore)
             rules = [*rules, *_gitignore_rules(ignore, rel)]
+        # Nx's walk honours .nxignore files as it does .gitignore (a fixture workspace in it
+        # holds project.json files that are no projects of this one)
+        nxignore = os.path.join(path, ".nxignore")
+        if rel == "":
+            witness.read(nxignore)
+        if any(e.name == ".nxignore" for e in entries):
+            witness.read(nxignore)
+            rules = [*rules, *_gitignore_rules(nxignore, rel)]
         for entry in entries:
             if entry.is_file():
                 files.append(f"{rel}/{entry.name}" if rel else entry.name)

@@ -56,6 +56,9 @@ BUNDLES = {
     # Nx 18.0, whose plugin API (src/utils/nx-plugin.js) came before getPlugins, for
     # test_nx_inference.py
     "nx-18": ("nx@18.0.5", "typescript@5.9.3"),  # typescript: Nx loads a local plugin through it
+    # Nx 19 (its plugins loaded by loadNxPlugins, not getPlugins) and @nx/jest/plugin, for
+    # test_nx_inference.py and test_nx_executors.py
+    "nx19-jest": ("nx@19.0.4", "@nx/jest@19.0.4"),
     # Angular's architect, which Nx's Angular CLI adapter schedules a builder (a package's
     # `builders`) with, for test_nx_executors.py
     "nx-angular": (
