@@ -46,6 +46,28 @@ def _workspace(repo: Repo) -> Repo:
     return repo.write(npm_workspace({"app": {"tasks": tasks}})).commit()
 
 
+def _gated(repo: Repo, env: dict[str, str], armed: Path, gate: Path) -> subprocess.Popen:
+    """`vx run gated` started, returned once its task has started (it then holds the index open
+    until the test makes `gate`)."""
+    first = subprocess.Popen(
+        [sys.executable, "-m", "vx", "run", "gated"],
+        cwd=repo.root,
+        env=vx_env({**env, "ARMED": str(armed), "GATE": str(gate)}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    deadline = time.monotonic() + 60  # a bound on a hung run, not a window the test needs
+    while not armed.exists():
+        if first.poll() is not None or time.monotonic() >= deadline:
+            gate.touch()
+            out, err = first.communicate(timeout=120)
+            raise AssertionError(f"the gated task never started: {first.returncode} {out} {err}")
+        time.sleep(0.02)
+    return first
+
+
 @pytest.mark.feature("LC-02")
 @pytest.mark.parametrize("second", (("run", "--dry=json", "seed"), ("run", "seed")))
 def test_a_default_layout_vx_never_resets_a_named_cache_dir_in_use(repo, tmp_path, second):
@@ -59,22 +81,8 @@ def test_a_default_layout_vx_never_resets_a_named_cache_dir_in_use(repo, tmp_pat
     seeded = repo.vx("run", "seed", env=named)
     assert seeded.code == 0 and seeded.task("app#seed")["cache"] == "miss", seeded.err
     armed, gate = tmp_path / "armed", tmp_path / "gate"
-    env = vx_env({**named, "ARMED": str(armed), "GATE": str(gate)})
-    first = subprocess.Popen(
-        [sys.executable, "-m", "vx", "run", "gated"],
-        cwd=repo.root,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
+    first = _gated(repo, named, armed, gate)
     try:
-        deadline = time.monotonic() + 60  # a bound on a hung run, not a window the test needs
-        while not armed.exists():
-            assert first.poll() is None, first.communicate()
-            assert time.monotonic() < deadline, "the gated task never started"
-            time.sleep(0.02)
         # the default layout: no VX_CACHE_DIR, the repository's shared store
         if dry:
             other = repo.vx(*second, env=default, summary=False)
@@ -102,21 +110,8 @@ def test_an_index_reset_under_a_run_is_a_refusal_not_an_internal_error(repo, tmp
     cache = repo.root / ".vx" / "cache"
     named = {"HOME": str(home_of(tmp_path)), "VX_CACHE_DIR": str(cache)}
     armed, gate = tmp_path / "armed", tmp_path / "gate"
-    first = subprocess.Popen(
-        [sys.executable, "-m", "vx", "run", "gated"],
-        cwd=repo.root,
-        env=vx_env({**named, "ARMED": str(armed), "GATE": str(gate)}),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
+    first = _gated(repo, named, armed, gate)
     try:
-        deadline = time.monotonic() + 60  # a bound on a hung run, not a window the test needs
-        while not armed.exists():
-            assert first.poll() is None, first.communicate()
-            assert time.monotonic() < deadline, "the gated task never started"
-            time.sleep(0.02)
         db = sqlite3.connect(cache / "cache.db", timeout=30)
         db.execute("DROP TABLE entries")  # as an older vx's reset does
         db.close()
