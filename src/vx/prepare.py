@@ -592,19 +592,18 @@ def _warm(
         return {}
     if host is not None and host.has("cache"):
         return {}
-    from vx.store import remote
-
-    if not remote.configured(knobs.remote_cache, host_env):
-        return {}
-    try:
+    try:  # the cache plan imports nothing of the remote cache where none is configured
         plan = _cache_plan(knobs, host_env, [])
     except VxError:
         return {}
-    if not plan.axes.remote_read:
+    reapi = [s for s, _written in plan.layers if s.kind == "reapi"]
+    if not (plan.axes.remote_read and reapi):
         return {}
+    from vx.store import remote
+
     warmed: dict[RemoteSettings, RemoteLayer] = {}
-    for settings, _written in plan.layers:
-        if settings.kind == "reapi" and settings not in warmed:
+    for settings in reapi:
+        if settings not in warmed:
             layer = remote.open_layer(settings)
             getattr(layer, "warm", lambda: None)()
             warmed[settings] = layer
