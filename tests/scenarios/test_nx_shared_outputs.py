@@ -82,3 +82,49 @@ def test_a_restore_keeps_what_an_upstream_without_outputs_wrote_as_nx_does(
         seen["vx"].append(dist(ws.root))
     assert seen["nx"] == [WANTED] * 4  # the oracle: each state holds the copied file
     assert seen["vx"] == seen["nx"]
+
+
+def test_what_an_uncached_upstream_writes_is_never_restored_stale(repo):
+    """An uncached `copy` runs every time and may write what no key folds (here: an env var
+    nothing keys: a file outside the workspace): `build`'s hit must leave its fresh file, not
+    restore last run's."""
+    files = workspace(copy_cache=False)
+    project = files["apps/app/project.json"]
+    assert isinstance(project, dict)
+    project["targets"]["copy"]["command"] = (
+        "node -e \"const f=require('fs');f.mkdirSync('dist/app/vendor',{recursive:true});"
+        "f.writeFileSync('dist/app/vendor/extra.txt',f.readFileSync('../stamp.txt'))\""
+    )
+    ws = repo.write(files).commit()
+    extra = ws.root / "dist/app/vendor/extra.txt"
+    for stamp in ("one", "two"):
+        (ws.root.parent / "stamp.txt").write_text(stamp)
+        result = ws.vx("run", "app:build")
+        assert result.code == 0, result.err + result.out
+        assert extra.read_text() == stamp
+    assert result.statuses()["app#build"][1] != "miss"  # the second `build` was a hit
+
+
+def test_a_task_no_edge_orders_keeps_the_shared_tree_out_of_an_entry(repo):
+    """Two Nx targets writing one dist with no edge between them: `build` does not save the
+    other's files (they are no function of its key, and may be half written while it runs). One
+    task at a time, `other` ends before `build` starts, so only the whole-tree save could take
+    its file."""
+    files = workspace(copy_cache=True)
+    project = files["apps/app/project.json"]
+    assert isinstance(project, dict)
+    targets = project["targets"]
+    targets["other"] = {
+        "command": write("dist/app/other.txt", "other"),
+        "outputs": ["{workspaceRoot}/dist/app/other.txt"],
+        "dependsOn": ["_build"],
+        "cache": True,
+    }
+    targets["all"] = {"command": "echo done", "dependsOn": ["build", "other"]}
+    ws = repo.write(files).commit()
+    result = ws.vx("run", "app:all", "--concurrency=1")
+    assert result.code == 0, result.err + result.out
+    shutil.rmtree(ws.root / "dist")
+    result = ws.vx("run", "app:build")  # `other` is not run: its file must not come back
+    assert result.code == 0, result.err + result.out
+    assert "dist/app/other.txt" not in dist(ws.root)

@@ -66,10 +66,12 @@ def make_plans(
     host_env: Mapping[str, str],
     additive: frozenset[TaskId] = frozenset(),
     builds: frozenset[str] = frozenset(),
+    unordered: frozenset[TaskId] = frozenset(),
 ) -> dict[TaskId, TaskPlan]:
     """Plan every node in topological order, so upstream keys exist before they are folded;
-    `additive` tasks add to their upstream's outputs; `builds` names the projects that declare
-    a `build` (a sandbox's hint names the implicit one of the others)."""
+    `additive` tasks add to their upstream's outputs (`unordered` ones also to outputs of a task
+    no edge orders them with); `builds` names the projects that declare a `build` (a sandbox's
+    hint names the implicit one of the others)."""
     from vx.files import lockfile
 
     memo_dir = str(opts.cache_dir / "lockfiles") if opts.cache_dir is not None else None
@@ -91,8 +93,11 @@ def make_plans(
     scripts = ScriptEnv(ws, tools, host_env)
     nested = nested_dirs(ws)
     members = frozenset(p.dir for p in ws.packages.values())
-    # An uncached task upstream may write what no key folds (it runs on every run): a dependant
-    # saving those files with its own entry could restore stale ones over its fresh writes.
+    # An additive Nx target saves the whole tree under its outputs only when every other writer
+    # there is keyed into its key: not when an uncached task is upstream (it runs on every run
+    # and may write what no key folds), nor when a task no edge orders writes there meanwhile
+    # (its files, maybe half written, are no function of this key). Either could restore stale
+    # files over fresh ones.
     rewritten = {t for t, task in late_tasks(graph).items() if task} if additive else set()
     plans: dict[TaskId, TaskPlan] = {}
     for tid in graph.order:
@@ -124,7 +129,7 @@ def make_plans(
                 tid in additive,
                 tools,
                 scripts,
-                tid in additive and tid not in rewritten,
+                tid in additive and tid not in rewritten and tid not in unordered,
             )
             if opts.plugin_key is not None:
                 plans[tid] = _with_plugin_key(
