@@ -212,10 +212,10 @@ class AdditiveOutputs(OutputSpec):
         if self._stamps is None:
             return owned, disowned
         self.removed = tuple(sorted(set(self._stamps) - set(owned) - set(disowned)))
-        if self.whole:
-            return owned, disowned
-        changed = [p for p in owned if self._stamps.get(p) != file_stamp(root, p)]
-        return changed, [p for p in disowned if self._stamps.get(p) != file_stamp(root, p)]
+        moved = [p for p in disowned if self._stamps.get(p) != file_stamp(root, p)]
+        if self.whole:  # a file it may not keep withholds the save only when this task wrote it
+            return owned, moved
+        return [p for p in owned if self._stamps.get(p) != file_stamp(root, p)], moved
 
 
 def file_stamp(root: Path, rel: str) -> tuple[int, ...]:
