@@ -228,6 +228,7 @@ class Selected(Struct, frozen=True):
     broad: bool
     notice: str | None
     warnings: tuple[str, ...] = ()  # each broken config outside the run's scope (vx.plan.scope)
+    unordered: frozenset[TaskId] = frozenset()  # share outputs with a task no edge orders
 
 
 class Site(Struct, frozen=True):
@@ -417,13 +418,16 @@ def _graph(req: RunRequest, world: World, host_env: Mapping[str, str], stages: S
         for tid in graph.nodes if world.broken else ():  # the scope held: never reached
             if tid.package in world.broken:
                 raise world.broken[tid.package]
-        additive = refuse_overlaps(graph.nodes, configs, world.knobs.exclusive_outputs)
+        unordered: set[TaskId] = set()
+        additive = refuse_overlaps(graph.nodes, configs, world.knobs.exclusive_outputs, unordered)
     _refuse_group_only_args(graph, req)
     if req.exclude_deps:
         from vx.plan.graph import refuse_unknown_exclusions
 
         refuse_unknown_exclusions(graph, frozenset(req.exclude_deps))
-    return Selected(graph, additive, _broad(req, graph, cwd_pkg), notice, warnings)
+    return Selected(
+        graph, additive, _broad(req, graph, cwd_pkg), notice, warnings, frozenset(unordered)
+    )
 
 
 def _scoped(
@@ -561,7 +565,9 @@ def _keyed(
             plugin_key=host.key_material if host is not None and host.has("key") else None,
         )
         builds = frozenset(n for n, c in world.configs.items() if "build" in c.tasks)
-        plans = make_plans(world.ws, graph, index, opts, host_env, chosen.additive, builds)
+        plans = make_plans(
+            world.ws, graph, index, opts, host_env, chosen.additive, builds, chosen.unordered
+        )
         plans = origins.told(plans, graph, world.configs)  # what their warnings will say
     keyed = Keyed(plans, graph, plans)
     if req.exclude_deps is not None:  # keyed on the whole graph above; only the rest runs

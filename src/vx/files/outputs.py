@@ -181,11 +181,17 @@ class AdditiveOutputs(OutputSpec):
     """
 
     additive = True
+    # An Nx target's entry holds every file under its outputs when it ends, as Nx archives them:
+    # a restore then gives back what an upstream without outputs wrote there (nx-console's
+    # `extract-dependencies` copying codicons into `_build`'s dist), which the upstream's own
+    # wipe-and-restore deletes (docs/caching.md, additive outputs).
+    whole = False
 
-    def __init__(self, *args):
+    def __init__(self, *args, whole: bool = False):
         super().__init__(*args)
         self._stamps: dict[str, tuple[int, ...]] | None = None
         self.removed: tuple[str, ...] = ()
+        self.whole = whole
 
     def wipe(self, root: Path, spare_since_ns: int | None = None) -> None:
         self._stamps = (
@@ -206,8 +212,10 @@ class AdditiveOutputs(OutputSpec):
         if self._stamps is None:
             return owned, disowned
         self.removed = tuple(sorted(set(self._stamps) - set(owned) - set(disowned)))
-        changed = [p for p in owned if self._stamps.get(p) != file_stamp(root, p)]
-        return changed, [p for p in disowned if self._stamps.get(p) != file_stamp(root, p)]
+        moved = [p for p in disowned if self._stamps.get(p) != file_stamp(root, p)]
+        if self.whole:  # a file it may not keep withholds the save only when this task wrote it
+            return owned, moved
+        return [p for p in owned if self._stamps.get(p) != file_stamp(root, p)], moved
 
 
 def file_stamp(root: Path, rel: str) -> tuple[int, ...]:

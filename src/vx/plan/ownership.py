@@ -30,12 +30,16 @@ class _Claim(NamedTuple):  # a tuple: a thousand-project run makes thousands, on
 
 
 def refuse_overlaps(
-    nodes: Mapping[TaskId, TaskNode], configs: Mapping[str, ProjectConfig], exclusive: bool = True
+    nodes: Mapping[TaskId, TaskNode],
+    configs: Mapping[str, ProjectConfig],
+    exclusive: bool = True,
+    unordered: set[TaskId] | None = None,
 ) -> frozenset[TaskId]:
     """Raise a ConfigError naming both tasks when two nodes' declared outputs overlap. With
     `rules.exclusiveOutputs: false`, an overlap an edge orders is allowed: the dependants that add
     to an upstream's outputs are returned. Tasks mapped from turbo.json may always overlap,
-    as under turbo: they are returned as adding to the shared outputs."""
+    as under turbo: they are returned as adding to the shared outputs. `unordered` gets the
+    tasks that share outputs with one no edge orders them with (it may write there meanwhile)."""
     claims: list[_Claim] = []
     taken_back: dict[TaskId, list[str]] = {}
     for tid in nodes:
@@ -92,6 +96,8 @@ def refuse_overlaps(
                 # Nx. (Nx's restore does delete an entry's outputs first; vx's does not here, so
                 # a file a shared task no longer writes can stay: docs/benchmarks.md, Nx.)
                 additive.update((later,) if later is not None else (claim.task, other.task))
+                if later is None and unordered is not None:
+                    unordered.update((claim.task, other.task))
                 continue
             if later is None or exclusive:
                 _refuse(claim, other, configs, later is not None, exclusive)

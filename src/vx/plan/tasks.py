@@ -66,10 +66,12 @@ def make_plans(
     host_env: Mapping[str, str],
     additive: frozenset[TaskId] = frozenset(),
     builds: frozenset[str] = frozenset(),
+    unordered: frozenset[TaskId] = frozenset(),
 ) -> dict[TaskId, TaskPlan]:
     """Plan every node in topological order, so upstream keys exist before they are folded;
-    `additive` tasks add to their upstream's outputs; `builds` names the projects that declare
-    a `build` (a sandbox's hint names the implicit one of the others)."""
+    `additive` tasks add to their upstream's outputs (`unordered` ones also to outputs of a task
+    no edge orders them with); `builds` names the projects that declare a `build` (a sandbox's
+    hint names the implicit one of the others)."""
     from vx.files import lockfile
 
     memo_dir = str(opts.cache_dir / "lockfiles") if opts.cache_dir is not None else None
@@ -91,6 +93,12 @@ def make_plans(
     scripts = ScriptEnv(ws, tools, host_env)
     nested = nested_dirs(ws)
     members = frozenset(p.dir for p in ws.packages.values())
+    # An additive Nx target saves the whole tree under its outputs only when every other writer
+    # there is keyed into its key: not when an uncached task is upstream (it runs on every run
+    # and may write what no key folds), nor when a task no edge orders writes there meanwhile
+    # (its files, maybe half written, are no function of this key). Either could restore stale
+    # files over fresh ones.
+    rewritten = {t for t, task in late_tasks(graph).items() if task} if additive else set()
     plans: dict[TaskId, TaskPlan] = {}
     for tid in graph.order:
         node = graph.nodes[tid]
@@ -121,6 +129,7 @@ def make_plans(
                 tid in additive,
                 tools,
                 scripts,
+                tid in additive and tid not in rewritten and tid not in unordered,
             )
             if opts.plugin_key is not None:
                 plans[tid] = _with_plugin_key(
@@ -275,6 +284,7 @@ def _task_plan(
     additive: bool = False,
     tools=None,
     scripts: ScriptEnv | None = None,
+    whole: bool = False,
 ) -> TaskPlan:
     cfg = node.config
     assert cfg.exec is not None
@@ -298,7 +308,7 @@ def _task_plan(
         environment.keyed(declared, inferred, env, host_env),
         runtime,
     )
-    outputs = _outputs(node, query, members, index, additive)
+    outputs = _outputs(node, query, members, index, additive, whole)
     timeout = cfg.exec.timeout_ms if cfg.exec.timeout_ms is not None else opts.timeout_ms
     retries = cfg.exec.retries if cfg.exec.retries is not None else (opts.retries or 0)
     pkg = ws.packages.get(node.id.package)
@@ -468,15 +478,20 @@ def _read_small(path: str) -> str | None:
 
 
 def _outputs(
-    node: TaskNode, query: InputQuery, members: frozenset[str], index, additive: bool
+    node: TaskNode,
+    query: InputQuery,
+    members: frozenset[str],
+    index,
+    additive: bool,
+    whole: bool = False,
 ) -> OutputSpec | None:
     """What a cached task writes (None: the task is not cached); an additive task's adds to its
-    upstream's."""
+    upstream's. `whole`: an additive Nx target saves the whole tree under its outputs, as Nx
+    does, unless an uncached task is upstream (`AdditiveOutputs.whole`)."""
     cache = node.config.cache
     if cache is None:
         return None
-    spec = AdditiveOutputs if additive else OutputSpec
-    return spec(
+    args = (
         node.project_dir,
         cache.output_files,
         cache.output_workspace_files,
@@ -484,6 +499,9 @@ def _outputs(
         members,
         index.tracked if index.git else None,
     )
+    if not additive:
+        return OutputSpec(*args)
+    return AdditiveOutputs(*args, whole=whole and cache.shared_outputs)
 
 
 def _remote(

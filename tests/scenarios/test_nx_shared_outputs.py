@@ -1,0 +1,130 @@
+"""Files a target without `outputs` writes into another target's outputs come back as under Nx.
+
+nx-console's `generate-ui-v2`: `_build` (outputs `dist/apps/generate-ui-v2`) <- `extract-dependencies`
+(cached, no outputs: copies codicons into that dist) <- `build` (the same outputs). Nx archives
+everything under `build`'s outputs when it ends, so every restore gives the codicons back. vx
+saved only what `build` itself wrote: `_build`'s restore (a wipe first) took the codicons, and
+`build`'s restore did not bring them back."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from support.npm_packages import installed_or_skip
+from support.nx import nx_cli
+
+
+def write(path: str, text: str) -> str:
+    return (
+        f"node -e \"const f=require('fs');f.mkdirSync(require('path').dirname('{path}'),"
+        f"{{recursive:true}});f.writeFileSync('{path}','{text}')\""
+    )
+
+
+def workspace(copy_cache: bool) -> dict[str, object]:
+    return {
+        "package.json": {"name": "root", "private": True},
+        "nx.json": {},
+        ".gitignore": "node_modules\ndist\n.nx\n.vx\n",
+        "apps/app/src/main.js": "main;\n",
+        "apps/app/project.json": {
+            "name": "app",
+            "targets": {
+                "_build": {
+                    "command": write("dist/app/main.js", "main"),
+                    "outputs": ["{workspaceRoot}/dist/app"],
+                    "cache": True,
+                },
+                "copy": {
+                    "command": write("dist/app/vendor/extra.txt", "extra"),
+                    "dependsOn": ["_build"],
+                    "cache": copy_cache,
+                },
+                "build": {
+                    "command": write("dist/app/out.css", "css"),
+                    "outputs": ["{workspaceRoot}/dist/app"],
+                    "dependsOn": ["copy"],
+                    "cache": True,
+                },
+            },
+        },
+    }
+
+
+def dist(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in (root / "dist").rglob("*") if p.is_file())
+
+
+WANTED = ["dist/app/main.js", "dist/app/out.css", "dist/app/vendor/extra.txt"]
+
+
+@pytest.mark.parametrize("copy_cache", [True, False], ids=["copy-cached", "copy-uncached"])
+def test_a_restore_keeps_what_an_upstream_without_outputs_wrote_as_nx_does(
+    repo, tmp_path, copy_cache
+):
+    ws = repo.write(workspace(copy_cache)).commit()
+    nx_root = tmp_path / "nx"
+    shutil.copytree(ws.root, nx_root)
+    (nx_root / "node_modules").mkdir()
+    (nx_root / "node_modules" / "nx").symlink_to(installed_or_skip("nx"))
+
+    seen: dict[str, list[list[str]]] = {"nx": [], "vx": []}
+    for step in ("cold", "warm", "deleted", "warm again"):
+        if step == "deleted":
+            shutil.rmtree(nx_root / "dist")
+            shutil.rmtree(ws.root / "dist")
+        nx_cli(nx_root, "run", "app:build", cache=True)
+        seen["nx"].append(dist(nx_root))
+        result = ws.vx("run", "app:build")
+        assert result.code == 0, result.err + result.out
+        seen["vx"].append(dist(ws.root))
+    assert seen["nx"] == [WANTED] * 4  # the oracle: each state holds the copied file
+    assert seen["vx"] == seen["nx"]
+
+
+def test_what_an_uncached_upstream_writes_is_never_restored_stale(repo):
+    """An uncached `copy` runs every time and may write what no key folds (here: an env var
+    nothing keys: a file outside the workspace): `build`'s hit must leave its fresh file, not
+    restore last run's."""
+    files = workspace(copy_cache=False)
+    project = files["apps/app/project.json"]
+    assert isinstance(project, dict)
+    project["targets"]["copy"]["command"] = (
+        "node -e \"const f=require('fs');f.mkdirSync('dist/app/vendor',{recursive:true});"
+        "f.writeFileSync('dist/app/vendor/extra.txt',f.readFileSync('../stamp.txt'))\""
+    )
+    ws = repo.write(files).commit()
+    extra = ws.root / "dist/app/vendor/extra.txt"
+    for stamp in ("one", "two"):
+        (ws.root.parent / "stamp.txt").write_text(stamp)
+        result = ws.vx("run", "app:build")
+        assert result.code == 0, result.err + result.out
+        assert extra.read_text() == stamp
+    assert result.statuses()["app#build"][1] != "miss"  # the second `build` was a hit
+
+
+def test_a_task_no_edge_orders_keeps_the_shared_tree_out_of_an_entry(repo):
+    """Two Nx targets writing one dist with no edge between them: `build` does not save the
+    other's files (they are no function of its key, and may be half written while it runs). One
+    task at a time, `other` ends before `build` starts, so only the whole-tree save could take
+    its file."""
+    files = workspace(copy_cache=True)
+    project = files["apps/app/project.json"]
+    assert isinstance(project, dict)
+    targets = project["targets"]
+    targets["other"] = {
+        "command": write("dist/app/other.txt", "other"),
+        "outputs": ["{workspaceRoot}/dist/app/other.txt"],
+        "dependsOn": ["_build"],
+        "cache": True,
+    }
+    targets["all"] = {"command": "echo done", "dependsOn": ["build", "other"]}
+    ws = repo.write(files).commit()
+    result = ws.vx("run", "app:all", "--concurrency=1")
+    assert result.code == 0, result.err + result.out
+    shutil.rmtree(ws.root / "dist")
+    result = ws.vx("run", "app:build")  # `other` is not run: its file must not come back
+    assert result.code == 0, result.err + result.out
+    assert "dist/app/other.txt" not in dist(ws.root)
