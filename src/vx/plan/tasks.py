@@ -93,11 +93,9 @@ def make_plans(
     scripts = ScriptEnv(ws, tools, host_env)
     nested = nested_dirs(ws)
     members = frozenset(p.dir for p in ws.packages.values())
-    # An additive Nx target saves the whole tree under its outputs only when every other writer
-    # there is keyed into its key: not when an uncached task is upstream (it runs on every run
-    # and may write what no key folds), nor when a task no edge orders writes there meanwhile
-    # (its files, maybe half written, are no function of this key). Either could restore stale
-    # files over fresh ones.
+    # An additive Nx target saves its whole output tree only when every other writer there is in
+    # its key: not below an uncached task (it may write what no key folds) nor beside a task no
+    # edge orders (its files, maybe half written, are no function of this key): stale restores.
     rewritten = {t for t, task in late_tasks(graph).items() if task} if additive else set()
     plans: dict[TaskId, TaskPlan] = {}
     for tid in graph.order:
