@@ -377,12 +377,10 @@ def _load(
     ws_config: WorkspaceConfig,
     host: Host | None,
     host_env: Mapping[str, str],
-    knobs: Knobs | None = None,
+    knobs: Knobs,
 ) -> World:
-    """The load step, once the workspace config is read: the run's knobs, then each project's
-    config as the plugins' `project` hooks shape it."""
-    if knobs is None:
-        knobs = Knobs.resolve(req, ws, ws_config, host_env)
+    """The load step, once the workspace config is read and the run's knobs resolved: each
+    project's config as the plugins' `project` hooks shape it."""
     shape = host.shape_project if host is not None and host.has("project") else None
     broken: dict[str, ConfigError] = {}
     return World(ws, knobs, config.load_all(ws, host_env, shape, broken, req.frozen), host, broken)

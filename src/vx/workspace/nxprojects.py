@@ -121,20 +121,15 @@ def _walk(root: str) -> tuple[list[str], list[str]]:
             entries = list(os.scandir(path))
         except OSError:
             return
-        ignore = os.path.join(path, ".gitignore")
-        if rel == "":
-            witness.read(ignore)
-        if any(e.name == ".gitignore" for e in entries):
-            witness.read(ignore)
-            rules = [*rules, *_gitignore_rules(ignore, rel)]
         # Nx's walk honours .nxignore files as it does .gitignore (a fixture workspace in it
         # holds project.json files that are no projects of this one)
-        nxignore = os.path.join(path, ".nxignore")
-        if rel == "":
-            witness.read(nxignore)
-        if any(e.name == ".nxignore" for e in entries):
-            witness.read(nxignore)
-            rules = [*rules, *_gitignore_rules(nxignore, rel)]
+        for name in (".gitignore", ".nxignore"):
+            ignore = os.path.join(path, name)
+            if rel == "":
+                witness.read(ignore)
+            if any(e.name == name for e in entries):
+                witness.read(ignore)
+                rules = [*rules, *_gitignore_rules(ignore, rel)]
         for entry in entries:
             if entry.is_file():
                 files.append(f"{rel}/{entry.name}" if rel else entry.name)
