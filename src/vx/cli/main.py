@@ -488,7 +488,7 @@ def _uncaught(exc: Exception, argv: Sequence[str]) -> int:
         from vx.errors import FDS_HINT, OutOfFds
 
         return _refused(OutOfFds(f"vx ran out of file descriptors: {exc}", hint=FDS_HINT), argv)
-    if type(exc).__module__ == "sqlite3" and "no such " in str(exc):
+    if _index_table_gone(exc):
         from vx.errors import EnvironmentFailure
 
         # A table or column of the cache index went away under this run: another vx (of another
@@ -502,6 +502,22 @@ def _uncaught(exc: Exception, argv: Sequence[str]) -> int:
             argv,
         )
     return _internal_error(exc, argv)
+
+
+def _index_table_gone(exc: Exception) -> bool:
+    """A table of vx's own cache index or run history named missing: only then the machine's
+    state (another vx reset it); any other sqlite error, a missing column included, stays a bug."""
+    import re
+    import sqlite3
+
+    if not isinstance(exc, sqlite3.OperationalError):
+        return False
+    found = re.fullmatch(r"no such table: (?:\w+\.)?(\w+)", str(exc))
+    if found is None:
+        return False
+    from vx.store.local import INDEX_TABLES
+
+    return found[1] in INDEX_TABLES
 
 
 def wants_json(argv: Sequence[str]) -> bool:

@@ -69,6 +69,11 @@ KEPT_TABLE = (
 )
 _CHILD_TABLES = ("entry_log", "output_files", "output_stamps")
 _STORE_TABLES = ("entries", "entry_log", "output_files")  # what a shared store's index holds
+# Every table the cache index and the run history keep: one going missing under a run means
+# another vx reset them (the CLI says so rather than report a bug).
+INDEX_TABLES = frozenset(
+    (*_TABLES, "schema_meta", "kept_since", "invocations", "runs", "key_history", "key_unsaved")
+)
 _FILES_WITH_STAMPS = (
     "SELECT f.hash, f.path, f.size, f.mode, f.mtime_ms, s.ino, s.ctime_ns FROM output_files f"
     " LEFT JOIN output_stamps s ON s.hash = f.hash AND s.root = ? AND s.path = f.path"

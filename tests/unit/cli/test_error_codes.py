@@ -94,3 +94,20 @@ def test_a_cache_write_out_of_descriptors_is_the_fds_refusal(tmp_path):
     assert _disk_failure(OSError(errno.EACCES, "Permission denied"), tmp_path).code == (
         "VX_E_REFUSED"
     )
+
+
+@pytest.mark.feature("WS-22")
+def test_only_a_missing_index_table_is_said_as_the_index_changing(monkeypatch, capsys):
+    """A table of the cache index or run history gone under a run is another vx's reset, a
+    refusal (exit 2); any other sqlite "no such" error (a table vx never makes, a column) is a
+    bug of vx and says so."""
+    import sqlite3
+
+    for gone in ("no such table: entries", "no such table: store.output_files"):
+        code, _, err = _main_raising(
+            monkeypatch, capsys, sqlite3.OperationalError(gone), ["run", "b"]
+        )
+        assert code == 2 and f"the cache index changed under this run: {gone}" in err, err
+    for bug in ("no such table: entriez", "no such column: crc", "no such function: foo"):
+        code, _, err = _main_raising(monkeypatch, capsys, sqlite3.OperationalError(bug), ["run"])
+        assert code == 1 and "internal error" in err and "changed under" not in err, err
