@@ -120,3 +120,34 @@ def test_an_index_reset_under_a_run_is_a_refusal_not_an_internal_error(repo, tmp
         out, err = first.communicate(timeout=120)
     assert first.returncode == 2 and "internal error" not in err, err
     assert "error: the cache index changed under this run: no such table: entries" in err, err
+
+
+@pytest.mark.feature("LC-02")
+@pytest.mark.parametrize("made_by", ("named", "default"))
+def test_a_receipt_made_under_one_layout_never_replays_under_the_other(repo, tmp_path, made_by):
+    """A warm run's receipt names the cache and store dirs its run used. A run of the other
+    layout on the same `.vx/cache` neither replays that receipt (its index is the other layout's)
+    nor resets the index: it is the same refusal as a full run's, and the outputs and entries
+    stay. Both orders, a restore (outputs gone) included."""
+    _workspace(repo)
+    cache = repo.root / ".vx" / "cache"
+    home = str(home_of(tmp_path))
+    layouts = {
+        "named": {"HOME": home, "VX_CACHE_DIR": str(cache), "VX_TIMING": "1"},
+        "default": {"HOME": home, "VX_SHARED_STORE": "1", "VX_TIMING": "1"},
+    }
+    other = layouts["default" if made_by == "named" else "named"]
+    for _ in range(3):  # build, the full run that writes the receipt, a replay
+        made = repo.vx("run", "seed", env=layouts[made_by], summary=False)
+        assert made.code == 0, made.err
+    assert "receipt check" in made.err, made.err  # the receipt holds for its own layout
+    for gone in (False, True):
+        if gone:
+            (repo.root / "packages" / "app" / "dist" / "s").unlink()
+        clash = repo.vx("run", "seed", env=other, summary=False)
+        assert clash.code == 2 and "receipt check" not in clash.err, (clash.code, clash.err)
+        assert str(cache) in clash.err and "internal error" not in clash.err, clash.err
+    again = repo.vx("run", "seed", env=layouts[made_by], summary=False)
+    assert again.code == 0 and (repo.root / "packages" / "app" / "dist" / "s").read_text() == "s", (
+        again.err
+    )
