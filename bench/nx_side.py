@@ -620,7 +620,8 @@ def new_file(rel: str, text: str) -> Callable[[Path], None]:
 
 
 def lock_bump(package: str) -> Callable[[Path], None]:
-    """pnpm-lock.yaml names the next patch version of one package (nothing reinstalled)."""
+    """pnpm-lock.yaml names the next patch version of one package, with another integrity
+    (nothing reinstalled)."""
 
     def apply(ws: Path) -> None:
         path = ws / "pnpm-lock.yaml"
@@ -637,9 +638,22 @@ def lock_bump(package: str) -> Callable[[Path], None]:
             text,
         )
         text = text.replace(f"'{package}': {old}", f"'{package}': {new}")
+        # Another version has another integrity, which is what Nx keys a package by.
+        text = re.sub(
+            rf"({re.escape(package)}@{re.escape(new)}'?:\n\s+resolution: \{{integrity: )([^}}\s]+)",
+            lambda c: c.group(1) + other_integrity(c.group(2)),
+            text,
+        )
         path.write_text(text)
 
     return apply
+
+
+def other_integrity(value: str) -> str:
+    """An SRI string (`sha512-…==`) with its last base64 digit changed."""
+    body = value.rstrip("=")
+    last = "A" if body[-1] != "A" else "B"
+    return body[:-1] + last + value[len(body) :]
 
 
 FILES = {  # the create-nx-workspace shape bench/nx_side.py was first run on
@@ -735,7 +749,8 @@ def matrix_edits(ws: Path, files: dict[str, str]) -> list[tuple[str, str, Callab
 
 
 def yarn_lock_bump(package: str) -> Callable[[Path], None]:
-    """yarn.lock (Yarn 2+) names the next patch version of one package (nothing reinstalled)."""
+    """yarn.lock (Yarn 2+) names the next patch version of one package, with another checksum
+    (nothing reinstalled)."""
 
     def apply(ws: Path) -> None:
         path = ws / "yarn.lock"
@@ -750,18 +765,29 @@ def yarn_lock_bump(package: str) -> Callable[[Path], None]:
             raise RuntimeError(f"{package} not in yarn.lock")
         old = f"{m.group(1)}.{m.group(2)}.{m.group(3)}"
         new = f"{m.group(1)}.{m.group(2)}.{int(m.group(3)) + 1}"
+        end = text.find("\n\n", m.start())
+        end = len(text) if end < 0 else end
         block = (
-            m.group(0)
+            text[m.start() : end]
             .replace(f"version: {old}", f"version: {new}")
             .replace(f"@npm:{old}", f"@npm:{new}")
         )
-        path.write_text(text[: m.start()] + block + text[m.end() :])
+        # Another version has another checksum: Nx keys a package by it (the version only where
+        # there is none), so an edit that kept it would be one Nx cannot see.
+        block = re.sub(
+            r"(\n  checksum: [0-9a-z/]*?)([0-9a-f])(\n|$)",
+            lambda c: c.group(1) + ("0" if c.group(2) != "0" else "1") + c.group(3),
+            block,
+            count=1,
+        )
+        path.write_text(text[: m.start()] + block + text[end:])
 
     return apply
 
 
 def npm_lock_bump(package: str) -> Callable[[Path], None]:
-    """package-lock.json names the next patch version of one package (nothing reinstalled)."""
+    """package-lock.json names the next patch version of one package, with another integrity
+    (nothing reinstalled)."""
 
     def apply(ws: Path) -> None:
         path = ws / "package-lock.json"
@@ -769,6 +795,8 @@ def npm_lock_bump(package: str) -> Callable[[Path], None]:
         entry = doc["packages"][f"node_modules/{package}"]
         major, minor, patch = entry["version"].split(".")[:3]
         entry["version"] = f"{major}.{minor}.{int(patch.split('-')[0]) + 1}"
+        if entry.get("integrity"):
+            entry["integrity"] = other_integrity(entry["integrity"])
         path.write_text(json.dumps(doc, indent=2) + "\n")
 
     return apply
