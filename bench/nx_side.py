@@ -794,7 +794,10 @@ def npm_lock_bump(package: str) -> Callable[[Path], None]:
         doc = json.loads(path.read_text())
         entry = doc["packages"][f"node_modules/{package}"]
         major, minor, patch = entry["version"].split(".")[:3]
+        old = entry["version"]
         entry["version"] = f"{major}.{minor}.{int(patch.split('-')[0]) + 1}"
+        if entry.get("resolved"):  # else Nx takes the entry for a tarball and drops its edges
+            entry["resolved"] = entry["resolved"].replace(f"-{old}.tgz", f"-{entry['version']}.tgz")
         if entry.get("integrity"):
             entry["integrity"] = other_integrity(entry["integrity"])
         path.write_text(json.dumps(doc, indent=2) + "\n")
