@@ -7,6 +7,7 @@ a `continuous` target is a server its dependants wait for."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -394,6 +395,7 @@ def test_a_warm_run_many_replays_every_time_in_a_workspace_that_does_not_ignore_
     ws.commit("as an Nx workspace ignores")
 
     def replayed() -> bool:
+        time.sleep(0.06)  # past the racy window of what the last run wrote, as settle() does
         result = ws.vx("run-many", "-t", "build", summary=False, env={"VX_TIMING": "1"})
         assert result.code == 0, result.err
         return "receipt check" in result.err
