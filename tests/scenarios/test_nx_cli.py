@@ -7,6 +7,7 @@ a `continuous` target is a server its dependants wait for."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -362,3 +363,45 @@ def test_a_project_json_under_an_nxignored_directory_is_no_project_as_in_nx(repo
     assert shown.code == 0, shown.err
     ours = {p["name"] for p in json.loads(shown.out)["projects"]} - {"//"}
     assert sorted(ours) == sorted(set(names) - {"root"})
+
+
+@pytest.mark.feature("TL-05")
+def test_a_warm_run_many_replays_every_time_in_a_workspace_that_does_not_ignore_dot_vx(
+    repo, nx_package
+):
+    """An Nx workspace's .gitignore names `.nx`, never `.vx` (nx-recipes' angular-monorepo):
+    `git status --ignored=matching`, which a receipt digests, then lists vx's own files, and a
+    replay leaves the index's WAL and the pending history there, so 2 of every 3 warm runs went
+    the whole pipeline. Each warm `vx run-many` must be replayed, as Nx hits each time."""
+    ws = workspace(
+        repo,
+        nx_package,
+        {
+            "nx.json": {"targetDefaults": {"build": {"dependsOn": ["^build"], "cache": True}}},
+            "packages/a/project.json": {
+                "name": "@ws/a",
+                "targets": {
+                    "build": {
+                        "command": "mkdir -p dist && echo code > dist/index.js",
+                        "options": {"cwd": "packages/a"},
+                        "cache": True,
+                        "outputs": ["{projectRoot}/dist"],
+                    }
+                },
+            },
+        },
+    )
+    (ws.root / ".gitignore").write_text("node_modules\n.nx\ndist\nsherif.txt\n")
+    ws.commit("as an Nx workspace ignores")
+
+    def replayed() -> bool:
+        time.sleep(0.06)  # past the racy window of what the last run wrote, as settle() does
+        result = ws.vx("run-many", "-t", "build", summary=False, env={"VX_TIMING": "1"})
+        assert result.code == 0, result.err
+        return "receipt check" in result.err
+
+    assert [replayed() for _ in range(3)] == [False, False, True]  # cold, then the receipt
+    assert [replayed() for _ in range(4)] == [True] * 4
+    nx_cli(ws.root, "run-many", "-t", "build", cache=True)
+    theirs = nx_cli(ws.root, "run-many", "-t", "build", cache=True).stdout
+    assert theirs.count("[local cache]") + theirs.count("existing outputs match") == 4, theirs

@@ -392,7 +392,9 @@ def write(
         "env_whole": {name: dotvx.env_digest(value) for name, value in dict.items(env)}
         if env.whole
         else None,
-        "git": _commands(commands, toplevel, tasks),
+        "git": _commands(
+            commands, toplevel, tasks, (os.path.join(root, ".vx"), cache_dir, store_dir)
+        ),
         "tasks": len(tasks),
         "index": None,
         "touched": started_ns / 1e9,  # the run's close touched every row
@@ -402,16 +404,24 @@ def write(
     return store(os.path.join(root, RECEIPTS, name_of(cwd, argv)), header, body)
 
 
-def _commands(commands: list, toplevel: str | None, tasks: list[list]) -> list[list]:
-    """Each git command with its exit code and digest; `status` with the output roots (as git
-    spells them) whose ignored paths its digest leaves out."""
+def _commands(
+    commands: list, toplevel: str | None, tasks: list[list], own: tuple[str, ...]
+) -> list[list]:
+    """Each git command with its exit code and digest; `status` with the roots (as git spells
+    them) whose ignored paths its digest leaves out: the tasks' outputs, and vx's own state
+    (`own`: `.vx`, the cache and store dirs). A workspace whose .gitignore does not name `.vx`
+    sees each file there listed through the `*` .gitignore vx keeps in its directories, and a
+    replay leaves the index's `-wal`/`-shm` and `runs.pending` that the next pipeline run folds
+    away: no planning reads them (`.vx` is never an input), so they must not fail a receipt."""
     out = []
     for argv, code, digest, status in commands:
         roots = None
         if status is not None and toplevel is not None:
             top = os.path.join(toplevel, "")
+            paths = [r for task in tasks for r in task[4]]
+            paths += [os.path.join(os.path.abspath(d), "") for d in own]
             roots = sorted(
-                {os.fsencode(r[len(top) :]) for task in tasks for r in task[4] if r.startswith(top)}
+                {os.fsencode(r[len(top) :].rstrip("/")) for r in paths if r.startswith(top)}
             )
             digest = status_digest(status, frozenset(roots))
         out.append([list(argv), code, digest, roots])
