@@ -132,6 +132,38 @@ def test_replays_touch_the_cache_rows_once_an_hour(ws):
     assert replayed and len(after) == 2 and all(a > b for a, b in zip(after, before))
 
 
+def test_replayed_restores_touch_the_cache_rows_once_an_hour(ws):
+    """A replayed restore refreshes `accessed_at` on the warm replay's hour, not on every run
+    (it writes its stamps either way, in a transaction that holds the write lock from its check
+    of the rows to its commit)."""
+    settle(ws)
+    before = accessed(ws)
+    for hours_ago in (0, 2):
+        if hours_ago:
+            rewrite_header(ws, touched=time.time() - hours_ago * 3600)
+        for pkg in ("a", "b"):
+            shutil.rmtree(ws.root / "packages" / pkg / "dist")
+        result, replayed = run(ws)
+        assert replayed and result.code == 0 and "restore" in result.err, result.err
+        assert (ws.root / "packages/b/dist/out.js").read_text() == "B;C;"
+        if not hours_ago:
+            assert accessed(ws) == before
+    after = accessed(ws)
+    assert len(after) == 2 and all(a > b for a, b in zip(after, before))
+
+
+def test_a_row_gone_from_the_index_is_never_restored_by_a_replay(ws):
+    """The restore's check of the rows, now in a transaction that touches none of them: a row
+    deleted after the receipt was written sends the run to the pipeline."""
+    settle(ws)
+    for pkg in ("a", "b"):
+        shutil.rmtree(ws.root / "packages" / pkg / "dist")
+    drop_row(ws, "a#build")
+    result, replayed = run(ws)
+    assert not replayed and result.code == 0 and "a#build" not in executed(result.err)
+    assert (ws.root / "packages/a/dist/out.js").read_text() == "A;"
+
+
 def test_a_row_gone_from_the_index_is_never_replayed(ws):
     """Once a replay has confirmed the index, the next one trusts it while cache.db and its WAL
     are untouched; deleting a row writes them, so the rows are read again and the miss is seen."""

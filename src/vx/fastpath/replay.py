@@ -118,12 +118,12 @@ def _finish(
             record = _record(header, body, set(), began)
             return _times(marks, ("git enumeration", time.perf_counter())), record
         before, looked_ns = _index_ids(header), time.time_ns()
-        due = restoring or time.time() - header["touched"] >= TOUCH_EVERY_S
+        due = time.time() - header["touched"] >= TOUCH_EVERY_S  # as a warm replay: hourly
         db = _open_index(header)
         if db is None:
             return None
         try:
-            if not _rows_hold(db, body["tasks"], touch=due):
+            if not _rows_hold(db, body["tasks"], touch=due, write=restoring):
                 return None
             marks.append(("cache touch", time.perf_counter()))
             done = (
@@ -402,14 +402,16 @@ def _uri(path: str) -> str:
     return "file:" + path.replace("%", "%25").replace("?", "%3f").replace("#", "%23") + "?mode=rw"
 
 
-def _rows_hold(db, tasks: list, touch: bool) -> bool:
+def _rows_hold(db, tasks: list, touch: bool, write: bool = False) -> bool:
     """Every hit's row still in the index as it was; with `touch`, `accessed_at` set as the
-    store's close sets it. In a transaction the caller commits."""
+    store's close sets it. In a transaction the caller commits: a write one (`write`: a restore
+    stamps its outputs in it) holds the write lock from the start, so no other writer can drop
+    a row between this check and the commit, and no upgrade can fail half way."""
     from vx.store import rows
 
     want = {key: (size, crc) for key, size, crc, *_ in tasks}
     try:
-        db.execute("BEGIN IMMEDIATE" if touch else "BEGIN")
+        db.execute("BEGIN IMMEDIATE" if touch or write else "BEGIN")
         if rows.sizes_and_crcs(db, list(want)) != want:
             return False
         if touch:
