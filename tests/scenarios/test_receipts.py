@@ -192,6 +192,70 @@ def test_later_replays_trust_the_index_the_last_one_confirmed(ws):
     assert touched[-2:] == [False, False], touched
 
 
+def git_noting(ws, tmp_path) -> tuple[dict, Path]:
+    """A `git` first on PATH that notes each command line, then runs git: the environment for
+    every run of a test (PATH is part of the receipt), and the note."""
+    real, bin_dir, note = shutil.which("git"), tmp_path / "noting-bin", tmp_path / "git.note"
+    bin_dir.mkdir()
+    (bin_dir / "git").write_text(f'#!/bin/sh\necho "$*" >> {note}\nexec {real} "$@"\n')
+    (bin_dir / "git").chmod(0o755)
+    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}, note
+
+
+def replay_noting(ws, env: dict, note: Path) -> tuple[Stderr | object, bool, str]:
+    note.write_text("")
+    time.sleep(0.06)  # past the racy window of whatever wrote the index last
+    result, replayed = run(ws, env=env)
+    assert result.code == 0, result.err
+    return result, replayed, note.read_text()
+
+
+def test_a_replay_leaves_out_ls_files_while_the_index_is_as_one_vouched_for(ws, tmp_path):
+    """The first replay runs all three listings and notes the index its `ls-files` read; the
+    next finds that index unchanged and runs only `status` and `config`."""
+    env, note = git_noting(ws, tmp_path)
+    settle(ws, env=env)
+    _, replayed, first = replay_noting(ws, env, note)
+    assert replayed and "ls-files" in first and "status" in first, first
+    _, replayed, second = replay_noting(ws, env, note)
+    assert replayed and "ls-files" not in second, second
+    assert "status" in second and "config" in second, second
+
+
+def test_an_index_change_git_status_cannot_see_is_never_replayed(ws, tmp_path):
+    """`update-index --assume-unchanged` changes `ls-files -v` (tag `h`) and nothing `status`
+    shows: the index's new identity makes the replay run `ls-files` again, which refuses."""
+    env, note = git_noting(ws, tmp_path)
+    settle(ws, env=env)
+    for _ in range(2):
+        _, replayed, _noted = replay_noting(ws, env, note)
+        assert replayed
+    ws.git("update-index", "--assume-unchanged", "packages/a/src/a.js")
+    _, replayed, noted = replay_noting(ws, env, note)
+    assert not replayed and "ls-files" in noted, noted
+
+
+def test_a_git_variable_changed_since_the_index_was_vouched_for_runs_ls_files(ws, tmp_path):
+    """GIT_INDEX_FILE points git at another index whose entries `status` cannot tell apart (the
+    same files, one marked assume-unchanged): the vouched-for `.git/index` is no longer what
+    git reads, so `ls-files` runs and refuses."""
+    env, note = git_noting(ws, tmp_path)
+    settle(ws, env=env)
+    for _ in range(2):
+        _, replayed, _noted = replay_noting(ws, env, note)
+        assert replayed
+    other = tmp_path / "other-index"
+    shutil.copy(ws.root / ".git" / "index", other)
+    subprocess.run(
+        ["git", "update-index", "--assume-unchanged", "packages/a/src/a.js"],
+        cwd=ws.root,
+        env={**os.environ, "GIT_INDEX_FILE": str(other)},
+        check=True,
+    )
+    _, replayed, noted = replay_noting(ws, {**env, "GIT_INDEX_FILE": str(other)}, note)
+    assert not replayed and "ls-files" in noted, noted
+
+
 def edit_tracked_input(ws):
     (ws.root / "packages/a/src/a.js").write_text("A2;")
 
