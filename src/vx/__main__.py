@@ -4,6 +4,7 @@ A `vx run` first tries its receipt (`vx.fastpath.replay`): a warm run that still
 there, before the CLI and the pipeline are even imported. Everything else goes to `vx.cli.main`.
 """
 
+import gc
 import os
 import sys
 
@@ -24,6 +25,10 @@ def entry() -> None:
         runpy.run_module(module, run_name="__main__", alter_sys=True)
         return
     if len(sys.argv) > 1 and sys.argv[1] in ("run", "run-many"):  # the receipt is keyed on argv
+        # A replay makes no cycles worth collecting and ends in `os._exit`, so the collector
+        # is off while it runs: decoding the receipt alone set off six passes at 100 packages,
+        # and a forked helper would copy every page a pass touches. On for the pipeline.
+        gc.disable()
         from vx.fastpath.replay import replay
 
         try:
@@ -36,6 +41,7 @@ def entry() -> None:
             except (BrokenPipeError, ValueError):
                 pass
             os._exit(code)
+        gc.enable()
     from vx.cli.main import entry as run_cli
 
     run_cli()

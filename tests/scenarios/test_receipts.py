@@ -132,6 +132,38 @@ def test_replays_touch_the_cache_rows_once_an_hour(ws):
     assert replayed and len(after) == 2 and all(a > b for a, b in zip(after, before))
 
 
+def test_replayed_restores_touch_the_cache_rows_once_an_hour(ws):
+    """A replayed restore refreshes `accessed_at` on the warm replay's hour, not on every run
+    (it writes its stamps either way, in a transaction that holds the write lock from its check
+    of the rows to its commit)."""
+    settle(ws)
+    before = accessed(ws)
+    for hours_ago in (0, 2):
+        if hours_ago:
+            rewrite_header(ws, touched=time.time() - hours_ago * 3600)
+        for pkg in ("a", "b"):
+            shutil.rmtree(ws.root / "packages" / pkg / "dist")
+        result, replayed = run(ws)
+        assert replayed and result.code == 0 and "restore" in result.err, result.err
+        assert (ws.root / "packages/b/dist/out.js").read_text() == "B;C;"
+        if not hours_ago:
+            assert accessed(ws) == before
+    after = accessed(ws)
+    assert len(after) == 2 and all(a > b for a, b in zip(after, before))
+
+
+def test_a_row_gone_from_the_index_is_never_restored_by_a_replay(ws):
+    """The restore's check of the rows, now in a transaction that touches none of them: a row
+    deleted after the receipt was written sends the run to the pipeline."""
+    settle(ws)
+    for pkg in ("a", "b"):
+        shutil.rmtree(ws.root / "packages" / pkg / "dist")
+    drop_row(ws, "a#build")
+    result, replayed = run(ws)
+    assert not replayed and result.code == 0 and "a#build" not in executed(result.err)
+    assert (ws.root / "packages/a/dist/out.js").read_text() == "A;"
+
+
 def test_a_row_gone_from_the_index_is_never_replayed(ws):
     """Once a replay has confirmed the index, the next one trusts it while cache.db and its WAL
     are untouched; deleting a row writes them, so the rows are read again and the miss is seen."""
@@ -158,6 +190,70 @@ def test_later_replays_trust_the_index_the_last_one_confirmed(ws):
         assert replayed and result.code == 0, result.err
         touched.append("cache touch" in result.err)
     assert touched[-2:] == [False, False], touched
+
+
+def git_noting(ws, tmp_path) -> tuple[dict, Path]:
+    """A `git` first on PATH that notes each command line, then runs git: the environment for
+    every run of a test (PATH is part of the receipt), and the note."""
+    real, bin_dir, note = shutil.which("git"), tmp_path / "noting-bin", tmp_path / "git.note"
+    bin_dir.mkdir()
+    (bin_dir / "git").write_text(f'#!/bin/sh\necho "$*" >> {note}\nexec {real} "$@"\n')
+    (bin_dir / "git").chmod(0o755)
+    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}, note
+
+
+def replay_noting(ws, env: dict, note: Path) -> tuple[Stderr | object, bool, str]:
+    note.write_text("")
+    time.sleep(0.06)  # past the racy window of whatever wrote the index last
+    result, replayed = run(ws, env=env)
+    assert result.code == 0, result.err
+    return result, replayed, note.read_text()
+
+
+def test_a_replay_leaves_out_ls_files_while_the_index_is_as_one_vouched_for(ws, tmp_path):
+    """The first replay runs all three listings and notes the index its `ls-files` read; the
+    next finds that index unchanged and runs only `status` and `config`."""
+    env, note = git_noting(ws, tmp_path)
+    settle(ws, env=env)
+    _, replayed, first = replay_noting(ws, env, note)
+    assert replayed and "ls-files" in first and "status" in first, first
+    _, replayed, second = replay_noting(ws, env, note)
+    assert replayed and "ls-files" not in second, second
+    assert "status" in second and "config" in second, second
+
+
+def test_an_index_change_git_status_cannot_see_is_never_replayed(ws, tmp_path):
+    """`update-index --assume-unchanged` changes `ls-files -v` (tag `h`) and nothing `status`
+    shows: the index's new identity makes the replay run `ls-files` again, which refuses."""
+    env, note = git_noting(ws, tmp_path)
+    settle(ws, env=env)
+    for _ in range(2):
+        _, replayed, _noted = replay_noting(ws, env, note)
+        assert replayed
+    ws.git("update-index", "--assume-unchanged", "packages/a/src/a.js")
+    _, replayed, noted = replay_noting(ws, env, note)
+    assert not replayed and "ls-files" in noted, noted
+
+
+def test_a_git_variable_changed_since_the_index_was_vouched_for_runs_ls_files(ws, tmp_path):
+    """GIT_INDEX_FILE points git at another index whose entries `status` cannot tell apart (the
+    same files, one marked assume-unchanged): the vouched-for `.git/index` is no longer what
+    git reads, so `ls-files` runs and refuses."""
+    env, note = git_noting(ws, tmp_path)
+    settle(ws, env=env)
+    for _ in range(2):
+        _, replayed, _noted = replay_noting(ws, env, note)
+        assert replayed
+    other = tmp_path / "other-index"
+    shutil.copy(ws.root / ".git" / "index", other)
+    subprocess.run(
+        ["git", "update-index", "--assume-unchanged", "packages/a/src/a.js"],
+        cwd=ws.root,
+        env={**os.environ, "GIT_INDEX_FILE": str(other)},
+        check=True,
+    )
+    _, replayed, noted = replay_noting(ws, {**env, "GIT_INDEX_FILE": str(other)}, note)
+    assert not replayed and "ls-files" in noted, noted
 
 
 def edit_tracked_input(ws):
@@ -796,6 +892,7 @@ def test_a_replay_loads_none_of_the_pipeline(ws):
         "_json",  # its C encoder
         "vx.fastpath",
         "__future__",
+        "gc",  # built into the interpreter: the collector's switch (off while replaying)
     }
     assert replay - baseline <= own, sorted(replay - baseline - own)
 
@@ -852,6 +949,7 @@ def test_a_replay_restoring_outputs_loads_the_reader_and_none_of_the_records(ws)
         "vx.store.runs",  # the run history's append (stdlib only)
         "vx.fastpath",
         "__future__",
+        "gc",  # built into the interpreter: the collector's switch (off while replaying)
     }
     assert replay - baseline <= own | reader, sorted(replay - baseline - own - reader)
 

@@ -26,7 +26,7 @@ import stat
 import sys
 import time
 
-from vx import __version__, witness
+from vx import __version__, dotvx, witness
 from vx.fastpath import receipt
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
@@ -88,7 +88,8 @@ def _finish(
     check held. Should one fail, the pipeline finds those outputs unstamped, so never current:
     it wipes and restores or rebuilds them as if this had never run."""
     marks = [("", time.perf_counter())]  # (stage that ended, when)
-    children, helper = _spawn_git(header["root"], header["git"], environ), None
+    git_index = _GitIndex(header, environ)
+    children, helper = _spawn_git(header["root"], header["git"], environ, git_index.vouched), None
     try:
         body = receipt.body_of(header, data)
         if body is None or not receipt.paths_hold(body):
@@ -115,15 +116,17 @@ def _finish(
         if not restoring and _index_vouched(header):
             if not _git_holds(children, header["git"]):
                 return None
+            if git_index.confirm(header):  # newly vouched for: kept for the next replay
+                receipt.store(path, header, bytes(data))
             record = _record(header, body, set(), began)
             return _times(marks, ("git enumeration", time.perf_counter())), record
         before, looked_ns = _index_ids(header), time.time_ns()
-        due = restoring or time.time() - header["touched"] >= TOUCH_EVERY_S
+        due = time.time() - header["touched"] >= TOUCH_EVERY_S  # as a warm replay: hourly
         db = _open_index(header)
         if db is None:
             return None
         try:
-            if not _rows_hold(db, body["tasks"], touch=due):
+            if not _rows_hold(db, body["tasks"], touch=due, write=restoring):
                 return None
             marks.append(("cache touch", time.perf_counter()))
             done = (
@@ -133,6 +136,7 @@ def _finish(
                 marks.append(("restore", time.perf_counter()))
             if done is None or not _git_holds(children, header["git"]):
                 return None
+            git_index.confirm(header)
             marks.append(("git enumeration", time.perf_counter()))
             if restoring and not _restore(header, body, done, helper, db):
                 return None
@@ -247,7 +251,59 @@ def _artifacts_hold(header: dict, tasks: list) -> bool:
 # ---------------------------------------------------------------- git
 
 
-def _spawn_git(root: str, commands: list, environ) -> list[list[int]]:
+class _GitIndex:
+    """Whether `git ls-files` can be left out of this replay: its output — each index entry's
+    tag, mode, OID and stage — is read from the index file alone, so while that file is the one
+    an earlier replay saw before and after its own `ls-files` matched the receipt, this one's
+    would match too. Only where git finds the repository at the root (`<root>/.git` a
+    directory, whose `index` it reads) and with every `GIT_*` variable as it was then (any of
+    them may move the index, the repository or its configuration: `GIT_INDEX_FILE`, `GIT_DIR`,
+    `GIT_CONFIG_*`, ...); the config and `status` listings still run every time.
+    `git status` (run with no optional locks) never writes the index; anything that does
+    (`git add`, `update-index`, a status run by the user) replaces it, so its identity changes.
+
+    A sparse index's expansion reads trees by OID and a split index's shared part by its hash,
+    neither of which can change under its name. Kept in the receipt's header as `[path,
+    identity, digest of the GIT_* variables]`, only outside the racy window of the look that saw
+    it."""
+
+    def __init__(self, header: dict, environ) -> None:
+        self.path, self.seen, self.looked_ns = "", None, 0
+        self.vouched = False
+        git_env = sorted(f"{k}={v}" for k, v in environ.items() if k.startswith("GIT_"))
+        self.env = dotvx.env_digest("\0".join(git_env))
+        dot = os.path.join(header["root"], ".git")
+        try:
+            if not stat.S_ISDIR(os.lstat(dot).st_mode):
+                return
+        except OSError:
+            return
+        self.path, self.looked_ns = os.path.join(dot, "index"), time.time_ns()
+        self.seen = witness.identity(self.path, True)
+        self.vouched = self.seen is not None and header.get("git_index") == self.noted()
+
+    def noted(self) -> list:
+        return [self.path, self.seen, self.env]
+
+    def confirm(self, header: dict) -> bool:
+        """After every listing matched: note the index as this replay's `ls-files` read it — the
+        same before it started and after it ended, outside the racy window. Whether the header
+        changed."""
+        if self.vouched:
+            return False
+        kept = None
+        if (
+            self.seen is not None
+            and witness.identity(self.path, True) == self.seen
+            and not witness.racy_times(self.seen[2], self.seen[3], self.looked_ns)
+        ):
+            kept = self.noted()
+        changed = header.get("git_index") != kept
+        header["git_index"] = kept
+        return changed
+
+
+def _spawn_git(root: str, commands: list, environ, index_vouched: bool = False) -> list[list[int]]:
     """Start each noted git command as the listing ran it, stdout to a memfd (three outputs at
     once cannot fill a pipe and stall), stdin and stderr on /dev/null. `posix_spawnp`, not fork:
     forking this process copies its page tables and leaves its memory copy-on-write while git
@@ -264,6 +320,9 @@ def _spawn_git(root: str, commands: list, environ) -> list[list[int]]:
     environ = {**environ, "GIT_OPTIONAL_LOCKS": "0"}  # the one difference: see above
     children: list[list[int]] = []
     for argv, *_ in commands:
+        if index_vouched and argv[1:2] == ["ls-files"]:  # its index is as vouched (`_GitIndex`)
+            children.append([0, -1])
+            continue
         out = os.memfd_create("vx-git", os.MFD_CLOEXEC)
         actions = [
             (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
@@ -287,6 +346,8 @@ def _git_holds(children: list[list[int]], commands: list) -> bool:
 
     for child, (_argv, code, digest, outputs) in zip(children, commands):
         pid, out = child
+        if out < 0:  # left out: its output is vouched for (`_GitIndex`)
+            continue
         _, status = os.waitpid(pid, 0)
         child[0] = 0  # reaped: its pid may be anyone's now
         size = os.fstat(out).st_size
@@ -306,7 +367,8 @@ def _reap(children: list[list[int]]) -> None:
     .git/index.lock (it writes back refreshed stat data), and only a signal it can catch lets it
     remove the lock on the way out — a killed one leaves the repository locked for the user."""
     for pid, out in children:
-        os.close(out)
+        if out >= 0:
+            os.close(out)
         if pid:
             try:
                 os.kill(pid, 15)
@@ -402,14 +464,16 @@ def _uri(path: str) -> str:
     return "file:" + path.replace("%", "%25").replace("?", "%3f").replace("#", "%23") + "?mode=rw"
 
 
-def _rows_hold(db, tasks: list, touch: bool) -> bool:
+def _rows_hold(db, tasks: list, touch: bool, write: bool = False) -> bool:
     """Every hit's row still in the index as it was; with `touch`, `accessed_at` set as the
-    store's close sets it. In a transaction the caller commits."""
+    store's close sets it. In a transaction the caller commits: a write one (`write`: a restore
+    stamps its outputs in it) holds the write lock from the start, so no other writer can drop
+    a row between this check and the commit, and no upgrade can fail half way."""
     from vx.store import rows
 
     want = {key: (size, crc) for key, size, crc, *_ in tasks}
     try:
-        db.execute("BEGIN IMMEDIATE" if touch else "BEGIN")
+        db.execute("BEGIN IMMEDIATE" if touch or write else "BEGIN")
         if rows.sizes_and_crcs(db, list(want)) != want:
             return False
         if touch:

@@ -450,3 +450,31 @@ def test_a_receipt_mac_is_compared_in_constant_time(tmp_path, monkeypatch):
         assert receipt.body_of({**header, "body": forged_mac}, body) is None
     assert len(compared) == 6  # each forgery compared, and none of them by `==`
     assert marshal.loads(body) == {"tasks": []}
+
+
+def test_a_replay_runs_without_the_collector_and_the_pipeline_with_it(monkeypatch):
+    """`vx.__main__` turns the collector off for the replay (which ends in `os._exit`) and on
+    again when the replay hands the run to the pipeline, which makes and drops cycles for
+    minutes."""
+    import gc
+    import sys
+
+    import vx.cli.main
+    import vx.fastpath.replay
+    from vx import __main__ as main
+
+    seen: list[tuple[str, bool]] = []
+
+    def replay(argv):
+        seen.append(("replay", gc.isenabled()))
+        return None  # a miss: on to the pipeline
+
+    monkeypatch.setattr(vx.fastpath.replay, "replay", replay)
+    monkeypatch.setattr(vx.cli.main, "entry", lambda: seen.append(("pipeline", gc.isenabled())))
+    monkeypatch.setattr(sys, "argv", ["vx", "run", "build"])
+    assert gc.isenabled()
+    try:
+        main.entry()
+    finally:
+        gc.enable()
+    assert seen == [("replay", False), ("pipeline", True)]

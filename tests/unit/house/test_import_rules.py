@@ -69,6 +69,7 @@ ALLOWED = {
     "fastpath.restores": {"store", "errors"},  # the reader (store.unpacking) and what it raises
     "fastpath.replay": {
         "fastpath.receipt",
+        "dotvx",  # the digest of the GIT_* variables a vouched-for index was read under
         "witness",
         "style",
         "stages",
