@@ -107,9 +107,7 @@ def _finish(
             from vx.fastpath import restores
 
             restores.load_reader()  # before the fork: the helper inherits it
-        if (
-            len(absent) >= FORK_FROM
-        ):  # both take restores from one queue: whoever is free takes the next
+        if len(absent) >= FORK_FROM:  # both take restores from one queue: whoever is free
             helper = restores.Helper(header["store_dir"], header["root"], absent)
             absent = helper.share  # type: ignore[assignment]  # a queue the helper shares, read as a list
         marks.append(("receipt check", time.perf_counter()))
