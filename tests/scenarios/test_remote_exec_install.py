@@ -9,8 +9,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from support.processes import end
-from support.reapi_servers import ExecStack
+from support.reapi_servers import stack_fixture, two_workers
 
 LIB = "lib@1.0.0"
 CLI = 'const {word} = require("lib"); require("fs").mkdirSync("dist", {recursive: true});\n' \
@@ -18,19 +17,8 @@ CLI = 'const {word} = require("lib"); require("fs").mkdirSync("dist", {recursive
 SHIM = '#!/bin/sh\nbasedir=$(dirname "$0")\nexec node "$basedir/../lib/cli.js" "$@"\n'
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory):
-    server = ExecStack(tmp_path_factory.mktemp("bgd-exec-install"))
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def workers(stack):
-    started = [stack.add_worker(), stack.add_worker()]
-    yield started
-    for proc in started:
-        end(proc, timeout=30)
+stack = stack_fixture("bgd-exec-install")
+workers = two_workers  # two fresh workers for one test, ended after it
 
 
 def store(root: Path, word: str = "from lib") -> None:
