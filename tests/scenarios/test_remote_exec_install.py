@@ -5,10 +5,13 @@ an action of hundreds of small files fits BuildGrid's 4 MiB batch calls both way
 
 import json
 import os
+import shutil
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
+from support.package_managers import command, root_files
 from support.reapi_servers import stack_fixture, two_workers
 
 LIB = "lib@1.0.0"
@@ -96,6 +99,105 @@ def test_without_worker_install_the_store_is_not_shipped_and_the_command_fails(
     assert res.code == 1, res.err[-3000:]
     assert "libtool" in res.out + res.err
     assert "Traceback" not in res.err
+
+
+BUILD = {"inputs": {"files": ["*.js", "package.json"]}, "outputs": {"files": ["dist/**"]}}
+# app's build: a hoisted registry package (kind-of), a scoped one (@tootallnate/once) and the
+# workspace's lib, whose dist is lib#build's output (an upstream output in the input root)
+APP = """const fs = require("fs"), kindOf = require("kind-of"), once = require("@tootallnate/once");
+fs.mkdirSync("dist", {recursive: true});
+fs.writeFileSync("dist/out.txt", [kindOf([]), once.word || "once", require("lib")].join(" ") + "\\n");
+"""
+
+
+def hoisted_workspace(repo, pm: str, tmp_path: Path) -> Path:
+    """A workspace of lib and app (app depends on lib) that `pm` (npm, or yarn berry's
+    node-modules linker) installs hoisted into the root node_modules, every build remote, and
+    the workers' install: a copy of it whose registry packages say "image" and whose lib has a
+    stale build (a worker that followed the workspace link into it would build from that)."""
+    image = tmp_path / "image"
+    link = "workspace:*" if pm == "berry" else "1.0.0"
+    files = root_files(
+        pm,
+        files={
+            "vx.workspace.json": {
+                "remoteExecution": {"default": True, "workerInstall": str(image)}
+            },
+            "packages/lib/package.json": {
+                "name": "lib",
+                "version": "1.0.0",
+                "main": "dist/index.js",
+            },
+            "packages/lib/build.js": 'require("fs").mkdirSync("dist", {recursive: true});\n'
+            'require("fs").writeFileSync("dist/index.js", "module.exports = \'fresh lib\';\\n");\n',
+            "packages/lib/vx.config.json": {
+                "tasks": {"build": {"exec": {"command": "node build.js"}, "cache": BUILD}}
+            },
+            "packages/app/package.json": {
+                "name": "app",
+                "version": "1.0.0",
+                "dependencies": {"lib": link, "@tootallnate/once": "2.0.0"},
+            },
+            "packages/app/build.js": APP,
+            "packages/app/vx.config.json": {
+                "tasks": {
+                    "build": {
+                        "dependsOn": ["^build"],
+                        "exec": {"command": "node build.js"},
+                        "cache": {
+                            **BUILD,
+                            "inputs": {
+                                "files": ["*.js", "package.json"],
+                                "workspaceFiles": ["packages/lib/package.json"],
+                            },
+                        },
+                    }
+                }
+            },
+        },
+    )
+    repo.write(files)
+    env = {
+        **os.environ,
+        "YARN_ENABLE_TELEMETRY": "0",
+        "YARN_GLOBAL_FOLDER": str(tmp_path / "berry"),
+        "YARN_ENABLE_GLOBAL_CACHE": "1",
+    }
+    flags = ["install", "--no-audit", "--no-fund"] if pm == "npm" else ["install"]
+    proc = subprocess.run(
+        command(pm) + flags, cwd=repo.root, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, f"{pm}: {proc.stdout}\n{proc.stderr}"
+    repo.commit()
+    modules = repo.root / "node_modules"
+    assert (modules / "lib").is_symlink() and (modules / "kind-of").is_dir()  # hoisted, linked
+    shutil.copytree(repo.root, image, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+    (image / "node_modules/kind-of/index.js").write_text('module.exports = () => "image";\n')
+    once = image / "node_modules/@tootallnate/once/dist/index.js"
+    once.write_text(once.read_text() + '\nmodule.exports.word = "image-once";\n')
+    (image / "packages/lib/dist").mkdir()
+    (image / "packages/lib/dist/index.js").write_text("module.exports = 'stale lib';\n")
+    return image
+
+
+@pytest.mark.feature("RC-10")
+@pytest.mark.parametrize("pm", ["npm", "berry"])
+def test_worker_install_of_a_hoisted_tree_links_packages_and_ships_workspace_links(
+    repo, tmp_path, stack, workers, pm
+):
+    """npm's and yarn berry's node-modules layout: the registry packages (`kind-of`, the scoped
+    `@tootallnate/once`) come from the workers' install, the workspace link `node_modules/lib`
+    is shipped as the link it is, so app's build reads lib#build's fresh output from its input
+    root. (vx used to link the whole root node_modules to the workers' copy: `require("lib")`
+    followed the image's workspace link to the image's own lib, and app's output said "stale
+    lib" - a wrong output, saved and cached as if built from this workspace.)"""
+    hoisted_workspace(repo, pm, tmp_path)
+    res = repo.vx("run", "build", "--all", env=stack.env(), timeout=600)
+    assert res.code == 0, res.err[-3000:]
+    assert f"remote execution: 2 tasks ran on {stack.endpoint}" in res.err, res.err[-2000:]
+    assert "ran here instead" not in res.err
+    out = (repo.root / "packages/app/dist/out.txt").read_text()
+    assert out == "image image-once fresh lib\n"
 
 
 def test_a_relative_worker_install_is_refused(repo):

@@ -436,19 +436,30 @@ def install_links(
     """What an action's input root holds of the install when the workers have this workspace
     installed at `install` (`remoteExecution.workerInstall`): the workspace's node_modules
     directories as they are here (pnpm's links, `.bin` shims, workspace links), except the
-    package store itself, which is one symlink to the workers' copy (`node_modules/.pnpm`;
-    the whole root `node_modules` for a layout without one). So Node's resolution from a
-    project finds its packages and the workspace's own packages (with their upstream outputs)
-    in the input root, and the store's thousands of files are never hashed nor sent."""
+    packages themselves, which are symlinks to the workers' copy: pnpm's store
+    (`node_modules/.pnpm`) as one link; in a hoisted tree (npm, yarn's node-modules linker) each
+    installed package of the root `node_modules` (`@scope/name` one by one), its workspace
+    links shipped as they are. So Node's resolution from a project finds its packages, and the
+    workspace's own packages with their upstream outputs, in the input root (a workspace link
+    followed into the workers' copy would find that copy's sources and stale or absent
+    outputs), and the store's thousands of files are never hashed nor sent."""
     from vx.engine.remote_exec import Listing
 
     paths: list[str] = []
     links: list[tuple[str, str]] = []
-    store = os.path.join(root, "node_modules", ".pnpm")
+    modules = os.path.join(root, "node_modules")
+    store = os.path.join(modules, ".pnpm")
     dirs = sorted({n.project_dir for n in nodes.values() if n.project_dir} | {""})
     if os.path.isdir(store) and not os.path.islink(store):
         links.append(("node_modules/.pnpm", f"{install}/node_modules/.pnpm"))
-    else:  # npm, yarn: the hoisted tree is the store (workspace links then resolve there)
+    elif os.path.isdir(modules) and not os.path.islink(modules):
+        for project in dirs:  # a project's own tree holds the versions not hoisted
+            rel = f"{project}/node_modules" if project else "node_modules"
+            top = os.path.join(root, rel)
+            if os.path.isdir(top) and not os.path.islink(top):
+                _hoisted(top, rel, install, paths, links)
+        return paths, Listing(files=(), links=tuple(links))
+    else:  # nothing installed here: the workers' whole tree
         links.append(("node_modules", f"{install}/node_modules"))
         dirs = [d for d in dirs if d]
     for project in dirs:
@@ -464,6 +475,22 @@ def install_links(
                 if os.path.islink(os.path.join(here, name)) or name in files:
                     paths.append(f"{rel}/{name}")
     return paths, Listing(files=(), links=tuple(links))
+
+
+def _hoisted(
+    top: str, rel: str, install: str, paths: list[str], links: list[tuple[str, str]]
+) -> None:
+    """A hoisted `node_modules` (`rel`, at `top` here): its symlinks (workspace links, `.bin`'s
+    entries) shipped as they are, every other entry a link to the same name in the workers'
+    install; a scope directory (`@types`) entry by entry."""
+    for entry in sorted(os.scandir(top), key=lambda e: e.name):
+        name = f"{rel}/{entry.name}"
+        if entry.is_symlink():
+            paths.append(name)
+        elif entry.is_dir() and (entry.name == ".bin" or entry.name.startswith("@")):
+            _hoisted(entry.path, name, install, paths, links)
+        else:
+            links.append((name, f"{install}/{name}"))
 
 
 def with_bins(command: str, project_dir: str) -> str:
