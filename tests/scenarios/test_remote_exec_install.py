@@ -11,8 +11,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from support.npm_packages import installed_or_skip
 from support.package_managers import command, root_files
 from support.reapi_servers import stack_fixture, two_workers
+from support.workspace import Repo
 
 LIB = "lib@1.0.0"
 CLI = 'const {word} = require("lib"); require("fs").mkdirSync("dist", {recursive: true});\n' \
@@ -198,6 +200,117 @@ def test_worker_install_of_a_hoisted_tree_links_packages_and_ships_workspace_lin
     assert "ran here instead" not in res.err
     out = (repo.root / "packages/app/dist/out.txt").read_text()
     assert out == "image image-once fresh lib\n"
+
+
+TS = "typescript@5.9.3"
+TSCONFIG = {
+    "compilerOptions": {
+        "incremental": True,
+        "outDir": "dist",
+        "declaration": True,
+        "target": "es2020",
+        "module": "commonjs",
+        "lib": ["es2020"],
+        "types": [],
+    },
+    "include": ["src"],
+}
+
+
+def typescript_store(root: Path) -> None:
+    """pnpm's layout of typescript under `root`: the package in `.pnpm` (hard links to the
+    installed copy: tsc records the real paths of the lib files it reads, so they must be
+    here), `node_modules/typescript` linking to it, and a `.bin/tsc` shim."""
+    pkg = root / "node_modules" / ".pnpm" / TS / "node_modules" / "typescript"
+    pkg.parent.mkdir(parents=True)
+    shutil.copytree(installed_or_skip("typescript"), pkg, copy_function=os.link)
+    (root / "node_modules" / "typescript").symlink_to(f".pnpm/{TS}/node_modules/typescript")
+    shim = root / "node_modules" / ".bin" / "tsc"
+    shim.parent.mkdir()
+    shim.write_text('#!/bin/sh\nexec node "$(dirname "$0")/../typescript/bin/tsc" "$@"\n')
+    shim.chmod(0o755)
+
+
+def emitted(project: Path) -> set[str]:
+    """What an incremental `tsc -b` in `project` writes, as this machine's user would run it."""
+    bins = f"{project / 'node_modules/.bin'}:{project.parents[1] / 'node_modules/.bin'}"
+    proc = subprocess.run(
+        ["tsc", "-b", "--listEmittedFiles"],
+        cwd=project,
+        env={**os.environ, "PATH": f"{bins}:{os.environ['PATH']}"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return {
+        os.path.relpath(line.split("TSFILE: ", 1)[1], project)
+        for line in proc.stdout.splitlines()
+        if line.startswith("TSFILE: ")
+    }
+
+
+@pytest.mark.feature("RC-10")
+def test_a_tsc_build_info_made_on_a_worker_is_a_local_builds_and_stays_incremental(
+    repo, tmp_path, stack, workers
+):
+    """`tsc -b` on a worker reads TypeScript's lib files through the store's link, so its build
+    info named them by their real path in the workers' install
+    (`../../../../…/image/node_modules/.pnpm/typescript@5.9.3/…`) where a local build names
+    `../../node_modules/.pnpm/…`: the only output of the build that differed from a local
+    build's, and a `tsc -b` here after an edit found none of those files, took every global
+    file as changed and re-emitted every source (b.js here) instead of the edited one. The
+    action rewrites those paths to the input root's: the build info equals a local build's byte
+    for byte, and the next local build stays incremental."""
+    image = tmp_path / "image"
+    typescript_store(image)
+    repo.write(
+        {
+            "package.json": {"name": "root", "private": True, "workspaces": ["packages/*"]},
+            "vx.workspace.json": {
+                "remoteExecution": {"default": True, "workerInstall": str(image)}
+            },
+            ".gitignore": "node_modules\ndist\n",
+            "packages/a/package.json": {"name": "a", "version": "1.0.0"},
+            "packages/a/tsconfig.json": TSCONFIG,
+            "packages/a/src/a.ts": "export const a: number = 1;\n",
+            "packages/a/src/b.ts": "export const b: number = 2;\n",
+            "packages/a/vx.config.json": {
+                "tasks": {
+                    "build": {
+                        "exec": {"command": "tsc -b"},
+                        "cache": {
+                            "inputs": {"files": ["src/**", "tsconfig.json", "package.json"]},
+                            "outputs": {"files": ["dist/**"]},
+                        },
+                    }
+                }
+            },
+        }
+    ).commit()
+    typescript_store(repo.root)
+    local = Repo(tmp_path / "local")
+    shutil.copytree(repo.root, local.root, ignore=shutil.ignore_patterns("node_modules"))
+    typescript_store(local.root)
+    built_here = local.vx("run", "build", "--all", timeout=600)
+    assert built_here.code == 0, built_here.err[-2000:]
+
+    res = repo.vx("run", "build", "--all", env=stack.env(), timeout=600)
+    assert res.code == 0, res.err[-3000:]
+    assert f"remote execution: 1 task ran on {stack.endpoint}" in res.err, res.err[-2000:]
+    dist = repo.root / "packages/a/dist"
+    info = (dist / "tsconfig.tsbuildinfo").read_text()
+    assert "image" not in info and "../../node_modules/.pnpm/" in info, info[:600]
+    outputs = sorted(p.relative_to(dist) for p in dist.rglob("*") if p.is_file())
+    assert len(outputs) == 5  # a.js, a.d.ts, b.js, b.d.ts and the build info
+    for rel in outputs:
+        assert (dist / rel).read_bytes() == (local.root / "packages/a/dist" / rel).read_bytes(), rel
+
+    for where in (repo.root, local.root):  # the same edit in both
+        (where / "packages/a/src/a.ts").write_text("export const a: number = 3;\n")
+    after_remote = emitted(repo.root / "packages/a")
+    assert after_remote == emitted(local.root / "packages/a")
+    assert "dist/a.js" in after_remote and "dist/b.js" not in after_remote
 
 
 def test_a_relative_worker_install_is_refused(repo):

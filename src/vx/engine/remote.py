@@ -242,6 +242,9 @@ class RemotePool:
             inputs += self._install[0]
             grafted.append(self._install[1])
             command = with_bins(command, node.project_dir)
+            command = rebasing_build_info(
+                command, node.project_dir, self.config.worker_install, roots
+            )
         task = RemoteTask(
             root=root,
             project_dir=node.project_dir,
@@ -499,3 +502,39 @@ def with_bins(command: str, project_dir: str) -> str:
     up = "/".join([".."] * len([p for p in project_dir.split("/") if p]))
     bins = ["$PWD/node_modules/.bin"] + ([f"$PWD/{up}/node_modules/.bin"] if up else [])
     return f'PATH="{":".join(bins)}:$PATH"; export PATH\n{command}'
+
+
+# Node, given the workers' install, the input root and the build info files the command wrote:
+# each file's paths into the install (tsc records the real path of every file it read, relative
+# to the file, and the store's link resolves into the install) rewritten to the same path under
+# the input root, where they are in this workspace. Only whole JSON strings' heads are replaced.
+_REBASE_JS = (
+    'const fs=require("fs"),p=require("path");'
+    "const[i,u,...fs_]=process.argv.slice(1);let I,R;"
+    "try{I=fs.realpathSync(i);R=fs.realpathSync(u)}catch(e){process.exit(0)}"
+    "for(const f of fs_){const d=p.dirname(fs.realpathSync(f)),w=p.relative(d,I),l=p.relative(d,R);"
+    'const a=\'"\'+w+"/",b=\'"\'+(l?l+"/":""),t=fs.readFileSync(f,"utf8");'
+    "if(w&&t.includes(a))fs.writeFileSync(f,t.split(a).join(b))}"
+)
+
+
+def rebasing_build_info(
+    command: str, project_dir: str, install: str, roots: tuple[str, ...]
+) -> str:
+    """`command`, then (when it succeeded, wrote a `*.tsbuildinfo` under the output roots and the
+    worker has `node`) its build info's paths into `install` rewritten to the input root's
+    (docs/remote-execution.md, "Build info"): the file is then byte for byte a local build's, and
+    the next `tsc -b` here finds its own files named in it. The command's exit status is kept;
+    the rewrite never fails the task."""
+    import shlex
+
+    q = shlex.quote
+    up = "/".join([".."] * len([p for p in project_dir.split("/") if p])) or "."
+    where = " ".join(q(r) for r in sorted({r or "." for r in roots})) or "."
+    return (
+        f"/bin/sh -c {q(command)} || exit $?\n"
+        "command -v node >/dev/null 2>&1 || exit 0\n"
+        f"find {where} -name node_modules -prune -o -type f -name '*.tsbuildinfo' "
+        f"-exec node -e {q(_REBASE_JS)} {q(install)} {q(up)} {{}} + 2>/dev/null\n"
+        "exit 0"
+    )
