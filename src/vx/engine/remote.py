@@ -523,8 +523,9 @@ def rebasing_build_info(
 ) -> str:
     """`command`, then (when it succeeded, wrote a `*.tsbuildinfo` under the output roots and the
     worker has `node`) its build info's paths into `install` rewritten to the input root's
-    (docs/remote-execution.md, "Build info"): the file is then byte for byte a local build's, and
-    the next `tsc -b` here finds its own files named in it. The command's exit status is kept;
+    (docs/remote-execution.md, "Build info"): the file then names the files a local build names
+    (its bytes may still differ in tsc's order, which follows absolute paths), so the next `tsc -b`
+    here stays incremental. The command's exit status is kept;
     the rewrite never fails the task."""
     import shlex
 
