@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from support.processes import end, start_vx
-from support.reapi_servers import ExecStack, one_remote_task
+from support.reapi_servers import ExecStack, one_remote_task, stack_fixture, two_workers
 from support.remote_servers import free_port
 from support.workspace import SRC, Repo, vx_env
 
@@ -23,20 +23,8 @@ CACHE = {"inputs": {"files": ["package.json"]}, "outputs": {"files": ["dist/**"]
 GEN = Path(__file__).resolve().parents[2] / "bench" / "gen_monorepo.py"
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory):
-    server = ExecStack(tmp_path_factory.mktemp("bgd-exec"))
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def workers(stack):
-    """Two fresh workers for one test, killed after it."""
-    started = [stack.add_worker(), stack.add_worker()]
-    yield started
-    for proc in started:
-        end(proc, timeout=30)
+stack = stack_fixture("bgd-exec")
+workers = two_workers  # two fresh workers for one test, ended after it
 
 
 def leases_done(stack) -> int:

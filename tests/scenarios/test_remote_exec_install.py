@@ -5,12 +5,16 @@ an action of hundreds of small files fits BuildGrid's 4 MiB batch calls both way
 
 import json
 import os
+import shutil
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
-from support.processes import end
-from support.reapi_servers import ExecStack
+from support.npm_packages import installed_or_skip
+from support.package_managers import command, root_files
+from support.reapi_servers import stack_fixture, two_workers
+from support.workspace import Repo
 
 LIB = "lib@1.0.0"
 CLI = 'const {word} = require("lib"); require("fs").mkdirSync("dist", {recursive: true});\n' \
@@ -18,19 +22,8 @@ CLI = 'const {word} = require("lib"); require("fs").mkdirSync("dist", {recursive
 SHIM = '#!/bin/sh\nbasedir=$(dirname "$0")\nexec node "$basedir/../lib/cli.js" "$@"\n'
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory):
-    server = ExecStack(tmp_path_factory.mktemp("bgd-exec-install"))
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def workers(stack):
-    started = [stack.add_worker(), stack.add_worker()]
-    yield started
-    for proc in started:
-        end(proc, timeout=30)
+stack = stack_fixture("bgd-exec-install")
+workers = two_workers  # two fresh workers for one test, ended after it
 
 
 def store(root: Path, word: str = "from lib") -> None:
@@ -108,6 +101,216 @@ def test_without_worker_install_the_store_is_not_shipped_and_the_command_fails(
     assert res.code == 1, res.err[-3000:]
     assert "libtool" in res.out + res.err
     assert "Traceback" not in res.err
+
+
+BUILD = {"inputs": {"files": ["*.js", "package.json"]}, "outputs": {"files": ["dist/**"]}}
+# app's build: a hoisted registry package (kind-of), a scoped one (@tootallnate/once) and the
+# workspace's lib, whose dist is lib#build's output (an upstream output in the input root)
+APP = """const fs = require("fs"), kindOf = require("kind-of"), once = require("@tootallnate/once");
+fs.mkdirSync("dist", {recursive: true});
+fs.writeFileSync("dist/out.txt", [kindOf([]), once.word || "once", require("lib")].join(" ") + "\\n");
+"""
+
+
+def hoisted_workspace(repo, pm: str, tmp_path: Path) -> Path:
+    """A workspace of lib and app (app depends on lib) that `pm` (npm, or yarn berry's
+    node-modules linker) installs hoisted into the root node_modules, every build remote, and
+    the workers' install: a copy of it whose registry packages say "image" and whose lib has a
+    stale build (a worker that followed the workspace link into it would build from that)."""
+    image = tmp_path / "image"
+    link = "workspace:*" if pm == "berry" else "1.0.0"
+    files = root_files(
+        pm,
+        files={
+            "vx.workspace.json": {
+                "remoteExecution": {"default": True, "workerInstall": str(image)}
+            },
+            "packages/lib/package.json": {
+                "name": "lib",
+                "version": "1.0.0",
+                "main": "dist/index.js",
+            },
+            "packages/lib/build.js": 'require("fs").mkdirSync("dist", {recursive: true});\n'
+            'require("fs").writeFileSync("dist/index.js", "module.exports = \'fresh lib\';\\n");\n',
+            "packages/lib/vx.config.json": {
+                "tasks": {"build": {"exec": {"command": "node build.js"}, "cache": BUILD}}
+            },
+            "packages/app/package.json": {
+                "name": "app",
+                "version": "1.0.0",
+                "dependencies": {"lib": link, "@tootallnate/once": "2.0.0"},
+            },
+            "packages/app/build.js": APP,
+            "packages/app/vx.config.json": {
+                "tasks": {
+                    "build": {
+                        "dependsOn": ["^build"],
+                        "exec": {"command": "node build.js"},
+                        "cache": {
+                            **BUILD,
+                            "inputs": {
+                                "files": ["*.js", "package.json"],
+                                "workspaceFiles": ["packages/lib/package.json"],
+                            },
+                        },
+                    }
+                }
+            },
+        },
+    )
+    repo.write(files)
+    env = {
+        **os.environ,
+        "YARN_ENABLE_TELEMETRY": "0",
+        "YARN_GLOBAL_FOLDER": str(tmp_path / "berry"),
+        "YARN_ENABLE_GLOBAL_CACHE": "1",
+    }
+    flags = ["install", "--no-audit", "--no-fund"] if pm == "npm" else ["install"]
+    proc = subprocess.run(
+        command(pm) + flags, cwd=repo.root, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, f"{pm}: {proc.stdout}\n{proc.stderr}"
+    repo.commit()
+    modules = repo.root / "node_modules"
+    assert (modules / "lib").is_symlink() and (modules / "kind-of").is_dir()  # hoisted, linked
+    shutil.copytree(repo.root, image, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+    (image / "node_modules/kind-of/index.js").write_text('module.exports = () => "image";\n')
+    once = image / "node_modules/@tootallnate/once/dist/index.js"
+    once.write_text(once.read_text() + '\nmodule.exports.word = "image-once";\n')
+    (image / "packages/lib/dist").mkdir()
+    (image / "packages/lib/dist/index.js").write_text("module.exports = 'stale lib';\n")
+    return image
+
+
+@pytest.mark.feature("RC-10")
+@pytest.mark.parametrize("pm", ["npm", "berry"])
+def test_worker_install_of_a_hoisted_tree_links_packages_and_ships_workspace_links(
+    repo, tmp_path, stack, workers, pm
+):
+    """npm's and yarn berry's node-modules layout: the registry packages (`kind-of`, the scoped
+    `@tootallnate/once`) come from the workers' install, the workspace link `node_modules/lib`
+    is shipped as the link it is, so app's build reads lib#build's fresh output from its input
+    root. (vx used to link the whole root node_modules to the workers' copy: `require("lib")`
+    followed the image's workspace link to the image's own lib, and app's output said "stale
+    lib" - a wrong output, saved and cached as if built from this workspace.)"""
+    hoisted_workspace(repo, pm, tmp_path)
+    res = repo.vx("run", "build", "--all", env=stack.env(), timeout=600)
+    assert res.code == 0, res.err[-3000:]
+    assert f"remote execution: 2 tasks ran on {stack.endpoint}" in res.err, res.err[-2000:]
+    assert "ran here instead" not in res.err
+    out = (repo.root / "packages/app/dist/out.txt").read_text()
+    assert out == "image image-once fresh lib\n"
+
+
+TS = "typescript@5.9.3"
+TSCONFIG = {
+    "compilerOptions": {
+        "incremental": True,
+        "outDir": "dist",
+        "declaration": True,
+        "target": "es2020",
+        "module": "commonjs",
+        "lib": ["es2020"],
+        "types": [],
+    },
+    "include": ["src"],
+}
+
+
+def typescript_store(root: Path) -> None:
+    """pnpm's layout of typescript under `root`: the package in `.pnpm` (hard links to the
+    installed copy: tsc records the real paths of the lib files it reads, so they must be
+    here), `node_modules/typescript` linking to it, and a `.bin/tsc` shim."""
+    pkg = root / "node_modules" / ".pnpm" / TS / "node_modules" / "typescript"
+    pkg.parent.mkdir(parents=True)
+    shutil.copytree(installed_or_skip("typescript"), pkg, copy_function=os.link)
+    (root / "node_modules" / "typescript").symlink_to(f".pnpm/{TS}/node_modules/typescript")
+    shim = root / "node_modules" / ".bin" / "tsc"
+    shim.parent.mkdir()
+    shim.write_text('#!/bin/sh\nexec node "$(dirname "$0")/../typescript/bin/tsc" "$@"\n')
+    shim.chmod(0o755)
+
+
+def emitted(project: Path) -> set[str]:
+    """What an incremental `tsc -b` in `project` writes, as this machine's user would run it."""
+    bins = f"{project / 'node_modules/.bin'}:{project.parents[1] / 'node_modules/.bin'}"
+    proc = subprocess.run(
+        ["tsc", "-b", "--listEmittedFiles"],
+        cwd=project,
+        env={**os.environ, "PATH": f"{bins}:{os.environ['PATH']}"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return {
+        os.path.relpath(line.split("TSFILE: ", 1)[1], project)
+        for line in proc.stdout.splitlines()
+        if line.startswith("TSFILE: ")
+    }
+
+
+@pytest.mark.feature("RC-10")
+def test_a_tsc_build_info_made_on_a_worker_is_a_local_builds_and_stays_incremental(
+    repo, tmp_path, stack, workers
+):
+    """`tsc -b` on a worker reads TypeScript's lib files through the store's link, so its build
+    info named them by their real path in the workers' install
+    (`../../../../…/image/node_modules/.pnpm/typescript@5.9.3/…`) where a local build names
+    `../../node_modules/.pnpm/…`: the only output of the build that differed from a local
+    build's, and a `tsc -b` here after an edit found none of those files, took every global
+    file as changed and re-emitted every source (b.js here) instead of the edited one. The
+    action rewrites those paths to the input root's: the build info equals a local build's byte
+    for byte, and the next local build stays incremental."""
+    image = tmp_path / "image"
+    typescript_store(image)
+    repo.write(
+        {
+            "package.json": {"name": "root", "private": True, "workspaces": ["packages/*"]},
+            "vx.workspace.json": {
+                "remoteExecution": {"default": True, "workerInstall": str(image)}
+            },
+            ".gitignore": "node_modules\ndist\n",
+            "packages/a/package.json": {"name": "a", "version": "1.0.0"},
+            "packages/a/tsconfig.json": TSCONFIG,
+            "packages/a/src/a.ts": "export const a: number = 1;\n",
+            "packages/a/src/b.ts": "export const b: number = 2;\n",
+            "packages/a/vx.config.json": {
+                "tasks": {
+                    "build": {
+                        "exec": {"command": "tsc -b"},
+                        "cache": {
+                            "inputs": {"files": ["src/**", "tsconfig.json", "package.json"]},
+                            "outputs": {"files": ["dist/**"]},
+                        },
+                    }
+                }
+            },
+        }
+    ).commit()
+    typescript_store(repo.root)
+    local = Repo(tmp_path / "local")
+    shutil.copytree(repo.root, local.root, ignore=shutil.ignore_patterns("node_modules"))
+    typescript_store(local.root)
+    built_here = local.vx("run", "build", "--all", timeout=600)
+    assert built_here.code == 0, built_here.err[-2000:]
+
+    res = repo.vx("run", "build", "--all", env=stack.env(), timeout=600)
+    assert res.code == 0, res.err[-3000:]
+    assert f"remote execution: 1 task ran on {stack.endpoint}" in res.err, res.err[-2000:]
+    dist = repo.root / "packages/a/dist"
+    info = (dist / "tsconfig.tsbuildinfo").read_text()
+    assert "image" not in info and "../../node_modules/.pnpm/" in info, info[:600]
+    outputs = sorted(p.relative_to(dist) for p in dist.rglob("*") if p.is_file())
+    assert len(outputs) == 5  # a.js, a.d.ts, b.js, b.d.ts and the build info
+    for rel in outputs:
+        assert (dist / rel).read_bytes() == (local.root / "packages/a/dist" / rel).read_bytes(), rel
+
+    for where in (repo.root, local.root):  # the same edit in both
+        (where / "packages/a/src/a.ts").write_text("export const a: number = 3;\n")
+    after_remote = emitted(repo.root / "packages/a")
+    assert after_remote == emitted(local.root / "packages/a")
+    assert "dist/a.js" in after_remote and "dist/b.js" not in after_remote
 
 
 def test_a_relative_worker_install_is_refused(repo):

@@ -12,17 +12,13 @@ from pathlib import Path
 
 import pytest
 from support.processes import end
-from support.reapi_servers import ExecStack, one_remote_task
+from support.reapi_servers import one_remote_task, stack_fixture
 from support.workspace import Repo
 
 OTHER_NODE = "v18.20.0"
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory):
-    server = ExecStack(tmp_path_factory.mktemp("bgd-exec-toolchain"), cache_failed=True)
-    yield server
-    server.stop()
+stack = stack_fixture("bgd-exec-toolchain", cache_failed=True)
 
 
 @pytest.fixture

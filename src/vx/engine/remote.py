@@ -242,6 +242,9 @@ class RemotePool:
             inputs += self._install[0]
             grafted.append(self._install[1])
             command = with_bins(command, node.project_dir)
+            command = rebasing_build_info(
+                command, node.project_dir, self.config.worker_install, roots
+            )
         task = RemoteTask(
             root=root,
             project_dir=node.project_dir,
@@ -436,19 +439,30 @@ def install_links(
     """What an action's input root holds of the install when the workers have this workspace
     installed at `install` (`remoteExecution.workerInstall`): the workspace's node_modules
     directories as they are here (pnpm's links, `.bin` shims, workspace links), except the
-    package store itself, which is one symlink to the workers' copy (`node_modules/.pnpm`;
-    the whole root `node_modules` for a layout without one). So Node's resolution from a
-    project finds its packages and the workspace's own packages (with their upstream outputs)
-    in the input root, and the store's thousands of files are never hashed nor sent."""
+    packages themselves, which are symlinks to the workers' copy: pnpm's store
+    (`node_modules/.pnpm`) as one link; in a hoisted tree (npm, yarn's node-modules linker) each
+    installed package of the root `node_modules` (`@scope/name` one by one), its workspace
+    links shipped as they are. So Node's resolution from a project finds its packages, and the
+    workspace's own packages with their upstream outputs, in the input root (a workspace link
+    followed into the workers' copy would find that copy's sources and stale or absent
+    outputs), and the store's thousands of files are never hashed nor sent."""
     from vx.engine.remote_exec import Listing
 
     paths: list[str] = []
     links: list[tuple[str, str]] = []
-    store = os.path.join(root, "node_modules", ".pnpm")
+    modules = os.path.join(root, "node_modules")
+    store = os.path.join(modules, ".pnpm")
     dirs = sorted({n.project_dir for n in nodes.values() if n.project_dir} | {""})
     if os.path.isdir(store) and not os.path.islink(store):
         links.append(("node_modules/.pnpm", f"{install}/node_modules/.pnpm"))
-    else:  # npm, yarn: the hoisted tree is the store (workspace links then resolve there)
+    elif os.path.isdir(modules) and not os.path.islink(modules):
+        for project in dirs:  # a project's own tree holds the versions not hoisted
+            rel = f"{project}/node_modules" if project else "node_modules"
+            top = os.path.join(root, rel)
+            if os.path.isdir(top) and not os.path.islink(top):
+                _hoisted(top, rel, install, paths, links)
+        return paths, Listing(files=(), links=tuple(links))
+    else:  # nothing installed here: the workers' whole tree
         links.append(("node_modules", f"{install}/node_modules"))
         dirs = [d for d in dirs if d]
     for project in dirs:
@@ -466,9 +480,62 @@ def install_links(
     return paths, Listing(files=(), links=tuple(links))
 
 
+def _hoisted(
+    top: str, rel: str, install: str, paths: list[str], links: list[tuple[str, str]]
+) -> None:
+    """A hoisted `node_modules` (`rel`, at `top` here): its symlinks (workspace links, `.bin`'s
+    entries) shipped as they are, every other entry a link to the same name in the workers'
+    install; a scope directory (`@types`) entry by entry."""
+    for entry in sorted(os.scandir(top), key=lambda e: e.name):
+        name = f"{rel}/{entry.name}"
+        if entry.is_symlink():
+            paths.append(name)
+        elif entry.is_dir() and (entry.name == ".bin" or entry.name.startswith("@")):
+            _hoisted(entry.path, name, install, paths, links)
+        else:
+            links.append((name, f"{install}/{name}"))
+
+
 def with_bins(command: str, project_dir: str) -> str:
     """`command` with the project's and the workspace root's node_modules/.bin ahead on PATH, as
     they are here (the worker's working directory is the project's, wherever its root is)."""
     up = "/".join([".."] * len([p for p in project_dir.split("/") if p]))
     bins = ["$PWD/node_modules/.bin"] + ([f"$PWD/{up}/node_modules/.bin"] if up else [])
     return f'PATH="{":".join(bins)}:$PATH"; export PATH\n{command}'
+
+
+# Node, given the workers' install, the input root and the build info files the command wrote:
+# each file's paths into the install (tsc records the real path of every file it read, relative
+# to the file, and the store's link resolves into the install) rewritten to the same path under
+# the input root, where they are in this workspace. Only whole JSON strings' heads are replaced.
+_REBASE_JS = (
+    'const fs=require("fs"),p=require("path");'
+    "const[i,u,...fs_]=process.argv.slice(1);let I,R;"
+    "try{I=fs.realpathSync(i);R=fs.realpathSync(u)}catch(e){process.exit(0)}"
+    "for(const f of fs_){const d=p.dirname(fs.realpathSync(f)),w=p.relative(d,I),l=p.relative(d,R);"
+    'const a=\'"\'+w+"/",b=\'"\'+(l?l+"/":""),t=fs.readFileSync(f,"utf8");'
+    "if(w&&t.includes(a))fs.writeFileSync(f,t.split(a).join(b))}"
+)
+
+
+def rebasing_build_info(
+    command: str, project_dir: str, install: str, roots: tuple[str, ...]
+) -> str:
+    """`command`, then (when it succeeded, wrote a `*.tsbuildinfo` under the output roots and the
+    worker has `node`) its build info's paths into `install` rewritten to the input root's
+    (docs/remote-execution.md, "Build info"): the file then names the files a local build names
+    (its bytes may still differ in tsc's order, which follows absolute paths), so the next `tsc -b`
+    here stays incremental. The command's exit status is kept;
+    the rewrite never fails the task."""
+    import shlex
+
+    q = shlex.quote
+    up = "/".join([".."] * len([p for p in project_dir.split("/") if p])) or "."
+    where = " ".join(q(r) for r in sorted({r or "." for r in roots})) or "."
+    return (
+        f"/bin/sh -c {q(command)} || exit $?\n"
+        "command -v node >/dev/null 2>&1 || exit 0\n"
+        f"find {where} -name node_modules -prune -o -type f -name '*.tsbuildinfo' "
+        f"-exec node -e {q(_REBASE_JS)} {q(install)} {q(up)} {{}} + 2>/dev/null\n"
+        "exit 0"
+    )

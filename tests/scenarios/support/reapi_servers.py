@@ -30,7 +30,7 @@ import sys
 import time
 from concurrent import futures
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import pytest
 
@@ -418,6 +418,29 @@ class ExecStack:
                 capture_output=True, timeout=60, check=False,
             )  # fmt: skip
         shutil.rmtree(self.pg, ignore_errors=True)
+
+
+def stack_fixture(name: str, **options: Any) -> Any:
+    """A module-scoped pytest fixture of one ExecStack (`options`: its own) in a temp dir named
+    `name`, stopped after the module's tests: `stack = stack_fixture("bgd-exec")`."""
+
+    @pytest.fixture(scope="module")
+    def stack(tmp_path_factory):
+        server = ExecStack(tmp_path_factory.mktemp(name), **options)
+        yield server
+        server.stop()
+
+    return stack
+
+
+@pytest.fixture
+def two_workers(stack):
+    """Two fresh workers of the module's `stack` for one test, ended after it (a test module
+    takes it as `workers = two_workers`)."""
+    started = [stack.add_worker(), stack.add_worker()]
+    yield started
+    for proc in started:
+        end(proc, timeout=30)
 
 
 def assert_reapi_refused(repo, reapi: dict, says: str) -> None:
