@@ -240,14 +240,18 @@ CORPUS: list[Repo] = [
         "each workspace dependency, `paths` to their sources) whose outputs are only the "
         "declarations and the build info (`dist/**/*.d.ts`, `tsconfig.tsbuildinfo`) in a `dist` "
         "the `build` task (rollup) shares, `prebuild` tasks depending on `^build` and `^tsc`, a "
-        "build tool that is a workspace package built first; filtered to ripple and polymorphic "
-        "and what they depend on (lib <- polymorphic, tokens <- ripple)",
+        "build tool that is a workspace package built first; ripple and polymorphic selected by "
+        "name, with the tasks theirs depend on (15 tasks in 8 packages: lib <- polymorphic, "
+        "tokens <- ripple, and the build tool)",
         edits={
             "source": "packages/lib/src/index.ts",
             "config": "packages/lib/tsconfig.json",
             "root_config": "prettier.config.js",
         },
-        filter=("@leafygreen-ui/ripple...", "@leafygreen-ui/polymorphic..."),
+        # the packages by name, not `<p>...`: turbo's `<p>...` takes the root's workspace
+        # dependencies and theirs (30 packages, the CLI's slackbot among them), more than this
+        # install holds; by name, both tools run these two and the tasks theirs depend on
+        filter=("@leafygreen-ui/ripple", "@leafygreen-ui/polymorphic"),
         install=(
             "pnpm",
             "install",
@@ -258,8 +262,9 @@ CORPUS: list[Repo] = [
         ),
         node="22.21.0",
         notes="installed with --ignore-scripts and only for button and what it depends on (the "
-        "root too), too little for turbo's selection (which takes the root's workspace "
-        "dependencies); run on ripple's and polymorphic's part of it: button's own `tsc` needs "
+        "root too), too little for turbo's `<p>...` (which takes the root's workspace "
+        "dependencies), whole for the by-name selection: both tools plan the same 15 tasks "
+        "with the same inputs (`--dry=json`); button's own `tsc` needs "
         "icon's prebuild, which failed here (`Cannot find module "
         "'@svgr/babel-plugin-replace-jsx-attribute-value'`, not tried under turbo)",
     ),

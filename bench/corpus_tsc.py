@@ -105,6 +105,15 @@ def main(argv=None) -> int:
     save()
 
     # oracle 2: one edit at a time, tools alternating, from each tool's warm state
+    if not (args.clean or args.turbo_clean):
+        # no clean phase this time (`--clean 0 --turbo-clean 0`: oracle 2 alone): a run of each
+        # tool, untimed, finishes whatever state an earlier, interrupted run left, so each
+        # tool's first edit starts from a whole build of the unedited tree
+        for name in ("vx", "turbo"):
+            b.unedit(name, rel)
+            r = brief(b.run(name, [task], "tsc-settle"))
+            log(f"  {name} settle: exit {r['code']}, {r['hits']}/{r['tasks']} hits")
+            res.setdefault("settle", {})[name] = r
     edits: dict[str, list] = {"vx": [], "turbo": []}
     for i in range(args.edits):
         order = ["vx", "turbo"] if i % 2 == 0 else ["turbo", "vx"]
