@@ -235,6 +235,14 @@ async function middlePlugins(nx, root, nxJson) {
   try {
     const result = await retrieval.retrieveProjectConfigurations(plugins, root, nxJson);
     const patterns = globsOf(plugins.filter((p) => !!p.createNodes));
+    // Nx 18.1 to 18.3 normalize the targets only as the project graph's nodes (Nx 19's merge
+    // does it with normalizeTarget): `configurations: {}` and the tokens resolved, as
+    // `nx show project` prints them
+    const { normalizeTarget } = nx('src/project-graph/utils/project-configuration-utils.js');
+    if (typeof normalizeTarget !== 'function') {
+      const { normalizeProjectTargets } = nx('src/project-graph/utils/normalize-project-nodes.js');
+      for (const p of Object.values(result.projects)) p.targets = normalizeProjectTargets(p, p.name);
+    }
     return { result, patterns, cleanup };
   } catch (error) {
     cleanup();

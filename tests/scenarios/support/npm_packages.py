@@ -59,6 +59,9 @@ BUNDLES = {
     # Nx 19 (its plugins loaded by loadNxPlugins, not getPlugins) and @nx/jest/plugin, for
     # test_nx_inference.py and test_nx_executors.py
     "nx19-jest": ("nx@19.0.4", "@nx/jest@19.0.4"),
+    # Nx 18.1 to 18.3 (plugins/internal-api.js's loadNxPlugins, projects still keyed by name)
+    # and @nx/vite/plugin with the vite its inferred `build` runs, for test_nx_inference.py
+    "nx18.3-vite": ("nx@18.3.5", "@nx/vite@18.3.5", "@nx/js@18.3.5", "vite@5.4.21"),
     # Angular's architect, which Nx's Angular CLI adapter schedules a builder (a package's
     # `builders`) with, for test_nx_executors.py
     "nx-angular": (
