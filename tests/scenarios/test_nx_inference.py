@@ -448,8 +448,10 @@ def test_an_nx_19_workspace_s_plugins_resolve_as_nx_resolves_them(repo):
 
 @pytest.mark.feature("TL-05")
 def test_an_nx_18_3_workspace_s_inferred_targets_resolve_and_run_as_nx_s(repo):
-    """Nx 18.1 to 18.3: loadNxPlugins in plugins/internal-api.js (as Nx 19), with @nx/vite/plugin
-    18.3.5 inferring a vite build, which vx shows as `nx show project` does, runs and caches."""
+    """Nx 18.1 to 18.3 load plugins as Nx 19 does (plugins/internal-api.js) but normalize the
+    inferred targets only as the project graph's nodes: `vx show project` lacked the
+    `configurations: {}` that `nx show project` prints on each. @nx/vite/plugin 18.3.5's build
+    is shown as Nx shows it, runs and is restored."""
     modules = bundle_or_skip("nx18.3-vite")
     repo.write(
         {
