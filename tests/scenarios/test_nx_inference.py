@@ -447,12 +447,15 @@ def test_an_nx_19_workspace_s_plugins_resolve_as_nx_resolves_them(repo):
 
 
 @pytest.mark.feature("TL-05")
-def test_an_nx_18_3_workspace_s_inferred_targets_resolve_and_run_as_nx_s(repo):
-    """Nx 18.1 to 18.3 load plugins as Nx 19 does (plugins/internal-api.js) but normalize the
-    inferred targets only as the project graph's nodes: `vx show project` lacked the
-    `configurations: {}` that `nx show project` prints on each. @nx/vite/plugin 18.3.5's build
-    is shown as Nx shows it, runs and is restored."""
-    modules = bundle_or_skip("nx18.3-vite")
+@pytest.mark.parametrize("minor", ["18.1", "18.2", "18.3"])
+def test_an_nx_18_minor_workspace_s_inferred_targets_resolve_and_run_as_nx_s(repo, minor):
+    """Each Nx 18 minor resolves projects its own way: 18.1 as 18.0 (src/utils/nx-plugin.js),
+    18.2 the same with createProjectConfigurations moved to project-configuration-utils.js (vx
+    refused the workspace: "createProjectConfigurations is not a function"), 18.3 through
+    plugins/internal-api.js as Nx 19 but with the targets normalized only as the project graph's
+    nodes (`vx show project` lacked the `configurations: {}` `nx show project` prints). The
+    @nx/vite/plugin build of each is shown as that Nx shows it, runs and is restored."""
+    modules = bundle_or_skip(f"nx{minor}-vite")
     repo.write(
         {
             "package.json": {"name": "ws", "private": True, "workspaces": ["packages/*"]},
