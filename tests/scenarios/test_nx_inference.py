@@ -12,7 +12,7 @@ import shutil
 
 import pytest
 from support.npm_packages import bundle_or_skip
-from support.nx import inferred_workspace, link_modules, nx_cli, nx_projects, nx_show
+from support.nx import VITE_CONFIG, inferred_workspace, link_modules, nx_cli, nx_projects, nx_show
 
 INFER_TIMEOUT = 300  # a cold inference loads Nx and three plugins on a loaded machine
 
@@ -444,3 +444,46 @@ def test_an_nx_19_workspace_s_plugins_resolve_as_nx_resolves_them(repo):
     ours = ws.vx("show", "project", "a", "--json", timeout=INFER_TIMEOUT)
     assert ours.code == 0, ours.err
     assert json.loads(ours.out) == theirs
+
+
+@pytest.mark.feature("TL-05")
+@pytest.mark.parametrize("minor", ["18.1", "18.2", "18.3"])
+def test_an_nx_18_minor_workspace_s_inferred_targets_resolve_and_run_as_nx_s(repo, minor):
+    """Each Nx 18 minor resolves projects its own way: 18.1 as 18.0 (src/utils/nx-plugin.js),
+    18.2 the same with createProjectConfigurations moved to project-configuration-utils.js (vx
+    refused the workspace: "createProjectConfigurations is not a function"), 18.3 through
+    plugins/internal-api.js as Nx 19 but with the targets normalized only as the project graph's
+    nodes (`vx show project` lacked the `configurations: {}` `nx show project` prints). The
+    @nx/vite/plugin build of each is shown as that Nx shows it, runs and is restored."""
+    modules = bundle_or_skip(f"nx{minor}-vite")
+    repo.write(
+        {
+            "package.json": {"name": "ws", "private": True, "workspaces": ["packages/*"]},
+            ".gitignore": "node_modules\ndist\n.nx\n.vx\n",
+            "nx.json": {
+                "targetDefaults": {"build": {"cache": True}},
+                "plugins": [{"plugin": "@nx/vite/plugin", "options": {"buildTargetName": "build"}}],
+            },
+            "packages/web/package.json": {"name": "web", "version": "1.0.0", "private": True},
+            "packages/web/vite.config.ts": VITE_CONFIG.replace("OUT", "dist"),
+            "packages/web/index.html": "<!doctype html><script type=module src=./src/main.js></script>\n",
+            "packages/web/src/main.js": "console.log('web');\n",
+        }
+    )
+    link_modules(repo.root, modules)
+    ws = repo.commit()
+    theirs = nx_show(ws.root, "web")
+    assert "vite build" in json.dumps(theirs["targets"]["build"])  # the oracle infers it
+    ours = ws.vx("show", "project", "web", "--json", timeout=INFER_TIMEOUT)
+    assert ours.code == 0, ours.err
+    assert json.loads(ours.out) == theirs
+    first = ws.vx("run", "web:build", timeout=INFER_TIMEOUT)
+    assert first.code == 0, first.err + first.out
+    assert first.statuses()["web#build"][1] == "miss"
+    built = ws.root / "packages/web/dist/index.html"
+    text = built.read_bytes()
+    shutil.rmtree(ws.root / "packages/web/dist")
+    again = ws.vx("run", "web:build", timeout=INFER_TIMEOUT)
+    assert again.code == 0, again.err
+    assert again.statuses()["web#build"][1] == "local"
+    assert built.read_bytes() == text

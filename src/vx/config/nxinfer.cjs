@@ -218,7 +218,7 @@ async function currentPlugins(nx, root, nxJson) {
   }
 }
 
-// Nx 18.1 to 19: loadNxPlugins (plugins/internal-api.js) answers [plugins, cleanup], Nx's own
+// Nx 18.3 to 19: loadNxPlugins (plugins/internal-api.js) answers [plugins, cleanup], Nx's own
 // plugins included; retrieveProjectConfigurations takes them as later versions' does, and the
 // glob list was named configurationGlobs before Nx 20's getGlobPatternsOfPlugins.
 async function middlePlugins(nx, root, nxJson) {
@@ -235,6 +235,14 @@ async function middlePlugins(nx, root, nxJson) {
   try {
     const result = await retrieval.retrieveProjectConfigurations(plugins, root, nxJson);
     const patterns = globsOf(plugins.filter((p) => !!p.createNodes));
+    // Nx 18.3 normalizes the targets only as the project graph's nodes (Nx 19's merge
+    // does it with normalizeTarget): `configurations: {}` and the tokens resolved, as
+    // `nx show project` prints them
+    const { normalizeTarget } = nx('src/project-graph/utils/project-configuration-utils.js');
+    if (typeof normalizeTarget !== 'function') {
+      const { normalizeProjectTargets } = nx('src/project-graph/utils/normalize-project-nodes.js');
+      for (const p of Object.values(result.projects)) p.targets = normalizeProjectTargets(p, p.name);
+    }
     return { result, patterns, cleanup };
   } catch (error) {
     cleanup();
@@ -242,15 +250,18 @@ async function middlePlugins(nx, root, nxJson) {
   }
 }
 
-// Nx 17 and 18.0: loadNxPlugins (src/utils/nx-plugin.js) gives {plugin, options} pairs, Nx's own
+// Nx 17 to 18.2: loadNxPlugins (src/utils/nx-plugin.js) gives {plugin, options} pairs, Nx's own
 // plugins last, and retrieveProjectConfigurations loads them itself; its steps are taken one by
 // one here so that the globs go through the watched file index as Nx's own call does.
 async function earlyPlugins(nx, context, root, nxJson) {
   const { loadNxPlugins } = nx('src/utils/nx-plugin.js');
   const { getNxRequirePaths } = nx('src/utils/installation-directory.js');
-  const { createProjectConfigurations, configurationGlobs } = nx(
-    'src/project-graph/utils/retrieve-workspace-files.js'
-  );
+  const retrieval = nx('src/project-graph/utils/retrieve-workspace-files.js');
+  const { configurationGlobs } = retrieval;
+  // 18.2 moved it beside the merge it runs
+  const createProjectConfigurations =
+    retrieval.createProjectConfigurations ||
+    nx('src/project-graph/utils/project-configuration-utils.js').createProjectConfigurations;
   let plugins;
   try {
     plugins = await loadNxPlugins(nxJson.plugins ?? [], getNxRequirePaths(root), root);

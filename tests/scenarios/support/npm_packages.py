@@ -59,6 +59,13 @@ BUNDLES = {
     # Nx 19 (its plugins loaded by loadNxPlugins, not getPlugins) and @nx/jest/plugin, for
     # test_nx_inference.py and test_nx_executors.py
     "nx19-jest": ("nx@19.0.4", "@nx/jest@19.0.4"),
+    # Nx 18.1, 18.2 (src/utils/nx-plugin.js, createProjectConfigurations moved in 18.2) and 18.3
+    # (plugins/internal-api.js), each with @nx/vite/plugin and the vite its inferred `build`
+    # runs, for test_nx_inference.py
+    **{
+        f"nx{v.rsplit('.', 1)[0]}-vite": (f"nx@{v}", f"@nx/vite@{v}", f"@nx/js@{v}", "vite@5.4.21")
+        for v in ("18.1.3", "18.2.4", "18.3.5")
+    },
     # Angular's architect, which Nx's Angular CLI adapter schedules a builder (a package's
     # `builders`) with, for test_nx_executors.py
     "nx-angular": (
