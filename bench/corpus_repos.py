@@ -324,8 +324,13 @@ CORPUS: list[Repo] = [
             "root_config": "prettier.config.mjs",
         },
         bump=Bump("packages/nextra-theme-blog", "zx", "8.4.0"),
+        # three of the four `test` scripts are `vitest` without `run`: vitest 3 watches unless
+        # CI is set, whatever stdin is, so `test` never ends under either tool (its CI sets CI)
+        matrix_tasks=("build", "types:check"),
         filter=("./packages/*",),
         node="22.21.0",
+        notes="`test` runs `vitest` without `run` in three packages, which watches (never exits) "
+        "unless CI is set: not timed, and left out of the matrix",
     ),
     Repo(
         "t3-oss/create-t3-turbo",
