@@ -35,14 +35,21 @@ def kept(ws) -> dict[str, int]:
     return {p.name: p.stat().st_mtime_ns for p in directory.glob("*.json")}
 
 
+def shown_as_nx(ws, name: str) -> dict:
+    """`vx show project NAME --json` equals `nx show project NAME --json`: Nx's answer."""
+    theirs = nx_show(ws.root, name)
+    ours = ws.vx("show", "project", name, "--json", timeout=INFER_TIMEOUT)
+    assert ours.code == 0, ours.err
+    assert json.loads(ours.out) == theirs
+    return theirs
+
+
 @pytest.mark.feature("TL-05")
 def test_inferred_targets_resolve_as_nx_resolves_them(ws):
     names = nx_projects(ws.root)
     assert names == ["@tw/lib-a", "@tw/lib-b", "@tw/web"]
     for name in names:
-        ours = ws.vx("show", "project", name, "--json", timeout=INFER_TIMEOUT)
-        assert ours.code == 0, ours.err
-        assert json.loads(ours.out) == nx_show(ws.root, name)
+        shown_as_nx(ws, name)
     plan = ws.vx("run-many", "-t", "build", "test", "--dry=json", timeout=INFER_TIMEOUT)
     assert plan.code == 0, plan.err
     rows = {t["id"]: t for t in json.loads(plan.out)["tasks"]}
@@ -404,9 +411,7 @@ def test_plugins_resolve_with_nx_18_as_nx_18_resolves_them(repo):
     ws = repo.commit()
     assert nx_projects(ws.root) == ["a", "b", "tools"]
     for name in ("a", "b"):
-        ours = ws.vx("show", "project", name, "--json", timeout=INFER_TIMEOUT)
-        assert ours.code == 0, ours.err
-        assert json.loads(ours.out) == nx_show(ws.root, name)
+        shown_as_nx(ws, name)
     first = ws.vx("run", "b:build", timeout=INFER_TIMEOUT)
     assert first.code == 0, first.err + first.out
     # an executor target, run through Nx 18's own functions (it has no parseExecutor)
@@ -439,11 +444,8 @@ def test_an_nx_19_workspace_s_plugins_resolve_as_nx_resolves_them(repo):
     )
     link_modules(repo.root, modules)
     ws = repo.commit()
-    theirs = nx_show(ws.root, "a")
+    theirs = shown_as_nx(ws, "a")
     assert "jest" in json.dumps(theirs["targets"]["test"])  # the oracle infers it
-    ours = ws.vx("show", "project", "a", "--json", timeout=INFER_TIMEOUT)
-    assert ours.code == 0, ours.err
-    assert json.loads(ours.out) == theirs
 
 
 @pytest.mark.feature("TL-05")
@@ -472,11 +474,8 @@ def test_an_nx_18_minor_workspace_s_inferred_targets_resolve_and_run_as_nx_s(rep
     )
     link_modules(repo.root, modules)
     ws = repo.commit()
-    theirs = nx_show(ws.root, "web")
+    theirs = shown_as_nx(ws, "web")
     assert "vite build" in json.dumps(theirs["targets"]["build"])  # the oracle infers it
-    ours = ws.vx("show", "project", "web", "--json", timeout=INFER_TIMEOUT)
-    assert ours.code == 0, ours.err
-    assert json.loads(ours.out) == theirs
     first = ws.vx("run", "web:build", timeout=INFER_TIMEOUT)
     assert first.code == 0, first.err + first.out
     assert first.statuses()["web#build"][1] == "miss"
