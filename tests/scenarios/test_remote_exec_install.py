@@ -164,6 +164,8 @@ def hoisted_workspace(repo, pm: str, tmp_path: Path) -> Path:
         "YARN_ENABLE_TELEMETRY": "0",
         "YARN_GLOBAL_FOLDER": str(tmp_path / "berry"),
         "YARN_ENABLE_GLOBAL_CACHE": "1",
+        # berry turns immutable installs on when CI is set (CI sets it): this one writes the lockfile
+        "YARN_ENABLE_IMMUTABLE_INSTALLS": "0",
     }
     flags = ["install", "--no-audit", "--no-fund"] if pm == "npm" else ["install"]
     proc = subprocess.run(
