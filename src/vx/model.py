@@ -195,6 +195,9 @@ class ProjectConfig(Struct, frozen=True):
     origins: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     # the workspace files a code config read besides itself (its imports, in turn): `--affected`
     reads: tuple[str, ...] = ()
+    # its tasks are its Nx targets: without a `build`, `^build` passes over it as Nx's does, and
+    # what of its files a dependant keys is the dependant's `^` inputs' to say (plan.graph)
+    nx: bool = False
 
     def located(self, path: str) -> tuple[str, str]:
         """The file and field a refusal of `path` (`tasks.build.cache.outputs.files[0]`) names:

@@ -405,3 +405,75 @@ def test_a_warm_run_many_replays_every_time_in_a_workspace_that_does_not_ignore_
     nx_cli(ws.root, "run-many", "-t", "build", cache=True)
     theirs = nx_cli(ws.root, "run-many", "-t", "build", cache=True).stdout
     assert theirs.count("[local cache]") + theirs.count("existing outputs match") == 4, theirs
+
+
+@pytest.mark.feature("TL-05")
+def test_build_passes_over_a_project_without_one_and_keys_only_what_its_dependant_names(
+    repo, nx_package
+):
+    """Nx's `^build` passes over a project that has no `build` (a types-only library): the
+    dependant's `^production` input alone decides which of that project's files its hash folds.
+    vx gave every project without `build` one of its own, keyed on all of its files, so a spec
+    edit in the library missed its dependants' builds where Nx hit (nx-recipes' angular
+    workspaces). Each edit's hit or miss is Nx's own, asked of `nx run`."""
+    repo.write(
+        {
+            "package.json": {"name": "root", "private": True, "workspaces": ["packages/*"]},
+            ".gitignore": "node_modules\n.vx\n.nx\nout\n",
+            "nx.json": {
+                "namedInputs": {
+                    "default": ["{projectRoot}/**/*"],
+                    "production": ["default", "!{projectRoot}/**/*.spec.ts"],
+                },
+                "targetDefaults": {
+                    "build": {
+                        "dependsOn": ["^build"],
+                        "inputs": ["production", "^production"],
+                        "outputs": ["{projectRoot}/out"],
+                        "cache": True,
+                    }
+                },
+            },
+            "packages/core/package.json": package("@ws/core"),
+            "packages/types/package.json": {
+                "name": "@ws/types",
+                "version": "1.0.0",
+                "dependencies": {"@ws/core": "*"},
+            },
+            "packages/types/src/index.ts": "export type Id = string;\n",
+            "packages/types/src/index.spec.ts": "test('id', () => {});\n",
+            "packages/app/package.json": package(
+                "@ws/app",
+                dependencies={"@ws/types": "*"},
+                scripts={"build": "mkdir -p out && cat ../types/src/index.ts > out/types.txt"},
+            ),
+        }
+    )
+    (repo.root / "node_modules").mkdir()
+    (repo.root / "node_modules" / "nx").symlink_to(nx_package)
+    ws = repo.commit()
+    built = ws.root / "packages/app/out/types.txt"
+
+    def both() -> tuple[bool, bool]:
+        """Whether Nx, then vx, took `@ws/app:build` from its cache."""
+        theirs = nx_cli(ws.root, "run", "@ws/app:build", cache=True)
+        ours = ws.vx("run", "@ws/app:build")
+        assert ours.code == 0, ours.err
+        assert built.read_text() == (ws.root / "packages/types/src/index.ts").read_text()
+        status = ours.statuses()
+        assert status["@ws/core#build"][0] == "success"  # reached through types, as Nx reaches it
+        line = next(x for x in theirs.stdout.splitlines() if "nx run @ws/app:build" in x)
+        return "[local cache]" in line or "existing outputs" in line, status["@ws/app#build"][
+            1
+        ] != "miss"
+
+    assert both() == (False, False)
+    assert both() == (True, True)
+    (ws.root / "packages/types/src/index.spec.ts").write_text("test('id', () => { 1; });\n")
+    assert both() == (True, True)  # not in `^production`: a hit under both
+    (ws.root / "packages/types/src/index.ts").write_text("export type Id = number;\n")
+    assert both() == (False, False)
+    graph = ws.vx("run", "@ws/app:build", "--dry=json")
+    rows = {t["id"]: t for t in json.loads(graph.out)["tasks"]}
+    assert rows["@ws/types#build"]["implicit"] and rows["@ws/types#build"]["inputs"] is None
+    assert rows["@ws/types#build"]["deps"] == ["@ws/core#build"]

@@ -513,7 +513,7 @@ def project(nx: NxRoot, pkg: Package, manager: str) -> ProjectConfig:
                 refused[GROUP + input_name] = exc.why
     _keep_reaching(nx, tasks)
     if not tasks and not refused and not proj.tags:
-        return ProjectConfig(source="")
+        return ProjectConfig(source="", nx=True)
     envs = {name: body.pop("nxEnv", []) for name, body in tasks.items()}
     scripts = {name: body.get("exec", {}).pop("nxScript", "") for name, body in tasks.items()}
     executors = {name: body.get("exec", {}).pop("nxExecutor", None) for name, body in tasks.items()}
@@ -531,6 +531,7 @@ def project(nx: NxRoot, pkg: Package, manager: str) -> ProjectConfig:
         tags=config.tags,
         not_runnable=refused,
         origins=origins,
+        nx=True,
     )
 
 

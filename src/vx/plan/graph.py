@@ -229,7 +229,16 @@ def task_of(configs: Mapping[str, ProjectConfig], pkg: str, name: str) -> TaskCo
 def implicit_build(config: ProjectConfig) -> TaskConfig:
     """A project without `build` has one, a group of `^build` keyed on the project's files,
     so a dependant's key moves when a source-only package is edited. Its other tasks' declared
-    outputs are left out: they are made by those tasks, and the key is taken before anything runs."""
+    outputs are left out: they are made by those tasks, and the key is taken before anything runs.
+    An Nx project's is keyed on nothing of its own: Nx's `^build` passes over it, and the
+    dependant's `^production` (or `^default`) input keys the files of it that Nx hashes."""
+    if config.nx:
+        return TaskConfig(
+            name=IMPLICIT_BUILD,
+            canonical='{"dependsOn":["^build"],"implicit":true,"nx":true}',
+            depends_on=("^build",),
+            implicit=True,
+        )
     made = sorted(
         {
             g

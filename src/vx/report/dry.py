@@ -34,7 +34,9 @@ def planned_dict(task: PlannedTask) -> dict[str, Any]:
         # package.json is folded on its own); null for a group or an uncached task.
         "inputs": dict(task.inputs) if task.inputs is not None else None,
     }
-    if task.implicit:  # made by vx, keyed on the project's files: no command, a real key
+    if (
+        task.implicit
+    ):  # made by vx (keyed on the project's files, an Nx one's on its deps'): no command
         row["implicit"] = True
     return row
 
