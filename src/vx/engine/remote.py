@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import posixpath
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -512,12 +513,13 @@ def _pnpm_store(
     for name in names:
         if name == "node_modules":
             continue
-        for link, target in _package_links(os.path.join(store, name, "node_modules")):
-            to = os.path.relpath(os.path.join(os.path.dirname(link), target), store)
-            if to.split(os.sep)[0] == "..":
+        for link, target in _package_links(f"{store}/{name}/node_modules", f"{name}/node_modules"):
+            # where the link points, relative to the store (pure string work: thousands of links)
+            to = posixpath.normpath(posixpath.join(posixpath.dirname(link), target))
+            if to == ".." or to.startswith(("../", "/")):
                 todo.append(name)
             else:
-                users.setdefault(to.split(os.sep)[0], set()).add(name)
+                users.setdefault(to.split("/", 1)[0], set()).add(name)
     shipped: set[str] = set()
     while todo:
         name = todo.pop()
@@ -537,9 +539,9 @@ def _pnpm_store(
             links.append((rel, f"{install}/{rel}"))
 
 
-def _package_links(modules: str) -> list[tuple[str, str]]:
-    """The symlinks of a `node_modules` directory (a scope's, `@types/…`, one by one), each with
-    its target."""
+def _package_links(modules: str, rel: str) -> list[tuple[str, str]]:
+    """The symlinks of the `node_modules` directory `modules` (a scope's, `@types/…`, one by
+    one), each as its path under `rel` with its target."""
     out: list[tuple[str, str]] = []
     try:
         entries = list(os.scandir(modules))
@@ -547,9 +549,9 @@ def _package_links(modules: str) -> list[tuple[str, str]]:
         return out
     for entry in entries:
         if entry.is_symlink():
-            out.append((entry.path, os.readlink(entry.path)))
+            out.append((f"{rel}/{entry.name}", os.readlink(entry.path)))
         elif entry.name.startswith("@") and entry.is_dir():
-            out += _package_links(entry.path)
+            out += _package_links(entry.path, f"{rel}/{entry.name}")
     return out
 
 
