@@ -529,14 +529,21 @@ def _pnpm_store(
     if not shipped:
         links.append(("node_modules/.pnpm", f"{install}/node_modules/.pnpm"))
         return
+    found: list[str] = []
     for name in names:
         rel = f"node_modules/.pnpm/{name}"
         if name in shipped:
-            _shipped(root, os.path.join(store, name), paths)
+            _shipped(root, os.path.join(store, name), found)
         elif name == "node_modules" and os.path.isdir(os.path.join(store, name)):
-            _hoisted(os.path.join(store, name), rel, install, paths, links)
+            _hoisted(os.path.join(store, name), rel, install, found, links)
         else:
             links.append((rel, f"{install}/{rel}"))
+    for rel in found:  # thousands of links: read once a run, not by every action's tree
+        full = os.path.join(root, rel)
+        if os.path.islink(full):
+            links.append((rel, os.readlink(full)))
+        else:
+            paths.append(rel)
 
 
 def _package_links(modules: str, rel: str) -> list[tuple[str, str]]:
