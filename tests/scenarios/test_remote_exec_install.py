@@ -1,7 +1,9 @@
 """Remote execution of an installed workspace (RC-10): `remoteExecution.workerInstall` links the
 workers' copy of the package store into each action's input root (pnpm's layout: the
-workspace's node_modules links and `.bin` shims shipped, `node_modules/.pnpm` one symlink), and
-an action of hundreds of small files fits BuildGrid's 4 MiB batch calls both ways."""
+workspace's node_modules links and `.bin` shims shipped, `node_modules/.pnpm` one symlink, or
+one an entry with the entries that resolve a workspace package shipped; a hoisted tree's
+packages one link each, its workspace links shipped), and an action of hundreds of small files
+fits BuildGrid's 4 MiB batch calls both ways."""
 
 import json
 import os
