@@ -1,7 +1,9 @@
 """Remote execution of an installed workspace (RC-10): `remoteExecution.workerInstall` links the
 workers' copy of the package store into each action's input root (pnpm's layout: the
-workspace's node_modules links and `.bin` shims shipped, `node_modules/.pnpm` one symlink), and
-an action of hundreds of small files fits BuildGrid's 4 MiB batch calls both ways."""
+workspace's node_modules links and `.bin` shims shipped, `node_modules/.pnpm` one symlink, or
+one an entry with the entries that resolve a workspace package shipped; a hoisted tree's
+packages one link each, its workspace links shipped), and an action of hundreds of small files
+fits BuildGrid's 4 MiB batch calls both ways."""
 
 import json
 import os
@@ -112,69 +114,91 @@ fs.writeFileSync("dist/out.txt", [kindOf([]), once.word || "once", require("lib"
 """
 
 
-def hoisted_workspace(repo, pm: str, tmp_path: Path) -> Path:
-    """A workspace of lib and app (app depends on lib) that `pm` (npm, or yarn berry's
-    node-modules linker) installs hoisted into the root node_modules, every build remote, and
-    the workers' install: a copy of it whose registry packages say "image" and whose lib has a
-    stale build (a worker that followed the workspace link into it would build from that)."""
-    image = tmp_path / "image"
-    link = "workspace:*" if pm == "berry" else "1.0.0"
-    files = root_files(
-        pm,
-        files={
-            "vx.workspace.json": {
-                "remoteExecution": {"default": True, "workerInstall": str(image)}
-            },
-            "packages/lib/package.json": {
-                "name": "lib",
-                "version": "1.0.0",
-                "main": "dist/index.js",
-            },
-            "packages/lib/build.js": 'require("fs").mkdirSync("dist", {recursive: true});\n'
-            'require("fs").writeFileSync("dist/index.js", "module.exports = \'fresh lib\';\\n");\n',
-            "packages/lib/vx.config.json": {
-                "tasks": {"build": {"exec": {"command": "node build.js"}, "cache": BUILD}}
-            },
-            "packages/app/package.json": {
-                "name": "app",
-                "version": "1.0.0",
-                "dependencies": {"lib": link, "@tootallnate/once": "2.0.0"},
-            },
-            "packages/app/build.js": APP,
-            "packages/app/vx.config.json": {
-                "tasks": {
-                    "build": {
-                        "dependsOn": ["^build"],
-                        "exec": {"command": "node build.js"},
-                        "cache": {
-                            **BUILD,
-                            "inputs": {
-                                "files": ["*.js", "package.json"],
-                                "workspaceFiles": ["packages/lib/package.json"],
-                            },
-                        },
-                    }
-                }
-            },
-        },
-    )
-    repo.write(files)
+def install(repo, pm: str, tmp_path: Path) -> None:
+    """`pm`'s real install of the workspace written in `repo`, then a commit. `pnpm-hoisted`:
+    pnpm with `node-linker=hoisted`."""
     env = {
         **os.environ,
+        "COREPACK_ENABLE_STRICT": "0",
+        "npm_config_manage_package_manager_versions": "false",
         "YARN_ENABLE_TELEMETRY": "0",
         "YARN_GLOBAL_FOLDER": str(tmp_path / "berry"),
         "YARN_ENABLE_GLOBAL_CACHE": "1",
         # berry turns immutable installs on when CI is set (CI sets it): this one writes the lockfile
         "YARN_ENABLE_IMMUTABLE_INSTALLS": "0",
     }
-    flags = ["install", "--no-audit", "--no-fund"] if pm == "npm" else ["install"]
+    flags = {
+        "npm": ["install", "--no-audit", "--no-fund"],
+        "yarn": ["install", "--non-interactive", "--no-progress"],
+        "berry": ["install"],
+        # pnpm installs frozen under CI: this one writes the lockfile
+        "pnpm": ["install", "--no-frozen-lockfile"],
+    }[pm.removesuffix("-hoisted")]
     proc = subprocess.run(
-        command(pm) + flags, cwd=repo.root, env=env, capture_output=True, text=True, timeout=600
+        command(pm.removesuffix("-hoisted")) + flags,
+        cwd=repo.root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, f"{pm}: {proc.stdout}\n{proc.stderr}"
     repo.commit()
+
+
+def two_builds(lib: dict, app: dict, index: str) -> dict[str, object]:
+    """lib's build (`node build.js`, writing dist/index.js as `index`) and app's (`node
+    build.js`, after ^build, keyed on lib's package.json); `lib` and `app`: their package.json."""
+    build = {"exec": {"command": "node build.js"}, "cache": BUILD}
+    inputs = {"files": ["*.js", "package.json"], "workspaceFiles": ["packages/lib/package.json"]}
+    return {
+        "packages/lib/package.json": lib,
+        "packages/lib/build.js": 'require("fs").mkdirSync("dist", {recursive: true});\n'
+        f'require("fs").writeFileSync("dist/index.js", {json.dumps(index)});\n',
+        "packages/lib/vx.config.json": {"tasks": {"build": build}},
+        "packages/app/package.json": app,
+        "packages/app/vx.config.json": {
+            "tasks": {
+                "build": {**build, "dependsOn": ["^build"], "cache": {**BUILD, "inputs": inputs}}
+            }
+        },
+    }
+
+
+def hoisted_workspace(repo, pm: str, tmp_path: Path) -> Path:
+    """A workspace of lib and app (app depends on lib) that `pm` (npm, yarn 1, yarn berry's
+    node-modules linker, pnpm's hoisted linker) installs hoisted into the root node_modules,
+    every build remote, and the workers' install: a copy of it whose registry packages say
+    "image" and whose lib has a stale build (a worker that followed the workspace link into it
+    would build from that)."""
+    image = tmp_path / "image"
+    link = "workspace:*" if pm in ("berry", "pnpm-hoisted") else "1.0.0"
+    files = root_files(
+        pm.removesuffix("-hoisted"),
+        files={
+            "vx.workspace.json": {
+                "remoteExecution": {"default": True, "workerInstall": str(image)}
+            },
+            **two_builds(
+                {"name": "lib", "version": "1.0.0", "main": "dist/index.js"},
+                {
+                    "name": "app",
+                    "version": "1.0.0",
+                    "dependencies": {"lib": link, "@tootallnate/once": "2.0.0"},
+                },
+                "module.exports = 'fresh lib';\n",
+            ),
+            "packages/app/build.js": APP,
+            **({".npmrc": "node-linker=hoisted\n"} if pm == "pnpm-hoisted" else {}),
+        },
+    )
+    repo.write(files)
+    install(repo, pm, tmp_path)
     modules = repo.root / "node_modules"
-    assert (modules / "lib").is_symlink() and (modules / "kind-of").is_dir()  # hoisted, linked
+    # pnpm links a workspace package into its dependant's node_modules, the others at the root
+    linked = repo.root / "packages/app/node_modules" if pm == "pnpm-hoisted" else modules
+    assert (linked / "lib").is_symlink() and (modules / "kind-of").is_dir()  # hoisted, linked
+    assert not (modules / "kind-of").is_symlink()
     shutil.copytree(repo.root, image, symlinks=True, ignore=shutil.ignore_patterns(".git"))
     (image / "node_modules/kind-of/index.js").write_text('module.exports = () => "image";\n')
     once = image / "node_modules/@tootallnate/once/dist/index.js"
@@ -185,16 +209,17 @@ def hoisted_workspace(repo, pm: str, tmp_path: Path) -> Path:
 
 
 @pytest.mark.feature("RC-10")
-@pytest.mark.parametrize("pm", ["npm", "berry"])
+@pytest.mark.parametrize("pm", ["npm", "yarn", "berry", "pnpm-hoisted"])
 def test_worker_install_of_a_hoisted_tree_links_packages_and_ships_workspace_links(
     repo, tmp_path, stack, workers, pm
 ):
-    """npm's and yarn berry's node-modules layout: the registry packages (`kind-of`, the scoped
-    `@tootallnate/once`) come from the workers' install, the workspace link `node_modules/lib`
-    is shipped as the link it is, so app's build reads lib#build's fresh output from its input
-    root. (vx used to link the whole root node_modules to the workers' copy: `require("lib")`
-    followed the image's workspace link to the image's own lib, and app's output said "stale
-    lib" - a wrong output, saved and cached as if built from this workspace.)"""
+    """npm's, yarn 1's, yarn berry's and pnpm's (`node-linker=hoisted`) node-modules layout: the
+    registry packages (`kind-of`, the scoped `@tootallnate/once`) come from the workers'
+    install, the workspace link `node_modules/lib` is shipped as the link it is, so app's build
+    reads lib#build's fresh output from its input root. (vx used to link the whole root
+    node_modules to the workers' copy: `require("lib")` followed the image's workspace link to
+    the image's own lib, and app's output said "stale lib" - a wrong output, saved and cached
+    as if built from this workspace.)"""
     hoisted_workspace(repo, pm, tmp_path)
     res = repo.vx("run", "build", "--all", env=stack.env(), timeout=600)
     assert res.code == 0, res.err[-3000:]
@@ -202,6 +227,68 @@ def test_worker_install_of_a_hoisted_tree_links_packages_and_ships_workspace_lin
     assert "ran here instead" not in res.err
     out = (repo.root / "packages/app/dist/out.txt").read_text()
     assert out == "image image-once fresh lib\n"
+
+
+# app's build: lib through a registry package whose peer dependency lib satisfies
+# (use-sync-external-store's shim exports lib's `useSyncExternalStore`), and kind-of
+PEER = """const fs = require("fs"), kindOf = require("kind-of");
+const {useSyncExternalStore} = require("use-sync-external-store/shim");
+fs.mkdirSync("dist", {recursive: true});
+fs.writeFileSync("dist/out.txt", [kindOf([]), useSyncExternalStore].join(" ") + "\\n");
+"""
+
+
+@pytest.mark.feature("RC-10")
+def test_worker_install_ships_a_pnpm_store_package_whose_peer_is_a_workspace_package(
+    repo, tmp_path, stack, workers
+):
+    """pnpm's store holds `use-sync-external-store` with its peer `react` satisfied by the
+    workspace's own react (lib here, named react): `.pnpm/use-sync-external-store@…_react@…/
+    node_modules/react` is a link to packages/lib. The action ships that store entry as it is
+    here, so the package's `require("react")` reads lib#build's fresh output in the input root;
+    the rest of the store (kind-of) still comes from the workers' install. (vx used to ship
+    `.pnpm` as one link to the workers' copy: Node followed it to the image's copy of the
+    package and from there the image's link to the image's lib, and app's output said "stale
+    lib" - a wrong output, saved and cached.)"""
+    image = tmp_path / "image"
+    react = {"name": "react", "version": "18.0.0", "main": "dist/index.js"}
+    files = root_files(
+        "pnpm",
+        files={
+            "vx.workspace.json": {
+                "remoteExecution": {"default": True, "workerInstall": str(image)}
+            },
+            **two_builds(
+                react,
+                {
+                    "name": "app",
+                    "version": "1.0.0",
+                    "dependencies": {"react": "workspace:*", "use-sync-external-store": "1.2.2"},
+                },
+                "exports.useSyncExternalStore = 'fresh lib';\n",
+            ),
+            "packages/app/build.js": PEER,
+        },
+    )
+    repo.write(files)
+    install(repo, "pnpm", tmp_path)
+    store = repo.root / "node_modules/.pnpm"
+    [entry] = [p for p in store.iterdir() if p.name.startswith("use-sync-external-store@")]
+    assert os.readlink(entry / "node_modules/react") == "../../../../packages/lib"
+    shutil.copytree(repo.root, image, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+    kind_of = image / "node_modules/.pnpm/kind-of@6.0.3/node_modules/kind-of/index.js"
+    kind_of.unlink()  # a hard link into pnpm's content store
+    kind_of.write_text('module.exports = () => "image";\n')
+    (image / "packages/lib/dist").mkdir()
+    (image / "packages/lib/dist/index.js").write_text(
+        "exports.useSyncExternalStore = 'stale lib';\n"
+    )
+    res = repo.vx("run", "build", "--all", env=stack.env(), timeout=600)
+    assert res.code == 0, res.err[-3000:]
+    assert f"remote execution: 2 tasks ran on {stack.endpoint}" in res.err, res.err[-2000:]
+    assert "ran here instead" not in res.err
+    out = (repo.root / "packages/app/dist/out.txt").read_text()
+    assert out == "image fresh lib\n"
 
 
 TS = "typescript@5.9.3"

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import posixpath
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -440,12 +441,13 @@ def install_links(
     installed at `install` (`remoteExecution.workerInstall`): the workspace's node_modules
     directories as they are here (pnpm's links, `.bin` shims, workspace links), except the
     packages themselves, which are symlinks to the workers' copy: pnpm's store
-    (`node_modules/.pnpm`) as one link; in a hoisted tree (npm, yarn's node-modules linker) each
-    installed package of the root `node_modules` (`@scope/name` one by one), its workspace
-    links shipped as they are. So Node's resolution from a project finds its packages, and the
-    workspace's own packages with their upstream outputs, in the input root (a workspace link
-    followed into the workers' copy would find that copy's sources and stale or absent
-    outputs), and the store's thousands of files are never hashed nor sent."""
+    (`node_modules/.pnpm`) as one link, or entry by entry when some of its packages resolve a
+    workspace package (`_pnpm_store`); in a hoisted tree (npm, yarn, pnpm's hoisted linker)
+    each installed package of the root `node_modules` (`@scope/name` one by one), its
+    workspace links shipped as they are. So Node's resolution from a project finds its
+    packages, and the workspace's own packages with their upstream outputs, in the input root
+    (a workspace link followed into the workers' copy would find that copy's sources and stale
+    or absent outputs), and the store's thousands of files are never hashed nor sent."""
     from vx.engine.remote_exec import Listing
 
     paths: list[str] = []
@@ -453,8 +455,8 @@ def install_links(
     modules = os.path.join(root, "node_modules")
     store = os.path.join(modules, ".pnpm")
     dirs = sorted({n.project_dir for n in nodes.values() if n.project_dir} | {""})
-    if os.path.isdir(store) and not os.path.islink(store):
-        links.append(("node_modules/.pnpm", f"{install}/node_modules/.pnpm"))
+    if _isolated(store):
+        _pnpm_store(root, store, install, paths, links)
     elif os.path.isdir(modules) and not os.path.islink(modules):
         for project in dirs:  # a project's own tree holds the versions not hoisted
             rel = f"{project}/node_modules" if project else "node_modules"
@@ -467,17 +469,97 @@ def install_links(
         dirs = [d for d in dirs if d]
     for project in dirs:
         top = os.path.join(root, project, "node_modules")
-        if os.path.islink(top) or not os.path.isdir(top):
-            continue
-        for here, subdirs, files in os.walk(top):
-            rel = os.path.relpath(here, root)
-            if rel == "node_modules":
-                subdirs[:] = [d for d in subdirs if d != ".pnpm"]
-            # os.walk lists a symlink to a directory among `subdirs` and does not follow it
-            for name in [*subdirs, *files]:
-                if os.path.islink(os.path.join(here, name)) or name in files:
-                    paths.append(f"{rel}/{name}")
+        if not os.path.islink(top) and os.path.isdir(top):
+            _shipped(root, top, paths, skip="node_modules/.pnpm")
     return paths, Listing(files=(), links=tuple(links))
+
+
+def _isolated(store: str) -> bool:
+    """Whether `store` is pnpm's virtual store (its isolated linker); the hoisted linker leaves
+    only `lock.yaml` there."""
+    if os.path.islink(store) or not os.path.isdir(store):
+        return False
+    return any(name != "lock.yaml" for name in os.listdir(store))
+
+
+def _shipped(root: str, top: str, paths: list[str], skip: str = "") -> None:
+    """Every file and symlink under `top` (as `root`-relative paths), symlinks not followed,
+    the directory `skip` left out."""
+    for here, subdirs, files in os.walk(top):
+        rel = os.path.relpath(here, root)
+        subdirs[:] = [d for d in subdirs if f"{rel}/{d}" != skip]
+        # os.walk lists a symlink to a directory among `subdirs` and does not follow it
+        for name in [*subdirs, *files]:
+            if name in files or os.path.islink(os.path.join(here, name)):
+                paths.append(f"{rel}/{name}")
+
+
+def _pnpm_store(
+    root: str, store: str, install: str, paths: list[str], links: list[tuple[str, str]]
+) -> None:
+    """pnpm's store in the input root: one link to the workers' `.pnpm`, unless a package in it
+    resolves a workspace package (a dependency or peer that is one:
+    `.pnpm/<pkg>@v_…/node_modules/<ws>` links to packages/<ws>). Node resolves from a module's
+    real path, so a package reached through a link into the workers' copy resolves the image's
+    workspace link and the image's stale copy of the package; such a package is shipped as it
+    is here, files and links, and so is every store package that depends on it, directly or
+    not (through the workers' copy it would reach the image's). Then `.pnpm` is a directory:
+    those entries shipped, every other `.pnpm/<entry>` one link to the workers' copy, and
+    `.pnpm/node_modules` (pnpm's hidden hoisting, workspace packages among it) with its links
+    as they are. docs/remote-execution.md, "Packages on the workers"."""
+    names = sorted(os.listdir(store))
+    users: dict[str, set[str]] = {}  # entry -> the entries linking to it
+    todo: list[str] = []
+    for name in names:
+        if name == "node_modules":
+            continue
+        for link, target in _package_links(f"{store}/{name}/node_modules", f"{name}/node_modules"):
+            # where the link points, relative to the store (pure string work: thousands of links)
+            to = posixpath.normpath(posixpath.join(posixpath.dirname(link), target))
+            if to == ".." or to.startswith(("../", "/")):
+                todo.append(name)
+            else:
+                users.setdefault(to.split("/", 1)[0], set()).add(name)
+    shipped: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name not in shipped:
+            shipped.add(name)
+            todo += users.get(name, ())
+    if not shipped:
+        links.append(("node_modules/.pnpm", f"{install}/node_modules/.pnpm"))
+        return
+    found: list[str] = []
+    for name in names:
+        rel = f"node_modules/.pnpm/{name}"
+        if name in shipped:
+            _shipped(root, os.path.join(store, name), found)
+        elif name == "node_modules" and os.path.isdir(os.path.join(store, name)):
+            _hoisted(os.path.join(store, name), rel, install, found, links)
+        else:
+            links.append((rel, f"{install}/{rel}"))
+    for rel in found:  # thousands of links: read once a run, not by every action's tree
+        full = os.path.join(root, rel)
+        if os.path.islink(full):
+            links.append((rel, os.readlink(full)))
+        else:
+            paths.append(rel)
+
+
+def _package_links(modules: str, rel: str) -> list[tuple[str, str]]:
+    """The symlinks of the `node_modules` directory `modules` (a scope's, `@types/…`, one by
+    one), each as its path under `rel` with its target."""
+    out: list[tuple[str, str]] = []
+    try:
+        entries = list(os.scandir(modules))
+    except OSError:
+        return out
+    for entry in entries:
+        if entry.is_symlink():
+            out.append((f"{rel}/{entry.name}", os.readlink(entry.path)))
+        elif entry.name.startswith("@") and entry.is_dir():
+            out += _package_links(entry.path, f"{rel}/{entry.name}")
+    return out
 
 
 def _hoisted(
