@@ -154,7 +154,7 @@ def _header_sum(block: bytes) -> int:
 
     Summed in C: Adler-32's first half started at 0 is the byte sum modulo 65521, exact for
     up to 257 bytes (257 * 255 < 65521), so three slices of at most 256 bytes give the sum
-    itself. `sum()` over bytes made a Python int per byte: a fifth of a small artifact's
+    itself. `sum()` over bytes made a Python int per byte: a tenth of a small artifact's
     extraction (docs/benchmarks.md, "Restore at 100: the tar header's sum")."""
     view = memoryview(block)
     return (
