@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import random
 import tarfile
 import zlib
 from pathlib import Path
@@ -676,3 +677,28 @@ def test_an_artifact_with_more_directories_than_stay_open_restores_whole(tmp_pat
     unpack(src, key="k1", allowed=ALL, root=dest)
     assert open_under(tmp_path) == []
     assert snapshot(dest) == snapshot(ws)
+
+
+@pytest.mark.feature("LC-09", "LC-12")
+def test_refuses_a_header_whose_checksum_field_is_off_by_one(tmp_path):
+    ws = tmp_path / "ws"
+    write(ws, "a.txt", b"A" * 50)
+    raw = (
+        zstandard.ZstdDecompressor()
+        .stream_reader(pack_ws(tmp_path, ws, ["a.txt"]).open("rb"))
+        .read()
+    )
+    stored = int(raw[148:156].rstrip(b"\0 "), 8)
+    field = b"%06o\0 " % (stored + 1)
+    tampered = raw[:148] + field + raw[156:]
+    refused(tmp_path, zstandard.ZstdCompressor().compress(tampered), "header checksum mismatch")
+
+
+def test_the_header_sum_is_the_byte_sum_with_the_field_as_spaces():
+    """`_header_sum` adds in C what `sum()` added per byte: the same number for any header,
+    the largest (every byte 0xFF, where Adler-32 would wrap past 256 bytes) included."""
+    rng = random.Random(26)
+    blocks = [bytes(512), b"\xff" * 512, b"\x80" * 512]
+    blocks += [bytes(rng.randrange(256) for _ in range(512)) for _ in range(200)]
+    for block in blocks:
+        assert unpacking._header_sum(block) == sum(block[:148]) + 8 * 0x20 + sum(block[156:])
