@@ -590,7 +590,7 @@ def test_a_continuous_target_is_persistent_and_waits_for_one_ready_when_string(t
 @pytest.mark.feature("TL-05")
 def test_a_project_with_nothing_to_run_maps_to_an_empty_config(tmp_path):
     ws = NxWorkspace(tmp_path, {}, {"libs/a": {"project.json": {"name": "a"}}})
-    assert ws.project("a") == ProjectConfig(source="")
+    assert ws.project("a") == ProjectConfig(source="", nx=True)
 
 
 # ---------------------------------------------------------------- vx show project NAME --json
