@@ -153,7 +153,9 @@ def load_all(
     root = str(ws.root)
     turbo = turbo_root(root)
     nx = nx_root(root, ws) if turbo is None else None
-    if (turbo is not None or nx is not None) and _migrated(ws.root, env):
+    passes_over = False  # migrated from Nx: `^build` passes over a project without it, as before
+    if (turbo is not None or nx is not None) and (migrated := _migrated(ws.root, env)):
+        passes_over = nx is not None and migrated == "nx"
         turbo = nx = None  # `vx migrate` wrote every project's config: those files give no tasks
     errors: dict[str, ConfigError] | None = None if broken is None else {}
     found: dict[str, Found | None] = {}
@@ -175,7 +177,8 @@ def load_all(
         located = found[name]
         if nx is not None and located is None:
             return from_nx(nx, pkg, manager)
-        return _project(root, pkg, located, evaluated, None if nx else turbo, manager, shape)
+        config = _project(root, pkg, located, evaluated, None if nx else turbo, manager, shape)
+        return replace(config, nx=True) if passes_over else config
 
     if broken is None:
         return {name: one(name, pkg) for name, pkg in ws.packages.items()}
@@ -194,9 +197,10 @@ def load_all(
     return configs
 
 
-def _migrated(root: Path, env: Mapping[str, str] | None) -> bool:
-    """Whether vx.workspace says `migrated`: read only where a turbo.json or nx.json is."""
-    return load_workspace(root, env, remote=False).migrated is not None
+def _migrated(root: Path, env: Mapping[str, str] | None) -> str | None:
+    """What vx.workspace's `migrated` says (`turbo`, `nx`): read only where a turbo.json or
+    nx.json is."""
+    return load_workspace(root, env, remote=False).migrated
 
 
 def nx_root(root: str, ws: Workspace) -> NxRoot | None:
