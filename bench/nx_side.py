@@ -180,6 +180,8 @@ class Side:
                 path.unlink(missing_ok=True)
         for rel in (".nx", ".vx"):
             shutil.rmtree(ws / rel, ignore_errors=True)
+        # a repository may track files under .nx (nx-console: .nx/workflows/agents.yaml)
+        subprocess.run(["git", "checkout", "--", ".nx"], cwd=ws, capture_output=True, check=False)
         if name == "vx":
             shutil.rmtree(self.work / "vx-home" / ".vx", ignore_errors=True)
 
