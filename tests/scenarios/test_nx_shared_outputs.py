@@ -131,18 +131,12 @@ def test_a_task_no_edge_orders_keeps_the_shared_tree_out_of_an_entry(repo):
     assert "dist/app/other.txt" not in dist(ws.root)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="not fixed: `_build`'s wipe and restore take `build`'s files on every warm run, so "
-    "`build` restores too and the run's receipt cannot vouch for outputs it just wrote "
-    "(docs/benchmarks.md, nx-console's warm again)",
-)
 def test_a_warm_run_of_the_additive_pair_replays_as_any_warm_run_does(repo):
     """nx-console's `generate-ui-v2` chain, warm: nothing changed, yet every `vx run` restored
     `_build` (its dist holds `build`'s and `copy`'s files) and then `build` over it, and no warm
     run ever replayed its receipt (a restoring run's receipt holds no identities of the
     directories it just made). Nx takes both from its cache each time too, but vx's warm target
-    is its replay."""
+    is its replay. Failed before the fix ([False, False, False])."""
     ws = repo.write(workspace(copy_cache=True)).commit()
 
     def replayed() -> bool:
@@ -153,3 +147,12 @@ def test_a_warm_run_of_the_additive_pair_replays_as_any_warm_run_does(repo):
         return "receipt check" in result.err
 
     assert [replayed() for _ in range(5)][2:] == [True] * 3  # cold, the receipt's run, replays
+    shutil.rmtree(ws.root / "dist")
+    replayed()  # all of it back: `build`'s whole tree (asserted in replayed)
+    (ws.root / "dist/app/main.js").write_text("edited")  # `build`'s stamps no longer hold
+    replayed()
+    assert (ws.root / "dist/app/main.js").read_text() == "main"
+    (ws.root / "dist/app/stray.txt").write_text("stray")  # a file neither entry holds
+    result = ws.vx("run", "app:build")
+    assert result.code == 0, result.err
+    assert dist(ws.root) == WANTED  # `_build`'s wipe took it, as before
