@@ -85,8 +85,11 @@ def med(xs: list[float]) -> float | None:
 
 
 class Side:
-    def __init__(self, src: Path, work: Path, vx: list[str], concurrency: int):
+    def __init__(
+        self, src: Path, work: Path, vx: list[str], concurrency: int, exclude: tuple[str, ...] = ()
+    ):
         self.src = src
+        self.exclude = exclude  # projects left out of every run, both tools (`--exclude`)
         self.work = work
         self.ws = {"vx": work / "vx", "nx": work / "nx"}
         self.vx = vx
@@ -177,6 +180,8 @@ class Side:
                 path.unlink(missing_ok=True)
         for rel in (".nx", ".vx"):
             shutil.rmtree(ws / rel, ignore_errors=True)
+        # a repository may track files under .nx (nx-console: .nx/workflows/agents.yaml)
+        subprocess.run(["git", "checkout", "--", ".nx"], cwd=ws, capture_output=True, check=False)
         if name == "vx":
             shutil.rmtree(self.work / "vx-home" / ".vx", ignore_errors=True)
 
@@ -238,8 +243,10 @@ class Side:
                 "--concurrency",
                 str(self.concurrency),
                 *(["--summarize=.vx/last-summary.json"] if summarize else []),
-                "--output-logs",
-                "full",
+                *(["--exclude", ",".join(self.exclude)] if self.exclude else []),
+                # cold: every task's log, for the test counts. Warm and restore run as a user's
+                # does: `--output-logs full` prints each hit's log, which no receipt replays
+                *(["--output-logs", "full"] if summarize else []),
             ]
         else:
             argv = self.nx_argv(
@@ -248,10 +255,14 @@ class Side:
                 *tasks,
                 f"--parallel={self.concurrency}",
                 "--outputStyle=static",
+                *([f"--exclude={','.join(self.exclude)}"] if self.exclude else []),
             )
         self.seq += 1
         path = self.logs / f"{self.seq:04d}-{label}-{tool}.log"
-        proc, wall, cpu = logged_run(argv, ws, self.env(tool), path)
+        # warm and restore: vx's stage table (VX_TIMING=1) on every one, so each run says whether
+        # it replayed its receipt and where its time went
+        extra = {"VX_TIMING": "1"} if tool == "vx" and not summarize else None
+        proc, wall, cpu = logged_run(argv, ws, self.env(tool, extra), path)
         if tool != "vx":
             cache = nx_cached(proc.stdout)
         else:
@@ -263,6 +274,7 @@ class Side:
             "cache": cache,
             "log": str(path),
             "out": proc.stdout,
+            "stages": vx_stages(proc.stdout) if extra else None,
         }
 
 
@@ -319,6 +331,22 @@ def vx_footer_cached(out: str) -> dict[str, str]:
         return {"(no footer)": "miss"}
     missed = int(m.group(1)) - int(m.group(2))
     return {f"({missed} of {m.group(1)} by the footer)": "miss"} if missed else {}
+
+
+def vx_stages(out: str) -> dict[str, float]:
+    """The last `vx timing (ms)` table of a run's output; a replayed run's has `receipt check`."""
+    rows: dict[str, float] | None = None
+    for line in ANSI.sub("", out).splitlines():
+        if line.startswith("vx timing (ms)"):
+            rows = {}
+        m = None if rows is None else re.match(r"^  (\S.*?)\s+(-?[\d.]+)$", line)
+        if m:
+            rows[m.group(1)] = float(m.group(2))  # type: ignore[index]
+    return rows or {}
+
+
+def replayed(stages: dict[str, float] | None) -> bool | None:
+    return None if stages is None else "receipt check" in stages
 
 
 def nx_cached(out: str) -> dict[str, str]:
@@ -528,14 +556,26 @@ def phase_time(s: Side, tasks: list[str], rounds: dict[str, int]) -> dict:
             manifests[tool].append(s.manifest("vx" if tool == "vx" else "nx"))
             counts[tool].append(test_counts(r["out"]))
             log(f"cold {label} {tool}: {r['wall']} s exit {r['code']}")
+    if not manifests["nx"]:  # cold=0: warm and restore from the copies as the last run left them
+        manifests = {t: [s.manifest("vx" if t == "vx" else "nx")] for t in TOOLS}
     cold_nx = manifests["nx"][0]
     for i in range(rounds["warm"]):
         for tool in TOOLS:
             r = s.run(tool, tasks, f"warm{i}-{label}", summarize=False)
             samples["warm"][tool].append((r["wall"], r["cpu"]))
             misses = sorted(k for k, v in r["cache"].items() if v == "miss")
-            runs[tool].append({"scenario": "warm", "code": r["code"], "misses": misses})
-            log(f"warm {label} {tool}: {r['wall']} s misses {misses}")
+            runs[tool].append(
+                {
+                    "scenario": "warm",
+                    "code": r["code"],
+                    "misses": misses,
+                    "replayed": replayed(r["stages"]),
+                    "stages": r["stages"],
+                }
+            )
+            log(
+                f"warm {label} {tool}: {r['wall']} s misses {misses} replayed {replayed(r['stages'])}"
+            )
     for i in range(rounds["restore"]):
         for tool in TOOLS:
             name = "vx" if tool == "vx" else "nx"
@@ -544,12 +584,22 @@ def phase_time(s: Side, tasks: list[str], rounds: dict[str, int]) -> dict:
             samples["restore"][tool].append((r["wall"], r["cpu"]))
             misses = sorted(k for k, v in r["cache"].items() if v == "miss")
             runs[tool].append(
-                {"scenario": "restore", "code": r["code"], "removed": gone, "misses": misses}
+                {
+                    "scenario": "restore",
+                    "code": r["code"],
+                    "removed": gone,
+                    "misses": misses,
+                    "replayed": replayed(r["stages"]),
+                    "stages": r["stages"],
+                }
             )
             restore_diff[tool].append(
                 diff_manifests(manifests[tool][0], s.manifest(name), noise(*manifests[tool]))
             )
-            log(f"restore {label} {tool}: {r['wall']} s removed {gone} misses {misses}")
+            log(
+                f"restore {label} {tool}: {r['wall']} s removed {gone} misses {misses}"
+                f" replayed {replayed(r['stages'])}"
+            )
     noisy = noise(*manifests["vx"]) | noise(*manifests["nx"]) | noise(*manifests["nx-daemon"])
     stats: dict[str, dict[str, Any]] = {
         sc: {
@@ -937,6 +987,9 @@ def summary(state: dict) -> str:
                 f"restore {tool}: " + ("identical to cold" if not bad else f"DIFFERENT {bad[0]}")
             )
         out.append(f"test counts (passed, failed) per cold run: {t['test_counts']}")
+        for sc in ("warm", "restore"):
+            flags = [r.get("replayed") for r in t["runs"]["vx"] if r["scenario"] == sc]
+            out.append(f"vx {sc} runs replayed (VX_TIMING's `receipt check`): {flags}")
         for tool, rs in t["runs"].items():
             bad = [r for r in rs if r.get("code") or (r["scenario"] != "cold" and r.get("misses"))]
             if bad:
@@ -985,6 +1038,9 @@ def main(argv: list[str] | None = None) -> int:
         help="the matrix's files: source=…,app=…,test=…,vite=…,eslint=…,tsconfig=…,package=…,"
         "readme=…,bump=PACKAGE,ignored=a path .gitignore ignores (the create-nx-workspace shape's by default)",
     )
+    ap.add_argument(
+        "--exclude", default="", help="projects both tools leave out (P,…: each's --exclude)"
+    )
     ap.add_argument("--fresh", action="store_true", help="copy the workspace again")
     ap.add_argument("--summary", action="store_true")
     args = ap.parse_args(argv)
@@ -1009,7 +1065,10 @@ def main(argv: list[str] | None = None) -> int:
     sets = [x.split(",") for x in args.sets]
     files = dict(FILES, **dict(x.split("=", 1) for x in args.files.split(",") if x))
     rounds = {k: int(v) for k, v in (x.split("=") for x in args.rounds.split(","))}
-    s = Side(args.ws.resolve(), args.work.resolve(), args.vx.split(), args.concurrency)
+    exclude = [p for p in args.exclude.split(",") if p]
+    s = Side(
+        args.ws.resolve(), args.work.resolve(), args.vx.split(), args.concurrency, tuple(exclude)
+    )
     s.prepare(args.fresh)
 
     def save() -> None:

@@ -9,6 +9,7 @@ saved only what `build` itself wrote: `_build`'s restore (a wipe first) took the
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,30 @@ def test_a_task_no_edge_orders_keeps_the_shared_tree_out_of_an_entry(repo):
     result = ws.vx("run", "app:build")  # `other` is not run: its file must not come back
     assert result.code == 0, result.err + result.out
     assert "dist/app/other.txt" not in dist(ws.root)
+
+
+def test_a_warm_run_of_the_additive_pair_replays_as_any_warm_run_does(repo):
+    """nx-console's `generate-ui-v2` chain, warm: nothing changed, yet every `vx run` restored
+    `_build` (its dist holds `build`'s and `copy`'s files) and then `build` over it, and no warm
+    run ever replayed its receipt (a restoring run's receipt holds no identities of the
+    directories it just made). Nx takes both from its cache each time too, but vx's warm target
+    is its replay. Failed before the fix ([False, False, False])."""
+    ws = repo.write(workspace(copy_cache=True)).commit()
+
+    def replayed() -> bool:
+        time.sleep(0.06)  # past the racy window of what the last run wrote, as settle() does
+        result = ws.vx("run", "app:build", summary=False, env={"VX_TIMING": "1"})
+        assert result.code == 0, result.err + result.out
+        assert dist(ws.root) == WANTED
+        return "receipt check" in result.err
+
+    assert [replayed() for _ in range(5)][2:] == [True] * 3  # cold, the receipt's run, replays
+    shutil.rmtree(ws.root / "dist")
+    replayed()  # all of it back: `build`'s whole tree (asserted in replayed)
+    (ws.root / "dist/app/main.js").write_text("edited")  # `build`'s stamps no longer hold
+    replayed()
+    assert (ws.root / "dist/app/main.js").read_text() == "main"
+    (ws.root / "dist/app/stray.txt").write_text("stray")  # a file neither entry holds
+    result = ws.vx("run", "app:build")
+    assert result.code == 0, result.err
+    assert dist(ws.root) == WANTED  # `_build`'s wipe took it, as before

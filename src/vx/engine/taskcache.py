@@ -40,6 +40,54 @@ def current(
     return store.is_up_to_date(entry, present), bool(present)
 
 
+def covered(
+    graph: TaskGraph,
+    plans: Mapping[TaskId, TaskPlan],
+    hits: Mapping[str, E],
+    store: Store[E],
+    tid: TaskId,
+    root: Path,
+    seen: dict | None = None,
+) -> bool:
+    """Whether a hit whose own outputs are not current is current through a dependant: an
+    additive Nx target saving the whole tree (`AdditiveOutputs.whole`) that is a hit, whose
+    outputs are current and hold every output of `tid`. Its entry holds `tid`'s files as they
+    were (its key folds `tid`'s), so wiping and restoring `tid` and then it would leave the tree
+    as it is: nx-console's `_build` <- `extract-dependencies` <- `build`, which otherwise
+    restored both on every warm run, so no warm run could replay (docs/caching.md)."""
+    own = plans[tid].outputs
+    if own is None:
+        return False
+    mine: set[str] | None = None
+    for did, plan in plans.items():
+        outputs = plan.outputs
+        if outputs is None or not getattr(outputs, "whole", False) or did == tid:
+            continue
+        entry = hits.get(plan.key)
+        if entry is None or not _upstream(graph, did, tid):
+            continue
+        theirs = outputs.walk(root, seen)
+        if not store.is_up_to_date(entry, theirs):
+            continue
+        mine = set(own.walk(root, seen)) if mine is None else mine
+        if mine <= set(theirs):
+            return True
+    return False
+
+
+def _upstream(graph: TaskGraph, tid: TaskId, wanted: TaskId) -> bool:
+    """Whether `wanted` is among `tid`'s dependencies, however deep."""
+    stack, seen = list(graph.nodes[tid].deps), set()
+    while stack:
+        dep = stack.pop()
+        if dep == wanted:
+            return True
+        if dep not in seen:
+            seen.add(dep)
+            stack.extend(graph.nodes[dep].deps)
+    return False
+
+
 def restore(store: Store[E], entry: E, outputs: OutputSpec, root: Path) -> tuple[LogChunk, ...]:
     """Wipe the task's outputs and restore the entry's; its log. DamagedEntry when the artifact
     cannot be restored (the task runs instead: `damaged_notice`), EnvironmentFailure when the

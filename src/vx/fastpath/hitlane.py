@@ -203,6 +203,10 @@ class _Lane(Generic[L]):
         up_to_date, stale = taskcache.current(
             self.local, entry, plan.outputs, self.root, self.ancestors
         )
+        if not up_to_date and stale:
+            up_to_date = taskcache.covered(
+                self.graph, self.plans, self.hits, self.local, tid, self.root, self.ancestors
+            )
         hit = _Hit(tid, plan, entry, started, stale)
         if up_to_date:
             # a placeholder: dependants may settle in this pass
