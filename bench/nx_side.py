@@ -845,18 +845,28 @@ def compare_cache(vx: dict[str, str], nx: dict[str, str]) -> dict:
 
 
 def phase_matrix(
-    s: Side, tasks: list[str], state: dict, save: Callable[[], None], files: dict[str, str]
+    s: Side,
+    tasks: list[str],
+    state: dict,
+    save: Callable[[], None],
+    files: dict[str, str],
+    only: list[str] | None = None,
 ) -> dict:
     result = state.setdefault("matrix", {})
+    edits = [
+        e
+        for e in matrix_edits(s.ws["vx"], files)
+        if e[0] not in result and (not only or any(e[0].startswith(o) for o in only))
+    ]
+    if not edits:
+        return result
     # a warm state, each tool run twice: Nx 18's first run after its cache is cleared keys some
     # tasks (lint, test) differently from every later run, which the first edit would count
     for i in range(2):
         for tool in ("vx", "nx"):
             r = s.run(tool, tasks, f"matrix-warmup{i}")
             log(f"warm-up {tool}: exit {r['code']}, {r['wall']} s")
-    for label, rel, apply in matrix_edits(s.ws["vx"], files):
-        if label in result:
-            continue
+    for label, rel, apply in edits:
         after: dict[str, dict] = {}
         for tool in ("vx", "nx"):
             apply(s.copy(tool))
@@ -985,6 +995,11 @@ def main(argv: list[str] | None = None) -> int:
         help="the matrix's files: source=…,app=…,test=…,vite=…,eslint=…,tsconfig=…,package=…,"
         "readme=…,bump=PACKAGE,ignored=a path .gitignore ignores (the create-nx-workspace shape's by default)",
     )
+    ap.add_argument(
+        "--only",
+        default="",
+        help="the matrix's edits to run, by the start of their labels (comma-separated)",
+    )
     ap.add_argument("--fresh", action="store_true", help="copy the workspace again")
     ap.add_argument("--summary", action="store_true")
     args = ap.parse_args(argv)
@@ -1032,7 +1047,8 @@ def main(argv: list[str] | None = None) -> int:
                     state["time"][" ".join(tasks)] = phase_time(s, tasks, rounds)
                     save()
             elif phase == "matrix":
-                phase_matrix(s, sets[-1], state, save, files)
+                only = [o for o in args.only.split(",") if o]
+                phase_matrix(s, sets[-1], state, save, files, only)
             save()
     finally:
         s.stop_daemon()
