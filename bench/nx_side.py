@@ -368,8 +368,11 @@ def phase_show(s: Side) -> dict:
     nx_projects = sorted(json.loads(s.call("nx", s.nx_argv("show", "projects", "--json"))))
     vx_doc = json.loads(s.call("vx", [*s.vx, "show", "--format", "json"]))
     # vx calls the root project `//`; `vx show project NAME` takes its Nx name too
+    # vx calls the workspace root `//` in every workspace; one without tasks is no Nx project
     vx_projects = sorted(
-        root_name(s.ws["vx"]) if p["name"] == "//" else p["name"] for p in vx_doc["projects"]
+        root_name(s.ws["vx"]) if p["name"] == "//" else p["name"]
+        for p in vx_doc["projects"]
+        if p["name"] != "//" or p.get("tasks")
     )
     diffs: dict[str, list[str]] = {}
     targets = 0
