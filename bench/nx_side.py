@@ -856,11 +856,15 @@ def phase_matrix(
     only: list[str] | None = None,
 ) -> dict:
     result = state.setdefault("matrix", {})
-    edits = [
-        e
-        for e in matrix_edits(s.ws["vx"], files)
-        if e[0] not in result and (not only or any(e[0].startswith(o) for o in only))
-    ]
+    # in the order `only` names them: the ones that matter most first on a slow machine
+    edits = sorted(
+        (
+            e
+            for e in matrix_edits(s.ws["vx"], files)
+            if e[0] not in result and (not only or any(e[0].startswith(o) for o in only))
+        ),
+        key=lambda e: next((i for i, o in enumerate(only or []) if e[0].startswith(o)), 0),
+    )
     if not edits:
         return result
     # a warm state, each tool run twice: Nx 18's first run after its cache is cleared keys some
