@@ -21,6 +21,8 @@ resumes; `--redo PHASE` runs one again):
            for byte (files that differ between two cold builds of one tool are counted as
            nondeterministic and left out), each tool's restore against its cold build, and the
            test counts of the cold logs.
+- warm     (asked for by name) warm rounds alone on the copies as they are: each tool run twice,
+           then interleaved warm rounds (`--rounds warm=N`).
 - matrix   from a warm state of the widest task set: each edit (source, test file, the configs
            the plugins read, nx.json, the lockfile, an untracked and an ignored file, …) in both
            copies, both tools run, each task's hit or miss is compared (Nx's: its `[local cache]`
@@ -54,7 +56,7 @@ from corpus import diff_manifests, noise, test_counts  # noqa: E402
 from measure import logged_run  # noqa: E402
 from tools import TOOL_ENV  # noqa: E402
 
-PHASES = ("show", "graph", "inputs", "time", "matrix")
+PHASES = ("show", "graph", "inputs", "time", "matrix", "warm")
 HASH_PLAN = REPO / "tests" / "scenarios" / "support" / "nx_hash_plan.js"
 TARGET_FIELDS = (
     "executor",
@@ -396,8 +398,11 @@ def phase_show(s: Side) -> dict:
     nx_projects = sorted(json.loads(s.call("nx", s.nx_argv("show", "projects", "--json"))))
     vx_doc = json.loads(s.call("vx", [*s.vx, "show", "--format", "json"]))
     # vx calls the root project `//`; `vx show project NAME` takes its Nx name too
+    # vx calls the workspace root `//` in every workspace; one without tasks is no Nx project
     vx_projects = sorted(
-        root_name(s.ws["vx"]) if p["name"] == "//" else p["name"] for p in vx_doc["projects"]
+        root_name(s.ws["vx"]) if p["name"] == "//" else p["name"]
+        for p in vx_doc["projects"]
+        if p["name"] != "//" or p.get("tasks")
     )
     diffs: dict[str, list[str]] = {}
     targets = 0
@@ -625,6 +630,29 @@ def phase_time(s: Side, tasks: list[str], rounds: dict[str, int]) -> dict:
         "restore": {t: restore_diff[t] for t in TOOLS},
         "test_counts": counts,
     }
+
+
+def phase_warm(s: Side, tasks: list[str], rounds: int) -> dict:
+    """Warm rounds alone, on the copies as they are (no cold build first): each tool run twice,
+    then `rounds` interleaved rounds of vx, nx and nx-daemon; each run's wall, CPU and misses."""
+    for _ in range(2):
+        for tool in TOOLS:
+            s.run(tool, tasks, "warm-up", summarize=False)
+    runs: dict[str, list] = {t: [] for t in TOOLS}
+    for i in range(rounds):
+        for tool in TOOLS:
+            r = s.run(tool, tasks, f"warm{i}", summarize=False)
+            misses = sorted(k for k, v in r["cache"].items() if v == "miss")
+            runs[tool].append({"wall": r["wall"], "cpu": r["cpu"], "misses": misses})
+            log(f"warm {tool}: {r['wall']} s misses {misses}")
+    stats: dict[str, Any] = {
+        t: {"wall": med([r["wall"] for r in rs]), "cpu": med([r["cpu"] for r in rs])}
+        for t, rs in runs.items()
+    }
+    for t in ("nx", "nx-daemon"):
+        v, n = stats["vx"]["wall"], stats[t]["wall"]
+        stats[f"ratio_{t}"] = round(v / n, 3) if v and n else None
+    return {"tasks": tasks, "stats": stats, "runs": runs}
 
 
 # ---------------------------------------------------------------- matrix
@@ -895,18 +923,32 @@ def compare_cache(vx: dict[str, str], nx: dict[str, str]) -> dict:
 
 
 def phase_matrix(
-    s: Side, tasks: list[str], state: dict, save: Callable[[], None], files: dict[str, str]
+    s: Side,
+    tasks: list[str],
+    state: dict,
+    save: Callable[[], None],
+    files: dict[str, str],
+    only: list[str] | None = None,
 ) -> dict:
     result = state.setdefault("matrix", {})
+    # in the order `only` names them: the ones that matter most first on a slow machine
+    edits = sorted(
+        (
+            e
+            for e in matrix_edits(s.ws["vx"], files)
+            if e[0] not in result and (not only or any(e[0].startswith(o) for o in only))
+        ),
+        key=lambda e: next((i for i, o in enumerate(only or []) if e[0].startswith(o)), 0),
+    )
+    if not edits:
+        return result
     # a warm state, each tool run twice: Nx 18's first run after its cache is cleared keys some
     # tasks (lint, test) differently from every later run, which the first edit would count
     for i in range(2):
         for tool in ("vx", "nx"):
             r = s.run(tool, tasks, f"matrix-warmup{i}")
             log(f"warm-up {tool}: exit {r['code']}, {r['wall']} s")
-    for label, rel, apply in matrix_edits(s.ws["vx"], files):
-        if label in result:
-            continue
+    for label, rel, apply in edits:
         after: dict[str, dict] = {}
         for tool in ("vx", "nx"):
             apply(s.copy(tool))
@@ -994,6 +1036,17 @@ def summary(state: dict) -> str:
             bad = [r for r in rs if r.get("code") or (r["scenario"] != "cold" and r.get("misses"))]
             if bad:
                 out.append(f"  {tool}: {bad}")
+    w = state.get("warm")
+    if w:
+        st = w["stats"]
+        out.append(
+            f"\nwarm alone `{' '.join(w['tasks'])}`: vx {st['vx']['wall']} s, nx {st['nx']['wall']} s, "
+            f"nx-daemon {st['nx-daemon']['wall']} s: {st['ratio_nx']}x, {st['ratio_nx-daemon']}x"
+        )
+        for tool, rs in w["runs"].items():
+            out.append(
+                f"  {tool}: " + ", ".join(f"{r['wall']} s {len(r['misses'])} misses" for r in rs)
+            )
     m = state.get("matrix")
     if m:
         out.append("\nmatrix:")
@@ -1026,7 +1079,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--ws", type=Path, help="the installed Nx workspace (a git checkout)")
     ap.add_argument("--work", type=Path, required=True)
-    ap.add_argument("--phases", default=",".join(PHASES))
+    ap.add_argument("--phases", default=",".join(PHASES[:-1]))
     ap.add_argument("--redo", default="", help="phases to run again (comma-separated)")
     ap.add_argument("--sets", nargs="*", default=["build", "build,test,lint,typecheck"])
     ap.add_argument("--rounds", default="cold=2,warm=3,restore=2")
@@ -1040,6 +1093,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--exclude", default="", help="projects both tools leave out (P,…: each's --exclude)"
+    )
+    ap.add_argument(
+        "--only",
+        default="",
+        help="the matrix's edits to run, by the start of their labels (comma-separated)",
     )
     ap.add_argument("--fresh", action="store_true", help="copy the workspace again")
     ap.add_argument("--summary", action="store_true")
@@ -1090,8 +1148,11 @@ def main(argv: list[str] | None = None) -> int:
                 for tasks in sets:
                     state["time"][" ".join(tasks)] = phase_time(s, tasks, rounds)
                     save()
+            elif phase == "warm":
+                state["warm"] = phase_warm(s, sets[-1], rounds.get("warm", 3))
             elif phase == "matrix":
-                phase_matrix(s, sets[-1], state, save, files)
+                only = [o for o in args.only.split(",") if o]
+                phase_matrix(s, sets[-1], state, save, files, only)
             save()
     finally:
         s.stop_daemon()
