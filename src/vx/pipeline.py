@@ -211,10 +211,11 @@ def receipt_tasks(prep: Prepared, summary: RunSummary, started_ns: int) -> list[
         assert plan.outputs is not None  # all(...) above
         roots, walked = plan.outputs.state(prep.ws.root)
         if not local.is_up_to_date(entry, plan.outputs.walk(prep.ws.root)) and covered(
-            prep, result.id
+            prep, result.id, entry
         ):
-            # vouched for by its covering dependant's record, which holds the whole tree
-            expected, roots, walked = [], [], {}
+            # its files vouched for by its covering dependant's record, which holds the whole
+            # tree; its own walk still says whether anything was added or taken away
+            expected = []
         tasks.append(
             receipt.task_record(
                 entry.key,
@@ -229,11 +230,12 @@ def receipt_tasks(prep: Prepared, summary: RunSummary, started_ns: int) -> list[
     return tasks
 
 
-def covered(prep: Prepared, tid: TaskId) -> bool:
+def covered(prep: Prepared, tid: TaskId, entry: Any) -> bool:
     from vx.engine import taskcache
 
     assert prep.store is not None
-    return taskcache.covered(prep.graph, prep.plans, prep.hits, prep.store.local, tid, prep.ws.root)
+    store = prep.store.local
+    return taskcache.covered(prep.graph, prep.plans, prep.hits, store, tid, entry, prep.ws.root)
 
 
 def _run_id() -> str:

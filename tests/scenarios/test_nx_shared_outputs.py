@@ -156,3 +156,27 @@ def test_a_warm_run_of_the_additive_pair_replays_as_any_warm_run_does(repo):
     result = ws.vx("run", "app:build")
     assert result.code == 0, result.err
     assert dist(ws.root) == WANTED  # `_build`'s wipe took it, as before
+
+
+def test_a_file_of_the_upstream_entry_outside_the_covering_tree_is_never_left_lost(repo):
+    """`_build` also writes `dist/types`, which `build`'s whole-tree save does not hold. Deleting
+    that file leaves what is on disk of `_build`'s outputs inside `build`'s tree, but `_build`'s
+    entry still holds it: the hit is not current through `build`, the file is restored, and a
+    replay after it finds it there."""
+    files = workspace(copy_cache=True)
+    targets = files["apps/app/project.json"]["targets"]  # type: ignore[index]
+    targets["_build"]["command"] += " && " + write("dist/types/index.d.ts", "types")
+    targets["_build"]["outputs"].append("{workspaceRoot}/dist/types")
+    ws = repo.write(files).commit()
+    wanted = sorted([*WANTED, "dist/types/index.d.ts"])
+    for _ in range(3):
+        time.sleep(0.06)  # past the racy window of what the last run wrote, as settle() does
+        assert ws.vx("run", "app:build").code == 0
+        assert dist(ws.root) == wanted
+    (ws.root / "dist/types/index.d.ts").unlink()
+    result = ws.vx("run", "app:build")
+    assert result.code == 0, result.err
+    assert dist(ws.root) == wanted
+    time.sleep(0.06)
+    assert ws.vx("run", "app:build").code == 0
+    assert dist(ws.root) == wanted

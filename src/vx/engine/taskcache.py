@@ -46,6 +46,7 @@ def covered(
     hits: Mapping[str, E],
     store: Store[E],
     tid: TaskId,
+    held: E,
     root: Path,
     seen: dict | None = None,
 ) -> bool:
@@ -54,9 +55,12 @@ def covered(
     outputs are current and hold every output of `tid`. Its entry holds `tid`'s files as they
     were (its key folds `tid`'s), so wiping and restoring `tid` and then it would leave the tree
     as it is: nx-console's `_build` <- `extract-dependencies` <- `build`, which otherwise
-    restored both on every warm run, so no warm run could replay (docs/caching.md)."""
+    restored both on every warm run, so no warm run could replay (docs/caching.md). Every file
+    of `tid`'s entry (`held`) must be in that tree too: one outside it, deleted here, would
+    otherwise stay lost."""
     own = plans[tid].outputs
-    if own is None:
+    files = getattr(held, "files", None)
+    if own is None or files is None:
         return False
     mine: set[str] | None = None
     for did, plan in plans.items():
@@ -69,7 +73,8 @@ def covered(
         theirs = outputs.walk(root, seen)
         if not store.is_up_to_date(entry, theirs):
             continue
-        mine = set(own.walk(root, seen)) if mine is None else mine
+        if mine is None:
+            mine = set(own.walk(root, seen)) | {f.path for f in files}
         if mine <= set(theirs):
             return True
     return False

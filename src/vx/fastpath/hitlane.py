@@ -205,7 +205,7 @@ class _Lane(Generic[L]):
         )
         if not up_to_date and stale:
             up_to_date = taskcache.covered(
-                self.graph, self.plans, self.hits, self.local, tid, self.root, self.ancestors
+                self.graph, self.plans, self.hits, self.local, tid, entry, self.root, self.ancestors
             )
         hit = _Hit(tid, plan, entry, started, stale)
         if up_to_date:
