@@ -20,7 +20,8 @@ these phases, one repository at a time, each saved to WORK/state/<owner+name>.js
            tool's restore against its cold build, and each tool's incremental build after the edit
            against a clean build of the edited tree. Files that differ between two cold builds
            of the same tool are nondeterministic and left out of the comparisons (counted).
-           The test task's pass counts are read from each tool's cold log.
+           The test task's pass counts are read from each tool's cold log. Every run passes vx
+           `--continue=never`, turbo's default: a failed task stops the run under both tools.
 - matrix   from a warm state of all main tasks: each edit (source, test file, package config,
            root config, a lockfile bump of one package's dependency, an untracked file, a
            declared env var, an undeclared one), both tools run, every task's hit or miss is
@@ -405,7 +406,18 @@ class Bench:
         filters = [f"--filter={f}" for f in self.repo.filter]
         if name == "turbo":
             return [*tool.exe, "run", *tasks, f"--concurrency={self.concurrency}", *filters, *extra]
-        return [*tool.exe, "run", *tasks, "--concurrency", str(self.concurrency), *filters, *extra]
+        # turbo's default stops at the first failed task; vx's (`deps-ok`) lets independent tasks
+        # finish. The bench compares like with like: vx in turbo's mode (docs/cli.md § turbo flags)
+        return [
+            *tool.exe,
+            "run",
+            *tasks,
+            "--concurrency",
+            str(self.concurrency),
+            "--continue=never",
+            *filters,
+            *extra,
+        ]
 
     def run(self, name: str, tasks, label: str, env: dict | None = None, *extra: str) -> dict:
         """One run: wall, CPU of the children, exit code, each task's hit or miss, the log."""
