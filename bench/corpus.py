@@ -14,7 +14,8 @@ these phases, one repository at a time, each saved to WORK/state/<owner+name>.js
            put back as committed, said in the log when a build or an interrupted run had changed
            them; caches and outputs gone), warm ×5, restore ×3 (every declared output deleted
            but tracked files), edit ×3 (one
-           source file changed, then put back and rebuilt untimed); wall and CPU, medians and
+           source file changed, then put back and rebuilt untimed; with --chain-edits each edit
+           goes on top of the last, nothing rebuilt between samples); wall and CPU, medians and
            ratios. Outputs (every file git does not track, the install and the tools' caches
            left out, the copy's own path replaced) are compared: the two tools' cold builds, each
            tool's restore against its cold build, and each tool's incremental build after the edit
@@ -382,6 +383,7 @@ class Bench:
         self.logs = work / "logs" / repo.dirname
         self.logs.mkdir(parents=True, exist_ok=True)
         self.seq = len(list(self.logs.iterdir()))  # a rerun's logs beside the last ones
+        self.chain_edits = False  # --chain-edits
 
     def tool_env(self, name: str, extra: dict[str, str] | None = None) -> dict[str, str]:
         env = dict(self.env)
@@ -807,7 +809,7 @@ def phase_time(b: Bench, state: dict, runs: dict[str, int], clean_check: bool, s
                     )
                     if i == runs["edit"] - 1 and clean_check:
                         incremental[name] = b.manifest(name)
-                    else:
+                    elif not b.chain_edits or i == runs["edit"] - 1:
                         b.unedit(name, edit)
                         b.run(name, [task], f"{task}-unedit{i}")
                 order.reverse()
@@ -1405,6 +1407,12 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--no-clean-check", action="store_true", help="skip the clean build of the edited tree"
     )
+    ap.add_argument(
+        "--chain-edits",
+        action="store_true",
+        help="time: each edit on top of the last (a new unique comment), not undone and rebuilt "
+        "between samples: one untimed build fewer per sample",
+    )
     ap.add_argument("--concurrency", type=int, default=2)
     ap.add_argument(
         "--vx", help="the vx command (default: installed from this checkout into a venv)"
@@ -1477,6 +1485,7 @@ def main(argv=None) -> int:
             continue
         vx = vx or vx_tool(args.vx, args.work)
         b = Bench(repo, args.work, vx, args.concurrency)
+        b.chain_edits = args.chain_edits
         state["versions"] = {"vx": version_of(vx, b.ws["vx"]), "turbo": state["install"]["turbo"]}
         for phase in phases:
             partial = (phase == "matrix" and args.edits) or (phase == "time" and args.tasks)
