@@ -14,13 +14,15 @@ these phases, one repository at a time, each saved to WORK/state/<owner+name>.js
            put back as committed, said in the log when a build or an interrupted run had changed
            them; caches and outputs gone), warm ×5, restore ×3 (every declared output deleted
            but tracked files), edit ×3 (one
-           source file changed, then put back and rebuilt untimed); wall and CPU, medians and
+           source file changed, then put back and rebuilt untimed; with --chain-edits each edit
+           goes on top of the last, nothing rebuilt between samples); wall and CPU, medians and
            ratios. Outputs (every file git does not track, the install and the tools' caches
            left out, the copy's own path replaced) are compared: the two tools' cold builds, each
            tool's restore against its cold build, and each tool's incremental build after the edit
            against a clean build of the edited tree. Files that differ between two cold builds
            of the same tool are nondeterministic and left out of the comparisons (counted).
-           The test task's pass counts are read from each tool's cold log.
+           The test task's pass counts are read from each tool's cold log. Every run passes vx
+           `--continue=never`, turbo's default: a failed task stops the run under both tools.
 - matrix   from a warm state of all main tasks: each edit (source, test file, package config,
            root config, a lockfile bump of one package's dependency, an untracked file, a
            declared env var, an undeclared one), both tools run, every task's hit or miss is
@@ -381,6 +383,7 @@ class Bench:
         self.logs = work / "logs" / repo.dirname
         self.logs.mkdir(parents=True, exist_ok=True)
         self.seq = len(list(self.logs.iterdir()))  # a rerun's logs beside the last ones
+        self.chain_edits = False  # --chain-edits
 
     def tool_env(self, name: str, extra: dict[str, str] | None = None) -> dict[str, str]:
         env = dict(self.env)
@@ -405,7 +408,18 @@ class Bench:
         filters = [f"--filter={f}" for f in self.repo.filter]
         if name == "turbo":
             return [*tool.exe, "run", *tasks, f"--concurrency={self.concurrency}", *filters, *extra]
-        return [*tool.exe, "run", *tasks, "--concurrency", str(self.concurrency), *filters, *extra]
+        # turbo's default stops at the first failed task; vx's (`deps-ok`) lets independent tasks
+        # finish. The bench compares like with like: vx in turbo's mode (docs/cli.md § turbo flags)
+        return [
+            *tool.exe,
+            "run",
+            *tasks,
+            "--concurrency",
+            str(self.concurrency),
+            "--continue=never",
+            *filters,
+            *extra,
+        ]
 
     def run(self, name: str, tasks, label: str, env: dict | None = None, *extra: str) -> dict:
         """One run: wall, CPU of the children, exit code, each task's hit or miss, the log."""
@@ -795,7 +809,7 @@ def phase_time(b: Bench, state: dict, runs: dict[str, int], clean_check: bool, s
                     )
                     if i == runs["edit"] - 1 and clean_check:
                         incremental[name] = b.manifest(name)
-                    else:
+                    elif not b.chain_edits or i == runs["edit"] - 1:
                         b.unedit(name, edit)
                         b.run(name, [task], f"{task}-unedit{i}")
                 order.reverse()
@@ -1393,6 +1407,12 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--no-clean-check", action="store_true", help="skip the clean build of the edited tree"
     )
+    ap.add_argument(
+        "--chain-edits",
+        action="store_true",
+        help="time: each edit on top of the last (a new unique comment), not undone and rebuilt "
+        "between samples: one untimed build fewer per sample",
+    )
     ap.add_argument("--concurrency", type=int, default=2)
     ap.add_argument(
         "--vx", help="the vx command (default: installed from this checkout into a venv)"
@@ -1465,6 +1485,7 @@ def main(argv=None) -> int:
             continue
         vx = vx or vx_tool(args.vx, args.work)
         b = Bench(repo, args.work, vx, args.concurrency)
+        b.chain_edits = args.chain_edits
         state["versions"] = {"vx": version_of(vx, b.ws["vx"]), "turbo": state["install"]["turbo"]}
         for phase in phases:
             partial = (phase == "matrix" and args.edits) or (phase == "time" and args.tasks)
