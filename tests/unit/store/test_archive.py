@@ -67,6 +67,11 @@ def pack_ws(tmp_path: Path, ws: Path, rels: list[str], key: str = "k1", log=()) 
     return dest
 
 
+def packed_tar(tmp_path: Path, ws: Path, rels: list[str]) -> bytes:
+    """The tar inside the zstd frame `pack` writes for `rels`."""
+    return zstandard.ZstdDecompressor().stream_reader(pack_ws(tmp_path, ws, rels).open("rb")).read()
+
+
 # ---------------------------------------------------------------- crafting
 
 
@@ -197,11 +202,7 @@ def test_big_file_and_long_unicode_name_stream_through_pax(tmp_path, out):
 def test_standard_tar_reads_our_archives(tmp_path):
     ws = tmp_path / "ws"
     write(ws, "dist/a.js", b"a")
-    raw = (
-        zstandard.ZstdDecompressor()
-        .stream_reader(pack_ws(tmp_path, ws, ["dist/a.js"]).open("rb"))
-        .read()
-    )
+    raw = packed_tar(tmp_path, ws, ["dist/a.js"])
     with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
         assert tar.getnames() == ["log", "outputs/dist/a.js", ".vx-meta.json", ".vx-sum"]
 
@@ -404,11 +405,7 @@ def test_refuses_a_missing_sum(tmp_path):
 def test_refuses_a_flipped_body_byte(tmp_path):
     ws = tmp_path / "ws"
     write(ws, "a.txt", b"A" * 5000)
-    raw = (
-        zstandard.ZstdDecompressor()
-        .stream_reader(pack_ws(tmp_path, ws, ["a.txt"]).open("rb"))
-        .read()
-    )
+    raw = packed_tar(tmp_path, ws, ["a.txt"])
     at = raw.index(b"A" * 100)
     tampered = raw[:at] + b"B" + raw[at + 1 :]
     refused(tmp_path, zstandard.ZstdCompressor().compress(tampered), "checksum mismatch")
@@ -471,11 +468,7 @@ def test_refuses_trailing_garbage(tmp_path):
 def test_refuses_data_after_the_end_of_the_tar(tmp_path):
     ws = tmp_path / "ws"
     write(ws, "a.txt")
-    raw = (
-        zstandard.ZstdDecompressor()
-        .stream_reader(pack_ws(tmp_path, ws, ["a.txt"]).open("rb"))
-        .read()
-    )
+    raw = packed_tar(tmp_path, ws, ["a.txt"])
     refused(
         tmp_path, zstandard.ZstdCompressor().compress(raw + b"\x01" + bytes(511)), "after the end"
     )
@@ -683,11 +676,7 @@ def test_an_artifact_with_more_directories_than_stay_open_restores_whole(tmp_pat
 def test_refuses_a_header_whose_checksum_field_is_off_by_one(tmp_path):
     ws = tmp_path / "ws"
     write(ws, "a.txt", b"A" * 50)
-    raw = (
-        zstandard.ZstdDecompressor()
-        .stream_reader(pack_ws(tmp_path, ws, ["a.txt"]).open("rb"))
-        .read()
-    )
+    raw = packed_tar(tmp_path, ws, ["a.txt"])
     stored = int(raw[148:156].rstrip(b"\0 "), 8)
     field = b"%06o\0 " % (stored + 1)
     tampered = raw[:148] + field + raw[156:]
