@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support.package_managers import command, lockfile_name, root_files
+from support.package_managers import command, install_env, lockfile_name, root_files
 from support.workspace import build_task
 
 MANAGERS = ("npm", "pnpm", "pnpm@8", "pnpm@7", "yarn", "berry", "bun")
@@ -23,16 +23,11 @@ MANAGERS = ("npm", "pnpm", "pnpm@8", "pnpm@7", "yarn", "berry", "bun")
 
 def _install(pm: str, root: Path, tmp: Path) -> None:
     """The package manager's own install, writing the lockfile (and node_modules where it must)."""
-    env = {
-        **os.environ,
-        "COREPACK_ENABLE_STRICT": "0",
-        "npm_config_manage_package_manager_versions": "false",
-        "YARN_ENABLE_TELEMETRY": "0",
-        "YARN_GLOBAL_FOLDER": str(tmp / "berry"),
-        "YARN_ENABLE_GLOBAL_CACHE": "1",
-        "BUN_INSTALL_CACHE_DIR": str(tmp / "bun-cache"),
-        "npm_config_store_dir": str(tmp / "pnpm-store"),
-    }
+    env = install_env(
+        tmp,
+        BUN_INSTALL_CACHE_DIR=str(tmp / "bun-cache"),
+        npm_config_store_dir=str(tmp / "pnpm-store"),
+    )
     flags = {
         "npm": ["install", "--package-lock-only", "--no-audit", "--no-fund", "--loglevel=error"],
         "pnpm": ["install", "--lockfile-only", "--reporter=silent"],

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from support.npm_packages import installed_or_skip
-from support.package_managers import command, root_files
+from support.package_managers import command, install_env, root_files
 from support.reapi_servers import stack_fixture, two_workers
 from support.workspace import Repo
 
@@ -117,16 +117,8 @@ fs.writeFileSync("dist/out.txt", [kindOf([]), once.word || "once", require("lib"
 def install(repo, pm: str, tmp_path: Path) -> None:
     """`pm`'s real install of the workspace written in `repo`, then a commit. `pnpm-hoisted`:
     pnpm with `node-linker=hoisted`."""
-    env = {
-        **os.environ,
-        "COREPACK_ENABLE_STRICT": "0",
-        "npm_config_manage_package_manager_versions": "false",
-        "YARN_ENABLE_TELEMETRY": "0",
-        "YARN_GLOBAL_FOLDER": str(tmp_path / "berry"),
-        "YARN_ENABLE_GLOBAL_CACHE": "1",
-        # berry turns immutable installs on when CI is set (CI sets it): this one writes the lockfile
-        "YARN_ENABLE_IMMUTABLE_INSTALLS": "0",
-    }
+    # berry turns immutable installs on when CI is set (CI sets it): this one writes the lockfile
+    env = install_env(tmp_path, YARN_ENABLE_IMMUTABLE_INSTALLS="0")
     flags = {
         "npm": ["install", "--no-audit", "--no-fund"],
         "yarn": ["install", "--non-interactive", "--no-progress"],

@@ -4,6 +4,9 @@ installs."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from support.npm_packages import installed
 
 # pnpm 9 writes lockfile v9, pnpm 8 v6 and pnpm 7 v5.4
@@ -13,6 +16,20 @@ LOCKFILE = {
     "berry": "yarn.lock",
     "bun": "bun.lock",
 }
+
+
+def install_env(tmp: Path, **extra: str) -> dict[str, str]:
+    """The environment a package manager's real install runs in here: no corepack pinning, no
+    telemetry, yarn berry's global folder and cache under `tmp`; `extra` on top."""
+    return {
+        **os.environ,
+        "COREPACK_ENABLE_STRICT": "0",
+        "npm_config_manage_package_manager_versions": "false",
+        "YARN_ENABLE_TELEMETRY": "0",
+        "YARN_GLOBAL_FOLDER": str(tmp / "berry"),
+        "YARN_ENABLE_GLOBAL_CACHE": "1",
+        **extra,
+    }
 
 
 def lockfile_name(pm: str) -> str:
