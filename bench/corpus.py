@@ -61,7 +61,7 @@ sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "src"))  # vx.files
 
 from corpus_repos import CORPUS, Repo  # noqa: E402
 from measure import logged_run  # noqa: E402
-from tools import TOOL_ENV, Tool, turbo_tool, version_of, vx_tool  # noqa: E402
+from tools import TOOL_ENV, Tool, hold, turbo_tool, version_of, vx_tool  # noqa: E402
 from turbo_parity import graphs, input_differences  # noqa: E402
 
 PHASES = ("plan", "time", "matrix", "verify")
@@ -1464,6 +1464,7 @@ def main(argv=None) -> int:
     if args.runs:
         counts = dict(zip(counts, (int(x) for x in args.runs.split(","))))
     args.work.mkdir(parents=True, exist_ok=True)
+    hold(args.work)  # every mode from here writes there, `--install-only` too (not only vx_tool's)
     (args.work / "state").mkdir(exist_ok=True)
     vx = None
     for repo in repos:
