@@ -22,11 +22,11 @@ OFFLINE = {
 
 
 def nx_cli(
-    root: Path, *args: str, check: bool = True, cache: bool = False
+    root: Path, *args: str, check: bool = True, cache: bool = False, env: dict | None = None
 ) -> subprocess.CompletedProcess:
     """`nx ARGS` with the workspace's own nx (node_modules/nx), offline; `cache`: with Nx's local
-    cache (in the workspace's .nx/), to ask Nx whether a task hits."""
-    env = {**OFFLINE, "NX_SKIP_NX_CACHE": "false"} if cache else OFFLINE
+    cache (in the workspace's .nx/), to ask Nx whether a task hits; `env`: variables added."""
+    env = {**OFFLINE, **({"NX_SKIP_NX_CACHE": "false"} if cache else {}), **(env or {})}
     proc = subprocess.run(
         ["node", str(root / "node_modules" / "nx" / "bin" / "nx.js"), *args],
         cwd=root,
