@@ -395,6 +395,9 @@ class SandboxSpec(Struct, frozen=True):
     # the withheld packages that declare no `build`: `dependsOn "<name>#build"` reaches the
     # implicit one (a group keyed on the package's files), which a hint says
     implicit_builds: frozenset[str] = frozenset()
+    # those of them whose implicit `build` keys nothing of its own (an Nx project's: `^build`
+    # passes over it), so the hint names no `build` of theirs
+    passed_over: frozenset[str] = frozenset()
 
     @property
     def git_granted(self) -> bool:

@@ -562,7 +562,8 @@ def _keyed(
             remote_execution=knobs.remote_execution,
             plugin_key=host.key_material if host is not None and host.has("key") else None,
         )
-        builds = frozenset(n for n, c in world.configs.items() if "build" in c.tasks)
+        declared = frozenset(n for n, c in world.configs.items() if "build" in c.tasks)
+        builds = (declared, frozenset(n for n, c in world.configs.items() if c.nx) - declared)
         plans = make_plans(
             world.ws, graph, index, opts, host_env, chosen.additive, builds, chosen.unordered
         )

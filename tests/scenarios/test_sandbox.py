@@ -94,6 +94,31 @@ def test_a_withheld_linked_package_that_declares_no_task_names_what_can_be_writt
     assert repo.vx("run", "build", cwd="packages/app").task("app#build")["cache"] == "miss"
 
 
+@pytest.mark.feature("SB-07")
+def test_a_withheld_nx_project_without_build_is_never_granted_through_its_pass_over(repo):
+    """In an Nx workspace lib's implicit `build` keys nothing of its own (Nx's `^build` passes
+    over it), so the hint names no `lib#build`, and writing one grants nothing: lib's files
+    would be read with no key folding them. Failed before: the hint said the implicit one keys
+    its files, and with `lib#build` in dependsOn the read was granted and an edit to lib's file
+    was a hit that printed the old text."""
+    lib = {"files": {"src/index.js": "lib\n"}}
+    task = sandboxed("cat ../lib/src/index.js", cache=["dist/**"])
+    app(repo, {"build": task}, deps=["lib"], lib=lib)
+    repo.write({"nx.json": {}}).commit()  # app keeps its vx.config; lib is an Nx project
+    res = repo.vx("run", "build", cwd="packages/app")
+    assert res.code == 1
+    hint = (
+        "dependsOn a task of lib keyed on its files (lib declares no build, and an Nx project's "
+        "implicit one keys none of them): the key folds no task of lib, so the sandbox withholds it"
+    )
+    assert violation_lines(res.out) == [f"│ read  packages/lib/src/index.js  → {hint}"]
+    task["dependsOn"] = ["lib#build"]
+    app(repo, {"build": task}, deps=["lib"], lib=lib)
+    res = repo.vx("run", "build", cwd="packages/app")
+    assert res.code == 1
+    assert violation_lines(res.out) == [f"│ read  packages/lib/src/index.js  → {hint}"]
+
+
 @pytest.mark.feature("SB-05", "SB-07")
 def test_reading_an_unlinked_sibling_names_the_read_grant_and_a_folded_one_is_granted(
     repo,

@@ -65,13 +65,13 @@ def make_plans(
     opts: RunOptions,
     host_env: Mapping[str, str],
     additive: frozenset[TaskId] = frozenset(),
-    builds: frozenset[str] = frozenset(),
+    builds: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset()),
     unordered: frozenset[TaskId] = frozenset(),
 ) -> dict[TaskId, TaskPlan]:
     """Plan every node in topological order, so upstream keys exist before they are folded;
     `additive` tasks add to their upstream's outputs (`unordered` ones also to outputs of a task
-    no edge orders them with); `builds` names the projects that declare a `build` (a sandbox's
-    hint names the implicit one of the others)."""
+    no edge orders them with); `builds`, for a sandbox's hint: the projects that declare a
+    `build`, and those whose implicit one keys nothing of its own (`grants.plan_sandbox`)."""
     from vx.files import lockfile
 
     memo_dir = str(opts.cache_dir / "lockfiles") if opts.cache_dir is not None else None
@@ -165,7 +165,7 @@ def _with_sandbox(
     plan: TaskPlan,
     opts: RunOptions,
     host_env: Mapping[str, str],
-    builds: frozenset[str],
+    builds: tuple[frozenset[str], frozenset[str]],
 ) -> TaskPlan:
     """Resolve `exec.sandbox` now, so a grant no run could honour is refused before anything runs."""
     from msgspec.structs import replace
@@ -188,7 +188,8 @@ def _with_sandbox(
         folded=folded,
         cache_dir=opts.store_dir if opts.store_dir is not None else opts.cache_dir,
         home=host_env.get("HOME"),
-        builds=builds,
+        builds=builds[0],
+        passed_over=builds[1],
     )
     traced = cfg.exec.sandbox.trace if cfg.exec.sandbox.trace is not None else opts.sandbox_trace
     return replace(plan, sandbox=spec if traced else replace(spec, trace=False))

@@ -97,13 +97,15 @@ def plan_sandbox(
     cache_dir: Path | None,
     home: str | None = None,
     builds: Iterable[str] = (),
+    passed_over: Iterable[str] = (),
 ) -> SandboxSpec:
     """Resolve a task's sandbox against its workspace; refuse what no run could honour.
 
     `projects` maps every project's workspace-relative dir to its package name; `linked` names
     the workspace packages the project links to (transitively); `folded` the packages whose
     tasks the key folds, or None for an uncached task (which gets every linked package);
-    `builds` the packages that declare a `build` (the others have the implicit one).
+    `builds` the packages that declare a `build` (the others have the implicit one);
+    `passed_over` those whose implicit one keys nothing of its own (an Nx project's).
     """
     real_root = os.path.realpath(root)
     project = os.path.realpath(os.path.join(real_root, project_rel)) if project_rel else real_root
@@ -137,6 +139,7 @@ def plan_sandbox(
         _resolve_all(config.ignore_write, project, home, strict=False),
         private,
         implicit_builds=frozenset(withheld.values()) - frozenset(builds),
+        passed_over=frozenset(withheld.values()) & frozenset(passed_over),
     )
 
 
@@ -579,7 +582,9 @@ def linked_packages(packages: Mapping[str, object], name: str) -> set[str]:
 def folded_packages(nodes: Mapping[Any, Any], tid: Any, select) -> set[str]:
     """The packages with a task whose key `tid`'s key folds, transitively.
 
-    `select(owner, deps, patterns)` is keys.select_upstream; a group folds all its deps.
+    `select(owner, deps, patterns)` is keys.select_upstream; a group folds all its deps, but
+    its own package only when it is keyed on files (an implicit `build`): one keyed on nothing
+    of its own (an Nx project's implicit `build`, a plain group) grants no file of it.
     """
     seen: set[object] = set()
     pending = [tid]
@@ -594,4 +599,8 @@ def folded_packages(nodes: Mapping[Any, Any], tid: Any, select) -> set[str]:
             if up not in seen:
                 seen.add(up)
                 pending.append(up)
-    return {up.package for up in seen}  # type: ignore[attr-defined]
+    return {
+        up.package  # type: ignore[attr-defined]
+        for up in seen
+        if not (nodes[up].is_group and nodes[up].config.cache is None)  # type: ignore[attr-defined]
+    }

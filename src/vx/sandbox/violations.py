@@ -208,6 +208,12 @@ class Judge:
             return None  # a root-level file: tools probe upward all the time
         if owner is not None and owner[0] in spec.withheld:
             directory, name = owner
+            if name in spec.passed_over:
+                return (
+                    f"dependsOn a task of {name} keyed on its files ({name} declares no build, "
+                    "and an Nx project's implicit one keys none of them): the key folds no task "
+                    f"of {name}, so the sandbox withholds it"
+                )
             implicit = (
                 f" ({name} declares none: the implicit one keys its files)"
                 if name in spec.implicit_builds

@@ -247,8 +247,21 @@ def test_folded_packages_follow_the_key_through_groups_and_filters():
     )
     nodes = {a: Node(a, [g]), g: Node(g, [b], group=True), b: Node(b, [c]), c: Node(c, [])}
     select = lambda owner, deps, pats: list(deps)  # noqa: E731  (keys.select_upstream with the default filter)
-    assert folded_packages(nodes, a, select) == {"app", "ui", "core"}
+    # the group keys nothing of app's own (the task's own project is never withheld anyway)
+    assert folded_packages(nodes, a, select) == {"ui", "core"}
     assert folded_packages(nodes, a, lambda owner, deps, pats: []) == set()
+
+
+def test_a_group_keyed_on_nothing_of_its_own_folds_its_deps_but_not_its_package():
+    """An Nx project's implicit `build` passes over it to its dependencies' builds: `lib#build`
+    in dependsOn keys none of lib's files, so lib is not folded; vx's own implicit `build` (a
+    group keyed on the project's files) folds it."""
+    a, lib, core = Tid(("app", "build")), Tid(("lib", "build")), Tid(("core", "build"))
+    select = lambda owner, deps, pats: list(deps)  # noqa: E731
+    nodes = {a: Node(a, [lib]), lib: Node(lib, [core], group=True), core: Node(core, [])}
+    assert folded_packages(nodes, a, select) == {"core"}
+    nodes[lib] = Node(lib, [core], group=True, tasks=())  # a cache: keyed on lib's files
+    assert folded_packages(nodes, a, select) == {"lib", "core"}
 
 
 @pytest.mark.feature("SB-18")
