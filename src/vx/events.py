@@ -101,7 +101,7 @@ class PlannedTask(Struct, frozen=True):
     inputs: tuple[tuple[str, str], ...] | None = (
         None  # the files its key folds: (workspace path, identity)
     )
-    implicit: bool = False  # a group vx made, keyed on its project's files
+    implicit: bool = False  # a group vx made: keyed on its project's files (an Nx one's: on none)
 
 
 class Reporter(Protocol):

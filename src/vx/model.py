@@ -173,10 +173,12 @@ class TaskConfig(Struct, frozen=True):
     canonical: str
     exec: ExecConfig | None = None
     depends_on: tuple[str, ...] = ()
-    cache: CacheConfig | None = None  # on a group only when `implicit`: the files its key folds
+    # on a group only when `implicit` (and not an Nx project's pass-over): the files its key folds
+    cache: CacheConfig | None = None
     description: str | None = None
     # Made by vx, not declared: a project's missing `build` or a turbo.json task whose script
-    # the package lacks. A group keyed on its project's files; a bare task name never selects it.
+    # the package lacks. A group keyed on its project's files (an Nx project's: on nothing of its
+    # own, `^` inputs say which files count); a bare task name never selects it.
     implicit: bool = False
 
     @property
