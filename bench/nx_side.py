@@ -328,7 +328,7 @@ def vx_cached(ws: Path) -> dict[str, str]:
 def vx_footer_cached(out: str) -> dict[str, str]:
     """A run without `--summarize`: its footer (`14 tasks · 12 cached …`) gives the count of
     misses only, named as one entry."""
-    m = re.search(r"(\d+) tasks · (\d+) cached", ANSI.sub("", out))
+    m = re.search(r"(\d+) tasks? · (\d+) cached", ANSI.sub("", out))  # `1 task · …` too
     if m is None:
         return {"(no footer)": "miss"}
     missed = int(m.group(1)) - int(m.group(2))
