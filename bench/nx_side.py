@@ -13,7 +13,9 @@ resumes; `--redo PHASE` runs one again):
 - graph    for each task set, `nx run-many -t … --graph=FILE` against `vx run … --dry=json`: the
            same tasks with the same dependencies (looking through vx's groups).
 - inputs   the files Nx's hash plan names for each cached task (Nx's HashPlanInspector, with
-           tests/scenarios/support/nx_hash_plan.js) against the files vx's key folds.
+           tests/scenarios/support/nx_hash_plan.js; before Nx 21, bench/nx_hash_files.js: Nx's
+           hash details, each file set expanded as its hasher expands it) against the files
+           vx's key folds.
 - time     for each task set, alternating vx, nx (NX_DAEMON=false) and nx-daemon round by round:
            cold (caches, `.nx/workspace-data`, `.vx` and every gitignored file but the install
            gone), warm (nothing changed), restore (every output Nx's task graph names deleted).
@@ -58,6 +60,7 @@ from tools import TOOL_ENV  # noqa: E402
 
 PHASES = ("show", "graph", "inputs", "time", "matrix", "warm")
 HASH_PLAN = REPO / "tests" / "scenarios" / "support" / "nx_hash_plan.js"
+HASH_FILES = REPO / "bench" / "nx_hash_files.js"  # the same from Nx 17-20's hash details
 TARGET_FIELDS = (
     "executor",
     "command",
@@ -490,11 +493,12 @@ def phase_graph(s: Side, sets: list[list[str]]) -> dict:
 
 def phase_inputs(s: Side, tasks: list[str]) -> dict:
     inspector = s.ws["nx"] / "node_modules" / "nx" / "src" / "hasher" / "hash-plan-inspector.js"
-    if not inspector.exists():
-        return {"skipped": "this Nx has no HashPlanInspector (Nx 21 and newer)"}
+    # Nx 17-20 have no HashPlanInspector: their own hash details, each file set expanded to its
+    # files as their hasher expands it, say the same
+    plan_js = HASH_PLAN if inspector.exists() else HASH_FILES
     _, doc = nx_graph(s, tasks)
     proc = subprocess.run(
-        ["node", str(HASH_PLAN), *tasks],
+        ["node", str(plan_js), *tasks],
         cwd=s.ws["nx"],
         env=s.env("nx"),
         capture_output=True,
@@ -527,13 +531,19 @@ def phase_inputs(s: Side, tasks: list[str]) -> dict:
         if vid not in rows:
             diffs[name] = {"missing in vx": True}
             continue
-        ours = files(vid)
+        ours = files(vid) - NX_EVERYWHERE  # a root project's own files hold them under vx
         if ours != nx_files:
             diffs[name] = {
                 "only_nx": sorted(nx_files - ours)[:20],
                 "only_vx": sorted(ours - nx_files)[:20],
             }
-    return {"tasks": len(others), "differences": diffs, "same": not diffs, "nx_other": others}
+    return {
+        "tasks": len(others),
+        "differences": diffs,
+        "same": not diffs,
+        "nx_other": others,
+        "from": plan_js.name,
+    }
 
 
 # ---------------------------------------------------------------- time
