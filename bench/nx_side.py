@@ -60,6 +60,7 @@ from tools import TOOL_ENV  # noqa: E402
 
 PHASES = ("show", "graph", "inputs", "time", "matrix", "warm")
 HASH_PLAN = REPO / "tests" / "scenarios" / "support" / "nx_hash_plan.js"
+NO_DOCKER = REPO / "bench" / "nx_no_docker.cjs"  # Nx 18-19's daemon, inside a container too
 HASH_FILES = REPO / "bench" / "nx_hash_files.js"  # the same from Nx 17-20's hash details
 TARGET_FIELDS = (
     "executor",
@@ -124,6 +125,8 @@ class Side:
         }
         env.update(TOOL_ENV)
         env["NX_DAEMON"] = "true" if tool == "nx-daemon" else "false"
+        if tool == "nx-daemon" and os.path.exists("/.dockerenv"):  # bench/nx_no_docker.cjs
+            env["NODE_OPTIONS"] = f"{env.get('NODE_OPTIONS', '')} --require {NO_DOCKER}".strip()
         if tool == "vx":
             env["VX_CACHE_DIR"] = str(self.ws["vx"] / ".vx" / "cache")
             home = self.work / "vx-home"
@@ -645,6 +648,9 @@ def phase_time(s: Side, tasks: list[str], rounds: dict[str, int]) -> dict:
 def phase_warm(s: Side, tasks: list[str], rounds: int) -> dict:
     """Warm rounds alone, on the copies as they are (no cold build first): each tool run twice,
     then `rounds` interleaved rounds of vx, nx and nx-daemon; each run's wall, CPU and misses."""
+    s.stop_daemon()  # its log then says whether this phase's runs started it (`daemon_ran`)
+    for d in ("cache", "workspace-data"):
+        (s.ws["nx"] / ".nx" / d / "d" / "daemon.log").unlink(missing_ok=True)
     for _ in range(2):
         for tool in TOOLS:
             s.run(tool, tasks, "warm-up", summarize=False)
@@ -662,7 +668,15 @@ def phase_warm(s: Side, tasks: list[str], rounds: int) -> dict:
     for t in ("nx", "nx-daemon"):
         v, n = stats["vx"]["wall"], stats[t]["wall"]
         stats[f"ratio_{t}"] = round(v / n, 3) if v and n else None
-    return {"tasks": tasks, "stats": stats, "runs": runs}
+    return {"tasks": tasks, "stats": stats, "runs": runs, "daemon_ran": daemon_ran(s)}
+
+
+def daemon_ran(s: Side) -> bool:
+    """Whether Nx's daemon served the nx-daemon runs: its log, which it writes from its start
+    (`.nx/cache/d` before Nx 19, `.nx/workspace-data/d` since). Nx can leave it off whatever
+    NX_DAEMON says (in a container before Nx 21: bench/nx_no_docker.cjs)."""
+    nx = s.ws["nx"] / ".nx"
+    return any((nx / d / "d" / "daemon.log").exists() for d in ("cache", "workspace-data"))
 
 
 # ---------------------------------------------------------------- matrix
@@ -1052,6 +1066,7 @@ def summary(state: dict) -> str:
         out.append(
             f"\nwarm alone `{' '.join(w['tasks'])}`: vx {st['vx']['wall']} s, nx {st['nx']['wall']} s, "
             f"nx-daemon {st['nx-daemon']['wall']} s: {st['ratio_nx']}x, {st['ratio_nx-daemon']}x"
+            + ("" if w.get("daemon_ran", True) else " (Nx's daemon never ran: NOT daemon on)")
         )
         for tool, rs in w["runs"].items():
             out.append(
