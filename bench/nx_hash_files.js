@@ -31,6 +31,10 @@ const { minimatch } = require(require.resolve('minimatch', { paths: [root + '/no
   const taskGraph = createTaskGraph(graph, deps, projects, targets, undefined, {}, false);
   const hasher = createTaskHasher(graph, nxJson, {});
   const files = (node) => {
+    if (node.startsWith('workspace:[') && node.endsWith(']')) {
+      // Nx 21 groups a task's workspace file sets into one node
+      return node.slice(11, -1).split(/,(?=\{workspaceRoot\}\/)/).flatMap((f) => files(f) ?? []);
+    }
     if (node.startsWith('{workspaceRoot}/')) {
       const rel = node.substring(16);
       return all.includes(rel) ? [rel] : all.filter((f) => minimatch(f, rel, { dot: true }));
