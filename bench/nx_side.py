@@ -555,6 +555,7 @@ TOOLS = ("vx", "nx", "nx-daemon")
 
 
 def phase_time(s: Side, tasks: list[str], rounds: dict[str, int]) -> dict:
+    forget_daemon(s)
     _, doc = nx_graph(s, tasks)
     outputs = sorted(
         {o for t in doc["tasks"]["tasks"].values() if t.get("cache") for o in t["outputs"]}
@@ -642,15 +643,14 @@ def phase_time(s: Side, tasks: list[str], rounds: dict[str, int]) -> dict:
         "noisy": sorted(noisy),
         "restore": {t: restore_diff[t] for t in TOOLS},
         "test_counts": counts,
+        "daemon_ran": daemon_ran(s),
     }
 
 
 def phase_warm(s: Side, tasks: list[str], rounds: int) -> dict:
     """Warm rounds alone, on the copies as they are (no cold build first): each tool run twice,
     then `rounds` interleaved rounds of vx, nx and nx-daemon; each run's wall, CPU and misses."""
-    s.stop_daemon()  # its log then says whether this phase's runs started it (`daemon_ran`)
-    for d in ("cache", "workspace-data"):
-        (s.ws["nx"] / ".nx" / d / "d" / "daemon.log").unlink(missing_ok=True)
+    forget_daemon(s)
     for _ in range(2):
         for tool in TOOLS:
             s.run(tool, tasks, "warm-up", summarize=False)
@@ -669,6 +669,14 @@ def phase_warm(s: Side, tasks: list[str], rounds: int) -> dict:
         v, n = stats["vx"]["wall"], stats[t]["wall"]
         stats[f"ratio_{t}"] = round(v / n, 3) if v and n else None
     return {"tasks": tasks, "stats": stats, "runs": runs, "daemon_ran": daemon_ran(s)}
+
+
+def forget_daemon(s: Side) -> None:
+    """Stop Nx's daemon and drop its log: the log then says whether this phase's runs started it
+    (`daemon_ran`)."""
+    s.stop_daemon()
+    for d in ("cache", "workspace-data"):
+        (s.ws["nx"] / ".nx" / d / "d" / "daemon.log").unlink(missing_ok=True)
 
 
 def daemon_ran(s: Side) -> bool:
@@ -1034,6 +1042,8 @@ def summary(state: dict) -> str:
         )
     for key, t in state.get("time", {}).items():
         out.append(f"\ntime `{key}`:")
+        if not t.get("daemon_ran", True):
+            out.append("Nx's daemon never ran: the daemon-on column is NOT daemon on")
         out.append("| scenario | vx | nx (daemon off) | nx (daemon on) | vx/nx | vx/nx-daemon |")
         out.append("|---|---|---|---|---|---|")
         for sc, st in t["stats"].items():
