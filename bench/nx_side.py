@@ -13,7 +13,9 @@ resumes; `--redo PHASE` runs one again):
 - graph    for each task set, `nx run-many -t … --graph=FILE` against `vx run … --dry=json`: the
            same tasks with the same dependencies (looking through vx's groups).
 - inputs   the files Nx's hash plan names for each cached task (Nx's HashPlanInspector, with
-           tests/scenarios/support/nx_hash_plan.js) against the files vx's key folds.
+           tests/scenarios/support/nx_hash_plan.js; before Nx 21, bench/nx_hash_files.js: Nx's
+           hash details, each file set expanded as its hasher expands it) against the files
+           vx's key folds.
 - time     for each task set, alternating vx, nx (NX_DAEMON=false) and nx-daemon round by round:
            cold (caches, `.nx/workspace-data`, `.vx` and every gitignored file but the install
            gone), warm (nothing changed), restore (every output Nx's task graph names deleted).
@@ -58,6 +60,8 @@ from tools import TOOL_ENV  # noqa: E402
 
 PHASES = ("show", "graph", "inputs", "time", "matrix", "warm")
 HASH_PLAN = REPO / "tests" / "scenarios" / "support" / "nx_hash_plan.js"
+NO_DOCKER = REPO / "bench" / "nx_no_docker.cjs"  # Nx 18-19's daemon, inside a container too
+HASH_FILES = REPO / "bench" / "nx_hash_files.js"  # the same from Nx 17-20's hash details
 TARGET_FIELDS = (
     "executor",
     "command",
@@ -121,6 +125,8 @@ class Side:
         }
         env.update(TOOL_ENV)
         env["NX_DAEMON"] = "true" if tool == "nx-daemon" else "false"
+        if tool == "nx-daemon" and os.path.exists("/.dockerenv"):  # bench/nx_no_docker.cjs
+            env["NODE_OPTIONS"] = f"{env.get('NODE_OPTIONS', '')} --require {NO_DOCKER}".strip()
         if tool == "vx":
             env["VX_CACHE_DIR"] = str(self.ws["vx"] / ".vx" / "cache")
             home = self.work / "vx-home"
@@ -328,7 +334,7 @@ def vx_cached(ws: Path) -> dict[str, str]:
 def vx_footer_cached(out: str) -> dict[str, str]:
     """A run without `--summarize`: its footer (`14 tasks · 12 cached …`) gives the count of
     misses only, named as one entry."""
-    m = re.search(r"(\d+) tasks · (\d+) cached", ANSI.sub("", out))
+    m = re.search(r"(\d+) tasks? · (\d+) cached", ANSI.sub("", out))  # `1 task · …` too
     if m is None:
         return {"(no footer)": "miss"}
     missed = int(m.group(1)) - int(m.group(2))
@@ -490,11 +496,12 @@ def phase_graph(s: Side, sets: list[list[str]]) -> dict:
 
 def phase_inputs(s: Side, tasks: list[str]) -> dict:
     inspector = s.ws["nx"] / "node_modules" / "nx" / "src" / "hasher" / "hash-plan-inspector.js"
-    if not inspector.exists():
-        return {"skipped": "this Nx has no HashPlanInspector (Nx 21 and newer)"}
+    # Nx 17-20 have no HashPlanInspector: their own hash details, each file set expanded to its
+    # files as their hasher expands it, say the same
+    plan_js = HASH_PLAN if inspector.exists() else HASH_FILES
     _, doc = nx_graph(s, tasks)
     proc = subprocess.run(
-        ["node", str(HASH_PLAN), *tasks],
+        ["node", str(plan_js), *tasks],
         cwd=s.ws["nx"],
         env=s.env("nx"),
         capture_output=True,
@@ -527,13 +534,19 @@ def phase_inputs(s: Side, tasks: list[str]) -> dict:
         if vid not in rows:
             diffs[name] = {"missing in vx": True}
             continue
-        ours = files(vid)
+        ours = files(vid) - NX_EVERYWHERE  # a root project's own files hold them under vx
         if ours != nx_files:
             diffs[name] = {
                 "only_nx": sorted(nx_files - ours)[:20],
                 "only_vx": sorted(ours - nx_files)[:20],
             }
-    return {"tasks": len(others), "differences": diffs, "same": not diffs, "nx_other": others}
+    return {
+        "tasks": len(others),
+        "differences": diffs,
+        "same": not diffs,
+        "nx_other": others,
+        "from": plan_js.name,
+    }
 
 
 # ---------------------------------------------------------------- time
@@ -542,6 +555,7 @@ TOOLS = ("vx", "nx", "nx-daemon")
 
 
 def phase_time(s: Side, tasks: list[str], rounds: dict[str, int]) -> dict:
+    forget_daemon(s)
     _, doc = nx_graph(s, tasks)
     outputs = sorted(
         {o for t in doc["tasks"]["tasks"].values() if t.get("cache") for o in t["outputs"]}
@@ -629,12 +643,14 @@ def phase_time(s: Side, tasks: list[str], rounds: dict[str, int]) -> dict:
         "noisy": sorted(noisy),
         "restore": {t: restore_diff[t] for t in TOOLS},
         "test_counts": counts,
+        "daemon_ran": daemon_ran(s),
     }
 
 
 def phase_warm(s: Side, tasks: list[str], rounds: int) -> dict:
     """Warm rounds alone, on the copies as they are (no cold build first): each tool run twice,
     then `rounds` interleaved rounds of vx, nx and nx-daemon; each run's wall, CPU and misses."""
+    forget_daemon(s)
     for _ in range(2):
         for tool in TOOLS:
             s.run(tool, tasks, "warm-up", summarize=False)
@@ -652,7 +668,23 @@ def phase_warm(s: Side, tasks: list[str], rounds: int) -> dict:
     for t in ("nx", "nx-daemon"):
         v, n = stats["vx"]["wall"], stats[t]["wall"]
         stats[f"ratio_{t}"] = round(v / n, 3) if v and n else None
-    return {"tasks": tasks, "stats": stats, "runs": runs}
+    return {"tasks": tasks, "stats": stats, "runs": runs, "daemon_ran": daemon_ran(s)}
+
+
+def forget_daemon(s: Side) -> None:
+    """Stop Nx's daemon and drop its log: the log then says whether this phase's runs started it
+    (`daemon_ran`)."""
+    s.stop_daemon()
+    for d in ("cache", "workspace-data"):
+        (s.ws["nx"] / ".nx" / d / "d" / "daemon.log").unlink(missing_ok=True)
+
+
+def daemon_ran(s: Side) -> bool:
+    """Whether Nx's daemon served the nx-daemon runs: its log, which it writes from its start
+    (`.nx/cache/d` before Nx 19, `.nx/workspace-data/d` since). Nx can leave it off whatever
+    NX_DAEMON says (in a container before Nx 21: bench/nx_no_docker.cjs)."""
+    nx = s.ws["nx"] / ".nx"
+    return any((nx / d / "d" / "daemon.log").exists() for d in ("cache", "workspace-data"))
 
 
 # ---------------------------------------------------------------- matrix
@@ -1010,6 +1042,8 @@ def summary(state: dict) -> str:
         )
     for key, t in state.get("time", {}).items():
         out.append(f"\ntime `{key}`:")
+        if not t.get("daemon_ran", True):
+            out.append("Nx's daemon never ran: the daemon-on column is NOT daemon on")
         out.append("| scenario | vx | nx (daemon off) | nx (daemon on) | vx/nx | vx/nx-daemon |")
         out.append("|---|---|---|---|---|---|")
         for sc, st in t["stats"].items():
@@ -1042,6 +1076,7 @@ def summary(state: dict) -> str:
         out.append(
             f"\nwarm alone `{' '.join(w['tasks'])}`: vx {st['vx']['wall']} s, nx {st['nx']['wall']} s, "
             f"nx-daemon {st['nx-daemon']['wall']} s: {st['ratio_nx']}x, {st['ratio_nx-daemon']}x"
+            + ("" if w.get("daemon_ran", True) else " (Nx's daemon never ran: NOT daemon on)")
         )
         for tool, rs in w["runs"].items():
             out.append(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -200,6 +201,37 @@ def test_nx_s_own_untracked_files_are_no_task_s_input(repo, nx_modules):
     nx_cli(ws.root, "run", "root:check", cache=True)  # Nx rewrites its files
     again = ws.vx("run", "root:check")
     assert again.statuses()["//#check"][1] in ("local", "up-to-date")
+
+
+@pytest.mark.feature("TL-05")
+def test_a_root_project_workspace_replays_every_warm_run(repo, nx_modules):
+    """nx-recipes' angular-standalone shape: a root project (its `{projectRoot}/**/*` is the
+    whole tree) and a .gitignore that names `.nx/cache` only, so what vx's call for Nx's graph
+    writes under `.nx/workspace-data` is untracked and in git's listing. Every warm `vx run-many`
+    replays its receipt, as Nx hits each time. A guard, not a fix: it passed before; the warm
+    runs there that planned in full had `--output-logs full` (docs/benchmarks.md)."""
+    spec = no_plugins_workspace()
+    spec[".gitignore"] = "node_modules\ndist\n.nx/cache\n"
+    spec["project.json"] = {
+        "name": "root",
+        "targets": {"check": {"command": "echo ok", "cache": True}},
+    }
+    repo.write(spec)
+    link_modules(repo.root, nx_modules)
+    ws = repo.commit()
+
+    def replayed() -> bool:
+        time.sleep(0.06)  # past the racy window of what the last run wrote, as settle() does
+        result = ws.vx(
+            "run-many", "-t", "build", "check", summary=False, env={"VX_TIMING": "1"},
+            timeout=TIMEOUT,
+        )  # fmt: skip
+        assert result.code == 0, result.err + result.out
+        return "receipt check" in result.err
+
+    assert [replayed() for _ in range(3)] == [False, False, True]  # cold, then the receipt
+    assert kept(ws) and (ws.root / ".nx" / "workspace-data").is_dir()  # Nx was asked, wrote there
+    assert [replayed() for _ in range(3)] == [True] * 3
 
 
 @pytest.mark.feature("TL-05")
