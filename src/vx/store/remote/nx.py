@@ -57,5 +57,11 @@ class NxLayer:
         if reply.status == 404:
             raise RemoteFailure(BAD_RESPONSE, "PUT answered 404")
 
+    def warm(self) -> None:
+        """Open the download threads' connections now, while the run plans (`Wire.warm`)."""
+        from vx.store.layered import FETCH_WORKERS
+
+        self.wire.warm(FETCH_WORKERS)
+
     def close(self) -> None:
         self.wire.close()

@@ -143,6 +143,12 @@ class TurboLayer:
             raise RemoteFailure(REFUSED, f"the server says remote caching is {value}")
         return value
 
+    def warm(self) -> None:
+        """Open the download threads' connections now, while the run plans (`Wire.warm`)."""
+        from vx.store.layered import FETCH_WORKERS
+
+        self.wire.warm(FETCH_WORKERS)
+
     def close(self) -> None:
         self.wire.close()
 
