@@ -102,7 +102,7 @@ def nx_layer(server) -> NxLayer:
 
 
 def warmed(layer: NxLayer, count: int) -> None:
-    for thread in layer.wire.warm(count):
+    for thread in layer.wire.warm(count):  # the first starts the others before it ends
         thread.join(BOUND_S)
     assert len(layer.wire._idle) == count
 

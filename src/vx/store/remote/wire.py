@@ -293,9 +293,7 @@ class Wire:
                 host, port, timeout=CONNECT_TIMEOUT_S, context=self._context
             )
             if proxy:  # CONNECT: TLS runs end to end, the proxy sees the host alone
-                auth = (
-                    {"Proxy-Authorization": proxy.authorization} if proxy.authorization else {}
-                )
+                auth = {"Proxy-Authorization": proxy.authorization} if proxy.authorization else {}
                 conn.set_tunnel(self._host, self._port or 443, headers=auth)
         else:
             conn = http.client.HTTPConnection(host, port, timeout=CONNECT_TIMEOUT_S)
@@ -311,7 +309,7 @@ class Wire:
         first downloads then find them open, not one round trip or more after the keys
         (docs/remote-cache.md, "Start-up"). A failure here is nobody's: the request that
         would have used the connection opens its own, and meets it there."""
-        if self._proxy_error:
+        if self._proxy_error or count < 1:
             return []
 
         def opening() -> None:
@@ -333,8 +331,16 @@ class Wire:
             threading.Thread(target=opening, name="vx-remote-open", daemon=True)
             for _ in range(count)
         ]
-        for thread in threads:
-            thread.start()
+
+        def launching() -> None:
+            for thread in threads[1:]:
+                thread.start()
+            opening()
+
+        # the caller starts one thread, which starts the rest: each start waits for the new
+        # thread to be scheduled, and on a loaded machine 16 such waits held up planning
+        threads[0] = threading.Thread(target=launching, name="vx-remote-open", daemon=True)
+        threads[0].start()
         return threads
 
     def set_timeout(self, seconds: float) -> None:
