@@ -288,6 +288,7 @@ class Wire:
     def _new_connection(self) -> http.client.HTTPConnection:
         proxy = self._proxy
         host, port = (proxy.host, proxy.port) if proxy else (self._host, self._port)
+        conn: http.client.HTTPConnection
         if self._https:
             conn = http.client.HTTPSConnection(
                 host, port, timeout=CONNECT_TIMEOUT_S, context=self._context
