@@ -148,3 +148,26 @@ def test_closing_the_layer_closes_the_connections_nobody_took(server):
     idle = list(layer.wire._idle)
     layer.close()
     assert all(conn.sock is None for conn in idle) and layer.wire._idle == []
+
+
+def test_a_connection_warmed_after_the_layer_closed_is_not_kept(server, monkeypatch):
+    """A run that ends while its connections still open (it failed early) keeps none of them."""
+    from vx.store.remote.wire import Wire
+
+    layer = nx_layer(server)
+    go, made = threading.Event(), []
+    connect = Wire._connect
+
+    def held(self, conn, timeout):
+        assert go.wait(BOUND_S)
+        made.append(conn)
+        return connect(self, conn, timeout)
+
+    monkeypatch.setattr(Wire, "_connect", held)
+    threads = layer.wire.warm(2)
+    layer.close()
+    go.set()
+    for thread in threads:
+        thread.join(BOUND_S)
+    assert len(made) == 2 and all(conn.sock is None for conn in made)
+    assert layer.wire._idle == [] and layer.wire._open == set()

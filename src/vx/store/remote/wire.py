@@ -261,6 +261,7 @@ class Wire:
         self._lock = threading.Lock()
         self._open: set[http.client.HTTPConnection] = set()
         self._idle: list[http.client.HTTPConnection] = []  # opened by `warm`, not yet taken
+        self._closed = False  # `warm`'s threads keep nothing they open after `close`
         self._auth = {"Authorization": f"Bearer {settings.token}"} if settings.token else {}
         self._context = ssl.create_default_context() if self._https else None
         self._origin = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
@@ -323,9 +324,10 @@ class Wire:
                 conn.close()
                 return
             with self._lock:
-                if conn in self._open:  # not closed meanwhile (`close`)
+                if not self._closed and conn in self._open:
                     self._idle.append(conn)
                     return
+                self._open.discard(conn)
             conn.close()
 
         threads = [
@@ -364,6 +366,7 @@ class Wire:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             conns, self._open, self._idle = list(self._open), set(), []
         for conn in conns:
             conn.close()
