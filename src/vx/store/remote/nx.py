@@ -11,6 +11,7 @@ from typing import BinaryIO
 
 from vx.store.remote.layer import (
     BAD_RESPONSE,
+    FETCH_WORKERS,
     Found,
     RemoteFailure,
     RemoteSettings,
@@ -59,8 +60,6 @@ class NxLayer:
 
     def warm(self) -> None:
         """Open the download threads' connections now, while the run plans (`Wire.warm`)."""
-        from vx.store.layered import FETCH_WORKERS
-
         self.wire.warm(FETCH_WORKERS)
 
     def close(self) -> None:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from vx.store.remote.layer import (
     BAD_RESPONSE,
+    FETCH_WORKERS,
     REFUSED,
     REJECTED,
     Found,
@@ -145,8 +146,6 @@ class TurboLayer:
 
     def warm(self) -> None:
         """Open the download threads' connections now, while the run plans (`Wire.warm`)."""
-        from vx.store.layered import FETCH_WORKERS
-
         self.wire.warm(FETCH_WORKERS)
 
     def close(self) -> None:
