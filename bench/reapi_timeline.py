@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A per-call timeline of one vx run on a REAPI cache: what a restore waits on, call by call.
+"""A per-call timeline of one vx run on a REAPI (or `/v8`) cache: what a restore waits on, call by call.
 
     VX_REAPI_ENDPOINT=grpc://127.0.0.1:PORT python bench/reapi_timeline.py --out t.json -- run build
 
@@ -9,7 +9,8 @@ every REAPI call timed from its start to its end (`ReapiLayer._call`), every dow
 all in seconds from the process start; then prints each kind's count, first start, last end and
 durations, the most calls in flight, and the throttle's end state (pushback, cuts, limit), with
 the run's own stages (`vx.stages`: discover, load configs, graph, keys, open cache, probe,
-prefetch) on the same clock.
+prefetch) on the same clock. On a `/v8` server (TURBO_API, TURBO_TOKEN, TURBO_TEAM), each GET and each
+HTTP connection opened are timed instead.
 Put `bench/link.py` in front of the server to see a link's round trips. Written for
 docs/benchmarks.md, "REAPI restore width". The patches wrap vx's own methods and change nothing
 they do.
@@ -95,6 +96,23 @@ def patch() -> None:
 
     remote._Deferred._open = opened
 
+    import vx.store.remote.turbo as turbo
+    import vx.store.remote.wire as wire
+
+    connect = wire.Wire._connect
+
+    def connecting(self, conn, timeout):  # only a connection that is opened now is a "connect"
+        if conn.sock is not None:
+            return connect(self, conn, timeout)
+        start = time.perf_counter()
+        try:
+            return connect(self, conn, timeout)
+        finally:
+            record("connect", "HTTP connection opened", start, time.perf_counter())
+
+    wire.Wire._connect = connecting
+    turbo.TurboLayer.get = timed("http", lambda self, key, sink: "GET", turbo.TurboLayer.get)
+
 
 def summary(end: float, cpu: float) -> list[str]:
     out = [f"process: {end:.3f} s wall, {cpu:.2f} s CPU"]
@@ -109,8 +127,8 @@ def summary(end: float, cpu: float) -> list[str]:
             f"({min(took):.3f}–{max(took):.3f})"
         )
     edges = sorted(
-        [(a, 1) for k, _, a, _ in EVENTS if k == "rpc"]
-        + [(b, -1) for k, _, _, b in EVENTS if k == "rpc"]
+        [(a, 1) for k, _, a, _ in EVENTS if k in ("rpc", "http")]
+        + [(b, -1) for k, _, _, b in EVENTS if k in ("rpc", "http")]
     )
     now = peak = 0
     for _, step in edges:

@@ -585,9 +585,10 @@ def _keyed(
 def _warm(
     knobs: Knobs, host: Host | None, host_env: Mapping[str, str]
 ) -> dict[RemoteSettings, RemoteLayer]:
-    """The REAPI layers of a run that will look up, opening now on threads of their own (grpc's
-    import, the channel, `GetCapabilities`) while the configs load and the keys are made; the
-    run takes them when its store opens (`_open_remote`).
+    """The remote layers of a run that will look up, opening now while the configs load and the
+    keys are made: REAPI's grpc import and channel, with `GetCapabilities` on a thread; an HTTP
+    cache's connections, each on a thread (`Wire.warm`). The run takes them when its store
+    opens (`_open_remote`).
 
     Only a workspace with no cache dir yet (a fresh clone, a new CI runner): a run over an
     existing cache may find every task here and must then load none of grpc. A plugin's cache
@@ -601,13 +602,15 @@ def _warm(
         plan = _cache_plan(knobs, host_env, [])
     except VxError:
         return {}
-    reapi = [s for s, _written in plan.layers if s.kind == "reapi"]
-    if not (plan.axes.remote_read and reapi):
+    # every REAPI layer (as before), and an HTTP one only first in the chain: every lookup asks
+    # it, a later layer only what the first missed
+    read = [s for i, (s, _written) in enumerate(plan.layers) if s.kind == "reapi" or i == 0]
+    if not (plan.axes.remote_read and read):
         return {}
     from vx.store import remote
 
     warmed: dict[RemoteSettings, RemoteLayer] = {}
-    for settings in reapi:
+    for settings in read:
         if settings not in warmed:
             layer = remote.open_layer(settings)
             getattr(layer, "warm", lambda: None)()

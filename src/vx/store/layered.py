@@ -35,11 +35,11 @@ from vx.store.local import DamagedEntry, Entry, KeptSince, LocalStore
 from vx.store.policy import CacheAxes
 from vx.store.remote import BAD_RESPONSE, REJECTED, TOO_LARGE, RemoteFailure, RemoteLayer
 from vx.store.remote.health import Health, Say
+from vx.store.remote.layer import FETCH_WORKERS
 
 if TYPE_CHECKING:
     import asyncio
 
-FETCH_WORKERS = 16  # more than the cores: each also waits on the server and the disk
 UPLOAD_WORKERS = 4
 _LOCAL_TROUBLE = (OSError, EnvironmentFailure)
 

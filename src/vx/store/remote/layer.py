@@ -17,6 +17,9 @@ DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_UPLOAD_TIMEOUT_S = 60.0
 DEFAULT_MAX_ARTIFACT_BYTES = 1 << 30
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+# an HTTP layer's download threads (store.layered's pool) and the connections `warm` opens for
+# them: more than the cores, each also waits on the server and the disk
+FETCH_WORKERS = 16
 
 # Failure classes: one warning per class per run, repeats counted at the end.
 UNREACHABLE = "unreachable"

@@ -11,6 +11,7 @@ from typing import BinaryIO
 
 from vx.store.remote.layer import (
     BAD_RESPONSE,
+    FETCH_WORKERS,
     Found,
     RemoteFailure,
     RemoteSettings,
@@ -56,6 +57,10 @@ class NxLayer:
         reply.close()
         if reply.status == 404:
             raise RemoteFailure(BAD_RESPONSE, "PUT answered 404")
+
+    def warm(self) -> None:
+        """Open the download threads' connections now, while the run plans (`Wire.warm`)."""
+        self.wire.warm(FETCH_WORKERS)
 
     def close(self) -> None:
         self.wire.close()

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from vx.store.remote.layer import (
     BAD_RESPONSE,
+    FETCH_WORKERS,
     REFUSED,
     REJECTED,
     Found,
@@ -142,6 +143,10 @@ class TurboLayer:
         if value != "enabled" and value in ("disabled", "over_limit", "paused"):
             raise RemoteFailure(REFUSED, f"the server says remote caching is {value}")
         return value
+
+    def warm(self) -> None:
+        """Open the download threads' connections now, while the run plans (`Wire.warm`)."""
+        self.wire.warm(FETCH_WORKERS)
 
     def close(self) -> None:
         self.wire.close()

@@ -260,6 +260,8 @@ class Wire:
         self._local = threading.local()
         self._lock = threading.Lock()
         self._open: set[http.client.HTTPConnection] = set()
+        self._idle: list[http.client.HTTPConnection] = []  # opened by `warm`, not yet taken
+        self._closed = False  # `warm`'s threads keep nothing they open after `close`
         self._auth = {"Authorization": f"Bearer {settings.token}"} if settings.token else {}
         self._context = ssl.create_default_context() if self._https else None
         self._origin = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
@@ -272,27 +274,77 @@ class Wire:
 
     def _connection(self) -> http.client.HTTPConnection:
         conn = getattr(self._local, "conn", None)
+        if conn is None and self._idle:
+            with self._lock:
+                conn = self._idle.pop() if self._idle else None
+            if conn is not None:  # one `warm` opened: the server may have closed it while idle
+                self._local.conn, self._local.used = conn, True
+                return conn
         if conn is None:
-            proxy = self._proxy
-            host, port = (proxy.host, proxy.port) if proxy else (self._host, self._port)
-            if self._https:
-                conn = http.client.HTTPSConnection(
-                    host, port, timeout=CONNECT_TIMEOUT_S, context=self._context
-                )
-                if proxy:  # CONNECT: TLS runs end to end, the proxy sees the host alone
-                    auth = (
-                        {"Proxy-Authorization": proxy.authorization} if proxy.authorization else {}
-                    )
-                    conn.set_tunnel(self._host, self._port or 443, headers=auth)
-            else:
-                conn = http.client.HTTPConnection(host, port, timeout=CONNECT_TIMEOUT_S)
-            conn.response_class = _Response
-            conn._create_connection = _create_connection  # type: ignore[attr-defined]
+            conn = self._new_connection()
             self._local.conn = conn
             self._local.used = False
-            with self._lock:
-                self._open.add(conn)
         return conn
+
+    def _new_connection(self) -> http.client.HTTPConnection:
+        proxy = self._proxy
+        host, port = (proxy.host, proxy.port) if proxy else (self._host, self._port)
+        conn: http.client.HTTPConnection
+        if self._https:
+            conn = http.client.HTTPSConnection(
+                host, port, timeout=CONNECT_TIMEOUT_S, context=self._context
+            )
+            if proxy:  # CONNECT: TLS runs end to end, the proxy sees the host alone
+                auth = {"Proxy-Authorization": proxy.authorization} if proxy.authorization else {}
+                conn.set_tunnel(self._host, self._port or 443, headers=auth)
+        else:
+            conn = http.client.HTTPConnection(host, port, timeout=CONNECT_TIMEOUT_S)
+        conn.response_class = _Response
+        conn._create_connection = _create_connection  # type: ignore[attr-defined]
+        with self._lock:
+            self._open.add(conn)
+        return conn
+
+    def warm(self, count: int) -> list[threading.Thread]:
+        """Open `count` connections now, each on a short thread of its own (TCP, and TLS or a
+        proxy's tunnel as a request would), for the download threads to take: a fresh clone's
+        first downloads then find them open, not one round trip or more after the keys
+        (docs/remote-cache.md, "Start-up"). A failure here is nobody's: the request that
+        would have used the connection opens its own, and meets it there."""
+        if self._proxy_error or count < 1:
+            return []
+
+        def opening() -> None:
+            conn = self._new_connection()
+            try:
+                self._connect(conn, self.settings.timeout_s)
+            except (OSError, http.client.HTTPException, UnicodeError, ValueError):
+                with self._lock:
+                    self._open.discard(conn)
+                conn.close()
+                return
+            with self._lock:
+                if not self._closed and conn in self._open:
+                    self._idle.append(conn)
+                    return
+                self._open.discard(conn)
+            conn.close()
+
+        threads = [
+            threading.Thread(target=opening, name="vx-remote-open", daemon=True)
+            for _ in range(count)
+        ]
+
+        def launching() -> None:
+            for thread in threads[1:]:
+                thread.start()
+            opening()
+
+        # the caller starts one thread, which starts the rest: each start waits for the new
+        # thread to be scheduled, and on a loaded machine 16 such waits held up planning
+        threads[0] = threading.Thread(target=launching, name="vx-remote-open", daemon=True)
+        threads[0].start()
+        return threads
 
     def set_timeout(self, seconds: float) -> None:
         conn = getattr(self._local, "conn", None)
@@ -300,17 +352,22 @@ class Wire:
             conn.sock.settimeout(max(seconds, 0.001))
 
     def drop(self) -> None:
-        """Close this thread's connection; the next request opens a fresh one."""
+        """Close this thread's connection, and those `warm` opened that no thread took (as old
+        as the one that failed, and likely ended as it was); the next request opens a fresh one."""
         conn = getattr(self._local, "conn", None)
         self._local.conn = None
-        if conn is not None:
-            with self._lock:
-                self._open.discard(conn)
-            conn.close()
+        with self._lock:
+            idle, self._idle = self._idle, []
+            for old in (conn, *idle):
+                self._open.discard(old)  # type: ignore[arg-type]
+        for old in (conn, *idle):
+            if old is not None:
+                old.close()
 
     def close(self) -> None:
         with self._lock:
-            conns, self._open = list(self._open), set()
+            self._closed = True
+            conns, self._open, self._idle = list(self._open), set(), []
         for conn in conns:
             conn.close()
 
@@ -350,10 +407,12 @@ class Wire:
         size: int,
         timeout: float,
     ) -> Reply:
-        """One exchange; a reused connection the server had closed is retried once, fresh."""
-        reused = (
-            getattr(self._local, "used", False) and getattr(self._local, "conn", None) is not None
-        )
+        """One exchange; a reused connection the server had closed is retried once, fresh (one
+        `warm` opened counts as reused: it sat idle)."""
+        if self._proxy_error:
+            raise RemoteFailure(UNREACHABLE, self._proxy_error)
+        self._connection()  # this thread's, a warmed one, or a new one: no I/O yet
+        reused = getattr(self._local, "used", False)
         try:
             return self._exchange(method, path, headers, body, size, timeout)
         except _IDLE_CLOSED:
