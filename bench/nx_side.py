@@ -13,7 +13,8 @@ resumes; `--redo PHASE` runs one again):
 - graph    for each task set, `nx run-many -t … --graph=FILE` against `vx run … --dry=json`: the
            same tasks with the same dependencies (looking through vx's groups).
 - inputs   the files Nx's hash plan names for each cached task (Nx's HashPlanInspector, with
-           tests/scenarios/support/nx_hash_plan.js) against the files vx's key folds.
+           tests/scenarios/support/nx_hash_plan.js; before Nx 21, Nx's HashPlanner with its file
+           sets expanded, bench/nx_hash_plan_files.js) against the files vx's key folds.
 - time     for each task set, alternating vx, nx (NX_DAEMON=false) and nx-daemon round by round:
            cold (caches, `.nx/workspace-data`, `.vx` and every gitignored file but the install
            gone), warm (nothing changed), restore (every output Nx's task graph names deleted).
@@ -58,6 +59,8 @@ from tools import TOOL_ENV  # noqa: E402
 
 PHASES = ("show", "graph", "inputs", "time", "matrix", "warm")
 HASH_PLAN = REPO / "tests" / "scenarios" / "support" / "nx_hash_plan.js"
+# Nx 18-20 have no HashPlanInspector: their own hash plan, its file sets expanded as Nx's JS hasher
+HASH_PLAN_FILES = REPO / "bench" / "nx_hash_plan_files.js"
 TARGET_FIELDS = (
     "executor",
     "command",
@@ -72,7 +75,8 @@ TARGET_FIELDS = (
     "parallelism",
 )
 SKIP_DIRS = {"node_modules", ".git", ".nx", ".vx"}
-NX_EVERYWHERE = {".gitignore", "nx.json"}  # Nx folds them into every hash; vx keys what they mean
+# Nx folds them into every hash; vx keys what they mean
+NX_EVERYWHERE = {".gitignore", ".nxignore", "nx.json"}
 MARK = "vx-nx-side edit"
 NX_TASK = re.compile(r"^>\s+nx run (\S+?)(?:\s+(\[[^\]]*\]))?\s*$")
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -490,11 +494,9 @@ def phase_graph(s: Side, sets: list[list[str]]) -> dict:
 
 def phase_inputs(s: Side, tasks: list[str]) -> dict:
     inspector = s.ws["nx"] / "node_modules" / "nx" / "src" / "hasher" / "hash-plan-inspector.js"
-    if not inspector.exists():
-        return {"skipped": "this Nx has no HashPlanInspector (Nx 21 and newer)"}
     _, doc = nx_graph(s, tasks)
     proc = subprocess.run(
-        ["node", str(HASH_PLAN), *tasks],
+        ["node", str(HASH_PLAN if inspector.exists() else HASH_PLAN_FILES), *tasks],
         cwd=s.ws["nx"],
         env=s.env("nx"),
         capture_output=True,
@@ -514,6 +516,7 @@ def phase_inputs(s: Side, tasks: list[str]) -> dict:
 
     diffs: dict[str, dict[str, Any]] = {}
     others: dict[str, list[str]] = {}
+    groups: list[str] = []
     for tid, entries in plan.items():
         name = doc["plain"].get(tid, tid)
         if not doc["tasks"]["tasks"].get(tid, {}).get("cache"):
@@ -527,13 +530,22 @@ def phase_inputs(s: Side, tasks: list[str]) -> dict:
         if vid not in rows:
             diffs[name] = {"missing in vx": True}
             continue
-        ours = files(vid)
+        if rows[vid].get("predicted") == "group":  # `nx:noop`: runs nothing, restores nothing
+            groups.append(name)
+            continue
+        ours = files(vid) - NX_EVERYWHERE  # the root project's own files name them too
         if ours != nx_files:
             diffs[name] = {
                 "only_nx": sorted(nx_files - ours)[:20],
                 "only_vx": sorted(ours - nx_files)[:20],
             }
-    return {"tasks": len(others), "differences": diffs, "same": not diffs, "nx_other": others}
+    return {
+        "tasks": len(others),
+        "differences": diffs,
+        "same": not diffs,
+        "nx_other": others,
+        "groups": sorted(groups),
+    }
 
 
 # ---------------------------------------------------------------- time
@@ -1001,7 +1013,8 @@ def summary(state: dict) -> str:
         out.append(f"inputs: not compared: {inp['skipped']}")
     elif inp:
         out.append(
-            f"inputs: {inp['tasks']} cached tasks, "
+            f"inputs: {inp['tasks']} cached tasks ({len(inp.get('groups', []))} `nx:noop`, "
+            "vx groups, not compared), "
             + (
                 "same files"
                 if inp["same"]
