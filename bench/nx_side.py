@@ -76,7 +76,8 @@ TARGET_FIELDS = (
     "parallelism",
 )
 SKIP_DIRS = {"node_modules", ".git", ".nx", ".vx"}
-NX_EVERYWHERE = {".gitignore", "nx.json"}  # Nx folds them into every hash; vx keys what they mean
+# Nx folds them into every hash; vx keys what they mean
+NX_EVERYWHERE = {".gitignore", ".nxignore", "nx.json"}
 MARK = "vx-nx-side edit"
 NX_TASK = re.compile(r"^>\s+nx run (\S+?)(?:\s+(\[[^\]]*\]))?\s*$")
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -521,6 +522,7 @@ def phase_inputs(s: Side, tasks: list[str]) -> dict:
 
     diffs: dict[str, dict[str, Any]] = {}
     others: dict[str, list[str]] = {}
+    groups: list[str] = []
     for tid, entries in plan.items():
         name = doc["plain"].get(tid, tid)
         if not doc["tasks"]["tasks"].get(tid, {}).get("cache"):
@@ -534,6 +536,9 @@ def phase_inputs(s: Side, tasks: list[str]) -> dict:
         if vid not in rows:
             diffs[name] = {"missing in vx": True}
             continue
+        if rows[vid].get("predicted") == "group":  # `nx:noop`: runs nothing, restores nothing
+            groups.append(name)
+            continue
         ours = files(vid) - NX_EVERYWHERE  # a root project's own files hold them under vx
         if ours != nx_files:
             diffs[name] = {
@@ -546,6 +551,7 @@ def phase_inputs(s: Side, tasks: list[str]) -> dict:
         "same": not diffs,
         "nx_other": others,
         "from": plan_js.name,
+        "groups": sorted(groups),
     }
 
 
@@ -1033,7 +1039,8 @@ def summary(state: dict) -> str:
         out.append(f"inputs: not compared: {inp['skipped']}")
     elif inp:
         out.append(
-            f"inputs: {inp['tasks']} cached tasks, "
+            f"inputs: {inp['tasks']} cached tasks ({len(inp.get('groups', []))} `nx:noop`, "
+            "vx groups, not compared), "
             + (
                 "same files"
                 if inp["same"]
