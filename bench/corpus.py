@@ -65,6 +65,7 @@ from tools import TOOL_ENV, Tool, hold, turbo_tool, version_of, vx_tool  # noqa:
 from turbo_parity import graphs, input_differences  # noqa: E402
 
 PHASES = ("plan", "time", "matrix", "verify")
+CI_SET = False  # --ci
 MATRIX = (
     "source",
     "test",
@@ -204,6 +205,8 @@ def node_bin(version: str, work: Path) -> Path:
 def base_env(work: Path, repo: Repo) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("CI", "VX_TIMING", "VX_CACHE_DIR")}
     env.update(TOOL_ENV)
+    if CI_SET:  # --ci: what a CI job gives both tools and the installs
+        env["CI"] = "true"
     path = [str(pm_bin(repo, work))]
     if repo.node:
         path.insert(0, str(node_bin(repo.node, work)))
@@ -1417,9 +1420,12 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--vx", help="the vx command (default: installed from this checkout into a venv)"
     )
+    ap.add_argument("--ci", action="store_true", help="CI=true for the installs and both tools")
     ap.add_argument("--summary", action="store_true", help="print the table from the saved state")
     ap.add_argument("--details", action="store_true", help="with --summary: every difference found")
     args = ap.parse_args(argv)
+    global CI_SET
+    CI_SET = args.ci
 
     if args.list and args.markdown:
         print("| repository | commit | pm | installed here | measured | exercises |")

@@ -98,7 +98,7 @@ CORPUS: list[Repo] = [
             "root_config": "knip.json",
         },
         bump=Bump("packages/react", "react-error-boundary", "6.1.0"),
-        matrix_tasks=("ci:type", "ci:test"),  # build is `cache: false`
+        matrix_tasks=("ci:type", "ci:test", "ci:eslint"),  # build is `cache: false`
         node="24.12.0",
         env="NODE_ENV",
         filter=("./packages/*",),
