@@ -6,16 +6,12 @@ the suite (it counts the connections it accepts), so the test can stand inside t
 (no timing: an event, with a bound on the test)."""
 
 import io
-import os
 import socket
 import threading
 
 import pytest
-from support.remote_servers import CANARY, NxServer, shop_files
+from support.remote_servers import CANARY, NxServer, planned, shop_files
 
-import vx.prepare as preparing
-from vx.prepare import RunRequest, prepare
-from vx.stages import Stages
 from vx.store.remote import RemoteSettings
 from vx.store.remote.nx import NxLayer
 
@@ -51,24 +47,11 @@ def server():
     made.close()
 
 
-def planned(repo, server, monkeypatch, at_keys) -> None:
-    """`prepare` a `run build --all` on `server`, calling `at_keys()` as the keys step begins."""
-    keyed = preparing._keyed
-
-    def keyed_after(*args, **kwargs):
-        at_keys()
-        return keyed(*args, **kwargs)
-
-    monkeypatch.setattr(preparing, "_keyed", keyed_after)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI", "TURBO_", "NX_"))}
-    env.update(
-        NX_SELF_HOSTED_REMOTE_CACHE_SERVER=server.url,
-        NX_SELF_HOSTED_REMOTE_CACHE_ACCESS_TOKEN=CANARY,
-        VX_SHARED_STORE="0",
-    )
-    prep = prepare(RunRequest(cwd=repo.root, names=("build",), all=True), env, Stages(False))
-    assert prep.store is not None
-    prep.store.close()
+def nx_env(server) -> dict[str, str]:
+    return {
+        "NX_SELF_HOSTED_REMOTE_CACHE_SERVER": server.url,
+        "NX_SELF_HOSTED_REMOTE_CACHE_ACCESS_TOKEN": CANARY,
+    }
 
 
 @pytest.mark.feature("RC-09")
@@ -76,7 +59,9 @@ def test_a_fresh_clone_opens_its_connections_while_its_keys_are_made(repo, serve
     repo.write(shop_files(None)).commit()
     assert not (repo.root / ".vx").exists()
     during_keys: list[bool] = []
-    planned(repo, server, monkeypatch, lambda: during_keys.append(server.accepted.wait(BOUND_S)))
+    planned(
+        repo, monkeypatch, lambda: during_keys.append(server.accepted.wait(BOUND_S)), nx_env(server)
+    )
     assert during_keys == [True]  # before: the first download connected, after the keys
 
 
@@ -91,7 +76,7 @@ def test_a_run_over_its_own_cache_opens_no_connection_early(repo, server, monkey
         opening = [t for t in threading.enumerate() if t.name == "vx-remote-open"]
         during_keys.append(server.accepted.is_set() or bool(opening))
 
-    planned(repo, server, monkeypatch, at_keys)
+    planned(repo, monkeypatch, at_keys, nx_env(server))
     assert during_keys == [False]
     assert server.seen == []  # every task a local hit: the remote is never asked
 

@@ -10,11 +10,7 @@ import threading
 import grpc
 import pytest
 from support.reapi_servers import Abort, GarbageServer
-from support.remote_servers import shop_files
-
-import vx.prepare as preparing
-from vx.prepare import RunRequest, prepare
-from vx.stages import Stages
+from support.remote_servers import planned, shop_files
 
 CAPS = "/build.bazel.remote.execution.v2.Capabilities/GetCapabilities"
 BOUND_S = 60  # what the test waits for an answer that comes at once when all is well
@@ -36,20 +32,8 @@ def server():
     made.stop()
 
 
-def planned(repo, server, monkeypatch, at_keys) -> None:
-    """`prepare` a `run build --all` on `server`, calling `at_keys()` as the keys step begins."""
-    keyed = preparing._keyed
-
-    def keyed_after(*args, **kwargs):
-        at_keys()
-        return keyed(*args, **kwargs)
-
-    monkeypatch.setattr(preparing, "_keyed", keyed_after)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI", "TURBO_"))}
-    env.update(VX_REAPI_ENDPOINT=server.endpoint, VX_SHARED_STORE="0")
-    prep = prepare(RunRequest(cwd=repo.root, names=("build",), all=True), env, Stages(False))
-    assert prep.store is not None
-    prep.store.close()
+def reapi_env(server) -> dict[str, str]:
+    return {"VX_REAPI_ENDPOINT": server.endpoint}
 
 
 @pytest.mark.feature("RC-09")
@@ -57,7 +41,9 @@ def test_a_fresh_clone_asks_the_capabilities_while_its_keys_are_made(repo, serve
     repo.write(shop_files(None)).commit()
     assert not (repo.root / ".vx").exists()
     during_keys: list[bool] = []
-    planned(repo, server, monkeypatch, lambda: during_keys.append(server.asked.wait(BOUND_S)))
+    planned(
+        repo, monkeypatch, lambda: during_keys.append(server.asked.wait(BOUND_S)), reapi_env(server)
+    )
     assert during_keys == [True]  # before: asked only by the first lookup, after the keys
     assert server.seen[0] == CAPS and server.seen.count(CAPS) == 1, server.seen
 
@@ -73,7 +59,7 @@ def test_a_run_over_its_own_cache_opens_nothing_early_and_asks_nothing(repo, ser
         opening = [t for t in threading.enumerate() if t.name == "vx-reapi-open"]
         during_keys.append(server.asked.is_set() or bool(opening))
 
-    planned(repo, server, monkeypatch, at_keys)
+    planned(repo, monkeypatch, at_keys, reapi_env(server))
     assert during_keys == [False]
     assert server.seen == []  # every task a local hit: the remote is never asked
 

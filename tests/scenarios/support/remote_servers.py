@@ -408,3 +408,24 @@ def node_tag(key: str, team_id: str, body: bytes, secret: str = SIGNING_KEY) -> 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--install"]:
     print(install_turbo_server())
+
+
+def planned(repo: Repo, monkeypatch, at_keys, remote_env: dict[str, str]) -> None:
+    """`prepare` a `run build --all` against the remote `remote_env` names (no shared store),
+    calling `at_keys()` as the keys step begins: what a fresh clone opens while it plans."""
+    import vx.prepare as preparing
+    from vx.prepare import RunRequest, prepare
+    from vx.stages import Stages
+
+    keyed = preparing._keyed
+
+    def keyed_after(*args, **kwargs):
+        at_keys()
+        return keyed(*args, **kwargs)
+
+    monkeypatch.setattr(preparing, "_keyed", keyed_after)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VX_", "CI", "TURBO_", "NX_"))}
+    env.update(remote_env, VX_SHARED_STORE="0")
+    prep = prepare(RunRequest(cwd=repo.root, names=("build",), all=True), env, Stages(False))
+    assert prep.store is not None
+    prep.store.close()
