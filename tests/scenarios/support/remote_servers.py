@@ -410,6 +410,11 @@ if __name__ == "__main__" and sys.argv[1:] == ["--install"]:
     print(install_turbo_server())
 
 
+def threads_named(name: str) -> set[threading.Thread]:
+    """The live threads called `name`: what a remote layer opening early runs on."""
+    return {t for t in threading.enumerate() if t.name == name}
+
+
 def planned(repo: Repo, monkeypatch, at_keys, remote_env: dict[str, str]) -> None:
     """`prepare` a `run build --all` against the remote `remote_env` names (no shared store),
     calling `at_keys()` as the keys step begins: what a fresh clone opens while it plans."""
