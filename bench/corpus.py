@@ -1187,13 +1187,13 @@ def phase_verify(b: Bench, state: dict, cold_manifest_task: str | None) -> dict:
 # ---------------------------------------------------------------- the summary
 
 
-def summary_rows(work: Path) -> list[str]:
+def summary_rows(work: Path, repos: list[Repo] | None = None) -> list[str]:
     head = (
         "| repository | pm · turbo | tasks | plan (tasks / edges / inputs) | cold | warm | restore | edit "
         "| outputs | tests vx / turbo | matrix: same / vx extra miss / **vx hit, turbo miss** | verify |"
     )
     rows = [head, "|" + "---|" * 12]
-    for repo in CORPUS:
+    for repo in CORPUS if repos is None else repos:
         path = work / "state" / f"{repo.dirname}.json"
         if not path.exists():
             continue
@@ -1427,10 +1427,11 @@ def main(argv=None) -> int:
     global CI_SET
     CI_SET = args.ci
 
+    repos = [r for r in CORPUS if not args.only or any(o in r.slug for o in args.only)]
     if args.list and args.markdown:
         print("| repository | commit | pm | installed here | measured | exercises |")
         print("|---|---|---|---|---|---|")
-        for r in CORPUS:
+        for r in repos:
             path = args.work / "state" / f"{r.dirname}.json"
             st = json.loads(path.read_text()) if path.exists() else {}
             installed = "no (see below)" if r.skip or not st.get("install") else "yes"
@@ -1443,7 +1444,7 @@ def main(argv=None) -> int:
             )
         return 0
     if args.list:
-        for r in CORPUS:
+        for r in repos:
             status = f"skip: {r.skip}" if r.skip else ""
             print(f"{r.slug:36} {r.commit} {r.pm:16} {' '.join(r.tasks):28} {status}")
             print(f"    {r.exercises}")
@@ -1451,18 +1452,17 @@ def main(argv=None) -> int:
                 print(f"    note: {r.notes}")
         return 0
     if args.fetch:
-        for r in CORPUS:
+        for r in repos:
             print(clone_lines(r))
         return 0
     if args.summary:
-        print("\n".join(summary_rows(args.work)))
+        print("\n".join(summary_rows(args.work, repos)))
         if args.details:
-            for repo in CORPUS:
+            for repo in repos:
                 path = args.work / "state" / f"{repo.dirname}.json"
                 if path.exists():
                     print("\n".join(details(repo, json.loads(path.read_text()))))
         return 0
-    repos = [r for r in CORPUS if not args.only or any(o in r.slug for o in args.only)]
     phases = [p for p in args.phases.split(",") if p]
     counts = dict(zip(("cold", "warm", "restore", "edit"), (3, 5, 3, 3)))
     if args.quick:
