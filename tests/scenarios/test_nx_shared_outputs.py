@@ -206,6 +206,14 @@ def test_a_deleted_output_tree_of_the_additive_pair_is_restored_by_the_replay(re
         assert run_and_read(ws) == (True, cold)
         assert run_and_read(ws)[1] == cold  # plans: the restore's directories are too new
         assert run_and_read(ws) == (True, cold)
+    # not absent but changed: a stale file where the tree was, or a part of it gone
+    shutil.rmtree(ws.root / "dist/app")
+    (ws.root / "dist/app").mkdir()
+    (ws.root / "dist/app/main.js").write_text("stale")
+    assert run_and_read(ws) == (False, cold)
+    assert [run_and_read(ws)[1] == cold for _ in range(2)] == [True, True]
+    shutil.rmtree(ws.root / "dist/app/vendor")  # what `copy` wrote, held by `build`'s entry
+    assert run_and_read(ws) == (False, cold)
 
 
 def test_a_replay_never_restores_the_upstream_through_a_tree_missing_its_files(repo):
