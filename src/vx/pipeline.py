@@ -210,11 +210,13 @@ def receipt_tasks(prep: Prepared, summary: RunSummary, started_ns: int) -> list[
             return None
         assert plan.outputs is not None  # all(...) above
         roots, walked = plan.outputs.state(prep.ws.root)
-        if not local.is_up_to_date(entry, plan.outputs.walk(prep.ws.root)) and covered(
-            prep, result.id, entry
-        ):
+        through = None
+        if not local.is_up_to_date(entry, plan.outputs.walk(prep.ws.root)):
+            through = covering(prep, result.id, entry)
+        if through is not None:
             # its files vouched for by its covering dependant's record, which holds the whole
-            # tree; its own walk still says whether anything was added or taken away
+            # tree and every file of its entry (a replay restores them through it); its own
+            # walk still says whether anything was added or taken away
             expected = []
         tasks.append(
             receipt.task_record(
@@ -225,17 +227,18 @@ def receipt_tasks(prep: Prepared, summary: RunSummary, started_ns: int) -> list[
                 roots,
                 walked,
                 started_ns,
+                covering=None if through is None else prep.plans[through].key,
             )
         )
     return tasks
 
 
-def covered(prep: Prepared, tid: TaskId, entry: Any) -> bool:
+def covering(prep: Prepared, tid: TaskId, entry: Any) -> TaskId | None:
     from vx.engine import taskcache
 
     assert prep.store is not None
     store = prep.store.local
-    return taskcache.covered(prep.graph, prep.plans, prep.hits, store, tid, entry, prep.ws.root)
+    return taskcache.covering(prep.graph, prep.plans, prep.hits, store, tid, entry, prep.ws.root)
 
 
 def _run_id() -> str:

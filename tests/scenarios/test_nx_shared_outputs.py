@@ -180,3 +180,58 @@ def test_a_file_of_the_upstream_entry_outside_the_covering_tree_is_never_left_lo
     time.sleep(0.06)
     assert ws.vx("run", "app:build").code == 0
     assert dist(ws.root) == wanted
+
+
+def run_and_read(ws) -> tuple[bool, dict[str, bytes]]:
+    """One `vx run app:build`: whether it replayed its receipt, and every file of `dist`."""
+    time.sleep(0.06)  # past the racy window of what the last run wrote, as settle() does
+    result = ws.vx("run", "app:build", summary=False, env={"VX_TIMING": "1"})
+    assert result.code == 0, result.err + result.out
+    return "receipt check" in result.err, {p: (ws.root / p).read_bytes() for p in dist(ws.root)}
+
+
+def test_a_deleted_output_tree_of_the_additive_pair_is_restored_by_the_replay(repo):
+    """nx-console's restore round (bench/nx_side.py deletes `dist/apps/generate-ui-v2`): the
+    receipt kept the covered `_build` with no expected files (its files are vouched for by
+    `build`'s whole tree), so the replay refused `_build`'s artifact and every restore planned
+    in full (#28's restore rows). Both absent, `build`'s entry holds every file of `_build`'s
+    (`taskcache.covering`): the replay restores the tree from it, byte for byte the cold build.
+    Failed before the fix (no `receipt check` in any restore)."""
+    ws = repo.write(workspace(copy_cache=True)).commit()
+    cold = run_and_read(ws)[1]
+    assert sorted(cold) == WANTED
+    assert [run_and_read(ws)[0] for _ in range(4)][1:] == [True] * 3
+    for _ in range(3):
+        shutil.rmtree(ws.root / "dist/app")
+        assert run_and_read(ws) == (True, cold)
+        assert run_and_read(ws)[1] == cold  # plans: the restore's directories are too new
+        assert run_and_read(ws) == (True, cold)
+    # not absent but changed: a stale file where the tree was, or a part of it gone
+    shutil.rmtree(ws.root / "dist/app")
+    (ws.root / "dist/app").mkdir()
+    (ws.root / "dist/app/main.js").write_text("stale")
+    assert run_and_read(ws) == (False, cold)
+    assert [run_and_read(ws)[1] == cold for _ in range(2)] == [True, True]
+    shutil.rmtree(ws.root / "dist/app/vendor")  # what `copy` wrote, held by `build`'s entry
+    assert run_and_read(ws) == (False, cold)
+
+
+def test_a_replay_never_restores_the_upstream_through_a_tree_missing_its_files(repo):
+    """`_build` also writes `dist/types`, outside `build`'s whole tree: `_build` is not covered,
+    so its receipt keeps its own files. Whatever is deleted, the replay restores it or the
+    pipeline does: never a file lost, never one other than the cold build's."""
+    files = workspace(copy_cache=True)
+    targets = files["apps/app/project.json"]["targets"]  # type: ignore[index]
+    targets["_build"]["command"] += " && " + write("dist/types/index.d.ts", "types")
+    targets["_build"]["outputs"].append("{workspaceRoot}/dist/types")
+    ws = repo.write(files).commit()
+    cold = run_and_read(ws)[1]
+    assert sorted(cold) == sorted([*WANTED, "dist/types/index.d.ts"])
+    for gone in ("dist/types", "dist/app", "dist/app/main.js", "dist/types dist/app"):
+        for _ in range(3):  # warm: a receipt, if any, and its replay
+            assert run_and_read(ws)[1] == cold
+        for path in gone.split():
+            target = ws.root / path
+            shutil.rmtree(target) if target.is_dir() else target.unlink()
+        assert run_and_read(ws)[1] == cold, gone
+        assert run_and_read(ws)[1] == cold, gone

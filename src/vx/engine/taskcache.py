@@ -50,18 +50,34 @@ def covered(
     root: Path,
     seen: dict | None = None,
 ) -> bool:
-    """Whether a hit whose own outputs are not current is current through a dependant: an
+    """Whether a hit whose own outputs are not current is current through a dependant
+    (`covering`)."""
+    return covering(graph, plans, hits, store, tid, held, root, seen) is not None
+
+
+def covering(
+    graph: TaskGraph,
+    plans: Mapping[TaskId, TaskPlan],
+    hits: Mapping[str, E],
+    store: Store[E],
+    tid: TaskId,
+    held: E,
+    root: Path,
+    seen: dict | None = None,
+) -> TaskId | None:
+    """The dependant through which a hit whose own outputs are not current is current: an
     additive Nx target saving the whole tree (`AdditiveOutputs.whole`) that is a hit, whose
     outputs are current and hold every output of `tid`. Its entry holds `tid`'s files as they
     were (its key folds `tid`'s), so wiping and restoring `tid` and then it would leave the tree
     as it is: nx-console's `_build` <- `extract-dependencies` <- `build`, which otherwise
     restored both on every warm run, so no warm run could replay (docs/caching.md). Every file
     of `tid`'s entry (`held`) must be in that tree too: one outside it, deleted here, would
-    otherwise stay lost."""
+    otherwise stay lost. Its entry then holds every file of `tid`'s (its files are exactly the
+    tree it holds), which is what lets a replay restore `tid`'s through it (`receipt`)."""
     own = plans[tid].outputs
     files = getattr(held, "files", None)
     if own is None or files is None:
-        return False
+        return None
     mine: set[str] | None = None
     for did, plan in plans.items():
         outputs = plan.outputs
@@ -76,8 +92,8 @@ def covered(
         if mine is None:
             mine = set(own.walk(root, seen)) | {f.path for f in files}
         if mine <= set(theirs):
-            return True
-    return False
+            return did
+    return None
 
 
 def _upstream(graph: TaskGraph, tid: TaskId, wanted: TaskId) -> bool:

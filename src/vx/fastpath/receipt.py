@@ -5,8 +5,8 @@ silent, so the whole output is the footer), ends by writing a receipt: its comma
 working directory; each environment variable it looked up, with its value; every path its
 planning read or probed, with its lstat identity (`vx.witness`); the config-file names of each
 project directory it listed; digests of git's three listings; and per task the cache row
-(key, size, crc), the lstat values its outputs must show, where those outputs live and
-what walking them reads.
+(key, size, crc), the lstat values its outputs must show, where those outputs live,
+what walking them reads and, for a hit current through a covering dependant, that one's key.
 
 Planning is a function of exactly those facts, so while they hold the keys and the hits are
 the receipt's. `vx.fastpath.replay` checks them before anything else of vx is loaded. This module owns
@@ -29,7 +29,7 @@ import stat
 
 from vx import __version__, dotvx, witness
 
-FORMAT = 5  # 3: env values kept as digests; 4: the store dir; 5: sealed
+FORMAT = 6  # 3: env values kept as digests; 4: the store dir; 5: sealed; 6: a task's covering key
 MAGIC = b"vxr" + bytes([FORMAT])
 MAC_SIZE = 16
 KEY_SIZE = 32
@@ -265,7 +265,7 @@ def output_state(task: list) -> str:
     """CURRENT when the task's outputs are exactly as the receipt says (files by the up-to-date
     rule; the directories the walk lists unchanged, so nothing was added); ABSENT when none
     of its output roots exists, so restoring needs no wipe; CHANGED otherwise."""
-    _key, _size, _crc, expected, roots, walked = task
+    expected, roots, walked = task[3:6]
     if walked is not None and _hold(walked[0], True) and _hold(walked[1], False):
         output_stat = witness.output_stat
         try:
@@ -328,12 +328,34 @@ def task_record(
     roots: list[str],
     walked: dict[str, bool],
     started_ns: int,
+    covering: str | None = None,
 ) -> list:
     """One task's part of a receipt. The directories its output walk read are kept only outside
-    the racy window; without them the outputs can only be found ABSENT, never CURRENT."""
+    the racy window; without them the outputs can only be found ABSENT, never CURRENT.
+    `covering`: the key of the dependant whose entry holds every file of this one's
+    (`taskcache.covering`); then `expected` is empty, and the task is restored through it."""
     read = [(p, witness.identity(p, True)) for p, whole in sorted(walked.items()) if whole]
     probed = [(p, witness.identity(p, False)) for p, whole in sorted(walked.items()) if not whole]
-    return [key, size, crc, expected, roots, None if racy(read, started_ns) else [read, probed]]
+    walk = None if racy(read, started_ns) else [read, probed]
+    return [key, size, crc, expected, roots, walk, covering]
+
+
+def to_restore(tasks: list) -> tuple[list, list] | None:
+    """The tasks whose outputs are absent (`output_state`), split into those whose artifacts are
+    extracted and those restored through a covering dependant's (its entry holds every file of
+    theirs, and restoring both would end with its files: `taskcache.covering`). None when one's
+    outputs changed, or when a covered task's covering one is not restored with it: its own
+    artifact is not what the receipt vouches for, so the pipeline decides."""
+    states = [output_state(task) for task in tasks]
+    if CHANGED in states:
+        return None
+    absent = [task for task, state in zip(tasks, states) if state == ABSENT]
+    extracted = [task for task in absent if len(task) < 7 or task[6] is None]
+    keys = {task[0] for task in extracted}
+    through = [task for task in absent if len(task) > 6 and task[6] is not None]
+    if any(task[6] not in keys for task in through):
+        return None
+    return extracted, through
 
 
 def write(
@@ -489,7 +511,7 @@ def restored(
                 (stat.S_IFREG | mode, size, mtime_ms, st.st_ino, st.st_ctime_ns),
             )
         )
-    return [*task[:3], expected, task[4], None], stamps
+    return [*task[:3], expected, task[4], None, *task[6:]], stamps
 
 
 def forget(root: str, cwd: str, argv: list[str]) -> None:

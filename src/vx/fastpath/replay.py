@@ -94,15 +94,13 @@ def _finish(
         body = receipt.body_of(header, data)
         if body is None or not receipt.paths_hold(body):
             return None
-        states = [receipt.output_state(task) for task in body["tasks"]]
-        if (
-            receipt.CHANGED in states
-            or not _store_private(header)
-            or not _artifacts_hold(header, body["tasks"])
-        ):
+        split = receipt.to_restore(body["tasks"])
+        if split is None or not _store_private(header):
             return None
-        absent = [task for task, state in zip(body["tasks"], states) if state == receipt.ABSENT]
-        restoring, restored_tasks = bool(absent), list(absent)
+        if not _artifacts_hold(header, body["tasks"]):
+            return None
+        absent, through = split
+        restoring, restored_tasks = bool(absent), absent + through
         if restoring:
             from vx.fastpath import restores
 
@@ -136,7 +134,7 @@ def _finish(
                 return None
             git_index.confirm(header)
             marks.append(("git enumeration", time.perf_counter()))
-            if restoring and not _restore(header, body, done, helper, db):
+            if restoring and not _restore(header, body, done, helper, db, through):
                 return None
             db.execute("COMMIT")
             _leave_open(db)
@@ -484,10 +482,13 @@ def _rows_hold(db, tasks: list, touch: bool, write: bool = False) -> bool:
 # ---------------------------------------------------------------- restores
 
 
-def _restore(header: dict, body: dict, done: dict, helper: restores.Helper | None, db) -> bool:
+def _restore(
+    header: dict, body: dict, done: dict, helper: restores.Helper | None, db, through: list
+) -> bool:
     """Stamp every restored output, the helper's share with this process's, and bring
     the receipt up to date. False when the helper refused an artifact: the pipeline then
-    decides what that task needs."""
+    decides what that task needs. `through`: tasks restored by their covering dependant's
+    artifact; nothing of theirs is stamped (the next run finds them current through it)."""
     from vx.store import rows
 
     root = header["root"]
@@ -498,6 +499,8 @@ def _restore(header: dict, body: dict, done: dict, helper: restores.Helper | Non
     due = {}
     for key, files in {**done, **theirs}.items():
         by_key[key], due[key] = receipt.restored(by_key[key], root, files)
+    for task in through:
+        by_key[task[0]] = receipt.restored(task, root, [])[0]
     rows.write_stamps(db, root, due)
     body["tasks"] = [by_key[task[0]] for task in body["tasks"]]
     return True

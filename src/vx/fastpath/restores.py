@@ -124,7 +124,7 @@ def extract(cache_dir: str, root: str, tasks) -> dict | None:
     except OSError:
         return None
     try:
-        for key, _size, _crc, expected, _roots, _walked in tasks:
+        for key, _size, _crc, expected, *_ in tasks:
             allowed = frozenset(p[len(prefix) :] for p, _ in expected)
             try:
                 _log, files = unpack(

@@ -478,3 +478,19 @@ def test_a_replay_runs_without_the_collector_and_the_pipeline_with_it(monkeypatc
     finally:
         gc.enable()
     assert seen == [("replay", False), ("pipeline", True)]
+
+
+def test_a_covered_task_is_restored_only_with_its_covering_one(tmp_path):
+    """A task restored through a covering dependant (`receipt.to_restore`) needs that one
+    restored in the same replay; alone, its own artifact is not what the receipt vouches for."""
+    gone, here = str(tmp_path / "gone"), str(tmp_path)
+    build = ["b", 1, "c", [("f", ())], [gone], None, None]
+    upstream = ["u", 1, "c", [], [gone], None, "b"]
+    plain = ["p", 1, "c", [("g", ())], [gone], None]  # a record of six: no covering key
+    assert receipt.to_restore([upstream, build, plain]) == ([build, plain], [upstream])
+    assert receipt.to_restore([upstream, plain]) is None
+    present = ["b", 1, "c", [("f", ())], [here], None, None]  # not absent: changed
+    assert receipt.to_restore([upstream, present]) is None
+    chained = ["v", 1, "c", [], [gone], None, "u"]  # covered by a covered one: not vouched for
+    assert receipt.to_restore([chained, upstream, build]) is None
+    assert receipt.to_restore([plain]) == ([plain], [])
