@@ -104,7 +104,14 @@ def listed(directory: str, prefix: str | tuple[str, ...], names: list[str]) -> N
     """Note a directory listed only for the names that start with `prefix` (a config file's):
     a receipt then holds while those names stay the same, whatever else comes and goes there."""
     if _views is not None:
+        if directory in _views:  # the root: `vx.workspace` then `vx.config`, both kept
+            was = _views[directory][0]
+            prefix = tuple(dict.fromkeys((*_prefixes(was), *_prefixes(prefix))))
         _views[directory] = (prefix, sorted(n for n in names if n.startswith(prefix)))
+
+
+def _prefixes(prefix: str | tuple[str, ...]) -> tuple[str, ...]:
+    return (prefix,) if isinstance(prefix, str) else prefix
 
 
 def identity(path: str, whole: bool) -> Identity | None:

@@ -494,3 +494,18 @@ def test_a_covered_task_is_restored_only_with_its_covering_one(tmp_path):
     chained = ["v", 1, "c", [], [gone], None, "u"]  # covered by a covered one: not vouched for
     assert receipt.to_restore([chained, upstream, build]) is None
     assert receipt.to_restore([plain]) == ([plain], [])
+
+
+def test_a_directory_listed_for_two_config_files_keeps_both_names():
+    """The root is listed for `vx.workspace` and for `vx.config`: the receipt's view of it holds
+    both (before, the second listing's prefix replaced the first's)."""
+    from vx import witness
+
+    names = ["package.json", "vx.workspace.json", "vx.config.json", "dist"]
+    witness.start()
+    witness.listed("/ws", "vx.workspace", names)
+    witness.listed("/ws", ("vx.config", "turbo.json"), names)
+    views = witness.stop()[2]
+    prefix, kept = views["/ws"]
+    assert kept == ["vx.config.json", "vx.workspace.json"]
+    assert "vx.workspace.jsonc".startswith(prefix)  # one added later is a change
