@@ -496,21 +496,17 @@ def _prune(directory: str) -> None:
 
 
 def restored(
-    task: list, root: str, files: list[tuple[str, int, int, int]]
+    task: list, root: str, files: list[tuple[str, int, int, int, int, int]]
 ) -> tuple[list, dict[str, tuple[int, int]]]:
     """A task's record after its outputs were restored, and their new stamps (ino, ctime_ns):
-    `files` are (workspace-relative path, mode, size, ms mtime) as written. The walked directories
+    `files` are (workspace-relative path, mode, size, ms mtime, ino, ctime_ns) as written and
+    then lstat'ed by the process that wrote them (`restores.extract`). The walked directories
     were just made, inside the racy window: the record keeps none."""
     expected, stamps = [], {}
-    for rel, mode, size, mtime_ms in files:
-        st = os.lstat(os.path.join(root, rel))
-        stamps[rel] = (st.st_ino, st.st_ctime_ns)
-        expected.append(
-            (
-                os.path.join(root, rel),
-                (stat.S_IFREG | mode, size, mtime_ms, st.st_ino, st.st_ctime_ns),
-            )
-        )
+    prefix = os.path.join(root, "")
+    for rel, mode, size, mtime_ms, ino, ctime_ns in files:
+        stamps[rel] = (ino, ctime_ns)
+        expected.append((prefix + rel, (stat.S_IFREG | mode, size, mtime_ms, ino, ctime_ns)))
     return [*task[:3], expected, task[4], None, *task[6:]], stamps
 
 

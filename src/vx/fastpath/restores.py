@@ -115,10 +115,14 @@ def load_reader():
 
 def extract(cache_dir: str, root: str, tasks) -> dict | None:
     """{key: files written} of each task's outputs restored from its artifact (`tasks`, a list or
-    a `Queue`); None when one was refused."""
+    a `Queue`); None when one was refused. A file written is (path, mode, size, ms mtime, ino,
+    ctime_ns): its stamp is taken here, by whichever process restored it, as soon as its artifact
+    is done, rather than by the main process once both are (`receipt.restored`): those lstats
+    were the serial tail of a replayed restore, with the other core idle."""
     refused, unpack, Dirs = load_reader()
     done = {}
     prefix = os.path.join(root, "")
+    lstat = os.lstat
     try:
         dirs = Dirs(root)  # parents shared by outputs found absent are opened once
     except OSError:
@@ -136,7 +140,11 @@ def extract(cache_dir: str, root: str, tasks) -> dict | None:
                 )
             except refused:
                 return None
-            done[key] = [(path, mode, size, mtime_ms) for path, size, mode, mtime_ms in files]
+            stamped = []
+            for path, size, mode, mtime_ms in files:
+                st = lstat(prefix + path)
+                stamped.append((path, mode, size, mtime_ms, st.st_ino, st.st_ctime_ns))
+            done[key] = stamped
     finally:
         dirs.close()
     return done
