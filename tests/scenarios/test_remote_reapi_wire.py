@@ -77,7 +77,8 @@ def test_the_advertised_batch_limit_decides_batch_or_bytestream(
         assert down.count("GetCapabilities") == 1
         if advertised == "buildgrid":
             assert (up.count("BatchUpdateBlobs"), up.count("Write")) == (4, 0)
-            assert (down.count("BatchReadBlobs"), down.count("Read")) == (4, 0)
+            assert 1 <= down.count("BatchReadBlobs") <= 4 and down.count("Read") == 0
+            assert len(proxy.blobs_read()) == len(set(proxy.blobs_read())) == 4
             assert proxy.batch_compressors and {c for _, c in proxy.batch_compressors} == {0}
         else:
             assert (up.count("BatchUpdateBlobs"), up.count("Write")) == (0, 4)
@@ -161,9 +162,11 @@ def test_zstd_blobs_when_the_server_offers_them(repo, tmp_path, buildgrid, size)
             assert all("/compressed-blobs/zstd/" in r for r in proxy.resources), proxy.resources
         else:
             assert not proxy.resources
-            assert sorted(proxy.batch_compressors) == sorted(
-                [("BatchUpdateBlobs", ZSTD)] * 4 + [("BatchReadBlobs", ZSTD)] * 4
-            )
+            kinds = proxy.batch_compressors
+            assert kinds.count(("BatchUpdateBlobs", ZSTD)) == 4, kinds
+            reads = kinds.count(("BatchReadBlobs", ZSTD))
+            assert 1 <= reads <= 4 and len(kinds) == 4 + reads, kinds
+            assert len(proxy.blobs_read()) == 4
         assert_stored_as_built(buildgrid, repo, env)
     finally:
         proxy.stop()

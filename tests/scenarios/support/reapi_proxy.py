@@ -70,6 +70,13 @@ class Proxy:
         with self._lock:
             return [m.rsplit("/", 1)[-1] for m, _ in self.calls]
 
+    def blobs_read(self) -> list[str]:
+        """Every digest hash the client asked for in BatchReadBlobs calls, in order (one call may
+        ask for many downloads' blobs: how many share a call depends on timing)."""
+        with self._lock:
+            raws = [raw for method, raw in self.requests if method == "BatchReadBlobs"]
+        return [d.hash for raw in raws for d in re_pb.BatchReadBlobsRequest.FromString(raw).digests]
+
     def stop(self) -> None:
         self.server.stop(grace=None)
         self._up.close()
