@@ -193,6 +193,7 @@ class ReapiLayer:
         self._caps_failed: RemoteFailure | None = None  # how the last time failed
         self.retrier = Retrier(Throttle(calls_in_flight(settings.max_concurrency)))
         self._batched = _BlobReads(self._batch_read)
+        self._stubs: dict[tuple, grpc.UnaryUnaryMultiCallable] = {}  # by method, for `_call`
         self.tell: Callable[[str, str], None] | None = None  # where the pushback line goes
 
     def listen(self, tell: Callable[[str, str], None]) -> None:
@@ -318,11 +319,13 @@ class ReapiLayer:
     # ------------------------------------------------------------ calls
 
     def _call(self, method: str, request, reply_type, timeout: float):
-        call = self.channel.unary_unary(
-            method,
-            request_serializer=lambda m: m.SerializeToString(),
-            response_deserializer=reply_type.FromString,
-        )
+        call = self._stubs.get((method, reply_type))
+        if call is None:  # made once a method: making one costs CPU on every call otherwise
+            call = self._stubs[method, reply_type] = self.channel.unary_unary(
+                method,
+                request_serializer=_serialized,
+                response_deserializer=reply_type.FromString,
+            )
 
         def attempt(deadline: float):
             try:
@@ -569,6 +572,10 @@ def _tls(settings: RemoteSettings) -> grpc.ChannelCredentials:
         private_key=read(settings.client_key, "client key", b"PRIVATE KEY-----"),
         certificate_chain=read(settings.client_cert, "client certificate", b"CERTIFICATE-----"),
     )
+
+
+def _serialized(message) -> bytes:
+    return message.SerializeToString()
 
 
 def _zstd(src: BinaryIO) -> Iterator[bytes]:
