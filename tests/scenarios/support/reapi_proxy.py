@@ -2,13 +2,15 @@
 (RC-09): it forwards every call byte for byte and records what the client sent (method,
 metadata, ByteStream resource names, the batch calls' compressors), so a test can see the wire.
 
-Two options change what the client is told, never what the server stores:
+Three options change what the client is told, never what the server stores:
 - `capabilities`: rewrites the server's GetCapabilities reply (a smaller batch limit, other
   digest functions), to check the client honours what it is told.
 - `zstd=True`: offers zstd blobs, which BuildGrid 0.9.1 does not. The proxy then stands in for a
   server that does: `compressed-blobs/zstd/...` ByteStream calls and zstd batch calls are
   decompressed on the way in and compressed on the way out, so BuildGrid stores plain blobs
   under the same digests and the test can read them back itself.
+- `spoil_first_blob=True`: the first blob a BatchReadBlobs call asks for comes back with one
+  byte changed in that reply and every later one (`spoiled` is its digest).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ class Proxy:
         *,
         capabilities: Callable[[re_pb.ServerCapabilities], None] | None = None,
         zstd: bool = False,
+        spoil_first_blob: bool = False,
     ):
         self.calls: list[tuple[str, dict[str, str]]] = []
         self.resources: list[str] = []
@@ -47,6 +50,9 @@ class Proxy:
         self._lock = threading.Lock()
         self._edit = capabilities
         self._zstd = zstd
+        # the first blob asked for in a BatchReadBlobs call: its bytes spoiled in every reply
+        self._spoil = spoil_first_blob
+        self.spoiled: str | None = None
         self._up = grpc.insecure_channel(
             f"127.0.0.1:{upstream_port}",
             options=[("grpc.max_receive_message_length", 64 << 20)],
@@ -69,6 +75,13 @@ class Proxy:
     def methods(self) -> list[str]:
         with self._lock:
             return [m.rsplit("/", 1)[-1] for m, _ in self.calls]
+
+    def blobs_read(self) -> list[str]:
+        """Every digest hash the client asked for in BatchReadBlobs calls, in order (one call may
+        ask for many downloads' blobs: how many share a call depends on timing)."""
+        with self._lock:
+            raws = [raw for method, raw in self.requests if method == "BatchReadBlobs"]
+        return [d.hash for raw in raws for d in re_pb.BatchReadBlobsRequest.FromString(raw).digests]
 
     def stop(self) -> None:
         self.server.stop(grace=None)
@@ -190,11 +203,16 @@ class Proxy:
         wants = ZSTD in request.acceptable_compressors
         with self._lock:
             self.batch_compressors.append(("BatchReadBlobs", ZSTD if wants else 0))
+            if self._spoil and self.spoiled is None and request.digests:
+                self.spoiled = request.digests[0].hash
         del request.acceptable_compressors[:]
         for raw in self._forward(
             _CAS + "BatchReadBlobs", iter([request.SerializeToString()]), metadata
         ):
             reply = re_pb.BatchReadBlobsResponse.FromString(raw)
+            for blob in reply.responses:  # the same length: only the hash can tell
+                if blob.digest.hash == self.spoiled and blob.data:
+                    blob.data = blob.data[:-1] + bytes([blob.data[-1] ^ 0xFF])
             if wants and self._zstd:
                 for blob in reply.responses:
                     if blob.status.code == 0:

@@ -192,6 +192,8 @@ class ReapiLayer:
         self._caps_failures = 0  # how many times asking GetCapabilities failed
         self._caps_failed: RemoteFailure | None = None  # how the last time failed
         self.retrier = Retrier(Throttle(calls_in_flight(settings.max_concurrency)))
+        self._batched = _BlobReads(self._batch_read)
+        self._stubs: dict[tuple, grpc.UnaryUnaryMultiCallable] = {}  # by method, for `_call`
         self.tell: Callable[[str, str], None] | None = None  # where the pushback line goes
 
     def listen(self, tell: Callable[[str, str], None]) -> None:
@@ -317,11 +319,13 @@ class ReapiLayer:
     # ------------------------------------------------------------ calls
 
     def _call(self, method: str, request, reply_type, timeout: float):
-        call = self.channel.unary_unary(
-            method,
-            request_serializer=lambda m: m.SerializeToString(),
-            response_deserializer=reply_type.FromString,
-        )
+        call = self._stubs.get((method, reply_type))
+        if call is None:  # made once a method: making one costs CPU on every call otherwise
+            call = self._stubs[method, reply_type] = self.channel.unary_unary(
+                method,
+                request_serializer=_serialized,
+                response_deserializer=reply_type.FromString,
+            )
 
         def attempt(deadline: float):
             try:
@@ -366,26 +370,15 @@ class ReapiLayer:
         caps = self.capabilities()
         digest, seen = hashlib.sha256(), 0
         if blob.size_bytes <= caps.batch_bytes:
-            reply = self._call(
-                _CAS + "BatchReadBlobs",
-                re_pb.BatchReadBlobsRequest(
-                    instance_name=self.instance,
-                    digests=[blob],
-                    acceptable_compressors=[ZSTD] if caps.zstd else [],
-                    digest_function=SHA256,
-                ),
-                re_pb.BatchReadBlobsResponse,
-                self.settings.timeout_s,
-            )
-            found = [r for r in reply.responses if r.digest.hash == blob.hash]
-            if not found or found[0].status.code == grpc.StatusCode.NOT_FOUND.value[0]:
+            found = self._batched.read(blob, caps)
+            if found is None or found.status.code == grpc.StatusCode.NOT_FOUND.value[0]:
                 return False
-            if found[0].status.code != 0:
-                raise RemoteFailure(SERVER_ERROR, f"BatchReadBlobs: {found[0].status.message}")
-            chunks: Iterable[bytes] = (found[0].data,)
-            if found[0].compressor == ZSTD:
+            if found.status.code != 0:
+                raise RemoteFailure(SERVER_ERROR, f"BatchReadBlobs: {found.status.message}")
+            chunks: Iterable[bytes] = (found.data,)
+            if found.compressor == ZSTD:
                 chunks = _unzstd(chunks)
-            elif found[0].compressor != re_pb.Compressor.IDENTITY:
+            elif found.compressor != re_pb.Compressor.IDENTITY:
                 raise RemoteFailure(BAD_RESPONSE, "BatchReadBlobs: a compressor vx did not ask for")
         else:
             chunks = self._stream_read(blob, caps.zstd)
@@ -405,6 +398,27 @@ class ReapiLayer:
         if seen != blob.size_bytes or digest.hexdigest() != blob.hash:
             raise RemoteFailure(BAD_RESPONSE, "the artifact blob does not match its digest")
         return True
+
+    def _batch_read(self, blobs: list, caps: Capabilities) -> dict[str, object]:
+        """One BatchReadBlobs call for `blobs` (distinct digests): each digest's response, by
+        hash; a digest the reply leaves out is absent (a miss for whoever wanted it)."""
+        reply = self._call(
+            _CAS + "BatchReadBlobs",
+            re_pb.BatchReadBlobsRequest(
+                instance_name=self.instance,
+                digests=blobs,
+                acceptable_compressors=[ZSTD] if caps.zstd else [],
+                digest_function=SHA256,
+            ),
+            re_pb.BatchReadBlobsResponse,
+            self.settings.timeout_s,
+        )
+        wanted = {b.hash for b in blobs}
+        out: dict[str, object] = {}
+        for r in reply.responses:  # only what was asked; the first answer for a digest
+            if r.digest.hash in wanted and r.digest.hash not in out:
+                out[r.digest.hash] = r
+        return out
 
     def _stream_read(self, blob, zstd: bool) -> Iterator[bytes]:
         """The blob's bytes over ByteStream. Tried again until its first message arrives (past
@@ -560,6 +574,10 @@ def _tls(settings: RemoteSettings) -> grpc.ChannelCredentials:
     )
 
 
+def _serialized(message) -> bytes:
+    return message.SerializeToString()
+
+
 def _zstd(src: BinaryIO) -> Iterator[bytes]:
     """`src` as a zstd stream, in pieces of at most CHUNK_BYTES."""
     compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
@@ -595,6 +613,90 @@ class _Chunks(io.RawIOBase):
         else:
             out, self._left = self._left[:size], self._left[size:]
         return out
+
+
+BATCH_READS_AT_ONCE = 4  # BatchReadBlobs calls in flight; more blob reads wait to share one
+BATCH_BLOB_OVERHEAD = 128  # one more digest in a batch call: its hash, size and framing
+
+
+class _Want:
+    """One download's blob read, waiting to go in a batch call, then its answer."""
+
+    __slots__ = ("blob", "ready", "lead", "response", "error")
+
+    def __init__(self, blob):
+        self.blob = blob
+        self.ready = threading.Event()
+        self.lead = False  # handed a call slot: this thread makes the next batch call
+        self.response: object = None
+        self.error: BaseException | None = None
+
+
+class _BlobReads:
+    """Many downloads' blob reads in few BatchReadBlobs calls: a hit is a lookup, then its blob,
+    and a blob read that finds BATCH_READS_AT_ONCE calls out waits, with the others that come
+    meanwhile, for the next call to take them all (up to the server's batch limit). The thread
+    whose call ends hands its slot to the first waiter, which makes that call; nothing waits on a
+    timer, and a blob read with a slot free goes at once, alone. Each download still checks its
+    own blob against its digest (`ReapiLayer._read`): sharing a call shares no trust."""
+
+    def __init__(self, call: Callable[[list, Capabilities], dict[str, object]]):
+        self._call = call
+        self._lock = threading.Lock()
+        self._waiting: list[_Want] = []
+        self._busy = 0
+
+    def read(self, blob, caps: Capabilities):
+        """The BatchReadBlobs response for `blob`, or None when the reply left it out."""
+        want = _Want(blob)
+        with self._lock:
+            if self._busy < BATCH_READS_AT_ONCE:
+                self._busy += 1
+                want.lead = True
+            else:
+                self._waiting.append(want)
+        if not want.lead:
+            want.ready.wait()  # set by the call that took it, or when a slot is handed over
+        if want.lead:
+            self._lead(want, caps)
+        if want.error is not None:
+            raise want.error
+        return want.response
+
+    def _lead(self, want: _Want, caps: Capabilities) -> None:
+        """Make one call for `want` and every waiter that fits beside it, then pass the slot on."""
+        batch = [want]
+        with self._lock:
+            room = caps.batch_bytes - want.blob.size_bytes
+            keep = []
+            for other in self._waiting:
+                cost = other.blob.size_bytes + BATCH_BLOB_OVERHEAD
+                if cost <= room:
+                    batch.append(other)
+                    room -= cost
+                else:
+                    keep.append(other)
+            self._waiting = keep
+        try:
+            distinct = {w.blob.hash: w.blob for w in batch}
+            found = self._call(list(distinct.values()), caps)
+            for w in batch:
+                w.response = found.get(w.blob.hash)
+        except BaseException as exc:  # every read in the call failed as the call did
+            for w in batch:
+                w.error = exc
+        finally:
+            with self._lock:
+                nxt = self._waiting.pop(0) if self._waiting else None
+                if nxt is None:
+                    self._busy -= 1
+            if nxt is not None:
+                nxt.lead = True
+                nxt.ready.set()
+            for w in batch:
+                if w is not want:
+                    w.lead = False
+                    w.ready.set()
 
 
 class _Missing(Exception):
