@@ -101,6 +101,7 @@ class Side:
         self.ws = {"vx": work / "vx", "nx": work / "nx"}
         self.vx = vx
         self.concurrency = concurrency
+        self.trace = False  # cold runs: each tool's Chrome trace beside its log (`--trace`)
         self.logs = work / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
         self.seq = len(list(self.logs.iterdir()))
@@ -271,6 +272,13 @@ class Side:
         # warm and restore: vx's stage table (VX_TIMING=1) on every one, so each run says whether
         # it replayed its receipt and where its time went
         extra = {"VX_TIMING": "1"} if tool == "vx" and not summarize else None
+        if self.trace and summarize:  # where a cold run's time went: each task's span
+            trace = str(path.with_suffix(".trace.json"))
+            if tool == "vx":
+                argv.append(f"--profile={trace}")
+                extra = {"VX_TIMING": "1"}
+            else:
+                extra = {"NX_PROFILE": trace}
         proc, wall, cpu = logged_run(argv, ws, self.env(tool, extra), path)
         if tool != "vx":
             cache = nx_cached(proc.stdout)
@@ -283,7 +291,7 @@ class Side:
             "cache": cache,
             "log": str(path),
             "out": proc.stdout,
-            "stages": vx_stages(proc.stdout) if extra else None,
+            "stages": vx_stages(proc.stdout) if extra and tool == "vx" else None,
         }
 
 
@@ -1229,6 +1237,11 @@ def main(argv: list[str] | None = None) -> int:
         help="the matrix's edits to run, by the start of their labels (comma-separated)",
     )
     ap.add_argument("--fresh", action="store_true", help="copy the workspace again")
+    ap.add_argument(
+        "--trace",
+        action="store_true",
+        help="cold runs: vx's --profile and VX_TIMING, Nx's NX_PROFILE (Chrome traces in WORK/logs)",
+    )
     ap.add_argument("--summary", action="store_true")
     args = ap.parse_args(argv)
     state_path = args.work / "state.json"
@@ -1268,6 +1281,7 @@ def main(argv: list[str] | None = None) -> int:
     s = Side(
         args.ws.resolve(), args.work.resolve(), args.vx.split(), args.concurrency, tuple(exclude)
     )
+    s.trace = args.trace
     s.prepare(args.fresh)
 
     def save() -> None:
