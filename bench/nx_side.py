@@ -277,8 +277,8 @@ class Side:
             if tool == "vx":
                 argv.append(f"--profile={trace}")
                 extra = {"VX_TIMING": "1"}
-            else:
-                extra = {"NX_PROFILE": trace}
+            else:  # Nx joins it to its working directory
+                extra = {"NX_PROFILE": os.path.relpath(trace, ws)}
         proc, wall, cpu = logged_run(argv, ws, self.env(tool, extra), path)
         if tool != "vx":
             cache = nx_cached(proc.stdout)
