@@ -22,7 +22,11 @@ resumes; `--redo PHASE` runs one again):
            Wall and CPU medians and ratios against Nx. The cold builds' outputs are compared byte
            for byte (files that differ between two cold builds of one tool are counted as
            nondeterministic and left out), each tool's restore against its cold build, and the
-           test counts of the cold logs.
+           test counts of the cold logs. `--order` picks the tools and their order in a round,
+           `--alternate` reverses it every other round (each tool first in turn: a cold series
+           on a busy machine); each run keeps its 1-minute load, and vx's wall over each Nx's is
+           given round by round. `--trace`: each cold run's task spans (vx's --profile and
+           VX_TIMING, Nx's NX_PROFILE) beside its log.
 - warm     (asked for by name) warm rounds alone on the copies as they are: each tool run twice,
            then interleaved warm rounds (`--rounds warm=N`).
 - matrix   from a warm state of the widest task set: each edit (source, test file, the configs
