@@ -22,7 +22,11 @@ resumes; `--redo PHASE` runs one again):
            Wall and CPU medians and ratios against Nx. The cold builds' outputs are compared byte
            for byte (files that differ between two cold builds of one tool are counted as
            nondeterministic and left out), each tool's restore against its cold build, and the
-           test counts of the cold logs.
+           test counts of the cold logs. `--order` picks the tools and their order in a round,
+           `--alternate` reverses it every other round (each tool first in turn: a cold series
+           on a busy machine); each run keeps its 1-minute load, and vx's wall over each Nx's is
+           given round by round. `--trace`: each cold run's task spans (vx's --profile and
+           VX_TIMING, Nx's NX_PROFILE) beside its log.
 - warm     (asked for by name) warm rounds alone on the copies as they are: each tool run twice,
            then interleaved warm rounds (`--rounds warm=N`).
 - matrix   from a warm state of the widest task set: each edit (source, test file, the configs
@@ -101,6 +105,7 @@ class Side:
         self.ws = {"vx": work / "vx", "nx": work / "nx"}
         self.vx = vx
         self.concurrency = concurrency
+        self.trace = False  # cold runs: each tool's Chrome trace beside its log (`--trace`)
         self.logs = work / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
         self.seq = len(list(self.logs.iterdir()))
@@ -271,6 +276,13 @@ class Side:
         # warm and restore: vx's stage table (VX_TIMING=1) on every one, so each run says whether
         # it replayed its receipt and where its time went
         extra = {"VX_TIMING": "1"} if tool == "vx" and not summarize else None
+        if self.trace and summarize:  # where a cold run's time went: each task's span
+            trace = str(path.with_suffix(".trace.json"))
+            if tool == "vx":
+                argv.append(f"--profile={trace}")
+                extra = {"VX_TIMING": "1"}
+            else:  # Nx joins it to its working directory
+                extra = {"NX_PROFILE": os.path.relpath(trace, ws)}
         proc, wall, cpu = logged_run(argv, ws, self.env(tool, extra), path)
         if tool != "vx":
             cache = nx_cached(proc.stdout)
@@ -283,7 +295,7 @@ class Side:
             "cache": cache,
             "log": str(path),
             "out": proc.stdout,
-            "stages": vx_stages(proc.stdout) if extra else None,
+            "stages": vx_stages(proc.stdout) if extra and tool == "vx" else None,
         }
 
 
@@ -560,7 +572,50 @@ def phase_inputs(s: Side, tasks: list[str]) -> dict:
 TOOLS = ("vx", "nx", "nx-daemon")
 
 
-def phase_time(s: Side, tasks: list[str], rounds: dict[str, int]) -> dict:
+def round_order(order: tuple[str, ...], i: int, alternate: bool) -> tuple[str, ...]:
+    """Round i's tools: `order`, reversed every other round with `alternate`, so that each tool
+    runs before and after each other in turn (a load that rises or falls through a round then
+    favours none of them)."""
+    return order[::-1] if alternate and i % 2 else order
+
+
+def timed(s: Side, tool: str, tasks: list[str], label: str, summarize: bool = True) -> dict:
+    """One run with the 1-minute load as it started (os.getloadavg: `uptime`'s first number)."""
+    load = round(os.getloadavg()[0], 2)
+    r = s.run(tool, tasks, label, summarize=summarize)
+    r["load"] = load
+    return r
+
+
+def pair_stats(samples: dict[str, list[dict]]) -> dict[str, Any]:
+    """Medians per tool, and vx's wall over each Nx's round by round (the paired ratios: both
+    runs of a round under about the same load) with their median."""
+    out: dict[str, Any] = {
+        t: {
+            "wall": med([x["wall"] for x in samples[t]]),
+            "cpu": med([x["cpu"] for x in samples[t]]),
+            "walls": [x["wall"] for x in samples[t]],
+            "cpus": [x["cpu"] for x in samples[t]],
+            "loads": [x["load"] for x in samples[t]],
+        }
+        for t in TOOLS
+    }
+    for t in ("nx", "nx-daemon"):
+        v, n = out["vx"]["wall"], out[t]["wall"]
+        out[f"ratio_{t}"] = round(v / n, 3) if v and n else None
+        pairs = [round(a["wall"] / b["wall"], 3) for a, b in zip(samples["vx"], samples[t])]
+        out[f"pairs_{t}"] = pairs
+        out[f"pair_median_{t}"] = med(pairs)
+    return out
+
+
+def phase_time(
+    s: Side,
+    tasks: list[str],
+    rounds: dict[str, int],
+    order: tuple[str, ...] = TOOLS,
+    alternate: bool = False,
+) -> dict:
     forget_daemon(s)
     _, doc = nx_graph(s, tasks)
     outputs = sorted(
@@ -572,85 +627,93 @@ def phase_time(s: Side, tasks: list[str], rounds: dict[str, int]) -> dict:
     restore_diff: dict[str, list] = {t: [] for t in TOOLS}
     counts: dict[str, list] = {t: [] for t in TOOLS}
     label = "-".join(tasks)
-    for i in range(rounds["cold"]):
-        for tool in TOOLS:
+    for i in range(rounds.get("cold", 0)):
+        for tool in round_order(order, i, alternate):
             s.clean("vx" if tool == "vx" else "nx")
-            r = s.run(tool, tasks, f"cold{i}-{label}")
-            samples["cold"][tool].append((r["wall"], r["cpu"]))
-            runs[tool].append({"scenario": "cold", "code": r["code"], "log": r["log"]})
+            r = timed(s, tool, tasks, f"cold{i}-{label}")
+            samples["cold"][tool].append(r)
+            runs[tool].append(
+                {"scenario": "cold", "round": i, "code": r["code"], "log": r["log"]}
+                | {k: r[k] for k in ("wall", "cpu", "load")}
+            )
+            if tool == "nx-daemon":  # now: the next cold clean of the Nx copy deletes its log
+                runs[tool][-1]["daemon_ran"] = daemon_ran(s)
             manifests[tool].append(s.manifest("vx" if tool == "vx" else "nx"))
             counts[tool].append(test_counts(r["out"]))
-            log(f"cold {label} {tool}: {r['wall']} s exit {r['code']}")
-    if not manifests["nx"]:  # cold=0: warm and restore from the copies as the last run left them
+            log(
+                f"cold {label} {tool}: {r['wall']} s CPU {r['cpu']} s load {r['load']} exit {r['code']}"
+            )
+    if not manifests["nx"] and not manifests["nx-daemon"]:
+        # cold=0: warm and restore from the copies as the last run left them
         manifests = {t: [s.manifest("vx" if t == "vx" else "nx")] for t in TOOLS}
-    cold_nx = manifests["nx"][0]
-    for i in range(rounds["warm"]):
-        for tool in TOOLS:
-            r = s.run(tool, tasks, f"warm{i}-{label}", summarize=False)
-            samples["warm"][tool].append((r["wall"], r["cpu"]))
-            misses = sorted(k for k, v in r["cache"].items() if v == "miss")
-            runs[tool].append(
-                {
-                    "scenario": "warm",
-                    "code": r["code"],
-                    "misses": misses,
-                    "replayed": replayed(r["stages"]),
-                    "stages": r["stages"],
-                }
-            )
-            log(
-                f"warm {label} {tool}: {r['wall']} s misses {misses} replayed {replayed(r['stages'])}"
-            )
-    for i in range(rounds["restore"]):
-        for tool in TOOLS:
-            name = "vx" if tool == "vx" else "nx"
-            gone = s.remove_outputs(name, outputs)
-            r = s.run(tool, tasks, f"restore{i}-{label}", summarize=False)
-            samples["restore"][tool].append((r["wall"], r["cpu"]))
-            misses = sorted(k for k, v in r["cache"].items() if v == "miss")
-            runs[tool].append(
-                {
-                    "scenario": "restore",
-                    "code": r["code"],
-                    "removed": gone,
-                    "misses": misses,
-                    "replayed": replayed(r["stages"]),
-                    "stages": r["stages"],
-                }
-            )
-            restore_diff[tool].append(
-                diff_manifests(manifests[tool][0], s.manifest(name), noise(*manifests[tool]))
-            )
-            log(
-                f"restore {label} {tool}: {r['wall']} s removed {gone} misses {misses}"
-                f" replayed {replayed(r['stages'])}"
-            )
+    cold_nx = (manifests["nx"] or manifests["nx-daemon"])[0]
+    for sc in ("warm", "restore"):
+        for i in range(rounds.get(sc, 0)):
+            for tool in round_order(order, i, alternate):
+                timed_again(
+                    s,
+                    sc,
+                    tool,
+                    tasks,
+                    f"{sc}{i}-{label}",
+                    outputs,
+                    manifests,
+                    samples,
+                    runs,
+                    restore_diff,
+                )
     noisy = noise(*manifests["vx"]) | noise(*manifests["nx"]) | noise(*manifests["nx-daemon"])
-    stats: dict[str, dict[str, Any]] = {
-        sc: {
-            t: {
-                "wall": med([w for w, _ in samples[sc][t]]),
-                "cpu": med([c for _, c in samples[sc][t]]),
-                "walls": [w for w, _ in samples[sc][t]],
-            }
-            for t in TOOLS
-        }
-        for sc in rounds
-    }
-    for sc in rounds:
-        for t in ("nx", "nx-daemon"):
-            v, n = stats[sc]["vx"]["wall"], stats[sc][t]["wall"]
-            stats[sc][f"ratio_{t}"] = round(v / n, 3) if v and n else None
     return {
         "tasks": tasks,
-        "stats": stats,
+        "order": list(order),
+        "alternate": alternate,
+        "stats": {sc: pair_stats(samples[sc]) for sc in rounds},
         "runs": runs,
         "outputs": diff_manifests(cold_nx, manifests["vx"][0], noisy),
         "noisy": sorted(noisy),
         "restore": {t: restore_diff[t] for t in TOOLS},
         "test_counts": counts,
-        "daemon_ran": daemon_ran(s),
+        "daemon_ran": daemon_ran(s) or any(r.get("daemon_ran") for r in runs["nx-daemon"]),
     }
+
+
+def timed_again(
+    s: Side,
+    sc: str,
+    tool: str,
+    tasks: list[str],
+    label: str,
+    outputs: list[str],
+    manifests: dict[str, list[dict]],
+    samples: dict[str, dict[str, list]],
+    runs: dict[str, list],
+    restore_diff: dict[str, list],
+) -> None:
+    """A warm run (nothing changed) or a restore run (every cached output deleted first)."""
+    name = "vx" if tool == "vx" else "nx"
+    gone = s.remove_outputs(name, outputs) if sc == "restore" else None
+    r = timed(s, tool, tasks, label, summarize=False)
+    samples[sc][tool].append(r)
+    misses = sorted(k for k, v in r["cache"].items() if v == "miss")
+    run = {
+        "scenario": sc,
+        "code": r["code"],
+        "misses": misses,
+        "replayed": replayed(r["stages"]),
+        "stages": r["stages"],
+        "load": r["load"],
+    }
+    if sc == "restore":
+        run["removed"] = gone
+        restore_diff[tool].append(
+            diff_manifests(manifests[tool][0], s.manifest(name), noise(*manifests[tool]))
+        )
+    runs[tool].append(run)
+    log(
+        f"{sc} {' '.join(tasks)} {tool}: {r['wall']} s"
+        + (f" removed {gone}" if sc == "restore" else "")
+        + f" misses {misses} replayed {replayed(r['stages'])}"
+    )
 
 
 def phase_warm(s: Side, tasks: list[str], rounds: int) -> dict:
@@ -1017,6 +1080,33 @@ def phase_matrix(
 # ---------------------------------------------------------------- the summary
 
 
+def paired_lines(t: dict) -> list[str]:
+    """Each scenario's runs round by round (wall, CPU, the load as it started) and vx's paired
+    ratios against each Nx with their median."""
+    out = [
+        f"order {','.join(t.get('order', TOOLS))}" + (", alternating" if t.get("alternate") else "")
+    ]
+    for sc, st in t["stats"].items():
+        for tool in TOOLS:
+            x = st[tool]
+            if x.get("walls"):
+                rows = zip(
+                    x["walls"],
+                    x.get("cpus") or [None] * len(x["walls"]),
+                    x.get("loads") or [None] * len(x["walls"]),
+                )
+                out.append(
+                    f"  {sc} {tool}: "
+                    + ", ".join(f"{w} s (CPU {c}, load {ld})" for w, c, ld in rows)
+                )
+        for tool in ("nx", "nx-daemon"):
+            if st.get(f"pairs_{tool}"):
+                out.append(
+                    f"  {sc} vx/{tool} by round: {st[f'pairs_{tool}']}, median {st[f'pair_median_{tool}']}"
+                )
+    return out
+
+
 def summary(state: dict) -> str:
     out = []
     show = state.get("show")
@@ -1058,6 +1148,7 @@ def summary(state: dict) -> str:
                 f"| {sc} | {st['vx']['wall']} s | {st['nx']['wall']} s | {st['nx-daemon']['wall']} s "
                 f"| {st['ratio_nx']}× | {st['ratio_nx-daemon']}× |"
             )
+        out.extend(paired_lines(t))
         o = t["outputs"]
         out.append(
             f"outputs vx vs nx cold: {o['files']} files, "
@@ -1126,6 +1217,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sets", nargs="*", default=["build", "build,test,lint,typecheck"])
     ap.add_argument("--rounds", default="cold=2,warm=3,restore=2")
     ap.add_argument("--concurrency", type=int, default=3)
+    ap.add_argument(
+        "--order",
+        default=",".join(TOOLS),
+        help="the time phase's tools in each round's order (a subset of vx,nx,nx-daemon with vx)",
+    )
+    ap.add_argument(
+        "--alternate",
+        action="store_true",
+        help="time: reverse --order every other round (nx,vx then vx,nx …)",
+    )
     ap.add_argument("--vx", default=f"{sys.executable} -m vx")
     ap.add_argument(
         "--files",
@@ -1142,6 +1243,11 @@ def main(argv: list[str] | None = None) -> int:
         help="the matrix's edits to run, by the start of their labels (comma-separated)",
     )
     ap.add_argument("--fresh", action="store_true", help="copy the workspace again")
+    ap.add_argument(
+        "--trace",
+        action="store_true",
+        help="cold runs: vx's --profile and VX_TIMING, Nx's NX_PROFILE (Chrome traces in WORK/logs)",
+    )
     ap.add_argument("--summary", action="store_true")
     args = ap.parse_args(argv)
     state_path = args.work / "state.json"
@@ -1166,9 +1272,22 @@ def main(argv: list[str] | None = None) -> int:
     files = dict(FILES, **dict(x.split("=", 1) for x in args.files.split(",") if x))
     rounds = {k: int(v) for k, v in (x.split("=") for x in args.rounds.split(","))}
     exclude = [p for p in args.exclude.split(",") if p]
+    order = tuple(t for t in args.order.split(",") if t)
+    if (
+        "vx" not in order
+        or len(set(order)) != len(order)
+        or not set(order) <= set(TOOLS)
+        or len(order) < 2
+    ):
+        print(
+            f"error: --order {args.order}: vx and one or both of nx, nx-daemon, each once",
+            file=sys.stderr,
+        )
+        return 2
     s = Side(
         args.ws.resolve(), args.work.resolve(), args.vx.split(), args.concurrency, tuple(exclude)
     )
+    s.trace = args.trace
     s.prepare(args.fresh)
 
     def save() -> None:
@@ -1188,7 +1307,9 @@ def main(argv: list[str] | None = None) -> int:
             elif phase == "time":
                 state["time"] = {}
                 for tasks in sets:
-                    state["time"][" ".join(tasks)] = phase_time(s, tasks, rounds)
+                    state["time"][" ".join(tasks)] = phase_time(
+                        s, tasks, rounds, order, args.alternate
+                    )
                     save()
             elif phase == "warm":
                 state["warm"] = phase_warm(s, sets[-1], rounds.get("warm", 3))
