@@ -8,28 +8,15 @@
 // `{projectRoot}/**/*` node for an edit to its `.prettierrc` or `src/assets/.gitkeep`, where
 // the JS `filterUsingGlobPatterns` (its non-native hasher) leaves them out. Run from the
 // workspace root, NX_DAEMON=false.
-const root = process.cwd();
-const nx = (p) => require(root + '/node_modules/nx/src/' + p);
-const { createProjectGraphAsync } = nx('project-graph/project-graph');
-const { readNxJson } = nx('config/nx-json');
-const { createTaskGraph } = nx('tasks-runner/create-task-graph');
-const { createTaskHasher } = nx('hasher/create-task-hasher');
-const { hashTask } = nx('hasher/hash-task');
+const { root, nx, hashedTasks } = require('./nx_hash_details');
 const { createFileMapUsingProjectGraph } = nx('project-graph/file-map-utils');
 const { getAllFileDataInContext } = nx('utils/workspace-context');
 const { minimatch } = require(require.resolve('minimatch', { paths: [root + '/node_modules/nx'] })); // Nx's own
 
 (async () => {
-  const graph = await createProjectGraphAsync({ exitOnError: true });
-  const nxJson = readNxJson();
+  const { graph, tasks } = await hashedTasks(process.argv.slice(2));
   const { fileMap } = await createFileMapUsingProjectGraph(graph);
   const all = (await getAllFileDataInContext(root)).map((f) => f.file); // async since Nx 20
-  const targets = process.argv.slice(2);
-  const deps = {};
-  for (const [k, v] of Object.entries(nxJson.targetDefaults ?? {})) if (v.dependsOn) deps[k] = v.dependsOn;
-  const projects = Object.keys(graph.nodes).filter((p) => targets.some((t) => graph.nodes[p].data.targets?.[t]));
-  const taskGraph = createTaskGraph(graph, deps, projects, targets, undefined, {}, false);
-  const hasher = createTaskHasher(graph, nxJson, {});
   const files = (node) => {
     if (node.startsWith('workspace:[') && node.endsWith(']')) {
       // Nx 21 groups a task's workspace file sets into one node
@@ -54,8 +41,7 @@ const { minimatch } = require(require.resolve('minimatch', { paths: [root + '/no
       .filter((f) => (positive.length === 0 || positive.some((g) => match(f, g))) && !negative.some((g) => match(f, g)));
   };
   const out = {};
-  for (const task of Object.values(taskGraph.tasks)) {
-    await hashTask(hasher, graph, taskGraph, task, process.env);
+  for (const task of tasks) {
     const entries = new Set();
     for (const node of Object.keys(task.hashDetails.nodes)) {
       const found = files(node);
