@@ -40,21 +40,6 @@ def current(
     return store.is_up_to_date(entry, present), bool(present)
 
 
-def covered(
-    graph: TaskGraph,
-    plans: Mapping[TaskId, TaskPlan],
-    hits: Mapping[str, E],
-    store: Store[E],
-    tid: TaskId,
-    held: E,
-    root: Path,
-    seen: dict | None = None,
-) -> bool:
-    """Whether a hit whose own outputs are not current is current through a dependant
-    (`covering`)."""
-    return covering(graph, plans, hits, store, tid, held, root, seen) is not None
-
-
 def covering(
     graph: TaskGraph,
     plans: Mapping[TaskId, TaskPlan],

@@ -204,9 +204,10 @@ class _Lane(Generic[L]):
             self.local, entry, plan.outputs, self.root, self.ancestors
         )
         if not up_to_date and stale:
-            up_to_date = taskcache.covered(
+            through = taskcache.covering(
                 self.graph, self.plans, self.hits, self.local, tid, entry, self.root, self.ancestors
             )
+            up_to_date = through is not None
         hit = _Hit(tid, plan, entry, started, stale)
         if up_to_date:
             # a placeholder: dependants may settle in this pass
