@@ -173,20 +173,25 @@ def test_without_nx_installed_the_files_edges_run_and_an_install_asks_nx(repo, n
     assert vx_task_graph(ws) == nx_task_graph(ws.root)
 
 
-@pytest.mark.feature("TL-05")
-def test_nx_s_own_untracked_files_are_no_task_s_input(repo, nx_modules):
-    """A repository that does not gitignore `.nx`: what Nx writes there (its graph, its cache) is
-    untracked and under a root project's `{projectRoot}/**/*`, yet Nx never hashes it (its file
-    walk always leaves `.nx/cache` and `.nx/workspace-data` out); nor does vx."""
+def root_project(repo, nx_modules, gitignore: str):
+    """A workspace whose one project is the root (`root:check`, cached), with `gitignore`."""
     spec = no_plugins_workspace()
-    spec[".gitignore"] = "node_modules\ndist\n.vx\n"
+    spec[".gitignore"] = gitignore
     spec["project.json"] = {
         "name": "root",
         "targets": {"check": {"command": "echo ok", "cache": True}},
     }
     repo.write(spec)
     link_modules(repo.root, nx_modules)
-    ws = repo.commit()
+    return repo.commit()
+
+
+@pytest.mark.feature("TL-05")
+def test_nx_s_own_untracked_files_are_no_task_s_input(repo, nx_modules):
+    """A repository that does not gitignore `.nx`: what Nx writes there (its graph, its cache) is
+    untracked and under a root project's `{projectRoot}/**/*`, yet Nx never hashes it (its file
+    walk always leaves `.nx/cache` and `.nx/workspace-data` out); nor does vx."""
+    ws = root_project(repo, nx_modules, "node_modules\ndist\n.vx\n")
     nx_cli(ws.root, "run", "root:check", cache=True)  # Nx writes .nx/workspace-data and .nx/cache
     assert (ws.root / ".nx/cache").is_dir() and (ws.root / ".nx/workspace-data").is_dir()
     plan = ws.vx("run", "root:check", "--dry=json", timeout=TIMEOUT)
@@ -210,15 +215,7 @@ def test_a_root_project_workspace_replays_every_warm_run(repo, nx_modules):
     writes under `.nx/workspace-data` is untracked and in git's listing. Every warm `vx run-many`
     replays its receipt, as Nx hits each time. A guard, not a fix: it passed before; the warm
     runs there that planned in full had `--output-logs full` (docs/benchmarks.md)."""
-    spec = no_plugins_workspace()
-    spec[".gitignore"] = "node_modules\ndist\n.nx/cache\n"
-    spec["project.json"] = {
-        "name": "root",
-        "targets": {"check": {"command": "echo ok", "cache": True}},
-    }
-    repo.write(spec)
-    link_modules(repo.root, nx_modules)
-    ws = repo.commit()
+    ws = root_project(repo, nx_modules, "node_modules\ndist\n.nx/cache\n")
 
     def replayed() -> bool:
         time.sleep(0.06)  # past the racy window of what the last run wrote, as settle() does
