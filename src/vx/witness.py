@@ -104,10 +104,14 @@ def listed(directory: str, prefix: str | tuple[str, ...], names: list[str]) -> N
     """Note a directory listed only for the names that start with `prefix` (a config file's):
     a receipt then holds while those names stay the same, whatever else comes and goes there."""
     if _views is not None:
+        kept = sorted(n for n in names if n.startswith(prefix))
         if directory in _views:  # the root: `vx.workspace` then `vx.config`, both kept
-            was = _views[directory][0]
+            was, seen = _views[directory]
             prefix = tuple(dict.fromkeys((*_prefixes(was), *_prefixes(prefix))))
-        _views[directory] = (prefix, sorted(n for n in names if n.startswith(prefix)))
+            # each listing's names for its own prefix: one made between the two listings was
+            # not seen by the first reader, and a replay must find it a change
+            kept = sorted({*seen, *kept})
+        _views[directory] = (prefix, kept)
 
 
 def _prefixes(prefix: str | tuple[str, ...]) -> tuple[str, ...]:

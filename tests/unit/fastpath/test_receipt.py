@@ -515,3 +515,18 @@ def test_a_directory_listed_for_two_config_files_keeps_both_names():
     prefix, kept = views["/ws"]
     assert kept == ["vx.config.json", "vx.workspace.json"]
     assert "vx.workspace.jsonc".startswith(prefix)  # one added later is a change
+
+
+def test_a_config_file_made_between_two_listings_of_one_directory_is_a_change():
+    """`vx.workspace.json` created after the root's listing for `vx.workspace` and before its
+    listing for `vx.config`: planning read no workspace file, so the view must not hold it (a
+    replay finding it would vouch for a plan made without it). Before, the second listing's
+    names stood for both prefixes: the view held it, and one taken away between was lost."""
+    from vx import witness
+
+    witness.start()
+    witness.listed("/ws", "vx.workspace", ["package.json", "vx.config.json", "vx.workspace.jsonc"])
+    witness.listed("/ws", "vx.config", ["package.json", "vx.config.json", "vx.workspace.json"])
+    prefix, kept = witness.stop()[2]["/ws"]
+    assert kept == ["vx.config.json", "vx.workspace.jsonc"]
+    assert prefix == ("vx.workspace", "vx.config")
