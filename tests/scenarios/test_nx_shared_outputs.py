@@ -235,3 +235,30 @@ def test_a_replay_never_restores_the_upstream_through_a_tree_missing_its_files(r
             shutil.rmtree(target) if target.is_dir() else target.unlink()
         assert run_and_read(ws)[1] == cold, gone
         assert run_and_read(ws)[1] == cold, gone
+
+
+def test_two_artifacts_restoring_one_path_leave_it_current_and_replaying(repo):
+    """`_build`'s output is the one file `dist/app/main.js`, which `build`'s whole tree holds too:
+    both are current, so the receipt keeps both, and a replay finding the tree deleted extracts
+    both artifacts over one path (the second renames over the first; each artifact's stamps are
+    taken by whoever restored it, right after it). Nothing may come back stale or be restored
+    again: the next run restores nothing (`_build` current through `build`) and replays after."""
+    files = workspace(copy_cache=True)
+    files["apps/app/project.json"]["targets"]["_build"]["outputs"] = [  # type: ignore[index]
+        "{workspaceRoot}/dist/app/main.js"
+    ]
+    ws = repo.write(files).commit()
+
+    def inodes() -> dict[str, int]:
+        return {p: (ws.root / p).stat().st_ino for p in dist(ws.root)}
+
+    cold = run_and_read(ws)[1]
+    assert sorted(cold) == WANTED
+    assert [run_and_read(ws)[0] for _ in range(3)][1:] == [True, True]
+    for _ in range(2):
+        shutil.rmtree(ws.root / "dist/app")
+        assert run_and_read(ws) == (True, cold)
+        restored = inodes()
+        assert run_and_read(ws)[1] == cold  # plans: the restore's directories are too new
+        assert inodes() == restored  # and restores nothing: each stamp holds
+        assert run_and_read(ws) == (True, cold)
