@@ -36,7 +36,8 @@ TIME = "/usr/bin/time -f 'TSCTIME %e %U %S %M' "
 def probe(work: Path, name: str) -> str:
     """Shell words writing what the task's shell is given to WORK/probe-<name>.txt."""
     return (
-        "{ env | sort; echo TTY1=$([ -t 1 ] && echo y || echo n);"
+        "t=$([ -t 1 ] && echo y || echo n); o=$(readlink /proc/$$/fd/1 /proc/$$/fd/2);"
+        " { env | sort; echo TTY1=$t; echo OUT=$o;"  # fd 1 and 2 before the group's redirection
         " echo TTY0=$([ -t 0 ] && echo y || echo n); echo NICE=$(ps -o ni= -p $$);"
         " cat /proc/$$/cgroup; grep Cpus_allowed_list /proc/$$/status; ulimit -a;"
         f" ls -l /proc/$$/fd; }} > {work}/probe-{name}.txt 2>&1; "
