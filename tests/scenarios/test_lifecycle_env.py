@@ -171,3 +171,42 @@ def test_an_nx_script_target_gets_them_and_a_vx_task_does_not(repo, tmp_path):
     seen = json.loads((member / "out" / "vx.json").read_text())
     assert seen == _comparable(json.loads((member / "out" / "pm.json").read_text()))
     assert json.loads((ws.root / "packages" / "b" / "out" / "vx.json").read_text()) == {}
+
+
+# Writes NODE_OPTIONS as the script sees it to out/<who>.options.
+DUMP_OPTIONS = """
+const fs = require('fs'), path = require('path');
+const who = process.env.VX_RUN_TASK ? 'vx' : 'pm';
+fs.mkdirSync('out', {recursive: true});
+fs.writeFileSync(path.join('out', who + '.options'), JSON.stringify(process.env.NODE_OPTIONS ?? null));
+"""
+
+
+@pytest.mark.feature("EX-23")
+@pytest.mark.parametrize("pm", ["npm", "pnpm@10", "yarn", "bun"])
+def test_the_workspace_npmrc_node_options_reach_a_script_as_its_manager_passes_them(
+    repo, tmp_path, pm
+):
+    """npm and pnpm run a script with NODE_OPTIONS set to the `node-options` of the workspace's
+    `.npmrc` (trpc/trpc's, `--no-warnings`, is one), in place of the caller's; vx does as the
+    workspace's manager does, whatever NODE_OPTIONS the host has."""
+    _workspace(repo, pm, tmp_path)
+    ws = repo.write(
+        {
+            ".npmrc": "fund=false\nnode-options=--no-warnings --max-old-space-size=3000 # why\n",
+            "dump.js": DUMP_OPTIONS,
+        }
+    ).commit()
+    member = ws.root / "packages" / "a"
+    env = {**_env(tmp_path, pm), "NODE_OPTIONS": "--trace-warnings"}
+    proc = subprocess.run(
+        [*_manager_argv(pm), "run", "show"], cwd=member, env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    oracle = json.loads((member / "out" / "pm.options").read_text())
+
+    result = ws.vx("run", "show", env=env)
+    assert result.code == 0, result.err
+    assert json.loads((member / "out" / "vx.options").read_text()) == oracle
+    if pm in ("npm", "pnpm@10"):
+        assert oracle == "--no-warnings --max-old-space-size=3000"

@@ -162,6 +162,24 @@ _SCRIPT_NAMES = frozenset(
 )
 
 
+def node_options(manager: str, npmrc: str | None) -> str | None:
+    """The NODE_OPTIONS npm and pnpm give a script in place of the caller's: the `node-options` of
+    the workspace's `.npmrc` (text `npmrc`), the last one set; None when they pass the caller's
+    (no such setting, or yarn or bun, which do not read it). Values read as both managers read
+    `key=value`: up to a `#` or `;`, trimmed, and pnpm's surrounding quotes dropped."""
+    if manager not in ("npm", "pnpm") or not npmrc:
+        return None
+    found = None
+    for line in npmrc.splitlines():
+        key, eq, value = line.partition("=")
+        if eq and key.strip() == "node-options":
+            value = re.split(r"[#;]", value, maxsplit=1)[0].strip()
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+                value = value[1:-1]
+            found = value or None
+    return found
+
+
 def is_script_variable(name: str) -> bool:
     """Whether `variables` may set `name` for a script."""
     return name in _SCRIPT_NAMES or name.startswith("npm_package_")

@@ -390,6 +390,7 @@ class ScriptEnv:
         self.host_path = host_env.get("PATH") or os.defpath
         self._found: tuple[str, str, str] | None = None
         self._by_path: dict[tuple[str, bool], tuple[lifecycle.Manager, str, str | None]] = {}
+        self._node_options: tuple[str] | None = None  # the .npmrc's node-options, once read
 
     def _manager(self) -> tuple[str, str, str]:
         """(name, version, bun's Node version): the version from `packageManager`, else (yarn 2+)
@@ -443,7 +444,7 @@ class ScriptEnv:
         scripts = manifest.get("scripts")
         script = scripts.get(event) if isinstance(scripts, dict) else None
         root = str(self.ws.root)
-        return lifecycle.variables(
+        found = lifecycle.variables(
             manager,
             manifest=manifest,
             event=event,
@@ -454,6 +455,12 @@ class ScriptEnv:
             node_path=node_path,
             agent=agent,
         )
+        if self._node_options is None:  # the .npmrc is keyed (the workspace fingerprint)
+            npmrc = _read_small(os.path.join(root, ".npmrc"))
+            self._node_options = (lifecycle.node_options(manager.name, npmrc) or "",)
+        if self._node_options[0]:
+            found["NODE_OPTIONS"] = self._node_options[0]
+        return found
 
 
 _YARN_RELEASE = re.compile(r"yarn-(\d+\.\d+\.\d+[^/\s'\"]*?)\.c?js")

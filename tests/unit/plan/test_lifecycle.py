@@ -187,3 +187,13 @@ def test_js_string():
     assert lifecycle.js_string(1.5) == "1.5"
     assert lifecycle.js_string(True) == "true"
     assert lifecycle.js_string(None) == "null"
+
+
+def test_node_options_come_from_the_npmrc_for_npm_and_pnpm_only():
+    text = "fund=false\nnode-options=--a # why\nnode-options = '--b --c' ; last wins\n"
+    assert lifecycle.node_options("pnpm", text) == "--b --c"
+    assert lifecycle.node_options("npm", "node-options=--no-warnings # punycode") == "--no-warnings"
+    assert lifecycle.node_options("npm", "node-options=\n") is None
+    assert lifecycle.node_options("yarn", text) is None
+    assert lifecycle.node_options("bun", text) is None
+    assert lifecycle.node_options("pnpm", None) is None
