@@ -27,7 +27,9 @@ def entry() -> None:
     if len(sys.argv) > 1 and sys.argv[1] in ("run", "run-many"):  # the receipt is keyed on argv
         # A replay makes no cycles worth collecting and ends in `os._exit`, so the collector
         # is off while it runs: decoding the receipt alone set off six passes at 100 packages,
-        # and a forked helper would copy every page a pass touches. On for the pipeline.
+        # and a forked helper would copy every page a pass touches. It stays off through the
+        # CLI's imports and the planning of a run the replay leaves to the pipeline, which
+        # turns it on for the walk (`vx.cli.run._collect_from_here`).
         gc.disable()
         from vx.fastpath.replay import replay
 
@@ -41,7 +43,6 @@ def entry() -> None:
             except (BrokenPipeError, ValueError):
                 pass
             os._exit(code)
-        gc.enable()
     from vx.cli.main import entry as run_cli
 
     run_cli()

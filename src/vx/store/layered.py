@@ -226,7 +226,7 @@ class LayeredStore:
             self.health.tell(*line)
         if settle is not None:
             settle(self.local)
-        self.local.close()
+        self.local.close(leave_open=True)  # the run's end: no checkpoint (LocalStore.close)
 
     def _pool(self, kind: str) -> ThreadPoolExecutor:
         with self._lock:

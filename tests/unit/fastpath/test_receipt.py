@@ -458,10 +458,10 @@ def test_a_receipt_mac_is_compared_in_constant_time(tmp_path, monkeypatch):
     assert marshal.loads(body) == {"tasks": []}
 
 
-def test_a_replay_runs_without_the_collector_and_the_pipeline_with_it(monkeypatch):
-    """`vx.__main__` turns the collector off for the replay (which ends in `os._exit`) and on
-    again when the replay hands the run to the pipeline, which makes and drops cycles for
-    minutes."""
+def test_a_replay_runs_without_the_collector_and_the_pipeline_plans_without_it(monkeypatch):
+    """`vx.__main__` turns the collector off for the replay (which ends in `os._exit`) and
+    leaves it off when the replay hands the run to the pipeline: the CLI's imports and the
+    planning keep what they make, and the walk turns it on (`_collect_from_here`, below)."""
     import gc
     import sys
 
@@ -483,7 +483,28 @@ def test_a_replay_runs_without_the_collector_and_the_pipeline_with_it(monkeypatc
         main.entry()
     finally:
         gc.enable()
-    assert seen == [("replay", False), ("pipeline", True)]
+    assert seen == [("replay", False), ("pipeline", False)]
+
+
+def test_the_walk_gets_the_collector_back_with_what_planning_made_frozen_out():
+    """The pipeline, which makes and drops cycles for as long as its tasks run, collects from
+    the walk on; start-up's and planning's objects are frozen out of every pass. An in-process
+    caller's collector (on) is left as it is, nothing frozen."""
+    import gc
+
+    from vx.cli.run import _collect_from_here
+
+    frozen = gc.get_freeze_count()
+    gc.disable()
+    try:
+        _collect_from_here()
+        assert gc.isenabled() and gc.get_freeze_count() > frozen
+        gc.unfreeze()
+        _collect_from_here()
+        assert gc.isenabled() and gc.get_freeze_count() == 0
+    finally:
+        gc.unfreeze()
+        gc.enable()
 
 
 def test_a_covered_task_is_restored_only_with_its_covering_one(tmp_path):

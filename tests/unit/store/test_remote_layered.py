@@ -252,6 +252,37 @@ def test_a_download_that_may_restore_early_is_restored_by_its_fetch(tmp_path):
     assert LocalStore(tmp_path / "cache", tmp_path / "ws").probe([key])
 
 
+def test_the_close_leaves_its_commits_in_the_wal_for_the_next_run(tmp_path):
+    """A run with a remote layer ends without the index's checkpoint (no syncs at its end):
+    the connection is left to the process's exit, every commit in the WAL, where another
+    connection (the next run's) reads the adopted entry and the restore's stamps."""
+    import sqlite3
+
+    from vx.store import local
+
+    key = "00000000000000ad"
+    body = artifact(tmp_path, key)
+    layered = store(tmp_path, MemoryRemote({key: body}))
+    layered.prefetch({key: Wanted("app#build", "build", WANT.allowed, Outputs())})
+    assert isinstance(asyncio.run(layered.fetched(key)), Entry)
+    layered.close()
+    index = tmp_path / "cache" / "cache.db"
+    assert Path(f"{index}-wal").stat().st_size > 0  # a checkpoint at close would have removed it
+    other = sqlite3.connect(index)  # as another process would: not the connection left open
+    try:
+        assert other.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        stamped = {
+            p for (p,) in other.execute("SELECT path FROM output_stamps WHERE hash=?", (key,))
+        }
+    finally:
+        other.close()
+    assert stamped == {"dist/out.js"}
+    again = LocalStore(tmp_path / "cache", tmp_path / "ws")
+    assert again.probe([key])
+    again.close()  # an in-process caller's own close still closes (and checkpoints)
+    local._left_open.pop().close()  # what the exit would do: no connection outlives the test
+
+
 @pytest.mark.feature("RC-05")
 @pytest.mark.parametrize("damage", ["truncated", "bit flipped"])
 def test_a_damaged_download_restored_early_writes_nothing_and_is_a_miss(tmp_path, damage):

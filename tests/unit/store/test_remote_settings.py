@@ -56,6 +56,7 @@ def test_secrets_never_show_in_repr_or_endpoint():
     }
     s = resolve(None, env).settings
     assert SECRET not in repr(s) and "vxcanary-key" not in repr(s)
+    assert not {"token", "signature_key", "headers"} & {name for name, _ in s.__rich_repr__()}
     assert s.endpoint == "https://cache.example:8443/api"
     assert s.signature and s.signature_key == b"vxcanary-key"  # a key alone turns signing on
 
@@ -100,3 +101,22 @@ def test_unsafe_setups_are_refused_with_a_reason():
         resolve(None, {"TURBO_API": "http://localhost:3000", "TURBO_TOKEN": SECRET}).settings
         is not None
     )
+
+
+def test_a_remote_restore_over_http_loads_no_dataclasses():
+    """The settings are a Struct: `dataclasses` (and the code a frozen dataclass generates) stays
+    out of a fresh clone's way to its first download (docs/benchmarks.md)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import sys, vx.store.layered, vx.store.remote.turbo, vx.store.remote.wire;"
+        "print('dataclasses' in sys.modules)"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3] / "src")}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=30
+    )
+    assert out.stdout.strip() == "False", out.stderr

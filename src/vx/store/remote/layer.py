@@ -6,8 +6,7 @@ Only the stdlib is imported here; `http.client` and `ssl` load when a layer open
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import BinaryIO, Protocol
+from typing import Any, BinaryIO, Protocol
 from urllib.parse import urlsplit
 
 from msgspec import Struct
@@ -62,17 +61,20 @@ class Found(Struct, frozen=True):
     duration_ms: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class RemoteSettings:
-    """One remote layer, resolved from `remoteCache` and the environment. Secrets stay out of repr."""
+class RemoteSettings(Struct, frozen=True):
+    """One remote layer, resolved from `remoteCache` and the environment. Secrets stay out of repr.
+
+    A Struct, not a dataclass: a fresh clone's restore imports this module on its way to the
+    first download, and `dataclasses` and the code a frozen dataclass generates cost as much
+    CPU as the rest of the module (docs/benchmarks.md)."""
 
     kind: str  # turbo | nx | reapi
     url: str  # base URL without a trailing slash (reapi: grpc:// or grpcs://host:port)
-    token: str | None = field(default=None, repr=False)
+    token: str | None = None  # secret: never in repr
     team: str | None = None  # turbo slug
     team_id: str | None = None
     signature: bool = False
-    signature_key: bytes | None = field(default=None, repr=False)
+    signature_key: bytes | None = None  # secret: never in repr
     timeout_s: float = DEFAULT_TIMEOUT_S
     upload_timeout_s: float = DEFAULT_UPLOAD_TIMEOUT_S
     max_artifact_bytes: int = DEFAULT_MAX_ARTIFACT_BYTES
@@ -80,13 +82,18 @@ class RemoteSettings:
     read_only: bool = False
     ci_vendor: str | None = None
     instance: str = ""  # reapi `instance_name`
-    headers: tuple[tuple[str, str], ...] = field(
-        default=(), repr=False
-    )  # reapi metadata (API keys)
+    headers: tuple[tuple[str, str], ...] = ()  # reapi metadata (API keys): never in repr
     ca_cert: str | None = None  # reapi grpcs: PEM roots to trust instead of the system's
     client_cert: str | None = None  # reapi mTLS: PEM certificate chain and its key (paths)
     client_key: str | None = None
     max_concurrency: int | None = None  # reapi: calls in flight at most (None: vx's default)
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={value!r}" for name, value in self.__rich_repr__())
+        return f"RemoteSettings({shown})"
+
+    def __rich_repr__(self) -> list[tuple[str, Any]]:  # msgspec's own would show every field
+        return [(n, getattr(self, n)) for n in self.__struct_fields__ if n not in _SECRET_FIELDS]
 
     @property
     def endpoint(self) -> str:
@@ -96,6 +103,9 @@ class RemoteSettings:
         host = f"[{host}]" if ":" in host else host
         port = f":{parts.port}" if parts.port else ""
         return f"{parts.scheme}://{host}{port}{parts.path}"
+
+
+_SECRET_FIELDS = ("token", "signature_key", "headers")
 
 
 class Sink(Protocol):
