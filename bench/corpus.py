@@ -663,14 +663,18 @@ def noise(*manifests: dict) -> set[str]:
 
 
 PASSED = re.compile(
-    r"(?:Tests?:?\s+(?:\d+ failed[, |]+)?(\d+) passed)|(?:(\d+) pass(?:ing)?\b)|(?:✓ (\d+) tests? passed)"
+    r"(?:Tests?:?\s+(?:\d+ (?:failed|skipped|todo)[, |]+)*(\d+) passed)|(?:(\d+) pass(?:ing)?\b)"
+    r"|(?:✓ (\d+) tests? passed)"
 )
-FAILED = re.compile(r"(?:Tests?:?\s+(\d+) failed)|(?:(\d+) fail(?:ing|ed)?\b)")
+# bun's `N fail`, mocha's `N failing`; a bare `N failed` is also a tool's count of failed tasks
+FAILED = re.compile(r"(?:Tests?:?\s+(\d+) failed)|(?:(\d+) fail(?:ing)?\b)")
 
 
 def test_counts(out: str) -> tuple[int, int]:
     """Passed and failed tests summed over a run's log (vitest, jest, bun test, node --test)."""
     out = re.sub(r"\x1b\[[0-9;]*m", "", out)
+    # jest's `Test Suites:` and vitest's `Test Files` count files, not tests
+    out = re.sub(r"^.*Test (?:Suites:|Files ).*$", "", out, flags=re.M)
     passed = sum(int(next(g for g in m.groups() if g)) for m in PASSED.finditer(out))
     failed = sum(int(next(g for g in m.groups() if g)) for m in FAILED.finditer(out))
     return passed, failed
