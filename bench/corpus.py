@@ -387,6 +387,7 @@ class Bench:
         self.logs.mkdir(parents=True, exist_ok=True)
         self.seq = len(list(self.logs.iterdir()))  # a rerun's logs beside the last ones
         self.chain_edits = False  # --chain-edits
+        self.continue_mode = "never"  # --continue
 
     def tool_env(self, name: str, extra: dict[str, str] | None = None) -> dict[str, str]:
         env = dict(self.env)
@@ -409,8 +410,12 @@ class Bench:
     def argv(self, name: str, tasks, *extra: str) -> list[str]:
         tool = self.tools[name]
         filters = [f"--filter={f}" for f in self.repo.filter]
+        mode = f"--continue={self.continue_mode}"
         if name == "turbo":
-            return [*tool.exe, "run", *tasks, f"--concurrency={self.concurrency}", *filters, *extra]
+            # turbo's default is `never`; its flag is passed only when another mode is asked
+            cont = [mode] if self.continue_mode != "never" else []
+            conc = f"--concurrency={self.concurrency}"
+            return [*tool.exe, "run", *tasks, conc, *cont, *filters, *extra]
         # turbo's default stops at the first failed task; vx's (`deps-ok`) lets independent tasks
         # finish. The bench compares like with like: vx in turbo's mode (docs/cli.md § turbo flags)
         return [
@@ -419,7 +424,7 @@ class Bench:
             *tasks,
             "--concurrency",
             str(self.concurrency),
-            "--continue=never",
+            mode,
             *filters,
             *extra,
         ]
@@ -658,14 +663,18 @@ def noise(*manifests: dict) -> set[str]:
 
 
 PASSED = re.compile(
-    r"(?:Tests?:?\s+(?:\d+ failed[, |]+)?(\d+) passed)|(?:(\d+) pass(?:ing)?\b)|(?:✓ (\d+) tests? passed)"
+    r"(?:Tests?:?\s+(?:\d+ (?:failed|skipped|todo)[, |]+)*(\d+) passed)|(?:(\d+) pass(?:ing)?\b)"
+    r"|(?:✓ (\d+) tests? passed)"
 )
-FAILED = re.compile(r"(?:Tests?:?\s+(\d+) failed)|(?:(\d+) fail(?:ing|ed)?\b)")
+# bun's `N fail`, mocha's `N failing`; a bare `N failed` is also a tool's count of failed tasks
+FAILED = re.compile(r"(?:Tests?:?\s+(\d+) failed)|(?:(\d+) fail(?:ing)?\b)")
 
 
 def test_counts(out: str) -> tuple[int, int]:
     """Passed and failed tests summed over a run's log (vitest, jest, bun test, node --test)."""
     out = re.sub(r"\x1b\[[0-9;]*m", "", out)
+    # jest's `Test Suites:` and vitest's `Test Files` count files, not tests
+    out = re.sub(r"^.*Test (?:Suites:|Files ).*$", "", out, flags=re.M)
     passed = sum(int(next(g for g in m.groups() if g)) for m in PASSED.finditer(out))
     failed = sum(int(next(g for g in m.groups() if g)) for m in FAILED.finditer(out))
     return passed, failed
@@ -849,6 +858,7 @@ def phase_time(b: Bench, state: dict, runs: dict[str, int], clean_check: bool, s
             "reset": resets,
         }
         res[task]["runs"] = dict(runs)
+        res[task]["continue"] = b.continue_mode
         summarize_time(task, res[task])
         state["time"] = res
         save()
@@ -1418,6 +1428,14 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--concurrency", type=int, default=2)
     ap.add_argument(
+        "--continue",
+        dest="continue_mode",
+        choices=("never", "dependencies-successful", "always"),
+        default="never",
+        help="both tools' --continue (default never, turbo's default): `always` makes a run with "
+        "failing tasks do the same work under both, whatever order each meets the failures in",
+    )
+    ap.add_argument(
         "--vx", help="the vx command (default: installed from this checkout into a venv)"
     )
     ap.add_argument("--ci", action="store_true", help="CI=true for the installs and both tools")
@@ -1493,6 +1511,7 @@ def main(argv=None) -> int:
         vx = vx or vx_tool(args.vx, args.work)
         b = Bench(repo, args.work, vx, args.concurrency)
         b.chain_edits = args.chain_edits
+        b.continue_mode = args.continue_mode
         state["versions"] = {"vx": version_of(vx, b.ws["vx"]), "turbo": state["install"]["turbo"]}
         for phase in phases:
             partial = (phase == "matrix" and args.edits) or (phase == "time" and args.tasks)
