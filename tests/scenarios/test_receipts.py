@@ -384,7 +384,7 @@ def test_deleted_outputs_are_restored_by_the_replay(ws):
 
 
 def test_a_replayed_restore_exits_with_its_commit_in_the_wal(ws):
-    """The replay leaves its committed index connection to the exit (`replay._leave_open`): no
+    """The replay leaves its committed index connection to the exit (`rows.leave_open`): no
     checkpoint, so no fsync. The stamps it wrote stay in the WAL, where the next run reads them,
     and the index is sound."""
     import sqlite3

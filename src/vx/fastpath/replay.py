@@ -135,7 +135,9 @@ def _finish(
             if restoring and not _restore(header, body, done, helper, db, through):
                 return None
             db.execute("COMMIT")
-            _leave_open(db)
+            from vx.store import rows
+
+            rows.leave_open(db)
             db = None
         finally:
             if db is not None:
@@ -444,25 +446,6 @@ def _open_index(header: dict):
         if db is not None:
             db.close()
         return None
-
-
-_left_open: list = []  # the committed connection `_leave_open` keeps for the process's exit
-
-
-def _leave_open(db) -> None:
-    """Keep the committed connection open until the process exits (`vx.__main__` ends a replay
-    with `os._exit`) rather than close it. Closing the last connection to a WAL database
-    checkpoints it: the WAL synced, its pages copied into the database file, that synced, the
-    WAL deleted — and the next run's first write makes it again and syncs its header and the
-    directory: eight fsyncs a restore for two files (the workspace's stamps and the shared
-    store's touched rows), most of a restore's wall time on a busy disk (docs/benchmarks.md).
-    Exiting with it open is what SQLite's WAL is built to survive: every committed transaction
-    is in the WAL, the next connection reads it from there, and the checkpoint happens when a
-    commit crosses `wal_autocheckpoint` or a pipeline run closes its store. A caller that goes
-    on in-process (a test) closes the one left before, so no more than one stays open."""
-    while _left_open:
-        _left_open.pop().close()
-    _left_open.append(db)
 
 
 def _uri(path: str) -> str:

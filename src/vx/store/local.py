@@ -353,7 +353,7 @@ class LocalStore:
         transaction, a statement per IN-list batch rather than per task, and close the connection.
 
         With `leave_open`, the committed connection is kept to the process's exit instead
-        (`_leave_open`): closing the last connection to a WAL database checkpoints it, which
+        (`rows.leave_open`): closing the last connection to a WAL database checkpoints it, which
         syncs the WAL and both index files (the workspace's and a shared store's), the most
         of a remote restore's end on a busy disk (docs/benchmarks.md)."""
         with self._lock:
@@ -361,7 +361,7 @@ class LocalStore:
                 return
             self._flush()
             if leave_open:
-                _leave_open(self._db)
+                rows.leave_open(self._db)
             else:
                 self._db.close()
             self._db = None  # type: ignore[assignment]  # closed: nothing may use it after
@@ -1281,20 +1281,6 @@ class _GroupCommit:
             return False
         item.packed, item.data = _Packed(temp, packed.key, packed.info), None
         return True
-
-
-_left_open: list = []  # the committed index connection `_leave_open` keeps for the process's exit
-
-
-def _leave_open(db: "sqlite3.Connection") -> None:
-    """Keep a committed connection open until the process exits (the CLI ends with `os._exit`)
-    rather than close it: as the replay does (`vx.fastpath.replay._leave_open`), every committed
-    transaction is in the WAL, where the next connection reads it, and the checkpoint comes when
-    a commit crosses `wal_autocheckpoint` or a run closes its store. A caller that goes on
-    in-process (a test, `vx.api`) closes the one left before, so no more than one stays open."""
-    while _left_open:
-        _left_open.pop().close()
-    _left_open.append(db)
 
 
 @contextmanager

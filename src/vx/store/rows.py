@@ -18,6 +18,24 @@ SQL_BATCH = 800  # IN-lists stay under 900 bound parameters (old SQLite caps at 
 CONNECTION_PRAGMAS = ("PRAGMA busy_timeout=5000", "PRAGMA synchronous=NORMAL")
 
 
+_left_open: list = []  # the committed connection `leave_open` keeps for the process's exit
+
+
+def leave_open(db) -> None:
+    """Keep a committed index connection open until the process exits (the CLI and a replay end
+    with `os._exit`) rather than close it. Closing the last connection to a WAL database
+    checkpoints it: the WAL synced, its pages copied into the database file, that synced, the
+    WAL deleted — and the next run's first write makes it again and syncs its header and the
+    directory: most of a restore's end on a busy disk (docs/benchmarks.md). Exiting with it open
+    is what SQLite's WAL is built to survive: every committed transaction is in the WAL, the
+    next connection reads it from there, and the checkpoint happens when a commit crosses
+    `wal_autocheckpoint` or a run closes its store. A caller that goes on in-process (a test,
+    `vx.api`) closes the one left before, so no more than one stays open."""
+    while _left_open:
+        _left_open.pop().close()
+    _left_open.append(db)
+
+
 def attach_store(db, path: str) -> None:
     """Attach a shared store's index as `store`, set up as the workspace's own; unqualified
     names then find its tables (`entries`, `entry_log`, `output_files`), which `main` lacks."""

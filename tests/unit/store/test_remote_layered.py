@@ -258,7 +258,7 @@ def test_the_close_leaves_its_commits_in_the_wal_for_the_next_run(tmp_path):
     connection (the next run's) reads the adopted entry and the restore's stamps."""
     import sqlite3
 
-    from vx.store import local
+    from vx.store import rows
 
     key = "00000000000000ad"
     body = artifact(tmp_path, key)
@@ -280,7 +280,7 @@ def test_the_close_leaves_its_commits_in_the_wal_for_the_next_run(tmp_path):
     again = LocalStore(tmp_path / "cache", tmp_path / "ws")
     assert again.probe([key])
     again.close()  # an in-process caller's own close still closes (and checkpoints)
-    local._left_open.pop().close()  # what the exit would do: no connection outlives the test
+    rows._left_open.pop().close()  # what the exit would do: no connection outlives the test
 
 
 @pytest.mark.feature("RC-05")
